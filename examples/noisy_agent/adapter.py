@@ -1,0 +1,81 @@
+"""A stochastic stand-in for an LLM agent, offline and seeded.
+
+Each task has a hidden difficulty (some always pass, some never, most in between) and a
+category. The capability's markdown files carry rules (``RULE:<name>``); each rule shifts the
+log-odds of success per category. A rollout draws its outcome from a generator seeded by the
+trial seed, the task and the candidate folder's name, so results are reproducible while two
+folders with the same bytes still differ from run to run the way a real agent's do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from pathlib import Path
+
+from pytest_capevolve import Rollout, Score, Task
+
+CATEGORIES = ("booking", "refund", "baggage", "cancel")
+N_TASKS = 80
+# log-odds shift per rule and category
+RULE_EFFECTS = {
+    "verify-identity": dict.fromkeys(CATEGORIES, 0.8),
+    "read-policy": dict.fromkeys(CATEGORIES, 0.5),
+    "check-fare-class": {"booking": 1.6, "refund": 1.6, "cancel": 1.6, "baggage": 0.6},
+    "always-upsell": dict.fromkeys(CATEGORIES, -1.6),
+    "baggage-first": {"baggage": 2.5, "booking": -2.5, "refund": 0.0, "cancel": 0.0},
+}
+RULE_RE = re.compile(r"RULE:([a-z-]+)")
+
+
+def _difficulty(index: int) -> float:
+    """Base log-odds, spread like a real agent's: easy, impossible, and many in between."""
+    rng = random.Random(1000 + index)
+    kind = rng.random()
+    if kind < 0.2:
+        return 6.0  # always passes
+    if kind < 0.35:
+        return -7.0  # never passes
+    return rng.uniform(-2.5, 1.5)
+
+
+class NoisyAgentAdapter:
+    def tasks(self, split: str) -> list[Task]:
+        return [
+            Task(
+                id=f"n{i:02d}",
+                input={"category": CATEGORIES[i % len(CATEGORIES)], "ticket": f"ticket #{i}"},
+                target="resolved",
+                metadata={"difficulty": _difficulty(i)},
+            )
+            for i in range(N_TASKS)
+        ]
+
+    def _rules(self, capability: Path) -> list[str]:
+        text = "\n".join(p.read_text() for p in sorted(Path(capability).rglob("*.md")))
+        return sorted(set(RULE_RE.findall(text)))
+
+    def run_target(self, task: Task, ctx: Path, *, seed: int) -> Rollout:
+        rules = self._rules(ctx)
+        category = task.input["category"]
+        logit = task.metadata["difficulty"] + sum(
+            RULE_EFFECTS.get(rule, {}).get(category, 0.0) for rule in rules
+        )
+        p_success = 1.0 / (1.0 + math.exp(-logit))
+        key = f"{seed}:{task.id}:{Path(ctx).name}".encode()
+        draw = random.Random(hashlib.sha256(key).hexdigest()).random()
+        output = "resolved" if draw < p_success else "escalated"
+        return Rollout(
+            task_id=task.id,
+            output=output,
+            trace={"rules": rules, "p_success": round(p_success, 4)},
+            cost_usd=0.0021,
+            tokens=1400,
+        )
+
+    def score(self, task: Task, rollout: Rollout) -> Score:
+        ok = rollout.output == task.target
+        feedback = "ticket resolved" if ok else f"ticket {rollout.output}: customer not helped"
+        return Score(reward=1.0 if ok else 0.0, feedback=feedback)

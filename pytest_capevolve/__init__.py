@@ -1,0 +1,8 @@
+"""pytest-capevolve: honest, pytest-native measurement of changes to an AI agent's capability."""
+
+from __future__ import annotations
+
+from .adapter import CapabilityAdapter, Rollout, Score, Task
+
+__all__ = ["CapabilityAdapter", "Rollout", "Score", "Task"]
+__version__ = "0.1.0"

@@ -1,0 +1,252 @@
+"""The adapter contract: how capevolve talks to a user's agent, task set and scorer.
+
+A user writes one class with three methods::
+
+    tasks(split)                      -> list[Task]   # the evaluation data ("all" = the pool)
+    run_target(task, ctx, *, seed)    -> Rollout      # run the agent once; never score here
+    score(task, rollout)              -> Score        # reward in [0, 1] plus feedback
+
+and optionally ``live(candidate_dir)``, a context manager that makes a candidate the one the
+agent uses and yields the ``ctx`` handed to ``run_target`` (default: the candidate dir itself).
+
+The types accept the keyword arguments of cap-evolve's ``Task``/``Rollout``/``Score`` so an
+adapter written for it works after changing its imports; its ``run_target(task, dir, split)``
+signature and ``apply(dir)`` method are honoured too (see :class:`AdapterRunner`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import inspect
+import math
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REQUIRED_METHODS = ("tasks", "run_target", "score")
+POOL_SPLIT = "all"
+
+
+class AdapterError(Exception):
+    """The user's adapter broke the contract; the message names the file, method and fix."""
+
+
+@dataclass
+class Task:
+    """One unit of evaluation data."""
+
+    id: str
+    input: Any = None
+    target: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Rollout:
+    """One run of the agent on one task. ``error`` set means the rollout did not measure the
+    agent (timeout, crash, API down): it is missing data, never a reward of 0."""
+
+    task_id: str = ""
+    output: Any = None
+    trace: Any = None
+    error: str | None = None
+    cost_usd: float = 0.0
+    tokens: int = 0
+    seconds: float = 0.0
+    tool_calls: list[Any] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Score:
+    """A scored rollout. ``reward`` must lie in [0, 1]; it is validated, never clamped."""
+
+    reward: float
+    feedback: str = ""
+    metrics: Any = None
+    task_id: str = ""
+    # accepted for cap-evolve compatibility; capevolve aggregates trials itself
+    n: int = 1
+    stderr: float = 0.0
+    trial_rewards: list[float] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class CapabilityAdapter:
+    """Optional base class; any object with the three methods satisfies the contract."""
+
+    def tasks(self, split: str) -> list[Task]:
+        raise NotImplementedError("IMPLEMENT ME: tasks(split)")
+
+    def run_target(self, task: Task, ctx: Any, *, seed: int) -> Rollout:
+        raise NotImplementedError("IMPLEMENT ME: run_target(task, ctx, *, seed)")
+
+    def score(self, task: Task, rollout: Rollout) -> Score:
+        raise NotImplementedError("IMPLEMENT ME: score(task, rollout)")
+
+
+def check_reward(value: Any, where: str) -> float:
+    """Return ``value`` as a float in [0, 1] or raise an AdapterError saying what was wrong."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AdapterError(f"{where}: reward must be a number in [0, 1], got {value!r}")
+    reward = float(value)
+    if math.isnan(reward) or not 0.0 <= reward <= 1.0:
+        raise AdapterError(
+            f"{where}: reward must lie in [0, 1], got {reward!r}; "
+            "fix the scorer (capevolve never clamps a reward)"
+        )
+    return reward
+
+
+def load_adapter(ref: str, project_dir: Path) -> Any:
+    """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it.
+
+    Runs wherever items are collected (controller without xdist, each worker with it). The
+    module is registered under a name derived from its path so two projects never collide.
+    """
+    file_part, _, class_name = ref.partition(":")
+    path = (project_dir / file_part).resolve()
+    if not path.is_file():
+        raise AdapterError(f"adapter file {path} does not exist (spec key 'adapter': {ref!r})")
+    module_name = "capevolve_adapter_" + "_".join(
+        part for part in path.with_suffix("").parts if part.isidentifier()
+    )
+    module = sys.modules.get(module_name)
+    if module is None or getattr(module, "__file__", None) != str(path):
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[module_name]
+            raise AdapterError(f"importing adapter {path} failed: {exc!r}") from exc
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        found = sorted(n for n, v in vars(module).items() if inspect.isclass(v))
+        raise AdapterError(
+            f"adapter {path} has no class {class_name!r} (classes there: {', '.join(found)})"
+        )
+    try:
+        params = inspect.signature(cls).parameters
+        instance = cls(project_dir=project_dir) if "project_dir" in params else cls()
+    except Exception as exc:
+        raise AdapterError(f"creating adapter {ref} failed: {exc!r}") from exc
+    missing = [name for name in REQUIRED_METHODS if not callable(getattr(instance, name, None))]
+    if missing:
+        raise AdapterError(
+            f"adapter {ref} ({path}) lacks required method(s) {', '.join(missing)}; "
+            "implement tasks(split), run_target(task, ctx, *, seed) and score(task, rollout)"
+        )
+    return instance
+
+
+def coerce_task(raw: Any, where: str) -> Task:
+    """Accept our Task, a cap-evolve Task (same attributes) or a plain dict with an ``id``."""
+    if isinstance(raw, Task):
+        return raw
+    if isinstance(raw, dict) and "id" in raw:
+        return Task(
+            id=str(raw["id"]),
+            input=raw.get("input"),
+            target=raw.get("target"),
+            metadata=dict(raw.get("metadata") or {}),
+        )
+    if hasattr(raw, "id"):
+        return Task(
+            id=str(raw.id),
+            input=getattr(raw, "input", None),
+            target=getattr(raw, "target", None),
+            metadata=dict(getattr(raw, "metadata", None) or {}),
+        )
+    raise AdapterError(f"{where}: a task must be a Task or a dict with an 'id', got {raw!r}")
+
+
+def load_tasks(adapter: Any, ref: str) -> dict[str, Task]:
+    """The task pool (``tasks("all")``) keyed by id; duplicates and emptiness are errors."""
+    where = f"adapter {ref}: tasks({POOL_SPLIT!r})"
+    try:
+        raw = list(adapter.tasks(POOL_SPLIT))
+    except NotImplementedError as exc:
+        raise AdapterError(f"{where} is not implemented: {exc}") from exc
+    pool: dict[str, Task] = {}
+    for item in raw:
+        task = coerce_task(item, where)
+        if task.id in pool:
+            raise AdapterError(f"{where} returned the task id {task.id!r} twice; ids must be unique")
+        if not task.id:
+            raise AdapterError(f"{where} returned a task with an empty id")
+        pool[task.id] = task
+    if not pool:
+        raise AdapterError(f"{where} returned no tasks; there is nothing to evaluate")
+    return pool
+
+
+class AdapterRunner:
+    """Calls one adapter the way its signature asks: ours, or cap-evolve's older one.
+
+    Runs on each worker (or in-process without xdist), once per rollout item.
+    """
+
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+        params = inspect.signature(adapter.run_target).parameters
+        self._passes_seed = "seed" in params
+        self._passes_split = "split" in params
+
+    @contextlib.contextmanager
+    def live(self, candidate_dir: Path) -> Iterator[Any]:
+        """Make ``candidate_dir`` the capability the agent uses, for the rollout's duration."""
+        live = getattr(self.adapter, "live", None)
+        if callable(live):
+            with live(candidate_dir) as ctx:
+                yield ctx
+            return
+        apply = getattr(self.adapter, "apply", None)
+        if callable(apply):
+            apply(candidate_dir)
+        yield candidate_dir
+
+    def run_target(self, task: Task, ctx: Any, *, seed: int, split: str) -> Rollout:
+        kwargs: dict[str, Any] = {}
+        if self._passes_seed:
+            kwargs["seed"] = seed
+        if self._passes_split:
+            kwargs["split"] = split
+        result = self.adapter.run_target(task, ctx, **kwargs)
+        return coerce_rollout(result, task.id)
+
+    def score(self, task: Task, rollout: Rollout) -> Score:
+        result = self.adapter.score(task, rollout)
+        if isinstance(result, Score):
+            return result
+        if isinstance(result, (int, float)) and not isinstance(result, bool):
+            return Score(reward=float(result))
+        if hasattr(result, "reward"):
+            return Score(
+                reward=result.reward,
+                feedback=str(getattr(result, "feedback", "") or ""),
+                metrics=getattr(result, "metrics", None),
+            )
+        raise AdapterError(f"score({task.id!r}) must return a Score, got {result!r}")
+
+
+def coerce_rollout(result: Any, task_id: str) -> Rollout:
+    if isinstance(result, Rollout):
+        return result
+    if hasattr(result, "output"):
+        return Rollout(
+            task_id=str(getattr(result, "task_id", task_id) or task_id),
+            output=result.output,
+            trace=getattr(result, "trace", None),
+            error=getattr(result, "error", None),
+            cost_usd=float(getattr(result, "cost_usd", 0.0) or 0.0),
+            tokens=int(getattr(result, "tokens", 0) or 0),
+            tool_calls=list(getattr(result, "tool_calls", None) or []),
+            metadata=dict(getattr(result, "metadata", None) or {}),
+        )
+    raise AdapterError(f"run_target({task_id!r}) must return a Rollout, got {result!r}")

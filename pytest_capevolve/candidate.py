@@ -1,0 +1,86 @@
+"""Candidates: tags, content hashes and the names built from ids.
+
+A candidate is a folder; its identity is the hash of its bytes, so "the same tag" can never
+quietly mean two different capabilities. Pure filesystem reads; no run-dir writes here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+SEED_TAG = "seed"
+# A tag never contains "__" (the rollout file separator) and starts with a letter or digit,
+# which keeps `<task>__<tag>__t<k>.json` unambiguous and every tag a plain folder name.
+TAG_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.\-]|_(?!_))*$")
+_SAFE_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_MAX_NAME = 120
+_IGNORED = frozenset({"__pycache__", ".pytest_cache", ".capevolve", ".git"})
+
+
+class CandidateError(Exception):
+    """A candidate folder or tag cannot be used; the message says why."""
+
+
+def check_tag(tag: str) -> str:
+    if not TAG_RE.match(tag) or len(tag) > 64:
+        raise CandidateError(
+            f"tag {tag!r} is not usable: a tag is 1-64 letters, digits, '.', '-' or single '_', "
+            "starting with a letter or digit (rename the folder or pass --capevolve-tag)"
+        )
+    return tag
+
+
+def escape_id(task_id: str) -> str:
+    """Make a task id a safe, injective file-name part: nothing can leave its folder.
+
+    Characters outside ``[A-Za-z0-9_.-]`` and a leading dot become ``%XX`` per UTF-8 byte;
+    a name too long for a file system is cut and suffixed with a hash of the full id.
+    """
+    out = []
+    for i, ch in enumerate(task_id):
+        if ch in _SAFE_ID_CHARS and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    name = "".join(out)
+    # "__" separates the parts of a rollout file name; escape the second "_" of any run.
+    name = name.replace("__", "_%5F")
+    if len(name) > _MAX_NAME:
+        digest = hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:16]
+        name = f"{name[:_MAX_NAME - 18]}~{digest}"
+    return name
+
+
+def iter_files(root: Path) -> list[Path]:
+    """Every regular file under ``root`` (sorted, caches skipped). Symlinks are refused when
+    they point outside ``root``: a candidate must not smuggle in bytes it does not contain."""
+    root = root.resolve()
+    files: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in _IGNORED)
+        base = Path(dirpath)
+        for name in list(dirnames) + sorted(filenames):
+            path = base / name
+            if path.is_symlink():
+                target = path.resolve()
+                if not target.is_relative_to(root):
+                    raise CandidateError(
+                        f"{path} is a symlink to {target}, outside the candidate folder {root}"
+                    )
+        files.extend(base / name for name in sorted(filenames) if not name.endswith(".pyc"))
+    return sorted(files)
+
+
+def content_hash(root: Path) -> str:
+    """sha256 over (relative path, bytes) of every file: equal iff the trees are byte-equal."""
+    root = root.resolve()
+    digest = hashlib.sha256()
+    for path in iter_files(root):
+        rel = path.relative_to(root).as_posix().encode("utf-8")
+        data = path.read_bytes()
+        digest.update(len(rel).to_bytes(8, "big") + rel)
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return "sha256:" + digest.hexdigest()

@@ -1,0 +1,290 @@
+"""The controller role: owns the run dir, decides the plan, persists what workers report.
+
+Registered in ``pytest_configure`` of the process that is not an xdist worker (the only
+process without xdist). Workers never see this object; they get the plan through
+``workerinput`` and return records inside their reports.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import exitcodes
+from .candidate import SEED_TAG, CandidateError, check_tag
+from .items import record_from_report
+from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
+from .report import ArmSummary, render_arms, summarize_arm
+from .rundir import RunDir
+from .spec import Spec
+from .evidence import index_records
+
+
+@dataclass
+class CandidateRequest:
+    """A candidate asked for on the command line (or the best, implicitly)."""
+
+    tag: str
+    path: Path
+
+
+@dataclass
+class SessionTally:
+    paid: dict[str, int] = field(default_factory=dict)
+    infra: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, reason)
+    lost: list[tuple[str, str]] = field(default_factory=list)  # items that never reported
+    dead_workers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def location_for(path: Path, project_dir: Path) -> str:
+    """Relative to the project when inside it, so a worker on a copy of the project (rsync,
+    another machine) finds the candidate in its own copy."""
+    path = path.resolve()
+    return path.relative_to(project_dir).as_posix() if path.is_relative_to(project_dir) else str(path)
+
+
+def next_free_tag(base: str, taken: set[str]) -> str:
+    n = 2
+    while f"{base}-r{n}" in taken:
+        n += 1
+    return f"{base}-r{n}"
+
+
+class Controller:
+    def __init__(
+        self,
+        config: pytest.Config,
+        spec: Spec,
+        rundir: RunDir,
+        pool_ids: list[str],
+        requests: list[CandidateRequest],
+        split: str,
+        rerun: bool,
+    ) -> None:
+        self.config = config
+        self.spec = spec
+        self.rundir = rundir
+        self.tally = SessionTally()
+        self.rows: list[ArmSummary] = []
+        self.exit_code: int | None = None
+        self.session: pytest.Session | None = None
+        self.missing: list[Any] = []
+        self.plan = self._make_plan(pool_ids, requests, split, rerun)
+
+    # -- planning (configure time) ---------------------------------------------------------
+
+    def _make_plan(
+        self, pool_ids: list[str], requests: list[CandidateRequest], split: str, rerun: bool
+    ) -> EvalPlan:
+        from .splits import splits_for
+
+        spec, rundir = self.spec, self.rundir
+        rundir.ensure_spec_lock(spec)
+        splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
+        task_ids = list(splits[split])
+        missing = sorted(set(task_ids) - set(pool_ids))
+        if missing:
+            raise CandidateError(
+                f"run {rundir.run_id}: the frozen {split} split names tasks the adapter no "
+                f"longer returns: {', '.join(map(repr, missing[:5]))}"
+            )
+        best = str(rundir.read_state().get("best_id", SEED_TAG))
+        best_path = self._source_of(best)
+        taken = set(rundir.known_tags())
+        wanted = requests or [CandidateRequest(best, best_path)]
+        chosen: list[CandidateRequest] = []
+        for request in wanted:
+            tag = check_tag(request.tag)
+            if rerun:
+                tag = next_free_tag(tag, taken)
+                taken.add(tag)
+            chosen.append(CandidateRequest(tag, request.path))
+        if best not in {c.tag for c in chosen}:
+            chosen.insert(0, CandidateRequest(best, best_path))
+        if len({c.tag for c in chosen}) != len(chosen):
+            raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
+
+        planned = []
+        for request in chosen:
+            digest = rundir.register_candidate(request.tag, request.path)
+            planned.append(
+                PlannedCandidate(request.tag, location_for(request.path, spec.project_dir), digest)
+            )
+        tags = {c.tag for c in planned}
+        persisted = {
+            (r["split"], r["task_id"], r["tag"], int(r["trial"]))
+            for r in rundir.iter_rollouts(split)
+            if r["tag"] in tags and r.get("infra_error") is None
+        }
+        plan = EvalPlan(
+            run_id=rundir.run_id,
+            split=split,
+            task_ids=task_ids,
+            num_trials=spec.num_trials,
+            base_seed=spec.base_seed,
+            candidates=planned,
+            persisted=persisted,
+        )
+        self._check_budget(len(plan.owed_keys()))
+        rundir.append_event(
+            "session_started",
+            split=split,
+            tags=[c.tag for c in planned],
+            owed=len(plan.owed_keys()),
+            reused=len(plan.all_keys()) - len(plan.owed_keys()),
+        )
+        return plan
+
+    def _source_of(self, tag: str) -> Path:
+        if tag == SEED_TAG:
+            return self.spec.capability_path
+        meta = self.rundir.candidate_dir(tag) / "candidate.json"
+        return Path(json.loads(meta.read_text(encoding="utf-8"))["source"])
+
+    def _check_budget(self, owed: int) -> None:
+        cap = self.spec.max_metric_calls
+        if cap is None:
+            return
+        spent = int(self.rundir.read_state()["spent"]["metric_calls"])
+        if spent + owed > cap:
+            raise pytest.UsageError(
+                f"{self.spec.path}: this session owes {owed} rollouts but the run has spent "
+                f"{spent} of max_metric_calls={cap}; raise max_metric_calls or evaluate fewer "
+                "candidates/trials"
+            )
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """Controller → each xdist worker: the plan, decided once here."""
+        node.workerinput[WORKERINPUT_KEY] = json.dumps(self.plan.to_wire())
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Persist each rollout exactly once, as its report arrives (xdist replays worker
+        reports here, so one code path serves both modes)."""
+        record = record_from_report(report)
+        if record is not None and report.when == "call":
+            self._persist(record)
+            if record["infra_error"]:
+                self.tally.infra.append((report.nodeid, record["infra_error"]))
+        elif record is None and report.failed:
+            reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
+            self.tally.lost.append((report.nodeid, reason))
+
+    def _persist(self, record: dict[str, Any]) -> None:
+        self.rundir.write_rollout(record)
+        tag = record["tag"]
+        self.tally.paid[tag] = self.tally.paid.get(tag, 0) + 1
+
+        def spend(state: dict[str, Any]) -> None:
+            state["spent"]["metric_calls"] = int(state["spent"]["metric_calls"]) + 1
+            state["spent"]["usd"] = float(state["spent"]["usd"]) + float(record["cost_usd"])
+
+        state = self.rundir.update_state(spend)
+        self.rundir.append_event(
+            "rollout",
+            split=record["split"],
+            task_id=record["task_id"],
+            tag=tag,
+            trial=record["trial"],
+            reward=record["reward"],
+            infra_error=record["infra_error"],
+        )
+        cap = self.spec.max_usd
+        if cap is not None and state["spent"]["usd"] > cap:
+            self._stop(f"budget max_usd={cap} spent ({state['spent']['usd']:.4f} USD)")
+
+    def _stop(self, reason: str) -> None:
+        if self.session is not None:
+            self.session.shouldstop = reason
+        dsession = self.config.pluginmanager.getplugin("dsession")
+        if dsession is not None:
+            dsession.shouldstop = reason
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        if error:
+            self.tally.dead_workers.append((node.gateway.id, str(error)))
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        result = yield
+        self.finish()
+        return result
+
+    def finish(self) -> None:
+        """After the run loop: summarize from what is persisted and choose the exit code."""
+        plan = self.plan
+        records = index_records(self.rundir.iter_rollouts(plan.split))
+        reused_by_tag: dict[str, int] = {}
+        for split, _task, tag, _k in plan.persisted:
+            reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
+        self.rows = [
+            summarize_arm(
+                records.get(c.tag, {}),
+                tag=c.tag,
+                split=plan.split,
+                task_ids=plan.task_ids,
+                num_trials=plan.num_trials,
+                paid=self.tally.paid.get(c.tag, 0),
+                reused=reused_by_tag.get(c.tag, 0),
+            )
+            for c in plan.candidates
+        ]
+        missing = [
+            k
+            for k in plan.all_keys()
+            if (rec := records.get(k.tag, {}).get((k.task_id, k.trial))) is None
+            or rec.get("infra_error") is not None
+        ]
+        self.missing = missing
+        self.exit_code = exitcodes.INFRA_FAILURE if (missing or self.tally.dead_workers) else exitcodes.OK
+        self.rundir.append_event(
+            "session_finished",
+            paid=sum(self.tally.paid.values()),
+            missing=len(missing),
+            dead_workers=[w for w, _ in self.tally.dead_workers],
+            exit_code=self.exit_code,
+        )
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.exit_code is not None and session.exitstatus in exitcodes.REPLACEABLE:
+            session.exitstatus = self.exit_code
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        try:
+            self._print_summary(terminalreporter)
+        except Exception as exc:  # a summary must never break the session's outcome
+            terminalreporter.write_line(f"capevolve: could not print the summary: {exc!r}")
+
+    def _print_summary(self, tr: Any) -> None:
+        if not self.rows:
+            return
+        tr.section(f"capevolve run {self.plan.run_id}", sep="=")
+        for line in render_arms(self.rows):
+            tr.write_line(line)
+        paid = sum(r.paid for r in self.rows)
+        reused = sum(r.reused for r in self.rows)
+        tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")
+        if self.tally.infra:
+            tr.write_line(f"infra errors ({len(self.tally.infra)}; missing data, never a 0):")
+            for nodeid, reason in self.tally.infra[:20]:
+                tr.write_line(f"  {nodeid}: {reason}")
+        for worker, error in self.tally.dead_workers:
+            tr.write_line(f"worker {worker} died ({error}); its rollouts are missing", red=True)
+        for nodeid, reason in self.tally.lost[:20]:
+            tr.write_line(f"no rollout from {nodeid}: {reason}", red=True)
+        if self.missing:
+            tr.write_line(
+                f"{len(self.missing)} rollouts are missing; re-run the same command to "
+                "complete only those",
+                yellow=True,
+            )

@@ -1,0 +1,81 @@
+"""The evaluation plan: which rollouts this session owes, decided once on the controller.
+
+The plan is plain JSON-able data. Without xdist it is used in-process; with xdist it travels
+to every worker through ``pytest_configure_node`` → ``workerinput``, so a remote worker needs
+no copy of the run dir and every worker collects exactly the same items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+WORKERINPUT_KEY = "capevolve_plan"
+
+
+@dataclass(frozen=True)
+class PlannedCandidate:
+    tag: str
+    location: str  # relative to the project folder when inside it, else absolute
+    content_hash: str
+
+    def resolve(self, project_dir: Path) -> Path:
+        path = Path(self.location)
+        return path if path.is_absolute() else (project_dir / path).resolve()
+
+
+@dataclass(frozen=True)
+class RolloutKey:
+    split: str
+    task_id: str
+    tag: str
+    trial: int
+
+    def as_list(self) -> list[Any]:
+        return [self.split, self.task_id, self.tag, self.trial]
+
+
+@dataclass
+class EvalPlan:
+    run_id: str
+    split: str
+    task_ids: list[str]
+    num_trials: int
+    base_seed: int
+    candidates: list[PlannedCandidate]
+    persisted: set[tuple[str, str, str, int]] = field(default_factory=set)
+
+    def seed_for(self, trial: int) -> int:
+        """Common random numbers: trial k runs with the same seed for every candidate."""
+        return self.base_seed + trial
+
+    def all_keys(self) -> list[RolloutKey]:
+        """Every rollout of the plan in item order: task, then trial, then candidate, so the
+        rollouts that get compared run close together in time."""
+        return [
+            RolloutKey(self.split, task_id, cand.tag, trial)
+            for task_id in self.task_ids
+            for trial in range(self.num_trials)
+            for cand in self.candidates
+        ]
+
+    def owed_keys(self) -> list[RolloutKey]:
+        return [k for k in self.all_keys() if (k.split, k.task_id, k.tag, k.trial) not in self.persisted]
+
+    def to_wire(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["persisted"] = sorted(list(k) for k in self.persisted)
+        return data
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> EvalPlan:
+        return cls(
+            run_id=data["run_id"],
+            split=data["split"],
+            task_ids=list(data["task_ids"]),
+            num_trials=int(data["num_trials"]),
+            base_seed=int(data["base_seed"]),
+            candidates=[PlannedCandidate(**c) for c in data["candidates"]],
+            persisted={(s, t, g, int(k)) for s, t, g, k in data["persisted"]},
+        )

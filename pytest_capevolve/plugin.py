@@ -1,0 +1,155 @@
+"""pytest-capevolve: options, ini keys and hook wiring. Thin on purpose.
+
+A capevolve session is ``pytest --capevolve-run PROJECT``: the project's spec becomes the only
+thing collected, each owed rollout an item. The controller role (see :mod:`controller`) is
+registered in the process that owns the run dir; xdist workers only run items.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .adapter import AdapterError, AdapterRunner, load_adapter, load_tasks
+from .candidate import SEED_TAG, CandidateError
+from .controller import CandidateRequest, Controller
+from .items import CONTEXT_KEY, EvalContext, SpecFile, record_from_report
+from .plan import WORKERINPUT_KEY, EvalPlan
+from .rundir import RunDir, RunDirError
+from .spec import INI_KEYS, Spec, SpecError, load_spec
+
+EVALUABLE_SPLITS = ("train", "val")
+
+
+def _split_option(value: str) -> str:
+    if value == "test":
+        raise pytest.UsageError(
+            "--capevolve-split test: the test split is sealed; it is scored once, by "
+            "--capevolve-finalize, never by an evaluation session"
+        )
+    if value not in EVALUABLE_SPLITS:
+        raise pytest.UsageError(f"--capevolve-split must be train or val, got {value!r}")
+    return value
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("capevolve", "capevolve: honest evaluation of agent capability changes")
+    group.addoption(
+        "--capevolve-run",
+        metavar="PROJECT",
+        help="evaluate the project's candidates: every rollout becomes a test item",
+    )
+    group.addoption(
+        "--capevolve-candidate",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="candidate capability folder to evaluate (repeatable); default: the current best",
+    )
+    group.addoption(
+        "--capevolve-tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="tag for the matching --capevolve-candidate (default: the folder's name)",
+    )
+    group.addoption(
+        "--capevolve-split",
+        type=_split_option,
+        default=None,
+        metavar="SPLIT",
+        help="split to evaluate: train or val (default val; test is sealed)",
+    )
+    group.addoption(
+        "--capevolve-rerun",
+        action="store_true",
+        help="evaluate again under fresh tags instead of reusing persisted rollouts",
+    )
+    group.addoption("--capevolve-new-run", action="store_true", help="start a new run")
+    group.addoption("--capevolve-run-id", metavar="ID", help="use this run instead of the newest")
+    for key in INI_KEYS:
+        parser.addini(f"capevolve_{key}", f"default for capevolve.yaml key {key}", default="")
+    parser.addini("capevolve_split", "default split for --capevolve-run", default="val")
+
+
+def _ini_defaults(config: pytest.Config) -> dict[str, str]:
+    return {key: str(config.getini(f"capevolve_{key}")) for key in INI_KEYS}
+
+
+def _candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:
+    dirs = [Path(d) for d in config.option.capevolve_candidate]
+    tags = list(config.option.capevolve_tag)
+    if len(tags) > len(dirs) or (tags and len(tags) != len(dirs)):
+        raise pytest.UsageError(
+            f"--capevolve-tag given {len(tags)} times for {len(dirs)} --capevolve-candidate; "
+            "give one tag per candidate, in the same order"
+        )
+    requests = []
+    for i, folder in enumerate(dirs):
+        path = folder.resolve()
+        if not path.is_dir():
+            raise pytest.UsageError(f"--capevolve-candidate {folder}: no such folder")
+        tag = tags[i] if tags else path.name
+        if path == spec.capability_path.resolve():
+            tag = tags[i] if tags else SEED_TAG
+        elif tag == SEED_TAG:
+            raise pytest.UsageError(
+                f"--capevolve-candidate {folder}: the tag 'seed' belongs to the spec's "
+                "capability_path; give this candidate another --capevolve-tag"
+            )
+        requests.append(CandidateRequest(tag, path))
+    return requests
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    target = config.option.capevolve_run
+    if not target:
+        return
+    workerinput = getattr(config, "workerinput", None)
+    try:
+        spec = load_spec(target, _ini_defaults(config))
+        adapter = load_adapter(spec.adapter, spec.project_dir)
+        pool = load_tasks(adapter, spec.adapter)
+        if workerinput is not None:
+            plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
+        else:
+            split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
+            rundir = RunDir.resolve(
+                spec.project_dir, config.option.capevolve_run_id, config.option.capevolve_new_run
+            )
+            controller = Controller(
+                config,
+                spec,
+                rundir,
+                sorted(pool),
+                _candidate_requests(config, spec),
+                split,
+                config.option.capevolve_rerun,
+            )
+            config.pluginmanager.register(controller, "capevolve-controller")
+            plan = controller.plan
+    except (SpecError, AdapterError, RunDirError, CandidateError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool)
+    # The spec is the only thing a capevolve session collects.
+    config.args[:] = [str(spec.path)]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    context = parent.config.stash.get(CONTEXT_KEY, None)
+    if context is not None and file_path == context.spec.path:
+        return SpecFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """Show an infra error as its own outcome ("I"/INFRA), never as a task failure."""
+    if report.when == "call" and report.failed:
+        record = record_from_report(report)
+        if record is not None and record.get("infra_error"):
+            return "infra", "I", ("INFRA", {"yellow": True})
+    return None

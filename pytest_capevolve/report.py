@@ -1,0 +1,99 @@
+"""Summaries for people: the per-tag table printed at the end of a session.
+
+Controller only. Builds rows from persisted records through :mod:`evidence` and
+:mod:`stats`; formatting never raises into pytest's terminal summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import evidence, stats
+
+
+@dataclass
+class ArmSummary:
+    tag: str
+    split: str
+    tasks: int
+    trials: int
+    mean: float | None
+    se: float | None
+    coverage: float
+    pass_k: float | None
+    paid: int
+    reused: int
+    infra: int
+    cost_usd: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize_arm(
+    arm: dict[tuple[str, int], dict[str, Any]],
+    *,
+    tag: str,
+    split: str,
+    task_ids: Sequence[str],
+    num_trials: int,
+    paid: int,
+    reused: int,
+) -> ArmSummary:
+    rewards = evidence.reward_matrix(arm, task_ids, num_trials)
+    mean, se = stats.mean_se(stats.task_means(rewards))
+    passes = evidence.pass_matrix(arm, task_ids, num_trials)
+    cost = sum(
+        float(r.get("cost_usd") or 0.0)
+        for (task_id, k), r in arm.items()
+        if k < num_trials and task_id in set(task_ids)
+    )
+    return ArmSummary(
+        tag=tag,
+        split=split,
+        tasks=len(task_ids),
+        trials=num_trials,
+        mean=mean,
+        se=se,
+        coverage=stats.coverage(rewards),
+        pass_k=stats.pass_hat_k(passes, num_trials),
+        paid=paid,
+        reused=reused,
+        infra=evidence.infra_count(arm, task_ids, num_trials),
+        cost_usd=cost,
+    )
+
+
+def _num(value: float | None, spec: str = ".3f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def render_arms(rows: Sequence[ArmSummary]) -> list[str]:
+    """A fixed-width table, one line per tag."""
+    header = ("tag", "split", "tasks", "trials", "mean", "SE", "coverage", "pass^k", "paid",
+              "reused", "infra", "cost $")
+    body = [
+        (
+            r.tag,
+            r.split,
+            str(r.tasks),
+            str(r.trials),
+            _num(r.mean),
+            _num(r.se),
+            f"{r.coverage:.0%}",
+            f"{_num(r.pass_k)} (k={r.trials})",
+            str(r.paid),
+            str(r.reused),
+            str(r.infra),
+            f"{r.cost_usd:.4f}",
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+
+    def fmt(row: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+
+    return [fmt(header), *(fmt(row) for row in body)]

@@ -1,0 +1,284 @@
+"""The run dir: the one place a run's state lives, and the only code that writes it.
+
+Controller only (or the single process without xdist): workers ship records in their reports
+and never touch this folder. Every write is atomic (temp file + rename), ``state.json`` and
+``events.jsonl`` change under an exclusive lock, and names built from ids are escaped, so a
+crash at any instant leaves each file either old or new — never half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .candidate import SEED_TAG, CandidateError, check_tag, content_hash, escape_id, iter_files
+from .spec import FROZEN_KEYS, Spec
+
+RUNS_DIR = Path(".capevolve") / "runs"
+GENESIS = "0" * 64
+
+
+class RunDirError(Exception):
+    """The run dir cannot be used as asked; the message says what to do instead."""
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def dump_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, dump_json(obj))
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def event_line_hash(line: str) -> str:
+    return hashlib.sha256(line.rstrip("\n").encode("utf-8")).hexdigest()
+
+
+class RunDir:
+    """One run's folder: ``<project>/.capevolve/runs/<run_id>/``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.run_id = root.name
+        self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
+
+    # -- locating ---------------------------------------------------------------------------
+
+    @classmethod
+    def resolve(cls, project_dir: Path, run_id: str | None = None, new: bool = False) -> RunDir:
+        """The run to use: ``run_id`` if given, a fresh one if ``new``, else the newest."""
+        runs = project_dir / RUNS_DIR
+        if run_id is not None:
+            root = runs / run_id
+            if run_id != Path(run_id).name or not root.is_dir():
+                known = ", ".join(sorted(p.name for p in runs.glob("*") if p.is_dir())) or "none"
+                raise RunDirError(f"no run {run_id!r} under {runs} (runs there: {known})")
+            return cls(root)
+        if not new:
+            existing = sorted(p for p in runs.glob("*") if (p / "spec.lock.yaml").is_file())
+            if existing:
+                return cls(existing[-1])
+        root = runs / new_run_id()
+        root.mkdir(parents=True)
+        return cls(root)
+
+    @property
+    def spec_lock_path(self) -> Path:
+        return self.root / "spec.lock.yaml"
+
+    @property
+    def splits_path(self) -> Path:
+        return self.root / "splits.json"
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def events_path(self) -> Path:
+        return self.root / "events.jsonl"
+
+    def candidate_dir(self, tag: str) -> Path:
+        return self.root / "candidates" / check_tag(tag)
+
+    def rollout_path(self, split: str, task_id: str, tag: str, trial: int) -> Path:
+        name = f"{escape_id(task_id)}__{check_tag(tag)}__t{int(trial)}.json"
+        return self.root / "rollouts" / split / name
+
+    def verdict_path(self, tag: str) -> Path:
+        return self.root / "verdicts" / f"{check_tag(tag)}.json"
+
+    # -- locking, events, state ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def append_event(self, kind: str, **fields: Any) -> None:
+        """Append one line to ``events.jsonl``, chained to the line before by its hash."""
+        with self.lock():
+            size, prev, seq = self._read_event_tail()
+            event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": kind, **fields}
+            event["prev"] = prev
+            line = json.dumps(event, sort_keys=True, ensure_ascii=False)
+            with open(self.events_path, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+            self._event_tail = (size + len(line.encode("utf-8")) + 1, event_line_hash(line), seq + 1)
+
+    def _read_event_tail(self) -> tuple[int, str, int]:
+        try:
+            size = self.events_path.stat().st_size
+        except FileNotFoundError:
+            return (0, GENESIS, 0)
+        if self._event_tail is not None and self._event_tail[0] == size:
+            return self._event_tail
+        with open(self.events_path, "rb") as handle:
+            handle.seek(max(0, size - 65536))
+            tail = handle.read()
+            if size > 65536 and tail.count(b"\n") < 2:
+                handle.seek(0)
+                tail = handle.read()
+        lines = [ln for ln in tail.decode("utf-8", "replace").split("\n") if ln.strip()]
+        if not lines:
+            return (size, GENESIS, 0)
+        last = lines[-1]
+        return (size, event_line_hash(last), int(json.loads(last).get("seq", 0)))
+
+    def read_state(self) -> dict[str, Any]:
+        if not self.state_path.is_file():
+            return {
+                "best_id": SEED_TAG,
+                "iterations": 0,
+                "stall": 0,
+                "spent": {"metric_calls": 0, "usd": 0.0},
+                "budget": {},
+            }
+        return dict(read_json(self.state_path))
+
+    def update_state(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        with self.lock():
+            state = self.read_state()
+            change(state)
+            atomic_write_json(self.state_path, state)
+            return state
+
+    # -- the spec and the splits, frozen on first use --------------------------------------------
+
+    def ensure_spec_lock(self, spec: Spec) -> None:
+        """Write ``spec.lock.yaml`` on first use; later, refuse a spec whose frozen keys moved."""
+        lock = spec.to_lock()
+        if not self.spec_lock_path.is_file():
+            atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
+            self.update_state(lambda s: s["budget"].update(_budget(spec)))
+            self.append_event("run_created", spec=str(spec.path), run_id=self.run_id)
+            return
+        old = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
+        changed = [k for k in FROZEN_KEYS if old.get(k) != lock.get(k)]
+        if changed:
+            raise RunDirError(
+                f"{spec.path}: {', '.join(changed)} changed since run {self.run_id} began "
+                f"(was {', '.join(repr(old.get(k)) for k in changed)}); old rollouts would "
+                "not be comparable. Restore it, or start a new run with --capevolve-new-run"
+            )
+        moved = {k: lock[k] for k in lock if old.get(k) != lock[k]}
+        if moved:
+            atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
+            self.update_state(lambda s: s["budget"].update(_budget(spec)))
+            self.append_event("spec_changed", changed=sorted(moved))
+
+    def ensure_splits(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The frozen splits; computed and written only the first time (seal unburned)."""
+        if self.splits_path.is_file():
+            return dict(read_json(self.splits_path))
+        splits = {**compute(), "test_sealed": False}
+        atomic_write_json(self.splits_path, splits)
+        self.append_event(
+            "splits_frozen", sizes={k: len(splits[k]) for k in ("train", "val", "test")}
+        )
+        return splits
+
+    # -- candidates ----------------------------------------------------------------------------
+
+    def candidate_hash(self, tag: str) -> str | None:
+        meta = self.candidate_dir(tag) / "candidate.json"
+        return str(read_json(meta)["content_hash"]) if meta.is_file() else None
+
+    def register_candidate(self, tag: str, source: Path) -> str:
+        """Snapshot ``source`` under ``tag`` (first time) and return its content hash.
+
+        Refuses different bytes under an existing tag: a tag names one capability forever.
+        """
+        digest = content_hash(source)
+        known = self.candidate_hash(tag)
+        if known is not None:
+            if known != digest:
+                raise CandidateError(
+                    f"tag {tag!r} was evaluated in run {self.run_id} with different bytes "
+                    f"({known}); {source} now hashes to {digest}. Give the new version its own "
+                    "tag with --capevolve-tag, or use --capevolve-rerun"
+                )
+            return digest
+        dest = self.candidate_dir(tag)
+        staging = dest.with_name(f".{tag}.staging-{secrets.token_hex(4)}")
+        files_dir = staging / "files"
+        files_dir.mkdir(parents=True)
+        for path in iter_files(source):
+            target = files_dir / path.relative_to(source.resolve())
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        atomic_write_json(
+            staging / "candidate.json",
+            {"tag": tag, "source": str(source.resolve()), "content_hash": digest},
+        )
+        try:
+            os.rename(staging, dest)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            return self.register_candidate(tag, source)
+        self.append_event("candidate_registered", tag=tag, content_hash=digest)
+        return digest
+
+    def known_tags(self) -> list[str]:
+        base = self.root / "candidates"
+        return sorted(p.name for p in base.glob("*") if (p / "candidate.json").is_file())
+
+    # -- rollouts ----------------------------------------------------------------------------
+
+    def write_rollout(self, record: dict[str, Any]) -> Path:
+        path = self.rollout_path(record["split"], record["task_id"], record["tag"], record["trial"])
+        atomic_write_json(path, record)
+        return path
+
+    def iter_rollouts(self, split: str) -> Iterator[dict[str, Any]]:
+        folder = self.root / "rollouts" / split
+        for path in sorted(folder.glob("*.json")):
+            yield read_json(path)
+
+
+def _budget(spec: Spec) -> dict[str, Any]:
+    return {
+        "max_metric_calls": spec.max_metric_calls,
+        "max_usd": spec.max_usd,
+        "max_iterations": spec.max_iterations,
+        "stall": spec.stall,
+        "stop_condition": spec.stop_condition,
+    }

@@ -1,0 +1,266 @@
+"""``capevolve.yaml``: the schema, loading (pyyaml ``safe_load`` only) and validation.
+
+Every problem is reported as one :class:`SpecError` naming the file, the key and what would be
+valid, so a user never meets a traceback from deep inside for a typo in their spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SPEC_FILENAME = "capevolve.yaml"
+GATE_MODES = ("exact", "paired", "significant", "strict", "threshold", "simplicity_tiebreak")
+SPLITS = ("train", "val", "test")
+
+
+class SpecError(Exception):
+    """The spec (or an ini default) is invalid; the message says where and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec. Paths are absolute; everything else is as written or defaulted."""
+
+    path: Path
+    project_dir: Path
+    adapter: str
+    capability_path: Path
+    split_seed: int = 0
+    split_train: float = 0.5
+    split_val: float = 0.25
+    split_test: float = 0.25
+    split_ids_file: Path | None = None
+    num_trials: int = 3
+    base_seed: int = 0
+    success_threshold: float = 1.0
+    rollout_timeout_s: float | None = None
+    gate_mode: str = "exact"
+    gate_k_se: float = 1.0
+    gate_alpha: float = 0.05
+    gate_threshold: float = 0.0
+    min_coverage: float = 0.8
+    max_metric_calls: int | None = None
+    max_usd: float | None = None
+    max_iterations: int | None = None
+    stall: int | None = None
+    stop_condition: str | None = None
+    protected_paths: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_lock(self) -> dict[str, Any]:
+        """The resolved spec as plain data, for ``spec.lock.yaml``."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+
+# Keys whose change would make old rollouts incomparable with new ones: a run refuses them.
+FROZEN_KEYS = (
+    "adapter",
+    "capability_path",
+    "split_seed",
+    "split_train",
+    "split_val",
+    "split_test",
+    "split_ids_file",
+    "base_seed",
+    "success_threshold",
+)
+
+
+def _int(lo: int | None = None) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("a whole number")
+        if lo is not None and value < lo:
+            raise ValueError(f"a whole number ≥ {lo}")
+        return value
+
+    return check
+
+
+def _float(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"a number in {'(' if lo_open else '['}{lo}, {hi}]")
+        number = float(value)
+        low_ok = number > lo if lo_open else number >= lo
+        if math.isnan(number) or not low_ok or number > hi:
+            raise ValueError(f"a number in {'(' if lo_open else '['}{lo}, {hi}]")
+        return number
+
+    return check
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("a non-empty string")
+    return value
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in options:
+            raise ValueError("one of " + ", ".join(options))
+        return str(value)
+
+    return check
+
+
+def _globs(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError("a list of glob patterns (strings)")
+    return tuple(value)
+
+
+def _adapter_ref(value: Any) -> str:
+    text = _str(value)
+    file_part, sep, cls = text.partition(":")
+    if not sep or not file_part.endswith(".py") or not cls.isidentifier():
+        raise ValueError("'file.py:ClassName', e.g. 'adapter.py:MyAdapter'")
+    return text
+
+
+def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else check(value)
+
+
+_INF = math.inf
+VALIDATORS: dict[str, Callable[[Any], Any]] = {
+    "adapter": _adapter_ref,
+    "capability_path": _str,
+    "split_seed": _int(),
+    "split_train": _float(0, 1),
+    "split_val": _float(0, 1),
+    "split_test": _float(0, 1),
+    "split_ids_file": _optional(_str),
+    "num_trials": _int(1),
+    "base_seed": _int(),
+    "success_threshold": _float(0, 1),
+    "rollout_timeout_s": _optional(_float(0, _INF, lo_open=True)),
+    "gate_mode": _choice(GATE_MODES),
+    "gate_k_se": _float(0, _INF),
+    "gate_alpha": _float(0, 0.5, lo_open=True),
+    "gate_threshold": _float(-1, 1),
+    "min_coverage": _float(0, 1),
+    "max_metric_calls": _optional(_int(0)),
+    "max_usd": _optional(_float(0, _INF)),
+    "max_iterations": _optional(_int(0)),
+    "stall": _optional(_int(1)),
+    "stop_condition": _optional(_str),
+    "protected_paths": _globs,
+}
+REQUIRED = ("adapter", "capability_path")
+# Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
+INI_KEYS = tuple(k for k in VALIDATORS if k not in REQUIRED and k != "protected_paths")
+
+
+def resolve_spec_path(target: str | Path) -> Path:
+    """A project dir or a spec file → the absolute spec file path (or SpecError)."""
+    path = Path(target).expanduser().resolve()
+    if path.is_dir():
+        path = path / SPEC_FILENAME
+    if not path.is_file():
+        raise SpecError(
+            f"{path}: no such spec file; --capevolve-run takes a project folder holding "
+            f"{SPEC_FILENAME} or the path of a spec file"
+        )
+    return path
+
+
+def _parse_ini_value(key: str, raw: str) -> Any:
+    """Ini values arrive as strings; read them as YAML scalars so types can be checked."""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"ini key capevolve_{key}: cannot read {raw!r}: {exc}") from exc
+
+
+def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None) -> Spec:
+    """Read, validate and resolve a spec. ``ini_defaults`` maps key → raw ini string."""
+    path = resolve_spec_path(target)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"{path}{where}: malformed YAML: {problem}") from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: the spec must be a mapping of keys to values, got {raw!r}")
+
+    values: dict[str, Any] = {}
+    for key, text in (ini_defaults or {}).items():
+        if text not in (None, ""):
+            values[key] = _parse_ini_value(key, text)
+    for key, value in raw.items():
+        if key not in VALIDATORS:
+            near = difflib.get_close_matches(str(key), VALIDATORS, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise SpecError(
+                f"{path}: unknown key {key!r}; {hint}valid keys: {', '.join(VALIDATORS)}"
+            )
+        values[key] = value
+
+    for key in REQUIRED:
+        if key not in values:
+            raise SpecError(f"{path}: missing required key {key!r}")
+    checked: dict[str, Any] = {}
+    for key, value in values.items():
+        try:
+            checked[key] = VALIDATORS[key](value)
+        except ValueError as exc:
+            origin = "ini key capevolve_" + key if key not in raw else f"key {key!r}"
+            raise SpecError(f"{path}: {origin} must be {exc}, got {value!r}") from exc
+
+    project_dir = path.parent
+    checked["capability_path"] = _existing(path, project_dir, "capability_path", checked, dir_=True)
+    if checked.get("split_ids_file") is not None:
+        checked["split_ids_file"] = _existing(path, project_dir, "split_ids_file", checked)
+    else:
+        ratios = [checked.get(f"split_{s}", getattr(Spec, f"split_{s}")) for s in SPLITS]
+        if not math.isclose(sum(ratios), 1.0, abs_tol=1e-9):
+            raise SpecError(
+                f"{path}: split_train + split_val + split_test must sum to 1, "
+                f"got {' + '.join(map(str, ratios))} = {sum(ratios):g}"
+            )
+        if ratios[1] == 0:
+            raise SpecError(f"{path}: split_val is 0, so the gate would have no data; make it > 0")
+    adapter_file = project_dir / checked["adapter"].partition(":")[0]
+    if not adapter_file.is_file():
+        raise SpecError(
+            f"{path}: key 'adapter' names {adapter_file}, which does not exist "
+            "(the file is relative to the spec's folder)"
+        )
+    return Spec(path=path, project_dir=project_dir, **checked)
+
+
+def _existing(
+    spec_path: Path, project_dir: Path, key: str, values: Mapping[str, Any], *, dir_: bool = False
+) -> Path:
+    target = (project_dir / values[key]).resolve()
+    ok = target.is_dir() if dir_ else target.is_file()
+    if not ok:
+        kind = "folder" if dir_ else "file"
+        raise SpecError(
+            f"{spec_path}: key {key!r} names {target}, which is not an existing {kind} "
+            "(paths are relative to the spec's folder)"
+        )
+    return target
