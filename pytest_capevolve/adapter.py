@@ -128,9 +128,7 @@ def load_adapter(ref: str, project_dir: Path) -> Any:
     cls = getattr(module, class_name, None)
     if cls is None:
         found = sorted(n for n, v in vars(module).items() if inspect.isclass(v))
-        raise AdapterError(
-            f"adapter {path} has no class {class_name!r} (classes there: {', '.join(found)})"
-        )
+        raise AdapterError(f"adapter {path} has no class {class_name!r} (classes there: {', '.join(found)})")
     try:
         params = inspect.signature(cls).parameters
         instance = cls(project_dir=project_dir) if "project_dir" in params else cls()

@@ -50,7 +50,7 @@ def escape_id(task_id: str) -> str:
     name = name.replace("__", "_%5F")
     if len(name) > _MAX_NAME:
         digest = hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:16]
-        name = f"{name[:_MAX_NAME - 18]}~{digest}"
+        name = f"{name[: _MAX_NAME - 18]}~{digest}"
     return name
 
 

@@ -16,12 +16,12 @@ import pytest
 
 from . import exitcodes
 from .candidate import SEED_TAG, CandidateError, check_tag
+from .evidence import index_records
 from .items import record_from_report
 from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
 from .report import ArmSummary, render_arms, summarize_arm
 from .rundir import RunDir
 from .spec import Spec
-from .evidence import index_records
 
 
 @dataclass
@@ -217,7 +217,8 @@ class Controller:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
         result = yield
-        self.finish()
+        if not self.config.option.collectonly:
+            self.finish()
         return result
 
     def finish(self) -> None:
@@ -225,7 +226,7 @@ class Controller:
         plan = self.plan
         records = index_records(self.rundir.iter_rollouts(plan.split))
         reused_by_tag: dict[str, int] = {}
-        for split, _task, tag, _k in plan.persisted:
+        for _split, _task, tag, _k in plan.persisted:
             reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
         self.rows = [
             summarize_arm(
@@ -284,7 +285,6 @@ class Controller:
             tr.write_line(f"no rollout from {nodeid}: {reason}", red=True)
         if self.missing:
             tr.write_line(
-                f"{len(self.missing)} rollouts are missing; re-run the same command to "
-                "complete only those",
+                f"{len(self.missing)} rollouts are missing; re-run the same command to complete only those",
                 yellow=True,
             )

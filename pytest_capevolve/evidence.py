@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 
 
-def index_records(records: Iterable[dict[str, Any]]) -> dict[str, dict[tuple[str, int], dict[str, Any]]]:
+def index_records(
+    records: Iterable[dict[str, Any]],
+) -> dict[str, dict[tuple[str, int], dict[str, Any]]]:
     """tag → (task_id, trial) → record."""
     by_tag: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
     for record in records:

@@ -72,8 +72,20 @@ def _num(value: float | None, spec: str = ".3f") -> str:
 
 def render_arms(rows: Sequence[ArmSummary]) -> list[str]:
     """A fixed-width table, one line per tag."""
-    header = ("tag", "split", "tasks", "trials", "mean", "SE", "coverage", "pass^k", "paid",
-              "reused", "infra", "cost $")
+    header = (
+        "tag",
+        "split",
+        "tasks",
+        "trials",
+        "mean",
+        "SE",
+        "coverage",
+        "pass^k",
+        "paid",
+        "reused",
+        "infra",
+        "cost $",
+    )
     body = [
         (
             r.tag,
@@ -94,6 +106,9 @@ def render_arms(rows: Sequence[ArmSummary]) -> list[str]:
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
 
     def fmt(row: Sequence[str]) -> str:
-        return "  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        return "  ".join(
+            cell.ljust(w) if i < 2 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
 
     return [fmt(header), *(fmt(row) for row in body)]

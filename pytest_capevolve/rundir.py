@@ -142,7 +142,11 @@ class RunDir:
             line = json.dumps(event, sort_keys=True, ensure_ascii=False)
             with open(self.events_path, "a", encoding="utf-8") as handle:
                 handle.write(line + "\n")
-            self._event_tail = (size + len(line.encode("utf-8")) + 1, event_line_hash(line), seq + 1)
+            self._event_tail = (
+                size + len(line.encode("utf-8")) + 1,
+                event_line_hash(line),
+                seq + 1,
+            )
 
     def _read_event_tail(self) -> tuple[int, str, int]:
         try:
@@ -211,9 +215,7 @@ class RunDir:
             return dict(read_json(self.splits_path))
         splits = {**compute(), "test_sealed": False}
         atomic_write_json(self.splits_path, splits)
-        self.append_event(
-            "splits_frozen", sizes={k: len(splits[k]) for k in ("train", "val", "test")}
-        )
+        self.append_event("splits_frozen", sizes={k: len(splits[k]) for k in ("train", "val", "test")})
         return splits
 
     # -- candidates ----------------------------------------------------------------------------

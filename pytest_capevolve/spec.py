@@ -82,11 +82,11 @@ FROZEN_KEYS = (
 
 
 def _int(lo: int | None = None) -> Callable[[Any], int]:
+    expected = "a whole number" if lo is None else f"a whole number ≥ {lo}"
+
     def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError("a whole number")
-        if lo is not None and value < lo:
-            raise ValueError(f"a whole number ≥ {lo}")
+        if isinstance(value, bool) or not isinstance(value, int) or (lo is not None and value < lo):
+            raise ValueError(expected)
         return value
 
     return check
@@ -214,9 +214,7 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
         if key not in VALIDATORS:
             near = difflib.get_close_matches(str(key), VALIDATORS, n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""
-            raise SpecError(
-                f"{path}: unknown key {key!r}; {hint}valid keys: {', '.join(VALIDATORS)}"
-            )
+            raise SpecError(f"{path}: unknown key {key!r}; {hint}valid keys: {', '.join(VALIDATORS)}")
         values[key] = value
 
     for key in REQUIRED:

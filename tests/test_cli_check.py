@@ -1,0 +1,49 @@
+"""`capevolve check PROJECT`: the contract verified before any money is spent."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import EXAMPLES, copy_example
+from pytest_capevolve.cli import main
+
+
+@pytest.mark.parametrize("example", ["toy_calc", "noisy_agent"])
+def test_check_passes_on_the_examples(example: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(EXAMPLES / example)]) == 0
+    out = capsys.readouterr().out
+    assert "FAIL" not in out
+    assert "score is deterministic on a re-score" in out
+
+
+def test_check_finds_a_nondeterministic_scorer(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = copy_example(pytester, "toy_calc")
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(
+            "\nimport itertools\n_n = itertools.count()\n"
+            "class Flaky(ToyCalcAdapter):\n"
+            "    def score(self, task, rollout):\n"
+            "        return Score(reward=float(next(_n) % 2))\n"
+        )
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text().replace("adapter.py:ToyCalcAdapter", "adapter.py:Flaky"))
+    assert main(["check", str(project)]) == 1
+    assert "FAIL  score is not deterministic" in capsys.readouterr().out
+
+
+def test_check_finds_unstable_tasks(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    project = copy_example(pytester, "toy_calc")
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(
+            "\nclass Shifty(ToyCalcAdapter):\n"
+            "    calls = 0\n"
+            "    def tasks(self, split):\n"
+            "        Shifty.calls += 1\n"
+            "        return super().tasks(split)[: 10 + Shifty.calls]\n"
+        )
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text().replace("adapter.py:ToyCalcAdapter", "adapter.py:Shifty"))
+    assert main(["check", str(project)]) == 1
+    assert "different tasks on a second call" in capsys.readouterr().out
