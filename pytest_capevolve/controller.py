@@ -19,7 +19,7 @@ from .candidate import SEED_TAG, CandidateError, check_tag
 from .evidence import index_records
 from .items import record_from_report
 from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
-from .report import ArmSummary, render_arms, summarize_arm
+from .report import ArmSummary, render_arms, render_verdicts, summarize_arm
 from .rundir import RunDir
 from .spec import Spec
 
@@ -30,6 +30,15 @@ class CandidateRequest:
 
     tag: str
     path: Path
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """--capevolve-gate and its companions; ``nulls`` is how many null controls to keep."""
+
+    enabled: bool = False
+    nulls: int = 0
+    veto_regressions: bool = False
 
 
 @dataclass
@@ -64,8 +73,12 @@ class Controller:
         requests: list[CandidateRequest],
         split: str,
         rerun: bool,
+        gate: GateRequest | None = None,
     ) -> None:
         self.config = config
+        self.gate = gate or GateRequest()
+        self.verdicts: list[Any] = []
+        self.null_tags: list[str] = []
         self.spec = spec
         self.rundir = rundir
         self.tally = SessionTally()
@@ -107,6 +120,7 @@ class Controller:
             chosen.insert(0, CandidateRequest(best, best_path))
         if len({c.tag for c in chosen}) != len(chosen):
             raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
+        self.best = best
 
         planned = []
         for request in chosen:
@@ -114,6 +128,14 @@ class Controller:
             planned.append(
                 PlannedCandidate(request.tag, location_for(request.path, spec.project_dir), digest)
             )
+        # Null controls: byte-identical copies of the best, evaluated from their snapshots
+        # under fresh tags. Their tags derive from the best, so they are reused until it changes.
+        for i in range(1, self.gate.nulls + 1):
+            tag = f"{best}-null{i}"
+            digest = rundir.register_candidate(tag, best_path)
+            snapshot = rundir.candidate_dir(tag) / "files"
+            planned.append(PlannedCandidate(tag, location_for(snapshot, spec.project_dir), digest))
+            self.null_tags.append(tag)
         tags = {c.tag for c in planned}
         persisted = {
             (r["split"], r["task_id"], r["tag"], int(r["trial"]))
@@ -248,6 +270,10 @@ class Controller:
         ]
         self.missing = missing
         self.exit_code = exitcodes.INFRA_FAILURE if (missing or self.tally.dead_workers) else exitcodes.OK
+        if self.gate.enabled:
+            gate_code = self._judge()
+            if self.exit_code == exitcodes.OK:
+                self.exit_code = gate_code
         self.rundir.append_event(
             "session_finished",
             paid=sum(self.tally.paid.values()),
@@ -255,6 +281,41 @@ class Controller:
             dead_workers=[w for w, _ in self.tally.dead_workers],
             exit_code=self.exit_code,
         )
+
+    def _judge(self) -> int:
+        """Gate every candidate against the best on val; write verdicts; promote a winner."""
+        from .judging import Evidence, as_null, gate_config, null_deltas, write_verdict
+
+        config = gate_config(self.spec, veto_regressions=self.gate.veto_regressions)
+        evidence = Evidence(self.rundir, self.plan.task_ids, self.plan.num_trials)
+        nulls = [as_null(evidence.judge(tag, self.best, config)) for tag in self.null_tags]
+        floor = null_deltas(nulls)
+        others = [c.tag for c in self.plan.candidates if c.tag != self.best and c.tag not in self.null_tags]
+        verdicts = [evidence.judge(tag, self.best, config, floor) for tag in others]
+        for verdict in nulls:
+            write_verdict(self.rundir, verdict, {"null_control": True})
+        for verdict in verdicts:
+            write_verdict(self.rundir, verdict, {"null_control": False, "nulls": self.null_tags})
+        self.verdicts = nulls + verdicts
+        accepted = [v for v in verdicts if v.decision == "accept"]
+        if accepted:
+            winner = max(accepted, key=lambda v: v.delta_mean or 0.0)
+
+            def promote(state: dict[str, Any]) -> None:
+                state["best_id"] = winner.tag
+                state["iterations"] = int(state["iterations"]) + 1
+                state["stall"] = 0
+
+            self.rundir.update_state(promote)
+            self.rundir.append_event("best_changed", best_id=winner.tag, previous=self.best)
+        elif verdicts:
+            self.rundir.update_state(lambda s: s.update(stall=int(s["stall"]) + 1))
+        decisions = {v.decision for v in verdicts}
+        if "indecisive" in decisions:
+            return exitcodes.INDECISIVE
+        if "reject" in decisions:
+            return exitcodes.REJECTED
+        return exitcodes.OK
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.exit_code is not None and session.exitstatus in exitcodes.REPLACEABLE:
@@ -272,6 +333,13 @@ class Controller:
         tr.section(f"capevolve run {self.plan.run_id}", sep="=")
         for line in render_arms(self.rows):
             tr.write_line(line)
+        if self.verdicts:
+            tr.section(f"capevolve verdicts vs {self.best} (val)", sep="-")
+            for line in render_verdicts(self.verdicts):
+                tr.write_line(line)
+            for verdict in self.verdicts:
+                for warning in verdict.warnings:
+                    tr.write_line(f"{verdict.tag}: {warning}", red=True)
         paid = sum(r.paid for r in self.rows)
         reused = sum(r.reused for r in self.rows)
         tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")

@@ -15,7 +15,7 @@ import pytest
 
 from .adapter import AdapterError, AdapterRunner, load_adapter, load_tasks
 from .candidate import SEED_TAG, CandidateError
-from .controller import CandidateRequest, Controller
+from .controller import CandidateRequest, Controller, GateRequest
 from .items import CONTEXT_KEY, EvalContext, SpecFile, record_from_report
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .rundir import RunDir, RunDirError
@@ -33,6 +33,26 @@ def _split_option(value: str) -> str:
     if value not in EVALUABLE_SPLITS:
         raise pytest.UsageError(f"--capevolve-split must be train or val, got {value!r}")
     return value
+
+
+def _null_count(value: str) -> int:
+    try:
+        count = int(value)
+    except ValueError:
+        count = -1
+    if not 0 <= count <= 20:
+        raise pytest.UsageError(f"--capevolve-null takes a whole number from 0 to 20, got {value!r}")
+    return count
+
+
+def _gate_request(config: pytest.Config, split: str) -> GateRequest:
+    enabled = bool(config.option.capevolve_gate)
+    if enabled and split != "val":
+        raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")
+    nulls = config.option.capevolve_null
+    if nulls is None:
+        nulls = 2 if enabled else 0
+    return GateRequest(enabled, nulls, bool(config.option.capevolve_veto_regressions))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,6 +87,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--capevolve-rerun",
         action="store_true",
         help="evaluate again under fresh tags instead of reusing persisted rollouts",
+    )
+    group.addoption(
+        "--capevolve-gate",
+        action="store_true",
+        help="gate each candidate against the current best on val and write verdicts",
+    )
+    group.addoption(
+        "--capevolve-null",
+        type=_null_count,
+        default=None,
+        metavar="N",
+        help="null controls: N byte-identical copies of the best (default 2 when gating)",
+    )
+    group.addoption(
+        "--capevolve-veto-regressions",
+        action="store_true",
+        help="veto an accept when a task the best passed drops by more than its own noise",
     )
     group.addoption("--capevolve-new-run", action="store_true", help="start a new run")
     group.addoption("--capevolve-run-id", metavar="ID", help="use this run instead of the newest")
@@ -129,6 +166,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 _candidate_requests(config, spec),
                 split,
                 config.option.capevolve_rerun,
+                _gate_request(config, split),
             )
             config.pluginmanager.register(controller, "capevolve-controller")
             plan = controller.plan

@@ -112,3 +112,29 @@ def render_arms(rows: Sequence[ArmSummary]) -> list[str]:
         )
 
     return [fmt(header), *(fmt(row) for row in body)]
+
+
+def render_verdicts(verdicts: Sequence[Any]) -> list[str]:
+    """One line per verdict: decision, the numbers it rests on, and its reason."""
+    header = ("tag", "decision", "n", "Δ̄", "SE", "95% CI", "p", "bar", "reason")
+    body = []
+    for v in verdicts:
+        ci = "—" if v.ci is None else f"[{v.ci[0]:+.3f}, {v.ci[1]:+.3f}]"
+        body.append(
+            (
+                v.tag,
+                v.decision.upper(),
+                str(v.n_tasks),
+                _num(v.delta_mean, "+.4f"),
+                _num(v.se, ".4f"),
+                ci,
+                _num(v.p_value, ".4g"),
+                _num(v.bar, ".4f"),
+                v.reason,
+            )
+        )
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header) - 1)]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in [header, *body]
+    ]

@@ -155,7 +155,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "rollout_timeout_s": _optional(_float(0, _INF, lo_open=True)),
     "gate_mode": _choice(GATE_MODES),
     "gate_k_se": _float(0, _INF),
-    "gate_alpha": _float(0, 0.5, lo_open=True),
+    "gate_alpha": _float(0, 0.25, lo_open=True),  # α = 0.5 would accept one lucky task
     "gate_threshold": _float(-1, 1),
     "min_coverage": _float(0, 1),
     "max_metric_calls": _optional(_int(0)),

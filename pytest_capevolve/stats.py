@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -92,3 +93,266 @@ def _per_task_k_estimate(passes: np.ndarray, k: int, estimate: object) -> float 
         if n >= k:
             values.append(estimate(n, int(np.sum(valid >= 0.5))))  # type: ignore[operator]
     return float(np.mean(values)) if values else None
+
+
+# -- paired comparison ---------------------------------------------------------------------
+
+GRID_MAX = 1000  # largest reward denominator treated as a grid (binary, rubric steps, ...)
+EXACT_MARGIN = 1e-9  # a float p-value this close to alpha is re-decided with exact integers
+
+
+def paired_deltas(candidate: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides.
+
+    Returns (deltas, mask) where ``mask`` marks the tasks used, in the input order.
+    """
+    cand_means, best_means = task_means(candidate), task_means(best)
+    if cand_means.shape != best_means.shape:
+        raise ValueError("the two arms must cover the same tasks, in the same order")
+    mask = ~np.isnan(cand_means) & ~np.isnan(best_means)
+    return cand_means[mask] - best_means[mask], mask
+
+
+def reward_grid(*matrices: np.ndarray) -> int | None:
+    """The smallest G ≤ GRID_MAX with every valid reward a multiple of 1/G, else None."""
+    values = np.unique(np.concatenate([m[~np.isnan(m)].ravel() for m in matrices] or [np.empty(0)]))
+    for grid in range(1, GRID_MAX + 1):
+        scaled = values * grid
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * max(grid, 1)):
+            return grid
+    return None
+
+
+def integer_deltas(candidate: np.ndarray, best: np.ndarray, grid: int) -> list[int]:
+    """The paired deltas as exact integers on a common scale (same order as paired_deltas).
+
+    Each per-task mean is (Σ integer rewards) / (n_t · grid); every mean is multiplied by
+    L = grid · lcm(all n_t), which makes it an integer, so every comparison below is exact.
+    """
+    candidate, best = as_matrix(candidate), as_matrix(best)
+    sums, counts = [], []
+    for matrix in (candidate, best):
+        valid = ~np.isnan(matrix)
+        sums.append(np.where(valid, np.round(np.nan_to_num(matrix) * grid), 0).astype(np.int64).sum(axis=1))
+        counts.append(valid.sum(axis=1))
+    both = (counts[0] > 0) & (counts[1] > 0)
+    if not np.any(both):
+        return []
+    ns = np.unique(np.concatenate([counts[0][both], counts[1][both]]))
+    per_trial = math.lcm(*(int(n) for n in ns))
+    if per_trial * grid * int(max(np.max(np.abs(sums[0])), np.max(np.abs(sums[1])), 1)) < 2**62:
+        scaled = [sums[i][both] * (per_trial // counts[i][both]) for i in (0, 1)]
+        return [int(d) for d in scaled[0] - scaled[1]]
+    return [  # huge scales: the same arithmetic in Python integers
+        int(sums[0][t]) * (per_trial // int(counts[0][t]))
+        - int(sums[1][t]) * (per_trial // int(counts[1][t]))
+        for t in np.flatnonzero(both)
+    ]
+
+
+def _count_at_least(abs_values: list[int], threshold: int) -> int:
+    """How many of the 2^N sign patterns give Σ s_i·v_i ≥ threshold (exact, big integers).
+
+    Σ s_i v_i = 2·P − T where P is the sum of the positively signed values, so this counts
+    subsets with sum ≥ (T + threshold) / 2, by a subset-sum polynomial over equal values.
+    """
+    total = sum(abs_values)
+    counts = np.zeros(total + 1, dtype=object)
+    counts[0] = 1
+    reach = 0
+    for value, multiplicity in sorted(_multiplicities(abs_values).items()):
+        for _ in range(multiplicity):
+            shifted = counts[: reach + 1].copy()
+            counts[value : value + reach + 1] += shifted
+            reach += value
+    need = total + threshold
+    start = max(0, -(-need // 2))  # ceil(need / 2)
+    return int(sum(counts[start:])) if start <= total else 0
+
+
+def _multiplicities(values: list[int]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def _float_tail(abs_values: np.ndarray, observed: int) -> float:
+    """P(Σ s_i v_i ≥ observed) under fair sign flips, in float: one binomial per distinct
+    value, convolved by FFT on the integer grid of sums (fast; error far below 1e-9)."""
+    from scipy import signal
+    from scipy import stats as sps
+
+    values, mult = np.unique(abs_values, return_counts=True)
+    dist = np.array([1.0])  # index i ↔ sum (i − offset)
+    offset = 0
+    for value, m in zip(values.astype(np.int64), mult, strict=True):
+        part = np.zeros(2 * int(value) * int(m) + 1)
+        part[:: 2 * int(value)] = sps.binom.pmf(np.arange(m + 1), m, 0.5)
+        dist = np.clip(signal.fftconvolve(dist, part), 0.0, None)
+        offset += int(value) * int(m)
+    first = max(0, int(observed) + offset)
+    return float(min(1.0, np.sum(dist[first:]))) if first < dist.size else 0.0
+
+
+@dataclass(frozen=True)
+class SignFlipResult:
+    p_value: float
+    method: str  # "exact" or "monte_carlo"
+    numerator: int  # p = numerator / denominator, exactly
+    denominator: int
+
+    def at_most(self, alpha: float) -> bool:
+        """p ≤ alpha, decided on integers (alpha read from its decimal text)."""
+        from fractions import Fraction
+
+        return self.numerator * Fraction(str(alpha)).denominator <= (
+            Fraction(str(alpha)).numerator * self.denominator
+        )
+
+
+def sign_flip_test(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    *,
+    n_resamples: int = 20000,
+    seed: int = 0,
+    alpha: float | None = None,
+) -> SignFlipResult:
+    """One-sided paired sign-flip (permutation) test of H0: no improvement.
+
+    On a reward grid the deltas are scaled to integers and p = #{patterns with Σ ≥ observed}
+    / 2^N is computed exactly (a fast float path is used only when it is clearly away from
+    ``alpha``; near it, exact big-integer counting decides). Off a grid, seeded Monte Carlo
+    sign flips with the +1 correction. Empty input → p = 1.
+    """
+    candidate, best = as_matrix(candidate), as_matrix(best)
+    grid = reward_grid(candidate, best)
+    if grid is None:
+        deltas, _ = paired_deltas(candidate, best)
+        return _monte_carlo(deltas, n_resamples, seed)
+    ints = [d for d in integer_deltas(candidate, best, grid) if d != 0]
+    if not ints:
+        return SignFlipResult(1.0, "exact", 1, 1)
+    observed = sum(ints)
+    abs_values = [abs(d) for d in ints]
+    n = len(ints)
+    approx = _float_tail(np.array(abs_values), observed) if n > 60 else None
+    if approx is not None and (alpha is None or abs(approx - alpha) > EXACT_MARGIN):
+        # far from the decision boundary: the float tail decides the same way as exact counts
+        denominator = 1 << 53
+        return SignFlipResult(approx, "exact", round(approx * denominator), denominator)
+    count = _count_at_least(abs_values, observed)
+    return SignFlipResult(count / 2**n, "exact", count, 2**n)
+
+
+def _monte_carlo(deltas: np.ndarray, n_resamples: int, seed: int) -> SignFlipResult:
+    deltas = deltas[deltas != 0]
+    if deltas.size == 0:
+        return SignFlipResult(1.0, "exact", 1, 1)
+    observed = float(np.sum(deltas))
+    magnitude = np.abs(deltas)
+    tolerance = 1e-12 * float(np.sum(magnitude))  # ties count against the candidate
+    if deltas.size <= 16:
+        patterns = ((np.arange(2**deltas.size)[:, None] >> np.arange(deltas.size)) & 1) * 2 - 1
+        sums = patterns @ magnitude
+        count = int(np.sum(sums >= observed - tolerance))
+        return SignFlipResult(count / 2**deltas.size, "exact", count, 2**deltas.size)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for start in range(0, n_resamples, 2000):
+        size = min(2000, n_resamples - start)
+        signs = rng.integers(0, 2, size=(size, deltas.size), dtype=np.int8) * 2 - 1
+        count += int(np.sum(signs @ magnitude >= observed - tolerance))
+    return SignFlipResult((count + 1) / (n_resamples + 1), "monte_carlo", count + 1, n_resamples + 1)
+
+
+def bootstrap_ci(
+    deltas: np.ndarray, *, confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000
+) -> tuple[float, float] | None:
+    """Paired BCa bootstrap interval of the mean delta (for reporting, not for deciding).
+
+    None when fewer than two deltas; a degenerate [d, d] when every delta is equal.
+    """
+    from scipy import stats as sps
+
+    deltas = np.asarray(deltas, dtype=float)
+    if deltas.size < 2:
+        return None
+    if np.all(deltas == deltas[0]):
+        return (float(deltas[0]), float(deltas[0]))
+    result = sps.bootstrap(
+        (deltas,),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        method="BCa",
+        random_state=np.random.default_rng(seed),
+    )
+    low, high = result.confidence_interval
+    if np.isnan(low) or np.isnan(high):
+        result = sps.bootstrap(
+            (deltas,),
+            np.mean,
+            confidence_level=confidence,
+            n_resamples=n_resamples,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
+        low, high = result.confidence_interval
+    return float(low), float(high)
+
+
+def task_stderrs(matrix: np.ndarray) -> np.ndarray:
+    """Per-task standard error over valid trials (0 for a single trial, nan for none)."""
+    matrix = as_matrix(matrix)
+    out = np.full(matrix.shape[0], np.nan)
+    for i, row in enumerate(matrix):
+        valid = row[~np.isnan(row)]
+        if valid.size == 1:
+            out[i] = 0.0
+        elif valid.size > 1:
+            out[i] = float(np.std(valid, ddof=1) / math.sqrt(valid.size))
+    return out
+
+
+def combined_se(matrix: np.ndarray) -> float:
+    """cap-evolve's combined SE of an arm's mean: between-task variance / n plus the mean of
+    the per-task squared SEs / n (kept only so its `significant` mode reproduces)."""
+    means = task_means(matrix)
+    ses = task_stderrs(matrix)
+    valid = ~np.isnan(means)
+    means, ses = means[valid], ses[valid]
+    n = means.size
+    if n == 0:
+        return 0.0
+    between = float(np.var(means, ddof=1)) / n if n >= 2 else 0.0
+    within = float(np.sum(ses**2)) / (n * n)
+    return math.sqrt(between + within)
+
+
+def variance_components(matrix: np.ndarray) -> dict[str, float | None]:
+    """One-way random-effects split of an arm's rewards, for planning.
+
+    W: mean within-task (trial-to-trial) variance; omega2: between-task variance of the true
+    task rates (method of moments, floored at 0); icc = omega2 / (omega2 + W).
+    """
+    matrix = as_matrix(matrix)
+    rows = [row[~np.isnan(row)] for row in matrix]
+    rows = [r for r in rows if r.size >= 2]
+    if len(rows) < 2:
+        return {"within": None, "between": None, "icc": None}
+    within = float(np.mean([np.var(r, ddof=1) for r in rows]))
+    mean_trials = float(np.mean([r.size for r in rows]))
+    between = max(0.0, float(np.var([np.mean(r) for r in rows], ddof=1)) - within / mean_trials)
+    total = between + within
+    return {"within": within, "between": between, "icc": between / total if total > 0 else None}
+
+
+def run_shock(null_deltas: Sequence[float]) -> float | None:
+    """The run-level shock estimated from null controls: the spread of their mean deltas
+    (byte-identical copies, so any shared offset is noise of the run, not of the change)."""
+    values = [float(d) for d in null_deltas]
+    if len(values) < 2:
+        return None
+    return float(np.std(values, ddof=1))

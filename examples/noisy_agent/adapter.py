@@ -64,7 +64,10 @@ class NoisyAgentAdapter:
             RULE_EFFECTS.get(rule, {}).get(category, 0.0) for rule in rules
         )
         p_success = 1.0 / (1.0 + math.exp(-logit))
-        key = f"{seed}:{task.id}:{Path(ctx).name}".encode()
+        # The folder's identity stands in for an API's nondeterminism: two folders with equal
+        # bytes still draw differently (a snapshot folder is named by its tag's folder).
+        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        key = f"{seed}:{task.id}:{folder}".encode()
         draw = random.Random(hashlib.sha256(key).hexdigest()).random()
         output = "resolved" if draw < p_success else "escalated"
         return Rollout(
