@@ -69,12 +69,81 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Re-derive a verdict from persisted val rollouts; pays no rollout."""
+    from . import exitcodes
+    from .gate import GateSplitError
+    from .judging import Evidence, gate_config
+    from .report import render_verdicts
+    from .rundir import RunDir, RunDirError, read_json
+
+    try:
+        spec = load_spec(args.project)
+        rundir = RunDir.resolve(spec.project_dir, args.run_id)
+    except (SpecError, RunDirError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
+    if not rundir.splits_path.is_file():
+        print(f"error: run {rundir.run_id} has no frozen splits yet; evaluate first", file=sys.stderr)
+        return 4
+    known = set(rundir.known_tags())
+    recorded = rundir.verdict_path(args.tag)
+    against = args.against or (
+        read_json(recorded)["against"] if recorded.is_file() else rundir.read_state()["best_id"]
+    )
+    for tag in (args.tag, against):
+        if tag not in known:
+            print(
+                f"error: unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}",
+                file=sys.stderr,
+            )
+            return 4
+    splits = read_json(rundir.splits_path)
+    nulls: list[float] = []
+    if recorded.is_file() and not args.against:
+        nulls = [
+            read_json(rundir.verdict_path(t))["delta_mean"]
+            for t in read_json(recorded).get("nulls", [])
+            if rundir.verdict_path(t).is_file()
+        ]
+    evidence = Evidence(rundir, list(splits["val"]), spec.num_trials)
+    config = gate_config(
+        spec, mode=args.gate_mode, k_se=args.k_se, alpha=args.alpha, veto_regressions=args.veto_regressions
+    )
+    try:
+        verdict = evidence.judge(args.tag, against, config, [n for n in nulls if n is not None] or None)
+    except GateSplitError as exc:  # pragma: no cover - the CLI only ever gates val
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
+    for line in render_verdicts([verdict]):
+        print(line)
+    if args.json:
+        import json
+
+        print(json.dumps(verdict.to_dict(), sort_keys=True))
+    return {"accept": exitcodes.OK, "reject": exitcodes.REJECTED}.get(verdict.decision, exitcodes.INDECISIVE)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="verify a project's spec and adapter")
     check.add_argument("project", type=Path, help="project folder or capevolve.yaml")
     check.set_defaults(func=cmd_check)
+    gate = sub.add_parser("gate", help="re-derive a verdict from persisted rollouts (pays nothing)")
+    gate.add_argument("tag")
+    gate.add_argument("--project", type=Path, default=Path("."), help="project folder (default .)")
+    gate.add_argument("--run-id", default=None)
+    gate.add_argument("--against", default=None, help="compare with this tag instead of the best")
+    gate.add_argument(
+        "--gate-mode",
+        choices=("exact", "paired", "significant", "strict", "threshold", "simplicity_tiebreak"),
+    )
+    gate.add_argument("--k-se", type=float, default=None)
+    gate.add_argument("--alpha", type=float, default=None)
+    gate.add_argument("--veto-regressions", action="store_true")
+    gate.add_argument("--json", action="store_true", help="also print the verdict as JSON")
+    gate.set_defaults(func=cmd_gate)
     return parser
 
 

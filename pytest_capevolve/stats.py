@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import signal
+from scipy import stats as sps
 
 
 def as_matrix(rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
@@ -180,9 +182,6 @@ def _multiplicities(values: list[int]) -> dict[int, int]:
 def _float_tail(abs_values: np.ndarray, observed: int) -> float:
     """P(Σ s_i v_i ≥ observed) under fair sign flips, in float: one binomial per distinct
     value, convolved by FFT on the integer grid of sums (fast; error far below 1e-9)."""
-    from scipy import signal
-    from scipy import stats as sps
-
     values, mult = np.unique(abs_values, return_counts=True)
     dist = np.array([1.0])  # index i ↔ sum (i − offset)
     offset = 0
@@ -274,8 +273,6 @@ def bootstrap_ci(
 
     None when fewer than two deltas; a degenerate [d, d] when every delta is equal.
     """
-    from scipy import stats as sps
-
     deltas = np.asarray(deltas, dtype=float)
     if deltas.size < 2:
         return None

@@ -51,3 +51,10 @@ def shared_data() -> dict:
     if not SHARED_DATA.is_file():
         pytest.fail(f"shared evaluation data missing at {SHARED_DATA}")
     return json.loads(SHARED_DATA.read_text())
+
+
+from hypothesis import settings  # noqa: E402
+
+# Deterministic, deadline-free property runs: the machines are shared and timing is not a property.
+settings.register_profile("capevolve", deadline=None, max_examples=60, derandomize=True, print_blob=True)
+settings.load_profile("capevolve")

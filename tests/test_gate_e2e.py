@@ -1,0 +1,106 @@
+"""The gate session end to end on examples/noisy_agent, with and without xdist."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import copy_example, run_dir
+
+from pytest_capevolve.cli import main
+
+VERDICT_FIELDS = {
+    "mode",
+    "alpha",
+    "n_tasks",
+    "trials",
+    "delta_mean",
+    "se",
+    "ci",
+    "p_value",
+    "bar",
+    "coverage",
+    "footprint",
+    "regressions",
+    "null_spread",
+    "reason",
+    "decision",
+    "per_task",
+}
+
+
+def gate(pytester, project, candidate, *extra):
+    return pytester.runpytest(
+        "--capevolve-run",
+        str(project),
+        "--capevolve-candidate",
+        str(project / "candidates" / candidate),
+        "--capevolve-gate",
+        "-p",
+        "no:cacheprovider",
+        *extra,
+    )
+
+
+@pytest.mark.parametrize(
+    "candidate, code, decision",
+    [("improved", 0, "accept"), ("copy", 10, "reject"), ("regressed", 10, "reject")],
+)
+def test_gate_verdicts_on_noisy_agent(pytester, xdist_args, candidate, code, decision):
+    project = copy_example(pytester, "noisy_agent")
+    result = gate(pytester, project, candidate, *xdist_args)
+    assert result.ret == code, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["*capevolve verdicts vs seed (val)*", f"{candidate} *{decision.upper()}*40*"]
+    )
+    rundir = run_dir(project)
+    verdict = json.loads((rundir / "verdicts" / f"{candidate}.json").read_text())
+    assert VERDICT_FIELDS <= set(verdict)
+    assert verdict["decision"] == decision and verdict["n_tasks"] == 40 and verdict["trials"] == 5
+    assert verdict["null_spread"] is not None and verdict["nulls"] == ["seed-null1", "seed-null2"]
+    for null in ("seed-null1", "seed-null2"):
+        assert json.loads((rundir / "verdicts" / f"{null}.json").read_text())["decision"] == "reject"
+    state = json.loads((rundir / "state.json").read_text())
+    assert state["best_id"] == (candidate if decision == "accept" else "seed")
+
+
+def test_verdicts_identical_with_and_without_xdist(pytester):
+    verdicts = {}
+    for mode, extra in (("plain", []), ("xdist", ["-n", "2"])):
+        project = copy_example(pytester, "noisy_agent", dest=f"noisy_{mode}")
+        gate(pytester, project, "mixed", *extra)
+        verdicts[mode] = json.loads((run_dir(project) / "verdicts" / "mixed.json").read_text())
+    assert verdicts["plain"] == verdicts["xdist"]
+
+
+def test_capevolve_gate_rederives_the_verdict_without_paying(pytester, capsys):
+    project = copy_example(pytester, "noisy_agent")
+    gate(pytester, project, "improved")
+    rundir = run_dir(project)
+    recorded = json.loads((rundir / "verdicts" / "improved.json").read_text())
+    spent = json.loads((rundir / "state.json").read_text())["spent"]
+    assert main(["gate", "improved", "--project", str(project), "--json"]) == 0
+    derived = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in ("decision", "p_value", "delta_mean", "se", "ci", "null_spread", "per_task"):
+        assert derived[key] == recorded[key]
+    assert json.loads((rundir / "state.json").read_text())["spent"] == spent
+    # re-gate with the legacy rule and against another tag
+    assert (
+        main(["gate", "improved", "--project", str(project), "--gate-mode", "paired", "--k-se", "1.0"]) == 0
+    )
+    assert main(["gate", "seed-null1", "--project", str(project), "--against", "improved"]) == 10
+    assert main(["gate", "nope", "--project", str(project)]) == 4
+
+
+def test_nulls_are_reused_while_the_best_is_unchanged(pytester):
+    project = copy_example(pytester, "noisy_agent")
+    gate(pytester, project, "copy")
+    second = gate(pytester, project, "regressed")
+    second.stdout.fnmatch_lines(["rollouts: 200 paid, 600 reused*"])
+
+
+def test_gate_refuses_train(pytester):
+    project = copy_example(pytester, "noisy_agent")
+    result = gate(pytester, project, "improved", "--capevolve-split", "train")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the gate reads only val*"])
