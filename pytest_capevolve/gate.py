@@ -78,28 +78,22 @@ def regressions(
     """Tasks the best passed (most trials at or above the threshold) whose mean dropped by
     more than their own noise: twice the SE of the per-task difference (any drop when both
     arms were constant)."""
-    out = []
     cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
-    cand_se, best_se = stats.task_stderrs(candidate), stats.task_stderrs(best)
-    for i, task_id in enumerate(task_ids):
-        if np.isnan(cand_means[i]) or np.isnan(best_means[i]):
-            continue
-        row = best[i][~np.isnan(best[i])]
-        if np.mean(row >= success_threshold) < 0.5:
-            continue
-        drop = best_means[i] - cand_means[i]
-        noise = 2 * math.sqrt(cand_se[i] ** 2 + best_se[i] ** 2)
-        if drop > 0 and drop > noise:
-            out.append(
-                {
-                    "task_id": task_id,
-                    "best": float(best_means[i]),
-                    "candidate": float(cand_means[i]),
-                    "drop": float(drop),
-                    "noise": float(noise),
-                }
-            )
-    return out
+    noise = 2 * np.sqrt(stats.task_stderrs(candidate) ** 2 + stats.task_stderrs(best) ** 2)
+    with np.errstate(invalid="ignore"):
+        best_passed = np.nanmean(np.where(np.isnan(best), np.nan, best >= success_threshold), axis=1) >= 0.5
+        drop = best_means - cand_means
+        hit = best_passed & (drop > 0) & (drop > noise)
+    return [
+        {
+            "task_id": task_ids[i],
+            "best": float(best_means[i]),
+            "candidate": float(cand_means[i]),
+            "drop": float(drop[i]),
+            "noise": float(noise[i]),
+        }
+        for i in np.flatnonzero(np.nan_to_num(hit, nan=0).astype(bool))
+    ]
 
 
 def decide(

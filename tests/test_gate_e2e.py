@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import copy_example, run_dir
 
+from conftest import copy_example, run_dir
 from pytest_capevolve.cli import main
 
 VERDICT_FIELDS = {

@@ -1,0 +1,58 @@
+"""Time gating 20 candidates on 10,000 tasks × 10 trials (target: under 1 s for the decisions).
+
+Run: python benchmarks/gate_speed.py
+Prints the decision time (exact sign-flip test) and the full verdict time (plus bootstrap CI,
+regressions, per-task table), each also as a ratio against one numpy pass over the same
+matrices measured in the same run (these machines are noisy).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from pytest_capevolve import gate, stats
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    tasks, trials, candidates = 10_000, 10, 20
+    rates = rng.beta(0.6, 0.6, size=tasks)
+    best = (rng.random((tasks, trials)) < rates[:, None]).astype(float)
+    arms = [
+        (rng.random((tasks, trials)) < np.clip(rates + 0.01 * i, 0, 1)[:, None]).astype(float)
+        for i in range(candidates)
+    ]
+    ids = [f"t{i}" for i in range(tasks)]
+
+    start = time.perf_counter()
+    for arm in arms:
+        np.nanmean(arm, axis=1) - np.nanmean(best, axis=1)
+    baseline = time.perf_counter() - start
+
+    start = time.perf_counter()
+    decisions = [stats.sign_flip_test(arm, best, alpha=0.05).at_most(0.05) for arm in arms]
+    decide_time = time.perf_counter() - start
+
+    start = time.perf_counter()
+    verdicts = [
+        gate.decide(arm, best, tag=f"c{i}", against="best", task_ids=ids, config=gate.GateConfig())
+        for i, arm in enumerate(arms)
+    ]
+    full_time = time.perf_counter() - start
+    assert [v.decision == "accept" for v in verdicts] == decisions
+
+    print(f"{candidates} candidates × {tasks} tasks × {trials} trials")
+    print(f"  numpy baseline (per-task mean deltas): {baseline:.3f}s")
+    print(
+        f"  exact gate decisions:                  {decide_time:.3f}s  ({decide_time / baseline:.0f}x baseline)"
+    )
+    print(
+        f"  full verdicts (with BCa CI, table):    {full_time:.3f}s  ({full_time / baseline:.0f}x baseline)"
+    )
+    print(f"  accepted: {sum(decisions)} of {candidates}")
+
+
+if __name__ == "__main__":
+    main()
