@@ -173,6 +173,11 @@ def pytest_configure(config: pytest.Config) -> None:
     except (SpecError, AdapterError, RunDirError, CandidateError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool)
+    # A task the agent fails is data, not a bug: one line each (the scorer's feedback) and no
+    # per-failure short summary, so the capevolve table stays readable. Explicit flags win.
+    if config.option.tbstyle == "auto":
+        config.option.tbstyle = "line"
+    config.option.reportchars = (config.option.reportchars or "").replace("f", "").replace("a", "sxXE")
     # The spec is the only thing a capevolve session collects.
     config.args[:] = [str(spec.path)]
 
