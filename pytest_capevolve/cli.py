@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .adapter import AdapterError, AdapterRunner, load_adapter, load_tasks
+from .adapter import AdapterError, AdapterRunner, check_reward, load_adapter, load_tasks
 from .spec import SpecError, load_spec
 
 
@@ -55,8 +55,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     except Exception as exc:
         fail(f"running task {task.id!r} with the seed capability raised {exc!r}")
         return 1
-    from .adapter import check_reward
-
     try:
         rewards = [check_reward(s.reward, f"score({task.id!r})") for s in scores]
     except AdapterError as exc:

@@ -41,7 +41,7 @@ class EvalContext:
         controller registered, every rollout of the tag is refused rather than mislabelled.
         """
         if tag not in self._verified:
-            planned = self._planned(tag)
+            planned = self.planned(tag)
             path = planned.resolve(self.spec.project_dir)
             try:
                 actual = content_hash(path)
@@ -59,7 +59,7 @@ class EvalContext:
             raise CandidateMismatch(verified)
         return verified
 
-    def _planned(self, tag: str) -> PlannedCandidate:
+    def planned(self, tag: str) -> PlannedCandidate:
         return next(c for c in self.plan.candidates if c.tag == tag)
 
 
@@ -112,7 +112,7 @@ class RolloutItem(pytest.Item):
             tag=key.tag,
             trial=key.trial,
             seed=plan.seed_for(key.trial),
-            content_hash=context._planned(key.tag).content_hash,
+            content_hash=context.planned(key.tag).content_hash,
             success_threshold=spec.success_threshold,
             timeout_s=spec.rollout_timeout_s,
         )

@@ -119,7 +119,7 @@ def _ini_defaults(config: pytest.Config) -> dict[str, str]:
 def _candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:
     dirs = [Path(d) for d in config.option.capevolve_candidate]
     tags = list(config.option.capevolve_tag)
-    if len(tags) > len(dirs) or (tags and len(tags) != len(dirs)):
+    if tags and len(tags) != len(dirs):
         raise pytest.UsageError(
             f"--capevolve-tag given {len(tags)} times for {len(dirs)} --capevolve-candidate; "
             "give one tag per candidate, in the same order"
