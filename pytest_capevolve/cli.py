@@ -122,6 +122,66 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return {"accept": exitcodes.OK, "reject": exitcodes.REJECTED}.get(verdict.decision, exitcodes.INDECISIVE)
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Planning from what is persisted (best's val rollouts, null controls); pays nothing."""
+    import math
+
+    import numpy as np
+    from scipy import stats as sps
+
+    from . import stats
+    from .judging import Evidence
+    from .rundir import RunDir, RunDirError, read_json
+
+    try:
+        spec = load_spec(args.project)
+        rundir = RunDir.resolve(spec.project_dir, args.run_id)
+    except (SpecError, RunDirError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
+    if not rundir.splits_path.is_file():
+        print(f"error: run {rundir.run_id} has no rollouts yet; evaluate the seed first", file=sys.stderr)
+        return 4
+    task_ids = list(read_json(rundir.splits_path)["val"])
+    best = str(rundir.read_state()["best_id"])
+    evidence = Evidence(rundir, task_ids, spec.num_trials)
+    base = evidence.matrix(best)
+    means = stats.task_means(base)
+    n = int(np.sum(~np.isnan(means)))
+    if n < 2:
+        print(f"error: best {best!r} has fewer than two val tasks with rollouts", file=sys.stderr)
+        return 4
+    components = stats.variance_components(base)
+    nulls = [t for t in rundir.known_tags() if t.startswith(f"{best}-null")]
+    null_deltas = [stats.paired_deltas(evidence.matrix(t), base)[0] for t in nulls]
+    null_deltas = [d for d in null_deltas if d.size >= 2]
+    if null_deltas:
+        sd = float(np.sqrt(np.mean([np.var(d, ddof=1) for d in null_deltas])))
+        source = f"{len(null_deltas)} null control(s)"
+    else:
+        sd = math.sqrt(2 * (components["within"] or 0.0) / spec.num_trials)
+        source = "within-task variance of the best (no null controls yet)"
+    z = sps.norm.ppf(1 - spec.gate_alpha) + sps.norm.ppf(0.8)
+    mde = z * sd / math.sqrt(n)
+    print(f"best {best!r}: {n} val tasks × {spec.num_trials} trials, mean {np.nanmean(means):.3f}")
+    print(f"paired-delta SD per task {sd:.4f} (from {source})")
+    print(f"minimum detectable effect at α = {spec.gate_alpha}, power 0.8: Δ̄ ≈ {mde:.4f}")
+    icc = components["icc"]
+    print(f"intraclass correlation {icc:.2f}" if icc is not None else "intraclass correlation: n/a")
+    print(
+        f"  doubling trials → MDE ≈ {z * sd / math.sqrt(2 * n) if sd == 0 else z * math.sqrt(sd**2 / 2) / math.sqrt(n):.4f}; "
+        f"doubling tasks → MDE ≈ {z * sd / math.sqrt(2 * n):.4f} (more tasks also average over how the "
+        "effect varies by task)"
+    )
+    headroom = float(np.nansum(1 - means))
+    print(f"headroom: Σ(1 − rate) = {headroom:.1f} task-equivalents of {n}")
+    if args.target is not None:
+        need = (args.target - float(np.nanmean(means))) * n
+        verdict = "within" if need <= headroom else "beyond"
+        print(f"target mean {args.target}: needs {need:.1f} task-equivalents ({verdict} the headroom)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -142,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--veto-regressions", action="store_true")
     gate.add_argument("--json", action="store_true", help="also print the verdict as JSON")
     gate.set_defaults(func=cmd_gate)
+    plan = sub.add_parser("plan", help="minimum detectable effect and headroom (pays nothing)")
+    plan.add_argument("project", type=Path)
+    plan.add_argument("--run-id", default=None)
+    plan.add_argument("--target", type=float, default=None, help="a target val mean to check")
+    plan.set_defaults(func=cmd_plan)
     return parser
 
 

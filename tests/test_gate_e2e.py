@@ -104,3 +104,16 @@ def test_gate_refuses_train(pytester):
     result = gate(pytester, project, "improved", "--capevolve-split", "train")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*the gate reads only val*"])
+
+
+def test_capevolve_plan_reports_mde_and_headroom(pytester, capsys):
+    project = copy_example(pytester, "noisy_agent")
+    assert main(["plan", str(project)]) == 4  # nothing persisted yet
+    capsys.readouterr()
+    gate(pytester, project, "copy")
+    assert main(["plan", str(project), "--target", "0.9"]) == 0
+    out = capsys.readouterr().out
+    assert "from 2 null control(s)" in out
+    mde = float(out.split("power 0.8: Δ̄ ≈ ")[1].split()[0])
+    assert 0.01 < mde < 0.5
+    assert "headroom: Σ(1 − rate) = " in out and "target mean 0.9: needs" in out
