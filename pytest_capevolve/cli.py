@@ -168,11 +168,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"minimum detectable effect at α = {spec.gate_alpha}, power 0.8: Δ̄ ≈ {mde:.4f}")
     icc = components["icc"]
     print(f"intraclass correlation {icc:.2f}" if icc is not None else "intraclass correlation: n/a")
-    print(
-        f"  doubling trials → MDE ≈ {z * sd / math.sqrt(2 * n) if sd == 0 else z * math.sqrt(sd**2 / 2) / math.sqrt(n):.4f}; "
-        f"doubling tasks → MDE ≈ {z * sd / math.sqrt(2 * n):.4f} (more tasks also average over how the "
-        "effect varies by task)"
-    )
+    # A null's per-task delta is trial noise, so twice the trials or twice the tasks halve its
+    # variance alike; only more tasks also average over how a real effect varies by task.
+    print(f"  twice the trials or twice the tasks → MDE ≈ {mde / math.sqrt(2):.4f}; prefer tasks")
     headroom = float(np.nansum(1 - means))
     print(f"headroom: Σ(1 − rate) = {headroom:.1f} task-equivalents of {n}")
     if args.target is not None:
