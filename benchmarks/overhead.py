@@ -74,6 +74,7 @@ def bare_loop(project: Path, tasks: int, trials: int) -> float:
 
 
 def plugin_run(project: Path, *extra: str) -> float:
+    """Wall time of one `pytest --capevolve-run` subprocess on ``project``."""
     start = time.perf_counter()
     subprocess.run(
         [
@@ -95,24 +96,8 @@ def plugin_run(project: Path, *extra: str) -> float:
 
 
 def startup(project: Path) -> float:
-    start = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--capevolve-run",
-            str(project),
-            "-q",
-            "--collect-only",
-            "-p",
-            "no:cacheprovider",
-        ],
-        check=True,
-        cwd=project,
-        stdout=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - start
+    """The fixed cost of a session: the same command collecting only."""
+    return plugin_run(project, "--collect-only")
 
 
 def main() -> None:

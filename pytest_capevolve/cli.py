@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .adapter import AdapterError, AdapterRunner, check_reward, load_adapter, load_tasks
-from .spec import SpecError, load_spec
+from .rundir import RunDir, RunDirError, read_json
+from .spec import Spec, SpecError, load_spec
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -67,23 +68,29 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def cmd_gate(args: argparse.Namespace) -> int:
-    """Re-derive a verdict from persisted val rollouts; pays no rollout."""
-    from . import exitcodes
-    from .gate import GateSplitError
-    from .judging import Evidence, gate_config
-    from .report import render_verdicts
-    from .rundir import RunDir, RunDirError, read_json
+class CliUsageError(Exception):
+    """Bad arguments or a run that cannot answer yet: printed as `error: …`, exit 4."""
 
+
+def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
+    """The spec, the run and its frozen val ids, for commands that read a run and pay nothing."""
     try:
         spec = load_spec(args.project)
         rundir = RunDir.resolve(spec.project_dir, args.run_id)
     except (SpecError, RunDirError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 4
+        raise CliUsageError(str(exc)) from None
     if not rundir.splits_path.is_file():
-        print(f"error: run {rundir.run_id} has no frozen splits yet; evaluate first", file=sys.stderr)
-        return 4
+        raise CliUsageError(f"run {rundir.run_id} has no rollouts yet; evaluate first")
+    return spec, rundir, list(read_json(rundir.splits_path)["val"])
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Re-derive a verdict from persisted val rollouts; pays no rollout."""
+    from . import exitcodes
+    from .judging import Evidence, gate_config
+    from .report import render_verdicts
+
+    spec, rundir, val_ids = _open_run(args)
     known = set(rundir.known_tags())
     recorded = rundir.verdict_path(args.tag)
     against = args.against or (
@@ -91,12 +98,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
     )
     for tag in (args.tag, against):
         if tag not in known:
-            print(
-                f"error: unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}",
-                file=sys.stderr,
+            raise CliUsageError(
+                f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}"
             )
-            return 4
-    splits = read_json(rundir.splits_path)
     nulls: list[float] = []
     if recorded.is_file() and not args.against:
         nulls = [
@@ -104,15 +108,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
             for t in read_json(recorded).get("nulls", [])
             if rundir.verdict_path(t).is_file()
         ]
-    evidence = Evidence(rundir, list(splits["val"]), spec.num_trials)
+    evidence = Evidence(rundir, val_ids, spec.num_trials)
     config = gate_config(
         spec, mode=args.gate_mode, k_se=args.k_se, alpha=args.alpha, veto_regressions=args.veto_regressions
     )
-    try:
-        verdict = evidence.judge(args.tag, against, config, [n for n in nulls if n is not None] or None)
-    except GateSplitError as exc:  # pragma: no cover - the CLI only ever gates val
-        print(f"error: {exc}", file=sys.stderr)
-        return 4
+    verdict = evidence.judge(args.tag, against, config, [n for n in nulls if n is not None] or None)
     for line in render_verdicts([verdict]):
         print(line)
     if args.json:
@@ -131,26 +131,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     from . import stats
     from .judging import Evidence
-    from .rundir import RunDir, RunDirError, read_json
 
-    try:
-        spec = load_spec(args.project)
-        rundir = RunDir.resolve(spec.project_dir, args.run_id)
-    except (SpecError, RunDirError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 4
-    if not rundir.splits_path.is_file():
-        print(f"error: run {rundir.run_id} has no rollouts yet; evaluate the seed first", file=sys.stderr)
-        return 4
-    task_ids = list(read_json(rundir.splits_path)["val"])
+    spec, rundir, task_ids = _open_run(args)
     best = str(rundir.read_state()["best_id"])
     evidence = Evidence(rundir, task_ids, spec.num_trials)
     base = evidence.matrix(best)
     means = stats.task_means(base)
     n = int(np.sum(~np.isnan(means)))
     if n < 2:
-        print(f"error: best {best!r} has fewer than two val tasks with rollouts", file=sys.stderr)
-        return 4
+        raise CliUsageError(f"best {best!r} has fewer than two val tasks with rollouts")
     components = stats.variance_components(base)
     nulls = [t for t in rundir.known_tags() if t.startswith(f"{best}-null")]
     null_deltas = [stats.paired_deltas(evidence.matrix(t), base)[0] for t in nulls]
@@ -210,7 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except CliUsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
 from .report import ArmSummary, render_arms, render_verdicts, summarize_arm
 from .rundir import RunDir
 from .spec import Spec
+from .splits import splits_for
 
 
 @dataclass
@@ -93,8 +94,6 @@ class Controller:
     def _make_plan(
         self, pool_ids: list[str], requests: list[CandidateRequest], split: str, rerun: bool
     ) -> EvalPlan:
-        from .splits import splits_for
-
         spec, rundir = self.spec, self.rundir
         rundir.ensure_spec_lock(spec)
         splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
@@ -199,24 +198,9 @@ class Controller:
             self.tally.lost.append((report.nodeid, reason))
 
     def _persist(self, record: dict[str, Any]) -> None:
-        self.rundir.write_rollout(record)
+        state = self.rundir.record_rollout(record)
         tag = record["tag"]
         self.tally.paid[tag] = self.tally.paid.get(tag, 0) + 1
-
-        def spend(state: dict[str, Any]) -> None:
-            state["spent"]["metric_calls"] = int(state["spent"]["metric_calls"]) + 1
-            state["spent"]["usd"] = float(state["spent"]["usd"]) + float(record["cost_usd"])
-
-        state = self.rundir.update_state(spend)
-        self.rundir.append_event(
-            "rollout",
-            split=record["split"],
-            task_id=record["task_id"],
-            tag=tag,
-            trial=record["trial"],
-            reward=record["reward"],
-            infra_error=record["infra_error"],
-        )
         cap = self.spec.max_usd
         if cap is not None and state["spent"]["usd"] > cap:
             self._stop(f"budget max_usd={cap} spent ({state['spent']['usd']:.4f} USD)")
@@ -271,7 +255,7 @@ class Controller:
         self.missing = missing
         self.exit_code = exitcodes.INFRA_FAILURE if (missing or self.tally.dead_workers) else exitcodes.OK
         if self.gate.enabled:
-            gate_code = self._judge()
+            gate_code = self._judge(records)
             if self.exit_code == exitcodes.OK:
                 self.exit_code = gate_code
         self.rundir.append_event(
@@ -282,12 +266,12 @@ class Controller:
             exit_code=self.exit_code,
         )
 
-    def _judge(self) -> int:
+    def _judge(self, records: dict[str, dict[tuple[str, int], dict[str, Any]]]) -> int:
         """Gate every candidate against the best on val; write verdicts; promote a winner."""
         from .judging import Evidence, as_null, gate_config, null_deltas, write_verdict
 
         config = gate_config(self.spec, veto_regressions=self.gate.veto_regressions)
-        evidence = Evidence(self.rundir, self.plan.task_ids, self.plan.num_trials)
+        evidence = Evidence(self.rundir, self.plan.task_ids, self.plan.num_trials, records)
         nulls = [as_null(evidence.judge(tag, self.best, config)) for tag in self.null_tags]
         floor = null_deltas(nulls)
         others = [c.tag for c in self.plan.candidates if c.tag != self.best and c.tag not in self.null_tags]

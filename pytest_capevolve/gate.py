@@ -68,10 +68,6 @@ class Verdict:
         return asdict(self)
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else float(value)
-
-
 def regressions(
     candidate: np.ndarray, best: np.ndarray, task_ids: list[str], success_threshold: float
 ) -> list[dict[str, Any]]:
@@ -118,10 +114,8 @@ def decide(
     if split != "val":
         raise GateSplitError(f"the gate reads only the val split; refusing to gate on {split!r}")
     candidate, best = stats.as_matrix(candidate), stats.as_matrix(best)
-    for name, matrix in (("candidate", candidate), ("best", best)):
-        finite = matrix[~np.isnan(matrix)]
-        if np.isinf(finite).any() or ((finite < 0) | (finite > 1)).any():
-            raise ValueError(f"{name} rewards must lie in [0, 1] (nan marks missing data)")
+    stats.check_rewards(candidate)
+    stats.check_rewards(best)
     infra = dict(infra_errors or {"candidate": 0, "best": 0})
     deltas, mask = stats.paired_deltas(candidate, best)
     n = int(deltas.size)
@@ -152,8 +146,8 @@ def decide(
         k_se=config.k_se if config.mode in ("paired", "significant") else None,
         n_tasks=n,
         trials=int(candidate.shape[1]) if candidate.ndim == 2 else 1,
-        delta_mean=_round(delta_mean),
-        se=_round(se),
+        delta_mean=delta_mean,
+        se=se,
         ci=None,
         p_value=None,
         p_exact=None,
@@ -235,51 +229,24 @@ def _rule(
             f"one-sided paired sign-flip test over {deltas.size} tasks: p = "
             f"{result.p_value:.4g} {word} α = {config.alpha} (Δ̄ = {mean:+.4f})"
         )
-        return (ACCEPT if ok else REJECT), "exact", reason, extra
+        return _outcome(ok), "exact", reason, extra
     if mode == "paired":
-        se = float(np.std(deltas, ddof=1) / math.sqrt(deltas.size)) if deltas.size > 1 else 0.0
-        if se == 0.0:
-            ok = mean > 0
-            return (
-                (ACCEPT if ok else REJECT),
-                "paired",
-                f"paired Δ̄ = {mean:+.4f} {'>' if ok else '≤'} 0 (WARNING: SE = 0, so the "
-                f"rule fell back to strict: any Δ̄ > 0 wins)",
-                {"bar": 0.0, "se": 0.0, "warnings": ["paired SE = 0: strict fallback"]},
-            )
-        bar = config.k_se * se
-        ok = mean > bar
-        return (
-            (ACCEPT if ok else REJECT),
-            "paired",
-            f"paired Δ̄ = {mean:+.4f} {'>' if ok else '≤'} {config.k_se}·SE = {bar:.4f} "
-            f"(SE = {se:.4f}, n = {deltas.size})",
-            {"bar": bar},
+        se = stats.mean_se(deltas)[1] or 0.0  # one task: SE undefined, treated as 0 (warned)
+        decision, basis, reason, extra = _k_se_rule(
+            "paired", "paired Δ̄", mean, se, config.k_se, f"SE = {se:.4f}, n = {deltas.size}"
         )
+        return decision, basis, reason, {**extra, "se": se}
     arm_delta = float(np.nanmean(stats.task_means(candidate)) - np.nanmean(stats.task_means(best)))
     if mode == "significant":
         se = math.sqrt(stats.combined_se(candidate) ** 2 + stats.combined_se(best) ** 2)
-        if se == 0.0:
-            ok = arm_delta > 0
-            return (
-                (ACCEPT if ok else REJECT),
-                "significant",
-                f"Δ = {arm_delta:+.4f} {'>' if ok else '≤'} 0 (WARNING: combined SE = 0, strict fallback)",
-                {"bar": 0.0, "warnings": ["combined SE = 0: strict fallback"]},
-            )
-        bar = config.k_se * se
-        ok = arm_delta > bar
-        return (
-            (ACCEPT if ok else REJECT),
-            "significant",
-            f"Δ = {arm_delta:+.4f} {'>' if ok else '≤'} {config.k_se}·SE = {bar:.4f} "
-            f"(combined SE = {se:.4f})",
-            {"bar": bar, "se": se},
+        decision, basis, reason, extra = _k_se_rule(
+            "significant", "Δ", arm_delta, se, config.k_se, f"combined SE = {se:.4f}"
         )
+        return decision, basis, reason, {**extra, "se": se}
     if mode == "threshold":
         ok = arm_delta > config.threshold
         return (
-            (ACCEPT if ok else REJECT),
+            _outcome(ok),
             "threshold",
             f"Δ = {arm_delta:+.4f} {'>' if ok else '≤'} threshold {config.threshold}",
             {"bar": config.threshold},
@@ -287,7 +254,7 @@ def _rule(
     if mode == "strict":
         ok = arm_delta > 0
         return (
-            (ACCEPT if ok else REJECT),
+            _outcome(ok),
             "strict",
             f"Δ = {arm_delta:+.4f} {'>' if ok else '≤'} 0",
             {"bar": 0.0},
@@ -306,6 +273,34 @@ def _rule(
             )
         return REJECT, "simplicity_tiebreak", f"Δ = {arm_delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0}
     raise ValueError(f"unknown gate mode {mode!r}; use exact or one of {', '.join(LEGACY_MODES)}")
+
+
+def _k_se_rule(
+    basis: str, label: str, delta: float, se: float, k_se: float, detail: str
+) -> tuple[str, str, str, dict[str, Any]]:
+    """cap-evolve's "delta > k·SE"; an SE of 0 falls back to strict (delta > 0), with a warning
+    kept in the verdict, since a zero SE means the rule cannot tell noise from signal."""
+    if se == 0.0:
+        ok = delta > 0
+        return (
+            _outcome(ok),
+            basis,
+            f"{label} = {delta:+.4f} {'>' if ok else '≤'} 0 (WARNING: SE = 0, so the rule fell back "
+            "to strict: any improvement wins)",
+            {"bar": 0.0, "warnings": [f"{basis} SE = 0: strict fallback"]},
+        )
+    bar = k_se * se
+    ok = delta > bar
+    return (
+        _outcome(ok),
+        basis,
+        f"{label} = {delta:+.4f} {'>' if ok else '≤'} {k_se}·SE = {bar:.4f} ({detail})",
+        {"bar": bar},
+    )
+
+
+def _outcome(ok: bool) -> str:
+    return ACCEPT if ok else REJECT
 
 
 def _imputation_flips(

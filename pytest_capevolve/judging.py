@@ -43,11 +43,22 @@ def gate_config(
 class Evidence:
     """The val rollouts of a run, loaded once, as matrices per tag."""
 
-    def __init__(self, rundir: RunDir, task_ids: list[str], num_trials: int) -> None:
+    def __init__(
+        self,
+        rundir: RunDir,
+        task_ids: list[str],
+        num_trials: int,
+        by_tag: dict[str, dict[tuple[str, int], dict[str, Any]]] | None = None,
+    ) -> None:
+        """``by_tag``: val records already indexed by the caller (the controller has just read
+        them for its summary); read from the run dir otherwise."""
         self.rundir = rundir
         self.task_ids = task_ids
         self.num_trials = num_trials
-        self.by_tag = evidence.index_records(rundir.iter_rollouts(GATE_SPLIT))
+        if by_tag is None:
+            by_tag = evidence.index_records(rundir.iter_rollouts(GATE_SPLIT))
+        self.by_tag = by_tag
+        self._sizes: dict[str, int] = {}
 
     def matrix(self, tag: str) -> np.ndarray:
         return evidence.reward_matrix(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
@@ -56,13 +67,16 @@ class Evidence:
         return evidence.infra_count(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
 
     def size(self, tag: str) -> int:
-        files = self.rundir.candidate_dir(tag) / "files"
-        return sum(p.stat().st_size for p in files.rglob("*") if p.is_file())
+        """Bytes of the tag's snapshot (for simplicity_tiebreak); walked once per tag."""
+        if tag not in self._sizes:
+            files = self.rundir.candidate_dir(tag) / "files"
+            self._sizes[tag] = sum(p.stat().st_size for p in files.rglob("*") if p.is_file())
+        return self._sizes[tag]
 
     def judge(
         self, tag: str, against: str, config: GateConfig, null_deltas: list[float] | None = None
     ) -> Verdict:
-        verdict = decide(
+        return decide(
             self.matrix(tag),
             self.matrix(against),
             tag=tag,
@@ -75,7 +89,6 @@ class Evidence:
             candidate_size=self.size(tag),
             best_size=self.size(against),
         )
-        return verdict
 
 
 def null_deltas(verdicts: list[Verdict]) -> list[float]:

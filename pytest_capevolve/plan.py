@@ -32,9 +32,6 @@ class RolloutKey:
     tag: str
     trial: int
 
-    def as_list(self) -> list[Any]:
-        return [self.split, self.task_id, self.tag, self.trial]
-
 
 @dataclass
 class EvalPlan:

@@ -45,10 +45,11 @@ def summarize_arm(
     rewards = evidence.reward_matrix(arm, task_ids, num_trials)
     mean, se = stats.mean_se(stats.task_means(rewards))
     passes = evidence.pass_matrix(arm, task_ids, num_trials)
+    wanted = set(task_ids)
     cost = sum(
         float(r.get("cost_usd") or 0.0)
         for (task_id, k), r in arm.items()
-        if k < num_trials and task_id in set(task_ids)
+        if k < num_trials and task_id in wanted
     )
     return ArmSummary(
         tag=tag,

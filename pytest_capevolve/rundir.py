@@ -74,6 +74,7 @@ class RunDir:
         self.root = root
         self.run_id = root.name
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
+        self._lock_depth = 0
 
     # -- locating ---------------------------------------------------------------------------
 
@@ -125,12 +126,23 @@ class RunDir:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        """Exclusive across processes; re-entrant within this object, so a compound update
+        (rollout + spend + event) takes the lock once."""
+        if self._lock_depth:
+            self._lock_depth += 1
             try:
                 yield
             finally:
+                self._lock_depth -= 1
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            self._lock_depth = 1
+            try:
+                yield
+            finally:
+                self._lock_depth = 0
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def append_event(self, kind: str, **fields: Any) -> None:
@@ -269,6 +281,28 @@ class RunDir:
         path = self.rollout_path(record["split"], record["task_id"], record["tag"], record["trial"])
         atomic_write_json(path, record)
         return path
+
+    def record_rollout(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Persist one rollout and account for it under one lock: the record file, its spend in
+        ``state.json`` and its event line. Returns the updated state."""
+
+        def spend(state: dict[str, Any]) -> None:
+            state["spent"]["metric_calls"] = int(state["spent"]["metric_calls"]) + 1
+            state["spent"]["usd"] = float(state["spent"]["usd"]) + float(record["cost_usd"])
+
+        with self.lock():
+            self.write_rollout(record)
+            state = self.update_state(spend)
+            self.append_event(
+                "rollout",
+                split=record["split"],
+                task_id=record["task_id"],
+                tag=record["tag"],
+                trial=record["trial"],
+                reward=record["reward"],
+                infra_error=record["infra_error"],
+            )
+        return state
 
     def iter_rollouts(self, split: str) -> Iterator[dict[str, Any]]:
         folder = self.root / "rollouts" / split

@@ -7,6 +7,7 @@ or not run). Per-task means are taken over valid trials only, so a missing trial
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -162,7 +163,7 @@ def _count_at_least(abs_values: list[int], threshold: int) -> int:
     counts = np.zeros(total + 1, dtype=object)
     counts[0] = 1
     reach = 0
-    for value, multiplicity in sorted(_multiplicities(abs_values).items()):
+    for value, multiplicity in sorted(Counter(abs_values).items()):
         for _ in range(multiplicity):
             shifted = counts[: reach + 1].copy()
             counts[value : value + reach + 1] += shifted
@@ -170,13 +171,6 @@ def _count_at_least(abs_values: list[int], threshold: int) -> int:
     need = total + threshold
     start = max(0, -(-need // 2))  # ceil(need / 2)
     return int(sum(counts[start:])) if start <= total else 0
-
-
-def _multiplicities(values: list[int]) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
-    return out
 
 
 def _float_tail(abs_values: np.ndarray, observed: int) -> float:
