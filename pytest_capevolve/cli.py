@@ -76,7 +76,7 @@ def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
     """The spec, the run and its frozen val ids, for commands that read a run and pay nothing."""
     try:
         spec = load_spec(args.project)
-        rundir = RunDir.resolve(spec.project_dir, args.run_id)
+        rundir = RunDir.resolve(spec.project_dir, args.run_id, create=False)
     except (SpecError, RunDirError) as exc:
         raise CliUsageError(str(exc)) from None
     if not rundir.splits_path.is_file():

@@ -79,8 +79,13 @@ class RunDir:
     # -- locating ---------------------------------------------------------------------------
 
     @classmethod
-    def resolve(cls, project_dir: Path, run_id: str | None = None, new: bool = False) -> RunDir:
-        """The run to use: ``run_id`` if given, a fresh one if ``new``, else the newest."""
+    def resolve(
+        cls, project_dir: Path, run_id: str | None = None, new: bool = False, create: bool = True
+    ) -> RunDir:
+        """The run to use: ``run_id`` if given, a fresh one if ``new``, else the newest.
+
+        ``create=False`` is for commands that only read: with no run yet they get an error,
+        never an empty run folder left behind."""
         runs = project_dir / RUNS_DIR
         if run_id is not None:
             root = runs / run_id
@@ -92,6 +97,8 @@ class RunDir:
             existing = sorted(p for p in runs.glob("*") if (p / "spec.lock.yaml").is_file())
             if existing:
                 return cls(existing[-1])
+        if not create:
+            raise RunDirError(f"no run under {runs} yet; evaluate first (pytest --capevolve-run)")
         root = runs / new_run_id()
         root.mkdir(parents=True)
         return cls(root)

@@ -109,6 +109,7 @@ def test_gate_refuses_train(pytester):
 def test_capevolve_plan_reports_mde_and_headroom(pytester, capsys):
     project = copy_example(pytester, "noisy_agent")
     assert main(["plan", str(project)]) == 4  # nothing persisted yet
+    assert not (project / ".capevolve").exists()  # a read-only command creates no run
     capsys.readouterr()
     gate(pytester, project, "copy")
     assert main(["plan", str(project), "--target", "0.9"]) == 0
