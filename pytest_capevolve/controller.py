@@ -8,6 +8,7 @@ process without xdist). Workers never see this object; they get the plan through
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from .evidence import index_records
 from .items import record_from_report
 from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
 from .report import ArmSummary, render_arms, render_verdicts, summarize_arm
-from .rundir import RunDir
+from .rundir import RunDir, RunDirError
+from .seal import Seal
 from .spec import Spec
 from .splits import splits_for
 
@@ -76,6 +78,10 @@ class Controller:
         rerun: bool,
         gate: GateRequest | None = None,
     ) -> None:
+        self._setup(config, spec, rundir, gate)
+        self.plan = self._make_plan(pool_ids, requests, split, rerun)
+
+    def _setup(self, config: pytest.Config, spec: Spec, rundir: RunDir, gate: GateRequest | None) -> None:
         self.config = config
         self.gate = gate or GateRequest()
         self.verdicts: list[Any] = []
@@ -87,7 +93,6 @@ class Controller:
         self.exit_code: int | None = None
         self.session: pytest.Session | None = None
         self.missing: list[Any] = []
-        self.plan = self._make_plan(pool_ids, requests, split, rerun)
 
     # -- planning (configure time) ---------------------------------------------------------
 
@@ -96,14 +101,13 @@ class Controller:
     ) -> EvalPlan:
         spec, rundir = self.spec, self.rundir
         rundir.ensure_spec_lock(spec)
-        splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
-        task_ids = list(splits[split])
-        missing = sorted(set(task_ids) - set(pool_ids))
-        if missing:
-            raise CandidateError(
-                f"run {rundir.run_id}: the frozen {split} split names tasks the adapter no "
-                f"longer returns: {', '.join(map(repr, missing[:5]))}"
+        if self.gate.enabled and Seal(rundir).burned() is not None:
+            raise RunDirError(
+                f"run {rundir.run_id} is finalized: its test split was scored, so choosing a new "
+                "best in it would select on held-out knowledge; start a new run (--capevolve-new-run)"
             )
+        splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
+        task_ids = self._frozen_ids(splits, split, pool_ids)
         best = str(rundir.read_state().get("best_id", SEED_TAG))
         best_path = self._source_of(best)
         taken = set(rundir.known_tags())
@@ -159,6 +163,16 @@ class Controller:
             reused=len(plan.all_keys()) - len(plan.owed_keys()),
         )
         return plan
+
+    def _frozen_ids(self, splits: dict[str, Any], split: str, pool_ids: list[str]) -> list[str]:
+        task_ids = list(splits[split])
+        missing = sorted(set(task_ids) - set(pool_ids))
+        if missing:
+            raise CandidateError(
+                f"run {self.rundir.run_id}: the frozen {split} split names tasks the adapter no "
+                f"longer returns: {', '.join(map(repr, missing[:5]))}"
+            )
+        return task_ids
 
     def _source_of(self, tag: str) -> Path:
         if tag == SEED_TAG:
@@ -229,8 +243,20 @@ class Controller:
 
     def finish(self) -> None:
         """After the run loop: summarize from what is persisted and choose the exit code."""
+        records = index_records(self._read_records())
+        self._summarize(records)
+        if self.gate.enabled:
+            gate_code = self._judge(records)
+            if self.exit_code == exitcodes.OK:
+                self.exit_code = gate_code
+        self._log_finish()
+
+    def _read_records(self) -> Iterator[dict[str, Any]]:
+        return self.rundir.iter_rollouts(self.plan.split)
+
+    def _summarize(self, records: dict[str, dict[tuple[str, int], dict[str, Any]]]) -> None:
+        """The per-tag rows, the planned rollouts still missing, and the exit code they imply."""
         plan = self.plan
-        records = index_records(self.rundir.iter_rollouts(plan.split))
         reused_by_tag: dict[str, int] = {}
         for _split, _task, tag, _k in plan.persisted:
             reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
@@ -246,22 +272,20 @@ class Controller:
             )
             for c in plan.candidates
         ]
-        missing = [
+        self.missing = [
             k
             for k in plan.all_keys()
             if (rec := records.get(k.tag, {}).get((k.task_id, k.trial))) is None
             or rec.get("infra_error") is not None
         ]
-        self.missing = missing
-        self.exit_code = exitcodes.INFRA_FAILURE if (missing or self.tally.dead_workers) else exitcodes.OK
-        if self.gate.enabled:
-            gate_code = self._judge(records)
-            if self.exit_code == exitcodes.OK:
-                self.exit_code = gate_code
+        failed = self.missing or self.tally.dead_workers
+        self.exit_code = exitcodes.INFRA_FAILURE if failed else exitcodes.OK
+
+    def _log_finish(self) -> None:
         self.rundir.append_event(
             "session_finished",
             paid=sum(self.tally.paid.values()),
-            missing=len(missing),
+            missing=len(self.missing),
             dead_workers=[w for w, _ in self.tally.dead_workers],
             exit_code=self.exit_code,
         )

@@ -16,10 +16,12 @@ import pytest
 from .adapter import AdapterError, AdapterRunner, load_adapter, load_tasks
 from .candidate import SEED_TAG, CandidateError
 from .controller import CandidateRequest, Controller, GateRequest
+from .finalize import FinalizeController
 from .items import CONTEXT_KEY, EvalContext, SpecFile, record_from_report
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .rundir import RunDir, RunDirError
 from .spec import INI_KEYS, Spec, SpecError, load_spec
+from .splits import TestSealError
 
 EVALUABLE_SPLITS = ("train", "val")
 
@@ -105,6 +107,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="veto an accept when a task the best passed drops by more than its own noise",
     )
+    group.addoption(
+        "--capevolve-finalize",
+        metavar="PROJECT",
+        help="score the current best (and the seed) on the sealed test split, once per run",
+    )
     group.addoption("--capevolve-new-run", action="store_true", help="start a new run")
     group.addoption("--capevolve-run-id", metavar="ID", help="use this run instead of the newest")
     for key in INI_KEYS:
@@ -141,9 +148,56 @@ def _candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequ
     return requests
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
+def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
+    """(project, is_finalize) for this session; the two session kinds exclude each other."""
+    run, finalize = config.option.capevolve_run, config.option.capevolve_finalize
+    if run and finalize:
+        raise pytest.UsageError(
+            "--capevolve-run and --capevolve-finalize are separate sessions; run one, then the other"
+        )
+    if finalize:
+        for flag in (
+            "capevolve_candidate",
+            "capevolve_split",
+            "capevolve_gate",
+            "capevolve_rerun",
+            "capevolve_new_run",
+        ):
+            if getattr(config.option, flag):
+                raise pytest.UsageError(
+                    f"--{flag.replace('_', '-')} does not apply to --capevolve-finalize: finalize "
+                    "scores the run's current best, once, with the spec's trials"
+                )
+    return (finalize or run), bool(finalize)
+
+
+def _controller(config: pytest.Config, spec: Spec, pool_ids: list[str], finalize: bool) -> Controller:
+    if finalize:
+        rundir = RunDir.resolve(spec.project_dir, config.option.capevolve_run_id, create=False)
+        return FinalizeController(config, spec, rundir, pool_ids)
+    split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
+    rundir = RunDir.resolve(spec.project_dir, config.option.capevolve_run_id, config.option.capevolve_new_run)
+    return Controller(
+        config,
+        spec,
+        rundir,
+        pool_ids,
+        _candidate_requests(config, spec),
+        split,
+        config.option.capevolve_rerun,
+        _gate_request(config, split),
+    )
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    target = config.option.capevolve_run
+    target, finalize = _session_target(config)
     if not target:
         return
     workerinput = getattr(config, "workerinput", None)
@@ -154,22 +208,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
         else:
-            split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
-            rundir = RunDir.resolve(
-                spec.project_dir, config.option.capevolve_run_id, config.option.capevolve_new_run
-            )
-            controller = Controller(
-                config,
-                spec,
-                rundir,
-                sorted(pool),
-                _candidate_requests(config, spec),
-                split,
-                config.option.capevolve_rerun,
-                _gate_request(config, split),
-            )
+            controller = _controller(config, spec, sorted(pool), finalize)
             config.pluginmanager.register(controller, "capevolve-controller")
             plan = controller.plan
+    except TestSealError as exc:
+        raise pytest.UsageError(f"TestSealError: {exc}") from None
     except (SpecError, AdapterError, RunDirError, CandidateError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool)

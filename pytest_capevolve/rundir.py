@@ -25,6 +25,7 @@ import yaml
 
 from .candidate import SEED_TAG, CandidateError, check_tag, content_hash, escape_id, iter_files
 from .spec import FROZEN_KEYS, Spec
+from .splits import TEST_SPLIT, TestSealError
 
 RUNS_DIR = Path(".capevolve") / "runs"
 GENESIS = "0" * 64
@@ -229,10 +230,11 @@ class RunDir:
             self.append_event("spec_changed", changed=sorted(moved))
 
     def ensure_splits(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """The frozen splits; computed and written only the first time (seal unburned)."""
+        """The frozen splits; computed and written only the first time. (The test split's seal
+        state lives in ``seal.json``, so this file never changes once written.)"""
         if self.splits_path.is_file():
             return dict(read_json(self.splits_path))
-        splits = {**compute(), "test_sealed": False}
+        splits = compute()
         atomic_write_json(self.splits_path, splits)
         self.append_event("splits_frozen", sizes={k: len(splits[k]) for k in ("train", "val", "test")})
         return splits
@@ -312,6 +314,13 @@ class RunDir:
         return state
 
     def iter_rollouts(self, split: str) -> Iterator[dict[str, Any]]:
+        """Persisted rollouts of a split. The test split is refused here: only the seal
+        (:mod:`seal`) reads it, and only during finalize or after the seal burned."""
+        if split == TEST_SPLIT:
+            raise TestSealError(
+                f"run {self.run_id}: test rollouts are read only through the seal "
+                "(pytest --capevolve-finalize, then capevolve measure)"
+            )
         folder = self.root / "rollouts" / split
         for path in sorted(folder.glob("*.json")):
             yield read_json(path)

@@ -15,6 +15,14 @@ import yaml
 
 from .spec import SPLITS, Spec, SpecError
 
+TEST_SPLIT = "test"
+
+
+class TestSealError(Exception):
+    """The test split is sealed: already scored, being scored, or not readable before finalize."""
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
 
 def cut_splits(task_ids: Iterable[str], seed: int, ratios: tuple[float, float, float]) -> dict:
     """Shuffle the sorted ids with ``seed`` and cut them by ``ratios`` (train, val, test).
