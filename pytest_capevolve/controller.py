@@ -18,13 +18,16 @@ import pytest
 from . import exitcodes
 from .candidate import SEED_TAG, CandidateError, check_tag
 from .evidence import index_records
+from .gate import INDECISIVE, REJECT, Verdict, refusal
 from .items import record_from_report
+from .judging import Evidence, as_null, gate_config, null_deltas, write_verdict
 from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
 from .report import ArmSummary, render_arms, render_verdicts, summarize_arm
 from .rundir import RunDir, RunDirError
 from .seal import Seal
 from .spec import Spec
 from .splits import splits_for
+from .tamper import expand, tampered
 
 
 @dataclass
@@ -93,6 +96,7 @@ class Controller:
         self.exit_code: int | None = None
         self.session: pytest.Session | None = None
         self.missing: list[Any] = []
+        self.refusals: list[Verdict] = []  # decided before any rollout (tamper, microcases)
 
     # -- planning (configure time) ---------------------------------------------------------
 
@@ -124,6 +128,8 @@ class Controller:
         if len({c.tag for c in chosen}) != len(chosen):
             raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
         self.best = best
+        # Screens run before anything is registered or paid: a refused candidate costs nothing.
+        chosen = [c for c in chosen if c.tag in (best, SEED_TAG) or not self._refused(c)]
 
         planned = []
         for request in chosen:
@@ -163,6 +169,33 @@ class Controller:
             reused=len(plan.all_keys()) - len(plan.owed_keys()),
         )
         return plan
+
+    def _refused(self, request: CandidateRequest) -> bool:
+        """The tamper guard: record an indecisive verdict for a candidate that changed a
+        protected file or links outside itself."""
+        seed_snapshot = self.rundir.candidate_dir(SEED_TAG) / "files"
+        seed = seed_snapshot if seed_snapshot.is_dir() else self.spec.capability_path
+        patterns = expand(self.spec.protected_paths, self.spec.adapter)
+        changes = tampered(seed, request.path, patterns)
+        if not changes:
+            return False
+        shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
+        self.refusals.append(
+            refusal(
+                tag=request.tag,
+                against=self.best,
+                decision=INDECISIVE,
+                basis="tamper",
+                reason=f"never scored: it changes what scores it ({shown})",
+                config=gate_config(self.spec),
+                details={
+                    "changed_paths": changes,
+                    "protected_paths": list(patterns),
+                    "source": str(request.path),
+                },
+            )
+        )
+        return True
 
     def _frozen_ids(self, splits: dict[str, Any], split: str, pool_ids: list[str]) -> list[str]:
         task_ids = list(splits[split])
@@ -245,10 +278,16 @@ class Controller:
         """After the run loop: summarize from what is persisted and choose the exit code."""
         records = index_records(self._read_records())
         self._summarize(records)
-        if self.gate.enabled:
-            gate_code = self._judge(records)
-            if self.exit_code == exitcodes.OK:
-                self.exit_code = gate_code
+        judged = self._judge(records) if self.gate.enabled else []
+        for verdict in self.refusals:
+            write_verdict(self.rundir, verdict, {"null_control": False})
+        self.verdicts = self.verdicts + self.refusals
+        decisions = {v.decision for v in [*judged, *self.refusals]}
+        if self.exit_code == exitcodes.OK:
+            if INDECISIVE in decisions:
+                self.exit_code = exitcodes.INDECISIVE
+            elif REJECT in decisions:
+                self.exit_code = exitcodes.REJECTED
         self._log_finish()
 
     def _read_records(self) -> Iterator[dict[str, Any]]:
@@ -290,10 +329,9 @@ class Controller:
             exit_code=self.exit_code,
         )
 
-    def _judge(self, records: dict[str, dict[tuple[str, int], dict[str, Any]]]) -> int:
-        """Gate every candidate against the best on val; write verdicts; promote a winner."""
-        from .judging import Evidence, as_null, gate_config, null_deltas, write_verdict
-
+    def _judge(self, records: dict[str, dict[tuple[str, int], dict[str, Any]]]) -> list[Verdict]:
+        """Gate every candidate against the best on val; write verdicts; promote a winner.
+        Returns the candidates' verdicts (not the null controls')."""
         config = gate_config(self.spec, veto_regressions=self.gate.veto_regressions)
         evidence = Evidence(self.rundir, self.plan.task_ids, self.plan.num_trials, records)
         nulls = [as_null(evidence.judge(tag, self.best, config)) for tag in self.null_tags]
@@ -318,12 +356,7 @@ class Controller:
             self.rundir.append_event("best_changed", best_id=winner.tag, previous=self.best)
         elif verdicts:
             self.rundir.update_state(lambda s: s.update(stall=int(s["stall"]) + 1))
-        decisions = {v.decision for v in verdicts}
-        if "indecisive" in decisions:
-            return exitcodes.INDECISIVE
-        if "reject" in decisions:
-            return exitcodes.REJECTED
-        return exitcodes.OK
+        return verdicts
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.exit_code is not None and session.exitstatus in exitcodes.REPLACEABLE:

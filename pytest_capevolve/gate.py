@@ -63,9 +63,50 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
     per_task: dict[str, dict[str, float | None]] = field(default_factory=dict)
     split: str = "val"
+    details: dict[str, Any] = field(default_factory=dict)  # what a refusal was decided on
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def refusal(
+    *,
+    tag: str,
+    against: str,
+    decision: str,
+    basis: str,
+    reason: str,
+    config: GateConfig,
+    details: dict[str, Any],
+) -> Verdict:
+    """A verdict reached before any rollout (tamper → indecisive, a failed microcase →
+    reject): no numbers, because none were paid for; ``details`` holds what it rests on."""
+    return Verdict(
+        tag=tag,
+        against=against,
+        decision=decision,
+        basis=basis,
+        reason=reason,
+        mode=config.mode,
+        alpha=None,
+        k_se=None,
+        n_tasks=0,
+        trials=0,
+        delta_mean=None,
+        se=None,
+        ci=None,
+        p_value=None,
+        p_exact=None,
+        p_method=None,
+        bar=None,
+        null_spread=None,
+        coverage={},
+        min_coverage=config.min_coverage,
+        footprint=[],
+        regressions=[],
+        infra_errors={},
+        details=details,
+    )
 
 
 def regressions(

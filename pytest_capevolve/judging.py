@@ -97,7 +97,11 @@ def null_deltas(verdicts: list[Verdict]) -> list[float]:
 
 def write_verdict(rundir: RunDir, verdict: Verdict, extra: dict[str, Any] | None = None) -> None:
     data = {**verdict.to_dict(), **(extra or {})}
-    data["rollouts"] = f"rollouts/{GATE_SPLIT}/*__{verdict.tag}__t*.json vs *__{verdict.against}__t*.json"
+    data["rollouts"] = (
+        f"rollouts/{GATE_SPLIT}/*__{verdict.tag}__t*.json vs *__{verdict.against}__t*.json"
+        if verdict.n_tasks
+        else "none: decided before any rollout was paid"
+    )
     atomic_write_json(rundir.verdict_path(verdict.tag), data)
     rundir.append_event(
         "verdict",

@@ -1,0 +1,132 @@
+"""The tamper guard: a candidate may not change what scores it.
+
+``protected_paths`` in the spec are globs relative to a candidate folder. Their files are
+hashed in the seed (its snapshot in the run dir once it has one) and in each candidate; any
+protected file a candidate changed, added or removed makes it **indecisive** — never scored,
+never counted as a reject, no rollout paid. A symlink pointing outside the candidate folder
+is refused the same way, protected or not. Controller only, at planning time; pure reads.
+
+Glob rules (like ``.gitignore``): a pattern with a ``/`` is anchored at the candidate folder,
+one without matches a file name at any depth; ``*`` stays within one path segment, ``**``
+spans any number of them, and ``dir/**`` (or ``dir/``) covers everything under ``dir``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from .candidate import CandidateError, iter_files
+
+DEFAULT_WORD = "default"
+# What `default` stands for. The adapter's own file name is added from the spec.
+DEFAULT_PROTECTED = (
+    # gold and answer files
+    "gold",
+    "gold.*",
+    "gold_*",
+    "gold-*",
+    "*.gold.*",
+    "*_gold.*",
+    "*-gold.*",
+    "answers*",
+    "answer_key*",
+    "answer-key*",
+    # the evaluation data and the project's own tests
+    "tasks/**",
+    "data/**",
+    "tests/**",
+    "conftest.py",
+    # scorers
+    "scorer*.py",
+    "score.py",
+    "scoring*.py",
+    "grader*.py",
+    "reward*.py",
+    # the run's own configuration
+    "capevolve.yaml",
+    "splits.json",
+)
+
+
+def expand(patterns: Iterable[str], adapter_ref: str) -> tuple[str, ...]:
+    """The spec's patterns with ``default`` replaced by :data:`DEFAULT_PROTECTED` plus the
+    adapter's file name (order kept, duplicates dropped)."""
+    out: list[str] = []
+    for pattern in patterns:
+        if pattern == DEFAULT_WORD:
+            adapter_name = Path(adapter_ref.partition(":")[0]).name
+            out.extend([*DEFAULT_PROTECTED, adapter_name])
+        else:
+            out.append(pattern)
+    return tuple(dict.fromkeys(out))
+
+
+@functools.lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    pattern = pattern.strip()
+    if pattern.endswith("/"):
+        pattern += "**"
+    anchored = "/" in pattern.rstrip("/")
+    pattern = pattern.lstrip("/")
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    prefix = "" if anchored else "(?:.*/)?"
+    return re.compile(prefix + "".join(out) + r"\Z")
+
+
+def is_protected(relative: str, patterns: Iterable[str]) -> bool:
+    return any(_regex(p).match(relative) for p in patterns)
+
+
+def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
+    """sha256 of every protected file under ``root``, by relative posix path.
+
+    Raises CandidateError for a symlink that leaves ``root`` (from :func:`iter_files`)."""
+    root = root.resolve()
+    digests = {}
+    for path in iter_files(root):
+        relative = path.relative_to(root).as_posix()
+        if is_protected(relative, patterns):
+            digests[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def tampered(seed: Path, candidate: Path, patterns: tuple[str, ...]) -> list[str]:
+    """What makes ``candidate`` unjudgeable against ``seed``: each changed, added or removed
+    protected path, or the symlink that leaves the folder. Empty when it may be evaluated."""
+    try:
+        theirs = protected_digests(candidate, patterns)
+    except CandidateError as exc:
+        return [f"refused symlink: {exc}"]
+    if not patterns:
+        return []
+    ours = protected_digests(seed, patterns)
+    changes = []
+    for relative in sorted(set(ours) | set(theirs)):
+        if relative not in theirs:
+            changes.append(f"{relative} (removed)")
+        elif relative not in ours:
+            changes.append(f"{relative} (added)")
+        elif ours[relative] != theirs[relative]:
+            changes.append(f"{relative} (changed)")
+    return changes

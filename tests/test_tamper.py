@@ -1,0 +1,121 @@
+"""The tamper guard: a candidate that changes what scores it is indecisive and costs nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import copy_example, run_dir
+from pytest_capevolve.tamper import DEFAULT_PROTECTED, expand, is_protected, tampered
+
+SCORER = "def grade(output):\n    return 1.0 if output == 'resolved' else 0.0\n"
+
+
+def project_with_scorer_in_capability(pytester: pytest.Pytester):
+    """noisy_agent whose capability folder carries its scorer, as cap-evolve projects often do."""
+    project = copy_example(pytester, "noisy_agent")
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text().replace("num_trials: 5", "num_trials: 2"))
+    (project / "capability" / "scorer.py").write_text(SCORER)
+    improved = project / "candidates" / "improved"
+    (improved / "scorer.py").write_text(SCORER)
+    tampered_dir = project / "candidates" / "lenient"
+    shutil.copytree(improved, tampered_dir)
+    (tampered_dir / "scorer.py").write_text("def grade(output):\n    return 1.0\n")
+    return project
+
+
+def evaluate(pytester, project, *candidates, extra=()):
+    args = ["--capevolve-run", str(project), "-p", "no:cacheprovider", *extra]
+    for name in candidates:
+        args += ["--capevolve-candidate", str(project / "candidates" / name)]
+    return pytester.runpytest(*args)
+
+
+def rollout_tags(project) -> set[str]:
+    return {p.name.split("__")[1] for p in (run_dir(project) / "rollouts" / "val").glob("*.json")}
+
+
+def test_a_candidate_editing_the_scorer_is_indecisive_and_pays_nothing(pytester, xdist_args):
+    project = project_with_scorer_in_capability(pytester)
+    result = evaluate(pytester, project, "improved", "lenient", extra=["--capevolve-gate", *xdist_args])
+    assert result.ret == 11, result.stdout.str()
+    result.stdout.fnmatch_lines(["*lenient*INDECISIVE*never scored*scorer.py (changed)*"])
+    rundir = run_dir(project)
+    verdict = json.loads((rundir / "verdicts" / "lenient.json").read_text())
+    assert verdict["decision"] == "indecisive" and verdict["basis"] == "tamper"
+    assert verdict["details"]["changed_paths"] == ["scorer.py (changed)"]
+    assert verdict["n_tasks"] == 0 and verdict["delta_mean"] is None
+    assert "lenient" not in rollout_tags(project)
+    assert not (rundir / "candidates" / "lenient").exists()
+    # the honest candidate beside it was judged as usual and became the best
+    assert json.loads((rundir / "verdicts" / "improved.json").read_text())["decision"] == "accept"
+    assert json.loads((rundir / "state.json").read_text())["best_id"] == "improved"
+
+
+def test_a_symlink_leaving_the_candidate_is_indecisive_even_without_protected_paths(pytester, xdist_args):
+    project = copy_example(pytester, "toy_calc")
+    secret = pytester.path / "answers-outside.txt"
+    secret.write_text("q01: 42\n")
+    sneaky = project / "candidates" / "sneaky"
+    shutil.copytree(project / "candidates" / "careful", sneaky)
+    (sneaky / "notes.md").symlink_to(secret)
+    result = evaluate(pytester, project, "sneaky", extra=xdist_args)
+    assert result.ret == 11, result.stdout.str()
+    result.stdout.fnmatch_lines(["*sneaky*INDECISIVE*refused symlink*outside the candidate folder*"])
+    assert rollout_tags(project) == {"seed"}  # the best was evaluated; the candidate never was
+    verdict = json.loads((run_dir(project) / "verdicts" / "sneaky.json").read_text())
+    assert verdict["basis"] == "tamper" and verdict["rollouts"].startswith("none")
+
+
+def test_tampered_lists_changed_added_and_removed_protected_files(tmp_path):
+    seed, cand = tmp_path / "seed", tmp_path / "cand"
+    for root in (seed, cand):
+        (root / "tasks").mkdir(parents=True)
+        (root / "prompt.md").write_text("be kind")
+        (root / "tasks" / "t1.json").write_text("{}")
+        (root / "gold.json").write_text("{}")
+    patterns = expand(["default"], "adapter.py:A")
+    assert tampered(seed, cand, patterns) == []
+    (cand / "prompt.md").write_text("be kinder")  # not protected: free to change
+    assert tampered(seed, cand, patterns) == []
+    (cand / "tasks" / "t2.json").write_text("{}")
+    (cand / "gold.json").unlink()
+    (cand / "adapter.py").write_text("class A: ...")
+    assert tampered(seed, cand, patterns) == [
+        "adapter.py (added)",
+        "gold.json (removed)",
+        "tasks/t2.json (added)",
+    ]
+    assert tampered(seed, cand, ()) == []  # nothing protected, no symlink: nothing to refuse
+
+
+@pytest.mark.parametrize(
+    "path, protected",
+    [
+        ("scorer.py", True),
+        ("tools/scorer_v2.py", True),
+        ("tests/test_tool.py", True),
+        ("skills/tests/notes.md", False),  # tests/** is anchored at the candidate folder
+        ("deep/conftest.py", True),
+        ("data/a/b.json", True),
+        ("gold_answers.json", True),
+        ("skills/golden-rules.md", False),
+        ("prompt.md", False),
+        ("adapter.py", True),
+        ("splits.json", True),
+    ],
+)
+def test_default_protected_paths(path, protected):
+    patterns = expand(["default"], "adapter.py:Adapter")
+    assert set(DEFAULT_PROTECTED) < set(patterns)
+    assert is_protected(path, patterns) is protected
+
+
+def test_user_globs_anchor_with_a_slash_and_match_names_without():
+    assert is_protected("a/b/secret.txt", ["secret.txt"])
+    assert not is_protected("a/secret.txt", ["b/secret.txt"])
+    assert is_protected("b/x/y/z.txt", ["b/**"]) and is_protected("b/x.txt", ["b/"])
+    assert is_protected("x/b/q/z.txt", ["**/q/*.txt"]) and not is_protected("x/b/q/r/z.txt", ["**/q/*.txt"])
