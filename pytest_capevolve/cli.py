@@ -169,6 +169,49 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_measure(args: argparse.Namespace) -> int:
+    """The run's one honest table; runs finalize first when the test split is still sealed."""
+    import subprocess
+
+    from .measure import measure, render_markdown, render_text
+    from .seal import Seal
+
+    spec, rundir, _val = _open_run(args)
+    code = 0
+    test_ids = read_json(rundir.splits_path)["test"]
+    if test_ids and Seal(rundir).burned() is None and not args.no_finalize:
+        print(f"the test split of run {rundir.run_id} is unscored: running finalize (once per run)")
+        command = [sys.executable, "-m", "pytest", "--capevolve-finalize", str(spec.path)]
+        command += ["--capevolve-run-id", rundir.run_id, "-q", "--tb=no", "-p", "no:cacheprovider"]
+        if args.workers:
+            command += ["-n", str(args.workers)]
+        code = subprocess.run(command, cwd=spec.project_dir, check=False).returncode
+        if code != 0:
+            print(f"finalize did not complete (exit {code}); the test row stays sealed", file=sys.stderr)
+    result = measure(spec, rundir)
+    for line in render_text(result):
+        print(line)
+    report = rundir.write_report(render_markdown(result))
+    print(f"report: {report}")
+    return code
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check the hash chain of a run's event log; exit 1 at the first broken link."""
+    from .rundir import verify_events
+
+    root = args.run_dir.resolve()
+    events = root / "events.jsonl"
+    if not events.is_file():
+        raise CliUsageError(f"{root} is not a run dir: no events.jsonl there")
+    count, problem = verify_events(events)
+    if problem is not None:
+        print(f"TAMPERED {events}: {problem} ({count} line(s) before it verified)")
+        return 1
+    print(f"ok {events}: {count} events, each chained to the one before")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -194,6 +237,17 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--run-id", default=None)
     plan.add_argument("--target", type=float, default=None, help="a target val mean to check")
     plan.set_defaults(func=cmd_plan)
+    measure = sub.add_parser(
+        "measure", help="the run's honest table and report.md (runs finalize once if needed)"
+    )
+    measure.add_argument("project", type=Path)
+    measure.add_argument("--run-id", default=None)
+    measure.add_argument("--no-finalize", action="store_true", help="leave the test split sealed")
+    measure.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for finalize")
+    measure.set_defaults(func=cmd_measure)
+    verify = sub.add_parser("verify", help="check the hash chain of a run's events.jsonl")
+    verify.add_argument("run_dir", type=Path, help="a run dir: PROJECT/.capevolve/runs/<run_id>")
+    verify.set_defaults(func=cmd_verify)
     return parser
 
 

@@ -21,6 +21,7 @@ from .evidence import index_records
 from .gate import INDECISIVE, REJECT, Verdict, refusal
 from .items import record_from_report
 from .judging import Evidence, as_null, gate_config, null_deltas, write_verdict
+from .measure import measure, render_markdown
 from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
 from .report import ArmSummary, render_arms, render_verdicts, summarize_arm
 from .rundir import RunDir, RunDirError
@@ -97,6 +98,7 @@ class Controller:
         self.session: pytest.Session | None = None
         self.missing: list[Any] = []
         self.refusals: list[Verdict] = []  # decided before any rollout (tamper, microcases)
+        self.report_error: str | None = None
 
     # -- planning (configure time) ---------------------------------------------------------
 
@@ -328,6 +330,10 @@ class Controller:
             dead_workers=[w for w, _ in self.tally.dead_workers],
             exit_code=self.exit_code,
         )
+        try:
+            self.rundir.write_report(render_markdown(measure(self.spec, self.rundir)))
+        except Exception as exc:  # the report is a view; it must never change the outcome
+            self.report_error = f"could not write report.md: {exc!r}"
 
     def _judge(self, records: dict[str, dict[tuple[str, int], dict[str, Any]]]) -> list[Verdict]:
         """Gate every candidate against the best on val; write verdicts; promote a winner.
@@ -384,6 +390,8 @@ class Controller:
         paid = sum(r.paid for r in self.rows)
         reused = sum(r.reused for r in self.rows)
         tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")
+        if self.report_error:
+            tr.write_line(f"capevolve: {self.report_error}", yellow=True)
         if self.tally.infra:
             tr.write_line(f"infra errors ({len(self.tally.infra)}; missing data, never a 0):")
             for nodeid, reason in self.tally.infra[:20]:

@@ -6,11 +6,19 @@ nothing. The numbers come from :mod:`stats`; this module decides what may be sai
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import stats
+from .candidate import SEED_TAG
+from .evidence import index_records, reward_matrix
+from .rundir import RunDir, read_json
+from .seal import Seal
+from .spec import Spec
 
 
 def paired_summary(candidate: np.ndarray, base: np.ndarray, *, seed: int) -> dict[str, Any] | None:
@@ -29,3 +37,288 @@ def paired_summary(candidate: np.ndarray, base: np.ndarray, *, seed: int) -> dic
         "ci": None if ci is None else [ci[0], ci[1]],
         "p_one_sided": test.p_value,
     }
+
+
+@dataclass
+class ArmLine:
+    """One row of the table: an arm's numbers on a split, or a stated refusal (``note``)."""
+
+    split: str
+    arm: str
+    tag: str
+    mean: float | None = None
+    se: float | None = None
+    tasks: int = 0
+    trials: int = 0
+    coverage: float | None = None
+    note: str = ""
+    source: str = ""
+
+
+@dataclass
+class DeltaLine:
+    split: str
+    summary: dict[str, Any] | None
+    source: str
+    note: str = ""
+
+
+@dataclass
+class Measurement:
+    """Everything the honest table says, with where each number came from."""
+
+    run_id: str
+    run_dir: Path
+    best: str
+    arms: list[ArmLine] = field(default_factory=list)
+    deltas: list[DeltaLine] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # refusals and caveats, said plainly
+    lineage: list[dict[str, Any]] = field(default_factory=list)
+    spend: dict[str, Any] = field(default_factory=dict)
+    screening: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def null_result(self) -> bool:
+        return self.best == SEED_TAG
+
+
+def measure(spec: Spec, rundir: RunDir) -> Measurement:
+    """Read the run and decide what may be said. Never pays a rollout, never opens the seal."""
+    splits = read_json(rundir.splits_path)
+    best = str(rundir.read_state()["best_id"])
+    result = Measurement(rundir.run_id, rundir.root, best)
+    tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
+    if result.null_result:
+        result.labels.append(
+            "null result: no candidate was accepted, the seed is still the best; "
+            "there is no improvement to report"
+        )
+    else:
+        result.labels.append(
+            "selected on val: the best was chosen for its val score, so its val gain is "
+            "optimistic; only the test row is held out"
+        )
+    for split in ("val", "train"):
+        _persisted_split(result, rundir, split, list(splits[split]), tags, spec.num_trials, spec.base_seed)
+    _test_split(result, rundir, splits)
+    result.lineage = _lineage(rundir)
+    result.spend, result.screening = _spend(rundir, len(splits["val"]), spec.num_trials)
+    return result
+
+
+def _persisted_split(
+    result: Measurement,
+    rundir: RunDir,
+    split: str,
+    task_ids: list[str],
+    tags: list[str],
+    trials: int,
+    seed: int,
+) -> None:
+    if not task_ids:
+        result.arms.append(ArmLine(split, "—", "—", note="empty: this split has no tasks"))
+        return
+    records = index_records(rundir.iter_rollouts(split))
+    matrices = {}
+    for tag in tags:
+        arm = "seed" if tag == SEED_TAG else "best"
+        source = f"rollouts/{split}/*__{tag}__t*.json"
+        if not records.get(tag):
+            if split == "val":
+                result.arms.append(ArmLine(split, arm, tag, tasks=len(task_ids), note="not evaluated"))
+            continue
+        matrix = reward_matrix(records[tag], task_ids, trials)
+        matrices[tag] = matrix
+        mean, se = stats.mean_se(stats.task_means(matrix))
+        result.arms.append(
+            ArmLine(split, arm, tag, mean, se, len(task_ids), trials, stats.coverage(matrix), source=source)
+        )
+    if split == "train" and not matrices:
+        result.arms.append(
+            ArmLine(split, "—", "—", tasks=len(task_ids), note="not evaluated (adds nothing to show)")
+        )
+    if len(matrices) == 2:
+        summary = paired_summary(matrices[tags[1]], matrices[SEED_TAG], seed=seed)
+        result.deltas.append(DeltaLine(split, summary, f"rollouts/{split}/ (paired by task)"))
+
+
+def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> None:
+    test_ids = set(splits["test"])
+    if not test_ids:
+        result.arms.append(ArmLine("test", "—", "—", note="empty: no held-out tasks"))
+        result.labels.append("no holdout: the test split is empty, so no number here is held-out")
+        return
+    overlap = test_ids & (set(splits["val"]) | set(splits["train"]))
+    if overlap:
+        result.labels.append(
+            f"fit metric: the test split shares {len(overlap)} of its {len(test_ids)} tasks with "
+            "val/train, so its score measures fit to data the search saw, not held-out performance"
+        )
+    sealed = Seal(rundir).burned()
+    if sealed is None:
+        result.arms.append(
+            ArmLine("test", "best", result.best, tasks=len(test_ids), note="sealed: not finalized yet")
+        )
+        return
+    for arm in ("seed", "best"):
+        numbers = sealed.get(arm)
+        if numbers is None:
+            continue
+        result.arms.append(
+            ArmLine(
+                "test",
+                arm,
+                numbers["tag"],
+                numbers["mean"],
+                numbers["se"],
+                numbers["tasks"],
+                numbers["trials"],
+                numbers["coverage"],
+                source=f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)",
+            )
+        )
+    if sealed.get("delta_vs_seed") is not None:
+        result.deltas.append(DeltaLine("test", sealed["delta_vs_seed"], "seal.json"))
+    if sealed["best"]["tag"] != result.best:
+        result.labels.append(
+            f"the test score is of {sealed['best']['tag']!r}, the best when finalize ran; "
+            f"the best is now {result.best!r}"
+        )
+
+
+def _lineage(rundir: RunDir) -> list[dict[str, Any]]:
+    steps = []
+    for event in read_events(rundir.events_path):
+        if event.get("kind") != "best_changed":
+            continue
+        tag = str(event["best_id"])
+        path = rundir.verdict_path(tag)
+        verdict = read_json(path) if path.is_file() else {}
+        steps.append(
+            {
+                "from": event.get("previous"),
+                "to": tag,
+                "reason": verdict.get("reason", "(verdict file missing)"),
+                "p_value": verdict.get("p_value"),
+                "delta_mean": verdict.get("delta_mean"),
+                "source": f"verdicts/{tag}.json",
+            }
+        )
+    return steps
+
+
+def _spend(rundir: RunDir, val_tasks: int, trials: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    paid: dict[str, int] = {}
+    for event in read_events(rundir.events_path):
+        if event.get("kind") == "rollout":
+            paid[event["split"]] = paid.get(event["split"], 0) + 1
+    state = rundir.read_state()
+    spend = {
+        "rollouts_by_split": paid,
+        "metric_calls": state["spent"]["metric_calls"],
+        "usd": state["spent"]["usd"],
+        "source": "events.jsonl (rollout lines), state.json (spent)",
+    }
+    refused = []
+    verdicts = rundir.root / "verdicts"
+    for path in sorted(verdicts.glob("*.json")):
+        verdict = read_json(path)
+        if verdict.get("basis") in SCREEN_BASES:
+            refused.append({"tag": verdict["tag"], "basis": verdict["basis"]})
+    cost = 0  # tamper checks and microcases pay no rollout
+    saved = len(refused) * val_tasks * trials
+    screening = {"refused": refused, "cost": cost, "saved": saved, "net": saved - cost}
+    return spend, screening
+
+
+SCREEN_BASES = ("tamper", "micro_test_fail")
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def _num(value: float | None, fmt: str = ".3f") -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def _delta_text(line: DeltaLine) -> str:
+    s = line.summary
+    if s is None:
+        return "no task valid on both sides"
+    ci = "—" if s["ci"] is None else f"[{s['ci'][0]:+.3f}, {s['ci'][1]:+.3f}]"
+    p = _num(s["p_one_sided"], ".4g")
+    return f"{s['mean']:+.4f} (SE {_num(s['se'], '.4f')}, 95% CI {ci}, n = {s['n']}, one-sided p = {p})"
+
+
+def table_rows(m: Measurement) -> list[tuple[str, ...]]:
+    header = ("split", "arm", "tag", "mean", "SE", "tasks", "trials", "coverage", "from")
+    rows = [header]
+    for a in m.arms:
+        if a.note:
+            rows.append((a.split, a.arm, a.tag, a.note, "", "", "", "", a.source))
+        else:
+            cov = "—" if a.coverage is None else f"{a.coverage:.0%}"
+            rows.append(
+                (a.split, a.arm, a.tag, _num(a.mean), _num(a.se), str(a.tasks), str(a.trials), cov, a.source)
+            )
+    return rows
+
+
+def render_text(m: Measurement) -> list[str]:
+    header, *body = table_rows(m)
+    numeric = [r for r in body if r[4]]  # a note row leaves the numeric cells blank
+    widths = [max(len(r[i]) for r in [header, *(body if i < 3 else numeric)]) for i in range(9)]
+
+    def fmt(row: tuple[str, ...]) -> str:
+        if row is not header and not row[4]:
+            return "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=False)) + "  " + row[3]
+        return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+
+    lines = [f"capevolve measure — run {m.run_id}; best {m.best!r}", "", fmt(header)]
+    lines += [fmt(r) for r in body]
+    for d in m.deltas:
+        lines.append(f"best − seed on {d.split}: {_delta_text(d)}  [{d.source}]")
+    for label in m.labels:
+        lines.append(f"NOTE {label}")
+    return lines
+
+
+def render_markdown(m: Measurement) -> str:
+    out = [f"# capevolve report — run {m.run_id}", "", f"Best: `{m.best}`.", ""]
+    for label in m.labels:
+        out.append(f"> **{label.split(':')[0]}**:{label.partition(':')[2]}")
+    if m.labels:
+        out.append("")
+    out += ["## The table", ""]
+    rows = table_rows(m)
+    out.append("| " + " | ".join(rows[0]) + " |")
+    out.append("|" + "---|" * len(rows[0]))
+    for r in rows[1:]:
+        out.append("| " + " | ".join(c.replace("|", "\\|") if c else " " for c in r) + " |")
+    out.append("")
+    for d in m.deltas:
+        out.append(f"- best − seed on **{d.split}**: {_delta_text(d)} — from `{d.source}`")
+    out += ["", "## Accepted lineage", ""]
+    if not m.lineage:
+        out.append("None: no candidate was accepted in this run.")
+    for step in m.lineage:
+        out.append(f"1. `{step['from']}` → `{step['to']}`: {step['reason']} (from `{step['source']}`)")
+    out += ["", "## Spend", ""]
+    by_split = ", ".join(f"{k} {v}" for k, v in sorted(m.spend["rollouts_by_split"].items())) or "none"
+    spend = m.spend
+    out.append(f"- rollouts paid: {by_split}; metric calls {spend['metric_calls']}; USD {spend['usd']:.4f}")
+    out.append(f"  (from {spend['source']})")
+    s = m.screening
+    refused = ", ".join("{tag} ({basis})".format(**r) for r in s["refused"]) or "none"
+    out.append(
+        f"- screening: {len(s['refused'])} candidate(s) refused before any rollout ({refused}); "
+        f"cost {s['cost']} rollouts, saved {s['saved']}, net {s['net']:+d} (from `verdicts/*.json`)"
+    )
+    out += ["", f"Run dir: `{m.run_dir}`. Every path above is relative to it.", ""]
+    return "\n".join(out)

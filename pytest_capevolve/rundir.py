@@ -68,6 +68,52 @@ def event_line_hash(line: str) -> str:
     return hashlib.sha256(line.rstrip("\n").encode("utf-8")).hexdigest()
 
 
+def verify_events(path: Path) -> tuple[int, str | None]:
+    """Walk ``events.jsonl``'s hash chain: (lines checked, the first problem or None).
+
+    Each line carries ``prev`` (the hash of the line before; zeros for the first) and ``seq``
+    (one more than the line before's). An edited line breaks the next line's ``prev``; a
+    removed or reordered line breaks ``seq``. The chain cannot vouch for its own end: an edit
+    to the last line, or lines cut off the end, leave no trace in it."""
+    prev_hash, prev_seq = GENESIS, 0
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        try:
+            event = json.loads(line)
+            seq, prev = int(event["seq"]), str(event["prev"])
+        except (ValueError, KeyError, TypeError):
+            return number - 1, f"line {number} is not an event (unreadable JSON or no seq/prev): edited"
+        if seq != prev_seq + 1:
+            expected = prev_seq + 1
+            rest = enumerate(lines[number:], start=number + 1)
+            later = next((n for n, text in rest if _seq(text) == expected), None)
+            if seq > expected and later is None:
+                problem = f"line(s) with seq {expected}..{seq - 1} are missing before it"
+            else:
+                problem = f"seq {seq} after {prev_seq}: lines were reordered or duplicated"
+                if later is not None:
+                    problem += f" (seq {expected} is at line {later})"
+            return number - 1, f"line {number}: {problem}"
+        if prev != prev_hash:
+            if number == 1:
+                return 0, "line 1 was edited: its prev is not the start of a chain"
+            return number - 1, (
+                f"line {number - 1} was edited: line {number} records prev={prev[:12]}…, "
+                f"but line {number - 1} hashes to {prev_hash[:12]}…"
+            )
+        prev_hash, prev_seq = event_line_hash(line), seq
+    return len(lines), None
+
+
+def _seq(line: str) -> int | None:
+    try:
+        return int(json.loads(line)["seq"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 class RunDir:
     """One run's folder: ``<project>/.capevolve/runs/<run_id>/``."""
 
@@ -126,6 +172,14 @@ class RunDir:
     def rollout_path(self, split: str, task_id: str, tag: str, trial: int) -> Path:
         name = f"{escape_id(task_id)}__{check_tag(tag)}__t{int(trial)}.json"
         return self.root / "rollouts" / split / name
+
+    @property
+    def report_path(self) -> Path:
+        return self.root / "report.md"
+
+    def write_report(self, markdown: str) -> Path:
+        atomic_write_text(self.report_path, markdown)
+        return self.report_path
 
     def verdict_path(self, tag: str) -> Path:
         return self.root / "verdicts" / f"{check_tag(tag)}.json"
