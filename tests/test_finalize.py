@@ -176,3 +176,18 @@ def test_finalize_needs_an_evaluated_run(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no run under*evaluate first*"])
     assert not (project / ".capevolve").exists()
+
+
+def test_ctrl_c_before_the_burn_leaves_the_seal_unburned(pytester):
+    project = copy_example(pytester, "toy_calc")
+    assert pytester.runpytest("--capevolve-run", str(project), *NO_CACHE).ret == 0
+    pytester.makeconftest(
+        "def pytest_capevolve_test_scored(result, run_dir):\n    raise KeyboardInterrupt\n"
+    )
+    interrupted = pytester.runpytest_subprocess("--capevolve-finalize", str(project), *NO_CACHE)
+    assert interrupted.ret == pytest.ExitCode.INTERRUPTED
+    assert not (run_dir(project) / "seal.json").exists()
+    (pytester.path / "conftest.py").unlink()
+    again = pytester.runpytest("--capevolve-finalize", str(project), *NO_CACHE)
+    assert again.ret == 0
+    again.stdout.fnmatch_lines(["*rollouts: 0 paid, 6 reused*"])
