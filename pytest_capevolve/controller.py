@@ -22,6 +22,9 @@ from .gate import INDECISIVE, REJECT, Verdict, refusal
 from .items import record_from_report
 from .judging import Evidence, as_null, gate_config, null_deltas, write_verdict
 from .measure import measure, render_markdown
+from .microcase import Microcase, ProjectEnv, refuse_test_tasks
+from .microcase import load_project as load_microcases
+from .microcase import run as run_microcase
 from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
 from .report import ArmSummary, render_arms, render_verdicts, summarize_arm
 from .rundir import RunDir, RunDirError
@@ -99,6 +102,7 @@ class Controller:
         self.missing: list[Any] = []
         self.refusals: list[Verdict] = []  # decided before any rollout (tamper, microcases)
         self.report_error: str | None = None
+        self.microcases: list[Microcase] = []
 
     # -- planning (configure time) ---------------------------------------------------------
 
@@ -131,6 +135,9 @@ class Controller:
             raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
         self.best = best
         # Screens run before anything is registered or paid: a refused candidate costs nothing.
+        if self.gate.enabled:
+            self.microcases = load_microcases(spec.project_dir)
+            refuse_test_tasks(self.microcases, splits["test"])
         chosen = [c for c in chosen if c.tag in (best, SEED_TAG) or not self._refused(c)]
 
         planned = []
@@ -173,8 +180,45 @@ class Controller:
         return plan
 
     def _refused(self, request: CandidateRequest) -> bool:
-        """The tamper guard: record an indecisive verdict for a candidate that changed a
-        protected file or links outside itself."""
+        """Screens before any rollout: the tamper guard (always), then the project's
+        microcases (when gating). A refusal is recorded as a verdict."""
+        return self._tampered(request) or self._fails_microcases(request)
+
+    def _fails_microcases(self, request: CandidateRequest) -> bool:
+        if not self.microcases:
+            return False
+        env = ProjectEnv(self.spec)
+        failed = []
+        for case in self.microcases:
+            outcome = run_microcase(case, request.path, env)
+            if not outcome.ok:
+                failed.append(
+                    {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
+                )
+        self.rundir.append_event(
+            "microcases", tag=request.tag, ran=len(self.microcases), failed=[f["id"] for f in failed]
+        )
+        if not failed:
+            return False
+        first = failed[0]
+        self.refusals.append(
+            refusal(
+                tag=request.tag,
+                against=self.best,
+                decision=REJECT,
+                basis="micro_test_fail",
+                reason=(
+                    f"failed {len(failed)} of {len(self.microcases)} microcases before any rollout: "
+                    f"{first['id']} (cluster {first['cluster']}) expected {first['expected']}, "
+                    f"got {first['got']}"
+                ),
+                config=gate_config(self.spec),
+                details={"failed_microcases": failed, "microcases_run": len(self.microcases)},
+            )
+        )
+        return True
+
+    def _tampered(self, request: CandidateRequest) -> bool:
         seed_snapshot = self.rundir.candidate_dir(SEED_TAG) / "files"
         seed = seed_snapshot if seed_snapshot.is_dir() else self.spec.capability_path
         patterns = expand(self.spec.protected_paths, self.spec.adapter)

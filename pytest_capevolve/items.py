@@ -15,11 +15,14 @@ from typing import Any
 
 import pytest
 
-from .adapter import AdapterRunner, Task
-from .candidate import content_hash
+from .adapter import AdapterError, AdapterRunner, Task
+from .candidate import SEED_TAG, content_hash
+from .microcase import Microcase, MicrocaseError, ProjectEnv, load_file, refuse_test_tasks
+from .microcase import run as run_microcase
 from .plan import EvalPlan, PlannedCandidate, RolloutKey
 from .rollout import execute_rollout
-from .spec import Spec
+from .rundir import RunDir, RunDirError, read_json
+from .spec import Spec, SpecError
 
 RECORD_PROPERTY = "capevolve_rollout"
 
@@ -145,3 +148,102 @@ def record_from_report(report: Any) -> dict[str, Any] | None:
 
 
 CONTEXT_KEY = pytest.StashKey[EvalContext]()
+
+
+# -- microcases ---------------------------------------------------------------------------------
+
+
+class MicrocaseFailed(Exception):
+    """The candidate did not do what the microcase expects."""
+
+
+MICRO_ENVS_KEY = pytest.StashKey[dict[Path, ProjectEnv]]()
+
+
+def project_env(config: pytest.Config, project_dir: Path) -> ProjectEnv:
+    envs = config.stash.setdefault(MICRO_ENVS_KEY, {})
+    if project_dir not in envs:
+        envs[project_dir] = ProjectEnv.load(project_dir)
+    return envs[project_dir]
+
+
+def default_candidate(spec: Spec) -> tuple[str, Path]:
+    """The current best of the project's newest run (its snapshot), else the seed."""
+    try:
+        rundir = RunDir.resolve(spec.project_dir, create=False)
+    except RunDirError:
+        return SEED_TAG, spec.capability_path
+    best = str(rundir.read_state().get("best_id", SEED_TAG))
+    snapshot = rundir.candidate_dir(best) / "files"
+    if best != SEED_TAG and snapshot.is_dir():
+        return best, snapshot
+    return SEED_TAG, spec.capability_path
+
+
+def frozen_test_ids(spec: Spec) -> list[str]:
+    """The newest run's test split (empty before any run): microcases may not use it."""
+    try:
+        rundir = RunDir.resolve(spec.project_dir, create=False)
+    except RunDirError:
+        return []
+    return list(read_json(rundir.splits_path)["test"]) if rundir.splits_path.is_file() else []
+
+
+def microcase_candidates(config: pytest.Config, spec: Spec) -> list[tuple[str, Path]]:
+    """--capevolve-candidate folders (tagged as in an evaluation), else the default."""
+    dirs = [Path(d).resolve() for d in config.option.capevolve_candidate]
+    if not dirs:
+        return [default_candidate(spec)]
+    tags = list(config.option.capevolve_tag)
+    chosen = []
+    for i, path in enumerate(dirs):
+        if not path.is_dir():
+            raise MicrocaseError(f"--capevolve-candidate {path}: no such folder")
+        fallback = SEED_TAG if path == spec.capability_path else path.name
+        chosen.append((tags[i] if i < len(tags) else fallback, path))
+    return chosen
+
+
+class MicrocaseFile(pytest.File):
+    """A YAML file under a project's ``microcases/``: one item per microcase and candidate."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        try:
+            cases = load_file(self.path)
+            env = project_env(self.config, cases[0].project) if cases else None
+            candidates = microcase_candidates(self.config, env.spec) if env else []
+            if env is not None:
+                refuse_test_tasks(cases, frozen_test_ids(env.spec))
+        except (MicrocaseError, SpecError) as exc:
+            raise self.CollectError(str(exc)) from None
+        for case in cases:
+            for tag, path in candidates:
+                yield MicrocaseItem.from_parent(
+                    self, name=f"{case.id}[{tag}]", case=case, tag=tag, candidate=path
+                )
+
+
+class MicrocaseItem(pytest.Item):
+    def __init__(self, *, case: Microcase, tag: str, candidate: Path, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.tag = tag
+        self.candidate = candidate
+
+    def runtest(self) -> None:
+        outcome = run_microcase(self.case, self.candidate, project_env(self.config, self.case.project))
+        if not outcome.ok:
+            raise MicrocaseFailed(f"expected {outcome.expected}, got {outcome.got}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        case = self.case
+        if isinstance(excinfo.value, (MicrocaseFailed, MicrocaseError, AdapterError)):
+            first = case.description.splitlines()[0] if case.description else ""
+            return (
+                f"microcase {case.id} (cluster {case.cluster}) on candidate {self.tag!r}: "
+                f"{excinfo.value}\n  why it exists: {first}"
+            )
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"microcase {self.case.id} [{self.case.cluster}] on {self.tag}"

@@ -17,7 +17,8 @@ from .adapter import AdapterError, AdapterRunner, load_adapter, load_tasks
 from .candidate import SEED_TAG, CandidateError
 from .controller import CandidateRequest, Controller, GateRequest
 from .finalize import FinalizeController
-from .items import CONTEXT_KEY, EvalContext, SpecFile, record_from_report
+from .items import CONTEXT_KEY, EvalContext, MicrocaseFile, SpecFile, record_from_report
+from .microcase import MicrocaseError, is_microcase_file
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .rundir import RunDir, RunDirError
 from .spec import INI_KEYS, Spec, SpecError, load_spec
@@ -213,7 +214,7 @@ def pytest_configure(config: pytest.Config) -> None:
             plan = controller.plan
     except TestSealError as exc:
         raise pytest.UsageError(f"TestSealError: {exc}") from None
-    except (SpecError, AdapterError, RunDirError, CandidateError) as exc:
+    except (SpecError, AdapterError, RunDirError, CandidateError, MicrocaseError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool)
     # A task the agent fails is data, not a bug: one line each (the scorer's feedback) and no
@@ -226,9 +227,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """An evaluation session collects only its spec; any other session collects microcases."""
     context = parent.config.stash.get(CONTEXT_KEY, None)
-    if context is not None and file_path == context.spec.path:
-        return SpecFile.from_parent(parent, path=file_path)
+    if context is not None:
+        return SpecFile.from_parent(parent, path=file_path) if file_path == context.spec.path else None
+    if is_microcase_file(file_path):
+        return MicrocaseFile.from_parent(parent, path=file_path)
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -48,6 +49,9 @@ def gate(pytester, project, candidate, *extra):
 )
 def test_gate_verdicts_on_noisy_agent(pytester, xdist_args, candidate, code, decision):
     project = copy_example(pytester, "noisy_agent")
+    # the statistical rule is under test here; the example's no-upsell microcase would
+    # reject `regressed` before its rollouts (see test_microcases.py)
+    shutil.rmtree(project / "microcases")
     result = gate(pytester, project, candidate, *xdist_args)
     assert result.ret == code, result.stdout.str()
     result.stdout.fnmatch_lines(
@@ -95,7 +99,7 @@ def test_capevolve_gate_rederives_the_verdict_without_paying(pytester, capsys):
 def test_nulls_are_reused_while_the_best_is_unchanged(pytester):
     project = copy_example(pytester, "noisy_agent")
     gate(pytester, project, "copy")
-    second = gate(pytester, project, "regressed")
+    second = gate(pytester, project, "mixed")
     second.stdout.fnmatch_lines(["rollouts: 200 paid, 600 reused*"])
 
 

@@ -4,12 +4,15 @@ Each task has a hidden difficulty (some always pass, some never, most in between
 category. The capability's markdown files carry rules (``RULE:<name>``); each rule shifts the
 log-odds of success per category. A rollout draws its outcome from a generator seeded by the
 trial seed, the task and the candidate folder's name, so results are reproducible while two
-folders with the same bytes still differ from run to run the way a real agent's do.
+folders with the same bytes still differ from run to run the way a real agent's do. The
+agent closes each ticket with the candidate's ``tools/reply.py``; if that tool breaks, the
+ticket is escalated.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import math
 import random
 import re
@@ -41,6 +44,10 @@ def _difficulty(index: int) -> float:
     return rng.uniform(-2.5, 1.5)
 
 
+class ReplyToolBroken(Exception):
+    pass
+
+
 class NoisyAgentAdapter:
     def tasks(self, split: str) -> list[Task]:
         return [
@@ -57,6 +64,19 @@ class NoisyAgentAdapter:
         text = "\n".join(p.read_text() for p in sorted(Path(capability).rglob("*.md")))
         return sorted(set(RULE_RE.findall(text)))
 
+    def _closing(self, capability: Path, category: str) -> str | None:
+        """Close the ticket with the candidate's own reply tool; a broken tool fails the task."""
+        path = Path(capability) / "tools" / "reply.py"
+        if not path.is_file():
+            return None
+        spec = importlib.util.spec_from_file_location("noisy_agent_reply", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+            return str(module.closing_line(category))
+        except Exception as exc:
+            raise ReplyToolBroken(f"{type(exc).__name__}: {exc}") from exc
+
     def run_target(self, task: Task, ctx: Path, *, seed: int) -> Rollout:
         rules = self._rules(ctx)
         category = task.input["category"]
@@ -70,10 +90,14 @@ class NoisyAgentAdapter:
         key = f"{seed}:{task.id}:{folder}".encode()
         draw = random.Random(hashlib.sha256(key).hexdigest()).random()
         output = "resolved" if draw < p_success else "escalated"
+        try:
+            reply = self._closing(ctx, category)
+        except ReplyToolBroken as exc:
+            output, reply = "escalated", f"reply tool broken: {exc}"
         return Rollout(
             task_id=task.id,
             output=output,
-            trace={"rules": rules, "p_success": round(p_success, 4)},
+            trace={"rules": rules, "p_success": round(p_success, 4), "reply": reply},
             cost_usd=0.0021,
             tokens=1400,
         )
