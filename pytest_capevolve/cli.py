@@ -212,6 +212,56 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_microcase_gen(args: argparse.Namespace) -> int:
+    """Write a skeleton microcase from a failing rollout; pays nothing, copies no gold."""
+    from .candidate import TAG_RE
+    from .microcase import ID_RE, MICROCASES_DIR, MicrocaseError, ProjectEnv, skeleton
+    from .rundir import RUNS_DIR
+
+    source = args.source.resolve()
+    try:
+        record = read_json(source)
+        task_id = str(record["task_id"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CliUsageError(
+            f"{source}: not a rollout record (a rollouts/<split>/*.json file): {exc}"
+        ) from None
+    if record.get("split") == "test":
+        raise CliUsageError(
+            f"{source} is a test-split rollout; the test split is sealed, and a microcase made "
+            "from it would steer the search with held-out data"
+        )
+    project = args.project.resolve() if args.project else _project_of(source, RUNS_DIR)
+    try:
+        env = ProjectEnv.load(project)
+        gold = env.task(task_id).target
+    except (MicrocaseError, AdapterError) as exc:
+        raise CliUsageError(str(exc)) from None
+    if not TAG_RE.match(args.cluster):
+        raise CliUsageError(f"--cluster {args.cluster!r}: use letters, digits, '.', '-' or '_'")
+    case_id = args.id or f"{args.cluster}-{task_id}"
+    if not ID_RE.match(case_id):
+        raise CliUsageError(f"microcase id {case_id!r} is not usable; give one with --id")
+    out = (args.out or project / MICROCASES_DIR / f"{case_id}.yaml").resolve()
+    capability = env.spec.capability_path.resolve()
+    if out.is_relative_to(capability) and not out.is_relative_to(project / MICROCASES_DIR):
+        raise CliUsageError(f"{out} is inside the capability folder {capability}, where a candidate reads")
+    if out.exists():
+        raise CliUsageError(f"{out} exists; choose another --id or --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(skeleton(record, cluster=args.cluster, case_id=case_id, gold=gold, source=str(source)))
+    print(f"wrote {out}: fill in its FILL_IN, then run: pytest {out.parent} --capevolve-candidate DIR")
+    return 0
+
+
+def _project_of(path: Path, runs_dir: Path) -> Path:
+    """The project holding a run dir file: the folder above ``.capevolve/runs/``."""
+    for folder in path.parents:
+        if (folder / runs_dir).is_dir() and path.is_relative_to(folder / runs_dir):
+            return folder
+    raise CliUsageError(f"{path} is not inside a project's {runs_dir}; give --project")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -248,6 +298,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="check the hash chain of a run's events.jsonl")
     verify.add_argument("run_dir", type=Path, help="a run dir: PROJECT/.capevolve/runs/<run_id>")
     verify.set_defaults(func=cmd_verify)
+    micro = sub.add_parser("microcase", help="work with microcases").add_subparsers(
+        dest="action", required=True
+    )
+    gen = micro.add_parser("gen", help="write a skeleton microcase from a failing rollout")
+    gen.add_argument("--from", dest="source", type=Path, required=True, metavar="ROLLOUT_FILE")
+    gen.add_argument("--cluster", required=True, help="the failure cluster it guards")
+    gen.add_argument("--id", default=None, help="microcase id (default CLUSTER-TASK)")
+    gen.add_argument("--project", type=Path, default=None, help="default: the project of the rollout")
+    gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
+    gen.set_defaults(func=cmd_microcase_gen)
     return parser
 
 

@@ -46,9 +46,10 @@ DEFAULT_PROTECTED = (
     "scoring*.py",
     "grader*.py",
     "reward*.py",
-    # the run's own configuration
+    # the run's own configuration, and the microcases that screen candidates
     "capevolve.yaml",
     "splits.json",
+    "microcases/**",
 )
 
 

@@ -181,9 +181,7 @@ def test_finalize_needs_an_evaluated_run(pytester):
 def test_ctrl_c_before_the_burn_leaves_the_seal_unburned(pytester):
     project = copy_example(pytester, "toy_calc")
     assert pytester.runpytest("--capevolve-run", str(project), *NO_CACHE).ret == 0
-    pytester.makeconftest(
-        "def pytest_capevolve_test_scored(result, run_dir):\n    raise KeyboardInterrupt\n"
-    )
+    pytester.makeconftest("def pytest_capevolve_test_scored(result, run_dir):\n    raise KeyboardInterrupt\n")
     interrupted = pytester.runpytest_subprocess("--capevolve-finalize", str(project), *NO_CACHE)
     assert interrupted.ret == pytest.ExitCode.INTERRUPTED
     assert not (run_dir(project) / "seal.json").exists()
