@@ -103,6 +103,7 @@ class Controller:
         self.refusals: list[Verdict] = []  # decided before any rollout (tamper, microcases)
         self.report_error: str | None = None
         self.microcases: list[Microcase] = []
+        self.microcase_env = ProjectEnv(spec)  # the project's adapter, loaded on first need
 
     # -- planning (configure time) ---------------------------------------------------------
 
@@ -187,10 +188,9 @@ class Controller:
     def _fails_microcases(self, request: CandidateRequest) -> bool:
         if not self.microcases:
             return False
-        env = ProjectEnv(self.spec)
         failed = []
         for case in self.microcases:
-            outcome = run_microcase(case, request.path, env)
+            outcome = run_microcase(case, request.path, self.microcase_env)
             if not outcome.ok:
                 failed.append(
                     {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
