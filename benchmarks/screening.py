@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_capevolve.adapter import AdapterRunner  # noqa: E402
-from pytest_capevolve.microcase import ProjectEnv, load_project, run  # noqa: E402
+from pytest_capevolve.checks import ProjectEnv, run  # noqa: E402
+from pytest_capevolve.microcase import load_project  # noqa: E402
 from pytest_capevolve.rollout import execute_rollout  # noqa: E402
 
 

@@ -215,7 +215,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_microcase_gen(args: argparse.Namespace) -> int:
     """Write a skeleton microcase from a failing rollout; pays nothing, copies no gold."""
     from .candidate import TAG_RE
-    from .microcase import ID_RE, MICROCASES_DIR, MicrocaseError, ProjectEnv, skeleton
+    from .checks import ProjectEnv
+    from .microcase import ID_RE, MICROCASES_DIR, MicrocaseError
+    from .microcase_gen import skeleton
     from .rundir import RUNS_DIR
 
     source = args.source.resolve()

@@ -17,14 +17,15 @@ import pytest
 
 from . import exitcodes
 from .candidate import SEED_TAG, CandidateError, check_tag
+from .checks import ProjectEnv
+from .checks import run as run_microcase
 from .evidence import index_records
 from .gate import INDECISIVE, REJECT, Verdict, refusal
 from .items import record_from_report
 from .judging import Evidence, as_null, gate_config, null_deltas, write_verdict
 from .measure import measure, render_markdown
-from .microcase import Microcase, ProjectEnv, refuse_test_tasks
+from .microcase import Microcase, refuse_test_tasks
 from .microcase import load_project as load_microcases
-from .microcase import run as run_microcase
 from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
 from .report import ArmSummary, render_arms, render_verdicts, summarize_arm
 from .rundir import RunDir, RunDirError

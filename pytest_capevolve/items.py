@@ -17,8 +17,9 @@ import pytest
 
 from .adapter import AdapterError, AdapterRunner, Task
 from .candidate import SEED_TAG, content_hash
-from .microcase import Microcase, MicrocaseError, ProjectEnv, load_file, refuse_test_tasks
-from .microcase import run as run_microcase
+from .checks import ProjectEnv
+from .checks import run as run_microcase
+from .microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
 from .plan import EvalPlan, PlannedCandidate, RolloutKey
 from .rollout import execute_rollout
 from .rundir import RunDir, RunDirError, read_json

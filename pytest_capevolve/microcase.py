@@ -13,8 +13,7 @@ one check:
 - ``adapter``: run the adapter once on a task with a fixed seed against the candidate.
 
 Validation raises :class:`MicrocaseError` naming the file, the microcase and the field.
-Checks run wherever they are called: as pytest items (any process, xdist workers included)
-or on the controller before a gate pays for rollouts.
+Running the checks is :mod:`checks`; skeletons from failing rollouts are :mod:`microcase_gen`.
 """
 
 from __future__ import annotations
@@ -22,17 +21,15 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .adapter import AdapterError, AdapterRunner, Rollout, Task, check_reward, load_adapter, load_tasks
-from .spec import SPEC_FILENAME, Spec, SpecError, load_spec
+from .adapter import AdapterError, check_reward
+from .spec import SPEC_FILENAME
 
 MICROCASES_DIR = "microcases"
 CHECK_KINDS = ("text", "call", "score", "adapter")
@@ -57,13 +54,6 @@ class Microcase:
     check: dict[str, Any]
     file: Path
     project: Path
-
-
-@dataclass(frozen=True)
-class Outcome:
-    ok: bool
-    expected: str
-    got: str
 
 
 # -- finding and loading ----------------------------------------------------------------------
@@ -348,254 +338,3 @@ VALIDATORS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "score": _score,
     "adapter": _adapter,
 }
-
-
-# -- running ----------------------------------------------------------------------------------
-
-
-@dataclass
-class ProjectEnv:
-    """A project's spec and, loaded on first need, its adapter and task pool."""
-
-    spec: Spec
-    _runner: AdapterRunner | None = None
-    _pool: dict[str, Task] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, project_dir: Path) -> ProjectEnv:
-        try:
-            return cls(load_spec(project_dir))
-        except SpecError as exc:
-            raise MicrocaseError(str(exc)) from None
-
-    def runner(self) -> AdapterRunner:
-        if self._runner is None:
-            adapter = load_adapter(self.spec.adapter, self.spec.project_dir)
-            self._pool = load_tasks(adapter, self.spec.adapter)
-            self._runner = AdapterRunner(adapter)
-        return self._runner
-
-    def task(self, task_id: str) -> Task:
-        self.runner()
-        if task_id not in self._pool:
-            raise MicrocaseError(f"task {task_id!r} is not in the adapter's task pool")
-        return self._pool[task_id]
-
-
-def run(case: Microcase, candidate: Path, env: ProjectEnv) -> Outcome:
-    """Run one microcase against one candidate folder."""
-    return RUNNERS[case.kind](case, case.check, candidate.resolve(), env)
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=repr, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _run_text(case: Microcase, check: dict[str, Any], candidate: Path, env: ProjectEnv) -> Outcome:
-    path = candidate / check["file"]
-    if not path.is_file():
-        return Outcome(False, f"{check['file']} to exist in the candidate", "no such file")
-    data = path.read_bytes()
-    text = data.decode("utf-8", "replace")
-    name = check["file"]
-    for needle in check.get("contains", []):
-        if needle not in text:
-            return Outcome(False, f"{name} to contain {needle!r}", f"no such text in {len(data)} bytes")
-    for needle in check.get("not_contains", []):
-        if needle in text:
-            line = text.count("\n", 0, text.index(needle)) + 1
-            return Outcome(False, f"{name} not to contain {needle!r}", f"it at line {line}")
-    if "matches" in check and not re.search(check["matches"], text, re.MULTILINE):
-        return Outcome(False, f"{name} to match /{check['matches']}/", "no match")
-    if "not_matches" in check:
-        found = re.search(check["not_matches"], text, re.MULTILINE)
-        if found:
-            return Outcome(False, f"{name} not to match /{check['not_matches']}/", f"{found.group(0)!r}")
-    if "max_bytes" in check and len(data) > check["max_bytes"]:
-        return Outcome(False, f"{name} to be at most {check['max_bytes']} bytes", f"{len(data)} bytes")
-    return Outcome(True, "", "")
-
-
-def _run_call(case: Microcase, check: dict[str, Any], candidate: Path, env: ProjectEnv) -> Outcome:
-    file_part, _, name = check["function"].partition(":")
-    request = {"file": file_part, "function": name, "args": check["args"], "kwargs": check["kwargs"]}
-    call = f"{check['function']}(*{_short(check['args'])}, **{_short(check['kwargs'])})"
-    expect_kind, wanted = next(iter(check["expect"].items()))
-    expected = f"{call} {expect_kind.replace('_', ' ')} {_short(wanted)}"
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest_capevolve.callcheck"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            cwd=candidate,
-            timeout=check["timeout_s"],
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Outcome(False, expected, f"no result within timeout_s={check['timeout_s']}")
-    lines = done.stdout.strip().splitlines()
-    try:
-        result = json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-        return Outcome(False, expected, f"the call process failed (exit {done.returncode}): {tail[0]}")
-    if result.get("setup_error"):
-        return Outcome(False, expected, result["setup_error"])
-    raised = result.get("raised")
-    if expect_kind == "raises":
-        if raised and wanted in result.get("raised_mro", [raised]):
-            return Outcome(True, "", "")
-        got = f"{raised}: {result.get('message')}" if raised else f"returned {_short(result.get('value'))}"
-        return Outcome(False, expected, got)
-    if raised:
-        return Outcome(False, expected, f"raised {raised}: {result.get('message')}")
-    value = result.get("value")
-    return Outcome(_compare(expect_kind, value, wanted), expected, _short(value))
-
-
-def _compare(kind: str, value: Any, wanted: Any) -> bool:
-    if kind == "equals":
-        return bool(value == wanted)
-    if kind == "contains":
-        try:
-            return wanted in value
-        except TypeError:
-            return False
-    if kind == "matches":
-        return re.search(wanted, value if isinstance(value, str) else json.dumps(value)) is not None
-    return is_json_subset(wanted, value)
-
-
-def is_json_subset(wanted: Any, value: Any) -> bool:
-    """Every key of ``wanted`` is in ``value`` with a matching value (recursively for mappings;
-    other values compare equal)."""
-    if isinstance(wanted, dict):
-        return isinstance(value, dict) and all(
-            k in value and is_json_subset(v, value[k]) for k, v in wanted.items()
-        )
-    return bool(wanted == value)
-
-
-def _scored(env: ProjectEnv, task: Task, rollout: Rollout, wanted: tuple[float, float]) -> Outcome:
-    expected = f"reward in [{wanted[0]:g}, {wanted[1]:g}] for task {task.id!r}"
-    try:
-        score = env.runner().score(task, rollout)
-        reward = check_reward(score.reward, f"score({task.id!r})")
-    except Exception as exc:
-        return Outcome(False, expected, f"the project's scorer raised {type(exc).__name__}: {exc}")
-    got = f"reward {reward:g}" + (f" ({_short(score.feedback, 120)})" if score.feedback else "")
-    return Outcome(wanted[0] <= reward <= wanted[1], expected, got)
-
-
-def _run_score(case: Microcase, check: dict[str, Any], candidate: Path, env: ProjectEnv) -> Outcome:
-    """Scores with the project's adapter; the candidate is not involved at all."""
-    if "rollout" in check:
-        path = (case.file.parent / check["rollout"]).resolve()
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise MicrocaseError(
-                f"{case.file}: microcase {case.id}: cannot read rollout {path}: {exc}"
-            ) from None
-        task_id, output = str(check.get("task") or record.get("task_id")), record.get("output")
-    else:
-        task_id, output = check["task"], check["output"]
-    task = env.task(task_id)
-    return _scored(env, task, Rollout(task_id=task.id, output=output), check["reward"])
-
-
-def _run_adapter(case: Microcase, check: dict[str, Any], candidate: Path, env: ProjectEnv) -> Outcome:
-    task = env.task(check["task"])
-    seed = check.get("seed")
-    seed = env.spec.base_seed if seed is None else seed
-    runner = env.runner()
-    try:
-        with runner.live(candidate) as ctx:
-            rollout = runner.run_target(task, ctx, seed=seed, split="val")
-    except Exception as exc:
-        return Outcome(
-            False, f"a rollout of task {task.id!r}", f"run_target raised {type(exc).__name__}: {exc}"
-        )
-    if rollout.error:
-        return Outcome(False, f"a rollout of task {task.id!r}", f"an infra error: {rollout.error}")
-    return _scored(env, task, rollout, check["reward"])
-
-
-RUNNERS: dict[str, Callable[[Microcase, dict[str, Any], Path, ProjectEnv], Outcome]] = {
-    "text": _run_text,
-    "call": _run_call,
-    "score": _run_score,
-    "adapter": _run_adapter,
-}
-
-
-# -- skeletons from failing rollouts -------------------------------------------------------------
-
-REDACTED = "[gold answer redacted]"
-
-
-def redact(text: str, gold: Any) -> str:
-    """``text`` with every standalone occurrence of the gold answer replaced."""
-    if gold is None:
-        return text
-    needle = gold if isinstance(gold, str) else json.dumps(gold, default=repr)
-    if not needle.strip():
-        return text
-    pattern = re.escape(needle)
-    if needle[0].isalnum():
-        pattern = r"(?<![\w.])" + pattern
-    if needle[-1].isalnum():
-        pattern += r"(?![\w])"
-    return re.sub(pattern, REDACTED, text)
-
-
-def skeleton(record: dict[str, Any], *, cluster: str, case_id: str, gold: Any, source: str) -> str:
-    """A microcase YAML for a person or an agent to complete: the rollout's input, output and
-    the scorer's feedback as its description (the gold answer redacted), and an ``adapter``
-    check whose expectation is left as FILL_IN, so it cannot run until someone decides it."""
-
-    def plain(value: Any) -> str:
-        return redact(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), gold)
-
-    task_id = str(record["task_id"])
-    description = "\n".join(
-        [
-            f"Scorer feedback: {plain(record.get('feedback') or '(none)')}",
-            f"Input: {plain(record.get('input'))}",
-            f"Output seen: {plain(record.get('output'))}",
-            "Say here what the candidate should do instead.",
-        ]
-    )
-    case = {
-        "id": case_id,
-        "cluster": cluster,
-        "description": description,
-        "origin": f"{record.get('split')}/{task_id}/{record.get('tag')}/t{record.get('trial')}",
-        "adapter": {"task": task_id, "seed": record.get("seed"), "reward": {"min": PLACEHOLDER, "max": 1.0}},
-    }
-    reward = record.get("reward")
-    header = [
-        f"# Skeleton from {source}",
-        f"# (task {task_id}, tag {record.get('tag')}, trial {record.get('trial')}, reward {reward}).",
-        f"# Replace {PLACEHOLDER} with the reward a fixed candidate must reach, or swap the check:",
-        "#   text:  {file: prompt.md, contains: ...}",
-        "#   call:  {function: tools/x.py:name, args: [...], expect: {equals: ...}}",
-        f"#   score: {{task: {task_id}, output: ..., reward: {{min: 1.0}}}}",
-        "# The gold answer is never written here: this file may end up where a candidate can read it.",
-    ]
-    text = yaml.dump(case, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=100)
-    return "\n".join(header) + "\n" + text
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """Safe dumping, with multi-line strings as readable ``|`` blocks."""
-
-
-def _str_block(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockDumper.add_representer(str, _str_block)

@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from conftest import REPO, copy_example, run_dir
+from pytest_capevolve.checks import is_json_subset
 from pytest_capevolve.cli import main
-from pytest_capevolve.microcase import REDACTED, is_json_subset, redact
+from pytest_capevolve.microcase_gen import REDACTED, redact
 
 NO_CACHE = ["-p", "no:cacheprovider"]
 
