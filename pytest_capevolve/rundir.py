@@ -69,7 +69,8 @@ def event_line_hash(line: str) -> str:
 
 
 def verify_events(path: Path) -> tuple[int, str | None]:
-    """Walk ``events.jsonl``'s hash chain: (lines checked, the first problem or None).
+    """Walk ``events.jsonl``'s hash chain: (lines intact before the first problem, the problem)
+    — or (all lines, None).
 
     Each line carries ``prev`` (the hash of the line before; zeros for the first) and ``seq``
     (one more than the line before's). An edited line breaks the next line's ``prev``; a
@@ -99,7 +100,7 @@ def verify_events(path: Path) -> tuple[int, str | None]:
         if prev != prev_hash:
             if number == 1:
                 return 0, "line 1 was edited: its prev is not the start of a chain"
-            return number - 1, (
+            return number - 2, (
                 f"line {number - 1} was edited: line {number} records prev={prev[:12]}…, "
                 f"but line {number - 1} hashes to {prev_hash[:12]}…"
             )

@@ -189,3 +189,35 @@ def test_ctrl_c_before_the_burn_leaves_the_seal_unburned(pytester):
     again = pytester.runpytest("--capevolve-finalize", str(project), *NO_CACHE)
     assert again.ret == 0
     again.stdout.fnmatch_lines(["*rollouts: 0 paid, 6 reused*"])
+
+
+FLAKY = '''
+
+class FlakyCalcAdapter(ToyCalcAdapter):
+    """An API outage while a marker file exists: every rollout is an infra error."""
+
+    def run_target(self, task, ctx, *, seed):
+        if Path(__file__).with_name("outage").exists():
+            return Rollout(task_id=task.id, error="503 from the model API")
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def test_an_outage_during_finalize_leaves_the_seal_unburned_until_complete(pytester, xdist_args):
+    project = copy_example(pytester, "toy_calc")
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(FLAKY)
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text().replace("ToyCalcAdapter", "FlakyCalcAdapter"))
+    assert pytester.runpytest("--capevolve-run", str(project), *NO_CACHE).ret == 0
+    (project / "outage").write_text("")
+    broken = pytester.runpytest("--capevolve-finalize", str(project), *NO_CACHE, *xdist_args)
+    assert broken.ret == 12, broken.stdout.str()
+    broken.stdout.fnmatch_lines(["*the test split was NOT scored*seal is unburned*"])
+    assert not (run_dir(project) / "seal.json").exists()
+    (project / "outage").unlink()
+    fixed = pytester.runpytest("--capevolve-finalize", str(project), *NO_CACHE, *xdist_args)
+    assert fixed.ret == 0, fixed.stdout.str()
+    fixed.stdout.fnmatch_lines(["*rollouts: 6 paid, 0 reused*"])  # the errors were missing data
+    seal = json.loads((run_dir(project) / "seal.json").read_text())
+    assert seal["best"]["coverage"] == 1.0 and seal["infra_errors"] == 0
