@@ -8,7 +8,7 @@ process without xdist). Workers never see this object; they get the plan through
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,28 +156,38 @@ class Controller:
             snapshot = rundir.candidate_dir(tag) / "files"
             planned.append(PlannedCandidate(tag, location_for(snapshot, spec.project_dir), digest))
             self.null_tags.append(tag)
+        return self._build_plan(split, task_ids, planned, rundir.iter_rollouts(split), "session_started")
+
+    def _build_plan(
+        self,
+        split: str,
+        task_ids: list[str],
+        planned: list[PlannedCandidate],
+        records: Iterable[dict[str, Any]],
+        event: str,
+        **fields: Any,
+    ) -> EvalPlan:
+        """The plan over ``planned``, owing every rollout not already persisted valid in
+        ``records``; checked against the budget and logged as ``event``."""
         tags = {c.tag for c in planned}
         persisted = {
             (r["split"], r["task_id"], r["tag"], int(r["trial"]))
-            for r in rundir.iter_rollouts(split)
+            for r in records
             if r["tag"] in tags and r.get("infra_error") is None
         }
         plan = EvalPlan(
-            run_id=rundir.run_id,
+            run_id=self.rundir.run_id,
             split=split,
             task_ids=task_ids,
-            num_trials=spec.num_trials,
-            base_seed=spec.base_seed,
+            num_trials=self.spec.num_trials,
+            base_seed=self.spec.base_seed,
             candidates=planned,
             persisted=persisted,
         )
-        self._check_budget(len(plan.owed_keys()))
-        rundir.append_event(
-            "session_started",
-            split=split,
-            tags=[c.tag for c in planned],
-            owed=len(plan.owed_keys()),
-            reused=len(plan.all_keys()) - len(plan.owed_keys()),
+        owed = len(plan.owed_keys())
+        self._check_budget(owed)
+        self.rundir.append_event(
+            event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
         )
         return plan
 

@@ -62,29 +62,9 @@ class FinalizeController(Controller):
                 raise RunDirError(f"run {rundir.run_id}: best {tag!r} has no snapshot to finalize")
             snapshot = rundir.candidate_dir(tag) / "files"
             planned.append(PlannedCandidate(tag, location_for(snapshot, spec.project_dir), digest))
-        persisted = {
-            (r["split"], r["task_id"], r["tag"], int(r["trial"]))
-            for r in self.seal.test_records()
-            if r["tag"] in tags and r.get("infra_error") is None
-        }
-        plan = EvalPlan(
-            run_id=rundir.run_id,
-            split=TEST_SPLIT,
-            task_ids=task_ids,
-            num_trials=spec.num_trials,
-            base_seed=spec.base_seed,
-            candidates=planned,
-            persisted=persisted,
+        return self._build_plan(
+            TEST_SPLIT, task_ids, planned, self.seal.test_records(), "finalize_started", best=self.best
         )
-        self._check_budget(len(plan.owed_keys()))
-        rundir.append_event(
-            "finalize_started",
-            best=self.best,
-            tags=tags,
-            owed=len(plan.owed_keys()),
-            reused=len(plan.persisted),
-        )
-        return plan
 
     def _read_records(self) -> Iterator[dict[str, Any]]:
         return self.seal.test_records()

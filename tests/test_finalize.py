@@ -221,3 +221,18 @@ def test_an_outage_during_finalize_leaves_the_seal_unburned_until_complete(pytes
     fixed.stdout.fnmatch_lines(["*rollouts: 6 paid, 0 reused*"])  # the errors were missing data
     seal = json.loads((run_dir(project) / "seal.json").read_text())
     assert seal["best"]["coverage"] == 1.0 and seal["infra_errors"] == 0
+
+
+def test_finalize_refuses_a_run_without_a_test_split(pytester):
+    project = copy_example(pytester, "toy_calc")
+    spec = project / "capevolve.yaml"
+    spec.write_text(
+        spec.read_text()
+        .replace("split_train: 0.25", "split_train: 0.5")
+        .replace("split_test: 0.25", "split_test: 0.0")
+    )
+    assert pytester.runpytest("--capevolve-run", str(project), *NO_CACHE).ret == 0
+    result = pytester.runpytest("--capevolve-finalize", str(project), *NO_CACHE)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the test split is empty, so there is no held-out score*"])
+    assert not (run_dir(project) / "seal.json").exists()
