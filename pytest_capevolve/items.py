@@ -158,43 +158,44 @@ class MicrocaseFailed(Exception):
     """The candidate did not do what the microcase expects."""
 
 
-MICRO_ENVS_KEY = pytest.StashKey[dict[Path, ProjectEnv]]()
+@dataclass
+class MicrocaseProject:
+    """What a project's microcase items share, worked out once per process."""
+
+    env: ProjectEnv
+    default_candidate: tuple[str, Path]  # the newest run's best (its snapshot), else the seed
+    test_ids: list[str]  # the newest run's frozen test split: microcases may not use it
 
 
-def project_env(config: pytest.Config, project_dir: Path) -> ProjectEnv:
-    envs = config.stash.setdefault(MICRO_ENVS_KEY, {})
-    if project_dir not in envs:
-        envs[project_dir] = ProjectEnv.load(project_dir)
-    return envs[project_dir]
+MICRO_PROJECTS_KEY = pytest.StashKey[dict[Path, MicrocaseProject]]()
 
 
-def default_candidate(spec: Spec) -> tuple[str, Path]:
-    """The current best of the project's newest run (its snapshot), else the seed."""
-    try:
-        rundir = RunDir.resolve(spec.project_dir, create=False)
-    except RunDirError:
-        return SEED_TAG, spec.capability_path
-    best = str(rundir.read_state().get("best_id", SEED_TAG))
-    snapshot = rundir.candidate_dir(best) / "files"
-    if best != SEED_TAG and snapshot.is_dir():
-        return best, snapshot
-    return SEED_TAG, spec.capability_path
+def microcase_project(config: pytest.Config, project_dir: Path) -> MicrocaseProject:
+    projects = config.stash.setdefault(MICRO_PROJECTS_KEY, {})
+    if project_dir not in projects:
+        env = ProjectEnv.load(project_dir)
+        spec = env.spec
+        try:
+            rundir = RunDir.resolve(spec.project_dir, create=False)
+        except RunDirError:
+            projects[project_dir] = MicrocaseProject(env, (SEED_TAG, spec.capability_path), [])
+            return projects[project_dir]
+        best = str(rundir.read_state().get("best_id", SEED_TAG))
+        snapshot = rundir.candidate_dir(best) / "files"
+        default = (
+            (best, snapshot) if best != SEED_TAG and snapshot.is_dir() else (SEED_TAG, spec.capability_path)
+        )
+        test_ids = list(read_json(rundir.splits_path)["test"]) if rundir.splits_path.is_file() else []
+        projects[project_dir] = MicrocaseProject(env, default, test_ids)
+    return projects[project_dir]
 
 
-def frozen_test_ids(spec: Spec) -> list[str]:
-    """The newest run's test split (empty before any run): microcases may not use it."""
-    try:
-        rundir = RunDir.resolve(spec.project_dir, create=False)
-    except RunDirError:
-        return []
-    return list(read_json(rundir.splits_path)["test"]) if rundir.splits_path.is_file() else []
-
-
-def microcase_candidates(config: pytest.Config, spec: Spec) -> list[tuple[str, Path]]:
+def microcase_candidates(config: pytest.Config, project: MicrocaseProject) -> list[tuple[str, Path]]:
     """--capevolve-candidate folders (tagged as in an evaluation), else the default."""
     dirs = [Path(d).resolve() for d in config.option.capevolve_candidate]
     if not dirs:
-        return [default_candidate(spec)]
+        return [project.default_candidate]
+    spec = project.env.spec
     tags = list(config.option.capevolve_tag)
     chosen = []
     for i, path in enumerate(dirs):
@@ -211,10 +212,9 @@ class MicrocaseFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         try:
             cases = load_file(self.path)
-            env = project_env(self.config, cases[0].project) if cases else None
-            candidates = microcase_candidates(self.config, env.spec) if env else []
-            if env is not None:
-                refuse_test_tasks(cases, frozen_test_ids(env.spec))
+            project = microcase_project(self.config, cases[0].project)
+            candidates = microcase_candidates(self.config, project)
+            refuse_test_tasks(cases, project.test_ids)
         except (MicrocaseError, SpecError) as exc:
             raise self.CollectError(str(exc)) from None
         for case in cases:
@@ -232,7 +232,8 @@ class MicrocaseItem(pytest.Item):
         self.candidate = candidate
 
     def runtest(self) -> None:
-        outcome = run_microcase(self.case, self.candidate, project_env(self.config, self.case.project))
+        env = microcase_project(self.config, self.case.project).env
+        outcome = run_microcase(self.case, self.candidate, env)
         if not outcome.ok:
             raise MicrocaseFailed(f"expected {outcome.expected}, got {outcome.got}")
 

@@ -105,7 +105,7 @@ def load_file(path: Path, project_dir: Path | None = None) -> list[Microcase]:
             f"{path}{where}: malformed YAML: {getattr(exc, 'problem', None) or exc}"
         ) from None
     entries = raw if isinstance(raw, list) else [raw]
-    if raw is None or not all(isinstance(e, dict) for e in entries):
+    if raw is None or not entries or not all(isinstance(e, dict) for e in entries):
         raise MicrocaseError(f"{path}: a microcase file holds one microcase mapping or a list of them")
     project = project_dir or find_project(path)
     cases = [_parse(entry, path, project, i) for i, entry in enumerate(entries)]

@@ -148,6 +148,7 @@ def test_the_candidate_option_picks_what_is_checked(pytester):
 MALFORMED = [
     ("id: a\n  cluster: [", "malformed YAML"),
     ("just a string\n", "holds one microcase mapping or a list of them"),
+    ("[]\n", "holds one microcase mapping or a list of them"),
     (
         "id: a\nclustr: x\ndescription: d\ntext: {file: p.md, contains: x}\n",
         "unknown key 'clustr' (did you mean 'cluster'?)",
