@@ -32,7 +32,7 @@ from .rundir import RunDir, RunDirError
 from .seal import Seal
 from .spec import Spec
 from .splits import splits_for
-from .tamper import expand, tampered
+from .tamper import expand, protected_digests, tampered
 
 
 @dataclass
@@ -105,6 +105,8 @@ class Controller:
         self.report_error: str | None = None
         self.microcases: list[Microcase] = []
         self.microcase_env = ProjectEnv(spec)  # the project's adapter, loaded on first need
+        self._protected = expand(spec.protected_paths, spec.adapter)
+        self._seed_protected: dict[str, str] | None = None
 
     # -- planning (configure time) ---------------------------------------------------------
 
@@ -209,50 +211,56 @@ class Controller:
         self.rundir.append_event(
             "microcases", tag=request.tag, ran=len(self.microcases), failed=[f["id"] for f in failed]
         )
-        if not failed:
-            return False
-        first = failed[0]
-        self.refusals.append(
-            refusal(
-                tag=request.tag,
-                against=self.best,
-                decision=REJECT,
-                basis="micro_test_fail",
-                reason=(
-                    f"failed {len(failed)} of {len(self.microcases)} microcases before any rollout: "
-                    f"{first['id']} (cluster {first['cluster']}) expected {first['expected']}, "
-                    f"got {first['got']}"
-                ),
-                config=gate_config(self.spec),
-                details={"failed_microcases": failed, "microcases_run": len(self.microcases)},
+        if failed:
+            first = failed[0]
+            self._refuse(
+                request,
+                REJECT,
+                "micro_test_fail",
+                f"failed {len(failed)} of {len(self.microcases)} microcases before any rollout: "
+                f"{first['id']} (cluster {first['cluster']}) expected {first['expected']}, "
+                f"got {first['got']}",
+                {"failed_microcases": failed, "microcases_run": len(self.microcases)},
             )
-        )
-        return True
+        return bool(failed)
 
     def _tampered(self, request: CandidateRequest) -> bool:
-        seed_snapshot = self.rundir.candidate_dir(SEED_TAG) / "files"
-        seed = seed_snapshot if seed_snapshot.is_dir() else self.spec.capability_path
-        patterns = expand(self.spec.protected_paths, self.spec.adapter)
-        changes = tampered(seed, request.path, patterns)
-        if not changes:
-            return False
-        shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
-        self.refusals.append(
-            refusal(
-                tag=request.tag,
-                against=self.best,
-                decision=INDECISIVE,
-                basis="tamper",
-                reason=f"never scored: it changes what scores it ({shown})",
-                config=gate_config(self.spec),
-                details={
+        if self._seed_protected is None:
+            # hashed once per session: the seed is the reference for every candidate
+            seed_snapshot = self.rundir.candidate_dir(SEED_TAG) / "files"
+            seed = seed_snapshot if seed_snapshot.is_dir() else self.spec.capability_path
+            self._seed_protected = protected_digests(seed, self._protected)
+        changes = tampered(self._seed_protected, request.path, self._protected)
+        if changes:
+            shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
+            self._refuse(
+                request,
+                INDECISIVE,
+                "tamper",
+                f"never scored: it changes what scores it ({shown})",
+                {
                     "changed_paths": changes,
-                    "protected_paths": list(patterns),
+                    "protected_paths": list(self._protected),
                     "source": str(request.path),
                 },
             )
+        return bool(changes)
+
+    def _refuse(
+        self, request: CandidateRequest, decision: str, basis: str, reason: str, details: dict[str, Any]
+    ) -> None:
+        """Record a verdict reached before any rollout; written with the others at the end."""
+        self.refusals.append(
+            refusal(
+                tag=request.tag,
+                against=self.best,
+                decision=decision,
+                basis=basis,
+                reason=reason,
+                config=gate_config(self.spec),
+                details=details,
+            )
         )
-        return True
 
     def _frozen_ids(self, splits: dict[str, Any], split: str, pool_ids: list[str]) -> list[str]:
         task_ids = list(splits[split])

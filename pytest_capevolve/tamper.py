@@ -112,22 +112,20 @@ def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
     return digests
 
 
-def tampered(seed: Path, candidate: Path, patterns: tuple[str, ...]) -> list[str]:
-    """What makes ``candidate`` unjudgeable against ``seed``: each changed, added or removed
-    protected path, or the symlink that leaves the folder. Empty when it may be evaluated."""
+def tampered(seed_digests: dict[str, str], candidate: Path, patterns: tuple[str, ...]) -> list[str]:
+    """What makes ``candidate`` unjudgeable against the seed (``seed_digests``, from
+    :func:`protected_digests`): each changed, added or removed protected path, or the symlink
+    that leaves the folder. Empty when it may be evaluated."""
     try:
         theirs = protected_digests(candidate, patterns)
     except CandidateError as exc:
         return [f"refused symlink: {exc}"]
-    if not patterns:
-        return []
-    ours = protected_digests(seed, patterns)
     changes = []
-    for relative in sorted(set(ours) | set(theirs)):
+    for relative in sorted(set(seed_digests) | set(theirs)):
         if relative not in theirs:
             changes.append(f"{relative} (removed)")
-        elif relative not in ours:
+        elif relative not in seed_digests:
             changes.append(f"{relative} (added)")
-        elif ours[relative] != theirs[relative]:
+        elif seed_digests[relative] != theirs[relative]:
             changes.append(f"{relative} (changed)")
     return changes

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from conftest import copy_example, run_dir
-from pytest_capevolve.tamper import DEFAULT_PROTECTED, expand, is_protected, tampered
+from pytest_capevolve.tamper import DEFAULT_PROTECTED, expand, is_protected, protected_digests, tampered
 
 SCORER = "def grade(output):\n    return 1.0 if output == 'resolved' else 0.0\n"
 
@@ -78,18 +78,20 @@ def test_tampered_lists_changed_added_and_removed_protected_files(tmp_path):
         (root / "tasks" / "t1.json").write_text("{}")
         (root / "gold.json").write_text("{}")
     patterns = expand(["default"], "adapter.py:A")
-    assert tampered(seed, cand, patterns) == []
+    assert tampered(protected_digests(seed, patterns), cand, patterns) == []
     (cand / "prompt.md").write_text("be kinder")  # not protected: free to change
-    assert tampered(seed, cand, patterns) == []
+    assert tampered(protected_digests(seed, patterns), cand, patterns) == []
     (cand / "tasks" / "t2.json").write_text("{}")
     (cand / "gold.json").unlink()
     (cand / "adapter.py").write_text("class A: ...")
-    assert tampered(seed, cand, patterns) == [
+    assert tampered(protected_digests(seed, patterns), cand, patterns) == [
         "adapter.py (added)",
         "gold.json (removed)",
         "tasks/t2.json (added)",
     ]
-    assert tampered(seed, cand, ()) == []  # nothing protected, no symlink: nothing to refuse
+    assert (
+        tampered(protected_digests(seed, ()), cand, ()) == []
+    )  # nothing protected, no symlink: nothing to refuse
 
 
 @pytest.mark.parametrize(
