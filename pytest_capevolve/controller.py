@@ -103,6 +103,7 @@ class Controller:
         self.missing: list[Any] = []
         self.refusals: list[Verdict] = []  # decided before any rollout (tamper, microcases)
         self.report_error: str | None = None
+        self.records: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}  # this split, after the loop
         self.microcases: list[Microcase] = []
         self.microcase_env = ProjectEnv(spec)  # the project's adapter, loaded on first need
         self._protected = expand(spec.protected_paths, spec.adapter)
@@ -361,6 +362,7 @@ class Controller:
     def _summarize(self, records: dict[str, dict[tuple[str, int], dict[str, Any]]]) -> None:
         """The per-tag rows, the planned rollouts still missing, and the exit code they imply."""
         plan = self.plan
+        self.records = records
         reused_by_tag: dict[str, int] = {}
         for _split, _task, tag, _k in plan.persisted:
             reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
@@ -394,7 +396,8 @@ class Controller:
             exit_code=self.exit_code,
         )
         try:
-            self.rundir.write_report(render_markdown(measure(self.spec, self.rundir)))
+            known = {self.plan.split: self.records}
+            self.rundir.write_report(render_markdown(measure(self.spec, self.rundir, known)))
         except Exception as exc:  # the report is a view; it must never change the outcome
             self.report_error = f"could not write report.md: {exc!r}"
 

@@ -39,6 +39,9 @@ def paired_summary(candidate: np.ndarray, base: np.ndarray, *, seed: int) -> dic
     }
 
 
+ByTag = dict[str, dict[tuple[str, int], dict[str, Any]]]  # tag → (task, trial) → record
+
+
 @dataclass
 class ArmLine:
     """One row of the table: an arm's numbers on a split, or a stated refusal (``note``)."""
@@ -82,10 +85,15 @@ class Measurement:
         return self.best == SEED_TAG
 
 
-def measure(spec: Spec, rundir: RunDir) -> Measurement:
-    """Read the run and decide what may be said. Never pays a rollout, never opens the seal."""
+def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -> Measurement:
+    """Read the run and decide what may be said. Never pays a rollout, never opens the seal.
+
+    ``known``: split → records already indexed by the caller (a session that has just read
+    its split), so they are not read from disk again."""
     splits = read_json(rundir.splits_path)
-    best = str(rundir.read_state()["best_id"])
+    state = rundir.read_state()
+    events = read_events(rundir.events_path)
+    best = str(state["best_id"])
     result = Measurement(rundir.run_id, rundir.root, best)
     tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
     if result.null_result:
@@ -99,18 +107,23 @@ def measure(spec: Spec, rundir: RunDir) -> Measurement:
             "optimistic; only the test row is held out"
         )
     for split in ("val", "train"):
-        _persisted_split(result, rundir, split, list(splits[split]), tags, spec.num_trials, spec.base_seed)
+        records = (known or {}).get(split)
+        if records is None and splits[split]:
+            records = index_records(rundir.iter_rollouts(split))
+        _persisted_split(
+            result, split, list(splits[split]), records or {}, tags, spec.num_trials, spec.base_seed
+        )
     _test_split(result, rundir, splits)
-    result.lineage = _lineage(rundir)
-    result.spend, result.screening = _spend(rundir, len(splits["val"]), spec.num_trials)
+    result.lineage = _lineage(rundir, events)
+    result.spend, result.screening = _spend(rundir, events, state, len(splits["val"]), spec.num_trials)
     return result
 
 
 def _persisted_split(
     result: Measurement,
-    rundir: RunDir,
     split: str,
     task_ids: list[str],
+    records: ByTag,
     tags: list[str],
     trials: int,
     seed: int,
@@ -118,7 +131,6 @@ def _persisted_split(
     if not task_ids:
         result.arms.append(ArmLine(split, "—", "—", note="empty: this split has no tasks"))
         return
-    records = index_records(rundir.iter_rollouts(split))
     matrices = {}
     for tag in tags:
         arm = "seed" if tag == SEED_TAG else "best"
@@ -186,9 +198,9 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
         )
 
 
-def _lineage(rundir: RunDir) -> list[dict[str, Any]]:
+def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     steps = []
-    for event in read_events(rundir.events_path):
+    for event in events:
         if event.get("kind") != "best_changed":
             continue
         tag = str(event["best_id"])
@@ -207,12 +219,13 @@ def _lineage(rundir: RunDir) -> list[dict[str, Any]]:
     return steps
 
 
-def _spend(rundir: RunDir, val_tasks: int, trials: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _spend(
+    rundir: RunDir, events: list[dict[str, Any]], state: dict[str, Any], val_tasks: int, trials: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
     paid: dict[str, int] = {}
-    for event in read_events(rundir.events_path):
+    for event in events:
         if event.get("kind") == "rollout":
             paid[event["split"]] = paid.get(event["split"], 0) + 1
-    state = rundir.read_state()
     spend = {
         "rollouts_by_split": paid,
         "metric_calls": state["spent"]["metric_calls"],
