@@ -30,6 +30,27 @@ def copy_example(pytester: pytest.Pytester, name: str, dest: str | None = None) 
     return target
 
 
+def edit_spec(project: Path, old: str, new: str) -> None:
+    """Replace text in a copied project's spec (the text must be there)."""
+    spec = project / "capevolve.yaml"
+    text = spec.read_text()
+    assert old in text
+    spec.write_text(text.replace(old, new))
+
+
+def add_adapter(project: Path, source: str, ref: str) -> None:
+    """Append an adapter subclass to a copied toy_calc project and point its spec at it."""
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(source)
+    edit_spec(project, "adapter.py:ToyCalcAdapter", ref)
+
+
+def no_test_split(project: Path) -> None:
+    """toy_calc with its test share moved to train: a run without a holdout."""
+    edit_spec(project, "split_train: 0.25", "split_train: 0.5")
+    edit_spec(project, "split_test: 0.25", "split_test: 0.0")
+
+
 def rollout_records(project: Path) -> dict[tuple[str, str, str, int], dict]:
     """Every persisted rollout of the project's newest run, keyed, with timings dropped."""
     runs = sorted((project / ".capevolve" / "runs").iterdir())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_example, rollout_records
+from conftest import add_adapter, copy_example, edit_spec, rollout_records
 
 DUPLICATE_IDS = """
 class DupAdapter(ToyCalcAdapter):
@@ -30,22 +30,9 @@ class NoScore:
 """
 
 
-def edit_spec(project: Path, old: str, new: str) -> None:
-    spec = project / "capevolve.yaml"
-    text = spec.read_text()
-    assert old in text
-    spec.write_text(text.replace(old, new))
-
-
 def append_spec(project: Path, line: str) -> None:
     with (project / "capevolve.yaml").open("a") as handle:
         handle.write(line + "\n")
-
-
-def add_adapter(project: Path, source: str, ref: str) -> None:
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(source)
-    edit_spec(project, "adapter.py:ToyCalcAdapter", ref)
 
 
 CASES = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import EXAMPLES, copy_example
+from conftest import EXAMPLES, add_adapter, copy_example
 from pytest_capevolve.cli import main
 
 
@@ -20,30 +20,28 @@ def test_check_finds_a_nondeterministic_scorer(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project = copy_example(pytester, "toy_calc")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(
-            "\nimport itertools\n_n = itertools.count()\n"
-            "class Flaky(ToyCalcAdapter):\n"
-            "    def score(self, task, rollout):\n"
-            "        return Score(reward=float(next(_n) % 2))\n"
-        )
-    spec = project / "capevolve.yaml"
-    spec.write_text(spec.read_text().replace("adapter.py:ToyCalcAdapter", "adapter.py:Flaky"))
+    add_adapter(
+        project,
+        "\nimport itertools\n_n = itertools.count()\n"
+        "class Flaky(ToyCalcAdapter):\n"
+        "    def score(self, task, rollout):\n"
+        "        return Score(reward=float(next(_n) % 2))\n",
+        "adapter.py:Flaky",
+    )
     assert main(["check", str(project)]) == 1
     assert "FAIL  score is not deterministic" in capsys.readouterr().out
 
 
 def test_check_finds_unstable_tasks(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     project = copy_example(pytester, "toy_calc")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(
-            "\nclass Shifty(ToyCalcAdapter):\n"
-            "    calls = 0\n"
-            "    def tasks(self, split):\n"
-            "        Shifty.calls += 1\n"
-            "        return super().tasks(split)[: 10 + Shifty.calls]\n"
-        )
-    spec = project / "capevolve.yaml"
-    spec.write_text(spec.read_text().replace("adapter.py:ToyCalcAdapter", "adapter.py:Shifty"))
+    add_adapter(
+        project,
+        "\nclass Shifty(ToyCalcAdapter):\n"
+        "    calls = 0\n"
+        "    def tasks(self, split):\n"
+        "        Shifty.calls += 1\n"
+        "        return super().tasks(split)[: 10 + Shifty.calls]\n",
+        "adapter.py:Shifty",
+    )
     assert main(["check", str(project)]) == 1
     assert "different tasks on a second call" in capsys.readouterr().out

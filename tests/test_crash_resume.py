@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from conftest import copy_example, rollout_records, run_dir
+from conftest import add_adapter, copy_example, rollout_records, run_dir
 
 CRASHY = '''
 
@@ -37,10 +37,7 @@ class CrashyAdapter(ToyCalcAdapter):
 
 def crashy_project(pytester: pytest.Pytester, name: str = "toy_calc"):
     project = copy_example(pytester, "toy_calc", dest=name)
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(CRASHY)
-    spec = project / "capevolve.yaml"
-    spec.write_text(spec.read_text().replace("adapter.py:ToyCalcAdapter", "adapter.py:CrashyAdapter"))
+    add_adapter(project, CRASHY, "adapter.py:CrashyAdapter")
     return project
 
 

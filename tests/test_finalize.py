@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import copy_example, run_dir
+from conftest import add_adapter, copy_example, edit_spec, no_test_split, run_dir
 from pytest_capevolve.gate import GateConfig, GateSplitError, decide
 from pytest_capevolve.rundir import RunDir
 from pytest_capevolve.seal import Seal, TestSealError
@@ -20,8 +20,7 @@ NO_CACHE = ["-p", "no:cacheprovider"]
 def gated_project(pytester: pytest.Pytester):
     """noisy_agent with 2 trials, after a gate that made 'improved' the best."""
     project = copy_example(pytester, "noisy_agent")
-    spec = project / "capevolve.yaml"
-    spec.write_text(spec.read_text().replace("num_trials: 5", "num_trials: 2"))
+    edit_spec(project, "num_trials: 5", "num_trials: 2")
     result = pytester.runpytest(
         "--capevolve-run",
         str(project),
@@ -205,10 +204,7 @@ class FlakyCalcAdapter(ToyCalcAdapter):
 
 def test_an_outage_during_finalize_leaves_the_seal_unburned_until_complete(pytester, xdist_args):
     project = copy_example(pytester, "toy_calc")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(FLAKY)
-    spec = project / "capevolve.yaml"
-    spec.write_text(spec.read_text().replace("ToyCalcAdapter", "FlakyCalcAdapter"))
+    add_adapter(project, FLAKY, "adapter.py:FlakyCalcAdapter")
     assert pytester.runpytest("--capevolve-run", str(project), *NO_CACHE).ret == 0
     (project / "outage").write_text("")
     broken = pytester.runpytest("--capevolve-finalize", str(project), *NO_CACHE, *xdist_args)
@@ -225,12 +221,7 @@ def test_an_outage_during_finalize_leaves_the_seal_unburned_until_complete(pytes
 
 def test_finalize_refuses_a_run_without_a_test_split(pytester):
     project = copy_example(pytester, "toy_calc")
-    spec = project / "capevolve.yaml"
-    spec.write_text(
-        spec.read_text()
-        .replace("split_train: 0.25", "split_train: 0.5")
-        .replace("split_test: 0.25", "split_test: 0.0")
-    )
+    no_test_split(project)
     assert pytester.runpytest("--capevolve-run", str(project), *NO_CACHE).ret == 0
     result = pytester.runpytest("--capevolve-finalize", str(project), *NO_CACHE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import copy_example, run_dir
+from conftest import copy_example, edit_spec, no_test_split, run_dir
 from pytest_capevolve.cli import main
 from pytest_capevolve.rundir import RunDir, verify_events
 
@@ -26,8 +26,7 @@ def evaluate(pytester, project, *extra):
 
 def test_measure_runs_finalize_once_and_reports_where_each_number_came_from(pytester, capsys):
     project = copy_example(pytester, "noisy_agent")
-    spec = project / "capevolve.yaml"
-    spec.write_text(spec.read_text().replace("num_trials: 5", "num_trials: 2"))
+    edit_spec(project, "num_trials: 5", "num_trials: 2")
     evaluate(
         pytester, project, "--capevolve-candidate", str(project / "candidates/improved"), "--capevolve-gate"
     )
@@ -75,12 +74,7 @@ def test_measure_calls_a_test_split_that_overlaps_val_a_fit_metric(pytester, cap
 
 def test_measure_says_empty_and_sealed_instead_of_zero(pytester, capsys):
     project = copy_example(pytester, "toy_calc")
-    spec = project / "capevolve.yaml"
-    spec.write_text(
-        spec.read_text()
-        .replace("split_train: 0.25", "split_train: 0.5")
-        .replace("split_test: 0.25", "split_test: 0.0")
-    )
+    no_test_split(project)
     evaluate(pytester, project)
     capsys.readouterr()
     assert main(["measure", str(project)]) == 0

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import yaml
 
-from conftest import REPO, copy_example, run_dir
+from conftest import REPO, add_adapter, copy_example, edit_spec, run_dir
 from pytest_capevolve.checks import is_json_subset
 from pytest_capevolve.cli import main
 from pytest_capevolve.microcase_gen import REDACTED, redact
@@ -232,8 +232,7 @@ def gate(pytester, project, *candidates, extra=()):
 
 def test_a_failing_microcase_rejects_before_any_rollout(pytester, xdist_args):
     project = copy_example(pytester, "noisy_agent")
-    spec = project / "capevolve.yaml"
-    spec.write_text(spec.read_text().replace("num_trials: 5", "num_trials: 2"))
+    edit_spec(project, "num_trials: 5", "num_trials: 2")
     broken = project / "candidates" / "broken-tool"
     shutil.copytree(project / "candidates" / "improved", broken)
     reply = broken / "tools" / "reply.py"
@@ -320,10 +319,7 @@ class LeakyCalcAdapter(ToyCalcAdapter):
 
 def test_gen_never_copies_the_gold_answer(pytester, capsys):
     project = copy_example(pytester, "toy_calc")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(LEAKY)
-    spec = project / "capevolve.yaml"
-    spec.write_text(spec.read_text().replace("ToyCalcAdapter", "LeakyCalcAdapter"))
+    add_adapter(project, LEAKY, "adapter.py:LeakyCalcAdapter")
     pytester.runpytest("--capevolve-run", str(project), *NO_CACHE)
     rollouts = sorted((run_dir(project) / "rollouts" / "val").glob("*.json"))
     source = next(p for p in rollouts if not json.loads(p.read_text())["passed"])

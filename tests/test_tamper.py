@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import copy_example, run_dir
+from conftest import copy_example, edit_spec, run_dir
 from pytest_capevolve.tamper import DEFAULT_PROTECTED, expand, is_protected, protected_digests, tampered
 
 SCORER = "def grade(output):\n    return 1.0 if output == 'resolved' else 0.0\n"
@@ -16,8 +16,7 @@ SCORER = "def grade(output):\n    return 1.0 if output == 'resolved' else 0.0\n"
 def project_with_scorer_in_capability(pytester: pytest.Pytester):
     """noisy_agent whose capability folder carries its scorer, as cap-evolve projects often do."""
     project = copy_example(pytester, "noisy_agent")
-    spec = project / "capevolve.yaml"
-    spec.write_text(spec.read_text().replace("num_trials: 5", "num_trials: 2"))
+    edit_spec(project, "num_trials: 5", "num_trials: 2")
     (project / "capability" / "scorer.py").write_text(SCORER)
     improved = project / "candidates" / "improved"
     (improved / "scorer.py").write_text(SCORER)
