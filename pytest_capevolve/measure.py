@@ -63,7 +63,6 @@ class DeltaLine:
     split: str
     summary: dict[str, Any] | None
     source: str
-    note: str = ""
 
 
 @dataclass

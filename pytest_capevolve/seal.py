@@ -62,14 +62,14 @@ class Seal:
         if done is not None:
             fcntl.flock(handle, fcntl.LOCK_UN)
             handle.close()
-            raise TestSealError(self.already_scored_message(done))
+            raise TestSealError(self._already_scored(done))
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()}\n")
         handle.flush()
         self._claim = handle
 
-    def already_scored_message(self, done: dict[str, Any]) -> str:
+    def _already_scored(self, done: dict[str, Any]) -> str:
         best = done.get("best", {})
         return (
             f"run {self.rundir.run_id}: the test split was already scored (best {best.get('tag')!r}, "
