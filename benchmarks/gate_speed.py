@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from pytest_capevolve import gate, stats
+from pytest_capevolve import stats
+from pytest_capevolve.decide import gate
 
 
 def main() -> None:

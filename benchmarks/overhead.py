@@ -20,7 +20,9 @@ from pathlib import Path
 
 ADAPTER = """
 import os, time
-from pytest_capevolve import Rollout, Score, Task
+from pytest_capevolve import Rollout
+from pytest_capevolve import Score
+from pytest_capevolve import Task
 
 class Adapter:
     def tasks(self, split):
@@ -54,7 +56,7 @@ def bare_loop(project: Path, tasks: int, trials: int) -> float:
     sys.path.insert(0, str(project))
     import adapter  # type: ignore[import-not-found]
 
-    from pytest_capevolve.rundir import atomic_write_json
+    from pytest_capevolve.store.rundir import atomic_write_json
 
     a = adapter.Adapter()
     out = project / "bare"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .adapter import CapabilityAdapter, Rollout, Score, Task
+from .project.adapter import CapabilityAdapter, Rollout, Score, Task
 
 __all__ = ["CapabilityAdapter", "Rollout", "Score", "Task"]
 __version__ = "0.1.0"

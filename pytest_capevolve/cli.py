@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .adapter import AdapterError, AdapterRunner, check_reward, load_adapter, load_tasks
-from .rundir import RunDir, RunDirError, read_json
-from .spec import Spec, SpecError, load_spec
+from .project.adapter import AdapterError, AdapterRunner, check_reward, load_adapter, load_tasks
+from .project.spec import Spec, SpecError, load_spec
+from .store.rundir import RunDir, RunDirError, read_json
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -86,9 +86,9 @@ def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """Re-derive a verdict from persisted val rollouts; pays no rollout."""
-    from . import exitcodes
-    from .judging import Evidence, gate_config
-    from .report import render_verdicts
+    from .decide.judging import Evidence, gate_config
+    from .session import exitcodes
+    from .show.report import render_verdicts
 
     spec, rundir, val_ids = _open_run(args)
     known = set(rundir.known_tags())
@@ -130,7 +130,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from scipy import stats as sps
 
     from . import stats
-    from .judging import Evidence
+    from .decide.judging import Evidence
 
     spec, rundir, task_ids = _open_run(args)
     best = str(rundir.read_state()["best_id"])
@@ -173,8 +173,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     """The run's one honest table; runs finalize first when the test split is still sealed."""
     import subprocess
 
-    from .measure import measure, render_markdown, render_text
-    from .seal import Seal
+    from .show.measure import measure, render_markdown, render_text
+    from .store.seal import Seal
 
     spec, rundir, _val = _open_run(args)
     code = 0
@@ -198,7 +198,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check the hash chain of a run's event log; exit 1 at the first broken link."""
-    from .rundir import verify_events
+    from .store.rundir import verify_events
 
     root = args.run_dir.resolve()
     events = root / "events.jsonl"
@@ -214,11 +214,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_microcase_gen(args: argparse.Namespace) -> int:
     """Write a skeleton microcase from a failing rollout; pays nothing, copies no gold."""
-    from .candidate import TAG_RE
-    from .checks import ProjectEnv
-    from .microcase import ID_RE, MICROCASES_DIR, MicrocaseError
-    from .microcase_gen import skeleton
-    from .rundir import RUNS_DIR
+    from .project.candidate import TAG_RE
+    from .project.checks import ProjectEnv
+    from .project.microcase import ID_RE, MICROCASES_DIR, MicrocaseError
+    from .project.microcase_gen import skeleton
+    from .store.rundir import RUNS_DIR
 
     source = args.source.resolve()
     try:

@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from .adapter import AdapterError, AdapterRunner, Task
-from .candidate import SEED_TAG, content_hash
-from .checks import ProjectEnv
-from .checks import run as run_microcase
-from .microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
-from .plan import EvalPlan, PlannedCandidate, RolloutKey
-from .rollout import execute_rollout
-from .rundir import RunDir, RunDirError, read_json
-from .spec import Spec, SpecError
+from .project.adapter import AdapterError, AdapterRunner, Task
+from .project.candidate import SEED_TAG, content_hash
+from .project.checks import ProjectEnv
+from .project.checks import run as run_microcase
+from .project.microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
+from .project.spec import Spec, SpecError
+from .session.plan import EvalPlan, PlannedCandidate, RolloutKey
+from .session.rollout import execute_rollout
+from .store.rundir import RunDir, RunDirError, read_json
 
 RECORD_PROPERTY = "capevolve_rollout"
 

@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from .adapter import AdapterError, AdapterRunner, load_adapter, load_tasks
-from .candidate import SEED_TAG, CandidateError
-from .controller import CandidateRequest, Controller, GateRequest
-from .finalize import FinalizeController
 from .items import CONTEXT_KEY, EvalContext, MicrocaseFile, SpecFile, record_from_report
-from .microcase import MicrocaseError, is_microcase_file
-from .plan import WORKERINPUT_KEY, EvalPlan
-from .rundir import RunDir, RunDirError
-from .spec import INI_KEYS, Spec, SpecError, load_spec
-from .splits import TestSealError
+from .project.adapter import AdapterError, AdapterRunner, load_adapter, load_tasks
+from .project.candidate import SEED_TAG, CandidateError
+from .project.microcase import MicrocaseError, is_microcase_file
+from .project.spec import INI_KEYS, Spec, SpecError, load_spec
+from .project.splits import TestSealError
+from .session.controller import CandidateRequest, Controller, GateRequest
+from .session.finalize import FinalizeController
+from .session.plan import WORKERINPUT_KEY, EvalPlan
+from .store.rundir import RunDir, RunDirError
 
 EVALUABLE_SPLITS = ("train", "val")
 

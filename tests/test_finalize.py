@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from conftest import add_adapter, copy_example, edit_spec, no_test_split, run_dir
-from pytest_capevolve.gate import GateConfig, GateSplitError, decide
-from pytest_capevolve.rundir import RunDir
-from pytest_capevolve.seal import Seal, TestSealError
+from pytest_capevolve.decide.gate import GateConfig, GateSplitError, decide
+from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve.store.seal import Seal, TestSealError
 
 NO_CACHE = ["-p", "no:cacheprovider"]
 

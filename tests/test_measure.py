@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from conftest import copy_example, edit_spec, no_test_split, run_dir
 from pytest_capevolve.cli import main
-from pytest_capevolve.rundir import RunDir, verify_events
+from pytest_capevolve.store.rundir import RunDir, verify_events
 
 NO_CACHE = ["-p", "no:cacheprovider"]
 

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from conftest import REPO, add_adapter, copy_example, edit_spec, run_dir
-from pytest_capevolve.checks import is_json_subset
 from pytest_capevolve.cli import main
-from pytest_capevolve.microcase_gen import REDACTED, redact
+from pytest_capevolve.project.checks import is_json_subset
+from pytest_capevolve.project.microcase_gen import REDACTED, redact
 
 NO_CACHE = ["-p", "no:cacheprovider"]
 

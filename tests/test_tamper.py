@@ -8,7 +8,13 @@ import shutil
 import pytest
 
 from conftest import copy_example, edit_spec, run_dir
-from pytest_capevolve.tamper import DEFAULT_PROTECTED, expand, is_protected, protected_digests, tampered
+from pytest_capevolve.project.tamper import (
+    DEFAULT_PROTECTED,
+    expand,
+    is_protected,
+    protected_digests,
+    tampered,
+)
 
 SCORER = "def grade(output):\n    return 1.0 if output == 'resolved' else 0.0\n"
 

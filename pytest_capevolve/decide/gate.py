@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
+from .. import stats
 
 ACCEPT, REJECT, INDECISIVE = "accept", "reject", "indecisive"
 LEGACY_MODES = ("paired", "significant", "strict", "threshold", "simplicity_tiebreak")

@@ -15,24 +15,24 @@ from typing import Any
 
 import pytest
 
+from ..decide.evidence import index_records
+from ..decide.gate import INDECISIVE, REJECT, Verdict, refusal
+from ..decide.judging import Evidence, as_null, gate_config, null_deltas, write_verdict
+from ..items import record_from_report
+from ..project.candidate import SEED_TAG, CandidateError, check_tag
+from ..project.checks import ProjectEnv
+from ..project.checks import run as run_microcase
+from ..project.microcase import Microcase, refuse_test_tasks
+from ..project.microcase import load_project as load_microcases
+from ..project.spec import Spec
+from ..project.splits import splits_for
+from ..project.tamper import expand, protected_digests, tampered
+from ..show.measure import measure, render_markdown
+from ..show.report import ArmSummary, render_arms, render_verdicts, summarize_arm
+from ..store.rundir import RunDir, RunDirError
+from ..store.seal import Seal
 from . import exitcodes
-from .candidate import SEED_TAG, CandidateError, check_tag
-from .checks import ProjectEnv
-from .checks import run as run_microcase
-from .evidence import index_records
-from .gate import INDECISIVE, REJECT, Verdict, refusal
-from .items import record_from_report
-from .judging import Evidence, as_null, gate_config, null_deltas, write_verdict
-from .measure import measure, render_markdown
-from .microcase import Microcase, refuse_test_tasks
-from .microcase import load_project as load_microcases
 from .plan import WORKERINPUT_KEY, EvalPlan, PlannedCandidate
-from .report import ArmSummary, render_arms, render_verdicts, summarize_arm
-from .rundir import RunDir, RunDirError
-from .seal import Seal
-from .spec import Spec
-from .splits import splits_for
-from .tamper import expand, protected_digests, tampered
 
 
 @dataclass

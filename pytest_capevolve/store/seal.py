@@ -23,8 +23,8 @@ import os
 from collections.abc import Iterator
 from typing import IO, Any
 
+from ..project.splits import TEST_SPLIT, TestSealError
 from .rundir import RunDir, atomic_write_json, read_json
-from .splits import TEST_SPLIT, TestSealError
 
 __all__ = ["Seal", "TestSealError", "TEST_SPLIT"]
 

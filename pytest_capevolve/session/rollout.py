@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .adapter import AdapterError, AdapterRunner, Task, check_reward
+from ..project.adapter import AdapterError, AdapterRunner, Task, check_reward
 
 RECORD_SCHEMA = 1
 

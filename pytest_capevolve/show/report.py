@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import evidence, stats
+from .. import stats
+from ..decide import evidence
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Child process of a ``call`` microcase: import a candidate's function, call it, report JSON.
 
-Run as ``python -m pytest_capevolve.callcheck`` with the candidate folder as the working
+Run as ``python -m pytest_capevolve.project.callcheck`` with the candidate folder as the working
 directory and the request on stdin. A separate process so the candidate's code cannot touch
 the session that judges it, and a timeout can stop it. Whatever the function prints goes to
 stderr; stdout carries one JSON line: ``value`` or ``raised``/``raised_mro``/``message``, or

@@ -17,15 +17,16 @@ from typing import Any
 
 import pytest
 
-from . import evidence, exitcodes
-from .candidate import SEED_TAG
+from ..decide import evidence
+from ..decide.evidence import index_records
+from ..project.candidate import SEED_TAG
+from ..project.spec import Spec
+from ..show.measure import paired_summary
+from ..store.rundir import RunDir, RunDirError, read_json
+from ..store.seal import TEST_SPLIT, Seal
+from . import exitcodes
 from .controller import Controller, location_for
-from .evidence import index_records
-from .measure import paired_summary
 from .plan import EvalPlan, PlannedCandidate
-from .rundir import RunDir, RunDirError, read_json
-from .seal import TEST_SPLIT, Seal
-from .spec import Spec
 
 
 class FinalizeController(Controller):

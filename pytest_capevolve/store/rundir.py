@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from .candidate import SEED_TAG, CandidateError, check_tag, content_hash, escape_id, iter_files
-from .spec import FROZEN_KEYS, Spec
-from .splits import TEST_SPLIT, TestSealError
+from ..project.candidate import SEED_TAG, CandidateError, check_tag, content_hash, escape_id, iter_files
+from ..project.spec import FROZEN_KEYS, Spec
+from ..project.splits import TEST_SPLIT, TestSealError
 
 RUNS_DIR = Path(".capevolve") / "runs"
 GENESIS = "0" * 64

@@ -100,7 +100,7 @@ def _run_call(case: Microcase, check: dict[str, Any], candidate: Path, env: Proj
     expected = f"{call} {expect_kind.replace('_', ' ')} {_short(wanted)}"
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest_capevolve.callcheck"],
+            [sys.executable, "-m", "pytest_capevolve.project.callcheck"],
             input=json.dumps(request),
             capture_output=True,
             text=True,

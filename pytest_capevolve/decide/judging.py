@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from ..project.spec import Spec
+from ..store.rundir import RunDir, atomic_write_json
 from . import evidence
 from .gate import GateConfig, Verdict, decide
-from .rundir import RunDir, atomic_write_json
-from .spec import Spec
 
 GATE_SPLIT = "val"
 

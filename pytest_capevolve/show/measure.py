@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
-from .candidate import SEED_TAG
-from .evidence import index_records, reward_matrix
-from .rundir import RunDir, read_json
-from .seal import Seal
-from .spec import Spec
+from .. import stats
+from ..decide.evidence import index_records, reward_matrix
+from ..project.candidate import SEED_TAG
+from ..project.spec import Spec
+from ..store.rundir import RunDir, read_json
+from ..store.seal import Seal
 
 
 def paired_summary(candidate: np.ndarray, base: np.ndarray, *, seed: int) -> dict[str, Any] | None:

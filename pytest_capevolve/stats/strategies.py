@@ -3,7 +3,7 @@
 Usage::
 
     from hypothesis import given
-    from pytest_capevolve.strategies import null_arms, planted_effect_arms
+    from pytest_capevolve.stats.strategies import null_arms, planted_effect_arms
 
     @given(null_arms())
     def test_my_gate_rejects_byte_identical_copies(arms):

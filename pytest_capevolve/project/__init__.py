@@ -1,0 +1,3 @@
+"""What the user wrote: the spec, the adapter contract, candidates, the tamper guard, splits and microcases.
+
+Imports nothing else of ours: everything above builds on it."""

@@ -1,0 +1,1 @@
+"""pytest session roles as plugins: planning, screens, persistence and tally, judging, finalize, reporting."""

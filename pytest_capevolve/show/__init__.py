@@ -1,0 +1,1 @@
+"""What people read: the session's tables, the honest measure table and report.md."""
