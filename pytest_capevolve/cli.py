@@ -9,10 +9,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from .project.adapter import AdapterError, AdapterRunner, check_reward, load_adapter, load_tasks
+from .decide.gate import GATE_MODES
+from .project.adapter import AdapterError, check_reward, load_adapter, load_tasks
+from .project.runner import AdapterRunner, run_and_score
 from .project.spec import Spec, SpecError, load_spec
-from .store.rundir import RunDir, RunDirError, read_json
+from .store.rundir import RunDir, RunDirError
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -43,28 +46,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         ok("tasks are the same across two calls")
     runner = AdapterRunner(adapter)
     task = first[sorted(first)[0]]
-    try:
-        with runner.live(spec.capability_path) as ctx:
-            rollout = runner.run_target(task, ctx, seed=spec.base_seed, split="val")
-        if rollout.error:
-            fail(f"run_target({task.id!r}) reported an infra error: {rollout.error}")
-            return 1
-        scores = [runner.score(task, rollout) for _ in range(2)]
-    except NotImplementedError as exc:
-        fail(f"a required method is not implemented: {exc}")
+    scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
+    if scored.rollout is None or scored.reward is None:
+        fail(f"task {task.id!r} with the seed capability gave an infra error: {scored.infra_error}")
         return 1
+    try:
+        again = runner.score(task, scored.rollout)
+        reward = check_reward(again.reward, f"score({task.id!r})")
     except Exception as exc:
-        fail(f"running task {task.id!r} with the seed capability raised {exc!r}")
+        fail(f"re-scoring task {task.id!r} raised {exc!r}")
         return 1
-    try:
-        rewards = [check_reward(s.reward, f"score({task.id!r})") for s in scores]
-    except AdapterError as exc:
-        fail(str(exc))
-        return 1
-    if rewards[0] != rewards[1] or scores[0].feedback != scores[1].feedback:
-        fail(f"score is not deterministic: re-scoring one rollout gave {rewards[0]} then {rewards[1]}")
+    if reward != scored.reward or str(again.feedback or "") != scored.feedback:
+        fail(f"score is not deterministic: re-scoring one rollout gave {scored.reward} then {reward}")
     else:
-        ok(f"score is deterministic on a re-score (reward {rewards[0]:g} on task {task.id!r})")
+        ok(f"score is deterministic on a re-score (reward {reward:g} on task {task.id!r})")
     return 1 if problems else 0
 
 
@@ -79,36 +74,40 @@ def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
         rundir = RunDir.resolve(spec.project_dir, args.run_id, create=False)
     except (SpecError, RunDirError) as exc:
         raise CliUsageError(str(exc)) from None
-    if not rundir.splits_path.is_file():
+    splits = rundir.splits()
+    if splits is None:
         raise CliUsageError(f"run {rundir.run_id} has no rollouts yet; evaluate first")
-    return spec, rundir, list(read_json(rundir.splits_path)["val"])
+    return spec, rundir, list(splits["val"])
+
+
+def _val_evidence(spec: Spec, rundir: RunDir, val_ids: list[str]) -> Any:
+    from .decide.evidence import index_records
+    from .decide.judging import GATE_SPLIT, Evidence
+
+    by_tag = index_records(rundir.rollouts(GATE_SPLIT))
+    return Evidence(by_tag, val_ids, spec.num_trials, rundir.snapshot_size)
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """Re-derive a verdict from persisted val rollouts; pays no rollout."""
-    from .decide.judging import Evidence, gate_config
+    from .decide.judging import gate_config
     from .session import exitcodes
     from .show.report import render_verdicts
 
     spec, rundir, val_ids = _open_run(args)
     known = set(rundir.known_tags())
-    recorded = rundir.verdict_path(args.tag)
-    against = args.against or (
-        read_json(recorded)["against"] if recorded.is_file() else rundir.read_state()["best_id"]
-    )
+    recorded = rundir.verdict(args.tag)
+    against = args.against or (recorded["against"] if recorded else rundir.best())
     for tag in (args.tag, against):
         if tag not in known:
             raise CliUsageError(
                 f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}"
             )
     nulls: list[float] = []
-    if recorded.is_file() and not args.against:
-        nulls = [
-            read_json(rundir.verdict_path(t))["delta_mean"]
-            for t in read_json(recorded).get("nulls", [])
-            if rundir.verdict_path(t).is_file()
-        ]
-    evidence = Evidence(rundir, val_ids, spec.num_trials)
+    if recorded and not args.against:
+        null_verdicts = [rundir.verdict(t) for t in recorded.get("nulls", [])]
+        nulls = [v["delta_mean"] for v in null_verdicts if v is not None]
+    evidence = _val_evidence(spec, rundir, val_ids)
     config = gate_config(
         spec, mode=args.gate_mode, k_se=args.k_se, alpha=args.alpha, veto_regressions=args.veto_regressions
     )
@@ -130,11 +129,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from scipy import stats as sps
 
     from . import stats
-    from .decide.judging import Evidence
 
     spec, rundir, task_ids = _open_run(args)
-    best = str(rundir.read_state()["best_id"])
-    evidence = Evidence(rundir, task_ids, spec.num_trials)
+    best = rundir.best()
+    evidence = _val_evidence(spec, rundir, task_ids)
     base = evidence.matrix(best)
     means = stats.task_means(base)
     n = int(np.sum(~np.isnan(means)))
@@ -178,7 +176,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     spec, rundir, _val = _open_run(args)
     code = 0
-    test_ids = read_json(rundir.splits_path)["test"]
+    test_ids = (rundir.splits() or {}).get("test", [])
     if test_ids and Seal(rundir).burned() is None and not args.no_finalize:
         print(f"the test split of run {rundir.run_id} is unscored: running finalize (once per run)")
         command = [sys.executable, "-m", "pytest", "--capevolve-finalize", str(spec.path)]
@@ -218,17 +216,16 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
     from .project.checks import ProjectEnv
     from .project.microcase import ID_RE, MICROCASES_DIR, MicrocaseError
     from .project.microcase_gen import skeleton
+    from .store.record import RecordError, RolloutRecord
     from .store.rundir import RUNS_DIR
 
     source = args.source.resolve()
     try:
-        record = read_json(source)
-        task_id = str(record["task_id"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CliUsageError(
-            f"{source}: not a rollout record (a rollouts/<split>/*.json file): {exc}"
-        ) from None
-    if record.get("split") == "test":
+        record = RolloutRecord.loads(source.read_text(encoding="utf-8"), str(source))
+    except (OSError, RecordError) as exc:
+        raise CliUsageError(f"not a rollout record (a rollouts/<split>/*.json file): {exc}") from None
+    task_id = record.task_id
+    if record.split == "test":
         raise CliUsageError(
             f"{source} is a test-split rollout; the test split is sealed, and a microcase made "
             "from it would steer the search with held-out data"
@@ -251,7 +248,9 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
     if out.exists():
         raise CliUsageError(f"{out} exists; choose another --id or --out")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(skeleton(record, cluster=args.cluster, case_id=case_id, gold=gold, source=str(source)))
+    out.write_text(
+        skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=str(source))
+    )
     print(f"wrote {out}: fill in its FILL_IN, then run: pytest {out.parent} --capevolve-candidate DIR")
     return 0
 
@@ -275,10 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--project", type=Path, default=Path("."), help="project folder (default .)")
     gate.add_argument("--run-id", default=None)
     gate.add_argument("--against", default=None, help="compare with this tag instead of the best")
-    gate.add_argument(
-        "--gate-mode",
-        choices=("exact", "paired", "significant", "strict", "threshold", "simplicity_tiebreak"),
-    )
+    gate.add_argument("--gate-mode", choices=GATE_MODES)
     gate.add_argument("--k-se", type=float, default=None)
     gate.add_argument("--alpha", type=float, default=None)
     gate.add_argument("--veto-regressions", action="store_true")

@@ -15,15 +15,16 @@ from typing import Any
 
 import pytest
 
-from .project.adapter import AdapterError, AdapterRunner, Task
+from .project.adapter import AdapterError, Task
 from .project.candidate import SEED_TAG, content_hash
 from .project.checks import ProjectEnv
 from .project.checks import run as run_microcase
 from .project.microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
+from .project.runner import AdapterRunner, Scored, run_and_score
 from .project.spec import Spec, SpecError
 from .session.plan import EvalPlan, PlannedCandidate, RolloutKey
-from .session.rollout import execute_rollout
-from .store.rundir import RunDir, RunDirError, read_json
+from .store.record import RolloutRecord
+from .store.rundir import RunDir, RunDirError
 
 RECORD_PROPERTY = "capevolve_rollout"
 
@@ -107,26 +108,19 @@ class RolloutItem(pytest.Item):
             candidate_dir = context.candidate_dir(key.tag)
         except CandidateMismatch as exc:
             raise InfraError(str(exc)) from None
-        record = execute_rollout(
-            context.runner,
-            context.pool[key.task_id],
-            candidate_dir,
-            run_id=plan.run_id,
-            split=key.split,
-            tag=key.tag,
-            trial=key.trial,
-            seed=plan.seed_for(key.trial),
-            content_hash=context.planned(key.tag).content_hash,
-            success_threshold=spec.success_threshold,
-            timeout_s=spec.rollout_timeout_s,
+        task = context.pool[key.task_id]
+        seed = plan.seed_for(key.trial)
+        scored = run_and_score(
+            context.runner, task, candidate_dir, seed=seed, split=key.split, timeout_s=spec.rollout_timeout_s
         )
-        self.user_properties.append((RECORD_PROPERTY, json.dumps(record, sort_keys=True)))
-        if record["infra_error"]:
-            raise InfraError(record["infra_error"])
-        if not record["passed"]:
+        record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
+        self.user_properties.append((RECORD_PROPERTY, record.dumps()))
+        if record.infra_error:
+            raise InfraError(record.infra_error)
+        if not record.passed:
             raise TaskFailed(
-                f"reward {record['reward']:.4g} < success_threshold {spec.success_threshold:g}"
-                + (f": {record['feedback']}" if record["feedback"] else "")
+                f"reward {record.reward:.4g} < success_threshold {spec.success_threshold:g}"
+                + (f": {record.feedback}" if record.feedback else "")
             )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
@@ -140,11 +134,43 @@ class RolloutItem(pytest.Item):
         return self.path, None, f"{self.key.split}::{self.name}"
 
 
-def record_from_report(report: Any) -> dict[str, Any] | None:
+def rollout_record(
+    scored: Scored, task: Task, key: RolloutKey, *, run_id: str, seed: int, spec: Spec, context: EvalContext
+) -> RolloutRecord:
+    """The plain-JSON record of one scored rollout (worker side)."""
+    rollout = scored.rollout
+    return RolloutRecord(
+        run_id=run_id,
+        split=key.split,
+        task_id=task.id,
+        tag=key.tag,
+        trial=key.trial,
+        seed=seed,
+        candidate_hash=context.planned(key.tag).content_hash,
+        input=to_plain(task.input),
+        reward=scored.reward,
+        passed=None if scored.reward is None else scored.reward >= spec.success_threshold,
+        infra_error=scored.infra_error,
+        feedback=scored.feedback,
+        metrics=to_plain(scored.metrics),
+        output=None if rollout is None else to_plain(rollout.output),
+        trace=None if rollout is None else to_plain(rollout.trace),
+        cost_usd=0.0 if rollout is None else float(rollout.cost_usd or 0.0),
+        tokens=0 if rollout is None else int(rollout.tokens or 0),
+        seconds=scored.seconds,
+    )
+
+
+def to_plain(value: Any) -> Any:
+    """A JSON-able copy of ``value`` (non-JSON leaves become their repr)."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def record_from_report(report: Any) -> RolloutRecord | None:
     """The rollout record a report carries, if any (controller side)."""
     for name, value in getattr(report, "user_properties", ()):
         if name == RECORD_PROPERTY:
-            return dict(json.loads(value))
+            return RolloutRecord.loads(value, f"report of {report.nodeid}")
     return None
 
 
@@ -180,12 +206,12 @@ def microcase_project(config: pytest.Config, project_dir: Path) -> MicrocaseProj
         except RunDirError:
             projects[project_dir] = MicrocaseProject(env, (SEED_TAG, spec.capability_path), [])
             return projects[project_dir]
-        best = str(rundir.read_state().get("best_id", SEED_TAG))
-        snapshot = rundir.candidate_dir(best) / "files"
+        best = rundir.best()
+        snapshot = rundir.snapshot_dir(best)
         default = (
             (best, snapshot) if best != SEED_TAG and snapshot.is_dir() else (SEED_TAG, spec.capability_path)
         )
-        test_ids = list(read_json(rundir.splits_path)["test"]) if rundir.splits_path.is_file() else []
+        test_ids = list((rundir.splits() or {}).get("test", []))
         projects[project_dir] = MicrocaseProject(env, default, test_ids)
     return projects[project_dir]
 

@@ -1,28 +1,22 @@
 """pytest-capevolve: options, ini keys and hook wiring. Thin on purpose.
 
 A capevolve session is ``pytest --capevolve-run PROJECT``: the project's spec becomes the only
-thing collected, each owed rollout an item. The controller role (see :mod:`controller`) is
+thing collected, each owed rollout an item. The session roles (:mod:`.session.wiring`) are
 registered in the process that owns the run dir; xdist workers only run items.
+
+Installing the plugin costs nothing until a ``--capevolve-*`` session is asked for: like
+pytest-xdist importing ``DSession`` only when distribution is on, everything heavy (numpy,
+scipy, the run dir, the gate) is imported inside ``pytest_configure``, and only then.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from .items import CONTEXT_KEY, EvalContext, MicrocaseFile, SpecFile, record_from_report
-from .project.adapter import AdapterError, AdapterRunner, load_adapter, load_tasks
-from .project.candidate import SEED_TAG, CandidateError
-from .project.microcase import MicrocaseError, is_microcase_file
-from .project.spec import INI_KEYS, Spec, SpecError, load_spec
-from .project.splits import TestSealError
-from .session.controller import CandidateRequest, Controller, GateRequest
-from .session.finalize import FinalizeController
-from .session.plan import WORKERINPUT_KEY, EvalPlan
-from .store.rundir import RunDir, RunDirError
+from .project.microcase import is_microcase_file
+from .project.spec import INI_KEYS
 
 EVALUABLE_SPLITS = ("train", "val")
 
@@ -46,16 +40,6 @@ def _null_count(value: str) -> int:
     if not 0 <= count <= 20:
         raise pytest.UsageError(f"--capevolve-null takes a whole number from 0 to 20, got {value!r}")
     return count
-
-
-def _gate_request(config: pytest.Config, split: str) -> GateRequest:
-    enabled = bool(config.option.capevolve_gate)
-    if enabled and split != "val":
-        raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")
-    nulls = config.option.capevolve_null
-    if nulls is None:
-        nulls = 2 if enabled else 0
-    return GateRequest(enabled, nulls, bool(config.option.capevolve_veto_regressions))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -124,31 +108,6 @@ def _ini_defaults(config: pytest.Config) -> dict[str, str]:
     return {key: str(config.getini(f"capevolve_{key}")) for key in INI_KEYS}
 
 
-def _candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:
-    dirs = [Path(d) for d in config.option.capevolve_candidate]
-    tags = list(config.option.capevolve_tag)
-    if tags and len(tags) != len(dirs):
-        raise pytest.UsageError(
-            f"--capevolve-tag given {len(tags)} times for {len(dirs)} --capevolve-candidate; "
-            "give one tag per candidate, in the same order"
-        )
-    requests = []
-    for i, folder in enumerate(dirs):
-        path = folder.resolve()
-        if not path.is_dir():
-            raise pytest.UsageError(f"--capevolve-candidate {folder}: no such folder")
-        tag = tags[i] if tags else path.name
-        if path == spec.capability_path.resolve():
-            tag = tags[i] if tags else SEED_TAG
-        elif tag == SEED_TAG:
-            raise pytest.UsageError(
-                f"--capevolve-candidate {folder}: the tag 'seed' belongs to the spec's "
-                "capability_path; give this candidate another --capevolve-tag"
-            )
-        requests.append(CandidateRequest(tag, path))
-    return requests
-
-
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from . import hookspec
 
@@ -178,68 +137,32 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
     return (finalize or run), bool(finalize)
 
 
-def _controller(config: pytest.Config, spec: Spec, pool_ids: list[str], finalize: bool) -> Controller:
-    if finalize:
-        rundir = RunDir.resolve(spec.project_dir, config.option.capevolve_run_id, create=False)
-        return FinalizeController(config, spec, rundir, pool_ids)
-    split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
-    rundir = RunDir.resolve(spec.project_dir, config.option.capevolve_run_id, config.option.capevolve_new_run)
-    return Controller(
-        config,
-        spec,
-        rundir,
-        pool_ids,
-        _candidate_requests(config, spec),
-        split,
-        config.option.capevolve_rerun,
-        _gate_request(config, split),
-    )
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     target, finalize = _session_target(config)
     if not target:
-        return
-    workerinput = getattr(config, "workerinput", None)
-    try:
-        spec = load_spec(target, _ini_defaults(config))
-        adapter = load_adapter(spec.adapter, spec.project_dir)
-        pool = load_tasks(adapter, spec.adapter)
-        if workerinput is not None:
-            plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
-        else:
-            controller = _controller(config, spec, sorted(pool), finalize)
-            config.pluginmanager.register(controller, "capevolve-controller")
-            plan = controller.plan
-    except TestSealError as exc:
-        raise pytest.UsageError(f"TestSealError: {exc}") from None
-    except (SpecError, AdapterError, RunDirError, CandidateError, MicrocaseError) as exc:
-        raise pytest.UsageError(str(exc)) from None
-    config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool)
+        return  # not a capevolve session: import nothing more
+    split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
+    from .session.wiring import configure
+
+    configure(config, target, finalize=finalize, split=split, ini=_ini_defaults(config))
     # A task the agent fails is data, not a bug: one line each (the scorer's feedback) and no
     # per-failure short summary, so the capevolve table stays readable. Explicit flags win.
     if config.option.tbstyle == "auto":
         config.option.tbstyle = "line"
     config.option.reportchars = (config.option.reportchars or "").replace("f", "").replace("a", "sxXE")
-    # The spec is the only thing a capevolve session collects.
-    config.args[:] = [str(spec.path)]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    """An evaluation session collects only its spec; any other session collects microcases."""
-    context = parent.config.stash.get(CONTEXT_KEY, None)
-    if context is not None:
+    """An evaluation session collects only its spec; any other session collects microcases
+    (YAML files under a ``microcases/`` folder), importing the item code only when one is found."""
+    if parent.config.option.capevolve_run or parent.config.option.capevolve_finalize:
+        from .items import CONTEXT_KEY, SpecFile
+
+        context = parent.config.stash[CONTEXT_KEY]
         return SpecFile.from_parent(parent, path=file_path) if file_path == context.spec.path else None
     if is_microcase_file(file_path):
+        from .items import MicrocaseFile
+
         return MicrocaseFile.from_parent(parent, path=file_path)
-    return None
-
-
-def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
-    """Show an infra error as its own outcome ("I"/INFRA), never as a task failure."""
-    if report.when == "call" and report.failed:
-        record = record_from_report(report)
-        if record is not None and record.get("infra_error"):
-            return "infra", "I", ("INFRA", {"yellow": True})
     return None

@@ -142,9 +142,9 @@ def test_test_split_is_refused_by_every_evaluation_path(pytester):
 
     rundir = RunDir(run_dir(project))
     with pytest.raises(TestSealError, match="only through the seal"):
-        list(rundir.iter_rollouts("test"))
+        rundir.rollouts("test")
     with pytest.raises(TestSealError, match="sealed until finalize"):
-        list(Seal(rundir).test_records())
+        Seal(rundir).test_rollouts()
     with pytest.raises(GateSplitError):
         decide([[1.0]], [[0.0]], tag="a", against="b", task_ids=["t"], config=GateConfig(), split="test")
 
@@ -155,8 +155,8 @@ def test_after_finalize_no_new_best_can_be_chosen_in_the_run(pytester):
     assert pytester.runpytest("--capevolve-finalize", str(project), *NO_CACHE).ret == 0
     seal = json.loads((run_dir(project) / "seal.json").read_text())
     assert seal["null_result"] is True and seal["seed"] is None and seal["delta_vs_seed"] is None
-    records = list(Seal(RunDir(run_dir(project))).test_records())  # readable once burned
-    assert {r["tag"] for r in records} == {"seed"} and len(records) == seal["tasks"]
+    records = Seal(RunDir(run_dir(project))).test_rollouts()  # readable once burned
+    assert {r.tag for r in records} == {"seed"} and len(records) == seal["tasks"]
     gate = pytester.runpytest(
         "--capevolve-run",
         str(project),

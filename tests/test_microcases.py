@@ -14,6 +14,7 @@ from conftest import REPO, add_adapter, copy_example, edit_spec, run_dir
 from pytest_capevolve.cli import main
 from pytest_capevolve.project.checks import is_json_subset
 from pytest_capevolve.project.microcase_gen import REDACTED, redact
+from pytest_capevolve.store.record import RolloutRecord
 
 NO_CACHE = ["-p", "no:cacheprovider"]
 
@@ -337,9 +338,11 @@ def test_gen_never_copies_the_gold_answer(pytester, capsys):
 
 
 def test_gen_refuses_a_test_split_rollout(tmp_path, capsys):
-    record = {"task_id": "q00", "split": "test", "output": 1, "tag": "seed", "trial": 0}
+    record = RolloutRecord(
+        run_id="r", split="test", task_id="q00", tag="seed", trial=0, seed=0, candidate_hash="h", output=1
+    )
     path = tmp_path / "r.json"
-    path.write_text(json.dumps(record))
+    path.write_text(json.dumps(record.to_json()))
     assert main(["microcase", "gen", "--from", str(path), "--cluster", "c", "--project", str(tmp_path)]) == 4
     assert "test split is sealed" in capsys.readouterr().err
 

@@ -1,60 +1,55 @@
-"""From persisted rollout records to the arrays the statistics read.
+"""From rollout records to the arrays the statistics read.
 
-Pure: takes records (plain dicts) and returns numpy arrays. Missing trials and infra errors
-become ``nan`` — missing data, never a 0.
+Pure: takes records (:class:`~pytest_capevolve.store.record.RolloutRecord`, read by attribute)
+and returns numpy arrays. Missing trials and infra errors become ``nan`` — missing data, never
+a 0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from ..store.record import RolloutRecord
 
-def index_records(
-    records: Iterable[dict[str, Any]],
-) -> dict[str, dict[tuple[str, int], dict[str, Any]]]:
+Arm = dict[tuple[str, int], "RolloutRecord"]  # (task_id, trial) → record
+ByTag = dict[str, Arm]
+
+
+def index_records(records: Iterable[RolloutRecord]) -> ByTag:
     """tag → (task_id, trial) → record."""
-    by_tag: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
+    by_tag: ByTag = {}
     for record in records:
-        by_tag.setdefault(record["tag"], {})[(record["task_id"], int(record["trial"]))] = record
+        by_tag.setdefault(record.tag, {})[(record.task_id, record.trial)] = record
     return by_tag
 
 
-def _matrix(
-    arm: dict[tuple[str, int], dict[str, Any]],
-    task_ids: Sequence[str],
-    num_trials: int,
-    field: str,
-) -> np.ndarray:
+def _matrix(arm: Arm, task_ids: Sequence[str], num_trials: int, field: str) -> np.ndarray:
     matrix = np.full((len(task_ids), num_trials), np.nan)
     for i, task_id in enumerate(task_ids):
         for k in range(num_trials):
             record = arm.get((task_id, k))
-            if record is not None and record.get("infra_error") is None:
-                value = record.get(field)
-                if value is not None:
-                    matrix[i, k] = float(value)
+            if record is not None and record.valid:
+                matrix[i, k] = float(getattr(record, field))
     return matrix
 
 
-def reward_matrix(
-    arm: dict[tuple[str, int], dict[str, Any]], task_ids: Sequence[str], num_trials: int
-) -> np.ndarray:
+def reward_matrix(arm: Arm, task_ids: Sequence[str], num_trials: int) -> np.ndarray:
     return _matrix(arm, task_ids, num_trials, "reward")
 
 
-def pass_matrix(
-    arm: dict[tuple[str, int], dict[str, Any]], task_ids: Sequence[str], num_trials: int
-) -> np.ndarray:
+def pass_matrix(arm: Arm, task_ids: Sequence[str], num_trials: int) -> np.ndarray:
     return _matrix(arm, task_ids, num_trials, "passed")
 
 
-def infra_count(arm: dict[tuple[str, int], dict[str, Any]], task_ids: Sequence[str], num_trials: int) -> int:
+def in_plan(arm: Arm, task_ids: Sequence[str], num_trials: int) -> list[RolloutRecord]:
+    """The arm's records for these tasks and the first ``num_trials`` trials."""
     wanted = set(task_ids)
-    return sum(
-        1
-        for (task_id, k), record in arm.items()
-        if task_id in wanted and k < num_trials and record.get("infra_error") is not None
-    )
+    return [r for (task_id, k), r in arm.items() if task_id in wanted and k < num_trials]
+
+
+def infra_count(arm: Arm, task_ids: Sequence[str], num_trials: int) -> int:
+    return sum(1 for r in in_plan(arm, task_ids, num_trials) if r.infra_error is not None)

@@ -7,6 +7,7 @@ same verdict can be re-derived by ``capevolve gate`` from persisted rollouts at 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,7 +16,6 @@ import numpy as np
 from .. import stats
 
 ACCEPT, REJECT, INDECISIVE = "accept", "reject", "indecisive"
-LEGACY_MODES = ("paired", "significant", "strict", "threshold", "simplicity_tiebreak")
 
 
 class GateSplitError(ValueError):
@@ -246,6 +246,104 @@ def _nan_none(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
 
 
+@dataclass(frozen=True)
+class RuleInput:
+    """What every gate rule may read: both arms, the paired deltas over tasks valid on both
+    sides, the config, and the snapshot sizes (for ``simplicity_tiebreak``)."""
+
+    candidate: np.ndarray
+    best: np.ndarray
+    deltas: np.ndarray
+    config: GateConfig
+    candidate_size: int | None
+    best_size: int | None
+
+    @property
+    def arm_delta(self) -> float:
+        """cap-evolve's unpaired Δ: difference of the arms' means of task means."""
+        return float(np.nanmean(stats.task_means(self.candidate)) - np.nanmean(stats.task_means(self.best)))
+
+
+RuleResult = tuple[str, str, str, dict[str, Any]]  # decision, basis, reason, numbers
+
+
+def _exact(x: RuleInput) -> RuleResult:
+    """The default: a one-sided paired sign-flip test at α, decided on integers."""
+    config = x.config
+    result = stats.sign_flip_test(x.candidate, x.best, alpha=config.alpha, seed=config.seed)
+    ok = result.at_most(config.alpha)
+    extra = {
+        "p_value": result.p_value,
+        "p_method": result.method,
+        "p_exact": f"{result.numerator}/{result.denominator}",
+        "bar": None,
+    }
+    reason = (
+        f"one-sided paired sign-flip test over {x.deltas.size} tasks: p = "
+        f"{result.p_value:.4g} {'≤' if ok else '>'} α = {config.alpha} (Δ̄ = {float(np.mean(x.deltas)):+.4f})"
+    )
+    return _outcome(ok), "exact", reason, extra
+
+
+def _paired(x: RuleInput) -> RuleResult:
+    se = stats.mean_se(x.deltas)[1] or 0.0  # one task: SE undefined, treated as 0 (warned)
+    mean = float(np.mean(x.deltas))
+    decision, basis, reason, extra = _k_se_rule(
+        "paired", "paired Δ̄", mean, se, x.config.k_se, f"SE = {se:.4f}, n = {x.deltas.size}"
+    )
+    return decision, basis, reason, {**extra, "se": se}
+
+
+def _significant(x: RuleInput) -> RuleResult:
+    se = math.sqrt(stats.combined_se(x.candidate) ** 2 + stats.combined_se(x.best) ** 2)
+    decision, basis, reason, extra = _k_se_rule(
+        "significant", "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}"
+    )
+    return decision, basis, reason, {**extra, "se": se}
+
+
+def _above(basis: str, delta: float, bar: float, label: str) -> RuleResult:
+    ok = delta > bar
+    return _outcome(ok), basis, f"Δ = {delta:+.4f} {'>' if ok else '≤'} {label}", {"bar": bar}
+
+
+def _threshold(x: RuleInput) -> RuleResult:
+    return _above("threshold", x.arm_delta, x.config.threshold, f"threshold {x.config.threshold}")
+
+
+def _strict(x: RuleInput) -> RuleResult:
+    return _above("strict", x.arm_delta, 0.0, "0")
+
+
+def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
+    delta = x.arm_delta
+    if delta > 0:
+        return ACCEPT, "simplicity_tiebreak", f"Δ = {delta:+.4f} > 0", {"bar": 0.0}
+    sizes = (x.candidate_size, x.best_size)
+    if abs(delta) <= 1e-9 and None not in sizes and sizes[0] < sizes[1]:  # type: ignore[operator]
+        return (
+            ACCEPT,
+            "simplicity_tiebreak",
+            f"tie (Δ = {delta:+.4f}); the smaller candidate wins ({sizes[0]} < {sizes[1]} bytes)",
+            {"bar": 0.0},
+        )
+    return REJECT, "simplicity_tiebreak", f"Δ = {delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0}
+
+
+# The one registry of gate rules: mode name → rule. Every list of modes (spec validation, the
+# CLI's choices, the README) derives from it; ``exact`` first, then cap-evolve's legacy modes.
+RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
+    "exact": _exact,
+    "paired": _paired,
+    "significant": _significant,
+    "strict": _strict,
+    "threshold": _threshold,
+    "simplicity_tiebreak": _simplicity_tiebreak,
+}
+GATE_MODES = tuple(RULES)
+LEGACY_MODES = GATE_MODES[1:]
+
+
 def _rule(
     candidate: np.ndarray,
     best: np.ndarray,
@@ -253,72 +351,14 @@ def _rule(
     config: GateConfig,
     candidate_size: int | None,
     best_size: int | None,
-) -> tuple[str, str, str, dict[str, Any]]:
-    mode = config.mode
-    mean = float(np.mean(deltas))
-    if mode == "exact":
-        result = stats.sign_flip_test(candidate, best, alpha=config.alpha, seed=config.seed)
-        ok = result.at_most(config.alpha)
-        extra = {
-            "p_value": result.p_value,
-            "p_method": result.method,
-            "p_exact": f"{result.numerator}/{result.denominator}",
-            "bar": None,
-        }
-        word = "≤" if ok else ">"
-        reason = (
-            f"one-sided paired sign-flip test over {deltas.size} tasks: p = "
-            f"{result.p_value:.4g} {word} α = {config.alpha} (Δ̄ = {mean:+.4f})"
-        )
-        return _outcome(ok), "exact", reason, extra
-    if mode == "paired":
-        se = stats.mean_se(deltas)[1] or 0.0  # one task: SE undefined, treated as 0 (warned)
-        decision, basis, reason, extra = _k_se_rule(
-            "paired", "paired Δ̄", mean, se, config.k_se, f"SE = {se:.4f}, n = {deltas.size}"
-        )
-        return decision, basis, reason, {**extra, "se": se}
-    arm_delta = float(np.nanmean(stats.task_means(candidate)) - np.nanmean(stats.task_means(best)))
-    if mode == "significant":
-        se = math.sqrt(stats.combined_se(candidate) ** 2 + stats.combined_se(best) ** 2)
-        decision, basis, reason, extra = _k_se_rule(
-            "significant", "Δ", arm_delta, se, config.k_se, f"combined SE = {se:.4f}"
-        )
-        return decision, basis, reason, {**extra, "se": se}
-    if mode == "threshold":
-        ok = arm_delta > config.threshold
-        return (
-            _outcome(ok),
-            "threshold",
-            f"Δ = {arm_delta:+.4f} {'>' if ok else '≤'} threshold {config.threshold}",
-            {"bar": config.threshold},
-        )
-    if mode == "strict":
-        ok = arm_delta > 0
-        return (
-            _outcome(ok),
-            "strict",
-            f"Δ = {arm_delta:+.4f} {'>' if ok else '≤'} 0",
-            {"bar": 0.0},
-        )
-    if mode == "simplicity_tiebreak":
-        if arm_delta > 0:
-            return ACCEPT, "simplicity_tiebreak", f"Δ = {arm_delta:+.4f} > 0", {"bar": 0.0}
-        tie = abs(arm_delta) <= 1e-9
-        if tie and candidate_size is not None and best_size is not None and candidate_size < best_size:
-            return (
-                ACCEPT,
-                "simplicity_tiebreak",
-                f"tie (Δ = {arm_delta:+.4f}); the smaller candidate wins ({candidate_size} < "
-                f"{best_size} bytes)",
-                {"bar": 0.0},
-            )
-        return REJECT, "simplicity_tiebreak", f"Δ = {arm_delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0}
-    raise ValueError(f"unknown gate mode {mode!r}; use exact or one of {', '.join(LEGACY_MODES)}")
+) -> RuleResult:
+    rule = RULES.get(config.mode)
+    if rule is None:
+        raise ValueError(f"unknown gate mode {config.mode!r}; use one of {', '.join(GATE_MODES)}")
+    return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size))
 
 
-def _k_se_rule(
-    basis: str, label: str, delta: float, se: float, k_se: float, detail: str
-) -> tuple[str, str, str, dict[str, Any]]:
+def _k_se_rule(basis: str, label: str, delta: float, se: float, k_se: float, detail: str) -> RuleResult:
     """cap-evolve's "delta > k·SE"; an SE of 0 falls back to strict (delta > 0), with a warning
     kept in the verdict, since a zero SE means the rule cannot tell noise from signal."""
     if se == 0.0:

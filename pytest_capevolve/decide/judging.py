@@ -1,20 +1,21 @@
 """Verdicts from persisted rollouts: the glue between the run dir and :mod:`gate`.
 
 Used by the gate session on the controller (after the run loop) and by ``capevolve gate``,
-so a verdict re-derived later from the same rollouts is the same verdict. Reads only the
-val split: the gate never sees train or test.
+so a verdict re-derived later from the same rollouts is the same verdict. Gates only on the
+val split: the gate never sees train or test. Reads no file: callers hand it the records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..project.spec import Spec
-from ..store.rundir import RunDir, atomic_write_json
 from . import evidence
+from .evidence import ByTag
 from .gate import GateConfig, Verdict, decide
 
 GATE_SPLIT = "val"
@@ -41,23 +42,16 @@ def gate_config(
 
 
 class Evidence:
-    """The val rollouts of a run, loaded once, as matrices per tag."""
+    """One split's rollouts of a run, as matrices per tag (read once by the caller)."""
 
     def __init__(
-        self,
-        rundir: RunDir,
-        task_ids: list[str],
-        num_trials: int,
-        by_tag: dict[str, dict[tuple[str, int], dict[str, Any]]] | None = None,
+        self, by_tag: ByTag, task_ids: list[str], num_trials: int, size_of: Callable[[str], int]
     ) -> None:
-        """``by_tag``: val records already indexed by the caller (the controller has just read
-        them for its summary); read from the run dir otherwise."""
-        self.rundir = rundir
+        """``size_of(tag)``: bytes of the tag's snapshot, asked only by ``simplicity_tiebreak``."""
+        self.by_tag = by_tag
         self.task_ids = task_ids
         self.num_trials = num_trials
-        if by_tag is None:
-            by_tag = evidence.index_records(rundir.iter_rollouts(GATE_SPLIT))
-        self.by_tag = by_tag
+        self._size_of = size_of
         self._sizes: dict[str, int] = {}
 
     def matrix(self, tag: str) -> np.ndarray:
@@ -67,10 +61,8 @@ class Evidence:
         return evidence.infra_count(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
 
     def size(self, tag: str) -> int:
-        """Bytes of the tag's snapshot (for simplicity_tiebreak); walked once per tag."""
         if tag not in self._sizes:
-            files = self.rundir.candidate_dir(tag) / "files"
-            self._sizes[tag] = sum(p.stat().st_size for p in files.rglob("*") if p.is_file())
+            self._sizes[tag] = self._size_of(tag)
         return self._sizes[tag]
 
     def judge(
@@ -86,8 +78,8 @@ class Evidence:
             split=GATE_SPLIT,
             null_deltas=null_deltas,
             infra_errors={"candidate": self.infra(tag), "best": self.infra(against)},
-            candidate_size=self.size(tag),
-            best_size=self.size(against),
+            candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
+            best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )
 
 
@@ -95,23 +87,16 @@ def null_deltas(verdicts: list[Verdict]) -> list[float]:
     return [v.delta_mean for v in verdicts if v.delta_mean is not None]
 
 
-def write_verdict(rundir: RunDir, verdict: Verdict, extra: dict[str, Any] | None = None) -> None:
-    data = {**verdict.to_dict(), **(extra or {})}
+def verdict_file(verdict: Verdict, **extra: Any) -> dict[str, Any]:
+    """What ``verdicts/<tag>.json`` holds: every number the decision rests on, and where the
+    rollouts behind it are."""
+    data = {**verdict.to_dict(), **extra}
     data["rollouts"] = (
         f"rollouts/{GATE_SPLIT}/*__{verdict.tag}__t*.json vs *__{verdict.against}__t*.json"
         if verdict.n_tasks
         else "none: decided before any rollout was paid"
     )
-    atomic_write_json(rundir.verdict_path(verdict.tag), data)
-    rundir.append_event(
-        "verdict",
-        tag=verdict.tag,
-        against=verdict.against,
-        decision=verdict.decision,
-        basis=verdict.basis,
-        p_value=verdict.p_value,
-        delta_mean=verdict.delta_mean,
-    )
+    return data
 
 
 def as_null(verdict: Verdict) -> Verdict:

@@ -11,17 +11,15 @@ agent uses and yields the ``ctx`` handed to ``run_target`` (default: the candida
 
 The types accept the keyword arguments of cap-evolve's ``Task``/``Rollout``/``Score`` so an
 adapter written for it works after changing its imports; its ``run_target(task, dir, split)``
-signature and ``apply(dir)`` method are honoured too (see :class:`AdapterRunner`).
+signature and ``apply(dir)`` method are honoured too (see :class:`.runner.AdapterRunner`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import inspect
 import math
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,55 +180,6 @@ def load_tasks(adapter: Any, ref: str) -> dict[str, Task]:
     if not pool:
         raise AdapterError(f"{where} returned no tasks; there is nothing to evaluate")
     return pool
-
-
-class AdapterRunner:
-    """Calls one adapter the way its signature asks: ours, or cap-evolve's older one.
-
-    Runs on each worker (or in-process without xdist), once per rollout item.
-    """
-
-    def __init__(self, adapter: Any) -> None:
-        self.adapter = adapter
-        params = inspect.signature(adapter.run_target).parameters
-        self._passes_seed = "seed" in params
-        self._passes_split = "split" in params
-
-    @contextlib.contextmanager
-    def live(self, candidate_dir: Path) -> Iterator[Any]:
-        """Make ``candidate_dir`` the capability the agent uses, for the rollout's duration."""
-        live = getattr(self.adapter, "live", None)
-        if callable(live):
-            with live(candidate_dir) as ctx:
-                yield ctx
-            return
-        apply = getattr(self.adapter, "apply", None)
-        if callable(apply):
-            apply(candidate_dir)
-        yield candidate_dir
-
-    def run_target(self, task: Task, ctx: Any, *, seed: int, split: str) -> Rollout:
-        kwargs: dict[str, Any] = {}
-        if self._passes_seed:
-            kwargs["seed"] = seed
-        if self._passes_split:
-            kwargs["split"] = split
-        result = self.adapter.run_target(task, ctx, **kwargs)
-        return coerce_rollout(result, task.id)
-
-    def score(self, task: Task, rollout: Rollout) -> Score:
-        result = self.adapter.score(task, rollout)
-        if isinstance(result, Score):
-            return result
-        if isinstance(result, (int, float)) and not isinstance(result, bool):
-            return Score(reward=float(result))
-        if hasattr(result, "reward"):
-            return Score(
-                reward=result.reward,
-                feedback=str(getattr(result, "feedback", "") or ""),
-                metrics=getattr(result, "metrics", None),
-            )
-        raise AdapterError(f"score({task.id!r}) must return a Score, got {result!r}")
 
 
 def coerce_rollout(result: Any, task_id: str) -> Rollout:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .adapter import AdapterRunner, Rollout, Task, check_reward, load_adapter, load_tasks
+from .adapter import Rollout, Task, check_reward, load_adapter, load_tasks
 from .microcase import Microcase, MicrocaseError
+from .runner import AdapterRunner, run_and_score
 from .spec import Spec, SpecError, load_spec
 
 
@@ -153,15 +154,24 @@ def is_json_subset(wanted: Any, value: Any) -> bool:
     return bool(wanted == value)
 
 
+def _expected(task: Task, wanted: tuple[float, float]) -> str:
+    return f"reward in [{wanted[0]:g}, {wanted[1]:g}] for task {task.id!r}"
+
+
+def _in_range(task: Task, reward: float, feedback: str, wanted: tuple[float, float]) -> Outcome:
+    got = f"reward {reward:g}" + (f" ({_short(feedback, 120)})" if feedback else "")
+    return Outcome(wanted[0] <= reward <= wanted[1], _expected(task, wanted), got)
+
+
 def _scored(env: ProjectEnv, task: Task, rollout: Rollout, wanted: tuple[float, float]) -> Outcome:
-    expected = f"reward in [{wanted[0]:g}, {wanted[1]:g}] for task {task.id!r}"
     try:
         score = env.runner().score(task, rollout)
         reward = check_reward(score.reward, f"score({task.id!r})")
     except Exception as exc:
-        return Outcome(False, expected, f"the project's scorer raised {type(exc).__name__}: {exc}")
-    got = f"reward {reward:g}" + (f" ({_short(score.feedback, 120)})" if score.feedback else "")
-    return Outcome(wanted[0] <= reward <= wanted[1], expected, got)
+        return Outcome(
+            False, _expected(task, wanted), f"the project's scorer raised {type(exc).__name__}: {exc}"
+        )
+    return _in_range(task, reward, str(score.feedback or ""), wanted)
 
 
 def _run_score(case: Microcase, check: dict[str, Any], candidate: Path, env: ProjectEnv) -> Outcome:
@@ -185,17 +195,10 @@ def _run_adapter(case: Microcase, check: dict[str, Any], candidate: Path, env: P
     task = env.task(check["task"])
     seed = check.get("seed")
     seed = env.spec.base_seed if seed is None else seed
-    runner = env.runner()
-    try:
-        with runner.live(candidate) as ctx:
-            rollout = runner.run_target(task, ctx, seed=seed, split="val")
-    except Exception as exc:
-        return Outcome(
-            False, f"a rollout of task {task.id!r}", f"run_target raised {type(exc).__name__}: {exc}"
-        )
-    if rollout.error:
-        return Outcome(False, f"a rollout of task {task.id!r}", f"an infra error: {rollout.error}")
-    return _scored(env, task, rollout, check["reward"])
+    scored = run_and_score(env.runner(), task, candidate, seed=seed, split="val")
+    if scored.reward is None:
+        return Outcome(False, _expected(task, check["reward"]), f"an infra error: {scored.infra_error}")
+    return _in_range(task, scored.reward, scored.feedback, check["reward"])
 
 
 RUNNERS: dict[str, Callable[[Microcase, dict[str, Any], Path, ProjectEnv], Outcome]] = {

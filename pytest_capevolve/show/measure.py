@@ -6,7 +6,6 @@ nothing. The numbers come from :mod:`stats`; this module decides what may be sai
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from .. import stats
-from ..decide.evidence import index_records, reward_matrix
+from ..decide.evidence import ByTag, index_records, reward_matrix
 from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
-from ..store.rundir import RunDir, read_json
+from ..store.rundir import RunDir
 from ..store.seal import Seal
 
 
@@ -37,9 +36,6 @@ def paired_summary(candidate: np.ndarray, base: np.ndarray, *, seed: int) -> dic
         "ci": None if ci is None else [ci[0], ci[1]],
         "p_one_sided": test.p_value,
     }
-
-
-ByTag = dict[str, dict[tuple[str, int], dict[str, Any]]]  # tag → (task, trial) → record
 
 
 @dataclass
@@ -89,9 +85,9 @@ def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -
 
     ``known``: split → records already indexed by the caller (a session that has just read
     its split), so they are not read from disk again."""
-    splits = read_json(rundir.splits_path)
+    splits = rundir.splits() or {"train": [], "val": [], "test": []}
     state = rundir.read_state()
-    events = read_events(rundir.events_path)
+    events = rundir.events()
     best = str(state["best_id"])
     result = Measurement(rundir.run_id, rundir.root, best)
     tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
@@ -108,7 +104,7 @@ def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -
     for split in ("val", "train"):
         records = (known or {}).get(split)
         if records is None and splits[split]:
-            records = index_records(rundir.iter_rollouts(split))
+            records = index_records(rundir.rollouts(split))
         _persisted_split(
             result, split, list(splits[split]), records or {}, tags, spec.num_trials, spec.base_seed
         )
@@ -203,8 +199,7 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
         if event.get("kind") != "best_changed":
             continue
         tag = str(event["best_id"])
-        path = rundir.verdict_path(tag)
-        verdict = read_json(path) if path.is_file() else {}
+        verdict = rundir.verdict(tag) or {}
         steps.append(
             {
                 "from": event.get("previous"),
@@ -231,12 +226,11 @@ def _spend(
         "usd": state["spent"]["usd"],
         "source": "events.jsonl (rollout lines), state.json (spent)",
     }
-    refused = []
-    verdicts = rundir.root / "verdicts"
-    for path in sorted(verdicts.glob("*.json")):
-        verdict = read_json(path)
-        if verdict.get("basis") in SCREEN_BASES:
-            refused.append({"tag": verdict["tag"], "basis": verdict["basis"]})
+    refused = [
+        {"tag": verdict["tag"], "basis": verdict["basis"]}
+        for verdict in rundir.verdicts().values()
+        if verdict.get("basis") in SCREEN_BASES
+    ]
     cost = 0  # tamper checks and microcases pay no rollout
     saved = len(refused) * val_tasks * trials
     screening = {"refused": refused, "cost": cost, "saved": saved, "net": saved - cost}
@@ -244,12 +238,6 @@ def _spend(
 
 
 SCREEN_BASES = ("tamper", "micro_test_fail")
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 # -- rendering ----------------------------------------------------------------------------------

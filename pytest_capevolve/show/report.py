@@ -34,7 +34,7 @@ class ArmSummary:
 
 
 def summarize_arm(
-    arm: dict[tuple[str, int], dict[str, Any]],
+    arm: evidence.Arm,
     *,
     tag: str,
     split: str,
@@ -46,12 +46,7 @@ def summarize_arm(
     rewards = evidence.reward_matrix(arm, task_ids, num_trials)
     mean, se = stats.mean_se(stats.task_means(rewards))
     passes = evidence.pass_matrix(arm, task_ids, num_trials)
-    wanted = set(task_ids)
-    cost = sum(
-        float(r.get("cost_usd") or 0.0)
-        for (task_id, k), r in arm.items()
-        if k < num_trials and task_id in wanted
-    )
+    cost = sum(r.cost_usd for r in evidence.in_plan(arm, task_ids, num_trials))
     return ArmSummary(
         tag=tag,
         split=split,

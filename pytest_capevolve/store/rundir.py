@@ -26,6 +26,7 @@ import yaml
 from ..project.candidate import SEED_TAG, CandidateError, check_tag, content_hash, escape_id, iter_files
 from ..project.spec import FROZEN_KEYS, Spec
 from ..project.splits import TEST_SPLIT, TestSealError
+from .record import RolloutRecord
 
 RUNS_DIR = Path(".capevolve") / "runs"
 GENESIS = "0" * 64
@@ -253,6 +254,10 @@ class RunDir:
             }
         return dict(read_json(self.state_path))
 
+    def best(self) -> str:
+        """The current best's tag (``seed`` until something is accepted)."""
+        return str(self.read_state().get("best_id", SEED_TAG))
+
     def update_state(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         with self.lock():
             state = self.read_state()
@@ -284,6 +289,10 @@ class RunDir:
             self.update_state(lambda s: s["budget"].update(_budget(spec)))
             self.append_event("spec_changed", changed=sorted(moved))
 
+    def splits(self) -> dict[str, Any] | None:
+        """The frozen splits, or None before the first evaluation froze them."""
+        return dict(read_json(self.splits_path)) if self.splits_path.is_file() else None
+
     def ensure_splits(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The frozen splits; computed and written only the first time. (The test split's seal
         state lives in ``seal.json``, so this file never changes once written.)"""
@@ -295,6 +304,18 @@ class RunDir:
         return splits
 
     # -- candidates ----------------------------------------------------------------------------
+
+    def snapshot_dir(self, tag: str) -> Path:
+        """The immutable copy of the candidate's bytes, taken when it was first registered."""
+        return self.candidate_dir(tag) / "files"
+
+    def snapshot_size(self, tag: str) -> int:
+        """Bytes of the tag's snapshot (what ``simplicity_tiebreak`` compares)."""
+        return sum(p.stat().st_size for p in self.snapshot_dir(tag).rglob("*") if p.is_file())
+
+    def candidate_source(self, tag: str) -> Path:
+        """The folder the candidate was registered from."""
+        return Path(read_json(self.candidate_dir(tag) / "candidate.json")["source"])
 
     def candidate_hash(self, tag: str) -> str | None:
         meta = self.candidate_dir(tag) / "candidate.json"
@@ -341,44 +362,76 @@ class RunDir:
 
     # -- rollouts ----------------------------------------------------------------------------
 
-    def write_rollout(self, record: dict[str, Any]) -> Path:
-        path = self.rollout_path(record["split"], record["task_id"], record["tag"], record["trial"])
-        atomic_write_json(path, record)
+    def write_rollout(self, record: RolloutRecord) -> Path:
+        path = self.rollout_path(record.split, record.task_id, record.tag, record.trial)
+        atomic_write_json(path, record.to_json())
         return path
 
-    def record_rollout(self, record: dict[str, Any]) -> dict[str, Any]:
+    def record_rollout(self, record: RolloutRecord) -> dict[str, Any]:
         """Persist one rollout and account for it under one lock: the record file, its spend in
         ``state.json`` and its event line. Returns the updated state."""
 
         def spend(state: dict[str, Any]) -> None:
             state["spent"]["metric_calls"] = int(state["spent"]["metric_calls"]) + 1
-            state["spent"]["usd"] = float(state["spent"]["usd"]) + float(record["cost_usd"])
+            state["spent"]["usd"] = float(state["spent"]["usd"]) + float(record.cost_usd)
 
         with self.lock():
             self.write_rollout(record)
             state = self.update_state(spend)
             self.append_event(
                 "rollout",
-                split=record["split"],
-                task_id=record["task_id"],
-                tag=record["tag"],
-                trial=record["trial"],
-                reward=record["reward"],
-                infra_error=record["infra_error"],
+                split=record.split,
+                task_id=record.task_id,
+                tag=record.tag,
+                trial=record.trial,
+                reward=record.reward,
+                infra_error=record.infra_error,
             )
         return state
 
-    def iter_rollouts(self, split: str) -> Iterator[dict[str, Any]]:
-        """Persisted rollouts of a split. The test split is refused here: only the seal
-        (:mod:`seal`) reads it, and only during finalize or after the seal burned."""
+    def rollouts(self, split: str) -> list[RolloutRecord]:
+        """Persisted rollouts of a split. The test split is refused here, when asked: only the
+        seal (:mod:`.seal`) reads it, and only during finalize or after the seal burned."""
         if split == TEST_SPLIT:
             raise TestSealError(
                 f"run {self.run_id}: test rollouts are read only through the seal "
                 "(pytest --capevolve-finalize, then capevolve measure)"
             )
+        return self._read_rollouts(split)
+
+    def _read_rollouts(self, split: str) -> list[RolloutRecord]:
         folder = self.root / "rollouts" / split
-        for path in sorted(folder.glob("*.json")):
-            yield read_json(path)
+        return [
+            RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path))
+            for path in sorted(folder.glob("*.json"))
+        ]
+
+    # -- verdicts, events, reports --------------------------------------------------------------
+
+    def write_verdict(self, verdict: dict[str, Any]) -> Path:
+        """Write ``verdicts/<tag>.json`` (every number the decision rests on) and log it."""
+        path = self.verdict_path(verdict["tag"])
+        atomic_write_json(path, verdict)
+        self.append_event(
+            "verdict",
+            **{k: verdict.get(k) for k in ("tag", "against", "decision", "basis", "p_value", "delta_mean")},
+        )
+        return path
+
+    def verdict(self, tag: str) -> dict[str, Any] | None:
+        path = self.verdict_path(tag)
+        return dict(read_json(path)) if path.is_file() else None
+
+    def verdicts(self) -> dict[str, dict[str, Any]]:
+        """Every verdict file of the run, by tag."""
+        folder = self.root / "verdicts"
+        return {path.stem: dict(read_json(path)) for path in sorted(folder.glob("*.json"))}
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.events_path.is_file():
+            return []
+        text = self.events_path.read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _budget(spec: Spec) -> dict[str, Any]:

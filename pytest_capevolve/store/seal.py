@@ -11,7 +11,7 @@ The seal is two files in the run dir:
 
 Test rollouts are persisted as they arrive (``rollouts/test/``) so a crashed finalize loses
 nothing and the next one pays only for what is missing — and cannot redraw what it already
-has. Reading them goes through :meth:`Seal.test_records`, which refuses while the seal is
+has. Reading them goes through :meth:`Seal.test_rollouts`, which refuses while the seal is
 unburned unless this process holds the finalize claim. No option or environment variable
 changes any of this.
 """
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
 from typing import IO, Any
 
 from ..project.splits import TEST_SPLIT, TestSealError
+from .record import RolloutRecord
 from .rundir import RunDir, atomic_write_json, read_json
 
 __all__ = ["Seal", "TestSealError", "TEST_SPLIT"]
@@ -101,16 +101,15 @@ class Seal:
                 seal=self.path.name,
             )
 
-    def test_records(self) -> Iterator[dict[str, Any]]:
-        """Persisted test rollouts: for the claim holder, or for anyone once the seal burned."""
+    def test_rollouts(self) -> list[RolloutRecord]:
+        """Persisted test rollouts: for the claim holder, or for anyone once the seal burned.
+        Refused when asked, not when iterated."""
         if not self.held and not self.path.is_file():
             raise TestSealError(
                 f"run {self.rundir.run_id}: the test split is sealed until finalize "
                 "(pytest --capevolve-finalize PROJECT); its rollouts cannot be read before"
             )
-        folder = self.rundir.root / "rollouts" / TEST_SPLIT
-        for path in sorted(folder.glob("*.json")):
-            yield read_json(path)
+        return self.rundir._read_rollouts(TEST_SPLIT)
 
 
 def _fmt(value: Any) -> str:

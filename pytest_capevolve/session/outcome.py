@@ -1,0 +1,53 @@
+"""A session's conclusion: the outcome its roles share, and the role that reaches it.
+
+Controller only. :class:`SessionEnd` runs the session kind's ``conclude`` after pytest's run
+loop (the last moment the exit status can still change: ``pytest_sessionfinish`` is too late
+for ``testsfailed``) and applies the exit status; the terminal reporter reads the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from ..show.report import ArmSummary
+from . import exitcodes
+from .plan import RolloutKey
+
+
+@dataclass
+class Outcome:
+    """What the session concluded, for the exit status and the terminal reporter."""
+
+    rows: list[ArmSummary] = field(default_factory=list)
+    missing: list[RolloutKey] = field(default_factory=list)
+    verdicts: list[Any] = field(default_factory=list)
+    against: str = ""
+    exit_code: int | None = None
+    report_error: str | None = None
+    closing: list[tuple[str, dict[str, bool]]] = field(default_factory=list)  # (line, markup)
+
+    def set_exit_status(self, session: pytest.Session) -> None:
+        if self.exit_code is not None and session.exitstatus in exitcodes.REPLACEABLE:
+            session.exitstatus = self.exit_code
+
+
+class SessionEnd:
+    """Registered on the controller; ``conclude`` is the evaluation's or finalize's."""
+
+    def __init__(self, conclude: Callable[[], Outcome], against: str) -> None:
+        self._conclude = conclude
+        self.outcome = Outcome(against=against)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        result = yield
+        if not session.config.option.collectonly:
+            self.outcome = self._conclude()
+        return result
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.outcome.set_exit_status(session)

@@ -1,0 +1,131 @@
+"""Persistence and tally: every reported rollout saved exactly once, and what the session paid.
+
+Controller only (the process that owns the run dir; the only process without xdist). xdist
+replays each worker's reports here through ``pytest_runtest_logreport``, so one code path
+serves both modes; the plan goes the other way, to each worker, through ``workerinput``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from ..decide.evidence import ByTag
+from ..items import record_from_report
+from ..project.spec import Spec
+from ..show.measure import measure, render_markdown
+from ..show.report import summarize_arm
+from ..store.record import RolloutRecord
+from ..store.rundir import RunDir
+from . import exitcodes
+from .outcome import Outcome
+from .plan import WORKERINPUT_KEY, EvalPlan
+
+
+@dataclass
+class Tally:
+    """What this session paid and lost, as reports arrived."""
+
+    paid: dict[str, int] = field(default_factory=dict)
+    infra: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, reason)
+    lost: list[tuple[str, str]] = field(default_factory=list)  # items that never reported
+    dead_workers: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Persistence:
+    """Registered on the controller for the whole session."""
+
+    def __init__(self, config: pytest.Config, spec: Spec, rundir: RunDir, plan: EvalPlan) -> None:
+        self.config = config
+        self.spec = spec
+        self.rundir = rundir
+        self.plan = plan
+        self.tally = Tally()
+        self._session: pytest.Session | None = None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """Controller → each xdist worker: the plan, decided once here."""
+        node.workerinput[WORKERINPUT_KEY] = json.dumps(self.plan.to_wire())
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._session = session
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Persist each rollout exactly once, as its report arrives."""
+        record = record_from_report(report)
+        if record is not None and report.when == "call":
+            self._persist(record)
+            if record.infra_error:
+                self.tally.infra.append((report.nodeid, record.infra_error))
+        elif record is None and report.failed:
+            reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
+            self.tally.lost.append((report.nodeid, reason))
+
+    def _persist(self, record: RolloutRecord) -> None:
+        state = self.rundir.record_rollout(record)
+        self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
+        cap = self.spec.max_usd
+        if cap is not None and state["spent"]["usd"] > cap:
+            self._stop(f"budget max_usd={cap} spent ({state['spent']['usd']:.4f} USD)")
+
+    def _stop(self, reason: str) -> None:
+        if self._session is not None:
+            self._session.shouldstop = reason
+        dsession = self.config.pluginmanager.getplugin("dsession")
+        if dsession is not None:
+            dsession.shouldstop = reason
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        if error:
+            self.tally.dead_workers.append((node.gateway.id, str(error)))
+
+
+def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> Outcome:
+    """The per-tag rows and the planned rollouts still missing, from what is persisted; the
+    exit code says whether the session produced everything it owed."""
+    reused_by_tag: dict[str, int] = {}
+    for _split, _task, tag, _k in plan.persisted:
+        reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
+    rows = [
+        summarize_arm(
+            by_tag.get(c.tag, {}),
+            tag=c.tag,
+            split=plan.split,
+            task_ids=plan.task_ids,
+            num_trials=plan.num_trials,
+            paid=tally.paid.get(c.tag, 0),
+            reused=reused_by_tag.get(c.tag, 0),
+        )
+        for c in plan.candidates
+    ]
+    missing = [
+        k
+        for k in plan.all_keys()
+        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial))) is None or not record.valid
+    ]
+    failed = missing or tally.dead_workers
+    return Outcome(
+        rows, missing, against=against, exit_code=exitcodes.INFRA_FAILURE if failed else exitcodes.OK
+    )
+
+
+def record_finish(
+    spec: Spec, rundir: RunDir, plan: EvalPlan, tally: Tally, outcome: Outcome, by_tag: ByTag
+) -> None:
+    """Log the session's end and refresh report.md (a view: it never changes the outcome)."""
+    rundir.append_event(
+        "session_finished",
+        paid=sum(tally.paid.values()),
+        missing=len(outcome.missing),
+        dead_workers=[w for w, _ in tally.dead_workers],
+        exit_code=outcome.exit_code,
+    )
+    try:
+        rundir.write_report(render_markdown(measure(spec, rundir, {plan.split: by_tag})))
+    except Exception as exc:  # the report is a view; it must never change the outcome
+        outcome.report_error = f"could not write report.md: {exc!r}"

@@ -1,0 +1,217 @@
+"""Planning: which candidates a session evaluates and which rollouts it owes.
+
+Controller only, at configure time, before any item exists: the plan is decided once here
+and travels to xdist workers through ``workerinput``. Nothing is paid while planning; a
+candidate refused by a screen is never registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..project.candidate import SEED_TAG, CandidateError, check_tag
+from ..project.spec import Spec
+from ..project.splits import TEST_SPLIT, splits_for
+from ..store.record import RolloutRecord
+from ..store.rundir import RunDir, RunDirError
+from ..store.seal import Seal
+from .plan import EvalPlan, PlannedCandidate
+from .screens import Screens
+
+
+@dataclass
+class CandidateRequest:
+    """A candidate asked for on the command line (or the best, implicitly)."""
+
+    tag: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """--capevolve-gate and its companions; ``nulls`` is how many null controls to keep."""
+
+    enabled: bool = False
+    nulls: int = 0
+    veto_regressions: bool = False
+
+
+@dataclass
+class Planned:
+    """What planning decided: the plan, the best it compares against, and the null controls."""
+
+    plan: EvalPlan
+    best: str
+    null_tags: list[str] = field(default_factory=list)
+
+
+def location_for(path: Path, project_dir: Path) -> str:
+    """Relative to the project when inside it, so a worker on a copy of the project (rsync,
+    another machine) finds the candidate in its own copy."""
+    path = path.resolve()
+    return path.relative_to(project_dir).as_posix() if path.is_relative_to(project_dir) else str(path)
+
+
+def planned_at(spec: Spec, tag: str, path: Path, digest: str) -> PlannedCandidate:
+    return PlannedCandidate(tag, location_for(path, spec.project_dir), digest)
+
+
+def next_free_tag(base: str, taken: set[str]) -> str:
+    n = 2
+    while f"{base}-r{n}" in taken:
+        n += 1
+    return f"{base}-r{n}"
+
+
+def frozen_ids(
+    rundir: RunDir, splits: dict[str, list[str]], split: str, pool_ids: Iterable[str]
+) -> list[str]:
+    """The split's frozen task ids, refusing a run whose adapter lost some of them."""
+    task_ids = list(splits[split])
+    missing = sorted(set(task_ids) - set(pool_ids))
+    if missing:
+        raise CandidateError(
+            f"run {rundir.run_id}: the frozen {split} split names tasks the adapter no "
+            f"longer returns: {', '.join(map(repr, missing[:5]))}"
+        )
+    return task_ids
+
+
+def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
+    return spec.capability_path if tag == SEED_TAG else rundir.candidate_source(tag)
+
+
+def plan_evaluation(
+    spec: Spec,
+    rundir: RunDir,
+    pool_ids: list[str],
+    requests: list[CandidateRequest],
+    split: str,
+    *,
+    rerun: bool,
+    gate: GateRequest,
+    screens: Screens,
+) -> Planned:
+    """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
+    it is registered; the best and the seed are never screened."""
+    rundir.ensure_spec_lock(spec)
+    if gate.enabled and Seal(rundir).burned() is not None:
+        raise RunDirError(
+            f"run {rundir.run_id} is finalized: its test split was scored, so choosing a new "
+            "best in it would select on held-out knowledge; start a new run (--capevolve-new-run)"
+        )
+    splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
+    task_ids = frozen_ids(rundir, splits, split, pool_ids)
+    best = rundir.best()
+    best_path = source_of(spec, rundir, best)
+    taken = set(rundir.known_tags())
+    chosen: list[CandidateRequest] = []
+    for request in requests or [CandidateRequest(best, best_path)]:
+        tag = check_tag(request.tag)
+        if rerun:
+            tag = next_free_tag(tag, taken)
+            taken.add(tag)
+        chosen.append(CandidateRequest(tag, request.path))
+    if best not in {c.tag for c in chosen}:
+        chosen.insert(0, CandidateRequest(best, best_path))
+    if len({c.tag for c in chosen}) != len(chosen):
+        raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
+    # Screens run before anything is registered or paid: a refused candidate costs nothing.
+    screens.prepare(splits[TEST_SPLIT])
+    chosen = [c for c in chosen if c.tag in (best, SEED_TAG) or not screens.refused(c.tag, c.path, best)]
+    planned = [
+        PlannedCandidate(
+            c.tag, location_for(c.path, spec.project_dir), rundir.register_candidate(c.tag, c.path)
+        )
+        for c in chosen
+    ]
+    # Null controls: byte-identical copies of the best, evaluated from their snapshots under
+    # fresh tags. Their tags derive from the best, so they are reused until it changes.
+    null_tags = [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
+    for tag in null_tags:
+        digest = rundir.register_candidate(tag, best_path)
+        planned.append(
+            PlannedCandidate(tag, location_for(rundir.snapshot_dir(tag), spec.project_dir), digest)
+        )
+    plan = build_plan(spec, rundir, split, task_ids, planned, rundir.rollouts(split), "session_started")
+    return Planned(plan, best, null_tags)
+
+
+def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:
+    """The plan of a finalize session: the best, and the seed beside it when they differ, on
+    the test split, from their snapshots. The caller holds the seal's claim."""
+    rundir.ensure_spec_lock(spec)
+    splits = rundir.splits()
+    if splits is None:
+        raise RunDirError(f"run {rundir.run_id} has no frozen splits yet; evaluate first")
+    task_ids = frozen_ids(rundir, splits, TEST_SPLIT, pool_ids)
+    if not task_ids:
+        raise RunDirError(
+            f"run {rundir.run_id}: the test split is empty, so there is no held-out score "
+            "to produce; give split_test a share (in a new run) to have one"
+        )
+    best = rundir.best()
+    if SEED_TAG not in rundir.known_tags():
+        rundir.register_candidate(SEED_TAG, spec.capability_path)
+    planned = []
+    for tag in [best] + ([SEED_TAG] if best != SEED_TAG else []):
+        digest = rundir.candidate_hash(tag)
+        if digest is None:
+            raise RunDirError(f"run {rundir.run_id}: best {tag!r} has no snapshot to finalize")
+        planned.append(
+            PlannedCandidate(tag, location_for(rundir.snapshot_dir(tag), spec.project_dir), digest)
+        )
+    plan = build_plan(
+        spec, rundir, TEST_SPLIT, task_ids, planned, seal.test_rollouts(), "finalize_started", best=best
+    )
+    return Planned(plan, best)
+
+
+def build_plan(
+    spec: Spec,
+    rundir: RunDir,
+    split: str,
+    task_ids: list[str],
+    planned: list[PlannedCandidate],
+    records: Iterable[RolloutRecord],
+    event: str,
+    **fields: object,
+) -> EvalPlan:
+    """The plan over ``planned``, owing every rollout not already persisted valid in
+    ``records``; checked against the budget and logged as ``event``."""
+    tags = {c.tag for c in planned}
+    persisted = {r.key for r in records if r.tag in tags and r.infra_error is None}
+    plan = EvalPlan(
+        run_id=rundir.run_id,
+        split=split,
+        task_ids=task_ids,
+        num_trials=spec.num_trials,
+        base_seed=spec.base_seed,
+        candidates=planned,
+        persisted=persisted,
+    )
+    owed = len(plan.owed_keys())
+    check_budget(spec, rundir, owed)
+    rundir.append_event(
+        event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
+    )
+    return plan
+
+
+def check_budget(spec: Spec, rundir: RunDir, owed: int) -> None:
+    cap = spec.max_metric_calls
+    if cap is None:
+        return
+    spent = int(rundir.read_state()["spent"]["metric_calls"])
+    if spent + owed > cap:
+        raise BudgetError(
+            f"{spec.path}: this session owes {owed} rollouts but the run has spent "
+            f"{spent} of max_metric_calls={cap}; raise max_metric_calls or evaluate fewer "
+            "candidates/trials"
+        )
+
+
+class BudgetError(Exception):
+    """A session would cross a budget ceiling; refused before anything is paid."""

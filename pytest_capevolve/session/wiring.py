@@ -1,0 +1,133 @@
+"""Starting a capevolve session: the spec, the adapter, the plan, and the roles registered.
+
+Called from ``pytest_configure`` only when a ``--capevolve-*`` session was asked for, so a
+pytest run without one never imports any of this (nor numpy or scipy). In the controller
+(the process without xdist, or xdist's controller) it plans and registers the controller
+roles; on an xdist worker it only reads the plan the controller sent in ``workerinput``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ..items import CONTEXT_KEY, EvalContext
+from ..project.adapter import AdapterError, load_adapter, load_tasks
+from ..project.candidate import SEED_TAG, CandidateError
+from ..project.microcase import MicrocaseError
+from ..project.runner import AdapterRunner
+from ..project.spec import Spec, SpecError, load_spec
+from ..project.splits import TestSealError
+from ..store.record import RecordError
+from ..store.rundir import RunDir, RunDirError
+from ..store.seal import Seal
+from .evaluation import EvaluationSession
+from .finalize import FinalizeSession
+from .outcome import SessionEnd
+from .persistence import Persistence
+from .plan import WORKERINPUT_KEY, EvalPlan
+from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
+from .reporter import CapevolveReporter
+from .screens import Screens
+
+
+def configure(config: pytest.Config, target: str, *, finalize: bool, split: str, ini: dict[str, str]) -> None:
+    """Load the project and, on the controller, plan and register the session's roles."""
+    workerinput = getattr(config, "workerinput", None)
+    try:
+        spec = load_spec(target, ini)
+        adapter = load_adapter(spec.adapter, spec.project_dir)
+        pool = load_tasks(adapter, spec.adapter)
+        if workerinput is not None:
+            plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
+        else:
+            plan = _start_controller(config, spec, sorted(pool), finalize=finalize, split=split)
+    except TestSealError as exc:
+        raise pytest.UsageError(f"TestSealError: {exc}") from None
+    except (
+        SpecError,
+        AdapterError,
+        RunDirError,
+        CandidateError,
+        MicrocaseError,
+        RecordError,
+        BudgetError,
+    ) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool)
+    config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
+
+
+def _start_controller(
+    config: pytest.Config, spec: Spec, pool_ids: list[str], *, finalize: bool, split: str
+) -> EvalPlan:
+    option = config.option
+    role: EvaluationSession | FinalizeSession
+    planned: Planned
+    if finalize:
+        rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, create=False)
+        seal = Seal(rundir)
+        seal.claim()  # before anything is planned: a refused finalize pays and writes nothing
+        try:
+            planned = plan_finalize(spec, rundir, pool_ids, seal)
+        except BaseException:
+            seal.release()
+            raise
+        persistence = Persistence(config, spec, rundir, planned.plan)
+        role = FinalizeSession(config, spec, rundir, planned, seal, persistence)
+    else:
+        rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
+        gate = _gate_request(config, split)
+        screens = Screens(spec, rundir, microcases=gate.enabled)
+        requests = _candidate_requests(config, spec)
+        planned = plan_evaluation(
+            spec, rundir, pool_ids, requests, split, rerun=option.capevolve_rerun, gate=gate, screens=screens
+        )
+        persistence = Persistence(config, spec, rundir, planned.plan)
+        role = EvaluationSession(spec, rundir, planned, gate, screens.refusals, persistence)
+    end = SessionEnd(role.conclude, planned.best)
+    for name, plugin in (
+        ("persistence", persistence),
+        ("session", role),
+        ("end", end),
+        ("reporter", CapevolveReporter(rundir, end, persistence.tally)),
+    ):
+        config.pluginmanager.register(plugin, f"capevolve-{name}")
+    return planned.plan
+
+
+def _gate_request(config: pytest.Config, split: str) -> GateRequest:
+    enabled = bool(config.option.capevolve_gate)
+    if enabled and split != "val":
+        raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")
+    nulls = config.option.capevolve_null
+    if nulls is None:
+        nulls = 2 if enabled else 0
+    return GateRequest(enabled, nulls, bool(config.option.capevolve_veto_regressions))
+
+
+def _candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:
+    dirs = [Path(d) for d in config.option.capevolve_candidate]
+    tags = list(config.option.capevolve_tag)
+    if tags and len(tags) != len(dirs):
+        raise pytest.UsageError(
+            f"--capevolve-tag given {len(tags)} times for {len(dirs)} --capevolve-candidate; "
+            "give one tag per candidate, in the same order"
+        )
+    requests = []
+    for i, folder in enumerate(dirs):
+        path = folder.resolve()
+        if not path.is_dir():
+            raise pytest.UsageError(f"--capevolve-candidate {folder}: no such folder")
+        tag = tags[i] if tags else path.name
+        if path == spec.capability_path.resolve():
+            tag = tags[i] if tags else SEED_TAG
+        elif tag == SEED_TAG:
+            raise pytest.UsageError(
+                f"--capevolve-candidate {folder}: the tag 'seed' belongs to the spec's "
+                "capability_path; give this candidate another --capevolve-tag"
+            )
+        requests.append(CandidateRequest(tag, path))
+    return requests

@@ -1,0 +1,95 @@
+"""The rollout record: one rollout's plain-JSON account, the same type everywhere.
+
+Built on the worker that ran the rollout (:mod:`..items`), shipped to the controller in the
+test report, persisted by the run dir as ``rollouts/<split>/<task>__<tag>__t<k>.json`` and read
+back by the gate, the tables and ``capevolve`` commands. The file format is versioned: a
+record of a version this code does not know is refused with a clear message, never guessed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class RecordError(ValueError):
+    """A rollout record cannot be read: unknown schema version, missing or mistyped field."""
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    """``reward`` is None exactly when ``infra_error`` is set: an infra error is missing data,
+    never a reward of 0."""
+
+    run_id: str
+    split: str
+    task_id: str
+    tag: str
+    trial: int
+    seed: int
+    candidate_hash: str
+    input: Any = None
+    reward: float | None = None
+    passed: bool | None = None
+    infra_error: str | None = None
+    feedback: str = ""
+    metrics: Any = None
+    output: Any = None
+    trace: Any = None
+    cost_usd: float = 0.0
+    tokens: int = 0
+    seconds: float = 0.0
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.split, self.task_id, self.tag, self.trial)
+
+    @property
+    def valid(self) -> bool:
+        """Did this rollout measure the agent?"""
+        return self.infra_error is None and self.reward is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def dumps(self) -> str:
+        """Compact, key-sorted JSON: what travels in a report."""
+        return json.dumps(self.to_json(), sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "rollout record") -> RolloutRecord:
+        if not isinstance(data, dict):
+            raise RecordError(f"{where}: a rollout record is a JSON object, got {type(data).__name__}")
+        version = data.get("schema")
+        if version != SCHEMA_VERSION:
+            raise RecordError(
+                f"{where}: rollout record schema {version!r} is not one this pytest-capevolve reads "
+                f"(it reads schema {SCHEMA_VERSION}); upgrade pytest-capevolve, or start a new run"
+            )
+        missing = [f.name for f in _REQUIRED if f.name not in data]
+        if missing:
+            raise RecordError(f"{where}: rollout record lacks {', '.join(missing)}")
+        known = {f.name for f in _FIELDS}
+        try:
+            record = cls(**{k: v for k, v in data.items() if k in known})
+            object.__setattr__(record, "trial", int(record.trial))
+        except (TypeError, ValueError) as exc:
+            raise RecordError(f"{where}: unreadable rollout record: {exc}") from None
+        return record
+
+    @classmethod
+    def loads(cls, text: str, where: str = "rollout record") -> RolloutRecord:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise RecordError(f"{where}: not JSON: {exc}") from None
+        return cls.from_json(data, where)
+
+
+_FIELDS = dataclasses.fields(RolloutRecord)
+_REQUIRED = [f for f in _FIELDS if f.default is dataclasses.MISSING]
