@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .adapter import AdapterError, check_reward
 from .spec import SPEC_FILENAME
+from .yamlfile import YamlError, read_yaml
 
 MICROCASES_DIR = "microcases"
 CHECK_KINDS = ("text", "call", "score", "adapter")
@@ -97,13 +96,9 @@ def load_project(project_dir: Path) -> list[Microcase]:
 
 def load_file(path: Path, project_dir: Path | None = None) -> list[Microcase]:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise MicrocaseError(
-            f"{path}{where}: malformed YAML: {getattr(exc, 'problem', None) or exc}"
-        ) from None
+        raw = read_yaml(path)
+    except YamlError as exc:
+        raise MicrocaseError(str(exc)) from None
     entries = raw if isinstance(raw, list) else [raw]
     if raw is None or not entries or not all(isinstance(e, dict) for e in entries):
         raise MicrocaseError(f"{path}: a microcase file holds one microcase mapping or a list of them")

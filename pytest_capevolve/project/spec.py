@@ -9,19 +9,33 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-import yaml
+from .splits import SPLITS, cut_splits
+from .yamlfile import YamlError, load_yaml, read_yaml
 
 SPEC_FILENAME = "capevolve.yaml"
-SPLITS = ("train", "val", "test")
 
 
 class SpecError(Exception):
     """The spec (or an ini default) is invalid; the message says where and how to fix it."""
+
+
+# Keys whose change would make old rollouts incomparable with new ones: a run refuses them.
+FROZEN_KEYS = (
+    "adapter",
+    "capability_path",
+    "split_seed",
+    "split_train",
+    "split_val",
+    "split_test",
+    "split_ids_file",
+    "base_seed",
+    "success_threshold",
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,7 @@ class Spec:
     stall: int | None = None
     stop_condition: str | None = None
     protected_paths: tuple[str, ...] = field(default_factory=tuple)
+    FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     def to_lock(self) -> dict[str, Any]:
         """The resolved spec as plain data, for ``spec.lock.yaml``."""
@@ -64,20 +79,6 @@ class Spec:
                 value = list(value)
             out[f.name] = value
         return out
-
-
-# Keys whose change would make old rollouts incomparable with new ones: a run refuses them.
-FROZEN_KEYS = (
-    "adapter",
-    "capability_path",
-    "split_seed",
-    "split_train",
-    "split_val",
-    "split_test",
-    "split_ids_file",
-    "base_seed",
-    "success_threshold",
-)
 
 
 def _int(lo: int | None = None) -> Callable[[Any], int]:
@@ -193,21 +194,18 @@ def resolve_spec_path(target: str | Path) -> Path:
 def _parse_ini_value(key: str, raw: str) -> Any:
     """Ini values arrive as strings; read them as YAML scalars so types can be checked."""
     try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"ini key capevolve_{key}: cannot read {raw!r}: {exc}") from exc
+        return load_yaml(raw, f"ini key capevolve_{key}")
+    except YamlError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None) -> Spec:
     """Read, validate and resolve a spec. ``ini_defaults`` maps key → raw ini string."""
     path = resolve_spec_path(target)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"{path}{where}: malformed YAML: {problem}") from exc
+        raw = read_yaml(path)
+    except YamlError as exc:
+        raise SpecError(str(exc)) from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -269,3 +267,36 @@ def _existing(
             "(paths are relative to the spec's folder)"
         )
     return target
+
+
+def splits_for(spec: Spec, pool_ids: Iterable[str]) -> dict:
+    """The splits the spec asks for: from ``split_ids_file`` or cut from the pool."""
+    pool = set(pool_ids)
+    if spec.split_ids_file is None:
+        ratios = (spec.split_train, spec.split_val, spec.split_test)
+        result = cut_splits(pool, spec.split_seed, ratios)
+        source = {"split_seed": spec.split_seed, "ratios": list(ratios)}
+    else:
+        path = spec.split_ids_file
+        try:
+            raw = read_yaml(Path(path))
+        except YamlError as exc:
+            raise SpecError(f"split_ids_file is not valid JSON/YAML: {exc}") from None
+        if not isinstance(raw, dict) or not set(raw) <= set(SPLITS):
+            raise SpecError(f"{path}: split_ids_file must map train/val/test to lists of task ids")
+        result = {}
+        for split in SPLITS:
+            ids = [str(i) for i in (raw.get(split) or [])]
+            unknown = sorted(set(ids) - pool)
+            if unknown:
+                raise SpecError(
+                    f"{path}: split {split!r} names task ids the adapter does not have: "
+                    f"{', '.join(map(repr, unknown[:5]))}"
+                )
+            if len(set(ids)) != len(ids):
+                raise SpecError(f"{path}: split {split!r} lists a task id twice")
+            result[split] = sorted(ids)
+        source = {"split_ids_file": str(path)}
+    if not result["val"]:
+        raise SpecError(f"{spec.path}: the val split is empty; the gate would have no data")
+    return {**result, "source": source}

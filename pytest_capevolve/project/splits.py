@@ -6,15 +6,10 @@ frozen ids and never re-split.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable
-from pathlib import Path
 
-import yaml
-
-from .spec import SPLITS, Spec, SpecError
-
+SPLITS = ("train", "val", "test")
 TEST_SPLIT = "test"
 
 
@@ -42,36 +37,3 @@ def cut_splits(task_ids: Iterable[str], seed: int, ratios: tuple[float, float, f
         "val": sorted(ids[n_train : n_train + n_val]),
         "test": sorted(ids[n_train + n_val :]),
     }
-
-
-def splits_for(spec: Spec, pool_ids: Iterable[str]) -> dict:
-    """The splits the spec asks for: from ``split_ids_file`` or cut from the pool."""
-    pool = set(pool_ids)
-    if spec.split_ids_file is None:
-        ratios = (spec.split_train, spec.split_val, spec.split_test)
-        result = cut_splits(pool, spec.split_seed, ratios)
-        source = {"split_seed": spec.split_seed, "ratios": list(ratios)}
-    else:
-        path = spec.split_ids_file
-        try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (yaml.YAMLError, json.JSONDecodeError) as exc:
-            raise SpecError(f"{path}: split_ids_file is not valid JSON/YAML: {exc}") from exc
-        if not isinstance(raw, dict) or not set(raw) <= set(SPLITS):
-            raise SpecError(f"{path}: split_ids_file must map train/val/test to lists of task ids")
-        result = {}
-        for split in SPLITS:
-            ids = [str(i) for i in (raw.get(split) or [])]
-            unknown = sorted(set(ids) - pool)
-            if unknown:
-                raise SpecError(
-                    f"{path}: split {split!r} names task ids the adapter does not have: "
-                    f"{', '.join(map(repr, unknown[:5]))}"
-                )
-            if len(set(ids)) != len(ids):
-                raise SpecError(f"{path}: split {split!r} lists a task id twice")
-            result[split] = sorted(ids)
-        source = {"split_ids_file": str(path)}
-    if not result["val"]:
-        raise SpecError(f"{spec.path}: the val split is empty; the gate would have no data")
-    return {**result, "source": source}

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..project.candidate import SEED_TAG, CandidateError, check_tag
-from ..project.spec import Spec
-from ..project.splits import TEST_SPLIT, splits_for
+from ..project.spec import Spec, splits_for
+from ..project.splits import TEST_SPLIT
 from ..store.record import RolloutRecord
 from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal

@@ -19,14 +19,16 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from ..project.candidate import SEED_TAG, CandidateError, check_tag, content_hash, escape_id, iter_files
-from ..project.spec import FROZEN_KEYS, Spec
 from ..project.splits import TEST_SPLIT, TestSealError
 from .record import RolloutRecord
+
+if TYPE_CHECKING:  # the run dir reads a spec it is handed; it never loads one
+    from ..project.spec import Spec
 
 RUNS_DIR = Path(".capevolve") / "runs"
 GENESIS = "0" * 64
@@ -276,7 +278,7 @@ class RunDir:
             self.append_event("run_created", spec=str(spec.path), run_id=self.run_id)
             return
         old = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
-        changed = [k for k in FROZEN_KEYS if old.get(k) != lock.get(k)]
+        changed = [k for k in spec.FROZEN_KEYS if old.get(k) != lock.get(k)]
         if changed:
             raise RunDirError(
                 f"{spec.path}: {', '.join(changed)} changed since run {self.run_id} began "

@@ -1,0 +1,32 @@
+"""Reading the YAML a user wrote (specs, split files, microcases): ``safe_load`` only.
+
+One place, so every file gets the same error message and the same rules; pyyaml is imported
+when a file is read, not when the plugin loads (a pytest run that never asks for capevolve
+pays nothing for it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class YamlError(ValueError):
+    """The file is not valid YAML; the message names the file, the line and the column."""
+
+
+def read_yaml(path: Path) -> Any:
+    """``yaml.safe_load`` of ``path``; malformed YAML raises :class:`YamlError`."""
+    return load_yaml(path.read_text(encoding="utf-8"), str(path))
+
+
+def load_yaml(text: str, where: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise YamlError(f"{where}{at}: malformed YAML: {problem}") from None

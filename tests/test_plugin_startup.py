@@ -1,0 +1,27 @@
+"""Installing the plugin costs a pytest run that never asks for capevolve nothing heavy."""
+
+from __future__ import annotations
+
+import pytest
+
+PROBE = """
+import sys
+
+def pytest_unconfigure(config):
+    loaded = sorted(m for m in ("numpy", "scipy", "yaml", "git") if m in sys.modules)
+    ours = sorted(m for m in sys.modules if m.startswith("pytest_capevolve."))
+    print("LOADED=" + ",".join(loaded))
+    print("OURS=" + ",".join(ours))
+"""
+
+
+def test_a_plain_session_imports_neither_numpy_nor_scipy(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(PROBE)
+    pytester.makepyfile(test_unrelated="def test_one():\n    assert 1 + 1 == 2\n")
+    # a fresh interpreter: this test process has numpy loaded already
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "pytest_capevolve.plugin" in result.stdout.str()  # the plugin was loaded...
+    result.stdout.fnmatch_lines(["LOADED=", "OURS=*pytest_capevolve.plugin*"])  # ...and nothing heavy
+    ours = next(line for line in result.stdout.lines if line.startswith("OURS=")).split("=")[1].split(",")
+    assert not [m for m in ours if m.startswith(("pytest_capevolve.session", "pytest_capevolve.store"))]
