@@ -37,29 +37,32 @@ class GateConfig:
 
 @dataclass
 class Verdict:
+    """A gate's verdict with every number it was decided on. A verdict reached before any
+    rollout (a screen's refusal) leaves the numbers at their empty defaults."""
+
     tag: str
     against: str
     decision: str
     basis: str
     reason: str
     mode: str
-    alpha: float | None
-    k_se: float | None
-    n_tasks: int
-    trials: int
-    delta_mean: float | None
-    se: float | None
-    ci: list[float] | None
-    p_value: float | None
-    p_exact: str | None
-    p_method: str | None
-    bar: float | None
-    null_spread: float | None
-    coverage: dict[str, float]
     min_coverage: float
-    footprint: list[str]
-    regressions: list[dict[str, Any]]
-    infra_errors: dict[str, int]
+    alpha: float | None = None
+    k_se: float | None = None
+    n_tasks: int = 0
+    trials: int = 0
+    delta_mean: float | None = None
+    se: float | None = None
+    ci: list[float] | None = None
+    p_value: float | None = None
+    p_exact: str | None = None
+    p_method: str | None = None
+    bar: float | None = None
+    null_spread: float | None = None
+    coverage: dict[str, float] = field(default_factory=dict)
+    footprint: list[str] = field(default_factory=list)
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    infra_errors: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     per_task: dict[str, dict[str, float | None]] = field(default_factory=dict)
     split: str = "val"
@@ -88,23 +91,7 @@ def refusal(
         basis=basis,
         reason=reason,
         mode=config.mode,
-        alpha=None,
-        k_se=None,
-        n_tasks=0,
-        trials=0,
-        delta_mean=None,
-        se=None,
-        ci=None,
-        p_value=None,
-        p_exact=None,
-        p_method=None,
-        bar=None,
-        null_spread=None,
-        coverage={},
         min_coverage=config.min_coverage,
-        footprint=[],
-        regressions=[],
-        infra_errors={},
         details=details,
     )
 
@@ -189,11 +176,6 @@ def decide(
         trials=int(candidate.shape[1]) if candidate.ndim == 2 else 1,
         delta_mean=delta_mean,
         se=se,
-        ci=None,
-        p_value=None,
-        p_exact=None,
-        p_method=None,
-        bar=None,
         null_spread=spread,
         coverage=cov,
         min_coverage=config.min_coverage,
@@ -221,9 +203,9 @@ def decide(
             f"Δ̄ = {delta_mean:+.4f} does not exceed the null controls' own spread "
             f"{spread:.4f}, so it cannot be told from re-running the best"
         )
-        base["bar"] = max(base["bar"] or 0.0, spread)
+        base["bar"] = max(base.get("bar") or 0.0, spread)
     elif spread is not None:
-        base["bar"] = max(base["bar"] or 0.0, spread)
+        base["bar"] = max(base.get("bar") or 0.0, spread)
     if decision == ACCEPT and config.veto_regressions and regs:
         decision, basis = REJECT, "regression_veto"
         reason = (

@@ -7,6 +7,8 @@ judges when gating, writes the verdicts (screen refusals included) and sets the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..decide.evidence import index_records
 from ..decide.gate import INDECISIVE, REJECT, Verdict
 from ..decide.judging import verdict_file
@@ -19,22 +21,16 @@ from .persistence import Persistence, record_finish, summarize
 from .planning import GateRequest, Planned
 
 
+@dataclass(eq=False)  # a plugin: identity, not value, equality
 class EvaluationSession:
-    def __init__(
-        self,
-        spec: Spec,
-        rundir: RunDir,
-        planned: Planned,
-        gate: GateRequest,
-        refusals: list[Verdict],
-        persistence: Persistence,
-    ) -> None:
-        self.spec = spec
-        self.rundir = rundir
-        self.planned = planned
-        self.gate = gate
-        self.refusals = refusals
-        self.persistence = persistence
+    """Controller only: the conclusion of this session kind, run by :class:`.outcome.SessionEnd`."""
+
+    spec: Spec
+    rundir: RunDir
+    planned: Planned
+    gate: GateRequest
+    refusals: list[Verdict]
+    persistence: Persistence
 
     def conclude(self) -> Outcome:
         plan = self.planned.plan

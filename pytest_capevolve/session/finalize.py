@@ -12,6 +12,7 @@ persisted (it cannot redraw them).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from ..decide.evidence import ByTag, index_records
 from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
 from ..show.measure import paired_summary
+from ..show.numbers import interval
 from ..store.rundir import RunDir
 from ..store.seal import TEST_SPLIT, Seal
 from . import exitcodes
@@ -29,23 +31,17 @@ from .persistence import Persistence, record_finish, summarize
 from .planning import Planned
 
 
+@dataclass(eq=False)  # a plugin: identity, not value, equality
 class FinalizeSession:
-    def __init__(
-        self,
-        config: pytest.Config,
-        spec: Spec,
-        rundir: RunDir,
-        planned: Planned,
-        seal: Seal,
-        persistence: Persistence,
-    ) -> None:
-        self.config = config
-        self.spec = spec
-        self.rundir = rundir
-        self.planned = planned
-        self.seal = seal
-        self.persistence = persistence
-        self.result: dict[str, Any] | None = None
+    """Controller only: the conclusion of this session kind, run by :class:`.outcome.SessionEnd`."""
+
+    config: pytest.Config
+    spec: Spec
+    rundir: RunDir
+    planned: Planned
+    seal: Seal
+    persistence: Persistence
+    result: dict[str, Any] | None = None
 
     def conclude(self) -> Outcome:
         plan, tally = self.planned.plan, self.persistence.tally
@@ -109,7 +105,7 @@ class FinalizeSession:
         lines = [f"test split scored once and sealed: best {best['tag']!r} mean {best['mean']:.4f}"]
         delta = result["delta_vs_seed"]
         if delta is not None:
-            ci = "—" if delta["ci"] is None else f"[{delta['ci'][0]:+.4f}, {delta['ci'][1]:+.4f}]"
+            ci = interval(delta["ci"], "+.4f")
             lines.append(f"best − seed on test: {delta['mean']:+.4f} (95% CI {ci}, n = {delta['n']})")
         else:
             lines.append("best is the seed: a null result (no accepted change to measure)")

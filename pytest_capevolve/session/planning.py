@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..project.candidate import SEED_TAG, CandidateError, check_tag
 from ..project.spec import Spec, splits_for
@@ -65,9 +66,7 @@ def next_free_tag(base: str, taken: set[str]) -> str:
     return f"{base}-r{n}"
 
 
-def frozen_ids(
-    rundir: RunDir, splits: dict[str, list[str]], split: str, pool_ids: Iterable[str]
-) -> list[str]:
+def frozen_ids(rundir: RunDir, splits: dict[str, Any], split: str, pool_ids: Iterable[str]) -> list[str]:
     """The split's frozen task ids, refusing a run whose adapter lost some of them."""
     task_ids = list(splits[split])
     missing = sorted(set(task_ids) - set(pool_ids))
@@ -121,21 +120,16 @@ def plan_evaluation(
     # Screens run before anything is registered or paid: a refused candidate costs nothing.
     screens.prepare(splits[TEST_SPLIT])
     chosen = [c for c in chosen if c.tag in (best, SEED_TAG) or not screens.refused(c.tag, c.path, best)]
-    planned = [
-        PlannedCandidate(
-            c.tag, location_for(c.path, spec.project_dir), rundir.register_candidate(c.tag, c.path)
-        )
-        for c in chosen
-    ]
+    planned = [planned_at(spec, c.tag, c.path, rundir.register_candidate(c.tag, c.path)) for c in chosen]
     # Null controls: byte-identical copies of the best, evaluated from their snapshots under
     # fresh tags. Their tags derive from the best, so they are reused until it changes.
     null_tags = [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
     for tag in null_tags:
         digest = rundir.register_candidate(tag, best_path)
-        planned.append(
-            PlannedCandidate(tag, location_for(rundir.snapshot_dir(tag), spec.project_dir), digest)
-        )
-    plan = build_plan(spec, rundir, split, task_ids, planned, rundir.rollouts(split), "session_started")
+        planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
+    plan = build_plan(
+        spec, rundir, split, task_ids, planned, rundir.rollouts(split), "session_started", gating=gate.enabled
+    )
     return Planned(plan, best, null_tags)
 
 
@@ -160,9 +154,7 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
         digest = rundir.candidate_hash(tag)
         if digest is None:
             raise RunDirError(f"run {rundir.run_id}: best {tag!r} has no snapshot to finalize")
-        planned.append(
-            PlannedCandidate(tag, location_for(rundir.snapshot_dir(tag), spec.project_dir), digest)
-        )
+        planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
     plan = build_plan(
         spec, rundir, TEST_SPLIT, task_ids, planned, seal.test_rollouts(), "finalize_started", best=best
     )
@@ -177,6 +169,8 @@ def build_plan(
     planned: list[PlannedCandidate],
     records: Iterable[RolloutRecord],
     event: str,
+    *,
+    gating: bool = False,
     **fields: object,
 ) -> EvalPlan:
     """The plan over ``planned``, owing every rollout not already persisted valid in
@@ -193,23 +187,38 @@ def build_plan(
         persisted=persisted,
     )
     owed = len(plan.owed_keys())
-    check_budget(spec, rundir, owed)
+    check_ceilings(spec, rundir, owed, gating=gating)
     rundir.append_event(
         event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
     )
     return plan
 
 
-def check_budget(spec: Spec, rundir: RunDir, owed: int) -> None:
+def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, gating: bool) -> None:
+    """Refuse, before anything is paid, a session that would cross a ceiling of the spec:
+    ``max_metric_calls`` by the rollouts it owes; and for a gate session, one more decision
+    past ``max_iterations`` accepted candidates or ``stall`` sessions in a row without one."""
+    state = rundir.read_state()
     cap = spec.max_metric_calls
-    if cap is None:
-        return
-    spent = int(rundir.read_state()["spent"]["metric_calls"])
-    if spent + owed > cap:
+    spent = int(state["spent"]["metric_calls"])
+    if cap is not None and spent + owed > cap:
         raise BudgetError(
             f"{spec.path}: this session owes {owed} rollouts but the run has spent "
             f"{spent} of max_metric_calls={cap}; raise max_metric_calls or evaluate fewer "
             "candidates/trials"
+        )
+    if not gating:
+        return
+    iterations, stall = int(state["iterations"]), int(state["stall"])
+    if spec.max_iterations is not None and iterations >= spec.max_iterations:
+        raise BudgetError(
+            f"{spec.path}: the run has accepted {iterations} candidate(s), max_iterations="
+            f"{spec.max_iterations}; the search is over: raise max_iterations or finalize"
+        )
+    if spec.stall is not None and stall >= spec.stall:
+        raise BudgetError(
+            f"{spec.path}: {stall} gate session(s) in a row accepted nothing, stall={spec.stall}; "
+            "the search has stalled: raise stall, or finalize"
         )
 
 

@@ -18,6 +18,7 @@ from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
 from ..store.rundir import RunDir
 from ..store.seal import Seal
+from .numbers import interval, num
 
 
 def paired_summary(candidate: np.ndarray, base: np.ndarray, *, seed: int) -> dict[str, Any] | None:
@@ -243,17 +244,13 @@ SCREEN_BASES = ("tamper", "micro_test_fail")
 # -- rendering ----------------------------------------------------------------------------------
 
 
-def _num(value: float | None, fmt: str = ".3f") -> str:
-    return "—" if value is None else format(value, fmt)
-
-
 def _delta_text(line: DeltaLine) -> str:
     s = line.summary
     if s is None:
         return "no task valid on both sides"
-    ci = "—" if s["ci"] is None else f"[{s['ci'][0]:+.3f}, {s['ci'][1]:+.3f}]"
-    p = _num(s["p_one_sided"], ".4g")
-    return f"{s['mean']:+.4f} (SE {_num(s['se'], '.4f')}, 95% CI {ci}, n = {s['n']}, one-sided p = {p})"
+    ci = interval(s["ci"])
+    p = num(s["p_one_sided"], ".4g")
+    return f"{s['mean']:+.4f} (SE {num(s['se'], '.4f')}, 95% CI {ci}, n = {s['n']}, one-sided p = {p})"
 
 
 def table_rows(m: Measurement) -> list[tuple[str, ...]]:
@@ -265,7 +262,7 @@ def table_rows(m: Measurement) -> list[tuple[str, ...]]:
         else:
             cov = "—" if a.coverage is None else f"{a.coverage:.0%}"
             rows.append(
-                (a.split, a.arm, a.tag, _num(a.mean), _num(a.se), str(a.tasks), str(a.trials), cov, a.source)
+                (a.split, a.arm, a.tag, num(a.mean), num(a.se), str(a.tasks), str(a.trials), cov, a.source)
             )
     return rows
 

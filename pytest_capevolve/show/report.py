@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import stats
 from ..decide import evidence
+from .numbers import interval, num
 
 
 @dataclass
@@ -63,10 +64,6 @@ def summarize_arm(
     )
 
 
-def _num(value: float | None, spec: str = ".3f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
 def render_arms(rows: Sequence[ArmSummary]) -> list[str]:
     """A fixed-width table, one line per tag."""
     header = (
@@ -89,10 +86,10 @@ def render_arms(rows: Sequence[ArmSummary]) -> list[str]:
             r.split,
             str(r.tasks),
             str(r.trials),
-            _num(r.mean),
-            _num(r.se),
+            num(r.mean),
+            num(r.se),
             f"{r.coverage:.0%}",
-            f"{_num(r.pass_k)} (k={r.trials})",
+            f"{num(r.pass_k)} (k={r.trials})",
             str(r.paid),
             str(r.reused),
             str(r.infra),
@@ -116,17 +113,17 @@ def render_verdicts(verdicts: Sequence[Any]) -> list[str]:
     header = ("tag", "decision", "n", "Δ̄", "SE", "95% CI", "p", "bar", "reason")
     body = []
     for v in verdicts:
-        ci = "—" if v.ci is None else f"[{v.ci[0]:+.3f}, {v.ci[1]:+.3f}]"
+        ci = interval(v.ci)
         body.append(
             (
                 v.tag,
                 v.decision.upper(),
                 str(v.n_tasks),
-                _num(v.delta_mean, "+.4f"),
-                _num(v.se, ".4f"),
+                num(v.delta_mean, "+.4f"),
+                num(v.se, ".4f"),
                 ci,
-                _num(v.p_value, ".4g"),
-                _num(v.bar, ".4f"),
+                num(v.p_value, ".4g"),
+                num(v.bar, ".4f"),
                 v.reason,
             )
         )

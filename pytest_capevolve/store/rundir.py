@@ -124,6 +124,11 @@ class RunDir:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.run_id = root.name
+        self.spec_lock_path = root / "spec.lock.yaml"
+        self.splits_path = root / "splits.json"
+        self.state_path = root / "state.json"
+        self.events_path = root / "events.jsonl"
+        self.report_path = root / "report.md"
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self._lock_depth = 0
 
@@ -154,32 +159,12 @@ class RunDir:
         root.mkdir(parents=True)
         return cls(root)
 
-    @property
-    def spec_lock_path(self) -> Path:
-        return self.root / "spec.lock.yaml"
-
-    @property
-    def splits_path(self) -> Path:
-        return self.root / "splits.json"
-
-    @property
-    def state_path(self) -> Path:
-        return self.root / "state.json"
-
-    @property
-    def events_path(self) -> Path:
-        return self.root / "events.jsonl"
-
     def candidate_dir(self, tag: str) -> Path:
         return self.root / "candidates" / check_tag(tag)
 
     def rollout_path(self, split: str, task_id: str, tag: str, trial: int) -> Path:
         name = f"{escape_id(task_id)}__{check_tag(tag)}__t{int(trial)}.json"
         return self.root / "rollouts" / split / name
-
-    @property
-    def report_path(self) -> Path:
-        return self.root / "report.md"
 
     def write_report(self, markdown: str) -> Path:
         atomic_write_text(self.report_path, markdown)

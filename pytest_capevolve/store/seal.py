@@ -73,7 +73,7 @@ class Seal:
         best = done.get("best", {})
         return (
             f"run {self.rundir.run_id}: the test split was already scored (best {best.get('tag')!r}, "
-            f"test mean {_fmt(best.get('mean'))}, in {self.path}); it is scored exactly once per run. "
+            f"in {self.path}); it is scored exactly once per run. "
             "Read it with `capevolve measure`; to measure a new search, start a new run "
             "(--capevolve-new-run)"
         )
@@ -110,7 +110,3 @@ class Seal:
                 "(pytest --capevolve-finalize PROJECT); its rollouts cannot be read before"
             )
         return self.rundir._read_rollouts(TEST_SPLIT)
-
-
-def _fmt(value: Any) -> str:
-    return "—" if value is None else f"{float(value):.4f}"
