@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from .paths import to_stored
 from .spec import SPLITS, Spec, SpecError
 
 TEST_SPLIT = "test"
@@ -71,7 +72,7 @@ def splits_for(spec: Spec, pool_ids: Iterable[str]) -> dict:
             if len(set(ids)) != len(ids):
                 raise SpecError(f"{path}: split {split!r} lists a task id twice")
             result[split] = sorted(ids)
-        source = {"split_ids_file": str(path)}
+        source = {"split_ids_file": to_stored(Path(path), spec.project_dir)}
     if not result["val"]:
         raise SpecError(f"{spec.path}: the val split is empty; the gate would have no data")
     return {**result, "source": source}

@@ -276,8 +276,7 @@ class Controller:
     def _source_of(self, tag: str) -> Path:
         if tag == SEED_TAG:
             return self.spec.capability_path
-        meta = self.rundir.candidate_dir(tag) / "candidate.json"
-        return Path(json.loads(meta.read_text(encoding="utf-8"))["source"])
+        return self.rundir.candidate_source(tag)  # resolved in the project's current folder
 
     def _check_budget(self, owed: int) -> None:
         cap = self.spec.max_metric_calls
