@@ -1,7 +1,14 @@
+"""Shared fixtures: private copies of the bundled examples, helpers that edit or read a copied
+project, and one way to run a capevolve session on it (``capevolve``).
+
+Tests take these as fixtures; no test module imports from this file.
+"""
+
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,54 +24,138 @@ SHARED_DATA = Path(__file__).resolve().parent / "data" / "tau2-airline-v4-val-pe
 # agree (pytest-cov's xdist_params).
 XDIST_MODES = [pytest.param([], id="no-xdist"), pytest.param(["-n", "2"], id="xdist-2")]
 
+Example = Callable[..., Path]
+
 
 @pytest.fixture(params=XDIST_MODES)
 def xdist_args(request: pytest.FixtureRequest) -> list[str]:
     return list(request.param)
 
 
-def copy_example(pytester: pytest.Pytester, name: str, dest: str | None = None) -> Path:
-    """A private copy of a bundled example (without any run dir) inside pytester's folder."""
-    target = pytester.path / (dest or name)
-    shutil.copytree(EXAMPLES / name, target, ignore=shutil.ignore_patterns(".capevolve", "__pycache__"))
-    return target
+@pytest.fixture
+def repo() -> Path:
+    """The repository checkout, for tests that read its own files (examples, CI recipe)."""
+    return REPO
 
 
-def edit_spec(project: Path, old: str, new: str) -> None:
-    """Replace text in a copied project's spec (the text must be there)."""
-    spec = project / "capevolve.yaml"
-    text = spec.read_text()
-    assert old in text
-    spec.write_text(text.replace(old, new))
+@pytest.fixture
+def examples() -> Path:
+    """The bundled examples folder; read-only — tests that write use :func:`example`."""
+    return EXAMPLES
 
 
-def add_adapter(project: Path, source: str, ref: str) -> None:
-    """Append an adapter subclass to a copied toy_calc project and point its spec at it."""
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(source)
-    edit_spec(project, "adapter.py:ToyCalcAdapter", ref)
+@pytest.fixture
+def example(pytester: pytest.Pytester) -> Example:
+    """``example(name, dest=None) -> Path``: a private copy of a bundled example (without any
+    run dir) at ``pytester.path / (dest or name)``, for a test to edit and evaluate."""
+
+    def copy(name: str, dest: str | None = None) -> Path:
+        target = pytester.path / (dest or name)
+        shutil.copytree(EXAMPLES / name, target, ignore=shutil.ignore_patterns(".capevolve", "__pycache__"))
+        return target
+
+    return copy
 
 
-def no_test_split(project: Path) -> None:
-    """toy_calc with its test share moved to train: a run without a holdout."""
-    edit_spec(project, "split_train: 0.25", "split_train: 0.5")
-    edit_spec(project, "split_test: 0.25", "split_test: 0.0")
+class Projects:
+    """Edit a copied project before a session, and read its newest run after one."""
+
+    @staticmethod
+    def edit_spec(project: Path, old: str, new: str) -> None:
+        """Replace text in a copied project's spec (the text must be there)."""
+        spec = project / "capevolve.yaml"
+        text = spec.read_text()
+        assert old in text
+        spec.write_text(text.replace(old, new))
+
+    @staticmethod
+    def add_adapter(project: Path, source: str, ref: str) -> None:
+        """Append an adapter subclass to a copied toy_calc project and point its spec at it."""
+        with (project / "adapter.py").open("a") as handle:
+            handle.write(source)
+        Projects.edit_spec(project, "adapter.py:ToyCalcAdapter", ref)
+
+    @staticmethod
+    def no_test_split(project: Path) -> None:
+        """toy_calc with its test share moved to train: a run without a holdout."""
+        Projects.edit_spec(project, "split_train: 0.25", "split_train: 0.5")
+        Projects.edit_spec(project, "split_test: 0.25", "split_test: 0.0")
+
+    @staticmethod
+    def run_dir(project: Path) -> Path:
+        """The project's newest run dir."""
+        return sorted((project / ".capevolve" / "runs").iterdir())[-1]
+
+    @staticmethod
+    def rollout_records(project: Path) -> dict[tuple[str, str, str, int], dict]:
+        """Every persisted rollout of the project's newest run, keyed, with timings dropped."""
+        records = {}
+        for path in (Projects.run_dir(project) / "rollouts").rglob("*.json"):
+            record = json.loads(path.read_text())
+            record.pop("seconds")
+            record.pop("run_id")
+            records[(record["split"], record["task_id"], record["tag"], record["trial"])] = record
+        return records
 
 
-def rollout_records(project: Path) -> dict[tuple[str, str, str, int], dict]:
-    """Every persisted rollout of the project's newest run, keyed, with timings dropped."""
-    runs = sorted((project / ".capevolve" / "runs").iterdir())
-    records = {}
-    for path in (runs[-1] / "rollouts").rglob("*.json"):
-        record = json.loads(path.read_text())
-        record.pop("seconds")
-        record.pop("run_id")
-        records[(record["split"], record["task_id"], record["tag"], record["trial"])] = record
-    return records
+@pytest.fixture
+def projects() -> Projects:
+    """Helpers that edit a copied project's files or read its newest run dir."""
+    return Projects()
 
 
-def run_dir(project: Path) -> Path:
-    return sorted((project / ".capevolve" / "runs").iterdir())[-1]
+class Capevolve:
+    """Runs one capevolve session on a project through pytester (see :func:`capevolve`)."""
+
+    def __init__(self, pytester: pytest.Pytester) -> None:
+        self.pytester = pytester
+
+    def args(
+        self,
+        project: Path,
+        *candidates: str | Path,
+        gate: bool = False,
+        tags: Sequence[str] = (),
+        finalize: bool = False,
+        extra: Sequence[str] = (),
+    ) -> list[str]:
+        """The command line: a candidate given as a ``str`` is a folder under the project's
+        ``candidates/``, a ``Path`` is used as it is; ``tags`` pair with candidates in order."""
+        args = ["--capevolve-finalize" if finalize else "--capevolve-run", str(project)]
+        for candidate in candidates:
+            folder = candidate if isinstance(candidate, Path) else project / "candidates" / candidate
+            args += ["--capevolve-candidate", str(folder)]
+        for tag in tags:
+            args += ["--capevolve-tag", tag]
+        if gate:
+            args.append("--capevolve-gate")
+        return [*args, "-p", "no:cacheprovider", *extra]
+
+    def __call__(
+        self,
+        project: Path,
+        *candidates: str | Path,
+        gate: bool = False,
+        tags: Sequence[str] = (),
+        finalize: bool = False,
+        extra: Sequence[str] = (),
+        subprocess: bool = False,
+        timeout: float | None = None,
+    ) -> pytest.RunResult:
+        """Evaluate ``candidates`` (default: the best) on ``project``, or finalize it, in
+        process or (``subprocess=True``, for tests that kill the session) in a child."""
+        args = self.args(project, *candidates, gate=gate, tags=tags, finalize=finalize, extra=extra)
+        if subprocess:
+            return self.pytester.runpytest_subprocess(*args, timeout=timeout)
+        return self.pytester.runpytest(*args)
+
+
+@pytest.fixture
+def capevolve(pytester: pytest.Pytester) -> Capevolve:
+    """``capevolve(project, *candidates, gate=, tags=, finalize=, extra=, subprocess=, timeout=)``
+    runs ``pytest --capevolve-run PROJECT --capevolve-candidate ... -p no:cacheprovider *extra``
+    (or ``--capevolve-finalize PROJECT``) in pytester's folder and returns the RunResult."""
+    return Capevolve(pytester)
 
 
 @pytest.fixture

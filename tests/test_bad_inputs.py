@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import add_adapter, copy_example, edit_spec, rollout_records
-
 DUPLICATE_IDS = """
 class DupAdapter(ToyCalcAdapter):
     def tasks(self, split):
@@ -37,117 +35,110 @@ def append_spec(project: Path, line: str) -> None:
 
 CASES = {
     "malformed-yaml": (
-        lambda p: append_spec(p, "num_trials: [1, 2"),
+        lambda p, h: append_spec(p, "num_trials: [1, 2"),
         ["*capevolve.yaml (line *): malformed YAML*"],
     ),
     "unknown-key": (
-        lambda p: append_spec(p, "num_trails: 3"),
+        lambda p, h: append_spec(p, "num_trails: 3"),
         ["*unknown key 'num_trails'; did you mean 'num_trials'?*"],
     ),
     "wrong-type": (
-        lambda p: edit_spec(p, "num_trials: 1", "num_trials: five"),
+        lambda p, h: h.edit_spec(p, "num_trials: 1", "num_trials: five"),
         ["*key 'num_trials' must be a whole number ≥ 1, got 'five'*"],
     ),
     "out-of-range": (
-        lambda p: append_spec(p, "success_threshold: 1.5"),
+        lambda p, h: append_spec(p, "success_threshold: 1.5"),
         ["*key 'success_threshold' must be a number in [[]0, 1], got 1.5*"],
     ),
     "missing-required": (
-        lambda p: edit_spec(p, "adapter: adapter.py:ToyCalcAdapter", ""),
+        lambda p, h: h.edit_spec(p, "adapter: adapter.py:ToyCalcAdapter", ""),
         ["*missing required key 'adapter'*"],
     ),
     "bad-gate-mode": (
-        lambda p: append_spec(p, "gate_mode: vibes"),
+        lambda p, h: append_spec(p, "gate_mode: vibes"),
         ["*key 'gate_mode' must be one of exact, paired, *got 'vibes'*"],
     ),
     "capability-missing": (
-        lambda p: edit_spec(p, "capability_path: capability", "capability_path: nowhere"),
+        lambda p, h: h.edit_spec(p, "capability_path: capability", "capability_path: nowhere"),
         ["*key 'capability_path' names */nowhere, which is not an existing folder*"],
     ),
     "adapter-file-missing": (
-        lambda p: edit_spec(p, "adapter.py:ToyCalcAdapter", "agent.py:ToyCalcAdapter"),
+        lambda p, h: h.edit_spec(p, "adapter.py:ToyCalcAdapter", "agent.py:ToyCalcAdapter"),
         ["*key 'adapter' names */agent.py, which does not exist*"],
     ),
     "adapter-ref-malformed": (
-        lambda p: edit_spec(p, "adapter.py:ToyCalcAdapter", "adapter.py"),
+        lambda p, h: h.edit_spec(p, "adapter.py:ToyCalcAdapter", "adapter.py"),
         ["*key 'adapter' must be 'file.py:ClassName'*"],
     ),
     "adapter-class-missing": (
-        lambda p: edit_spec(p, "adapter.py:ToyCalcAdapter", "adapter.py:Nope"),
+        lambda p, h: h.edit_spec(p, "adapter.py:ToyCalcAdapter", "adapter.py:Nope"),
         ["*adapter */adapter.py has no class 'Nope' (classes there: *ToyCalcAdapter*"],
     ),
     "adapter-method-missing": (
-        lambda p: add_adapter(p, NO_SCORE, "adapter.py:NoScore"),
+        lambda p, h: h.add_adapter(p, NO_SCORE, "adapter.py:NoScore"),
         ["*lacks required method(s) score*"],
     ),
     "duplicate-task-ids": (
-        lambda p: add_adapter(p, DUPLICATE_IDS, "adapter.py:DupAdapter"),
+        lambda p, h: h.add_adapter(p, DUPLICATE_IDS, "adapter.py:DupAdapter"),
         ["*returned the task id 'q00' twice; ids must be unique*"],
     ),
     "no-tasks": (
-        lambda p: add_adapter(p, NO_TASKS, "adapter.py:EmptyAdapter"),
+        lambda p, h: h.add_adapter(p, NO_TASKS, "adapter.py:EmptyAdapter"),
         ["*returned no tasks; there is nothing to evaluate*"],
     ),
     "ratios-sum": (
-        lambda p: edit_spec(p, "split_test: 0.25", "split_test: 0.5"),
+        lambda p, h: h.edit_spec(p, "split_test: 0.25", "split_test: 0.5"),
         ["*split_train + split_val + split_test must sum to 1*"],
     ),
     "spec-not-mapping": (
-        lambda p: (p / "capevolve.yaml").write_text("- a\n- b\n"),
+        lambda p, h: (p / "capevolve.yaml").write_text("- a\n- b\n"),
         ["*the spec must be a mapping*"],
     ),
     "split-ids-unknown": (
-        lambda p: (
+        lambda p, h: (
             (p / "ids.json").write_text(json.dumps({"val": ["q00", "zz"]})),
             append_spec(p, "split_ids_file: ids.json"),
         ),
         ["*split 'val' names task ids the adapter does not have: 'zz'*"],
     ),
     "no-project": (
-        lambda p: shutil.rmtree(p),
+        lambda p, h: shutil.rmtree(p),
         ["*no such spec file; --capevolve-run takes a project folder*"],
     ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_input_gives_its_message(pytester: pytest.Pytester, case: str) -> None:
-    project = copy_example(pytester, "toy_calc")
+def test_bad_input_gives_its_message(example, projects, capevolve, case: str) -> None:
+    project = example("toy_calc")
     breaker, expected = CASES[case]
-    breaker(project)
-    result = pytester.runpytest("--capevolve-run", str(project))
+    breaker(project, projects)
+    result = capevolve(project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(expected)
     assert "Traceback" not in result.stderr.str()
 
 
-def test_ini_default_with_wrong_type(pytester: pytest.Pytester) -> None:
-    project = copy_example(pytester, "toy_calc")
-    edit_spec(project, "num_trials: 1\n", "")
+def test_ini_default_with_wrong_type(pytester: pytest.Pytester, example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    projects.edit_spec(project, "num_trials: 1\n", "")
     pytester.makeini("[pytest]\ncapevolve_num_trials = many\n")
-    result = pytester.runpytest("--capevolve-run", str(project))
+    result = capevolve(project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*ini key capevolve_num_trials must be a whole number ≥ 1, got 'many'*"])
 
 
-def test_ini_default_applies(pytester: pytest.Pytester) -> None:
-    project = copy_example(pytester, "toy_calc")
-    edit_spec(project, "num_trials: 1\n", "")
+def test_ini_default_applies(pytester: pytest.Pytester, example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    projects.edit_spec(project, "num_trials: 1\n", "")
     pytester.makeini("[pytest]\ncapevolve_num_trials = 2\n")
-    assert pytester.runpytest("--capevolve-run", str(project)).ret == 0
-    assert {k[3] for k in rollout_records(project)} == {0, 1}
+    assert capevolve(project).ret == 0
+    assert {k[3] for k in projects.rollout_records(project)} == {0, 1}
 
 
-def test_bad_tag_is_refused(pytester: pytest.Pytester) -> None:
-    project = copy_example(pytester, "toy_calc")
-    result = pytester.runpytest(
-        "--capevolve-run",
-        str(project),
-        "--capevolve-candidate",
-        str(project / "candidates/careful"),
-        "--capevolve-tag",
-        "a__b",
-    )
+def test_bad_tag_is_refused(example, capevolve) -> None:
+    project = example("toy_calc")
+    result = capevolve(project, "careful", tags=["a__b"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*tag 'a__b' is not usable*"])
 
@@ -159,13 +150,13 @@ class NanAdapter(ToyCalcAdapter):
 """
 
 
-def test_invalid_rewards_are_infra_errors_never_zeros(pytester: pytest.Pytester) -> None:
-    project = copy_example(pytester, "toy_calc")
-    add_adapter(project, NAN_SCORE, "adapter.py:NanAdapter")
-    result = pytester.runpytest("--capevolve-run", str(project))
+def test_invalid_rewards_are_infra_errors_never_zeros(example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, NAN_SCORE, "adapter.py:NanAdapter")
+    result = capevolve(project)
     assert result.ret == 12
     result.stdout.fnmatch_lines(["*reward must lie in [[]0, 1], got 2.0*capevolve never clamps*"])
-    records = rollout_records(project)
+    records = projects.rollout_records(project)
     assert all(r["reward"] is None and r["infra_error"].startswith("invalid score") for r in records.values())
     result.stdout.fnmatch_lines(["seed *val*12*1*—*—*0%*"])
 
@@ -179,21 +170,23 @@ class HostileAdapter(ToyCalcAdapter):
 """
 
 
-def test_hostile_task_ids_stay_inside_the_run_dir(pytester: pytest.Pytester) -> None:
-    project = copy_example(pytester, "toy_calc")
-    add_adapter(project, HOSTILE_IDS, "adapter.py:HostileAdapter")
-    edit_spec(
+def test_hostile_task_ids_stay_inside_the_run_dir(
+    pytester: pytest.Pytester, example, projects, capevolve
+) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, HOSTILE_IDS, "adapter.py:HostileAdapter")
+    projects.edit_spec(
         project,
         "split_train: 0.25\nsplit_val: 0.5\nsplit_test: 0.25",
         "split_train: 0.0\nsplit_val: 1.0\nsplit_test: 0.0",
     )
-    result = pytester.runpytest("--capevolve-run", str(project))
+    result = capevolve(project)
     assert result.ret == 0
     rundir = sorted((project / ".capevolve/runs").iterdir())[-1]
     files = [p for p in pytester.path.rglob("*.json") if "rollouts" in p.parts]
     assert len(files) == 24
     assert all(p.parent == rundir / "rollouts" / "val" for p in files)
-    assert {r["task_id"] for r in rollout_records(project).values()} >= {
+    assert {r["task_id"] for r in projects.rollout_records(project).values()} >= {
         "../../x",
         "/etc/passwd",
         "a__b",

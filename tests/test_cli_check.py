@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import EXAMPLES, add_adapter, copy_example
 from pytest_capevolve.cli import main
 
 
-@pytest.mark.parametrize("example", ["toy_calc", "noisy_agent"])
-def test_check_passes_on_the_examples(example: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check", str(EXAMPLES / example)]) == 0
+@pytest.mark.parametrize("name", ["toy_calc", "noisy_agent"])
+def test_check_passes_on_the_examples(examples, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(examples / name)]) == 0
     out = capsys.readouterr().out
     assert "FAIL" not in out
     assert "score is deterministic on a re-score" in out
 
 
-def test_check_finds_a_nondeterministic_scorer(
-    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
-) -> None:
-    project = copy_example(pytester, "toy_calc")
-    add_adapter(
+def test_check_finds_a_nondeterministic_scorer(example, projects, capsys: pytest.CaptureFixture[str]) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(
         project,
         "\nimport itertools\n_n = itertools.count()\n"
         "class Flaky(ToyCalcAdapter):\n"
@@ -32,9 +29,9 @@ def test_check_finds_a_nondeterministic_scorer(
     assert "FAIL  score is not deterministic" in capsys.readouterr().out
 
 
-def test_check_finds_unstable_tasks(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
-    project = copy_example(pytester, "toy_calc")
-    add_adapter(
+def test_check_finds_unstable_tasks(example, projects, capsys: pytest.CaptureFixture[str]) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(
         project,
         "\nclass Shifty(ToyCalcAdapter):\n"
         "    calls = 0\n"

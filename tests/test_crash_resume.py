@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 
 import pytest
-
-from conftest import add_adapter, copy_example, rollout_records, run_dir
 
 CRASHY = '''
 
@@ -35,19 +34,12 @@ class CrashyAdapter(ToyCalcAdapter):
 '''
 
 
-def crashy_project(pytester: pytest.Pytester, name: str = "toy_calc"):
-    project = copy_example(pytester, "toy_calc", dest=name)
-    add_adapter(project, CRASHY, "adapter.py:CrashyAdapter")
+@pytest.fixture
+def crashy_project(example, projects) -> Path:
+    """toy_calc whose adapter kills a process part-way through, as the environment says."""
+    project = example("toy_calc")
+    projects.add_adapter(project, CRASHY, "adapter.py:CrashyAdapter")
     return project
-
-
-def args_for(project) -> list[str]:
-    return [
-        "--capevolve-run",
-        str(project),
-        "--capevolve-candidate",
-        str(project / "candidates/careful"),
-    ]
 
 
 @pytest.mark.parametrize(
@@ -59,52 +51,58 @@ def args_for(project) -> list[str]:
     ],
 )
 def test_sigkilled_run_resumes_to_the_same_records(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: list[str], who: str
+    example,
+    projects,
+    capevolve,
+    crashy_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: list[str],
+    who: str,
 ) -> None:
-    clean = copy_example(pytester, "toy_calc", dest="clean")
-    assert pytester.runpytest(*args_for(clean)).ret == 0
-    expected = rollout_records(clean)
+    clean = example("toy_calc", dest="clean")
+    assert capevolve(clean, "careful").ret == 0
+    expected = projects.rollout_records(clean)
 
-    project = crashy_project(pytester)
+    project = crashy_project
     monkeypatch.setenv("CAPEVOLVE_TEST_KILL_AFTER", "9")
     monkeypatch.setenv("CAPEVOLVE_TEST_KILL_WHO", who)
-    crashed = pytester.runpytest_subprocess(*args_for(project), *mode, timeout=120)
+    crashed = capevolve(project, "careful", extra=mode, subprocess=True, timeout=120)
     assert crashed.ret != 0
     if who == "parent" or not mode:
         assert crashed.ret == -signal.SIGKILL
-    partial = rollout_records(project)  # every persisted file is whole JSON
+    partial = projects.rollout_records(project)  # every persisted file is whole JSON
     assert 0 < len(partial) < 24
     assert all(expected[key] == record for key, record in partial.items())
 
     monkeypatch.delenv("CAPEVOLVE_TEST_KILL_AFTER")
-    resumed = pytester.runpytest_subprocess(*args_for(project), *mode, timeout=120)
+    resumed = capevolve(project, "careful", extra=mode, subprocess=True, timeout=120)
     assert resumed.ret == 0, resumed.stdout.str()
     resumed.stdout.fnmatch_lines([f"rollouts: {24 - len(partial)} paid, {len(partial)} reused*"])
-    assert rollout_records(project) == expected
+    assert projects.rollout_records(project) == expected
 
 
 def test_worker_that_dies_is_reported_and_its_rollout_missing(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    projects, capevolve, crashy_project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    project = crashy_project(pytester)
+    project = crashy_project
     # run once without the crash to learn the split, then start over in a new run
     monkeypatch.setenv("CAPEVOLVE_TEST_EXIT_ON", "none")
-    pytester.runpytest(*args_for(project), "--collect-only")
-    splits = json.loads((run_dir(project) / "splits.json").read_text())
+    capevolve(project, "careful", extra=["--collect-only"])
+    splits = json.loads((projects.run_dir(project) / "splits.json").read_text())
     victim = splits["val"][3]
     monkeypatch.setenv("CAPEVOLVE_TEST_EXIT_ON", victim)
-    result = pytester.runpytest_subprocess(*args_for(project), "-n", "2", timeout=120)
+    result = capevolve(project, "careful", extra=["-n", "2"], subprocess=True, timeout=120)
     assert result.ret == 12, result.stdout.str()
     result.stdout.fnmatch_lines(["*worker gw* died*its rollouts are missing*", "1 rollouts are missing*"])
-    records = rollout_records(project)
+    records = projects.rollout_records(project)
     assert len(records) == 23
     assert ("val", victim, "careful", 0) not in records
 
     monkeypatch.delenv("CAPEVOLVE_TEST_EXIT_ON")
-    resumed = pytester.runpytest_subprocess(*args_for(project), "-n", "2", timeout=120)
+    resumed = capevolve(project, "careful", extra=["-n", "2"], subprocess=True, timeout=120)
     assert resumed.ret == 0
     resumed.stdout.fnmatch_lines(["rollouts: 1 paid, 23 reused*"])
-    assert records_without(rollout_records(project), victim) == records
+    assert records_without(projects.rollout_records(project), victim) == records
 
 
 def records_without(records: dict, task_id: str) -> dict:

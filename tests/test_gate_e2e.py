@@ -7,7 +7,6 @@ import shutil
 
 import pytest
 
-from conftest import copy_example, run_dir
 from pytest_capevolve.cli import main
 
 VERDICT_FIELDS = {
@@ -30,34 +29,21 @@ VERDICT_FIELDS = {
 }
 
 
-def gate(pytester, project, candidate, *extra):
-    return pytester.runpytest(
-        "--capevolve-run",
-        str(project),
-        "--capevolve-candidate",
-        str(project / "candidates" / candidate),
-        "--capevolve-gate",
-        "-p",
-        "no:cacheprovider",
-        *extra,
-    )
-
-
 @pytest.mark.parametrize(
     "candidate, code, decision",
     [("improved", 0, "accept"), ("copy", 10, "reject"), ("regressed", 10, "reject")],
 )
-def test_gate_verdicts_on_noisy_agent(pytester, xdist_args, candidate, code, decision):
-    project = copy_example(pytester, "noisy_agent")
+def test_gate_verdicts_on_noisy_agent(example, projects, capevolve, xdist_args, candidate, code, decision):
+    project = example("noisy_agent")
     # the statistical rule is under test here; the example's no-upsell microcase would
     # reject `regressed` before its rollouts (see test_microcases.py)
     shutil.rmtree(project / "microcases")
-    result = gate(pytester, project, candidate, *xdist_args)
+    result = capevolve(project, candidate, gate=True, extra=xdist_args)
     assert result.ret == code, result.stdout.str()
     result.stdout.fnmatch_lines(
         ["*capevolve verdicts vs seed (val)*", f"{candidate} *{decision.upper()}*40*"]
     )
-    rundir = run_dir(project)
+    rundir = projects.run_dir(project)
     verdict = json.loads((rundir / "verdicts" / f"{candidate}.json").read_text())
     assert VERDICT_FIELDS <= set(verdict)
     assert verdict["decision"] == decision and verdict["n_tasks"] == 40 and verdict["trials"] == 5
@@ -68,19 +54,19 @@ def test_gate_verdicts_on_noisy_agent(pytester, xdist_args, candidate, code, dec
     assert state["best_id"] == (candidate if decision == "accept" else "seed")
 
 
-def test_verdicts_identical_with_and_without_xdist(pytester):
+def test_verdicts_identical_with_and_without_xdist(example, projects, capevolve):
     verdicts = {}
     for mode, extra in (("plain", []), ("xdist", ["-n", "2"])):
-        project = copy_example(pytester, "noisy_agent", dest=f"noisy_{mode}")
-        gate(pytester, project, "mixed", *extra)
-        verdicts[mode] = json.loads((run_dir(project) / "verdicts" / "mixed.json").read_text())
+        project = example("noisy_agent", dest=f"noisy_{mode}")
+        capevolve(project, "mixed", gate=True, extra=extra)
+        verdicts[mode] = json.loads((projects.run_dir(project) / "verdicts" / "mixed.json").read_text())
     assert verdicts["plain"] == verdicts["xdist"]
 
 
-def test_capevolve_gate_rederives_the_verdict_without_paying(pytester, capsys):
-    project = copy_example(pytester, "noisy_agent")
-    gate(pytester, project, "improved")
-    rundir = run_dir(project)
+def test_capevolve_gate_rederives_the_verdict_without_paying(example, projects, capevolve, capsys):
+    project = example("noisy_agent")
+    capevolve(project, "improved", gate=True)
+    rundir = projects.run_dir(project)
     recorded = json.loads((rundir / "verdicts" / "improved.json").read_text())
     spent = json.loads((rundir / "state.json").read_text())["spent"]
     assert main(["gate", "improved", "--project", str(project), "--json"]) == 0
@@ -96,26 +82,26 @@ def test_capevolve_gate_rederives_the_verdict_without_paying(pytester, capsys):
     assert main(["gate", "nope", "--project", str(project)]) == 4
 
 
-def test_nulls_are_reused_while_the_best_is_unchanged(pytester):
-    project = copy_example(pytester, "noisy_agent")
-    gate(pytester, project, "copy")
-    second = gate(pytester, project, "mixed")
+def test_nulls_are_reused_while_the_best_is_unchanged(example, capevolve):
+    project = example("noisy_agent")
+    capevolve(project, "copy", gate=True)
+    second = capevolve(project, "mixed", gate=True)
     second.stdout.fnmatch_lines(["rollouts: 200 paid, 600 reused*"])
 
 
-def test_gate_refuses_train(pytester):
-    project = copy_example(pytester, "noisy_agent")
-    result = gate(pytester, project, "improved", "--capevolve-split", "train")
+def test_gate_refuses_train(example, capevolve):
+    project = example("noisy_agent")
+    result = capevolve(project, "improved", gate=True, extra=["--capevolve-split", "train"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*the gate reads only val*"])
 
 
-def test_capevolve_plan_reports_mde_and_headroom(pytester, capsys):
-    project = copy_example(pytester, "noisy_agent")
+def test_capevolve_plan_reports_mde_and_headroom(example, capevolve, capsys):
+    project = example("noisy_agent")
     assert main(["plan", str(project)]) == 4  # nothing persisted yet
     assert not (project / ".capevolve").exists()  # a read-only command creates no run
     capsys.readouterr()
-    gate(pytester, project, "copy")
+    capevolve(project, "copy", gate=True)
     assert main(["plan", str(project), "--target", "0.9"]) == 0
     out = capsys.readouterr().out
     assert "from 2 null control(s)" in out

@@ -11,27 +11,30 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import copy_example, edit_spec, no_test_split, run_dir
 from pytest_capevolve.cli import main
 from pytest_capevolve.store.rundir import RunDir, verify_events
 
-NO_CACHE = ["-p", "no:cacheprovider"]
+
+@pytest.fixture
+def evaluate(capevolve):
+    """``evaluate(project, *candidates, gate=False)``: a session that must complete (exit 0 or 10)."""
+
+    def run(project: Path, *candidates: str, gate: bool = False) -> pytest.RunResult:
+        result = capevolve(project, *candidates, gate=gate)
+        assert result.ret in (0, 10), result.stdout.str()
+        return result
+
+    return run
 
 
-def evaluate(pytester, project, *extra):
-    result = pytester.runpytest("--capevolve-run", str(project), *NO_CACHE, *extra)
-    assert result.ret in (0, 10), result.stdout.str()
-    return result
-
-
-def test_measure_runs_finalize_once_and_reports_where_each_number_came_from(pytester, capsys):
-    project = copy_example(pytester, "noisy_agent")
-    edit_spec(project, "num_trials: 5", "num_trials: 2")
-    evaluate(
-        pytester, project, "--capevolve-candidate", str(project / "candidates/improved"), "--capevolve-gate"
-    )
+def test_measure_runs_finalize_once_and_reports_where_each_number_came_from(
+    example, projects, evaluate, capsys
+):
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+    evaluate(project, "improved", gate=True)
     capsys.readouterr()
-    rundir = run_dir(project)
+    rundir = projects.run_dir(project)
     verdict = json.loads((rundir / "verdicts" / "improved.json").read_text())
     assert verdict["decision"] == "accept"
 
@@ -54,8 +57,8 @@ def test_measure_runs_finalize_once_and_reports_where_each_number_came_from(pyte
     assert sum(json.loads(x)["kind"] == "test_scored" for x in lines) == 1
 
 
-def test_measure_calls_a_test_split_that_overlaps_val_a_fit_metric(pytester, capsys):
-    project = copy_example(pytester, "toy_calc")
+def test_measure_calls_a_test_split_that_overlaps_val_a_fit_metric(example, projects, evaluate, capsys):
+    project = example("toy_calc")
     ids = [f"q{i:02d}" for i in range(24)]
     (project / "splits.yaml").write_text(
         yaml.safe_dump({"train": ids[:6], "val": ids[6:18], "test": ids[15:21]})
@@ -63,47 +66,47 @@ def test_measure_calls_a_test_split_that_overlaps_val_a_fit_metric(pytester, cap
     spec = project / "capevolve.yaml"
     text = "\n".join(line for line in spec.read_text().splitlines() if not line.startswith("split_"))
     spec.write_text(text + "\nsplit_ids_file: splits.yaml\n")
-    evaluate(pytester, project)
+    evaluate(project)
     capsys.readouterr()
     assert main(["measure", str(project)]) == 0
     out = capsys.readouterr().out
     assert "NOTE fit metric: the test split shares 3 of its 6 tasks with val/train" in out
     assert "NOTE null result" in out
-    assert "fit metric" in (run_dir(project) / "report.md").read_text()
+    assert "fit metric" in (projects.run_dir(project) / "report.md").read_text()
 
 
-def test_measure_says_empty_and_sealed_instead_of_zero(pytester, capsys):
-    project = copy_example(pytester, "toy_calc")
-    no_test_split(project)
-    evaluate(pytester, project)
+def test_measure_says_empty_and_sealed_instead_of_zero(example, projects, evaluate, capsys):
+    project = example("toy_calc")
+    projects.no_test_split(project)
+    evaluate(project)
     capsys.readouterr()
     assert main(["measure", str(project)]) == 0
     test_rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("test")]
     assert len(test_rows) == 1 and test_rows[0].endswith("empty: no held-out tasks")
     assert "0." not in test_rows[0]
-    assert not (run_dir(project) / "seal.json").exists()
+    assert not (projects.run_dir(project) / "seal.json").exists()
 
-    other = copy_example(pytester, "toy_calc", dest="other")
-    evaluate(pytester, other)
+    other = example("toy_calc", dest="other")
+    evaluate(other)
     capsys.readouterr()
     assert main(["measure", str(other), "--no-finalize"]) == 0
     out = capsys.readouterr().out
     assert "sealed: not finalized yet" in out and "running finalize" not in out
-    assert not (run_dir(other) / "seal.json").exists()
+    assert not (projects.run_dir(other) / "seal.json").exists()
 
 
-def test_a_session_leaves_a_report_in_the_run_dir(pytester):
-    project = copy_example(pytester, "toy_calc")
-    evaluate(pytester, project)
-    report = (run_dir(project) / "report.md").read_text()
+def test_a_session_leaves_a_report_in_the_run_dir(example, projects, evaluate):
+    project = example("toy_calc")
+    evaluate(project)
+    report = (projects.run_dir(project) / "report.md").read_text()
     assert "| val | seed | seed |" in report and "sealed: not finalized yet" in report
 
 
 @pytest.fixture
-def events_file(pytester):
-    project = copy_example(pytester, "toy_calc")
-    evaluate(pytester, project)
-    path = run_dir(project) / "events.jsonl"
+def events_file(example, projects, evaluate):
+    project = example("toy_calc")
+    evaluate(project)
+    path = projects.run_dir(project) / "events.jsonl"
     assert main(["verify", str(path.parent)]) == 0
     return path
 

@@ -6,11 +6,11 @@ import json
 import re
 import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO, add_adapter, copy_example, edit_spec, run_dir
 from pytest_capevolve.cli import main
 from pytest_capevolve.project.checks import is_json_subset
 from pytest_capevolve.project.microcase_gen import REDACTED, redact
@@ -97,8 +97,10 @@ KINDS = """
 """
 
 
-def calc_project(pytester: pytest.Pytester):
-    project = copy_example(pytester, "toy_calc")
+@pytest.fixture
+def calc_project(example) -> Path:
+    """toy_calc with a tool file and a microcase of every kind, passing and failing."""
+    project = example("toy_calc")
     prompt = project / "capability" / "prompt.md"
     prompt.write_text(prompt.read_text().replace("# Calculator agent", "# Calc agent"))
     (project / "capability" / "tools").mkdir()
@@ -109,8 +111,8 @@ def calc_project(pytester: pytest.Pytester):
     return project
 
 
-def test_every_check_kind_passes_and_fails_as_an_item(pytester, xdist_args):
-    project = calc_project(pytester)
+def test_every_check_kind_passes_and_fails_as_an_item(pytester, calc_project, xdist_args):
+    project = calc_project
     result = pytester.runpytest(str(project / "microcases"), *NO_CACHE, *xdist_args)
     failing = [c["id"] for c in yaml.safe_load(KINDS) if "fail" in c["id"]]
     result.assert_outcomes(passed=len(yaml.safe_load(KINDS)) - len(failing), failed=len(failing))
@@ -130,8 +132,8 @@ def test_every_check_kind_passes_and_fails_as_an_item(pytester, xdist_args):
     assert f"FAILED {project.name}/microcases/kinds.yaml::text-fail[seed]" in out
 
 
-def test_the_candidate_option_picks_what_is_checked(pytester):
-    project = calc_project(pytester)
+def test_the_candidate_option_picks_what_is_checked(pytester, calc_project):
+    project = calc_project
     careful = project / "candidates" / "careful"
     shutil.copytree(project / "capability" / "tools", careful / "tools")
     result = pytester.runpytest(
@@ -202,8 +204,8 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("content, message", MALFORMED, ids=[m[1][:30] for m in MALFORMED])
-def test_malformed_microcase_files_are_refused_with_a_message(pytester, content, message):
-    project = copy_example(pytester, "toy_calc")
+def test_malformed_microcase_files_are_refused_with_a_message(pytester, example, content, message):
+    project = example("toy_calc")
     (project / "microcases").mkdir()
     bad = project / "microcases" / "bad.yaml"
     bad.write_text(content)
@@ -224,21 +226,14 @@ def test_a_microcase_file_outside_any_project_is_refused(pytester):
     result.stdout.fnmatch_lines(["*no capevolve.yaml in any folder above it*"])
 
 
-def gate(pytester, project, *candidates, extra=()):
-    args = ["--capevolve-run", str(project), "--capevolve-gate", *NO_CACHE, *extra]
-    for name in candidates:
-        args += ["--capevolve-candidate", str(project / "candidates" / name)]
-    return pytester.runpytest(*args)
-
-
-def test_a_failing_microcase_rejects_before_any_rollout(pytester, xdist_args):
-    project = copy_example(pytester, "noisy_agent")
-    edit_spec(project, "num_trials: 5", "num_trials: 2")
+def test_a_failing_microcase_rejects_before_any_rollout(example, projects, capevolve, xdist_args):
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
     broken = project / "candidates" / "broken-tool"
     shutil.copytree(project / "candidates" / "improved", broken)
     reply = broken / "tools" / "reply.py"
     reply.write_text(reply.read_text().replace('"refund": "Your refund is on its way."', '"refund": "Done."'))
-    result = gate(pytester, project, "regressed", "broken-tool", "improved", extra=xdist_args)
+    result = capevolve(project, "regressed", "broken-tool", "improved", gate=True, extra=xdist_args)
     assert result.ret == 10, result.stdout.str()
     result.stdout.fnmatch_lines(
         [
@@ -246,7 +241,7 @@ def test_a_failing_microcase_rejects_before_any_rollout(pytester, xdist_args):
             "*broken-tool*REJECT*refund-closing (cluster reply-tool) expected tools/reply.py:closing_line*",
         ]
     )
-    rundir = run_dir(project)
+    rundir = projects.run_dir(project)
     for tag, failed in (("regressed", ["no-upsell"]), ("broken-tool", ["refund-closing"])):
         verdict = json.loads((rundir / "verdicts" / f"{tag}.json").read_text())
         assert verdict["basis"] == "micro_test_fail" and verdict["decision"] == "reject"
@@ -260,25 +255,29 @@ def test_a_failing_microcase_rejects_before_any_rollout(pytester, xdist_args):
     assert screened == {"regressed": ["no-upsell"], "broken-tool": ["refund-closing"], "improved": []}
 
 
-def test_microcases_may_not_use_test_tasks(pytester):
-    project = copy_example(pytester, "toy_calc")
-    assert pytester.runpytest("--capevolve-run", str(project), *NO_CACHE).ret == 0
-    test_task = json.loads((run_dir(project) / "splits.json").read_text())["test"][0]
+def test_microcases_may_not_use_test_tasks(pytester, example, projects, capevolve):
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    test_task = json.loads((projects.run_dir(project) / "splits.json").read_text())["test"][0]
     (project / "microcases").mkdir()
     (project / "microcases" / "leak.yaml").write_text(
         f"id: leak\ncluster: c\ndescription: d\nadapter: {{task: {test_task}, reward: 1.0}}\n"
     )
     as_items = pytester.runpytest(str(project / "microcases"), *NO_CACHE)
     as_items.stdout.fnmatch_lines([f"*uses task '{test_task}', which is in the sealed test split*"])
-    gated = gate(pytester, project, "careful")
+    gated = capevolve(project, "careful", gate=True)
     assert gated.ret == pytest.ExitCode.USAGE_ERROR
     gated.stderr.fnmatch_lines(["*sealed test split*"])
 
 
-def test_gen_writes_a_skeleton_that_runs_once_filled_in(pytester, xdist_args, capsys):
-    project = copy_example(pytester, "toy_calc")
-    pytester.runpytest("--capevolve-run", str(project), *NO_CACHE)
-    records = {p: json.loads(p.read_text()) for p in (run_dir(project) / "rollouts" / "val").glob("*.json")}
+def test_gen_writes_a_skeleton_that_runs_once_filled_in(
+    pytester, example, projects, capevolve, xdist_args, capsys
+):
+    project = example("toy_calc")
+    capevolve(project)
+    records = {
+        p: json.loads(p.read_text()) for p in (projects.run_dir(project) / "rollouts" / "val").glob("*.json")
+    }
     source = sorted(p for p, r in records.items() if not r["passed"] and " * " in r["input"])[0]
     record = records[source]
     assert main(["microcase", "gen", "--from", str(source), "--cluster", "arithmetic"]) == 0
@@ -318,11 +317,11 @@ class LeakyCalcAdapter(ToyCalcAdapter):
 '''
 
 
-def test_gen_never_copies_the_gold_answer(pytester, capsys):
-    project = copy_example(pytester, "toy_calc")
-    add_adapter(project, LEAKY, "adapter.py:LeakyCalcAdapter")
-    pytester.runpytest("--capevolve-run", str(project), *NO_CACHE)
-    rollouts = sorted((run_dir(project) / "rollouts" / "val").glob("*.json"))
+def test_gen_never_copies_the_gold_answer(example, projects, capevolve, capsys):
+    project = example("toy_calc")
+    projects.add_adapter(project, LEAKY, "adapter.py:LeakyCalcAdapter")
+    capevolve(project)
+    rollouts = sorted((projects.run_dir(project) / "rollouts" / "val").glob("*.json"))
     source = next(p for p in rollouts if not json.loads(p.read_text())["passed"])
     record = json.loads(source.read_text())
     gold = str(record["feedback"].split()[1].rstrip(","))
@@ -361,9 +360,9 @@ def test_json_subset():
     assert is_json_subset([1, 2], [1, 2]) and not is_json_subset([1], [1, 2])
 
 
-def test_the_repositorys_microcases_cover_the_noisy_agent():
-    folder = REPO / "microcases" / "noisy_agent"
-    assert folder.resolve() == (REPO / "examples" / "noisy_agent" / "microcases").resolve()
+def test_the_repositorys_microcases_cover_the_noisy_agent(repo):
+    folder = repo / "microcases" / "noisy_agent"
+    assert folder.resolve() == (repo / "examples" / "noisy_agent" / "microcases").resolve()
     kinds = {
         kind
         for path in folder.glob("*.yaml")
@@ -372,11 +371,11 @@ def test_the_repositorys_microcases_cover_the_noisy_agent():
         if kind in case
     }
     assert kinds == {"text", "call", "score", "adapter"}
-    assert "microcases" in re.findall(r"testpaths = \[(.*)\]", (REPO / "pyproject.toml").read_text())[0]
+    assert "microcases" in re.findall(r"testpaths = \[(.*)\]", (repo / "pyproject.toml").read_text())[0]
 
 
-def test_the_ci_recipe_uses_only_real_options(pytester):
-    recipe = yaml.safe_load((REPO / "examples" / "ci" / "github-actions.yml").read_text())
+def test_the_ci_recipe_uses_only_real_options(pytester, repo):
+    recipe = yaml.safe_load((repo / "examples" / "ci" / "github-actions.yml").read_text())
     runs = "\n".join(step.get("run", "") for job in recipe["jobs"].values() for step in job["steps"])
     assert "pytest microcases" in runs and "--capevolve-gate" in runs
     help_text = pytester.runpytest("--help").stdout.str()

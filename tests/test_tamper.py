@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from conftest import copy_example, edit_spec, run_dir
 from pytest_capevolve.project.tamper import (
     DEFAULT_PROTECTED,
     expand,
@@ -19,10 +20,11 @@ from pytest_capevolve.project.tamper import (
 SCORER = "def grade(output):\n    return 1.0 if output == 'resolved' else 0.0\n"
 
 
-def project_with_scorer_in_capability(pytester: pytest.Pytester):
+@pytest.fixture
+def project_with_scorer_in_capability(example, projects) -> Path:
     """noisy_agent whose capability folder carries its scorer, as cap-evolve projects often do."""
-    project = copy_example(pytester, "noisy_agent")
-    edit_spec(project, "num_trials: 5", "num_trials: 2")
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
     (project / "capability" / "scorer.py").write_text(SCORER)
     improved = project / "candidates" / "improved"
     (improved / "scorer.py").write_text(SCORER)
@@ -32,23 +34,26 @@ def project_with_scorer_in_capability(pytester: pytest.Pytester):
     return project
 
 
-def evaluate(pytester, project, *candidates, extra=()):
-    args = ["--capevolve-run", str(project), "-p", "no:cacheprovider", *extra]
-    for name in candidates:
-        args += ["--capevolve-candidate", str(project / "candidates" / name)]
-    return pytester.runpytest(*args)
+@pytest.fixture
+def rollout_tags(projects) -> Callable[[Path], set[str]]:
+    """``rollout_tags(project)``: the tags with a persisted val rollout in the newest run."""
+
+    def tags(project: Path) -> set[str]:
+        return {
+            p.name.split("__")[1] for p in (projects.run_dir(project) / "rollouts" / "val").glob("*.json")
+        }
+
+    return tags
 
 
-def rollout_tags(project) -> set[str]:
-    return {p.name.split("__")[1] for p in (run_dir(project) / "rollouts" / "val").glob("*.json")}
-
-
-def test_a_candidate_editing_the_scorer_is_indecisive_and_pays_nothing(pytester, xdist_args):
-    project = project_with_scorer_in_capability(pytester)
-    result = evaluate(pytester, project, "improved", "lenient", extra=["--capevolve-gate", *xdist_args])
+def test_a_candidate_editing_the_scorer_is_indecisive_and_pays_nothing(
+    project_with_scorer_in_capability, projects, capevolve, rollout_tags, xdist_args
+):
+    project = project_with_scorer_in_capability
+    result = capevolve(project, "improved", "lenient", gate=True, extra=xdist_args)
     assert result.ret == 11, result.stdout.str()
     result.stdout.fnmatch_lines(["*lenient*INDECISIVE*never scored*scorer.py (changed)*"])
-    rundir = run_dir(project)
+    rundir = projects.run_dir(project)
     verdict = json.loads((rundir / "verdicts" / "lenient.json").read_text())
     assert verdict["decision"] == "indecisive" and verdict["basis"] == "tamper"
     assert verdict["details"]["changed_paths"] == ["scorer.py (changed)"]
@@ -60,18 +65,20 @@ def test_a_candidate_editing_the_scorer_is_indecisive_and_pays_nothing(pytester,
     assert json.loads((rundir / "state.json").read_text())["best_id"] == "improved"
 
 
-def test_a_symlink_leaving_the_candidate_is_indecisive_even_without_protected_paths(pytester, xdist_args):
-    project = copy_example(pytester, "toy_calc")
+def test_a_symlink_leaving_the_candidate_is_indecisive_even_without_protected_paths(
+    pytester, example, projects, capevolve, rollout_tags, xdist_args
+):
+    project = example("toy_calc")
     secret = pytester.path / "answers-outside.txt"
     secret.write_text("q01: 42\n")
     sneaky = project / "candidates" / "sneaky"
     shutil.copytree(project / "candidates" / "careful", sneaky)
     (sneaky / "notes.md").symlink_to(secret)
-    result = evaluate(pytester, project, "sneaky", extra=xdist_args)
+    result = capevolve(project, "sneaky", extra=xdist_args)
     assert result.ret == 11, result.stdout.str()
     result.stdout.fnmatch_lines(["*sneaky*INDECISIVE*refused symlink*outside the candidate folder*"])
     assert rollout_tags(project) == {"seed"}  # the best was evaluated; the candidate never was
-    verdict = json.loads((run_dir(project) / "verdicts" / "sneaky.json").read_text())
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "sneaky.json").read_text())
     assert verdict["basis"] == "tamper" and verdict["rollouts"].startswith("none")
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .paths import rebase, to_stored
 from .splits import SPLITS, cut_splits
 from .yamlfile import YamlError, load_yaml, read_yaml
 
@@ -68,17 +69,41 @@ class Spec:
     protected_paths: tuple[str, ...] = field(default_factory=tuple)
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
+    @staticmethod
+    def comparable_lock(lock: Mapping[str, Any]) -> dict[str, Any]:
+        """A ``spec.lock.yaml`` read back, with its paths in :meth:`Spec.to_lock`'s form, so an old
+        lock compares equal to today's spec when it names the same places.
+
+        Locks written before paths were stored relative hold absolute paths; the project's folder
+        at the time is their ``project_dir`` (or the parent of their ``path``), and each path inside
+        it becomes relative to it. A path outside it, or a lock already relative, stays as it is."""
+        old_project = lock.get("project_dir")
+        if not (isinstance(old_project, str) and Path(old_project).is_absolute()):
+            spec_path = lock.get("path")
+            absolute = isinstance(spec_path, str) and Path(spec_path).is_absolute()
+            old_project = str(Path(spec_path).parent) if absolute else None
+        return {
+            key: rebase(value, old_project) if key in PATH_KEYS and isinstance(value, str) else value
+            for key, value in lock.items()
+        }
+
     def to_lock(self) -> dict[str, Any]:
-        """The resolved spec as plain data, for ``spec.lock.yaml``."""
+        """The resolved spec as plain data, for ``spec.lock.yaml``. Paths are stored relative to
+        the project folder (absolute only outside it; see :mod:`.paths`), so the lock still
+        matches when the project is moved or checked out elsewhere."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if isinstance(value, Path):
-                value = str(value)
+                value = to_stored(value, self.project_dir)
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
         return out
+
+
+# The spec's paths: stored relative to the project folder in a run dir.
+PATH_KEYS = tuple(f.name for f in dataclasses.fields(Spec) if "Path" in str(f.type))
 
 
 def _int(lo: int | None = None) -> Callable[[Any], int]:
@@ -296,7 +321,7 @@ def splits_for(spec: Spec, pool_ids: Iterable[str]) -> dict:
             if len(set(ids)) != len(ids):
                 raise SpecError(f"{path}: split {split!r} lists a task id twice")
             result[split] = sorted(ids)
-        source = {"split_ids_file": str(path)}
+        source = {"split_ids_file": to_stored(Path(path), spec.project_dir)}
     if not result["val"]:
         raise SpecError(f"{spec.path}: the val split is empty; the gate would have no data")
     return {**result, "source": source}

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..project.candidate import SEED_TAG, CandidateError, check_tag
+from ..project.paths import to_stored
 from ..project.spec import Spec, splits_for
 from ..project.splits import TEST_SPLIT
 from ..store.record import RolloutRecord
@@ -48,15 +49,10 @@ class Planned:
     null_tags: list[str] = field(default_factory=list)
 
 
-def location_for(path: Path, project_dir: Path) -> str:
-    """Relative to the project when inside it, so a worker on a copy of the project (rsync,
-    another machine) finds the candidate in its own copy."""
-    path = path.resolve()
-    return path.relative_to(project_dir).as_posix() if path.is_relative_to(project_dir) else str(path)
-
-
 def planned_at(spec: Spec, tag: str, path: Path, digest: str) -> PlannedCandidate:
-    return PlannedCandidate(tag, location_for(path, spec.project_dir), digest)
+    """Where a worker finds the candidate: relative to the project when inside it, so a worker
+    on a copy of the project (rsync, another machine) finds it in its own copy."""
+    return PlannedCandidate(tag, to_stored(path, spec.project_dir), digest)
 
 
 def next_free_tag(base: str, taken: set[str]) -> str:

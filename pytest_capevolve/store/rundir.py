@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..project.candidate import SEED_TAG, CandidateError, check_tag, content_hash, escape_id, iter_files
+from ..project.paths import from_stored, rebase, to_stored
 from ..project.splits import TEST_SPLIT, TestSealError
 from .record import RolloutRecord
 
@@ -159,6 +160,16 @@ class RunDir:
         root.mkdir(parents=True)
         return cls(root)
 
+    @property
+    def project_dir(self) -> Path | None:
+        """The project this run belongs to, wherever it lives now: the folder holding
+        ``.capevolve/runs/<run_id>/`` (None for a run dir outside that layout). Lexical, so a
+        symlinked ``.capevolve`` still names the project it sits in."""
+        runs = self.root.absolute().parent
+        if runs.parent.name != RUNS_DIR.parent.name or runs.name != RUNS_DIR.name:
+            return None
+        return runs.parent.parent
+
     def candidate_dir(self, tag: str) -> Path:
         return self.root / "candidates" / check_tag(tag)
 
@@ -255,14 +266,18 @@ class RunDir:
     # -- the spec and the splits, frozen on first use --------------------------------------------
 
     def ensure_spec_lock(self, spec: Spec) -> None:
-        """Write ``spec.lock.yaml`` on first use; later, refuse a spec whose frozen keys moved."""
+        """Write ``spec.lock.yaml`` on first use; later, refuse a spec whose frozen keys moved.
+
+        Paths compare in their stored, project-relative form (an old lock's absolute paths are
+        mapped to it), so a moved project continues its run; an old lock naming the same places
+        is left as it is."""
         lock = spec.to_lock()
         if not self.spec_lock_path.is_file():
             atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
             self.update_state(lambda s: s["budget"].update(_budget(spec)))
-            self.append_event("run_created", spec=str(spec.path), run_id=self.run_id)
+            self.append_event("run_created", spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id)
             return
-        old = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
+        old = spec.comparable_lock(yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {})
         changed = [k for k in spec.FROZEN_KEYS if old.get(k) != lock.get(k)]
         if changed:
             raise RunDirError(
@@ -300,10 +315,6 @@ class RunDir:
         """Bytes of the tag's snapshot (what ``simplicity_tiebreak`` compares)."""
         return sum(p.stat().st_size for p in self.snapshot_dir(tag).rglob("*") if p.is_file())
 
-    def candidate_source(self, tag: str) -> Path:
-        """The folder the candidate was registered from."""
-        return Path(read_json(self.candidate_dir(tag) / "candidate.json")["source"])
-
     def candidate_hash(self, tag: str) -> str | None:
         meta = self.candidate_dir(tag) / "candidate.json"
         return str(read_json(meta)["content_hash"]) if meta.is_file() else None
@@ -331,10 +342,9 @@ class RunDir:
             target = files_dir / path.relative_to(source.resolve())
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
-        atomic_write_json(
-            staging / "candidate.json",
-            {"tag": tag, "source": str(source.resolve()), "content_hash": digest},
-        )
+        project = self.project_dir
+        stored = to_stored(source, project) if project is not None else str(source.resolve())
+        atomic_write_json(staging / "candidate.json", {"tag": tag, "source": stored, "content_hash": digest})
         try:
             os.rename(staging, dest)
         except OSError:
@@ -342,6 +352,34 @@ class RunDir:
             return self.register_candidate(tag, source)
         self.append_event("candidate_registered", tag=tag, content_hash=digest)
         return digest
+
+    def candidate_source(self, tag: str) -> Path:
+        """The folder ``tag`` was registered from, in the project's current folder.
+
+        ``candidate.json`` stores it relative to the project (absolute when outside it). Runs
+        created before that store it absolutely; a path inside the project's folder of then
+        (their ``run_created`` event names it) is mapped to where the project is now."""
+        stored = str(read_json(self.candidate_dir(tag) / "candidate.json")["source"])
+        project = self.project_dir
+        if project is None:
+            return Path(stored)
+        if Path(stored).is_absolute():
+            stored = rebase(stored, self._created_in())
+        return from_stored(stored, project)
+
+    def _created_in(self) -> Path | None:
+        """The project's folder when a run that stores absolute paths was created, from its
+        ``run_created`` event (the first line); None for runs that store them relative."""
+        if not self.events_path.is_file():
+            return None
+        with open(self.events_path, encoding="utf-8") as handle:
+            for line in handle:
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if event.get("kind") == "run_created" and isinstance(event.get("spec"), str):
+                        spec = Path(event["spec"])
+                        return spec.parent if spec.is_absolute() else None
+        return None
 
     def known_tags(self) -> list[str]:
         base = self.root / "candidates"

@@ -1,0 +1,38 @@
+"""How a run dir stores a path, so that the run belongs to its project wherever it lives.
+
+A project that is moved, or checked out by CI in another folder, must continue its run. So what
+the run dir keeps (``spec.lock.yaml``, ``candidates/<tag>/candidate.json``) names a path inside
+the project relative to the project folder, and only a path outside it absolutely. Paths are
+turned back into usable ones against the project's *current* folder when read.
+
+Run dirs written before this rule hold absolute paths; :func:`rebase` maps such a path inside
+the project's old folder to today's relative form, so old runs compare and read the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+
+def to_stored(path: Path, project_dir: Path) -> str:
+    """``path`` as a run dir stores it: posix and relative to ``project_dir`` when inside it
+    (``"."`` for the folder itself), absolute otherwise. Both are resolved first."""
+    path, project_dir = path.resolve(), project_dir.resolve()
+    return path.relative_to(project_dir).as_posix() if path.is_relative_to(project_dir) else str(path)
+
+
+def from_stored(stored: str, project_dir: Path) -> Path:
+    """A stored path made usable: a relative one resolves against the project's current folder."""
+    path = Path(stored)
+    return path if path.is_absolute() else project_dir / PurePosixPath(stored)
+
+
+def rebase(stored: str, old_project_dir: str | Path | None) -> str:
+    """A path from a run dir written with absolute paths, in today's stored form: relative when
+    it lies inside ``old_project_dir`` (the project's folder when it was written), else as is.
+
+    Purely lexical: the old folder may no longer exist."""
+    path = Path(stored)
+    if old_project_dir is None or not path.is_absolute() or not Path(old_project_dir).is_absolute():
+        return stored
+    return path.relative_to(old_project_dir).as_posix() if path.is_relative_to(old_project_dir) else stored
