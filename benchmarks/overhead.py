@@ -56,7 +56,7 @@ def bare_loop(project: Path, tasks: int, trials: int) -> float:
     sys.path.insert(0, str(project))
     import adapter  # type: ignore[import-not-found]
 
-    from pytest_capevolve.store.rundir import atomic_write_json
+    from pytest_capevolve.store.files import atomic_write_json
 
     a = adapter.Adapter()
     out = project / "bare"

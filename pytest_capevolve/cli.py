@@ -196,7 +196,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check the hash chain of a run's event log; exit 1 at the first broken link."""
-    from .store.rundir import verify_events
+    from .store.events import verify_events
 
     root = args.run_dir.resolve()
     events = root / "events.jsonl"

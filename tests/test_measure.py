@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_capevolve.cli import main
-from pytest_capevolve.store.rundir import RunDir, verify_events
+from pytest_capevolve.store.events import verify_events
+from pytest_capevolve.store.rundir import RunDir
 
 
 @pytest.fixture

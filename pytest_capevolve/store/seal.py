@@ -23,8 +23,9 @@ import os
 from typing import IO, Any
 
 from ..project.splits import TEST_SPLIT, TestSealError
+from .files import atomic_write_json, read_json
 from .record import RolloutRecord
-from .rundir import RunDir, atomic_write_json, read_json
+from .rundir import RunDir
 
 __all__ = ["Seal", "TestSealError", "TEST_SPLIT"]
 

@@ -1,0 +1,117 @@
+"""``events.jsonl``: the run's append-only log, each line chained to the one before by its hash.
+
+Each line carries ``seq`` (one more than the line before's) and ``prev`` (the sha256 of the line
+before; zeros for the first), so an edited, removed or reordered line shows in
+:func:`verify_events`. Appends happen under the run dir's lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+GENESIS = "0" * 64
+
+
+def event_line_hash(line: str) -> str:
+    return hashlib.sha256(line.rstrip("\n").encode("utf-8")).hexdigest()
+
+
+def verify_events(path: Path) -> tuple[int, str | None]:
+    """Walk ``events.jsonl``'s hash chain: (lines intact before the first problem, the problem)
+    — or (all lines, None).
+
+    Each line carries ``prev`` (the hash of the line before; zeros for the first) and ``seq``
+    (one more than the line before's). An edited line breaks the next line's ``prev``; a
+    removed or reordered line breaks ``seq``. The chain cannot vouch for its own end: an edit
+    to the last line, or lines cut off the end, leave no trace in it."""
+    prev_hash, prev_seq = GENESIS, 0
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        try:
+            event = json.loads(line)
+            seq, prev = int(event["seq"]), str(event["prev"])
+        except (ValueError, KeyError, TypeError):
+            return number - 1, f"line {number} is not an event (unreadable JSON or no seq/prev): edited"
+        if seq != prev_seq + 1:
+            expected = prev_seq + 1
+            rest = enumerate(lines[number:], start=number + 1)
+            later = next((n for n, text in rest if _seq(text) == expected), None)
+            if seq > expected and later is None:
+                problem = f"line(s) with seq {expected}..{seq - 1} are missing before it"
+            else:
+                problem = f"seq {seq} after {prev_seq}: lines were reordered or duplicated"
+                if later is not None:
+                    problem += f" (seq {expected} is at line {later})"
+            return number - 1, f"line {number}: {problem}"
+        if prev != prev_hash:
+            if number == 1:
+                return 0, "line 1 was edited: its prev is not the start of a chain"
+            return number - 2, (
+                f"line {number - 1} was edited: line {number} records prev={prev[:12]}…, "
+                f"but line {number - 1} hashes to {prev_hash[:12]}…"
+            )
+        prev_hash, prev_seq = event_line_hash(line), seq
+    return len(lines), None
+
+
+def _seq(line: str) -> int | None:
+    try:
+        return int(json.loads(line)["seq"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class EventLog:
+    """The run dir's log (a part of :class:`.rundir.RunDir`)."""
+
+    events_path: Path
+    lock: Callable[[], AbstractContextManager[None]]
+    _event_tail: tuple[int, str, int] | None  # (file size, last hash, last seq)
+
+    def append_event(self, kind: str, **fields: Any) -> None:
+        """Append one line to ``events.jsonl``, chained to the line before by its hash."""
+        with self.lock():
+            size, prev, seq = self._read_event_tail()
+            event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": kind, **fields}
+            event["prev"] = prev
+            line = json.dumps(event, sort_keys=True, ensure_ascii=False)
+            with open(self.events_path, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+            self._event_tail = (
+                size + len(line.encode("utf-8")) + 1,
+                event_line_hash(line),
+                seq + 1,
+            )
+
+    def _read_event_tail(self) -> tuple[int, str, int]:
+        try:
+            size = self.events_path.stat().st_size
+        except FileNotFoundError:
+            return (0, GENESIS, 0)
+        if self._event_tail is not None and self._event_tail[0] == size:
+            return self._event_tail
+        with open(self.events_path, "rb") as handle:
+            handle.seek(max(0, size - 65536))
+            tail = handle.read()
+            if size > 65536 and tail.count(b"\n") < 2:
+                handle.seek(0)
+                tail = handle.read()
+        lines = [ln for ln in tail.decode("utf-8", "replace").split("\n") if ln.strip()]
+        if not lines:
+            return (size, GENESIS, 0)
+        last = lines[-1]
+        return (size, event_line_hash(last), int(json.loads(last).get("seq", 0)))
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.events_path.is_file():
+            return []
+        text = self.events_path.read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
