@@ -13,6 +13,11 @@ from pathlib import Path
 
 import pytest
 
+# The plugin imports the session code (numpy, scipy) only when a capevolve session starts. An
+# in-process pytester run drops what it imported when it ends, and numpy cannot be imported
+# twice in one process; importing it here keeps it loaded across in-process runs.
+import pytest_capevolve.session.wiring  # noqa: F401
+
 pytest_plugins = "pytester"
 
 REPO = Path(__file__).resolve().parent.parent
