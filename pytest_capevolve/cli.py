@@ -6,6 +6,7 @@ Each subcommand prints plain lines and exits with the codes documented in the RE
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,8 +116,6 @@ def cmd_gate(args: argparse.Namespace) -> int:
     for line in render_verdicts([verdict]):
         print(line)
     if args.json:
-        import json
-
         print(json.dumps(verdict.to_dict(), sort_keys=True))
     return {"accept": exitcodes.OK, "reject": exitcodes.REJECTED}.get(verdict.decision, exitcodes.INDECISIVE)
 
@@ -263,6 +262,55 @@ def _project_of(path: Path, runs_dir: Path) -> Path:
     raise CliUsageError(f"{path} is not inside a project's {runs_dir}; give --project")
 
 
+class Refused(Exception):
+    """A loop command refused what would corrupt the record: one line on stderr, exit 2."""
+
+
+def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
+    try:
+        spec = load_spec(args.project)
+        return spec, RunDir.resolve(spec.project_dir, args.run_id, create=False)
+    except (SpecError, RunDirError) as exc:
+        raise Refused(str(exc)) from None
+
+
+def _print_json(answer: dict[str, Any]) -> int:
+    print(json.dumps(answer, sort_keys=True, ensure_ascii=False, default=str))
+    return 0
+
+
+def cmd_work_new(args: argparse.Namespace) -> int:
+    """Copy the best's (or --from's) snapshot into runs/<id>/work/<TAG>/ for an optimizer to edit."""
+    from .loop.work import new_work_copy
+
+    spec, rundir = _loop_run(args)
+    return _print_json(new_work_copy(spec, rundir, args.tag, args.parent))
+
+
+def cmd_commit(args: argparse.Namespace) -> int:
+    """Book one decision for a tag: the gate's verdict is evidence, this is the decision."""
+    from .loop.commit import OptimizerSpend, book
+
+    spec, rundir = _loop_run(args)
+    spend = OptimizerSpend(args.optimizer_usd, args.optimizer_tokens, args.optimizer_seconds)
+    entry = book(
+        spec,
+        rundir,
+        args.tag,
+        args.decision,
+        basis=args.reject_basis,
+        note=args.note,
+        optimizer=spend,
+        force=args.force,
+    )
+    return _print_json({**entry, "best": rundir.best(), "state": rundir.read_state()})
+
+
+def _add_loop_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--project", type=Path, default=Path("."), help="project folder (default .)")
+    parser.add_argument("--run-id", default=None, help="the run (default: the newest)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -296,6 +344,27 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="check the hash chain of a run's events.jsonl")
     verify.add_argument("run_dir", type=Path, help="a run dir: PROJECT/.capevolve/runs/<run_id>")
     verify.set_defaults(func=cmd_verify)
+    work = sub.add_parser("work", help="work copies for an optimizer").add_subparsers(
+        dest="action", required=True
+    )
+    new = work.add_parser("new", help="copy the best's snapshot into runs/<id>/work/TAG/")
+    new.add_argument("tag")
+    new.add_argument("--from", dest="parent", default=None, metavar="TAG", help="copy this tag instead")
+    _add_loop_options(new)
+    new.set_defaults(func=cmd_work_new, loop=True)
+    from .loop.commit import DECISIONS, REJECT_BASES
+
+    commit = sub.add_parser("commit", help="book one decision for a tag (the gate's verdict is evidence)")
+    commit.add_argument("tag")
+    commit.add_argument("--decision", required=True, choices=DECISIONS)
+    commit.add_argument("--reject-basis", choices=REJECT_BASES, default=None)
+    commit.add_argument("--note", default="", help="one line: the general rule this decision teaches")
+    commit.add_argument("--optimizer-usd", type=float, default=0.0)
+    commit.add_argument("--optimizer-tokens", type=int, default=0)
+    commit.add_argument("--optimizer-seconds", type=float, default=0.0)
+    commit.add_argument("--force", action="store_true", help="repair the record (itself an event)")
+    _add_loop_options(commit)
+    commit.set_defaults(func=cmd_commit, loop=True)
     micro = sub.add_parser("microcase", help="work with microcases").add_subparsers(
         dest="action", required=True
     )
@@ -311,8 +380,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .loop.commit import CommitRefused
+    from .project.candidate import CandidateError
+
     try:
         return int(args.func(args))
+    except (Refused, CommitRefused, CandidateError) as exc:
+        if not getattr(args, "loop", False):
+            raise
+        print(f"refused: {exc}", file=sys.stderr)
+        return 2
     except CliUsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 4

@@ -93,6 +93,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="veto an accept when a task the best passed drops by more than its own noise",
     )
     group.addoption(
+        "--capevolve-commit",
+        metavar="auto|none",
+        default=None,
+        help="auto (default): book each verdict as a decision; none: leave verdicts as evidence "
+        "for `capevolve commit`",
+    )
+    group.addoption(
+        "--capevolve-multiple",
+        metavar="holm|bh|none",
+        default=None,
+        help="family-wise correction across a round's candidates (default holm)",
+    )
+    group.addoption(
         "--capevolve-finalize",
         metavar="PROJECT",
         help="score the current best (and the seed) on the sealed test split, once per run",
@@ -102,6 +115,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for key in INI_KEYS:
         parser.addini(f"capevolve_{key}", f"default for capevolve.yaml key {key}", default="")
     parser.addini("capevolve_split", "default split for --capevolve-run", default="val")
+    parser.addini("capevolve_commit", "default for --capevolve-commit (auto|none)", default="")
+    parser.addini("capevolve_multiple", "default for --capevolve-multiple (holm|bh|none)", default="")
 
 
 def _ini_defaults(config: pytest.Config) -> dict[str, str]:

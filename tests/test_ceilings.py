@@ -14,7 +14,7 @@ def test_max_iterations_refuses_a_gate_session_before_paying(example, projects, 
     projects.edit_spec(project, "num_trials: 1", "num_trials: 1\nmax_iterations: 0")
     gated = capevolve(project, "careful", gate=True)
     assert gated.ret == pytest.ExitCode.USAGE_ERROR
-    gated.stderr.fnmatch_lines(["*accepted 0 candidate(s), max_iterations=0*"])
+    gated.stderr.fnmatch_lines(["*booked 0 decision(s), max_iterations=0*"])
     assert not list(projects.run_dir(project).glob("rollouts/*/*.json"))  # nothing paid
     assert capevolve(project, "careful").ret == 0  # measuring is not deciding
 
@@ -29,5 +29,5 @@ def test_stall_refuses_the_next_gate_session_after_that_many_rejects(example, pr
     paid = len(list(projects.run_dir(project).glob("rollouts/*/*.json")))
     again = capevolve(project, "careful", gate=True)
     assert again.ret == pytest.ExitCode.USAGE_ERROR
-    again.stderr.fnmatch_lines(["*1 gate session(s) in a row accepted nothing, stall=1*"])
+    again.stderr.fnmatch_lines(["*1 reject(s) in a row, stall=1*"])
     assert len(list(projects.run_dir(project).glob("rollouts/*/*.json"))) == paid

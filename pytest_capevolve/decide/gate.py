@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ class GateSplitError(ValueError):
 @dataclass(frozen=True)
 class GateConfig:
     mode: str = "exact"
-    alpha: float = 0.05
+    alpha: float | Fraction = 0.05  # a Fraction when a round splits α exactly (Holm: α/k)
     k_se: float = 1.0
     threshold: float = 0.0
     min_coverage: float = 0.8
@@ -67,6 +68,8 @@ class Verdict:
     per_task: dict[str, dict[str, float | None]] = field(default_factory=dict)
     split: str = "val"
     details: dict[str, Any] = field(default_factory=dict)  # what a refusal was decided on
+    verdict_stable: bool | None = None  # the same decision with any one task left out?
+    directionally_positive_but_inconclusive: bool = False  # Δ̄ > 0, not accepted
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -170,7 +173,7 @@ def decide(
         tag=tag,
         against=against,
         mode=config.mode,
-        alpha=config.alpha if config.mode == "exact" else None,
+        alpha=float(config.alpha) if config.mode == "exact" else None,
         k_se=config.k_se if config.mode in ("paired", "significant") else None,
         n_tasks=n,
         trials=int(candidate.shape[1]) if candidate.ndim == 2 else 1,
@@ -206,6 +209,10 @@ def decide(
         base["bar"] = max(base.get("bar") or 0.0, spread)
     elif spread is not None:
         base["bar"] = max(base.get("bar") or 0.0, spread)
+    base["verdict_stable"] = _survives_dropping_any_task(
+        candidate, best, config, candidate_size, best_size, spread, decision
+    )
+    base["directionally_positive_but_inconclusive"] = decision != ACCEPT and (delta_mean or 0.0) > 0
     if decision == ACCEPT and config.veto_regressions and regs:
         decision, basis = REJECT, "regression_veto"
         reason = (
@@ -222,6 +229,42 @@ def decide(
                 f"would flip the decision: could not judge"
             )
     return Verdict(**base, decision=decision, basis=basis, reason=reason)
+
+
+STABILITY_CHECKS = 64  # distinct task outcomes tried at most; past that, stability is not computed
+
+
+def _survives_dropping_any_task(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    config: GateConfig,
+    candidate_size: int | None,
+    best_size: int | None,
+    spread: float | None,
+    decision: str,
+) -> bool | None:
+    """Would the rule (and the null floor) decide the same with any one task left out?
+
+    Tasks with the same pair of per-task means are interchangeable for every rule, so one of
+    each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds."""
+    cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
+    kinds: dict[tuple[float, float], int] = {}
+    for i in np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means)):
+        kinds.setdefault((float(cand_means[i]), float(best_means[i])), int(i))
+    if len(kinds) > STABILITY_CHECKS:
+        return None
+    for i in kinds.values():
+        keep = np.arange(len(candidate)) != i
+        cand, bst = candidate[keep], best[keep]
+        deltas, _ = stats.paired_deltas(cand, bst)
+        if deltas.size == 0:
+            return False
+        again, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size)
+        if again == ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
+            again = REJECT
+        if again != decision:
+            return False
+    return True
 
 
 def _nan_none(value: float) -> float | None:
@@ -261,8 +304,8 @@ def _exact(x: RuleInput) -> RuleResult:
         "bar": None,
     }
     reason = (
-        f"one-sided paired sign-flip test over {x.deltas.size} tasks: p = "
-        f"{result.p_value:.4g} {'≤' if ok else '>'} α = {config.alpha} (Δ̄ = {float(np.mean(x.deltas)):+.4f})"
+        f"one-sided paired sign-flip test over {x.deltas.size} tasks: p = {result.p_value:.4g} "
+        f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f})"
     )
     return _outcome(ok), "exact", reason, extra
 
@@ -360,6 +403,13 @@ def _k_se_rule(basis: str, label: str, delta: float, se: float, k_se: float, det
         f"{label} = {delta:+.4f} {'>' if ok else '≤'} {k_se}·SE = {bar:.4f} ({detail})",
         {"bar": bar},
     )
+
+
+def alpha_text(alpha: float | Fraction) -> str:
+    """α as people read it: 0.05, or an exact split of it as 0.01667 (1/60)."""
+    if isinstance(alpha, Fraction) and alpha.denominator not in (1, 2, 4, 5, 10, 20, 25, 50, 100, 1000):
+        return f"{float(alpha):.4g} ({alpha})"
+    return f"{float(alpha):g}"
 
 
 def _outcome(ok: bool) -> str:

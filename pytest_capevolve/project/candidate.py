@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 SEED_TAG = "seed"
@@ -18,6 +19,9 @@ TAG_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.\-]|_(?!_))*$")
 _SAFE_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _MAX_NAME = 120
 _IGNORED = frozenset({"__pycache__", ".pytest_cache", ".capevolve", ".git"})
+# The optimizer's handover files at a candidate's top level: memory and notes, not capability.
+# They are never hashed, snapshotted or evaluated.
+HANDOVER = frozenset({"JOURNAL.md", "LEDGER.md", "RUNMAP.md", "rejected.jsonl", "prior_iterations"})
 
 
 class CandidateError(Exception):
@@ -60,8 +64,11 @@ def iter_files(root: Path) -> list[Path]:
     root = root.resolve()
     files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in _IGNORED)
+        top = dirpath == str(root)
+        dirnames[:] = sorted(d for d in dirnames if d not in _IGNORED and not (top and d in HANDOVER))
         base = Path(dirpath)
+        if top:
+            filenames = [f for f in filenames if f not in HANDOVER]
         for name in list(dirnames) + sorted(filenames):
             path = base / name
             if path.is_symlink():
@@ -84,3 +91,33 @@ def content_hash(root: Path) -> str:
         digest.update(len(rel).to_bytes(8, "big") + rel)
         digest.update(len(data).to_bytes(8, "big") + data)
     return "sha256:" + digest.hexdigest()
+
+
+def file_digests(root: Path, keep: Callable[[str], bool] = lambda relative: True) -> dict[str, str]:
+    """sha256 of every file under ``root`` (as :func:`iter_files` walks it) whose relative posix
+    path ``keep`` accepts. Raises CandidateError for a symlink that leaves ``root``."""
+    root = root.resolve()
+    digests = {}
+    for path in iter_files(root):
+        relative = path.relative_to(root).as_posix()
+        if keep(relative):
+            digests[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def compare_digests(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
+    """Each path ``mine`` added, removed or changed against ``theirs``, as ``path (added)`` …"""
+    out = []
+    for path in sorted(set(mine) | set(theirs)):
+        if path not in theirs:
+            out.append(f"{path} (added)")
+        elif path not in mine:
+            out.append(f"{path} (removed)")
+        elif mine[path] != theirs[path]:
+            out.append(f"{path} (changed)")
+    return out
+
+
+def changed_files(candidate: Path, parent: Path) -> list[str]:
+    """What ``candidate`` changed against ``parent``, file by file."""
+    return compare_digests(file_digests(candidate), file_digests(parent))

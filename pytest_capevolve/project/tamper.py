@@ -14,12 +14,11 @@ spans any number of them, and ``dir/**`` (or ``dir/``) covers everything under `
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from .candidate import CandidateError, iter_files
+from .candidate import CandidateError, compare_digests, file_digests
 
 DEFAULT_WORD = "default"
 # What `default` stands for. The adapter's own file name is added from the spec.
@@ -103,13 +102,7 @@ def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
     """sha256 of every protected file under ``root``, by relative posix path.
 
     Raises CandidateError for a symlink that leaves ``root`` (from :func:`iter_files`)."""
-    root = root.resolve()
-    digests = {}
-    for path in iter_files(root):
-        relative = path.relative_to(root).as_posix()
-        if is_protected(relative, patterns):
-            digests[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return digests
+    return file_digests(root, lambda relative: is_protected(relative, patterns))
 
 
 def tampered(seed_digests: dict[str, str], candidate: Path, patterns: tuple[str, ...]) -> list[str]:
@@ -120,12 +113,4 @@ def tampered(seed_digests: dict[str, str], candidate: Path, patterns: tuple[str,
         theirs = protected_digests(candidate, patterns)
     except CandidateError as exc:
         return [f"refused symlink: {exc}"]
-    changes = []
-    for relative in sorted(set(seed_digests) | set(theirs)):
-        if relative not in theirs:
-            changes.append(f"{relative} (removed)")
-        elif relative not in seed_digests:
-            changes.append(f"{relative} (added)")
-        elif seed_digests[relative] != theirs[relative]:
-            changes.append(f"{relative} (changed)")
-    return changes
+    return compare_digests(theirs, seed_digests)

@@ -15,7 +15,7 @@ from ..decide.judging import verdict_file
 from ..project.spec import Spec
 from ..store.rundir import RunDir
 from . import exitcodes
-from .judging import judge, promote
+from .judging import book_verdicts, judge
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize
 from .planning import GateRequest, Planned
@@ -47,11 +47,22 @@ class EvaluationSession:
                 null_tags=self.planned.null_tags,
                 gate=self.gate,
             )
-            promote(self.rundir, judged, self.planned.best)
             outcome.verdicts = nulls + judged
         for verdict in self.refusals:
             self.rundir.write_verdict(verdict_file(verdict, null_control=False))
         outcome.verdicts += self.refusals
+        outcome.nulls = [v for v in outcome.verdicts if v.tag in self.planned.null_tags]
+        if self.gate.enabled and self.gate.commit == "auto":
+            booked = book_verdicts(self.spec, self.rundir, [*judged, *self.refusals])
+            outcome.closing += [(line, {}) for line in booked]
+        elif judged or self.refusals:
+            outcome.closing.append(
+                (
+                    "--capevolve-commit none: verdicts written as evidence, no decision booked "
+                    "(capevolve commit TAG --decision ...)",
+                    {},
+                )
+            )
         decisions = {v.decision for v in [*judged, *self.refusals]}
         if outcome.exit_code == exitcodes.OK:
             if INDECISIVE in decisions:

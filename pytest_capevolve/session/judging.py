@@ -1,18 +1,20 @@
-"""Judging and promotion: a gate session's verdicts, and the best they move.
+"""Judging and booking: a gate session's round of verdicts, and the decisions they become.
 
 Controller only, after the run loop, from what is persisted (never from the reports alone):
-the null controls are judged first, their deltas set the floor, then every candidate is
-gated against the best on val; the verdict files are written and an accepted candidate
-becomes the best.
+the null controls are judged first and their deltas set the floor; the candidates are then
+gated as a round (:mod:`..decide.rounds`: serially in the order given, re-gated after an
+accept, one family-wise α); the verdict files are written. In ``--capevolve-commit auto``
+mode each verdict is booked as a decision through the same code as ``capevolve commit``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..decide.evidence import ByTag
-from ..decide.gate import ACCEPT, Verdict
+from ..decide.gate import ACCEPT, INDECISIVE, GateConfig, Verdict
 from ..decide.judging import Evidence, as_null, gate_config, null_deltas, verdict_file
+from ..decide.rounds import gate_round
+from ..loop.commit import INDECISIVE as BOOKED_INDECISIVE
+from ..loop.commit import CommitRefused, book
 from ..project.spec import Spec
 from ..store.rundir import RunDir
 from .plan import EvalPlan
@@ -29,13 +31,18 @@ def judge(
     null_tags: list[str],
     gate: GateRequest,
 ) -> tuple[list[Verdict], list[Verdict]]:
-    """(null controls' verdicts, candidates' verdicts), each written to ``verdicts/``."""
+    """(null controls' verdicts, candidates' verdicts in the order given), written to
+    ``verdicts/``; each candidate's ``against`` names the best it was gated against."""
     config = gate_config(spec, veto_regressions=gate.veto_regressions)
     evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshot_size)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
-    others = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
-    verdicts = [evidence.judge(tag, best, config, floor) for tag in others]
+
+    def judged(tag: str, against: str, level: GateConfig) -> Verdict:
+        return evidence.judge(tag, against, level, floor)
+
+    siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
+    verdicts = gate_round(judged, siblings, best, config, gate.multiple).verdicts
     for verdict in nulls:
         rundir.write_verdict(verdict_file(verdict, null_control=True))
     for verdict in verdicts:
@@ -43,19 +50,21 @@ def judge(
     return nulls, verdicts
 
 
-def promote(rundir: RunDir, verdicts: list[Verdict], best: str) -> None:
-    """An accepted candidate becomes the best (the largest Δ̄ when several are); a session
-    that gated candidates and accepted none advances the stall counter."""
-    accepted = [v for v in verdicts if v.decision == ACCEPT]
-    if accepted:
-        winner = max(accepted, key=lambda v: v.delta_mean or 0.0)
-
-        def moved(state: dict[str, Any]) -> None:
-            state["best_id"] = winner.tag
-            state["iterations"] = int(state["iterations"]) + 1
-            state["stall"] = 0
-
-        rundir.update_state(moved)
-        rundir.append_event("best_changed", best_id=winner.tag, previous=best)
-    elif verdicts:
-        rundir.update_state(lambda s: s.update(stall=int(s["stall"]) + 1))
+def book_verdicts(spec: Spec, rundir: RunDir, verdicts: list[Verdict]) -> list[str]:
+    """Book each verdict as a decision, in order (``--capevolve-commit auto``); one line each
+    saying what was booked, or why not (a tag is decided once)."""
+    lines = []
+    for verdict in verdicts:
+        if verdict.decision == ACCEPT:
+            decision, basis = "accept", None
+        elif verdict.decision == INDECISIVE:
+            decision, basis = BOOKED_INDECISIVE, verdict.basis
+        else:
+            decision, basis = "reject", "micro_test_fail" if verdict.basis == "micro_test_fail" else "gate"
+        try:
+            book(spec, rundir, verdict.tag, decision, basis=basis, note=f"gate session: {verdict.reason}")
+        except CommitRefused as exc:
+            lines.append(f"{verdict.tag}: verdict written, decision not booked: {exc}")
+            continue
+        lines.append(f"{verdict.tag}: booked {decision}" + (f" ({basis})" if basis else ""))
+    return lines

@@ -25,6 +25,7 @@ class Outcome:
     rows: list[ArmSummary] = field(default_factory=list)
     missing: list[RolloutKey] = field(default_factory=list)
     verdicts: list[Any] = field(default_factory=list)
+    nulls: list[Any] = field(default_factory=list)  # the null controls' verdicts (the noise floor)
     against: str = ""
     exit_code: int | None = None
     report_error: str | None = None

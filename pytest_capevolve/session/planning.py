@@ -38,6 +38,8 @@ class GateRequest:
     enabled: bool = False
     nulls: int = 0
     veto_regressions: bool = False
+    commit: str = "auto"  # auto: book each verdict as a decision; none: leave them as evidence
+    multiple: str = "holm"  # the family-wise correction across a round's siblings
 
 
 @dataclass
@@ -192,8 +194,8 @@ def build_plan(
 
 def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, gating: bool) -> None:
     """Refuse, before anything is paid, a session that would cross a ceiling of the spec:
-    ``max_metric_calls`` by the rollouts it owes; and for a gate session, one more decision
-    past ``max_iterations`` accepted candidates or ``stall`` sessions in a row without one."""
+    ``max_metric_calls`` by the rollouts it owes; and for a gate session, more decisions past
+    ``max_iterations`` booked, or past ``stall`` rejects in a row."""
     state = rundir.read_state()
     cap = spec.max_metric_calls
     spent = int(state["spent"]["metric_calls"])
@@ -208,13 +210,13 @@ def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, gating: bool) -> No
     iterations, stall = int(state["iterations"]), int(state["stall"])
     if spec.max_iterations is not None and iterations >= spec.max_iterations:
         raise BudgetError(
-            f"{spec.path}: the run has accepted {iterations} candidate(s), max_iterations="
+            f"{spec.path}: the run has booked {iterations} decision(s), max_iterations="
             f"{spec.max_iterations}; the search is over: raise max_iterations or finalize"
         )
     if spec.stall is not None and stall >= spec.stall:
         raise BudgetError(
-            f"{spec.path}: {stall} gate session(s) in a row accepted nothing, stall={spec.stall}; "
-            "the search has stalled: raise stall, or finalize"
+            f"{spec.path}: {stall} reject(s) in a row, stall={spec.stall}; the search has stalled: "
+            "raise stall, or finalize"
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ..items import record_from_report
+from ..show.numbers import num
 from ..show.report import render_arms, render_verdicts
 from ..store.rundir import RunDir
 from .outcome import SessionEnd
@@ -47,6 +48,12 @@ class CapevolveReporter:
             tr.write_line(line)
         if outcome.verdicts:
             tr.section(f"capevolve verdicts vs {outcome.against} (val)", sep="-")
+            if outcome.nulls:
+                spread = max(
+                    (abs(v.delta_mean) for v in outcome.nulls if v.delta_mean is not None), default=0.0
+                )
+                shown = ", ".join(f"{v.tag} Δ̄ {num(v.delta_mean, '+.4f')}" for v in outcome.nulls)
+                tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}")
             for line in render_verdicts(outcome.verdicts):
                 tr.write_line(line)
             for verdict in outcome.verdicts:

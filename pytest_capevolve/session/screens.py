@@ -84,7 +84,7 @@ class Screens:
                 "micro_test_fail",
                 f"failed {len(failed)} of {ran} microcases before any rollout: {first['id']} (cluster "
                 f"{first['cluster']}) expected {first['expected']}, got {first['got']}",
-                {"failed_microcases": failed, "microcases_run": ran},
+                {"failed_microcases": failed, "microcases_run": ran, "source": str(path)},
             )
         return bool(failed)
 

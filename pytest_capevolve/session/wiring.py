@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ..decide.rounds import MULTIPLE
 from ..items import CONTEXT_KEY, EvalContext
 from ..project.adapter import AdapterError, load_adapter, load_tasks
 from ..project.candidate import SEED_TAG, CandidateError
@@ -31,6 +32,8 @@ from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
 from .reporter import CapevolveReporter
 from .screens import Screens
+
+COMMIT_MODES = ("auto", "none")
 
 
 def configure(config: pytest.Config, target: str, *, finalize: bool, split: str, ini: dict[str, str]) -> None:
@@ -105,7 +108,13 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     nulls = config.option.capevolve_null
     if nulls is None:
         nulls = 2 if enabled else 0
-    return GateRequest(enabled, nulls, bool(config.option.capevolve_veto_regressions))
+    option = config.option
+    commit = option.capevolve_commit or config.getini("capevolve_commit") or "auto"
+    multiple = option.capevolve_multiple or config.getini("capevolve_multiple") or "holm"
+    for flag, value, allowed in (("commit", commit, COMMIT_MODES), ("multiple", multiple, MULTIPLE)):
+        if value not in allowed:
+            raise pytest.UsageError(f"--capevolve-{flag} must be one of {', '.join(allowed)}, got {value!r}")
+    return GateRequest(enabled, nulls, bool(option.capevolve_veto_regressions), commit, multiple)
 
 
 def _candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:

@@ -10,6 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from scipy import signal
@@ -195,13 +196,15 @@ class SignFlipResult:
     numerator: int  # p = numerator / denominator, exactly
     denominator: int
 
-    def at_most(self, alpha: float) -> bool:
-        """p ≤ alpha, decided on integers (alpha read from its decimal text)."""
-        from fractions import Fraction
+    def at_most(self, alpha: float | Fraction) -> bool:
+        """p ≤ alpha, decided on integers (a float alpha is read from its decimal text; a
+        Fraction, e.g. a Holm level α/k, is used exactly)."""
+        level = alpha if isinstance(alpha, Fraction) else Fraction(str(alpha))
+        return self.numerator * level.denominator <= level.numerator * self.denominator
 
-        return self.numerator * Fraction(str(alpha)).denominator <= (
-            Fraction(str(alpha)).numerator * self.denominator
-        )
+    @property
+    def fraction(self) -> Fraction:
+        return Fraction(self.numerator, self.denominator)
 
 
 def sign_flip_test(

@@ -8,6 +8,7 @@ crash at any instant leaves each file either old or new — never half-written.
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -211,6 +212,22 @@ class RunDir(EventLog, Snapshots):
             RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path))
             for path in sorted(folder.glob("*.json"))
         ]
+
+    # -- the loop: decisions, memory, work copies --------------------------------------------------
+
+    def decisions(self) -> list[dict[str, Any]]:
+        """Every booked decision (``decision`` events), in the order booked."""
+        return [e for e in self.events() if e.get("kind") == "decision"]
+
+    def write_memory(self, ledger_markdown: str, rejected: list[dict[str, Any]]) -> None:
+        """Rewrite the loop's memory: ``LEDGER.md`` and ``rejected.jsonl`` (views of the log)."""
+        atomic_write_text(self.root / "LEDGER.md", ledger_markdown)
+        lines = "".join(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n" for row in rejected)
+        atomic_write_text(self.root / "rejected.jsonl", lines)
+
+    def work_dir(self, tag: str) -> Path:
+        """Where an optimizer edits candidate ``tag`` (a copy of its parent's snapshot)."""
+        return self.root / "work" / check_tag(tag)
 
     # -- verdicts, events, reports --------------------------------------------------------------
 

@@ -1,0 +1,194 @@
+"""Booking decisions: the gate writes evidence (a verdict); a commit books one decision per tag.
+
+Used by ``capevolve commit`` (an optimizer or a person deciding) and by a gate session in
+``--capevolve-commit auto`` mode (people in CI), through the same :func:`book`. Every decision
+is an event in the hash-chained log, moves the counters in ``state.json`` and refreshes the
+loop's memory (LEDGER.md, rejected.jsonl). Controller side or the CLI; never on a worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..project.candidate import CandidateError, changed_files
+from ..project.spec import Spec
+from ..store.rundir import RunDir
+from . import memory
+
+DECISIONS = ("accept", "reject", "inconclusive", "provisional")
+REJECT_BASES = ("gate", "screen_kill", "ceiling", "budget", "infra", "micro_test_fail")
+# A gate session in auto mode also books "indecisive" (tamper, coverage, error imbalance):
+# the candidate could not be judged, which is neither an accept nor a reject.
+INDECISIVE = "indecisive"
+SCREEN_BASES = ("tamper", "micro_test_fail")
+
+
+class CommitRefused(Exception):
+    """The decision would corrupt the record; the message says why and what would do."""
+
+
+@dataclass(frozen=True)
+class OptimizerSpend:
+    """What proposing the candidate cost (reported by the optimizer; summed in state.json)."""
+
+    usd: float = 0.0
+    tokens: int = 0
+    seconds: float = 0.0
+
+
+def book(
+    spec: Spec,
+    rundir: RunDir,
+    tag: str,
+    decision: str,
+    *,
+    basis: str | None = None,
+    note: str = "",
+    optimizer: OptimizerSpend | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
+    """Book ``decision`` for ``tag``; returns the decision as logged. Raises CommitRefused."""
+    optimizer = optimizer or OptimizerSpend()
+    with rundir.lock():
+        state = rundir.read_state()
+        best = str(state["best_id"])
+        verdict = rundir.verdict(tag)
+        if tag not in rundir.known_tags() and verdict is None:
+            known = ", ".join(rundir.known_tags()) or "none"
+            raise CommitRefused(f"unknown tag {tag!r} in run {rundir.run_id} (known: {known})")
+        first = next((e for e in rundir.decisions() if e["tag"] == tag), None)
+        if first is not None and not force:
+            raise CommitRefused(
+                f"{tag!r} was already decided: {first['decision']} (event seq {first['seq']}); a tag "
+                "is decided once. Evaluate a new version under a new tag, or --force to repair the record"
+            )
+        against_gate = _check(spec, tag, decision, basis, verdict, best, force)
+        entry = {
+            "tag": tag,
+            "parent": (verdict or {}).get("against", best),
+            "decision": decision,
+            "basis": basis,
+            "note": note,
+            "forced": force,
+            "repairs": first["seq"] if first is not None else None,
+            "against_gate": against_gate,
+            **_numbers(verdict),
+            **_spent_on(rundir, tag),
+            "changed_files": _changes(rundir, tag, (verdict or {}).get("against", best), verdict),
+            **{f"optimizer_{k}": v for k, v in asdict(optimizer).items()},
+        }
+        rundir.append_event("decision", **entry)
+        rundir.update_state(lambda s: _count(s, entry, optimizer))
+        if decision == "accept":
+            rundir.append_event("best_changed", best_id=tag, previous=best)
+        memory.refresh(rundir)
+    return entry
+
+
+def _check(
+    spec: Spec,
+    tag: str,
+    decision: str,
+    basis: str | None,
+    verdict: dict[str, Any] | None,
+    best: str,
+    force: bool,
+) -> bool:
+    """Refuse what the record cannot support; returns whether an accept goes against the gate."""
+    if decision not in (*DECISIONS, INDECISIVE):
+        raise CommitRefused(f"decision {decision!r} is not one of {', '.join(DECISIONS)}")
+    if decision == "accept":
+        if basis is not None:
+            raise CommitRefused("--reject-basis goes with a reject, not an accept")
+        if tag == best:
+            raise CommitRefused(f"{tag!r} is already the best")
+        full = verdict is not None and verdict.get("n_tasks", 0) > 0
+        if not full or verdict is None or verdict.get("against") != best:
+            seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"
+            raise CommitRefused(
+                f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; there is "
+                f"{seen}. Gate it: pytest --capevolve-run PROJECT --capevolve-candidate DIR --capevolve-gate"
+            )
+        paired = float(verdict.get("coverage", {}).get("paired", 0.0))
+        if paired < spec.min_coverage:
+            raise CommitRefused(
+                f"{tag!r}'s verdict covers {paired:.0%} of val, below min_coverage {spec.min_coverage:.0%}"
+            )
+        if verdict.get("decision") != "accept":
+            if not force:
+                raise CommitRefused(
+                    f"the gate did not accept {tag!r} ({verdict.get('decision')}: {verdict.get('reason')}); "
+                    "accepting against the gate needs --force, and the record will say so"
+                )
+            return True
+        return False
+    if decision == "reject":
+        if basis not in REJECT_BASES:
+            raise CommitRefused(f"a reject needs --reject-basis, one of {', '.join(REJECT_BASES)}")
+    elif basis is not None and decision != INDECISIVE:
+        raise CommitRefused(f"--reject-basis goes with a reject, not {decision!r}")
+    if decision == "inconclusive" and not force:
+        raise CommitRefused(
+            f"{tag!r} cannot be booked inconclusive before it has been grown (more trials); "
+            "--force to book it now"
+        )
+    if decision == "provisional" and not force:
+        delta = (verdict or {}).get("delta_mean")
+        if verdict is None or verdict.get("decision") == "accept" or not (delta or 0) > 0:
+            has = (
+                "no verdict" if verdict is None else f"Δ̄ = {delta} and a verdict of {verdict.get('decision')}"
+            )
+            raise CommitRefused(f"provisional is for a verdict with Δ̄ > 0 under the bar; {tag!r} has {has}")
+    return False
+
+
+def _count(state: dict[str, Any], entry: dict[str, Any], optimizer: OptimizerSpend) -> None:
+    """Every decision advances ``iterations``; a reject advances ``stall`` and an accept resets
+    it (and moves the best); indecisive, inconclusive and provisional leave ``stall`` alone."""
+    state["iterations"] = int(state["iterations"]) + 1
+    if entry["decision"] == "reject":
+        state["stall"] = int(state["stall"]) + 1
+    elif entry["decision"] == "accept":
+        state["stall"] = 0
+        state["best_id"] = entry["tag"]
+    spent = state["spent"]
+    spent["optimizer_usd"] = float(spent.get("optimizer_usd", 0.0)) + optimizer.usd
+    spent["optimizer_tokens"] = int(spent.get("optimizer_tokens", 0)) + optimizer.tokens
+    spent["optimizer_seconds"] = float(spent.get("optimizer_seconds", 0.0)) + optimizer.seconds
+
+
+def _numbers(verdict: dict[str, Any] | None) -> dict[str, Any]:
+    """The verdict's numbers the ledger shows, and per task what the candidate fixed and broke."""
+    if verdict is None:
+        return {"delta_mean": None, "p_value": None, "bar": None, "fixed": [], "broke": []}
+    per_task = verdict.get("per_task", {})
+    return {
+        "delta_mean": verdict.get("delta_mean"),
+        "p_value": verdict.get("p_value"),
+        "bar": verdict.get("bar"),
+        "verdict": verdict.get("decision"),
+        "fixed": sorted(t for t, row in per_task.items() if (row.get("delta") or 0) > 0),
+        "broke": sorted(t for t, row in per_task.items() if (row.get("delta") or 0) < 0),
+    }
+
+
+def _spent_on(rundir: RunDir, tag: str) -> dict[str, Any]:
+    records = [r for r in rundir.rollouts("val") if r.tag == tag]
+    return {"rollouts": len(records), "runner_usd": sum(r.cost_usd for r in records)}
+
+
+def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:
+    """The files ``tag`` changed against its parent, from their snapshots (a candidate refused
+    by a screen has none: its source folder, recorded in the verdict, stands in)."""
+    mine, theirs = rundir.snapshot_dir(tag), rundir.snapshot_dir(parent)
+    if not mine.is_dir():
+        source = (verdict or {}).get("details", {}).get("source")
+        mine = Path(source) if source else rundir.work_dir(tag)
+    if not mine.is_dir() or not theirs.is_dir():
+        return []
+    try:
+        return changed_files(mine, theirs)
+    except CandidateError as exc:  # a symlink leaving the folder (the tamper guard said so too)
+        return [f"unreadable: {exc}"]

@@ -1,0 +1,45 @@
+"""Work copies: where an optimizer edits a candidate, ``runs/<id>/work/<TAG>/``.
+
+``capevolve work new TAG [--from TAG]`` copies the current best's snapshot (or ``--from``'s)
+into the work folder, with a ``JOURNAL.md`` for the optimizer's notes. The parent's snapshot
+is never touched. A tag that exists anywhere in the run is refused: rollouts are named
+``<task>__<tag>__t<k>.json``, so a shared tag would interleave two evaluations.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from ..project.candidate import HANDOVER, SEED_TAG, check_tag
+from ..project.spec import Spec
+from ..store.rundir import RunDir
+from .commit import CommitRefused
+
+JOURNAL = "JOURNAL.md"
+JOURNAL_MARKER = "<!-- capevolve: append '## Iteration <tag>' entries below this line -->"
+
+
+def new_work_copy(spec: Spec, rundir: RunDir, tag: str, parent: str | None = None) -> dict[str, Any]:
+    """Create the work copy of ``tag`` from ``parent`` (default: the current best)."""
+    tag = check_tag(tag)
+    parent = parent or rundir.best()
+    folder = rundir.work_dir(tag)
+    taken = set(rundir.known_tags()) | {SEED_TAG} | set(rundir.verdicts())
+    if tag in taken or folder.exists():
+        raise CommitRefused(
+            f"tag {tag!r} already exists in run {rundir.run_id}; a tag names one candidate forever "
+            "(its rollouts are <task>__<tag>__t<k>.json): choose a new tag"
+        )
+    source = rundir.snapshot_dir(parent) if parent != SEED_TAG else spec.capability_path
+    if parent != SEED_TAG and not source.is_dir():
+        raise CommitRefused(f"parent {parent!r} has no snapshot in run {rundir.run_id} (was it evaluated?)")
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__", *HANDOVER))
+    (folder / JOURNAL).write_text(
+        f"# Journal of {tag} (parent {parent})\n\n"
+        "What you tried, why, and what the numbers said. This file is not part of the candidate.\n\n"
+        f"{JOURNAL_MARKER}\n",
+        encoding="utf-8",
+    )
+    rundir.append_event("work_created", tag=tag, parent=parent)
+    return {"tag": tag, "parent": parent, "path": str(folder), "journal": str(folder / JOURNAL)}

@@ -1,0 +1,188 @@
+"""One whole agent-mode loop on examples/noisy_agent: work copies edited by a script, a gate
+session that leaves its verdicts as evidence, decisions booked by `capevolve commit`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve.cli import main
+
+FARE_RULE = "- RULE:check-fare-class — look up the fare class before quoting any change or refund.\n"
+UPSELL_RULE = "- RULE:always-upsell — offer an upgrade in every reply.\n"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | None, str]:
+    capsys.readouterr()  # drop what an in-process session printed before
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else None), err
+
+
+def work_copy(capsys, project: Path, tag: str, append: str = "") -> Path:
+    code, answer, _ = run_cli(capsys, "work", "new", tag, "--project", str(project))
+    assert code == 0 and answer is not None and answer["parent"] == "seed"
+    folder = Path(answer["path"])
+    assert (folder / "JOURNAL.md").is_file()
+    if append:
+        with (folder / "prompt.md").open("a") as handle:
+            handle.write(append)
+    return folder
+
+
+def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys, xdist_args):
+    project = example("noisy_agent")
+    assert capevolve(project, extra=xdist_args).ret == 0  # the baseline: the seed on val
+    nullcopy = work_copy(capsys, project, "nullcopy")
+    better = work_copy(capsys, project, "better", FARE_RULE)
+    worse = work_copy(capsys, project, "worse", UPSELL_RULE)
+    with (better / "JOURNAL.md").open("a") as journal:
+        journal.write("## Iteration better\nAdded the fare-class rule.\n")
+    # the work copy's tag is taken: a second one would interleave two evaluations
+    assert run_cli(capsys, "work", "new", "better", "--project", str(project))[0] == 2
+
+    gated = capevolve(
+        project, nullcopy, better, worse, gate=True, extra=["--capevolve-commit", "none", *xdist_args]
+    )
+    assert gated.ret == 10, gated.stdout.str()
+    gated.stdout.fnmatch_lines(
+        ["*noise floor from null controls: seed-null1*spread*", "*verdicts written as evidence*"]
+    )
+    rundir = projects.run_dir(project)
+    state = json.loads((rundir / "state.json").read_text())
+    assert (state["best_id"], state["iterations"], state["stall"]) == ("seed", 0, 0)  # evidence only
+    # the journal is the optimizer's, not the capability's: never snapshotted
+    assert not (rundir / "candidates" / "better" / "files" / "JOURNAL.md").exists()
+
+    assert (
+        run_cli(
+            capsys,
+            "commit",
+            "nullcopy",
+            "--project",
+            str(project),
+            "--decision",
+            "reject",
+            "--reject-basis",
+            "gate",
+            "--note",
+            "a byte-identical copy changes nothing",
+        )[0]
+        == 0
+    )
+    code, booked, _ = run_cli(
+        capsys,
+        "commit",
+        "better",
+        "--project",
+        str(project),
+        "--decision",
+        "accept",
+        "--optimizer-usd",
+        "0.25",
+        "--optimizer-tokens",
+        "900",
+    )
+    assert code == 0 and booked["best"] == "better" and booked["changed_files"] == ["prompt.md (changed)"]
+    assert (
+        run_cli(
+            capsys,
+            "commit",
+            "worse",
+            "--project",
+            str(project),
+            "--decision",
+            "reject",
+            "--reject-basis",
+            "micro_test_fail",
+            "--note",
+            "upselling made customers escalate",
+        )[0]
+        == 0
+    )
+    code, _, err = run_cli(
+        capsys,
+        "commit",
+        "better",
+        "--project",
+        str(project),
+        "--decision",
+        "reject",
+        "--reject-basis",
+        "gate",
+    )
+    assert code == 2 and "'better' was already decided: accept" in err
+
+    state = json.loads((rundir / "state.json").read_text())
+    assert (state["best_id"], state["iterations"], state["stall"]) == ("better", 3, 1)
+    assert state["spent"]["optimizer_usd"] == 0.25 and state["spent"]["optimizer_tokens"] == 900
+    ledger = (rundir / "LEDGER.md").read_text().splitlines()
+    rows = [line for line in ledger if line.startswith("| ") and not line.startswith("| tag")]
+    assert [row.split(" | ")[0:3] for row in rows] == [
+        ["| nullcopy", "seed", "reject"],
+        ["| better", "seed", "accept"],
+        ["| worse", "seed", "reject"],
+    ]
+    rejected = [json.loads(line) for line in (rundir / "rejected.jsonl").read_text().splitlines()]
+    assert [r["tag"] for r in rejected] == ["nullcopy", "worse"]
+    assert rejected[1]["changed_files"] == ["prompt.md (changed)"] and rejected[1]["parent"] == "seed"
+    assert rejected[1]["basis"] == "micro_test_fail" and rejected[0]["changed_files"] == []
+
+
+def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsys):
+    project = example("noisy_agent")
+    copy = project / "candidates" / "copy"
+    assert capevolve(project, copy, "improved", gate=True, extra=["--capevolve-commit", "none"]).ret == 10
+    refusals = {
+        ("copy", "accept"): "the gate did not accept 'copy'",
+        ("copy", "reject"): "a reject needs --reject-basis",
+        ("copy", "inconclusive"): "before it has been grown",
+        ("improved", "provisional"): "provisional is for a verdict with Δ̄ > 0 under the bar",
+        ("nope", "reject"): "unknown tag 'nope'",
+    }
+    for (tag, decision), message in refusals.items():
+        code, _, err = run_cli(capsys, "commit", tag, "--project", str(project), "--decision", decision)
+        assert code == 2 and message in err, (tag, decision, err)
+    code, _, err = run_cli(
+        capsys,
+        "commit",
+        "improved",
+        "--project",
+        str(project),
+        "--decision",
+        "accept",
+        "--reject-basis",
+        "gate",
+    )
+    assert code == 2 and "goes with a reject" in err
+    # accepting against the gate is possible, and the record says so
+    code, booked, _ = run_cli(
+        capsys, "commit", "copy", "--project", str(project), "--decision", "accept", "--force"
+    )
+    assert code == 0 and booked["against_gate"] is True
+    # `improved` was gated against the seed, which is no longer the best
+    code, _, err = run_cli(capsys, "commit", "improved", "--project", str(project), "--decision", "accept")
+    assert code == 2 and "against the current best 'copy'" in err
+
+
+def test_two_improving_siblings_the_second_is_regated_against_the_first(example, projects, capevolve):
+    project = example("noisy_agent")
+    for tag in ("first", "second"):
+        shutil.copytree(project / "candidates" / "improved", project / "candidates" / tag)
+    result = capevolve(project, "first", "second", gate=True)
+    verdicts = {
+        t: json.loads((projects.run_dir(project) / "verdicts" / f"{t}.json").read_text())
+        for t in ("first", "second")
+    }
+    assert verdicts["first"]["decision"] == "accept" and verdicts["first"]["against"] == "seed"
+    assert (
+        verdicts["second"]["against"] == "first"
+        and "re-gated against 'first'" in verdicts["second"]["reason"]
+    )
+    assert verdicts["second"]["decision"] == "reject"
+    state = json.loads((projects.run_dir(project) / "state.json").read_text())
+    assert state["best_id"] == "first" and state["iterations"] == 2  # auto mode booked both
+    result.stdout.fnmatch_lines(["*first: booked accept*", "*second: booked reject (gate)*"])
