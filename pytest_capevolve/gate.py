@@ -117,8 +117,11 @@ def regressions(
     arms were constant)."""
     cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
     noise = 2 * np.sqrt(stats.task_stderrs(candidate) ** 2 + stats.task_stderrs(best) ** 2)
+    valid = np.sum(~np.isnan(best), axis=1)
+    # at least half of the best's valid trials at the threshold (nan compares False); counted in
+    # integers, so a task with no valid trial is simply not passed (and raises no warning)
+    best_passed = (valid > 0) & (2 * np.sum(best >= success_threshold, axis=1) >= valid)
     with np.errstate(invalid="ignore"):
-        best_passed = np.nanmean(np.where(np.isnan(best), np.nan, best >= success_threshold), axis=1) >= 0.5
         drop = best_means - cand_means
         hit = best_passed & (drop > 0) & (drop > noise)
     return [
