@@ -1,0 +1,190 @@
+"""Mutation testing of the decision and statistics code: do the tests catch a broken gate?
+
+    .venv/bin/pip install mutmut   # 3.x; not a dependency of the package
+    python benchmarks/mutation.py [--reuse] [--max-children N]
+
+Runs mutmut (configured in pyproject.toml, ``[tool.mutmut]``: the fast pure test files only,
+end-to-end tests left out) over the modules in TARGETS, then prints how many mutants were
+generated, killed, survived and timed out, the score over non-equivalent mutants, and every
+surviving one with file:line and the changed line. Mutants judged equivalent (no test can tell
+them from the original) are listed in EQUIVALENT with the reason. Slow (several minutes on two
+cores), so not part of CI. Exits 2 when mutmut cannot run, 1 when a non-equivalent mutant
+survives, 0 otherwise. ``--reuse`` keeps mutmut's cache in ``mutants/`` (faster, but a result
+cached before a test was added can be stale); by default every mutant is run afresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import fnmatch
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+# The modules whose mutants are counted; repoint here (and in [tool.mutmut] only_mutate) when
+# modules move.
+TARGETS = (
+    "pytest_capevolve/gate.py",
+    "pytest_capevolve/judging.py",
+    "pytest_capevolve/stats.py",
+)
+
+# Surviving mutants that no test can kill, by mutmut's name, with the reason (one line each).
+# Names are stable while the mutated function's source is unchanged; a stale entry is reported.
+EQUIVALENT: dict[str, str] = {}
+
+ROOT = Path(__file__).resolve().parent.parent
+KILLED = {"killed", "caught by type check"}
+
+
+def module_of(path: str) -> str:
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def mutmut_command() -> list[str]:
+    local = Path(sys.executable).with_name("mutmut")
+    found = str(local) if local.exists() else shutil.which("mutmut")
+    if found is None:
+        sys.exit("mutation.py: mutmut is not installed (pip install mutmut); cannot run")
+    return [found]
+
+
+def check_config() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text()).get("tool", {}).get("mutmut")
+    if config is None:
+        print("mutation.py: pyproject.toml has no [tool.mutmut] section", file=sys.stderr)
+        sys.exit(2)
+    listed = sorted(config.get("only_mutate", []))
+    if listed != sorted(TARGETS):
+        print(
+            f"mutation.py: [tool.mutmut] only_mutate {listed} differs from TARGETS {sorted(TARGETS)}; "
+            "make them agree",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    missing = [t for t in TARGETS if not (ROOT / t).is_file()]
+    if missing:
+        print(f"mutation.py: target modules not found: {missing}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run(args: list[str], **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=ROOT, text=True, capture_output=True, **kw)
+
+
+def results(mutmut: list[str], patterns: list[str]) -> dict[str, str]:
+    done = run([*mutmut, "results", "--all", "true"])
+    if done.returncode != 0:
+        print(done.stdout + done.stderr, file=sys.stderr)
+        print("mutation.py: `mutmut results` failed", file=sys.stderr)
+        sys.exit(2)
+    statuses = {}
+    for line in done.stdout.splitlines():
+        match = re.fullmatch(r"\s*(\S+__mutmut_\d+): (.+)", line)
+        if match and any(fnmatch.fnmatch(match[1], p) for p in patterns):
+            statuses[match[1]] = match[2].strip()
+    return statuses
+
+
+def function_start(path: Path, key: str) -> int | None:
+    """First line (decorators included) of the function a mutant name points at."""
+    name = key.rsplit(".", 1)[-1].split("__mutmut_")[0]  # x_decide / xǁClassǁmethod
+    cls, func = (name.split("ǁ")[1:3] if name.startswith("xǁ") else (None, name[2:]))
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    scopes = [tree] if cls is None else [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls]
+    for scope in scopes:
+        for node in ast.iter_child_nodes(scope):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == func:
+                return min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return None
+
+
+def where(mutmut: list[str], key: str, path: str) -> tuple[str, str]:
+    """file:line and the mutated line, from `mutmut show` (its hunks count from the function)."""
+    diff = run([*mutmut, "show", key]).stdout.splitlines()
+    start = function_start(ROOT / path, key)
+    line, old_line, new = None, None, ""
+    for text in diff:
+        hunk = re.match(r"@@ -(\d+)", text)
+        if hunk:
+            line = int(hunk[1]) - 1
+            continue
+        if line is None or text.startswith(("---", "+++")):
+            continue
+        if text.startswith("-"):
+            line += 1
+            if old_line is None:
+                old_line = line
+        elif text.startswith("+"):
+            new = new or text[1:].strip()
+        else:
+            line += 1
+    at = "?" if start is None or old_line is None else str(start + old_line - 1)
+    return f"{path}:{at}", new
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reuse", action="store_true", help="keep mutmut's cached results in mutants/")
+    parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    options = parser.parse_args()
+    check_config()
+    mutmut = mutmut_command()
+    if not options.reuse:
+        shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+    patterns = [f"{module_of(t)}.x*__mutmut_*" for t in TARGETS]
+    command = [*mutmut, "run", "--max-children", str(options.max_children), *patterns]
+    print("$", " ".join(Path(command[0]).name if i == 0 else c for i, c in enumerate(command)), flush=True)
+    done = subprocess.run(command, cwd=ROOT, text=True, capture_output=True)
+    if done.returncode != 0:
+        print(done.stdout[-4000:] + done.stderr[-4000:], file=sys.stderr)
+        print(f"mutation.py: mutmut run failed (exit {done.returncode})", file=sys.stderr)
+        return 2
+
+    statuses = results(mutmut, patterns)
+    if not statuses:
+        print("mutation.py: mutmut produced no mutants for TARGETS", file=sys.stderr)
+        return 2
+    by_status: dict[str, list[str]] = {}
+    for key, status in sorted(statuses.items()):
+        by_status.setdefault(status, []).append(key)
+    killed = sum(len(by_status.get(s, [])) for s in KILLED)
+    timeout = len(by_status.get("timeout", []))
+    survivors = [k for s, keys in by_status.items() if s not in KILLED | {"timeout"} for k in keys]
+    equivalent = [k for k in survivors if k in EQUIVALENT]
+    live = [k for k in survivors if k not in EQUIVALENT]
+    non_equivalent = len(statuses) - len(equivalent)
+    score = 100.0 * (killed + timeout) / non_equivalent if non_equivalent else 100.0
+
+    path_of = {module_of(t): t for t in TARGETS}
+    print(f"targets: {', '.join(TARGETS)}")
+    print(f"generated {len(statuses)}")
+    print(f"killed    {killed}")
+    print(f"survived  {len(survivors)}  ({len(equivalent)} equivalent, {len(live)} not)")
+    print(f"timeout   {timeout} (counted as killed)")
+    others = {s: len(k) for s, k in by_status.items() if s not in KILLED | {"timeout", "survived"}}
+    if others:
+        print(f"other     {others} (counted as survived)")
+    print(f"killed of non-equivalent: {killed + timeout}/{non_equivalent} = {score:.1f} %")
+    for title, keys in (("surviving (not equivalent)", live), ("equivalent", equivalent)):
+        if not keys:
+            continue
+        print(f"\n{title}:")
+        for key in keys:
+            module = key.rsplit(".", 1)[0]
+            place, new = where(mutmut, key, path_of[module])
+            note = EQUIVALENT.get(key, statuses[key])
+            print(f"  {place:32} {key}\n      -> {new[:100]}\n      ({note})")
+    stale = sorted(set(EQUIVALENT) - set(statuses))
+    if stale:
+        print(f"\nEQUIVALENT names that are no longer generated (update the table): {', '.join(stale)}")
+    return 1 if live else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
