@@ -73,7 +73,7 @@ def check_config() -> None:
         sys.exit(2)
 
 
-def run(args: list[str], **kw) -> subprocess.CompletedProcess[str]:
+def run(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=ROOT, text=True, capture_output=True, **kw)
 
 
@@ -94,9 +94,13 @@ def results(mutmut: list[str], patterns: list[str]) -> dict[str, str]:
 def function_start(path: Path, key: str) -> int | None:
     """First line (decorators included) of the function a mutant name points at."""
     name = key.rsplit(".", 1)[-1].split("__mutmut_")[0]  # x_decide / xǁClassǁmethod
-    cls, func = (name.split("ǁ")[1:3] if name.startswith("xǁ") else (None, name[2:]))
+    cls, func = name.split("ǁ")[1:3] if name.startswith("xǁ") else (None, name[2:])
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    scopes = [tree] if cls is None else [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls]
+    scopes = (
+        [tree]
+        if cls is None
+        else [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls]
+    )
     for scope in scopes:
         for node in ast.iter_child_nodes(scope):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == func:
@@ -104,9 +108,34 @@ def function_start(path: Path, key: str) -> int | None:
     return None
 
 
-def where(mutmut: list[str], key: str, path: str) -> tuple[str, str]:
-    """file:line and the mutated line, from `mutmut show` (its hunks count from the function)."""
-    diff = run([*mutmut, "show", key]).stdout.splitlines()
+SHOW = """
+import sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+for line in sys.stdin:
+    name, path = line.split()
+    print("@@@@", name)
+    print(get_diff_for_mutant(name, path=path))
+"""
+
+
+def diffs(keys: list[str], path_of: dict[str, str]) -> dict[str, list[str]]:
+    """Each mutant's diff (function-relative hunks), from one interpreter for all of them."""
+    if not keys:
+        return {}
+    lines = "".join(f"{k} {path_of[k.rsplit('.', 1)[0]]}\n" for k in keys)
+    done = run([sys.executable, "-c", SHOW], input=lines)
+    out: dict[str, list[str]] = {}
+    current: list[str] = []
+    for text in done.stdout.splitlines():
+        if text.startswith("@@@@ "):
+            current = out.setdefault(text[5:].strip(), [])
+        else:
+            current.append(text)
+    return out
+
+
+def where(diff: list[str], key: str, path: str) -> tuple[str, str]:
+    """file:line and the mutated line (the diff's hunks count from the function's first line)."""
     start = function_start(ROOT / path, key)
     line, old_line, new = None, None, ""
     for text in diff:
@@ -125,26 +154,32 @@ def where(mutmut: list[str], key: str, path: str) -> tuple[str, str]:
         else:
             line += 1
     at = "?" if start is None or old_line is None else str(start + old_line - 1)
-    return f"{path}:{at}", new
+    return f"{path}:{at}", new or "(line removed)"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reuse", action="store_true", help="keep mutmut's cached results in mutants/")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    parser.add_argument(
+        "--report-only", action="store_true", help="print the last run's results; run nothing"
+    )
     options = parser.parse_args()
     check_config()
     mutmut = mutmut_command()
-    if not options.reuse:
-        shutil.rmtree(ROOT / "mutants", ignore_errors=True)
     patterns = [f"{module_of(t)}.x*__mutmut_*" for t in TARGETS]
-    command = [*mutmut, "run", "--max-children", str(options.max_children), *patterns]
-    print("$", " ".join(Path(command[0]).name if i == 0 else c for i, c in enumerate(command)), flush=True)
-    done = subprocess.run(command, cwd=ROOT, text=True, capture_output=True)
-    if done.returncode != 0:
-        print(done.stdout[-4000:] + done.stderr[-4000:], file=sys.stderr)
-        print(f"mutation.py: mutmut run failed (exit {done.returncode})", file=sys.stderr)
-        return 2
+    if not options.report_only:
+        if not options.reuse:
+            shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+        command = [*mutmut, "run", "--max-children", str(options.max_children), *patterns]
+        print(
+            "$", " ".join(Path(command[0]).name if i == 0 else c for i, c in enumerate(command)), flush=True
+        )
+        done = subprocess.run(command, cwd=ROOT, text=True, capture_output=True)
+        if done.returncode != 0:
+            print(done.stdout[-4000:] + done.stderr[-4000:], file=sys.stderr)
+            print(f"mutation.py: mutmut run failed (exit {done.returncode})", file=sys.stderr)
+            return 2
 
     statuses = results(mutmut, patterns)
     if not statuses:
@@ -171,13 +206,14 @@ def main() -> int:
     if others:
         print(f"other     {others} (counted as survived)")
     print(f"killed of non-equivalent: {killed + timeout}/{non_equivalent} = {score:.1f} %")
+    diff_of = diffs(survivors, path_of)
     for title, keys in (("surviving (not equivalent)", live), ("equivalent", equivalent)):
         if not keys:
             continue
         print(f"\n{title}:")
         for key in keys:
             module = key.rsplit(".", 1)[0]
-            place, new = where(mutmut, key, path_of[module])
+            place, new = where(diff_of.get(key, []), key, path_of[module])
             note = EQUIVALENT.get(key, statuses[key])
             print(f"  {place:32} {key}\n      -> {new[:100]}\n      ({note})")
     stale = sorted(set(EQUIVALENT) - set(statuses))
