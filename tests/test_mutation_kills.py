@@ -637,10 +637,11 @@ def test_integer_deltas_stay_exact_past_float_precision():
 
 
 def test_decide_refuses_task_ids_that_do_not_match_the_tasks():
-    with pytest.raises(ValueError):
-        gate.decide(
-            np.ones((3, 1)), np.zeros((3, 1)), tag="c", against="b", task_ids=["a", "b"], config=ANY_COVERAGE
-        )
+    for ids in (["a", "b"], ["a", "b", "c", "d"]):
+        with pytest.raises(ValueError, match="zip"):
+            gate.decide(
+                np.ones((3, 1)), np.zeros((3, 1)), tag="c", against="b", task_ids=ids, config=ANY_COVERAGE
+            )
 
 
 def test_no_tasks_at_all_is_zero_coverage():
@@ -815,3 +816,104 @@ def test_a_tie_is_within_one_billionth():
     cand, best = np.array([[0.0]]), np.array([[1e-9]])
     assert judge(cand, best, simple, candidate_size=1, best_size=2).decision == ACCEPT
     assert judge(cand, np.array([[2e-9]]), simple, candidate_size=1, best_size=2).decision == REJECT
+
+
+# -- fourth round ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("big_side", ["candidate", "best"])
+def test_integer_deltas_take_python_integers_where_int64_would_overflow(big_side):
+    # grid 1000, trial counts 1..41 (L = lcm ≈ 2.2e17): a full pass on the one-trial task scales to
+    # 1000·L ≈ 2.2e20, past int64, so the guard must send it down the Python-integer path
+    counts = range(1, 42)
+    big = np.full((41, 41), np.nan)
+    for t, n in enumerate(counts):
+        big[t, :n] = 0.0
+    big[0, 0] = 1.0
+    small = np.full((41, 41), np.nan)
+    small[:, 0] = 0.001
+    cand, best = (big, small) if big_side == "candidate" else (small, big)
+    scale = 1000 * math.lcm(*counts)
+    expected = [
+        int(
+            (
+                Fraction(int(round(np.nansum(cand[t]) * 1000)), 1000 * int(np.sum(~np.isnan(cand[t]))))
+                - Fraction(int(round(np.nansum(best[t]) * 1000)), 1000 * int(np.sum(~np.isnan(best[t]))))
+            )
+            * scale
+        )
+        for t in range(41)
+    ]
+    assert max(abs(e) for e in expected) > 2**63
+    assert stats.integer_deltas(cand, best, 1000) == expected
+
+
+def test_the_default_bootstrap_draws_2000_resamples():
+    from scipy import stats as sps
+
+    deltas = np.random.default_rng(4).normal(0.1, 0.3, 30)
+    expected = sps.bootstrap(
+        (deltas,),
+        np.mean,
+        confidence_level=0.95,
+        n_resamples=2000,
+        method="BCa",
+        random_state=np.random.default_rng(0),
+    ).confidence_interval
+    assert stats.bootstrap_ci(deltas) == (float(expected[0]), float(expected[1]))
+
+
+def test_the_percentile_fallback_keeps_the_confidence_level(monkeypatch):
+    from scipy import stats as sps
+
+    real = sps.bootstrap
+
+    def no_bca(data, statistic, **kw):
+        if kw["method"] == "BCa":
+            return type("R", (), {"confidence_interval": (np.nan, np.nan)})()
+        return real(data, statistic, **kw)
+
+    monkeypatch.setattr(stats.sps, "bootstrap", no_bca)
+    deltas = np.random.default_rng(5).normal(0.1, 0.3, 30)
+    expected = real(
+        (deltas,),
+        np.mean,
+        confidence_level=0.8,
+        n_resamples=500,
+        method="percentile",
+        random_state=np.random.default_rng(2),
+    ).confidence_interval
+    assert stats.bootstrap_ci(deltas, confidence=0.8, n_resamples=500, seed=2) == (
+        float(expected[0]),
+        float(expected[1]),
+    )
+
+
+def test_count_at_least_stays_exact_past_float_precision():
+    # C(60, k) summed over k ≥ 30 exceeds 2^53: the counts must stay Python integers
+    expected = sum(math.comb(60, k) for k in range(30, 61))
+    assert expected > 2**53 and stats._count_at_least([1] * 60, 0) == expected
+
+
+def test_reward_grid_tolerance_is_one_billionth_per_grid_step():
+    assert stats.reward_grid() == 1
+    assert stats.reward_grid(np.array([[1 / 3 + 5e-10]])) == 3  # float noise around a third
+    assert stats.reward_grid(np.array([[1 - 1.5e-9]])) is None  # off every grid by more than that
+
+
+def test_sign_flip_test_defaults_and_result_records():
+    rng = np.random.default_rng(11)
+    cand = OFF_GRID + rng.random((20, 1)) / 2
+    base = OFF_GRID + rng.random((20, 1)) / 2  # mixed signs: p depends on the draws
+    default = stats.sign_flip_test(cand, base)
+    assert default == stats.sign_flip_test(cand, base, n_resamples=20000, seed=0)
+    assert default != stats.sign_flip_test(cand, base, seed=1)
+    assert default.denominator == 20001
+    mixed = stats.sign_flip_test(np.ones((3, 1)), np.full((3, 1), 3 * OFF_GRID))  # only the best is off-grid
+    assert mixed.method == "exact" and (mixed.numerator, mixed.denominator) == (1, 8)  # enumerated
+    assert stats.sign_flip_test(np.ones((3, 1)), np.ones((3, 1))) == stats.SignFlipResult(1.0, "exact", 1, 1)
+    counted = stats.sign_flip_test(np.ones((5, 1)), np.zeros((5, 1)))
+    assert counted == stats.SignFlipResult(1 / 32, "exact", 1, 32)
+    many = np.array([[1.0]] * 40 + [[0.0]] * 21)
+    fast = stats.sign_flip_test(many, 1.0 - many, alpha=0.5)
+    assert fast.method == "exact" and fast.numerator == round(fast.p_value * 2**53) > 0
