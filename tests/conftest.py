@@ -7,6 +7,7 @@ Tests take these as fixtures; no test module imports from this file.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -174,4 +175,6 @@ from hypothesis import settings  # noqa: E402
 
 # Deterministic, deadline-free property runs: the machines are shared and timing is not a property.
 settings.register_profile("capevolve", deadline=None, max_examples=60, derandomize=True, print_blob=True)
-settings.load_profile("capevolve")
+# benchmarks/mutation.py runs the fast tests once per mutant: fewer examples keep it to minutes
+settings.register_profile("capevolve-mutation", parent=settings.get_profile("capevolve"), max_examples=12)
+settings.load_profile("capevolve-mutation" if "MUTANT_UNDER_TEST" in os.environ else "capevolve")

@@ -107,10 +107,11 @@ def regressions(
     arms were constant)."""
     cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
     noise = 2 * np.sqrt(stats.task_stderrs(candidate) ** 2 + stats.task_stderrs(best) ** 2)
-    with np.errstate(invalid="ignore"):
-        best_passed = np.nanmean(np.where(np.isnan(best), np.nan, best >= success_threshold), axis=1) >= 0.5
-        drop = best_means - cand_means
-        hit = best_passed & (drop > 0) & (drop > noise)
+    # at least half of the best's valid trials at the threshold (nan compares False), counted in
+    # integers; a task with no valid trial on either side has a nan drop, which is never a hit
+    best_passed = 2 * np.sum(best >= success_threshold, axis=1) >= np.sum(~np.isnan(best), axis=1)
+    drop = best_means - cand_means
+    hit = best_passed & (drop > noise)  # noise ≥ 0, so only a drop can be a hit
     return [
         {
             "task_id": task_ids[i],
@@ -119,7 +120,7 @@ def regressions(
             "drop": float(drop[i]),
             "noise": float(noise[i]),
         }
-        for i in np.flatnonzero(np.nan_to_num(hit, nan=0).astype(bool))
+        for i in np.flatnonzero(hit)
     ]
 
 
@@ -429,8 +430,6 @@ def _imputation_flips(
         cand, bst = np.nan_to_num(candidate, nan=0.0), np.nan_to_num(best, nan=1.0)
     else:
         cand, bst = np.nan_to_num(candidate, nan=1.0), np.nan_to_num(best, nan=0.0)
-    deltas, _ = stats.paired_deltas(cand, bst)
-    if deltas.size == 0:
-        return False
+    deltas, _ = stats.paired_deltas(cand, bst)  # every task: decide() got here with n > 0
     imputed, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size)
     return imputed != decision

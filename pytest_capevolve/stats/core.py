@@ -342,12 +342,3 @@ def variance_components(matrix: np.ndarray) -> dict[str, float | None]:
     between = max(0.0, float(np.var([np.mean(r) for r in rows], ddof=1)) - within / mean_trials)
     total = between + within
     return {"within": within, "between": between, "icc": between / total if total > 0 else None}
-
-
-def run_shock(null_deltas: Sequence[float]) -> float | None:
-    """The run-level shock estimated from null controls: the spread of their mean deltas
-    (byte-identical copies, so any shared offset is noise of the run, not of the change)."""
-    values = [float(d) for d in null_deltas]
-    if len(values) < 2:
-        return None
-    return float(np.std(values, ddof=1))
