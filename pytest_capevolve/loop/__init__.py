@@ -1,0 +1,12 @@
+"""The optimize loop's primitives: each reads the run dir and the project, pays no rollout, and
+answers with one JSON-ready dict (printed by the ``capevolve`` command).
+
+- :mod:`.stop_condition`: the spec's free-text ``stop_condition`` read by a fixed grammar into
+  predicates (and the clauses it could not read), evaluated against measured actuals;
+- :mod:`.spend`: what the run has spent against every ceiling, whether N more siblings fit
+  (:func:`.spend.afford`, reusable by a planner before paying), and stop / narrow / continue;
+- :mod:`.diagnose`: a tag's per-task bands and failure clusters from persisted rollouts, and the
+  reflective dataset an optimizer reads (gold answers redacted).
+
+They import project/, store/, decide/ and stats/; never pytest, the plugin or the CLI.
+"""
