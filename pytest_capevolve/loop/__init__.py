@@ -10,3 +10,8 @@ answers with one JSON-ready dict (printed by the ``capevolve`` command).
 
 They import project/, store/, decide/ and stats/; never pytest, the plugin or the CLI.
 """
+
+
+class Refusal(Exception):
+    """A loop primitive will not answer as asked (no run yet, unknown tag, sealed split); the
+    message says what was refused and why. The command prints it as one line and exits 2."""

@@ -105,6 +105,7 @@ class Actuals:
     iterations: int = 0
     stall: int = 0
     task_means: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    val_task_ids: tuple[str, ...] | None = None  # when given, a guard on another task says so
 
 
 # -- splitting ------------------------------------------------------------------------------------
@@ -393,8 +394,10 @@ def evaluate(condition: StopCondition, actuals: Actuals) -> list[dict[str, Any]]
             best, seed = actuals.task_means.get(p.task or "", (None, None))
             actual = {"best": best, "seed": seed}
             met = best is not None and seed is not None and best >= seed
-            if best is None or seed is None:
-                note = f"task {p.task!r} has no val rollouts of both the best and the seed"
+            if actuals.val_task_ids is not None and p.task not in actuals.val_task_ids:
+                note = f"task {p.task!r} is not a val task: a guard is checked on val, so it is unmeasured"
+            elif best is None or seed is None:
+                note = f"task {p.task!r} has no valid val rollout of both the best and the seed: unmeasured"
         else:
             actual = {
                 USD: actuals.usd,
