@@ -343,7 +343,7 @@ def spend_report(
         val_mean=mean,
         val_full=best_json["full_val"],
         usd=money(total_usd) or 0.0,
-        seconds=wall or 0.0,
+        seconds=round(wall or 0.0, 3),
         rollouts=rollouts,
         iterations=iterations,
         stall=stall,
