@@ -24,10 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_capevolve.project.adapter import AdapterRunner  # noqa: E402
 from pytest_capevolve.project.checks import ProjectEnv, run  # noqa: E402
 from pytest_capevolve.project.microcase import load_project  # noqa: E402
-from pytest_capevolve.session.rollout import execute_rollout  # noqa: E402
+from pytest_capevolve.project.runner import AdapterRunner, run_and_score  # noqa: E402
 
 
 def best_of(repeats: int, work) -> float:
@@ -60,19 +59,7 @@ def main() -> None:
         def rollouts() -> None:
             for task in pool:
                 for trial in range(5):
-                    execute_rollout(
-                        runner,
-                        task,
-                        candidate,
-                        run_id="bench",
-                        split="val",
-                        tag="regressed",
-                        trial=trial,
-                        seed=100 + trial,
-                        content_hash="x",
-                        success_threshold=1.0,
-                        timeout_s=None,
-                    )
+                    run_and_score(runner, task, candidate, seed=100 + trial, split="val")
 
         screen_s = best_of(3, screen)
         rollouts_s = best_of(3, rollouts)

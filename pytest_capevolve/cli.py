@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from .decide.gate import GATE_MODES
+from .loop import Refusal as LoopRefusal
 from .project.adapter import AdapterError, check_reward, load_adapter, load_tasks
+from .project.candidate import CandidateError
 from .project.runner import AdapterRunner, run_and_score
 from .project.spec import Spec, SpecError, load_spec
 from .store.rundir import RunDir, RunDirError
@@ -262,31 +264,67 @@ def _project_of(path: Path, runs_dir: Path) -> Path:
     raise CliUsageError(f"{path} is not inside a project's {runs_dir}; give --project")
 
 
-class Refused(Exception):
-    """A loop command refused what would corrupt the record: one line on stderr, exit 2."""
+# -- the optimize loop's primitives: spend, diagnose (one JSON object each; refusals exit 2) --------
+
+LOOP_REFUSED = 2
+
+
+def _loop_project(args: argparse.Namespace) -> Path:
+    """The project of a loop command: the positional or ``--project`` (not two different ones)."""
+    positional, option = args.project, args.project_option
+    if positional is not None and option is not None and positional.resolve() != option.resolve():
+        raise LoopRefusal(f"two projects given ({positional} and --project {option}); give one")
+    return positional or option or Path(".")
 
 
 def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
     try:
-        spec = load_spec(args.project)
-        return spec, RunDir.resolve(spec.project_dir, args.run_id, create=False)
+        spec = load_spec(_loop_project(args))
+        rundir = RunDir.resolve(spec.project_dir, args.run_id, create=False)
     except (SpecError, RunDirError) as exc:
-        raise Refused(str(exc)) from None
+        raise LoopRefusal(str(exc)) from None
+    if rundir.splits() is None:
+        raise LoopRefusal(
+            f"run {rundir.run_id} has no frozen splits yet; evaluate first (pytest --capevolve-run)"
+        )
+    return spec, rundir
 
 
-def _print_json(answer: dict[str, Any]) -> int:
-    print(json.dumps(answer, sort_keys=True, ensure_ascii=False, default=str))
+def _loop_print(args: argparse.Namespace, report: dict[str, Any], table: Any) -> int:
+    if args.table:
+        for line in table(report):
+            print(line)
+    else:
+        print(json.dumps(report, sort_keys=True, ensure_ascii=False, default=str))
     return 0
 
 
+def _refusals_exit_2(command: Any) -> Any:
+    """Loop commands refuse with one line on stderr naming what and why, and exit 2."""
+    import functools
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(command(args))
+        except (LoopRefusal, CliUsageError, CandidateError) as exc:
+            print(f"capevolve {args.command}: refused: {exc}", file=sys.stderr)
+            return LOOP_REFUSED
+
+    return run
+
+
+@_refusals_exit_2
 def cmd_work_new(args: argparse.Namespace) -> int:
     """Copy the best's (or --from's) snapshot into runs/<id>/work/<TAG>/ for an optimizer to edit."""
     from .loop.work import new_work_copy
 
     spec, rundir = _loop_run(args)
-    return _print_json(new_work_copy(spec, rundir, args.tag, args.parent))
+    answer = new_work_copy(spec, rundir, args.tag, args.parent)
+    return _loop_print(args, answer, _key_lines)
 
 
+@_refusals_exit_2
 def cmd_commit(args: argparse.Namespace) -> int:
     """Book one decision for a tag: the gate's verdict is evidence, this is the decision."""
     from .loop.commit import OptimizerSpend, book
@@ -303,12 +341,83 @@ def cmd_commit(args: argparse.Namespace) -> int:
         optimizer=spend,
         force=args.force,
     )
-    return _print_json({**entry, "best": rundir.best(), "state": rundir.read_state()})
+    return _loop_print(args, {**entry, "best": rundir.best(), "state": rundir.read_state()}, _key_lines)
 
 
-def _add_loop_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--project", type=Path, default=Path("."), help="project folder (default .)")
-    parser.add_argument("--run-id", default=None, help="the run (default: the newest)")
+def _key_lines(answer: dict[str, Any]) -> list[str]:
+    return [f"{key}: {value}" for key, value in sorted(answer.items())]
+
+
+@_refusals_exit_2
+def cmd_spend(args: argparse.Namespace) -> int:
+    """Spend against every ceiling, whether N siblings fit, and stop / narrow / continue."""
+    from .loop.spend import render_table, spend_report
+
+    if args.n_siblings < 1:
+        raise LoopRefusal(f"--n-siblings {args.n_siblings}: give at least 1")
+    spec, rundir = _loop_run(args)
+    report = spend_report(spec, rundir, n_siblings=args.n_siblings, nulls=args.nulls)
+    return _loop_print(args, report, render_table)
+
+
+@_refusals_exit_2
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    """A tag's per-task bands and failure clusters from persisted rollouts; pays nothing."""
+    from .loop.diagnose import diagnose, export_reflective, render_table
+
+    spec, rundir = _loop_run(args)
+    report = diagnose(spec, rundir, args.tag, split=args.split, compare_split=args.compare_split)
+    if args.export is not None:
+        report["export"] = export_reflective(spec, rundir, args.tag, args.export, split=args.split)
+    return _loop_print(args, report, render_table)
+
+
+def _add_loop_commands(sub: Any) -> None:
+    def common(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("project", type=Path, nargs="?", default=None, help="project folder (default .)")
+        parser.add_argument("--project", dest="project_option", type=Path, default=None, metavar="DIR")
+        parser.add_argument("--run-id", default=None)
+        parser.add_argument("--table", action="store_true", help="a short human table instead of JSON")
+
+    from .loop.commit import DECISIONS, REJECT_BASES
+
+    work = sub.add_parser("work", help="work copies for an optimizer").add_subparsers(
+        dest="action", required=True
+    )
+    new = work.add_parser("new", help="copy the best's snapshot into runs/<id>/work/TAG/")
+    new.add_argument("tag")
+    common(new)
+    new.add_argument("--from", dest="parent", default=None, metavar="TAG", help="copy this tag instead")
+    new.set_defaults(func=cmd_work_new)
+    commit = sub.add_parser("commit", help="book one decision for a tag (the gate's verdict is evidence)")
+    commit.add_argument("tag")
+    common(commit)
+    commit.add_argument("--decision", required=True, choices=DECISIONS)
+    commit.add_argument("--reject-basis", choices=REJECT_BASES, default=None)
+    commit.add_argument("--note", default="", help="one line: the general rule this decision teaches")
+    commit.add_argument("--optimizer-usd", type=float, default=0.0)
+    commit.add_argument("--optimizer-tokens", type=int, default=0)
+    commit.add_argument("--optimizer-seconds", type=float, default=0.0)
+    commit.add_argument("--force", action="store_true", help="repair the record (itself an event)")
+    commit.set_defaults(func=cmd_commit)
+    spend = sub.add_parser("spend", help="spend vs ceilings, whether N siblings fit, stop/narrow/continue")
+    common(spend)
+    spend.add_argument("--n-siblings", type=int, default=1, metavar="N", help="siblings to price (default 1)")
+    spend.add_argument(
+        "--nulls", type=int, default=2, metavar="N", help="null controls a round adds (default 2)"
+    )
+    spend.set_defaults(func=cmd_spend)
+    diag = sub.add_parser("diagnose", help="a tag's per-task bands and failure clusters (pays nothing)")
+    diag.add_argument("tag")
+    common(diag)
+    diag.add_argument("--split", default="val", help="val (default) or train; test is sealed")
+    diag.add_argument(
+        "--compare-split", default=None, metavar="SPLIT", help="compare clusters with train/val"
+    )
+    diag.add_argument(
+        "--export", type=Path, default=None, metavar="FILE.jsonl", help="write the reflective dataset"
+    )
+    diag.set_defaults(func=cmd_diagnose)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -344,27 +453,6 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="check the hash chain of a run's events.jsonl")
     verify.add_argument("run_dir", type=Path, help="a run dir: PROJECT/.capevolve/runs/<run_id>")
     verify.set_defaults(func=cmd_verify)
-    work = sub.add_parser("work", help="work copies for an optimizer").add_subparsers(
-        dest="action", required=True
-    )
-    new = work.add_parser("new", help="copy the best's snapshot into runs/<id>/work/TAG/")
-    new.add_argument("tag")
-    new.add_argument("--from", dest="parent", default=None, metavar="TAG", help="copy this tag instead")
-    _add_loop_options(new)
-    new.set_defaults(func=cmd_work_new, loop=True)
-    from .loop.commit import DECISIONS, REJECT_BASES
-
-    commit = sub.add_parser("commit", help="book one decision for a tag (the gate's verdict is evidence)")
-    commit.add_argument("tag")
-    commit.add_argument("--decision", required=True, choices=DECISIONS)
-    commit.add_argument("--reject-basis", choices=REJECT_BASES, default=None)
-    commit.add_argument("--note", default="", help="one line: the general rule this decision teaches")
-    commit.add_argument("--optimizer-usd", type=float, default=0.0)
-    commit.add_argument("--optimizer-tokens", type=int, default=0)
-    commit.add_argument("--optimizer-seconds", type=float, default=0.0)
-    commit.add_argument("--force", action="store_true", help="repair the record (itself an event)")
-    _add_loop_options(commit)
-    commit.set_defaults(func=cmd_commit, loop=True)
     micro = sub.add_parser("microcase", help="work with microcases").add_subparsers(
         dest="action", required=True
     )
@@ -375,21 +463,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--project", type=Path, default=None, help="default: the project of the rollout")
     gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
+    _add_loop_commands(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .loop.commit import CommitRefused
-    from .project.candidate import CandidateError
-
     try:
         return int(args.func(args))
-    except (Refused, CommitRefused, CandidateError) as exc:
-        if not getattr(args, "loop", False):
-            raise
-        print(f"refused: {exc}", file=sys.stderr)
-        return 2
     except CliUsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 4

@@ -15,7 +15,7 @@ from typing import Any
 from ..project.candidate import CandidateError, changed_files
 from ..project.spec import Spec
 from ..store.rundir import RunDir
-from . import memory
+from . import Refusal, memory
 
 DECISIONS = ("accept", "reject", "inconclusive", "provisional")
 REJECT_BASES = ("gate", "screen_kill", "ceiling", "budget", "infra", "micro_test_fail")
@@ -25,7 +25,7 @@ INDECISIVE = "indecisive"
 SCREEN_BASES = ("tamper", "micro_test_fail")
 
 
-class CommitRefused(Exception):
+class CommitRefused(Refusal):
     """The decision would corrupt the record; the message says why and what would do."""
 
 
