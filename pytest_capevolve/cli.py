@@ -344,6 +344,62 @@ def cmd_commit(args: argparse.Namespace) -> int:
     return _loop_print(args, {**entry, "best": rundir.best(), "state": rundir.read_state()}, _key_lines)
 
 
+@_refusals_exit_2
+def cmd_baseline(args: argparse.Namespace) -> int:
+    """The hand-off: check the adapter, evaluate the seed on val, print what an optimizer needs.
+
+    Everything but the final JSON goes to stderr, so ``capevolve baseline | jq`` works."""
+    import contextlib
+    import subprocess
+
+    from .loop.spend import spend_report
+
+    project = _loop_project(args)
+    with contextlib.redirect_stdout(sys.stderr):
+        if cmd_check(argparse.Namespace(project=project)) != 0:
+            raise LoopRefusal(f"the adapter check of {project} failed (above); fix it before a baseline")
+    spec = load_spec(project)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--capevolve-run",
+        str(spec.path),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
+    command += ["--capevolve-run-id", args.run_id] if args.run_id else []
+    command += ["-n", str(args.workers)] if args.workers else []
+    done = subprocess.run(command, cwd=spec.project_dir, capture_output=True, text=True, check=False)
+    sys.stderr.write(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise LoopRefusal(f"the seed's val evaluation did not complete (pytest exit {done.returncode})")
+    spec, rundir = _loop_run(args)
+    report = spend_report(spec, rundir)
+    splits = rundir.splits() or {}
+    where = f"--project {spec.project_dir}"
+    handoff = {
+        "run_id": rundir.run_id,
+        "run_dir": str(rundir.root),
+        "best": report["best"],
+        "splits": {name: len(splits.get(name, [])) for name in ("train", "val", "test")},
+        "trials": spec.num_trials,
+        "ceilings": report["ceilings"],
+        "constraints": report["constraints"],
+        "recommendation": report["recommendation"],
+        "next": [
+            f"capevolve diagnose {report['best']['tag']} {where}",
+            f"capevolve spend --n-siblings 3 {where}",
+            f"capevolve work new cand_0001 {where}",
+            f"pytest --capevolve-run {spec.project_dir} --capevolve-candidate "
+            f"{rundir.work_dir('cand_0001')} --capevolve-gate --capevolve-commit none",
+            f"capevolve commit cand_0001 --decision accept|reject --reject-basis gate {where}",
+        ],
+    }
+    return _loop_print(args, handoff, _key_lines)
+
+
 def _key_lines(answer: dict[str, Any]) -> list[str]:
     return [f"{key}: {value}" for key, value in sorted(answer.items())]
 
@@ -400,6 +456,12 @@ def _add_loop_commands(sub: Any) -> None:
     commit.add_argument("--optimizer-seconds", type=float, default=0.0)
     commit.add_argument("--force", action="store_true", help="repair the record (itself an event)")
     commit.set_defaults(func=cmd_commit)
+    baseline = sub.add_parser(
+        "baseline", help="check the adapter, evaluate the seed on val, print the hand-off"
+    )
+    common(baseline)
+    baseline.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for the evaluation")
+    baseline.set_defaults(func=cmd_baseline)
     spend = sub.add_parser("spend", help="spend vs ceilings, whether N siblings fit, stop/narrow/continue")
     common(spend)
     spend.add_argument("--n-siblings", type=int, default=1, metavar="N", help="siblings to price (default 1)")

@@ -1,5 +1,6 @@
-"""The spec's ceilings hold before anything is paid: max_iterations and stall stop a gate
-session (with the arithmetic) but never a plain evaluation."""
+"""The spec's ceilings hold before anything is paid, with the arithmetic: max_usd at the run's
+measured $/rollout, a stop_condition's cap, max_iterations and stall (which stop a gate session
+but never a plain evaluation)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ def test_max_iterations_refuses_a_gate_session_before_paying(example, projects, 
     projects.edit_spec(project, "num_trials: 1", "num_trials: 1\nmax_iterations: 0")
     gated = capevolve(project, "careful", gate=True)
     assert gated.ret == pytest.ExitCode.USAGE_ERROR
-    gated.stderr.fnmatch_lines(["*booked 0 decision(s), max_iterations=0*"])
+    gated.stderr.fnmatch_lines(
+        ["*would cross a ceiling before paying anything: 0 + 1 decisions > max_iterations=0*"]
+    )
     assert not list(projects.run_dir(project).glob("rollouts/*/*.json"))  # nothing paid
     assert capevolve(project, "careful").ret == 0  # measuring is not deciding
 
@@ -29,5 +32,28 @@ def test_stall_refuses_the_next_gate_session_after_that_many_rejects(example, pr
     paid = len(list(projects.run_dir(project).glob("rollouts/*/*.json")))
     again = capevolve(project, "careful", gate=True)
     assert again.ret == pytest.ExitCode.USAGE_ERROR
-    again.stderr.fnmatch_lines(["*1 reject(s) in a row, stall=1*"])
+    again.stderr.fnmatch_lines(["*1 rejects in a row: the run has stalled, stall=1*"])
     assert len(list(projects.run_dir(project).glob("rollouts/*/*.json"))) == paid
+
+
+def test_max_usd_refuses_a_session_its_measured_cost_would_cross(example, projects, capevolve) -> None:
+    """noisy_agent reports $0.0021 a rollout: the seed's 200 cost $0.42; a gate session owing
+    600 more would reach $1.68 > max_usd 1.0, so it is refused before paying, not noticed after."""
+    project = example("noisy_agent")
+    projects.edit_spec(project, "max_metric_calls: 20000", "max_metric_calls: 20000\nmax_usd: 1.0")
+    assert capevolve(project).ret == 0  # no rate measured yet: the first session may run
+    state = json.loads((projects.run_dir(project) / "state.json").read_text())
+    assert state["spent"]["usd"] == pytest.approx(0.42)
+    gated = capevolve(project, "improved", gate=True)
+    assert gated.ret == pytest.ExitCode.USAGE_ERROR
+    gated.stderr.fnmatch_lines(["*$0.4200 spent + $1.2600 needed = $1.6800 > max_usd=1*"])
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["spent"] == state["spent"]
+
+
+def test_a_stop_condition_cap_is_a_ceiling_too(example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\nstop_condition: at most 20 rollouts")
+    assert capevolve(project).ret == 0  # 12 val rollouts
+    refused = capevolve(project, "careful")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*12 + 12 rollouts > max_metric_calls=20 (from stop_condition*"])

@@ -35,7 +35,15 @@ def work_copy(capsys, project: Path, tag: str, append: str = "") -> Path:
 
 def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys, xdist_args):
     project = example("noisy_agent")
-    assert capevolve(project, extra=xdist_args).ret == 0  # the baseline: the seed on val
+    workers = ["--workers", "2"] if xdist_args else []
+    code, handoff, _ = run_cli(capsys, "baseline", str(project), *workers)
+    assert code == 0 and handoff["best"]["tag"] == "seed" and handoff["best"]["full_val"] is True
+    assert handoff["splits"]["val"] == 40 and handoff["trials"] == 5 and len(handoff["next"]) == 5
+    code, spend, _ = run_cli(capsys, "spend", str(project), "--n-siblings", "3")
+    assert code == 0 and spend["afford"]["rollouts"]["total"] == 5 * 40 * 5  # 3 siblings + 2 nulls
+    assert spend["afford"]["affordable"] is True and spend["recommendation"]["action"] == "continue"
+    code, diagnosis, _ = run_cli(capsys, "diagnose", "seed", str(project))
+    assert code == 0 and sum(diagnosis["bands"].values()) == 40
     nullcopy = work_copy(capsys, project, "nullcopy")
     better = work_copy(capsys, project, "better", FARE_RULE)
     worse = work_copy(capsys, project, "worse", UPSELL_RULE)
@@ -118,6 +126,9 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
 
     state = json.loads((rundir / "state.json").read_text())
     assert (state["best_id"], state["iterations"], state["stall"]) == ("better", 3, 1)
+    code, spend, _ = run_cli(capsys, "spend", str(project))
+    assert (spend["best"]["tag"], spend["spent"]["iterations"], spend["spent"]["stall"]) == ("better", 3, 1)
+    assert spend["spent"]["optimizer_usd"] == 0.25
     assert state["spent"]["optimizer_usd"] == 0.25 and state["spent"]["optimizer_tokens"] == 900
     ledger = (rundir / "LEDGER.md").read_text().splitlines()
     rows = [line for line in ledger if line.startswith("| ") and not line.startswith("| tag")]

@@ -8,10 +8,12 @@ candidate refused by a screen is never registered.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..loop.spend import Ceilings, afford
+from ..loop.stop_condition import parse as parse_stop_condition
 from ..project.candidate import SEED_TAG, CandidateError, check_tag
 from ..project.paths import to_stored
 from ..project.spec import Spec, splits_for
@@ -125,9 +127,9 @@ def plan_evaluation(
     for tag in null_tags:
         digest = rundir.register_candidate(tag, best_path)
         planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
-    plan = build_plan(
-        spec, rundir, split, task_ids, planned, rundir.rollouts(split), "session_started", gating=gate.enabled
-    )
+    deciding = len([c for c in planned if c.tag != best and c.tag not in null_tags]) if gate.enabled else 0
+    records = rundir.rollouts(split)
+    plan = build_plan(spec, rundir, split, task_ids, planned, records, "session_started", decisions=deciding)
     return Planned(plan, best, null_tags)
 
 
@@ -168,7 +170,7 @@ def build_plan(
     records: Iterable[RolloutRecord],
     event: str,
     *,
-    gating: bool = False,
+    decisions: int = 0,
     **fields: object,
 ) -> EvalPlan:
     """The plan over ``planned``, owing every rollout not already persisted valid in
@@ -185,38 +187,40 @@ def build_plan(
         persisted=persisted,
     )
     owed = len(plan.owed_keys())
-    check_ceilings(spec, rundir, owed, gating=gating)
+    check_ceilings(spec, rundir, owed, decisions=decisions)
     rundir.append_event(
         event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
     )
     return plan
 
 
-def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, gating: bool) -> None:
-    """Refuse, before anything is paid, a session that would cross a ceiling of the spec:
-    ``max_metric_calls`` by the rollouts it owes; and for a gate session, more decisions past
-    ``max_iterations`` booked, or past ``stall`` rejects in a row."""
+def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int) -> None:
+    """Refuse, before anything is paid, a session whose plan would cross a ceiling — the spec's,
+    each tightened by a cap its ``stop_condition`` states — with the arithmetic: the rollouts it
+    owes against ``max_metric_calls``, their $ at this run's measured $/rollout against
+    ``max_usd``; and for a gate session, its ``decisions`` against ``max_iterations`` and the
+    run's rejects in a row against ``stall``. (The same :func:`..loop.spend.afford` answers
+    ``capevolve spend``.)"""
     state = rundir.read_state()
-    cap = spec.max_metric_calls
-    spent = int(state["spent"]["metric_calls"])
-    if cap is not None and spent + owed > cap:
+    spent = state["spent"]
+    ceilings = Ceilings.from_spec(spec, parse_stop_condition(spec.stop_condition))
+    if not decisions:  # measuring is not deciding: only the money and rollout ceilings apply
+        ceilings = replace(ceilings, max_iterations=None, stall=None)
+    verdict = afford(
+        owed,
+        rollouts_spent=int(spent["metric_calls"]),
+        runner_usd_spent=float(spent["usd"]),
+        optimizer_usd_spent=float(spent.get("optimizer_usd", 0.0)),
+        ceilings=ceilings,
+        decisions_needed=decisions,
+        iterations=int(state["iterations"]),
+        stall=int(state["stall"]),
+    )
+    if verdict.blockers:
+        crossed = "; ".join(b["message"] for b in verdict.blockers)
         raise BudgetError(
-            f"{spec.path}: this session owes {owed} rollouts but the run has spent "
-            f"{spent} of max_metric_calls={cap}; raise max_metric_calls or evaluate fewer "
-            "candidates/trials"
-        )
-    if not gating:
-        return
-    iterations, stall = int(state["iterations"]), int(state["stall"])
-    if spec.max_iterations is not None and iterations >= spec.max_iterations:
-        raise BudgetError(
-            f"{spec.path}: the run has booked {iterations} decision(s), max_iterations="
-            f"{spec.max_iterations}; the search is over: raise max_iterations or finalize"
-        )
-    if spec.stall is not None and stall >= spec.stall:
-        raise BudgetError(
-            f"{spec.path}: {stall} reject(s) in a row, stall={spec.stall}; the search has stalled: "
-            "raise stall, or finalize"
+            f"{spec.path}: this session would cross a ceiling before paying anything: {crossed}. "
+            "Raise the ceiling, evaluate fewer candidates or trials, or finalize"
         )
 
 
