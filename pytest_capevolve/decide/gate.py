@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import stats
+from ..project.spec import Spec
 
 ACCEPT, REJECT, INDECISIVE = "accept", "reject", "indecisive"
 
@@ -26,14 +27,16 @@ class GateSplitError(ValueError):
 
 @dataclass(frozen=True)
 class GateConfig:
-    mode: str = "exact"
-    alpha: float | Fraction = 0.05  # a Fraction when a round splits α exactly (Holm: α/k)
-    k_se: float = 1.0
-    threshold: float = 0.0
-    min_coverage: float = 0.8
+    """How to gate. The defaults are the spec's (one place: :class:`..project.spec.Spec`)."""
+
+    mode: str = Spec.gate_mode
+    alpha: float | Fraction = Spec.gate_alpha  # a Fraction when a round splits α (Holm: α/k)
+    k_se: float = Spec.gate_k_se
+    threshold: float = Spec.gate_threshold
+    min_coverage: float = Spec.min_coverage
     veto_regressions: bool = False
-    success_threshold: float = 1.0
-    seed: int = 0
+    success_threshold: float = Spec.success_threshold
+    seed: int = Spec.base_seed
 
 
 @dataclass
