@@ -46,7 +46,19 @@ def judge(
 def promote(rundir: RunDir, verdicts: list[Verdict], best: str) -> None:
     """An accepted candidate becomes the best (the largest Δ̄ when several are); a session
     that gated candidates and accepted none advances the stall counter."""
+    with rundir.lock():  # one promotion per accept, however many sessions judged it
+        _promote(rundir, verdicts, best)
+
+
+def _promote(rundir: RunDir, verdicts: list[Verdict], best: str) -> None:
     accepted = [v for v in verdicts if v.decision == ACCEPT]
+    current = rundir.best()
+    if current != best:  # a concurrent session moved the best since this one planned
+        if verdicts:
+            rundir.append_event(
+                "promotion_skipped", best_id=current, judged_against=best, accepted=[v.tag for v in accepted]
+            )
+        return
     if accepted:
         winner = max(accepted, key=lambda v: v.delta_mean or 0.0)
 

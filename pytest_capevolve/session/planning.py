@@ -7,7 +7,7 @@ candidate refused by a screen is never registered.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ class Planned:
     plan: EvalPlan
     best: str
     null_tags: list[str] = field(default_factory=list)
+    waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
 
 
 def planned_at(spec: Spec, tag: str, path: Path, digest: str) -> PlannedCandidate:
@@ -90,7 +91,11 @@ def plan_evaluation(
     screens: Screens,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
-    it is registered; the best and the seed are never screened."""
+    it is registered; the best and the seed are never screened.
+
+    Runs under the run's lock (see :func:`.wiring.configure`), so the spec lock, the splits,
+    the snapshots and the claims of two sessions planning at once never interleave: the later
+    one owes only what the earlier one neither persisted nor claimed, and waits for the rest."""
     rundir.ensure_spec_lock(spec)
     if gate.enabled and Seal(rundir).burned() is not None:
         raise RunDirError(
@@ -123,10 +128,21 @@ def plan_evaluation(
     for tag in null_tags:
         digest = rundir.register_candidate(tag, best_path)
         planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
+    claimed = rundir.claims.others()
     plan = build_plan(
-        spec, rundir, split, task_ids, planned, rundir.rollouts(split), "session_started", gating=gate.enabled
+        spec,
+        rundir,
+        split,
+        task_ids,
+        planned,
+        rundir.rollouts(split),
+        "session_started",
+        gating=gate.enabled,
+        claimed=claimed,
     )
-    return Planned(plan, best, null_tags)
+    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
+    waiting_on = sorted({claimed[k] for k in plan.awaited})
+    return Planned(plan, best, null_tags, waiting_on)
 
 
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:
@@ -167,12 +183,15 @@ def build_plan(
     event: str,
     *,
     gating: bool = False,
+    claimed: Mapping[tuple[str, str, str, int], object] | None = None,
     **fields: object,
 ) -> EvalPlan:
     """The plan over ``planned``, owing every rollout not already persisted valid in
-    ``records``; checked against the budget and logged as ``event``."""
+    ``records`` nor ``claimed`` by another live session; checked against the budget (what
+    others have claimed counts as spent) and logged as ``event``."""
     tags = {c.tag for c in planned}
     persisted = {r.key for r in records if r.tag in tags and r.infra_error is None}
+    claimed = claimed or {}
     plan = EvalPlan(
         run_id=rundir.run_id,
         split=split,
@@ -182,25 +201,31 @@ def build_plan(
         candidates=planned,
         persisted=persisted,
     )
+    wanted = {(k.split, k.task_id, k.tag, k.trial) for k in plan.all_keys()}
+    plan.awaited = (wanted & set(claimed)) - persisted
     owed = len(plan.owed_keys())
-    check_ceilings(spec, rundir, owed, gating=gating)
+    check_ceilings(spec, rundir, owed, gating=gating, pending=len(claimed))
+    if plan.awaited:
+        fields["awaited"] = len(plan.awaited)
     rundir.append_event(
         event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
     )
     return plan
 
 
-def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, gating: bool) -> None:
+def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, gating: bool, pending: int = 0) -> None:
     """Refuse, before anything is paid, a session that would cross a ceiling of the spec:
     ``max_metric_calls`` by the rollouts it owes; and for a gate session, one more decision
-    past ``max_iterations`` accepted candidates or ``stall`` sessions in a row without one."""
+    past ``max_iterations`` accepted candidates or ``stall`` sessions in a row without one.
+    ``pending`` rollouts being paid by other live sessions count as spent."""
     state = rundir.read_state()
     cap = spec.max_metric_calls
     spent = int(state["spent"]["metric_calls"])
-    if cap is not None and spent + owed > cap:
+    if cap is not None and spent + pending + owed > cap:
+        others = f" (+ {pending} being paid by other sessions)" if pending else ""
         raise BudgetError(
             f"{spec.path}: this session owes {owed} rollouts but the run has spent "
-            f"{spent} of max_metric_calls={cap}; raise max_metric_calls or evaluate fewer "
+            f"{spent}{others} of max_metric_calls={cap}; raise max_metric_calls or evaluate fewer "
             "candidates/trials"
         )
     if not gating:

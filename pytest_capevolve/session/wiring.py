@@ -78,16 +78,32 @@ def _start_controller(
         persistence = Persistence(config, spec, rundir, planned.plan)
         role = FinalizeSession(config, spec, rundir, planned, seal, persistence)
     else:
-        rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
         gate = _gate_request(config, split)
-        screens = Screens(spec, rundir, microcases=gate.enabled)
         requests = _candidate_requests(config, spec)
-        planned = plan_evaluation(
-            spec, rundir, pool_ids, requests, split, rerun=option.capevolve_rerun, gate=gate, screens=screens
-        )
-        persistence = Persistence(config, spec, rundir, planned.plan)
+        # One planner at a time per project (run creation) and per run (spec lock, splits,
+        # snapshots, claims): sessions started together get one run and never pay twice.
+        with RunDir.project_lock(spec.project_dir):
+            rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
+            screens = Screens(spec, rundir, microcases=gate.enabled)
+            try:
+                with rundir.lock():
+                    planned = plan_evaluation(
+                        spec,
+                        rundir,
+                        pool_ids,
+                        requests,
+                        split,
+                        rerun=option.capevolve_rerun,
+                        gate=gate,
+                        screens=screens,
+                    )
+            except BaseException:
+                rundir.claims.release()
+                rundir.discard_if_created()  # a refused session leaves no empty run behind
+                raise
+        persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
         role = EvaluationSession(spec, rundir, planned, gate, screens.refusals, persistence)
-    end = SessionEnd(role.conclude, planned.best)
+    end = SessionEnd(role.conclude, planned.best, settle=persistence.settle)
     for name, plugin in (
         ("persistence", persistence),
         ("session", role),

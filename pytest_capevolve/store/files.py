@@ -41,6 +41,19 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+@contextlib.contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``lock_file`` (created if needed) for the ``with`` block; the
+    kernel drops it if the holder dies."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class RunLock:
     """Exclusive across processes; re-entrant within this object, so a compound update
     (rollout + spend + event) takes the lock once."""

@@ -8,9 +8,11 @@ crash at any instant leaves each file either old or new — never half-written.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +21,9 @@ import yaml
 from ..project.candidate import SEED_TAG, check_tag, escape_id
 from ..project.paths import to_stored
 from ..project.splits import TEST_SPLIT, TestSealError
+from .claims import Claims
 from .events import EventLog
-from .files import RunLock, atomic_write_json, atomic_write_text, read_json
+from .files import RunLock, atomic_write_json, atomic_write_text, exclusive, read_json
 from .record import RolloutRecord
 from .snapshots import Snapshots
 
@@ -51,8 +54,24 @@ class RunDir(EventLog, Snapshots):
         self.report_path = root / "report.md"
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self.lock = RunLock(root)
+        self.claims = Claims(root)
+        self.created = False  # this process made the folder (see :meth:`discard_if_created`)
 
     # -- locating ---------------------------------------------------------------------------
+
+    @staticmethod
+    @contextlib.contextmanager
+    def project_lock(project_dir: Path) -> Iterator[None]:
+        """Exclusive across the project's sessions while one picks (or creates) its run and
+        plans in it: two sessions started together on a fresh project get one run."""
+        with exclusive(project_dir / RUNS_DIR / ".lock"):
+            yield
+
+    def discard_if_created(self) -> None:
+        """Remove the run folder this process created, when the session that created it was
+        refused while planning (under :meth:`project_lock`, so nobody else has seen it)."""
+        if self.created:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     @classmethod
     def resolve(
@@ -77,7 +96,9 @@ class RunDir(EventLog, Snapshots):
             raise RunDirError(f"no run under {runs} yet; evaluate first (pytest --capevolve-run)")
         root = runs / new_run_id()
         root.mkdir(parents=True)
-        return cls(root)
+        rundir = cls(root)
+        rundir.created = True
+        return rundir
 
     @property
     def project_dir(self) -> Path | None:
