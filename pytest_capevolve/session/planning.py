@@ -76,7 +76,18 @@ def frozen_ids(rundir: RunDir, splits: dict[str, Any], split: str, pool_ids: Ite
 
 
 def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    return spec.capability_path if tag == SEED_TAG else rundir.candidate_source(tag)
+    """Where the best's bytes come from: the seed's folder, or any other tag's snapshot in the
+    run dir — never its source folder, which may have been edited or deleted since (as
+    finalize does)."""
+    if tag == SEED_TAG:
+        return spec.capability_path
+    snapshot = rundir.snapshot_dir(tag)
+    if not snapshot.is_dir():
+        raise RunDirError(
+            f"run {rundir.run_id}: the best {tag!r} has no snapshot at {snapshot}; the run dir is "
+            "damaged (restore that folder from a backup, or start a new run with --capevolve-new-run)"
+        )
+    return snapshot
 
 
 def plan_evaluation(
