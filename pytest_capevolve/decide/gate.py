@@ -7,6 +7,7 @@ same verdict can be re-derived by ``capevolve gate`` from persisted rollouts at 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -104,7 +105,8 @@ def regressions(
     arms were constant)."""
     cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
     noise = 2 * np.sqrt(stats.task_stderrs(candidate) ** 2 + stats.task_stderrs(best) ** 2)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a task with no valid trial: NaN, no regression
         best_passed = np.nanmean(np.where(np.isnan(best), np.nan, best >= success_threshold), axis=1) >= 0.5
         drop = best_means - cand_means
         hit = best_passed & (drop > 0) & (drop > noise)

@@ -70,4 +70,5 @@ def _promote(rundir: RunDir, verdicts: list[Verdict], best: str) -> None:
         rundir.update_state(moved)
         rundir.append_event("best_changed", best_id=winner.tag, previous=best)
     elif verdicts:
-        rundir.update_state(lambda s: s.update(stall=int(s["stall"]) + 1))
+        state = rundir.update_state(lambda s: s.update(stall=int(s["stall"]) + 1))
+        rundir.append_event("stalled", stall=state["stall"], best_id=best)  # state.json's stall, replayable

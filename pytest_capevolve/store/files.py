@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 
+class RunDirError(Exception):
+    """The run dir cannot be used as asked; the message names the file and what to do instead."""
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

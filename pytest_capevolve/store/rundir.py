@@ -9,6 +9,7 @@ crash at any instant leaves each file either old or new — never half-written.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
 import time
@@ -23,18 +24,15 @@ from ..project.paths import to_stored
 from ..project.splits import TEST_SPLIT, TestSealError
 from .claims import Claims
 from .events import EventLog
-from .files import RunLock, atomic_write_json, atomic_write_text, exclusive, read_json
-from .record import RolloutRecord
+from .files import RunDirError, RunLock, atomic_write_json, atomic_write_text, exclusive, read_json
+from .record import RecordError, RolloutRecord
 from .snapshots import Snapshots
 
 if TYPE_CHECKING:  # the run dir reads a spec it is handed; it never loads one
     from ..project.spec import Spec
 
 RUNS_DIR = Path(".capevolve") / "runs"
-
-
-class RunDirError(Exception):
-    """The run dir cannot be used as asked; the message says what to do instead."""
+__all__ = ["RUNS_DIR", "RunDir", "RunDirError", "new_run_id"]
 
 
 def new_run_id() -> str:
@@ -56,6 +54,7 @@ class RunDir(EventLog, Snapshots):
         self.lock = RunLock(root)
         self.claims = Claims(root)
         self.created = False  # this process made the folder (see :meth:`discard_if_created`)
+        self.notices: list[str] = []  # damage found and handled (quarantine, rebuilt state)
 
     # -- locating ---------------------------------------------------------------------------
 
@@ -124,15 +123,68 @@ class RunDir(EventLog, Snapshots):
     # -- locking, events, state ---------------------------------------------------------------
 
     def read_state(self) -> dict[str, Any]:
-        if not self.state_path.is_file():
-            return {
-                "best_id": SEED_TAG,
-                "iterations": 0,
-                "stall": 0,
-                "spent": {"metric_calls": 0, "usd": 0.0},
-                "budget": {},
-            }
-        return dict(read_json(self.state_path))
+        """``state.json``. Missing or unreadable in a run that has events, it is rebuilt from
+        the event log (the damaged file moved aside) — never reset to a fresh run's state,
+        which would bring back the seed as best and the spend to 0."""
+        try:
+            state = read_json(self.state_path)
+            if isinstance(state, dict) and isinstance(state.get("spent"), dict):
+                return dict(state)
+            problem = "not a state object"
+        except FileNotFoundError:
+            problem = "missing"
+        except (ValueError, UnicodeDecodeError) as exc:
+            problem = f"unreadable ({exc})"
+        if not self.events_path.is_file():
+            if problem == "missing":
+                return _fresh_state()
+            raise RunDirError(
+                f"{self.state_path}: {problem}, and there is no events.jsonl to rebuild it from"
+            )
+        with self.lock():
+            if self.state_path.is_file() and problem == "missing":
+                return dict(read_json(self.state_path))  # another process rebuilt it meanwhile
+            if self.state_path.exists():
+                aside = self.state_path.with_name(f"state.json.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+                os.replace(self.state_path, aside)
+            state = self.replay_state()
+            atomic_write_json(self.state_path, state)
+            self.append_event(
+                "state_rebuilt", problem=problem, spent=state["spent"], best_id=state["best_id"]
+            )
+        self.notices.append(f"{self.state_path} was {problem}: rebuilt from {self.events_path.name}")
+        return state
+
+    def replay_state(self) -> dict[str, Any]:
+        """What ``state.json`` should hold, from the event log alone: spend from ``rollout``
+        events (a rollout's cost from its file for logs older than ``cost_usd`` in events),
+        best and iterations from ``best_changed``, stall from ``stalled``, budget from the lock."""
+        state = _fresh_state()
+        if self.spec_lock_path.is_file():
+            lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
+            state["budget"] = {key: lock.get(key) for key in BUDGET_KEYS}
+        for event in self.events():
+            kind = event.get("kind")
+            if kind == "rollout":
+                state["spent"]["metric_calls"] += 1
+                cost = event.get("cost_usd")
+                if cost is None:
+                    cost = self._file_cost(event)
+                state["spent"]["usd"] += float(cost)
+            elif kind == "best_changed":
+                state["best_id"] = str(event["best_id"])
+                state["iterations"] += 1
+                state["stall"] = 0
+            elif kind == "stalled":
+                state["stall"] += 1
+        return state
+
+    def _file_cost(self, event: dict[str, Any]) -> float:
+        try:
+            path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
+            return float(read_json(path).get("cost_usd") or 0.0)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return 0.0
 
     def best(self) -> str:
         """The current best's tag (``seed`` until something is accepted)."""
@@ -213,6 +265,7 @@ class RunDir(EventLog, Snapshots):
                 trial=record.trial,
                 reward=record.reward,
                 infra_error=record.infra_error,
+                cost_usd=record.cost_usd,
             )
         return state
 
@@ -227,11 +280,42 @@ class RunDir(EventLog, Snapshots):
         return self._read_rollouts(split)
 
     def _read_rollouts(self, split: str) -> list[RolloutRecord]:
+        """Every readable record of the split. A damaged file (cut short, not JSON, fields
+        missing) is quarantined — moved to ``rollouts/.quarantine/<split>/``, never deleted —
+        and so counts as missing: the next session pays it again. Said in :attr:`notices`."""
         folder = self.root / "rollouts" / split
-        return [
-            RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path))
-            for path in sorted(folder.glob("*.json"))
-        ]
+        records = []
+        for path in sorted(folder.glob("*.json")):
+            try:
+                records.append(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)))
+            except FileNotFoundError:
+                continue  # quarantined by another process meanwhile
+            except RecordError as exc:
+                if exc.newer:
+                    raise RunDirError(str(exc)) from None
+                self.quarantine(path, str(exc).removeprefix(f"{path}: "))
+            except (UnicodeDecodeError, OSError) as exc:
+                self.quarantine(path, f"unreadable: {exc}")
+        return records
+
+    def quarantine(self, path: Path, problem: str) -> Path:
+        """Move a damaged rollout file aside (under the run's lock) and log it."""
+        rel = path.relative_to(self.root)
+        dest = self.root / "rollouts" / ".quarantine" / rel.parent.name / f"{path.name}.{time.time_ns()}"
+        with self.lock():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+            self.append_event(
+                "rollout_quarantined",
+                file=rel.as_posix(),
+                problem=problem,
+                moved_to=dest.relative_to(self.root).as_posix(),
+            )
+        self.notices.append(
+            f"{path}: {problem}; quarantined to {dest.relative_to(self.root)}: treated as missing, "
+            "so it is paid again"
+        )
+        return dest
 
     # -- verdicts, events, reports --------------------------------------------------------------
 
@@ -253,6 +337,19 @@ class RunDir(EventLog, Snapshots):
         """Every verdict file of the run, by tag."""
         folder = self.root / "verdicts"
         return {path.stem: dict(read_json(path)) for path in sorted(folder.glob("*.json"))}
+
+
+BUDGET_KEYS = ("max_metric_calls", "max_usd", "max_iterations", "stall", "stop_condition")
+
+
+def _fresh_state() -> dict[str, Any]:
+    return {
+        "best_id": SEED_TAG,
+        "iterations": 0,
+        "stall": 0,
+        "spent": {"metric_calls": 0, "usd": 0.0},
+        "budget": {},
+    }
 
 
 def _budget(spec: Spec) -> dict[str, Any]:
