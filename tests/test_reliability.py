@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from pytest_capevolve.cli import main  # noqa: F401  # numpy and scipy load once, here, not in each in-process session
+from pytest_capevolve.cli import main  # numpy and scipy load once, here, not in each in-process session
 
 
 @pytest.mark.parametrize("damage", ["edit", "delete"])
@@ -27,3 +27,125 @@ def test_the_best_is_evaluated_from_its_snapshot_whatever_happens_to_its_folder(
     result.stdout.fnmatch_lines(["careful *val *12 *0.833*", "rollouts: 0 paid, 12 reused*"])
     state = json.loads((projects.run_dir(project) / "state.json").read_text())
     assert state["best_id"] == "careful"
+
+
+def test_a_truncated_rollout_is_quarantined_and_paid_again(example, projects, capevolve, capsys) -> None:
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    rundir = projects.run_dir(project)
+    victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    # commands that read the run name the file and go on without it
+    assert main(["gate", "seed", "--project", str(project), "--against", "seed"]) in (0, 10, 11)
+    err = capsys.readouterr().err
+    assert victim.name in err and "quarantine" in err
+    moved = list((rundir / "rollouts" / ".quarantine" / "val").glob(f"{victim.name}*"))
+    assert len(moved) == 1 and len(moved[0].read_bytes()) == 100  # moved aside, not deleted
+    result = capevolve(project)  # the missing rollout is paid again
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["rollouts: 1 paid, 11 reused*"])
+    assert json.loads(victim.read_text())["schema"] == 1
+    assert main(["verify", str(rundir)]) == 0
+
+
+def test_a_garbage_line_in_the_event_log_is_named_and_repairable(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    rundir = projects.run_dir(project)
+    events = rundir / "events.jsonl"
+    lines = len(events.read_text().splitlines())
+    with events.open("a") as handle:
+        handle.write("garbage {\n")
+    result = capevolve(project, "careful")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{events}: line {lines + 1} is not an event*capevolve verify --repair*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert main(["verify", str(rundir)]) == 1
+    assert main(["verify", "--repair", str(rundir)]) == 0
+    out = capsys.readouterr().out
+    assert "moved 1 damaged line(s)" in out
+    assert capevolve(project, "careful").ret == 0
+    assert main(["verify", str(rundir)]) == 0
+
+
+def test_a_deleted_state_file_is_rebuilt_from_the_event_log_never_reset(example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    projects.edit_spec(project, "base_seed: 0", "base_seed: 0\nmax_metric_calls: 30")
+    assert capevolve(project, "careful", gate=True, extra=["--capevolve-null", "0"]).ret == 0
+    rundir = projects.run_dir(project)
+    before = json.loads((rundir / "state.json").read_text())
+    assert before["best_id"] == "careful" and before["spent"]["metric_calls"] == 24
+    (rundir / "state.json").unlink()
+    # the budget still holds: 24 spent + 12 owed > 30
+    result = capevolve(project, "careful", tags=["careful2"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*has spent 24 of max_metric_calls=30*"])
+    after = json.loads((rundir / "state.json").read_text())
+    for key in ("best_id", "iterations", "stall", "spent", "budget"):
+        assert after[key] == before[key], key
+    assert any(
+        json.loads(line)["kind"] == "state_rebuilt"
+        for line in (rundir / "events.jsonl").read_text().splitlines()
+    )
+
+
+def test_verify_cross_checks_rollout_files_against_their_events(example, projects, capevolve, capsys) -> None:
+    project = example("toy_calc")
+    assert capevolve(project, "careful").ret == 0
+    rundir = projects.run_dir(project)
+    assert main(["verify", str(rundir)]) == 0
+    failed = next(
+        path
+        for path in sorted((rundir / "rollouts" / "val").glob("*__seed__*.json"))
+        if json.loads(path.read_text())["reward"] == 0.0
+    )
+    record = json.loads(failed.read_text())
+    record["reward"], record["passed"] = 1.0, True
+    failed.write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["verify", str(rundir)]) == 1
+    out = capsys.readouterr().out
+    assert failed.name in out and "reward 1.0" in out and "event" in out
+
+
+class Retrying:
+    """An adapter that retries inside a broad except: it must still time out."""
+
+    def __init__(self, catch: type[BaseException]) -> None:
+        self.catch = catch
+
+    def tasks(self, split):
+        return []
+
+    def run_target(self, task, ctx, *, seed):
+        import time
+
+        from pytest_capevolve import Rollout
+
+        give_up = time.monotonic() + 3.0
+        while time.monotonic() < give_up:
+            try:
+                time.sleep(0.01)
+            except self.catch:
+                continue  # "retry"
+        return Rollout(output="late")
+
+    def score(self, task, rollout):
+        return 1.0
+
+
+@pytest.mark.parametrize("catch", [Exception, BaseException])
+def test_the_rollout_timeout_holds_whatever_the_adapter_catches(tmp_path, catch) -> None:
+    import time
+
+    from pytest_capevolve import Task
+    from pytest_capevolve.project.runner import AdapterRunner, run_and_score
+
+    started = time.monotonic()
+    scored = run_and_score(
+        AdapterRunner(Retrying(catch)), Task(id="t"), tmp_path, seed=0, split="val", timeout_s=0.2
+    )
+    assert scored.infra_error is not None and scored.infra_error.startswith("timeout")
+    assert time.monotonic() - started < 2.0
