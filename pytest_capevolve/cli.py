@@ -283,6 +283,24 @@ def _project_of(path: Path, runs_dir: Path) -> Path:
     raise CliUsageError(f"{path} is not inside a project's {runs_dir}; give --project")
 
 
+def _spec_value(key: str) -> Any:
+    """An argparse type that checks a flag as the spec checks its key (same validator, same
+    range: ``--alpha`` is ``gate_alpha`` in (0, 0.25])."""
+    from .project.spec import VALIDATORS
+
+    def parse(text: str) -> Any:
+        try:
+            return VALIDATORS[key](float(text))
+        except ValueError as exc:
+            expected = str(exc) if str(exc) and not str(exc).startswith("could not") else "a number"
+            raise argparse.ArgumentTypeError(
+                f"must be {expected} (as the spec's {key}), got {text!r}"
+            ) from None
+
+    parse.__name__ = key
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -295,8 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--run-id", default=None)
     gate.add_argument("--against", default=None, help="compare with this tag instead of the best")
     gate.add_argument("--gate-mode", choices=GATE_MODES)
-    gate.add_argument("--k-se", type=float, default=None)
-    gate.add_argument("--alpha", type=float, default=None)
+    gate.add_argument("--k-se", type=_spec_value("gate_k_se"), default=None)
+    gate.add_argument("--alpha", type=_spec_value("gate_alpha"), default=None)
     gate.add_argument("--veto-regressions", action="store_true")
     gate.add_argument("--json", action="store_true", help="also print the verdict as JSON")
     gate.set_defaults(func=cmd_gate)

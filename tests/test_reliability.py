@@ -149,3 +149,25 @@ def test_the_rollout_timeout_holds_whatever_the_adapter_catches(tmp_path, catch)
     )
     assert scored.infra_error is not None and scored.infra_error.startswith("timeout")
     assert time.monotonic() - started < 2.0
+
+
+INT_IDS = """
+class IntIdAdapter(ToyCalcAdapter):
+    def tasks(self, split):
+        return [Task(id=i, input=t.input, target=t.target) for i, t in enumerate(super().tasks(split))]
+"""
+
+
+def test_whole_number_task_ids_are_read_as_strings_in_check_and_in_a_session(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, INT_IDS, "adapter.py:IntIdAdapter")
+    assert main(["check", str(project)]) == 0
+    assert "ok    score is deterministic on a re-score (reward 1 on task '0')" in capsys.readouterr().out
+    result = capevolve(project)
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["rollouts: 12 paid, 0 reused*"])
+    splits = json.loads((projects.run_dir(project) / "splits.json").read_text())
+    assert all(isinstance(i, str) for part in ("train", "val", "test") for i in splits[part])
+    assert {key[1] for key in projects.rollout_records(project)} == set(splits["val"])

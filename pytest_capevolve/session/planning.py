@@ -184,6 +184,11 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
     return Planned(plan, best)
 
 
+# One session's plan lives in memory and travels to every worker: a million rollouts is ~10x
+# any real evaluation, and far below what would exhaust memory (num_trials: 1e9 would not).
+MAX_PLAN_ROLLOUTS = 1_000_000
+
+
 def build_plan(
     spec: Spec,
     rundir: RunDir,
@@ -201,6 +206,13 @@ def build_plan(
     ``records`` nor ``claimed`` by another live session; checked against the budget (what
     others have claimed counts as spent) and logged as ``event``."""
     tags = {c.tag for c in planned}
+    size = len(task_ids) * spec.num_trials * len(planned)
+    if size > MAX_PLAN_ROLLOUTS:
+        raise BudgetError(
+            f"{spec.path}: {len(task_ids)} {split} tasks × {spec.num_trials} trials × {len(planned)} "
+            f"candidate(s) = {size} rollouts, more than one session plans ({MAX_PLAN_ROLLOUTS}); "
+            "lower num_trials or evaluate fewer candidates per session"
+        )
     persisted = {r.key for r in records if r.tag in tags and r.infra_error is None}
     claimed = claimed or {}
     plan = EvalPlan(
