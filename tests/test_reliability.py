@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +172,95 @@ def test_whole_number_task_ids_are_read_as_strings_in_check_and_in_a_session(
     splits = json.loads((projects.run_dir(project) / "splits.json").read_text())
     assert all(isinstance(i, str) for part in ("train", "val", "test") for i in splits[part])
     assert {key[1] for key in projects.rollout_records(project)} == set(splits["val"])
+
+
+INTERRUPTING = """
+class InterruptingAdapter(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        if task.id == "q10":
+            raise KeyboardInterrupt  # as Ctrl-C would, mid-session
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+
+def test_ctrl_c_prints_the_summary_and_how_to_resume(example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, INTERRUPTING, "adapter.py:InterruptingAdapter")
+    result = capevolve(project, subprocess=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "*capevolve run *",
+            "seed *val*",
+            "*interrupted: * rollouts are missing*re-run the same command to resume*",
+        ]
+    )
+
+
+def test_escaped_ids_differing_in_case_stay_apart_on_a_case_insensitive_file_system() -> None:
+    from pytest_capevolve.project.candidate import escape_id
+
+    ids = ["Q1", "q1", "aB", "Ab", "^q1", "%5E", "X" * 300, "x" * 300]
+    names = [escape_id(i) for i in ids]
+    assert len({name.lower() for name in names}) == len(ids)
+    assert escape_id("Q1") == "^q1" and escape_id("q01") == "q01"
+
+
+def test_run_dir_files_take_the_umask_mode(example, projects, capevolve) -> None:
+    import os
+    import stat
+
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    rundir = projects.run_dir(project)
+    for path in [
+        rundir / "state.json",
+        rundir / "splits.json",
+        *(rundir / "rollouts" / "val").glob("*.json"),
+    ]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask, path
+
+
+SPAWNER = """
+import subprocess, sys, time
+from pathlib import Path
+
+
+def spawn(pid_file):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    Path(pid_file).write_text(str(child.pid))
+    time.sleep(30)
+"""
+
+
+def test_a_call_microcase_past_its_timeout_leaves_no_child_running(pytester, example) -> None:
+    import os
+    import time
+
+    project = example("toy_calc")
+    (project / "capability" / "spawn.py").write_text(SPAWNER)
+    pid_file = pytester.path / "child.pid"
+    (project / "microcases").mkdir()
+    (project / "microcases" / "spawn.yaml").write_text(
+        "id: spawns\ncluster: c\ndescription: d\n"
+        f"call: {{function: spawn.py:spawn, args: ['{pid_file}'], timeout_s: 2, expect: {{equals: 1}}}}\n"
+    )
+    result = pytester.runpytest(str(project / "microcases"), "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no result within timeout_s=2*"])
+    pid = int(pid_file.read_text())
+    give_up = time.monotonic() + 10
+    while time.monotonic() < give_up:  # the kill is asynchronous: wait for the kernel to reap it
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
+        except FileNotFoundError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        pytest.fail(f"the call's child {pid} outlived the microcase's timeout")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..project.candidate import SEED_TAG, check_tag, escape_id
+from ..project.candidate import SEED_TAG, check_tag, escape_id, legacy_escape_id
 from ..project.paths import to_stored
 from ..project.splits import TEST_SPLIT, TestSealError
 from .claims import Claims
@@ -244,6 +244,12 @@ class RunDir(EventLog, Snapshots):
     def write_rollout(self, record: RolloutRecord) -> Path:
         path = self.rollout_path(record.split, record.task_id, record.tag, record.trial)
         atomic_write_json(path, record.to_json())
+        # a run written before case-safe names may hold this rollout under its old name
+        legacy = path.with_name(
+            f"{legacy_escape_id(record.task_id)}__{record.tag}__t{int(record.trial)}.json"
+        )
+        if legacy.name != path.name:
+            legacy.unlink(missing_ok=True)
         return path
 
     def record_rollout(self, record: RolloutRecord) -> dict[str, Any]:
