@@ -24,10 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from pytest_capevolve.session.rollout import execute_rollout  # noqa: E402
+
 from pytest_capevolve.project.adapter import AdapterRunner  # noqa: E402
 from pytest_capevolve.project.checks import ProjectEnv, run  # noqa: E402
 from pytest_capevolve.project.microcase import load_project  # noqa: E402
-from pytest_capevolve.session.rollout import execute_rollout  # noqa: E402
 
 
 def best_of(repeats: int, work) -> float:
