@@ -63,7 +63,7 @@ class RunDir(EventLog, Snapshots):
     def project_lock(project_dir: Path) -> Iterator[None]:
         """Exclusive across the project's sessions while one picks (or creates) its run and
         plans in it: two sessions started together on a fresh project get one run."""
-        with exclusive(project_dir / RUNS_DIR / ".lock"):
+        with exclusive(project_dir / RUNS_DIR.parent / "runs.lock"):
             yield
 
     def discard_if_created(self) -> None:
