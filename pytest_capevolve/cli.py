@@ -77,10 +77,14 @@ def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
         rundir = RunDir.resolve(spec.project_dir, args.run_id, create=False)
     except (SpecError, RunDirError) as exc:
         raise CliUsageError(str(exc)) from None
+    _OPENED.append(rundir)
     splits = rundir.splits()
     if splits is None:
         raise CliUsageError(f"run {rundir.run_id} has no rollouts yet; evaluate first")
     return spec, rundir, list(splits["val"])
+
+
+_OPENED: list[RunDir] = []  # runs a command read: their notices (damage handled) are printed
 
 
 def _val_evidence(spec: Spec, rundir: RunDir, val_ids: list[str]) -> Any:
@@ -196,18 +200,34 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Check the hash chain of a run's event log; exit 1 at the first broken link."""
+    """Check the hash chain of a run's event log, then every rollout file and ``state.json``
+    against the events; exit 1 at any disagreement. ``--repair`` moves a damaged log tail
+    aside and rebuilds ``state.json`` from the log (it never rewrites a rollout)."""
+    from .store.audit import audit
     from .store.events import verify_events
 
     root = args.run_dir.resolve()
     events = root / "events.jsonl"
     if not events.is_file():
         raise CliUsageError(f"{root} is not a run dir: no events.jsonl there")
+    rundir = RunDir(root)
+    if args.repair:
+        moved = rundir.repair_events()
+        if moved:
+            print(f"repaired {events}: moved {moved} damaged line(s) aside")
     count, problem = verify_events(events)
     if problem is not None:
         print(f"TAMPERED {events}: {problem} ({count} line(s) before it verified)")
         return 1
     print(f"ok {events}: {count} events, each chained to the one before")
+    problems = audit(rundir, repair=args.repair)
+    for line in problems:
+        print(f"MISMATCH {line}")
+    for notice in rundir.notices:
+        print(f"repaired {notice}")
+    if problems:
+        return 1
+    print(f"ok {root}: rollout files and state.json agree with the events")
     return 0
 
 
@@ -482,6 +502,24 @@ def _add_loop_commands(sub: Any) -> None:
     diag.set_defaults(func=cmd_diagnose)
 
 
+def _spec_value(key: str) -> Any:
+    """An argparse type that checks a flag as the spec checks its key (same validator, same
+    range: ``--alpha`` is ``gate_alpha`` in (0, 0.25])."""
+    from .project.spec import VALIDATORS
+
+    def parse(text: str) -> Any:
+        try:
+            return VALIDATORS[key](float(text))
+        except ValueError as exc:
+            expected = str(exc) if str(exc) and not str(exc).startswith("could not") else "a number"
+            raise argparse.ArgumentTypeError(
+                f"must be {expected} (as the spec's {key}), got {text!r}"
+            ) from None
+
+    parse.__name__ = key
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -494,8 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--run-id", default=None)
     gate.add_argument("--against", default=None, help="compare with this tag instead of the best")
     gate.add_argument("--gate-mode", choices=GATE_MODES)
-    gate.add_argument("--k-se", type=float, default=None)
-    gate.add_argument("--alpha", type=float, default=None)
+    gate.add_argument("--k-se", type=_spec_value("gate_k_se"), default=None)
+    gate.add_argument("--alpha", type=_spec_value("gate_alpha"), default=None)
     gate.add_argument("--veto-regressions", action="store_true")
     gate.add_argument("--json", action="store_true", help="also print the verdict as JSON")
     gate.set_defaults(func=cmd_gate)
@@ -514,6 +552,11 @@ def build_parser() -> argparse.ArgumentParser:
     measure.set_defaults(func=cmd_measure)
     verify = sub.add_parser("verify", help="check the hash chain of a run's events.jsonl")
     verify.add_argument("run_dir", type=Path, help="a run dir: PROJECT/.capevolve/runs/<run_id>")
+    verify.add_argument(
+        "--repair",
+        action="store_true",
+        help="move a damaged events.jsonl tail aside; rebuild state.json from the events",
+    )
     verify.set_defaults(func=cmd_verify)
     micro = sub.add_parser("microcase", help="work with microcases").add_subparsers(
         dest="action", required=True
@@ -531,11 +574,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _OPENED.clear()
     try:
         return int(args.func(args))
-    except CliUsageError as exc:
+    except (CliUsageError, RunDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 4
+    finally:
+        for rundir in _OPENED:
+            for notice in rundir.notices:
+                print(f"warning: {notice}", file=sys.stderr)
 
 
 if __name__ == "__main__":

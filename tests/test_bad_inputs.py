@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_capevolve.cli import main  # numpy and scipy load once, here, not in each in-process session
+
 DUPLICATE_IDS = """
 class DupAdapter(ToyCalcAdapter):
     def tasks(self, split):
@@ -25,6 +27,21 @@ class NoScore:
         return []
     def run_target(self, task, ctx, *, seed):
         return None
+"""
+TASKS_RAISE = """
+class RaisingAdapter(ToyCalcAdapter):
+    def tasks(self, split):
+        raise RuntimeError("task database down")
+"""
+TASKS_NONE = """
+class NoneAdapter(ToyCalcAdapter):
+    def tasks(self, split):
+        return None
+"""
+FLOAT_IDS = """
+class FloatIdAdapter(ToyCalcAdapter):
+    def tasks(self, split):
+        return [Task(id=i + 0.5, input=t.input, target=t.target) for i, t in enumerate(super().tasks(split))]
 """
 
 
@@ -101,6 +118,26 @@ CASES = {
         ),
         ["*split 'val' names task ids the adapter does not have: 'zz'*"],
     ),
+    "duplicate-key": (
+        lambda p, h: append_spec(p, "num_trials: 2"),
+        ["*capevolve.yaml (line 10, column 1): malformed YAML: duplicate key 'num_trials' (keep one)*"],
+    ),
+    "plan-too-large": (
+        lambda p, h: h.edit_spec(p, "num_trials: 1", "num_trials: 1000000000"),
+        ["*12 val tasks × 1000000000 trials × 1 candidate(s) = 12000000000 rollouts, more than one*"],
+    ),
+    "tasks-raises": (
+        lambda p, h: h.add_adapter(p, TASKS_RAISE, "adapter.py:RaisingAdapter"),
+        ["*adapter adapter.py:RaisingAdapter: tasks('all') raised RuntimeError: task database down*"],
+    ),
+    "tasks-not-a-list": (
+        lambda p, h: h.add_adapter(p, TASKS_NONE, "adapter.py:NoneAdapter"),
+        ["*adapter adapter.py:NoneAdapter: tasks('all') must return a list of tasks, got NoneType None*"],
+    ),
+    "task-id-float": (
+        lambda p, h: h.add_adapter(p, FLOAT_IDS, "adapter.py:FloatIdAdapter"),
+        ["*returned a task whose id 0.5 is a float; a task id is a string (or a whole number, read as one)*"],
+    ),
     "no-project": (
         lambda p, h: shutil.rmtree(p),
         ["*no such spec file; --capevolve-run takes a project folder*"],
@@ -117,6 +154,51 @@ def test_bad_input_gives_its_message(example, projects, capevolve, case: str) ->
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(expected)
     assert "Traceback" not in result.stderr.str()
+    assert not list((project / ".capevolve" / "runs").glob("*/")) if project.is_dir() else True
+
+
+# `capevolve check` on the same adapters: one line naming the adapter, exit 1, no traceback.
+CHECK_CASES = {
+    "tasks-raises": (
+        TASKS_RAISE,
+        "RaisingAdapter",
+        "*FAIL  adapter adapter.py:RaisingAdapter: tasks('all') raised*",
+    ),
+    "tasks-not-a-list": (TASKS_NONE, "NoneAdapter", "*FAIL  *NoneAdapter: tasks('all') must return a list*"),
+    "task-id-float": (FLOAT_IDS, "FloatIdAdapter", "*FAIL  *whose id 0.5 is a float*"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHECK_CASES))
+def test_check_names_the_adapter(example, projects, capsys, case: str) -> None:
+    project = example("toy_calc")
+    source, cls, expected = CHECK_CASES[case]
+    projects.add_adapter(project, source, f"adapter.py:{cls}")
+    assert main(["check", str(project)]) == 1
+    out = capsys.readouterr().out
+    assert "Traceback" not in out
+    assert pytest.LineMatcher(out.splitlines()).fnmatch_lines([expected]) is None
+
+
+# `capevolve gate` flags are checked as the spec checks the same keys (argparse: exit 2).
+GATE_FLAGS = {
+    "alpha-above-cap": (["--alpha", "0.9"], "*--alpha: must be a number in (0, 0.25]*got '0.9'*"),
+    "alpha-negative": (["--alpha", "-1"], "*--alpha: must be a number in (0, 0.25]*got '-1'*"),
+    "alpha-nan": (["--alpha", "nan"], "*--alpha: must be a number in (0, 0.25]*got 'nan'*"),
+    "alpha-text": (["--alpha", "abc"], "*--alpha: must be a number*got 'abc'*"),
+    "k-se-negative": (["--k-se", "-3"], "*--k-se: must be a number in [[]0, inf]*got '-3'*"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GATE_FLAGS))
+def test_gate_flags_are_validated_as_the_spec_does(capsys, case: str) -> None:
+    flags, expected = GATE_FLAGS[case]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gate", "careful", *flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert pytest.LineMatcher(err.splitlines()).fnmatch_lines([expected]) is None
 
 
 def test_ini_default_with_wrong_type(pytester: pytest.Pytester, example, projects, capevolve) -> None:

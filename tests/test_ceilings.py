@@ -18,7 +18,7 @@ def test_max_iterations_refuses_a_gate_session_before_paying(example, projects, 
     gated.stderr.fnmatch_lines(
         ["*would cross a ceiling before paying anything: 0 + 1 decisions > max_iterations=0*"]
     )
-    assert not list(projects.run_dir(project).glob("rollouts/*/*.json"))  # nothing paid
+    assert not list(project.glob(".capevolve/runs/*/rollouts/*/*.json"))  # nothing paid
     assert capevolve(project, "careful").ret == 0  # measuring is not deciding
 
 

@@ -20,7 +20,8 @@ import importlib.util
 import inspect
 import math
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -166,12 +167,20 @@ def load_tasks(adapter: Any, ref: str) -> dict[str, Task]:
     """The task pool (``tasks("all")``) keyed by id; duplicates and emptiness are errors."""
     where = f"adapter {ref}: tasks({POOL_SPLIT!r})"
     try:
-        raw = list(adapter.tasks(POOL_SPLIT))
+        returned = adapter.tasks(POOL_SPLIT)
     except NotImplementedError as exc:
-        raise AdapterError(f"{where} is not implemented: {exc}") from exc
+        raise AdapterError(f"{where} is not implemented: {exc}") from None
+    except Exception as exc:
+        raise AdapterError(f"{where} raised {type(exc).__name__}: {exc}; fix the adapter's tasks()") from None
+    if isinstance(returned, (str, bytes, dict)) or not isinstance(returned, Iterable):
+        raise AdapterError(f"{where} must return a list of tasks, got {_shown(returned)}")
+    try:
+        raw = list(returned)
+    except Exception as exc:
+        raise AdapterError(f"{where} raised {type(exc).__name__} while listing tasks: {exc}") from None
     pool: dict[str, Task] = {}
     for item in raw:
-        task = coerce_task(item, where)
+        task = with_str_id(coerce_task(item, where), where)
         if task.id in pool:
             raise AdapterError(f"{where} returned the task id {task.id!r} twice; ids must be unique")
         if not task.id:
@@ -180,6 +189,24 @@ def load_tasks(adapter: Any, ref: str) -> dict[str, Task]:
     if not pool:
         raise AdapterError(f"{where} returned no tasks; there is nothing to evaluate")
     return pool
+
+
+def with_str_id(task: Task, where: str) -> Task:
+    """Task ids are strings everywhere (file names, splits.json, reports): a whole-number id
+    such as ``Task(id=0)`` is read as ``"0"``; any other type is refused with one line."""
+    if isinstance(task.id, str):
+        return task
+    if isinstance(task.id, int) and not isinstance(task.id, bool):
+        return replace(task, id=str(task.id))
+    raise AdapterError(
+        f"{where} returned a task whose id {task.id!r} is a {type(task.id).__name__}; "
+        "a task id is a string (or a whole number, read as one)"
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
 
 
 def coerce_rollout(result: Any, task_id: str) -> Rollout:

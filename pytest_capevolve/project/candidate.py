@@ -38,14 +38,30 @@ def check_tag(tag: str) -> str:
 
 
 def escape_id(task_id: str) -> str:
-    """Make a task id a safe, injective file-name part: nothing can leave its folder.
+    """Make a task id a safe, injective file-name part: nothing can leave its folder, and no
+    two ids collide on a case-insensitive file system (macOS, Windows).
 
-    Characters outside ``[A-Za-z0-9_.-]`` and a leading dot become ``%XX`` per UTF-8 byte;
-    a name too long for a file system is cut and suffixed with a hash of the full id.
+    Characters outside ``[A-Za-z0-9_.-]`` and a leading dot become ``%XX`` per UTF-8 byte; an
+    upper-case letter becomes ``^`` and its lower case (``Q1`` → ``^q1``; ``^`` itself is
+    escaped), so names differ in more than case; a name too long for a file system is cut and
+    suffixed with a hash of the full id. (Before, upper case was kept: see :func:`legacy_escape_id`.)
     """
+    return _escape(task_id, fold_case=True)
+
+
+def legacy_escape_id(task_id: str) -> str:
+    """The name runs written before case-safe names used (upper case kept as it is). Readers
+    do not need it — a rollout's key is read from its content — but a writer replacing such a
+    rollout removes the old-named file."""
+    return _escape(task_id, fold_case=False)
+
+
+def _escape(task_id: str, *, fold_case: bool) -> str:
     out = []
     for i, ch in enumerate(task_id):
-        if ch in _SAFE_ID_CHARS and not (i == 0 and ch == "."):
+        if fold_case and "A" <= ch <= "Z":
+            out.append("^" + ch.lower())
+        elif ch in _SAFE_ID_CHARS and not (i == 0 and ch == "."):
             out.append(ch)
         else:
             out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))

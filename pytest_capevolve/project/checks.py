@@ -7,8 +7,11 @@ candidate's code; ``call`` runs the candidate's function in a subprocess (:mod:`
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -93,6 +96,28 @@ def _run_text(case: Microcase, check: dict[str, Any], candidate: Path, env: Proj
     return Outcome(True, "", "")
 
 
+def _run_in_own_group(request: dict[str, Any], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run the call in a new process group; past ``timeout`` the whole group is killed, so a
+    child the candidate's function spawned does not outlive the check (nor hold its pipes)."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "pytest_capevolve.project.callcheck"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(json.dumps(request), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def _run_call(case: Microcase, check: dict[str, Any], candidate: Path, env: ProjectEnv) -> Outcome:
     file_part, _, name = check["function"].partition(":")
     request = {"file": file_part, "function": name, "args": check["args"], "kwargs": check["kwargs"]}
@@ -100,15 +125,7 @@ def _run_call(case: Microcase, check: dict[str, Any], candidate: Path, env: Proj
     expect_kind, wanted = next(iter(check["expect"].items()))
     expected = f"{call} {expect_kind.replace('_', ' ')} {_short(wanted)}"
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest_capevolve.project.callcheck"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            cwd=candidate,
-            timeout=check["timeout_s"],
-            check=False,
-        )
+        done = _run_in_own_group(request, candidate, check["timeout_s"])
     except subprocess.TimeoutExpired:
         return Outcome(False, expected, f"no result within timeout_s={check['timeout_s']}")
     lines = done.stdout.strip().splitlines()

@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import inspect
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from .adapter import AdapterError, Rollout, Score, Task, check_reward, coerce_rollout
@@ -72,16 +74,24 @@ class AdapterRunner:
         raise AdapterError(f"score({task.id!r}) must return a Score, got {result!r}")
 
 
-class RolloutTimeout(Exception):
-    pass
+_OURS = frozenset({__file__, contextlib.__file__})
+
+
+class RolloutTimeout(BaseException):
+    """The rollout ran past ``rollout_timeout_s``. A BaseException, like KeyboardInterrupt, so
+    an adapter's ``except Exception:`` retry loop does not swallow it."""
 
 
 @contextlib.contextmanager
-def _deadline(seconds: float | None) -> Iterator[None]:
+def _deadline(seconds: float | None, stop: FrameType | None = None) -> Iterator[None]:
     """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX).
 
-    Elsewhere the rollout runs to completion and is judged late afterwards; either way a late
-    rollout is an infra error.
+    The timeout holds whatever the adapter catches: the timer re-arms every 50 ms until the
+    rollout is over, and once it has fired every line the adapter runs (the frames between the
+    interrupted one and ``stop``, and any it calls) raises :class:`RolloutTimeout` again, so
+    even a bare ``except:`` that retries is left at its next line outside the ``try``.
+    Elsewhere (another thread) the rollout runs to completion and is judged late afterwards;
+    either way a late rollout is an infra error.
     """
     usable = (
         seconds is not None
@@ -91,17 +101,33 @@ def _deadline(seconds: float | None) -> Iterator[None]:
     if not usable:
         yield
         return
+    message = f"rollout exceeded rollout_timeout_s={seconds}"
 
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise RolloutTimeout(f"rollout exceeded rollout_timeout_s={seconds}")
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename in _OURS:
+            return None
+        if event == "line":
+            raise RolloutTimeout(message)
+        return tracer
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if frame is not None and frame.f_code.co_filename in _OURS:
+            return  # our own bookkeeping (the deadline's exit): fires again in 50 ms if need be
+        while frame is not None and frame is not stop:
+            frame.f_trace = tracer
+            frame = frame.f_back
+        sys.settrace(tracer)
+        raise RolloutTimeout(message)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
+    previous_trace = sys.gettrace()
+    signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        sys.settrace(previous_trace)
 
 
 @dataclass
@@ -130,7 +156,9 @@ def run_and_score(
     started = time.perf_counter()
     scored = Scored(rollout=None)
     try:
-        with _deadline(timeout_s), runner.live(candidate_dir) as ctx:
+        with runner.live(candidate_dir) as ctx, _deadline(timeout_s, stop=sys._getframe()):
+            # the deadline interrupts run_target; live()'s set-up and clean-up are never cut
+            # short, but count toward the rollout's time (judged late below)
             scored.rollout = runner.run_target(task, ctx, seed=seed, split=split)
     except RolloutTimeout as exc:
         scored.infra_error = f"timeout: {exc}"

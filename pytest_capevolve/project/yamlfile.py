@@ -21,12 +21,42 @@ def read_yaml(path: Path) -> Any:
 
 
 def load_yaml(text: str, where: str) -> Any:
+    """``safe_load`` that also refuses a mapping with a key twice (YAML keeps the last one
+    silently; here it is an error naming the line)."""
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_keys_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise YamlError(f"{where}{at}: malformed YAML: {problem}") from None
+
+
+_LOADER: Any = None
+
+
+def _unique_keys_loader() -> Any:
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        class UniqueKeyLoader(yaml.SafeLoader):
+            def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+                seen: set[Any] = set()
+                for key_node, _value in node.value:
+                    key = self.construct_object(key_node, deep=deep)
+                    try:
+                        duplicate = key in seen
+                    except TypeError:  # an unhashable key: safe_load reports it
+                        continue
+                    if duplicate:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r} (keep one)", key_node.start_mark
+                        )
+                    seen.add(key)
+                return super().construct_mapping(node, deep=deep)
+
+        _LOADER = UniqueKeyLoader
+    return _LOADER

@@ -39,15 +39,37 @@ class Outcome:
 class SessionEnd:
     """Registered on the controller; ``conclude`` is the evaluation's or finalize's."""
 
-    def __init__(self, conclude: Callable[[], Outcome], against: str) -> None:
+    def __init__(
+        self,
+        conclude: Callable[[], Outcome],
+        against: str,
+        *,
+        settle: Callable[[], list[str]] | None = None,
+        interrupted: Callable[[], Outcome] | None = None,
+    ) -> None:
         self._conclude = conclude
+        self._settle = settle
+        self._interrupted = interrupted
         self.outcome = Outcome(against=against)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
-        result = yield
+        try:
+            result = yield
+        except KeyboardInterrupt:
+            # Ctrl-C: no verdicts (the evidence is partial), but the table of what is
+            # persisted and the line that says how to resume
+            if self._interrupted is not None:
+                try:
+                    self.outcome = self._interrupted()
+                except Exception as exc:  # the summary must never mask the interrupt
+                    self.outcome.closing.append((f"capevolve: no summary after Ctrl-C: {exc!r}", {}))
+            raise
         if not session.config.option.collectonly:
+            # settle first: release this session's claims, wait for concurrent sessions'
+            settled = self._settle() if self._settle is not None else []
             self.outcome = self._conclude()
+            self.outcome.closing[:0] = [(line, {}) for line in settled]
         return result
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,13 +39,37 @@ class Tally:
 class Persistence:
     """Registered on the controller for the whole session."""
 
-    def __init__(self, config: pytest.Config, spec: Spec, rundir: RunDir, plan: EvalPlan) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        spec: Spec,
+        rundir: RunDir,
+        plan: EvalPlan,
+        *,
+        waiting_on: list[Path] | None = None,
+    ) -> None:
         self.config = config
         self.spec = spec
         self.rundir = rundir
         self.plan = plan
         self.tally = Tally()
+        self.waiting_on = list(waiting_on or [])
         self._session: pytest.Session | None = None
+
+    def settle(self) -> list[str]:
+        """After the run loop: let go of this session's claim (everything it paid is
+        persisted) and wait for the sessions paying rollouts this one needs. Lines to print."""
+        self.rundir.claims.release()
+        if not self.waiting_on:
+            return []
+        self.rundir.claims.wait_for(self.waiting_on)
+        return [
+            f"{len(self.plan.awaited)} rollouts were being paid by {len(self.waiting_on)} concurrent "
+            "session(s): waited for them instead of paying again"
+        ]
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.rundir.claims.release()  # an interrupted session lets go too
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -89,7 +114,7 @@ def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> O
     """The per-tag rows and the planned rollouts still missing, from what is persisted; the
     exit code says whether the session produced everything it owed."""
     reused_by_tag: dict[str, int] = {}
-    for _split, _task, tag, _k in plan.persisted:
+    for _split, _task, tag, _k in plan.persisted | plan.awaited:
         reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
     rows = [
         summarize_arm(

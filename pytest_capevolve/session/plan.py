@@ -42,6 +42,8 @@ class EvalPlan:
     base_seed: int
     candidates: list[PlannedCandidate]
     persisted: set[tuple[str, str, str, int]] = field(default_factory=set)
+    # being paid right now by another live session (its claim): not owed here, waited for
+    awaited: set[tuple[str, str, str, int]] = field(default_factory=set)
 
     def seed_for(self, trial: int) -> int:
         """Common random numbers: trial k runs with the same seed for every candidate."""
@@ -58,11 +60,14 @@ class EvalPlan:
         ]
 
     def owed_keys(self) -> list[RolloutKey]:
-        return [k for k in self.all_keys() if (k.split, k.task_id, k.tag, k.trial) not in self.persisted]
+        """The rollouts this session pays: neither persisted nor claimed by another session."""
+        skip = self.persisted | self.awaited
+        return [k for k in self.all_keys() if (k.split, k.task_id, k.tag, k.trial) not in skip]
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
         data["persisted"] = sorted(list(k) for k in self.persisted)
+        data["awaited"] = sorted(list(k) for k in self.awaited)
         return data
 
     @classmethod
@@ -75,4 +80,5 @@ class EvalPlan:
             base_seed=int(data["base_seed"]),
             candidates=[PlannedCandidate(**c) for c in data["candidates"]],
             persisted={(s, t, g, int(k)) for s, t, g, k in data["persisted"]},
+            awaited={(s, t, g, int(k)) for s, t, g, k in data.get("awaited", [])},
         )

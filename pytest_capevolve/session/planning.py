@@ -7,7 +7,7 @@ candidate refused by a screen is never registered.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ class Planned:
     plan: EvalPlan
     best: str
     null_tags: list[str] = field(default_factory=list)
+    waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
 
 
 def planned_at(spec: Spec, tag: str, path: Path, digest: str) -> PlannedCandidate:
@@ -79,7 +80,18 @@ def frozen_ids(rundir: RunDir, splits: dict[str, Any], split: str, pool_ids: Ite
 
 
 def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    return spec.capability_path if tag == SEED_TAG else rundir.candidate_source(tag)
+    """Where the best's bytes come from: the seed's folder, or any other tag's snapshot in the
+    run dir — never its source folder, which may have been edited or deleted since (as
+    finalize does)."""
+    if tag == SEED_TAG:
+        return spec.capability_path
+    snapshot = rundir.snapshot_dir(tag)
+    if not snapshot.is_dir():
+        raise RunDirError(
+            f"run {rundir.run_id}: the best {tag!r} has no snapshot at {snapshot}; the run dir is "
+            "damaged (restore that folder from a backup, or start a new run with --capevolve-new-run)"
+        )
+    return snapshot
 
 
 def plan_evaluation(
@@ -94,7 +106,11 @@ def plan_evaluation(
     screens: Screens,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
-    it is registered; the best and the seed are never screened."""
+    it is registered; the best and the seed are never screened.
+
+    Runs under the run's lock (see :func:`.wiring.configure`), so the spec lock, the splits,
+    the snapshots and the claims of two sessions planning at once never interleave: the later
+    one owes only what the earlier one neither persisted nor claimed, and waits for the rest."""
     rundir.ensure_spec_lock(spec)
     if gate.enabled and Seal(rundir).burned() is not None:
         raise RunDirError(
@@ -127,10 +143,22 @@ def plan_evaluation(
     for tag in null_tags:
         digest = rundir.register_candidate(tag, best_path)
         planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
+    claimed = rundir.claims.others()
     deciding = len([c for c in planned if c.tag != best and c.tag not in null_tags]) if gate.enabled else 0
-    records = rundir.rollouts(split)
-    plan = build_plan(spec, rundir, split, task_ids, planned, records, "session_started", decisions=deciding)
-    return Planned(plan, best, null_tags)
+    plan = build_plan(
+        spec,
+        rundir,
+        split,
+        task_ids,
+        planned,
+        rundir.rollouts(split),
+        "session_started",
+        decisions=deciding,
+        claimed=claimed,
+    )
+    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
+    waiting_on = sorted({claimed[k] for k in plan.awaited})
+    return Planned(plan, best, null_tags, waiting_on)
 
 
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:
@@ -161,6 +189,11 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
     return Planned(plan, best)
 
 
+# One session's plan lives in memory and travels to every worker: a million rollouts is ~10x
+# any real evaluation, and far below what would exhaust memory (num_trials: 1e9 would not).
+MAX_PLAN_ROLLOUTS = 1_000_000
+
+
 def build_plan(
     spec: Spec,
     rundir: RunDir,
@@ -171,12 +204,22 @@ def build_plan(
     event: str,
     *,
     decisions: int = 0,
+    claimed: Mapping[tuple[str, str, str, int], object] | None = None,
     **fields: object,
 ) -> EvalPlan:
     """The plan over ``planned``, owing every rollout not already persisted valid in
-    ``records``; checked against the budget and logged as ``event``."""
+    ``records`` nor ``claimed`` by another live session; checked against the budget (what
+    others have claimed counts as spent) and logged as ``event``."""
     tags = {c.tag for c in planned}
+    size = len(task_ids) * spec.num_trials * len(planned)
+    if size > MAX_PLAN_ROLLOUTS:
+        raise BudgetError(
+            f"{spec.path}: {len(task_ids)} {split} tasks × {spec.num_trials} trials × {len(planned)} "
+            f"candidate(s) = {size} rollouts, more than one session plans ({MAX_PLAN_ROLLOUTS}); "
+            "lower num_trials or evaluate fewer candidates per session"
+        )
     persisted = {r.key for r in records if r.tag in tags and r.infra_error is None}
+    claimed = claimed or {}
     plan = EvalPlan(
         run_id=rundir.run_id,
         split=split,
@@ -186,28 +229,33 @@ def build_plan(
         candidates=planned,
         persisted=persisted,
     )
+    wanted = {(k.split, k.task_id, k.tag, k.trial) for k in plan.all_keys()}
+    plan.awaited = (wanted & set(claimed)) - persisted
     owed = len(plan.owed_keys())
-    check_ceilings(spec, rundir, owed, decisions=decisions)
+    check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
+    if plan.awaited:
+        fields["awaited"] = len(plan.awaited)
     rundir.append_event(
         event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
     )
     return plan
 
 
-def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int) -> None:
+def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pending: int = 0) -> None:
     """Refuse, before anything is paid, a session whose plan would cross a ceiling — the spec's,
     each tightened by a cap its ``stop_condition`` states — with the arithmetic: the rollouts it
     owes against ``max_metric_calls``, their $ at this run's measured $/rollout against
     ``max_usd``; and for a gate session, its ``decisions`` against ``max_iterations`` and the
-    run's rejects in a row against ``stall``. (The same :func:`..loop.spend.afford` answers
-    ``capevolve spend``.)"""
+    run's rejects in a row against ``stall``. ``pending`` rollouts being paid by other live
+    sessions count as needed too. (The same :func:`..loop.spend.afford` answers ``capevolve
+    spend``.)"""
     state = rundir.read_state()
     spent = state["spent"]
     ceilings = Ceilings.from_spec(spec, parse_stop_condition(spec.stop_condition))
     if not decisions:  # measuring is not deciding: only the money and rollout ceilings apply
         ceilings = replace(ceilings, max_iterations=None, stall=None)
     verdict = afford(
-        owed,
+        owed + pending,
         rollouts_spent=int(spent["metric_calls"]),
         runner_usd_spent=float(spent["usd"]),
         optimizer_usd_spent=float(spent.get("optimizer_usd", 0.0)),

@@ -41,6 +41,8 @@ class CapevolveReporter:
 
     def _print_summary(self, tr: Any) -> None:
         outcome, tally = self.end.outcome, self.tally
+        for notice in self.rundir.notices:
+            tr.write_line(f"capevolve: {notice}", yellow=True)
         if not outcome.rows:
             return
         tr.section(f"capevolve run {self.rundir.run_id}", sep="=")

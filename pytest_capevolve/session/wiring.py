@@ -9,6 +9,7 @@ roles; on an xdist worker it only reads the plan the controller sent in ``worker
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,13 +22,13 @@ from ..project.microcase import MicrocaseError
 from ..project.runner import AdapterRunner
 from ..project.spec import Spec, SpecError, load_spec
 from ..project.splits import TestSealError
-from ..store.record import RecordError
+from ..store.record import RecordError, RolloutRecord
 from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
-from .outcome import SessionEnd
-from .persistence import Persistence
+from .outcome import Outcome, SessionEnd
+from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
 from .reporter import CapevolveReporter
@@ -81,16 +82,41 @@ def _start_controller(
         persistence = Persistence(config, spec, rundir, planned.plan)
         role = FinalizeSession(config, spec, rundir, planned, seal, persistence)
     else:
-        rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
         gate = _gate_request(config, split)
-        screens = Screens(spec, rundir, microcases=gate.enabled)
         requests = _candidate_requests(config, spec)
-        planned = plan_evaluation(
-            spec, rundir, pool_ids, requests, split, rerun=option.capevolve_rerun, gate=gate, screens=screens
-        )
-        persistence = Persistence(config, spec, rundir, planned.plan)
+        # One planner at a time per project (run creation) and per run (spec lock, splits,
+        # snapshots, claims): sessions started together get one run and never pay twice.
+        with RunDir.project_lock(spec.project_dir):
+            rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
+            screens = Screens(spec, rundir, microcases=gate.enabled)
+            try:
+                with rundir.lock():
+                    planned = plan_evaluation(
+                        spec,
+                        rundir,
+                        pool_ids,
+                        requests,
+                        split,
+                        rerun=option.capevolve_rerun,
+                        gate=gate,
+                        screens=screens,
+                    )
+            except BaseException:
+                rundir.claims.release()
+                rundir.discard_if_created()  # a refused session leaves no empty run behind
+                raise
+        persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
         role = EvaluationSession(spec, rundir, planned, gate, screens.refusals, persistence)
-    end = SessionEnd(role.conclude, planned.best)
+    plan_split = planned.plan.split
+    read = (
+        role.seal.test_rollouts if isinstance(role, FinalizeSession) else lambda: rundir.rollouts(plan_split)
+    )
+    end = SessionEnd(
+        role.conclude,
+        planned.best,
+        settle=persistence.settle,
+        interrupted=lambda: _interrupted(planned, persistence, read),
+    )
     for name, plugin in (
         ("persistence", persistence),
         ("session", role),
@@ -99,6 +125,26 @@ def _start_controller(
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
     return planned.plan
+
+
+def _interrupted(
+    planned: Planned, persistence: Persistence, read: Callable[[], list[RolloutRecord]]
+) -> Outcome:
+    """After Ctrl-C: the table of what is persisted (nothing judged, no seal burned) and how to
+    resume; every rollout that reported before the interrupt is already saved."""
+    from ..decide.evidence import index_records
+
+    persistence.rundir.claims.release()
+    plan = planned.plan
+    outcome = summarize(plan, index_records(read()), persistence.tally, against=planned.best)
+    outcome.closing.append(
+        (
+            f"interrupted: {len(outcome.missing)} rollouts are missing, nothing was judged; "
+            "re-run the same command to resume (it pays only for what is missing)",
+            {"yellow": True},
+        )
+    )
+    return outcome
 
 
 def _gate_request(config: pytest.Config, split: str) -> GateRequest:

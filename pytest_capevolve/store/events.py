@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+
+from .files import RunDirError
 
 GENESIS = "0" * 64
 
@@ -65,7 +68,7 @@ def verify_events(path: Path) -> tuple[int, str | None]:
 def _seq(line: str) -> int | None:
     try:
         return int(json.loads(line)["seq"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, IndexError):
         return None
 
 
@@ -108,10 +111,62 @@ class EventLog:
         if not lines:
             return (size, GENESIS, 0)
         last = lines[-1]
-        return (size, event_line_hash(last), int(json.loads(last).get("seq", 0)))
+        seq = _seq(last)
+        if seq is None:
+            number = len(self.events_path.read_bytes().rstrip(b"\n").split(b"\n"))
+            raise self._damaged(number)
+        return (size, event_line_hash(last), seq)
+
+    def _damaged(self, number: int) -> RunDirError:
+        return RunDirError(
+            f"{self.events_path}: line {number} is not an event (unreadable JSON or no seq); "
+            f"nothing more can be chained to it. Run `capevolve verify --repair {self.events_path.parent}` "
+            "to move the damaged lines aside"
+        )
 
     def events(self) -> list[dict[str, Any]]:
+        """Every event, oldest first; a line that is not one raises :class:`RunDirError`."""
         if not self.events_path.is_file():
             return []
-        text = self.events_path.read_text(encoding="utf-8")
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        events = []
+        text = self.events_path.read_text(encoding="utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = None
+            if not isinstance(event, dict):
+                raise self._damaged(number)
+            events.append(event)
+        return events
+
+    def repair_events(self) -> int:
+        """Move a damaged tail (lines after the last intact one that are not events at all,
+        e.g. a torn write or appended garbage) to ``events.jsonl.damaged-<time>``; returns how
+        many lines moved. An edited or reordered line is history, not damage: refused."""
+        with self.lock():
+            count, problem = verify_events(self.events_path)
+            if problem is None:
+                return 0
+            lines = self.events_path.read_text(encoding="utf-8", errors="replace").split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            tail = lines[count:]
+            if any(_seq(line) is not None for line in tail):
+                raise RunDirError(
+                    f"{self.events_path}: {problem}; the chain was edited, not torn, so it is not "
+                    "repaired automatically (restore the file from a backup, or start a new run)"
+                )
+            aside = self.events_path.with_name(
+                f"{self.events_path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"
+            )
+            aside.write_text("\n".join(tail) + "\n", encoding="utf-8")
+            kept = "".join(line + "\n" for line in lines[:count])
+            tmp = self.events_path.with_name(f".{self.events_path.name}.repair")
+            tmp.write_text(kept, encoding="utf-8")
+            os.replace(tmp, self.events_path)
+            self._event_tail = None
+            self.append_event("events_repaired", moved=len(tail), to=aside.name, problem=problem)
+            return len(tail)

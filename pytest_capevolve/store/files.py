@@ -16,10 +16,25 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask_mode() -> int:
+    """0666 less the process umask: the mode ``open()`` would give a new file."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+FILE_MODE = _umask_mode()
+
+
+class RunDirError(Exception):
+    """The run dir cannot be used as asked; the message names the file and what to do instead."""
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would make run dirs unreadable as CI artifacts
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
@@ -39,6 +54,19 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+@contextlib.contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``lock_file`` (created if needed) for the ``with`` block; the
+    kernel drops it if the holder dies."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class RunLock:

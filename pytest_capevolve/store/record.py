@@ -17,7 +17,10 @@ SCHEMA_VERSION = 1
 
 
 class RecordError(ValueError):
-    """A rollout record cannot be read: unknown schema version, missing or mistyped field."""
+    """A rollout record cannot be read: unknown schema version, missing or mistyped field.
+    ``newer`` says it was written by a newer pytest-capevolve (not damage: never quarantined)."""
+
+    newer: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,14 @@ class RolloutRecord:
             raise RecordError(f"{where}: a rollout record is a JSON object, got {type(data).__name__}")
         version = data.get("schema")
         if version != SCHEMA_VERSION:
-            raise RecordError(
+            error = RecordError(
                 f"{where}: rollout record schema {version!r} is not one this pytest-capevolve reads "
                 f"(it reads schema {SCHEMA_VERSION}); upgrade pytest-capevolve, or start a new run"
             )
+            error.newer = (
+                isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+            )
+            raise error
         missing = [f.name for f in _REQUIRED if f.name not in data]
         if missing:
             raise RecordError(f"{where}: rollout record lacks {', '.join(missing)}")

@@ -1,0 +1,122 @@
+"""Cross-checking a run dir against its event log: what ``capevolve verify`` adds to the chain.
+
+The hash chain vouches for ``events.jsonl``; every ``rollout`` event records the key, the
+reward and the infra error of what was persisted. So a rollout file whose reward differs from
+its event, a file no event records, an event whose file vanished (without a quarantine), a
+rollout paid twice, or a ``state.json`` that the events do not add up to, is found here.
+Reads only (``repair=True`` rebuilds ``state.json`` from the events; rollouts are never
+rewritten). Called by the CLI; no session runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import Counter
+from typing import Any
+
+from .files import atomic_write_json, read_json
+from .rundir import RunDir
+
+Key = tuple[str, str, str, int]
+
+
+def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
+    """One line per disagreement between the run's files and its events (empty: they agree)."""
+    events = rundir.events()
+    return _rollouts(rundir, events) + _state(rundir, events, repair=repair)
+
+
+def _key(event: dict[str, Any]) -> Key:
+    return (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
+
+
+def _rollouts(rundir: RunDir, events: list[dict[str, Any]]) -> list[str]:
+    problems: list[str] = []
+    last: dict[Key, dict[str, Any]] = {}
+    valid: Counter[str] = Counter()  # valid rollout events per file since its last quarantine
+    quarantined: dict[str, int] = {}  # file (relative) -> seq of its quarantine
+    for event in events:
+        if event.get("kind") == "rollout":
+            key = _key(event)
+            last[key] = event
+            if event.get("infra_error") is None:
+                valid[_rel(rundir, key)] += 1
+        elif event.get("kind") == "rollout_quarantined":
+            quarantined[str(event.get("file"))] = int(event.get("seq", 0))
+            valid.pop(str(event.get("file")), None)  # quarantined: paying it again is expected
+    for rel, count in sorted(valid.items()):
+        if count > 1:
+            problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
+    seen: set[Key] = set()
+    for path in sorted((rundir.root / "rollouts").glob("*/*.json")):
+        rel = path.relative_to(rundir.root).as_posix()
+        if rel.startswith("rollouts/."):
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            key = _key(data)
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            problems.append(f"{rel}: unreadable ({exc}); the next session quarantines it and pays it again")
+            continue
+        seen.add(key)
+        event = last.get(key)
+        if event is None:
+            problems.append(f"{rel}: no rollout event records it (written outside a session?)")
+            continue
+        for field in ("reward", "infra_error"):
+            if data.get(field) != event.get(field):
+                problems.append(
+                    f"{rel}: {field} {data.get(field)!r} in the file, but its rollout event "
+                    f"(seq {event.get('seq')}) recorded {field} {event.get(field)!r}"
+                )
+    for key, event in sorted(last.items()):
+        rel = _rel(rundir, key)
+        if key not in seen and quarantined.get(rel, -1) < int(event.get("seq", 0)):
+            problems.append(
+                f"{rel}: recorded by rollout event seq {event.get('seq')}, but the file is missing"
+            )
+    return problems
+
+
+def _rel(rundir: RunDir, key: Key) -> str:
+    return rundir.rollout_path(*key).relative_to(rundir.root).as_posix()
+
+
+def _state(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
+    expected = rundir.replay_state()
+    path = rundir.state_path
+    try:
+        state = read_json(path)
+        assert isinstance(state, dict)
+    except FileNotFoundError:
+        state = None
+        problems = [f"{path.name}: missing; the events add up to best {expected['best_id']!r}"]
+    except (ValueError, AssertionError, UnicodeDecodeError):
+        state = None
+        problems = [f"{path.name}: unreadable"]
+    if state is not None:
+        problems = []
+        checks = [("best_id", state.get("best_id"), expected["best_id"])]
+        checks.append(("iterations", state.get("iterations"), expected["iterations"]))
+        if any(e.get("kind") in ("stalled", "decision") for e in events):  # older logs did not record stalls
+            checks.append(("stall", state.get("stall"), expected["stall"]))
+        spent = state.get("spent") or {}
+        checks.append(("spent.metric_calls", spent.get("metric_calls"), expected["spent"]["metric_calls"]))
+        usd = spent.get("usd")
+        if not (isinstance(usd, (int, float)) and math.isclose(usd, expected["spent"]["usd"], abs_tol=1e-9)):
+            checks.append(("spent.usd", usd, expected["spent"]["usd"]))
+        for name, value, want in checks:
+            if value != want:
+                problems.append(f"{path.name}: {name} is {value!r}, but the events add up to {want!r}")
+    if problems and repair:
+        with rundir.lock():
+            if path.exists():
+                os.replace(path, path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"))
+            atomic_write_json(path, expected)
+            rundir.append_event("state_rebuilt", problem="; ".join(problems), best_id=expected["best_id"])
+        rundir.notices.append(f"{path.name}: rebuilt from the events ({len(problems)} disagreement(s))")
+        return []
+    return problems
