@@ -4,7 +4,8 @@ After each decision the hill-climb hands the candidate's files (its snapshot, or
 refused before any snapshot — tamper, microcases — its work folder) to one store:
 
 - ``git`` (default): a git repository at ``runs/<id>/store/`` (gitpython), one commit per
-  candidate on branch ``candidates`` in the order decided, each commit's tree that candidate's files, its message
+  candidate on branch ``candidates`` in the order decided, each commit's tree that candidate's
+  files, its message
   ``iter N: ACCEPT|reject|indecisive <tag> (Δ̄, p) — reason``; the seed and every accepted
   candidate are tagged with their tag, and branch ``best`` follows the best;
 - ``copy``: the run dir's snapshots only (``candidates/<tag>/files``): nothing more is written;
