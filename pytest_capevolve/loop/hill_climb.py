@@ -581,7 +581,7 @@ class HillClimb:
         verdict = rundir.verdict(cid) or {}
         word = {"accept": "ACCEPT"}.get(entry["decision"], entry["decision"])
         numbers = ", ".join(
-            f"{name}={value:{fmt}}"
+            f"{name}={round(value, 4) + 0.0:{fmt}}"  # no "-0.0000"
             for name, value, fmt in (
                 ("Δ̄", entry.get("delta_mean"), "+.4f"),
                 ("p", entry.get("p_value"), ".4g"),
