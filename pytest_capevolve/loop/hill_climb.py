@@ -580,14 +580,10 @@ class HillClimb:
         meta = dict(read_json(folder / "iteration.json"))
         verdict = rundir.verdict(cid) or {}
         word = {"accept": "ACCEPT"}.get(entry["decision"], entry["decision"])
-        numbers = ", ".join(
-            f"{name}={round(value, 4) + 0.0:{fmt}}"  # no "-0.0000"
-            for name, value, fmt in (
-                ("Δ̄", entry.get("delta_mean"), "+.4f"),
-                ("p", entry.get("p_value"), ".4g"),
-            )
-            if value is not None
-        )
+        delta, p = entry.get("delta_mean"), entry.get("p_value")
+        parts = [] if delta is None else [f"Δ̄={round(delta, 4) + 0.0:+.4f}"]  # never "-0.0000"
+        parts += [] if p is None else [f"p={p:.4g}"]
+        numbers = ", ".join(parts)
         reason = str(verdict.get("reason", "")).strip()
         message = f"iter {meta['iteration']}: {word} {cid} vs {entry.get('parent')}"
         message += f" ({numbers})" if numbers else ""
