@@ -416,11 +416,11 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
 def _hill_climb_lines(summary: dict[str, Any]) -> list[str]:
     lines = [f"capevolve hill-climb — run {summary['run_id']}"]
     for row in summary["iterations"]:
-        numbers = (
-            ""
-            if row["delta_mean"] is None
-            else f"  Δ̄ {round(row['delta_mean'], 4) + 0.0:+.4f}  p {row['p_value']:.4g}"
-        )
+        numbers = ""
+        if row["delta_mean"] is not None:
+            numbers += f"  Δ̄ {round(row['delta_mean'], 4) + 0.0:+.4f}"  # never "-0.0000"
+        if row["p_value"] is not None:
+            numbers += f"  p {row['p_value']:.4g}"
         lines.append(f"{row['tag']}  {row['decision']:<11}{row['basis'] or '':<16}{numbers}")
     lines.append(f"best {summary['best']!r}; accepted: {', '.join(summary['accepted']) or 'none'}")
     lines.append(f"stopped: {summary['stopped']}")

@@ -11,7 +11,7 @@ refused before any snapshot — tamper, microcases — its work folder) to one s
 - ``copy``: the run dir's snapshots only (``candidates/<tag>/files``): nothing more is written;
 - ``command``: the user's ``--store-commit-cmd 'CMD {msg} {dir} {tag}'``, run in the project.
 
-Which candidates a store already holds is kept in ``hill_climb/store.json``, so a resumed loop
+Which candidates a store already holds is kept in ``hill_climb/store-<kind>.json``, so a resumed loop
 commits each candidate exactly once. :func:`unified_diff` is ``capevolve diff``.
 """
 
@@ -132,7 +132,7 @@ def open_store(
     kind: str, run_root: Path, *, command: str | None = None, cwd: Path | None = None
 ) -> CandidateStore:
     """The store ``kind`` of the run at ``run_root`` (``command`` needs ``--store-commit-cmd``)."""
-    index = run_root / "hill_climb" / "store.json"
+    index = run_root / "hill_climb" / f"store-{kind}.json"  # what this kind of store holds
     if kind == "git":
         return GitStore(run_root / "store", index)
     if kind == "copy":
