@@ -84,6 +84,9 @@ def test_toy_calc_climbs_to_val_one_and_measure_shows_test_one(example, capsys, 
     assert main(["measure", str(project)]) == 0
     seal = json.loads((run_dir(project) / "seal.json").read_text())
     assert seal["best"]["tag"] == "cand_0001" and seal["best"]["mean"] == 1.0
+    # once the test split is scored, the run chooses no new best
+    code, _, err = hill_climb(capsys, project, "--optimizer", optimizer)
+    assert code == 2 and "is finalized" in err
 
 
 @pytest.mark.e2e

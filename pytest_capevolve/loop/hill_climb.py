@@ -48,6 +48,7 @@ from ..project.tamper import expand, protected_digests, tampered
 from ..project.yamlfile import YamlError, read_yaml
 from ..store.files import atomic_write_json, atomic_write_text, read_json
 from ..store.rundir import RunDir, RunDirError
+from ..store.seal import Seal
 from . import Refusal
 from .commit import INDECISIVE, CommitRefused, OptimizerSpend, book
 from .diagnose import diagnose
@@ -227,6 +228,11 @@ class HillClimb:
 
     def run(self) -> dict[str, Any]:
         rundir = self.rundir = self._baseline()
+        if Seal(rundir).burned() is not None:
+            raise Refusal(
+                f"run {rundir.run_id} is finalized: its test split was scored, so a new best chosen in it "
+                "would not be held out; start a new run (pytest --capevolve-run PROJECT --capevolve-new-run)"
+            )
         try:
             self.store = open_store(
                 self.store_kind, rundir.root, command=self.o.store_commit_cmd, cwd=self.spec.project_dir
