@@ -287,6 +287,7 @@ def _project_of(path: Path, runs_dir: Path) -> Path:
 # -- the optimize loop's primitives: spend, diagnose (one JSON object each; refusals exit 2) --------
 
 LOOP_REFUSED = 2
+LOOP_INCOMPLETE = 3  # hill-climb: an evaluation did not complete; --resume continues it
 
 
 def _loop_project(args: argparse.Namespace) -> Path:
@@ -448,6 +449,96 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return _loop_print(args, report, render_table)
 
 
+@_refusals_exit_2
+def cmd_hill_climb(args: argparse.Namespace) -> int:
+    """The optimize loop that runs by itself: optimizer → guards → val gate → commit, repeated."""
+    from .loop.hill_climb import HillClimb as Loop
+    from .loop.hill_climb import LoopIncomplete, Options
+
+    project = _loop_project(args)
+    options = Options(
+        project=project,
+        optimizer=args.optimizer,
+        focus=args.focus,
+        max_iterations=args.max_iterations,
+        resume=args.resume,
+        n_trials=args.n_trials,
+        gate_mode=args.gate_mode,
+        k_se=args.k_se,
+        alpha=args.alpha,
+        no_regression=args.no_regression,
+        protected_paths=tuple(args.protected_paths or ()),
+        capabilities=tuple(c for c in (args.capabilities or "").split(",") if c.strip()),
+        convergence=args.convergence,
+        workers=args.workers,
+        store=args.store,
+        store_commit_cmd=args.store_commit_cmd,
+        instructions_file=args.instructions_file,
+        optimizer_timeout=args.optimizer_timeout,
+        run_id=args.run_id,
+    )
+    try:
+        loop = Loop(options)
+    except SpecError as exc:
+        raise LoopRefusal(str(exc)) from None
+    try:
+        summary = loop.run()
+    except LoopIncomplete as exc:
+        print(f"capevolve hill-climb: incomplete: {exc}", file=sys.stderr)
+        return LOOP_INCOMPLETE
+    return _loop_print(args, summary, _hill_climb_lines)
+
+
+def _hill_climb_lines(summary: dict[str, Any]) -> list[str]:
+    lines = [f"capevolve hill-climb — run {summary['run_id']}"]
+    for row in summary["iterations"]:
+        numbers = ""
+        if row["delta_mean"] is not None:
+            numbers += f"  Δ̄ {round(row['delta_mean'], 4) + 0.0:+.4f}"  # never "-0.0000"
+        if row["p_value"] is not None:
+            numbers += f"  p {row['p_value']:.4g}"
+        lines.append(f"{row['tag']}  {row['decision']:<11}{row['basis'] or '':<16}{numbers}")
+    lines.append(f"best {summary['best']!r}; accepted: {', '.join(summary['accepted']) or 'none'}")
+    lines.append(f"stopped: {summary['stopped']}")
+    return lines
+
+
+@_refusals_exit_2
+def cmd_diff(args: argparse.Namespace) -> int:
+    """What a candidate changed: a unified diff of two snapshots (default: against its parent)."""
+    from .loop.store import unified_diff
+
+    spec, rundir = _loop_run(args)
+    if args.other is not None and (args.best or args.parent):
+        raise LoopRefusal("give B, --best or --parent, not several")
+    if args.other is not None:
+        other = args.other
+    elif args.best:
+        other = rundir.best()
+    else:
+        decided = next((d for d in rundir.decisions() if d["tag"] == args.tag), None)
+        verdict = rundir.verdict(args.tag)
+        other = (decided or {}).get("parent") or (verdict or {}).get("against")
+        if other is None:
+            raise LoopRefusal(f"{args.tag!r} has no recorded parent (no decision, no verdict); name B")
+
+    def folder(tag: str) -> Path:
+        if tag == "seed" and not rundir.snapshot_dir(tag).is_dir():
+            return spec.capability_path
+        snapshot = rundir.snapshot_dir(tag)
+        if snapshot.is_dir():
+            return snapshot
+        source = ((rundir.verdict(tag) or {}).get("details") or {}).get("source")
+        if source and Path(source).is_dir():  # refused before any snapshot: its source folder
+            return Path(source)
+        if rundir.work_dir(tag).is_dir():
+            return rundir.work_dir(tag)
+        raise LoopRefusal(f"no snapshot or work copy of {tag!r} in run {rundir.run_id}")
+
+    sys.stdout.write(unified_diff(folder(other), folder(args.tag), other, args.tag))
+    return 0
+
+
 def _add_loop_commands(sub: Any) -> None:
     def common(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("project", type=Path, nargs="?", default=None, help="project folder (default .)")
@@ -500,6 +591,41 @@ def _add_loop_commands(sub: Any) -> None:
         "--export", type=Path, default=None, metavar="FILE.jsonl", help="write the reflective dataset"
     )
     diag.set_defaults(func=cmd_diagnose)
+    diff = sub.add_parser("diff", help="what a candidate changed: a unified diff of snapshots")
+    diff.add_argument("tag")
+    diff.add_argument("other", nargs="?", default=None, metavar="B", help="compare with this tag")
+    diff.add_argument("--project", dest="project_option", type=Path, default=None, metavar="DIR")
+    diff.add_argument("--run-id", default=None)
+    diff.add_argument("--best", action="store_true", help="compare with the current best")
+    diff.add_argument("--parent", action="store_true", help="compare with its parent (the default)")
+    diff.set_defaults(func=cmd_diff, project=None)
+    _add_hill_climb(sub, common)
+
+
+def _add_hill_climb(sub: Any, common: Any) -> None:
+    from .loop.prompt import FOCUS_MODES
+    from .loop.store import STORES
+
+    hc = sub.add_parser("hill-climb", help="the optimize loop: optimizer → guards → val gate → commit")
+    common(hc)
+    hc.add_argument("--optimizer", default=None, metavar="CMD", help="'CMD … {workdir} … {prompt}'")
+    hc.add_argument("--focus", choices=FOCUS_MODES, default=None, help="which failing val tasks to aim at")
+    hc.add_argument("--max-iterations", type=int, default=None, metavar="N", help="iterations in the run")
+    hc.add_argument("--n-trials", type=int, default=None, metavar="K", help="trials (if the spec sets none)")
+    hc.add_argument("--resume", action="store_true", help="finish an iteration a kill cut off")
+    hc.add_argument("--gate-mode", choices=GATE_MODES, default=None)
+    hc.add_argument("--k-se", type=float, default=None)
+    hc.add_argument("--alpha", type=float, default=None)
+    hc.add_argument("--no-regression", action="store_true", help="veto an accept that breaks a passing task")
+    hc.add_argument("--protected-paths", nargs="+", default=None, metavar="GLOB", help="also protect these")
+    hc.add_argument("--capabilities", default=None, metavar="A,B", help="the allowed edit surface")
+    hc.add_argument("--convergence", action="store_true", help="stop on a long plateau (stall ≥ 5)")
+    hc.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for each gate session")
+    hc.add_argument("--store", choices=STORES, default=None, help="where every candidate is committed")
+    hc.add_argument("--store-commit-cmd", default=None, metavar="CMD", help="'CMD {msg} {dir} {tag}'")
+    hc.add_argument("--instructions-file", type=Path, default=None, metavar="F", help="the prompt template")
+    hc.add_argument("--optimizer-timeout", type=float, default=1800.0, metavar="S", help="seconds (1800)")
+    hc.set_defaults(func=cmd_hill_climb)
 
 
 def _spec_value(key: str) -> Any:

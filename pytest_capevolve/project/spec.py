@@ -67,6 +67,10 @@ class Spec:
     stall: int | None = None
     stop_condition: str | None = None
     protected_paths: tuple[str, ...] = field(default_factory=tuple)
+    # defaults for `capevolve hill-climb` (its flags win); they change no rollout
+    optimizer: str | None = None
+    algorithm_focus: str | None = None
+    store: str | None = None
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     @staticmethod
@@ -174,6 +178,9 @@ def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 _INF = math.inf
+# `capevolve hill-climb`'s focus schedules and candidate stores (see loop/prompt.py, loop/store.py)
+HILL_CLIMB_FOCUS = ("all", "cyclic", "hardest-first")
+HILL_CLIMB_STORES = ("git", "copy", "command")
 VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "adapter": _adapter_ref,
     "capability_path": _str,
@@ -197,6 +204,9 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "stall": _optional(_int(1)),
     "stop_condition": _optional(_str),
     "protected_paths": _globs,
+    "optimizer": _optional(_str),
+    "algorithm_focus": _optional(_choice(HILL_CLIMB_FOCUS)),
+    "store": _optional(_choice(HILL_CLIMB_STORES)),
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.

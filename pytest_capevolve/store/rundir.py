@@ -356,6 +356,12 @@ class RunDir(EventLog, Snapshots):
         """Where an optimizer edits candidate ``tag`` (a copy of its parent's snapshot)."""
         return self.root / "work" / check_tag(tag)
 
+    def hill_climb_dir(self, tag: str | None = None) -> Path:
+        """``hill_climb/`` (the loop's own files), or one iteration's folder in it: its prompt,
+        the optimizer's output and exit, the gate session's output, its diff and outcome."""
+        base = self.root / "hill_climb"
+        return base if tag is None else base / check_tag(tag)
+
     # -- verdicts, events, reports --------------------------------------------------------------
 
     def write_verdict(self, verdict: dict[str, Any]) -> Path:
