@@ -110,6 +110,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
             raise CliUsageError(
                 f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}"
             )
+    if args.tag == against:
+        raise CliUsageError(f"{args.tag!r} would be gated against itself; give --against another tag")
     nulls: list[float] = []
     if recorded and not args.against:
         null_verdicts = [rundir.verdict(t) for t in recorded.get("nulls", [])]
@@ -304,6 +306,7 @@ def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
         rundir = RunDir.resolve(spec.project_dir, args.run_id, create=False)
     except (SpecError, RunDirError) as exc:
         raise LoopRefusal(str(exc)) from None
+    _OPENED.append(rundir)  # what it finds damaged and handles is said on stderr at the end
     if rundir.splits() is None:
         raise LoopRefusal(
             f"run {rundir.run_id} has no frozen splits yet; evaluate first (pytest --capevolve-run)"
@@ -650,7 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="verify a project's spec and adapter")
-    check.add_argument("project", type=Path, help="project folder or capevolve.yaml")
+    check.add_argument("project", type=Path, nargs="?", default=Path("."), help="project folder (default .)")
     check.set_defaults(func=cmd_check)
     gate = sub.add_parser("gate", help="re-derive a verdict from persisted rollouts (pays nothing)")
     gate.add_argument("tag")
@@ -664,14 +667,16 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--json", action="store_true", help="also print the verdict as JSON")
     gate.set_defaults(func=cmd_gate)
     plan = sub.add_parser("plan", help="minimum detectable effect and headroom (pays nothing)")
-    plan.add_argument("project", type=Path)
+    plan.add_argument("project", type=Path, nargs="?", default=Path("."), help="project folder (default .)")
     plan.add_argument("--run-id", default=None)
     plan.add_argument("--target", type=float, default=None, help="a target val mean to check")
     plan.set_defaults(func=cmd_plan)
     measure = sub.add_parser(
         "measure", help="the run's honest table and report.md (runs finalize once if needed)"
     )
-    measure.add_argument("project", type=Path)
+    measure.add_argument(
+        "project", type=Path, nargs="?", default=Path("."), help="project folder (default .)"
+    )
     measure.add_argument("--run-id", default=None)
     measure.add_argument("--no-finalize", action="store_true", help="leave the test split sealed")
     measure.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for finalize")

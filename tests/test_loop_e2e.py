@@ -196,4 +196,10 @@ def test_two_improving_siblings_the_second_is_regated_against_the_first(example,
     assert verdicts["second"]["decision"] == "reject"
     state = json.loads((projects.run_dir(project) / "state.json").read_text())
     assert state["best_id"] == "first" and state["iterations"] == 2  # auto mode booked both
+    # the second was made from the seed, though its verdict compared it with `first`
+    rejected = [
+        json.loads(line) for line in (projects.run_dir(project) / "rejected.jsonl").read_text().splitlines()
+    ]
+    assert [(r["tag"], r["parent"], r["gated_against"]) for r in rejected] == [("second", "seed", "first")]
+    assert rejected[0]["changed_files"] == ["prompt.md (changed)"]
     result.stdout.fnmatch_lines(["*first: booked accept*", "*second: booked reject (gate)*"])

@@ -56,6 +56,11 @@ def book(
         best = str(state["best_id"])
         verdict = rundir.verdict(tag)
         if tag not in rundir.known_tags() and verdict is None:
+            if rundir.work_dir(tag).is_dir():
+                raise CommitRefused(
+                    f"{tag!r} is a work copy with no verdict yet; gate it first: pytest --capevolve-run "
+                    f"PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate"
+                )
             known = ", ".join(rundir.known_tags()) or "none"
             raise CommitRefused(f"unknown tag {tag!r} in run {rundir.run_id} (known: {known})")
         first = next((e for e in rundir.decisions() if e["tag"] == tag), None)
@@ -65,9 +70,11 @@ def book(
                 "is decided once. Evaluate a new version under a new tag, or --force to repair the record"
             )
         against_gate = _check(spec, tag, decision, basis, verdict, best, force)
+        parent = _parent(rundir, tag, best)
         entry = {
             "tag": tag,
-            "parent": (verdict or {}).get("against", best),
+            "parent": parent,
+            "gated_against": (verdict or {}).get("against"),
             "decision": decision,
             "basis": basis,
             "note": note,
@@ -76,7 +83,7 @@ def book(
             "against_gate": against_gate,
             **_numbers(verdict),
             **_spent_on(rundir, tag),
-            "changed_files": _changes(rundir, tag, (verdict or {}).get("against", best), verdict),
+            "changed_files": _changes(rundir, tag, parent, verdict),
             **{f"optimizer_{k}": v for k, v in asdict(optimizer).items()},
         }
         rundir.append_event("decision", **entry)
@@ -174,9 +181,25 @@ def _numbers(verdict: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def _parent(rundir: RunDir, tag: str, best: str) -> str:
+    """What ``tag`` was made from: its work copy's parent, else the best when it was first
+    registered (a sibling re-gated in a round against an earlier sibling still had the round's
+    best as its parent), else the best now."""
+    current = None
+    for event in rundir.events():
+        kind = event.get("kind")
+        if kind == "work_created" and event.get("tag") == tag:
+            return str(event["parent"])
+        if kind == "best_changed":
+            current = str(event["best_id"])
+        elif kind == "candidate_registered" and event.get("tag") == tag:
+            return current or "seed"
+    return best
+
+
 def _spent_on(rundir: RunDir, tag: str) -> dict[str, Any]:
     records = [r for r in rundir.rollouts("val") if r.tag == tag]
-    return {"rollouts": len(records), "runner_usd": sum(r.cost_usd for r in records)}
+    return {"rollouts": len(records), "runner_usd": round(sum(r.cost_usd for r in records), 6)}
 
 
 def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:

@@ -71,6 +71,7 @@ def render_rejected(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keys = (
         "tag",
         "parent",
+        "gated_against",
         "note",
         "basis",
         "changed_files",
