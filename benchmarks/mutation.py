@@ -44,10 +44,15 @@ EQUIVALENT: dict[str, str] = {
     "pytest_capevolve.decide.gate.x_decide__mutmut_73": "used_ids and deltas come from the same mask; a mismatch already raised at used_ids",
     "pytest_capevolve.decide.gate.x_decide__mutmut_74": "used_ids and deltas come from the same mask; a mismatch already raised at used_ids",
     "pytest_capevolve.decide.gate.x_decide__mutmut_91": "max() runs only on a non-empty null_deltas, so its default is never used",
-    "pytest_capevolve.decide.gate.x_decide__mutmut_154": "Verdict.split defaults to 'val', the only split that gets past the guard",
-    "pytest_capevolve.decide.gate.x_decide__mutmut_168": "as_matrix always returns 2-D, so the 1-D branch is unreachable",
-    "pytest_capevolve.decide.gate.x_decide__mutmut_173": "as_matrix always returns 2-D, so the 1-D branch is unreachable",
+    "pytest_capevolve.decide.gate.x_decide__mutmut_144": "Verdict.split defaults to 'val', the only split that gets past the guard",
+    "pytest_capevolve.decide.gate.x_decide__mutmut_159": "as_matrix always returns 2-D, so the 1-D branch is unreachable",
+    "pytest_capevolve.decide.gate.x_decide__mutmut_164": "as_matrix always returns 2-D, so the 1-D branch is unreachable",
     "pytest_capevolve.decide.judging.xǁEvidenceǁjudge__mutmut_18": "decide's split defaults to 'val' == GATE_SPLIT",
+    "pytest_capevolve.decide.rounds.x_family_levels__mutmut_13": "k = 1 is α under holm (α/1) and bh (α·1/1) too; only an unknown method, which gate_round refuses first, tells",
+    "pytest_capevolve.decide.rounds.x__stage__mutmut_21": "Fraction(str(f)) == f for every Fraction (str gives 'n/d')",
+    "pytest_capevolve.decide.rounds.x__stage__mutmut_43": "family_levels returns one level per p-value, so the lengths always agree",
+    "pytest_capevolve.decide.rounds.x__stage__mutmut_46": "family_levels returns one level per p-value, so the lengths always agree",
+    "pytest_capevolve.decide.rounds.x__stage__mutmut_47": "family_levels returns one level per p-value, so the lengths always agree",
     "pytest_capevolve.stats.core.x__count_at_least__mutmut_9": "one more zero slot above the largest sum adds nothing to the tail",
     "pytest_capevolve.stats.core.x__count_at_least__mutmut_41": "when start > total the slice is empty and sums to 0 anyway",
     "pytest_capevolve.stats.core.x__float_tail__mutmut_14": "np.unique's values and counts always have the same length",
@@ -79,6 +84,7 @@ EQUIVALENT: dict[str, str] = {
     "pytest_capevolve.stats.core.x_mean_se__mutmut_3": "np.asarray of numeric input; the float cast changes no mean or SE",
     "pytest_capevolve.stats.core.x_mean_se__mutmut_5": "np.asarray of numeric input; the float cast changes no mean or SE",
     "pytest_capevolve.stats.core.x_reward_grid__mutmut_22": "< vs <= differs only when the rounding error is exactly 1e-9*grid",
+    "pytest_capevolve.stats.core.xǁSignFlipResultǁat_most__mutmut_2": "Fraction(str(f)) == f for every Fraction (str gives 'n/d')",
     "pytest_capevolve.stats.core.x_sign_flip_test__mutmut_67": ">= vs > differs only when |p - alpha| is exactly EXACT_MARGIN",
     "pytest_capevolve.stats.core.x_task_means__mutmut_18": "dividing by max(count, 1) never divides by zero nor makes nan: errstate has nothing to silence",
     "pytest_capevolve.stats.core.x_task_means__mutmut_19": "dividing by max(count, 1) never divides by zero nor makes nan: errstate has nothing to silence",
@@ -267,6 +273,9 @@ def main() -> int:
     stale = sorted(set(EQUIVALENT) - set(statuses))
     if stale:
         print(f"\nEQUIVALENT names that are no longer generated (update the table): {', '.join(stale)}")
+    renumbered = sorted(k for k in EQUIVALENT if statuses.get(k) in KILLED | {"timeout"})
+    if renumbered:
+        print(f"\nEQUIVALENT names that were killed (renumbered? update the table): {', '.join(renumbered)}")
     return 1 if live else 0
 
 
