@@ -37,7 +37,7 @@ def test_a_truncated_rollout_is_quarantined_and_paid_again(example, projects, ca
     victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[0]
     victim.write_bytes(victim.read_bytes()[:100])
     # commands that read the run name the file and go on without it
-    assert main(["gate", "seed", "--project", str(project), "--against", "seed"]) in (0, 10, 11)
+    assert main(["plan", str(project)]) == 0
     err = capsys.readouterr().err
     assert victim.name in err and "quarantine" in err
     moved = list((rundir / "rollouts" / ".quarantine" / "val").glob(f"{victim.name}*"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import shutil
 import time
@@ -20,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..project.candidate import SEED_TAG, check_tag, escape_id, legacy_escape_id
+from ..project.candidate import check_tag, escape_id
 from ..project.paths import to_stored
-from ..project.splits import TEST_SPLIT, TestSealError
 from .claims import Claims
 from .events import EventLog
 from .files import RunDirError, RunLock, atomic_write_json, atomic_write_text, exclusive, read_json
-from .record import RecordError, RolloutRecord
+from .rollout_files import RolloutFiles
 from .snapshots import Snapshots
+from .state import BUDGET_KEYS, RunState
 
 if TYPE_CHECKING:  # the run dir reads a spec it is handed; it never loads one
     from ..project.spec import Spec
@@ -40,7 +39,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-class RunDir(EventLog, Snapshots):
+class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
     """One run's folder: ``<project>/.capevolve/runs/<run_id>/``."""
 
     def __init__(self, root: Path) -> None:
@@ -123,99 +122,6 @@ class RunDir(EventLog, Snapshots):
 
     # -- locking, events, state ---------------------------------------------------------------
 
-    def read_state(self) -> dict[str, Any]:
-        """``state.json``. Missing or unreadable in a run that has events, it is rebuilt from
-        the event log (the damaged file moved aside) — never reset to a fresh run's state,
-        which would bring back the seed as best and the spend to 0."""
-        try:
-            state = read_json(self.state_path)
-            if isinstance(state, dict) and isinstance(state.get("spent"), dict):
-                return dict(state)
-            problem = "not a state object"
-        except FileNotFoundError:
-            problem = "missing"
-        except (ValueError, UnicodeDecodeError) as exc:
-            problem = f"unreadable ({exc})"
-        if not self.events_path.is_file():
-            if problem == "missing":
-                return _fresh_state()
-            raise RunDirError(
-                f"{self.state_path}: {problem}, and there is no events.jsonl to rebuild it from"
-            )
-        with self.lock():
-            if self.state_path.is_file() and problem == "missing":
-                return dict(read_json(self.state_path))  # another process rebuilt it meanwhile
-            if self.state_path.exists():
-                aside = self.state_path.with_name(f"state.json.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-                os.replace(self.state_path, aside)
-            state = self.replay_state()
-            atomic_write_json(self.state_path, state)
-            self.append_event(
-                "state_rebuilt", problem=problem, spent=state["spent"], best_id=state["best_id"]
-            )
-        self.notices.append(f"{self.state_path} was {problem}: rebuilt from {self.events_path.name}")
-        return state
-
-    def replay_state(self) -> dict[str, Any]:
-        """What ``state.json`` should hold, from the event log alone: spend from ``rollout``
-        events (a rollout's cost from its file for logs older than ``cost_usd`` in events), the
-        counters, the best and the optimizer's spend from ``decision`` events (logs from before
-        decisions were booked: iterations from ``best_changed``, stall from ``stalled``), budget
-        from the lock."""
-        state = _fresh_state()
-        if self.spec_lock_path.is_file():
-            lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
-            state["budget"] = {key: lock.get(key) for key in BUDGET_KEYS}
-        events = self.events()
-        booked = any(e.get("kind") == "decision" for e in events)
-        spent = state["spent"]
-        for event in events:
-            kind = event.get("kind")
-            if kind == "rollout":
-                spent["metric_calls"] += 1
-                cost = event.get("cost_usd")
-                if cost is None:
-                    cost = self._file_cost(event)
-                spent["usd"] += float(cost)
-            elif kind == "decision":
-                state["iterations"] += 1
-                if event.get("decision") == "reject":
-                    state["stall"] += 1
-                elif event.get("decision") == "accept":
-                    state["stall"], state["best_id"] = 0, str(event["tag"])
-                for what in ("usd", "tokens", "seconds"):
-                    spent[f"optimizer_{what}"] = spent.get(f"optimizer_{what}", 0) + event.get(
-                        f"optimizer_{what}", 0
-                    )
-            elif kind == "best_changed":
-                state["best_id"] = str(event["best_id"])
-                if not booked:
-                    state["iterations"] += 1
-                    state["stall"] = 0
-            elif kind == "stalled" and not booked:
-                state["stall"] += 1
-        return state
-
-    def _file_cost(self, event: dict[str, Any]) -> float:
-        try:
-            path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
-            return float(read_json(path).get("cost_usd") or 0.0)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return 0.0
-
-    def best(self) -> str:
-        """The current best's tag (``seed`` until something is accepted)."""
-        return str(self.read_state().get("best_id", SEED_TAG))
-
-    def update_state(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        with self.lock():
-            state = self.read_state()
-            change(state)
-            atomic_write_json(self.state_path, state)
-            return state
-
-    # -- the spec and the splits, frozen on first use --------------------------------------------
-
     def ensure_spec_lock(self, spec: Spec) -> None:
         """Write ``spec.lock.yaml`` on first use; later, refuse a spec whose frozen keys moved.
 
@@ -257,88 +163,6 @@ class RunDir(EventLog, Snapshots):
         return splits
 
     # -- rollouts ----------------------------------------------------------------------------
-
-    def write_rollout(self, record: RolloutRecord) -> Path:
-        path = self.rollout_path(record.split, record.task_id, record.tag, record.trial)
-        atomic_write_json(path, record.to_json())
-        # a run written before case-safe names may hold this rollout under its old name
-        legacy = path.with_name(
-            f"{legacy_escape_id(record.task_id)}__{record.tag}__t{int(record.trial)}.json"
-        )
-        if legacy.name != path.name:
-            legacy.unlink(missing_ok=True)
-        return path
-
-    def record_rollout(self, record: RolloutRecord) -> dict[str, Any]:
-        """Persist one rollout and account for it under one lock: the record file, its spend in
-        ``state.json`` and its event line. Returns the updated state."""
-
-        def spend(state: dict[str, Any]) -> None:
-            state["spent"]["metric_calls"] = int(state["spent"]["metric_calls"]) + 1
-            state["spent"]["usd"] = float(state["spent"]["usd"]) + float(record.cost_usd)
-
-        with self.lock():
-            self.write_rollout(record)
-            state = self.update_state(spend)
-            self.append_event(
-                "rollout",
-                split=record.split,
-                task_id=record.task_id,
-                tag=record.tag,
-                trial=record.trial,
-                reward=record.reward,
-                infra_error=record.infra_error,
-                cost_usd=record.cost_usd,
-            )
-        return state
-
-    def rollouts(self, split: str) -> list[RolloutRecord]:
-        """Persisted rollouts of a split. The test split is refused here, when asked: only the
-        seal (:mod:`.seal`) reads it, and only during finalize or after the seal burned."""
-        if split == TEST_SPLIT:
-            raise TestSealError(
-                f"run {self.run_id}: test rollouts are read only through the seal "
-                "(pytest --capevolve-finalize, then capevolve measure)"
-            )
-        return self._read_rollouts(split)
-
-    def _read_rollouts(self, split: str) -> list[RolloutRecord]:
-        """Every readable record of the split. A damaged file (cut short, not JSON, fields
-        missing) is quarantined — moved to ``rollouts/.quarantine/<split>/``, never deleted —
-        and so counts as missing: the next session pays it again. Said in :attr:`notices`."""
-        folder = self.root / "rollouts" / split
-        records = []
-        for path in sorted(folder.glob("*.json")):
-            try:
-                records.append(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)))
-            except FileNotFoundError:
-                continue  # quarantined by another process meanwhile
-            except RecordError as exc:
-                if exc.newer:
-                    raise RunDirError(str(exc)) from None
-                self.quarantine(path, str(exc).removeprefix(f"{path}: "))
-            except (UnicodeDecodeError, OSError) as exc:
-                self.quarantine(path, f"unreadable: {exc}")
-        return records
-
-    def quarantine(self, path: Path, problem: str) -> Path:
-        """Move a damaged rollout file aside (under the run's lock) and log it."""
-        rel = path.relative_to(self.root)
-        dest = self.root / "rollouts" / ".quarantine" / rel.parent.name / f"{path.name}.{time.time_ns()}"
-        with self.lock():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, dest)
-            self.append_event(
-                "rollout_quarantined",
-                file=rel.as_posix(),
-                problem=problem,
-                moved_to=dest.relative_to(self.root).as_posix(),
-            )
-        self.notices.append(
-            f"{path}: {problem}; quarantined to {dest.relative_to(self.root)}: treated as missing, "
-            "so it is paid again"
-        )
-        return dest
 
     # -- the loop: decisions, memory, work copies --------------------------------------------------
 
@@ -384,24 +208,5 @@ class RunDir(EventLog, Snapshots):
         return {path.stem: dict(read_json(path)) for path in sorted(folder.glob("*.json"))}
 
 
-BUDGET_KEYS = ("max_metric_calls", "max_usd", "max_iterations", "stall", "stop_condition")
-
-
-def _fresh_state() -> dict[str, Any]:
-    return {
-        "best_id": SEED_TAG,
-        "iterations": 0,
-        "stall": 0,
-        "spent": {"metric_calls": 0, "usd": 0.0},
-        "budget": {},
-    }
-
-
 def _budget(spec: Spec) -> dict[str, Any]:
-    return {
-        "max_metric_calls": spec.max_metric_calls,
-        "max_usd": spec.max_usd,
-        "max_iterations": spec.max_iterations,
-        "stall": spec.stall,
-        "stop_condition": spec.stop_condition,
-    }
+    return {key: getattr(spec, key) for key in BUDGET_KEYS}
