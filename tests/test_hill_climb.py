@@ -128,10 +128,12 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
 
 
 @pytest.mark.e2e
-def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys):
+def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys, xdist_args):
     project = example("noisy_agent")
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
-    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "5")
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", optimizer, "--max-iterations", "5", *xdist_args
+    )
     assert code == 0, err
     rows = [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]]
     assert rows == [
