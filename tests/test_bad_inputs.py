@@ -274,3 +274,75 @@ def test_hostile_task_ids_stay_inside_the_run_dir(
         "a__b",
         "..",
     }
+
+
+# Every spec key with values it must refuse, each with the message it gets (load_spec, no session:
+# these are the spec's own checks; CASES above shows the same messages reach a session as exit 4).
+SPEC_VALUES = [
+    ("adapter", "adapter.py", "'file.py:ClassName'"),
+    ("adapter", "'adapter.py:'", "'file.py:ClassName'"),
+    ("adapter", "adapter.txt:ToyCalcAdapter", "'file.py:ClassName'"),
+    ("adapter", "missing.py:X", "which does not exist"),
+    ("adapter", "''", "a non-empty string"),
+    ("capability_path", "nowhere", "not an existing folder"),
+    ("capability_path", "adapter.py", "not an existing folder"),
+    ("capability_path", "7", "a non-empty string"),
+    ("split_seed", "1.5", "a whole number"),
+    ("split_seed", "yes", "a whole number"),
+    ("split_train", "-0.1", "a number in [0, 1]"),
+    ("split_train", "1.5", "a number in [0, 1]"),
+    ("split_val", "0.0", "must sum to 1"),
+    ("split_val", ".nan", "a number in [0, 1]"),
+    ("split_test", "0.9", "must sum to 1"),
+    ("split_test", "half", "a number in [0, 1]"),
+    ("split_ids_file", "nope.json", "not an existing file"),
+    ("split_ids_file", "[a, b]", "a non-empty string"),
+    ("num_trials", "0", "a whole number ≥ 1"),
+    ("num_trials", "-3", "a whole number ≥ 1"),
+    ("num_trials", "2.5", "a whole number ≥ 1"),
+    ("num_trials", "true", "a whole number ≥ 1"),
+    ("num_trials", "'3'", "a whole number ≥ 1"),
+    ("base_seed", "seed", "a whole number"),
+    ("base_seed", "1e3", "a whole number"),
+    ("success_threshold", "1.5", "a number in [0, 1]"),
+    ("success_threshold", "-1", "a number in [0, 1]"),
+    ("rollout_timeout_s", "0", "a number in (0, inf]"),
+    ("rollout_timeout_s", "-5", "a number in (0, inf]"),
+    ("rollout_timeout_s", "soon", "a number in (0, inf]"),
+    ("gate_mode", "bayes", "one of exact, paired"),
+    ("gate_mode", "EXACT", "one of exact, paired"),
+    ("gate_k_se", "-1", "a number in [0, inf]"),
+    ("gate_k_se", "k", "a number in [0, inf]"),
+    ("gate_alpha", "0", "a number in (0, 0.25]"),
+    ("gate_alpha", "0.5", "a number in (0, 0.25]"),
+    ("gate_alpha", "-0.05", "a number in (0, 0.25]"),
+    ("gate_alpha", ".nan", "a number in (0, 0.25]"),
+    ("gate_threshold", "2", "a number in [-1, 1]"),
+    ("min_coverage", "1.2", "a number in [0, 1]"),
+    ("min_coverage", "most", "a number in [0, 1]"),
+    ("max_metric_calls", "-1", "a whole number ≥ 0"),
+    ("max_metric_calls", "1.5", "a whole number ≥ 0"),
+    ("max_usd", "-2", "a number in [0, inf]"),
+    ("max_usd", "five", "a number in [0, inf]"),
+    ("max_iterations", "-1", "a whole number ≥ 0"),
+    ("stall", "0", "a whole number ≥ 1"),
+    ("stop_condition", "''", "a non-empty string"),
+    ("stop_condition", "[1, 2]", "a non-empty string"),
+    ("protected_paths", "[1, 2]", "a list of glob patterns"),
+    ("protected_paths", "{a: 1}", "a list of glob patterns"),
+]
+
+
+@pytest.mark.parametrize("key, value, message", SPEC_VALUES, ids=[f"{k}={v}" for k, v, _ in SPEC_VALUES])
+def test_every_spec_key_refuses_bad_values_with_one_message(example, key, value, message) -> None:
+    from pytest_capevolve.project.spec import SpecError, load_spec
+
+    project = example("toy_calc")
+    spec = project / "capevolve.yaml"
+    kept = [line for line in spec.read_text().splitlines() if not line.startswith(f"{key}:")]
+    spec.write_text("\n".join([*kept, f"{key}: {value}"]) + "\n")
+    with pytest.raises(SpecError) as refused:
+        load_spec(project)
+    text = str(refused.value)
+    assert str(spec) in text and message in text, text
+    assert "\n" not in text  # one line
