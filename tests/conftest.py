@@ -18,6 +18,7 @@ import pytest
 # in-process pytester run drops what it imported when it ends, and numpy cannot be imported
 # twice in one process; importing it here keeps it loaded across in-process runs.
 import pytest_capevolve.session.wiring  # noqa: F401
+from pytest_capevolve.store.record import RolloutRecord
 
 pytest_plugins = "pytester"
 
@@ -162,6 +163,29 @@ def capevolve(pytester: pytest.Pytester) -> Capevolve:
     runs ``pytest --capevolve-run PROJECT --capevolve-candidate ... -p no:cacheprovider *extra``
     (or ``--capevolve-finalize PROJECT``) in pytester's folder and returns the RunResult."""
     return Capevolve(pytester)
+
+
+@pytest.fixture
+def val_rollout() -> Callable[..., RolloutRecord]:
+    """``val_rollout(tag, task, trial, reward, infra=None)``: a val rollout record, as a worker
+    would ship it, for tests that build evidence by hand (``infra`` set: an infra error)."""
+
+    def make(
+        tag: str, task: str, trial: int, reward: float | None, infra: str | None = None
+    ) -> RolloutRecord:
+        return RolloutRecord(
+            run_id="r",
+            split="val",
+            task_id=task,
+            tag=tag,
+            trial=trial,
+            seed=trial,
+            candidate_hash="h",
+            reward=reward,
+            infra_error=infra,
+        )
+
+    return make
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ import pytest
 
 from pytest_capevolve import stats
 from pytest_capevolve.decide import evidence, gate, judging
-from pytest_capevolve.store.record import RolloutRecord
 
 ACCEPT, REJECT, INDECISIVE = gate.ACCEPT, gate.REJECT, gate.INDECISIVE
 EXACT = gate.GateConfig()  # the default gate: exact sign-flip test, α = 0.05, min_coverage 0.8
@@ -203,25 +202,11 @@ def test_no_task_valid_on_both_sides_is_indecisive_even_with_no_minimum():
 # -- infra errors: missing data, and the imbalance guard ------------------------------------------
 
 
-def rollout(task, trial, reward, infra=None, tag="c"):
-    return RolloutRecord(
-        run_id="r",
-        split="val",
-        task_id=task,
-        tag=tag,
-        trial=trial,
-        seed=trial,
-        candidate_hash="h",
-        reward=reward,
-        infra_error=infra,
-    )
-
-
-def test_an_infra_error_is_missing_data_never_a_zero():
+def test_an_infra_error_is_missing_data_never_a_zero(val_rollout):
     records = {
-        ("t0", 0): rollout("t0", 0, 1.0),
-        ("t0", 1): rollout("t0", 1, 0.0, "503 from the API"),  # a stale reward is ignored
-        ("t1", 0): rollout("t1", 0, None, "timeout"),
+        ("t0", 0): val_rollout("c", "t0", 0, 1.0),
+        ("t0", 1): val_rollout("c", "t0", 1, 0.0, "503 from the API"),  # a stale reward is ignored
+        ("t1", 0): val_rollout("c", "t1", 0, None, "timeout"),
     }
     matrix = evidence.reward_matrix(records, ["t0", "t1"], 2)
     assert matrix[0, 0] == 1.0 and np.isnan(matrix[0, 1]) and np.isnan(matrix[1]).all()
@@ -360,9 +345,9 @@ def test_the_gate_refuses_every_split_but_val(split):
     assert judge(*moved(5), split="val").split == "val"
 
 
-def test_evidence_judges_on_val():
+def test_evidence_judges_on_val(val_rollout):
     records = [
-        rollout(f"t{i}", 0, reward, tag=tag)
+        val_rollout(tag, f"t{i}", 0, reward)
         for i in range(6)
         for tag, reward in (("cand", 1.0), ("best", 0.0))
     ]

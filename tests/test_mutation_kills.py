@@ -20,7 +20,6 @@ from pytest_capevolve import stats
 from pytest_capevolve.decide import evidence, gate, judging
 from pytest_capevolve.project.spec import Spec
 from pytest_capevolve.stats import core
-from pytest_capevolve.store.record import RolloutRecord
 from pytest_capevolve.store.rundir import RunDir
 
 ACCEPT, REJECT, INDECISIVE = gate.ACCEPT, gate.REJECT, gate.INDECISIVE
@@ -366,21 +365,8 @@ def test_gate_config_takes_the_spec_and_the_overrides(tmp_path):
     assert judging.gate_config(spec, k_se=0.0, alpha=0.0).k_se == 0.0
 
 
-def record(tag, task, trial, reward, infra=None):
-    return RolloutRecord(
-        run_id="r",
-        split="val",
-        task_id=task,
-        tag=tag,
-        trial=trial,
-        seed=trial,
-        candidate_hash="h",
-        reward=reward,
-        infra_error=infra,
-    )
-
-
-def test_evidence_judges_from_records_and_counts_infra_errors(tmp_path):
+def test_evidence_judges_from_records_and_counts_infra_errors(tmp_path, val_rollout):
+    record = val_rollout
     rundir = RunDir(tmp_path / "run")
     for tag, size in (("cand", 3), ("best", 5)):
         files = rundir.candidate_dir(tag) / "files"
@@ -575,7 +561,8 @@ def test_imputation_reruns_the_rule_with_the_candidates_sizes():
     assert verdict.decision == INDECISIVE
 
 
-def test_evidence_passes_tags_sizes_and_infra_counts(tmp_path):
+def test_evidence_passes_tags_sizes_and_infra_counts(tmp_path, val_rollout):
+    record = val_rollout
     rundir = RunDir(tmp_path / "run")
     for tag, size in (("small", 1), ("big", 9)):
         files = rundir.candidate_dir(tag) / "files"
