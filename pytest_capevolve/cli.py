@@ -130,47 +130,22 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Planning from what is persisted (best's val rollouts, null controls); pays nothing."""
-    import math
-
-    import numpy as np
-    from scipy import stats as sps
-
-    from . import stats
+    from .show.explain import plan_figures, render_plan
 
     spec, rundir, task_ids = _open_run(args)
     best = rundir.best()
     evidence = _val_evidence(spec, rundir, task_ids)
-    base = evidence.matrix(best)
-    means = stats.task_means(base)
-    n = int(np.sum(~np.isnan(means)))
-    if n < 2:
-        raise CliUsageError(f"best {best!r} has fewer than two val tasks with rollouts")
-    components = stats.variance_components(base)
     nulls = [t for t in rundir.known_tags() if t.startswith(f"{best}-null")]
-    null_deltas = [stats.paired_deltas(evidence.matrix(t), base)[0] for t in nulls]
-    null_deltas = [d for d in null_deltas if d.size >= 2]
-    if null_deltas:
-        sd = float(np.sqrt(np.mean([np.var(d, ddof=1) for d in null_deltas])))
-        source = f"{len(null_deltas)} null control(s)"
-    else:
-        sd = math.sqrt(2 * (components["within"] or 0.0) / spec.num_trials)
-        source = "within-task variance of the best (no null controls yet)"
-    z = sps.norm.ppf(1 - spec.gate_alpha) + sps.norm.ppf(0.8)
-    mde = z * sd / math.sqrt(n)
-    print(f"best {best!r}: {n} val tasks × {spec.num_trials} trials, mean {np.nanmean(means):.3f}")
-    print(f"paired-delta SD per task {sd:.4f} (from {source})")
-    print(f"minimum detectable effect at α = {spec.gate_alpha}, power 0.8: Δ̄ ≈ {mde:.4f}")
-    icc = components["icc"]
-    print(f"intraclass correlation {icc:.2f}" if icc is not None else "intraclass correlation: n/a")
-    # A null's per-task delta is trial noise, so twice the trials or twice the tasks halve its
-    # variance alike; only more tasks also average over how a real effect varies by task.
-    print(f"  twice the trials or twice the tasks → MDE ≈ {mde / math.sqrt(2):.4f}; prefer tasks")
-    headroom = float(np.nansum(1 - means))
-    print(f"headroom: Σ(1 − rate) = {headroom:.1f} task-equivalents of {n}")
-    if args.target is not None:
-        need = (args.target - float(np.nanmean(means))) * n
-        verdict = "within" if need <= headroom else "beyond"
-        print(f"target mean {args.target}: needs {need:.1f} task-equivalents ({verdict} the headroom)")
+    figures = plan_figures(
+        evidence.matrix(best),
+        [evidence.matrix(t) for t in nulls],
+        num_trials=spec.num_trials,
+        alpha=spec.gate_alpha,
+    )
+    if figures is None:
+        raise CliUsageError(f"best {best!r} has fewer than two val tasks with rollouts")
+    for line in render_plan(best, figures, args.target):
+        print(line)
     return 0
 
 

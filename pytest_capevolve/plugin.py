@@ -42,6 +42,22 @@ def _null_count(value: str) -> int:
     return count
 
 
+def _progress_interval(value: str) -> float | None:
+    """Seconds between progress lines (0: after every rollout), or None for ``off``."""
+    if value.strip().lower() == "off":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also refuses nan
+        raise pytest.UsageError(
+            "--capevolve-progress takes seconds between progress lines (0: every rollout) or off, "
+            f"got {value!r}"
+        )
+    return seconds
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("capevolve", "capevolve: honest evaluation of agent capability changes")
     group.addoption(
@@ -110,6 +126,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PROJECT",
         help="score the current best (and the seed) on the sealed test split, once per run",
     )
+    group.addoption(
+        "--capevolve-progress",
+        type=_progress_interval,
+        default=30.0,
+        metavar="SECONDS",
+        help="a progress line (rollouts done/owed, $ spent, budget left) every SECONDS (default 30; "
+        "0: after every rollout; off)",
+    )
+    group.addoption(
+        "--capevolve-explain",
+        action="store_true",
+        help="put each verdict in plain words: what was compared, on how many tasks, what the test "
+        "says, what it would take to decide",
+    )
     group.addoption("--capevolve-new-run", action="store_true", help="start a new run")
     group.addoption("--capevolve-run-id", metavar="ID", help="use this run instead of the newest")
     for key in INI_KEYS:
@@ -161,11 +191,6 @@ def pytest_configure(config: pytest.Config) -> None:
     from .session.wiring import configure
 
     configure(config, target, finalize=finalize, split=split, ini=_ini_defaults(config))
-    # A task the agent fails is data, not a bug: one line each (the scorer's feedback) and no
-    # per-failure short summary, so the capevolve table stays readable. Explicit flags win.
-    if config.option.tbstyle == "auto":
-        config.option.tbstyle = "line"
-    config.option.reportchars = (config.option.reportchars or "").replace("f", "").replace("a", "sxXE")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -31,7 +31,9 @@ from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
+from .progress import Progress
 from .reporter import CapevolveReporter
+from .resume import resume_command
 from .screens import Screens
 
 COMMIT_MODES = ("auto", "none")
@@ -106,7 +108,9 @@ def _start_controller(
                 rundir.discard_if_created()  # a refused session leaves no empty run behind
                 raise
         persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
-        role = EvaluationSession(spec, rundir, planned, gate, screens.refusals, persistence)
+        role = EvaluationSession(
+            spec, rundir, planned, gate, screens.refusals, persistence, explain=option.capevolve_explain
+        )
     plan_split = planned.plan.split
     read = (
         role.seal.test_rollouts if isinstance(role, FinalizeSession) else lambda: rundir.rollouts(plan_split)
@@ -115,35 +119,47 @@ def _start_controller(
         role.conclude,
         planned.best,
         settle=persistence.settle,
-        interrupted=lambda: _interrupted(planned, persistence, read),
+        interrupted=lambda: _interrupted(config, spec, planned, persistence, read),
     )
+    progress = Progress(spec, rundir, len(planned.plan.owed_keys()), option.capevolve_progress)
     for name, plugin in (
         ("persistence", persistence),
         ("session", role),
         ("end", end),
-        ("reporter", CapevolveReporter(rundir, end, persistence.tally)),
+        ("reporter", CapevolveReporter(rundir, end, persistence.tally, progress)),
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
     return planned.plan
 
 
 def _interrupted(
-    planned: Planned, persistence: Persistence, read: Callable[[], list[RolloutRecord]]
+    config: pytest.Config,
+    spec: Spec,
+    planned: Planned,
+    persistence: Persistence,
+    read: Callable[[], list[RolloutRecord]],
 ) -> Outcome:
-    """After Ctrl-C: the table of what is persisted (nothing judged, no seal burned) and how to
-    resume; every rollout that reported before the interrupt is already saved."""
+    """After Ctrl-C: the table of what is persisted (nothing judged, no seal burned) and the
+    exact command that resumes; every rollout that reported before the interrupt is saved."""
     from ..decide.evidence import index_records
 
     persistence.rundir.claims.release()
     plan = planned.plan
     outcome = summarize(plan, index_records(read()), persistence.tally, against=planned.best)
-    outcome.closing.append(
+    reran = [
+        (c.tag, c.resolve(spec.project_dir))
+        for c in plan.candidates
+        if c.tag != planned.best and c.tag not in planned.null_tags
+    ]
+    command = resume_command(config.invocation_params.args, plan.run_id, rerun_candidates=reran)
+    outcome.closing += [
         (
             f"interrupted: {len(outcome.missing)} rollouts are missing, nothing was judged; "
-            "re-run the same command to resume (it pays only for what is missing)",
+            "to resume, paying only for what is missing, run:",
             {"yellow": True},
-        )
-    )
+        ),
+        (f"  {command}", {"yellow": True}),
+    ]
     return outcome
 
 
