@@ -28,6 +28,7 @@ from ..store.seal import Seal
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
 from .outcome import Outcome, SessionEnd
+from .junit import JunitReport
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
@@ -129,6 +130,8 @@ def _start_controller(
         ("reporter", CapevolveReporter(rundir, end, persistence.tally, progress)),
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
+    if getattr(option, "xmlpath", None):  # --junitxml: flat properties, a testcase per verdict
+        config.pluginmanager.register(JunitReport(config, end), "capevolve-junitxml")
     return planned.plan
 
 
