@@ -92,7 +92,9 @@ def test_ctrl_c_prints_the_exact_command_that_resumes(pytester, example, project
     projects.add_adapter(project, INTERRUPTING, "adapter.py:InterruptingAdapter")
     result = capevolve(project, "careful", extra=["--capevolve-new-run"], subprocess=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*capevolve run *", "seed *val*", "*interrupted: * rollouts are missing*run:"])
+    result.stdout.fnmatch_lines(
+        ["*capevolve run *", "seed *val*", "*interrupted: * rollouts are missing*run:"]
+    )
     run_id = projects.run_dir(project).name
     command = shlex.split(result.stdout.lines[result.stdout.lines.index(_line_after(result, "run:"))])
     assert command[0] == "pytest" and command[-2:] == ["--capevolve-run-id", run_id]

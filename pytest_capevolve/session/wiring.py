@@ -27,8 +27,8 @@ from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
-from .outcome import Outcome, SessionEnd
 from .junit import JunitReport
+from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
