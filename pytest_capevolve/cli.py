@@ -241,7 +241,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
         command += ["--capevolve-run-id", rundir.run_id, "-q", "--tb=no", "-p", "no:cacheprovider"]
         if args.workers:
             command += ["-n", str(args.workers)]
-        code = subprocess.run(command, cwd=spec.project_dir, check=False, stdout=out).returncode
+        if args.json:  # its output is for people: to stderr, after it ends
+            done = subprocess.run(command, cwd=spec.project_dir, check=False, capture_output=True, text=True)
+            sys.stderr.write(done.stdout + done.stderr)
+            code = done.returncode
+        else:
+            code = subprocess.run(command, cwd=spec.project_dir, check=False).returncode
         if code != 0:
             print(f"finalize did not complete (exit {code}); the test row stays sealed", file=sys.stderr)
     result = measure(spec, rundir)
