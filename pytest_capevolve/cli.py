@@ -506,7 +506,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     spec, rundir = _loop_run(args)
     report = spend_report(spec, rundir)
     splits = rundir.splits() or {}
-    where = f"--project {spec.project_dir}"
+    where = str(spec.project_dir)
     handoff = {
         "run_id": rundir.run_id,
         "run_dir": str(rundir.root),
@@ -522,7 +522,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
             f"capevolve work new cand_0001 {where}",
             f"pytest --capevolve-run {spec.project_dir} --capevolve-candidate "
             f"{rundir.work_dir('cand_0001')} --capevolve-gate --capevolve-commit none",
-            f"capevolve commit cand_0001 --decision accept|reject --reject-basis gate {where}",
+            f"capevolve commit cand_0001 {where} --decision accept|reject --reject-basis gate",
         ],
     }
     return _loop_print(args, handoff, _key_lines)
@@ -616,6 +616,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     """What a candidate changed: a unified diff of two snapshots (default: against its parent)."""
     from .loop.store import unified_diff
 
+    _diff_operands(args)
     spec, rundir = _loop_run(args)
     if args.other is not None and (args.best or args.parent):
         raise LoopRefusal("give B, --best or --parent, not several")
@@ -643,8 +644,25 @@ def cmd_diff(args: argparse.Namespace) -> int:
             return rundir.work_dir(tag)
         raise LoopRefusal(f"no snapshot or work copy of {tag!r} in run {rundir.run_id}")
 
-    sys.stdout.write(unified_diff(folder(other), folder(args.tag), other, args.tag))
+    diff = unified_diff(folder(other), folder(args.tag), other, args.tag)
+    if args.json:
+        _print_json({"tag": args.tag, "other": other, "diff": diff})
+    else:
+        sys.stdout.write(diff)
     return 0
+
+
+def _diff_operands(args: argparse.Namespace) -> None:
+    """``diff A [B] [PROJECT]``: of the operands after A, a folder holding a spec is the project
+    and anything else is B (a tag never holds a capevolve.yaml)."""
+    args.other, args.project = None, None
+    for operand in args.operands:
+        if (Path(operand) / SPEC_FILENAME).is_file() and args.project is None:
+            args.project = Path(operand)
+        elif args.other is None:
+            args.other = operand
+        else:
+            raise LoopRefusal(f"diff takes A, then B and/or PROJECT; {operand!r} is one too many")
 
 
 def _add_loop_commands(sub: Any) -> None:
@@ -699,12 +717,15 @@ def _add_loop_commands(sub: Any) -> None:
     diag.set_defaults(func=cmd_diagnose)
     diff = sub.add_parser("diff", help="what a candidate changed: a unified diff of snapshots")
     diff.add_argument("tag")
-    diff.add_argument("other", nargs="?", default=None, metavar="B", help="compare with this tag")
+    diff.add_argument(
+        "operands", nargs="*", metavar="B|PROJECT", help="compare with tag B; the project folder (default .)"
+    )
     diff.add_argument("--project", dest="project_option", type=Path, default=None, metavar="DIR")
-    diff.add_argument("--run-id", default=None)
+    diff.add_argument("--run-id", default=None, help="a run of the project (default: the newest)")
+    diff.add_argument("--json", action="store_true", help="print only JSON on stdout")
     diff.add_argument("--best", action="store_true", help="compare with the current best")
     diff.add_argument("--parent", action="store_true", help="compare with its parent (the default)")
-    diff.set_defaults(func=cmd_diff, project=None)
+    diff.set_defaults(func=cmd_diff)
     _add_hill_climb(sub, common)
 
 

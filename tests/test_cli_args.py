@@ -71,6 +71,13 @@ def test_project_positional_defaults_to_the_current_folder_and_old_forms_still_w
     assert code == 0 and "rollout files and state.json agree" in out
     code, out, _err = run(capsys, "verify", "--run-id", rundir.name)
     assert code == 0 and "rollout files and state.json agree" in out
+    for argv in (
+        ["diff", "careful", str(gated)],
+        ["diff", "careful", "seed", str(gated)],
+        ["diff", "careful"],
+    ):
+        code, out, _err = run(capsys, *argv)  # B and PROJECT told apart: only PROJECT holds a spec
+        assert code == 0 and out.startswith("--- seed/") and "+++ careful/" in out, argv
     code, _out, err = run(capsys, "gate", "careful", "--run-id", "nope")
     assert code == 4 and "no run 'nope'" in err
     code, _out, err = run(capsys, "spend", str(gated), "--project", str(gated.parent))
