@@ -117,6 +117,8 @@ def _loop_project(args: argparse.Namespace) -> Path:
 def _spec_of(args: argparse.Namespace) -> Spec:
     """The project's spec; outside a project, says so in those words."""
     project = _loop_project(args)
+    if not project.exists():
+        raise CliUsageError(f"no such project folder: {project}; give a folder holding {SPEC_FILENAME}")
     if project.is_dir() and not (project / SPEC_FILENAME).is_file():
         raise CliUsageError(
             f"no {SPEC_FILENAME} in {project.resolve()}; run `capevolve {args.command}` in a project "

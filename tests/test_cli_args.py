@@ -141,3 +141,8 @@ def test_outside_a_project_commands_say_there_is_no_spec(tmp_path, capsys, argv:
     text = out + err
     assert f"no capevolve.yaml in {tmp_path}" in text
     assert "--capevolve-run" not in text and "Traceback" not in text
+
+
+def test_a_project_folder_that_does_not_exist_is_named(tmp_path, capsys) -> None:
+    code, _out, err = run(capsys, "plan", str(tmp_path / "nowhere"))
+    assert code == 4 and f"no such project folder: {tmp_path / 'nowhere'}" in err
