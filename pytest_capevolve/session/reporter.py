@@ -116,8 +116,12 @@ class CapevolveReporter:
         if not self.failed:
             return
         tr.section(f"capevolve: {len(self.failed)} failed rollouts (the agent's, not a bug)", sep="-")
-        order = {tag: i for i, tag in enumerate(dict.fromkeys(r.tag for r in self.failed))}
-        for record in sorted(self.failed, key=lambda r: (order[r.tag], r.split, r.task_id, r.trial)):
+        order = {row.tag: i for i, row in enumerate(self.end.outcome.rows)}  # the plan's, not arrival's
+
+        def key(r: RolloutRecord) -> tuple[int, str, str, str, int]:
+            return (order.get(r.tag, len(order)), r.tag, r.split, r.task_id, r.trial)
+
+        for record in sorted(self.failed, key=key):
             tr.write_line(failed_rollout_line(record))
 
     def _print_summary(self, tr: Any) -> None:
