@@ -96,21 +96,23 @@ def test_version(capsys) -> None:
 def test_runs_lists_best_iterations_spend_and_the_seal(gated: Path, capevolve, projects, capsys) -> None:
     first = projects.run_dir(gated).name
     assert capevolve(gated, "careful", extra=["--capevolve-new-run"]).ret == 0
-    second = projects.run_dir(gated).name
+    ids = sorted(p.name for p in (gated / ".capevolve" / "runs").iterdir() if p.is_dir())
+    (second,) = set(ids) - {first}
     assert run(capsys, "measure", str(gated), "--run-id", first)[0] == 0  # finalizes the first run
     code, out, _err = run(capsys, "runs", str(gated), "--json")
     assert code == 0
     rows = {row["run_id"]: row for row in json.loads(out)}
-    assert list(rows) == [first, second]
+    assert list(rows) == ids  # oldest first; the last is the one sessions use
+    assert [rows[i]["current"] for i in ids] == [False, True]
     assert (rows[first]["best"], rows[first]["iterations"], rows[first]["test"]) == ("careful", 1, "scored")
     assert rows[first]["rollouts"] == 12 * 4 + 6 * 2  # seed, careful, 2 nulls on val; test: seed, best
     assert (rows[second]["best"], rows[second]["iterations"], rows[second]["test"]) == ("seed", 0, "sealed")
-    assert rows[second]["rollouts"] == 24 and rows[second]["current"] and not rows[first]["current"]
+    assert rows[second]["rollouts"] == 24
     code, out, _err = run(capsys, "runs", str(gated))
-    lines = out.splitlines()
-    assert lines[0].split() == ["run", "best", "iterations", "rollouts", "$", "spent", "test"]
-    assert lines[1].split()[:3] == [first, "careful", "1"] and lines[1].split()[-1] == "scored"
-    assert lines[2].split()[-2:] == ["sealed", "current"]
+    lines = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert out.splitlines()[0].split() == ["run", "best", "iterations", "rollouts", "$", "spent", "test"]
+    assert lines[first][:3] == [first, "careful", "1"] and "scored" in lines[first]
+    assert "sealed" in lines[second] and lines[ids[-1]][-1] == "current"
 
 
 COMMANDS_OUTSIDE = [
