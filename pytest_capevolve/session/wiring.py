@@ -31,6 +31,7 @@ from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
+from .remote import RemoteWorkers, check_gateways, worker_target
 from .reporter import CapevolveReporter
 from .screens import Screens
 
@@ -41,12 +42,15 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
     """Load the project and, on the controller, plan and register the session's roles."""
     workerinput = getattr(config, "workerinput", None)
     try:
+        if workerinput is not None:
+            target = worker_target(workerinput, target)
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
         else:
+            check_gateways(config, spec)
             plan = _start_controller(config, spec, sorted(pool), finalize=finalize, split=split)
     except TestSealError as exc:
         raise pytest.UsageError(f"TestSealError: {exc}") from None
@@ -122,6 +126,7 @@ def _start_controller(
         ("session", role),
         ("end", end),
         ("reporter", CapevolveReporter(rundir, end, persistence.tally)),
+        ("remote", RemoteWorkers(config, spec)),
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
     return planned.plan
