@@ -19,7 +19,8 @@ from pytest_capevolve.cli import main
 from pytest_capevolve.show.dashboard import build
 from pytest_capevolve.show.dashboard.model import spend_series
 from pytest_capevolve.show.dashboard.page import SCRIPT
-from pytest_capevolve.show.dashboard.svg import reward_colour
+from pytest_capevolve.show.dashboard.plots import decision_class
+from pytest_capevolve.show.dashboard.svg import esc, reward_colour
 from pytest_capevolve.store.rundir import RunDir
 
 # Untrusted text that would break out of an SVG, a table, an attribute or start a script if it
@@ -186,6 +187,14 @@ def test_hostile_text_stays_text(page):
     assert HOSTILE_ID in text
 
 
+def test_text_is_escaped_for_elements_and_attributes_alike():
+    assert (
+        esc("<a href=\"x\" title='y'>&</a>")
+        == "&lt;a href=&quot;x&quot; title=&#x27;y&#x27;&gt;&amp;&lt;/a&gt;"
+    )
+    assert decision_class(HOSTILE) == "other" and decision_class("accept") == "accept"
+
+
 def test_page_is_offline_deterministic_and_pins_its_script(tmp_path, val_rollout):
     rundir = hand_made_run(tmp_path, val_rollout)
     page = build(rundir, num_trials=2)
@@ -322,3 +331,15 @@ def test_dashboard_of_a_gate_session_in_headless_chromium(example, projects, cap
     opened = load(browser, tmp_path / "profile", url + "#task-0", "--dump-dom")
     assert console_lines(opened) == []
     assert "open" in Elements(opened.stdout).having("details", "task")[0]
+
+
+def test_finalize_refreshes_the_dashboard_with_the_sealed_score(example, projects, capevolve):
+    project = example("toy_calc")
+    assert capevolve(project, "careful", gate=True).ret == 0
+    page = (projects.run_dir(project) / "dashboard.html").read_text()
+    assert "sealed: not finalized yet" in page
+    assert capevolve(project, finalize=True).ret == 0
+    doc = Elements((projects.run_dir(project) / "dashboard.html").read_text())
+    rows = [r for r in doc.text if r.startswith("seal.json")]
+    assert rows  # the measure table's test rows now come from the seal
+    assert "sealed: not finalized yet" not in "".join(doc.text)

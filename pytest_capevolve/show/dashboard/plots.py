@@ -11,7 +11,6 @@ from __future__ import annotations
 from .model import BestPoint, Dashboard, VerdictRow
 from .svg import (
     Scale,
-    esc,
     f,
     line,
     nice_ticks,
@@ -23,6 +22,13 @@ from .svg import (
     x_axis,
     y_axis,
 )
+
+DECISION_KINDS = ("seed", "accept", "reject", "indecisive", "inconclusive", "provisional")
+
+
+def decision_class(decision: str | None) -> str:
+    """A decision as a CSS class: one of a fixed set (a run dir's text never becomes a class)."""
+    return decision if decision in DECISION_KINDS else "other"
 
 
 def _num(value: float | None, spec: str = ".3f") -> str:
@@ -63,7 +69,7 @@ def best_so_far_plot(points: list[BestPoint]) -> str:
     for point in points:
         if point.candidate is not None and point.candidate_mean is not None:
             parts.append(
-                f'<circle class="candidate-point decision-{esc(point.decision)}" '
+                f'<circle class="candidate-point decision-{decision_class(point.decision)}" '
                 f'cx="{f(x(point.iteration))}" cy="{f(y(point.candidate_mean))}" r="4">'
                 + title(
                     f"iteration {point.iteration}: {point.candidate} {point.decision}, val mean "
@@ -193,11 +199,13 @@ def forest_plot(rows: list[VerdictRow], null_band: float | None) -> str:
     for i, row in enumerate(rows):
         cy = top + ROW_H * i + ROW_H / 2
         kind = "null" if row.null_control else "candidate"
-        parts.append(f'<g class="forest-row {kind} decision-{esc(row.decision)}">')
+        parts.append(f'<g class="forest-row {kind} decision-{decision_class(row.decision)}">')
         parts.append(title(f"{row.tag} vs {row.against}: {row.decision.upper()} — {row.reason}"))
         label = f"{row.tag}{' (null)' if row.null_control else ''}"
         parts.append(text(8, cy + 4, label, "row-label", "start"))
-        parts.append(text(label_w - 8, cy + 4, row.decision.upper(), f"decision {esc(row.decision)}", "end"))
+        parts.append(
+            text(label_w - 8, cy + 4, row.decision.upper(), f"decision {decision_class(row.decision)}", "end")
+        )
         if row.delta_mean is None:
             parts.append(text(x.start, cy + 4, f"decided before any rollout ({row.basis})", "empty"))
         else:
@@ -284,13 +292,12 @@ def lineage_plot(dash: Dashboard) -> str:
         if parent is not None and parent in where:
             px, py = where[parent]
             parts.append(
-                f'<path class="lineage-edge decision-{esc(decision)}" '
+                f'<path class="lineage-edge decision-{decision_class(decision)}" '
                 f'd="M{f(px)},{f(py)} C{f(px)},{f(cy)} {f(cx)},{f(py)} {f(cx)},{f(cy)}"/>'
             )
         nodes.append(
-            f'<circle class="lineage-node decision-{esc(decision)}" cx="{f(cx)}" cy="{f(cy)}" r="6">'
-            + title(f"{tag}: {caption}")
-            + "</circle>"
+            f'<circle class="lineage-node decision-{decision_class(decision)}" '
+            f'cx="{f(cx)}" cy="{f(cy)}" r="6">' + title(f"{tag}: {caption}") + "</circle>"
         )
         nodes.append(text(20.0 + 2 * col_w + 8, cy + 4, tag, "node-label"))
         nodes.append(text(20.0 + 2 * col_w + 180, cy + 4, caption, "node-caption"))
