@@ -173,18 +173,19 @@ def _tag_order(val: ByTag, events: list[dict[str, Any]]) -> list[str]:
 def _cells(
     val: ByTag, matrices: dict[str, np.ndarray], task_ids: list[str], tags: list[str], num_trials: int
 ) -> list[Cell]:
+    rows = {task_id: row for row, task_id in enumerate(task_ids)}
+    infra: dict[tuple[int, str], int] = {}
+    for tag in tags:
+        for (task_id, k), record in val.get(tag, {}).items():
+            if record.infra_error and k < num_trials and task_id in rows:
+                infra[(rows[task_id], tag)] = infra.get((rows[task_id], tag), 0) + 1
+    valid = {tag: np.sum(~np.isnan(matrices[tag]), axis=1) for tag in tags}
     cells = []
     for row in range(len(task_ids)):
         for tag in tags:
-            rewards = matrices[tag][row]
-            valid = int(np.sum(~np.isnan(rewards)))
-            infra = sum(
-                1
-                for k in range(num_trials)
-                if (r := val.get(tag, {}).get((task_ids[row], k))) is not None and r.infra_error
-            )
-            mean = float(np.nanmean(rewards)) if valid else None
-            cells.append(Cell(row, tag, mean, valid, infra))
+            count = int(valid[tag][row])
+            mean = float(np.nanmean(matrices[tag][row])) if count else None
+            cells.append(Cell(row, tag, mean, count, infra.get((row, tag), 0)))
     return cells
 
 
@@ -211,6 +212,13 @@ def _short_json(value: Any) -> str:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _mean(matrix: np.ndarray | None) -> float | None:
+    if matrix is None:
+        return None
+    mean, _se = stats.mean_se(stats.task_means(matrix))
+    return mean
 
 
 def _mean_ci(matrix: np.ndarray | None, seed: int) -> tuple[float | None, tuple[float, float] | None]:
@@ -250,7 +258,7 @@ def best_so_far(
                 ci,
                 candidate=decision.tag,
                 decision=decision.decision,
-                candidate_mean=numbers(decision.tag)[0],
+                candidate_mean=_mean(matrices.get(decision.tag)),
             )
         )
     return points
