@@ -333,7 +333,9 @@ def test_dashboard_of_a_gate_session_in_headless_chromium(example, projects, cap
     assert "open" in Elements(opened.stdout).having("details", "task")[0]
 
 
-def test_finalize_refreshes_the_dashboard_with_the_sealed_score(example, projects, capevolve):
+def test_finalize_refreshes_the_dashboard_with_the_sealed_score(
+    example, projects, capevolve, monkeypatch, capsys
+):
     project = example("toy_calc")
     assert capevolve(project, "careful", gate=True).ret == 0
     page = (projects.run_dir(project) / "dashboard.html").read_text()
@@ -343,3 +345,11 @@ def test_finalize_refreshes_the_dashboard_with_the_sealed_score(example, project
     rows = [r for r in doc.text if r.startswith("seal.json")]
     assert rows  # the measure table's test rows now come from the seal
     assert "sealed: not finalized yet" not in "".join(doc.text)
+
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
+    capsys.readouterr()
+    assert main(["dashboard", str(project), "--open"]) == 0
+    page = projects.run_dir(project) / "dashboard.html"
+    assert capsys.readouterr().out == f"dashboard: {page}\n"
+    assert opened == [page.resolve().as_uri()]

@@ -38,6 +38,9 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     except (SpecError, RunDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 4
+    except (OSError, ValueError) as exc:  # a damaged file the run dir's reader does not repair
+        print(f"error: could not draw the run: {exc}", file=sys.stderr)
+        return 4
     for notice in rundir.notices:
         print(f"warning: {notice}", file=sys.stderr)
     if args.json:
