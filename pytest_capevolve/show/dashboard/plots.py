@@ -11,6 +11,7 @@ from __future__ import annotations
 from .model import BestPoint, Dashboard, VerdictRow
 from .svg import (
     Scale,
+    distinct_labels,
     f,
     line,
     nice_ticks,
@@ -207,7 +208,9 @@ def forest_plot(rows: list[VerdictRow], null_band: float | None) -> str:
             text(label_w - 8, cy + 4, row.decision.upper(), f"decision {decision_class(row.decision)}", "end")
         )
         if row.delta_mean is None:
-            parts.append(text(x.start, cy + 4, f"decided before any rollout ({row.basis})", "empty"))
+            parts.append(
+                text(width - right_w + 10, cy + 4, f"decided before any rollout ({row.basis})", "empty")
+            )
         else:
             if row.ci is not None:
                 parts.append(line(x(row.ci[0]), cy, x(row.ci[1]), cy, "ci"))
@@ -229,35 +232,33 @@ def forest_plot(rows: list[VerdictRow], null_band: float | None) -> str:
     return "".join(parts)
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
+def _duration_ticks(end: float) -> list[tuple[float, str]]:
+    """Wall-clock ticks in the unit that fits the span, with as few decimals as keep them apart."""
+    unit, scale = ("s", 1.0) if end < 120 else ("m", 60.0) if end < 7200 else ("h", 3600.0)
+    ticks = nice_ticks(0.0, end / scale, 4)
+    return [(t * scale, label + unit) for t, label in zip(ticks, distinct_labels(ticks), strict=True)]
 
 
 def spend_plot(dash: Dashboard) -> str:
     """Rollouts paid and $ spent over wall-clock time, each against its ceiling (dashed)."""
     charts = [
-        ("rollouts", "max_metric_calls", [float(p.rollouts) for p in dash.spend], ".0f"),
-        ("$ (runner + optimizer)", "max_usd", [p.usd for p in dash.spend], ".2f"),
+        ("rollouts", "max_metric_calls", [float(p.rollouts) for p in dash.spend], ".0f", 1.0),
+        ("$ (runner + optimizer)", "max_usd", [p.usd for p in dash.spend], ".2f", 0.01),
     ]
     width, height, left, top, bottom, gap = 440.0, 220.0, 56.0, 22.0, 34.0, 30.0
     total = 2 * width + gap
     parts = [svg_open(total, height, "plot spend", "spend over time against the ceilings")]
     seconds = [p.seconds for p in dash.spend]
     end = max(seconds, default=0.0) or 1.0
-    for i, (name, key, values, fmt) in enumerate(charts):
+    for i, (name, key, values, fmt, least) in enumerate(charts):
         x0 = i * (width + gap)
         ceiling = dash.ceilings.get(key)
-        top_value = max([*values, ceiling or 0.0, 1e-9]) * 1.08
+        top_value = max([*values, ceiling or 0.0, least]) * 1.08
         x = Scale(0.0, end, x0 + left, x0 + width - 10)
         y = Scale(0.0, top_value, height - bottom, top)
         parts.append(text(x0 + left, 14, name, "label"))
-        parts.append(y_axis(y, x0 + left, nice_ticks(0.0, top_value, 4), width - left - 10, fmt))
-        ticks = [(t, _duration(t)) for t in nice_ticks(0.0, end, 4)]
-        parts.append(x_axis(x, height - bottom, ticks))
+        parts.append(y_axis(y, x0 + left, nice_ticks(0.0, top_value, 4), width - left - 10))
+        parts.append(x_axis(x, height - bottom, _duration_ticks(end)))
         if len(values) > 1:
             parts.append(polyline([(x(s), y(v)) for s, v in zip(seconds, values, strict=True)], "spend-line"))
         if ceiling is not None:

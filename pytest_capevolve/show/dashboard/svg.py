@@ -92,13 +92,23 @@ def title(content: object) -> str:
     return f"<title>{esc(content)}</title>"
 
 
-def y_axis(scale: Scale, x: float, ticks: Sequence[float], width: float, fmt: str = ".2f") -> str:
+def distinct_labels(ticks: Sequence[float]) -> list[str]:
+    """The ticks written with the fewest decimals (up to 4) that say each one exactly."""
+    for decimals in range(5):
+        labels = [f"{tick:.{decimals}f}" for tick in ticks]
+        pairs = zip(labels, ticks, strict=True)
+        if all(abs(float(label) - tick) <= 1e-9 * max(1.0, abs(tick)) for label, tick in pairs):
+            return labels
+    return [f"{tick:.4g}" for tick in ticks]
+
+
+def y_axis(scale: Scale, x: float, ticks: Sequence[float], width: float) -> str:
     """Horizontal grid lines with labels left of ``x``."""
     parts = []
-    for tick in ticks:
+    for tick, label in zip(ticks, distinct_labels(ticks), strict=True):
         y = scale(tick)
         parts.append(line(x, y, x + width, y, "grid"))
-        parts.append(text(x - 6, y + 4, format(tick, fmt), "tick", "end"))
+        parts.append(text(x - 6, y + 4, label, "tick", "end"))
     return "".join(parts)
 
 
