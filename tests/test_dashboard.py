@@ -353,3 +353,9 @@ def test_finalize_refreshes_the_dashboard_with_the_sealed_score(
     page = projects.run_dir(project) / "dashboard.html"
     assert capsys.readouterr().out == f"dashboard: {page}\n"
     assert opened == [page.resolve().as_uri()]
+
+
+def test_ci_installs_chromium_and_runs_the_readme_test_command(repo):
+    recipe = (repo / ".ci" / "run").read_text().strip().splitlines()
+    assert "command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)" in recipe
+    assert recipe[-1] in (repo / "README.md").read_text()  # exactly the README's test command
