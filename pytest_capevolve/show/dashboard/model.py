@@ -9,6 +9,7 @@ not evaluated is not a reward of 0.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ from ... import stats
 from ...decide.evidence import ByTag, index_records, reward_matrix
 from ...project.candidate import SEED_TAG
 from ...store.rundir import RunDir
-from ..measure import Measurement
+from ..measure import Measurement, table_rows
 
 GATE_SPLIT = "val"
 MAX_SPEND_POINTS = 400  # a polyline past this many points draws nothing more a reader can see
@@ -112,7 +113,6 @@ class Dashboard:
     null_band: float | None  # the largest |Δ̄| of the null controls: the gate's noise floor
     spend: list[SpendPoint]
     ceilings: dict[str, float | None]  # max_metric_calls, max_usd
-    optimizer_usd: float
     decisions: list[Decision]
     table: list[tuple[str, ...]] = field(default_factory=list)  # measure's honest table
     labels: list[str] = field(default_factory=list)
@@ -123,8 +123,6 @@ def collect(
 ) -> Dashboard:
     """Read the run once and turn it into the dashboard's numbers. ``val``: the val records
     when the caller has just read them (a val session), so they are not read again."""
-    from ..measure import table_rows
-
     splits = rundir.splits() or {}
     task_ids = [str(t) for t in splits.get(GATE_SPLIT, [])]
     if val is None:
@@ -150,7 +148,6 @@ def collect(
         null_band=max(nulls) if nulls else None,
         spend=spend_series(events),
         ceilings={key: _number(budget.get(key)) for key in ("max_metric_calls", "max_usd")},
-        optimizer_usd=float(state.get("spent", {}).get("optimizer_usd", 0.0) or 0.0),
         decisions=decisions,
         table=table_rows(measurement) if measurement is not None else [],
         labels=list(measurement.labels) if measurement is not None else [],
@@ -204,8 +201,6 @@ def _trials(val: ByTag, task_ids: list[str], tags: list[str]) -> dict[int, list[
 
 
 def _short_json(value: Any) -> str:
-    import json
-
     if value is None:
         return ""
     try:
