@@ -18,6 +18,7 @@ from .project.adapter import AdapterError, check_reward, load_adapter, load_task
 from .project.candidate import CandidateError
 from .project.runner import AdapterRunner, run_and_score
 from .project.spec import Spec, SpecError, load_spec
+from .show.dashboard import command as dashboard
 from .store.rundir import RunDir, RunDirError
 
 
@@ -700,6 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
     _add_loop_commands(sub)
+    dashboard.add_command(sub)
     return parser
 
 
