@@ -72,6 +72,8 @@ from pathlib import Path
 
 from cap_evolve import CapabilityAdapter, Rollout, Score, Task
 
+import model_config  # beside this file, as cap-evolve's templates do
+
 
 class Adapter(CapabilityAdapter):
     def tasks(self, split):
@@ -79,7 +81,7 @@ class Adapter(CapabilityAdapter):
 
     def run_target(self, task, ctx, *, seed=0):
         policy = (Path(ctx) / "policy" / "policy.md").read_text(encoding="utf-8")
-        return Rollout(task_id=task.id, output=f"{len(policy)}:{task.id}:{seed}")
+        return Rollout(task_id=task.id, output=f"{len(policy)}:{task.id}:{seed}", metadata={"model": model_config.MODEL})
 
     def score(self, task, rollout):
         ok = int(str(rollout.output).split(":")[2]) % 2 == 0
@@ -123,6 +125,7 @@ def cap_evolve(tmp_path, shared_data):
     (project / "adapters").mkdir(parents=True)
     (project / "capevolve.yaml").write_text(SPEC)
     (project / "adapters" / "adapter.py").write_text(ADAPTER)
+    (project / "adapters" / "model_config.py").write_text('MODEL = "aws/gpt-oss-120b"\n')
     seed = project / "seed_capability"
     (seed / "policy").mkdir(parents=True)
     (seed / "policy" / "policy.md").write_text("# Airline agent policy\nVerify the user id first.\n")
