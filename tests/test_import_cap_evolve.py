@@ -292,3 +292,16 @@ def test_refusals_say_what_and_overwrite_nothing(cap_evolve, tmp_path, capsys):
     assert "no cap-evolve spec there" in capsys.readouterr().err
     assert main(["import-cap-evolve", str(project), str(tmp_path / "d2"), "--run", str(project)]) == 2
     assert "splits.json is missing" in capsys.readouterr().err
+
+
+def test_a_failed_import_leaves_dest_as_it_was(cap_evolve, tmp_path, capsys):
+    project, run = cap_evolve
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text().replace("num_trials: 5", "num_trials: 0"))
+    dest = tmp_path / "here"
+    dest.mkdir()
+    (dest / "notes.txt").write_text("kept\n")
+    assert main(["import-cap-evolve", str(project), str(dest), "--run", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "the imported spec is not valid here" in err and "num_trials" in err
+    assert sorted(p.name for p in dest.iterdir()) == ["notes.txt"]

@@ -97,40 +97,54 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
     if taken:
         raise Refusal(f"{', '.join(taken)} already exist(s); import into an empty folder (DEST)")
 
-    dest.mkdir(parents=True, exist_ok=True)
-    adapter_report = _copy_adapter(adapter_dir, dest / "adapters")
-    shutil.copytree(capability_src, dest / capability_dest, ignore=shutil.ignore_patterns("__pycache__"))
-    spec_keys["capability_path"] = capability_dest.as_posix()
-    spec_keys["adapter"] = "adapters/adapter.py:Adapter"
-    if run is not None:
-        assert splits_dest is not None
-        atomic_write_json(dest / splits_dest, {k: run.splits[k] for k in ("train", "val", "test")})
-        spec_keys["split_ids_file"] = splits_dest.as_posix()
-        translation.notes["split_ids_file"] = f"the run's frozen splits, written to {splits_dest}"
-        spec_keys["base_seed"] = run.split_seed
-    elif splits_dest is not None:
-        shutil.copy2(project / str(spec_keys["split_ids_file"]), dest / splits_dest)
-        spec_keys["split_ids_file"] = splits_dest.as_posix()
-    # cap-evolve's trial k runs with seed split_seed + k: the same seeds keep trials paired here
-    base_seed = spec_keys.setdefault("base_seed", int(spec_keys.get("split_seed") or 0))
-    translation.notes["base_seed"] = f"{base_seed}: cap-evolve's trial k runs with seed split_seed + k"
-    (dest / SPEC_FILENAME).write_text(_spec_text(spec_path, spec_keys, translation.notes), encoding="utf-8")
+    created = [dest / p for p in writes]
+    if not (dest / ".capevolve").exists():
+        created.append(dest / ".capevolve")
     try:
-        spec = load_spec(dest)
-    except SpecError as exc:
-        raise Refusal(f"the imported spec is not valid here: {exc}") from None
+        dest.mkdir(parents=True, exist_ok=True)
+        adapter_report = _copy_adapter(adapter_dir, dest / "adapters")
+        shutil.copytree(capability_src, dest / capability_dest, ignore=shutil.ignore_patterns("__pycache__"))
+        spec_keys["capability_path"] = capability_dest.as_posix()
+        spec_keys["adapter"] = "adapters/adapter.py:Adapter"
+        if run is not None:
+            assert splits_dest is not None
+            atomic_write_json(dest / splits_dest, {k: run.splits[k] for k in ("train", "val", "test")})
+            spec_keys["split_ids_file"] = splits_dest.as_posix()
+            translation.notes["split_ids_file"] = f"the run's frozen splits, written to {splits_dest}"
+            spec_keys["base_seed"] = run.split_seed
+        elif splits_dest is not None:
+            shutil.copy2(project / str(spec_keys["split_ids_file"]), dest / splits_dest)
+            spec_keys["split_ids_file"] = splits_dest.as_posix()
+        # cap-evolve's trial k runs with seed split_seed + k: the same seeds keep trials paired here
+        base_seed = spec_keys.setdefault("base_seed", int(spec_keys.get("split_seed") or 0))
+        translation.notes["base_seed"] = f"{base_seed}: cap-evolve's trial k runs with seed split_seed + k"
+        (dest / SPEC_FILENAME).write_text(
+            _spec_text(spec_path, spec_keys, translation.notes), encoding="utf-8"
+        )
+        try:
+            spec = load_spec(dest)
+        except SpecError as exc:
+            raise Refusal(f"the imported spec is not valid here: {exc}") from None
 
-    report: dict[str, Any] = {
-        "project": str(dest),
-        "spec": str(dest / SPEC_FILENAME),
-        "source": str(spec_path),
-        "keys": translation.notes,
-        "unknown_keys": translation.unknown,
-        "adapter": adapter_report,
-        "run": None,
-    }
-    if run is not None:
-        report["run"] = _import_run(run, spec)
+        report: dict[str, Any] = {
+            "project": str(dest),
+            "spec": str(dest / SPEC_FILENAME),
+            "source": str(spec_path),
+            "keys": translation.notes,
+            "unknown_keys": translation.unknown,
+            "adapter": adapter_report,
+            "run": None,
+        }
+        if run is not None:
+            report["run"] = _import_run(run, spec)
+    except BaseException:
+        for path in created:  # an import that fails leaves DEST as it found it
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise
+    if report["run"] is not None:
         tags = [t for t in report["run"]["tags"] if t != report["run"]["best"]]
         report["next"] = [f"cd {dest} && capevolve gate {tag}" for tag in tags[:3]] + [
             f"cd {dest} && capevolve measure"
@@ -193,10 +207,18 @@ def _import_run(run: CapEvolveRun, spec: Any) -> dict[str, Any]:
     """Write the cap-evolve run into a new run of the imported project, through the run dir."""
     with RunDir.project_lock(spec.project_dir):
         rundir = RunDir.resolve(spec.project_dir, new=True)
-        rundir.ensure_spec_lock(spec)
-        rundir.ensure_splits(
-            lambda: {**run.splits, "source": {"split_ids_file": SPLITS_FILE, "cap_evolve_run": str(run.root)}}
-        )
+        try:
+            return _fill_run(rundir, run, spec)
+        except BaseException:
+            rundir.discard_if_created()  # no half-imported run left behind
+            raise
+
+
+def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
+    rundir.ensure_spec_lock(spec)
+    rundir.ensure_splits(
+        lambda: {**run.splits, "source": {"split_ids_file": SPLITS_FILE, "cap_evolve_run": str(run.root)}}
+    )
     hashes: dict[str, str] = {}
     for tag, folder in run.snapshots.items():
         try:
