@@ -195,13 +195,15 @@ def test_a_held_request_times_out_and_is_retried_once(standin):
         return None
 
     standin.fault = hold_first
-    client, waits = _client(standin, request_timeout_s=0.3, backoff_s=0.0)
+    client, waits = _client(standin, request_timeout_s=0.5, backoff_s=0.0)
     try:
         reply = client.complete(BODY)
     finally:
         release.set()
-    assert arrived.is_set() and reply.attempts == 2 and reply.text == "42"
-    assert len(waits) == 1
+    # the held first attempt timed out; a retry answered (more than one only on a machine so
+    # loaded that an unheld loopback request took longer than the timeout)
+    assert arrived.is_set() and reply.attempts >= 2 and reply.text == "42"
+    assert len(waits) == reply.attempts - 1
 
 
 def test_a_rollout_that_gives_up_is_an_infra_error_never_a_zero(standin, tmp_path):
