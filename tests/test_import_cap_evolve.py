@@ -314,3 +314,21 @@ def test_a_failed_import_leaves_dest_as_it_was(cap_evolve, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "the imported spec is not valid here" in err and "num_trials" in err
     assert sorted(p.name for p in dest.iterdir()) == ["notes.txt"]
+
+
+def test_screen_rollouts_keep_their_candidate_and_snapshotless_tags_are_skipped(cap_evolve, tmp_path, capsys):
+    project, run = cap_evolve
+    for tid in ("0", "4", "8"):  # a cheap screen of cA_partial on three val tasks
+        (run / "rollouts" / "val" / f"{tid}__cA_partial__screen1__t0.json").write_text(
+            json.dumps(_rollout(tid, 1.0, ""))
+        )
+    (run / "rollouts" / "val" / "0__ghost__t0.json").write_text(json.dumps(_rollout("0", 1.0, "")))
+    report = _import(capsys, project, tmp_path / "here", "--run", run)["run"]
+    assert report["rollouts"]["val/cA_partial-screen1"] == 3
+    assert list(report["skipped"]) == ["ghost"] and "no snapshot" in report["skipped"]["ghost"]
+    candidates = Path(report["run_dir"]) / "candidates"
+    hashes = {
+        t: json.loads((candidates / t / "candidate.json").read_text())["content_hash"]
+        for t in ("cA_partial", "cA_partial-screen1")
+    }
+    assert hashes["cA_partial"] == hashes["cA_partial-screen1"]

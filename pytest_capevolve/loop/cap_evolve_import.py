@@ -219,8 +219,13 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
     rundir.ensure_splits(
         lambda: {**run.splits, "source": {"split_ids_file": SPLITS_FILE, "cap_evolve_run": str(run.root)}}
     )
+    folders: dict[str, Path | None] = dict(run.snapshots)
+    for rollout in run.rollouts:
+        folders.setdefault(run.tag_for(rollout), run.snapshot_for(rollout))
     hashes: dict[str, str] = {}
-    for tag, folder in run.snapshots.items():
+    for tag, folder in sorted(folders.items()):
+        if folder is None:
+            continue
         try:
             hashes[tag] = rundir.register_candidate(tag, folder)
         except CandidateError as exc:

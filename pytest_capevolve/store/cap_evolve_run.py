@@ -28,8 +28,6 @@ from ..project.candidate import SEED_TAG, CandidateError, check_tag
 from .files import RunDirError
 from .record import RolloutRecord
 
-FINAL_TAGS = ("FINAL", "FINAL_seed")  # cap-evolve finalize's tags on the test split
-
 
 class CapEvolveRunError(RunDirError):
     """The folder is not a readable cap-evolve run dir; the message names the file."""
@@ -97,12 +95,18 @@ class CapEvolveRun:
     unreadable: list[str] = field(default_factory=list)  # files skipped, with why
 
     def tag_for(self, rollout: CapEvolveRollout) -> str:
-        """Our tag for a rollout's candidate: finalize's ``FINAL`` is the best it scored."""
+        """Our tag for a rollout's candidate: finalize's ``FINAL`` is the best it scored; a
+        screen's ``<id>__screenN`` is ``<id>-screenN`` (a tag here has no double underscore)."""
         if rollout.tag == "FINAL":
             return self.best_id
         if rollout.tag == "FINAL_seed":
             return SEED_TAG
-        return rollout.tag
+        return rollout.tag.replace("__", "-")
+
+    def snapshot_for(self, rollout: CapEvolveRollout) -> Path | None:
+        """The candidate folder a rollout measured: a screen's is its candidate's."""
+        tag = {"FINAL": self.best_id, "FINAL_seed": SEED_TAG}.get(rollout.tag, rollout.tag)
+        return self.snapshots.get(tag.split("__")[0])
 
 
 def read_run(root: Path) -> CapEvolveRun:
@@ -131,8 +135,9 @@ def read_run(root: Path) -> CapEvolveRun:
         if folder.is_dir():
             run.snapshots[folder.name] = folder
     for split in ("train", "val", "test"):
+        by_length = sorted(splits[split], key=len, reverse=True)
         for path in sorted((root / "rollouts" / split).glob("*.json")):
-            parsed = _parse(path, split)
+            parsed = _parse(path, split, by_length)
             if isinstance(parsed, str):
                 run.unreadable.append(parsed)
             else:
@@ -140,13 +145,19 @@ def read_run(root: Path) -> CapEvolveRun:
     return run
 
 
-def _parse(path: Path, split: str) -> CapEvolveRollout | str:
+def _parse(path: Path, split: str, task_ids: list[str]) -> CapEvolveRollout | str:
+    """``<task>__<tag>__t<k>.json``; the task is the split's longest id the name starts with,
+    since a tag may hold ``__`` itself (a screen's ``<id>__screenN``)."""
     stem, sep, trial = path.stem.rpartition("__t")
-    task_id, sep2, tag = stem.rpartition("__")
-    if not (sep and sep2 and trial.isdigit() and task_id):
-        return f"{path}: not named <task>__<tag>__t<k>.json"
+    task_id = next((t for t in task_ids if stem.startswith(f"{t}__")), None)
+    if task_id is None:
+        task_id, _, tag = stem.rpartition("__")
+    else:
+        tag = stem[len(task_id) + 2 :]
+    if not (sep and trial.isdigit() and task_id and tag):
+        return f"{path}: not named <task>__<tag>__t<k>.json with a task of the {split} split"
     try:
-        check_tag(tag if tag not in FINAL_TAGS else "FINAL")
+        check_tag(tag.replace("__", "-"))
     except CandidateError as exc:
         return f"{path}: {exc}"
     try:
