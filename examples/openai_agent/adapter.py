@@ -18,6 +18,7 @@ is an infra error at once.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -119,7 +120,7 @@ class ChatClient:
                     raise EndpointError(problem) from None
                 waits.append(self._wait(attempt, exc.headers.get("Retry-After")))
                 continue
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as exc:
                 problem = f"no answer ({getattr(exc, 'reason', exc)})"
                 waits.append(self._wait(attempt, None))
                 continue
