@@ -14,6 +14,7 @@ from typing import Any
 
 from .decide.gate import GATE_MODES
 from .loop import Refusal as LoopRefusal
+from .loop.cap_evolve_import import add_command as add_import_cap_evolve
 from .project.adapter import AdapterError, check_reward, load_adapter, load_tasks
 from .project.candidate import CandidateError
 from .project.runner import AdapterRunner, run_and_score
@@ -702,6 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(func=cmd_microcase_gen)
     _add_loop_commands(sub)
     dashboard.add_command(sub)
+    add_import_cap_evolve(sub)
     return parser
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .cap_evolve_keys import not_used_sentence
 from .paths import rebase, to_stored
 from .splits import SPLITS, cut_splits
 from .yamlfile import YamlError, load_yaml, read_yaml
@@ -250,6 +251,12 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
     for key, text in (ini_defaults or {}).items():
         if text not in (None, ""):
             values[key] = _parse_ini_value(key, text)
+    foreign = [sentence for key in raw if key not in VALIDATORS and (sentence := not_used_sentence(key))]
+    if foreign:  # cap-evolve's own keys: say why each has no use here, all at once
+        raise SpecError(
+            f"{path}: {'; '.join(foreign)}. Remove them (`capevolve import-cap-evolve` writes a spec "
+            "without them)"
+        )
     for key, value in raw.items():
         if key not in VALIDATORS:
             near = difflib.get_close_matches(str(key), VALIDATORS, n=1)
