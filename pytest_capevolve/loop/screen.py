@@ -9,7 +9,8 @@ is a promote: "could not prove harm", not "good".
 
 The subset is deterministic for (run, candidate, tier), and each tier's subset is a prefix of
 the next one's, so climbing the ladder never pays a rollout twice: the tasks the best fails
-come first (where a fix shows; those it sometimes passes before those it never does), every third slot goes to a seeded holdout of tasks the best
+come first (where a fix shows; those it sometimes passes before those it never does), every
+third slot goes to a seeded holdout of tasks the best
 passes (where a regression shows), and when the failures run out the most informative of the
 rest follow (the best's per-task rate closest to ½).
 
