@@ -113,12 +113,16 @@ def refuse_regating_grown(rundir: RunDir, tags: list[str]) -> None:
     """A gate session may not judge a grown candidate again against the same best: that would
     replace its pooled-n verdict with a first look (and reset its count of looks)."""
     best = rundir.best()
-    for event in rundir.events():
-        if event.get("kind") == "grown" and event.get("tag") in tags and event.get("against") == best:
-            raise GrowRefused(
-                f"{event['tag']!r} was grown against {best!r} (look {event.get('look')}): its verdict is at "
-                f"the pooled n; grow it again (--capevolve-grow) or book it (capevolve commit)"
-            )
+    grown = {
+        e["tag"]: e
+        for e in rundir.events()
+        if e.get("kind") == "grown" and e.get("tag") in tags and e.get("against") == best
+    }
+    for event in grown.values():  # the latest grow of each tag
+        raise GrowRefused(
+            f"{event['tag']!r} was grown against {best!r} (look {event.get('look')}): its verdict is at "
+            f"the pooled n; grow it again (--capevolve-grow) or book it (capevolve commit)"
+        )
 
 
 def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> GrowPlanned:
