@@ -52,6 +52,7 @@ def test_a_regression_is_killed_at_tier_one_and_an_improvement_promoted_then_acc
         e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines()) if e["kind"] == "decision"
     ]
     assert [(e["tag"], e["decision"], e["basis"]) for e in booked] == [("regressed", "reject", "screen_kill")]
+    assert booked[0]["delta_mean"] == screen["delta_mean"] < 0  # the ledger row carries the screen's numbers
 
     # the gate never sees a screen's numbers: the subset's coverage is below min_coverage
     code, out, _ = run_cli(capsys, "gate", "regressed", "--project", str(project), "--json")
@@ -127,7 +128,9 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
     # and this one lands at Δ̄ > 0 under the bar (provisional)
     shutil.copytree(project / "candidates" / "copy", project / "candidates" / "near1")
     null = ["--capevolve-null", "1"]
-    gated = capevolve(project, "near1", gate=True, extra=[*null, "--capevolve-commit", "none"])
+    gated = capevolve(
+        project, "near1", gate=True, extra=["--capevolve-null", "0", "--capevolve-commit", "none"]
+    )
     assert gated.ret == 10
     refused = capevolve(project, extra=["--capevolve-candidate", "near1", "--capevolve-grow"])
     assert refused.ret == 4

@@ -83,7 +83,11 @@ def book(
             "forced": force,
             "repairs": first["seq"] if first is not None else None,
             "against_gate": against_gate,
-            **_numbers(verdict),
+            **(
+                _numbers(verdict)
+                if verdict is not None or basis not in SCREEN_KILL_BASES
+                else _screen_numbers(rundir, tag)
+            ),
             **_spent_on(rundir, tag),
             "changed_files": _changes(rundir, tag, parent, verdict),
             **{f"optimizer_{k}": v for k, v in asdict(optimizer).items()},
@@ -172,6 +176,15 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
             if standing["decision"] in ("provisional", INDECISIVE):
                 standing = None
     return standing
+
+
+def _screen_numbers(rundir: RunDir, tag: str) -> dict[str, Any]:
+    """A screen kill's numbers for the ledger (Δ̄ and the harm test's p on the subset)."""
+    kill = next(
+        (e for e in reversed(rundir.events()) if e.get("kind") == "screen" and e.get("tag") == tag),
+        {},
+    )
+    return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
 
 
 def _check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
