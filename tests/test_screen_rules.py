@@ -156,16 +156,24 @@ def test_the_ceiling_is_only_for_the_exact_gate() -> None:
 
 def test_the_ledger_adds_up_and_says_when_screening_was_pure_overhead() -> None:
     events = [
-        {"decision": "kill", "fired": 50, "full_val_rollouts": 200},
-        {"decision": "promote", "fired": 50, "full_val_rollouts": 200},
+        {"tag": "a", "screen": "tier1", "decision": "kill", "fired": 50, "full_val_rollouts": 200},
+        {"tag": "b", "screen": "tier1", "decision": "promote", "fired": 50, "full_val_rollouts": 200},
     ]
     ledger = screen.ledger(events)
     assert (ledger["kills"], ledger["promotes"], ledger["fired"], ledger["saved"]) == (1, 1, 100, 200)
     assert ledger["net_rollouts"] == 100 and "saved 100" in ledger["verdict"]
-    overhead = screen.ledger([{"decision": "promote", "fired": 60, "full_val_rollouts": 200}] * 2)
+    overhead = screen.ledger(
+        [
+            {"tag": t, "screen": "tier2", "decision": "promote", "fired": 60, "full_val_rollouts": 200}
+            for t in "ab"
+        ]
+    )
     assert overhead["net_rollouts"] == -120
     assert overhead["verdict"].startswith("screening was pure overhead")
     assert screen.breakeven_kill_rate(50, 200) == 0.25
+    # a screen run again (resumed: nothing more fired) counts once; a kill saves its full val once
+    again = screen.ledger([*events, {**events[0], "fired": 0}])
+    assert (again["kills"], again["saved"], again["fired"]) == (1, 200, 100)
 
 
 @given(st.sampled_from(["0.05", "0.01", "0.25", "0.1"]), st.integers(1, 3))

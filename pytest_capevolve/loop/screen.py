@@ -193,16 +193,19 @@ def decide_screen(
 def ledger(screen_events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The run's screen ledger from its ``screen`` events: kills, promotes, rollouts fired
     (paid by screens), rollouts saved (the full-val rollouts each killed candidate would have
-    cost) and ``net_rollouts`` = saved − fired. A promoted candidate's screen rollouts are
-    reused by its full-val gate, but the ledger still counts them as spent (conservatively)."""
-    kills = promotes = fired = saved = 0
+    cost) and ``net_rollouts`` = saved − fired. A screen run again (a resumed session) counts
+    once, by its latest decision; a candidate killed twice saves its full val once. A promoted
+    candidate's screen rollouts are reused by its full-val gate, but the ledger still counts
+    them as spent (conservatively)."""
+    fired = 0
+    latest: dict[tuple[str, str], Mapping[str, Any]] = {}
     for event in screen_events:
         fired += int(event.get("fired", 0))
-        if event.get("decision") == KILL:
-            kills += 1
-            saved += int(event.get("full_val_rollouts", 0))
-        elif event.get("decision") == PROMOTE:
-            promotes += 1
+        latest[(str(event.get("tag")), str(event.get("screen")))] = event
+    decisions = [e.get("decision") for e in latest.values()]
+    killed = {tag: e for (tag, _), e in latest.items() if e.get("decision") == KILL}
+    kills, promotes = decisions.count(KILL), decisions.count(PROMOTE)
+    saved = sum(int(e.get("full_val_rollouts", 0)) for e in killed.values())
     net = saved - fired
     out: dict[str, Any] = {
         "screens": kills + promotes,

@@ -29,6 +29,7 @@ from ..loop.commit import CommitRefused, book
 from ..project.candidate import SEED_TAG, CandidateError, check_tag
 from ..project.spec import Spec, splits_for
 from ..project.splits import TEST_SPLIT
+from ..show.report import summarize_arm
 from ..store.files import atomic_write_json
 from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
@@ -153,6 +154,17 @@ class ScreenSession:
         plan, planned = self.planned.plan, self.planned
         by_tag = index_records(self.rundir.rollouts("val"))
         outcome = summarize(plan, by_tag, self.persistence.tally, against=planned.best)
+        # the best's side on the subset, read from its persisted rollouts (never paid here)
+        best_row = summarize_arm(
+            by_tag.get(planned.best, {}),
+            tag=planned.best,
+            split="val",
+            task_ids=planned.subset,
+            num_trials=plan.num_trials,
+            paid=0,
+            reused=len(planned.subset) * plan.num_trials,
+        )
+        outcome.rows.insert(0, best_row)
         for verdict in self.refusals:  # the tamper guard or a microcase refused it: no screen
             self.rundir.write_verdict(verdict_file(verdict, null_control=False))
         outcome.verdicts += self.refusals
