@@ -175,3 +175,36 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
         e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines()) if e["kind"] == "decision"
     ]
     assert [e["decision"] for e in decisions] == ["provisional", "provisional", "inconclusive"]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--capevolve-screen", "4"], "*--capevolve-screen takes a tier, 1, 2 or 3*got '4'*"),
+        (["--capevolve-screen", "1"], "*--capevolve-screen takes exactly one --capevolve-candidate*"),
+        (
+            ["--capevolve-screen-ids", " , "],
+            "*--capevolve-screen-ids takes val task ids separated by commas*",
+        ),
+        (["--capevolve-grow", "--capevolve-screen", "1"], "*separate sessions; run one*"),
+        (
+            ["--capevolve-candidate", "x", "--capevolve-screen", "1", "--capevolve-gate"],
+            "*--capevolve-gate does not*",
+        ),
+        (
+            ["--capevolve-candidate", "careful", "--capevolve-screen", "1"],
+            "*the best 'seed' has no val rollouts*",
+        ),
+        (
+            ["--capevolve-candidate", "careful", "--capevolve-grow"],
+            "*has no frozen splits yet; gate a candidate first*",
+        ),
+    ],
+)
+def test_screen_and_grow_flags_refuse_bad_input_in_one_line(example, capevolve, flags, message) -> None:
+    project = example("toy_calc")
+    flags = [str(project / "candidates" / f) if f == "careful" else f for f in flags]
+    refused = capevolve(project, extra=flags)
+    assert refused.ret == 4
+    refused.stderr.fnmatch_lines([message])
+    assert not list((project / ".capevolve" / "runs").glob("*/rollouts"))  # nothing paid, no run left
