@@ -121,7 +121,7 @@ def test_a_screen_that_kills_nothing_is_reported_as_pure_overhead_and_commit_che
 
 
 def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
-    example, projects, capevolve, pytester
+    example, projects, capevolve, capsys
 ) -> None:
     project = example("noisy_agent")
     # a byte-identical copy under its own folder name: its draws differ like a real agent's,
@@ -163,6 +163,11 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
         ] == (100 + trials - 1)
         assert rollout_files(run, "seed-null1") == VAL_TASKS * TRIALS  # the nulls are not grown
     grown.stdout.fnmatch_lines(["near1: booked inconclusive"])
+    # re-derived later from the same rollouts, the grown verdict is the same verdict
+    code, out, _ = run_cli(capsys, "gate", "near1", "--project", str(project), "--json")
+    again = json.loads(out.strip().splitlines()[-1])
+    keys = ("trials", "alpha", "p_exact", "decision", "delta_mean", "null_spread")
+    assert code == 10 and {k: again[k] for k in keys} == {k: verdict[k] for k in keys}
     third = capevolve(project, extra=["--capevolve-candidate", "near1", "--capevolve-grow"])
     assert third.ret == 4
     third.stderr.fnmatch_lines(
