@@ -27,14 +27,15 @@ from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
-from .grow import GrowPlanned, GrowSession, plan_grow, refuse_regating_grown
+from .grow import GrowSession, refuse_regating_grown
 from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
 from .reporter import CapevolveReporter
+from .screen_or_grow import screen_or_grow, start_screen_or_grow
 from .screens import Screens
-from .subset_screen import ScreenPlanned, ScreenRequest, ScreenSession, plan_screen
+from .subset_screen import ScreenSession
 
 COMMIT_MODES = ("auto", "none")
 
@@ -83,8 +84,9 @@ def _start_controller(
             raise
         persistence = Persistence(config, spec, rundir, planned.plan)
         role = FinalizeSession(config, spec, rundir, planned, seal, persistence)
-    elif (kind := _special_session(config, split)) is not None:
-        role, planned, persistence, rundir = _start_special(config, spec, pool_ids, kind)
+    elif (kind := screen_or_grow(config, split)) is not None:
+        request = _candidate_requests(config, spec)[0] if kind == "screen" else None
+        role, planned, persistence, rundir = start_screen_or_grow(config, spec, pool_ids, kind, request)
     else:
         gate = _gate_request(config, split)
         requests = _candidate_requests(config, spec)
@@ -131,64 +133,6 @@ def _start_controller(
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
     return planned.plan
-
-
-def _special_session(config: pytest.Config, split: str) -> str | None:
-    """``screen`` or ``grow`` when one was asked for (checked here, before any planning)."""
-    option = config.option
-    screen = option.capevolve_screen is not None or option.capevolve_screen_ids is not None
-    if not screen and not option.capevolve_grow:
-        return None
-    kind = "grow" if option.capevolve_grow else "screen"
-    flag = "--capevolve-grow" if kind == "grow" else "--capevolve-screen"
-    if screen and option.capevolve_grow:
-        raise pytest.UsageError("--capevolve-screen and --capevolve-grow are separate sessions; run one")
-    if option.capevolve_screen is not None and option.capevolve_screen_ids is not None:
-        raise pytest.UsageError("give --capevolve-screen TIER or --capevolve-screen-ids a,b,c, not both")
-    if len(option.capevolve_candidate) != 1:
-        raise pytest.UsageError(f"{flag} takes exactly one --capevolve-candidate")
-    for name in ("gate", "rerun"):
-        if getattr(option, f"capevolve_{name}"):
-            raise pytest.UsageError(f"--capevolve-{name} does not apply to {flag}")
-    if split != "val":
-        raise pytest.UsageError(f"{flag} with --capevolve-split {split}: screens and grows read only val")
-    return kind
-
-
-def _start_special(
-    config: pytest.Config, spec: Spec, pool_ids: list[str], kind: str
-) -> tuple[ScreenSession | GrowSession, Planned, Persistence, RunDir]:
-    """Plan and build the role of a screen or grow session (under the same locks as a gate)."""
-    option = config.option
-    commit = option.capevolve_commit or config.getini("capevolve_commit") or "auto"
-    if commit not in COMMIT_MODES:
-        raise pytest.UsageError(
-            f"--capevolve-commit must be one of {', '.join(COMMIT_MODES)}, got {commit!r}"
-        )
-    with RunDir.project_lock(spec.project_dir):
-        rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
-        screens = Screens(spec, rundir, microcases=True)
-        try:
-            with rundir.lock():
-                planned: ScreenPlanned | GrowPlanned
-                if kind == "grow":
-                    planned = plan_grow(spec, rundir, pool_ids, option.capevolve_candidate[0])
-                else:
-                    request = ScreenRequest(option.capevolve_screen, tuple(option.capevolve_screen_ids or ()))
-                    candidate = _candidate_requests(config, spec)[0]
-                    planned = plan_screen(spec, rundir, pool_ids, candidate, request, screens)
-        except BaseException:
-            rundir.claims.release()
-            rundir.discard_if_created()
-            raise
-    persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
-    role: ScreenSession | GrowSession
-    if isinstance(planned, GrowPlanned):
-        veto = bool(option.capevolve_veto_regressions)
-        role = GrowSession(spec, rundir, planned, persistence, commit, veto)
-    else:
-        role = ScreenSession(spec, rundir, planned, screens.refusals, persistence, commit)
-    return role, planned, persistence, rundir
 
 
 def _interrupted(
