@@ -202,7 +202,11 @@ class ScreenSession:
             gate=gate_config(spec),
             seed=spec.base_seed,
         )
-        fired = self.persistence.tally.paid.get(tag, 0)
+        # counted from the files, not this session's tally: rollouts paid by an interrupted
+        # screen of the same candidate are fired too (earlier screens' share is not counted twice)
+        on_subset = sum(1 for (task, k) in by_tag.get(tag, {}) if task in set(subset) and k < trials)
+        counted = sum(int(e.get("fired", 0)) for e in screen_events(rundir) if e.get("tag") == tag)
+        fired = max(0, on_subset - counted)
         full_cost = len(val_ids) * trials
         rundir.append_event(
             "screen",
