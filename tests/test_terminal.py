@@ -187,3 +187,23 @@ def test_plan_figures_mde_and_tasks_needed_agree() -> None:
 
     check()
     assert plan_figures(np.full((1, 3), 0.5), [], num_trials=3, alpha=0.05) is None  # one task: no plan
+
+
+FLAKY_API = """
+class FlakyApiAdapter(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        if task.id == "q10":
+            raise ConnectionError("api down\\nretry later")
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+
+def test_an_infra_error_is_one_infra_line_never_a_failed_rollout(example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, FLAKY_API, "adapter.py:FlakyApiAdapter")
+    result = capevolve(project)
+    assert result.ret == 12  # a rollout is missing
+    infra = [line for line in result.stdout.lines if line.startswith("  INFRA ")]
+    assert len(infra) == 1 and infra[0].startswith("  INFRA val::q10[seed-t0]: ")
+    assert "api down retry later" in infra[0]  # its reason on the one line
+    assert not [line for line in result.stdout.lines if FAILED_LINE.match(line) and "q10[" in line]

@@ -156,8 +156,8 @@ class CapevolveReporter:
             tr.write_line(f"capevolve: {outcome.report_error}", yellow=True)
         if tally.infra:
             tr.write_line(f"infra errors ({len(tally.infra)}; missing data, never a 0):")
-            for nodeid, reason in tally.infra[:20]:
-                tr.write_line(f"  {nodeid}: {reason}")
+            for nodeid, reason in tally.infra[:20]:  # named like a failed rollout: val::a12[tag-t3]
+                tr.write_line(f"  INFRA {nodeid.split('::', 1)[-1]}: {one_line(reason)}")
         for worker, error in tally.dead_workers:
             tr.write_line(f"worker {worker} died ({error}); its rollouts are missing", red=True)
         for nodeid, reason in tally.lost[:20]:
