@@ -42,6 +42,15 @@ def _null_count(value: str) -> int:
     return count
 
 
+def _block_number(value: str) -> int:
+    from .project.blocks import check_block
+
+    try:
+        return check_block(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--capevolve-block: {exc}") from None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("capevolve", "capevolve: honest evaluation of agent capability changes")
     group.addoption(
@@ -110,6 +119,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PROJECT",
         help="score the current best (and the seed) on the sealed test split, once per run",
     )
+    group.addoption(
+        "--capevolve-block",
+        type=_block_number,
+        default=0,
+        metavar="B",
+        help="evaluate under replicate block B: independent trial seeds (base_seed shifted by "
+        "B × 1,000,000); 0 (default) is the usual evaluation, the only one the gate reads",
+    )
     group.addoption("--capevolve-new-run", action="store_true", help="start a new run")
     group.addoption("--capevolve-run-id", metavar="ID", help="use this run instead of the newest")
     for key in INI_KEYS:
@@ -143,6 +160,7 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
             "capevolve_gate",
             "capevolve_rerun",
             "capevolve_new_run",
+            "capevolve_block",
         ):
             if getattr(config.option, flag):
                 raise pytest.UsageError(

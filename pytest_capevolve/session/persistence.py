@@ -111,8 +111,9 @@ class Persistence:
 
 
 def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> Outcome:
-    """The per-tag rows and the planned rollouts still missing, from what is persisted; the
-    exit code says whether the session produced everything it owed."""
+    """The per-tag rows and the planned rollouts still missing, from what is persisted (``by_tag``
+    indexed for the plan's replicate block); the exit code says whether the session produced
+    everything it owed."""
     reused_by_tag: dict[str, int] = {}
     for _split, _task, tag, _k in plan.persisted | plan.awaited:
         reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
@@ -131,7 +132,8 @@ def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> O
     missing = [
         k
         for k in plan.all_keys()
-        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial))) is None or not record.valid
+        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial - plan.first_trial))) is None
+        or not record.valid
     ]
     failed = missing or tally.dead_workers
     return Outcome(
@@ -150,7 +152,8 @@ def record_finish(
         dead_workers=[w for w, _ in tally.dead_workers],
         exit_code=outcome.exit_code,
     )
-    try:
-        rundir.write_report(render_markdown(measure(spec, rundir, {plan.split: by_tag})))
+    try:  # report.md shows block 0; a replicate block's session leaves it to read its own
+        known = {plan.split: by_tag} if plan.block == 0 else {}
+        rundir.write_report(render_markdown(measure(spec, rundir, known)))
     except Exception as exc:  # the report is a view; it must never change the outcome
         outcome.report_error = f"could not write report.md: {exc!r}"
