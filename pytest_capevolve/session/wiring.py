@@ -157,7 +157,8 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     if enabled and config.option.capevolve_block:
         raise pytest.UsageError(
             f"--capevolve-gate with --capevolve-block {config.option.capevolve_block}: the gate reads "
-            "block 0 only; a replicate block is evidence for `capevolve multirep`, evaluated without --capevolve-gate"
+            "block 0 only; a replicate block is evidence for `capevolve multirep`, evaluated "
+            "without --capevolve-gate"
         )
     nulls = config.option.capevolve_null
     if nulls is None:
