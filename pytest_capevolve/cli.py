@@ -700,6 +700,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
     _add_loop_commands(sub)
+    from .loop import merge, multirep  # noqa: I001 — each registers its own command
+
+    multirep.add_command(sub)
+    merge.add_command(sub)
     return parser
 
 
