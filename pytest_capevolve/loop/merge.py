@@ -216,7 +216,8 @@ def integrate(
         _merge_all(base, trees, tags, merge_file)  # refuse overlapping changes before paying anything
         for name, step in zip(tags, step_tags, strict=True):
             tree, conflicts = three_way(base, kept_tree, trees[name], merge_file)
-            row: dict[str, Any] = {"candidate": name, "tag": step, "files": _changes(kept_tree, tree)}
+            # ``tag`` is set only for a step that became a candidate (a work copy, gated)
+            row: dict[str, Any] = {"candidate": name, "tag": None, "files": _changes(kept_tree, tree)}
             steps.append(row)
             best = rundir.best()
             if conflicts:
@@ -228,6 +229,7 @@ def integrate(
                 kept.append(name)
                 row.update(outcome="kept", reason=f"byte-identical to the best {best!r}: nothing to gate")
             else:
+                row["tag"] = step
                 new_work_copy(spec, rundir, step, parent, files=tree, merged_from=[*kept, name])
                 verdict = _gate(spec, rundir, step, workers, log)
                 if verdict is None:
@@ -263,7 +265,7 @@ def integrate(
                     p_value=verdict.get("p_value"),
                     reason=verdict.get("reason"),
                 )
-            log(f"merge --integrate {step} (+ {name}): {row['outcome']} — {row.get('reason', '')}")
+            log(f"merge --integrate + {name}: {row['outcome']} — {row.get('reason', '')}")
     answer.update(
         kept=kept,
         dropped=[r["candidate"] for r in steps if r["outcome"] in ("dropped", "conflict")],
@@ -318,7 +320,7 @@ def render(answer: dict[str, Any]) -> list[str]:
         numbers = (
             "" if row.get("delta_mean") is None else f" (Δ̄ {row['delta_mean']:+.4f}, p {row['p_value']:.4g})"
         )
-        lines.append(f"  {row['tag']:<16} + {row['candidate']:<16} {row['outcome']}{numbers}")
+        lines.append(f"  + {row['candidate']:<16} {row['tag'] or '(no gate)':<16} {row['outcome']}{numbers}")
     lines.append(f"kept: {', '.join(answer['kept']) or 'none'}; best {answer['best']!r}")
     if answer.get("stopped"):
         lines.append(f"stopped: {answer['stopped']}")
