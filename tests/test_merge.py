@@ -75,7 +75,7 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
     example, capevolve, capsys, xdist_args
 ):
     project = example("noisy_agent")
-    round_ = capevolve(project, "improved", "policy", gate=True, extra=xdist_args)
+    round_ = capevolve(project, "improved", "policy", gate=True)
     # the sibling problem: improved is accepted; policy, re-gated against it, can only replace it
     assert round_.ret == 10, round_.stdout.str()
     round_.stdout.fnmatch_lines(["*improved: booked accept*", "*policy: booked reject (gate)*"])
@@ -100,7 +100,7 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
     # a tag names one candidate forever: the same merge again is refused
     assert cli(capsys, "merge", "improved", "policy", "--tag", "merged", "--project", str(project))[0] == 2
 
-    gated = capevolve(project, work, gate=True, extra=xdist_args)
+    gated = capevolve(project, work, gate=True, extra=xdist_args)  # the merged work copy, on -n 2 too
     assert gated.ret == 0, gated.stdout.str()
     gated.stdout.fnmatch_lines(["*merged*ACCEPT*", "*merged: booked accept*"])
     verdict = json.loads((run_dir(project) / "verdicts" / "merged.json").read_text())
