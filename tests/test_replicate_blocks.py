@@ -40,6 +40,7 @@ def test_across_block_se_and_p_are_the_one_sample_t_test(values):
     summary = replicate_summary(values)
     sd = float(np.std(values, ddof=1))
     assert summary.blocks == len(values) and summary.df == len(values) - 1
+    assert summary.sd == pytest.approx(sd, abs=1e-12)
     assert summary.se == pytest.approx(sd / math.sqrt(len(values)), abs=1e-12)
     if sd > 1e-9:
         assert summary.p_value == pytest.approx(sps.ttest_1samp(values, 0.0).pvalue, rel=1e-9)
@@ -196,13 +197,16 @@ def test_run_to_run_drift_the_paired_se_misses_the_blocks_show(pytester, capevol
         assert abs(row["delta_mean"]) > 5 * row["paired_se"]
     assert rows[0]["delta_mean"] > 0 > rows[1]["delta_mean"]
     across = answer["across"]  # ... across runs it is run-to-run error
-    assert across["se"] > 5 * across["paired_se"] and across["se_ratio"] > 5
+    assert across["se"] > 5 * across["paired_se"] and across["drift_ratio"] > 5
+    assert across["sd"] == pytest.approx(abs(rows[0]["delta_mean"] - rows[1]["delta_mean"]) / math.sqrt(2))
     assert across["agreeing"] == 1 and across["agree"] is False
     assert answer["status"] == "not_resolvable"
     assert answer["reason"].startswith("not resolvable at this budget: only 1 of 2 blocks agree in sign")
     capsys.readouterr()
     assert main(["multirep", "drifty", str(project)]) == 0
-    assert "not_resolvable: not resolvable at this budget" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "not_resolvable: not resolvable at this budget" in table
+    assert "run-to-run error the paired SE cannot see" in table
 
 
 @pytest.mark.e2e

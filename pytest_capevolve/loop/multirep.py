@@ -94,8 +94,11 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         "negative": summary.negative,
         "agreeing": summary.agreeing,
         "agree": summary.agree,
+        "sd": summary.sd,
         "paired_se": paired_se,
-        "se_ratio": None if summary.se is None or not paired_se else summary.se / paired_se,
+        # ≈ 1 when the paired SE accounts for how much one run's Δ̄ moves from run to run;
+        # well above 1: run-to-run error that a single run's paired SE cannot see
+        "drift_ratio": None if summary.sd is None or not paired_se else summary.sd / paired_se,
     }
     answer["status"], answer["reason"] = _resolution(summary, paired_se)
     return answer
@@ -153,10 +156,16 @@ def render(answer: dict[str, Any]) -> list[str]:
         )
     across = answer["across"]
     lines.append(
-        f"across {across['blocks']} block(s): Δ̄ {signed(across['mean'])}, SE {plain(across['se'])} "
-        f"(paired SE within a block {plain(across['paired_se'])}), signs +{across['positive']} "
-        f"−{across['negative']}"
+        f"across {across['blocks']} block(s): Δ̄ {signed(across['mean'])}, SE {plain(across['se'])}, "
+        f"signs +{across['positive']} −{across['negative']}"
     )
+    ratio = across["drift_ratio"]
+    if ratio is not None:
+        lines.append(
+            f"one run's Δ̄ moves by SD {plain(across['sd'])} from block to block; its paired SE says "
+            f"{plain(across['paired_se'])} (ratio {ratio:.2f}"
+            + ("; run-to-run error the paired SE cannot see)" if ratio > 2 else ")")
+        )
     lines.append(f"{answer['status']}: {answer['reason']}")
     return lines
 

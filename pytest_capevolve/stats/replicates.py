@@ -23,7 +23,8 @@ class ReplicateSummary:
 
     blocks: int
     mean: float
-    se: float | None  # sd(ddof=1) / √R; None for one block
+    sd: float | None  # block-to-block SD of Δ̄ (ddof=1): one run's error, seen from outside
+    se: float | None  # sd / √R; None for one block
     df: int
     ci: tuple[float, float] | None  # two-sided, t with R − 1 df
     p_value: float | None  # two-sided one-sample t test of mean 0
@@ -48,8 +49,9 @@ def replicate_summary(block_deltas: Sequence[float] | np.ndarray, level: float =
     agreeing = positive if mean > 0 else negative if mean < 0 else 0
     agree = positive == r or negative == r
     if r < 2:
-        return ReplicateSummary(r, mean, None, 0, None, None, positive, negative, agreeing, agree)
-    se = float(np.std(values, ddof=1) / math.sqrt(r))
+        return ReplicateSummary(r, mean, None, None, 0, None, None, positive, negative, agreeing, agree)
+    sd = float(np.std(values, ddof=1))
+    se = sd / math.sqrt(r)
     df = r - 1
     if se == 0.0:  # every block gave the same Δ̄: no spread to put an interval on
         ci = (mean, mean)
@@ -58,4 +60,4 @@ def replicate_summary(block_deltas: Sequence[float] | np.ndarray, level: float =
         half = float(sps.t.ppf(0.5 + level / 2, df)) * se
         ci = (mean - half, mean + half)
         p = float(2 * sps.t.sf(abs(mean) / se, df))
-    return ReplicateSummary(r, mean, se, df, ci, p, positive, negative, agreeing, agree)
+    return ReplicateSummary(r, mean, sd, se, df, ci, p, positive, negative, agreeing, agree)
