@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_capevolve.cli import main
 from pytest_capevolve.loop.merge import GitMergeFile, three_way
@@ -65,6 +67,32 @@ def test_identical_changes_on_both_sides_are_no_conflict():
     same = {**BASE, "a.md": b"one\nTWO\nthree\nfour\nfive\n", "c.md": b"both\n"}
     with GitMergeFile() as merge_file:
         assert three_way(BASE, same, dict(same), merge_file) == (same, [])
+
+
+trees = st.dictionaries(st.sampled_from(["a", "b", "c", "d/e", "d/f"]), st.binary(max_size=6), max_size=5)
+
+
+def never_merged(base: bytes, current: bytes, other: bytes) -> bytes | None:
+    raise AssertionError("no file was changed on both sides")
+
+
+@given(trees, trees, trees)
+def test_changes_to_disjoint_files_merge_in_either_order(base, one, two):
+    # each side's changes confined to its own files: `one` may touch a, b, c; `two` only d/*
+    mine = {k: v for k, v in one.items() if not k.startswith("d/")} | {
+        k: v for k, v in base.items() if k.startswith("d/")
+    }
+    theirs = {k: v for k, v in two.items() if k.startswith("d/")} | {
+        k: v for k, v in base.items() if not k.startswith("d/")
+    }
+    forward, conflicts = three_way(base, mine, theirs, never_merged)
+    backward, conflicts_back = three_way(base, theirs, mine, never_merged)
+    assert conflicts == conflicts_back == [] and forward == backward
+    assert {k: v for k, v in forward.items() if not k.startswith("d/")} == {
+        k: v for k, v in mine.items() if not k.startswith("d/")
+    }
+    assert three_way(base, mine, base, never_merged) == (mine, [])  # nothing to add
+    assert three_way(base, base, theirs, never_merged) == (theirs, [])  # all of it to add
 
 
 # -- end to end on examples/noisy_agent ------------------------------------------------------------------
