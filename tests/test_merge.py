@@ -116,6 +116,7 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
     )
     assert code == 0, answer
     assert answer["parent"] == "seed" and answer["merged_from"] == ["improved", "policy"]
+    assert "note" not in answer  # not byte-identical to either parent
     assert answer["changes"] == {"improved": ["prompt.md"], "policy": ["skills/policy.md"]}
     work = Path(answer["path"])
     assert work == run_dir(project) / "work" / "merged"
@@ -188,7 +189,9 @@ def test_integrate_keeps_only_the_additions_that_clear_the_gate(example, capevol
         and steps[1]["files"] == ["tools/reply.py"]
     )
     assert (
-        steps[2]["tag"] == "merged-3"
+        steps[1]["booked"] == "reject"
+        and steps[2]["booked"] == "accept"
+        and steps[2]["tag"] == "merged-3"
         and steps[2]["decision"] == "accept"
         and steps[2]["against"] == "improved"
     )

@@ -177,9 +177,12 @@ def merge(
     trees = {name: read_tree(files_of(spec, rundir, name)) for name in tags}
     with GitMergeFile() as merge_file:
         merged = _merge_all(base, trees, tags, merge_file)
+    same = [name for name in tags if trees[name] == merged]
     created = new_work_copy(spec, rundir, tag, parent, files=merged, merged_from=list(tags))
     return {
         **created,
+        # byte-identical to a parent: gating it measures nothing but noise
+        **({"note": f"byte-identical to {same[0]!r}: the others add nothing to it"} if same else {}),
         "changes": {name: _changes(base, trees[name]) for name in tags},
         "changed_files": _changes(base, merged),
         "next": [
@@ -250,14 +253,16 @@ def integrate(
                         basis=basis,
                         note=f"merge --integrate: + {name}: " + str(verdict.get("reason", "")),
                     )
-                except CommitRefused:
-                    pass  # decided already (a concurrent commit); the verdict below still says what it was
-                accepted = verdict.get("decision") == "accept"
+                except CommitRefused as exc:  # e.g. the best moved meanwhile: what was booked decides
+                    row["booking_refused"] = str(exc)
+                booked = next((e for e in rundir.decisions() if e["tag"] == step), None)
+                accepted = booked is not None and booked["decision"] == "accept"
                 if accepted:
                     kept_tree = tree
                     kept.append(name)
                 row.update(
                     outcome="kept" if accepted else "dropped",
+                    booked=None if booked is None else booked["decision"],
                     against=verdict.get("against"),
                     decision=verdict.get("decision"),
                     basis=verdict.get("basis"),
@@ -313,6 +318,7 @@ def render(answer: dict[str, Any]) -> list[str]:
     if "steps" not in answer:
         lines = [f"merged {' + '.join(answer['merged_from'])} onto {answer['parent']!r} → {answer['path']}"]
         lines += [f"  {name}: {', '.join(files) or 'no change'}" for name, files in answer["changes"].items()]
+        lines += [f"note: {answer['note']}"] if answer.get("note") else []
         lines += ["gate it like any candidate:", *(f"  {c}" for c in answer["next"])]
         return lines
     lines = [f"merge --integrate onto {answer['parent']!r}: {' + '.join(answer['candidates'])}"]
