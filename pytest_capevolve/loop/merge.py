@@ -234,7 +234,7 @@ def integrate(
             else:
                 row["tag"] = step
                 new_work_copy(spec, rundir, step, parent, files=tree, merged_from=[*kept, name])
-                verdict = _gate(spec, rundir, step, workers, log)
+                verdict = _gate(spec, rundir, step, rundir.merge_dir(tag), workers, log)
                 if verdict is None:
                     row.update(outcome="incomplete")
                     answer.update(
@@ -281,7 +281,7 @@ def integrate(
 
 
 def _gate(
-    spec: Spec, rundir: RunDir, step: str, workers: int, log: Callable[[str], None]
+    spec: Spec, rundir: RunDir, step: str, folder: Path, workers: int, log: Callable[[str], None]
 ) -> dict[str, Any] | None:
     """One gate session on the step's work copy, as a child process (as hill-climb runs one)."""
     args = [sys.executable, "-m", "pytest", "--capevolve-run", str(spec.path), "--capevolve-run-id"]
@@ -295,7 +295,6 @@ def _gate(
         "none",
     ]
     args += ["-n", str(workers)] if workers else []
-    folder = rundir.merge_dir(step.rsplit("-", 1)[0])
     folder.mkdir(parents=True, exist_ok=True)
     log(f"{step}: gate session (against the best {rundir.best()!r})")
     with open(folder / f"{step}.log", "a", encoding="utf-8") as out:
