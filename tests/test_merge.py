@@ -223,3 +223,9 @@ def test_merge_refusals(example, capevolve, capsys):
         code, _, err = cli(capsys, *argv, "--project", str(project))
         assert code == 2 and message in err, err
         assert len(err.strip().splitlines()) == 1
+    assert capevolve(project, finalize=True).ret == 0
+    code, _, err = cli(
+        capsys, "merge", "careful", "seed", "--tag", "y", "--integrate", "--project", str(project)
+    )
+    assert code == 2 and "is finalized" in err
+    assert not (run_dir(project) / "work" / "y-1").exists()  # refused before anything was built

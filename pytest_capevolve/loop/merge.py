@@ -30,6 +30,7 @@ from typing import Any
 from ..project.candidate import SEED_TAG, check_tag, iter_files
 from ..project.spec import Spec
 from ..store.rundir import RunDir
+from ..store.seal import Seal
 from . import Refusal
 from .commit import INDECISIVE, CommitRefused, book, parent_of
 from .runs import command, common_arguments, open_run
@@ -205,6 +206,12 @@ def integrate(
     """Add the candidates' changes one at a time, each addition gated (``<tag>-<i>``) against
     the current best and booked; keep only the additions the gate accepts."""
     _check_inputs(rundir, tags, tag)
+    if Seal(rundir).burned() is not None:
+        raise Refusal(
+            f"run {rundir.run_id} is finalized: its test split was scored, so gating in it would choose "
+            "a best on held-out knowledge; merge in a new run (pytest --capevolve-run PROJECT "
+            "--capevolve-new-run)"
+        )
     parent = onto or common_parent(rundir, tags)
     base = read_tree(files_of(spec, rundir, parent))
     trees = {name: read_tree(files_of(spec, rundir, name)) for name in tags}
