@@ -222,6 +222,9 @@ def test_block_flag_refusals(example, capevolve, capsys):
         result = capevolve(project, extra=flags)
         assert result.ret == 4
         result.stderr.fnmatch_lines([message])
+    grow = capevolve(project, "careful", extra=["--capevolve-grow", "--capevolve-block", "1"])
+    assert grow.ret == 4
+    grow.stderr.fnmatch_lines(["*--capevolve-block does not apply to --capevolve-grow*"])
     finalize = capevolve(project, finalize=True, extra=["--capevolve-block", "1"])
     assert finalize.ret == 4
     finalize.stderr.fnmatch_lines(["*--capevolve-block does not apply to --capevolve-finalize*"])
