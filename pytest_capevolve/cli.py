@@ -844,6 +844,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_loop_commands(sub)
     dashboard.add_command(sub)
     add_import_cap_evolve(sub)
+    from .loop import merge, multirep  # noqa: I001 — each registers its own command
+
+    multirep.add_command(sub)
+    merge.add_command(sub)
     return parser
 
 

@@ -58,6 +58,15 @@ def _progress_interval(value: str) -> float | None:
     return seconds
 
 
+def _block_number(value: str) -> int:
+    from .project.blocks import check_block
+
+    try:
+        return check_block(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--capevolve-block: {exc}") from None
+
+
 def _screen_tier(value: str) -> int:
     if value not in ("1", "2", "3"):
         raise pytest.UsageError(
@@ -155,6 +164,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="put each verdict in plain words: what was compared, on how many tasks, what the test "
         "says, what it would take to decide",
     )
+    group.addoption(
+        "--capevolve-block",
+        type=_block_number,
+        default=0,
+        metavar="B",
+        help="evaluate under replicate block B: independent trial seeds (base_seed shifted by "
+        "B × 1,000,000); 0 (default) is the usual evaluation, the only one the gate reads",
+    )
     # subset screens and grow (session/subset_screen.py, session/grow.py)
     group.addoption(
         "--capevolve-screen",
@@ -208,6 +225,7 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
             "capevolve_gate",
             "capevolve_rerun",
             "capevolve_new_run",
+            "capevolve_block",
         ):
             if getattr(config.option, flag):
                 raise pytest.UsageError(

@@ -115,6 +115,7 @@ def _start_controller(
                         rerun=option.capevolve_rerun,
                         gate=gate,
                         screens=screens,
+                        block=option.capevolve_block,
                     )
             except BaseException:
                 rundir.claims.release()
@@ -124,9 +125,11 @@ def _start_controller(
         role = EvaluationSession(
             spec, rundir, planned, gate, screens.refusals, persistence, explain=option.capevolve_explain
         )
-    plan_split = planned.plan.split
+    plan_split, plan_block = planned.plan.split, planned.plan.block
     read = (
-        role.seal.test_rollouts if isinstance(role, FinalizeSession) else lambda: rundir.rollouts(plan_split)
+        role.seal.test_rollouts
+        if isinstance(role, FinalizeSession)
+        else lambda: rundir.rollouts(plan_split, plan_block)
     )
     end = SessionEnd(
         role.conclude,
@@ -161,7 +164,7 @@ def _interrupted(
 
     persistence.rundir.claims.release()
     plan = planned.plan
-    outcome = summarize(plan, index_records(read()), persistence.tally, against=planned.best)
+    outcome = summarize(plan, index_records(read(), plan.block), persistence.tally, against=planned.best)
     reran = [
         (c.tag, c.resolve(spec.project_dir))
         for c in plan.candidates
@@ -183,6 +186,12 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     enabled = bool(config.option.capevolve_gate)
     if enabled and split != "val":
         raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")
+    if enabled and config.option.capevolve_block:
+        raise pytest.UsageError(
+            f"--capevolve-gate with --capevolve-block {config.option.capevolve_block}: the gate reads "
+            "block 0 only; a replicate block is evidence for `capevolve multirep`, evaluated "
+            "without --capevolve-gate"
+        )
     nulls = config.option.capevolve_null
     if nulls is None:
         nulls = 2 if enabled else 0

@@ -191,6 +191,10 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         base = self.root / "hill_climb"
         return base if tag is None else base / check_tag(tag)
 
+    def merge_dir(self, tag: str) -> Path:
+        """``merge/<tag>/``: the gate sessions' output of ``capevolve merge --integrate``."""
+        return self.root / "merge" / check_tag(tag)
+
     # -- verdicts, events, reports --------------------------------------------------------------
 
     def write_verdict(self, verdict: dict[str, Any]) -> Path:
