@@ -128,6 +128,10 @@ COMMANDS_OUTSIDE = [
     ["commit", "t", "--decision", "accept"],
     ["baseline"],
     ["hill-climb", "--optimizer", "true"],
+    ["diff", "t"],
+    ["multirep", "t"],  # commands registered by their own modules say the same
+    ["merge", "a", "b", "--tag", "ab"],
+    ["dashboard"],
 ]
 
 
