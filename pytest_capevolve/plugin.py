@@ -79,6 +79,11 @@ def _screen_ids(value: str) -> tuple[str, ...]:
     ids = tuple(part.strip() for part in value.split(",") if part.strip())
     if not ids:
         raise pytest.UsageError("--capevolve-screen-ids takes val task ids separated by commas, e.g. a,b,c")
+    twice = sorted({t for t in ids if ids.count(t) > 1})
+    if twice:
+        raise pytest.UsageError(
+            f"--capevolve-screen-ids names {', '.join(twice)} more than once; name each task once"
+        )
     return ids
 
 

@@ -105,7 +105,7 @@ def _start_controller(
             try:
                 with rundir.lock():
                     if gate.enabled:
-                        refuse_regating_grown(rundir, [r.tag for r in requests])
+                        refuse_regating_grown(spec, rundir, [r.tag for r in requests])
                     planned = plan_evaluation(
                         spec,
                         rundir,
