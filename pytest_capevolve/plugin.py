@@ -42,6 +42,19 @@ def _null_count(value: str) -> int:
     return count
 
 
+def _concurrency(value: str) -> int:
+    try:
+        width = int(value)
+    except ValueError:
+        width = 0
+    if width < 1:
+        raise pytest.UsageError(
+            f"--capevolve-concurrency takes a whole number ≥ 1 (rollouts in flight per "
+            f"process), got {value!r}"
+        )
+    return width
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("capevolve", "capevolve: honest evaluation of agent capability changes")
     group.addoption(
@@ -109,6 +122,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--capevolve-finalize",
         metavar="PROJECT",
         help="score the current best (and the seed) on the sealed test split, once per run",
+    )
+    group.addoption(
+        "--capevolve-concurrency",
+        type=_concurrency,
+        default=None,
+        metavar="K",
+        help="rollouts in flight at once in each process (the session, or each -n worker); "
+        "default: the spec's concurrency, else 1",
     )
     group.addoption("--capevolve-new-run", action="store_true", help="start a new run")
     group.addoption("--capevolve-run-id", metavar="ID", help="use this run instead of the newest")
