@@ -47,13 +47,16 @@ def test_run_persists_records_and_resume_pays_nothing(
 
 def test_records_identical_with_and_without_xdist(example, projects, capevolve) -> None:
     noisy = {}
-    for mode, extra in (("plain", []), ("xdist", ["-n", "2"])):
+    eight = ["--capevolve-concurrency", "8"]  # rollouts in flight per process
+    modes = (("plain", []), ("xdist", ["-n", "2"]), ("plain-k8", eight), ("xdist-k8", ["-n", "2", *eight]))
+    for mode, extra in modes:
         project = example("noisy_agent", dest=f"noisy_{mode}")
         result = capevolve(project, "improved", extra=extra)
         assert result.ret == 0
         noisy[mode] = projects.rollout_records(project)
     assert len(noisy["plain"]) == 40 * 5 * 2
-    assert noisy["plain"] == noisy["xdist"]
+    for mode, _ in modes[1:]:
+        assert noisy[mode] == noisy["plain"], mode
 
 
 def test_trial_seeds_are_common_random_numbers(example, projects, capevolve) -> None:
