@@ -19,7 +19,8 @@ peak of the summed RSS of the process and all its children (read from /proc ever
 ≤ 400 MB at 64). Results reach pytest one at a time, in order, on the main thread, so the
 phase cannot beat (200 − K) × c + 0.1 s, where c is the session's main-thread cost per item
 (running its protocol, building and persisting its record): measured here by a session of
-200 no-wait rollouts, and printed as that bound. If inspect-ai is installed, say so: it is not
+200 no-wait rollouts, once more with the run-dir write stubbed out (its share of c), and
+printed as that bound. If inspect-ai is installed, say so: it is not
 run here (no network).
 """
 
@@ -134,10 +135,20 @@ def pytest_sessionfinish(session):
 """
 
 
+# A diagnostic only: how much of c is the run dir's write per rollout (issue 13, part 2).
+NO_PERSIST = """
+def pytest_configure(config):
+    from pytest_capevolve.session import persistence
+
+    persistence.Persistence._persist = lambda self, record: None
+"""
+
+
 def make_project(root: Path, adapter: str) -> Path:
     root.mkdir(parents=True)
     (root / "adapter.py").write_text(ADAPTER)
     (root / "phase_end.py").write_text(PHASE_END)
+    (root / "no_persist.py").write_text(NO_PERSIST)
     (root / "capevolve.yaml").write_text(SPEC.format(adapter=adapter))
     (root / "capability").mkdir()
     (root / "capability" / "prompt.md").write_text("hello\n")
@@ -236,9 +247,14 @@ def main() -> None:
     print(f"{ROLLOUTS} rollouts × {WAIT_S} s; phase = first run_target start to last result in hand")
     os.environ["BENCH_WAIT"] = "0"
     per_item = measure(session(fresh(sync), "--capevolve-concurrency", "64"), sync)["phase"] / ROLLOUTS
+    unsaved = measure(session(fresh(sync), "--capevolve-concurrency", "64", "-p", "no_persist"), sync)
     os.environ["BENCH_WAIT"] = str(WAIT_S)
     print(
         f"main-thread cost per item, c = {per_item * 1e3:.2f} ms (a session of {ROLLOUTS} no-wait rollouts)"
+    )
+    print(
+        f"  of which persisting the rollout: {(per_item - unsaved['phase'] / ROLLOUTS) * 1e3:.2f} ms"
+        f" (the same session with the run-dir write stubbed out: {unsaved['phase'] / ROLLOUTS * 1e3:.2f} ms)"
     )
     for width in WIDTHS:
         ideal = ROLLOUTS * WAIT_S / width
