@@ -52,6 +52,7 @@ class InflightRollout:
         self.task: asyncio.Task[Scored] | None = None  # async: its task on the loop
         self.loop: asyncio.AbstractEventLoop | None = None
         self.running = True  # the adapter's code may still be running (cleared by its thread)
+        self.gate = threading.Lock()  # orders the watchdog's raise against the thread's exit
 
     def settle(self, scored: Scored) -> None:
         """The first answer wins: the rollout's own, or the watchdog's timeout."""
@@ -72,15 +73,22 @@ class InflightRollout:
     def interrupt(self) -> None:
         if self.task is not None and self.loop is not None:
             self.loop.call_soon_threadsafe(self.task.cancel)
-        elif self.thread_id is not None and self.running:
-            _raise_in_thread(self.thread_id, RolloutTimeout)
+            return
+        with self.gate:  # never raise into a thread that has left the adapter's code
+            if self.thread_id is not None and self.running:
+                _raise_in_thread(self.thread_id, RolloutTimeout)
 
 
-def _raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> None:
-    """Raise ``exc`` in another thread at its next Python line (None: clear a pending one)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None
-    )
+def _raise_in_thread(thread_id: int, exc: type[BaseException]) -> None:
+    """Raise ``exc`` in another thread when it next runs a line of Python.
+
+    Never called with NULL to clear one: that would set the interpreter's pending-exception
+    flag with no exception behind it, slowing every thread until the process ends."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
+
+
+def _tick() -> None:
+    """A Python call: where a pending asynchronous exception is raised."""
 
 
 class RolloutThread(threading.Thread):
@@ -93,16 +101,20 @@ class RolloutThread(threading.Thread):
 
     def run(self) -> None:
         rollout = self.rollout
+        scored: Scored | None = None
         try:
             try:
                 scored = self.call()
-            except RolloutTimeout:  # raised outside run_target: the watchdog already settled it
-                scored = Scored(rollout=None, infra_error="timeout")
-            rollout.running = False
-            _raise_in_thread(threading.get_ident(), None)  # one the watchdog sent meanwhile
-            rollout.settle(scored)
-        except BaseException:  # a last RolloutTimeout landing here: the future is settled already
+            finally:
+                rollout.running = False
+                with rollout.gate:  # the watchdog is not between its check and its raise
+                    pass
+            for _ in range(3):
+                _tick()  # a RolloutTimeout raised just before fires here, in this live thread
+        except BaseException:  # a RolloutTimeout outside run_target: the watchdog settled it
             pass
+        if scored is not None:
+            rollout.settle(scored)
 
 
 class Watchdog:

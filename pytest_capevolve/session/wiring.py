@@ -74,7 +74,7 @@ def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> in
     """Rollouts in flight per process: --capevolve-concurrency, else the spec's (or ini's)
     ``concurrency``. Refused above 1 for an adapter that is not thread-safe."""
     width = int(config.option.capevolve_concurrency or spec.concurrency)
-    if width > 1 and not declared_thread_safe(runner.adapter):
+    if not declared_thread_safe(runner.adapter) and width > 1:
         raise AdapterError(
             f"concurrency {width}: adapter {spec.adapter} is not thread-safe (it declares "
             "thread_safe = False, or makes candidates live with apply()); run it with "
