@@ -254,3 +254,41 @@ def test_a_rollout_past_its_deadline_is_an_infra_error_in_a_concurrent_session(
     assert hung and all(r["infra_error"].startswith("timeout") and r["reward"] is None for r in hung.values())
     others = [r for k, r in records.items() if k not in hung]
     assert len(others) == 24 - len(hung) and all(r["infra_error"] is None for r in others)
+
+
+LOGGING = """
+
+class LoggingAdapter(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        with open(Path(__file__).with_name("calls.log"), "a") as log:
+            log.write(f"{task.id} {Path(ctx).name}\\n")
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+SKIP_CAREFUL = """
+import pytest
+
+
+def pytest_runtest_setup(item):
+    if "careful" in item.name:
+        pytest.skip("no longer needed (as a sequential gate would decide)")
+"""
+
+
+def test_a_rollout_started_ahead_whose_item_is_skipped_is_dropped_not_persisted(
+    pytester, example, projects, capevolve
+) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, LOGGING, "adapter.py:LoggingAdapter")
+    pytester.makepyfile(skip_careful=SKIP_CAREFUL)
+    pytester.syspathinsert()
+    eight = ["--capevolve-concurrency", "8"]
+    result = capevolve(project, "careful", extra=[*eight, "-p", "skip_careful"])
+    result.assert_outcomes(passed=4, failed=8, skipped=12)
+    assert result.ret == 12  # the skipped rollouts are missing, so the session is incomplete
+    calls = (project / "calls.log").read_text().splitlines()
+    assert sum(line.endswith(" careful") for line in calls) == 12  # each was started ahead...
+    assert {key[2] for key in projects.rollout_records(project)} == {"seed"}  # ...none persisted
+    resumed = capevolve(project, "careful", extra=eight)
+    assert resumed.ret == 0
+    resumed.stdout.fnmatch_lines(["rollouts: 12 paid, 12 reused*"])
