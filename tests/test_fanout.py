@@ -132,15 +132,18 @@ class ApplyAdapter(ToyCalcAdapter):
     [(UNSAFE, "adapter.py:GlobalPromptAdapter"), (APPLY_STYLE, "adapter.py:ApplyAdapter")],
     ids=["thread_safe-False", "apply-style"],
 )
-@pytest.mark.parametrize("asked_by", ["flag", "spec"])
+@pytest.mark.parametrize("asked_by", ["flag", "spec", "ini"])
 def test_concurrency_above_one_is_refused_for_an_adapter_that_is_not_thread_safe(
-    example, projects, capevolve, source: str, ref: str, asked_by: str
+    pytester, example, projects, capevolve, source: str, ref: str, asked_by: str
 ) -> None:
     project = example("toy_calc")
     projects.add_adapter(project, source, ref)
     if asked_by == "spec":
         with (project / "capevolve.yaml").open("a") as spec:
             spec.write("concurrency: 4\n")
+        result = capevolve(project)
+    elif asked_by == "ini":
+        pytester.makeini("[pytest]\ncapevolve_concurrency = 4\n")
         result = capevolve(project)
     else:
         result = capevolve(project, extra=["--capevolve-concurrency", "4"])

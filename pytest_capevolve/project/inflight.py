@@ -223,8 +223,12 @@ class RolloutPool:
         if loop is None or self._loop_thread is None:
             return
         try:
-            asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result(timeout=2.0)
-        except Exception:  # noqa: S110 - a task that swallows its cancellation: leave its loop running
+            still_running = asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result(timeout=5.0)
+        except Exception:  # the loop is stuck in a blocking call: leave it be
+            return
+        if still_running:
+            # a task that swallows its cancellation: closing its loop would destroy it mid-run
+            # (GeneratorExit inside the adapter); the daemon loop lets it end on its own
             return
         loop.call_soon_threadsafe(loop.stop)
         self._loop_thread.join(timeout=2.0)
@@ -243,10 +247,13 @@ def _task_result(task: asyncio.Task[Scored], rollout: InflightRollout) -> Scored
     return task.result()
 
 
-async def _cancel_all() -> None:
+async def _cancel_all() -> int:
+    """Cancel every task on the loop; how many are still running a second later."""
     current = asyncio.current_task()
     tasks = [t for t in asyncio.all_tasks() if t is not current]
     for task in tasks:
         task.cancel()
-    if tasks:
-        await asyncio.wait(tasks, timeout=1.0)
+    if not tasks:
+        return 0
+    _, pending = await asyncio.wait(tasks, timeout=1.0)
+    return len(pending)
