@@ -5,7 +5,7 @@ Used by rollout items under ``--capevolve-concurrency K`` (and for any adapter w
 xdist worker. How many are started, and which, is the session's business
 (:mod:`..session.fanout`); this module only runs them:
 
-- a sync adapter's rollout runs :func:`.runner.run_and_score` on a daemon thread of its own;
+- a sync adapter's rollout runs :func:`.runner.run_and_score` on a daemon thread (reused);
 - an async adapter's rollouts run :func:`.runner.run_and_score_async` as tasks of one event
   loop, on one daemon thread.
 
@@ -24,6 +24,7 @@ import asyncio
 import ctypes
 import heapq
 import itertools
+import queue
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -91,30 +92,63 @@ def _tick() -> None:
     """A Python call: where a pending asynchronous exception is raised."""
 
 
-class RolloutThread(threading.Thread):
-    """Runs one sync rollout. A daemon: an abandoned rollout never holds the process open."""
-
-    def __init__(self, rollout: InflightRollout, call: Callable[[], Scored]) -> None:
-        super().__init__(name="capevolve-rollout", daemon=True)
-        self.rollout = rollout
-        self.call = call
-
-    def run(self) -> None:
-        rollout = self.rollout
-        scored: Scored | None = None
+def run_rollout_here(rollout: InflightRollout, call: Callable[[], Scored]) -> None:
+    """Run one sync rollout in the calling (rollout) thread and settle its future. Raises
+    nothing, and leaves no RolloutTimeout pending, so the thread may take the next rollout."""
+    rollout.thread_id = threading.get_ident()
+    scored: Scored | None = None
+    try:
         try:
-            try:
-                scored = self.call()
-            finally:
-                rollout.running = False
-                with rollout.gate:  # the watchdog is not between its check and its raise
-                    pass
-            for _ in range(3):
-                _tick()  # a RolloutTimeout raised just before fires here, in this live thread
-        except BaseException:  # a RolloutTimeout outside run_target: the watchdog settled it
-            pass
-        if scored is not None:
-            rollout.settle(scored)
+            scored = call()
+        finally:
+            rollout.running = False
+            with rollout.gate:  # the watchdog is not between its check and its raise
+                pass
+        for _ in range(3):
+            _tick()  # a RolloutTimeout raised just before fires here, not in the next rollout
+    except BaseException:  # a RolloutTimeout outside run_target: the watchdog settled it
+        pass
+    if scored is not None:
+        rollout.settle(scored)
+
+
+class RolloutThreads:
+    """Daemon threads for sync rollouts, reused: a thread is started only when none is idle
+    (starting one waits for the OS to schedule it, which costs milliseconds on a busy machine).
+    Daemons, so an abandoned rollout never holds the process open; an abandoned rollout keeps
+    its thread, and the next rollout gets another."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[InflightRollout, Callable[[], Scored]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for a job that no submitted job has claimed yet
+        self._threads = 0
+
+    def submit(self, rollout: InflightRollout, call: Callable[[], Scored]) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            if spawn:
+                self._threads += 1
+            else:
+                self._idle -= 1
+        self._jobs.put((rollout, call))
+        if spawn:
+            threading.Thread(target=self._work, name="capevolve-rollout", daemon=True).start()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            run_rollout_here(*job)
+            with self._lock:
+                self._idle += 1
+
+    def close(self) -> None:
+        """Let every thread end once it is idle (an abandoned one, when its rollout ends)."""
+        with self._lock:
+            count, self._threads, self._idle = self._threads, 0, 0
+        for _ in range(count):
+            self._jobs.put(None)
 
 
 class Watchdog:
@@ -173,6 +207,7 @@ class RolloutPool:
     def __init__(self, runner: AdapterRunner) -> None:
         self.runner = runner
         self.watchdog = Watchdog()
+        self.threads = RolloutThreads()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
 
@@ -193,9 +228,7 @@ class RolloutPool:
                     self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
                 )
 
-            thread = RolloutThread(rollout, call)
-            thread.start()
-            rollout.thread_id = thread.ident
+            self.threads.submit(rollout, call)
         self.watchdog.watch(rollout)
         return rollout.future
 
@@ -219,6 +252,7 @@ class RolloutPool:
     def close(self) -> None:
         """At the end of the session: abandon what is still running (its item never ran)."""
         self.watchdog.close()
+        self.threads.close()
         loop, self._loop = self._loop, None
         if loop is None or self._loop_thread is None:
             return
