@@ -155,6 +155,10 @@ CASES = {
         lambda p, h: shutil.rmtree(p),
         ["*no such spec file; --capevolve-run takes a project folder*"],
     ),
+    "no-spec-in-folder": (
+        lambda p, h: (p / "capevolve.yaml").unlink(),
+        ["*no capevolve.yaml in *toy_calc; a project is a folder holding capevolve.yaml*"],
+    ),
 }
 
 

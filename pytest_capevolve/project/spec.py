@@ -237,6 +237,11 @@ def resolve_spec_path(target: str | Path) -> Path:
     """A project dir or a spec file → the absolute spec file path (or SpecError)."""
     path = Path(target).expanduser().resolve()
     if path.is_dir():
+        if not (path / SPEC_FILENAME).is_file():  # the same words from pytest and every command
+            raise SpecError(
+                f"no {SPEC_FILENAME} in {path}; a project is a folder holding {SPEC_FILENAME} "
+                "(or give the path of a spec file)"
+            )
         path = path / SPEC_FILENAME
     if not path.is_file():
         raise SpecError(

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..decide.evidence import index_records
+from ..decide.evidence import ByTag, index_records
 from ..decide.gate import INDECISIVE, REJECT, Verdict
-from ..decide.judging import verdict_file
+from ..decide.judging import Evidence, verdict_file
 from ..project.spec import Spec
+from ..show.explain import explain, plan_figures
 from ..store.rundir import RunDir
 from . import exitcodes
 from .judging import book_verdicts, judge
@@ -31,11 +32,21 @@ class EvaluationSession:
     gate: GateRequest
     refusals: list[Verdict]
     persistence: Persistence
+    explain: bool = False  # --capevolve-explain: each verdict in plain words
 
     def conclude(self) -> Outcome:
         plan = self.planned.plan
-        by_tag = index_records(self.rundir.rollouts(plan.split))
+        by_tag = index_records(self.rundir.rollouts(plan.split, plan.block), plan.block)
         outcome = summarize(plan, by_tag, self.persistence.tally, against=self.planned.best)
+        if plan.block:
+            outcome.closing.append(
+                (
+                    f"replicate block {plan.block} (trial seeds base_seed + {plan.first_trial} + k): "
+                    "the gate and report.md read block 0 only; compare the blocks with "
+                    "`capevolve multirep TAG`",
+                    {},
+                )
+            )
         judged: list[Verdict] = []
         if self.gate.enabled:
             nulls, judged = judge(
@@ -52,6 +63,8 @@ class EvaluationSession:
             self.rundir.write_verdict(verdict_file(verdict, null_control=False))
         outcome.verdicts += self.refusals
         outcome.nulls = [v for v in outcome.verdicts if v.tag in self.planned.null_tags]
+        if self.explain and outcome.verdicts:
+            outcome.explained = self._explained(by_tag, outcome.verdicts)
         if self.gate.enabled and self.gate.commit == "auto":
             booked = book_verdicts(self.spec, self.rundir, [*judged, *self.refusals])
             outcome.closing += [(line, {}) for line in booked]
@@ -71,3 +84,19 @@ class EvaluationSession:
                 outcome.exit_code = exitcodes.REJECTED
         record_finish(self.spec, self.rundir, plan, self.persistence.tally, outcome, by_tag)
         return outcome
+
+    def _explained(self, by_tag: ByTag, verdicts: list[Verdict]) -> list[str]:
+        """The verdicts in words, with what it would take from the best's planning figures
+        (the same as ``capevolve plan``'s)."""
+        plan, best, nulls = self.planned.plan, self.planned.best, self.planned.null_tags
+        evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, self.rundir.snapshot_size)
+        figures = plan_figures(
+            evidence.matrix(best),
+            [evidence.matrix(tag) for tag in nulls],
+            num_trials=plan.num_trials,
+            alpha=self.spec.gate_alpha,
+        )
+        lines = ["in plain words (--capevolve-explain):"]
+        for verdict in verdicts:
+            lines += explain(verdict, figures, null_control=verdict.tag in nulls)
+        return lines

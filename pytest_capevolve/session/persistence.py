@@ -112,8 +112,9 @@ class Persistence:
 
 
 def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> Outcome:
-    """The per-tag rows and the planned rollouts still missing, from what is persisted; the
-    exit code says whether the session produced everything it owed."""
+    """The per-tag rows and the planned rollouts still missing, from what is persisted (``by_tag``
+    indexed for the plan's replicate block); the exit code says whether the session produced
+    everything it owed."""
     reused_by_tag: dict[str, int] = {}
     for _split, _task, tag, _k in plan.persisted | plan.awaited:
         reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
@@ -132,7 +133,8 @@ def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> O
     missing = [
         k
         for k in plan.all_keys()
-        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial))) is None or not record.valid
+        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial - plan.first_trial))) is None
+        or not record.valid
     ]
     failed = missing or tally.dead_workers
     return Outcome(
@@ -153,13 +155,14 @@ def record_finish(
         exit_code=outcome.exit_code,
     )
     measurement = None
-    try:
-        measurement = measure(spec, rundir, {plan.split: by_tag})
+    try:  # report.md and dashboard.html show block 0; a replicate block's session lets them read it
+        known = {plan.split: by_tag} if plan.block == 0 else {}
+        measurement = measure(spec, rundir, known)
         rundir.write_report(render_markdown(measurement))
     except Exception as exc:  # the report is a view; it must never change the outcome
         outcome.report_error = f"could not write report.md: {exc!r}"
     try:
-        val = by_tag if plan.split == "val" else None
+        val = by_tag if plan.split == "val" and plan.block == 0 else None
         write_dashboard(rundir, spec.num_trials, measurement, val)
     except Exception as exc:  # a view too
         problem = f"could not write dashboard.html: {exc!r}"

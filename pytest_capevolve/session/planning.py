@@ -104,6 +104,7 @@ def plan_evaluation(
     rerun: bool,
     gate: GateRequest,
     screens: Screens,
+    block: int = 0,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
     it is registered; the best and the seed are never screened.
@@ -151,10 +152,11 @@ def plan_evaluation(
         split,
         task_ids,
         planned,
-        rundir.rollouts(split),
+        rundir.rollouts(split, block),
         "session_started",
         decisions=deciding,
         claimed=claimed,
+        block=block,
     )
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     waiting_on = sorted({claimed[k] for k in plan.awaited})
@@ -205,6 +207,7 @@ def build_plan(
     *,
     decisions: int = 0,
     claimed: Mapping[tuple[str, str, str, int], object] | None = None,
+    block: int = 0,
     num_trials: int | None = None,
     **fields: object,
 ) -> EvalPlan:
@@ -231,6 +234,7 @@ def build_plan(
         base_seed=spec.base_seed,
         candidates=planned,
         persisted=persisted,
+        block=block,
     )
     wanted = {(k.split, k.task_id, k.tag, k.trial) for k in plan.all_keys()}
     plan.awaited = (wanted & set(claimed)) - persisted
@@ -238,6 +242,8 @@ def build_plan(
     check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
     if plan.awaited:
         fields["awaited"] = len(plan.awaited)
+    if block:
+        fields["block"] = block
     rundir.append_event(
         event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
     )

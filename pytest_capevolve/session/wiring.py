@@ -29,12 +29,15 @@ from . import fanout
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
 from .grow import GrowSession, refuse_regating_grown
+from .junit import JunitReport
 from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
+from .progress import Progress
 from .remote import RemoteWorkers, check_gateways, worker_target
 from .reporter import CapevolveReporter
+from .resume import resume_command
 from .screen_or_grow import screen_or_grow, start_screen_or_grow
 from .screens import Screens
 from .subset_screen import ScreenSession
@@ -131,51 +134,70 @@ def _start_controller(
                         rerun=option.capevolve_rerun,
                         gate=gate,
                         screens=screens,
+                        block=option.capevolve_block,
                     )
             except BaseException:
                 rundir.claims.release()
                 rundir.discard_if_created()  # a refused session leaves no empty run behind
                 raise
         persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
-        role = EvaluationSession(spec, rundir, planned, gate, screens.refusals, persistence)
-    plan_split = planned.plan.split
+        role = EvaluationSession(
+            spec, rundir, planned, gate, screens.refusals, persistence, explain=option.capevolve_explain
+        )
+    plan_split, plan_block = planned.plan.split, planned.plan.block
     read = (
-        role.seal.test_rollouts if isinstance(role, FinalizeSession) else lambda: rundir.rollouts(plan_split)
+        role.seal.test_rollouts
+        if isinstance(role, FinalizeSession)
+        else lambda: rundir.rollouts(plan_split, plan_block)
     )
     end = SessionEnd(
         role.conclude,
         planned.best,
         settle=persistence.settle,
-        interrupted=lambda: _interrupted(planned, persistence, read),
+        interrupted=lambda: _interrupted(config, spec, planned, persistence, read),
     )
+    progress = Progress(spec, rundir, len(planned.plan.owed_keys()), option.capevolve_progress)
     for name, plugin in (
         ("persistence", persistence),
         ("session", role),
         ("end", end),
-        ("reporter", CapevolveReporter(rundir, end, persistence.tally)),
+        ("reporter", CapevolveReporter(rundir, end, persistence.tally, progress)),
         ("remote", RemoteWorkers(config, spec)),
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
+    if getattr(option, "xmlpath", None):  # --junitxml: flat properties, a testcase per verdict
+        config.pluginmanager.register(JunitReport(config, end), "capevolve-junitxml")
     return planned.plan
 
 
 def _interrupted(
-    planned: Planned, persistence: Persistence, read: Callable[[], list[RolloutRecord]]
+    config: pytest.Config,
+    spec: Spec,
+    planned: Planned,
+    persistence: Persistence,
+    read: Callable[[], list[RolloutRecord]],
 ) -> Outcome:
-    """After Ctrl-C: the table of what is persisted (nothing judged, no seal burned) and how to
-    resume; every rollout that reported before the interrupt is already saved."""
+    """After Ctrl-C: the table of what is persisted (nothing judged, no seal burned) and the
+    exact command that resumes; every rollout that reported before the interrupt is saved."""
     from ..decide.evidence import index_records
 
     persistence.rundir.claims.release()
     plan = planned.plan
-    outcome = summarize(plan, index_records(read()), persistence.tally, against=planned.best)
-    outcome.closing.append(
+    outcome = summarize(plan, index_records(read(), plan.block), persistence.tally, against=planned.best)
+    reran = [
+        (c.tag, c.resolve(spec.project_dir))
+        for c in plan.candidates
+        if c.tag != planned.best and c.tag not in planned.null_tags
+    ]
+    command = resume_command(config.invocation_params.args, plan.run_id, rerun_candidates=reran)
+    outcome.closing += [
         (
             f"interrupted: {len(outcome.missing)} rollouts are missing, nothing was judged; "
-            "re-run the same command to resume (it pays only for what is missing)",
+            "to resume, paying only for what is missing, run:",
             {"yellow": True},
-        )
-    )
+        ),
+        (f"  {command}", {"yellow": True}),
+    ]
     return outcome
 
 
@@ -183,6 +205,12 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     enabled = bool(config.option.capevolve_gate)
     if enabled and split != "val":
         raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")
+    if enabled and config.option.capevolve_block:
+        raise pytest.UsageError(
+            f"--capevolve-gate with --capevolve-block {config.option.capevolve_block}: the gate reads "
+            "block 0 only; a replicate block is evidence for `capevolve multirep`, evaluated "
+            "without --capevolve-gate"
+        )
     nulls = config.option.capevolve_null
     if nulls is None:
         nulls = 2 if enabled else 0
