@@ -96,7 +96,9 @@ def null_loop(
     """P(any of the first J nulls accepted), per schedule, at J = 10, 50, 100, candidates."""
     checkpoints = [j for j in (10, 50, 100, candidates) if j <= candidates]
     first_accept = {s: np.full(loops, candidates + 1) for s in alpha_budget.SCHEDULES}
-    levels = {s: [alpha_budget.alpha_for(s, ALPHA, j) for j in range(1, candidates + 1)] for s in first_accept}
+    levels = {
+        s: [alpha_budget.alpha_for(s, ALPHA, j) for j in range(1, candidates + 1)] for s in first_accept
+    }
     for loop in range(loops):
         rates = rng.choice(pool, size=n, replace=True)
         best = arm(rng, rates)  # one best, reused by every decision on this val split

@@ -19,6 +19,7 @@ from fractions import Fraction
 from scipy import stats as sps
 
 from ..project.spec import ALPHA_SCHEDULES as SCHEDULES
+
 # 6/π² as an exact-enough fraction: α_j is decided on rationals, like the exact gate's p-values.
 # Rounded *down*, so Σ_j α_j stays ≤ α exactly.
 _SIX_OVER_PI_SQ = Fraction(math.floor(6 / math.pi**2 * 10**12), 10**12)
@@ -42,9 +43,7 @@ def round_alpha(schedule: str, alpha: float | Fraction, decided: int, siblings: 
     of the slots the round uses, α_{decided+1} + … + α_{decided+siblings}."""
     if schedule == "constant":
         return alpha_for(schedule, alpha, decided + 1)
-    return sum(
-        (alpha_for(schedule, alpha, decided + i) for i in range(1, max(siblings, 1) + 1)), Fraction(0)
-    )
+    return sum((alpha_for(schedule, alpha, decided + i) for i in range(1, max(siblings, 1) + 1)), Fraction(0))
 
 
 def mde(alpha: float, n_tasks: int, sd_delta: float, power: float = 0.8) -> float | None:
@@ -61,3 +60,11 @@ def any_false_accept_bound(schedule: str, alpha: float, decisions: int) -> float
     """An upper bound on P(some null among ``decisions`` is accepted): Σ α_j, capped at 1."""
     total = sum(float(alpha_for(schedule, alpha, j)) for j in range(1, decisions + 1))
     return min(1.0, total)
+
+
+DECISION_EVENT = "gate_decision"  # one per candidate verdict a gate session writes on val
+
+
+def decisions_so_far(events: list[dict]) -> int:
+    """How many gate decisions on val the run has made (its ``gate_decision`` events)."""
+    return sum(1 for e in events if e.get("kind") == DECISION_EVENT)

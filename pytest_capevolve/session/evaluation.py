@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..decide.evidence import index_records
-from ..decide.gate import INDECISIVE, REJECT, Verdict
-from ..decide.judging import verdict_file
+from ..decide import alpha_budget
+from ..decide.calibration import NULL_EVENT
+from ..decide.evidence import ByTag, index_records
+from ..decide.gate import ACCEPT, INDECISIVE, REJECT, Verdict
+from ..decide.judging import gate_config, verdict_file
 from ..project.spec import Spec
 from ..store.rundir import RunDir
 from . import exitcodes
-from .judging import book_verdicts, judge
+from .judging import AlphaBudget, book_verdicts, judge
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize
 from .planning import GateRequest, Planned
+from .sequential import SequentialGate
 
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
@@ -31,13 +34,58 @@ class EvaluationSession:
     gate: GateRequest
     refusals: list[Verdict]
     persistence: Persistence
+    sequential: SequentialGate | None = None
+
+    def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict]:
+        """Ctrl-C in a sequential gate: its verdicts as they stand (none booked)."""
+        assert self.sequential is not None
+        nulls, judged = self._sequential_verdicts(by_tag, interrupted=True)
+        self.sequential.finish()
+        return nulls + judged
+
+    def _sequential_verdicts(
+        self, by_tag: ByTag, *, interrupted: bool
+    ) -> tuple[list[Verdict], list[Verdict]]:
+        assert self.sequential is not None
+        config = gate_config(self.spec, veto_regressions=self.gate.veto_regressions)
+        nulls, judged = self.sequential.verdicts(
+            by_tag, config, self.planned.null_tags, interrupted=interrupted
+        )
+        null_tags = self.planned.null_tags
+        for verdict in nulls:
+            self.rundir.write_verdict(verdict_file(verdict, null_control=True))
+            if verdict.decision in (ACCEPT, REJECT):
+                self.rundir.append_event(
+                    NULL_EVENT, tag=verdict.tag, decision=verdict.decision, alpha=verdict.alpha
+                )
+        budget = AlphaBudget.read(self.spec, self.rundir, len(judged))
+        for i, verdict in enumerate(judged):
+            slot = budget.slot(i)
+            self.rundir.write_verdict(
+                verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
+            )
+            if verdict.decision in (ACCEPT, REJECT):  # a decision reached spends its slot
+                self.rundir.append_event(
+                    alpha_budget.DECISION_EVENT, tag=verdict.tag, decision=verdict.decision, **slot
+                )
+        self.rundir.append_event("sequential_gate", interrupted=interrupted, tags=self.sequential.to_event())
+        return nulls, judged
 
     def conclude(self) -> Outcome:
         plan = self.planned.plan
         by_tag = index_records(self.rundir.rollouts(plan.split))
         outcome = summarize(plan, by_tag, self.persistence.tally, against=self.planned.best)
         judged: list[Verdict] = []
-        if self.gate.enabled:
+        if self.sequential is not None:
+            not_paid = self.sequential.not_paid()
+            outcome.missing = [k for k in outcome.missing if k.tag not in not_paid]
+            if not outcome.missing and not self.persistence.tally.dead_workers:
+                outcome.exit_code = exitcodes.OK
+            nulls, judged = self._sequential_verdicts(by_tag, interrupted=False)
+            outcome.verdicts = nulls + judged
+            outcome.closing += [(line, {}) for line in self.sequential.summary()]
+            self.sequential.finish()
+        elif self.gate.enabled:
             nulls, judged = judge(
                 self.spec,
                 self.rundir,

@@ -9,6 +9,10 @@ mode each verdict is booked as a decision through the same code as ``capevolve c
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from ..decide import alpha_budget
+from ..decide.calibration import NULL_EVENT
 from ..decide.evidence import ByTag
 from ..decide.gate import ACCEPT, INDECISIVE, GateConfig, Verdict
 from ..decide.judging import Evidence, as_null, gate_config, null_deltas, verdict_file
@@ -33,7 +37,9 @@ def judge(
 ) -> tuple[list[Verdict], list[Verdict]]:
     """(null controls' verdicts, candidates' verdicts in the order given), written to
     ``verdicts/``; each candidate's ``against`` names the best it was gated against."""
-    config = gate_config(spec, veto_regressions=gate.veto_regressions)
+    siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
+    budget = AlphaBudget.read(spec, rundir, len(siblings))
+    config = gate_config(spec, veto_regressions=gate.veto_regressions, alpha=budget.config_alpha)
     evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshot_size)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
@@ -41,13 +47,54 @@ def judge(
     def judged(tag: str, against: str, level: GateConfig) -> Verdict:
         return evidence.judge(tag, against, level, floor)
 
-    siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
     verdicts = gate_round(judged, siblings, best, config, gate.multiple).verdicts
-    for verdict in nulls:
-        rundir.write_verdict(verdict_file(verdict, null_control=True))
-    for verdict in verdicts:
-        rundir.write_verdict(verdict_file(verdict, null_control=False, nulls=null_tags))
+    budget.record(rundir, nulls, verdicts, null_tags)
     return nulls, verdicts
+
+
+class AlphaBudget:
+    """One round's share of the run's val-reuse α budget (``gate_alpha_schedule``)."""
+
+    def __init__(self, spec: Spec, decided: int, siblings: int) -> None:
+        self.schedule = spec.gate_alpha_schedule
+        self.alpha = spec.gate_alpha
+        self.decided = decided
+        self.round = alpha_budget.round_alpha(self.schedule, spec.gate_alpha, decided, siblings)
+
+    @classmethod
+    def read(cls, spec: Spec, rundir: RunDir, siblings: int) -> AlphaBudget:
+        return cls(spec, alpha_budget.decisions_so_far(rundir.events()), siblings)
+
+    @property
+    def config_alpha(self) -> float | Fraction | None:
+        """None keeps the spec's α untouched (``constant``: today's behaviour, bit for bit)."""
+        return None if self.schedule == "constant" else self.round
+
+    def slot(self, index: int) -> dict[str, object]:
+        j = self.decided + index + 1
+        return {
+            "schedule": self.schedule,
+            "j": j,
+            "alpha_j": float(alpha_budget.alpha_for(self.schedule, self.alpha, j)),
+            "alpha_round": float(self.round),
+        }
+
+    def record(
+        self, rundir: RunDir, nulls: list[Verdict], verdicts: list[Verdict], null_tags: list[str]
+    ) -> None:
+        """Write the verdicts with the budget they spent, and log one ``gate_decision`` per
+        candidate (its j and α_j) and one ``null_gated`` per null control (the alarm's tally)."""
+        for verdict in nulls:
+            rundir.write_verdict(verdict_file(verdict, null_control=True))
+            rundir.append_event(NULL_EVENT, tag=verdict.tag, decision=verdict.decision, alpha=verdict.alpha)
+        for i, verdict in enumerate(verdicts):
+            slot = self.slot(i)
+            rundir.write_verdict(
+                verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
+            )
+            rundir.append_event(
+                alpha_budget.DECISION_EVENT, tag=verdict.tag, decision=verdict.decision, **slot
+            )
 
 
 def book_verdicts(spec: Spec, rundir: RunDir, verdicts: list[Verdict]) -> list[str]:

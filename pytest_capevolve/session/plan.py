@@ -44,6 +44,9 @@ class EvalPlan:
     persisted: set[tuple[str, str, str, int]] = field(default_factory=set)
     # being paid right now by another live session (its claim): not owed here, waited for
     awaited: set[tuple[str, str, str, int]] = field(default_factory=set)
+    # --capevolve-sequential: the seeded task order and this session's stop-marker token
+    order: list[str] | None = None
+    sequential: str | None = None
 
     def seed_for(self, trial: int) -> int:
         """Common random numbers: trial k runs with the same seed for every candidate."""
@@ -51,10 +54,11 @@ class EvalPlan:
 
     def all_keys(self) -> list[RolloutKey]:
         """Every rollout of the plan in item order: task, then trial, then candidate, so the
-        rollouts that get compared run close together in time."""
+        rollouts that get compared run close together in time (a sequential gate: tasks in its
+        seeded order, both arms' trials of a task before the next task)."""
         return [
             RolloutKey(self.split, task_id, cand.tag, trial)
-            for task_id in self.task_ids
+            for task_id in (self.order or self.task_ids)
             for trial in range(self.num_trials)
             for cand in self.candidates
         ]
@@ -81,4 +85,6 @@ class EvalPlan:
             candidates=[PlannedCandidate(**c) for c in data["candidates"]],
             persisted={(s, t, g, int(k)) for s, t, g, k in data["persisted"]},
             awaited={(s, t, g, int(k)) for s, t, g, k in data.get("awaited", [])},
+            order=data.get("order"),
+            sequential=data.get("sequential"),
         )
