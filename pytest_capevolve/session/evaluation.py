@@ -14,6 +14,7 @@ from ..decide.calibration import NULL_EVENT
 from ..decide.evidence import ByTag, index_records
 from ..decide.gate import ACCEPT, INDECISIVE, REJECT, Verdict
 from ..decide.judging import gate_config, verdict_file
+from ..loop import val_budget
 from ..project.spec import Spec
 from ..store.rundir import RunDir
 from . import exitcodes
@@ -71,6 +72,22 @@ class EvaluationSession:
         self.rundir.append_event("sequential_gate", interrupted=interrupted, tags=self.sequential.to_event())
         return nulls, judged
 
+    def _val_budget_lines(self) -> list[tuple[str, dict[str, bool]]]:
+        """The val-reuse budget after this session's decisions, and the calibration alarm."""
+        events = self.rundir.events()
+        n_val = len(self.planned.plan.task_ids)
+        reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts(), n_val)
+        alarm = val_budget.run_calibration(self.spec, events)
+        lines: list[tuple[str, dict[str, bool]]] = [
+            (
+                f"val reuse ({reuse['schedule']}): {reuse['decisions']} gate decision(s) on val so far; "
+                f"the next gets α = {reuse['next_alpha']:.3g}; {reuse['advice']}",
+                {"yellow": True} if reuse["refresh_val"] else {},
+            ),
+            (alarm["text"], {"red": True} if alarm["alarm"] else {}),
+        ]
+        return lines
+
     def conclude(self) -> Outcome:
         plan = self.planned.plan
         by_tag = index_records(self.rundir.rollouts(plan.split))
@@ -96,6 +113,8 @@ class EvaluationSession:
                 gate=self.gate,
             )
             outcome.verdicts = nulls + judged
+        if self.gate.enabled:
+            outcome.closing += self._val_budget_lines()
         for verdict in self.refusals:
             self.rundir.write_verdict(verdict_file(verdict, null_control=False))
         outcome.verdicts += self.refusals

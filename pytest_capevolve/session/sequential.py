@@ -189,10 +189,15 @@ class SequentialGate:
             decision = self.decisions.get(tag)
             if decision is None:
                 continue
-            s = decision.state
+            s, total = decision.state, len(self.plan.task_ids)
+            if decision.decided:
+                how = f"stopped for {s.stopped} after {len(self.prefix(tag, s.tasks))} of {total} tasks"
+            elif len(self.seen(tag)) == total:
+                how = f"no crossing over all {total} tasks: the exact test decided at the α left over"
+            else:
+                how = f"undecided after {len(self.seen(tag))} of {total} tasks"
             lines.append(
-                f"sequential {tag}: {s.stopped} after {s.tasks} of {len(self.plan.task_ids)} tasks "
-                f"(efficacy e = {s.efficacy:.4g}, futility e = {s.futility:.4g})"
+                f"sequential {tag}: {how} (efficacy e = {s.efficacy:.4g}, futility e = {s.futility:.4g})"
             )
         lines.append(
             f"sequential gate: the stop saved {self.saved} rollouts (of {per_tag * (len(self.gated) + 1)} "
