@@ -76,6 +76,16 @@ class SequentialGate:
         elif report.skipped and SEQUENTIAL_SKIP in str(report.longrepr):
             self.saved += 1
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Under ``--dist load`` (what ``-n`` uses): a window of one task's rollouts per worker,
+        so few are paid after a decision. Any other ``--dist`` keeps xdist's own scheduler."""
+        if config.getvalue("dist") != "load":
+            return None
+        from .window import window_scheduler
+
+        return window_scheduler(config, log, max(2, self.plan.num_trials * len(self.plan.candidates)))
+
     # -- the e-processes -----------------------------------------------------------------------
 
     def _add(self, record: RolloutRecord) -> None:
