@@ -330,6 +330,9 @@ SPEC_VALUES = [
     ("stop_condition", "[1, 2]", "a non-empty string"),
     ("protected_paths", "[1, 2]", "a list of glob patterns"),
     ("protected_paths", "{a: 1}", "a list of glob patterns"),
+    ("gate_min_effect", "0.6", "a number in [0, 0.5]"),
+    ("gate_min_effect", "-0.1", "a number in [0, 0.5]"),
+    ("gate_alpha_schedule", "bonferroni", "one of constant, basel"),
 ]
 
 
