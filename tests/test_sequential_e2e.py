@@ -151,6 +151,10 @@ def test_basel_schedule_spends_a_shrinking_alpha_per_decision_and_spend_shows_th
     first.stdout.fnmatch_lines(
         ["*val reuse (basel): 2 gate decision(s) on val so far; the next gets α = 0.00338*"]
     )
+    # the same session again: the same evidence judged twice is one decision, not two slots
+    capevolve(project, "regressed", "mixed", gate=True, extra=["--capevolve-null", "1"])
+    assert spend(project)["val_reuse"]["decisions"] == 2
+    assert verdict(run_dir, "mixed")["alpha_budget"]["j"] == 2
 
 
 def test_null_controls_accepted_too_often_raise_the_calibration_alarm(example, projects, capevolve, spend):
@@ -178,3 +182,23 @@ def test_a_calibrated_gate_raises_no_alarm(example, projects, capevolve, spend):
     result.stdout.fnmatch_lines(["*null controls accepted 0 of 2 times over the run*"])
     calibration = spend(project)["calibration"]
     assert (calibration["nulls_gated"], calibration["accepts"], calibration["alarm"]) == (2, 0, False)
+
+
+def test_a_clearly_better_candidate_is_accepted_early_and_booked(example, projects, capevolve):
+    project = example("noisy_agent")
+    no_microcases(project)
+    # a worse seed (it upsells), so 'improved' (no upsell, checks fare classes) is far better
+    (project / "capability" / "prompt.md").write_text(
+        (project / "candidates/regressed/prompt.md").read_text()
+    )
+    args = dict(gate=True, extra=["--capevolve-sequential", "--capevolve-null", "0"])
+    result = capevolve(project, "improved", **args)
+    assert result.ret == 0, result.stdout.str()
+    run_dir = projects.run_dir(project)
+    v = verdict(run_dir, "improved")
+    assert (v["decision"], v["basis"]) == ("accept", "sequential_efficacy")
+    assert v["details"]["sequential"]["e_efficacy"] >= 200 and v["n_tasks"] < VAL_TASKS
+    assert json.loads((run_dir / "state.json").read_text())["best_id"] == "improved"
+    paid = rollout_files(run_dir, "improved")
+    assert paid < VAL_TASKS * TRIALS
+    result.stdout.fnmatch_lines(["*sequential improved: stopped for efficacy after * of 40 tasks*"])

@@ -166,3 +166,30 @@ def test_calibration_alarm_sounds_only_for_a_tally_too_high_for_alpha() -> None:
         "alarm": False,
         "text": "no null control gated yet",
     }
+
+
+def _crossed(kind: str) -> seqgate.SequentialDecision:
+    state = seq.SequentialState(tasks=6, efficacy=300.0, futility=0.5, stopped=kind, stopped_at=6)
+    return seqgate.SequentialDecision(state, seqgate.split(0.05), 0.05, total_tasks=40)
+
+
+def test_an_efficacy_crossing_still_answers_to_the_null_floor_and_the_veto() -> None:
+    from pytest_capevolve.decide.gate import GateConfig, decide
+
+    cand = np.array([[1.0] * 5] * 5 + [[0.0] * 5])
+    best = np.array([[0.0] * 5] * 5 + [[1.0] * 5])
+    ids = [f"t{i}" for i in range(6)]
+    common = dict(tag="c", against="b", task_ids=ids, config=GateConfig())
+    plain = seqgate.early_verdict(decide(cand, best, **common), _crossed(seq.EFFICACY))
+    assert (plain.decision, plain.basis) == ("accept", "sequential_efficacy")
+    assert plain.details["sequential"]["e_efficacy"] == 300.0 and plain.alpha == 0.05
+    floored = decide(cand, best, null_deltas=[0.9], **common)  # nulls moved more than Δ̄ = 0.67
+    assert seqgate.early_verdict(floored, _crossed(seq.EFFICACY)).basis == "null_floor"
+    vetoed = seqgate.early_verdict(
+        decide(cand, best, **common), _crossed(seq.EFFICACY), veto_regressions=True
+    )
+    assert (vetoed.decision, vetoed.basis) == ("reject", "regression_veto")  # t5 dropped 1 → 0
+    futile = seqgate.early_verdict(decide(best, cand, **common), _crossed(seq.FUTILITY))
+    assert (futile.decision, futile.basis) == ("reject", "sequential_futility")
+    waiting = seqgate.undecided_verdict(decide(cand, best, **common), _crossed(seq.UNDECIDED))
+    assert waiting.decision == "undecided" and "never" not in waiting.reason and "300" in waiting.reason

@@ -92,11 +92,28 @@ def track(
     return SequentialDecision(state, alpha, min_effect, total_tasks)
 
 
-def early_verdict(exhaustion_verdict: Verdict, decision: SequentialDecision) -> Verdict:
+def early_verdict(
+    exhaustion_verdict: Verdict, decision: SequentialDecision, *, veto_regressions: bool = False
+) -> Verdict:
     """The verdict of a gate stopped by a crossing: the numbers of the tasks it saw (computed
-    by :func:`..decide.gate.decide` on them), the decision the e-process reached."""
+    by :func:`..decide.gate.decide` on them), the decision the e-process reached. An efficacy
+    crossing still answers to the gate's guards: the null floor and the regression veto."""
     s = decision.state
-    if s.stopped == seq.EFFICACY:
+    v = exhaustion_verdict
+    spread = v.null_spread
+    if s.stopped == seq.EFFICACY and spread is not None and not (v.delta_mean or 0.0) > spread:
+        outcome, basis = REJECT, "null_floor"
+        reason = (
+            f"efficacy e-value {s.efficacy:.4g} crossed after {s.tasks} tasks, but Δ̄ = "
+            f"{v.delta_mean:+.4f} does not exceed the null controls' own spread {spread:.4f}"
+        )
+    elif s.stopped == seq.EFFICACY and veto_regressions and v.regressions:
+        outcome, basis = REJECT, "regression_veto"
+        reason = (
+            f"efficacy e-value {s.efficacy:.4g} crossed, but vetoed: {len(v.regressions)} task(s) the "
+            f"best passed dropped by more than their own noise"
+        )
+    elif s.stopped == seq.EFFICACY:
         outcome, basis = ACCEPT, "sequential_efficacy"
         reason = (
             f"efficacy e-value {s.efficacy:.4g} ≥ 1/α_e = {float(1 / decision.alpha.efficacy):g} "

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..decide import alpha_budget
-from ..decide.calibration import NULL_EVENT
 from ..decide.evidence import ByTag, index_records
-from ..decide.gate import ACCEPT, INDECISIVE, REJECT, Verdict
+from ..decide.gate import INDECISIVE, REJECT, Verdict
 from ..decide.judging import gate_config, verdict_file
 from ..loop import val_budget
 from ..project.spec import Spec
@@ -52,23 +50,9 @@ class EvaluationSession:
         nulls, judged = self.sequential.verdicts(
             by_tag, config, self.planned.null_tags, interrupted=interrupted
         )
-        null_tags = self.planned.null_tags
-        for verdict in nulls:
-            self.rundir.write_verdict(verdict_file(verdict, null_control=True))
-            if verdict.decision in (ACCEPT, REJECT):
-                self.rundir.append_event(
-                    NULL_EVENT, tag=verdict.tag, decision=verdict.decision, alpha=verdict.alpha
-                )
-        budget = AlphaBudget.read(self.spec, self.rundir, len(judged))
-        for i, verdict in enumerate(judged):
-            slot = budget.slot(i)
-            self.rundir.write_verdict(
-                verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
-            )
-            if verdict.decision in (ACCEPT, REJECT):  # a decision reached spends its slot
-                self.rundir.append_event(
-                    alpha_budget.DECISION_EVENT, tag=verdict.tag, decision=verdict.decision, **slot
-                )
+        AlphaBudget.read(self.spec, self.rundir, len(judged)).record(
+            self.rundir, nulls, judged, self.planned.null_tags
+        )
         self.rundir.append_event("sequential_gate", interrupted=interrupted, tags=self.sequential.to_event())
         return nulls, judged
 

@@ -10,11 +10,12 @@ mode each verdict is booked as a decision through the same code as ``capevolve c
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 from ..decide import alpha_budget
 from ..decide.calibration import NULL_EVENT
 from ..decide.evidence import ByTag
-from ..decide.gate import ACCEPT, INDECISIVE, GateConfig, Verdict
+from ..decide.gate import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from ..decide.judging import Evidence, as_null, gate_config, null_deltas, verdict_file
 from ..decide.rounds import gate_round
 from ..loop.commit import INDECISIVE as BOOKED_INDECISIVE
@@ -53,48 +54,80 @@ def judge(
 
 
 class AlphaBudget:
-    """One round's share of the run's val-reuse α budget (``gate_alpha_schedule``)."""
+    """One round's share of the run's val-reuse α budget (``gate_alpha_schedule``).
 
-    def __init__(self, spec: Spec, decided: int, siblings: int) -> None:
+    A tag gated again against the same best (a re-run of the session on the same rollouts)
+    keeps the slot it had: the same evidence judged twice is one decision, and one null tally."""
+
+    def __init__(self, spec: Spec, events: list[dict[str, Any]], siblings: int) -> None:
         self.schedule = spec.gate_alpha_schedule
         self.alpha = spec.gate_alpha
-        self.decided = decided
-        self.round = alpha_budget.round_alpha(self.schedule, spec.gate_alpha, decided, siblings)
+        self.decided = alpha_budget.decisions_so_far(events)
+        self.round = alpha_budget.round_alpha(self.schedule, spec.gate_alpha, self.decided, siblings)
+        self._taken = 0
+        self._earlier = {
+            (e.get("kind"), e.get("tag"), e.get("against")): e
+            for e in events
+            if e.get("kind") in (alpha_budget.DECISION_EVENT, NULL_EVENT)
+        }
 
     @classmethod
     def read(cls, spec: Spec, rundir: RunDir, siblings: int) -> AlphaBudget:
-        return cls(spec, alpha_budget.decisions_so_far(rundir.events()), siblings)
+        return cls(spec, rundir.events(), siblings)
 
     @property
     def config_alpha(self) -> float | Fraction | None:
         """None keeps the spec's α untouched (``constant``: today's behaviour, bit for bit)."""
         return None if self.schedule == "constant" else self.round
 
-    def slot(self, index: int) -> dict[str, object]:
-        j = self.decided + index + 1
+    def slot(self, verdict: Verdict) -> tuple[dict[str, object], bool]:
+        """(the budget this candidate's decision spends, whether it is a new decision)."""
+        earlier = self._earlier.get((alpha_budget.DECISION_EVENT, verdict.tag, verdict.against))
+        if earlier is not None:
+            keys = ("schedule", "j", "alpha_j", "alpha_round")
+            return {k: earlier.get(k) for k in keys}, False
+        self._taken += 1
+        j = self.decided + self._taken
         return {
             "schedule": self.schedule,
             "j": j,
             "alpha_j": float(alpha_budget.alpha_for(self.schedule, self.alpha, j)),
             "alpha_round": float(self.round),
-        }
+        }, True
 
     def record(
         self, rundir: RunDir, nulls: list[Verdict], verdicts: list[Verdict], null_tags: list[str]
     ) -> None:
         """Write the verdicts with the budget they spent, and log one ``gate_decision`` per
-        candidate (its j and α_j) and one ``null_gated`` per null control (the alarm's tally)."""
+        candidate decided (its j and α_j) and one ``null_gated`` per null control decided (the
+        alarm's tally). Undecided (an interrupted sequential gate) spends nothing."""
         for verdict in nulls:
             rundir.write_verdict(verdict_file(verdict, null_control=True))
-            rundir.append_event(NULL_EVENT, tag=verdict.tag, decision=verdict.decision, alpha=verdict.alpha)
-        for i, verdict in enumerate(verdicts):
-            slot = self.slot(i)
+            fresh = (NULL_EVENT, verdict.tag, verdict.against) not in self._earlier
+            if fresh and verdict.decision in (ACCEPT, REJECT):
+                rundir.append_event(
+                    NULL_EVENT,
+                    tag=verdict.tag,
+                    against=verdict.against,
+                    decision=verdict.decision,
+                    alpha=verdict.alpha,
+                )
+        for verdict in verdicts:
+            if verdict.decision in (ACCEPT, REJECT):
+                slot, fresh = self.slot(verdict)
+            else:  # indecisive or undecided: no decision, no α spent
+                slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
             rundir.write_verdict(
                 verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
             )
-            rundir.append_event(
-                alpha_budget.DECISION_EVENT, tag=verdict.tag, decision=verdict.decision, **slot
-            )
+            if fresh:
+                rundir.append_event(
+                    alpha_budget.DECISION_EVENT,
+                    tag=verdict.tag,
+                    against=verdict.against,
+                    decision=verdict.decision,
+                    **slot,
+                )
 
 
 def book_verdicts(spec: Spec, rundir: RunDir, verdicts: list[Verdict]) -> list[str]:

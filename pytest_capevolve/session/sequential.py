@@ -176,7 +176,7 @@ class SequentialGate:
                 evidence = Evidence(by_tag, seen, self.plan.num_trials, self.rundir.snapshot_size)
                 verdict = evidence.judge(tag, self.best, level, floor)
                 if decision.decided:
-                    return seqgate.early_verdict(verdict, decision)
+                    return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
                 return seqgate.undecided_verdict(verdict, decision)
             evidence = Evidence(by_tag, self.plan.task_ids, self.plan.num_trials, self.rundir.snapshot_size)
             at_rest = seqgate.config_at(config, decision.alpha.exhaustion)
