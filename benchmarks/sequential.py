@@ -10,7 +10,8 @@ headroom (as in gate_calibration.py), so the mean rate rises by δ where that fi
 
 Part 1, per N = 30 / 100 / 300 and δ = 0 / +0.05 / +0.10 / +0.20: false-accept rate (δ = 0)
 or power (δ > 0) of the fixed-n exact gate at α and of the sequential gate (efficacy e-process
-at α_e, futility at gate_min_effect, exact test at α − α_e at exhaustion), and the sequential
+at α_e, futility at gate_min_effect; at exhaustion the exact gate at α and the joint sequential
+p-value ≤ α, from 2000 sign-flip resamples), and the sequential
 gate's mean rollouts as a fraction of the fixed gate's (tasks used / N; both arms stop
 together). The figures are ratios against the fixed-n gate measured in the same run.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +34,7 @@ import numpy as np
 from pytest_capevolve import stats
 from pytest_capevolve.decide import alpha_budget
 from pytest_capevolve.decide.sequential import split
-from pytest_capevolve.stats.sequential import first_crossings
+from pytest_capevolve.stats.sequential import exhaustion_p, first_crossings
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "tau2-airline-v4-val-per-task.json"
 ALPHA = 0.05
@@ -40,6 +42,7 @@ MIN_EFFECT = 0.05  # the spec's default gate_min_effect
 TRIALS = 5
 SIZES = (30, 100, 300)
 EFFECTS = (0.0, 0.05, 0.10, 0.20)
+RESAMPLES = 2000  # the joint p at exhaustion (the session uses 20000); fewer only costs power
 
 
 def real_rates() -> np.ndarray:
@@ -79,8 +82,11 @@ def cell(rng: np.random.Generator, pool: np.ndarray, n: int, effect: float, coun
     for i in range(count):
         result = stats.sign_flip_test(cand[i], best[i], alpha=ALPHA)
         fixed[i] = result.at_most(ALPHA)
-        if code[i] == 0:
-            sequential[i] = result.at_most(levels.exhaustion)
+        if code[i] == 0 and result.at_most(levels.exhaustion):  # the exact gate, and the joint p
+            numerator, denominator = exhaustion_p(
+                deltas[i], alpha_efficacy=float(levels.efficacy), n_resamples=RESAMPLES, seed=i
+            )
+            sequential[i] = Fraction(numerator, denominator) <= levels.alpha
     return {
         "fixed": float(fixed.mean()),
         "sequential": float(sequential.mean()),
@@ -122,8 +128,8 @@ def main() -> None:
     levels = split(ALPHA)
     print(
         f"seed {seed}; {count} simulated candidates per cell; {TRIALS} trials per arm; α = {ALPHA} "
-        f"(sequential: α_e = {float(levels.efficacy):g}, exact at exhaustion α = "
-        f"{float(levels.exhaustion):g}; futility α_f = {float(levels.futility):g} at "
+        f"(sequential: efficacy crosses at 1/α_e, α_e = {float(levels.efficacy):g}; at exhaustion the "
+        f"exact gate and the joint p at α = {float(levels.exhaustion):g}; futility α_f = {float(levels.futility):g} at "
         f"gate_min_effect = {MIN_EFFECT})"
     )
     header = (

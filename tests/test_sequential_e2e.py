@@ -45,7 +45,7 @@ def test_a_regressing_candidate_is_rejected_for_futility_before_half_of_val(
     seq = v["details"]["sequential"]
     assert (v["decision"], v["basis"]) == ("reject", "sequential_futility")
     assert seq["e_futility"] >= seq["threshold_futility"] == 20
-    assert seq["alpha_split"] == {"alpha": 0.05, "efficacy": 0.005, "exhaustion": 0.045, "futility": 0.05}
+    assert seq["alpha_split"] == {"alpha": 0.05, "efficacy": 0.05, "exhaustion": 0.05, "futility": 0.05}
     assert v["alpha_budget"] == {"schedule": "constant", "j": 1, "alpha_j": 0.05, "alpha_round": 0.05}
     paid = rollout_files(run_dir, "regressed")
     assert paid < VAL_TASKS * TRIALS / 2, paid  # fewer than half its val rollouts were paid
@@ -197,7 +197,7 @@ def test_a_clearly_better_candidate_is_accepted_early_and_booked(example, projec
     run_dir = projects.run_dir(project)
     v = verdict(run_dir, "improved")
     assert (v["decision"], v["basis"]) == ("accept", "sequential_efficacy")
-    assert v["details"]["sequential"]["e_efficacy"] >= 200 and v["n_tasks"] < VAL_TASKS
+    assert v["details"]["sequential"]["e_efficacy"] >= 20 and v["n_tasks"] < VAL_TASKS
     assert json.loads((run_dir / "state.json").read_text())["best_id"] == "improved"
     paid = rollout_files(run_dir, "improved")
     assert paid < VAL_TASKS * TRIALS

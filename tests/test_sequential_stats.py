@@ -109,11 +109,35 @@ def test_vectorized_crossings_agree_with_the_scalar_run(rows: list[list[float]])
         assert code[i] == expected and used[i] == state.tasks
 
 
-def test_alpha_split_spends_exactly_alpha_on_false_accepts() -> None:
+def test_alpha_levels_of_one_sequential_decision() -> None:
     levels = seqgate.split(0.05)
-    assert levels.efficacy + levels.exhaustion == Fraction(1, 20)
-    assert levels.efficacy == Fraction(1, 200) and levels.futility == Fraction(1, 20)
-    assert seqgate.split(Fraction(1, 60)).efficacy == Fraction(1, 600)
+    assert (levels.alpha, levels.efficacy, levels.exhaustion) == (Fraction(1, 20),) * 3
+    assert levels.futility == Fraction(1, 20)
+    assert seqgate.split(Fraction(1, 60), Fraction(1, 2)).efficacy == Fraction(1, 120)
+
+
+@settings(max_examples=10, deadline=None)
+@given(rates=task_rates(min_tasks=5, max_tasks=30), seed=st.integers(0, 2**32 - 1))
+def test_the_whole_sequential_test_holds_alpha_on_null_arms(rates: np.ndarray, seed: int) -> None:
+    """Early accepts (a crossing) plus accepts at exhaustion (joint p ≤ α) together: at most α of
+    null candidates, however the e-process's α_e was chosen (here α_e = α, the default)."""
+    rng = np.random.default_rng(seed)
+    deltas = null_deltas(rates, rng)[:400]
+    code, _ = seq.first_crossings(deltas, alpha_efficacy=0.05, alpha_futility=0.05, min_effect=0.05)
+    accepted = code == 1
+    for i in np.flatnonzero(code != 1):
+        num, den = seq.exhaustion_p(deltas[i], alpha_efficacy=0.05, n_resamples=400, seed=i)
+        accepted[i] = Fraction(num, den) <= Fraction(1, 20)
+    assert accepted.mean() <= 0.05 + 4 * np.sqrt(0.05 * 0.95 / accepted.size)
+
+
+def test_the_joint_p_is_never_below_the_plain_sign_flip_share() -> None:
+    """Crossing paths only add to the count: p_joint ≥ P(Σ ≥ observed) of the same resamples."""
+    d = np.array([0.2, -0.2, 0.4, 0.0, 0.6, 0.2, -0.4, 0.8, 0.2, 0.4])
+    low = seq.exhaustion_p(d, alpha_efficacy=1e-9, n_resamples=4000, seed=3)  # cannot cross
+    high = seq.exhaustion_p(d, alpha_efficacy=0.5, n_resamples=4000, seed=3)  # crosses easily
+    assert Fraction(*low) < Fraction(*high) <= 1
+    assert seq.exhaustion_p(np.zeros(5), alpha_efficacy=0.05) == (1, 1)
 
 
 def test_basel_schedule_never_spends_more_than_alpha() -> None:
@@ -176,19 +200,24 @@ def _crossed(kind: str) -> seqgate.SequentialDecision:
 def test_an_efficacy_crossing_still_answers_to_the_null_floor_and_the_veto() -> None:
     from pytest_capevolve.decide.gate import GateConfig, decide
 
-    cand = np.array([[1.0] * 5] * 5 + [[0.0] * 5])
-    best = np.array([[0.0] * 5] * 5 + [[1.0] * 5])
-    ids = [f"t{i}" for i in range(6)]
+    cand = np.array([[1.0] * 5] * 7 + [[0.0] * 5])  # exact p = 9/256: accepted at 0.05
+    best = np.array([[0.0] * 5] * 7 + [[1.0] * 5])
+    ids = [f"t{i}" for i in range(8)]
     common = dict(tag="c", against="b", task_ids=ids, config=GateConfig())
     plain = seqgate.early_verdict(decide(cand, best, **common), _crossed(seq.EFFICACY))
     assert (plain.decision, plain.basis) == ("accept", "sequential_efficacy")
     assert plain.details["sequential"]["e_efficacy"] == 300.0 and plain.alpha == 0.05
-    floored = decide(cand, best, null_deltas=[0.9], **common)  # nulls moved more than Δ̄ = 0.67
+    floored = decide(cand, best, null_deltas=[0.9], **common)  # nulls moved more than Δ̄ = 0.75
     assert seqgate.early_verdict(floored, _crossed(seq.EFFICACY)).basis == "null_floor"
     vetoed = seqgate.early_verdict(
         decide(cand, best, **common), _crossed(seq.EFFICACY), veto_regressions=True
     )
-    assert (vetoed.decision, vetoed.basis) == ("reject", "regression_veto")  # t5 dropped 1 → 0
+    assert (vetoed.decision, vetoed.basis) == ("reject", "regression_veto")  # t7 dropped 1 → 0
+    exact_accept = decide(cand, best, **common)
+    late = seqgate.exhausted_verdict(exact_accept, _crossed(seq.UNDECIDED), Fraction(3, 50))
+    assert (late.decision, late.basis) == ("reject", "sequential_exhaustion")
+    kept = seqgate.exhausted_verdict(exact_accept, _crossed(seq.UNDECIDED), Fraction(1, 50))
+    assert kept.decision == "accept" and kept.details["sequential"]["p_joint_exact"] == "1/50"
     futile = seqgate.early_verdict(decide(best, cand, **common), _crossed(seq.FUTILITY))
     assert (futile.decision, futile.basis) == ("reject", "sequential_futility")
     waiting = seqgate.undecided_verdict(decide(cand, best, **common), _crossed(seq.UNDECIDED))

@@ -1,15 +1,17 @@
 """The sequential gate's rule: stop paying once the answer is known, at either end.
 
 Tasks arrive in a seeded order; after each task valid on both sides the paired delta feeds two
-e-processes (:mod:`..stats.sequential`). The gate's α is split: α_e goes to the efficacy
-e-process (accept as soon as E ≥ 1/α_e), the rest α − α_e to the exact sign-flip test at val
-exhaustion. By Ville's inequality plus the union bound the false-accept rate is ≤ α_e +
-(α − α_e) = α at any stopping time. Futility (E_f ≥ 1/α_f against "the candidate is at least
-``gate_min_effect`` better") only ever rejects, so it cannot raise the false-accept rate; α_f
-bounds how often a candidate that *is* ``min_effect`` better gets stopped early.
+e-processes (:mod:`..stats.sequential`). The efficacy e-process accepts as soon as it reaches
+1/α_e; futility (E_f ≥ 1/α_f against "the candidate is at least ``gate_min_effect`` better")
+rejects, and only ever rejects, so it cannot raise the false-accept rate — α_f bounds how often
+a candidate that *is* ``min_effect`` better gets stopped early. When val is exhausted with
+neither crossing, the gate accepts iff the exact gate at α accepts *and* the joint p-value
+(:func:`..stats.sequential.exhaustion_p`: sign patterns that cross or sum at least as high) is
+≤ α. The early accepts and the accept at exhaustion are then one sign-flip test at level α,
+so the false-accept rate is ≤ α at any stopping time, without splitting α between the two.
 
 Pure: deltas in, a :class:`SequentialDecision` out; the session feeds it task by task and
-:func:`..decide.gate.decide` still gives the exhaustion verdict (at :func:`split`'s rest).
+:func:`..decide.gate.decide` still gives the numbers of each verdict.
 """
 
 from __future__ import annotations
@@ -24,16 +26,19 @@ from ..stats import sequential as seq
 from .gate import ACCEPT, REJECT, GateConfig, Verdict
 
 UNDECIDED = "undecided"
-# Share of the gate's α the efficacy e-process spends; the rest goes to the exact test at
-# exhaustion. A larger share stops sooner but costs the exhaustion test power at small N
-# (measured in benchmarks/sequential.py: 1/2 lost 0.16 power at N = 30, 1/10 loses 0.03).
-EFFICACY_SHARE = Fraction(1, 10)
+# Share of the gate's α the efficacy e-process crosses at. With the test at exhaustion
+# calibrated jointly (above), the whole α can go to it: measured in benchmarks/sequential.py,
+# α_e = α stops soonest and costs the exhaustion test ≤ 0.02 power against the fixed-n gate.
+EFFICACY_SHARE = Fraction(1)
 ALPHA_FUTILITY = Fraction(1, 20)  # P(stopped for futility | effect ≥ min_effect) ≤ 0.05
+EXHAUSTION_RESAMPLES = 20000
 
 
 @dataclass(frozen=True)
 class AlphaSplit:
-    """How one decision's α is spent: the e-process, then the exact test on what is left."""
+    """One decision's levels: α (the false-accept bound of the whole sequential test), the
+    efficacy e-process's crossing level α_e ≤ α, the level the test at exhaustion is decided
+    at (α: jointly calibrated with the crossings), and futility's α_f."""
 
     alpha: Fraction
     efficacy: Fraction
@@ -46,8 +51,7 @@ class AlphaSplit:
 
 def split(alpha: float | Fraction, share: Fraction = EFFICACY_SHARE) -> AlphaSplit:
     total = alpha if isinstance(alpha, Fraction) else Fraction(str(alpha))
-    efficacy = total * share
-    return AlphaSplit(total, efficacy, total - efficacy, ALPHA_FUTILITY)
+    return AlphaSplit(total, total * share, total, ALPHA_FUTILITY)
 
 
 @dataclass(frozen=True)
@@ -117,9 +121,8 @@ def early_verdict(
         outcome, basis = ACCEPT, "sequential_efficacy"
         reason = (
             f"efficacy e-value {s.efficacy:.4g} ≥ 1/α_e = {float(1 / decision.alpha.efficacy):g} "
-            f"after {s.tasks} of {decision.total_tasks} tasks (anytime-valid; α = "
-            f"{float(decision.alpha.alpha):g} split {float(decision.alpha.efficacy):g} sequential + "
-            f"{float(decision.alpha.exhaustion):g} at exhaustion)"
+            f"after {s.tasks} of {decision.total_tasks} tasks (anytime-valid at α = "
+            f"{float(decision.alpha.alpha):g})"
         )
     else:
         outcome, basis = REJECT, "sequential_futility"
@@ -138,17 +141,24 @@ def early_verdict(
     )
 
 
-def exhausted_verdict(verdict: Verdict, decision: SequentialDecision) -> Verdict:
-    """Val exhausted without a crossing: the exact test's verdict at α − α_e, with the split."""
+def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: Fraction) -> Verdict:
+    """Val exhausted without a crossing: the exact gate's verdict at α (``verdict``, with every
+    guard), and an accept also needs the joint p-value ``p_joint`` ≤ α."""
+    alpha = decision.alpha.alpha
+    numbers = {**decision.numbers(), "p_joint": float(p_joint), "p_joint_exact": str(p_joint)}
     note = (
         f"; no e-process crossed over {decision.state.tasks} tasks (efficacy e = "
-        f"{decision.state.efficacy:.4g}), so the exact test decided at the α left over"
+        f"{decision.state.efficacy:.4g}); joint sequential p = {float(p_joint):.4g}"
     )
-    return replace(
-        verdict,
-        reason=verdict.reason + note,
-        details={**verdict.details, "sequential": decision.numbers()},
-    )
+    if verdict.decision == ACCEPT and p_joint > alpha:
+        return replace(
+            verdict,
+            decision=REJECT,
+            basis="sequential_exhaustion",
+            reason=f"{verdict.reason}{note} > α = {float(alpha):g}: the early looks used the margin",
+            details={**verdict.details, "sequential": numbers},
+        )
+    return replace(verdict, reason=verdict.reason + note, details={**verdict.details, "sequential": numbers})
 
 
 def undecided_verdict(verdict: Verdict, decision: SequentialDecision) -> Verdict:

@@ -29,6 +29,7 @@ from ..decide.gate import GateConfig, Verdict
 from ..decide.judging import Evidence, as_null, null_deltas
 from ..items import CONTEXT_KEY, SEQUENTIAL_SKIP, record_from_report
 from ..project.spec import Spec
+from ..stats import sequential as seq
 from ..store import stop_marker
 from ..store.record import RolloutRecord
 from ..store.rundir import RunDir
@@ -179,8 +180,14 @@ class SequentialGate:
                     return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
                 return seqgate.undecided_verdict(verdict, decision)
             evidence = Evidence(by_tag, self.plan.task_ids, self.plan.num_trials, self.rundir.snapshot_size)
-            at_rest = seqgate.config_at(config, decision.alpha.exhaustion)
-            return seqgate.exhausted_verdict(evidence.judge(tag, self.best, at_rest, floor), decision)
+            verdict = evidence.judge(tag, self.best, level, floor)
+            numerator, denominator = seq.exhaustion_p(
+                np.asarray(self.deltas(tag, list(self.plan.order or self.plan.task_ids))),
+                alpha_efficacy=float(decision.alpha.efficacy),
+                n_resamples=seqgate.EXHAUSTION_RESAMPLES,
+                seed=config.seed,
+            )
+            return seqgate.exhausted_verdict(verdict, decision, Fraction(numerator, denominator))
 
         nulls = [as_null(one(tag, None)) for tag in self.gated if tag in null_tags]
         floor = null_deltas(nulls)
