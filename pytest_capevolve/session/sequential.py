@@ -61,19 +61,25 @@ class SequentialGate:
     saved: int = 0  # items skipped because their tag was decided: rollouts not paid
 
     def __post_init__(self) -> None:
-        tags = {self.best, *self.gated}
+        tags, task_ids = {self.best, *self.gated}, set(self.plan.task_ids)
         for record in self.rundir.rollouts(self.plan.split):  # resume: what is persisted counts
-            if record.tag in tags and record.task_id in set(self.plan.task_ids):
+            if record.tag in tags and record.task_id in task_ids:
                 self._add(record)
-        self._update()
+        self._update(self.gated)  # a tag decided by an earlier session is stopped before paying
 
     # -- hooks -------------------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        session.config.stash[CONTEXT_KEY].stopped |= self.stopped
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = record_from_report(report)
         if record is not None and report.when == "call":
             self._add(record)
-            self._update()
+            # only a task completed on both sides can move an e-process: the best's completes
+            # it for every tag, a candidate's for itself
+            if self._complete(record.tag, record.task_id):
+                self._update(self.gated if record.tag == self.best else [record.tag])
         elif report.skipped and SEQUENTIAL_SKIP in str(report.longrepr):
             self.saved += 1
 
@@ -138,9 +144,9 @@ class SequentialGate:
             total_tasks=len(self.plan.task_ids),
         )
 
-    def _update(self) -> None:
+    def _update(self, tags: list[str]) -> None:
         changed = False
-        for tag in self.gated:
+        for tag in tags:
             if tag in self.decisions and self.decisions[tag].decided:
                 continue
             decision = self.track(tag)
@@ -150,13 +156,14 @@ class SequentialGate:
                 changed = True
         if (
             self.gated
-            and all(self.decisions[t].decided for t in self.gated)
+            and all(t in self.decisions and self.decisions[t].decided for t in self.gated)
             and self.best not in self.stopped
         ):
             self.stopped.add(self.best)
             changed = True
         if changed:
-            self.config.stash[CONTEXT_KEY].stopped |= self.stopped
+            if CONTEXT_KEY in self.config.stash:  # not yet while the session is being planned
+                self.config.stash[CONTEXT_KEY].stopped |= self.stopped
             if self.plan.sequential is not None:
                 stop_marker.write_stopped(self.rundir.root, self.plan.sequential, self.stopped)
 
