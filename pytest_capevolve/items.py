@@ -107,7 +107,8 @@ class SplitCollector(pytest.Collector):
     def collect(self) -> Iterator[pytest.Item]:
         plan = self.config.stash[CONTEXT_KEY].plan
         for key in plan.owed_keys():
-            name = f"{key.task_id}[{key.tag}-t{key.trial}]"
+            trial = f"t{key.trial}" if not plan.block else f"b{plan.block}-t{key.trial - plan.first_trial}"
+            name = f"{key.task_id}[{key.tag}-{trial}]"
             yield RolloutItem.from_parent(self, name=name, key=key)
 
 

@@ -42,6 +42,30 @@ def _null_count(value: str) -> int:
     return count
 
 
+def _block_number(value: str) -> int:
+    from .project.blocks import check_block
+
+    try:
+        return check_block(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--capevolve-block: {exc}") from None
+
+
+def _screen_tier(value: str) -> int:
+    if value not in ("1", "2", "3"):
+        raise pytest.UsageError(
+            f"--capevolve-screen takes a tier, 1, 2 or 3 (25, 50, 75 % of val), got {value!r}"
+        )
+    return int(value)
+
+
+def _screen_ids(value: str) -> tuple[str, ...]:
+    ids = tuple(part.strip() for part in value.split(",") if part.strip())
+    if not ids:
+        raise pytest.UsageError("--capevolve-screen-ids takes val task ids separated by commas, e.g. a,b,c")
+    return ids
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("capevolve", "capevolve: honest evaluation of agent capability changes")
     group.addoption(
@@ -116,6 +140,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PROJECT",
         help="score the current best (and the seed) on the sealed test split, once per run",
     )
+    group.addoption(
+        "--capevolve-block",
+        type=_block_number,
+        default=0,
+        metavar="B",
+        help="evaluate under replicate block B: independent trial seeds (base_seed shifted by "
+        "B × 1,000,000); 0 (default) is the usual evaluation, the only one the gate reads",
+    )
+    # subset screens and grow (session/subset_screen.py, session/grow.py)
+    group.addoption(
+        "--capevolve-screen",
+        type=_screen_tier,
+        default=None,
+        metavar="TIER",
+        help="screen the candidate on part of val (1|2|3 = 25|50|75 %%): kill or promote, never accept",
+    )
+    group.addoption(
+        "--capevolve-screen-ids",
+        type=_screen_ids,
+        default=None,
+        metavar="a,b,c",
+        help="screen the candidate on these val task ids (instead of a tier)",
+    )
+    group.addoption(
+        "--capevolve-grow",
+        action="store_true",
+        help="num_trials more trials for the candidate (a tag) and the best, then gate at the pooled n",
+    )
     group.addoption("--capevolve-new-run", action="store_true", help="start a new run")
     group.addoption("--capevolve-run-id", metavar="ID", help="use this run instead of the newest")
     for key in INI_KEYS:
@@ -149,6 +201,7 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
             "capevolve_gate",
             "capevolve_rerun",
             "capevolve_new_run",
+            "capevolve_block",
         ):
             if getattr(config.option, flag):
                 raise pytest.UsageError(

@@ -333,6 +333,11 @@ SPEC_VALUES = [
     ("gate_min_effect", "0.6", "a number in [0, 0.5]"),
     ("gate_min_effect", "-0.1", "a number in [0, 0.5]"),
     ("gate_alpha_schedule", "bonferroni", "one of constant, basel"),
+    ("screen_alpha", "0", "a number in (0, 0.25]"),
+    ("screen_alpha", "0.5", "a number in (0, 0.25]"),
+    ("grow_max_looks", "0", "a whole number from 1 to 3"),
+    ("grow_max_looks", "4", "a whole number from 1 to 3"),
+    ("grow_max_looks", "2.5", "a whole number from 1 to 3"),
 ]
 
 

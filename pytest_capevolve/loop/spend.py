@@ -25,6 +25,7 @@ from ..project.spec import Spec
 from ..store.rundir import RunDir
 from . import stop_condition as sc
 from . import val_budget
+from .screen import ledger as screen_ledger
 
 UNKNOWN = "unknown"
 NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fanning out
@@ -381,6 +382,7 @@ def spend_report(
         "afford": afford_json,
         "constraints": constraints,
         "recommendation": recommendation,
+        "screens": screen_ledger(e for e in events if e.get("kind") == "screen"),
     }
 
 
@@ -510,6 +512,13 @@ def render_table(report: dict[str, Any]) -> list[str]:
     )
     lines.append(f"  {v['advice']}")
     lines.append(report["calibration"]["text"])
+    screens = report.get("screens") or {}
+    if screens.get("screens"):
+        lines.append(
+            f"subset screens: {screens['kills']} killed, {screens['promotes']} promoted; "
+            f"{screens['fired']} rollouts fired, {screens['saved']} saved, "
+            f"net {screens['net_rollouts']:+d} — {screens['verdict']}"
+        )
     r = report["recommendation"]
     lines += ["", f"recommendation: {r['action']} — {r['reason']}"]
     return lines

@@ -74,8 +74,17 @@ class EvaluationSession:
 
     def conclude(self) -> Outcome:
         plan = self.planned.plan
-        by_tag = index_records(self.rundir.rollouts(plan.split))
+        by_tag = index_records(self.rundir.rollouts(plan.split, plan.block), plan.block)
         outcome = summarize(plan, by_tag, self.persistence.tally, against=self.planned.best)
+        if plan.block:
+            outcome.closing.append(
+                (
+                    f"replicate block {plan.block} (trial seeds base_seed + {plan.first_trial} + k): "
+                    "the gate and report.md read block 0 only; compare the blocks with "
+                    "`capevolve multirep TAG`",
+                    {},
+                )
+            )
         judged: list[Verdict] = []
         if self.sequential is not None:
             not_paid = self.sequential.not_paid()

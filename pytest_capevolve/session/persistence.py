@@ -17,6 +17,7 @@ import pytest
 from ..decide.evidence import ByTag
 from ..items import record_from_report
 from ..project.spec import Spec
+from ..show.dashboard import write_dashboard
 from ..show.measure import measure, render_markdown
 from ..show.report import summarize_arm
 from ..store.record import RolloutRecord
@@ -111,8 +112,9 @@ class Persistence:
 
 
 def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> Outcome:
-    """The per-tag rows and the planned rollouts still missing, from what is persisted; the
-    exit code says whether the session produced everything it owed."""
+    """The per-tag rows and the planned rollouts still missing, from what is persisted (``by_tag``
+    indexed for the plan's replicate block); the exit code says whether the session produced
+    everything it owed."""
     reused_by_tag: dict[str, int] = {}
     for _split, _task, tag, _k in plan.persisted | plan.awaited:
         reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
@@ -131,7 +133,8 @@ def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> O
     missing = [
         k
         for k in plan.all_keys()
-        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial))) is None or not record.valid
+        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial - plan.first_trial))) is None
+        or not record.valid
     ]
     failed = missing or tally.dead_workers
     return Outcome(
@@ -142,7 +145,8 @@ def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> O
 def record_finish(
     spec: Spec, rundir: RunDir, plan: EvalPlan, tally: Tally, outcome: Outcome, by_tag: ByTag
 ) -> None:
-    """Log the session's end and refresh report.md (a view: it never changes the outcome)."""
+    """Log the session's end and refresh report.md and dashboard.html (views: they never
+    change the outcome)."""
     rundir.append_event(
         "session_finished",
         paid=sum(tally.paid.values()),
@@ -150,7 +154,16 @@ def record_finish(
         dead_workers=[w for w, _ in tally.dead_workers],
         exit_code=outcome.exit_code,
     )
-    try:
-        rundir.write_report(render_markdown(measure(spec, rundir, {plan.split: by_tag})))
+    measurement = None
+    try:  # report.md and dashboard.html show block 0; a replicate block's session lets them read it
+        known = {plan.split: by_tag} if plan.block == 0 else {}
+        measurement = measure(spec, rundir, known)
+        rundir.write_report(render_markdown(measurement))
     except Exception as exc:  # the report is a view; it must never change the outcome
         outcome.report_error = f"could not write report.md: {exc!r}"
+    try:
+        val = by_tag if plan.split == "val" and plan.block == 0 else None
+        write_dashboard(rundir, spec.num_trials, measurement, val)
+    except Exception as exc:  # a view too
+        problem = f"could not write dashboard.html: {exc!r}"
+        outcome.report_error = f"{outcome.report_error}; {problem}" if outcome.report_error else problem

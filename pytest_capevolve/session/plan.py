@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..project.blocks import first_trial
+
 WORKERINPUT_KEY = "capevolve_plan"
 
 
@@ -30,7 +32,7 @@ class RolloutKey:
     split: str
     task_id: str
     tag: str
-    trial: int
+    trial: int  # the global trial index: block B's trial k is B · BLOCK_STRIDE + k
 
 
 @dataclass
@@ -44,9 +46,14 @@ class EvalPlan:
     persisted: set[tuple[str, str, str, int]] = field(default_factory=set)
     # being paid right now by another live session (its claim): not owed here, waited for
     awaited: set[tuple[str, str, str, int]] = field(default_factory=set)
+    block: int = 0  # the replicate block evaluated (--capevolve-block; 0 is the usual one)
     # --capevolve-sequential: the seeded task order and this session's stop-marker token
     order: list[str] | None = None
     sequential: str | None = None
+
+    @property
+    def first_trial(self) -> int:
+        return first_trial(self.block)
 
     def seed_for(self, trial: int) -> int:
         """Common random numbers: trial k runs with the same seed for every candidate."""
@@ -59,7 +66,7 @@ class EvalPlan:
         return [
             RolloutKey(self.split, task_id, cand.tag, trial)
             for task_id in (self.order or self.task_ids)
-            for trial in range(self.num_trials)
+            for trial in range(self.first_trial, self.first_trial + self.num_trials)
             for cand in self.candidates
         ]
 
@@ -85,6 +92,7 @@ class EvalPlan:
             candidates=[PlannedCandidate(**c) for c in data["candidates"]],
             persisted={(s, t, g, int(k)) for s, t, g, k in data["persisted"]},
             awaited={(s, t, g, int(k)) for s, t, g, k in data.get("awaited", [])},
+            block=int(data.get("block", 0)),
             order=data.get("order"),
             sequential=data.get("sequential"),
         )

@@ -106,6 +106,7 @@ def plan_evaluation(
     rerun: bool,
     gate: GateRequest,
     screens: Screens,
+    block: int = 0,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
     it is registered; the best and the seed are never screened.
@@ -153,10 +154,11 @@ def plan_evaluation(
         split,
         task_ids,
         planned,
-        rundir.rollouts(split),
+        rundir.rollouts(split, block),
         "session_started",
         decisions=deciding,
         claimed=claimed,
+        block=block,
     )
     if gate.sequential:
         from .sequential import seeded_order
@@ -212,16 +214,20 @@ def build_plan(
     *,
     decisions: int = 0,
     claimed: Mapping[tuple[str, str, str, int], object] | None = None,
+    block: int = 0,
+    num_trials: int | None = None,
     **fields: object,
 ) -> EvalPlan:
     """The plan over ``planned``, owing every rollout not already persisted valid in
     ``records`` nor ``claimed`` by another live session; checked against the budget (what
-    others have claimed counts as spent) and logged as ``event``."""
+    others have claimed counts as spent) and logged as ``event``. ``num_trials`` (default the
+    spec's) is more for a grow: trial indices continue, so the first ones are reused."""
     tags = {c.tag for c in planned}
-    size = len(task_ids) * spec.num_trials * len(planned)
+    trials = spec.num_trials if num_trials is None else num_trials
+    size = len(task_ids) * trials * len(planned)
     if size > MAX_PLAN_ROLLOUTS:
         raise BudgetError(
-            f"{spec.path}: {len(task_ids)} {split} tasks × {spec.num_trials} trials × {len(planned)} "
+            f"{spec.path}: {len(task_ids)} {split} tasks × {trials} trials × {len(planned)} "
             f"candidate(s) = {size} rollouts, more than one session plans ({MAX_PLAN_ROLLOUTS}); "
             "lower num_trials or evaluate fewer candidates per session"
         )
@@ -231,10 +237,11 @@ def build_plan(
         run_id=rundir.run_id,
         split=split,
         task_ids=task_ids,
-        num_trials=spec.num_trials,
+        num_trials=trials,
         base_seed=spec.base_seed,
         candidates=planned,
         persisted=persisted,
+        block=block,
     )
     wanted = {(k.split, k.task_id, k.tag, k.trial) for k in plan.all_keys()}
     plan.awaited = (wanted & set(claimed)) - persisted
@@ -242,6 +249,8 @@ def build_plan(
     check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
     if plan.awaited:
         fields["awaited"] = len(plan.awaited)
+    if block:
+        fields["block"] = block
     rundir.append_event(
         event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
     )

@@ -27,14 +27,18 @@ from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
+from .grow import GrowSession, refuse_regating_grown
 from .judging import AlphaBudget
 from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
+from .remote import RemoteWorkers, check_gateways, worker_target
 from .reporter import CapevolveReporter
+from .screen_or_grow import screen_or_grow, start_screen_or_grow
 from .screens import Screens
 from .sequential import SequentialGate
+from .subset_screen import ScreenSession
 
 COMMIT_MODES = ("auto", "none")
 
@@ -43,12 +47,15 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
     """Load the project and, on the controller, plan and register the session's roles."""
     workerinput = getattr(config, "workerinput", None)
     try:
+        if workerinput is not None:
+            target = worker_target(workerinput, target)
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
         else:
+            check_gateways(config, spec)
             plan = _start_controller(config, spec, sorted(pool), finalize=finalize, split=split)
     except TestSealError as exc:
         raise pytest.UsageError(f"TestSealError: {exc}") from None
@@ -70,7 +77,7 @@ def _start_controller(
     config: pytest.Config, spec: Spec, pool_ids: list[str], *, finalize: bool, split: str
 ) -> EvalPlan:
     option = config.option
-    role: EvaluationSession | FinalizeSession
+    role: EvaluationSession | FinalizeSession | ScreenSession | GrowSession
     planned: Planned
     if finalize:
         rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, create=False)
@@ -83,6 +90,9 @@ def _start_controller(
             raise
         persistence = Persistence(config, spec, rundir, planned.plan)
         role = FinalizeSession(config, spec, rundir, planned, seal, persistence)
+    elif (kind := screen_or_grow(config, split)) is not None:
+        request = _candidate_requests(config, spec)[0] if kind == "screen" else None
+        role, planned, persistence, rundir = start_screen_or_grow(config, spec, pool_ids, kind, request)
     else:
         gate = _gate_request(config, split)
         requests = _candidate_requests(config, spec)
@@ -93,6 +103,8 @@ def _start_controller(
             screens = Screens(spec, rundir, microcases=gate.enabled)
             try:
                 with rundir.lock():
+                    if gate.enabled:
+                        refuse_regating_grown(rundir, [r.tag for r in requests])
                     planned = plan_evaluation(
                         spec,
                         rundir,
@@ -102,6 +114,7 @@ def _start_controller(
                         rerun=option.capevolve_rerun,
                         gate=gate,
                         screens=screens,
+                        block=option.capevolve_block,
                     )
             except BaseException:
                 rundir.claims.release()
@@ -110,9 +123,11 @@ def _start_controller(
         persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
         sequential = _sequential_role(config, spec, rundir, planned) if gate.sequential else None
         role = EvaluationSession(spec, rundir, planned, gate, screens.refusals, persistence, sequential)
-    plan_split = planned.plan.split
+    plan_split, plan_block = planned.plan.split, planned.plan.block
     read = (
-        role.seal.test_rollouts if isinstance(role, FinalizeSession) else lambda: rundir.rollouts(plan_split)
+        role.seal.test_rollouts
+        if isinstance(role, FinalizeSession)
+        else lambda: rundir.rollouts(plan_split, plan_block)
     )
     end = SessionEnd(
         role.conclude,
@@ -128,6 +143,7 @@ def _start_controller(
         ("session", role),
         ("end", end),
         ("reporter", CapevolveReporter(rundir, end, persistence.tally)),
+        ("remote", RemoteWorkers(config, spec)),
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
     return planned.plan
@@ -158,7 +174,7 @@ def _interrupted(
 
     persistence.rundir.claims.release()
     plan = planned.plan
-    records = index_records(read())
+    records = index_records(read(), plan.block)
     outcome = summarize(plan, records, persistence.tally, against=planned.best)
     if isinstance(role, EvaluationSession) and role.sequential is not None:
         outcome.verdicts = role.interrupted_verdicts(records)
@@ -178,6 +194,12 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     enabled = bool(config.option.capevolve_gate)
     if enabled and split != "val":
         raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")
+    if enabled and config.option.capevolve_block:
+        raise pytest.UsageError(
+            f"--capevolve-gate with --capevolve-block {config.option.capevolve_block}: the gate reads "
+            "block 0 only; a replicate block is evidence for `capevolve multirep`, evaluated "
+            "without --capevolve-gate"
+        )
     nulls = config.option.capevolve_null
     if nulls is None:
         nulls = 2 if enabled else 0

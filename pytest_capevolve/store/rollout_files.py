@@ -64,15 +64,17 @@ class RolloutFiles:
             )
         return state
 
-    def rollouts(self, split: str) -> list[RolloutRecord]:
-        """Persisted rollouts of a split. The test split is refused here, when asked: only the
-        seal (:mod:`.seal`) reads it, and only during finalize or after the seal burned."""
+    def rollouts(self, split: str, block: int | None = 0) -> list[RolloutRecord]:
+        """Persisted rollouts of a split, of replicate block ``block`` (default 0: what every
+        decision reads; None: every block). The test split is refused here, when asked: only
+        the seal (:mod:`.seal`) reads it, and only during finalize or after the seal burned."""
         if split == TEST_SPLIT:
             raise TestSealError(
                 f"run {self.run_id}: test rollouts are read only through the seal "
                 "(pytest --capevolve-finalize, then capevolve measure)"
             )
-        return self._read_rollouts(split)
+        records = self._read_rollouts(split)
+        return records if block is None else [r for r in records if r.block == block]
 
     def _read_rollouts(self, split: str) -> list[RolloutRecord]:
         """Every readable record of the split. A damaged file (cut short, not JSON, fields
