@@ -25,10 +25,12 @@ from .project.microcase import Microcase, MicrocaseError, load_file, refuse_test
 from .project.runner import AdapterRunner, Scored, run_and_score
 from .project.spec import Spec, SpecError
 from .session.plan import EvalPlan, PlannedCandidate, RolloutKey
+from .store import stop_marker
 from .store.record import RolloutRecord
-from .store.rundir import RunDir, RunDirError
+from .store.rundir import RUNS_DIR, RunDir, RunDirError
 
 RECORD_PROPERTY = "capevolve_rollout"
+SEQUENTIAL_SKIP = "sequential gate stopped"
 
 
 @dataclass
@@ -46,6 +48,19 @@ class EvalContext:
     _verified: dict[str, Path | str] = field(default_factory=dict)
     inflight: RolloutPool | None = None
     started: dict[str, Future[Scored]] = field(default_factory=dict)
+    # --capevolve-sequential: tags decided in this process (the controller's own items)
+    stopped: set[str] = field(default_factory=set)
+
+    def not_needed(self, tag: str) -> bool:
+        """Has the sequential gate decided ``tag``, so its rollout is not to be paid? Asked
+        before every adapter call: in-process from :attr:`stopped`, on an xdist worker from
+        the controller's stop marker in the shared run dir."""
+        if self.plan.sequential is None:
+            return False
+        if tag in self.stopped:
+            return True
+        run_root = self.spec.project_dir / RUNS_DIR / self.plan.run_id
+        return tag in stop_marker.read_stopped(run_root, self.plan.sequential)
 
     def candidate_dir(self, tag: str) -> Path:
         """The candidate's folder on this machine, after checking its bytes match the plan's.
@@ -112,10 +127,11 @@ class RolloutItem(pytest.Item):
 
     def start(self) -> None:
         """Start this item's rollout off the main thread, ahead of :meth:`runtest` (which
-        collects it). A candidate whose bytes changed starts nothing: runtest reports it."""
+        collects it). A candidate whose bytes changed starts nothing: runtest reports it; nor
+        does a tag the sequential gate has decided: it is not paid for."""
         context = self.config.stash[CONTEXT_KEY]
         assert context.inflight is not None
-        if self.nodeid in context.started:
+        if self.nodeid in context.started or context.not_needed(self.key.tag):
             return
         try:
             candidate_dir = context.candidate_dir(self.key.tag)
@@ -132,6 +148,8 @@ class RolloutItem(pytest.Item):
     def runtest(self) -> None:
         context = self.config.stash[CONTEXT_KEY]
         plan, spec, key = context.plan, context.spec, self.key
+        if context.not_needed(key.tag):  # before anything is paid
+            pytest.skip(f"{SEQUENTIAL_SKIP}: {key.tag!r} is decided; this rollout is not paid")
         try:
             candidate_dir = context.candidate_dir(key.tag)
         except CandidateMismatch as exc:

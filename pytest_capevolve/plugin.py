@@ -159,6 +159,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="family-wise correction across a round's candidates (default holm)",
     )
     group.addoption(
+        "--capevolve-sequential",
+        action="store_true",
+        help="with --capevolve-gate: tasks in a seeded order, stop paying once an anytime-valid "
+        "e-process decides (accept, or reject for futility against gate_min_effect)",
+    )
+    group.addoption(
         "--capevolve-finalize",
         metavar="PROJECT",
         help="score the current best (and the seed) on the sealed test split, once per run",
