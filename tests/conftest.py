@@ -195,10 +195,18 @@ def shared_data() -> dict:
     return json.loads(SHARED_DATA.read_text())
 
 
-from hypothesis import settings  # noqa: E402
+def _hypothesis_profiles() -> None:
+    """Deterministic, deadline-free property runs: the machines are shared and timing is not a
+    property. Skipped without hypothesis: pytest loads this conftest (through ``testpaths``)
+    for a capevolve session started from the checkout's root, after the plain install too."""
+    try:
+        from hypothesis import settings
+    except ImportError:
+        return
+    settings.register_profile("capevolve", deadline=None, max_examples=60, derandomize=True, print_blob=True)
+    # benchmarks/mutation.py runs the fast tests once per mutant: fewer examples keep it to minutes
+    settings.register_profile("capevolve-mutation", parent=settings.get_profile("capevolve"), max_examples=12)
+    settings.load_profile("capevolve-mutation" if "MUTANT_UNDER_TEST" in os.environ else "capevolve")
 
-# Deterministic, deadline-free property runs: the machines are shared and timing is not a property.
-settings.register_profile("capevolve", deadline=None, max_examples=60, derandomize=True, print_blob=True)
-# benchmarks/mutation.py runs the fast tests once per mutant: fewer examples keep it to minutes
-settings.register_profile("capevolve-mutation", parent=settings.get_profile("capevolve"), max_examples=12)
-settings.load_profile("capevolve-mutation" if "MUTANT_UNDER_TEST" in os.environ else "capevolve")
+
+_hypothesis_profiles()

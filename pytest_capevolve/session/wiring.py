@@ -255,6 +255,13 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     sequential = bool(option.capevolve_sequential)
     if sequential and not enabled:
         raise pytest.UsageError("--capevolve-sequential decides a gate: add --capevolve-gate")
+    dist = config.getoption("dist", "no")
+    if sequential and dist not in ("no", "load"):
+        # only the load scheduler is replaced by the sequential window; under another
+        # scheduler the workers run ahead of the decision and the stop saves nothing
+        raise pytest.UsageError(
+            f"--capevolve-sequential with --dist {dist}: the early stop needs --dist load (what -n uses)"
+        )
     return GateRequest(enabled, nulls, bool(option.capevolve_veto_regressions), commit, multiple, sequential)
 
 
