@@ -87,11 +87,11 @@ def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
 _OPENED: list[RunDir] = []  # runs a command read: their notices (damage handled) are printed
 
 
-def _val_evidence(spec: Spec, rundir: RunDir, val_ids: list[str]) -> Any:
+def _val_evidence(spec: Spec, rundir: RunDir, val_ids: list[str], tags: list[str] | None = None) -> Any:
     from .decide.evidence import index_records
     from .decide.judging import GATE_SPLIT, Evidence
 
-    by_tag = index_records(rundir.rollouts(GATE_SPLIT))
+    by_tag = index_records(rundir.indexed_rollouts(GATE_SPLIT, tags))
     return Evidence(by_tag, val_ids, spec.num_trials, rundir.snapshot_size)
 
 
@@ -116,7 +116,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if recorded and not args.against:
         null_verdicts = [rundir.verdict(t) for t in recorded.get("nulls", [])]
         nulls = [v["delta_mean"] for v in null_verdicts if v is not None]
-    evidence = _val_evidence(spec, rundir, val_ids)
+    evidence = _val_evidence(spec, rundir, val_ids, [args.tag, against])
     config = gate_config(
         spec, mode=args.gate_mode, k_se=args.k_se, alpha=args.alpha, veto_regressions=args.veto_regressions
     )

@@ -166,11 +166,12 @@ def to_plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=repr))
 
 
-def record_from_report(report: Any) -> RolloutRecord | None:
-    """The rollout record a report carries, if any (controller side)."""
+def record_from_report(report: Any) -> tuple[RolloutRecord, str] | None:
+    """The rollout record a report carries, with its compact JSON as shipped (controller side:
+    the file is written from that text, not encoded again)."""
     for name, value in getattr(report, "user_properties", ()):
         if name == RECORD_PROPERTY:
-            return RolloutRecord.loads(value, f"report of {report.nodeid}")
+            return RolloutRecord.loads(value, f"report of {report.nodeid}"), value
     return None
 
 

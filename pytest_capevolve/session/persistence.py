@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ..decide.evidence import ByTag
-from ..items import record_from_report
+from ..items import RECORD_PROPERTY, record_from_report
 from ..project.spec import Spec
 from ..show.measure import measure, render_markdown
 from ..show.report import summarize_arm
@@ -59,6 +59,7 @@ class Persistence:
     def settle(self) -> list[str]:
         """After the run loop: let go of this session's claim (everything it paid is
         persisted) and wait for the sessions paying rollouts this one needs. Lines to print."""
+        self.rundir.flush()
         self.rundir.claims.release()
         if not self.waiting_on:
             return []
@@ -69,7 +70,10 @@ class Persistence:
         ]
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.rundir.claims.release()  # an interrupted session lets go too
+        try:
+            self.rundir.flush()  # a view of the log: skipping it (a crash) loses nothing
+        finally:
+            self.rundir.claims.release()  # an interrupted session lets go too
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -81,21 +85,28 @@ class Persistence:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Persist each rollout exactly once, as its report arrives."""
-        record = record_from_report(report)
-        if record is not None and report.when == "call":
-            self._persist(record)
+        found = record_from_report(report)
+        record = None if found is None else found[0]
+        if found is not None and report.when == "call":
+            record, text = found
+            self._persist(record, text)
+            # saved: the report (which pytest keeps to the end) no longer carries the record,
+            # only its infra error for the terminal's INFRA status (see infra_error_of)
+            report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
+            if record.infra_error:
+                report.user_properties.append((INFRA_PROPERTY, record.infra_error))
             if record.infra_error:
                 self.tally.infra.append((report.nodeid, record.infra_error))
         elif record is None and report.failed:
             reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
             self.tally.lost.append((report.nodeid, reason))
 
-    def _persist(self, record: RolloutRecord) -> None:
-        state = self.rundir.record_rollout(record)
+    def _persist(self, record: RolloutRecord, text: str) -> None:
+        self.rundir.record_rollout(record, text)
         self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
         cap = self.spec.max_usd
-        if cap is not None and state["spent"]["usd"] > cap:
-            self._stop(f"budget max_usd={cap} spent ({state['spent']['usd']:.4f} USD)")
+        if cap is not None and (usd := self.rundir.read_state()["spent"]["usd"]) > cap:
+            self._stop(f"budget max_usd={cap} spent ({usd:.4f} USD)")
 
     def _stop(self, reason: str) -> None:
         if self._session is not None:
@@ -108,6 +119,19 @@ class Persistence:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if error:
             self.tally.dead_workers.append((node.gateway.id, str(error)))
+
+
+INFRA_PROPERTY = "capevolve_infra_error"
+
+
+def infra_error_of(report: Any) -> str | None:
+    """The infra error of the rollout a report carries (or carried, before it was saved)."""
+    for name, value in getattr(report, "user_properties", ()):
+        if name == INFRA_PROPERTY:
+            return str(value)
+        if name == RECORD_PROPERTY:
+            return RolloutRecord.loads(value, f"report of {report.nodeid}").infra_error
+    return None
 
 
 def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> Outcome:

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from ..items import record_from_report
 from ..show.numbers import num
 from ..show.report import render_arms, render_verdicts
 from ..store.rundir import RunDir
 from .outcome import SessionEnd
-from .persistence import Tally
+from .persistence import Tally, infra_error_of
 
 
 class CapevolveReporter:
@@ -28,8 +27,7 @@ class CapevolveReporter:
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
         """Show an infra error as its own outcome ("I"/INFRA), never as a task failure."""
         if report.when == "call" and report.failed:
-            record = record_from_report(report)
-            if record is not None and record.infra_error:
+            if infra_error_of(report):
                 return "infra", "I", ("INFRA", {"yellow": True})
         return None
 

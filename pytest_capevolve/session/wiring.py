@@ -109,7 +109,9 @@ def _start_controller(
         role = EvaluationSession(spec, rundir, planned, gate, screens.refusals, persistence)
     plan_split = planned.plan.split
     read = (
-        role.seal.test_rollouts if isinstance(role, FinalizeSession) else lambda: rundir.rollouts(plan_split)
+        role.seal.test_rollouts
+        if isinstance(role, FinalizeSession)
+        else lambda: rundir.indexed_rollouts(plan_split)
     )
     end = SessionEnd(
         role.conclude,

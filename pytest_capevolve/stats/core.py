@@ -12,10 +12,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
-from scipy import signal, special
-from scipy import stats as sps
+
+# scipy is imported where it is used (exact tails, the reference bootstrap): a session that only
+# persists or resumes never pays its ~1 CPU-second import.
+_NORMAL = NormalDist()
 
 
 def as_matrix(rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
@@ -178,6 +181,9 @@ def _count_at_least(abs_values: list[int], threshold: int) -> int:
 def _float_tail(abs_values: np.ndarray, observed: int) -> float:
     """P(Σ s_i v_i ≥ observed) under fair sign flips, in float: one binomial per distinct
     value, convolved by FFT on the integer grid of sums (fast; error far below 1e-9)."""
+    from scipy import signal
+    from scipy import stats as sps
+
     values, mult = np.unique(abs_values, return_counts=True)
     dist = np.array([1.0])  # index i ↔ sum (i − offset)
     offset = 0
@@ -301,16 +307,18 @@ def bootstrap_ci(
     theta_hat = np.mean(deltas)
     theta_b = np.mean(deltas[_resampling_matrix(n, n_resamples, seed)], axis=-1)
     alpha = (1 - confidence) / 2
-    z0 = special.ndtri(
-        (np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)) / (2 * n_resamples)
+    below = (np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)) / (
+        2 * n_resamples
     )
+    z0 = np.float64(_ndtri(below))  # numpy floats: ±inf and nan flow on as in scipy
     jackknife = (np.sum(deltas) - deltas) / (n - 1)  # the mean with each task left out
     u = (n - 1) * (np.mean(jackknife) - jackknife)
     a_hat = 1 / 6 * (np.sum(u**3) / n**3) / (np.sum(u**2) / n**2) ** 1.5
     levels = []
-    for z in (float(special.ndtri(alpha)), -float(special.ndtri(alpha))):
-        num = z0 + z
-        levels.append(special.ndtr(z0 + num / (1 - a_hat * num)))
+    with np.errstate(all="ignore"):
+        for z in (_ndtri(alpha), -_ndtri(alpha)):
+            num = z0 + z
+            levels.append(_ndtr(float(z0 + num / (1 - a_hat * num))))
     if np.any(np.isnan(levels)):  # BCa undefined (every resample on one side): percentile
         levels = [alpha, 1 - alpha]
     low, high = np.quantile(theta_b, levels)
@@ -321,8 +329,19 @@ def normal_ci(deltas: np.ndarray, *, confidence: float = 0.95) -> tuple[float, f
     """Δ̄ ± z·SE: the analytic interval of the mean delta for large n."""
     mean, se = mean_se(np.asarray(deltas, dtype=float))
     assert mean is not None and se is not None
-    z = float(special.ndtri(0.5 + confidence / 2))
+    z = _ndtri(0.5 + confidence / 2)
     return mean - z * se, mean + z * se
+
+
+def _ndtri(p: float) -> float:
+    """The standard normal quantile, ±inf at 0 and 1 (as scipy's ``ndtri``)."""
+    if p <= 0 or p >= 1:
+        return -math.inf if p <= 0 else math.inf
+    return _NORMAL.inv_cdf(float(p))
+
+
+def _ndtr(x: float) -> float:
+    return float("nan") if math.isnan(x) else _NORMAL.cdf(x)
 
 
 @functools.lru_cache(maxsize=2)
@@ -339,6 +358,8 @@ def reference_bootstrap_ci(
 ) -> tuple[float, float] | None:
     """The BCa interval straight from :func:`scipy.stats.bootstrap` (slow: the reference the
     property tests hold :func:`bootstrap_ci` to)."""
+    from scipy import stats as sps
+
     deltas = np.asarray(deltas, dtype=float)
     if deltas.size < 2:
         return None
