@@ -6,8 +6,10 @@ they are not imported here, so the statistics need no hypothesis.
 
 from .core import (
     ANALYTIC_CI_MIN_TASKS,
+    BCA,
     EXACT_MARGIN,
     GRID_MAX,
+    NORMAL,
     SignFlipResult,
     as_matrix,
     bootstrap_ci,
@@ -31,8 +33,10 @@ from .core import (
 
 __all__ = [
     "ANALYTIC_CI_MIN_TASKS",
+    "BCA",
     "EXACT_MARGIN",
     "GRID_MAX",
+    "NORMAL",
     "SignFlipResult",
     "as_matrix",
     "bootstrap_ci",

@@ -140,13 +140,17 @@ def _index(rundir: RunDir, *, repair: bool) -> list[str]:
             if not split_dir.is_dir() or split.startswith(".") or split == TEST_SPLIT:
                 continue
             files = {path.name: path for path in split_dir.glob("*.json")}
+            columns = (*FIELDS, "file", "size", "mtime_ns")
             rows = {
-                row[len(FIELDS)]: dict(zip(FIELDS, row, strict=False)) for row in rundir.index.rows(split)
+                row[len(FIELDS)]: dict(zip(columns, row, strict=True)) for row in rundir.index.rows(split)
             }
             for file, row in sorted(rows.items()):
                 if file not in files:
                     problems.append(f"{name}: a {split} row for {file}, which is not on disk")
                     continue
+                stat = files[file].stat()
+                if (stat.st_size, stat.st_mtime_ns) != (row["size"], row["mtime_ns"]):
+                    continue  # the file changed since: readers read it again (checked above)
                 try:
                     data = json.loads(files[file].read_text(encoding="utf-8"))
                 except (ValueError, UnicodeDecodeError, OSError):
