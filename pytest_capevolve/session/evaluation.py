@@ -34,7 +34,7 @@ class EvaluationSession:
 
     def conclude(self) -> Outcome:
         plan = self.planned.plan
-        by_tag = index_records(self.rundir.indexed_rollouts(plan.split))
+        by_tag = index_records(self.rundir.indexed_rollouts(plan.split, plan.tags()))
         outcome = summarize(plan, by_tag, self.persistence.tally, against=self.planned.best)
         judged: list[Verdict] = []
         if self.gate.enabled:

@@ -151,7 +151,7 @@ def plan_evaluation(
         split,
         task_ids,
         planned,
-        rundir.indexed_rollouts(split, [c.tag for c in planned]),
+        rundir.indexed_rollouts(split, {c.tag for c in planned}),
         "session_started",
         decisions=deciding,
         claimed=claimed,

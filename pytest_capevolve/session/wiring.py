@@ -111,7 +111,7 @@ def _start_controller(
     read = (
         role.seal.test_rollouts
         if isinstance(role, FinalizeSession)
-        else lambda: rundir.indexed_rollouts(plan_split)
+        else lambda: rundir.indexed_rollouts(plan_split, planned.plan.tags())
     )
     end = SessionEnd(
         role.conclude,

@@ -25,6 +25,7 @@ it. Written only under the run's lock.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sqlite3
 from collections.abc import Iterable
@@ -77,12 +78,21 @@ def row_of(record: RolloutRecord, path: Path, stat: os.stat_result) -> Row:
     return (*values, path.name, stat.st_size, stat.st_mtime_ns)
 
 
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RolloutRecord) if f.name not in FIELDS}
+_PASSED = FIELDS.index("passed")
+
+
 def record_of(row: Row) -> RolloutRecord:
-    """A record with the outcome fields only (no input, output, trace, feedback, metrics)."""
-    fields = dict(zip(FIELDS, row, strict=False))
-    if fields["passed"] is not None:
-        fields["passed"] = bool(fields["passed"])
-    return RolloutRecord(**fields)
+    """A record with the outcome fields only (no input, output, trace, feedback, metrics).
+
+    Built without the frozen dataclass's per-field ``__init__`` (a resume reads 60,000 rows):
+    the values come from rows this code wrote from valid records."""
+    record = object.__new__(RolloutRecord)
+    values = dict(zip(FIELDS, row, strict=False))
+    if row[_PASSED] is not None:
+        values["passed"] = bool(row[_PASSED])
+    record.__dict__.update(_DEFAULTS, **values)
+    return record
 
 
 class RolloutIndex:
@@ -92,6 +102,7 @@ class RolloutIndex:
         self.path = root / INDEX_NAME
         self._db: sqlite3.Connection | None = None
         self.pending: dict[int, Row] = {}  # event seq → row, for rollouts this process logged
+        self.generation = 0  # bumped whenever this process changes the rows
 
     def connect(self) -> sqlite3.Connection:
         """The open index, created if absent; :class:`IndexDamaged` if it is not ours or unreadable."""
@@ -119,6 +130,7 @@ class RolloutIndex:
 
     def remove(self) -> None:
         """Delete the index file (and its WAL): it is rebuilt from the rollout files."""
+        self.generation += 1
         self.close()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
@@ -142,6 +154,7 @@ class RolloutIndex:
         """One transaction: (split, file) rows out, rows in, the new log position (None: it
         stays; a correction read from the files, not a step along the log)."""
         db = self.connect()
+        self.generation += 1
         try:
             db.execute("BEGIN IMMEDIATE")
             if replace_all:

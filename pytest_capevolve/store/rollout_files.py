@@ -42,6 +42,10 @@ class RolloutFiles:
     _read_event_tail: Callable[[], tuple[int, str, int]]
     index: RolloutIndex
     _unflushed: int = 0
+    # the last rows checked against their files, and the index generation they were checked at:
+    # a session reading its split again (planning, then its conclusion) with nothing changed in
+    # between is not charged the file checks twice
+    _checked: dict[tuple[str, frozenset[str] | None], tuple[int, list[RolloutRecord]]] = {}
 
     def write_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
         """Write the record's file (compact JSON; ``text``: its JSON when the caller has it)."""
@@ -85,7 +89,11 @@ class RolloutFiles:
         with self.lock():
             self._unflushed = 0
             self.flush_spend()
-            self.sync_index()
+            try:
+                self.sync_index()
+            except (IndexDamaged, OSError) as exc:  # a cache: the next reader rebuilds it
+                self.index.close()
+                self.notices.append(f"{self.index.path}: could not be brought up to date ({exc})")
 
     # -- the index ---------------------------------------------------------------------------
 
@@ -102,8 +110,14 @@ class RolloutFiles:
         try:
             with self.lock():
                 self.sync_index()
-            return self._checked_rows(split, wanted)
-        except IndexDamaged as exc:  # could not even rebuild it (e.g. a read-only run dir)
+            key = (split, None if wanted is None else frozenset(wanted))
+            cached = self._checked.get(key)
+            if cached is not None and cached[0] == self.index.generation:
+                return list(cached[1])
+            records = self._checked_rows(split, wanted)
+            self._checked = {key: (self.index.generation, records)}
+            return list(records)
+        except (IndexDamaged, OSError) as exc:  # could not even rebuild it (e.g. a read-only run dir)
             self.notices.append(f"{self.index.path}: unusable ({exc}); read the rollout files instead")
             self.index.close()
             return [r for r in self._read_rollouts(split) if wanted is None or r.tag in wanted]

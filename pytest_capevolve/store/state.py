@@ -154,11 +154,14 @@ class RunState:
         from the mark (repaired, replaced) gets its spend replayed from the whole log."""
         mark = state.get("spent_through")
         if not isinstance(mark, dict):
-            with self.lock():
-                current = read_json(self.state_path)
-                if isinstance(current, dict) and isinstance(current.get("spent_through"), dict):
-                    return self._with_recent_spend(current)  # marked by another process meanwhile
-                self._write_state(state)
+            try:
+                with self.lock():
+                    current = read_json(self.state_path)
+                    if isinstance(current, dict) and isinstance(current.get("spent_through"), dict):
+                        return self._with_recent_spend(current)  # marked by another process meanwhile
+                    self._write_state(state)
+            except OSError:  # a read-only copy of a run (a CI artifact): read it as it is
+                pass
             return state
         spent = state["spent"]
         base = (mark.get("offset"), mark.get("seq"), spent.get("metric_calls"), spent.get("usd"))
