@@ -220,3 +220,15 @@ def test_gate_and_measure_answer_the_same_without_the_index(example, projects, c
         Path(f"{root / 'index.sqlite'}{suffix}").unlink(missing_ok=True)
     assert answers() == with_index
     assert (root / "index.sqlite").is_file()  # rebuilt
+
+
+def test_a_rollout_file_no_row_knows_is_read_and_indexed(run: RunDir) -> None:
+    """A file put there by hand (no event, no row) is read as rollouts() reads it."""
+    run.flush()
+    source = run.rollout_path("val", "task-2", "seed", 1)
+    copied = json.loads(source.read_text())
+    copied.update(tag="copied", reward=0.75)
+    run.rollout_path("val", "task-2", "copied", 1).write_text(json.dumps(copied))
+    reader = RunDir(run.root)
+    assert outcomes(reader.indexed_rollouts("val")) == outcomes(reader.rollouts("val"))
+    assert [r.reward for r in reader.indexed_rollouts("val", ["copied"])] == [0.75]

@@ -184,6 +184,13 @@ class RolloutIndex:
         except sqlite3.DatabaseError as exc:
             raise IndexDamaged(str(exc)) from None
 
+    def count(self, split: str) -> int:
+        try:
+            query = "SELECT count(*) FROM rollouts WHERE split = ?"
+            return int(self.connect().execute(query, (split,)).fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
+
     def files(self, split: str) -> set[str]:
         try:
             query = "SELECT file FROM rollouts WHERE split = ?"

@@ -182,29 +182,33 @@ class RolloutFiles:
             self.notices.append(f"{self.index.path}: {problem}; rebuilt from {len(rows)} rollout files")
 
     def _checked_rows(self, split: str, wanted: set[str] | None) -> list[RolloutRecord]:
-        """The index's rows of the split, each checked against its file on disk."""
+        """The index's rows of the split, each checked against its file on disk (size and
+        mtime); files no row knows are read and indexed (found by count: as many rollout files
+        as rows, every wanted row's file present, means none is unknown)."""
         folder = self.root / "rollouts" / split
         try:
-            with os.scandir(folder) as entries:
-                on_disk = {e.name: e for e in entries if e.name.endswith(".json") and e.is_file()}
+            on_disk = {name for name in os.listdir(folder) if name.endswith(".json")}
         except FileNotFoundError:
-            on_disk = {}
+            on_disk = set()
         records: list[RolloutRecord] = []
         recheck: list[str] = []
         vanished: list[tuple[str, str]] = []
         name_at = len(FIELDS_INDEX)
+        prefix = f"{folder}{os.sep}"
         for row in self.index.rows(split, wanted):
-            entry = on_disk.get(row[name_at])
-            if entry is None:
-                vanished.append((split, row[name_at]))
+            name = row[name_at]
+            try:
+                stat = os.stat(prefix + name)
+            except FileNotFoundError:
+                vanished.append((split, name))
                 continue
-            stat = entry.stat()
             if (stat.st_size, stat.st_mtime_ns) != (row[name_at + 1], row[name_at + 2]):
-                recheck.append(row[name_at])
+                recheck.append(name)
                 continue
             records.append(record_of(row))
-        known = self.index.files(split)
-        recheck += [name for name in on_disk if name not in known]
+        if vanished or len(on_disk) != self.index.count(split):
+            known = self.index.files(split)
+            recheck += [name for name in on_disk if name not in known]
         if not (recheck or vanished):
             return records
         upserts: list[Row] = []
