@@ -9,15 +9,18 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from .decide.gate import GATE_MODES
 from .loop import Refusal as LoopRefusal
+from .loop.cap_evolve_import import add_command as add_import_cap_evolve
 from .project.adapter import AdapterError, check_reward, load_adapter, load_tasks
 from .project.candidate import CandidateError
 from .project.runner import AdapterRunner, run_and_score
 from .project.spec import Spec, SpecError, load_spec
+from .show.dashboard import command as dashboard
 from .store.rundir import RunDir, RunDirError
 
 
@@ -87,12 +90,15 @@ def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
 _OPENED: list[RunDir] = []  # runs a command read: their notices (damage handled) are printed
 
 
-def _val_evidence(spec: Spec, rundir: RunDir, val_ids: list[str], tags: list[str] | None = None) -> Any:
+def _val_evidence(
+    spec: Spec, rundir: RunDir, val_ids: list[str], trials: int | None = None, tags: list[str] | None = None
+) -> Any:
+    """The val evidence, of ``tags`` only when given (from the index: no rollout file is read)."""
     from .decide.evidence import index_records
     from .decide.judging import GATE_SPLIT, Evidence
 
     by_tag = index_records(rundir.indexed_rollouts(GATE_SPLIT, tags))
-    return Evidence(by_tag, val_ids, spec.num_trials, rundir.snapshot_size)
+    return Evidence(by_tag, val_ids, trials or spec.num_trials, rundir.snapshot_size)
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -113,13 +119,25 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if args.tag == against:
         raise CliUsageError(f"{args.tag!r} would be gated against itself; give --against another tag")
     nulls: list[float] = []
-    if recorded and not args.against:
+    # a grown verdict is re-derived as it was decided: at its pooled trials and its look's level
+    looks = ((recorded or {}).get("details") or {}).get("looks") or {}
+    grown = not args.against and int(looks.get("look", 1)) > 1
+    if recorded and not args.against and not grown:
         null_verdicts = [rundir.verdict(t) for t in recorded.get("nulls", [])]
         nulls = [v["delta_mean"] for v in null_verdicts if v is not None]
-    evidence = _val_evidence(spec, rundir, val_ids, [args.tag, against])
+    tags = [args.tag, against, *((recorded or {}).get("nulls", []) if grown else [])]
+    evidence = _val_evidence(spec, rundir, val_ids, recorded["trials"] if recorded and grown else None, tags)
     config = gate_config(
-        spec, mode=args.gate_mode, k_se=args.k_se, alpha=args.alpha, veto_regressions=args.veto_regressions
+        spec,
+        mode=args.gate_mode,
+        k_se=args.k_se,
+        alpha=args.alpha if args.alpha is not None or not grown else Fraction(looks["decision_alpha"]),
+        veto_regressions=args.veto_regressions,
+        look=int(looks["look"]) if grown else 1,
     )
+    if grown and recorded:  # the grow judged its null controls at the pooled trials too
+        judged = [evidence.judge(t, against, config).delta_mean for t in recorded.get("nulls", [])]
+        nulls = [d for d in judged if d is not None]
     verdict = evidence.judge(args.tag, against, config, [n for n in nulls if n is not None] or None)
     for line in render_verdicts([verdict]):
         print(line)
@@ -700,6 +718,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
     _add_loop_commands(sub)
+    dashboard.add_command(sub)
+    add_import_cap_evolve(sub)
     return parser
 
 

@@ -42,6 +42,21 @@ def _null_count(value: str) -> int:
     return count
 
 
+def _screen_tier(value: str) -> int:
+    if value not in ("1", "2", "3"):
+        raise pytest.UsageError(
+            f"--capevolve-screen takes a tier, 1, 2 or 3 (25, 50, 75 % of val), got {value!r}"
+        )
+    return int(value)
+
+
+def _screen_ids(value: str) -> tuple[str, ...]:
+    ids = tuple(part.strip() for part in value.split(",") if part.strip())
+    if not ids:
+        raise pytest.UsageError("--capevolve-screen-ids takes val task ids separated by commas, e.g. a,b,c")
+    return ids
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("capevolve", "capevolve: honest evaluation of agent capability changes")
     group.addoption(
@@ -109,6 +124,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--capevolve-finalize",
         metavar="PROJECT",
         help="score the current best (and the seed) on the sealed test split, once per run",
+    )
+    # subset screens and grow (session/subset_screen.py, session/grow.py)
+    group.addoption(
+        "--capevolve-screen",
+        type=_screen_tier,
+        default=None,
+        metavar="TIER",
+        help="screen the candidate on part of val (1|2|3 = 25|50|75 %%): kill or promote, never accept",
+    )
+    group.addoption(
+        "--capevolve-screen-ids",
+        type=_screen_ids,
+        default=None,
+        metavar="a,b,c",
+        help="screen the candidate on these val task ids (instead of a tier)",
+    )
+    group.addoption(
+        "--capevolve-grow",
+        action="store_true",
+        help="num_trials more trials for the candidate (a tag) and the best, then gate at the pooled n",
     )
     group.addoption("--capevolve-new-run", action="store_true", help="start a new run")
     group.addoption("--capevolve-run-id", metavar="ID", help="use this run instead of the newest")

@@ -330,6 +330,11 @@ SPEC_VALUES = [
     ("stop_condition", "[1, 2]", "a non-empty string"),
     ("protected_paths", "[1, 2]", "a list of glob patterns"),
     ("protected_paths", "{a: 1}", "a list of glob patterns"),
+    ("screen_alpha", "0", "a number in (0, 0.25]"),
+    ("screen_alpha", "0.5", "a number in (0, 0.25]"),
+    ("grow_max_looks", "0", "a whole number from 1 to 3"),
+    ("grow_max_looks", "4", "a whole number from 1 to 3"),
+    ("grow_max_looks", "2.5", "a whole number from 1 to 3"),
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -67,17 +68,26 @@ def test_trial_seeds_are_common_random_numbers(example, projects, capevolve) -> 
 def test_remote_style_workers_on_a_copy_give_the_same_records(
     pytester: pytest.Pytester, example, projects, capevolve
 ) -> None:
+    """The README's remote recipe: the user copies the project, each gateway's chdir points at
+    the copy, and the workers load spec and adapter from there (no deprecated --rsyncdir)."""
     local = example("toy_calc", dest="local/toy_calc")
     capevolve(local, "careful")
     project = example("toy_calc", dest="origin/toy_calc")
-    remote = pytester.path / "remote"
-    remote.mkdir()
-    result = capevolve(
-        project, "careful", extra=["--tx", f"2*popen//chdir={remote}", "-d", "--rsyncdir", str(project)]
-    )
-    assert result.ret == 0, result.stdout.str()
-    assert (remote / "toy_calc" / "adapter.py").is_file()  # the workers ran on the copy
+    copy = pytester.path / "remote" / "toy_calc"
+    shutil.copytree(project, copy)
+    marker = '\nfrom pathlib import Path as _P\n_P(__file__).with_name("loaded_here").touch()\n'
+    (copy / "adapter.py").write_text((copy / "adapter.py").read_text() + marker)
+    result = capevolve(project, "careful", extra=["--tx", f"2*popen//chdir={copy}", "-d"])
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    assert (copy / "loaded_here").is_file()  # the workers ran the copy's adapter
+    assert not (project / "loaded_here").exists()
     assert projects.rollout_records(project) == projects.rollout_records(local)
+    # a gateway pointed at a folder with no copy is refused before anything is planned
+    empty = pytester.path / "empty"
+    empty.mkdir()
+    result = capevolve(project, "careful", tags=["careful2"], extra=["--tx", f"1*popen//chdir={empty}", "-d"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--tx 1[*]popen//chdir={empty}: * holds no copy of the project*"])
 
 
 def test_different_bytes_under_an_existing_tag_are_refused(example, capevolve) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from ..project.spec import Spec
 from . import evidence
 from .evidence import ByTag
 from .gate import GateConfig, Verdict, decide
+from .looks import look_alpha
 
 GATE_SPLIT = "val"
 
@@ -26,12 +28,19 @@ def gate_config(
     *,
     mode: str | None = None,
     k_se: float | None = None,
-    alpha: float | None = None,
+    alpha: float | Fraction | None = None,
     veto_regressions: bool = False,
+    look: int = 1,
 ) -> GateConfig:
+    """The gate's config for ``spec``. ``alpha`` is the α this decision gets (default the
+    spec's); when the spec allows growth it is split across the decision's looks and this
+    config decides look number ``look`` (see :mod:`.looks`)."""
+    decision_alpha = spec.gate_alpha if alpha is None else alpha
     return GateConfig(
         mode=mode or spec.gate_mode,
-        alpha=spec.gate_alpha if alpha is None else alpha,
+        alpha=decision_alpha
+        if spec.grow_max_looks == 1
+        else look_alpha(decision_alpha, look, spec.grow_max_looks),
         k_se=spec.gate_k_se if k_se is None else k_se,
         threshold=spec.gate_threshold,
         min_coverage=spec.min_coverage,

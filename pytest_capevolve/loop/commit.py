@@ -63,13 +63,15 @@ def book(
                 )
             known = ", ".join(rundir.known_tags()) or "none"
             raise CommitRefused(f"unknown tag {tag!r} in run {rundir.run_id} (known: {known})")
-        first = next((e for e in rundir.decisions() if e["tag"] == tag), None)
+        first = _standing_decision(rundir, tag)
         if first is not None and not force:
             raise CommitRefused(
                 f"{tag!r} was already decided: {first['decision']} (event seq {first['seq']}); a tag "
                 "is decided once. Evaluate a new version under a new tag, or --force to repair the record"
             )
         against_gate = _check(spec, tag, decision, basis, verdict, best, force)
+        if basis in SCREEN_KILL_BASES and not force:
+            _check_screen_kill(rundir, tag, basis)
         parent = _parent(rundir, tag, best)
         entry = {
             "tag": tag,
@@ -81,7 +83,11 @@ def book(
             "forced": force,
             "repairs": first["seq"] if first is not None else None,
             "against_gate": against_gate,
-            **_numbers(verdict),
+            **(
+                _numbers(verdict)
+                if verdict is not None or basis not in SCREEN_KILL_BASES
+                else _screen_numbers(rundir, tag)
+            ),
             **_spent_on(rundir, tag),
             "changed_files": _changes(rundir, tag, parent, verdict),
             **{f"optimizer_{k}": v for k, v in asdict(optimizer).items()},
@@ -136,7 +142,8 @@ def _check(
             raise CommitRefused(f"a reject needs --reject-basis, one of {', '.join(REJECT_BASES)}")
     elif basis is not None and decision != INDECISIVE:
         raise CommitRefused(f"--reject-basis goes with a reject, not {decision!r}")
-    if decision == "inconclusive" and not force:
+    grown = int((verdict or {}).get("details", {}).get("looks", {}).get("look", 1)) > 1
+    if decision == "inconclusive" and not force and not grown:
         raise CommitRefused(
             f"{tag!r} cannot be booked inconclusive before it has been grown (more trials); "
             "--force to book it now"
@@ -149,6 +156,53 @@ def _check(
             )
             raise CommitRefused(f"provisional is for a verdict with Δ̄ > 0 under the bar; {tag!r} has {has}")
     return False
+
+
+# A screen kill is booked as a reject under the basis its kill rests on (loop/screen.py).
+SCREEN_KILL_BASES = {"screen_kill": "harm", "ceiling": "ceiling"}
+
+
+def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
+    """The decision that stands for ``tag``, if any. A provisional or indecisive decision
+    stops standing once the tag is grown after it (a grow is the next look; its verdict gets
+    its own decision)."""
+    standing = None
+    for event in rundir.events():
+        if event.get("tag") != tag:
+            continue
+        if event.get("kind") == "decision" and standing is None:
+            standing = event
+        elif event.get("kind") == "grown" and standing is not None:
+            if standing["decision"] in ("provisional", INDECISIVE):
+                standing = None
+    return standing
+
+
+def _screen_numbers(rundir: RunDir, tag: str) -> dict[str, Any]:
+    """A screen kill's numbers for the ledger (Δ̄ and the harm test's p on the subset)."""
+    kill = next(
+        (e for e in reversed(rundir.events()) if e.get("kind") == "screen" and e.get("tag") == tag),
+        {},
+    )
+    return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
+
+
+def _check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
+    """A reject on basis ``screen_kill`` or ``ceiling`` needs a screen that killed ``tag`` on
+    that ground (``screens/<tag>__*.json``)."""
+    wanted = SCREEN_KILL_BASES[basis]
+    kills = [
+        e
+        for e in rundir.events()
+        if e.get("kind") == "screen" and e.get("tag") == tag and e.get("decision") == "kill"
+    ]
+    if not any(e.get("basis") == wanted for e in kills):
+        found = ", ".join(f"{e.get('basis')}" for e in kills) or "none"
+        raise CommitRefused(
+            f"--reject-basis {basis} needs a screen that killed {tag!r} on {wanted}; its screen kills: "
+            f"{found}. Screen it (pytest --capevolve-run PROJECT --capevolve-candidate DIR "
+            "--capevolve-screen 1) or give the basis the record supports"
+        )
 
 
 def _count(state: dict[str, Any], entry: dict[str, Any], optimizer: OptimizerSpend) -> None:

@@ -24,6 +24,7 @@ from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
 from ..store.rundir import RunDir
 from . import stop_condition as sc
+from .screen import ledger as screen_ledger
 
 UNKNOWN = "unknown"
 NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fanning out
@@ -372,6 +373,7 @@ def spend_report(
         "afford": afford_json,
         "constraints": constraints,
         "recommendation": recommendation,
+        "screens": screen_ledger(e for e in events if e.get("kind") == "screen"),
     }
 
 
@@ -493,6 +495,13 @@ def render_table(report: dict[str, Any]) -> list[str]:
         )
     for amb in report["constraints"]["ambiguous"]:
         lines.append(f"stop condition {amb['clause']!r}: AMBIGUOUS — {amb['reason']}")
+    screens = report.get("screens") or {}
+    if screens.get("screens"):
+        lines.append(
+            f"subset screens: {screens['kills']} killed, {screens['promotes']} promoted; "
+            f"{screens['fired']} rollouts fired, {screens['saved']} saved, "
+            f"net {screens['net_rollouts']:+d} — {screens['verdict']}"
+        )
     r = report["recommendation"]
     lines += ["", f"recommendation: {r['action']} — {r['reason']}"]
     return lines

@@ -113,6 +113,10 @@ def load_adapter(ref: str, project_dir: Path) -> Any:
     module_name = "capevolve_adapter_" + "_".join(
         part for part in path.with_suffix("").parts if part.isidentifier()
     )
+    if str(path.parent) not in sys.path:
+        # its own folder is importable, so it can import modules beside it (cap-evolve's
+        # adapters do: `import model_config`); appended, so it shadows nothing installed
+        sys.path.append(str(path.parent))
     module = sys.modules.get(module_name)
     if module is None or getattr(module, "__file__", None) != str(path):
         spec = importlib.util.spec_from_file_location(module_name, path)

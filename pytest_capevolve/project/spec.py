@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .cap_evolve_keys import not_used_sentence
 from .paths import rebase, to_stored
 from .splits import SPLITS, cut_splits
 from .yamlfile import YamlError, load_yaml, read_yaml
@@ -71,6 +72,10 @@ class Spec:
     optimizer: str | None = None
     algorithm_focus: str | None = None
     store: str | None = None
+    # subset screens and grow (issue 14): the screen's kill α, and how many looks a decision may
+    # take (1 = no growth; 2 or 3 reserve half of α for the first look, see decide/looks.py)
+    screen_alpha: float = 0.05
+    grow_max_looks: int = 1
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     @staticmethod
@@ -149,6 +154,15 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     return check
 
 
+def _choice_int(lo: int, hi: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"a whole number from {lo} to {hi}")
+        return value
+
+    return check
+
+
 def _gate_mode(value: Any) -> str:
     # The modes are the gate's registry; imported when a spec is validated, not when the
     # plugin loads (it pulls in numpy and scipy).
@@ -207,6 +221,9 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "optimizer": _optional(_str),
     "algorithm_focus": _optional(_choice(HILL_CLIMB_FOCUS)),
     "store": _optional(_choice(HILL_CLIMB_STORES)),
+    # subset screens and grow (loop/screen.py, decide/looks.py)
+    "screen_alpha": _float(0, 0.25, lo_open=True),
+    "grow_max_looks": _choice_int(1, 3),
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
@@ -250,6 +267,12 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
     for key, text in (ini_defaults or {}).items():
         if text not in (None, ""):
             values[key] = _parse_ini_value(key, text)
+    foreign = [sentence for key in raw if key not in VALIDATORS and (sentence := not_used_sentence(key))]
+    if foreign:  # cap-evolve's own keys: say why each has no use here, all at once
+        raise SpecError(
+            f"{path}: {'; '.join(foreign)}. Remove them (`capevolve import-cap-evolve` writes a spec "
+            "without them)"
+        )
     for key, value in raw.items():
         if key not in VALIDATORS:
             near = difflib.get_close_matches(str(key), VALIDATORS, n=1)

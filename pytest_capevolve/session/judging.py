@@ -9,9 +9,12 @@ mode each verdict is booked as a decision through the same code as ``capevolve c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..decide.evidence import ByTag
 from ..decide.gate import ACCEPT, INDECISIVE, GateConfig, Verdict
 from ..decide.judging import Evidence, as_null, gate_config, null_deltas, verdict_file
+from ..decide.looks import looks_record
 from ..decide.rounds import gate_round
 from ..loop.commit import INDECISIVE as BOOKED_INDECISIVE
 from ..loop.commit import CommitRefused, book
@@ -42,7 +45,9 @@ def judge(
         return evidence.judge(tag, against, level, floor)
 
     siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
-    verdicts = gate_round(judged, siblings, best, config, gate.multiple).verdicts
+    verdicts = [
+        with_looks(spec, v, 1) for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
+    ]
     for verdict in nulls:
         rundir.write_verdict(verdict_file(verdict, null_control=True))
     for verdict in verdicts:
@@ -50,17 +55,35 @@ def judge(
     return nulls, verdicts
 
 
+def with_looks(spec: Spec, verdict: Verdict, look: int) -> Verdict:
+    """The verdict with the look it was decided at (1 = the first gate; a grow adds one) and
+    the α schedule across looks (:mod:`..decide.looks`)."""
+    record = looks_record(spec.gate_alpha, look, spec.grow_max_looks)
+    return replace(verdict, details={**verdict.details, "looks": record})
+
+
+def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
+    """The decision (and basis) ``--capevolve-commit auto`` books for a verdict. When the spec
+    allows growth, Δ̄ > 0 under the bar with looks left is ``provisional`` (grow it), and with
+    none left ``inconclusive``."""
+    if verdict.decision == ACCEPT:
+        return "accept", None
+    if verdict.decision == INDECISIVE:
+        return BOOKED_INDECISIVE, verdict.basis
+    if verdict.basis == "micro_test_fail":
+        return "reject", "micro_test_fail"
+    look = int(verdict.details.get("looks", {}).get("look", 1))
+    if spec.grow_max_looks > 1 and verdict.basis in ("exact", "null_floor") and (verdict.delta_mean or 0) > 0:
+        return ("provisional", None) if look < spec.grow_max_looks else ("inconclusive", None)
+    return "reject", "gate"
+
+
 def book_verdicts(spec: Spec, rundir: RunDir, verdicts: list[Verdict]) -> list[str]:
     """Book each verdict as a decision, in order (``--capevolve-commit auto``); one line each
     saying what was booked, or why not (a tag is decided once)."""
     lines = []
     for verdict in verdicts:
-        if verdict.decision == ACCEPT:
-            decision, basis = "accept", None
-        elif verdict.decision == INDECISIVE:
-            decision, basis = BOOKED_INDECISIVE, verdict.basis
-        else:
-            decision, basis = "reject", "micro_test_fail" if verdict.basis == "micro_test_fail" else "gate"
+        decision, basis = booked_as(spec, verdict)
         try:
             book(spec, rundir, verdict.tag, decision, basis=basis, note=f"gate session: {verdict.reason}")
         except CommitRefused as exc:

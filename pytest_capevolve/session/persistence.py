@@ -17,6 +17,7 @@ import pytest
 from ..decide.evidence import ByTag
 from ..items import RECORD_PROPERTY, record_from_report
 from ..project.spec import Spec
+from ..show.dashboard import write_dashboard
 from ..show.measure import measure, render_markdown
 from ..show.report import summarize_arm
 from ..store.record import RolloutRecord
@@ -166,7 +167,8 @@ def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> O
 def record_finish(
     spec: Spec, rundir: RunDir, plan: EvalPlan, tally: Tally, outcome: Outcome, by_tag: ByTag
 ) -> None:
-    """Log the session's end and refresh report.md (a view: it never changes the outcome)."""
+    """Log the session's end and refresh report.md and dashboard.html (views: they never
+    change the outcome)."""
     rundir.append_event(
         "session_finished",
         paid=sum(tally.paid.values()),
@@ -174,7 +176,15 @@ def record_finish(
         dead_workers=[w for w, _ in tally.dead_workers],
         exit_code=outcome.exit_code,
     )
+    measurement = None
     try:
-        rundir.write_report(render_markdown(measure(spec, rundir, {plan.split: by_tag})))
+        measurement = measure(spec, rundir, {plan.split: by_tag})
+        rundir.write_report(render_markdown(measurement))
     except Exception as exc:  # the report is a view; it must never change the outcome
         outcome.report_error = f"could not write report.md: {exc!r}"
+    try:
+        val = by_tag if plan.split == "val" else None
+        write_dashboard(rundir, spec.num_trials, measurement, val)
+    except Exception as exc:  # a view too
+        problem = f"could not write dashboard.html: {exc!r}"
+        outcome.report_error = f"{outcome.report_error}; {problem}" if outcome.report_error else problem

@@ -205,16 +205,19 @@ def build_plan(
     *,
     decisions: int = 0,
     claimed: Mapping[tuple[str, str, str, int], object] | None = None,
+    num_trials: int | None = None,
     **fields: object,
 ) -> EvalPlan:
     """The plan over ``planned``, owing every rollout not already persisted valid in
     ``records`` nor ``claimed`` by another live session; checked against the budget (what
-    others have claimed counts as spent) and logged as ``event``."""
+    others have claimed counts as spent) and logged as ``event``. ``num_trials`` (default the
+    spec's) is more for a grow: trial indices continue, so the first ones are reused."""
     tags = {c.tag for c in planned}
-    size = len(task_ids) * spec.num_trials * len(planned)
+    trials = spec.num_trials if num_trials is None else num_trials
+    size = len(task_ids) * trials * len(planned)
     if size > MAX_PLAN_ROLLOUTS:
         raise BudgetError(
-            f"{spec.path}: {len(task_ids)} {split} tasks × {spec.num_trials} trials × {len(planned)} "
+            f"{spec.path}: {len(task_ids)} {split} tasks × {trials} trials × {len(planned)} "
             f"candidate(s) = {size} rollouts, more than one session plans ({MAX_PLAN_ROLLOUTS}); "
             "lower num_trials or evaluate fewer candidates per session"
         )
@@ -224,7 +227,7 @@ def build_plan(
         run_id=rundir.run_id,
         split=split,
         task_ids=task_ids,
-        num_trials=spec.num_trials,
+        num_trials=trials,
         base_seed=spec.base_seed,
         candidates=planned,
         persisted=persisted,

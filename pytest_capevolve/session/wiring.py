@@ -27,12 +27,16 @@ from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
+from .grow import GrowSession, refuse_regating_grown
 from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
+from .remote import RemoteWorkers, check_gateways, worker_target
 from .reporter import CapevolveReporter
+from .screen_or_grow import screen_or_grow, start_screen_or_grow
 from .screens import Screens
+from .subset_screen import ScreenSession
 
 COMMIT_MODES = ("auto", "none")
 
@@ -41,12 +45,15 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
     """Load the project and, on the controller, plan and register the session's roles."""
     workerinput = getattr(config, "workerinput", None)
     try:
+        if workerinput is not None:
+            target = worker_target(workerinput, target)
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
         else:
+            check_gateways(config, spec)
             plan = _start_controller(config, spec, sorted(pool), finalize=finalize, split=split)
     except TestSealError as exc:
         raise pytest.UsageError(f"TestSealError: {exc}") from None
@@ -68,7 +75,7 @@ def _start_controller(
     config: pytest.Config, spec: Spec, pool_ids: list[str], *, finalize: bool, split: str
 ) -> EvalPlan:
     option = config.option
-    role: EvaluationSession | FinalizeSession
+    role: EvaluationSession | FinalizeSession | ScreenSession | GrowSession
     planned: Planned
     if finalize:
         rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, create=False)
@@ -81,6 +88,9 @@ def _start_controller(
             raise
         persistence = Persistence(config, spec, rundir, planned.plan)
         role = FinalizeSession(config, spec, rundir, planned, seal, persistence)
+    elif (kind := screen_or_grow(config, split)) is not None:
+        request = _candidate_requests(config, spec)[0] if kind == "screen" else None
+        role, planned, persistence, rundir = start_screen_or_grow(config, spec, pool_ids, kind, request)
     else:
         gate = _gate_request(config, split)
         requests = _candidate_requests(config, spec)
@@ -91,6 +101,8 @@ def _start_controller(
             screens = Screens(spec, rundir, microcases=gate.enabled)
             try:
                 with rundir.lock():
+                    if gate.enabled:
+                        refuse_regating_grown(rundir, [r.tag for r in requests])
                     planned = plan_evaluation(
                         spec,
                         rundir,
@@ -124,6 +136,7 @@ def _start_controller(
         ("session", role),
         ("end", end),
         ("reporter", CapevolveReporter(rundir, end, persistence.tally)),
+        ("remote", RemoteWorkers(config, spec)),
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
     return planned.plan

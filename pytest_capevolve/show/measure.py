@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import stats
 from ..decide.evidence import ByTag, index_records, reward_matrix
+from ..loop.screen import ledger as screen_ledger
 from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
 from ..store.rundir import RunDir
@@ -234,7 +235,13 @@ def _spend(
     ]
     cost = 0  # tamper checks and microcases pay no rollout
     saved = len(refused) * val_tasks * trials
-    screening = {"refused": refused, "cost": cost, "saved": saved, "net": saved - cost}
+    screening = {
+        "refused": refused,
+        "cost": cost,
+        "saved": saved,
+        "net": saved - cost,
+        "subset": screen_ledger(e for e in events if e.get("kind") == "screen"),
+    }
     return spend, screening
 
 
@@ -283,6 +290,12 @@ def render_text(m: Measurement) -> list[str]:
         lines.append(f"best − seed on {d.split}: {_delta_text(d)}  [{d.source}]")
     for label in m.labels:
         lines.append(f"NOTE {label}")
+    ledger = m.screening.get("subset") or {}
+    if ledger.get("screens"):
+        lines.append(
+            f"subset screens: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} "
+            f"rollouts fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d} — {ledger['verdict']}"
+        )
     return lines
 
 
@@ -317,5 +330,12 @@ def render_markdown(m: Measurement) -> str:
         f"- screening: {len(s['refused'])} candidate(s) refused before any rollout ({refused}); "
         f"cost {s['cost']} rollouts, saved {s['saved']}, net {s['net']:+d} (from `verdicts/*.json`)"
     )
+    ledger = s.get("subset") or {}
+    if ledger.get("screens"):
+        out.append(
+            f"- subset screens: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} "
+            f"rollouts fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d} — {ledger['verdict']} "
+            "(from `screens/*.json`, events.jsonl `screen` lines)"
+        )
     out += ["", f"Run dir: `{m.run_dir}`. Every path above is relative to it.", ""]
     return "\n".join(out)

@@ -51,6 +51,7 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         self.state_path = root / "state.json"
         self.events_path = root / "events.jsonl"
         self.report_path = root / "report.md"
+        self.dashboard_path = root / "dashboard.html"
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self.lock = RunLock(root)
         self.claims = Claims(root)
@@ -118,6 +119,10 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
     def write_report(self, markdown: str) -> Path:
         atomic_write_text(self.report_path, markdown)
         return self.report_path
+
+    def write_dashboard(self, page: str) -> Path:
+        atomic_write_text(self.dashboard_path, page)
+        return self.dashboard_path
 
     def verdict_path(self, tag: str) -> Path:
         return self.root / "verdicts" / f"{check_tag(tag)}.json"

@@ -1,0 +1,34 @@
+"""``dashboard.html``: a run drawn on one self-contained page (best so far, heatmap, verdicts'
+forest plot, spend, lineage, per-task drill-down).
+
+:mod:`.model` reads the run dir once into numbers, :mod:`.plots` draws them as inline SVG
+(:mod:`.svg` holds the pieces), :mod:`.page` puts the page together, :mod:`.command` is
+``capevolve dashboard``. Written beside ``report.md`` at the end of every session
+(:mod:`..persistence` hands over what it has already read) and rebuilt by the command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...decide.evidence import ByTag
+from ...store.rundir import RunDir
+from ..measure import Measurement
+from .model import collect
+from .page import render
+
+__all__ = ["build", "write_dashboard"]
+
+
+def build(
+    rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
+) -> str:
+    """The page for this run, as HTML text."""
+    return render(collect(rundir, num_trials, measurement, val))
+
+
+def write_dashboard(
+    rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
+) -> Path:
+    """Write ``dashboard.html`` in the run dir (atomically) and return its path."""
+    return rundir.write_dashboard(build(rundir, num_trials, measurement, val))

@@ -1,0 +1,311 @@
+"""The dashboard's five plots, each an inline SVG string drawn from :class:`.model.Dashboard`.
+
+Pure. Every element a reader (or a test) counts carries a class naming what it is:
+``best-point``, ``candidate-point``, ``cell``, ``forest-row``, ``spend-line``, ``ceiling``,
+``lineage-node``, ``lineage-edge``. Heatmap cells link to the task's drill-down
+(``#task-<row>``: an index, so no task id ever reaches an attribute).
+"""
+
+from __future__ import annotations
+
+from .model import BestPoint, Dashboard, VerdictRow
+from .svg import (
+    Scale,
+    distinct_labels,
+    f,
+    line,
+    nice_ticks,
+    polyline,
+    reward_colour,
+    svg_open,
+    text,
+    title,
+    x_axis,
+    y_axis,
+)
+
+DECISION_KINDS = ("seed", "accept", "reject", "indecisive", "inconclusive", "provisional")
+
+
+def decision_class(decision: str | None) -> str:
+    """A decision as a CSS class: one of a fixed set (a run dir's text never becomes a class)."""
+    return decision if decision in DECISION_KINDS else "other"
+
+
+def _num(value: float | None, spec: str = ".3f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def _ci(ci: tuple[float, float] | None, spec: str = ".3f") -> str:
+    return "—" if ci is None else f"[{ci[0]:{spec}}, {ci[1]:{spec}}]"
+
+
+def _iteration_ticks(last: int) -> list[tuple[float, str]]:
+    step = max(1, -(-last // 10))
+    return [(float(i), str(i)) for i in range(0, last + 1, step)]
+
+
+def best_so_far_plot(points: list[BestPoint]) -> str:
+    """The best's val mean after each decision, with its 95% CI; each decided candidate's own
+    val mean as a dot coloured by its decision."""
+    width, height, left, right, top, bottom = 620.0, 280.0, 48.0, 16.0, 16.0, 40.0
+    last = max(1, points[-1].iteration if points else 1)
+    x = Scale(0, last, left, width - right)
+    y = Scale(0.0, 1.0, height - bottom, top)
+    parts = [svg_open(width, height, "plot best-so-far", "best so far on val over iterations")]
+    parts.append(y_axis(y, left, [0, 0.25, 0.5, 0.75, 1.0], width - left - right))
+    parts.append(x_axis(x, height - bottom, _iteration_ticks(last)))
+    parts.append(
+        text((left + width - right) / 2, height - 4, "iteration (decisions booked)", "label", "middle")
+    )
+    step: list[tuple[float, float]] = []
+    for point in points:
+        if point.mean is None:
+            continue
+        if step:
+            step.append((x(point.iteration), step[-1][1]))
+        step.append((x(point.iteration), y(point.mean)))
+    if step:
+        parts.append(polyline(step, "best-line"))
+    for point in points:
+        if point.candidate is not None and point.candidate_mean is not None:
+            parts.append(
+                f'<circle class="candidate-point decision-{decision_class(point.decision)}" '
+                f'cx="{f(x(point.iteration))}" cy="{f(y(point.candidate_mean))}" r="4">'
+                + title(
+                    f"iteration {point.iteration}: {point.candidate} {point.decision}, val mean "
+                    f"{_num(point.candidate_mean)}"
+                )
+                + "</circle>"
+            )
+        if point.mean is None:
+            continue
+        cx = x(point.iteration)
+        if point.ci is not None:
+            parts.append(line(cx, y(point.ci[0]), cx, y(point.ci[1]), "ci"))
+        parts.append(
+            f'<circle class="best-point" cx="{f(cx)}" cy="{f(y(point.mean))}" r="5">'
+            + title(
+                f"iteration {point.iteration}: best {point.best}, val mean {_num(point.mean)}, "
+                f"95% CI {_ci(point.ci)}"
+            )
+            + "</circle>"
+        )
+    if not step:
+        parts.append(text(width / 2, height / 2, "no val rollouts of the best yet", "empty", "middle"))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+CELL_H = 14.0
+
+
+def heatmap_plot(dash: Dashboard) -> str:
+    """Tasks (rows) × candidates (columns): each cell the task's mean reward over valid trials.
+    A cell with no rollout is hatched grey, one with only infra errors hatched purple — neither
+    is a 0."""
+    n_tags = max(1, len(dash.tags))
+    cell_w = max(22.0, min(64.0, 640.0 / n_tags))
+    left = 12.0 + 7.0 * min(24, max((len(t) for t in dash.task_ids), default=4))
+    top = 12.0 + 6.0 * min(28, max((len(t) for t in dash.tags), default=4))
+    legend_h = 44.0
+    width = left + cell_w * n_tags + 16
+    height = top + CELL_H * len(dash.task_ids) + legend_h
+    parts = [svg_open(max(width, 460.0), height, "plot heatmap", "tasks by candidates heatmap")]
+    parts.append(
+        "<defs>"
+        '<pattern id="hatch-missing" width="6" height="6" patternUnits="userSpaceOnUse" '
+        'patternTransform="rotate(45)"><rect width="6" height="6" fill="#f4f4f4"/>'
+        '<line x1="0" y1="0" x2="0" y2="6" stroke="#9a9a9a" stroke-width="2"/></pattern>'
+        '<pattern id="hatch-infra" width="6" height="6" patternUnits="userSpaceOnUse" '
+        'patternTransform="rotate(-45)"><rect width="6" height="6" fill="#efe6f7"/>'
+        '<line x1="0" y1="0" x2="0" y2="6" stroke="#7b3fa6" stroke-width="2"/></pattern>'
+        "</defs>"
+    )
+    for col, tag in enumerate(dash.tags):
+        cx = left + cell_w * col + cell_w / 2
+        parts.append(text(cx, top - 6, tag, "col-label", "start", rotate=-40))
+    for row, task_id in enumerate(dash.task_ids):
+        parts.append(text(left - 6, top + CELL_H * row + CELL_H - 3, task_id, "row-label", "end"))
+    columns = {tag: col for col, tag in enumerate(dash.tags)}
+    for cell in dash.cells:
+        x0 = left + cell_w * columns[cell.tag]
+        y0 = top + CELL_H * cell.task
+        if cell.state == "scored":
+            fill = reward_colour(cell.mean or 0.0)
+            tip = f"mean reward {cell.mean:.3f} over {cell.valid} valid trial(s)"
+        elif cell.state == "infra":
+            fill, tip = "url(#hatch-infra)", f"infra errors only ({cell.infra}): missing data, not 0"
+        else:
+            fill, tip = "url(#hatch-missing)", "not evaluated: missing, not 0"
+        if cell.infra and cell.state == "scored":
+            tip += f"; {cell.infra} infra error(s) left out"
+        parts.append(
+            f'<a href="#task-{cell.task}"><rect class="cell {cell.state}" x="{f(x0)}" y="{f(y0)}" '
+            f'width="{f(cell_w - 1)}" height="{f(CELL_H - 1)}" fill="{fill}">'
+            + title(f"task {dash.task_ids[cell.task]} · {cell.tag}: {tip}")
+            + "</rect></a>"
+        )
+    ly = top + CELL_H * len(dash.task_ids) + 14
+    for i in range(11):
+        parts.append(
+            f'<rect class="legend-swatch" x="{f(left + 14 * i)}" y="{f(ly)}" width="14" height="12" '
+            f'fill="{reward_colour(i / 10)}"/>'
+        )
+    parts.append(text(left, ly + 26, "0", "tick", "start"))
+    parts.append(text(left + 154, ly + 26, "1  mean reward", "tick", "start"))
+    lx = left + 250
+    parts.append(f'<rect x="{f(lx)}" y="{f(ly)}" width="14" height="12" fill="url(#hatch-missing)"/>')
+    parts.append(text(lx + 20, ly + 10, "not evaluated", "tick"))
+    parts.append(f'<rect x="{f(lx + 120)}" y="{f(ly)}" width="14" height="12" fill="url(#hatch-infra)"/>')
+    parts.append(text(lx + 140, ly + 10, "infra errors only", "tick"))
+    if not dash.tags:
+        parts.append(text(left, top, "no val rollouts yet", "empty"))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+ROW_H = 26.0
+
+
+def forest_plot(rows: list[VerdictRow], null_band: float | None) -> str:
+    """Each verdict's Δ̄ with its 95% CI against the tag it was gated against; the shaded band
+    is ± the null controls' largest |Δ̄| (the gate's floor: no accept inside it)."""
+    width, label_w, right_w, top, bottom = 900.0, 200.0, 260.0, 20.0, 34.0
+    height = top + ROW_H * max(1, len(rows)) + bottom
+    values = [0.0]
+    for row in rows:
+        values += [v for v in (row.delta_mean, row.bar) if v is not None]
+        if row.ci is not None:
+            values += list(row.ci)
+    if null_band is not None:
+        values += [-null_band, null_band]
+    span = max(0.05, max(abs(v) for v in values)) * 1.1
+    x = Scale(-span, span, label_w, width - right_w)
+    bottom_y = top + ROW_H * max(1, len(rows))
+    parts = [svg_open(width, height, "plot forest", "forest plot of verdicts")]
+    if null_band is not None:
+        parts.append(
+            f'<rect class="null-band" x="{f(x(-null_band))}" y="{f(top - 6)}" '
+            f'width="{f(x(null_band) - x(-null_band))}" height="{f(bottom_y - top + 6)}">'
+            + title(f"null controls' band: ±{null_band:.4f} (largest |Δ̄| of a byte-identical copy)")
+            + "</rect>"
+        )
+    ticks = nice_ticks(-span, span, 6)
+    parts.append(x_axis(x, bottom_y, [(t, f"{t:+.2f}") for t in ticks]))
+    parts.append(line(x(0), top - 6, x(0), bottom_y, "zero"))
+    parts.append(
+        text((x.start + x.end) / 2, height - 2, "Δ̄ vs the tag gated against (val)", "label", "middle")
+    )
+    for i, row in enumerate(rows):
+        cy = top + ROW_H * i + ROW_H / 2
+        kind = "null" if row.null_control else "candidate"
+        parts.append(f'<g class="forest-row {kind} decision-{decision_class(row.decision)}">')
+        parts.append(title(f"{row.tag} vs {row.against}: {row.decision.upper()} — {row.reason}"))
+        label = f"{row.tag}{' (null)' if row.null_control else ''}"
+        parts.append(text(8, cy + 4, label, "row-label", "start"))
+        parts.append(
+            text(label_w - 8, cy + 4, row.decision.upper(), f"decision {decision_class(row.decision)}", "end")
+        )
+        if row.delta_mean is None:
+            parts.append(
+                text(width - right_w + 10, cy + 4, f"decided before any rollout ({row.basis})", "empty")
+            )
+        else:
+            if row.ci is not None:
+                parts.append(line(x(row.ci[0]), cy, x(row.ci[1]), cy, "ci"))
+            if row.bar is not None:
+                parts.append(line(x(row.bar), cy - 7, x(row.bar), cy + 7, "bar"))
+            parts.append(f'<circle class="delta" cx="{f(x(row.delta_mean))}" cy="{f(cy)}" r="5"/>')
+            summary = (
+                f"{row.delta_mean:+.4f} {_ci(row.ci, '+.3f')} p={_num(row.p_value, '.3g')} n={row.n_tasks}"
+            )
+            parts.append(text(width - right_w + 10, cy + 4, summary, "numbers"))
+        parts.append("</g>")
+    if not rows:
+        parts.append(
+            text(
+                width / 2, top + ROW_H / 2, "no verdicts yet (gate with --capevolve-gate)", "empty", "middle"
+            )
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _duration_ticks(end: float) -> list[tuple[float, str]]:
+    """Wall-clock ticks in the unit that fits the span, with as few decimals as keep them apart."""
+    unit, scale = ("s", 1.0) if end < 120 else ("m", 60.0) if end < 7200 else ("h", 3600.0)
+    ticks = nice_ticks(0.0, end / scale, 4)
+    return [(t * scale, label + unit) for t, label in zip(ticks, distinct_labels(ticks), strict=True)]
+
+
+def spend_plot(dash: Dashboard) -> str:
+    """Rollouts paid and $ spent over wall-clock time, each against its ceiling (dashed)."""
+    charts = [
+        ("rollouts", "max_metric_calls", [float(p.rollouts) for p in dash.spend], ".0f", 1.0),
+        ("$ (runner + optimizer)", "max_usd", [p.usd for p in dash.spend], ".2f", 0.01),
+    ]
+    width, height, left, top, bottom, gap = 440.0, 220.0, 56.0, 22.0, 34.0, 30.0
+    total = 2 * width + gap
+    parts = [svg_open(total, height, "plot spend", "spend over time against the ceilings")]
+    seconds = [p.seconds for p in dash.spend]
+    end = max(seconds, default=0.0) or 1.0
+    for i, (name, key, values, fmt, least) in enumerate(charts):
+        x0 = i * (width + gap)
+        ceiling = dash.ceilings.get(key)
+        top_value = max([*values, ceiling or 0.0, least]) * 1.08
+        x = Scale(0.0, end, x0 + left, x0 + width - 10)
+        y = Scale(0.0, top_value, height - bottom, top)
+        parts.append(text(x0 + left, 14, name, "label"))
+        parts.append(y_axis(y, x0 + left, nice_ticks(0.0, top_value, 4), width - left - 10))
+        parts.append(x_axis(x, height - bottom, _duration_ticks(end)))
+        if len(values) > 1:
+            parts.append(polyline([(x(s), y(v)) for s, v in zip(seconds, values, strict=True)], "spend-line"))
+        if ceiling is not None:
+            parts.append(line(x.start, y(ceiling), x.end, y(ceiling), "ceiling"))
+            parts.append(
+                text(x.end, y(ceiling) - 4, f"{key} = {format(ceiling, fmt)}", "ceiling-label", "end")
+            )
+        else:
+            parts.append(text(x.end, top + 10, f"no {key} set", "ceiling-label", "end"))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def lineage_plot(dash: Dashboard) -> str:
+    """One node per booked decision (and the seed), in the order booked; an edge from each
+    candidate's parent. Accepted candidates sit on the left column (the chain of bests)."""
+    row_h, top, col_w = 24.0, 16.0, 28.0
+    rows = [("seed", None, "seed", None, "the seed capability (iteration 0)")]
+    for d in dash.decisions:
+        numbers = f"Δ̄ {_num(d.delta_mean, '+.4f')}, p {_num(d.p_value, '.4g')}"
+        basis = f" ({d.basis})" if d.basis else ""
+        rows.append(
+            (d.tag, d.parent, d.decision, d.basis, f"{d.decision}{basis} — {numbers} — parent {d.parent}")
+        )
+    height = top + row_h * len(rows) + 8
+    parts = [svg_open(900.0, height, "plot lineage", "lineage of candidates")]
+    where: dict[str, tuple[float, float]] = {}
+    nodes = []
+    for i, (tag, parent, decision, _basis, caption) in enumerate(rows):
+        cx = 20.0 + (0 if decision in ("seed", "accept") else col_w)
+        cy = top + row_h * i
+        if parent is not None and parent in where:
+            px, py = where[parent]
+            parts.append(
+                f'<path class="lineage-edge decision-{decision_class(decision)}" '
+                f'd="M{f(px)},{f(py)} C{f(px)},{f(cy)} {f(cx)},{f(py)} {f(cx)},{f(cy)}"/>'
+            )
+        nodes.append(
+            f'<circle class="lineage-node decision-{decision_class(decision)}" '
+            f'cx="{f(cx)}" cy="{f(cy)}" r="6">' + title(f"{tag}: {caption}") + "</circle>"
+        )
+        nodes.append(text(20.0 + 2 * col_w + 8, cy + 4, tag, "node-label"))
+        nodes.append(text(20.0 + 2 * col_w + 180, cy + 4, caption, "node-caption"))
+        if decision in ("seed", "accept"):
+            where[tag] = (cx, cy)
+        else:
+            where.setdefault(tag, (cx, cy))
+    parts += nodes
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,221 @@
+"""Subset screens and grow looks, as pure rules: which tasks a screen picks, when it may kill,
+how α is split across looks, and the screen ledger's arithmetic."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_capevolve.decide.gate import ACCEPT, GateConfig, decide
+from pytest_capevolve.decide.looks import look_alpha, look_schedule, looks_record
+from pytest_capevolve.loop import screen
+
+best_means = st.dictionaries(
+    st.from_regex(r"t[0-9]{1,3}", fullmatch=True),
+    st.sampled_from([0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+    min_size=1,
+    max_size=40,
+)
+
+
+@pytest.mark.parametrize(
+    "n_val, tier, size", [(40, 1, 10), (40, 2, 20), (40, 3, 30), (12, 1, 6), (5, 1, 5), (41, 1, 11)]
+)
+def test_a_tier_screens_its_share_of_val_never_fewer_than_six_tasks(n_val, tier, size) -> None:
+    assert screen.screen_size(n_val, tier) == size
+
+
+def test_an_unknown_tier_is_refused() -> None:
+    with pytest.raises(ValueError, match="tier must be one of 1, 2, 3"):
+        screen.screen_size(40, 4)
+
+
+@given(best_means, st.text(min_size=1, max_size=8), st.sampled_from(["a", "b"]))
+def test_the_ladder_is_deterministic_a_permutation_and_nested_across_tiers(means, run_id, tag) -> None:
+    order = screen.ladder(means, run_id, tag)
+    assert order == screen.ladder(dict(reversed(list(means.items()))), run_id, tag)  # input order is no input
+    assert sorted(order) == sorted(means)
+    tiers = [screen.select(means, run_id, tag, tier) for tier in (1, 2, 3)]
+    for lower, upper in itertools.pairwise(tiers):
+        assert upper[: len(lower)] == lower  # climbing the ladder re-pays nothing
+
+
+@given(best_means, st.text(min_size=1, max_size=8))
+def test_failures_lead_and_every_third_slot_holds_a_pass(means, run_id) -> None:
+    order = screen.ladder(means, run_id, "cand")
+    fails = {t for t, m in means.items() if m < 0.5}
+    passes = set(means) - fails
+    if fails:
+        assert order[0] in fails
+    # a seeded holdout of passes: slot 3, 6, ... while passes remain
+    for slot in range(2, len(order), 3):
+        if passes - set(order[:slot]):
+            assert order[slot] in passes
+    # failures the best sometimes passes come before those it never passes
+    ranked = [means[t] for t in order if t in fails]
+    assert ranked == sorted(ranked, reverse=True)
+
+
+def test_the_holdout_depends_on_the_run_and_the_candidate() -> None:
+    means = {f"t{i:02d}": 1.0 for i in range(40)}
+    picks = {tuple(screen.select(means, run, tag, 1)) for run in ("r1", "r2") for tag in ("a", "b")}
+    assert len(picks) > 1
+
+
+paired_arms = st.integers(1, 7).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=3, max_size=3), min_size=n, max_size=n),
+        st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=3, max_size=3), min_size=n, max_size=n),
+    )
+)
+
+
+@given(paired_arms, st.sampled_from([0.05, 0.1, 0.25]))
+def test_a_byte_identical_candidate_is_killed_for_harm_at_most_alpha_of_the_time(arms, alpha) -> None:
+    """Under the null the two arms of each task are exchangeable: over every way of swapping
+    them, the harm test kills at most α of the time."""
+    cand, best = (np.array(a) for a in arms)
+    kills = 0
+    patterns = list(itertools.product((False, True), repeat=len(cand)))
+    for swaps in patterns:
+        c = np.array([b if s else x for x, b, s in zip(cand, best, swaps, strict=True)])
+        b = np.array([x if s else b for x, b, s in zip(cand, best, swaps, strict=True)])
+        kills += screen.decide_screen(c, b, alpha=alpha).decision == screen.KILL
+    assert Fraction(kills, len(patterns)) <= Fraction(str(alpha))
+
+
+def test_a_screen_never_accepts_even_a_clear_win() -> None:
+    best = np.zeros((10, 5))
+    result = screen.decide_screen(np.ones((10, 5)), best, alpha=0.05)
+    assert result.decision == screen.PROMOTE and result.basis == screen.NO_HARM
+    assert "says nothing about an improvement" in result.reason
+
+
+def test_proven_harm_kills_and_names_its_p() -> None:
+    result = screen.decide_screen(np.zeros((8, 3)), np.ones((8, 3)), alpha=0.05)
+    assert result.decision == screen.KILL and result.basis == screen.HARM
+    assert result.p_harm_exact == "1/256" and result.delta_mean == -1.0
+
+
+GATE = GateConfig(mode="exact", alpha=0.05, min_coverage=0.8)
+
+
+@given(
+    st.integers(0, 2**30),
+    st.integers(6, 12),
+    st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=3, max_size=3), min_size=24, max_size=24),
+)
+def test_a_ceiling_kill_means_no_completion_of_the_unscreened_tasks_is_accepted(
+    seed, size, completion
+) -> None:
+    rng = np.random.default_rng(seed)
+    n_val = 24
+    best_full = (rng.random((n_val, 3)) < rng.random((n_val, 1))).astype(float)
+    rows = sorted(rng.choice(n_val, size=size, replace=False).tolist())
+    cand_subset = (rng.random((size, 3)) < 0.3).astype(float)
+    result = screen.decide_screen(
+        cand_subset, best_full[rows], alpha=1e-9, best_full=best_full, subset_rows=rows, gate=GATE
+    )
+    if result.basis != screen.CEILING:
+        return
+    full = np.array(completion)
+    full[rows] = cand_subset
+    ids = [f"t{i}" for i in range(n_val)]
+    assert decide(full, best_full, tag="c", against="b", task_ids=ids, config=GATE).decision != ACCEPT
+
+
+def test_the_ceiling_kills_a_candidate_that_cannot_catch_up() -> None:
+    best_full = np.ones((40, 5))
+    best_full[:10] = 0.0  # the best fails ten tasks; the candidate fails them too, and more
+    cand = np.zeros((10, 5))
+    result = screen.decide_screen(
+        cand, best_full[:10], alpha=0.05, best_full=best_full, subset_rows=range(10), gate=GATE
+    )
+    assert result.decision == screen.KILL and result.basis == screen.CEILING
+    assert "even if every unscreened task passed" in result.reason
+
+
+def test_the_ceiling_is_only_for_the_exact_gate() -> None:
+    best_full = np.ones((40, 5))
+    paired = GateConfig(mode="paired", k_se=1.0, min_coverage=0.8)
+    result = screen.decide_screen(
+        np.ones((10, 5)),
+        np.ones((10, 5)),
+        alpha=0.05,
+        best_full=best_full,
+        subset_rows=range(10),
+        gate=paired,
+    )
+    assert result.decision == screen.PROMOTE and result.ceiling_p is None
+
+
+def test_the_ledger_adds_up_and_says_when_screening_was_pure_overhead() -> None:
+    events = [
+        {"tag": "a", "screen": "tier1", "decision": "kill", "fired": 50, "full_val_rollouts": 200},
+        {"tag": "b", "screen": "tier1", "decision": "promote", "fired": 50, "full_val_rollouts": 200},
+    ]
+    ledger = screen.ledger(events)
+    assert (ledger["kills"], ledger["promotes"], ledger["fired"], ledger["saved"]) == (1, 1, 100, 200)
+    assert ledger["net_rollouts"] == 100 and "saved 100" in ledger["verdict"]
+    overhead = screen.ledger(
+        [
+            {"tag": t, "screen": "tier2", "decision": "promote", "fired": 60, "full_val_rollouts": 200}
+            for t in "ab"
+        ]
+    )
+    assert overhead["net_rollouts"] == -120
+    assert overhead["verdict"].startswith("screening was pure overhead")
+    assert screen.breakeven_kill_rate(50, 200) == 0.25
+    # a screen run again (resumed: nothing more fired) counts once; a kill saves its full val once
+    again = screen.ledger([*events, {**events[0], "fired": 0}])
+    assert (again["kills"], again["saved"], again["fired"]) == (1, 200, 100)
+
+
+@given(st.sampled_from(["0.05", "0.01", "0.25", "0.1"]), st.integers(1, 3))
+def test_the_looks_spend_exactly_alpha_and_the_first_keeps_half_when_growth_is_on(alpha, looks) -> None:
+    schedule = look_schedule(alpha, looks)
+    assert len(schedule) == looks and sum(schedule) == Fraction(alpha)
+    assert schedule[0] == (Fraction(alpha) if looks == 1 else Fraction(alpha) / 2)
+    assert look_alpha(alpha, looks, looks) == schedule[-1]
+    record = looks_record(alpha, 1, looks)
+    assert record["schedule"] == [str(level) for level in schedule] and Fraction(
+        record["decision_alpha"]
+    ) == Fraction(alpha)
+
+
+def test_a_look_outside_the_schedule_is_refused() -> None:
+    with pytest.raises(ValueError):
+        look_alpha(0.05, 3, 2)
+    with pytest.raises(ValueError):
+        look_schedule(0.05, 4)
+
+
+def test_the_grow_policy_holds_alpha_on_simulated_null_candidates() -> None:
+    """The whole policy — gate at α/2; if provisional grow and gate at α/4, at most twice — on
+    800 null candidates at tau2-like per-task rates: false accepts within α (a one-sided
+    binomial test at 0.001). benchmarks/grow_calibration.py runs the same with 4000."""
+    from scipy import stats as sps
+
+    from pytest_capevolve import stats
+
+    rng = np.random.default_rng(14)
+    rates = rng.choice([0.0, 0.05, 0.2, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0], size=30)
+    schedule = look_schedule(0.05, 3)
+    accepted = 0
+    n = 800
+    for _ in range(n):
+        best = (rng.random((30, 15)) < rates[:, None]).astype(float)
+        cand = (rng.random((30, 15)) < rates[:, None]).astype(float)
+        for look, level in enumerate(schedule, start=1):
+            c, b = cand[:, : 5 * look], best[:, : 5 * look]
+            if stats.sign_flip_test(c, b, alpha=float(level)).at_most(level):
+                accepted += 1
+                break
+            if not np.mean(c.mean(axis=1) - b.mean(axis=1)) > 0:
+                break
+    assert sps.binomtest(accepted, n, 0.05, alternative="greater").pvalue > 0.001, accepted
