@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..decide.evidence import index_records
 from ..decide.gate import INDECISIVE, REJECT, Verdict
 from ..decide.judging import verdict_file
+from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
 from ..store.rundir import RunDir
 from . import exitcodes
@@ -34,7 +35,7 @@ class EvaluationSession:
 
     def conclude(self) -> Outcome:
         plan = self.planned.plan
-        by_tag = index_records(self.rundir.indexed_rollouts(plan.split, plan.tags()))
+        by_tag = index_records(self.rundir.indexed_rollouts(plan.split, plan.tags() | {SEED_TAG}))
         outcome = summarize(plan, by_tag, self.persistence.tally, against=self.planned.best)
         judged: list[Verdict] = []
         if self.gate.enabled:

@@ -183,8 +183,9 @@ def record_finish(
     except Exception as exc:  # the report is a view; it must never change the outcome
         outcome.report_error = f"could not write report.md: {exc!r}"
     try:
-        val = by_tag if plan.split == "val" else None
-        write_dashboard(rundir, spec.num_trials, measurement, val)
+        # by_tag holds the index's outcome fields only; the dashboard's drill-down shows each
+        # rollout's feedback and output, so it reads the full records itself
+        write_dashboard(rundir, spec.num_trials, measurement, None)
     except Exception as exc:  # a view too
         problem = f"could not write dashboard.html: {exc!r}"
         outcome.report_error = f"{outcome.report_error}; {problem}" if outcome.report_error else problem

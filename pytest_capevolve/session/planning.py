@@ -151,7 +151,8 @@ def plan_evaluation(
         split,
         task_ids,
         planned,
-        rundir.indexed_rollouts(split, {c.tag for c in planned}),
+        # the plan's tags and the seed: what the session's conclusion and measure read again
+        rundir.indexed_rollouts(split, {c.tag for c in planned} | {SEED_TAG}),
         "session_started",
         decisions=deciding,
         claimed=claimed,

@@ -123,7 +123,7 @@ def _start_controller(
     read = (
         role.seal.test_rollouts
         if isinstance(role, FinalizeSession)
-        else lambda: rundir.indexed_rollouts(plan_split, planned.plan.tags())
+        else lambda: rundir.indexed_rollouts(plan_split, planned.plan.tags() | {SEED_TAG})
     )
     end = SessionEnd(
         role.conclude,
