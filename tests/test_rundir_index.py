@@ -232,3 +232,18 @@ def test_a_rollout_file_no_row_knows_is_read_and_indexed(run: RunDir) -> None:
     reader = RunDir(run.root)
     assert outcomes(reader.indexed_rollouts("val")) == outcomes(reader.rollouts("val"))
     assert [r.reward for r in reader.indexed_rollouts("val", ["copied"])] == [0.75]
+
+
+def test_a_second_read_in_one_session_reuses_the_checked_rows_until_something_changes(
+    run: RunDir, val_rollout
+) -> None:
+    first = run.indexed_rollouts("val", ["seed", "cand"])
+    run.append_event("session_started", split="val")  # not a rollout: the rows stand
+    assert run.indexed_rollouts("val", ["seed", "cand"]) is not first
+    assert outcomes(run.indexed_rollouts("val", ["seed", "cand"])) == outcomes(first)
+    generation = run.index.generation
+    run.indexed_rollouts("val", ["seed", "cand"])
+    assert run.index.generation == generation
+    run.record_rollout(val_rollout("seed", "task-9", 0, 1.0))
+    again = {r.key for r in run.indexed_rollouts("val", ["seed", "cand"])}
+    assert ("val", "task-9", "seed", 0) in again and run.index.generation > generation

@@ -154,13 +154,15 @@ class RolloutIndex:
         """One transaction: (split, file) rows out, rows in, the new log position (None: it
         stays; a correction read from the files, not a step along the log)."""
         db = self.connect()
-        self.generation += 1
+        upserts, deletes = list(upserts), list(deletes)
+        if upserts or deletes or replace_all:
+            self.generation += 1
         try:
             db.execute("BEGIN IMMEDIATE")
             if replace_all:
                 db.execute("DELETE FROM rollouts")
-            db.executemany("DELETE FROM rollouts WHERE split = ? AND file = ?", list(deletes))
-            db.executemany(_UPSERT, list(upserts))
+            db.executemany("DELETE FROM rollouts WHERE split = ? AND file = ?", deletes)
+            db.executemany(_UPSERT, upserts)
             if position is not None:
                 db.executemany(
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)",
