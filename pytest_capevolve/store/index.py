@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import secrets
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -102,7 +103,6 @@ class RolloutIndex:
         self.path = root / INDEX_NAME
         self._db: sqlite3.Connection | None = None
         self.pending: dict[int, Row] = {}  # event seq → row, for rollouts this process logged
-        self.generation = 0  # bumped whenever this process changes the rows
 
     def connect(self) -> sqlite3.Connection:
         """The open index, created if absent; :class:`IndexDamaged` if it is not ours or unreadable."""
@@ -130,11 +130,19 @@ class RolloutIndex:
 
     def remove(self) -> None:
         """Delete the index file (and its WAL): it is rebuilt from the rollout files."""
-        self.generation += 1
         self.close()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
+
+    def rows_version(self) -> str:
+        """Changes whenever any process changes the rows (a new token, so a rebuilt index never
+        repeats an old one): what a reader's cache of checked rows is keyed on."""
+        try:
+            found = self.connect().execute("SELECT value FROM meta WHERE key = 'rows_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
+        return "" if found is None else str(found[0])
 
     def position(self) -> tuple[int, int] | None:
         """(byte offset, seq) of ``events.jsonl`` the index is current to; None: never synced."""
@@ -155,14 +163,14 @@ class RolloutIndex:
         stays; a correction read from the files, not a step along the log)."""
         db = self.connect()
         upserts, deletes = list(upserts), list(deletes)
-        if upserts or deletes or replace_all:
-            self.generation += 1
         try:
             db.execute("BEGIN IMMEDIATE")
             if replace_all:
                 db.execute("DELETE FROM rollouts")
             db.executemany("DELETE FROM rollouts WHERE split = ? AND file = ?", deletes)
             db.executemany(_UPSERT, upserts)
+            if upserts or deletes or replace_all:  # any process's reader sees the rows moved
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('rows_version', ?)", (secrets.token_hex(8),))
             if position is not None:
                 db.executemany(
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)",

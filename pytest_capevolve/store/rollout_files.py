@@ -42,10 +42,10 @@ class RolloutFiles:
     _read_event_tail: Callable[[], tuple[int, str, int]]
     index: RolloutIndex
     _unflushed: int = 0
-    # the last rows checked against their files, and the index generation they were checked at:
+    # the last rows checked against their files, and the index's rows_version they were read at:
     # a session reading its split again (planning, then its conclusion) with nothing changed in
     # between is not charged the file checks twice
-    _checked: dict[tuple[str, frozenset[str] | None], tuple[int, list[RolloutRecord]]] = {}
+    _checked: dict[tuple[str, frozenset[str] | None], tuple[str, list[RolloutRecord]]] = {}
 
     def write_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
         """Write the record's file (compact JSON; ``text``: its JSON when the caller has it)."""
@@ -112,10 +112,11 @@ class RolloutFiles:
                 self.sync_index()
             key = (split, None if wanted is None else frozenset(wanted))
             cached = self._checked.get(key)
-            if cached is not None and cached[0] == self.index.generation:
+            version = self.index.rows_version()
+            if cached is not None and cached[0] == version:
                 return list(cached[1])
             records = self._checked_rows(split, wanted)
-            self._checked = {key: (self.index.generation, records)}
+            self._checked = {key: (self.index.rows_version(), records)}
             return list(records)
         except (IndexDamaged, OSError) as exc:  # could not even rebuild it (e.g. a read-only run dir)
             self.notices.append(f"{self.index.path}: unusable ({exc}); read the rollout files instead")
