@@ -1,11 +1,14 @@
 """The ``capevolve`` command: run-dir work that pays no rollouts (and ``check``, which pays one).
 
-Each subcommand prints plain lines and exits with the codes documented in the README.
+Every subcommand takes the project as an optional positional (default ``.``; ``--project DIR``
+is the older spelling) and ``--run-id``; ``--json`` prints only JSON on stdout, everything
+meant for people going to stderr. Exit codes are documented in the README.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -19,30 +22,43 @@ from .loop.cap_evolve_import import add_command as add_import_cap_evolve
 from .project.adapter import AdapterError, check_reward, load_adapter, load_tasks
 from .project.candidate import CandidateError
 from .project.runner import AdapterRunner, run_and_score
-from .project.spec import Spec, SpecError, load_spec
+from .project.spec import SPEC_FILENAME, Spec, SpecError, load_spec
 from .show.dashboard import command as dashboard
 from .store.rundir import RunDir, RunDirError
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Verify a project's spec and adapter before any rollout is paid for."""
+    checks: list[dict[str, Any]] = []
+    code = _check(args, checks)
+    if args.json:
+        _print_json({"ok": code == 0, "checks": checks})
+    return code
+
+
+def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     problems: list[str] = []
+    out = _human(args)
 
     def ok(message: str) -> None:
-        print(f"ok    {message}")
+        checks.append({"ok": True, "message": message})
+        print(f"ok    {message}", file=out)
 
     def fail(message: str) -> None:
         problems.append(message)
-        print(f"FAIL  {message}")
+        checks.append({"ok": False, "message": message})
+        print(f"FAIL  {message}", file=out)
 
     try:
-        spec = load_spec(args.project)
+        spec = _spec_of(args)
+        if args.run_id is not None:
+            RunDir.resolve(spec.project_dir, args.run_id, create=False)
         ok(f"spec {spec.path}")
         adapter = load_adapter(spec.adapter, spec.project_dir)
         ok(f"adapter {spec.adapter} has tasks, run_target and score")
         first = load_tasks(adapter, spec.adapter)
         second = load_tasks(adapter, spec.adapter)
-    except (SpecError, AdapterError) as exc:
+    except (CliUsageError, RunDirError, AdapterError) as exc:
         fail(str(exc))
         return 1
     ok(f"{len(first)} tasks, ids unique")
@@ -73,12 +89,65 @@ class CliUsageError(Exception):
     """Bad arguments or a run that cannot answer yet: printed as `error: …`, exit 4."""
 
 
+# -- what every command shares: the project, the run, and where its output goes -------------------
+
+
+def add_project_args(parser: argparse.ArgumentParser, *, run_id: bool = True) -> None:
+    """PROJECT (optional positional, default .), ``--project`` (the older spelling), ``--run-id``
+    and ``--json``: the same on every command."""
+    parser.add_argument("project", type=Path, nargs="?", default=None, help="project folder (default .)")
+    parser.add_argument(
+        "--project",
+        dest="project_option",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the same, as an option",
+    )
+    if run_id:
+        parser.add_argument("--run-id", default=None, help="a run of the project (default: the newest)")
+    parser.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
+
+
+def _loop_project(args: argparse.Namespace) -> Path:
+    """The project of a command: the positional or ``--project`` (not two different ones)."""
+    positional, option = args.project, getattr(args, "project_option", None)
+    if positional is not None and option is not None and positional.resolve() != option.resolve():
+        raise CliUsageError(f"two projects given ({positional} and --project {option}); give one")
+    return positional or option or Path(".")
+
+
+def _spec_of(args: argparse.Namespace) -> Spec:
+    """The project's spec; outside a project, says so in those words."""
+    project = _loop_project(args)
+    if not project.exists():
+        raise CliUsageError(f"no such project folder: {project}; give a folder holding {SPEC_FILENAME}")
+    if project.is_dir() and not (project / SPEC_FILENAME).is_file():
+        raise CliUsageError(
+            f"no {SPEC_FILENAME} in {project.resolve()}; run `capevolve {args.command}` in a project "
+            "folder, or give the project folder as its PROJECT argument"
+        )
+    try:
+        return load_spec(project)
+    except SpecError as exc:
+        raise CliUsageError(str(exc)) from None
+
+
+def _human(args: argparse.Namespace) -> Any:
+    """Where text for people goes: stdout, or stderr when stdout carries ``--json``."""
+    return sys.stderr if getattr(args, "json", False) else sys.stdout
+
+
+def _print_json(answer: Any) -> None:
+    print(json.dumps(answer, sort_keys=True, ensure_ascii=False, default=str))
+
+
 def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
     """The spec, the run and its frozen val ids, for commands that read a run and pay nothing."""
+    spec = _spec_of(args)
     try:
-        spec = load_spec(args.project)
         rundir = RunDir.resolve(spec.project_dir, args.run_id, create=False)
-    except (SpecError, RunDirError) as exc:
+    except RunDirError as exc:
         raise CliUsageError(str(exc)) from None
     _OPENED.append(rundir)
     splits = rundir.splits()
@@ -140,55 +209,37 @@ def cmd_gate(args: argparse.Namespace) -> int:
         nulls = [d for d in judged if d is not None]
     verdict = evidence.judge(args.tag, against, config, [n for n in nulls if n is not None] or None)
     for line in render_verdicts([verdict]):
-        print(line)
+        print(line, file=_human(args))
     if args.json:
-        print(json.dumps(verdict.to_dict(), sort_keys=True))
+        _print_json(verdict.to_dict())
     return {"accept": exitcodes.OK, "reject": exitcodes.REJECTED}.get(verdict.decision, exitcodes.INDECISIVE)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Planning from what is persisted (best's val rollouts, null controls); pays nothing."""
-    import math
-
-    import numpy as np
-    from scipy import stats as sps
-
-    from . import stats
+    from .show.explain import plan_figures, render_plan
 
     spec, rundir, task_ids = _open_run(args)
     best = rundir.best()
     evidence = _val_evidence(spec, rundir, task_ids)
-    base = evidence.matrix(best)
-    means = stats.task_means(base)
-    n = int(np.sum(~np.isnan(means)))
-    if n < 2:
-        raise CliUsageError(f"best {best!r} has fewer than two val tasks with rollouts")
-    components = stats.variance_components(base)
     nulls = [t for t in rundir.known_tags() if t.startswith(f"{best}-null")]
-    null_deltas = [stats.paired_deltas(evidence.matrix(t), base)[0] for t in nulls]
-    null_deltas = [d for d in null_deltas if d.size >= 2]
-    if null_deltas:
-        sd = float(np.sqrt(np.mean([np.var(d, ddof=1) for d in null_deltas])))
-        source = f"{len(null_deltas)} null control(s)"
-    else:
-        sd = math.sqrt(2 * (components["within"] or 0.0) / spec.num_trials)
-        source = "within-task variance of the best (no null controls yet)"
-    z = sps.norm.ppf(1 - spec.gate_alpha) + sps.norm.ppf(0.8)
-    mde = z * sd / math.sqrt(n)
-    print(f"best {best!r}: {n} val tasks × {spec.num_trials} trials, mean {np.nanmean(means):.3f}")
-    print(f"paired-delta SD per task {sd:.4f} (from {source})")
-    print(f"minimum detectable effect at α = {spec.gate_alpha}, power 0.8: Δ̄ ≈ {mde:.4f}")
-    icc = components["icc"]
-    print(f"intraclass correlation {icc:.2f}" if icc is not None else "intraclass correlation: n/a")
-    # A null's per-task delta is trial noise, so twice the trials or twice the tasks halve its
-    # variance alike; only more tasks also average over how a real effect varies by task.
-    print(f"  twice the trials or twice the tasks → MDE ≈ {mde / math.sqrt(2):.4f}; prefer tasks")
-    headroom = float(np.nansum(1 - means))
-    print(f"headroom: Σ(1 − rate) = {headroom:.1f} task-equivalents of {n}")
-    if args.target is not None:
-        need = (args.target - float(np.nanmean(means))) * n
-        verdict = "within" if need <= headroom else "beyond"
-        print(f"target mean {args.target}: needs {need:.1f} task-equivalents ({verdict} the headroom)")
+    figures = plan_figures(
+        evidence.matrix(best),
+        [evidence.matrix(t) for t in nulls],
+        num_trials=spec.num_trials,
+        alpha=spec.gate_alpha,
+    )
+    if figures is None:
+        raise CliUsageError(f"best {best!r} has fewer than two val tasks with rollouts")
+    for line in render_plan(best, figures, args.target):
+        print(line, file=_human(args))
+    if args.json:
+        answer = {"best": best, **dataclasses.asdict(figures), "mde": figures.mde}
+        answer["mde_twice_the_tasks_or_trials"] = figures.mde / 2**0.5
+        if args.target is not None:
+            answer["target"] = args.target
+            answer["target_needs_task_equivalents"] = (args.target - figures.mean) * figures.n
+        _print_json(answer)
     return 0
 
 
@@ -200,22 +251,31 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from .store.seal import Seal
 
     spec, rundir, _val = _open_run(args)
+    out = _human(args)
     code = 0
     test_ids = (rundir.splits() or {}).get("test", [])
     if test_ids and Seal(rundir).burned() is None and not args.no_finalize:
-        print(f"the test split of run {rundir.run_id} is unscored: running finalize (once per run)")
+        print(f"the test split of run {rundir.run_id} is unscored: running finalize (once per run)", file=out)
+        out.flush()
         command = [sys.executable, "-m", "pytest", "--capevolve-finalize", str(spec.path)]
         command += ["--capevolve-run-id", rundir.run_id, "-q", "--tb=no", "-p", "no:cacheprovider"]
         if args.workers:
             command += ["-n", str(args.workers)]
-        code = subprocess.run(command, cwd=spec.project_dir, check=False).returncode
+        if args.json:  # its output is for people: to stderr, after it ends
+            done = subprocess.run(command, cwd=spec.project_dir, check=False, capture_output=True, text=True)
+            sys.stderr.write(done.stdout + done.stderr)
+            code = done.returncode
+        else:
+            code = subprocess.run(command, cwd=spec.project_dir, check=False).returncode
         if code != 0:
             print(f"finalize did not complete (exit {code}); the test row stays sealed", file=sys.stderr)
     result = measure(spec, rundir)
     for line in render_text(result):
-        print(line)
+        print(line, file=out)
     report = rundir.write_report(render_markdown(result))
-    print(f"report: {report}")
+    print(f"report: {report}", file=out)
+    if args.json:
+        _print_json({**dataclasses.asdict(result), "report": report, "finalize_exit": code})
     return code
 
 
@@ -226,28 +286,73 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .store.audit import audit
     from .store.events import verify_events
 
-    root = args.run_dir.resolve()
-    events = root / "events.jsonl"
-    if not events.is_file():
-        raise CliUsageError(f"{root} is not a run dir: no events.jsonl there")
-    rundir = RunDir(root)
+    rundir = _verified_run(args)
+    root, events, out = rundir.root, rundir.events_path, _human(args)
+    answer: dict[str, Any] = {"run_dir": root, "repaired": [], "mismatches": []}
     if args.repair:
         moved = rundir.repair_events()
         if moved:
-            print(f"repaired {events}: moved {moved} damaged line(s) aside")
+            print(f"repaired {events}: moved {moved} damaged line(s) aside", file=out)
+            answer["repaired"].append(f"{events}: moved {moved} damaged line(s) aside")
     count, problem = verify_events(events)
+    answer.update(events=count, tampered=problem)
     if problem is not None:
-        print(f"TAMPERED {events}: {problem} ({count} line(s) before it verified)")
-        return 1
-    print(f"ok {events}: {count} events, each chained to the one before")
+        print(f"TAMPERED {events}: {problem} ({count} line(s) before it verified)", file=out)
+        return _verify_answer(args, answer, ok=False)
+    print(f"ok {events}: {count} events, each chained to the one before", file=out)
     problems = audit(rundir, repair=args.repair)
+    answer["mismatches"] = problems
     for line in problems:
-        print(f"MISMATCH {line}")
+        print(f"MISMATCH {line}", file=out)
     for notice in rundir.notices:
-        print(f"repaired {notice}")
+        print(f"repaired {notice}", file=out)
+        answer["repaired"].append(notice)
     if problems:
-        return 1
-    print(f"ok {root}: rollout files and state.json agree with the events")
+        return _verify_answer(args, answer, ok=False)
+    print(f"ok {root}: rollout files and state.json agree with the events", file=out)
+    return _verify_answer(args, answer, ok=True)
+
+
+def _verify_answer(args: argparse.Namespace, answer: dict[str, Any], *, ok: bool) -> int:
+    if args.json:
+        _print_json({**answer, "ok": ok})
+    return 0 if ok else 1
+
+
+def _verified_run(args: argparse.Namespace) -> RunDir:
+    """``verify [PROJECT] [--run-id ID]``, or the older ``verify RUN_DIR`` (a folder holding
+    ``events.jsonl``). Reads no spec: a run whose project's spec is broken can still be checked."""
+    target = _loop_project(args)
+    if (target / "events.jsonl").is_file():
+        if args.run_id is not None:
+            raise CliUsageError(f"{target} is a run dir already; give it, or PROJECT --run-id ID, not both")
+        return RunDir(target.resolve())
+    if not (target / SPEC_FILENAME).is_file():
+        raise CliUsageError(
+            f"no {SPEC_FILENAME} in {target.resolve()} (and it is not a run dir: no events.jsonl there); "
+            "give the project: capevolve verify PROJECT [--run-id ID]"
+        )
+    try:
+        return RunDir.resolve(target.resolve(), args.run_id, create=False)
+    except RunDirError as exc:
+        raise CliUsageError(str(exc)) from None
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """The project's runs, oldest first: best, iterations, spend, whether test is sealed."""
+    from .show.runs import list_runs, render_runs
+
+    spec = _spec_of(args)
+    rows = list_runs(spec.project_dir)
+    if not rows:
+        print(
+            f"no run under {spec.project_dir / '.capevolve' / 'runs'} yet; evaluate first", file=_human(args)
+        )
+    else:
+        for line in render_runs(rows):
+            print(line, file=_human(args))
+    if args.json:
+        _print_json(rows)
     return 0
 
 
@@ -271,7 +376,8 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
             f"{source} is a test-split rollout; the test split is sealed, and a microcase made "
             "from it would steer the search with held-out data"
         )
-    project = args.project.resolve() if args.project else _project_of(source, RUNS_DIR)
+    given = _loop_project(args) if args.project or args.project_option else None
+    project = given.resolve() if given else _project_of(source, RUNS_DIR)
     try:
         env = ProjectEnv.load(project)
         gold = env.task(task_id).target
@@ -292,7 +398,12 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
     out.write_text(
         skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=str(source))
     )
-    print(f"wrote {out}: fill in its FILL_IN, then run: pytest {out.parent} --capevolve-candidate DIR")
+    print(
+        f"wrote {out}: fill in its FILL_IN, then run: pytest {out.parent} --capevolve-candidate DIR",
+        file=_human(args),
+    )
+    if args.json:
+        _print_json({"wrote": out, "id": case_id, "cluster": args.cluster, "task_id": task_id})
     return 0
 
 
@@ -310,19 +421,11 @@ LOOP_REFUSED = 2
 LOOP_INCOMPLETE = 3  # hill-climb: an evaluation did not complete; --resume continues it
 
 
-def _loop_project(args: argparse.Namespace) -> Path:
-    """The project of a loop command: the positional or ``--project`` (not two different ones)."""
-    positional, option = args.project, args.project_option
-    if positional is not None and option is not None and positional.resolve() != option.resolve():
-        raise LoopRefusal(f"two projects given ({positional} and --project {option}); give one")
-    return positional or option or Path(".")
-
-
 def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
+    spec = _spec_of(args)
     try:
-        spec = load_spec(_loop_project(args))
         rundir = RunDir.resolve(spec.project_dir, args.run_id, create=False)
-    except (SpecError, RunDirError) as exc:
+    except RunDirError as exc:
         raise LoopRefusal(str(exc)) from None
     _OPENED.append(rundir)  # what it finds damaged and handles is said on stderr at the end
     if rundir.splits() is None:
@@ -333,11 +436,13 @@ def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
 
 
 def _loop_print(args: argparse.Namespace, report: dict[str, Any], table: Any) -> int:
+    if args.table and args.json:
+        raise LoopRefusal("--table and --json ask for two different outputs; give one")
     if args.table:
         for line in table(report):
             print(line)
     else:
-        print(json.dumps(report, sort_keys=True, ensure_ascii=False, default=str))
+        _print_json(report)
     return 0
 
 
@@ -397,10 +502,11 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from .loop.spend import spend_report
 
     project = _loop_project(args)
+    spec = _spec_of(args)
     with contextlib.redirect_stdout(sys.stderr):
-        if cmd_check(argparse.Namespace(project=project)) != 0:
+        checked = argparse.Namespace(project=project, run_id=None, json=False, command="check")
+        if cmd_check(checked) != 0:
             raise LoopRefusal(f"the adapter check of {project} failed (above); fix it before a baseline")
-    spec = load_spec(project)
     command = [
         sys.executable,
         "-m",
@@ -420,7 +526,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     spec, rundir = _loop_run(args)
     report = spend_report(spec, rundir)
     splits = rundir.splits() or {}
-    where = f"--project {spec.project_dir}"
+    where = str(spec.project_dir)
     handoff = {
         "run_id": rundir.run_id,
         "run_dir": str(rundir.root),
@@ -436,7 +542,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
             f"capevolve work new cand_0001 {where}",
             f"pytest --capevolve-run {spec.project_dir} --capevolve-candidate "
             f"{rundir.work_dir('cand_0001')} --capevolve-gate --capevolve-commit none",
-            f"capevolve commit cand_0001 --decision accept|reject --reject-basis gate {where}",
+            f"capevolve commit cand_0001 {where} --decision accept|reject --reject-basis gate",
         ],
     }
     return _loop_print(args, handoff, _key_lines)
@@ -477,6 +583,7 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
     from .loop.hill_climb import LoopIncomplete, Options
 
     project = _loop_project(args)
+    _spec_of(args)  # outside a project, say so before the loop starts
     options = Options(
         project=project,
         optimizer=args.optimizer,
@@ -529,6 +636,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     """What a candidate changed: a unified diff of two snapshots (default: against its parent)."""
     from .loop.store import unified_diff
 
+    _diff_operands(args)
     spec, rundir = _loop_run(args)
     if args.other is not None and (args.best or args.parent):
         raise LoopRefusal("give B, --best or --parent, not several")
@@ -556,15 +664,30 @@ def cmd_diff(args: argparse.Namespace) -> int:
             return rundir.work_dir(tag)
         raise LoopRefusal(f"no snapshot or work copy of {tag!r} in run {rundir.run_id}")
 
-    sys.stdout.write(unified_diff(folder(other), folder(args.tag), other, args.tag))
+    diff = unified_diff(folder(other), folder(args.tag), other, args.tag)
+    if args.json:
+        _print_json({"tag": args.tag, "other": other, "diff": diff})
+    else:
+        sys.stdout.write(diff)
     return 0
+
+
+def _diff_operands(args: argparse.Namespace) -> None:
+    """``diff A [B] [PROJECT]``: of the operands after A, a folder holding a spec is the project
+    and anything else is B (a tag never holds a capevolve.yaml)."""
+    args.other, args.project = None, None
+    for operand in args.operands:
+        if (Path(operand) / SPEC_FILENAME).is_file() and args.project is None:
+            args.project = Path(operand)
+        elif args.other is None:
+            args.other = operand
+        else:
+            raise LoopRefusal(f"diff takes A, then B and/or PROJECT; {operand!r} is one too many")
 
 
 def _add_loop_commands(sub: Any) -> None:
     def common(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("project", type=Path, nargs="?", default=None, help="project folder (default .)")
-        parser.add_argument("--project", dest="project_option", type=Path, default=None, metavar="DIR")
-        parser.add_argument("--run-id", default=None)
+        add_project_args(parser)
         parser.add_argument("--table", action="store_true", help="a short human table instead of JSON")
 
     from .loop.commit import DECISIONS, REJECT_BASES
@@ -614,12 +737,15 @@ def _add_loop_commands(sub: Any) -> None:
     diag.set_defaults(func=cmd_diagnose)
     diff = sub.add_parser("diff", help="what a candidate changed: a unified diff of snapshots")
     diff.add_argument("tag")
-    diff.add_argument("other", nargs="?", default=None, metavar="B", help="compare with this tag")
+    diff.add_argument(
+        "operands", nargs="*", metavar="B|PROJECT", help="compare with tag B; the project folder (default .)"
+    )
     diff.add_argument("--project", dest="project_option", type=Path, default=None, metavar="DIR")
-    diff.add_argument("--run-id", default=None)
+    diff.add_argument("--run-id", default=None, help="a run of the project (default: the newest)")
+    diff.add_argument("--json", action="store_true", help="print only JSON on stdout")
     diff.add_argument("--best", action="store_true", help="compare with the current best")
     diff.add_argument("--parent", action="store_true", help="compare with its parent (the default)")
-    diff.set_defaults(func=cmd_diff, project=None)
+    diff.set_defaults(func=cmd_diff)
     _add_hill_climb(sub, common)
 
 
@@ -668,58 +794,64 @@ def _spec_value(key: str) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"capevolve (pytest-capevolve) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="verify a project's spec and adapter")
-    check.add_argument("project", type=Path, nargs="?", default=Path("."), help="project folder (default .)")
+    add_project_args(check)
     check.set_defaults(func=cmd_check)
     gate = sub.add_parser("gate", help="re-derive a verdict from persisted rollouts (pays nothing)")
     gate.add_argument("tag")
-    gate.add_argument("--project", type=Path, default=Path("."), help="project folder (default .)")
-    gate.add_argument("--run-id", default=None)
+    add_project_args(gate)
     gate.add_argument("--against", default=None, help="compare with this tag instead of the best")
     gate.add_argument("--gate-mode", choices=GATE_MODES)
     gate.add_argument("--k-se", type=_spec_value("gate_k_se"), default=None)
     gate.add_argument("--alpha", type=_spec_value("gate_alpha"), default=None)
     gate.add_argument("--veto-regressions", action="store_true")
-    gate.add_argument("--json", action="store_true", help="also print the verdict as JSON")
     gate.set_defaults(func=cmd_gate)
     plan = sub.add_parser("plan", help="minimum detectable effect and headroom (pays nothing)")
-    plan.add_argument("project", type=Path, nargs="?", default=Path("."), help="project folder (default .)")
-    plan.add_argument("--run-id", default=None)
+    add_project_args(plan)
     plan.add_argument("--target", type=float, default=None, help="a target val mean to check")
     plan.set_defaults(func=cmd_plan)
     measure = sub.add_parser(
         "measure", help="the run's honest table and report.md (runs finalize once if needed)"
     )
-    measure.add_argument(
-        "project", type=Path, nargs="?", default=Path("."), help="project folder (default .)"
-    )
-    measure.add_argument("--run-id", default=None)
+    add_project_args(measure)
     measure.add_argument("--no-finalize", action="store_true", help="leave the test split sealed")
     measure.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for finalize")
     measure.set_defaults(func=cmd_measure)
-    verify = sub.add_parser("verify", help="check the hash chain of a run's events.jsonl")
-    verify.add_argument("run_dir", type=Path, help="a run dir: PROJECT/.capevolve/runs/<run_id>")
+    verify = sub.add_parser(
+        "verify", help="check a run's events.jsonl hash chain, rollout files and state.json"
+    )
+    add_project_args(verify)  # the positional may also be a run dir (the older form)
     verify.add_argument(
         "--repair",
         action="store_true",
         help="move a damaged events.jsonl tail aside; rebuild state.json from the events",
     )
     verify.set_defaults(func=cmd_verify)
+    runs = sub.add_parser("runs", help="the project's runs: best, iterations, spend, test sealed")
+    add_project_args(runs, run_id=False)
+    runs.set_defaults(func=cmd_runs)
     micro = sub.add_parser("microcase", help="work with microcases").add_subparsers(
         dest="action", required=True
     )
     gen = micro.add_parser("gen", help="write a skeleton microcase from a failing rollout")
+    add_project_args(gen, run_id=False)
     gen.add_argument("--from", dest="source", type=Path, required=True, metavar="ROLLOUT_FILE")
     gen.add_argument("--cluster", required=True, help="the failure cluster it guards")
     gen.add_argument("--id", default=None, help="microcase id (default CLUSTER-TASK)")
-    gen.add_argument("--project", type=Path, default=None, help="default: the project of the rollout")
     gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
     _add_loop_commands(sub)
     dashboard.add_command(sub)
     add_import_cap_evolve(sub)
+    from .loop import merge, multirep  # noqa: I001 — each registers its own command
+
+    multirep.add_command(sub)
+    merge.add_command(sub)
     return parser
 
 

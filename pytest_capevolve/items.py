@@ -23,10 +23,12 @@ from .project.microcase import Microcase, MicrocaseError, load_file, refuse_test
 from .project.runner import AdapterRunner, Scored, run_and_score
 from .project.spec import Spec, SpecError
 from .session.plan import EvalPlan, PlannedCandidate, RolloutKey
+from .store import stop_marker
 from .store.record import RolloutRecord
-from .store.rundir import RunDir, RunDirError
+from .store.rundir import RUNS_DIR, RunDir, RunDirError
 
 RECORD_PROPERTY = "capevolve_rollout"
+SEQUENTIAL_SKIP = "sequential gate stopped"
 
 
 @dataclass
@@ -38,6 +40,19 @@ class EvalContext:
     runner: AdapterRunner
     pool: dict[str, Task]
     _verified: dict[str, Path | str] = field(default_factory=dict)
+    # --capevolve-sequential: tags decided in this process (the controller's own items)
+    stopped: set[str] = field(default_factory=set)
+
+    def not_needed(self, tag: str) -> bool:
+        """Has the sequential gate decided ``tag``, so its rollout is not to be paid? Asked
+        before every adapter call: in-process from :attr:`stopped`, on an xdist worker from
+        the controller's stop marker in the shared run dir."""
+        if self.plan.sequential is None:
+            return False
+        if tag in self.stopped:
+            return True
+        run_root = self.spec.project_dir / RUNS_DIR / self.plan.run_id
+        return tag in stop_marker.read_stopped(run_root, self.plan.sequential)
 
     def candidate_dir(self, tag: str) -> Path:
         """The candidate's folder on this machine, after checking its bytes match the plan's.
@@ -92,7 +107,8 @@ class SplitCollector(pytest.Collector):
     def collect(self) -> Iterator[pytest.Item]:
         plan = self.config.stash[CONTEXT_KEY].plan
         for key in plan.owed_keys():
-            name = f"{key.task_id}[{key.tag}-t{key.trial}]"
+            trial = f"t{key.trial}" if not plan.block else f"b{plan.block}-t{key.trial - plan.first_trial}"
+            name = f"{key.task_id}[{key.tag}-{trial}]"
             yield RolloutItem.from_parent(self, name=name, key=key)
 
 
@@ -104,6 +120,8 @@ class RolloutItem(pytest.Item):
     def runtest(self) -> None:
         context = self.config.stash[CONTEXT_KEY]
         plan, spec, key = context.plan, context.spec, self.key
+        if context.not_needed(key.tag):  # before anything is paid
+            pytest.skip(f"{SEQUENTIAL_SKIP}: {key.tag!r} is decided; this rollout is not paid")
         try:
             candidate_dir = context.candidate_dir(key.tag)
         except CandidateMismatch as exc:
@@ -166,12 +184,18 @@ def to_plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=repr))
 
 
-def record_from_report(report: Any) -> tuple[RolloutRecord, str] | None:
-    """The rollout record a report carries, with its compact JSON as shipped (controller side:
-    the file is written from that text, not encoded again)."""
+def record_from_report(report: Any) -> RolloutRecord | None:
+    """The rollout record a report carries, if any (controller side)."""
+    text = record_text(report)
+    return None if text is None else RolloutRecord.loads(text, f"report of {report.nodeid}")
+
+
+def record_text(report: Any) -> str | None:
+    """The record's compact JSON as shipped: the controller writes the file from this text
+    rather than encoding the record again."""
     for name, value in getattr(report, "user_properties", ()):
         if name == RECORD_PROPERTY:
-            return RolloutRecord.loads(value, f"report of {report.nodeid}"), value
+            return str(value)
     return None
 
 

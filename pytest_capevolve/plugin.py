@@ -42,6 +42,31 @@ def _null_count(value: str) -> int:
     return count
 
 
+def _progress_interval(value: str) -> float | None:
+    """Seconds between progress lines (0: after every rollout), or None for ``off``."""
+    if value.strip().lower() == "off":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also refuses nan
+        raise pytest.UsageError(
+            "--capevolve-progress takes seconds between progress lines (0: every rollout) or off, "
+            f"got {value!r}"
+        )
+    return seconds
+
+
+def _block_number(value: str) -> int:
+    from .project.blocks import check_block
+
+    try:
+        return check_block(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--capevolve-block: {exc}") from None
+
+
 def _screen_tier(value: str) -> int:
     if value not in ("1", "2", "3"):
         raise pytest.UsageError(
@@ -121,9 +146,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="family-wise correction across a round's candidates (default holm)",
     )
     group.addoption(
+        "--capevolve-sequential",
+        action="store_true",
+        help="with --capevolve-gate: tasks in a seeded order, stop paying once an anytime-valid "
+        "e-process decides (accept, or reject for futility against gate_min_effect)",
+    )
+    group.addoption(
         "--capevolve-finalize",
         metavar="PROJECT",
         help="score the current best (and the seed) on the sealed test split, once per run",
+    )
+    group.addoption(
+        "--capevolve-progress",
+        type=_progress_interval,
+        default=30.0,
+        metavar="SECONDS",
+        help="a progress line (rollouts done/owed, $ spent, budget left) every SECONDS (default 30; "
+        "0: after every rollout; off)",
+    )
+    group.addoption(
+        "--capevolve-explain",
+        action="store_true",
+        help="put each verdict in plain words: what was compared, on how many tasks, what the test "
+        "says, what it would take to decide",
+    )
+    group.addoption(
+        "--capevolve-block",
+        type=_block_number,
+        default=0,
+        metavar="B",
+        help="evaluate under replicate block B: independent trial seeds (base_seed shifted by "
+        "B × 1,000,000); 0 (default) is the usual evaluation, the only one the gate reads",
     )
     # subset screens and grow (session/subset_screen.py, session/grow.py)
     group.addoption(
@@ -178,6 +231,7 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
             "capevolve_gate",
             "capevolve_rerun",
             "capevolve_new_run",
+            "capevolve_block",
         ):
             if getattr(config.option, flag):
                 raise pytest.UsageError(
@@ -196,11 +250,6 @@ def pytest_configure(config: pytest.Config) -> None:
     from .session.wiring import configure
 
     configure(config, target, finalize=finalize, split=split, ini=_ini_defaults(config))
-    # A task the agent fails is data, not a bug: one line each (the scorer's feedback) and no
-    # per-failure short summary, so the capevolve table stays readable. Explicit flags win.
-    if config.option.tbstyle == "auto":
-        config.option.tbstyle = "line"
-    config.option.reportchars = (config.option.reportchars or "").replace("f", "").replace("a", "sxXE")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

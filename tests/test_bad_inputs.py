@@ -142,6 +142,10 @@ CASES = {
         lambda p, h: shutil.rmtree(p),
         ["*no such spec file; --capevolve-run takes a project folder*"],
     ),
+    "no-spec-in-folder": (
+        lambda p, h: (p / "capevolve.yaml").unlink(),
+        ["*no capevolve.yaml in *toy_calc; a project is a folder holding capevolve.yaml*"],
+    ),
 }
 
 
@@ -330,6 +334,9 @@ SPEC_VALUES = [
     ("stop_condition", "[1, 2]", "a non-empty string"),
     ("protected_paths", "[1, 2]", "a list of glob patterns"),
     ("protected_paths", "{a: 1}", "a list of glob patterns"),
+    ("gate_min_effect", "0.6", "a number in [0, 0.5]"),
+    ("gate_min_effect", "-0.1", "a number in [0, 0.5]"),
+    ("gate_alpha_schedule", "bonferroni", "one of constant, basel"),
     ("screen_alpha", "0", "a number in (0, 0.25]"),
     ("screen_alpha", "0.5", "a number in (0, 0.25]"),
     ("grow_max_looks", "0", "a whole number from 1 to 3"),

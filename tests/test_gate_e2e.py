@@ -69,8 +69,11 @@ def test_capevolve_gate_rederives_the_verdict_without_paying(example, projects, 
     rundir = projects.run_dir(project)
     recorded = json.loads((rundir / "verdicts" / "improved.json").read_text())
     spent = json.loads((rundir / "state.json").read_text())["spent"]
+    capsys.readouterr()  # drop what the in-process session printed
     assert main(["gate", "improved", "--project", str(project), "--json"]) == 0
-    derived = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    out = capsys.readouterr()
+    derived = json.loads(out.out)  # stdout is the JSON and nothing else; the table went to stderr
+    assert "improved  ACCEPT" in out.err
     for key in ("decision", "p_value", "delta_mean", "se", "ci", "null_spread", "per_task"):
         assert derived[key] == recorded[key]
     assert json.loads((rundir / "state.json").read_text())["spent"] == spent

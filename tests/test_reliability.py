@@ -192,7 +192,8 @@ def test_ctrl_c_prints_the_summary_and_how_to_resume(example, projects, capevolv
         [
             "*capevolve run *",
             "seed *val*",
-            "*interrupted: * rollouts are missing*re-run the same command to resume*",
+            "*interrupted: * rollouts are missing*to resume, paying only for what is missing, run:",
+            "  pytest *--capevolve-run *--capevolve-run-id *",
         ]
     )
 

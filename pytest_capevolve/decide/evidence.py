@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..project.blocks import block_of, local_trial
+
 if TYPE_CHECKING:
     from ..store.record import RolloutRecord
 
@@ -19,11 +21,13 @@ Arm = dict[tuple[str, int], "RolloutRecord"]  # (task_id, trial) → record
 ByTag = dict[str, Arm]
 
 
-def index_records(records: Iterable[RolloutRecord]) -> ByTag:
-    """tag → (task_id, trial) → record."""
+def index_records(records: Iterable[RolloutRecord], block: int = 0) -> ByTag:
+    """tag → (task_id, trial within the block) → record, for replicate block ``block`` only
+    (default 0: the block every decision reads; other blocks' records are left out)."""
     by_tag: ByTag = {}
     for record in records:
-        by_tag.setdefault(record.tag, {})[(record.task_id, record.trial)] = record
+        if block_of(record.trial) == block:
+            by_tag.setdefault(record.tag, {})[(record.task_id, local_trial(record.trial))] = record
     return by_tag
 
 

@@ -73,9 +73,11 @@ def book(
         if basis in SCREEN_KILL_BASES and not force:
             _check_screen_kill(rundir, tag, basis)
         parent = _parent(rundir, tag, best)
+        merge = merged_from(rundir, tag)
         entry = {
             "tag": tag,
             "parent": parent,
+            **({"merged_from": merge} if merge else {}),
             "gated_against": (verdict or {}).get("against"),
             "decision": decision,
             "basis": basis,
@@ -233,6 +235,19 @@ def _numbers(verdict: dict[str, Any] | None) -> dict[str, Any]:
         "fixed": sorted(t for t, row in per_task.items() if (row.get("delta") or 0) > 0),
         "broke": sorted(t for t, row in per_task.items() if (row.get("delta") or 0) < 0),
     }
+
+
+def parent_of(rundir: RunDir, tag: str) -> str:
+    """What ``tag`` was made from (see :func:`_parent`), for readers outside a booking."""
+    return _parent(rundir, tag, rundir.best())
+
+
+def merged_from(rundir: RunDir, tag: str) -> list[str]:
+    """The candidates ``tag`` merges (``capevolve merge``), in the order applied; [] if none."""
+    for event in rundir.events():
+        if event.get("kind") == "work_created" and event.get("tag") == tag:
+            return [str(t) for t in event.get("merged_from") or []]
+    return []
 
 
 def _parent(rundir: RunDir, tag: str, best: str) -> str:

@@ -39,9 +39,12 @@ def ledger_row(entry: dict[str, Any]) -> list[str]:
         decision += " (accepted against the gate)"
     if entry.get("repairs") is not None:
         decision += f" (repairs event {entry['repairs']})"
+    parent = str(entry.get("parent") or "—")
+    if entry.get("merged_from"):  # a merge: its parents, onto their common parent
+        parent = f"{' + '.join(entry['merged_from'])} (merged onto {parent})"
     return [
         entry["tag"],
-        str(entry.get("parent") or "—"),
+        parent,
         decision,
         entry.get("basis") or "",
         num(entry.get("delta_mean"), "+.4f"),
@@ -81,4 +84,8 @@ def render_rejected(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "p_value",
         "bar",
     )
-    return [{k: e.get(k) for k in keys} for e in decisions if e["decision"] == "reject"]
+    return [
+        {k: e.get(k) for k in keys} | ({"merged_from": e["merged_from"]} if e.get("merged_from") else {})
+        for e in decisions
+        if e["decision"] == "reject"
+    ]

@@ -72,6 +72,9 @@ class Spec:
     optimizer: str | None = None
     algorithm_focus: str | None = None
     store: str | None = None
+    # the sequential gate and the val-reuse α budget (decide/sequential.py, decide/alpha_budget.py)
+    gate_min_effect: float = 0.05
+    gate_alpha_schedule: str = "constant"
     # subset screens and grow (issue 14): the screen's kill α, and how many looks a decision may
     # take (1 = no growth; 2 or 3 reserve half of α for the first look, see decide/looks.py)
     screen_alpha: float = 0.05
@@ -195,6 +198,7 @@ _INF = math.inf
 # `capevolve hill-climb`'s focus schedules and candidate stores (see loop/prompt.py, loop/store.py)
 HILL_CLIMB_FOCUS = ("all", "cyclic", "hardest-first")
 HILL_CLIMB_STORES = ("git", "copy", "command")
+ALPHA_SCHEDULES = ("constant", "basel")  # decide/alpha_budget.py SCHEDULES (kept in step by a test)
 VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "adapter": _adapter_ref,
     "capability_path": _str,
@@ -221,6 +225,10 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "optimizer": _optional(_str),
     "algorithm_focus": _optional(_choice(HILL_CLIMB_FOCUS)),
     "store": _optional(_choice(HILL_CLIMB_STORES)),
+    # sequential gate + val-reuse α budget (issue 16): the minimum effect of interest for the
+    # futility e-process, and how α is spent across the run's gate decisions on one val split
+    "gate_min_effect": _float(0, 0.5),
+    "gate_alpha_schedule": _choice(ALPHA_SCHEDULES),
     # subset screens and grow (loop/screen.py, decide/looks.py)
     "screen_alpha": _float(0, 0.25, lo_open=True),
     "grow_max_looks": _choice_int(1, 3),
@@ -234,6 +242,11 @@ def resolve_spec_path(target: str | Path) -> Path:
     """A project dir or a spec file → the absolute spec file path (or SpecError)."""
     path = Path(target).expanduser().resolve()
     if path.is_dir():
+        if not (path / SPEC_FILENAME).is_file():  # the same words from pytest and every command
+            raise SpecError(
+                f"no {SPEC_FILENAME} in {path}; a project is a folder holding {SPEC_FILENAME} "
+                "(or give the path of a spec file)"
+            )
         path = path / SPEC_FILENAME
     if not path.is_file():
         raise SpecError(

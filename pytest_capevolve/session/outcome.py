@@ -30,6 +30,7 @@ class Outcome:
     exit_code: int | None = None
     report_error: str | None = None
     closing: list[tuple[str, dict[str, bool]]] = field(default_factory=list)  # (line, markup)
+    explained: list[str] = field(default_factory=list)  # --capevolve-explain: verdicts in words
 
     def set_exit_status(self, session: pytest.Session) -> None:
         if self.exit_code is not None and session.exitstatus in exitcodes.REPLACEABLE:

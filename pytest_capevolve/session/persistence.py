@@ -8,6 +8,7 @@ serves both modes; the plan goes the other way, to each worker, through ``worker
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from ..decide.evidence import ByTag
-from ..items import RECORD_PROPERTY, record_from_report
+from ..items import RECORD_PROPERTY, record_text
 from ..project.spec import Spec
 from ..show.dashboard import write_dashboard
 from ..show.measure import measure, render_markdown
@@ -84,23 +85,24 @@ class Persistence:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._session = session
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Persist each rollout exactly once, as its report arrives."""
-        found = record_from_report(report)
-        record = None if found is None else found[0]
-        if found is not None and report.when == "call":
-            record, text = found
-            self._persist(record, text)
-            # saved: the report (which pytest keeps to the end) no longer carries the record,
-            # only its infra error for the terminal's INFRA status (see infra_error_of)
-            report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
-            if record.infra_error:
-                report.user_properties.append((INFRA_PROPERTY, record.infra_error))
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
+        """Persist each rollout exactly once, as its report arrives (before the other plugins
+        see the report). After them, a passed rollout's report drops its record: pytest keeps
+        every report to the end of the session, and the record is saved; a failed one keeps
+        it for the summary's feedback lines."""
+        text = record_text(report)
+        record = None if text is None else RolloutRecord.loads(text, f"report of {report.nodeid}")
+        if record is not None and report.when == "call":
+            self._persist(record, text or "")
             if record.infra_error:
                 self.tally.infra.append((report.nodeid, record.infra_error))
         elif record is None and report.failed:
             reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
             self.tally.lost.append((report.nodeid, reason))
+        yield
+        if record is not None and report.when == "call" and report.passed:
+            report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
 
     def _persist(self, record: RolloutRecord, text: str) -> None:
         self.rundir.record_rollout(record, text)
@@ -122,22 +124,10 @@ class Persistence:
             self.tally.dead_workers.append((node.gateway.id, str(error)))
 
 
-INFRA_PROPERTY = "capevolve_infra_error"
-
-
-def infra_error_of(report: Any) -> str | None:
-    """The infra error of the rollout a report carries (or carried, before it was saved)."""
-    for name, value in getattr(report, "user_properties", ()):
-        if name == INFRA_PROPERTY:
-            return str(value)
-        if name == RECORD_PROPERTY:
-            return RolloutRecord.loads(value, f"report of {report.nodeid}").infra_error
-    return None
-
-
 def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> Outcome:
-    """The per-tag rows and the planned rollouts still missing, from what is persisted; the
-    exit code says whether the session produced everything it owed."""
+    """The per-tag rows and the planned rollouts still missing, from what is persisted (``by_tag``
+    indexed for the plan's replicate block); the exit code says whether the session produced
+    everything it owed."""
     reused_by_tag: dict[str, int] = {}
     for _split, _task, tag, _k in plan.persisted | plan.awaited:
         reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
@@ -156,7 +146,8 @@ def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> O
     missing = [
         k
         for k in plan.all_keys()
-        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial))) is None or not record.valid
+        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial - plan.first_trial))) is None
+        or not record.valid
     ]
     failed = missing or tally.dead_workers
     return Outcome(
@@ -177,8 +168,9 @@ def record_finish(
         exit_code=outcome.exit_code,
     )
     measurement = None
-    try:
-        measurement = measure(spec, rundir, {plan.split: by_tag})
+    try:  # report.md and dashboard.html show block 0; a replicate block's session lets them read it
+        known = {plan.split: by_tag} if plan.block == 0 else {}
+        measurement = measure(spec, rundir, known)
         rundir.write_report(render_markdown(measurement))
     except Exception as exc:  # the report is a view; it must never change the outcome
         outcome.report_error = f"could not write report.md: {exc!r}"

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..project.blocks import first_trial
+
 WORKERINPUT_KEY = "capevolve_plan"
 
 
@@ -30,7 +32,7 @@ class RolloutKey:
     split: str
     task_id: str
     tag: str
-    trial: int
+    trial: int  # the global trial index: block B's trial k is B · BLOCK_STRIDE + k
 
 
 @dataclass
@@ -44,7 +46,15 @@ class EvalPlan:
     persisted: set[tuple[str, str, str, int]] = field(default_factory=set)
     # being paid right now by another live session (its claim): not owed here, waited for
     awaited: set[tuple[str, str, str, int]] = field(default_factory=set)
+    block: int = 0  # the replicate block evaluated (--capevolve-block; 0 is the usual one)
+    # --capevolve-sequential: the seeded task order and this session's stop-marker token
+    order: list[str] | None = None
+    sequential: str | None = None
     _keys: tuple[Any, list[RolloutKey]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def first_trial(self) -> int:
+        return first_trial(self.block)
 
     def seed_for(self, trial: int) -> int:
         """Common random numbers: trial k runs with the same seed for every candidate."""
@@ -55,14 +65,16 @@ class EvalPlan:
 
     def all_keys(self) -> list[RolloutKey]:
         """Every rollout of the plan in item order: task, then trial, then candidate, so the
-        rollouts that get compared run close together in time. (Built once: a plan's tasks,
-        trials and candidates do not change.)"""
-        shape = (len(self.task_ids), self.num_trials, tuple(c.tag for c in self.candidates))
+        rollouts that get compared run close together in time (a sequential gate: tasks in its
+        seeded order, both arms' trials of a task before the next task). Built once per shape:
+        a resume asks for them several times."""
+        tasks = self.order or self.task_ids
+        shape = (tuple(tasks), self.first_trial, self.num_trials, tuple(c.tag for c in self.candidates))
         if self._keys is None or self._keys[0] != shape:
             keys = [
                 RolloutKey(self.split, task_id, cand.tag, trial)
-                for task_id in self.task_ids
-                for trial in range(self.num_trials)
+                for task_id in tasks
+                for trial in range(self.first_trial, self.first_trial + self.num_trials)
                 for cand in self.candidates
             ]
             self._keys = (shape, keys)
@@ -91,4 +103,7 @@ class EvalPlan:
             candidates=[PlannedCandidate(**c) for c in data["candidates"]],
             persisted={(s, t, g, int(k)) for s, t, g, k in data["persisted"]},
             awaited={(s, t, g, int(k)) for s, t, g, k in data.get("awaited", [])},
+            block=int(data.get("block", 0)),
+            order=data.get("order"),
+            sequential=data.get("sequential"),
         )

@@ -7,6 +7,7 @@ candidate refused by a screen is never registered.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,6 +43,7 @@ class GateRequest:
     veto_regressions: bool = False
     commit: str = "auto"  # auto: book each verdict as a decision; none: leave them as evidence
     multiple: str = "holm"  # the family-wise correction across a round's siblings
+    sequential: bool = False  # --capevolve-sequential: e-processes per task, stop once decided
 
 
 @dataclass
@@ -104,6 +106,7 @@ def plan_evaluation(
     rerun: bool,
     gate: GateRequest,
     screens: Screens,
+    block: int = 0,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
     it is registered; the best and the seed are never screened.
@@ -152,11 +155,17 @@ def plan_evaluation(
         task_ids,
         planned,
         # the plan's tags and the seed: what the session's conclusion and measure read again
-        rundir.indexed_rollouts(split, {c.tag for c in planned} | {SEED_TAG}),
+        rundir.indexed_rollouts(split, {c.tag for c in planned} | {SEED_TAG}, block),
         "session_started",
         decisions=deciding,
         claimed=claimed,
+        block=block,
     )
+    if gate.sequential:
+        from .sequential import seeded_order
+
+        plan.order = seeded_order(task_ids, spec.base_seed)
+        plan.sequential = uuid.uuid4().hex
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     waiting_on = sorted({claimed[k] for k in plan.awaited})
     return Planned(plan, best, null_tags, waiting_on)
@@ -206,6 +215,7 @@ def build_plan(
     *,
     decisions: int = 0,
     claimed: Mapping[tuple[str, str, str, int], object] | None = None,
+    block: int = 0,
     num_trials: int | None = None,
     **fields: object,
 ) -> EvalPlan:
@@ -232,6 +242,7 @@ def build_plan(
         base_seed=spec.base_seed,
         candidates=planned,
         persisted=persisted,
+        block=block,
     )
     wanted = {(k.split, k.task_id, k.tag, k.trial) for k in plan.all_keys()}
     plan.awaited = (wanted & set(claimed)) - persisted
@@ -239,6 +250,8 @@ def build_plan(
     check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
     if plan.awaited:
         fields["awaited"] = len(plan.awaited)
+    if block:
+        fields["block"] = block
     rundir.append_event(
         event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
     )

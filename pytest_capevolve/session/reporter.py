@@ -1,44 +1,132 @@
-"""The terminal reporter role: the capevolve tables at the end of a session, and INFRA.
+"""The terminal reporter role: one line per failed rollout, a progress line on long runs, the
+capevolve tables at the end of a session, and INFRA.
 
 Controller only (pytest-xdist keeps its ``TerminalDistReporter`` apart from ``DSession`` the
 same way). It reads the session's outcome and tally; nothing it prints can change them, and a
 formatting error never breaks the session's outcome.
+
+A task the agent fails is data, not a bug: its report keeps pytest's ``failed`` outcome (the
+count line and the exit status see it), but pytest's FAILURES section and short summary skip
+it — no xdist ``[gw0] linux -- Python …`` header, no traceback, no line cut at 50 characters —
+and this role prints one line for it instead, naming split, task, tag and trial with the
+scorer's feedback. Any other failure (a bug) keeps pytest's full report.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 import pytest
 
+from ..items import record_from_report
 from ..show.numbers import num
 from ..show.report import render_arms, render_verdicts
+from ..store.record import RolloutRecord
 from ..store.rundir import RunDir
 from .outcome import SessionEnd
-from .persistence import Tally, infra_error_of
+from .persistence import Tally
+from .progress import Progress
+
+
+def rollout_id(record: RolloutRecord) -> str:
+    """``val::a12[improved-t3]``: the short id a person can act on (split, task, tag, trial)."""
+    return f"{record.split}::{record.task_id}[{record.tag}-t{record.trial}]"
+
+
+def one_line(text: str) -> str:
+    """Feedback on one line, whole: whitespace runs (newlines too) become one space."""
+    return " ".join(str(text).split())
+
+
+def failed_rollout_line(record: RolloutRecord) -> str:
+    """``FAILED val::a12[improved-t3] reward 0: ticket escalated …`` (never cut short)."""
+    line = f"FAILED {rollout_id(record)} reward {num(record.reward, '.4g')}"
+    feedback = one_line(record.feedback or "")
+    return f"{line}: {feedback}" if feedback else line
+
+
+def is_task_failure(report: Any) -> bool:
+    """A call report of a rollout the agent scored below the threshold (not an infra error)."""
+    if report.when != "call" or not report.failed:
+        return False
+    record = record_from_report(report)
+    return record is not None and record.valid and record.infra_error is None
 
 
 class CapevolveReporter:
-    def __init__(self, rundir: RunDir, end: SessionEnd, tally: Tally) -> None:
+    def __init__(
+        self, rundir: RunDir, end: SessionEnd, tally: Tally, progress: Progress | None = None
+    ) -> None:
         self.rundir = rundir
         self.end = end
         self.tally = tally
+        self.progress = progress
+        self.failed: list[RolloutRecord] = []
+        self._terminal: Any = None
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
         """Show an infra error as its own outcome ("I"/INFRA), never as a task failure."""
         if report.when == "call" and report.failed:
-            if infra_error_of(report):
+            record = record_from_report(report)
+            if record is not None and record.infra_error:
                 return "infra", "I", ("INFRA", {"yellow": True})
         return None
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    @pytest.hookimpl(trylast=True)  # after pytest's own letter for this report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if is_task_failure(report):
+            record = record_from_report(report)
+            assert record is not None
+            self.failed.append(record)
+        if self.progress is not None and report.when == "call":
+            line = self.progress.reported(report)
+            if line is not None and self._terminal is not None:
+                writer = getattr(self._terminal, "_tw", None)  # mid-way through a line of dots?
+                if getattr(writer, "width_of_current_line", 0):
+                    self._terminal.write("\n")
+                self._terminal.write_line(line)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None]:
+        """Around pytest's own summary (FAILURES, short summary): the rollouts the agent failed
+        are left out of it for its duration — they are printed one line each, before the table
+        — and put back before the count line, which still says how many failed."""
+        stats = terminalreporter.stats
+        reports = stats.get("failed", [])
+        bugs = [r for r in reports if not is_task_failure(r)]
+        if len(bugs) != len(reports):
+            stats["failed"] = bugs
+            if not bugs:
+                del stats["failed"]
         try:
-            self._print_summary(terminalreporter)
-        except Exception as exc:  # a summary must never break the session's outcome
-            terminalreporter.write_line(f"capevolve: could not print the summary: {exc!r}")
+            return (yield)
+        finally:
+            if len(bugs) != len(reports):
+                stats["failed"] = reports
+            try:
+                self._print_summary(terminalreporter)
+            except Exception as exc:  # a summary must never break the session's outcome
+                terminalreporter.write_line(f"capevolve: could not print the summary: {exc!r}")
+
+    def _print_failed(self, tr: Any) -> None:
+        if not self.failed:
+            return
+        tr.section(f"capevolve: {len(self.failed)} failed rollouts (the agent's, not a bug)", sep="-")
+        order = {row.tag: i for i, row in enumerate(self.end.outcome.rows)}  # the plan's, not arrival's
+
+        def key(r: RolloutRecord) -> tuple[int, str, str, str, int]:
+            return (order.get(r.tag, len(order)), r.tag, r.split, r.task_id, r.trial)
+
+        for record in sorted(self.failed, key=key):
+            tr.write_line(failed_rollout_line(record))
 
     def _print_summary(self, tr: Any) -> None:
         outcome, tally = self.end.outcome, self.tally
+        self._print_failed(tr)
         for notice in self.rundir.notices:
             tr.write_line(f"capevolve: {notice}", yellow=True)
         if not outcome.rows:
@@ -59,6 +147,8 @@ class CapevolveReporter:
             for verdict in outcome.verdicts:
                 for warning in verdict.warnings:
                     tr.write_line(f"{verdict.tag}: {warning}", red=True)
+            for line in outcome.explained:
+                tr.write_line(line)
         paid = sum(r.paid for r in outcome.rows)
         reused = sum(r.reused for r in outcome.rows)
         tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")
@@ -66,8 +156,8 @@ class CapevolveReporter:
             tr.write_line(f"capevolve: {outcome.report_error}", yellow=True)
         if tally.infra:
             tr.write_line(f"infra errors ({len(tally.infra)}; missing data, never a 0):")
-            for nodeid, reason in tally.infra[:20]:
-                tr.write_line(f"  {nodeid}: {reason}")
+            for nodeid, reason in tally.infra[:20]:  # named like a failed rollout: val::a12[tag-t3]
+                tr.write_line(f"  INFRA {nodeid.split('::', 1)[-1]}: {one_line(reason)}")
         for worker, error in tally.dead_workers:
             tr.write_line(f"worker {worker} died ({error}); its rollouts are missing", red=True)
         for nodeid, reason in tally.lost[:20]:

@@ -34,7 +34,7 @@ def screen_or_grow(config: pytest.Config, split: str) -> str | None:
         raise pytest.UsageError("give --capevolve-screen TIER or --capevolve-screen-ids a,b,c, not both")
     if len(option.capevolve_candidate) != 1:
         raise pytest.UsageError(f"{flag} takes exactly one --capevolve-candidate")
-    for name in ("gate", "rerun"):
+    for name in ("gate", "rerun", "block"):
         if getattr(option, f"capevolve_{name}"):
             raise pytest.UsageError(f"--capevolve-{name} does not apply to {flag}")
     if split != "val":

@@ -28,14 +28,19 @@ from ..store.seal import Seal
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
 from .grow import GrowSession, refuse_regating_grown
+from .judging import AlphaBudget
+from .junit import JunitReport
 from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
+from .progress import Progress
 from .remote import RemoteWorkers, check_gateways, worker_target
 from .reporter import CapevolveReporter
+from .resume import resume_command
 from .screen_or_grow import screen_or_grow, start_screen_or_grow
 from .screens import Screens
+from .sequential import SequentialGate
 from .subset_screen import ScreenSession
 
 COMMIT_MODES = ("auto", "none")
@@ -112,53 +117,100 @@ def _start_controller(
                         rerun=option.capevolve_rerun,
                         gate=gate,
                         screens=screens,
+                        block=option.capevolve_block,
                     )
             except BaseException:
                 rundir.claims.release()
                 rundir.discard_if_created()  # a refused session leaves no empty run behind
                 raise
         persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
-        role = EvaluationSession(spec, rundir, planned, gate, screens.refusals, persistence)
-    plan_split = planned.plan.split
+        sequential = _sequential_role(config, spec, rundir, planned) if gate.sequential else None
+        role = EvaluationSession(
+            spec,
+            rundir,
+            planned,
+            gate,
+            screens.refusals,
+            persistence,
+            explain=option.capevolve_explain,
+            sequential=sequential,
+        )
+    plan_split, plan_block = planned.plan.split, planned.plan.block
     read = (
         role.seal.test_rollouts
         if isinstance(role, FinalizeSession)
-        else lambda: rundir.indexed_rollouts(plan_split, planned.plan.tags() | {SEED_TAG})
+        else lambda: rundir.indexed_rollouts(plan_split, planned.plan.tags() | {SEED_TAG}, plan_block)
     )
     end = SessionEnd(
         role.conclude,
         planned.best,
         settle=persistence.settle,
-        interrupted=lambda: _interrupted(planned, persistence, read),
+        interrupted=lambda: _interrupted(config, spec, planned, persistence, read, role),
     )
+    progress = Progress(spec, rundir, len(planned.plan.owed_keys()), option.capevolve_progress)
+    plugins: list[tuple[str, object]] = [("persistence", persistence)]
+    if isinstance(role, EvaluationSession) and role.sequential is not None:
+        plugins.append(("sequential", role.sequential))  # after persistence: it sees saved rollouts
     for name, plugin in (
-        ("persistence", persistence),
+        *plugins,
         ("session", role),
         ("end", end),
-        ("reporter", CapevolveReporter(rundir, end, persistence.tally)),
+        ("reporter", CapevolveReporter(rundir, end, persistence.tally, progress)),
         ("remote", RemoteWorkers(config, spec)),
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
+    if getattr(option, "xmlpath", None):  # --junitxml: flat properties, a testcase per verdict
+        config.pluginmanager.register(JunitReport(config, end), "capevolve-junitxml")
     return planned.plan
 
 
+def _sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned: Planned) -> SequentialGate:
+    """The sequential gate's role: every non-best tag gated against the best; the candidates
+    share the round's α from the val-reuse budget equally (Bonferroni: each is decided on its
+    own, as its e-process crosses), each null control gets what one candidate gets."""
+    plan = planned.plan
+    gated = [c.tag for c in plan.candidates if c.tag != planned.best]
+    siblings = [t for t in gated if t not in planned.null_tags]
+    budget = AlphaBudget.read(spec, rundir, len(siblings))
+    share = budget.round / max(len(siblings), 1)
+    return SequentialGate(config, spec, rundir, plan, planned.best, gated, dict.fromkeys(gated, share))
+
+
 def _interrupted(
-    planned: Planned, persistence: Persistence, read: Callable[[], list[RolloutRecord]]
+    config: pytest.Config,
+    spec: Spec,
+    planned: Planned,
+    persistence: Persistence,
+    read: Callable[[], list[RolloutRecord]],
+    role: EvaluationSession | FinalizeSession | None = None,
 ) -> Outcome:
-    """After Ctrl-C: the table of what is persisted (nothing judged, no seal burned) and how to
-    resume; every rollout that reported before the interrupt is already saved."""
+    """After Ctrl-C: the table of what is persisted (no seal burned) and the exact command that
+    resumes; every rollout that reported before the interrupt is saved. A sequential gate
+    writes what it knows: a decision it reached, else "undecided" with its e-values."""
     from ..decide.evidence import index_records
 
     persistence.rundir.claims.release()
     plan = planned.plan
-    outcome = summarize(plan, index_records(read()), persistence.tally, against=planned.best)
-    outcome.closing.append(
+    records = index_records(read(), plan.block)
+    outcome = summarize(plan, records, persistence.tally, against=planned.best)
+    if isinstance(role, EvaluationSession) and role.sequential is not None:
+        outcome.verdicts = role.interrupted_verdicts(records)
+        outcome.nulls = [v for v in outcome.verdicts if v.tag in planned.null_tags]
+    judged = "the sequential gate wrote what it reached" if outcome.verdicts else "nothing was judged"
+    reran = [
+        (c.tag, c.resolve(spec.project_dir))
+        for c in plan.candidates
+        if c.tag != planned.best and c.tag not in planned.null_tags
+    ]
+    command = resume_command(config.invocation_params.args, plan.run_id, rerun_candidates=reran)
+    outcome.closing += [
         (
-            f"interrupted: {len(outcome.missing)} rollouts are missing, nothing was judged; "
-            "re-run the same command to resume (it pays only for what is missing)",
+            f"interrupted: {len(outcome.missing)} rollouts are missing, {judged}; "
+            "to resume, paying only for what is missing, run:",
             {"yellow": True},
-        )
-    )
+        ),
+        (f"  {command}", {"yellow": True}),
+    ]
     return outcome
 
 
@@ -166,6 +218,12 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     enabled = bool(config.option.capevolve_gate)
     if enabled and split != "val":
         raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")
+    if enabled and config.option.capevolve_block:
+        raise pytest.UsageError(
+            f"--capevolve-gate with --capevolve-block {config.option.capevolve_block}: the gate reads "
+            "block 0 only; a replicate block is evidence for `capevolve multirep`, evaluated "
+            "without --capevolve-gate"
+        )
     nulls = config.option.capevolve_null
     if nulls is None:
         nulls = 2 if enabled else 0
@@ -175,7 +233,10 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     for flag, value, allowed in (("commit", commit, COMMIT_MODES), ("multiple", multiple, MULTIPLE)):
         if value not in allowed:
             raise pytest.UsageError(f"--capevolve-{flag} must be one of {', '.join(allowed)}, got {value!r}")
-    return GateRequest(enabled, nulls, bool(option.capevolve_veto_regressions), commit, multiple)
+    sequential = bool(option.capevolve_sequential)
+    if sequential and not enabled:
+        raise pytest.UsageError("--capevolve-sequential decides a gate: add --capevolve-gate")
+    return GateRequest(enabled, nulls, bool(option.capevolve_veto_regressions), commit, multiple, sequential)
 
 
 def _candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..project.blocks import block_of
+
 SCHEMA_VERSION = 1
 
 
@@ -51,6 +53,12 @@ class RolloutRecord:
     @property
     def key(self) -> tuple[str, str, str, int]:
         return (self.split, self.task_id, self.tag, self.trial)
+
+    @property
+    def block(self) -> int:
+        """The replicate block this rollout belongs to, read from its trial index (block 0's
+        records carry no other mark: see :mod:`..project.blocks`)."""
+        return block_of(self.trial)
 
     @property
     def valid(self) -> bool:

@@ -97,13 +97,20 @@ class RolloutFiles:
 
     # -- the index ---------------------------------------------------------------------------
 
-    def indexed_rollouts(self, split: str, tags: Iterable[str] | None = None) -> list[RolloutRecord]:
+    def indexed_rollouts(
+        self, split: str, tags: Iterable[str] | None = None, block: int | None = 0
+    ) -> list[RolloutRecord]:
         """The persisted rollouts of a split (of ``tags`` only, if given) from the index: the
         outcome fields only — reward, passed, infra error, cost, tokens, seconds, seed and
         candidate hash; no input, output, trace, feedback or metrics (:meth:`rollouts` reads
         those). Each row is checked against its file's size and mtime, so what this returns is
         what :meth:`rollouts` would (a changed file is read again, a damaged one quarantined).
+        ``block``: the replicate block, as in :meth:`rollouts` (default 0; None: every block).
         The test split is refused, as in :meth:`rollouts`."""
+        records = self._indexed(split, tags)
+        return records if block is None else [r for r in records if r.block == block]
+
+    def _indexed(self, split: str, tags: Iterable[str] | None) -> list[RolloutRecord]:
         if split == TEST_SPLIT:
             self.rollouts(split)  # raises: only the seal reads test
         wanted = None if tags is None else set(tags)
@@ -243,15 +250,17 @@ class RolloutFiles:
             self.quarantine(path, f"unreadable: {exc}")
         return None
 
-    def rollouts(self, split: str) -> list[RolloutRecord]:
-        """Persisted rollouts of a split. The test split is refused here, when asked: only the
-        seal (:mod:`.seal`) reads it, and only during finalize or after the seal burned."""
+    def rollouts(self, split: str, block: int | None = 0) -> list[RolloutRecord]:
+        """Persisted rollouts of a split, of replicate block ``block`` (default 0: what every
+        decision reads; None: every block). The test split is refused here, when asked: only
+        the seal (:mod:`.seal`) reads it, and only during finalize or after the seal burned."""
         if split == TEST_SPLIT:
             raise TestSealError(
                 f"run {self.run_id}: test rollouts are read only through the seal "
                 "(pytest --capevolve-finalize, then capevolve measure)"
             )
-        return self._read_rollouts(split)
+        records = self._read_rollouts(split)
+        return records if block is None else [r for r in records if r.block == block]
 
     def _read_rollouts(self, split: str) -> list[RolloutRecord]:
         """Every readable record of the split. A damaged file (cut short, not JSON, fields

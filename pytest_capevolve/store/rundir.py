@@ -13,7 +13,7 @@ import json
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +36,19 @@ RUNS_DIR = Path(".capevolve") / "runs"
 __all__ = ["RUNS_DIR", "RunDir", "RunDirError", "new_run_id"]
 
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+def new_run_id(taken: Iterable[str] = ()) -> str:
+    """``YYYYmmdd-HHMMSS-xxxxxx``: sorts by creation, which is how "the newest run" is found.
+    Two runs made in the same second get increasing suffixes, not random ones, so the later
+    one still sorts last."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    same_second = [int(t.rsplit("-", 1)[1], 16) for t in taken if t.startswith(stamp + "-") and _hex_tail(t)]
+    suffix = max(same_second) + 1 if same_second else secrets.randbelow(0x800000)
+    return f"{stamp}-{suffix:06x}"
+
+
+def _hex_tail(run_id: str) -> bool:
+    tail = run_id.rsplit("-", 1)[-1]
+    return len(tail) == 6 and all(c in "0123456789abcdef" for c in tail)
 
 
 class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
@@ -96,7 +107,7 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
                 return cls(existing[-1])
         if not create:
             raise RunDirError(f"no run under {runs} yet; evaluate first (pytest --capevolve-run)")
-        root = runs / new_run_id()
+        root = runs / new_run_id(p.name for p in runs.glob("*"))
         root.mkdir(parents=True)
         rundir = cls(root)
         rundir.created = True
@@ -192,6 +203,10 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         the optimizer's output and exit, the gate session's output, its diff and outcome."""
         base = self.root / "hill_climb"
         return base if tag is None else base / check_tag(tag)
+
+    def merge_dir(self, tag: str) -> Path:
+        """``merge/<tag>/``: the gate sessions' output of ``capevolve merge --integrate``."""
+        return self.root / "merge" / check_tag(tag)
 
     # -- verdicts, events, reports --------------------------------------------------------------
 

@@ -1,0 +1,38 @@
+"""Replicate blocks: independent runs of the same evaluation, told apart by their trial index.
+
+Block ``B`` runs trial ``k`` as the global trial index ``B · BLOCK_STRIDE + k``, so its seed is
+``base_seed + B · BLOCK_STRIDE + k`` — the usual ``seed = base_seed + trial`` rule, with the
+block's base seed shifted by a stride far larger than any trial count (a session plans at most
+1,000,000 rollouts, and grow only continues a block's trial indices). Block 0 is today's
+evaluation: its trial indices, file names and records are exactly what they always were.
+"""
+
+from __future__ import annotations
+
+BLOCK_STRIDE = 1_000_000
+MAX_BLOCK = 1000  # keeps block seeds below 2**32 for adapters that hand them to numpy
+
+
+def first_trial(block: int) -> int:
+    """The global trial index of block ``block``'s trial 0."""
+    return block * BLOCK_STRIDE
+
+
+def block_of(trial: int) -> int:
+    return int(trial) // BLOCK_STRIDE
+
+
+def local_trial(trial: int) -> int:
+    """Trial ``k`` within its block."""
+    return int(trial) % BLOCK_STRIDE
+
+
+def check_block(value: object) -> int:
+    """A block number from a flag: a whole number 0..MAX_BLOCK, else ValueError (one line)."""
+    try:
+        block = int(str(value))
+    except ValueError:
+        block = -1
+    if not 0 <= block <= MAX_BLOCK:
+        raise ValueError(f"a replicate block is a whole number from 0 to {MAX_BLOCK}, got {value!r}")
+    return block

@@ -1,0 +1,50 @@
+"""The exact command that resumes an interrupted session, printed after Ctrl-C.
+
+Controller only. "Re-run the same command" is wrong twice over: ``--capevolve-new-run`` would
+start yet another run, and ``--capevolve-rerun`` would draw yet more fresh tags. The command
+printed is the one typed, pinned to the run the session wrote (``--capevolve-run-id``) and, for
+a re-run, naming the fresh tags it was paying (``--capevolve-candidate DIR --capevolve-tag
+TAG``), so it pays only for what is missing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+# options that take a value, and the flags, that the resume command replaces
+_VALUED = ("--capevolve-run-id", "--capevolve-candidate", "--capevolve-tag")
+_FLAGS = ("--capevolve-new-run", "--capevolve-rerun")
+
+
+def _without(args: Sequence[str], valued: Sequence[str], flags: Sequence[str]) -> list[str]:
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        if arg in flags:
+            continue
+        if arg in valued:
+            skip_value = True
+            continue
+        if any(arg.startswith(f"{option}=") for option in valued):
+            continue
+        kept.append(arg)
+    return kept
+
+
+def resume_command(
+    args: Sequence[str], run_id: str, *, rerun_candidates: Sequence[tuple[str, Path]] = ()
+) -> str:
+    """``pytest ARGS`` as typed, minus ``--capevolve-new-run``, pinned to ``run_id``; when the
+    session was a ``--capevolve-rerun``, its candidates are named by their fresh tags
+    (``rerun_candidates``: (tag, folder) pairs in the order given)."""
+    rerun = "--capevolve-rerun" in args
+    valued = _VALUED if rerun else ("--capevolve-run-id",)
+    kept = _without(args, valued, _FLAGS)
+    for tag, folder in rerun_candidates if rerun else ():
+        kept += ["--capevolve-candidate", str(folder), "--capevolve-tag", tag]
+    return shlex.join(["pytest", *kept, "--capevolve-run-id", run_id])
