@@ -313,9 +313,9 @@ def bootstrap_ci(
     z0 = np.float64(_ndtri(below))  # numpy floats: ±inf and nan flow on as in scipy
     jackknife = (np.sum(deltas) - deltas) / (n - 1)  # the mean with each task left out
     u = (n - 1) * (np.mean(jackknife) - jackknife)
-    a_hat = 1 / 6 * (np.sum(u**3) / n**3) / (np.sum(u**2) / n**2) ** 1.5
     levels = []
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # an acceleration of 0/0 (tiny deltas) is nan: percentile
+        a_hat = 1 / 6 * (np.sum(u**3) / n**3) / (np.sum(u**2) / n**2) ** 1.5
         for z in (_ndtri(alpha), -_ndtri(alpha)):
             num = z0 + z
             levels.append(_ndtr(float(z0 + num / (1 - a_hat * num))))
