@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from .project.adapter import AdapterError, Task
 from .project.candidate import SEED_TAG, content_hash
 from .project.checks import ProjectEnv
 from .project.checks import run as run_microcase
+from .project.inflight import RolloutPool
 from .project.microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
 from .project.runner import AdapterRunner, Scored, run_and_score
 from .project.spec import Spec, SpecError
@@ -33,13 +35,19 @@ SEQUENTIAL_SKIP = "sequential gate stopped"
 
 @dataclass
 class EvalContext:
-    """What items need to run, built once per process in ``pytest_configure``."""
+    """What items need to run, built once per process in ``pytest_configure``.
+
+    ``inflight`` is set when rollouts run off the main thread (``--capevolve-concurrency`` > 1,
+    or an async adapter): items started ahead by :mod:`.session.fanout` wait in ``started``
+    until pytest runs them."""
 
     spec: Spec
     plan: EvalPlan
     runner: AdapterRunner
     pool: dict[str, Task]
     _verified: dict[str, Path | str] = field(default_factory=dict)
+    inflight: RolloutPool | None = None
+    started: dict[str, Future[Scored]] = field(default_factory=dict)
     # --capevolve-sequential: tags decided in this process (the controller's own items)
     stopped: set[str] = field(default_factory=set)
 
@@ -117,6 +125,26 @@ class RolloutItem(pytest.Item):
         super().__init__(**kwargs)
         self.key = key
 
+    def start(self) -> None:
+        """Start this item's rollout off the main thread, ahead of :meth:`runtest` (which
+        collects it). A candidate whose bytes changed starts nothing: runtest reports it; nor
+        does a tag the sequential gate has decided: it is not paid for."""
+        context = self.config.stash[CONTEXT_KEY]
+        assert context.inflight is not None
+        if self.nodeid in context.started or context.not_needed(self.key.tag):
+            return
+        try:
+            candidate_dir = context.candidate_dir(self.key.tag)
+        except CandidateMismatch:
+            return
+        context.started[self.nodeid] = context.inflight.start(
+            context.pool[self.key.task_id],
+            candidate_dir,
+            seed=context.plan.seed_for(self.key.trial),
+            split=self.key.split,
+            timeout_s=context.spec.rollout_timeout_s,
+        )
+
     def runtest(self) -> None:
         context = self.config.stash[CONTEXT_KEY]
         plan, spec, key = context.plan, context.spec, self.key
@@ -128,9 +156,18 @@ class RolloutItem(pytest.Item):
             raise InfraError(str(exc)) from None
         task = context.pool[key.task_id]
         seed = plan.seed_for(key.trial)
-        scored = run_and_score(
-            context.runner, task, candidate_dir, seed=seed, split=key.split, timeout_s=spec.rollout_timeout_s
-        )
+        if context.inflight is not None:
+            self.start()
+            scored = context.started.pop(self.nodeid).result()
+        else:
+            scored = run_and_score(
+                context.runner,
+                task,
+                candidate_dir,
+                seed=seed,
+                split=key.split,
+                timeout_s=spec.rollout_timeout_s,
+            )
         record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
         self.user_properties.append((RECORD_PROPERTY, record.dumps()))
         if record.infra_error:

@@ -57,6 +57,7 @@ class Spec:
     base_seed: int = 0
     success_threshold: float = 1.0
     rollout_timeout_s: float | None = None
+    concurrency: int = 1
     gate_mode: str = "exact"
     gate_k_se: float = 1.0
     gate_alpha: float = 0.05
@@ -211,6 +212,8 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "base_seed": _int(),
     "success_threshold": _float(0, 1),
     "rollout_timeout_s": _optional(_float(0, _INF, lo_open=True)),
+    # rollouts in flight within each process (session/fanout.py); changes no rollout
+    "concurrency": _int(1),
     "gate_mode": _gate_mode,
     "gate_k_se": _float(0, _INF),
     "gate_alpha": _float(0, 0.25, lo_open=True),  # α = 0.5 would accept one lucky task

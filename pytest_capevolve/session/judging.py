@@ -18,7 +18,7 @@ from ..decide.calibration import NULL_EVENT
 from ..decide.evidence import ByTag
 from ..decide.gate import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from ..decide.judging import Evidence, as_null, gate_config, null_deltas, verdict_file
-from ..decide.looks import looks_record
+from ..decide.looks import looks_record, shown_decision
 from ..decide.rounds import gate_round
 from ..loop.commit import INDECISIVE as BOOKED_INDECISIVE
 from ..loop.commit import CommitRefused, book
@@ -151,9 +151,9 @@ def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
         return BOOKED_INDECISIVE, verdict.basis
     if verdict.basis == "micro_test_fail":
         return "reject", "micro_test_fail"
-    look = int(verdict.details.get("looks", {}).get("look", 1))
-    if spec.grow_max_looks > 1 and verdict.basis in ("exact", "null_floor") and (verdict.delta_mean or 0) > 0:
-        return ("provisional", None) if look < spec.grow_max_looks else ("inconclusive", None)
+    shown = shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, verdict.details.get("looks"))
+    if shown in ("provisional", "inconclusive"):
+        return shown, None
     return "reject", "gate"
 
 

@@ -232,7 +232,6 @@ def build_plan(
             f"candidate(s) = {size} rollouts, more than one session plans ({MAX_PLAN_ROLLOUTS}); "
             "lower num_trials or evaluate fewer candidates per session"
         )
-    persisted = {r.key for r in records if r.tag in tags and r.infra_error is None}
     claimed = claimed or {}
     plan = EvalPlan(
         run_id=rundir.run_id,
@@ -241,11 +240,12 @@ def build_plan(
         num_trials=trials,
         base_seed=spec.base_seed,
         candidates=planned,
-        persisted=persisted,
         block=block,
     )
     wanted = {(k.split, k.task_id, k.tag, k.trial) for k in plan.all_keys()}
-    plan.awaited = (wanted & set(claimed)) - persisted
+    # only this plan's keys: a best grown to more trials reuses num_trials of them here, not all
+    plan.persisted = {r.key for r in records if r.tag in tags and r.infra_error is None} & wanted
+    plan.awaited = (wanted & set(claimed)) - plan.persisted
     owed = len(plan.owed_keys())
     check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
     if plan.awaited:

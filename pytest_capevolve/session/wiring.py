@@ -19,12 +19,13 @@ from ..items import CONTEXT_KEY, EvalContext
 from ..project.adapter import AdapterError, load_adapter, load_tasks
 from ..project.candidate import SEED_TAG, CandidateError
 from ..project.microcase import MicrocaseError
-from ..project.runner import AdapterRunner
+from ..project.runner import AdapterRunner, declared_thread_safe
 from ..project.spec import Spec, SpecError, load_spec
 from ..project.splits import TestSealError
 from ..store.record import RecordError, RolloutRecord
 from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
+from . import fanout
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
 from .grow import GrowSession, refuse_regating_grown
@@ -55,6 +56,8 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
+        runner = AdapterRunner(adapter)
+        width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
         else:
@@ -72,8 +75,24 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         BudgetError,
     ) as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool)
+    context = EvalContext(spec, plan, runner, pool)
+    config.stash[CONTEXT_KEY] = context
+    if width > 1 or runner.is_async:
+        fanout.register(config, context, width)
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
+
+
+def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> int:
+    """Rollouts in flight per process: --capevolve-concurrency, else the spec's (or ini's)
+    ``concurrency``. Refused above 1 for an adapter that is not thread-safe."""
+    width = int(config.option.capevolve_concurrency or spec.concurrency)
+    if not declared_thread_safe(runner.adapter) and width > 1:
+        raise AdapterError(
+            f"concurrency {width}: adapter {spec.adapter} is not thread-safe (it declares "
+            "thread_safe = False, or makes candidates live with apply()); run it with "
+            "--capevolve-concurrency 1 and fan out with -n N workers instead"
+        )
+    return width
 
 
 def _start_controller(
@@ -107,7 +126,7 @@ def _start_controller(
             try:
                 with rundir.lock():
                     if gate.enabled:
-                        refuse_regating_grown(rundir, [r.tag for r in requests])
+                        refuse_regating_grown(spec, rundir, [r.tag for r in requests])
                     planned = plan_evaluation(
                         spec,
                         rundir,
