@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import scipy.signal  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
+import scipy.stats  # noqa: F401
 
 # The plugin imports the session code (numpy, scipy) only when a capevolve session starts. An
 # in-process pytester run drops what it imported when it ends, and numpy cannot be imported

@@ -158,7 +158,7 @@ def _start_controller(
     read = (
         role.seal.test_rollouts
         if isinstance(role, FinalizeSession)
-        else lambda: rundir.rollouts(plan_split, plan_block)
+        else lambda: rundir.indexed_rollouts(plan_split, planned.plan.tags() | {SEED_TAG}, plan_block)
     )
     end = SessionEnd(
         role.conclude,
