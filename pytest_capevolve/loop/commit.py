@@ -67,7 +67,8 @@ def book(
         if first is not None and not force:
             raise CommitRefused(
                 f"{tag!r} was already decided: {first['decision']} (event seq {first['seq']}); a tag "
-                "is decided once. Evaluate a new version under a new tag, or --force to repair the record"
+                "is decided once. Evaluate a new version under a new tag, or repair the record with "
+                f"`capevolve commit {tag} --force`"
             )
         against_gate = _check(spec, tag, decision, basis, verdict, best, force)
         if basis in SCREEN_KILL_BASES and not force:

@@ -304,8 +304,9 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
         try:
             checked[key] = VALIDATORS[key](value)
         except ValueError as exc:
-            origin = "ini key capevolve_" + key if key not in raw else f"key {key!r}"
-            raise SpecError(f"{path}: {origin} must be {exc}, got {value!r}") from exc
+            # an ini default is not in the spec file: name the ini key, not the spec, as the culprit
+            origin = f"pytest ini key capevolve_{key}" if key not in raw else f"{path}: key {key!r}"
+            raise SpecError(f"{origin} must be {exc}, got {value!r}") from exc
 
     project_dir = path.parent
     checked["capability_path"] = _existing(path, project_dir, "capability_path", checked, dir_=True)
