@@ -381,5 +381,6 @@ def test_tamper_guard_runs_before_microcases_and_neither_pays_a_rollout(example,
     assert (verdicts["careful"]["decision"], verdicts["careful"]["basis"]) == (REJECT, "micro_test_fail")
     events = [json.loads(x) for x in (rundir / "events.jsonl").read_text().splitlines()]
     assert [e["tag"] for e in events if e["kind"] == "microcases"] == ["careful"]  # sneaky never screened
-    paid = {p.name.split("__")[1] for p in (rundir / "rollouts" / "val").glob("*.json")}
-    assert paid == {"seed", "seed-null1", "seed-null2"}
+    # and with every candidate refused there is nothing to gate: the best and its null controls
+    # are not paid for either
+    assert not list((rundir / "rollouts" / "val").glob("*.json"))

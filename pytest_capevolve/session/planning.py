@@ -138,11 +138,16 @@ def plan_evaluation(
         raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
     # Screens run before anything is registered or paid: a refused candidate costs nothing.
     screens.prepare(splits[TEST_SPLIT])
-    chosen = [c for c in chosen if c.tag in (best, SEED_TAG) or not screens.refused(c.tag, c.path, best)]
+    kept = [c for c in chosen if c.tag in (best, SEED_TAG) or not screens.refused(c.tag, c.path, best)]
+    only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
+    nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left
+    # A gate whose every candidate was refused by the screens has nothing to compare: paying for
+    # the best and its null controls would buy no decision.
+    chosen = [] if nothing_to_gate else kept
     planned = [planned_at(spec, c.tag, c.path, rundir.register_candidate(c.tag, c.path)) for c in chosen]
     # Null controls: byte-identical copies of the best, evaluated from their snapshots under
     # fresh tags. Their tags derive from the best, so they are reused until it changes.
-    null_tags = [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
+    null_tags = [] if nothing_to_gate else [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
     for tag in null_tags:
         digest = rundir.register_candidate(tag, best_path)
         planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))

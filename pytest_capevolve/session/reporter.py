@@ -129,10 +129,10 @@ class CapevolveReporter:
         self._print_failed(tr)
         for notice in self.rundir.notices:
             tr.write_line(f"capevolve: {notice}", yellow=True)
-        if not outcome.rows:
+        if not outcome.rows and not outcome.verdicts:
             return
         tr.section(f"capevolve run {self.rundir.run_id}", sep="=")
-        for line in render_arms(outcome.rows):
+        for line in render_arms(outcome.rows) if outcome.rows else []:  # none: every candidate refused
             tr.write_line(line)
         if outcome.verdicts:
             tr.section(f"capevolve verdicts vs {outcome.against} (val)", sep="-")
