@@ -47,9 +47,11 @@ COMMIT_MODES = ("auto", "none")
 def configure(config: pytest.Config, target: str, *, finalize: bool, split: str, ini: dict[str, str]) -> None:
     """Load the project and, on the controller, plan and register the session's roles."""
     workerinput = getattr(config, "workerinput", None)
+    on_copy = False
     try:
         if workerinput is not None:
-            target = worker_target(workerinput, target)
+            local = worker_target(workerinput, target)
+            on_copy, target = local != target, local
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
@@ -70,7 +72,7 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         BudgetError,
     ) as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool)
+    config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool, on_copy=on_copy)
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
 
 
