@@ -415,6 +415,7 @@ def _project_of(path: Path, runs_dir: Path) -> Path:
 
 LOOP_REFUSED = 2
 LOOP_INCOMPLETE = 3  # hill-climb: an evaluation did not complete; --resume continues it
+JSON_DIGITS = 6  # loop JSON: derived statistics to 6 decimals (stored files keep full precision)
 
 
 def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
@@ -434,11 +435,13 @@ def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
 def _loop_print(args: argparse.Namespace, report: dict[str, Any], table: Any) -> int:
     if args.table and args.json:
         raise LoopRefusal("--table and --json ask for two different outputs; give one")
+    from .show.numbers import rounded
+
     if args.table:
         for line in table(report):
             print(line)
     else:
-        _print_json(report)
+        _print_json(rounded(report, JSON_DIGITS))
     return 0
 
 
@@ -545,7 +548,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def _key_lines(answer: dict[str, Any]) -> list[str]:
-    return [f"{key}: {value}" for key, value in sorted(answer.items())]
+    from .show.numbers import rounded
+
+    return [f"{key}: {value}" for key, value in sorted(rounded(answer, 4).items())]
 
 
 @_refusals_exit_2
