@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Sequence
 from fractions import Fraction
@@ -519,9 +520,10 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     command += ["--capevolve-run-id", args.run_id] if args.run_id else []
     command += ["-n", str(args.workers)] if args.workers else []
     done = subprocess.run(command, cwd=spec.project_dir, capture_output=True, text=True, check=False)
-    sys.stderr.write(done.stdout + done.stderr)
     if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)  # all of it: what went wrong is in there
         raise LoopRefusal(f"the seed's val evaluation did not complete (pytest exit {done.returncode})")
+    sys.stderr.write(_session_summary(done.stdout, command))
     spec, rundir = _loop_run(args)
     report = spend_report(spec, rundir)
     splits = rundir.splits() or {}
@@ -545,6 +547,15 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         ],
     }
     return _loop_print(args, handoff, _key_lines)
+
+
+def _session_summary(output: str, command: list[str]) -> str:
+    """A completed evaluation's summary table onward: its rollout-by-rollout lines (every task
+    the seed failed) are what the hand-off is not about, and would bury it."""
+    lines = output.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if re.match(r"=+ capevolve run ", line)), 0)
+    left_out = f"(the rollout-by-rollout output is left out; `{' '.join(command[2:])}` shows it)\n"
+    return "".join(lines[start:]) + (left_out if start else "")
 
 
 def _key_lines(answer: dict[str, Any]) -> list[str]:

@@ -45,8 +45,10 @@ def work_copy(capsys, project: Path, tag: str, append: str = "") -> Path:
 def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys, xdist_args):
     project = example("noisy_agent")
     workers = ["--workers", "2"] if xdist_args else []
-    code, handoff, _ = run_cli(capsys, "baseline", str(project), *workers)
+    code, handoff, err = run_cli(capsys, "baseline", str(project), *workers)
     assert code == 0 and handoff["best"]["tag"] == "seed" and handoff["best"]["full_val"] is True
+    # stdout is the JSON alone; stderr has the summary, not a line per failed rollout
+    assert "FAILED" not in err and "capevolve run " in err and "rollouts: 200 paid" in err, err
     assert handoff["splits"]["val"] == 40 and handoff["trials"] == 5 and len(handoff["next"]) == 5
     code, spend, _ = run_cli(capsys, "spend", str(project), "--n-siblings", "3")
     assert code == 0 and spend["afford"]["rollouts"]["total"] == 5 * 40 * 5  # 3 siblings + 2 nulls
