@@ -153,7 +153,10 @@ def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
     _OPENED.append(rundir)
     splits = rundir.splits()
     if splits is None:
-        raise CliUsageError(f"run {rundir.run_id} has no rollouts yet; evaluate first")
+        raise CliUsageError(
+            f"run {rundir.run_id} has no rollouts yet; evaluate first: pytest --capevolve-run "
+            f"{spec.project_dir}"
+        )
     return spec, rundir, list(splits["val"])
 
 
@@ -343,7 +346,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     rows = list_runs(spec.project_dir)
     if not rows:
         print(
-            f"no run under {spec.project_dir / '.capevolve' / 'runs'} yet; evaluate first", file=_human(args)
+            f"no run under {spec.project_dir / '.capevolve' / 'runs'} yet; evaluate first: "
+            f"pytest --capevolve-run {spec.project_dir}",
+            file=_human(args),
         )
     else:
         for line in render_runs(rows):
@@ -428,7 +433,8 @@ def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
     _OPENED.append(rundir)  # what it finds damaged and handles is said on stderr at the end
     if rundir.splits() is None:
         raise LoopRefusal(
-            f"run {rundir.run_id} has no frozen splits yet; evaluate first (pytest --capevolve-run)"
+            f"run {rundir.run_id} has no frozen splits yet; evaluate first: pytest --capevolve-run "
+            f"{spec.project_dir}"
         )
     return spec, rundir
 
@@ -455,7 +461,7 @@ def _refusals_exit_2(command: Any) -> Any:
         try:
             return int(command(args))
         except (LoopRefusal, CliUsageError, CandidateError) as exc:
-            print(f"capevolve {args.command}: refused: {exc}", file=sys.stderr)
+            print(f"error: capevolve {args.command} refused: {exc}", file=sys.stderr)
             return LOOP_REFUSED
 
     return run

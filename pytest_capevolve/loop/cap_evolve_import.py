@@ -397,7 +397,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         report = import_cap_evolve(args.src, args.dest, args.run)
     except (Refusal, RunDirError) as exc:
-        print(f"capevolve import-cap-evolve: refused: {exc}", file=sys.stderr)
+        print(f"error: capevolve import-cap-evolve refused: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report, sort_keys=True, ensure_ascii=False, default=str))
