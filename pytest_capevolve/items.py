@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,21 +20,28 @@ from .project.adapter import AdapterError, Task
 from .project.candidate import SEED_TAG, content_hash
 from .project.checks import ProjectEnv
 from .project.checks import run as run_microcase
+from .project.inflight import RolloutPool
 from .project.microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
 from .project.runner import AdapterRunner, Scored, run_and_score
 from .project.spec import Spec, SpecError
 from .session.plan import EvalPlan, PlannedCandidate, RolloutKey
 from .session.remote import STALE_COPY_FIX
+from .store import stop_marker
 from .store.record import RolloutRecord
-from .store.rundir import RunDir, RunDirError
+from .store.rundir import RUNS_DIR, RunDir, RunDirError
 
 RECORD_PROPERTY = "capevolve_rollout"
 INFRA_PREFIX = "INFRA ERROR (missing data, not a reward of 0): "
+SEQUENTIAL_SKIP = "sequential gate stopped"
 
 
 @dataclass
 class EvalContext:
-    """What items need to run, built once per process in ``pytest_configure``."""
+    """What items need to run, built once per process in ``pytest_configure``.
+
+    ``inflight`` is set when rollouts run off the main thread (``--capevolve-concurrency`` > 1,
+    or an async adapter): items started ahead by :mod:`.session.fanout` wait in ``started``
+    until pytest runs them."""
 
     spec: Spec
     plan: EvalPlan
@@ -41,6 +49,21 @@ class EvalContext:
     pool: dict[str, Task]
     on_copy: bool = False  # a worker in another folder than the controller's: its own copy
     _verified: dict[str, Path | str] = field(default_factory=dict)
+    inflight: RolloutPool | None = None
+    started: dict[str, Future[Scored]] = field(default_factory=dict)
+    # --capevolve-sequential: tags decided in this process (the controller's own items)
+    stopped: set[str] = field(default_factory=set)
+
+    def not_needed(self, tag: str) -> bool:
+        """Has the sequential gate decided ``tag``, so its rollout is not to be paid? Asked
+        before every adapter call: in-process from :attr:`stopped`, on an xdist worker from
+        the controller's stop marker in the shared run dir."""
+        if self.plan.sequential is None:
+            return False
+        if tag in self.stopped:
+            return True
+        run_root = self.spec.project_dir / RUNS_DIR / self.plan.run_id
+        return tag in stop_marker.read_stopped(run_root, self.plan.sequential)
 
     def candidate_dir(self, tag: str) -> Path:
         """The candidate's folder on this machine, after checking its bytes match the plan's.
@@ -110,18 +133,49 @@ class RolloutItem(pytest.Item):
         super().__init__(**kwargs)
         self.key = key
 
+    def start(self) -> None:
+        """Start this item's rollout off the main thread, ahead of :meth:`runtest` (which
+        collects it). A candidate whose bytes changed starts nothing: runtest reports it; nor
+        does a tag the sequential gate has decided: it is not paid for."""
+        context = self.config.stash[CONTEXT_KEY]
+        assert context.inflight is not None
+        if self.nodeid in context.started or context.not_needed(self.key.tag):
+            return
+        try:
+            candidate_dir = context.candidate_dir(self.key.tag)
+        except CandidateMismatch:
+            return
+        context.started[self.nodeid] = context.inflight.start(
+            context.pool[self.key.task_id],
+            candidate_dir,
+            seed=context.plan.seed_for(self.key.trial),
+            split=self.key.split,
+            timeout_s=context.spec.rollout_timeout_s,
+        )
+
     def runtest(self) -> None:
         context = self.config.stash[CONTEXT_KEY]
         plan, spec, key = context.plan, context.spec, self.key
+        if context.not_needed(key.tag):  # before anything is paid
+            pytest.skip(f"{SEQUENTIAL_SKIP}: {key.tag!r} is decided; this rollout is not paid")
         try:
             candidate_dir = context.candidate_dir(key.tag)
         except CandidateMismatch as exc:
             raise InfraError(str(exc)) from None
         task = context.pool[key.task_id]
         seed = plan.seed_for(key.trial)
-        scored = run_and_score(
-            context.runner, task, candidate_dir, seed=seed, split=key.split, timeout_s=spec.rollout_timeout_s
-        )
+        if context.inflight is not None:
+            self.start()
+            scored = context.started.pop(self.nodeid).result()
+        else:
+            scored = run_and_score(
+                context.runner,
+                task,
+                candidate_dir,
+                seed=seed,
+                split=key.split,
+                timeout_s=spec.rollout_timeout_s,
+            )
         record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
         self.user_properties.append((RECORD_PROPERTY, record.dumps()))
         if record.infra_error:

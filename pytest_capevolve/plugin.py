@@ -42,6 +42,19 @@ def _null_count(value: str) -> int:
     return count
 
 
+def _concurrency(value: str) -> int:
+    try:
+        width = int(value)
+    except ValueError:
+        width = 0
+    if width < 1:
+        raise pytest.UsageError(
+            f"--capevolve-concurrency takes a whole number ≥ 1 (rollouts in flight per "
+            f"process), got {value!r}"
+        )
+    return width
+
+
 def _progress_interval(value: str) -> float | None:
     """Seconds between progress lines (0: after every rollout), or None for ``off``."""
     if value.strip().lower() == "off":
@@ -79,6 +92,11 @@ def _screen_ids(value: str) -> tuple[str, ...]:
     ids = tuple(part.strip() for part in value.split(",") if part.strip())
     if not ids:
         raise pytest.UsageError("--capevolve-screen-ids takes val task ids separated by commas, e.g. a,b,c")
+    twice = sorted({t for t in ids if ids.count(t) > 1})
+    if twice:
+        raise pytest.UsageError(
+            f"--capevolve-screen-ids names {', '.join(twice)} more than once; name each task once"
+        )
     return ids
 
 
@@ -146,9 +164,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="family-wise correction across a round's candidates (default holm)",
     )
     group.addoption(
+        "--capevolve-sequential",
+        action="store_true",
+        help="with --capevolve-gate: tasks in a seeded order, stop paying once an anytime-valid "
+        "e-process decides (accept, or reject for futility against gate_min_effect)",
+    )
+    group.addoption(
         "--capevolve-finalize",
         metavar="PROJECT",
         help="score the current best (and the seed) on the sealed test split, once per run",
+    )
+    group.addoption(
+        "--capevolve-concurrency",
+        type=_concurrency,
+        default=None,
+        metavar="K",
+        help="rollouts in flight at once in each process (the session, or each -n worker); "
+        "default: the spec's concurrency, else 1",
     )
     group.addoption(
         "--capevolve-progress",

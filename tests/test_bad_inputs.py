@@ -44,6 +44,11 @@ class FloatIdAdapter(ToyCalcAdapter):
         return [Task(id=i + 0.5, input=t.input, target=t.target) for i, t in enumerate(super().tasks(split))]
 """
 
+THREAD_SAFE_TEXT = """
+class VagueAdapter(ToyCalcAdapter):
+    thread_safe = "yes"
+"""
+
 
 def append_spec(project: Path, line: str) -> None:
     with (project / "capevolve.yaml").open("a") as handle:
@@ -137,6 +142,14 @@ CASES = {
     "task-id-float": (
         lambda p, h: h.add_adapter(p, FLOAT_IDS, "adapter.py:FloatIdAdapter"),
         ["*returned a task whose id 0.5 is a float; a task id is a string (or a whole number, read as one)*"],
+    ),
+    "thread-safe-not-a-bool": (
+        lambda p, h: h.add_adapter(p, THREAD_SAFE_TEXT, "adapter.py:VagueAdapter"),
+        ["*adapter VagueAdapter: thread_safe must be True or False, got 'yes'*"],
+    ),
+    "concurrency-zero": (
+        lambda p, h: append_spec(p, "concurrency: 0"),
+        ["*key 'concurrency' must be a whole number ≥ 1, got 0*"],
     ),
     "no-project": (
         lambda p, h: shutil.rmtree(p),
@@ -313,6 +326,9 @@ SPEC_VALUES = [
     ("rollout_timeout_s", "0", "a number in (0, inf]"),
     ("rollout_timeout_s", "-5", "a number in (0, inf]"),
     ("rollout_timeout_s", "soon", "a number in (0, inf]"),
+    ("concurrency", "0", "a whole number ≥ 1"),
+    ("concurrency", "2.5", "a whole number ≥ 1"),
+    ("concurrency", "many", "a whole number ≥ 1"),
     ("gate_mode", "bayes", "one of exact, paired"),
     ("gate_mode", "EXACT", "one of exact, paired"),
     ("gate_k_se", "-1", "a number in [0, inf]"),
@@ -334,6 +350,9 @@ SPEC_VALUES = [
     ("stop_condition", "[1, 2]", "a non-empty string"),
     ("protected_paths", "[1, 2]", "a list of glob patterns"),
     ("protected_paths", "{a: 1}", "a list of glob patterns"),
+    ("gate_min_effect", "0.6", "a number in [0, 0.5]"),
+    ("gate_min_effect", "-0.1", "a number in [0, 0.5]"),
+    ("gate_alpha_schedule", "bonferroni", "one of constant, basel"),
     ("screen_alpha", "0", "a number in (0, 0.25]"),
     ("screen_alpha", "0.5", "a number in (0, 0.25]"),
     ("grow_max_looks", "0", "a whole number from 1 to 3"),

@@ -107,3 +107,69 @@ def test_worker_that_dies_is_reported_and_its_rollout_missing(
 
 def records_without(records: dict, task_id: str) -> dict:
     return {k: v for k, v in records.items() if not (k[1] == task_id and k[2] == "careful")}
+
+
+EIGHT_IN_FLIGHT = """
+
+import os as _os
+import signal as _signal
+import threading as _threading
+
+
+class EightInFlightAdapter(ToyCalcAdapter):
+    \"\"\"Logs every paid rollout. On worker gw0 (once), calls wait until 8 are in flight and
+    the 8th kills the worker: it dies holding 8 rollouts it paid and never reported.\"\"\"
+
+    _lock = _threading.Lock()
+    _now = 0
+    _never = _threading.Event()
+
+    def run_target(self, task, ctx, *, seed):
+        here = Path(__file__).parent
+        cls = EightInFlightAdapter
+        with cls._lock:
+            cls._now += 1
+            now = cls._now
+            with open(here / "calls.log", "a") as log:
+                log.write(f"{_os.getpid()} {task.id} {Path(ctx).name} {seed}\\n")
+        doomed = _os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and not (here / "killed").exists()
+        if doomed and now == 8:
+            (here / "killed").write_text(str(_os.getpid()))
+            _os.kill(_os.getpid(), _signal.SIGKILL)
+        if doomed:
+            cls._never.wait(60)  # held in flight until the 8th call kills this process
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+
+def test_a_worker_killed_with_eight_in_flight_loses_only_those_eight(example, projects, capevolve) -> None:
+    clean = example("toy_calc", dest="clean")
+    projects.edit_spec(clean, "num_trials: 1", "num_trials: 5")  # 120 items: gw0 owns >= 8 at once
+    assert capevolve(clean, "careful").ret == 0
+    expected = projects.rollout_records(clean)
+
+    project = example("toy_calc")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 5")
+    projects.add_adapter(project, EIGHT_IN_FLIGHT, "adapter.py:EightInFlightAdapter")
+    concurrent = ["-n", "2", "--capevolve-concurrency", "8"]
+    crashed = capevolve(project, "careful", extra=concurrent, subprocess=True, timeout=300)
+    assert crashed.ret == 12, crashed.stdout.str()  # a worker died: infrastructure failure
+    crashed.stdout.fnmatch_lines(["*worker gw0 died*"])
+    victim = (project / "killed").read_text()
+    calls = [line.split() for line in (project / "calls.log").read_text().splitlines()]
+    lost = [(task, tag, int(seed)) for pid, task, tag, seed in calls if pid == victim]
+    assert len(lost) == 8  # the dead worker paid for exactly the 8 it had in flight
+    records = projects.rollout_records(project)
+    assert all(expected[key] == record for key, record in records.items())
+    # the controller re-queued the dead worker's other items: only the one it was running is missing
+    missing = set(expected) - set(records)
+    assert len(missing) == 1
+    (key,) = missing
+    tag = "capability" if key[2] == "seed" else key[2]
+    assert (key[1], tag, key[3]) in lost
+    assert len(calls) == 120 - 1 + 8
+
+    resumed = capevolve(project, "careful", extra=concurrent, subprocess=True, timeout=300)
+    assert resumed.ret == 0, resumed.stdout.str()
+    resumed.stdout.fnmatch_lines(["rollouts: 1 paid, 119 reused*"])
+    assert projects.rollout_records(project) == expected

@@ -48,13 +48,16 @@ def test_run_persists_records_and_resume_pays_nothing(
 
 def test_records_identical_with_and_without_xdist(example, projects, capevolve) -> None:
     noisy = {}
-    for mode, extra in (("plain", []), ("xdist", ["-n", "2"])):
+    eight = ["--capevolve-concurrency", "8"]  # rollouts in flight per process
+    modes = (("plain", []), ("xdist", ["-n", "2"]), ("plain-k8", eight), ("xdist-k8", ["-n", "2", *eight]))
+    for mode, extra in modes:
         project = example("noisy_agent", dest=f"noisy_{mode}")
         result = capevolve(project, "improved", extra=extra)
         assert result.ret == 0
         noisy[mode] = projects.rollout_records(project)
     assert len(noisy["plain"]) == 40 * 5 * 2
-    assert noisy["plain"] == noisy["xdist"]
+    for mode, _ in modes[1:]:
+        assert noisy[mode] == noisy["plain"], mode
 
 
 def test_trial_seeds_are_common_random_numbers(example, projects, capevolve) -> None:
@@ -65,11 +68,13 @@ def test_trial_seeds_are_common_random_numbers(example, projects, capevolve) -> 
         assert record["seed"] == 100 + trial
 
 
+@pytest.mark.parametrize("in_flight", [[], ["--capevolve-concurrency", "8"]], ids=["k1", "k8"])
 def test_remote_style_workers_on_a_copy_give_the_same_records(
-    pytester: pytest.Pytester, example, projects, capevolve
+    pytester: pytest.Pytester, example, projects, capevolve, in_flight: list[str]
 ) -> None:
     """The README's remote recipe: the user copies the project, each gateway's chdir points at
-    the copy, and the workers load spec and adapter from there (no deprecated --rsyncdir)."""
+    the copy, and the workers load spec and adapter from there (no deprecated --rsyncdir); with
+    8 rollouts in flight per worker too."""
     local = example("toy_calc", dest="local/toy_calc")
     capevolve(local, "careful")
     project = example("toy_calc", dest="origin/toy_calc")
@@ -77,7 +82,7 @@ def test_remote_style_workers_on_a_copy_give_the_same_records(
     shutil.copytree(project, copy)
     marker = '\nfrom pathlib import Path as _P\n_P(__file__).with_name("loaded_here").touch()\n'
     (copy / "adapter.py").write_text((copy / "adapter.py").read_text() + marker)
-    result = capevolve(project, "careful", extra=["--tx", f"2*popen//chdir={copy}", "-d"])
+    result = capevolve(project, "careful", extra=["--tx", f"2*popen//chdir={copy}", "-d", *in_flight])
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     assert (copy / "loaded_here").is_file()  # the workers ran the copy's adapter
     assert not (project / "loaded_here").exists()

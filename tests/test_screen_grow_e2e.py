@@ -122,6 +122,18 @@ def test_a_screen_that_kills_nothing_is_reported_as_pure_overhead_and_commit_che
     bad = capevolve(project, "improved", extra=["--capevolve-screen-ids", "n10,nope"])
     assert bad.ret == 4
     bad.stderr.fnmatch_lines(["*--capevolve-screen-ids: 'nope' are not val tasks*"])
+    # 4 tasks: the smallest p is 1/16 > screen_alpha 0.05, so harm could never be proven
+    few = capevolve(project, "improved", extra=["--capevolve-screen-ids", "n10,n13,n15,n17"])
+    assert few.ret == 4
+    few.stderr.fnmatch_lines(
+        ["*4 task(s) can never prove harm at screen_alpha 0.05*1/2^4 = 0.0625*at least 5*"]
+    )
+    # the bundled no-upsell microcase refuses `regressed` before any rollout: no screen, no verdict
+    refused = capevolve(project, "regressed", extra=["--capevolve-screen", "1"])
+    assert refused.ret == 10, refused.stdout.str()
+    refused.stdout.fnmatch_lines(["*regressed: refused before any rollout, so not screened*"])
+    assert not (run / "verdicts" / "regressed.json").exists()
+    assert not list((run / "screens").glob("regressed__*")) and rollout_files(run, "regressed") == 0
 
 
 def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
@@ -150,7 +162,8 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
     verdict = json.loads((run / "verdicts" / "near1.json").read_text())
     assert verdict["decision"] == "reject" and verdict["delta_mean"] > 0, verdict["reason"]
     assert verdict["details"]["looks"]["look"] == 1 and verdict["alpha"] == 0.025  # α/2 kept in reserve
-    gated.stdout.fnmatch_lines(["near1: booked provisional"])
+    gated.stdout.fnmatch_lines(["near1*PROVISIONAL*", "near1: booked provisional"])
+    assert not [line for line in gated.stdout.lines if line.startswith("near1 ") and "REJECT" in line]
 
     for look, trials in ((2, 10), (3, 15)):
         grown = capevolve(project, extra=["--capevolve-candidate", "near1", "--capevolve-grow"])
@@ -166,6 +179,10 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
             "seed"
         ] == (100 + trials - 1)
         assert rollout_files(run, "seed-null1") == VAL_TASKS * TRIALS  # the nulls are not grown
+        # ... and are compared with the seed on the trials both have (t0–t4): the bar is the
+        # null's own paired Δ̄, as its first gate (and `capevolve gate seed-null1`) found it
+        null = json.loads((run / "verdicts" / "seed-null1.json").read_text())
+        assert verdict["null_spread"] == pytest.approx(abs(null["delta_mean"]))
     grown.stdout.fnmatch_lines(["near1: booked inconclusive"])
     # re-derived later from the same rollouts, the grown verdict is the same verdict
     code, out, _ = run_cli(capsys, "gate", "near1", "--project", str(project), "--json")
@@ -175,11 +192,23 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
     third = capevolve(project, extra=["--capevolve-candidate", "near1", "--capevolve-grow"])
     assert third.ret == 4
     third.stderr.fnmatch_lines(
-        ["*'near1' has been grown 2 time(s) (3 looks of grow_max_looks 3): no more grows*"]
+        [
+            "*'near1' has been grown 2 time(s) (3 looks of grow_max_looks 3): no more grows*already booked: inconclusive*"
+        ]
     )
+    assert "capevolve commit" not in third.stderr.str()  # booked by --capevolve-commit auto
     again = capevolve(project, "near1", gate=True)
     assert again.ret == 4
-    again.stderr.fnmatch_lines(["*'near1' was grown against 'seed' (look 3)*"])
+    again.stderr.fnmatch_lines(["*'near1' was grown against 'seed' (look 3)*already booked: inconclusive*"])
+    assert "grow it again" not in again.stderr.str() and "book it" not in again.stderr.str()
+    # a plain evaluation pools (and counts as reused) the first num_trials of the grown seed
+    plain = capevolve(project)
+    assert plain.ret == 0, plain.stdout.str()
+    seed_row = next(line.split() for line in plain.stdout.lines if line.startswith("seed "))
+    assert seed_row[3] == str(TRIALS) and seed_row[-3] == str(VAL_TASKS * TRIALS), seed_row  # reused
+    dashboard = (run / "dashboard.html").read_text()
+    assert "grown: near1 15, seed 15 trials per task" in dashboard
+    assert "near1 vs seed: INCONCLUSIVE" in dashboard and "near1 vs seed: REJECT" not in dashboard
     decisions = [
         e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines()) if e["kind"] == "decision"
     ]
@@ -196,6 +225,10 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
             "*--capevolve-screen-ids takes val task ids separated by commas*",
         ),
         (["--capevolve-grow", "--capevolve-screen", "1"], "*separate sessions; run one*"),
+        (
+            ["--capevolve-candidate", "x", "--capevolve-screen-ids", "a,b,a"],
+            "*--capevolve-screen-ids names a more than once; name each task once*",
+        ),
         (
             ["--capevolve-candidate", "x", "--capevolve-screen", "1", "--capevolve-gate"],
             "*--capevolve-gate does not*",

@@ -11,9 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_capevolve.decide.evidence import index_records
 from pytest_capevolve.decide.gate import ACCEPT, GateConfig, decide
+from pytest_capevolve.decide.judging import Evidence
 from pytest_capevolve.decide.looks import look_alpha, look_schedule, looks_record
 from pytest_capevolve.loop import screen
+from pytest_capevolve.store.record import RolloutRecord
 
 best_means = st.dictionaries(
     st.from_regex(r"t[0-9]{1,3}", fullmatch=True),
@@ -219,3 +222,23 @@ def test_the_grow_policy_holds_alpha_on_simulated_null_candidates() -> None:
             if not np.mean(c.mean(axis=1) - b.mean(axis=1)) > 0:
                 break
     assert sps.binomtest(accepted, n, 0.05, alternative="greater").pvalue > 0.001, accepted
+
+
+def _records(tag: str, rewards: dict[str, list[float]]) -> list[RolloutRecord]:
+    return [
+        RolloutRecord("r", "val", task, tag, k, 100 + k, "h", reward=r, passed=r >= 0.5)
+        for task, row in rewards.items()
+        for k, r in enumerate(row)
+    ]
+
+
+def test_a_null_control_is_compared_with_a_grown_best_on_the_trials_both_have() -> None:
+    # the best grown to 6 trials, its null control still at 2: t0–t1 are identical on both, so
+    # the paired Δ̄ is 0 — not the 2-trial mean minus the best's 6-trial mean
+    best = {"a": [1.0, 0.0, 0.0, 0.0, 0.0, 0.0], "b": [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]}
+    null = {"a": [1.0, 0.0], "b": [1.0, 1.0]}
+    by_tag = index_records(_records("seed", best) + _records("seed-null1", null))
+    config = GateConfig(mode="exact", alpha=0.05)
+    verdict = Evidence(by_tag, ["a", "b"], 6, lambda _tag: 0).judge("seed-null1", "seed", config)
+    assert verdict.delta_mean == 0.0 and verdict.trials == 2
+    assert verdict.coverage["best"] == 1.0  # the best's unpaired trials are not in the comparison

@@ -57,3 +57,14 @@ def in_plan(arm: Arm, task_ids: Sequence[str], num_trials: int) -> list[RolloutR
 
 def infra_count(arm: Arm, task_ids: Sequence[str], num_trials: int) -> int:
     return sum(1 for r in in_plan(arm, task_ids, num_trials) if r.infra_error is not None)
+
+
+def shared_arms(a: Arm, b: Arm, task_ids: Sequence[str], num_trials: int) -> tuple[Arm, Arm, int]:
+    """The two arms cut to the (task, trial) cells **both** have a record for (valid or an infra
+    error), and the trials that leaves: a paired comparison reads the same trial seeds on both
+    sides. A null control gated at 5 trials is compared with a best grown to 15 on t0–t4 only,
+    never its 5-trial mean against the best's 15-trial mean."""
+    wanted = set(task_ids)
+    cells = {c for c in a.keys() & b.keys() if c[0] in wanted and c[1] < num_trials}
+    trials = max((k for _, k in cells), default=-1) + 1
+    return {c: a[c] for c in cells}, {c: b[c] for c in cells}, trials

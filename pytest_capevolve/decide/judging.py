@@ -66,9 +66,6 @@ class Evidence:
     def matrix(self, tag: str) -> np.ndarray:
         return evidence.reward_matrix(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
 
-    def infra(self, tag: str) -> int:
-        return evidence.infra_count(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
-
     def size(self, tag: str) -> int:
         if tag not in self._sizes:
             self._sizes[tag] = self._size_of(tag)
@@ -77,16 +74,25 @@ class Evidence:
     def judge(
         self, tag: str, against: str, config: GateConfig, null_deltas: list[float] | None = None
     ) -> Verdict:
+        """Gate ``tag`` against ``against`` on the trial indices both have (a grown best is
+        compared with an ungrown null control on the null's trials only)."""
+        mine, theirs, trials = evidence.shared_arms(
+            self.by_tag.get(tag, {}), self.by_tag.get(against, {}), self.task_ids, self.num_trials
+        )
+        trials = trials or self.num_trials  # nothing shared: the verdict says no task is valid
         return decide(
-            self.matrix(tag),
-            self.matrix(against),
+            evidence.reward_matrix(mine, self.task_ids, trials),
+            evidence.reward_matrix(theirs, self.task_ids, trials),
             tag=tag,
             against=against,
             task_ids=self.task_ids,
             config=config,
             split=GATE_SPLIT,
             null_deltas=null_deltas,
-            infra_errors={"candidate": self.infra(tag), "best": self.infra(against)},
+            infra_errors={
+                "candidate": evidence.infra_count(mine, self.task_ids, trials),
+                "best": evidence.infra_count(theirs, self.task_ids, trials),
+            },
             candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
             best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )

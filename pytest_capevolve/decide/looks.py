@@ -61,3 +61,17 @@ def looks_record(alpha: float | Fraction, look: int, max_looks: int) -> dict[str
         "level_exact": str(schedule[look - 1]),
         "schedule": [str(level) for level in schedule],
     }
+
+
+def shown_decision(decision: str, basis: str | None, delta_mean: float | None, looks: Any) -> str:
+    """The decision a verdict stands for, as ``--capevolve-commit auto`` books it: a gate
+    reject with Δ̄ > 0 under the bar, decided with growth allowed, is ``provisional`` while
+    looks remain (grow it) and ``inconclusive`` at its last look — never a plain reject.
+    ``looks``: the verdict's ``details["looks"]`` (absent or one look allowed: the decision)."""
+    looks = looks if isinstance(looks, dict) else {}
+    max_looks = int(looks.get("max_looks") or 1)
+    if decision != "reject" or basis not in ("exact", "null_floor") or not (delta_mean or 0) > 0:
+        return decision
+    if max_looks <= 1:
+        return decision
+    return "provisional" if int(looks.get("look") or 1) < max_looks else "inconclusive"

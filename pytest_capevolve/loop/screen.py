@@ -49,6 +49,20 @@ def screen_size(n_val: int, tier: int) -> int:
     return min(n_val, max(MIN_TASKS, math.ceil(TIERS[tier] * n_val)))
 
 
+def best_harm_p(n_tasks: int) -> Fraction:
+    """The smallest p the one-sided exact sign-flip harm test can give on ``n_tasks`` tasks:
+    every task worse, no tie, so only the observed sign pattern of the 2^n is as extreme."""
+    return Fraction(1, 2**n_tasks)
+
+
+def fewest_tasks(alpha: float) -> int:
+    """The fewest screened tasks on which harm can be proven at ``alpha`` (best case)."""
+    n = 1
+    while best_harm_p(n) > Fraction(str(alpha)):
+        n += 1
+    return n
+
+
 def _rng(run_id: str, tag: str) -> random.Random:
     digest = hashlib.sha256(f"capevolve-screen:{run_id}:{tag}".encode()).hexdigest()
     return random.Random(int(digest[:16], 16))

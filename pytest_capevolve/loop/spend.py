@@ -24,6 +24,7 @@ from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
 from ..store.rundir import RunDir
 from . import stop_condition as sc
+from . import val_budget
 from .screen import ledger as screen_ledger
 
 UNKNOWN = "unknown"
@@ -363,7 +364,15 @@ def spend_report(
         if p["role"] == "cap" and p["met"]
     ]
     recommendation = _recommend(exhausted, ceiling_json, constraints, can, fits(1) if n_siblings > 1 else can)
+    reuse = val_budget.val_reuse(spec, events, rundir.verdicts(), len(val_ids))
+    alarm = val_budget.run_calibration(spec, events)
+    if reuse["refresh_val"] and recommendation["action"] != "stop":
+        recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
+    if alarm["alarm"]:
+        recommendation = {**recommendation, "reason": f"{recommendation['reason']} {alarm['text']}."}
     return {
+        "val_reuse": reuse,
+        "calibration": alarm,
         "run_id": rundir.run_id,
         "run_dir": str(rundir.root),
         "best": best_json,
@@ -495,6 +504,14 @@ def render_table(report: dict[str, Any]) -> list[str]:
         )
     for amb in report["constraints"]["ambiguous"]:
         lines.append(f"stop condition {amb['clause']!r}: AMBIGUOUS — {amb['reason']}")
+    v = report["val_reuse"]
+    lines.append(
+        f"val reuse ({v['schedule']}): {v['decisions']} gate decision(s) on val so far; the next gets "
+        f"α = {v['next_alpha']:.3g}; MDE at that α with {v['val_tasks']} tasks: {_num(v['mde'], '+.3f')} "
+        f"(target {v['target_effect']:+g})"
+    )
+    lines.append(f"  {v['advice']}")
+    lines.append(report["calibration"]["text"])
     screens = report.get("screens") or {}
     if screens.get("screens"):
         lines.append(

@@ -9,6 +9,13 @@ A user writes one class with three methods::
 and optionally ``live(candidate_dir)``, a context manager that makes a candidate the one the
 agent uses and yields the ``ctx`` handed to ``run_target`` (default: the candidate dir itself).
 
+``run_target`` and ``score`` may be ``async def`` (``live`` then may be an async context
+manager). Optional attribute ``thread_safe``: ``False`` says the adapter's rollouts must not
+overlap in one process — its ``live()``/``apply()`` changes process-global state (an
+environment variable, a module-level prompt, the working directory) — so
+``--capevolve-concurrency`` above 1 is refused for it (see :func:`.runner.declared_thread_safe`;
+an ``apply()`` adapter without ``live()`` is taken as not thread-safe unless it says ``True``).
+
 The types accept the keyword arguments of cap-evolve's ``Task``/``Rollout``/``Score`` so an
 adapter written for it works after changing its imports; its ``run_target(task, dir, split)``
 signature and ``apply(dir)`` method are honoured too (see :class:`.runner.AdapterRunner`).

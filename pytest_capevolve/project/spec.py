@@ -57,6 +57,7 @@ class Spec:
     base_seed: int = 0
     success_threshold: float = 1.0
     rollout_timeout_s: float | None = None
+    concurrency: int = 1
     gate_mode: str = "exact"
     gate_k_se: float = 1.0
     gate_alpha: float = 0.05
@@ -72,6 +73,9 @@ class Spec:
     optimizer: str | None = None
     algorithm_focus: str | None = None
     store: str | None = None
+    # the sequential gate and the val-reuse α budget (decide/sequential.py, decide/alpha_budget.py)
+    gate_min_effect: float = 0.05
+    gate_alpha_schedule: str = "constant"
     # subset screens and grow (issue 14): the screen's kill α, and how many looks a decision may
     # take (1 = no growth; 2 or 3 reserve half of α for the first look, see decide/looks.py)
     screen_alpha: float = 0.05
@@ -195,6 +199,7 @@ _INF = math.inf
 # `capevolve hill-climb`'s focus schedules and candidate stores (see loop/prompt.py, loop/store.py)
 HILL_CLIMB_FOCUS = ("all", "cyclic", "hardest-first")
 HILL_CLIMB_STORES = ("git", "copy", "command")
+ALPHA_SCHEDULES = ("constant", "basel")  # decide/alpha_budget.py SCHEDULES (kept in step by a test)
 VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "adapter": _adapter_ref,
     "capability_path": _str,
@@ -207,6 +212,8 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "base_seed": _int(),
     "success_threshold": _float(0, 1),
     "rollout_timeout_s": _optional(_float(0, _INF, lo_open=True)),
+    # rollouts in flight within each process (session/fanout.py); changes no rollout
+    "concurrency": _int(1),
     "gate_mode": _gate_mode,
     "gate_k_se": _float(0, _INF),
     "gate_alpha": _float(0, 0.25, lo_open=True),  # α = 0.5 would accept one lucky task
@@ -221,6 +228,10 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "optimizer": _optional(_str),
     "algorithm_focus": _optional(_choice(HILL_CLIMB_FOCUS)),
     "store": _optional(_choice(HILL_CLIMB_STORES)),
+    # sequential gate + val-reuse α budget (issue 16): the minimum effect of interest for the
+    # futility e-process, and how α is spent across the run's gate decisions on one val split
+    "gate_min_effect": _float(0, 0.5),
+    "gate_alpha_schedule": _choice(ALPHA_SCHEDULES),
     # subset screens and grow (loop/screen.py, decide/looks.py)
     "screen_alpha": _float(0, 0.25, lo_open=True),
     "grow_max_looks": _choice_int(1, 3),

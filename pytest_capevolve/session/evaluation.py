@@ -11,15 +11,17 @@ from dataclasses import dataclass
 
 from ..decide.evidence import ByTag, index_records
 from ..decide.gate import INDECISIVE, REJECT, Verdict
-from ..decide.judging import Evidence, verdict_file
+from ..decide.judging import Evidence, gate_config, verdict_file
+from ..loop import val_budget
 from ..project.spec import Spec
 from ..show.explain import explain, plan_figures
 from ..store.rundir import RunDir
 from . import exitcodes
-from .judging import book_verdicts, judge
+from .judging import AlphaBudget, book_verdicts, judge
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize
 from .planning import GateRequest, Planned
+from .sequential import SequentialGate
 
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
@@ -33,6 +35,44 @@ class EvaluationSession:
     refusals: list[Verdict]
     persistence: Persistence
     explain: bool = False  # --capevolve-explain: each verdict in plain words
+    sequential: SequentialGate | None = None
+
+    def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict]:
+        """Ctrl-C in a sequential gate: its verdicts as they stand (none booked)."""
+        assert self.sequential is not None
+        nulls, judged = self._sequential_verdicts(by_tag, interrupted=True)
+        self.sequential.finish()
+        return nulls + judged
+
+    def _sequential_verdicts(
+        self, by_tag: ByTag, *, interrupted: bool
+    ) -> tuple[list[Verdict], list[Verdict]]:
+        assert self.sequential is not None
+        config = gate_config(self.spec, veto_regressions=self.gate.veto_regressions)
+        nulls, judged = self.sequential.verdicts(
+            by_tag, config, self.planned.null_tags, interrupted=interrupted
+        )
+        AlphaBudget.read(self.spec, self.rundir, len(judged)).record(
+            self.rundir, nulls, judged, self.planned.null_tags
+        )
+        self.rundir.append_event("sequential_gate", interrupted=interrupted, tags=self.sequential.to_event())
+        return nulls, judged
+
+    def _val_budget_lines(self) -> list[tuple[str, dict[str, bool]]]:
+        """The val-reuse budget after this session's decisions, and the calibration alarm."""
+        events = self.rundir.events()
+        n_val = len(self.planned.plan.task_ids)
+        reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts(), n_val)
+        alarm = val_budget.run_calibration(self.spec, events)
+        lines: list[tuple[str, dict[str, bool]]] = [
+            (
+                f"val reuse ({reuse['schedule']}): {reuse['decisions']} gate decision(s) on val so far; "
+                f"the next gets α = {reuse['next_alpha']:.3g}; {reuse['advice']}",
+                {"yellow": True} if reuse["refresh_val"] else {},
+            ),
+            (alarm["text"], {"red": True} if alarm["alarm"] else {}),
+        ]
+        return lines
 
     def conclude(self) -> Outcome:
         plan = self.planned.plan
@@ -48,7 +88,16 @@ class EvaluationSession:
                 )
             )
         judged: list[Verdict] = []
-        if self.gate.enabled:
+        if self.sequential is not None:
+            not_paid = self.sequential.not_paid()
+            outcome.missing = [k for k in outcome.missing if k.tag not in not_paid]
+            if not outcome.missing and not self.persistence.tally.dead_workers:
+                outcome.exit_code = exitcodes.OK
+            nulls, judged = self._sequential_verdicts(by_tag, interrupted=False)
+            outcome.verdicts = nulls + judged
+            outcome.closing += [(line, {}) for line in self.sequential.summary()]
+            self.sequential.finish()
+        elif self.gate.enabled:
             nulls, judged = judge(
                 self.spec,
                 self.rundir,
@@ -59,6 +108,8 @@ class EvaluationSession:
                 gate=self.gate,
             )
             outcome.verdicts = nulls + judged
+        if self.gate.enabled:
+            outcome.closing += self._val_budget_lines()
         for verdict in self.refusals:
             self.rundir.write_verdict(verdict_file(verdict, null_control=False))
         outcome.verdicts += self.refusals

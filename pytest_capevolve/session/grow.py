@@ -87,8 +87,7 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
     if look >= spec.grow_max_looks:
         raise GrowRefused(
             f"{tag!r} has been grown {look - 1} time(s) ({look} looks of grow_max_looks "
-            f"{spec.grow_max_looks}): no more grows. Book it: capevolve commit {tag} --decision "
-            "inconclusive (or reject --reject-basis gate)"
+            f"{spec.grow_max_looks}): no more grows. {_what_is_left(rundir, tag)}"
         )
     decision, basis = verdict.get("decision"), verdict.get("basis")
     provisional = decision != ACCEPT and decision != INDECISIVE and (verdict.get("delta_mean") or 0) > 0
@@ -99,19 +98,36 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
             "only a provisional verdict (Δ̄ > 0 under the bar) or an unresolved one (coverage, error "
             "imbalance) is grown"
         )
+    final = final_decision(rundir, tag)
+    if final is not None:
+        raise GrowRefused(f"{tag!r} was already decided: {final['decision']}; a decided tag is not grown")
+    return verdict, look
+
+
+def final_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
+    """The tag's last booked decision that ends it (not provisional nor indecisive), if any."""
     final = [
         e
         for e in rundir.decisions()
         if e["tag"] == tag and e["decision"] not in ("provisional", "indecisive")
     ]
-    if final:
-        raise GrowRefused(f"{tag!r} was already decided: {final[-1]['decision']}; a decided tag is not grown")
-    return verdict, look
+    return final[-1] if final else None
 
 
-def refuse_regating_grown(rundir: RunDir, tags: list[str]) -> None:
+def _what_is_left(rundir: RunDir, tag: str) -> str:
+    """After a tag's last look: it is booked already (say so), or how to book it."""
+    final = final_decision(rundir, tag)
+    if final is not None:
+        basis = f" ({final['basis']})" if final.get("basis") else ""
+        return f"It is already booked: {final['decision']}{basis}; nothing is left to do for it"
+    return f"Book it: capevolve commit {tag} --decision inconclusive (or reject --reject-basis gate)"
+
+
+def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
     """A gate session may not judge a grown candidate again against the same best: that would
-    replace its pooled-n verdict with a first look (and reset its count of looks)."""
+    replace its pooled-n verdict with a first look (and reset its count of looks). The refusal
+    says what is actually left: another grow while looks remain, booking it when it is not
+    booked yet, or nothing."""
     best = rundir.best()
     grown = {
         e["tag"]: e
@@ -119,9 +135,15 @@ def refuse_regating_grown(rundir: RunDir, tags: list[str]) -> None:
         if e.get("kind") == "grown" and e.get("tag") in tags and e.get("against") == best
     }
     for event in grown.values():  # the latest grow of each tag
+        tag, look = event["tag"], int(event.get("look") or 0)
+        if final_decision(rundir, tag) is not None:
+            left = _what_is_left(rundir, tag)
+        elif look >= spec.grow_max_looks:
+            left = f"no grow is left (grow_max_looks {spec.grow_max_looks}). {_what_is_left(rundir, tag)}"
+        else:
+            left = f"grow it again (--capevolve-grow) or book it (capevolve commit {tag} --decision ...)"
         raise GrowRefused(
-            f"{event['tag']!r} was grown against {best!r} (look {event.get('look')}): its verdict is at "
-            f"the pooled n; grow it again (--capevolve-grow) or book it (capevolve commit)"
+            f"{tag!r} was grown against {best!r} (look {look}): its verdict is at the pooled n; {left}"
         )
 
 

@@ -10,11 +10,15 @@ mode each verdict is booked as a decision through the same code as ``capevolve c
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
+from typing import Any
 
+from ..decide import alpha_budget
+from ..decide.calibration import NULL_EVENT
 from ..decide.evidence import ByTag
-from ..decide.gate import ACCEPT, INDECISIVE, GateConfig, Verdict
+from ..decide.gate import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from ..decide.judging import Evidence, as_null, gate_config, null_deltas, verdict_file
-from ..decide.looks import looks_record
+from ..decide.looks import looks_record, shown_decision
 from ..decide.rounds import gate_round
 from ..loop.commit import INDECISIVE as BOOKED_INDECISIVE
 from ..loop.commit import CommitRefused, book
@@ -36,7 +40,9 @@ def judge(
 ) -> tuple[list[Verdict], list[Verdict]]:
     """(null controls' verdicts, candidates' verdicts in the order given), written to
     ``verdicts/``; each candidate's ``against`` names the best it was gated against."""
-    config = gate_config(spec, veto_regressions=gate.veto_regressions)
+    siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
+    budget = AlphaBudget.read(spec, rundir, len(siblings))
+    config = gate_config(spec, veto_regressions=gate.veto_regressions, alpha=budget.config_alpha)
     evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshot_size)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
@@ -44,15 +50,88 @@ def judge(
     def judged(tag: str, against: str, level: GateConfig) -> Verdict:
         return evidence.judge(tag, against, level, floor)
 
-    siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
     verdicts = [
         with_looks(spec, v, 1) for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
-    for verdict in nulls:
-        rundir.write_verdict(verdict_file(verdict, null_control=True))
-    for verdict in verdicts:
-        rundir.write_verdict(verdict_file(verdict, null_control=False, nulls=null_tags))
+    budget.record(rundir, nulls, verdicts, null_tags)
     return nulls, verdicts
+
+
+class AlphaBudget:
+    """One round's share of the run's val-reuse α budget (``gate_alpha_schedule``).
+
+    A tag gated again against the same best (a re-run of the session on the same rollouts)
+    keeps the slot it had: the same evidence judged twice is one decision, and one null tally."""
+
+    def __init__(self, spec: Spec, events: list[dict[str, Any]], siblings: int) -> None:
+        self.schedule = spec.gate_alpha_schedule
+        self.alpha = spec.gate_alpha
+        self.decided = alpha_budget.decisions_so_far(events)
+        self.round = alpha_budget.round_alpha(self.schedule, spec.gate_alpha, self.decided, siblings)
+        self._taken = 0
+        self._earlier = {
+            (e.get("kind"), e.get("tag"), e.get("against")): e
+            for e in events
+            if e.get("kind") in (alpha_budget.DECISION_EVENT, NULL_EVENT)
+        }
+
+    @classmethod
+    def read(cls, spec: Spec, rundir: RunDir, siblings: int) -> AlphaBudget:
+        return cls(spec, rundir.events(), siblings)
+
+    @property
+    def config_alpha(self) -> float | Fraction | None:
+        """None keeps the spec's α untouched (``constant``: today's behaviour, bit for bit)."""
+        return None if self.schedule == "constant" else self.round
+
+    def slot(self, verdict: Verdict) -> tuple[dict[str, object], bool]:
+        """(the budget this candidate's decision spends, whether it is a new decision)."""
+        earlier = self._earlier.get((alpha_budget.DECISION_EVENT, verdict.tag, verdict.against))
+        if earlier is not None:
+            keys = ("schedule", "j", "alpha_j", "alpha_round")
+            return {k: earlier.get(k) for k in keys}, False
+        self._taken += 1
+        j = self.decided + self._taken
+        return {
+            "schedule": self.schedule,
+            "j": j,
+            "alpha_j": float(alpha_budget.alpha_for(self.schedule, self.alpha, j)),
+            "alpha_round": float(self.round),
+        }, True
+
+    def record(
+        self, rundir: RunDir, nulls: list[Verdict], verdicts: list[Verdict], null_tags: list[str]
+    ) -> None:
+        """Write the verdicts with the budget they spent, and log one ``gate_decision`` per
+        candidate decided (its j and α_j) and one ``null_gated`` per null control decided (the
+        alarm's tally). Undecided (an interrupted sequential gate) spends nothing."""
+        for verdict in nulls:
+            rundir.write_verdict(verdict_file(verdict, null_control=True))
+            fresh = (NULL_EVENT, verdict.tag, verdict.against) not in self._earlier
+            if fresh and verdict.decision in (ACCEPT, REJECT):
+                rundir.append_event(
+                    NULL_EVENT,
+                    tag=verdict.tag,
+                    against=verdict.against,
+                    decision=verdict.decision,
+                    alpha=verdict.alpha,
+                )
+        for verdict in verdicts:
+            if verdict.decision in (ACCEPT, REJECT):
+                slot, fresh = self.slot(verdict)
+            else:  # indecisive or undecided: no decision, no α spent
+                slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
+            rundir.write_verdict(
+                verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
+            )
+            if fresh:
+                rundir.append_event(
+                    alpha_budget.DECISION_EVENT,
+                    tag=verdict.tag,
+                    against=verdict.against,
+                    decision=verdict.decision,
+                    **slot,
+                )
 
 
 def with_looks(spec: Spec, verdict: Verdict, look: int) -> Verdict:
@@ -72,9 +151,9 @@ def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
         return BOOKED_INDECISIVE, verdict.basis
     if verdict.basis == "micro_test_fail":
         return "reject", "micro_test_fail"
-    look = int(verdict.details.get("looks", {}).get("look", 1))
-    if spec.grow_max_looks > 1 and verdict.basis in ("exact", "null_floor") and (verdict.delta_mean or 0) > 0:
-        return ("provisional", None) if look < spec.grow_max_looks else ("inconclusive", None)
+    shown = shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, verdict.details.get("looks"))
+    if shown in ("provisional", "inconclusive"):
+        return shown, None
     return "reject", "gate"
 
 

@@ -47,6 +47,9 @@ class EvalPlan:
     # being paid right now by another live session (its claim): not owed here, waited for
     awaited: set[tuple[str, str, str, int]] = field(default_factory=set)
     block: int = 0  # the replicate block evaluated (--capevolve-block; 0 is the usual one)
+    # --capevolve-sequential: the seeded task order and this session's stop-marker token
+    order: list[str] | None = None
+    sequential: str | None = None
 
     @property
     def first_trial(self) -> int:
@@ -58,10 +61,11 @@ class EvalPlan:
 
     def all_keys(self) -> list[RolloutKey]:
         """Every rollout of the plan in item order: task, then trial, then candidate, so the
-        rollouts that get compared run close together in time."""
+        rollouts that get compared run close together in time (a sequential gate: tasks in its
+        seeded order, both arms' trials of a task before the next task)."""
         return [
             RolloutKey(self.split, task_id, cand.tag, trial)
-            for task_id in self.task_ids
+            for task_id in (self.order or self.task_ids)
             for trial in range(self.first_trial, self.first_trial + self.num_trials)
             for cand in self.candidates
         ]
@@ -89,4 +93,6 @@ class EvalPlan:
             persisted={(s, t, g, int(k)) for s, t, g, k in data["persisted"]},
             awaited={(s, t, g, int(k)) for s, t, g, k in data.get("awaited", [])},
             block=int(data.get("block", 0)),
+            order=data.get("order"),
+            sequential=data.get("sequential"),
         )

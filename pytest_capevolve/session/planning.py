@@ -7,6 +7,7 @@ candidate refused by a screen is never registered.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,6 +43,7 @@ class GateRequest:
     veto_regressions: bool = False
     commit: str = "auto"  # auto: book each verdict as a decision; none: leave them as evidence
     multiple: str = "holm"  # the family-wise correction across a round's siblings
+    sequential: bool = False  # --capevolve-sequential: e-processes per task, stop once decided
 
 
 @dataclass
@@ -158,6 +160,11 @@ def plan_evaluation(
         claimed=claimed,
         block=block,
     )
+    if gate.sequential:
+        from .sequential import seeded_order
+
+        plan.order = seeded_order(task_ids, spec.base_seed)
+        plan.sequential = uuid.uuid4().hex
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     waiting_on = sorted({claimed[k] for k in plan.awaited})
     return Planned(plan, best, null_tags, waiting_on)
@@ -224,7 +231,6 @@ def build_plan(
             f"candidate(s) = {size} rollouts, more than one session plans ({MAX_PLAN_ROLLOUTS}); "
             "lower num_trials or evaluate fewer candidates per session"
         )
-    persisted = {r.key for r in records if r.tag in tags and r.infra_error is None}
     claimed = claimed or {}
     plan = EvalPlan(
         run_id=rundir.run_id,
@@ -233,11 +239,12 @@ def build_plan(
         num_trials=trials,
         base_seed=spec.base_seed,
         candidates=planned,
-        persisted=persisted,
         block=block,
     )
     wanted = {(k.split, k.task_id, k.tag, k.trial) for k in plan.all_keys()}
-    plan.awaited = (wanted & set(claimed)) - persisted
+    # only this plan's keys: a best grown to more trials reuses num_trials of them here, not all
+    plan.persisted = {r.key for r in records if r.tag in tags and r.infra_error is None} & wanted
+    plan.awaited = (wanted & set(claimed)) - plan.persisted
     owed = len(plan.owed_keys())
     check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
     if plan.awaited:

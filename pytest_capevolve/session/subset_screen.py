@@ -23,7 +23,7 @@ import numpy as np
 from .. import stats
 from ..decide.evidence import ByTag, index_records, reward_matrix
 from ..decide.gate import Verdict
-from ..decide.judging import gate_config, verdict_file
+from ..decide.judging import gate_config
 from ..loop import screen as ladder
 from ..loop.commit import CommitRefused, book
 from ..project.candidate import SEED_TAG, CandidateError, check_tag
@@ -103,7 +103,15 @@ def plan_screen(
                 f"--capevolve-screen-ids: the best {best!r} has no valid val rollout on "
                 f"{', '.join(map(repr, lacking[:5]))}; a screen never pays for the best's side"
             )
-        subset = list(dict.fromkeys(request.ids))
+        fewest = ladder.fewest_tasks(spec.screen_alpha)
+        if len(request.ids) < fewest:
+            best_p = ladder.best_harm_p(len(request.ids))
+            raise CandidateError(
+                f"--capevolve-screen-ids: {len(request.ids)} task(s) can never prove harm at "
+                f"screen_alpha {spec.screen_alpha:g} (the smallest possible p is 1/2^{len(request.ids)} = "
+                f"{float(best_p):.4g}); name at least {fewest} tasks"
+            )
+        subset = list(request.ids)
     else:
         assert request.tier is not None
         subset = ladder.select(means, rundir.run_id, tag, request.tier)
@@ -165,12 +173,19 @@ class ScreenSession:
             reused=len(planned.subset) * plan.num_trials,
         )
         outcome.rows.insert(0, best_row)
-        for verdict in self.refusals:  # the tamper guard or a microcase refused it: no screen
-            self.rundir.write_verdict(verdict_file(verdict, null_control=False))
+        # the tamper guard or a microcase refused it: nothing screened, and (like every screen)
+        # no verdict file — the refusal is shown and logged; a gate session books it
         outcome.verdicts += self.refusals
         if self.refusals:
             outcome.exit_code = (
                 exitcodes.INDECISIVE if self.refusals[0].decision == "indecisive" else exitcodes.REJECTED
+            )
+            outcome.closing.append(
+                (
+                    f"{planned.tag}: refused before any rollout, so not screened (a screen writes no "
+                    "verdict and books nothing); fix it, or gate it (--capevolve-gate) to book the refusal",
+                    {"yellow": True},
+                )
             )
         elif outcome.missing:
             outcome.closing.append(

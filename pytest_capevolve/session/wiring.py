@@ -19,15 +19,17 @@ from ..items import CONTEXT_KEY, EvalContext
 from ..project.adapter import AdapterError, load_adapter, load_tasks
 from ..project.candidate import SEED_TAG, CandidateError
 from ..project.microcase import MicrocaseError
-from ..project.runner import AdapterRunner
+from ..project.runner import AdapterRunner, declared_thread_safe
 from ..project.spec import Spec, SpecError, load_spec
 from ..project.splits import TestSealError
 from ..store.record import RecordError, RolloutRecord
 from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
+from . import fanout
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
 from .grow import GrowSession, refuse_regating_grown
+from .judging import AlphaBudget
 from .junit import JunitReport
 from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
@@ -39,6 +41,7 @@ from .reporter import CapevolveReporter
 from .resume import resume_command
 from .screen_or_grow import screen_or_grow, start_screen_or_grow
 from .screens import Screens
+from .sequential import SequentialGate
 from .subset_screen import ScreenSession
 
 COMMIT_MODES = ("auto", "none")
@@ -55,6 +58,8 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
+        runner = AdapterRunner(adapter)
+        width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
         else:
@@ -72,8 +77,24 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         BudgetError,
     ) as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[CONTEXT_KEY] = EvalContext(spec, plan, AdapterRunner(adapter), pool, on_copy=on_copy)
+    context = EvalContext(spec, plan, runner, pool, on_copy=on_copy)
+    config.stash[CONTEXT_KEY] = context
+    if width > 1 or runner.is_async:
+        fanout.register(config, context, width)
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
+
+
+def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> int:
+    """Rollouts in flight per process: --capevolve-concurrency, else the spec's (or ini's)
+    ``concurrency``. Refused above 1 for an adapter that is not thread-safe."""
+    width = int(config.option.capevolve_concurrency or spec.concurrency)
+    if not declared_thread_safe(runner.adapter) and width > 1:
+        raise AdapterError(
+            f"concurrency {width}: adapter {spec.adapter} is not thread-safe (it declares "
+            "thread_safe = False, or makes candidates live with apply()); run it with "
+            "--capevolve-concurrency 1 and fan out with -n N workers instead"
+        )
+    return width
 
 
 def _start_controller(
@@ -107,7 +128,7 @@ def _start_controller(
             try:
                 with rundir.lock():
                     if gate.enabled:
-                        refuse_regating_grown(rundir, [r.tag for r in requests])
+                        refuse_regating_grown(spec, rundir, [r.tag for r in requests])
                     planned = plan_evaluation(
                         spec,
                         rundir,
@@ -124,8 +145,16 @@ def _start_controller(
                 rundir.discard_if_created()  # a refused session leaves no empty run behind
                 raise
         persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
+        sequential = _sequential_role(config, spec, rundir, planned) if gate.sequential else None
         role = EvaluationSession(
-            spec, rundir, planned, gate, screens.refusals, persistence, explain=option.capevolve_explain
+            spec,
+            rundir,
+            planned,
+            gate,
+            screens.refusals,
+            persistence,
+            explain=option.capevolve_explain,
+            sequential=sequential,
         )
     plan_split, plan_block = planned.plan.split, planned.plan.block
     read = (
@@ -137,11 +166,14 @@ def _start_controller(
         role.conclude,
         planned.best,
         settle=persistence.settle,
-        interrupted=lambda: _interrupted(config, spec, planned, persistence, read),
+        interrupted=lambda: _interrupted(config, spec, planned, persistence, read, role),
     )
     progress = Progress(spec, rundir, len(planned.plan.owed_keys()), option.capevolve_progress)
+    plugins: list[tuple[str, object]] = [("persistence", persistence)]
+    if isinstance(role, EvaluationSession) and role.sequential is not None:
+        plugins.append(("sequential", role.sequential))  # after persistence: it sees saved rollouts
     for name, plugin in (
-        ("persistence", persistence),
+        *plugins,
         ("session", role),
         ("end", end),
         ("reporter", CapevolveReporter(rundir, end, persistence.tally, progress)),
@@ -153,20 +185,39 @@ def _start_controller(
     return planned.plan
 
 
+def _sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned: Planned) -> SequentialGate:
+    """The sequential gate's role: every non-best tag gated against the best; the candidates
+    share the round's α from the val-reuse budget equally (Bonferroni: each is decided on its
+    own, as its e-process crosses), each null control gets what one candidate gets."""
+    plan = planned.plan
+    gated = [c.tag for c in plan.candidates if c.tag != planned.best]
+    siblings = [t for t in gated if t not in planned.null_tags]
+    budget = AlphaBudget.read(spec, rundir, len(siblings))
+    share = budget.round / max(len(siblings), 1)
+    return SequentialGate(config, spec, rundir, plan, planned.best, gated, dict.fromkeys(gated, share))
+
+
 def _interrupted(
     config: pytest.Config,
     spec: Spec,
     planned: Planned,
     persistence: Persistence,
     read: Callable[[], list[RolloutRecord]],
+    role: EvaluationSession | FinalizeSession | None = None,
 ) -> Outcome:
-    """After Ctrl-C: the table of what is persisted (nothing judged, no seal burned) and the
-    exact command that resumes; every rollout that reported before the interrupt is saved."""
+    """After Ctrl-C: the table of what is persisted (no seal burned) and the exact command that
+    resumes; every rollout that reported before the interrupt is saved. A sequential gate
+    writes what it knows: a decision it reached, else "undecided" with its e-values."""
     from ..decide.evidence import index_records
 
     persistence.rundir.claims.release()
     plan = planned.plan
-    outcome = summarize(plan, index_records(read(), plan.block), persistence.tally, against=planned.best)
+    records = index_records(read(), plan.block)
+    outcome = summarize(plan, records, persistence.tally, against=planned.best)
+    if isinstance(role, EvaluationSession) and role.sequential is not None:
+        outcome.verdicts = role.interrupted_verdicts(records)
+        outcome.nulls = [v for v in outcome.verdicts if v.tag in planned.null_tags]
+    judged = "the sequential gate wrote what it reached" if outcome.verdicts else "nothing was judged"
     reran = [
         (c.tag, c.resolve(spec.project_dir))
         for c in plan.candidates
@@ -175,7 +226,7 @@ def _interrupted(
     command = resume_command(config.invocation_params.args, plan.run_id, rerun_candidates=reran)
     outcome.closing += [
         (
-            f"interrupted: {len(outcome.missing)} rollouts are missing, nothing was judged; "
+            f"interrupted: {len(outcome.missing)} rollouts are missing, {judged}; "
             "to resume, paying only for what is missing, run:",
             {"yellow": True},
         ),
@@ -203,7 +254,10 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     for flag, value, allowed in (("commit", commit, COMMIT_MODES), ("multiple", multiple, MULTIPLE)):
         if value not in allowed:
             raise pytest.UsageError(f"--capevolve-{flag} must be one of {', '.join(allowed)}, got {value!r}")
-    return GateRequest(enabled, nulls, bool(option.capevolve_veto_regressions), commit, multiple)
+    sequential = bool(option.capevolve_sequential)
+    if sequential and not enabled:
+        raise pytest.UsageError("--capevolve-sequential decides a gate: add --capevolve-gate")
+    return GateRequest(enabled, nulls, bool(option.capevolve_veto_regressions), commit, multiple, sequential)
 
 
 def _candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:

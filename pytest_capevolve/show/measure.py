@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import stats
+from ..decide.calibration import calibration
 from ..decide.evidence import ByTag, index_records, reward_matrix
 from ..loop.screen import ledger as screen_ledger
 from ..project.candidate import SEED_TAG
@@ -76,6 +77,7 @@ class Measurement:
     lineage: list[dict[str, Any]] = field(default_factory=list)
     spend: dict[str, Any] = field(default_factory=dict)
     screening: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] = field(default_factory=dict)  # the null controls' accept tally
 
     @property
     def null_result(self) -> bool:
@@ -113,6 +115,9 @@ def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -
     _test_split(result, rundir, splits)
     result.lineage = _lineage(rundir, events)
     result.spend, result.screening = _spend(rundir, events, state, len(splits["val"]), spec.num_trials)
+    result.calibration = calibration(events, spec.gate_alpha)
+    if result.calibration["alarm"]:
+        result.labels.insert(0, result.calibration["text"])
     return result
 
 
@@ -330,6 +335,8 @@ def render_markdown(m: Measurement) -> str:
         f"- screening: {len(s['refused'])} candidate(s) refused before any rollout ({refused}); "
         f"cost {s['cost']} rollouts, saved {s['saved']}, net {s['net']:+d} (from `verdicts/*.json`)"
     )
+    if m.calibration:
+        out.append(f"- calibration: {m.calibration['text']} (from `events.jsonl` null_gated lines)")
     ledger = s.get("subset") or {}
     if ledger.get("screens"):
         out.append(

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import stats
 from ..decide import evidence
+from ..decide.looks import shown_decision
 from .numbers import interval, num
 
 
@@ -117,7 +118,7 @@ def render_verdicts(verdicts: Sequence[Any]) -> list[str]:
         body.append(
             (
                 v.tag,
-                v.decision.upper(),
+                shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks")).upper(),
                 str(v.n_tasks),
                 num(v.delta_mean, "+.4f"),
                 num(v.se, ".4f"),

@@ -17,6 +17,7 @@ import numpy as np
 
 from ... import stats
 from ...decide.evidence import ByTag, index_records, reward_matrix
+from ...decide.looks import shown_decision
 from ...project.candidate import SEED_TAG
 from ...store.rundir import RunDir
 from ..measure import Measurement, table_rows
@@ -116,6 +117,9 @@ class Dashboard:
     decisions: list[Decision]
     table: list[tuple[str, ...]] = field(default_factory=list)  # measure's honest table
     labels: list[str] = field(default_factory=list)
+    # tags with more val trials than num_trials (grown): tag → its trials. The heatmap and the
+    # curves pool the first num_trials of every tag; a grown verdict pools all of them
+    grown_trials: dict[str, int] = field(default_factory=dict)
 
 
 def collect(
@@ -151,7 +155,13 @@ def collect(
         decisions=decisions,
         table=table_rows(measurement) if measurement is not None else [],
         labels=list(measurement.labels) if measurement is not None else [],
+        grown_trials=_grown_trials(val, num_trials),
     )
+
+
+def _grown_trials(val: ByTag, num_trials: int) -> dict[str, int]:
+    trials = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
+    return {tag: n for tag, n in sorted(trials.items()) if n > num_trials}
 
 
 def _number(value: Any) -> float | None:
@@ -284,7 +294,12 @@ def _verdict_rows(files: dict[str, dict[str, Any]], events: list[dict[str, Any]]
             VerdictRow(
                 tag=tag,
                 against=str(verdict.get("against", "")),
-                decision=str(verdict.get("decision", "")),
+                decision=shown_decision(
+                    str(verdict.get("decision", "")),
+                    verdict.get("basis"),
+                    _number(verdict.get("delta_mean")),
+                    (verdict.get("details") or {}).get("looks"),
+                ),
                 basis=str(verdict.get("basis", "")),
                 null_control=bool(verdict.get("null_control")),
                 delta_mean=_number(verdict.get("delta_mean")),

@@ -139,6 +139,13 @@ def _header(dash: Dashboard) -> str:
         f"{len(dash.tags)} tag(s) evaluated on val · {len(dash.verdicts)} verdict(s) · "
         f"{len(dash.decisions)} decision(s)</p>",
     ]
+    if dash.grown_trials:
+        grown = ", ".join(f"{tag} {n}" for tag, n in dash.grown_trials.items())
+        out.append(
+            f'<p class="grown">grown: {esc(grown)} trials per task. The heatmap, the curve and the '
+            f"table pool the first {dash.num_trials} trials of every tag; a grown verdict (forest "
+            "plot) pools every trial both of its arms have</p>"
+        )
     if dash.labels:
         out.append(
             '<ul class="labels">' + "".join(f"<li>{esc(label)}</li>" for label in dash.labels) + "</ul>"

@@ -1,0 +1,299 @@
+"""Rollouts in flight within one process (`--capevolve-concurrency K`) against a plain pool.
+
+Run: python benchmarks/fanout.py   (figures are ratios against baselines measured in the same
+run, because these machines are shared and noisy)
+
+200 rollouts of an agent that waits 0.1 s — `time.sleep` (a sync adapter, on threads) and
+`asyncio.sleep` (an async adapter, on one event loop) — at 16, 32 and 64 in flight:
+
+- `pytest --capevolve-run P --capevolve-concurrency K` (one process);
+- the baseline: a plain `ThreadPoolExecutor(K)` calling the same adapter's run_target and
+  score (and, for the async adapter, `asyncio.gather` under a `Semaphore(K)` as well), each in
+  a process of its own;
+- once, `-n 16` xdist workers at K = 1: what fanning out by processes costs.
+
+Figures: the rollout phase — from the first run_target start to the last result in hand (the
+last report on the controller: a `-p` plugin logs it; for the pools, the end of the map) —
+against the ideal 200 × 0.1 / K (goal ≤ 1.5 at 64), the whole process's wall time, and the
+peak of the summed RSS of the process and all its children (read from /proc every 20 ms; goal
+≤ 400 MB at 64). Results reach pytest one at a time, in order, on the main thread, so the
+phase cannot beat (200 − K) × c + 0.1 s, where c is the session's main-thread cost per item
+(running its protocol, building and persisting its record): measured here by a session of
+200 no-wait rollouts, once more with the run-dir write stubbed out (its share of c), and
+printed as that bound. If inspect-ai is installed, say so: it is not
+run here (no network).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROLLOUTS, WAIT_S, WIDTHS = 200, 0.1, (16, 32, 64)
+
+ADAPTER = """
+import asyncio, os, threading, time
+from pathlib import Path
+from pytest_capevolve import Rollout, Score, Task
+
+LOG = Path(__file__).with_name("phase.log")
+DONE = Path(__file__).with_name("reported.log")
+_lock = threading.Lock()
+
+
+def _log(started):
+    with _lock, open(LOG, "a") as handle:
+        handle.write(f"{started} {time.time()}\\n")
+
+
+class SleepAdapter:
+    def tasks(self, split):
+        return [Task(id=f"t{i:04d}", input=i, target=i) for i in range(int(os.environ["BENCH_TASKS"]))]
+
+    def run_target(self, task, ctx, *, seed):
+        started = time.time()
+        time.sleep(float(os.environ["BENCH_WAIT"]))
+        _log(started)
+        return Rollout(task_id=task.id, output=task.input)
+
+    def score(self, task, rollout):
+        return Score(reward=1.0 if rollout.output == task.target else 0.0)
+
+
+class AsyncSleepAdapter(SleepAdapter):
+    async def run_target(self, task, ctx, *, seed):
+        started = time.time()
+        await asyncio.sleep(float(os.environ["BENCH_WAIT"]))
+        _log(started)
+        return Rollout(task_id=task.id, output=task.input)
+"""
+SPEC = """adapter: adapter.py:{adapter}
+capability_path: capability
+split_train: 0.0
+split_val: 1.0
+split_test: 0.0
+num_trials: 1
+"""
+THREAD_POOL = """
+import sys, time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import adapter
+
+agent, width, ctx = adapter.SleepAdapter(), int(sys.argv[2]), Path(sys.argv[1]) / "capability"
+
+def one(task):
+    return agent.score(task, agent.run_target(task, ctx, seed=0))
+
+with ThreadPoolExecutor(width) as pool:
+    list(pool.map(one, agent.tasks("all")))
+adapter.DONE.write_text(str(time.time()))
+"""
+GATHER = """
+import asyncio, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import adapter
+
+agent, width, ctx = adapter.AsyncSleepAdapter(), int(sys.argv[2]), Path(sys.argv[1]) / "capability"
+
+async def main():
+    slots = asyncio.Semaphore(width)
+
+    async def one(task):
+        async with slots:
+            return agent.score(task, await agent.run_target(task, ctx, seed=0))
+
+    await asyncio.gather(*(one(t) for t in agent.tasks("all")))
+
+asyncio.run(main())
+adapter.DONE.write_text(str(time.time()))
+"""
+PHASE_END = """
+import time
+from pathlib import Path
+
+LAST = [0.0]
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        LAST[0] = time.time()
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):  # the controller, which persists
+        Path(__file__).with_name("reported.log").write_text(str(LAST[0]))
+"""
+
+
+# A diagnostic only: how much of c is the run dir's write per rollout (issue 13, part 2).
+NO_PERSIST = """
+def pytest_configure(config):
+    from pytest_capevolve.session import persistence
+
+    persistence.Persistence._persist = lambda self, record: None
+"""
+
+
+def make_project(root: Path, adapter: str) -> Path:
+    root.mkdir(parents=True)
+    (root / "adapter.py").write_text(ADAPTER)
+    (root / "phase_end.py").write_text(PHASE_END)
+    (root / "no_persist.py").write_text(NO_PERSIST)
+    (root / "capevolve.yaml").write_text(SPEC.format(adapter=adapter))
+    (root / "capability").mkdir()
+    (root / "capability" / "prompt.md").write_text("hello\n")
+    return root
+
+
+def tree_rss(root: int) -> int:
+    """Bytes resident in ``root`` and all its descendants, from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in tree:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except OSError:
+            continue
+    return total
+
+
+def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> dict[str, float]:
+    """Run ``command``; its whole wall time, its rollout phase and its peak summed RSS."""
+    log = project / "phase.log"
+    log.unlink(missing_ok=True)
+    (project / "reported.log").unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")])}
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = [0]
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], tree_rss(proc.pid))
+            time.sleep(0.02)  # a sampling interval, not synchronization
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    wall = time.perf_counter() - started
+    sampler.join()
+    if proc.returncode not in ok or not (project / "reported.log").is_file():
+        raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err.decode()[-2000:]}")
+    spans = [tuple(map(float, line.split())) for line in log.read_text().splitlines()]
+    assert len(spans) == ROLLOUTS, len(spans)
+    phase = float((project / "reported.log").read_text()) - min(start for start, _ in spans)
+    return {"wall": wall, "phase": phase, "mb": peak[0] / 2**20}
+
+
+def session(project: Path, *extra: str) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--capevolve-run",
+        str(project),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
+    return [*command, "-p", "phase_end", *extra]
+
+
+def fresh(project: Path) -> Path:
+    """Forget the project's runs, so the next session pays every rollout again."""
+    subprocess.run(["rm", "-rf", str(project / ".capevolve")], check=True)
+    return project
+
+
+def row(name: str, figures: dict[str, float], ideal: float, baseline: dict[str, float]) -> str:
+    return (
+        f"  {name:<34} phase {figures['phase']:5.2f}s = {figures['phase'] / ideal:4.2f}x ideal"
+        f" ({figures['phase'] / baseline['phase']:4.2f}x pool)   process {figures['wall']:5.2f}s"
+        f"   memory {figures['mb']:6.1f} MB ({figures['mb'] / baseline['mb']:4.1f}x pool)"
+    )
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="capevolve-fanout-"))
+    os.environ.update(BENCH_TASKS=str(ROLLOUTS), BENCH_WAIT=str(WAIT_S))
+    sync = make_project(tmp / "sync", "SleepAdapter")
+    asyn = make_project(tmp / "async", "AsyncSleepAdapter")
+    (tmp / "pool.py").write_text(THREAD_POOL)
+    (tmp / "gather.py").write_text(GATHER)
+    results: dict[str, dict[str, float]] = {}
+    print(f"{ROLLOUTS} rollouts × {WAIT_S} s; phase = first run_target start to last result in hand")
+    os.environ["BENCH_WAIT"] = "0"
+    per_item = measure(session(fresh(sync), "--capevolve-concurrency", "64"), sync)["phase"] / ROLLOUTS
+    # nothing saved, so the session ends with its rollouts missing (exit 12)
+    unsaved = measure(
+        session(fresh(sync), "--capevolve-concurrency", "64", "-p", "no_persist"), sync, ok=(12,)
+    )
+    os.environ["BENCH_WAIT"] = str(WAIT_S)
+    print(
+        f"main-thread cost per item, c = {per_item * 1e3:.2f} ms (a session of {ROLLOUTS} no-wait rollouts)"
+    )
+    print(
+        f"  of which persisting the rollout: {(per_item - unsaved['phase'] / ROLLOUTS) * 1e3:.2f} ms"
+        f" (the same session with the run-dir write stubbed out: {unsaved['phase'] / ROLLOUTS * 1e3:.2f} ms)"
+    )
+    for width in WIDTHS:
+        ideal = ROLLOUTS * WAIT_S / width
+        bound = (ROLLOUTS - width) * per_item + WAIT_S
+        pool = measure([sys.executable, str(tmp / "pool.py"), str(sync), str(width)], sync)
+        gather = measure([sys.executable, str(tmp / "gather.py"), str(asyn), str(width)], asyn)
+        threads = measure(session(fresh(sync), "--capevolve-concurrency", str(width)), sync)
+        loop = measure(session(fresh(asyn), "--capevolve-concurrency", str(width)), asyn)
+        print(
+            f"{width} in flight (ideal {ideal:.2f}s; in-order reporting bound {bound:.2f}s = {bound / ideal:.2f}x)"
+        )
+        print(row("ThreadPoolExecutor (baseline)", pool, ideal, pool))
+        print(row("asyncio.gather + Semaphore", gather, ideal, pool))
+        print(row("capevolve, sync adapter (threads)", threads, ideal, pool))
+        print(row("capevolve, async adapter (one loop)", loop, ideal, pool))
+        results.update({f"pool-{width}": pool, f"threads-{width}": threads, f"async-{width}": loop})
+    ideal = ROLLOUTS * WAIT_S / 16
+    workers = measure(session(fresh(sync), "-n", "16"), sync)
+    print(f"16 in flight as xdist workers, K = 1 each (ideal {ideal:.2f}s)")
+    print(row("-n 16", workers, ideal, results["pool-16"]))
+    print(row("--capevolve-concurrency 16 (above)", results["threads-16"], ideal, results["pool-16"]))
+    print(
+        f"  process wall, -n 16 / concurrency 16: {workers['wall'] / results['threads-16']['wall']:.1f}x;"
+        f" memory: {workers['mb'] / results['threads-16']['mb']:.1f}x"
+    )
+    if importlib.util.find_spec("inspect_ai") is not None:
+        print("inspect-ai is installed; it is not run here (this benchmark stays offline)")
+    else:
+        print("inspect-ai is not installed: no comparison with it")
+    at64 = {k: results[f"{k}-64"] for k in ("threads", "async")}
+    goals = {
+        kind: {"phase_over_ideal": f["phase"] / (ROLLOUTS * WAIT_S / 64), "mb": f["mb"]}
+        for kind, f in at64.items()
+    }
+    print("goal at 64 in flight: phase/ideal ≤ 1.5 and memory ≤ 400 MB:", json.dumps(goals))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""The sequential gate, the val-reuse α budget and the calibration alarm, end to end on copies
+of the noisy_agent example."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve.cli import main
+
+VAL_TASKS, TRIALS = 40, 5  # noisy_agent's val split and trials
+
+
+def no_microcases(project: Path) -> None:
+    """The example's microcases screen refuses 'regressed' before any rollout; the sequential
+    gate is about what rollouts show, so these copies go without them."""
+    for path in (project / "microcases").glob("*.yaml"):
+        path.unlink()
+
+
+def rollout_files(run_dir: Path, tag: str) -> int:
+    return len(list((run_dir / "rollouts" / "val").glob(f"*__{tag}__t*.json")))
+
+
+def verdict(run_dir: Path, tag: str) -> dict:
+    return json.loads((run_dir / "verdicts" / f"{tag}.json").read_text())
+
+
+def test_a_regressing_candidate_is_rejected_for_futility_before_half_of_val(
+    example, projects, capevolve, xdist_args
+):
+    project = example("noisy_agent")
+    no_microcases(project)
+    result = capevolve(
+        project,
+        "regressed",
+        gate=True,
+        extra=["--capevolve-sequential", "--capevolve-null", "0", *xdist_args],
+    )
+    assert result.ret == 10, result.stdout.str()  # rejected
+    run_dir = projects.run_dir(project)
+    v = verdict(run_dir, "regressed")
+    seq = v["details"]["sequential"]
+    assert (v["decision"], v["basis"]) == ("reject", "sequential_futility")
+    assert seq["e_futility"] >= seq["threshold_futility"] == 20
+    assert seq["alpha_split"] == {"alpha": 0.05, "efficacy": 0.05, "exhaustion": 0.05, "futility": 0.05}
+    assert v["alpha_budget"] == {"schedule": "constant", "j": 1, "alpha_j": 0.05, "alpha_round": 0.05}
+    paid = rollout_files(run_dir, "regressed")
+    assert paid < VAL_TASKS * TRIALS / 2, paid  # fewer than half its val rollouts were paid
+    assert v["n_tasks"] * TRIALS <= paid  # the verdict's numbers rest on rollouts that exist
+    saved = VAL_TASKS * TRIALS * 2 - paid - rollout_files(run_dir, "seed")
+    assert saved > 0
+    result.stdout.fnmatch_lines(
+        [
+            "*sequential regressed: stopped for futility after * of 40 tasks*",
+            f"*sequential gate: the stop saved {saved} rollouts*",
+            "*regressed: booked reject (gate)*",
+        ]
+    )
+    assert not (run_dir / "sequential-stop").exists()  # the marker goes with the session
+    # the same command again: decided from what is persisted, before anything is paid
+    again = capevolve(
+        project,
+        "regressed",
+        gate=True,
+        extra=["--capevolve-sequential", "--capevolve-null", "0", *xdist_args],
+    )
+    assert rollout_files(run_dir, "regressed") == paid, again.stdout.str()
+    again.stdout.fnmatch_lines(["*rollouts: 0 paid*", "*sequential regressed: stopped for futility*"])
+
+
+INTERRUPTING = '''
+
+class Interrupting(NoisyAgentAdapter):
+    """Ctrl-C, deterministically: the 61st rollout raises KeyboardInterrupt."""
+
+    calls = 0
+
+    def run_target(self, task, ctx, *, seed):
+        type(self).calls += 1
+        if type(self).calls > 60:
+            raise KeyboardInterrupt
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def test_an_interrupted_sequential_gate_says_undecided_with_its_e_value(example, projects, capevolve):
+    project = example("noisy_agent")
+    no_microcases(project)
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(INTERRUPTING)
+    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:Interrupting")
+    # in a child process: an in-process run would hand the KeyboardInterrupt to this test
+    result = capevolve(
+        project,
+        "improved",
+        gate=True,
+        extra=["--capevolve-sequential", "--capevolve-null", "0"],
+        subprocess=True,
+        timeout=300,
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+    run_dir = projects.run_dir(project)
+    assert rollout_files(run_dir, "improved") + rollout_files(run_dir, "seed") == 60  # all saved
+    v = verdict(run_dir, "improved")
+    seq = v["details"]["sequential"]
+    assert (v["decision"], v["basis"], seq["outcome"]) == ("undecided", "interrupted", "undecided")
+    assert 0 < seq["e_efficacy"] < seq["threshold_efficacy"] and seq["tasks_seen"] == 6
+    assert f"efficacy e-value {seq['e_efficacy']:.4g}" in v["reason"]
+    assert "undecided" in v["reason"]
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["best_id"] == "seed" and state["iterations"] == 0  # nothing booked
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert not [e for e in events if e["kind"] in ("decision", "gate_decision")]
+    result.stdout.fnmatch_lines(
+        ["*improved*UNDECIDED*", "*interrupted:*sequential gate wrote what it reached*"]
+    )
+
+
+def test_sequential_needs_a_gate(example, capevolve):
+    project = example("noisy_agent")
+    result = capevolve(project, "improved", extra=["--capevolve-sequential"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--capevolve-sequential decides a gate: add --capevolve-gate*"])
+
+
+@pytest.fixture
+def spend(capsys):
+    def run(project: Path) -> dict:
+        capsys.readouterr()
+        assert main(["spend", str(project)]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    return run
+
+
+def test_basel_schedule_spends_a_shrinking_alpha_per_decision_and_spend_shows_the_next(
+    example, projects, capevolve, spend
+):
+    project = example("noisy_agent")
+    no_microcases(project)
+    projects.edit_spec(project, "gate_alpha: 0.05", "gate_alpha: 0.05\ngate_alpha_schedule: basel")
+    first = capevolve(project, "regressed", "mixed", gate=True, extra=["--capevolve-null", "1"])
+    assert first.ret == 10, first.stdout.str()
+    run_dir = projects.run_dir(project)
+    a1, a2, a3 = (0.05 * 6 / 3.141592653589793**2 / j**2 for j in (1, 2, 3))
+    budget = [verdict(run_dir, tag)["alpha_budget"] for tag in ("regressed", "mixed")]
+    assert [b["j"] for b in budget] == [1, 2]
+    assert [b["alpha_j"] for b in budget] == pytest.approx([a1, a2], rel=1e-9)
+    assert budget[0]["alpha_round"] == pytest.approx(a1 + a2, rel=1e-9)
+    # the round is decided at the sum of its slots (Holm splits it between the two siblings)
+    assert verdict(run_dir, "regressed")["details"]["family"]["alpha"] == pytest.approx(a1 + a2, rel=1e-9)
+    reuse = spend(project)["val_reuse"]
+    assert (reuse["schedule"], reuse["decisions"], reuse["val_tasks"]) == ("basel", 2, VAL_TASKS)
+    assert reuse["next_alpha"] == pytest.approx(a3, rel=1e-9)
+    assert reuse["mde"] is not None and reuse["mde"] > 0
+    assert reuse["any_false_accept_bound"] <= 0.05
+    first.stdout.fnmatch_lines(
+        ["*val reuse (basel): 2 gate decision(s) on val so far; the next gets α = 0.00338*"]
+    )
+    # the same session again: the same evidence judged twice is one decision, not two slots
+    capevolve(project, "regressed", "mixed", gate=True, extra=["--capevolve-null", "1"])
+    assert spend(project)["val_reuse"]["decisions"] == 2
+    assert verdict(run_dir, "mixed")["alpha_budget"]["j"] == 2
+
+
+def test_null_controls_accepted_too_often_raise_the_calibration_alarm(example, projects, capevolve, spend):
+    """`threshold` at −0.2 (a legacy mode, badly set) accepts every null: the alarm must say so."""
+    project = example("noisy_agent")
+    no_microcases(project)
+    projects.edit_spec(project, "gate_mode: exact", "gate_mode: threshold\ngate_threshold: -0.2")
+    result = capevolve(project, "improved", gate=True, extra=["--capevolve-null", "2"])
+    run_dir = projects.run_dir(project)
+    accepted = sum(verdict(run_dir, f"seed-null{i}")["decision"] == "accept" for i in range(1, 3))
+    assert accepted == 2  # what the test rests on: this gate really accepts both nulls
+    message = "the gate is not holding its error rate on this project"
+    result.stdout.fnmatch_lines([f"*CALIBRATION ALARM: {message}: null controls accepted 2 of 2*"])
+    report = spend(project)
+    assert report["calibration"]["alarm"] and report["calibration"]["accepts"] == accepted
+    assert message in report["recommendation"]["reason"]
+    assert message in (run_dir / "report.md").read_text()
+
+
+def test_a_calibrated_gate_raises_no_alarm(example, projects, capevolve, spend):
+    project = example("noisy_agent")
+    no_microcases(project)
+    result = capevolve(project, "improved", gate=True, extra=["--capevolve-null", "2"])
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*null controls accepted 0 of 2 times over the run*"])
+    calibration = spend(project)["calibration"]
+    assert (calibration["nulls_gated"], calibration["accepts"], calibration["alarm"]) == (2, 0, False)
+
+
+def test_a_clearly_better_candidate_is_accepted_early_and_booked(example, projects, capevolve):
+    project = example("noisy_agent")
+    no_microcases(project)
+    # a worse seed (it upsells), so 'improved' (no upsell, checks fare classes) is far better
+    (project / "capability" / "prompt.md").write_text(
+        (project / "candidates/regressed/prompt.md").read_text()
+    )
+    args = dict(gate=True, extra=["--capevolve-sequential", "--capevolve-null", "0"])
+    result = capevolve(project, "improved", **args)
+    assert result.ret == 0, result.stdout.str()
+    run_dir = projects.run_dir(project)
+    v = verdict(run_dir, "improved")
+    assert (v["decision"], v["basis"]) == ("accept", "sequential_efficacy")
+    assert v["details"]["sequential"]["e_efficacy"] >= 20 and v["n_tasks"] < VAL_TASKS
+    assert json.loads((run_dir / "state.json").read_text())["best_id"] == "improved"
+    paid = rollout_files(run_dir, "improved")
+    assert paid < VAL_TASKS * TRIALS
+    result.stdout.fnmatch_lines(["*sequential improved: stopped for efficacy after * of 40 tasks*"])
