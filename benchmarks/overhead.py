@@ -108,9 +108,12 @@ def main() -> None:
     os.environ.update(BENCH_TASKS=str(tasks), BENCH_SLEEP="0")
     n = tasks * trials
     project = make_project(tmp / "noop", trials)
-    bare = bare_loop(project, tasks, trials)
     fixed = startup(make_project(tmp / "noop_startup", trials))
+    # paired: the bare loop runs right before and right after the plugin, and the baseline is
+    # their mean, so a change of load on this shared machine shifts both sides alike
+    before = bare_loop(project, tasks, trials)
     total = plugin_run(project)
+    bare = (before + bare_loop(project, tasks, trials)) / 2
     per_bare = bare / n
     per_plugin = max(total - fixed, 0.0) / n
     print(f"no-op adapter, {n} rollouts")

@@ -163,11 +163,14 @@ def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
 _OPENED: list[RunDir] = []  # runs a command read: their notices (damage handled) are printed
 
 
-def _val_evidence(spec: Spec, rundir: RunDir, val_ids: list[str], trials: int | None = None) -> Any:
+def _val_evidence(
+    spec: Spec, rundir: RunDir, val_ids: list[str], trials: int | None = None, tags: list[str] | None = None
+) -> Any:
+    """The val evidence, of ``tags`` only when given (from the index: no rollout file is read)."""
     from .decide.evidence import index_records
     from .decide.judging import GATE_SPLIT, Evidence
 
-    by_tag = index_records(rundir.rollouts(GATE_SPLIT))
+    by_tag = index_records(rundir.indexed_rollouts(GATE_SPLIT, tags))
     return Evidence(by_tag, val_ids, trials or spec.num_trials, rundir.snapshot_size)
 
 
@@ -195,7 +198,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if recorded and not args.against and not grown:
         null_verdicts = [rundir.verdict(t) for t in recorded.get("nulls", [])]
         nulls = [v["delta_mean"] for v in null_verdicts if v is not None]
-    evidence = _val_evidence(spec, rundir, val_ids, recorded["trials"] if recorded and grown else None)
+    tags = [args.tag, against, *((recorded or {}).get("nulls", []) if grown else [])]
+    evidence = _val_evidence(spec, rundir, val_ids, recorded["trials"] if recorded and grown else None, tags)
     config = gate_config(
         spec,
         mode=args.gate_mode,

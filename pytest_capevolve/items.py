@@ -231,9 +231,16 @@ def to_plain(value: Any) -> Any:
 
 def record_from_report(report: Any) -> RolloutRecord | None:
     """The rollout record a report carries, if any (controller side)."""
+    text = record_text(report)
+    return None if text is None else RolloutRecord.loads(text, f"report of {report.nodeid}")
+
+
+def record_text(report: Any) -> str | None:
+    """The record's compact JSON as shipped: the controller writes the file from this text
+    rather than encoding the record again."""
     for name, value in getattr(report, "user_properties", ()):
         if name == RECORD_PROPERTY:
-            return RolloutRecord.loads(value, f"report of {report.nodeid}")
+            return str(value)
     return None
 
 

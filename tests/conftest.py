@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import scipy.signal  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
+import scipy.stats  # noqa: F401
 
 # The plugin imports the session code (numpy, scipy) only when a capevolve session starts. An
 # in-process pytester run drops what it imported when it ends, and numpy cannot be imported
@@ -195,10 +197,18 @@ def shared_data() -> dict:
     return json.loads(SHARED_DATA.read_text())
 
 
-from hypothesis import settings  # noqa: E402
+def _hypothesis_profiles() -> None:
+    """Deterministic, deadline-free property runs: the machines are shared and timing is not a
+    property. Skipped without hypothesis: pytest loads this conftest (through ``testpaths``)
+    for a capevolve session started from the checkout's root, after the plain install too."""
+    try:
+        from hypothesis import settings
+    except ImportError:
+        return
+    settings.register_profile("capevolve", deadline=None, max_examples=60, derandomize=True, print_blob=True)
+    # benchmarks/mutation.py runs the fast tests once per mutant: fewer examples keep it to minutes
+    settings.register_profile("capevolve-mutation", parent=settings.get_profile("capevolve"), max_examples=12)
+    settings.load_profile("capevolve-mutation" if "MUTANT_UNDER_TEST" in os.environ else "capevolve")
 
-# Deterministic, deadline-free property runs: the machines are shared and timing is not a property.
-settings.register_profile("capevolve", deadline=None, max_examples=60, derandomize=True, print_blob=True)
-# benchmarks/mutation.py runs the fast tests once per mutant: fewer examples keep it to minutes
-settings.register_profile("capevolve-mutation", parent=settings.get_profile("capevolve"), max_examples=12)
-settings.load_profile("capevolve-mutation" if "MUTANT_UNDER_TEST" in os.environ else "capevolve")
+
+_hypothesis_profiles()

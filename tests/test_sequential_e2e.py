@@ -124,6 +124,18 @@ def test_sequential_needs_a_gate(example, capevolve):
     result = capevolve(project, "improved", extra=["--capevolve-sequential"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--capevolve-sequential decides a gate: add --capevolve-gate*"])
+    # under a scheduler the sequential window does not replace, workers run ahead of the
+    # decision: the stop would save nothing while the verdict says it stopped paying
+    result = capevolve(
+        project,
+        "improved",
+        extra=["--capevolve-gate", "--capevolve-sequential", "-n", "2", "--dist", "worksteal"],
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--capevolve-sequential with --dist worksteal: the early stop needs --dist load*"]
+    )
+    assert not list(project.glob(".capevolve/runs/*/rollouts/val/*.json"))
 
 
 @pytest.fixture

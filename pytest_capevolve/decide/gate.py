@@ -58,6 +58,7 @@ class Verdict:
     delta_mean: float | None = None
     se: float | None = None
     ci: list[float] | None = None
+    ci_method: str | None = None  # bca_bootstrap, or normal past stats.ANALYTIC_CI_MIN_TASKS tasks
     p_value: float | None = None
     p_exact: str | None = None
     p_method: str | None = None
@@ -103,12 +104,16 @@ def refusal(
 
 
 def regressions(
-    candidate: np.ndarray, best: np.ndarray, task_ids: list[str], success_threshold: float
+    candidate: np.ndarray,
+    best: np.ndarray,
+    task_ids: list[str],
+    success_threshold: float,
+    means: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
     """Tasks the best passed (most trials at or above the threshold) whose mean dropped by
     more than their own noise: twice the SE of the per-task difference (any drop when both
-    arms were constant)."""
-    cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
+    arms were constant). ``means``: both arms' per-task means, when the caller has them."""
+    cand_means, best_means = means or (stats.task_means(candidate), stats.task_means(best))
     noise = 2 * np.sqrt(stats.task_stderrs(candidate) ** 2 + stats.task_stderrs(best) ** 2)
     # at least half of the best's valid trials at the threshold (nan compares False), counted in
     # integers; a task with no valid trial on either side has a nan drop, which is never a hit
@@ -162,16 +167,18 @@ def decide(
     delta_mean, se = stats.mean_se(deltas)
     used_ids = [t for t, m in zip(task_ids, mask, strict=True) if m]
     cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
-    per_task = {
-        t: {
-            "candidate": _nan_none(cand_means[i]),
-            "best": _nan_none(best_means[i]),
-            "delta": _nan_none(cand_means[i] - best_means[i]),
-        }
-        for i, t in enumerate(task_ids)
+    per_task = {  # built from whole columns: 10,000 tasks × 20 candidates stay cheap
+        t: {"candidate": c, "best": b, "delta": d}
+        for t, c, b, d in zip(
+            task_ids,
+            _none_for_nan(cand_means),
+            _none_for_nan(best_means),
+            _none_for_nan(cand_means - best_means),
+            strict=True,
+        )
     }
     footprint = [t for t, d in zip(used_ids, deltas, strict=True) if d != 0]
-    regs = regressions(candidate, best, task_ids, config.success_threshold)
+    regs = regressions(candidate, best, task_ids, config.success_threshold, (cand_means, best_means))
     spread = max((abs(d) for d in null_deltas), default=None) if null_deltas else None
     base = dict(
         tag=tag,
@@ -202,6 +209,7 @@ def decide(
         )
     ci = stats.bootstrap_ci(deltas, seed=config.seed)
     base["ci"] = None if ci is None else [ci[0], ci[1]]
+    base["ci_method"] = None if ci is None else stats.ci_method(n)
     decision, basis, reason, extra = _rule(candidate, best, deltas, config, candidate_size, best_size)
     base.update(extra)
     if decision == ACCEPT and spread is not None and not (delta_mean or 0.0) > spread:
@@ -214,7 +222,7 @@ def decide(
     elif spread is not None:
         base["bar"] = max(base.get("bar") or 0.0, spread)
     base["verdict_stable"] = _survives_dropping_any_task(
-        candidate, best, config, candidate_size, best_size, spread, decision
+        candidate, best, config, candidate_size, best_size, spread, decision, (cand_means, best_means)
     )
     base["directionally_positive_but_inconclusive"] = decision != ACCEPT and (delta_mean or 0.0) > 0
     if decision == ACCEPT and config.veto_regressions and regs:
@@ -246,18 +254,19 @@ def _survives_dropping_any_task(
     best_size: int | None,
     spread: float | None,
     decision: str,
+    means: tuple[np.ndarray, np.ndarray],
 ) -> bool | None:
     """Would the rule (and the null floor) decide the same with any one task left out?
 
     Tasks with the same pair of per-task means are interchangeable for every rule, so one of
     each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds."""
-    cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
-    kinds: dict[tuple[float, float], int] = {}
-    for i in np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means)):
-        kinds.setdefault((float(cand_means[i]), float(best_means[i])), int(i))
-    if len(kinds) > STABILITY_CHECKS:
+    cand_means, best_means = means
+    valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
+    pairs = np.stack([cand_means[valid], best_means[valid]], axis=1)
+    _, first = np.unique(pairs, axis=0, return_index=True)  # one task of each kind
+    if first.size > STABILITY_CHECKS:
         return None
-    for i in kinds.values():
+    for i in sorted(int(j) for j in valid[first]):
         keep = np.arange(len(candidate)) != i
         cand, bst = candidate[keep], best[keep]
         deltas, _ = stats.paired_deltas(cand, bst)
@@ -271,8 +280,8 @@ def _survives_dropping_any_task(
     return True
 
 
-def _nan_none(value: float) -> float | None:
-    return None if np.isnan(value) else float(value)
+def _none_for_nan(values: np.ndarray) -> list[float | None]:
+    return [None if v != v else v for v in values.tolist()]  # v != v: nan
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from ..decide.evidence import ByTag, index_records
 from ..decide.gate import INDECISIVE, REJECT, Verdict
 from ..decide.judging import Evidence, gate_config, verdict_file
 from ..loop import val_budget
+from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
 from ..show.explain import explain, plan_figures
 from ..store.rundir import RunDir
@@ -76,7 +77,9 @@ class EvaluationSession:
 
     def conclude(self) -> Outcome:
         plan = self.planned.plan
-        by_tag = index_records(self.rundir.rollouts(plan.split, plan.block), plan.block)
+        by_tag = index_records(
+            self.rundir.indexed_rollouts(plan.split, plan.tags() | {SEED_TAG}, plan.block), plan.block
+        )
         outcome = summarize(plan, by_tag, self.persistence.tally, against=self.planned.best)
         if plan.block:
             outcome.closing.append(

@@ -8,6 +8,7 @@ serves both modes; the plan goes the other way, to each worker, through ``worker
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from ..decide.evidence import ByTag
-from ..items import record_from_report
+from ..items import RECORD_PROPERTY, record_text
 from ..project.spec import Spec
 from ..show.dashboard import write_dashboard
 from ..show.measure import measure, render_markdown
@@ -60,6 +61,7 @@ class Persistence:
     def settle(self) -> list[str]:
         """After the run loop: let go of this session's claim (everything it paid is
         persisted) and wait for the sessions paying rollouts this one needs. Lines to print."""
+        self.rundir.flush()
         self.rundir.claims.release()
         if not self.waiting_on:
             return []
@@ -70,7 +72,10 @@ class Persistence:
         ]
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.rundir.claims.release()  # an interrupted session lets go too
+        try:
+            self.rundir.flush()  # a view of the log: skipping it (a crash) loses nothing
+        finally:
+            self.rundir.claims.release()  # an interrupted session lets go too
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -80,23 +85,31 @@ class Persistence:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._session = session
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Persist each rollout exactly once, as its report arrives."""
-        record = record_from_report(report)
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
+        """Persist each rollout exactly once, as its report arrives (before the other plugins
+        see the report). After them, a passed rollout's report drops its record: pytest keeps
+        every report to the end of the session, and the record is saved; a failed one keeps
+        it for the summary's feedback lines."""
+        text = record_text(report)
+        record = None if text is None else RolloutRecord.loads(text, f"report of {report.nodeid}")
         if record is not None and report.when == "call":
-            self._persist(record)
+            self._persist(record, text or "")
             if record.infra_error:
                 self.tally.infra.append((report.nodeid, record.infra_error))
         elif record is None and report.failed:
             reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
             self.tally.lost.append((report.nodeid, reason))
+        yield
+        if record is not None and report.when == "call" and report.passed:
+            report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
 
-    def _persist(self, record: RolloutRecord) -> None:
-        state = self.rundir.record_rollout(record)
+    def _persist(self, record: RolloutRecord, text: str) -> None:
+        self.rundir.record_rollout(record, text)
         self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
         cap = self.spec.max_usd
-        if cap is not None and state["spent"]["usd"] > cap:
-            self._stop(f"budget max_usd={cap} spent ({state['spent']['usd']:.4f} USD)")
+        if cap is not None and (usd := self.rundir.read_state()["spent"]["usd"]) > cap:
+            self._stop(f"budget max_usd={cap} spent ({usd:.4f} USD)")
 
     def _stop(self, reason: str) -> None:
         if self._session is not None:
@@ -162,8 +175,9 @@ def record_finish(
     except Exception as exc:  # the report is a view; it must never change the outcome
         outcome.report_error = f"could not write report.md: {exc!r}"
     try:
-        val = by_tag if plan.split == "val" and plan.block == 0 else None
-        write_dashboard(rundir, spec.num_trials, measurement, val)
+        # by_tag holds the index's outcome fields only; the dashboard's drill-down shows each
+        # rollout's feedback and output, so it reads the full records itself
+        write_dashboard(rundir, spec.num_trials, measurement, None)
     except Exception as exc:  # a view too
         problem = f"could not write dashboard.html: {exc!r}"
         outcome.report_error = f"{outcome.report_error}; {problem}" if outcome.report_error else problem

@@ -7,7 +7,7 @@ no copy of the run dir and every worker collects exactly the same items.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ class EvalPlan:
     # --capevolve-sequential: the seeded task order and this session's stop-marker token
     order: list[str] | None = None
     sequential: str | None = None
+    _keys: tuple[Any, list[RolloutKey]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def first_trial(self) -> int:
@@ -59,16 +60,25 @@ class EvalPlan:
         """Common random numbers: trial k runs with the same seed for every candidate."""
         return self.base_seed + trial
 
+    def tags(self) -> set[str]:
+        return {c.tag for c in self.candidates}
+
     def all_keys(self) -> list[RolloutKey]:
         """Every rollout of the plan in item order: task, then trial, then candidate, so the
         rollouts that get compared run close together in time (a sequential gate: tasks in its
-        seeded order, both arms' trials of a task before the next task)."""
-        return [
-            RolloutKey(self.split, task_id, cand.tag, trial)
-            for task_id in (self.order or self.task_ids)
-            for trial in range(self.first_trial, self.first_trial + self.num_trials)
-            for cand in self.candidates
-        ]
+        seeded order, both arms' trials of a task before the next task). Built once per shape:
+        a resume asks for them several times."""
+        tasks = self.order or self.task_ids
+        shape = (tuple(tasks), self.first_trial, self.num_trials, tuple(c.tag for c in self.candidates))
+        if self._keys is None or self._keys[0] != shape:
+            keys = [
+                RolloutKey(self.split, task_id, cand.tag, trial)
+                for task_id in tasks
+                for trial in range(self.first_trial, self.first_trial + self.num_trials)
+                for cand in self.candidates
+            ]
+            self._keys = (shape, keys)
+        return self._keys[1]
 
     def owed_keys(self) -> list[RolloutKey]:
         """The rollouts this session pays: neither persisted nor claimed by another session."""
@@ -76,7 +86,8 @@ class EvalPlan:
         return [k for k in self.all_keys() if (k.split, k.task_id, k.tag, k.trial) not in skip]
 
     def to_wire(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(replace(self, _keys=None))
+        del data["_keys"]
         data["persisted"] = sorted(list(k) for k in self.persisted)
         data["awaited"] = sorted(list(k) for k in self.awaited)
         return data

@@ -154,7 +154,8 @@ def plan_evaluation(
         split,
         task_ids,
         planned,
-        rundir.rollouts(split, block),
+        # the plan's tags and the seed: what the session's conclusion and measure read again
+        rundir.indexed_rollouts(split, {c.tag for c in planned} | {SEED_TAG}, block),
         "session_started",
         decisions=deciding,
         claimed=claimed,

@@ -160,7 +160,7 @@ def _start_controller(
     read = (
         role.seal.test_rollouts
         if isinstance(role, FinalizeSession)
-        else lambda: rundir.rollouts(plan_split, plan_block)
+        else lambda: rundir.indexed_rollouts(plan_split, planned.plan.tags() | {SEED_TAG}, plan_block)
     )
     end = SessionEnd(
         role.conclude,
@@ -257,6 +257,13 @@ def _gate_request(config: pytest.Config, split: str) -> GateRequest:
     sequential = bool(option.capevolve_sequential)
     if sequential and not enabled:
         raise pytest.UsageError("--capevolve-sequential decides a gate: add --capevolve-gate")
+    dist = config.getoption("dist", "no")
+    if sequential and dist not in ("no", "load"):
+        # only the load scheduler is replaced by the sequential window; under another
+        # scheduler the workers run ahead of the decision and the stop saves nothing
+        raise pytest.UsageError(
+            f"--capevolve-sequential with --dist {dist}: the early stop needs --dist load (what -n uses)"
+        )
     return GateRequest(enabled, nulls, bool(option.capevolve_veto_regressions), commit, multiple, sequential)
 
 

@@ -108,7 +108,7 @@ def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -
     for split in ("val", "train"):
         records = (known or {}).get(split)
         if records is None and splits[split]:
-            records = index_records(rundir.rollouts(split))
+            records = index_records(rundir.indexed_rollouts(split, tags))
         _persisted_split(
             result, split, list(splits[split]), records or {}, tags, spec.num_trials, spec.base_seed
         )

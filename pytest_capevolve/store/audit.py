@@ -17,16 +17,19 @@ import time
 from collections import Counter
 from typing import Any
 
-from .files import atomic_write_json, read_json
+from ..project.splits import TEST_SPLIT
+from .files import read_json
+from .index import FIELDS, IndexDamaged
 from .rundir import RunDir
 
 Key = tuple[str, str, str, int]
 
 
 def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
-    """One line per disagreement between the run's files and its events (empty: they agree)."""
+    """One line per disagreement between the run's files and its events (empty: they agree),
+    and between the rollout index and the files (``repair=True`` rebuilds it from them)."""
     events = rundir.events()
-    return _rollouts(rundir, events) + _state(rundir, events, repair=repair)
+    return _rollouts(rundir, events) + _state(rundir, events, repair=repair) + _index(rundir, repair=repair)
 
 
 def _key(event: dict[str, Any]) -> Key:
@@ -103,6 +106,8 @@ def _state(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool) -> lis
         checks.append(("iterations", state.get("iterations"), expected["iterations"]))
         if any(e.get("kind") in ("stalled", "decision") for e in events):  # older logs did not record stalls
             checks.append(("stall", state.get("stall"), expected["stall"]))
+        if isinstance(state.get("spent"), dict):  # the rollouts logged since it was written count
+            state = rundir._with_recent_spend(dict(state))
         spent = state.get("spent") or {}
         checks.append(("spent.metric_calls", spent.get("metric_calls"), expected["spent"]["metric_calls"]))
         usd = spent.get("usd")
@@ -115,8 +120,55 @@ def _state(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool) -> lis
         with rundir.lock():
             if path.exists():
                 os.replace(path, path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"))
-            atomic_write_json(path, expected)
+            rundir._write_state(expected)
             rundir.append_event("state_rebuilt", problem="; ".join(problems), best_id=expected["best_id"])
         rundir.notices.append(f"{path.name}: rebuilt from the events ({len(problems)} disagreement(s))")
+        return []
+    return problems
+
+
+def _index(rundir: RunDir, *, repair: bool) -> list[str]:
+    """The index's rows against the files they stand for: a row whose numbers differ from its
+    file (the index edited, or stale), a row without a file, a file without a row."""
+    name = rundir.index.path.name
+    try:
+        with rundir.lock():
+            rundir.sync_index()
+        problems = []
+        for split_dir in sorted((rundir.root / "rollouts").glob("*")):
+            split = split_dir.name
+            if not split_dir.is_dir() or split.startswith(".") or split == TEST_SPLIT:
+                continue
+            files = {path.name: path for path in split_dir.glob("*.json")}
+            columns = (*FIELDS, "file", "size", "mtime_ns")
+            rows = {
+                row[len(FIELDS)]: dict(zip(columns, row, strict=True)) for row in rundir.index.rows(split)
+            }
+            for file, row in sorted(rows.items()):
+                if file not in files:
+                    problems.append(f"{name}: a {split} row for {file}, which is not on disk")
+                    continue
+                stat = files[file].stat()
+                if (stat.st_size, stat.st_mtime_ns) != (row["size"], row["mtime_ns"]):
+                    continue  # the file changed since: readers read it again (checked above)
+                try:
+                    data = json.loads(files[file].read_text(encoding="utf-8"))
+                except (ValueError, UnicodeDecodeError, OSError):
+                    continue  # reported above as unreadable
+                for field in ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd"):
+                    if data.get(field) != row[field]:
+                        problems.append(
+                            f"{name}: {field} {row[field]!r} for rollouts/{split}/{file}, "
+                            f"but the file says {data.get(field)!r}"
+                        )
+            problems += [
+                f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
+            ]
+    except IndexDamaged as exc:
+        problems = [f"{name}: unusable ({exc})"]
+    if problems and repair:
+        with rundir.lock():
+            rundir._rebuild_index("verify --repair")
+        rundir.notices.append(f"{name}: rebuilt from the rollout files ({len(problems)} disagreement(s))")
         return []
     return problems

@@ -117,6 +117,38 @@ class EventLog:
             raise self._damaged(number)
         return (size, event_line_hash(last), seq)
 
+    def events_after(self, offset: int, seq: int) -> tuple[list[dict[str, Any]], int, int] | None:
+        """The complete events after byte ``offset``, where the line of event ``seq`` ends (0, 0:
+        the start): (events, the offset past the last complete line, its seq). None when the log
+        does not continue from there — it was repaired, replaced or cut short since — or a line
+        is not an event; the caller then falls back to reading the whole log.
+
+        This is how ``state.json``'s spend and the rollout index catch up cheaply: they remember
+        where in the log they are current, and read only what was appended since."""
+        try:
+            size = self.events_path.stat().st_size
+        except FileNotFoundError:
+            return ([], 0, 0) if (offset, seq) == (0, 0) else None
+        if size < offset:
+            return None
+        if size == offset:
+            return [], offset, seq
+        with open(self.events_path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(size - offset)
+        end = data.rfind(b"\n") + 1  # a last line without its newline is still being written
+        events = []
+        for line in data[:end].splitlines():
+            try:
+                event = json.loads(line)
+                if int(event["seq"]) != seq + 1:
+                    return None
+            except (ValueError, KeyError, TypeError):
+                return None
+            seq += 1
+            events.append(event)
+        return events, offset + end, seq
+
     def _damaged(self, number: int) -> RunDirError:
         return RunDirError(
             f"{self.events_path}: line {number} is not an event (unreadable JSON or no seq); "

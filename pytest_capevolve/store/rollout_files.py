@@ -2,21 +2,30 @@
 
 A part of :class:`.rundir.RunDir`. A damaged file is quarantined (moved aside, never deleted)
 and counts as missing, so the next session pays it again; a file of a newer schema is refused.
+
+Persisting a rollout is one step under one lock: the record file (compact JSON, written
+atomically) and its ``rollout`` event — the event carries the cost, so ``state.json`` is not
+rewritten (:mod:`.state`), and the row for the index (:mod:`.index`) waits in memory until the
+index catches up with the log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from ..project.candidate import legacy_escape_id
 from ..project.splits import TEST_SPLIT, TestSealError
-from .files import RunDirError, atomic_write_json
+from .files import RunDirError, atomic_write_text
+from .index import FIELDS as FIELDS_INDEX
+from .index import IndexDamaged, RolloutIndex, Row, record_of, row_of
 from .record import RecordError, RolloutRecord
+from .state import SPEND_FLUSH_EVERY
 
 
 class RolloutFiles:
@@ -27,12 +36,21 @@ class RolloutFiles:
     notices: list[str]
     lock: Callable[[], AbstractContextManager[None]]
     append_event: Callable[..., None]
-    update_state: Callable[[Callable[[dict[str, Any]], None]], dict[str, Any]]
     rollout_path: Callable[..., Path]
+    flush_spend: Callable[[], None]
+    events_after: Callable[[int, int], tuple[list[dict[str, Any]], int, int] | None]
+    _read_event_tail: Callable[[], tuple[int, str, int]]
+    index: RolloutIndex
+    _unflushed: int = 0
+    # the last rows checked against their files, and the index's rows_version they were read at:
+    # a session reading its split again (planning, then its conclusion) with nothing changed in
+    # between is not charged the file checks twice
+    _checked: dict[tuple[str, frozenset[str] | None], tuple[str, list[RolloutRecord]]] = {}
 
-    def write_rollout(self, record: RolloutRecord) -> Path:
+    def write_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
+        """Write the record's file (compact JSON; ``text``: its JSON when the caller has it)."""
         path = self.rollout_path(record.split, record.task_id, record.tag, record.trial)
-        atomic_write_json(path, record.to_json())
+        atomic_write_text(path, (record.dumps() if text is None else text) + "\n")
         # a run written before case-safe names may hold this rollout under its old name
         legacy = path.with_name(
             f"{legacy_escape_id(record.task_id)}__{record.tag}__t{int(record.trial)}.json"
@@ -41,17 +59,12 @@ class RolloutFiles:
             legacy.unlink(missing_ok=True)
         return path
 
-    def record_rollout(self, record: RolloutRecord) -> dict[str, Any]:
-        """Persist one rollout and account for it under one lock: the record file, its spend in
-        ``state.json`` and its event line. Returns the updated state."""
-
-        def spend(state: dict[str, Any]) -> None:
-            state["spent"]["metric_calls"] = int(state["spent"]["metric_calls"]) + 1
-            state["spent"]["usd"] = float(state["spent"]["usd"]) + float(record.cost_usd)
-
+    def record_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
+        """Persist one rollout under one lock: its file, then its event (which carries the cost:
+        the spend is read from the log, :mod:`.state`). ``text``: the record's compact JSON as
+        it arrived in the report, written as it is rather than encoded again."""
         with self.lock():
-            self.write_rollout(record)
-            state = self.update_state(spend)
+            path = self.write_rollout(record, text)
             self.append_event(
                 "rollout",
                 split=record.split,
@@ -62,7 +75,180 @@ class RolloutFiles:
                 infra_error=record.infra_error,
                 cost_usd=record.cost_usd,
             )
-        return state
+            if record.split != TEST_SPLIT:
+                self.index.pending[self._read_event_tail()[2]] = row_of(record, path, path.stat())
+            self._unflushed += 1
+            if self._unflushed >= SPEND_FLUSH_EVERY:
+                self.flush()
+        return path
+
+    def flush(self) -> None:
+        """Bring ``state.json``'s spend and the index up to the log (every
+        :data:`~.state.SPEND_FLUSH_EVERY` rollouts and at the end of a session). Both are
+        views: nothing is lost if this never runs."""
+        with self.lock():
+            self._unflushed = 0
+            self.flush_spend()
+            try:
+                self.sync_index()
+            except (IndexDamaged, OSError) as exc:  # a cache: the next reader rebuilds it
+                self.index.close()
+                self.notices.append(f"{self.index.path}: could not be brought up to date ({exc})")
+
+    # -- the index ---------------------------------------------------------------------------
+
+    def indexed_rollouts(
+        self, split: str, tags: Iterable[str] | None = None, block: int | None = 0
+    ) -> list[RolloutRecord]:
+        """The persisted rollouts of a split (of ``tags`` only, if given) from the index: the
+        outcome fields only — reward, passed, infra error, cost, tokens, seconds, seed and
+        candidate hash; no input, output, trace, feedback or metrics (:meth:`rollouts` reads
+        those). Each row is checked against its file's size and mtime, so what this returns is
+        what :meth:`rollouts` would (a changed file is read again, a damaged one quarantined).
+        ``block``: the replicate block, as in :meth:`rollouts` (default 0; None: every block).
+        The test split is refused, as in :meth:`rollouts`."""
+        records = self._indexed(split, tags)
+        return records if block is None else [r for r in records if r.block == block]
+
+    def _indexed(self, split: str, tags: Iterable[str] | None) -> list[RolloutRecord]:
+        if split == TEST_SPLIT:
+            self.rollouts(split)  # raises: only the seal reads test
+        wanted = None if tags is None else set(tags)
+        try:
+            with self.lock():
+                self.sync_index()
+            key = (split, None if wanted is None else frozenset(wanted))
+            cached = self._checked.get(key)
+            version = self.index.rows_version()
+            if cached is not None and cached[0] == version:
+                return list(cached[1])
+            records = self._checked_rows(split, wanted)
+            self._checked = {key: (self.index.rows_version(), records)}
+            return list(records)
+        except (IndexDamaged, OSError) as exc:  # could not even rebuild it (e.g. a read-only run dir)
+            self.notices.append(f"{self.index.path}: unusable ({exc}); read the rollout files instead")
+            self.index.close()
+            return [r for r in self._read_rollouts(split) if wanted is None or r.tag in wanted]
+
+    def sync_index(self) -> None:
+        """Under the lock: catch the index up with the log — rows for the rollouts logged since
+        it was last current (from memory for this process's, else from their files), quarantined
+        files out. Rebuilt from the files when it is missing, damaged or behind a log that no
+        longer continues where it stopped."""
+        try:
+            position = self.index.position()
+            tail = None if position is None else self.events_after(*position)
+            if tail is None:
+                self._rebuild_index("missing" if position is None else "behind a rewritten events.jsonl")
+                return
+            events, offset, seq = tail
+            if not events:
+                return
+            changes: dict[tuple[str, str], Row | None] = {}
+            for event in events:
+                kind = event.get("kind")
+                if kind == "rollout" and event.get("split") != TEST_SPLIT:
+                    row = self.index.pending.pop(int(event["seq"]), None) or self._row_from_file(event)
+                    path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
+                    changes[(str(event["split"]), path.name)] = row
+                elif kind == "rollout_quarantined":
+                    folder, _, name = str(event.get("file", "")).removeprefix("rollouts/").partition("/")
+                    changes[(folder, name)] = None
+            self.index.store(
+                [row for row in changes.values() if row is not None],
+                [key for key, row in changes.items() if row is None],
+                (offset, seq),
+            )
+            self.index.pending.clear()
+        except IndexDamaged as exc:
+            self._rebuild_index(f"damaged ({exc})")
+
+    def _row_from_file(self, event: dict[str, Any]) -> Row | None:
+        path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
+        try:
+            stat = path.stat()
+            return row_of(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)), path, stat)
+        except (OSError, UnicodeDecodeError, RecordError):
+            return None  # gone or damaged: a reader finds it (or not) on disk and handles it
+
+    def _rebuild_index(self, problem: str) -> None:
+        """Under the lock: a fresh index from every train and val rollout file."""
+        self.index.remove()
+        rows = []
+        folder = self.root / "rollouts"
+        splits = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+        for split in splits:
+            if split.startswith(".") or split == TEST_SPLIT:
+                continue
+            for path, record in self._read_files(split):
+                with contextlib.suppress(FileNotFoundError):
+                    rows.append(row_of(record, path, path.stat()))
+        size, _, seq = self._read_event_tail()
+        self.index.store(rows, [], (size, seq), replace_all=True)
+        self.index.pending.clear()
+        if rows:
+            self.notices.append(f"{self.index.path}: {problem}; rebuilt from {len(rows)} rollout files")
+
+    def _checked_rows(self, split: str, wanted: set[str] | None) -> list[RolloutRecord]:
+        """The index's rows of the split, each checked against its file on disk (size and
+        mtime); files no row knows are read and indexed (found by count: as many rollout files
+        as rows, every wanted row's file present, means none is unknown)."""
+        folder = self.root / "rollouts" / split
+        try:
+            on_disk = {name for name in os.listdir(folder) if name.endswith(".json")}
+        except FileNotFoundError:
+            on_disk = set()
+        records: list[RolloutRecord] = []
+        recheck: list[str] = []
+        vanished: list[tuple[str, str]] = []
+        name_at = len(FIELDS_INDEX)
+        prefix = f"{folder}{os.sep}"
+        for row in self.index.rows(split, wanted):
+            name = row[name_at]
+            try:
+                stat = os.stat(prefix + name)
+            except FileNotFoundError:
+                vanished.append((split, name))
+                continue
+            if (stat.st_size, stat.st_mtime_ns) != (row[name_at + 1], row[name_at + 2]):
+                recheck.append(name)
+                continue
+            records.append(record_of(row))
+        if vanished or len(on_disk) != self.index.count(split):
+            known = self.index.files(split)
+            recheck += [name for name in on_disk if name not in known]
+        if not (recheck or vanished):
+            return records
+        upserts: list[Row] = []
+        for name in recheck:
+            path = folder / name
+            read = self._read_one(path)
+            if read is None:
+                vanished.append((split, name))
+                continue
+            try:
+                upserts.append(row_of(read, path, path.stat()))
+            except FileNotFoundError:
+                continue
+            if wanted is None or read.tag in wanted:
+                records.append(read)
+        with self.lock():
+            self.index.store(upserts, vanished, None)
+        return records
+
+    def _read_one(self, path: Path) -> RolloutRecord | None:
+        """One rollout file, read as :meth:`_read_rollouts` reads it (damage quarantined)."""
+        try:
+            return RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path))
+        except FileNotFoundError:
+            return None
+        except RecordError as exc:
+            if exc.newer:
+                raise RunDirError(str(exc)) from None
+            self.quarantine(path, str(exc).removeprefix(f"{path}: "))
+        except (UnicodeDecodeError, OSError) as exc:
+            self.quarantine(path, f"unreadable: {exc}")
+        return None
 
     def rollouts(self, split: str, block: int | None = 0) -> list[RolloutRecord]:
         """Persisted rollouts of a split, of replicate block ``block`` (default 0: what every
@@ -80,20 +266,16 @@ class RolloutFiles:
         """Every readable record of the split. A damaged file (cut short, not JSON, fields
         missing) is quarantined — moved to ``rollouts/.quarantine/<split>/``, never deleted —
         and so counts as missing: the next session pays it again. Said in :attr:`notices`."""
+        return [record for _, record in self._read_files(split)]
+
+    def _read_files(self, split: str) -> list[tuple[Path, RolloutRecord]]:
         folder = self.root / "rollouts" / split
-        records = []
+        found = []
         for path in sorted(folder.glob("*.json")):
-            try:
-                records.append(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)))
-            except FileNotFoundError:
-                continue  # quarantined by another process meanwhile
-            except RecordError as exc:
-                if exc.newer:
-                    raise RunDirError(str(exc)) from None
-                self.quarantine(path, str(exc).removeprefix(f"{path}: "))
-            except (UnicodeDecodeError, OSError) as exc:
-                self.quarantine(path, f"unreadable: {exc}")
-        return records
+            record = self._read_one(path)
+            if record is not None:
+                found.append((path, record))
+        return found
 
     def quarantine(self, path: Path, problem: str) -> Path:
         """Move a damaged rollout file aside (under the run's lock) and log it."""

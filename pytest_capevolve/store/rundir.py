@@ -24,6 +24,7 @@ from ..project.paths import to_stored
 from .claims import Claims
 from .events import EventLog
 from .files import RunDirError, RunLock, atomic_write_json, atomic_write_text, exclusive, read_json
+from .index import RolloutIndex
 from .rollout_files import RolloutFiles
 from .snapshots import Snapshots
 from .state import BUDGET_KEYS, RunState
@@ -65,6 +66,7 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self.lock = RunLock(root)
         self.claims = Claims(root)
+        self.index = RolloutIndex(root)  # what exists, so readers need not open every file
         self.created = False  # this process made the folder (see :meth:`discard_if_created`)
         self.notices: list[str] = []  # damage found and handled (quarantine, rebuilt state)
 

@@ -1,9 +1,15 @@
 """``state.json``: the run's counters and spend, and how they are rebuilt from the event log.
 
 A part of :class:`.rundir.RunDir`. ``state.json`` is a cache of what the hash-chained log says:
-updated under the run's lock with every rollout and decision, and, when it is missing or
-unreadable, replayed from ``events.jsonl`` — never reset, which would bring back the seed as
-best and the spend to 0.
+updated under the run's lock with every decision, and, when it is missing or unreadable,
+replayed from ``events.jsonl`` — never reset, which would bring back the seed as best and the
+spend to 0.
+
+Rollouts do not rewrite it: each one appends its ``rollout`` event (which carries its cost), and
+``state.json`` records in ``spent_through`` the point of the log its ``spent`` is current to.
+Reading the state adds the rollout events after that point, so the spend is exact at every
+instant — a ``kill -9`` loses none of it — while the file is rewritten only every
+:data:`SPEND_FLUSH_EVERY` rollouts and at the end of a session (:meth:`RunState.flush_spend`).
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ class RunState:
     append_event: Callable[..., None]
     events: Callable[[], list[dict[str, Any]]]
     rollout_path: Callable[..., Path]
+    events_after: Callable[[int, int], tuple[list[dict[str, Any]], int, int] | None]
+    _read_event_tail: Callable[[], tuple[int, str, int]]
+    _spend_cache: tuple[tuple[Any, ...], int, int, int, float] | None = None
 
     def read_state(self) -> dict[str, Any]:
         """``state.json``. Missing or unreadable in a run that has events, it is rebuilt from
@@ -41,7 +50,7 @@ class RunState:
         try:
             state = read_json(self.state_path)
             if isinstance(state, dict) and isinstance(state.get("spent"), dict):
-                return dict(state)
+                return self._with_recent_spend(dict(state))
             problem = "not a state object"
         except FileNotFoundError:
             problem = "missing"
@@ -54,13 +63,13 @@ class RunState:
                 f"{self.state_path}: {problem}, and there is no events.jsonl to rebuild it from"
             )
         with self.lock():
-            if self.state_path.is_file() and problem == "missing":
-                return dict(read_json(self.state_path))  # another process rebuilt it meanwhile
+            if self.state_path.is_file() and problem == "missing":  # another process rebuilt it
+                return self._with_recent_spend(dict(read_json(self.state_path)))
             if self.state_path.exists():
                 aside = self.state_path.with_name(f"state.json.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
                 os.replace(self.state_path, aside)
             state = self.replay_state()
-            atomic_write_json(self.state_path, state)
+            self._write_state(state)
             self.append_event(
                 "state_rebuilt", problem=problem, spent=state["spent"], best_id=state["best_id"]
             )
@@ -122,12 +131,74 @@ class RunState:
         with self.lock():
             state = self.read_state()
             change(state)
-            atomic_write_json(self.state_path, state)
+            self._write_state(state)
             return state
+
+    def flush_spend(self) -> None:
+        """Write the spend accumulated in the log since ``state.json`` was last written into it
+        (every :data:`SPEND_FLUSH_EVERY` rollouts and at the end of a session: a view, since
+        :meth:`read_state` already counts it)."""
+        self.update_state(lambda state: None)
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        """Under the lock: ``state`` is current to the end of the log, and says so."""
+        size, _, seq = self._read_event_tail()
+        state["spent_through"] = {"offset": size, "seq": seq}
+        atomic_write_json(self.state_path, state)
+
+    def _with_recent_spend(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` with the rollouts logged after its ``spent_through`` added to its spend.
+
+        A state written before ``spent_through`` existed was current to the end of the log (it
+        was rewritten with every rollout): it is marked so, once. A log that no longer continues
+        from the mark (repaired, replaced) gets its spend replayed from the whole log."""
+        mark = state.get("spent_through")
+        if not isinstance(mark, dict):
+            try:
+                with self.lock():
+                    current = read_json(self.state_path)
+                    if isinstance(current, dict) and isinstance(current.get("spent_through"), dict):
+                        return self._with_recent_spend(current)  # marked by another process meanwhile
+                    self._write_state(state)
+            except OSError:  # a read-only copy of a run (a CI artifact): read it as it is
+                pass
+            return state
+        spent = state["spent"]
+        base = (mark.get("offset"), mark.get("seq"), spent.get("metric_calls"), spent.get("usd"))
+        cache = self._spend_cache
+        if cache is not None and cache[0] == base:
+            _, offset, seq, calls, usd = cache
+        else:
+            offset, seq, calls, usd = (
+                int(base[0] or 0),
+                int(base[1] or 0),
+                int(base[2] or 0),
+                float(base[3] or 0),
+            )
+        tail = self.events_after(offset, seq)
+        if tail is None:
+            replayed = self.replay_state()["spent"]
+            calls, usd = int(replayed["metric_calls"]), float(replayed["usd"])
+            self.notices.append(
+                f"{self.events_path.name} does not continue where {self.state_path.name} left it: "
+                "the spend was recounted from the whole log"
+            )
+            offset, _, seq = self._read_event_tail()
+        else:
+            events, offset, seq = tail
+            for event in events:
+                if event.get("kind") == "rollout":
+                    calls += 1
+                    cost = event.get("cost_usd")
+                    usd += float(self._file_cost(event) if cost is None else cost)
+        self._spend_cache = (base, offset, seq, calls, usd)
+        state["spent"] = {**spent, "metric_calls": calls, "usd": usd}
+        return state
 
     # -- the spec and the splits, frozen on first use --------------------------------------------
 
 
+SPEND_FLUSH_EVERY = 1000  # rollouts between rewrites of state.json (it is exact without them)
 BUDGET_KEYS = ("max_metric_calls", "max_usd", "max_iterations", "stall", "stop_condition")
 
 

@@ -1,0 +1,91 @@
+"""The run dir at scale: 10,000 tasks × 3 trials × 2 tags (60,000 rollouts) of a no-op agent.
+
+Run: python benchmarks/scale.py [--tasks N]   (default 10000; figures are ratios against
+baselines measured in the same run, because these machines are shared and noisy)
+
+1. Fresh run: wall per rollout of `pytest --capevolve-run` (whole process), against a bare loop
+   calling the adapter and writing the same records atomically.
+2. Peak memory per item: the fresh run's peak RSS less the resume's (same process, no items),
+   over the rollouts (goal ≤ 2 KB).
+3. Resume with everything persisted: the same command again (goal ≤ 1.5 s), beside a bare
+   `pytest` session on one trivial test (the interpreter + pytest's own start-up).
+4. `capevolve gate cand` and `capevolve measure --no-finalize` (goal ≤ 1 s each), beside
+   `capevolve --help` (the interpreter + the CLI's start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from overhead import bare_loop, make_project  # noqa: E402
+
+TRIALS = 3
+
+
+def timed(command: list[str], cwd: Path, ok: tuple[int, ...] = (0,)) -> tuple[float, int]:
+    """(wall seconds, peak RSS in KB) of one subprocess; ``ok``: the exit codes expected."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) not in ok:
+        raise SystemExit(f"{' '.join(command)} failed: {process.stderr.read().decode()[-2000:]}")
+    return wall, int(usage.ru_maxrss)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", type=int, default=10_000)
+    tasks = parser.parse_args().tasks
+    tmp = Path(tempfile.mkdtemp(prefix="capevolve-scale-"))
+    os.environ.update(BENCH_TASKS=str(tasks), BENCH_SLEEP="0")
+    project = make_project(tmp / "scale", TRIALS)
+    (project / "cand").mkdir()
+    (project / "cand" / "prompt.md").write_text("hello again\n")
+    rollouts = tasks * TRIALS * 2
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    run_cmd = [*pytest_cmd, "--capevolve-run", str(project), "--capevolve-candidate", str(project / "cand")]
+    cli = [str(Path(sys.executable).parent / "capevolve")]
+
+    bare = 2 * bare_loop(project, tasks, TRIALS)  # two tags' worth
+    fresh, fresh_rss = timed(run_cmd, project)
+    resume, resume_rss = timed(run_cmd, project)
+    trivial = tmp / "trivial"
+    trivial.mkdir()
+    (trivial / "test_one.py").write_text("def test_one():\n    pass\n")
+    bare_pytest, _ = timed([*pytest_cmd, str(trivial)], trivial)
+    gate, _ = timed([*cli, "gate", "cand", "--project", str(project)], project, ok=(0, 10))  # 10: reject
+    measure, _ = timed([*cli, "measure", str(project), "--no-finalize"], project)
+    cli_start, _ = timed([*cli, "--help"], project)
+
+    per_bare, per_fresh = bare / rollouts, fresh / rollouts
+    per_item = (fresh_rss - resume_rss) * 1024 / rollouts
+    print(f"{tasks} tasks × {TRIALS} trials × 2 tags = {rollouts} rollouts, no-op agent")
+    print(f"  bare loop:                {per_bare * 1e6:8.1f} µs/rollout")
+    print(
+        f"  fresh run (whole process):{per_fresh * 1e6:8.1f} µs/rollout  "
+        f"({per_fresh / per_bare:.1f}x bare; wall {fresh:.1f}s)"
+    )
+    print(
+        f"  peak memory per item:     {per_item:8.0f} B   (peak RSS {fresh_rss / 1024:.0f} MB fresh, "
+        f"{resume_rss / 1024:.0f} MB resume)"
+    )
+    print(
+        f"  resume, all persisted:    {resume:8.2f} s   ({resume / bare_pytest:.1f}x a bare pytest "
+        f"session's {bare_pytest:.2f}s)"
+    )
+    print(
+        f"  capevolve gate:           {gate:8.2f} s   ({gate / cli_start:.1f}x capevolve --help {cli_start:.2f}s)"
+    )
+    print(f"  capevolve measure:        {measure:8.2f} s   ({measure / cli_start:.1f}x capevolve --help)")
+
+
+if __name__ == "__main__":
+    main()

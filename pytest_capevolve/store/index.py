@@ -1,0 +1,209 @@
+"""``index.sqlite``: what rollouts exist and how they came out, so readers need not open them.
+
+A part of the run dir, controller only. One row per persisted rollout of the train and val
+splits — (split, tag, task, trial) → reward, passed, infra error, cost, tokens, seconds, seed,
+candidate hash — plus the file's name, size and mtime. Planning, resume, the gate and
+``measure`` read the rows of the tags they need instead of every rollout file. The test split is
+never indexed: only the seal reads it (:mod:`.seal`).
+
+The index is a cache, never the record. The rollout files stay the human-readable,
+cap-evolve-compatible account, and the index is kept honest against them and the log:
+
+- it remembers the point of ``events.jsonl`` it is current to, and catches up from there (the
+  rows a session wrote are kept in memory until then; any other rollout is read from its file),
+  so a ``kill -9`` between a rollout's event and its row loses nothing;
+- every read checks each wanted row against its file's size and mtime: a file changed by hand is
+  read again (a damaged one quarantined, as :meth:`.rollout_files.RolloutFiles.rollouts` does), a
+  vanished one is missing, a file no row knows is read and indexed;
+- a missing, damaged or foreign index (or a log that no longer continues where it stopped) is
+  rebuilt from the files, said in the run's notices — never a crash.
+
+SQLite (stdlib) in WAL mode: readers never block the writer, and a torn write cannot half-update
+it. Written only under the run's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .record import RolloutRecord
+
+INDEX_NAME = "index.sqlite"
+INDEX_SCHEMA = "1"
+FIELDS = (
+    "split",
+    "tag",
+    "task_id",
+    "trial",
+    "reward",
+    "passed",
+    "infra_error",
+    "cost_usd",
+    "tokens",
+    "seconds",
+    "seed",
+    "candidate_hash",
+    "run_id",
+)
+Row = tuple[Any, ...]  # FIELDS, then file name, size, mtime_ns
+
+_CREATE = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rollouts (
+    split TEXT NOT NULL, tag TEXT NOT NULL, task_id TEXT NOT NULL, trial INTEGER NOT NULL,
+    reward REAL, passed INTEGER, infra_error TEXT, cost_usd REAL NOT NULL, tokens INTEGER NOT NULL,
+    seconds REAL NOT NULL, seed INTEGER NOT NULL, candidate_hash TEXT NOT NULL, run_id TEXT NOT NULL,
+    file TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    PRIMARY KEY (split, tag, task_id, trial)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS rollouts_by_file ON rollouts (split, file);
+"""
+_UPSERT = f"INSERT OR REPLACE INTO rollouts VALUES ({', '.join('?' * (len(FIELDS) + 3))})"
+
+
+class IndexDamaged(Exception):
+    """The index cannot be used as it is; it is rebuilt from the files."""
+
+
+def row_of(record: RolloutRecord, path: Path, stat: os.stat_result) -> Row:
+    passed = None if record.passed is None else int(bool(record.passed))
+    values = [getattr(record, name) for name in FIELDS]
+    values[FIELDS.index("passed")] = passed
+    return (*values, path.name, stat.st_size, stat.st_mtime_ns)
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RolloutRecord) if f.name not in FIELDS}
+_PASSED = FIELDS.index("passed")
+
+
+def record_of(row: Row) -> RolloutRecord:
+    """A record with the outcome fields only (no input, output, trace, feedback, metrics).
+
+    Built without the frozen dataclass's per-field ``__init__`` (a resume reads 60,000 rows):
+    the values come from rows this code wrote from valid records."""
+    record = object.__new__(RolloutRecord)
+    values = dict(zip(FIELDS, row, strict=False))
+    if row[_PASSED] is not None:
+        values["passed"] = bool(row[_PASSED])
+    record.__dict__.update(_DEFAULTS, **values)
+    return record
+
+
+class RolloutIndex:
+    """The SQLite file and the rows this process wrote that it has not yet stored."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / INDEX_NAME
+        self._db: sqlite3.Connection | None = None
+        self.pending: dict[int, Row] = {}  # event seq → row, for rollouts this process logged
+
+    def connect(self) -> sqlite3.Connection:
+        """The open index, created if absent; :class:`IndexDamaged` if it is not ours or unreadable."""
+        if self._db is None:
+            try:
+                db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_CREATE)
+                schema = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                if schema is None:
+                    db.execute("INSERT INTO meta VALUES ('schema', ?)", (INDEX_SCHEMA,))
+                elif schema[0] != INDEX_SCHEMA:
+                    db.close()
+                    raise IndexDamaged(f"schema {schema[0]!r}, not {INDEX_SCHEMA!r}")
+            except sqlite3.DatabaseError as exc:
+                raise IndexDamaged(str(exc)) from None
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def remove(self) -> None:
+        """Delete the index file (and its WAL): it is rebuilt from the rollout files."""
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def rows_version(self) -> str:
+        """Changes whenever any process changes the rows (a new token, so a rebuilt index never
+        repeats an old one): what a reader's cache of checked rows is keyed on."""
+        try:
+            found = self.connect().execute("SELECT value FROM meta WHERE key = 'rows_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
+        return "" if found is None else str(found[0])
+
+    def position(self) -> tuple[int, int] | None:
+        """(byte offset, seq) of ``events.jsonl`` the index is current to; None: never synced."""
+        rows = dict(self.connect().execute("SELECT key, value FROM meta").fetchall())
+        if "events_offset" not in rows:
+            return None
+        return int(rows["events_offset"]), int(rows["events_seq"])
+
+    def store(
+        self,
+        upserts: Iterable[Row],
+        deletes: Iterable[tuple[str, str]],
+        position: tuple[int, int] | None,
+        *,
+        replace_all: bool = False,
+    ) -> None:
+        """One transaction: (split, file) rows out, rows in, the new log position (None: it
+        stays; a correction read from the files, not a step along the log)."""
+        db = self.connect()
+        upserts, deletes = list(upserts), list(deletes)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            if replace_all:
+                db.execute("DELETE FROM rollouts")
+            db.executemany("DELETE FROM rollouts WHERE split = ? AND file = ?", deletes)
+            db.executemany(_UPSERT, upserts)
+            if upserts or deletes or replace_all:  # any process's reader sees the rows moved
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('rows_version', ?)", (secrets.token_hex(8),))
+            if position is not None:
+                db.executemany(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    [("events_offset", str(position[0])), ("events_seq", str(position[1]))],
+                )
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                db.execute("ROLLBACK")
+            raise IndexDamaged(str(exc)) from None
+
+    def rows(self, split: str, tags: Iterable[str] | None = None) -> list[Row]:
+        db = self.connect()
+        try:
+            if tags is None:
+                return db.execute("SELECT * FROM rollouts WHERE split = ?", (split,)).fetchall()
+            wanted = sorted(set(tags))
+            marks = ", ".join("?" * len(wanted))
+            query = f"SELECT * FROM rollouts WHERE split = ? AND tag IN ({marks})"
+            return db.execute(query, (split, *wanted)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
+
+    def count(self, split: str) -> int:
+        try:
+            query = "SELECT count(*) FROM rollouts WHERE split = ?"
+            return int(self.connect().execute(query, (split,)).fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
+
+    def files(self, split: str) -> set[str]:
+        try:
+            query = "SELECT file FROM rollouts WHERE split = ?"
+            return {name for (name,) in self.connect().execute(query, (split,))}
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
