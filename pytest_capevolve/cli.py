@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Sequence
 from fractions import Fraction
@@ -152,7 +153,10 @@ def _open_run(args: argparse.Namespace) -> tuple[Spec, RunDir, list[str]]:
     _OPENED.append(rundir)
     splits = rundir.splits()
     if splits is None:
-        raise CliUsageError(f"run {rundir.run_id} has no rollouts yet; evaluate first")
+        raise CliUsageError(
+            f"run {rundir.run_id} has no rollouts yet; evaluate first: pytest --capevolve-run "
+            f"{spec.project_dir}"
+        )
     return spec, rundir, list(splits["val"])
 
 
@@ -346,7 +350,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     rows = list_runs(spec.project_dir)
     if not rows:
         print(
-            f"no run under {spec.project_dir / '.capevolve' / 'runs'} yet; evaluate first", file=_human(args)
+            f"no run under {spec.project_dir / '.capevolve' / 'runs'} yet; evaluate first: "
+            f"pytest --capevolve-run {spec.project_dir}",
+            file=_human(args),
         )
     else:
         for line in render_runs(rows):
@@ -419,6 +425,7 @@ def _project_of(path: Path, runs_dir: Path) -> Path:
 
 LOOP_REFUSED = 2
 LOOP_INCOMPLETE = 3  # hill-climb: an evaluation did not complete; --resume continues it
+JSON_DIGITS = 6  # loop JSON: derived statistics to 6 decimals (stored files keep full precision)
 
 
 def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
@@ -430,7 +437,8 @@ def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
     _OPENED.append(rundir)  # what it finds damaged and handles is said on stderr at the end
     if rundir.splits() is None:
         raise LoopRefusal(
-            f"run {rundir.run_id} has no frozen splits yet; evaluate first (pytest --capevolve-run)"
+            f"run {rundir.run_id} has no frozen splits yet; evaluate first: pytest --capevolve-run "
+            f"{spec.project_dir}"
         )
     return spec, rundir
 
@@ -438,11 +446,13 @@ def _loop_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
 def _loop_print(args: argparse.Namespace, report: dict[str, Any], table: Any) -> int:
     if args.table and args.json:
         raise LoopRefusal("--table and --json ask for two different outputs; give one")
+    from .show.numbers import rounded
+
     if args.table:
         for line in table(report):
             print(line)
     else:
-        _print_json(report)
+        _print_json(rounded(report, JSON_DIGITS))
     return 0
 
 
@@ -455,7 +465,7 @@ def _refusals_exit_2(command: Any) -> Any:
         try:
             return int(command(args))
         except (LoopRefusal, CliUsageError, CandidateError) as exc:
-            print(f"capevolve {args.command}: refused: {exc}", file=sys.stderr)
+            print(f"error: capevolve {args.command} refused: {exc}", file=sys.stderr)
             return LOOP_REFUSED
 
     return run
@@ -520,9 +530,10 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     command += ["--capevolve-run-id", args.run_id] if args.run_id else []
     command += ["-n", str(args.workers)] if args.workers else []
     done = subprocess.run(command, cwd=spec.project_dir, capture_output=True, text=True, check=False)
-    sys.stderr.write(done.stdout + done.stderr)
     if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)  # all of it: what went wrong is in there
         raise LoopRefusal(f"the seed's val evaluation did not complete (pytest exit {done.returncode})")
+    sys.stderr.write(_session_summary(done.stdout, command))
     spec, rundir = _loop_run(args)
     report = spend_report(spec, rundir)
     splits = rundir.splits() or {}
@@ -548,8 +559,19 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return _loop_print(args, handoff, _key_lines)
 
 
+def _session_summary(output: str, command: list[str]) -> str:
+    """A completed evaluation's summary table onward: its rollout-by-rollout lines (every task
+    the seed failed) are what the hand-off is not about, and would bury it."""
+    lines = output.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if re.match(r"=+ capevolve run ", line)), 0)
+    left_out = f"(the rollout-by-rollout output is left out; `{' '.join(command[2:])}` shows it)\n"
+    return "".join(lines[start:]) + (left_out if start else "")
+
+
 def _key_lines(answer: dict[str, Any]) -> list[str]:
-    return [f"{key}: {value}" for key, value in sorted(answer.items())]
+    from .show.numbers import rounded
+
+    return [f"{key}: {value}" for key, value in sorted(rounded(answer, 4).items())]
 
 
 @_refusals_exit_2

@@ -25,11 +25,13 @@ from .project.microcase import Microcase, MicrocaseError, load_file, refuse_test
 from .project.runner import AdapterRunner, Scored, run_and_score
 from .project.spec import Spec, SpecError
 from .session.plan import EvalPlan, PlannedCandidate, RolloutKey
+from .session.remote import STALE_COPY_FIX
 from .store import stop_marker
 from .store.record import RolloutRecord
 from .store.rundir import RUNS_DIR, RunDir, RunDirError
 
 RECORD_PROPERTY = "capevolve_rollout"
+INFRA_PREFIX = "INFRA ERROR (missing data, not a reward of 0): "
 SEQUENTIAL_SKIP = "sequential gate stopped"
 
 
@@ -45,6 +47,7 @@ class EvalContext:
     plan: EvalPlan
     runner: AdapterRunner
     pool: dict[str, Task]
+    on_copy: bool = False  # a worker in another folder than the controller's: its own copy
     _verified: dict[str, Path | str] = field(default_factory=dict)
     inflight: RolloutPool | None = None
     started: dict[str, Future[Scored]] = field(default_factory=dict)
@@ -75,7 +78,12 @@ class EvalContext:
                 actual = content_hash(path)
             except OSError as exc:
                 actual = f"unreadable ({exc})"
-            if actual != planned.content_hash:
+            if actual != planned.content_hash and self.on_copy:
+                self._verified[tag] = (
+                    f"this worker's copy of tag {tag!r} at {path} differs from the controller's "
+                    f"(registered {planned.content_hash}, the copy hashes to {actual}): {STALE_COPY_FIX}"
+                )
+            elif actual != planned.content_hash:
                 self._verified[tag] = (
                     f"candidate {tag!r} at {path} hashes to {actual}, not the registered "
                     f"{planned.content_hash}; it changed after the session started"
@@ -180,7 +188,7 @@ class RolloutItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, InfraError):
-            return f"INFRA ERROR (missing data, not a reward of 0): {excinfo.value}"
+            return f"{INFRA_PREFIX}{excinfo.value}"
         if isinstance(excinfo.value, TaskFailed):
             return f"task failed: {excinfo.value}"
         return super().repr_failure(excinfo, style=style)

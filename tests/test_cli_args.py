@@ -152,3 +152,18 @@ def test_outside_a_project_commands_say_there_is_no_spec(tmp_path, capsys, argv:
 def test_a_project_folder_that_does_not_exist_is_named(tmp_path, capsys) -> None:
     code, _out, err = run(capsys, "plan", str(tmp_path / "nowhere"))
     assert code == 4 and f"no such project folder: {tmp_path / 'nowhere'}" in err
+
+
+def test_before_any_run_every_command_says_how_to_evaluate_in_one_error_line(
+    example, capsys, monkeypatch
+) -> None:
+    project = example("toy_calc")
+    monkeypatch.chdir(project)
+    assert not (project / ".capevolve" / "runs").exists()
+    needs_a_run = [a for a in COMMANDS_OUTSIDE if a[0] not in ("check", "baseline", "hill-climb", "runs")]
+    for argv in needs_a_run:
+        code, out, err = run(capsys, *argv)
+        assert code in (2, 4) and out == "", argv
+        # usage errors and loop refusals alike: one line, starting "error:", naming the command
+        assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+        assert err.rstrip().endswith(f"evaluate first: pytest --capevolve-run {project}"), (argv, err)

@@ -332,3 +332,29 @@ def test_screen_rollouts_keep_their_candidate_and_snapshotless_tags_are_skipped(
         for t in ("cA_partial", "cA_partial-screen1")
     }
     assert hashes["cA_partial"] == hashes["cA_partial-screen1"]
+
+
+def test_the_adapter_class_is_read_from_the_file_not_guessed(cap_evolve, tmp_path, capsys):
+    project, _run = cap_evolve
+    adapter = project / "adapters" / "adapter.py"
+    adapter.write_text(ADAPTER.replace("class Adapter(", "class MyAdapter("))
+    report = _import(capsys, project, tmp_path / "here")
+    assert report["adapter"]["class"] == "MyAdapter" and "`Adapter`" in report["adapter"]["class_note"]
+    assert load_spec(tmp_path / "here").adapter == "adapters/adapter.py:MyAdapter"
+    assert main(["check", str(tmp_path / "here")]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    # an alias is what cap-evolve itself loads: taken as is, no note
+    adapter.write_text(ADAPTER.replace("class Adapter(", "class MyAdapter(") + "\nAdapter = MyAdapter\n")
+    report = _import(capsys, project, tmp_path / "aliased")
+    assert (report["adapter"]["class"], report["adapter"]["class_note"]) == ("Adapter", None)
+    # two candidates, or none: refused with the fix, nothing written
+    two = (
+        ADAPTER.replace("class Adapter(", "class MyAdapter(")
+        + "\n\nclass Other(CapabilityAdapter):\n    pass\n"
+    )
+    for text, words in ((two, "MyAdapter, Other all look like one"), ("X = 1\n", "no class looks like one")):
+        adapter.write_text(text)
+        assert main(["import-cap-evolve", str(project), str(tmp_path / "refused")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Adapter = YourClass" in err and err.count("\n") == 1
+        assert not (tmp_path / "refused").exists()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve.cli import main
+from pytest_capevolve.store.rundir import RunDir
 
 FARE_RULE = "- RULE:check-fare-class — look up the fare class before quoting any change or refund.\n"
 UPSELL_RULE = "- RULE:always-upsell — offer an upgrade in every reply.\n"
@@ -20,6 +21,14 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict |
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.strip() else None), err
+
+
+def _floats(value):
+    if isinstance(value, float):
+        yield value
+    elif isinstance(value, dict | list):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _floats(item)
 
 
 def work_copy(capsys, project: Path, tag: str, append: str = "") -> Path:
@@ -36,8 +45,10 @@ def work_copy(capsys, project: Path, tag: str, append: str = "") -> Path:
 def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys, xdist_args):
     project = example("noisy_agent")
     workers = ["--workers", "2"] if xdist_args else []
-    code, handoff, _ = run_cli(capsys, "baseline", str(project), *workers)
+    code, handoff, err = run_cli(capsys, "baseline", str(project), *workers)
     assert code == 0 and handoff["best"]["tag"] == "seed" and handoff["best"]["full_val"] is True
+    # stdout is the JSON alone; stderr has the summary, not a line per failed rollout
+    assert "FAILED" not in err and "capevolve run " in err and "rollouts: 200 paid" in err, err
     assert handoff["splits"]["val"] == 40 and handoff["trials"] == 5 and len(handoff["next"]) == 5
     code, spend, _ = run_cli(capsys, "spend", str(project), "--n-siblings", "3")
     assert code == 0 and spend["afford"]["rollouts"]["total"] == 5 * 40 * 5  # 3 siblings + 2 nulls
@@ -151,6 +162,7 @@ def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsy
         ("copy", "accept"): "the gate did not accept 'copy'",
         ("copy", "reject"): "a reject needs --reject-basis",
         ("copy", "inconclusive"): "before it has been grown",
+        ("copy", "provisional"): "'copy' has Δ̄ = -0.0150 and a verdict of reject",  # not -0.01499999…
         ("improved", "provisional"): "provisional is for a verdict with Δ̄ > 0 under the bar",
         ("nope", "reject"): "unknown tag 'nope'",
     }
@@ -174,6 +186,10 @@ def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsy
         capsys, "commit", "copy", "--project", str(project), "--decision", "accept", "--force"
     )
     assert code == 0 and booked["against_gate"] is True
+    # printed statistics are rounded (6 decimals in JSON); the verdict file keeps full precision
+    stored = RunDir.resolve(project, None, create=False).verdict("copy")["delta_mean"]
+    assert stored != round(stored, 6) and booked["delta_mean"] == round(stored, 6)
+    assert all(value == round(value, 6) for value in _floats(booked))
     # `improved` was gated against the seed, which is no longer the best
     code, _, err = run_cli(capsys, "commit", "improved", "--project", str(project), "--decision", "accept")
     assert code == 2 and "against the current best 'copy'" in err

@@ -124,7 +124,8 @@ def test_a_stage_redecides_only_the_siblings_below_alpha_at_their_exact_holm_lev
     assert out["a"].details["family"] == {"method": "holm", "siblings": 2, "alpha": 0.05, "level": 0.05}
     assert out["b"].details["family"] == {"method": "holm", "siblings": 2, "alpha": 0.05, "level": 0.025}
     assert out["a"].decision == out["b"].decision == ACCEPT
-    assert out["a"].reason == "p = 1/32" and out["b"].reason == "p = 1/64"  # no family-rate note
+    assert out["a"].reason == "p = 1/32"  # at α itself: no family-rate note, no split
+    assert out["b"].reason == "p = 1/64; α = 0.025 (0.05 / 2 by Holm), 2 siblings"
 
 
 def test_a_fraction_alpha_is_used_exactly_and_split_three_ways():
@@ -283,17 +284,19 @@ def test_directionally_positive_means_a_positive_mean_that_was_not_accepted():
 # -- alpha_text ---------------------------------------------------------------------------------
 
 
-def test_alpha_text_shows_a_decimal_alpha_plainly_and_an_uneven_split_with_its_fraction():
+def test_alpha_text_is_a_plain_decimal_never_a_fraction_read_as_tasks():
     assert gate.alpha_text(0.05) == "0.05"
     plain = {1: "1", 2: "0.5", 4: "0.25", 5: "0.2", 10: "0.1", 20: "0.05", 25: "0.04"}
-    plain |= {50: "0.02", 100: "0.01", 1000: "0.001"}
+    plain |= {40: "0.025", 50: "0.02", 60: "0.01667", 100: "0.01", 1000: "0.001", 3: "0.3333"}
+    plain |= {6: "0.1667", 11: "0.09091", 21: "0.04762", 101: "0.009901", 1001: "0.000999"}
     assert {d: gate.alpha_text(F(1, d)) for d in plain} == plain
-    assert gate.alpha_text(F(1, 40)) == "0.025 (1/40)"
-    assert gate.alpha_text(F(1, 60)) == "0.01667 (1/60)"
-    assert gate.alpha_text(F(1, 3)) == "0.3333 (1/3)"
-    uneven = {3: "0.3333", 6: "0.1667", 11: "0.09091", 21: "0.04762", 26: "0.03846"}
-    uneven |= {51: "0.01961", 101: "0.009901", 1001: "0.000999"}
-    assert {d: gate.alpha_text(F(1, d)) for d in uneven} == {d: f"{t} (1/{d})" for d, t in uneven.items()}
+
+
+def test_a_split_alpha_says_how_it_was_split():
+    from pytest_capevolve.decide.rounds import split_text
+
+    assert split_text(F(1, 20), F(1, 40), "holm") == "0.025 (0.05 / 2 by Holm)"
+    assert split_text(F(1, 20), F(1, 30), "bh") == "0.03333 (0.05 × 2/3 by Benjamini-Hochberg)"
 
 
 # -- Evidence: sizes only for simplicity_tiebreak -----------------------------------------------

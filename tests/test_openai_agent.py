@@ -228,3 +228,15 @@ def test_without_an_endpoint_the_example_refuses_before_any_network(repo, monkey
     assert main(["check", str(repo / "examples" / "openai_agent")]) == 1
     out = capsys.readouterr().out
     assert "set OPENAI_BASE_URL" in out and out.count("\n") <= 3
+
+
+def test_the_readme_commands_run_in_the_venv_the_main_readme_makes():
+    """A new user has no `python` or `pytest` on PATH with the plugin in it: the commands use the
+    `.venv` the main README's first command makes, as the main README's own commands do."""
+    text = (EXAMPLE / "README.md").read_text(encoding="utf-8")
+    blocks = text.split("```")[1::2]
+    commands = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+    runs = [c for c in commands if c.split()[0].rsplit("/", 1)[-1] in ("python", "python3", "pytest")]
+    assert runs and all(c.startswith("../../.venv/bin/") for c in runs), runs
+    main_readme = (EXAMPLE.parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "python3 -m venv .venv" in main_readme.split("```")[1]  # the first command makes it

@@ -95,6 +95,26 @@ def test_remote_style_workers_on_a_copy_give_the_same_records(
     result.stderr.fnmatch_lines([f"*--tx 1[*]popen//chdir={empty}: * holds no copy of the project*"])
 
 
+def test_a_stale_copy_on_a_worker_is_named_once_and_recopying_advised(
+    pytester: pytest.Pytester, example, capevolve
+) -> None:
+    project = example("toy_calc", dest="origin/toy_calc")
+    copy = pytester.path / "remote" / "toy_calc"
+    shutil.copytree(project, copy)
+    prompt = copy / "candidates/careful/prompt.md"
+    prompt.write_text(prompt.read_text() + "An edit only the copy has.\n")
+    result = capevolve(project, "careful", extra=["--tx", f"1*popen//chdir={copy}", "-d"])
+    out = result.stdout.str()
+    assert "changed after the session started" not in out
+    refused = [line for line in result.stdout.lines if "differs from the controller's" in line]
+    assert len(refused) == 1, out  # every rollout of the tag refused, said once (not per rollout)
+    assert f"this worker's copy of tag 'careful' at {copy / 'candidates/careful'} differs" in refused[0]
+    assert refused[0].endswith("copy the project again") and " 11 more with the same reason: " in refused[0]
+    result.stdout.fnmatch_lines(
+        ["*missing; copy the project to the workers again, then re-run the same command*"]
+    )
+
+
 def test_different_bytes_under_an_existing_tag_are_refused(example, capevolve) -> None:
     project = example("toy_calc")
     careful = project / "candidates/careful"

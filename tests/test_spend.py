@@ -59,7 +59,7 @@ def test_siblings_that_would_cross_a_ceiling_are_not_affordable(example, project
     assert one["afford"]["affordable"] is True
     assert one["afford"]["usd_needed"] == pytest.approx(240 * 0.0021)
     assert one["ceilings"]["max_metric_calls"] == {
-        "used": 80, "limit": 330, "fraction": 80 / 330, "reached": False, "counts": "rollouts paid"
+        "used": 80, "limit": 330, "fraction": round(80 / 330, 6), "reached": False, "counts": "rollouts paid"
     }  # fmt: skip
 
     two = spend(project, "--n-siblings", "2")

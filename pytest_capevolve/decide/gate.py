@@ -419,10 +419,9 @@ def _k_se_rule(basis: str, label: str, delta: float, se: float, k_se: float, det
 
 
 def alpha_text(alpha: float | Fraction) -> str:
-    """α as people read it: 0.05, or an exact split of it as 0.01667 (1/60)."""
-    if isinstance(alpha, Fraction) and alpha.denominator not in (1, 2, 4, 5, 10, 20, 25, 50, 100, 1000):
-        return f"{float(alpha):.4g} ({alpha})"
-    return f"{float(alpha):g}"
+    """α as people read it: 0.05, or a split of it as 0.01667 — a fraction beside it read as
+    "1 of 60 tasks", so where α was split the round says how (:mod:`.rounds`)."""
+    return f"{float(alpha):.4g}"
 
 
 def _outcome(ok: bool) -> str:

@@ -91,11 +91,20 @@ def _stage(
     for (tag, verdict), level in zip(first.items(), levels, strict=True):
         if level != alpha and verdict.p_exact:  # decided again at its family level
             verdict = judge(tag, against, replace(config, alpha=level))
+            verdict = _note(verdict, f"α = {split_text(alpha, level, method)}, {len(tags)} siblings")
         out[tag] = replace(verdict, details={**verdict.details, "family": {**family, "level": float(level)}})
         if method == "none":
             rate = alpha_text(len(tags) * alpha)
             out[tag] = _note(out[tag], f"{len(tags)} siblings each at α: the family rate is up to {rate}")
     return out
+
+
+def split_text(alpha: Fraction, level: Fraction, method: str) -> str:
+    """How a sibling's level came from α: "0.025 (0.05 / 2 by Holm)"."""
+    name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(method, method)
+    ratio = alpha / level
+    how = f"/ {ratio}" if ratio.denominator == 1 else f"× {level / alpha}"
+    return f"{alpha_text(level)} ({float(alpha):g} {how} by {name})"
 
 
 def _note(verdict: Verdict, note: str) -> Verdict:

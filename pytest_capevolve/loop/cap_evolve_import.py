@@ -20,6 +20,7 @@ Pays no rollout. Runs where the command is run; imports nothing of pytest.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import shutil
@@ -73,6 +74,7 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
     adapter_dir = project / "adapters"
     if not (adapter_dir / "adapter.py").is_file():
         raise Refusal(f"{adapter_dir / 'adapter.py'} is missing: cap-evolve's adapter lives there")
+    adapter_class, adapter_note = adapter_class_of(adapter_dir / "adapter.py")
     run = _read(run_dir) if run_dir is not None else None
 
     dest = dest.expanduser().resolve()
@@ -102,10 +104,10 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
         created.append(dest / ".capevolve")
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        adapter_report = _copy_adapter(adapter_dir, dest / "adapters")
+        adapter_report = _copy_adapter(adapter_dir, dest / "adapters", adapter_class, adapter_note)
         shutil.copytree(capability_src, dest / capability_dest, ignore=shutil.ignore_patterns("__pycache__"))
         spec_keys["capability_path"] = capability_dest.as_posix()
-        spec_keys["adapter"] = "adapters/adapter.py:Adapter"
+        spec_keys["adapter"] = f"adapters/adapter.py:{adapter_class}"
         if run is not None:
             assert splits_dest is not None
             atomic_write_json(dest / splits_dest, {k: run.splits[k] for k in ("train", "val", "test")})
@@ -161,7 +163,49 @@ def _read(run_dir: Path) -> CapEvolveRun:
         raise Refusal(str(exc)) from None
 
 
-def _copy_adapter(source: Path, dest: Path) -> dict[str, Any]:
+def adapter_class_of(path: Path) -> tuple[str, str | None]:
+    """The adapter class in cap-evolve's ``adapters/adapter.py``, read without running it.
+
+    cap-evolve's loader (``cap_evolve.check.load_adapter``) instantiates the module's name
+    ``Adapter``: a file binding it is taken as is. A file without it could not run under
+    cap-evolve either, but if exactly one class subclasses ``CapabilityAdapter`` or defines
+    ``run_target``, that class is meant (returned with a note saying so); none or several is
+    refused, since a guess would import cleanly and fail at the first check.
+    """
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (SyntaxError, UnicodeDecodeError) as exc:
+        raise Refusal(f"{path} does not parse as Python ({exc}); fix it, then import again") from None
+    bound: set[str] = set()
+    classes: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            bound.add(node.name)
+            bases = {b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases}
+            methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+            if "CapabilityAdapter" in bases or "run_target" in methods:
+                classes.append(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    if "Adapter" in bound:
+        return "Adapter", None
+    if len(classes) == 1:
+        return classes[0], (
+            f"{path.name} binds no name `Adapter` (cap-evolve's loader instantiates `Adapter`); "
+            f"used {classes[0]}, its one class subclassing CapabilityAdapter or defining run_target"
+        )
+    found = f"classes {', '.join(classes)} all look like one" if classes else "no class looks like one"
+    raise Refusal(
+        f"{path}: no adapter class named `Adapter` (the name cap-evolve loads), and {found} "
+        "(subclassing CapabilityAdapter or defining run_target); add `Adapter = YourClass` to it, "
+        "then import again"
+    )
+
+
+def _copy_adapter(source: Path, dest: Path, adapter_class: str, note: str | None) -> dict[str, Any]:
     """Copy ``adapters/``; in its Python files, cap-evolve's contract types come from here."""
     shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     rewritten: list[str] = []
@@ -183,7 +227,8 @@ def _copy_adapter(source: Path, dest: Path) -> dict[str, Any]:
         path.write_text("".join(lines), encoding="utf-8")
     return {
         "file": "adapters/adapter.py",
-        "class": "Adapter",
+        "class": adapter_class,
+        "class_note": note,
         "rewritten_imports": rewritten,
         "by_hand": by_hand,
     }
@@ -352,7 +397,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         report = import_cap_evolve(args.src, args.dest, args.run)
     except (Refusal, RunDirError) as exc:
-        print(f"capevolve import-cap-evolve: refused: {exc}", file=sys.stderr)
+        print(f"error: capevolve import-cap-evolve refused: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report, sort_keys=True, ensure_ascii=False, default=str))
@@ -368,6 +413,8 @@ def _lines(report: dict[str, Any]) -> list[str]:
     adapter = report["adapter"]
     rewritten = len(adapter["rewritten_imports"])
     lines.append(f"adapter: {adapter['file']}:{adapter['class']} ({rewritten} import(s) rewritten)")
+    if adapter["class_note"]:
+        lines.append(f"  note: {adapter['class_note']}")
     lines += [f"  by hand: {item}" for item in adapter["by_hand"]]
     run = report["run"]
     if run is not None:

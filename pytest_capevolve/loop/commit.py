@@ -130,7 +130,8 @@ def _check(
         paired = float(verdict.get("coverage", {}).get("paired", 0.0))
         if paired < spec.min_coverage:
             raise CommitRefused(
-                f"{tag!r}'s verdict covers {paired:.0%} of val, below min_coverage {spec.min_coverage:.0%}"
+                f"tag {tag!r}: its verdict covers {paired:.0%} of val, below min_coverage "
+                f"{spec.min_coverage:.0%}"
             )
         if verdict.get("decision") != "accept":
             if not force:
@@ -155,7 +156,10 @@ def _check(
         delta = (verdict or {}).get("delta_mean")
         if verdict is None or verdict.get("decision") == "accept" or not (delta or 0) > 0:
             has = (
-                "no verdict" if verdict is None else f"Δ̄ = {delta} and a verdict of {verdict.get('decision')}"
+                "no verdict"
+                if verdict is None
+                else f"Δ̄ = {'—' if delta is None else format(delta, '+.4f')} and a verdict of "
+                f"{verdict.get('decision')}"
             )
             raise CommitRefused(f"provisional is for a verdict with Δ̄ > 0 under the bar; {tag!r} has {has}")
     return False

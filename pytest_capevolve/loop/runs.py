@@ -44,7 +44,8 @@ def open_run(project: Path, run_id: str | None) -> tuple[Spec, RunDir]:
         raise Refusal(str(exc)) from None
     if rundir.splits() is None:
         raise Refusal(
-            f"run {rundir.run_id} has no frozen splits yet; evaluate first (pytest --capevolve-run)"
+            f"run {rundir.run_id} has no frozen splits yet; evaluate first: pytest --capevolve-run "
+            f"{spec.project_dir}"
         )
     return spec, rundir
 
@@ -61,7 +62,7 @@ def command(
         try:
             report = answer(args)
         except (Refusal, CandidateError, RunDirError) as exc:
-            print(f"capevolve {name}: refused: {exc}", file=sys.stderr)
+            print(f"error: capevolve {name} refused: {exc}", file=sys.stderr)
             return REFUSED
         if args.json:
             print(json.dumps(report, sort_keys=True, ensure_ascii=False, default=str))

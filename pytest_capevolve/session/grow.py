@@ -78,7 +78,7 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
     looks = verdict.get("details", {}).get("looks") or {}
     if looks.get("max_looks") != spec.grow_max_looks:
         raise GrowRefused(
-            f"{tag!r}'s verdict was decided with {looks.get('max_looks', 1)} look(s) allowed, not "
+            f"tag {tag!r}: its verdict was decided with {looks.get('max_looks', 1)} look(s) allowed, not "
             f"grow_max_looks {spec.grow_max_looks}: its first look spent its α without a reserve for "
             "growth, so another look would inflate false accepts; gate it again in a run that sets "
             "grow_max_looks from the start"
@@ -94,8 +94,8 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
     unresolved = decision == INDECISIVE and basis in UNRESOLVED_BASES
     if not (provisional or unresolved):
         raise GrowRefused(
-            f"{tag!r}'s verdict is {decision} ({basis}, Δ̄ = {verdict.get('delta_mean')}): only a "
-            "provisional verdict (Δ̄ > 0 under the bar) or an unresolved one (coverage, error "
+            f"tag {tag!r}: its verdict is {decision} ({basis}, Δ̄ = {_shown(verdict.get('delta_mean'))}): "
+            "only a provisional verdict (Δ̄ > 0 under the bar) or an unresolved one (coverage, error "
             "imbalance) is grown"
         )
     final = final_decision(rundir, tag)
@@ -277,3 +277,7 @@ class GrowSession:
             decision=verdict.decision,
         )
         return verdict
+
+
+def _shown(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.4f}"

@@ -23,6 +23,9 @@ import pytest
 from ..project.spec import Spec
 
 ORIGIN_KEY = "capevolve_origin"
+# ends the refusal of a candidate whose bytes on a worker's copy differ from the controller's;
+# the summary looks for it to advise re-copying before re-running
+STALE_COPY_FIX = "copy the project again"
 
 
 class RemoteWorkers:

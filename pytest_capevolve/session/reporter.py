@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ..items import record_from_report
+from ..items import INFRA_PREFIX, record_from_report
 from ..show.numbers import num
 from ..show.report import render_arms, render_verdicts
 from ..store.record import RolloutRecord
@@ -27,6 +27,7 @@ from ..store.rundir import RunDir
 from .outcome import SessionEnd
 from .persistence import Tally
 from .progress import Progress
+from .remote import STALE_COPY_FIX
 
 
 def rollout_id(record: RolloutRecord) -> str:
@@ -37,6 +38,28 @@ def rollout_id(record: RolloutRecord) -> str:
 def one_line(text: str) -> str:
     """Feedback on one line, whole: whitespace runs (newlines too) become one space."""
     return " ".join(str(text).split())
+
+
+def is_refused_rollout(report: Any) -> bool:
+    """A rollout refused before it ran (a stale copy's candidate): one line, listed grouped in
+    the capevolve summary, so pytest's FAILURES section need not repeat it per rollout."""
+    return record_from_report(report) is None and str(report.longrepr or "").startswith(INFRA_PREFIX)
+
+
+def grouped(entries: list[tuple[str, str]], limit: int = 20) -> list[tuple[str, str]]:
+    """(name, reason) per distinct reason, the name like a failed rollout's (``val::a12[tag-t3]``,
+    "and N more" when several share it): a stale copy on a worker refuses every rollout of its
+    tag with the same words, and once is enough to read them."""
+    by_reason: dict[str, list[str]] = {}
+    for nodeid, reason in entries:
+        by_reason.setdefault(one_line(reason), []).append(nodeid.split("::", 1)[-1])
+    shown = [
+        (ids[0] + (f" and {len(ids) - 1} more with the same reason" if len(ids) > 1 else ""), reason)
+        for reason, ids in list(by_reason.items())[:limit]
+    ]
+    if len(by_reason) > limit:
+        shown.append((f"… and {len(by_reason) - limit} more reasons", ""))
+    return shown
 
 
 def failed_rollout_line(record: RolloutRecord) -> str:
@@ -97,7 +120,7 @@ class CapevolveReporter:
         — and put back before the count line, which still says how many failed."""
         stats = terminalreporter.stats
         reports = stats.get("failed", [])
-        bugs = [r for r in reports if not is_task_failure(r)]
+        bugs = [r for r in reports if not is_task_failure(r) and not is_refused_rollout(r)]
         if len(bugs) != len(reports):
             stats["failed"] = bugs
             if not bugs:
@@ -156,16 +179,20 @@ class CapevolveReporter:
             tr.write_line(f"capevolve: {outcome.report_error}", yellow=True)
         if tally.infra:
             tr.write_line(f"infra errors ({len(tally.infra)}; missing data, never a 0):")
-            for nodeid, reason in tally.infra[:20]:  # named like a failed rollout: val::a12[tag-t3]
-                tr.write_line(f"  INFRA {nodeid.split('::', 1)[-1]}: {one_line(reason)}")
+            for name, reason in grouped(tally.infra):
+                tr.write_line(f"  INFRA {name}: {reason}" if reason else f"  {name}")
         for worker, error in tally.dead_workers:
             tr.write_line(f"worker {worker} died ({error}); its rollouts are missing", red=True)
-        for nodeid, reason in tally.lost[:20]:
-            tr.write_line(f"no rollout from {nodeid}: {reason}", red=True)
+        for name, reason in grouped(tally.lost):
+            tr.write_line(f"no rollout from {name}: {reason}" if reason else name, red=True)
         if outcome.missing:
             missing = len(outcome.missing)
+            recopy = any(STALE_COPY_FIX in reason for _nodeid, reason in tally.infra + tally.lost)
             tr.write_line(
-                f"{missing} rollouts are missing; re-run the same command to complete only those", yellow=True
+                f"{missing} rollouts are missing; "
+                + ("copy the project to the workers again, then " if recopy else "")
+                + "re-run the same command to complete only those",
+                yellow=True,
             )
         for line, markup in outcome.closing:
             tr.write_line(line, **markup)

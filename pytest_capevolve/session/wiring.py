@@ -50,9 +50,11 @@ COMMIT_MODES = ("auto", "none")
 def configure(config: pytest.Config, target: str, *, finalize: bool, split: str, ini: dict[str, str]) -> None:
     """Load the project and, on the controller, plan and register the session's roles."""
     workerinput = getattr(config, "workerinput", None)
+    on_copy = False
     try:
         if workerinput is not None:
-            target = worker_target(workerinput, target)
+            local = worker_target(workerinput, target)
+            on_copy, target = local != target, local
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
@@ -75,7 +77,7 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         BudgetError,
     ) as exc:
         raise pytest.UsageError(str(exc)) from None
-    context = EvalContext(spec, plan, runner, pool)
+    context = EvalContext(spec, plan, runner, pool, on_copy=on_copy)
     config.stash[CONTEXT_KEY] = context
     if width > 1 or runner.is_async:
         fanout.register(config, context, width)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 def num(value: float | None, spec: str = ".3f") -> str:
@@ -11,3 +12,15 @@ def num(value: float | None, spec: str = ".3f") -> str:
 
 def interval(ci: Sequence[float] | None, spec: str = "+.3f") -> str:
     return "—" if ci is None else f"[{ci[0]:{spec}}, {ci[1]:{spec}}]"
+
+
+def rounded(value: Any, digits: int) -> Any:
+    """A report with every float rounded, for printing: ``-0.22000000000000003`` is -0.22.
+    What is stored keeps its full precision; only what a person or a script reads is rounded."""
+    if isinstance(value, float):
+        return round(value, digits) + 0.0  # + 0.0: never "-0.0"
+    if isinstance(value, dict):
+        return {key: rounded(item, digits) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [rounded(item, digits) for item in value]
+    return value

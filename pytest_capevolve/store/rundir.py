@@ -106,7 +106,9 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
             if existing:
                 return cls(existing[-1])
         if not create:
-            raise RunDirError(f"no run under {runs} yet; evaluate first (pytest --capevolve-run)")
+            raise RunDirError(
+                f"no run under {runs} yet; evaluate first: pytest --capevolve-run {project_dir}"
+            )
         root = runs / new_run_id(p.name for p in runs.glob("*"))
         root.mkdir(parents=True)
         rundir = cls(root)
