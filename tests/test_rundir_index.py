@@ -138,6 +138,24 @@ def test_verify_finds_an_edited_index_row_and_repair_rebuilds_it(run: RunDir) ->
     assert fixed[("val", "task-0", "seed", 0)] == 0.0
 
 
+def test_verify_names_an_unfinished_write_and_repair_removes_it_unless_a_session_is_live(run: RunDir) -> None:
+    run.flush()
+    leftover = run.root / "rollouts" / "val" / ".task-0__seed__t0.json.abc123.tmp"
+    leftover.write_text('{"tag": "se')  # an interrupt between mkstemp and the rename
+    problems = audit(RunDir(run.root))
+    assert problems == [
+        "rollouts/val/.task-0__seed__t0.json.abc123.tmp: an unfinished write (an interrupted session; "
+        "`capevolve verify --repair` removes it when no session is running)"
+    ]
+    live = RunDir(run.root)
+    live.claims.take([("val", "task-9", "seed", 0)])  # another session is paying right now
+    assert len(audit(RunDir(run.root), repair=True)) == 1 and leftover.exists()
+    live.claims.release()
+    repaired = RunDir(run.root)
+    assert audit(repaired, repair=True) == [] and not leftover.exists()
+    assert any("unfinished temporary file" in n for n in repaired.notices)
+
+
 def test_spend_is_exact_without_rewriting_state_json(run: RunDir) -> None:
     """Rollouts do not rewrite state.json; reading the state counts what the log added since."""
     written = json.loads(run.state_path.read_text()) if run.state_path.is_file() else None

@@ -29,7 +29,32 @@ def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
     """One line per disagreement between the run's files and its events (empty: they agree),
     and between the rollout index and the files (``repair=True`` rebuilds it from them)."""
     events = rundir.events()
-    return _rollouts(rundir, events) + _state(rundir, events, repair=repair) + _index(rundir, repair=repair)
+    return (
+        _rollouts(rundir, events)
+        + _state(rundir, events, repair=repair)
+        + _index(rundir, repair=repair)
+        + _unfinished_writes(rundir, repair=repair)
+    )
+
+
+def _unfinished_writes(rundir: RunDir, *, repair: bool) -> list[str]:
+    """Temporary files of atomic writes that never completed (an interrupt that landed between
+    creating one and renaming it). Never a record: the file it was to become is missing or
+    older, and the event log says which. Removed by ``repair`` only while no other session is
+    live, since a live one may be writing it right now."""
+    leftovers = sorted(rundir.root.rglob(".*.tmp"))
+    if not leftovers:
+        return []
+    if repair and not rundir.claims.others():
+        for path in leftovers:
+            path.unlink(missing_ok=True)
+        rundir.notices.append(f"removed {len(leftovers)} unfinished temporary file(s) of interrupted writes")
+        return []
+    return [
+        f"{path.relative_to(rundir.root)}: an unfinished write (an interrupted session; "
+        "`capevolve verify --repair` removes it when no session is running)"
+        for path in leftovers
+    ]
 
 
 def _key(event: dict[str, Any]) -> Key:
