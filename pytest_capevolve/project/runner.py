@@ -227,15 +227,9 @@ def run_and_score(
         scored.infra_error = f"timeout: {exc}"
     except Exception as exc:  # the agent's crash is data about infra, not a score
         scored.infra_error = f"run_target raised {type(exc).__name__}: {exc}"
-    elapsed = time.perf_counter() - started
     rollout = scored.rollout
-    if rollout is not None:
-        if rollout.error:
-            scored.infra_error = f"rollout error: {rollout.error}"
-        elif timeout_s is not None and elapsed > timeout_s:
-            scored.infra_error = f"timeout: rollout took {elapsed:.3f}s > {timeout_s}s"
-        else:
-            _score_into(scored, runner, task, rollout)
+    if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
+        _score_into(scored, runner, task, rollout)
     scored.seconds = round(time.perf_counter() - started, 6)
     return scored
 
@@ -269,21 +263,28 @@ async def run_and_score_async(
         )
     except Exception as exc:
         scored.infra_error = f"run_target raised {type(exc).__name__}: {exc}"
-    elapsed = time.perf_counter() - started
     rollout = scored.rollout
-    if rollout is not None:
-        if rollout.error:
-            scored.infra_error = f"rollout error: {rollout.error}"
-        elif timeout_s is not None and elapsed > timeout_s:
-            scored.infra_error = f"timeout: rollout took {elapsed:.3f}s > {timeout_s}s"
-        else:
-            try:
-                score: Score | BaseException = await runner.score_async(task, rollout)
-            except Exception as exc:
-                score = exc
-            _take_score(scored, task, score)
+    if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
+        try:
+            score: Score | BaseException = await runner.score_async(task, rollout)
+        except Exception as exc:
+            score = exc
+        _take_score(scored, task, score)
     scored.seconds = round(time.perf_counter() - started, 6)
     return scored
+
+
+def _ready_to_score(scored: Scored, rollout: Rollout, started: float, timeout_s: float | None) -> bool:
+    """A returned rollout is scored unless it reports its own error or came back after its
+    deadline (an adapter that swallowed the timeout): both are infra errors, never a score."""
+    elapsed = time.perf_counter() - started
+    if rollout.error:
+        scored.infra_error = f"rollout error: {rollout.error}"
+    elif timeout_s is not None and elapsed > timeout_s:
+        scored.infra_error = f"timeout: rollout took {elapsed:.3f}s > {timeout_s}s"
+    else:
+        return True
+    return False
 
 
 def _score_into(scored: Scored, runner: AdapterRunner, task: Task, rollout: Rollout) -> None:
