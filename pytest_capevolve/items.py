@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from .item_fields import LeanItem, shed
 from .project.adapter import AdapterError, Task
 from .project.candidate import SEED_TAG, content_hash
 from .project.checks import ProjectEnv
@@ -128,10 +129,22 @@ class SplitCollector(pytest.Collector):
             yield RolloutItem.from_parent(self, name=name, key=key)
 
 
-class RolloutItem(pytest.Item):
+class RolloutItem(LeanItem):
+    """One owed rollout. Built once per rollout and held by pytest to the end of the session,
+    so it carries its key (shared with the plan) and little else: see :mod:`.item_fields`."""
+
     def __init__(self, *, key: RolloutKey, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.key = key
+        shed(self)
+
+    def shed(self) -> None:
+        """Once the item has run (:mod:`.session.retention`): drop its record — its reports
+        carry their own copies and the controller has saved it — and its empty fields."""
+        properties = self.user_properties
+        if properties:
+            properties[:] = [p for p in properties if p[0] != RECORD_PROPERTY]
+        shed(self)
 
     def start(self) -> None:
         """Start this item's rollout off the main thread, ahead of :meth:`runtest` (which

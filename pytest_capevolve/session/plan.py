@@ -27,7 +27,7 @@ class PlannedCandidate:
         return path if path.is_absolute() else (project_dir / path).resolve()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per rollout, held to the end of the session
 class RolloutKey:
     split: str
     task_id: str
