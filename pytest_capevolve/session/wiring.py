@@ -25,7 +25,7 @@ from ..project.splits import TestSealError
 from ..store.record import RecordError, RolloutRecord
 from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
-from . import fanout
+from . import fanout, retention
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
 from .grow import GrowSession, refuse_regating_grown
@@ -79,6 +79,7 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         raise pytest.UsageError(str(exc)) from None
     context = EvalContext(spec, plan, runner, pool, on_copy=on_copy)
     config.stash[CONTEXT_KEY] = context
+    retention.register(config)  # every process keeps its items and reports to the end
     if width > 1 or runner.is_async:
         fanout.register(config, context, width)
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
