@@ -85,7 +85,8 @@ class LeanItem(pytest.Item):
     own_markers = MadeOnUse(lambda item: [], blank=empty)
     extra_keyword_matches = MadeOnUse(lambda item: set(), blank=empty)
     stash = MadeOnUse(lambda item: pytest.Stash(), blank=empty_stash)
-    _report_sections = MadeOnUse(lambda item: [], blank=empty)
+    # copied into each report as it is made: dropped once the item has run (captured output too)
+    _report_sections = MadeOnUse(lambda item: [], blank=lambda item, value: True)
     user_properties = MadeOnUse(lambda item: [], blank=empty)
     # pytest's cached_property would build the instance __dict__; computed once all the same
     location = MadeOnUse(pytest.Item.location.func)  # type: ignore[attr-defined]
