@@ -194,6 +194,14 @@ class RolloutIndex:
         except sqlite3.DatabaseError as exc:
             raise IndexDamaged(str(exc)) from None
 
+    def tags(self, split: str) -> set[str]:
+        """The tags with a row in the split."""
+        try:
+            query = "SELECT DISTINCT tag FROM rollouts WHERE split = ?"
+            return {tag for (tag,) in self.connect().execute(query, (split,))}
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
+
     def count(self, split: str) -> int:
         try:
             query = "SELECT count(*) FROM rollouts WHERE split = ?"
