@@ -12,7 +12,8 @@ what the pages were drawn from, and they are drawn again unless all of it is unc
   best (:meth:`~..store.rundir.RunDir.indexed_rollouts`: a file changed, added or removed by
   hand is read and indexed, which moves the rows' version);
 - ``state.json``'s content (less its spend bookmark), ``splits.json``, ``spec.lock.yaml``,
-  ``seal.json``, every verdict file and the two pages themselves (size and mtime);
+  ``seal.json`` and every verdict file (size and mtime), and that both pages exist (``capevolve
+  measure`` and ``capevolve dashboard`` redraw them as a session would);
 - the spec values the pages use, and this package's version.
 """
 
@@ -87,8 +88,6 @@ def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
         rundir.splits_path,
         rundir.spec_lock_path,
         rundir.root / "seal.json",
-        rundir.report_path,
-        rundir.dashboard_path,
         *sorted((rundir.root / "verdicts").glob("*.json")),
     ]
     stats = {}
@@ -100,6 +99,9 @@ def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
             stats[path.relative_to(rundir.root).as_posix()] = None
     state_hash = hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
     return {
+        # the pages only need to exist: ``capevolve measure`` / ``dashboard`` redraw them as
+        # a session would, and a page deleted by hand is drawn again
+        "pages": [rundir.report_path.is_file(), rundir.dashboard_path.is_file()],
         "version": __version__,
         "spec": [spec.num_trials, spec.base_seed, spec.gate_alpha],
         "rows": rundir.index.rows_version(),
