@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from pytest_capevolve.session import exitcodes
 from pytest_capevolve.show.dashboard import build, model
 from pytest_capevolve.store.rundir import RunDir
 
@@ -88,3 +91,24 @@ def test_the_dashboard_opens_only_the_files_it_details(tmp_path, val_rollout, mo
     assert "feedback-t0" in page and "feedback-t2" in page and "out-t2" in page
     assert "feedback-t4" not in page and "feedback-t1" not in page  # t4 past the limit; t1 passed
     assert page.count('<td class="feedback">·</td>') == 4  # shown without detail, reward only
+
+
+def test_capevolve_gate_imports_only_what_it_uses(example, capevolve) -> None:
+    """A command that reads a run registers itself only: no pytest, adapter runner, hill-climb
+    or importer is loaded to re-derive a verdict."""
+    project = example("toy_calc")
+    capevolve(project, "careful")
+    probe = (
+        "import sys\nfrom pytest_capevolve.cli import main\n"
+        f"code = main(['gate', 'careful', '--project', {str(project)!r}])\n"
+        "heavy = ('pytest', 'pytest_capevolve.project.runner', 'pytest_capevolve.loop.hill_climb',"
+        " 'pytest_capevolve.loop.cap_evolve_import')\n"
+        "print('CODE', code, 'LOADED', sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert done.stdout.splitlines()[-1] == "CODE 0 LOADED []", done.stdout + done.stderr
+
+
+def test_the_exit_codes_a_session_replaces_are_pytests() -> None:
+    replaceable = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+    assert exitcodes.REPLACEABLE == replaceable
