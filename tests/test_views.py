@@ -49,7 +49,7 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
     record = json.loads(path.read_text())
     record.update(reward=0.0, passed=False, feedback="edited by hand")
     path.write_text(json.dumps(record))
-    capevolve(project, "careful")
+    capevolve(project, "careful", extra=["-n", "2"])  # the controller draws them under xdist too
     second = _pages(project, projects)
     assert second[0] != first[0] and second[1] != first[1]
     assert "edited by hand" in (run.root / "dashboard.html").read_text()
