@@ -4,6 +4,7 @@ The hypothesis strategies live in :mod:`.strategies` (install ``pytest-capevolve
 they are not imported here, so the statistics need no hypothesis.
 """
 
+from .arms import ArmSummary, integer_deltas_of, paired_means, paired_sign_flip, summarize
 from .core import (
     ANALYTIC_CI_MIN_TASKS,
     BCA,
@@ -25,6 +26,7 @@ from .core import (
     pass_hat_k,
     reference_bootstrap_ci,
     reward_grid,
+    sign_flip_on_integers,
     sign_flip_test,
     task_means,
     task_stderrs,
@@ -33,6 +35,7 @@ from .core import (
 
 __all__ = [
     "ANALYTIC_CI_MIN_TASKS",
+    "ArmSummary",
     "BCA",
     "EXACT_MARGIN",
     "GRID_MAX",
@@ -45,14 +48,19 @@ __all__ = [
     "combined_se",
     "coverage",
     "integer_deltas",
+    "integer_deltas_of",
     "mean_se",
     "normal_ci",
     "paired_deltas",
+    "paired_means",
+    "paired_sign_flip",
     "pass_at_k",
     "pass_hat_k",
     "reference_bootstrap_ci",
     "reward_grid",
+    "sign_flip_on_integers",
     "sign_flip_test",
+    "summarize",
     "task_means",
     "task_stderrs",
     "variance_components",

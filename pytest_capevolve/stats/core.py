@@ -234,18 +234,33 @@ def sign_flip_test(
     if grid is None:
         deltas, _ = paired_deltas(candidate, best)
         return _monte_carlo(deltas, n_resamples, seed)
-    ints = [d for d in integer_deltas(candidate, best, grid) if d != 0]
-    if not ints:
+    return sign_flip_on_integers(integer_deltas(candidate, best, grid), alpha)
+
+
+def sign_flip_on_integers(deltas: np.ndarray | list[int], alpha: float | None = None) -> SignFlipResult:
+    """The exact one-sided sign-flip p-value of integer paired deltas (zeros carry no sign and
+    are dropped): a float tail by FFT when it is clearly away from ``alpha``, else big-integer
+    counting. ``deltas``: an int64 array (whose sums cannot overflow) or Python integers."""
+    if isinstance(deltas, np.ndarray):
+        nonzero = deltas[deltas != 0]
+        abs_array = np.abs(nonzero)
+        n = int(nonzero.size)
+        fits = n == 0 or int(abs_array.max()) * n < 2**63  # int64 sums are exact
+        observed = int(np.sum(nonzero)) if fits else sum(nonzero.tolist())
+    else:  # Python integers past int64 become an object array, exact all the same
+        ints = [d for d in deltas if d != 0]
+        abs_array = np.array([abs(d) for d in ints])
+        n = len(ints)
+        observed = sum(ints)
+    if n == 0:
         return SignFlipResult(1.0, "exact", 1, 1)
-    observed = sum(ints)
-    abs_values = [abs(d) for d in ints]
-    n = len(ints)
-    approx = _float_tail(np.array(abs_values), observed) if n > 60 else None
-    if approx is not None and (alpha is None or abs(approx - alpha) > EXACT_MARGIN):
-        # far from the decision boundary: the float tail decides the same way as exact counts
-        denominator = 1 << 53
-        return SignFlipResult(approx, "exact", round(approx * denominator), denominator)
-    count = _count_at_least(abs_values, observed)
+    if n > 60:
+        approx = _float_tail(abs_array, observed)
+        if alpha is None or abs(approx - alpha) > EXACT_MARGIN:
+            # far from the decision boundary: the float tail decides the same way as exact counts
+            denominator = 1 << 53
+            return SignFlipResult(approx, "exact", round(approx * denominator), denominator)
+    count = _count_at_least(abs_array.tolist(), observed)
     return SignFlipResult(count / 2**n, "exact", count, 2**n)
 
 
