@@ -142,7 +142,8 @@ def paired_sign_flip(
     """:func:`.core.sign_flip_test` from two summaries (the same result, without re-reading the
     best's matrix for each candidate)."""
     grid = reward_grid(candidate.values, best.values)
-    if grid is None:
+    exact = None if grid is None else sign_flip_on_integers(integer_deltas_of(candidate, best, grid), alpha)
+    if exact is None:
         deltas, _ = paired_means(candidate, best)
         return _monte_carlo(deltas, n_resamples, seed)
-    return sign_flip_on_integers(integer_deltas_of(candidate, best, grid), alpha)
+    return exact
