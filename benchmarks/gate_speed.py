@@ -1,6 +1,6 @@
 """Time gating 20 candidates on 10,000 tasks × 10 trials (target: under 1 s for the decisions).
 
-Run: python benchmarks/gate_speed.py
+Run: python benchmarks/gate_speed.py [--tasks N] [--trials K] [--candidates C]
 Prints the decision time (exact sign-flip test) and the full verdict time (plus the CI,
 regressions, per-task table; goal ≤ 1 s), each also as a ratio against one numpy pass over the
 same matrices measured in the same run (these machines are noisy), and full against decisions.
@@ -8,6 +8,7 @@ same matrices measured in the same run (these machines are noisy), and full agai
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
@@ -17,8 +18,13 @@ from pytest_capevolve.decide import gate
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--candidates", type=int, default=20)
+    args = parser.parse_args()
     rng = np.random.default_rng(0)
-    tasks, trials, candidates = 10_000, 10, 20
+    tasks, trials, candidates = args.tasks, args.trials, args.candidates
     rates = rng.beta(0.6, 0.6, size=tasks)
     best = (rng.random((tasks, trials)) < rates[:, None]).astype(float)
     arms = [

@@ -303,7 +303,10 @@ def _first_of_each_pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _none_for_nan(values: np.ndarray) -> list[float | None]:
-    return [None if v != v else v for v in values.tolist()]  # v != v: nan
+    listed = values.tolist()
+    if not np.isnan(values).any():
+        return listed
+    return [None if v != v else v for v in listed]  # v != v: nan
 
 
 @dataclass(frozen=True)

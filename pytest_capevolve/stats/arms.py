@@ -64,7 +64,10 @@ class ArmSummary:
     @functools.cached_property
     def means_or_none(self) -> list[float | None]:
         """The per-task means as plain floats, None where a task has no valid trial."""
-        return [None if v != v else v for v in self.means.tolist()]  # v != v: nan
+        listed = self.means.tolist()
+        if self.counts.all():  # no nan to replace
+            return listed
+        return [None if v != v else v for v in listed]  # v != v: nan
 
     def int_sums(self, grid: int) -> np.ndarray:
         """Per-task sums of the rewards scaled by ``grid`` to integers (missing trials add 0)."""
