@@ -186,3 +186,72 @@ def test_verdicts_against_one_best_equal_fresh_ones_in_any_order():
         fresh.append(gate.decide(c, best.copy(), tag="c", against="b", task_ids=ids, config=config).to_dict())
     assert shared == fresh[::-1]
     assert len({v["decision"] for v in shared}) > 1  # the candidates really differ
+
+
+def reference_stable(candidate, best, config, spread, decision):
+    """verdict_stable as computed before the p-value bound: every kind of task dropped and the
+    rule run again on the smaller matrices."""
+    cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
+    valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
+    pairs = np.stack([cand_means[valid], best_means[valid]], axis=1)
+    _, first = np.unique(pairs, axis=0, return_index=True)
+    if first.size > gate.STABILITY_CHECKS:
+        return None
+    for i in sorted(int(j) for j in valid[first]):
+        keep = np.arange(len(candidate)) != i
+        cand, bst = candidate[keep], best[keep]
+        deltas, _ = stats.paired_deltas(cand, bst)
+        if deltas.size == 0:
+            return False
+        again, *_ = gate._rule(cand, bst, deltas, config, None, None)
+        if again == gate.ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
+            again = gate.REJECT
+        if again != decision:
+            return False
+    return True
+
+
+def check_stability_against_reference(candidate, best, config, spread=None):
+    nulls = None if spread is None else [spread, -spread / 2]
+    ids = [f"t{i}" for i in range(len(best))]
+    verdict = gate.decide(
+        candidate, best, tag="c", against="b", task_ids=ids, config=config, null_deltas=nulls
+    )
+    if verdict.basis == "coverage":
+        return verdict
+    decision = gate.REJECT if verdict.basis == "null_floor" else verdict.decision
+    if verdict.basis == "regression_veto":
+        decision = gate.ACCEPT
+    assert verdict.verdict_stable == reference_stable(candidate, best, config, spread, decision)
+    return verdict
+
+
+@SLOW
+@given(
+    paired_arms(max_tasks=80),
+    st.sampled_from([0.05, 0.2, 0.5]),
+    st.sampled_from([None, 0.01, 0.2]),
+    st.sampled_from(["exact", "paired", "strict"]),
+)
+def test_verdict_stable_equals_dropping_every_kind_of_task(arms, alpha, spread, mode):
+    candidate, best = arms
+    config = gate.GateConfig(mode=mode, alpha=alpha, min_coverage=0.0)
+    check_stability_against_reference(candidate, best, config, spread)
+
+
+def test_verdict_stable_equals_the_reference_near_alpha_on_many_tasks():
+    """Binary arms on 20–300 tasks with effects around the α = 0.05 boundary, where the
+    p-value bound must hand the close drops back to the test (and the float tail runs)."""
+    rng = np.random.default_rng(7)
+    seen = {"stable": 0, "unstable": 0, "accept": 0, "reject": 0}
+    for case in range(60):
+        tasks, trials = int(rng.choice([20, 70, 300])), int(rng.integers(1, 3))
+        rates = rng.random(tasks)
+        best = (rng.random((tasks, trials)) < rates[:, None]).astype(float)
+        lift = rng.uniform(0.0, 0.25) * (20 / tasks) ** 0.5
+        candidate = (rng.random((tasks, trials)) < rates[:, None] + lift).astype(float)
+        config = gate.GateConfig(alpha=0.05, min_coverage=0.0)
+        verdict = check_stability_against_reference(candidate, best, config, 0.01 if case % 3 == 0 else None)
+        seen["stable" if verdict.verdict_stable else "unstable"] += verdict.verdict_stable is not None
+        seen[verdict.decision] += 1
+    assert min(seen.values()) >= 5, seen  # both outcomes of both questions were exercised

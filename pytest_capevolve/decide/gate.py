@@ -234,7 +234,7 @@ def decide(
     elif spread is not None:
         base["bar"] = max(base.get("bar") or 0.0, spread)
     base["verdict_stable"] = _survives_dropping_any_task(
-        candidate, best, config, candidate_size, best_size, spread, decision, (cand_means, best_means)
+        arms, config, candidate_size, best_size, spread, decision, extra
     )
     base["directionally_positive_but_inconclusive"] = decision != ACCEPT and (delta_mean or 0.0) > 0
     if decision == ACCEPT and config.veto_regressions and regs:
@@ -259,36 +259,79 @@ STABILITY_CHECKS = 64  # distinct task outcomes tried at most; past that, stabil
 
 
 def _survives_dropping_any_task(
-    candidate: np.ndarray,
-    best: np.ndarray,
+    arms: tuple[stats.ArmSummary, stats.ArmSummary],
     config: GateConfig,
     candidate_size: int | None,
     best_size: int | None,
     spread: float | None,
     decision: str,
-    means: tuple[np.ndarray, np.ndarray],
+    rule_numbers: dict[str, Any],
 ) -> bool | None:
     """Would the rule (and the null floor) decide the same with any one task left out?
 
     Tasks with the same pair of per-task means are interchangeable for every rule, so one of
-    each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds."""
-    cand_means, best_means = means
+    each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds.
+    The exact rule's p-value bounds most drops without a new test (:func:`_exact_drop_bound`)."""
+    cand_means, best_means = arms[0].means, arms[1].means
     valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
     first = _first_of_each_pair(cand_means[valid], best_means[valid])  # one task of each kind
     if first.size > STABILITY_CHECKS:
         return None
-    for i in sorted(int(j) for j in valid[first]):
-        keep = np.arange(len(candidate)) != i
-        cand, bst = candidate[keep], best[keep]
-        deltas, _ = stats.paired_deltas(cand, bst)
-        if deltas.size == 0:
-            return False
-        again, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size)
+    if valid.size == 1:
+        return False  # dropping the only paired task leaves nothing to decide on
+    all_deltas = cand_means[valid] - best_means[valid]
+    bound = _exact_drop_bound(arms, config, rule_numbers)
+    for j in sorted(int(j) for j in first):
+        deltas = np.delete(all_deltas, j)  # the paired deltas with task valid[j] left out
+        again = bound(j) if bound is not None else None
+        if again is None:
+            dropped = arms[0].without(int(valid[j])), arms[1].without(int(valid[j]))
+            cand, bst = dropped[0].matrix, dropped[1].matrix
+            again, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size, dropped)
         if again == ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
             again = REJECT
         if again != decision:
             return False
     return True
+
+
+def _exact_drop_bound(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], config: GateConfig, rule_numbers: dict[str, Any]
+) -> Callable[[int], str | None] | None:
+    """For the exact rule with an exact p on a reward grid: the rule's decision with the j-th paired task left
+    out, where the full p decides it, else None (then the test is run again).
+
+    With S the sign-flipped sum over the other tasks and d the left-out task's delta, the full
+    p = ½·P(S ≥ obs − |d|) + ½·P(S ≥ obs + |d|), and the left-out p is P(S ≥ obs − d). So
+    d = 0 leaves p unchanged (a zero carries no sign); d > 0 gives p ≤ p_left ≤ 2p; d < 0 gives
+    2p − 1 ≤ p_left ≤ p. The rule accepts iff the (exact) p ≤ α, so the bound decides whenever
+    it lies on one side of α; the float p is within :data:`stats.EXACT_MARGIN` of the exact one.
+    """
+    if config.mode != "exact" or rule_numbers.get("p_method") != "exact":
+        return None
+    grid = stats.reward_grid(arms[0].values, arms[1].values)
+    if grid is None:  # off a grid a few deltas are enumerated in float, with a tie tolerance
+        return None
+    ints = stats.integer_deltas_of(*arms, grid)
+    signs = np.sign(ints) if isinstance(ints, np.ndarray) else [(d > 0) - (d < 0) for d in ints]
+    level = float(config.alpha)
+    p = float(rule_numbers["p_value"])
+    low, high = p - stats.EXACT_MARGIN, p + stats.EXACT_MARGIN
+    alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
+    accepted = Fraction(rule_numbers["p_exact"]) <= alpha  # the rule's own decision
+
+    def bound(j: int) -> str | None:
+        if signs[j] == 0:
+            return _outcome(accepted)
+        if signs[j] > 0:
+            if not accepted or 2 * high <= level:
+                return _outcome(accepted)
+            return None
+        if accepted or 2 * low - 1 > level:
+            return _outcome(accepted)
+        return None
+
+    return bound
 
 
 def _first_of_each_pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:

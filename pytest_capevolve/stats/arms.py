@@ -51,6 +51,19 @@ class ArmSummary:
         self._int_sums: dict[int, np.ndarray] = {}
         self._passed: dict[float, np.ndarray] = {}
 
+    def without(self, task: int) -> ArmSummary:
+        """This arm with one task (row) left out: the same numbers as summarizing the smaller
+        matrix, since every per-task number is computed row by row."""
+        keep = np.ones(self.means.size, dtype=bool)
+        keep[task] = False
+        other = ArmSummary.__new__(ArmSummary)
+        other.matrix = self.matrix[keep]
+        other.matrix.setflags(write=False)
+        other.valid, other.counts, other.means = self.valid[keep], self.counts[keep], self.means[keep]
+        other._int_sums = {grid: sums[keep] for grid, sums in self._int_sums.items()}
+        other._passed = {threshold: passed[keep] for threshold, passed in self._passed.items()}
+        return other
+
     @functools.cached_property
     def stderrs(self) -> np.ndarray:
         """:func:`.core.task_stderrs` of the matrix."""
