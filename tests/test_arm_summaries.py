@@ -47,6 +47,7 @@ def test_summary_numbers_equal_the_plain_functions(matrix):
     assert bitwise_equal(arm.stderrs, stats.task_stderrs(matrix))
     assert bitwise_equal(arm.counts, np.sum(~np.isnan(matrix), axis=1))
     assert gate._covered(arm) == stats.coverage(matrix)
+    assert np.array_equal(arm.values, np.unique(matrix[~np.isnan(matrix)]))
     assert arm.means_or_none == gate._none_for_nan(stats.task_means(matrix))
 
 

@@ -72,7 +72,10 @@ class ArmSummary:
     @functools.cached_property
     def values(self) -> np.ndarray:
         """The distinct valid rewards, sorted (what :func:`.core.reward_grid` reads)."""
-        return np.unique(self.matrix[self.valid])
+        matrix = self.matrix
+        if ((matrix == 0) | (matrix == 1) | ~self.valid).all():  # binary (the usual case): no sort
+            return np.array([v for v in (0.0, 1.0) if (matrix == v).any()])
+        return np.unique(matrix[self.valid])
 
     @functools.cached_property
     def means_or_none(self) -> list[float | None]:
