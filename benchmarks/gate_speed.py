@@ -49,7 +49,9 @@ def main() -> None:
 
     # imports (scipy: ~1 CPU-s) are paid before any clock starts, on arms too small to be the
     # ones measured (so the best's shared summary is not computed ahead of the clock)
-    # (100 tasks: past 60 the exact tail's FFT path imports scipy.signal)
+    import scipy.signal  # noqa: F401  (the exact tail's FFT path imports these on first use)
+    import scipy.stats  # noqa: F401
+
     gate.decide(arms[0][:100], best[:100], tag="w", against="b", task_ids=ids[:100], config=gate.GateConfig())
     stats.sign_flip_test(arms[0][:100], best[:100])
 
