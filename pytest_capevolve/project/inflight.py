@@ -174,8 +174,10 @@ class Watchdog:
 
     def _push(self, when: float, rollout: InflightRollout) -> None:
         with self._wake:
+            sooner = not self._due or when < self._due[0][0]
             heapq.heappush(self._due, (when, next(self._order), rollout))
-            self._wake.notify()
+            if sooner:  # else the watchdog already wakes in time: no thread handoff per rollout
+                self._wake.notify()
 
     def _run(self) -> None:
         while True:
