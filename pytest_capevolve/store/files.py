@@ -30,7 +30,8 @@ class RunDirError(Exception):
     """The run dir cannot be used as asked; the message names the file and what to do instead."""
 
 
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+_NO_INHERIT = getattr(os, "O_CLOEXEC", 0)
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_INHERIT | getattr(os, "O_NOFOLLOW", 0)
 _temp_numbers = itertools.count()  # next() is atomic: threads of one process never share a name
 
 
@@ -94,7 +95,7 @@ def exclusive(lock_file: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-_LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+_LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_INHERIT
 
 
 class RunLock:
