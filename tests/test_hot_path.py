@@ -9,6 +9,7 @@ is measured in ``benchmarks/overhead.py`` and ``benchmarks/fanout.py``, not here
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import re
@@ -196,3 +197,30 @@ def test_a_sooner_deadline_started_after_a_later_one_still_fires_on_time(tmp_pat
     finally:
         agent.release.set()
         pool.close()
+
+
+FREEZE_PROBE = """
+import gc
+from pathlib import Path
+
+
+def pytest_runtest_call(item):
+    with open(Path(__file__).with_name("freeze.log"), "a") as log:
+        log.write(f"{gc.get_freeze_count()}\\n")
+"""
+
+
+def test_the_start_up_heap_is_frozen_for_the_run_loop_and_given_back(
+    pytester: pytest.Pytester, example, capevolve
+) -> None:
+    """During the loop the objects alive at its start are out of the collector's generations;
+    after the session (run here inside this process) they are back, so a session leaves the
+    process's garbage collection as it found it."""
+    assert gc.get_freeze_count() == 0
+    pytester.makepyfile(freeze_probe=FREEZE_PROBE)
+    pytester.syspathinsert()
+    result = capevolve(example("toy_calc"), extra=["-p", "freeze_probe"])
+    assert result.ret == 0
+    seen = [int(n) for n in (pytester.path / "freeze.log").read_text().split()]
+    assert seen and min(seen) > 0
+    assert gc.get_freeze_count() == 0

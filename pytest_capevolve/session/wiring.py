@@ -25,7 +25,7 @@ from ..project.splits import TestSealError
 from ..store.record import RecordError, RolloutRecord
 from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
-from . import fanout
+from . import fanout, heap
 from .evaluation import EvaluationSession
 from .finalize import FinalizeSession
 from .grow import GrowSession, refuse_regating_grown
@@ -81,6 +81,7 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
     config.stash[CONTEXT_KEY] = context
     if width > 1 or runner.is_async:
         fanout.register(config, context, width)
+    heap.register(config)
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
 
 
