@@ -140,7 +140,7 @@ NO_PERSIST = """
 def pytest_configure(config):
     from pytest_capevolve.session import persistence
 
-    persistence.Persistence._persist = lambda self, record: None
+    persistence.Persistence._persist = lambda self, *record: None
 """
 
 
