@@ -17,15 +17,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from .decide.gate import GATE_MODES
 from .loop import Refusal as LoopRefusal
-from .loop.cap_evolve_import import add_command as add_import_cap_evolve
-from .project.adapter import AdapterError, check_reward, load_adapter, load_tasks
 from .project.candidate import CandidateError
-from .project.runner import AdapterRunner, run_and_score
 from .project.spec import SPEC_FILENAME, Spec, SpecError, load_spec
-from .show.dashboard import command as dashboard
 from .store.rundir import RunDir, RunDirError
+
+# Each command imports what it uses, and ``main`` registers only the command asked for when it
+# is one of these (``build_parser`` registers every command for ``capevolve --help``): a command
+# that reads a run must not pay for importing the adapter runner, the hill-climb or the importer.
+CORE_COMMANDS = ("check", "gate", "plan", "measure", "verify", "runs", "microcase")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -38,6 +38,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
+    from .project.adapter import AdapterError, check_reward, load_adapter, load_tasks
+    from .project.runner import AdapterRunner, run_and_score
+
     problems: list[str] = []
     out = _human(args)
 
@@ -364,6 +367,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_microcase_gen(args: argparse.Namespace) -> int:
     """Write a skeleton microcase from a failing rollout; pays nothing, copies no gold."""
+    from .project.adapter import AdapterError
     from .project.candidate import TAG_RE
     from .project.checks import ProjectEnv
     from .project.microcase import ID_RE, MICROCASES_DIR, MicrocaseError
@@ -772,6 +776,7 @@ def _add_loop_commands(sub: Any) -> None:
 
 
 def _add_hill_climb(sub: Any, common: Any) -> None:
+    from .decide.gate import GATE_MODES
     from .loop.prompt import FOCUS_MODES
     from .loop.store import STORES
 
@@ -815,8 +820,10 @@ def _spec_value(key: str) -> Any:
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; of ``command`` only, when it is one of :data:`CORE_COMMANDS`."""
     from . import __version__
+    from .decide.gate import GATE_MODES
 
     parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
     parser.add_argument("--version", action="version", version=f"capevolve (pytest-capevolve) {__version__}")
@@ -867,18 +874,23 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--id", default=None, help="microcase id (default CLUSTER-TASK)")
     gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
+    if command in CORE_COMMANDS:
+        return parser
     _add_loop_commands(sub)
+    from .loop import merge, multirep  # noqa: I001 — each registers its own command
+    from .loop.cap_evolve_import import add_command as add_import_cap_evolve
+    from .show.dashboard import command as dashboard
+
     dashboard.add_command(sub)
     add_import_cap_evolve(sub)
-    from .loop import merge, multirep  # noqa: I001 — each registers its own command
-
     multirep.add_command(sub)
     merge.add_command(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(words[0] if words else None).parse_args(words)
     _OPENED.clear()
     try:
         return int(args.func(args))

@@ -16,8 +16,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from scipy import stats as sps
-
 from ..project.spec import ALPHA_SCHEDULES as SCHEDULES
 
 # 6/π² as an exact-enough fraction: α_j is decided on rationals, like the exact gate's p-values.
@@ -52,6 +50,8 @@ def mde(alpha: float, n_tasks: int, sd_delta: float, power: float = 0.8) -> floa
     a planning figure, not a decision rule)."""
     if n_tasks < 1 or not 0 < alpha < 1:
         return None
+    from scipy import stats as sps  # here, not at import: scipy.stats takes about a second
+
     z = float(sps.norm.ppf(1 - alpha) + sps.norm.ppf(power))
     return z * sd_delta / math.sqrt(n_tasks)
 

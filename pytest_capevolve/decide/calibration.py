@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from scipy import stats as sps
-
 NULL_EVENT = "null_gated"
 ALARM_P = 0.01  # the tally's p-value below which the alarm sounds
 MESSAGE = "the gate is not holding its error rate on this project"
@@ -29,7 +27,11 @@ def calibration(events: list[dict[str, Any]], default_alpha: float) -> dict[str,
     accepts = sum(1 for e in gated if e.get("decision") == "accept")
     alphas = [float(e["alpha"]) for e in gated if e.get("alpha") is not None]
     alpha = max(alphas, default=default_alpha)
-    p_value = float(sps.binomtest(accepts, n, alpha, alternative="greater").pvalue) if n else None
+    p_value = None
+    if n:  # scipy.stats takes about a second to import: only when there is a tally to test
+        from scipy import stats as sps
+
+        p_value = float(sps.binomtest(accepts, n, alpha, alternative="greater").pvalue)
     alarm = p_value is not None and p_value < ALARM_P
     text = (
         f"null controls accepted {accepts} of {n} times over the run (α ≤ {alpha:g}; one-sided "

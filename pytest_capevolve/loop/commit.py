@@ -272,7 +272,7 @@ def _parent(rundir: RunDir, tag: str, best: str) -> str:
 
 
 def _spent_on(rundir: RunDir, tag: str) -> dict[str, Any]:
-    records = [r for r in rundir.rollouts("val") if r.tag == tag]
+    records = rundir.indexed_rollouts("val", [tag])
     return {"rollouts": len(records), "runner_usd": round(sum(r.cost_usd for r in records), 6)}
 
 

@@ -69,7 +69,9 @@ def _check_split(split: str, what: str) -> str:
 def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[RolloutRecord]:
     """The tag's persisted rollouts on the split, in task order then trial; refused when none."""
     wanted = set(task_ids)
-    records = [r for r in rundir.rollouts(split) if r.tag == tag and r.task_id in wanted]
+    # which rollouts exist from the index; each shown with its feedback, so read from its file
+    found = [r for r in rundir.indexed_rollouts(split, [tag]) if r.task_id in wanted]
+    records = [full for r in found if (full := rundir.read_rollout(split, r.task_id, r.tag, r.trial))]
     if records:
         order = {t: i for i, t in enumerate(task_ids)}
         return sorted(records, key=lambda r: (order[r.task_id], r.trial))

@@ -221,7 +221,7 @@ class HillClimb:
             return False
         from ..decide.evidence import index_records
 
-        records = index_records(rundir.rollouts("val"))
+        records = index_records(rundir.indexed_rollouts("val", [rundir.best()]))
         return missing_rollouts(records, [rundir.best()], list(splits["val"]), self.spec.num_trials) == 0
 
     # -- the loop -----------------------------------------------------------------------------------------
@@ -437,12 +437,18 @@ class HillClimb:
             pool = {}
         out: dict[str, dict[str, str]] = {}
         threshold = self.spec.success_threshold
-        for record in self._rundir.rollouts("val"):
-            if record.tag != parent or record.task_id in out:
+        # the parent's outcomes from the index, in the rollout files' order; a failing rollout's
+        # feedback from its file, read only for the one shown per task
+        rundir = self._rundir
+        indexed = sorted(
+            rundir.indexed_rollouts("val", [parent]),
+            key=lambda r: rundir.rollout_path("val", r.task_id, r.tag, r.trial).name,
+        )
+        for record in indexed:
+            if record.task_id in out:
                 continue
             path = to_stored(
-                self._rundir.rollout_path("val", record.task_id, record.tag, record.trial),
-                self.spec.project_dir,
+                rundir.rollout_path("val", record.task_id, record.tag, record.trial), self.spec.project_dir
             )
             task = pool.get(record.task_id)
             gold = None if task is None else task.target
@@ -452,7 +458,12 @@ class HillClimb:
                     "rollout": path,
                 }
             elif not (record.passed if record.passed is not None else (record.reward or 0.0) >= threshold):
-                out[record.task_id] = {"feedback": redact(str(record.feedback or ""), gold), "rollout": path}
+                full = rundir.read_rollout("val", record.task_id, record.tag, record.trial)
+                if full is not None:
+                    out[record.task_id] = {
+                        "feedback": redact(str(full.feedback or ""), gold),
+                        "rollout": path,
+                    }
         return out
 
     def _handover(self, cid: str, workdir: Path) -> None:

@@ -40,7 +40,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
     if tag == against:
         raise Refusal(f"{tag!r} would be compared with itself; give --against another tag")
     val_ids = list((rundir.splits() or {}).get("val", []))
-    records = [r for r in rundir.rollouts("val", block=None) if r.tag in (tag, against)]
+    records = rundir.indexed_rollouts("val", [tag, against], block=None)
     blocks = sorted({r.block for r in records})
     rows: list[dict[str, Any]] = []
     for block in blocks:

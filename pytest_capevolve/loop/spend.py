@@ -249,7 +249,7 @@ def spend_report(
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
     val_ids = list(splits["val"])
     trials = spec.num_trials
-    records = index_records(rundir.rollouts("val")) if val_ids else {}
+    records = index_records(rundir.indexed_rollouts("val")) if val_ids else {}
     best = str(state.get("best_id", SEED_TAG))
 
     matrix = reward_matrix(records.get(best, {}), val_ids, trials)

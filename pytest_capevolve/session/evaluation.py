@@ -8,21 +8,20 @@ judges when gating, writes the verdicts (screen refusals included) and sets the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..decide.evidence import ByTag, index_records
 from ..decide.gate import INDECISIVE, REJECT, Verdict
-from ..decide.judging import Evidence, gate_config, verdict_file
-from ..loop import val_budget
 from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
-from ..show.explain import explain, plan_figures
 from ..store.rundir import RunDir
 from . import exitcodes
-from .judging import AlphaBudget, book_verdicts, judge
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize
 from .planning import GateRequest, Planned
-from .sequential import SequentialGate
+
+if TYPE_CHECKING:  # judging is imported by a session that judges: a resume that only measures skips it
+    from .sequential import SequentialGate
 
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
@@ -49,6 +48,9 @@ class EvaluationSession:
         self, by_tag: ByTag, *, interrupted: bool
     ) -> tuple[list[Verdict], list[Verdict]]:
         assert self.sequential is not None
+        from ..decide.judging import gate_config
+        from .judging import AlphaBudget
+
         config = gate_config(self.spec, veto_regressions=self.gate.veto_regressions)
         nulls, judged = self.sequential.verdicts(
             by_tag, config, self.planned.null_tags, interrupted=interrupted
@@ -61,6 +63,8 @@ class EvaluationSession:
 
     def _val_budget_lines(self) -> list[tuple[str, dict[str, bool]]]:
         """The val-reuse budget after this session's decisions, and the calibration alarm."""
+        from ..loop import val_budget  # scipy: imported only by a session that gated
+
         events = self.rundir.events()
         n_val = len(self.planned.plan.task_ids)
         reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts(), n_val)
@@ -76,6 +80,9 @@ class EvaluationSession:
         return lines
 
     def conclude(self) -> Outcome:
+        from ..decide.judging import verdict_file
+        from .judging import book_verdicts, judge
+
         plan = self.planned.plan
         by_tag = index_records(
             self.rundir.indexed_rollouts(plan.split, plan.tags() | {SEED_TAG}, plan.block), plan.block
@@ -142,6 +149,9 @@ class EvaluationSession:
     def _explained(self, by_tag: ByTag, verdicts: list[Verdict]) -> list[str]:
         """The verdicts in words, with what it would take from the best's planning figures
         (the same as ``capevolve plan``'s)."""
+        from ..decide.judging import Evidence
+        from ..show.explain import explain, plan_figures  # scipy: only when asked
+
         plan, best, nulls = self.planned.plan, self.planned.best, self.planned.null_tags
         evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, self.rundir.snapshot_size)
         figures = plan_figures(

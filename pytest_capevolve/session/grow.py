@@ -174,7 +174,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
         "val",
         val_ids,
         planned,
-        rundir.rollouts("val"),
+        rundir.indexed_rollouts("val", [c.tag for c in planned]),
         "grow_started",
         decisions=1,
         claimed=claimed,
@@ -221,7 +221,7 @@ class GrowSession:
     def conclude(self) -> Outcome:
         spec, rundir, planned = self.spec, self.rundir, self.planned
         plan = planned.plan
-        by_tag = index_records(rundir.rollouts("val"))
+        by_tag = index_records(rundir.indexed_rollouts("val"))
         outcome = summarize(plan, by_tag, self.persistence.tally, against=planned.best)
         if outcome.missing:
             outcome.closing.append(

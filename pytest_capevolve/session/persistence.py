@@ -18,8 +18,6 @@ import pytest
 from ..decide.evidence import ByTag
 from ..items import RECORD_PROPERTY, decode_record, record_text
 from ..project.spec import Spec
-from ..show.dashboard import write_dashboard
-from ..show.measure import measure, render_markdown
 from ..show.report import summarize_arm
 from ..store.record import RolloutRecord
 from ..store.rundir import RunDir
@@ -172,17 +170,8 @@ def record_finish(
         dead_workers=[w for w, _ in tally.dead_workers],
         exit_code=outcome.exit_code,
     )
-    measurement = None
-    try:  # report.md and dashboard.html show block 0; a replicate block's session lets them read it
-        known = {plan.split: by_tag} if plan.block == 0 else {}
-        measurement = measure(spec, rundir, known)
-        rundir.write_report(render_markdown(measurement))
-    except Exception as exc:  # the report is a view; it must never change the outcome
-        outcome.report_error = f"could not write report.md: {exc!r}"
-    try:
-        # by_tag holds the index's outcome fields only; the dashboard's drill-down shows each
-        # rollout's feedback and output, so it reads the full records itself
-        write_dashboard(rundir, spec.num_trials, measurement, None)
-    except Exception as exc:  # a view too
-        problem = f"could not write dashboard.html: {exc!r}"
-        outcome.report_error = f"{outcome.report_error}; {problem}" if outcome.report_error else problem
+    # report.md and dashboard.html show block 0; a replicate block's session lets them read it.
+    # Imported here: drawing them needs scipy, and a session that changed nothing draws nothing
+    from ..show.views import refresh
+
+    outcome.report_error = refresh(spec, rundir, {plan.split: by_tag} if plan.block == 0 else {})

@@ -7,15 +7,19 @@ as a gate session, and builds the role that concludes the session.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from ..project.spec import Spec
 from ..store.rundir import RunDir
-from .grow import GrowPlanned, GrowSession, plan_grow
 from .persistence import Persistence
 from .planning import CandidateRequest, Planned
 from .screens import Screens
-from .subset_screen import ScreenPlanned, ScreenRequest, ScreenSession, plan_screen
+
+if TYPE_CHECKING:  # imported by a screen or grow session only (an evaluation does not load them)
+    from .grow import GrowPlanned, GrowSession
+    from .subset_screen import ScreenPlanned, ScreenSession
 
 COMMIT_MODES = ("auto", "none")
 
@@ -46,6 +50,9 @@ def start_screen_or_grow(
     config: pytest.Config, spec: Spec, pool_ids: list[str], kind: str, candidate: CandidateRequest | None
 ) -> tuple[ScreenSession | GrowSession, Planned, Persistence, RunDir]:
     """Plan and build the role of a screen or grow session (under the same locks as a gate)."""
+    from .grow import GrowPlanned, GrowSession, plan_grow
+    from .subset_screen import ScreenRequest, ScreenSession, plan_screen
+
     option = config.option
     commit = option.capevolve_commit or config.getini("capevolve_commit") or "auto"
     if commit not in COMMIT_MODES:

@@ -62,7 +62,8 @@ class SequentialGate:
 
     def __post_init__(self) -> None:
         tags, task_ids = {self.best, *self.gated}, set(self.plan.task_ids)
-        for record in self.rundir.rollouts(self.plan.split, self.plan.block):  # resume: persisted counts
+        persisted = self.rundir.indexed_rollouts(self.plan.split, tags, self.plan.block)
+        for record in persisted:  # resume: persisted counts
             if record.tag in tags and record.task_id in task_ids:
                 self._add(record)
         self._update(self.gated)  # a tag decided by an earlier session is stopped before paying

@@ -81,7 +81,7 @@ def plan_screen(
     tag = check_tag(candidate.tag)
     if tag in (best, SEED_TAG):
         raise CandidateError(f"--capevolve-screen: {tag!r} is the best (or the seed); screen a candidate")
-    records = index_records(rundir.rollouts("val"))
+    records = index_records(rundir.indexed_rollouts("val", [best]))
     best_matrix = reward_matrix(records.get(best, {}), val_ids, spec.num_trials)
     task_means = stats.task_means(best_matrix)
     means = {t: float(m) for t, m in zip(val_ids, task_means, strict=True) if not np.isnan(m)}
@@ -127,7 +127,7 @@ def plan_screen(
         "val",
         subset,
         planned_candidates,
-        rundir.rollouts("val"),
+        rundir.indexed_rollouts("val", [c.tag for c in planned_candidates]),
         "screen_started",
         claimed=claimed,
         screen=request.label,
@@ -160,7 +160,7 @@ class ScreenSession:
 
     def conclude(self) -> Outcome:
         plan, planned = self.planned.plan, self.planned
-        by_tag = index_records(self.rundir.rollouts("val"))
+        by_tag = index_records(self.rundir.indexed_rollouts("val"))
         outcome = summarize(plan, by_tag, self.persistence.tally, against=planned.best)
         # the best's side on the subset, read from its persisted rollouts (never paid here)
         best_row = summarize_arm(

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ..decide.rounds import MULTIPLE
 from ..items import CONTEXT_KEY, EvalContext
 from ..project.adapter import AdapterError, load_adapter, load_tasks
 from ..project.candidate import SEED_TAG, CandidateError
@@ -24,25 +24,23 @@ from ..project.spec import Spec, SpecError, load_spec
 from ..project.splits import TestSealError
 from ..store.record import RecordError, RolloutRecord
 from ..store.rundir import RunDir, RunDirError
-from ..store.seal import Seal
 from . import fanout, heap
 from .evaluation import EvaluationSession
-from .finalize import FinalizeSession
-from .grow import GrowSession, refuse_regating_grown
-from .judging import AlphaBudget
-from .junit import JunitReport
 from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
 from .plan import WORKERINPUT_KEY, EvalPlan
-from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation, plan_finalize
+from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation
 from .progress import Progress
 from .remote import RemoteWorkers, check_gateways, worker_target
 from .reporter import CapevolveReporter
-from .resume import resume_command
 from .screen_or_grow import screen_or_grow, start_screen_or_grow
 from .screens import Screens
-from .sequential import SequentialGate
-from .subset_screen import ScreenSession
+
+if TYPE_CHECKING:  # the other sessions' roles are imported by the session that uses them
+    from .finalize import FinalizeSession
+    from .grow import GrowSession
+    from .sequential import SequentialGate
+    from .subset_screen import ScreenSession
 
 COMMIT_MODES = ("auto", "none")
 
@@ -105,6 +103,10 @@ def _start_controller(
     role: EvaluationSession | FinalizeSession | ScreenSession | GrowSession
     planned: Planned
     if finalize:
+        from ..store.seal import Seal
+        from .finalize import FinalizeSession
+        from .planning import plan_finalize
+
         rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, create=False)
         seal = Seal(rundir)
         seal.claim()  # before anything is planned: a refused finalize pays and writes nothing
@@ -129,6 +131,8 @@ def _start_controller(
             try:
                 with rundir.lock():
                     if gate.enabled:
+                        from .grow import refuse_regating_grown
+
                         refuse_regating_grown(spec, rundir, [r.tag for r in requests])
                     planned = plan_evaluation(
                         spec,
@@ -159,8 +163,8 @@ def _start_controller(
         )
     plan_split, plan_block = planned.plan.split, planned.plan.block
     read = (
-        role.seal.test_rollouts
-        if isinstance(role, FinalizeSession)
+        role.seal.test_rollouts  # type: ignore[union-attr]
+        if finalize
         else lambda: rundir.indexed_rollouts(plan_split, planned.plan.tags() | {SEED_TAG}, plan_block)
     )
     end = SessionEnd(
@@ -182,6 +186,8 @@ def _start_controller(
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
     if getattr(option, "xmlpath", None):  # --junitxml: flat properties, a testcase per verdict
+        from .junit import JunitReport
+
         config.pluginmanager.register(JunitReport(config, end), "capevolve-junitxml")
     return planned.plan
 
@@ -190,6 +196,9 @@ def _sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned:
     """The sequential gate's role: every non-best tag gated against the best; the candidates
     share the round's α from the val-reuse budget equally (Bonferroni: each is decided on its
     own, as its e-process crosses), each null control gets what one candidate gets."""
+    from .judging import AlphaBudget
+    from .sequential import SequentialGate
+
     plan = planned.plan
     gated = [c.tag for c in plan.candidates if c.tag != planned.best]
     siblings = [t for t in gated if t not in planned.null_tags]
@@ -210,6 +219,7 @@ def _interrupted(
     resumes; every rollout that reported before the interrupt is saved. A sequential gate
     writes what it knows: a decision it reached, else "undecided" with its e-values."""
     from ..decide.evidence import index_records
+    from .resume import resume_command
 
     persistence.rundir.claims.release()
     plan = planned.plan
@@ -237,6 +247,8 @@ def _interrupted(
 
 
 def _gate_request(config: pytest.Config, split: str) -> GateRequest:
+    from ..decide.rounds import MULTIPLE
+
     enabled = bool(config.option.capevolve_gate)
     if enabled and split != "val":
         raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")

@@ -18,6 +18,7 @@ from ..decide.evidence import ByTag, index_records, reward_matrix
 from ..loop.screen import ledger as screen_ledger
 from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
+from ..store.event_digest import digest
 from ..store.rundir import RunDir
 from ..store.seal import Seal
 from .numbers import interval, num
@@ -91,7 +92,7 @@ def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -
     its split), so they are not read from disk again."""
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
     state = rundir.read_state()
-    events = rundir.events()
+    events, rollouts_by_split = digest(rundir)  # the log less its rollout lines, and their count
     best = str(state["best_id"])
     result = Measurement(rundir.run_id, rundir.root, best)
     tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
@@ -114,7 +115,9 @@ def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -
         )
     _test_split(result, rundir, splits)
     result.lineage = _lineage(rundir, events)
-    result.spend, result.screening = _spend(rundir, events, state, len(splits["val"]), spec.num_trials)
+    result.spend, result.screening = _spend(
+        rundir, events, rollouts_by_split, state, len(splits["val"]), spec.num_trials
+    )
     result.calibration = calibration(events, spec.gate_alpha)
     if result.calibration["alarm"]:
         result.labels.insert(0, result.calibration["text"])
@@ -221,12 +224,13 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def _spend(
-    rundir: RunDir, events: list[dict[str, Any]], state: dict[str, Any], val_tasks: int, trials: int
+    rundir: RunDir,
+    events: list[dict[str, Any]],
+    paid: dict[str, int],
+    state: dict[str, Any],
+    val_tasks: int,
+    trials: int,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    paid: dict[str, int] = {}
-    for event in events:
-        if event.get("kind") == "rollout":
-            paid[event["split"]] = paid.get(event["split"], 0) + 1
     spend = {
         "rollouts_by_split": paid,
         "metric_calls": state["spent"]["metric_calls"],

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from .. import stats
 from ..decide import evidence
 from ..decide.looks import shown_decision
@@ -45,10 +47,8 @@ def summarize_arm(
     paid: int,
     reused: int,
 ) -> ArmSummary:
-    rewards = evidence.reward_matrix(arm, task_ids, num_trials)
+    rewards, passes, infra, cost = _arm_arrays(arm, task_ids, num_trials)
     mean, se = stats.mean_se(stats.task_means(rewards))
-    passes = evidence.pass_matrix(arm, task_ids, num_trials)
-    cost = sum(r.cost_usd for r in evidence.in_plan(arm, task_ids, num_trials))
     return ArmSummary(
         tag=tag,
         split=split,
@@ -60,9 +60,32 @@ def summarize_arm(
         pass_k=stats.pass_hat_k(passes, num_trials),
         paid=paid,
         reused=reused,
-        infra=evidence.infra_count(arm, task_ids, num_trials),
+        infra=infra,
         cost_usd=cost,
     )
+
+
+def _arm_arrays(
+    arm: evidence.Arm, task_ids: Sequence[str], num_trials: int
+) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """In one pass over the arm (a session's table reads 60,000 records at scale): the reward
+    and pass matrices (:func:`~..decide.evidence.reward_matrix`, ``pass_matrix``), the infra
+    errors and the cost of the records in the plan (``infra_count``, ``in_plan``)."""
+    rows = {task_id: i for i, task_id in enumerate(task_ids)}
+    rewards = np.full((len(task_ids), num_trials), np.nan)
+    passes = np.full((len(task_ids), num_trials), np.nan)
+    infra, cost = 0, 0.0
+    for (task_id, k), record in arm.items():
+        row = rows.get(task_id)
+        if row is None or k >= num_trials:
+            continue
+        cost += record.cost_usd
+        if record.infra_error is not None:
+            infra += 1
+        elif record.reward is not None:
+            rewards[row, k] = float(record.reward)
+            passes[row, k] = float(record.passed)  # type: ignore[arg-type]
+    return rewards, passes, infra, cost
 
 
 def render_arms(rows: Sequence[ArmSummary]) -> list[str]:

@@ -83,16 +83,23 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(RolloutRecord) if f.n
 _PASSED = FIELDS.index("passed")
 
 
-def record_of(row: Row) -> RolloutRecord:
+def record_of(
+    row: Row,
+    *,
+    _new: Any = object.__new__,
+    _set: Any = object.__setattr__,
+    _fields: tuple[str, ...] = FIELDS,
+) -> RolloutRecord:
     """A record with the outcome fields only (no input, output, trace, feedback, metrics).
 
     Built without the frozen dataclass's per-field ``__init__`` (a resume reads 60,000 rows):
     the values come from rows this code wrote from valid records."""
-    record = object.__new__(RolloutRecord)
-    values = dict(zip(FIELDS, row, strict=False))
+    record = _new(RolloutRecord)
+    values = _DEFAULTS.copy()
+    values.update(zip(_fields, row, strict=False))
     if row[_PASSED] is not None:
         values["passed"] = bool(row[_PASSED])
-    record.__dict__.update(_DEFAULTS, **values)
+    _set(record, "__dict__", values)
     return record
 
 
@@ -191,6 +198,14 @@ class RolloutIndex:
             marks = ", ".join("?" * len(wanted))
             query = f"SELECT * FROM rollouts WHERE split = ? AND tag IN ({marks})"
             return db.execute(query, (split, *wanted)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
+
+    def tags(self, split: str) -> set[str]:
+        """The tags with a row in the split."""
+        try:
+            query = "SELECT DISTINCT tag FROM rollouts WHERE split = ?"
+            return {tag for (tag,) in self.connect().execute(query, (split,))}
         except sqlite3.DatabaseError as exc:
             raise IndexDamaged(str(exc)) from None
 

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from ..project.blocks import first_trial
 from ..project.candidate import legacy_escape_id
 from ..project.splits import TEST_SPLIT, TestSealError
 from .files import RunDirError, atomic_write_text
@@ -43,10 +44,10 @@ class RolloutFiles:
     _event_tail: tuple[int, str, int] | None  # set by append_event: the event just appended
     index: RolloutIndex
     _unflushed: int = 0
-    # the last rows checked against their files, and the index's rows_version they were read at:
-    # a session reading its split again (planning, then its conclusion) with nothing changed in
-    # between is not charged the file checks twice
-    _checked: dict[tuple[str, frozenset[str] | None], tuple[str, list[RolloutRecord]]] = {}
+    # split → the index's rows_version, the tags whose rows were checked against their files at
+    # it, and those records: a session reading its split again (planning, its conclusion, the
+    # pages' freshness) with nothing changed in between is not charged the file checks twice
+    _checked: dict[str, tuple[str, frozenset[str], list[RolloutRecord]]] = {}
 
     def write_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
         """Write the record's file (compact JSON; ``text``: its JSON when the caller has it)."""
@@ -111,7 +112,10 @@ class RolloutFiles:
         ``block``: the replicate block, as in :meth:`rollouts` (default 0; None: every block).
         The test split is refused, as in :meth:`rollouts`."""
         records = self._indexed(split, tags)
-        return records if block is None else [r for r in records if r.block == block]
+        if block is None:
+            return records
+        low, high = first_trial(block), first_trial(block + 1)  # r.block == block, without 60,000 calls
+        return [r for r in records if low <= r.trial < high]
 
     def _indexed(self, split: str, tags: Iterable[str] | None) -> list[RolloutRecord]:
         if split == TEST_SPLIT:
@@ -120,13 +124,14 @@ class RolloutFiles:
         try:
             with self.lock():
                 self.sync_index()
-            key = (split, None if wanted is None else frozenset(wanted))
-            cached = self._checked.get(key)
-            version = self.index.rows_version()
-            if cached is not None and cached[0] == version:
-                return list(cached[1])
+            # a check of tags T at a version leaves no unknown file of any tag (it indexes them),
+            # so it answers any later ask for tags within T — "every tag" included — at that version
+            asked = frozenset(self.index.tags(split) if wanted is None else wanted)
+            cached = self._checked.get(split)
+            if cached is not None and cached[0] == self.index.rows_version() and asked <= cached[1]:
+                return [r for r in cached[2] if r.tag in asked]
             records = self._checked_rows(split, wanted)
-            self._checked = {key: (self.index.rows_version(), records)}
+            self._checked = {split: (self.index.rows_version(), asked, records)}
             return list(records)
         except (IndexDamaged, OSError) as exc:  # could not even rebuild it (e.g. a read-only run dir)
             self.notices.append(f"{self.index.path}: unusable ({exc}); read the rollout files instead")
@@ -264,6 +269,14 @@ class RolloutFiles:
             )
         records = self._read_rollouts(split)
         return records if block is None else [r for r in records if r.block == block]
+
+    def read_rollout(self, split: str, task_id: str, tag: str, trial: int) -> RolloutRecord | None:
+        """One persisted rollout with every field, from its file (None: not persisted or
+        damaged — a damaged file is quarantined, as :meth:`rollouts` does): for a reader of
+        :meth:`indexed_rollouts` that shows a few rollouts' feedback or output."""
+        if split == TEST_SPLIT:
+            self.rollouts(split)  # raises: only the seal reads test
+        return self._read_one(self.rollout_path(split, task_id, tag, trial))
 
     def _read_rollouts(self, split: str) -> list[RolloutRecord]:
         """Every readable record of the split. A damaged file (cut short, not JSON, fields

@@ -63,6 +63,7 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         self.events_path = root / "events.jsonl"
         self.report_path = root / "report.md"
         self.dashboard_path = root / "dashboard.html"
+        self.views_path = root / "views.json"  # what report.md and dashboard.html were drawn from
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self._split_folders: dict[str, Path] = {}
         self.lock = RunLock(root)
@@ -140,6 +141,17 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
     def write_dashboard(self, page: str) -> Path:
         atomic_write_text(self.dashboard_path, page)
         return self.dashboard_path
+
+    def views_stamp(self) -> dict[str, Any] | None:
+        """What the pages were last drawn from (:mod:`..show.views`); None if unknown."""
+        try:
+            stamp = read_json(self.views_path)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        return stamp if isinstance(stamp, dict) else None
+
+    def write_views_stamp(self, stamp: dict[str, Any]) -> None:
+        atomic_write_json(self.views_path, stamp)
 
     def verdict_path(self, tag: str) -> Path:
         return self.root / "verdicts" / f"{check_tag(tag)}.json"

@@ -10,12 +10,12 @@ forest plot, spend, lineage, per-task drill-down).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ...decide.evidence import ByTag
-from ...store.rundir import RunDir
-from ..measure import Measurement
-from .model import collect
-from .page import render
+if TYPE_CHECKING:  # imported where a page is drawn: ``capevolve --help`` must not load numpy
+    from ...decide.evidence import ByTag
+    from ...store.rundir import RunDir
+    from ..measure import Measurement
 
 __all__ = ["build", "write_dashboard"]
 
@@ -24,6 +24,9 @@ def build(
     rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
 ) -> str:
     """The page for this run, as HTML text."""
+    from .model import collect
+    from .page import render
+
     return render(collect(rundir, num_trials, measurement, val))
 
 

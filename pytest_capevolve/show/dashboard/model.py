@@ -19,10 +19,15 @@ from ... import stats
 from ...decide.evidence import ByTag, index_records, reward_matrix
 from ...decide.looks import shown_decision
 from ...project.candidate import SEED_TAG
+from ...store.record import RolloutRecord
 from ...store.rundir import RunDir
 from ..measure import Measurement, table_rows
 
 GATE_SPLIT = "val"
+# the drill-down shows feedback and output for at most this many rollouts (those that scored
+# below 1, in task order), each read from its file; every other rollout shows its reward from the
+# index: a page for 60,000 rollouts must not open 60,000 files
+DETAIL_LIMIT = 200
 MAX_SPEND_POINTS = 400  # a polyline past this many points draws nothing more a reader can see
 
 
@@ -34,6 +39,7 @@ class Trial:
     infra_error: str | None
     feedback: str
     output: str
+    detail: bool = True  # feedback and output were read from the rollout's file
 
 
 @dataclass(frozen=True)
@@ -126,11 +132,13 @@ def collect(
     rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
 ) -> Dashboard:
     """Read the run once and turn it into the dashboard's numbers. ``val``: the val records
-    when the caller has just read them (a val session), so they are not read again."""
+    when the caller has just read them (a val session), so they are not read again. Outcome
+    fields come from the index; feedback and output only for the rollouts the drill-down
+    details (:data:`DETAIL_LIMIT`), from their files."""
     splits = rundir.splits() or {}
     task_ids = [str(t) for t in splits.get(GATE_SPLIT, [])]
     if val is None:
-        val = index_records(rundir.rollouts(GATE_SPLIT)) if task_ids else {}
+        val = index_records(rundir.indexed_rollouts(GATE_SPLIT)) if task_ids else {}
     state = rundir.read_state()
     events = rundir.events()
     tags = _tag_order(val, events)
@@ -146,7 +154,7 @@ def collect(
         task_ids=task_ids,
         tags=tags,
         cells=_cells(val, matrices, task_ids, tags, num_trials),
-        trials=_trials(val, task_ids, tags),
+        trials=_trials(rundir, val, task_ids, tags),
         best_so_far=best_so_far(decisions, matrices),
         verdicts=verdicts,
         null_band=max(nulls) if nulls else None,
@@ -196,17 +204,29 @@ def _cells(
     return cells
 
 
-def _trials(val: ByTag, task_ids: list[str], tags: list[str]) -> dict[int, list[Trial]]:
-    index = {task_id: row for row, task_id in enumerate(task_ids)}
-    out: dict[int, list[Trial]] = {row: [] for row in range(len(task_ids))}
-    for tag in tags:
-        for (task_id, k), record in sorted(val.get(tag, {}).items(), key=lambda kv: (kv[0][0], kv[0][1])):
-            if task_id not in index:
-                continue
-            output = record.output if isinstance(record.output, str) else _short_json(record.output)
-            out[index[task_id]].append(
-                Trial(tag, k, record.reward, record.infra_error, str(record.feedback or ""), output)
-            )
+def _trials(rundir: RunDir, val: ByTag, task_ids: list[str], tags: list[str]) -> dict[int, list[Trial]]:
+    """Each task's val rollouts, tag by tag in trial order. The first :data:`DETAIL_LIMIT` that
+    scored below 1 carry their feedback and output, read from their files."""
+    by_task: dict[str, list[tuple[int, int, RolloutRecord]]] = {}
+    for column, tag in enumerate(tags):
+        for (task_id, k), record in val.get(tag, {}).items():
+            by_task.setdefault(task_id, []).append((column, k, record))
+    out: dict[int, list[Trial]] = {}
+    shown = 0
+    for row, task_id in enumerate(task_ids):
+        trials = out[row] = []
+        for column, k, record in sorted(by_task.get(task_id, ()), key=lambda c: c[:2]):
+            tag = tags[column]
+            if shown < DETAIL_LIMIT and record.reward is not None and record.reward < 1:
+                full = rundir.read_rollout(record.split, record.task_id, record.tag, record.trial)
+                if full is not None:
+                    shown += 1
+                    output = full.output if isinstance(full.output, str) else _short_json(full.output)
+                    trials.append(
+                        Trial(tag, k, full.reward, full.infra_error, str(full.feedback or ""), output)
+                    )
+                    continue
+            trials.append(Trial(tag, k, record.reward, record.infra_error, "", "", detail=False))
     return out
 
 

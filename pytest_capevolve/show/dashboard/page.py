@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from .model import Dashboard, Trial
+from .model import DETAIL_LIMIT, Dashboard, Trial
 from .plots import best_so_far_plot, forest_plot, heatmap_plot, lineage_plot, spend_plot
 from .svg import esc
 
@@ -113,7 +113,8 @@ def render(dash: Dashboard) -> str:
         ),
         _section(
             "Per-task drill-down (val)",
-            "Every val rollout by task: reward, feedback, output.",
+            f"Every val rollout by task with its reward; feedback and output for the first "
+            f"{DETAIL_LIMIT} that scored below 1 (each rollout's file in rollouts/val/ holds all of it).",
             _drill_down(dash),
         ),
     ]
@@ -190,7 +191,11 @@ def _trial_row(trial: Trial) -> str:
         feedback = f'<td class="feedback infra">{esc(trial.infra_error)}</td>'
     else:
         reward = f'<td class="num">{esc(_num(trial.reward))}</td>'
-        feedback = f'<td class="feedback">{esc(trial.feedback)}</td>'
+        feedback = (
+            f'<td class="feedback">{esc(trial.feedback)}</td>'
+            if trial.detail
+            else '<td class="feedback">·</td>'
+        )
     output = trial.output if len(trial.output) <= OUTPUT_CHARS else trial.output[:OUTPUT_CHARS] + "…"
     return (
         f'<tr><td>{esc(trial.tag)}</td><td class="num">{trial.trial}</td>{reward}{feedback}'
