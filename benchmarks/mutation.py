@@ -33,6 +33,7 @@ TARGETS = (
     "pytest_capevolve/decide/judging.py",
     "pytest_capevolve/decide/rounds.py",
     "pytest_capevolve/stats/core.py",
+    "pytest_capevolve/stats/arms.py",
 )
 
 # Surviving mutants that no test can kill, by mutmut's name, with the reason (one line each).

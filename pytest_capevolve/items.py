@@ -28,7 +28,7 @@ from .project.spec import Spec, SpecError
 from .session.plan import EvalPlan, PlannedCandidate, RolloutKey
 from .session.remote import STALE_COPY_FIX
 from .store import stop_marker
-from .store.record import RolloutRecord
+from .store.record import RecordError, RolloutRecord
 from .store.rundir import RUNS_DIR, RunDir, RunDirError
 
 RECORD_PROPERTY = "capevolve_rollout"
@@ -190,7 +190,9 @@ class RolloutItem(LeanItem):
                 timeout_s=spec.rollout_timeout_s,
             )
         record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
-        self.user_properties.append((RECORD_PROPERTY, record.dumps()))
+        text = record.dumps()
+        remember_decoded(text, record)  # in-process, the reports' hooks need not decode it again
+        self.user_properties.append((RECORD_PROPERTY, text))
         if record.infra_error:
             raise InfraError(record.infra_error)
         if not record.passed:
@@ -237,15 +239,47 @@ def rollout_record(
     )
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def to_plain(value: Any) -> Any:
     """A JSON-able copy of ``value`` (non-JSON leaves become their repr)."""
+    if type(value) in _SCALARS:  # what the JSON round trip would give back unchanged
+        return value
     return json.loads(json.dumps(value, default=repr))
+
+
+# The last record decoded (or built) and its JSON. Several hooks read the record of the same
+# report one after another (persistence, reporter, progress, sequential gate, junit; the
+# teardown report carries the same text as the call's): it is decoded once, not once per hook.
+# One slot, replaced whole, so a reader on another thread sees a consistent pair.
+_last_decoded: tuple[str, RolloutRecord] | None = None
+
+
+def remember_decoded(text: str, record: RolloutRecord) -> None:
+    global _last_decoded
+    _last_decoded = (text, record)
+
+
+def decode_record(text: str, where: Any) -> RolloutRecord:
+    """``RolloutRecord.loads(text)``, from the one-slot cache when ``text`` was the last one;
+    ``where`` (a report, named in the error) is only formatted when decoding fails."""
+    last = _last_decoded
+    if last is not None and (last[0] is text or last[0] == text):
+        return last[1]
+    try:
+        record = RolloutRecord.loads(text)
+    except RecordError:  # again, to name the report in the error
+        RolloutRecord.loads(text, f"report of {where.nodeid}")
+        raise
+    remember_decoded(text, record)
+    return record
 
 
 def record_from_report(report: Any) -> RolloutRecord | None:
     """The rollout record a report carries, if any (controller side)."""
     text = record_text(report)
-    return None if text is None else RolloutRecord.loads(text, f"report of {report.nodeid}")
+    return None if text is None else decode_record(text, report)
 
 
 def record_text(report: Any) -> str | None:

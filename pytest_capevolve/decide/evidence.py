@@ -8,6 +8,7 @@ a 0.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,3 +69,53 @@ def shared_arms(a: Arm, b: Arm, task_ids: Sequence[str], num_trials: int) -> tup
     cells = {c for c in a.keys() & b.keys() if c[0] in wanted and c[1] < num_trials}
     trials = max((k for _, k in cells), default=-1) + 1
     return {c: a[c] for c in cells}, {c: b[c] for c in cells}, trials
+
+
+@dataclass(frozen=True)
+class Cells:
+    """One arm's records laid out as task × trial arrays, one row per distinct task: which cells
+    have a record, which of those are infra errors, and the reward (nan unless valid); ``rows``
+    maps each of the plan's task ids (repeats included) to its row. Built once per tag, so
+    gating many candidates against one best reads its records once."""
+
+    present: np.ndarray
+    infra: np.ndarray
+    reward: np.ndarray
+    rows: np.ndarray
+
+
+def cells(arm: Arm, task_ids: Sequence[str], num_trials: int) -> Cells:
+    """The arm's records for these tasks and the first ``num_trials`` trials, as :class:`Cells`."""
+    row_of = {task_id: i for i, task_id in enumerate(dict.fromkeys(task_ids))}
+    rows: list[int] = []
+    cols: list[int] = []
+    flagged: list[bool] = []
+    rewards: list[float] = []
+    for (task_id, k), record in arm.items():
+        i = row_of.get(task_id)
+        if i is None or not 0 <= k < num_trials:
+            continue
+        rows.append(i)
+        cols.append(k)
+        flagged.append(record.infra_error is not None)
+        rewards.append(float(record.reward) if record.valid else np.nan)
+    shape = (len(row_of), num_trials)
+    present, infra, reward = np.zeros(shape, bool), np.zeros(shape, bool), np.full(shape, np.nan)
+    present[rows, cols] = True
+    infra[rows, cols] = flagged
+    reward[rows, cols] = rewards
+    return Cells(present, infra, reward, np.array([row_of[t] for t in task_ids], dtype=np.intp))
+
+
+def shared_matrices(a: Cells, b: Cells, num_trials: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+    """:func:`shared_arms` then :func:`reward_matrix` and :func:`infra_count` of each side, from
+    cells of the same plan: (a's matrix, b's matrix, trials, a's infra errors, b's infra
+    errors). With no cell shared, ``num_trials`` all-missing trials (the verdict then says no
+    task is valid)."""
+    shared = a.present & b.present
+    used = np.flatnonzero(shared.any(axis=0))
+    width = int(used[-1]) + 1 if used.size else num_trials
+    both = shared[:, :width]
+    matrices = [np.where(both, side.reward[:, :width], np.nan)[side.rows] for side in (a, b)]
+    infra = [int(np.count_nonzero(both & side.infra[:, :width])) for side in (a, b)]  # per record
+    return matrices[0], matrices[1], width, infra[0], infra[1]

@@ -108,28 +108,40 @@ def regressions(
     best: np.ndarray,
     task_ids: list[str],
     success_threshold: float,
-    means: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
     """Tasks the best passed (most trials at or above the threshold) whose mean dropped by
     more than their own noise: twice the SE of the per-task difference (any drop when both
-    arms were constant). ``means``: both arms' per-task means, when the caller has them."""
-    cand_means, best_means = means or (stats.task_means(candidate), stats.task_means(best))
-    noise = 2 * np.sqrt(stats.task_stderrs(candidate) ** 2 + stats.task_stderrs(best) ** 2)
+    arms were constant)."""
+    return _regressions_of((stats.summarize(candidate), stats.summarize(best)), task_ids, success_threshold)
+
+
+def _regressions_of(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], task_ids: list[str], success_threshold: float
+) -> list[dict[str, Any]]:
+    cand, best = arms
     # at least half of the best's valid trials at the threshold (nan compares False), counted in
     # integers; a task with no valid trial on either side has a nan drop, which is never a hit
-    best_passed = 2 * np.sum(best >= success_threshold, axis=1) >= np.sum(~np.isnan(best), axis=1)
-    drop = best_means - cand_means
-    hit = best_passed & (drop > noise)  # noise ≥ 0, so only a drop can be a hit
+    drop = best.means - cand.means
+    # noise ≥ 0, so only a drop can be a hit: the candidate's per-task SEs (the one per-candidate
+    # cost here) are computed on those tasks alone, row by row as task_stderrs does
+    dropped = np.flatnonzero(best.passed(success_threshold) & (drop > 0))
+    noise = 2 * np.sqrt(stats.task_stderrs(cand.matrix[dropped]) ** 2 + best.stderrs[dropped] ** 2)
+    hit = drop[dropped] > noise
     return [
         {
             "task_id": task_ids[i],
-            "best": float(best_means[i]),
-            "candidate": float(cand_means[i]),
+            "best": float(best.means[i]),
+            "candidate": float(cand.means[i]),
             "drop": float(drop[i]),
-            "noise": float(noise[i]),
+            "noise": float(task_noise),
         }
-        for i in np.flatnonzero(hit)
+        for i, task_noise in zip(dropped[hit].tolist(), noise[hit].tolist(), strict=True)
     ]
+
+
+def _covered(arm: stats.ArmSummary) -> float:
+    """:func:`stats.coverage`: the share of tasks with at least one valid trial."""
+    return float(np.mean(arm.counts > 0)) if arm.counts.size else 0.0
 
 
 def decide(
@@ -153,32 +165,32 @@ def decide(
     """
     if split != "val":
         raise GateSplitError(f"the gate reads only the val split; refusing to gate on {split!r}")
-    candidate, best = stats.as_matrix(candidate), stats.as_matrix(best)
-    stats.check_rewards(candidate)
-    stats.check_rewards(best)
+    # one summary per arm: the best's is shared by every candidate gated against it
+    arms = stats.summarize(candidate), stats.summarize(best)
+    candidate, best = arms[0].matrix, arms[1].matrix
     infra = dict(infra_errors or {"candidate": 0, "best": 0})
-    deltas, mask = stats.paired_deltas(candidate, best)
+    deltas, mask = stats.paired_means(*arms)
     n = int(deltas.size)
     cov = {
-        "candidate": stats.coverage(candidate),
-        "best": stats.coverage(best),
+        "candidate": _covered(arms[0]),
+        "best": _covered(arms[1]),
         "paired": float(np.mean(mask)) if mask.size else 0.0,
     }
     delta_mean, se = stats.mean_se(deltas)
-    used_ids = [t for t, m in zip(task_ids, mask, strict=True) if m]
-    cand_means, best_means = stats.task_means(candidate), stats.task_means(best)
+    cand_means, best_means = arms[0].means, arms[1].means
     per_task = {  # built from whole columns: 10,000 tasks × 20 candidates stay cheap
         t: {"candidate": c, "best": b, "delta": d}
         for t, c, b, d in zip(
             task_ids,
-            _none_for_nan(cand_means),
-            _none_for_nan(best_means),
+            arms[0].means_or_none,
+            arms[1].means_or_none,
             _none_for_nan(cand_means - best_means),
             strict=True,
         )
     }
-    footprint = [t for t, d in zip(used_ids, deltas, strict=True) if d != 0]
-    regs = regressions(candidate, best, task_ids, config.success_threshold, (cand_means, best_means))
+    used = np.flatnonzero(mask)[deltas != 0]
+    footprint = [task_ids[i] for i in used.tolist()]
+    regs = _regressions_of(arms, task_ids, config.success_threshold)
     spread = max((abs(d) for d in null_deltas), default=None) if null_deltas else None
     base = dict(
         tag=tag,
@@ -210,7 +222,7 @@ def decide(
     ci = stats.bootstrap_ci(deltas, seed=config.seed)
     base["ci"] = None if ci is None else [ci[0], ci[1]]
     base["ci_method"] = None if ci is None else stats.ci_method(n)
-    decision, basis, reason, extra = _rule(candidate, best, deltas, config, candidate_size, best_size)
+    decision, basis, reason, extra = _rule(candidate, best, deltas, config, candidate_size, best_size, arms)
     base.update(extra)
     if decision == ACCEPT and spread is not None and not (delta_mean or 0.0) > spread:
         decision, basis = REJECT, "null_floor"
@@ -222,7 +234,7 @@ def decide(
     elif spread is not None:
         base["bar"] = max(base.get("bar") or 0.0, spread)
     base["verdict_stable"] = _survives_dropping_any_task(
-        candidate, best, config, candidate_size, best_size, spread, decision, (cand_means, best_means)
+        arms, config, candidate_size, best_size, spread, decision, extra
     )
     base["directionally_positive_but_inconclusive"] = decision != ACCEPT and (delta_mean or 0.0) > 0
     if decision == ACCEPT and config.veto_regressions and regs:
@@ -247,32 +259,35 @@ STABILITY_CHECKS = 64  # distinct task outcomes tried at most; past that, stabil
 
 
 def _survives_dropping_any_task(
-    candidate: np.ndarray,
-    best: np.ndarray,
+    arms: tuple[stats.ArmSummary, stats.ArmSummary],
     config: GateConfig,
     candidate_size: int | None,
     best_size: int | None,
     spread: float | None,
     decision: str,
-    means: tuple[np.ndarray, np.ndarray],
+    rule_numbers: dict[str, Any],
 ) -> bool | None:
     """Would the rule (and the null floor) decide the same with any one task left out?
 
     Tasks with the same pair of per-task means are interchangeable for every rule, so one of
-    each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds."""
-    cand_means, best_means = means
+    each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds.
+    The exact rule's p-value bounds most drops without a new test (:func:`_exact_drop_bound`)."""
+    cand_means, best_means = arms[0].means, arms[1].means
     valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
-    pairs = np.stack([cand_means[valid], best_means[valid]], axis=1)
-    _, first = np.unique(pairs, axis=0, return_index=True)  # one task of each kind
+    first = _first_of_each_pair(cand_means[valid], best_means[valid])  # one task of each kind
     if first.size > STABILITY_CHECKS:
         return None
-    for i in sorted(int(j) for j in valid[first]):
-        keep = np.arange(len(candidate)) != i
-        cand, bst = candidate[keep], best[keep]
-        deltas, _ = stats.paired_deltas(cand, bst)
-        if deltas.size == 0:
-            return False
-        again, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size)
+    if valid.size == 1:
+        return False  # dropping the only paired task leaves nothing to decide on
+    all_deltas = cand_means[valid] - best_means[valid]
+    bound = _exact_drop_bound(arms, config, rule_numbers)
+    for j in sorted(int(j) for j in first):
+        deltas = np.delete(all_deltas, j)  # the paired deltas with task valid[j] left out
+        again = bound(j) if bound is not None else None
+        if again is None:
+            dropped = arms[0].without(int(valid[j])), arms[1].without(int(valid[j]))
+            cand, bst = dropped[0].matrix, dropped[1].matrix
+            again, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size, dropped)
         if again == ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
             again = REJECT
         if again != decision:
@@ -280,8 +295,61 @@ def _survives_dropping_any_task(
     return True
 
 
+def _exact_drop_bound(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], config: GateConfig, rule_numbers: dict[str, Any]
+) -> Callable[[int], str | None] | None:
+    """For the exact rule with an exact p on a reward grid: the rule's decision with the j-th paired task left
+    out, where the full p decides it, else None (then the test is run again).
+
+    With S the sign-flipped sum over the other tasks and d the left-out task's delta, the full
+    p = ½·P(S ≥ obs − |d|) + ½·P(S ≥ obs + |d|), and the left-out p is P(S ≥ obs − d). So
+    d = 0 leaves p unchanged (a zero carries no sign); d > 0 gives p ≤ p_left ≤ 2p; d < 0 gives
+    2p − 1 ≤ p_left ≤ p. The rule accepts iff the (exact) p ≤ α, so the bound decides whenever
+    it lies on one side of α; the float p is within :data:`stats.EXACT_MARGIN` of the exact one.
+    """
+    if config.mode != "exact" or rule_numbers.get("p_method") != "exact":
+        return None
+    grid = stats.reward_grid(arms[0].values, arms[1].values)
+    if grid is None:  # off a grid a few deltas are enumerated in float, with a tie tolerance
+        return None
+    ints = stats.integer_deltas_of(*arms, grid)
+    signs = np.sign(ints) if isinstance(ints, np.ndarray) else [(d > 0) - (d < 0) for d in ints]
+    level = float(config.alpha)
+    p = float(rule_numbers["p_value"])
+    low, high = p - stats.EXACT_MARGIN, p + stats.EXACT_MARGIN
+    alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
+    accepted = Fraction(rule_numbers["p_exact"]) <= alpha  # the rule's own decision
+
+    def bound(j: int) -> str | None:
+        if signs[j] == 0:
+            return _outcome(accepted)
+        if signs[j] > 0:
+            if not accepted or 2 * high <= level:
+                return _outcome(accepted)
+            return None
+        if accepted or 2 * low - 1 > level:
+            return _outcome(accepted)
+        return None
+
+    return bound
+
+
+def _first_of_each_pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Index of the first occurrence of each distinct (a[i], b[i]) pair: ``np.unique(pairs,
+    axis=0, return_index=True)``'s second result, by sorting one integer code per pair rather
+    than rows (a row sort of 10,000 pairs costs ~100× more)."""
+    _, a_codes = np.unique(a, return_inverse=True)
+    _, b_codes = np.unique(b, return_inverse=True)
+    codes = a_codes.astype(np.int64) * (int(b_codes.max(initial=0)) + 1) + b_codes
+    _, first = np.unique(codes, return_index=True)
+    return first
+
+
 def _none_for_nan(values: np.ndarray) -> list[float | None]:
-    return [None if v != v else v for v in values.tolist()]  # v != v: nan
+    listed = values.tolist()
+    if not np.isnan(values).any():
+        return listed
+    return [None if v != v else v for v in listed]  # v != v: nan
 
 
 @dataclass(frozen=True)
@@ -295,6 +363,7 @@ class RuleInput:
     config: GateConfig
     candidate_size: int | None
     best_size: int | None
+    arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None  # the two arms' summaries
 
     @property
     def arm_delta(self) -> float:
@@ -308,7 +377,8 @@ RuleResult = tuple[str, str, str, dict[str, Any]]  # decision, basis, reason, nu
 def _exact(x: RuleInput) -> RuleResult:
     """The default: a one-sided paired sign-flip test at α, decided on integers."""
     config = x.config
-    result = stats.sign_flip_test(x.candidate, x.best, alpha=config.alpha, seed=config.seed)
+    arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
+    result = stats.paired_sign_flip(*arms, alpha=config.alpha, seed=config.seed)
     ok = result.at_most(config.alpha)
     extra = {
         "p_value": result.p_value,
@@ -389,11 +459,12 @@ def _rule(
     config: GateConfig,
     candidate_size: int | None,
     best_size: int | None,
+    arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None,
 ) -> RuleResult:
     rule = RULES.get(config.mode)
     if rule is None:
         raise ValueError(f"unknown gate mode {config.mode!r}; use one of {', '.join(GATE_MODES)}")
-    return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size))
+    return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms))
 
 
 def _k_se_rule(basis: str, label: str, delta: float, se: float, k_se: float, detail: str) -> RuleResult:

@@ -62,9 +62,17 @@ class Evidence:
         self.num_trials = num_trials
         self._size_of = size_of
         self._sizes: dict[str, int] = {}
+        self._cells: dict[str, evidence.Cells] = {}
+
+    def cells(self, tag: str) -> evidence.Cells:
+        """The tag's records as arrays, laid out once (the best is read by every candidate)."""
+        if tag not in self._cells:
+            self._cells[tag] = evidence.cells(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
+        return self._cells[tag]
 
     def matrix(self, tag: str) -> np.ndarray:
-        return evidence.reward_matrix(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
+        cells = self.cells(tag)
+        return cells.reward[cells.rows]
 
     def size(self, tag: str) -> int:
         if tag not in self._sizes:
@@ -76,23 +84,19 @@ class Evidence:
     ) -> Verdict:
         """Gate ``tag`` against ``against`` on the trial indices both have (a grown best is
         compared with an ungrown null control on the null's trials only)."""
-        mine, theirs, trials = evidence.shared_arms(
-            self.by_tag.get(tag, {}), self.by_tag.get(against, {}), self.task_ids, self.num_trials
+        candidate, best, _, infra_candidate, infra_best = evidence.shared_matrices(
+            self.cells(tag), self.cells(against), self.num_trials
         )
-        trials = trials or self.num_trials  # nothing shared: the verdict says no task is valid
         return decide(
-            evidence.reward_matrix(mine, self.task_ids, trials),
-            evidence.reward_matrix(theirs, self.task_ids, trials),
+            candidate,
+            best,
             tag=tag,
             against=against,
             task_ids=self.task_ids,
             config=config,
             split=GATE_SPLIT,
             null_deltas=null_deltas,
-            infra_errors={
-                "candidate": evidence.infra_count(mine, self.task_ids, trials),
-                "best": evidence.infra_count(theirs, self.task_ids, trials),
-            },
+            infra_errors={"candidate": infra_candidate, "best": infra_best},
             candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
             best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )

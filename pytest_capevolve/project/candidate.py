@@ -56,7 +56,14 @@ def legacy_escape_id(task_id: str) -> str:
     return _escape(task_id, fold_case=False)
 
 
+# An id that escaping leaves as it is (lower case, safe characters, no leading dot, no "__",
+# short): most ids, and a rollout's file name is built for every rollout persisted.
+_PLAIN_ID = re.compile(r"[a-z0-9_\-][a-z0-9_.\-]{0,119}")
+
+
 def _escape(task_id: str, *, fold_case: bool) -> str:
+    if _PLAIN_ID.fullmatch(task_id) and "__" not in task_id:
+        return task_id
     out = []
     for i, ch in enumerate(task_id):
         if fold_case and "A" <= ch <= "Z":

@@ -20,6 +20,7 @@ rollout no longer counts as in flight.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import ctypes
 import heapq
@@ -113,10 +114,12 @@ def run_rollout_here(rollout: InflightRollout, call: Callable[[], Scored]) -> No
 
 
 class RolloutThreads:
-    """Daemon threads for sync rollouts, reused: a thread is started only when none is idle
-    (starting one waits for the OS to schedule it, which costs milliseconds on a busy machine).
-    Daemons, so an abandoned rollout never holds the process open; an abandoned rollout keeps
-    its thread, and the next rollout gets another."""
+    """Daemon threads for sync rollouts, reused: a thread is started only when none is idle.
+    Started with ``_thread.start_new_thread``, which does not wait for the new thread to run:
+    ``threading.Thread.start`` waits until it has taken the GIL, up to the 5 ms switch interval
+    per thread, so 64 rollouts started at once would wait a third of a second on the main thread.
+    Daemons (as every thread so started), so an abandoned rollout never holds the process open;
+    an abandoned rollout keeps its thread, and the next rollout gets another."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[InflightRollout, Callable[[], Scored]] | None] = (
@@ -135,7 +138,7 @@ class RolloutThreads:
                 self._idle -= 1
         self._jobs.put((rollout, call))
         if spawn:
-            threading.Thread(target=self._work, name="capevolve-rollout", daemon=True).start()
+            _thread.start_new_thread(self._work, ())
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -171,8 +174,10 @@ class Watchdog:
 
     def _push(self, when: float, rollout: InflightRollout) -> None:
         with self._wake:
+            sooner = not self._due or when < self._due[0][0]
             heapq.heappush(self._due, (when, next(self._order), rollout))
-            self._wake.notify()
+            if sooner:  # else the watchdog already wakes in time: no thread handoff per rollout
+                self._wake.notify()
 
     def _run(self) -> None:
         while True:

@@ -22,6 +22,7 @@ pays it again. ``dropped`` counts them (it goes to the controller in ``workerout
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import itertools
 from collections.abc import Iterator
@@ -46,6 +47,12 @@ class Fanout:
         self._index: dict[int, int] | None = None  # id(item) -> position in session.items
         self._abandoned: set[concurrent.futures.Future[Any]] = set()
         self._worker: Any = None  # xdist's worker plugin, found at the first item
+        # pytest's own run loop, in order (see _in_order_at): the items started ahead, in order
+        # (position, nodeid); the position the window has been started up to; the last position
+        self._in_order = True
+        self._ahead: collections.deque[tuple[int, str]] = collections.deque()
+        self._next = 0
+        self._last_at = -1
         context.inflight = RolloutPool(context.runner)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -54,6 +61,11 @@ class Fanout:
         return (yield)
 
     def _start_ahead(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        at = self._in_order_at(item, nextitem)
+        if at is not None:
+            self._start_ahead_in_order(item.session.items, at)
+            return
+        self._in_order = False  # someone else's run loop, or a worker's: the general way from now on
         window = [i for i in self.owned_from(item, nextitem)[: self.width] if isinstance(i, RolloutItem)]
         started = self.context.started
         wanted = {i.nodeid for i in window}
@@ -65,6 +77,42 @@ class Fanout:
             if ahead.nodeid not in started:
                 self._wait_for_slot()
                 ahead.start()
+
+    def _in_order_at(self, item: pytest.Item, nextitem: pytest.Item | None) -> int | None:
+        """``item``'s position when pytest's own run loop runs ``session.items`` in order in
+        this process (no xdist): then the window is a slice, and only its new end needs
+        starting. None otherwise."""
+        if not self._in_order or hasattr(self.config, "workerinput"):
+            return None
+        items = item.session.items
+        if self._index is None:
+            self._index = {id(it): n for n, it in enumerate(items)}
+        at = self._index.get(id(item))
+        if at is None or at < self._last_at or (items[at + 1 : at + 2] or [None])[0] is not nextitem:
+            return None
+        self._last_at = at
+        return at
+
+    def _start_ahead_in_order(self, items: list[pytest.Item], at: int) -> None:
+        """The window ``items[at : at + K]`` in O(1) per item: the rollouts started for items
+        before ``at`` that never collected theirs (skipped) are dropped, then the items that
+        entered the window are started."""
+        started = self.context.started
+        while self._ahead and self._ahead[0][0] < at:
+            _, nodeid = self._ahead.popleft()
+            future = started.pop(nodeid, None)
+            if future is not None:  # started ahead, but its item did not run it
+                self.dropped += 1
+                self._abandoned.add(future)
+        end = min(at + self.width, len(items))
+        for index in range(max(self._next, at), end):
+            ahead = items[index]
+            if isinstance(ahead, RolloutItem) and ahead.nodeid not in started:
+                self._wait_for_slot()
+                ahead.start()
+                if ahead.nodeid in started:
+                    self._ahead.append((index, ahead.nodeid))
+        self._next = max(self._next, end)
 
     def _wait_for_slot(self) -> None:
         """Dropped rollouts still running count toward K until they end."""

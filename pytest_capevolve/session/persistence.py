@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ..decide.evidence import ByTag
-from ..items import RECORD_PROPERTY, record_text
+from ..items import RECORD_PROPERTY, decode_record, record_text
 from ..project.spec import Spec
 from ..show.report import summarize_arm
 from ..store.record import RolloutRecord
@@ -90,16 +90,21 @@ class Persistence:
         every report to the end of the session, and the record is saved; a failed one keeps
         it for the summary's feedback lines."""
         text = record_text(report)
-        record = None if text is None else RolloutRecord.loads(text, f"report of {report.nodeid}")
-        if record is not None and report.when == "call":
-            self._persist(record, text or "")
-            if record.infra_error:
-                self.tally.infra.append((report.nodeid, record.infra_error))
-        elif record is None and report.failed:
-            reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
-            self.tally.lost.append((report.nodeid, reason))
+        if text is None:
+            if report.failed:
+                reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
+                self.tally.lost.append((report.nodeid, reason))
+            yield
+            return
+        if report.when != "call":  # the teardown report carries the call's record again
+            yield
+            return
+        record = decode_record(text, report)
+        self._persist(record, text)
+        if record.infra_error:
+            self.tally.infra.append((report.nodeid, record.infra_error))
         yield
-        if record is not None and report.when == "call" and report.passed:
+        if report.passed:
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
 
     def _persist(self, record: RolloutRecord, text: str) -> None:

@@ -24,7 +24,7 @@ from ..project.spec import Spec, SpecError, load_spec
 from ..project.splits import TestSealError
 from ..store.record import RecordError, RolloutRecord
 from ..store.rundir import RunDir, RunDirError
-from . import fanout, retention
+from . import fanout, heap, retention
 from .evaluation import EvaluationSession
 from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
@@ -80,6 +80,7 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
     retention.register(config)  # every process keeps its items and reports to the end
     if width > 1 or runner.is_async:
         fanout.register(config, context, width)
+    heap.register(config)
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
 
 

@@ -4,10 +4,12 @@ The hypothesis strategies live in :mod:`.strategies` (install ``pytest-capevolve
 they are not imported here, so the statistics need no hypothesis.
 """
 
+from .arms import ArmSummary, integer_deltas_of, paired_means, paired_sign_flip, summarize
 from .core import (
     ANALYTIC_CI_MIN_TASKS,
     BCA,
     EXACT_MARGIN,
+    EXACT_MAX_SPAN,
     GRID_MAX,
     NORMAL,
     SignFlipResult,
@@ -25,6 +27,7 @@ from .core import (
     pass_hat_k,
     reference_bootstrap_ci,
     reward_grid,
+    sign_flip_on_integers,
     sign_flip_test,
     task_means,
     task_stderrs,
@@ -33,8 +36,10 @@ from .core import (
 
 __all__ = [
     "ANALYTIC_CI_MIN_TASKS",
+    "ArmSummary",
     "BCA",
     "EXACT_MARGIN",
+    "EXACT_MAX_SPAN",
     "GRID_MAX",
     "NORMAL",
     "SignFlipResult",
@@ -45,14 +50,19 @@ __all__ = [
     "combined_se",
     "coverage",
     "integer_deltas",
+    "integer_deltas_of",
     "mean_se",
     "normal_ci",
     "paired_deltas",
+    "paired_means",
+    "paired_sign_flip",
     "pass_at_k",
     "pass_hat_k",
     "reference_bootstrap_ci",
     "reward_grid",
+    "sign_flip_on_integers",
     "sign_flip_test",
+    "summarize",
     "task_means",
     "task_stderrs",
     "variance_components",

@@ -35,6 +35,8 @@ def as_matrix(rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
 
 def check_rewards(matrix: np.ndarray) -> None:
     """Raise ValueError on inf or values outside [0, 1] (nan means missing and is allowed)."""
+    if ((matrix >= 0) & (matrix <= 1)).all():  # the usual case: every reward present and valid
+        return
     finite = matrix[~np.isnan(matrix)]
     if np.isinf(finite).any() or ((finite < 0) | (finite > 1)).any():
         bad = finite[np.isinf(finite) | (finite < 0) | (finite > 1)][0]
@@ -107,6 +109,10 @@ def _per_task_k_estimate(passes: np.ndarray, k: int, estimate: object) -> float 
 
 GRID_MAX = 1000  # largest reward denominator treated as a grid (binary, rubric steps, ...)
 EXACT_MARGIN = 1e-9  # a float p-value this close to alpha is re-decided with exact integers
+# The exact tail is a distribution over every integer sum in ±Σ|d|; past this span it would take
+# hundreds of MB (rewards on a fine grid with mixed trial counts: lcm(n_t)·grid per unit), so the
+# p-value is seeded Monte Carlo instead, said in the verdict as p_method "monte_carlo".
+EXACT_MAX_SPAN = 2**22
 
 
 def paired_deltas(candidate: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -226,26 +232,53 @@ def sign_flip_test(
 
     On a reward grid the deltas are scaled to integers and p = #{patterns with Σ ≥ observed}
     / 2^N is computed exactly (a fast float path is used only when it is clearly away from
-    ``alpha``; near it, exact big-integer counting decides). Off a grid, seeded Monte Carlo
-    sign flips with the +1 correction. Empty input → p = 1.
+    ``alpha``; near it, exact big-integer counting decides). Off a grid, or on one so fine that
+    the integer sums span more than :data:`EXACT_MAX_SPAN`, seeded Monte Carlo sign flips with
+    the +1 correction (``method`` says which). Empty input → p = 1.
     """
     candidate, best = as_matrix(candidate), as_matrix(best)
     grid = reward_grid(candidate, best)
     if grid is None:
         deltas, _ = paired_deltas(candidate, best)
         return _monte_carlo(deltas, n_resamples, seed)
-    ints = [d for d in integer_deltas(candidate, best, grid) if d != 0]
-    if not ints:
+    exact = sign_flip_on_integers(integer_deltas(candidate, best, grid), alpha)
+    if exact is None:
+        deltas, _ = paired_deltas(candidate, best)
+        return _monte_carlo(deltas, n_resamples, seed)
+    return exact
+
+
+def sign_flip_on_integers(
+    deltas: np.ndarray | list[int], alpha: float | None = None
+) -> SignFlipResult | None:
+    """The exact one-sided sign-flip p-value of integer paired deltas (zeros carry no sign and
+    are dropped): a float tail by FFT when it is clearly away from ``alpha``, else big-integer
+    counting. ``deltas``: an int64 array (whose sums cannot overflow) or Python integers.
+    None when Σ|d| is past :data:`EXACT_MAX_SPAN` (the caller falls back to Monte Carlo)."""
+    if isinstance(deltas, np.ndarray):
+        nonzero = deltas[deltas != 0]
+        abs_array = np.abs(nonzero)
+        n = int(nonzero.size)
+        fits = n == 0 or int(abs_array.max()) * n < 2**63  # int64 sums are exact
+        observed = int(np.sum(nonzero)) if fits else sum(nonzero.tolist())
+        span = int(np.sum(abs_array)) if fits else sum(abs_array.tolist())
+    else:  # Python integers past int64 become an object array, exact all the same
+        ints = [d for d in deltas if d != 0]
+        abs_array = np.array([abs(d) for d in ints])
+        n = len(ints)
+        observed = sum(ints)
+        span = sum(abs(d) for d in ints)
+    if n == 0:
         return SignFlipResult(1.0, "exact", 1, 1)
-    observed = sum(ints)
-    abs_values = [abs(d) for d in ints]
-    n = len(ints)
-    approx = _float_tail(np.array(abs_values), observed) if n > 60 else None
-    if approx is not None and (alpha is None or abs(approx - alpha) > EXACT_MARGIN):
-        # far from the decision boundary: the float tail decides the same way as exact counts
-        denominator = 1 << 53
-        return SignFlipResult(approx, "exact", round(approx * denominator), denominator)
-    count = _count_at_least(abs_values, observed)
+    if n > 16 and span > EXACT_MAX_SPAN:  # (up to 16 deltas are counted exactly, as before)
+        return None
+    if n > 60:
+        approx = _float_tail(abs_array, observed)
+        if alpha is None or abs(approx - alpha) > EXACT_MARGIN:
+            # far from the decision boundary: the float tail decides the same way as exact counts
+            denominator = 1 << 53
+            return SignFlipResult(approx, "exact", round(approx * denominator), denominator)
+    count = _count_at_least(abs_array.tolist(), observed)
     return SignFlipResult(count / 2**n, "exact", count, 2**n)
 
 

@@ -16,9 +16,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from .files import RunDirError
+from .files import FILE_MODE, RunDirError
 
 GENESIS = "0" * 64
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)  # what json.dumps would build per call
+_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 
 
 def event_line_hash(line: str) -> str:
@@ -85,14 +87,19 @@ class EventLog:
             size, prev, seq = self._read_event_tail()
             event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": kind, **fields}
             event["prev"] = prev
-            line = json.dumps(event, sort_keys=True, ensure_ascii=False)
-            with open(self.events_path, "a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
-            self._event_tail = (
-                size + len(line.encode("utf-8")) + 1,
-                event_line_hash(line),
-                seq + 1,
-            )
+            line = _ENCODER.encode(event)
+            data = line.encode("utf-8")
+            # one write(2) of the whole line on an O_APPEND descriptor (no buffered text file
+            # object per event): a line is never interleaved with another writer's
+            fd = os.open(self.events_path, _APPEND_FLAGS, FILE_MODE)
+            try:
+                out = data + b"\n"
+                written = os.write(fd, out)
+                while written < len(out):  # as a buffered file would: finish the line
+                    written += os.write(fd, out[written:])
+            finally:
+                os.close(fd)
+            self._event_tail = (size + len(data) + 1, hashlib.sha256(data).hexdigest(), seq + 1)
 
     def _read_event_tail(self) -> tuple[int, str, int]:
         try:

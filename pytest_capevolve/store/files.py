@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,18 +30,44 @@ class RunDirError(Exception):
     """The run dir cannot be used as asked; the message names the file and what to do instead."""
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+_NO_INHERIT = getattr(os, "O_CLOEXEC", 0)
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_INHERIT | getattr(os, "O_NOFOLLOW", 0)
+_temp_numbers = itertools.count()  # next() is atomic: threads of one process never share a name
+
+
+def _open_temp(path: Path) -> tuple[int, str]:
+    """A new temp file ``.<name>.<pid>-<n>.tmp`` beside ``path`` (its folder made if need be),
+    with the mode ``open()`` would give (not mkstemp's 0600, which would make run dirs
+    unreadable as CI artifacts)."""
+    while True:
+        tmp = f"{path.parent}{os.sep}.{path.name}.{os.getpid()}-{next(_temp_numbers)}.tmp"
+        try:
+            return os.open(tmp, _TEMP_FLAGS, FILE_MODE), tmp
+        except FileExistsError:  # left by a dead process that had this pid: take the next number
+            continue
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def atomic_write_text(path: Path, text: str) -> os.stat_result:
+    """Write ``text`` to ``path`` atomically; the written file's stat (size, mtime: what the
+    rollout index keeps), read from the open file rather than looked up again."""
+    fd, tmp = _open_temp(path)
     try:
-        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would make run dirs unreadable as CI artifacts
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        try:
+            data = text.encode("utf-8")
+            written = os.write(fd, data)
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            stat = os.fstat(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return stat
 
 
 def dump_json(obj: Any) -> str:
@@ -69,12 +95,16 @@ def exclusive(lock_file: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+_LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_INHERIT
+
+
 class RunLock:
     """Exclusive across processes; re-entrant within this object, so a compound update
     (rollout + spend + event) takes the lock once."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.path = f"{root}{os.sep}.lock"
         self._depth = 0
 
     @contextlib.contextmanager
@@ -86,12 +116,18 @@ class RunLock:
             finally:
                 self._depth -= 1
             return
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fd = os.open(self.path, _LOCK_FLAGS, FILE_MODE)
+        except FileNotFoundError:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, _LOCK_FLAGS, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             self._depth = 1
             try:
                 yield
             finally:
                 self._depth = 0
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)

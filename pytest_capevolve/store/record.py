@@ -69,8 +69,9 @@ class RolloutRecord:
         return dataclasses.asdict(self)
 
     def dumps(self) -> str:
-        """Compact, key-sorted JSON: what travels in a report."""
-        return json.dumps(self.to_json(), sort_keys=True, ensure_ascii=False)
+        """Compact, key-sorted JSON: what travels in a report. Encoded from the fields as they
+        are (no deep copy, one shared encoder): this runs once per rollout on the hot path."""
+        return _ENCODER.encode({name: getattr(self, name) for name in _NAMES})
 
     @classmethod
     def from_json(cls, data: Any, where: str = "rollout record") -> RolloutRecord:
@@ -86,12 +87,11 @@ class RolloutRecord:
                 isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
             )
             raise error
-        missing = [f.name for f in _REQUIRED if f.name not in data]
+        missing = [name for name in _REQUIRED if name not in data]
         if missing:
             raise RecordError(f"{where}: rollout record lacks {', '.join(missing)}")
-        known = {f.name for f in _FIELDS}
         try:
-            record = cls(**{k: v for k, v in data.items() if k in known})
+            record = cls(**{k: v for k, v in data.items() if k in _KNOWN})
             object.__setattr__(record, "trial", int(record.trial))
         except (TypeError, ValueError) as exc:
             raise RecordError(f"{where}: unreadable rollout record: {exc}") from None
@@ -107,4 +107,8 @@ class RolloutRecord:
 
 
 _FIELDS = dataclasses.fields(RolloutRecord)
-_REQUIRED = [f for f in _FIELDS if f.default is dataclasses.MISSING]
+_NAMES = tuple(f.name for f in _FIELDS)
+_KNOWN = frozenset(_NAMES)
+_REQUIRED = [f.name for f in _FIELDS if f.default is dataclasses.MISSING]
+# json.dumps(..., sort_keys=True) builds a new encoder per call; the same settings, built once
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)

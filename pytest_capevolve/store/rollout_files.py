@@ -41,6 +41,7 @@ class RolloutFiles:
     flush_spend: Callable[[], None]
     events_after: Callable[[int, int], tuple[list[dict[str, Any]], int, int] | None]
     _read_event_tail: Callable[[], tuple[int, str, int]]
+    _event_tail: tuple[int, str, int] | None  # set by append_event: the event just appended
     index: RolloutIndex
     _unflushed: int = 0
     # split → the index's rows_version, the tags whose rows were checked against their files at
@@ -50,22 +51,23 @@ class RolloutFiles:
 
     def write_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
         """Write the record's file (compact JSON; ``text``: its JSON when the caller has it)."""
+        return self._write_rollout(record, text)[0]
+
+    def _write_rollout(self, record: RolloutRecord, text: str | None) -> tuple[Path, os.stat_result]:
         path = self.rollout_path(record.split, record.task_id, record.tag, record.trial)
-        atomic_write_text(path, (record.dumps() if text is None else text) + "\n")
+        stat = atomic_write_text(path, (record.dumps() if text is None else text) + "\n")
         # a run written before case-safe names may hold this rollout under its old name
-        legacy = path.with_name(
-            f"{legacy_escape_id(record.task_id)}__{record.tag}__t{int(record.trial)}.json"
-        )
-        if legacy.name != path.name:
-            legacy.unlink(missing_ok=True)
-        return path
+        legacy = f"{legacy_escape_id(record.task_id)}__{record.tag}__t{int(record.trial)}.json"
+        if legacy != path.name:
+            path.with_name(legacy).unlink(missing_ok=True)
+        return path, stat
 
     def record_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
         """Persist one rollout under one lock: its file, then its event (which carries the cost:
         the spend is read from the log, :mod:`.state`). ``text``: the record's compact JSON as
         it arrived in the report, written as it is rather than encoded again."""
         with self.lock():
-            path = self.write_rollout(record, text)
+            path, stat = self._write_rollout(record, text)
             self.append_event(
                 "rollout",
                 split=record.split,
@@ -77,7 +79,8 @@ class RolloutFiles:
                 cost_usd=record.cost_usd,
             )
             if record.split != TEST_SPLIT:
-                self.index.pending[self._read_event_tail()[2]] = row_of(record, path, path.stat())
+                seq = self._event_tail[2] if self._event_tail is not None else self._read_event_tail()[2]
+                self.index.pending[seq] = row_of(record, path, stat)
             self._unflushed += 1
             if self._unflushed >= SPEND_FLUSH_EVERY:
                 self.flush()

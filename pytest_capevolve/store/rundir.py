@@ -65,6 +65,7 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         self.dashboard_path = root / "dashboard.html"
         self.views_path = root / "views.json"  # what report.md and dashboard.html were drawn from
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
+        self._split_folders: dict[str, Path] = {}
         self.lock = RunLock(root)
         self.claims = Claims(root)
         self.index = RolloutIndex(root)  # what exists, so readers need not open every file
@@ -128,7 +129,10 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
 
     def rollout_path(self, split: str, task_id: str, tag: str, trial: int) -> Path:
         name = f"{escape_id(task_id)}__{check_tag(tag)}__t{int(trial)}.json"
-        return self.root / "rollouts" / split / name
+        folder = self._split_folders.get(split)
+        if folder is None:  # one Path per split, not three joins per rollout persisted
+            folder = self._split_folders[split] = self.root / "rollouts" / split
+        return folder / name
 
     def write_report(self, markdown: str) -> Path:
         atomic_write_text(self.report_path, markdown)

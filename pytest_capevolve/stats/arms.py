@@ -1,0 +1,168 @@
+"""One arm's per-task numbers, computed once and shared by every comparison that reads them.
+
+A gate session compares many candidates with one best on the same tasks, so the best's trial
+counts, per-task means and standard errors, reward values and integer sums are the same for
+every candidate. :func:`summarize` keeps the last few arms' summaries keyed by their exact
+contents (the matrix's bytes: a changed reward is a different arm, never a stale hit).
+
+Every number here equals, bit for bit, what the plain functions of :mod:`.core` give on the same
+matrix (``task_means``, ``task_stderrs``, ``reward_grid``, ``integer_deltas``,
+``sign_flip_test``); property tests in tests/test_arm_summaries.py hold them equal.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from .core import (
+    SignFlipResult,
+    _monte_carlo,
+    as_matrix,
+    check_rewards,
+    reward_grid,
+    sign_flip_on_integers,
+    task_stderrs,
+)
+
+CACHE_SIZE = 4  # the best, the candidate at hand, and room for a null control or two
+
+
+class ArmSummary:
+    """A tasks × trials reward matrix (nan = missing) and its per-task numbers.
+
+    Built once per arm; the matrix is a private read-only copy, so the numbers cannot go stale.
+    Raises ValueError on rewards outside [0, 1] (as :func:`.core.check_rewards`)."""
+
+    def __init__(self, matrix: Sequence[Sequence[float]] | np.ndarray) -> None:
+        matrix = as_matrix(matrix)  # a copy: nobody else holds it
+        check_rewards(matrix)
+        matrix.setflags(write=False)
+        self.matrix = matrix
+        self.valid = ~np.isnan(matrix)
+        self.counts = np.sum(self.valid, axis=1)
+        sums = np.sum(np.where(self.valid, matrix, 0.0), axis=1)  # np.nansum, without a 2nd isnan
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.means = np.where(self.counts > 0, sums / np.maximum(self.counts, 1), np.nan)
+        self._int_sums: dict[int, np.ndarray] = {}
+        self._passed: dict[float, np.ndarray] = {}
+
+    def without(self, task: int) -> ArmSummary:
+        """This arm with one task (row) left out: the same numbers as summarizing the smaller
+        matrix, since every per-task number is computed row by row."""
+        keep = np.ones(self.means.size, dtype=bool)
+        keep[task] = False
+        other = ArmSummary.__new__(ArmSummary)
+        other.matrix = self.matrix[keep]
+        other.matrix.setflags(write=False)
+        other.valid, other.counts, other.means = self.valid[keep], self.counts[keep], self.means[keep]
+        other._int_sums = {grid: sums[keep] for grid, sums in self._int_sums.items()}
+        other._passed = {threshold: passed[keep] for threshold, passed in self._passed.items()}
+        return other
+
+    @functools.cached_property
+    def stderrs(self) -> np.ndarray:
+        """:func:`.core.task_stderrs` of the matrix."""
+        return task_stderrs(self.matrix)
+
+    @functools.cached_property
+    def values(self) -> np.ndarray:
+        """The distinct valid rewards, sorted (what :func:`.core.reward_grid` reads)."""
+        matrix = self.matrix
+        if ((matrix == 0) | (matrix == 1) | ~self.valid).all():  # binary (the usual case): no sort
+            return np.array([v for v in (0.0, 1.0) if (matrix == v).any()])
+        return np.unique(matrix[self.valid])
+
+    @functools.cached_property
+    def means_or_none(self) -> list[float | None]:
+        """The per-task means as plain floats, None where a task has no valid trial."""
+        listed = self.means.tolist()
+        if self.counts.all():  # no nan to replace
+            return listed
+        return [None if v != v else v for v in listed]  # v != v: nan
+
+    def int_sums(self, grid: int) -> np.ndarray:
+        """Per-task sums of the rewards scaled by ``grid`` to integers (missing trials add 0)."""
+        if grid not in self._int_sums:
+            scaled = np.round(np.nan_to_num(self.matrix) * grid)
+            self._int_sums[grid] = np.where(self.valid, scaled, 0).astype(np.int64).sum(axis=1)
+        return self._int_sums[grid]
+
+    def passed(self, threshold: float) -> np.ndarray:
+        """Tasks with at least half of their valid trials at or above ``threshold``, counted in
+        integers (a task with no valid trial counts as passed: 0 ≥ 0)."""
+        if threshold not in self._passed:
+            self._passed[threshold] = 2 * np.sum(self.matrix >= threshold, axis=1) >= self.counts
+        return self._passed[threshold]
+
+
+_cache: list[tuple[tuple[int, ...], bytes, ArmSummary]] = []  # most recently used first
+_cache_lock = threading.Lock()
+
+
+def summarize(matrix: Sequence[Sequence[float]] | np.ndarray | ArmSummary) -> ArmSummary:
+    """The arm's summary, shared with the last call that saw the same matrix contents."""
+    if isinstance(matrix, ArmSummary):
+        return matrix
+    matrix = as_matrix(matrix)
+    key = matrix.tobytes()
+    with _cache_lock:
+        for i, (shape, cached_key, summary) in enumerate(_cache):
+            if shape == matrix.shape and cached_key == key:
+                _cache.insert(0, _cache.pop(i))
+                return summary
+    summary = ArmSummary(matrix)
+    with _cache_lock:
+        _cache.insert(0, (matrix.shape, key, summary))
+        del _cache[CACHE_SIZE:]
+    return summary
+
+
+def paired_means(candidate: ArmSummary, best: ArmSummary) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`.core.paired_deltas` from two summaries: (deltas, mask of the tasks used)."""
+    if candidate.means.shape != best.means.shape:
+        raise ValueError("the two arms must cover the same tasks, in the same order")
+    mask = ~np.isnan(candidate.means) & ~np.isnan(best.means)
+    return candidate.means[mask] - best.means[mask], mask
+
+
+def integer_deltas_of(candidate: ArmSummary, best: ArmSummary, grid: int) -> np.ndarray | list[int]:
+    """:func:`.core.integer_deltas` from two summaries, as an int64 array (a list of Python
+    integers on the rare scales where int64 could overflow)."""
+    sums = [candidate.int_sums(grid), best.int_sums(grid)]
+    counts = [candidate.counts, best.counts]
+    both = (counts[0] > 0) & (counts[1] > 0)
+    if not np.any(both):
+        return np.zeros(0, dtype=np.int64)
+    ns = np.unique(np.concatenate([counts[0][both], counts[1][both]]))
+    per_trial = math.lcm(*(int(n) for n in ns))
+    if per_trial * grid * int(max(np.max(np.abs(sums[0])), np.max(np.abs(sums[1])), 1)) < 2**62:
+        scaled = [sums[i][both] * (per_trial // counts[i][both]) for i in (0, 1)]
+        return scaled[0] - scaled[1]
+    return [
+        int(sums[0][t]) * (per_trial // int(counts[0][t]))
+        - int(sums[1][t]) * (per_trial // int(counts[1][t]))
+        for t in np.flatnonzero(both)
+    ]
+
+
+def paired_sign_flip(
+    candidate: ArmSummary,
+    best: ArmSummary,
+    *,
+    n_resamples: int = 20000,
+    seed: int = 0,
+    alpha: float | None = None,
+) -> SignFlipResult:
+    """:func:`.core.sign_flip_test` from two summaries (the same result, without re-reading the
+    best's matrix for each candidate)."""
+    grid = reward_grid(candidate.values, best.values)
+    exact = None if grid is None else sign_flip_on_integers(integer_deltas_of(candidate, best, grid), alpha)
+    if exact is None:
+        deltas, _ = paired_means(candidate, best)
+        return _monte_carlo(deltas, n_resamples, seed)
+    return exact
