@@ -68,8 +68,12 @@ def _current(rundir: RunDir, inputs: dict[str, Any]) -> bool:
     if not stamp or not isinstance(stamp.get("events"), list):
         return False
     offset, seq = stamp["events"]
-    tail = rundir.events_after(int(offset), int(seq))
-    if tail is None or any(event.get("kind") not in QUIET_EVENTS for event in tail[0]):
+    # only whether a shown event came is asked: a marker is held, never the event (a fresh run's
+    # tail is every rollout it paid)
+    moved = rundir.events_after(
+        int(offset), int(seq), lambda event: True if event.get("kind") not in QUIET_EVENTS else None
+    )
+    if moved is None or moved[0]:
         return False
     return {k: v for k, v in stamp.items() if k != "events"} == inputs
 

@@ -12,6 +12,7 @@ where it stopped (repaired, replaced) is rebuilt from the whole log.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .files import atomic_write_json, read_json
@@ -24,21 +25,40 @@ DIGEST_NAME = "events_digest.json"
 
 def digest(rundir: RunDir) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """(every event that is not a ``rollout``, oldest first; rollout events per split) — what
-    ``rundir.events()`` says, read from the digest and the log appended since."""
+    ``rundir.events()`` says, read from the digest and the log appended since. The rollout lines
+    are counted as they are read, never held (a fresh run's tail is every rollout it paid)."""
     path = rundir.root / DIGEST_NAME
     cached = _read(path)
-    tail = None if cached is None else rundir.events_after(*cached[0])
-    if tail is None:
-        cached, tail = ((0, 0), [], {}), rundir.events_after(0, 0)
+    counts: dict[str, int] = {}
+    if cached is not None:
+        counts = dict(cached[2])
+        tail = rundir.events_after(*cached[0], view=_counting(counts))
+    if cached is None or tail is None:
+        counts = {}
+        cached, tail = ((0, 0), [], {}), rundir.events_after(0, 0, view=_counting(counts))
         if tail is None:  # a line that is not an event: the log's own reader says where
             events = rundir.events()
             return _split(events, [], {})
-    events, offset, seq = tail
-    others, counts = _split(events, list(cached[1]), dict(cached[2]))
-    if events:
+    others, offset, seq = tail
+    others = list(cached[1]) + others
+    if offset != cached[0][0]:
         with contextlib.suppress(OSError):  # a read-only copy of a run: read it as it is
             atomic_write_json(path, {"through": [offset, seq], "events": others, "rollouts_by_split": counts})
     return others, counts
+
+
+def _counting(counts: dict[str, int]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """A ``view`` for :meth:`.events.EventLog.events_after`: rollouts counted by split into
+    ``counts`` and dropped, every other event held."""
+
+    def view(event: dict[str, Any]) -> dict[str, Any] | None:
+        if event.get("kind") != "rollout":
+            return event
+        split = str(event.get("split"))
+        counts[split] = counts.get(split, 0) + 1
+        return None
+
+    return view
 
 
 def _split(

@@ -39,7 +39,7 @@ class RunState:
     append_event: Callable[..., None]
     events: Callable[[], list[dict[str, Any]]]
     rollout_path: Callable[..., Path]
-    events_after: Callable[[int, int], tuple[list[dict[str, Any]], int, int] | None]
+    events_after: Callable[..., tuple[list[dict[str, Any]], int, int] | None]
     _read_event_tail: Callable[[], tuple[int, str, int]]
     _spend_cache: tuple[tuple[Any, ...], int, int, int, float] | None = None
 
@@ -175,7 +175,15 @@ class RunState:
                 int(base[2] or 0),
                 float(base[3] or 0),
             )
-        tail = self.events_after(offset, seq)
+        folded = [calls, usd]
+
+        def fold(event: dict[str, Any]) -> None:  # rollouts summed as they are read, not held
+            if event.get("kind") == "rollout":
+                cost = event.get("cost_usd")
+                folded[0] += 1
+                folded[1] += float(self._file_cost(event) if cost is None else cost)
+
+        tail = self.events_after(offset, seq, fold)
         if tail is None:
             replayed = self.replay_state()["spent"]
             calls, usd = int(replayed["metric_calls"]), float(replayed["usd"])
@@ -185,12 +193,8 @@ class RunState:
             )
             offset, _, seq = self._read_event_tail()
         else:
-            events, offset, seq = tail
-            for event in events:
-                if event.get("kind") == "rollout":
-                    calls += 1
-                    cost = event.get("cost_usd")
-                    usd += float(self._file_cost(event) if cost is None else cost)
+            _, offset, seq = tail
+            calls, usd = int(folded[0]), float(folded[1])
         self._spend_cache = (base, offset, seq, calls, usd)
         state["spent"] = {**spent, "metric_calls": calls, "usd": usd}
         return state
