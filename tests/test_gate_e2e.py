@@ -92,6 +92,15 @@ def test_nulls_are_reused_while_the_best_is_unchanged(example, capevolve):
     second.stdout.fnmatch_lines(["rollouts: 200 paid, 600 reused*"])
 
 
+def test_the_same_gate_run_again_after_its_accept_pays_nothing(example, capevolve):
+    project = example("noisy_agent")
+    first = capevolve(project, "improved", gate=True)
+    first.stdout.fnmatch_lines(["improved: booked accept"])
+    again = capevolve(project, "improved", gate=True)  # the candidate is the best now
+    again.stdout.fnmatch_lines(["rollouts: 0 paid, 200 reused*", "nothing to gate: *is the best (improved)*"])
+    assert not list((project / ".capevolve").glob("runs/*/rollouts/val/*improved-null*"))
+
+
 def test_gate_refuses_train(example, capevolve):
     project = example("noisy_agent")
     result = capevolve(project, "improved", gate=True, extra=["--capevolve-split", "train"])

@@ -118,6 +118,14 @@ class EvaluationSession:
                 gate=self.gate,
             )
             outcome.verdicts = nulls + judged
+            if not judged and not self.refusals and self.planned.best in {c.tag for c in plan.candidates}:
+                outcome.closing.append(
+                    (
+                        f"nothing to gate: the candidate asked for is the best ({self.planned.best}) "
+                        "already, so no null controls were paid; gate a new version under a new tag",
+                        {},
+                    )
+                )
         if self.gate.enabled:
             outcome.closing += self._val_budget_lines()
         for verdict in self.refusals:

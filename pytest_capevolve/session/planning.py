@@ -147,7 +147,9 @@ def plan_evaluation(
     planned = [planned_at(spec, c.tag, c.path, rundir.register_candidate(c.tag, c.path)) for c in chosen]
     # Null controls: byte-identical copies of the best, evaluated from their snapshots under
     # fresh tags. Their tags derive from the best, so they are reused until it changes.
-    null_tags = [] if nothing_to_gate else [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
+    # A gate left with the best alone (every candidate refused, or the one asked for is the best
+    # already: the same command run again after its accept) decides nothing: no null controls.
+    null_tags = [] if only_best_left else [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
     for tag in null_tags:
         digest = rundir.register_candidate(tag, best_path)
         planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
