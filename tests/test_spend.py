@@ -207,3 +207,12 @@ def test_a_stop_condition_cap_tightens_the_spec_ceiling():
     result = afford(100, rollouts_spent=100, runner_usd_spent=1.5, ceilings=ceilings)
     assert result.blockers[0]["source"] == "stop_condition '$2'"
     assert "(from stop_condition '$2')" in result.blockers[0]["message"]
+
+
+def test_a_finalized_run_says_stop_whatever_the_budget(example, capevolve, spend):
+    project = example("toy_calc")
+    evaluated(capevolve, project)
+    assert spend(project)["recommendation"]["action"] == "continue"
+    assert capevolve(project, finalize=True).ret == 0  # the test split is scored: no gate runs here
+    r = spend(project)["recommendation"]
+    assert r["action"] == "stop" and "is finalized" in r["reason"] and "--capevolve-new-run" in r["reason"]

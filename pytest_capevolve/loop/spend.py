@@ -23,6 +23,7 @@ from ..decide.evidence import ByTag, index_records, reward_matrix
 from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
 from ..store.rundir import RunDir
+from ..store.seal import Seal
 from . import stop_condition as sc
 from . import val_budget
 from .screen import ledger as screen_ledger
@@ -370,6 +371,12 @@ def spend_report(
         recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
     if alarm["alarm"]:
         recommendation = {**recommendation, "reason": f"{recommendation['reason']} {alarm['text']}."}
+    if Seal(rundir).burned() is not None:  # whatever the budget says, no gate can run here again
+        recommendation = {
+            "action": "stop",
+            "reason": f"run {rundir.run_id} is finalized: its test split was scored, so no gate runs "
+            "in it again; start a new run (--capevolve-new-run) to go on.",
+        }
     return {
         "val_reuse": reuse,
         "calibration": alarm,
