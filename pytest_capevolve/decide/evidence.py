@@ -7,8 +7,12 @@ a 0.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property, reduce
+from itertools import repeat
+from operator import is_not
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -119,3 +123,80 @@ def shared_matrices(a: Cells, b: Cells, num_trials: int) -> tuple[np.ndarray, np
     matrices = [np.where(both, side.reward[:, :width], np.nan)[side.rows] for side in (a, b)]
     infra = [int(np.count_nonzero(both & side.infra[:, :width])) for side in (a, b)]  # per record
     return matrices[0], matrices[1], width, infra[0], infra[1]
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """One replicate block's rollouts as parallel columns, one entry per rollout in the order
+    read (the trial within the block): what a session's table needs of 60,000 rollouts without
+    a record object for each. :meth:`arm_arrays` answers what :func:`reward_matrix`,
+    :func:`pass_matrix`, :func:`infra_count` and the cost of :func:`in_plan` answer from an arm
+    of :func:`index_records`, to the bit."""
+
+    tag: Sequence[str]
+    task_id: Sequence[str]
+    trial: Sequence[int]
+    reward: Sequence[float | None]
+    passed: Sequence[bool | int | None]
+    infra_error: Sequence[str | None]
+    cost_usd: Sequence[float]
+
+    @classmethod
+    def of_arms(cls, by_tag: ByTag) -> Outcomes:
+        """The columns of arms already indexed (:func:`index_records`), in their order."""
+        cells = [(tag, task_id, k, r) for tag, arm in by_tag.items() for (task_id, k), r in arm.items()]
+        records = [r for *_, r in cells]
+        return cls(
+            [c[0] for c in cells],
+            [c[1] for c in cells],
+            [c[2] for c in cells],
+            [r.reward for r in records],
+            [r.passed for r in records],
+            [r.infra_error for r in records],
+            [r.cost_usd for r in records],
+        )
+
+    @cached_property
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        """The columns as arrays, made once for every arm: tag, trial, infra error?, reward?
+        (not None), reward (nan for None), passed (nan for None)."""
+        n = len(self.tag)
+        return (
+            np.array(self.tag, dtype=object),
+            np.fromiter(self.trial, np.int64, n),
+            np.fromiter(map(is_not, self.infra_error, repeat(None)), bool, n),
+            np.fromiter(map(is_not, self.reward, repeat(None)), bool, n),
+            np.array(self.reward, dtype=float).reshape(n),
+            np.array(self.passed, dtype=float).reshape(n),
+        )
+
+    def _rows(self, task_ids: Sequence[str]) -> np.ndarray:
+        """Each rollout's row among ``task_ids`` (-1: not one of them; a task listed twice: its
+        last row, as a dict of task ids keeps it). Kept for the last task list asked."""
+        key = tuple(task_ids)
+        cached = self.__dict__.get("_rows_of")
+        if cached is None or cached[0] != key:
+            rows_of = {task_id: i for i, task_id in enumerate(task_ids)}
+            rows = np.fromiter(map(rows_of.get, self.task_id, repeat(-1)), np.intp, len(self.task_id))
+            cached = self.__dict__["_rows_of"] = (key, rows)
+        return cached[1]
+
+    def arm_arrays(
+        self, tag: str, task_ids: Sequence[str], num_trials: int
+    ) -> tuple[np.ndarray, np.ndarray, int, float]:
+        """The tag's reward and pass matrices (tasks × trials, nan unless valid), its infra
+        errors and its cost, over its rollouts of these tasks and the first ``num_trials`` trials."""
+        rewards = np.full((len(task_ids), num_trials), np.nan)
+        passes = np.full((len(task_ids), num_trials), np.nan)
+        if not len(self.tag):
+            return rewards, passes, 0, 0.0
+        tags, trial, infra, has_reward, reward, passed = self._arrays
+        row = self._rows(task_ids)
+        kept = np.flatnonzero((tags == tag) & (row >= 0) & (trial < num_trials))  # in the arm's order
+        measured = kept[~infra[kept] & has_reward[kept]]
+        rewards[row[measured], trial[measured]] = reward[measured]
+        passes[row[measured], trial[measured]] = passed[measured]
+        # added one by one in the arm's order, as a loop over its records adds them (a numpy sum
+        # pairs them, and can differ in the last bit)
+        cost = reduce(operator.add, map(self.cost_usd.__getitem__, kept.tolist()), 0.0)
+        return rewards, passes, int(np.count_nonzero(infra[kept])), cost

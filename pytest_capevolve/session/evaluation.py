@@ -7,18 +7,42 @@ judges when gating, writes the verdicts (screen refusals included) and sets the 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..decide.evidence import ByTag, index_records
+from ..decide.evidence import Arm, ByTag, index_records
 from ..decide.gate import INDECISIVE, REJECT, Verdict
 from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
 from ..store.rundir import RunDir
 from . import exitcodes
 from .outcome import Outcome
-from .persistence import Persistence, record_finish, summarize
+from .persistence import Persistence, outcomes_of_columns, record_finish, summarize
 from .planning import GateRequest, Planned
+
+
+class LazyArms(Mapping[str, Arm]):
+    """tag → arm, read on first use."""
+
+    def __init__(self, read: Callable[[], ByTag]) -> None:
+        self._read = read
+        self._arms: ByTag | None = None
+
+    def _loaded(self) -> ByTag:
+        if self._arms is None:
+            self._arms = self._read()
+        return self._arms
+
+    def __getitem__(self, tag: str) -> Arm:
+        return self._loaded()[tag]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
 
 if TYPE_CHECKING:  # judging is imported by a session that judges: a resume that only measures skips it
     from .sequential import SequentialGate
@@ -84,10 +108,17 @@ class EvaluationSession:
         from .judging import book_verdicts, judge
 
         plan = self.planned.plan
-        by_tag = index_records(
-            self.rundir.indexed_rollouts(plan.split, plan.tags() | {SEED_TAG}, plan.block), plan.block
+        tags = plan.tags() | {SEED_TAG}
+        # the table from the index's columns, as planning read them (kept with their check)
+        columns = self.rundir.indexed_columns(plan.split, tags, plan.block)
+        outcome = summarize(
+            plan, outcomes_of_columns(columns, plan.block), self.persistence.tally, against=self.planned.best
         )
-        outcome = summarize(plan, by_tag, self.persistence.tally, against=self.planned.best)
+        # the records as arms only for what reads them (a gate, the pages when they are drawn
+        # again): a resume that decides nothing and changes no page makes none
+        by_tag: ByTag = LazyArms(  # type: ignore[assignment]
+            lambda: index_records(self.rundir.indexed_rollouts(plan.split, tags, plan.block), plan.block)
+        )
         if plan.block:
             outcome.closing.append(
                 (

@@ -28,7 +28,7 @@ from . import exitcodes
 from .judging import booked_as
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize
-from .planning import Planned, build_plan, frozen_ids, planned_at, source_of
+from .planning import Planned, build_plan, frozen_ids, planned_at, source_of, valid_column_keys
 
 UNRESOLVED_BASES = ("coverage", "error_imbalance")
 
@@ -174,7 +174,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
         "val",
         val_ids,
         planned,
-        rundir.indexed_rollouts("val", [c.tag for c in planned]),
+        valid_column_keys(rundir.indexed_columns("val", [c.tag for c in planned])),
         "grow_started",
         decisions=1,
         claimed=claimed,

@@ -8,17 +8,22 @@ serves both modes; the plan goes the other way, to each worker, through ``worker
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from ..decide.evidence import ByTag
+from ..decide.evidence import ByTag, Outcomes
 from ..items import RECORD_PROPERTY, decode_record, record_text
+from ..project.blocks import first_trial
 from ..project.spec import Spec
-from ..show.report import summarize_arm
+from ..show.report import arm_summary
+from ..store.index import Columns
 from ..store.record import RolloutRecord
 from ..store.rundir import RunDir
 from . import exitcodes
@@ -127,34 +132,60 @@ class Persistence:
             self.tally.dead_workers.append((node.gateway.id, str(error)))
 
 
-def summarize(plan: EvalPlan, by_tag: ByTag, tally: Tally, *, against: str) -> Outcome:
-    """The per-tag rows and the planned rollouts still missing, from what is persisted (``by_tag``
-    indexed for the plan's replicate block); the exit code says whether the session produced
+def summarize(plan: EvalPlan, outcomes: ByTag | Outcomes, tally: Tally, *, against: str) -> Outcome:
+    """The per-tag rows and the planned rollouts still missing, from what is persisted (indexed
+    for the plan's replicate block: arms, or their :class:`~..decide.evidence.Outcomes` — a
+    resume's 60,000 rollouts read as columns); the exit code says whether the session produced
     everything it owed."""
-    reused_by_tag: dict[str, int] = {}
-    for _split, _task, tag, _k in plan.persisted | plan.awaited:
-        reused_by_tag[tag] = reused_by_tag.get(tag, 0) + 1
+    columns = outcomes if isinstance(outcomes, Outcomes) else Outcomes.of_arms(outcomes)
+    reused_by_tag = Counter(map(itemgetter(2), plan.persisted | plan.awaited))
+    arrays = {c.tag: columns.arm_arrays(c.tag, plan.task_ids, plan.num_trials) for c in plan.candidates}
     rows = [
-        summarize_arm(
-            by_tag.get(c.tag, {}),
+        arm_summary(
+            arrays[c.tag],
             tag=c.tag,
             split=plan.split,
-            task_ids=plan.task_ids,
+            tasks=len(plan.task_ids),
             num_trials=plan.num_trials,
             paid=tally.paid.get(c.tag, 0),
             reused=reused_by_tag.get(c.tag, 0),
         )
         for c in plan.candidates
     ]
-    missing = [
-        k
-        for k in plan.all_keys()
-        if (record := by_tag.get(k.tag, {}).get((k.task_id, k.trial - plan.first_trial))) is None
-        or not record.valid
-    ]
+    keys = plan.all_keys()
+    measured = sum(int(np.count_nonzero(~np.isnan(rewards))) for rewards, *_ in arrays.values())
+    if measured == len(keys) == len(set(plan.task_ids)) * plan.num_trials * len(plan.candidates):
+        missing = []  # every planned cell holds a valid rollout (no task listed twice)
+    else:
+        valid = {
+            (tag, task_id, k)
+            for tag, task_id, k, reward, infra in zip(
+                columns.tag, columns.task_id, columns.trial, columns.reward, columns.infra_error, strict=True
+            )
+            if infra is None and reward is not None
+        }
+        missing = [k for k in keys if (k.tag, k.task_id, k.trial - plan.first_trial) not in valid]
     failed = missing or tally.dead_workers
     return Outcome(
         rows, missing, against=against, exit_code=exitcodes.INFRA_FAILURE if failed else exitcodes.OK
+    )
+
+
+def outcomes_of_columns(columns: Columns, block: int) -> Outcomes:
+    """The index's rows of one replicate block as columns
+    (:meth:`..store.rundir.RunDir.indexed_columns`) as :class:`~..decide.evidence.Outcomes`."""
+    trials = columns["trial"]
+    if block:
+        offset = first_trial(block)
+        trials = [k - offset for k in trials]
+    return Outcomes(
+        columns["tag"],
+        columns["task_id"],
+        trials,
+        columns["reward"],
+        columns["passed"],
+        columns["infra_error"],
+        columns["cost_usd"],
     )
 
 

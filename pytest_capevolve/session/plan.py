@@ -8,8 +8,9 @@ no copy of the run dir and every worker collects exactly the same items.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..project.blocks import first_trial
 
@@ -27,12 +28,18 @@ class PlannedCandidate:
         return path if path.is_absolute() else (project_dir / path).resolve()
 
 
-@dataclass(frozen=True, slots=True)  # one per rollout, held to the end of the session
-class RolloutKey:
+class RolloutKey(NamedTuple):
+    """One planned rollout, held to the end of the session. A tuple: it equals (and hashes as)
+    the plain ``(split, task_id, tag, trial)`` key the run dir and the claims use, so a plan's
+    60,000 keys are matched against persisted keys without a tuple made for each."""
+
     split: str
     task_id: str
     tag: str
     trial: int  # the global trial index: block B's trial k is B · BLOCK_STRIDE + k
+
+
+_as_key = partial(tuple.__new__, RolloutKey)  # a RolloutKey from a plain 4-tuple, in C
 
 
 @dataclass
@@ -51,6 +58,7 @@ class EvalPlan:
     order: list[str] | None = None
     sequential: str | None = None
     _keys: tuple[Any, list[RolloutKey]] | None = field(default=None, repr=False, compare=False)
+    _owed: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def first_trial(self) -> int:
@@ -71,23 +79,38 @@ class EvalPlan:
         tasks = self.order or self.task_ids
         shape = (tuple(tasks), self.first_trial, self.num_trials, tuple(c.tag for c in self.candidates))
         if self._keys is None or self._keys[0] != shape:
-            keys = [
-                RolloutKey(self.split, task_id, cand.tag, trial)
-                for task_id in tasks
-                for trial in range(self.first_trial, self.first_trial + self.num_trials)
+            split = self.split
+            cells = [
+                (cand.tag, trial)
+                for trial in range(shape[1], shape[1] + shape[2])
                 for cand in self.candidates
             ]
-            self._keys = (shape, keys)
+            plain = [(split, task_id, tag, trial) for task_id in tasks for tag, trial in cells]
+            self._keys = (shape, list(map(_as_key, plain)))  # made as tuples: a third of the time
         return self._keys[1]
 
     def owed_keys(self) -> list[RolloutKey]:
-        """The rollouts this session pays: neither persisted nor claimed by another session."""
+        """The rollouts this session pays: neither persisted nor claimed by another session.
+        Kept for the sets it was worked out from (collection, the progress line, the claims
+        and the plan's event each ask; a resume's 60,000 keys are looked up once)."""
+        keys = self.all_keys()
+        cached = self._owed
+        if (
+            cached is not None
+            and cached[0] is keys
+            and cached[1] is self.persisted
+            and cached[2] is self.awaited
+            and cached[3] == (len(self.persisted), len(self.awaited))
+        ):
+            return list(cached[4])
         skip = self.persisted | self.awaited
-        return [k for k in self.all_keys() if (k.split, k.task_id, k.tag, k.trial) not in skip]
+        owed = [k for k in keys if k not in skip] if skip else list(keys)
+        self._owed = (keys, self.persisted, self.awaited, (len(self.persisted), len(self.awaited)), owed)
+        return list(owed)
 
     def to_wire(self) -> dict[str, Any]:
-        data = asdict(replace(self, _keys=None))
-        del data["_keys"]
+        data = asdict(replace(self, _keys=None, _owed=None))
+        del data["_keys"], data["_owed"]
         data["persisted"] = sorted(list(k) for k in self.persisted)
         data["awaited"] = sorted(list(k) for k in self.awaited)
         return data

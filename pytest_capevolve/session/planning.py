@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import compress, repeat
+from operator import is_
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from ..project.candidate import SEED_TAG, CandidateError, check_tag
 from ..project.paths import to_stored
 from ..project.spec import Spec, splits_for
 from ..project.splits import TEST_SPLIT
+from ..store.index import Columns
 from ..store.record import RolloutRecord
 from ..store.rundir import RunDir, RunDirError
 from ..store.seal import Seal
@@ -162,7 +165,7 @@ def plan_evaluation(
         task_ids,
         planned,
         # the plan's tags and the seed: what the session's conclusion and measure read again
-        rundir.indexed_rollouts(split, {c.tag for c in planned} | {SEED_TAG}, block),
+        valid_column_keys(rundir.indexed_columns(split, {c.tag for c in planned} | {SEED_TAG}, block)),
         "session_started",
         decisions=deciding,
         claimed=claimed,
@@ -201,7 +204,14 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
             raise RunDirError(f"run {rundir.run_id}: best {tag!r} has no snapshot to finalize")
         planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
     plan = build_plan(
-        spec, rundir, TEST_SPLIT, task_ids, planned, seal.test_rollouts(), "finalize_started", best=best
+        spec,
+        rundir,
+        TEST_SPLIT,
+        task_ids,
+        planned,
+        valid_keys(seal.test_rollouts()),
+        "finalize_started",
+        best=best,
     )
     return Planned(plan, best)
 
@@ -217,7 +227,7 @@ def build_plan(
     split: str,
     task_ids: list[str],
     planned: list[PlannedCandidate],
-    records: Iterable[RolloutRecord],
+    done: Iterable[Key],
     event: str,
     *,
     decisions: int = 0,
@@ -226,8 +236,9 @@ def build_plan(
     num_trials: int | None = None,
     **fields: object,
 ) -> EvalPlan:
-    """The plan over ``planned``, owing every rollout not already persisted valid in
-    ``records`` nor ``claimed`` by another live session; checked against the budget (what
+    """The plan over ``planned``, owing every rollout not already ``done`` (the keys of the
+    persisted rollouts without an infra error: :func:`valid_keys`) nor ``claimed`` by another
+    live session; checked against the budget (what
     others have claimed counts as spent) and logged as ``event``. ``num_trials`` (default the
     spec's) is more for a grow: trial indices continue, so the first ones are reused."""
     tags = {c.tag for c in planned}
@@ -249,20 +260,35 @@ def build_plan(
         candidates=planned,
         block=block,
     )
-    wanted = {(k.split, k.task_id, k.tag, k.trial) for k in plan.all_keys()}
+    keys = plan.all_keys()
+    wanted = set(keys)  # RolloutKeys: tuples, equal to the plain keys
     # only this plan's keys: a best grown to more trials reuses num_trials of them here, not all
-    plan.persisted = {r.key for r in records if r.tag in tags and r.infra_error is None} & wanted
-    plan.awaited = (wanted & set(claimed)) - plan.persisted
+    plan.persisted = wanted.intersection(done)
+    plan.awaited = wanted.intersection(claimed) - plan.persisted
     owed = len(plan.owed_keys())
     check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
     if plan.awaited:
         fields["awaited"] = len(plan.awaited)
     if block:
         fields["block"] = block
-    rundir.append_event(
-        event, split=split, tags=sorted(tags), owed=owed, reused=len(plan.all_keys()) - owed, **fields
-    )
+    rundir.append_event(event, split=split, tags=sorted(tags), owed=owed, reused=len(keys) - owed, **fields)
     return plan
+
+
+Key = tuple[str, str, str, int]  # (split, task_id, tag, trial)
+
+
+def valid_keys(records: Iterable[RolloutRecord]) -> set[Key]:
+    """The keys of the records that measured the agent or paid nothing: all but infra errors
+    (an infra error is missing data: owed again)."""
+    return {r.key for r in records if r.infra_error is None}
+
+
+def valid_column_keys(columns: Columns) -> set[Key]:
+    """:func:`valid_keys` of the index's rows read as columns
+    (:meth:`..store.rundir.RunDir.indexed_columns`): made in C, no record or loop per row."""
+    keys = zip(columns["split"], columns["task_id"], columns["tag"], columns["trial"], strict=True)
+    return set(compress(keys, map(is_, columns["infra_error"], repeat(None))))
 
 
 def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pending: int = 0) -> None:

@@ -36,7 +36,7 @@ from ..store.seal import Seal
 from . import exitcodes
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize
-from .planning import CandidateRequest, Planned, build_plan, frozen_ids, planned_at
+from .planning import CandidateRequest, Planned, build_plan, frozen_ids, planned_at, valid_column_keys
 from .screens import Screens
 
 
@@ -127,7 +127,7 @@ def plan_screen(
         "val",
         subset,
         planned_candidates,
-        rundir.indexed_rollouts("val", [c.tag for c in planned_candidates]),
+        valid_column_keys(rundir.indexed_columns("val", [c.tag for c in planned_candidates])),
         "screen_started",
         claimed=claimed,
         screen=request.label,

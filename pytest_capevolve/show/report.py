@@ -47,12 +47,35 @@ def summarize_arm(
     paid: int,
     reused: int,
 ) -> ArmSummary:
-    rewards, passes, infra, cost = _arm_arrays(arm, task_ids, num_trials)
+    return arm_summary(
+        _arm_arrays(arm, task_ids, num_trials),
+        tag=tag,
+        split=split,
+        tasks=len(task_ids),
+        num_trials=num_trials,
+        paid=paid,
+        reused=reused,
+    )
+
+
+def arm_summary(
+    arrays: tuple[np.ndarray, np.ndarray, int, float],
+    *,
+    tag: str,
+    split: str,
+    tasks: int,
+    num_trials: int,
+    paid: int,
+    reused: int,
+) -> ArmSummary:
+    """The row of an arm laid out as (reward matrix, pass matrix, infra errors, cost): from
+    :func:`_arm_arrays`, or :meth:`..decide.evidence.Outcomes.arm_arrays` for a whole session."""
+    rewards, passes, infra, cost = arrays
     mean, se = stats.mean_se(stats.task_means(rewards))
     return ArmSummary(
         tag=tag,
         split=split,
-        tasks=len(task_ids),
+        tasks=tasks,
         trials=num_trials,
         mean=mean,
         se=se,

@@ -84,10 +84,10 @@ def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
     state.pop("spent_through", None)
     best = str(state.get("best_id", SEED_TAG))
     splits = rundir.splits() or {}
-    if splits.get("val"):
-        rundir.indexed_rollouts("val")
+    if splits.get("val"):  # checked against the files (rows: no records made)
+        rundir.indexed_rows("val")
     if splits.get("train"):
-        rundir.indexed_rollouts("train", {SEED_TAG, best})
+        rundir.indexed_rows("train", {SEED_TAG, best})
     files = [
         rundir.splits_path,
         rundir.spec_lock_path,

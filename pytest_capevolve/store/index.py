@@ -30,6 +30,7 @@ import os
 import secrets
 import sqlite3
 from collections.abc import Iterable
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +74,18 @@ class IndexDamaged(Exception):
 
 
 def row_of(record: RolloutRecord, path: Path, stat: os.stat_result) -> Row:
-    passed = None if record.passed is None else int(bool(record.passed))
+    return (*_outcome(record), path.name, stat.st_size, stat.st_mtime_ns)
+
+
+def outcome_row(record: RolloutRecord) -> Row:
+    """The row of a record read without the index (its file unknown: no name, size or mtime)."""
+    return (*_outcome(record), "", -1, -1)
+
+
+def _outcome(record: RolloutRecord) -> list[Any]:
     values = [getattr(record, name) for name in FIELDS]
-    values[FIELDS.index("passed")] = passed
-    return (*values, path.name, stat.st_size, stat.st_mtime_ns)
+    values[FIELDS.index("passed")] = None if record.passed is None else int(bool(record.passed))
+    return values
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(RolloutRecord) if f.name not in FIELDS}
@@ -101,6 +110,27 @@ def record_of(
         values["passed"] = bool(row[_PASSED])
     _set(record, "__dict__", values)
     return record
+
+
+_AT = {name: i for i, name in enumerate((*FIELDS, "file", "size", "mtime_ns"))}
+
+
+class Columns:
+    """Rows read as columns (``columns["reward"]``: every row's reward, in row order), each column
+    made on first ask: a reader of 60,000 outcomes works on lists, with no object per row."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        self.rows = rows
+        self._made: dict[str, list[Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, name: str) -> list[Any]:
+        made = self._made.get(name)
+        if made is None:
+            made = self._made[name] = list(map(itemgetter(_AT[name]), self.rows))
+        return made
 
 
 class RolloutIndex:
