@@ -1,0 +1,213 @@
+"""A resume reads the index as columns: its plan and its table must be exactly what records give.
+
+Planning's persisted keys and the session's table (``summarize``) are worked out from the
+index's rows read as columns (:meth:`RunDir.indexed_columns`), with no record per rollout. These
+tests hold them equal — every number to the bit, every rendered line, every missing key — to the
+record path they replaced (:func:`show.report.summarize_arm` over :func:`index_records` of the
+files), on the real tau2 evaluation in /work/shared/data, and hold the file checks' guarantee: a
+file changed or removed by hand is noticed by the next session.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_capevolve import stats
+from pytest_capevolve.decide.evidence import Outcomes, index_records
+from pytest_capevolve.project.blocks import first_trial
+from pytest_capevolve.session.persistence import Tally, outcomes_of_columns, summarize
+from pytest_capevolve.session.plan import EvalPlan, PlannedCandidate, RolloutKey
+from pytest_capevolve.session.planning import valid_column_keys, valid_keys
+from pytest_capevolve.show.report import render_arms, summarize_arm
+from pytest_capevolve.stats.strategies import reward_matrices
+from pytest_capevolve.store.record import RolloutRecord
+from pytest_capevolve.store.rundir import RunDir
+
+TRIALS = 5  # the real data's trials per task
+
+
+def _record(
+    tag: str, task: str, trial: int, reward: float | None, infra: str | None, block: int
+) -> RolloutRecord:
+    # costs that do not add up exactly in binary: the cost sum must be added in the same order
+    return RolloutRecord(
+        run_id="r",
+        split="val",
+        task_id=task,
+        tag=tag,
+        trial=first_trial(block) + trial,
+        seed=trial,
+        candidate_hash="h",
+        reward=reward,
+        passed=None if reward is None else reward >= 0.5,
+        infra_error=infra,
+        cost_usd=0.1 * (trial + 1) + 0.01 * len(task),
+    )
+
+
+@pytest.fixture
+def real_run(tmp_path: Path, shared_data: dict) -> tuple[RunDir, list[str]]:
+    """The real per-task trials of four tags as a run dir (blocks 0 and 1), persisted as a session
+    persists them; a task's errored trials are infra errors, and a few rollouts are left out."""
+    rundir = RunDir(tmp_path / "run")
+    tags = sorted(shared_data)[:4]
+    for tag in tags:
+        for n, (task, result) in enumerate(sorted(shared_data[tag].items())):
+            for k, reward in enumerate(result["trials"]):
+                if (n + k) % 17 == 3:
+                    continue  # never paid: missing
+                infra = "errored" if result.get("errored") or (n * 7 + k) % 23 == 5 else None
+                for block in (0, 1) if n % 4 == 0 else (0,):
+                    rundir.record_rollout(_record(tag, task, k, None if infra else reward, infra, block))
+    rundir.flush()
+    return rundir, tags
+
+
+def _plan(task_ids: list[str], tags: list[str], num_trials: int, block: int = 0) -> EvalPlan:
+    candidates = [PlannedCandidate(tag, tag, "h") for tag in tags]
+    return EvalPlan("r", "val", task_ids, num_trials, 0, candidates, block=block)
+
+
+def _by_records(plan: EvalPlan, rundir: RunDir, tally: Tally) -> tuple[list, list]:
+    """The table and the missing keys the way the session worked them out before: arms of
+    records read from the files, each arm summarised by walking its records."""
+    by_tag = index_records(rundir.rollouts("val", block=None), plan.block)
+    reused: dict[str, int] = {}
+    for key in plan.persisted:
+        reused[key[2]] = reused.get(key[2], 0) + 1
+    rows = [
+        summarize_arm(
+            by_tag.get(c.tag, {}),
+            tag=c.tag,
+            split=plan.split,
+            task_ids=plan.task_ids,
+            num_trials=plan.num_trials,
+            paid=tally.paid.get(c.tag, 0),
+            reused=reused.get(c.tag, 0),
+        )
+        for c in plan.candidates
+    ]
+    missing = [
+        k
+        for k in plan.all_keys()
+        if (r := by_tag.get(k.tag, {}).get((k.task_id, k.trial - plan.first_trial))) is None or not r.valid
+    ]
+    return rows, missing
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, nan equal to nan, floats to the bit."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a.hex() == b.hex() or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+@pytest.mark.parametrize(
+    ("num_trials", "block", "extra_tasks"),
+    [(TRIALS, 0, []), (3, 0, ["not-a-task"]), (TRIALS, 1, [])],
+    ids=["all-trials", "fewer-trials-and-an-unknown-task", "replicate-block"],
+)
+def test_the_table_from_columns_is_the_table_from_records(real_run, num_trials, block, extra_tasks) -> None:
+    rundir, tags = real_run
+    planned = tags[:3] + ["never-ran"]
+    task_ids = sorted({r.task_id for r in rundir.rollouts("val", block=None)}, key=int)
+    plan = _plan(task_ids + extra_tasks, planned, num_trials, block)
+    columns = rundir.indexed_columns("val", set(planned) | {"seed"}, block)
+    keys = set(plan.all_keys())
+    plan.persisted = keys & valid_column_keys(columns)
+    assert plan.persisted == keys & valid_keys(rundir.rollouts("val", block=None)), "planning's keys"
+    tally = Tally(paid={planned[0]: 3})
+
+    fast = summarize(plan, outcomes_of_columns(columns, block), tally, against=tags[0])
+    rows, missing = _by_records(plan, rundir, tally)
+
+    assert fast.missing == missing and missing, "the same missing keys, in plan order"
+    assert all(isinstance(k, RolloutKey) for k in fast.missing)
+    assert render_arms(fast.rows) == render_arms(rows)
+    for mine, theirs in zip(fast.rows, rows, strict=True):
+        for field, value in mine.to_dict().items():
+            assert _same(value, theirs.to_dict()[field]), (mine.tag, field, value, theirs.to_dict()[field])
+    assert any(r.infra for r in fast.rows) and any(r.pass_k is not None for r in fast.rows)
+    # the arms path (other sessions, Ctrl-C) answers the same through Outcomes.of_arms
+    arms = summarize(
+        plan, index_records(rundir.indexed_rollouts("val", None, None), block), tally, against=tags[0]
+    )
+    assert render_arms(arms.rows) == render_arms(rows) and arms.missing == missing
+
+
+def test_a_table_with_everything_persisted_has_nothing_missing(real_run) -> None:
+    rundir, tags = real_run
+    present = {(r.tag, r.task_id, r.trial) for r in rundir.rollouts("val") if r.valid}
+    task_ids = sorted({t for _, t, _ in present if all((tags[0], t, k) in present for k in range(2))})
+    plan = _plan(task_ids, tags[:1], 2)
+    columns = rundir.indexed_columns("val", tags[:1])
+    plan.persisted = set(plan.all_keys()) & valid_column_keys(columns)
+    fast = summarize(plan, outcomes_of_columns(columns, 0), Tally(), against=tags[0])
+    rows, missing = _by_records(plan, rundir, Tally())
+    assert fast.missing == missing == [] and fast.exit_code == 0
+    assert render_arms(fast.rows) == render_arms(rows)
+
+
+def test_the_next_session_reads_a_file_changed_or_removed_by_hand(real_run) -> None:
+    rundir, tags = real_run
+    before = rundir.indexed_columns("val", tags[:1])
+    assert rundir.indexed_columns("val", tags[:1]) is before, "a session's planning and table: one check"
+    record = next(r for r in rundir.rollouts("val") if r.tag == tags[0] and r.valid)
+    path = rundir.rollout_path("val", record.task_id, record.tag, record.trial)
+    edited = RolloutRecord.from_json({**record.to_json(), "reward": 0.25, "passed": False})
+    path.write_text(edited.dumps() + "\n")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    after = RunDir(rundir.root).indexed_columns("val", tags[:1])
+    at = next(
+        i
+        for i, (t, k) in enumerate(zip(after["task_id"], after["trial"], strict=True))
+        if (t, k) == (record.task_id, record.trial)
+    )
+    assert after["reward"][at] == 0.25 and after["passed"][at] == 0
+    path.unlink()  # removed by hand: no longer persisted, so owed again
+    gone = RunDir(rundir.root).indexed_columns("val", tags[:1])
+    assert ("val", record.task_id, record.tag, record.trial) not in valid_column_keys(gone)
+    assert len(gone) == len(after) - 1
+
+
+def test_owed_keys_follow_the_sets_they_were_worked_out_from() -> None:
+    plan = _plan(["a", "b"], ["x", "y"], 2)
+    every = plan.all_keys()
+    assert plan.owed_keys() == every and plan.owed_keys() is not plan.owed_keys()
+    plan.persisted = set(every)
+    assert plan.owed_keys() == []
+    plan.persisted = {("val", "a", "x", 0)}  # a plain tuple key equals the plan's key
+    assert plan.owed_keys() == every[1:]
+    plan.awaited = {("val", "b", "y", 1)}
+    assert plan.owed_keys() == every[1:-1]
+    assert EvalPlan.from_wire(plan.to_wire()).owed_keys() == every[1:-1]
+
+
+def _pass_hat_k_per_task(passes: np.ndarray, k: int) -> float | None:
+    """pass^k as it was worked out before: one estimate per task, in a loop."""
+    values = []
+    for row in stats.core.as_matrix(passes):
+        valid = row[~np.isnan(row)]
+        if valid.size >= k:
+            values.append(math.comb(int(np.sum(valid >= 0.5)), k) / math.comb(int(valid.size), k))
+    return float(np.mean(values)) if values else None
+
+
+@given(reward_matrices(max_tasks=60, missing=True), st.integers(1, 6))
+def test_pass_hat_k_equals_the_per_task_loop_to_the_bit(matrix, k) -> None:
+    mine, theirs = stats.pass_hat_k(matrix, k), _pass_hat_k_per_task(matrix, k)
+    assert (mine is None and theirs is None) or (
+        mine is not None and theirs is not None and _same(mine, theirs)
+    )
+
+
+def test_outcomes_of_no_rollouts_give_empty_arms() -> None:
+    rewards, passes, infra, cost = Outcomes([], [], [], [], [], [], []).arm_arrays("x", ["a"], 2)
+    assert np.isnan(rewards).all() and np.isnan(passes).all() and (infra, cost) == (0, 0.0)
