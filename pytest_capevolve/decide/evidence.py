@@ -1,6 +1,7 @@
 """From rollout records to the arrays the statistics read.
 
-Pure: takes records (:class:`~pytest_capevolve.store.record.RolloutRecord`, read by attribute)
+Pure: takes records (:class:`~pytest_capevolve.store.record.RolloutRecord`, read by attribute),
+or the same outcomes as columns (:class:`Outcomes`, for a session's table of 60,000 rollouts),
 and returns numpy arrays. Missing trials and infra errors become ``nan`` — missing data, never
 a 0.
 """

@@ -18,6 +18,9 @@ cap-evolve-compatible account, and the index is kept honest against them and the
 - a missing, damaged or foreign index (or a log that no longer continues where it stopped) is
   rebuilt from the files, said in the run's notices — never a crash.
 
+Readers that need no record object per rollout (a resume's planning and table) read the checked
+rows as tuples or as :class:`Columns`; the checks are the same.
+
 SQLite (stdlib) in WAL mode: readers never block the writer, and a torn write cannot half-update
 it. Written only under the run's lock.
 """
