@@ -242,12 +242,17 @@ class RolloutFiles:
         size_at, mtime_at = name_at + 1, name_at + 2
         # each file by its name relative to the open folder: the kernel walks the run dir's
         # path once, not once per file (half of what 60,000 checks cost)
-        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY) if on_disk else None
+        try:
+            folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            folder_fd = None  # no folder: every row's file is gone
         try:
             stat = os.stat
             for row in self.index.rows(split, wanted):
                 name = row[name_at]
                 try:
+                    if folder_fd is None:
+                        raise FileNotFoundError(name)
                     found = stat(name, dir_fd=folder_fd)
                 except FileNotFoundError:
                     vanished.append((split, name))
