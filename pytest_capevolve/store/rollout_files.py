@@ -241,7 +241,7 @@ class RolloutFiles:
         name_at = len(FIELDS_INDEX)
         size_at, mtime_at = name_at + 1, name_at + 2
         # each file by its name relative to the open folder: the kernel walks the run dir's
-        # path once, not once per file (half of what 60,000 checks cost)
+        # path once, not once per file (measured 15-45 % less per check at 60,000)
         try:
             folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         except FileNotFoundError:
