@@ -17,11 +17,12 @@ from pytest_capevolve.decide.evidence import index_records
 from pytest_capevolve.project.spec import Spec
 from pytest_capevolve.show import views
 from pytest_capevolve.show.dashboard import build, model, write_dashboard
+from pytest_capevolve.show.dashboard import page as page_module
 from pytest_capevolve.show.measure import measure
-from pytest_capevolve.store import files
+from pytest_capevolve.store import events, files
 from pytest_capevolve.store.rundir import RunDir
 
-# sha256 of the page of real_run() (model.DETAIL_LIMIT = 100) as drawn by the renderer before it
+# sha256 of the page of real_run() (DETAIL_LIMIT = 100) as drawn by the renderer before it
 # drew in pieces (commit 3d8c239, one string). A change to what the page shows on purpose
 # changes it; a change to how the page is drawn must not
 PAGE_BEFORE_PIECES = "60be6d3a96aca16358d62c539d3720f1993bad7d6f0b6c41689f8c4e2c5c5fc3"
@@ -100,27 +101,40 @@ def real_run(root: Path, shared_data: dict, val_rollout) -> RunDir:
     return rundir
 
 
+class LogClock:
+    """``time`` as the event log sees it: each event half a second after the one before (the
+    spend plot's times are the run's, whatever else asked the clock in between)."""
+
+    def __init__(self) -> None:
+        self.ticks = itertools.count()
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + 0.5 * next(self.ticks)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
 @pytest.fixture
 def frozen_clock(monkeypatch):
-    """Each event half a second after the one before: the spend plot's times are the run's."""
-    ticks = itertools.count()
-    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0 + 0.5 * next(ticks))
+    monkeypatch.setattr(events, "time", LogClock())
 
 
 @pytest.fixture
 def run(tmp_path, shared_data, val_rollout, frozen_clock, monkeypatch) -> RunDir:
     rundir = real_run(tmp_path, shared_data, val_rollout)
     monkeypatch.setattr(model, "DETAIL_LIMIT", 100)  # 163 rollouts scored below 1: the limit bites
+    monkeypatch.setattr(page_module, "DETAIL_LIMIT", 100)  # and the drill-down's caption says so
     return RunDir(rundir.root)
 
 
 def test_the_page_drawn_in_pieces_is_the_page_drawn_whole(run: RunDir) -> None:
-    page = build(run, TRIALS)
-    assert hashlib.sha256(page.encode()).hexdigest() == PAGE_BEFORE_PIECES
+    html = build(run, TRIALS)
+    assert hashlib.sha256(html.encode()).hexdigest() == PAGE_BEFORE_PIECES
     # every rollout (a sixth trial too) less the missing, the infra errors and the detailed
-    assert page.count('<td class="feedback">·</td>') == 6 * 12 * 5 + 1 - 5 - 6 - 100
+    assert html.count('<td class="feedback">·</td>') == 6 * 12 * 5 + 1 - 5 - 6 - 100
     path = write_dashboard(run, TRIALS)
-    assert path.read_bytes() == page.encode()
+    assert path.read_bytes() == html.encode()
 
 
 def test_a_page_that_fails_while_drawn_leaves_the_old_page(run: RunDir, monkeypatch) -> None:
