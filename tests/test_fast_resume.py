@@ -10,8 +10,10 @@ file changed or removed by hand is noticed by the next session.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +213,26 @@ def test_pass_hat_k_equals_the_per_task_loop_to_the_bit(matrix, k) -> None:
 def test_outcomes_of_no_rollouts_give_empty_arms() -> None:
     rewards, passes, infra, cost = Outcomes([], [], [], [], [], [], []).arm_arrays("x", ["a"], 2)
     assert np.isnan(rewards).all() and np.isnan(passes).all() and (infra, cost) == (0, 0.0)
+
+
+def test_a_record_read_from_the_index_reads_like_the_file_record(real_run) -> None:
+    rundir, tags = real_run
+    by_file = {r.key: r for r in rundir.rollouts("val")}
+    indexed = rundir.indexed_rollouts("val", tags[:2])
+    assert indexed and all(isinstance(r, RolloutRecord) for r in indexed)
+    for record in indexed:
+        full = by_file[record.key]
+        for name in ("run_id", "task_id", "tag", "trial", "seed", "candidate_hash", "reward", "passed"):
+            assert getattr(record, name) == getattr(full, name), name
+        assert (record.infra_error, record.cost_usd, record.valid, record.block) == (
+            full.infra_error,
+            full.cost_usd,
+            full.valid,
+            full.block,
+        )
+        assert record.feedback == "" and record.output is None  # outcome fields only
+    one = indexed[0]
+    assert pickle.loads(pickle.dumps(one)) == one and hash(pickle.loads(pickle.dumps(one))) == hash(one)
+    changed = dataclasses.replace(one, reward=0.5)
+    assert type(changed) is RolloutRecord and changed.reward == 0.5 and changed.task_id == one.task_id
+    assert RolloutRecord.from_json(one.to_json()).key == one.key
