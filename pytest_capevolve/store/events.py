@@ -19,14 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from .files import FILE_MODE, RunDirError
+from .state import SPEND_FLUSH_EVERY
 
 GENESIS = "0" * 64
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)  # what json.dumps would build per call
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 # Events this process appended, held so that the readers catching up on every flush of a session
 # (state.json's spend, the rollout index: SPEND_FLUSH_EVERY rollouts apart) need not decode the
-# lines it just wrote. Bounded: at most this many are held (~1 KB each), older ones are read back.
-APPENDED_HELD = 1100
+# lines it just wrote. Bounded: the last APPENDED_HELD at least, never more than APPENDED_HELD +
+# APPENDED_DROPPED (~0.9 KB each: ~1.2 MB at most), older ones are read back from the file.
+APPENDED_HELD = SPEND_FLUSH_EVERY + 100
+APPENDED_DROPPED = 256
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
@@ -131,8 +134,8 @@ class _Appended:
         self.lines += line
         self.ends.append(self.end + len(line))
         self.events.append(event)
-        if len(self.events) > APPENDED_HELD:  # the oldest half goes: readers read it from the file
-            cut = len(self.events) // 2
+        if len(self.events) > APPENDED_HELD + APPENDED_DROPPED:  # the oldest go: read from the file
+            cut = APPENDED_DROPPED
             start = self.ends[cut - 1]
             del self.lines[: start - self.start]
             self.start, self.first_seq = start, self.first_seq + cut
