@@ -4,8 +4,10 @@ rollout index) are not charged their decoding — always answering what the file
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +15,7 @@ import pytest
 
 from pytest_capevolve.store import events as events_module
 from pytest_capevolve.store.events import verify_events
+from pytest_capevolve.store.files import RunLock
 from pytest_capevolve.store.rundir import RunDir
 
 
@@ -108,3 +111,38 @@ def test_the_descriptor_follows_the_file_its_path_names(run: RunDir) -> None:
     assert run._appender is None
     run.append_event("note", text="four")
     assert len(run.events_path.read_text().splitlines()) == 2
+
+
+def locked_elsewhere(path: Path) -> bool:
+    """Does another holder have ``path`` locked? (A second open file description in this
+    process conflicts with the first, as another process's would.)"""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_the_run_lock_keeps_its_descriptor_and_locks_the_file_its_path_names(tmp_path: Path) -> None:
+    root = tmp_path / "run"
+    lock = RunLock(root)
+    with lock():
+        with lock():  # re-entrant
+            assert locked_elsewhere(root / ".lock")
+        assert locked_elsewhere(root / ".lock")
+    assert not locked_elsewhere(root / ".lock")
+    kept = lock._fd
+    with lock():
+        assert lock._fd == kept  # not opened again
+    shutil.rmtree(root)  # the run dir removed and made again: a new .lock
+    root.mkdir()
+    (root / ".lock").touch()
+    with lock():
+        assert locked_elsewhere(root / ".lock")  # the new file, not the removed one
+    lock.close()
+    assert lock._fd == -1 and not locked_elsewhere(root / ".lock")

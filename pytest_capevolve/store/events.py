@@ -200,11 +200,15 @@ class EventLog:
         return self._appender.fd
 
     def close_log(self) -> None:
-        """Let go of the kept descriptor (the next append opens the log again)."""
+        """Let go of the kept descriptors, the log's and the lock's (the next append or lock
+        opens them again), and of the events held."""
         if self._appender is not None:
             self._appender.close()
             self._appender = None
         self._appended = None
+        close_lock = getattr(self.lock, "close", None)
+        if close_lock is not None:
+            close_lock()
 
     def _read_event_tail(self) -> tuple[int, str, int]:
         try:
@@ -350,6 +354,6 @@ class EventLog:
             tmp.write_text(kept, encoding="utf-8")
             os.replace(tmp, self.events_path)
             self._event_tail = None
-            self.close_log()
+            self._appended = None
             self.append_event("events_repaired", moved=len(tail), to=aside.name, problem=problem)
             return len(tail)
