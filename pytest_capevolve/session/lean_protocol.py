@@ -31,19 +31,22 @@ What is skipped, and why it may be:
   nothing registers finalizers on a rollout item), evaluate ``skip``/``xfail`` marks (an item
   with any mark, its own or a collector's, takes pytest's protocol instead), set
   ``PYTEST_CURRENT_TEST`` (set by the call phase, and removed at the end as teardown does),
-  and wrap the phase in capture and logging that would capture nothing, since nothing runs.
-  A project's own ``pytest_runtest_setup``/``teardown`` hooks are for its tests (fixtures,
-  environment), not for rollouts: they are not called for rollout items.
+  collect unraisable and thread exceptions (the call phase's implementations still do, and
+  pytest's unconfigure collects what is left), and wrap the phase in capture and logging that
+  would capture nothing, since nothing runs.
 - ``pytest_runtest_makereport`` for the setup and teardown phases: their reports are built here
-  the way pytest's default implementation builds a passed report (``TestReport`` of the item,
-  its captured sections so far and its user properties, the phase's time); the wrappers
-  pytest ships around it change nothing for a passed phase of an unmarked item.
+  the way pytest's default implementation builds a passed report (the item's id, location,
+  keywords, captured sections so far and user properties; a duration of 0: nothing ran); the
+  wrappers pytest ships around it change nothing for a passed phase of an unmarked item.
 
-Items that take pytest's full protocol instead: anything but a rollout item (microcase items
-run in ordinary pytest sessions), a rollout item with a mark, and every item under
-``--setup-only``, ``--setup-show`` or ``--setup-plan``. ``-p no:capevolve-protocol`` (on the
-command line, or in ``addopts``) restores pytest's protocol for rollout items too; the two give
-the same terminal lines, junitxml and records (tests/test_lean_protocol.py).
+Those two claims hold for the plugins in :data:`KNOWN_PLUGINS` (pytest's own, and hypothesis's).
+When any other plugin implements one of these hooks — a project's ``conftest.py``, pytest-html,
+pytest-rerunfailures — the session takes pytest's protocol, so that hook is called as before.
+So do anything but a rollout item (microcase items run in ordinary pytest sessions), a rollout
+item with a mark, and every item under ``--setup-only``, ``--setup-show`` or ``--setup-plan``.
+``-p no:capevolve-protocol`` (on the command line, or in ``addopts``) restores pytest's protocol
+for rollout items too; the two give the same terminal lines, junitxml and records
+(tests/test_lean_protocol.py).
 
 It is registered in every process that runs rollout items (the plain session and each xdist
 worker) and composes with :mod:`.fanout`: that plugin's ``pytest_runtest_protocol`` wrapper
@@ -59,7 +62,18 @@ from typing import Any
 
 import pytest
 from _pytest.logging import caplog_handler_key, caplog_records_key
-from _pytest.runner import CallInfo, check_interactive_exception, get_reraise_exceptions
+from _pytest.runner import CallInfo, check_interactive_exception
+
+try:
+    from _pytest.runner import get_reraise_exceptions
+except ImportError:  # an older pytest: what its call_and_report re-raises, written out
+
+    def get_reraise_exceptions(config: pytest.Config) -> tuple[type[BaseException], ...]:
+        reraise: tuple[type[BaseException], ...] = (pytest.exit.Exception,)
+        if not config.getoption("usepdb", False):
+            reraise += (KeyboardInterrupt,)
+        return reraise
+
 
 from ..items import RolloutItem
 
