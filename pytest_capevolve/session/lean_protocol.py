@@ -12,8 +12,8 @@ its collectors (the spec file, the split) set up nothing — so for it this plug
   builds for a phase that raised nothing, logged through ``pytest_runtest_logreport``;
 - runs the call phase exactly as pytest does — ``pytest_runtest_call`` with every wrapper
   around it (so the adapter's prints and log records are captured and shown for a failed
-  rollout as before; an unraisable or thread exception still surfaces), made into a report by
-  ``pytest_runtest_makereport`` and logged; ``pytest_exception_interact`` for ``--pdb``;
+  rollout as before; an unraisable or thread exception still surfaces), made into a report
+  (see below) and logged; ``pytest_exception_interact`` for ``--pdb``;
 - reports the teardown phase passed without running it, like the setup;
 - calls ``pytest_runtest_logfinish``.
 
@@ -34,10 +34,13 @@ What is skipped, and why it may be:
   collect unraisable and thread exceptions (the call phase's implementations still do, and
   pytest's unconfigure collects what is left), and wrap the phase in capture and logging that
   would capture nothing, since nothing runs.
-- ``pytest_runtest_makereport`` for the setup and teardown phases: their reports are built here
-  the way pytest's default implementation builds a passed report (the item's id, location,
-  keywords, captured sections so far and user properties; a duration of 0: nothing ran); the
-  wrappers pytest ships around it change nothing for a passed phase of an unmarked item.
+- ``pytest_runtest_makereport`` for the setup and teardown phases, and for a call phase that
+  raised nothing: their reports are built here the way pytest's default implementation builds
+  a passed report (the item's id, location, keywords, captured sections so far and user
+  properties; the call's times, a duration of 0 for setup and teardown: nothing ran); the
+  wrappers pytest ships around it (skipping's xfail, tmpdir's outcome for ``tmp_path``
+  retention, unittest's ``SkipTest``) change nothing for a passed phase of an unmarked item.
+  A call phase that raised (a failed rollout, a skip) is made into a report by the hook.
 
 Those two claims hold for the plugins in :data:`KNOWN_PLUGINS` (pytest's own, and hypothesis's).
 When any other plugin implements one of these hooks — a project's ``conftest.py``, pytest-html,
@@ -63,6 +66,7 @@ from typing import Any
 import pytest
 from _pytest.logging import caplog_handler_key, caplog_records_key
 from _pytest.runner import CallInfo, check_interactive_exception
+from _pytest.skipping import xfailed_key
 
 try:
     from _pytest.runner import get_reraise_exceptions
@@ -109,17 +113,19 @@ class LeanProtocol:
         nodeid, location = item.nodeid, item.location
         keywords = dict.fromkeys(item.keywords, 1)  # as each report would compute it: once here
         ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
-        ihook.pytest_runtest_logreport(report=_passed(item, "setup", keywords))
-        self._call(item, ihook)
-        ihook.pytest_runtest_logreport(report=_passed(item, "teardown", keywords.copy()))
+        ihook.pytest_runtest_logreport(report=_passed(item, "setup", keywords.copy()))
+        self._call(item, ihook, keywords.copy())
+        ihook.pytest_runtest_logreport(report=_passed(item, "teardown", keywords))
         os.environ.pop(CURRENT_TEST, None)  # as pytest's teardown does
         ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
         return True
 
-    def _call(self, item: pytest.Item, ihook: Any) -> None:
+    def _call(self, item: pytest.Item, ihook: Any, keywords: dict[str, Any]) -> None:
         """The call phase as ``call_and_report`` runs it. The logging plugin's call wrapper
         files the phase's records under the dict its setup wrapper makes: made here instead,
-        and dropped after, as its teardown wrapper does."""
+        and dropped after, as its teardown wrapper does. A call that raised nothing gets the
+        report pytest's default ``pytest_runtest_makereport`` builds (what the known plugins'
+        wrappers leave as it is for an unmarked item); one that raised, the hook's."""
         stash = item.stash
         stash[caplog_records_key] = {}
         try:
@@ -128,7 +134,10 @@ class LeanProtocol:
             for key in (caplog_records_key, caplog_handler_key):
                 if key in stash:
                     del stash[key]
-        report = ihook.pytest_runtest_makereport(item=item, call=call)
+        if call.excinfo is None and not stash.get(xfailed_key, None):  # (an xfail mark added as it ran)
+            report = _passed(item, "call", keywords, call)
+        else:
+            report = ihook.pytest_runtest_makereport(item=item, call=call)
         ihook.pytest_runtest_logreport(report=report)
         if check_interactive_exception(call, report):
             ihook.pytest_exception_interact(node=item, call=call, report=report)
@@ -176,10 +185,17 @@ def only_known_implementations(ihook: Any) -> bool:
 _ITEM_ID = "id" if isinstance(getattr(pytest.Item, "id", None), property) else "nodeid"
 
 
-def _passed(item: pytest.Item, when: str, keywords: dict[str, Any]) -> pytest.TestReport:
-    """What ``TestReport.from_item_and_call`` makes of a phase that ran nothing and raised
-    nothing: passed, the item's captured sections so far, its user properties, no duration."""
-    now = time.time()
+def _passed(
+    item: pytest.Item, when: str, keywords: dict[str, Any], call: CallInfo[None] | None = None
+) -> pytest.TestReport:
+    """What ``TestReport.from_item_and_call`` makes of a phase that raised nothing: passed, the
+    item's captured sections so far, its user properties; the call's times, or for a phase that
+    ran nothing, no duration."""
+    if call is None:
+        start = stop = time.time()
+        duration = 0.0
+    else:
+        start, stop, duration = call.start, call.stop, call.duration
     return pytest.TestReport(
         getattr(item, _ITEM_ID),
         item.location,
@@ -188,9 +204,9 @@ def _passed(item: pytest.Item, when: str, keywords: dict[str, Any]) -> pytest.Te
         None,
         when,  # type: ignore[arg-type]
         [(f"Captured {key} {rwhen}", content) for rwhen, key, content in item._report_sections],
-        0.0,
-        now,
-        now,
+        duration,
+        start,
+        stop,
         user_properties=item.user_properties,
     )
 
