@@ -160,7 +160,17 @@ def test_with_xdist_workers_forward_the_same_reports(
     outcomes = lean.parseoutcomes()
     assert outcomes == full.parseoutcomes() and (outcomes["passed"], outcomes["failed"]) == (11, 9)
     lean_lines, full_lines = normalized(lean, "lean"), normalized(full, "full")
-    prefixes = ("PASSED ", "FAILED ", "XFAIL ", "XPASS ", "seed ", "careful ", "rollouts: ", "adding ", "WARNING ")
+    prefixes = (
+        "PASSED ",
+        "FAILED ",
+        "XFAIL ",
+        "XPASS ",
+        "seed ",
+        "careful ",
+        "rollouts: ",
+        "adding ",
+        "WARNING ",
+    )
     for prefix in prefixes:  # lines compared as sets: the order they arrive in varies
         chosen = sorted(line for line in lean_lines if line.startswith(prefix))
         assert chosen == sorted(line for line in full_lines if line.startswith(prefix)) and chosen
