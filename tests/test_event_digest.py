@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.show.dashboard.model import ROLLOUT_FIELDS, _events, spend_series
+from pytest_capevolve.show.dashboard.model import read_log, spend_series
 from pytest_capevolve.store.event_digest import DIGEST_NAME, digest
 from pytest_capevolve.store.rundir import RunDir
 
@@ -92,11 +92,11 @@ def test_spend_folded_as_read_equals_the_whole_log(run: RunDir, val_rollout) -> 
     assert spent["usd"] == pytest.approx(run.replay_state()["spent"]["usd"])
 
 
-def test_the_dashboard_holds_a_few_fields_of_each_rollout_and_draws_the_same_spend(run: RunDir) -> None:
-    slim = _events(run)
-    assert [e["seq"] for e in slim if e["kind"] != "rollout"] == [
-        e["seq"] for e in run.events() if e["kind"] != "rollout"
-    ]
-    rollouts = [e for e in slim if e["kind"] == "rollout"]
-    assert len(rollouts) == 3 and all(set(e) <= set(ROLLOUT_FIELDS) for e in rollouts)
-    assert spend_series(slim) == spend_series(run.events())
+def test_the_dashboard_folds_each_rollout_as_read_and_draws_the_same_spend(run: RunDir) -> None:
+    log = read_log(run)
+    whole = run.events()
+    assert [e["seq"] for e in log.events] == [e["seq"] for e in whole if e["kind"] != "rollout"]
+    assert log.numbers == [i for i, e in enumerate(whole) if e["kind"] != "rollout"]  # places kept
+    assert log.count == len(whole) and log.first_val_rollout == {"seed": 1}
+    assert len(log.seconds) == len(log.rollouts) == len(log.usd) == 3  # a point per rollout, no event
+    assert log.spend() == spend_series(whole)

@@ -22,11 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 from typing import Any
 
 from .. import __version__
 from ..project.candidate import SEED_TAG
 from ..project.spec import Spec
+from ..store.index import IndexDamaged
 from ..store.rundir import RunDir
 
 QUIET_EVENTS = frozenset({"session_started", "session_finished"})  # nothing a page shows
@@ -54,13 +56,26 @@ def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
     except Exception as exc:  # the report is a view; it must never change the outcome
         problems.append(f"could not write report.md: {exc!r}")
     try:
-        write_dashboard(rundir, spec.num_trials, measurement, None)
+        write_dashboard(rundir, spec.num_trials, measurement, _every_val_tag(rundir, known))
     except Exception as exc:  # a view too
         problems.append(f"could not write dashboard.html: {exc!r}")
     if not problems and inputs is not None:
         size, _, seq = rundir._read_event_tail()
         rundir.write_views_stamp({"events": [size, seq], **_inputs(spec, rundir)})
     return "; ".join(problems) or None
+
+
+def _every_val_tag(rundir: RunDir, known: dict[str, Any]) -> Any:
+    """The session's val records when they hold every tag with a val rollout, as the dashboard
+    draws them (a session reads only its own tags: a run gated before holds others); None: the
+    dashboard reads them. Held by reference: 60,000 records are not indexed a second time."""
+    val = known.get("val")
+    if not val:
+        return None
+    try:
+        return val if rundir.index.tags("val") <= set(val) else None
+    except (IndexDamaged, OSError, sqlite3.Error):  # a cache that cannot tell: the dashboard reads
+        return None
 
 
 def _current(rundir: RunDir, inputs: dict[str, Any]) -> bool:

@@ -28,6 +28,18 @@ from .index import IndexDamaged, RolloutIndex, Row, record_of, row_of
 from .record import RecordError, RolloutRecord
 from .state import SPEND_FLUSH_EVERY
 
+_INDEX_FIELDS = {
+    "rollout": ("kind", "seq", "split", "task_id", "tag", "trial"),
+    "rollout_quarantined": ("kind", "file"),
+}
+
+
+def _index_view(event: dict[str, Any]) -> dict[str, Any] | None:
+    """What :meth:`RolloutFiles.sync_index` holds of a logged event: the fields that name a
+    rollout file, of the two kinds that change the index; nothing of any other."""
+    fields = _INDEX_FIELDS.get(str(event.get("kind")))
+    return None if fields is None else {key: event[key] for key in fields if key in event}
+
 
 class RolloutFiles:
     """The run dir's rollout records (a part of :class:`.rundir.RunDir`)."""
@@ -39,7 +51,7 @@ class RolloutFiles:
     append_event: Callable[..., None]
     rollout_path: Callable[..., Path]
     flush_spend: Callable[[], None]
-    events_after: Callable[[int, int], tuple[list[dict[str, Any]], int, int] | None]
+    events_after: Callable[..., tuple[list[dict[str, Any]], int, int] | None]
     _read_event_tail: Callable[[], tuple[int, str, int]]
     _event_tail: tuple[int, str, int] | None  # set by append_event: the event just appended
     index: RolloutIndex
@@ -145,12 +157,12 @@ class RolloutFiles:
         longer continues where it stopped."""
         try:
             position = self.index.position()
-            tail = None if position is None else self.events_after(*position)
+            tail = None if position is None else self.events_after(*position, _index_view)
             if tail is None:
                 self._rebuild_index("missing" if position is None else "behind a rewritten events.jsonl")
                 return
-            events, offset, seq = tail
-            if not events:
+            events, offset, seq = tail  # each event held through _index_view
+            if (offset, seq) == position:
                 return
             changes: dict[tuple[str, str], Row | None] = {}
             for event in events:

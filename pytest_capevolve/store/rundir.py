@@ -23,7 +23,15 @@ from ..project.candidate import check_tag, escape_id
 from ..project.paths import to_stored
 from .claims import Claims
 from .events import EventLog
-from .files import RunDirError, RunLock, atomic_write_json, atomic_write_text, exclusive, read_json
+from .files import (
+    RunDirError,
+    RunLock,
+    atomic_write_json,
+    atomic_write_parts,
+    atomic_write_text,
+    exclusive,
+    read_json,
+)
 from .index import RolloutIndex
 from .rollout_files import RolloutFiles
 from .snapshots import Snapshots
@@ -138,8 +146,9 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         atomic_write_text(self.report_path, markdown)
         return self.report_path
 
-    def write_dashboard(self, page: str) -> Path:
-        atomic_write_text(self.dashboard_path, page)
+    def write_dashboard(self, page: str | Iterable[str]) -> Path:
+        """``page``: the HTML, whole or in pieces written as they come (never held whole)."""
+        atomic_write_parts(self.dashboard_path, [page] if isinstance(page, str) else page)
         return self.dashboard_path
 
     def views_stamp(self) -> dict[str, Any] | None:

@@ -33,5 +33,9 @@ def build(
 def write_dashboard(
     rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
 ) -> Path:
-    """Write ``dashboard.html`` in the run dir (atomically) and return its path."""
-    return rundir.write_dashboard(build(rundir, num_trials, measurement, val))
+    """Write ``dashboard.html`` in the run dir (atomically) and return its path. The page goes
+    to its file in pieces as it is drawn (the same bytes as :func:`build`'s)."""
+    from .model import collect
+    from .page import render_parts
+
+    return rundir.write_dashboard(render_parts(collect(rundir, num_trials, measurement, val)))

@@ -10,6 +10,8 @@ not evaluated is not a reward of 0.
 from __future__ import annotations
 
 import json
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +21,6 @@ from ... import stats
 from ...decide.evidence import ByTag, index_records, reward_matrix
 from ...decide.looks import shown_decision
 from ...project.candidate import SEED_TAG
-from ...store.record import RolloutRecord
 from ...store.rundir import RunDir
 from ..measure import Measurement, table_rows
 
@@ -57,6 +58,18 @@ class Cell:
         if self.mean is not None:
             return "scored"
         return "infra" if self.infra else "missing"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One tag's heatmap column, row by row (a task of ``Dashboard.task_ids`` each): its mean
+    over valid trials (NaN: none), how many trials were valid, how many were infra errors.
+    Arrays, not a :class:`Cell` per task: a page of 10,000 tasks must not hold 10,000 objects
+    per tag (:meth:`Dashboard.cells` makes them one at a time as the page is drawn)."""
+
+    means: np.ndarray
+    valid: np.ndarray
+    infra: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -113,8 +126,7 @@ class Dashboard:
     num_trials: int
     task_ids: list[str]
     tags: list[str]  # heatmap columns: every tag with a val rollout, in the order first paid
-    cells: list[Cell]
-    trials: dict[int, list[Trial]]  # task index → its val rollouts, for the drill-down
+    columns: dict[str, Column]  # tag → its heatmap column (:meth:`cells`)
     best_so_far: list[BestPoint]
     verdicts: list[VerdictRow]
     null_band: float | None  # the largest |Δ̄| of the null controls: the gate's noise floor
@@ -126,6 +138,45 @@ class Dashboard:
     # tags with more val trials than num_trials (grown): tag → its trials. The heatmap and the
     # curves pool the first num_trials of every tag; a grown verdict pools all of them
     grown_trials: dict[str, int] = field(default_factory=dict)
+    # the drill-down's source: the val records (tag → (task, trial) → record, held by reference:
+    # a session's own), each tag's trials per task, and the few rollouts shown in detail
+    val: ByTag = field(default_factory=dict)
+    trial_counts: dict[str, int] = field(default_factory=dict)
+    details: dict[tuple[int, str, int], Trial] = field(default_factory=dict)
+
+    def cells(self) -> Iterator[Cell]:
+        """Every heatmap cell, task by task and in column order within a task."""
+        for row in range(len(self.task_ids)):
+            yield from self.row_cells(row)
+
+    def row_cells(self, row: int) -> list[Cell]:
+        """The cells of one task, in column order."""
+        out = []
+        for tag in self.tags:
+            column = self.columns[tag]
+            count = int(column.valid[row])
+            mean = float(column.means[row]) if count else None
+            out.append(Cell(row, tag, mean, count, int(column.infra[row])))
+        return out
+
+    def trials(self, row: int) -> list[Trial]:
+        """A task's val rollouts, tag by tag (column order) in trial order: those of
+        :attr:`details` with their feedback and output, every other with its reward only."""
+        task_id = self.task_ids[row]
+        out = []
+        for tag in self.tags:
+            arm = self.val.get(tag, {})
+            for k in range(self.trial_counts.get(tag, 0)):
+                record = arm.get((task_id, k))
+                if record is None:
+                    continue
+                detailed = self.details.get((row, tag, k))
+                out.append(
+                    detailed
+                    if detailed is not None
+                    else Trial(tag, k, record.reward, record.infra_error, "", "", detail=False)
+                )
+        return out
 
 
 def collect(
@@ -140,110 +191,153 @@ def collect(
     if val is None:
         val = index_records(rundir.indexed_rollouts(GATE_SPLIT)) if task_ids else {}
     state = rundir.read_state()
-    events = _events(rundir)
-    tags = _tag_order(val, events)
+    log = read_log(rundir)
+    events = log.events
+    tags = sorted(val, key=lambda tag: (tag != SEED_TAG, log.first_val_rollout.get(tag, log.count), tag))
     matrices = {tag: reward_matrix(val.get(tag, {}), task_ids, num_trials) for tag in tags}
     decisions = [_decision(e) for e in events if e.get("kind") == "decision"]
-    verdicts = _verdict_rows(rundir.verdicts(), events)
+    verdicts = _verdict_rows(rundir.verdicts(), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
     budget = state.get("budget") or {}
-    return Dashboard(
+    trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
+    dash = Dashboard(
         run_id=rundir.run_id,
         best=str(state.get("best_id", SEED_TAG)),
         num_trials=num_trials,
         task_ids=task_ids,
         tags=tags,
-        cells=_cells(val, matrices, task_ids, tags, num_trials),
-        trials=_trials(rundir, val, task_ids, tags),
+        columns=_columns(val, matrices, task_ids, tags, num_trials),
         best_so_far=best_so_far(decisions, matrices),
         verdicts=verdicts,
         null_band=max(nulls) if nulls else None,
-        spend=spend_series(events),
+        spend=log.spend(),
         ceilings={key: _number(budget.get(key)) for key in ("max_metric_calls", "max_usd")},
         decisions=decisions,
         table=table_rows(measurement) if measurement is not None else [],
         labels=list(measurement.labels) if measurement is not None else [],
-        grown_trials=_grown_trials(val, num_trials),
+        grown_trials={tag: n for tag, n in sorted(trial_counts.items()) if n > num_trials},
+        val=val,
+        trial_counts=trial_counts,
     )
+    dash.details = _details(rundir, dash)
+    return dash
 
 
-ROLLOUT_FIELDS = ("kind", "split", "tag", "ts", "cost_usd")  # what the page reads of a rollout event
+@dataclass
+class Log:
+    """What the page reads of ``events.jsonl``, folded as it is read: a run's log is mostly
+    rollouts, and 60,000 of them held as events would outweigh everything else the page needs.
+    Rollout lines leave only a count, each val tag's first, and a point of the spend series
+    (three numbers in arrays); every other event is kept whole."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)  # every event but the rollouts
+    numbers: list[int] = field(default_factory=list)  # each kept event's place in the log
+    count: int = 0  # events read, rollouts included
+    first_val_rollout: dict[str, int] = field(default_factory=dict)  # tag → place of its first
+    start: float | None = None  # the first event's ts
+    seconds: array = field(default_factory=lambda: array("d"))  # the spend series, unthinned
+    rollouts: array = field(default_factory=lambda: array("q"))
+    usd: array = field(default_factory=lambda: array("d"))
+    _spent: tuple[int, float] = (0, 0.0)
+
+    def add(self, event: dict[str, Any]) -> None:
+        number = self.count
+        self.count += 1
+        if self.start is None:
+            self.start = float(event.get("ts", 0.0))
+        kind = event.get("kind")
+        rollouts, usd = self._spent
+        if kind == "rollout":
+            if event.get("split") == GATE_SPLIT:
+                self.first_val_rollout.setdefault(str(event.get("tag")), number)
+            rollouts, usd = rollouts + 1, usd + float(event.get("cost_usd") or 0.0)
+        else:
+            self.events.append(event)
+            self.numbers.append(number)
+            if kind != "decision":
+                return
+            usd += float(event.get("optimizer_usd") or 0.0)
+        self._spent = rollouts, usd
+        self.seconds.append(max(0.0, float(event.get("ts", self.start)) - self.start))
+        self.rollouts.append(rollouts)
+        self.usd.append(usd)
+
+    def spend(self, max_points: int = MAX_SPEND_POINTS) -> list[SpendPoint]:
+        """Cumulative rollouts paid and $ (runner + optimizer) over wall-clock time since the
+        run's first event; thinned to ``max_points``, always keeping the last point."""
+        if self.start is None:
+            return []
+        total = len(self.seconds) + 1  # the origin, then a point per rollout and decision
+
+        def point(i: int) -> SpendPoint:
+            if i == 0:
+                return SpendPoint(0.0, 0, 0.0)
+            return SpendPoint(self.seconds[i - 1], self.rollouts[i - 1], self.usd[i - 1])
+
+        if total <= max_points:
+            return [point(i) for i in range(total)]
+        step = total / (max_points - 1)
+        return [point(int(i * step)) for i in range(max_points - 1)] + [point(total - 1)]
 
 
-def _events(rundir: RunDir) -> list[dict[str, Any]]:
-    """The log, each rollout event cut to :data:`ROLLOUT_FIELDS` as it is read (a run's log is
-    mostly rollouts: 60,000 whole events would outweigh everything else the page needs)."""
+def read_log(rundir: RunDir) -> Log:
+    """The log folded into a :class:`Log` line by line; a damaged line raises the log's own
+    error (:meth:`~..store.rundir.RunDir.events`)."""
+    log = Log()
 
-    def view(event: dict[str, Any]) -> dict[str, Any]:
-        if event.get("kind") != "rollout":
-            return event
-        return {key: event[key] for key in ROLLOUT_FIELDS if key in event}
+    def fold(event: dict[str, Any]) -> None:
+        log.add(event)
 
-    read = rundir.events_after(0, 0, view)
-    return rundir.events() if read is None else read[0]  # a damaged line: the log's own error
-
-
-def _grown_trials(val: ByTag, num_trials: int) -> dict[str, int]:
-    trials = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
-    return {tag: n for tag, n in sorted(trials.items()) if n > num_trials}
+    if rundir.events_after(0, 0, fold) is None:
+        log = Log()
+        for event in rundir.events():
+            log.add(event)
+    return log
 
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _tag_order(val: ByTag, events: list[dict[str, Any]]) -> list[str]:
-    """Tags with val rollouts, seed first, then in the order their first rollout was logged."""
-    first: dict[str, int] = {}
-    for number, event in enumerate(events):
-        if event.get("kind") == "rollout" and event.get("split") == GATE_SPLIT:
-            first.setdefault(str(event.get("tag")), number)
-    return sorted(val, key=lambda tag: (tag != SEED_TAG, first.get(tag, len(events)), tag))
-
-
-def _cells(
+def _columns(
     val: ByTag, matrices: dict[str, np.ndarray], task_ids: list[str], tags: list[str], num_trials: int
-) -> list[Cell]:
+) -> dict[str, Column]:
     rows = {task_id: row for row, task_id in enumerate(task_ids)}
-    infra: dict[tuple[int, str], int] = {}
+    columns = {}
     for tag in tags:
+        infra = np.zeros(len(task_ids), dtype=np.int64)
         for (task_id, k), record in val.get(tag, {}).items():
             if record.infra_error and k < num_trials and task_id in rows:
-                infra[(rows[task_id], tag)] = infra.get((rows[task_id], tag), 0) + 1
-    valid = {tag: np.sum(~np.isnan(matrices[tag]), axis=1) for tag in tags}
-    cells = []
-    for row in range(len(task_ids)):
-        for tag in tags:
-            count = int(valid[tag][row])
-            mean = float(np.nanmean(matrices[tag][row])) if count else None
-            cells.append(Cell(row, tag, mean, count, infra.get((row, tag), 0)))
-    return cells
+                infra[rows[task_id]] += 1
+        valid = np.sum(~np.isnan(matrices[tag]), axis=1)
+        means = np.full(len(task_ids), np.nan)
+        for row in np.flatnonzero(valid):
+            # one row at a time, as np.nanmean sums it: the page's numbers stay what they were
+            means[row] = float(np.nanmean(matrices[tag][row]))
+        columns[tag] = Column(means, valid, infra)
+    return columns
 
 
-def _trials(rundir: RunDir, val: ByTag, task_ids: list[str], tags: list[str]) -> dict[int, list[Trial]]:
-    """Each task's val rollouts, tag by tag in trial order. The first :data:`DETAIL_LIMIT` that
-    scored below 1 carry their feedback and output, read from their files."""
-    by_task: dict[str, list[tuple[int, int, RolloutRecord]]] = {}
-    for column, tag in enumerate(tags):
-        for (task_id, k), record in val.get(tag, {}).items():
-            by_task.setdefault(task_id, []).append((column, k, record))
-    out: dict[int, list[Trial]] = {}
-    shown = 0
-    for row, task_id in enumerate(task_ids):
-        trials = out[row] = []
-        for column, k, record in sorted(by_task.get(task_id, ()), key=lambda c: c[:2]):
-            tag = tags[column]
-            if shown < DETAIL_LIMIT and record.reward is not None and record.reward < 1:
-                full = rundir.read_rollout(record.split, record.task_id, record.tag, record.trial)
-                if full is not None:
-                    shown += 1
-                    output = full.output if isinstance(full.output, str) else _short_json(full.output)
-                    trials.append(
-                        Trial(tag, k, full.reward, full.infra_error, str(full.feedback or ""), output)
-                    )
-                    continue
-            trials.append(Trial(tag, k, record.reward, record.infra_error, "", "", detail=False))
-    return out
+def _details(rundir: RunDir, dash: Dashboard) -> dict[tuple[int, str, int], Trial]:
+    """The first :data:`DETAIL_LIMIT` val rollouts that scored below 1 (task by task, in the
+    drill-down's order), each with its feedback and output read from its file; keyed by
+    (task row, tag, trial)."""
+    details: dict[tuple[int, str, int], Trial] = {}
+    for row in range(len(dash.task_ids)):
+        for trial in dash.trials(row):
+            if len(details) >= DETAIL_LIMIT:
+                return details
+            if trial.reward is None or trial.reward >= 1:
+                continue
+            record = dash.val[trial.tag][(dash.task_ids[row], trial.trial)]
+            full = rundir.read_rollout(record.split, record.task_id, record.tag, record.trial)
+            if full is None:
+                continue
+            output = full.output if isinstance(full.output, str) else _short_json(full.output)
+            details[(row, trial.tag, trial.trial)] = Trial(
+                trial.tag, trial.trial, full.reward, full.infra_error, str(full.feedback or ""), output
+            )
+    return details
 
 
 def _short_json(value: Any) -> str:
@@ -317,14 +411,14 @@ def _decision(event: dict[str, Any]) -> Decision:
     )
 
 
-def _verdict_rows(files: dict[str, dict[str, Any]], events: list[dict[str, Any]]) -> list[VerdictRow]:
+def _verdict_rows(files: dict[str, dict[str, Any]], log: Log) -> list[VerdictRow]:
     """One row per verdict file, in the order the verdicts were (last) written."""
     order: dict[str, int] = {}
-    for number, event in enumerate(events):
+    for number, event in zip(log.numbers, log.events, strict=True):
         if event.get("kind") == "verdict":
             order[str(event.get("tag"))] = number
     rows = []
-    for tag, verdict in sorted(files.items(), key=lambda kv: (order.get(kv[0], len(events)), kv[0])):
+    for tag, verdict in sorted(files.items(), key=lambda kv: (order.get(kv[0], log.count), kv[0])):
         ci = verdict.get("ci")
         rows.append(
             VerdictRow(
@@ -349,25 +443,10 @@ def _verdict_rows(files: dict[str, dict[str, Any]], events: list[dict[str, Any]]
     return rows
 
 
-def spend_series(events: list[dict[str, Any]], max_points: int = MAX_SPEND_POINTS) -> list[SpendPoint]:
+def spend_series(events: Iterable[dict[str, Any]], max_points: int = MAX_SPEND_POINTS) -> list[SpendPoint]:
     """Cumulative rollouts paid and $ (runner + optimizer) over wall-clock time since the
-    run's first event; thinned to ``max_points``, always keeping the last point."""
-    if not events:
-        return []
-    start = float(events[0].get("ts", 0.0))
-    rollouts, usd = 0, 0.0
-    points = [SpendPoint(0.0, 0, 0.0)]
+    first event's; thinned to ``max_points``, always keeping the last point (:meth:`Log.spend`)."""
+    log = Log()
     for event in events:
-        kind = event.get("kind")
-        if kind == "rollout":
-            rollouts += 1
-            usd += float(event.get("cost_usd") or 0.0)
-        elif kind == "decision":
-            usd += float(event.get("optimizer_usd") or 0.0)
-        else:
-            continue
-        points.append(SpendPoint(max(0.0, float(event.get("ts", start)) - start), rollouts, usd))
-    if len(points) > max_points:
-        step = len(points) / (max_points - 1)
-        points = [points[int(i * step)] for i in range(max_points - 1)] + [points[-1]]
-    return points
+        log.add(event)
+    return log.spend(max_points)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Iterable, Iterator
 
 from .model import DETAIL_LIMIT, Dashboard, Trial
-from .plots import best_so_far_plot, forest_plot, heatmap_plot, lineage_plot, spend_plot
+from .plots import best_so_far_plot, forest_plot, heatmap_parts, lineage_plot, spend_plot
 from .svg import esc
 
 OUTPUT_CHARS = 240  # model output is shown cut: the rollout file holds all of it
@@ -77,60 +78,76 @@ def _num(value: float | None, spec: str = ".3f") -> str:
 
 def render(dash: Dashboard) -> str:
     """The whole page as one string (deterministic: the same run gives the same bytes)."""
-    sections = [
-        _header(dash),
-        _section(
-            "Best so far on val",
-            "The best's val mean after each booked decision, with its 95% bootstrap CI over tasks "
-            "(an accept moves the best). Dots: each decided candidate's own val mean, coloured by "
-            "its decision (green accept, red reject, amber other).",
-            best_so_far_plot(dash.best_so_far),
-        ),
-        _section(
-            "Verdicts",
-            "Each verdict's mean paired delta Δ̄ with its 95% CI, against the tag it was gated "
-            "against; the black tick is the bar it had to clear. The grey band is ± the null "
-            "controls' largest |Δ̄| — what a byte-identical copy moves by chance; no accept lies inside it.",
-            forest_plot(dash.verdicts, dash.null_band) + _verdict_table(dash),
-        ),
-        _section(
-            "Tasks × candidates (val)",
-            "Each cell is a task's mean reward over its valid trials. Hatched grey: not "
-            "evaluated; hatched purple: infra errors only — missing data, never a 0. Click a cell "
-            "for the task's trials and the scorer's feedback.",
-            heatmap_plot(dash),
-        ),
-        _section(
-            "Spend over time",
-            "Rollouts paid and dollars spent since the run began, against the spec's ceilings (dashed).",
-            spend_plot(dash),
-        ),
-        _section(
-            "Lineage",
-            "Every booked decision in the order booked: parent → candidate, decision and basis. "
-            "The left column is the chain of bests.",
-            lineage_plot(dash),
-        ),
-        _section(
-            "Per-task drill-down (val)",
-            f"Every val rollout by task with its reward; feedback and output for the first "
-            f"{DETAIL_LIMIT} that scored below 1 (each rollout's file in rollouts/val/ holds all of it).",
-            _drill_down(dash),
-        ),
-    ]
-    return (
+    return "".join(render_parts(dash))
+
+
+def render_parts(dash: Dashboard) -> Iterator[str]:
+    """The page in pieces, in order, each drawn when it is asked for: the heatmap a cell and
+    the drill-down a task at a time, so a page of 10,000 tasks (14 MB) is written to its file
+    without ever being held whole (:meth:`~...store.rundir.RunDir.write_dashboard`)."""
+    yield (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>capevolve — run {esc(dash.run_id)}</title>"
         f"<style>{STYLE}</style></head><body>\n"
-        + "\n".join(sections)
-        + f"\n<script>{SCRIPT}</script>\n</body></html>\n"
     )
+    yield _header(dash)
+    yield "\n"
+    yield _section(
+        "Best so far on val",
+        "The best's val mean after each booked decision, with its 95% bootstrap CI over tasks "
+        "(an accept moves the best). Dots: each decided candidate's own val mean, coloured by "
+        "its decision (green accept, red reject, amber other).",
+        best_so_far_plot(dash.best_so_far),
+    )
+    yield "\n"
+    yield _section(
+        "Verdicts",
+        "Each verdict's mean paired delta Δ̄ with its 95% CI, against the tag it was gated "
+        "against; the black tick is the bar it had to clear. The grey band is ± the null "
+        "controls' largest |Δ̄| — what a byte-identical copy moves by chance; no accept lies inside it.",
+        forest_plot(dash.verdicts, dash.null_band) + _verdict_table(dash),
+    )
+    yield "\n"
+    yield from _section_parts(
+        "Tasks × candidates (val)",
+        "Each cell is a task's mean reward over its valid trials. Hatched grey: not "
+        "evaluated; hatched purple: infra errors only — missing data, never a 0. Click a cell "
+        "for the task's trials and the scorer's feedback.",
+        heatmap_parts(dash),
+    )
+    yield "\n"
+    yield _section(
+        "Spend over time",
+        "Rollouts paid and dollars spent since the run began, against the spec's ceilings (dashed).",
+        spend_plot(dash),
+    )
+    yield "\n"
+    yield _section(
+        "Lineage",
+        "Every booked decision in the order booked: parent → candidate, decision and basis. "
+        "The left column is the chain of bests.",
+        lineage_plot(dash),
+    )
+    yield "\n"
+    yield from _section_parts(
+        "Per-task drill-down (val)",
+        f"Every val rollout by task with its reward; feedback and output for the first "
+        f"{DETAIL_LIMIT} that scored below 1 (each rollout's file in rollouts/val/ holds all of it).",
+        _drill_down(dash),
+    )
+    yield f"\n<script>{SCRIPT}</script>\n</body></html>\n"
 
 
 def _section(heading: str, caption: str, body: str) -> str:
-    return f'<section><h2>{esc(heading)}</h2><p class="caption">{esc(caption)}</p>{body}</section>'
+    return "".join(_section_parts(heading, caption, [body]))
+
+
+def _section_parts(heading: str, caption: str, body: Iterable[str]) -> Iterator[str]:
+    yield f'<section><h2>{esc(heading)}</h2><p class="caption">{esc(caption)}</p>'
+    yield from body
+    yield "</section>"
 
 
 def _header(dash: Dashboard) -> str:
@@ -203,17 +220,17 @@ def _trial_row(trial: Trial) -> str:
     )
 
 
-def _drill_down(dash: Dashboard) -> str:
-    means: dict[int, list[str]] = {}
-    for cell in dash.cells:
-        value = "—" if cell.mean is None else f"{cell.mean:.2f}"
-        means.setdefault(cell.task, []).append(f"{cell.tag} {value}")
-    out = []
+def _drill_down(dash: Dashboard) -> Iterator[str]:
+    """A task at a time: its means per tag, then its trials (:meth:`.model.Dashboard.trials`)."""
+    if not dash.task_ids:
+        yield "<p>no val tasks yet</p>"
+        return
     for row, task_id in enumerate(dash.task_ids):
-        summary = (
-            f"task {task_id} — " + ", ".join(means.get(row, [])) if means.get(row) else f"task {task_id}"
-        )
-        trials = dash.trials.get(row, [])
+        means = [
+            f"{cell.tag} {'—' if cell.mean is None else f'{cell.mean:.2f}'}" for cell in dash.row_cells(row)
+        ]
+        summary = f"task {task_id} — " + ", ".join(means) if means else f"task {task_id}"
+        trials = dash.trials(row)
         body = (
             "<table><tr><th>tag</th><th>trial</th><th>reward</th><th>feedback</th><th>output</th></tr>"
             + "".join(_trial_row(t) for t in trials)
@@ -221,5 +238,4 @@ def _drill_down(dash: Dashboard) -> str:
             if trials
             else "<p>no val rollout of this task yet</p>"
         )
-        out.append(f'<details class="task" id="task-{row}"><summary>{esc(summary)}</summary>{body}</details>')
-    return "".join(out) if out else "<p>no val tasks yet</p>"
+        yield f'<details class="task" id="task-{row}"><summary>{esc(summary)}</summary>{body}</details>'

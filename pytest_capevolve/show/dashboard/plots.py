@@ -8,6 +8,8 @@ Pure. Every element a reader (or a test) counts carries a class naming what it i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from .model import BestPoint, Dashboard, VerdictRow
 from .svg import (
     Scale,
@@ -104,6 +106,12 @@ def heatmap_plot(dash: Dashboard) -> str:
     """Tasks (rows) × candidates (columns): each cell the task's mean reward over valid trials.
     A cell with no rollout is hatched grey, one with only infra errors hatched purple — neither
     is a 0."""
+    return "".join(heatmap_parts(dash))
+
+
+def heatmap_parts(dash: Dashboard) -> Iterator[str]:
+    """:func:`heatmap_plot` in pieces, drawn as they are asked for (a cell at a time),
+    so a page of 10,000 tasks is never held whole (:func:`.page.render_parts`)."""
     n_tags = max(1, len(dash.tags))
     cell_w = max(22.0, min(64.0, 640.0 / n_tags))
     left = 12.0 + 7.0 * min(24, max((len(t) for t in dash.task_ids), default=4))
@@ -111,8 +119,8 @@ def heatmap_plot(dash: Dashboard) -> str:
     legend_h = 44.0
     width = left + cell_w * n_tags + 16
     height = top + CELL_H * len(dash.task_ids) + legend_h
-    parts = [svg_open(max(width, 460.0), height, "plot heatmap", "tasks by candidates heatmap")]
-    parts.append(
+    yield svg_open(max(width, 460.0), height, "plot heatmap", "tasks by candidates heatmap")
+    yield (
         "<defs>"
         '<pattern id="hatch-missing" width="6" height="6" patternUnits="userSpaceOnUse" '
         'patternTransform="rotate(45)"><rect width="6" height="6" fill="#f4f4f4"/>'
@@ -124,11 +132,11 @@ def heatmap_plot(dash: Dashboard) -> str:
     )
     for col, tag in enumerate(dash.tags):
         cx = left + cell_w * col + cell_w / 2
-        parts.append(text(cx, top - 6, tag, "col-label", "start", rotate=-40))
+        yield text(cx, top - 6, tag, "col-label", "start", rotate=-40)
     for row, task_id in enumerate(dash.task_ids):
-        parts.append(text(left - 6, top + CELL_H * row + CELL_H - 3, task_id, "row-label", "end"))
+        yield text(left - 6, top + CELL_H * row + CELL_H - 3, task_id, "row-label", "end")
     columns = {tag: col for col, tag in enumerate(dash.tags)}
-    for cell in dash.cells:
+    for cell in dash.cells():
         x0 = left + cell_w * columns[cell.tag]
         y0 = top + CELL_H * cell.task
         if cell.state == "scored":
@@ -140,13 +148,14 @@ def heatmap_plot(dash: Dashboard) -> str:
             fill, tip = "url(#hatch-missing)", "not evaluated: missing, not 0"
         if cell.infra and cell.state == "scored":
             tip += f"; {cell.infra} infra error(s) left out"
-        parts.append(
+        yield (
             f'<a href="#task-{cell.task}"><rect class="cell {cell.state}" x="{f(x0)}" y="{f(y0)}" '
             f'width="{f(cell_w - 1)}" height="{f(CELL_H - 1)}" fill="{fill}">'
             + title(f"task {dash.task_ids[cell.task]} · {cell.tag}: {tip}")
             + "</rect></a>"
         )
     ly = top + CELL_H * len(dash.task_ids) + 14
+    parts = []
     for i in range(11):
         parts.append(
             f'<rect class="legend-swatch" x="{f(left + 14 * i)}" y="{f(ly)}" width="14" height="12" '
@@ -162,7 +171,7 @@ def heatmap_plot(dash: Dashboard) -> str:
     if not dash.tags:
         parts.append(text(left, top, "no val rollouts yet", "empty"))
     parts.append("</svg>")
-    return "".join(parts)
+    yield "".join(parts)
 
 
 ROW_H = 26.0
