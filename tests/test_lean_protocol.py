@@ -152,7 +152,7 @@ def test_with_xdist_workers_forward_the_same_reports(
     pytester: pytest.Pytester, example, projects, capevolve, monkeypatch
 ) -> None:
     runs = run_both(pytester, example, projects, capevolve, monkeypatch, ["-n", "2"])
-    (lean, lean_project, lean_xml, lean_phases), (full, full_project, full_xml, _) = (
+    (lean, lean_project, lean_xml, lean_phases), (full, full_project, full_xml, full_phases) = (
         runs["lean"],
         runs["full"],
     )
@@ -177,9 +177,10 @@ def test_with_xdist_workers_forward_the_same_reports(
     cases = sorted(junit_testcases(lean_xml, "lean"))
     assert cases == sorted(junit_testcases(full_xml, "full")) and len(cases) == 24
     assert projects.rollout_records(lean_project) == projects.rollout_records(full_project)
-    # the workers ran the unmarked rollouts the lean way
+    # the workers ran the unmarked rollouts the lean way; -p no:capevolve-protocol reached them too
     unmarked = [name for name in lean_phases if not name.startswith(("q01[", "q07["))]
     assert len(unmarked) == 20 and all(lean_phases[name] == [0.0, 0.0] for name in unmarked)
+    assert len(full_phases) == 24 and all(0.0 not in durations for durations in full_phases.values())
 
 
 SETUP_HOOK = """
