@@ -166,7 +166,11 @@ class EventLog:
     def append_event(self, kind: str, **fields: Any) -> None:
         """Append one line to ``events.jsonl``, chained to the line before by its hash."""
         with self.lock():
-            size, prev, seq = self._read_event_tail()
+            try:
+                stat: os.stat_result | None = os.stat(self.events_path)
+            except FileNotFoundError:
+                stat = None
+            size, prev, seq = self._event_tail_at(stat)
             event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": kind, **fields}
             event["prev"] = prev
             line = _ENCODER.encode(event)
@@ -174,7 +178,7 @@ class EventLog:
             out = data + b"\n"
             # one write(2) of the whole line on an O_APPEND descriptor (no buffered text file
             # object per event): a line is never interleaved with another writer's
-            fd = self._append_fd()
+            fd = self._append_fd(stat)
             written = os.write(fd, out)
             while written < len(out):  # as a buffered file would: finish the line
                 written += os.write(fd, out[written:])
@@ -184,17 +188,15 @@ class EventLog:
                 appended = self._appended = _Appended(size, seq + 1)  # another writer came between
             appended.add(event, out)
 
-    def _append_fd(self) -> int:
-        """The descriptor appends go through: kept open, unless the path now names another
-        file (replaced by a repair, or removed) or this is a forked child."""
+    def _append_fd(self, stat: os.stat_result | None) -> int:
+        """The descriptor appends go through: kept open, unless the path (``stat``, taken under
+        the lock) now names another file — replaced by a repair, or removed — or this is a
+        forked child."""
         appender = self._appender
         if appender is not None:
-            try:
-                stat = os.stat(self.events_path)
-                if (stat.st_dev, stat.st_ino) == appender.file and appender.pid == os.getpid():
-                    return appender.fd
-            except FileNotFoundError:
-                pass
+            same_file = stat is not None and (stat.st_dev, stat.st_ino) == appender.file
+            if same_file and appender.pid == os.getpid():
+                return appender.fd
             appender.close()
         self._appender = _Appender(self.events_path)
         return self._appender.fd
@@ -211,10 +213,18 @@ class EventLog:
             close_lock()
 
     def _read_event_tail(self) -> tuple[int, str, int]:
+        """(size, hash of the last line, its seq) of the log."""
         try:
-            size = self.events_path.stat().st_size
+            stat: os.stat_result | None = os.stat(self.events_path)
         except FileNotFoundError:
+            stat = None
+        return self._event_tail_at(stat)
+
+    def _event_tail_at(self, stat: os.stat_result | None) -> tuple[int, str, int]:
+        """:meth:`_read_event_tail` given the log's ``stat`` (None: there is no log)."""
+        if stat is None:
             return (0, GENESIS, 0)
+        size = stat.st_size
         if self._event_tail is not None and self._event_tail[0] == size:
             return self._event_tail
         with open(self.events_path, "rb") as handle:
