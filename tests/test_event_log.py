@@ -146,3 +146,13 @@ def test_the_run_lock_keeps_its_descriptor_and_locks_the_file_its_path_names(tmp
         assert locked_elsewhere(root / ".lock")  # the new file, not the removed one
     lock.close()
     assert lock._fd == -1 and not locked_elsewhere(root / ".lock")
+
+
+def test_every_line_is_the_key_sorted_json_of_its_event(run: RunDir) -> None:
+    """A flat event (a rollout's) is sorted once and encoded as it is; any other by the sorting
+    encoder: either way the line is what ``json.dumps(..., sort_keys=True)`` writes."""
+    run.append_event("spent", spent={"usd": 1.5, "metric_calls": 2}, who="ünïcode")
+    lines = run.events_path.read_text(encoding="utf-8").splitlines()
+    assert [json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False) for line in lines] == lines
+    assert json.loads(lines[-1])["spent"] == {"metric_calls": 2, "usd": 1.5}
+    assert run.events_after(0, 0) == from_file(run, 0, 0)

@@ -23,6 +23,7 @@ from .state import SPEND_FLUSH_EVERY
 
 GENESIS = "0" * 64
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)  # what json.dumps would build per call
+_FLAT_ENCODER = json.JSONEncoder(ensure_ascii=False)  # for an event already sorted with no nesting
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 # Events this process appended, held so that the readers catching up on every flush of a session
 # (state.json's spend, the rollout index: SPEND_FLUSH_EVERY rollouts apart) need not decode the
@@ -124,13 +125,8 @@ class _Appended:
         return self.ends[-1] if self.ends else self.start
 
     def add(self, event: dict[str, Any], line: bytes) -> None:
-        """Hold ``event`` as a reader decoding ``line`` would get it: its keys in the file's
-        (sorted) order, and decoded from the line when a value is not a JSON scalar (a tuple
-        reads back as a list)."""
-        if all(type(value) in _SCALARS for value in event.values()):
-            event = dict(sorted(event.items()))
-        else:
-            event = json.loads(line)
+        """Hold ``event``, as a reader decoding ``line`` gets it (keys in the file's sorted
+        order, a tuple as a list: the caller decodes an event that is not flat), and ``line``."""
         self.lines += line
         self.ends.append(self.end + len(line))
         self.events.append(event)
@@ -173,7 +169,12 @@ class EventLog:
             size, prev, seq = self._event_tail_at(stat)
             event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": kind, **fields}
             event["prev"] = prev
-            line = _ENCODER.encode(event)
+            flat = all(type(value) in _SCALARS for value in event.values())
+            if flat:  # (a rollout's event) sorted once, here: the same line the sorting encoder writes
+                event = dict(sorted(event.items()))
+                line = _FLAT_ENCODER.encode(event)
+            else:
+                line = _ENCODER.encode(event)
             data = line.encode("utf-8")
             out = data + b"\n"
             # one write(2) of the whole line on an O_APPEND descriptor (no buffered text file
@@ -186,7 +187,7 @@ class EventLog:
             appended = self._appended
             if appended is None or not appended.continued_by(size, seq + 1):
                 appended = self._appended = _Appended(size, seq + 1)  # another writer came between
-            appended.add(event, out)
+            appended.add(event if flat else json.loads(data), out)
 
     def _append_fd(self, stat: os.stat_result | None) -> int:
         """The descriptor appends go through: kept open, unless the path (``stat``, taken under
