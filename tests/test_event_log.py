@@ -79,7 +79,14 @@ def test_past_what_is_held_the_older_events_are_read_from_the_file(
     for k in range(5, 15):
         run.record_rollout(val_rollout("seed", "t1", k, 0.5))
     assert run._appended is not None and 4 <= len(run._appended.events) <= 6
+    held = len(run._appended.events)
+    decoded: list[bytes] = []
+    monkeypatch.setattr(
+        events_module, "json", SimpleNamespace(loads=lambda line: decoded.append(line) or json.loads(line))
+    )
     whole = run.events_after(0, 0)
+    assert len(decoded) == 16 - held  # the file read up to the lines held, those taken as held
+    monkeypatch.undo()
     assert whole == from_file(run, 0, 0) and len(whole[0]) == 16
     for back in (3, 7):  # within what is held, and before it
         seq = whole[0][-back - 1]["seq"]

@@ -274,11 +274,19 @@ class EventLog:
             held = self._appended_after(handle, offset, seq, size, view)
             if held is not None:
                 return held
+            appended = self._appended  # read up to the lines this process appended, then those
+            joins = (appended.start, appended.first_seq - 1) if appended and appended.end == size else None
             for line in handle:
                 # a last line without its newline is still being written; the stat bounds what
                 # is read to the log as it was when this call began
                 if not line.endswith(b"\n") or end + len(line) > size:
                     break
+                if (end, seq) == joins:
+                    handle.seek(end)
+                    held = self._appended_after(handle, end, seq, size, view)
+                    if held is not None:
+                        return events + held[0], held[1], held[2]
+                    handle.seek(end + len(line))  # not those lines after all: on through the file
                 try:
                     event = json.loads(line)
                     if int(event["seq"]) != seq + 1:
