@@ -7,6 +7,7 @@ only on the spec and the plan, so every worker collects the same items in the sa
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -15,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.pathlib import absolutepath
 
-from .item_fields import LeanItem, shed
+from .item_fields import LeanItem, MadeOnUse, shed
 from .project.adapter import AdapterError, Task
 from .project.candidate import SEED_TAG, content_hash
 from .project.checks import ProjectEnv
@@ -121,6 +123,18 @@ class SpecFile(pytest.File):
 
 
 class SplitCollector(pytest.Collector):
+    """One split's owed rollouts. What pytest works out per item from the item's path — its hook
+    proxy (which conftest files apply) and its path relative to the root — is the same for
+    every rollout item (they share the spec's path): worked out here once, on first use."""
+
+    @functools.cached_property
+    def items_ihook(self) -> Any:
+        return self.session.gethookproxy(self.path)
+
+    @functools.cached_property
+    def items_relpath(self) -> str:
+        return self.session._node_location_to_relpath(absolutepath(self.path))
+
     def collect(self) -> Iterator[pytest.Item]:
         plan = self.config.stash[CONTEXT_KEY].plan
         for key in plan.owed_keys():
@@ -137,6 +151,17 @@ class RolloutItem(LeanItem):
         super().__init__(**kwargs)
         self.key = key
         shed(self)
+
+    # pytest asks for an item's hook proxy several times per item, each a look-up by its path
+    @property
+    def ihook(self) -> Any:
+        return self.parent.items_ihook  # type: ignore[union-attr]
+
+    def _location(self) -> tuple[str, int | None, str]:
+        """``Item.location`` (relative path, line, :meth:`reportinfo`'s name), the path shared."""
+        return (self.parent.items_relpath, None, f"{self.key.split}::{self.name}")  # type: ignore[union-attr]
+
+    location = MadeOnUse(_location)
 
     def shed(self) -> None:
         """Once the item has run (:mod:`.session.retention`): drop its record — its reports

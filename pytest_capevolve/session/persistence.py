@@ -79,6 +79,7 @@ class Persistence:
             self.rundir.flush()  # a view of the log: skipping it (a crash) loses nothing
         finally:
             self.rundir.claims.release()  # an interrupted session lets go too
+            self.rundir.close_log()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -88,7 +89,7 @@ class Persistence:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._session = session
 
-    @pytest.hookimpl(hookwrapper=True)
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
         """Persist each rollout exactly once, as its report arrives (before the other plugins
         see the report). After them, a passed rollout's report drops its record: pytest keeps
@@ -99,18 +100,17 @@ class Persistence:
             if report.failed:
                 reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
                 self.tally.lost.append((report.nodeid, reason))
-            yield
-            return
+            return (yield)
         if report.when != "call":  # the teardown report carries the call's record again
-            yield
-            return
+            return (yield)
         record = decode_record(text, report)
         self._persist(record, text)
         if record.infra_error:
             self.tally.infra.append((report.nodeid, record.infra_error))
-        yield
+        result = yield
         if report.passed:
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
+        return result
 
     def _persist(self, record: RolloutRecord, text: str) -> None:
         self.rundir.record_rollout(record, text)

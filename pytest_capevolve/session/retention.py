@@ -125,7 +125,9 @@ class Retention:
         """The terminal reporter appended ``report`` to one of its stats lists as it logged it:
         that entry becomes a :class:`PassedReport`."""
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        for reports in getattr(terminal, "stats", {}).values():
+        stats = getattr(terminal, "stats", {})
+        likely = stats.get("passed" if report.when == "call" else "")  # where a passed one goes
+        for reports in (likely, *stats.values()) if likely else stats.values():
             if reports and reports[-1] is report:
                 slim = reports[-1] = PassedReport.of(report, self._earlier.get(report.nodeid))
                 if report.when != "teardown":

@@ -24,7 +24,7 @@ from ..project.spec import Spec, SpecError, load_spec
 from ..project.splits import TestSealError
 from ..store.record import RecordError, RolloutRecord
 from ..store.rundir import RunDir, RunDirError
-from . import fanout, heap, retention
+from . import fanout, heap, lean_protocol, retention
 from .evaluation import EvaluationSession
 from .outcome import Outcome, SessionEnd
 from .persistence import Persistence, summarize
@@ -78,6 +78,7 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
     context = EvalContext(spec, plan, runner, pool, on_copy=on_copy)
     config.stash[CONTEXT_KEY] = context
     retention.register(config)  # every process keeps its items and reports to the end
+    lean_protocol.register(config)  # every process runs its rollout items the lean way
     if width > 1 or runner.is_async:
         fanout.register(config, context, width)
     heap.register(config)

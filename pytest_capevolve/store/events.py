@@ -7,20 +7,31 @@ before; zeros for the first), so an edited, removed or reordered line shows in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .files import FILE_MODE, RunDirError
+from .state import SPEND_FLUSH_EVERY
 
 GENESIS = "0" * 64
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)  # what json.dumps would build per call
+_FLAT_ENCODER = json.JSONEncoder(ensure_ascii=False)  # for an event already sorted with no nesting
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+# Events this process appended, held so that the readers catching up on every flush of a session
+# (state.json's spend, the rollout index: SPEND_FLUSH_EVERY rollouts apart) need not decode the
+# lines it just wrote. Bounded: the last APPENDED_HELD at least, never more than APPENDED_HELD +
+# APPENDED_DROPPED (~0.9 KB each: ~1.2 MB at most), older ones are read back from the file.
+APPENDED_HELD = SPEND_FLUSH_EVERY + 100
+APPENDED_DROPPED = 256
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def event_line_hash(line: str) -> str:
@@ -74,38 +85,147 @@ def _seq(line: str) -> int | None:
         return None
 
 
+class _Appender:
+    """The log's O_APPEND descriptor, kept open between appends by the process that opened it,
+    for as long as the path still names the file it was opened on; closed with its owner."""
+
+    __slots__ = ("fd", "file", "pid")
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, _APPEND_FLAGS, FILE_MODE)
+        stat = os.fstat(self.fd)
+        self.file = (stat.st_dev, stat.st_ino)
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0 and self.pid == os.getpid():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit the os module may be gone
+            self.close()
+
+
+@dataclass
+class _Appended:
+    """The events this process appended last, one after another with no other writer between:
+    the first one's line starts at ``start`` and has seq ``first_seq``; ``ends[i]`` is where
+    event ``i``'s line ends; ``lines`` is their bytes as written."""
+
+    start: int
+    first_seq: int
+    ends: list[int] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    lines: bytearray = field(default_factory=bytearray)
+
+    @property
+    def end(self) -> int:
+        return self.ends[-1] if self.ends else self.start
+
+    def add(self, event: dict[str, Any], line: bytes) -> None:
+        """Hold ``event``, as a reader decoding ``line`` gets it (keys in the file's sorted
+        order, a tuple as a list: the caller decodes an event that is not flat), and ``line``."""
+        self.lines += line
+        self.ends.append(self.end + len(line))
+        self.events.append(event)
+        if len(self.events) > APPENDED_HELD + APPENDED_DROPPED:  # the oldest go: read from the file
+            cut = APPENDED_DROPPED
+            start = self.ends[cut - 1]
+            del self.lines[: start - self.start]
+            self.start, self.first_seq = start, self.first_seq + cut
+            del self.ends[:cut], self.events[:cut]
+
+    def continued_by(self, start: int, seq: int) -> bool:
+        """Would event ``seq`` whose line starts at ``start`` follow the last one held?"""
+        return self.end == start and self.first_seq + len(self.events) == seq
+
+    def after(self, offset: int, seq: int) -> int | None:
+        """The index of the first held event after the line of event ``seq`` ending at
+        ``offset`` (0, 0: the start), or None when that is not a line boundary held here."""
+        index = seq - self.first_seq + 1
+        if not 0 <= index < len(self.events):
+            return None
+        return index if (self.ends[index - 1] if index else self.start) == offset else None
+
+
 class EventLog:
     """The run dir's log (a part of :class:`.rundir.RunDir`)."""
 
     events_path: Path
     lock: Callable[[], AbstractContextManager[None]]
     _event_tail: tuple[int, str, int] | None  # (file size, last hash, last seq)
+    _appender: _Appender | None = None
+    _appended: _Appended | None = None
 
     def append_event(self, kind: str, **fields: Any) -> None:
         """Append one line to ``events.jsonl``, chained to the line before by its hash."""
         with self.lock():
-            size, prev, seq = self._read_event_tail()
+            try:
+                stat: os.stat_result | None = os.stat(self.events_path)
+            except FileNotFoundError:
+                stat = None
+            size, prev, seq = self._event_tail_at(stat)
             event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": kind, **fields}
             event["prev"] = prev
-            line = _ENCODER.encode(event)
+            flat = all(type(value) in _SCALARS for value in event.values())
+            if flat:  # (a rollout's event) sorted once, here: the same line the sorting encoder writes
+                event = dict(sorted(event.items()))
+                line = _FLAT_ENCODER.encode(event)
+            else:
+                line = _ENCODER.encode(event)
             data = line.encode("utf-8")
+            out = data + b"\n"
             # one write(2) of the whole line on an O_APPEND descriptor (no buffered text file
             # object per event): a line is never interleaved with another writer's
-            fd = os.open(self.events_path, _APPEND_FLAGS, FILE_MODE)
-            try:
-                out = data + b"\n"
-                written = os.write(fd, out)
-                while written < len(out):  # as a buffered file would: finish the line
-                    written += os.write(fd, out[written:])
-            finally:
-                os.close(fd)
-            self._event_tail = (size + len(data) + 1, hashlib.sha256(data).hexdigest(), seq + 1)
+            fd = self._append_fd(stat)
+            written = os.write(fd, out)
+            while written < len(out):  # as a buffered file would: finish the line
+                written += os.write(fd, out[written:])
+            self._event_tail = (size + len(out), hashlib.sha256(data).hexdigest(), seq + 1)
+            appended = self._appended
+            if appended is None or not appended.continued_by(size, seq + 1):
+                appended = self._appended = _Appended(size, seq + 1)  # another writer came between
+            appended.add(event if flat else json.loads(data), out)
+
+    def _append_fd(self, stat: os.stat_result | None) -> int:
+        """The descriptor appends go through: kept open, unless the path (``stat``, taken under
+        the lock) now names another file — replaced by a repair, or removed — or this is a
+        forked child."""
+        appender = self._appender
+        if appender is not None:
+            same_file = stat is not None and (stat.st_dev, stat.st_ino) == appender.file
+            if same_file and appender.pid == os.getpid():
+                return appender.fd
+            appender.close()
+        self._appender = _Appender(self.events_path)
+        return self._appender.fd
+
+    def close_log(self) -> None:
+        """Let go of the kept descriptors, the log's and the lock's (the next append or lock
+        opens them again), and of the events held."""
+        if self._appender is not None:
+            self._appender.close()
+            self._appender = None
+        self._appended = None
+        close_lock = getattr(self.lock, "close", None)
+        if close_lock is not None:
+            close_lock()
 
     def _read_event_tail(self) -> tuple[int, str, int]:
+        """(size, hash of the last line, its seq) of the log."""
         try:
-            size = self.events_path.stat().st_size
+            stat: os.stat_result | None = os.stat(self.events_path)
         except FileNotFoundError:
+            stat = None
+        return self._event_tail_at(stat)
+
+    def _event_tail_at(self, stat: os.stat_result | None) -> tuple[int, str, int]:
+        """:meth:`_read_event_tail` given the log's ``stat`` (None: there is no log)."""
+        if stat is None:
             return (0, GENESIS, 0)
+        size = stat.st_size
         if self._event_tail is not None and self._event_tail[0] == size:
             return self._event_tail
         with open(self.events_path, "rb") as handle:
@@ -151,11 +271,22 @@ class EventLog:
         end = offset
         with open(self.events_path, "rb") as handle:
             handle.seek(offset)
+            held = self._appended_after(handle, offset, seq, size, view)
+            if held is not None:
+                return held
+            appended = self._appended  # read up to the lines this process appended, then those
+            joins = (appended.start, appended.first_seq - 1) if appended and appended.end == size else None
             for line in handle:
                 # a last line without its newline is still being written; the stat bounds what
                 # is read to the log as it was when this call began
                 if not line.endswith(b"\n") or end + len(line) > size:
                     break
+                if (end, seq) == joins:
+                    handle.seek(end)
+                    held = self._appended_after(handle, end, seq, size, view)
+                    if held is not None:
+                        return events + held[0], held[1], held[2]
+                    handle.seek(end + len(line))  # not those lines after all: on through the file
                 try:
                     event = json.loads(line)
                     if int(event["seq"]) != seq + 1:
@@ -168,6 +299,28 @@ class EventLog:
                 if held is not None:
                     events.append(held)
         return events, end, seq
+
+    def _appended_after(
+        self, handle: Any, offset: int, seq: int, size: int, view: Callable[[dict[str, Any]], Any] | None
+    ) -> tuple[list[Any], int, int] | None:
+        """:meth:`events_after` from the events this process appended, when the log from
+        ``offset`` to its end is byte for byte the lines it wrote (read, compared, not decoded:
+        decoding is what a tail costs). None otherwise: the caller reads the file. ``handle`` is
+        the log open at ``offset``."""
+        appended = self._appended
+        index = None if appended is None or appended.end != size else appended.after(offset, seq)
+        if appended is None or index is None:
+            return None
+        held_from = offset - appended.start
+        if handle.read(size - offset) != appended.lines[held_from:]:
+            handle.seek(offset)
+            return None
+        events = []
+        for event in appended.events[index:]:
+            kept = dict(event) if view is None else view(dict(event))
+            if kept is not None:
+                events.append(kept)
+        return events, size, appended.first_seq + len(appended.events) - 1
 
     def _damaged(self, number: int) -> RunDirError:
         return RunDirError(
@@ -220,5 +373,6 @@ class EventLog:
             tmp.write_text(kept, encoding="utf-8")
             os.replace(tmp, self.events_path)
             self._event_tail = None
+            self._appended = None
             self.append_event("events_repaired", moved=len(tail), to=aside.name, problem=problem)
             return len(tail)

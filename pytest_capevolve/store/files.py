@@ -134,34 +134,68 @@ _LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_INHERIT
 
 class RunLock:
     """Exclusive across processes; re-entrant within this object, so a compound update
-    (rollout + spend + event) takes the lock once."""
+    (rollout + spend + event) takes the lock once. ``with run_lock():`` holds it.
+
+    The lock file's descriptor is kept open between holds (a session takes the lock for every
+    rollout it persists): after each ``flock`` the path is checked to still name the locked
+    file — a run dir removed and made again gets a new ``.lock``, which is then opened and
+    locked instead — and a forked child opens its own."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.path = f"{root}{os.sep}.lock"
         self._depth = 0
+        self._fd = -1
+        self._file: tuple[int, int, int] | None = None  # (st_dev, st_ino, pid) of _fd
 
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
+    def __call__(self) -> RunLock:
+        return self
+
+    def __enter__(self) -> None:
         if self._depth:
             self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
             return
+        while True:
+            fd = self._descriptor()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                stat = os.stat(self.path)
+            except FileNotFoundError:
+                stat = None
+            if stat is not None and self._file is not None and (stat.st_dev, stat.st_ino) == self._file[:2]:
+                self._depth = 1
+                return
+            fcntl.flock(fd, fcntl.LOCK_UN)  # the path names another file now: lock that one
+            self.close()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _descriptor(self) -> int:
+        if self._fd >= 0 and self._file is not None and self._file[2] == os.getpid():
+            return self._fd
+        self._fd = -1  # a forked child's copy is its parent's: left alone
         try:
             fd = os.open(self.path, _LOCK_FLAGS, FILE_MODE)
         except FileNotFoundError:
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, _LOCK_FLAGS, FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self._depth = 1
-            try:
-                yield
-            finally:
-                self._depth = 0
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+        stat = os.fstat(fd)
+        self._fd, self._file = fd, (stat.st_dev, stat.st_ino, os.getpid())
+        return fd
+
+    def close(self) -> None:
+        """Close the kept descriptor; while the lock is held, it is kept."""
+        if self._depth:
+            return
+        fd, self._fd = self._fd, -1
+        if fd >= 0 and self._file is not None and self._file[2] == os.getpid():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._file = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit the os module may be gone
+            self.close()
