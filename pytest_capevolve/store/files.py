@@ -49,46 +49,14 @@ def _open_temp(path: Path) -> tuple[int, str]:
             path.parent.mkdir(parents=True, exist_ok=True)
 
 
-def atomic_write_text(path: Path, text: str) -> os.stat_result:
-    """Write ``text`` to ``path`` atomically; the written file's stat (size, mtime: what the
-    rollout index keeps), read from the open file rather than looked up again."""
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator[int]:
+    """A temp file beside ``path`` open for writing; renamed over ``path`` when the ``with``
+    block ends, removed if it raises: a reader sees the old file or the new, never a part."""
     fd, tmp = _open_temp(path)
     try:
         try:
-            data = text.encode("utf-8")
-            written = os.write(fd, data)
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            stat = os.fstat(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return stat
-
-
-WRITE_CHUNK = 1 << 20  # bytes gathered before each write of a page written in pieces
-
-
-def atomic_write_parts(path: Path, parts: Iterable[str]) -> None:
-    """Write the concatenation of ``parts`` to ``path`` atomically, as it is drawn: a piece is
-    asked for only when the ones before it are on their way to the file, so a large page (the
-    dashboard of 60,000 rollouts: 14 MB) is never held whole, nor encoded whole."""
-    fd, tmp = _open_temp(path)
-    try:
-        try:
-            pending: list[str] = []
-            size = 0
-            for part in parts:
-                pending.append(part)
-                size += len(part)
-                if size >= WRITE_CHUNK:
-                    _write_all(fd, "".join(pending).encode("utf-8"))
-                    pending, size = [], 0
-            _write_all(fd, "".join(pending).encode("utf-8"))
+            yield fd
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -102,6 +70,34 @@ def _write_all(fd: int, data: bytes) -> None:
     written = os.write(fd, data)
     while written < len(data):
         written += os.write(fd, data[written:])
+
+
+def atomic_write_text(path: Path, text: str) -> os.stat_result:
+    """Write ``text`` to ``path`` atomically; the written file's stat (size, mtime: what the
+    rollout index keeps), read from the open file rather than looked up again."""
+    with _replacing(path) as fd:
+        _write_all(fd, text.encode("utf-8"))
+        stat = os.fstat(fd)
+    return stat
+
+
+WRITE_CHUNK = 1 << 20  # bytes gathered before each write of a page written in pieces
+
+
+def atomic_write_parts(path: Path, parts: Iterable[str]) -> None:
+    """Write the concatenation of ``parts`` to ``path`` atomically, as it is drawn: a piece is
+    asked for only when the ones before it are on their way to the file, so a large page (the
+    dashboard of 60,000 rollouts: 14 MB) is never held whole, nor encoded whole."""
+    with _replacing(path) as fd:
+        pending: list[str] = []
+        size = 0
+        for part in parts:
+            pending.append(part)
+            size += len(part)
+            if size >= WRITE_CHUNK:
+                _write_all(fd, "".join(pending).encode("utf-8"))
+                pending, size = [], 0
+        _write_all(fd, "".join(pending).encode("utf-8"))
 
 
 def dump_json(obj: Any) -> str:
