@@ -12,11 +12,10 @@ duration) or was used for an item it must leave to pytest (a marked one).
 from __future__ import annotations
 
 import json
-import re
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from session_outputs import junit_testcases, normalized
 
 # '+' tasks print and log a warning (both captured: -rA and junit_logging=all show them)
 NOISY = """
@@ -85,28 +84,6 @@ def run_both(
                 durations.setdefault(name, []).append(duration)
         runs[mode] = (result, project, junit, durations)
     return runs
-
-
-def normalized(result: pytest.RunResult, project: str) -> list[str]:
-    """The terminal with what differs between two identical sessions made equal: times, the
-    project folder's name and the run id."""
-    lines = []
-    for line in result.stdout.lines:
-        line = re.sub(r"\d+\.\d+s", "Ts", line)
-        line = re.sub(r"\b\d{8}-\d{6}-[0-9a-f]+\b", "RUN", line)
-        lines.append(re.sub(rf"(^|[ /]){project}/", r"\1PROJECT/", line))
-    return lines
-
-
-def junit_testcases(junit: Path, project: str) -> list[tuple]:
-    """Every testcase of a junit file, without its times or the project folder's name."""
-    cases = []
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        attrs = {k: v.removeprefix(f"{project}.") for k, v in case.attrib.items() if k != "time"}
-        children = [(child.tag, dict(child.attrib), (child.text or "").strip()) for child in case]
-        properties = [(p.get("name"), p.get("value")) for p in case.iter("property")]
-        cases.append((sorted(attrs.items()), properties, children))
-    return cases
 
 
 def test_the_lean_protocol_shows_what_pytests_protocol_shows(

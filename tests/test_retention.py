@@ -10,11 +10,10 @@ conftest records what each process kept at the end, so the cases also fail if no
 from __future__ import annotations
 
 import json
-import re
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from session_outputs import junit_testcases, normalized
 
 # Rollouts of '+' tasks print (captured output on passed reports: -rA shows it); a conftest
 # marks q01's items (a user's marker must survive shedding).
@@ -81,28 +80,6 @@ def run_twice(
         kept = {p.stem: json.loads(p.read_text()) for p in kept_dir.glob("*.json")}
         runs[mode] = (result, junit, kept)
     return runs
-
-
-def normalized(result: pytest.RunResult, project: str) -> list[str]:
-    """The terminal with what differs between two identical sessions made equal: times, the
-    project folder's name and the run id."""
-    lines = []
-    for line in result.stdout.lines:
-        line = re.sub(r"\d+\.\d+s", "Ts", line)
-        line = re.sub(r"\b\d{8}-\d{6}-[0-9a-f]+\b", "RUN", line)
-        lines.append(re.sub(rf"(^|[ /]){project}/", r"\1PROJECT/", line))
-    return lines
-
-
-def junit_testcases(junit: Path, project: str) -> list[tuple]:
-    """Every testcase of a junit file, without its times or the project folder's name, in file order."""
-    cases = []
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        attrs = {k: v.removeprefix(f"{project}.") for k, v in case.attrib.items() if k != "time"}
-        children = [(child.tag, dict(child.attrib), (child.text or "").strip()) for child in case]
-        properties = [(p.get("name"), p.get("value")) for p in case.iter("property")]
-        cases.append((sorted(attrs.items()), properties, children))
-    return cases
 
 
 def test_slim_reports_and_shed_items_change_nothing_a_user_sees(
