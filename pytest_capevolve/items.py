@@ -29,6 +29,7 @@ from .project.runner import AdapterRunner, Scored, run_and_score
 from .project.spec import Spec, SpecError
 from .session.plan import EvalPlan, PlannedCandidate, RolloutKey
 from .session.remote import STALE_COPY_FIX
+from .session.routed_output import OutputRouting
 from .store import stop_marker
 from .store.record import RecordError, RolloutRecord
 from .store.rundir import RUNS_DIR, RunDir, RunDirError
@@ -44,7 +45,7 @@ class EvalContext:
 
     ``inflight`` is set when rollouts run off the main thread (``--capevolve-concurrency`` > 1,
     or an async adapter): items started ahead by :mod:`.session.fanout` wait in ``started``
-    until pytest runs them."""
+    until pytest runs them, and ``routing`` keeps what each prints and logs for its item."""
 
     spec: Spec
     plan: EvalPlan
@@ -54,6 +55,7 @@ class EvalContext:
     _verified: dict[str, Path | str] = field(default_factory=dict)
     inflight: RolloutPool | None = None
     started: dict[str, Future[Scored]] = field(default_factory=dict)
+    routing: OutputRouting | None = None
     # --capevolve-sequential: tags decided in this process (the controller's own items)
     stopped: set[str] = field(default_factory=set)
 
@@ -205,6 +207,7 @@ class RolloutItem(LeanItem):
         if context.inflight is not None:
             self.start()
             scored = context.started.pop(self.nodeid).result()
+            self.take_in_flight_output(scored, context)
         else:
             scored = run_and_score(
                 context.runner,
@@ -226,6 +229,20 @@ class RolloutItem(LeanItem):
                 + (f": {record.feedback}" if record.feedback else "")
             )
 
+    def take_in_flight_output(self, scored: Scored, context: EvalContext) -> None:
+        """In the call phase, on the main thread: what the rollout printed and logged while it
+        ran in flight is written and logged again here, under this item's capture, and its own
+        start and end are kept for the call report (:func:`time_call_as_rollout`) — so the
+        report is the one K = 1 gives."""
+        captured = scored.captured
+        if captured is None:
+            return
+        if context.routing is not None:
+            context.routing.replay(captured)
+        span = captured.span()
+        if span is not None:
+            self.stash[ROLLOUT_SPAN] = span
+
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, InfraError):
             return f"{INFRA_PREFIX}{excinfo.value}"
@@ -235,6 +252,24 @@ class RolloutItem(LeanItem):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"{self.key.split}::{self.name}"
+
+
+ROLLOUT_SPAN = pytest.StashKey[tuple[float, float]]()
+
+
+def time_call_as_rollout(item: pytest.Item, call: Any) -> None:
+    """Give a call phase that collected a rollout run in flight that rollout's own start, stop
+    and duration (the call itself only waited for a finished future): ``--durations`` and
+    junit's ``time`` then say what they say at K = 1. Before the call's report is made, by
+    :mod:`.session.lean_protocol`, or under pytest's protocol by :mod:`.session.fanout`."""
+    if call.when != "call" or not isinstance(item, RolloutItem):
+        return
+    span = item.stash.get(ROLLOUT_SPAN, None)
+    if span is None:
+        return
+    del item.stash[ROLLOUT_SPAN]
+    call.start, call.stop = span
+    call.duration = max(0.0, span[1] - span[0])
 
 
 def rollout_record(

@@ -16,6 +16,11 @@ watchdog then keeps interrupting it every :data:`TICK_S` until it ends — a
 :class:`.runner.RolloutTimeout` raised in its thread, or a cancellation of its task — so an
 ``except Exception:`` retry loop neither swallows the timeout nor runs for ever. An abandoned
 rollout no longer counts as in flight.
+
+Each rollout runs with :data:`.rollout_output.CURRENT` set to its own
+:class:`.rollout_output.RolloutOutput` (in its thread, or in its task's context), so what it
+prints and logs is kept for its item, and its start and end are those of the rollout itself;
+the settled :class:`.runner.Scored` carries it (``captured``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .adapter import Task
+from .rollout_output import CURRENT, RolloutOutput
 from .runner import AdapterRunner, RolloutTimeout, Scored, run_and_score, run_and_score_async
 
 TICK_S = 0.05  # how often an abandoned rollout is interrupted again, as the SIGALRM timer re-arms
@@ -55,9 +61,12 @@ class InflightRollout:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.running = True  # the adapter's code may still be running (cleared by its thread)
         self.gate = threading.Lock()  # orders the watchdog's raise against the thread's exit
+        self.output = RolloutOutput()
 
     def settle(self, scored: Scored) -> None:
         """The first answer wins: the rollout's own, or the watchdog's timeout."""
+        self.output.end()
+        scored.captured = self.output
         try:
             self.future.set_result(scored)
         except InvalidStateError:
@@ -98,8 +107,10 @@ def run_rollout_here(rollout: InflightRollout, call: Callable[[], Scored]) -> No
     nothing, and leaves no RolloutTimeout pending, so the thread may take the next rollout."""
     rollout.thread_id = threading.get_ident()
     scored: Scored | None = None
+    routed = CURRENT.set(rollout.output)
     try:
         try:
+            rollout.output.begin()
             scored = call()
         finally:
             rollout.running = False
@@ -109,6 +120,7 @@ def run_rollout_here(rollout: InflightRollout, call: Callable[[], Scored]) -> No
             _tick()  # a RolloutTimeout raised just before fires here, not in the next rollout
     except BaseException:  # a RolloutTimeout outside run_target: the watchdog settled it
         pass
+    CURRENT.reset(routed)  # past any interruption: the thread's next rollout starts unrouted
     if scored is not None:
         rollout.settle(scored)
 
@@ -222,8 +234,11 @@ class RolloutPool:
         rollout = InflightRollout(timeout_s)
         if self.runner.is_async:
             loop = self._event_loop()
-            coroutine = run_and_score_async(
-                self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
+            coroutine = _routed(
+                rollout.output,
+                run_and_score_async(
+                    self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
+                ),
             )
             loop.call_soon_threadsafe(self._create_task, rollout, coroutine)
         else:
@@ -273,6 +288,14 @@ class RolloutPool:
         self._loop_thread.join(timeout=2.0)
         if not self._loop_thread.is_alive():
             loop.close()
+
+
+async def _routed(output: RolloutOutput, coroutine: Coroutine[Any, Any, Scored]) -> Scored:
+    """``coroutine`` with its writes and records routed to ``output``: a task runs in a copy of
+    the context, so setting the variable here routes this task alone."""
+    CURRENT.set(output)
+    output.begin()
+    return await coroutine
 
 
 def _task_result(task: asyncio.Task[Scored], rollout: InflightRollout) -> Scored:

@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from .adapter import AdapterError, Rollout, Score, Task, check_reward, coerce_rollout
+from .rollout_output import RolloutOutput
 
 
 class AdapterRunner:
@@ -190,7 +191,8 @@ def _deadline(seconds: float | None, stop: FrameType | None = None) -> Iterator[
 @dataclass
 class Scored:
     """What one rollout gave: the agent's rollout (None if it crashed) and its score, or the
-    infra error that makes it missing data."""
+    infra error that makes it missing data. ``captured``: what a rollout run in flight
+    (:mod:`.inflight`) printed and logged, for its item; None when it ran in the caller."""
 
     rollout: Rollout | None
     reward: float | None = None
@@ -198,6 +200,7 @@ class Scored:
     metrics: Any = None
     infra_error: str | None = None
     seconds: float = 0.0
+    captured: RolloutOutput | None = None
 
 
 def run_and_score(

@@ -18,6 +18,10 @@ Bounded to K: at most K rollouts are started and not yet collected. A rollout st
 whose item then never runs (skipped, deselected at run time, stolen, or the session stopped)
 is dropped unreported: nothing is persisted for it, its key stays owed, and the next session
 pays it again. ``dropped`` counts them (it goes to the controller in ``workeroutput``).
+
+What a rollout prints and logs while in flight is kept for its own item
+(:mod:`.routed_output`), and its call report is given the rollout's own times, so
+``--durations`` and junit's ``time`` are those of K = 1.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from typing import Any
 
 import pytest
 
-from ..items import EvalContext, RolloutItem
+from ..items import EvalContext, RolloutItem, time_call_as_rollout
 from ..project.inflight import RolloutPool
+from .routed_output import OutputRouting
 
 WORKEROUTPUT_KEY = "capevolve_dropped_rollouts"
 
@@ -54,6 +59,19 @@ class Fanout:
         self._next = 0
         self._last_at = -1
         context.inflight = RolloutPool(context.runner)
+        context.routing = OutputRouting(config)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Before any rollout runs; late enough that pytest's capture and logging plugins exist."""
+        assert self.context.routing is not None
+        self.context.routing.install()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+        """Under pytest's protocol (the lean one does this itself): an in-flight rollout's times."""
+        time_call_as_rollout(item, call)
+        return (yield)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
@@ -161,6 +179,8 @@ class Fanout:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.context.inflight is not None:
             self.context.inflight.close()
+        if self.context.routing is not None:
+            self.context.routing.uninstall()
 
 
 def _xdist_worker(config: pytest.Config) -> Any:

@@ -79,7 +79,7 @@ except ImportError:  # an older pytest: what its call_and_report re-raises, writ
         return reraise
 
 
-from ..items import RolloutItem
+from ..items import RolloutItem, time_call_as_rollout
 
 PLUGIN_NAME = "capevolve-protocol"
 CURRENT_TEST = "PYTEST_CURRENT_TEST"
@@ -130,6 +130,7 @@ class LeanProtocol:
         stash[caplog_records_key] = {}
         try:
             call = CallInfo.from_call(lambda: ihook.pytest_runtest_call(item=item), "call", self.reraise)
+            time_call_as_rollout(item, call)  # a rollout run in flight: its own times
         finally:
             for key in (caplog_records_key, caplog_handler_key):
                 if key in stash:
@@ -154,8 +155,9 @@ class LeanProtocol:
 
 # The plugins whose setup, teardown and makereport implementations do nothing for a rollout item
 # without marks (pytest's own: the setup state, skip/xfail marks, capture, logging, unraisable and
-# thread exceptions, unittest's skip conversion, tmp_path's retention; and hypothesis's plugin,
-# which adds to the reports of hypothesis tests only)
+# thread exceptions, unittest's skip conversion, tmp_path's retention; hypothesis's plugin,
+# which adds to the reports of hypothesis tests only; and our fanout's makereport wrapper, which
+# gives an in-flight rollout's call its own times, as the lean call phase does itself)
 KNOWN_PLUGINS = frozenset(
     {
         "runner",
@@ -167,6 +169,7 @@ KNOWN_PLUGINS = frozenset(
         "unittest",
         "tmpdir",
         "hypothesispytest",
+        "capevolve-fanout",
     }
 )
 SKIPPED_HOOKS = ("pytest_runtest_setup", "pytest_runtest_teardown", "pytest_runtest_makereport")

@@ -1,0 +1,108 @@
+"""What a rollout run off the main thread writes and logs, kept for that rollout alone.
+
+At K = 1 a sync rollout runs in its item's call phase on the main thread, under pytest's
+per-item capture: what it prints and logs becomes that item's "Captured stdout/stderr/log
+call" sections. A rollout in flight (:mod:`.inflight`: on a thread, or as a task of the
+event loop) runs while the main thread reports other items, so a plain ``print`` would land in
+whichever item's capture is active, or on the terminal between two of them. Instead:
+
+- :data:`CURRENT` — a context variable the pool sets around each rollout (a thread's run, a
+  task's coroutine) to that rollout's :class:`RolloutOutput`;
+- :class:`RoutedStream` — stands in for a text stream (what pytest swaps in and out of
+  ``sys.stdout``/``sys.stderr``, see :mod:`..session.routed_output`): a write made where
+  :data:`CURRENT` is set goes to that rollout's buffer, any other write to the wrapped stream;
+- :class:`RolloutLogFilter` — on the logging handlers that capture per item: a record logged
+  where :data:`CURRENT` is set is kept in that rollout's buffer instead of being handled then.
+
+When its item collects the rollout (its call phase, on the main thread), the buffers are written
+again to ``sys.stdout``/``sys.stderr`` and the records handled by those handlers — under that
+item's capture, so its report carries the same sections as at K = 1.
+
+What cannot be routed: writes below ``sys.stdout``/``sys.stderr`` — to a file descriptor
+(``os.write(1, ...)``, C extensions, subprocesses, ``sys.stdout.buffer``, or
+``sys.__stdout__``) go where they go, as with any threads; a thread the adapter starts itself
+does not inherit the context variable (``asyncio.to_thread`` and ``contextvars.copy_context``
+do), so its writes are not routed either.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextvars import ContextVar
+from typing import Any
+
+
+class RolloutOutput:
+    """One rollout's writes and log records, and when it ran (wall clock, as pytest reports)."""
+
+    __slots__ = ("stdout", "stderr", "records", "started", "ended")
+
+    def __init__(self) -> None:
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self.records: list[logging.LogRecord] = []
+        self.started: float | None = None
+        self.ended: float | None = None
+
+    def begin(self) -> None:
+        self.started = time.time()
+
+    def end(self) -> None:
+        """The first end counts: the rollout's own, or its deadline's."""
+        if self.ended is None:
+            self.ended = time.time()
+
+    def span(self) -> tuple[float, float] | None:
+        """(start, stop) of the rollout itself, once it has begun and ended."""
+        if self.started is None or self.ended is None:
+            return None
+        return self.started, self.ended
+
+
+CURRENT: ContextVar[RolloutOutput | None] = ContextVar("capevolve_rollout_output", default=None)
+
+
+class RoutedStream:
+    """A text stream whose writes go to the current rollout's buffer when there is one.
+
+    Everything but ``write``/``writelines``/``flush`` is the wrapped stream's (its buffer,
+    ``fileno``, pytest's ``getvalue``/``seek``/``truncate`` on its capture file)."""
+
+    def __init__(self, wrapped: Any, name: str) -> None:
+        self.wrapped = wrapped
+        self.name = name  # "stdout" or "stderr": which buffer of a RolloutOutput
+
+    def write(self, text: str) -> int:
+        output = CURRENT.get()
+        if output is None:
+            return self.wrapped.write(text)  # type: ignore[no-any-return]
+        getattr(output, self.name).append(text)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if CURRENT.get() is None:
+            self.wrapped.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+    def __repr__(self) -> str:
+        return f"<RoutedStream {self.name} {self.wrapped!r}>"
+
+
+class RolloutLogFilter(logging.Filter):
+    """Keeps a rollout's records for its item: the handler it is on handles them then."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        output = CURRENT.get()
+        if output is None:
+            return True
+        records = output.records
+        if not records or records[-1] is not record:  # one record reaches each filtered handler
+            records.append(record)
+        return False

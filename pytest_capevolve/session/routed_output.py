@@ -1,0 +1,124 @@
+"""Routing in-flight rollouts' output through pytest's capture, in each process that runs them.
+
+Installed by :mod:`.fanout` (K > 1, or an async adapter) in the plain session or each xdist
+worker; K = 1 with a sync adapter runs rollouts on the main thread, under pytest's per-item
+capture, and needs none of this.
+
+pytest's capture swaps ``sys.stdout``/``sys.stderr`` at every phase: ``SysCapture.resume``
+sets its capture file, ``suspend`` and ``done`` set back the stream it found (``_old``; with
+``--capture=fd`` the same through ``FDCapture.syscapture``). A stream set once at ``sys.stdout``
+would be swapped out at the next phase, so the routing wraps what pytest swaps in: both of the
+global capture's files become :class:`..project.rollout_output.RoutedStream`, as does the
+stream in place now (``-s``: pytest swaps nothing). A rollout's write then goes to its own
+buffer whichever is in place; every other write goes on to the stream pytest meant.
+
+The logging plugin's handlers (per-item capture and ``caplog``, live logging, ``--log-file``)
+get a :class:`..project.rollout_output.RolloutLogFilter`: a rollout's record is kept for its
+item. While rollouts run, the root logger's level is held at the per-item capture's
+``log_level`` (pytest lowers it only during a phase), so a record is kept whenever it would be
+at K = 1, not only when the main thread happens to be in a phase.
+
+:func:`replay`, in the item's call phase on the main thread, writes the buffers and handles the
+records there, so the item's report gets the same sections as at K = 1. Everything is put back
+in ``pytest_unconfigure``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import pytest
+
+from ..project.rollout_output import RolloutLogFilter, RolloutOutput, RoutedStream
+
+STREAMS = ("stdout", "stderr")
+LOG_HANDLERS = ("caplog_handler", "report_handler", "log_cli_handler", "log_file_handler")
+
+
+class OutputRouting:
+    """Registered in each process whose rollouts run in flight (see the module docstring)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.log_filter = RolloutLogFilter()
+        self._wrapped: list[tuple[Any, str, Any]] = []  # (owner, attribute, what it held)
+        self._handlers: list[logging.Handler] = []
+        self._root_level: int | None = None
+
+    def install(self) -> None:
+        for capture in _sys_captures(self.config):
+            for attribute in ("tmpfile", "_old"):
+                self._wrap(capture, attribute, capture.name)
+        for name in STREAMS:
+            self._wrap(sys, name, name)
+        logging_plugin = self.config.pluginmanager.get_plugin("logging-plugin")
+        for attribute in LOG_HANDLERS:
+            handler = getattr(logging_plugin, attribute, None)
+            if isinstance(handler, logging.Handler):
+                handler.addFilter(self.log_filter)
+                self._handlers.append(handler)
+        level = getattr(logging_plugin, "log_level", None)
+        root = logging.getLogger()
+        if level is not None and level < root.level:
+            self._root_level = root.level
+            root.setLevel(level)
+
+    def _wrap(self, owner: Any, attribute: str, name: str) -> None:
+        held = getattr(owner, attribute, None)
+        if held is None or isinstance(held, RoutedStream):
+            return
+        routed = RoutedStream(held, name)
+        for stream in STREAMS:  # the stream in place now is routed too
+            if getattr(sys, stream) is held and owner is not sys:
+                setattr(sys, stream, routed)
+        setattr(owner, attribute, routed)
+        self._wrapped.append((owner, attribute, held))
+
+    def uninstall(self) -> None:
+        for owner, attribute, held in reversed(self._wrapped):
+            routed = getattr(owner, attribute, None)
+            if isinstance(routed, RoutedStream) and routed.wrapped is held:
+                setattr(owner, attribute, held)
+            for stream in STREAMS:
+                current = getattr(sys, stream)
+                if isinstance(current, RoutedStream) and current.wrapped is held:
+                    setattr(sys, stream, held)
+        self._wrapped.clear()
+        for handler in self._handlers:
+            handler.removeFilter(self.log_filter)
+        self._handlers.clear()
+        if self._root_level is not None:
+            logging.getLogger().setLevel(self._root_level)
+            self._root_level = None
+
+    def replay(self, output: RolloutOutput) -> None:
+        """On the main thread, in the item's call phase: what the rollout wrote and logged,
+        written and handled again under the item's capture."""
+        for name in STREAMS:
+            text = "".join(getattr(output, name))
+            if text:
+                stream = getattr(sys, name)
+                stream.write(text)
+                stream.flush()
+        if not output.records:
+            return
+        attached = logging.getLogger().handlers
+        for record in output.records:
+            for handler in self._handlers:
+                if handler in attached and record.levelno >= handler.level:
+                    handler.handle(record)
+
+
+def _sys_captures(config: pytest.Config) -> list[Any]:
+    """The ``SysCapture`` objects of pytest's global capture that swap ``sys.stdout`` and
+    ``sys.stderr`` (none under ``-s`` or ``-p no:capture``)."""
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    multi = getattr(capman, "_global_capturing", None)
+    captures = []
+    for part in (getattr(multi, "out", None), getattr(multi, "err", None)):
+        capture = getattr(part, "syscapture", part)  # --capture=fd: its sys-level half
+        if getattr(capture, "name", None) in STREAMS and hasattr(capture, "tmpfile"):
+            captures.append(capture)
+    return captures
