@@ -239,7 +239,10 @@ class RolloutPool:
         return rollout.future
 
     def _create_task(
-        self, loop: asyncio.AbstractEventLoop, rollout: InflightRollout, coroutine: Coroutine[Any, Any, Scored]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        rollout: InflightRollout,
+        coroutine: Coroutine[Any, Any, Scored],
     ) -> None:
         """On the loop's thread. The loop comes with the call, not from ``self``: a call queued
         behind an adapter that blocked the loop can run after :meth:`close` let go of it — then
