@@ -88,10 +88,16 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
 def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> int:
     """Rollouts in flight per process: --capevolve-concurrency, else the spec's (or ini's)
     ``concurrency``. Refused above 1 for an adapter that is not thread-safe."""
-    width = int(config.option.capevolve_concurrency or spec.concurrency)
+    flag = config.option.capevolve_concurrency
+    width = int(flag or spec.concurrency)
     if not declared_thread_safe(runner.adapter) and width > 1:
+        asked = (
+            f"--capevolve-concurrency {width}"
+            if flag
+            else f"concurrency {width} (from {spec.path.name}'s concurrency, or capevolve_concurrency ini)"
+        )
         raise AdapterError(
-            f"concurrency {width}: adapter {spec.adapter} is not thread-safe (it declares "
+            f"{asked}: adapter {spec.adapter} is not thread-safe (it declares "
             "thread_safe = False, or makes candidates live with apply()); run it with "
             "--capevolve-concurrency 1 and fan out with -n N workers instead"
         )
