@@ -28,6 +28,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import ctypes
+import functools
 import heapq
 import itertools
 import queue
@@ -235,10 +236,18 @@ class RolloutPool:
         rollout = InflightRollout(timeout_s)
         if self.runner.is_async:
             loop = self._event_loop()
+            # made here, but it calls run_and_score_async only once it runs: a coroutine closed
+            # unstarted (a session ending) leaves no inner coroutine never awaited
             coroutine = _routed(
                 rollout.output,
-                run_and_score_async(
-                    self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
+                functools.partial(
+                    run_and_score_async,
+                    self.runner,
+                    task,
+                    candidate_dir,
+                    seed=seed,
+                    split=split,
+                    timeout_s=timeout_s,
                 ),
             )
             loop.call_soon_threadsafe(self._create_task, loop, rollout, coroutine)
@@ -303,12 +312,12 @@ class RolloutPool:
             loop.close()
 
 
-async def _routed(output: RolloutOutput, coroutine: Coroutine[Any, Any, Scored]) -> Scored:
-    """``coroutine`` with its writes and records routed to ``output``: a task runs in a copy of
-    the context, so setting the variable here routes this task alone."""
+async def _routed(output: RolloutOutput, rollout: Callable[[], Coroutine[Any, Any, Scored]]) -> Scored:
+    """The ``rollout()`` coroutine with its writes and records routed to ``output``: a task runs
+    in a copy of the context, so setting the variable here routes this task alone."""
     CURRENT.set(output)
     output.begin()
-    return await coroutine
+    return await rollout()
 
 
 def _task_result(task: asyncio.Task[Scored], rollout: InflightRollout) -> Scored:
