@@ -141,14 +141,16 @@ def test_a_rollout_in_flight_prints_and_logs_into_its_own_item(
     assert_terminal_clean(result)
 
 
+@pytest.mark.parametrize("width", [1, 4])
 def test_an_async_adapters_rollouts_print_and_log_into_their_own_items(
-    example, projects, capevolve, monkeypatch
+    example, projects, capevolve, monkeypatch, width: int
 ) -> None:
-    monkeypatch.setenv("CAPEVOLVE_TEST_WIDTH", "4")
+    """At K = 1 too: an async adapter's rollouts run on the pool's event loop thread."""
+    monkeypatch.setenv("CAPEVOLVE_TEST_WIDTH", str(width))
     project = example("toy_calc")
     projects.add_adapter(project, ASYNC_TALKING, "adapter.py:AsyncTalkingAdapter")
     junit = project / "junit.xml"
-    extra = [*JUNIT, f"--junitxml={junit}", "--capevolve-concurrency", "4", "-rA"]
+    extra = [*JUNIT, f"--junitxml={junit}", "--capevolve-concurrency", str(width), "-rA"]
     result = capevolve(project, "careful", extra=extra)
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=14, failed=10)

@@ -37,7 +37,8 @@ What is skipped, and why it may be:
 - ``pytest_runtest_makereport`` for the setup and teardown phases, and for a call phase that
   raised nothing: their reports are built here the way pytest's default implementation builds
   a passed report (the item's id, location, keywords, captured sections so far and user
-  properties; the call's times, a duration of 0 for setup and teardown: nothing ran); the
+  properties; the call's times — a rollout run in flight's own, see
+  :func:`..items.time_call_as_rollout` — a duration of 0 for setup and teardown: nothing ran); the
   wrappers pytest ships around it (skipping's xfail, tmpdir's outcome for ``tmp_path``
   retention, unittest's ``SkipTest``) change nothing for a passed phase of an unmarked item.
   A call phase that raised (a failed rollout, a skip) is made into a report by the hook.
