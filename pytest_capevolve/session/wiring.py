@@ -63,6 +63,8 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         else:
             check_gateways(config, spec)
             plan = _start_controller(config, spec, sorted(pool), finalize=finalize, split=split)
+            if not plan.owed_keys():
+                _without_workers(config)
     except TestSealError as exc:
         raise pytest.UsageError(f"TestSealError: {exc}") from None
     except (
@@ -83,6 +85,16 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         fanout.register(config, context, width)
     heap.register(config)
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
+
+
+def _without_workers(config: pytest.Config) -> None:
+    """Nothing is owed (a resume with everything persisted): xdist would start its workers —
+    each importing the project, 2–3 s at ``-n 2`` — to run no item. The controller runs the empty
+    session itself, as without ``-n`` (xdist reads these options in its own, later, configure)."""
+    if config.getoption("dist", "no") != "no":
+        config.option.dist = "no"
+        config.option.tx = []
+        config.option.numprocesses = 0
 
 
 def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> int:
