@@ -169,3 +169,46 @@ def test_routed_output_on_xdist_workers(example, projects, capevolve, monkeypatc
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=14, failed=10)
     assert_each_testcase_holds_its_own(junit)
+
+
+def test_a_routed_stream_keeps_each_rollouts_writes_and_passes_on_the_rest() -> None:
+    """The pieces on their own: a write where no rollout is current reaches the wrapped stream;
+    one made in a rollout's context (its thread, or a context copied from it) reaches only that
+    rollout's buffer; a log record is kept once however many filtered handlers it reaches."""
+    import contextvars
+    import io
+    import logging
+    import threading
+
+    from pytest_capevolve.project.rollout_output import (
+        CURRENT,
+        RolloutLogFilter,
+        RolloutOutput,
+        RoutedStream,
+    )
+
+    wrapped = io.StringIO()
+    stream = RoutedStream(wrapped, "stdout")
+    outputs = {name: RolloutOutput() for name in ("a", "b")}
+    log_filter = RolloutLogFilter()
+    record = logging.LogRecord("agent", logging.INFO, __file__, 1, "log of %s", ("a",), None)
+
+    def rollout(name: str) -> None:
+        CURRENT.set(outputs[name])
+        print("hello from", name, file=stream)
+        if name == "a":  # the same record at two handlers' filters: kept once, handled by neither
+            assert not log_filter.filter(record) and not log_filter.filter(record)
+        contextvars.copy_context().run(lambda: stream.write(f"copied {name}\n"))
+
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(rollout, n)) for n in outputs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print("main", file=stream)
+    assert log_filter.filter(record)  # no rollout current: handled as it comes
+    assert wrapped.getvalue() == "main\n"
+    assert stream.getvalue() == "main\n"  # the rest is the wrapped stream's
+    for name, output in outputs.items():
+        assert "".join(output.stdout) == f"hello from {name}\ncopied {name}\n"
+    assert outputs["a"].records == [record] and outputs["b"].records == []
