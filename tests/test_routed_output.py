@@ -212,3 +212,63 @@ def test_a_routed_stream_keeps_each_rollouts_writes_and_passes_on_the_rest() -> 
     for name, output in outputs.items():
         assert "".join(output.stdout) == f"hello from {name}\ncopied {name}\n"
     assert outputs["a"].records == [record] and outputs["b"].records == []
+
+
+HANDSHAKE = """
+import threading
+
+reporting = threading.Event()  # set on the main thread while it logs q00[seed-t0]'s call report
+written = threading.Event()  # set by q00[careful-t0]'s rollout once it has written
+"""
+
+REPORTING_CONFTEST = """
+import handshake
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.nodeid.endswith("q00[seed-t0]"):
+        handshake.reporting.set()
+        assert handshake.written.wait(60)  # the rollout writes while no item's capture is on
+"""
+
+BETWEEN_PHASES = '''
+
+import handshake as _handshake
+
+
+class BetweenPhasesAdapter(ToyCalcAdapter):
+    """q00[careful-t0], started ahead of q00[seed-t0], writes while that item's call report is
+    being logged: between two items' phases, when pytest captures nothing."""
+
+    def run_target(self, task, ctx, *, seed):
+        if task.id == "q00" and Path(ctx).name == "careful":
+            assert _handshake.reporting.wait(60)
+            print("hello from", task.id)
+            _handshake.written.set()
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def test_a_write_between_two_items_phases_reaches_its_own_item_not_the_terminal(
+    pytester: pytest.Pytester, example, projects, capevolve
+) -> None:
+    pytester.makepyfile(handshake=HANDSHAKE)
+    pytester.makeconftest(REPORTING_CONFTEST)
+    pytester.syspathinsert()
+    project = example("toy_calc")
+    projects.add_adapter(project, BETWEEN_PHASES, "adapter.py:BetweenPhasesAdapter")
+    junit = project / "junit.xml"
+    extra = ["-o", "junit_logging=all", f"--junitxml={junit}", "--capevolve-concurrency", "2"]
+    result = capevolve(project, "careful", extra=extra)
+    assert result.ret == 0, result.stdout.str()
+    lines = result.stdout.lines
+    start = next(n for n, line in enumerate(lines) if line.startswith("collected ")) + 1
+    end = next(n for n in range(start + 1, len(lines)) if lines[n].startswith(("=", "-")))
+    progress = [line for line in lines[start:end] if line]
+    assert len(progress) == 1 and PROGRESS.match(progress[0]), progress
+    outs = {
+        case.get("name"): written(getattr(case.find("system-out"), "text", None))
+        for case in ET.parse(junit).getroot().iter("testcase")
+    }
+    assert outs.pop("q00[careful-t0]") == {("hello from", "q00"): 1}
+    assert not any(outs.values())
