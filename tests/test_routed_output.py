@@ -117,7 +117,11 @@ def assert_terminal_clean(result: pytest.RunResult) -> None:
             assert f"{task}[" in header, (header, line)
 
 
-@pytest.mark.parametrize("protocol", [[], ["-p", "no:capevolve-protocol"]], ids=["lean", "pytest"])
+@pytest.mark.parametrize(
+    "protocol",
+    [[], ["-p", "no:capevolve-protocol"], ["--capture=sys"]],
+    ids=["lean", "pytest", "capture-sys"],  # pytest's capture file must stay a CaptureIO
+)
 def test_a_rollout_in_flight_prints_and_logs_into_its_own_item(
     example, projects, capevolve, monkeypatch, protocol: list[str]
 ) -> None:
@@ -272,3 +276,28 @@ def test_a_write_between_two_items_phases_reaches_its_own_item_not_the_terminal(
     }
     assert outs.pop("q00[careful-t0]") == {("hello from", "q00"): 1}
     assert not any(outs.values())
+
+
+def test_a_stream_routed_in_place_stays_what_it_was() -> None:
+    """pytest's capture file is routed as the same object, still a CaptureIO (pytest asserts it);
+    the interpreter's own stream class cannot be, and is wrapped instead; unroute undoes it."""
+    import io
+
+    from _pytest.capture import CaptureIO
+
+    from pytest_capevolve.project.rollout_output import CURRENT, RolloutOutput, route_in_place, unroute
+
+    capture = CaptureIO()
+    assert route_in_place(capture, "stderr")
+    assert isinstance(capture, CaptureIO) and not route_in_place(capture, "stderr")  # once
+    output = RolloutOutput()
+    token = CURRENT.set(output)
+    try:
+        print("in flight", file=capture)
+    finally:
+        CURRENT.reset(token)
+    print("main", file=capture)
+    assert capture.getvalue() == "main\n" and "".join(output.stderr) == "in flight\n"
+    unroute(capture)
+    assert type(capture) is CaptureIO
+    assert not route_in_place(io.TextIOWrapper(io.BytesIO()), "stdout")  # a built-in class

@@ -8,9 +8,9 @@ whichever item's capture is active, or on the terminal between two of them. Inst
 
 - :data:`CURRENT` — a context variable the pool sets around each rollout (a thread's run, a
   task's coroutine) to that rollout's :class:`RolloutOutput`;
-- :class:`RoutedStream` — stands in for a text stream (what pytest swaps in and out of
-  ``sys.stdout``/``sys.stderr``, see :mod:`..session.routed_output`): a write made where
-  :data:`CURRENT` is set goes to that rollout's buffer, any other write to the wrapped stream;
+- :func:`route_in_place` and :class:`RoutedStream` — route a text stream (what pytest swaps in
+  and out of ``sys.stdout``/``sys.stderr``, see :mod:`..session.routed_output`): a write made
+  where :data:`CURRENT` is set goes to that rollout's buffer, any other write where it went;
 - :class:`RolloutLogFilter` — on the logging handlers that capture per item: a record logged
   where :data:`CURRENT` is set is kept in that rollout's buffer instead of being handled then.
 
@@ -27,6 +27,7 @@ do), so its writes are not routed either.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from contextvars import ContextVar
@@ -93,6 +94,58 @@ class RoutedStream:
 
     def __repr__(self) -> str:
         return f"<RoutedStream {self.name} {self.wrapped!r}>"
+
+
+class _RoutedWrites:
+    """Mixed into the class of a stream routed in place (see :func:`route_in_place`)."""
+
+    _capevolve_stream: str
+
+    def write(self, text: str) -> int:
+        output = CURRENT.get()
+        if output is None:
+            return super().write(text)  # type: ignore[misc, no-any-return]
+        getattr(output, self._capevolve_stream).append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if CURRENT.get() is None:
+            super().flush()  # type: ignore[misc]
+
+
+@functools.cache
+def _routed_class(cls: type) -> type:
+    return type(f"Routed{cls.__name__}", (_RoutedWrites, cls), {"__module__": __name__})
+
+
+def route_in_place(stream: Any, name: str) -> bool:
+    """Route ``stream``'s writes (``name``: "stdout" or "stderr") by giving it a subclass of its
+    own class: the same object, still an instance of what it was (pytest asserts its capture file
+    is a ``CaptureIO``), so whoever holds it — pytest's capture, ``sys`` — need not be changed.
+    False for a stream of a built-in class (the interpreter's own ``sys.stdout``): wrap that in
+    a :class:`RoutedStream` instead. :func:`unroute` undoes it."""
+    cls = type(stream)
+    if issubclass(cls, _RoutedWrites):
+        return False
+    try:
+        stream._capevolve_stream = name
+        stream.__class__ = _routed_class(cls)
+    except (AttributeError, TypeError):
+        if "_capevolve_stream" in getattr(stream, "__dict__", {}):
+            del stream._capevolve_stream
+        return False
+    return True
+
+
+def is_routed(stream: Any) -> bool:
+    return isinstance(stream, (RoutedStream, _RoutedWrites))
+
+
+def unroute(stream: Any) -> None:
+    cls = type(stream)
+    if issubclass(cls, _RoutedWrites):
+        stream.__class__ = next(base for base in cls.__mro__[1:] if not issubclass(base, _RoutedWrites))
+        del stream._capevolve_stream
 
 
 class RolloutLogFilter(logging.Filter):

@@ -7,10 +7,13 @@ capture, and needs none of this.
 pytest's capture swaps ``sys.stdout``/``sys.stderr`` at every phase: ``SysCapture.resume``
 sets its capture file, ``suspend`` and ``done`` set back the stream it found (``_old``; with
 ``--capture=fd`` the same through ``FDCapture.syscapture``). A stream set once at ``sys.stdout``
-would be swapped out at the next phase, so the routing wraps what pytest swaps in: both of the
-global capture's files become :class:`..project.rollout_output.RoutedStream`, as does the
-stream in place now (``-s``: pytest swaps nothing). A rollout's write then goes to its own
-buffer whichever is in place; every other write goes on to the stream pytest meant.
+would be swapped out at the next phase, so the routing is put on what pytest swaps in: the
+global capture's file is routed in place (the same object, given a subclass of its class:
+pytest asserts what class it is), and so is the stream it sets back when it can be; the
+interpreter's own stream (of a built-in class) is wrapped in a
+:class:`..project.rollout_output.RoutedStream` where pytest keeps it, as is the stream in place
+now (``-s``: pytest swaps nothing). A rollout's write then goes to its own buffer whichever is
+in place; every other write goes on to the stream pytest meant.
 
 The logging plugin's handlers (per-item capture and ``caplog``, live logging, ``--log-file``)
 get a :class:`..project.rollout_output.RolloutLogFilter`: a rollout's record is kept for its
@@ -31,7 +34,14 @@ from typing import Any
 
 import pytest
 
-from ..project.rollout_output import RolloutLogFilter, RolloutOutput, RoutedStream
+from ..project.rollout_output import (
+    RolloutLogFilter,
+    RolloutOutput,
+    RoutedStream,
+    is_routed,
+    route_in_place,
+    unroute,
+)
 
 STREAMS = ("stdout", "stderr")
 LOG_HANDLERS = ("caplog_handler", "report_handler", "log_cli_handler", "log_file_handler")
@@ -43,16 +53,17 @@ class OutputRouting:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.log_filter = RolloutLogFilter()
+        self._in_place: list[Any] = []  # streams routed in place
         self._wrapped: list[tuple[Any, str, Any]] = []  # (owner, attribute, what it held)
         self._handlers: list[logging.Handler] = []
         self._root_level: int | None = None
 
     def install(self) -> None:
         for capture in _sys_captures(self.config):
-            for attribute in ("tmpfile", "_old"):
-                self._wrap(capture, attribute, capture.name)
+            self._route(capture, "tmpfile", capture.name)
+            self._route(capture, "_old", capture.name)
         for name in STREAMS:
-            self._wrap(sys, name, name)
+            self._route(sys, name, name)
         logging_plugin = self.config.pluginmanager.get_plugin("logging-plugin")
         for attribute in LOG_HANDLERS:
             handler = getattr(logging_plugin, attribute, None)
@@ -65,18 +76,26 @@ class OutputRouting:
             self._root_level = root.level
             root.setLevel(level)
 
-    def _wrap(self, owner: Any, attribute: str, name: str) -> None:
+    def _route(self, owner: Any, attribute: str, name: str) -> None:
+        """Route the stream ``owner`` holds at ``attribute``: in place if it can be, else by
+        putting a wrapper there (and at ``sys.stdout``/``sys.stderr`` if it is in place now)."""
         held = getattr(owner, attribute, None)
-        if held is None or isinstance(held, RoutedStream):
+        if held is None or is_routed(held):
+            return
+        if route_in_place(held, name):
+            self._in_place.append(held)
             return
         routed = RoutedStream(held, name)
-        for stream in STREAMS:  # the stream in place now is routed too
+        for stream in STREAMS:
             if getattr(sys, stream) is held and owner is not sys:
                 setattr(sys, stream, routed)
         setattr(owner, attribute, routed)
         self._wrapped.append((owner, attribute, held))
 
     def uninstall(self) -> None:
+        for stream in self._in_place:
+            unroute(stream)
+        self._in_place.clear()
         for owner, attribute, held in reversed(self._wrapped):
             routed = getattr(owner, attribute, None)
             if isinstance(routed, RoutedStream) and routed.wrapped is held:
