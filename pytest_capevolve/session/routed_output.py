@@ -21,9 +21,11 @@ item. While rollouts run, the root logger's level is held at the per-item captur
 ``log_level`` (pytest lowers it only during a phase), so a record is kept whenever it would be
 at K = 1, not only when the main thread happens to be in a phase.
 
-:func:`replay`, in the item's call phase on the main thread, writes the buffers and handles the
-records there, so the item's report gets the same sections as at K = 1. Everything is put back
-in ``pytest_unconfigure``.
+:meth:`OutputRouting.replay`, in the item's call phase on the main thread, writes the buffers
+and handles the records there, so the item's report gets the same sections as at K = 1.
+Everything is put back in ``pytest_unconfigure``. What cannot be routed (writes to a file
+descriptor, by C code or subprocesses; threads the adapter starts itself) is listed in
+:mod:`..project.rollout_output`.
 """
 
 from __future__ import annotations
