@@ -52,7 +52,9 @@ def test_a_deleted_rollout_is_said_logged_and_paid_again_and_verify_stays_clean(
     assert len(_events(rundir, "rollout_vanished")) == 1
 
 
-def test_a_deleted_folder_of_rollouts_gets_one_notice_line_and_one_event(example, projects, capevolve) -> None:
+def test_a_deleted_folder_of_rollouts_gets_one_notice_line_and_one_event(
+    example, projects, capevolve
+) -> None:
     project = example("toy_calc")
     assert capevolve(project, "careful").ret == 0
     rundir = projects.run_dir(project)

@@ -415,9 +415,10 @@ def vanished_notice(files: list[str], done: str) -> str:
     the rest counted (a deleted folder of 10,000 must not print 10,000 lines)."""
     shown = ", ".join(files[:VANISHED_SHOWN])
     more = f" and {len(files) - VANISHED_SHOWN} more" if len(files) > VANISHED_SHOWN else ""
-    what = f"{shown}: recorded, but the file is gone" if len(files) == 1 else (
-        f"{len(files)} recorded rollout files are gone ({shown}{more})"
-    )
+    if len(files) == 1:
+        what = f"{shown}: recorded, but the file is gone"
+    else:
+        what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
     return f"{what} (deleted by hand?); {done}: treated as missing, so paid again"
 
 
