@@ -5,9 +5,11 @@ re-pay; a deletion no session has seen yet is still reported by ``verify``."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from pytest_capevolve.cli import main  # numpy and scipy load once, here, not in each in-process session
+from pytest_capevolve.session.resume import resume_command
 from pytest_capevolve.store.audit import audit
 from pytest_capevolve.store.rundir import RunDir
 
@@ -110,3 +112,69 @@ def test_a_file_another_session_quarantined_meanwhile_is_not_called_vanished(tmp
     (event,) = _events(writer.root, "rollout_vanished")
     assert event["files"] == [deleted.relative_to(writer.root).as_posix()]
     assert not audit(RunDir(writer.root))
+
+
+# -- the hint that says how to complete a session's missing rollouts -----------------------------
+
+FLAKY = """
+
+class FlakyCalc(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        if task.id == "q01" and (Path(__file__).parent / "DOWN").exists():
+            raise ConnectionError("backend down")
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+
+def _completing(result) -> list[str]:
+    """The args of the command the session printed to complete its missing rollouts."""
+    lines = result.stdout.lines
+    (at,) = [i for i, line in enumerate(lines) if "rollouts are missing" in line]
+    assert lines[at].endswith("to complete only those, run:"), lines[at]
+    command = shlex.split(lines[at + 1].strip())
+    assert command[0] == "pytest"
+    return command[1:]
+
+
+def test_the_missing_rollouts_hint_of_a_new_run_pins_the_run(example, projects, capevolve, pytester) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, FLAKY, "adapter.py:FlakyCalc")
+    (project / "DOWN").touch()
+    result = capevolve(project, extra=["--capevolve-new-run"])
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["rollouts: 12 paid, 0 reused*", "*INFRA val::q01*backend down"])
+    run_id = projects.run_dir(project).name
+    args = _completing(result)
+    assert "--capevolve-new-run" not in args and args[-2:] == ["--capevolve-run-id", run_id]
+    (project / "DOWN").unlink()
+    again = pytester.runpytest(*args)
+    assert again.ret == 0, again.stdout.str()
+    again.stdout.fnmatch_lines(["rollouts: 1 paid, 11 reused*"])
+    assert len(list((project / ".capevolve" / "runs").iterdir())) == 1  # no second run
+
+
+def test_the_missing_rollouts_hint_leaves_out_the_deselection(example, projects, capevolve, pytester) -> None:
+    project = example("toy_calc")
+    assert capevolve(project, extra=["-k", "not q01 and not q05"]).ret != 0
+    first = capevolve(project, extra=["-k", "not q01 and not q05"])  # nothing left that it selects
+    first.stdout.fnmatch_lines(["rollouts: 0 paid, 10 reused*", "2 rollouts are missing (2 deselected by *"])
+    args = _completing(first)
+    assert "-k" not in args and "not q01 and not q05" not in args
+    again = pytester.runpytest(*args)
+    assert again.ret == 0, again.stdout.str()
+    again.stdout.fnmatch_lines(["rollouts: 2 paid, 10 reused*"])
+    assert "rollouts are missing" not in again.stdout.str()
+
+
+def test_the_completing_command_drops_every_form_of_deselection() -> None:
+    typed = [
+        "--capevolve-run", ".", "-k", "a", "-m", "not slow", "-kb", "-m=c", "--deselect", "x::y",
+        "--deselect=z", "--lf", "--capevolve-new-run", "-p", "no:cacheprovider",
+    ]  # fmt: skip
+    assert resume_command(typed, "R", complete=True) == (
+        "pytest --capevolve-run . -p no:cacheprovider --capevolve-run-id R"
+    )
+    # after Ctrl-C the interrupted selection is resumed as it was
+    assert resume_command(["--capevolve-run", ".", "-m", "not slow"], "R") == (
+        "pytest --capevolve-run . -m 'not slow' --capevolve-run-id R"
+    )
