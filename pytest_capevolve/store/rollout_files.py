@@ -324,21 +324,25 @@ class RolloutFiles:
         for split, name in candidates:
             by_split.setdefault(split, []).append(name)
         for split, names in sorted(by_split.items()):
-            indexed = self.index.files(split)
+            indexed, folder = self.index.files(split), os.path.join(self.root, "rollouts", split)
+            exists = os.path.exists
             for name in sorted(set(names) & indexed):
+                if not exists(os.path.join(folder, name)):
+                    gone.append(f"rollouts/{split}/{name}")
+                    continue
                 path = self.root / "rollouts" / split / name
-                read = self._read_one(path) if path.exists() else None
+                read = self._read_one(path)  # None: damaged, quarantined (logged) just now
                 if read is not None:
                     back.append((path, read))
-                elif not path.exists():  # not just quarantined by this read
-                    gone.append(f"rollouts/{split}/{name}")
         if gone:
             self.append_event("rollout_vanished", files=gone)
             self.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
         self.sync_index()  # the event drops their rows
-        written = {(path.parent.name, path.name) for path, _ in back}
-        # rows of files quarantined just now, or gone before any row was stored, if any
-        self.index.store([], [c for c in candidates if c not in written], None)
+        # rows of files quarantined just now, if any (the vanished ones' went with their event)
+        done = {(path.parent.name, path.name) for path, _ in back} | {_split_file(file) for file in gone}
+        rest = [c for c in candidates if c not in done]
+        if rest:
+            self.index.store([], rest, None)
         return back
 
     def _read_one(self, path: Path) -> RolloutRecord | None:
