@@ -90,6 +90,12 @@ def main() -> None:
     )
     print(f"  capevolve measure:        {measure:8.2f} s   ({measure / cli_start:.1f}x capevolve --help)")
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        package = Path(__file__).resolve().parent.parent / "pytest_capevolve"
+        if any(package.rglob("__pycache__")):
+            print(
+                f"  (note: {package} holds __pycache__ from an earlier run with the default cache, so the"
+                " figures above read part of our bytecode from it; delete it for uncached figures)"
+            )
         cached_start_up(project, run_cmd, [*pytest_cmd, str(trivial)], cli)
 
 
@@ -101,6 +107,9 @@ def cached_start_up(project: Path, run_cmd: list[str], bare_cmd: list[str], cli:
     Python caches both in __pycache__ after the first run. One warm-up run of each command
     fills the cache; the figures are the run after it."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # a cache folder of its own, filled by the warm-up runs: the package's folders stay without
+    # __pycache__, so the figures above stay uncached the next time this script runs
+    env["PYTHONPYCACHEPREFIX"] = str(project.parent / "bytecode")
     commands = {
         "resume, all persisted": (run_cmd, (0,)),
         "bare pytest session": (bare_cmd, (0,)),

@@ -148,9 +148,8 @@ def test_concurrency_above_one_is_refused_for_an_adapter_that_is_not_thread_safe
     else:
         result = capevolve(project, extra=["--capevolve-concurrency", "4"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["ERROR: concurrency 4: adapter * is not thread-safe*--capevolve-concurrency 1*"]
-    )
+    asked = "--capevolve-concurrency 4" if asked_by == "flag" else "concurrency 4 (from capevolve.yaml's*)"
+    result.stderr.fnmatch_lines([f"ERROR: {asked}: adapter * is not thread-safe*--capevolve-concurrency 1*"])
     assert not (project / ".capevolve" / "runs").exists() or not any(
         (project / ".capevolve" / "runs").iterdir()
     )
@@ -304,3 +303,40 @@ def test_a_rollout_started_ahead_whose_item_is_skipped_is_dropped_not_persisted(
     resumed = capevolve(project, "careful", extra=eight)
     assert resumed.ret == 0
     resumed.stdout.fnmatch_lines(["rollouts: 12 paid, 12 reused*"])
+
+
+class BlockingAsync:
+    """An async adapter whose first rollout blocks the event loop (a sync call in async code)."""
+
+    def __init__(self) -> None:
+        self.blocking = threading.Event()
+
+    def tasks(self, split):
+        return []
+
+    async def run_target(self, task, ctx, *, seed):
+        if task.id == "blocker":
+            self.blocking.set()
+            time.sleep(0.3)  # blocks the loop: what follows is queued behind it
+        return Rollout(output=task.id)
+
+    def score(self, task, rollout):
+        return 1.0
+
+
+def test_rollouts_queued_behind_a_blocked_loop_when_the_session_ends_are_abandoned_cleanly(
+    tmp_path: Path,
+) -> None:
+    adapter = BlockingAsync()
+    pool = RolloutPool(AdapterRunner(adapter))
+    loop_errors: list[dict] = []
+    pool._event_loop().set_exception_handler(lambda loop, context: loop_errors.append(context))
+    first = pool.start(Task(id="blocker"), tmp_path, seed=0, split="val", timeout_s=None)
+    assert adapter.blocking.wait(timeout=5.0)
+    queued = [pool.start(Task(id=f"t{i}"), tmp_path, seed=0, split="val", timeout_s=None) for i in range(3)]
+    pool.close()  # the session ends while they wait behind the blocked loop
+    assert first.result(timeout=5.0).infra_error is None
+    for future in queued:  # each settles (no task created on a loop let go of), as abandoned
+        scored = future.result(timeout=5.0)
+        assert scored.reward is None and scored.infra_error.startswith("abandoned")
+    assert loop_errors == []  # no exception in a queued callback

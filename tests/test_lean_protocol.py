@@ -195,3 +195,27 @@ def test_maxfail_stops_both_protocols_at_the_same_rollout(example, projects, cap
     assert lean.parseoutcomes()["failed"] == 2 and "stopping after 2 failures" in lean.stdout.str()
     records = projects.rollout_records(lean_project)
     assert records == projects.rollout_records(full_project) and 2 <= len(records) < 24
+
+
+SKIPPING_CONFTEST = """
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.name.startswith("q05["):
+            item.add_marker(pytest.mark.skip(reason="a user's skip mark"))
+        if item.name.startswith("q10["):
+            item.add_marker(pytest.mark.skipif(True, reason="a user's skipif mark"))
+"""
+
+
+def test_skip_marks_on_rollout_items_skip_them(pytester: pytest.Pytester, example, capevolve) -> None:
+    pytester.makeconftest(SKIPPING_CONFTEST)
+    result = capevolve(example("toy_calc"), "careful", extra=["-rs"])
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out
+    assert result.ret == 12, out  # the skipped rollouts are owed still: missing
+    assert result.parseoutcomes()["skipped"] == 4  # q05 and q10, for the seed and the candidate
+    skipped = [line for line in result.stdout.lines if line.startswith("SKIPPED [")]
+    assert any("a user's skip mark" in line for line in skipped)
+    assert any("a user's skipif mark" in line for line in skipped)

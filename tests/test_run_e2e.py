@@ -41,6 +41,8 @@ def test_run_persists_records_and_resume_pays_nothing(
     second = capevolve(project, "careful", extra=xdist_args)
     assert second.ret == 0
     second.stdout.fnmatch_lines(["rollouts: 0 paid, 24 reused*"])
+    if xdist_args:  # nothing owed: no worker is started only to run no item
+        assert "workers" in first.stdout.str() and "workers" not in second.stdout.str()
     state = json.loads((projects.run_dir(project) / "state.json").read_text())
     assert state["spent"]["metric_calls"] == 24
     assert projects.rollout_records(project) == records

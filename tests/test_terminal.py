@@ -207,3 +207,36 @@ def test_an_infra_error_is_one_infra_line_never_a_failed_rollout(example, projec
     assert len(infra) == 1 and infra[0].startswith("  INFRA val::q10[seed-t0]: ")
     assert "api down retry later" in infra[0]  # its reason on the one line
     assert not [line for line in result.stdout.lines if FAILED_LINE.match(line) and "q10[" in line]
+
+
+PRINTING = """
+
+class PrintingAdapter(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        print(f"working on {task.id} for {Path(ctx).name}")
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+
+def test_failed_rollouts_stay_in_durations_and_show_their_output_with_ra(
+    example, projects, capevolve
+) -> None:
+    """The agent's failures are one line each in place of pytest's FAILURES section, but the
+    summaries that list every report (``--durations``) still list them, and ``-rA`` shows what
+    each one printed under its line."""
+    project = example("toy_calc")
+    projects.add_adapter(project, PRINTING, "adapter.py:PrintingAdapter")
+    result = capevolve(project, extra=["-rA", "--durations=0", "--durations-min=0"])
+    lines = result.stdout.lines
+    failed = [(n, m) for n, line in enumerate(lines) if (m := FAILED_LINE.match(line))]
+    assert failed
+    for n, match in failed:
+        task = match.group(2)
+        # its captured stdout right under its line, and nobody else's
+        assert re.fullmatch(r"-+ Captured stdout call -+", lines[n + 1]), lines[n : n + 3]
+        assert lines[n + 2].startswith(f"working on {task} for ")
+    start = next(n for n, line in enumerate(lines) if "slowest durations" in line)
+    timed = {line.split()[-1] for line in lines[start:] if re.match(r"^\d+\.\d+s call ", line)}
+    for _n, match in failed:
+        assert any(name.endswith(f"{match.group(2)}[{match.group(3)}-t{match.group(4)}]") for name in timed)
+    assert not any(re.fullmatch(r"=+ FAILURES =+", line) for line in lines)  # still one line each

@@ -215,6 +215,7 @@ class RolloutPool:
         self.threads = RolloutThreads()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._closed = False
 
     def start(
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
@@ -225,7 +226,7 @@ class RolloutPool:
             coroutine = run_and_score_async(
                 self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
             )
-            loop.call_soon_threadsafe(self._create_task, rollout, coroutine)
+            loop.call_soon_threadsafe(self._create_task, loop, rollout, coroutine)
         else:
 
             def call() -> Scored:
@@ -237,11 +238,22 @@ class RolloutPool:
         self.watchdog.watch(rollout)
         return rollout.future
 
-    def _create_task(self, rollout: InflightRollout, coroutine: Coroutine[Any, Any, Scored]) -> None:
-        """On the loop's thread."""
-        assert self._loop is not None
-        rollout.loop = self._loop
-        rollout.task = self._loop.create_task(coroutine)
+    def _create_task(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        rollout: InflightRollout,
+        coroutine: Coroutine[Any, Any, Scored],
+    ) -> None:
+        """On the loop's thread. The loop comes with the call, not from ``self``: a call queued
+        behind an adapter that blocked the loop can run after :meth:`close` let go of it — then
+        the rollout is abandoned, its coroutine closed unstarted (never a task nobody collects,
+        nor a "never awaited" warning)."""
+        if self._closed:
+            coroutine.close()
+            rollout.settle(Scored(rollout=None, infra_error="abandoned: the session ended before it started"))
+            return
+        rollout.loop = loop
+        rollout.task = loop.create_task(coroutine)
         rollout.task.add_done_callback(lambda task: rollout.settle(_task_result(task, rollout)))
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
@@ -256,6 +268,7 @@ class RolloutPool:
 
     def close(self) -> None:
         """At the end of the session: abandon what is still running (its item never ran)."""
+        self._closed = True
         self.watchdog.close()
         self.threads.close()
         loop, self._loop = self._loop, None

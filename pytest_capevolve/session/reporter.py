@@ -94,7 +94,10 @@ class CapevolveReporter:
         self.completing = completing
         self.failed: list[RolloutRecord] = []
         self.deselected: set[Any] = set()  # keys of the rollouts -k, -m or --deselect left out
+        # each failed rollout's captured output (pytest's report sections), for ``-rA``
+        self.failed_sections: dict[tuple[str, str, str, int], list[tuple[str, str]]] = {}
         self._terminal: Any = None
+        self._hidden: list[pytest.TestReport] | None = None  # the agent's failures, out of stats
 
     def pytest_deselected(self, items: list[Any]) -> None:
         self.deselected.update(key for item in items if (key := getattr(item, "key", None)) is not None)
@@ -116,6 +119,9 @@ class CapevolveReporter:
             record = record_from_report(report)
             assert record is not None
             self.failed.append(record)
+            if report.sections:
+                key = (record.tag, record.split, record.task_id, record.trial)
+                self.failed_sections[key] = list(report.sections)
         if self.progress is not None and report.when == "call":
             line = self.progress.reported(report)
             if line is not None and self._terminal is not None:
@@ -126,25 +132,45 @@ class CapevolveReporter:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None]:
-        """Around pytest's own summary (FAILURES, short summary): the rollouts the agent failed
-        are left out of it for its duration — they are printed one line each, before the table
-        — and put back before the count line, which still says how many failed."""
-        stats = terminalreporter.stats
-        reports = stats.get("failed", [])
-        bugs = [r for r in reports if not is_task_failure(r) and not is_refused_rollout(r)]
-        if len(bugs) != len(reports):
-            stats["failed"] = bugs
-            if not bugs:
-                del stats["failed"]
+        """Around pytest's own summary: the rollouts the agent failed are left out of what prints
+        failures — the FAILURES section and the short summary, parts of the terminal's own
+        wrapper — and printed one line each, before the table, instead. The summaries between
+        them (``--durations``, other plugins') see every report; the count line still says how
+        many failed."""
+        self._hide(terminalreporter.stats)
         try:
             return (yield)
         finally:
-            if len(bugs) != len(reports):
-                stats["failed"] = reports
+            self._unhide(terminalreporter.stats)
             try:
                 self._print_summary(terminalreporter)
             except Exception as exc:  # a summary must never break the session's outcome
                 terminalreporter.write_line(f"capevolve: could not print the summary: {exc!r}")
+
+    @pytest.hookimpl(tryfirst=True, specname="pytest_terminal_summary")
+    def pytest_terminal_summary_sees_all(self, terminalreporter: Any) -> None:
+        # (named pytest_…: pytest reads no other name as a hook) the plain implementations run
+        # after every wrapper's first half, before any second
+        self._unhide(terminalreporter.stats)
+
+    @pytest.hookimpl(trylast=True, specname="pytest_terminal_summary")
+    def pytest_terminal_summary_hides_again(self, terminalreporter: Any) -> None:
+        self._hide(terminalreporter.stats)
+
+    def _hide(self, stats: dict[str, list[Any]]) -> None:
+        reports = stats.get("failed", [])
+        bugs = [r for r in reports if not is_task_failure(r) and not is_refused_rollout(r)]
+        if len(bugs) == len(reports):
+            return
+        self._hidden = reports
+        stats["failed"] = bugs
+        if not bugs:
+            del stats["failed"]
+
+    def _unhide(self, stats: dict[str, list[Any]]) -> None:
+        if self._hidden is not None:
+            stats["failed"] = self._hidden
+            self._hidden = None
 
     def _print_failed(self, tr: Any) -> None:
         if not self.failed:
@@ -155,8 +181,13 @@ class CapevolveReporter:
         def key(r: RolloutRecord) -> tuple[int, str, str, str, int]:
             return (order.get(r.tag, len(order)), r.tag, r.split, r.task_id, r.trial)
 
+        with_output = "A" in (tr.config.option.reportchars or "")  # -rA: what each one printed too
         for record in sorted(self.failed, key=key):
             tr.write_line(failed_rollout_line(record))
+            sections = self.failed_sections.get((record.tag, record.split, record.task_id, record.trial), [])
+            for title, content in sections if with_output else []:
+                tr.write_sep("-", title)
+                tr.line(content.rstrip("\n"))
 
     def _print_summary(self, tr: Any) -> None:
         outcome, tally = self.end.outcome, self.tally

@@ -63,6 +63,8 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
         else:
             check_gateways(config, spec)
             plan = _start_controller(config, spec, sorted(pool), finalize=finalize, split=split)
+            if not plan.owed_keys():
+                _without_workers(config)
     except TestSealError as exc:
         raise pytest.UsageError(f"TestSealError: {exc}") from None
     except (
@@ -85,13 +87,29 @@ def configure(config: pytest.Config, target: str, *, finalize: bool, split: str,
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
 
 
+def _without_workers(config: pytest.Config) -> None:
+    """Nothing is owed (a resume with everything persisted): xdist would start its workers —
+    each importing the project, 2–3 s at ``-n 2`` — to run no item. The controller runs the empty
+    session itself, as without ``-n`` (xdist reads these options in its own, later, configure)."""
+    if config.getoption("dist", "no") != "no":
+        config.option.dist = "no"
+        config.option.tx = []
+        config.option.numprocesses = 0
+
+
 def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> int:
     """Rollouts in flight per process: --capevolve-concurrency, else the spec's (or ini's)
     ``concurrency``. Refused above 1 for an adapter that is not thread-safe."""
-    width = int(config.option.capevolve_concurrency or spec.concurrency)
+    flag = config.option.capevolve_concurrency
+    width = int(flag or spec.concurrency)
     if not declared_thread_safe(runner.adapter) and width > 1:
+        asked = (
+            f"--capevolve-concurrency {width}"
+            if flag
+            else f"concurrency {width} (from {spec.path.name}'s concurrency, or capevolve_concurrency ini)"
+        )
         raise AdapterError(
-            f"concurrency {width}: adapter {spec.adapter} is not thread-safe (it declares "
+            f"{asked}: adapter {spec.adapter} is not thread-safe (it declares "
             "thread_safe = False, or makes candidates live with apply()); run it with "
             "--capevolve-concurrency 1 and fan out with -n N workers instead"
         )
