@@ -178,3 +178,23 @@ def test_the_completing_command_drops_every_form_of_deselection() -> None:
     assert resume_command(["--capevolve-run", ".", "-m", "not slow"], "R") == (
         "pytest --capevolve-run . -m 'not slow' --capevolve-run-id R"
     )
+
+
+def test_a_deletion_is_logged_even_when_the_index_that_knew_the_file_is_rebuilt(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    rundir = projects.run_dir(project)
+    victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[5]
+    victim.unlink()
+    (rundir / "index.sqlite").unlink()  # no row is left to miss the file
+    result = capevolve(project)
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["rollouts: 1 paid, 11 reused*"])
+    rel = victim.relative_to(rundir).as_posix()
+    said = _notices(result.stdout.str(), "gone")
+    assert len(said) == 1 and rel in said[0], result.stdout.str()
+    assert [event["files"] for event in _events(rundir, "rollout_vanished")] == [[rel]]
+    capsys.readouterr()
+    assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out

@@ -238,11 +238,57 @@ class RolloutFiles:
             for path, record in self._read_files(split):
                 with contextlib.suppress(FileNotFoundError):
                     rows.append(row_of(record, path, path.stat()))
+        self._log_gone_unindexed({tuple(row[i] for i in _KEY_AT) for row in rows})
         size, _, seq = self._read_event_tail()
         self.index.store(rows, [], (size, seq), replace_all=True)
         self.index.pending.clear()
         if rows:
             self.notices.append(f"{self.index.path}: {problem}; rebuilt from {len(rows)} rollout files")
+
+    def _log_gone_unindexed(self, found: set[tuple[Any, ...]]) -> None:
+        """Under the lock, for a rebuild: the train and val rollouts the log recorded (and did
+        not log moved or gone since) whose file is not among ``found`` ((split, tag, task, trial)
+        read from the files) were deleted by hand with no row left to notice it — logged as a
+        vanish all the same, or the next session would pay them again unsaid and ``verify``
+        would count them paid twice for good. One pass over the log, kept to a few fields."""
+
+        def view(event: dict[str, Any]) -> Any:
+            kind = event.get("kind")
+            if kind == "rollout" and event.get("split") != TEST_SPLIT:
+                return (
+                    int(event["seq"]),
+                    event["split"],
+                    event["task_id"],
+                    event["tag"],
+                    int(event["trial"]),
+                )
+            if kind == "rollout_quarantined":
+                return (int(event["seq"]), [event.get("file")])
+            if kind == "rollout_vanished":
+                return (int(event["seq"]), list(event.get("files") or ()))
+            return None
+
+        log = self.events_after(0, 0, view)
+        if log is None:  # a line that is not an event: verify names it; nothing to add here
+            return
+        recorded: dict[str, tuple[int, tuple[Any, ...]]] = {}  # file → (last rollout seq, key)
+        moved: dict[str, int] = {}  # file → seq of its last quarantine or vanish
+        for held in log[0]:
+            if len(held) == 5:
+                seq, split, task_id, tag, trial = held
+                rel = self.rollout_path(split, task_id, tag, trial).relative_to(self.root).as_posix()
+                recorded[rel] = (seq, (split, tag, task_id, trial))
+            else:
+                for file in held[1]:
+                    moved[str(file)] = held[0]
+        gone = [
+            rel
+            for rel, (seq, key) in recorded.items()
+            if key not in found and moved.get(rel, -1) < seq and not (self.root / rel).exists()
+        ]
+        if gone:
+            self.append_event("rollout_vanished", files=sorted(gone))
+            self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
 
     def _checked_rows(self, split: str, wanted: set[str] | None) -> list[Row]:
         """The index's rows of the split, each checked against its file on disk (size and
@@ -433,6 +479,7 @@ def _split_file(file: str) -> tuple[str, str]:
 
 
 _TRIAL = FIELDS_INDEX.index("trial")
+_KEY_AT = tuple(FIELDS_INDEX.index(name) for name in ("split", "tag", "task_id", "trial"))
 
 
 def _in_block(rows: list[Row], block: int | None) -> list[Row]:
