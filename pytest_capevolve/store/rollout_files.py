@@ -186,8 +186,8 @@ class RolloutFiles:
     def sync_index(self) -> None:
         """Under the lock: catch the index up with the log — rows for the rollouts logged since
         it was last current (from memory for this process's, else from their files), quarantined
-        and vanished files out. Rebuilt from the files when it is missing, damaged or behind a log that no
-        longer continues where it stopped."""
+        and vanished files out. Rebuilt from the files when it is missing, damaged or behind a
+        log that no longer continues where it stopped."""
         try:
             position = self.index.position()
             tail = None if position is None else self.events_after(*position, _index_view)
@@ -383,12 +383,7 @@ class RolloutFiles:
         if gone:
             self.append_event("rollout_vanished", files=gone)
             self.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
-        self.sync_index()  # the event drops their rows
-        # rows of files quarantined just now, if any (the vanished ones' went with their event)
-        done = {(path.parent.name, path.name) for path, _ in back} | {_split_file(file) for file in gone}
-        rest = [c for c in candidates if c not in done]
-        if rest:
-            self.index.store([], rest, None)
+        self.sync_index()  # their rows go with the event (and a quarantine's just now with its own)
         return back
 
     def _read_one(self, path: Path) -> RolloutRecord | None:
