@@ -83,8 +83,8 @@ class CapevolveReporter:
         rundir: RunDir,
         end: SessionEnd,
         tally: Tally,
-        progress: Progress | None = None,
-        completing: Callable[[], str] | None = None,
+        progress: Progress | None,
+        completing: Callable[[], str],
     ) -> None:
         self.rundir = rundir
         self.end = end
@@ -241,10 +241,6 @@ class CapevolveReporter:
         then = "copy the project to the workers again, then " if recopy else ""
         missing, left_out = len(keys), sum(key in self.deselected for key in keys)
         deselected = f" ({left_out} deselected by -k, -m or --deselect)" if left_out else ""
-        if self.completing is None:
-            return [
-                f"{missing} rollouts are missing{deselected}; {then}re-run the same command to complete them"
-            ]
         return [
             f"{missing} rollouts are missing{deselected}; {then}to complete only those, run:",
             f"  {self.completing()}",
