@@ -113,7 +113,10 @@ def test_a_stale_copy_on_a_worker_is_named_once_and_recopying_advised(
     assert f"this worker's copy of tag 'careful' at {copy / 'candidates/careful'} differs" in refused[0]
     assert refused[0].endswith("copy the project again") and " 11 more with the same reason: " in refused[0]
     result.stdout.fnmatch_lines(
-        ["*missing; copy the project to the workers again, then re-run the same command*"]
+        [
+            "*missing; copy the project to the workers again, then to complete only those, run:",
+            "  pytest *--capevolve-run-id *",
+        ]
     )
 
 

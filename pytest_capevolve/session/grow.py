@@ -227,7 +227,7 @@ class GrowSession:
             outcome.closing.append(
                 (
                     f"grow incomplete: {len(outcome.missing)} rollouts missing, so no verdict (the look is "
-                    "not spent); re-run the same command to complete them",
+                    "not spent); the command above completes them",
                     {"yellow": True},
                 )
             )

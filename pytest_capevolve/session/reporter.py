@@ -14,7 +14,7 @@ scorer's feedback. Any other failure (a bug) keeps pytest's full report.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -79,17 +79,28 @@ def is_task_failure(report: Any) -> bool:
 
 class CapevolveReporter:
     def __init__(
-        self, rundir: RunDir, end: SessionEnd, tally: Tally, progress: Progress | None = None
+        self,
+        rundir: RunDir,
+        end: SessionEnd,
+        tally: Tally,
+        progress: Progress | None,
+        completing: Callable[[], str],
     ) -> None:
         self.rundir = rundir
         self.end = end
         self.tally = tally
         self.progress = progress
+        # the command that pays the missing rollouts (pinned to the run, nothing deselected)
+        self.completing = completing
         self.failed: list[RolloutRecord] = []
+        self.deselected: set[Any] = set()  # keys of the rollouts -k, -m or --deselect left out
         # each failed rollout's captured output (pytest's report sections), for ``-rA``
         self.failed_sections: dict[tuple[str, str, str, int], list[tuple[str, str]]] = {}
         self._terminal: Any = None
         self._hidden: list[pytest.TestReport] | None = None  # the agent's failures, out of stats
+
+    def pytest_deselected(self, items: list[Any]) -> None:
+        self.deselected.update(key for item in items if (key := getattr(item, "key", None)) is not None)
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
         """Show an infra error as its own outcome ("I"/INFRA), never as a task failure."""
@@ -217,13 +228,20 @@ class CapevolveReporter:
         for name, reason in grouped(tally.lost):
             tr.write_line(f"no rollout from {name}: {reason}" if reason else name, red=True)
         if outcome.missing:
-            missing = len(outcome.missing)
-            recopy = any(STALE_COPY_FIX in reason for _nodeid, reason in tally.infra + tally.lost)
-            tr.write_line(
-                f"{missing} rollouts are missing; "
-                + ("copy the project to the workers again, then " if recopy else "")
-                + "re-run the same command to complete only those",
-                yellow=True,
-            )
+            for line in self._missing_lines(outcome.missing):
+                tr.write_line(line, yellow=True)
         for line, markup in outcome.closing:
             tr.write_line(line, **markup)
+
+    def _missing_lines(self, keys: list[Any]) -> list[str]:
+        """How many rollouts are missing and the command that pays only those: the one typed,
+        pinned to this run (``--capevolve-new-run`` would start another and pay everything
+        again) and without the flags that deselected rollouts (they would deselect them again)."""
+        recopy = any(STALE_COPY_FIX in reason for _nodeid, reason in self.tally.infra + self.tally.lost)
+        then = "copy the project to the workers again, then " if recopy else ""
+        missing, left_out = len(keys), sum(key in self.deselected for key in keys)
+        deselected = f" ({left_out} deselected by -k, -m or --deselect)" if left_out else ""
+        return [
+            f"{missing} rollouts are missing{deselected}; {then}to complete only those, run:",
+            f"  {self.completing()}",
+        ]

@@ -1,10 +1,13 @@
-"""The exact command that resumes an interrupted session, printed after Ctrl-C.
+"""The exact command that resumes an interrupted session, printed after Ctrl-C, and the one that
+completes a session's missing rollouts, printed at its end.
 
 Controller only. "Re-run the same command" is wrong twice over: ``--capevolve-new-run`` would
 start yet another run, and ``--capevolve-rerun`` would draw yet more fresh tags. The command
 printed is the one typed, pinned to the run the session wrote (``--capevolve-run-id``) and, for
 a re-run, naming the fresh tags it was paying (``--capevolve-candidate DIR --capevolve-tag
-TAG``), so it pays only for what is missing.
+TAG``), so it pays only for what is missing. To complete the missing rollouts, the flags that
+deselect rollouts (``-k``, ``-m``, ``--deselect``, ``--lf``) are left out too: the same command
+would deselect again the rollouts it left missing.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from pathlib import Path
 # options that take a value, and the flags, that the resume command replaces
 _VALUED = ("--capevolve-run-id", "--capevolve-candidate", "--capevolve-tag")
 _FLAGS = ("--capevolve-new-run", "--capevolve-rerun")
+# what deselects rollouts: left out of the command that completes the missing ones
+_DESELECTING_VALUED = ("-k", "-m", "--deselect")
+_DESELECTING_FLAGS = ("--lf", "--last-failed")
 
 
 def _without(args: Sequence[str], valued: Sequence[str], flags: Sequence[str]) -> list[str]:
@@ -32,19 +38,29 @@ def _without(args: Sequence[str], valued: Sequence[str], flags: Sequence[str]) -
             continue
         if any(arg.startswith(f"{option}=") for option in valued):
             continue
+        if any(len(option) == 2 and arg.startswith(option) for option in valued):
+            continue  # a short option joined to its value: -k"not slow"
         kept.append(arg)
     return kept
 
 
 def resume_command(
-    args: Sequence[str], run_id: str, *, rerun_candidates: Sequence[tuple[str, Path]] = ()
+    args: Sequence[str],
+    run_id: str,
+    *,
+    rerun_candidates: Sequence[tuple[str, Path]] = (),
+    complete: bool = False,
 ) -> str:
     """``pytest ARGS`` as typed, minus ``--capevolve-new-run``, pinned to ``run_id``; when the
     session was a ``--capevolve-rerun``, its candidates are named by their fresh tags
-    (``rerun_candidates``: (tag, folder) pairs in the order given)."""
+    (``rerun_candidates``: (tag, folder) pairs in the order given). ``complete``: without the
+    flags that deselect rollouts, so every missing rollout is paid (a resume after Ctrl-C keeps
+    them: it finishes the selection that was interrupted)."""
     rerun = "--capevolve-rerun" in args
     valued = _VALUED if rerun else ("--capevolve-run-id",)
     kept = _without(args, valued, _FLAGS)
+    if complete:
+        kept = _without(kept, _DESELECTING_VALUED, _DESELECTING_FLAGS)
     for tag, folder in rerun_candidates if rerun else ():
         kept += ["--capevolve-candidate", str(folder), "--capevolve-tag", tag]
     return shlex.join(["pytest", *kept, "--capevolve-run-id", run_id])

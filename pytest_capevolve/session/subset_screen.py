@@ -191,7 +191,7 @@ class ScreenSession:
             outcome.closing.append(
                 (
                     f"screen incomplete: {len(outcome.missing)} of the candidate's subset rollouts are "
-                    "missing, so no kill or promote; re-run the same command to complete them",
+                    "missing, so no kill or promote; the command above completes them",
                     {"yellow": True},
                 )
             )

@@ -201,7 +201,12 @@ def _start_controller(
         *plugins,
         ("session", role),
         ("end", end),
-        ("reporter", CapevolveReporter(rundir, end, persistence.tally, progress)),
+        (
+            "reporter",
+            CapevolveReporter(
+                rundir, end, persistence.tally, progress, lambda: _resume_command(config, spec, planned, True)
+            ),
+        ),
         ("remote", RemoteWorkers(config, spec)),
     ):
         config.pluginmanager.register(plugin, f"capevolve-{name}")
@@ -239,7 +244,6 @@ def _interrupted(
     resumes; every rollout that reported before the interrupt is saved. A sequential gate
     writes what it knows: a decision it reached, else "undecided" with its e-values."""
     from ..decide.evidence import index_records
-    from .resume import resume_command
 
     persistence.rundir.claims.release()
     plan = planned.plan
@@ -249,12 +253,7 @@ def _interrupted(
         outcome.verdicts = role.interrupted_verdicts(records)
         outcome.nulls = [v for v in outcome.verdicts if v.tag in planned.null_tags]
     judged = "the sequential gate wrote what it reached" if outcome.verdicts else "nothing was judged"
-    reran = [
-        (c.tag, c.resolve(spec.project_dir))
-        for c in plan.candidates
-        if c.tag != planned.best and c.tag not in planned.null_tags
-    ]
-    command = resume_command(config.invocation_params.args, plan.run_id, rerun_candidates=reran)
+    command = _resume_command(config, spec, planned, False)
     outcome.closing += [
         (
             f"interrupted: {len(outcome.missing)} rollouts are missing, {judged}; "
@@ -264,6 +263,20 @@ def _interrupted(
         (f"  {command}", {"yellow": True}),
     ]
     return outcome
+
+
+def _resume_command(config: pytest.Config, spec: Spec, planned: Planned, complete: bool) -> str:
+    """The command typed, pinned to this run (:func:`.resume.resume_command`); ``complete``:
+    without the flags that deselect rollouts, to pay every missing one."""
+    from .resume import resume_command
+
+    reran = [
+        (c.tag, c.resolve(spec.project_dir))
+        for c in planned.plan.candidates
+        if c.tag != planned.best and c.tag not in planned.null_tags
+    ]
+    args = config.invocation_params.args
+    return resume_command(args, planned.plan.run_id, rerun_candidates=reran, complete=complete)
 
 
 def _gate_request(config: pytest.Config, split: str) -> GateRequest:

@@ -2,10 +2,12 @@
 
 The hash chain vouches for ``events.jsonl``; every ``rollout`` event records the key, the
 reward and the infra error of what was persisted. So a rollout file whose reward differs from
-its event, a file no event records, an event whose file vanished (without a quarantine), a
-rollout paid twice, or a ``state.json`` that the events do not add up to, is found here.
-Reads only (``repair=True`` rebuilds ``state.json`` from the events; rollouts are never
-rewritten). Called by the CLI; no session runs it.
+its event, a file no event records, an event whose file is gone without a logged quarantine or
+vanish, a rollout paid twice (a re-pay after either is expected), or a ``state.json`` that the
+events do not add up to, is found here. Reads only (``repair=True`` rebuilds ``state.json`` from
+the events, and logs a file gone by hand as ``rollout_vanished``, as a session that finds it
+would, so its re-pay is expected; rollouts are never rewritten). Called by the CLI; no session
+runs it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from ..project.splits import TEST_SPLIT
 from .files import read_json
 from .index import FIELDS, IndexDamaged
+from .rollout_files import vanished_notice
 from .rundir import RunDir
 
 Key = tuple[str, str, str, int]
@@ -30,7 +33,7 @@ def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
     and between the rollout index and the files (``repair=True`` rebuilds it from them)."""
     events = rundir.events()
     return (
-        _rollouts(rundir, events)
+        _rollouts(rundir, events, repair=repair)
         + _state(rundir, events, repair=repair)
         + _index(rundir, repair=repair)
         + _unfinished_writes(rundir, repair=repair)
@@ -61,20 +64,23 @@ def _key(event: dict[str, Any]) -> Key:
     return (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
 
 
-def _rollouts(rundir: RunDir, events: list[dict[str, Any]]) -> list[str]:
+def _rollouts(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool = False) -> list[str]:
     problems: list[str] = []
     last: dict[Key, dict[str, Any]] = {}
-    valid: Counter[str] = Counter()  # valid rollout events per file since its last quarantine
-    quarantined: dict[str, int] = {}  # file (relative) -> seq of its quarantine
+    valid: Counter[str] = Counter()  # valid rollout events per file since it was last moved or gone
+    quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
-        if event.get("kind") == "rollout":
+        kind = event.get("kind")
+        if kind == "rollout":
             key = _key(event)
             last[key] = event
             if event.get("infra_error") is None:
                 valid[_rel(rundir, key)] += 1
-        elif event.get("kind") == "rollout_quarantined":
-            quarantined[str(event.get("file"))] = int(event.get("seq", 0))
-            valid.pop(str(event.get("file")), None)  # quarantined: paying it again is expected
+        elif kind in ("rollout_quarantined", "rollout_vanished"):
+            files = [event.get("file")] if kind == "rollout_quarantined" else event.get("files") or []
+            for file in map(str, files):
+                quarantined[file] = int(event.get("seq", 0))
+                valid.pop(file, None)  # moved aside or gone: paying it again is expected
     for rel, count in sorted(valid.items()):
         if count > 1:
             problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
@@ -100,13 +106,24 @@ def _rollouts(rundir: RunDir, events: list[dict[str, Any]]) -> list[str]:
                     f"{rel}: {field} {data.get(field)!r} in the file, but its rollout event "
                     f"(seq {event.get('seq')}) recorded {field} {event.get(field)!r}"
                 )
+    missing: dict[str, str] = {}  # file (relative) -> its problem
     for key, event in sorted(last.items()):
         rel = _rel(rundir, key)
         if key not in seen and quarantined.get(rel, -1) < int(event.get("seq", 0)):
-            problems.append(
-                f"{rel}: recorded by rollout event seq {event.get('seq')}, but the file is missing"
+            missing[rel] = (
+                f"{rel}: recorded by rollout event seq {event.get('seq')}, but the file is missing "
+                "(`capevolve verify --repair` logs it as gone, so the next session pays it again)"
             )
-    return problems
+    if missing and repair:
+        with rundir.lock():  # a session may have paid it again since: only what is still gone
+            gone = [rel for rel in missing if not (rundir.root / rel).exists()]
+            if gone:
+                rundir.append_event("rollout_vanished", files=gone)
+        if gone:
+            rundir.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
+        for rel in gone:
+            del missing[rel]
+    return problems + list(missing.values())
 
 
 def _rel(rundir: RunDir, key: Key) -> str:

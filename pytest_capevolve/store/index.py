@@ -14,7 +14,8 @@ cap-evolve-compatible account, and the index is kept honest against them and the
   so a ``kill -9`` between a rollout's event and its row loses nothing;
 - every read checks each wanted row against its file's size and mtime: a file changed by hand is
   read again (a damaged one quarantined, as :meth:`.rollout_files.RolloutFiles.rollouts` does), a
-  vanished one is missing, a file no row knows is read and indexed;
+  vanished one (deleted by hand) is missing and logged as ``rollout_vanished``, a file no row
+  knows is read and indexed;
 - a missing, damaged or foreign index (or a log that no longer continues where it stopped) is
   rebuilt from the files, said in the run's notices — never a crash.
 

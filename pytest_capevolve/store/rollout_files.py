@@ -2,6 +2,9 @@
 
 A part of :class:`.rundir.RunDir`. A damaged file is quarantined (moved aside, never deleted)
 and counts as missing, so the next session pays it again; a file of a newer schema is refused.
+A file the log recorded that is gone (deleted by hand) is said and logged as
+``rollout_vanished`` (one event and one notice line per check, however many files), and also
+counts as missing: ``capevolve verify`` then expects its re-pay, as after a quarantine.
 
 Persisting a rollout is one step under one lock: the record file (compact JSON, written
 atomically) and its ``rollout`` event — the event carries the cost, so ``state.json`` is not
@@ -31,12 +34,14 @@ from .state import SPEND_FLUSH_EVERY
 _INDEX_FIELDS = {
     "rollout": ("kind", "seq", "split", "task_id", "tag", "trial"),
     "rollout_quarantined": ("kind", "file"),
+    "rollout_vanished": ("kind", "files"),
 }
+VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 
 
 def _index_view(event: dict[str, Any]) -> dict[str, Any] | None:
     """What :meth:`RolloutFiles.sync_index` holds of a logged event: the fields that name a
-    rollout file, of the two kinds that change the index; nothing of any other."""
+    rollout file, of the kinds that change the index; nothing of any other."""
     fields = _INDEX_FIELDS.get(str(event.get("kind")))
     return None if fields is None else {key: event[key] for key in fields if key in event}
 
@@ -181,8 +186,8 @@ class RolloutFiles:
     def sync_index(self) -> None:
         """Under the lock: catch the index up with the log — rows for the rollouts logged since
         it was last current (from memory for this process's, else from their files), quarantined
-        files out. Rebuilt from the files when it is missing, damaged or behind a log that no
-        longer continues where it stopped."""
+        and vanished files out. Rebuilt from the files when it is missing, damaged or behind a
+        log that no longer continues where it stopped."""
         try:
             position = self.index.position()
             tail = None if position is None else self.events_after(*position, _index_view)
@@ -200,8 +205,10 @@ class RolloutFiles:
                     path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
                     changes[(str(event["split"]), path.name)] = row
                 elif kind == "rollout_quarantined":
-                    folder, _, name = str(event.get("file", "")).removeprefix("rollouts/").partition("/")
-                    changes[(folder, name)] = None
+                    changes[_split_file(str(event.get("file", "")))] = None
+                elif kind == "rollout_vanished":
+                    for file in event.get("files") or ():
+                        changes[_split_file(str(file))] = None
             self.index.store(
                 [row for row in changes.values() if row is not None],
                 [key for key, row in changes.items() if row is None],
@@ -231,11 +238,57 @@ class RolloutFiles:
             for path, record in self._read_files(split):
                 with contextlib.suppress(FileNotFoundError):
                     rows.append(row_of(record, path, path.stat()))
+        self._log_gone_unindexed({tuple(row[i] for i in _KEY_AT) for row in rows})
         size, _, seq = self._read_event_tail()
         self.index.store(rows, [], (size, seq), replace_all=True)
         self.index.pending.clear()
         if rows:
             self.notices.append(f"{self.index.path}: {problem}; rebuilt from {len(rows)} rollout files")
+
+    def _log_gone_unindexed(self, found: set[tuple[Any, ...]]) -> None:
+        """Under the lock, for a rebuild: the train and val rollouts the log recorded (and did
+        not log moved or gone since) whose file is not among ``found`` ((split, tag, task, trial)
+        read from the files) were deleted by hand with no row left to notice it — logged as a
+        vanish all the same, or the next session would pay them again unsaid and ``verify``
+        would count them paid twice for good. One pass over the log, kept to a few fields."""
+
+        def view(event: dict[str, Any]) -> Any:
+            kind = event.get("kind")
+            if kind == "rollout" and event.get("split") != TEST_SPLIT:
+                return (
+                    int(event["seq"]),
+                    event["split"],
+                    event["task_id"],
+                    event["tag"],
+                    int(event["trial"]),
+                )
+            if kind == "rollout_quarantined":
+                return (int(event["seq"]), [event.get("file")])
+            if kind == "rollout_vanished":
+                return (int(event["seq"]), list(event.get("files") or ()))
+            return None
+
+        log = self.events_after(0, 0, view)
+        if log is None:  # a line that is not an event: verify names it; nothing to add here
+            return
+        recorded: dict[str, tuple[int, tuple[Any, ...]]] = {}  # file → (last rollout seq, key)
+        moved: dict[str, int] = {}  # file → seq of its last quarantine or vanish
+        for held in log[0]:
+            if len(held) == 5:
+                seq, split, task_id, tag, trial = held
+                rel = self.rollout_path(split, task_id, tag, trial).relative_to(self.root).as_posix()
+                recorded[rel] = (seq, (split, tag, task_id, trial))
+            else:
+                for file in held[1]:
+                    moved[str(file)] = held[0]
+        gone = [
+            rel
+            for rel, (seq, key) in recorded.items()
+            if key not in found and moved.get(rel, -1) < seq and not (self.root / rel).exists()
+        ]
+        if gone:
+            self.append_event("rollout_vanished", files=sorted(gone))
+            self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
 
     def _checked_rows(self, split: str, wanted: set[str] | None) -> list[Row]:
         """The index's rows of the split, each checked against its file on disk (size and
@@ -295,8 +348,43 @@ class RolloutFiles:
             if wanted is None or read.tag in wanted:
                 rows.append(upserts[-1])
         with self.lock():
-            self.index.store(upserts, vanished, None)
+            self.index.store(upserts, [], None)
+            back = self._log_vanished(vanished)
+        for path, read in back:  # not gone after all (written again meanwhile): answered
+            if wanted is None or read.tag in wanted:
+                rows.append(row_of(read, path, path.stat()))
         return rows
+
+    def _log_vanished(self, candidates: list[tuple[str, str]]) -> list[tuple[Path, RolloutRecord]]:
+        """Under the lock: of the rows whose file a check found gone, those still indexed once
+        the index has caught up with the log, whose file is still gone, were deleted by hand —
+        said, logged as one ``rollout_vanished`` event, their rows dropped. Any other was moved
+        by another session meanwhile (a quarantine, a rename from an old file name: logged, so
+        the catch-up already dropped or replaced its row), or written again (returned, read)."""
+        if not candidates:
+            return []
+        self.sync_index()  # another session's quarantine or re-pay since the check read the rows
+        gone: list[str] = []
+        back: list[tuple[Path, RolloutRecord]] = []
+        by_split: dict[str, list[str]] = {}
+        for split, name in candidates:
+            by_split.setdefault(split, []).append(name)
+        for split, names in sorted(by_split.items()):
+            indexed, folder = self.index.files(split), os.path.join(self.root, "rollouts", split)
+            exists = os.path.exists
+            for name in sorted(set(names) & indexed):
+                if not exists(os.path.join(folder, name)):
+                    gone.append(f"rollouts/{split}/{name}")
+                    continue
+                path = self.root / "rollouts" / split / name
+                read = self._read_one(path)  # None: damaged, quarantined (logged) just now
+                if read is not None:
+                    back.append((path, read))
+        if gone:
+            self.append_event("rollout_vanished", files=gone)
+            self.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
+        self.sync_index()  # their rows go with the event (and a quarantine's just now with its own)
+        return back
 
     def _read_one(self, path: Path) -> RolloutRecord | None:
         """One rollout file, read as :meth:`_read_rollouts` reads it (damage quarantined)."""
@@ -367,7 +455,26 @@ class RolloutFiles:
         return dest
 
 
+def vanished_notice(files: list[str], done: str) -> str:
+    """One line for rollout files the log recorded that are gone, however many: a few named,
+    the rest counted (a deleted folder of 10,000 must not print 10,000 lines)."""
+    shown = ", ".join(files[:VANISHED_SHOWN])
+    more = f" and {len(files) - VANISHED_SHOWN} more" if len(files) > VANISHED_SHOWN else ""
+    if len(files) == 1:
+        what = f"{shown}: recorded, but the file is gone"
+    else:
+        what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
+    return f"{what} (deleted by hand?); {done}: treated as missing, so paid again"
+
+
+def _split_file(file: str) -> tuple[str, str]:
+    """``rollouts/<split>/<name>`` as the index's (split, file name)."""
+    folder, _, name = file.removeprefix("rollouts/").partition("/")
+    return folder, name
+
+
 _TRIAL = FIELDS_INDEX.index("trial")
+_KEY_AT = tuple(FIELDS_INDEX.index(name) for name in ("split", "tag", "task_id", "trial"))
 
 
 def _in_block(rows: list[Row], block: int | None) -> list[Row]:
