@@ -305,6 +305,33 @@ def test_a_rollout_started_ahead_whose_item_is_skipped_is_dropped_not_persisted(
     resumed.stdout.fnmatch_lines(["rollouts: 12 paid, 12 reused*"])
 
 
+MARK_CAREFUL = """
+import pytest
+
+
+def pytest_collection_modifyitems(items):
+    for n, item in enumerate(items):
+        if "careful" in item.name:
+            mark = pytest.mark.skip("not today") if n % 2 else pytest.mark.skipif(True, reason="nor today")
+            item.add_marker(mark)
+"""
+
+
+def test_a_rollout_item_with_a_skip_mark_is_never_started_ahead(
+    pytester, example, projects, capevolve
+) -> None:
+    """A mark tells before the item's turn that pytest may skip it: nothing is paid for it (a
+    conftest that skips in its own setup hook cannot be told apart: see the test above)."""
+    project = example("toy_calc")
+    projects.add_adapter(project, LOGGING, "adapter.py:LoggingAdapter")
+    pytester.makepyfile(mark_careful=MARK_CAREFUL)
+    pytester.syspathinsert()
+    result = capevolve(project, "careful", extra=["--capevolve-concurrency", "8", "-p", "mark_careful"])
+    result.assert_outcomes(passed=4, failed=8, skipped=12)
+    calls = (project / "calls.log").read_text().splitlines()
+    assert len(calls) == 12 and not any(line.endswith(" careful") for line in calls)
+
+
 class BlockingAsync:
     """An async adapter whose first rollout blocks the event loop (a sync call in async code)."""
 

@@ -39,6 +39,7 @@ from ..project.inflight import RolloutPool
 from .routed_output import OutputRouting
 
 WORKEROUTPUT_KEY = "capevolve_dropped_rollouts"
+SKIPPING_MARKS = frozenset({"skip", "skipif", "xfail"})  # pytest's setup may not run such an item
 
 
 class Fanout:
@@ -58,6 +59,7 @@ class Fanout:
         self._ahead: collections.deque[tuple[int, str]] = collections.deque()
         self._next = 0
         self._last_at = -1
+        self._skippable_parents: dict[int, bool] = {}  # id(collector) -> a skip/xfail mark above
         context.inflight = RolloutPool(context.runner)
         context.routing = OutputRouting(config)
 
@@ -84,7 +86,7 @@ class Fanout:
             self._start_ahead_in_order(item.session.items, at)
             return
         self._in_order = False  # someone else's run loop, or a worker's: the general way from now on
-        window = [i for i in self.owned_from(item, nextitem)[: self.width] if isinstance(i, RolloutItem)]
+        window = [i for i in self.owned_from(item, nextitem)[: self.width] if self._startable(i)]
         started = self.context.started
         wanted = {i.nodeid for i in window}
         for nodeid in [n for n in started if n not in wanted]:
@@ -125,12 +127,29 @@ class Fanout:
         end = min(at + self.width, len(items))
         for index in range(max(self._next, at), end):
             ahead = items[index]
-            if isinstance(ahead, RolloutItem) and ahead.nodeid not in started:
+            if ahead.nodeid not in started and self._startable(ahead):
                 self._wait_for_slot()
                 ahead.start()
                 if ahead.nodeid in started:
                     self._ahead.append((index, ahead.nodeid))
         self._next = max(self._next, end)
+
+    def _startable(self, item: pytest.Item) -> bool:
+        """A rollout item that pytest will run once its turn comes, as far as marks tell: one
+        with a ``skip``, ``skipif`` or ``xfail`` mark (its own or a collector's) is never started
+        ahead — pytest's setup decides whether it runs, and a rollout started for an item that is
+        then skipped would be paid and thrown away in every session. It runs (or not) in its
+        turn, like at K = 1."""
+        if not isinstance(item, RolloutItem):
+            return False
+        if any(mark.name in SKIPPING_MARKS for mark in item.own_markers):
+            return False
+        parent = item.parent
+        skippable = self._skippable_parents.get(id(parent))
+        if skippable is None:
+            skippable = any(m.name in SKIPPING_MARKS for m in parent.iter_markers())  # type: ignore[union-attr]
+            self._skippable_parents[id(parent)] = skippable
+        return not skippable
 
     def _wait_for_slot(self) -> None:
         """Dropped rollouts still running count toward K until they end."""
