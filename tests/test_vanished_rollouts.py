@@ -198,3 +198,24 @@ def test_a_deletion_is_logged_even_when_the_index_that_knew_the_file_is_rebuilt(
     assert [event["files"] for event in _events(rundir, "rollout_vanished")] == [[rel]]
     capsys.readouterr()
     assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out
+
+
+def test_plain_verify_writes_nothing_even_with_the_index_gone(example, projects, capevolve, capsys) -> None:
+    """Only ``--repair`` writes the run: a plain verify of a run whose index was deleted with a
+    rollout file reports both, and leaves the log and the index as they were."""
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    rundir = projects.run_dir(project)
+    victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[2]
+    victim.unlink()
+    for leftover in rundir.glob("index.sqlite*"):
+        leftover.unlink()
+    log = (rundir / "events.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main(["verify", str(rundir)]) == 1
+    out = capsys.readouterr().out
+    assert victim.name in out and "index.sqlite: missing" in out
+    assert (rundir / "events.jsonl").read_bytes() == log  # no vanish logged, nothing rebuilt
+    assert not list(rundir.glob("index.sqlite*"))
+    assert main(["verify", "--repair", str(rundir)]) == 0  # the repair logs and rebuilds
+    assert len(_events(rundir, "rollout_vanished")) == 1

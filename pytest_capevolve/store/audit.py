@@ -173,9 +173,11 @@ def _index(rundir: RunDir, *, repair: bool) -> list[str]:
     """The index's rows against the files they stand for: a row whose numbers differ from its
     file (the index edited, or stale), a row without a file, a file without a row."""
     name = rundir.index.path.name
+    if not repair and not rundir.index.path.exists():  # not even an empty one made: verify reads
+        return [f"{name}: missing (the next session, or capevolve verify --repair, rebuilds it)"]
     try:
         with rundir.lock():
-            rundir.sync_index()
+            rundir.sync_index(rebuild=repair)  # a rebuild writes the run (a deletion it finds is logged)
         problems = []
         for split_dir in sorted((rundir.root / "rollouts").glob("*")):
             split = split_dir.name

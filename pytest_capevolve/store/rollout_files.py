@@ -183,16 +183,21 @@ class RolloutFiles:
             records = [r for r in self._read_rollouts(split) if wanted is None or r.tag in wanted]
             return [outcome_row(r) for r in records], lambda: list(records), None
 
-    def sync_index(self) -> None:
+    def sync_index(self, *, rebuild: bool = True) -> None:
         """Under the lock: catch the index up with the log — rows for the rollouts logged since
         it was last current (from memory for this process's, else from their files), quarantined
         and vanished files out. Rebuilt from the files when it is missing, damaged or behind a
-        log that no longer continues where it stopped."""
+        log that no longer continues where it stopped; ``rebuild=False`` (a reader that must not
+        write the run, as plain ``capevolve verify``): :class:`IndexDamaged` then instead, since a
+        rebuild also logs files it finds deleted by hand."""
         try:
             position = self.index.position()
             tail = None if position is None else self.events_after(*position, _index_view)
             if tail is None:
-                self._rebuild_index("missing" if position is None else "behind a rewritten events.jsonl")
+                problem = "missing" if position is None else "behind a rewritten events.jsonl"
+                if not rebuild:
+                    raise IndexDamaged(problem)
+                self._rebuild_index(problem)
                 return
             events, offset, seq = tail  # each event held through _index_view
             if (offset, seq) == position:
@@ -216,6 +221,8 @@ class RolloutFiles:
             )
             self.index.pending.clear()
         except IndexDamaged as exc:
+            if not rebuild:
+                raise
             self._rebuild_index(f"damaged ({exc})")
 
     def _row_from_file(self, event: dict[str, Any]) -> Row | None:
