@@ -93,7 +93,7 @@ def test_worker_that_dies_is_reported_and_its_rollout_missing(
     monkeypatch.setenv("CAPEVOLVE_TEST_EXIT_ON", victim)
     result = capevolve(project, "careful", extra=["-n", "2"], subprocess=True, timeout=120)
     assert result.ret == 12, result.stdout.str()
-    result.stdout.fnmatch_lines(["*worker gw* died*its rollouts are missing*", "1 rollouts are missing*"])
+    result.stdout.fnmatch_lines(["*worker gw* died*its rollouts are missing*", "1 rollout is missing*"])
     records = projects.rollout_records(project)
     assert len(records) == 23
     assert ("val", victim, "careful", 0) not in records

@@ -5,6 +5,7 @@ re-pay; a deletion no session has seen yet is still reported by ``verify``."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -129,7 +130,7 @@ class FlakyCalc(ToyCalcAdapter):
 def _completing(result) -> list[str]:
     """The args of the command the session printed to complete its missing rollouts."""
     lines = result.stdout.lines
-    (at,) = [i for i, line in enumerate(lines) if "rollouts are missing" in line]
+    (at,) = [i for i, line in enumerate(lines) if re.search(r"\d+ rollouts? (is|are) missing", line)]
     assert lines[at].endswith("to complete only those, run:"), lines[at]
     command = shlex.split(lines[at + 1].strip())
     assert command[0] == "pytest"

@@ -175,7 +175,7 @@ class CapevolveReporter:
     def _print_failed(self, tr: Any) -> None:
         if not self.failed:
             return
-        tr.section(f"capevolve: {len(self.failed)} failed rollouts (the agent's, not a bug)", sep="-")
+        tr.section(f"capevolve: {rollouts(len(self.failed), 'failed')} (the agent's, not a bug)", sep="-")
         order = {row.tag: i for i, row in enumerate(self.end.outcome.rows)}  # the plan's, not arrival's
 
         def key(r: RolloutRecord) -> tuple[int, str, str, str, int]:
@@ -242,6 +242,13 @@ class CapevolveReporter:
         missing, left_out = len(keys), sum(key in self.deselected for key in keys)
         deselected = f" ({left_out} deselected by -k, -m or --deselect)" if left_out else ""
         return [
-            f"{missing} rollouts are missing{deselected}; {then}to complete only those, run:",
+            f"{rollouts(missing)} {'is' if missing == 1 else 'are'} missing{deselected}; "
+            f"{then}to complete only those, run:",
             f"  {self.completing()}",
         ]
+
+
+def rollouts(count: int, adjective: str = "") -> str:
+    """``1 rollout``, ``3 failed rollouts``: the count with its noun."""
+    words = [str(count), *([adjective] if adjective else []), "rollout" if count == 1 else "rollouts"]
+    return " ".join(words)

@@ -32,7 +32,7 @@ from .plan import WORKERINPUT_KEY, EvalPlan
 from .planning import BudgetError, CandidateRequest, GateRequest, Planned, plan_evaluation
 from .progress import Progress
 from .remote import RemoteWorkers, check_gateways, worker_target
-from .reporter import CapevolveReporter
+from .reporter import CapevolveReporter, rollouts
 from .screen_or_grow import screen_or_grow, start_screen_or_grow
 from .screens import Screens
 
@@ -256,7 +256,8 @@ def _interrupted(
     command = _resume_command(config, spec, planned, False)
     outcome.closing += [
         (
-            f"interrupted: {len(outcome.missing)} rollouts are missing, {judged}; "
+            f"interrupted: {rollouts(len(outcome.missing))} "
+            f"{'is' if len(outcome.missing) == 1 else 'are'} missing, {judged}; "
             "to resume, paying only for what is missing, run:",
             {"yellow": True},
         ),
