@@ -214,6 +214,8 @@ PRINTING = """
 class PrintingAdapter(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
         print(f"working on {task.id} for {Path(ctx).name}")
+        if task.id == "q10":
+            raise RuntimeError("the adapter's own bug")
         return super().run_target(task, ctx, seed=seed)
 """
 
@@ -223,7 +225,7 @@ def test_failed_rollouts_stay_in_durations_and_show_their_output_with_ra(
 ) -> None:
     """The agent's failures are one line each in place of pytest's FAILURES section, but the
     summaries that list every report (``--durations``) still list them, and ``-rA`` shows what
-    each one printed under its line."""
+    each one printed under its line — and what an infra error's rollout printed under its own."""
     project = example("toy_calc")
     projects.add_adapter(project, PRINTING, "adapter.py:PrintingAdapter")
     result = capevolve(project, extra=["-rA", "--durations=0", "--durations-min=0"])
@@ -240,3 +242,7 @@ def test_failed_rollouts_stay_in_durations_and_show_their_output_with_ra(
     for _n, match in failed:
         assert any(name.endswith(f"{match.group(2)}[{match.group(3)}-t{match.group(4)}]") for name in timed)
     assert not any(re.fullmatch(r"=+ FAILURES =+", line) for line in lines)  # still one line each
+    # an infra error (the adapter raised): what it printed before, under its own line too
+    at = lines.index("INFRA val::q10[seed-t0]")
+    assert re.fullmatch(r"-+ Captured stdout call -+", lines[at + 1])
+    assert lines[at + 2].startswith("working on q10 for ")

@@ -96,6 +96,7 @@ class CapevolveReporter:
         self.deselected: set[Any] = set()  # keys of the rollouts -k, -m or --deselect left out
         # each failed rollout's captured output (pytest's report sections), for ``-rA``
         self.failed_sections: dict[tuple[str, str, str, int], list[tuple[str, str]]] = {}
+        self.infra_sections: dict[str, list[tuple[str, str]]] = {}  # nodeid → the same, for -rA
         self._terminal: Any = None
         self._hidden: list[pytest.TestReport] | None = None  # the agent's failures, out of stats
 
@@ -122,6 +123,10 @@ class CapevolveReporter:
             if report.sections:
                 key = (record.tag, record.split, record.task_id, record.trial)
                 self.failed_sections[key] = list(report.sections)
+        elif report.when == "call" and report.failed and report.sections:
+            record = record_from_report(report)
+            if record is not None and record.infra_error:  # an adapter's error: what it printed helps most
+                self.infra_sections[report.nodeid] = list(report.sections)
         if self.progress is not None and report.when == "call":
             line = self.progress.reported(report)
             if line is not None and self._terminal is not None:
@@ -223,6 +228,12 @@ class CapevolveReporter:
             tr.write_line(f"infra errors ({len(tally.infra)}; missing data, never a 0):")
             for name, reason in grouped(tally.infra):
                 tr.write_line(f"  INFRA {name}: {reason}" if reason else f"  {name}")
+            if "A" in (tr.config.option.reportchars or ""):  # -rA: what each one printed and logged
+                for nodeid, sections in self.infra_sections.items():
+                    tr.write_line(f"INFRA {nodeid.split('::', 1)[-1]}")
+                    for title, content in sections:
+                        tr.write_sep("-", title)
+                        tr.line(content.rstrip("\n"))
         for worker, error in tally.dead_workers:
             tr.write_line(f"worker {worker} died ({error}); its rollouts are missing", red=True)
         for name, reason in grouped(tally.lost):
