@@ -189,18 +189,23 @@ class RolloutIndex:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
 
+    def _select(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """The rows a read returns; :class:`IndexDamaged` for any database error (the one way
+        every reader learns the index cannot be used: it is then rebuilt from the files)."""
+        try:
+            return self.connect().execute(query, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
+
     def rows_version(self) -> str:
         """Changes whenever any process changes the rows (a new token, so a rebuilt index never
         repeats an old one): what a reader's cache of checked rows is keyed on."""
-        try:
-            found = self.connect().execute("SELECT value FROM meta WHERE key = 'rows_version'").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise IndexDamaged(str(exc)) from None
-        return "" if found is None else str(found[0])
+        found = self._select("SELECT value FROM meta WHERE key = 'rows_version'")
+        return str(found[0][0]) if found else ""
 
     def position(self) -> tuple[int, int] | None:
         """(byte offset, seq) of ``events.jsonl`` the index is current to; None: never synced."""
-        rows = dict(self.connect().execute("SELECT key, value FROM meta").fetchall())
+        rows = dict(self._select("SELECT key, value FROM meta"))
         if "events_offset" not in rows:
             return None
         return int(rows["events_offset"]), int(rows["events_seq"])
@@ -237,35 +242,18 @@ class RolloutIndex:
             raise IndexDamaged(str(exc)) from None
 
     def rows(self, split: str, tags: Iterable[str] | None = None) -> list[Row]:
-        db = self.connect()
-        try:
-            if tags is None:
-                return db.execute("SELECT * FROM rollouts WHERE split = ?", (split,)).fetchall()
-            wanted = sorted(set(tags))
-            marks = ", ".join("?" * len(wanted))
-            query = f"SELECT * FROM rollouts WHERE split = ? AND tag IN ({marks})"
-            return db.execute(query, (split, *wanted)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise IndexDamaged(str(exc)) from None
+        if tags is None:
+            return self._select("SELECT * FROM rollouts WHERE split = ?", (split,))
+        wanted = sorted(set(tags))
+        marks = ", ".join("?" * len(wanted))
+        return self._select(f"SELECT * FROM rollouts WHERE split = ? AND tag IN ({marks})", (split, *wanted))
 
     def tags(self, split: str) -> set[str]:
         """The tags with a row in the split."""
-        try:
-            query = "SELECT DISTINCT tag FROM rollouts WHERE split = ?"
-            return {tag for (tag,) in self.connect().execute(query, (split,))}
-        except sqlite3.DatabaseError as exc:
-            raise IndexDamaged(str(exc)) from None
+        return {tag for (tag,) in self._select("SELECT DISTINCT tag FROM rollouts WHERE split = ?", (split,))}
 
     def count(self, split: str) -> int:
-        try:
-            query = "SELECT count(*) FROM rollouts WHERE split = ?"
-            return int(self.connect().execute(query, (split,)).fetchone()[0])
-        except sqlite3.DatabaseError as exc:
-            raise IndexDamaged(str(exc)) from None
+        return int(self._select("SELECT count(*) FROM rollouts WHERE split = ?", (split,))[0][0])
 
     def files(self, split: str) -> set[str]:
-        try:
-            query = "SELECT file FROM rollouts WHERE split = ?"
-            return {name for (name,) in self.connect().execute(query, (split,))}
-        except sqlite3.DatabaseError as exc:
-            raise IndexDamaged(str(exc)) from None
+        return {name for (name,) in self._select("SELECT file FROM rollouts WHERE split = ?", (split,))}
