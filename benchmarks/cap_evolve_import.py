@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_capevolve.loop.cap_evolve_import import import_cap_evolve
+from pytest_capevolve._loop.cap_evolve.importer import import_cap_evolve
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "tau2-airline-v4-val-per-task.json"
 ADAPTER = """from cap_evolve import CapabilityAdapter, Rollout, Score, Task

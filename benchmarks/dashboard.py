@@ -17,12 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_capevolve.decide.evidence import index_records
-from pytest_capevolve.project.spec import load_spec
-from pytest_capevolve.show.dashboard import build
-from pytest_capevolve.show.measure import measure, render_markdown
-from pytest_capevolve.store.record import RolloutRecord
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._project.spec import load_spec
+from pytest_capevolve._show.dashboard import build
+from pytest_capevolve._show.measure import measure, render_markdown
+from pytest_capevolve._store.evidence import index_records
+from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rundir import RunDir
 
 REPO = Path(__file__).resolve().parent.parent
 TRIALS = 5

@@ -138,7 +138,7 @@ def pytest_sessionfinish(session):
 # A diagnostic only: how much of c is the run dir's write per rollout (issue 13, part 2).
 NO_PERSIST = """
 def pytest_configure(config):
-    from pytest_capevolve.session import persistence
+    from pytest_capevolve._session import persistence
 
     persistence.Persistence._persist = lambda self, *record: None
 """

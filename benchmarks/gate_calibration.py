@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_capevolve import stats
+from pytest_capevolve import _stats as stats
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "tau2-airline-v4-val-per-task.json"
 

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_capevolve import stats
-from pytest_capevolve.decide import evidence, gate, judging
+from pytest_capevolve import _stats as stats
+from pytest_capevolve._decide import gate
+from pytest_capevolve._policy import verdicts as judging
+from pytest_capevolve._store import evidence
 
 
 @dataclass

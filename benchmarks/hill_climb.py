@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 
-from pytest_capevolve.decide.gate import GateConfig, decide
+from pytest_capevolve._decide.gate import decide
+from pytest_capevolve._decide.verdict import GateConfig
 
 N_TASKS, TRIALS, ITERATIONS = 40, 5, 10
 CATEGORIES = 4

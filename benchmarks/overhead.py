@@ -58,7 +58,7 @@ def bare_loop(project: Path, tasks: int, trials: int, out: str = "bare") -> floa
     sys.path.insert(0, str(project))
     import adapter  # type: ignore[import-not-found]
 
-    from pytest_capevolve.store.files import atomic_write_json
+    from pytest_capevolve._store.files import atomic_write_json
 
     a = adapter.Adapter()
     out = project / out

@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_capevolve.project.checks import ProjectEnv, run  # noqa: E402
-from pytest_capevolve.project.microcase import load_project  # noqa: E402
-from pytest_capevolve.project.runner import AdapterRunner, run_and_score  # noqa: E402
+from pytest_capevolve._engine.checks import ProjectEnv, run  # noqa: E402
+from pytest_capevolve._engine.runner import AdapterRunner, run_and_score  # noqa: E402
+from pytest_capevolve._project.microcase import load_project  # noqa: E402
 
 
 def best_of(repeats: int, work) -> float:

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_capevolve import stats
-from pytest_capevolve.decide import alpha_budget
-from pytest_capevolve.decide.sequential import split
-from pytest_capevolve.stats.sequential import exhaustion_p, first_crossings
+from pytest_capevolve import _stats as stats
+from pytest_capevolve._decide import alpha_budget
+from pytest_capevolve._decide.stopping import split
+from pytest_capevolve._stats.sequential import exhaustion_p, first_crossings
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "tau2-airline-v4-val-per-task.json"
 ALPHA = 0.05

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HEAVY = ("numpy", "scipy", "yaml", "git", "pytest_capevolve.session", "pytest_capevolve.store")
+HEAVY = ("numpy", "scipy", "yaml", "git", "pytest_capevolve._session", "pytest_capevolve._store")
 PROBE = """
 import sys
 def pytest_unconfigure(config):

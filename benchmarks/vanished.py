@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_capevolve.store.record import RolloutRecord
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rundir import RunDir
 
 
 def persisted(root: Path, count: int) -> RunDir:

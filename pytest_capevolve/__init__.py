@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from .project.adapter import CapabilityAdapter, Rollout, Score, Task
+from ._project.adapter import (
+    CapabilityAdapter,
+    Rollout,
+    Score,
+    Task,
+)
 
 __all__ = ["CapabilityAdapter", "Rollout", "Score", "Task"]
 __version__ = "0.1.0"

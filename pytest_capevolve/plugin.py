@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from .project.microcase import is_microcase_file
-from .project.spec import INI_KEYS
+from ._project.microcase import is_microcase_file
+from ._project.spec import INI_KEYS
 
 EVALUABLE_SPLITS = ("train", "val")
 
@@ -72,7 +72,7 @@ def _progress_interval(value: str) -> float | None:
 
 
 def _block_number(value: str) -> int:
-    from .project.blocks import check_block
+    from ._project.blocks import check_block
 
     try:
         return check_block(value)
@@ -273,7 +273,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not target:
         return  # not a capevolve session: import nothing more
     split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
-    from .session.wiring import configure
+    from ._session.wiring import configure
 
     configure(config, target, finalize=finalize, split=split, ini=_ini_defaults(config))
 
@@ -282,12 +282,12 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     """An evaluation session collects only its spec; any other session collects microcases
     (YAML files under a ``microcases/`` folder), importing the item code only when one is found."""
     if parent.config.option.capevolve_run or parent.config.option.capevolve_finalize:
-        from .items import CONTEXT_KEY, SpecFile
+        from ._items.nodes import CONTEXT_KEY, SpecFile
 
         context = parent.config.stash[CONTEXT_KEY]
         return SpecFile.from_parent(parent, path=file_path) if file_path == context.spec.path else None
     if is_microcase_file(file_path):
-        from .items import MicrocaseFile
+        from ._items.nodes import MicrocaseFile
 
         return MicrocaseFile.from_parent(parent, path=file_path)
     return None

@@ -19,8 +19,8 @@ import scipy.stats  # noqa: F401
 # The plugin imports the session code (numpy, scipy) only when a capevolve session starts. An
 # in-process pytester run drops what it imported when it ends, and numpy cannot be imported
 # twice in one process; importing it here keeps it loaded across in-process runs.
-import pytest_capevolve.session.wiring  # noqa: F401
-from pytest_capevolve.store.record import RolloutRecord
+import pytest_capevolve._session.wiring  # noqa: F401
+from pytest_capevolve._store.record import RolloutRecord
 
 pytest_plugins = "pytester"
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_capevolve import stats
-from pytest_capevolve.decide import gate
-from pytest_capevolve.stats.strategies import reward_matrices
+from pytest_capevolve import _stats as stats
+from pytest_capevolve._decide import gate
+from pytest_capevolve.strategies import reward_matrices
 
 SLOW = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

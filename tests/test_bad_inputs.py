@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main  # numpy and scipy load once, here, not in each in-process session
+from pytest_capevolve._cli.main import main  # numpy and scipy load once, here, not in each in-process session
 
 DUPLICATE_IDS = """
 class DupAdapter(ToyCalcAdapter):
@@ -365,7 +365,7 @@ SPEC_VALUES = [
 
 @pytest.mark.parametrize("key, value, message", SPEC_VALUES, ids=[f"{k}={v}" for k, v, _ in SPEC_VALUES])
 def test_every_spec_key_refuses_bad_values_with_one_message(example, key, value, message) -> None:
-    from pytest_capevolve.project.spec import SpecError, load_spec
+    from pytest_capevolve._project.spec import SpecError, load_spec
 
     project = example("toy_calc")
     spec = project / "capevolve.yaml"

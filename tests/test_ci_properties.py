@@ -10,8 +10,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pytest_capevolve import stats
-from pytest_capevolve.decide import gate
+from pytest_capevolve import _stats as stats
+from pytest_capevolve._decide import gate
 
 
 def reference(deltas: np.ndarray, **kwargs) -> tuple[float, float] | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve import __version__
-from pytest_capevolve.cli import main
+from pytest_capevolve._cli.main import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

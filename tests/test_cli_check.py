@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_capevolve.cli import main
+from pytest_capevolve._cli.main import main
 
 
 @pytest.mark.parametrize("name", ["toy_calc", "noisy_agent"])

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.show.dashboard import build
-from pytest_capevolve.show.dashboard.model import spend_series
-from pytest_capevolve.show.dashboard.page import SCRIPT
-from pytest_capevolve.show.dashboard.plots import decision_class
-from pytest_capevolve.show.dashboard.svg import esc, reward_colour
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._show.dashboard import build
+from pytest_capevolve._show.dashboard.model import spend_series
+from pytest_capevolve._show.dashboard.page import SCRIPT
+from pytest_capevolve._show.dashboard.plots import decision_class
+from pytest_capevolve._show.dashboard.svg import esc, reward_colour
+from pytest_capevolve._store.rundir import RunDir
 
 # Untrusted text that would break out of an SVG, a table, an attribute or start a script if it
 # were not escaped; a script that ran would leave data-pwned on <body>.

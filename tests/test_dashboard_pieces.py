@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.decide.evidence import index_records
-from pytest_capevolve.project.spec import Spec
-from pytest_capevolve.show import views
-from pytest_capevolve.show.dashboard import build, model, write_dashboard
-from pytest_capevolve.show.dashboard import page as page_module
-from pytest_capevolve.show.measure import measure
-from pytest_capevolve.store import events, files
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._project.spec import Spec
+from pytest_capevolve._show import views
+from pytest_capevolve._show.dashboard import build, model, write_dashboard
+from pytest_capevolve._show.dashboard import page as page_module
+from pytest_capevolve._show.measure import measure
+from pytest_capevolve._store import events, files
+from pytest_capevolve._store.evidence import index_records
+from pytest_capevolve._store.rundir import RunDir
 
 # sha256 of the page of real_run() (DETAIL_LIMIT = 100) as drawn by the renderer before it
 # drew in pieces (commit 3d8c239, one string). A change to what the page shows on purpose

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.loop.diagnose import signature
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._loop.diagnose import signature
 
 # Feedback that gives the gold answer away and names the task's half; an API down for one task.
 TATTLER = """

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.show.dashboard.model import read_log, spend_series
-from pytest_capevolve.store.event_digest import DIGEST_NAME, digest
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._show.dashboard.model import read_log, spend_series
+from pytest_capevolve._store.event_digest import DIGEST_NAME, digest
+from pytest_capevolve._store.rundir import RunDir
 
 
 def expected(rundir: RunDir) -> tuple[list[dict], dict[str, int]]:

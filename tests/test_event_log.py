@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_capevolve.store import events as events_module
-from pytest_capevolve.store.events import verify_events
-from pytest_capevolve.store.files import RunLock
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._store import events as events_module
+from pytest_capevolve._store.events import verify_events
+from pytest_capevolve._store.files import RunLock
+from pytest_capevolve._store.rundir import RunDir
 
 
 @pytest.fixture

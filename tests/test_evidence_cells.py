@@ -9,7 +9,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_capevolve.decide import evidence, gate, judging
+from pytest_capevolve._decide import gate
+from pytest_capevolve._policy import verdicts as judging
+from pytest_capevolve._store import evidence
 
 
 @dataclass

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve import Rollout, Task
-from pytest_capevolve.project.inflight import RolloutPool
-from pytest_capevolve.project.runner import AdapterRunner
+from pytest_capevolve._engine.inflight import RolloutPool
+from pytest_capevolve._engine.runner import AdapterRunner
 
 IN_FLIGHT = '''
 

@@ -21,16 +21,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_capevolve import stats
-from pytest_capevolve.decide.evidence import Outcomes, index_records
-from pytest_capevolve.project.blocks import first_trial
-from pytest_capevolve.session.persistence import Tally, outcomes_of_columns, summarize
-from pytest_capevolve.session.plan import EvalPlan, PlannedCandidate, RolloutKey
-from pytest_capevolve.session.planning import valid_column_keys, valid_keys
-from pytest_capevolve.show.report import render_arms, summarize_arm
-from pytest_capevolve.stats.strategies import reward_matrices
-from pytest_capevolve.store.record import RolloutRecord
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve import _stats as stats
+from pytest_capevolve._items.plan import EvalPlan, PlannedCandidate, RolloutKey
+from pytest_capevolve._project.blocks import first_trial
+from pytest_capevolve._session.persistence import Tally, outcomes_of_columns, summarize
+from pytest_capevolve._session.planning import valid_column_keys, valid_keys
+from pytest_capevolve._show.report import render_arms, summarize_arm
+from pytest_capevolve._store.evidence import Outcomes, index_records
+from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rundir import RunDir
+from pytest_capevolve.strategies import reward_matrices
 
 TRIALS = 5  # the real data's trials per task
 

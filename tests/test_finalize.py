@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.decide.gate import GateConfig, GateSplitError, decide
-from pytest_capevolve.store.rundir import RunDir
-from pytest_capevolve.store.seal import Seal, TestSealError
+from pytest_capevolve._decide.gate import decide
+from pytest_capevolve._decide.verdict import GateConfig, GateSplitError
+from pytest_capevolve._store.rundir import RunDir
+from pytest_capevolve._store.seal import Seal, TestSealError
 
 NO_CACHE = ["-p", "no:cacheprovider"]
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from pytest_capevolve.cli import main
+from pytest_capevolve._cli.main import main
 
 VERDICT_FIELDS = {
     "mode",

@@ -15,8 +15,13 @@ from pathlib import Path
 import git
 import pytest
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.loop.prompt import PromptInputs, convergence, focus_tasks, render_prompt
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._loop.prompt import (
+    PromptInputs,
+    convergence,
+    focus_tasks,
+    render_prompt,
+)
 
 PY = sys.executable
 
@@ -208,7 +213,7 @@ def test_kill_nine_mid_evaluation_then_resume_pays_nothing_twice(example, projec
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
     # baseline: 12 seed calls; iteration 1's gate session owes 36 (cand_0001, two nulls): die at 32
     loop = subprocess.run(
-        [PY, "-m", "pytest_capevolve.cli", "hill-climb", str(project), "--optimizer", optimizer],
+        [PY, "-m", "pytest_capevolve._cli.main", "hill-climb", str(project), "--optimizer", optimizer],
         env={**os.environ, "KILL_AT": "32"},
         start_new_session=True,
         capture_output=True,

@@ -22,12 +22,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_capevolve import Rollout, Task
-from pytest_capevolve.items import RECORD_PROPERTY, decode_record, record_from_report, remember_decoded
-from pytest_capevolve.project import candidate
-from pytest_capevolve.project.inflight import InflightRollout, RolloutPool, RolloutThreads
-from pytest_capevolve.project.runner import AdapterRunner, Scored
-from pytest_capevolve.store.files import FILE_MODE, atomic_write_text
-from pytest_capevolve.store.record import RecordError, RolloutRecord
+from pytest_capevolve._engine.inflight import InflightRollout, RolloutPool, RolloutThreads
+from pytest_capevolve._engine.runner import AdapterRunner, Scored
+from pytest_capevolve._items.nodes import (
+    RECORD_PROPERTY,
+    decode_record,
+    record_from_report,
+    remember_decoded,
+)
+from pytest_capevolve._project import candidate
+from pytest_capevolve._store.files import FILE_MODE, atomic_write_text
+from pytest_capevolve._store.record import RecordError, RolloutRecord
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
 json_value = st.recursive(

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.project.cap_evolve_keys import NOT_USED, SAME, translate
-from pytest_capevolve.project.spec import SpecError, load_spec
-from pytest_capevolve.store.audit import audit
-from pytest_capevolve.store.cap_evolve_run import read_run
-from pytest_capevolve.store.events import verify_events
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._loop.cap_evolve.run_reader import read_run
+from pytest_capevolve._project.cap_evolve_keys import NOT_USED, SAME, translate
+from pytest_capevolve._project.spec import SpecError, load_spec
+from pytest_capevolve._store.audit import audit
+from pytest_capevolve._store.events import verify_events
+from pytest_capevolve._store.rundir import RunDir
 
 DATA = Path(__file__).resolve().parent / "data"
 RECORDED = {  # cap-evolve's paired gate (k = 0.2) on this run: tag → (Δ̄, SE), n = 12, all rejected

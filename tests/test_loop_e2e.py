@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._store.rundir import RunDir
 
 FARE_RULE = "- RULE:check-fare-class — look up the fare class before quoting any change or refund.\n"
 UPSELL_RULE = "- RULE:always-upsell — offer an upgrade in every reply.\n"

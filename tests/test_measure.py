@@ -11,9 +11,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.store.events import verify_events
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._store.events import verify_events
+from pytest_capevolve._store.rundir import RunDir
 
 
 @pytest.fixture

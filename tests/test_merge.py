@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.loop.merge import GitMergeFile, three_way
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._loop.merge import GitMergeFile, three_way
 
 FARE = "- RULE:check-fare-class — look up the fare class before quoting any change or refund.\n"
 CITE = "- RULE:cite-policy — quote the policy section you relied on, so the customer can check it.\n"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.project.checks import is_json_subset
-from pytest_capevolve.project.microcase_gen import REDACTED, redact
-from pytest_capevolve.store.record import RolloutRecord
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._engine.checks import is_json_subset
+from pytest_capevolve._project.microcase_gen import REDACTED, redact
+from pytest_capevolve._store.record import RolloutRecord
 
 NO_CACHE = ["-p", "no:cacheprovider"]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_capevolve.project.paths import from_stored, rebase, to_stored
-from pytest_capevolve.project.spec import load_spec
-from pytest_capevolve.store.rundir import RunDir, RunDirError
+from pytest_capevolve._project.paths import from_stored, rebase, to_stored
+from pytest_capevolve._project.spec import load_spec
+from pytest_capevolve._store.rundir import RunDir, RunDirError
 
 
 def test_a_moved_project_resumes_gates_and_finalizes_its_run(

@@ -16,11 +16,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pytest_capevolve import stats
-from pytest_capevolve.decide import evidence, gate, judging
-from pytest_capevolve.project.spec import Spec
-from pytest_capevolve.stats import core
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve import _stats as stats
+from pytest_capevolve._decide import gate
+from pytest_capevolve._decide import verdict as verdict_types
+from pytest_capevolve._policy import verdicts as judging
+from pytest_capevolve._project.spec import Spec
+from pytest_capevolve._stats import core
+from pytest_capevolve._store import evidence
+from pytest_capevolve._store.rundir import RunDir
 
 ACCEPT, REJECT, INDECISIVE = gate.ACCEPT, gate.REJECT, gate.INDECISIVE
 
@@ -320,7 +323,7 @@ def test_a_verdict_carries_every_number_it_was_decided_on():
 
 def test_a_refusal_records_no_numbers():
     config = gate.GateConfig(min_coverage=0.7)
-    v = gate.refusal(
+    v = verdict_types.refusal(
         tag="c", against="b", decision=INDECISIVE, basis="tamper", reason="r", config=config, details={"x": 1}
     )
     assert (v.tag, v.against, v.decision, v.basis, v.reason, v.details) == (
@@ -415,7 +418,7 @@ def test_write_verdict_writes_the_file_and_logs_the_event(tmp_path):
         1 / 64,
         1.0,
     )
-    refused = gate.refusal(
+    refused = verdict_types.refusal(
         tag="r",
         against="best",
         decision=REJECT,
@@ -520,7 +523,7 @@ def test_combined_se_with_two_tasks_has_a_between_part():
 
 
 def test_a_refusal_has_no_trials_footprint_or_errors():
-    v = gate.refusal(
+    v = verdict_types.refusal(
         tag="c",
         against="b",
         decision=REJECT,

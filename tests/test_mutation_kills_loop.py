@@ -15,11 +15,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pytest_capevolve import stats
-from pytest_capevolve.decide import evidence, gate, judging, rounds
-from pytest_capevolve.decide.gate import ACCEPT, REJECT, GateConfig, Verdict
-from pytest_capevolve.decide.rounds import family_levels, gate_round
-from pytest_capevolve.store.record import RolloutRecord
+from pytest_capevolve import _stats as stats
+from pytest_capevolve._decide import gate, rounds
+from pytest_capevolve._decide.rounds import family_levels, gate_round
+from pytest_capevolve._decide.verdict import ACCEPT, REJECT, GateConfig, Verdict
+from pytest_capevolve._policy import verdicts as judging
+from pytest_capevolve._store import evidence
+from pytest_capevolve._store.record import RolloutRecord
 
 F = Fraction
 ALPHA = F(1, 20)
@@ -293,7 +295,7 @@ def test_alpha_text_is_a_plain_decimal_never_a_fraction_read_as_tasks():
 
 
 def test_a_split_alpha_says_how_it_was_split():
-    from pytest_capevolve.decide.rounds import split_text
+    from pytest_capevolve._decide.rounds import split_text
 
     assert split_text(F(1, 20), F(1, 40), "holm") == "0.025 (0.05 / 2 by Holm)"
     assert split_text(F(1, 20), F(1, 30), "bh") == "0.03333 (0.05 × 2/3 by Benjamini-Hochberg)"

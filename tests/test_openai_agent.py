@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main
+from pytest_capevolve._cli.main import main
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "openai_agent"
 PRICE_IN, PRICE_OUT = 0.15, 0.60  # standin-small in the example's openai.yaml, USD per 1M tokens

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main  # numpy and scipy load once, here, not in each in-process session
+from pytest_capevolve._cli.main import main  # numpy and scipy load once, here, not in each in-process session
 
 
 @pytest.mark.parametrize("damage", ["edit", "delete"])
@@ -142,7 +142,7 @@ def test_the_rollout_timeout_holds_whatever_the_adapter_catches(tmp_path, catch)
     import time
 
     from pytest_capevolve import Task
-    from pytest_capevolve.project.runner import AdapterRunner, run_and_score
+    from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
 
     started = time.monotonic()
     scored = run_and_score(
@@ -199,7 +199,7 @@ def test_ctrl_c_prints_the_summary_and_how_to_resume(example, projects, capevolv
 
 
 def test_escaped_ids_differing_in_case_stay_apart_on_a_case_insensitive_file_system() -> None:
-    from pytest_capevolve.project.candidate import escape_id
+    from pytest_capevolve._project.candidate import escape_id
 
     ids = ["Q1", "q1", "aB", "Ab", "^q1", "%5E", "X" * 300, "x" * 300]
     names = [escape_id(i) for i in ids]

@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.decide.evidence import index_records
-from pytest_capevolve.project.blocks import BLOCK_STRIDE, check_block
-from pytest_capevolve.stats.replicates import replicate_summary
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._project.blocks import BLOCK_STRIDE, check_block
+from pytest_capevolve._stats.replicates import replicate_summary
+from pytest_capevolve._store.evidence import index_records
 
 
 def multirep(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | None, str]:

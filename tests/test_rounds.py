@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_capevolve import stats
-from pytest_capevolve.decide.gate import ACCEPT, REJECT, GateConfig, Verdict
-from pytest_capevolve.decide.rounds import family_levels, gate_round
+from pytest_capevolve import _stats as stats
+from pytest_capevolve._decide.rounds import family_levels, gate_round
+from pytest_capevolve._decide.verdict import ACCEPT, REJECT, GateConfig, Verdict
 
 ALPHA = Fraction(1, 20)
 p_values = st.lists(st.fractions(min_value=0, max_value=1, max_denominator=400), min_size=1, max_size=6)

@@ -184,7 +184,7 @@ def test_a_routed_stream_keeps_each_rollouts_writes_and_passes_on_the_rest() -> 
     import logging
     import threading
 
-    from pytest_capevolve.project.rollout_output import (
+    from pytest_capevolve._engine.rollout_output import (
         CURRENT,
         RolloutLogFilter,
         RolloutOutput,
@@ -285,7 +285,12 @@ def test_a_stream_routed_in_place_stays_what_it_was() -> None:
 
     from _pytest.capture import CaptureIO
 
-    from pytest_capevolve.project.rollout_output import CURRENT, RolloutOutput, route_in_place, unroute
+    from pytest_capevolve._engine.rollout_output import (
+        CURRENT,
+        RolloutOutput,
+        route_in_place,
+        unroute,
+    )
 
     capture = CaptureIO()
     assert route_in_place(capture, "stderr")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.store import rundir as rundir_module
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._store import rundir as rundir_module
+from pytest_capevolve._store.rundir import RunDir
 
 
 def test_runs_made_in_the_same_second_resolve_to_the_last_made(

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main  # numpy and scipy load once, here
-from pytest_capevolve.project.splits import TestSealError
-from pytest_capevolve.store.audit import audit
-from pytest_capevolve.store.record import RolloutRecord
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._cli.main import main  # numpy and scipy load once, here
+from pytest_capevolve._project.splits import TestSealError
+from pytest_capevolve._store.audit import audit
+from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rundir import RunDir
 
 OUTCOME = ("reward", "passed", "infra_error", "cost_usd", "tokens", "seed", "candidate_hash")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main
+from pytest_capevolve._cli.main import main
 
 VAL_TASKS, TRIALS = 40, 5
 

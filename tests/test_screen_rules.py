@@ -11,12 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_capevolve.decide.evidence import index_records
-from pytest_capevolve.decide.gate import ACCEPT, GateConfig, decide
-from pytest_capevolve.decide.judging import Evidence
-from pytest_capevolve.decide.looks import look_alpha, look_schedule, looks_record
-from pytest_capevolve.loop import screen
-from pytest_capevolve.store.record import RolloutRecord
+from pytest_capevolve._decide import screen
+from pytest_capevolve._decide.gate import decide
+from pytest_capevolve._decide.looks import look_alpha, look_schedule, looks_record
+from pytest_capevolve._decide.verdict import ACCEPT, GateConfig
+from pytest_capevolve._policy.verdicts import Evidence
+from pytest_capevolve._store.evidence import index_records
+from pytest_capevolve._store.record import RolloutRecord
 
 best_means = st.dictionaries(
     st.from_regex(r"t[0-9]{1,3}", fullmatch=True),
@@ -204,7 +205,7 @@ def test_the_grow_policy_holds_alpha_on_simulated_null_candidates() -> None:
     binomial test at 0.001). benchmarks/grow_calibration.py runs the same with 4000."""
     from scipy import stats as sps
 
-    from pytest_capevolve import stats
+    from pytest_capevolve import _stats as stats
 
     rng = np.random.default_rng(14)
     rates = rng.choice([0.0, 0.05, 0.2, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0], size=30)

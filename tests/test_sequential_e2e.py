@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main
+from pytest_capevolve._cli.main import main
 
 VAL_TASKS, TRIALS = 40, 5  # noisy_agent's val split and trials
 

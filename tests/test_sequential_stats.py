@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_capevolve.decide import alpha_budget, calibration
-from pytest_capevolve.decide import sequential as seqgate
-from pytest_capevolve.project.spec import ALPHA_SCHEDULES
-from pytest_capevolve.stats import sequential as seq
-from pytest_capevolve.stats.strategies import task_rates
+from pytest_capevolve._decide import alpha_budget, calibration
+from pytest_capevolve._decide import stopping as seqgate
+from pytest_capevolve._project.spec import ALPHA_SCHEDULES
+from pytest_capevolve._stats import sequential as seq
+from pytest_capevolve.strategies import task_rates
 
 REPLICATES = 4000
 TRIALS = 5
@@ -198,7 +198,8 @@ def _crossed(kind: str) -> seqgate.SequentialDecision:
 
 
 def test_an_efficacy_crossing_still_answers_to_the_null_floor_and_the_veto() -> None:
-    from pytest_capevolve.decide.gate import GateConfig, decide
+    from pytest_capevolve._decide.gate import decide
+    from pytest_capevolve._decide.verdict import GateConfig
 
     cand = np.array([[1.0] * 5] * 7 + [[0.0] * 5])  # exact p = 9/256: accepted at 0.05
     best = np.array([[0.0] * 5] * 7 + [[1.0] * 5])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_capevolve.decide import gate
+from pytest_capevolve._decide import gate
 
 RECORDED = {  # tag: (Δ̄, SE) recorded by the original run's paired gate, n = 12
     "c0_null5": (-0.1000, 0.0628),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.cli import main
-from pytest_capevolve.loop.spend import Ceilings, afford
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._policy.spend import Ceilings, afford
+from pytest_capevolve._store.rundir import RunDir
 
 
 @pytest.fixture
@@ -197,7 +197,7 @@ def test_afford_is_unknown_without_data_and_names_every_ceiling_it_crosses():
 
 
 def test_a_stop_condition_cap_tightens_the_spec_ceiling():
-    from pytest_capevolve.loop.stop_condition import parse
+    from pytest_capevolve._policy.stop_condition import parse
 
     class FakeSpec:
         max_metric_calls, max_usd, max_iterations, stall = 1000, 10.0, None, None

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_capevolve import stats
-from pytest_capevolve.decide import gate
-from pytest_capevolve.stats.strategies import null_arms, planted_effect_arms, reward_matrices
+from pytest_capevolve import _stats as stats
+from pytest_capevolve._decide import gate
+from pytest_capevolve.strategies import null_arms, planted_effect_arms, reward_matrices
 
 EXACT = gate.GateConfig(mode="exact", alpha=0.05, min_coverage=0.0)
 IDS = [f"t{i}" for i in range(600)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.project.tamper import (
+from pytest_capevolve._project.tamper import (
     DEFAULT_PROTECTED,
     expand,
     is_protected,

@@ -134,7 +134,7 @@ def test_explain_puts_each_verdict_in_plain_words(example, projects, capevolve) 
 
 
 def test_resume_command_pins_the_run_and_names_a_reruns_fresh_tags(tmp_path) -> None:
-    from pytest_capevolve.session.resume import resume_command
+    from pytest_capevolve._session.resume import resume_command
 
     typed = ["--capevolve-run", "p", "--capevolve-new-run", "--capevolve-run-id=old", "-n", "2"]
     assert resume_command(typed, "r1") == "pytest --capevolve-run p -n 2 --capevolve-run-id r1"
@@ -170,7 +170,7 @@ def test_plan_figures_mde_and_tasks_needed_agree() -> None:
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from pytest_capevolve.show.explain import plan_figures
+    from pytest_capevolve._show.explain import plan_figures
 
     @given(st.integers(2, 200), st.floats(0.02, 0.5), st.integers(0, 10_000))
     def check(n: int, noise: float, seed: int) -> None:

@@ -9,10 +9,10 @@ import re
 import shlex
 from pathlib import Path
 
-from pytest_capevolve.cli import main  # numpy and scipy load once, here, not in each in-process session
-from pytest_capevolve.session.resume import resume_command
-from pytest_capevolve.store.audit import audit
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._cli.main import main  # numpy and scipy load once, here, not in each in-process session
+from pytest_capevolve._session.resume import resume_command
+from pytest_capevolve._store.audit import audit
+from pytest_capevolve._store.rundir import RunDir
 
 
 def _events(rundir: Path, kind: str) -> list[dict]:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve.session import exitcodes
-from pytest_capevolve.show.dashboard import build, model
-from pytest_capevolve.store.rundir import RunDir
+from pytest_capevolve._session import exitcodes
+from pytest_capevolve._show.dashboard import build, model
+from pytest_capevolve._store.rundir import RunDir
 
 PROBE = """
 import sys
@@ -99,10 +99,10 @@ def test_capevolve_gate_imports_only_what_it_uses(example, capevolve) -> None:
     project = example("toy_calc")
     capevolve(project, "careful")
     probe = (
-        "import sys\nfrom pytest_capevolve.cli import main\n"
+        "import sys\nfrom pytest_capevolve._cli.main import main\n"
         f"code = main(['gate', 'careful', '--project', {str(project)!r}])\n"
-        "heavy = ('pytest', 'pytest_capevolve.project.runner', 'pytest_capevolve.loop.hill_climb',"
-        " 'pytest_capevolve.loop.cap_evolve_import')\n"
+        "heavy = ('pytest', 'pytest_capevolve._engine.runner', 'pytest_capevolve._loop.hill_climb',"
+        " 'pytest_capevolve._loop.cap_evolve.importer')\n"
         "print('CODE', code, 'LOADED', sorted(m for m in heavy if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)

@@ -1,0 +1,432 @@
+"""Decision rules built on :mod:`stats`: candidate vs best on val → a verdict with its numbers.
+
+Pure: arrays in, a plain-data :class:`Verdict` out. Nothing here reads the run dir, so the
+same verdict can be re-derived by ``capevolve gate`` from persisted rollouts at any time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .. import _stats as stats
+from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, GateSplitError, Verdict
+
+
+def regressions(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    task_ids: list[str],
+    success_threshold: float,
+) -> list[dict[str, Any]]:
+    """Tasks the best passed (most trials at or above the threshold) whose mean dropped by
+    more than their own noise: twice the SE of the per-task difference (any drop when both
+    arms were constant)."""
+    return _regressions_of((stats.summarize(candidate), stats.summarize(best)), task_ids, success_threshold)
+
+
+def _regressions_of(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], task_ids: list[str], success_threshold: float
+) -> list[dict[str, Any]]:
+    cand, best = arms
+    # at least half of the best's valid trials at the threshold (nan compares False), counted in
+    # integers; a task with no valid trial on either side has a nan drop, which is never a hit
+    drop = best.means - cand.means
+    # noise ≥ 0, so only a drop can be a hit: the candidate's per-task SEs (the one per-candidate
+    # cost here) are computed on those tasks alone, row by row as task_stderrs does
+    dropped = np.flatnonzero(best.passed(success_threshold) & (drop > 0))
+    noise = 2 * np.sqrt(stats.task_stderrs(cand.matrix[dropped]) ** 2 + best.stderrs[dropped] ** 2)
+    hit = drop[dropped] > noise
+    return [
+        {
+            "task_id": task_ids[i],
+            "best": float(best.means[i]),
+            "candidate": float(cand.means[i]),
+            "drop": float(drop[i]),
+            "noise": float(task_noise),
+        }
+        for i, task_noise in zip(dropped[hit].tolist(), noise[hit].tolist(), strict=True)
+    ]
+
+
+def _covered(arm: stats.ArmSummary) -> float:
+    """:func:`stats.coverage`: the share of tasks with at least one valid trial."""
+    return float(np.mean(arm.counts > 0)) if arm.counts.size else 0.0
+
+
+def decide(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    *,
+    tag: str,
+    against: str,
+    task_ids: list[str],
+    config: GateConfig,
+    split: str = "val",
+    null_deltas: list[float] | None = None,
+    infra_errors: dict[str, int] | None = None,
+    candidate_size: int | None = None,
+    best_size: int | None = None,
+) -> Verdict:
+    """Gate ``candidate`` against ``best``: two tasks × trials reward matrices (nan = missing).
+
+    Order of reasons: split guard → coverage (indecisive) → the mode's rule → null floor →
+    regression veto → error-rate imbalance (indecisive when imputation would flip it).
+    """
+    if split != "val":
+        raise GateSplitError(f"the gate reads only the val split; refusing to gate on {split!r}")
+    # one summary per arm: the best's is shared by every candidate gated against it
+    arms = stats.summarize(candidate), stats.summarize(best)
+    candidate, best = arms[0].matrix, arms[1].matrix
+    infra = dict(infra_errors or {"candidate": 0, "best": 0})
+    deltas, mask = stats.paired_means(*arms)
+    n = int(deltas.size)
+    cov = {
+        "candidate": _covered(arms[0]),
+        "best": _covered(arms[1]),
+        "paired": float(np.mean(mask)) if mask.size else 0.0,
+    }
+    delta_mean, se = stats.mean_se(deltas)
+    cand_means, best_means = arms[0].means, arms[1].means
+    per_task = {  # built from whole columns: 10,000 tasks × 20 candidates stay cheap
+        t: {"candidate": c, "best": b, "delta": d}
+        for t, c, b, d in zip(
+            task_ids,
+            arms[0].means_or_none,
+            arms[1].means_or_none,
+            _none_for_nan(cand_means - best_means),
+            strict=True,
+        )
+    }
+    used = np.flatnonzero(mask)[deltas != 0]
+    footprint = [task_ids[i] for i in used.tolist()]
+    regs = _regressions_of(arms, task_ids, config.success_threshold)
+    spread = max((abs(d) for d in null_deltas), default=None) if null_deltas else None
+    base = dict(
+        tag=tag,
+        against=against,
+        mode=config.mode,
+        alpha=float(config.alpha) if config.mode == "exact" else None,
+        k_se=config.k_se if config.mode in ("paired", "significant") else None,
+        n_tasks=n,
+        trials=int(candidate.shape[1]) if candidate.ndim == 2 else 1,
+        delta_mean=delta_mean,
+        se=se,
+        null_spread=spread,
+        coverage=cov,
+        min_coverage=config.min_coverage,
+        footprint=footprint,
+        regressions=regs,
+        infra_errors=infra,
+        per_task=per_task,
+        split=split,
+    )
+    if n == 0 or cov["paired"] < config.min_coverage:
+        shown = "no task valid on both sides" if n == 0 else f"paired coverage {cov['paired']:.0%}"
+        return Verdict(
+            **base,
+            decision=INDECISIVE,
+            basis="coverage",
+            reason=f"{shown} is below min_coverage {config.min_coverage:.0%}: could not judge",
+        )
+    ci = stats.bootstrap_ci(deltas, seed=config.seed)
+    base["ci"] = None if ci is None else [ci[0], ci[1]]
+    base["ci_method"] = None if ci is None else stats.ci_method(n)
+    decision, basis, reason, extra = _rule(candidate, best, deltas, config, candidate_size, best_size, arms)
+    base.update(extra)
+    if decision == ACCEPT and spread is not None and not (delta_mean or 0.0) > spread:
+        decision, basis = REJECT, "null_floor"
+        reason = (
+            f"Δ̄ = {delta_mean:+.4f} does not exceed the null controls' own spread "
+            f"{spread:.4f}, so it cannot be told from re-running the best"
+        )
+        base["bar"] = max(base.get("bar") or 0.0, spread)
+    elif spread is not None:
+        base["bar"] = max(base.get("bar") or 0.0, spread)
+    base["verdict_stable"] = _survives_dropping_any_task(
+        arms, config, candidate_size, best_size, spread, decision, extra
+    )
+    base["directionally_positive_but_inconclusive"] = decision != ACCEPT and (delta_mean or 0.0) > 0
+    if decision == ACCEPT and config.veto_regressions and regs:
+        decision, basis = REJECT, "regression_veto"
+        reason = (
+            f"vetoed: {len(regs)} task(s) the best passed dropped by more than their own "
+            f"noise ({', '.join(r['task_id'] for r in regs[:5])})"
+        )
+    if infra.get("candidate", 0) != infra.get("best", 0):
+        flipped = _imputation_flips(candidate, best, decision, config, candidate_size, best_size)
+        if flipped:
+            decision, basis = INDECISIVE, "error_imbalance"
+            reason = (
+                f"infra errors differ between the arms ({infra.get('candidate', 0)} vs "
+                f"{infra.get('best', 0)}) and worst-case imputation of the missing trials "
+                f"would flip the decision: could not judge"
+            )
+    return Verdict(**base, decision=decision, basis=basis, reason=reason)
+
+
+STABILITY_CHECKS = 64  # distinct task outcomes tried at most; past that, stability is not computed
+
+
+def _survives_dropping_any_task(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary],
+    config: GateConfig,
+    candidate_size: int | None,
+    best_size: int | None,
+    spread: float | None,
+    decision: str,
+    rule_numbers: dict[str, Any],
+) -> bool | None:
+    """Would the rule (and the null floor) decide the same with any one task left out?
+
+    Tasks with the same pair of per-task means are interchangeable for every rule, so one of
+    each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds.
+    The exact rule's p-value bounds most drops without a new test (:func:`_exact_drop_bound`)."""
+    cand_means, best_means = arms[0].means, arms[1].means
+    valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
+    first = _first_of_each_pair(cand_means[valid], best_means[valid])  # one task of each kind
+    if first.size > STABILITY_CHECKS:
+        return None
+    if valid.size == 1:
+        return False  # dropping the only paired task leaves nothing to decide on
+    all_deltas = cand_means[valid] - best_means[valid]
+    bound = _exact_drop_bound(arms, config, rule_numbers)
+    for j in sorted(int(j) for j in first):
+        deltas = np.delete(all_deltas, j)  # the paired deltas with task valid[j] left out
+        again = bound(j) if bound is not None else None
+        if again is None:
+            dropped = arms[0].without(int(valid[j])), arms[1].without(int(valid[j]))
+            cand, bst = dropped[0].matrix, dropped[1].matrix
+            again, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size, dropped)
+        if again == ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
+            again = REJECT
+        if again != decision:
+            return False
+    return True
+
+
+def _exact_drop_bound(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], config: GateConfig, rule_numbers: dict[str, Any]
+) -> Callable[[int], str | None] | None:
+    """For the exact rule with an exact p on a reward grid: the rule's decision with the j-th paired task left
+    out, where the full p decides it, else None (then the test is run again).
+
+    With S the sign-flipped sum over the other tasks and d the left-out task's delta, the full
+    p = ½·P(S ≥ obs − |d|) + ½·P(S ≥ obs + |d|), and the left-out p is P(S ≥ obs − d). So
+    d = 0 leaves p unchanged (a zero carries no sign); d > 0 gives p ≤ p_left ≤ 2p; d < 0 gives
+    2p − 1 ≤ p_left ≤ p. The rule accepts iff the (exact) p ≤ α, so the bound decides whenever
+    it lies on one side of α; the float p is within :data:`stats.EXACT_MARGIN` of the exact one.
+    """
+    if config.mode != "exact" or rule_numbers.get("p_method") != "exact":
+        return None
+    grid = stats.reward_grid(arms[0].values, arms[1].values)
+    if grid is None:  # off a grid a few deltas are enumerated in float, with a tie tolerance
+        return None
+    ints = stats.integer_deltas_of(*arms, grid)
+    signs = np.sign(ints) if isinstance(ints, np.ndarray) else [(d > 0) - (d < 0) for d in ints]
+    level = float(config.alpha)
+    p = float(rule_numbers["p_value"])
+    low, high = p - stats.EXACT_MARGIN, p + stats.EXACT_MARGIN
+    alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
+    accepted = Fraction(rule_numbers["p_exact"]) <= alpha  # the rule's own decision
+
+    def bound(j: int) -> str | None:
+        if signs[j] == 0:
+            return _outcome(accepted)
+        if signs[j] > 0:
+            if not accepted or 2 * high <= level:
+                return _outcome(accepted)
+            return None
+        if accepted or 2 * low - 1 > level:
+            return _outcome(accepted)
+        return None
+
+    return bound
+
+
+def _first_of_each_pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Index of the first occurrence of each distinct (a[i], b[i]) pair: ``np.unique(pairs,
+    axis=0, return_index=True)``'s second result, by sorting one integer code per pair rather
+    than rows (a row sort of 10,000 pairs costs ~100× more)."""
+    _, a_codes = np.unique(a, return_inverse=True)
+    _, b_codes = np.unique(b, return_inverse=True)
+    codes = a_codes.astype(np.int64) * (int(b_codes.max(initial=0)) + 1) + b_codes
+    _, first = np.unique(codes, return_index=True)
+    return first
+
+
+def _none_for_nan(values: np.ndarray) -> list[float | None]:
+    listed = values.tolist()
+    if not np.isnan(values).any():
+        return listed
+    return [None if v != v else v for v in listed]  # v != v: nan
+
+
+@dataclass(frozen=True)
+class RuleInput:
+    """What every gate rule may read: both arms, the paired deltas over tasks valid on both
+    sides, the config, and the snapshot sizes (for ``simplicity_tiebreak``)."""
+
+    candidate: np.ndarray
+    best: np.ndarray
+    deltas: np.ndarray
+    config: GateConfig
+    candidate_size: int | None
+    best_size: int | None
+    arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None  # the two arms' summaries
+
+    @property
+    def arm_delta(self) -> float:
+        """cap-evolve's unpaired Δ: difference of the arms' means of task means."""
+        return float(np.nanmean(stats.task_means(self.candidate)) - np.nanmean(stats.task_means(self.best)))
+
+
+RuleResult = tuple[str, str, str, dict[str, Any]]  # decision, basis, reason, numbers
+
+
+def _exact(x: RuleInput) -> RuleResult:
+    """The default: a one-sided paired sign-flip test at α, decided on integers."""
+    config = x.config
+    arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
+    result = stats.paired_sign_flip(*arms, alpha=config.alpha, seed=config.seed)
+    ok = result.at_most(config.alpha)
+    extra = {
+        "p_value": result.p_value,
+        "p_method": result.method,
+        "p_exact": f"{result.numerator}/{result.denominator}",
+        "bar": None,
+    }
+    reason = (
+        f"one-sided paired sign-flip test over {x.deltas.size} tasks: p = {result.p_value:.4g} "
+        f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f})"
+    )
+    return _outcome(ok), "exact", reason, extra
+
+
+def _paired(x: RuleInput) -> RuleResult:
+    se = stats.mean_se(x.deltas)[1] or 0.0  # one task: SE undefined, treated as 0 (warned)
+    mean = float(np.mean(x.deltas))
+    decision, basis, reason, extra = _k_se_rule(
+        "paired", "paired Δ̄", mean, se, x.config.k_se, f"SE = {se:.4f}, n = {x.deltas.size}"
+    )
+    return decision, basis, reason, {**extra, "se": se}
+
+
+def _significant(x: RuleInput) -> RuleResult:
+    se = math.sqrt(stats.combined_se(x.candidate) ** 2 + stats.combined_se(x.best) ** 2)
+    decision, basis, reason, extra = _k_se_rule(
+        "significant", "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}"
+    )
+    return decision, basis, reason, {**extra, "se": se}
+
+
+def _above(basis: str, delta: float, bar: float, label: str) -> RuleResult:
+    ok = delta > bar
+    return _outcome(ok), basis, f"Δ = {delta:+.4f} {'>' if ok else '≤'} {label}", {"bar": bar}
+
+
+def _threshold(x: RuleInput) -> RuleResult:
+    return _above("threshold", x.arm_delta, x.config.threshold, f"threshold {x.config.threshold}")
+
+
+def _strict(x: RuleInput) -> RuleResult:
+    return _above("strict", x.arm_delta, 0.0, "0")
+
+
+def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
+    delta = x.arm_delta
+    if delta > 0:
+        return ACCEPT, "simplicity_tiebreak", f"Δ = {delta:+.4f} > 0", {"bar": 0.0}
+    sizes = (x.candidate_size, x.best_size)
+    if abs(delta) <= 1e-9 and None not in sizes and sizes[0] < sizes[1]:  # type: ignore[operator]
+        return (
+            ACCEPT,
+            "simplicity_tiebreak",
+            f"tie (Δ = {delta:+.4f}); the smaller candidate wins ({sizes[0]} < {sizes[1]} bytes)",
+            {"bar": 0.0},
+        )
+    return REJECT, "simplicity_tiebreak", f"Δ = {delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0}
+
+
+# The one registry of gate rules: mode name → rule. Every list of modes (spec validation, the
+# CLI's choices, the README) derives from it; ``exact`` first, then cap-evolve's legacy modes.
+RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
+    "exact": _exact,
+    "paired": _paired,
+    "significant": _significant,
+    "strict": _strict,
+    "threshold": _threshold,
+    "simplicity_tiebreak": _simplicity_tiebreak,
+}
+GATE_MODES = tuple(RULES)
+LEGACY_MODES = GATE_MODES[1:]
+
+
+def _rule(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    deltas: np.ndarray,
+    config: GateConfig,
+    candidate_size: int | None,
+    best_size: int | None,
+    arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None,
+) -> RuleResult:
+    rule = RULES.get(config.mode)
+    if rule is None:
+        raise ValueError(f"unknown gate mode {config.mode!r}; use one of {', '.join(GATE_MODES)}")
+    return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms))
+
+
+def _k_se_rule(basis: str, label: str, delta: float, se: float, k_se: float, detail: str) -> RuleResult:
+    """cap-evolve's "delta > k·SE"; an SE of 0 falls back to strict (delta > 0), with a warning
+    kept in the verdict, since a zero SE means the rule cannot tell noise from signal."""
+    if se == 0.0:
+        ok = delta > 0
+        return (
+            _outcome(ok),
+            basis,
+            f"{label} = {delta:+.4f} {'>' if ok else '≤'} 0 (WARNING: SE = 0, so the rule fell back "
+            "to strict: any improvement wins)",
+            {"bar": 0.0, "warnings": [f"{basis} SE = 0: strict fallback"]},
+        )
+    bar = k_se * se
+    ok = delta > bar
+    return (
+        _outcome(ok),
+        basis,
+        f"{label} = {delta:+.4f} {'>' if ok else '≤'} {k_se}·SE = {bar:.4f} ({detail})",
+        {"bar": bar},
+    )
+
+
+def alpha_text(alpha: float | Fraction) -> str:
+    """α as people read it: 0.05, or a split of it as 0.01667 — a fraction beside it read as
+    "1 of 60 tasks", so where α was split the round says how (:mod:`.rounds`)."""
+    return f"{float(alpha):.4g}"
+
+
+def _outcome(ok: bool) -> str:
+    return ACCEPT if ok else REJECT
+
+
+def _imputation_flips(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    decision: str,
+    config: GateConfig,
+    candidate_size: int | None,
+    best_size: int | None,
+) -> bool:
+    """Would filling the missing trials against the decision change it?"""
+    if decision == ACCEPT:  # candidate's missing trials fail, best's succeed
+        cand, bst = np.nan_to_num(candidate, nan=0.0), np.nan_to_num(best, nan=1.0)
+    else:
+        cand, bst = np.nan_to_num(candidate, nan=1.0), np.nan_to_num(best, nan=0.0)
+    deltas, _ = stats.paired_deltas(cand, bst)  # every task: decide() got here with n > 0
+    imputed, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size)
+    return imputed != decision

@@ -1,0 +1,244 @@
+"""Subset screens — the promotion ladder: which val tasks a screen pays for, and kill or promote.
+
+A screen evaluates a candidate on part of val (tier 1 | 2 | 3 = 25 | 50 | 75 %, never fewer than
+:data:`MIN_TASKS` tasks) against the best's **persisted** rollouts on the same tasks and trial
+seeds, and can only **kill** or **promote** — never accept. A kill needs proven harm (a one-sided
+exact sign-flip test that the candidate is worse, at the screen's α) or ceiling arithmetic (even
+if every unscreened task passed every trial, the full-val gate would not accept). Anything else
+is a promote: "could not prove harm", not "good".
+
+The subset is deterministic for (run, candidate, tier), and each tier's subset is a prefix of
+the next one's, so climbing the ladder never pays a rollout twice: the tasks the best fails
+come first (where a fix shows; those it sometimes passes before those it never does), every
+third slot goes to a seeded holdout of tasks the best
+passes (where a regression shows), and when the failures run out the most informative of the
+rest follow (the best's per-task rate closest to ½).
+
+Pure: per-task means and reward matrices in, a plain-data result out; :func:`ledger` reads
+``screen`` events handed to it. Session code (``session/subset_screen.py``) pays and persists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .. import _stats as stats
+from .gate import decide
+from .verdict import ACCEPT, GateConfig
+
+TIERS = {1: Fraction(1, 4), 2: Fraction(1, 2), 3: Fraction(3, 4)}
+MIN_TASKS = 6
+KILL, PROMOTE = "kill", "promote"
+HARM, CEILING, NO_HARM = "harm", "ceiling", "no_proven_harm"
+# a kill's basis → the reject basis `capevolve commit` books it under
+COMMIT_BASIS = {HARM: "screen_kill", CEILING: "ceiling"}
+
+
+def screen_size(n_val: int, tier: int) -> int:
+    """Tasks a tier pays for: its share of val rounded up, never fewer than MIN_TASKS (nor
+    more than val has)."""
+    if tier not in TIERS:
+        raise ValueError(f"tier must be one of {', '.join(map(str, TIERS))}, got {tier!r}")
+    return min(n_val, max(MIN_TASKS, math.ceil(TIERS[tier] * n_val)))
+
+
+def best_harm_p(n_tasks: int) -> Fraction:
+    """The smallest p the one-sided exact sign-flip harm test can give on ``n_tasks`` tasks:
+    every task worse, no tie, so only the observed sign pattern of the 2^n is as extreme."""
+    return Fraction(1, 2**n_tasks)
+
+
+def fewest_tasks(alpha: float) -> int:
+    """The fewest screened tasks on which harm can be proven at ``alpha`` (best case)."""
+    n = 1
+    while best_harm_p(n) > Fraction(str(alpha)):
+        n += 1
+    return n
+
+
+def _rng(run_id: str, tag: str) -> random.Random:
+    digest = hashlib.sha256(f"capevolve-screen:{run_id}:{tag}".encode()).hexdigest()
+    return random.Random(int(digest[:16], 16))
+
+
+def ladder(best_means: Mapping[str, float], run_id: str, tag: str) -> list[str]:
+    """Every task of ``best_means`` (task → the best's mean reward) in screening order for this
+    run and candidate; tier N screens the first :func:`screen_size` of them."""
+    rng = _rng(run_id, tag)
+    tie = {t: rng.random() for t in sorted(best_means)}
+    # failures the best sometimes passes first: a task it never passes can show neither a
+    # regression nor, usually, a fix
+    fails = sorted((t for t, m in best_means.items() if m < 0.5), key=lambda t: (-best_means[t], tie[t]))
+    passes = sorted(t for t, m in best_means.items() if m >= 0.5)
+    holdout = sorted(passes, key=lambda t: tie[t])
+    rest = sorted(passes, key=lambda t: (abs(best_means[t] - 0.5), tie[t]))
+    queues = {"fails": fails, "holdout": holdout, "rest": rest}
+    order: list[str] = []
+    chosen: set[str] = set()
+
+    def take(*names: str) -> str | None:
+        for name in names:
+            queue = queues[name]
+            while queue and queue[0] in chosen:
+                queue.pop(0)
+            if queue:
+                return queue.pop(0)
+        return None
+
+    while len(order) < len(best_means):
+        slot = len(order)
+        pick = take("holdout", "fails", "rest") if slot % 3 == 2 else take("fails", "rest", "holdout")
+        assert pick is not None  # some queue still holds every unchosen task
+        order.append(pick)
+        chosen.add(pick)
+    return order
+
+
+def select(best_means: Mapping[str, float], run_id: str, tag: str, tier: int) -> list[str]:
+    """The tasks tier ``tier`` screens (a prefix of :func:`ladder`)."""
+    return ladder(best_means, run_id, tag)[: screen_size(len(best_means), tier)]
+
+
+@dataclass(frozen=True)
+class ScreenResult:
+    decision: str  # kill | promote
+    basis: str  # harm | ceiling | no_proven_harm
+    reason: str
+    n_tasks: int
+    delta_mean: float | None
+    p_harm: float
+    p_harm_exact: str
+    alpha: float
+    ceiling_p: float | None  # the full-val gate's p with every unscreened task passing
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def harm_test(
+    candidate: np.ndarray, best: np.ndarray, *, alpha: float | None = None, seed: int = 0
+) -> stats.SignFlipResult:
+    """One-sided exact test that the candidate is *worse*: the sign-flip test with the arms
+    swapped (best − candidate)."""
+    return stats.sign_flip_test(best, candidate, alpha=alpha, seed=seed)
+
+
+def optimistic_completion(candidate_subset: np.ndarray, subset_rows: Sequence[int], n_val: int) -> np.ndarray:
+    """The candidate's full-val matrix if every unscreened task (and every missing trial of a
+    screened one) passed."""
+    trials = candidate_subset.shape[1]
+    full = np.ones((n_val, trials))
+    full[list(subset_rows)] = np.nan_to_num(candidate_subset, nan=1.0)
+    return full
+
+
+def decide_screen(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    *,
+    alpha: float,
+    best_full: np.ndarray | None = None,
+    subset_rows: Sequence[int] = (),
+    gate: GateConfig | None = None,
+    seed: int = 0,
+) -> ScreenResult:
+    """Kill or promote from the subset's reward matrices (tasks × trials, nan = missing).
+
+    ``best_full`` (the best's full-val matrix), ``subset_rows`` (the subset's rows in it) and
+    ``gate`` (the full-val gate's config at its first look) enable the ceiling: a candidate
+    whose best possible full-val matrix the gate would not accept is killed. Only for the
+    ``exact`` gate, whose p can only fall as a candidate's reward rises (so the optimistic
+    completion is the best case); other modes get the harm test alone."""
+    candidate, best = stats.as_matrix(candidate), stats.as_matrix(best)
+    deltas, _ = stats.paired_deltas(candidate, best)
+    delta_mean = float(np.mean(deltas)) if deltas.size else None
+    harm = harm_test(candidate, best, alpha=alpha, seed=seed)
+    shown = "n/a" if delta_mean is None else f"{delta_mean:+.4f}"
+    common = dict(
+        n_tasks=int(deltas.size),
+        delta_mean=delta_mean,
+        p_harm=harm.p_value,
+        p_harm_exact=f"{harm.numerator}/{harm.denominator}",
+        alpha=float(alpha),
+    )
+    if deltas.size and harm.at_most(alpha):
+        return ScreenResult(
+            KILL,
+            HARM,
+            f"proven harm on {deltas.size} screened tasks: one-sided p(worse) = {harm.p_value:.4g} "
+            f"≤ α = {alpha:g} (Δ̄ = {shown})",
+            ceiling_p=None,
+            **common,
+        )
+    ceiling_p = None
+    if best_full is not None and gate is not None and gate.mode == "exact" and deltas.size:
+        best_full = stats.as_matrix(best_full)
+        completed = optimistic_completion(candidate, subset_rows, best_full.shape[0])
+        ids = [f"t{i}" for i in range(best_full.shape[0])]
+        optimistic = decide(completed, best_full, tag="ceiling", against="best", task_ids=ids, config=gate)
+        ceiling_p = optimistic.p_value
+        if optimistic.decision != ACCEPT and optimistic.basis == "exact":
+            return ScreenResult(
+                KILL,
+                CEILING,
+                f"ceiling: even if every unscreened task passed every trial, the full-val gate "
+                f"would not accept (p = {optimistic.p_value:.4g} > α = {float(gate.alpha):.4g}); "
+                f"Δ̄ on the subset = {shown}",
+                ceiling_p=ceiling_p,
+                **common,
+            )
+    return ScreenResult(
+        PROMOTE,
+        NO_HARM,
+        f"promote: harm not proven on {deltas.size} screened tasks (one-sided p(worse) = "
+        f"{harm.p_value:.4g} > α = {alpha:g}, Δ̄ = {shown}); this says nothing about an improvement",
+        ceiling_p=ceiling_p,
+        **common,
+    )
+
+
+def ledger(screen_events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's screen ledger from its ``screen`` events: kills, promotes, rollouts fired
+    (paid by screens), rollouts saved (the full-val rollouts each killed candidate would have
+    cost) and ``net_rollouts`` = saved − fired. A screen run again (a resumed session) counts
+    once, by its latest decision; a candidate killed twice saves its full val once. A promoted
+    candidate's screen rollouts are reused by its full-val gate, but the ledger still counts
+    them as spent (conservatively)."""
+    fired = 0
+    latest: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for event in screen_events:
+        fired += int(event.get("fired", 0))
+        latest[(str(event.get("tag")), str(event.get("screen")))] = event
+    decisions = [e.get("decision") for e in latest.values()]
+    killed = {tag: e for (tag, _), e in latest.items() if e.get("decision") == KILL}
+    kills, promotes = decisions.count(KILL), decisions.count(PROMOTE)
+    saved = sum(int(e.get("full_val_rollouts", 0)) for e in killed.values())
+    net = saved - fired
+    out: dict[str, Any] = {
+        "screens": kills + promotes,
+        "kills": kills,
+        "promotes": promotes,
+        "fired": fired,
+        "saved": saved,
+        "net_rollouts": net,
+    }
+    if kills + promotes:
+        out["verdict"] = (
+            f"screening saved {net} rollouts net"
+            if net >= 0
+            else f"screening was pure overhead: {-net} rollouts more than it saved"
+        )
+    return out
+
+
+def breakeven_kill_rate(fired: int, full_val_rollouts: int) -> float | None:
+    """The share of screened candidates a screen like this must kill to pay for itself."""
+    return None if full_val_rollouts <= 0 else fired / full_val_rollouts

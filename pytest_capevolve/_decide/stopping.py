@@ -1,0 +1,182 @@
+"""The sequential gate's rule: stop paying once the answer is known, at either end.
+
+Tasks arrive in a seeded order; after each task valid on both sides the paired delta feeds two
+e-processes (:mod:`..stats.sequential`). The efficacy e-process accepts as soon as it reaches
+1/α_e; futility (E_f ≥ 1/α_f against "the candidate is at least ``gate_min_effect`` better")
+rejects, and only ever rejects, so it cannot raise the false-accept rate — α_f bounds how often
+a candidate that *is* ``min_effect`` better gets stopped early. When val is exhausted with
+neither crossing, the gate accepts iff the exact gate at α accepts *and* the joint p-value
+(:func:`..stats.sequential.exhaustion_p`: sign patterns that cross or sum at least as high) is
+≤ α. The early accepts and the accept at exhaustion are then one sign-flip test at level α,
+so the false-accept rate is ≤ α at any stopping time, without splitting α between the two.
+
+Pure: deltas in, a :class:`SequentialDecision` out; the session feeds it task by task and
+:func:`..decide.gate.decide` still gives the numbers of each verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .._stats import sequential as seq
+from .verdict import ACCEPT, REJECT, GateConfig, Verdict
+
+UNDECIDED = "undecided"
+# Share of the gate's α the efficacy e-process crosses at. With the test at exhaustion
+# calibrated jointly (above), the whole α can go to it: measured in benchmarks/sequential.py,
+# α_e = α stops soonest and costs the exhaustion test ≤ 0.02 power against the fixed-n gate.
+EFFICACY_SHARE = Fraction(1)
+ALPHA_FUTILITY = Fraction(1, 20)  # P(stopped for futility | effect ≥ min_effect) ≤ 0.05
+EXHAUSTION_RESAMPLES = 20000
+
+
+@dataclass(frozen=True)
+class AlphaSplit:
+    """One decision's levels: α (the false-accept bound of the whole sequential test), the
+    efficacy e-process's crossing level α_e ≤ α, the level the test at exhaustion is decided
+    at (α: jointly calibrated with the crossings), and futility's α_f."""
+
+    alpha: Fraction
+    efficacy: Fraction
+    exhaustion: Fraction
+    futility: Fraction
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+
+def split(alpha: float | Fraction, share: Fraction = EFFICACY_SHARE) -> AlphaSplit:
+    total = alpha if isinstance(alpha, Fraction) else Fraction(str(alpha))
+    return AlphaSplit(total, total * share, total, ALPHA_FUTILITY)
+
+
+@dataclass(frozen=True)
+class SequentialDecision:
+    """Where the e-processes stand after the tasks fed so far."""
+
+    state: seq.SequentialState
+    alpha: AlphaSplit
+    min_effect: float
+    total_tasks: int
+
+    @property
+    def decided(self) -> bool:
+        return self.state.stopped in (seq.EFFICACY, seq.FUTILITY)
+
+    def numbers(self) -> dict[str, Any]:
+        """What a verdict records about the sequential part (the ``details['sequential']``)."""
+        s = self.state
+        return {
+            "outcome": s.stopped,
+            "tasks_seen": s.tasks,
+            "tasks_total": self.total_tasks,
+            "e_efficacy": s.efficacy,
+            "e_futility": s.futility,
+            "threshold_efficacy": float(1 / self.alpha.efficacy),
+            "threshold_futility": float(1 / self.alpha.futility),
+            "min_effect": self.min_effect,
+            "alpha_split": self.alpha.to_dict(),
+        }
+
+
+def track(
+    deltas: np.ndarray | list[float], *, alpha: AlphaSplit, min_effect: float, total_tasks: int
+) -> SequentialDecision:
+    """Feed the paired deltas of the tasks completed so far, in the seeded order."""
+    state = seq.run(
+        np.asarray(deltas, dtype=float),
+        alpha_efficacy=float(alpha.efficacy),
+        alpha_futility=float(alpha.futility),
+        min_effect=min_effect,
+    )
+    return SequentialDecision(state, alpha, min_effect, total_tasks)
+
+
+def early_verdict(
+    exhaustion_verdict: Verdict, decision: SequentialDecision, *, veto_regressions: bool = False
+) -> Verdict:
+    """The verdict of a gate stopped by a crossing: the numbers of the tasks it saw (computed
+    by :func:`..decide.gate.decide` on them), the decision the e-process reached. An efficacy
+    crossing still answers to the gate's guards: the null floor and the regression veto."""
+    s = decision.state
+    v = exhaustion_verdict
+    spread = v.null_spread
+    if s.stopped == seq.EFFICACY and spread is not None and not (v.delta_mean or 0.0) > spread:
+        outcome, basis = REJECT, "null_floor"
+        reason = (
+            f"efficacy e-value {s.efficacy:.4g} crossed after {s.tasks} tasks, but Δ̄ = "
+            f"{v.delta_mean:+.4f} does not exceed the null controls' own spread {spread:.4f}"
+        )
+    elif s.stopped == seq.EFFICACY and veto_regressions and v.regressions:
+        outcome, basis = REJECT, "regression_veto"
+        reason = (
+            f"efficacy e-value {s.efficacy:.4g} crossed, but vetoed: {len(v.regressions)} task(s) the "
+            f"best passed dropped by more than their own noise"
+        )
+    elif s.stopped == seq.EFFICACY:
+        outcome, basis = ACCEPT, "sequential_efficacy"
+        reason = (
+            f"efficacy e-value {s.efficacy:.4g} ≥ 1/α_e = {float(1 / decision.alpha.efficacy):g} "
+            f"after {s.tasks} of {decision.total_tasks} tasks (anytime-valid at α = "
+            f"{float(decision.alpha.alpha):g})"
+        )
+    else:
+        outcome, basis = REJECT, "sequential_futility"
+        reason = (
+            f"futility e-value {s.futility:.4g} ≥ 1/α_f = {float(1 / decision.alpha.futility):g} "
+            f"after {s.tasks} of {decision.total_tasks} tasks: the candidate is not "
+            f"{decision.min_effect:+g} better (gate_min_effect); stopped paying"
+        )
+    return replace(
+        exhaustion_verdict,
+        decision=outcome,
+        basis=basis,
+        reason=reason,
+        alpha=float(decision.alpha.alpha),
+        details={**exhaustion_verdict.details, "sequential": decision.numbers()},
+    )
+
+
+def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: Fraction) -> Verdict:
+    """Val exhausted without a crossing: the exact gate's verdict at α (``verdict``, with every
+    guard), and an accept also needs the joint p-value ``p_joint`` ≤ α."""
+    alpha = decision.alpha.alpha
+    numbers = {**decision.numbers(), "p_joint": float(p_joint), "p_joint_exact": str(p_joint)}
+    note = (
+        f"; no e-process crossed over {decision.state.tasks} tasks (efficacy e = "
+        f"{decision.state.efficacy:.4g}); joint sequential p = {float(p_joint):.4g}"
+    )
+    if verdict.decision == ACCEPT and p_joint > alpha:
+        return replace(
+            verdict,
+            decision=REJECT,
+            basis="sequential_exhaustion",
+            reason=f"{verdict.reason}{note} > α = {float(alpha):g}: the early looks used the margin",
+            details={**verdict.details, "sequential": numbers},
+        )
+    return replace(verdict, reason=verdict.reason + note, details={**verdict.details, "sequential": numbers})
+
+
+def undecided_verdict(verdict: Verdict, decision: SequentialDecision) -> Verdict:
+    """An interrupted sequential gate: its current e-values and "undecided" — never a decision
+    it did not reach."""
+    s = decision.state
+    return replace(
+        verdict,
+        decision=UNDECIDED,
+        basis="interrupted",
+        reason=(
+            f"interrupted after {s.tasks} of {decision.total_tasks} tasks: undecided (efficacy "
+            f"e-value {s.efficacy:.4g} < {float(1 / decision.alpha.efficacy):g}, futility e-value "
+            f"{s.futility:.4g} < {float(1 / decision.alpha.futility):g}); re-run to continue"
+        ),
+        details={**verdict.details, "sequential": {**decision.numbers(), "outcome": UNDECIDED}},
+    )
+
+
+def config_at(config: GateConfig, alpha: Fraction) -> GateConfig:
+    return replace(config, alpha=alpha)

@@ -1,0 +1,97 @@
+"""The verdict's types: how to gate (:class:`GateConfig`) and what a gate decided (:class:`Verdict`).
+
+Light on purpose: no numpy, no scipy. The spec reads its gate defaults from here when the plugin
+loads; the rules that need the statistics live in :mod:`.gate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from typing import Any
+
+ACCEPT, REJECT, INDECISIVE = "accept", "reject", "indecisive"
+
+
+class GateSplitError(ValueError):
+    """Raised when anything but val is gated on: train is what the search edits against and
+    test is sealed."""
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """How to gate. These defaults are the spec's too: :class:`~.._project.spec.Spec` reads them
+    from here (one place), since the spec sits a floor above the gate."""
+
+    mode: str = "exact"
+    alpha: float | Fraction = 0.05  # a Fraction when a round splits α (Holm: α/k)
+    k_se: float = 1.0
+    threshold: float = 0.0
+    min_coverage: float = 0.8
+    veto_regressions: bool = False
+    success_threshold: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class Verdict:
+    """A gate's verdict with every number it was decided on. A verdict reached before any
+    rollout (a screen's refusal) leaves the numbers at their empty defaults."""
+
+    tag: str
+    against: str
+    decision: str
+    basis: str
+    reason: str
+    mode: str
+    min_coverage: float
+    alpha: float | None = None
+    k_se: float | None = None
+    n_tasks: int = 0
+    trials: int = 0
+    delta_mean: float | None = None
+    se: float | None = None
+    ci: list[float] | None = None
+    ci_method: str | None = None  # bca_bootstrap, or normal past stats.ANALYTIC_CI_MIN_TASKS tasks
+    p_value: float | None = None
+    p_exact: str | None = None
+    p_method: str | None = None
+    bar: float | None = None
+    null_spread: float | None = None
+    coverage: dict[str, float] = field(default_factory=dict)
+    footprint: list[str] = field(default_factory=list)
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    infra_errors: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    per_task: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    split: str = "val"
+    details: dict[str, Any] = field(default_factory=dict)  # what a refusal was decided on
+    verdict_stable: bool | None = None  # the same decision with any one task left out?
+    directionally_positive_but_inconclusive: bool = False  # Δ̄ > 0, not accepted
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def refusal(
+    *,
+    tag: str,
+    against: str,
+    decision: str,
+    basis: str,
+    reason: str,
+    config: GateConfig,
+    details: dict[str, Any],
+) -> Verdict:
+    """A verdict reached before any rollout (tamper → indecisive, a failed microcase →
+    reject): no numbers, because none were paid for; ``details`` holds what it rests on."""
+    return Verdict(
+        tag=tag,
+        against=against,
+        decision=decision,
+        basis=basis,
+        reason=reason,
+        mode=config.mode,
+        min_coverage=config.min_coverage,
+        details=details,
+    )

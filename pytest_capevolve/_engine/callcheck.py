@@ -1,0 +1,53 @@
+"""Child process of a ``call`` microcase: import a candidate's function, call it, report JSON.
+
+Run as ``python -m pytest_capevolve._engine.callcheck`` with the candidate folder as the working
+directory and the request on stdin. A separate process so the candidate's code cannot touch
+the session that judges it, and a timeout can stop it. Whatever the function prints goes to
+stderr; stdout carries one JSON line: ``value`` or ``raised``/``raised_mro``/``message``, or
+``setup_error`` when the function could not be reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _call(request: dict[str, Any]) -> dict[str, Any]:
+    folder = Path.cwd()
+    path = folder / request["file"]
+    if not path.is_file():
+        return {"setup_error": f"{request['file']} does not exist in the candidate"}
+    sys.path.insert(0, str(path.parent))
+    sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location("capevolve_microcase_target", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        return {"setup_error": f"importing {request['file']} raised {type(exc).__name__}: {exc}"}
+    function = getattr(module, request["function"], None)
+    if not callable(function):
+        return {"setup_error": f"{request['file']} has no function {request['function']!r}"}
+    try:
+        value = function(*request["args"], **request["kwargs"])
+    except Exception as exc:
+        mro = [cls.__name__ for cls in type(exc).__mro__]
+        return {"raised": type(exc).__name__, "raised_mro": mro, "message": str(exc)}
+    return {"value": json.loads(json.dumps(value, default=repr))}
+
+
+def main() -> None:
+    request = json.loads(sys.stdin.read())
+    with contextlib.redirect_stdout(sys.stderr):
+        result = _call(request)
+    sys.stdout.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()

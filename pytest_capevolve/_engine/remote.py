@@ -1,0 +1,116 @@
+"""Workers on a copy of the project: another folder (``--tx popen//chdir=COPY``) or another
+machine (``--tx ssh=HOST//chdir=COPY``).
+
+The user copies the project (with its ``.capevolve`` run dir, which holds the best's snapshot)
+and points each gateway's ``chdir`` at the copy. A worker started in another folder than the
+controller loads the spec and adapter from its own folder, not from the controller's path; the
+plan still comes from the controller, and every candidate's bytes are checked against the
+registered hash before a rollout (items.py), so a stale copy is refused, never mislabelled.
+
+This replaces xdist's ``--rsyncdir``, which is deprecated (gone in pytest-xdist 4).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .._project.spec import Spec
+
+ORIGIN_KEY = "capevolve_origin"
+# ends the refusal of a candidate whose bytes on a worker's copy differ from the controller's;
+# the summary looks for it to advise re-copying before re-running
+STALE_COPY_FIX = "copy the project again"
+
+
+class RemoteWorkers:
+    """Registered on the controller of an xdist session: tells each worker where it came from."""
+
+    def __init__(self, config: pytest.Config, spec: Spec) -> None:
+        self.config = config
+        self.spec = spec
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_setupnodes(self, config: pytest.Config, specs: list[Any]) -> None:
+        if any(spec.chdir or not spec.popen for spec in specs):
+            join_option_values(config)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        origin = {"cwd": os.getcwd(), "project": self.spec.project_dir.name, "spec": self.spec.path.name}
+        node.workerinput[ORIGIN_KEY] = json.dumps(origin)
+
+
+def check_gateways(config: pytest.Config, spec: Spec) -> None:
+    """Before anything is planned: a local gateway whose ``chdir`` holds no copy of the
+    project is refused here, once, instead of as a worker that crashes and is replaced forever.
+    Remote gateways can't be looked at from here, so crashed workers are replaced at most
+    4 × gateways times (xdist's own default for ``-n``)."""
+    gateways = 0
+    for raw in config.getoption("tx", None) or []:
+        count, _, text = raw.rpartition("*")
+        gateways += int(count) if count.isdigit() else 1
+        options = dict(part.partition("=")[::2] for part in text.split("//"))
+        if "popen" in options and options.get("chdir"):
+            folder = Path(options["chdir"])
+            if not any((f / spec.path.name).is_file() for f in (folder, folder / spec.project_dir.name)):
+                raise pytest.UsageError(
+                    f"--tx {raw}: {folder} holds no copy of the project (no {spec.path.name} there "
+                    f"or in {spec.project_dir.name}/); copy the project, .capevolve included, and "
+                    "point chdir at the copy"
+                )
+    if gateways and getattr(config.option, "maxworkerrestart", "unset") is None:
+        config.option.maxworkerrestart = str(4 * gateways)
+
+
+def join_option_values(config: pytest.Config) -> None:
+    """``--capevolve-run /abs/PROJECT`` → ``--capevolve-run=/abs/PROJECT`` in the arguments
+    xdist sends to workers in other folders.
+
+    xdist maps every argument that is an existing path onto an rsync root and fails when there
+    is none ("not relative to an rsync root"); an option's value is not a path to collect, and
+    joined to its option it is left alone. Flags (boolean options) take no value.
+    """
+    args = [str(arg) for arg in config.invocation_params.args]
+    joined: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        dest = arg[2:].replace("-", "_")
+        takes_value = (
+            arg.startswith("--capevolve-")
+            and "=" not in arg
+            and not isinstance(getattr(config.option, dest, False), bool)
+        )
+        if takes_value and index + 1 < len(args):
+            joined.append(f"{arg}={args[index + 1]}")
+            index += 2
+            continue
+        joined.append(arg)
+        index += 1
+    config.invocation_params = replace(config.invocation_params, args=tuple(joined))
+
+
+def worker_target(workerinput: dict[str, Any], target: str) -> str:
+    """Where this worker finds the project: the controller's path when it runs in the
+    controller's folder, else its own folder (or the project's name under it, as rsync lays
+    it out)."""
+    if ORIGIN_KEY not in workerinput:
+        return target
+    origin = json.loads(workerinput[ORIGIN_KEY])
+    here = Path.cwd()
+    if here.resolve() == Path(origin["cwd"]).resolve():
+        return target
+    for folder in (here, here / origin["project"]):
+        if (folder / origin["spec"]).is_file():
+            return str(folder / origin["spec"])
+    raise pytest.UsageError(
+        f"worker {workerinput.get('workerid', '?')} runs in {here}, which holds no copy of the "
+        f"project (no {origin['spec']} there or in {origin['project']}/): point --tx …//chdir= "
+        "at a copy of the project, .capevolve included"
+    )

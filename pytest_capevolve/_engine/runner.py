@@ -1,0 +1,322 @@
+"""Running one rollout and scoring it: the one place that calls a user's agent and scorer.
+
+Used by rollout items (on each worker, or in-process without xdist), by the ``adapter``
+microcase check and by ``capevolve check``, so the three can never disagree on what counts as
+an infra error. It writes nothing.
+
+An infra error (run_target raised, ``Rollout.error`` set, timeout, scorer crash or a reward
+outside [0, 1]) gives ``reward = None`` and ``infra_error`` set: missing data, never a 0.
+
+An adapter whose ``run_target`` is ``async def`` is run by :func:`run_and_score_async` (on the
+event loop of :mod:`.inflight` in a session, under ``asyncio.run`` elsewhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import signal
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from .._project.adapter import (
+    AdapterError,
+    Rollout,
+    Score,
+    Task,
+    check_reward,
+    coerce_rollout,
+)
+from .rollout_output import RolloutOutput
+
+
+class AdapterRunner:
+    """Calls one adapter the way its signature asks: ours, or cap-evolve's older one.
+
+    Runs on each worker (or in-process without xdist), once per rollout item.
+    """
+
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+        params = inspect.signature(adapter.run_target).parameters
+        self._passes_seed = "seed" in params
+        self._passes_split = "split" in params
+        self.is_async = inspect.iscoroutinefunction(adapter.run_target)
+
+    @contextlib.contextmanager
+    def live(self, candidate_dir: Path) -> Iterator[Any]:
+        """Make ``candidate_dir`` the capability the agent uses, for the rollout's duration."""
+        live = getattr(self.adapter, "live", None)
+        if callable(live):
+            with live(candidate_dir) as ctx:
+                yield ctx
+            return
+        apply = getattr(self.adapter, "apply", None)
+        if callable(apply):
+            apply(candidate_dir)
+        yield candidate_dir
+
+    @contextlib.asynccontextmanager
+    async def live_async(self, candidate_dir: Path) -> AsyncIterator[Any]:
+        """:meth:`live` for an async adapter, whose ``live()`` may be an async context manager."""
+        live = getattr(self.adapter, "live", None)
+        if callable(live):
+            manager = live(candidate_dir)
+            if hasattr(manager, "__aenter__"):
+                async with manager as ctx:
+                    yield ctx
+                return
+            with manager as ctx:
+                yield ctx
+            return
+        with self.live(candidate_dir) as ctx:
+            yield ctx
+
+    def _target_kwargs(self, *, seed: int, split: str) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if self._passes_seed:
+            kwargs["seed"] = seed
+        if self._passes_split:
+            kwargs["split"] = split
+        return kwargs
+
+    def run_target(self, task: Task, ctx: Any, *, seed: int, split: str) -> Rollout:
+        result = self.adapter.run_target(task, ctx, **self._target_kwargs(seed=seed, split=split))
+        return coerce_rollout(result, task.id)
+
+    async def run_target_async(self, task: Task, ctx: Any, *, seed: int, split: str) -> Rollout:
+        result = self.adapter.run_target(task, ctx, **self._target_kwargs(seed=seed, split=split))
+        if inspect.isawaitable(result):
+            result = await result
+        return coerce_rollout(result, task.id)
+
+    def score(self, task: Task, rollout: Rollout) -> Score:
+        return _coerce_score(self.adapter.score(task, rollout), task)
+
+    async def score_async(self, task: Task, rollout: Rollout) -> Score:
+        result = self.adapter.score(task, rollout)
+        if inspect.isawaitable(result):
+            result = await result
+        return _coerce_score(result, task)
+
+
+def declared_thread_safe(adapter: Any) -> bool:
+    """Whether rollouts of ``adapter`` may run at once in one process (``--capevolve-concurrency``).
+
+    An adapter says so with a ``thread_safe`` attribute. Without one, a cap-evolve style
+    ``apply(dir)`` adapter (no ``live()``) is taken as unsafe: ``apply`` has nothing to hand the
+    rollout but process-wide state, so two candidates applied at once would measure each other.
+    """
+    declared = getattr(adapter, "thread_safe", None)
+    if declared is not None:
+        if not isinstance(declared, bool):
+            raise AdapterError(
+                f"adapter {type(adapter).__name__}: thread_safe must be True or False, got {declared!r}"
+            )
+        return declared
+    has_live = callable(getattr(adapter, "live", None))
+    return has_live or not callable(getattr(adapter, "apply", None))
+
+
+def _coerce_score(result: Any, task: Task) -> Score:
+    if isinstance(result, Score):
+        return result
+    if isinstance(result, (int, float)) and not isinstance(result, bool):
+        return Score(reward=float(result))
+    if hasattr(result, "reward"):
+        return Score(
+            reward=result.reward,
+            feedback=str(getattr(result, "feedback", "") or ""),
+            metrics=getattr(result, "metrics", None),
+        )
+    raise AdapterError(f"score({task.id!r}) must return a Score, got {result!r}")
+
+
+_OURS = frozenset({__file__, contextlib.__file__})
+
+
+class RolloutTimeout(BaseException):
+    """The rollout ran past ``rollout_timeout_s``. A BaseException, like KeyboardInterrupt, so
+    an adapter's ``except Exception:`` retry loop does not swallow it."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None, stop: FrameType | None = None) -> Iterator[None]:
+    """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX).
+
+    The timeout holds whatever the adapter catches: the timer re-arms every 50 ms until the
+    rollout is over, and once it has fired every line the adapter runs (the frames between the
+    interrupted one and ``stop``, and any it calls) raises :class:`RolloutTimeout` again, so
+    even a bare ``except:`` that retries is left at its next line outside the ``try``.
+    Elsewhere (another thread) the rollout runs to completion and is judged late afterwards;
+    either way a late rollout is an infra error.
+    """
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+    message = f"rollout exceeded rollout_timeout_s={seconds}"
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename in _OURS:
+            return None
+        if event == "line":
+            raise RolloutTimeout(message)
+        return tracer
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if frame is not None and frame.f_code.co_filename in _OURS:
+            return  # our own bookkeeping (the deadline's exit): fires again in 50 ms if need be
+        while frame is not None and frame is not stop:
+            frame.f_trace = tracer
+            frame = frame.f_back
+        sys.settrace(tracer)
+        raise RolloutTimeout(message)
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    previous_trace = sys.gettrace()
+    signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        sys.settrace(previous_trace)
+
+
+@dataclass
+class Scored:
+    """What one rollout gave: the agent's rollout (None if it crashed) and its score, or the
+    infra error that makes it missing data. ``captured``: what a rollout run in flight
+    (:mod:`.inflight`) printed and logged, for its item; None when it ran in the caller."""
+
+    rollout: Rollout | None
+    reward: float | None = None
+    feedback: str = ""
+    metrics: Any = None
+    infra_error: str | None = None
+    seconds: float = 0.0
+    captured: RolloutOutput | None = None
+
+
+def run_and_score(
+    runner: AdapterRunner,
+    task: Task,
+    candidate_dir: Path,
+    *,
+    seed: int,
+    split: str,
+    timeout_s: float | None = None,
+) -> Scored:
+    """Make ``candidate_dir`` live, run the agent once on ``task`` with ``seed``, score it.
+
+    In the calling thread; an async adapter gets an event loop of its own for the call."""
+    if runner.is_async:
+        return asyncio.run(
+            run_and_score_async(runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+        )
+    started = time.perf_counter()
+    scored = Scored(rollout=None)
+    try:
+        with runner.live(candidate_dir) as ctx, _deadline(timeout_s, stop=sys._getframe()):
+            # the deadline interrupts run_target; live()'s set-up and clean-up are never cut
+            # short, but count toward the rollout's time (judged late below)
+            scored.rollout = runner.run_target(task, ctx, seed=seed, split=split)
+    except RolloutTimeout as exc:
+        scored.infra_error = f"timeout: {exc}"
+    except Exception as exc:  # the agent's crash is data about infra, not a score
+        scored.infra_error = f"run_target raised {type(exc).__name__}: {exc}"
+    rollout = scored.rollout
+    if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
+        _score_into(scored, runner, task, rollout)
+    scored.seconds = round(time.perf_counter() - started, 6)
+    return scored
+
+
+async def run_and_score_async(
+    runner: AdapterRunner,
+    task: Task,
+    candidate_dir: Path,
+    *,
+    seed: int,
+    split: str,
+    timeout_s: float | None = None,
+) -> Scored:
+    """:func:`run_and_score` for an adapter whose ``run_target`` is ``async def``, on the
+    running event loop. The deadline cancels ``run_target`` (``CancelledError`` is a
+    BaseException, so ``except Exception:`` does not swallow it); an adapter that swallows the
+    cancellation anyway is judged late afterwards, and in a session :mod:`.inflight` reports it
+    at its deadline whatever it does."""
+    started = time.perf_counter()
+    scored = Scored(rollout=None)
+    deadline = asyncio.timeout(timeout_s)
+    try:
+        async with runner.live_async(candidate_dir) as ctx:
+            async with deadline:  # live()'s set-up and clean-up are not cut short, as above
+                scored.rollout = await runner.run_target_async(task, ctx, seed=seed, split=split)
+    except TimeoutError as exc:
+        scored.infra_error = (
+            f"timeout: rollout exceeded rollout_timeout_s={timeout_s}"
+            if deadline.expired()
+            else f"run_target raised {type(exc).__name__}: {exc}"
+        )
+    except Exception as exc:
+        scored.infra_error = f"run_target raised {type(exc).__name__}: {exc}"
+    rollout = scored.rollout
+    if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
+        try:
+            score: Score | BaseException = await runner.score_async(task, rollout)
+        except Exception as exc:
+            score = exc
+        _take_score(scored, task, score)
+    scored.seconds = round(time.perf_counter() - started, 6)
+    return scored
+
+
+def _ready_to_score(scored: Scored, rollout: Rollout, started: float, timeout_s: float | None) -> bool:
+    """A returned rollout is scored unless it reports its own error or came back after its
+    deadline (an adapter that swallowed the timeout): both are infra errors, never a score."""
+    elapsed = time.perf_counter() - started
+    if rollout.error:
+        scored.infra_error = f"rollout error: {rollout.error}"
+    elif timeout_s is not None and elapsed > timeout_s:
+        scored.infra_error = f"timeout: rollout took {elapsed:.3f}s > {timeout_s}s"
+    else:
+        return True
+    return False
+
+
+def _score_into(scored: Scored, runner: AdapterRunner, task: Task, rollout: Rollout) -> None:
+    try:
+        score: Score | BaseException = runner.score(task, rollout)
+    except Exception as exc:
+        score = exc
+    _take_score(scored, task, score)
+
+
+def _take_score(scored: Scored, task: Task, score: Score | BaseException) -> None:
+    """The scorer's answer (or what it raised) into ``scored``: a reward, or an infra error."""
+    try:
+        if isinstance(score, BaseException):
+            raise score
+        reward = check_reward(score.reward, f"score({task.id!r})")
+    except AdapterError as exc:
+        scored.infra_error = f"invalid score: {exc}"
+        return
+    except Exception as exc:
+        scored.infra_error = f"score raised {type(exc).__name__}: {exc}"
+        return
+    scored.reward = reward
+    scored.feedback = str(score.feedback or "")
+    scored.metrics = score.metrics

@@ -1,0 +1,462 @@
+"""Collectors and items: every owed rollout of the plan becomes one pytest item.
+
+Collection runs wherever pytest collects (in-process, or on each xdist worker) and depends
+only on the spec and the plan, so every worker collects the same items in the same order:
+``capevolve.yaml::val::<task>[<tag>-t<k>]``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _pytest.pathlib import absolutepath
+
+from .._engine.checks import ProjectEnv
+from .._engine.checks import run as run_microcase
+from .._engine.inflight import RolloutPool
+from .._engine.remote import STALE_COPY_FIX
+from .._engine.routed_output import OutputRouting
+from .._engine.runner import AdapterRunner, Scored, run_and_score
+from .._project.adapter import AdapterError, Task
+from .._project.candidate import SEED_TAG, content_hash
+from .._project.microcase import (
+    Microcase,
+    MicrocaseError,
+    load_file,
+    refuse_test_tasks,
+)
+from .._project.spec import Spec, SpecError
+from .._store import stop_marker
+from .._store.record import RecordError, RolloutRecord
+from .._store.rundir import RUNS_DIR, RunDir, RunDirError
+from .fields import LeanItem, MadeOnUse, shed
+from .plan import EvalPlan, PlannedCandidate, RolloutKey
+
+RECORD_PROPERTY = "capevolve_rollout"
+INFRA_PREFIX = "INFRA ERROR (missing data, not a reward of 0): "
+SEQUENTIAL_SKIP = "sequential gate stopped"
+
+
+@dataclass
+class EvalContext:
+    """What items need to run, built once per process in ``pytest_configure``.
+
+    ``inflight`` is set when rollouts run off the main thread (``--capevolve-concurrency`` > 1,
+    or an async adapter): items started ahead by :mod:`.session.fanout` wait in ``started``
+    until pytest runs them, and ``routing`` keeps what each prints and logs for its item."""
+
+    spec: Spec
+    plan: EvalPlan
+    runner: AdapterRunner
+    pool: dict[str, Task]
+    on_copy: bool = False  # a worker in another folder than the controller's: its own copy
+    _verified: dict[str, Path | str] = field(default_factory=dict)
+    inflight: RolloutPool | None = None
+    started: dict[str, Future[Scored]] = field(default_factory=dict)
+    routing: OutputRouting | None = None
+    # --capevolve-sequential: tags decided in this process (the controller's own items)
+    stopped: set[str] = field(default_factory=set)
+
+    def not_needed(self, tag: str) -> bool:
+        """Has the sequential gate decided ``tag``, so its rollout is not to be paid? Asked
+        before every adapter call: in-process from :attr:`stopped`, on an xdist worker from
+        the controller's stop marker in the shared run dir."""
+        if self.plan.sequential is None:
+            return False
+        if tag in self.stopped:
+            return True
+        run_root = self.spec.project_dir / RUNS_DIR / self.plan.run_id
+        return tag in stop_marker.read_stopped(run_root, self.plan.sequential)
+
+    def candidate_dir(self, tag: str) -> Path:
+        """The candidate's folder on this machine, after checking its bytes match the plan's.
+
+        A worker on another machine evaluates its own copy; if that copy differs from what the
+        controller registered, every rollout of the tag is refused rather than mislabelled.
+        """
+        if tag not in self._verified:
+            planned = self.planned(tag)
+            path = planned.resolve(self.spec.project_dir)
+            try:
+                actual = content_hash(path)
+            except OSError as exc:
+                actual = f"unreadable ({exc})"
+            if actual != planned.content_hash and self.on_copy:
+                self._verified[tag] = (
+                    f"this worker's copy of tag {tag!r} at {path} differs from the controller's "
+                    f"(registered {planned.content_hash}, the copy hashes to {actual}): {STALE_COPY_FIX}"
+                )
+            elif actual != planned.content_hash:
+                self._verified[tag] = (
+                    f"candidate {tag!r} at {path} hashes to {actual}, not the registered "
+                    f"{planned.content_hash}; it changed after the session started"
+                )
+            else:
+                self._verified[tag] = path
+        verified = self._verified[tag]
+        if isinstance(verified, str):
+            raise CandidateMismatch(verified)
+        return verified
+
+    def planned(self, tag: str) -> PlannedCandidate:
+        return next(c for c in self.plan.candidates if c.tag == tag)
+
+
+class CandidateMismatch(Exception):
+    pass
+
+
+class InfraError(Exception):
+    """The rollout did not measure the agent: missing data, never a 0."""
+
+
+class TaskFailed(Exception):
+    """The agent scored below ``success_threshold`` on this task (not a session failure)."""
+
+
+class SpecFile(pytest.File):
+    """The project's ``capevolve.yaml``: one collector per split being evaluated."""
+
+    def collect(self) -> Iterator[pytest.Collector]:
+        plan = self.config.stash[CONTEXT_KEY].plan
+        yield SplitCollector.from_parent(self, name=plan.split)
+
+
+class SplitCollector(pytest.Collector):
+    """One split's owed rollouts. What pytest works out per item from the item's path — its hook
+    proxy (which conftest files apply) and its path relative to the root — is the same for
+    every rollout item (they share the spec's path): worked out here once, on first use."""
+
+    @functools.cached_property
+    def items_ihook(self) -> Any:
+        return self.session.gethookproxy(self.path)
+
+    @functools.cached_property
+    def items_relpath(self) -> str:
+        return self.session._node_location_to_relpath(absolutepath(self.path))
+
+    def collect(self) -> Iterator[pytest.Item]:
+        plan = self.config.stash[CONTEXT_KEY].plan
+        for key in plan.owed_keys():
+            trial = f"t{key.trial}" if not plan.block else f"b{plan.block}-t{key.trial - plan.first_trial}"
+            name = f"{key.task_id}[{key.tag}-{trial}]"
+            yield RolloutItem.from_parent(self, name=name, key=key)
+
+
+class RolloutItem(LeanItem):
+    """One owed rollout. Built once per rollout and held by pytest to the end of the session,
+    so it carries its key (shared with the plan) and little else: see :mod:`.item_fields`."""
+
+    def __init__(self, *, key: RolloutKey, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key = key
+        shed(self)
+
+    # pytest asks for an item's hook proxy several times per item, each a look-up by its path
+    @property
+    def ihook(self) -> Any:
+        return self.parent.items_ihook  # type: ignore[union-attr]
+
+    def _location(self) -> tuple[str, int | None, str]:
+        """``Item.location`` (relative path, line, :meth:`reportinfo`'s name), the path shared."""
+        return (self.parent.items_relpath, None, f"{self.key.split}::{self.name}")  # type: ignore[union-attr]
+
+    location = MadeOnUse(_location)
+
+    def shed(self) -> None:
+        """Once the item has run (:mod:`.session.retention`): drop its record — its reports
+        carry their own copies and the controller has saved it — and its empty fields."""
+        properties = self.user_properties
+        if properties:
+            properties[:] = [p for p in properties if p[0] != RECORD_PROPERTY]
+        shed(self)
+
+    def start(self) -> None:
+        """Start this item's rollout off the main thread, ahead of :meth:`runtest` (which
+        collects it). A candidate whose bytes changed starts nothing: runtest reports it; nor
+        does a tag the sequential gate has decided: it is not paid for."""
+        context = self.config.stash[CONTEXT_KEY]
+        assert context.inflight is not None
+        if self.nodeid in context.started or context.not_needed(self.key.tag):
+            return
+        try:
+            candidate_dir = context.candidate_dir(self.key.tag)
+        except CandidateMismatch:
+            return
+        context.started[self.nodeid] = context.inflight.start(
+            context.pool[self.key.task_id],
+            candidate_dir,
+            seed=context.plan.seed_for(self.key.trial),
+            split=self.key.split,
+            timeout_s=context.spec.rollout_timeout_s,
+        )
+
+    def runtest(self) -> None:
+        context = self.config.stash[CONTEXT_KEY]
+        plan, spec, key = context.plan, context.spec, self.key
+        if context.not_needed(key.tag):  # before anything is paid
+            pytest.skip(f"{SEQUENTIAL_SKIP}: {key.tag!r} is decided; this rollout is not paid")
+        try:
+            candidate_dir = context.candidate_dir(key.tag)
+        except CandidateMismatch as exc:
+            raise InfraError(str(exc)) from None
+        task = context.pool[key.task_id]
+        seed = plan.seed_for(key.trial)
+        if context.inflight is not None:
+            self.start()
+            scored = context.started.pop(self.nodeid).result()
+            self.take_in_flight_output(scored, context)
+        else:
+            scored = run_and_score(
+                context.runner,
+                task,
+                candidate_dir,
+                seed=seed,
+                split=key.split,
+                timeout_s=spec.rollout_timeout_s,
+            )
+        record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
+        text = record.dumps()
+        remember_decoded(text, record)  # in-process, the reports' hooks need not decode it again
+        self.user_properties.append((RECORD_PROPERTY, text))
+        if record.infra_error:
+            raise InfraError(record.infra_error)
+        if not record.passed:
+            raise TaskFailed(
+                f"reward {record.reward:.4g} < success_threshold {spec.success_threshold:g}"
+                + (f": {record.feedback}" if record.feedback else "")
+            )
+
+    def take_in_flight_output(self, scored: Scored, context: EvalContext) -> None:
+        """In the call phase, on the main thread: what the rollout printed and logged while it
+        ran in flight is written and logged again here, under this item's capture, and its own
+        start and end are kept for the call report (:func:`time_call_as_rollout`) — so the
+        report is the one K = 1 gives."""
+        captured = scored.captured
+        if captured is None:
+            return
+        if context.routing is not None:
+            context.routing.replay(captured)
+        span = captured.span()
+        if span is not None:
+            self.stash[ROLLOUT_SPAN] = span
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, InfraError):
+            return f"{INFRA_PREFIX}{excinfo.value}"
+        if isinstance(excinfo.value, TaskFailed):
+            return f"task failed: {excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        # a line (the spec file's first: a rollout has no line of its own), not None: pytest
+        # places a skip mark's report at the item's line, and asserts it has one
+        return self.path, 0, f"{self.key.split}::{self.name}"
+
+
+ROLLOUT_SPAN = pytest.StashKey[tuple[float, float]]()
+
+
+def time_call_as_rollout(item: pytest.Item, call: Any) -> None:
+    """Give a call phase that collected a rollout run in flight that rollout's own start, stop
+    and duration (the call itself only waited for a finished future): ``--durations`` and
+    junit's ``time`` then say what they say at K = 1. Before the call's report is made, by
+    :mod:`.session.lean_protocol`, or under pytest's protocol by :mod:`.session.fanout`."""
+    if call.when != "call" or not isinstance(item, RolloutItem):
+        return
+    span = item.stash.get(ROLLOUT_SPAN, None)
+    if span is None:
+        return
+    del item.stash[ROLLOUT_SPAN]
+    call.start, call.stop = span
+    call.duration = max(0.0, span[1] - span[0])
+
+
+def rollout_record(
+    scored: Scored, task: Task, key: RolloutKey, *, run_id: str, seed: int, spec: Spec, context: EvalContext
+) -> RolloutRecord:
+    """The plain-JSON record of one scored rollout (worker side)."""
+    rollout = scored.rollout
+    return RolloutRecord(
+        run_id=run_id,
+        split=key.split,
+        task_id=task.id,
+        tag=key.tag,
+        trial=key.trial,
+        seed=seed,
+        candidate_hash=context.planned(key.tag).content_hash,
+        input=to_plain(task.input),
+        reward=scored.reward,
+        passed=None if scored.reward is None else scored.reward >= spec.success_threshold,
+        infra_error=scored.infra_error,
+        feedback=scored.feedback,
+        metrics=to_plain(scored.metrics),
+        output=None if rollout is None else to_plain(rollout.output),
+        trace=None if rollout is None else to_plain(rollout.trace),
+        cost_usd=0.0 if rollout is None else float(rollout.cost_usd or 0.0),
+        tokens=0 if rollout is None else int(rollout.tokens or 0),
+        seconds=scored.seconds,
+    )
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def to_plain(value: Any) -> Any:
+    """A JSON-able copy of ``value`` (non-JSON leaves become their repr)."""
+    if type(value) in _SCALARS:  # what the JSON round trip would give back unchanged
+        return value
+    return json.loads(json.dumps(value, default=repr))
+
+
+# The last record decoded (or built) and its JSON. Several hooks read the record of the same
+# report one after another (persistence, reporter, progress, sequential gate, junit; the
+# teardown report carries the same text as the call's): it is decoded once, not once per hook.
+# One slot, replaced whole, so a reader on another thread sees a consistent pair.
+_last_decoded: tuple[str, RolloutRecord] | None = None
+
+
+def remember_decoded(text: str, record: RolloutRecord) -> None:
+    global _last_decoded
+    _last_decoded = (text, record)
+
+
+def decode_record(text: str, where: Any) -> RolloutRecord:
+    """``RolloutRecord.loads(text)``, from the one-slot cache when ``text`` was the last one;
+    ``where`` (a report, named in the error) is only formatted when decoding fails."""
+    last = _last_decoded
+    if last is not None and (last[0] is text or last[0] == text):
+        return last[1]
+    try:
+        record = RolloutRecord.loads(text)
+    except RecordError:  # again, to name the report in the error
+        RolloutRecord.loads(text, f"report of {where.nodeid}")
+        raise
+    remember_decoded(text, record)
+    return record
+
+
+def record_from_report(report: Any) -> RolloutRecord | None:
+    """The rollout record a report carries, if any (controller side)."""
+    text = record_text(report)
+    return None if text is None else decode_record(text, report)
+
+
+def record_text(report: Any) -> str | None:
+    """The record's compact JSON as shipped: the controller writes the file from this text
+    rather than encoding the record again."""
+    for name, value in getattr(report, "user_properties", ()):
+        if name == RECORD_PROPERTY:
+            return str(value)
+    return None
+
+
+CONTEXT_KEY = pytest.StashKey[EvalContext]()
+
+
+# -- microcases ---------------------------------------------------------------------------------
+
+
+class MicrocaseFailed(Exception):
+    """The candidate did not do what the microcase expects."""
+
+
+@dataclass
+class MicrocaseProject:
+    """What a project's microcase items share, worked out once per process."""
+
+    env: ProjectEnv
+    default_candidate: tuple[str, Path]  # the newest run's best (its snapshot), else the seed
+    test_ids: list[str]  # the newest run's frozen test split: microcases may not use it
+
+
+MICRO_PROJECTS_KEY = pytest.StashKey[dict[Path, MicrocaseProject]]()
+
+
+def microcase_project(config: pytest.Config, project_dir: Path) -> MicrocaseProject:
+    projects = config.stash.setdefault(MICRO_PROJECTS_KEY, {})
+    if project_dir not in projects:
+        env = ProjectEnv.load(project_dir)
+        spec = env.spec
+        try:
+            rundir = RunDir.resolve(spec.project_dir, create=False)
+        except RunDirError:
+            projects[project_dir] = MicrocaseProject(env, (SEED_TAG, spec.capability_path), [])
+            return projects[project_dir]
+        best = rundir.best()
+        snapshot = rundir.snapshot_dir(best)
+        default = (
+            (best, snapshot) if best != SEED_TAG and snapshot.is_dir() else (SEED_TAG, spec.capability_path)
+        )
+        test_ids = list((rundir.splits() or {}).get("test", []))
+        projects[project_dir] = MicrocaseProject(env, default, test_ids)
+    return projects[project_dir]
+
+
+def microcase_candidates(config: pytest.Config, project: MicrocaseProject) -> list[tuple[str, Path]]:
+    """--capevolve-candidate folders (tagged as in an evaluation), else the default."""
+    dirs = [Path(d).resolve() for d in config.option.capevolve_candidate]
+    if not dirs:
+        return [project.default_candidate]
+    spec = project.env.spec
+    tags = list(config.option.capevolve_tag)
+    chosen = []
+    for i, path in enumerate(dirs):
+        if not path.is_dir():
+            raise MicrocaseError(f"--capevolve-candidate {path}: no such folder")
+        fallback = SEED_TAG if path == spec.capability_path else path.name
+        chosen.append((tags[i] if i < len(tags) else fallback, path))
+    return chosen
+
+
+class MicrocaseFile(pytest.File):
+    """A YAML file under a project's ``microcases/``: one item per microcase and candidate."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        try:
+            cases = load_file(self.path)
+            project = microcase_project(self.config, cases[0].project)
+            candidates = microcase_candidates(self.config, project)
+            refuse_test_tasks(cases, project.test_ids)
+        except (MicrocaseError, SpecError) as exc:
+            raise self.CollectError(str(exc)) from None
+        for case in cases:
+            for tag, path in candidates:
+                yield MicrocaseItem.from_parent(
+                    self, name=f"{case.id}[{tag}]", case=case, tag=tag, candidate=path
+                )
+
+
+class MicrocaseItem(pytest.Item):
+    def __init__(self, *, case: Microcase, tag: str, candidate: Path, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.tag = tag
+        self.candidate = candidate
+
+    def runtest(self) -> None:
+        env = microcase_project(self.config, self.case.project).env
+        outcome = run_microcase(self.case, self.candidate, env)
+        if not outcome.ok:
+            raise MicrocaseFailed(f"expected {outcome.expected}, got {outcome.got}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        case = self.case
+        if isinstance(excinfo.value, (MicrocaseFailed, MicrocaseError, AdapterError)):
+            first = case.description.splitlines()[0] if case.description else ""
+            return (
+                f"microcase {case.id} (cluster {case.cluster}) on candidate {self.tag!r}: "
+                f"{excinfo.value}\n  why it exists: {first}"
+            )
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        # a line, as for a rollout item: a skip mark's report is placed there
+        return self.path, 0, f"microcase {self.case.id} [{self.case.cluster}] on {self.tag}"

@@ -1,0 +1,132 @@
+"""The evaluation plan: which rollouts this session owes, decided once on the controller.
+
+The plan is plain JSON-able data. Without xdist it is used in-process; with xdist it travels
+to every worker through ``pytest_configure_node`` → ``workerinput``, so a remote worker needs
+no copy of the run dir and every worker collects exactly the same items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .._project.blocks import first_trial
+
+WORKERINPUT_KEY = "capevolve_plan"
+
+
+@dataclass(frozen=True)
+class PlannedCandidate:
+    tag: str
+    location: str  # relative to the project folder when inside it, else absolute
+    content_hash: str
+
+    def resolve(self, project_dir: Path) -> Path:
+        path = Path(self.location)
+        return path if path.is_absolute() else (project_dir / path).resolve()
+
+
+class RolloutKey(NamedTuple):
+    """One planned rollout, held to the end of the session. A tuple: it equals (and hashes as)
+    the plain ``(split, task_id, tag, trial)`` key the run dir and the claims use, so a plan's
+    60,000 keys are matched against persisted keys without a tuple made for each."""
+
+    split: str
+    task_id: str
+    tag: str
+    trial: int  # the global trial index: block B's trial k is B · BLOCK_STRIDE + k
+
+
+_as_key = partial(tuple.__new__, RolloutKey)  # a RolloutKey from a plain 4-tuple, in C
+
+
+@dataclass
+class EvalPlan:
+    run_id: str
+    split: str
+    task_ids: list[str]
+    num_trials: int
+    base_seed: int
+    candidates: list[PlannedCandidate]
+    persisted: set[tuple[str, str, str, int]] = field(default_factory=set)
+    # being paid right now by another live session (its claim): not owed here, waited for
+    awaited: set[tuple[str, str, str, int]] = field(default_factory=set)
+    block: int = 0  # the replicate block evaluated (--capevolve-block; 0 is the usual one)
+    # --capevolve-sequential: the seeded task order and this session's stop-marker token
+    order: list[str] | None = None
+    sequential: str | None = None
+    _keys: tuple[Any, list[RolloutKey]] | None = field(default=None, repr=False, compare=False)
+    _owed: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def first_trial(self) -> int:
+        return first_trial(self.block)
+
+    def seed_for(self, trial: int) -> int:
+        """Common random numbers: trial k runs with the same seed for every candidate."""
+        return self.base_seed + trial
+
+    def tags(self) -> set[str]:
+        return {c.tag for c in self.candidates}
+
+    def all_keys(self) -> list[RolloutKey]:
+        """Every rollout of the plan in item order: task, then trial, then candidate, so the
+        rollouts that get compared run close together in time (a sequential gate: tasks in its
+        seeded order, both arms' trials of a task before the next task). Built once per shape:
+        a resume asks for them several times."""
+        tasks = self.order or self.task_ids
+        shape = (tuple(tasks), self.first_trial, self.num_trials, tuple(c.tag for c in self.candidates))
+        if self._keys is None or self._keys[0] != shape:
+            split = self.split
+            cells = [
+                (cand.tag, trial)
+                for trial in range(shape[1], shape[1] + shape[2])
+                for cand in self.candidates
+            ]
+            plain = [(split, task_id, tag, trial) for task_id in tasks for tag, trial in cells]
+            self._keys = (shape, list(map(_as_key, plain)))  # made as tuples: a third of the time
+        return self._keys[1]
+
+    def owed_keys(self) -> list[RolloutKey]:
+        """The rollouts this session pays: neither persisted nor claimed by another session.
+        Kept for the sets it was worked out from (collection, the progress line, the claims
+        and the plan's event each ask; a resume's 60,000 keys are looked up once)."""
+        keys = self.all_keys()
+        cached = self._owed
+        if (
+            cached is not None
+            and cached[0] is keys
+            and cached[1] is self.persisted
+            and cached[2] is self.awaited
+            and cached[3] == (len(self.persisted), len(self.awaited))
+        ):
+            return list(cached[4])
+        skip = self.persisted | self.awaited
+        owed = [k for k in keys if k not in skip] if skip else list(keys)
+        self._owed = (keys, self.persisted, self.awaited, (len(self.persisted), len(self.awaited)), owed)
+        return list(owed)
+
+    def to_wire(self) -> dict[str, Any]:
+        data = asdict(replace(self, _keys=None, _owed=None))
+        del data["_keys"], data["_owed"]
+        data["persisted"] = sorted(list(k) for k in self.persisted)
+        data["awaited"] = sorted(list(k) for k in self.awaited)
+        return data
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> EvalPlan:
+        return cls(
+            run_id=data["run_id"],
+            split=data["split"],
+            task_ids=list(data["task_ids"]),
+            num_trials=int(data["num_trials"]),
+            base_seed=int(data["base_seed"]),
+            candidates=[PlannedCandidate(**c) for c in data["candidates"]],
+            persisted={(s, t, g, int(k)) for s, t, g, k in data["persisted"]},
+            awaited={(s, t, g, int(k)) for s, t, g, k in data.get("awaited", [])},
+            block=int(data.get("block", 0)),
+            order=data.get("order"),
+            sequential=data.get("sequential"),
+        )

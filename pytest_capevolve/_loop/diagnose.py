@@ -1,0 +1,292 @@
+"""Where a candidate fails, from its persisted rollouts: ``capevolve diagnose TAG``.
+
+Run by an optimizer (or a person) between rounds, before proposing an edit: free — it reads the
+run dir's rollout files and nothing else (the adapter's task pool only for ``--export``, to
+redact gold answers). Per task: passes k/n and a band (``defect`` 0/n, ``unstable`` 0<k<n,
+``solid`` n/n); infra errors are counted apart — missing data, never a 0. Failing rollouts are
+grouped by a deterministic signature of the scorer's feedback, so one edit can be aimed at one
+cluster; ``kept_good`` lists the solid tasks an edit must not break. The test split is refused:
+it is sealed, and a diagnosis of it would steer the search with held-out data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .._policy import Refusal
+from .._project.adapter import AdapterError, load_adapter, load_tasks
+from .._project.microcase_gen import REDACTED, redact
+from .._project.paths import to_stored
+from .._project.spec import Spec
+from .._project.splits import TEST_SPLIT
+from .._store.record import RolloutRecord
+from .._store.rundir import RunDir
+
+READABLE_SPLITS = ("val", "train")
+DEFECT, UNSTABLE, SOLID, MISSING = "defect", "unstable", "solid", "missing"
+_SIGNATURE_MAX = 240
+
+_QUOTED = re.compile(r"\"[^\"\n]*\"|(?<!\w)'[^'\n]*'(?!\w)|`[^`\n]*`|“[^”\n]*”|‘[^’\n]*’")
+_HEX = re.compile(r"\b(?:0x)?[0-9a-fA-F]{8,}\b")
+_MEASURE = re.compile(r"(?<![\w.])[0-9]+(?:[.,][0-9]+)*(?=[A-Za-z]+\b)")  # 3.5s, 12ms: a number, its unit
+_ID = re.compile(r"(?<![\w-])(?=[\w-]*[0-9])(?=[\w-]*[A-Za-z])[\w-]+")
+_NUMBER = re.compile(r"[-+]?(?<![\w.])[0-9]+(?:[.,][0-9]+)*")
+_SPACE = re.compile(r"\s+")
+
+
+def signature(feedback: Any) -> str:
+    """A failure's cluster key: the feedback with quoted strings, ids (tokens mixing letters
+    and digits, long hex), numbers (a unit after one is kept: ``3.5s`` → ``<n>s``) and
+    whitespace folded. Deterministic; "(no feedback)" when
+    the scorer said nothing."""
+    text = feedback if isinstance(feedback, str) else json.dumps(feedback, sort_keys=True, default=repr)
+    text = _QUOTED.sub("<str>", text)
+    text = _HEX.sub("<id>", text)
+    text = _MEASURE.sub("<n>", text)
+    text = _ID.sub("<id>", text)
+    text = _NUMBER.sub("<n>", text)
+    text = _SPACE.sub(" ", text).strip()
+    if not text:
+        return "(no feedback)"
+    return text if len(text) <= _SIGNATURE_MAX else text[: _SIGNATURE_MAX - 1] + "…"
+
+
+def _check_split(split: str, what: str) -> str:
+    if split == TEST_SPLIT:
+        raise Refusal(
+            f"{what} test: the test split is sealed — scored once by finalize — and a diagnosis "
+            "of it would steer the search with held-out data; diagnose val or train"
+        )
+    if split not in READABLE_SPLITS:
+        raise Refusal(f"{what} {split!r}: not a split; use one of {', '.join(READABLE_SPLITS)}")
+    return split
+
+
+def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[RolloutRecord]:
+    """The tag's persisted rollouts on the split, in task order then trial; refused when none."""
+    wanted = set(task_ids)
+    # which rollouts exist from the index; each shown with its feedback, so read from its file
+    found = [r for r in rundir.indexed_rollouts(split, [tag]) if r.task_id in wanted]
+    records = [full for r in found if (full := rundir.read_rollout(split, r.task_id, r.tag, r.trial))]
+    if records:
+        order = {t: i for i, t in enumerate(task_ids)}
+        return sorted(records, key=lambda r: (order[r.task_id], r.trial))
+    known = rundir.known_tags()
+    if tag not in known:
+        raise Refusal(f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(known) or 'none'}")
+    raise Refusal(
+        f"tag {tag!r} has no {split} rollouts in run {rundir.run_id}; evaluate it first "
+        f"(pytest --capevolve-run PROJECT --capevolve-split {split})"
+    )
+
+
+def _passed(record: RolloutRecord, threshold: float) -> bool:
+    if record.passed is not None:
+        return bool(record.passed)
+    return record.reward is not None and record.reward >= threshold
+
+
+def _rollout_path(spec: Spec, rundir: RunDir, record: RolloutRecord) -> str:
+    path = rundir.rollout_path(record.split, record.task_id, record.tag, record.trial)
+    return to_stored(path, spec.project_dir)
+
+
+def _clusters(
+    spec: Spec, rundir: RunDir, records: Iterable[RolloutRecord], text_of: Any
+) -> list[dict[str, Any]]:
+    clusters: dict[str, dict[str, Any]] = {}
+    for record in records:
+        key = signature(text_of(record))
+        cluster = clusters.get(key)
+        if cluster is None:
+            cluster = clusters[key] = {
+                "signature": key,
+                "count": 0,
+                "tasks": [],
+                "example_feedback": text_of(record),
+                "example_rollout": _rollout_path(spec, rundir, record),
+            }
+        cluster["count"] += 1
+        if record.task_id not in cluster["tasks"]:
+            cluster["tasks"].append(record.task_id)
+    return sorted(clusters.values(), key=lambda c: (-c["count"], c["signature"]))
+
+
+def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str) -> dict[str, Any]:
+    splits = rundir.splits() or {}
+    task_ids = list(splits.get(split, []))
+    if not task_ids:
+        raise Refusal(f"the {split} split of run {rundir.run_id} has no tasks")
+    records = _records(rundir, tag, split, task_ids)
+    by_task: dict[str, list[RolloutRecord]] = {t: [] for t in task_ids}
+    for record in records:
+        by_task[record.task_id].append(record)
+    tasks = []
+    for task_id in task_ids:
+        rows = by_task[task_id]
+        valid = [r for r in rows if r.valid]
+        k = sum(_passed(r, spec.success_threshold) for r in valid)
+        n = len(valid)
+        band = MISSING if n == 0 else DEFECT if k == 0 else SOLID if k == n else UNSTABLE
+        tasks.append(
+            {
+                "task_id": task_id,
+                "passes": k,
+                "trials": n,
+                "band": band,
+                "mean_reward": None if n == 0 else sum(float(r.reward or 0.0) for r in valid) / n,
+                "infra_errors": len(rows) - n,
+            }
+        )
+    failing = [r for r in records if r.valid and not _passed(r, spec.success_threshold)]
+    infra = [r for r in records if not r.valid]
+    bands = {b: [t["task_id"] for t in tasks if t["band"] == b] for b in (DEFECT, UNSTABLE, SOLID, MISSING)}
+    return {
+        "split": split,
+        "tasks": tasks,
+        "bands": {b: len(ids) for b, ids in bands.items()},
+        "failing_rollouts": len(failing),
+        "clusters": _clusters(spec, rundir, failing, lambda r: r.feedback or ""),
+        "infra_errors": {
+            "count": len(infra),
+            "note": "missing data, never a 0: these rollouts did not measure the agent",
+            "clusters": _clusters(spec, rundir, infra, lambda r: r.infra_error or ""),
+        },
+        "kept_good": bands[SOLID],
+        "source": f"rollouts/{split}/*__{tag}__t*.json",
+    }
+
+
+def diagnose(
+    spec: Spec, rundir: RunDir, tag: str, *, split: str = "val", compare_split: str | None = None
+) -> dict[str, Any]:
+    """The ``capevolve diagnose`` object: per-task bands, failure clusters and ``kept_good`` of
+    ``tag`` on ``split``; with ``compare_split``, that split's cluster signatures and the
+    overlap. Raises :class:`~pytest_capevolve._loop.Refusal` for the test split, an unknown tag
+    or a split the tag has no rollouts on."""
+    _check_split(split, "--split")
+    report: dict[str, Any] = {
+        "run_id": rundir.run_id,
+        "tag": tag,
+        **_split_diagnosis(spec, rundir, tag, split),
+    }
+    if compare_split is not None:
+        _check_split(compare_split, "--compare-split")
+        if compare_split == split:
+            raise Refusal(
+                f"--compare-split {compare_split}: that is the split being diagnosed; compare with another"
+            )
+        other = _split_diagnosis(spec, rundir, tag, compare_split)
+        mine = {c["signature"] for c in report["clusters"]}
+        theirs = {c["signature"] for c in other["clusters"]}
+        shared = sorted(mine & theirs)
+        if shared:
+            note = (
+                f"{len(shared)} failure signature(s) appear on both splits: an edit aimed at them "
+                f"on {compare_split} can move the {split} mean"
+            )
+        else:
+            note = (
+                f"the {split} and {compare_split} failure clusters are disjoint: no edit driven by "
+                f"one split's failures can move the other's mean"
+            )
+        report["compare"] = {
+            "split": compare_split,
+            "clusters": [{k: c[k] for k in ("signature", "count", "tasks")} for c in other["clusters"]],
+            "bands": other["bands"],
+            "shared": shared,
+            f"only_{split}": sorted(mine - theirs),
+            f"only_{compare_split}": sorted(theirs - mine),
+            "disjoint": not shared,
+            "note": note,
+        }
+    return report
+
+
+def _redacted(value: Any, gold: Any) -> Any:
+    """``value`` with the gold answer redacted in every string (and a scalar equal to it)."""
+    if isinstance(value, str):
+        return redact(value, gold)
+    if isinstance(value, dict):
+        return {k: _redacted(v, gold) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v, gold) for v in value]
+    if gold is not None and not isinstance(value, bool) and value is not None and value == gold:
+        return REDACTED
+    return value
+
+
+def export_reflective(
+    spec: Spec, rundir: RunDir, tag: str, out: Path, *, split: str = "val"
+) -> dict[str, Any]:
+    """Write the reflective dataset an optimizer reads: one JSON line per failing task and trial
+    of ``tag`` on ``split`` (input, output, feedback, reward, signature, rollout path), with the
+    task's gold answer (its ``target`` from the adapter) redacted as ``capevolve microcase gen``
+    does. Refuses the test split and a file inside the seed capability folder."""
+    _check_split(split, "--split")
+    splits = rundir.splits() or {}
+    task_ids = list(splits.get(split, []))
+    records = _records(rundir, tag, split, task_ids)
+    target = out.resolve()
+    capability = spec.capability_path.resolve()
+    if target.is_relative_to(capability):
+        raise Refusal(f"--export {out}: inside the capability folder {capability}, where a candidate reads")
+    try:
+        pool = load_tasks(load_adapter(spec.adapter, spec.project_dir), spec.adapter)
+    except AdapterError as exc:
+        raise Refusal(f"--export needs the adapter's tasks to redact gold answers: {exc}") from None
+    lines = []
+    for record in records:
+        if not record.valid or _passed(record, spec.success_threshold):
+            continue
+        task = pool.get(record.task_id)
+        gold = None if task is None else task.target
+        row = {
+            "split": record.split,
+            "tag": record.tag,
+            "task_id": record.task_id,
+            "trial": record.trial,
+            "input": _redacted(record.input, gold),
+            "output": _redacted(record.output, gold),
+            "feedback": _redacted(record.feedback, gold),
+            "reward": record.reward,
+            "signature": signature(_redacted(record.feedback, gold)),
+            "rollout": _rollout_path(spec, rundir, record),
+        }
+        lines.append(json.dumps(row, sort_keys=True, ensure_ascii=False, default=repr))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return {"path": str(target), "rows": len(lines), "gold": "redacted"}
+
+
+def render_table(report: dict[str, Any]) -> list[str]:
+    """A short human view of :func:`diagnose` (``capevolve diagnose --table``)."""
+    b = report["bands"]
+    lines = [
+        f"capevolve diagnose {report['tag']!r} on {report['split']} — run {report['run_id']}",
+        f"tasks: {b['solid']} solid, {b['unstable']} unstable, {b['defect']} defect"
+        + (f", {b['missing']} missing" if b["missing"] else "")
+        + f"; {report['failing_rollouts']} failing rollouts; {report['infra_errors']['count']} infra errors",
+        "",
+        f"{'count':>6}  {'tasks':>5}  signature",
+    ]
+    for c in report["clusters"]:
+        lines.append(f"{c['count']:>6}  {len(c['tasks']):>5}  {c['signature']}   e.g. {c['example_rollout']}")
+    for c in report["infra_errors"]["clusters"]:
+        lines.append(f"{c['count']:>6}  {len(c['tasks']):>5}  INFRA {c['signature']}")
+    unstable = [t["task_id"] for t in report["tasks"] if t["band"] == UNSTABLE]
+    defect = [t["task_id"] for t in report["tasks"] if t["band"] == DEFECT]
+    lines += ["", f"defect: {' '.join(defect) or '—'}", f"unstable: {' '.join(unstable) or '—'}"]
+    lines.append(f"kept_good (do not break): {' '.join(report['kept_good']) or '—'}")
+    if "compare" in report:
+        cmp = report["compare"]
+        lines.append(f"vs {cmp['split']}: {len(cmp['shared'])} shared signature(s) — {cmp['note']}")
+    if "export" in report:
+        lines.append(
+            f"exported {report['export']['rows']} rows to {report['export']['path']} (gold redacted)"
+        )
+    return lines

@@ -1,0 +1,180 @@
+"""The candidate store of a hill-climb: every candidate, decided, kept where a person can look.
+
+After each decision the hill-climb hands the candidate's files (its snapshot, or for a candidate
+refused before any snapshot — tamper, microcases — its work folder) to one store:
+
+- ``git`` (default): a git repository at ``runs/<id>/store/`` (gitpython), one commit per
+  candidate on branch ``candidates`` in the order decided, each commit's tree that candidate's
+  files, its message
+  ``iter N: ACCEPT|reject|indecisive <tag> (Δ̄, p) — reason``; the seed and every accepted
+  candidate are tagged with their tag, and branch ``best`` follows the best;
+- ``copy``: the run dir's snapshots only (``candidates/<tag>/files``): nothing more is written;
+- ``command``: the user's ``--store-commit-cmd 'CMD {msg} {dir} {tag}'``, run in the project.
+
+Which candidates a store already holds is kept in ``hill_climb/store-<kind>.json``, so a resumed loop
+commits each candidate exactly once. :func:`unified_diff` is ``capevolve diff``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .._project.candidate import iter_files
+from .._project.spec import HILL_CLIMB_STORES
+from .._store.files import atomic_write_json, read_json
+
+STORES = HILL_CLIMB_STORES
+BEST_BRANCH = "best"
+LOG_BRANCH = "candidates"  # every candidate, in the order decided
+
+
+class StoreError(Exception):
+    """The store could not record a candidate; the message says what failed."""
+
+
+class CandidateStore:
+    """Records candidates once each; ``index`` maps tag → what the store made of it."""
+
+    kind = "copy"
+
+    def __init__(self, root: Path, index_path: Path) -> None:
+        self.root = root
+        self.index_path = index_path
+
+    def index(self) -> dict[str, Any]:
+        return dict(read_json(self.index_path)) if self.index_path.is_file() else {}
+
+    def holds(self, tag: str) -> bool:
+        return tag in self.index()
+
+    def record(self, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
+        """Commit ``tag`` (its files at ``files``) unless already held; returns the store's id."""
+        index = self.index()
+        if tag in index:
+            return index[tag]
+        ref = self._commit(tag, files, message, accepted=accepted)
+        index[tag] = ref
+        atomic_write_json(self.index_path, index)
+        return ref
+
+    def _commit(self, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
+        return str(files)  # copy: the snapshot is the record
+
+
+class GitStore(CandidateStore):
+    kind = "git"
+
+    def _repo(self) -> Any:
+        import git  # gitpython; imported when a git store is used
+
+        if (self.root / ".git").is_dir():
+            return git.Repo(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        repo = git.Repo.init(self.root)
+        repo.git.symbolic_ref("HEAD", f"refs/heads/{LOG_BRANCH}")
+        with repo.config_writer() as config:
+            config.set_value("user", "name", "capevolve hill-climb")
+            config.set_value("user", "email", "hill-climb@capevolve.invalid")
+            config.set_value("commit", "gpgsign", "false")
+        return repo
+
+    def _commit(self, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
+        repo = self._repo()
+        for child in self.root.iterdir():
+            if child.name == ".git":
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        source = files.resolve()
+        for path in iter_files(source):
+            target = self.root / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        repo.git.add("-A")
+        repo.git.commit("--allow-empty", "--no-verify", "-q", "-m", message)
+        sha = repo.head.commit.hexsha
+        if accepted:
+            repo.create_tag(tag, ref=sha, force=True)
+            repo.git.branch("-f", BEST_BRANCH, sha)
+        return sha
+
+
+class CommandStore(CandidateStore):
+    kind = "command"
+
+    def __init__(self, root: Path, index_path: Path, command: str, cwd: Path) -> None:
+        super().__init__(root, index_path)
+        self.command = command
+        self.cwd = cwd
+
+    def _commit(self, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
+        argv = [
+            part.replace("{msg}", message).replace("{dir}", str(files)).replace("{tag}", tag)
+            for part in shlex.split(self.command)
+        ]
+        done = subprocess.run(argv, cwd=self.cwd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise StoreError(
+                f"--store-commit-cmd exited {done.returncode} for {tag}: {done.stderr.strip()[-500:]}"
+            )
+        return {"command": argv, "stdout": done.stdout[-2000:]}
+
+
+def open_store(
+    kind: str, run_root: Path, *, command: str | None = None, cwd: Path | None = None
+) -> CandidateStore:
+    """The store ``kind`` of the run at ``run_root`` (``command`` needs ``--store-commit-cmd``)."""
+    index = run_root / "hill_climb" / f"store-{kind}.json"  # what this kind of store holds
+    if kind == "git":
+        return GitStore(run_root / "store", index)
+    if kind == "copy":
+        return CandidateStore(run_root / "candidates", index)
+    if kind == "command":
+        if not command:
+            raise StoreError("--store command needs --store-commit-cmd 'CMD {msg} {dir} {tag}'")
+        return CommandStore(run_root / "store", index, command, cwd or run_root)
+    raise StoreError(f"--store {kind!r}: use one of {', '.join(STORES)}")
+
+
+def _texts(root: Path) -> dict[str, list[str]]:
+    out = {}
+    base = root.resolve()
+    for path in iter_files(base):
+        rel = path.relative_to(base).as_posix()
+        try:
+            out[rel] = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        except UnicodeDecodeError:
+            out[rel] = [f"(binary file, {path.stat().st_size} bytes)\n"]
+    return out
+
+
+def unified_diff(old: Path, new: Path, old_label: str, new_label: str) -> str:
+    """A unified diff of two candidate folders (handover files and caches left out)."""
+    a, b = _texts(old), _texts(new)
+    chunks = []
+    for rel in sorted(set(a) | set(b)):
+        left, right = a.get(rel, []), b.get(rel, [])
+        if left == right:
+            continue
+        chunks.extend(
+            difflib.unified_diff(
+                left,
+                right,
+                fromfile=f"{old_label}/{rel}" if rel in a else "/dev/null",
+                tofile=f"{new_label}/{rel}" if rel in b else "/dev/null",
+            )
+        )
+    text = "".join(chunks)
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

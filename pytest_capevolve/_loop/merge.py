@@ -1,0 +1,371 @@
+"""``capevolve merge A B [C…] --tag AB [--integrate]``: one candidate from siblings that fixed
+different things.
+
+Siblings are copies of one parent; when A is accepted, B is re-gated against A and can only
+replace it, losing A's fix. A merge builds a new work copy, ``runs/<id>/work/<TAG>/``: the
+candidates' common parent plus each candidate's changes against it, applied one candidate at a
+time, file by file — a file only one side changed is taken from that side; a file both changed
+goes through ``git merge-file`` (gitpython, in a temporary repository). Overlapping changes that
+do not merge cleanly are refused, naming the files, and nothing is written.
+
+A clean merge is syntax, not evidence: the merged candidate is gated on full val like any other
+(a gate session on the work copy), and LEDGER.md names its parents. ``--integrate`` gates after
+each addition instead — ``<TAG>-1``, ``<TAG>-2``, … each a real gate session against the
+current best, booked through :func:`.commit.book` — and keeps only the additions that clear the
+gate (one number for N simultaneous changes cannot say which of them helped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .._policy import Refusal
+from .._policy.commit import (
+    INDECISIVE,
+    CommitRefused,
+    book,
+    parent_of,
+)
+from .._project.candidate import SEED_TAG, check_tag, iter_files
+from .._project.spec import Spec
+from .._store.rundir import RunDir
+from .._store.seal import Seal
+from .command_run import command, common_arguments, open_run
+from .work import new_work_copy
+
+Tree = dict[str, bytes]  # relative posix path → bytes
+MergeFile = Callable[[bytes, bytes, bytes], "bytes | None"]  # (base, current, other) → merged or None
+INCOMPLETE = 3  # a gate session gave no verdict (as hill-climb's exit 3): what it paid is kept
+
+
+class MergeConflict(Refusal):
+    """Overlapping changes that do not merge cleanly; the message names the files."""
+
+
+def read_tree(folder: Path) -> Tree:
+    """A candidate folder's files as bytes (handover files and caches left out, as in snapshots)."""
+    root = folder.resolve()
+    return {path.relative_to(root).as_posix(): path.read_bytes() for path in iter_files(root)}
+
+
+def three_way(base: Tree, current: Tree, other: Tree, merge_file: MergeFile) -> tuple[Tree, list[str]]:
+    """Apply ``other``'s changes against ``base`` onto ``current``, file by file. Returns the
+    merged tree and the files that conflict (both sides changed a file and ``merge_file`` could
+    not merge it; one side deleted what the other changed; both added it with other bytes)."""
+    merged: Tree = {}
+    conflicts: list[str] = []
+    for path in sorted(set(base) | set(current) | set(other)):
+        b, c, o = base.get(path), current.get(path), other.get(path)
+        if o == b or c == o:
+            result = c
+        elif c == b:
+            result = o
+        elif b is None or c is None or o is None:
+            conflicts.append(path)
+            continue
+        else:
+            result = merge_file(b, c, o)
+            if result is None:
+                conflicts.append(path)
+                continue
+        if result is not None:
+            merged[path] = result
+    return merged, conflicts
+
+
+class GitMergeFile:
+    """``git merge-file`` through gitpython in a temporary repository (a context manager)."""
+
+    def __enter__(self) -> GitMergeFile:
+        import git
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="capevolve-merge-")
+        self.root = Path(self._tmp.name)
+        self.repo = git.Repo.init(self.root)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.repo.close()
+        self._tmp.cleanup()
+
+    def __call__(self, base: bytes, current: bytes, other: bytes) -> bytes | None:
+        names = []
+        for name, data in (("current", current), ("base", base), ("other", other)):
+            (self.root / name).write_bytes(data)
+            names.append(name)
+        status, out, _err = self.repo.git.merge_file(
+            "-p",
+            *names,
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=False,
+            strip_newline_in_stdout=False,
+        )
+        # 0: clean; > 0: the number of conflicts; 255 / < 0: an error (binary files)
+        return bytes(out) if status == 0 else None
+
+
+def ancestry(rundir: RunDir, tag: str) -> list[str]:
+    """``tag``, its parent, its parent's parent … down to the seed."""
+    chain = [tag]
+    while chain[-1] != SEED_TAG and len(chain) <= 10_000:
+        parent = parent_of(rundir, chain[-1])
+        if parent in chain:
+            break
+        chain.append(parent)
+    return chain
+
+
+def common_parent(rundir: RunDir, tags: Sequence[str]) -> str:
+    """The nearest ancestor every one of ``tags`` descends from (the seed at worst)."""
+    lines = [ancestry(rundir, tag) for tag in tags]
+    shared = set(lines[0]).intersection(*map(set, lines[1:]))
+    return next((tag for tag in lines[0] if tag in shared), SEED_TAG)
+
+
+def files_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
+    """Where ``tag``'s bytes are: its snapshot, else (the seed) the capability folder, else its
+    work copy (a candidate not evaluated yet)."""
+    for folder in (rundir.snapshot_dir(tag), spec.capability_path if tag == SEED_TAG else None):
+        if folder is not None and folder.is_dir():
+            return folder
+    if rundir.work_dir(tag).is_dir():
+        return rundir.work_dir(tag)
+    known = ", ".join(sorted(set(rundir.known_tags()))) or "none"
+    raise Refusal(f"{tag!r} has neither a snapshot nor a work copy in run {rundir.run_id} (known: {known})")
+
+
+def _check_inputs(rundir: RunDir, tags: Sequence[str], tag: str) -> None:
+    if len(tags) < 2:
+        raise Refusal("a merge needs at least two candidates: capevolve merge A B [C …] --tag AB")
+    if len(set(tags)) != len(tags):
+        raise Refusal(f"a candidate is named twice: {' '.join(tags)}")
+    for name in [*tags, tag]:
+        check_tag(name)
+
+
+def _merge_all(base: Tree, trees: dict[str, Tree], order: Sequence[str], merge_file: MergeFile) -> Tree:
+    """The base plus each candidate's changes, in order; a conflict refuses the whole merge."""
+    merged = dict(base)
+    for name in order:
+        merged, conflicts = three_way(base, merged, trees[name], merge_file)
+        if conflicts:
+            earlier = ", ".join(order[: order.index(name)])
+            raise MergeConflict(
+                f"{name}'s changes overlap {earlier}'s and do not merge cleanly in "
+                f"{', '.join(conflicts)}; nothing was written (merge fewer candidates, or edit one "
+                "so they touch different lines)"
+            )
+    return merged
+
+
+def _changes(base: Tree, tree: Tree) -> list[str]:
+    return sorted(p for p in set(base) | set(tree) if base.get(p) != tree.get(p))
+
+
+def merge(
+    spec: Spec, rundir: RunDir, tags: Sequence[str], tag: str, onto: str | None = None
+) -> dict[str, Any]:
+    """Build ``work/<tag>/``: ``onto`` (default the common parent) plus each candidate's changes."""
+    _check_inputs(rundir, tags, tag)
+    parent = onto or common_parent(rundir, tags)
+    base = read_tree(files_of(spec, rundir, parent))
+    trees = {name: read_tree(files_of(spec, rundir, name)) for name in tags}
+    with GitMergeFile() as merge_file:
+        merged = _merge_all(base, trees, tags, merge_file)
+    same = [name for name in tags if trees[name] == merged]
+    created = new_work_copy(spec, rundir, tag, parent, files=merged, merged_from=list(tags))
+    return {
+        **created,
+        # byte-identical to a parent: gating it measures nothing but noise
+        **({"note": f"byte-identical to {same[0]!r}: the others add nothing to it"} if same else {}),
+        "changes": {name: _changes(base, trees[name]) for name in tags},
+        "changed_files": _changes(base, merged),
+        "next": [
+            f"pytest --capevolve-run {spec.project_dir} --capevolve-candidate {created['path']} "
+            "--capevolve-gate",
+        ],
+    }
+
+
+def integrate(
+    spec: Spec,
+    rundir: RunDir,
+    tags: Sequence[str],
+    tag: str,
+    *,
+    onto: str | None = None,
+    workers: int = 0,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> dict[str, Any]:
+    """Add the candidates' changes one at a time, each addition gated (``<tag>-<i>``) against
+    the current best and booked; keep only the additions the gate accepts."""
+    _check_inputs(rundir, tags, tag)
+    if Seal(rundir).burned() is not None:
+        raise Refusal(
+            f"run {rundir.run_id} is finalized: its test split was scored, so gating in it would choose "
+            "a best on held-out knowledge; merge in a new run (pytest --capevolve-run PROJECT "
+            "--capevolve-new-run)"
+        )
+    parent = onto or common_parent(rundir, tags)
+    base = read_tree(files_of(spec, rundir, parent))
+    trees = {name: read_tree(files_of(spec, rundir, name)) for name in tags}
+    step_tags = [check_tag(f"{tag}-{i}") for i in range(1, len(tags) + 1)]
+    taken = set(rundir.known_tags()) | set(rundir.verdicts())
+    clash = [t for t in step_tags if t in taken or rundir.work_dir(t).exists()]
+    if clash:
+        raise Refusal(f"tag(s) {', '.join(clash)} already exist in run {rundir.run_id}; choose another --tag")
+    kept_tree, kept, steps = dict(base), [], []
+    answer: dict[str, Any] = {"tag": tag, "parent": parent, "candidates": list(tags), "steps": steps}
+    with GitMergeFile() as merge_file:
+        _merge_all(base, trees, tags, merge_file)  # refuse overlapping changes before paying anything
+        for name, step in zip(tags, step_tags, strict=True):
+            tree, conflicts = three_way(base, kept_tree, trees[name], merge_file)
+            # ``tag`` is set only for a step that became a candidate (a work copy, gated)
+            row: dict[str, Any] = {"candidate": name, "tag": None, "files": _changes(kept_tree, tree)}
+            steps.append(row)
+            best = rundir.best()
+            if conflicts:
+                row.update(outcome="conflict", reason=f"does not merge cleanly in {', '.join(conflicts)}")
+            elif tree == kept_tree:
+                row.update(outcome="no_change", reason="adds nothing to what is kept")
+            elif tree == read_tree(files_of(spec, rundir, best)):
+                kept_tree = tree
+                kept.append(name)
+                row.update(outcome="kept", reason=f"byte-identical to the best {best!r}: nothing to gate")
+            else:
+                row["tag"] = step
+                new_work_copy(spec, rundir, step, parent, files=tree, merged_from=[*kept, name])
+                verdict = _gate(spec, rundir, step, rundir.merge_dir(tag), workers, log)
+                if verdict is None:
+                    row.update(outcome="incomplete")
+                    answer.update(
+                        exit_code=INCOMPLETE,
+                        stopped=f"the gate session of {step} gave no verdict (see "
+                        f"{rundir.merge_dir(tag) / (step + '.log')}); what it paid is kept",
+                    )
+                    break
+                decision, basis = _booking(verdict)
+                try:
+                    book(
+                        spec,
+                        rundir,
+                        step,
+                        decision,
+                        basis=basis,
+                        note=f"merge --integrate: + {name}: " + str(verdict.get("reason", "")),
+                    )
+                except CommitRefused as exc:  # e.g. the best moved meanwhile: what was booked decides
+                    row["booking_refused"] = str(exc)
+                booked = next((e for e in rundir.decisions() if e["tag"] == step), None)
+                accepted = booked is not None and booked["decision"] == "accept"
+                if accepted:
+                    kept_tree = tree
+                    kept.append(name)
+                row.update(
+                    outcome="kept" if accepted else "dropped",
+                    booked=None if booked is None else booked["decision"],
+                    against=verdict.get("against"),
+                    decision=verdict.get("decision"),
+                    basis=verdict.get("basis"),
+                    delta_mean=verdict.get("delta_mean"),
+                    p_value=verdict.get("p_value"),
+                    reason=verdict.get("reason"),
+                )
+            log(f"merge --integrate + {name}: {row['outcome']} — {row.get('reason', '')}")
+    answer.update(
+        kept=kept,
+        dropped=[r["candidate"] for r in steps if r["outcome"] in ("dropped", "conflict")],
+        result=next((r["tag"] for r in reversed(steps) if r.get("decision") == "accept"), None),
+        best=rundir.best(),
+    )
+    return answer
+
+
+def _gate(
+    spec: Spec, rundir: RunDir, step: str, folder: Path, workers: int, log: Callable[[str], None]
+) -> dict[str, Any] | None:
+    """One gate session on the step's work copy, as a child process (as hill-climb runs one)."""
+    args = [sys.executable, "-m", "pytest", "--capevolve-run", str(spec.path), "--capevolve-run-id"]
+    args += [rundir.run_id, "-q", "--tb=no", "-p", "no:cacheprovider", "--capevolve-candidate"]
+    args += [
+        str(rundir.work_dir(step)),
+        "--capevolve-tag",
+        step,
+        "--capevolve-gate",
+        "--capevolve-commit",
+        "none",
+    ]
+    args += ["-n", str(workers)] if workers else []
+    folder.mkdir(parents=True, exist_ok=True)
+    log(f"{step}: gate session (against the best {rundir.best()!r})")
+    with open(folder / f"{step}.log", "a", encoding="utf-8") as out:
+        out.write(f"$ {shlex.join(args)}\n")
+        out.flush()
+        subprocess.run(args, cwd=spec.project_dir, stdout=out, stderr=subprocess.STDOUT, check=False)
+    return rundir.verdict(step)
+
+
+def _booking(verdict: dict[str, Any]) -> tuple[str, str | None]:
+    """The decision a step's verdict books (as hill-climb books one)."""
+    if verdict.get("decision") == "accept":
+        return "accept", None
+    if verdict.get("decision") == "reject":
+        return "reject", "micro_test_fail" if verdict.get("basis") == "micro_test_fail" else "gate"
+    return INDECISIVE, verdict.get("basis")
+
+
+def render(answer: dict[str, Any]) -> list[str]:
+    if "steps" not in answer:
+        lines = [f"merged {' + '.join(answer['merged_from'])} onto {answer['parent']!r} → {answer['path']}"]
+        lines += [f"  {name}: {', '.join(files) or 'no change'}" for name, files in answer["changes"].items()]
+        lines += [f"note: {answer['note']}"] if answer.get("note") else []
+        lines += ["gate it like any candidate:", *(f"  {c}" for c in answer["next"])]
+        return lines
+    lines = [f"merge --integrate onto {answer['parent']!r}: {' + '.join(answer['candidates'])}"]
+    for row in answer["steps"]:
+        numbers = (
+            "" if row.get("delta_mean") is None else f" (Δ̄ {row['delta_mean']:+.4f}, p {row['p_value']:.4g})"
+        )
+        lines.append(f"  + {row['candidate']:<16} {row['tag'] or '(no gate)':<16} {row['outcome']}{numbers}")
+    lines.append(f"kept: {', '.join(answer['kept']) or 'none'}; best {answer['best']!r}")
+    if answer.get("stopped"):
+        lines.append(f"stopped: {answer['stopped']}")
+    return lines
+
+
+def _answer(args: argparse.Namespace) -> dict[str, Any]:
+    spec, rundir = open_run(args.project, args.run_id)
+    if args.integrate:
+        return integrate(spec, rundir, args.candidates, args.tag, onto=args.onto, workers=args.workers)
+    if args.workers:
+        raise Refusal("-n goes with --integrate (its gate sessions); a plain merge pays nothing")
+    return merge(spec, rundir, args.candidates, args.tag, onto=args.onto)
+
+
+def add_command(sub: Any) -> None:
+    """Register ``capevolve merge`` (called once by the CLI's parser builder)."""
+    parser = sub.add_parser("merge", help="one work copy from siblings' changes onto their common parent")
+    parser.add_argument("candidates", nargs="+", metavar="TAG", help="the candidates to merge, in order")
+    parser.add_argument("--tag", required=True, help="the merged candidate's tag")
+    common_arguments(parser, positional_project=False)
+    parser.add_argument(
+        "--onto", default=None, metavar="TAG", help="merge onto this tag (default: common parent)"
+    )
+    parser.add_argument(
+        "--integrate", action="store_true", help="gate after each addition; keep what clears it"
+    )
+    parser.add_argument(
+        "-n", "--workers", type=int, default=0, help="xdist workers for --integrate's sessions"
+    )
+    parser.set_defaults(func=command("merge", _answer, render))

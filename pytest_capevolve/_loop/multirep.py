@@ -1,0 +1,188 @@
+"""``capevolve multirep TAG [--against OTHER]``: the comparison's error across whole runs.
+
+Reads the val rollouts of every replicate block (``pytest --capevolve-block B``) in which both
+tags were evaluated; per block, the paired Δ̄ over tasks exactly as the gate computes it (each
+block's first ``num_trials`` trials), its paired SE, and its coverage. Across the blocks that
+cover at least ``min_coverage``: the mean of the per-block Δ̄, its SE and a t interval with
+R − 1 df (:func:`..stats.replicates.replicate_summary`), and whether the blocks agree in sign.
+
+Evidence, never a decision: it writes nothing, books nothing, and the gate never reads it (the
+gate reads block 0 only). Pays no rollout.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._policy import Refusal
+from .._project.blocks import first_trial
+from .._project.spec import Spec
+from .._store.rundir import RunDir
+from .command_run import command, common_arguments, open_run
+
+LEVEL = 0.95
+
+
+def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -> dict[str, Any]:
+    """The ``capevolve multirep`` object (see the README for its keys)."""
+    import math
+
+    from .. import _stats as stats
+    from .._stats.replicates import replicate_summary
+    from .._store.evidence import index_records, reward_matrix
+
+    against = against or rundir.best()
+    known = set(rundir.known_tags())
+    for name in (tag, against):
+        if name not in known:
+            raise Refusal(f"unknown tag {name!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}")
+    if tag == against:
+        raise Refusal(f"{tag!r} would be compared with itself; give --against another tag")
+    val_ids = list((rundir.splits() or {}).get("val", []))
+    records = rundir.indexed_rollouts("val", [tag, against], block=None)
+    blocks = sorted({r.block for r in records})
+    rows: list[dict[str, Any]] = []
+    for block in blocks:
+        by_tag = index_records(records, block)
+        if tag not in by_tag or against not in by_tag:
+            rows.append({"block": block, "used": False, "why": "only one of the two tags was evaluated"})
+            continue
+        candidate = reward_matrix(by_tag[tag], val_ids, spec.num_trials)
+        best = reward_matrix(by_tag[against], val_ids, spec.num_trials)
+        deltas, mask = stats.paired_deltas(candidate, best)
+        coverage = float(mask.mean()) if mask.size else 0.0
+        delta, se = stats.mean_se(deltas)
+        row: dict[str, Any] = {
+            "block": block,
+            "trial_seeds": f"base_seed + {first_trial(block)} + k, k < {spec.num_trials}",
+            "n_tasks": int(deltas.size),
+            "coverage": coverage,
+            "delta_mean": delta,
+            "paired_se": se,
+            "used": delta is not None and coverage >= spec.min_coverage,
+        }
+        if not row["used"]:
+            row["why"] = f"paired coverage {coverage:.0%} is below min_coverage {spec.min_coverage:.0%}"
+        rows.append(row)
+    used = [r for r in rows if r["used"]]
+    answer: dict[str, Any] = {
+        "run_id": rundir.run_id,
+        "tag": tag,
+        "against": against,
+        "blocks": rows,
+        "source": f"rollouts/val/*__{tag}__t*.json vs *__{against}__t*.json, block B = trial // 1000000",
+    }
+    if not used:
+        raise Refusal(
+            f"no block has val rollouts of both {tag!r} and {against!r} covering min_coverage "
+            f"{spec.min_coverage:.0%}; evaluate them: pytest --capevolve-run PROJECT --capevolve-candidate "
+            "DIR [--capevolve-block B]"
+        )
+    summary = replicate_summary([r["delta_mean"] for r in used], level=LEVEL)
+    paired = [r["paired_se"] for r in used if r["paired_se"] is not None]
+    paired_se = math.sqrt(sum(se * se for se in paired) / len(paired)) if paired else None
+    answer["across"] = {
+        "blocks": summary.blocks,
+        "mean": summary.mean,
+        "se": summary.se,
+        "df": summary.df,
+        "ci": None if summary.ci is None else list(summary.ci),
+        "level": LEVEL,
+        "p_value": summary.p_value,
+        "positive": summary.positive,
+        "negative": summary.negative,
+        "agreeing": summary.agreeing,
+        "agree": summary.agree,
+        "sd": summary.sd,
+        "paired_se": paired_se,
+        # ≈ 1 when the paired SE accounts for how much one run's Δ̄ moves from run to run;
+        # well above 1: run-to-run error that a single run's paired SE cannot see
+        "drift_ratio": None if summary.sd is None or not paired_se else summary.sd / paired_se,
+    }
+    answer["status"], answer["reason"] = _resolution(summary, paired_se)
+    return answer
+
+
+def _resolution(summary: Any, paired_se: float | None) -> tuple[str, str]:
+    """One of ``single_block``, ``not_resolvable``, ``resolved``, ``unresolved``, with its sentence."""
+    r = summary.blocks
+    if r < 2:
+        return (
+            "single_block",
+            "one block: no across-run SE yet; evaluate another (pytest --capevolve-run PROJECT "
+            "--capevolve-candidate DIR --capevolve-block 1) to see run-to-run error",
+        )
+    if summary.agreeing < 2:
+        return (
+            "not_resolvable",
+            f"not resolvable at this budget: only {summary.agreeing} of {r} blocks agree in sign "
+            f"(across-block Δ̄ = {summary.mean:+.4f}, SE {summary.se:.4f}); run-to-run error is as "
+            "large as the effect",
+        )
+    low, high = summary.ci
+    if summary.ci_excludes_zero:
+        return (
+            "resolved",
+            f"{summary.agreeing} of {r} blocks agree; across-block Δ̄ = {summary.mean:+.4f}, SE "
+            f"{summary.se:.4f}, {LEVEL:.0%} t interval [{low:+.4f}, {high:+.4f}] (df {summary.df}) "
+            "excludes 0",
+        )
+    return (
+        "unresolved",
+        f"{summary.agreeing} of {r} blocks agree in sign, but the {LEVEL:.0%} t interval "
+        f"[{low:+.4f}, {high:+.4f}] (df {summary.df}) includes 0: small against run-to-run error; "
+        "more blocks would tell",
+    )
+
+
+def render(answer: dict[str, Any]) -> list[str]:
+    def signed(value: Any) -> str:
+        return "—" if value is None else f"{value:+.4f}"
+
+    def plain(value: Any) -> str:
+        return "—" if value is None else f"{value:.4f}"
+
+    lines = [f"capevolve multirep {answer['tag']!r} vs {answer['against']!r} — run {answer['run_id']}"]
+    lines.append(f"{'block':>5}  {'tasks':>5}  {'coverage':>8}  {'Δ̄':>8}  {'paired SE':>9}")
+    for row in answer["blocks"]:
+        if "n_tasks" not in row:
+            lines.append(f"{row['block']:>5}  left out: {row['why']}")
+            continue
+        mark = "" if row["used"] else f"  left out: {row['why']}"
+        lines.append(
+            f"{row['block']:>5}  {row['n_tasks']:>5}  {row['coverage']:>8.0%}  "
+            f"{signed(row['delta_mean']):>8}  {plain(row['paired_se']):>9}{mark}"
+        )
+    across = answer["across"]
+    lines.append(
+        f"across {across['blocks']} block(s): Δ̄ {signed(across['mean'])}, SE {plain(across['se'])}, "
+        f"signs +{across['positive']} −{across['negative']}"
+    )
+    ratio = across["drift_ratio"]
+    if ratio is not None:
+        lines.append(
+            f"one run's Δ̄ moves by SD {plain(across['sd'])} from block to block; its paired SE says "
+            f"{plain(across['paired_se'])} (ratio {ratio:.2f}"
+            + ("; run-to-run error the paired SE cannot see)" if ratio > 2 else ")")
+        )
+    lines.append(f"{answer['status']}: {answer['reason']}")
+    return lines
+
+
+def _answer(args: argparse.Namespace) -> dict[str, Any]:
+    spec, rundir = open_run(args.project, args.run_id)
+    return multirep(spec, rundir, args.tag, args.against)
+
+
+def add_command(sub: Any) -> None:
+    """Register ``capevolve multirep`` (called once by the CLI's parser builder)."""
+    parser = sub.add_parser(
+        "multirep", help="a comparison's error across replicate blocks (whole runs); pays nothing"
+    )
+    parser.add_argument("tag")
+    common_arguments(parser)
+    parser.add_argument(
+        "--against", default=None, metavar="OTHER", help="compare with this tag (default: best)"
+    )
+    parser.set_defaults(func=command("multirep", _answer, render))

@@ -1,0 +1,173 @@
+"""What a hill-climb iteration tells its optimizer: the focus, the plateau signal and the prompt.
+
+Used by :mod:`.hill_climb` once per iteration, before the optimizer command runs, to write
+``runs/<id>/hill_climb/<cid>/prompt.md``. The focus schedules and the convergence signal are
+pure functions of the parent's per-task rows (from :func:`.diagnose.diagnose`) and the
+iteration number, so each can be tested on a fixed parent without running anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from string import Template
+from typing import Any
+
+from .._project.spec import HILL_CLIMB_FOCUS
+from .diagnose import (
+    DEFECT,
+    MISSING,
+    SOLID,
+    UNSTABLE,
+)
+
+FOCUS_MODES = HILL_CLIMB_FOCUS
+
+# The plateau signal from ``stall`` (rejects in a row against the same best): each level asks
+# the next proposal for a different kind of edit; ``stop`` ends the loop under --convergence.
+CONVERGENCE_LEVELS = (("ok", 0), ("warn", 2), ("paradigm_shift", 3), ("stop", 5))
+CONVERGENCE_ADVICE = {
+    "ok": "No plateau: keep making small, targeted edits.",
+    "warn": "Two rejects in a row: the last edits did not move val. Re-read the rejected "
+    "memory and make sure the next edit differs in kind, not just in wording.",
+    "paradigm_shift": "A plateau: several rejects in a row. Stop polishing the same kind of "
+    "edit; change approach (a new rule, a tool, a restructured skill), or remove something.",
+    "stop": "A long plateau: the loop stops here under --convergence.",
+}
+
+
+def convergence(stall: int) -> str:
+    """The graded plateau signal: stall 0–1 ``ok``, 2 ``warn``, 3–4 ``paradigm_shift``,
+    ≥ 5 ``stop`` (``stall`` counts rejects in a row; an accept resets it)."""
+    level = "ok"
+    for name, threshold in CONVERGENCE_LEVELS:
+        if stall >= threshold:
+            level = name
+    return level
+
+
+def failing(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parent's failing val tasks: always failing (``defect``) or flaky (``unstable``)."""
+    return [r for r in rows if r["band"] in (DEFECT, UNSTABLE)]
+
+
+def focus_tasks(rows: Sequence[dict[str, Any]], mode: str, iteration: int) -> list[str]:
+    """The task ids iteration ``iteration`` (1-based) asks the optimizer to fix.
+
+    ``all``: every failing val task, in val order. ``cyclic``: one failing task, round-robin
+    over iterations in val order. ``hardest-first``: one failing task, ascending by the
+    parent's mean reward (ties by id), then cycling. Empty when nothing fails."""
+    if mode not in FOCUS_MODES:
+        raise ValueError(f"focus {mode!r}: use one of {', '.join(FOCUS_MODES)}")
+    bad = failing(rows)
+    if not bad:
+        return []
+    if mode == "all":
+        return [r["task_id"] for r in bad]
+    if mode == "hardest-first":
+        bad = sorted(
+            bad, key=lambda r: (r["mean_reward"] if r["mean_reward"] is not None else 0.0, r["task_id"])
+        )
+    return [bad[(iteration - 1) % len(bad)]["task_id"]]
+
+
+DEFAULT_INSTRUCTIONS = """\
+# Hill-climb iteration $iteration ($cid)
+
+You are improving an AI agent's capability. Edit the files in the work folder
+`$workdir` (a copy of the current best, `$parent`) so that more val tasks pass.
+Every edit you leave there is evaluated on val and gated against `$parent`; a change
+that does not clear the gate is rejected and recorded.
+
+## Rules
+
+- Edit only the capability files in the work folder. Changing a protected file (the scorer,
+  the adapter, tasks, gold answers) makes the candidate indecisive: never scored.
+- `LEDGER.md`, `rejected.jsonl`, `RUNMAP.md` and `prior_iterations/` are read-only context.
+  Append what you tried and why to `JOURNAL.md` (`## Iteration $cid`).
+- Make one coherent change. Do not repeat a rejected edit (see `rejected.jsonl`).
+
+## Edit surface
+
+$capabilities
+
+## Plateau signal: $convergence
+
+$convergence_advice
+
+## Focus ($focus_mode)
+
+$focus
+
+## Failure index (parent `$parent` on val)
+
+$failure_index
+
+## Protect these passing ids
+
+These val tasks pass every trial with the parent; an edit that breaks them is a regression:
+
+$protect
+"""
+
+
+@dataclass(frozen=True)
+class PromptInputs:
+    """Everything one iteration's prompt says (see :func:`render_prompt`)."""
+
+    iteration: int
+    cid: str
+    parent: str
+    workdir: str
+    rows: Sequence[dict[str, Any]]
+    examples: dict[str, dict[str, str]]  # task id → {"feedback": ..., "rollout": path}
+    focus_mode: str
+    focus: Sequence[str]
+    stall: int
+    capabilities: Sequence[str] = ()
+
+
+def render_prompt(inputs: PromptInputs, template: str = DEFAULT_INSTRUCTIONS) -> str:
+    """The prompt file: ``template`` (``$name`` placeholders, :class:`string.Template`) filled
+    with the failure index split into always failing / flaky / infra-errored, the focus, the
+    plateau signal, the edit surface and the ids to protect."""
+    rows = list(inputs.rows)
+    sections = []
+    for title, keep in (
+        ("Always failing (0/n)", lambda r: r["band"] == DEFECT),
+        ("Flaky (0 < k < n)", lambda r: r["band"] == UNSTABLE),
+        ("Infra-errored (missing data, not failures)", lambda r: r["band"] == MISSING or r["infra_errors"]),
+    ):
+        chosen = [r for r in rows if keep(r)]
+        sections.append(f"### {title}: {len(chosen)}\n")
+        if chosen:
+            sections.append("| task | k/n | feedback | failing rollout |\n|---|---|---|---|")
+            for r in chosen:
+                example = inputs.examples.get(r["task_id"], {})
+                feedback = str(example.get("feedback", "")).replace("|", "\\|").replace("\n", " ")
+                rollout = example.get("rollout", "")
+                sections.append(f"| {r['task_id']} | {r['passes']}/{r['trials']} | {feedback} | {rollout} |")
+        sections.append("")
+    solid = [r["task_id"] for r in rows if r["band"] == SOLID]
+    if inputs.focus:
+        focus = "Fix these val tasks first: " + ", ".join(inputs.focus)
+    else:
+        focus = "No val task fails: there is nothing left to fix on val."
+    if inputs.capabilities:
+        surface = "You may edit only: " + ", ".join(f"`{c}`" for c in inputs.capabilities)
+    else:
+        surface = "No edit surface was named (--capabilities): any capability file may change."
+    level = convergence(inputs.stall)
+    return Template(template).safe_substitute(
+        iteration=inputs.iteration,
+        cid=inputs.cid,
+        parent=inputs.parent,
+        workdir=inputs.workdir,
+        capabilities=surface,
+        convergence=f"{level} (stall {inputs.stall})",
+        convergence_advice=CONVERGENCE_ADVICE[level],
+        focus_mode=inputs.focus_mode,
+        focus=focus,
+        failure_index="\n".join(sections).rstrip() + "\n",
+        protect=("- " + " ".join(solid)) if solid else "- (none yet)",
+    )

@@ -1,0 +1,64 @@
+"""Work copies: where an optimizer edits a candidate, ``runs/<id>/work/<TAG>/``.
+
+``capevolve work new TAG [--from TAG]`` copies the current best's snapshot (or ``--from``'s)
+into the work folder, with a ``JOURNAL.md`` for the optimizer's notes. The parent's snapshot
+is never touched. A tag that exists anywhere in the run is refused: rollouts are named
+``<task>__<tag>__t<k>.json``, so a shared tag would interleave two evaluations.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from .._policy.commit import CommitRefused
+from .._project.candidate import HANDOVER, SEED_TAG, check_tag
+from .._project.spec import Spec
+from .._store.rundir import RunDir
+
+JOURNAL = "JOURNAL.md"
+JOURNAL_MARKER = "<!-- capevolve: append '## Iteration <tag>' entries below this line -->"
+
+
+def new_work_copy(
+    spec: Spec,
+    rundir: RunDir,
+    tag: str,
+    parent: str | None = None,
+    *,
+    files: dict[str, bytes] | None = None,
+    merged_from: list[str] | None = None,
+) -> dict[str, Any]:
+    """Create the work copy of ``tag`` from ``parent`` (default: the current best); with
+    ``files`` (relative path → bytes), those files instead of the parent's — a merge of
+    ``merged_from`` onto ``parent`` (:mod:`.merge`), which the log records."""
+    tag = check_tag(tag)
+    parent = parent or rundir.best()
+    folder = rundir.work_dir(tag)
+    taken = set(rundir.known_tags()) | {SEED_TAG} | set(rundir.verdicts())
+    if tag in taken or folder.exists():
+        raise CommitRefused(
+            f"tag {tag!r} already exists in run {rundir.run_id}; a tag names one candidate forever "
+            "(its rollouts are <task>__<tag>__t<k>.json): choose a new tag"
+        )
+    source = rundir.snapshot_dir(parent) if parent != SEED_TAG else spec.capability_path
+    if files is not None:
+        for relative, data in sorted(files.items()):
+            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+            (folder / relative).write_bytes(data)
+        folder.mkdir(parents=True, exist_ok=True)
+    elif parent != SEED_TAG and not source.is_dir():
+        raise CommitRefused(f"parent {parent!r} has no snapshot in run {rundir.run_id} (was it evaluated?)")
+    else:
+        shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__", *HANDOVER))
+    (folder / JOURNAL).write_text(
+        f"# Journal of {tag} (parent {parent}"
+        + (f"; a merge of {', '.join(merged_from)}" if merged_from else "")
+        + ")\n\n"
+        "What you tried, why, and what the numbers said. This file is not part of the candidate.\n\n"
+        f"{JOURNAL_MARKER}\n",
+        encoding="utf-8",
+    )
+    merge = {"merged_from": list(merged_from)} if merged_from else {}
+    rundir.append_event("work_created", tag=tag, parent=parent, **merge)
+    return {"tag": tag, "parent": parent, **merge, "path": str(folder), "journal": str(folder / JOURNAL)}

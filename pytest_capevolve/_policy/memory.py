@@ -1,0 +1,91 @@
+"""The loop's memory: LEDGER.md (a row per decision) and rejected.jsonl (what was refuted).
+
+Both are views of the ``decision`` events in the hash-chained log, rewritten whole after every
+decision, so they can never disagree with it. The next proposal reads them to be structurally
+different from what was refuted: against which parent, which files it changed, which tasks it
+fixed and broke, and the numbers the gate saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._show.numbers import num
+from .._store.rundir import RunDir
+
+LEDGER_COLUMNS = (
+    "tag",
+    "parent",
+    "decision",
+    "basis",
+    "Δ̄",
+    "p",
+    "bar",
+    "rollouts",
+    "$ runner",
+    "$ optimizer",
+    "note",
+)
+
+
+def refresh(rundir: RunDir) -> None:
+    decisions = rundir.decisions()
+    rundir.write_memory(render_ledger(rundir.run_id, decisions), render_rejected(decisions))
+
+
+def ledger_row(entry: dict[str, Any]) -> list[str]:
+    decision = entry["decision"]
+    if entry.get("against_gate"):
+        decision += " (accepted against the gate)"
+    if entry.get("repairs") is not None:
+        decision += f" (repairs event {entry['repairs']})"
+    parent = str(entry.get("parent") or "—")
+    if entry.get("merged_from"):  # a merge: its parents, onto their common parent
+        parent = f"{' + '.join(entry['merged_from'])} (merged onto {parent})"
+    return [
+        entry["tag"],
+        parent,
+        decision,
+        entry.get("basis") or "",
+        num(entry.get("delta_mean"), "+.4f"),
+        num(entry.get("p_value"), ".4g"),
+        num(entry.get("bar"), ".4f"),
+        str(entry.get("rollouts", 0)),
+        f"{entry.get('runner_usd', 0.0):.4f}",
+        f"{entry.get('optimizer_usd', 0.0):.4f}",
+        str(entry.get("note") or "").replace("|", "\\|").replace("\n", " "),
+    ]
+
+
+def render_ledger(run_id: str, decisions: list[dict[str, Any]]) -> str:
+    lines = [
+        f"# Ledger — run {run_id}",
+        "",
+        "One row per decision, in the order booked (from the `decision` events of events.jsonl).",
+        "",
+        "| " + " | ".join(LEDGER_COLUMNS) + " |",
+        "|" + "---|" * len(LEDGER_COLUMNS),
+    ]
+    lines += ["| " + " | ".join(ledger_row(e)) + " |" for e in decisions]
+    return "\n".join(lines) + "\n"
+
+
+def render_rejected(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keys = (
+        "tag",
+        "parent",
+        "gated_against",
+        "note",
+        "basis",
+        "changed_files",
+        "fixed",
+        "broke",
+        "delta_mean",
+        "p_value",
+        "bar",
+    )
+    return [
+        {k: e.get(k) for k in keys} | ({"merged_from": e["merged_from"]} if e.get("merged_from") else {})
+        for e in decisions
+        if e["decision"] == "reject"
+    ]

@@ -1,0 +1,84 @@
+"""How much of val the run has used up: the α budget's state and the calibration alarm.
+
+Read by ``capevolve spend`` (and the gate session's terminal summary): the gate decisions made
+on val so far (``gate_decision`` events), the α the next one gets under ``gate_alpha_schedule``
+(:mod:`..decide.alpha_budget`), and the minimum detectable effect (MDE, 80 % power) at that α
+with this val size and the spread of per-task deltas the run has seen. When the target effect
+(``gate_min_effect``) is no longer detectable the advice is plain: refresh val with new tasks,
+or stop. Pure: events, verdicts and sizes in; a plain dict out.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._decide import alpha_budget
+from .._decide.calibration import NULL_EVENT, calibration
+from .._project.spec import Spec
+
+POWER = 0.8
+
+
+def delta_spread(events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]]) -> float | None:
+    """The spread (SD) of per-task deltas, SE·√n, from the verdict of the newest tag gated on
+    val (a null control's is as good as a candidate's: the same noise)."""
+    gated = [e for e in events if e.get("kind") in (alpha_budget.DECISION_EVENT, NULL_EVENT)]
+    # null controls first: their deltas are pure noise, which is what the MDE is about
+    for event in sorted(reversed(gated), key=lambda e: e.get("kind") != NULL_EVENT):
+        verdict = verdicts.get(str(event.get("tag")), {})
+        if verdict.get("se") is not None and int(verdict.get("n_tasks") or 0) > 1:
+            return float(verdict["se"]) * math.sqrt(int(verdict["n_tasks"]))
+    return None
+
+
+def val_reuse(
+    spec: Spec, events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]], n_val: int
+) -> dict[str, Any]:
+    decided = alpha_budget.decisions_so_far(events)
+    next_alpha = float(alpha_budget.alpha_for(spec.gate_alpha_schedule, spec.gate_alpha, decided + 1))
+    spread = delta_spread(events, verdicts)
+    mde = None if spread is None else alpha_budget.mde(next_alpha, n_val, spread, POWER)
+    target = spec.gate_min_effect
+    first = None if spread is None else alpha_budget.mde(spec.gate_alpha, n_val, spread, POWER)
+    detectable = None if mde is None else mde <= target
+    # "no longer": the budget, not the val size, is what put the target out of reach
+    exhausted_by_reuse = detectable is False and first is not None and first <= target
+    if exhausted_by_reuse:
+        advice = (
+            f"refresh val or stop: the next decision gets α = {next_alpha:.3g}, at which {n_val} val "
+            f"tasks detect only effects ≥ {mde:+.3f} (80% power), above the target gate_min_effect "
+            f"{target:+g}; add new val tasks (a new run) or stop optimizing"
+        )
+    elif detectable is False:
+        advice = (
+            f"{n_val} val tasks detect only effects ≥ {mde:+.3f} even at α = {next_alpha:.3g}, above the "
+            f"target gate_min_effect {target:+g}: a larger val split (a new run) would be needed to see it"
+        )
+    elif detectable:
+        advice = (
+            f"the target {target:+g} is still detectable at the next α ({next_alpha:.3g}): MDE {mde:+.3f}"
+        )
+    else:
+        advice = "MDE unknown until a first verdict measures the spread of per-task deltas"
+    return {
+        "schedule": spec.gate_alpha_schedule,
+        "alpha": spec.gate_alpha,
+        "decisions": decided,
+        "next_alpha": next_alpha,
+        "val_tasks": n_val,
+        "delta_sd": spread,
+        "mde": mde,
+        "target_effect": target,
+        "detectable": detectable,
+        "refresh_val": exhausted_by_reuse,
+        "advice": advice,
+        "any_false_accept_bound": alpha_budget.any_false_accept_bound(
+            spec.gate_alpha_schedule, spec.gate_alpha, decided
+        ),
+        "source": "events.jsonl (gate_decision lines), verdicts/*.json (se, n_tasks)",
+    }
+
+
+def run_calibration(spec: Spec, events: list[dict[str, Any]]) -> dict[str, Any]:
+    return calibration(events, spec.gate_alpha)

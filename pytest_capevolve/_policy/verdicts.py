@@ -1,0 +1,133 @@
+"""Verdicts from persisted rollouts: the glue between the run dir and :mod:`gate`.
+
+Used by the gate session on the controller (after the run loop) and by ``capevolve gate``,
+so a verdict re-derived later from the same rollouts is the same verdict. Gates only on the
+val split: the gate never sees train or test. Reads no file: callers hand it the records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .._decide.gate import decide
+from .._decide.looks import look_alpha
+from .._decide.verdict import GateConfig, Verdict
+from .._project.spec import Spec
+from .._store import evidence
+from .._store.evidence import ByTag
+
+GATE_SPLIT = "val"
+
+
+def gate_config(
+    spec: Spec,
+    *,
+    mode: str | None = None,
+    k_se: float | None = None,
+    alpha: float | Fraction | None = None,
+    veto_regressions: bool = False,
+    look: int = 1,
+) -> GateConfig:
+    """The gate's config for ``spec``. ``alpha`` is the α this decision gets (default the
+    spec's); when the spec allows growth it is split across the decision's looks and this
+    config decides look number ``look`` (see :mod:`.looks`)."""
+    decision_alpha = spec.gate_alpha if alpha is None else alpha
+    return GateConfig(
+        mode=mode or spec.gate_mode,
+        alpha=decision_alpha
+        if spec.grow_max_looks == 1
+        else look_alpha(decision_alpha, look, spec.grow_max_looks),
+        k_se=spec.gate_k_se if k_se is None else k_se,
+        threshold=spec.gate_threshold,
+        min_coverage=spec.min_coverage,
+        veto_regressions=veto_regressions,
+        success_threshold=spec.success_threshold,
+        seed=spec.base_seed,
+    )
+
+
+class Evidence:
+    """One split's rollouts of a run, as matrices per tag (read once by the caller)."""
+
+    def __init__(
+        self, by_tag: ByTag, task_ids: list[str], num_trials: int, size_of: Callable[[str], int]
+    ) -> None:
+        """``size_of(tag)``: bytes of the tag's snapshot, asked only by ``simplicity_tiebreak``."""
+        self.by_tag = by_tag
+        self.task_ids = task_ids
+        self.num_trials = num_trials
+        self._size_of = size_of
+        self._sizes: dict[str, int] = {}
+        self._cells: dict[str, evidence.Cells] = {}
+
+    def cells(self, tag: str) -> evidence.Cells:
+        """The tag's records as arrays, laid out once (the best is read by every candidate)."""
+        if tag not in self._cells:
+            self._cells[tag] = evidence.cells(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
+        return self._cells[tag]
+
+    def matrix(self, tag: str) -> np.ndarray:
+        cells = self.cells(tag)
+        return cells.reward[cells.rows]
+
+    def size(self, tag: str) -> int:
+        if tag not in self._sizes:
+            self._sizes[tag] = self._size_of(tag)
+        return self._sizes[tag]
+
+    def judge(
+        self, tag: str, against: str, config: GateConfig, null_deltas: list[float] | None = None
+    ) -> Verdict:
+        """Gate ``tag`` against ``against`` on the trial indices both have (a grown best is
+        compared with an ungrown null control on the null's trials only)."""
+        candidate, best, _, infra_candidate, infra_best = evidence.shared_matrices(
+            self.cells(tag), self.cells(against), self.num_trials
+        )
+        return decide(
+            candidate,
+            best,
+            tag=tag,
+            against=against,
+            task_ids=self.task_ids,
+            config=config,
+            split=GATE_SPLIT,
+            null_deltas=null_deltas,
+            infra_errors={"candidate": infra_candidate, "best": infra_best},
+            candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
+            best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
+        )
+
+
+def null_deltas(verdicts: list[Verdict]) -> list[float]:
+    return [v.delta_mean for v in verdicts if v.delta_mean is not None]
+
+
+def verdict_file(verdict: Verdict, **extra: Any) -> dict[str, Any]:
+    """What ``verdicts/<tag>.json`` holds: every number the decision rests on, and where the
+    rollouts behind it are."""
+    data = {**verdict.to_dict(), **extra}
+    data["rollouts"] = (
+        f"rollouts/{GATE_SPLIT}/*__{verdict.tag}__t*.json vs *__{verdict.against}__t*.json"
+        if verdict.n_tasks
+        else "none: decided before any rollout was paid"
+    )
+    return data
+
+
+def as_null(verdict: Verdict) -> Verdict:
+    """A null control's verdict: it must be reject; an accept is a calibration alarm."""
+    if verdict.decision == "accept":
+        return replace(
+            verdict,
+            warnings=[
+                *verdict.warnings,
+                "CALIBRATION ALARM: a byte-identical copy of the best "
+                "was accepted; the gate is not holding its error rate on this run",
+            ],
+        )
+    return verdict

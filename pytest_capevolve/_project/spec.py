@@ -1,0 +1,378 @@
+"""``capevolve.yaml``: the schema, loading (pyyaml ``safe_load`` only) and validation.
+
+Every problem is reported as one :class:`SpecError` naming the file, the key and what would be
+valid, so a user never meets a traceback from deep inside for a typo in their spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .._decide.alpha_budget import SCHEDULES as ALPHA_SCHEDULES
+from .._decide.verdict import GateConfig
+from .cap_evolve_keys import not_used_sentence
+from .paths import rebase, to_stored
+from .splits import SPLITS, cut_splits
+from .yamlfile import YamlError, load_yaml, read_yaml
+
+SPEC_FILENAME = "capevolve.yaml"
+
+
+class SpecError(Exception):
+    """The spec (or an ini default) is invalid; the message says where and how to fix it."""
+
+
+# Keys whose change would make old rollouts incomparable with new ones: a run refuses them.
+FROZEN_KEYS = (
+    "adapter",
+    "capability_path",
+    "split_seed",
+    "split_train",
+    "split_val",
+    "split_test",
+    "split_ids_file",
+    "base_seed",
+    "success_threshold",
+)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec. Paths are absolute; everything else is as written or defaulted."""
+
+    path: Path
+    project_dir: Path
+    adapter: str
+    capability_path: Path
+    split_seed: int = 0
+    split_train: float = 0.5
+    split_val: float = 0.25
+    split_test: float = 0.25
+    split_ids_file: Path | None = None
+    num_trials: int = 3
+    base_seed: int = GateConfig.seed
+    success_threshold: float = GateConfig.success_threshold
+    rollout_timeout_s: float | None = None
+    concurrency: int = 1
+    gate_mode: str = GateConfig.mode
+    gate_k_se: float = GateConfig.k_se
+    gate_alpha: float = float(GateConfig.alpha)
+    gate_threshold: float = GateConfig.threshold
+    min_coverage: float = GateConfig.min_coverage
+    max_metric_calls: int | None = None
+    max_usd: float | None = None
+    max_iterations: int | None = None
+    stall: int | None = None
+    stop_condition: str | None = None
+    protected_paths: tuple[str, ...] = field(default_factory=tuple)
+    # defaults for `capevolve hill-climb` (its flags win); they change no rollout
+    optimizer: str | None = None
+    algorithm_focus: str | None = None
+    store: str | None = None
+    # the sequential gate and the val-reuse α budget (_decide/stopping.py, _decide/alpha_budget.py)
+    gate_min_effect: float = 0.05
+    gate_alpha_schedule: str = "constant"
+    # subset screens and grow (issue 14): the screen's kill α, and how many looks a decision may
+    # take (1 = no growth; 2 or 3 reserve half of α for the first look, see decide/looks.py)
+    screen_alpha: float = 0.05
+    grow_max_looks: int = 1
+    FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
+
+    @staticmethod
+    def comparable_lock(lock: Mapping[str, Any]) -> dict[str, Any]:
+        """A ``spec.lock.yaml`` read back, with its paths in :meth:`Spec.to_lock`'s form, so an old
+        lock compares equal to today's spec when it names the same places.
+
+        Locks written before paths were stored relative hold absolute paths; the project's folder
+        at the time is their ``project_dir`` (or the parent of their ``path``), and each path inside
+        it becomes relative to it. A path outside it, or a lock already relative, stays as it is."""
+        old_project = lock.get("project_dir")
+        if not (isinstance(old_project, str) and Path(old_project).is_absolute()):
+            spec_path = lock.get("path")
+            absolute = isinstance(spec_path, str) and Path(spec_path).is_absolute()
+            old_project = str(Path(spec_path).parent) if absolute else None
+        return {
+            key: rebase(value, old_project) if key in PATH_KEYS and isinstance(value, str) else value
+            for key, value in lock.items()
+        }
+
+    def to_lock(self) -> dict[str, Any]:
+        """The resolved spec as plain data, for ``spec.lock.yaml``. Paths are stored relative to
+        the project folder (absolute only outside it; see :mod:`.paths`), so the lock still
+        matches when the project is moved or checked out elsewhere."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Path):
+                value = to_stored(value, self.project_dir)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+
+# The spec's paths: stored relative to the project folder in a run dir.
+PATH_KEYS = tuple(f.name for f in dataclasses.fields(Spec) if "Path" in str(f.type))
+
+
+def _int(lo: int | None = None) -> Callable[[Any], int]:
+    expected = "a whole number" if lo is None else f"a whole number ≥ {lo}"
+
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or (lo is not None and value < lo):
+            raise ValueError(expected)
+        return value
+
+    return check
+
+
+def _float(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"a number in {'(' if lo_open else '['}{lo}, {hi}]")
+        number = float(value)
+        low_ok = number > lo if lo_open else number >= lo
+        if math.isnan(number) or not low_ok or number > hi:
+            raise ValueError(f"a number in {'(' if lo_open else '['}{lo}, {hi}]")
+        return number
+
+    return check
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("a non-empty string")
+    return value
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in options:
+            raise ValueError("one of " + ", ".join(options))
+        return str(value)
+
+    return check
+
+
+def _choice_int(lo: int, hi: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"a whole number from {lo} to {hi}")
+        return value
+
+    return check
+
+
+def _gate_mode(value: Any) -> str:
+    # The modes are the gate's registry; imported when a spec is validated, not when the
+    # plugin loads (it pulls in numpy and scipy).
+    from .._decide.gate import GATE_MODES
+
+    return _choice(GATE_MODES)(value)
+
+
+def _globs(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError("a list of glob patterns (strings)")
+    return tuple(value)
+
+
+def _adapter_ref(value: Any) -> str:
+    text = _str(value)
+    file_part, sep, cls = text.partition(":")
+    if not sep or not file_part.endswith(".py") or not cls.isidentifier():
+        raise ValueError("'file.py:ClassName', e.g. 'adapter.py:MyAdapter'")
+    return text
+
+
+def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else check(value)
+
+
+_INF = math.inf
+# `capevolve hill-climb`'s focus schedules and candidate stores (see loop/prompt.py, loop/store.py)
+HILL_CLIMB_FOCUS = ("all", "cyclic", "hardest-first")
+HILL_CLIMB_STORES = ("git", "copy", "command")
+VALIDATORS: dict[str, Callable[[Any], Any]] = {
+    "adapter": _adapter_ref,
+    "capability_path": _str,
+    "split_seed": _int(),
+    "split_train": _float(0, 1),
+    "split_val": _float(0, 1),
+    "split_test": _float(0, 1),
+    "split_ids_file": _optional(_str),
+    "num_trials": _int(1),
+    "base_seed": _int(),
+    "success_threshold": _float(0, 1),
+    "rollout_timeout_s": _optional(_float(0, _INF, lo_open=True)),
+    # rollouts in flight within each process (session/fanout.py); changes no rollout
+    "concurrency": _int(1),
+    "gate_mode": _gate_mode,
+    "gate_k_se": _float(0, _INF),
+    "gate_alpha": _float(0, 0.25, lo_open=True),  # α = 0.5 would accept one lucky task
+    "gate_threshold": _float(-1, 1),
+    "min_coverage": _float(0, 1),
+    "max_metric_calls": _optional(_int(0)),
+    "max_usd": _optional(_float(0, _INF)),
+    "max_iterations": _optional(_int(0)),
+    "stall": _optional(_int(1)),
+    "stop_condition": _optional(_str),
+    "protected_paths": _globs,
+    "optimizer": _optional(_str),
+    "algorithm_focus": _optional(_choice(HILL_CLIMB_FOCUS)),
+    "store": _optional(_choice(HILL_CLIMB_STORES)),
+    # sequential gate + val-reuse α budget (issue 16): the minimum effect of interest for the
+    # futility e-process, and how α is spent across the run's gate decisions on one val split
+    "gate_min_effect": _float(0, 0.5),
+    "gate_alpha_schedule": _choice(ALPHA_SCHEDULES),
+    # subset screens and grow (loop/screen.py, decide/looks.py)
+    "screen_alpha": _float(0, 0.25, lo_open=True),
+    "grow_max_looks": _choice_int(1, 3),
+}
+REQUIRED = ("adapter", "capability_path")
+# Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
+INI_KEYS = tuple(k for k in VALIDATORS if k not in REQUIRED and k != "protected_paths")
+
+
+def resolve_spec_path(target: str | Path) -> Path:
+    """A project dir or a spec file → the absolute spec file path (or SpecError)."""
+    path = Path(target).expanduser().resolve()
+    if path.is_dir():
+        if not (path / SPEC_FILENAME).is_file():  # the same words from pytest and every command
+            raise SpecError(
+                f"no {SPEC_FILENAME} in {path}; a project is a folder holding {SPEC_FILENAME} "
+                "(or give the path of a spec file)"
+            )
+        path = path / SPEC_FILENAME
+    if not path.is_file():
+        raise SpecError(
+            f"{path}: no such spec file; --capevolve-run takes a project folder holding "
+            f"{SPEC_FILENAME} or the path of a spec file"
+        )
+    return path
+
+
+def _parse_ini_value(key: str, raw: str) -> Any:
+    """Ini values arrive as strings; read them as YAML scalars so types can be checked."""
+    try:
+        return load_yaml(raw, f"ini key capevolve_{key}")
+    except YamlError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None) -> Spec:
+    """Read, validate and resolve a spec. ``ini_defaults`` maps key → raw ini string."""
+    path = resolve_spec_path(target)
+    try:
+        raw = read_yaml(path)
+    except YamlError as exc:
+        raise SpecError(str(exc)) from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: the spec must be a mapping of keys to values, got {raw!r}")
+
+    values: dict[str, Any] = {}
+    for key, text in (ini_defaults or {}).items():
+        if text not in (None, ""):
+            values[key] = _parse_ini_value(key, text)
+    foreign = [sentence for key in raw if key not in VALIDATORS and (sentence := not_used_sentence(key))]
+    if foreign:  # cap-evolve's own keys: say why each has no use here, all at once
+        raise SpecError(
+            f"{path}: {'; '.join(foreign)}. Remove them (`capevolve import-cap-evolve` writes a spec "
+            "without them)"
+        )
+    for key, value in raw.items():
+        if key not in VALIDATORS:
+            near = difflib.get_close_matches(str(key), VALIDATORS, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise SpecError(f"{path}: unknown key {key!r}; {hint}valid keys: {', '.join(VALIDATORS)}")
+        values[key] = value
+
+    for key in REQUIRED:
+        if key not in values:
+            raise SpecError(f"{path}: missing required key {key!r}")
+    checked: dict[str, Any] = {}
+    for key, value in values.items():
+        try:
+            checked[key] = VALIDATORS[key](value)
+        except ValueError as exc:
+            # an ini default is not in the spec file: name the ini key, not the spec, as the culprit
+            origin = f"pytest ini key capevolve_{key}" if key not in raw else f"{path}: key {key!r}"
+            raise SpecError(f"{origin} must be {exc}, got {value!r}") from exc
+
+    project_dir = path.parent
+    checked["capability_path"] = _existing(path, project_dir, "capability_path", checked, dir_=True)
+    if checked.get("split_ids_file") is not None:
+        checked["split_ids_file"] = _existing(path, project_dir, "split_ids_file", checked)
+    else:
+        ratios = [checked.get(f"split_{s}", getattr(Spec, f"split_{s}")) for s in SPLITS]
+        if not math.isclose(sum(ratios), 1.0, abs_tol=1e-9):
+            raise SpecError(
+                f"{path}: split_train + split_val + split_test must sum to 1, "
+                f"got {' + '.join(map(str, ratios))} = {sum(ratios):g}"
+            )
+        if ratios[1] == 0:
+            raise SpecError(f"{path}: split_val is 0, so the gate would have no data; make it > 0")
+    adapter_file = project_dir / checked["adapter"].partition(":")[0]
+    if not adapter_file.is_file():
+        raise SpecError(
+            f"{path}: key 'adapter' names {adapter_file}, which does not exist "
+            "(the file is relative to the spec's folder)"
+        )
+    return Spec(path=path, project_dir=project_dir, **checked)
+
+
+def _existing(
+    spec_path: Path, project_dir: Path, key: str, values: Mapping[str, Any], *, dir_: bool = False
+) -> Path:
+    target = (project_dir / values[key]).resolve()
+    ok = target.is_dir() if dir_ else target.is_file()
+    if not ok:
+        kind = "folder" if dir_ else "file"
+        raise SpecError(
+            f"{spec_path}: key {key!r} names {target}, which is not an existing {kind} "
+            "(paths are relative to the spec's folder)"
+        )
+    return target
+
+
+def splits_for(spec: Spec, pool_ids: Iterable[str]) -> dict:
+    """The splits the spec asks for: from ``split_ids_file`` or cut from the pool."""
+    pool = set(pool_ids)
+    if spec.split_ids_file is None:
+        ratios = (spec.split_train, spec.split_val, spec.split_test)
+        result = cut_splits(pool, spec.split_seed, ratios)
+        source = {"split_seed": spec.split_seed, "ratios": list(ratios)}
+    else:
+        path = spec.split_ids_file
+        try:
+            raw = read_yaml(Path(path))
+        except YamlError as exc:
+            raise SpecError(f"split_ids_file is not valid JSON/YAML: {exc}") from None
+        if not isinstance(raw, dict) or not set(raw) <= set(SPLITS):
+            raise SpecError(f"{path}: split_ids_file must map train/val/test to lists of task ids")
+        result = {}
+        for split in SPLITS:
+            ids = [str(i) for i in (raw.get(split) or [])]
+            unknown = sorted(set(ids) - pool)
+            if unknown:
+                raise SpecError(
+                    f"{path}: split {split!r} names task ids the adapter does not have: "
+                    f"{', '.join(map(repr, unknown[:5]))}"
+                )
+            if len(set(ids)) != len(ids):
+                raise SpecError(f"{path}: split {split!r} lists a task id twice")
+            result[split] = sorted(ids)
+        source = {"split_ids_file": to_stored(Path(path), spec.project_dir)}
+    if not result["val"]:
+        raise SpecError(f"{spec.path}: the val split is empty; the gate would have no data")
+    return {**result, "source": source}

@@ -1,0 +1,210 @@
+"""The evaluation session's conclusion: after the run loop, judge and choose the exit status.
+
+Controller only. Registered beside :class:`.persistence.Persistence` (which saved every
+rollout as it arrived) and the terminal reporter; this role reads back what is persisted,
+judges when gating, writes the verdicts (screen refusals included) and sets the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .._decide.verdict import INDECISIVE, REJECT, Verdict
+from .._project.candidate import SEED_TAG
+from .._project.spec import Spec
+from .._store.evidence import Arm, ByTag, index_records
+from .._store.rundir import RunDir
+from . import exitcodes
+from .outcome import Outcome
+from .persistence import (
+    Persistence,
+    outcomes_of_columns,
+    record_finish,
+    summarize,
+)
+from .planning import GateRequest, Planned
+
+
+class LazyArms(Mapping[str, Arm]):
+    """tag → arm, read on first use."""
+
+    def __init__(self, read: Callable[[], ByTag]) -> None:
+        self._read = read
+        self._arms: ByTag | None = None
+
+    def _loaded(self) -> ByTag:
+        if self._arms is None:
+            self._arms = self._read()
+        return self._arms
+
+    def __getitem__(self, tag: str) -> Arm:
+        return self._loaded()[tag]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+
+if TYPE_CHECKING:  # judging is imported by a session that judges: a resume that only measures skips it
+    from .sequential_gate import SequentialGate
+
+
+@dataclass(eq=False)  # a plugin: identity, not value, equality
+class EvaluationSession:
+    """Controller only: the conclusion of this session kind, run by :class:`.outcome.SessionEnd`."""
+
+    spec: Spec
+    rundir: RunDir
+    planned: Planned
+    gate: GateRequest
+    refusals: list[Verdict]
+    persistence: Persistence
+    explain: bool = False  # --capevolve-explain: each verdict in plain words
+    sequential: SequentialGate | None = None
+
+    def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict]:
+        """Ctrl-C in a sequential gate: its verdicts as they stand (none booked)."""
+        assert self.sequential is not None
+        nulls, judged = self._sequential_verdicts(by_tag, interrupted=True)
+        self.sequential.finish()
+        return nulls + judged
+
+    def _sequential_verdicts(
+        self, by_tag: ByTag, *, interrupted: bool
+    ) -> tuple[list[Verdict], list[Verdict]]:
+        assert self.sequential is not None
+        from .._policy.verdicts import gate_config
+        from .gating import AlphaBudget
+
+        config = gate_config(self.spec, veto_regressions=self.gate.veto_regressions)
+        nulls, judged = self.sequential.verdicts(
+            by_tag, config, self.planned.null_tags, interrupted=interrupted
+        )
+        AlphaBudget.read(self.spec, self.rundir, len(judged)).record(
+            self.rundir, nulls, judged, self.planned.null_tags
+        )
+        self.rundir.append_event("sequential_gate", interrupted=interrupted, tags=self.sequential.to_event())
+        return nulls, judged
+
+    def _val_budget_lines(self) -> list[tuple[str, dict[str, bool]]]:
+        """The val-reuse budget after this session's decisions, and the calibration alarm."""
+        from .._policy import val_budget  # scipy: imported only by a session that gated
+
+        events = self.rundir.events()
+        n_val = len(self.planned.plan.task_ids)
+        reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts(), n_val)
+        alarm = val_budget.run_calibration(self.spec, events)
+        lines: list[tuple[str, dict[str, bool]]] = [
+            (
+                f"val reuse ({reuse['schedule']}): {reuse['decisions']} gate decision(s) on val so far; "
+                f"the next gets α = {reuse['next_alpha']:.3g}; {reuse['advice']}",
+                {"yellow": True} if reuse["refresh_val"] else {},
+            ),
+            (alarm["text"], {"red": True} if alarm["alarm"] else {}),
+        ]
+        return lines
+
+    def conclude(self) -> Outcome:
+        from .._policy.verdicts import verdict_file
+        from .gating import book_verdicts, judge
+
+        plan = self.planned.plan
+        tags = plan.tags() | {SEED_TAG}
+        # the table from the index's columns, as planning read them (kept with their check)
+        columns = self.rundir.indexed_columns(plan.split, tags, plan.block)
+        outcome = summarize(
+            plan, outcomes_of_columns(columns, plan.block), self.persistence.tally, against=self.planned.best
+        )
+        # the records as arms only for what reads them (a gate, the pages when they are drawn
+        # again): a resume that decides nothing and changes no page makes none
+        by_tag: ByTag = LazyArms(  # type: ignore[assignment]
+            lambda: index_records(self.rundir.indexed_rollouts(plan.split, tags, plan.block), plan.block)
+        )
+        if plan.block:
+            outcome.closing.append(
+                (
+                    f"replicate block {plan.block} (trial seeds base_seed + {plan.first_trial} + k): "
+                    "the gate and report.md read block 0 only; compare the blocks with "
+                    "`capevolve multirep TAG`",
+                    {},
+                )
+            )
+        judged: list[Verdict] = []
+        if self.sequential is not None:
+            not_paid = self.sequential.not_paid()
+            outcome.missing = [k for k in outcome.missing if k.tag not in not_paid]
+            if not outcome.missing and not self.persistence.tally.dead_workers:
+                outcome.exit_code = exitcodes.OK
+            nulls, judged = self._sequential_verdicts(by_tag, interrupted=False)
+            outcome.verdicts = nulls + judged
+            outcome.closing += [(line, {}) for line in self.sequential.summary()]
+            self.sequential.finish()
+        elif self.gate.enabled:
+            nulls, judged = judge(
+                self.spec,
+                self.rundir,
+                plan,
+                by_tag,
+                best=self.planned.best,
+                null_tags=self.planned.null_tags,
+                gate=self.gate,
+            )
+            outcome.verdicts = nulls + judged
+            if not judged and not self.refusals and self.planned.best in {c.tag for c in plan.candidates}:
+                outcome.closing.append(
+                    (
+                        f"nothing to gate: the candidate asked for is the best ({self.planned.best}) "
+                        "already, so no null controls were paid; gate a new version under a new tag",
+                        {},
+                    )
+                )
+        if self.gate.enabled:
+            outcome.closing += self._val_budget_lines()
+        for verdict in self.refusals:
+            self.rundir.write_verdict(verdict_file(verdict, null_control=False))
+        outcome.verdicts += self.refusals
+        outcome.nulls = [v for v in outcome.verdicts if v.tag in self.planned.null_tags]
+        if self.explain and outcome.verdicts:
+            outcome.explained = self._explained(by_tag, outcome.verdicts)
+        if self.gate.enabled and self.gate.commit == "auto":
+            booked = book_verdicts(self.spec, self.rundir, [*judged, *self.refusals])
+            outcome.closing += [(line, {}) for line in booked]
+        elif judged or self.refusals:
+            outcome.closing.append(
+                (
+                    "--capevolve-commit none: verdicts written as evidence, no decision booked "
+                    "(capevolve commit TAG --decision ...)",
+                    {},
+                )
+            )
+        decisions = {v.decision for v in [*judged, *self.refusals]}
+        if outcome.exit_code == exitcodes.OK:
+            if INDECISIVE in decisions:
+                outcome.exit_code = exitcodes.INDECISIVE
+            elif REJECT in decisions:
+                outcome.exit_code = exitcodes.REJECTED
+        record_finish(self.spec, self.rundir, plan, self.persistence.tally, outcome, by_tag)
+        return outcome
+
+    def _explained(self, by_tag: ByTag, verdicts: list[Verdict]) -> list[str]:
+        """The verdicts in words, with what it would take from the best's planning figures
+        (the same as ``capevolve plan``'s)."""
+        from .._policy.verdicts import Evidence
+        from .._show.explain import explain, plan_figures  # scipy: only when asked
+
+        plan, best, nulls = self.planned.plan, self.planned.best, self.planned.null_tags
+        evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, self.rundir.snapshot_size)
+        figures = plan_figures(
+            evidence.matrix(best),
+            [evidence.matrix(tag) for tag in nulls],
+            num_trials=plan.num_trials,
+            alpha=self.spec.gate_alpha,
+        )
+        lines = ["in plain words (--capevolve-explain):"]
+        for verdict in verdicts:
+            lines += explain(verdict, figures, null_control=verdict.tag in nulls)
+        return lines

@@ -1,0 +1,116 @@
+"""The finalize session: ``pytest --capevolve-finalize PROJECT`` scores the test split once.
+
+Controller role for that session (registered instead of the evaluation role, beside the same
+persistence and reporter roles). The seal is claimed before anything is planned, so a refused
+session pays nothing and writes nothing; the best — and the seed beside it, when they differ,
+so the held-out improvement is a paired number — is evaluated from its immutable snapshot; the
+seal burns only after every planned rollout reported and the score is computed. An interrupted
+or crashed session leaves the seal unburned, and the next one reuses every rollout already
+persisted (it cannot redraw them).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from .._project.candidate import SEED_TAG
+from .._project.spec import Spec
+from .._show.measure import paired_summary
+from .._show.numbers import interval
+from .._store import evidence
+from .._store.evidence import ByTag, index_records
+from .._store.rundir import RunDir
+from .._store.seal import TEST_SPLIT, Seal
+from . import exitcodes
+from .outcome import Outcome
+from .persistence import Persistence, record_finish, summarize
+from .planning import Planned
+
+
+@dataclass(eq=False)  # a plugin: identity, not value, equality
+class FinalizeSession:
+    """Controller only: the conclusion of this session kind, run by :class:`.outcome.SessionEnd`."""
+
+    config: pytest.Config
+    spec: Spec
+    rundir: RunDir
+    planned: Planned
+    seal: Seal
+    persistence: Persistence
+    result: dict[str, Any] | None = None
+
+    def conclude(self) -> Outcome:
+        plan, tally = self.planned.plan, self.persistence.tally
+        by_tag = index_records(self.seal.test_rollouts())
+        outcome = summarize(plan, by_tag, tally, against=self.planned.best)
+        lost = [k for k in outcome.missing if by_tag.get(k.tag, {}).get((k.task_id, k.trial)) is None]
+        short = [r for r in outcome.rows if r.coverage < self.spec.min_coverage]
+        if lost or tally.dead_workers or short:
+            outcome.exit_code = exitcodes.INFRA_FAILURE
+            outcome.closing.append(
+                (
+                    "the test split was NOT scored: some rollouts are missing; the seal is unburned. "
+                    "Run finalize again: it pays only for what is missing",
+                    {"red": True},
+                )
+            )
+        else:
+            result = self._test_result(outcome, by_tag)
+            # Seam for users (and our crash test): runs before the burn; if it raises or the
+            # process dies here, the seal stays unburned and the rollouts stay reusable.
+            self.config.hook.pytest_capevolve_test_scored(result=result, run_dir=self.rundir.root)
+            self.seal.burn(result)
+            self.result = result
+            outcome.exit_code = exitcodes.OK
+            outcome.closing += [(line, {}) for line in self._scored_lines(result)]
+        record_finish(self.spec, self.rundir, plan, tally, outcome, by_tag)
+        return outcome
+
+    def _test_result(self, outcome: Outcome, by_tag: ByTag) -> dict[str, Any]:
+        plan, best = self.planned.plan, self.planned.best
+        rows = {r.tag: r for r in outcome.rows}
+        matrices = {
+            c.tag: evidence.reward_matrix(by_tag.get(c.tag, {}), plan.task_ids, plan.num_trials)
+            for c in plan.candidates
+        }
+
+        def arm(tag: str) -> dict[str, Any]:
+            planned = next(c for c in plan.candidates if c.tag == tag)
+            return {**rows[tag].to_dict(), "content_hash": planned.content_hash}
+
+        seed = arm(SEED_TAG) if best != SEED_TAG else None
+        delta = None
+        if seed is not None:
+            delta = paired_summary(matrices[best], matrices[SEED_TAG], seed=plan.base_seed)
+        return {
+            "run_id": plan.run_id,
+            "split": TEST_SPLIT,
+            "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "tasks": len(plan.task_ids),
+            "trials": plan.num_trials,
+            "best": arm(best),
+            "seed": seed,
+            "delta_vs_seed": delta,
+            "null_result": best == SEED_TAG,
+            "rollouts": f"rollouts/{TEST_SPLIT}/*__<tag>__t*.json",
+            "infra_errors": sum(r.infra for r in outcome.rows),
+        }
+
+    def _scored_lines(self, result: dict[str, Any]) -> list[str]:
+        best = result["best"]
+        lines = [f"test split scored once and sealed: best {best['tag']!r} mean {best['mean']:.4f}"]
+        delta = result["delta_vs_seed"]
+        if delta is not None:
+            ci = interval(delta["ci"], "+.4f")
+            lines.append(f"best − seed on test: {delta['mean']:+.4f} (95% CI {ci}, n = {delta['n']})")
+        else:
+            lines.append("best is the seed: a null result (no accepted change to measure)")
+        lines.append(f"seal: {self.seal.path}")
+        return lines
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.seal.release()

@@ -1,0 +1,178 @@
+"""Judging and booking: a gate session's round of verdicts, and the decisions they become.
+
+Controller only, after the run loop, from what is persisted (never from the reports alone):
+the null controls are judged first and their deltas set the floor; the candidates are then
+gated as a round (:mod:`..decide.rounds`: serially in the order given, re-gated after an
+accept, one family-wise α); the verdict files are written. In ``--capevolve-commit auto``
+mode each verdict is booked as a decision through the same code as ``capevolve commit``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+from .._decide import alpha_budget
+from .._decide.calibration import NULL_EVENT
+from .._decide.looks import looks_record, shown_decision
+from .._decide.rounds import gate_round
+from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
+from .._items.plan import EvalPlan
+from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
+from .._policy.commit import CommitRefused, book
+from .._policy.verdicts import (
+    Evidence,
+    as_null,
+    gate_config,
+    null_deltas,
+    verdict_file,
+)
+from .._project.spec import Spec
+from .._store.evidence import ByTag
+from .._store.rundir import RunDir
+from .planning import GateRequest
+
+
+def judge(
+    spec: Spec,
+    rundir: RunDir,
+    plan: EvalPlan,
+    by_tag: ByTag,
+    *,
+    best: str,
+    null_tags: list[str],
+    gate: GateRequest,
+) -> tuple[list[Verdict], list[Verdict]]:
+    """(null controls' verdicts, candidates' verdicts in the order given), written to
+    ``verdicts/``; each candidate's ``against`` names the best it was gated against."""
+    siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
+    budget = AlphaBudget.read(spec, rundir, len(siblings))
+    config = gate_config(spec, veto_regressions=gate.veto_regressions, alpha=budget.config_alpha)
+    evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshot_size)
+    nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
+    floor = null_deltas(nulls)
+
+    def judged(tag: str, against: str, level: GateConfig) -> Verdict:
+        return evidence.judge(tag, against, level, floor)
+
+    verdicts = [
+        with_looks(spec, v, 1) for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
+    ]
+    budget.record(rundir, nulls, verdicts, null_tags)
+    return nulls, verdicts
+
+
+class AlphaBudget:
+    """One round's share of the run's val-reuse α budget (``gate_alpha_schedule``).
+
+    A tag gated again against the same best (a re-run of the session on the same rollouts)
+    keeps the slot it had: the same evidence judged twice is one decision, and one null tally."""
+
+    def __init__(self, spec: Spec, events: list[dict[str, Any]], siblings: int) -> None:
+        self.schedule = spec.gate_alpha_schedule
+        self.alpha = spec.gate_alpha
+        self.decided = alpha_budget.decisions_so_far(events)
+        self.round = alpha_budget.round_alpha(self.schedule, spec.gate_alpha, self.decided, siblings)
+        self._taken = 0
+        self._earlier = {
+            (e.get("kind"), e.get("tag"), e.get("against")): e
+            for e in events
+            if e.get("kind") in (alpha_budget.DECISION_EVENT, NULL_EVENT)
+        }
+
+    @classmethod
+    def read(cls, spec: Spec, rundir: RunDir, siblings: int) -> AlphaBudget:
+        return cls(spec, rundir.events(), siblings)
+
+    @property
+    def config_alpha(self) -> float | Fraction | None:
+        """None keeps the spec's α untouched (``constant``: today's behaviour, bit for bit)."""
+        return None if self.schedule == "constant" else self.round
+
+    def slot(self, verdict: Verdict) -> tuple[dict[str, object], bool]:
+        """(the budget this candidate's decision spends, whether it is a new decision)."""
+        earlier = self._earlier.get((alpha_budget.DECISION_EVENT, verdict.tag, verdict.against))
+        if earlier is not None:
+            keys = ("schedule", "j", "alpha_j", "alpha_round")
+            return {k: earlier.get(k) for k in keys}, False
+        self._taken += 1
+        j = self.decided + self._taken
+        return {
+            "schedule": self.schedule,
+            "j": j,
+            "alpha_j": float(alpha_budget.alpha_for(self.schedule, self.alpha, j)),
+            "alpha_round": float(self.round),
+        }, True
+
+    def record(
+        self, rundir: RunDir, nulls: list[Verdict], verdicts: list[Verdict], null_tags: list[str]
+    ) -> None:
+        """Write the verdicts with the budget they spent, and log one ``gate_decision`` per
+        candidate decided (its j and α_j) and one ``null_gated`` per null control decided (the
+        alarm's tally). Undecided (an interrupted sequential gate) spends nothing."""
+        for verdict in nulls:
+            rundir.write_verdict(verdict_file(verdict, null_control=True))
+            fresh = (NULL_EVENT, verdict.tag, verdict.against) not in self._earlier
+            if fresh and verdict.decision in (ACCEPT, REJECT):
+                rundir.append_event(
+                    NULL_EVENT,
+                    tag=verdict.tag,
+                    against=verdict.against,
+                    decision=verdict.decision,
+                    alpha=verdict.alpha,
+                )
+        for verdict in verdicts:
+            if verdict.decision in (ACCEPT, REJECT):
+                slot, fresh = self.slot(verdict)
+            else:  # indecisive or undecided: no decision, no α spent
+                slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
+            rundir.write_verdict(
+                verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
+            )
+            if fresh:
+                rundir.append_event(
+                    alpha_budget.DECISION_EVENT,
+                    tag=verdict.tag,
+                    against=verdict.against,
+                    decision=verdict.decision,
+                    **slot,
+                )
+
+
+def with_looks(spec: Spec, verdict: Verdict, look: int) -> Verdict:
+    """The verdict with the look it was decided at (1 = the first gate; a grow adds one) and
+    the α schedule across looks (:mod:`..decide.looks`)."""
+    record = looks_record(spec.gate_alpha, look, spec.grow_max_looks)
+    return replace(verdict, details={**verdict.details, "looks": record})
+
+
+def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
+    """The decision (and basis) ``--capevolve-commit auto`` books for a verdict. When the spec
+    allows growth, Δ̄ > 0 under the bar with looks left is ``provisional`` (grow it), and with
+    none left ``inconclusive``."""
+    if verdict.decision == ACCEPT:
+        return "accept", None
+    if verdict.decision == INDECISIVE:
+        return BOOKED_INDECISIVE, verdict.basis
+    if verdict.basis == "micro_test_fail":
+        return "reject", "micro_test_fail"
+    shown = shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, verdict.details.get("looks"))
+    if shown in ("provisional", "inconclusive"):
+        return shown, None
+    return "reject", "gate"
+
+
+def book_verdicts(spec: Spec, rundir: RunDir, verdicts: list[Verdict]) -> list[str]:
+    """Book each verdict as a decision, in order (``--capevolve-commit auto``); one line each
+    saying what was booked, or why not (a tag is decided once)."""
+    lines = []
+    for verdict in verdicts:
+        decision, basis = booked_as(spec, verdict)
+        try:
+            book(spec, rundir, verdict.tag, decision, basis=basis, note=f"gate session: {verdict.reason}")
+        except CommitRefused as exc:
+            lines.append(f"{verdict.tag}: verdict written, decision not booked: {exc}")
+            continue
+        lines.append(f"{verdict.tag}: booked {decision}" + (f" ({basis})" if basis else ""))
+    return lines

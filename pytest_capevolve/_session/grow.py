@@ -1,0 +1,296 @@
+"""A grow session: ``--capevolve-candidate TAG --capevolve-grow``.
+
+Controller only. For a candidate whose last verdict was provisional (Δ̄ > 0 under the bar) or
+unresolved (indecisive on coverage or an error imbalance), against the current best: owes
+``num_trials`` more trials per val task for the candidate **and** the best (trial indices
+continue, seeds ``base_seed + k`` as always, so the pairing holds), then gates again at the
+pooled n, at the level :mod:`..decide.looks` gives this look. At most ``grow_max_looks − 1``
+grows per candidate (two, with 3); one more is refused. The verdict records its look.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from .._decide.looks import looks_record
+from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
+from .._policy.commit import CommitRefused, book
+from .._policy.verdicts import (
+    Evidence,
+    as_null,
+    gate_config,
+    null_deltas,
+    verdict_file,
+)
+from .._project.candidate import SEED_TAG, CandidateError, check_tag
+from .._project.spec import Spec
+from .._store.evidence import index_records
+from .._store.rundir import RunDir, RunDirError
+from .._store.seal import Seal
+from . import exitcodes
+from .gating import booked_as
+from .outcome import Outcome
+from .persistence import Persistence, record_finish, summarize
+from .planning import (
+    Planned,
+    build_plan,
+    frozen_ids,
+    planned_at,
+    source_of,
+    valid_column_keys,
+)
+
+UNRESOLVED_BASES = ("coverage", "error_imbalance")
+
+
+class GrowRefused(CandidateError):
+    """The candidate cannot be grown; the message says why and what to do instead."""
+
+
+@dataclass
+class GrowPlanned(Planned):
+    tag: str = ""
+    look: int = 2  # the look this grow's verdict is decided at
+    decision_alpha: Fraction = Fraction(1, 20)
+    val_ids: list[str] = field(default_factory=list)
+
+
+def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
+    """``--capevolve-candidate`` of a grow: a tag of the run, or the folder it was evaluated
+    from (its snapshot is what is grown, either way)."""
+    path = Path(value)
+    tag = path.name if path.is_dir() else value
+    tag = check_tag(tag)
+    if tag not in rundir.known_tags():
+        raise GrowRefused(
+            f"--capevolve-grow: {value!r} is not a candidate of run {rundir.run_id}; gate it first "
+            "(--capevolve-gate), then grow it by its tag"
+        )
+    return tag, rundir.snapshot_dir(tag)
+
+
+def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str, Any], int]:
+    """(the verdict being grown, the look it was) or GrowRefused saying why not."""
+    if spec.grow_max_looks == 1:
+        raise GrowRefused(
+            f"{spec.path}: growth is off (grow_max_looks: 1). Set grow_max_looks: 2 or 3 before a "
+            "candidate's first gate — the first look then keeps part of α in reserve for the grows — "
+            "and gate it again in a new run"
+        )
+    verdict = rundir.verdict(tag)
+    if verdict is None or not verdict.get("n_tasks"):
+        raise GrowRefused(f"{tag!r} has no full-val verdict to grow; gate it first (--capevolve-gate)")
+    if verdict.get("against") != best:
+        raise GrowRefused(
+            f"{tag!r} was gated against {verdict.get('against')!r}, but the best is now {best!r}: a grow "
+            "adds trials to one comparison; gate it against the new best first"
+        )
+    looks = verdict.get("details", {}).get("looks") or {}
+    if looks.get("max_looks") != spec.grow_max_looks:
+        raise GrowRefused(
+            f"tag {tag!r}: its verdict was decided with {looks.get('max_looks', 1)} look(s) allowed, not "
+            f"grow_max_looks {spec.grow_max_looks}: its first look spent its α without a reserve for "
+            "growth, so another look would inflate false accepts; gate it again in a run that sets "
+            "grow_max_looks from the start"
+        )
+    look = int(looks["look"])
+    if look >= spec.grow_max_looks:
+        raise GrowRefused(
+            f"{tag!r} has been grown {look - 1} time(s) ({look} looks of grow_max_looks "
+            f"{spec.grow_max_looks}): no more grows. {_what_is_left(rundir, tag)}"
+        )
+    decision, basis = verdict.get("decision"), verdict.get("basis")
+    provisional = decision != ACCEPT and decision != INDECISIVE and (verdict.get("delta_mean") or 0) > 0
+    unresolved = decision == INDECISIVE and basis in UNRESOLVED_BASES
+    if not (provisional or unresolved):
+        raise GrowRefused(
+            f"tag {tag!r}: its verdict is {decision} ({basis}, Δ̄ = {_shown(verdict.get('delta_mean'))}): "
+            "only a provisional verdict (Δ̄ > 0 under the bar) or an unresolved one (coverage, error "
+            "imbalance) is grown"
+        )
+    final = final_decision(rundir, tag)
+    if final is not None:
+        raise GrowRefused(f"{tag!r} was already decided: {final['decision']}; a decided tag is not grown")
+    return verdict, look
+
+
+def final_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
+    """The tag's last booked decision that ends it (not provisional nor indecisive), if any."""
+    final = [
+        e
+        for e in rundir.decisions()
+        if e["tag"] == tag and e["decision"] not in ("provisional", "indecisive")
+    ]
+    return final[-1] if final else None
+
+
+def _what_is_left(rundir: RunDir, tag: str) -> str:
+    """After a tag's last look: it is booked already (say so), or how to book it."""
+    final = final_decision(rundir, tag)
+    if final is not None:
+        basis = f" ({final['basis']})" if final.get("basis") else ""
+        return f"It is already booked: {final['decision']}{basis}; nothing is left to do for it"
+    return f"Book it: capevolve commit {tag} --decision inconclusive (or reject --reject-basis gate)"
+
+
+def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
+    """A gate session may not judge a grown candidate again against the same best: that would
+    replace its pooled-n verdict with a first look (and reset its count of looks). The refusal
+    says what is actually left: another grow while looks remain, booking it when it is not
+    booked yet, or nothing."""
+    best = rundir.best()
+    grown = {
+        e["tag"]: e
+        for e in rundir.events()
+        if e.get("kind") == "grown" and e.get("tag") in tags and e.get("against") == best
+    }
+    for event in grown.values():  # the latest grow of each tag
+        tag, look = event["tag"], int(event.get("look") or 0)
+        if final_decision(rundir, tag) is not None:
+            left = _what_is_left(rundir, tag)
+        elif look >= spec.grow_max_looks:
+            left = f"no grow is left (grow_max_looks {spec.grow_max_looks}). {_what_is_left(rundir, tag)}"
+        else:
+            left = f"grow it again (--capevolve-grow) or book it (capevolve commit {tag} --decision ...)"
+        raise GrowRefused(
+            f"{tag!r} was grown against {best!r} (look {look}): its verdict is at the pooled n; {left}"
+        )
+
+
+def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> GrowPlanned:
+    """The plan of a grow session (under the run's lock): the candidate and the best on val at
+    the pooled number of trials; what is persisted is reused, so only the new trials are owed."""
+    rundir.ensure_spec_lock(spec)
+    if Seal(rundir).burned() is not None:
+        raise RunDirError(f"run {rundir.run_id} is finalized: no candidate can be grown in it")
+    splits = rundir.splits()
+    if splits is None:
+        raise RunDirError(f"run {rundir.run_id} has no frozen splits yet; gate a candidate first")
+    val_ids = frozen_ids(rundir, splits, "val", pool_ids)
+    best = rundir.best()
+    tag, path = grow_target(rundir, value)
+    if tag in (best, SEED_TAG):
+        raise GrowRefused(f"--capevolve-grow: {tag!r} is the best (or the seed); grow a candidate")
+    verdict, look = growable(spec, rundir, tag, best)
+    trials = spec.num_trials * (look + 1)
+    planned = [
+        planned_at(spec, best, source_of(spec, rundir, best), rundir.candidate_hash(best) or ""),
+        planned_at(spec, tag, path, rundir.candidate_hash(tag) or ""),
+    ]
+    claimed = rundir.claims.others()
+    plan = build_plan(
+        spec,
+        rundir,
+        "val",
+        val_ids,
+        planned,
+        valid_column_keys(rundir.indexed_columns("val", [c.tag for c in planned])),
+        "grow_started",
+        decisions=1,
+        claimed=claimed,
+        num_trials=trials,
+        grown=tag,
+        look=look + 1,
+    )
+    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
+    nulls = [t for t in verdict.get("nulls", []) if rundir.candidate_hash(t) is not None]
+    return GrowPlanned(
+        plan,
+        best,
+        null_tags=nulls,
+        waiting_on=sorted({claimed[k] for k in plan.awaited}),
+        tag=tag,
+        look=look + 1,
+        decision_alpha=_decision_alpha(verdict),
+        val_ids=val_ids,
+    )
+
+
+def _decision_alpha(verdict: dict[str, Any]) -> Fraction:
+    """The α this decision got at its first look; a sibling of a round under a family-wise
+    correction grows at its Bonferroni share of it (conservative: Holm's first levels are at
+    least that large)."""
+    alpha = Fraction(verdict["details"]["looks"]["decision_alpha"])
+    family = verdict.get("details", {}).get("family") or {}
+    if family.get("method") in ("holm", "bh") and int(family.get("siblings", 1)) > 1:
+        alpha /= int(family["siblings"])
+    return alpha
+
+
+@dataclass(eq=False)  # a plugin: identity, not value, equality
+class GrowSession:
+    """Controller only: the conclusion of a grow session."""
+
+    spec: Spec
+    rundir: RunDir
+    planned: GrowPlanned
+    persistence: Persistence
+    commit: str
+    veto_regressions: bool = False
+
+    def conclude(self) -> Outcome:
+        spec, rundir, planned = self.spec, self.rundir, self.planned
+        plan = planned.plan
+        by_tag = index_records(rundir.indexed_rollouts("val"))
+        outcome = summarize(plan, by_tag, self.persistence.tally, against=planned.best)
+        if outcome.missing:
+            outcome.closing.append(
+                (
+                    f"grow incomplete: {len(outcome.missing)} rollouts missing, so no verdict (the look is "
+                    "not spent); the command above completes them",
+                    {"yellow": True},
+                )
+            )
+        else:
+            verdict = self._judge(by_tag)
+            outcome.verdicts = [verdict]
+            if self.commit == "auto":
+                decision, basis = booked_as(spec, verdict)
+                try:
+                    book(spec, rundir, verdict.tag, decision, basis=basis, note=f"grow: {verdict.reason}")
+                    outcome.closing.append((f"{verdict.tag}: booked {decision}", {}))
+                except CommitRefused as exc:
+                    outcome.closing.append(
+                        (f"{verdict.tag}: verdict written, decision not booked: {exc}", {})
+                    )
+            if verdict.decision == INDECISIVE:
+                outcome.exit_code = exitcodes.INDECISIVE
+            elif verdict.decision != ACCEPT:
+                outcome.exit_code = exitcodes.REJECTED
+        record_finish(spec, rundir, plan, self.persistence.tally, outcome, by_tag)
+        return outcome
+
+    def _judge(self, by_tag: Any) -> Verdict:
+        spec, rundir, planned = self.spec, self.rundir, self.planned
+        plan = planned.plan
+        config = gate_config(
+            spec, alpha=planned.decision_alpha, look=planned.look, veto_regressions=self.veto_regressions
+        )
+        evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshot_size)
+        nulls = [as_null(evidence.judge(t, planned.best, config)) for t in planned.null_tags]
+        verdict = evidence.judge(planned.tag, planned.best, config, null_deltas(nulls) or None)
+        record = looks_record(planned.decision_alpha, planned.look, spec.grow_max_looks)
+        verdict = replace(
+            verdict,
+            reason=f"{verdict.reason}; look {planned.look} of {spec.grow_max_looks} at the pooled "
+            f"{plan.num_trials} trials per task",
+            details={**verdict.details, "looks": record},
+        )
+        rundir.write_verdict(verdict_file(verdict, null_control=False, nulls=planned.null_tags))
+        rundir.append_event(
+            "grown",
+            tag=planned.tag,
+            against=planned.best,
+            look=planned.look,
+            trials=plan.num_trials,
+            level=record["level_exact"],
+            decision=verdict.decision,
+        )
+        return verdict
+
+
+def _shown(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.4f}"

@@ -1,0 +1,114 @@
+"""``--junitxml`` for a capevolve session: flat properties per rollout, a testcase per verdict.
+
+Controller only, registered when pytest writes a JUnit XML file. A CI dashboard reads
+``<property>`` pairs and testcase outcomes, not JSON inside an attribute, so each rollout's
+testcase carries task, tag, trial, seed, reward, cost, infra_error and feedback as properties
+of their own, and each verdict becomes a testcase of its own (``capevolve.verdicts``): passed
+when accepted, a ``failure`` when rejected, an ``error`` when it could not be judged — so the
+decisions show beside the rollouts. A null control's testcase passes when it is *not* accepted
+(an accepted null is a calibration alarm).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+
+from .._items.nodes import RECORD_PROPERTY, record_from_report
+from .._store.record import RolloutRecord
+from .outcome import SessionEnd
+
+VERDICT_CLASSNAME = "capevolve.verdicts"
+
+
+def rollout_properties(record: RolloutRecord) -> list[tuple[str, object]]:
+    """The flat properties of one rollout's testcase (None becomes an empty value)."""
+    values = {
+        "split": record.split,
+        "task": record.task_id,
+        "tag": record.tag,
+        "trial": record.trial,
+        "seed": record.seed,
+        "reward": record.reward,
+        "cost": record.cost_usd,
+        "infra_error": record.infra_error,
+        "feedback": record.feedback,
+    }
+    return [(name, "" if value is None else value) for name, value in values.items()]
+
+
+def verdict_properties(verdict: Any, *, null_control: bool) -> list[tuple[str, object]]:
+    ci = verdict.ci
+    values = {
+        "tag": verdict.tag,
+        "against": verdict.against,
+        "decision": verdict.decision,
+        "basis": verdict.basis,
+        "mode": verdict.mode,
+        "n_tasks": verdict.n_tasks,
+        "trials": verdict.trials,
+        "delta_mean": verdict.delta_mean,
+        "se": verdict.se,
+        "ci_low": None if ci is None else ci[0],
+        "ci_high": None if ci is None else ci[1],
+        "p_value": verdict.p_value,
+        "bar": verdict.bar,
+        "coverage": verdict.coverage.get("paired"),
+        "null_control": null_control,
+        "reason": verdict.reason,
+    }
+    return [(name, "" if value is None else value) for name, value in values.items()]
+
+
+class JunitReport:
+    """Registered on the controller when ``--junitxml`` is given."""
+
+    def __init__(self, config: pytest.Config, end: SessionEnd) -> None:
+        self.config = config
+        self.end = end
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml reads the teardown report's properties
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """junitxml writes a testcase's properties from its teardown report: there, the
+        record's JSON becomes flat properties (the call report, which persistence reads,
+        keeps it)."""
+        if report.when != "teardown":
+            return
+        record = record_from_report(report)
+        if record is None:
+            return
+        others = [(name, value) for name, value in report.user_properties if name != RECORD_PROPERTY]
+        report.user_properties = [*others, *rollout_properties(record)]
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes the file
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from _pytest.junitxml import xml_key
+
+        xml = self.config.stash.get(xml_key, None)
+        outcome = self.end.outcome
+        if xml is None or not outcome.verdicts:
+            return
+        nulls = {v.tag for v in outcome.nulls}
+        for verdict in outcome.verdicts:
+            null_control = verdict.tag in nulls
+            testcase = xml.node_reporter(f"capevolve::verdicts::{verdict.tag}")
+            name = f"{verdict.tag} vs {verdict.against}" + (" (null control)" if null_control else "")
+            testcase.attrs.update(classname=VERDICT_CLASSNAME, name=name)
+            for key, value in verdict_properties(verdict, null_control=null_control):
+                testcase.add_property(key, value)
+            accepted = verdict.decision == "accept"
+            if null_control:
+                passed, tag = not accepted, "failure"
+                message = f"calibration alarm: a null control was accepted: {verdict.reason}"
+            else:
+                passed = accepted
+                tag = "failure" if verdict.decision == "reject" else "error"
+                message = f"{verdict.decision}: {verdict.reason}"
+            if passed:
+                xml.add_stats("passed")
+            else:
+                node = ET.Element(tag, message=message, type=f"capevolve.{verdict.decision}")
+                node.text = message
+                testcase.append(node)

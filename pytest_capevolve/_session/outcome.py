@@ -1,0 +1,77 @@
+"""A session's conclusion: the outcome its roles share, and the role that reaches it.
+
+Controller only. :class:`SessionEnd` runs the session kind's ``conclude`` after pytest's run
+loop (the last moment the exit status can still change: ``pytest_sessionfinish`` is too late
+for ``testsfailed``) and applies the exit status; the terminal reporter reads the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from .._items.plan import RolloutKey
+from .._show.report import ArmSummary
+from . import exitcodes
+
+
+@dataclass
+class Outcome:
+    """What the session concluded, for the exit status and the terminal reporter."""
+
+    rows: list[ArmSummary] = field(default_factory=list)
+    missing: list[RolloutKey] = field(default_factory=list)
+    verdicts: list[Any] = field(default_factory=list)
+    nulls: list[Any] = field(default_factory=list)  # the null controls' verdicts (the noise floor)
+    against: str = ""
+    exit_code: int | None = None
+    report_error: str | None = None
+    closing: list[tuple[str, dict[str, bool]]] = field(default_factory=list)  # (line, markup)
+    explained: list[str] = field(default_factory=list)  # --capevolve-explain: verdicts in words
+
+    def set_exit_status(self, session: pytest.Session) -> None:
+        if self.exit_code is not None and session.exitstatus in exitcodes.REPLACEABLE:
+            session.exitstatus = self.exit_code
+
+
+class SessionEnd:
+    """Registered on the controller; ``conclude`` is the evaluation's or finalize's."""
+
+    def __init__(
+        self,
+        conclude: Callable[[], Outcome],
+        against: str,
+        *,
+        settle: Callable[[], list[str]] | None = None,
+        interrupted: Callable[[], Outcome] | None = None,
+    ) -> None:
+        self._conclude = conclude
+        self._settle = settle
+        self._interrupted = interrupted
+        self.outcome = Outcome(against=against)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        try:
+            result = yield
+        except KeyboardInterrupt:
+            # Ctrl-C: no verdicts (the evidence is partial), but the table of what is
+            # persisted and the line that says how to resume
+            if self._interrupted is not None:
+                try:
+                    self.outcome = self._interrupted()
+                except Exception as exc:  # the summary must never mask the interrupt
+                    self.outcome.closing.append((f"capevolve: no summary after Ctrl-C: {exc!r}", {}))
+            raise
+        if not session.config.option.collectonly:
+            # settle first: release this session's claims, wait for concurrent sessions'
+            settled = self._settle() if self._settle is not None else []
+            self.outcome = self._conclude()
+            self.outcome.closing[:0] = [(line, {}) for line in settled]
+        return result
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.outcome.set_exit_status(session)

@@ -1,0 +1,216 @@
+"""Rollouts in flight within one process: ``--capevolve-concurrency K``.
+
+Registered in every process that runs rollout items — the plain session, or each xdist worker —
+when K > 1 or the adapter is async. pytest still runs items one at a time, in order, through
+its normal hooks; before each item's protocol this plugin starts the rollouts of the next
+items this process already owns, up to K (the running one included), off the main thread
+(:mod:`..project.inflight`), and the item's ``runtest`` collects its own. So reports,
+records, persistence, resume and crash safety are those of K = 1; only the waiting overlaps.
+
+Which items a process owns:
+
+- without xdist, ``session.items`` in order (pytest's own run loop);
+- on an xdist worker, the item being run, the next one, and the indices the controller has
+  queued on this worker. Under ``--dist worksteal`` the queue can be stolen from, so only the
+  item being run and the next one (already taken off the queue) are started ahead.
+
+Bounded to K: at most K rollouts are started and not yet collected. A rollout started ahead
+whose item then never runs (skipped, deselected at run time, stolen, or the session stopped)
+is dropped unreported: nothing is persisted for it, its key stays owed, and the next session
+pays it again. ``dropped`` counts them (it goes to the controller in ``workeroutput``).
+
+What a rollout prints and logs while in flight is kept for its own item
+(:mod:`.routed_output`), and its call report is given the rollout's own times, so
+``--durations`` and junit's ``time`` are those of K = 1.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ..._engine.inflight import RolloutPool
+from ..._engine.routed_output import OutputRouting
+from ..._items.nodes import EvalContext, RolloutItem, time_call_as_rollout
+
+WORKEROUTPUT_KEY = "capevolve_dropped_rollouts"
+SKIPPING_MARKS = frozenset({"skip", "skipif", "xfail"})  # pytest's setup may not run such an item
+
+
+class Fanout:
+    """Registered in each process that runs rollout items (see the module docstring)."""
+
+    def __init__(self, config: pytest.Config, context: EvalContext, width: int) -> None:
+        self.config = config
+        self.context = context
+        self.width = width
+        self.dropped = 0
+        self._index: dict[int, int] | None = None  # id(item) -> position in session.items
+        self._abandoned: set[concurrent.futures.Future[Any]] = set()
+        self._worker: Any = None  # xdist's worker plugin, found at the first item
+        # pytest's own run loop, in order (see _in_order_at): the items started ahead, in order
+        # (position, nodeid); the position the window has been started up to; the last position
+        self._in_order = True
+        self._ahead: collections.deque[tuple[int, str]] = collections.deque()
+        self._next = 0
+        self._last_at = -1
+        self._skippable_parents: dict[int, bool] = {}  # id(collector) -> a skip/xfail mark above
+        context.inflight = RolloutPool(context.runner)
+        context.routing = OutputRouting(config)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Before any rollout runs; late enough that pytest's capture and logging plugins exist."""
+        assert self.context.routing is not None
+        self.context.routing.install()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+        """Under pytest's protocol (the lean one does this itself): an in-flight rollout's times."""
+        time_call_as_rollout(item, call)
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        self._start_ahead(item, nextitem)
+        return (yield)
+
+    def _start_ahead(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        at = self._in_order_at(item, nextitem)
+        if at is not None:
+            self._start_ahead_in_order(item.session.items, at)
+            return
+        self._in_order = False  # someone else's run loop, or a worker's: the general way from now on
+        window = [i for i in self.owned_from(item, nextitem)[: self.width] if self._startable(i)]
+        started = self.context.started
+        wanted = {i.nodeid for i in window}
+        for nodeid in [n for n in started if n not in wanted]:
+            # started ahead, but its item is no longer coming here: never reported, never persisted
+            self.dropped += 1
+            self._abandoned.add(started.pop(nodeid))
+        for ahead in window:
+            if ahead.nodeid not in started:
+                self._wait_for_slot()
+                ahead.start()
+
+    def _in_order_at(self, item: pytest.Item, nextitem: pytest.Item | None) -> int | None:
+        """``item``'s position when pytest's own run loop runs ``session.items`` in order in
+        this process (no xdist): then the window is a slice, and only its new end needs
+        starting. None otherwise."""
+        if not self._in_order or hasattr(self.config, "workerinput"):
+            return None
+        items = item.session.items
+        if self._index is None:
+            self._index = {id(it): n for n, it in enumerate(items)}
+        at = self._index.get(id(item))
+        if at is None or at < self._last_at or (items[at + 1 : at + 2] or [None])[0] is not nextitem:
+            return None
+        self._last_at = at
+        return at
+
+    def _start_ahead_in_order(self, items: list[pytest.Item], at: int) -> None:
+        """The window ``items[at : at + K]`` in O(1) per item: the rollouts started for items
+        before ``at`` that never collected theirs (skipped) are dropped, then the items that
+        entered the window are started."""
+        started = self.context.started
+        while self._ahead and self._ahead[0][0] < at:
+            _, nodeid = self._ahead.popleft()
+            future = started.pop(nodeid, None)
+            if future is not None:  # started ahead, but its item did not run it
+                self.dropped += 1
+                self._abandoned.add(future)
+        end = min(at + self.width, len(items))
+        for index in range(max(self._next, at), end):
+            ahead = items[index]
+            if ahead.nodeid not in started and self._startable(ahead):
+                self._wait_for_slot()
+                ahead.start()
+                if ahead.nodeid in started:
+                    self._ahead.append((index, ahead.nodeid))
+        self._next = max(self._next, end)
+
+    def _startable(self, item: pytest.Item) -> bool:
+        """A rollout item that pytest will run once its turn comes, as far as marks tell: one
+        with a ``skip``, ``skipif`` or ``xfail`` mark (its own or a collector's) is never started
+        ahead — pytest's setup decides whether it runs, and a rollout started for an item that is
+        then skipped would be paid and thrown away in every session. It runs (or not) in its
+        turn, like at K = 1."""
+        if not isinstance(item, RolloutItem):
+            return False
+        if any(mark.name in SKIPPING_MARKS for mark in item.own_markers):
+            return False
+        parent = item.parent
+        skippable = self._skippable_parents.get(id(parent))
+        if skippable is None:
+            skippable = any(m.name in SKIPPING_MARKS for m in parent.iter_markers())  # type: ignore[union-attr]
+            self._skippable_parents[id(parent)] = skippable
+        return not skippable
+
+    def _wait_for_slot(self) -> None:
+        """Dropped rollouts still running count toward K until they end."""
+        while True:
+            self._abandoned = {f for f in self._abandoned if not f.done()}
+            if not self._abandoned or len(self.context.started) + len(self._abandoned) < self.width:
+                return
+            concurrent.futures.wait(self._abandoned, return_when=concurrent.futures.FIRST_COMPLETED)
+
+    def owned_from(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
+        """The items this process will run from ``item`` on, as far as it knows, in order."""
+        session = item.session
+        if self._worker is None and hasattr(self.config, "workerinput"):
+            self._worker = _xdist_worker(self.config)
+        worker = self._worker
+        if worker is None:
+            if self._index is None:
+                self._index = {id(it): n for n, it in enumerate(session.items)}
+            at = self._index.get(id(item))
+            after = at + 1 if at is not None else None
+            if after is not None and (session.items[after : after + 1] or [None])[0] is nextitem:
+                return list(session.items[at : at + self.width])
+            return [item] + ([nextitem] if nextitem is not None else [])  # someone else's run loop
+        owned = [item] + ([nextitem] if nextitem is not None else [])
+        if nextitem is None or self.config.getoption("dist", "load") == "worksteal":
+            return owned
+        queue = getattr(worker, "torun", None)
+        if queue is None or not hasattr(queue, "lock"):
+            return owned
+        with queue.lock() as queued:
+            indices = list(itertools.islice(queued, self.width))
+        for index in indices:
+            if not isinstance(index, int):
+                break  # the shutdown marker: nothing after it runs here
+            owned.append(session.items[index])
+        return owned
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Rollouts started ahead whose items never ran are dropped (see the module docstring)."""
+        self.dropped += len(self.context.started)
+        self.context.started.clear()
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[WORKEROUTPUT_KEY] = self.dropped
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.context.inflight is not None:
+            self.context.inflight.close()
+        if self.context.routing is not None:
+            self.context.routing.uninstall()
+
+
+def _xdist_worker(config: pytest.Config) -> Any:
+    """xdist's worker-side plugin (``xdist.remote.WorkerInteractor``) in a worker, else None."""
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor":
+            return plugin
+    return None
+
+
+def register(config: pytest.Config, context: EvalContext, width: int) -> Fanout:
+    fanout = Fanout(config, context, width)
+    config.pluginmanager.register(fanout, "capevolve-fanout")
+    return fanout

@@ -1,0 +1,141 @@
+"""What a finished rollout leaves behind: its item shed, its passed reports slimmed.
+
+Registered in every process of a capevolve session — the plain session, xdist's controller and
+each worker — because each keeps what it saw to the end of the session: pytest holds every item
+in ``session.items``, and the terminal reporter of every process (workers too) keeps every
+report in ``stats`` (setup and teardown under ``""``, calls under their outcome). At 60,000
+rollouts a full ``TestReport`` (a keywords dict copied from the item, sections and
+user_properties lists, start and stop times) is ~0.6 KB, three per rollout.
+
+Once every plugin has seen a passed report — this is the outermost ``pytest_runtest_logreport``
+wrapper, so persistence, junitxml, xdist's sender and the terminal have all had it — the
+terminal's copy is replaced by a :class:`PassedReport` with what anything reads of a passed
+report afterwards: the count line (outcome, ``count_towards_summary``), ``--durations``
+(duration, when, nodeid), ``-rA``/``-rP`` (nodeid, sections). Failed, skipped and xfail-related
+reports are left whole: the summaries print them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from _pytest.reports import TestReport
+from _pytest.skipping import xfailed_key
+from _pytest.tmpdir import tmppath_result_key
+
+from ..._items.nodes import RECORD_PROPERTY, RolloutItem
+
+NO_KEYWORDS: MappingProxyType[str, Any] = MappingProxyType({})
+# pytest ≥ 9 identifies a report by a NodeId (``nodeid`` is a property over it); before, by a string
+IDENTITY = "_id" if isinstance(getattr(TestReport, "nodeid", None), property) else "nodeid"
+# pytest's own per-item stash entries whose readers are done once the item's protocol is over:
+# skipping's xfail evaluation (read by makereport) and tmpdir's outcomes (read by tmp_path's teardown)
+FINISHED_STASH_KEYS = (xfailed_key, tmppath_result_key)
+
+
+class PassedReport(TestReport):
+    """A passed report as kept once every plugin has seen it (see the module docstring).
+
+    ``keywords`` is left empty (pytest reads a report's keywords only as it is logged), the
+    rollout record is not kept (it is saved), nor are ``start``/``stop`` (junitxml takes its
+    times as reports arrive) or xdist's routing fields. Captured output, other user properties
+    and xdist's ``node`` (for the worker line ``-rP`` prints) are kept by :class:`PassedReportWith`."""
+
+    __slots__ = (IDENTITY, "location", "when", "duration")
+
+    outcome = "passed"
+    keywords = NO_KEYWORDS
+    longrepr = None
+    sections: Any = ()
+    user_properties: Any = ()
+
+    def __init__(self, report: TestReport, same_item: PassedReport | None = None) -> None:
+        # no TestReport.__init__: it would fill the __dict__ these slots replace
+        if same_item is not None and same_item.location == report.location:
+            # xdist decodes each of an item's three reports on its own: keep one id and location
+            setattr(self, IDENTITY, getattr(same_item, IDENTITY))
+            self.location = same_item.location
+        else:
+            setattr(self, IDENTITY, getattr(report, IDENTITY))
+            self.location = report.location
+        self.when = report.when
+        self.duration = report.duration
+
+    @staticmethod
+    def of(report: TestReport, same_item: PassedReport | None = None) -> PassedReport:
+        kept = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
+        if not (kept or report.sections or "node" in report.__dict__):
+            return PassedReport(report, same_item)
+        slim = PassedReportWith(report, same_item)
+        slim.sections = list(report.sections) if report.sections else ()
+        slim.user_properties = kept if kept else ()
+        if "node" in report.__dict__:
+            slim.node = report.__dict__["node"]
+        return slim
+
+
+class PassedReportWith(PassedReport):
+    """A :class:`PassedReport` that also carries captured output, user properties or xdist's node."""
+
+    __slots__ = ("sections", "user_properties", "node")  # type: ignore[misc]
+
+
+def slimmable(report: Any) -> bool:
+    """A plain passed test report (no xfail, no failure text): the kind a summary only counts."""
+    return (
+        type(report) is TestReport
+        and report.passed
+        and not hasattr(report, "wasxfail")
+        and report.longrepr is None
+    )
+
+
+class Retention:
+    """Registered in every process of a capevolve session (see the module docstring)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._earlier: dict[str, PassedReport] = {}  # nodeid -> its item's last slimmed report
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        try:
+            return (yield)
+        finally:
+            if isinstance(item, RolloutItem):
+                stash = item.stash
+                for key in FINISHED_STASH_KEYS:
+                    if key in stash:
+                        del stash[key]
+                item.shed()
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after every plugin saw the report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
+        result = yield
+        if slimmable(report):
+            self._replace(report)
+        if report.when == "teardown":
+            self._earlier.pop(report.nodeid, None)
+        return result
+
+    def _replace(self, report: TestReport) -> None:
+        """The terminal reporter appended ``report`` to one of its stats lists as it logged it:
+        that entry becomes a :class:`PassedReport`."""
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        stats = getattr(terminal, "stats", {})
+        likely = stats.get("passed" if report.when == "call" else "")  # where a passed one goes
+        for reports in (likely, *stats.values()) if likely else stats.values():
+            if reports and reports[-1] is report:
+                slim = reports[-1] = PassedReport.of(report, self._earlier.get(report.nodeid))
+                if report.when != "teardown":
+                    self._earlier[report.nodeid] = slim
+                return
+
+
+def register(config: pytest.Config) -> Retention:
+    retention = Retention(config)
+    config.pluginmanager.register(retention, "capevolve-retention")
+    return retention

@@ -1,0 +1,208 @@
+"""Persistence and tally: every reported rollout saved exactly once, and what the session paid.
+
+Controller only (the process that owns the run dir; the only process without xdist). xdist
+replays each worker's reports here through ``pytest_runtest_logreport``, so one code path
+serves both modes; the plan goes the other way, to each worker, through ``workerinput``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from .._items.nodes import RECORD_PROPERTY, decode_record, record_text
+from .._items.plan import WORKERINPUT_KEY, EvalPlan
+from .._project.blocks import first_trial
+from .._project.spec import Spec
+from .._show.report import arm_summary
+from .._store.evidence import ByTag, Outcomes
+from .._store.index import Columns
+from .._store.record import RolloutRecord
+from .._store.rundir import RunDir
+from . import exitcodes
+from .outcome import Outcome
+
+
+@dataclass
+class Tally:
+    """What this session paid and lost, as reports arrived."""
+
+    paid: dict[str, int] = field(default_factory=dict)
+    infra: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, reason)
+    lost: list[tuple[str, str]] = field(default_factory=list)  # items that never reported
+    dead_workers: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Persistence:
+    """Registered on the controller for the whole session."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        spec: Spec,
+        rundir: RunDir,
+        plan: EvalPlan,
+        *,
+        waiting_on: list[Path] | None = None,
+    ) -> None:
+        self.config = config
+        self.spec = spec
+        self.rundir = rundir
+        self.plan = plan
+        self.tally = Tally()
+        self.waiting_on = list(waiting_on or [])
+        self._session: pytest.Session | None = None
+
+    def settle(self) -> list[str]:
+        """After the run loop: let go of this session's claim (everything it paid is
+        persisted) and wait for the sessions paying rollouts this one needs. Lines to print."""
+        self.rundir.flush()
+        self.rundir.claims.release()
+        if not self.waiting_on:
+            return []
+        self.rundir.claims.wait_for(self.waiting_on)
+        return [
+            f"{len(self.plan.awaited)} rollouts were being paid by {len(self.waiting_on)} concurrent "
+            "session(s): waited for them instead of paying again"
+        ]
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        try:
+            self.rundir.flush()  # a view of the log: skipping it (a crash) loses nothing
+        finally:
+            self.rundir.claims.release()  # an interrupted session lets go too
+            self.rundir.close_log()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """Controller → each xdist worker: the plan, decided once here."""
+        node.workerinput[WORKERINPUT_KEY] = json.dumps(self.plan.to_wire())
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._session = session
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
+        """Persist each rollout exactly once, as its report arrives (before the other plugins
+        see the report). After them, a passed rollout's report drops its record: pytest keeps
+        every report to the end of the session, and the record is saved; a failed one keeps
+        it for the summary's feedback lines."""
+        text = record_text(report)
+        if text is None:
+            if report.failed:
+                reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
+                self.tally.lost.append((report.nodeid, reason))
+            return (yield)
+        if report.when != "call":  # the teardown report carries the call's record again
+            return (yield)
+        record = decode_record(text, report)
+        self._persist(record, text)
+        if record.infra_error:
+            self.tally.infra.append((report.nodeid, record.infra_error))
+        result = yield
+        if report.passed:
+            report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
+        return result
+
+    def _persist(self, record: RolloutRecord, text: str) -> None:
+        self.rundir.record_rollout(record, text)
+        self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
+        cap = self.spec.max_usd
+        if cap is not None and (usd := self.rundir.read_state()["spent"]["usd"]) > cap:
+            self._stop(f"budget max_usd={cap} spent ({usd:.4f} USD)")
+
+    def _stop(self, reason: str) -> None:
+        if self._session is not None:
+            self._session.shouldstop = reason
+        dsession = self.config.pluginmanager.getplugin("dsession")
+        if dsession is not None:
+            dsession.shouldstop = reason
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        if error:
+            self.tally.dead_workers.append((node.gateway.id, str(error)))
+
+
+def summarize(plan: EvalPlan, outcomes: ByTag | Outcomes, tally: Tally, *, against: str) -> Outcome:
+    """The per-tag rows and the planned rollouts still missing, from what is persisted (indexed
+    for the plan's replicate block: arms, or their :class:`~..decide.evidence.Outcomes` — a
+    resume's 60,000 rollouts read as columns); the exit code says whether the session produced
+    everything it owed."""
+    columns = outcomes if isinstance(outcomes, Outcomes) else Outcomes.of_arms(outcomes)
+    reused_by_tag = Counter(map(itemgetter(2), plan.persisted | plan.awaited))
+    arrays = {c.tag: columns.arm_arrays(c.tag, plan.task_ids, plan.num_trials) for c in plan.candidates}
+    rows = [
+        arm_summary(
+            arrays[c.tag],
+            tag=c.tag,
+            split=plan.split,
+            tasks=len(plan.task_ids),
+            num_trials=plan.num_trials,
+            paid=tally.paid.get(c.tag, 0),
+            reused=reused_by_tag.get(c.tag, 0),
+        )
+        for c in plan.candidates
+    ]
+    keys = plan.all_keys()
+    measured = sum(int(np.count_nonzero(~np.isnan(rewards))) for rewards, *_ in arrays.values())
+    if measured == len(keys) == len(set(plan.task_ids)) * plan.num_trials * len(plan.candidates):
+        missing = []  # every planned cell holds a valid rollout (no task listed twice)
+    else:
+        valid = {
+            (tag, task_id, k)
+            for tag, task_id, k, reward, infra in zip(
+                columns.tag, columns.task_id, columns.trial, columns.reward, columns.infra_error, strict=True
+            )
+            if infra is None and reward is not None
+        }
+        missing = [k for k in keys if (k.tag, k.task_id, k.trial - plan.first_trial) not in valid]
+    failed = missing or tally.dead_workers
+    return Outcome(
+        rows, missing, against=against, exit_code=exitcodes.INFRA_FAILURE if failed else exitcodes.OK
+    )
+
+
+def outcomes_of_columns(columns: Columns, block: int) -> Outcomes:
+    """The index's rows of one replicate block as columns
+    (:meth:`..store.rundir.RunDir.indexed_columns`) as :class:`~..decide.evidence.Outcomes`."""
+    trials = columns["trial"]
+    if block:
+        offset = first_trial(block)
+        trials = [k - offset for k in trials]
+    return Outcomes(
+        columns["tag"],
+        columns["task_id"],
+        trials,
+        columns["reward"],
+        columns["passed"],
+        columns["infra_error"],
+        columns["cost_usd"],
+    )
+
+
+def record_finish(
+    spec: Spec, rundir: RunDir, plan: EvalPlan, tally: Tally, outcome: Outcome, by_tag: ByTag
+) -> None:
+    """Log the session's end and refresh report.md and dashboard.html (views: they never
+    change the outcome)."""
+    rundir.append_event(
+        "session_finished",
+        paid=sum(tally.paid.values()),
+        missing=len(outcome.missing),
+        dead_workers=[w for w, _ in tally.dead_workers],
+        exit_code=outcome.exit_code,
+    )
+    # report.md and dashboard.html show block 0; a replicate block's session lets them read it.
+    # Imported here: drawing them needs scipy, and a session that changed nothing draws nothing
+    from .._show.views import refresh
+
+    outcome.report_error = refresh(spec, rundir, {plan.split: by_tag} if plan.block == 0 else {})

@@ -1,0 +1,326 @@
+"""Planning: which candidates a session evaluates and which rollouts it owes.
+
+Controller only, at configure time, before any item exists: the plan is decided once here
+and travels to xdist workers through ``workerinput``. Nothing is paid while planning; a
+candidate refused by a screen is never registered.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from itertools import compress, repeat
+from operator import is_
+from pathlib import Path
+from typing import Any
+
+from .._items.plan import EvalPlan, PlannedCandidate
+from .._policy.spend import Ceilings, afford
+from .._policy.stop_condition import parse as parse_stop_condition
+from .._project.candidate import SEED_TAG, CandidateError, check_tag
+from .._project.paths import to_stored
+from .._project.spec import Spec, splits_for
+from .._project.splits import TEST_SPLIT
+from .._store.index import Columns
+from .._store.record import RolloutRecord
+from .._store.rundir import RunDir, RunDirError
+from .._store.seal import Seal
+from .refusals import Screens
+
+
+@dataclass
+class CandidateRequest:
+    """A candidate asked for on the command line (or the best, implicitly)."""
+
+    tag: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """--capevolve-gate and its companions; ``nulls`` is how many null controls to keep."""
+
+    enabled: bool = False
+    nulls: int = 0
+    veto_regressions: bool = False
+    commit: str = "auto"  # auto: book each verdict as a decision; none: leave them as evidence
+    multiple: str = "holm"  # the family-wise correction across a round's siblings
+    sequential: bool = False  # --capevolve-sequential: e-processes per task, stop once decided
+
+
+@dataclass
+class Planned:
+    """What planning decided: the plan, the best it compares against, and the null controls."""
+
+    plan: EvalPlan
+    best: str
+    null_tags: list[str] = field(default_factory=list)
+    waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
+
+
+def planned_at(spec: Spec, tag: str, path: Path, digest: str) -> PlannedCandidate:
+    """Where a worker finds the candidate: relative to the project when inside it, so a worker
+    on a copy of the project (rsync, another machine) finds it in its own copy."""
+    return PlannedCandidate(tag, to_stored(path, spec.project_dir), digest)
+
+
+def next_free_tag(base: str, taken: set[str]) -> str:
+    n = 2
+    while f"{base}-r{n}" in taken:
+        n += 1
+    return f"{base}-r{n}"
+
+
+def frozen_ids(rundir: RunDir, splits: dict[str, Any], split: str, pool_ids: Iterable[str]) -> list[str]:
+    """The split's frozen task ids, refusing a run whose adapter lost some of them."""
+    task_ids = list(splits[split])
+    missing = sorted(set(task_ids) - set(pool_ids))
+    if missing:
+        raise CandidateError(
+            f"run {rundir.run_id}: the frozen {split} split names tasks the adapter no "
+            f"longer returns: {', '.join(map(repr, missing[:5]))}"
+        )
+    return task_ids
+
+
+def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
+    """Where the best's bytes come from: the seed's folder, or any other tag's snapshot in the
+    run dir — never its source folder, which may have been edited or deleted since (as
+    finalize does)."""
+    if tag == SEED_TAG:
+        return spec.capability_path
+    snapshot = rundir.snapshot_dir(tag)
+    if not snapshot.is_dir():
+        raise RunDirError(
+            f"run {rundir.run_id}: the best {tag!r} has no snapshot at {snapshot}; the run dir is "
+            "damaged (restore that folder from a backup, or start a new run with --capevolve-new-run)"
+        )
+    return snapshot
+
+
+def plan_evaluation(
+    spec: Spec,
+    rundir: RunDir,
+    pool_ids: list[str],
+    requests: list[CandidateRequest],
+    split: str,
+    *,
+    rerun: bool,
+    gate: GateRequest,
+    screens: Screens,
+    block: int = 0,
+) -> Planned:
+    """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
+    it is registered; the best and the seed are never screened.
+
+    Runs under the run's lock (see :func:`.wiring.configure`), so the spec lock, the splits,
+    the snapshots and the claims of two sessions planning at once never interleave: the later
+    one owes only what the earlier one neither persisted nor claimed, and waits for the rest."""
+    rundir.ensure_spec_lock(spec)
+    if gate.enabled and Seal(rundir).burned() is not None:
+        raise RunDirError(
+            f"run {rundir.run_id} is finalized: its test split was scored, so choosing a new "
+            "best in it would select on held-out knowledge; start a new run (--capevolve-new-run)"
+        )
+    splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
+    task_ids = frozen_ids(rundir, splits, split, pool_ids)
+    best = rundir.best()
+    best_path = source_of(spec, rundir, best)
+    taken = set(rundir.known_tags())
+    chosen: list[CandidateRequest] = []
+    for request in requests or [CandidateRequest(best, best_path)]:
+        tag = check_tag(request.tag)
+        if rerun:
+            tag = next_free_tag(tag, taken)
+            taken.add(tag)
+        chosen.append(CandidateRequest(tag, request.path))
+    if best not in {c.tag for c in chosen}:
+        chosen.insert(0, CandidateRequest(best, best_path))
+    if len({c.tag for c in chosen}) != len(chosen):
+        raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
+    # Screens run before anything is registered or paid: a refused candidate costs nothing.
+    screens.prepare(splits[TEST_SPLIT])
+    kept = [c for c in chosen if c.tag in (best, SEED_TAG) or not screens.refused(c.tag, c.path, best)]
+    only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
+    nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left
+    # A gate whose every candidate was refused by the screens has nothing to compare: paying for
+    # the best and its null controls would buy no decision.
+    chosen = [] if nothing_to_gate else kept
+    planned = [planned_at(spec, c.tag, c.path, rundir.register_candidate(c.tag, c.path)) for c in chosen]
+    # Null controls: byte-identical copies of the best, evaluated from their snapshots under
+    # fresh tags. Their tags derive from the best, so they are reused until it changes.
+    # A gate left with the best alone (every candidate refused, or the one asked for is the best
+    # already: the same command run again after its accept) decides nothing: no null controls.
+    null_tags = [] if only_best_left else [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
+    for tag in null_tags:
+        digest = rundir.register_candidate(tag, best_path)
+        planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
+    claimed = rundir.claims.others()
+    deciding = len([c for c in planned if c.tag != best and c.tag not in null_tags]) if gate.enabled else 0
+    plan = build_plan(
+        spec,
+        rundir,
+        split,
+        task_ids,
+        planned,
+        # the plan's tags and the seed: what the session's conclusion and measure read again
+        valid_column_keys(rundir.indexed_columns(split, {c.tag for c in planned} | {SEED_TAG}, block)),
+        "session_started",
+        decisions=deciding,
+        claimed=claimed,
+        block=block,
+    )
+    if gate.sequential:
+        from .sequential_gate import seeded_order
+
+        plan.order = seeded_order(task_ids, spec.base_seed)
+        plan.sequential = uuid.uuid4().hex
+    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
+    waiting_on = sorted({claimed[k] for k in plan.awaited})
+    return Planned(plan, best, null_tags, waiting_on)
+
+
+def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:
+    """The plan of a finalize session: the best, and the seed beside it when they differ, on
+    the test split, from their snapshots. The caller holds the seal's claim."""
+    rundir.ensure_spec_lock(spec)
+    splits = rundir.splits()
+    if splits is None:
+        raise RunDirError(f"run {rundir.run_id} has no frozen splits yet; evaluate first")
+    task_ids = frozen_ids(rundir, splits, TEST_SPLIT, pool_ids)
+    if not task_ids:
+        raise RunDirError(
+            f"run {rundir.run_id}: the test split is empty, so there is no held-out score "
+            "to produce; give split_test a share (in a new run) to have one"
+        )
+    best = rundir.best()
+    if SEED_TAG not in rundir.known_tags():
+        rundir.register_candidate(SEED_TAG, spec.capability_path)
+    planned = []
+    for tag in [best] + ([SEED_TAG] if best != SEED_TAG else []):
+        digest = rundir.candidate_hash(tag)
+        if digest is None:
+            raise RunDirError(f"run {rundir.run_id}: best {tag!r} has no snapshot to finalize")
+        planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
+    plan = build_plan(
+        spec,
+        rundir,
+        TEST_SPLIT,
+        task_ids,
+        planned,
+        valid_keys(seal.test_rollouts()),
+        "finalize_started",
+        best=best,
+    )
+    return Planned(plan, best)
+
+
+# One session's plan lives in memory and travels to every worker: a million rollouts is ~10x
+# any real evaluation, and far below what would exhaust memory (num_trials: 1e9 would not).
+MAX_PLAN_ROLLOUTS = 1_000_000
+
+
+def build_plan(
+    spec: Spec,
+    rundir: RunDir,
+    split: str,
+    task_ids: list[str],
+    planned: list[PlannedCandidate],
+    done: Iterable[Key],
+    event: str,
+    *,
+    decisions: int = 0,
+    claimed: Mapping[tuple[str, str, str, int], object] | None = None,
+    block: int = 0,
+    num_trials: int | None = None,
+    **fields: object,
+) -> EvalPlan:
+    """The plan over ``planned``, owing every rollout not already ``done`` (the keys of the
+    persisted rollouts without an infra error: :func:`valid_keys`) nor ``claimed`` by another
+    live session; checked against the budget (what
+    others have claimed counts as spent) and logged as ``event``. ``num_trials`` (default the
+    spec's) is more for a grow: trial indices continue, so the first ones are reused."""
+    tags = {c.tag for c in planned}
+    trials = spec.num_trials if num_trials is None else num_trials
+    size = len(task_ids) * trials * len(planned)
+    if size > MAX_PLAN_ROLLOUTS:
+        raise BudgetError(
+            f"{spec.path}: {len(task_ids)} {split} tasks × {trials} trials × {len(planned)} "
+            f"candidate(s) = {size} rollouts, more than one session plans ({MAX_PLAN_ROLLOUTS}); "
+            "lower num_trials or evaluate fewer candidates per session"
+        )
+    claimed = claimed or {}
+    plan = EvalPlan(
+        run_id=rundir.run_id,
+        split=split,
+        task_ids=task_ids,
+        num_trials=trials,
+        base_seed=spec.base_seed,
+        candidates=planned,
+        block=block,
+    )
+    keys = plan.all_keys()
+    wanted = set(keys)  # RolloutKeys: tuples, equal to the plain keys
+    # only this plan's keys: a best grown to more trials reuses num_trials of them here, not all
+    plan.persisted = wanted.intersection(done)
+    plan.awaited = wanted.intersection(claimed) - plan.persisted
+    owed = len(plan.owed_keys())
+    check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
+    if plan.awaited:
+        fields["awaited"] = len(plan.awaited)
+    if block:
+        fields["block"] = block
+    rundir.append_event(event, split=split, tags=sorted(tags), owed=owed, reused=len(keys) - owed, **fields)
+    return plan
+
+
+Key = tuple[str, str, str, int]  # (split, task_id, tag, trial)
+
+
+def valid_keys(records: Iterable[RolloutRecord]) -> set[Key]:
+    """The keys of the records that measured the agent or paid nothing: all but infra errors
+    (an infra error is missing data: owed again)."""
+    return {r.key for r in records if r.infra_error is None}
+
+
+def valid_column_keys(columns: Columns) -> set[Key]:
+    """:func:`valid_keys` of the index's rows read as columns
+    (:meth:`..store.rundir.RunDir.indexed_columns`): made in C, no record or loop per row."""
+    keys = zip(columns["split"], columns["task_id"], columns["tag"], columns["trial"], strict=True)
+    return set(compress(keys, map(is_, columns["infra_error"], repeat(None))))
+
+
+def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pending: int = 0) -> None:
+    """Refuse, before anything is paid, a session whose plan would cross a ceiling — the spec's,
+    each tightened by a cap its ``stop_condition`` states — with the arithmetic: the rollouts it
+    owes against ``max_metric_calls``, their $ at this run's measured $/rollout against
+    ``max_usd``; and for a gate session, its ``decisions`` against ``max_iterations`` and the
+    run's rejects in a row against ``stall``. ``pending`` rollouts being paid by other live
+    sessions count as needed too. (The same :func:`..loop.spend.afford` answers ``capevolve
+    spend``.)"""
+    state = rundir.read_state()
+    spent = state["spent"]
+    ceilings = Ceilings.from_spec(spec, parse_stop_condition(spec.stop_condition))
+    if not decisions:  # measuring is not deciding: only the money and rollout ceilings apply
+        ceilings = replace(ceilings, max_iterations=None, stall=None)
+    verdict = afford(
+        owed + pending,
+        rollouts_spent=int(spent["metric_calls"]),
+        runner_usd_spent=float(spent["usd"]),
+        optimizer_usd_spent=float(spent.get("optimizer_usd", 0.0)),
+        ceilings=ceilings,
+        decisions_needed=decisions,
+        iterations=int(state["iterations"]),
+        stall=int(state["stall"]),
+    )
+    if verdict.blockers:
+        crossed = "; ".join(b["message"] for b in verdict.blockers)
+        raise BudgetError(
+            f"{spec.path}: this session would cross a ceiling before paying anything: {crossed}. "
+            "Raise the ceiling, evaluate fewer candidates or trials, or finalize"
+        )
+
+
+class BudgetError(Exception):
+    """A session would cross a budget ceiling; refused before anything is paid."""

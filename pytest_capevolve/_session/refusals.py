@@ -1,0 +1,104 @@
+"""Screens: what refuses a candidate before any rollout is paid for it.
+
+Controller only, while planning. The tamper guard always runs (a candidate may not change
+what scores it: indecisive); a gate session also runs the project's microcases (one failure:
+reject, basis ``micro_test_fail``). A refusal is a verdict without numbers, written with the
+session's other verdicts at the end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._decide.verdict import INDECISIVE, REJECT, Verdict, refusal
+from .._engine.checks import ProjectEnv
+from .._engine.checks import run as run_microcase
+from .._policy.verdicts import gate_config
+from .._project.candidate import SEED_TAG
+from .._project.microcase import Microcase, refuse_test_tasks
+from .._project.microcase import load_project as load_microcases
+from .._project.spec import Spec
+from .._project.tamper import expand, protected_digests, tampered
+from .._store.rundir import RunDir
+
+
+class Screens:
+    def __init__(self, spec: Spec, rundir: RunDir, *, microcases: bool) -> None:
+        self.spec = spec
+        self.rundir = rundir
+        self.refusals: list[Verdict] = []
+        self._use_microcases = microcases
+        self._microcases: list[Microcase] = []
+        self._env = ProjectEnv(spec)  # the project's adapter, loaded on first need
+        self._protected = expand(spec.protected_paths, spec.adapter)
+        self._seed_protected: dict[str, str] | None = None
+
+    def prepare(self, test_ids: list[str]) -> None:
+        """Load the microcases (when screening with them), refusing any on a sealed task."""
+        if self._use_microcases:
+            self._microcases = load_microcases(self.spec.project_dir)
+            refuse_test_tasks(self._microcases, test_ids)
+
+    def refused(self, tag: str, path: Path, best: str) -> bool:
+        """Screen one candidate; a refusal is recorded in :attr:`refusals`."""
+        return self._tampered(tag, path, best) or self._fails_microcases(tag, path, best)
+
+    def _tampered(self, tag: str, path: Path, best: str) -> bool:
+        if self._seed_protected is None:
+            # hashed once per session: the seed is the reference for every candidate
+            snapshot = self.rundir.snapshot_dir(SEED_TAG)
+            seed = snapshot if snapshot.is_dir() else self.spec.capability_path
+            self._seed_protected = protected_digests(seed, self._protected)
+        changes = tampered(self._seed_protected, path, self._protected)
+        if changes:
+            shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
+            self._refuse(
+                tag,
+                best,
+                INDECISIVE,
+                "tamper",
+                f"never scored: it changes what scores it ({shown})",
+                {"changed_paths": changes, "protected_paths": list(self._protected), "source": str(path)},
+            )
+        return bool(changes)
+
+    def _fails_microcases(self, tag: str, path: Path, best: str) -> bool:
+        if not self._microcases:
+            return False
+        failed = []
+        for case in self._microcases:
+            outcome = run_microcase(case, path, self._env)
+            if not outcome.ok:
+                failed.append(
+                    {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
+                )
+        ran = len(self._microcases)
+        self.rundir.append_event("microcases", tag=tag, ran=ran, failed=[f["id"] for f in failed])
+        if failed:
+            first = failed[0]
+            self._refuse(
+                tag,
+                best,
+                REJECT,
+                "micro_test_fail",
+                f"failed {len(failed)} of {ran} microcases before any rollout: {first['id']} (cluster "
+                f"{first['cluster']}) expected {first['expected']}, got {first['got']}",
+                {"failed_microcases": failed, "microcases_run": ran, "source": str(path)},
+            )
+        return bool(failed)
+
+    def _refuse(
+        self, tag: str, best: str, decision: str, basis: str, reason: str, details: dict[str, Any]
+    ) -> None:
+        self.refusals.append(
+            refusal(
+                tag=tag,
+                against=best,
+                decision=decision,
+                basis=basis,
+                reason=reason,
+                config=gate_config(self.spec),
+                details=details,
+            )
+        )

@@ -1,0 +1,265 @@
+"""The terminal reporter role: one line per failed rollout, a progress line on long runs, the
+capevolve tables at the end of a session, and INFRA.
+
+Controller only (pytest-xdist keeps its ``TerminalDistReporter`` apart from ``DSession`` the
+same way). It reads the session's outcome and tally; nothing it prints can change them, and a
+formatting error never breaks the session's outcome.
+
+A task the agent fails is data, not a bug: its report keeps pytest's ``failed`` outcome (the
+count line and the exit status see it), but pytest's FAILURES section and short summary skip
+it — no xdist ``[gw0] linux -- Python …`` header, no traceback, no line cut at 50 characters —
+and this role prints one line for it instead, naming split, task, tag and trial with the
+scorer's feedback. Any other failure (a bug) keeps pytest's full report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+import pytest
+
+from .._engine.remote import STALE_COPY_FIX
+from .._items.nodes import INFRA_PREFIX, record_from_report
+from .._show.numbers import num
+from .._show.report import render_arms, render_verdicts
+from .._store.record import RolloutRecord
+from .._store.rundir import RunDir
+from .outcome import SessionEnd
+from .persistence import Tally
+from .progress import Progress
+
+
+def rollout_id(record: RolloutRecord) -> str:
+    """``val::a12[improved-t3]``: the short id a person can act on (split, task, tag, trial)."""
+    return f"{record.split}::{record.task_id}[{record.tag}-t{record.trial}]"
+
+
+def one_line(text: str) -> str:
+    """Feedback on one line, whole: whitespace runs (newlines too) become one space."""
+    return " ".join(str(text).split())
+
+
+def is_refused_rollout(report: Any) -> bool:
+    """A rollout refused before it ran (a stale copy's candidate): one line, listed grouped in
+    the capevolve summary, so pytest's FAILURES section need not repeat it per rollout."""
+    return record_from_report(report) is None and str(report.longrepr or "").startswith(INFRA_PREFIX)
+
+
+def grouped(entries: list[tuple[str, str]], limit: int = 20) -> list[tuple[str, str]]:
+    """(name, reason) per distinct reason, the name like a failed rollout's (``val::a12[tag-t3]``,
+    "and N more" when several share it): a stale copy on a worker refuses every rollout of its
+    tag with the same words, and once is enough to read them."""
+    by_reason: dict[str, list[str]] = {}
+    for nodeid, reason in entries:
+        by_reason.setdefault(one_line(reason), []).append(nodeid.split("::", 1)[-1])
+    shown = [
+        (ids[0] + (f" and {len(ids) - 1} more with the same reason" if len(ids) > 1 else ""), reason)
+        for reason, ids in list(by_reason.items())[:limit]
+    ]
+    if len(by_reason) > limit:
+        shown.append((f"… and {len(by_reason) - limit} more reasons", ""))
+    return shown
+
+
+def failed_rollout_line(record: RolloutRecord) -> str:
+    """``FAILED val::a12[improved-t3] reward 0: ticket escalated …`` (never cut short)."""
+    line = f"FAILED {rollout_id(record)} reward {num(record.reward, '.4g')}"
+    feedback = one_line(record.feedback or "")
+    return f"{line}: {feedback}" if feedback else line
+
+
+def is_task_failure(report: Any) -> bool:
+    """A call report of a rollout the agent scored below the threshold (not an infra error)."""
+    if report.when != "call" or not report.failed:
+        return False
+    record = record_from_report(report)
+    return record is not None and record.valid and record.infra_error is None
+
+
+class CapevolveReporter:
+    def __init__(
+        self,
+        rundir: RunDir,
+        end: SessionEnd,
+        tally: Tally,
+        progress: Progress | None,
+        completing: Callable[[], str],
+    ) -> None:
+        self.rundir = rundir
+        self.end = end
+        self.tally = tally
+        self.progress = progress
+        # the command that pays the missing rollouts (pinned to the run, nothing deselected)
+        self.completing = completing
+        self.failed: list[RolloutRecord] = []
+        self.deselected: set[Any] = set()  # keys of the rollouts -k, -m or --deselect left out
+        # each failed rollout's captured output (pytest's report sections), for ``-rA``
+        self.failed_sections: dict[tuple[str, str, str, int], list[tuple[str, str]]] = {}
+        self.infra_sections: dict[str, list[tuple[str, str]]] = {}  # nodeid → the same, for -rA
+        self._terminal: Any = None
+        self._hidden: list[pytest.TestReport] | None = None  # the agent's failures, out of stats
+
+    def pytest_deselected(self, items: list[Any]) -> None:
+        self.deselected.update(key for item in items if (key := getattr(item, "key", None)) is not None)
+
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        """Show an infra error as its own outcome ("I"/INFRA), never as a task failure."""
+        if report.when == "call" and report.failed:
+            record = record_from_report(report)
+            if record is not None and record.infra_error:
+                return "infra", "I", ("INFRA", {"yellow": True})
+        return None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    @pytest.hookimpl(trylast=True)  # after pytest's own letter for this report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if is_task_failure(report):
+            record = record_from_report(report)
+            assert record is not None
+            self.failed.append(record)
+            if report.sections:
+                key = (record.tag, record.split, record.task_id, record.trial)
+                self.failed_sections[key] = list(report.sections)
+        elif report.when == "call" and report.failed and report.sections:
+            record = record_from_report(report)
+            if record is not None and record.infra_error:  # an adapter's error: what it printed helps most
+                self.infra_sections[report.nodeid] = list(report.sections)
+        if self.progress is not None and report.when == "call":
+            line = self.progress.reported(report)
+            if line is not None and self._terminal is not None:
+                writer = getattr(self._terminal, "_tw", None)  # mid-way through a line of dots?
+                if getattr(writer, "width_of_current_line", 0):
+                    self._terminal.write("\n")
+                self._terminal.write_line(line)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None]:
+        """Around pytest's own summary: the rollouts the agent failed are left out of what prints
+        failures — the FAILURES section and the short summary, parts of the terminal's own
+        wrapper — and printed one line each, before the table, instead. The summaries between
+        them (``--durations``, other plugins') see every report; the count line still says how
+        many failed."""
+        self._hide(terminalreporter.stats)
+        try:
+            return (yield)
+        finally:
+            self._unhide(terminalreporter.stats)
+            try:
+                self._print_summary(terminalreporter)
+            except Exception as exc:  # a summary must never break the session's outcome
+                terminalreporter.write_line(f"capevolve: could not print the summary: {exc!r}")
+
+    @pytest.hookimpl(tryfirst=True, specname="pytest_terminal_summary")
+    def pytest_terminal_summary_sees_all(self, terminalreporter: Any) -> None:
+        # (named pytest_…: pytest reads no other name as a hook) the plain implementations run
+        # after every wrapper's first half, before any second
+        self._unhide(terminalreporter.stats)
+
+    @pytest.hookimpl(trylast=True, specname="pytest_terminal_summary")
+    def pytest_terminal_summary_hides_again(self, terminalreporter: Any) -> None:
+        self._hide(terminalreporter.stats)
+
+    def _hide(self, stats: dict[str, list[Any]]) -> None:
+        reports = stats.get("failed", [])
+        bugs = [r for r in reports if not is_task_failure(r) and not is_refused_rollout(r)]
+        if len(bugs) == len(reports):
+            return
+        self._hidden = reports
+        stats["failed"] = bugs
+        if not bugs:
+            del stats["failed"]
+
+    def _unhide(self, stats: dict[str, list[Any]]) -> None:
+        if self._hidden is not None:
+            stats["failed"] = self._hidden
+            self._hidden = None
+
+    def _print_failed(self, tr: Any) -> None:
+        if not self.failed:
+            return
+        tr.section(f"capevolve: {rollouts(len(self.failed), 'failed')} (the agent's, not a bug)", sep="-")
+        order = {row.tag: i for i, row in enumerate(self.end.outcome.rows)}  # the plan's, not arrival's
+
+        def key(r: RolloutRecord) -> tuple[int, str, str, str, int]:
+            return (order.get(r.tag, len(order)), r.tag, r.split, r.task_id, r.trial)
+
+        with_output = "A" in (tr.config.option.reportchars or "")  # -rA: what each one printed too
+        for record in sorted(self.failed, key=key):
+            tr.write_line(failed_rollout_line(record))
+            sections = self.failed_sections.get((record.tag, record.split, record.task_id, record.trial), [])
+            for title, content in sections if with_output else []:
+                tr.write_sep("-", title)
+                tr.line(content.rstrip("\n"))
+
+    def _print_summary(self, tr: Any) -> None:
+        outcome, tally = self.end.outcome, self.tally
+        self._print_failed(tr)
+        for notice in self.rundir.notices:
+            tr.write_line(f"capevolve: {notice}", yellow=True)
+        if not outcome.rows and not outcome.verdicts:
+            return
+        tr.section(f"capevolve run {self.rundir.run_id}", sep="=")
+        for line in render_arms(outcome.rows) if outcome.rows else []:  # none: every candidate refused
+            tr.write_line(line)
+        if outcome.verdicts:
+            tr.section(f"capevolve verdicts vs {outcome.against} (val)", sep="-")
+            if outcome.nulls:
+                spread = max(
+                    (abs(v.delta_mean) for v in outcome.nulls if v.delta_mean is not None), default=0.0
+                )
+                shown = ", ".join(f"{v.tag} Δ̄ {num(v.delta_mean, '+.4f')}" for v in outcome.nulls)
+                tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}")
+            for line in render_verdicts(outcome.verdicts):
+                tr.write_line(line)
+            for verdict in outcome.verdicts:
+                for warning in verdict.warnings:
+                    tr.write_line(f"{verdict.tag}: {warning}", red=True)
+            for line in outcome.explained:
+                tr.write_line(line)
+        paid = sum(r.paid for r in outcome.rows)
+        reused = sum(r.reused for r in outcome.rows)
+        tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")
+        if outcome.report_error:
+            tr.write_line(f"capevolve: {outcome.report_error}", yellow=True)
+        if tally.infra:
+            tr.write_line(f"infra errors ({len(tally.infra)}; missing data, never a 0):")
+            for name, reason in grouped(tally.infra):
+                tr.write_line(f"  INFRA {name}: {reason}" if reason else f"  {name}")
+            if "A" in (tr.config.option.reportchars or ""):  # -rA: what each one printed and logged
+                for nodeid, sections in self.infra_sections.items():
+                    tr.write_line(f"INFRA {nodeid.split('::', 1)[-1]}")
+                    for title, content in sections:
+                        tr.write_sep("-", title)
+                        tr.line(content.rstrip("\n"))
+        for worker, error in tally.dead_workers:
+            tr.write_line(f"worker {worker} died ({error}); its rollouts are missing", red=True)
+        for name, reason in grouped(tally.lost):
+            tr.write_line(f"no rollout from {name}: {reason}" if reason else name, red=True)
+        if outcome.missing:
+            for line in self._missing_lines(outcome.missing):
+                tr.write_line(line, yellow=True)
+        for line, markup in outcome.closing:
+            tr.write_line(line, **markup)
+
+    def _missing_lines(self, keys: list[Any]) -> list[str]:
+        """How many rollouts are missing and the command that pays only those: the one typed,
+        pinned to this run (``--capevolve-new-run`` would start another and pay everything
+        again) and without the flags that deselected rollouts (they would deselect them again)."""
+        recopy = any(STALE_COPY_FIX in reason for _nodeid, reason in self.tally.infra + self.tally.lost)
+        then = "copy the project to the workers again, then " if recopy else ""
+        missing, left_out = len(keys), sum(key in self.deselected for key in keys)
+        deselected = f" ({left_out} deselected by -k, -m or --deselect)" if left_out else ""
+        return [
+            f"{rollouts(missing)} {'is' if missing == 1 else 'are'} missing{deselected}; "
+            f"{then}to complete only those, run:",
+            f"  {self.completing()}",
+        ]
+
+
+def rollouts(count: int, adjective: str = "") -> str:
+    """``1 rollout``, ``3 failed rollouts``: the count with its noun."""
+    words = [str(count), *([adjective] if adjective else []), "rollout" if count == 1 else "rollouts"]
+    return " ".join(words)

@@ -1,0 +1,238 @@
+"""The sequential gate session role (``--capevolve-sequential``): stop paying once decided.
+
+Controller only. Items are collected in a seeded task order with both arms' trials of a task
+together (:attr:`.plan.EvalPlan.order`). As each rollout's report arrives — where
+:class:`.persistence.Persistence` saves it — this role records the reward; once a task is
+complete on both sides, and every task before it in the seeded order is too, its paired delta
+feeds the tag's e-processes (:mod:`..decide.sequential`). A tag whose e-process crosses is
+decided: its remaining items skip before the adapter is called (in-process through
+:attr:`..items.EvalContext.stopped`; on xdist workers through the stop marker,
+:mod:`..store.stop_marker`), and the best's too once every other tag is decided.
+
+Feeding in the seeded order, never in completion order, keeps the bets predictable: which task
+comes next never depends on how fast a rollout finished (which could depend on its outcome).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+
+from .._decide import stopping as seqgate
+from .._decide.verdict import GateConfig, Verdict
+from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP, record_from_report
+from .._items.plan import EvalPlan
+from .._policy.verdicts import Evidence, as_null, null_deltas
+from .._project.spec import Spec
+from .._stats import sequential as seq
+from .._store import stop_marker
+from .._store.evidence import ByTag
+from .._store.record import RolloutRecord
+from .._store.rundir import RunDir
+
+
+def seeded_order(task_ids: list[str], seed: int) -> list[str]:
+    """The order a sequential gate sees val in: a shuffle seeded by the run's base seed, the
+    same on every worker and on every resume."""
+    order = sorted(task_ids)
+    random.Random(f"capevolve-sequential:{seed}").shuffle(order)
+    return order
+
+
+@dataclass
+class SequentialGate:
+    """Controller only: the e-processes of every gated tag against the best, fed live."""
+
+    config: pytest.Config
+    spec: Spec
+    rundir: RunDir
+    plan: EvalPlan
+    best: str
+    gated: list[str]  # candidates and null controls, each gated against the best
+    alphas: dict[str, Fraction]  # each gated tag's α (its share of the round's)
+    trials: dict[tuple[str, str], dict[int, float | None]] = field(default_factory=dict)
+    decisions: dict[str, seqgate.SequentialDecision] = field(default_factory=dict)
+    stopped: set[str] = field(default_factory=set)
+    saved: int = 0  # items skipped because their tag was decided: rollouts not paid
+
+    def __post_init__(self) -> None:
+        tags, task_ids = {self.best, *self.gated}, set(self.plan.task_ids)
+        persisted = self.rundir.indexed_rollouts(self.plan.split, tags, self.plan.block)
+        for record in persisted:  # resume: persisted counts
+            if record.tag in tags and record.task_id in task_ids:
+                self._add(record)
+        self._update(self.gated)  # a tag decided by an earlier session is stopped before paying
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        session.config.stash[CONTEXT_KEY].stopped |= self.stopped
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = record_from_report(report)
+        if record is not None and report.when == "call":
+            self._add(record)
+            # only a task completed on both sides can move an e-process: the best's completes
+            # it for every tag, a candidate's for itself
+            if self._complete(record.tag, record.task_id):
+                self._update(self.gated if record.tag == self.best else [record.tag])
+        elif report.skipped and SEQUENTIAL_SKIP in str(report.longrepr):
+            self.saved += 1
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Under ``--dist load`` (what ``-n`` uses): a window of one task's rollouts per worker,
+        so few are paid after a decision. Any other ``--dist`` keeps xdist's own scheduler."""
+        if config.getvalue("dist") != "load":
+            return None
+        from .perf.window import window_scheduler
+
+        return window_scheduler(config, log, max(2, self.plan.num_trials * len(self.plan.candidates)))
+
+    # -- the e-processes -----------------------------------------------------------------------
+
+    def _add(self, record: RolloutRecord) -> None:
+        reward = None if record.infra_error or record.reward is None else float(record.reward)
+        self.trials.setdefault((record.tag, record.task_id), {})[record.trial] = reward
+
+    def _complete(self, tag: str, task_id: str) -> bool:
+        return len(self.trials.get((tag, task_id), {})) >= self.plan.num_trials
+
+    def _mean(self, tag: str, task_id: str) -> float | None:
+        valid = [r for r in self.trials.get((tag, task_id), {}).values() if r is not None]
+        return float(np.mean(valid)) if valid else None
+
+    def seen(self, tag: str) -> list[str]:
+        """The seeded-order prefix of tasks complete on both sides (valid or not)."""
+        out = []
+        for task_id in self.plan.order or self.plan.task_ids:
+            if not (self._complete(tag, task_id) and self._complete(self.best, task_id)):
+                break
+            out.append(task_id)
+        return out
+
+    def prefix(self, tag: str, n_deltas: int) -> list[str]:
+        """The seen tasks up to the one that gave the ``n_deltas``-th paired delta."""
+        out, count = [], 0
+        for task_id in self.seen(tag):
+            if count >= n_deltas:
+                break
+            out.append(task_id)
+            if self._mean(tag, task_id) is not None and self._mean(self.best, task_id) is not None:
+                count += 1
+        return out
+
+    def deltas(self, tag: str, task_ids: list[str]) -> list[float]:
+        """Paired per-task deltas; a task with no valid trial on a side is missing data."""
+        out = []
+        for task_id in task_ids:
+            cand, best = self._mean(tag, task_id), self._mean(self.best, task_id)
+            if cand is not None and best is not None:
+                out.append(cand - best)
+        return out
+
+    def track(self, tag: str) -> seqgate.SequentialDecision:
+        seen = self.seen(tag)
+        return seqgate.track(
+            self.deltas(tag, seen),
+            alpha=seqgate.split(self.alphas[tag]),
+            min_effect=self.spec.gate_min_effect,
+            total_tasks=len(self.plan.task_ids),
+        )
+
+    def _update(self, tags: list[str]) -> None:
+        changed = False
+        for tag in tags:
+            if tag in self.decisions and self.decisions[tag].decided:
+                continue
+            decision = self.track(tag)
+            self.decisions[tag] = decision
+            if decision.decided and tag not in self.stopped:
+                self.stopped.add(tag)
+                changed = True
+        if (
+            self.gated
+            and all(t in self.decisions and self.decisions[t].decided for t in self.gated)
+            and self.best not in self.stopped
+        ):
+            self.stopped.add(self.best)
+            changed = True
+        if changed:
+            if CONTEXT_KEY in self.config.stash:  # not yet while the session is being planned
+                self.config.stash[CONTEXT_KEY].stopped |= self.stopped
+            if self.plan.sequential is not None:
+                stop_marker.write_stopped(self.rundir.root, self.plan.sequential, self.stopped)
+
+    # -- verdicts ------------------------------------------------------------------------------
+
+    def verdicts(
+        self, by_tag: ByTag, config: GateConfig, null_tags: list[str], *, interrupted: bool = False
+    ) -> tuple[list[Verdict], list[Verdict]]:
+        """(null controls' verdicts, candidates' verdicts) for the caller to write. A crossed
+        tag: the e-process's decision on the tasks it saw; val exhausted: the exact test at the
+        α left over; interrupted before either: "undecided" with the current e-values."""
+
+        def one(tag: str, floor: list[float] | None) -> Verdict:
+            decision = self.track(tag)
+            level = seqgate.config_at(config, decision.alpha.alpha)
+            if decision.decided or interrupted:
+                seen = self.prefix(tag, decision.state.tasks)
+                evidence = Evidence(by_tag, seen, self.plan.num_trials, self.rundir.snapshot_size)
+                verdict = evidence.judge(tag, self.best, level, floor)
+                if decision.decided:
+                    return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
+                return seqgate.undecided_verdict(verdict, decision)
+            evidence = Evidence(by_tag, self.plan.task_ids, self.plan.num_trials, self.rundir.snapshot_size)
+            verdict = evidence.judge(tag, self.best, level, floor)
+            numerator, denominator = seq.exhaustion_p(
+                np.asarray(self.deltas(tag, list(self.plan.order or self.plan.task_ids))),
+                alpha_efficacy=float(decision.alpha.efficacy),
+                n_resamples=seqgate.EXHAUSTION_RESAMPLES,
+                seed=config.seed,
+            )
+            return seqgate.exhausted_verdict(verdict, decision, Fraction(numerator, denominator))
+
+        nulls = [as_null(one(tag, None)) for tag in self.gated if tag in null_tags]
+        floor = null_deltas(nulls)
+        candidates = [one(tag, floor) for tag in self.gated if tag not in null_tags]
+        return nulls, candidates
+
+    def not_paid(self) -> set[str]:
+        """Tags whose missing rollouts are missing on purpose (decided, or the best once
+        everything is): not an infrastructure failure."""
+        return set(self.stopped)
+
+    def summary(self) -> list[str]:
+        lines = []
+        per_tag = self.plan.num_trials * len(self.plan.task_ids)
+        for tag in self.gated:
+            decision = self.decisions.get(tag)
+            if decision is None:
+                continue
+            s, total = decision.state, len(self.plan.task_ids)
+            if decision.decided:
+                how = f"stopped for {s.stopped} after {len(self.prefix(tag, s.tasks))} of {total} tasks"
+            elif len(self.seen(tag)) == total:
+                how = f"no crossing over all {total} tasks: the exact test decided at the α left over"
+            else:
+                how = f"undecided after {len(self.seen(tag))} of {total} tasks"
+            lines.append(
+                f"sequential {tag}: {how} (efficacy e = {s.efficacy:.4g}, futility e = {s.futility:.4g})"
+            )
+        lines.append(
+            f"sequential gate: the stop saved {self.saved} rollouts (of {per_tag * (len(self.gated) + 1)} "
+            "planned for the gated tags and the best)"
+        )
+        return lines
+
+    def finish(self) -> None:
+        if self.plan.sequential is not None:
+            stop_marker.remove(self.rundir.root, self.plan.sequential)
+
+    def to_event(self) -> dict[str, Any]:
+        return {t: d.numbers() for t, d in self.decisions.items()}

@@ -1,0 +1,300 @@
+"""A subset-screen session: ``--capevolve-screen TIER`` (or ``--capevolve-screen-ids a,b,c``).
+
+Controller only. Planning picks the subset (:mod:`..loop.screen`: deterministic for the run,
+the candidate and the tier) and owes **only the candidate's** rollouts on it; the best's side is
+read from its persisted val rollouts on the same tasks and trial seeds, never paid again. After
+the run loop the screen kills or promotes — never accepts — and writes
+``screens/<tag>__tier<N>.json`` with the run's screen ledger. Nothing here writes a verdict:
+the gate reads full val only, and a candidate screened on a subset has a val coverage below
+``min_coverage`` until a gate session completes it.
+
+(Not to be confused with :mod:`.screens`: the tamper guard and microcases, which this session
+also runs before paying.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import _stats as stats
+from .._decide import screen as ladder
+from .._decide.verdict import Verdict
+from .._policy.commit import CommitRefused, book
+from .._policy.verdicts import gate_config
+from .._project.candidate import SEED_TAG, CandidateError, check_tag
+from .._project.spec import Spec, splits_for
+from .._project.splits import TEST_SPLIT
+from .._show.report import summarize_arm
+from .._store.evidence import ByTag, index_records, reward_matrix
+from .._store.files import atomic_write_json
+from .._store.rundir import RunDir, RunDirError
+from .._store.seal import Seal
+from . import exitcodes
+from .outcome import Outcome
+from .persistence import Persistence, record_finish, summarize
+from .planning import (
+    CandidateRequest,
+    Planned,
+    build_plan,
+    frozen_ids,
+    planned_at,
+    valid_column_keys,
+)
+from .refusals import Screens
+
+
+@dataclass(frozen=True)
+class ScreenRequest:
+    """What to screen on: a tier (1|2|3) or task ids picked by hand."""
+
+    tier: int | None = None
+    ids: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"tier{self.tier}" if self.tier is not None else "ids"
+
+
+@dataclass
+class ScreenPlanned(Planned):
+    tag: str = ""
+    request: ScreenRequest = field(default_factory=ScreenRequest)
+    subset: list[str] = field(default_factory=list)
+    val_ids: list[str] = field(default_factory=list)
+
+
+def plan_screen(
+    spec: Spec,
+    rundir: RunDir,
+    pool_ids: list[str],
+    candidate: CandidateRequest,
+    request: ScreenRequest,
+    screens: Screens,
+) -> ScreenPlanned:
+    """The plan of a screen session (under the run's lock, like any planning)."""
+    rundir.ensure_spec_lock(spec)
+    if Seal(rundir).burned() is not None:
+        raise RunDirError(
+            f"run {rundir.run_id} is finalized: screening a candidate for it would select on "
+            "held-out knowledge; start a new run (--capevolve-new-run)"
+        )
+    splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
+    val_ids = frozen_ids(rundir, splits, "val", pool_ids)
+    best = rundir.best()
+    tag = check_tag(candidate.tag)
+    if tag in (best, SEED_TAG):
+        raise CandidateError(f"--capevolve-screen: {tag!r} is the best (or the seed); screen a candidate")
+    records = index_records(rundir.indexed_rollouts("val", [best]))
+    best_matrix = reward_matrix(records.get(best, {}), val_ids, spec.num_trials)
+    task_means = stats.task_means(best_matrix)
+    means = {t: float(m) for t, m in zip(val_ids, task_means, strict=True) if not np.isnan(m)}
+    if not means:
+        raise RunDirError(
+            f"run {rundir.run_id}: the best {best!r} has no val rollouts to screen against; evaluate it "
+            "first (capevolve baseline, or pytest --capevolve-run PROJECT)"
+        )
+    if request.ids:
+        unknown = [t for t in request.ids if t not in val_ids]
+        if unknown:
+            raise CandidateError(
+                f"--capevolve-screen-ids: {', '.join(map(repr, unknown[:5]))} are not val tasks of run "
+                f"{rundir.run_id}; pick ids from its splits.json"
+            )
+        lacking = [t for t in request.ids if t not in means]
+        if lacking:
+            raise CandidateError(
+                f"--capevolve-screen-ids: the best {best!r} has no valid val rollout on "
+                f"{', '.join(map(repr, lacking[:5]))}; a screen never pays for the best's side"
+            )
+        fewest = ladder.fewest_tasks(spec.screen_alpha)
+        if len(request.ids) < fewest:
+            best_p = ladder.best_harm_p(len(request.ids))
+            raise CandidateError(
+                f"--capevolve-screen-ids: {len(request.ids)} task(s) can never prove harm at "
+                f"screen_alpha {spec.screen_alpha:g} (the smallest possible p is 1/2^{len(request.ids)} = "
+                f"{float(best_p):.4g}); name at least {fewest} tasks"
+            )
+        subset = list(request.ids)
+    else:
+        assert request.tier is not None
+        subset = ladder.select(means, rundir.run_id, tag, request.tier)
+    screens.prepare(splits[TEST_SPLIT])
+    planned_candidates = []
+    if not screens.refused(tag, candidate.path, best):
+        digest = rundir.register_candidate(tag, candidate.path)
+        planned_candidates.append(planned_at(spec, tag, candidate.path, digest))
+    claimed = rundir.claims.others()
+    plan = build_plan(
+        spec,
+        rundir,
+        "val",
+        subset,
+        planned_candidates,
+        valid_column_keys(rundir.indexed_columns("val", [c.tag for c in planned_candidates])),
+        "screen_started",
+        claimed=claimed,
+        screen=request.label,
+    )
+    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
+    waiting_on = sorted({claimed[k] for k in plan.awaited})
+    return ScreenPlanned(
+        plan, best, waiting_on=waiting_on, tag=tag, request=request, subset=subset, val_ids=val_ids
+    )
+
+
+def screen_path(rundir: RunDir, tag: str, label: str) -> Path:
+    return rundir.root / "screens" / f"{tag}__{label}.json"
+
+
+def screen_events(rundir: RunDir) -> list[dict[str, Any]]:
+    return [e for e in rundir.events() if e.get("kind") == "screen"]
+
+
+@dataclass(eq=False)  # a plugin: identity, not value, equality
+class ScreenSession:
+    """Controller only: the conclusion of a screen session."""
+
+    spec: Spec
+    rundir: RunDir
+    planned: ScreenPlanned
+    refusals: list[Verdict]
+    persistence: Persistence
+    commit: str
+
+    def conclude(self) -> Outcome:
+        plan, planned = self.planned.plan, self.planned
+        by_tag = index_records(self.rundir.indexed_rollouts("val"))
+        outcome = summarize(plan, by_tag, self.persistence.tally, against=planned.best)
+        # the best's side on the subset, read from its persisted rollouts (never paid here)
+        best_row = summarize_arm(
+            by_tag.get(planned.best, {}),
+            tag=planned.best,
+            split="val",
+            task_ids=planned.subset,
+            num_trials=plan.num_trials,
+            paid=0,
+            reused=len(planned.subset) * plan.num_trials,
+        )
+        outcome.rows.insert(0, best_row)
+        # the tamper guard or a microcase refused it: nothing screened, and (like every screen)
+        # no verdict file — the refusal is shown and logged; a gate session books it
+        outcome.verdicts += self.refusals
+        if self.refusals:
+            outcome.exit_code = (
+                exitcodes.INDECISIVE if self.refusals[0].decision == "indecisive" else exitcodes.REJECTED
+            )
+            outcome.closing.append(
+                (
+                    f"{planned.tag}: refused before any rollout, so not screened (a screen writes no "
+                    "verdict and books nothing); fix it, or gate it (--capevolve-gate) to book the refusal",
+                    {"yellow": True},
+                )
+            )
+        elif outcome.missing:
+            outcome.closing.append(
+                (
+                    f"screen incomplete: {len(outcome.missing)} of the candidate's subset rollouts are "
+                    "missing, so no kill or promote; the command above completes them",
+                    {"yellow": True},
+                )
+            )
+        else:
+            self._decide(by_tag, outcome)
+        record_finish(self.spec, self.rundir, plan, self.persistence.tally, outcome, by_tag)
+        return outcome
+
+    def _decide(self, by_tag: ByTag, outcome: Outcome) -> None:
+        spec, rundir, planned = self.spec, self.rundir, self.planned
+        tag, best, subset, val_ids = planned.tag, planned.best, planned.subset, planned.val_ids
+        trials = spec.num_trials
+        candidate = reward_matrix(by_tag.get(tag, {}), subset, trials)
+        best_side = reward_matrix(by_tag.get(best, {}), subset, trials)
+        best_full = reward_matrix(by_tag.get(best, {}), val_ids, trials)
+        rows = [val_ids.index(t) for t in subset]
+        result = ladder.decide_screen(
+            candidate,
+            best_side,
+            alpha=spec.screen_alpha,
+            best_full=best_full,
+            subset_rows=rows,
+            gate=gate_config(spec),
+            seed=spec.base_seed,
+        )
+        # counted from the files, not this session's tally: rollouts paid by an interrupted
+        # screen of the same candidate are fired too (earlier screens' share is not counted twice)
+        on_subset = sum(1 for (task, k) in by_tag.get(tag, {}) if task in set(subset) and k < trials)
+        counted = sum(int(e.get("fired", 0)) for e in screen_events(rundir) if e.get("tag") == tag)
+        fired = max(0, on_subset - counted)
+        full_cost = len(val_ids) * trials
+        rundir.append_event(
+            "screen",
+            tag=tag,
+            against=best,
+            screen=planned.request.label,
+            tasks=len(subset),
+            decision=result.decision,
+            basis=result.basis,
+            delta_mean=result.delta_mean,
+            p_harm=result.p_harm,
+            fired=fired,
+            full_val_rollouts=full_cost,
+        )
+        ledger = ladder.ledger(screen_events(rundir))
+        record = {
+            "tag": tag,
+            "against": best,
+            "tier": planned.request.tier,
+            "ids": subset,
+            "n_tasks": result.n_tasks,
+            "trials": trials,
+            "delta_mean": result.delta_mean,
+            "p_value": result.p_harm,
+            "p_exact": result.p_harm_exact,
+            "p_meaning": "one-sided exact sign-flip test that the candidate is worse on the subset",
+            "alpha": result.alpha,
+            "ceiling_p": result.ceiling_p,
+            "decision": result.decision,
+            "basis": result.basis,
+            "reason": result.reason,
+            "rollouts_fired": fired,
+            "rollouts_reused": len(subset) * trials - fired,
+            "full_val_rollouts": full_cost,
+            "breakeven_kill_rate": ladder.breakeven_kill_rate(fired, full_cost),
+            "ledger": ledger,
+            "note": "a screen never accepts; its numbers never reach the gate, which reads full val only",
+        }
+        atomic_write_json(screen_path(rundir, tag, planned.request.label), record)
+        word = "KILL" if result.decision == ladder.KILL else "PROMOTE"
+        outcome.closing.append(
+            (f"screen {tag} ({planned.request.label}, {len(subset)} tasks): {word} — {result.reason}", {})
+        )
+        outcome.closing.append((_ledger_line(ledger), {"yellow": ledger["net_rollouts"] < 0}))
+        if result.decision == ladder.KILL:
+            outcome.exit_code = exitcodes.REJECTED
+            if self.commit == "auto":
+                basis = ladder.COMMIT_BASIS[result.basis]
+                try:
+                    book(spec, rundir, tag, "reject", basis=basis, note=f"screen: {result.reason}")
+                    outcome.closing.append((f"{tag}: booked reject ({basis})", {}))
+                except CommitRefused as exc:
+                    outcome.closing.append((f"{tag}: screen written, decision not booked: {exc}", {}))
+        else:
+            outcome.closing.append(
+                (
+                    f"promoted, not accepted: gate it on full val (--capevolve-gate) or climb the "
+                    f"ladder (--capevolve-screen {min((planned.request.tier or 0) + 1, 3)})",
+                    {},
+                )
+            )
+
+
+def _ledger_line(ledger: dict[str, Any]) -> str:
+    return (
+        f"screen ledger: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} rollouts "
+        f"fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d}"
+        + (f" — {ledger['verdict']}" if ledger.get("verdict") else "")
+    )

@@ -1,0 +1,452 @@
+"""What the dashboard draws, read from a run dir once: pure numbers, no HTML.
+
+Controller side (end of a session) or the ``capevolve dashboard`` command. Reads the run only
+through :class:`~pytest_capevolve._store.rundir.RunDir` — val rollouts, verdicts, decisions,
+events, state — and never the test split (the seal's numbers come in through
+:class:`~pytest_capevolve._show.measure.Measurement`). Every missing number stays None: a task
+not evaluated is not a reward of 0.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ... import _stats as stats
+from ..._decide.looks import shown_decision
+from ..._project.candidate import SEED_TAG
+from ..._store.evidence import ByTag, index_records, reward_matrix
+from ..._store.rundir import RunDir
+from ..measure import Measurement, table_rows
+
+GATE_SPLIT = "val"
+# the drill-down shows feedback and output for at most this many rollouts (those that scored
+# below 1, in task order), each read from its file; every other rollout shows its reward from the
+# index: a page for 60,000 rollouts must not open 60,000 files
+DETAIL_LIMIT = 200
+MAX_SPEND_POINTS = 400  # a polyline past this many points draws nothing more a reader can see
+
+
+@dataclass(frozen=True)
+class Trial:
+    tag: str
+    trial: int
+    reward: float | None
+    infra_error: str | None
+    feedback: str
+    output: str
+    detail: bool = True  # feedback and output were read from the rollout's file
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One task × candidate cell of the heatmap: the mean over valid trials, or why there is none."""
+
+    task: int  # index into ``Dashboard.task_ids``
+    tag: str
+    mean: float | None
+    valid: int
+    infra: int
+
+    @property
+    def state(self) -> str:
+        if self.mean is not None:
+            return "scored"
+        return "infra" if self.infra else "missing"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One tag's heatmap column, row by row (a task of ``Dashboard.task_ids`` each): its mean
+    over valid trials (NaN: none), how many trials were valid, how many were infra errors.
+    Arrays, not a :class:`Cell` per task: a page of 10,000 tasks must not hold 10,000 objects
+    per tag (:meth:`Dashboard.cells` makes them one at a time as the page is drawn)."""
+
+    means: np.ndarray
+    valid: np.ndarray
+    infra: np.ndarray
+
+
+@dataclass(frozen=True)
+class BestPoint:
+    """The best after ``iteration`` decisions, with its val mean and 95% bootstrap CI over tasks;
+    ``candidate`` is what that decision was about (None at iteration 0, the seed)."""
+
+    iteration: int
+    best: str
+    mean: float | None
+    ci: tuple[float, float] | None
+    candidate: str | None = None
+    decision: str | None = None
+    candidate_mean: float | None = None
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    tag: str
+    against: str
+    decision: str
+    basis: str
+    null_control: bool
+    delta_mean: float | None
+    ci: tuple[float, float] | None
+    bar: float | None
+    p_value: float | None
+    n_tasks: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class SpendPoint:
+    seconds: float  # since the run's first event
+    rollouts: int
+    usd: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    tag: str
+    parent: str | None
+    decision: str
+    basis: str | None
+    delta_mean: float | None
+    p_value: float | None
+    note: str
+
+
+@dataclass
+class Dashboard:
+    run_id: str
+    best: str
+    num_trials: int
+    task_ids: list[str]
+    tags: list[str]  # heatmap columns: every tag with a val rollout, in the order first paid
+    columns: dict[str, Column]  # tag → its heatmap column (:meth:`cells`)
+    best_so_far: list[BestPoint]
+    verdicts: list[VerdictRow]
+    null_band: float | None  # the largest |Δ̄| of the null controls: the gate's noise floor
+    spend: list[SpendPoint]
+    ceilings: dict[str, float | None]  # max_metric_calls, max_usd
+    decisions: list[Decision]
+    table: list[tuple[str, ...]] = field(default_factory=list)  # measure's honest table
+    labels: list[str] = field(default_factory=list)
+    # tags with more val trials than num_trials (grown): tag → its trials. The heatmap and the
+    # curves pool the first num_trials of every tag; a grown verdict pools all of them
+    grown_trials: dict[str, int] = field(default_factory=dict)
+    # the drill-down's source: the val records (tag → (task, trial) → record, held by reference:
+    # a session's own), each tag's trials per task, and the few rollouts shown in detail
+    val: ByTag = field(default_factory=dict)
+    trial_counts: dict[str, int] = field(default_factory=dict)
+    details: dict[tuple[int, str, int], Trial] = field(default_factory=dict)
+
+    def cells(self) -> Iterator[Cell]:
+        """Every heatmap cell, task by task and in column order within a task."""
+        for row in range(len(self.task_ids)):
+            yield from self.row_cells(row)
+
+    def row_cells(self, row: int) -> list[Cell]:
+        """The cells of one task, in column order."""
+        out = []
+        for tag in self.tags:
+            column = self.columns[tag]
+            count = int(column.valid[row])
+            mean = float(column.means[row]) if count else None
+            out.append(Cell(row, tag, mean, count, int(column.infra[row])))
+        return out
+
+    def trials(self, row: int) -> list[Trial]:
+        """A task's val rollouts, tag by tag (column order) in trial order: those of
+        :attr:`details` with their feedback and output, every other with its reward only."""
+        task_id = self.task_ids[row]
+        out = []
+        for tag in self.tags:
+            arm = self.val.get(tag, {})
+            for k in range(self.trial_counts.get(tag, 0)):
+                record = arm.get((task_id, k))
+                if record is None:
+                    continue
+                detailed = self.details.get((row, tag, k))
+                out.append(
+                    detailed
+                    if detailed is not None
+                    else Trial(tag, k, record.reward, record.infra_error, "", "", detail=False)
+                )
+        return out
+
+
+def collect(
+    rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
+) -> Dashboard:
+    """Read the run once and turn it into the dashboard's numbers. ``val``: the val records
+    when the caller has just read them (a val session), so they are not read again. Outcome
+    fields come from the index; feedback and output only for the rollouts the drill-down
+    details (:data:`DETAIL_LIMIT`), from their files."""
+    splits = rundir.splits() or {}
+    task_ids = [str(t) for t in splits.get(GATE_SPLIT, [])]
+    if val is None:
+        val = index_records(rundir.indexed_rollouts(GATE_SPLIT)) if task_ids else {}
+    state = rundir.read_state()
+    log = read_log(rundir)
+    events = log.events
+    tags = sorted(val, key=lambda tag: (tag != SEED_TAG, log.first_val_rollout.get(tag, log.count), tag))
+    matrices = {tag: reward_matrix(val.get(tag, {}), task_ids, num_trials) for tag in tags}
+    decisions = [_decision(e) for e in events if e.get("kind") == "decision"]
+    verdicts = _verdict_rows(rundir.verdicts(), log)
+    nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
+    budget = state.get("budget") or {}
+    trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
+    dash = Dashboard(
+        run_id=rundir.run_id,
+        best=str(state.get("best_id", SEED_TAG)),
+        num_trials=num_trials,
+        task_ids=task_ids,
+        tags=tags,
+        columns=_columns(val, matrices, task_ids, tags, num_trials),
+        best_so_far=best_so_far(decisions, matrices),
+        verdicts=verdicts,
+        null_band=max(nulls) if nulls else None,
+        spend=log.spend(),
+        ceilings={key: _number(budget.get(key)) for key in ("max_metric_calls", "max_usd")},
+        decisions=decisions,
+        table=table_rows(measurement) if measurement is not None else [],
+        labels=list(measurement.labels) if measurement is not None else [],
+        grown_trials={tag: n for tag, n in sorted(trial_counts.items()) if n > num_trials},
+        val=val,
+        trial_counts=trial_counts,
+    )
+    dash.details = _details(rundir, dash)
+    return dash
+
+
+@dataclass
+class Log:
+    """What the page reads of ``events.jsonl``, folded as it is read: a run's log is mostly
+    rollouts, and 60,000 of them held as events would outweigh everything else the page needs.
+    Rollout lines leave only a count, each val tag's first, and a point of the spend series
+    (three numbers in arrays); every other event is kept whole."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)  # every event but the rollouts
+    numbers: list[int] = field(default_factory=list)  # each kept event's place in the log
+    count: int = 0  # events read, rollouts included
+    first_val_rollout: dict[str, int] = field(default_factory=dict)  # tag → place of its first
+    start: float | None = None  # the first event's ts
+    seconds: array = field(default_factory=lambda: array("d"))  # the spend series, unthinned
+    rollouts: array = field(default_factory=lambda: array("q"))
+    usd: array = field(default_factory=lambda: array("d"))
+    _spent: tuple[int, float] = (0, 0.0)
+
+    def add(self, event: dict[str, Any]) -> None:
+        number = self.count
+        self.count += 1
+        if self.start is None:
+            self.start = float(event.get("ts", 0.0))
+        kind = event.get("kind")
+        rollouts, usd = self._spent
+        if kind == "rollout":
+            if event.get("split") == GATE_SPLIT:
+                self.first_val_rollout.setdefault(str(event.get("tag")), number)
+            rollouts, usd = rollouts + 1, usd + float(event.get("cost_usd") or 0.0)
+        else:
+            self.events.append(event)
+            self.numbers.append(number)
+            if kind != "decision":
+                return
+            usd += float(event.get("optimizer_usd") or 0.0)
+        self._spent = rollouts, usd
+        self.seconds.append(max(0.0, float(event.get("ts", self.start)) - self.start))
+        self.rollouts.append(rollouts)
+        self.usd.append(usd)
+
+    def spend(self, max_points: int = MAX_SPEND_POINTS) -> list[SpendPoint]:
+        """Cumulative rollouts paid and $ (runner + optimizer) over wall-clock time since the
+        run's first event; thinned to ``max_points``, always keeping the last point."""
+        if self.start is None:
+            return []
+        total = len(self.seconds) + 1  # the origin, then a point per rollout and decision
+
+        def point(i: int) -> SpendPoint:
+            if i == 0:
+                return SpendPoint(0.0, 0, 0.0)
+            return SpendPoint(self.seconds[i - 1], self.rollouts[i - 1], self.usd[i - 1])
+
+        if total <= max_points:
+            return [point(i) for i in range(total)]
+        step = total / (max_points - 1)
+        return [point(int(i * step)) for i in range(max_points - 1)] + [point(total - 1)]
+
+
+def read_log(rundir: RunDir) -> Log:
+    """The log folded into a :class:`Log` line by line; a damaged line raises the log's own
+    error (:meth:`~..store.rundir.RunDir.events`)."""
+    log = Log()
+
+    def fold(event: dict[str, Any]) -> None:
+        log.add(event)
+
+    if rundir.events_after(0, 0, fold) is None:
+        log = Log()
+        for event in rundir.events():
+            log.add(event)
+    return log
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _columns(
+    val: ByTag, matrices: dict[str, np.ndarray], task_ids: list[str], tags: list[str], num_trials: int
+) -> dict[str, Column]:
+    rows = {task_id: row for row, task_id in enumerate(task_ids)}
+    columns = {}
+    for tag in tags:
+        infra = np.zeros(len(task_ids), dtype=np.int64)
+        for (task_id, k), record in val.get(tag, {}).items():
+            if record.infra_error and k < num_trials and task_id in rows:
+                infra[rows[task_id]] += 1
+        valid = np.sum(~np.isnan(matrices[tag]), axis=1)
+        means = np.full(len(task_ids), np.nan)
+        for row in np.flatnonzero(valid):
+            # one row at a time, as np.nanmean sums it: the page's numbers stay what they were
+            means[row] = float(np.nanmean(matrices[tag][row]))
+        columns[tag] = Column(means, valid, infra)
+    return columns
+
+
+def _details(rundir: RunDir, dash: Dashboard) -> dict[tuple[int, str, int], Trial]:
+    """The first :data:`DETAIL_LIMIT` val rollouts that scored below 1 (task by task, in the
+    drill-down's order), each with its feedback and output read from its file; keyed by
+    (task row, tag, trial)."""
+    details: dict[tuple[int, str, int], Trial] = {}
+    for row in range(len(dash.task_ids)):
+        for trial in dash.trials(row):
+            if len(details) >= DETAIL_LIMIT:
+                return details
+            if trial.reward is None or trial.reward >= 1:
+                continue
+            record = dash.val[trial.tag][(dash.task_ids[row], trial.trial)]
+            full = rundir.read_rollout(record.split, record.task_id, record.tag, record.trial)
+            if full is None:
+                continue
+            output = full.output if isinstance(full.output, str) else _short_json(full.output)
+            details[(row, trial.tag, trial.trial)] = Trial(
+                trial.tag, trial.trial, full.reward, full.infra_error, str(full.feedback or ""), output
+            )
+    return details
+
+
+def _short_json(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _mean(matrix: np.ndarray | None) -> float | None:
+    if matrix is None:
+        return None
+    mean, _se = stats.mean_se(stats.task_means(matrix))
+    return mean
+
+
+def _mean_ci(matrix: np.ndarray | None, seed: int) -> tuple[float | None, tuple[float, float] | None]:
+    if matrix is None:
+        return None, None
+    means = stats.task_means(matrix)
+    means = means[~np.isnan(means)]
+    if means.size == 0:
+        return None, None
+    return float(np.mean(means)), stats.bootstrap_ci(means, seed=seed)
+
+
+def best_so_far(
+    decisions: list[Decision], matrices: dict[str, np.ndarray], *, seed: int = 0
+) -> list[BestPoint]:
+    """Iteration 0 is the seed; each booked decision is one iteration, and an accept moves the
+    best. Means and intervals are over val tasks (a best with no val rollouts has none); the
+    bootstrap's fixed ``seed`` keeps the page identical when it is rebuilt."""
+    cache: dict[str, tuple[float | None, tuple[float, float] | None]] = {}
+
+    def numbers(tag: str) -> tuple[float | None, tuple[float, float] | None]:
+        if tag not in cache:
+            cache[tag] = _mean_ci(matrices.get(tag), seed)
+        return cache[tag]
+
+    best = SEED_TAG
+    points = [BestPoint(0, best, *numbers(best))]
+    for iteration, decision in enumerate(decisions, start=1):
+        if decision.decision == "accept":
+            best = decision.tag
+        mean, ci = numbers(best)
+        points.append(
+            BestPoint(
+                iteration,
+                best,
+                mean,
+                ci,
+                candidate=decision.tag,
+                decision=decision.decision,
+                candidate_mean=_mean(matrices.get(decision.tag)),
+            )
+        )
+    return points
+
+
+def _decision(event: dict[str, Any]) -> Decision:
+    return Decision(
+        tag=str(event.get("tag")),
+        parent=None if event.get("parent") is None else str(event.get("parent")),
+        decision=str(event.get("decision")),
+        basis=None if event.get("basis") is None else str(event.get("basis")),
+        delta_mean=_number(event.get("delta_mean")),
+        p_value=_number(event.get("p_value")),
+        note=str(event.get("note") or ""),
+    )
+
+
+def _verdict_rows(files: dict[str, dict[str, Any]], log: Log) -> list[VerdictRow]:
+    """One row per verdict file, in the order the verdicts were (last) written."""
+    order: dict[str, int] = {}
+    for number, event in zip(log.numbers, log.events, strict=True):
+        if event.get("kind") == "verdict":
+            order[str(event.get("tag"))] = number
+    rows = []
+    for tag, verdict in sorted(files.items(), key=lambda kv: (order.get(kv[0], log.count), kv[0])):
+        ci = verdict.get("ci")
+        rows.append(
+            VerdictRow(
+                tag=tag,
+                against=str(verdict.get("against", "")),
+                decision=shown_decision(
+                    str(verdict.get("decision", "")),
+                    verdict.get("basis"),
+                    _number(verdict.get("delta_mean")),
+                    (verdict.get("details") or {}).get("looks"),
+                ),
+                basis=str(verdict.get("basis", "")),
+                null_control=bool(verdict.get("null_control")),
+                delta_mean=_number(verdict.get("delta_mean")),
+                ci=(float(ci[0]), float(ci[1])) if isinstance(ci, list | tuple) and len(ci) == 2 else None,
+                bar=_number(verdict.get("bar")),
+                p_value=_number(verdict.get("p_value")),
+                n_tasks=int(verdict.get("n_tasks") or 0),
+                reason=str(verdict.get("reason", "")),
+            )
+        )
+    return rows
+
+
+def spend_series(events: Iterable[dict[str, Any]], max_points: int = MAX_SPEND_POINTS) -> list[SpendPoint]:
+    """Cumulative rollouts paid and $ (runner + optimizer) over wall-clock time since the
+    first event's; thinned to ``max_points``, always keeping the last point (:meth:`Log.spend`)."""
+    log = Log()
+    for event in events:
+        log.add(event)
+    return log.spend(max_points)

@@ -1,0 +1,352 @@
+"""The run's one honest table: seed vs best on val, train and test, with its refusals stated.
+
+Controller side or the ``capevolve`` command; reads persisted rollouts and the seal, pays
+nothing. The numbers come from :mod:`stats`; this module decides what may be said about them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import _stats as stats
+from .._decide.calibration import calibration
+from .._decide.screen import ledger as screen_ledger
+from .._project.candidate import SEED_TAG
+from .._project.spec import Spec
+from .._store.event_digest import digest
+from .._store.evidence import ByTag, index_records, reward_matrix
+from .._store.rundir import RunDir
+from .._store.seal import Seal
+from .numbers import interval, num
+
+
+def paired_summary(candidate: np.ndarray, base: np.ndarray, *, seed: int) -> dict[str, Any] | None:
+    """Mean paired delta candidate − base with its SE, 95% bootstrap CI and one-sided
+    sign-flip p; None when no task is valid on both sides."""
+    deltas, _ = stats.paired_deltas(candidate, base)
+    if deltas.size == 0:
+        return None
+    mean, se = stats.mean_se(deltas)
+    ci = stats.bootstrap_ci(deltas, seed=seed)
+    test = stats.sign_flip_test(candidate, base, seed=seed)
+    return {
+        "n": int(deltas.size),
+        "mean": mean,
+        "se": se,
+        "ci": None if ci is None else [ci[0], ci[1]],
+        "p_one_sided": test.p_value,
+    }
+
+
+@dataclass
+class ArmLine:
+    """One row of the table: an arm's numbers on a split, or a stated refusal (``note``)."""
+
+    split: str
+    arm: str
+    tag: str
+    mean: float | None = None
+    se: float | None = None
+    tasks: int = 0
+    trials: int = 0
+    coverage: float | None = None
+    note: str = ""
+    source: str = ""
+
+
+@dataclass
+class DeltaLine:
+    split: str
+    summary: dict[str, Any] | None
+    source: str
+
+
+@dataclass
+class Measurement:
+    """Everything the honest table says, with where each number came from."""
+
+    run_id: str
+    run_dir: Path
+    best: str
+    arms: list[ArmLine] = field(default_factory=list)
+    deltas: list[DeltaLine] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # refusals and caveats, said plainly
+    lineage: list[dict[str, Any]] = field(default_factory=list)
+    spend: dict[str, Any] = field(default_factory=dict)
+    screening: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] = field(default_factory=dict)  # the null controls' accept tally
+
+    @property
+    def null_result(self) -> bool:
+        return self.best == SEED_TAG
+
+
+def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -> Measurement:
+    """Read the run and decide what may be said. Never pays a rollout, never opens the seal.
+
+    ``known``: split → records already indexed by the caller (a session that has just read
+    its split), so they are not read from disk again."""
+    splits = rundir.splits() or {"train": [], "val": [], "test": []}
+    state = rundir.read_state()
+    events, rollouts_by_split = digest(rundir)  # the log less its rollout lines, and their count
+    best = str(state["best_id"])
+    result = Measurement(rundir.run_id, rundir.root, best)
+    tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
+    if result.null_result:
+        result.labels.append(
+            "null result: no candidate was accepted, the seed is still the best; "
+            "there is no improvement to report"
+        )
+    else:
+        result.labels.append(
+            "selected on val: the best was chosen for its val score, so its val gain is "
+            "optimistic; only the test row is held out"
+        )
+    for split in ("val", "train"):
+        records = (known or {}).get(split)
+        if records is None and splits[split]:
+            records = index_records(rundir.indexed_rollouts(split, tags))
+        _persisted_split(
+            result, split, list(splits[split]), records or {}, tags, spec.num_trials, spec.base_seed
+        )
+    _test_split(result, rundir, splits)
+    result.lineage = _lineage(rundir, events)
+    result.spend, result.screening = _spend(
+        rundir, events, rollouts_by_split, state, len(splits["val"]), spec.num_trials
+    )
+    result.calibration = calibration(events, spec.gate_alpha)
+    if result.calibration["alarm"]:
+        result.labels.insert(0, result.calibration["text"])
+    return result
+
+
+def _persisted_split(
+    result: Measurement,
+    split: str,
+    task_ids: list[str],
+    records: ByTag,
+    tags: list[str],
+    trials: int,
+    seed: int,
+) -> None:
+    if not task_ids:
+        result.arms.append(ArmLine(split, "—", "—", note="empty: this split has no tasks"))
+        return
+    matrices = {}
+    for tag in tags:
+        arm = "seed" if tag == SEED_TAG else "best"
+        source = f"rollouts/{split}/*__{tag}__t*.json"
+        if not records.get(tag):
+            if split == "val":
+                result.arms.append(ArmLine(split, arm, tag, tasks=len(task_ids), note="not evaluated"))
+            continue
+        matrix = reward_matrix(records[tag], task_ids, trials)
+        matrices[tag] = matrix
+        mean, se = stats.mean_se(stats.task_means(matrix))
+        result.arms.append(
+            ArmLine(split, arm, tag, mean, se, len(task_ids), trials, stats.coverage(matrix), source=source)
+        )
+    if split == "train" and not matrices:
+        result.arms.append(
+            ArmLine(split, "—", "—", tasks=len(task_ids), note="not evaluated (adds nothing to show)")
+        )
+    if len(matrices) == 2:
+        summary = paired_summary(matrices[tags[1]], matrices[SEED_TAG], seed=seed)
+        result.deltas.append(DeltaLine(split, summary, f"rollouts/{split}/ (paired by task)"))
+
+
+def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> None:
+    test_ids = set(splits["test"])
+    if not test_ids:
+        result.arms.append(ArmLine("test", "—", "—", note="empty: no held-out tasks"))
+        result.labels.append("no holdout: the test split is empty, so no number here is held-out")
+        return
+    overlap = test_ids & (set(splits["val"]) | set(splits["train"]))
+    if overlap:
+        result.labels.append(
+            f"fit metric: the test split shares {len(overlap)} of its {len(test_ids)} tasks with "
+            "val/train, so its score measures fit to data the search saw, not held-out performance"
+        )
+    sealed = Seal(rundir).burned()
+    if sealed is None:
+        result.arms.append(
+            ArmLine("test", "best", result.best, tasks=len(test_ids), note="sealed: not finalized yet")
+        )
+        return
+    for arm in ("seed", "best"):
+        numbers = sealed.get(arm)
+        if numbers is None:
+            continue
+        result.arms.append(
+            ArmLine(
+                "test",
+                arm,
+                numbers["tag"],
+                numbers["mean"],
+                numbers["se"],
+                numbers["tasks"],
+                numbers["trials"],
+                numbers["coverage"],
+                source=f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)",
+            )
+        )
+    if sealed.get("delta_vs_seed") is not None:
+        result.deltas.append(DeltaLine("test", sealed["delta_vs_seed"], "seal.json"))
+    if sealed["best"]["tag"] != result.best:
+        result.labels.append(
+            f"the test score is of {sealed['best']['tag']!r}, the best when finalize ran; "
+            f"the best is now {result.best!r}"
+        )
+
+
+def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    steps = []
+    for event in events:
+        if event.get("kind") != "best_changed":
+            continue
+        tag = str(event["best_id"])
+        verdict = rundir.verdict(tag) or {}
+        steps.append(
+            {
+                "from": event.get("previous"),
+                "to": tag,
+                "reason": verdict.get("reason", "(verdict file missing)"),
+                "p_value": verdict.get("p_value"),
+                "delta_mean": verdict.get("delta_mean"),
+                "source": f"verdicts/{tag}.json",
+            }
+        )
+    return steps
+
+
+def _spend(
+    rundir: RunDir,
+    events: list[dict[str, Any]],
+    paid: dict[str, int],
+    state: dict[str, Any],
+    val_tasks: int,
+    trials: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    spend = {
+        "rollouts_by_split": paid,
+        "metric_calls": state["spent"]["metric_calls"],
+        "usd": state["spent"]["usd"],
+        "source": "events.jsonl (rollout lines), state.json (spent)",
+    }
+    refused = [
+        {"tag": verdict["tag"], "basis": verdict["basis"]}
+        for verdict in rundir.verdicts().values()
+        if verdict.get("basis") in SCREEN_BASES
+    ]
+    cost = 0  # tamper checks and microcases pay no rollout
+    saved = len(refused) * val_tasks * trials
+    screening = {
+        "refused": refused,
+        "cost": cost,
+        "saved": saved,
+        "net": saved - cost,
+        "subset": screen_ledger(e for e in events if e.get("kind") == "screen"),
+    }
+    return spend, screening
+
+
+SCREEN_BASES = ("tamper", "micro_test_fail")
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def _delta_text(line: DeltaLine) -> str:
+    s = line.summary
+    if s is None:
+        return "no task valid on both sides"
+    ci = interval(s["ci"])
+    p = num(s["p_one_sided"], ".4g")
+    return f"{s['mean']:+.4f} (SE {num(s['se'], '.4f')}, 95% CI {ci}, n = {s['n']}, one-sided p = {p})"
+
+
+def table_rows(m: Measurement) -> list[tuple[str, ...]]:
+    header = ("split", "arm", "tag", "mean", "SE", "tasks", "trials", "coverage", "from")
+    rows = [header]
+    for a in m.arms:
+        if a.note:
+            rows.append((a.split, a.arm, a.tag, a.note, "", "", "", "", a.source))
+        else:
+            cov = "—" if a.coverage is None else f"{a.coverage:.0%}"
+            rows.append(
+                (a.split, a.arm, a.tag, num(a.mean), num(a.se), str(a.tasks), str(a.trials), cov, a.source)
+            )
+    return rows
+
+
+def render_text(m: Measurement) -> list[str]:
+    header, *body = table_rows(m)
+    numeric = [r for r in body if r[4]]  # a note row leaves the numeric cells blank
+    widths = [max(len(r[i]) for r in [header, *(body if i < 3 else numeric)]) for i in range(9)]
+
+    def fmt(row: tuple[str, ...]) -> str:
+        if row is not header and not row[4]:
+            return "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=False)) + "  " + row[3]
+        return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+
+    lines = [f"capevolve measure — run {m.run_id}; best {m.best!r}", "", fmt(header)]
+    lines += [fmt(r) for r in body]
+    for d in m.deltas:
+        lines.append(f"best − seed on {d.split}: {_delta_text(d)}  [{d.source}]")
+    for label in m.labels:
+        lines.append(f"NOTE {label}")
+    ledger = m.screening.get("subset") or {}
+    if ledger.get("screens"):
+        lines.append(
+            f"subset screens: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} "
+            f"rollouts fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d} — {ledger['verdict']}"
+        )
+    return lines
+
+
+def render_markdown(m: Measurement) -> str:
+    out = [f"# capevolve report — run {m.run_id}", "", f"Best: `{m.best}`.", ""]
+    for label in m.labels:
+        out.append(f"> **{label.split(':')[0]}**:{label.partition(':')[2]}")
+    if m.labels:
+        out.append("")
+    out += ["## The table", ""]
+    rows = table_rows(m)
+    out.append("| " + " | ".join(rows[0]) + " |")
+    out.append("|" + "---|" * len(rows[0]))
+    for r in rows[1:]:
+        out.append("| " + " | ".join(c.replace("|", "\\|") if c else " " for c in r) + " |")
+    out.append("")
+    for d in m.deltas:
+        out.append(f"- best − seed on **{d.split}**: {_delta_text(d)} — from `{d.source}`")
+    out += ["", "## Accepted lineage", ""]
+    if not m.lineage:
+        out.append("None: no candidate was accepted in this run.")
+    for step in m.lineage:
+        out.append(f"1. `{step['from']}` → `{step['to']}`: {step['reason']} (from `{step['source']}`)")
+    out += ["", "## Spend", ""]
+    by_split = ", ".join(f"{k} {v}" for k, v in sorted(m.spend["rollouts_by_split"].items())) or "none"
+    spend = m.spend
+    out.append(f"- rollouts paid: {by_split}; metric calls {spend['metric_calls']}; USD {spend['usd']:.4f}")
+    out.append(f"  (from {spend['source']})")
+    s = m.screening
+    refused = ", ".join("{tag} ({basis})".format(**r) for r in s["refused"]) or "none"
+    out.append(
+        f"- screening: {len(s['refused'])} candidate(s) refused before any rollout ({refused}); "
+        f"cost {s['cost']} rollouts, saved {s['saved']}, net {s['net']:+d} (from `verdicts/*.json`)"
+    )
+    if m.calibration:
+        out.append(f"- calibration: {m.calibration['text']} (from `events.jsonl` null_gated lines)")
+    ledger = s.get("subset") or {}
+    if ledger.get("screens"):
+        out.append(
+            f"- subset screens: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} "
+            f"rollouts fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d} — {ledger['verdict']} "
+            "(from `screens/*.json`, events.jsonl `screen` lines)"
+        )
+    out += ["", f"Run dir: `{m.run_dir}`. Every path above is relative to it.", ""]
+    return "\n".join(out)

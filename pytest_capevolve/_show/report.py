@@ -1,0 +1,181 @@
+"""Summaries for people: the per-tag table printed at the end of a session.
+
+Controller only. Builds rows from persisted records through :mod:`evidence` and
+:mod:`stats`; formatting never raises into pytest's terminal summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import _stats as stats
+from .._decide.looks import shown_decision
+from .._store import evidence
+from .numbers import interval, num
+
+
+@dataclass
+class ArmSummary:
+    tag: str
+    split: str
+    tasks: int
+    trials: int
+    mean: float | None
+    se: float | None
+    coverage: float
+    pass_k: float | None
+    paid: int
+    reused: int
+    infra: int
+    cost_usd: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize_arm(
+    arm: evidence.Arm,
+    *,
+    tag: str,
+    split: str,
+    task_ids: Sequence[str],
+    num_trials: int,
+    paid: int,
+    reused: int,
+) -> ArmSummary:
+    return arm_summary(
+        _arm_arrays(arm, task_ids, num_trials),
+        tag=tag,
+        split=split,
+        tasks=len(task_ids),
+        num_trials=num_trials,
+        paid=paid,
+        reused=reused,
+    )
+
+
+def arm_summary(
+    arrays: tuple[np.ndarray, np.ndarray, int, float],
+    *,
+    tag: str,
+    split: str,
+    tasks: int,
+    num_trials: int,
+    paid: int,
+    reused: int,
+) -> ArmSummary:
+    """The row of an arm laid out as (reward matrix, pass matrix, infra errors, cost): from
+    :func:`_arm_arrays`, or :meth:`..decide.evidence.Outcomes.arm_arrays` for a whole session."""
+    rewards, passes, infra, cost = arrays
+    mean, se = stats.mean_se(stats.task_means(rewards))
+    return ArmSummary(
+        tag=tag,
+        split=split,
+        tasks=tasks,
+        trials=num_trials,
+        mean=mean,
+        se=se,
+        coverage=stats.coverage(rewards),
+        pass_k=stats.pass_hat_k(passes, num_trials),
+        paid=paid,
+        reused=reused,
+        infra=infra,
+        cost_usd=cost,
+    )
+
+
+def _arm_arrays(
+    arm: evidence.Arm, task_ids: Sequence[str], num_trials: int
+) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """In one pass over the arm (a session's table reads 60,000 records at scale): the reward
+    and pass matrices (:func:`~..decide.evidence.reward_matrix`, ``pass_matrix``), the infra
+    errors and the cost of the records in the plan (``infra_count``, ``in_plan``)."""
+    rows = {task_id: i for i, task_id in enumerate(task_ids)}
+    rewards = np.full((len(task_ids), num_trials), np.nan)
+    passes = np.full((len(task_ids), num_trials), np.nan)
+    infra, cost = 0, 0.0
+    for (task_id, k), record in arm.items():
+        row = rows.get(task_id)
+        if row is None or k >= num_trials:
+            continue
+        cost += record.cost_usd
+        if record.infra_error is not None:
+            infra += 1
+        elif record.reward is not None:
+            rewards[row, k] = float(record.reward)
+            passes[row, k] = float(record.passed)  # type: ignore[arg-type]
+    return rewards, passes, infra, cost
+
+
+def render_arms(rows: Sequence[ArmSummary]) -> list[str]:
+    """A fixed-width table, one line per tag."""
+    header = (
+        "tag",
+        "split",
+        "tasks",
+        "trials",
+        "mean",
+        "SE",
+        "coverage",
+        "pass^k",
+        "paid",
+        "reused",
+        "infra",
+        "cost $",
+    )
+    body = [
+        (
+            r.tag,
+            r.split,
+            str(r.tasks),
+            str(r.trials),
+            num(r.mean),
+            num(r.se),
+            f"{r.coverage:.0%}",
+            f"{num(r.pass_k)} (k={r.trials})",
+            str(r.paid),
+            str(r.reused),
+            str(r.infra),
+            f"{r.cost_usd:.4f}",
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+
+    def fmt(row: Sequence[str]) -> str:
+        return "  ".join(
+            cell.ljust(w) if i < 2 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+
+    return [fmt(header), *(fmt(row) for row in body)]
+
+
+def render_verdicts(verdicts: Sequence[Any]) -> list[str]:
+    """One line per verdict: decision, the numbers it rests on, and its reason."""
+    header = ("tag", "decision", "n", "Δ̄", "SE", "95% CI", "p", "bar", "reason")
+    body = []
+    for v in verdicts:
+        ci = interval(v.ci)
+        body.append(
+            (
+                v.tag,
+                shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks")).upper(),
+                str(v.n_tasks),
+                num(v.delta_mean, "+.4f"),
+                num(v.se, ".4f"),
+                ci,
+                num(v.p_value, ".4g"),
+                num(v.bar, ".4f"),
+                v.reason,
+            )
+        )
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header) - 1)]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in [header, *body]
+    ]

@@ -1,0 +1,72 @@
+"""``capevolve runs``: a project's runs side by side — best, iterations, spend, test sealed.
+
+Reads each run's ``state.json`` (rebuilt from its log when damaged, as every reader does) and
+its seal; pays nothing and writes nothing else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._store.files import RunDirError
+from .._store.rundir import RUNS_DIR, RunDir
+from .._store.seal import Seal
+
+
+def list_runs(project_dir: Path) -> list[dict[str, Any]]:
+    """One row per run (oldest first; ``current`` marks the newest, which sessions use)."""
+    roots = sorted(p for p in (project_dir / RUNS_DIR).glob("*") if (p / "spec.lock.yaml").is_file())
+    rows = []
+    for root in roots:
+        rundir = RunDir(root)
+        row: dict[str, Any] = {"run_id": rundir.run_id, "run_dir": str(root), "current": root == roots[-1]}
+        try:
+            state = rundir.read_state()
+        except RunDirError as exc:
+            rows.append({**row, "error": str(exc)})
+            continue
+        spent = state["spent"]
+        seal = Seal(rundir).burned()
+        rows.append(
+            {
+                **row,
+                "best": state["best_id"],
+                "iterations": int(state["iterations"]),
+                "stall": int(state["stall"]),
+                "rollouts": int(spent.get("metric_calls", 0)),
+                "usd": round(float(spent.get("usd", 0.0)) + float(spent.get("optimizer_usd", 0.0)), 6),
+                "test": "sealed" if seal is None else "scored",
+                "notices": list(rundir.notices),
+            }
+        )
+    return rows
+
+
+def render_runs(rows: list[dict[str, Any]]) -> list[str]:
+    header = ("run", "best", "iterations", "rollouts", "$ spent", "test", "")
+    body = []
+    for row in rows:
+        mark = "current" if row["current"] else ""
+        if "error" in row:
+            body.append((row["run_id"], "?", "?", "?", "?", "?", f"unreadable: {row['error']}"))
+            continue
+        body.append(
+            (
+                row["run_id"],
+                str(row["best"]),
+                str(row["iterations"]),
+                str(row["rollouts"]),
+                f"{row['usd']:.4f}",
+                row["test"],
+                mark,
+            )
+        )
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    return [
+        "  ".join(
+            cell.ljust(w) if i < 2 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in [header, *body]
+    ]

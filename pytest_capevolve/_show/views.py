@@ -1,0 +1,129 @@
+"""``report.md`` and ``dashboard.html`` at the end of a session: drawn again only when what they
+show has moved.
+
+Controller only, from :func:`..session.persistence.record_finish`. Both pages are views of the
+run dir; a session that paid nothing and decided nothing (a resume with everything persisted)
+would otherwise redraw the same pages from every rollout of the run. ``views.json`` records
+what the pages were drawn from, and they are drawn again unless all of it is unchanged:
+
+- the log since then holds only ``session_started`` / ``session_finished`` events (no rollout,
+  verdict, decision, candidate, seal, quarantine or anything else);
+- the rollout index's rows, checked against the files for every val tag and train's seed and
+  best (:meth:`~..store.rundir.RunDir.indexed_rollouts`: a file changed, added or removed by
+  hand is read and indexed, which moves the rows' version);
+- ``state.json``'s content (less its spend bookmark), ``splits.json``, ``spec.lock.yaml``,
+  ``seal.json`` and every verdict file (size and mtime), and that both pages exist (``capevolve
+  measure`` and ``capevolve dashboard`` redraw them as a session would);
+- the spec values the pages use, and this package's version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from typing import Any
+
+from .. import __version__
+from .._project.candidate import SEED_TAG
+from .._project.spec import Spec
+from .._store.index import IndexDamaged
+from .._store.rundir import RunDir
+
+QUIET_EVENTS = frozenset({"session_started", "session_finished"})  # nothing a page shows
+
+
+def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
+    """Write report.md and dashboard.html unless they are current; the problem (one line) if
+    either could not be written — a view never changes a session's outcome. ``known``: split →
+    records the session has just read (block 0), so they are not read again."""
+    try:
+        inputs = _inputs(spec, rundir)
+        if _current(rundir, inputs):
+            return None
+    except Exception as exc:  # could not tell: draw them
+        rundir.notices.append(f"could not tell whether report.md is current ({exc!r}); drawn again")
+        inputs = None
+    from .dashboard import write_dashboard
+    from .measure import measure, render_markdown
+
+    problems = []
+    measurement = None
+    try:
+        measurement = measure(spec, rundir, known)
+        rundir.write_report(render_markdown(measurement))
+    except Exception as exc:  # the report is a view; it must never change the outcome
+        problems.append(f"could not write report.md: {exc!r}")
+    try:
+        write_dashboard(rundir, spec.num_trials, measurement, _every_val_tag(rundir, known))
+    except Exception as exc:  # a view too
+        problems.append(f"could not write dashboard.html: {exc!r}")
+    if not problems and inputs is not None:
+        size, _, seq = rundir._read_event_tail()
+        rundir.write_views_stamp({"events": [size, seq], **_inputs(spec, rundir)})
+    return "; ".join(problems) or None
+
+
+def _every_val_tag(rundir: RunDir, known: dict[str, Any]) -> Any:
+    """The session's val records when they hold every tag with a val rollout, as the dashboard
+    draws them (a session reads only its own tags: a run gated before holds others); None: the
+    dashboard reads them. Held by reference: 60,000 records are not indexed a second time."""
+    val = known.get("val")
+    if not val:
+        return None
+    try:
+        return val if rundir.index.tags("val") <= set(val) else None
+    except (IndexDamaged, OSError, sqlite3.Error):  # a cache that cannot tell: the dashboard reads
+        return None
+
+
+def _current(rundir: RunDir, inputs: dict[str, Any]) -> bool:
+    stamp = rundir.views_stamp()
+    if not stamp or not isinstance(stamp.get("events"), list):
+        return False
+    offset, seq = stamp["events"]
+    # only whether a shown event came is asked: a marker is held, never the event (a fresh run's
+    # tail is every rollout it paid)
+    moved = rundir.events_after(
+        int(offset), int(seq), lambda event: True if event.get("kind") not in QUIET_EVENTS else None
+    )
+    if moved is None or moved[0]:
+        return False
+    return {k: v for k, v in stamp.items() if k != "events"} == inputs
+
+
+def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
+    """What the pages are drawn from, less the log (JSON-able, compared for equality)."""
+    state = rundir.read_state()
+    state.pop("spent_through", None)
+    best = str(state.get("best_id", SEED_TAG))
+    splits = rundir.splits() or {}
+    if splits.get("val"):  # checked against the files (rows: no records made)
+        rundir.indexed_rows("val")
+    if splits.get("train"):
+        rundir.indexed_rows("train", {SEED_TAG, best})
+    files = [
+        rundir.splits_path,
+        rundir.spec_lock_path,
+        rundir.root / "seal.json",
+        *sorted((rundir.root / "verdicts").glob("*.json")),
+    ]
+    stats = {}
+    for path in files:
+        try:
+            stat = os.stat(path)
+            stats[path.relative_to(rundir.root).as_posix()] = [stat.st_size, stat.st_mtime_ns]
+        except FileNotFoundError:
+            stats[path.relative_to(rundir.root).as_posix()] = None
+    state_hash = hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
+    return {
+        # the pages only need to exist: ``capevolve measure`` / ``dashboard`` redraw them as
+        # a session would, and a page deleted by hand is drawn again
+        "pages": [rundir.report_path.is_file(), rundir.dashboard_path.is_file()],
+        "version": __version__,
+        "spec": [spec.num_trials, spec.base_seed, spec.gate_alpha],
+        "rows": rundir.index.rows_version(),
+        "state": state_hash,
+        "files": stats,
+    }

@@ -1,0 +1,114 @@
+"""The rollout record: one rollout's plain-JSON account, the same type everywhere.
+
+Built on the worker that ran the rollout (:mod:`..items`), shipped to the controller in the
+test report, persisted by the run dir as ``rollouts/<split>/<task>__<tag>__t<k>.json`` and read
+back by the gate, the tables and ``capevolve`` commands. The file format is versioned: a
+record of a version this code does not know is refused with a clear message, never guessed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .._project.blocks import block_of
+
+SCHEMA_VERSION = 1
+
+
+class RecordError(ValueError):
+    """A rollout record cannot be read: unknown schema version, missing or mistyped field.
+    ``newer`` says it was written by a newer pytest-capevolve (not damage: never quarantined)."""
+
+    newer: bool = False
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    """``reward`` is None exactly when ``infra_error`` is set: an infra error is missing data,
+    never a reward of 0."""
+
+    run_id: str
+    split: str
+    task_id: str
+    tag: str
+    trial: int
+    seed: int
+    candidate_hash: str
+    input: Any = None
+    reward: float | None = None
+    passed: bool | None = None
+    infra_error: str | None = None
+    feedback: str = ""
+    metrics: Any = None
+    output: Any = None
+    trace: Any = None
+    cost_usd: float = 0.0
+    tokens: int = 0
+    seconds: float = 0.0
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.split, self.task_id, self.tag, self.trial)
+
+    @property
+    def block(self) -> int:
+        """The replicate block this rollout belongs to, read from its trial index (block 0's
+        records carry no other mark: see :mod:`..project.blocks`)."""
+        return block_of(self.trial)
+
+    @property
+    def valid(self) -> bool:
+        """Did this rollout measure the agent?"""
+        return self.infra_error is None and self.reward is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def dumps(self) -> str:
+        """Compact, key-sorted JSON: what travels in a report. Encoded from the fields as they
+        are (no deep copy, one shared encoder): this runs once per rollout on the hot path."""
+        return _ENCODER.encode({name: getattr(self, name) for name in _NAMES})
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "rollout record") -> RolloutRecord:
+        if not isinstance(data, dict):
+            raise RecordError(f"{where}: a rollout record is a JSON object, got {type(data).__name__}")
+        version = data.get("schema")
+        if version != SCHEMA_VERSION:
+            error = RecordError(
+                f"{where}: rollout record schema {version!r} is not one this pytest-capevolve reads "
+                f"(it reads schema {SCHEMA_VERSION}); upgrade pytest-capevolve, or start a new run"
+            )
+            error.newer = (
+                isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+            )
+            raise error
+        missing = [name for name in _REQUIRED if name not in data]
+        if missing:
+            raise RecordError(f"{where}: rollout record lacks {', '.join(missing)}")
+        try:
+            record = cls(**{k: v for k, v in data.items() if k in _KNOWN})
+            object.__setattr__(record, "trial", int(record.trial))
+        except (TypeError, ValueError) as exc:
+            raise RecordError(f"{where}: unreadable rollout record: {exc}") from None
+        return record
+
+    @classmethod
+    def loads(cls, text: str, where: str = "rollout record") -> RolloutRecord:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise RecordError(f"{where}: not JSON: {exc}") from None
+        return cls.from_json(data, where)
+
+
+_FIELDS = dataclasses.fields(RolloutRecord)
+_NAMES = tuple(f.name for f in _FIELDS)
+_KNOWN = frozenset(_NAMES)
+_REQUIRED = [f.name for f in _FIELDS if f.default is dataclasses.MISSING]
+# json.dumps(..., sort_keys=True) builds a new encoder per call; the same settings, built once
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)

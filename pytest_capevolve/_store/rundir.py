@@ -1,0 +1,261 @@
+"""The run dir: the one place a run's state lives, and the only code that writes it.
+
+Controller only (or the single process without xdist): workers ship records in their reports
+and never touch this folder. Every write is atomic (temp file + rename), ``state.json`` and
+``events.jsonl`` change under an exclusive lock, and names built from ids are escaped, so a
+crash at any instant leaves each file either old or new — never half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from .._project.candidate import check_tag, escape_id
+from .._project.paths import to_stored
+from .claims import Claims
+from .events import EventLog
+from .files import (
+    RunDirError,
+    RunLock,
+    atomic_write_json,
+    atomic_write_parts,
+    atomic_write_text,
+    exclusive,
+    read_json,
+)
+from .index import RolloutIndex
+from .rollout_files import RolloutFiles
+from .snapshots import Snapshots
+from .state import BUDGET_KEYS, RunState
+
+if TYPE_CHECKING:  # the run dir reads a spec it is handed; it never loads one
+    from .._project.spec import Spec
+
+RUNS_DIR = Path(".capevolve") / "runs"
+__all__ = ["RUNS_DIR", "RunDir", "RunDirError", "new_run_id"]
+
+
+def new_run_id(taken: Iterable[str] = ()) -> str:
+    """``YYYYmmdd-HHMMSS-xxxxxx``: sorts by creation, which is how "the newest run" is found.
+    Two runs made in the same second get increasing suffixes, not random ones, so the later
+    one still sorts last."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    same_second = [int(t.rsplit("-", 1)[1], 16) for t in taken if t.startswith(stamp + "-") and _hex_tail(t)]
+    suffix = max(same_second) + 1 if same_second else secrets.randbelow(0x800000)
+    return f"{stamp}-{suffix:06x}"
+
+
+def _hex_tail(run_id: str) -> bool:
+    tail = run_id.rsplit("-", 1)[-1]
+    return len(tail) == 6 and all(c in "0123456789abcdef" for c in tail)
+
+
+class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
+    """One run's folder: ``<project>/.capevolve/runs/<run_id>/``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.run_id = root.name
+        self.spec_lock_path = root / "spec.lock.yaml"
+        self.splits_path = root / "splits.json"
+        self.state_path = root / "state.json"
+        self.events_path = root / "events.jsonl"
+        self.report_path = root / "report.md"
+        self.dashboard_path = root / "dashboard.html"
+        self.views_path = root / "views.json"  # what report.md and dashboard.html were drawn from
+        self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
+        self._split_folders: dict[str, Path] = {}
+        self.lock = RunLock(root)
+        self.claims = Claims(root)
+        self.index = RolloutIndex(root)  # what exists, so readers need not open every file
+        self.created = False  # this process made the folder (see :meth:`discard_if_created`)
+        self.notices: list[str] = []  # damage found and handled (quarantine, rebuilt state)
+
+    # -- locating ---------------------------------------------------------------------------
+
+    @staticmethod
+    @contextlib.contextmanager
+    def project_lock(project_dir: Path) -> Iterator[None]:
+        """Exclusive across the project's sessions while one picks (or creates) its run and
+        plans in it: two sessions started together on a fresh project get one run."""
+        with exclusive(project_dir / RUNS_DIR.parent / "runs.lock"):
+            yield
+
+    def discard_if_created(self) -> None:
+        """Remove the run folder this process created, when the session that created it was
+        refused while planning (under :meth:`project_lock`, so nobody else has seen it)."""
+        if self.created:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    @classmethod
+    def resolve(
+        cls, project_dir: Path, run_id: str | None = None, new: bool = False, create: bool = True
+    ) -> RunDir:
+        """The run to use: ``run_id`` if given, a fresh one if ``new``, else the newest.
+
+        ``create=False`` is for commands that only read: with no run yet they get an error,
+        never an empty run folder left behind."""
+        runs = project_dir / RUNS_DIR
+        if run_id is not None:
+            root = runs / run_id
+            if run_id != Path(run_id).name or not root.is_dir():
+                known = ", ".join(sorted(p.name for p in runs.glob("*") if p.is_dir())) or "none"
+                raise RunDirError(f"no run {run_id!r} under {runs} (runs there: {known})")
+            return cls(root)
+        if not new:
+            existing = sorted(p for p in runs.glob("*") if (p / "spec.lock.yaml").is_file())
+            if existing:
+                return cls(existing[-1])
+        if not create:
+            raise RunDirError(
+                f"no run under {runs} yet; evaluate first: pytest --capevolve-run {project_dir}"
+            )
+        root = runs / new_run_id(p.name for p in runs.glob("*"))
+        root.mkdir(parents=True)
+        rundir = cls(root)
+        rundir.created = True
+        return rundir
+
+    @property
+    def project_dir(self) -> Path | None:
+        """The project this run belongs to, wherever it lives now: the folder holding
+        ``.capevolve/runs/<run_id>/`` (None for a run dir outside that layout). Lexical, so a
+        symlinked ``.capevolve`` still names the project it sits in."""
+        runs = self.root.absolute().parent
+        if runs.parent.name != RUNS_DIR.parent.name or runs.name != RUNS_DIR.name:
+            return None
+        return runs.parent.parent
+
+    def rollout_path(self, split: str, task_id: str, tag: str, trial: int) -> Path:
+        name = f"{escape_id(task_id)}__{check_tag(tag)}__t{int(trial)}.json"
+        folder = self._split_folders.get(split)
+        if folder is None:  # one Path per split, not three joins per rollout persisted
+            folder = self._split_folders[split] = self.root / "rollouts" / split
+        return folder / name
+
+    def write_report(self, markdown: str) -> Path:
+        atomic_write_text(self.report_path, markdown)
+        return self.report_path
+
+    def write_dashboard(self, page: str | Iterable[str]) -> Path:
+        """``page``: the HTML, whole or in pieces written as they come (never held whole)."""
+        atomic_write_parts(self.dashboard_path, [page] if isinstance(page, str) else page)
+        return self.dashboard_path
+
+    def views_stamp(self) -> dict[str, Any] | None:
+        """What the pages were last drawn from (:mod:`..show.views`); None if unknown."""
+        try:
+            stamp = read_json(self.views_path)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        return stamp if isinstance(stamp, dict) else None
+
+    def write_views_stamp(self, stamp: dict[str, Any]) -> None:
+        atomic_write_json(self.views_path, stamp)
+
+    def verdict_path(self, tag: str) -> Path:
+        return self.root / "verdicts" / f"{check_tag(tag)}.json"
+
+    # -- locking, events, state ---------------------------------------------------------------
+
+    def ensure_spec_lock(self, spec: Spec) -> None:
+        """Write ``spec.lock.yaml`` on first use; later, refuse a spec whose frozen keys moved.
+
+        Paths compare in their stored, project-relative form (an old lock's absolute paths are
+        mapped to it), so a moved project continues its run; an old lock naming the same places
+        is left as it is."""
+        lock = spec.to_lock()
+        if not self.spec_lock_path.is_file():
+            atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
+            self.update_state(lambda s: s["budget"].update(_budget(spec)))
+            self.append_event("run_created", spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id)
+            return
+        old = spec.comparable_lock(yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {})
+        changed = [k for k in spec.FROZEN_KEYS if old.get(k) != lock.get(k)]
+        if changed:
+            raise RunDirError(
+                f"{spec.path}: {', '.join(changed)} changed since run {self.run_id} began "
+                f"(was {', '.join(repr(old.get(k)) for k in changed)}); old rollouts would "
+                "not be comparable. Restore it, or start a new run with --capevolve-new-run"
+            )
+        moved = {k: lock[k] for k in lock if old.get(k) != lock[k]}
+        if moved:
+            atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
+            self.update_state(lambda s: s["budget"].update(_budget(spec)))
+            self.append_event("spec_changed", changed=sorted(moved))
+
+    def splits(self) -> dict[str, Any] | None:
+        """The frozen splits, or None before the first evaluation froze them."""
+        return dict(read_json(self.splits_path)) if self.splits_path.is_file() else None
+
+    def ensure_splits(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The frozen splits; computed and written only the first time. (The test split's seal
+        state lives in ``seal.json``, so this file never changes once written.)"""
+        if self.splits_path.is_file():
+            return dict(read_json(self.splits_path))
+        splits = compute()
+        atomic_write_json(self.splits_path, splits)
+        self.append_event("splits_frozen", sizes={k: len(splits[k]) for k in ("train", "val", "test")})
+        return splits
+
+    # -- rollouts ----------------------------------------------------------------------------
+
+    # -- the loop: decisions, memory, work copies --------------------------------------------------
+
+    def decisions(self) -> list[dict[str, Any]]:
+        """Every booked decision (``decision`` events), in the order booked."""
+        return [e for e in self.events() if e.get("kind") == "decision"]
+
+    def write_memory(self, ledger_markdown: str, rejected: list[dict[str, Any]]) -> None:
+        """Rewrite the loop's memory: ``LEDGER.md`` and ``rejected.jsonl`` (views of the log)."""
+        atomic_write_text(self.root / "LEDGER.md", ledger_markdown)
+        lines = "".join(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n" for row in rejected)
+        atomic_write_text(self.root / "rejected.jsonl", lines)
+
+    def work_dir(self, tag: str) -> Path:
+        """Where an optimizer edits candidate ``tag`` (a copy of its parent's snapshot)."""
+        return self.root / "work" / check_tag(tag)
+
+    def hill_climb_dir(self, tag: str | None = None) -> Path:
+        """``hill_climb/`` (the loop's own files), or one iteration's folder in it: its prompt,
+        the optimizer's output and exit, the gate session's output, its diff and outcome."""
+        base = self.root / "hill_climb"
+        return base if tag is None else base / check_tag(tag)
+
+    def merge_dir(self, tag: str) -> Path:
+        """``merge/<tag>/``: the gate sessions' output of ``capevolve merge --integrate``."""
+        return self.root / "merge" / check_tag(tag)
+
+    # -- verdicts, events, reports --------------------------------------------------------------
+
+    def write_verdict(self, verdict: dict[str, Any]) -> Path:
+        """Write ``verdicts/<tag>.json`` (every number the decision rests on) and log it."""
+        path = self.verdict_path(verdict["tag"])
+        atomic_write_json(path, verdict)
+        self.append_event(
+            "verdict",
+            **{k: verdict.get(k) for k in ("tag", "against", "decision", "basis", "p_value", "delta_mean")},
+        )
+        return path
+
+    def verdict(self, tag: str) -> dict[str, Any] | None:
+        path = self.verdict_path(tag)
+        return dict(read_json(path)) if path.is_file() else None
+
+    def verdicts(self) -> dict[str, dict[str, Any]]:
+        """Every verdict file of the run, by tag."""
+        folder = self.root / "verdicts"
+        return {path.stem: dict(read_json(path)) for path in sorted(folder.glob("*.json"))}
+
+
+def _budget(spec: Spec) -> dict[str, Any]:
+    return {key: getattr(spec, key) for key in BUDGET_KEYS}

@@ -1,0 +1,216 @@
+"""``state.json``: the run's counters and spend, and how they are rebuilt from the event log.
+
+A part of :class:`.rundir.RunDir`. ``state.json`` is a cache of what the hash-chained log says:
+updated under the run's lock with every decision, and, when it is missing or unreadable,
+replayed from ``events.jsonl`` — never reset, which would bring back the seed as best and the
+spend to 0.
+
+Rollouts do not rewrite it: each one appends its ``rollout`` event (which carries its cost), and
+``state.json`` records in ``spent_through`` the point of the log its ``spent`` is current to.
+Reading the state adds the rollout events after that point, so the spend is exact at every
+instant — a ``kill -9`` loses none of it — while the file is rewritten only every
+:data:`SPEND_FLUSH_EVERY` rollouts and at the end of a session (:meth:`RunState.flush_spend`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .._project.candidate import SEED_TAG
+from .files import RunDirError, atomic_write_json, read_json
+
+
+class RunState:
+    """The run dir's state (a part of :class:`.rundir.RunDir`)."""
+
+    root: Path
+    state_path: Path
+    events_path: Path
+    spec_lock_path: Path
+    notices: list[str]
+    lock: Callable[[], AbstractContextManager[None]]
+    append_event: Callable[..., None]
+    events: Callable[[], list[dict[str, Any]]]
+    rollout_path: Callable[..., Path]
+    events_after: Callable[..., tuple[list[dict[str, Any]], int, int] | None]
+    _read_event_tail: Callable[[], tuple[int, str, int]]
+    _spend_cache: tuple[tuple[Any, ...], int, int, int, float] | None = None
+
+    def read_state(self) -> dict[str, Any]:
+        """``state.json``. Missing or unreadable in a run that has events, it is rebuilt from
+        the event log (the damaged file moved aside) — never reset to a fresh run's state,
+        which would bring back the seed as best and the spend to 0."""
+        try:
+            state = read_json(self.state_path)
+            if isinstance(state, dict) and isinstance(state.get("spent"), dict):
+                return self._with_recent_spend(dict(state))
+            problem = "not a state object"
+        except FileNotFoundError:
+            problem = "missing"
+        except (ValueError, UnicodeDecodeError) as exc:
+            problem = f"unreadable ({exc})"
+        if not self.events_path.is_file():
+            if problem == "missing":
+                return _fresh_state()
+            raise RunDirError(
+                f"{self.state_path}: {problem}, and there is no events.jsonl to rebuild it from"
+            )
+        with self.lock():
+            if self.state_path.is_file() and problem == "missing":  # another process rebuilt it
+                return self._with_recent_spend(dict(read_json(self.state_path)))
+            if self.state_path.exists():
+                aside = self.state_path.with_name(f"state.json.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+                os.replace(self.state_path, aside)
+            state = self.replay_state()
+            self._write_state(state)
+            self.append_event(
+                "state_rebuilt", problem=problem, spent=state["spent"], best_id=state["best_id"]
+            )
+        self.notices.append(f"{self.state_path} was {problem}: rebuilt from {self.events_path.name}")
+        return state
+
+    def replay_state(self) -> dict[str, Any]:
+        """What ``state.json`` should hold, from the event log alone: spend from ``rollout``
+        events (a rollout's cost from its file for logs older than ``cost_usd`` in events), the
+        counters, the best and the optimizer's spend from ``decision`` events (logs from before
+        decisions were booked: iterations from ``best_changed``, stall from ``stalled``), budget
+        from the lock."""
+        state = _fresh_state()
+        if self.spec_lock_path.is_file():
+            lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
+            state["budget"] = {key: lock.get(key) for key in BUDGET_KEYS}
+        events = self.events()
+        booked = any(e.get("kind") == "decision" for e in events)
+        spent = state["spent"]
+        for event in events:
+            kind = event.get("kind")
+            if kind == "rollout":
+                spent["metric_calls"] += 1
+                cost = event.get("cost_usd")
+                if cost is None:
+                    cost = self._file_cost(event)
+                spent["usd"] += float(cost)
+            elif kind == "decision":
+                state["iterations"] += 1
+                if event.get("decision") == "reject":
+                    state["stall"] += 1
+                elif event.get("decision") == "accept":
+                    state["stall"], state["best_id"] = 0, str(event["tag"])
+                for what in ("usd", "tokens", "seconds"):
+                    spent[f"optimizer_{what}"] = spent.get(f"optimizer_{what}", 0) + event.get(
+                        f"optimizer_{what}", 0
+                    )
+            elif kind == "best_changed":
+                state["best_id"] = str(event["best_id"])
+                if not booked:
+                    state["iterations"] += 1
+                    state["stall"] = 0
+            elif kind == "stalled" and not booked:
+                state["stall"] += 1
+        return state
+
+    def _file_cost(self, event: dict[str, Any]) -> float:
+        try:
+            path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
+            return float(read_json(path).get("cost_usd") or 0.0)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return 0.0
+
+    def best(self) -> str:
+        """The current best's tag (``seed`` until something is accepted)."""
+        return str(self.read_state().get("best_id", SEED_TAG))
+
+    def update_state(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        with self.lock():
+            state = self.read_state()
+            change(state)
+            self._write_state(state)
+            return state
+
+    def flush_spend(self) -> None:
+        """Write the spend accumulated in the log since ``state.json`` was last written into it
+        (every :data:`SPEND_FLUSH_EVERY` rollouts and at the end of a session: a view, since
+        :meth:`read_state` already counts it)."""
+        self.update_state(lambda state: None)
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        """Under the lock: ``state`` is current to the end of the log, and says so."""
+        size, _, seq = self._read_event_tail()
+        state["spent_through"] = {"offset": size, "seq": seq}
+        atomic_write_json(self.state_path, state)
+
+    def _with_recent_spend(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` with the rollouts logged after its ``spent_through`` added to its spend.
+
+        A state written before ``spent_through`` existed was current to the end of the log (it
+        was rewritten with every rollout): it is marked so, once. A log that no longer continues
+        from the mark (repaired, replaced) gets its spend replayed from the whole log."""
+        mark = state.get("spent_through")
+        if not isinstance(mark, dict):
+            try:
+                with self.lock():
+                    current = read_json(self.state_path)
+                    if isinstance(current, dict) and isinstance(current.get("spent_through"), dict):
+                        return self._with_recent_spend(current)  # marked by another process meanwhile
+                    self._write_state(state)
+            except OSError:  # a read-only copy of a run (a CI artifact): read it as it is
+                pass
+            return state
+        spent = state["spent"]
+        base = (mark.get("offset"), mark.get("seq"), spent.get("metric_calls"), spent.get("usd"))
+        cache = self._spend_cache
+        if cache is not None and cache[0] == base:
+            _, offset, seq, calls, usd = cache
+        else:
+            offset, seq, calls, usd = (
+                int(base[0] or 0),
+                int(base[1] or 0),
+                int(base[2] or 0),
+                float(base[3] or 0),
+            )
+        folded = [calls, usd]
+
+        def fold(event: dict[str, Any]) -> None:  # rollouts summed as they are read, not held
+            if event.get("kind") == "rollout":
+                cost = event.get("cost_usd")
+                folded[0] += 1
+                folded[1] += float(self._file_cost(event) if cost is None else cost)
+
+        tail = self.events_after(offset, seq, fold)
+        if tail is None:
+            replayed = self.replay_state()["spent"]
+            calls, usd = int(replayed["metric_calls"]), float(replayed["usd"])
+            self.notices.append(
+                f"{self.events_path.name} does not continue where {self.state_path.name} left it: "
+                "the spend was recounted from the whole log"
+            )
+            offset, _, seq = self._read_event_tail()
+        else:
+            _, offset, seq = tail
+            calls, usd = int(folded[0]), float(folded[1])
+        self._spend_cache = (base, offset, seq, calls, usd)
+        state["spent"] = {**spent, "metric_calls": calls, "usd": usd}
+        return state
+
+    # -- the spec and the splits, frozen on first use --------------------------------------------
+
+
+SPEND_FLUSH_EVERY = 1000  # rollouts between rewrites of state.json (it is exact without them)
+BUDGET_KEYS = ("max_metric_calls", "max_usd", "max_iterations", "stall", "stop_condition")
+
+
+def _fresh_state() -> dict[str, Any]:
+    return {
+        "best_id": SEED_TAG,
+        "iterations": 0,
+        "stall": 0,
+        "spent": {"metric_calls": 0, "usd": 0.0},
+        "budget": {},
+    }
