@@ -34,12 +34,12 @@ from .._project.microcase import (
 )
 from .._project.spec import Spec, SpecError
 from .._store import stop_marker
-from .._store.record import RecordError, RolloutRecord
+from .._store.codec import RECORD_PROPERTY, remember_decoded
+from .._store.record import RolloutRecord
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .fields import LeanItem, MadeOnUse, shed
 from .plan import EvalPlan, PlannedCandidate, RolloutKey
 
-RECORD_PROPERTY = "capevolve_rollout"
 INFRA_PREFIX = "INFRA ERROR (missing data, not a reward of 0): "
 SEQUENTIAL_SKIP = "sequential gate stopped"
 
@@ -314,48 +314,6 @@ def to_plain(value: Any) -> Any:
     if type(value) in _SCALARS:  # what the JSON round trip would give back unchanged
         return value
     return json.loads(json.dumps(value, default=repr))
-
-
-# The last record decoded (or built) and its JSON. Several hooks read the record of the same
-# report one after another (persistence, reporter, progress, sequential gate, junit; the
-# teardown report carries the same text as the call's): it is decoded once, not once per hook.
-# One slot, replaced whole, so a reader on another thread sees a consistent pair.
-_last_decoded: tuple[str, RolloutRecord] | None = None
-
-
-def remember_decoded(text: str, record: RolloutRecord) -> None:
-    global _last_decoded
-    _last_decoded = (text, record)
-
-
-def decode_record(text: str, where: Any) -> RolloutRecord:
-    """``RolloutRecord.loads(text)``, from the one-slot cache when ``text`` was the last one;
-    ``where`` (a report, named in the error) is only formatted when decoding fails."""
-    last = _last_decoded
-    if last is not None and (last[0] is text or last[0] == text):
-        return last[1]
-    try:
-        record = RolloutRecord.loads(text)
-    except RecordError:  # again, to name the report in the error
-        RolloutRecord.loads(text, f"report of {where.nodeid}")
-        raise
-    remember_decoded(text, record)
-    return record
-
-
-def record_from_report(report: Any) -> RolloutRecord | None:
-    """The rollout record a report carries, if any (controller side)."""
-    text = record_text(report)
-    return None if text is None else decode_record(text, report)
-
-
-def record_text(report: Any) -> str | None:
-    """The record's compact JSON as shipped: the controller writes the file from this text
-    rather than encoding the record again."""
-    for name, value in getattr(report, "user_properties", ()):
-        if name == RECORD_PROPERTY:
-            return str(value)
-    return None
 
 
 CONTEXT_KEY = pytest.StashKey[EvalContext]()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .._items.nodes import RECORD_PROPERTY, record_from_report
+from .._store.codec import RECORD_PROPERTY, record_from_report
 from .._store.record import RolloutRecord
 from .outcome import SessionEnd
 

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .._items.nodes import RECORD_PROPERTY, decode_record, record_text
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._show.report import arm_summary
+from .._store.codec import RECORD_PROPERTY, decode_record, record_text
 from .._store.evidence import ByTag, Outcomes
 from .._store.index import Columns
 from .._store.record import RolloutRecord

@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .._items.nodes import record_from_report
 from .._policy.spend import Ceilings
 from .._policy.stop_condition import parse as parse_stop_condition
 from .._project.spec import Spec
+from .._store.codec import record_from_report
 from .._store.rundir import RunDir
 
 DEFAULT_INTERVAL_S = 30.0

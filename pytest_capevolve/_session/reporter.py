@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from .._engine.remote import STALE_COPY_FIX
-from .._items.nodes import INFRA_PREFIX, record_from_report
+from .._items.nodes import INFRA_PREFIX
 from .._show.numbers import num
 from .._show.report import render_arms, render_verdicts
+from .._store.codec import record_from_report
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
 from .outcome import SessionEnd

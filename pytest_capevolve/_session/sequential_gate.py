@@ -25,12 +25,13 @@ import pytest
 
 from .._decide import stopping as seqgate
 from .._decide.verdict import GateConfig, Verdict
-from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP, record_from_report
+from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP
 from .._items.plan import EvalPlan
 from .._policy.verdicts import Evidence, as_null, null_deltas
 from .._project.spec import Spec
 from .._stats import sequential as seq
 from .._store import stop_marker
+from .._store.codec import record_from_report
 from .._store.evidence import ByTag
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir

@@ -1,0 +1,59 @@
+"""The rollout record's codec: how a record travels in a test report and is decoded there.
+
+The item that ran a rollout (:mod:`.._items.nodes`, in-process or on an xdist worker) ships the
+record's compact JSON as the ``capevolve_rollout`` user property; on the controller every hook
+that reads the report (persistence, reporter, progress, sequential gate, junit) decodes it
+through :func:`decode_record`, whose one-slot cache makes that one decode, not one per hook.
+Lives in the store because it serves the controller's persistence, beside the record's format.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .record import RecordError, RolloutRecord
+
+RECORD_PROPERTY = "capevolve_rollout"
+__all__ = ["RECORD_PROPERTY", "decode_record", "record_from_report", "record_text", "remember_decoded"]
+
+
+# The last record decoded (or built) and its JSON. Several hooks read the record of the same
+# report one after another (persistence, reporter, progress, sequential gate, junit; the
+# teardown report carries the same text as the call's): it is decoded once, not once per hook.
+# One slot, replaced whole, so a reader on another thread sees a consistent pair.
+_last_decoded: tuple[str, RolloutRecord] | None = None
+
+
+def remember_decoded(text: str, record: RolloutRecord) -> None:
+    global _last_decoded
+    _last_decoded = (text, record)
+
+
+def decode_record(text: str, where: Any) -> RolloutRecord:
+    """``RolloutRecord.loads(text)``, from the one-slot cache when ``text`` was the last one;
+    ``where`` (a report, named in the error) is only formatted when decoding fails."""
+    last = _last_decoded
+    if last is not None and (last[0] is text or last[0] == text):
+        return last[1]
+    try:
+        record = RolloutRecord.loads(text)
+    except RecordError:  # again, to name the report in the error
+        RolloutRecord.loads(text, f"report of {where.nodeid}")
+        raise
+    remember_decoded(text, record)
+    return record
+
+
+def record_from_report(report: Any) -> RolloutRecord | None:
+    """The rollout record a report carries, if any (controller side)."""
+    text = record_text(report)
+    return None if text is None else decode_record(text, report)
+
+
+def record_text(report: Any) -> str | None:
+    """The record's compact JSON as shipped: the controller writes the file from this text
+    rather than encoding the record again."""
+    for name, value in getattr(report, "user_properties", ()):
+        if name == RECORD_PROPERTY:
+            return str(value)
+    return None
