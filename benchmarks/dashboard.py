@@ -39,7 +39,7 @@ def synthetic_run(root: Path, n_tasks: int, n_tags: int) -> RunDir:
         for task in tasks:
             for k in range(TRIALS):
                 reward = float(rng.random() < 0.6)
-                rundir.write_rollout(
+                rundir.rollouts.write_rollout(
                     RolloutRecord(
                         "bench",
                         "val",
@@ -54,7 +54,7 @@ def synthetic_run(root: Path, n_tasks: int, n_tags: int) -> RunDir:
                         cost_usd=0.002,
                     )
                 )
-                rundir.append_event(
+                rundir.log.append_event(
                     "rollout",
                     split="val",
                     task_id=task,
@@ -65,7 +65,7 @@ def synthetic_run(root: Path, n_tasks: int, n_tags: int) -> RunDir:
                     cost_usd=0.002,
                 )
     for tag in tags[1:]:
-        rundir.write_verdict(
+        rundir.verdicts.write_verdict(
             {
                 "tag": tag,
                 "against": "seed",
@@ -79,7 +79,7 @@ def synthetic_run(root: Path, n_tasks: int, n_tags: int) -> RunDir:
                 "reason": "p > alpha",
             }
         )
-        rundir.append_event(
+        rundir.log.append_event(
             "decision", tag=tag, parent="seed", decision="reject", basis="gate", delta_mean=0.01, p_value=0.4
         )
     return rundir
@@ -100,7 +100,7 @@ def main() -> None:
     spec = load_spec(REPO / "examples" / "noisy_agent")  # 5 trials, as the synthetic run
     with tempfile.TemporaryDirectory() as tmp:
         rundir = synthetic_run(Path(tmp), n_tasks, n_tags)
-        val = index_records(rundir.rollouts("val"))
+        val = index_records(rundir.rollouts.rollouts("val"))
         report_s, m = best_of(
             3, lambda: (lambda m: (render_markdown(m), m)[1])(measure(spec, rundir, {"val": val}))
         )

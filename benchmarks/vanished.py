@@ -30,7 +30,7 @@ def persisted(root: Path, count: int) -> RunDir:
             run_id="r", split="val", task_id=f"t{i:05d}", tag="cand", trial=0, seed=0,
             candidate_hash="h", reward=1.0,
         )  # fmt: skip
-        rundir.record_rollout(record)
+        rundir.rollouts.record_rollout(record)
     rundir.flush()
     return rundir
 
@@ -38,7 +38,7 @@ def persisted(root: Path, count: int) -> RunDir:
 def check(root: Path) -> tuple[float, RunDir]:
     reader = RunDir(root)  # another process: nothing of the writer's memory
     start = time.perf_counter()
-    reader.indexed_rows("val")
+    reader.rollouts.indexed_rows("val")
     return time.perf_counter() - start, reader
 
 

@@ -72,12 +72,12 @@ def hand_made_run(root: Path, val_rollout) -> RunDir:
     for task in tasks:
         for k in range(2):
             record = val_rollout("seed", task, k, 1.0 if k == 0 else 0.0)
-            rundir.record_rollout(dataclasses.replace(record, feedback=HOSTILE, output=HOSTILE))
+            rundir.rollouts.record_rollout(dataclasses.replace(record, feedback=HOSTILE, output=HOSTILE))
     for k in range(2):
-        rundir.record_rollout(val_rollout("cand", "t1", k, 0.0))
-        rundir.record_rollout(val_rollout("cand", HOSTILE_ID, k, None, infra=HOSTILE))
+        rundir.rollouts.record_rollout(val_rollout("cand", "t1", k, 0.0))
+        rundir.rollouts.record_rollout(val_rollout("cand", HOSTILE_ID, k, None, infra=HOSTILE))
     common = {"against": "seed", "mode": "exact", "n_tasks": 3, "trials": 2, "p_value": 0.5}
-    rundir.write_verdict(
+    rundir.verdicts.write_verdict(
         {
             **common,
             "tag": "seed-null1",
@@ -89,7 +89,7 @@ def hand_made_run(root: Path, val_rollout) -> RunDir:
             "reason": HOSTILE,
         }
     )
-    rundir.write_verdict(
+    rundir.verdicts.write_verdict(
         {
             **common,
             "tag": "cand",
@@ -102,7 +102,7 @@ def hand_made_run(root: Path, val_rollout) -> RunDir:
             "reason": "p small",
         }
     )
-    rundir.write_verdict(
+    rundir.verdicts.write_verdict(
         {
             "tag": "refused",
             "against": "seed",
@@ -112,7 +112,7 @@ def hand_made_run(root: Path, val_rollout) -> RunDir:
             "reason": "failed a microcase before any rollout",
         }
     )
-    rundir.append_event(
+    rundir.log.append_event(
         "decision",
         tag="cand",
         parent="seed",
@@ -123,8 +123,8 @@ def hand_made_run(root: Path, val_rollout) -> RunDir:
         note=HOSTILE,
         optimizer_usd=0.5,
     )
-    rundir.append_event("best_changed", best_id="cand", previous="seed")
-    rundir.update_state(lambda s: s.update(best_id="cand"))
+    rundir.log.append_event("best_changed", best_id="cand", previous="seed")
+    rundir.state.update_state(lambda s: s.update(best_id="cand"))
     return rundir
 
 

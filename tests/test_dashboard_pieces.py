@@ -37,7 +37,7 @@ def real_run(root: Path, shared_data: dict, val_rollout) -> RunDir:
     rundir.root.mkdir(parents=True)
     tasks = sorted(shared_data["seed"], key=int)
     rundir.ensure_splits(lambda: {"train": [], "val": tasks, "test": []})
-    rundir.append_event("session_started", split="val")
+    rundir.log.append_event("session_started", split="val")
     for tag, per_task in shared_data.items():
         for task in tasks:
             if (tag, task) == ("cA_partial", "40"):
@@ -56,12 +56,12 @@ def real_run(root: Path, shared_data: dict, val_rollout) -> RunDir:
                     else None
                 )
                 record = val_rollout(tag, task, k, None if infra else float(reward), infra=infra)
-                rundir.record_rollout(
+                rundir.rollouts.record_rollout(
                     dataclasses.replace(
                         record, feedback=row["feedback"], output={"task": task, "trial": k}, cost_usd=0.01
                     )
                 )
-    rundir.record_rollout(val_rollout("seed", "0", TRIALS, 0.0))  # grown: a sixth trial
+    rundir.rollouts.record_rollout(val_rollout("seed", "0", TRIALS, 0.0))  # grown: a sixth trial
     readme = {
         "c0_null5": -0.1,
         "c0_null5b": -0.05,
@@ -71,7 +71,7 @@ def real_run(root: Path, shared_data: dict, val_rollout) -> RunDir:
     }
     for tag, delta in readme.items():
         null = tag.startswith("c0_null")
-        rundir.write_verdict(
+        rundir.verdicts.write_verdict(
             {
                 "tag": tag,
                 "against": "seed",
@@ -86,9 +86,9 @@ def real_run(root: Path, shared_data: dict, val_rollout) -> RunDir:
                 "reason": "Δ̄ below k·SE",
             }
         )
-        rundir.append_event("verdict", tag=tag, decision="reject")
+        rundir.log.append_event("verdict", tag=tag, decision="reject")
         if not null:
-            rundir.append_event(
+            rundir.log.append_event(
                 "decision",
                 tag=tag,
                 parent="seed",
@@ -159,7 +159,7 @@ def _spec(run: RunDir) -> Spec:
 
 def test_the_session_s_val_records_are_drawn_only_when_they_hold_every_tag(run: RunDir, monkeypatch) -> None:
     whole = build(run, TRIALS, measure(_spec(run), run))
-    every = index_records(run.indexed_rollouts("val"))
+    every = index_records(run.rollouts.indexed_rollouts("val"))
     mine = {tag: arm for tag, arm in every.items() if tag in ("seed", "cA_partial")}  # a session's own
 
     # a session that read only its tags: the page still shows every tag (read from the index)
@@ -176,8 +176,8 @@ def test_the_session_s_val_records_are_drawn_only_when_they_hold_every_tag(run: 
 def test_the_index_steps_past_a_tail_without_rollouts(run: RunDir) -> None:
     """The index holds only rollout and quarantine events of the log's tail; a tail of other
     events still moves it to the log's end, so they are not read again."""
-    run.append_event("session_started", split="val")
-    run.append_event("best_changed", best_id="seed", previous="seed")
+    run.log.append_event("session_started", split="val")
+    run.log.append_event("best_changed", best_id="seed", previous="seed")
     run.flush()
-    size, _, seq = run._read_event_tail()
+    size, _, seq = run.log._read_event_tail()
     assert run.index.position() == (size, seq)

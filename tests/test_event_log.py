@@ -23,51 +23,51 @@ from pytest_capevolve._store.rundir import RunDir
 def run(tmp_path: Path, val_rollout) -> RunDir:
     rundir = RunDir(tmp_path / "run")
     rundir.root.mkdir()
-    rundir.append_event("session_started", split="val", tags=("seed", "cand"))  # a tuple: a list on file
+    rundir.log.append_event("session_started", split="val", tags=("seed", "cand"))  # a tuple: a list on file
     for k in range(5):
-        rundir.record_rollout(val_rollout("seed", "t1", k, 1.0))
+        rundir.rollouts.record_rollout(val_rollout("seed", "t1", k, 1.0))
     return rundir
 
 
 def from_file(run: RunDir, offset: int, seq: int, view=None):
     """What a process that appended nothing reads: the file, decoded."""
-    return RunDir(run.root).events_after(offset, seq, view)
+    return RunDir(run.root).log.events_after(offset, seq, view)
 
 
 def test_the_events_held_read_back_as_the_file_says(run: RunDir, monkeypatch) -> None:
-    whole = run.events_after(0, 0)
+    whole = run.log.events_after(0, 0)
     assert whole == from_file(run, 0, 0) and len(whole[0]) == 6
     assert [list(e) for e in whole[0]] == [list(e) for e in from_file(run, 0, 0)[0]]  # keys in file order
     assert whole[0][0]["tags"] == ["seed", "cand"]
     after_first = len(run.events_path.read_bytes().split(b"\n")[0]) + 1
-    assert run.events_after(after_first, 1) == from_file(run, after_first, 1)
-    kinds = run.events_after(after_first, 1, lambda event: event["kind"])
+    assert run.log.events_after(after_first, 1) == from_file(run, after_first, 1)
+    kinds = run.log.events_after(after_first, 1, lambda event: event["kind"])
     assert kinds == (["rollout"] * 5, *whole[1:])
 
     decoded: list[bytes] = []
     monkeypatch.setattr(events_module, "json", SimpleNamespace(loads=lambda line: decoded.append(line)))
-    assert run.events_after(after_first, 1) == (whole[0][1:], *whole[1:])
-    assert run.events_after(0, 0, lambda event: None) == ([], *whole[1:])
+    assert run.log.events_after(after_first, 1) == (whole[0][1:], *whole[1:])
+    assert run.log.events_after(0, 0, lambda event: None) == ([], *whole[1:])
     assert decoded == []  # served from what was appended, not decoded again
-    handed = run.events_after(0, 0)[0][0]
+    handed = run.log.events_after(0, 0)[0][0]
     handed["kind"] = "changed"  # what a reader is handed is its own
-    assert run.events_after(0, 0)[0][0]["kind"] == "session_started"
+    assert run.log.events_after(0, 0)[0][0]["kind"] == "session_started"
 
 
 def test_a_line_edited_by_hand_to_the_same_length_is_read_from_the_file(run: RunDir) -> None:
     text = run.events_path.read_bytes()
     run.events_path.write_bytes(text.replace(b'"seq": 3', b'"seq": 9'))  # same size, same file
-    assert run.events_after(0, 0) is None  # the broken chain is seen, as by any reader
+    assert run.log.events_after(0, 0) is None  # the broken chain is seen, as by any reader
     run.events_path.write_bytes(text.replace(b'"reward": 1.0', b'"reward": 0.0', 1))
-    events = run.events_after(0, 0)
+    events = run.log.events_after(0, 0)
     assert events == from_file(run, 0, 0) and events[0][1]["reward"] == 0.0
 
 
 def test_another_writer_in_between_is_read_from_the_file(run: RunDir, val_rollout) -> None:
     other = RunDir(run.root)
-    other.record_rollout(val_rollout("cand", "t1", 0, 0.0))
-    run.record_rollout(val_rollout("cand", "t1", 1, 0.0))
-    assert run.events_after(0, 0) == from_file(run, 0, 0) and len(run.events_after(0, 0)[0]) == 8
+    other.rollouts.record_rollout(val_rollout("cand", "t1", 0, 0.0))
+    run.rollouts.record_rollout(val_rollout("cand", "t1", 1, 0.0))
+    assert run.log.events_after(0, 0) == from_file(run, 0, 0) and len(run.log.events_after(0, 0)[0]) == 8
     assert verify_events(run.events_path) == (8, None)
 
 
@@ -77,14 +77,14 @@ def test_past_what_is_held_the_older_events_are_read_from_the_file(
     monkeypatch.setattr(events_module, "APPENDED_HELD", 4)
     monkeypatch.setattr(events_module, "APPENDED_DROPPED", 2)
     for k in range(5, 15):
-        run.record_rollout(val_rollout("seed", "t1", k, 0.5))
-    assert run._appended is not None and 4 <= len(run._appended.events) <= 6
-    held = len(run._appended.events)
+        run.rollouts.record_rollout(val_rollout("seed", "t1", k, 0.5))
+    assert run.log._appended is not None and 4 <= len(run.log._appended.events) <= 6
+    held = len(run.log._appended.events)
     decoded: list[bytes] = []
     monkeypatch.setattr(
         events_module, "json", SimpleNamespace(loads=lambda line: decoded.append(line) or json.loads(line))
     )
-    whole = run.events_after(0, 0)
+    whole = run.log.events_after(0, 0)
     assert len(decoded) == 16 - held  # the file read up to the lines held, those taken as held
     monkeypatch.undo()
     assert whole == from_file(run, 0, 0) and len(whole[0]) == 16
@@ -92,31 +92,31 @@ def test_past_what_is_held_the_older_events_are_read_from_the_file(
         seq = whole[0][-back - 1]["seq"]
         offset = sum(len(line) + 1 for line in run.events_path.read_bytes().split(b"\n")[:seq])
         assert (
-            run.events_after(offset, seq) == from_file(run, offset, seq)
-            and len(run.events_after(offset, seq)[0]) == back
+            run.log.events_after(offset, seq) == from_file(run, offset, seq)
+            and len(run.log.events_after(offset, seq)[0]) == back
         )
 
 
 def test_the_descriptor_follows_the_file_its_path_names(run: RunDir) -> None:
     """Kept open between appends; a log replaced (a repair) or removed is opened afresh, so no
     line is written to a file the run dir no longer has."""
-    kept = run._appender
+    kept = run.log._appender
     assert kept is not None
-    run.append_event("note", text="one")
-    assert run._appender is kept  # the same descriptor: not opened again
+    run.log.append_event("note", text="one")
+    assert run.log._appender is kept  # the same descriptor: not opened again
     copy = run.events_path.with_name("copy.jsonl")
     copy.write_bytes(run.events_path.read_bytes())
     os.replace(copy, run.events_path)  # another file at the same path
-    run.append_event("note", text="two")
+    run.log.append_event("note", text="two")
     assert json.loads(run.events_path.read_text().splitlines()[-1])["text"] == "two"
     assert verify_events(run.events_path) == (len(run.events_path.read_text().splitlines()), None)
     run.events_path.unlink()
-    run._event_tail = None
-    run.append_event("note", text="three")
+    run.log._event_tail = None
+    run.log.append_event("note", text="three")
     assert [json.loads(line)["text"] for line in run.events_path.read_text().splitlines()] == ["three"]
     run.close_log()
-    assert run._appender is None
-    run.append_event("note", text="four")
+    assert run.log._appender is None
+    run.log.append_event("note", text="four")
     assert len(run.events_path.read_text().splitlines()) == 2
 
 
@@ -158,8 +158,8 @@ def test_the_run_lock_keeps_its_descriptor_and_locks_the_file_its_path_names(tmp
 def test_every_line_is_the_key_sorted_json_of_its_event(run: RunDir) -> None:
     """A flat event (a rollout's) is sorted once and encoded as it is; any other by the sorting
     encoder: either way the line is what ``json.dumps(..., sort_keys=True)`` writes."""
-    run.append_event("spent", spent={"usd": 1.5, "metric_calls": 2}, who="ünïcode")
+    run.log.append_event("spent", spent={"usd": 1.5, "metric_calls": 2}, who="ünïcode")
     lines = run.events_path.read_text(encoding="utf-8").splitlines()
     assert [json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False) for line in lines] == lines
     assert json.loads(lines[-1])["spent"] == {"metric_calls": 2, "usd": 1.5}
-    assert run.events_after(0, 0) == from_file(run, 0, 0)
+    assert run.log.events_after(0, 0) == from_file(run, 0, 0)

@@ -1,7 +1,7 @@
 """A resume reads the index as columns: its plan and its table must be exactly what records give.
 
 Planning's persisted keys and the session's table (``summarize``) are worked out from the
-index's rows read as columns (:meth:`RunDir.indexed_columns`), with no record per rollout. These
+index's rows read as columns (:meth:`.rollout_files.RolloutFiles.indexed_columns`), with no record per rollout. These
 tests hold them equal — every number to the bit, every rendered line, every missing key — to the
 record path they replaced (:func:`show.report.summarize_arm` over :func:`index_records` of the
 files), on the real tau2 evaluation in /work/shared/data, and hold the file checks' guarantee: a
@@ -67,7 +67,9 @@ def real_run(tmp_path: Path, shared_data: dict) -> tuple[RunDir, list[str]]:
                     continue  # never paid: missing
                 infra = "errored" if result.get("errored") or (n * 7 + k) % 23 == 5 else None
                 for block in (0, 1) if n % 4 == 0 else (0,):
-                    rundir.record_rollout(_record(tag, task, k, None if infra else reward, infra, block))
+                    rundir.rollouts.record_rollout(
+                        _record(tag, task, k, None if infra else reward, infra, block)
+                    )
     rundir.flush()
     return rundir, tags
 
@@ -80,7 +82,7 @@ def _plan(task_ids: list[str], tags: list[str], num_trials: int, block: int = 0)
 def _by_records(plan: EvalPlan, rundir: RunDir, tally: Tally) -> tuple[list, list]:
     """The table and the missing keys the way the session worked them out before: arms of
     records read from the files, each arm summarised by walking its records."""
-    by_tag = index_records(rundir.rollouts("val", block=None), plan.block)
+    by_tag = index_records(rundir.rollouts.rollouts("val", block=None), plan.block)
     reused: dict[str, int] = {}
     for key in plan.persisted:
         reused[key[2]] = reused.get(key[2], 0) + 1
@@ -119,12 +121,12 @@ def _same(a: object, b: object) -> bool:
 def test_the_table_from_columns_is_the_table_from_records(real_run, num_trials, block, extra_tasks) -> None:
     rundir, tags = real_run
     planned = tags[:3] + ["never-ran"]
-    task_ids = sorted({r.task_id for r in rundir.rollouts("val", block=None)}, key=int)
+    task_ids = sorted({r.task_id for r in rundir.rollouts.rollouts("val", block=None)}, key=int)
     plan = _plan(task_ids + extra_tasks, planned, num_trials, block)
-    columns = rundir.indexed_columns("val", set(planned) | {"seed"}, block)
+    columns = rundir.rollouts.indexed_columns("val", set(planned) | {"seed"}, block)
     keys = set(plan.all_keys())
     plan.persisted = keys & valid_column_keys(columns)
-    assert plan.persisted == keys & valid_keys(rundir.rollouts("val", block=None)), "planning's keys"
+    assert plan.persisted == keys & valid_keys(rundir.rollouts.rollouts("val", block=None)), "planning's keys"
     tally = Tally(paid={planned[0]: 3})
 
     fast = summarize(plan, outcomes_of_columns(columns, block), tally, against=tags[0])
@@ -139,17 +141,20 @@ def test_the_table_from_columns_is_the_table_from_records(real_run, num_trials, 
     assert any(r.infra for r in fast.rows) and any(r.pass_k is not None for r in fast.rows)
     # the arms path (other sessions, Ctrl-C) answers the same through Outcomes.of_arms
     arms = summarize(
-        plan, index_records(rundir.indexed_rollouts("val", None, None), block), tally, against=tags[0]
+        plan,
+        index_records(rundir.rollouts.indexed_rollouts("val", None, None), block),
+        tally,
+        against=tags[0],
     )
     assert render_arms(arms.rows) == render_arms(rows) and arms.missing == missing
 
 
 def test_a_table_with_everything_persisted_has_nothing_missing(real_run) -> None:
     rundir, tags = real_run
-    present = {(r.tag, r.task_id, r.trial) for r in rundir.rollouts("val") if r.valid}
+    present = {(r.tag, r.task_id, r.trial) for r in rundir.rollouts.rollouts("val") if r.valid}
     task_ids = sorted({t for _, t, _ in present if all((tags[0], t, k) in present for k in range(2))})
     plan = _plan(task_ids, tags[:1], 2)
-    columns = rundir.indexed_columns("val", tags[:1])
+    columns = rundir.rollouts.indexed_columns("val", tags[:1])
     plan.persisted = set(plan.all_keys()) & valid_column_keys(columns)
     fast = summarize(plan, outcomes_of_columns(columns, 0), Tally(), against=tags[0])
     rows, missing = _by_records(plan, rundir, Tally())
@@ -159,14 +164,16 @@ def test_a_table_with_everything_persisted_has_nothing_missing(real_run) -> None
 
 def test_the_next_session_reads_a_file_changed_or_removed_by_hand(real_run) -> None:
     rundir, tags = real_run
-    before = rundir.indexed_columns("val", tags[:1])
-    assert rundir.indexed_columns("val", tags[:1]) is before, "a session's planning and table: one check"
-    record = next(r for r in rundir.rollouts("val") if r.tag == tags[0] and r.valid)
+    before = rundir.rollouts.indexed_columns("val", tags[:1])
+    assert rundir.rollouts.indexed_columns("val", tags[:1]) is before, (
+        "a session's planning and table: one check"
+    )
+    record = next(r for r in rundir.rollouts.rollouts("val") if r.tag == tags[0] and r.valid)
     path = rundir.rollout_path("val", record.task_id, record.tag, record.trial)
     edited = RolloutRecord.from_json({**record.to_json(), "reward": 0.25, "passed": False})
     path.write_text(edited.dumps() + "\n")
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
-    after = RunDir(rundir.root).indexed_columns("val", tags[:1])
+    after = RunDir(rundir.root).rollouts.indexed_columns("val", tags[:1])
     at = next(
         i
         for i, (t, k) in enumerate(zip(after["task_id"], after["trial"], strict=True))
@@ -174,7 +181,7 @@ def test_the_next_session_reads_a_file_changed_or_removed_by_hand(real_run) -> N
     )
     assert after["reward"][at] == 0.25 and after["passed"][at] == 0
     path.unlink()  # removed by hand: no longer persisted, so owed again
-    gone = RunDir(rundir.root).indexed_columns("val", tags[:1])
+    gone = RunDir(rundir.root).rollouts.indexed_columns("val", tags[:1])
     assert ("val", record.task_id, record.tag, record.trial) not in valid_column_keys(gone)
     assert len(gone) == len(after) - 1
 
@@ -217,8 +224,8 @@ def test_outcomes_of_no_rollouts_give_empty_arms() -> None:
 
 def test_a_record_read_from_the_index_reads_like_the_file_record(real_run) -> None:
     rundir, tags = real_run
-    by_file = {r.key: r for r in rundir.rollouts("val")}
-    indexed = rundir.indexed_rollouts("val", tags[:2])
+    by_file = {r.key: r for r in rundir.rollouts.rollouts("val")}
+    indexed = rundir.rollouts.indexed_rollouts("val", tags[:2])
     assert indexed and all(isinstance(r, RolloutRecord) for r in indexed)
     for record in indexed:
         full = by_file[record.key]

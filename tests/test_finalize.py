@@ -154,7 +154,7 @@ def test_test_split_is_refused_by_every_evaluation_path(pytester, example, proje
 
     rundir = RunDir(projects.run_dir(project))
     with pytest.raises(TestSealError, match="only through the seal"):
-        rundir.rollouts("test")
+        rundir.rollouts.rollouts("test")
     with pytest.raises(TestSealError, match="sealed until finalize"):
         Seal(rundir).test_rollouts()
     with pytest.raises(GateSplitError):

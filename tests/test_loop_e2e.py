@@ -187,7 +187,7 @@ def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsy
     )
     assert code == 0 and booked["against_gate"] is True
     # printed statistics are rounded (6 decimals in JSON); the verdict file keeps full precision
-    stored = RunDir.resolve(project, None, create=False).verdict("copy")["delta_mean"]
+    stored = RunDir.resolve(project, None, create=False).verdicts.verdict("copy")["delta_mean"]
     assert stored != round(stored, 6) and booked["delta_mean"] == round(stored, 6)
     assert all(value == round(value, 6) for value in _floats(booked))
     # `improved` was gated against the seed, which is no longer the best

@@ -159,7 +159,7 @@ def test_verify_names_any_edited_line_but_the_last(events, data):
     with tempfile.TemporaryDirectory() as tmp:
         rundir = RunDir(Path(tmp))
         for fields in events:
-            rundir.append_event("rollout", **fields)
+            rundir.log.append_event("rollout", **fields)
         path = rundir.events_path
         lines = path.read_text().splitlines()
         assert verify_events(path) == (len(events), None)

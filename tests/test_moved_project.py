@@ -80,7 +80,7 @@ def test_an_old_absolute_path_lock_is_accepted_where_the_project_now_lives(
     runs = old / ".capevolve" / "runs" / "20240101-000000-abcdef"
     runs.mkdir(parents=True)
     (runs / "spec.lock.yaml").write_text(yaml.safe_dump(lock, sort_keys=True))
-    RunDir(runs).append_event("run_created", spec=str(old / "capevolve.yaml"), run_id=runs.name)
+    RunDir(runs).log.append_event("run_created", spec=str(old / "capevolve.yaml"), run_id=runs.name)
     candidate = runs / "candidates" / "careful"
     candidate.mkdir(parents=True)
     (candidate / "candidate.json").write_text(
@@ -94,7 +94,7 @@ def test_an_old_absolute_path_lock_is_accepted_where_the_project_now_lives(
     before = rundir.spec_lock_path.read_text()
     rundir.ensure_spec_lock(load_spec(new))  # the same places, relative to the project
     assert rundir.spec_lock_path.read_text() == before  # accepted as it is, not rewritten
-    assert rundir.candidate_source("careful") == new.resolve() / "candidates" / "careful"
+    assert rundir.snapshots.candidate_source("careful") == new.resolve() / "candidates" / "careful"
 
     # a lock that really pointed elsewhere in the project is still refused
     elsewhere = {**lock, "capability_path": str(old / "candidates" / "careful")}

@@ -372,7 +372,7 @@ def test_evidence_judges_from_records_and_counts_infra_errors(tmp_path, val_roll
     record = val_rollout
     rundir = RunDir(tmp_path / "run")
     for tag, size in (("cand", 3), ("best", 5)):
-        files = rundir.candidate_dir(tag) / "files"
+        files = rundir.snapshots.candidate_dir(tag) / "files"
         files.mkdir(parents=True)
         (files / "prompt.md").write_text("x" * size)
         (files / "sub").mkdir()
@@ -381,7 +381,7 @@ def test_evidence_judges_from_records_and_counts_infra_errors(tmp_path, val_roll
     records += [record("best", f"t{i}", k, 0.0) for i in range(5) for k in range(2) if (i, k) != (4, 1)]
     records += [record("best", "t4", 1, None, infra="timeout"), record("best", "t9", 0, None, infra="x")]
     ids = [f"t{i}" for i in range(5)]
-    ev = judging.Evidence(evidence.index_records(records), ids, 2, rundir.snapshot_size)
+    ev = judging.Evidence(evidence.index_records(records), ids, 2, rundir.snapshots.snapshot_size)
     assert ev.size("cand") == 4 and ev.size("best") == 6
     assert np.isnan(ev.matrix("best")[4, 1]) and ev.matrix("nobody").shape == (5, 2)
     config = gate.GateConfig(mode="simplicity_tiebreak")
@@ -406,8 +406,8 @@ def test_null_deltas_and_the_calibration_alarm():
 def test_write_verdict_writes_the_file_and_logs_the_event(tmp_path):
     rundir = RunDir(tmp_path / "run")
     verdict = judge(np.ones((6, 1)), np.zeros((6, 1)))
-    rundir.write_verdict(judging.verdict_file(verdict, null_control=False))
-    data = json.loads(rundir.verdict_path("cand").read_text())
+    rundir.verdicts.write_verdict(judging.verdict_file(verdict, null_control=False))
+    data = json.loads(rundir.verdicts.verdict_path("cand").read_text())
     assert data["decision"] == ACCEPT and data["null_control"] is False and data["p_exact"] == "1/64"
     assert data["rollouts"] == "rollouts/val/*__cand__t*.json vs *__best__t*.json"
     event = json.loads(rundir.events_path.read_text().splitlines()[-1])
@@ -427,8 +427,8 @@ def test_write_verdict_writes_the_file_and_logs_the_event(tmp_path):
         config=gate.GateConfig(),
         details={},
     )
-    rundir.write_verdict(judging.verdict_file(refused))
-    assert json.loads(rundir.verdict_path("r").read_text())["rollouts"].startswith("none")
+    rundir.verdicts.write_verdict(judging.verdict_file(refused))
+    assert json.loads(rundir.verdicts.verdict_path("r").read_text())["rollouts"].startswith("none")
 
 
 # -- second round: what the first mutation run left alive ----------------------------------------
@@ -567,13 +567,13 @@ def test_evidence_passes_tags_sizes_and_infra_counts(tmp_path, val_rollout):
     record = val_rollout
     rundir = RunDir(tmp_path / "run")
     for tag, size in (("small", 1), ("big", 9)):
-        files = rundir.candidate_dir(tag) / "files"
+        files = rundir.snapshots.candidate_dir(tag) / "files"
         files.mkdir(parents=True)
         (files / "prompt.md").write_text("x" * size)
     records = [record(tag, f"t{i}", 0, 1.0) for tag in ("small", "big") for i in range(4)]
     records += [record("small", "t0", 1, None, infra="timeout"), record("big", "t0", 1, None, infra="x")]
     ev = judging.Evidence(
-        evidence.index_records(records), [f"t{i}" for i in range(4)], 2, rundir.snapshot_size
+        evidence.index_records(records), [f"t{i}" for i in range(4)], 2, rundir.snapshots.snapshot_size
     )
     verdict = ev.judge("small", "big", gate.GateConfig(mode="simplicity_tiebreak"))
     assert (verdict.tag, verdict.against, verdict.decision) == ("small", "big", ACCEPT)  # a tie, smaller wins

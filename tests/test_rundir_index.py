@@ -38,9 +38,9 @@ def run(tmp_path: Path, val_rollout) -> RunDir:
             for k in range(2):
                 infra = "timeout" if (tag, t, k) == ("cand", 3, 1) else None
                 record = val_rollout(tag, f"task-{t}", k, None if infra else (t + k) % 3 / 2, infra)
-                rundir.record_rollout(_with(record, cost_usd=0.01 * (t + 1), passed=infra is None))
+                rundir.rollouts.record_rollout(_with(record, cost_usd=0.01 * (t + 1), passed=infra is None))
     for k in range(2):
-        rundir.record_rollout(_with(val_rollout("seed", "train-0", k, 1.0), split="train"))
+        rundir.rollouts.record_rollout(_with(val_rollout("seed", "train-0", k, 1.0), split="train"))
     return rundir
 
 
@@ -50,20 +50,20 @@ def _with(record: RolloutRecord, **changes) -> RolloutRecord:
 
 def test_the_index_answers_what_the_files_say(run: RunDir) -> None:
     for split in ("val", "train"):
-        indexed = run.indexed_rollouts(split)
-        assert outcomes(indexed) == outcomes(run.rollouts(split))
-    assert len(run.indexed_rollouts("val")) == 20
-    only = run.indexed_rollouts("val", ["cand"])
+        indexed = run.rollouts.indexed_rollouts(split)
+        assert outcomes(indexed) == outcomes(run.rollouts.rollouts(split))
+    assert len(run.rollouts.indexed_rollouts("val")) == 20
+    only = run.rollouts.indexed_rollouts("val", ["cand"])
     assert {r.tag for r in only} == {"cand"} and len(only) == 10
     fresh = RunDir(run.root)  # another process: nothing of this one's memory
-    assert outcomes(fresh.indexed_rollouts("val")) == outcomes(run.rollouts("val"))
+    assert outcomes(fresh.rollouts.indexed_rollouts("val")) == outcomes(run.rollouts.rollouts("val"))
     assert not fresh.notices
 
 
 def test_the_index_never_offers_the_test_split(run: RunDir, val_rollout) -> None:
-    run.record_rollout(_with(val_rollout("seed", "held-out", 0, 1.0), split="test"))
+    run.rollouts.record_rollout(_with(val_rollout("seed", "held-out", 0, 1.0), split="test"))
     with pytest.raises(TestSealError):
-        run.indexed_rollouts("test")
+        run.rollouts.indexed_rollouts("test")
     run.flush()
     db = sqlite3.connect(run.index.path)
     assert db.execute("SELECT count(*) FROM rollouts WHERE split = 'test'").fetchone() == (0,)
@@ -73,7 +73,7 @@ def test_the_index_never_offers_the_test_split(run: RunDir, val_rollout) -> None
 
 @pytest.mark.parametrize("damage", ["deleted", "garbage", "foreign schema"])
 def test_a_deleted_or_damaged_index_is_rebuilt_from_the_files_with_a_notice(run: RunDir, damage: str) -> None:
-    expected = outcomes(run.rollouts("val"))
+    expected = outcomes(run.rollouts.rollouts("val"))
     run.flush()
     run.index.close()
     if damage == "deleted":
@@ -86,7 +86,7 @@ def test_a_deleted_or_damaged_index_is_rebuilt_from_the_files_with_a_notice(run:
         db.commit()
         db.close()
     reader = RunDir(run.root)
-    assert outcomes(reader.indexed_rollouts("val")) == expected
+    assert outcomes(reader.rollouts.indexed_rollouts("val")) == expected
     assert any("index.sqlite" in n and "rebuilt from 22 rollout files" in n for n in reader.notices), (
         reader.notices
     )
@@ -98,10 +98,10 @@ def test_the_index_catches_up_with_rollouts_it_never_saw(run: RunDir, val_rollou
     what it was."""
     run.flush()
     writer = RunDir(run.root)
-    writer.record_rollout(val_rollout("late", "task-0", 0, 0.5))
+    writer.rollouts.record_rollout(val_rollout("late", "task-0", 0, 0.5))
     writer.index.pending.clear()  # its memory died with it
     reader = RunDir(run.root)
-    late = [r for r in reader.indexed_rollouts("val") if r.tag == "late"]
+    late = [r for r in reader.rollouts.indexed_rollouts("val") if r.tag == "late"]
     assert [(r.task_id, r.reward) for r in late] == [("task-0", 0.5)]
 
 
@@ -115,12 +115,12 @@ def test_a_file_changed_or_damaged_after_indexing_is_read_again(run: RunDir) -> 
     damaged = run.rollout_path("val", "task-1", "seed", 0)
     damaged.write_text(damaged.read_text()[:20])
     reader = RunDir(run.root)
-    by_key = {r.key: r for r in reader.indexed_rollouts("val")}
+    by_key = {r.key: r for r in reader.rollouts.indexed_rollouts("val")}
     assert by_key[("val", "task-0", "seed", 0)].reward == 0.25
     assert ("val", "task-1", "seed", 0) not in by_key  # missing: paid again
     assert list((run.root / "rollouts" / ".quarantine" / "val").iterdir())
     assert any("quarantined" in n for n in reader.notices)
-    assert outcomes(reader.indexed_rollouts("val")) == outcomes(reader.rollouts("val"))
+    assert outcomes(reader.rollouts.indexed_rollouts("val")) == outcomes(reader.rollouts.rollouts("val"))
     assert not damaged.exists() and folder.is_dir()
 
 
@@ -134,7 +134,7 @@ def test_verify_finds_an_edited_index_row_and_repair_rebuilds_it(run: RunDir) ->
     problems = audit(RunDir(run.root))
     assert any("index.sqlite: reward 1.0" in p and "the file says 0.0" in p for p in problems), problems
     assert audit(RunDir(run.root), repair=True) == []
-    fixed = {r.key: r.reward for r in RunDir(run.root).indexed_rollouts("val")}
+    fixed = {r.key: r.reward for r in RunDir(run.root).rollouts.indexed_rollouts("val")}
     assert fixed[("val", "task-0", "seed", 0)] == 0.0
 
 
@@ -159,15 +159,15 @@ def test_verify_names_an_unfinished_write_and_repair_removes_it_unless_a_session
 def test_spend_is_exact_without_rewriting_state_json(run: RunDir) -> None:
     """Rollouts do not rewrite state.json; reading the state counts what the log added since."""
     written = json.loads(run.state_path.read_text()) if run.state_path.is_file() else None
-    costs = sum(r.cost_usd for s in ("val", "train") for r in run.rollouts(s))
-    state = RunDir(run.root).read_state()
+    costs = sum(r.cost_usd for s in ("val", "train") for r in run.rollouts.rollouts(s))
+    state = RunDir(run.root).state.read_state()
     assert state["spent"]["metric_calls"] == 22
     assert state["spent"]["usd"] == pytest.approx(costs)
     assert written is None or written["spent"]["metric_calls"] < 22  # not rewritten per rollout
     run.flush()
     flushed = json.loads(run.state_path.read_text())
     assert flushed["spent"]["metric_calls"] == 22 and flushed["spent_through"]["seq"] > 0
-    assert RunDir(run.root).read_state()["spent"] == state["spent"]
+    assert RunDir(run.root).state.read_state()["spent"] == state["spent"]
     assert audit(RunDir(run.root)) == []
 
 
@@ -204,9 +204,9 @@ def test_spend_after_kill_9_mid_run_equals_the_rollouts_on_disk(
     on_disk = list((root / "rollouts").rglob("*.json"))
     assert len(on_disk) == 14
     rundir = RunDir(root)
-    spent = rundir.read_state()["spent"]
+    spent = rundir.state.read_state()["spent"]
     assert spent["metric_calls"] == 14 and spent["usd"] == pytest.approx(0.14)
-    assert outcomes(rundir.indexed_rollouts("val")) == outcomes(rundir.rollouts("val"))
+    assert outcomes(rundir.rollouts.indexed_rollouts("val")) == outcomes(rundir.rollouts.rollouts("val"))
     assert audit(rundir) == []
 
     monkeypatch.delenv("KILL_AT_15")
@@ -248,22 +248,22 @@ def test_a_rollout_file_no_row_knows_is_read_and_indexed(run: RunDir) -> None:
     copied.update(tag="copied", reward=0.75)
     run.rollout_path("val", "task-2", "copied", 1).write_text(json.dumps(copied))
     reader = RunDir(run.root)
-    assert outcomes(reader.indexed_rollouts("val")) == outcomes(reader.rollouts("val"))
-    assert [r.reward for r in reader.indexed_rollouts("val", ["copied"])] == [0.75]
+    assert outcomes(reader.rollouts.indexed_rollouts("val")) == outcomes(reader.rollouts.rollouts("val"))
+    assert [r.reward for r in reader.rollouts.indexed_rollouts("val", ["copied"])] == [0.75]
 
 
 def test_a_second_read_in_one_session_reuses_the_checked_rows_until_something_changes(
     run: RunDir, val_rollout
 ) -> None:
-    first = run.indexed_rollouts("val", ["seed", "cand"])
-    run.append_event("session_started", split="val")  # not a rollout: the rows stand
-    assert run.indexed_rollouts("val", ["seed", "cand"]) is not first
-    assert outcomes(run.indexed_rollouts("val", ["seed", "cand"])) == outcomes(first)
+    first = run.rollouts.indexed_rollouts("val", ["seed", "cand"])
+    run.log.append_event("session_started", split="val")  # not a rollout: the rows stand
+    assert run.rollouts.indexed_rollouts("val", ["seed", "cand"]) is not first
+    assert outcomes(run.rollouts.indexed_rollouts("val", ["seed", "cand"])) == outcomes(first)
     version = run.index.rows_version()
-    run.indexed_rollouts("val", ["seed", "cand"])
+    run.rollouts.indexed_rollouts("val", ["seed", "cand"])
     assert run.index.rows_version() == version
     other = RunDir(run.root)  # another session pays one and brings the index up to date
-    other.record_rollout(val_rollout("seed", "task-9", 0, 1.0))
+    other.rollouts.record_rollout(val_rollout("seed", "task-9", 0, 1.0))
     other.flush()
-    again = {r.key for r in run.indexed_rollouts("val", ["seed", "cand"])}
+    again = {r.key for r in run.rollouts.indexed_rollouts("val", ["seed", "cand"])}
     assert ("val", "task-9", "seed", 0) in again and run.index.rows_version() != version

@@ -123,7 +123,7 @@ def test_optimizer_spend_from_commits_and_a_nearly_spent_ceiling_narrows(example
     rundir = RunDir(projects.run_dir(project))
     # what the lead's `commit` books: a decision line per tag and cumulative optimizer spend
     for tag in ("a", "b", "c", "d"):
-        rundir.append_event(
+        rundir.log.append_event(
             "decision", tag=tag, against="seed", decision="reject", basis="gate", note="",
             optimizer_usd=0.5, optimizer_tokens=1000, optimizer_seconds=30,
         )  # fmt: skip
@@ -132,7 +132,7 @@ def test_optimizer_spend_from_commits_and_a_nearly_spent_ceiling_narrows(example
         state["iterations"], state["stall"] = 4, 4
         state["spent"].update(optimizer_usd=2.0, optimizer_tokens=4000, optimizer_seconds=120)
 
-    rundir.update_state(booked)
+    rundir.state.update_state(booked)
     report = spend(project)
     assert report["spent"]["optimizer_usd"] == 2.0 and report["spent"]["optimizer_tokens"] == 4000
     assert report["spent"]["total_usd"] == 2.0 and report["spent"]["decisions"] == 4
@@ -145,7 +145,7 @@ def test_optimizer_spend_from_commits_and_a_nearly_spent_ceiling_narrows(example
     two = spend(project, "--n-siblings", "2")
     assert [b["ceiling"] for b in two["afford"]["blockers"]] == ["max_iterations"]
 
-    rundir.update_state(lambda s: s.update(iterations=5))
+    rundir.state.update_state(lambda s: s.update(iterations=5))
     report = spend(project)
     assert report["budget_exhausted"] is True and report["recommendation"]["action"] == "stop"
 

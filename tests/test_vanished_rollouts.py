@@ -100,15 +100,15 @@ def test_a_file_another_session_quarantined_meanwhile_is_not_called_vanished(tmp
     ``rollout_quarantined`` logged, the shared index not yet caught up) is not a deletion."""
     writer = RunDir(tmp_path / "run")
     for t in range(3):
-        writer.record_rollout(val_rollout("seed", f"task-{t}", 0, 1.0))
+        writer.rollouts.record_rollout(val_rollout("seed", f"task-{t}", 0, 1.0))
     writer.flush()
     reader = RunDir(writer.root)
-    assert len(reader.indexed_rows("val")) == 3
+    assert len(reader.rollouts.indexed_rows("val")) == 3
     damaged = writer.rollout_path("val", "task-1", "seed", 0)
-    writer.quarantine(damaged, "damaged on purpose")  # logged; the index still has its row
+    writer.rollouts.quarantine(damaged, "damaged on purpose")  # logged; the index still has its row
     deleted = writer.rollout_path("val", "task-2", "seed", 0)
     deleted.unlink()  # by hand: nothing logged
-    rows = reader._checked_rows("val", None)  # what a check racing the quarantine sees
+    rows = reader.rollouts._checked_rows("val", None)  # what a check racing the quarantine sees
     assert [row[2] for row in rows] == ["task-0"]
     (event,) = _events(writer.root, "rollout_vanished")
     assert event["files"] == [deleted.relative_to(writer.root).as_posix()]

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_capevolve._session import exitcodes
 from pytest_capevolve._show.dashboard import build, model
+from pytest_capevolve._store.rollout_files import RolloutFiles
 from pytest_capevolve._store.rundir import RunDir
 
 PROBE = """
@@ -55,7 +56,7 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
     assert "edited by hand" in (run.root / "dashboard.html").read_text()
 
     # an event a page shows (a decision booked elsewhere), then a page deleted by hand
-    run.append_event("decision", tag="careful", parent="seed", decision="reject", basis="manual")
+    run.log.append_event("decision", tag="careful", parent="seed", decision="reject", basis="manual")
     capevolve(project, "careful")
     third = _pages(project, projects)
     assert third != second
@@ -74,18 +75,20 @@ def test_the_dashboard_opens_only_the_files_it_details(tmp_path, val_rollout, mo
     for i, task in enumerate(tasks):
         reward = 1.0 if i % 2 else 0.0
         record = val_rollout("seed", task, 0, reward)
-        rundir.record_rollout(dataclasses.replace(record, feedback=f"feedback-{task}", output=f"out-{task}"))
+        rundir.rollouts.record_rollout(
+            dataclasses.replace(record, feedback=f"feedback-{task}", output=f"out-{task}")
+        )
     rundir.flush()
     monkeypatch.setattr(model, "DETAIL_LIMIT", 2)
     opened: list[tuple] = []
-    read_rollout = RunDir.read_rollout
+    read_rollout = RolloutFiles.read_rollout
 
     def counting(self, *key):
         opened.append(key)
         return read_rollout(self, *key)
 
-    monkeypatch.setattr(RunDir, "read_rollout", counting)
-    monkeypatch.setattr(RunDir, "rollouts", lambda *a, **k: pytest.fail("read every rollout file"))
+    monkeypatch.setattr(RolloutFiles, "read_rollout", counting)
+    monkeypatch.setattr(RolloutFiles, "rollouts", lambda *a, **k: pytest.fail("read every rollout file"))
     page = build(RunDir(rundir.root), num_trials=1)
     assert opened == [("val", "t0", "seed", 0), ("val", "t2", "seed", 0)]  # the first two failures
     assert "feedback-t0" in page and "feedback-t2" in page and "out-t2" in page

@@ -183,8 +183,8 @@ def _val_evidence(
     from .._policy.verdicts import GATE_SPLIT, Evidence
     from .._store.evidence import index_records
 
-    by_tag = index_records(rundir.indexed_rollouts(GATE_SPLIT, tags))
-    return Evidence(by_tag, val_ids, trials or spec.num_trials, rundir.snapshot_size)
+    by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT, tags))
+    return Evidence(by_tag, val_ids, trials or spec.num_trials, rundir.snapshots.snapshot_size)
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -194,9 +194,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from .._show.report import render_verdicts
 
     spec, rundir, val_ids = _open_run(args)
-    known = set(rundir.known_tags())
-    recorded = rundir.verdict(args.tag)
-    against = args.against or (recorded["against"] if recorded else rundir.best())
+    known = set(rundir.snapshots.known_tags())
+    recorded = rundir.verdicts.verdict(args.tag)
+    against = args.against or (recorded["against"] if recorded else rundir.state.best())
     for tag in (args.tag, against):
         if tag not in known:
             raise CliUsageError(
@@ -209,7 +209,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     looks = ((recorded or {}).get("details") or {}).get("looks") or {}
     grown = not args.against and int(looks.get("look", 1)) > 1
     if recorded and not args.against and not grown:
-        null_verdicts = [rundir.verdict(t) for t in recorded.get("nulls", [])]
+        null_verdicts = [rundir.verdicts.verdict(t) for t in recorded.get("nulls", [])]
         nulls = [v["delta_mean"] for v in null_verdicts if v is not None]
     tags = [args.tag, against, *((recorded or {}).get("nulls", []) if grown else [])]
     evidence = _val_evidence(spec, rundir, val_ids, recorded["trials"] if recorded and grown else None, tags)
@@ -237,9 +237,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from .._show.explain import plan_figures, render_plan
 
     spec, rundir, task_ids = _open_run(args)
-    best = rundir.best()
+    best = rundir.state.best()
     evidence = _val_evidence(spec, rundir, task_ids)
-    nulls = [t for t in rundir.known_tags() if t.startswith(f"{best}-null")]
+    nulls = [t for t in rundir.snapshots.known_tags() if t.startswith(f"{best}-null")]
     figures = plan_figures(
         evidence.matrix(best),
         [evidence.matrix(t) for t in nulls],
@@ -307,7 +307,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     root, events, out = rundir.root, rundir.events_path, _human(args)
     answer: dict[str, Any] = {"run_dir": root, "repaired": [], "mismatches": []}
     if args.repair:
-        moved = rundir.repair_events()
+        moved = rundir.log.repair_events()
         if moved:
             print(f"repaired {events}: moved {moved} damaged line(s) aside", file=out)
             answer["repaired"].append(f"{events}: moved {moved} damaged line(s) aside")
@@ -512,7 +512,9 @@ def cmd_commit(args: argparse.Namespace) -> int:
         optimizer=spend,
         force=args.force,
     )
-    return _loop_print(args, {**entry, "best": rundir.best(), "state": rundir.read_state()}, _key_lines)
+    return _loop_print(
+        args, {**entry, "best": rundir.state.best(), "state": rundir.state.read_state()}, _key_lines
+    )
 
 
 @_refusals_exit_2
@@ -679,21 +681,21 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.other is not None:
         other = args.other
     elif args.best:
-        other = rundir.best()
+        other = rundir.state.best()
     else:
         decided = next((d for d in rundir.decisions() if d["tag"] == args.tag), None)
-        verdict = rundir.verdict(args.tag)
+        verdict = rundir.verdicts.verdict(args.tag)
         other = (decided or {}).get("parent") or (verdict or {}).get("against")
         if other is None:
             raise LoopRefusal(f"{args.tag!r} has no recorded parent (no decision, no verdict); name B")
 
     def folder(tag: str) -> Path:
-        if tag == "seed" and not rundir.snapshot_dir(tag).is_dir():
+        if tag == "seed" and not rundir.snapshots.snapshot_dir(tag).is_dir():
             return spec.capability_path
-        snapshot = rundir.snapshot_dir(tag)
+        snapshot = rundir.snapshots.snapshot_dir(tag)
         if snapshot.is_dir():
             return snapshot
-        source = ((rundir.verdict(tag) or {}).get("details") or {}).get("source")
+        source = ((rundir.verdicts.verdict(tag) or {}).get("details") or {}).get("source")
         if source and Path(source).is_dir():  # refused before any snapshot: its source folder
             return Path(source)
         if rundir.work_dir(tag).is_dir():

@@ -348,8 +348,8 @@ def microcase_project(config: pytest.Config, project_dir: Path) -> MicrocaseProj
         except RunDirError:
             projects[project_dir] = MicrocaseProject(env, (SEED_TAG, spec.capability_path), [])
             return projects[project_dir]
-        best = rundir.best()
-        snapshot = rundir.snapshot_dir(best)
+        best = rundir.state.best()
+        snapshot = rundir.snapshots.snapshot_dir(best)
         default = (
             (best, snapshot) if best != SEED_TAG and snapshot.is_dir() else (SEED_TAG, spec.capability_path)
         )

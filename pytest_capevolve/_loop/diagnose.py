@@ -70,12 +70,14 @@ def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[
     """The tag's persisted rollouts on the split, in task order then trial; refused when none."""
     wanted = set(task_ids)
     # which rollouts exist from the index; each shown with its feedback, so read from its file
-    found = [r for r in rundir.indexed_rollouts(split, [tag]) if r.task_id in wanted]
-    records = [full for r in found if (full := rundir.read_rollout(split, r.task_id, r.tag, r.trial))]
+    found = [r for r in rundir.rollouts.indexed_rollouts(split, [tag]) if r.task_id in wanted]
+    records = [
+        full for r in found if (full := rundir.rollouts.read_rollout(split, r.task_id, r.tag, r.trial))
+    ]
     if records:
         order = {t: i for i, t in enumerate(task_ids)}
         return sorted(records, key=lambda r: (order[r.task_id], r.trial))
-    known = rundir.known_tags()
+    known = rundir.snapshots.known_tags()
     if tag not in known:
         raise Refusal(f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(known) or 'none'}")
     raise Refusal(

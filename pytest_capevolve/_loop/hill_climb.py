@@ -238,8 +238,10 @@ class HillClimb:
             return False
         from .._store.evidence import index_records
 
-        records = index_records(rundir.indexed_rollouts("val", [rundir.best()]))
-        return missing_rollouts(records, [rundir.best()], list(splits["val"]), self.spec.num_trials) == 0
+        records = index_records(rundir.rollouts.indexed_rollouts("val", [rundir.state.best()]))
+        return (
+            missing_rollouts(records, [rundir.state.best()], list(splits["val"]), self.spec.num_trials) == 0
+        )
 
     # -- the loop -----------------------------------------------------------------------------------------
 
@@ -302,12 +304,12 @@ class HillClimb:
             return "spend: one more iteration does not fit: " + "; ".join(
                 b["message"] for b in report["afford"]["blockers"]
             )
-        stall = int(rundir.read_state().get("stall", 0))
+        stall = int(rundir.state.read_state().get("stall", 0))
         if self.o.convergence and convergence(stall) == "stop":
             return f"convergence: stop (stall {stall}: a long plateau)"
-        rows = diagnose(self.spec, rundir, rundir.best())["tasks"]
+        rows = diagnose(self.spec, rundir, rundir.state.best())["tasks"]
         if not focus_tasks(rows, "all", 1):
-            return f"nothing fails on val: best {rundir.best()!r} passes every val task"
+            return f"nothing fails on val: best {rundir.state.best()!r} passes every val task"
         return None
 
     # -- one iteration ---------------------------------------------------------------------------------------
@@ -322,21 +324,21 @@ class HillClimb:
         if meta_path.is_file():
             meta = dict(read_json(meta_path))
         else:
-            state = rundir.read_state()
+            state = rundir.state.read_state()
             meta = {
                 "iteration": _number(cid),
                 "cid": cid,
-                "parent": rundir.best(),
+                "parent": rundir.state.best(),
                 "focus_mode": self.focus,
                 "stall": int(state.get("stall", 0)),
                 "started": time.time(),
             }
             atomic_write_json(meta_path, meta)
-            rundir.append_event("hill_climb_iteration", tag=cid, parent=meta["parent"], phase="started")
+            rundir.log.append_event("hill_climb_iteration", tag=cid, parent=meta["parent"], phase="started")
         workdir = rundir.work_dir(cid)
         if not (folder / "optimizer.json").is_file():
             if workdir.exists():  # the optimizer was cut off: start its edit again from the parent
-                if cid in rundir.known_tags():
+                if cid in rundir.snapshots.known_tags():
                     raise LoopIncomplete(
                         f"{cid} was registered before its optimizer finished; inspect {folder}"
                     )
@@ -392,7 +394,7 @@ class HillClimb:
                 path.unlink()
         atomic_write_text(folder / "diff.patch", unified_diff(self._source(parent), workdir, parent, cid))
         atomic_write_json(folder / "optimizer.json", result)  # the marker: the proposal is complete
-        self._rundir.append_event(
+        self._rundir.log.append_event(
             "hill_climb_iteration", tag=cid, phase="proposed", optimizer=result["outcome"]
         )
 
@@ -437,7 +439,7 @@ class HillClimb:
         }
 
     def _source(self, tag: str) -> Path:
-        return self.spec.capability_path if tag == SEED_TAG else self._rundir.snapshot_dir(tag)
+        return self.spec.capability_path if tag == SEED_TAG else self._rundir.snapshots.snapshot_dir(tag)
 
     def _restore(self, workdir: Path, parent: str) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -458,7 +460,7 @@ class HillClimb:
         # feedback from its file, read only for the one shown per task
         rundir = self._rundir
         indexed = sorted(
-            rundir.indexed_rollouts("val", [parent]),
+            rundir.rollouts.indexed_rollouts("val", [parent]),
             key=lambda r: rundir.rollout_path("val", r.task_id, r.tag, r.trial).name,
         )
         for record in indexed:
@@ -475,7 +477,7 @@ class HillClimb:
                     "rollout": path,
                 }
             elif not (record.passed if record.passed is not None else (record.reward or 0.0) >= threshold):
-                full = rundir.read_rollout("val", record.task_id, record.tag, record.trial)
+                full = rundir.rollouts.read_rollout("val", record.task_id, record.tag, record.trial)
                 if full is not None:
                     out[record.task_id] = {
                         "feedback": redact(str(full.feedback or ""), gold),
@@ -509,7 +511,7 @@ class HillClimb:
         atomic_write_text(
             workdir / "RUNMAP.md",
             f"# Where things are (run {rundir.run_id})\n\n"
-            f"- this work copy (edit it): `{workdir}` — a copy of the best, `{rundir.best()}`\n"
+            f"- this work copy (edit it): `{workdir}` — a copy of the best, `{rundir.state.best()}`\n"
             f"- the prompt of this iteration: `{root}/hill_climb/{cid}/prompt.md`\n"
             f"- rollouts (input, output, feedback): `{root}/rollouts/val/<task>__<tag>__t<k>.json`\n"
             f"- verdicts (every number a decision rests on): `{root}/verdicts/<tag>.json`\n"
@@ -525,9 +527,13 @@ class HillClimb:
     def _evaluate(self, cid: str, meta: dict[str, Any], folder: Path, workdir: Path) -> None:
         """The guards and the val gate: a gate session on the work copy, then the booking."""
         rundir = self._rundir
-        if rundir.verdict(cid) is None and self.extra_protected and self._tampered_extra(cid, meta, workdir):
+        if (
+            rundir.verdicts.verdict(cid) is None
+            and self.extra_protected
+            and self._tampered_extra(cid, meta, workdir)
+        ):
             pass
-        elif rundir.verdict(cid) is None:
+        elif rundir.verdicts.verdict(cid) is None:
             args = self._session_args(rundir) + [
                 "--capevolve-candidate",
                 str(workdir),
@@ -541,12 +547,12 @@ class HillClimb:
                 args.append("--capevolve-veto-regressions")
             self.o.log(f"{cid}: gate session (parent {meta['parent']})")
             code = self._session(args, folder / "gate.log")
-            if rundir.verdict(cid) is None:
+            if rundir.verdicts.verdict(cid) is None:
                 raise LoopIncomplete(
                     f"the gate session of {cid} exited {code} without a verdict (see {folder / 'gate.log'}); "
                     "what it paid is kept: continue with capevolve hill-climb --resume"
                 )
-        verdict = rundir.verdict(cid) or {}
+        verdict = rundir.verdicts.verdict(cid) or {}
         decision = verdict.get("decision")
         if decision == "accept":
             booked, basis = "accept", None
@@ -602,7 +608,7 @@ class HillClimb:
                 "source": str(workdir),
             },
         )
-        self._rundir.write_verdict(verdict_file(verdict, null_control=False))
+        self._rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
         return True
 
     def _finish(self, cid: str) -> None:
@@ -612,7 +618,7 @@ class HillClimb:
         assert entry is not None
         folder = rundir.hill_climb_dir(cid)
         meta = dict(read_json(folder / "iteration.json"))
-        verdict = rundir.verdict(cid) or {}
+        verdict = rundir.verdicts.verdict(cid) or {}
         word = {"accept": "ACCEPT"}.get(entry["decision"], entry["decision"])
         delta, p = entry.get("delta_mean"), entry.get("p_value")
         parts = [] if delta is None else [f"Δ̄={round(delta, 4) + 0.0:+.4f}"]  # never "-0.0000"
@@ -623,7 +629,7 @@ class HillClimb:
         message += f" ({numbers})" if numbers else ""
         message += f" — {entry.get('basis')}" if entry.get("basis") else ""
         message += f": {reason}" if reason else ""
-        snapshot = rundir.snapshot_dir(cid)
+        snapshot = rundir.snapshots.snapshot_dir(cid)
         files = snapshot if snapshot.is_dir() else rundir.work_dir(cid)
         assert self.store is not None
         ref = self.store.record(cid, files, message, accepted=entry["decision"] == "accept")
@@ -654,13 +660,13 @@ class HillClimb:
         rundir = self._rundir
         if self.store.holds(SEED_TAG):
             return
-        snapshot = rundir.snapshot_dir(SEED_TAG)
+        snapshot = rundir.snapshots.snapshot_dir(SEED_TAG)
         files = snapshot if snapshot.is_dir() else self.spec.capability_path
         self.store.record(SEED_TAG, files, "iter 0: seed (the baseline)", accepted=True)
 
     def _summary(self, stop: str) -> dict[str, Any]:
         rundir = self._rundir
-        state = rundir.read_state()
+        state = rundir.state.read_state()
         rows = []
         for cid in self._iterations():
             path = rundir.hill_climb_dir(cid) / "outcome.json"
@@ -683,6 +689,6 @@ class HillClimb:
             "store": {"kind": self.store_kind, "path": str(self.store.root) if self.store else None},
         }
         atomic_write_json(rundir.hill_climb_dir() / "summary.json", summary)
-        rundir.append_event("hill_climb_stopped", reason=stop, best=state["best_id"])
+        rundir.log.append_event("hill_climb_stopped", reason=stop, best=state["best_id"])
         self.o.log(f"stopped: {stop}")
         return summary

@@ -136,12 +136,12 @@ def common_parent(rundir: RunDir, tags: Sequence[str]) -> str:
 def files_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
     """Where ``tag``'s bytes are: its snapshot, else (the seed) the capability folder, else its
     work copy (a candidate not evaluated yet)."""
-    for folder in (rundir.snapshot_dir(tag), spec.capability_path if tag == SEED_TAG else None):
+    for folder in (rundir.snapshots.snapshot_dir(tag), spec.capability_path if tag == SEED_TAG else None):
         if folder is not None and folder.is_dir():
             return folder
     if rundir.work_dir(tag).is_dir():
         return rundir.work_dir(tag)
-    known = ", ".join(sorted(set(rundir.known_tags()))) or "none"
+    known = ", ".join(sorted(set(rundir.snapshots.known_tags()))) or "none"
     raise Refusal(f"{tag!r} has neither a snapshot nor a work copy in run {rundir.run_id} (known: {known})")
 
 
@@ -221,7 +221,7 @@ def integrate(
     base = read_tree(files_of(spec, rundir, parent))
     trees = {name: read_tree(files_of(spec, rundir, name)) for name in tags}
     step_tags = [check_tag(f"{tag}-{i}") for i in range(1, len(tags) + 1)]
-    taken = set(rundir.known_tags()) | set(rundir.verdicts())
+    taken = set(rundir.snapshots.known_tags()) | set(rundir.verdicts.verdicts())
     clash = [t for t in step_tags if t in taken or rundir.work_dir(t).exists()]
     if clash:
         raise Refusal(f"tag(s) {', '.join(clash)} already exist in run {rundir.run_id}; choose another --tag")
@@ -234,7 +234,7 @@ def integrate(
             # ``tag`` is set only for a step that became a candidate (a work copy, gated)
             row: dict[str, Any] = {"candidate": name, "tag": None, "files": _changes(kept_tree, tree)}
             steps.append(row)
-            best = rundir.best()
+            best = rundir.state.best()
             if conflicts:
                 row.update(outcome="conflict", reason=f"does not merge cleanly in {', '.join(conflicts)}")
             elif tree == kept_tree:
@@ -287,7 +287,7 @@ def integrate(
         kept=kept,
         dropped=[r["candidate"] for r in steps if r["outcome"] in ("dropped", "conflict")],
         result=next((r["tag"] for r in reversed(steps) if r.get("decision") == "accept"), None),
-        best=rundir.best(),
+        best=rundir.state.best(),
     )
     return answer
 
@@ -308,12 +308,12 @@ def _gate(
     ]
     args += ["-n", str(workers)] if workers else []
     folder.mkdir(parents=True, exist_ok=True)
-    log(f"{step}: gate session (against the best {rundir.best()!r})")
+    log(f"{step}: gate session (against the best {rundir.state.best()!r})")
     with open(folder / f"{step}.log", "a", encoding="utf-8") as out:
         out.write(f"$ {shlex.join(args)}\n")
         out.flush()
         subprocess.run(args, cwd=spec.project_dir, stdout=out, stderr=subprocess.STDOUT, check=False)
-    return rundir.verdict(step)
+    return rundir.verdicts.verdict(step)
 
 
 def _booking(verdict: dict[str, Any]) -> tuple[str, str | None]:

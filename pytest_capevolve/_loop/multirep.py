@@ -32,15 +32,15 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
     from .._stats.replicates import replicate_summary
     from .._store.evidence import index_records, reward_matrix
 
-    against = against or rundir.best()
-    known = set(rundir.known_tags())
+    against = against or rundir.state.best()
+    known = set(rundir.snapshots.known_tags())
     for name in (tag, against):
         if name not in known:
             raise Refusal(f"unknown tag {name!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}")
     if tag == against:
         raise Refusal(f"{tag!r} would be compared with itself; give --against another tag")
     val_ids = list((rundir.splits() or {}).get("val", []))
-    records = rundir.indexed_rollouts("val", [tag, against], block=None)
+    records = rundir.rollouts.indexed_rollouts("val", [tag, against], block=None)
     blocks = sorted({r.block for r in records})
     rows: list[dict[str, Any]] = []
     for block in blocks:

@@ -33,15 +33,15 @@ def new_work_copy(
     ``files`` (relative path → bytes), those files instead of the parent's — a merge of
     ``merged_from`` onto ``parent`` (:mod:`.merge`), which the log records."""
     tag = check_tag(tag)
-    parent = parent or rundir.best()
+    parent = parent or rundir.state.best()
     folder = rundir.work_dir(tag)
-    taken = set(rundir.known_tags()) | {SEED_TAG} | set(rundir.verdicts())
+    taken = set(rundir.snapshots.known_tags()) | {SEED_TAG} | set(rundir.verdicts.verdicts())
     if tag in taken or folder.exists():
         raise CommitRefused(
             f"tag {tag!r} already exists in run {rundir.run_id}; a tag names one candidate forever "
             "(its rollouts are <task>__<tag>__t<k>.json): choose a new tag"
         )
-    source = rundir.snapshot_dir(parent) if parent != SEED_TAG else spec.capability_path
+    source = rundir.snapshots.snapshot_dir(parent) if parent != SEED_TAG else spec.capability_path
     if files is not None:
         for relative, data in sorted(files.items()):
             (folder / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -60,5 +60,5 @@ def new_work_copy(
         encoding="utf-8",
     )
     merge = {"merged_from": list(merged_from)} if merged_from else {}
-    rundir.append_event("work_created", tag=tag, parent=parent, **merge)
+    rundir.log.append_event("work_created", tag=tag, parent=parent, **merge)
     return {"tag": tag, "parent": parent, **merge, "path": str(folder), "journal": str(folder / JOURNAL)}

@@ -53,16 +53,16 @@ def book(
     """Book ``decision`` for ``tag``; returns the decision as logged. Raises CommitRefused."""
     optimizer = optimizer or OptimizerSpend()
     with rundir.lock():
-        state = rundir.read_state()
+        state = rundir.state.read_state()
         best = str(state["best_id"])
-        verdict = rundir.verdict(tag)
-        if tag not in rundir.known_tags() and verdict is None:
+        verdict = rundir.verdicts.verdict(tag)
+        if tag not in rundir.snapshots.known_tags() and verdict is None:
             if rundir.work_dir(tag).is_dir():
                 raise CommitRefused(
                     f"{tag!r} is a work copy with no verdict yet; gate it first: pytest --capevolve-run "
                     f"PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate"
                 )
-            known = ", ".join(rundir.known_tags()) or "none"
+            known = ", ".join(rundir.snapshots.known_tags()) or "none"
             raise CommitRefused(f"unknown tag {tag!r} in run {rundir.run_id} (known: {known})")
         first = _standing_decision(rundir, tag)
         if first is not None and not force:
@@ -96,10 +96,10 @@ def book(
             "changed_files": _changes(rundir, tag, parent, verdict),
             **{f"optimizer_{k}": v for k, v in asdict(optimizer).items()},
         }
-        rundir.append_event("decision", **entry)
-        rundir.update_state(lambda s: _count(s, entry, optimizer))
+        rundir.log.append_event("decision", **entry)
+        rundir.state.update_state(lambda s: _count(s, entry, optimizer))
         if decision == "accept":
-            rundir.append_event("best_changed", best_id=tag, previous=best)
+            rundir.log.append_event("best_changed", best_id=tag, previous=best)
         memory.refresh(rundir)
     return entry
 
@@ -175,7 +175,7 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
     stops standing once the tag is grown after it (a grow is the next look; its verdict gets
     its own decision)."""
     standing = None
-    for event in rundir.events():
+    for event in rundir.log.events():
         if event.get("tag") != tag:
             continue
         if event.get("kind") == "decision" and standing is None:
@@ -189,7 +189,7 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
 def _screen_numbers(rundir: RunDir, tag: str) -> dict[str, Any]:
     """A screen kill's numbers for the ledger (Δ̄ and the harm test's p on the subset)."""
     kill = next(
-        (e for e in reversed(rundir.events()) if e.get("kind") == "screen" and e.get("tag") == tag),
+        (e for e in reversed(rundir.log.events()) if e.get("kind") == "screen" and e.get("tag") == tag),
         {},
     )
     return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
@@ -201,7 +201,7 @@ def _check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
     wanted = SCREEN_KILL_BASES[basis]
     kills = [
         e
-        for e in rundir.events()
+        for e in rundir.log.events()
         if e.get("kind") == "screen" and e.get("tag") == tag and e.get("decision") == "kill"
     ]
     if not any(e.get("basis") == wanted for e in kills):
@@ -245,12 +245,12 @@ def _numbers(verdict: dict[str, Any] | None) -> dict[str, Any]:
 
 def parent_of(rundir: RunDir, tag: str) -> str:
     """What ``tag`` was made from (see :func:`_parent`), for readers outside a booking."""
-    return _parent(rundir, tag, rundir.best())
+    return _parent(rundir, tag, rundir.state.best())
 
 
 def merged_from(rundir: RunDir, tag: str) -> list[str]:
     """The candidates ``tag`` merges (``capevolve merge``), in the order applied; [] if none."""
-    for event in rundir.events():
+    for event in rundir.log.events():
         if event.get("kind") == "work_created" and event.get("tag") == tag:
             return [str(t) for t in event.get("merged_from") or []]
     return []
@@ -261,7 +261,7 @@ def _parent(rundir: RunDir, tag: str, best: str) -> str:
     registered (a sibling re-gated in a round against an earlier sibling still had the round's
     best as its parent), else the best now."""
     current = None
-    for event in rundir.events():
+    for event in rundir.log.events():
         kind = event.get("kind")
         if kind == "work_created" and event.get("tag") == tag:
             return str(event["parent"])
@@ -273,14 +273,14 @@ def _parent(rundir: RunDir, tag: str, best: str) -> str:
 
 
 def _spent_on(rundir: RunDir, tag: str) -> dict[str, Any]:
-    records = rundir.indexed_rollouts("val", [tag])
+    records = rundir.rollouts.indexed_rollouts("val", [tag])
     return {"rollouts": len(records), "runner_usd": round(sum(r.cost_usd for r in records), 6)}
 
 
 def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:
     """The files ``tag`` changed against its parent, from their snapshots (a candidate refused
     by a screen has none: its source folder, recorded in the verdict, stands in)."""
-    mine, theirs = rundir.snapshot_dir(tag), rundir.snapshot_dir(parent)
+    mine, theirs = rundir.snapshots.snapshot_dir(tag), rundir.snapshots.snapshot_dir(parent)
     if not mine.is_dir():
         source = (verdict or {}).get("details", {}).get("source")
         mine = Path(source) if source else rundir.work_dir(tag)

@@ -245,12 +245,12 @@ def spend_report(
 ) -> dict[str, Any]:
     """The ``capevolve spend`` object for the run (see the README for its keys). Reads
     ``state.json``, ``events.jsonl``, ``splits.json`` and the val rollouts; pays nothing."""
-    state = rundir.read_state()
-    events = rundir.events()
+    state = rundir.state.read_state()
+    events = rundir.log.events()
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
     val_ids = list(splits["val"])
     trials = spec.num_trials
-    records = index_records(rundir.indexed_rollouts("val")) if val_ids else {}
+    records = index_records(rundir.rollouts.indexed_rollouts("val")) if val_ids else {}
     best = str(state.get("best_id", SEED_TAG))
 
     matrix = reward_matrix(records.get(best, {}), val_ids, trials)
@@ -365,7 +365,7 @@ def spend_report(
         if p["role"] == "cap" and p["met"]
     ]
     recommendation = _recommend(exhausted, ceiling_json, constraints, can, fits(1) if n_siblings > 1 else can)
-    reuse = val_budget.val_reuse(spec, events, rundir.verdicts(), len(val_ids))
+    reuse = val_budget.val_reuse(spec, events, rundir.verdicts.verdicts(), len(val_ids))
     alarm = val_budget.run_calibration(spec, events)
     if reuse["refresh_val"] and recommendation["action"] != "stop":
         recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}

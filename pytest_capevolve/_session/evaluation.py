@@ -87,16 +87,18 @@ class EvaluationSession:
         AlphaBudget.read(self.spec, self.rundir, len(judged)).record(
             self.rundir, nulls, judged, self.planned.null_tags
         )
-        self.rundir.append_event("sequential_gate", interrupted=interrupted, tags=self.sequential.to_event())
+        self.rundir.log.append_event(
+            "sequential_gate", interrupted=interrupted, tags=self.sequential.to_event()
+        )
         return nulls, judged
 
     def _val_budget_lines(self) -> list[tuple[str, dict[str, bool]]]:
         """The val-reuse budget after this session's decisions, and the calibration alarm."""
         from .._policy import val_budget  # scipy: imported only by a session that gated
 
-        events = self.rundir.events()
+        events = self.rundir.log.events()
         n_val = len(self.planned.plan.task_ids)
-        reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts(), n_val)
+        reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts.verdicts(), n_val)
         alarm = val_budget.run_calibration(self.spec, events)
         lines: list[tuple[str, dict[str, bool]]] = [
             (
@@ -115,14 +117,16 @@ class EvaluationSession:
         plan = self.planned.plan
         tags = plan.tags() | {SEED_TAG}
         # the table from the index's columns, as planning read them (kept with their check)
-        columns = self.rundir.indexed_columns(plan.split, tags, plan.block)
+        columns = self.rundir.rollouts.indexed_columns(plan.split, tags, plan.block)
         outcome = summarize(
             plan, outcomes_of_columns(columns, plan.block), self.persistence.tally, against=self.planned.best
         )
         # the records as arms only for what reads them (a gate, the pages when they are drawn
         # again): a resume that decides nothing and changes no page makes none
         by_tag: ByTag = LazyArms(  # type: ignore[assignment]
-            lambda: index_records(self.rundir.indexed_rollouts(plan.split, tags, plan.block), plan.block)
+            lambda: index_records(
+                self.rundir.rollouts.indexed_rollouts(plan.split, tags, plan.block), plan.block
+            )
         )
         if plan.block:
             outcome.closing.append(
@@ -165,7 +169,7 @@ class EvaluationSession:
         if self.gate.enabled:
             outcome.closing += self._val_budget_lines()
         for verdict in self.refusals:
-            self.rundir.write_verdict(verdict_file(verdict, null_control=False))
+            self.rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
         outcome.verdicts += self.refusals
         outcome.nulls = [v for v in outcome.verdicts if v.tag in self.planned.null_tags]
         if self.explain and outcome.verdicts:
@@ -197,7 +201,7 @@ class EvaluationSession:
         from .._show.explain import explain, plan_figures  # scipy: only when asked
 
         plan, best, nulls = self.planned.plan, self.planned.best, self.planned.null_tags
-        evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, self.rundir.snapshot_size)
+        evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, self.rundir.snapshots.snapshot_size)
         figures = plan_figures(
             evidence.matrix(best),
             [evidence.matrix(tag) for tag in nulls],

@@ -49,7 +49,7 @@ def judge(
     siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
     budget = AlphaBudget.read(spec, rundir, len(siblings))
     config = gate_config(spec, veto_regressions=gate.veto_regressions, alpha=budget.config_alpha)
-    evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshot_size)
+    evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshots.snapshot_size)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
 
@@ -83,7 +83,7 @@ class AlphaBudget:
 
     @classmethod
     def read(cls, spec: Spec, rundir: RunDir, siblings: int) -> AlphaBudget:
-        return cls(spec, rundir.events(), siblings)
+        return cls(spec, rundir.log.events(), siblings)
 
     @property
     def config_alpha(self) -> float | Fraction | None:
@@ -112,10 +112,10 @@ class AlphaBudget:
         candidate decided (its j and α_j) and one ``null_gated`` per null control decided (the
         alarm's tally). Undecided (an interrupted sequential gate) spends nothing."""
         for verdict in nulls:
-            rundir.write_verdict(verdict_file(verdict, null_control=True))
+            rundir.verdicts.write_verdict(verdict_file(verdict, null_control=True))
             fresh = (NULL_EVENT, verdict.tag, verdict.against) not in self._earlier
             if fresh and verdict.decision in (ACCEPT, REJECT):
-                rundir.append_event(
+                rundir.log.append_event(
                     NULL_EVENT,
                     tag=verdict.tag,
                     against=verdict.against,
@@ -127,11 +127,11 @@ class AlphaBudget:
                 slot, fresh = self.slot(verdict)
             else:  # indecisive or undecided: no decision, no α spent
                 slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
-            rundir.write_verdict(
+            rundir.verdicts.write_verdict(
                 verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
             )
             if fresh:
-                rundir.append_event(
+                rundir.log.append_event(
                     alpha_budget.DECISION_EVENT,
                     tag=verdict.tag,
                     against=verdict.against,

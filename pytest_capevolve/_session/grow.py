@@ -64,12 +64,12 @@ def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
     path = Path(value)
     tag = path.name if path.is_dir() else value
     tag = check_tag(tag)
-    if tag not in rundir.known_tags():
+    if tag not in rundir.snapshots.known_tags():
         raise GrowRefused(
             f"--capevolve-grow: {value!r} is not a candidate of run {rundir.run_id}; gate it first "
             "(--capevolve-gate), then grow it by its tag"
         )
-    return tag, rundir.snapshot_dir(tag)
+    return tag, rundir.snapshots.snapshot_dir(tag)
 
 
 def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str, Any], int]:
@@ -80,7 +80,7 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
             "candidate's first gate — the first look then keeps part of α in reserve for the grows — "
             "and gate it again in a new run"
         )
-    verdict = rundir.verdict(tag)
+    verdict = rundir.verdicts.verdict(tag)
     if verdict is None or not verdict.get("n_tasks"):
         raise GrowRefused(f"{tag!r} has no full-val verdict to grow; gate it first (--capevolve-gate)")
     if verdict.get("against") != best:
@@ -141,10 +141,10 @@ def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
     replace its pooled-n verdict with a first look (and reset its count of looks). The refusal
     says what is actually left: another grow while looks remain, booking it when it is not
     booked yet, or nothing."""
-    best = rundir.best()
+    best = rundir.state.best()
     grown = {
         e["tag"]: e
-        for e in rundir.events()
+        for e in rundir.log.events()
         if e.get("kind") == "grown" and e.get("tag") in tags and e.get("against") == best
     }
     for event in grown.values():  # the latest grow of each tag
@@ -170,15 +170,15 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
     if splits is None:
         raise RunDirError(f"run {rundir.run_id} has no frozen splits yet; gate a candidate first")
     val_ids = frozen_ids(rundir, splits, "val", pool_ids)
-    best = rundir.best()
+    best = rundir.state.best()
     tag, path = grow_target(rundir, value)
     if tag in (best, SEED_TAG):
         raise GrowRefused(f"--capevolve-grow: {tag!r} is the best (or the seed); grow a candidate")
     verdict, look = growable(spec, rundir, tag, best)
     trials = spec.num_trials * (look + 1)
     planned = [
-        planned_at(spec, best, source_of(spec, rundir, best), rundir.candidate_hash(best) or ""),
-        planned_at(spec, tag, path, rundir.candidate_hash(tag) or ""),
+        planned_at(spec, best, source_of(spec, rundir, best), rundir.snapshots.candidate_hash(best) or ""),
+        planned_at(spec, tag, path, rundir.snapshots.candidate_hash(tag) or ""),
     ]
     claimed = rundir.claims.others()
     plan = build_plan(
@@ -187,7 +187,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
         "val",
         val_ids,
         planned,
-        valid_column_keys(rundir.indexed_columns("val", [c.tag for c in planned])),
+        valid_column_keys(rundir.rollouts.indexed_columns("val", [c.tag for c in planned])),
         "grow_started",
         decisions=1,
         claimed=claimed,
@@ -196,7 +196,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
         look=look + 1,
     )
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
-    nulls = [t for t in verdict.get("nulls", []) if rundir.candidate_hash(t) is not None]
+    nulls = [t for t in verdict.get("nulls", []) if rundir.snapshots.candidate_hash(t) is not None]
     return GrowPlanned(
         plan,
         best,
@@ -234,7 +234,7 @@ class GrowSession:
     def conclude(self) -> Outcome:
         spec, rundir, planned = self.spec, self.rundir, self.planned
         plan = planned.plan
-        by_tag = index_records(rundir.indexed_rollouts("val"))
+        by_tag = index_records(rundir.rollouts.indexed_rollouts("val"))
         outcome = summarize(plan, by_tag, self.persistence.tally, against=planned.best)
         if outcome.missing:
             outcome.closing.append(
@@ -269,7 +269,7 @@ class GrowSession:
         config = gate_config(
             spec, alpha=planned.decision_alpha, look=planned.look, veto_regressions=self.veto_regressions
         )
-        evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshot_size)
+        evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshots.snapshot_size)
         nulls = [as_null(evidence.judge(t, planned.best, config)) for t in planned.null_tags]
         verdict = evidence.judge(planned.tag, planned.best, config, null_deltas(nulls) or None)
         record = looks_record(planned.decision_alpha, planned.look, spec.grow_max_looks)
@@ -279,8 +279,8 @@ class GrowSession:
             f"{plan.num_trials} trials per task",
             details={**verdict.details, "looks": record},
         )
-        rundir.write_verdict(verdict_file(verdict, null_control=False, nulls=planned.null_tags))
-        rundir.append_event(
+        rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False, nulls=planned.null_tags))
+        rundir.log.append_event(
             "grown",
             tag=planned.tag,
             against=planned.best,

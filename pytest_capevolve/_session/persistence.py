@@ -113,10 +113,10 @@ class Persistence:
         return result
 
     def _persist(self, record: RolloutRecord, text: str) -> None:
-        self.rundir.record_rollout(record, text)
+        self.rundir.rollouts.record_rollout(record, text)
         self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
         cap = self.spec.max_usd
-        if cap is not None and (usd := self.rundir.read_state()["spent"]["usd"]) > cap:
+        if cap is not None and (usd := self.rundir.state.read_state()["spent"]["usd"]) > cap:
             self._stop(f"budget max_usd={cap} spent ({usd:.4f} USD)")
 
     def _stop(self, reason: str) -> None:
@@ -173,7 +173,7 @@ def summarize(plan: EvalPlan, outcomes: ByTag | Outcomes, tally: Tally, *, again
 
 def outcomes_of_columns(columns: Columns, block: int) -> Outcomes:
     """The index's rows of one replicate block as columns
-    (:meth:`..store.rundir.RunDir.indexed_columns`) as :class:`~..decide.evidence.Outcomes`."""
+    (:meth:`..store.rollout_files.RolloutFiles.indexed_columns`) as :class:`~..decide.evidence.Outcomes`."""
     trials = columns["trial"]
     if block:
         offset = first_trial(block)
@@ -194,7 +194,7 @@ def record_finish(
 ) -> None:
     """Log the session's end and refresh report.md and dashboard.html (views: they never
     change the outcome)."""
-    rundir.append_event(
+    rundir.log.append_event(
         "session_finished",
         paid=sum(tally.paid.values()),
         missing=len(outcome.missing),

@@ -90,7 +90,7 @@ def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
     finalize does)."""
     if tag == SEED_TAG:
         return spec.capability_path
-    snapshot = rundir.snapshot_dir(tag)
+    snapshot = rundir.snapshots.snapshot_dir(tag)
     if not snapshot.is_dir():
         raise RunDirError(
             f"run {rundir.run_id}: the best {tag!r} has no snapshot at {snapshot}; the run dir is "
@@ -125,9 +125,9 @@ def plan_evaluation(
         )
     splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
     task_ids = frozen_ids(rundir, splits, split, pool_ids)
-    best = rundir.best()
+    best = rundir.state.best()
     best_path = source_of(spec, rundir, best)
-    taken = set(rundir.known_tags())
+    taken = set(rundir.snapshots.known_tags())
     chosen: list[CandidateRequest] = []
     for request in requests or [CandidateRequest(best, best_path)]:
         tag = check_tag(request.tag)
@@ -147,15 +147,17 @@ def plan_evaluation(
     # A gate whose every candidate was refused by the screens has nothing to compare: paying for
     # the best and its null controls would buy no decision.
     chosen = [] if nothing_to_gate else kept
-    planned = [planned_at(spec, c.tag, c.path, rundir.register_candidate(c.tag, c.path)) for c in chosen]
+    planned = [
+        planned_at(spec, c.tag, c.path, rundir.snapshots.register_candidate(c.tag, c.path)) for c in chosen
+    ]
     # Null controls: byte-identical copies of the best, evaluated from their snapshots under
     # fresh tags. Their tags derive from the best, so they are reused until it changes.
     # A gate left with the best alone (every candidate refused, or the one asked for is the best
     # already: the same command run again after its accept) decides nothing: no null controls.
     null_tags = [] if only_best_left else [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
     for tag in null_tags:
-        digest = rundir.register_candidate(tag, best_path)
-        planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
+        digest = rundir.snapshots.register_candidate(tag, best_path)
+        planned.append(planned_at(spec, tag, rundir.snapshots.snapshot_dir(tag), digest))
     claimed = rundir.claims.others()
     deciding = len([c for c in planned if c.tag != best and c.tag not in null_tags]) if gate.enabled else 0
     plan = build_plan(
@@ -165,7 +167,9 @@ def plan_evaluation(
         task_ids,
         planned,
         # the plan's tags and the seed: what the session's conclusion and measure read again
-        valid_column_keys(rundir.indexed_columns(split, {c.tag for c in planned} | {SEED_TAG}, block)),
+        valid_column_keys(
+            rundir.rollouts.indexed_columns(split, {c.tag for c in planned} | {SEED_TAG}, block)
+        ),
         "session_started",
         decisions=deciding,
         claimed=claimed,
@@ -194,15 +198,15 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
             f"run {rundir.run_id}: the test split is empty, so there is no held-out score "
             "to produce; give split_test a share (in a new run) to have one"
         )
-    best = rundir.best()
-    if SEED_TAG not in rundir.known_tags():
-        rundir.register_candidate(SEED_TAG, spec.capability_path)
+    best = rundir.state.best()
+    if SEED_TAG not in rundir.snapshots.known_tags():
+        rundir.snapshots.register_candidate(SEED_TAG, spec.capability_path)
     planned = []
     for tag in [best] + ([SEED_TAG] if best != SEED_TAG else []):
-        digest = rundir.candidate_hash(tag)
+        digest = rundir.snapshots.candidate_hash(tag)
         if digest is None:
             raise RunDirError(f"run {rundir.run_id}: best {tag!r} has no snapshot to finalize")
-        planned.append(planned_at(spec, tag, rundir.snapshot_dir(tag), digest))
+        planned.append(planned_at(spec, tag, rundir.snapshots.snapshot_dir(tag), digest))
     plan = build_plan(
         spec,
         rundir,
@@ -271,7 +275,9 @@ def build_plan(
         fields["awaited"] = len(plan.awaited)
     if block:
         fields["block"] = block
-    rundir.append_event(event, split=split, tags=sorted(tags), owed=owed, reused=len(keys) - owed, **fields)
+    rundir.log.append_event(
+        event, split=split, tags=sorted(tags), owed=owed, reused=len(keys) - owed, **fields
+    )
     return plan
 
 
@@ -286,7 +292,7 @@ def valid_keys(records: Iterable[RolloutRecord]) -> set[Key]:
 
 def valid_column_keys(columns: Columns) -> set[Key]:
     """:func:`valid_keys` of the index's rows read as columns
-    (:meth:`..store.rundir.RunDir.indexed_columns`): made in C, no record or loop per row."""
+    (:meth:`..store.rollout_files.RolloutFiles.indexed_columns`): made in C, no record or loop per row."""
     keys = zip(columns["split"], columns["task_id"], columns["tag"], columns["trial"], strict=True)
     return set(compress(keys, map(is_, columns["infra_error"], repeat(None))))
 
@@ -299,7 +305,7 @@ def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pen
     run's rejects in a row against ``stall``. ``pending`` rollouts being paid by other live
     sessions count as needed too. (The same :func:`..loop.spend.afford` answers ``capevolve
     spend``.)"""
-    state = rundir.read_state()
+    state = rundir.state.read_state()
     spent = state["spent"]
     ceilings = Ceilings.from_spec(spec, parse_stop_condition(spec.stop_condition))
     if not decisions:  # measuring is not deciding: only the money and rollout ceilings apply

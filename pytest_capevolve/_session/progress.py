@@ -24,7 +24,7 @@ class Progress:
     """Counts the rollouts this session pays, as their reports arrive on the controller."""
 
     def __init__(self, spec: Spec, rundir: RunDir, owed: int, interval_s: float | None) -> None:
-        spent = rundir.read_state()["spent"]  # the run's spend when the session started
+        spent = rundir.state.read_state()["spent"]  # the run's spend when the session started
         self.run_usd = float(spent.get("usd", 0.0)) + float(spent.get("optimizer_usd", 0.0))
         self.run_calls = int(spent.get("metric_calls", 0))
         self.ceilings = Ceilings.from_spec(spec, parse_stop_condition(spec.stop_condition))

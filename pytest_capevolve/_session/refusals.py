@@ -47,7 +47,7 @@ class Screens:
     def _tampered(self, tag: str, path: Path, best: str) -> bool:
         if self._seed_protected is None:
             # hashed once per session: the seed is the reference for every candidate
-            snapshot = self.rundir.snapshot_dir(SEED_TAG)
+            snapshot = self.rundir.snapshots.snapshot_dir(SEED_TAG)
             seed = snapshot if snapshot.is_dir() else self.spec.capability_path
             self._seed_protected = protected_digests(seed, self._protected)
         changes = tampered(self._seed_protected, path, self._protected)
@@ -74,7 +74,7 @@ class Screens:
                     {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
                 )
         ran = len(self._microcases)
-        self.rundir.append_event("microcases", tag=tag, ran=ran, failed=[f["id"] for f in failed])
+        self.rundir.log.append_event("microcases", tag=tag, ran=ran, failed=[f["id"] for f in failed])
         if failed:
             first = failed[0]
             self._refuse(

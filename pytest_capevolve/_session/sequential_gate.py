@@ -63,7 +63,7 @@ class SequentialGate:
 
     def __post_init__(self) -> None:
         tags, task_ids = {self.best, *self.gated}, set(self.plan.task_ids)
-        persisted = self.rundir.indexed_rollouts(self.plan.split, tags, self.plan.block)
+        persisted = self.rundir.rollouts.indexed_rollouts(self.plan.split, tags, self.plan.block)
         for record in persisted:  # resume: persisted counts
             if record.tag in tags and record.task_id in task_ids:
                 self._add(record)
@@ -183,12 +183,14 @@ class SequentialGate:
             level = seqgate.config_at(config, decision.alpha.alpha)
             if decision.decided or interrupted:
                 seen = self.prefix(tag, decision.state.tasks)
-                evidence = Evidence(by_tag, seen, self.plan.num_trials, self.rundir.snapshot_size)
+                evidence = Evidence(by_tag, seen, self.plan.num_trials, self.rundir.snapshots.snapshot_size)
                 verdict = evidence.judge(tag, self.best, level, floor)
                 if decision.decided:
                     return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
                 return seqgate.undecided_verdict(verdict, decision)
-            evidence = Evidence(by_tag, self.plan.task_ids, self.plan.num_trials, self.rundir.snapshot_size)
+            evidence = Evidence(
+                by_tag, self.plan.task_ids, self.plan.num_trials, self.rundir.snapshots.snapshot_size
+            )
             verdict = evidence.judge(tag, self.best, level, floor)
             numerator, denominator = seq.exhaustion_p(
                 np.asarray(self.deltas(tag, list(self.plan.order or self.plan.task_ids))),

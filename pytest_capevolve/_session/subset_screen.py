@@ -84,11 +84,11 @@ def plan_screen(
         )
     splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
     val_ids = frozen_ids(rundir, splits, "val", pool_ids)
-    best = rundir.best()
+    best = rundir.state.best()
     tag = check_tag(candidate.tag)
     if tag in (best, SEED_TAG):
         raise CandidateError(f"--capevolve-screen: {tag!r} is the best (or the seed); screen a candidate")
-    records = index_records(rundir.indexed_rollouts("val", [best]))
+    records = index_records(rundir.rollouts.indexed_rollouts("val", [best]))
     best_matrix = reward_matrix(records.get(best, {}), val_ids, spec.num_trials)
     task_means = stats.task_means(best_matrix)
     means = {t: float(m) for t, m in zip(val_ids, task_means, strict=True) if not np.isnan(m)}
@@ -125,7 +125,7 @@ def plan_screen(
     screens.prepare(splits[TEST_SPLIT])
     planned_candidates = []
     if not screens.refused(tag, candidate.path, best):
-        digest = rundir.register_candidate(tag, candidate.path)
+        digest = rundir.snapshots.register_candidate(tag, candidate.path)
         planned_candidates.append(planned_at(spec, tag, candidate.path, digest))
     claimed = rundir.claims.others()
     plan = build_plan(
@@ -134,7 +134,7 @@ def plan_screen(
         "val",
         subset,
         planned_candidates,
-        valid_column_keys(rundir.indexed_columns("val", [c.tag for c in planned_candidates])),
+        valid_column_keys(rundir.rollouts.indexed_columns("val", [c.tag for c in planned_candidates])),
         "screen_started",
         claimed=claimed,
         screen=request.label,
@@ -151,7 +151,7 @@ def screen_path(rundir: RunDir, tag: str, label: str) -> Path:
 
 
 def screen_events(rundir: RunDir) -> list[dict[str, Any]]:
-    return [e for e in rundir.events() if e.get("kind") == "screen"]
+    return [e for e in rundir.log.events() if e.get("kind") == "screen"]
 
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
@@ -167,7 +167,7 @@ class ScreenSession:
 
     def conclude(self) -> Outcome:
         plan, planned = self.planned.plan, self.planned
-        by_tag = index_records(self.rundir.indexed_rollouts("val"))
+        by_tag = index_records(self.rundir.rollouts.indexed_rollouts("val"))
         outcome = summarize(plan, by_tag, self.persistence.tally, against=planned.best)
         # the best's side on the subset, read from its persisted rollouts (never paid here)
         best_row = summarize_arm(
@@ -230,7 +230,7 @@ class ScreenSession:
         counted = sum(int(e.get("fired", 0)) for e in screen_events(rundir) if e.get("tag") == tag)
         fired = max(0, on_subset - counted)
         full_cost = len(val_ids) * trials
-        rundir.append_event(
+        rundir.log.append_event(
             "screen",
             tag=tag,
             against=best,

@@ -196,7 +196,9 @@ def _start_controller(
     read = (
         role.seal.test_rollouts  # type: ignore[union-attr]
         if finalize
-        else lambda: rundir.indexed_rollouts(plan_split, planned.plan.tags() | {SEED_TAG}, plan_block)
+        else lambda: rundir.rollouts.indexed_rollouts(
+            plan_split, planned.plan.tags() | {SEED_TAG}, plan_block
+        )
     )
     end = SessionEnd(
         role.conclude,

@@ -91,7 +91,7 @@ def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -
     ``known``: split → records already indexed by the caller (a session that has just read
     its split), so they are not read from disk again."""
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
-    state = rundir.read_state()
+    state = rundir.state.read_state()
     events, rollouts_by_split = digest(rundir)  # the log less its rollout lines, and their count
     best = str(state["best_id"])
     result = Measurement(rundir.run_id, rundir.root, best)
@@ -109,7 +109,7 @@ def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -
     for split in ("val", "train"):
         records = (known or {}).get(split)
         if records is None and splits[split]:
-            records = index_records(rundir.indexed_rollouts(split, tags))
+            records = index_records(rundir.rollouts.indexed_rollouts(split, tags))
         _persisted_split(
             result, split, list(splits[split]), records or {}, tags, spec.num_trials, spec.base_seed
         )
@@ -209,7 +209,7 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
         if event.get("kind") != "best_changed":
             continue
         tag = str(event["best_id"])
-        verdict = rundir.verdict(tag) or {}
+        verdict = rundir.verdicts.verdict(tag) or {}
         steps.append(
             {
                 "from": event.get("previous"),
@@ -239,7 +239,7 @@ def _spend(
     }
     refused = [
         {"tag": verdict["tag"], "basis": verdict["basis"]}
-        for verdict in rundir.verdicts().values()
+        for verdict in rundir.verdicts.verdicts().values()
         if verdict.get("basis") in SCREEN_BASES
     ]
     cost = 0  # tamper checks and microcases pay no rollout

@@ -22,7 +22,7 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
         rundir = RunDir(root)
         row: dict[str, Any] = {"run_id": rundir.run_id, "run_dir": str(root), "current": root == roots[-1]}
         try:
-            state = rundir.read_state()
+            state = rundir.state.read_state()
         except RunDirError as exc:
             rows.append({**row, "error": str(exc)})
             continue

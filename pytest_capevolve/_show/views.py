@@ -9,7 +9,7 @@ what the pages were drawn from, and they are drawn again unless all of it is unc
 - the log since then holds only ``session_started`` / ``session_finished`` events (no rollout,
   verdict, decision, candidate, seal, quarantine or anything else);
 - the rollout index's rows, checked against the files for every val tag and train's seed and
-  best (:meth:`~..store.rundir.RunDir.indexed_rollouts`: a file changed, added or removed by
+  best (:meth:`~..store.rollout_files.RolloutFiles.indexed_rollouts`: a file changed, added or removed by
   hand is read and indexed, which moves the rows' version);
 - ``state.json``'s content (less its spend bookmark), ``splits.json``, ``spec.lock.yaml``,
   ``seal.json`` and every verdict file (size and mtime), and that both pages exist (``capevolve
@@ -60,7 +60,7 @@ def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
     except Exception as exc:  # a view too
         problems.append(f"could not write dashboard.html: {exc!r}")
     if not problems and inputs is not None:
-        size, _, seq = rundir._read_event_tail()
+        size, _, seq = rundir.log._read_event_tail()
         rundir.write_views_stamp({"events": [size, seq], **_inputs(spec, rundir)})
     return "; ".join(problems) or None
 
@@ -85,7 +85,7 @@ def _current(rundir: RunDir, inputs: dict[str, Any]) -> bool:
     offset, seq = stamp["events"]
     # only whether a shown event came is asked: a marker is held, never the event (a fresh run's
     # tail is every rollout it paid)
-    moved = rundir.events_after(
+    moved = rundir.log.events_after(
         int(offset), int(seq), lambda event: True if event.get("kind") not in QUIET_EVENTS else None
     )
     if moved is None or moved[0]:
@@ -95,14 +95,14 @@ def _current(rundir: RunDir, inputs: dict[str, Any]) -> bool:
 
 def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
     """What the pages are drawn from, less the log (JSON-able, compared for equality)."""
-    state = rundir.read_state()
+    state = rundir.state.read_state()
     state.pop("spent_through", None)
     best = str(state.get("best_id", SEED_TAG))
     splits = rundir.splits() or {}
     if splits.get("val"):  # checked against the files (rows: no records made)
-        rundir.indexed_rows("val")
+        rundir.rollouts.indexed_rows("val")
     if splits.get("train"):
-        rundir.indexed_rows("train", {SEED_TAG, best})
+        rundir.rollouts.indexed_rows("train", {SEED_TAG, best})
     files = [
         rundir.splits_path,
         rundir.spec_lock_path,

@@ -31,7 +31,7 @@ Key = tuple[str, str, str, int]
 def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
     """One line per disagreement between the run's files and its events (empty: they agree),
     and between the rollout index and the files (``repair=True`` rebuilds it from them)."""
-    events = rundir.events()
+    events = rundir.log.events()
     return (
         _rollouts(rundir, events, repair=repair)
         + _state(rundir, events, repair=repair)
@@ -118,7 +118,7 @@ def _rollouts(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool = Fa
         with rundir.lock():  # a session may have paid it again since: only what is still gone
             gone = [rel for rel in missing if not (rundir.root / rel).exists()]
             if gone:
-                rundir.append_event("rollout_vanished", files=gone)
+                rundir.log.append_event("rollout_vanished", files=gone)
         if gone:
             rundir.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
         for rel in gone:
@@ -131,7 +131,7 @@ def _rel(rundir: RunDir, key: Key) -> str:
 
 
 def _state(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-    expected = rundir.replay_state()
+    expected = rundir.state.replay_state()
     path = rundir.state_path
     try:
         state = read_json(path)
@@ -149,7 +149,7 @@ def _state(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool) -> lis
         if any(e.get("kind") in ("stalled", "decision") for e in events):  # older logs did not record stalls
             checks.append(("stall", state.get("stall"), expected["stall"]))
         if isinstance(state.get("spent"), dict):  # the rollouts logged since it was written count
-            state = rundir._with_recent_spend(dict(state))
+            state = rundir.state._with_recent_spend(dict(state))
         spent = state.get("spent") or {}
         checks.append(("spent.metric_calls", spent.get("metric_calls"), expected["spent"]["metric_calls"]))
         usd = spent.get("usd")
@@ -162,8 +162,8 @@ def _state(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool) -> lis
         with rundir.lock():
             if path.exists():
                 os.replace(path, path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"))
-            rundir._write_state(expected)
-            rundir.append_event("state_rebuilt", problem="; ".join(problems), best_id=expected["best_id"])
+            rundir.state._write_state(expected)
+            rundir.log.append_event("state_rebuilt", problem="; ".join(problems), best_id=expected["best_id"])
         rundir.notices.append(f"{path.name}: rebuilt from the events ({len(problems)} disagreement(s))")
         return []
     return problems
@@ -177,7 +177,9 @@ def _index(rundir: RunDir, *, repair: bool) -> list[str]:
         return [f"{name}: missing (the next session, or capevolve verify --repair, rebuilds it)"]
     try:
         with rundir.lock():
-            rundir.sync_index(rebuild=repair)  # a rebuild writes the run (a deletion it finds is logged)
+            rundir.rollouts.sync_index(
+                rebuild=repair
+            )  # a rebuild writes the run (a deletion it finds is logged)
         problems = []
         for split_dir in sorted((rundir.root / "rollouts").glob("*")):
             split = split_dir.name
@@ -212,7 +214,7 @@ def _index(rundir: RunDir, *, repair: bool) -> list[str]:
         problems = [f"{name}: unusable ({exc})"]
     if problems and repair:
         with rundir.lock():
-            rundir._rebuild_index("verify --repair")
+            rundir.rollouts.index_view._rebuild_index("verify --repair")
         rundir.notices.append(f"{name}: rebuilt from the rollout files ({len(problems)} disagreement(s))")
         return []
     return problems

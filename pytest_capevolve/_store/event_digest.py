@@ -25,19 +25,19 @@ DIGEST_NAME = "events_digest.json"
 
 def digest(rundir: RunDir) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """(every event that is not a ``rollout``, oldest first; rollout events per split) — what
-    ``rundir.events()`` says, read from the digest and the log appended since. The rollout lines
+    ``rundir.log.events()`` says, read from the digest and the log appended since. The rollout lines
     are counted as they are read, never held (a fresh run's tail is every rollout it paid)."""
     path = rundir.root / DIGEST_NAME
     cached = _read(path)
     counts: dict[str, int] = {}
     if cached is not None:
         counts = dict(cached[2])
-        tail = rundir.events_after(*cached[0], view=_counting(counts))
+        tail = rundir.log.events_after(*cached[0], view=_counting(counts))
     if cached is None or tail is None:
         counts = {}
-        cached, tail = ((0, 0), [], {}), rundir.events_after(0, 0, view=_counting(counts))
+        cached, tail = ((0, 0), [], {}), rundir.log.events_after(0, 0, view=_counting(counts))
         if tail is None:  # a line that is not an event: the log's own reader says where
-            events = rundir.events()
+            events = rundir.log.events()
             return _split(events, [], {})
     others, offset, seq = tail
     others = list(cached[1]) + others

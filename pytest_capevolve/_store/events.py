@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .files import FILE_MODE, RunDirError
-from .state import SPEND_FLUSH_EVERY
+
+SPEND_FLUSH_EVERY = 1000  # rollouts between rewrites of the log's views (state.json, the index)
 
 GENESIS = "0" * 64
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)  # what json.dumps would build per call
@@ -151,13 +152,25 @@ class _Appended:
 
 
 class EventLog:
-    """The run dir's log (a part of :class:`.rundir.RunDir`)."""
+    """The run's log, ``events.jsonl`` (the part ``run.log`` of :class:`.rundir.RunDir`): every
+    other file of the run that is not a rollout, a snapshot or a verdict is a view of it.
+    Controller only; appends are made under ``lock`` (the run's)."""
 
-    events_path: Path
-    lock: Callable[[], AbstractContextManager[None]]
-    _event_tail: tuple[int, str, int] | None  # (file size, last hash, last seq)
-    _appender: _Appender | None = None
-    _appended: _Appended | None = None
+    def __init__(self, events_path: Path, lock: Callable[[], AbstractContextManager[None]]) -> None:
+        self.events_path = events_path
+        self.lock = lock
+        self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
+        self._appender: _Appender | None = None
+        self._appended: _Appended | None = None
+
+    def tail(self) -> tuple[int, str, int]:
+        """(size, hash of the last line, its seq): where a view of the log is current to."""
+        return self._read_event_tail()
+
+    def last_seq(self) -> int:
+        """The seq of the last event, under the lock right after an append: the one just
+        appended, without a stat of the file."""
+        return self._event_tail[2] if self._event_tail is not None else self._read_event_tail()[2]
 
     def append_event(self, kind: str, **fields: Any) -> None:
         """Append one line to ``events.jsonl``, chained to the line before by its hash."""

@@ -14,17 +14,16 @@ index catches up with the log.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from .._project.blocks import first_trial
 from .._project.candidate import legacy_escape_id
 from .._project.splits import TEST_SPLIT, TestSealError
+from .events import EventLog
 from .files import RunDirError, atomic_write_text
 from .index import FIELDS as FIELDS_INDEX
 from .index import (
@@ -36,43 +35,40 @@ from .index import (
     record_of,
     row_of,
 )
+from .index_sync import IndexView, vanished_notice
 from .record import RecordError, RolloutRecord
-from .state import SPEND_FLUSH_EVERY
-
-_INDEX_FIELDS = {
-    "rollout": ("kind", "seq", "split", "task_id", "tag", "trial"),
-    "rollout_quarantined": ("kind", "file"),
-    "rollout_vanished": ("kind", "files"),
-}
-VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
-
-
-def _index_view(event: dict[str, Any]) -> dict[str, Any] | None:
-    """What :meth:`RolloutFiles.sync_index` holds of a logged event: the fields that name a
-    rollout file, of the kinds that change the index; nothing of any other."""
-    fields = _INDEX_FIELDS.get(str(event.get("kind")))
-    return None if fields is None else {key: event[key] for key in fields if key in event}
+from .state import SPEND_FLUSH_EVERY, RunState
 
 
 class RolloutFiles:
-    """The run dir's rollout records (a part of :class:`.rundir.RunDir`)."""
+    """The run's rollout records and their index (the part ``run.rollouts`` of
+    :class:`.rundir.RunDir`): each persisted with its event in ``log``, its cost counted by
+    ``state``; ``rollout_path`` names a rollout's file, ``notices`` collects damage found."""
 
-    root: Path
-    run_id: str
-    notices: list[str]
-    lock: Callable[[], AbstractContextManager[None]]
-    append_event: Callable[..., None]
-    rollout_path: Callable[..., Path]
-    flush_spend: Callable[[], None]
-    events_after: Callable[..., tuple[list[dict[str, Any]], int, int] | None]
-    _read_event_tail: Callable[[], tuple[int, str, int]]
-    _event_tail: tuple[int, str, int] | None  # set by append_event: the event just appended
-    index: RolloutIndex
-    _unflushed: int = 0
-    # split → the index's rows_version, the tags whose rows were checked against their files at
-    # it, and those rows: a session reading its split again (planning, its conclusion, the
-    # pages' freshness) with nothing changed in between is not charged the file checks twice
-    _checked: dict[str, _Checked] = {}
+    def __init__(
+        self,
+        root: Path,
+        run_id: str,
+        log: EventLog,
+        state: RunState,
+        index: RolloutIndex,
+        rollout_path: Callable[[str, str, str, int], Path],
+        notices: list[str],
+    ) -> None:
+        self.root = root
+        self.run_id = run_id
+        self.log = log
+        self.lock = log.lock
+        self.state = state
+        self.index = index
+        self.rollout_path = rollout_path
+        self.notices = notices
+        self.index_view = IndexView(root, log, index, rollout_path, notices, self._read_files)
+        self._unflushed = 0
+        # split → the index's rows_version, the tags whose rows were checked against their files
+        # at it, and those rows: a session reading its split again (planning, its conclusion,
+        # the pages' freshness) with nothing changed in between is not charged the checks twice
+        self._checked: dict[str, _Checked] = {}
 
     def write_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
         """Write the record's file (compact JSON; ``text``: its JSON when the caller has it)."""
@@ -93,7 +89,7 @@ class RolloutFiles:
         it arrived in the report, written as it is rather than encoded again."""
         with self.lock():
             path, stat = self._write_rollout(record, text)
-            self.append_event(
+            self.log.append_event(
                 "rollout",
                 split=record.split,
                 task_id=record.task_id,
@@ -104,12 +100,16 @@ class RolloutFiles:
                 cost_usd=record.cost_usd,
             )
             if record.split != TEST_SPLIT:
-                seq = self._event_tail[2] if self._event_tail is not None else self._read_event_tail()[2]
+                seq = self.log.last_seq()
                 self.index.pending[seq] = row_of(record, path, stat)
             self._unflushed += 1
             if self._unflushed >= SPEND_FLUSH_EVERY:
                 self.flush()
         return path
+
+    def sync_index(self, *, rebuild: bool = True) -> None:
+        """Under the lock: catch the index up with the log (:meth:`.index_sync.IndexView.sync`)."""
+        self.index_view.sync(rebuild=rebuild)
 
     def flush(self) -> None:
         """Bring ``state.json``'s spend and the index up to the log (every
@@ -117,7 +117,7 @@ class RolloutFiles:
         views: nothing is lost if this never runs."""
         with self.lock():
             self._unflushed = 0
-            self.flush_spend()
+            self.state.flush_spend()
             try:
                 self.sync_index()
             except (IndexDamaged, OSError) as exc:  # a cache: the next reader rebuilds it
@@ -190,120 +190,6 @@ class RolloutFiles:
             self.index.close()
             records = [r for r in self._read_rollouts(split) if wanted is None or r.tag in wanted]
             return [outcome_row(r) for r in records], lambda: list(records), None
-
-    def sync_index(self, *, rebuild: bool = True) -> None:
-        """Under the lock: catch the index up with the log — rows for the rollouts logged since
-        it was last current (from memory for this process's, else from their files), quarantined
-        and vanished files out. Rebuilt from the files when it is missing, damaged or behind a
-        log that no longer continues where it stopped; ``rebuild=False`` (a reader that must not
-        write the run, as plain ``capevolve verify``): :class:`IndexDamaged` then instead, since a
-        rebuild also logs files it finds deleted by hand."""
-        try:
-            position = self.index.position()
-            tail = None if position is None else self.events_after(*position, _index_view)
-            if tail is None:
-                problem = "missing" if position is None else "behind a rewritten events.jsonl"
-                if not rebuild:
-                    raise IndexDamaged(problem)
-                self._rebuild_index(problem)
-                return
-            events, offset, seq = tail  # each event held through _index_view
-            if (offset, seq) == position:
-                return
-            changes: dict[tuple[str, str], Row | None] = {}
-            for event in events:
-                kind = event.get("kind")
-                if kind == "rollout" and event.get("split") != TEST_SPLIT:
-                    row = self.index.pending.pop(int(event["seq"]), None) or self._row_from_file(event)
-                    path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
-                    changes[(str(event["split"]), path.name)] = row
-                elif kind == "rollout_quarantined":
-                    changes[_split_file(str(event.get("file", "")))] = None
-                elif kind == "rollout_vanished":
-                    for file in event.get("files") or ():
-                        changes[_split_file(str(file))] = None
-            self.index.store(
-                [row for row in changes.values() if row is not None],
-                [key for key, row in changes.items() if row is None],
-                (offset, seq),
-            )
-            self.index.pending.clear()
-        except IndexDamaged as exc:
-            if not rebuild:
-                raise
-            self._rebuild_index(f"damaged ({exc})")
-
-    def _row_from_file(self, event: dict[str, Any]) -> Row | None:
-        path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
-        try:
-            stat = path.stat()
-            return row_of(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)), path, stat)
-        except (OSError, UnicodeDecodeError, RecordError):
-            return None  # gone or damaged: a reader finds it (or not) on disk and handles it
-
-    def _rebuild_index(self, problem: str) -> None:
-        """Under the lock: a fresh index from every train and val rollout file."""
-        self.index.remove()
-        rows = []
-        folder = self.root / "rollouts"
-        splits = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-        for split in splits:
-            if split.startswith(".") or split == TEST_SPLIT:
-                continue
-            for path, record in self._read_files(split):
-                with contextlib.suppress(FileNotFoundError):
-                    rows.append(row_of(record, path, path.stat()))
-        self._log_gone_unindexed({tuple(row[i] for i in _KEY_AT) for row in rows})
-        size, _, seq = self._read_event_tail()
-        self.index.store(rows, [], (size, seq), replace_all=True)
-        self.index.pending.clear()
-        if rows:
-            self.notices.append(f"{self.index.path}: {problem}; rebuilt from {len(rows)} rollout files")
-
-    def _log_gone_unindexed(self, found: set[tuple[Any, ...]]) -> None:
-        """Under the lock, for a rebuild: the train and val rollouts the log recorded (and did
-        not log moved or gone since) whose file is not among ``found`` ((split, tag, task, trial)
-        read from the files) were deleted by hand with no row left to notice it — logged as a
-        vanish all the same, or the next session would pay them again unsaid and ``verify``
-        would count them paid twice for good. One pass over the log, kept to a few fields."""
-
-        def view(event: dict[str, Any]) -> Any:
-            kind = event.get("kind")
-            if kind == "rollout" and event.get("split") != TEST_SPLIT:
-                return (
-                    int(event["seq"]),
-                    event["split"],
-                    event["task_id"],
-                    event["tag"],
-                    int(event["trial"]),
-                )
-            if kind == "rollout_quarantined":
-                return (int(event["seq"]), [event.get("file")])
-            if kind == "rollout_vanished":
-                return (int(event["seq"]), list(event.get("files") or ()))
-            return None
-
-        log = self.events_after(0, 0, view)
-        if log is None:  # a line that is not an event: verify names it; nothing to add here
-            return
-        recorded: dict[str, tuple[int, tuple[Any, ...]]] = {}  # file → (last rollout seq, key)
-        moved: dict[str, int] = {}  # file → seq of its last quarantine or vanish
-        for held in log[0]:
-            if len(held) == 5:
-                seq, split, task_id, tag, trial = held
-                rel = self.rollout_path(split, task_id, tag, trial).relative_to(self.root).as_posix()
-                recorded[rel] = (seq, (split, tag, task_id, trial))
-            else:
-                for file in held[1]:
-                    moved[str(file)] = held[0]
-        gone = [
-            rel
-            for rel, (seq, key) in recorded.items()
-            if key not in found and moved.get(rel, -1) < seq and not (self.root / rel).exists()
-        ]
-        if gone:
-            self.append_event("rollout_vanished", files=sorted(gone))
-            self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
 
     def _checked_rows(self, split: str, wanted: set[str] | None) -> list[Row]:
         """The index's rows of the split, each checked against its file on disk (size and
@@ -396,7 +282,7 @@ class RolloutFiles:
                 if read is not None:
                     back.append((path, read))
         if gone:
-            self.append_event("rollout_vanished", files=gone)
+            self.log.append_event("rollout_vanished", files=gone)
             self.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
         self.sync_index()  # their rows go with the event (and a quarantine's just now with its own)
         return back
@@ -457,7 +343,7 @@ class RolloutFiles:
         with self.lock():
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, dest)
-            self.append_event(
+            self.log.append_event(
                 "rollout_quarantined",
                 file=rel.as_posix(),
                 problem=problem,
@@ -470,26 +356,7 @@ class RolloutFiles:
         return dest
 
 
-def vanished_notice(files: list[str], done: str) -> str:
-    """One line for rollout files the log recorded that are gone, however many: a few named,
-    the rest counted (a deleted folder of 10,000 must not print 10,000 lines)."""
-    shown = ", ".join(files[:VANISHED_SHOWN])
-    more = f" and {len(files) - VANISHED_SHOWN} more" if len(files) > VANISHED_SHOWN else ""
-    if len(files) == 1:
-        what = f"{shown}: recorded, but the file is gone"
-    else:
-        what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
-    return f"{what} (deleted by hand?); {done}: treated as missing, so paid again"
-
-
-def _split_file(file: str) -> tuple[str, str]:
-    """``rollouts/<split>/<name>`` as the index's (split, file name)."""
-    folder, _, name = file.removeprefix("rollouts/").partition("/")
-    return folder, name
-
-
 _TRIAL = FIELDS_INDEX.index("trial")
-_KEY_AT = tuple(FIELDS_INDEX.index(name) for name in ("split", "tag", "task_id", "trial"))
 
 
 def _in_block(rows: list[Row], block: int | None) -> list[Row]:

@@ -36,6 +36,7 @@ from .index import RolloutIndex
 from .rollout_files import RolloutFiles
 from .snapshots import Snapshots
 from .state import BUDGET_KEYS, RunState
+from .verdicts import Verdicts
 
 if TYPE_CHECKING:  # the run dir reads a spec it is handed; it never loads one
     from .._project.spec import Spec
@@ -59,8 +60,12 @@ def _hex_tail(run_id: str) -> bool:
     return len(tail) == 6 and all(c in "0123456789abcdef" for c in tail)
 
 
-class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
-    """One run's folder: ``<project>/.capevolve/runs/<run_id>/``."""
+class RunDir:
+    """One run's folder: ``<project>/.capevolve/runs/<run_id>/``, made of typed parts —
+    ``log`` (:class:`.events.EventLog`), ``state`` (:class:`.state.RunState`), ``snapshots``
+    (:class:`.snapshots.Snapshots`), ``rollouts`` (:class:`.rollout_files.RolloutFiles`, with
+    the index) and ``verdicts`` (:class:`.verdicts.Verdicts`). What is about the whole run
+    stays here: its paths, lock, opening and creating it, the spec lock and the splits."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -72,13 +77,19 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         self.report_path = root / "report.md"
         self.dashboard_path = root / "dashboard.html"
         self.views_path = root / "views.json"  # what report.md and dashboard.html were drawn from
-        self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self._split_folders: dict[str, Path] = {}
         self.lock = RunLock(root)
         self.claims = Claims(root)
         self.index = RolloutIndex(root)  # what exists, so readers need not open every file
         self.created = False  # this process made the folder (see :meth:`discard_if_created`)
         self.notices: list[str] = []  # damage found and handled (quarantine, rebuilt state)
+        self.log = EventLog(self.events_path, self.lock)
+        self.state = RunState(self.state_path, self.spec_lock_path, self.log, self.notices, self.rollout_path)
+        self.snapshots = Snapshots(root, self.run_id, self.log, self.project_dir)
+        self.rollouts = RolloutFiles(
+            root, self.run_id, self.log, self.state, self.index, self.rollout_path, self.notices
+        )
+        self.verdicts = Verdicts(root, self.log)
 
     # -- locating ---------------------------------------------------------------------------
 
@@ -162,9 +173,6 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
     def write_views_stamp(self, stamp: dict[str, Any]) -> None:
         atomic_write_json(self.views_path, stamp)
 
-    def verdict_path(self, tag: str) -> Path:
-        return self.root / "verdicts" / f"{check_tag(tag)}.json"
-
     # -- locking, events, state ---------------------------------------------------------------
 
     def ensure_spec_lock(self, spec: Spec) -> None:
@@ -176,8 +184,10 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         lock = spec.to_lock()
         if not self.spec_lock_path.is_file():
             atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
-            self.update_state(lambda s: s["budget"].update(_budget(spec)))
-            self.append_event("run_created", spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id)
+            self.state.update_state(lambda s: s["budget"].update(_budget(spec)))
+            self.log.append_event(
+                "run_created", spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id
+            )
             return
         old = spec.comparable_lock(yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {})
         changed = [k for k in spec.FROZEN_KEYS if old.get(k) != lock.get(k)]
@@ -190,8 +200,8 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
         moved = {k: lock[k] for k in lock if old.get(k) != lock[k]}
         if moved:
             atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
-            self.update_state(lambda s: s["budget"].update(_budget(spec)))
-            self.append_event("spec_changed", changed=sorted(moved))
+            self.state.update_state(lambda s: s["budget"].update(_budget(spec)))
+            self.log.append_event("spec_changed", changed=sorted(moved))
 
     def splits(self) -> dict[str, Any] | None:
         """The frozen splits, or None before the first evaluation froze them."""
@@ -204,16 +214,23 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
             return dict(read_json(self.splits_path))
         splits = compute()
         atomic_write_json(self.splits_path, splits)
-        self.append_event("splits_frozen", sizes={k: len(splits[k]) for k in ("train", "val", "test")})
+        self.log.append_event("splits_frozen", sizes={k: len(splits[k]) for k in ("train", "val", "test")})
         return splits
-
-    # -- rollouts ----------------------------------------------------------------------------
 
     # -- the loop: decisions, memory, work copies --------------------------------------------------
 
+    def flush(self) -> None:
+        """Bring the views of the log kept as files (``state.json``'s spend, the index) up to
+        it: every :data:`~.state.SPEND_FLUSH_EVERY` rollouts and at the end of a session."""
+        self.rollouts.flush()
+
+    def close_log(self) -> None:
+        """Let go of the log's and the lock's kept descriptors (the next use opens them)."""
+        self.log.close_log()
+
     def decisions(self) -> list[dict[str, Any]]:
         """Every booked decision (``decision`` events), in the order booked."""
-        return [e for e in self.events() if e.get("kind") == "decision"]
+        return [e for e in self.log.events() if e.get("kind") == "decision"]
 
     def write_memory(self, ledger_markdown: str, rejected: list[dict[str, Any]]) -> None:
         """Rewrite the loop's memory: ``LEDGER.md`` and ``rejected.jsonl`` (views of the log)."""
@@ -234,27 +251,6 @@ class RunDir(EventLog, Snapshots, RunState, RolloutFiles):
     def merge_dir(self, tag: str) -> Path:
         """``merge/<tag>/``: the gate sessions' output of ``capevolve merge --integrate``."""
         return self.root / "merge" / check_tag(tag)
-
-    # -- verdicts, events, reports --------------------------------------------------------------
-
-    def write_verdict(self, verdict: dict[str, Any]) -> Path:
-        """Write ``verdicts/<tag>.json`` (every number the decision rests on) and log it."""
-        path = self.verdict_path(verdict["tag"])
-        atomic_write_json(path, verdict)
-        self.append_event(
-            "verdict",
-            **{k: verdict.get(k) for k in ("tag", "against", "decision", "basis", "p_value", "delta_mean")},
-        )
-        return path
-
-    def verdict(self, tag: str) -> dict[str, Any] | None:
-        path = self.verdict_path(tag)
-        return dict(read_json(path)) if path.is_file() else None
-
-    def verdicts(self) -> dict[str, dict[str, Any]]:
-        """Every verdict file of the run, by tag."""
-        folder = self.root / "verdicts"
-        return {path.stem: dict(read_json(path)) for path in sorted(folder.glob("*.json"))}
 
 
 def _budget(spec: Spec) -> dict[str, Any]:

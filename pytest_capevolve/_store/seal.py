@@ -95,7 +95,7 @@ class Seal:
             raise TestSealError("burning the seal needs the finalize claim")
         with self.rundir.lock():
             atomic_write_json(self.path, result)
-            self.rundir.append_event(
+            self.rundir.log.append_event(
                 "test_scored",
                 best=result["best"]["tag"],
                 mean=result["best"]["mean"],
@@ -110,4 +110,4 @@ class Seal:
                 f"run {self.rundir.run_id}: the test split is sealed until finalize "
                 "(pytest --capevolve-finalize PROJECT); its rollouts cannot be read before"
             )
-        return self.rundir._read_rollouts(TEST_SPLIT)
+        return self.rundir.rollouts._read_rollouts(TEST_SPLIT)

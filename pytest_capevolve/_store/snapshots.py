@@ -12,7 +12,6 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 from .._project.candidate import (
@@ -22,18 +21,21 @@ from .._project.candidate import (
     iter_files,
 )
 from .._project.paths import from_stored, rebase, to_stored
+from .events import EventLog
 from .files import atomic_write_json, read_json
 
 
 class Snapshots:
-    """The run dir's candidates (a part of :class:`.rundir.RunDir`)."""
+    """The run's candidates (the part ``run.snapshots`` of :class:`.rundir.RunDir`): registered
+    in ``log``; ``project_dir`` is where their sources are stored relative to (None: the run
+    dir sits outside a project's ``.capevolve/runs/``)."""
 
-    root: Path
-    run_id: str
-    events_path: Path
-    project_dir: Path | None
-
-    append_event: Callable[..., None]  # from EventLog
+    def __init__(self, root: Path, run_id: str, log: EventLog, project_dir: Path | None) -> None:
+        self.root = root
+        self.run_id = run_id
+        self.log = log
+        self.events_path = log.events_path
+        self.project_dir = project_dir
 
     def candidate_dir(self, tag: str) -> Path:
         return self.root / "candidates" / check_tag(tag)
@@ -81,7 +83,7 @@ class Snapshots:
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
             return self.register_candidate(tag, source)
-        self.append_event("candidate_registered", tag=tag, content_hash=digest)
+        self.log.append_event("candidate_registered", tag=tag, content_hash=digest)
         return digest
 
     def candidate_source(self, tag: str) -> Path:

@@ -1,9 +1,9 @@
 """``state.json``: the run's counters and spend, and how they are rebuilt from the event log.
 
-A part of :class:`.rundir.RunDir`. ``state.json`` is a cache of what the hash-chained log says:
-updated under the run's lock with every decision, and, when it is missing or unreadable,
-replayed from ``events.jsonl`` — never reset, which would bring back the seed as best and the
-spend to 0.
+The part ``run.state`` of :class:`.rundir.RunDir`. ``state.json`` is a cache of what the
+hash-chained log says: updated under the run's lock with every decision, and, when it is
+missing or unreadable, replayed from ``events.jsonl`` — never reset, which would bring back the
+seed as best and the spend to 0.
 
 Rollouts do not rewrite it: each one appends its ``rollout`` event (which carries its cost), and
 ``state.json`` records in ``spent_through`` the point of the log its ``spent`` is current to.
@@ -17,31 +17,38 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .._project.candidate import SEED_TAG
+from .events import SPEND_FLUSH_EVERY as SPEND_FLUSH_EVERY  # where it has always been read
+from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_json
 
 
 class RunState:
-    """The run dir's state (a part of :class:`.rundir.RunDir`)."""
+    """``state.json`` (the part ``run.state`` of :class:`.rundir.RunDir`), a view of ``log``.
+    ``rollout_path`` names a rollout's file (the cost of a rollout logged before events
+    carried it is read there)."""
 
-    root: Path
-    state_path: Path
-    events_path: Path
-    spec_lock_path: Path
-    notices: list[str]
-    lock: Callable[[], AbstractContextManager[None]]
-    append_event: Callable[..., None]
-    events: Callable[[], list[dict[str, Any]]]
-    rollout_path: Callable[..., Path]
-    events_after: Callable[..., tuple[list[dict[str, Any]], int, int] | None]
-    _read_event_tail: Callable[[], tuple[int, str, int]]
-    _spend_cache: tuple[tuple[Any, ...], int, int, int, float] | None = None
+    def __init__(
+        self,
+        state_path: Path,
+        spec_lock_path: Path,
+        log: EventLog,
+        notices: list[str],
+        rollout_path: Callable[[str, str, str, int], Path],
+    ) -> None:
+        self.state_path = state_path
+        self.spec_lock_path = spec_lock_path
+        self.log = log
+        self.lock = log.lock
+        self.events_path = log.events_path
+        self.notices = notices
+        self.rollout_path = rollout_path
+        self._spend_cache: tuple[tuple[Any, ...], int, int, int, float] | None = None
 
     def read_state(self) -> dict[str, Any]:
         """``state.json``. Missing or unreadable in a run that has events, it is rebuilt from
@@ -70,7 +77,7 @@ class RunState:
                 os.replace(self.state_path, aside)
             state = self.replay_state()
             self._write_state(state)
-            self.append_event(
+            self.log.append_event(
                 "state_rebuilt", problem=problem, spent=state["spent"], best_id=state["best_id"]
             )
         self.notices.append(f"{self.state_path} was {problem}: rebuilt from {self.events_path.name}")
@@ -86,7 +93,7 @@ class RunState:
         if self.spec_lock_path.is_file():
             lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
             state["budget"] = {key: lock.get(key) for key in BUDGET_KEYS}
-        events = self.events()
+        events = self.log.events()
         booked = any(e.get("kind") == "decision" for e in events)
         spent = state["spent"]
         for event in events:
@@ -142,7 +149,7 @@ class RunState:
 
     def _write_state(self, state: dict[str, Any]) -> None:
         """Under the lock: ``state`` is current to the end of the log, and says so."""
-        size, _, seq = self._read_event_tail()
+        size, _, seq = self.log.tail()
         state["spent_through"] = {"offset": size, "seq": seq}
         atomic_write_json(self.state_path, state)
 
@@ -183,7 +190,7 @@ class RunState:
                 folded[0] += 1
                 folded[1] += float(self._file_cost(event) if cost is None else cost)
 
-        tail = self.events_after(offset, seq, fold)
+        tail = self.log.events_after(offset, seq, fold)
         if tail is None:
             replayed = self.replay_state()["spent"]
             calls, usd = int(replayed["metric_calls"]), float(replayed["usd"])
@@ -191,7 +198,7 @@ class RunState:
                 f"{self.events_path.name} does not continue where {self.state_path.name} left it: "
                 "the spend was recounted from the whole log"
             )
-            offset, _, seq = self._read_event_tail()
+            offset, _, seq = self.log.tail()
         else:
             _, offset, seq = tail
             calls, usd = int(folded[0]), float(folded[1])
@@ -202,7 +209,6 @@ class RunState:
     # -- the spec and the splits, frozen on first use --------------------------------------------
 
 
-SPEND_FLUSH_EVERY = 1000  # rollouts between rewrites of state.json (it is exact without them)
 BUDGET_KEYS = ("max_metric_calls", "max_usd", "max_iterations", "stall", "stop_condition")
 
 

@@ -272,7 +272,7 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
         if folder is None:
             continue
         try:
-            hashes[tag] = rundir.register_candidate(tag, folder)
+            hashes[tag] = rundir.snapshots.register_candidate(tag, folder)
         except CandidateError as exc:
             run.unreadable.append(f"{folder}: {exc}")
     skipped: dict[str, int] = {}
@@ -289,15 +289,17 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
             candidate_hash=hashes[tag],
             threshold=spec.success_threshold,
         )
-        rundir.record_rollout(record)
+        rundir.rollouts.record_rollout(record)
         counts[f"{rollout.split}/{tag}"] = counts.get(f"{rollout.split}/{tag}", 0) + 1
     if run.best_id != SEED_TAG and run.best_id in hashes:
         # as replaying the log will read it: a best changed without a booked decision
-        rundir.update_state(
+        rundir.state.update_state(
             lambda state: state.update(best_id=run.best_id, iterations=state["iterations"] + 1, stall=0)
         )
-        rundir.append_event("best_changed", best_id=run.best_id, previous=SEED_TAG, basis="cap-evolve import")
-    rundir.append_event(
+        rundir.log.append_event(
+            "best_changed", best_id=run.best_id, previous=SEED_TAG, basis="cap-evolve import"
+        )
+    rundir.log.append_event(
         "cap_evolve_imported",
         source=str(run.root),
         best_id=run.best_id,
@@ -349,7 +351,7 @@ def _seal(rundir: RunDir, run: CapEvolveRun, spec: Any) -> str:
                 paid=0,
                 reused=len(by_tag.get(tag, {})),
             )
-            return {**row.to_dict(), "content_hash": rundir.candidate_hash(tag)}
+            return {**row.to_dict(), "content_hash": rundir.snapshots.candidate_hash(tag)}
 
         seed_row = arm(SEED_TAG) if best != SEED_TAG and SEED_TAG in by_tag else None
         delta = None

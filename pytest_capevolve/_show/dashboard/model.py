@@ -189,14 +189,14 @@ def collect(
     splits = rundir.splits() or {}
     task_ids = [str(t) for t in splits.get(GATE_SPLIT, [])]
     if val is None:
-        val = index_records(rundir.indexed_rollouts(GATE_SPLIT)) if task_ids else {}
-    state = rundir.read_state()
+        val = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT)) if task_ids else {}
+    state = rundir.state.read_state()
     log = read_log(rundir)
     events = log.events
     tags = sorted(val, key=lambda tag: (tag != SEED_TAG, log.first_val_rollout.get(tag, log.count), tag))
     matrices = {tag: reward_matrix(val.get(tag, {}), task_ids, num_trials) for tag in tags}
     decisions = [_decision(e) for e in events if e.get("kind") == "decision"]
-    verdicts = _verdict_rows(rundir.verdicts(), log)
+    verdicts = _verdict_rows(rundir.verdicts.verdicts(), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
     budget = state.get("budget") or {}
     trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
@@ -288,9 +288,9 @@ def read_log(rundir: RunDir) -> Log:
     def fold(event: dict[str, Any]) -> None:
         log.add(event)
 
-    if rundir.events_after(0, 0, fold) is None:
+    if rundir.log.events_after(0, 0, fold) is None:
         log = Log()
-        for event in rundir.events():
+        for event in rundir.log.events():
             log.add(event)
     return log
 
@@ -330,7 +330,7 @@ def _details(rundir: RunDir, dash: Dashboard) -> dict[tuple[int, str, int], Tria
             if trial.reward is None or trial.reward >= 1:
                 continue
             record = dash.val[trial.tag][(dash.task_ids[row], trial.trial)]
-            full = rundir.read_rollout(record.split, record.task_id, record.tag, record.trial)
+            full = rundir.rollouts.read_rollout(record.split, record.task_id, record.tag, record.trial)
             if full is None:
                 continue
             output = full.output if isinstance(full.output, str) else _short_json(full.output)
