@@ -13,29 +13,24 @@ runs it.
 from __future__ import annotations
 
 import json
-import math
-import os
-import time
 from collections import Counter
 from typing import Any
 
-from .._project.splits import TEST_SPLIT
-from .files import read_json
-from .index import FIELDS, IndexDamaged
-from .rollout_files import vanished_notice
+from .index_sync import vanished_notice
+from .log_views import check_views
 from .rundir import RunDir
 
 Key = tuple[str, str, str, int]
 
 
 def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
-    """One line per disagreement between the run's files and its events (empty: they agree),
-    and between the rollout index and the files (``repair=True`` rebuilds it from them)."""
+    """One line per disagreement between the run's files and its events (empty: they agree):
+    the rollout files, then each view of the log (:mod:`.log_views`: ``state.json``, the index,
+    the digest, ``views.json``; ``repair=True`` rebuilds those that disagree)."""
     events = rundir.log.events()
     return (
         _rollouts(rundir, events, repair=repair)
-        + _state(rundir, events, repair=repair)
-        + _index(rundir, repair=repair)
+        + check_views(rundir.log_views, events, rundir.lock, rundir.notices, repair=repair)
         + _unfinished_writes(rundir, repair=repair)
     )
 
@@ -96,15 +91,15 @@ def _rollouts(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool = Fa
             problems.append(f"{rel}: unreadable ({exc}); the next session quarantines it and pays it again")
             continue
         seen.add(key)
-        event = last.get(key)
-        if event is None:
+        logged = last.get(key)
+        if logged is None:
             problems.append(f"{rel}: no rollout event records it (written outside a session?)")
             continue
         for field in ("reward", "infra_error"):
-            if data.get(field) != event.get(field):
+            if data.get(field) != logged.get(field):
                 problems.append(
                     f"{rel}: {field} {data.get(field)!r} in the file, but its rollout event "
-                    f"(seq {event.get('seq')}) recorded {field} {event.get(field)!r}"
+                    f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
                 )
     missing: dict[str, str] = {}  # file (relative) -> its problem
     for key, event in sorted(last.items()):
@@ -128,93 +123,3 @@ def _rollouts(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool = Fa
 
 def _rel(rundir: RunDir, key: Key) -> str:
     return rundir.rollout_path(*key).relative_to(rundir.root).as_posix()
-
-
-def _state(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-    expected = rundir.state.replay_state()
-    path = rundir.state_path
-    try:
-        state = read_json(path)
-        assert isinstance(state, dict)
-    except FileNotFoundError:
-        state = None
-        problems = [f"{path.name}: missing; the events add up to best {expected['best_id']!r}"]
-    except (ValueError, AssertionError, UnicodeDecodeError):
-        state = None
-        problems = [f"{path.name}: unreadable"]
-    if state is not None:
-        problems = []
-        checks = [("best_id", state.get("best_id"), expected["best_id"])]
-        checks.append(("iterations", state.get("iterations"), expected["iterations"]))
-        if any(e.get("kind") in ("stalled", "decision") for e in events):  # older logs did not record stalls
-            checks.append(("stall", state.get("stall"), expected["stall"]))
-        if isinstance(state.get("spent"), dict):  # the rollouts logged since it was written count
-            state = rundir.state._with_recent_spend(dict(state))
-        spent = state.get("spent") or {}
-        checks.append(("spent.metric_calls", spent.get("metric_calls"), expected["spent"]["metric_calls"]))
-        usd = spent.get("usd")
-        if not (isinstance(usd, (int, float)) and math.isclose(usd, expected["spent"]["usd"], abs_tol=1e-9)):
-            checks.append(("spent.usd", usd, expected["spent"]["usd"]))
-        for name, value, want in checks:
-            if value != want:
-                problems.append(f"{path.name}: {name} is {value!r}, but the events add up to {want!r}")
-    if problems and repair:
-        with rundir.lock():
-            if path.exists():
-                os.replace(path, path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"))
-            rundir.state._write_state(expected)
-            rundir.log.append_event("state_rebuilt", problem="; ".join(problems), best_id=expected["best_id"])
-        rundir.notices.append(f"{path.name}: rebuilt from the events ({len(problems)} disagreement(s))")
-        return []
-    return problems
-
-
-def _index(rundir: RunDir, *, repair: bool) -> list[str]:
-    """The index's rows against the files they stand for: a row whose numbers differ from its
-    file (the index edited, or stale), a row without a file, a file without a row."""
-    name = rundir.index.path.name
-    if not repair and not rundir.index.path.exists():  # not even an empty one made: verify reads
-        return [f"{name}: missing (the next session, or capevolve verify --repair, rebuilds it)"]
-    try:
-        with rundir.lock():
-            rundir.rollouts.sync_index(
-                rebuild=repair
-            )  # a rebuild writes the run (a deletion it finds is logged)
-        problems = []
-        for split_dir in sorted((rundir.root / "rollouts").glob("*")):
-            split = split_dir.name
-            if not split_dir.is_dir() or split.startswith(".") or split == TEST_SPLIT:
-                continue
-            files = {path.name: path for path in split_dir.glob("*.json")}
-            columns = (*FIELDS, "file", "size", "mtime_ns")
-            rows = {
-                row[len(FIELDS)]: dict(zip(columns, row, strict=True)) for row in rundir.index.rows(split)
-            }
-            for file, row in sorted(rows.items()):
-                if file not in files:
-                    problems.append(f"{name}: a {split} row for {file}, which is not on disk")
-                    continue
-                stat = files[file].stat()
-                if (stat.st_size, stat.st_mtime_ns) != (row["size"], row["mtime_ns"]):
-                    continue  # the file changed since: readers read it again (checked above)
-                try:
-                    data = json.loads(files[file].read_text(encoding="utf-8"))
-                except (ValueError, UnicodeDecodeError, OSError):
-                    continue  # reported above as unreadable
-                for field in ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd"):
-                    if data.get(field) != row[field]:
-                        problems.append(
-                            f"{name}: {field} {row[field]!r} for rollouts/{split}/{file}, "
-                            f"but the file says {data.get(field)!r}"
-                        )
-            problems += [
-                f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
-            ]
-    except IndexDamaged as exc:
-        problems = [f"{name}: unusable ({exc})"]
-    if problems and repair:
-        with rundir.lock():
-            rundir.rollouts.index_view._rebuild_index("verify --repair")
-        rundir.notices.append(f"{name}: rebuilt from the rollout files ({len(problems)} disagreement(s))")
-        return []
-    return problems

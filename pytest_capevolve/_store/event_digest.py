@@ -1,6 +1,6 @@
 """``events_digest.json``: what readers of the whole log need, without its rollout lines.
 
-A part of the run dir; a cache of ``events.jsonl``, never the record. ``capevolve measure``
+A view of ``events.jsonl`` (:class:`.log_views.LogView`), never the record. ``capevolve measure``
 reads the run's decisions, verdicts, screens and null controls from the log, and counts its
 rollout lines by split; at 60,000 rollouts that is 60,000 lines decoded for a few dozen events.
 The digest keeps the events that are not rollouts, the rollout count per split, and the point of
@@ -12,9 +12,11 @@ where it stopped (repaired, replaced) is rebuilt from the whole log.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .events import EventLog
 from .files import atomic_write_json, read_json
 
 if TYPE_CHECKING:
@@ -27,24 +29,66 @@ def digest(rundir: RunDir) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """(every event that is not a ``rollout``, oldest first; rollout events per split) — what
     ``rundir.log.events()`` says, read from the digest and the log appended since. The rollout lines
     are counted as they are read, never held (a fresh run's tail is every rollout it paid)."""
-    path = rundir.root / DIGEST_NAME
-    cached = _read(path)
-    counts: dict[str, int] = {}
-    if cached is not None:
-        counts = dict(cached[2])
-        tail = rundir.log.events_after(*cached[0], view=_counting(counts))
-    if cached is None or tail is None:
-        counts = {}
-        cached, tail = ((0, 0), [], {}), rundir.log.events_after(0, 0, view=_counting(counts))
-        if tail is None:  # a line that is not an event: the log's own reader says where
-            events = rundir.log.events()
-            return _split(events, [], {})
-    others, offset, seq = tail
-    others = list(cached[1]) + others
-    if offset != cached[0][0]:
-        with contextlib.suppress(OSError):  # a read-only copy of a run: read it as it is
-            atomic_write_json(path, {"through": [offset, seq], "events": others, "rollouts_by_split": counts})
-    return others, counts
+    return EventsDigest(rundir.root, rundir.log).read()
+
+
+class EventsDigest:
+    """``events_digest.json`` under ``root``, a view of ``log`` (:class:`.log_views.LogView`),
+    caught up by its readers (``capevolve measure``), not by a session's flush."""
+
+    def __init__(self, root: Path, log: EventLog) -> None:
+        self.path = root / DIGEST_NAME
+        self.log = log
+
+    @property
+    def name(self) -> str:
+        return DIGEST_NAME
+
+    def read(self) -> tuple[list[dict[str, Any]], dict[str, int]]:
+        """What :func:`digest` answers; the file rewritten when the log moved on."""
+        cached = _read(self.path)
+        counts: dict[str, int] = {}
+        if cached is not None:
+            counts = dict(cached[2])
+            tail = self.log.events_after(*cached[0], view=_counting(counts))
+        if cached is None or tail is None:
+            counts = {}
+            cached, tail = ((0, 0), [], {}), self.log.events_after(0, 0, view=_counting(counts))
+            if tail is None:  # a line that is not an event: the log's own reader says where
+                events = self.log.events()
+                return _split(events, [], {})
+        others, offset, seq = tail
+        others = list(cached[1]) + others
+        if offset != cached[0][0]:
+            with contextlib.suppress(OSError):  # a read-only copy of a run: read it as it is
+                atomic_write_json(
+                    self.path, {"through": [offset, seq], "events": others, "rollouts_by_split": counts}
+                )
+        return others, counts
+
+    def catch_up(self) -> None:
+        self.read()
+
+    def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
+        """A digest the log continues from (so a reader would trust it) whose events or counts
+        are not the log's up to its mark. Missing, unreadable or behind a rewritten log is no
+        disagreement: its reader rebuilds it."""
+        cached = _read(self.path)
+        if cached is None or self.log.events_after(*cached[0], view=lambda event: None) is None:
+            return []
+        (_, seq), others, counts = cached
+        want_others, want_counts = _split([e for e in events if int(e.get("seq", 0)) <= seq], [], {})
+        problems = []
+        if others != want_others:
+            problems.append(f"{DIGEST_NAME}: its events differ from the log's up to seq {seq}")
+        if counts != want_counts:
+            problems.append(f"{DIGEST_NAME}: rollouts by split {counts}, but the log has {want_counts}")
+        return problems
+
+    def rebuild(self, problems: Sequence[str]) -> str:
+        self.path.unlink(missing_ok=True)
+        self.read()
+        return f"{DIGEST_NAME}: rebuilt from the events ({len(problems)} disagreement(s))"
 
 
 def _counting(counts: dict[str, int]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:

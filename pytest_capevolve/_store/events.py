@@ -280,7 +280,7 @@ class EventLog:
             return None
         if size == offset:
             return [], offset, seq
-        events = []
+        events: list[Any] = []
         end = offset
         with open(self.events_path, "rb") as handle:
             handle.seek(offset)

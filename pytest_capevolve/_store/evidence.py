@@ -103,7 +103,7 @@ def cells(arm: Arm, task_ids: Sequence[str], num_trials: int) -> Cells:
         rows.append(i)
         cols.append(k)
         flagged.append(record.infra_error is not None)
-        rewards.append(float(record.reward) if record.valid else np.nan)
+        rewards.append(float(record.reward) if record.valid else np.nan)  # type: ignore[arg-type]  # valid: a float
     shape = (len(row_of), num_trials)
     present, infra, reward = np.zeros(shape, bool), np.zeros(shape, bool), np.full(shape, np.nan)
     present[rows, cols] = True

@@ -10,7 +10,8 @@ is rebuilt from the rollout files — logging, on the way, files the log recorde
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,74 @@ class IndexView:
         self.rollout_path = rollout_path
         self.notices = notices
         self.read_files = read_files
+
+    # -- a view of the log (:class:`.log_views.LogView`) ---------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.index.path.name
+
+    def catch_up(self) -> None:
+        """Under the lock: :meth:`sync`; an index that cannot be is let go (a cache: the next
+        reader rebuilds it), said in the notices."""
+        try:
+            self.sync()
+        except (IndexDamaged, OSError) as exc:
+            self.index.close()
+            self.notices.append(f"{self.index.path}: could not be brought up to date ({exc})")
+
+    def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
+        """The index's rows against the files they stand for: a row whose numbers differ from
+        its file (the index edited, or stale), a row without a file, a file without a row.
+        Caught up first (with ``repair``, rebuilt if it must be: a deletion it finds is logged)."""
+        name = self.name
+        if not repair and not self.index.path.exists():  # not even an empty one made: verify reads
+            return [f"{name}: missing (the next session, or capevolve verify --repair, rebuilds it)"]
+        try:
+            with self.log.lock():
+                self.sync(rebuild=repair)
+            problems: list[str] = []
+            for split_dir in sorted((self.root / "rollouts").glob("*")):
+                split = split_dir.name
+                if split_dir.is_dir() and not split.startswith(".") and split != TEST_SPLIT:
+                    problems += self._check_split(
+                        split, {path.name: path for path in split_dir.glob("*.json")}
+                    )
+            return problems
+        except IndexDamaged as exc:
+            return [f"{name}: unusable ({exc})"]
+
+    def _check_split(self, split: str, files: dict[str, Path]) -> list[str]:
+        name, problems = self.name, []
+        columns = (*FIELDS_INDEX, "file", "size", "mtime_ns")
+        rows = {
+            row[len(FIELDS_INDEX)]: dict(zip(columns, row, strict=True)) for row in self.index.rows(split)
+        }
+        for file, row in sorted(rows.items()):
+            if file not in files:
+                problems.append(f"{name}: a {split} row for {file}, which is not on disk")
+                continue
+            stat = files[file].stat()
+            if (stat.st_size, stat.st_mtime_ns) != (row["size"], row["mtime_ns"]):
+                continue  # the file changed since: readers read it again (checked above)
+            try:
+                data = json.loads(files[file].read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError, OSError):
+                continue  # reported above as unreadable
+            for field in ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd"):
+                if data.get(field) != row[field]:
+                    problems.append(
+                        f"{name}: {field} {row[field]!r} for rollouts/{split}/{file}, "
+                        f"but the file says {data.get(field)!r}"
+                    )
+        return problems + [
+            f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
+        ]
+
+    def rebuild(self, problems: Sequence[str]) -> str:
+        """Under the lock: a fresh index from every train and val rollout file."""
+        self._rebuild_index("verify --repair")
+        return f"{self.name}: rebuilt from the rollout files ({len(problems)} disagreement(s))"
 
     def sync(self, *, rebuild: bool = True) -> None:
         """Under the lock: catch the index up with the log — rows for the rollouts logged since

@@ -112,17 +112,13 @@ class RolloutFiles:
         self.index_view.sync(rebuild=rebuild)
 
     def flush(self) -> None:
-        """Bring ``state.json``'s spend and the index up to the log (every
-        :data:`~.state.SPEND_FLUSH_EVERY` rollouts and at the end of a session). Both are
-        views: nothing is lost if this never runs."""
+        """Bring the views a session keeps current as it goes — ``state.json``'s spend and the
+        index — up to the log (every :data:`~.state.SPEND_FLUSH_EVERY` rollouts and at the end
+        of a session). Views: nothing is lost if this never runs."""
         with self.lock():
             self._unflushed = 0
-            self.state.flush_spend()
-            try:
-                self.sync_index()
-            except (IndexDamaged, OSError) as exc:  # a cache: the next reader rebuilds it
-                self.index.close()
-                self.notices.append(f"{self.index.path}: could not be brought up to date ({exc})")
+            for view in (self.state, self.index_view):
+                view.catch_up()
 
     # -- the index ---------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import yaml
 from .._project.candidate import check_tag, escape_id
 from .._project.paths import to_stored
 from .claims import Claims
+from .event_digest import EventsDigest
 from .events import EventLog
 from .files import (
     RunDirError,
@@ -33,6 +34,8 @@ from .files import (
     read_json,
 )
 from .index import RolloutIndex
+from .log_views import LogView
+from .pages_stamp import PagesStamp
 from .rollout_files import RolloutFiles
 from .snapshots import Snapshots
 from .state import BUDGET_KEYS, RunState
@@ -90,6 +93,14 @@ class RunDir:
             root, self.run_id, self.log, self.state, self.index, self.rollout_path, self.notices
         )
         self.verdicts = Verdicts(root, self.log)
+        self.pages_stamp = PagesStamp(self.views_path)
+        # the files derived from the log, in the order verify checks them (one repair path)
+        self.log_views: tuple[LogView, ...] = (
+            self.state,
+            self.rollouts.index_view,
+            EventsDigest(root, self.log),
+            self.pages_stamp,
+        )
 
     # -- locating ---------------------------------------------------------------------------
 
@@ -163,15 +174,11 @@ class RunDir:
         return self.dashboard_path
 
     def views_stamp(self) -> dict[str, Any] | None:
-        """What the pages were last drawn from (:mod:`..show.views`); None if unknown."""
-        try:
-            stamp = read_json(self.views_path)
-        except (OSError, ValueError, UnicodeDecodeError):
-            return None
-        return stamp if isinstance(stamp, dict) else None
+        """What the pages were last drawn from (:mod:`.._show.views`); None if unknown."""
+        return self.pages_stamp.read()
 
     def write_views_stamp(self, stamp: dict[str, Any]) -> None:
-        atomic_write_json(self.views_path, stamp)
+        self.pages_stamp.write(stamp)
 
     # -- locking, events, state ---------------------------------------------------------------
 

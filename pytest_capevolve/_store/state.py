@@ -14,9 +14,10 @@ instant — a ``kill -9`` loses none of it — while the file is rewritten only 
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,58 @@ class RunState:
         (every :data:`SPEND_FLUSH_EVERY` rollouts and at the end of a session: a view, since
         :meth:`read_state` already counts it)."""
         self.update_state(lambda state: None)
+
+    # -- a view of the log (:class:`.log_views.LogView`) ---------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.state_path.name
+
+    def catch_up(self) -> None:
+        """Under the lock: the spend logged since ``state.json`` was written, written into it."""
+        self.flush_spend()
+
+    def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
+        """``state.json`` against what ``events`` add up to: the best, the counters, the spend
+        (the rollouts logged after it was written count). Missing or unreadable is reported."""
+        expected = self.replay_state()
+        name = self.name
+        try:
+            state = read_json(self.state_path)
+            assert isinstance(state, dict)
+        except FileNotFoundError:
+            return [f"{name}: missing; the events add up to best {expected['best_id']!r}"]
+        except (ValueError, AssertionError, UnicodeDecodeError):
+            return [f"{name}: unreadable"]
+        checks = [("best_id", state.get("best_id"), expected["best_id"])]
+        checks.append(("iterations", state.get("iterations"), expected["iterations"]))
+        if any(e.get("kind") in ("stalled", "decision") for e in events):  # older logs did not record stalls
+            checks.append(("stall", state.get("stall"), expected["stall"]))
+        if isinstance(state.get("spent"), dict):  # the rollouts logged since it was written count
+            state = self._with_recent_spend(dict(state))
+        spent = state.get("spent") or {}
+        checks.append(("spent.metric_calls", spent.get("metric_calls"), expected["spent"]["metric_calls"]))
+        usd = spent.get("usd")
+        if not (isinstance(usd, (int, float)) and math.isclose(usd, expected["spent"]["usd"], abs_tol=1e-9)):
+            checks.append(("spent.usd", usd, expected["spent"]["usd"]))
+        return [
+            f"{name}: {what} is {value!r}, but the events add up to {want!r}"
+            for what, value, want in checks
+            if value != want
+        ]
+
+    def rebuild(self, problems: Sequence[str]) -> str:
+        """Under the lock: the old file moved aside, ``state.json`` replayed from the log, and a
+        ``state_rebuilt`` event saying why."""
+        expected = self.replay_state()
+        if self.state_path.exists():
+            os.replace(
+                self.state_path,
+                self.state_path.with_name(f"{self.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"),
+            )
+        self._write_state(expected)
+        self.log.append_event("state_rebuilt", problem="; ".join(problems), best_id=expected["best_id"])
+        return f"{self.name}: rebuilt from the events ({len(problems)} disagreement(s))"
 
     def _write_state(self, state: dict[str, Any]) -> None:
         """Under the lock: ``state`` is current to the end of the log, and says so."""
