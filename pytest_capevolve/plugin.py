@@ -275,7 +275,7 @@ def pytest_configure(config: pytest.Config) -> None:
     split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
     from ._session.wiring import configure
 
-    configure(config, target, finalize=finalize, split=split, ini=_ini_defaults(config))
+    configure(config, target, split=split, ini=_ini_defaults(config))
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

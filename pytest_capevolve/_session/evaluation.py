@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .._decide.verdict import INDECISIVE, REJECT, Verdict
 from .._project.candidate import SEED_TAG
@@ -17,7 +16,7 @@ from .._project.spec import Spec
 from .._store.evidence import Arm, ByTag, index_records
 from .._store.rundir import RunDir
 from . import exitcodes
-from .outcome import Outcome
+from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import (
     Persistence,
     outcomes_of_columns,
@@ -49,10 +48,6 @@ class LazyArms(Mapping[str, Arm]):
         return len(self._loaded())
 
 
-if TYPE_CHECKING:  # judging is imported by a session that judges: a resume that only measures skips it
-    from .sequential_gate import SequentialGate
-
-
 @dataclass(eq=False)  # a plugin: identity, not value, equality
 class EvaluationSession:
     """Controller only: the conclusion of this session kind, run by :class:`.outcome.SessionEnd`."""
@@ -64,33 +59,11 @@ class EvaluationSession:
     refusals: list[Verdict]
     persistence: Persistence
     explain: bool = False  # --capevolve-explain: each verdict in plain words
-    sequential: SequentialGate | None = None
+    hooks: SessionHooks = NO_HOOKS  # the user's verdict_written and decision_booked hooks
 
-    def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict]:
-        """Ctrl-C in a sequential gate: its verdicts as they stand (none booked)."""
-        assert self.sequential is not None
-        nulls, judged = self._sequential_verdicts(by_tag, interrupted=True)
-        self.sequential.finish()
-        return nulls + judged
-
-    def _sequential_verdicts(
-        self, by_tag: ByTag, *, interrupted: bool
-    ) -> tuple[list[Verdict], list[Verdict]]:
-        assert self.sequential is not None
-        from .._policy.verdicts import gate_config
-        from .gating import AlphaBudget
-
-        config = gate_config(self.spec, veto_regressions=self.gate.veto_regressions)
-        nulls, judged = self.sequential.verdicts(
-            by_tag, config, self.planned.null_tags, interrupted=interrupted
-        )
-        AlphaBudget.read(self.spec, self.rundir, len(judged)).record(
-            self.rundir, nulls, judged, self.planned.null_tags
-        )
-        self.rundir.log.append_event(
-            "sequential_gate", interrupted=interrupted, tags=self.sequential.to_event()
-        )
-        return nulls, judged
+    def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict] | None:
+        """Ctrl-C: no verdicts (the evidence is partial); a sequential gate overrides this."""
+        return None
 
     def _val_budget_lines(self) -> list[tuple[str, dict[str, bool]]]:
         """The val-reuse budget after this session's decisions, and the calibration alarm."""
@@ -111,8 +84,9 @@ class EvaluationSession:
         return lines
 
     def conclude(self) -> Outcome:
+        """After the run loop: the table from what is persisted, the gate's verdicts (when
+        gating), the refusals' verdict files, the decisions booked, and the exit status."""
         from .._policy.verdicts import verdict_file
-        from .gating import book_verdicts, judge
 
         plan = self.planned.plan
         tags = plan.tags() | {SEED_TAG}
@@ -137,47 +111,58 @@ class EvaluationSession:
                     {},
                 )
             )
-        judged: list[Verdict] = []
-        if self.sequential is not None:
-            not_paid = self.sequential.not_paid()
-            outcome.missing = [k for k in outcome.missing if k.tag not in not_paid]
-            if not outcome.missing and not self.persistence.tally.dead_workers:
-                outcome.exit_code = exitcodes.OK
-            nulls, judged = self._sequential_verdicts(by_tag, interrupted=False)
-            outcome.verdicts = nulls + judged
-            outcome.closing += [(line, {}) for line in self.sequential.summary()]
-            self.sequential.finish()
-        elif self.gate.enabled:
-            nulls, judged = judge(
-                self.spec,
-                self.rundir,
-                plan,
-                by_tag,
-                best=self.planned.best,
-                null_tags=self.planned.null_tags,
-                gate=self.gate,
-            )
-            outcome.verdicts = nulls + judged
-            if not judged and not self.refusals and self.planned.best in {c.tag for c in plan.candidates}:
-                outcome.closing.append(
-                    (
-                        f"nothing to gate: the candidate asked for is the best ({self.planned.best}) "
-                        "already, so no null controls were paid; gate a new version under a new tag",
-                        {},
-                    )
-                )
+        judged = self._judge(outcome, by_tag)
         if self.gate.enabled:
             outcome.closing += self._val_budget_lines()
         for verdict in self.refusals:
-            self.rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
+            self.hooks.write_verdict(self.rundir, verdict_file(verdict, null_control=False))
         outcome.verdicts += self.refusals
         outcome.nulls = [v for v in outcome.verdicts if v.tag in self.planned.null_tags]
         if self.explain and outcome.verdicts:
             outcome.explained = self._explained(by_tag, outcome.verdicts)
+        self._book(outcome, [*judged, *self.refusals])
+        record_finish(self.spec, self.rundir, plan, self.persistence.tally, outcome, by_tag)
+        return outcome
+
+    def _judge(self, outcome: Outcome, by_tag: ByTag) -> list[Verdict]:
+        """The gate's round (null controls first, their verdicts in ``outcome.verdicts``);
+        returns the candidates' verdicts. Nothing when not gating."""
+        if not self.gate.enabled:
+            return []
+        from .gating import judge
+
+        plan = self.planned.plan
+        nulls, judged = judge(
+            self.spec,
+            self.rundir,
+            plan,
+            by_tag,
+            best=self.planned.best,
+            null_tags=self.planned.null_tags,
+            gate=self.gate,
+            hooks=self.hooks,
+        )
+        outcome.verdicts = nulls + judged
+        if not judged and not self.refusals and self.planned.best in {c.tag for c in plan.candidates}:
+            outcome.closing.append(
+                (
+                    f"nothing to gate: the candidate asked for is the best ({self.planned.best}) "
+                    "already, so no null controls were paid; gate a new version under a new tag",
+                    {},
+                )
+            )
+        return judged
+
+    def _book(self, outcome: Outcome, decided: list[Verdict]) -> None:
+        """Book the decisions (``--capevolve-commit auto``) or say why none was, and set the
+        exit status from them (indecisive before rejected) when the run itself was clean."""
         if self.gate.enabled and self.gate.commit == "auto":
-            booked = book_verdicts(self.spec, self.rundir, [*judged, *self.refusals])
-            outcome.closing += [(line, {}) for line in booked]
-        elif judged or self.refusals:
+            from .gating import book_verdicts
+
+            outcome.closing += [
+                (line, {}) for line in book_verdicts(self.spec, self.rundir, decided, self.hooks)
+            ]
+        elif decided:
             outcome.closing.append(
                 (
                     "--capevolve-commit none: verdicts written as evidence, no decision booked "
@@ -185,14 +170,12 @@ class EvaluationSession:
                     {},
                 )
             )
-        decisions = {v.decision for v in [*judged, *self.refusals]}
+        decisions = {v.decision for v in decided}
         if outcome.exit_code == exitcodes.OK:
             if INDECISIVE in decisions:
                 outcome.exit_code = exitcodes.INDECISIVE
             elif REJECT in decisions:
                 outcome.exit_code = exitcodes.REJECTED
-        record_finish(self.spec, self.rundir, plan, self.persistence.tally, outcome, by_tag)
-        return outcome
 
     def _explained(self, by_tag: ByTag, verdicts: list[Verdict]) -> list[str]:
         """The verdicts in words, with what it would take from the best's planning figures

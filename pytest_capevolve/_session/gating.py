@@ -20,7 +20,7 @@ from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
-from .._policy.commit import CommitRefused, book
+from .._policy.commit import CommitRefused
 from .._policy.verdicts import (
     Evidence,
     as_null,
@@ -31,6 +31,7 @@ from .._policy.verdicts import (
 from .._project.spec import Spec
 from .._store.evidence import ByTag
 from .._store.rundir import RunDir
+from .outcome import NO_HOOKS, SessionHooks
 from .planning import GateRequest
 
 
@@ -43,6 +44,7 @@ def judge(
     best: str,
     null_tags: list[str],
     gate: GateRequest,
+    hooks: SessionHooks = NO_HOOKS,
 ) -> tuple[list[Verdict], list[Verdict]]:
     """(null controls' verdicts, candidates' verdicts in the order given), written to
     ``verdicts/``; each candidate's ``against`` names the best it was gated against."""
@@ -59,7 +61,7 @@ def judge(
     verdicts = [
         with_looks(spec, v, 1) for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
-    budget.record(rundir, nulls, verdicts, null_tags)
+    budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts
 
 
@@ -106,13 +108,18 @@ class AlphaBudget:
         }, True
 
     def record(
-        self, rundir: RunDir, nulls: list[Verdict], verdicts: list[Verdict], null_tags: list[str]
+        self,
+        rundir: RunDir,
+        nulls: list[Verdict],
+        verdicts: list[Verdict],
+        null_tags: list[str],
+        hooks: SessionHooks = NO_HOOKS,
     ) -> None:
         """Write the verdicts with the budget they spent, and log one ``gate_decision`` per
         candidate decided (its j and α_j) and one ``null_gated`` per null control decided (the
         alarm's tally). Undecided (an interrupted sequential gate) spends nothing."""
         for verdict in nulls:
-            rundir.verdicts.write_verdict(verdict_file(verdict, null_control=True))
+            hooks.write_verdict(rundir, verdict_file(verdict, null_control=True))
             fresh = (NULL_EVENT, verdict.tag, verdict.against) not in self._earlier
             if fresh and verdict.decision in (ACCEPT, REJECT):
                 rundir.log.append_event(
@@ -127,8 +134,8 @@ class AlphaBudget:
                 slot, fresh = self.slot(verdict)
             else:  # indecisive or undecided: no decision, no α spent
                 slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
-            rundir.verdicts.write_verdict(
-                verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
+            hooks.write_verdict(
+                rundir, verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
             )
             if fresh:
                 rundir.log.append_event(
@@ -163,14 +170,18 @@ def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
     return "reject", "gate"
 
 
-def book_verdicts(spec: Spec, rundir: RunDir, verdicts: list[Verdict]) -> list[str]:
+def book_verdicts(
+    spec: Spec, rundir: RunDir, verdicts: list[Verdict], hooks: SessionHooks = NO_HOOKS
+) -> list[str]:
     """Book each verdict as a decision, in order (``--capevolve-commit auto``); one line each
     saying what was booked, or why not (a tag is decided once)."""
     lines = []
     for verdict in verdicts:
         decision, basis = booked_as(spec, verdict)
         try:
-            book(spec, rundir, verdict.tag, decision, basis=basis, note=f"gate session: {verdict.reason}")
+            hooks.book(
+                spec, rundir, verdict.tag, decision, basis=basis, note=f"gate session: {verdict.reason}"
+            )
         except CommitRefused as exc:
             lines.append(f"{verdict.tag}: verdict written, decision not booked: {exc}")
             continue

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._decide.looks import looks_record
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
-from .._policy.commit import CommitRefused, book
+from .._policy.commit import CommitRefused
 from .._policy.verdicts import (
     Evidence,
     as_null,
@@ -32,7 +32,7 @@ from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
 from . import exitcodes
 from .gating import booked_as
-from .outcome import Outcome
+from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .planning import (
     Planned,
@@ -230,6 +230,7 @@ class GrowSession:
     persistence: Persistence
     commit: str
     veto_regressions: bool = False
+    hooks: SessionHooks = NO_HOOKS
 
     def conclude(self) -> Outcome:
         spec, rundir, planned = self.spec, self.rundir, self.planned
@@ -250,7 +251,9 @@ class GrowSession:
             if self.commit == "auto":
                 decision, basis = booked_as(spec, verdict)
                 try:
-                    book(spec, rundir, verdict.tag, decision, basis=basis, note=f"grow: {verdict.reason}")
+                    self.hooks.book(
+                        spec, rundir, verdict.tag, decision, basis=basis, note=f"grow: {verdict.reason}"
+                    )
                     outcome.closing.append((f"{verdict.tag}: booked {decision}", {}))
                 except CommitRefused as exc:
                     outcome.closing.append(
@@ -279,7 +282,7 @@ class GrowSession:
             f"{plan.num_trials} trials per task",
             details={**verdict.details, "looks": record},
         )
-        rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False, nulls=planned.null_tags))
+        self.hooks.write_verdict(rundir, verdict_file(verdict, null_control=False, nulls=planned.null_tags))
         rundir.log.append_event(
             "grown",
             tag=planned.tag,

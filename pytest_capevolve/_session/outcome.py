@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .._items.plan import RolloutKey
 from .._show.report import ArmSummary
 from . import exitcodes
+
+if TYPE_CHECKING:
+    from .._project.spec import Spec
+    from .._store.rundir import RunDir
 
 
 @dataclass
@@ -75,3 +80,32 @@ class SessionEnd:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.outcome.set_exit_status(session)
+
+
+@dataclass(frozen=True)
+class SessionHooks:
+    """The user's extension hooks as a session's roles call them: controller only, right after
+    the record changed (a verdict file written, a decision booked), so a hook reads what is on
+    disk. Without a config (a role built outside a pytest session) nothing is called."""
+
+    config: pytest.Config | None = None
+
+    def write_verdict(self, rundir: RunDir, verdict: dict[str, Any]) -> Path:
+        """Write a verdict file, then ``pytest_capevolve_verdict_written``."""
+        path = rundir.verdicts.write_verdict(verdict)
+        if self.config is not None:
+            self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
+        return path
+
+    def book(self, spec: Spec, rundir: RunDir, tag: str, decision: str, **how: Any) -> dict[str, Any]:
+        """Book a decision (:func:`.._policy.commit.book`, which may raise ``CommitRefused``),
+        then ``pytest_capevolve_decision_booked`` with the decision as logged."""
+        from .._policy.commit import book
+
+        booked = book(spec, rundir, tag, decision, **how)
+        if self.config is not None:
+            self.config.hook.pytest_capevolve_decision_booked(config=self.config, decision=booked)
+        return booked
+
+
+NO_HOOKS = SessionHooks()

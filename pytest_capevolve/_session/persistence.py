@@ -79,7 +79,7 @@ class Persistence:
             self.rundir.flush()  # a view of the log: skipping it (a crash) loses nothing
         finally:
             self.rundir.claims.release()  # an interrupted session lets go too
-            self.rundir.close_log()
+            self.rundir.log.close_log()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:

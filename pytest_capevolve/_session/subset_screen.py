@@ -23,7 +23,7 @@ import numpy as np
 from .. import _stats as stats
 from .._decide import screen as ladder
 from .._decide.verdict import Verdict
-from .._policy.commit import CommitRefused, book
+from .._policy.commit import CommitRefused
 from .._policy.verdicts import gate_config
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec, splits_for
@@ -34,7 +34,7 @@ from .._store.files import atomic_write_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
 from . import exitcodes
-from .outcome import Outcome
+from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .planning import (
     CandidateRequest,
@@ -164,6 +164,7 @@ class ScreenSession:
     refusals: list[Verdict]
     persistence: Persistence
     commit: str
+    hooks: SessionHooks = NO_HOOKS
 
     def conclude(self) -> Outcome:
         plan, planned = self.planned.plan, self.planned
@@ -278,7 +279,7 @@ class ScreenSession:
             if self.commit == "auto":
                 basis = ladder.COMMIT_BASIS[result.basis]
                 try:
-                    book(spec, rundir, tag, "reject", basis=basis, note=f"screen: {result.reason}")
+                    self.hooks.book(spec, rundir, tag, "reject", basis=basis, note=f"screen: {result.reason}")
                     outcome.closing.append((f"{tag}: booked reject ({basis})", {}))
                 except CommitRefused as exc:
                     outcome.closing.append((f"{tag}: screen written, decision not booked: {exc}", {}))

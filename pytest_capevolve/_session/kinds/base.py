@@ -1,0 +1,67 @@
+"""What every session kind is: the :class:`SessionKind` protocol and what its ``start`` returns.
+
+Controller only. The table of kinds is :data:`.KINDS`; this module is what the kinds' modules
+(and a project's own kind, through ``pytest_capevolve_make_session``) build on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+import pytest
+
+from ..._project.candidate import SEED_TAG
+
+if TYPE_CHECKING:
+    from ..._decide.verdict import Verdict
+    from ..._project.spec import Spec
+    from ..._store.evidence import ByTag
+    from ..._store.record import RolloutRecord
+    from ..._store.rundir import RunDir
+    from ..outcome import Outcome
+    from ..persistence import Persistence
+    from ..planning import Planned
+
+
+class Role(Protocol):
+    """The plugin that concludes a session: run by :class:`..outcome.SessionEnd` after the run
+    loop, it reads back what is persisted and returns the outcome."""
+
+    def conclude(self) -> Outcome: ...
+
+
+@dataclass
+class Started:
+    """A session of one kind, planned and ready to register (controller only)."""
+
+    role: Role
+    planned: Planned
+    persistence: Persistence
+    rundir: RunDir
+    persisted: Callable[[], list[RolloutRecord]]  # after Ctrl-C: what is on disk for the table
+    plugins: list[tuple[str, object]] = field(default_factory=list)  # registered after persistence
+    # after Ctrl-C: the verdicts as they stand (a sequential gate), or None (no verdicts)
+    interrupted_verdicts: Callable[[ByTag], list[Verdict]] | None = None
+
+
+class SessionKind(Protocol):
+    """One kind of capevolve session: whether the options ask for it, and how it starts."""
+
+    name: str
+
+    def asked(self, config: pytest.Config, split: str) -> bool:
+        """Whether the options ask for this kind; raises ``pytest.UsageError`` for flags that
+        contradict it (checked before anything is planned or paid)."""
+        ...
+
+    def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
+        """Plan the session (under the project's and run's locks) and build its role."""
+        ...
+
+
+def indexed(rundir: RunDir, planned: Planned) -> Callable[[], list[RolloutRecord]]:
+    """The plan's persisted rollouts, read from the run's index (what an interrupt tabulates)."""
+    plan = planned.plan
+    return lambda: rundir.rollouts.indexed_rollouts(plan.split, plan.tags() | {SEED_TAG}, plan.block)

@@ -1,0 +1,88 @@
+"""The evaluation kind: measure the candidates on a split and, with ``--capevolve-gate``, gate
+them against the best as one round (the default kind: no other was asked for).
+
+Controller only. Plans under the project's lock (run creation) and the run's (spec lock,
+splits, snapshots, claims), so sessions started together get one run and never pay twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ..._store.rundir import RunDir
+from ..outcome import SessionHooks
+from .base import Started, indexed
+from .options import candidate_requests, gate_request
+
+if TYPE_CHECKING:
+    from ..._decide.verdict import Verdict
+    from ..._project.spec import Spec
+    from ..persistence import Persistence
+    from ..planning import GateRequest, Planned
+
+
+def plan_gated(
+    config: pytest.Config, spec: Spec, pool_ids: list[str], split: str
+) -> tuple[GateRequest, Planned, Persistence, RunDir, list[Verdict]]:
+    """Plan an evaluation (gated or not): (the gate asked for, the plan, its persistence, the
+    run, the candidates refused before paying). A refused session leaves no empty run."""
+    from ..persistence import Persistence
+    from ..planning import plan_evaluation
+    from ..refusals import Screens
+
+    option = config.option
+    gate = gate_request(config, split)
+    requests = candidate_requests(config, spec)
+    with RunDir.project_lock(spec.project_dir):
+        rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
+        screens = Screens(spec, rundir, microcases=gate.enabled)
+        try:
+            with rundir.lock():
+                if gate.enabled:
+                    from ..grow import refuse_regating_grown
+
+                    refuse_regating_grown(spec, rundir, [r.tag for r in requests])
+                planned = plan_evaluation(
+                    spec,
+                    rundir,
+                    pool_ids,
+                    requests,
+                    split,
+                    rerun=option.capevolve_rerun,
+                    gate=gate,
+                    screens=screens,
+                    block=option.capevolve_block,
+                )
+        except BaseException:
+            rundir.claims.release()
+            rundir.discard_if_created()  # a refused session leaves no empty run behind
+            raise
+    persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
+    return gate, planned, persistence, rundir, screens.refusals
+
+
+class EvaluateKind:
+    """``pytest --capevolve-run PROJECT [--capevolve-candidate DIR ...] [--capevolve-gate]``."""
+
+    name = "evaluate"
+
+    def asked(self, config: pytest.Config, split: str) -> bool:
+        return True  # the default: last in the table
+
+    def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
+        from ..evaluation import EvaluationSession
+
+        gate, planned, persistence, rundir, refusals = plan_gated(config, spec, pool_ids, split)
+        role = EvaluationSession(
+            spec,
+            rundir,
+            planned,
+            gate,
+            refusals,
+            persistence,
+            explain=config.option.capevolve_explain,
+            hooks=SessionHooks(config),
+        )
+        return Started(role, planned, persistence, rundir, indexed(rundir, planned))

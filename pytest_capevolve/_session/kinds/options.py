@@ -1,0 +1,117 @@
+"""The options the session kinds read, each read and checked in one place.
+
+Controller only, before anything is planned or paid: a contradiction is a ``pytest.UsageError``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ..._project.candidate import SEED_TAG
+
+if TYPE_CHECKING:
+    from ..._project.spec import Spec
+    from ..planning import CandidateRequest, GateRequest
+
+COMMIT_MODES = ("auto", "none")
+
+
+def commit_mode(config: pytest.Config) -> str:
+    """``--capevolve-commit`` (else the ini's, else ``auto``): whether a session books the
+    decisions its verdicts make (``auto``) or only writes them as evidence (``none``)."""
+    commit = str(config.option.capevolve_commit or config.getini("capevolve_commit") or "auto")
+    if commit not in COMMIT_MODES:
+        raise pytest.UsageError(
+            f"--capevolve-commit must be one of {', '.join(COMMIT_MODES)}, got {commit!r}"
+        )
+    return commit
+
+
+def cheaper_evidence(config: pytest.Config, split: str) -> str | None:
+    """``screen`` or ``grow`` when one was asked for (checked here, before any planning)."""
+    option = config.option
+    screen = option.capevolve_screen is not None or option.capevolve_screen_ids is not None
+    if not screen and not option.capevolve_grow:
+        return None
+    kind = "grow" if option.capevolve_grow else "screen"
+    flag = "--capevolve-grow" if kind == "grow" else "--capevolve-screen"
+    if screen and option.capevolve_grow:
+        raise pytest.UsageError("--capevolve-screen and --capevolve-grow are separate sessions; run one")
+    if option.capevolve_screen is not None and option.capevolve_screen_ids is not None:
+        raise pytest.UsageError("give --capevolve-screen TIER or --capevolve-screen-ids a,b,c, not both")
+    if len(option.capevolve_candidate) != 1:
+        raise pytest.UsageError(f"{flag} takes exactly one --capevolve-candidate")
+    for name in ("gate", "rerun", "block"):
+        if getattr(option, f"capevolve_{name}"):
+            raise pytest.UsageError(f"--capevolve-{name} does not apply to {flag}")
+    if split != "val":
+        raise pytest.UsageError(f"{flag} with --capevolve-split {split}: screens and grows read only val")
+    return kind
+
+
+def gate_request(config: pytest.Config, split: str) -> GateRequest:
+    """The gate an evaluation session was asked for (refused when the flags contradict it)."""
+    from ..._decide.rounds import MULTIPLE
+    from ..planning import GateRequest
+
+    enabled = bool(config.option.capevolve_gate)
+    if enabled and split != "val":
+        raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")
+    if enabled and config.option.capevolve_block:
+        raise pytest.UsageError(
+            f"--capevolve-gate with --capevolve-block {config.option.capevolve_block}: the gate reads "
+            "block 0 only; a replicate block is evidence for `capevolve multirep`, evaluated "
+            "without --capevolve-gate"
+        )
+    nulls = config.option.capevolve_null
+    if nulls is None:
+        nulls = 2 if enabled else 0
+    option = config.option
+    commit = commit_mode(config)
+    multiple = option.capevolve_multiple or config.getini("capevolve_multiple") or "holm"
+    if multiple not in MULTIPLE:
+        raise pytest.UsageError(
+            f"--capevolve-multiple must be one of {', '.join(MULTIPLE)}, got {multiple!r}"
+        )
+    sequential = bool(option.capevolve_sequential)
+    if sequential and not enabled:
+        raise pytest.UsageError("--capevolve-sequential decides a gate: add --capevolve-gate")
+    dist = config.getoption("dist", "no")
+    if sequential and dist not in ("no", "load"):
+        # only the load scheduler is replaced by the sequential window; under another
+        # scheduler the workers run ahead of the decision and the stop saves nothing
+        raise pytest.UsageError(
+            f"--capevolve-sequential with --dist {dist}: the early stop needs --dist load (what -n uses)"
+        )
+    return GateRequest(enabled, nulls, bool(option.capevolve_veto_regressions), commit, multiple, sequential)
+
+
+def candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:
+    """The ``--capevolve-candidate`` folders with their tags, in the order given."""
+    dirs = [Path(d) for d in config.option.capevolve_candidate]
+    tags = list(config.option.capevolve_tag)
+    if tags and len(tags) != len(dirs):
+        raise pytest.UsageError(
+            f"--capevolve-tag given {len(tags)} times for {len(dirs)} --capevolve-candidate; "
+            "give one tag per candidate, in the same order"
+        )
+    from ..planning import CandidateRequest
+
+    requests = []
+    for i, folder in enumerate(dirs):
+        path = folder.resolve()
+        if not path.is_dir():
+            raise pytest.UsageError(f"--capevolve-candidate {folder}: no such folder")
+        tag = tags[i] if tags else path.name
+        if path == spec.capability_path.resolve():
+            tag = tags[i] if tags else SEED_TAG
+        elif tag == SEED_TAG:
+            raise pytest.UsageError(
+                f"--capevolve-candidate {folder}: the tag 'seed' belongs to the spec's "
+                "capability_path; give this candidate another --capevolve-tag"
+            )
+        requests.append(CandidateRequest(tag, path))
+    return requests

@@ -1,0 +1,47 @@
+"""The subset-screen kind (``--capevolve-screen TIER`` / ``--capevolve-screen-ids a,b,c``):
+the candidate on a subset of val, killed early or promoted to a gate (:mod:`..subset_screen`).
+
+Controller only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ..outcome import SessionHooks
+from .base import Started, indexed
+from .cheaper import plan_locked
+from .options import candidate_requests, cheaper_evidence, commit_mode
+
+if TYPE_CHECKING:
+    from ..._project.spec import Spec
+
+
+class ScreenKind:
+    """A subset screen of one candidate against the best."""
+
+    name = "screen"
+
+    def asked(self, config: pytest.Config, split: str) -> bool:
+        return cheaper_evidence(config, split) == "screen"
+
+    def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
+        from ..persistence import Persistence
+        from ..subset_screen import ScreenRequest, ScreenSession, plan_screen
+
+        option = config.option
+        candidate = candidate_requests(config, spec)[0]
+        commit = commit_mode(config)
+        request = ScreenRequest(option.capevolve_screen, tuple(option.capevolve_screen_ids or ()))
+        planned, rundir, screens = plan_locked(
+            config,
+            spec,
+            lambda rundir, screens: plan_screen(spec, rundir, pool_ids, candidate, request, screens),
+        )
+        persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
+        role = ScreenSession(
+            spec, rundir, planned, screens.refusals, persistence, commit, SessionHooks(config)
+        )
+        return Started(role, planned, persistence, rundir, indexed(rundir, planned))
