@@ -68,16 +68,28 @@ def project_given(args: argparse.Namespace) -> bool:
     return getattr(args, "project", None) is not None or getattr(args, "project_option", None) is not None
 
 
-def spec_of(args: argparse.Namespace) -> Spec:
-    """The project's spec; outside a project, says so in those words."""
+def existing_project(args: argparse.Namespace) -> Path:
+    """The project folder of a command, refused in the one same line when it does not exist."""
     project = project_of(args)
     if not project.exists():
         raise UsageError(f"no such project folder: {project}; give a folder holding {SPEC_FILENAME}")
+    return project
+
+
+def project_folder(args: argparse.Namespace) -> Path:
+    """The project folder of a command, refused when it holds no spec, in those words."""
+    project = existing_project(args)
     if project.is_dir() and not (project / SPEC_FILENAME).is_file():
         raise UsageError(
             f"no {SPEC_FILENAME} in {project.resolve()}; run `capevolve {args.command}` in a project "
             "folder, or give the project folder as its PROJECT argument"
         )
+    return project
+
+
+def spec_of(args: argparse.Namespace) -> Spec:
+    """The project's spec; outside a project, says so in those words."""
+    project = project_folder(args)
     try:
         return load_spec(project)
     except SpecError as exc:

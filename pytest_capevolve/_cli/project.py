@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from .._session import exitcodes
-from .common import UsageError, add_project_args, emit, human, project_given, project_of, spec_of
+from .common import (
+    UsageError,
+    add_project_args,
+    emit,
+    existing_project,
+    human,
+    project_folder,
+    project_given,
+    project_of,
+)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -26,10 +35,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     from .._engine.runner import AdapterRunner, run_and_score
     from .._project.adapter import AdapterError, check_reward, load_adapter, load_tasks
+    from .._project.spec import SpecError, load_spec
     from .._store.rundir import RunDir, RunDirError
 
     problems: list[str] = []
     out = human(args)
+    project = project_folder(args)  # not a project at all: a usage error, as in every command
 
     def ok(message: str) -> None:
         checks.append({"ok": True, "message": message})
@@ -42,7 +53,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         return exitcodes.CHECK_FAILED
 
     try:
-        spec = spec_of(args)
+        spec = load_spec(project)
         if args.run_id is not None:
             RunDir.resolve(spec.project_dir, args.run_id, create=False)
         ok(f"spec {spec.path}")
@@ -50,7 +61,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         ok(f"adapter {spec.adapter} has tasks, run_target and score")
         first = load_tasks(adapter, spec.adapter)
         second = load_tasks(adapter, spec.adapter)
-    except (UsageError, RunDirError, AdapterError) as exc:
+    except (SpecError, RunDirError, AdapterError) as exc:
         return fail(str(exc))
     ok(f"{len(first)} tasks, ids unique")
     if list(first) != list(second) or any(first[k] != second[k] for k in first):
@@ -84,6 +95,8 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
     from .._store.record import RecordError, RolloutRecord
     from .._store.rundir import RUNS_DIR
 
+    if project_given(args):
+        existing_project(args)
     source = args.source.resolve()
     try:
         record = RolloutRecord.loads(source.read_text(encoding="utf-8"), str(source))

@@ -16,6 +16,7 @@ from .common import (
     UsageError,
     add_project_args,
     emit,
+    existing_project,
     human,
     open_run,
     print_json,
@@ -153,8 +154,7 @@ def _verified_run(args: argparse.Namespace) -> RunDir:
         if args.run_id is not None:
             raise UsageError(f"{target} is a run dir already; give it, or PROJECT --run-id ID, not both")
         return RunDir(target.resolve())
-    if not target.exists():
-        spec_of(args)  # the one message every command gives for a folder that is not there
+    existing_project(args)  # the one message every command gives for a folder that is not there
     if not (target / SPEC_FILENAME).is_file():
         raise UsageError(
             f"no {SPEC_FILENAME} in {target.resolve()} (and it is not a run dir: no events.jsonl there); "

@@ -54,21 +54,34 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
             raise Refusal(f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}")
     if ask.tag == against:
         raise Refusal(f"{ask.tag!r} would be gated against itself; give --against another tag")
-    looks: dict[str, Any] = ((recorded or {}).get("details") or {}).get("looks") or {}
-    grown = recorded is not None and not ask.against and int(looks.get("look", 1)) > 1
-    null_tags: list[str] = list((recorded or {}).get("nulls", [])) if recorded and not ask.against else []
-    tags = [ask.tag, against, *(null_tags if grown else [])]
-    evidence = val_evidence(spec, rundir, val_ids, recorded["trials"] if recorded and grown else None, tags)
-    config = gate_config(
-        spec,
-        mode=ask.gate_mode,
-        k_se=ask.k_se,
-        alpha=ask.alpha if ask.alpha is not None or not grown else Fraction(looks["decision_alpha"]),
-        veto_regressions=ask.veto_regressions,
-        look=int(looks["look"]) if grown else 1,
-    )
-    if grown:  # the grow judged its null controls at the pooled trials too
-        nulls = [evidence.judge(t, against, config).delta_mean for t in null_tags]
-    else:
+    # the recorded decision is re-derived as decided, unless another parent is asked for
+    as_decided = recorded if recorded is not None and not ask.against else None
+    null_tags: list[str] = list(as_decided.get("nulls", [])) if as_decided else []
+    looks = _looks(as_decided)
+    if looks is None:
+        evidence = val_evidence(spec, rundir, val_ids, None, [ask.tag, against])
+        config = gate_config(
+            spec, mode=ask.gate_mode, k_se=ask.k_se, alpha=ask.alpha, veto_regressions=ask.veto_regressions
+        )
         nulls = [v["delta_mean"] for v in (rundir.verdict(t) for t in null_tags) if v is not None]
+    else:  # grown: at its pooled trials and its look's level; its null controls judged so too
+        assert as_decided is not None
+        tags = [ask.tag, against, *null_tags]
+        evidence = val_evidence(spec, rundir, val_ids, as_decided["trials"], tags)
+        alpha = ask.alpha if ask.alpha is not None else Fraction(looks["decision_alpha"])
+        config = gate_config(
+            spec,
+            mode=ask.gate_mode,
+            k_se=ask.k_se,
+            alpha=alpha,
+            veto_regressions=ask.veto_regressions,
+            look=int(looks["look"]),
+        )
+        nulls = [evidence.judge(t, against, config).delta_mean for t in null_tags]
     return evidence.judge(ask.tag, against, config, [n for n in nulls if n is not None] or None)
+
+
+def _looks(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A grown verdict's looks record (decided at look > 1), else None."""
+    looks: dict[str, Any] = ((recorded or {}).get("details") or {}).get("looks") or {}
+    return looks if int(looks.get("look", 1)) > 1 else None
