@@ -81,7 +81,7 @@ def test_project_positional_defaults_to_the_current_folder_and_old_forms_still_w
     code, _out, err = run(capsys, "gate", "careful", "--run-id", "nope")
     assert code == 4 and "no run 'nope'" in err
     code, _out, err = run(capsys, "spend", str(gated), "--project", str(gated.parent))
-    assert code == 2 and "two projects given" in err
+    assert code == 4 and "two projects given" in err
     code, _out, err = run(capsys, "spend", "--json", "--table")
     assert code == 2 and "give one" in err
 

@@ -114,7 +114,7 @@ def test_the_descriptor_follows_the_file_its_path_names(run: RunDir) -> None:
     run.log._event_tail = None
     run.log.append_event("note", text="three")
     assert [json.loads(line)["text"] for line in run.events_path.read_text().splitlines()] == ["three"]
-    run.close_log()
+    run.log.close_log()
     assert run.log._appender is None
     run.log.append_event("note", text="four")
     assert len(run.events_path.read_text().splitlines()) == 2

@@ -229,5 +229,5 @@ def test_block_flag_refusals(example, capevolve, capsys):
     assert finalize.ret == 4
     finalize.stderr.fnmatch_lines(["*--capevolve-block does not apply to --capevolve-finalize*"])
     capsys.readouterr()
-    assert main(["multirep", "careful", str(project)]) == 2
-    assert "refused" in capsys.readouterr().err
+    assert main(["multirep", "careful", str(project)]) == 4  # no run: a usage error, as in every command
+    assert "no run under" in capsys.readouterr().err

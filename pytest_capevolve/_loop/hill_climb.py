@@ -64,6 +64,7 @@ from .git_store import (
     open_store,
     unified_diff,
 )
+from .launch import gate_flags, run_logged, session_command
 from .prompt import (
     DEFAULT_INSTRUCTIONS,
     FOCUS_MODES,
@@ -182,25 +183,11 @@ class HillClimb:
         return out
 
     def _session_args(self, rundir: RunDir | None) -> list[str]:
-        args = [sys.executable, "-m", "pytest", "--capevolve-run", str(self.spec_path)]
-        if rundir is not None:
-            args += ["--capevolve-run-id", rundir.run_id]
-        args += ["-q", "--tb=no", "-p", "no:cacheprovider"]
-        for key, value in self.ini.items():
-            args += ["-o", f"capevolve_{key}={value}"]
-        if self.o.workers:
-            args += ["-n", str(self.o.workers)]
-        return args
+        run_id = rundir.run_id if rundir is not None else None
+        return session_command(self.spec_path, run_id=run_id, workers=self.o.workers, ini=self.ini)
 
     def _session(self, args: list[str], log_path: Path) -> int:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "a", encoding="utf-8") as out:
-            out.write(f"$ {shlex.join(args)}\n")
-            out.flush()
-            done = subprocess.run(
-                args, cwd=self.spec.project_dir, stdout=out, stderr=subprocess.STDOUT, check=False
-            )
-        return done.returncode
+        return run_logged(args, self.spec.project_dir, log_path)
 
     # -- the run and its baseline ---------------------------------------------------------------------
 
@@ -534,17 +521,8 @@ class HillClimb:
         ):
             pass
         elif rundir.verdicts.verdict(cid) is None:
-            args = self._session_args(rundir) + [
-                "--capevolve-candidate",
-                str(workdir),
-                "--capevolve-tag",
-                cid,
-                "--capevolve-gate",
-                "--capevolve-commit",
-                "none",
-            ]
-            if self.o.no_regression:
-                args.append("--capevolve-veto-regressions")
+            args = self._session_args(rundir)
+            args += gate_flags(workdir, cid, veto_regressions=self.o.no_regression)
             self.o.log(f"{cid}: gate session (parent {meta['parent']})")
             code = self._session(args, folder / "gate.log")
             if rundir.verdicts.verdict(cid) is None:

@@ -17,9 +17,6 @@ gate (one number for N simultaneous changes cannot say which of them helped).
 
 from __future__ import annotations
 
-import argparse
-import shlex
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -38,7 +35,7 @@ from .._project.candidate import SEED_TAG, check_tag, iter_files
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from .._store.seal import Seal
-from .command_run import command, common_arguments, open_run
+from .launch import gate_flags, run_logged, session_command
 from .work import new_work_copy
 
 Tree = dict[str, bytes]  # relative posix path → bytes
@@ -296,23 +293,10 @@ def _gate(
     spec: Spec, rundir: RunDir, step: str, folder: Path, workers: int, log: Callable[[str], None]
 ) -> dict[str, Any] | None:
     """One gate session on the step's work copy, as a child process (as hill-climb runs one)."""
-    args = [sys.executable, "-m", "pytest", "--capevolve-run", str(spec.path), "--capevolve-run-id"]
-    args += [rundir.run_id, "-q", "--tb=no", "-p", "no:cacheprovider", "--capevolve-candidate"]
-    args += [
-        str(rundir.work_dir(step)),
-        "--capevolve-tag",
-        step,
-        "--capevolve-gate",
-        "--capevolve-commit",
-        "none",
-    ]
-    args += ["-n", str(workers)] if workers else []
-    folder.mkdir(parents=True, exist_ok=True)
+    argv = session_command(spec.path, run_id=rundir.run_id, workers=workers)
+    argv += gate_flags(rundir.work_dir(step), step)
     log(f"{step}: gate session (against the best {rundir.state.best()!r})")
-    with open(folder / f"{step}.log", "a", encoding="utf-8") as out:
-        out.write(f"$ {shlex.join(args)}\n")
-        out.flush()
-        subprocess.run(args, cwd=spec.project_dir, stdout=out, stderr=subprocess.STDOUT, check=False)
+    run_logged(argv, spec.project_dir, folder / f"{step}.log")
     return rundir.verdicts.verdict(step)
 
 
@@ -342,30 +326,3 @@ def render(answer: dict[str, Any]) -> list[str]:
     if answer.get("stopped"):
         lines.append(f"stopped: {answer['stopped']}")
     return lines
-
-
-def _answer(args: argparse.Namespace) -> dict[str, Any]:
-    spec, rundir = open_run(args.project, args.run_id)
-    if args.integrate:
-        return integrate(spec, rundir, args.candidates, args.tag, onto=args.onto, workers=args.workers)
-    if args.workers:
-        raise Refusal("-n goes with --integrate (its gate sessions); a plain merge pays nothing")
-    return merge(spec, rundir, args.candidates, args.tag, onto=args.onto)
-
-
-def add_command(sub: Any) -> None:
-    """Register ``capevolve merge`` (called once by the CLI's parser builder)."""
-    parser = sub.add_parser("merge", help="one work copy from siblings' changes onto their common parent")
-    parser.add_argument("candidates", nargs="+", metavar="TAG", help="the candidates to merge, in order")
-    parser.add_argument("--tag", required=True, help="the merged candidate's tag")
-    common_arguments(parser, positional_project=False)
-    parser.add_argument(
-        "--onto", default=None, metavar="TAG", help="merge onto this tag (default: common parent)"
-    )
-    parser.add_argument(
-        "--integrate", action="store_true", help="gate after each addition; keep what clears it"
-    )
-    parser.add_argument(
-        "-n", "--workers", type=int, default=0, help="xdist workers for --integrate's sessions"
-    )
-    parser.set_defaults(func=command("merge", _answer, render))

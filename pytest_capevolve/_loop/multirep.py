@@ -12,14 +12,12 @@ gate reads block 0 only). Pays no rollout.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from .._policy import Refusal
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._store.rundir import RunDir
-from .command_run import command, common_arguments, open_run
 
 LEVEL = 0.95
 
@@ -168,21 +166,3 @@ def render(answer: dict[str, Any]) -> list[str]:
         )
     lines.append(f"{answer['status']}: {answer['reason']}")
     return lines
-
-
-def _answer(args: argparse.Namespace) -> dict[str, Any]:
-    spec, rundir = open_run(args.project, args.run_id)
-    return multirep(spec, rundir, args.tag, args.against)
-
-
-def add_command(sub: Any) -> None:
-    """Register ``capevolve multirep`` (called once by the CLI's parser builder)."""
-    parser = sub.add_parser(
-        "multirep", help="a comparison's error across replicate blocks (whole runs); pays nothing"
-    )
-    parser.add_argument("tag")
-    common_arguments(parser)
-    parser.add_argument(
-        "--against", default=None, metavar="OTHER", help="compare with this tag (default: best)"
-    )
-    parser.set_defaults(func=command("multirep", _answer, render))

@@ -1,4 +1,28 @@
-"""The session's exit codes, fixed so a CI job can branch on the outcome (see README)."""
+"""The exit codes of capevolve — its pytest sessions and its ``capevolve`` command — in one
+table, fixed so a CI job can branch on the outcome (the README's "Exit status" table).
+
+Sessions (and ``capevolve gate``, which re-derives a session's verdict):
+
+====  =====================================================================================
+0     complete; every gated candidate accepted
+10    a gated candidate was rejected
+11    a verdict was indecisive (coverage, tamper, error-rate imbalance)
+12    incomplete: infra errors, a dead worker, owed rollouts not run
+====  =====================================================================================
+
+The ``capevolve`` command (chosen once, for every subcommand, in :mod:`.._cli`):
+
+====  =====================================================================================
+1     a check found a problem (``check``'s FAIL, ``verify``'s TAMPERED/MISMATCH)
+2     a loop command refused an action on a run it could open (unknown tag, a second
+      decision, the sealed split, ``--table`` with ``--json``) — and argparse's own exit for
+      arguments it cannot parse (unknown flag, missing TAG), which argparse raises itself
+3     ``hill-climb``: an evaluation did not complete; ``--resume`` continues it
+4     usage / spec error — pytest's own 4: no such project folder, no capevolve.yaml, a spec
+      that does not load, no such run, a run with nothing to read yet, two different projects
+      given. The same code, with one ``error: …`` line, for every command that reads a project
+====  =====================================================================================
+"""
 
 from __future__ import annotations
 
@@ -6,6 +30,11 @@ OK = 0
 REJECTED = 10
 INDECISIVE = 11
 INFRA_FAILURE = 12
+
+CHECK_FAILED = 1
+REFUSED = 2
+LOOP_INCOMPLETE = 3
+USAGE = 4
 
 # pytest's own outcomes that a capevolve session replaces with its own: a task the agent
 # failed is not a failed session, and a fully resumed run that owed nothing is complete.

@@ -19,12 +19,9 @@ Pays no rollout. Runs where the command is run; imports nothing of pytest.
 
 from __future__ import annotations
 
-import argparse
 import ast
-import json
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -383,33 +380,8 @@ def _seal(rundir: RunDir, run: CapEvolveRun, spec: Any) -> str:
     return f"burned by cap-evolve's finalize: {shown} (seal.json)"
 
 
-def add_command(sub: Any) -> None:
-    """``capevolve import-cap-evolve``: registered by the CLI with one line."""
-    parser = sub.add_parser(
-        "import-cap-evolve", help="make a cap-evolve project (and one of its runs) a project here"
-    )
-    parser.add_argument("src", type=Path, help="cap-evolve's project folder or its spec file")
-    parser.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
-    parser.add_argument("--run", type=Path, default=None, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
-    parser.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
-    parser.set_defaults(func=run_command)
-
-
-def run_command(args: argparse.Namespace) -> int:
-    try:
-        report = import_cap_evolve(args.src, args.dest, args.run)
-    except (Refusal, RunDirError) as exc:
-        print(f"error: capevolve import-cap-evolve refused: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(report, sort_keys=True, ensure_ascii=False, default=str))
-        return 0
-    for line in _lines(report):
-        print(line)
-    return 0
-
-
-def _lines(report: dict[str, Any]) -> list[str]:
+def render(report: dict[str, Any]) -> list[str]:
+    """The human form of an import's report (``capevolve import-cap-evolve`` without ``--json``)."""
     lines = [f"imported {report['source']} → {report['spec']}"]
     lines += [f"  {key}: {note}" for key, note in report["keys"].items()]
     adapter = report["adapter"]

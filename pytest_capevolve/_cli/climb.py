@@ -1,0 +1,100 @@
+"""``capevolve hill-climb``: the optimize loop that runs by itself (optimizer → guards → val gate
+→ commit, repeated), driven by :class:`.._loop.hill_climb.HillClimb`. Exit 3 when an
+evaluation did not complete (``--resume`` continues it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .._session import exitcodes
+from .common import Refused, emit, project_of, spec_of
+from .decisions import loop_arguments
+
+
+def cmd_hill_climb(args: argparse.Namespace) -> int:
+    """Run the loop on the project; print its summary (JSON, or ``--table``)."""
+    from .._loop.hill_climb import HillClimb, LoopIncomplete, Options
+    from .._project.spec import SpecError
+
+    project = project_of(args)
+    spec_of(args)  # outside a project, say so before the loop starts
+    options = Options(
+        project=project,
+        optimizer=args.optimizer,
+        focus=args.focus,
+        max_iterations=args.max_iterations,
+        resume=args.resume,
+        n_trials=args.n_trials,
+        gate_mode=args.gate_mode,
+        k_se=args.k_se,
+        alpha=args.alpha,
+        no_regression=args.no_regression,
+        protected_paths=tuple(args.protected_paths or ()),
+        capabilities=tuple(c for c in (args.capabilities or "").split(",") if c.strip()),
+        convergence=args.convergence,
+        workers=args.workers,
+        store=args.store,
+        store_commit_cmd=args.store_commit_cmd,
+        instructions_file=args.instructions_file,
+        optimizer_timeout=args.optimizer_timeout,
+        run_id=args.run_id,
+    )
+    try:
+        loop = HillClimb(options)
+    except SpecError as exc:
+        raise Refused(str(exc)) from None
+    try:
+        summary = loop.run()
+    except LoopIncomplete as exc:
+        print(f"capevolve hill-climb: incomplete: {exc}", file=sys.stderr)
+        return exitcodes.LOOP_INCOMPLETE
+    emit(args, summary, summary_lines, json_default=True)
+    return exitcodes.OK
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The ``--table`` form of a loop's summary: one line per iteration, the best, why it stopped."""
+    lines = [f"capevolve hill-climb — run {summary['run_id']}"]
+    for row in summary["iterations"]:
+        numbers = ""
+        if row["delta_mean"] is not None:
+            numbers += f"  Δ̄ {round(row['delta_mean'], 4) + 0.0:+.4f}"  # never "-0.0000"
+        if row["p_value"] is not None:
+            numbers += f"  p {row['p_value']:.4g}"
+        lines.append(f"{row['tag']}  {row['decision']:<11}{row['basis'] or '':<16}{numbers}")
+    lines.append(f"best {summary['best']!r}; accepted: {', '.join(summary['accepted']) or 'none'}")
+    lines.append(f"stopped: {summary['stopped']}")
+    return lines
+
+
+def register(sub: Any) -> None:
+    """``hill-climb`` on the ``capevolve`` parser."""
+    from pathlib import Path
+
+    from .._decide.gate import GATE_MODES
+    from .._loop.git_store import STORES
+    from .._loop.prompt import FOCUS_MODES
+
+    hc = sub.add_parser("hill-climb", help="the optimize loop: optimizer → guards → val gate → commit")
+    loop_arguments(hc)
+    hc.add_argument("--optimizer", default=None, metavar="CMD", help="'CMD … {workdir} … {prompt}'")
+    hc.add_argument("--focus", choices=FOCUS_MODES, default=None, help="which failing val tasks to aim at")
+    hc.add_argument("--max-iterations", type=int, default=None, metavar="N", help="iterations in the run")
+    hc.add_argument("--n-trials", type=int, default=None, metavar="K", help="trials (if the spec sets none)")
+    hc.add_argument("--resume", action="store_true", help="finish an iteration a kill cut off")
+    hc.add_argument("--gate-mode", choices=GATE_MODES, default=None)
+    hc.add_argument("--k-se", type=float, default=None)
+    hc.add_argument("--alpha", type=float, default=None)
+    hc.add_argument("--no-regression", action="store_true", help="veto an accept that breaks a passing task")
+    hc.add_argument("--protected-paths", nargs="+", default=None, metavar="GLOB", help="also protect these")
+    hc.add_argument("--capabilities", default=None, metavar="A,B", help="the allowed edit surface")
+    hc.add_argument("--convergence", action="store_true", help="stop on a long plateau (stall ≥ 5)")
+    hc.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for each gate session")
+    hc.add_argument("--store", choices=STORES, default=None, help="where every candidate is committed")
+    hc.add_argument("--store-commit-cmd", default=None, metavar="CMD", help="'CMD {msg} {dir} {tag}'")
+    hc.add_argument("--instructions-file", type=Path, default=None, metavar="F", help="the prompt template")
+    hc.add_argument("--optimizer-timeout", type=float, default=1800.0, metavar="S", help="seconds (1800)")
+    hc.set_defaults(func=cmd_hill_climb, refusals=True)

@@ -1,0 +1,174 @@
+"""What every ``capevolve`` command shares: its project and run, its errors, and its printer.
+
+- :func:`add_project_args` registers ``PROJECT`` (optional positional, default ``.``),
+  ``--project DIR`` (the same, as an option), ``--run-id`` and ``--json`` on a command.
+- :func:`project_of`, :func:`spec_of` and :func:`open_run` resolve them the same way for every
+  command; whatever cannot be resolved raises :class:`UsageError` (exit 4, one ``error:`` line).
+- :func:`emit` prints a command's plain answer: JSON, or its human form.
+
+Exit codes come from :mod:`.._session.exitcodes` (the one table, shared with sessions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from .._project.spec import SPEC_FILENAME, Spec, SpecError, load_spec
+from .._session import exitcodes
+from .._store.rundir import RunDir, RunDirError
+
+JSON_DIGITS = 6  # loop JSON: derived statistics to 6 decimals (stored files keep full precision)
+
+Lines = Callable[[Any], list[str]]
+
+
+class UsageError(Exception):
+    """Bad arguments, or a project or run that cannot be read: ``error: …``, exit 4."""
+
+
+OPENED: list[RunDir] = []  # runs a command read: their notices (damage handled) are printed
+
+
+def add_project_args(
+    parser: argparse.ArgumentParser, *, run_id: bool = True, positional: bool = True
+) -> None:
+    """PROJECT (optional positional, default .), ``--project`` (the same, as an option),
+    ``--run-id`` and ``--json``: the same on every command. ``positional=False`` for a command
+    whose positionals are a list of tags (``merge A B C``: a trailing folder would be ambiguous)."""
+    if positional:
+        parser.add_argument("project", type=Path, nargs="?", default=None, help="project folder (default .)")
+    parser.add_argument(
+        "--project",
+        dest="project_option",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="project folder (default .)" if not positional else "the same, as an option",
+    )
+    if run_id:
+        parser.add_argument("--run-id", default=None, help="a run of the project (default: the newest)")
+    parser.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
+
+
+def project_of(args: argparse.Namespace) -> Path:
+    """The project of a command: the positional or ``--project`` (not two different ones)."""
+    positional, option = getattr(args, "project", None), getattr(args, "project_option", None)
+    if positional is not None and option is not None and positional.resolve() != option.resolve():
+        raise UsageError(f"two projects given ({positional} and --project {option}); give one")
+    return positional or option or Path(".")
+
+
+def project_given(args: argparse.Namespace) -> bool:
+    """Whether the command line named a project (a command may find one another way)."""
+    return getattr(args, "project", None) is not None or getattr(args, "project_option", None) is not None
+
+
+def existing_project(args: argparse.Namespace) -> Path:
+    """The project folder of a command, refused in the one same line when it does not exist."""
+    project = project_of(args)
+    if not project.exists():
+        raise UsageError(f"no such project folder: {project}; give a folder holding {SPEC_FILENAME}")
+    return project
+
+
+def project_folder(args: argparse.Namespace) -> Path:
+    """The project folder of a command, refused when it holds no spec, in those words."""
+    project = existing_project(args)
+    if project.is_dir() and not (project / SPEC_FILENAME).is_file():
+        raise UsageError(
+            f"no {SPEC_FILENAME} in {project.resolve()}; run `capevolve {args.command}` in a project "
+            "folder, or give the project folder as its PROJECT argument"
+        )
+    return project
+
+
+def spec_of(args: argparse.Namespace) -> Spec:
+    """The project's spec; outside a project, says so in those words."""
+    project = project_folder(args)
+    try:
+        return load_spec(project)
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def open_run(args: argparse.Namespace, *, splits: bool = True) -> tuple[Spec, RunDir]:
+    """The spec and the run (``--run-id``, default the newest) of a command that reads a run;
+    with ``splits``, refused unless the run has frozen its splits (has rollouts)."""
+    spec = spec_of(args)
+    try:
+        rundir = RunDir.resolve(spec.project_dir, getattr(args, "run_id", None), create=False)
+    except RunDirError as exc:
+        raise UsageError(str(exc)) from None
+    OPENED.append(rundir)  # what it finds damaged and handles is said on stderr at the end
+    if splits and rundir.splits() is None:
+        raise UsageError(
+            f"run {rundir.run_id} has no rollouts yet; evaluate first: pytest --capevolve-run "
+            f"{spec.project_dir}"
+        )
+    return spec, rundir
+
+
+def val_ids(rundir: RunDir) -> list[str]:
+    """The run's frozen val task ids (empty before its first session)."""
+    return list((rundir.splits() or {}).get("val", []))
+
+
+def human(args: argparse.Namespace) -> TextIO:
+    """Where text for people goes: stdout, or stderr when stdout carries ``--json``."""
+    return sys.stderr if getattr(args, "json", False) else sys.stdout
+
+
+def print_json(answer: Any) -> None:
+    """One JSON value on stdout (paths and other objects as their ``str``)."""
+    print(json.dumps(answer, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def emit(args: argparse.Namespace, answer: Any, lines: Lines | None, *, json_default: bool = False) -> None:
+    """Print a command's answer. Inspection commands print ``lines(answer)`` for people (to
+    stderr under ``--json``) and, with ``--json``, the answer as JSON. Loop primitives
+    (``json_default``) print JSON (rounded to :data:`JSON_DIGITS`) unless ``--table`` asks for
+    the human form on stdout."""
+    if json_default:
+        if getattr(args, "table", False) and args.json:
+            raise Refused("--table and --json ask for two different outputs; give one")
+        if getattr(args, "table", False):
+            for line in lines(answer) if lines else []:
+                print(line)
+            return
+        from .._show.numbers import rounded
+
+        print_json(rounded(answer, JSON_DIGITS))
+        return
+    for line in lines(answer) if lines else []:
+        print(line, file=human(args))
+    if args.json:
+        print_json(answer)
+
+
+class Refused(Exception):
+    """A loop command will not do what was asked of a run it opened: one line, exit 2."""
+
+
+def report_error(command: str, exc: BaseException) -> int:
+    """Print a command's error as one line on stderr; return its exit code from the table."""
+    from .._policy import Refusal
+    from .._project.candidate import CandidateError
+
+    if isinstance(exc, UsageError | RunDirError):
+        print(f"error: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    assert isinstance(exc, Refused | Refusal | CandidateError)
+    print(f"error: capevolve {command} refused: {exc}", file=sys.stderr)
+    return exitcodes.REFUSED
+
+
+def print_notices() -> None:
+    """The damage the runs a command opened found and handled, as warnings on stderr."""
+    for rundir in OPENED:
+        for notice in rundir.notices:
+            print(f"warning: {notice}", file=sys.stderr)

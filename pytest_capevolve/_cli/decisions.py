@@ -1,0 +1,186 @@
+"""Commands about decisions: ``gate`` (re-derive a verdict from persisted rollouts; exits as a
+gate session would), ``commit`` (book one decision) and ``baseline`` (the hand-off: check,
+evaluate the seed on val, print what an optimizer needs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import sys
+from typing import Any
+
+from .._session import exitcodes
+from .common import Refused, UsageError, add_project_args, emit, open_run, project_of, spec_of, val_ids
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Re-derive a verdict from persisted val rollouts; pays no rollout."""
+    from .._policy import Refusal
+    from .._policy.regate import GateAsk, regate
+    from .._show.report import render_verdicts
+
+    spec, rundir = open_run(args)
+    ask = GateAsk(args.tag, args.against, args.gate_mode, args.k_se, args.alpha, args.veto_regressions)
+    try:
+        verdict = regate(spec, rundir, val_ids(rundir), ask)
+    except Refusal as exc:  # an unknown tag is bad input, as a missing project is
+        raise UsageError(str(exc)) from None
+    emit(args, verdict.to_dict(), lambda _: render_verdicts([verdict]))
+    return {"accept": exitcodes.OK, "reject": exitcodes.REJECTED}.get(verdict.decision, exitcodes.INDECISIVE)
+
+
+def cmd_commit(args: argparse.Namespace) -> int:
+    """Book one decision for a tag: the gate's verdict is evidence, this is the decision."""
+    from .._policy.commit import OptimizerSpend, book
+
+    spec, rundir = open_run(args)
+    spend = OptimizerSpend(args.optimizer_usd, args.optimizer_tokens, args.optimizer_seconds)
+    entry = book(
+        spec,
+        rundir,
+        args.tag,
+        args.decision,
+        basis=args.reject_basis,
+        note=args.note,
+        optimizer=spend,
+        force=args.force,
+    )
+    emit(
+        args,
+        {**entry, "best": rundir.state.best(), "state": rundir.state.read_state()},
+        key_lines,
+        json_default=True,
+    )
+    return exitcodes.OK
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    """The hand-off: check the adapter, evaluate the seed on val, print what an optimizer needs.
+
+    Everything but the final JSON goes to stderr, so ``capevolve baseline | jq`` works."""
+    from .._loop.launch import run_captured, session_command
+    from .._policy.spend import spend_report
+    from .project import cmd_check
+
+    project = project_of(args)
+    spec = spec_of(args)
+    with contextlib.redirect_stdout(sys.stderr):
+        checked = argparse.Namespace(project=project, run_id=None, json=False, command="check")
+        if cmd_check(checked) != exitcodes.OK:
+            raise Refused(f"the adapter check of {project} failed (above); fix it before a baseline")
+    quiet = ("-q", "-p", "no:cacheprovider")  # pytest's traceback too: a failed evaluation shows all
+    command = session_command(spec.path, run_id=args.run_id, quiet=quiet, workers=args.workers)
+    done = run_captured(command, spec.project_dir)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)  # all of it: what went wrong is in there
+        raise Refused(f"the seed's val evaluation did not complete (pytest exit {done.returncode})")
+    sys.stderr.write(_session_summary(done.stdout, command))
+    spec, rundir = open_run(args)
+    report = spend_report(spec, rundir)
+    emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
+    return exitcodes.OK
+
+
+def _handoff(spec: Any, rundir: Any, report: dict[str, Any]) -> dict[str, Any]:
+    """What an optimizer needs to start: the run, the best, the budget, the next commands."""
+    splits = rundir.splits() or {}
+    where = str(spec.project_dir)
+    return {
+        "run_id": rundir.run_id,
+        "run_dir": str(rundir.root),
+        "best": report["best"],
+        "splits": {name: len(splits.get(name, [])) for name in ("train", "val", "test")},
+        "trials": spec.num_trials,
+        "ceilings": report["ceilings"],
+        "constraints": report["constraints"],
+        "recommendation": report["recommendation"],
+        "next": [
+            f"capevolve diagnose {report['best']['tag']} {where}",
+            f"capevolve spend --n-siblings 3 {where}",
+            f"capevolve work new cand_0001 {where}",
+            f"pytest --capevolve-run {spec.project_dir} --capevolve-candidate "
+            f"{rundir.work_dir('cand_0001')} --capevolve-gate --capevolve-commit none",
+            f"capevolve commit cand_0001 {where} --decision accept|reject --reject-basis gate",
+        ],
+    }
+
+
+def _session_summary(output: str, command: list[str]) -> str:
+    """A completed evaluation's summary table onward: its rollout-by-rollout lines (every task
+    the seed failed) are what the hand-off is not about, and would bury it."""
+    lines = output.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if re.match(r"=+ capevolve run ", line)), 0)
+    left_out = f"(the rollout-by-rollout output is left out; `{' '.join(command[2:])}` shows it)\n"
+    return "".join(lines[start:]) + (left_out if start else "")
+
+
+def key_lines(answer: dict[str, Any]) -> list[str]:
+    """The ``--table`` form of a flat answer: one ``key: value`` line per key, 4 decimals."""
+    from .._show.numbers import rounded
+
+    return [f"{key}: {value}" for key, value in sorted(rounded(answer, 4).items())]
+
+
+def spec_value(key: str) -> Any:
+    """An argparse type that checks a flag as the spec checks its key (same validator, same
+    range: ``--alpha`` is ``gate_alpha`` in (0, 0.25])."""
+    from .._project.spec import VALIDATORS
+
+    def parse(text: str) -> Any:
+        try:
+            return VALIDATORS[key](float(text))
+        except ValueError as exc:
+            expected = str(exc) if str(exc) and not str(exc).startswith("could not") else "a number"
+            raise argparse.ArgumentTypeError(
+                f"must be {expected} (as the spec's {key}), got {text!r}"
+            ) from None
+
+    parse.__name__ = key
+    return parse
+
+
+def register(sub: Any) -> None:
+    """``gate``, ``commit`` and ``baseline`` on the ``capevolve`` parser."""
+    from .._decide.gate import GATE_MODES
+
+    gate = sub.add_parser("gate", help="re-derive a verdict from persisted rollouts (pays nothing)")
+    gate.add_argument("tag")
+    add_project_args(gate)
+    gate.add_argument("--against", default=None, help="compare with this tag instead of the best")
+    gate.add_argument("--gate-mode", choices=GATE_MODES)
+    gate.add_argument("--k-se", type=spec_value("gate_k_se"), default=None)
+    gate.add_argument("--alpha", type=spec_value("gate_alpha"), default=None)
+    gate.add_argument("--veto-regressions", action="store_true")
+    gate.set_defaults(func=cmd_gate)
+
+
+def register_loop(sub: Any) -> None:
+    """``commit`` and ``baseline``: loop primitives (JSON by default, ``--table`` for people)."""
+    from .._policy.commit import DECISIONS, REJECT_BASES
+
+    commit = sub.add_parser("commit", help="book one decision for a tag (the gate's verdict is evidence)")
+    commit.add_argument("tag")
+    loop_arguments(commit)
+    commit.add_argument("--decision", required=True, choices=DECISIONS)
+    commit.add_argument("--reject-basis", choices=REJECT_BASES, default=None)
+    commit.add_argument("--note", default="", help="one line: the general rule this decision teaches")
+    commit.add_argument("--optimizer-usd", type=float, default=0.0)
+    commit.add_argument("--optimizer-tokens", type=int, default=0)
+    commit.add_argument("--optimizer-seconds", type=float, default=0.0)
+    commit.add_argument("--force", action="store_true", help="repair the record (itself an event)")
+    commit.set_defaults(func=cmd_commit, refusals=True)
+    baseline = sub.add_parser(
+        "baseline", help="check the adapter, evaluate the seed on val, print the hand-off"
+    )
+    loop_arguments(baseline)
+    baseline.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for the evaluation")
+    baseline.set_defaults(func=cmd_baseline, refusals=True)
+
+
+def loop_arguments(parser: argparse.ArgumentParser) -> None:
+    """A loop primitive's arguments: the project's, and ``--table`` (a short human table
+    instead of JSON)."""
+    add_project_args(parser)
+    parser.add_argument("--table", action="store_true", help="a short human table instead of JSON")

@@ -1,0 +1,180 @@
+"""The project's own commands: ``check`` (spec and adapter before any rollout is paid),
+``microcase gen`` (a skeleton microcase from a failing rollout) and ``import-cap-evolve``.
+
+``import-cap-evolve`` reads no capevolve project: it *writes* one (``SRC`` is cap-evolve's
+project, ``DEST`` where to write), so it takes no ``--project`` and no ``--run-id``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .._session import exitcodes
+from .common import (
+    UsageError,
+    add_project_args,
+    emit,
+    existing_project,
+    human,
+    project_folder,
+    project_given,
+    project_of,
+)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Verify a project's spec and adapter before any rollout is paid for."""
+    checks: list[dict[str, Any]] = []
+    code = _check(args, checks)
+    emit(args, {"ok": code == 0, "checks": checks}, None)
+    return code
+
+
+def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
+    from .._engine.runner import AdapterRunner, run_and_score
+    from .._project.adapter import AdapterError, check_reward, load_adapter, load_tasks
+    from .._project.spec import SpecError, load_spec
+    from .._store.rundir import RunDir, RunDirError
+
+    problems: list[str] = []
+    out = human(args)
+    project = project_folder(args)  # not a project at all: a usage error, as in every command
+
+    def ok(message: str) -> None:
+        checks.append({"ok": True, "message": message})
+        print(f"ok    {message}", file=out)
+
+    def fail(message: str) -> int:
+        problems.append(message)
+        checks.append({"ok": False, "message": message})
+        print(f"FAIL  {message}", file=out)
+        return exitcodes.CHECK_FAILED
+
+    try:
+        spec = load_spec(project)
+        if args.run_id is not None:
+            RunDir.resolve(spec.project_dir, args.run_id, create=False)
+        ok(f"spec {spec.path}")
+        adapter = load_adapter(spec.adapter, spec.project_dir)
+        ok(f"adapter {spec.adapter} has tasks, run_target and score")
+        first = load_tasks(adapter, spec.adapter)
+        second = load_tasks(adapter, spec.adapter)
+    except (SpecError, RunDirError, AdapterError) as exc:
+        return fail(str(exc))
+    ok(f"{len(first)} tasks, ids unique")
+    if list(first) != list(second) or any(first[k] != second[k] for k in first):
+        fail("tasks('all') returned different tasks on a second call; make it deterministic")
+    else:
+        ok("tasks are the same across two calls")
+    runner = AdapterRunner(adapter)
+    task = first[sorted(first)[0]]
+    scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
+    if scored.rollout is None or scored.reward is None:
+        return fail(f"task {task.id!r} with the seed capability gave an infra error: {scored.infra_error}")
+    try:
+        again = runner.score(task, scored.rollout)
+        reward = check_reward(again.reward, f"score({task.id!r})")
+    except Exception as exc:
+        return fail(f"re-scoring task {task.id!r} raised {exc!r}")
+    if reward != scored.reward or str(again.feedback or "") != scored.feedback:
+        fail(f"score is not deterministic: re-scoring one rollout gave {scored.reward} then {reward}")
+    else:
+        ok(f"score is deterministic on a re-score (reward {reward:g} on task {task.id!r})")
+    return exitcodes.CHECK_FAILED if problems else exitcodes.OK
+
+
+def cmd_microcase_gen(args: argparse.Namespace) -> int:
+    """Write a skeleton microcase from a failing rollout; pays nothing, copies no gold."""
+    from .._engine.checks import ProjectEnv
+    from .._project.adapter import AdapterError
+    from .._project.candidate import TAG_RE
+    from .._project.microcase import ID_RE, MICROCASES_DIR, MicrocaseError
+    from .._project.microcase_gen import skeleton
+    from .._store.record import RecordError, RolloutRecord
+    from .._store.rundir import RUNS_DIR
+
+    if project_given(args):
+        existing_project(args)
+    source = args.source.resolve()
+    try:
+        record = RolloutRecord.loads(source.read_text(encoding="utf-8"), str(source))
+    except (OSError, RecordError) as exc:
+        raise UsageError(f"not a rollout record (a rollouts/<split>/*.json file): {exc}") from None
+    task_id = record.task_id
+    if record.split == "test":
+        raise UsageError(
+            f"{source} is a test-split rollout; the test split is sealed, and a microcase made "
+            "from it would steer the search with held-out data"
+        )
+    project = project_of(args).resolve() if project_given(args) else _project_holding(source, RUNS_DIR)
+    try:
+        env = ProjectEnv.load(project)
+        gold = env.task(task_id).target
+    except (MicrocaseError, AdapterError) as exc:
+        raise UsageError(str(exc)) from None
+    if not TAG_RE.match(args.cluster):
+        raise UsageError(f"--cluster {args.cluster!r}: use letters, digits, '.', '-' or '_'")
+    case_id = args.id or f"{args.cluster}-{task_id}"
+    if not ID_RE.match(case_id):
+        raise UsageError(f"microcase id {case_id!r} is not usable; give one with --id")
+    out = (args.out or project / MICROCASES_DIR / f"{case_id}.yaml").resolve()
+    capability = env.spec.capability_path.resolve()
+    if out.is_relative_to(capability) and not out.is_relative_to(project / MICROCASES_DIR):
+        raise UsageError(f"{out} is inside the capability folder {capability}, where a candidate reads")
+    if out.exists():
+        raise UsageError(f"{out} exists; choose another --id or --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=str(source))
+    )
+    answer = {"wrote": out, "id": case_id, "cluster": args.cluster, "task_id": task_id}
+    emit(args, answer, _wrote_lines)
+    return exitcodes.OK
+
+
+def _wrote_lines(answer: dict[str, Any]) -> list[str]:
+    out = answer["wrote"]
+    return [f"wrote {out}: fill in its FILL_IN, then run: pytest {out.parent} --capevolve-candidate DIR"]
+
+
+def _project_holding(path: Path, runs_dir: Path) -> Path:
+    """The project holding a run dir file: the folder above ``.capevolve/runs/``."""
+    for folder in path.parents:
+        if (folder / runs_dir).is_dir() and path.is_relative_to(folder / runs_dir):
+            return folder
+    raise UsageError(f"{path} is not inside a project's {runs_dir}; give --project")
+
+
+def cmd_import_cap_evolve(args: argparse.Namespace) -> int:
+    """Make a cap-evolve project (and one of its runs) a project here."""
+    from .._loop.cap_evolve.importer import import_cap_evolve, render
+
+    emit(args, import_cap_evolve(args.src, args.dest, args.run), None if args.json else render)
+    return exitcodes.OK
+
+
+def register(sub: Any) -> None:
+    """``check``, ``microcase gen`` and ``import-cap-evolve`` on the ``capevolve`` parser."""
+    check = sub.add_parser("check", help="verify a project's spec and adapter")
+    add_project_args(check)
+    check.set_defaults(func=cmd_check)
+    micro = sub.add_parser("microcase", help="work with microcases").add_subparsers(
+        dest="action", required=True
+    )
+    gen = micro.add_parser("gen", help="write a skeleton microcase from a failing rollout")
+    add_project_args(gen, run_id=False)
+    gen.add_argument("--from", dest="source", type=Path, required=True, metavar="ROLLOUT_FILE")
+    gen.add_argument("--cluster", required=True, help="the failure cluster it guards")
+    gen.add_argument("--id", default=None, help="microcase id (default CLUSTER-TASK)")
+    gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
+    gen.set_defaults(func=cmd_microcase_gen)
+    imp = sub.add_parser(
+        "import-cap-evolve", help="make a cap-evolve project (and one of its runs) a project here"
+    )
+    imp.add_argument("src", type=Path, help="cap-evolve's project folder or its spec file")
+    imp.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
+    imp.add_argument("--run", type=Path, default=None, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
+    imp.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
+    imp.set_defaults(func=cmd_import_cap_evolve, refusals=True, reads_project=False)

@@ -1,0 +1,223 @@
+"""Commands that read a run and decide nothing: ``runs``, ``verify``, ``plan``, ``measure`` and
+``dashboard``. They pay no rollout — except ``measure``, which runs finalize once when the
+test split is still sealed (``--no-finalize`` leaves it sealed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any
+
+from .._session import exitcodes
+from .._store.rundir import RunDir, RunDirError
+from .common import (
+    UsageError,
+    add_project_args,
+    emit,
+    existing_project,
+    human,
+    open_run,
+    print_json,
+    project_of,
+    spec_of,
+    val_ids,
+)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """The project's runs, oldest first: best, iterations, spend, whether test is sealed."""
+    from .._show.runs import list_runs, render_runs
+
+    spec = spec_of(args)
+    rows = list_runs(spec.project_dir)
+    if not rows:
+        print(
+            f"no run under {spec.project_dir / '.capevolve' / 'runs'} yet; evaluate first: "
+            f"pytest --capevolve-run {spec.project_dir}",
+            file=human(args),
+        )
+    emit(args, rows, render_runs if rows else None)
+    return exitcodes.OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Planning from what is persisted (best's val rollouts, null controls); pays nothing."""
+    from .._policy.regate import val_evidence
+    from .._show.explain import plan_figures, render_plan
+
+    spec, rundir = open_run(args)
+    best = rundir.state.best()
+    evidence = val_evidence(spec, rundir, val_ids(rundir))
+    nulls = [t for t in rundir.snapshots.known_tags() if t.startswith(f"{best}-null")]
+    figures = plan_figures(
+        evidence.matrix(best),
+        [evidence.matrix(t) for t in nulls],
+        num_trials=spec.num_trials,
+        alpha=spec.gate_alpha,
+    )
+    if figures is None:
+        raise UsageError(f"best {best!r} has fewer than two val tasks with rollouts")
+    answer = {"best": best, **dataclasses.asdict(figures), "mde": figures.mde}
+    answer["mde_twice_the_tasks_or_trials"] = figures.mde / 2**0.5
+    if args.target is not None:
+        answer["target"] = args.target
+        answer["target_needs_task_equivalents"] = (args.target - figures.mean) * figures.n
+    emit(args, answer, lambda _: render_plan(best, figures, args.target))
+    return exitcodes.OK
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    """The run's one honest table; runs finalize first when the test split is still sealed."""
+    from .._show.measure import measure, render_markdown, render_text
+    from .._store.seal import Seal
+
+    spec, rundir = open_run(args)
+    code = 0
+    test_ids = (rundir.splits() or {}).get("test", [])
+    if test_ids and Seal(rundir).burned() is None and not args.no_finalize:
+        code = _finalize(args, spec, rundir)
+    result = measure(spec, rundir)
+    report = rundir.write_report(render_markdown(result))
+    answer = {**dataclasses.asdict(result), "report": report, "finalize_exit": code}
+    emit(args, answer, lambda _: [*render_text(result), f"report: {report}"])
+    return code
+
+
+def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
+    """Finalize the run as a child session; its output is for people (on stderr after it ends,
+    under ``--json``)."""
+    from .._loop.launch import run_attached, run_captured, session_command
+
+    out = human(args)
+    print(f"the test split of run {rundir.run_id} is unscored: running finalize (once per run)", file=out)
+    out.flush()
+    command = session_command(spec.path, mode="finalize", run_id=rundir.run_id, workers=args.workers)
+    if args.json:
+        done = run_captured(command, spec.project_dir)
+        sys.stderr.write(done.stdout + done.stderr)
+        code = done.returncode
+    else:
+        code = run_attached(command, spec.project_dir)
+    if code != 0:
+        print(f"finalize did not complete (exit {code}); the test row stays sealed", file=sys.stderr)
+    return code
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check the hash chain of a run's event log, then every rollout file and ``state.json``
+    against the events; exit 1 at any disagreement. ``--repair`` moves a damaged log tail
+    aside and rebuilds ``state.json`` from the log (it never rewrites a rollout)."""
+    from .._store.audit import audit
+    from .._store.events import verify_events
+
+    rundir = _verified_run(args)
+    root, events, out = rundir.root, rundir.events_path, human(args)
+    answer: dict[str, Any] = {"run_dir": root, "repaired": [], "mismatches": []}
+    if args.repair:
+        moved = rundir.log.repair_events()
+        if moved:
+            print(f"repaired {events}: moved {moved} damaged line(s) aside", file=out)
+            answer["repaired"].append(f"{events}: moved {moved} damaged line(s) aside")
+    count, problem = verify_events(events)
+    answer.update(events=count, tampered=problem)
+    if problem is not None:
+        print(f"TAMPERED {events}: {problem} ({count} line(s) before it verified)", file=out)
+        return _verified(args, answer, ok=False)
+    print(f"ok {events}: {count} events, each chained to the one before", file=out)
+    problems = audit(rundir, repair=args.repair)
+    answer["mismatches"] = problems
+    for line in problems:
+        print(f"MISMATCH {line}", file=out)
+    for notice in rundir.notices:
+        print(f"repaired {notice}", file=out)
+        answer["repaired"].append(notice)
+    if problems:
+        return _verified(args, answer, ok=False)
+    print(f"ok {root}: rollout files and state.json agree with the events", file=out)
+    return _verified(args, answer, ok=True)
+
+
+def _verified(args: argparse.Namespace, answer: dict[str, Any], *, ok: bool) -> int:
+    emit(args, {**answer, "ok": ok}, None)
+    return exitcodes.OK if ok else exitcodes.CHECK_FAILED
+
+
+def _verified_run(args: argparse.Namespace) -> RunDir:
+    """``verify [PROJECT] [--run-id ID]``, or the older ``verify RUN_DIR`` (a folder holding
+    ``events.jsonl``). Reads no spec: a run whose project's spec is broken can still be checked."""
+    from .._project.spec import SPEC_FILENAME
+
+    target = project_of(args)
+    if (target / "events.jsonl").is_file():
+        if args.run_id is not None:
+            raise UsageError(f"{target} is a run dir already; give it, or PROJECT --run-id ID, not both")
+        return RunDir(target.resolve())
+    existing_project(args)  # the one message every command gives for a folder that is not there
+    if not (target / SPEC_FILENAME).is_file():
+        raise UsageError(
+            f"no {SPEC_FILENAME} in {target.resolve()} (and it is not a run dir: no events.jsonl there); "
+            "give the project: capevolve verify PROJECT [--run-id ID]"
+        )
+    try:
+        return RunDir.resolve(target.resolve(), args.run_id, create=False)
+    except RunDirError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Rebuild the run's ``dashboard.html`` (pays nothing, never opens the seal)."""
+    from .._show.dashboard import write_dashboard
+    from .._show.measure import measure
+
+    spec, rundir = open_run(args, splits=False)
+    try:
+        path = write_dashboard(rundir, spec.num_trials, measure(spec, rundir))
+    except (OSError, ValueError) as exc:  # a damaged file the run dir's reader does not repair
+        raise UsageError(f"could not draw the run: {exc}") from None
+    answer = {"dashboard": str(path), "run_id": rundir.run_id}
+    if args.json:
+        print_json(answer)
+    else:
+        print(f"dashboard: {path}")
+    if args.open:
+        import webbrowser
+
+        if not webbrowser.open(path.resolve().as_uri()):
+            print(f"no web browser found: open {path} yourself", file=sys.stderr)
+    return exitcodes.OK
+
+
+def register(sub: Any) -> None:
+    """``runs``, ``verify``, ``plan``, ``measure`` and ``dashboard`` on the ``capevolve`` parser."""
+    plan = sub.add_parser("plan", help="minimum detectable effect and headroom (pays nothing)")
+    add_project_args(plan)
+    plan.add_argument("--target", type=float, default=None, help="a target val mean to check")
+    plan.set_defaults(func=cmd_plan)
+    measure = sub.add_parser(
+        "measure", help="the run's honest table and report.md (runs finalize once if needed)"
+    )
+    add_project_args(measure)
+    measure.add_argument("--no-finalize", action="store_true", help="leave the test split sealed")
+    measure.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for finalize")
+    measure.set_defaults(func=cmd_measure)
+    verify = sub.add_parser(
+        "verify", help="check a run's events.jsonl hash chain, rollout files and state.json"
+    )
+    add_project_args(verify)  # the positional may also be a run dir (the older form)
+    verify.add_argument(
+        "--repair",
+        action="store_true",
+        help="move a damaged events.jsonl tail aside; rebuild state.json from the events",
+    )
+    verify.set_defaults(func=cmd_verify)
+    runs = sub.add_parser("runs", help="the project's runs: best, iterations, spend, test sealed")
+    add_project_args(runs, run_id=False)
+    runs.set_defaults(func=cmd_runs)
+    dashboard = sub.add_parser(
+        "dashboard", help="rebuild the run's self-contained dashboard.html (pays nothing)"
+    )
+    add_project_args(dashboard)
+    dashboard.add_argument("--open", action="store_true", help="open the page in a web browser")
+    dashboard.set_defaults(func=cmd_dashboard)

@@ -1,0 +1,57 @@
+"""Every ``capevolve`` command names its project the same way and refuses a missing one the same
+way: ``--project DIR`` accepted, exit 4 (the usage code of :mod:`pytest_capevolve._session.exitcodes`)
+and one ``error: no such project folder: …`` line — or it is listed as reading no project."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._cli.main import NO_PROJECT, build_parser, main
+from pytest_capevolve._session import exitcodes
+
+# the arguments each command needs besides its project (nested commands: their full words)
+NEEDS = {
+    "check": [],
+    "runs": [],
+    "verify": [],
+    "plan": [],
+    "measure": [],
+    "dashboard": [],
+    "gate": ["careful"],
+    "commit": ["careful", "--decision", "accept"],
+    "baseline": [],
+    "work": ["new", "careful"],
+    "spend": [],
+    "diagnose": ["careful"],
+    "diff": ["careful"],
+    "multirep": ["careful"],
+    "merge": ["a", "b", "--tag", "ab"],
+    "hill-climb": [],
+    "microcase": ["gen", "--from", "rollout.json", "--cluster", "c"],
+}
+
+
+def subcommands() -> list[str]:
+    parser = build_parser()
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(sub.choices)
+
+
+def test_every_command_is_listed_here_or_reads_no_project() -> None:
+    assert sorted([*NEEDS, *NO_PROJECT]) == subcommands()
+
+
+@pytest.mark.parametrize("command", sorted(NEEDS))
+def test_a_missing_project_is_one_line_and_exit_4_for_every_command(command, tmp_path: Path, capsys) -> None:
+    nowhere = tmp_path / "nowhere"
+    words, rest = NEEDS[command][:1], NEEDS[command][1:]
+    head = [command, *words] if command in ("work", "microcase") else [command]
+    tail = rest if command in ("work", "microcase") else NEEDS[command]
+    capsys.readouterr()
+    assert main([*head, *tail, "--project", str(nowhere)]) == exitcodes.USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"error: no such project folder: {nowhere}; give a folder holding capevolve.yaml\n"
