@@ -188,7 +188,7 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
 
 def _screen_numbers(rundir: RunDir, tag: str) -> dict[str, Any]:
     """A screen kill's numbers for the ledger (Δ̄ and the harm test's p on the subset)."""
-    kill = next(
+    kill: dict[str, Any] = next(
         (e for e in reversed(rundir.events()) if e.get("kind") == "screen" and e.get("tag") == tag),
         {},
     )

@@ -271,7 +271,7 @@ def _delta_text(line: DeltaLine) -> str:
 
 def table_rows(m: Measurement) -> list[tuple[str, ...]]:
     header = ("split", "arm", "tag", "mean", "SE", "tasks", "trials", "coverage", "from")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     for a in m.arms:
         if a.note:
             rows.append((a.split, a.arm, a.tag, a.note, "", "", "", "", a.source))
