@@ -30,6 +30,7 @@ from pathlib import Path
 # modules move.
 TARGETS = (
     "pytest_capevolve/_decide/gate.py",
+    "pytest_capevolve/_decide/rules.py",
     "pytest_capevolve/_policy/verdicts.py",
     "pytest_capevolve/_decide/rounds.py",
     "pytest_capevolve/_stats/core.py",

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_capevolve import _stats as stats
-from pytest_capevolve._decide import gate
+from pytest_capevolve._decide import gate, rules
 from pytest_capevolve.strategies import reward_matrices
 
 SLOW = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -204,7 +204,7 @@ def reference_stable(candidate, best, config, spread, decision):
         deltas, _ = stats.paired_deltas(cand, bst)
         if deltas.size == 0:
             return False
-        again, *_ = gate._rule(cand, bst, deltas, config, None, None)
+        again, *_ = rules.run_rule(cand, bst, deltas, config, None, None)
         if again == gate.ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
             again = gate.REJECT
         if again != decision:

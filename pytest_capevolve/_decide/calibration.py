@@ -6,19 +6,30 @@ against α with a one-sided exact binomial test (scipy): when the tally is too h
 the gate is not holding its error rate on this project (a leaky scorer, nondeterminism the
 pairing does not cancel, a legacy mode), and every verdict of the run deserves suspicion.
 
-Pure: the run's ``null_gated`` events in, a plain dict out.
+Pure: the run's ``null_gated`` events in, a plain dict out (:class:`Calibration`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 NULL_EVENT = "null_gated"
 ALARM_P = 0.01  # the tally's p-value below which the alarm sounds
 MESSAGE = "the gate is not holding its error rate on this project"
 
 
-def calibration(events: list[dict[str, Any]], default_alpha: float) -> dict[str, Any]:
+class Calibration(TypedDict):
+    """The null controls' tally, as ``capevolve spend`` prints it under ``calibration``."""
+
+    nulls_gated: int
+    accepts: int
+    alpha: float
+    p_value: float | None
+    alarm: bool
+    text: str
+
+
+def calibration(events: list[dict[str, Any]], default_alpha: float) -> Calibration:
     """The null controls' accept tally over the run and whether it raises the alarm. Each
     null's acceptance chance is at most the α it was gated at; the tally is tested against the
     largest of those (a Binomial(n, max α) dominates it), so the alarm is never too eager."""

@@ -1,21 +1,39 @@
-"""Decision rules built on :mod:`stats`: candidate vs best on val → a verdict with its numbers.
+"""The gate: candidate vs best on val → a verdict with its numbers (:func:`decide`).
 
 Pure: arrays in, a plain-data :class:`Verdict` out. Nothing here reads the run dir, so the
-same verdict can be re-derived by ``capevolve gate`` from persisted rollouts at any time.
+same verdict can be re-derived by ``capevolve gate`` from persisted rollouts at any time. The
+per-mode rules and their registry are in :mod:`.rules` (``GATE_MODES`` is re-exported here,
+where the spec and the CLI read it).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from .. import _stats as stats
+from .rules import GATE_MODES, LEGACY_MODES, RULES, RuleInput, RuleNumbers, alpha_text, outcome, run_rule
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, GateSplitError, Verdict
+
+__all__ = [
+    "ACCEPT",
+    "GATE_MODES",
+    "INDECISIVE",
+    "LEGACY_MODES",
+    "REJECT",
+    "RULES",
+    "GateConfig",
+    "GateSplitError",
+    "RuleInput",
+    "Verdict",
+    "alpha_text",
+    "decide",
+    "regressions",
+]
 
 
 def regressions(
@@ -107,9 +125,13 @@ def decide(
     footprint = [task_ids[i] for i in used.tolist()]
     regs = _regressions_of(arms, task_ids, config.success_threshold)
     spread = max((abs(d) for d in null_deltas), default=None) if null_deltas else None
-    base = dict(
+    # the verdict's numbers, shared by every outcome; the decision is filled in below
+    measured = Verdict(
         tag=tag,
         against=against,
+        decision=INDECISIVE,
+        basis="coverage",
+        reason="",
         mode=config.mode,
         alpha=float(config.alpha) if config.mode == "exact" else None,
         k_se=config.k_se if config.mode in ("paired", "significant") else None,
@@ -128,30 +150,23 @@ def decide(
     )
     if n == 0 or cov["paired"] < config.min_coverage:
         shown = "no task valid on both sides" if n == 0 else f"paired coverage {cov['paired']:.0%}"
-        return Verdict(
-            **base,
-            decision=INDECISIVE,
-            basis="coverage",
-            reason=f"{shown} is below min_coverage {config.min_coverage:.0%}: could not judge",
+        return replace(
+            measured, reason=f"{shown} is below min_coverage {config.min_coverage:.0%}: could not judge"
         )
     ci = stats.bootstrap_ci(deltas, seed=config.seed)
-    base["ci"] = None if ci is None else [ci[0], ci[1]]
-    base["ci_method"] = None if ci is None else stats.ci_method(n)
-    decision, basis, reason, extra = _rule(candidate, best, deltas, config, candidate_size, best_size, arms)
-    base.update(extra)
+    rule = run_rule(candidate, best, deltas, config, candidate_size, best_size, arms)
+    decision, basis, reason, numbers = rule
+    bar = numbers.get("bar")
     if decision == ACCEPT and spread is not None and not (delta_mean or 0.0) > spread:
         decision, basis = REJECT, "null_floor"
         reason = (
             f"Δ̄ = {delta_mean:+.4f} does not exceed the null controls' own spread "
             f"{spread:.4f}, so it cannot be told from re-running the best"
         )
-        base["bar"] = max(base.get("bar") or 0.0, spread)
-    elif spread is not None:
-        base["bar"] = max(base.get("bar") or 0.0, spread)
-    base["verdict_stable"] = _survives_dropping_any_task(
-        arms, config, candidate_size, best_size, spread, decision, extra
-    )
-    base["directionally_positive_but_inconclusive"] = decision != ACCEPT and (delta_mean or 0.0) > 0
+    if spread is not None:
+        bar = max(bar or 0.0, spread)
+    stable = _survives_dropping_any_task(arms, config, candidate_size, best_size, spread, decision, numbers)
+    leaning = decision != ACCEPT and (delta_mean or 0.0) > 0
     if decision == ACCEPT and config.veto_regressions and regs:
         decision, basis = REJECT, "regression_veto"
         reason = (
@@ -167,7 +182,17 @@ def decide(
                 f"{infra.get('best', 0)}) and worst-case imputation of the missing trials "
                 f"would flip the decision: could not judge"
             )
-    return Verdict(**base, decision=decision, basis=basis, reason=reason)
+    return replace(
+        replace(measured, **numbers),  # the rule's numbers; the gate's own bar overrides its one
+        decision=decision,
+        basis=basis,
+        reason=reason,
+        ci=None if ci is None else [ci[0], ci[1]],
+        ci_method=None if ci is None else stats.ci_method(n),
+        bar=bar,
+        verdict_stable=stable,
+        directionally_positive_but_inconclusive=leaning,
+    )
 
 
 STABILITY_CHECKS = 64  # distinct task outcomes tried at most; past that, stability is not computed
@@ -180,7 +205,7 @@ def _survives_dropping_any_task(
     best_size: int | None,
     spread: float | None,
     decision: str,
-    rule_numbers: dict[str, Any],
+    rule_numbers: RuleNumbers,
 ) -> bool | None:
     """Would the rule (and the null floor) decide the same with any one task left out?
 
@@ -202,7 +227,7 @@ def _survives_dropping_any_task(
         if again is None:
             dropped = arms[0].without(int(valid[j])), arms[1].without(int(valid[j]))
             cand, bst = dropped[0].matrix, dropped[1].matrix
-            again, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size, dropped)
+            again, *_ = run_rule(cand, bst, deltas, config, candidate_size, best_size, dropped)
         if again == ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
             again = REJECT
         if again != decision:
@@ -211,7 +236,7 @@ def _survives_dropping_any_task(
 
 
 def _exact_drop_bound(
-    arms: tuple[stats.ArmSummary, stats.ArmSummary], config: GateConfig, rule_numbers: dict[str, Any]
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], config: GateConfig, rule_numbers: RuleNumbers
 ) -> Callable[[int], str | None] | None:
     """For the exact rule with an exact p on a reward grid: the rule's decision with the j-th paired task left
     out, where the full p decides it, else None (then the test is run again).
@@ -237,13 +262,13 @@ def _exact_drop_bound(
 
     def bound(j: int) -> str | None:
         if signs[j] == 0:
-            return _outcome(accepted)
+            return outcome(accepted)
         if signs[j] > 0:
             if not accepted or 2 * high <= level:
-                return _outcome(accepted)
+                return outcome(accepted)
             return None
         if accepted or 2 * low - 1 > level:
-            return _outcome(accepted)
+            return outcome(accepted)
         return None
 
     return bound
@@ -267,153 +292,6 @@ def _none_for_nan(values: np.ndarray) -> list[float | None]:
     return [None if v != v else v for v in listed]  # v != v: nan
 
 
-@dataclass(frozen=True)
-class RuleInput:
-    """What every gate rule may read: both arms, the paired deltas over tasks valid on both
-    sides, the config, and the snapshot sizes (for ``simplicity_tiebreak``)."""
-
-    candidate: np.ndarray
-    best: np.ndarray
-    deltas: np.ndarray
-    config: GateConfig
-    candidate_size: int | None
-    best_size: int | None
-    arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None  # the two arms' summaries
-
-    @property
-    def arm_delta(self) -> float:
-        """cap-evolve's unpaired Δ: difference of the arms' means of task means."""
-        return float(np.nanmean(stats.task_means(self.candidate)) - np.nanmean(stats.task_means(self.best)))
-
-
-RuleResult = tuple[str, str, str, dict[str, Any]]  # decision, basis, reason, numbers
-
-
-def _exact(x: RuleInput) -> RuleResult:
-    """The default: a one-sided paired sign-flip test at α, decided on integers."""
-    config = x.config
-    arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
-    result = stats.paired_sign_flip(*arms, alpha=config.alpha, seed=config.seed)
-    ok = result.at_most(config.alpha)
-    extra = {
-        "p_value": result.p_value,
-        "p_method": result.method,
-        "p_exact": f"{result.numerator}/{result.denominator}",
-        "bar": None,
-    }
-    reason = (
-        f"one-sided paired sign-flip test over {x.deltas.size} tasks: p = {result.p_value:.4g} "
-        f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f})"
-    )
-    return _outcome(ok), "exact", reason, extra
-
-
-def _paired(x: RuleInput) -> RuleResult:
-    se = stats.mean_se(x.deltas)[1] or 0.0  # one task: SE undefined, treated as 0 (warned)
-    mean = float(np.mean(x.deltas))
-    decision, basis, reason, extra = _k_se_rule(
-        "paired", "paired Δ̄", mean, se, x.config.k_se, f"SE = {se:.4f}, n = {x.deltas.size}"
-    )
-    return decision, basis, reason, {**extra, "se": se}
-
-
-def _significant(x: RuleInput) -> RuleResult:
-    se = math.sqrt(stats.combined_se(x.candidate) ** 2 + stats.combined_se(x.best) ** 2)
-    decision, basis, reason, extra = _k_se_rule(
-        "significant", "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}"
-    )
-    return decision, basis, reason, {**extra, "se": se}
-
-
-def _above(basis: str, delta: float, bar: float, label: str) -> RuleResult:
-    ok = delta > bar
-    return _outcome(ok), basis, f"Δ = {delta:+.4f} {'>' if ok else '≤'} {label}", {"bar": bar}
-
-
-def _threshold(x: RuleInput) -> RuleResult:
-    return _above("threshold", x.arm_delta, x.config.threshold, f"threshold {x.config.threshold}")
-
-
-def _strict(x: RuleInput) -> RuleResult:
-    return _above("strict", x.arm_delta, 0.0, "0")
-
-
-def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
-    delta = x.arm_delta
-    if delta > 0:
-        return ACCEPT, "simplicity_tiebreak", f"Δ = {delta:+.4f} > 0", {"bar": 0.0}
-    sizes = (x.candidate_size, x.best_size)
-    if abs(delta) <= 1e-9 and None not in sizes and sizes[0] < sizes[1]:  # type: ignore[operator]
-        return (
-            ACCEPT,
-            "simplicity_tiebreak",
-            f"tie (Δ = {delta:+.4f}); the smaller candidate wins ({sizes[0]} < {sizes[1]} bytes)",
-            {"bar": 0.0},
-        )
-    return REJECT, "simplicity_tiebreak", f"Δ = {delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0}
-
-
-# The one registry of gate rules: mode name → rule. Every list of modes (spec validation, the
-# CLI's choices, the README) derives from it; ``exact`` first, then cap-evolve's legacy modes.
-RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
-    "exact": _exact,
-    "paired": _paired,
-    "significant": _significant,
-    "strict": _strict,
-    "threshold": _threshold,
-    "simplicity_tiebreak": _simplicity_tiebreak,
-}
-GATE_MODES = tuple(RULES)
-LEGACY_MODES = GATE_MODES[1:]
-
-
-def _rule(
-    candidate: np.ndarray,
-    best: np.ndarray,
-    deltas: np.ndarray,
-    config: GateConfig,
-    candidate_size: int | None,
-    best_size: int | None,
-    arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None,
-) -> RuleResult:
-    rule = RULES.get(config.mode)
-    if rule is None:
-        raise ValueError(f"unknown gate mode {config.mode!r}; use one of {', '.join(GATE_MODES)}")
-    return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms))
-
-
-def _k_se_rule(basis: str, label: str, delta: float, se: float, k_se: float, detail: str) -> RuleResult:
-    """cap-evolve's "delta > k·SE"; an SE of 0 falls back to strict (delta > 0), with a warning
-    kept in the verdict, since a zero SE means the rule cannot tell noise from signal."""
-    if se == 0.0:
-        ok = delta > 0
-        return (
-            _outcome(ok),
-            basis,
-            f"{label} = {delta:+.4f} {'>' if ok else '≤'} 0 (WARNING: SE = 0, so the rule fell back "
-            "to strict: any improvement wins)",
-            {"bar": 0.0, "warnings": [f"{basis} SE = 0: strict fallback"]},
-        )
-    bar = k_se * se
-    ok = delta > bar
-    return (
-        _outcome(ok),
-        basis,
-        f"{label} = {delta:+.4f} {'>' if ok else '≤'} {k_se}·SE = {bar:.4f} ({detail})",
-        {"bar": bar},
-    )
-
-
-def alpha_text(alpha: float | Fraction) -> str:
-    """α as people read it: 0.05, or a split of it as 0.01667 — a fraction beside it read as
-    "1 of 60 tasks", so where α was split the round says how (:mod:`.rounds`)."""
-    return f"{float(alpha):.4g}"
-
-
-def _outcome(ok: bool) -> str:
-    return ACCEPT if ok else REJECT
-
-
 def _imputation_flips(
     candidate: np.ndarray,
     best: np.ndarray,
@@ -428,5 +306,5 @@ def _imputation_flips(
     else:
         cand, bst = np.nan_to_num(candidate, nan=1.0), np.nan_to_num(best, nan=0.0)
     deltas, _ = stats.paired_deltas(cand, bst)  # every task: decide() got here with n > 0
-    imputed, *_ = _rule(cand, bst, deltas, config, candidate_size, best_size)
+    imputed, *_ = run_rule(cand, bst, deltas, config, candidate_size, best_size)
     return imputed != decision

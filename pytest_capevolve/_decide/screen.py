@@ -162,21 +162,28 @@ def decide_screen(
     delta_mean = float(np.mean(deltas)) if deltas.size else None
     harm = harm_test(candidate, best, alpha=alpha, seed=seed)
     shown = "n/a" if delta_mean is None else f"{delta_mean:+.4f}"
-    common = dict(
-        n_tasks=int(deltas.size),
-        delta_mean=delta_mean,
-        p_harm=harm.p_value,
-        p_harm_exact=f"{harm.numerator}/{harm.denominator}",
-        alpha=float(alpha),
-    )
-    if deltas.size and harm.at_most(alpha):
+
+    def result(decision: str, basis: str, reason: str, ceiling_p: float | None) -> ScreenResult:
+        """The screen's answer with the harm test's numbers, which every outcome carries."""
         return ScreenResult(
+            decision,
+            basis,
+            reason,
+            n_tasks=int(deltas.size),
+            delta_mean=delta_mean,
+            p_harm=harm.p_value,
+            p_harm_exact=f"{harm.numerator}/{harm.denominator}",
+            alpha=float(alpha),
+            ceiling_p=ceiling_p,
+        )
+
+    if deltas.size and harm.at_most(alpha):
+        return result(
             KILL,
             HARM,
             f"proven harm on {deltas.size} screened tasks: one-sided p(worse) = {harm.p_value:.4g} "
             f"≤ α = {alpha:g} (Δ̄ = {shown})",
-            ceiling_p=None,
-            **common,
+            None,
         )
     ceiling_p = None
     if best_full is not None and gate is not None and gate.mode == "exact" and deltas.size:
@@ -186,22 +193,20 @@ def decide_screen(
         optimistic = decide(completed, best_full, tag="ceiling", against="best", task_ids=ids, config=gate)
         ceiling_p = optimistic.p_value
         if optimistic.decision != ACCEPT and optimistic.basis == "exact":
-            return ScreenResult(
+            return result(
                 KILL,
                 CEILING,
                 f"ceiling: even if every unscreened task passed every trial, the full-val gate "
                 f"would not accept (p = {optimistic.p_value:.4g} > α = {float(gate.alpha):.4g}); "
                 f"Δ̄ on the subset = {shown}",
-                ceiling_p=ceiling_p,
-                **common,
+                ceiling_p,
             )
-    return ScreenResult(
+    return result(
         PROMOTE,
         NO_HARM,
         f"promote: harm not proven on {deltas.size} screened tasks (one-sided p(worse) = "
         f"{harm.p_value:.4g} > α = {alpha:g}, Δ̄ = {shown}); this says nothing about an improvement",
-        ceiling_p=ceiling_p,
-        **common,
+        ceiling_p,
     )
 
 

@@ -129,7 +129,8 @@ def route_in_place(stream: Any, name: str) -> bool:
         return False
     try:
         stream._capevolve_stream = name
-        stream.__class__ = _routed_class(cls)
+        # (mypy reads a class's __hash__ as unbound and so a class as not Hashable: it is)
+        stream.__class__ = _routed_class(cls)  # type: ignore[arg-type]
     except (AttributeError, TypeError):
         if "_capevolve_stream" in getattr(stream, "__dict__", {}):
             del stream._capevolve_stream

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from .._policy import Refusal
 from .._project.adapter import AdapterError, load_adapter, load_tasks
@@ -29,6 +29,67 @@ from .._store.rundir import RunDir
 READABLE_SPLITS = ("val", "train")
 DEFECT, UNSTABLE, SOLID, MISSING = "defect", "unstable", "solid", "missing"
 _SIGNATURE_MAX = 240
+
+
+class FailureCluster(TypedDict):
+    """Rollouts whose feedback (or infra error) shares one signature, most frequent first."""
+
+    signature: str
+    count: int
+    tasks: list[str]
+    example_feedback: str
+    example_rollout: str
+
+
+class TaskBand(TypedDict):
+    """One task of the split: passes k of n valid trials, its band, its infra errors."""
+
+    task_id: str
+    passes: int
+    trials: int
+    band: str
+    mean_reward: float | None
+    infra_errors: int
+
+
+class InfraErrors(TypedDict):
+    """The split's infra-error rollouts, counted apart: missing data, never a 0."""
+
+    count: int
+    note: str
+    clusters: list[FailureCluster]
+
+
+class ExportedReflective(TypedDict):
+    """Where ``--export`` wrote the reflective dataset, and how many rows."""
+
+    path: str
+    rows: int
+    gold: str
+
+
+class SplitDiagnosis(TypedDict):
+    """One split's diagnosis of a tag: bands, failure clusters, the solid tasks."""
+
+    split: str
+    tasks: list[TaskBand]
+    bands: dict[str, int]
+    failing_rollouts: int
+    clusters: list[FailureCluster]
+    infra_errors: InfraErrors
+    kept_good: list[str]
+    source: str
+
+
+class Diagnosis(SplitDiagnosis):
+    """The ``capevolve diagnose`` object: the run and tag, then the split's diagnosis;
+    ``compare`` (keys named by the splits) with ``--compare-split``, ``export`` with ``--export``."""
+
+    run_id: str
+    tag: str
+    compare: NotRequired[dict[str, Any]]
+    export: NotRequired[ExportedReflective]
+
 
 _QUOTED = re.compile(r"\"[^\"\n]*\"|(?<!\w)'[^'\n]*'(?!\w)|`[^`\n]*`|“[^”\n]*”|‘[^’\n]*’")
 _HEX = re.compile(r"\b(?:0x)?[0-9a-fA-F]{8,}\b")
@@ -99,8 +160,8 @@ def _rollout_path(spec: Spec, rundir: RunDir, record: RolloutRecord) -> str:
 
 def _clusters(
     spec: Spec, rundir: RunDir, records: Iterable[RolloutRecord], text_of: Any
-) -> list[dict[str, Any]]:
-    clusters: dict[str, dict[str, Any]] = {}
+) -> list[FailureCluster]:
+    clusters: dict[str, FailureCluster] = {}
     for record in records:
         key = signature(text_of(record))
         cluster = clusters.get(key)
@@ -118,7 +179,7 @@ def _clusters(
     return sorted(clusters.values(), key=lambda c: (-c["count"], c["signature"]))
 
 
-def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str) -> dict[str, Any]:
+def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str) -> SplitDiagnosis:
     splits = rundir.splits() or {}
     task_ids = list(splits.get(split, []))
     if not task_ids:
@@ -127,7 +188,7 @@ def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str) -> dict[s
     by_task: dict[str, list[RolloutRecord]] = {t: [] for t in task_ids}
     for record in records:
         by_task[record.task_id].append(record)
-    tasks = []
+    tasks: list[TaskBand] = []
     for task_id in task_ids:
         rows = by_task[task_id]
         valid = [r for r in rows if r.valid]
@@ -165,13 +226,13 @@ def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str) -> dict[s
 
 def diagnose(
     spec: Spec, rundir: RunDir, tag: str, *, split: str = "val", compare_split: str | None = None
-) -> dict[str, Any]:
+) -> Diagnosis:
     """The ``capevolve diagnose`` object: per-task bands, failure clusters and ``kept_good`` of
     ``tag`` on ``split``; with ``compare_split``, that split's cluster signatures and the
     overlap. Raises :class:`~pytest_capevolve._loop.Refusal` for the test split, an unknown tag
     or a split the tag has no rollouts on."""
     _check_split(split, "--split")
-    report: dict[str, Any] = {
+    report: Diagnosis = {
         "run_id": rundir.run_id,
         "tag": tag,
         **_split_diagnosis(spec, rundir, tag, split),
@@ -224,7 +285,7 @@ def _redacted(value: Any, gold: Any) -> Any:
 
 def export_reflective(
     spec: Spec, rundir: RunDir, tag: str, out: Path, *, split: str = "val"
-) -> dict[str, Any]:
+) -> ExportedReflective:
     """Write the reflective dataset an optimizer reads: one JSON line per failing task and trial
     of ``tag`` on ``split`` (input, output, feedback, reward, signature, rollout path), with the
     task's gold answer (its ``target`` from the adapter) redacted as ``capevolve microcase gen``

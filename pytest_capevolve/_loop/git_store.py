@@ -159,7 +159,7 @@ def _texts(root: Path) -> dict[str, list[str]]:
 def unified_diff(old: Path, new: Path, old_label: str, new_label: str) -> str:
     """A unified diff of two candidate folders (handover files and caches left out)."""
     a, b = _texts(old), _texts(new)
-    chunks = []
+    chunks: list[str] = []
     for rel in sorted(set(a) | set(b)):
         left, right = a.get(rel, []), b.get(rel, [])
         if left == right:

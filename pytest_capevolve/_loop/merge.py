@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypedDict
 
 from .._policy import Refusal
 from .._policy.commit import (
@@ -166,6 +166,26 @@ def _merge_all(base: Tree, trees: dict[str, Tree], order: Sequence[str], merge_f
     return merged
 
 
+class IntegrationStep(TypedDict, total=False):
+    """One addition of ``merge --integrate`` (a row of its ``steps``): the candidate added, the
+    step's tag when it was gated (else None), the files it changed and its ``outcome`` (kept,
+    dropped, conflict, no_change, incomplete) with the reason; a gated step adds the booking
+    and the verdict's numbers."""
+
+    candidate: str
+    tag: str | None
+    files: list[str]
+    outcome: str
+    reason: str | None
+    booking_refused: str
+    booked: str | None
+    against: str | None
+    decision: str | None
+    basis: str | None
+    delta_mean: float | None
+    p_value: float | None
+
+
 def _changes(base: Tree, tree: Tree) -> list[str]:
     return sorted(p for p in set(base) | set(tree) if base.get(p) != tree.get(p))
 
@@ -222,30 +242,35 @@ def integrate(
     clash = [t for t in step_tags if t in taken or rundir.work_dir(t).exists()]
     if clash:
         raise Refusal(f"tag(s) {', '.join(clash)} already exist in run {rundir.run_id}; choose another --tag")
-    kept_tree, kept, steps = dict(base), [], []
+    kept_tree, kept = dict(base), []
+    steps: list[IntegrationStep] = []
     answer: dict[str, Any] = {"tag": tag, "parent": parent, "candidates": list(tags), "steps": steps}
     with GitMergeFile() as merge_file:
         _merge_all(base, trees, tags, merge_file)  # refuse overlapping changes before paying anything
         for name, step in zip(tags, step_tags, strict=True):
             tree, conflicts = three_way(base, kept_tree, trees[name], merge_file)
             # ``tag`` is set only for a step that became a candidate (a work copy, gated)
-            row: dict[str, Any] = {"candidate": name, "tag": None, "files": _changes(kept_tree, tree)}
+            row: IntegrationStep = {"candidate": name, "tag": None, "files": _changes(kept_tree, tree)}
             steps.append(row)
             best = rundir.state.best()
             if conflicts:
-                row.update(outcome="conflict", reason=f"does not merge cleanly in {', '.join(conflicts)}")
+                row.update(
+                    {"outcome": "conflict", "reason": f"does not merge cleanly in {', '.join(conflicts)}"}
+                )
             elif tree == kept_tree:
-                row.update(outcome="no_change", reason="adds nothing to what is kept")
+                row.update({"outcome": "no_change", "reason": "adds nothing to what is kept"})
             elif tree == read_tree(files_of(spec, rundir, best)):
                 kept_tree = tree
                 kept.append(name)
-                row.update(outcome="kept", reason=f"byte-identical to the best {best!r}: nothing to gate")
+                row.update(
+                    {"outcome": "kept", "reason": f"byte-identical to the best {best!r}: nothing to gate"}
+                )
             else:
                 row["tag"] = step
                 new_work_copy(spec, rundir, step, parent, files=tree, merged_from=[*kept, name])
                 verdict = _gate(spec, rundir, step, rundir.merge_dir(tag), workers, log)
                 if verdict is None:
-                    row.update(outcome="incomplete")
+                    row.update({"outcome": "incomplete"})
                     answer.update(
                         exit_code=INCOMPLETE,
                         stopped=f"the gate session of {step} gave no verdict (see "
@@ -270,14 +295,16 @@ def integrate(
                     kept_tree = tree
                     kept.append(name)
                 row.update(
-                    outcome="kept" if accepted else "dropped",
-                    booked=None if booked is None else booked["decision"],
-                    against=verdict.get("against"),
-                    decision=verdict.get("decision"),
-                    basis=verdict.get("basis"),
-                    delta_mean=verdict.get("delta_mean"),
-                    p_value=verdict.get("p_value"),
-                    reason=verdict.get("reason"),
+                    {
+                        "outcome": "kept" if accepted else "dropped",
+                        "booked": None if booked is None else booked["decision"],
+                        "against": verdict.get("against"),
+                        "decision": verdict.get("decision"),
+                        "basis": verdict.get("basis"),
+                        "delta_mean": verdict.get("delta_mean"),
+                        "p_value": verdict.get("p_value"),
+                        "reason": verdict.get("reason"),
+                    }
                 )
             log(f"merge --integrate + {name}: {row['outcome']} — {row.get('reason', '')}")
     answer.update(

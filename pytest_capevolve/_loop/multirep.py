@@ -12,7 +12,7 @@ gate reads block 0 only). Pays no rollout.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from .._policy import Refusal
 from .._project.blocks import first_trial
@@ -22,7 +22,52 @@ from .._store.rundir import RunDir
 LEVEL = 0.95
 
 
-def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -> dict[str, Any]:
+class BlockRow(TypedDict):
+    """One replicate block: its paired Δ̄, SE and coverage, and whether it is used (``why`` not)."""
+
+    block: int
+    trial_seeds: NotRequired[str]
+    n_tasks: NotRequired[int]
+    coverage: NotRequired[float]
+    delta_mean: NotRequired[float | None]
+    paired_se: NotRequired[float | None]
+    used: bool
+    why: NotRequired[str]
+
+
+class AcrossBlocks(TypedDict):
+    """The used blocks' Δ̄ summarized: mean, SE, a t interval, sign agreement, drift."""
+
+    blocks: int
+    mean: float
+    se: float | None
+    df: int
+    ci: list[float] | None
+    level: float
+    p_value: float | None
+    positive: int
+    negative: int
+    agreeing: int
+    agree: bool
+    sd: float | None
+    paired_se: float | None
+    drift_ratio: float | None
+
+
+class MultirepAnswer(TypedDict):
+    """The ``capevolve multirep`` object (see the README for its keys)."""
+
+    run_id: str
+    tag: str
+    against: str
+    blocks: list[BlockRow]
+    source: str
+    across: AcrossBlocks
+    status: str
+    reason: str
+
+
+def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -> MultirepAnswer:
     """The ``capevolve multirep`` object (see the README for its keys)."""
     import math
 
@@ -40,7 +85,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
     val_ids = list((rundir.splits() or {}).get("val", []))
     records = rundir.rollouts.indexed_rollouts("val", [tag, against], block=None)
     blocks = sorted({r.block for r in records})
-    rows: list[dict[str, Any]] = []
+    rows: list[BlockRow] = []
     for block in blocks:
         by_tag = index_records(records, block)
         if tag not in by_tag or against not in by_tag:
@@ -51,7 +96,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         deltas, mask = stats.paired_deltas(candidate, best)
         coverage = float(mask.mean()) if mask.size else 0.0
         delta, se = stats.mean_se(deltas)
-        row: dict[str, Any] = {
+        row: BlockRow = {
             "block": block,
             "trial_seeds": f"base_seed + {first_trial(block)} + k, k < {spec.num_trials}",
             "n_tasks": int(deltas.size),
@@ -64,23 +109,17 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
             row["why"] = f"paired coverage {coverage:.0%} is below min_coverage {spec.min_coverage:.0%}"
         rows.append(row)
     used = [r for r in rows if r["used"]]
-    answer: dict[str, Any] = {
-        "run_id": rundir.run_id,
-        "tag": tag,
-        "against": against,
-        "blocks": rows,
-        "source": f"rollouts/val/*__{tag}__t*.json vs *__{against}__t*.json, block B = trial // 1000000",
-    }
     if not used:
         raise Refusal(
             f"no block has val rollouts of both {tag!r} and {against!r} covering min_coverage "
             f"{spec.min_coverage:.0%}; evaluate them: pytest --capevolve-run PROJECT --capevolve-candidate "
             "DIR [--capevolve-block B]"
         )
-    summary = replicate_summary([r["delta_mean"] for r in used], level=LEVEL)
-    paired = [r["paired_se"] for r in used if r["paired_se"] is not None]
+    # a used block has a Δ̄ (``used`` requires one), so this is every used block's
+    summary = replicate_summary([d for r in used if (d := r.get("delta_mean")) is not None], level=LEVEL)
+    paired = [se for r in used if (se := r.get("paired_se")) is not None]
     paired_se = math.sqrt(sum(se * se for se in paired) / len(paired)) if paired else None
-    answer["across"] = {
+    across: AcrossBlocks = {
         "blocks": summary.blocks,
         "mean": summary.mean,
         "se": summary.se,
@@ -98,8 +137,17 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         # well above 1: run-to-run error that a single run's paired SE cannot see
         "drift_ratio": None if summary.sd is None or not paired_se else summary.sd / paired_se,
     }
-    answer["status"], answer["reason"] = _resolution(summary, paired_se)
-    return answer
+    status, reason = _resolution(summary, paired_se)
+    return MultirepAnswer(
+        run_id=rundir.run_id,
+        tag=tag,
+        against=against,
+        blocks=rows,
+        source=f"rollouts/val/*__{tag}__t*.json vs *__{against}__t*.json, block B = trial // 1000000",
+        across=across,
+        status=status,
+        reason=reason,
+    )
 
 
 def _resolution(summary: Any, paired_se: float | None) -> tuple[str, str]:

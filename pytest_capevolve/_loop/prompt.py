@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from string import Template
-from typing import Any
 
 from .._project.spec import HILL_CLIMB_FOCUS
 from .diagnose import (
@@ -19,6 +18,7 @@ from .diagnose import (
     MISSING,
     SOLID,
     UNSTABLE,
+    TaskBand,
 )
 
 FOCUS_MODES = HILL_CLIMB_FOCUS
@@ -46,12 +46,12 @@ def convergence(stall: int) -> str:
     return level
 
 
-def failing(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def failing(rows: Sequence[TaskBand]) -> list[TaskBand]:
     """The parent's failing val tasks: always failing (``defect``) or flaky (``unstable``)."""
     return [r for r in rows if r["band"] in (DEFECT, UNSTABLE)]
 
 
-def focus_tasks(rows: Sequence[dict[str, Any]], mode: str, iteration: int) -> list[str]:
+def focus_tasks(rows: Sequence[TaskBand], mode: str, iteration: int) -> list[str]:
     """The task ids iteration ``iteration`` (1-based) asks the optimizer to fix.
 
     ``all``: every failing val task, in val order. ``cyclic``: one failing task, round-robin
@@ -119,7 +119,7 @@ class PromptInputs:
     cid: str
     parent: str
     workdir: str
-    rows: Sequence[dict[str, Any]]
+    rows: Sequence[TaskBand]
     examples: dict[str, dict[str, str]]  # task id → {"feedback": ..., "rollout": path}
     focus_mode: str
     focus: Sequence[str]

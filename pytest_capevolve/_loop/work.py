@@ -9,7 +9,7 @@ is never touched. A tag that exists anywhere in the run is refused: rollouts are
 from __future__ import annotations
 
 import shutil
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from .._policy.commit import CommitRefused
 from .._project.candidate import HANDOVER, SEED_TAG, check_tag
@@ -17,6 +17,19 @@ from .._project.spec import Spec
 from .._store.rundir import RunDir
 
 JOURNAL = "JOURNAL.md"
+
+
+class WorkCopy(TypedDict):
+    """A work copy just made (``capevolve work new``'s answer): its tag, its parent, the
+    candidates it merges (a merge only), its folder and its journal."""
+
+    tag: str
+    parent: str
+    merged_from: NotRequired[list[str]]
+    path: str
+    journal: str
+
+
 JOURNAL_MARKER = "<!-- capevolve: append '## Iteration <tag>' entries below this line -->"
 
 
@@ -28,7 +41,7 @@ def new_work_copy(
     *,
     files: dict[str, bytes] | None = None,
     merged_from: list[str] | None = None,
-) -> dict[str, Any]:
+) -> WorkCopy:
     """Create the work copy of ``tag`` from ``parent`` (default: the current best); with
     ``files`` (relative path → bytes), those files instead of the parent's — a merge of
     ``merged_from`` onto ``parent`` (:mod:`.merge`), which the log records."""
@@ -59,6 +72,9 @@ def new_work_copy(
         f"{JOURNAL_MARKER}\n",
         encoding="utf-8",
     )
-    merge = {"merged_from": list(merged_from)} if merged_from else {}
-    rundir.log.append_event("work_created", tag=tag, parent=parent, **merge)
-    return {"tag": tag, "parent": parent, **merge, "path": str(folder), "journal": str(folder / JOURNAL)}
+    path, journal = str(folder), str(folder / JOURNAL)
+    if merged_from:
+        rundir.log.append_event("work_created", tag=tag, parent=parent, merged_from=list(merged_from))
+        return WorkCopy(tag=tag, parent=parent, merged_from=list(merged_from), path=path, journal=journal)
+    rundir.log.append_event("work_created", tag=tag, parent=parent)
+    return WorkCopy(tag=tag, parent=parent, path=path, journal=journal)

@@ -8,9 +8,9 @@ loop's memory (LEDGER.md, rejected.jsonl). Controller side or the CLI; never on 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from .._policy import Refusal
 from .._project.candidate import CandidateError, changed_files
@@ -28,6 +28,57 @@ SCREEN_BASES = ("tamper", "micro_test_fail")
 
 class CommitRefused(Refusal):
     """The decision would corrupt the record; the message says why and what would do."""
+
+
+class LedgerNumbers(TypedDict):
+    """The verdict's numbers a booked decision carries (``verdict``: the gate's own decision,
+    when there was a verdict), and per task what the candidate fixed and broke."""
+
+    delta_mean: float | None
+    p_value: float | None
+    bar: float | None
+    verdict: NotRequired[str | None]
+    fixed: list[str]
+    broke: list[str]
+
+
+class Lineage(TypedDict):
+    """Where a booked tag comes from: its parent, and the candidates it merges (a merge only)."""
+
+    tag: str
+    parent: str
+    merged_from: NotRequired[list[str]]
+
+
+class BookedDecision(Lineage):
+    """A decision as :func:`book` logs it (the ``decision`` event) and returns it."""
+
+    gated_against: str | None
+    decision: str
+    basis: str | None
+    note: str
+    forced: bool
+    repairs: int | None
+    against_gate: bool
+    delta_mean: float | None
+    p_value: float | None
+    bar: float | None
+    verdict: NotRequired[str | None]
+    fixed: list[str]
+    broke: list[str]
+    rollouts: int
+    runner_usd: float
+    changed_files: list[str]
+    optimizer_usd: float
+    optimizer_tokens: int
+    optimizer_seconds: float
+
+
+class SpentOn(TypedDict):
+    """What a tag's val rollouts cost: how many, and the runner's USD."""
+
+    rollouts: int
+    runner_usd: float
 
 
 @dataclass(frozen=True)
@@ -49,7 +100,7 @@ def book(
     note: str = "",
     optimizer: OptimizerSpend | None = None,
     force: bool = False,
-) -> dict[str, Any]:
+) -> BookedDecision:
     """Book ``decision`` for ``tag``; returns the decision as logged. Raises CommitRefused."""
     optimizer = optimizer or OptimizerSpend()
     with rundir.lock():
@@ -76,10 +127,11 @@ def book(
             _check_screen_kill(rundir, tag, basis)
         parent = _parent(rundir, tag, best)
         merge = merged_from(rundir, tag)
-        entry = {
-            "tag": tag,
-            "parent": parent,
-            **({"merged_from": merge} if merge else {}),
+        lineage: Lineage = {"tag": tag, "parent": parent}
+        if merge:
+            lineage["merged_from"] = merge
+        entry: BookedDecision = {
+            **lineage,
             "gated_against": (verdict or {}).get("against"),
             "decision": decision,
             "basis": basis,
@@ -94,7 +146,9 @@ def book(
             ),
             **_spent_on(rundir, tag),
             "changed_files": _changes(rundir, tag, parent, verdict),
-            **{f"optimizer_{k}": v for k, v in asdict(optimizer).items()},
+            "optimizer_usd": optimizer.usd,
+            "optimizer_tokens": optimizer.tokens,
+            "optimizer_seconds": optimizer.seconds,
         }
         rundir.log.append_event("decision", **entry)
         rundir.state.update_state(lambda s: _count(s, entry, optimizer))
@@ -186,9 +240,9 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
     return standing
 
 
-def _screen_numbers(rundir: RunDir, tag: str) -> dict[str, Any]:
+def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
     """A screen kill's numbers for the ledger (Δ̄ and the harm test's p on the subset)."""
-    kill = next(
+    kill: dict[str, Any] = next(
         (e for e in reversed(rundir.log.events()) if e.get("kind") == "screen" and e.get("tag") == tag),
         {},
     )
@@ -213,7 +267,7 @@ def _check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
         )
 
 
-def _count(state: dict[str, Any], entry: dict[str, Any], optimizer: OptimizerSpend) -> None:
+def _count(state: dict[str, Any], entry: BookedDecision, optimizer: OptimizerSpend) -> None:
     """Every decision advances ``iterations``; a reject advances ``stall`` and an accept resets
     it (and moves the best); indecisive, inconclusive and provisional leave ``stall`` alone."""
     state["iterations"] = int(state["iterations"]) + 1
@@ -228,7 +282,7 @@ def _count(state: dict[str, Any], entry: dict[str, Any], optimizer: OptimizerSpe
     spent["optimizer_seconds"] = float(spent.get("optimizer_seconds", 0.0)) + optimizer.seconds
 
 
-def _numbers(verdict: dict[str, Any] | None) -> dict[str, Any]:
+def _numbers(verdict: dict[str, Any] | None) -> LedgerNumbers:
     """The verdict's numbers the ledger shows, and per task what the candidate fixed and broke."""
     if verdict is None:
         return {"delta_mean": None, "p_value": None, "bar": None, "fixed": [], "broke": []}
@@ -272,7 +326,7 @@ def _parent(rundir: RunDir, tag: str, best: str) -> str:
     return best
 
 
-def _spent_on(rundir: RunDir, tag: str) -> dict[str, Any]:
+def _spent_on(rundir: RunDir, tag: str) -> SpentOn:
     records = rundir.rollouts.indexed_rollouts("val", [tag])
     return {"rollouts": len(records), "runner_usd": round(sum(r.cost_usd for r in records), 6)}
 

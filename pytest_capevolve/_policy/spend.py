@@ -27,6 +27,7 @@ from .._store.rundir import RunDir
 from .._store.seal import Seal
 from . import stop_condition as sc
 from . import val_budget
+from .answers import BestArm, Constraints, Recommendation, SpendReport
 
 UNKNOWN = "unknown"
 NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fanning out
@@ -242,7 +243,7 @@ def spend_report(
     n_siblings: int = 1,
     nulls: int = DEFAULT_NULLS,
     now: float | None = None,
-) -> dict[str, Any]:
+) -> SpendReport:
     """The ``capevolve spend`` object for the run (see the README for its keys). Reads
     ``state.json``, ``events.jsonl``, ``splits.json`` and the val rollouts; pays nothing."""
     state = rundir.state.read_state()
@@ -257,7 +258,7 @@ def spend_report(
     means = stats.task_means(matrix)
     mean, se = stats.mean_se(means)
     coverage = stats.coverage(matrix)
-    best_json = {
+    best_json: BestArm = {
         "tag": best,
         "val_mean": mean,
         "se": se,
@@ -353,7 +354,7 @@ def spend_report(
         task_means=guard_means,
         val_task_ids=tuple(val_ids),
     )
-    constraints = {
+    constraints: Constraints = {
         "stop_condition": spec.stop_condition,
         "predicates": sc.evaluate(condition, actuals),
         "ambiguous": [a.to_json() for a in condition.ambiguous],
@@ -411,10 +412,10 @@ def _guard_means(
 def _recommend(
     exhausted: list[str],
     ceilings: dict[str, dict[str, Any]],
-    constraints: dict[str, Any],
+    constraints: Constraints,
     can: Affordability,
     one: Affordability,
-) -> dict[str, str]:
+) -> Recommendation:
     goals = [p for p in constraints["predicates"] if p["role"] == "goal"]
     met_goals = [p for p in goals if p["met"]]
     guards = [p for p in constraints["predicates"] if p["role"] == "guard" and not p["met"]]
@@ -477,7 +478,7 @@ def _num(value: Any, spec: str = ".4f") -> str:
     return "—" if value is None else format(value, spec)
 
 
-def render_table(report: dict[str, Any]) -> list[str]:
+def render_table(report: SpendReport) -> list[str]:
     """A short human table of :func:`spend_report` (``capevolve spend --table``)."""
     b, s, a = report["best"], report["spent"], report["afford"]
     lines = [

@@ -5,19 +5,37 @@ on val so far (``gate_decision`` events), the α the next one gets under ``gate_
 (:mod:`..decide.alpha_budget`), and the minimum detectable effect (MDE, 80 % power) at that α
 with this val size and the spread of per-task deltas the run has seen. When the target effect
 (``gate_min_effect``) is no longer detectable the advice is plain: refresh val with new tasks,
-or stop. Pure: events, verdicts and sizes in; a plain dict out.
+or stop. Pure: events, verdicts and sizes in; a plain dict out (:class:`ValReuse`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 from .._decide import alpha_budget
-from .._decide.calibration import NULL_EVENT, calibration
+from .._decide.calibration import NULL_EVENT, Calibration, calibration
 from .._project.spec import Spec
 
 POWER = 0.8
+
+
+class ValReuse(TypedDict):
+    """How much of val the run has used up, as ``capevolve spend`` prints it under ``val_reuse``."""
+
+    schedule: str
+    alpha: float
+    decisions: int
+    next_alpha: float
+    val_tasks: int
+    delta_sd: float | None
+    mde: float | None
+    target_effect: float
+    detectable: bool | None
+    refresh_val: bool
+    advice: str
+    any_false_accept_bound: float
+    source: str
 
 
 def delta_spread(events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]]) -> float | None:
@@ -34,7 +52,7 @@ def delta_spread(events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any
 
 def val_reuse(
     spec: Spec, events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]], n_val: int
-) -> dict[str, Any]:
+) -> ValReuse:
     decided = alpha_budget.decisions_so_far(events)
     next_alpha = float(alpha_budget.alpha_for(spec.gate_alpha_schedule, spec.gate_alpha, decided + 1))
     spread = delta_spread(events, verdicts)
@@ -80,5 +98,5 @@ def val_reuse(
     }
 
 
-def run_calibration(spec: Spec, events: list[dict[str, Any]]) -> dict[str, Any]:
+def run_calibration(spec: Spec, events: list[dict[str, Any]]) -> Calibration:
     return calibration(events, spec.gate_alpha)

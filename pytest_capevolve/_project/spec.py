@@ -95,8 +95,9 @@ class Spec:
         old_project = lock.get("project_dir")
         if not (isinstance(old_project, str) and Path(old_project).is_absolute()):
             spec_path = lock.get("path")
-            absolute = isinstance(spec_path, str) and Path(spec_path).is_absolute()
-            old_project = str(Path(spec_path).parent) if absolute else None
+            old_project = None
+            if isinstance(spec_path, str) and Path(spec_path).is_absolute():
+                old_project = str(Path(spec_path).parent)
         return {
             key: rebase(value, old_project) if key in PATH_KEYS and isinstance(value, str) else value
             for key, value in lock.items()

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
-from .._decide.calibration import calibration
+from .._decide.calibration import Calibration, calibration
 from .._decide.screen import ledger as screen_ledger
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
@@ -78,7 +78,7 @@ class Measurement:
     lineage: list[dict[str, Any]] = field(default_factory=list)
     spend: dict[str, Any] = field(default_factory=dict)
     screening: dict[str, Any] = field(default_factory=dict)
-    calibration: dict[str, Any] = field(default_factory=dict)  # the null controls' accept tally
+    calibration: Calibration | None = None  # the null controls' accept tally
 
     @property
     def null_result(self) -> bool:
@@ -271,7 +271,7 @@ def _delta_text(line: DeltaLine) -> str:
 
 def table_rows(m: Measurement) -> list[tuple[str, ...]]:
     header = ("split", "arm", "tag", "mean", "SE", "tasks", "trials", "coverage", "from")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     for a in m.arms:
         if a.note:
             rows.append((a.split, a.arm, a.tag, a.note, "", "", "", "", a.source))

@@ -19,7 +19,12 @@ from .numbers import interval, num
 
 
 @dataclass
-class ArmSummary:
+class TagRow:
+    """One row of the per-tag table (:func:`render_arms`): a tag's arm on one split — its
+    mean, SE, coverage and pass^k over the planned tasks and trials, with what it paid,
+    reused, lost to infra errors and cost. (Not :class:`.._stats.ArmSummary`, the arrays a
+    gate reads.)"""
+
     tag: str
     split: str
     tasks: int
@@ -37,6 +42,10 @@ class ArmSummary:
         return asdict(self)
 
 
+# the old name, kept only until _session/outcome.py imports TagRow (then delete this line)
+ArmSummary = TagRow
+
+
 def summarize_arm(
     arm: evidence.Arm,
     *,
@@ -46,7 +55,7 @@ def summarize_arm(
     num_trials: int,
     paid: int,
     reused: int,
-) -> ArmSummary:
+) -> TagRow:
     return arm_summary(
         _arm_arrays(arm, task_ids, num_trials),
         tag=tag,
@@ -67,12 +76,12 @@ def arm_summary(
     num_trials: int,
     paid: int,
     reused: int,
-) -> ArmSummary:
+) -> TagRow:
     """The row of an arm laid out as (reward matrix, pass matrix, infra errors, cost): from
     :func:`_arm_arrays`, or :meth:`..decide.evidence.Outcomes.arm_arrays` for a whole session."""
     rewards, passes, infra, cost = arrays
     mean, se = stats.mean_se(stats.task_means(rewards))
-    return ArmSummary(
+    return TagRow(
         tag=tag,
         split=split,
         tasks=tasks,
@@ -111,7 +120,7 @@ def _arm_arrays(
     return rewards, passes, infra, cost
 
 
-def render_arms(rows: Sequence[ArmSummary]) -> list[str]:
+def render_arms(rows: Sequence[TagRow]) -> list[str]:
     """A fixed-width table, one line per tag."""
     header = (
         "tag",

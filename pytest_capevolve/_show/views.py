@@ -109,7 +109,7 @@ def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
         rundir.root / "seal.json",
         *sorted((rundir.root / "verdicts").glob("*.json")),
     ]
-    stats = {}
+    stats: dict[str, list[int] | None] = {}
     for path in files:
         try:
             stat = os.stat(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from statistics import NormalDist
@@ -92,7 +92,7 @@ def pass_at_k(passes: np.ndarray, k: int) -> float | None:
     return _per_task_k_estimate(passes, k, lambda n, c: 1 - math.comb(n - c, k) / math.comb(n, k))
 
 
-def _per_task_k_estimate(passes: np.ndarray, k: int, estimate: object) -> float | None:
+def _per_task_k_estimate(passes: np.ndarray, k: int, estimate: Callable[[int, int], float]) -> float | None:
     if k < 1:
         raise ValueError(f"k must be ≥ 1, got {k}")
     matrix = as_matrix(passes)
@@ -105,7 +105,7 @@ def _per_task_k_estimate(passes: np.ndarray, k: int, estimate: object) -> float 
     # the estimate of each distinct (n, c) once, then the tasks' values in task order: the same
     # floats, averaged the same way, as one estimate per task (10,000 tasks, a few dozen pairs)
     pairs, which = np.unique(np.stack([n[able], c[able]], axis=1), axis=0, return_inverse=True)
-    estimates = np.array([estimate(int(pn), int(pc)) for pn, pc in pairs], dtype=float)  # type: ignore[operator]
+    estimates = np.array([estimate(int(pn), int(pc)) for pn, pc in pairs], dtype=float)
     return float(np.mean(estimates[which.reshape(-1)]))
 
 

@@ -285,7 +285,9 @@ def lineage_plot(dash: Dashboard) -> str:
     """One node per booked decision (and the seed), in the order booked; an edge from each
     candidate's parent. Accepted candidates sit on the left column (the chain of bests)."""
     row_h, top, col_w = 24.0, 16.0, 28.0
-    rows = [("seed", None, "seed", None, "the seed capability (iteration 0)")]
+    rows: list[tuple[str, str | None, str, str | None, str]] = [
+        ("seed", None, "seed", None, "the seed capability (iteration 0)")
+    ]
     for d in dash.decisions:
         numbers = f"Δ̄ {_num(d.delta_mean, '+.4f')}, p {_num(d.p_value, '.4g')}"
         basis = f" ({d.basis})" if d.basis else ""

@@ -1,0 +1,189 @@
+"""The gate's rules: one function per mode, registered in :data:`RULES`.
+
+Each rule reads a :class:`RuleInput` (both arms, the paired deltas, the config) and answers
+with a :class:`RuleResult`: decision, basis, reason, and the numbers it was decided on
+(:class:`RuleNumbers`), which :func:`.gate.decide` writes into the verdict. A new gate mode is
+one function here and one line in :data:`RULES`; the spec's validation, the CLI's choices and
+the README's list derive from the registry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import NamedTuple, TypedDict
+
+import numpy as np
+
+from .. import _stats as stats
+from .verdict import ACCEPT, REJECT, GateConfig
+
+
+@dataclass(frozen=True)
+class RuleInput:
+    """What every gate rule may read: both arms, the paired deltas over tasks valid on both
+    sides, the config, and the snapshot sizes (for ``simplicity_tiebreak``)."""
+
+    candidate: np.ndarray
+    best: np.ndarray
+    deltas: np.ndarray
+    config: GateConfig
+    candidate_size: int | None
+    best_size: int | None
+    arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None  # the two arms' summaries
+
+    @property
+    def arm_delta(self) -> float:
+        """cap-evolve's unpaired Δ: difference of the arms' means of task means."""
+        return float(np.nanmean(stats.task_means(self.candidate)) - np.nanmean(stats.task_means(self.best)))
+
+
+class RuleNumbers(TypedDict, total=False):
+    """The numbers a rule decided on, each a :class:`~.verdict.Verdict` field of the same name;
+    a rule sets only those it computed."""
+
+    p_value: float
+    p_method: str
+    p_exact: str
+    bar: float | None
+    se: float
+    warnings: list[str]
+
+
+class RuleResult(NamedTuple):
+    """What a rule decided, why, and on which numbers."""
+
+    decision: str
+    basis: str
+    reason: str
+    numbers: RuleNumbers
+
+
+def _exact(x: RuleInput) -> RuleResult:
+    """The default: a one-sided paired sign-flip test at α, decided on integers."""
+    config = x.config
+    arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
+    result = stats.paired_sign_flip(*arms, alpha=float(config.alpha), seed=config.seed)
+    # (float(α): the test compares it with a float p only, where a Fraction acts as its float)
+    ok = result.at_most(config.alpha)
+    extra = RuleNumbers(
+        p_value=result.p_value,
+        p_method=result.method,
+        p_exact=f"{result.numerator}/{result.denominator}",
+        bar=None,
+    )
+    reason = (
+        f"one-sided paired sign-flip test over {x.deltas.size} tasks: p = {result.p_value:.4g} "
+        f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f})"
+    )
+    return RuleResult(outcome(ok), "exact", reason, extra)
+
+
+def _paired(x: RuleInput) -> RuleResult:
+    se = stats.mean_se(x.deltas)[1] or 0.0  # one task: SE undefined, treated as 0 (warned)
+    mean = float(np.mean(x.deltas))
+    decision, basis, reason, extra = _k_se_rule(
+        "paired", "paired Δ̄", mean, se, x.config.k_se, f"SE = {se:.4f}, n = {x.deltas.size}"
+    )
+    return RuleResult(decision, basis, reason, {**extra, "se": se})
+
+
+def _significant(x: RuleInput) -> RuleResult:
+    se = math.sqrt(stats.combined_se(x.candidate) ** 2 + stats.combined_se(x.best) ** 2)
+    decision, basis, reason, extra = _k_se_rule(
+        "significant", "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}"
+    )
+    return RuleResult(decision, basis, reason, {**extra, "se": se})
+
+
+def _above(basis: str, delta: float, bar: float, label: str) -> RuleResult:
+    ok = delta > bar
+    return RuleResult(outcome(ok), basis, f"Δ = {delta:+.4f} {'>' if ok else '≤'} {label}", {"bar": bar})
+
+
+def _threshold(x: RuleInput) -> RuleResult:
+    return _above("threshold", x.arm_delta, x.config.threshold, f"threshold {x.config.threshold}")
+
+
+def _strict(x: RuleInput) -> RuleResult:
+    return _above("strict", x.arm_delta, 0.0, "0")
+
+
+def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
+    delta = x.arm_delta
+    if delta > 0:
+        return RuleResult(ACCEPT, "simplicity_tiebreak", f"Δ = {delta:+.4f} > 0", {"bar": 0.0})
+    cand_size, best_size = x.candidate_size, x.best_size
+    if abs(delta) <= 1e-9 and cand_size is not None and best_size is not None and cand_size < best_size:
+        return RuleResult(
+            ACCEPT,
+            "simplicity_tiebreak",
+            f"tie (Δ = {delta:+.4f}); the smaller candidate wins ({cand_size} < {best_size} bytes)",
+            {"bar": 0.0},
+        )
+    return RuleResult(REJECT, "simplicity_tiebreak", f"Δ = {delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0})
+
+
+# The one registry of gate rules: mode name → rule. Every list of modes (spec validation, the
+# CLI's choices, the README) derives from it; ``exact`` first, then cap-evolve's legacy modes.
+RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
+    "exact": _exact,
+    "paired": _paired,
+    "significant": _significant,
+    "strict": _strict,
+    "threshold": _threshold,
+    "simplicity_tiebreak": _simplicity_tiebreak,
+}
+GATE_MODES = tuple(RULES)
+LEGACY_MODES = GATE_MODES[1:]
+
+
+def run_rule(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    deltas: np.ndarray,
+    config: GateConfig,
+    candidate_size: int | None,
+    best_size: int | None,
+    arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None,
+) -> RuleResult:
+    """The rule of ``config.mode`` on these arms (ValueError for a mode not in :data:`RULES`)."""
+    rule = RULES.get(config.mode)
+    if rule is None:
+        raise ValueError(f"unknown gate mode {config.mode!r}; use one of {', '.join(GATE_MODES)}")
+    return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms))
+
+
+def _k_se_rule(basis: str, label: str, delta: float, se: float, k_se: float, detail: str) -> RuleResult:
+    """cap-evolve's "delta > k·SE"; an SE of 0 falls back to strict (delta > 0), with a warning
+    kept in the verdict, since a zero SE means the rule cannot tell noise from signal."""
+    if se == 0.0:
+        ok = delta > 0
+        return RuleResult(
+            outcome(ok),
+            basis,
+            f"{label} = {delta:+.4f} {'>' if ok else '≤'} 0 (WARNING: SE = 0, so the rule fell back "
+            "to strict: any improvement wins)",
+            {"bar": 0.0, "warnings": [f"{basis} SE = 0: strict fallback"]},
+        )
+    bar = k_se * se
+    ok = delta > bar
+    return RuleResult(
+        outcome(ok),
+        basis,
+        f"{label} = {delta:+.4f} {'>' if ok else '≤'} {k_se}·SE = {bar:.4f} ({detail})",
+        {"bar": bar},
+    )
+
+
+def alpha_text(alpha: float | Fraction) -> str:
+    """α as people read it: 0.05, or a split of it as 0.01667 — a fraction beside it read as
+    "1 of 60 tasks", so where α was split the round says how (:mod:`.rounds`)."""
+    return f"{float(alpha):.4g}"
+
+
+def outcome(ok: bool) -> str:
+    """A rule's pass/fail as a decision."""
+    return ACCEPT if ok else REJECT
