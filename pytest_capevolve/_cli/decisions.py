@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import re
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .._session import exitcodes
@@ -83,7 +84,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
-def _handoff(spec: Any, rundir: Any, report: dict[str, Any]) -> dict[str, Any]:
+def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any]:
     """What an optimizer needs to start: the run, the best, the budget, the next commands."""
     splits = rundir.splits() or {}
     where = str(spec.project_dir)

@@ -113,7 +113,7 @@ def cmd_multirep(args: argparse.Namespace) -> int:
     spec, rundir = open_run(args)
     answer = multirep(spec, rundir, args.tag, args.against)
     emit(args, answer, None if args.json else render)
-    return int(answer.get("exit_code", exitcodes.OK))
+    return int(answer.get("exit_code", exitcodes.OK))  # type: ignore[call-overload]  # an int when present
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

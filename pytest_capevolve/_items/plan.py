@@ -50,9 +50,9 @@ class EvalPlan:
     num_trials: int
     base_seed: int
     candidates: list[PlannedCandidate]
-    persisted: set[tuple[str, str, str, int]] = field(default_factory=set)
+    persisted: set[tuple[str, str, str, int]] | set[RolloutKey] = field(default_factory=set)
     # being paid right now by another live session (its claim): not owed here, waited for
-    awaited: set[tuple[str, str, str, int]] = field(default_factory=set)
+    awaited: set[tuple[str, str, str, int]] | set[RolloutKey] = field(default_factory=set)
     block: int = 0  # the replicate block evaluated (--capevolve-block; 0 is the usual one)
     # --capevolve-sequential: the seeded task order and this session's stop-marker token
     order: list[str] | None = None

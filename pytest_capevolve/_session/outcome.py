@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._items.plan import RolloutKey
-from .._show.report import ArmSummary
+from .._show.report import TagRow
 from . import exitcodes
 
 if TYPE_CHECKING:
+    from .._policy.commit import BookedDecision
     from .._project.spec import Spec
     from .._store.rundir import RunDir
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 class Outcome:
     """What the session concluded, for the exit status and the terminal reporter."""
 
-    rows: list[ArmSummary] = field(default_factory=list)
+    rows: list[TagRow] = field(default_factory=list)
     missing: list[RolloutKey] = field(default_factory=list)
     verdicts: list[Any] = field(default_factory=list)
     nulls: list[Any] = field(default_factory=list)  # the null controls' verdicts (the noise floor)
@@ -97,10 +98,10 @@ class SessionHooks:
             self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
         return path
 
-    def book(self, spec: Spec, rundir: RunDir, tag: str, decision: str, **how: Any) -> dict[str, Any]:
+    def book(self, spec: Spec, rundir: RunDir, tag: str, decision: str, **how: Any) -> BookedDecision:
         """Book a decision (:func:`.._policy.commit.book`, which may raise ``CommitRefused``),
         then ``pytest_capevolve_decision_booked`` with the decision as logged."""
-        from .._policy.commit import book
+        from .._policy.commit import book  # here: the commit path is paid for only by sessions that book
 
         booked = book(spec, rundir, tag, decision, **how)
         if self.config is not None:

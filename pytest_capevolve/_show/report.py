@@ -43,7 +43,6 @@ class TagRow:
 
 
 # the old name, kept only until _session/outcome.py imports TagRow (then delete this line)
-ArmSummary = TagRow
 
 
 def summarize_arm(

@@ -96,7 +96,7 @@ class Fanout:
         for ahead in window:
             if ahead.nodeid not in started:
                 self._wait_for_slot()
-                ahead.start()
+                ahead.start()  # type: ignore[attr-defined]  # the window holds rollout items only
 
     def _in_order_at(self, item: pytest.Item, nextitem: pytest.Item | None) -> int | None:
         """``item``'s position when pytest's own run loop runs ``session.items`` in order in
@@ -108,7 +108,7 @@ class Fanout:
         if self._index is None:
             self._index = {id(it): n for n, it in enumerate(items)}
         at = self._index.get(id(item))
-        if at is None or at < self._last_at or (items[at + 1 : at + 2] or [None])[0] is not nextitem:
+        if at is None or at < self._last_at or next(iter(items[at + 1 : at + 2]), None) is not nextitem:
             return None
         self._last_at = at
         return at
@@ -129,7 +129,7 @@ class Fanout:
             ahead = items[index]
             if ahead.nodeid not in started and self._startable(ahead):
                 self._wait_for_slot()
-                ahead.start()
+                ahead.start()  # type: ignore[attr-defined]  # the window holds rollout items only
                 if ahead.nodeid in started:
                     self._ahead.append((index, ahead.nodeid))
         self._next = max(self._next, end)
@@ -169,8 +169,7 @@ class Fanout:
             if self._index is None:
                 self._index = {id(it): n for n, it in enumerate(session.items)}
             at = self._index.get(id(item))
-            after = at + 1 if at is not None else None
-            if after is not None and (session.items[after : after + 1] or [None])[0] is nextitem:
+            if at is not None and next(iter(session.items[at + 1 : at + 2]), None) is nextitem:
                 return list(session.items[at : at + self.width])
             return [item] + ([nextitem] if nextitem is not None else [])  # someone else's run loop
         owned = [item] + ([nextitem] if nextitem is not None else [])

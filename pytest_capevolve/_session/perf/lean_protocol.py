@@ -68,6 +68,7 @@ import pytest
 from _pytest.logging import caplog_handler_key, caplog_records_key
 from _pytest.runner import CallInfo, check_interactive_exception
 from _pytest.skipping import xfailed_key
+from _pytest.stash import StashKey
 
 try:
     from _pytest.runner import get_reraise_exceptions
@@ -133,7 +134,8 @@ class LeanProtocol:
             call = CallInfo.from_call(lambda: ihook.pytest_runtest_call(item=item), "call", self.reraise)
             time_call_as_rollout(item, call)  # a rollout run in flight: its own times
         finally:
-            for key in (caplog_records_key, caplog_handler_key):
+            keys: tuple[StashKey[Any], ...] = (caplog_records_key, caplog_handler_key)
+            for key in keys:
                 if key in stash:
                     del stash[key]
         if call.excinfo is None and not stash.get(xfailed_key, None):  # (an xfail mark added as it ran)
