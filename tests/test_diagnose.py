@@ -165,14 +165,14 @@ def test_compare_split_reports_the_overlap_or_says_the_splits_are_disjoint(
 
 
 def test_diagnose_refuses_the_sealed_split_and_what_it_cannot_read(tattler, capevolve, capsys):
-    def refused(*args: str) -> str:
+    def refused(*args: str, code: int = 2) -> str:
         capsys.readouterr()
-        assert main(["diagnose", *args]) == 2
+        assert main(["diagnose", *args]) == code
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1
         return err[0]
 
-    assert "no run" in refused("seed", str(tattler))
+    assert "no run" in refused("seed", str(tattler), code=4)  # no run yet: exit 4, as in every command
     capevolve(tattler)
     assert "test split is sealed" in refused("seed", str(tattler), "--split", "test")
     assert "test split is sealed" in refused("seed", str(tattler), "--compare-split", "test")
