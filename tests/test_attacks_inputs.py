@@ -245,3 +245,70 @@ def test_a_device_inside_the_folder_is_refused_without_opening_it(tmp_path: Path
 
     with pytest.raises(CandidateError, match="a character device, not a capability file"):
         _check_entry(Path("/dev/null"), Path("/dev"))
+
+
+# -- 5. a garbled file the run reads: one line naming it and the fix (exit 4) -----------------
+
+
+def _garble(path: Path, text: bytes) -> None:
+    path.write_bytes(text)
+
+
+GARBLED = {
+    "spec-not-utf8": (
+        lambda project, run: _garble(
+            project / "capevolve.yaml", (project / "capevolve.yaml").read_bytes() + b"# \xff\n"
+        ),
+        "*capevolve.yaml: not UTF-8 text (byte 0xff at offset *); save the file as UTF-8",
+    ),
+    "spec-lock": (
+        lambda project, run: _garble(run / "spec.lock.yaml", b"num_trials: [1\n"),
+        "*spec.lock.yaml: damaged, not the YAML mapping the run froze*start a new run with --capevolve-new-run",
+    ),
+    "splits-truncated": (
+        lambda project, run: _garble(run / "splits.json", (run / "splits.json").read_bytes()[:50]),
+        "*splits.json: damaged, not readable JSON (*); restore it, or start a new run*",
+    ),
+    "candidate-json": (
+        lambda project, run: _garble(run / "candidates" / "seed" / "candidate.json", b'{"tag": '),
+        "*candidates/seed/candidate.json: damaged, not readable JSON*restore it*",
+    ),
+    "candidate-json-field": (
+        lambda project, run: _garble(run / "candidates" / "seed" / "candidate.json", b'{"tag": "seed"}'),
+        "*candidates/seed/candidate.json: damaged, lacks content_hash or source*",
+    ),
+}
+
+
+def test_a_garbled_run_file_is_refused_in_one_line(example, projects, capevolve) -> None:
+    """Before: each of these ended in INTERNALERROR (UnicodeDecodeError, yaml ParserError,
+    JSONDecodeError, KeyError) with a traceback."""
+    project = noisy(example, projects)
+    assert capevolve(project).ret in (0, 1)
+    run = projects.run_dir(project)
+    kept = {
+        p: p.read_bytes() for p in [project / "capevolve.yaml", *run.rglob("*.json"), *run.glob("*.yaml")]
+    }
+    for case, (garble, expected) in GARBLED.items():
+        garble(project, run)
+        result = capevolve(project)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, case
+        result.stderr.fnmatch_lines([f"ERROR: {expected}"])
+        assert "Traceback" not in result.stderr.str() + result.stdout.str(), case
+        for path, data in kept.items():
+            path.write_bytes(data)
+
+
+def test_a_garbled_verdict_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    from pytest_capevolve._store.files import RunDirError
+    from pytest_capevolve._store.rundir import RunDir
+
+    rundir = RunDir(tmp_path / "run")
+    (rundir.root / "verdicts").mkdir(parents=True)
+    rundir.verdict_path("copy").write_text('{"decision": "acc')
+    with pytest.raises(
+        RunDirError, match=r"verdicts/copy\.json: damaged, not readable JSON .*capevolve gate"
+    ):
+        rundir.verdict("copy")
+    with pytest.raises(RunDirError, match=r"verdicts/copy\.json: damaged"):
+        rundir.verdicts()

@@ -14,6 +14,7 @@ import secrets
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .._project.candidate import (
     CandidateError,
@@ -22,7 +23,7 @@ from .._project.candidate import (
     iter_files,
 )
 from .._project.paths import from_stored, rebase, to_stored
-from .files import atomic_write_json, read_json
+from .files import RunDirError, atomic_write_json, read_run_json
 
 
 class Snapshots:
@@ -48,7 +49,17 @@ class Snapshots:
 
     def candidate_hash(self, tag: str) -> str | None:
         meta = self.candidate_dir(tag) / "candidate.json"
-        return str(read_json(meta)["content_hash"]) if meta.is_file() else None
+        return str(self._metadata(tag)["content_hash"]) if meta.is_file() else None
+
+    def _metadata(self, tag: str) -> dict[str, Any]:
+        """``candidates/<tag>/candidate.json``; damaged (garbled, cut short, a field missing):
+        a RunDirError naming it, never a traceback."""
+        meta = self.candidate_dir(tag) / "candidate.json"
+        fix = "restore it, or start a new run with --capevolve-new-run"
+        found = read_run_json(meta, fix)
+        if not isinstance(found, dict) or not {"content_hash", "source"} <= found.keys():
+            raise RunDirError(f"{meta}: damaged, lacks content_hash or source; {fix}")
+        return found
 
     def register_candidate(self, tag: str, source: Path) -> str:
         """Snapshot ``source`` under ``tag`` (first time) and return its content hash.
@@ -90,7 +101,7 @@ class Snapshots:
         ``candidate.json`` stores it relative to the project (absolute when outside it). Runs
         created before that store it absolutely; a path inside the project's folder of then
         (their ``run_created`` event names it) is mapped to where the project is now."""
-        stored = str(read_json(self.candidate_dir(tag) / "candidate.json")["source"])
+        stored = str(self._metadata(tag)["source"])
         project = self.project_dir
         if project is None:
             return Path(stored)
