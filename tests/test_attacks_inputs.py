@@ -13,6 +13,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -312,3 +313,30 @@ def test_a_garbled_verdict_file_is_refused_in_one_line(tmp_path: Path) -> None:
         rundir.verdict("copy")
     with pytest.raises(RunDirError, match=r"verdicts/copy\.json: damaged"):
         rundir.verdicts()
+
+
+# -- 2. reserved tag names -----------------------------------------------------------------
+
+
+def test_a_null_control_name_is_refused_for_a_real_candidate(example, projects, capevolve) -> None:
+    """Before: ``--capevolve-tag seed-null1`` was accepted for another candidate's bytes and
+    then every gate of the run stopped at "tag 'seed-null1' was evaluated with different bytes"."""
+    project = noisy(example, projects)
+    result = capevolve(project, "improved", tags=["seed-null1"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: tag 'seed-null1' is reserved: '<tag>-null<i>' names a null control*another --capevolve-tag*"]
+    )
+    result = capevolve(project, "improved", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret in (0, 1, 10, 11), result.stderr.str()  # the run's gates are not blocked
+    assert re.search(r"^improved +(ACCEPT|REJECT) ", result.stdout.str(), re.M)
+
+
+def test_seed_for_another_folder_and_case_twins_are_refused(example, projects, capevolve) -> None:
+    project = noisy(example, projects)
+    result = capevolve(project, "improved", tags=["seed"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the tag 'seed' belongs to the spec's capability_path*--capevolve-tag*"])
+    result = capevolve(project, "improved", tags=["Seed"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: tag 'Seed' differs from the run's tag 'seed' only in case*"])

@@ -39,6 +39,17 @@ def check_tag(tag: str) -> str:
     return tag
 
 
+_NULL_CONTROL_TAG = re.compile(r"^(?P<best>.+)-null(?P<n>[0-9]+)$")
+
+
+def null_control_of(tag: str) -> str | None:
+    """The tag whose null control ``tag`` is named as (``seed-null1`` → ``seed``), else None.
+    Such names are reserved: a gate registers ``<best>-null<i>`` as a byte-identical copy of the
+    best, so a real candidate under that name would block every gate of the run after it."""
+    found = _NULL_CONTROL_TAG.match(tag)
+    return None if found is None else found.group("best")
+
+
 def escape_id(task_id: str) -> str:
     """Make a task id a safe, injective file-name part: nothing can leave its folder, and no
     two ids collide on a case-insensitive file system (macOS, Windows).

@@ -21,6 +21,7 @@ from .._project.candidate import (
     check_tag,
     content_hash,
     iter_files,
+    null_control_of,
 )
 from .._project.paths import from_stored, rebase, to_stored
 from .files import RunDirError, atomic_write_json, read_run_json
@@ -67,6 +68,7 @@ class Snapshots:
         Refuses different bytes under an existing tag: a tag names one capability forever.
         """
         digest = content_hash(source)
+        self._refuse_reserved(tag, digest)
         known = self.candidate_hash(tag)
         if known is not None:
             if known != digest:
@@ -94,6 +96,23 @@ class Snapshots:
             return self.register_candidate(tag, source)
         self.append_event("candidate_registered", tag=tag, content_hash=digest)
         return digest
+
+    def _refuse_reserved(self, tag: str, digest: str) -> None:
+        """A tag named as a null control (``<tag>-null<i>``) holds that tag's bytes or is
+        refused; so is a tag that differs from a known one only in case (one folder on a
+        case-insensitive file system)."""
+        copied = null_control_of(tag)
+        if copied is not None and (copied not in self.known_tags() or self.candidate_hash(copied) != digest):
+            raise CandidateError(
+                f"tag {tag!r} is reserved: '<tag>-null<i>' names a null control (a byte-identical copy "
+                f"of {copied!r}); give this candidate another --capevolve-tag (or rename its folder)"
+            )
+        twin = [t for t in self.known_tags() if t != tag and t.lower() == tag.lower()]
+        if twin:
+            raise CandidateError(
+                f"tag {tag!r} differs from the run's tag {twin[0]!r} only in case (one folder on a "
+                "case-insensitive file system); give this candidate another --capevolve-tag"
+            )
 
     def candidate_source(self, tag: str) -> Path:
         """The folder ``tag`` was registered from, in the project's current folder.
