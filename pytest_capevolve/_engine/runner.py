@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -31,6 +31,7 @@ from .._project.adapter import (
     Rollout,
     Score,
     Task,
+    check_cost,
     check_reward,
     coerce_rollout,
 )
@@ -235,8 +236,8 @@ def run_and_score(
             scored.rollout = runner.run_target(task, ctx, seed=seed, split=split)
     except RolloutTimeout as exc:
         scored.infra_error = f"timeout: {exc}"
-    except Exception as exc:  # the agent's crash is data about infra, not a score
-        scored.infra_error = f"run_target raised {type(exc).__name__}: {exc}"
+    except (Exception, SystemExit) as exc:  # the agent's crash is data about infra, not a score
+        scored.infra_error = _raised("run_target", exc)
     rollout = scored.rollout
     if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
         _score_into(scored, runner, task, rollout)
@@ -271,23 +272,40 @@ async def run_and_score_async(
             if deadline.expired()
             else f"run_target raised {type(exc).__name__}: {exc}"
         )
-    except Exception as exc:
-        scored.infra_error = f"run_target raised {type(exc).__name__}: {exc}"
+    except (Exception, SystemExit) as exc:
+        scored.infra_error = _raised("run_target", exc)
     rollout = scored.rollout
     if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
         try:
             score: Score | BaseException = await runner.score_async(task, rollout)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             score = exc
         _take_score(scored, task, score)
     scored.seconds = round(time.perf_counter() - started, 6)
     return scored
 
 
+def _raised(method: str, exc: BaseException) -> str:
+    """The one-line infra error of an adapter method that raised. ``SystemExit`` (``sys.exit``
+    in the agent or scorer) is caught too: it ends one rollout, never the session. A
+    ``KeyboardInterrupt`` is not: raised by the adapter or by a real Ctrl-C, it looks the same
+    here, and a Ctrl-C must stop the session."""
+    if isinstance(exc, SystemExit):
+        return f"{method} raised SystemExit({exc.code!r}): an adapter must not exit the process"
+    return f"{method} raised {type(exc).__name__}: {exc}"
+
+
 def _ready_to_score(scored: Scored, rollout: Rollout, started: float, timeout_s: float | None) -> bool:
     """A returned rollout is scored unless it reports its own error or came back after its
     deadline (an adapter that swallowed the timeout): both are infra errors, never a score."""
     elapsed = time.perf_counter() - started
+    try:
+        check_cost(rollout.cost_usd, f"run_target({rollout.task_id!r})")
+    except AdapterError as exc:
+        # what it cost is unknown: recorded as 0 (never a NaN or a refund in the spend sums)
+        scored.rollout = replace(rollout, cost_usd=0.0)
+        scored.infra_error = f"invalid cost: {exc}"
+        return False
     if rollout.error:
         scored.infra_error = f"rollout error: {rollout.error}"
     elif timeout_s is not None and elapsed > timeout_s:
@@ -300,7 +318,7 @@ def _ready_to_score(scored: Scored, rollout: Rollout, started: float, timeout_s:
 def _score_into(scored: Scored, runner: AdapterRunner, task: Task, rollout: Rollout) -> None:
     try:
         score: Score | BaseException = runner.score(task, rollout)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         score = exc
     _take_score(scored, task, score)
 
@@ -314,8 +332,8 @@ def _take_score(scored: Scored, task: Task, score: Score | BaseException) -> Non
     except AdapterError as exc:
         scored.infra_error = f"invalid score: {exc}"
         return
-    except Exception as exc:
-        scored.infra_error = f"score raised {type(exc).__name__}: {exc}"
+    except (Exception, SystemExit) as exc:
+        scored.infra_error = _raised("score", exc)
         return
     scored.reward = reward
     scored.feedback = str(score.feedback or "")

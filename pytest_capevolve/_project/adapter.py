@@ -107,6 +107,22 @@ def check_reward(value: Any, where: str) -> float:
     return reward
 
 
+def check_cost(value: Any, where: str) -> float:
+    """Return a rollout's ``cost_usd`` as a finite float ≥ 0 or raise an AdapterError saying
+    what was wrong: checked as a reward is, since every spend sum and ceiling adds it up (a NaN
+    would make ``max_usd`` stop nothing, a negative cost would give spend back)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AdapterError(f"{where}: cost_usd must be a number ≥ 0, got {_shown(value)}")
+    cost = float(value)
+    if not math.isfinite(cost) or cost < 0.0:
+        raise AdapterError(
+            f"{where}: cost_usd must be a finite number ≥ 0, got {cost!r}; fix the adapter's run_target"
+        )
+    return cost
+
+
 def load_adapter(ref: str, project_dir: Path) -> Any:
     """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it.
 
@@ -229,7 +245,7 @@ def coerce_rollout(result: Any, task_id: str) -> Rollout:
             output=result.output,
             trace=getattr(result, "trace", None),
             error=getattr(result, "error", None),
-            cost_usd=float(getattr(result, "cost_usd", 0.0) or 0.0),
+            cost_usd=getattr(result, "cost_usd", 0.0),  # checked with the rollout (runner)
             tokens=int(getattr(result, "tokens", 0) or 0),
             tool_calls=list(getattr(result, "tool_calls", None) or []),
             metadata=dict(getattr(result, "metadata", None) or {}),

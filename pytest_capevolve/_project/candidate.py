@@ -6,9 +6,11 @@ quietly mean two different capabilities. Pure filesystem reads; no run-dir write
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,6 +37,17 @@ def check_tag(tag: str) -> str:
             "starting with a letter or digit (rename the folder or pass --capevolve-tag)"
         )
     return tag
+
+
+_NULL_CONTROL_TAG = re.compile(r"^(?P<best>.+)-null(?P<n>[0-9]+)$")
+
+
+def null_control_of(tag: str) -> str | None:
+    """The tag whose null control ``tag`` is named as (``seed-null1`` → ``seed``), else None.
+    Such names are reserved: a gate registers ``<best>-null<i>`` as a byte-identical copy of the
+    best, so a real candidate under that name would block every gate of the run after it."""
+    found = _NULL_CONTROL_TAG.match(tag)
+    return None if found is None else found.group("best")
 
 
 def escape_id(task_id: str) -> str:
@@ -93,15 +106,42 @@ def iter_files(root: Path) -> list[Path]:
         if top:
             filenames = [f for f in filenames if f not in HANDOVER]
         for name in list(dirnames) + sorted(filenames):
-            path = base / name
-            if path.is_symlink():
-                target = path.resolve()
-                if not target.is_relative_to(root):
-                    raise CandidateError(
-                        f"{path} is a symlink to {target}, outside the candidate folder {root}"
-                    )
+            _check_entry(base / name, root)
         files.extend(base / name for name in sorted(filenames) if not name.endswith(".pyc"))
     return sorted(files)
+
+
+_NOT_FILES = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def _check_entry(path: Path, root: Path) -> None:
+    """Refuse what a candidate may not hold, without opening it: a symlink leaving ``root``, a
+    symlink loop or a dangling one, and anything that is not a regular file or a folder (a FIFO
+    would block the hash's read forever; a device or a socket holds no capability bytes)."""
+    try:
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            target = path.resolve(strict=True)
+            if not target.is_relative_to(root):
+                raise CandidateError(f"{path} is a symlink to {target}, outside the candidate folder {root}")
+            mode = target.stat().st_mode
+    except (RuntimeError, OSError) as exc:  # RuntimeError: pathlib's "Symlink loop" (3.11, 3.12)
+        looped = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
+        problem = "a symlink loop" if looped else f"unreadable ({getattr(exc, 'strerror', None) or exc})"
+        raise CandidateError(
+            f"{path} is {problem}; a candidate holds regular files and folders only: remove it"
+        ) from None
+    kind = _NOT_FILES.get(stat.S_IFMT(mode))
+    if kind is not None:
+        raise CandidateError(
+            f"{path} is {kind}, not a capability file; a candidate holds regular files and "
+            "folders only: remove it"
+        )
 
 
 def content_hash(root: Path) -> str:

@@ -16,8 +16,16 @@ class YamlError(ValueError):
 
 
 def read_yaml(path: Path) -> Any:
-    """``yaml.safe_load`` of ``path``; malformed YAML raises :class:`YamlError`."""
-    return load_yaml(path.read_text(encoding="utf-8"), str(path))
+    """``yaml.safe_load`` of ``path``; malformed YAML or bytes that are not UTF-8 raise
+    :class:`YamlError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise YamlError(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+            "save the file as UTF-8"
+        ) from None
+    return load_yaml(text, str(path))
 
 
 def load_yaml(text: str, where: str) -> Any:

@@ -112,6 +112,16 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def read_run_json(path: Path, fix: str) -> Any:
+    """:func:`read_json` of a file the run dir keeps (splits, a candidate's or a verdict's
+    metadata): a file cut short, garbled or not UTF-8 raises :class:`RunDirError` naming it and
+    ``fix``, never a traceback."""
+    try:
+        return read_json(path)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise RunDirError(f"{path}: damaged, not readable JSON ({exc}); {fix}") from None
+
+
 @contextlib.contextmanager
 def exclusive(lock_file: Path) -> Iterator[None]:
     """An exclusive ``flock`` on ``lock_file`` (created if needed) for the ``with`` block; the

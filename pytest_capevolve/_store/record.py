@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,7 @@ class RolloutRecord:
             object.__setattr__(record, "trial", int(record.trial))
         except (TypeError, ValueError) as exc:
             raise RecordError(f"{where}: unreadable rollout record: {exc}") from None
+        _check_numbers(record, where)
         return record
 
     @classmethod
@@ -104,6 +106,19 @@ class RolloutRecord:
         except ValueError as exc:
             raise RecordError(f"{where}: not JSON: {exc}") from None
         return cls.from_json(data, where)
+
+
+def _check_numbers(record: RolloutRecord, where: str) -> None:
+    """A record read back (a file, a report) holds a reward in [0, 1] or none, and a finite
+    cost ≥ 0: what the adapter's rollouts are held to (:func:`..project.adapter.check_reward`),
+    so an edited or damaged file is refused (quarantined) instead of summed."""
+    reward, cost = record.reward, record.cost_usd
+    if reward is not None and (
+        isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0
+    ):
+        raise RecordError(f"{where}: reward {reward!r} is not a number in [0, 1]")
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not 0.0 <= cost < math.inf:
+        raise RecordError(f"{where}: cost_usd {cost!r} is not a finite number ≥ 0")
 
 
 _FIELDS = dataclasses.fields(RolloutRecord)

@@ -31,7 +31,7 @@ from .files import (
     atomic_write_parts,
     atomic_write_text,
     exclusive,
-    read_json,
+    read_run_json,
 )
 from .index import RolloutIndex
 from .log_views import LogView
@@ -196,7 +196,16 @@ class RunDir:
                 "run_created", spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id
             )
             return
-        old = spec.comparable_lock(yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {})
+        try:
+            locked = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            locked = exc
+        if not isinstance(locked, dict):
+            raise RunDirError(
+                f"{self.spec_lock_path}: damaged, not the YAML mapping the run froze "
+                f"({type(locked).__name__}); restore it, or start a new run with --capevolve-new-run"
+            )
+        old = spec.comparable_lock(locked)
         changed = [k for k in spec.FROZEN_KEYS if old.get(k) != lock.get(k)]
         if changed:
             raise RunDirError(
@@ -212,13 +221,21 @@ class RunDir:
 
     def splits(self) -> dict[str, Any] | None:
         """The frozen splits, or None before the first evaluation froze them."""
-        return dict(read_json(self.splits_path)) if self.splits_path.is_file() else None
+        return self._read_splits() if self.splits_path.is_file() else None
+
+    def _read_splits(self) -> dict[str, Any]:
+        splits = read_run_json(self.splits_path, "restore it, or start a new run with --capevolve-new-run")
+        if not isinstance(splits, dict):
+            raise RunDirError(
+                f"{self.splits_path}: damaged, not a JSON object; restore it, or start a new run"
+            )
+        return splits
 
     def ensure_splits(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The frozen splits; computed and written only the first time. (The test split's seal
         state lives in ``seal.json``, so this file never changes once written.)"""
         if self.splits_path.is_file():
-            return dict(read_json(self.splits_path))
+            return self._read_splits()
         splits = compute()
         atomic_write_json(self.splits_path, splits)
         self.log.append_event("splits_frozen", sizes={k: len(splits[k]) for k in ("train", "val", "test")})

@@ -13,16 +13,18 @@ import os
 import secrets
 import shutil
 from pathlib import Path
+from typing import Any
 
 from .._project.candidate import (
     CandidateError,
     check_tag,
     content_hash,
     iter_files,
+    null_control_of,
 )
 from .._project.paths import from_stored, rebase, to_stored
 from .events import EventLog
-from .files import atomic_write_json, read_json
+from .files import RunDirError, atomic_write_json, read_run_json
 
 
 class Snapshots:
@@ -50,7 +52,17 @@ class Snapshots:
 
     def candidate_hash(self, tag: str) -> str | None:
         meta = self.candidate_dir(tag) / "candidate.json"
-        return str(read_json(meta)["content_hash"]) if meta.is_file() else None
+        return str(self._metadata(tag)["content_hash"]) if meta.is_file() else None
+
+    def _metadata(self, tag: str) -> dict[str, Any]:
+        """``candidates/<tag>/candidate.json``; damaged (garbled, cut short, a field missing):
+        a RunDirError naming it, never a traceback."""
+        meta = self.candidate_dir(tag) / "candidate.json"
+        fix = "restore it, or start a new run with --capevolve-new-run"
+        found = read_run_json(meta, fix)
+        if not isinstance(found, dict) or not {"content_hash", "source"} <= found.keys():
+            raise RunDirError(f"{meta}: damaged, lacks content_hash or source; {fix}")
+        return found
 
     def register_candidate(self, tag: str, source: Path) -> str:
         """Snapshot ``source`` under ``tag`` (first time) and return its content hash.
@@ -58,6 +70,7 @@ class Snapshots:
         Refuses different bytes under an existing tag: a tag names one capability forever.
         """
         digest = content_hash(source)
+        self._refuse_reserved(tag, digest)
         known = self.candidate_hash(tag)
         if known is not None:
             if known != digest:
@@ -86,13 +99,30 @@ class Snapshots:
         self.log.append_event("candidate_registered", tag=tag, content_hash=digest)
         return digest
 
+    def _refuse_reserved(self, tag: str, digest: str) -> None:
+        """A tag named as a null control (``<tag>-null<i>``) holds that tag's bytes or is
+        refused; so is a tag that differs from a known one only in case (one folder on a
+        case-insensitive file system)."""
+        copied = null_control_of(tag)
+        if copied is not None and (copied not in self.known_tags() or self.candidate_hash(copied) != digest):
+            raise CandidateError(
+                f"tag {tag!r} is reserved: '<tag>-null<i>' names a null control (a byte-identical copy "
+                f"of {copied!r}); give this candidate another --capevolve-tag (or rename its folder)"
+            )
+        twin = [t for t in self.known_tags() if t != tag and t.lower() == tag.lower()]
+        if twin:
+            raise CandidateError(
+                f"tag {tag!r} differs from the run's tag {twin[0]!r} only in case (one folder on a "
+                "case-insensitive file system); give this candidate another --capevolve-tag"
+            )
+
     def candidate_source(self, tag: str) -> Path:
         """The folder ``tag`` was registered from, in the project's current folder.
 
         ``candidate.json`` stores it relative to the project (absolute when outside it). Runs
         created before that store it absolutely; a path inside the project's folder of then
         (their ``run_created`` event names it) is mapped to where the project is now."""
-        stored = str(read_json(self.candidate_dir(tag) / "candidate.json")["source"])
+        stored = str(self._metadata(tag)["source"])
         project = self.project_dir
         if project is None:
             return Path(stored)

@@ -12,9 +12,10 @@ from typing import Any
 
 from .._project.candidate import check_tag
 from .events import EventLog
-from .files import atomic_write_json, read_json
+from .files import atomic_write_json, read_run_json
 
 _LOGGED = ("tag", "against", "decision", "basis", "p_value", "delta_mean")
+_FIX = "re-derive it with capevolve gate TAG (pays nothing), or delete it"
 
 
 class Verdicts:
@@ -36,8 +37,8 @@ class Verdicts:
 
     def verdict(self, tag: str) -> dict[str, Any] | None:
         path = self.verdict_path(tag)
-        return dict(read_json(path)) if path.is_file() else None
+        return dict(read_run_json(path, _FIX)) if path.is_file() else None
 
     def verdicts(self) -> dict[str, dict[str, Any]]:
         """Every verdict file of the run, by tag."""
-        return {path.stem: dict(read_json(path)) for path in sorted(self.folder.glob("*.json"))}
+        return {path.stem: dict(read_run_json(path, _FIX)) for path in sorted(self.folder.glob("*.json"))}
