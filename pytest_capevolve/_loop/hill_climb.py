@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from .._policy import Refusal
+from .._policy.afford import missing_rollouts
 from .._policy.commit import (
     CommitRefused,
     OptimizerSpend,
     book,
 )
-from .._policy.spend import missing_rollouts
 from .._project.candidate import HANDOVER, SEED_TAG
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
