@@ -37,11 +37,6 @@ from typing import Any
 
 from .._policy import Refusal
 from .._policy.afford import missing_rollouts
-from .._policy.commit import (
-    CommitRefused,
-    OptimizerSpend,
-    book,
-)
 from .._project.candidate import HANDOVER, SEED_TAG
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
@@ -66,7 +61,7 @@ from .hill_climb_options import (
     instructions_template,
 )
 from .hill_climb_stop import stop_reason
-from .iteration_outcome import booked_decision, outcome_message, outcome_record, summary_rows
+from .iteration_outcome import book_iteration, outcome_message, outcome_record, summary_rows
 from .optimizer_run import optimizer_argv, run_optimizer
 from .prompt import (
     PromptInputs,
@@ -352,25 +347,7 @@ class HillClimb:
                     f"the gate session of {cid} exited {code} without a verdict (see {folder / 'gate.log'}); "
                     "what it paid is kept: continue with capevolve hill-climb --resume"
                 )
-        verdict = rundir.verdict(cid) or {}
-        booked, basis = booked_decision(verdict)
-        optimizer = read_json(folder / "optimizer.json")
-        note = (
-            f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']}): "
-        )
-        try:
-            book(
-                self.spec,
-                rundir,
-                cid,
-                booked,
-                basis=basis,
-                note=note + str(verdict.get("reason", "")),
-                optimizer=OptimizerSpend(seconds=float(optimizer.get("seconds", 0.0))),
-            )
-        except CommitRefused:
-            if not self._decided(cid):
-                raise
+        book_iteration(self.spec, rundir, cid, meta, folder)
 
     def _refuse_extra_tamper(self, cid: str, meta: dict[str, Any], workdir: Path) -> bool:
         """--protected-paths (:mod:`.extra_protected`): a change makes the candidate indecisive."""

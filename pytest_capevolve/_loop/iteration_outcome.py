@@ -1,15 +1,17 @@
 """What a decided hill-climb iteration books and says: the decision from its verdict, the
 one-line message (the store's commit message and the log line), the ``outcome.json`` record.
 
-Used by :mod:`.hill_climb` after each gate session (:func:`booked_decision`) and once per decided
-iteration (:func:`outcome_message`, :func:`outcome_record`); pure functions of what the run holds.
+Used by :mod:`.hill_climb` after each gate session (:func:`book_iteration`) and once per decided
+iteration (:func:`outcome_message`, :func:`outcome_record`, :func:`summary_rows`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from .._policy.commit import INDECISIVE
+from .._policy.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
+from .._project.spec import Spec
 from .._store.files import read_json
 from .._store.rundir import RunDir
 
@@ -25,6 +27,29 @@ def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
     if decision == "reject":
         return "reject", "micro_test_fail" if verdict.get("basis") == "micro_test_fail" else "gate"
     return INDECISIVE, verdict.get("basis")
+
+
+def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], folder: Path) -> None:
+    """Book the gate's verdict on ``cid`` through :func:`.commit.book` (the code of ``capevolve
+    commit``), with the optimizer's seconds; a booking a kill cut off after it was written is
+    not booked again."""
+    verdict = rundir.verdict(cid) or {}
+    booked, basis = booked_decision(verdict)
+    optimizer = read_json(folder / "optimizer.json")
+    note = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']}): "
+    try:
+        book(
+            spec,
+            rundir,
+            cid,
+            booked,
+            basis=basis,
+            note=note + str(verdict.get("reason", "")),
+            optimizer=OptimizerSpend(seconds=float(optimizer.get("seconds", 0.0))),
+        )
+    except CommitRefused:
+        if not any(d["tag"] == cid for d in rundir.decisions()):
+            raise
 
 
 def outcome_message(meta: dict[str, Any], cid: str, entry: dict[str, Any], reason: str) -> str:
