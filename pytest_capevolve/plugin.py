@@ -287,7 +287,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         context = parent.config.stash[CONTEXT_KEY]
         return SpecFile.from_parent(parent, path=file_path) if file_path == context.spec.path else None
     if is_microcase_file(file_path):
-        from ._items.nodes import MicrocaseFile
+        from ._items.microcases import MicrocaseFile
 
         return MicrocaseFile.from_parent(parent, path=file_path)
     return None

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._show.dashboard import build
-from pytest_capevolve._show.dashboard.model import spend_series
+from pytest_capevolve._show.dashboard.event_log import spend_series
 from pytest_capevolve._show.dashboard.page import SCRIPT
 from pytest_capevolve._show.dashboard.plots import decision_class
 from pytest_capevolve._show.dashboard.svg import esc, reward_colour

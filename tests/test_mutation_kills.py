@@ -21,7 +21,7 @@ from pytest_capevolve._decide import gate
 from pytest_capevolve._decide import verdict as verdict_types
 from pytest_capevolve._policy import verdicts as judging
 from pytest_capevolve._project.spec import Spec
-from pytest_capevolve._stats import core
+from pytest_capevolve._stats import intervals, sign_flip
 from pytest_capevolve._store import evidence
 from pytest_capevolve._store.rundir import RunDir
 
@@ -73,22 +73,22 @@ def test_off_grid_few_tasks_are_enumerated_exactly():
 def test_off_grid_ties_count_against_the_candidate():
     # d = (a, b, −(a + b)): Σ = 0 up to rounding; the patterns summing to ±0 both count
     a, b = 0.1 + OFF_GRID / 100, 0.2 + OFF_GRID / 100
-    result = core._monte_carlo(np.array([a, b, -(a + b)]), 100, 0)
+    result = sign_flip._monte_carlo(np.array([a, b, -(a + b)]), 100, 0)
     assert (result.numerator, result.denominator, result.method) == (5, 8, "exact")
-    assert core._monte_carlo(np.array([0.0, 0.0]), 100, 0) == stats.SignFlipResult(1.0, "exact", 1, 1)
+    assert sign_flip._monte_carlo(np.array([0.0, 0.0]), 100, 0) == stats.SignFlipResult(1.0, "exact", 1, 1)
 
 
 def test_off_grid_many_tasks_use_seeded_monte_carlo_with_the_plus_one_correction():
     rng = np.random.default_rng(7)
     deltas = rng.choice([-1, 1], size=18) * (OFF_GRID + rng.random(18) / 10)
     truth = exact_tail(deltas)
-    mc = core._monte_carlo(deltas, 2500, 3)  # two chunks: 2000 + 500 draws
+    mc = sign_flip._monte_carlo(deltas, 2500, 3)  # two chunks: 2000 + 500 draws
     assert mc.method == "monte_carlo" and mc.denominator == 2501
     assert 1 <= mc.numerator <= 2501 and mc.p_value == mc.numerator / 2501
     assert abs(mc.p_value - truth) < 4 * math.sqrt(truth * (1 - truth) / 2500) + 1 / 2501
-    assert core._monte_carlo(deltas, 2500, 3) == mc  # seeded: the same draws every time
-    assert core._monte_carlo(deltas, 2500, 4) != mc
-    top = core._monte_carlo(np.abs(deltas), 2000, 0)  # every delta positive: only one pattern reaches it
+    assert sign_flip._monte_carlo(deltas, 2500, 3) == mc  # seeded: the same draws every time
+    assert sign_flip._monte_carlo(deltas, 2500, 4) != mc
+    top = sign_flip._monte_carlo(np.abs(deltas), 2000, 0)  # every delta positive: only one pattern reaches it
     assert (top.numerator, top.denominator) == (1, 2001)
     assert 0 < top.p_value < 1 / 2000
 
@@ -112,15 +112,15 @@ def test_count_at_least_equals_enumeration(values):
             for signs in itertools.product((1, -1), repeat=len(values))
             if sum(s * v for s, v in zip(signs, values, strict=True)) >= threshold
         )
-        assert core._count_at_least(values, threshold) == brute
+        assert sign_flip._count_at_least(values, threshold) == brute
 
 
 def test_float_tail_equals_exact_counts():
     for values, observed in (([1] * 70, 20), ([1, 2, 3] * 25, 40), ([3, 1, 4, 1, 5] * 14, -10)):
-        exact = core._count_at_least(values, observed) / 2 ** len(values)
-        assert core._float_tail(np.array(values), observed) == pytest.approx(exact, rel=1e-9, abs=1e-15)
-    assert core._float_tail(np.array([1, 1]), 3) == 0.0
-    assert core._float_tail(np.array([1, 1]), -5) == 1.0
+        exact = sign_flip._count_at_least(values, observed) / 2 ** len(values)
+        assert sign_flip._float_tail(np.array(values), observed) == pytest.approx(exact, rel=1e-9, abs=1e-15)
+    assert sign_flip._float_tail(np.array([1, 1]), 3) == 0.0
+    assert sign_flip._float_tail(np.array([1, 1]), -5) == 1.0
 
 
 def test_many_tasks_near_alpha_are_decided_by_exact_counts():
@@ -128,7 +128,7 @@ def test_many_tasks_near_alpha_are_decided_by_exact_counts():
     deltas = [1] * 40 + [-1] * 21
     cand = np.array([[1.0 if d > 0 else 0.0] for d in deltas])
     best = 1.0 - cand
-    exact = Fraction(core._count_at_least([1] * 61, 19), 2**61)
+    exact = Fraction(sign_flip._count_at_least([1] * 61, 19), 2**61)
     far = stats.sign_flip_test(cand, best, alpha=0.5)
     assert far.denominator == 1 << 53 and far.p_value == pytest.approx(float(exact), rel=1e-9)
     near = stats.sign_flip_test(cand, best, alpha=float(exact))
@@ -452,7 +452,7 @@ def reference_monte_carlo(deltas, n_resamples, seed):
 def test_monte_carlo_is_the_documented_seeded_stream(n_resamples):
     rng = np.random.default_rng(11)
     deltas = rng.choice([-1, 1], size=17) * (OFF_GRID + rng.random(17) / 10)
-    got = core._monte_carlo(deltas, n_resamples, 5)
+    got = sign_flip._monte_carlo(deltas, n_resamples, 5)
     assert (got.numerator, got.denominator) == reference_monte_carlo(deltas, n_resamples, 5)
     assert got.p_value == got.numerator / got.denominator
 
@@ -461,32 +461,32 @@ def test_monte_carlo_counts_ties_against_the_candidate():
     # 18 equal off-grid magnitudes, 10 up and 8 down: many sign patterns tie the observed sum
     deltas = np.array([OFF_GRID] * 10 + [-OFF_GRID] * 8)
     truth = Fraction(sum(math.comb(18, k) for k in range(10, 19)), 2**18)  # ≥ 10 positive signs
-    mc = core._monte_carlo(deltas, 20000, 0)
+    mc = sign_flip._monte_carlo(deltas, 20000, 0)
     assert abs(mc.p_value - float(truth)) < 4 * math.sqrt(float(truth) * (1 - float(truth)) / 20000)
 
 
 def test_enumeration_covers_up_to_sixteen_tasks_and_reports_its_p():
     for size, method in ((1, "exact"), (16, "exact"), (17, "monte_carlo")):
-        result = core._monte_carlo(np.full(size, OFF_GRID), 2000, 0)
+        result = sign_flip._monte_carlo(np.full(size, OFF_GRID), 2000, 0)
         assert result.method == method
         if method == "exact":
             assert (result.numerator, result.denominator) == (1, 2**size)
             assert result.p_value == 1 / 2**size
-    three = core._monte_carlo(np.array([OFF_GRID, -OFF_GRID / 2, OFF_GRID / 3]), 10, 0)
+    three = sign_flip._monte_carlo(np.array([OFF_GRID, -OFF_GRID / 2, OFF_GRID / 3]), 10, 0)
     assert three.p_value == three.numerator / 8 == exact_tail([OFF_GRID, -OFF_GRID / 2, OFF_GRID / 3])
 
 
 def test_tiny_deltas_keep_a_tiny_tie_tolerance():
     tiny = np.full(5, 1e-7 * OFF_GRID)  # Σ|d| ≈ 1.6e-7: the tolerance must scale down with it
-    assert core._monte_carlo(tiny, 10, 0).p_value == 1 / 32
+    assert sign_flip._monte_carlo(tiny, 10, 0).p_value == 1 / 32
 
 
 def test_float_tail_never_goes_negative_where_fft_noise_would():
     values = np.array([2, 3] * 35)
     total = int(values.sum())
     for observed in range(total - 30, total + 1):
-        tail = core._float_tail(values, observed)
-        exact = core._count_at_least(list(values), observed) / 2 ** len(values)
+        tail = sign_flip._float_tail(values, observed)
+        exact = sign_flip._count_at_least(list(values), observed) / 2 ** len(values)
         assert tail >= 0.0 and tail == pytest.approx(exact, rel=1e-6, abs=1e-15)
 
 
@@ -692,15 +692,15 @@ def test_bootstrap_ci_is_scipys_bca_with_the_documented_defaults():
     at, past = rng.random(2000), rng.random(2001)
     assert stats.bootstrap_ci(at, n_resamples=30) == scipy_ci(at, "BCa", 30)
     # past 2000 tasks the interval is the analytic one, and the verdict says so (ci_method)
-    assert core.ci_method(2000) == core.BCA and core.ci_method(2001) == core.NORMAL
-    assert stats.bootstrap_ci(past, n_resamples=30) == core.normal_ci(past)
+    assert intervals.ci_method(2000) == intervals.BCA and intervals.ci_method(2001) == intervals.NORMAL
+    assert stats.bootstrap_ci(past, n_resamples=30) == intervals.normal_ci(past)
 
 
 def test_bootstrap_ci_falls_back_to_percentile_when_bca_fails(monkeypatch):
     from scipy import stats as sps
 
     # BCa undefined (its level comes out nan, as for an acceleration of 0/0): scipy's percentile
-    monkeypatch.setattr(core, "_ndtr", lambda x: float("nan"))
+    monkeypatch.setattr(intervals, "_ndtr", lambda x: float("nan"))
     deltas = np.array([0.0, 0.2, 0.4, 1.0, -0.2, 0.6, 0.1])
     got = stats.bootstrap_ci(deltas, seed=3)
     expected = sps.bootstrap(
@@ -853,7 +853,7 @@ def test_the_default_bootstrap_draws_2000_resamples():
 def test_the_percentile_fallback_keeps_the_confidence_level(monkeypatch):
     from scipy import stats as sps
 
-    monkeypatch.setattr(core, "_ndtr", lambda x: float("nan"))
+    monkeypatch.setattr(intervals, "_ndtr", lambda x: float("nan"))
     deltas = np.random.default_rng(5).normal(0.1, 0.3, 30)
     expected = sps.bootstrap(
         (deltas,),
@@ -870,7 +870,7 @@ def test_the_percentile_fallback_keeps_the_confidence_level(monkeypatch):
 def test_count_at_least_stays_exact_past_float_precision():
     # C(60, k) summed over k ≥ 30 exceeds 2^53: the counts must stay Python integers
     expected = sum(math.comb(60, k) for k in range(30, 61))
-    assert expected > 2**53 and core._count_at_least([1] * 60, 0) == expected
+    assert expected > 2**53 and sign_flip._count_at_least([1] * 60, 0) == expected
 
 
 def test_reward_grid_tolerance_is_one_billionth_per_grid_step():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve._cli.main import main
-from pytest_capevolve._policy.spend import Ceilings, afford
+from pytest_capevolve._policy.afford import Ceilings, afford
 from pytest_capevolve._store.rundir import RunDir
 
 

@@ -27,47 +27,41 @@ again. Never imports pytest: the gate session is a child process.
 
 from __future__ import annotations
 
-import os
-import shlex
 import shutil
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._policy import Refusal
-from .._policy.commit import (
-    INDECISIVE,
-    CommitRefused,
-    OptimizerSpend,
-    book,
-)
-from .._policy.spend import missing_rollouts, spend_report
-from .._project.adapter import AdapterError, load_adapter, load_tasks
-from .._project.candidate import HANDOVER, SEED_TAG, CandidateError
-from .._project.microcase_gen import redact
-from .._project.paths import to_stored
+from .._policy.afford import missing_rollouts
+from .._project.candidate import HANDOVER, SEED_TAG
 from .._project.spec import SpecError, load_spec, resolve_spec_path
-from .._project.tamper import expand, protected_digests, tampered
-from .._project.yamlfile import YamlError, read_yaml
+from .._project.tamper import expand
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
 from .diagnose import diagnose
+from .extra_protected import refuse_extra_tamper
 from .git_store import (
     CandidateStore,
     StoreError,
     open_store,
     unified_diff,
 )
+from .handover import clear_handover, failure_examples, write_handover
+from .hill_climb_options import (
+    Options,
+    check_limits,
+    checked_focus,
+    checked_optimizer,
+    ini_overrides,
+    instructions_template,
+)
+from .hill_climb_stop import stop_reason
+from .iteration_outcome import book_iteration, outcome_message, outcome_record, summary_rows
 from .launch import gate_flags, run_logged, session_command
+from .optimizer_run import optimizer_argv, run_optimizer
 from .prompt import (
-    DEFAULT_INSTRUCTIONS,
-    FOCUS_MODES,
     PromptInputs,
     convergence,
     focus_tasks,
@@ -76,40 +70,10 @@ from .prompt import (
 from .work import JOURNAL, new_work_copy
 
 PREFIX = "cand_"
-DEFAULT_OPTIMIZER_TIMEOUT = 1800.0
-# Flags that become `-o capevolve_<key>=...` for the gate session, honoured only where the spec
-# does not set the key itself (the spec wins over ini defaults).
-INI_FLAGS = {"n_trials": "num_trials", "gate_mode": "gate_mode", "k_se": "gate_k_se", "alpha": "gate_alpha"}
 
 
 class LoopIncomplete(Exception):
     """An evaluation did not complete (no verdict); ``--resume`` continues it."""
-
-
-@dataclass
-class Options:
-    """``capevolve hill-climb``'s flags (None: the spec's default, else the built-in one)."""
-
-    project: Path
-    optimizer: str | None = None
-    focus: str | None = None
-    max_iterations: int | None = None
-    resume: bool = False
-    n_trials: int | None = None
-    gate_mode: str | None = None
-    k_se: float | None = None
-    alpha: float | None = None
-    no_regression: bool = False
-    protected_paths: tuple[str, ...] = ()
-    capabilities: tuple[str, ...] = ()
-    convergence: bool = False
-    workers: int = 0
-    store: str | None = None
-    store_commit_cmd: str | None = None
-    instructions_file: Path | None = None
-    optimizer_timeout: float = DEFAULT_OPTIMIZER_TIMEOUT
-    run_id: str | None = None
-    log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def cid_of(n: int) -> str:
@@ -126,34 +90,16 @@ class HillClimb:
     def __init__(self, options: Options) -> None:
         self.o = options
         self.spec_path = resolve_spec_path(options.project)
-        self.ini = self._ini_overrides()
+        self.ini = ini_overrides(options, self.spec_path)
         try:
             self.spec = load_spec(self.spec_path, self.ini)
         except SpecError as exc:
             raise Refusal(str(exc)) from None
-        self.optimizer = options.optimizer or self.spec.optimizer
-        if not self.optimizer:
-            raise Refusal(
-                "no optimizer: give --optimizer 'CMD … {workdir} … {prompt}' (or the spec's `optimizer`)"
-            )
-        if "{workdir}" not in self.optimizer:
-            raise Refusal(
-                f"--optimizer {self.optimizer!r} never names {{workdir}}: it could not edit the candidate"
-            )
-        self.focus = options.focus or self.spec.algorithm_focus or "all"
-        if self.focus not in FOCUS_MODES:
-            raise Refusal(f"--focus {self.focus!r}: use one of {', '.join(FOCUS_MODES)}")
+        self.optimizer = checked_optimizer(options, self.spec)
+        self.focus = checked_focus(options, self.spec)
         self.store_kind = options.store or self.spec.store or "git"
-        if options.optimizer_timeout <= 0:
-            raise Refusal(f"--optimizer-timeout {options.optimizer_timeout:g}: give a number of seconds > 0")
-        if options.max_iterations is not None and options.max_iterations < 0:
-            raise Refusal(f"--max-iterations {options.max_iterations}: give 0 or more")
-        self.template = DEFAULT_INSTRUCTIONS
-        if options.instructions_file is not None:
-            try:
-                self.template = options.instructions_file.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise Refusal(f"--instructions-file {options.instructions_file}: {exc}") from None
+        check_limits(options)
+        self.template = instructions_template(options)
         self.extra_protected: tuple[str, ...] = ()
         if options.protected_paths:
             self.extra_protected = expand(options.protected_paths, self.spec.adapter)
@@ -161,26 +107,6 @@ class HillClimb:
         self.store: CandidateStore | None = None
 
     # -- flags the gate session must honour ---------------------------------------------------------
-
-    def _ini_overrides(self) -> dict[str, str]:
-        """The flags passed to the gate session as ini defaults; refused where the spec sets
-        the same key to another value (the spec wins, so the flag could not be honoured)."""
-        try:
-            raw = read_yaml(self.spec_path) or {}
-        except YamlError as exc:
-            raise Refusal(str(exc)) from None
-        out: dict[str, str] = {}
-        for flag, key in INI_FLAGS.items():
-            value = getattr(self.o, flag)
-            if value is None:
-                continue
-            if isinstance(raw, dict) and key in raw and raw[key] != value:
-                raise Refusal(
-                    f"--{flag.replace('_', '-')} {value}: the spec {self.spec_path} sets {key}: {raw[key]}, "
-                    "and the spec wins over what a flag can pass to the gate session; edit the spec instead"
-                )
-            out[key] = str(value)
-        return out
 
     def _session_args(self, rundir: RunDir | None) -> list[str]:
         run_id = rundir.run_id if rundir is not None else None
@@ -280,24 +206,13 @@ class HillClimb:
         return next((d for d in self._rundir.decisions() if d["tag"] == cid), None)
 
     def _stop_reason(self) -> str | None:
-        rundir = self._rundir
-        done = len(self._iterations())
-        if self.o.max_iterations is not None and done >= self.o.max_iterations:
-            return f"max iterations: {done} of --max-iterations {self.o.max_iterations}"
-        report = spend_report(self.spec, rundir, n_siblings=1)
-        if report["recommendation"]["action"] == "stop":
-            return f"spend: {report['recommendation']['reason']}"
-        if report["afford"]["affordable"] is False:
-            return "spend: one more iteration does not fit: " + "; ".join(
-                b["message"] for b in report["afford"]["blockers"]
-            )
-        stall = int(rundir.state.read_state().get("stall", 0))
-        if self.o.convergence and convergence(stall) == "stop":
-            return f"convergence: stop (stall {stall}: a long plateau)"
-        rows = diagnose(self.spec, rundir, rundir.state.best())["tasks"]
-        if not focus_tasks(rows, "all", 1):
-            return f"nothing fails on val: best {rundir.state.best()!r} passes every val task"
-        return None
+        return stop_reason(
+            self.spec,
+            self._rundir,
+            done=len(self._iterations()),
+            max_iterations=self.o.max_iterations,
+            watch_convergence=self.o.convergence,
+        )
 
     # -- one iteration ---------------------------------------------------------------------------------------
 
@@ -351,20 +266,19 @@ class HillClimb:
             parent=parent,
             workdir=str(workdir),
             rows=rows,
-            examples=self._examples(parent),
+            examples=failure_examples(self.spec, rundir, parent),
             focus_mode=self.focus,
             focus=focus,
             stall=meta["stall"],
             capabilities=self.o.capabilities,
         )
         atomic_write_text(prompt, render_prompt(inputs, self.template))
-        self._handover(cid, workdir)
+        write_handover(rundir, cid, workdir, self._iterations(), self.spec.project_dir)
 
-        argv = [
-            part.replace("{workdir}", str(workdir)).replace("{prompt}", str(prompt))
-            for part in shlex.split(self.optimizer or "")
-        ]
-        result = self._run_optimizer(argv, folder)
+        argv = optimizer_argv(self.optimizer or "", workdir, prompt)
+        result = run_optimizer(
+            argv, cwd=self.spec.project_dir, timeout=self.o.optimizer_timeout, folder=folder
+        )
         if not result["ok"]:
             self.o.log(
                 f"{cid}: optimizer {result['outcome']}: the candidate is an unchanged copy of {parent}"
@@ -373,57 +287,12 @@ class HillClimb:
         journal = workdir / JOURNAL
         if journal.is_file():
             shutil.copy2(journal, folder / JOURNAL)
-        for name in HANDOVER:
-            path = workdir / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif path.exists() or path.is_symlink():
-                path.unlink()
+        clear_handover(workdir)
         atomic_write_text(folder / "diff.patch", unified_diff(self._source(parent), workdir, parent, cid))
         atomic_write_json(folder / "optimizer.json", result)  # the marker: the proposal is complete
         self._rundir.log.append_event(
             "hill_climb_iteration", tag=cid, phase="proposed", optimizer=result["outcome"]
         )
-
-    def _run_optimizer(self, argv: list[str], folder: Path) -> dict[str, Any]:
-        start = time.monotonic()
-        timed_out = False
-        code: int | None = None
-        error = None
-        with open(folder / "optimizer.stdout", "w") as out, open(folder / "optimizer.stderr", "w") as err:
-            try:
-                proc = subprocess.Popen(
-                    argv, cwd=self.spec.project_dir, stdout=out, stderr=err, start_new_session=True
-                )
-            except OSError as exc:
-                error = f"could not start: {exc}"
-            else:
-                try:
-                    code = proc.wait(timeout=self.o.optimizer_timeout)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    code = proc.wait()
-        seconds = time.monotonic() - start
-        if error is not None:
-            outcome = error
-        elif timed_out:
-            outcome = f"timed out after {self.o.optimizer_timeout:g} s (process group killed)"
-        elif code != 0:
-            outcome = f"exited {code}"
-        else:
-            outcome = "ok"
-        return {
-            "argv": argv,
-            "exit_code": code,
-            "timed_out": timed_out,
-            "seconds": round(seconds, 3),
-            "outcome": outcome,
-            "ok": outcome == "ok",
-        }
 
     def _source(self, tag: str) -> Path:
         return self.spec.capability_path if tag == SEED_TAG else self._rundir.snapshots.snapshot_dir(tag)
@@ -434,81 +303,6 @@ class HillClimb:
             self._source(parent), workdir, ignore=shutil.ignore_patterns("__pycache__", *HANDOVER)
         )
 
-    def _examples(self, parent: str) -> dict[str, dict[str, str]]:
-        """Per failing task, the first failing rollout of the parent: its feedback (the gold
-        answer redacted) and its path; an infra-errored task gets its error instead."""
-        try:
-            pool = load_tasks(load_adapter(self.spec.adapter, self.spec.project_dir), self.spec.adapter)
-        except AdapterError:
-            pool = {}
-        out: dict[str, dict[str, str]] = {}
-        threshold = self.spec.success_threshold
-        # the parent's outcomes from the index, in the rollout files' order; a failing rollout's
-        # feedback from its file, read only for the one shown per task
-        rundir = self._rundir
-        indexed = sorted(
-            rundir.rollouts.indexed_rollouts("val", [parent]),
-            key=lambda r: rundir.rollout_path("val", r.task_id, r.tag, r.trial).name,
-        )
-        for record in indexed:
-            if record.task_id in out:
-                continue
-            path = to_stored(
-                rundir.rollout_path("val", record.task_id, record.tag, record.trial), self.spec.project_dir
-            )
-            task = pool.get(record.task_id)
-            gold = None if task is None else task.target
-            if not record.valid:
-                out[record.task_id] = {
-                    "feedback": f"INFRA: {redact(str(record.infra_error), gold)}",
-                    "rollout": path,
-                }
-            elif not (record.passed if record.passed is not None else (record.reward or 0.0) >= threshold):
-                full = rundir.rollouts.read_rollout("val", record.task_id, record.tag, record.trial)
-                if full is not None:
-                    out[record.task_id] = {
-                        "feedback": redact(str(full.feedback or ""), gold),
-                        "rollout": path,
-                    }
-        return out
-
-    def _handover(self, cid: str, workdir: Path) -> None:
-        """The optimizer's context in the work copy: the ledger (read-only), the rejected
-        memory, a map of the run, and each earlier iteration's diff and outcome."""
-        rundir = self._rundir
-        for name in ("LEDGER.md", "rejected.jsonl"):
-            source = rundir.root / name
-            target = workdir / name
-            if source.is_file():
-                shutil.copyfile(source, target)
-            else:
-                target.write_text("" if name.endswith(".jsonl") else "# Ledger\n\nNo decision yet.\n")
-            target.chmod(0o444)
-        prior = workdir / "prior_iterations"
-        for earlier in self._iterations():
-            if earlier == cid:
-                continue
-            src = rundir.hill_climb_dir(earlier)
-            dest = prior / earlier
-            dest.mkdir(parents=True, exist_ok=True)
-            for name in ("diff.patch", "outcome.json"):
-                if (src / name).is_file():
-                    shutil.copyfile(src / name, dest / name)
-        root = to_stored(rundir.root, self.spec.project_dir)
-        atomic_write_text(
-            workdir / "RUNMAP.md",
-            f"# Where things are (run {rundir.run_id})\n\n"
-            f"- this work copy (edit it): `{workdir}` — a copy of the best, `{rundir.state.best()}`\n"
-            f"- the prompt of this iteration: `{root}/hill_climb/{cid}/prompt.md`\n"
-            f"- rollouts (input, output, feedback): `{root}/rollouts/val/<task>__<tag>__t<k>.json`\n"
-            f"- verdicts (every number a decision rests on): `{root}/verdicts/<tag>.json`\n"
-            f"- snapshots of every evaluated candidate: `{root}/candidates/<tag>/files/`\n"
-            "- `LEDGER.md`: one row per decision (read-only copy)\n"
-            "- `rejected.jsonl`: what was refuted, against which parent, which files, which tasks\n"
-            "- `prior_iterations/<cid>/`: each earlier iteration's diff.patch and outcome.json\n"
-            "- `JOURNAL.md`: your notes; kept with the iteration, never part of the candidate\n",
-        )
-
     # -- evaluation and decision ---------------------------------------------------------------------------
 
     def _evaluate(self, cid: str, meta: dict[str, Any], folder: Path, workdir: Path) -> None:
@@ -517,7 +311,7 @@ class HillClimb:
         if (
             rundir.verdicts.verdict(cid) is None
             and self.extra_protected
-            and self._tampered_extra(cid, meta, workdir)
+            and self._refuse_extra_tamper(cid, meta, workdir)
         ):
             pass
         elif rundir.verdicts.verdict(cid) is None:
@@ -530,64 +324,19 @@ class HillClimb:
                     f"the gate session of {cid} exited {code} without a verdict (see {folder / 'gate.log'}); "
                     "what it paid is kept: continue with capevolve hill-climb --resume"
                 )
-        verdict = rundir.verdicts.verdict(cid) or {}
-        decision = verdict.get("decision")
-        if decision == "accept":
-            booked, basis = "accept", None
-        elif decision == "reject":
-            booked, basis = (
-                "reject",
-                "micro_test_fail" if verdict.get("basis") == "micro_test_fail" else "gate",
-            )
-        else:
-            booked, basis = INDECISIVE, verdict.get("basis")
-        optimizer = read_json(folder / "optimizer.json")
-        note = (
-            f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']}): "
-        )
-        try:
-            book(
-                self.spec,
-                rundir,
-                cid,
-                booked,
-                basis=basis,
-                note=note + str(verdict.get("reason", "")),
-                optimizer=OptimizerSpend(seconds=float(optimizer.get("seconds", 0.0))),
-            )
-        except CommitRefused:
-            if not self._decided(cid):
-                raise
+        book_iteration(self.spec, rundir, cid, meta, folder)
 
-    def _tampered_extra(self, cid: str, meta: dict[str, Any], workdir: Path) -> bool:
-        """--protected-paths: globs checked by the loop itself, beside the spec's; a change
-        makes the candidate indecisive (basis tamper) before any session pays for it."""
-        from .._decide.verdict import refusal
-        from .._policy.verdicts import gate_config, verdict_file
-
-        try:
-            changes = tampered(
-                protected_digests(self._source(SEED_TAG), self.extra_protected), workdir, self.extra_protected
-            )
-        except CandidateError as exc:
-            changes = [str(exc)]
-        if not changes:
-            return False
-        verdict = refusal(
-            tag=cid,
-            against=meta["parent"],
-            decision="indecisive",
-            basis="tamper",
-            reason=f"never scored: it changes a path --protected-paths protects ({'; '.join(changes[:5])})",
-            config=gate_config(self.spec),
-            details={
-                "changed_paths": changes,
-                "protected_paths": list(self.extra_protected),
-                "source": str(workdir),
-            },
+    def _refuse_extra_tamper(self, cid: str, meta: dict[str, Any], workdir: Path) -> bool:
+        """--protected-paths (:mod:`.extra_protected`): a change makes the candidate indecisive."""
+        return refuse_extra_tamper(
+            self.spec,
+            self._rundir,
+            cid,
+            meta["parent"],
+            seed_source=self._source(SEED_TAG),
+            workdir=workdir,
+            extra_protected=self.extra_protected,
         )
-        self._rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
-        return True
 
     def _finish(self, cid: str) -> None:
         """The outcome file and the candidate store, once per decided iteration."""
@@ -597,38 +346,23 @@ class HillClimb:
         folder = rundir.hill_climb_dir(cid)
         meta = dict(read_json(folder / "iteration.json"))
         verdict = rundir.verdicts.verdict(cid) or {}
-        word = {"accept": "ACCEPT"}.get(entry["decision"], entry["decision"])
-        delta, p = entry.get("delta_mean"), entry.get("p_value")
-        parts = [] if delta is None else [f"Δ̄={round(delta, 4) + 0.0:+.4f}"]  # never "-0.0000"
-        parts += [] if p is None else [f"p={p:.4g}"]
-        numbers = ", ".join(parts)
         reason = str(verdict.get("reason", "")).strip()
-        message = f"iter {meta['iteration']}: {word} {cid} vs {entry.get('parent')}"
-        message += f" ({numbers})" if numbers else ""
-        message += f" — {entry.get('basis')}" if entry.get("basis") else ""
-        message += f": {reason}" if reason else ""
+        message = outcome_message(meta, cid, entry, reason)
         snapshot = rundir.snapshots.snapshot_dir(cid)
         files = snapshot if snapshot.is_dir() else rundir.work_dir(cid)
         assert self.store is not None
         ref = self.store.record(cid, files, message, accepted=entry["decision"] == "accept")
-        outcome = {
-            "iteration": meta["iteration"],
-            "tag": cid,
-            "parent": entry.get("parent"),
-            "decision": entry["decision"],
-            "basis": entry.get("basis"),
-            "delta_mean": entry.get("delta_mean"),
-            "p_value": entry.get("p_value"),
-            "reason": reason,
-            "changed_files": entry.get("changed_files", []),
-            "focus": meta.get("focus", []),
-            "optimizer": read_json(folder / "optimizer.json").get("outcome")
-            if (folder / "optimizer.json").is_file()
-            else None,
-            "store": self.store_kind,
-            "store_ref": ref,
-            "message": message,
-        }
+        optimizer = folder / "optimizer.json"
+        outcome = outcome_record(
+            meta,
+            cid,
+            entry,
+            reason=reason,
+            optimizer=read_json(optimizer).get("outcome") if optimizer.is_file() else None,
+            store=self.store_kind,
+            store_ref=ref,
+            message=message,
+        )
         if not (folder / "outcome.json").is_file():
             atomic_write_json(folder / "outcome.json", outcome)
             self.o.log(message)
@@ -645,17 +379,7 @@ class HillClimb:
     def _summary(self, stop: str) -> dict[str, Any]:
         rundir = self._rundir
         state = rundir.state.read_state()
-        rows = []
-        for cid in self._iterations():
-            path = rundir.hill_climb_dir(cid) / "outcome.json"
-            if path.is_file():
-                out = read_json(path)
-                rows.append(
-                    {
-                        k: out.get(k)
-                        for k in ("tag", "decision", "basis", "delta_mean", "p_value", "optimizer")
-                    }
-                )
+        rows = summary_rows(rundir, self._iterations())
         summary = {
             "run_id": rundir.run_id,
             "best": state["best_id"],

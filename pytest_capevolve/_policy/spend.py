@@ -3,19 +3,15 @@
 ``capevolve spend`` prints :func:`spend_report` before an optimizer proposes siblings: the best's
 full-val numbers, everything spent (rollouts, runner $ measured from the rollouts, optimizer
 $/tokens/seconds booked by ``commit``), every ceiling with used/limit, whether N siblings fit
-(:func:`afford`), the stop condition's predicates against the measured actuals, and a
-recommendation (stop / narrow_scope / continue) with its reason.
-
-:func:`afford` is pure (counts, costs, ceilings in; an :class:`Affordability` out) so that a
-session planner can refuse, before paying, a plan that would cross ``max_usd`` at the run's
-measured $/rollout. Nothing here pays a rollout or writes the run dir.
+(:func:`.afford.afford`), the stop condition's predicates against the measured actuals, and a
+recommendation (stop / narrow_scope / continue) with its reason. Nothing here pays a rollout or
+writes the run dir; the budget ceilings and the pure affordability check are :mod:`.afford`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from .. import _stats as stats
@@ -27,193 +23,11 @@ from .._store.rundir import RunDir
 from .._store.seal import Seal
 from . import stop_condition as sc
 from . import val_budget
-from .answers import BestArm, Constraints, Recommendation, SpendReport
+from .afford import Affordability, Ceilings, afford, missing_rollouts, money
+from .stop_terms import NO_REGRESS
 
-UNKNOWN = "unknown"
 NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fanning out
 DEFAULT_NULLS = 2  # the gate's default number of null controls
-
-
-# A stop condition's caps tighten the spec ceiling of the same quantity.
-_CAP_CEILING = {
-    sc.USD: "max_usd",
-    sc.ROLLOUTS: "max_metric_calls",
-    sc.ITERATIONS: "max_iterations",
-    sc.STALL: "stall",
-}
-
-
-@dataclass(frozen=True)
-class Ceilings:
-    """Budget ceilings (None = no ceiling). ``sources`` names, per ceiling, where its limit
-    came from when not the spec's own key (a stop condition's cap, say)."""
-
-    max_metric_calls: float | None = None
-    max_usd: float | None = None
-    max_iterations: float | None = None
-    stall: float | None = None
-    sources: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def from_spec(cls, spec: Spec, condition: sc.StopCondition | None = None) -> Ceilings:
-        """The spec's ceilings, each tightened by a stricter cap of the stop condition."""
-        limits: dict[str, float | None] = {
-            "max_metric_calls": spec.max_metric_calls,
-            "max_usd": spec.max_usd,
-            "max_iterations": spec.max_iterations,
-            "stall": spec.stall,
-        }
-        sources: dict[str, str] = {}
-        for p in condition.predicates if condition is not None else ():
-            name = _CAP_CEILING.get(p.kind)
-            if name is None or p.number is None:
-                continue
-            current = limits[name]
-            if current is None or p.number < current:
-                limits[name] = int(p.number) if name != "max_usd" and p.number.is_integer() else p.number
-                sources[name] = f"stop_condition {p.clause!r}"
-        return cls(**limits, sources=tuple(sorted(sources.items())))
-
-    def source(self, name: str) -> str:
-        return dict(self.sources).get(name, f"spec {name}")
-
-    def named(self, name: str) -> str:
-        """``max_usd=5`` as a message names it, with the stop condition's clause if it set it."""
-        limit = getattr(self, name)
-        where = dict(self.sources).get(name)
-        return f"{name}={limit:g}" + (f" (from {where})" if where else "")
-
-
-@dataclass(frozen=True)
-class Affordability:
-    """Whether ``rollouts_needed`` more rollouts (and ``decisions_needed`` decisions) fit.
-
-    ``affordable`` is True, False (``blockers`` name each ceiling that would be crossed) or
-    ``"unknown"``: no rollout measured yet (never a yes on no data), or a ``max_usd`` ceiling
-    with unmetered rollouts (they cost $0: not free, just not reported)."""
-
-    rollouts_needed: int
-    usd_per_rollout: float | None
-    usd_needed: float | None
-    affordable: bool | str
-    runner_spend_metered: bool | None
-    blockers: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rollouts_needed": self.rollouts_needed,
-            "usd_per_rollout": money(self.usd_per_rollout),
-            "usd_needed": money(self.usd_needed),
-            "affordable": self.affordable,
-            "runner_spend_metered": self.runner_spend_metered,
-            "blockers": self.blockers,
-            "notes": self.notes,
-        }
-
-
-def money(value: float | None) -> float | None:
-    """Dollars as printed: rounded to a millionth, so float noise never reads as spend."""
-    return None if value is None else round(float(value), 6)
-
-
-def afford(
-    rollouts_needed: int,
-    *,
-    rollouts_spent: int,
-    runner_usd_spent: float,
-    ceilings: Ceilings,
-    optimizer_usd_spent: float = 0.0,
-    decisions_needed: int = 0,
-    iterations: int = 0,
-    stall: int = 0,
-    optimizer_usd_per_decision: float | None = None,
-) -> Affordability:
-    """Would ``rollouts_needed`` more rollouts, and ``decisions_needed`` more decisions, cross a
-    ceiling? Pure; the $ projection uses this run's measured runner $/rollout
-    (``runner_usd_spent / rollouts_spent``) plus, when known, the optimizer's $/decision.
-
-    ``max_usd`` counts all money spent (runner + optimizer); ``max_metric_calls`` rollouts;
-    ``max_iterations`` decisions booked; ``stall`` blocks once the run has stalled."""
-    blockers: list[dict[str, Any]] = []
-    notes: list[str] = []
-    metered: bool | None = None
-    rate: float | None = None
-    if rollouts_spent > 0:
-        rate = runner_usd_spent / rollouts_spent
-        metered = runner_usd_spent > 0
-        if not metered:
-            notes.append(
-                f"{rollouts_spent} rollouts cost $0: the adapter reports no cost_usd — unmetered, "
-                "not free; cap the run with max_metric_calls"
-            )
-    else:
-        notes.append("no rollout yet: the $ per rollout is not measured, so affordability is unknown")
-
-    def block(name: str, used: Any, needed: Any, message: str) -> None:
-        blockers.append(
-            {
-                "ceiling": name,
-                "source": ceilings.source(name),
-                "used": used,
-                "needed": needed,
-                "limit": getattr(ceilings, name),
-                "message": f"{message} {ceilings.named(name)}",
-            }
-        )
-
-    cap = ceilings.max_metric_calls
-    if cap is not None and rollouts_spent + rollouts_needed > cap:
-        block(
-            "max_metric_calls",
-            rollouts_spent,
-            rollouts_needed,
-            f"{rollouts_spent} + {rollouts_needed} rollouts >",
-        )
-    usd_needed: float | None = None
-    if rate is not None:
-        usd_needed = rollouts_needed * rate
-        if optimizer_usd_per_decision is not None:
-            usd_needed += decisions_needed * optimizer_usd_per_decision
-    usd_spent = runner_usd_spent + optimizer_usd_spent
-    if ceilings.max_usd is not None:
-        over_now = usd_spent >= ceilings.max_usd and (rollouts_needed > 0 or decisions_needed > 0)
-        over_after = usd_needed is not None and metered and usd_spent + usd_needed > ceilings.max_usd
-        if over_now or over_after:
-            projected = usd_spent + (usd_needed or 0.0)
-            text = f"${usd_spent:.4f} spent + ${usd_needed or 0.0:.4f} needed = ${projected:.4f} >"
-            block("max_usd", money(usd_spent), money(usd_needed), text)
-    if ceilings.max_iterations is not None and iterations + decisions_needed > ceilings.max_iterations:
-        block(
-            "max_iterations", iterations, decisions_needed, f"{iterations} + {decisions_needed} decisions >"
-        )
-    if ceilings.stall is not None and stall >= ceilings.stall:
-        block("stall", stall, 0, f"{stall} rejects in a row: the run has stalled,")
-
-    affordable: bool | str
-    if blockers:
-        affordable = False
-    elif rollouts_spent == 0:
-        affordable = UNKNOWN
-    elif ceilings.max_usd is not None and not metered:
-        affordable = UNKNOWN
-        notes.append("max_usd cannot be checked: the runner's spend is not metered")
-    else:
-        affordable = True
-    return Affordability(rollouts_needed, rate, usd_needed, affordable, metered, blockers, notes)
-
-
-def missing_rollouts(records: ByTag, tags: Iterable[str], task_ids: Sequence[str], num_trials: int) -> int:
-    """Rollouts a session would still owe for ``tags`` on these tasks (an infra error is
-    re-paid, so it counts as missing)."""
-    missing = 0
-    for tag in tags:
-        arm = records.get(tag, {})
-        for task_id in task_ids:
-            for k in range(num_trials):
-                record = arm.get((task_id, k))
-                missing += record is None or record.infra_error is not None
-    return missing
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -243,7 +57,7 @@ def spend_report(
     n_siblings: int = 1,
     nulls: int = DEFAULT_NULLS,
     now: float | None = None,
-) -> SpendReport:
+) -> dict[str, Any]:
     """The ``capevolve spend`` object for the run (see the README for its keys). Reads
     ``state.json``, ``events.jsonl``, ``splits.json`` and the val rollouts; pays nothing."""
     state = rundir.state.read_state()
@@ -253,62 +67,17 @@ def spend_report(
     trials = spec.num_trials
     records = index_records(rundir.rollouts.indexed_rollouts("val")) if val_ids else {}
     best = str(state.get("best_id", SEED_TAG))
-
-    matrix = reward_matrix(records.get(best, {}), val_ids, trials)
-    means = stats.task_means(matrix)
-    mean, se = stats.mean_se(means)
-    coverage = stats.coverage(matrix)
-    best_json: BestArm = {
-        "tag": best,
-        "val_mean": mean,
-        "se": se,
-        "coverage": coverage,
-        "tasks": len(val_ids),
-        "trials": trials,
-        "full_val": bool(val_ids) and coverage == 1.0,
-        "source": f"rollouts/val/*__{best}__t*.json",
-    }
+    best_json = _best_json(records, best, val_ids, trials)
 
     decisions = [e for e in events if e.get("kind") == "decision"]
     optimizer = _optimizer_spend(state, decisions)
-    by_split: dict[str, int] = {}
-    for event in events:
-        if event.get("kind") == "rollout":
-            by_split[str(event.get("split"))] = by_split.get(str(event.get("split")), 0) + 1
-    rollouts = int(state["spent"]["metric_calls"])
-    runner_usd = float(state["spent"]["usd"])
-    total_usd = runner_usd + optimizer["optimizer_usd"]
+    spent = _spent_json(state, events, len(decisions), optimizer, now)
+    rollouts, runner_usd = int(state["spent"]["metric_calls"]), float(state["spent"]["usd"])
     iterations, stall = int(state.get("iterations", 0)), int(state.get("stall", 0))
-    first_ts = next((float(e["ts"]) for e in events if "ts" in e), None)
-    clock = time.time() if now is None else now
-    wall = None if first_ts is None else max(0.0, clock - first_ts)
-    metered = None if rollouts == 0 else runner_usd > 0
-    spent = {
-        "rollouts": rollouts,
-        "rollouts_by_split": by_split,
-        "runner_usd": money(runner_usd),
-        "runner_usd_per_rollout": money(runner_usd / rollouts) if rollouts else None,
-        "runner_spend_metered": metered,
-        **optimizer,
-        "optimizer_usd": money(optimizer["optimizer_usd"]),
-        "total_usd": money(total_usd),
-        "decisions": len(decisions),
-        "iterations": iterations,
-        "stall": stall,
-        "wall_clock_seconds": None if wall is None else round(wall, 3),
-        "first_event_ts": first_ts,
-        "source": "state.json (spent, iterations, stall), events.jsonl (rollout, decision lines)",
-    }
 
     condition = sc.parse(spec.stop_condition)
     ceilings = Ceilings.from_spec(spec, condition)
-    spec_ceilings = Ceilings.from_spec(spec)
-    ceiling_json = {
-        "max_metric_calls": _ceiling(rollouts, spec_ceilings.max_metric_calls, "rollouts paid"),
-        "max_usd": _ceiling(money(total_usd) or 0.0, spec_ceilings.max_usd, "USD: runner + optimizer"),
-        "max_iterations": _ceiling(iterations, spec_ceilings.max_iterations, "decisions booked"),
-        "stall": _ceiling(stall, spec_ceilings.stall, "rejects in a row"),
-    }
+    ceiling_json = _ceilings_json(Ceilings.from_spec(spec), spent)
 
     null_tags = [f"{best}-null{i}" for i in range(1, nulls + 1)]
     per_decision = optimizer["optimizer_usd"] / len(decisions) if decisions else None
@@ -342,42 +111,11 @@ def spend_report(
     if per_decision is not None:
         afford_json["optimizer_usd_per_decision"] = money(per_decision)
 
-    guard_means = _guard_means(condition, records, best, val_ids, trials)
-    actuals = sc.Actuals(
-        val_mean=mean,
-        val_full=best_json["full_val"],
-        usd=money(total_usd) or 0.0,
-        seconds=round(wall or 0.0, 3),
-        rollouts=rollouts,
-        iterations=iterations,
-        stall=stall,
-        task_means=guard_means,
-        val_task_ids=tuple(val_ids),
-    )
-    constraints: Constraints = {
-        "stop_condition": spec.stop_condition,
-        "predicates": sc.evaluate(condition, actuals),
-        "ambiguous": [a.to_json() for a in condition.ambiguous],
-    }
-    exhausted = [name for name, c in ceiling_json.items() if c["reached"]]
-    exhausted += [
-        f"stop_condition {p['kind']} ({p['clause']!r})"
-        for p in constraints["predicates"]
-        if p["role"] == "cap" and p["met"]
-    ]
+    constraints = _constraints(spec, condition, records, best_json, spent, val_ids, trials)
+    exhausted = _exhausted(ceiling_json, constraints)
     recommendation = _recommend(exhausted, ceiling_json, constraints, can, fits(1) if n_siblings > 1 else can)
     reuse = val_budget.val_reuse(spec, events, rundir.verdicts.verdicts(), len(val_ids))
     alarm = val_budget.run_calibration(spec, events)
-    if reuse["refresh_val"] and recommendation["action"] != "stop":
-        recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
-    if alarm["alarm"]:
-        recommendation = {**recommendation, "reason": f"{recommendation['reason']} {alarm['text']}."}
-    if Seal(rundir).burned() is not None:  # whatever the budget says, no gate can run here again
-        recommendation = {
-            "action": "stop",
-            "reason": f"run {rundir.run_id} is finalized: its test split was scored, so no gate runs "
-            "in it again; start a new run (--capevolve-new-run) to go on.",
-        }
     return {
         "val_reuse": reuse,
         "calibration": alarm,
@@ -389,9 +127,130 @@ def spend_report(
         "budget_exhausted": bool(exhausted),
         "afford": afford_json,
         "constraints": constraints,
-        "recommendation": recommendation,
+        "recommendation": _overridden(recommendation, rundir, reuse, alarm),
         "screens": screen_ledger(e for e in events if e.get("kind") == "screen"),
     }
+
+
+def _best_json(records: ByTag, best: str, val_ids: list[str], trials: int) -> dict[str, Any]:
+    """The best's full-val numbers: mean, SE, coverage, and whether val is complete."""
+    matrix = reward_matrix(records.get(best, {}), val_ids, trials)
+    mean, se = stats.mean_se(stats.task_means(matrix))
+    coverage = stats.coverage(matrix)
+    return {
+        "tag": best,
+        "val_mean": mean,
+        "se": se,
+        "coverage": coverage,
+        "tasks": len(val_ids),
+        "trials": trials,
+        "full_val": bool(val_ids) and coverage == 1.0,
+        "source": f"rollouts/val/*__{best}__t*.json",
+    }
+
+
+def _spent_json(
+    state: dict[str, Any],
+    events: list[dict[str, Any]],
+    decisions: int,
+    optimizer: dict[str, float],
+    now: float | None,
+) -> dict[str, Any]:
+    """Everything spent: rollouts (by split), runner and optimizer money, decisions, wall clock."""
+    by_split: dict[str, int] = {}
+    for event in events:
+        if event.get("kind") == "rollout":
+            by_split[str(event.get("split"))] = by_split.get(str(event.get("split")), 0) + 1
+    rollouts = int(state["spent"]["metric_calls"])
+    runner_usd = float(state["spent"]["usd"])
+    total_usd = runner_usd + optimizer["optimizer_usd"]
+    first_ts = next((float(e["ts"]) for e in events if "ts" in e), None)
+    clock = time.time() if now is None else now
+    wall = None if first_ts is None else max(0.0, clock - first_ts)
+    return {
+        "rollouts": rollouts,
+        "rollouts_by_split": by_split,
+        "runner_usd": money(runner_usd),
+        "runner_usd_per_rollout": money(runner_usd / rollouts) if rollouts else None,
+        "runner_spend_metered": None if rollouts == 0 else runner_usd > 0,
+        **optimizer,
+        "optimizer_usd": money(optimizer["optimizer_usd"]),
+        "total_usd": money(total_usd),
+        "decisions": decisions,
+        "iterations": int(state.get("iterations", 0)),
+        "stall": int(state.get("stall", 0)),
+        "wall_clock_seconds": None if wall is None else round(wall, 3),
+        "first_event_ts": first_ts,
+        "source": "state.json (spent, iterations, stall), events.jsonl (rollout, decision lines)",
+    }
+
+
+def _ceilings_json(spec_ceilings: Ceilings, spent: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each of the spec's own ceilings with what counts against it, used/limit and reached."""
+    return {
+        "max_metric_calls": _ceiling(spent["rollouts"], spec_ceilings.max_metric_calls, "rollouts paid"),
+        "max_usd": _ceiling(spent["total_usd"] or 0.0, spec_ceilings.max_usd, "USD: runner + optimizer"),
+        "max_iterations": _ceiling(spent["iterations"], spec_ceilings.max_iterations, "decisions booked"),
+        "stall": _ceiling(spent["stall"], spec_ceilings.stall, "rejects in a row"),
+    }
+
+
+def _constraints(
+    spec: Spec,
+    condition: sc.StopCondition,
+    records: ByTag,
+    best_json: dict[str, Any],
+    spent: dict[str, Any],
+    val_ids: list[str],
+    trials: int,
+) -> dict[str, Any]:
+    """The stop condition's predicates against the measured actuals, and its unread clauses."""
+    best = best_json["tag"]
+    actuals = sc.Actuals(
+        val_mean=best_json["val_mean"],
+        val_full=best_json["full_val"],
+        usd=spent["total_usd"] or 0.0,
+        seconds=spent["wall_clock_seconds"] or 0.0,
+        rollouts=spent["rollouts"],
+        iterations=spent["iterations"],
+        stall=spent["stall"],
+        task_means=_guard_means(condition, records, best, val_ids, trials),
+        val_task_ids=tuple(val_ids),
+    )
+    return {
+        "stop_condition": spec.stop_condition,
+        "predicates": sc.evaluate(condition, actuals),
+        "ambiguous": [a.to_json() for a in condition.ambiguous],
+    }
+
+
+def _exhausted(ceiling_json: dict[str, dict[str, Any]], constraints: dict[str, Any]) -> list[str]:
+    """The ceilings reached and the stop condition's caps met."""
+    exhausted = [name for name, c in ceiling_json.items() if c["reached"]]
+    exhausted += [
+        f"stop_condition {p['kind']} ({p['clause']!r})"
+        for p in constraints["predicates"]
+        if p["role"] == "cap" and p["met"]
+    ]
+    return exhausted
+
+
+def _overridden(
+    recommendation: dict[str, str], rundir: RunDir, reuse: Mapping[str, Any], alarm: Mapping[str, Any]
+) -> dict[str, str]:
+    """The budget's recommendation, overridden by a worn-out val split (refresh it), annotated
+    with a calibration alarm, and a stop in a finalized run whatever the budget says."""
+    if reuse["refresh_val"] and recommendation["action"] != "stop":
+        recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
+    if alarm["alarm"]:
+        recommendation = {**recommendation, "reason": f"{recommendation['reason']} {alarm['text']}."}
+    if Seal(rundir).burned() is not None:  # whatever the budget says, no gate can run here again
+        recommendation = {
+            "action": "stop",
+            "reason": f"run {rundir.run_id} is finalized: its test split was scored, so no gate runs "
+            "in it again; start a new run (--capevolve-new-run) to go on.",
+        }
+    return recommendation
 
 
 def _guard_means(
@@ -399,7 +258,7 @@ def _guard_means(
 ) -> dict[str, tuple[float | None, float | None]]:
     out: dict[str, tuple[float | None, float | None]] = {}
     for p in condition.predicates:
-        if p.kind != sc.NO_REGRESS or p.task is None or p.task not in val_ids:
+        if p.kind != NO_REGRESS or p.task is None or p.task not in val_ids:
             continue
         pair = []
         for tag in (best, SEED_TAG):
@@ -409,15 +268,8 @@ def _guard_means(
     return out
 
 
-def _recommend(
-    exhausted: list[str],
-    ceilings: dict[str, dict[str, Any]],
-    constraints: Constraints,
-    can: Affordability,
-    one: Affordability,
-) -> Recommendation:
-    goals = [p for p in constraints["predicates"] if p["role"] == "goal"]
-    met_goals = [p for p in goals if p["met"]]
+def _guard_suffix(constraints: dict[str, Any]) -> str:
+    """What every recommendation adds: guards not holding or unmeasured, unread clauses."""
     guards = [p for p in constraints["predicates"] if p["role"] == "guard" and not p["met"]]
     broken = [p for p in guards if "note" not in p]
     unmeasured = [p for p in guards if "note" in p]
@@ -431,6 +283,34 @@ def _recommend(
             f" {len(constraints['ambiguous'])} clause(s) of the stop condition could not be read "
             "(constraints.ambiguous): they are not checked."
         )
+    return suffix
+
+
+def _near_limits(ceilings: dict[str, dict[str, Any]], constraints: dict[str, Any]) -> list[str]:
+    """The ceilings and stop-condition caps spent to :data:`NARROW_AT` or more."""
+    near = [
+        f"{name} {c['fraction']:.0%} spent"
+        for name, c in ceilings.items()
+        if c["fraction"] is not None and c["fraction"] >= NARROW_AT
+    ]
+    near += [
+        f"stop_condition {p['kind']} {float(p['actual']) / float(p['number']):.0%} spent"
+        for p in constraints["predicates"]
+        if p["role"] == "cap" and p["number"] and float(p["actual"]) / float(p["number"]) >= NARROW_AT
+    ]
+    return near
+
+
+def _recommend(
+    exhausted: list[str],
+    ceilings: dict[str, dict[str, Any]],
+    constraints: dict[str, Any],
+    can: Affordability,
+    one: Affordability,
+) -> dict[str, str]:
+    goals = [p for p in constraints["predicates"] if p["role"] == "goal"]
+    met_goals = [p for p in goals if p["met"]]
+    suffix = _guard_suffix(constraints)
     if exhausted:
         return {"action": "stop", "reason": f"budget exhausted: {', '.join(exhausted)}.{suffix}"}
     if met_goals:
@@ -446,16 +326,7 @@ def _recommend(
             "action": "stop",
             "reason": f"not even one more sibling fits: it would cross {names}.{suffix}",
         }
-    near = [
-        f"{name} {c['fraction']:.0%} spent"
-        for name, c in ceilings.items()
-        if c["fraction"] is not None and c["fraction"] >= NARROW_AT
-    ]
-    near += [
-        f"stop_condition {p['kind']} {float(p['actual']) / float(p['number']):.0%} spent"
-        for p in constraints["predicates"]
-        if p["role"] == "cap" and p["number"] and float(p["actual"]) / float(p["number"]) >= NARROW_AT
-    ]
+    near = _near_limits(ceilings, constraints)
     if near:
         return {
             "action": "narrow_scope",
@@ -478,7 +349,7 @@ def _num(value: Any, spec: str = ".4f") -> str:
     return "—" if value is None else format(value, spec)
 
 
-def render_table(report: SpendReport) -> list[str]:
+def render_table(report: dict[str, Any]) -> list[str]:
     """A short human table of :func:`spend_report` (``capevolve spend --table``)."""
     b, s, a = report["best"], report["spent"], report["afford"]
     lines = [

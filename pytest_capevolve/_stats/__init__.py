@@ -12,32 +12,36 @@ from .arms import (
     summarize,
 )
 from .core import (
-    ANALYTIC_CI_MIN_TASKS,
-    BCA,
-    EXACT_MARGIN,
-    EXACT_MAX_SPAN,
-    GRID_MAX,
-    NORMAL,
-    SignFlipResult,
     as_matrix,
-    bootstrap_ci,
     check_rewards,
-    ci_method,
     combined_se,
     coverage,
-    integer_deltas,
     mean_se,
-    normal_ci,
-    paired_deltas,
     pass_at_k,
     pass_hat_k,
-    reference_bootstrap_ci,
-    reward_grid,
-    sign_flip_on_integers,
-    sign_flip_test,
     task_means,
     task_stderrs,
     variance_components,
+)
+from .intervals import (
+    ANALYTIC_CI_MIN_TASKS,
+    BCA,
+    NORMAL,
+    bootstrap_ci,
+    ci_method,
+    normal_ci,
+    reference_bootstrap_ci,
+)
+from .sign_flip import (
+    EXACT_MARGIN,
+    EXACT_MAX_SPAN,
+    GRID_MAX,
+    SignFlipResult,
+    integer_deltas,
+    paired_deltas,
+    reward_grid,
+    sign_flip_on_integers,
+    sign_flip_test,
 )
 
 __all__ = [

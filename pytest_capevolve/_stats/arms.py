@@ -20,13 +20,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from .core import (
-    SignFlipResult,
-    _monte_carlo,
     as_matrix,
     check_rewards,
+    task_stderrs,
+)
+from .sign_flip import (
+    SignFlipResult,
+    _monte_carlo,
     reward_grid,
     sign_flip_on_integers,
-    task_stderrs,
 )
 
 CACHE_SIZE = 4  # the best, the candidate at hand, and room for a null control or two
@@ -71,7 +73,7 @@ class ArmSummary:
 
     @functools.cached_property
     def values(self) -> np.ndarray:
-        """The distinct valid rewards, sorted (what :func:`.core.reward_grid` reads)."""
+        """The distinct valid rewards, sorted (what :func:`.sign_flip.reward_grid` reads)."""
         matrix = self.matrix
         if ((matrix == 0) | (matrix == 1) | ~self.valid).all():  # binary (the usual case): no sort
             return np.array([v for v in (0.0, 1.0) if (matrix == v).any()])
@@ -123,7 +125,7 @@ def summarize(matrix: Sequence[Sequence[float]] | np.ndarray | ArmSummary) -> Ar
 
 
 def paired_means(candidate: ArmSummary, best: ArmSummary) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`.core.paired_deltas` from two summaries: (deltas, mask of the tasks used)."""
+    """:func:`.sign_flip.paired_deltas` from two summaries: (deltas, mask of the tasks used)."""
     if candidate.means.shape != best.means.shape:
         raise ValueError("the two arms must cover the same tasks, in the same order")
     mask = ~np.isnan(candidate.means) & ~np.isnan(best.means)
@@ -131,7 +133,7 @@ def paired_means(candidate: ArmSummary, best: ArmSummary) -> tuple[np.ndarray, n
 
 
 def integer_deltas_of(candidate: ArmSummary, best: ArmSummary, grid: int) -> np.ndarray | list[int]:
-    """:func:`.core.integer_deltas` from two summaries, as an int64 array (a list of Python
+    """:func:`.sign_flip.integer_deltas` from two summaries, as an int64 array (a list of Python
     integers on the rare scales where int64 could overflow)."""
     sums = [candidate.int_sums(grid), best.int_sums(grid)]
     counts = [candidate.counts, best.counts]
@@ -158,7 +160,7 @@ def paired_sign_flip(
     seed: int = 0,
     alpha: float | None = None,
 ) -> SignFlipResult:
-    """:func:`.core.sign_flip_test` from two summaries (the same result, without re-reading the
+    """:func:`.sign_flip.sign_flip_test` from two summaries (the same result, without re-reading the
     best's matrix for each candidate)."""
     grid = reward_grid(candidate.values, best.values)
     exact = None if grid is None else sign_flip_on_integers(integer_deltas_of(candidate, best, grid), alpha)

@@ -1,0 +1,54 @@
+"""``capevolve hill-climb --protected-paths``: globs the loop checks itself, beside the spec's.
+
+Used by :mod:`.hill_climb` before each gate session: a work copy that changes such a path is
+made indecisive (basis ``tamper``) by a verdict written here, before any session pays for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._project.candidate import CandidateError
+from .._project.spec import Spec
+from .._project.tamper import protected_digests, tampered
+from .._store.rundir import RunDir
+
+
+def refuse_extra_tamper(
+    spec: Spec,
+    rundir: RunDir,
+    cid: str,
+    parent: str,
+    *,
+    seed_source: Path,
+    workdir: Path,
+    extra_protected: tuple[str, ...],
+) -> bool:
+    """True (and the tamper verdict written) when ``workdir`` changes a path of
+    ``extra_protected`` compared with the seed at ``seed_source``."""
+    from .._decide.verdict import refusal
+    from .._policy.verdicts import gate_config, verdict_file
+
+    try:
+        changes = tampered(protected_digests(seed_source, extra_protected), workdir, extra_protected)
+    except CandidateError as exc:
+        changes = [str(exc)]
+    if not changes:
+        return False
+    details: dict[str, Any] = {
+        "changed_paths": changes,
+        "protected_paths": list(extra_protected),
+        "source": str(workdir),
+    }
+    verdict = refusal(
+        tag=cid,
+        against=parent,
+        decision="indecisive",
+        basis="tamper",
+        reason=f"never scored: it changes a path --protected-paths protects ({'; '.join(changes[:5])})",
+        config=gate_config(spec),
+        details=details,
+    )
+    rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
+    return True

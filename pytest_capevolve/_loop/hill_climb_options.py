@@ -1,0 +1,109 @@
+"""``capevolve hill-climb``'s flags: the options the CLI hands the loop, and their checks.
+
+Used once per invocation, by :class:`.hill_climb.HillClimb` before anything runs, so a bad flag
+is a refusal (exit 2) rather than a failed iteration: the optimizer must name ``{workdir}``, the
+focus must be known, a flag the gate session gets as an ini default must not contradict the spec.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._policy import Refusal
+from .._project.spec import Spec
+from .._project.yamlfile import YamlError, read_yaml
+from .prompt import DEFAULT_INSTRUCTIONS, FOCUS_MODES
+
+DEFAULT_OPTIMIZER_TIMEOUT = 1800.0
+# Flags that become `-o capevolve_<key>=...` for the gate session, honoured only where the spec
+# does not set the key itself (the spec wins over ini defaults).
+INI_FLAGS = {"n_trials": "num_trials", "gate_mode": "gate_mode", "k_se": "gate_k_se", "alpha": "gate_alpha"}
+
+
+@dataclass
+class Options:
+    """``capevolve hill-climb``'s flags (None: the spec's default, else the built-in one)."""
+
+    project: Path
+    optimizer: str | None = None
+    focus: str | None = None
+    max_iterations: int | None = None
+    resume: bool = False
+    n_trials: int | None = None
+    gate_mode: str | None = None
+    k_se: float | None = None
+    alpha: float | None = None
+    no_regression: bool = False
+    protected_paths: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ()
+    convergence: bool = False
+    workers: int = 0
+    store: str | None = None
+    store_commit_cmd: str | None = None
+    instructions_file: Path | None = None
+    optimizer_timeout: float = DEFAULT_OPTIMIZER_TIMEOUT
+    run_id: str | None = None
+    log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def ini_overrides(options: Options, spec_path: Path) -> dict[str, str]:
+    """The flags passed to the gate session as ini defaults; refused where the spec sets
+    the same key to another value (the spec wins, so the flag could not be honoured)."""
+    try:
+        raw = read_yaml(spec_path) or {}
+    except YamlError as exc:
+        raise Refusal(str(exc)) from None
+    out: dict[str, str] = {}
+    for flag, key in INI_FLAGS.items():
+        value = getattr(options, flag)
+        if value is None:
+            continue
+        if isinstance(raw, dict) and key in raw and raw[key] != value:
+            raise Refusal(
+                f"--{flag.replace('_', '-')} {value}: the spec {spec_path} sets {key}: {raw[key]}, "
+                "and the spec wins over what a flag can pass to the gate session; edit the spec instead"
+            )
+        out[key] = str(value)
+    return out
+
+
+def checked_optimizer(options: Options, spec: Spec) -> str:
+    """The optimizer command (the flag, else the spec's); refused when absent or when it never
+    names ``{workdir}`` (it could not edit the candidate)."""
+    optimizer = options.optimizer or spec.optimizer
+    if not optimizer:
+        raise Refusal(
+            "no optimizer: give --optimizer 'CMD … {workdir} … {prompt}' (or the spec's `optimizer`)"
+        )
+    if "{workdir}" not in optimizer:
+        raise Refusal(f"--optimizer {optimizer!r} never names {{workdir}}: it could not edit the candidate")
+    return optimizer
+
+
+def checked_focus(options: Options, spec: Spec) -> str:
+    """The focus mode (the flag, else the spec's ``algorithm_focus``, else ``all``)."""
+    focus = options.focus or spec.algorithm_focus or "all"
+    if focus not in FOCUS_MODES:
+        raise Refusal(f"--focus {focus!r}: use one of {', '.join(FOCUS_MODES)}")
+    return focus
+
+
+def check_limits(options: Options) -> None:
+    """``--optimizer-timeout`` > 0 and ``--max-iterations`` ≥ 0."""
+    if options.optimizer_timeout <= 0:
+        raise Refusal(f"--optimizer-timeout {options.optimizer_timeout:g}: give a number of seconds > 0")
+    if options.max_iterations is not None and options.max_iterations < 0:
+        raise Refusal(f"--max-iterations {options.max_iterations}: give 0 or more")
+
+
+def instructions_template(options: Options) -> str:
+    """The prompt's template: ``--instructions-file``, else the built-in instructions."""
+    if options.instructions_file is None:
+        return DEFAULT_INSTRUCTIONS
+    try:
+        return options.instructions_file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise Refusal(f"--instructions-file {options.instructions_file}: {exc}") from None

@@ -1,0 +1,36 @@
+"""When ``capevolve hill-climb`` stops: checked before every iteration, in the user's process.
+
+The reasons in the order they are checked: ``--max-iterations`` reached, the spend report's stop
+(a ceiling of the spec or a met stop condition), one more iteration that does not fit, a
+plateau (with ``--convergence``), nothing left failing on val for the best.
+"""
+
+from __future__ import annotations
+
+from .._policy.spend import spend_report
+from .._project.spec import Spec
+from .._store.rundir import RunDir
+from .diagnose import diagnose
+from .prompt import convergence, focus_tasks
+
+
+def stop_reason(
+    spec: Spec, rundir: RunDir, *, done: int, max_iterations: int | None, watch_convergence: bool
+) -> str | None:
+    """Why the loop stops now (one line for the log and ``summary.json``), or None to go on."""
+    if max_iterations is not None and done >= max_iterations:
+        return f"max iterations: {done} of --max-iterations {max_iterations}"
+    report = spend_report(spec, rundir, n_siblings=1)
+    if report["recommendation"]["action"] == "stop":
+        return f"spend: {report['recommendation']['reason']}"
+    if report["afford"]["affordable"] is False:
+        return "spend: one more iteration does not fit: " + "; ".join(
+            b["message"] for b in report["afford"]["blockers"]
+        )
+    stall = int(rundir.state.read_state().get("stall", 0))
+    if watch_convergence and convergence(stall) == "stop":
+        return f"convergence: stop (stall {stall}: a long plateau)"
+    rows = diagnose(spec, rundir, rundir.state.best())["tasks"]
+    if not focus_tasks(rows, "all", 1):
+        return f"nothing fails on val: best {rundir.state.best()!r} passes every val task"
+    return None

@@ -1,0 +1,107 @@
+"""What a decided hill-climb iteration books and says: the decision from its verdict, the
+one-line message (the store's commit message and the log line), the ``outcome.json`` record.
+
+Used by :mod:`.hill_climb` after each gate session (:func:`book_iteration`) and once per decided
+iteration (:func:`outcome_message`, :func:`outcome_record`, :func:`summary_rows`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._policy.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
+from .._project.spec import Spec
+from .._store.files import read_json
+from .._store.rundir import RunDir
+
+SUMMARY_KEYS = ("tag", "decision", "basis", "delta_mean", "p_value", "optimizer")
+
+
+def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
+    """The decision and basis :func:`.commit.book` records for a gate verdict: accept, reject
+    (on the gate or on a failed micro-test) or indecisive with the verdict's own basis."""
+    decision = verdict.get("decision")
+    if decision == "accept":
+        return "accept", None
+    if decision == "reject":
+        return "reject", "micro_test_fail" if verdict.get("basis") == "micro_test_fail" else "gate"
+    return INDECISIVE, verdict.get("basis")
+
+
+def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], folder: Path) -> None:
+    """Book the gate's verdict on ``cid`` through :func:`.commit.book` (the code of ``capevolve
+    commit``), with the optimizer's seconds; a booking a kill cut off after it was written is
+    not booked again."""
+    verdict = rundir.verdicts.verdict(cid) or {}
+    booked, basis = booked_decision(verdict)
+    optimizer = read_json(folder / "optimizer.json")
+    note = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']}): "
+    try:
+        book(
+            spec,
+            rundir,
+            cid,
+            booked,
+            basis=basis,
+            note=note + str(verdict.get("reason", "")),
+            optimizer=OptimizerSpend(seconds=float(optimizer.get("seconds", 0.0))),
+        )
+    except CommitRefused:
+        if not any(d["tag"] == cid for d in rundir.decisions()):
+            raise
+
+
+def outcome_message(meta: dict[str, Any], cid: str, entry: dict[str, Any], reason: str) -> str:
+    """``iter N: ACCEPT cand_0003 vs seed (Δ̄=+0.1000, p=0.01) — basis: reason``."""
+    word = {"accept": "ACCEPT"}.get(entry["decision"], entry["decision"])
+    delta, p = entry.get("delta_mean"), entry.get("p_value")
+    parts = [] if delta is None else [f"Δ̄={round(delta, 4) + 0.0:+.4f}"]  # never "-0.0000"
+    parts += [] if p is None else [f"p={p:.4g}"]
+    numbers = ", ".join(parts)
+    message = f"iter {meta['iteration']}: {word} {cid} vs {entry.get('parent')}"
+    message += f" ({numbers})" if numbers else ""
+    message += f" — {entry.get('basis')}" if entry.get("basis") else ""
+    message += f": {reason}" if reason else ""
+    return message
+
+
+def outcome_record(
+    meta: dict[str, Any],
+    cid: str,
+    entry: dict[str, Any],
+    *,
+    reason: str,
+    optimizer: str | None,
+    store: str,
+    store_ref: Any,
+    message: str,
+) -> dict[str, Any]:
+    """The iteration's ``outcome.json``: its decision as booked, its focus, its store entry."""
+    return {
+        "iteration": meta["iteration"],
+        "tag": cid,
+        "parent": entry.get("parent"),
+        "decision": entry["decision"],
+        "basis": entry.get("basis"),
+        "delta_mean": entry.get("delta_mean"),
+        "p_value": entry.get("p_value"),
+        "reason": reason,
+        "changed_files": entry.get("changed_files", []),
+        "focus": meta.get("focus", []),
+        "optimizer": optimizer,
+        "store": store,
+        "store_ref": store_ref,
+        "message": message,
+    }
+
+
+def summary_rows(rundir: RunDir, cids: list[str]) -> list[dict[str, Any]]:
+    """One row of ``summary.json`` per iteration with an ``outcome.json``, in iteration order."""
+    rows = []
+    for cid in cids:
+        path = rundir.hill_climb_dir(cid) / "outcome.json"
+        if path.is_file():
+            out = read_json(path)
+            rows.append({k: out.get(k) for k in SUMMARY_KEYS})
+    return rows

@@ -1,0 +1,214 @@
+"""The paired sign-flip test on per-task deltas: exact on a reward grid, else Monte Carlo.
+
+Pure, on numpy arrays; used by :mod:`.arms` and the gate rules of :mod:`.._decide`. A
+*reward matrix* is tasks × trials with ``nan`` for a missing trial (see :mod:`.core`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .core import as_matrix, task_means
+
+# scipy is imported where it is used (exact tails): a session that only persists or resumes never
+# pays its ~1 CPU-second import.
+
+GRID_MAX = 1000  # largest reward denominator treated as a grid (binary, rubric steps, ...)
+EXACT_MARGIN = 1e-9  # a float p-value this close to alpha is re-decided with exact integers
+# The exact tail is a distribution over every integer sum in ±Σ|d|; past this span it would take
+# hundreds of MB (rewards on a fine grid with mixed trial counts: lcm(n_t)·grid per unit), so the
+# p-value is seeded Monte Carlo instead, said in the verdict as p_method "monte_carlo".
+EXACT_MAX_SPAN = 2**22
+
+
+def paired_deltas(candidate: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides.
+
+    Returns (deltas, mask) where ``mask`` marks the tasks used, in the input order.
+    """
+    cand_means, best_means = task_means(candidate), task_means(best)
+    if cand_means.shape != best_means.shape:
+        raise ValueError("the two arms must cover the same tasks, in the same order")
+    mask = ~np.isnan(cand_means) & ~np.isnan(best_means)
+    return cand_means[mask] - best_means[mask], mask
+
+
+def reward_grid(*matrices: np.ndarray) -> int | None:
+    """The smallest G ≤ GRID_MAX with every valid reward a multiple of 1/G, else None."""
+    values = np.unique(np.concatenate([m[~np.isnan(m)].ravel() for m in matrices] or [np.empty(0)]))
+    for grid in range(1, GRID_MAX + 1):
+        scaled = values * grid
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * max(grid, 1)):
+            return grid
+    return None
+
+
+def integer_deltas(candidate: np.ndarray, best: np.ndarray, grid: int) -> list[int]:
+    """The paired deltas as exact integers on a common scale (same order as paired_deltas).
+
+    Each per-task mean is (Σ integer rewards) / (n_t · grid); every mean is multiplied by
+    L = grid · lcm(all n_t), which makes it an integer, so every comparison below is exact.
+    """
+    candidate, best = as_matrix(candidate), as_matrix(best)
+    sums, counts = [], []
+    for matrix in (candidate, best):
+        valid = ~np.isnan(matrix)
+        sums.append(np.where(valid, np.round(np.nan_to_num(matrix) * grid), 0).astype(np.int64).sum(axis=1))
+        counts.append(valid.sum(axis=1))
+    both = (counts[0] > 0) & (counts[1] > 0)
+    if not np.any(both):
+        return []
+    ns = np.unique(np.concatenate([counts[0][both], counts[1][both]]))
+    per_trial = math.lcm(*(int(n) for n in ns))
+    if per_trial * grid * int(max(np.max(np.abs(sums[0])), np.max(np.abs(sums[1])), 1)) < 2**62:
+        scaled = [sums[i][both] * (per_trial // counts[i][both]) for i in (0, 1)]
+        return [int(d) for d in scaled[0] - scaled[1]]
+    return [  # huge scales: the same arithmetic in Python integers
+        int(sums[0][t]) * (per_trial // int(counts[0][t]))
+        - int(sums[1][t]) * (per_trial // int(counts[1][t]))
+        for t in np.flatnonzero(both)
+    ]
+
+
+def _count_at_least(abs_values: list[int], threshold: int) -> int:
+    """How many of the 2^N sign patterns give Σ s_i·v_i ≥ threshold (exact, big integers).
+
+    Σ s_i v_i = 2·P − T where P is the sum of the positively signed values, so this counts
+    subsets with sum ≥ (T + threshold) / 2, by a subset-sum polynomial over equal values.
+    """
+    total = sum(abs_values)
+    counts = np.zeros(total + 1, dtype=object)
+    counts[0] = 1
+    reach = 0
+    for value, multiplicity in sorted(Counter(abs_values).items()):
+        for _ in range(multiplicity):
+            shifted = counts[: reach + 1].copy()
+            counts[value : value + reach + 1] += shifted
+            reach += value
+    need = total + threshold
+    start = max(0, -(-need // 2))  # ceil(need / 2)
+    return int(sum(counts[start:])) if start <= total else 0
+
+
+def _float_tail(abs_values: np.ndarray, observed: int) -> float:
+    """P(Σ s_i v_i ≥ observed) under fair sign flips, in float: one binomial per distinct
+    value, convolved by FFT on the integer grid of sums (fast; error far below 1e-9)."""
+    from scipy import signal
+    from scipy import stats as sps
+
+    values, mult = np.unique(abs_values, return_counts=True)
+    dist = np.array([1.0])  # index i ↔ sum (i − offset)
+    offset = 0
+    for value, m in zip(values.astype(np.int64), mult, strict=True):
+        part = np.zeros(2 * int(value) * int(m) + 1)
+        part[:: 2 * int(value)] = sps.binom.pmf(np.arange(m + 1), m, 0.5)
+        dist = np.clip(signal.fftconvolve(dist, part), 0.0, None)
+        offset += int(value) * int(m)
+    first = max(0, int(observed) + offset)
+    return float(min(1.0, np.sum(dist[first:]))) if first < dist.size else 0.0
+
+
+@dataclass(frozen=True)
+class SignFlipResult:
+    p_value: float
+    method: str  # "exact" or "monte_carlo"
+    numerator: int  # p = numerator / denominator, exactly
+    denominator: int
+
+    def at_most(self, alpha: float | Fraction) -> bool:
+        """p ≤ alpha, decided on integers (a float alpha is read from its decimal text; a
+        Fraction, e.g. a Holm level α/k, is used exactly)."""
+        level = alpha if isinstance(alpha, Fraction) else Fraction(str(alpha))
+        return self.numerator * level.denominator <= level.numerator * self.denominator
+
+    @property
+    def fraction(self) -> Fraction:
+        return Fraction(self.numerator, self.denominator)
+
+
+def sign_flip_test(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    *,
+    n_resamples: int = 20000,
+    seed: int = 0,
+    alpha: float | None = None,
+) -> SignFlipResult:
+    """One-sided paired sign-flip (permutation) test of H0: no improvement.
+
+    On a reward grid the deltas are scaled to integers and p = #{patterns with Σ ≥ observed}
+    / 2^N is computed exactly (a fast float path is used only when it is clearly away from
+    ``alpha``; near it, exact big-integer counting decides). Off a grid, or on one so fine that
+    the integer sums span more than :data:`EXACT_MAX_SPAN`, seeded Monte Carlo sign flips with
+    the +1 correction (``method`` says which). Empty input → p = 1.
+    """
+    candidate, best = as_matrix(candidate), as_matrix(best)
+    grid = reward_grid(candidate, best)
+    if grid is None:
+        deltas, _ = paired_deltas(candidate, best)
+        return _monte_carlo(deltas, n_resamples, seed)
+    exact = sign_flip_on_integers(integer_deltas(candidate, best, grid), alpha)
+    if exact is None:
+        deltas, _ = paired_deltas(candidate, best)
+        return _monte_carlo(deltas, n_resamples, seed)
+    return exact
+
+
+def sign_flip_on_integers(
+    deltas: np.ndarray | list[int], alpha: float | None = None
+) -> SignFlipResult | None:
+    """The exact one-sided sign-flip p-value of integer paired deltas (zeros carry no sign and
+    are dropped): a float tail by FFT when it is clearly away from ``alpha``, else big-integer
+    counting. ``deltas``: an int64 array (whose sums cannot overflow) or Python integers.
+    None when Σ|d| is past :data:`EXACT_MAX_SPAN` (the caller falls back to Monte Carlo)."""
+    if isinstance(deltas, np.ndarray):
+        nonzero = deltas[deltas != 0]
+        abs_array = np.abs(nonzero)
+        n = int(nonzero.size)
+        fits = n == 0 or int(abs_array.max()) * n < 2**63  # int64 sums are exact
+        observed = int(np.sum(nonzero)) if fits else sum(nonzero.tolist())
+        span = int(np.sum(abs_array)) if fits else sum(abs_array.tolist())
+    else:  # Python integers past int64 become an object array, exact all the same
+        ints = [d for d in deltas if d != 0]
+        abs_array = np.array([abs(d) for d in ints])
+        n = len(ints)
+        observed = sum(ints)
+        span = sum(abs(d) for d in ints)
+    if n == 0:
+        return SignFlipResult(1.0, "exact", 1, 1)
+    if n > 16 and span > EXACT_MAX_SPAN:  # (up to 16 deltas are counted exactly, as before)
+        return None
+    if n > 60:
+        approx = _float_tail(abs_array, observed)
+        if alpha is None or abs(approx - alpha) > EXACT_MARGIN:
+            # far from the decision boundary: the float tail decides the same way as exact counts
+            denominator = 1 << 53
+            return SignFlipResult(approx, "exact", round(approx * denominator), denominator)
+    count = _count_at_least(abs_array.tolist(), observed)
+    return SignFlipResult(count / 2**n, "exact", count, 2**n)
+
+
+def _monte_carlo(deltas: np.ndarray, n_resamples: int, seed: int) -> SignFlipResult:
+    deltas = deltas[deltas != 0]
+    if deltas.size == 0:
+        return SignFlipResult(1.0, "exact", 1, 1)
+    observed = float(np.sum(deltas))
+    magnitude = np.abs(deltas)
+    tolerance = 1e-12 * float(np.sum(magnitude))  # ties count against the candidate
+    if deltas.size <= 16:
+        patterns = ((np.arange(2**deltas.size)[:, None] >> np.arange(deltas.size)) & 1) * 2 - 1
+        sums = patterns @ magnitude
+        count = int(np.sum(sums >= observed - tolerance))
+        return SignFlipResult(count / 2**deltas.size, "exact", count, 2**deltas.size)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for start in range(0, n_resamples, 2000):
+        size = min(2000, n_resamples - start)
+        signs = rng.integers(0, 2, size=(size, deltas.size), dtype=np.int8) * 2 - 1
+        count += int(np.sum(signs @ magnitude >= observed - tolerance))
+    return SignFlipResult((count + 1) / (n_resamples + 1), "monte_carlo", count + 1, n_resamples + 1)
