@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 from pytest_capevolve import Rollout, Task
 from pytest_capevolve._engine.inflight import InflightRollout, RolloutPool, RolloutThreads
 from pytest_capevolve._engine.runner import AdapterRunner, Scored
-from pytest_capevolve._items.nodes import (
+from pytest_capevolve._project import candidate
+from pytest_capevolve._store.codec import (
     RECORD_PROPERTY,
     decode_record,
     record_from_report,
     remember_decoded,
 )
-from pytest_capevolve._project import candidate
 from pytest_capevolve._store.files import FILE_MODE, atomic_write_text
 from pytest_capevolve._store.record import RecordError, RolloutRecord
 
