@@ -312,3 +312,10 @@ def test_a_legacy_mode_and_a_lone_sibling_are_not_corrected():
     exact = GateConfig(mode="exact", alpha=0.05)
     out = rounds._stage(table_judge({"a": F(1, 64)}, calls), ["a"], "best", exact, "holm")
     assert len(calls) == 1 and "family" not in out["a"].details
+
+
+def test_a_split_alpha_says_how_it_was_split():
+    from pytest_capevolve._decide.rounds import split_text
+
+    assert split_text(F(1, 20), F(1, 40), "holm") == "0.025 (0.05 / 2 by Holm)"
+    assert split_text(F(1, 20), F(1, 30), "bh") == "0.03333 (0.05 × 2/3 by Benjamini-Hochberg)"

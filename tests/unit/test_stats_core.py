@@ -402,13 +402,6 @@ def test_sign_flip_test_defaults_and_result_records():
     assert fast.method == "exact" and fast.numerator == round(fast.p_value * 2**53) > 0
 
 
-def test_a_split_alpha_says_how_it_was_split():
-    from pytest_capevolve._decide.rounds import split_text
-
-    assert split_text(F(1, 20), F(1, 40), "holm") == "0.025 (0.05 / 2 by Holm)"
-    assert split_text(F(1, 20), F(1, 30), "bh") == "0.03333 (0.05 × 2/3 by Benjamini-Hochberg)"
-
-
 def test_reward_grid_of_no_matrix_reads_no_value():
     """No matrix: no value to put on a grid, so grid 1. (Freeing an off-grid one-element array
     first means a stray uninitialised element would read as π/10, off every grid.)"""
