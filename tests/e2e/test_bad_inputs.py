@@ -172,28 +172,6 @@ def test_bad_input_gives_its_message(example, projects, capevolve, case: str) ->
     assert not list((project / ".capevolve" / "runs").glob("*/")) if project.is_dir() else True
 
 
-# `capevolve check` on the same adapters: one line naming the adapter, exit 1, no traceback.
-CHECK_CASES = {
-    "tasks-raises": (
-        TASKS_RAISE,
-        "RaisingAdapter",
-        "*FAIL  adapter adapter.py:RaisingAdapter: tasks('all') raised*",
-    ),
-    "tasks-not-a-list": (TASKS_NONE, "NoneAdapter", "*FAIL  *NoneAdapter: tasks('all') must return a list*"),
-    "task-id-float": (FLOAT_IDS, "FloatIdAdapter", "*FAIL  *whose id 0.5 is a float*"),
-}
-
-
-# `capevolve gate` flags are checked as the spec checks the same keys (argparse: exit 2).
-GATE_FLAGS = {
-    "alpha-above-cap": (["--alpha", "0.9"], "*--alpha: must be a number in (0, 0.25]*got '0.9'*"),
-    "alpha-negative": (["--alpha", "-1"], "*--alpha: must be a number in (0, 0.25]*got '-1'*"),
-    "alpha-nan": (["--alpha", "nan"], "*--alpha: must be a number in (0, 0.25]*got 'nan'*"),
-    "alpha-text": (["--alpha", "abc"], "*--alpha: must be a number*got 'abc'*"),
-    "k-se-negative": (["--k-se", "-3"], "*--k-se: must be a number in [[]0, inf]*got '-3'*"),
-}
-
-
 def test_ini_default_with_wrong_type(pytester: pytest.Pytester, example, projects, capevolve) -> None:
     project = example("toy_calc")
     projects.edit_spec(project, "num_trials: 1\n", "")
@@ -269,71 +247,3 @@ def test_hostile_task_ids_stay_inside_the_run_dir(
         "a__b",
         "..",
     }
-
-
-# Every spec key with values it must refuse, each with the message it gets (load_spec, no session:
-# these are the spec's own checks; CASES above shows the same messages reach a session as exit 4).
-SPEC_VALUES = [
-    ("adapter", "adapter.py", "'file.py:ClassName'"),
-    ("adapter", "'adapter.py:'", "'file.py:ClassName'"),
-    ("adapter", "adapter.txt:ToyCalcAdapter", "'file.py:ClassName'"),
-    ("adapter", "missing.py:X", "which does not exist"),
-    ("adapter", "''", "a non-empty string"),
-    ("capability_path", "nowhere", "not an existing folder"),
-    ("capability_path", "adapter.py", "not an existing folder"),
-    ("capability_path", "7", "a non-empty string"),
-    ("split_seed", "1.5", "a whole number"),
-    ("split_seed", "yes", "a whole number"),
-    ("split_train", "-0.1", "a number in [0, 1]"),
-    ("split_train", "1.5", "a number in [0, 1]"),
-    ("split_val", "0.0", "must sum to 1"),
-    ("split_val", ".nan", "a number in [0, 1]"),
-    ("split_test", "0.9", "must sum to 1"),
-    ("split_test", "half", "a number in [0, 1]"),
-    ("split_ids_file", "nope.json", "not an existing file"),
-    ("split_ids_file", "[a, b]", "a non-empty string"),
-    ("num_trials", "0", "a whole number ≥ 1"),
-    ("num_trials", "-3", "a whole number ≥ 1"),
-    ("num_trials", "2.5", "a whole number ≥ 1"),
-    ("num_trials", "true", "a whole number ≥ 1"),
-    ("num_trials", "'3'", "a whole number ≥ 1"),
-    ("base_seed", "seed", "a whole number"),
-    ("base_seed", "1e3", "a whole number"),
-    ("success_threshold", "1.5", "a number in [0, 1]"),
-    ("success_threshold", "-1", "a number in [0, 1]"),
-    ("rollout_timeout_s", "0", "a number in (0, inf]"),
-    ("rollout_timeout_s", "-5", "a number in (0, inf]"),
-    ("rollout_timeout_s", "soon", "a number in (0, inf]"),
-    ("concurrency", "0", "a whole number ≥ 1"),
-    ("concurrency", "2.5", "a whole number ≥ 1"),
-    ("concurrency", "many", "a whole number ≥ 1"),
-    ("gate_mode", "bayes", "one of exact, paired"),
-    ("gate_mode", "EXACT", "one of exact, paired"),
-    ("gate_k_se", "-1", "a number in [0, inf]"),
-    ("gate_k_se", "k", "a number in [0, inf]"),
-    ("gate_alpha", "0", "a number in (0, 0.25]"),
-    ("gate_alpha", "0.5", "a number in (0, 0.25]"),
-    ("gate_alpha", "-0.05", "a number in (0, 0.25]"),
-    ("gate_alpha", ".nan", "a number in (0, 0.25]"),
-    ("gate_threshold", "2", "a number in [-1, 1]"),
-    ("min_coverage", "1.2", "a number in [0, 1]"),
-    ("min_coverage", "most", "a number in [0, 1]"),
-    ("max_metric_calls", "-1", "a whole number ≥ 0"),
-    ("max_metric_calls", "1.5", "a whole number ≥ 0"),
-    ("max_usd", "-2", "a number in [0, inf]"),
-    ("max_usd", "five", "a number in [0, inf]"),
-    ("max_iterations", "-1", "a whole number ≥ 0"),
-    ("stall", "0", "a whole number ≥ 1"),
-    ("stop_condition", "''", "a non-empty string"),
-    ("stop_condition", "[1, 2]", "a non-empty string"),
-    ("protected_paths", "[1, 2]", "a list of glob patterns"),
-    ("protected_paths", "{a: 1}", "a list of glob patterns"),
-    ("gate_min_effect", "0.6", "a number in [0, 0.5]"),
-    ("gate_min_effect", "-0.1", "a number in [0, 0.5]"),
-    ("gate_alpha_schedule", "bonferroni", "one of constant, basel"),
-    ("screen_alpha", "0", "a number in (0, 0.25]"),
-    ("screen_alpha", "0.5", "a number in (0, 0.25]"),
-    ("grow_max_looks", "0", "a whole number from 1 to 3"),
-    ("grow_max_looks", "4", "a whole number from 1 to 3"),
-    ("grow_max_looks", "2.5", "a whole number from 1 to 3"),
-]

@@ -104,23 +104,3 @@ def test_runs_lists_best_iterations_spend_and_the_seal(gated: Path, capevolve, p
     assert out.splitlines()[0].split() == ["run", "best", "iterations", "rollouts", "$", "spent", "test"]
     assert lines[first][:3] == [first, "careful", "1"] and "scored" in lines[first]
     assert "sealed" in lines[second] and lines[ids[-1]][-1] == "current"
-
-
-COMMANDS_OUTSIDE = [
-    ["check"],
-    ["gate", "t"],
-    ["plan"],
-    ["measure"],
-    ["verify"],
-    ["runs"],
-    ["spend"],
-    ["diagnose", "t"],
-    ["work", "new", "t"],
-    ["commit", "t", "--decision", "accept"],
-    ["baseline"],
-    ["hill-climb", "--optimizer", "true"],
-    ["diff", "t"],
-    ["multirep", "t"],  # commands registered by their own modules say the same
-    ["merge", "a", "b", "--tag", "ab"],
-    ["dashboard"],
-]

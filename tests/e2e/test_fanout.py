@@ -7,14 +7,9 @@ when it arrived, so the log's maximum is the most that ever ran together.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 from pathlib import Path
 
 import pytest
-
-from pytest_capevolve import Rollout
 
 IN_FLIGHT = '''
 
@@ -165,50 +160,6 @@ def test_a_bad_concurrency_flag_is_one_line(example, capevolve) -> None:
 # -- the deadline off the main thread ----------------------------------------------------------
 
 
-class Retrying:
-    """A sync agent that retries whatever it catches, for up to 5 s; ``left`` is set when its
-    retry loop is left, by giving up or by an exception it does not catch."""
-
-    def __init__(self, catch: type[BaseException]) -> None:
-        self.catch = catch
-        self.threads: list[threading.Thread] = []
-        self.left = threading.Event()
-
-    def tasks(self, split):
-        return []
-
-    def run_target(self, task, ctx, *, seed):
-        self.threads.append(threading.current_thread())
-        give_up = time.monotonic() + 5.0
-        try:
-            while time.monotonic() < give_up:
-                try:
-                    time.sleep(0.01)
-                except self.catch:
-                    continue  # "retry"
-        finally:
-            self.left.set()
-        return Rollout(output="late")
-
-    def score(self, task, rollout):
-        return 1.0
-
-
-class AsyncRetrying(Retrying):
-    async def run_target(self, task, ctx, *, seed):
-        self.threads.append(threading.current_thread())
-        give_up = time.monotonic() + 5.0
-        try:
-            while time.monotonic() < give_up:
-                try:
-                    await asyncio.sleep(0.01)
-                except self.catch:
-                    continue
-        finally:
-            self.left.set()
-        return Rollout(output="late")
-
-
 HANGING = """
 
 class HangingAdapter(ToyCalcAdapter):
@@ -305,22 +256,3 @@ def test_a_rollout_item_with_a_skip_mark_is_never_started_ahead(
     result.assert_outcomes(passed=4, failed=8, skipped=12)
     calls = (project / "calls.log").read_text().splitlines()
     assert len(calls) == 12 and not any(line.endswith(" careful") for line in calls)
-
-
-class BlockingAsync:
-    """An async adapter whose first rollout blocks the event loop (a sync call in async code)."""
-
-    def __init__(self) -> None:
-        self.blocking = threading.Event()
-
-    def tasks(self, split):
-        return []
-
-    async def run_target(self, task, ctx, *, seed):
-        if task.id == "blocker":
-            self.blocking.set()
-            time.sleep(0.3)  # blocks the loop: what follows is queued behind it
-        return Rollout(output=task.id)
-
-    def score(self, task, rollout):
-        return 1.0

@@ -268,12 +268,3 @@ def test_a_hanging_optimizer_is_killed_at_the_timeout(example, capsys):
 
 
 # -- pure parts --------------------------------------------------------------------------------------
-
-PARENT = [
-    {"task_id": "a", "band": "solid", "passes": 3, "trials": 3, "mean_reward": 1.0, "infra_errors": 0},
-    {"task_id": "b", "band": "unstable", "passes": 2, "trials": 3, "mean_reward": 0.67, "infra_errors": 0},
-    {"task_id": "c", "band": "defect", "passes": 0, "trials": 3, "mean_reward": 0.0, "infra_errors": 0},
-    {"task_id": "d", "band": "unstable", "passes": 1, "trials": 3, "mean_reward": 0.33, "infra_errors": 0},
-    {"task_id": "e", "band": "missing", "passes": 0, "trials": 0, "mean_reward": None, "infra_errors": 3},
-    {"task_id": "f", "band": "defect", "passes": 0, "trials": 3, "mean_reward": 0.0, "infra_errors": 0},
-]

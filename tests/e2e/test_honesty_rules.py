@@ -9,23 +9,14 @@ exactly at and just under the minimum. Each test fails when its rule is removed 
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
-from fractions import Fraction
 
 import numpy as np
 
 from pytest_capevolve._decide import gate
 
 ACCEPT, REJECT, INDECISIVE = gate.ACCEPT, gate.REJECT, gate.INDECISIVE
-EXACT = gate.GateConfig()  # the default gate: exact sign-flip test, α = 0.05, min_coverage 0.8
-
-
-def judge(candidate, best, config=EXACT, **kw):
-    candidate, best = np.asarray(candidate, float), np.asarray(best, float)
-    ids = [f"t{i}" for i in range(len(candidate))]
-    return gate.decide(candidate, best, tag="cand", against="best", task_ids=ids, config=config, **kw)
 
 
 def one_trial_arms(deltas):
@@ -40,21 +31,6 @@ def moved(k, n=10):
     return one_trial_arms([1] * k + [0] * (n - k))
 
 
-def brute_force_p(deltas) -> Fraction:
-    """Reference one-sided sign-flip p-value: share of the 2^N sign patterns of the nonzero
-    deltas whose sum is at least the observed one (exact rational arithmetic)."""
-    values = [Fraction(d).limit_denominator(10**6) for d in deltas if d != 0]
-    if not values:
-        return Fraction(1)
-    observed = sum(values)
-    hits = sum(
-        1
-        for signs in itertools.product((1, -1), repeat=len(values))
-        if sum(s * abs(v) for s, v in zip(signs, values, strict=True)) >= observed
-    )
-    return Fraction(hits, 2 ** len(values))
-
-
 # -- the gate's α ---------------------------------------------------------------------------------
 
 
@@ -67,32 +43,7 @@ def brute_force_p(deltas) -> Fraction:
 # -- infra errors: missing data, and the imbalance guard ------------------------------------------
 
 
-FLIPPABLE_ACCEPT = (  # Δ̄ = +1/3 on 5 tasks (p = 1/32); the candidate's missing trials as fails: −1/3
-    np.array([[1, np.nan, np.nan]] * 5, float),
-    np.array([[0, 1, 1]] * 5, float),
-)
-FLIPPABLE_REJECT = (  # Δ̄ = −1/3; the candidate's missing trials as passes: +1/3 on 5 tasks
-    np.array([[0, np.nan, np.nan]] * 5, float),
-    np.array([[1, 0, 0]] * 5, float),
-)
-STABLE_ACCEPT = (  # Δ̄ = +1; worst case for the candidate is still +2/3 on 5 tasks
-    np.array([[1, 1, np.nan]] * 5, float),
-    np.array([[0, 0, 0]] * 5, float),
-)
-
-
 # -- the regression veto --------------------------------------------------------------------------
-
-
-def veto_arms():
-    """12 tasks × 4 trials: ten improve 0 → 1; the best passed t10 and t11, which drop.
-
-    t10: best [1,1,1,1] → candidate [1,0,0,0]: drop 0.75 > noise 2·SE = 0.5 (a regression)
-    t11: best [1,1,1,1] → candidate [1,1,0,0]: drop 0.5 < noise 2·SE ≈ 0.577 (within noise)
-    """
-    cand = np.array([[1, 1, 1, 1]] * 10 + [[1, 0, 0, 0], [1, 1, 0, 0]], float)
-    best = np.array([[0, 0, 0, 0]] * 10 + [[1, 1, 1, 1], [1, 1, 1, 1]], float)
-    return cand, best
 
 
 # -- order of the rules ---------------------------------------------------------------------------

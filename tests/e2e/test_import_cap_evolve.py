@@ -12,24 +12,6 @@ import pytest
 from pytest_capevolve._cli.main import main
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-RECORDED = {  # cap-evolve's paired gate (k = 0.2) on this run: tag → (Δ̄, SE), n = 12, all rejected
-    "c0_null5": (-0.1000, 0.0628),
-    "c0_null5b": (-0.0500, 0.0702),
-    "c0_null5c": (0.0000, 0.0696),
-    "cA_partial": (0.0167, 0.0672),
-    "cB_becabin": (0.0167, 0.0796),
-}
-RECORDED_TEST_REWARD = 0.5  # its final.json: the best's (the seed's) sealed test reward
-# every key the public cap-evolve's bundled specs, templates and intake use
-CAP_EVOLVE_SPEC_KEYS = (
-    "capabilities capability_path actions capability_sources optimizer_skill optimizer_model "
-    "optimizer_max_turns optimizer_usd_per_iter target_model orchestration_mode algorithm_skill "
-    "algorithm_focus dataset_source split_seed split_train split_val split_test split_ids_file "
-    "num_trials gate_mode gate_k_se max_iterations stall max_metric_calls max_usd max_optimizer_usd "
-    "stop_condition store store_commit_cmd protected_paths convergence runner_repo_path "
-    "optimizer_instructions_file target_profile_file algorithm_args reuse_baseline dashboard "
-    "dashboard_port metric_primary metrics_display metric_directions github_integration"
-).split()
 
 SPEC = """\
 # AGENT-OPTIMIZE spec v4 — tau2-bench airline on gpt-oss-120b, num_trials: 5.
@@ -180,14 +162,6 @@ def cap_evolve(tmp_path, shared_data):
 def _import(capsys, *args) -> dict:
     assert main(["import-cap-evolve", *map(str, args), "--json"]) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
-
-
-def _last_json(text: str) -> dict:
-    """The verdict `capevolve gate --json` printed (alone, or after the table)."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return json.loads(text.strip().splitlines()[-1])
 
 
 def test_a_session_on_the_imported_run_pays_nothing_already_paid(cap_evolve, tmp_path, capsys, capevolve):

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import strategies as st
 
 from pytest_capevolve._cli.main import main
 
@@ -136,10 +135,3 @@ def test_verify_finds_missing_reordered_and_garbled_lines(events_file, capsys, d
     capsys.readouterr()
     assert main(["verify", str(events_file.parent)]) == 1
     assert message in capsys.readouterr().out
-
-
-event_fields = st.dictionaries(
-    st.sampled_from(["task_id", "tag", "reward", "note"]),
-    st.one_of(st.integers(), st.floats(allow_nan=False), st.text(max_size=8), st.none()),
-    max_size=3,
-)

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import strategies as st
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._loop.merge import GitMergeFile, three_way
@@ -66,13 +65,6 @@ def test_identical_changes_on_both_sides_are_no_conflict():
     same = {**BASE, "a.md": b"one\nTWO\nthree\nfour\nfive\n", "c.md": b"both\n"}
     with GitMergeFile() as merge_file:
         assert three_way(BASE, same, dict(same), merge_file) == (same, [])
-
-
-trees = st.dictionaries(st.sampled_from(["a", "b", "c", "d/e", "d/f"]), st.binary(max_size=6), max_size=5)
-
-
-def never_merged(base: bytes, current: bytes, other: bytes) -> bytes | None:
-    raise AssertionError("no file was changed on both sides")
 
 
 # -- end to end on examples/noisy_agent ------------------------------------------------------------------

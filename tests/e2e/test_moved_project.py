@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-
-from pytest_capevolve._project.spec import load_spec
 
 
 def test_a_moved_project_resumes_gates_and_finalizes_its_run(
@@ -50,15 +47,3 @@ def test_a_moved_project_resumes_gates_and_finalizes_its_run(
     # nothing the run keeps about the project names the folder it lives in
     stored = [rundir / "spec.lock.yaml", *(rundir / "candidates").glob("*/candidate.json")]
     assert not [p for p in stored if str(pytester.path) in p.read_text()]
-
-
-def old_style_lock(project: Path) -> dict:
-    """``spec.lock.yaml`` as runs before the fix wrote it: every path absolute."""
-    spec = load_spec(project)
-    return {
-        **spec.to_lock(),
-        "path": str(project / "capevolve.yaml"),
-        "project_dir": str(project),
-        "capability_path": str(project / "capability"),
-        "split_ids_file": str(project / "splits.yaml"),
-    }

@@ -32,7 +32,6 @@ def _module(name: str):
 
 
 standin_server = _module("standin_server")
-openai_adapter = _module("adapter")
 
 
 @pytest.fixture
@@ -130,26 +129,3 @@ def test_gate_session_through_the_endpoint_costs_and_rate_limits(
     assert math.isclose(sum(r["cost_usd"] for r in _records(project)), _ledger_usd(standin), rel_tol=1e-9)
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "terse.json").read_text())
     assert verdict["n_tasks"] == 16 and verdict["per_task"]["sum-c"]["candidate"] > 0
-
-
-def _client(standin, **overrides):
-    settings = openai_adapter.Settings(
-        base_url=standin.base_url,
-        api_key="k",
-        model="standin-small",
-        input_usd_per_mtok=PRICE_IN,
-        output_usd_per_mtok=PRICE_OUT,
-        **overrides,
-    )
-    waits: list[float] = []
-    return openai_adapter.ChatClient(settings, sleep=waits.append), waits
-
-
-BODY = {
-    "model": "standin-small",
-    "seed": 3,
-    "messages": [
-        {"role": "system", "content": "Reply with only the final answer."},
-        {"role": "user", "content": "What is 17 + 25?"},
-    ],
-}

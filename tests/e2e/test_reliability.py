@@ -111,32 +111,6 @@ def test_verify_cross_checks_rollout_files_against_their_events(example, project
     assert failed.name in out and "reward 1.0" in out and "event" in out
 
 
-class Retrying:
-    """An adapter that retries inside a broad except: it must still time out."""
-
-    def __init__(self, catch: type[BaseException]) -> None:
-        self.catch = catch
-
-    def tasks(self, split):
-        return []
-
-    def run_target(self, task, ctx, *, seed):
-        import time
-
-        from pytest_capevolve import Rollout
-
-        give_up = time.monotonic() + 3.0
-        while time.monotonic() < give_up:
-            try:
-                time.sleep(0.01)
-            except self.catch:
-                continue  # "retry"
-        return Rollout(output="late")
-
-    def score(self, task, rollout):
-        return 1.0
-
-
 INT_IDS = """
 class IntIdAdapter(ToyCalcAdapter):
     def tasks(self, split):

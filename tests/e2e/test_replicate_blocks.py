@@ -7,7 +7,6 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import strategies as st
 from scipy import stats as sps
 
 from pytest_capevolve._cli.main import main
@@ -27,8 +26,6 @@ def rollout_bytes(project: Path) -> dict[str, bytes]:
 
 
 # -- pure: the across-block summary -----------------------------------------------------------------
-
-deltas = st.lists(st.floats(-1, 1, allow_nan=False), min_size=2, max_size=12)
 
 
 # -- end to end ----------------------------------------------------------------------------------------

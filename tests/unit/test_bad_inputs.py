@@ -206,22 +206,6 @@ def test_gate_flags_are_validated_as_the_spec_does(capsys, case: str) -> None:
     assert pytest.LineMatcher(err.splitlines()).fnmatch_lines([expected]) is None
 
 
-NAN_SCORE = """
-class NanAdapter(ToyCalcAdapter):
-    def score(self, task, rollout):
-        return Score(reward=float("nan") if task.id == "q00" else 2.0)
-"""
-
-
-HOSTILE_IDS = """
-class HostileAdapter(ToyCalcAdapter):
-    def tasks(self, split):
-        base = super().tasks(split)
-        names = ["../../x", "/etc/passwd", "a__b", "..", "a/../../b", "\\u00e9t\\u00e9", "x" * 400]
-        return [Task(id=n, input=t.input, target=t.target) for n, t in zip(names, base)] + base[len(names):]
-"""
-
-
 # Every spec key with values it must refuse, each with the message it gets (load_spec, no session:
 # these are the spec's own checks; CASES above shows the same messages reach a session as exit 4).
 SPEC_VALUES = [

@@ -5,7 +5,6 @@ a project."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -18,14 +17,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-@pytest.fixture
-def gated(example, capevolve) -> Path:
-    """toy_calc after a gate session that accepted `careful`."""
-    project = example("toy_calc")
-    assert capevolve(project, "careful", gate=True).ret == 0
-    return project
 
 
 def test_version(capsys) -> None:

@@ -266,10 +266,6 @@ def load(browser: str, profile: Path, url: str, *mode: str) -> subprocess.Comple
     return result
 
 
-def console_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
-    return [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
-
-
 def test_ci_installs_chromium_and_runs_the_readme_test_command(repo):
     recipe = (repo / ".ci" / "run").read_text().strip().splitlines()
     assert "command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)" in recipe

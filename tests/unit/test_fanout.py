@@ -18,84 +18,6 @@ from pytest_capevolve import Rollout, Task
 from pytest_capevolve._engine.inflight import RolloutPool
 from pytest_capevolve._engine.runner import AdapterRunner
 
-IN_FLIGHT = '''
-
-import os as _os
-import threading as _threading
-
-
-class InFlightAdapter(ToyCalcAdapter):
-    """Every call waits at a barrier of K parties (K from CAPEVOLVE_TEST_WIDTH)."""
-
-    width = int(_os.environ["CAPEVOLVE_TEST_WIDTH"])
-    _lock = _threading.Lock()
-    _now = 0
-    _barrier = _threading.Barrier(width, timeout=60)
-
-    def run_target(self, task, ctx, *, seed):
-        cls = InFlightAdapter
-        with cls._lock:
-            cls._now += 1
-            with open(Path(__file__).with_name("in_flight.log"), "a") as log:
-                log.write(f"{cls._now} {_threading.get_ident()}\\n")
-        try:
-            cls._barrier.wait()  # passes only when `width` calls are in flight together
-        finally:
-            with cls._lock:
-                cls._now -= 1
-        return super().run_target(task, ctx, seed=seed)
-'''
-
-ASYNC_IN_FLIGHT = '''
-
-import asyncio as _asyncio
-import os as _os
-import threading as _threading
-
-
-class AsyncInFlightAdapter(ToyCalcAdapter):
-    """run_target is async def; every call waits at an asyncio barrier of K parties."""
-
-    width = int(_os.environ["CAPEVOLVE_TEST_WIDTH"])
-    _now = 0
-    _barrier = None
-
-    async def run_target(self, task, ctx, *, seed):
-        cls = AsyncInFlightAdapter
-        if cls._barrier is None:
-            cls._barrier = _asyncio.Barrier(cls.width)
-        cls._now += 1
-        with open(Path(__file__).with_name("in_flight.log"), "a") as log:
-            log.write(f"{cls._now} {_threading.get_ident()}\\n")
-        try:
-            await _asyncio.wait_for(cls._barrier.wait(), 60)
-        finally:
-            cls._now -= 1
-        return ToyCalcAdapter.run_target(self, task, ctx, seed=seed)
-'''
-
-
-def in_flight_log(project: Path) -> list[tuple[int, int]]:
-    lines = (project / "in_flight.log").read_text().split("\n")
-    return [(int(now), int(thread)) for now, thread in (line.split() for line in lines if line)]
-
-
-UNSAFE = """
-
-class GlobalPromptAdapter(ToyCalcAdapter):
-    thread_safe = False  # live() points a module-level variable at the candidate
-"""
-
-APPLY_STYLE = """
-
-class ApplyAdapter(ToyCalcAdapter):
-    current = None
-
-    def apply(self, candidate_dir):
-        ApplyAdapter.current = candidate_dir
-"""
-
-
 # -- the deadline off the main thread ----------------------------------------------------------
 
 
@@ -164,54 +86,6 @@ def test_the_deadline_holds_off_the_main_thread_whatever_the_adapter_catches(
             assert adapter.left.wait(timeout=3.0)
     finally:
         pool.close()
-
-
-HANGING = """
-
-class HangingAdapter(ToyCalcAdapter):
-    def run_target(self, task, ctx, *, seed):
-        import time as _time
-
-        if "*" in task.input and Path(ctx).name == "capability":
-            give_up = _time.monotonic() + 5.0
-            while _time.monotonic() < give_up:
-                try:
-                    _time.sleep(0.01)
-                except Exception:
-                    continue
-        return super().run_target(task, ctx, seed=seed)
-"""
-
-
-LOGGING = """
-
-class LoggingAdapter(ToyCalcAdapter):
-    def run_target(self, task, ctx, *, seed):
-        with open(Path(__file__).with_name("calls.log"), "a") as log:
-            log.write(f"{task.id} {Path(ctx).name}\\n")
-        return super().run_target(task, ctx, seed=seed)
-"""
-
-SKIP_CAREFUL = """
-import pytest
-
-
-def pytest_runtest_setup(item):
-    if "careful" in item.name:
-        pytest.skip("no longer needed (as a sequential gate would decide)")
-"""
-
-
-MARK_CAREFUL = """
-import pytest
-
-
-def pytest_collection_modifyitems(items):
-    for n, item in enumerate(items):
-        if "careful" in item.name:
-            mark = pytest.mark.skip("not today") if n % 2 else pytest.mark.skipif(True, reason="nor today")
-            item.add_marker(mark)
-"""
 
 
 class BlockingAsync:

@@ -5,10 +5,8 @@ prompt)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import git
 import pytest
 
 from pytest_capevolve._cli.main import main
@@ -18,8 +16,6 @@ from pytest_capevolve._loop.prompt import (
     focus_tasks,
     render_prompt,
 )
-
-PY = sys.executable
 
 
 def hill_climb(capsys: pytest.CaptureFixture[str], project: Path, *argv: str) -> tuple[int, dict | None, str]:
@@ -37,52 +33,8 @@ def state(project: Path) -> dict:
     return json.loads((run_dir(project) / "state.json").read_text())
 
 
-def ledger_rows(project: Path) -> list[list[str]]:
-    lines = (run_dir(project) / "LEDGER.md").read_text().splitlines()
-    rows = [line for line in lines if line.startswith("| ") and not line.startswith("| tag")]
-    return [[cell.strip() for cell in row.strip("|").split("|")][:4] for row in rows]
-
-
 def rejected(project: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir(project) / "rejected.jsonl").read_text().splitlines()]
-
-
-def store_log(project: Path) -> tuple[list[str], set[str]]:
-    """The candidate store's commit messages (oldest first) and its tags."""
-    repo = git.Repo(run_dir(project) / "store")
-    messages = [c.message.strip() for c in reversed(list(repo.iter_commits("candidates")))]
-    return messages, {t.name for t in repo.tags}
-
-
-def no_test_rollouts(project: Path) -> bool:
-    return not any((run_dir(project) / "rollouts" / "test").glob("*.json"))
-
-
-COUNTING = '''
-
-import os as _os
-import signal as _signal
-
-
-class CountingCalc(ToyCalcAdapter):
-    """Appends each call to calls.txt; with KILL_AT=N, kills its process group at call N."""
-
-    def run_target(self, task, ctx, *, seed):
-        here = Path(__file__).parent
-        name = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
-        name = "seed" if name == "capability" else name
-        with (here / "calls.txt").open("a") as handle:
-            handle.write(f"{task.id} {name}\\n")
-        calls = len((here / "calls.txt").read_text().splitlines())
-        if str(calls) == _os.environ.get("KILL_AT") and not (here / "killed").exists():
-            (here / "killed").write_text("")
-            _os.killpg(_os.getpgid(0), _signal.SIGKILL)
-        return super().run_target(task, ctx, seed=seed)
-'''
-
-
-def json_lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_flags_the_spec_overrides_are_refused_not_ignored(example, capsys):

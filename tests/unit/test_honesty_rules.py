@@ -358,5 +358,3 @@ def test_evidence_judges_on_val(val_rollout):
 
 
 # -- rules that live in session code --------------------------------------------------------------
-
-SCREEN = "id: careful-words\ncluster: prompt\ndescription: d\ntext: {file: prompt.md, contains: NOT-THERE}\n"

@@ -201,14 +201,3 @@ def test_a_sooner_deadline_started_after_a_later_one_still_fires_on_time(tmp_pat
     finally:
         agent.release.set()
         pool.close()
-
-
-FREEZE_PROBE = """
-import gc
-from pathlib import Path
-
-
-def pytest_runtest_call(item):
-    with open(Path(__file__).with_name("freeze.log"), "a") as log:
-        log.write(f"{gc.get_freeze_count()}\\n")
-"""

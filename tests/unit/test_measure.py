@@ -27,15 +27,6 @@ def evaluate(capevolve):
     return run
 
 
-@pytest.fixture
-def events_file(example, projects, evaluate):
-    project = example("toy_calc")
-    evaluate(project)
-    path = projects.run_dir(project) / "events.jsonl"
-    assert main(["verify", str(path.parent)]) == 0
-    return path
-
-
 def test_verify_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert main(["verify", str(tmp_path)]) == 4
     assert "not a run dir" in capsys.readouterr().err

@@ -4,7 +4,6 @@ through git's 3-way merge, then gated like any candidate (or addition by additio
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -12,9 +11,6 @@ from hypothesis import strategies as st
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._loop.merge import three_way
-
-FARE = "- RULE:check-fare-class — look up the fare class before quoting any change or refund.\n"
-CITE = "- RULE:cite-policy — quote the policy section you relied on, so the customer can check it.\n"
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | None, str]:
@@ -24,13 +20,7 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | Non
     return code, (json.loads(out.splitlines()[-1]) if out.strip() else None), err
 
 
-def run_dir(project: Path) -> Path:
-    return sorted((project / ".capevolve" / "runs").iterdir())[-1]
-
-
 # -- the 3-way merge, file by file ---------------------------------------------------------------------
-
-BASE = {"a.md": b"one\ntwo\nthree\nfour\nfive\n", "b.py": b"x = 1\n", "gone.txt": b"bye\n"}
 
 
 trees = st.dictionaries(st.sampled_from(["a", "b", "c", "d/e", "d/f"]), st.binary(max_size=6), max_size=5)

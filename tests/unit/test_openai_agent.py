@@ -7,9 +7,7 @@ and keeps a ledger of it, and faults (429, 500, a held request) are injected per
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
 import sys
 import threading
 import urllib.request
@@ -41,48 +39,6 @@ def standin():
     server = standin_server.StandIn().start()
     yield server
     server.stop()
-
-
-@pytest.fixture
-def project(example, standin, monkeypatch):
-    """A copy of the example pointed at the stand-in, with no backoff wait (Retry-After: 0)."""
-    folder = example("openai_agent")
-    config = folder / "openai.yaml"
-    config.write_text(config.read_text().replace("backoff_s: 1.0", "backoff_s: 0.0"))
-    monkeypatch.setenv("OPENAI_BASE_URL", standin.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    monkeypatch.delenv("OPENAI_MODEL", raising=False)
-    return folder
-
-
-def _user(body: dict) -> str:
-    return next(m["content"] for m in body["messages"] if m["role"] == "user")
-
-
-def _bucket(body: dict) -> int:
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()[0] % 6
-
-
-OUTAGE = "What is 91 - 46?"  # task sum-c: rate-limited on every attempt while the outage lasts
-
-
-def flaky(body: dict, attempt: int) -> int | None:
-    """An endpoint under load: sum-c always rate-limited; a first attempt of about one request
-    in three gets a 429 or a 500 and succeeds when retried."""
-    if _user(body) == OUTAGE:
-        return 429
-    if attempt == 0:
-        return {0: 429, 1: 500}.get(_bucket(body))
-    return None
-
-
-def _records(project: Path) -> list[dict]:
-    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
-    return [json.loads(p.read_text()) for p in (run / "rollouts" / "val").glob("*.json")]
-
-
-def _ledger_usd(standin) -> float:
-    return sum(p * PRICE_IN + c * PRICE_OUT for p, c in standin.usage) / 1_000_000
 
 
 def _client(standin, **overrides):

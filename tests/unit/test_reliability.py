@@ -47,22 +47,6 @@ def test_the_rollout_timeout_holds_whatever_the_adapter_catches(tmp_path, catch)
     assert time.monotonic() - started < 2.0
 
 
-INT_IDS = """
-class IntIdAdapter(ToyCalcAdapter):
-    def tasks(self, split):
-        return [Task(id=i, input=t.input, target=t.target) for i, t in enumerate(super().tasks(split))]
-"""
-
-
-INTERRUPTING = """
-class InterruptingAdapter(ToyCalcAdapter):
-    def run_target(self, task, ctx, *, seed):
-        if task.id == "q10":
-            raise KeyboardInterrupt  # as Ctrl-C would, mid-session
-        return super().run_target(task, ctx, seed=seed)
-"""
-
-
 def test_escaped_ids_differing_in_case_stay_apart_on_a_case_insensitive_file_system() -> None:
     from pytest_capevolve._project.candidate import escape_id
 
@@ -70,16 +54,3 @@ def test_escaped_ids_differing_in_case_stay_apart_on_a_case_insensitive_file_sys
     names = [escape_id(i) for i in ids]
     assert len({name.lower() for name in names}) == len(ids)
     assert escape_id("Q1") == "^q1" and escape_id("q01") == "q01"
-
-
-SPAWNER = """
-import subprocess, sys, time
-from pathlib import Path
-
-
-def spawn(pid_file):
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    Path(pid_file).write_text(str(child.pid))
-    time.sleep(30)
-"""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,11 +22,6 @@ def multirep(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict 
     code = main(["multirep", *argv, "--json"])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.strip() else None), err
-
-
-def rollout_bytes(project: Path) -> dict[str, bytes]:
-    runs = sorted((project / ".capevolve" / "runs").iterdir())[-1]
-    return {p.name: p.read_bytes() for p in sorted((runs / "rollouts" / "val").glob("*.json"))}
 
 
 # -- pure: the across-block summary -----------------------------------------------------------------
@@ -86,34 +80,3 @@ def test_a_block_is_told_by_its_trial_index_and_decisions_read_block_0(val_rollo
 
 
 # -- end to end ----------------------------------------------------------------------------------------
-
-
-DRIFT_ADAPTER = '''
-import hashlib
-
-from pytest_capevolve import Rollout, Score, Task
-
-STRIDE = 1_000_000
-
-
-def unit(text):
-    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-
-
-class DriftAdapter:
-    """Rewards that barely vary across tasks, plus — for the candidate only — a shift shared by
-    every task of a run: +0.15 in even blocks, -0.15 in odd ones (a provider's load, say)."""
-
-    def tasks(self, split):
-        return [Task(id=f"d{i:02d}", input=i, target=None) for i in range(24)]
-
-    def run_target(self, task, ctx, *, seed):
-        name = ctx.parent.name if ctx.name == "files" else ctx.name
-        reward = 0.5 + 0.1 * (unit(f"{task.id}:{name}") - 0.5)
-        if name == "drifty":
-            reward += 0.15 if (seed // STRIDE) % 2 == 0 else -0.15
-        return Rollout(output=round(reward, 6))
-
-    def score(self, task, rollout):
-        return Score(reward=rollout.output)
-'''

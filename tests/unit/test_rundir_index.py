@@ -169,27 +169,6 @@ def test_spend_is_exact_without_rewriting_state_json(run: RunDir) -> None:
     assert audit(RunDir(run.root)) == []
 
 
-SPENDING = '''
-
-import os
-import signal as _signal
-
-
-class SpendingAdapter(ToyCalcAdapter):
-    """Costs 0.01 per rollout and kills its own process at the 15th call."""
-
-    def run_target(self, task, ctx, *, seed):
-        log = Path(__file__).with_name("calls.log")
-        with log.open("a") as handle:
-            handle.write(task.id + "\\n")
-        if len(log.read_text().splitlines()) == 15 and os.environ.get("KILL_AT_15"):
-            os.kill(os.getpid(), _signal.SIGKILL)
-        rollout = super().run_target(task, ctx, seed=seed)
-        rollout.cost_usd = 0.01
-        return rollout
-'''
-
-
 def test_a_rollout_file_no_row_knows_is_read_and_indexed(run: RunDir) -> None:
     """A file put there by hand (no event, no row) is read as rollouts() reads it."""
     run.flush()

@@ -26,11 +26,6 @@ def spend(capsys):
     return run
 
 
-def evaluated(capevolve, project: Path, *candidates: str, gate: bool = False) -> None:
-    result = capevolve(project, *candidates, gate=gate)
-    assert result.ret in (0, 10), result.stdout.str()
-
-
 def test_spend_refuses_with_one_line_and_exit_2(example, capsys, tmp_path):
     project = example("toy_calc")
     assert main(["spend", str(project)]) == 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,22 +14,6 @@ from pytest_capevolve._project.tamper import (
     protected_digests,
     tampered,
 )
-
-SCORER = "def grade(output):\n    return 1.0 if output == 'resolved' else 0.0\n"
-
-
-@pytest.fixture
-def project_with_scorer_in_capability(example, projects) -> Path:
-    """noisy_agent whose capability folder carries its scorer, as cap-evolve projects often do."""
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
-    (project / "capability" / "scorer.py").write_text(SCORER)
-    improved = project / "candidates" / "improved"
-    (improved / "scorer.py").write_text(SCORER)
-    tampered_dir = project / "candidates" / "lenient"
-    shutil.copytree(improved, tampered_dir)
-    (tampered_dir / "scorer.py").write_text("def grade(output):\n    return 1.0\n")
-    return project
 
 
 @pytest.fixture

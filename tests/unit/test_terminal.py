@@ -3,27 +3,7 @@ resume command and --capevolve-explain."""
 
 from __future__ import annotations
 
-import re
 import shlex
-
-import pytest
-
-FAILED_LINE = re.compile(r"^FAILED (val)::(\S+)\[(\S+)-t(\d+)\] reward (\S+)(?:: (.*))?$")
-
-
-INTERRUPTING = """
-class InterruptingAdapter(ToyCalcAdapter):
-    def run_target(self, task, ctx, *, seed):
-        if task.id == "q10" and not Path(__file__).with_name("resumed").exists():
-            raise KeyboardInterrupt  # as Ctrl-C would, mid-session
-        return super().run_target(task, ctx, seed=seed)
-"""
-
-
-def _line_after(result: pytest.RunResult, marker: str) -> str:
-    lines = result.stdout.lines
-    at = next(i for i, line in enumerate(lines) if "interrupted:" in line and line.endswith(marker))
-    return lines[at + 1]
 
 
 def test_resume_command_pins_the_run_and_names_a_reruns_fresh_tags(tmp_path) -> None:
@@ -80,23 +60,3 @@ def test_plan_figures_mde_and_tasks_needed_agree() -> None:
 
     check()
     assert plan_figures(np.full((1, 3), 0.5), [], num_trials=3, alpha=0.05) is None  # one task: no plan
-
-
-FLAKY_API = """
-class FlakyApiAdapter(ToyCalcAdapter):
-    def run_target(self, task, ctx, *, seed):
-        if task.id == "q10":
-            raise ConnectionError("api down\\nretry later")
-        return super().run_target(task, ctx, seed=seed)
-"""
-
-
-PRINTING = """
-
-class PrintingAdapter(ToyCalcAdapter):
-    def run_target(self, task, ctx, *, seed):
-        print(f"working on {task.id} for {Path(ctx).name}")
-        if task.id == "q10":
-            raise RuntimeError("the adapter's own bug")
-        return super().run_target(task, ctx, seed=seed)
-"""

@@ -19,10 +19,6 @@ def _events(rundir: Path, kind: str) -> list[dict]:
     return [event for event in map(json.loads, lines) if event["kind"] == kind]
 
 
-def _notices(output: str, word: str) -> list[str]:
-    return [line for line in output.splitlines() if line.startswith("capevolve:") and word in line]
-
-
 def test_a_file_another_session_quarantined_meanwhile_is_not_called_vanished(tmp_path, val_rollout) -> None:
     """Two sessions on one run: a row whose file another session has just moved aside (its
     ``rollout_quarantined`` logged, the shared index not yet caught up) is not a deletion."""
@@ -44,15 +40,6 @@ def test_a_file_another_session_quarantined_meanwhile_is_not_called_vanished(tmp
 
 
 # -- the hint that says how to complete a session's missing rollouts -----------------------------
-
-FLAKY = """
-
-class FlakyCalc(ToyCalcAdapter):
-    def run_target(self, task, ctx, *, seed):
-        if task.id == "q01" and (Path(__file__).parent / "DOWN").exists():
-            raise ConnectionError("backend down")
-        return super().run_target(task, ctx, seed=seed)
-"""
 
 
 def _completing(result) -> list[str]:

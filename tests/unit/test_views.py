@@ -5,25 +5,12 @@ the rollout files whose feedback it shows."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
 from pytest_capevolve._session import exitcodes
 from pytest_capevolve._show.dashboard import build, model
 from pytest_capevolve._store.rundir import RunDir
-
-PROBE = """
-import sys
-
-def pytest_unconfigure(config):
-    print("SCIPY=" + str("scipy.stats" in sys.modules))
-"""
-
-
-def _pages(project: Path, projects) -> tuple[int, int]:
-    run = projects.run_dir(project)
-    return (run / "report.md").stat().st_mtime_ns, (run / "dashboard.html").stat().st_mtime_ns
 
 
 def test_the_dashboard_opens_only_the_files_it_details(tmp_path, val_rollout, monkeypatch) -> None:
