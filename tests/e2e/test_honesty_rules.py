@@ -1,11 +1,5 @@
-"""Every honesty rule the README states about decisions, pinned at its boundary.
-
-Decision-level tests build small reward matrices by hand, so the expected decision is known
-exactly: p just below and just above α, Δ̄ just above and just below the null spread, coverage
-exactly at and just under the minimum. Each test fails when its rule is removed or weakened
-(README, "What the gate promises", names the test for each promise). The few end-to-end tests
-(marker ``e2e``) cover rules that live in session code.
-"""
+"""The honesty rules the README states that live in session code, pinned end to end (the
+decision-level ones, on hand-built reward matrices, are in tests/unit/test_honesty_rules.py)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 Decision-level tests build small reward matrices by hand, so the expected decision is known
 exactly: p just below and just above α, Δ̄ just above and just below the null spread, coverage
 exactly at and just under the minimum. Each test fails when its rule is removed or weakened
-(README, "What the gate promises", names the test for each promise). The few end-to-end tests
-(marker ``e2e``) cover rules that live in session code.
+(README, "What the gate promises", names the test for each promise). The rule that lives in
+session code has its end-to-end test in tests/e2e/test_honesty_rules.py.
 """
 
 from __future__ import annotations
