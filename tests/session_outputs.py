@@ -1,6 +1,6 @@
 """What two sessions that should look alike show, with what differs between any two runs (times,
 the project folder's name, the run id) made equal: for the tests that hold an optimisation of the
-run loop invisible (tests/test_lean_protocol.py, tests/test_retention.py)."""
+run loop invisible (tests/e2e/test_lean_protocol.py, tests/e2e/test_retention.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,270 @@
+"""`capevolve hill-climb`: the optimize loop end to end on the bundled examples, its resume after
+a kill -9, its optimizer timeout, and the pure parts (focus schedules, the plateau signal, the
+prompt)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import git
+import pytest
+
+from pytest_capevolve._cli.main import main
+
+PY = sys.executable
+
+
+def hill_climb(capsys: pytest.CaptureFixture[str], project: Path, *argv: str) -> tuple[int, dict | None, str]:
+    capsys.readouterr()
+    code = main(["hill-climb", str(project), *argv])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else None), err
+
+
+def run_dir(project: Path) -> Path:
+    return sorted((project / ".capevolve" / "runs").iterdir())[-1]
+
+
+def state(project: Path) -> dict:
+    return json.loads((run_dir(project) / "state.json").read_text())
+
+
+def ledger_rows(project: Path) -> list[list[str]]:
+    lines = (run_dir(project) / "LEDGER.md").read_text().splitlines()
+    rows = [line for line in lines if line.startswith("| ") and not line.startswith("| tag")]
+    return [[cell.strip() for cell in row.strip("|").split("|")][:4] for row in rows]
+
+
+def rejected(project: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir(project) / "rejected.jsonl").read_text().splitlines()]
+
+
+def store_log(project: Path) -> tuple[list[str], set[str]]:
+    """The candidate store's commit messages (oldest first) and its tags."""
+    repo = git.Repo(run_dir(project) / "store")
+    messages = [c.message.strip() for c in reversed(list(repo.iter_commits("candidates")))]
+    return messages, {t.name for t in repo.tags}
+
+
+def no_test_rollouts(project: Path) -> bool:
+    return not any((run_dir(project) / "rollouts" / "test").glob("*.json"))
+
+
+def test_toy_calc_climbs_to_val_one_and_measure_shows_test_one(example, capsys, xdist_args):
+    project = example("toy_calc")
+    optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, *xdist_args)
+    assert code == 0, err
+    assert "no baseline yet" in err  # it ran the seed's evaluation itself
+    assert summary["accepted"] == ["cand_0001"] and summary["best"] == "cand_0001"
+    assert summary["stopped"].startswith("nothing fails on val")
+    assert (state(project)["iterations"], state(project)["stall"]) == (1, 0)
+    assert ledger_rows(project) == [["cand_0001", "seed", "accept", ""]]
+    assert rejected(project) == []
+    messages, tags = store_log(project)
+    assert messages[0] == "iter 0: seed (the baseline)"
+    assert messages[1].startswith("iter 1: ACCEPT cand_0001 vs seed (Δ̄=+0.6667, p=0.003906)")
+    assert tags == {"seed", "cand_0001"}
+    # the fixer added both rules the failure index asked for; the prompt protected the passing ids
+    prompt = (run_dir(project) / "hill_climb" / "cand_0001" / "prompt.md").read_text()
+    assert "- q00 q06 q09 q12" in prompt and "| q05 | 0/1 | answered 9 to '8 - 17' |" in prompt
+    snapshot = run_dir(project) / "candidates" / "cand_0001" / "files"
+    assert sorted(p.name for p in snapshot.iterdir()) == ["prompt.md"]  # no handover file
+    assert no_test_rollouts(project)
+
+    capsys.readouterr()
+    assert main(["measure", str(project)]) == 0
+    seal = json.loads((run_dir(project) / "seal.json").read_text())
+    assert seal["best"]["tag"] == "cand_0001" and seal["best"]["mean"] == 1.0
+    # once the test split is scored, the run chooses no new best
+    code, _, err = hill_climb(capsys, project, "--optimizer", optimizer)
+    assert code == 2 and "is finalized" in err
+
+
+def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsys):
+    """One task at a time: the '*' fix moves 6 val tasks (p = 1/64, accepted); the '-' fix moves
+    only 2 (p = 1/4): never enough, so it is rejected twice, and the plateau signal rises."""
+    project = example("toy_calc")
+    optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", optimizer, "--focus", "cyclic", "--max-iterations", "4"
+    )
+    assert code == 0, err
+    assert [r["decision"] for r in summary["iterations"]] == ["accept", "reject", "reject", "reject"]
+    assert summary["stopped"] == "max iterations: 4 of --max-iterations 4"
+    assert (state(project)["best_id"], state(project)["iterations"], state(project)["stall"]) == (
+        "cand_0001",
+        4,
+        3,
+    )
+    folders = run_dir(project) / "hill_climb"
+    focus = [
+        json.loads((folders / f"cand_000{i}" / "iteration.json").read_text())["focus"] for i in (1, 2, 3, 4)
+    ]
+    assert focus == [["q01"], ["q14"], ["q05"], ["q14"]]
+    levels = [(folders / f"cand_000{i}" / "prompt.md").read_text() for i in (2, 3, 4)]
+    assert "Plateau signal: ok (stall 0)" in levels[0] and "Plateau signal: warn (stall 2)" in levels[2]
+    # each later iteration saw the earlier ones' diffs and outcomes; handover files never snapshotted
+    assert not (run_dir(project) / "work" / "cand_0004" / "prior_iterations").exists()
+    assert (folders / "cand_0002" / "diff.patch").read_text().endswith("+Mind the sign.\n")
+    assert [r["tag"] for r in rejected(project)] == ["cand_0002", "cand_0003", "cand_0004"]
+    assert all(r["parent"] == "cand_0001" and r["basis"] == "gate" for r in rejected(project))
+    messages, tags = store_log(project)
+    assert len(messages) == 5 and tags == {"seed", "cand_0001"}
+    assert [m.split(" ")[2] for m in messages[1:]] == ["ACCEPT", "reject", "reject", "reject"]
+    capsys.readouterr()
+    assert main(["diff", "cand_0002", "--project", str(project)]) == 0
+    diff = capsys.readouterr().out
+    assert diff.startswith("--- cand_0001/prompt.md\n+++ cand_0002/prompt.md") and "+Mind the sign." in diff
+
+
+def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys, xdist_args):
+    project = example("noisy_agent")
+    optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", optimizer, "--max-iterations", "5", *xdist_args
+    )
+    assert code == 0, err
+    rows = [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]]
+    assert rows == [
+        ("cand_0001", "reject", "gate"),  # a null edit
+        ("cand_0002", "accept", None),  # RULE:check-fare-class
+        ("cand_0003", "reject", "micro_test_fail"),  # RULE:always-upsell, caught by a microcase
+        ("cand_0004", "reject", "gate"),  # the optimizer crashed: an unchanged copy of the parent
+        ("cand_0005", "indecisive", "tamper"),  # it added a scorer
+    ]
+    hc = run_dir(project) / "hill_climb"
+    assert json.loads((hc / "cand_0004" / "optimizer.json").read_text())["outcome"] == "exited 3"
+    assert (
+        "optimizer exited 3" in err
+        and "optimizer crashed" in (hc / "cand_0004" / "optimizer.stderr").read_text()
+    )
+    assert (run_dir(project) / "candidates" / "cand_0004" / "files" / "prompt.md").read_bytes() == (
+        run_dir(project) / "candidates" / "cand_0002" / "files" / "prompt.md"
+    ).read_bytes()
+    # tamper: never scored, stall untouched, best unchanged; microcases: rejected with 0 rollouts
+    st = state(project)
+    assert (st["best_id"], st["iterations"], st["stall"]) == ("cand_0002", 5, 2)
+    val = list((run_dir(project) / "rollouts" / "val").glob("*.json"))
+    assert not [p for p in val if "__cand_0003__" in p.name or "__cand_0005__" in p.name]
+    assert ledger_rows(project) == [
+        ["cand_0001", "seed", "reject", "gate"],
+        ["cand_0002", "seed", "accept", ""],
+        ["cand_0003", "cand_0002", "reject", "micro_test_fail"],
+        ["cand_0004", "cand_0002", "reject", "gate"],
+        ["cand_0005", "cand_0002", "indecisive", "tamper"],
+    ]
+    assert [(r["tag"], r["changed_files"]) for r in rejected(project)] == [
+        ("cand_0001", []),
+        ("cand_0003", ["prompt.md (changed)"]),
+        ("cand_0004", []),
+    ]
+    messages, tags = store_log(project)
+    assert len(messages) == 6 and tags == {"seed", "cand_0002"}
+    assert [m.split(" ")[2] for m in messages[1:]] == ["reject", "ACCEPT", "reject", "reject", "indecisive"]
+    assert "tamper: never scored" in messages[5]
+    # the fifth optimizer saw the ledger, the rejected memory and every earlier iteration
+    assert (hc / "cand_0005" / "JOURNAL.md").read_text().endswith("A scorer that always passes.\n")
+    assert no_test_rollouts(project)
+
+
+COUNTING = '''
+
+import os as _os
+import signal as _signal
+
+
+class CountingCalc(ToyCalcAdapter):
+    """Appends each call to calls.txt; with KILL_AT=N, kills its process group at call N."""
+
+    def run_target(self, task, ctx, *, seed):
+        here = Path(__file__).parent
+        name = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        name = "seed" if name == "capability" else name
+        with (here / "calls.txt").open("a") as handle:
+            handle.write(f"{task.id} {name}\\n")
+        calls = len((here / "calls.txt").read_text().splitlines())
+        if str(calls) == _os.environ.get("KILL_AT") and not (here / "killed").exists():
+            (here / "killed").write_text("")
+            _os.killpg(_os.getpgid(0), _signal.SIGKILL)
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def test_kill_nine_mid_evaluation_then_resume_pays_nothing_twice(example, projects, capsys):
+    project = example("toy_calc")
+    projects.add_adapter(project, COUNTING, "adapter.py:CountingCalc")
+    optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+    # baseline: 12 seed calls; iteration 1's gate session owes 36 (cand_0001, two nulls): die at 32
+    loop = subprocess.run(
+        [PY, "-m", "pytest_capevolve._cli.main", "hill-climb", str(project), "--optimizer", optimizer],
+        env={**os.environ, "KILL_AT": "32"},
+        start_new_session=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert loop.returncode == -signal.SIGKILL and (project / "killed").exists()
+    persisted = {
+        (p.name.split("__")[0], p.name.split("__")[1])
+        for p in (run_dir(project) / "rollouts" / "val").glob("*.json")
+    }
+    assert 12 < len(persisted) < 48 and run_dir(project).joinpath("verdicts").exists() is False
+    killed_at = len((project / "calls.txt").read_text().splitlines())
+
+    code, _, err = hill_climb(capsys, project, "--optimizer", optimizer)
+    assert code == 2 and "cand_0001 of run" in err and "--resume" in err
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--resume")
+    assert code == 0, err
+    assert summary["accepted"] == ["cand_0001"]
+    calls = [tuple(line.split()) for line in (project / "calls.txt").read_text().splitlines()]
+    after = calls[killed_at:]
+    assert not set(after) & persisted  # no persisted rollout paid again
+    assert len(set(calls)) == 48 and len(calls) <= 48 + 1  # at most the one in flight at the kill
+    decided = [d["tag"] for d in json_lines(run_dir(project) / "events.jsonl") if d["kind"] == "decision"]
+    assert decided == ["cand_0001"]
+    assert len(store_log(project)[0]) == 2
+    # a second resume decides nothing again
+    code, summary, _ = hill_climb(capsys, project, "--optimizer", optimizer, "--resume")
+    assert code == 0 and [
+        d["tag"] for d in json_lines(run_dir(project) / "events.jsonl") if d["kind"] == "decision"
+    ] == ["cand_0001"]
+
+
+def json_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_hanging_optimizer_is_killed_at_the_timeout(example, capsys):
+    project = example("toy_calc")
+    (project / "hang.py").write_text(
+        "import os, sys, time\n"
+        "open(os.path.join(sys.argv[1], 'hang.pid'), 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    start = time.monotonic()
+    code, summary, err = hill_climb(
+        capsys,
+        project,
+        "--optimizer",
+        f"{PY} hang.py {{workdir}}",
+        "--optimizer-timeout",
+        "3",
+        "--max-iterations",
+        "1",
+    )
+    assert code == 0, err
+    assert time.monotonic() - start < 120
+    result = json.loads((run_dir(project) / "hill_climb" / "cand_0001" / "optimizer.json").read_text())
+    assert result["timed_out"] is True and result["outcome"].startswith("timed out after 3 s")
+    # the unchanged copy of the parent was gated and rejected: a wasted iteration, not a dead run
+    assert [(r["decision"], r["basis"]) for r in summary["iterations"]] == [("reject", "gate")]
+    assert (state(project)["iterations"], state(project)["stall"]) == (1, 1)
+
+
+# -- pure parts --------------------------------------------------------------------------------------

@@ -1,0 +1,200 @@
+"""`capevolve merge`: siblings that fixed different things, merged onto their common parent
+through git's 3-way merge, then gated like any candidate (or addition by addition)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._loop.merge import GitMergeFile, three_way
+
+FARE = "- RULE:check-fare-class — look up the fare class before quoting any change or refund.\n"
+CITE = "- RULE:cite-policy — quote the policy section you relied on, so the customer can check it.\n"
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | None, str]:
+    capsys.readouterr()  # drop what an in-process session printed before
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, (json.loads(out.splitlines()[-1]) if out.strip() else None), err
+
+
+def run_dir(project: Path) -> Path:
+    return sorted((project / ".capevolve" / "runs").iterdir())[-1]
+
+
+# -- the 3-way merge, file by file ---------------------------------------------------------------------
+
+BASE = {"a.md": b"one\ntwo\nthree\nfour\nfive\n", "b.py": b"x = 1\n", "gone.txt": b"bye\n"}
+
+
+def test_changes_to_different_files_and_distant_lines_merge_cleanly():
+    current = {**BASE, "a.md": b"ONE\ntwo\nthree\nfour\nfive\n", "new.md": b"mine\n"}
+    other = {**BASE, "a.md": b"one\ntwo\nthree\nfour\nFIVE\n", "b.py": b"x = 2\n"}
+    del other["gone.txt"]
+    with GitMergeFile() as merge_file:
+        merged, conflicts = three_way(BASE, current, other, merge_file)
+    assert conflicts == []
+    assert merged == {"a.md": b"ONE\ntwo\nthree\nfour\nFIVE\n", "b.py": b"x = 2\n", "new.md": b"mine\n"}
+
+
+@pytest.mark.parametrize(
+    ("current", "other"),
+    [
+        ({"a.md": b"one\nTWO\nthree\nfour\nfive\n"}, {"a.md": b"one\n2\nthree\nfour\nfive\n"}),  # same line
+        ({"a.md": b"changed\n"}, {"a.md": None}),  # one side deleted what the other changed
+        ({"c.md": b"mine\n"}, {"c.md": b"theirs\n"}),  # both added it, with other bytes
+        ({"b.py": b"x = 1\x00\n"}, {"b.py": b"x = 2\x00\n"}),  # binary: git refuses to merge it
+    ],
+)
+def test_overlapping_changes_are_conflicts_named_by_file(current, other):
+    def apply(changes: dict) -> dict:
+        tree = {**BASE, **{k: v for k, v in changes.items() if v is not None}}
+        return {k: v for k, v in tree.items() if changes.get(k, ...) is not None}
+
+    with GitMergeFile() as merge_file:
+        merged, conflicts = three_way(BASE, apply(current), apply(other), merge_file)
+    assert conflicts == sorted(set(current) | set(other))
+    assert not set(conflicts) & set(merged)
+
+
+def test_identical_changes_on_both_sides_are_no_conflict():
+    same = {**BASE, "a.md": b"one\nTWO\nthree\nfour\nfive\n", "c.md": b"both\n"}
+    with GitMergeFile() as merge_file:
+        assert three_way(BASE, same, dict(same), merge_file) == (same, [])
+
+
+# -- end to end on examples/noisy_agent ------------------------------------------------------------------
+
+
+def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
+    example, capevolve, capsys, xdist_args
+):
+    project = example("noisy_agent")
+    round_ = capevolve(project, "improved", "policy", gate=True)
+    # the sibling problem: improved is accepted; policy, re-gated against it, can only replace it
+    assert round_.ret == 10, round_.stdout.str()
+    round_.stdout.fnmatch_lines(["*improved: booked accept*", "*policy: booked reject (gate)*"])
+    for tag in ("improved", "policy"):  # each helps on its own
+        code, verdict, _ = cli(capsys, "gate", tag, "--project", str(project), "--against", "seed", "--json")
+        assert code == 0 and verdict["decision"] == "accept", verdict
+
+    code, answer, _ = cli(
+        capsys, "merge", "improved", "policy", "--tag", "merged", "--project", str(project), "--json"
+    )
+    assert code == 0, answer
+    assert answer["parent"] == "seed" and answer["merged_from"] == ["improved", "policy"]
+    assert "note" not in answer  # not byte-identical to either parent
+    assert answer["changes"] == {"improved": ["prompt.md"], "policy": ["skills/policy.md"]}
+    work = Path(answer["path"])
+    assert work == run_dir(project) / "work" / "merged"
+    assert (work / "prompt.md").read_bytes() == (project / "candidates/improved/prompt.md").read_bytes()
+    assert (work / "skills/policy.md").read_bytes() == (
+        project / "candidates/policy/skills/policy.md"
+    ).read_bytes()
+    assert (work / "tools/reply.py").read_bytes() == (project / "capability/tools/reply.py").read_bytes()
+    assert FARE in (work / "prompt.md").read_text() and CITE in (work / "skills/policy.md").read_text()
+    # a tag names one candidate forever: the same merge again is refused
+    assert cli(capsys, "merge", "improved", "policy", "--tag", "merged", "--project", str(project))[0] == 2
+
+    gated = capevolve(project, work, gate=True, extra=xdist_args)  # the merged work copy, on -n 2 too
+    assert gated.ret == 0, gated.stdout.str()
+    gated.stdout.fnmatch_lines(["*merged*ACCEPT*", "*merged: booked accept*"])
+    verdict = json.loads((run_dir(project) / "verdicts" / "merged.json").read_text())
+    assert (
+        verdict["against"] == "improved" and verdict["n_tasks"] == 40 and verdict["coverage"]["paired"] == 1.0
+    )
+    code, over_policy, _ = cli(
+        capsys, "gate", "merged", "--project", str(project), "--against", "policy", "--json"
+    )
+    assert code == 0 and over_policy["decision"] == "accept", over_policy
+
+    ledger = (run_dir(project) / "LEDGER.md").read_text()
+    assert "| merged | improved + policy (merged onto seed) | accept |" in ledger
+    events = [json.loads(line) for line in (run_dir(project) / "events.jsonl").read_text().splitlines()]
+    booked = next(e for e in events if e["kind"] == "decision" and e["tag"] == "merged")
+    assert booked["merged_from"] == ["improved", "policy"] and booked["parent"] == "seed"
+    assert sorted(booked["changed_files"]) == ["prompt.md (changed)", "skills/policy.md (changed)"]
+
+
+def test_integrate_keeps_only_the_additions_that_clear_the_gate(example, capevolve, capsys):
+    project = example("noisy_agent")
+    assert capevolve(project, "improved", "policy", gate=True).ret == 10
+    # a third sibling that changes a third file and helps nothing
+    code, created, _ = cli(capsys, "work", "new", "tweak", "--from", "seed", "--project", str(project))
+    assert code == 0
+    reply = Path(created["path"]) / "tools" / "reply.py"
+    reply.write_text(reply.read_text().replace("Reply helpers", "Reply helpers (tidied)"))
+    # overlapping edits of one line do not merge: refused naming the file, nothing written
+    code, clash, _ = cli(capsys, "work", "new", "clash", "--from", "seed", "--project", str(project))
+    prompt = Path(clash["path"]) / "prompt.md"
+    prompt.write_text(prompt.read_text() + "- RULE:always-upsell — offer an upgrade in every reply.\n")
+    code, _, err = cli(capsys, "merge", "improved", "clash", "--tag", "nope", "--project", str(project))
+    assert code == 2 and "prompt.md" in err and "do not merge cleanly" in err
+    assert not (run_dir(project) / "work" / "nope").exists()
+
+    code, answer, err = cli(
+        capsys,
+        "merge",
+        "improved",
+        "tweak",
+        "policy",
+        "--tag",
+        "merged",
+        "--integrate",
+        "--project",
+        str(project),
+        "--json",
+    )
+    assert code == 0, err
+    steps = answer["steps"]
+    assert [s["outcome"] for s in steps] == ["kept", "dropped", "kept"]
+    assert steps[0]["tag"] is None and "byte-identical to the best 'improved'" in steps[0]["reason"]
+    assert (
+        steps[1]["tag"] == "merged-2"
+        and steps[1]["decision"] == "reject"
+        and steps[1]["files"] == ["tools/reply.py"]
+    )
+    assert (
+        steps[1]["booked"] == "reject"
+        and steps[2]["booked"] == "accept"
+        and steps[2]["tag"] == "merged-3"
+        and steps[2]["decision"] == "accept"
+        and steps[2]["against"] == "improved"
+    )
+    assert answer["kept"] == ["improved", "policy"] and answer["dropped"] == ["tweak"]
+    assert answer["result"] == answer["best"] == "merged-3"
+    rundir = run_dir(project)
+    # the kept candidate holds the kept additions only: the dropped tweak is not in it
+    kept = rundir / "candidates" / "merged-3" / "files"
+    assert (kept / "tools/reply.py").read_bytes() == (project / "capability/tools/reply.py").read_bytes()
+    assert FARE in (kept / "prompt.md").read_text() and CITE in (kept / "skills/policy.md").read_text()
+    assert (rundir / "merge" / "merged" / "merged-2.log").is_file()
+    ledger = (rundir / "LEDGER.md").read_text()
+    assert "| merged-2 | improved + tweak (merged onto seed) | reject | gate |" in ledger
+    assert "| merged-3 | improved + policy (merged onto seed) | accept |" in ledger
+    state = json.loads((rundir / "state.json").read_text())
+    assert state["best_id"] == "merged-3"
+
+
+def test_merge_refusals(example, capevolve, capsys):
+    project = example("toy_calc")
+    assert capevolve(project, "careful").ret == 0
+    for argv, message in (
+        (["merge", "careful", "--tag", "x"], "at least two candidates"),
+        (["merge", "careful", "careful", "--tag", "x"], "named twice"),
+        (["merge", "careful", "ghost", "--tag", "x"], "'ghost' has neither a snapshot nor a work copy"),
+        (["merge", "careful", "seed", "--tag", "a__b"], "tag 'a__b' is not usable"),
+    ):
+        code, _, err = cli(capsys, *argv, "--project", str(project))
+        assert code == 2 and message in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert capevolve(project, finalize=True).ret == 0
+    code, _, err = cli(
+        capsys, "merge", "careful", "seed", "--tag", "y", "--integrate", "--project", str(project)
+    )
+    assert code == 2 and "is finalized" in err
+    assert not (run_dir(project) / "work" / "y-1").exists()  # refused before anything was built

@@ -1,0 +1,49 @@
+"""A run dir belongs to its project wherever the project lives: a project that is moved, or
+checked out by CI in another folder, continues its run there."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+
+def test_a_moved_project_resumes_gates_and_finalizes_its_run(
+    pytester: pytest.Pytester, example, projects, capevolve, xdist_args: list[str]
+) -> None:
+    project = example("noisy_agent", dest="laptop/noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+    first = capevolve(project, "improved", gate=True)
+    assert first.ret == 0, first.stdout.str()
+    run_id = projects.run_dir(project).name
+
+    moved = pytester.path / "ci" / "checkout" / "noisy_agent"
+    moved.parent.mkdir(parents=True)
+    shutil.move(project, moved)
+    assert not project.exists()
+    rundir = projects.run_dir(moved)
+    assert rundir.name == run_id
+    assert json.loads((rundir / "state.json").read_text())["best_id"] == "improved"
+
+    resumed = capevolve(moved, extra=xdist_args)  # the best, 'improved', again: all persisted
+    assert resumed.ret == 0, resumed.stdout.str() + resumed.stderr.str()
+    resumed.stdout.fnmatch_lines(["rollouts: 0 paid, 80 reused*"])
+
+    gated = capevolve(moved, "mixed", gate=True, extra=xdist_args)
+    assert gated.ret in (0, 10), gated.stdout.str() + gated.stderr.str()
+    gated.stdout.fnmatch_lines(["*capevolve verdicts vs improved (val)*", "mixed *40*"])
+    gated.stdout.fnmatch_lines(["rollouts: 240 paid, 80 reused*"])  # mixed and two new nulls
+    assert (rundir / "verdicts" / "mixed.json").is_file()
+
+    final = capevolve(moved, finalize=True, extra=xdist_args)
+    assert final.ret == 0, final.stdout.str() + final.stderr.str()
+    seal = json.loads((rundir / "seal.json").read_text())
+    assert seal["tasks"] == len(json.loads((rundir / "splits.json").read_text())["test"])
+    assert seal["best"]["tag"] == json.loads((rundir / "state.json").read_text())["best_id"]
+    assert seal["seed"]["tag"] == "seed"
+    assert [p.name for p in (moved / ".capevolve" / "runs").iterdir()] == [run_id]  # one run all along
+
+    # nothing the run keeps about the project names the folder it lives in
+    stored = [rundir / "spec.lock.yaml", *(rundir / "candidates").glob("*/candidate.json")]
+    assert not [p for p in stored if str(pytester.path) in p.read_text()]

@@ -1,0 +1,131 @@
+"""examples/openai_agent against a loopback stand-in of an OpenAI-compatible endpoint.
+
+The stand-in (the example's ``standin_server.py``) runs in a thread of this process on
+127.0.0.1 with a random port; its answers depend on the system prompt, it returns token usage
+and keeps a ledger of it, and faults (429, 500, a held request) are injected per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._cli.main import main
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openai_agent"
+PRICE_IN, PRICE_OUT = 0.15, 0.60  # standin-small in the example's openai.yaml, USD per 1M tokens
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"openai_example_{name}", EXAMPLE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+standin_server = _module("standin_server")
+
+
+@pytest.fixture
+def standin():
+    server = standin_server.StandIn().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def project(example, standin, monkeypatch):
+    """A copy of the example pointed at the stand-in, with no backoff wait (Retry-After: 0)."""
+    folder = example("openai_agent")
+    config = folder / "openai.yaml"
+    config.write_text(config.read_text().replace("backoff_s: 1.0", "backoff_s: 0.0"))
+    monkeypatch.setenv("OPENAI_BASE_URL", standin.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.delenv("OPENAI_MODEL", raising=False)
+    return folder
+
+
+def _user(body: dict) -> str:
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
+def _bucket(body: dict) -> int:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()[0] % 6
+
+
+OUTAGE = "What is 91 - 46?"  # task sum-c: rate-limited on every attempt while the outage lasts
+
+
+def flaky(body: dict, attempt: int) -> int | None:
+    """An endpoint under load: sum-c always rate-limited; a first attempt of about one request
+    in three gets a 429 or a 500 and succeeds when retried."""
+    if _user(body) == OUTAGE:
+        return 429
+    if attempt == 0:
+        return {0: 429, 1: 500}.get(_bucket(body))
+    return None
+
+
+def _records(project: Path) -> list[dict]:
+    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    return [json.loads(p.read_text()) for p in (run / "rollouts" / "val").glob("*.json")]
+
+
+def _ledger_usd(standin) -> float:
+    return sum(p * PRICE_IN + c * PRICE_OUT for p, c in standin.usage) / 1_000_000
+
+
+def test_gate_session_through_the_endpoint_costs_and_rate_limits(
+    project, standin, capevolve, projects, capsys
+):
+    standin.fault = flaky
+    gate_args = dict(gate=True, extra=["-n", "2", "--capevolve-commit", "none"])
+    result = capevolve(project, "terse", "terse_iso", **gate_args)
+    out = result.stdout.str()
+    # the outage's rollouts are infra errors: missing data, so the session is incomplete (12)
+    assert result.ret == 12, out
+    assert {429, 500} <= set(standin.statuses) and standin.statuses.count(200) == len(standin.usage)
+    result.stdout.fnmatch_lines(
+        [
+            "terse *ACCEPT*15*",
+            "terse_iso *ACCEPT*15*",
+            "*infra errors (10; missing data, never a 0)*",
+            "*sum-c*HTTP 429*gave up after 5 attempts*",
+        ]
+    )
+    records = _records(project)
+    outage = [r for r in records if r["task_id"] == "sum-c"]
+    assert len(outage) == 10 and all(r["reward"] is None and "429" in r["infra_error"] for r in outage)
+    assert all(r["reward"] is not None for r in records if r["task_id"] != "sum-c")
+    # transient 429s and 500s were retried into answers: exactly one answer per valid rollout
+    assert len(standin.usage) == len(records) - 10 == 150
+    # a better system prompt really scores better, through HTTP
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "terse.json").read_text())
+    assert verdict["n_tasks"] == 15 and verdict["per_task"]["sum-c"]["candidate"] is None
+    assert verdict["decision"] == "accept" and verdict["delta_mean"] > 0
+    # cost = the server's token counts × the price table, rollout by rollout and in total
+    assert math.isclose(sum(r["cost_usd"] for r in records), _ledger_usd(standin), rel_tol=1e-9)
+    assert sum(r["tokens"] for r in records) == sum(p + c for p, c in standin.usage)
+    capsys.readouterr()
+    assert main(["spend", str(project)]) == 0
+    spend = json.loads(capsys.readouterr().out)
+    assert spend["spent"]["runner_usd"] == pytest.approx(_ledger_usd(standin), abs=1e-6)  # shown rounded
+
+    # the outage is over: the next session pays only the missing rollouts, and they count
+    standin.fault = None
+    answered = len(standin.usage)
+    again = capevolve(project, "terse", "terse_iso", **gate_args)
+    assert again.ret == 0, again.stdout.str()
+    assert len(standin.usage) - answered == 10
+    assert all(r["reward"] is not None for r in _records(project))
+    assert math.isclose(sum(r["cost_usd"] for r in _records(project)), _ledger_usd(standin), rel_tol=1e-9)
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "terse.json").read_text())
+    assert verdict["n_tasks"] == 16 and verdict["per_task"]["sum-c"]["candidate"] > 0

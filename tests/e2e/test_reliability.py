@@ -1,0 +1,217 @@
+"""Nothing lost, nothing paid twice: a damaged or edited project or run dir, a swallowed timeout,
+odd task ids. Each case names the file and what is wrong; nothing persisted is rewritten."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._cli.main import main  # numpy and scipy load once, here, not in each in-process session
+
+
+@pytest.mark.parametrize("damage", ["edit", "delete"])
+def test_the_best_is_evaluated_from_its_snapshot_whatever_happens_to_its_folder(
+    example, projects, capevolve, damage
+) -> None:
+    project = example("toy_calc")
+    assert capevolve(project, "careful", gate=True, extra=["--capevolve-null", "0"]).ret == 0
+    careful = project / "candidates" / "careful"
+    if damage == "edit":
+        (careful / "prompt.md").write_text("something else entirely\n")
+    else:
+        shutil.rmtree(careful)
+    result = capevolve(project)  # evaluates the best: careful, from its snapshot
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["careful *val *12 *0.833*", "rollouts: 0 paid, 12 reused*"])
+    state = json.loads((projects.run_dir(project) / "state.json").read_text())
+    assert state["best_id"] == "careful"
+
+
+def test_a_truncated_rollout_is_quarantined_and_paid_again(example, projects, capevolve, capsys) -> None:
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    rundir = projects.run_dir(project)
+    victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    # commands that read the run name the file and go on without it
+    assert main(["plan", str(project)]) == 0
+    err = capsys.readouterr().err
+    assert victim.name in err and "quarantine" in err
+    moved = list((rundir / "rollouts" / ".quarantine" / "val").glob(f"{victim.name}*"))
+    assert len(moved) == 1 and len(moved[0].read_bytes()) == 100  # moved aside, not deleted
+    result = capevolve(project)  # the missing rollout is paid again
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["rollouts: 1 paid, 11 reused*"])
+    assert json.loads(victim.read_text())["schema"] == 1
+    assert main(["verify", str(rundir)]) == 0
+
+
+def test_a_garbage_line_in_the_event_log_is_named_and_repairable(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    rundir = projects.run_dir(project)
+    events = rundir / "events.jsonl"
+    lines = len(events.read_text().splitlines())
+    with events.open("a") as handle:
+        handle.write("garbage {\n")
+    result = capevolve(project, "careful")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{events}: line {lines + 1} is not an event*capevolve verify --repair*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert main(["verify", str(rundir)]) == 1
+    assert main(["verify", "--repair", str(rundir)]) == 0
+    out = capsys.readouterr().out
+    assert "moved 1 damaged line(s)" in out
+    assert capevolve(project, "careful").ret == 0
+    assert main(["verify", str(rundir)]) == 0
+
+
+def test_a_deleted_state_file_is_rebuilt_from_the_event_log_never_reset(example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    projects.edit_spec(project, "base_seed: 0", "base_seed: 0\nmax_metric_calls: 30")
+    assert capevolve(project, "careful", gate=True, extra=["--capevolve-null", "0"]).ret == 0
+    rundir = projects.run_dir(project)
+    before = json.loads((rundir / "state.json").read_text())
+    assert before["best_id"] == "careful" and before["spent"]["metric_calls"] == 24
+    (rundir / "state.json").unlink()
+    # the budget still holds: 24 spent + 12 owed > 30
+    result = capevolve(project, "careful", tags=["careful2"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*24 + 12 rollouts > max_metric_calls=30*"])
+    after = json.loads((rundir / "state.json").read_text())
+    for key in ("best_id", "iterations", "stall", "spent", "budget"):
+        assert after[key] == before[key], key
+    assert any(
+        json.loads(line)["kind"] == "state_rebuilt"
+        for line in (rundir / "events.jsonl").read_text().splitlines()
+    )
+
+
+def test_verify_cross_checks_rollout_files_against_their_events(example, projects, capevolve, capsys) -> None:
+    project = example("toy_calc")
+    assert capevolve(project, "careful").ret == 0
+    rundir = projects.run_dir(project)
+    assert main(["verify", str(rundir)]) == 0
+    failed = next(
+        path
+        for path in sorted((rundir / "rollouts" / "val").glob("*__seed__*.json"))
+        if json.loads(path.read_text())["reward"] == 0.0
+    )
+    record = json.loads(failed.read_text())
+    record["reward"], record["passed"] = 1.0, True
+    failed.write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["verify", str(rundir)]) == 1
+    out = capsys.readouterr().out
+    assert failed.name in out and "reward 1.0" in out and "event" in out
+
+
+INT_IDS = """
+class IntIdAdapter(ToyCalcAdapter):
+    def tasks(self, split):
+        return [Task(id=i, input=t.input, target=t.target) for i, t in enumerate(super().tasks(split))]
+"""
+
+
+def test_whole_number_task_ids_are_read_as_strings_in_check_and_in_a_session(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, INT_IDS, "adapter.py:IntIdAdapter")
+    assert main(["check", str(project)]) == 0
+    assert "ok    score is deterministic on a re-score (reward 1 on task '0')" in capsys.readouterr().out
+    result = capevolve(project)
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["rollouts: 12 paid, 0 reused*"])
+    splits = json.loads((projects.run_dir(project) / "splits.json").read_text())
+    assert all(isinstance(i, str) for part in ("train", "val", "test") for i in splits[part])
+    assert {key[1] for key in projects.rollout_records(project)} == set(splits["val"])
+
+
+INTERRUPTING = """
+class InterruptingAdapter(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        if task.id == "q10":
+            raise KeyboardInterrupt  # as Ctrl-C would, mid-session
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+
+def test_ctrl_c_prints_the_summary_and_how_to_resume(example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, INTERRUPTING, "adapter.py:InterruptingAdapter")
+    result = capevolve(project, subprocess=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "*capevolve run *",
+            "seed *val*",
+            "*interrupted: * rollouts are missing*to resume, paying only for what is missing, run:",
+            "  pytest *--capevolve-run *--capevolve-run-id *",
+        ]
+    )
+
+
+def test_run_dir_files_take_the_umask_mode(example, projects, capevolve) -> None:
+    import os
+    import stat
+
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    rundir = projects.run_dir(project)
+    for path in [
+        rundir / "state.json",
+        rundir / "splits.json",
+        *(rundir / "rollouts" / "val").glob("*.json"),
+    ]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask, path
+
+
+SPAWNER = """
+import subprocess, sys, time
+from pathlib import Path
+
+
+def spawn(pid_file):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    Path(pid_file).write_text(str(child.pid))
+    time.sleep(30)
+"""
+
+
+def test_a_call_microcase_past_its_timeout_leaves_no_child_running(pytester, example) -> None:
+    import os
+    import time
+
+    project = example("toy_calc")
+    (project / "capability" / "spawn.py").write_text(SPAWNER)
+    pid_file = pytester.path / "child.pid"
+    (project / "microcases").mkdir()
+    (project / "microcases" / "spawn.yaml").write_text(
+        "id: spawns\ncluster: c\ndescription: d\n"
+        f"call: {{function: spawn.py:spawn, args: ['{pid_file}'], timeout_s: 2, expect: {{equals: 1}}}}\n"
+    )
+    result = pytester.runpytest(str(project / "microcases"), "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no result within timeout_s=2*"])
+    pid = int(pid_file.read_text())
+    give_up = time.monotonic() + 10
+    while time.monotonic() < give_up:  # the kill is asynchronous: wait for the kernel to reap it
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
+        except FileNotFoundError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        pytest.fail(f"the call's child {pid} outlived the microcase's timeout")

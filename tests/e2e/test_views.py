@@ -1,0 +1,75 @@
+"""report.md and dashboard.html are drawn again only when what they show moved (``views.json``),
+and a resume that changed nothing imports no scipy; the dashboard reads the index, opening only
+the rollout files whose feedback it shows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_capevolve._store.rundir import RunDir
+
+PROBE = """
+import sys
+
+def pytest_unconfigure(config):
+    print("SCIPY=" + str("scipy.stats" in sys.modules))
+"""
+
+
+def _pages(project: Path, projects) -> tuple[int, int]:
+    run = projects.run_dir(project)
+    return (run / "report.md").stat().st_mtime_ns, (run / "dashboard.html").stat().st_mtime_ns
+
+
+def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
+    example, projects, capevolve, pytester
+) -> None:
+    project = example("toy_calc")
+    pytester.makeconftest(PROBE)
+    capevolve(project, "careful").assert_outcomes(passed=14, failed=10)  # the agent's failures
+    first = _pages(project, projects)
+    assert (projects.run_dir(project) / "views.json").is_file()
+
+    resumed = capevolve(project, "careful", extra=["-s"], subprocess=True)  # a fresh interpreter
+    resumed.stdout.fnmatch_lines(["*0 paid, 24 reused*"])
+    assert _pages(project, projects) == first  # nothing paid, nothing decided: not drawn again
+    resumed.stdout.fnmatch_lines(["SCIPY=False"])  # and the statistics were never loaded
+
+    # a rollout edited by hand: the index reads it again, so the pages move with it
+    run = RunDir(projects.run_dir(project))
+    path = next((run.root / "rollouts" / "val").glob("*__careful__t0.json"))
+    record = json.loads(path.read_text())
+    record.update(reward=0.0, passed=False, feedback="edited by hand")
+    path.write_text(json.dumps(record))
+    capevolve(project, "careful", extra=["-n", "2"])  # the controller draws them under xdist too
+    second = _pages(project, projects)
+    assert second[0] != first[0] and second[1] != first[1]
+    assert "edited by hand" in (run.root / "dashboard.html").read_text()
+
+    # an event a page shows (a decision booked elsewhere), then a page deleted by hand
+    run.log.append_event("decision", tag="careful", parent="seed", decision="reject", basis="manual")
+    capevolve(project, "careful")
+    third = _pages(project, projects)
+    assert third != second
+    (run.root / "dashboard.html").unlink()
+    capevolve(project, "careful")
+    assert (run.root / "dashboard.html").is_file()
+
+
+def test_capevolve_gate_imports_only_what_it_uses(example, capevolve) -> None:
+    """A command that reads a run registers itself only: no pytest, adapter runner, hill-climb
+    or importer is loaded to re-derive a verdict."""
+    project = example("toy_calc")
+    capevolve(project, "careful")
+    probe = (
+        "import sys\nfrom pytest_capevolve._cli.main import main\n"
+        f"code = main(['gate', 'careful', '--project', {str(project)!r}])\n"
+        "heavy = ('pytest', 'pytest_capevolve._engine.runner', 'pytest_capevolve._loop.hill_climb',"
+        " 'pytest_capevolve._loop.cap_evolve.importer')\n"
+        "print('CODE', code, 'LOADED', sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert done.stdout.splitlines()[-1] == "CODE 0 LOADED []", done.stdout + done.stderr

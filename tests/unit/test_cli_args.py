@@ -1,0 +1,80 @@
+"""The `capevolve` command's shared arguments: PROJECT (default .), --project as the older
+spelling, --run-id, --json (JSON alone on stdout), --version, `runs`, and what it says outside
+a project."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_capevolve import __version__
+from pytest_capevolve._cli.main import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()  # drop what an in-process session printed before
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"capevolve (pytest-capevolve) {__version__}"
+
+
+COMMANDS_OUTSIDE = [
+    ["check"],
+    ["gate", "t"],
+    ["plan"],
+    ["measure"],
+    ["verify"],
+    ["runs"],
+    ["spend"],
+    ["diagnose", "t"],
+    ["work", "new", "t"],
+    ["commit", "t", "--decision", "accept"],
+    ["baseline"],
+    ["hill-climb", "--optimizer", "true"],
+    ["diff", "t"],
+    ["multirep", "t"],  # commands registered by their own modules say the same
+    ["merge", "a", "b", "--tag", "ab"],
+    ["dashboard"],
+]
+
+
+@pytest.mark.parametrize("argv", COMMANDS_OUTSIDE, ids=lambda a: a[0] if a[0] != "work" else "work-new")
+def test_outside_a_project_commands_say_there_is_no_spec(tmp_path, capsys, argv: list[str]) -> None:
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code, out, err = run(capsys, *argv)
+    finally:
+        os.chdir(cwd)
+    assert code != 0
+    text = out + err
+    assert f"no capevolve.yaml in {tmp_path}" in text
+    assert "--capevolve-run" not in text and "Traceback" not in text
+
+
+def test_a_project_folder_that_does_not_exist_is_named(tmp_path, capsys) -> None:
+    code, _out, err = run(capsys, "plan", str(tmp_path / "nowhere"))
+    assert code == 4 and f"no such project folder: {tmp_path / 'nowhere'}" in err
+
+
+def test_before_any_run_every_command_says_how_to_evaluate_in_one_error_line(
+    example, capsys, monkeypatch
+) -> None:
+    project = example("toy_calc")
+    monkeypatch.chdir(project)
+    assert not (project / ".capevolve" / "runs").exists()
+    needs_a_run = [a for a in COMMANDS_OUTSIDE if a[0] not in ("check", "baseline", "hill-climb", "runs")]
+    for argv in needs_a_run:
+        code, out, err = run(capsys, *argv)
+        assert code in (2, 4) and out == "", argv
+        # usage errors and loop refusals alike: one line, starting "error:", naming the command
+        assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+        assert err.rstrip().endswith(f"evaluate first: pytest --capevolve-run {project}"), (argv, err)

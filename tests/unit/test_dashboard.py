@@ -1,0 +1,272 @@
+"""dashboard.html: the builder on a hand-made run dir (fast), and a real session's page loaded in
+headless Chromium (no console errors, the plots' element counts, hostile feedback stays text)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._show.dashboard import build
+from pytest_capevolve._show.dashboard.event_log import spend_series
+from pytest_capevolve._show.dashboard.page import SCRIPT
+from pytest_capevolve._show.dashboard.plots import decision_class
+from pytest_capevolve._show.dashboard.svg import esc, reward_colour
+from pytest_capevolve._store.rundir import RunDir
+
+# Untrusted text that would break out of an SVG, a table, an attribute or start a script if it
+# were not escaped; a script that ran would leave data-pwned on <body>.
+HOSTILE = (
+    "</svg></table></details><script>document.body.setAttribute('data-pwned','1')</script>"
+    "<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\"> \"quoted\" 'single' & more"
+)
+HOSTILE_ID = '<b id="x">t2</b>'
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, and the page's text, as the HTML parser sees them."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.text: list[str] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, {k: v or "" for k, v in attrs}))
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        (self.scripts if self._in_script else self.text).append(data)
+
+    def having(self, tag: str, *classes: str) -> list[dict[str, str]]:
+        return [
+            attrs
+            for name, attrs in self.tags
+            if name == tag and set(classes) <= set(attrs.get("class", "").split())
+        ]
+
+
+def hand_made_run(root: Path, val_rollout) -> RunDir:
+    """Three val tasks × two trials: ``seed`` everywhere; ``cand`` scores 0 on t1, has only
+    infra errors on the hostile-id task and was never run on t3; two verdicts with numbers (one
+    a null control), one refused before any rollout; one accept booked."""
+    rundir = RunDir(root / ".capevolve" / "runs" / "r1")
+    rundir.root.mkdir(parents=True)
+    tasks = ["t1", HOSTILE_ID, "t3"]
+    rundir.ensure_splits(lambda: {"train": [], "val": tasks, "test": []})
+    for task in tasks:
+        for k in range(2):
+            record = val_rollout("seed", task, k, 1.0 if k == 0 else 0.0)
+            rundir.rollouts.record_rollout(dataclasses.replace(record, feedback=HOSTILE, output=HOSTILE))
+    for k in range(2):
+        rundir.rollouts.record_rollout(val_rollout("cand", "t1", k, 0.0))
+        rundir.rollouts.record_rollout(val_rollout("cand", HOSTILE_ID, k, None, infra=HOSTILE))
+    common = {"against": "seed", "mode": "exact", "n_tasks": 3, "trials": 2, "p_value": 0.5}
+    rundir.verdicts.write_verdict(
+        {
+            **common,
+            "tag": "seed-null1",
+            "decision": "reject",
+            "basis": "exact",
+            "null_control": True,
+            "delta_mean": -0.1,
+            "ci": [-0.3, 0.1],
+            "reason": HOSTILE,
+        }
+    )
+    rundir.verdicts.write_verdict(
+        {
+            **common,
+            "tag": "cand",
+            "decision": "accept",
+            "basis": "exact",
+            "null_control": False,
+            "delta_mean": 0.2,
+            "ci": [0.05, 0.35],
+            "bar": 0.1,
+            "reason": "p small",
+        }
+    )
+    rundir.verdicts.write_verdict(
+        {
+            "tag": "refused",
+            "against": "seed",
+            "decision": "reject",
+            "basis": "micro_test_fail",
+            "n_tasks": 0,
+            "reason": "failed a microcase before any rollout",
+        }
+    )
+    rundir.log.append_event(
+        "decision",
+        tag="cand",
+        parent="seed",
+        decision="accept",
+        basis=None,
+        delta_mean=0.2,
+        p_value=0.5,
+        note=HOSTILE,
+        optimizer_usd=0.5,
+    )
+    rundir.log.append_event("best_changed", best_id="cand", previous="seed")
+    rundir.state.update_state(lambda s: s.update(best_id="cand"))
+    return rundir
+
+
+@pytest.fixture
+def page(tmp_path, val_rollout) -> str:
+    return build(hand_made_run(tmp_path, val_rollout), num_trials=2)
+
+
+def test_heatmap_has_a_cell_per_task_and_tag_and_missing_is_not_zero(page):
+    doc = Elements(page)
+    cells = doc.having("rect", "cell")
+    assert len(cells) == 3 * 2  # tasks × tags with val rollouts (seed, cand)
+    states = sorted(attrs["class"] for attrs in cells)
+    assert states == [
+        "cell infra",
+        "cell missing",
+        "cell scored",
+        "cell scored",
+        "cell scored",
+        "cell scored",
+    ]
+    zero = [a for a in doc.having("rect", "cell", "scored") if a["fill"] == reward_colour(0.0)]
+    assert len(zero) == 1  # cand on t1: a real 0
+    assert doc.having("rect", "cell", "missing")[0]["fill"] == "url(#hatch-missing)" != reward_colour(0.0)
+    assert doc.having("rect", "cell", "infra")[0]["fill"] == "url(#hatch-infra)"
+    # every cell links to its task's drill-down, by index: no task id in an attribute
+    links = [attrs["href"] for name, attrs in doc.tags if name == "a"]
+    assert sorted(set(links)) == ["#task-0", "#task-1", "#task-2"]
+    assert {attrs["id"] for attrs in doc.having("details", "task")} == {"task-0", "task-1", "task-2"}
+
+
+def test_one_forest_row_per_verdict_with_the_null_band(page):
+    doc = Elements(page)
+    rows = doc.having("g", "forest-row")
+    assert len(rows) == 3
+    assert len(doc.having("g", "forest-row", "null")) == 1
+    assert len(doc.having("circle", "delta")) == 2  # the refused verdict has no Δ̄ to draw
+    band = doc.having("rect", "null-band")
+    assert len(band) == 1 and float(band[0]["width"]) > 0
+    assert "decided before any rollout (micro_test_fail)" in "".join(doc.text)
+
+
+def test_best_so_far_spend_and_lineage_follow_the_run(page):
+    doc = Elements(page)
+    assert len(doc.having("circle", "best-point")) == 2  # iteration 0 (seed) and 1 (cand accepted)
+    assert len(doc.having("circle", "candidate-point", "decision-accept")) == 1
+    assert len(doc.having("circle", "lineage-node")) == 2
+    assert len(doc.having("path", "lineage-edge", "decision-accept")) == 1
+    assert len(doc.having("polyline", "spend-line")) == 2
+    assert "no max_usd set" in "".join(doc.text)
+
+
+def test_hostile_text_stays_text(page):
+    doc = Elements(page)
+    assert doc.scripts == [SCRIPT]  # one script: the page's own, carrying no data
+    assert not doc.having("img") and not [attrs for _, attrs in doc.tags if attrs.get("id") == "x"]
+    assert not [a for _, attrs in doc.tags for a in attrs if a.startswith("on")]
+    text = "".join(doc.text)
+    assert text.count(HOSTILE) >= 4  # feedback, output, infra error, a reason (and the note)
+    assert HOSTILE_ID in text
+
+
+def test_text_is_escaped_for_elements_and_attributes_alike():
+    assert (
+        esc("<a href=\"x\" title='y'>&</a>")
+        == "&lt;a href=&quot;x&quot; title=&#x27;y&#x27;&gt;&amp;&lt;/a&gt;"
+    )
+    assert decision_class(HOSTILE) == "other" and decision_class("accept") == "accept"
+
+
+def test_page_is_offline_deterministic_and_pins_its_script(tmp_path, val_rollout):
+    rundir = hand_made_run(tmp_path, val_rollout)
+    page = build(rundir, num_trials=2)
+    assert page == build(rundir, num_trials=2)
+    doc = Elements(page)
+    # nothing to fetch: links stay in the page, no src, no stylesheet or font from elsewhere
+    assert all(attrs["href"].startswith("#") for _, attrs in doc.tags if "href" in attrs)
+    assert not [attrs for _, attrs in doc.tags if "src" in attrs] and not doc.having("link")
+    assert "@import" not in page and "@font-face" not in page and "url(http" not in page
+    csp = doc.having("meta")[1]["content"]
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+    assert "default-src 'none'" in csp and f"script-src 'sha256-{digest}'" in csp
+
+
+def test_spend_series_thins_but_keeps_the_last_point():
+    events = [{"kind": "run_created", "ts": 100.0}]
+    events += [{"kind": "rollout", "ts": 100.0 + i, "cost_usd": 0.01} for i in range(1000)]
+    events.append({"kind": "decision", "ts": 2000.0, "optimizer_usd": 1.0})
+    points = spend_series(events, max_points=50)
+    assert len(points) == 50
+    assert points[-1].rollouts == 1000 and points[-1].usd == pytest.approx(11.0)
+    assert points[-1].seconds == 1900.0
+    assert [p.rollouts for p in points] == sorted(p.rollouts for p in points)
+
+
+def test_capevolve_dashboard_needs_a_run(example, capsys):
+    project = example("toy_calc")
+    assert main(["dashboard", str(project)]) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no run under")
+
+
+# -- the real thing: a gate session's page in headless Chromium ---------------------------------
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    message = (
+        "headless Chromium not found; install it to run the dashboard's browser test "
+        "(Debian/Ubuntu: apt-get install -y chromium)"
+    )
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def load(browser: str, profile: Path, url: str, *mode: str) -> subprocess.CompletedProcess[str]:
+    """One headless page load; console messages (errors, CSP refusals) go to stderr."""
+    args = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        *mode,
+        url,
+    ]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=180, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def test_ci_installs_chromium_and_runs_the_readme_test_command(repo):
+    recipe = (repo / ".ci" / "run").read_text().strip().splitlines()
+    assert "command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)" in recipe
+    assert recipe[-1] in (repo / "README.md").read_text()  # exactly the README's test command

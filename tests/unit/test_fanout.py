@@ -1,0 +1,125 @@
+"""Rollouts in flight within one process: ``--capevolve-concurrency K``.
+
+The adapters below prove concurrency with barriers, not clocks: K calls can only pass a
+barrier of K parties if K are in flight at once, and each call logs how many were in flight
+when it arrived, so the log's maximum is the most that ever ran together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve import Rollout, Task
+from pytest_capevolve._engine.inflight import RolloutPool
+from pytest_capevolve._engine.runner import AdapterRunner
+
+# -- the deadline off the main thread ----------------------------------------------------------
+
+
+class Retrying:
+    """A sync agent that retries whatever it catches, for up to 5 s; ``left`` is set when its
+    retry loop is left, by giving up or by an exception it does not catch."""
+
+    def __init__(self, catch: type[BaseException]) -> None:
+        self.catch = catch
+        self.threads: list[threading.Thread] = []
+        self.left = threading.Event()
+
+    def tasks(self, split):
+        return []
+
+    def run_target(self, task, ctx, *, seed):
+        self.threads.append(threading.current_thread())
+        give_up = time.monotonic() + 5.0
+        try:
+            while time.monotonic() < give_up:
+                try:
+                    time.sleep(0.01)
+                except self.catch:
+                    continue  # "retry"
+        finally:
+            self.left.set()
+        return Rollout(output="late")
+
+    def score(self, task, rollout):
+        return 1.0
+
+
+class AsyncRetrying(Retrying):
+    async def run_target(self, task, ctx, *, seed):
+        self.threads.append(threading.current_thread())
+        give_up = time.monotonic() + 5.0
+        try:
+            while time.monotonic() < give_up:
+                try:
+                    await asyncio.sleep(0.01)
+                except self.catch:
+                    continue
+        finally:
+            self.left.set()
+        return Rollout(output="late")
+
+
+@pytest.mark.parametrize("agent", [Retrying, AsyncRetrying])
+@pytest.mark.parametrize("catch", [Exception, BaseException])
+def test_the_deadline_holds_off_the_main_thread_whatever_the_adapter_catches(
+    tmp_path: Path, agent: type[Retrying], catch: type[BaseException]
+) -> None:
+    adapter = agent(catch)
+    pool = RolloutPool(AdapterRunner(adapter))
+    try:
+        future = pool.start(Task(id="t"), tmp_path, seed=0, split="val", timeout_s=0.2)
+        scored = future.result(timeout=4.0)  # before the agent's own 5 s are up
+        assert not adapter.left.is_set() or catch is Exception  # reported, whatever it does
+        assert scored.reward is None  # missing data, never a 0
+        assert scored.infra_error is not None and scored.infra_error.startswith("timeout")
+        (thread,) = adapter.threads
+        assert thread is not threading.main_thread()
+        if catch is Exception:
+            # the interruption is a BaseException (RolloutTimeout, or the task's cancellation):
+            # an `except Exception:` retry loop is left long before it would give up
+            assert adapter.left.wait(timeout=3.0)
+    finally:
+        pool.close()
+
+
+class BlockingAsync:
+    """An async adapter whose first rollout blocks the event loop (a sync call in async code)."""
+
+    def __init__(self) -> None:
+        self.blocking = threading.Event()
+
+    def tasks(self, split):
+        return []
+
+    async def run_target(self, task, ctx, *, seed):
+        if task.id == "blocker":
+            self.blocking.set()
+            time.sleep(0.3)  # blocks the loop: what follows is queued behind it
+        return Rollout(output=task.id)
+
+    def score(self, task, rollout):
+        return 1.0
+
+
+def test_rollouts_queued_behind_a_blocked_loop_when_the_session_ends_are_abandoned_cleanly(
+    tmp_path: Path,
+) -> None:
+    adapter = BlockingAsync()
+    pool = RolloutPool(AdapterRunner(adapter))
+    loop_errors: list[dict] = []
+    pool._event_loop().set_exception_handler(lambda loop, context: loop_errors.append(context))
+    first = pool.start(Task(id="blocker"), tmp_path, seed=0, split="val", timeout_s=None)
+    assert adapter.blocking.wait(timeout=5.0)
+    queued = [pool.start(Task(id=f"t{i}"), tmp_path, seed=0, split="val", timeout_s=None) for i in range(3)]
+    pool.close()  # the session ends while they wait behind the blocked loop
+    assert first.result(timeout=5.0).infra_error is None
+    for future in queued:  # each settles (no task created on a loop let go of), as abandoned
+        scored = future.result(timeout=5.0)
+        assert scored.reward is None and scored.infra_error.startswith("abandoned")
+    assert loop_errors == []  # no exception in a queued callback

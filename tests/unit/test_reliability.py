@@ -1,0 +1,56 @@
+"""Nothing lost, nothing paid twice: a damaged or edited project or run dir, a swallowed timeout,
+odd task ids. Each case names the file and what is wrong; nothing persisted is rewritten."""
+
+from __future__ import annotations
+
+import pytest
+
+
+class Retrying:
+    """An adapter that retries inside a broad except: it must still time out."""
+
+    def __init__(self, catch: type[BaseException]) -> None:
+        self.catch = catch
+
+    def tasks(self, split):
+        return []
+
+    def run_target(self, task, ctx, *, seed):
+        import time
+
+        from pytest_capevolve import Rollout
+
+        give_up = time.monotonic() + 3.0
+        while time.monotonic() < give_up:
+            try:
+                time.sleep(0.01)
+            except self.catch:
+                continue  # "retry"
+        return Rollout(output="late")
+
+    def score(self, task, rollout):
+        return 1.0
+
+
+@pytest.mark.parametrize("catch", [Exception, BaseException])
+def test_the_rollout_timeout_holds_whatever_the_adapter_catches(tmp_path, catch) -> None:
+    import time
+
+    from pytest_capevolve import Task
+    from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
+
+    started = time.monotonic()
+    scored = run_and_score(
+        AdapterRunner(Retrying(catch)), Task(id="t"), tmp_path, seed=0, split="val", timeout_s=0.2
+    )
+    assert scored.infra_error is not None and scored.infra_error.startswith("timeout")
+    assert time.monotonic() - started < 2.0
+
+
+def test_escaped_ids_differing_in_case_stay_apart_on_a_case_insensitive_file_system() -> None:
+    from pytest_capevolve._project.candidate import escape_id
+
+    ids = ["Q1", "q1", "aB", "Ab", "^q1", "%5E", "X" * 300, "x" * 300]
+    names = [escape_id(i) for i in ids]
+    assert len({name.lower() for name in names}) == len(ids)
+    assert escape_id("Q1") == "^q1" and escape_id("q01") == "q01"

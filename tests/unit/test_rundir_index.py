@@ -1,0 +1,198 @@
+"""The cheap run dir: the rollout index (``index.sqlite``) and the spend read from the log.
+
+The index is a cache of the rollout files: it must answer exactly what the files say, be rebuilt
+(with a notice, never a crash) when deleted or damaged, be caught out by ``capevolve verify`` when
+edited, and the gate and ``measure`` must answer the same with and without it. The spend is not
+written per rollout: it must still equal the rollouts on disk after a ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._project.splits import TestSealError
+from pytest_capevolve._store.audit import audit
+from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rundir import RunDir
+
+OUTCOME = ("reward", "passed", "infra_error", "cost_usd", "tokens", "seed", "candidate_hash")
+
+
+def outcomes(records: list[RolloutRecord]) -> dict[tuple, tuple]:
+    return {r.key: tuple(getattr(r, f) for f in OUTCOME) for r in records}
+
+
+@pytest.fixture
+def run(tmp_path: Path, val_rollout) -> RunDir:
+    """A run dir holding 2 tags × 5 tasks × 2 trials of val rollouts (one an infra error) and
+    two train rollouts, persisted the way a session persists them."""
+    rundir = RunDir(tmp_path / "run")
+    for tag in ("seed", "cand"):
+        for t in range(5):
+            for k in range(2):
+                infra = "timeout" if (tag, t, k) == ("cand", 3, 1) else None
+                record = val_rollout(tag, f"task-{t}", k, None if infra else (t + k) % 3 / 2, infra)
+                rundir.rollouts.record_rollout(_with(record, cost_usd=0.01 * (t + 1), passed=infra is None))
+    for k in range(2):
+        rundir.rollouts.record_rollout(_with(val_rollout("seed", "train-0", k, 1.0), split="train"))
+    return rundir
+
+
+def _with(record: RolloutRecord, **changes) -> RolloutRecord:
+    return RolloutRecord.from_json({**record.to_json(), **changes})
+
+
+def test_the_index_answers_what_the_files_say(run: RunDir) -> None:
+    for split in ("val", "train"):
+        indexed = run.rollouts.indexed_rollouts(split)
+        assert outcomes(indexed) == outcomes(run.rollouts.rollouts(split))
+    assert len(run.rollouts.indexed_rollouts("val")) == 20
+    only = run.rollouts.indexed_rollouts("val", ["cand"])
+    assert {r.tag for r in only} == {"cand"} and len(only) == 10
+    fresh = RunDir(run.root)  # another process: nothing of this one's memory
+    assert outcomes(fresh.rollouts.indexed_rollouts("val")) == outcomes(run.rollouts.rollouts("val"))
+    assert not fresh.notices
+
+
+def test_the_index_never_offers_the_test_split(run: RunDir, val_rollout) -> None:
+    run.rollouts.record_rollout(_with(val_rollout("seed", "held-out", 0, 1.0), split="test"))
+    with pytest.raises(TestSealError):
+        run.rollouts.indexed_rollouts("test")
+    run.flush()
+    db = sqlite3.connect(run.index.path)
+    assert db.execute("SELECT count(*) FROM rollouts WHERE split = 'test'").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM rollouts").fetchone() == (22,)
+    db.close()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage", "foreign schema"])
+def test_a_deleted_or_damaged_index_is_rebuilt_from_the_files_with_a_notice(run: RunDir, damage: str) -> None:
+    expected = outcomes(run.rollouts.rollouts("val"))
+    run.flush()
+    run.index.close()
+    if damage == "deleted":
+        run.index.path.unlink()
+    elif damage == "garbage":
+        run.index.path.write_bytes(b"this is not a database" * 100)
+    else:
+        db = sqlite3.connect(run.index.path)
+        db.execute("UPDATE meta SET value = '999' WHERE key = 'schema'")
+        db.commit()
+        db.close()
+    reader = RunDir(run.root)
+    assert outcomes(reader.rollouts.indexed_rollouts("val")) == expected
+    assert any("index.sqlite" in n and "rebuilt from 22 rollout files" in n for n in reader.notices), (
+        reader.notices
+    )
+    assert audit(reader) == []
+
+
+def test_the_index_catches_up_with_rollouts_it_never_saw(run: RunDir, val_rollout) -> None:
+    """A session killed before its rows were stored: the log says what landed, the files say
+    what it was."""
+    run.flush()
+    writer = RunDir(run.root)
+    writer.rollouts.record_rollout(val_rollout("late", "task-0", 0, 0.5))
+    writer.index.pending.clear()  # its memory died with it
+    reader = RunDir(run.root)
+    late = [r for r in reader.rollouts.indexed_rollouts("val") if r.tag == "late"]
+    assert [(r.task_id, r.reward) for r in late] == [("task-0", 0.5)]
+
+
+def test_a_file_changed_or_damaged_after_indexing_is_read_again(run: RunDir) -> None:
+    run.flush()
+    folder = run.root / "rollouts" / "val"
+    changed = run.rollout_path("val", "task-0", "seed", 0)
+    record = json.loads(changed.read_text())
+    record["reward"] = 0.25
+    changed.write_text(json.dumps(record) + "\n" * 7)  # another size: seen as changed
+    damaged = run.rollout_path("val", "task-1", "seed", 0)
+    damaged.write_text(damaged.read_text()[:20])
+    reader = RunDir(run.root)
+    by_key = {r.key: r for r in reader.rollouts.indexed_rollouts("val")}
+    assert by_key[("val", "task-0", "seed", 0)].reward == 0.25
+    assert ("val", "task-1", "seed", 0) not in by_key  # missing: paid again
+    assert list((run.root / "rollouts" / ".quarantine" / "val").iterdir())
+    assert any("quarantined" in n for n in reader.notices)
+    assert outcomes(reader.rollouts.indexed_rollouts("val")) == outcomes(reader.rollouts.rollouts("val"))
+    assert not damaged.exists() and folder.is_dir()
+
+
+def test_verify_finds_an_edited_index_row_and_repair_rebuilds_it(run: RunDir) -> None:
+    run.flush()
+    run.index.close()
+    db = sqlite3.connect(run.index.path)
+    db.execute("UPDATE rollouts SET reward = 1.0 WHERE tag = 'seed' AND task_id = 'task-0' AND trial = 0")
+    db.commit()
+    db.close()
+    problems = audit(RunDir(run.root))
+    assert any("index.sqlite: reward 1.0" in p and "the file says 0.0" in p for p in problems), problems
+    assert audit(RunDir(run.root), repair=True) == []
+    fixed = {r.key: r.reward for r in RunDir(run.root).rollouts.indexed_rollouts("val")}
+    assert fixed[("val", "task-0", "seed", 0)] == 0.0
+
+
+def test_verify_names_an_unfinished_write_and_repair_removes_it_unless_a_session_is_live(run: RunDir) -> None:
+    run.flush()
+    leftover = run.root / "rollouts" / "val" / ".task-0__seed__t0.json.abc123.tmp"
+    leftover.write_text('{"tag": "se')  # an interrupt between mkstemp and the rename
+    problems = audit(RunDir(run.root))
+    assert problems == [
+        "rollouts/val/.task-0__seed__t0.json.abc123.tmp: an unfinished write (an interrupted session; "
+        "`capevolve verify --repair` removes it when no session is running)"
+    ]
+    live = RunDir(run.root)
+    live.claims.take([("val", "task-9", "seed", 0)])  # another session is paying right now
+    assert len(audit(RunDir(run.root), repair=True)) == 1 and leftover.exists()
+    live.claims.release()
+    repaired = RunDir(run.root)
+    assert audit(repaired, repair=True) == [] and not leftover.exists()
+    assert any("unfinished temporary file" in n for n in repaired.notices)
+
+
+def test_spend_is_exact_without_rewriting_state_json(run: RunDir) -> None:
+    """Rollouts do not rewrite state.json; reading the state counts what the log added since."""
+    written = json.loads(run.state_path.read_text()) if run.state_path.is_file() else None
+    costs = sum(r.cost_usd for s in ("val", "train") for r in run.rollouts.rollouts(s))
+    state = RunDir(run.root).state.read_state()
+    assert state["spent"]["metric_calls"] == 22
+    assert state["spent"]["usd"] == pytest.approx(costs)
+    assert written is None or written["spent"]["metric_calls"] < 22  # not rewritten per rollout
+    run.flush()
+    flushed = json.loads(run.state_path.read_text())
+    assert flushed["spent"]["metric_calls"] == 22 and flushed["spent_through"]["seq"] > 0
+    assert RunDir(run.root).state.read_state()["spent"] == state["spent"]
+    assert audit(RunDir(run.root)) == []
+
+
+def test_a_rollout_file_no_row_knows_is_read_and_indexed(run: RunDir) -> None:
+    """A file put there by hand (no event, no row) is read as rollouts() reads it."""
+    run.flush()
+    source = run.rollout_path("val", "task-2", "seed", 1)
+    copied = json.loads(source.read_text())
+    copied.update(tag="copied", reward=0.75)
+    run.rollout_path("val", "task-2", "copied", 1).write_text(json.dumps(copied))
+    reader = RunDir(run.root)
+    assert outcomes(reader.rollouts.indexed_rollouts("val")) == outcomes(reader.rollouts.rollouts("val"))
+    assert [r.reward for r in reader.rollouts.indexed_rollouts("val", ["copied"])] == [0.75]
+
+
+def test_a_second_read_in_one_session_reuses_the_checked_rows_until_something_changes(
+    run: RunDir, val_rollout
+) -> None:
+    first = run.rollouts.indexed_rollouts("val", ["seed", "cand"])
+    run.log.append_event("session_started", split="val")  # not a rollout: the rows stand
+    assert run.rollouts.indexed_rollouts("val", ["seed", "cand"]) is not first
+    assert outcomes(run.rollouts.indexed_rollouts("val", ["seed", "cand"])) == outcomes(first)
+    version = run.index.rows_version()
+    run.rollouts.indexed_rollouts("val", ["seed", "cand"])
+    assert run.index.rows_version() == version
+    other = RunDir(run.root)  # another session pays one and brings the index up to date
+    other.rollouts.record_rollout(val_rollout("seed", "task-9", 0, 1.0))
+    other.flush()
+    again = {r.key for r in run.rollouts.indexed_rollouts("val", ["seed", "cand"])}
+    assert ("val", "task-9", "seed", 0) in again and run.index.rows_version() != version
