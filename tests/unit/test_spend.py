@@ -28,11 +28,11 @@ def spend(capsys):
 
 def test_spend_refuses_with_one_line_and_exit_2(example, capsys, tmp_path):
     project = example("toy_calc")
-    assert main(["spend", str(project)]) == 2
+    assert main(["spend", str(project)]) == 4  # no run yet: a usage error, as in every command
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no run" in err[0] and "refused" in err[0]
+    assert len(err) == 1 and "no run" in err[0] and err[0].startswith("error: ")
     assert main(["spend", "--project", str(project), "--n-siblings", "0"]) == 2
-    assert main(["spend", str(project), "--project", str(tmp_path)]) == 2
+    assert main(["spend", str(project), "--project", str(tmp_path)]) == 4
     assert "two projects" in capsys.readouterr().err
 
 

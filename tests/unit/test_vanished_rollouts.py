@@ -32,7 +32,7 @@ def test_a_file_another_session_quarantined_meanwhile_is_not_called_vanished(tmp
     writer.rollouts.quarantine(damaged, "damaged on purpose")  # logged; the index still has its row
     deleted = writer.rollout_path("val", "task-2", "seed", 0)
     deleted.unlink()  # by hand: nothing logged
-    rows = reader._checked_rows("val", None)  # what a check racing the quarantine sees
+    rows = reader.rollouts._checked_rows("val", None)  # what a check racing the quarantine sees
     assert [row[2] for row in rows] == ["task-0"]
     (event,) = _events(writer.root, "rollout_vanished")
     assert event["files"] == [deleted.relative_to(writer.root).as_posix()]

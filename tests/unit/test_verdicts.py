@@ -78,7 +78,7 @@ def test_evidence_judges_from_records_and_counts_infra_errors(tmp_path, val_roll
     records += [record("best", f"t{i}", k, 0.0) for i in range(5) for k in range(2) if (i, k) != (4, 1)]
     records += [record("best", "t4", 1, None, infra="timeout"), record("best", "t9", 0, None, infra="x")]
     ids = [f"t{i}" for i in range(5)]
-    ev = judging.Evidence(evidence.index_records(records), ids, 2, rundir.snapshot_size)
+    ev = judging.Evidence(evidence.index_records(records), ids, 2, rundir.snapshots.snapshot_size)
     assert ev.size("cand") == 4 and ev.size("best") == 6
     assert np.isnan(ev.matrix("best")[4, 1]) and ev.matrix("nobody").shape == (5, 2)
     config = gate.GateConfig(mode="simplicity_tiebreak")
@@ -138,7 +138,7 @@ def test_evidence_passes_tags_sizes_and_infra_counts(tmp_path, val_rollout):
     records = [record(tag, f"t{i}", 0, 1.0) for tag in ("small", "big") for i in range(4)]
     records += [record("small", "t0", 1, None, infra="timeout"), record("big", "t0", 1, None, infra="x")]
     ev = judging.Evidence(
-        evidence.index_records(records), [f"t{i}" for i in range(4)], 2, rundir.snapshot_size
+        evidence.index_records(records), [f"t{i}" for i in range(4)], 2, rundir.snapshots.snapshot_size
     )
     verdict = ev.judge("small", "big", gate.GateConfig(mode="simplicity_tiebreak"))
     assert (verdict.tag, verdict.against, verdict.decision) == ("small", "big", ACCEPT)  # a tie, smaller wins

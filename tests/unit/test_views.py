@@ -10,6 +10,7 @@ import pytest
 
 from pytest_capevolve._session import exitcodes
 from pytest_capevolve._show.dashboard import build, model
+from pytest_capevolve._store.rollout_files import RolloutFiles
 from pytest_capevolve._store.rundir import RunDir
 
 
@@ -29,14 +30,14 @@ def test_the_dashboard_opens_only_the_files_it_details(tmp_path, val_rollout, mo
     rundir.flush()
     monkeypatch.setattr(model, "DETAIL_LIMIT", 2)
     opened: list[tuple] = []
-    read_rollout = RunDir.read_rollout
+    read_rollout = RolloutFiles.read_rollout
 
     def counting(self, *key):
         opened.append(key)
         return read_rollout(self, *key)
 
-    monkeypatch.setattr(RunDir, "read_rollout", counting)
-    monkeypatch.setattr(RunDir, "rollouts", lambda *a, **k: pytest.fail("read every rollout file"))
+    monkeypatch.setattr(RolloutFiles, "read_rollout", counting)
+    monkeypatch.setattr(RolloutFiles, "rollouts", lambda *a, **k: pytest.fail("read every rollout file"))
     page = build(RunDir(rundir.root), num_trials=1)
     assert opened == [("val", "t0", "seed", 0), ("val", "t2", "seed", 0)]  # the first two failures
     assert "feedback-t0" in page and "feedback-t2" in page and "out-t2" in page
