@@ -52,7 +52,10 @@ def test_editing_a_scorer_imported_two_levels_down_is_a_change(tmp_path):
     locked = _fingerprint(root)
     (root / "scoring" / "rules.py").write_text("RULE = 2  # score everything 1\n")
     (root / "conftest.py").write_text("def pytest_runtest_logreport(report): ...\n")
-    assert harness.changes(locked, _fingerprint(root)) == ["conftest.py (added)", "scoring/rules.py (changed)"]
+    assert harness.changes(locked, _fingerprint(root)) == [
+        "conftest.py (added)",
+        "scoring/rules.py (changed)",
+    ]
 
 
 def test_what_is_not_harness_moves_nothing(tmp_path):
@@ -77,4 +80,6 @@ def test_the_tasks_digest_sees_a_changed_gold_answer_and_nothing_else():
 def test_the_refusal_is_one_line_naming_the_files_and_the_way_on():
     line = harness.refusal("r1", [f"f{i}.py (changed)" for i in range(6)])
     assert "\n" not in line
-    assert "run r1" in line and "f0.py (changed)" in line and "2 more" in line and "--capevolve-new-run" in line
+    assert (
+        "run r1" in line and "f0.py (changed)" in line and "2 more" in line and "--capevolve-new-run" in line
+    )

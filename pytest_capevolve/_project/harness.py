@@ -34,7 +34,9 @@ from typing import Any
 
 from .candidate import compare_digests
 
-DATA_SUFFIXES = frozenset({".py", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".csv", ".txt"})
+DATA_SUFFIXES = frozenset(
+    {".py", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".csv", ".txt"}
+)
 # folders never walked for conftest.py: run dirs, caches, environments, VCS
 SKIP_DIRS = frozenset({".capevolve", ".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox"})
 TASKS_KEY = "<tasks>"
@@ -62,8 +64,9 @@ def fingerprint(
     skip = [p.resolve() for p in exclude]
     adapter_file = (project_dir / adapter_ref.partition(":")[0]).resolve()
     files: set[Path] = set(_import_closure(adapter_file))
+    spec = spec_file.resolve() if spec_file else None
     for path in adapter_file.parent.iterdir():
-        if path.is_file() and path.suffix in DATA_SUFFIXES and path.resolve() != (spec_file or Path()).resolve():
+        if path.is_file() and path.suffix in DATA_SUFFIXES and path.resolve() != spec:
             files.add(path.resolve())
     files.update(_conftests(project_dir))
     files.update(p.resolve() for p in extra_files if p.is_file())
