@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from .candidate import compare_digests
+from .microcase import MICROCASES_DIR
+from .spec import Spec
 
 DATA_SUFFIXES = frozenset(
     {".py", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".csv", ".txt"}
@@ -75,6 +77,19 @@ def fingerprint(
         if any(path.is_relative_to(s) for s in skip) or not path.is_relative_to(project_dir):
             continue
         digests[path.relative_to(project_dir).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
+    """The whole harness of ``spec``'s project: its files' digests, and the task pool's under
+    :data:`TASKS_KEY`."""
+    folder = spec.project_dir / MICROCASES_DIR
+    microcases = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
+    extra = [*microcases, *([spec.split_ids_file] if spec.split_ids_file else [])]
+    digests = fingerprint(
+        spec.project_dir, spec.adapter, exclude=[spec.capability_path], extra_files=extra, spec_file=spec.path
+    )
+    digests[TASKS_KEY] = tasks_digest(tasks)
     return digests
 
 

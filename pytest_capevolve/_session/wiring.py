@@ -16,13 +16,15 @@ from .._engine.remote import RemoteWorkers, check_gateways, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
+from .._project import harness
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import CandidateError
 from .._project.microcase import MicrocaseError
 from .._project.spec import Spec, SpecError, load_spec
 from .._project.splits import TestSealError
+from .._store.harness_lock import check_or_lock
 from .._store.record import RecordError
-from .._store.rundir import RunDirError
+from .._store.rundir import RunDir, RunDirError
 from .kinds import Started, choose_kind
 from .outcome import Outcome, SessionEnd
 from .perf import (
@@ -54,7 +56,11 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
         else:
             check_gateways(config, spec)
-            plan = _start_controller(config, spec, sorted(pool), split=split)
+            harness_now = harness.of_project(spec, pool.values())
+            existing = _existing_run(config, spec)
+            if existing is not None:  # refused before anything is planned, claimed or paid
+                check_or_lock(existing, harness_now)
+            plan = _start_controller(config, spec, sorted(pool), split=split, harness_now=harness_now)
             if not plan.owed_keys():
                 _without_workers(config)
     except TestSealError as exc:
@@ -108,13 +114,30 @@ def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> in
     return width
 
 
-def _start_controller(config: pytest.Config, spec: Spec, pool_ids: list[str], *, split: str) -> EvalPlan:
+def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
+    """The run a session would continue (None for a new one): what its harness is checked against."""
+    if config.option.capevolve_new_run:
+        return None
+    try:
+        return RunDir.resolve(spec.project_dir, config.option.capevolve_run_id, create=False)
+    except RunDirError:
+        return None
+
+
+def _start_controller(
+    config: pytest.Config, spec: Spec, pool_ids: list[str], *, split: str, harness_now: dict[str, str]
+) -> EvalPlan:
     """Choose the session's kind (:func:`.kinds.choose_kind`), start it, and register its roles
     the same way for every kind: persistence (and the kind's own plugins after it, so they see
     saved rollouts), the role, the session's end, the reporter, the remote workers."""
     option = config.option
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
+    try:
+        check_or_lock(rundir, harness_now)  # a new run locks its harness here, before any rollout
+    except RunDirError:
+        rundir.claims.release()
+        raise
     end = SessionEnd(
         started.role.conclude,
         planned.best,

@@ -1,0 +1,90 @@
+"""The harness locked with the run: its fingerprint is an event near the head of the log.
+
+The first session of a run records the harness's digests (:mod:`.._project.harness`) as a
+``harness_locked`` event, right after the run is created; every later session compares the
+harness as it is now with that event and refuses a change in one line, before it plans or pays
+anything. The event is read from the head of the log with its hash links checked (the lines
+before it, and the next line's ``prev``), so editing it means rewriting the rest of the chain —
+which the anchor that ``capevolve verify`` prints is there to catch. A run made before the lock
+existed is locked by its next session (the event then stands later in the log).
+
+Controller only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .._project import harness
+from .events import GENESIS, event_line_hash
+from .files import RunDirError
+from .rundir import RunDir
+
+HARNESS_EVENT = "harness_locked"
+HEAD_LINES = 256  # a run's first session logs the lock among its first few events
+
+
+class HarnessChanged(RunDirError):
+    """The harness moved since the run began; the message names the files and the way on."""
+
+
+def check_or_lock(rundir: RunDir, digests: Mapping[str, str]) -> bool:
+    """Refuse (:class:`HarnessChanged`) a harness that differs from the run's lock; lock it
+    when the run has none yet. Returns whether this call locked it."""
+    with rundir.lock():
+        locked = locked_harness(rundir)
+        if locked is None:
+            rundir.log.append_event(HARNESS_EVENT, files=dict(sorted(digests.items())))
+            return True
+    changed = harness.changes(locked, digests)
+    if changed:
+        raise HarnessChanged(harness.refusal(rundir.run_id, changed))
+    return False
+
+
+def locked_harness(rundir: RunDir) -> dict[str, str] | None:
+    """The digests the run's harness was locked with, or None before the lock. Raises
+    RunDirError when the lines up to the lock do not chain (edited)."""
+    found = _from_head(rundir)
+    if found is not None:
+        return found
+    # a run older than the lock: its event, if any, stands wherever its next session put it
+    for event in reversed(rundir.log.events()):
+        if event.get("kind") == HARNESS_EVENT:
+            return dict(event.get("files") or {})
+    return None
+
+
+def _from_head(rundir: RunDir) -> dict[str, str] | None:
+    path = rundir.events_path
+    if not path.is_file():
+        return None
+    prev, found = GENESIS, None
+    with open(path, encoding="utf-8") as log:
+        for number, line in enumerate(log, start=1):
+            event = _event(line, path, number)
+            if event.get("prev") != prev:
+                raise RunDirError(
+                    f"{path}: line {number} does not chain to the line before (edited); the harness "
+                    "lock cannot be read. Run `capevolve verify`; restore the log or start a new run"
+                )
+            if found is not None:
+                return found  # the line after the lock chains to it: the lock is as written
+            if event.get("kind") == HARNESS_EVENT:
+                found = dict(event.get("files") or {})
+            elif event.get("kind") == "rollout" or number >= HEAD_LINES:
+                return None
+            prev = event_line_hash(line)
+    return found  # the lock is the log's last line: the chain cannot vouch for its own end
+
+
+def _event(line: str, path: Any, number: int) -> dict[str, Any]:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        event = None
+    if not isinstance(event, dict):
+        raise RunDirError(f"{path}: line {number} is not an event (edited); run `capevolve verify`")
+    return event
