@@ -204,7 +204,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="evaluate under replicate block B: independent trial seeds (base_seed shifted by "
         "B × 1,000,000); 0 (default) is the usual evaluation, the only one the gate reads",
     )
-    # subset screens and grow (session/subset_screen.py, session/grow.py)
+    # subset screens and grow (_session/subset_screen.py, _session/grow.py)
     group.addoption(
         "--capevolve-screen",
         type=_screen_tier,

@@ -15,7 +15,7 @@ passes (where a regression shows), and when the failures run out the most inform
 rest follow (the best's per-task rate closest to ½).
 
 Pure: per-task means and reward matrices in, a plain-data result out; :func:`ledger` reads
-``screen`` events handed to it. Session code (``session/subset_screen.py``) pays and persists.
+``screen`` events handed to it. Session code (``_session/subset_screen.py``) pays and persists.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import json
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -128,20 +129,38 @@ class CommandStore(CandidateStore):
         return {"command": argv, "stdout": done.stdout[-2000:]}
 
 
+def _copy_store(run_root: Path, index: Path, command: str | None, cwd: Path | None) -> CandidateStore:
+    return CandidateStore(run_root / "candidates", index)
+
+
+def _git_store(run_root: Path, index: Path, command: str | None, cwd: Path | None) -> CandidateStore:
+    return GitStore(run_root / "store", index)
+
+
+def _command_store(run_root: Path, index: Path, command: str | None, cwd: Path | None) -> CandidateStore:
+    if not command:
+        raise StoreError("--store command needs --store-commit-cmd 'CMD {msg} {dir} {tag}'")
+    return CommandStore(run_root / "store", index, command, cwd or run_root)
+
+
+# The backends, by the name `--store` and the spec's `store:` take (the spec's HILL_CLIMB_STORES
+# holds the same names, a floor below, to validate the key when it loads; a test keeps them in step)
+STORE_KINDS: dict[str, Callable[[Path, Path, str | None, Path | None], CandidateStore]] = {
+    "git": _git_store,
+    "copy": _copy_store,
+    "command": _command_store,
+}
+
+
 def open_store(
     kind: str, run_root: Path, *, command: str | None = None, cwd: Path | None = None
 ) -> CandidateStore:
     """The store ``kind`` of the run at ``run_root`` (``command`` needs ``--store-commit-cmd``)."""
     index = run_root / "hill_climb" / f"store-{kind}.json"  # what this kind of store holds
-    if kind == "git":
-        return GitStore(run_root / "store", index)
-    if kind == "copy":
-        return CandidateStore(run_root / "candidates", index)
-    if kind == "command":
-        if not command:
-            raise StoreError("--store command needs --store-commit-cmd 'CMD {msg} {dir} {tag}'")
-        return CommandStore(run_root / "store", index, command, cwd or run_root)
-    raise StoreError(f"--store {kind!r}: use one of {', '.join(STORES)}")
+    make = STORE_KINDS.get(kind)
+    if make is None:
+        raise StoreError(f"--store {kind!r}: use one of {', '.join(STORES)}")
+    return make(run_root, index, command, cwd)
 
 
 def _texts(root: Path) -> dict[str, list[str]]:

@@ -220,7 +220,7 @@ def _check(
     return False
 
 
-# A screen kill is booked as a reject under the basis its kill rests on (loop/screen.py).
+# A screen kill is booked as a reject under the basis its kill rests on (_decide/screen.py).
 SCREEN_KILL_BASES = {"screen_kill": "harm", "ceiling": "ceiling"}
 
 

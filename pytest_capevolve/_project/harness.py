@@ -3,7 +3,7 @@ the microcases, every ``conftest.py`` — and the tasks themselves.
 
 A run compares candidates under one definition of "better". An optimizer with a shell can
 change that definition without touching a candidate: edit the scorer in ``adapter.py``, a gold
-answer in the task file, the model in ``openai.yaml``, or plant a ``conftest.py`` whose hooks
+answer in the task file, or plant a ``conftest.py`` whose hooks
 rewrite reports. So the harness is fingerprinted when the run begins (an event in the log) and
 every later session, and every command that books a decision, compares it with the files as
 they are now: a changed harness is refused in one line — a new run measures a new harness.
@@ -13,12 +13,13 @@ candidate is the tamper guard's business):
 
 - the adapter file and every module it imports from the project, found by reading the imports
   (not by running them: the controller of an xdist session never imports the adapter);
-- the data and config files beside the adapter (``*.py``, ``*.json``, ``*.jsonl``, ``*.yaml``,
-  ``*.yml``, ``*.toml``, ``*.cfg``, ``*.ini``, ``*.csv``, ``*.txt``) except the spec itself,
-  which ``spec.lock.yaml`` already holds to its frozen keys;
 - the microcase files, the ``split_ids_file``, and any ``conftest.py`` anywhere in the project;
-- a digest of the task pool the adapter returns (ids, inputs and targets), so data read from
-  anywhere — a database, a package, a URL cache — is held too.
+- a digest of the task pool the adapter returns (ids, inputs and targets), so task data read
+  from anywhere — a JSON file, a database, a package — is held too.
+
+Not held: other files the adapter reads at run time (a model config, a price table) — the
+adapter's folder is also where adapters write their logs and caches, so its files cannot all be
+harness; and the spec, which ``spec.lock.yaml`` holds to its frozen keys. The threat model says so.
 
 Pure: paths in, digests out; the run dir records them (:mod:`.._store`), sessions compare.
 """
@@ -36,9 +37,6 @@ from .candidate import compare_digests
 from .microcase import MICROCASES_DIR
 from .spec import Spec
 
-DATA_SUFFIXES = frozenset(
-    {".py", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".csv", ".txt"}
-)
 # folders never walked for conftest.py: run dirs, caches, environments, VCS
 SKIP_DIRS = frozenset({".capevolve", ".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox"})
 TASKS_KEY = "<tasks>"
@@ -54,7 +52,6 @@ def fingerprint(
     *,
     exclude: Iterable[Path] = (),
     extra_files: Iterable[Path] = (),
-    spec_file: Path | None = None,
 ) -> dict[str, str]:
     """sha256 of every harness file, keyed by its path relative to ``project_dir``.
 
@@ -66,10 +63,6 @@ def fingerprint(
     skip = [p.resolve() for p in exclude]
     adapter_file = (project_dir / adapter_ref.partition(":")[0]).resolve()
     files: set[Path] = set(_import_closure(adapter_file))
-    spec = spec_file.resolve() if spec_file else None
-    for path in adapter_file.parent.iterdir():
-        if path.is_file() and path.suffix in DATA_SUFFIXES and path.resolve() != spec:
-            files.add(path.resolve())
     files.update(_conftests(project_dir))
     files.update(p.resolve() for p in extra_files if p.is_file())
     digests = {}
@@ -86,9 +79,7 @@ def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
     folder = spec.project_dir / MICROCASES_DIR
     microcases = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     extra = [*microcases, *([spec.split_ids_file] if spec.split_ids_file else [])]
-    digests = fingerprint(
-        spec.project_dir, spec.adapter, exclude=[spec.capability_path], extra_files=extra, spec_file=spec.path
-    )
+    digests = fingerprint(spec.project_dir, spec.adapter, exclude=[spec.capability_path], extra_files=extra)
     digests[TASKS_KEY] = tasks_digest(tasks)
     return digests
 

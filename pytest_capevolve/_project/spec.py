@@ -79,7 +79,7 @@ class Spec:
     gate_min_effect: float = 0.05
     gate_alpha_schedule: str = "constant"
     # subset screens and grow (issue 14): the screen's kill α, and how many looks a decision may
-    # take (1 = no growth; 2 or 3 reserve half of α for the first look, see decide/looks.py)
+    # take (1 = no growth; 2 or 3 reserve half of α for the first look, see _decide/looks.py)
     screen_alpha: float = 0.05
     grow_max_looks: int = 1
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
@@ -199,7 +199,7 @@ def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 _INF = math.inf
-# `capevolve hill-climb`'s focus schedules and candidate stores (see loop/prompt.py, loop/store.py)
+# `capevolve hill-climb`'s focus schedules and candidate stores (see _loop/prompt.py, _loop/git_store.py)
 HILL_CLIMB_FOCUS = ("all", "cyclic", "hardest-first")
 HILL_CLIMB_STORES = ("git", "copy", "command")
 VALIDATORS: dict[str, Callable[[Any], Any]] = {
@@ -214,7 +214,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "base_seed": _int(),
     "success_threshold": _float(0, 1),
     "rollout_timeout_s": _optional(_float(0, _INF, lo_open=True)),
-    # rollouts in flight within each process (session/fanout.py); changes no rollout
+    # rollouts in flight within each process (_session/perf/fanout.py); changes no rollout
     "concurrency": _int(1),
     "gate_mode": _gate_mode,
     "gate_k_se": _float(0, _INF),
@@ -234,7 +234,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     # futility e-process, and how α is spent across the run's gate decisions on one val split
     "gate_min_effect": _float(0, 0.5),
     "gate_alpha_schedule": _choice(ALPHA_SCHEDULES),
-    # subset screens and grow (loop/screen.py, decide/looks.py)
+    # subset screens and grow (_decide/screen.py, _decide/looks.py)
     "screen_alpha": _float(0, 0.25, lo_open=True),
     "grow_max_looks": _choice_int(1, 3),
 }

@@ -206,35 +206,14 @@ class CapevolveReporter:
         for line in render_arms(outcome.rows) if outcome.rows else []:  # none: every candidate refused
             tr.write_line(line)
         if outcome.verdicts:
-            tr.section(f"capevolve verdicts vs {outcome.against} (val)", sep="-")
-            if outcome.nulls:
-                spread = max(
-                    (abs(v.delta_mean) for v in outcome.nulls if v.delta_mean is not None), default=0.0
-                )
-                shown = ", ".join(f"{v.tag} Δ̄ {num(v.delta_mean, '+.4f')}" for v in outcome.nulls)
-                tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}")
-            for line in render_verdicts(outcome.verdicts):
-                tr.write_line(line)
-            for verdict in outcome.verdicts:
-                for warning in verdict.warnings:
-                    tr.write_line(f"{verdict.tag}: {warning}", red=True)
-            for line in outcome.explained:
-                tr.write_line(line)
+            self._print_verdicts(tr, outcome)
         paid = sum(r.paid for r in outcome.rows)
         reused = sum(r.reused for r in outcome.rows)
         tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")
         if outcome.report_error:
             tr.write_line(f"capevolve: {outcome.report_error}", yellow=True)
         if tally.infra:
-            tr.write_line(f"infra errors ({len(tally.infra)}; missing data, never a 0):")
-            for name, reason in grouped(tally.infra):
-                tr.write_line(f"  INFRA {name}: {reason}" if reason else f"  {name}")
-            if "A" in (tr.config.option.reportchars or ""):  # -rA: what each one printed and logged
-                for nodeid, sections in self.infra_sections.items():
-                    tr.write_line(f"INFRA {nodeid.split('::', 1)[-1]}")
-                    for title, content in sections:
-                        tr.write_sep("-", title)
-                        tr.line(content.rstrip("\n"))
+            self._print_infra(tr)
         for worker, error in tally.dead_workers:
             tr.write_line(f"worker {worker} died ({error}); its rollouts are missing", red=True)
         for name, reason in grouped(tally.lost):
@@ -244,6 +223,35 @@ class CapevolveReporter:
                 tr.write_line(line, yellow=True)
         for line, markup in outcome.closing:
             tr.write_line(line, **markup)
+
+    def _print_verdicts(self, tr: Any, outcome: Any) -> None:
+        """The verdicts section: the null controls' noise floor, one line per verdict, its
+        warnings, and the plain-words explanation."""
+        tr.section(f"capevolve verdicts vs {outcome.against} (val)", sep="-")
+        if outcome.nulls:
+            spread = max((abs(v.delta_mean) for v in outcome.nulls if v.delta_mean is not None), default=0.0)
+            shown = ", ".join(f"{v.tag} Δ̄ {num(v.delta_mean, '+.4f')}" for v in outcome.nulls)
+            tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}")
+        for line in render_verdicts(outcome.verdicts):
+            tr.write_line(line)
+        for verdict in outcome.verdicts:
+            for warning in verdict.warnings:
+                tr.write_line(f"{verdict.tag}: {warning}", red=True)
+        for line in outcome.explained:
+            tr.write_line(line)
+
+    def _print_infra(self, tr: Any) -> None:
+        """Infra errors, grouped (missing data, never a 0); with -rA what each one printed."""
+        infra = self.tally.infra
+        tr.write_line(f"infra errors ({len(infra)}; missing data, never a 0):")
+        for name, reason in grouped(infra):
+            tr.write_line(f"  INFRA {name}: {reason}" if reason else f"  {name}")
+        if "A" in (tr.config.option.reportchars or ""):  # -rA: what each one printed and logged
+            for nodeid, sections in self.infra_sections.items():
+                tr.write_line(f"INFRA {nodeid.split('::', 1)[-1]}")
+                for title, content in sections:
+                    tr.write_sep("-", title)
+                    tr.line(content.rstrip("\n"))
 
     def _missing_lines(self, keys: list[Any]) -> list[str]:
         """How many rollouts are missing and the command that pays only those: the one typed,

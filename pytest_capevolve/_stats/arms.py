@@ -7,7 +7,7 @@ contents (the matrix's bytes: a changed reward is a different arm, never a stale
 
 Every number here equals, bit for bit, what the plain functions of :mod:`.core` give on the same
 matrix (``task_means``, ``task_stderrs``, ``reward_grid``, ``integer_deltas``,
-``sign_flip_test``); property tests in tests/test_arm_summaries.py hold them equal.
+``sign_flip_test``); property tests in tests/unit/test_arm_summaries.py hold them equal.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ So do anything but a rollout item (microcase items run in ordinary pytest sessio
 item with a mark, and every item under ``--setup-only``, ``--setup-show`` or ``--setup-plan``.
 ``-p no:capevolve-protocol`` (on the command line, or in ``addopts``) restores pytest's protocol
 for rollout items too; the two give the same terminal lines, junitxml and records
-(tests/test_lean_protocol.py).
+(tests/e2e/test_lean_protocol.py).
 
 It is registered in every process that runs rollout items (the plain session and each xdist
 worker) and composes with :mod:`.fanout`: that plugin's ``pytest_runtest_protocol`` wrapper
