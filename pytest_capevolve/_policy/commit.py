@@ -106,7 +106,7 @@ def book(
     with rundir.lock():
         state = rundir.state.read_state()
         best = str(state["best_id"])
-        verdict = rundir.verdicts.verdict(tag)
+        verdict = rundir.verdicts.checked(tag)  # the file as the gate logged it, or refused
         if tag not in rundir.snapshots.known_tags() and verdict is None:
             if rundir.work_dir(tag).is_dir():
                 raise CommitRefused(

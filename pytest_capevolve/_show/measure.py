@@ -177,6 +177,15 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
             ArmLine("test", "best", result.best, tasks=len(test_ids), note="sealed: not finalized yet")
         )
         return
+    if sealed.get("seal_file_missing"):  # the log burned the seal; the file with its numbers is gone
+        result.labels.append(
+            f"seal.json is missing: the log records the test split scored (event seq "
+            f"{sealed.get('event_seq')}); it is not scored again, and its table is gone with the file"
+        )
+        result.arms.append(
+            ArmLine("test", "best", str(sealed["best"]["tag"]), note="scored once; seal.json deleted")
+        )
+        return
     for arm in ("seed", "best"):
         numbers = sealed.get(arm)
         if numbers is None:

@@ -40,8 +40,22 @@ class Seal:
         self._claim: IO[str] | None = None
 
     def burned(self) -> dict[str, Any] | None:
-        """The recorded test score, or None while the test split is still sealed."""
-        return dict(read_json(self.path)) if self.path.is_file() else None
+        """The recorded test score, or None while the test split is still sealed.
+
+        The log is the record: a ``test_scored`` event burns the seal whether or not
+        ``seal.json`` is still there, so deleting the file reopens nothing (the score then
+        comes from the event, marked ``seal_file_missing``)."""
+        if self.path.is_file():
+            return dict(read_json(self.path))
+        scored = self.rundir.log.of_kinds("test_scored")
+        if not scored:
+            return None
+        last = scored[-1]
+        return {
+            "best": {"tag": last.get("best"), "mean": last.get("mean")},
+            "seal_file_missing": True,
+            "event_seq": last.get("seq"),
+        }
 
     def claim(self) -> None:
         """Become the one finalize session of this run, or raise TestSealError.
@@ -105,7 +119,7 @@ class Seal:
     def test_rollouts(self) -> list[RolloutRecord]:
         """Persisted test rollouts: for the claim holder, or for anyone once the seal burned.
         Refused when asked, not when iterated."""
-        if not self.held and not self.path.is_file():
+        if not self.held and self.burned() is None:
             raise TestSealError(
                 f"run {self.rundir.run_id}: the test split is sealed until finalize "
                 "(pytest --capevolve-finalize PROJECT); its rollouts cannot be read before"

@@ -132,8 +132,29 @@ class RunState:
             return 0.0
 
     def best(self) -> str:
-        """The current best's tag (``seed`` until something is accepted)."""
-        return str(self.read_state().get("best_id", SEED_TAG))
+        """The current best's tag (``seed`` until something is accepted), as the log has it:
+        ``state.json``'s ``best_id`` is a view, and one that disagrees with the log (edited by
+        hand: another tag made best without a decision) is refused, never used."""
+        with self.lock():  # a booking updates the state and logs the change under this lock
+            stated = str(self.read_state().get("best_id", SEED_TAG))
+            logged = self.logged_best()
+        if stated != logged:
+            raise RunDirError(
+                f"{self.state_path}: best_id {stated!r} is not the event log's best ({logged!r}); "
+                "state.json was edited. `capevolve verify --repair` rebuilds it from the log"
+            )
+        return logged
+
+    def logged_best(self) -> str:
+        """The best as the log's decisions and ``best_changed`` events make it (what
+        :meth:`replay_state` computes, from those lines alone)."""
+        best = SEED_TAG
+        for event in self.log.of_kinds("decision", "best_changed"):
+            if event.get("kind") == "best_changed":
+                best = str(event["best_id"])
+            elif event.get("decision") == "accept":
+                best = str(event["tag"])
+        return best
 
     def update_state(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         with self.lock():

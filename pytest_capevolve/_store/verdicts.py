@@ -7,12 +7,13 @@ pages and ``capevolve`` commands read them back.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 from .._project.candidate import check_tag
 from .events import EventLog
-from .files import atomic_write_json, read_run_json
+from .files import RunDirError, atomic_write_json, read_run_json
 
 _LOGGED = ("tag", "against", "decision", "basis", "p_value", "delta_mean")
 _FIX = "re-derive it with capevolve gate TAG (pays nothing), or delete it"
@@ -32,8 +33,34 @@ class Verdicts:
         """Write ``verdicts/<tag>.json`` (every number the decision rests on) and log it."""
         path = self.verdict_path(verdict["tag"])
         atomic_write_json(path, verdict)
-        self.log.append_event("verdict", **{k: verdict.get(k) for k in _LOGGED})
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        self.log.append_event("verdict", **{k: verdict.get(k) for k in _LOGGED}, sha256=digest)
         return path
+
+    def checked(self, tag: str) -> dict[str, Any] | None:
+        """The verdict a decision may rest on: ``verdicts/<tag>.json`` as its ``verdict`` event
+        in the log recorded it (its sha256; for events older than the digest, the headline
+        fields). A file edited after it was written, or one no gate logged, is refused —
+        RunDirError naming the file and the way on — never booked."""
+        found = self.verdict(tag)
+        if found is None:
+            return None
+        path = self.verdict_path(tag)
+        logged = [e for e in self.log.of_kinds("verdict") if e.get("tag") == tag]
+        fix = f"re-derive it with `capevolve gate {tag}` (pays nothing) or gate the candidate again"
+        if not logged:
+            raise RunDirError(f"{path}: no gate logged a verdict for {tag!r}; {fix}")
+        event = logged[-1]
+        if "sha256" in event:
+            intact = hashlib.sha256(path.read_bytes()).hexdigest() == event["sha256"]
+        else:
+            intact = all(found.get(k) == event.get(k) for k in _LOGGED)
+        if not intact:
+            raise RunDirError(
+                f"{path}: not the verdict the gate wrote (event seq {event.get('seq')} in the log "
+                f"records {event.get('decision')!r}); the file was edited. {fix}"
+            )
+        return found
 
     def verdict(self, tag: str) -> dict[str, Any] | None:
         path = self.verdict_path(tag)

@@ -1,0 +1,85 @@
+"""Issue 24, attacks on the record (1, 5, 6): an optimizer with a shell edits the run dir's
+views — a verdict file, the seal, state.json — and asks for a decision. The log is the record:
+each edit is refused in one line naming the file, never used."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from pytest_capevolve._cli.main import main
+
+
+def _gated_noop(example, projects, capevolve):
+    """A one-trial noisy_agent whose candidate ``noop`` is the seed's bytes, gated: REJECT."""
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    shutil.copytree(project / "capability", project / "candidates" / "noop")
+    (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret == 10, result.stdout.str()[-2000:]
+    return project, projects.run_dir(project)
+
+
+def _cli(capsys, *words: str) -> tuple[int, str]:
+    code = main(list(words))
+    return code, capsys.readouterr().err
+
+
+def test_a_forged_verdict_is_not_booked(example, projects, capevolve, capsys):
+    project, run_dir = _gated_noop(example, projects, capevolve)
+    path = run_dir / "verdicts" / "noop.json"
+    verdict = json.loads(path.read_text())
+    assert verdict["decision"] == "reject"
+    verdict["decision"] = "accept"
+    path.write_text(json.dumps(verdict, indent=2))
+    code, err = _cli(capsys, "commit", "noop", "--project", str(project), "--decision", "accept")
+    assert code == 2
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()]  # one line
+    assert "noop.json" in err and "edited" in err
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["best_id"] == "seed"
+    assert not [
+        e
+        for e in map(json.loads, (run_dir / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "decision"
+    ]
+
+
+def test_an_edited_best_id_is_refused_by_sessions_and_commands(example, projects, capevolve, capsys):
+    project, run_dir = _gated_noop(example, projects, capevolve)
+    state_path = run_dir / "state.json"
+    state = json.loads(state_path.read_text())
+    state["best_id"] = "noop"  # the rejected tag made best by hand: finalize would score it
+    state_path.write_text(json.dumps(state))
+    result = capevolve(project, finalize=True)
+    assert result.ret == 4
+    assert "best_id 'noop' is not the event log's best ('seed')" in result.stderr.str()
+    code, err = _cli(
+        capsys, "commit", "noop", "--project", str(project), "--decision", "reject", "--reject-basis", "gate"
+    )
+    assert code != 0 and "state.json was edited" in err
+
+
+def test_deleting_the_seal_file_reopens_nothing(example, projects, capevolve, capsys):
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    assert capevolve(project).ret == 0
+    assert capevolve(project, finalize=True).ret == 0
+    run_dir = projects.run_dir(project)
+    (run_dir / "seal.json").unlink()
+    again = capevolve(project, finalize=True)
+    assert again.ret == 4 and "already scored" in again.stderr.str()
+    gate = capevolve(project, "improved", gate=True)
+    assert gate.ret != 0
+    scored = [
+        e
+        for e in map(json.loads, (run_dir / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "test_scored"
+    ]
+    assert len(scored) == 1  # scored exactly once, the file gone or not
+    assert main(["runs", "--project", str(project), "--json"]) == 0
+    assert '"test": "scored"' in capsys.readouterr().out.replace("'", '"')
+    code = main(["measure", "--project", str(project)])
+    measured = capsys.readouterr()
+    assert code == 0 and "seal.json is missing" in measured.out + measured.err
