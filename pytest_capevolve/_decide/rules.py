@@ -137,7 +137,7 @@ RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
     "simplicity_tiebreak": _simplicity_tiebreak,
 }
 GATE_MODES = tuple(RULES)
-LEGACY_MODES = GATE_MODES[1:]
+LEGACY_MODES = ("paired", "significant", "strict", "threshold", "simplicity_tiebreak")  # cap-evolve's own
 
 
 def run_rule(
