@@ -26,26 +26,6 @@ def outcomes(records: list[RolloutRecord]) -> dict[tuple, tuple]:
     return {r.key: tuple(getattr(r, f) for f in OUTCOME) for r in records}
 
 
-@pytest.fixture
-def run(tmp_path: Path, val_rollout) -> RunDir:
-    """A run dir holding 2 tags × 5 tasks × 2 trials of val rollouts (one an infra error) and
-    two train rollouts, persisted the way a session persists them."""
-    rundir = RunDir(tmp_path / "run")
-    for tag in ("seed", "cand"):
-        for t in range(5):
-            for k in range(2):
-                infra = "timeout" if (tag, t, k) == ("cand", 3, 1) else None
-                record = val_rollout(tag, f"task-{t}", k, None if infra else (t + k) % 3 / 2, infra)
-                rundir.rollouts.record_rollout(_with(record, cost_usd=0.01 * (t + 1), passed=infra is None))
-    for k in range(2):
-        rundir.rollouts.record_rollout(_with(val_rollout("seed", "train-0", k, 1.0), split="train"))
-    return rundir
-
-
-def _with(record: RolloutRecord, **changes) -> RolloutRecord:
-    return RolloutRecord.from_json({**record.to_json(), **changes})
-
-
 SPENDING = '''
 
 import os
