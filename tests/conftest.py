@@ -1,6 +1,7 @@
 """Shared fixtures: private copies of the bundled examples, helpers that edit or read a copied
-project, and one way to run a capevolve session on it (``capevolve``); for both halves of
-test_import_cap_evolve, a cap-evolve project and run to import (``cap_evolve``).
+project, and one way to run a capevolve session on it (``capevolve``); for the two halves of a
+split test file, a cap-evolve project and run to import (``cap_evolve``) and the openai_agent
+example's stand-in endpoint (``standin``).
 
 Tests take these as fixtures; no test module imports from this file.
 """
@@ -17,6 +18,7 @@ import pytest
 import scipy.signal  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
 import scipy.stats  # noqa: F401
 from cap_evolve_project import ADAPTER, DATA, SPEC, _rollout
+from openai_example import standin_server
 
 # The plugin imports the session code (numpy, scipy) only when a capevolve session starts. An
 # in-process pytester run drops what it imported when it ends, and numpy cannot be imported
@@ -261,6 +263,14 @@ def cap_evolve(tmp_path, shared_data):
         json.dumps({"t": 0, "kind": "splits", "train": 26, "val": 12, "test": 12}) + "\n"
     )
     return project, run
+
+
+@pytest.fixture
+def standin():
+    """examples/openai_agent's stand-in OpenAI endpoint, serving on 127.0.0.1 in a thread."""
+    server = standin_server.StandIn().start()
+    yield server
+    server.stop()
 
 
 def _hypothesis_profiles() -> None:
