@@ -1,5 +1,7 @@
 """Shared fixtures: private copies of the bundled examples, helpers that edit or read a copied
-project, and one way to run a capevolve session on it (``capevolve``).
+project, and one way to run a capevolve session on it (``capevolve``); for the two halves of a
+split test file, a cap-evolve project and run to import (``cap_evolve``) and the openai_agent
+example's stand-in endpoint (``standin``).
 
 Tests take these as fixtures; no test module imports from this file.
 """
@@ -15,6 +17,8 @@ from pathlib import Path
 import pytest
 import scipy.signal  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
 import scipy.stats  # noqa: F401
+from cap_evolve_project import ADAPTER, DATA, SPEC, _rollout
+from openai_example import standin_server
 
 # The plugin imports the session code (numpy, scipy) only when a capevolve session starts. An
 # in-process pytester run drops what it imported when it ends, and numpy cannot be imported
@@ -195,6 +199,78 @@ def shared_data() -> dict:
     if not SHARED_DATA.is_file():
         pytest.fail(f"shared evaluation data missing at {SHARED_DATA}")
     return json.loads(SHARED_DATA.read_text())
+
+
+@pytest.fixture
+def cap_evolve(tmp_path, shared_data):
+    """(cap-evolve's project folder, its run dir): ``.capevolve/project`` and
+    ``.capevolve/run_<ts>`` as cap-evolve lays them out, holding the real run's rewards."""
+    base = tmp_path / "cap-evolve-repo" / ".capevolve"
+    project = base / "project"
+    (project / "adapters").mkdir(parents=True)
+    (project / "capevolve.yaml").write_text(SPEC)
+    (project / "adapters" / "adapter.py").write_text(ADAPTER)
+    (project / "adapters" / "model_config.py").write_text('MODEL = "aws/gpt-oss-120b"\n')
+    seed = project / "seed_capability"
+    (seed / "policy").mkdir(parents=True)
+    (seed / "policy" / "policy.md").write_text("# Airline agent policy\nVerify the user id first.\n")
+    (seed / "tools").mkdir()
+    (seed / "tools" / "tools.py").write_text("def calculate(expression):\n    return expression\n")
+    val_ids = sorted(shared_data["seed"], key=int)
+    test_data = json.loads((DATA / "cap-evolve-v4-test-per-task.json").read_text())["FINAL"]
+    test_ids = sorted(test_data, key=int)
+    train_ids = [str(i) for i in range(50) if str(i) not in set(val_ids) | set(test_ids)]
+    (project / "agentopt_split.json").write_text(
+        json.dumps({"train": train_ids, "val": val_ids, "test": test_ids})
+    )
+
+    run = base / "run_20260816_101112"
+    (run / "rollouts" / "val").mkdir(parents=True)
+    (run / "rollouts" / "test").mkdir(parents=True)
+    (run / "splits.json").write_text(
+        json.dumps({"train": train_ids, "val": val_ids, "test": test_ids, "seed": 0, "test_used": True})
+    )
+    (run / "state.json").write_text(
+        json.dumps(
+            {
+                "best_id": "seed",
+                "budget": {
+                    "max_iterations": 8,
+                    "max_metric_calls": 600,
+                    "max_usd": 55.0,
+                    "stall": 5,
+                    "max_optimizer_usd": 40.0,
+                },
+                "spent": {"iterations": 5, "metric_calls": 550, "usd": 0.0, "stall": 5},
+            }
+        )
+    )
+    for tag, per_task in shared_data.items():
+        snapshot = run / "candidates" / tag
+        shutil.copytree(seed, snapshot)
+        if tag.startswith(("cA", "cB")):  # the two real edits (the nulls are byte-identical copies)
+            with open(snapshot / "policy" / "policy.md", "a") as handle:
+                handle.write(f"Edit {tag}.\n")
+        for tid, row in per_task.items():
+            for k, reward in enumerate(row["trials"]):
+                path = run / "rollouts" / "val" / f"{tid}__{tag}__t{k}.json"
+                path.write_text(json.dumps(_rollout(tid, reward, row["feedback"])))
+    for tid, row in test_data.items():
+        for k, reward in enumerate(row["trials"]):
+            path = run / "rollouts" / "test" / f"{tid}__FINAL__t{k}.json"
+            path.write_text(json.dumps(_rollout(tid, reward, "")))
+    (run / "events.jsonl").write_text(
+        json.dumps({"t": 0, "kind": "splits", "train": 26, "val": 12, "test": 12}) + "\n"
+    )
+    return project, run
+
+
+@pytest.fixture
+def standin():
+    """examples/openai_agent's stand-in OpenAI endpoint, serving on 127.0.0.1 in a thread."""
+    server = standin_server.StandIn().start()
+    yield server
+    server.stop()
 
 
 def _hypothesis_profiles() -> None:

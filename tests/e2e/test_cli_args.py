@@ -8,15 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from pytest_capevolve._cli.main import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()  # drop what an in-process session printed before
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from cli_calls import run
 
 
 @pytest.fixture

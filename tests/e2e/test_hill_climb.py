@@ -13,18 +13,11 @@ import time
 from pathlib import Path
 
 import git
-import pytest
+from cli_calls import hill_climb
 
 from pytest_capevolve._cli.main import main
 
 PY = sys.executable
-
-
-def hill_climb(capsys: pytest.CaptureFixture[str], project: Path, *argv: str) -> tuple[int, dict | None, str]:
-    capsys.readouterr()
-    code = main(["hill-climb", str(project), *argv])
-    out, err = capsys.readouterr()
-    return code, (json.loads(out) if out.strip() else None), err
 
 
 def run_dir(project: Path) -> Path:

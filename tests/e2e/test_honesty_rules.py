@@ -20,11 +20,6 @@ def one_trial_arms(deltas):
     return (best + deltas)[:, None], best[:, None]
 
 
-def moved(k, n=10):
-    """n tasks of which the first k improved from 0 to 1: p = 1/2^k exactly, Δ̄ = k/n."""
-    return one_trial_arms([1] * k + [0] * (n - k))
-
-
 # -- the gate's α ---------------------------------------------------------------------------------
 
 

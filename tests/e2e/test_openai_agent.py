@@ -8,37 +8,14 @@ and keeps a ledger of it, and faults (429, 500, a held request) are injected per
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from openai_example import PRICE_IN, PRICE_OUT
 
 from pytest_capevolve._cli.main import main
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openai_agent"
-PRICE_IN, PRICE_OUT = 0.15, 0.60  # standin-small in the example's openai.yaml, USD per 1M tokens
-
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(f"openai_example_{name}", EXAMPLE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-standin_server = _module("standin_server")
-
-
-@pytest.fixture
-def standin():
-    server = standin_server.StandIn().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

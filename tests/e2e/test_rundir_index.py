@@ -13,38 +13,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from rollout_outcomes import outcomes
 
 from pytest_capevolve._cli.main import main  # numpy and scipy load once, here
 from pytest_capevolve._store.audit import audit
-from pytest_capevolve._store.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
-
-OUTCOME = ("reward", "passed", "infra_error", "cost_usd", "tokens", "seed", "candidate_hash")
-
-
-def outcomes(records: list[RolloutRecord]) -> dict[tuple, tuple]:
-    return {r.key: tuple(getattr(r, f) for f in OUTCOME) for r in records}
-
-
-@pytest.fixture
-def run(tmp_path: Path, val_rollout) -> RunDir:
-    """A run dir holding 2 tags × 5 tasks × 2 trials of val rollouts (one an infra error) and
-    two train rollouts, persisted the way a session persists them."""
-    rundir = RunDir(tmp_path / "run")
-    for tag in ("seed", "cand"):
-        for t in range(5):
-            for k in range(2):
-                infra = "timeout" if (tag, t, k) == ("cand", 3, 1) else None
-                record = val_rollout(tag, f"task-{t}", k, None if infra else (t + k) % 3 / 2, infra)
-                rundir.rollouts.record_rollout(_with(record, cost_usd=0.01 * (t + 1), passed=infra is None))
-    for k in range(2):
-        rundir.rollouts.record_rollout(_with(val_rollout("seed", "train-0", k, 1.0), split="train"))
-    return rundir
-
-
-def _with(record: RolloutRecord, **changes) -> RolloutRecord:
-    return RolloutRecord.from_json({**record.to_json(), **changes})
-
 
 SPENDING = '''
 

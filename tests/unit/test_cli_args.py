@@ -7,16 +7,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from cli_calls import run
 
 from pytest_capevolve import __version__
 from pytest_capevolve._cli.main import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()  # drop what an in-process session printed before
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_version(capsys) -> None:

@@ -4,37 +4,15 @@ prompt)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from cli_calls import hill_climb
 
-from pytest_capevolve._cli.main import main
 from pytest_capevolve._loop.prompt import (
     PromptInputs,
     convergence,
     focus_tasks,
     render_prompt,
 )
-
-
-def hill_climb(capsys: pytest.CaptureFixture[str], project: Path, *argv: str) -> tuple[int, dict | None, str]:
-    capsys.readouterr()
-    code = main(["hill-climb", str(project), *argv])
-    out, err = capsys.readouterr()
-    return code, (json.loads(out) if out.strip() else None), err
-
-
-def run_dir(project: Path) -> Path:
-    return sorted((project / ".capevolve" / "runs").iterdir())[-1]
-
-
-def state(project: Path) -> dict:
-    return json.loads((run_dir(project) / "state.json").read_text())
-
-
-def rejected(project: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir(project) / "rejected.jsonl").read_text().splitlines()]
 
 
 def test_flags_the_spec_overrides_are_refused_not_ignored(example, capsys):

@@ -6,25 +6,12 @@ import json
 import tempfile
 from pathlib import Path
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.events import verify_events
 from pytest_capevolve._store.rundir import RunDir
-
-
-@pytest.fixture
-def evaluate(capevolve):
-    """``evaluate(project, *candidates, gate=False)``: a session that must complete (exit 0 or 10)."""
-
-    def run(project: Path, *candidates: str, gate: bool = False) -> pytest.RunResult:
-        result = capevolve(project, *candidates, gate=gate)
-        assert result.ret in (0, 10), result.stdout.str()
-        return result
-
-    return run
 
 
 def test_verify_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):

@@ -13,17 +13,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from rollout_outcomes import outcomes
 
 from pytest_capevolve._project.splits import TestSealError
 from pytest_capevolve._store.audit import audit
 from pytest_capevolve._store.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
-
-OUTCOME = ("reward", "passed", "infra_error", "cost_usd", "tokens", "seed", "candidate_hash")
-
-
-def outcomes(records: list[RolloutRecord]) -> dict[tuple, tuple]:
-    return {r.key: tuple(getattr(r, f) for f in OUTCOME) for r in records}
 
 
 @pytest.fixture

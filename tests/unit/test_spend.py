@@ -3,27 +3,10 @@ continue — from real sessions on copies of the examples; and the pure `afford`
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._policy.spend import Ceilings, afford
-
-
-@pytest.fixture
-def spend(capsys):
-    """``spend(project, *args) -> dict``: run `capevolve spend` and read its one JSON object."""
-
-    def run(project: Path, *args: str) -> dict:
-        capsys.readouterr()
-        assert main(["spend", str(project), *args]) == 0
-        out = capsys.readouterr().out
-        assert out.count("\n") == 1  # one JSON object, one line
-        return json.loads(out)
-
-    return run
 
 
 def test_spend_refuses_with_one_line_and_exit_2(example, capsys, tmp_path):

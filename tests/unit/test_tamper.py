@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import pytest
 
 from pytest_capevolve._project.tamper import (
@@ -14,18 +11,6 @@ from pytest_capevolve._project.tamper import (
     protected_digests,
     tampered,
 )
-
-
-@pytest.fixture
-def rollout_tags(projects) -> Callable[[Path], set[str]]:
-    """``rollout_tags(project)``: the tags with a persisted val rollout in the newest run."""
-
-    def tags(project: Path) -> set[str]:
-        return {
-            p.name.split("__")[1] for p in (projects.run_dir(project) / "rollouts" / "val").glob("*.json")
-        }
-
-    return tags
 
 
 def test_tampered_lists_changed_added_and_removed_protected_files(tmp_path):

@@ -5,8 +5,6 @@ re-pay; a deletion no session has seen yet is still reported by ``verify``."""
 from __future__ import annotations
 
 import json
-import re
-import shlex
 from pathlib import Path
 
 from pytest_capevolve._session.resume import resume_command
@@ -40,16 +38,6 @@ def test_a_file_another_session_quarantined_meanwhile_is_not_called_vanished(tmp
 
 
 # -- the hint that says how to complete a session's missing rollouts -----------------------------
-
-
-def _completing(result) -> list[str]:
-    """The args of the command the session printed to complete its missing rollouts."""
-    lines = result.stdout.lines
-    (at,) = [i for i, line in enumerate(lines) if re.search(r"\d+ rollouts? (is|are) missing", line)]
-    assert lines[at].endswith("to complete only those, run:"), lines[at]
-    command = shlex.split(lines[at + 1].strip())
-    assert command[0] == "pytest"
-    return command[1:]
 
 
 def test_the_completing_command_drops_every_form_of_deselection() -> None:
