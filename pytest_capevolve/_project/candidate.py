@@ -39,7 +39,7 @@ def check_tag(tag: str) -> str:
     return tag
 
 
-_NULL_CONTROL_TAG = re.compile(r"^(?P<best>.+)-null(?P<n>[0-9]+)$")
+_NULL_CONTROL_TAG = re.compile(r"^(?P<best>.+)-null(?P<n>[0-9]+)$", re.IGNORECASE)  # SEED-NULL1 too
 
 
 def null_control_of(tag: str) -> str | None:

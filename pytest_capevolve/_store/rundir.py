@@ -9,6 +9,7 @@ crash at any instant leaves each file either old or new — never half-written.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import secrets
 import shutil
@@ -229,7 +230,28 @@ class RunDir:
             raise RunDirError(
                 f"{self.splits_path}: damaged, not a JSON object; restore it, or start a new run"
             )
+        self._check_splits(splits)
         return splits
+
+    def _check_splits(self, splits: dict[str, Any]) -> None:
+        """The file as its ``splits_frozen`` event froze it: the sha256 of its ids (older events:
+        the sizes). Val tasks dropped, or a test task moved into val, are refused, never gated on."""
+        frozen = self.log.of_kinds("splits_frozen")
+        if not frozen:
+            return  # a run older than the event (or imported): nothing recorded to hold it to
+        event = frozen[-1]
+        try:
+            if "ids_sha256" in event:
+                intact = _ids_digest(splits) == event["ids_sha256"]
+            else:
+                intact = {k: len(splits[k]) for k in ("train", "val", "test")} == event.get("sizes")
+        except (KeyError, TypeError):
+            intact = False
+        if not intact:
+            raise RunDirError(
+                f"{self.splits_path}: not the splits the run froze (event seq {event.get('seq')} in the "
+                "log); the file was edited. Restore it, or start a new run with --capevolve-new-run"
+            )
 
     def ensure_splits(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The frozen splits; computed and written only the first time. (The test split's seal
@@ -238,7 +260,11 @@ class RunDir:
             return self._read_splits()
         splits = compute()
         atomic_write_json(self.splits_path, splits)
-        self.log.append_event("splits_frozen", sizes={k: len(splits[k]) for k in ("train", "val", "test")})
+        self.log.append_event(
+            "splits_frozen",
+            sizes={k: len(splits[k]) for k in ("train", "val", "test")},
+            ids_sha256=_ids_digest(splits),
+        )
         return splits
 
     # -- the loop: decisions, memory, work copies --------------------------------------------------
@@ -275,6 +301,12 @@ class RunDir:
     def merge_dir(self, tag: str) -> Path:
         """``merge/<tag>/``: the gate sessions' output of ``capevolve merge --integrate``."""
         return self.root / "merge" / check_tag(tag)
+
+
+def _ids_digest(splits: dict[str, Any]) -> str:
+    """sha256 of the three splits' ids, canonical JSON: what ``splits_frozen`` holds the file to."""
+    ids = {k: list(splits[k]) for k in ("train", "val", "test")}
+    return hashlib.sha256(json.dumps(ids, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 def _budget(spec: Spec) -> dict[str, Any]:

@@ -83,3 +83,24 @@ def test_deleting_the_seal_file_reopens_nothing(example, projects, capevolve, ca
     code = main(["measure", "--project", str(project)])
     measured = capsys.readouterr()
     assert code == 0 and "seal.json is missing" in measured.out + measured.err
+
+
+def test_val_tasks_dropped_from_the_splits_file_are_refused(example, projects, capevolve):
+    project, run_dir = _gated_noop(example, projects, capevolve)
+    path = run_dir / "splits.json"
+    splits = json.loads(path.read_text())
+    splits["val"] = splits["val"][:-3]  # drop the tasks the candidate lost
+    path.write_text(json.dumps(splits))
+    result = capevolve(project, "noop", gate=True)
+    assert result.ret == 4
+    assert "not the splits the run froze" in result.stderr.str()
+    splits["val"] = [*splits["val"][:-1], splits["test"][0]]  # a test task moved into val, sizes kept
+    path.write_text(json.dumps(splits))
+    assert "not the splits the run froze" in capevolve(project, "noop", gate=True).stderr.str()
+
+
+def test_a_case_twin_of_a_null_control_name_is_reserved_too(example, projects, capevolve):
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    result = capevolve(project, "regressed", tags=["Seed-Null1"])
+    assert result.ret == 4 and "reserved" in result.stderr.str()
