@@ -44,7 +44,8 @@ class Outcome:
 
 
 class SessionEnd:
-    """Registered on the controller; ``conclude`` is the evaluation's or finalize's."""
+    """Registered on the controller; ``conclude`` is the session kind's role's
+    (:class:`.kinds.base.Started`), the same for every kind."""
 
     def __init__(
         self,
