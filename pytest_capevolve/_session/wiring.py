@@ -9,6 +9,7 @@ roles; on an xdist worker it only reads the plan the controller sent in ``worker
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -60,7 +61,10 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             existing = _existing_run(config, spec)
             if existing is not None:  # refused before anything is planned, claimed or paid
                 check_or_lock(existing, harness_now)
-            plan = _start_controller(config, spec, sorted(pool), split=split, harness_now=harness_now)
+            checked = existing.root if existing is not None else None
+            plan = _start_controller(
+                config, spec, sorted(pool), split=split, harness_now=harness_now, checked=checked
+            )
             if not plan.owed_keys():
                 _without_workers(config)
     except TestSealError as exc:
@@ -125,7 +129,13 @@ def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
 
 
 def _start_controller(
-    config: pytest.Config, spec: Spec, pool_ids: list[str], *, split: str, harness_now: dict[str, str]
+    config: pytest.Config,
+    spec: Spec,
+    pool_ids: list[str],
+    *,
+    split: str,
+    harness_now: dict[str, str],
+    checked: Path | None,
 ) -> EvalPlan:
     """Choose the session's kind (:func:`.kinds.choose_kind`), start it, and register its roles
     the same way for every kind: persistence (and the kind's own plugins after it, so they see
@@ -133,11 +143,12 @@ def _start_controller(
     option = config.option
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
-    try:
-        check_or_lock(rundir, harness_now)  # a new run locks its harness here, before any rollout
-    except RunDirError:
-        rundir.claims.release()
-        raise
+    if rundir.root != checked:  # a new run locks its harness here, before any rollout
+        try:
+            check_or_lock(rundir, harness_now)
+        except RunDirError:
+            rundir.claims.release()
+            raise
     end = SessionEnd(
         started.role.conclude,
         planned.best,

@@ -11,11 +11,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from gate_calls import decide
 
 from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide import gate
 from pytest_capevolve._decide import verdict as verdict_types
-from pytest_capevolve._decide.verdict import ACCEPT, REJECT, GateConfig, Verdict
+from pytest_capevolve._decide.verdict import ACCEPT, REJECT, GateConfig
 from pytest_capevolve._stats import sign_flip
 
 INDECISIVE = gate.INDECISIVE
@@ -37,17 +38,6 @@ FLIPPABLE = (np.array([[1, np.nan, np.nan]] * 5, float), np.array([[0, 1, 1]] * 
 
 
 F = Fraction
-
-
-EXACT = GateConfig(mode="exact", alpha=0.05, min_coverage=0.0)
-
-
-def decide(candidate, best, config=EXACT, **kw) -> Verdict:
-    candidate, best = np.asarray(candidate, float), np.asarray(best, float)
-    if candidate.ndim == 1:
-        candidate, best = candidate[:, None], best[:, None]
-    ids = [f"t{i}" for i in range(len(candidate))]
-    return gate.decide(candidate, best, tag="cand", against="best", task_ids=ids, config=config, **kw)
 
 
 def ups(n: int, lift: float = 1.0):

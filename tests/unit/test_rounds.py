@@ -180,17 +180,6 @@ def table_judge(p_of: dict[str, Fraction | None], calls: list[tuple[str, str, ob
     return judge
 
 
-EXACT = GateConfig(mode="exact", alpha=0.05, min_coverage=0.0)
-
-
-def decide(candidate, best, config=EXACT, **kw) -> Verdict:
-    candidate, best = np.asarray(candidate, float), np.asarray(best, float)
-    if candidate.ndim == 1:
-        candidate, best = candidate[:, None], best[:, None]
-    ids = [f"t{i}" for i in range(len(candidate))]
-    return gate.decide(candidate, best, tag="cand", against="best", task_ids=ids, config=config, **kw)
-
-
 def test_holm_sorts_the_p_values_before_assigning_levels():
     # p = [1/25, 1/100]: the smaller (index 1) is first, at α/2 = 1/40 (1/100 ≤ 1/40 passes);
     # index 0 is second, at α/1 = 1/20 (1/25 ≤ 1/20 passes). In input order: [1/20, 1/40].

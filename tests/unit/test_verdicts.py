@@ -11,7 +11,7 @@ import numpy as np
 
 from pytest_capevolve._decide import gate
 from pytest_capevolve._decide import verdict as verdict_types
-from pytest_capevolve._decide.verdict import ACCEPT, REJECT, GateConfig, Verdict
+from pytest_capevolve._decide.verdict import ACCEPT, REJECT, GateConfig
 from pytest_capevolve._policy import verdicts as judging
 from pytest_capevolve._project.spec import Spec
 from pytest_capevolve._store import evidence
@@ -23,17 +23,6 @@ ANY_COVERAGE = gate.GateConfig(min_coverage=0.0)
 
 def judge(candidate, best, config=ANY_COVERAGE, **kw):
     candidate, best = np.asarray(candidate, float), np.asarray(best, float)
-    ids = [f"t{i}" for i in range(len(candidate))]
-    return gate.decide(candidate, best, tag="cand", against="best", task_ids=ids, config=config, **kw)
-
-
-EXACT = GateConfig(mode="exact", alpha=0.05, min_coverage=0.0)
-
-
-def decide(candidate, best, config=EXACT, **kw) -> Verdict:
-    candidate, best = np.asarray(candidate, float), np.asarray(best, float)
-    if candidate.ndim == 1:
-        candidate, best = candidate[:, None], best[:, None]
     ids = [f"t{i}" for i in range(len(candidate))]
     return gate.decide(candidate, best, tag="cand", against="best", task_ids=ids, config=config, **kw)
 
