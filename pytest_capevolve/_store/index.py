@@ -248,6 +248,14 @@ class RolloutIndex:
         marks = ", ".join("?" * len(wanted))
         return self._select(f"SELECT * FROM rollouts WHERE split = ? AND tag IN ({marks})", (split, *wanted))
 
+    def outcomes(self) -> list[tuple[Any, ...]]:
+        """Every train and val row as (split, tag, task, trial, reward, infra error, cost), in
+        key order: what :mod:`.outcome_ledger` checks against a logged digest."""
+        return self._select(
+            "SELECT split, tag, task_id, trial, reward, infra_error, cost_usd FROM rollouts "
+            "WHERE split != 'test' ORDER BY split, tag, task_id, trial"
+        )
+
     def tags(self, split: str) -> set[str]:
         """The tags with a row in the split."""
         return {tag for (tag,) in self._select("SELECT DISTINCT tag FROM rollouts WHERE split = ?", (split,))}

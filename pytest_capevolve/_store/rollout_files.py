@@ -14,6 +14,7 @@ index catches up with the log.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -36,6 +37,7 @@ from .index import (
     row_of,
 )
 from .index_sync import IndexView, vanished_notice
+from .outcome_ledger import Key, Outcome, OutcomeLedger, outcome
 from .record import RecordError, RolloutRecord
 from .state import SPEND_FLUSH_EVERY, RunState
 
@@ -64,6 +66,7 @@ class RolloutFiles:
         self.rollout_path = rollout_path
         self.notices = notices
         self.index_view = IndexView(root, log, index, rollout_path, notices, self._read_files)
+        self.ledger = OutcomeLedger(log, self._file_of)
         self._unflushed = 0
         # split → the index's rows_version, the tags whose rows were checked against their files
         # at it, and those rows: a session reading its split again (planning, its conclusion,
@@ -74,21 +77,31 @@ class RolloutFiles:
         """Write the record's file (compact JSON; ``text``: its JSON when the caller has it)."""
         return self._write_rollout(record, text)[0]
 
-    def _write_rollout(self, record: RolloutRecord, text: str | None) -> tuple[Path, os.stat_result]:
+    def _write_rollout(self, record: RolloutRecord, text: str | None) -> tuple[Path, os.stat_result, str]:
+        """The file written, its stat, and the sha256 of its bytes (what its event records)."""
         path = self.rollout_path(record.split, record.task_id, record.tag, record.trial)
-        stat = atomic_write_text(path, (record.dumps() if text is None else text) + "\n")
+        content = (record.dumps() if text is None else text) + "\n"
+        stat = atomic_write_text(path, content)
         # a run written before case-safe names may hold this rollout under its old name
         legacy = f"{legacy_escape_id(record.task_id)}__{record.tag}__t{int(record.trial)}.json"
         if legacy != path.name:
             path.with_name(legacy).unlink(missing_ok=True)
-        return path, stat
+        return path, stat, hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+    def _file_of(self, split: str, task_id: str, tag: str, trial: int) -> str:
+        """A rollout's file relative to the run dir, as quarantine and vanish events name it."""
+        return f"rollouts/{split}/{self.rollout_path(split, task_id, tag, trial).name}"
+
+    def _truth(self) -> dict[Key, Outcome]:
+        """What the log says every train and val rollout came out as (:mod:`.outcome_ledger`)."""
+        return self.ledger.current(self.index.outcomes)
 
     def record_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
         """Persist one rollout under one lock: its file, then its event (which carries the cost:
         the spend is read from the log, :mod:`.state`). ``text``: the record's compact JSON as
         it arrived in the report, written as it is rather than encoded again."""
         with self.lock():
-            path, stat = self._write_rollout(record, text)
+            path, stat, sha256 = self._write_rollout(record, text)
             self.log.append_event(
                 "rollout",
                 split=record.split,
@@ -98,6 +111,7 @@ class RolloutFiles:
                 reward=record.reward,
                 infra_error=record.infra_error,
                 cost_usd=record.cost_usd,
+                sha256=sha256,
             )
             if record.split != TEST_SPLIT:
                 seq = self.log.last_seq()
@@ -111,14 +125,18 @@ class RolloutFiles:
         """Under the lock: catch the index up with the log (:meth:`.index_sync.IndexView.sync`)."""
         self.index_view.sync(rebuild=rebuild)
 
-    def flush(self) -> None:
+    def flush(self, *, leaving: bool = False) -> None:
         """Bring the views a session keeps current as it goes — ``state.json``'s spend and the
         index — up to the log (every :data:`~.state.SPEND_FLUSH_EVERY` rollouts and at the end
-        of a session). Views: nothing is lost if this never runs."""
+        of a session). Views: nothing is lost if this never runs. ``leaving``: the session's
+        end, which also logs the digest of the outcomes it knows (:mod:`.outcome_ledger`), so
+        the next process checks the index against it in one pass."""
         with self.lock():
             self._unflushed = 0
             for view in (self.state, self.index_view):
                 view.catch_up()
+            if leaving:
+                self.ledger.checkpoint()
 
     # -- the index ---------------------------------------------------------------------------
 
@@ -172,12 +190,13 @@ class RolloutFiles:
         try:
             with self.lock():
                 self.sync_index()
+                truth = self._truth()
             # a check of tags T at a version leaves no unknown file of any tag (it indexes them),
             # so it answers any later ask for tags within T — "every tag" included — at that version
             asked = frozenset(self.index.tags(split) if wanted is None else wanted)
             cached = self._checked.get(split)
             if cached is None or cached.version != self.index.rows_version() or not asked <= cached.asked:
-                rows = self._checked_rows(split, wanted)
+                rows = self._checked_rows(split, wanted, truth)
                 cached = _Checked(self.index.rows_version(), asked, rows)
                 self._checked = {split: cached}
             return (*cached.of(asked), cached)
@@ -187,11 +206,17 @@ class RolloutFiles:
             records = [r for r in self._read_rollouts(split) if wanted is None or r.tag in wanted]
             return [outcome_row(r) for r in records], lambda: list(records), None
 
-    def _checked_rows(self, split: str, wanted: set[str] | None) -> list[Row]:
-        """The index's rows of the split, each checked against its file on disk (size and
-        mtime); files no row knows are read and indexed (found by count: as many rollout files
-        as rows, every wanted row's file present, means none is unknown). A file read again
-        answers with its new row."""
+    def _checked_rows(
+        self, split: str, wanted: set[str] | None, truth: dict[Key, Outcome] | None = None
+    ) -> list[Row]:
+        """The index's rows of the split, each checked against the log's outcome (``truth``:
+        a row edited since it was written) and its file on disk (size and mtime); files no row
+        knows are read and indexed (found by count: as many rollout files as rows, every wanted
+        row's file present, means none is unknown). A file read again answers with its new row
+        (or, differing from the log too, is quarantined)."""
+        if truth is None:
+            with self.lock():
+                truth = self._truth()
         folder = self.root / "rollouts" / split
         try:
             on_disk = {name for name in os.listdir(folder) if name.endswith(".json")}
@@ -219,7 +244,12 @@ class RolloutFiles:
                 except FileNotFoundError:
                     vanished.append((split, name))
                     continue
-                if found.st_size != row[size_at] or found.st_mtime_ns != row[mtime_at]:
+                if (
+                    found.st_size != row[size_at]
+                    or found.st_mtime_ns != row[mtime_at]
+                    or truth.get((split, row[_TAG], row[_TASK], row[_TRIAL]))
+                    != outcome(row[_REWARD], row[_INFRA], row[_COST])
+                ):
                     recheck.append(name)
                     continue
                 rows.append(row)
@@ -234,7 +264,7 @@ class RolloutFiles:
         upserts: list[Row] = []
         for name in recheck:
             path = folder / name
-            read = self._read_one(path)
+            read = self._read_one(path, truth)
             if read is None:
                 vanished.append((split, name))
                 continue
@@ -283,10 +313,22 @@ class RolloutFiles:
         self.sync_index()  # their rows go with the event (and a quarantine's just now with its own)
         return back
 
-    def _read_one(self, path: Path) -> RolloutRecord | None:
-        """One rollout file, read as :meth:`_read_rollouts` reads it (damage quarantined)."""
+    def _read_one(self, path: Path, truth: dict[Key, Outcome] | None = None) -> RolloutRecord | None:
+        """One rollout file, read as :meth:`_read_rollouts` reads it: damage quarantined, and so
+        is a file whose outcome is not what the log recorded for it (``truth``; None: the
+        ledger's, caught up now) — edited after it was written, or planted."""
         try:
-            return RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path))
+            record = RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path))
+            split = path.parent.name
+            if split != TEST_SPLIT:
+                if truth is None:
+                    with self.lock():
+                        truth = self._truth()
+                logged = truth.get((split, record.tag, record.task_id, int(record.trial)))
+                if logged != outcome(record.reward, record.infra_error, record.cost_usd):
+                    self.quarantine(path, _differs(record, logged))
+                    return None
+            return record
         except FileNotFoundError:
             return None
         except RecordError as exc:
@@ -326,8 +368,12 @@ class RolloutFiles:
     def _read_files(self, split: str) -> list[tuple[Path, RolloutRecord]]:
         folder = self.root / "rollouts" / split
         found = []
+        truth = None
+        if split != TEST_SPLIT:
+            with self.lock():
+                truth = self._truth()
         for path in sorted(folder.glob("*.json")):
-            record = self._read_one(path)
+            record = self._read_one(path, truth)
             if record is not None:
                 found.append((path, record))
         return found
@@ -364,6 +410,17 @@ def _in_block(rows: list[Row], block: int | None) -> list[Row]:
 
 
 _TAG = FIELDS_INDEX.index("tag")
+_TASK = FIELDS_INDEX.index("task_id")
+_REWARD, _INFRA, _COST = (FIELDS_INDEX.index(name) for name in ("reward", "infra_error", "cost_usd"))
+
+
+def _differs(record: RolloutRecord, logged: Outcome | None) -> str:
+    """Why a file's outcome is refused: what it says against what its event logged."""
+    said = f"reward {record.reward!r}, infra error {record.infra_error!r}, cost {record.cost_usd!r}"
+    if logged is None:
+        return f"no rollout event in the log records it (it says {said}): not evidence"
+    was = f"reward {logged[0]!r}, infra error {logged[1]!r}, cost {logged[2]!r}"
+    return f"it says {said}, but its rollout event logged {was}: edited after it was written"
 
 
 class _Checked:

@@ -271,8 +271,9 @@ class RunDir:
 
     def flush(self) -> None:
         """Bring the views of the log kept as files (``state.json``'s spend, the index) up to
-        it: every :data:`~.state.SPEND_FLUSH_EVERY` rollouts and at the end of a session."""
-        self.rollouts.flush()
+        it: every :data:`~.state.SPEND_FLUSH_EVERY` rollouts and at the end of a session
+        (this call: the session's end, which logs the outcomes' digest)."""
+        self.rollouts.flush(leaving=True)
 
     def close_log(self) -> None:
         """Let go of the log's and the lock's kept descriptors (the next use opens them)."""

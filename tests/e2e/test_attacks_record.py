@@ -5,9 +5,12 @@ each edit is refused in one line naming the file, never used."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sqlite3
 
 from pytest_capevolve._cli.main import main
+from pytest_capevolve._store.rundir import RunDir
 
 
 def _gated_noop(example, projects, capevolve):
@@ -104,3 +107,89 @@ def test_a_case_twin_of_a_null_control_name_is_reserved_too(example, projects, c
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     result = capevolve(project, "regressed", tags=["Seed-Null1"])
     assert result.ret == 4 and "reserved" in result.stderr.str()
+
+
+def _gate_json(capsys, project) -> dict:
+    main(["gate", "noop", "--project", str(project), "--json"])
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def _forge_wins(files) -> list[str]:
+    """Every failed rollout of ``files`` edited to a pass, size and mtime kept (so a stat of the
+    file sees nothing): what an optimizer with a shell does to turn REJECT into ACCEPT."""
+    forged = []
+    for path in files:
+        text, stat = path.read_text(), path.stat()
+        edited = text.replace('"reward": 0.0', '"reward": 1.0')
+        if edited != text:
+            path.write_text(edited)
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+            forged.append(json.loads(edited)["task_id"])
+    return forged
+
+
+def test_rewards_edited_in_the_files_are_never_used(example, projects, capevolve, capsys):
+    """Attack 8: rewards edited in rollout files (size and mtime kept) flip nothing: a file read
+    is held to its event, so the edit is quarantined and the logged outcome is what is gated."""
+    project, run_dir = _gated_noop(example, projects, capevolve)
+    before = _gate_json(capsys, project)
+    assert before["decision"] == "reject"
+    forged = _forge_wins(sorted((run_dir / "rollouts" / "val").glob("*__noop__*.json")))
+    assert forged
+    # the index still holds the logged rows: a gate reading rows alone sees no change ...
+    assert _gate_json(capsys, project)["delta_mean"] == before["delta_mean"]
+    # ... and a reader of the files (diagnose, a session's full reads) quarantines every forgery
+    reader = RunDir(run_dir)
+    read = {r.task_id for r in reader.rollouts.rollouts("val") if r.tag == "noop"}
+    assert read and not read & set(forged)  # every forged file is out, every other one read
+    assert sum("but its rollout event logged reward 0.0" in n for n in reader.notices) == len(forged)
+    assert _gate_json(capsys, project)["decision"] != "accept"  # missing data, never a win
+    # missing data, paid again: the same seeded agent gives the same outcomes, and the same REJECT
+    again = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    assert again.ret == 10, again.stdout.str()[-2000:]
+    after = _gate_json(capsys, project)
+    assert (after["decision"], after["delta_mean"]) == ("reject", before["delta_mean"])
+
+
+def test_index_rows_edited_by_hand_are_read_again_from_the_log(example, projects, capevolve, capsys):
+    """Attack 8: the index's rows zeroed or turned into passes (sqlite3 by hand, or the
+    candidate's own code during its gate): the rows are held to the log's outcomes — a digest
+    the leaving session logged — and read again; the gate's numbers do not move."""
+    project, run_dir = _gated_noop(example, projects, capevolve)
+    before = _gate_json(capsys, project)
+    checkpoints = [
+        e
+        for e in map(json.loads, (run_dir / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "outcomes_checked"
+    ]
+    assert checkpoints and checkpoints[-1]["rollouts"] > 0
+    db = sqlite3.connect(run_dir / "index.sqlite")
+    with db:
+        db.execute("UPDATE rollouts SET reward = 1.0, infra_error = NULL WHERE tag = 'noop'")
+        db.execute("UPDATE rollouts SET reward = 0.0 WHERE tag = 'seed'")
+    db.close()
+    after = _gate_json(capsys, project)
+    assert (after["decision"], after["delta_mean"]) == (before["decision"], before["delta_mean"])
+    reader = RunDir(run_dir)
+    logged = {
+        (e["split"], e["task_id"], e["tag"], e["trial"]): e["reward"]
+        for e in map(json.loads, (run_dir / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "rollout" and e["split"] == "val"
+    }
+    assert {r.key: r.reward for r in reader.rollouts.indexed_rollouts("val", None, None)} == logged
+
+
+def test_an_edited_outcome_digest_is_refused(example, projects, capevolve):
+    """The digest that lets the next reader trust the index in one pass is itself an event:
+    edited (to match forged rows) it breaks the chain, and the session refuses in one line."""
+    project, run_dir = _gated_noop(example, projects, capevolve)
+    events = run_dir / "events.jsonl"
+    lines = events.read_text().splitlines()
+    at = max(i for i, line in enumerate(lines) if '"kind": "outcomes_checked"' in line)
+    event = json.loads(lines[at])
+    event["digest"] = "0" * 64
+    lines[at] = json.dumps(event, sort_keys=True)
+    events.write_text("\n".join(lines) + "\n")
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret == 4, result.stdout.str()[-1500:]
+    assert "outcomes_checked event seq" in result.stderr.str() and "edited" in result.stderr.str()

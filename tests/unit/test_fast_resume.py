@@ -173,16 +173,18 @@ def test_the_next_session_reads_a_file_changed_or_removed_by_hand(real_run) -> N
     edited = RolloutRecord.from_json({**record.to_json(), "reward": 0.25, "passed": False})
     path.write_text(edited.dumps() + "\n")
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
-    after = RunDir(rundir.root).rollouts.indexed_columns("val", tags[:1])
-    at = next(
-        i
-        for i, (t, k) in enumerate(zip(after["task_id"], after["trial"], strict=True))
-        if (t, k) == (record.task_id, record.trial)
+    reader = RunDir(rundir.root)
+    after = reader.rollouts.indexed_columns("val", tags[:1])
+    # read again, and not what its event logged: quarantined, so owed again (never a 0.25)
+    key = ("val", record.task_id, record.tag, record.trial)
+    assert key not in valid_column_keys(after) and len(after) == len(before) - 1
+    assert any("edited after it was written" in n for n in reader.notices) and not path.exists()
+    other = next(
+        r for r in rundir.rollouts.rollouts("val") if r.tag == tags[0] and r.valid and r.task_id != record.task_id
     )
-    assert after["reward"][at] == 0.25 and after["passed"][at] == 0
-    path.unlink()  # removed by hand: no longer persisted, so owed again
+    rundir.rollout_path("val", other.task_id, other.tag, other.trial).unlink()  # by hand: owed again
     gone = RunDir(rundir.root).rollouts.indexed_columns("val", tags[:1])
-    assert ("val", record.task_id, record.tag, record.trial) not in valid_column_keys(gone)
+    assert ("val", other.task_id, other.tag, other.trial) not in valid_column_keys(gone)
     assert len(gone) == len(after) - 1
 
 

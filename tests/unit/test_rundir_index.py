@@ -101,6 +101,8 @@ def test_the_index_catches_up_with_rollouts_it_never_saw(run: RunDir, val_rollou
 def test_a_file_changed_or_damaged_after_indexing_is_read_again(run: RunDir) -> None:
     run.flush()
     folder = run.root / "rollouts" / "val"
+    reformatted = run.rollout_path("val", "task-2", "seed", 0)
+    reformatted.write_text(json.dumps(json.loads(reformatted.read_text()), indent=1) + "\n")
     changed = run.rollout_path("val", "task-0", "seed", 0)
     record = json.loads(changed.read_text())
     record["reward"] = 0.25
@@ -109,12 +111,14 @@ def test_a_file_changed_or_damaged_after_indexing_is_read_again(run: RunDir) -> 
     damaged.write_text(damaged.read_text()[:20])
     reader = RunDir(run.root)
     by_key = {r.key: r for r in reader.rollouts.indexed_rollouts("val")}
-    assert by_key[("val", "task-0", "seed", 0)].reward == 0.25
+    assert ("val", "task-2", "seed", 0) in by_key  # read again: the same outcome as logged
+    # a reward edited in the file is not the logged one: quarantined, never used
+    assert ("val", "task-0", "seed", 0) not in by_key
+    assert any("but its rollout event logged reward" in n and "task-0" in n for n in reader.notices)
     assert ("val", "task-1", "seed", 0) not in by_key  # missing: paid again
-    assert list((run.root / "rollouts" / ".quarantine" / "val").iterdir())
-    assert any("quarantined" in n for n in reader.notices)
+    assert len(list((run.root / "rollouts" / ".quarantine" / "val").iterdir())) == 2
     assert outcomes(reader.rollouts.indexed_rollouts("val")) == outcomes(reader.rollouts.rollouts("val"))
-    assert not damaged.exists() and folder.is_dir()
+    assert not damaged.exists() and not changed.exists() and folder.is_dir()
 
 
 def test_verify_finds_an_edited_index_row_and_repair_rebuilds_it(run: RunDir) -> None:
@@ -164,16 +168,19 @@ def test_spend_is_exact_without_rewriting_state_json(run: RunDir) -> None:
     assert audit(RunDir(run.root)) == []
 
 
-def test_a_rollout_file_no_row_knows_is_read_and_indexed(run: RunDir) -> None:
-    """A file put there by hand (no event, no row) is read as rollouts() reads it."""
+def test_a_rollout_file_no_event_records_is_not_evidence(run: RunDir) -> None:
+    """A file put there by hand (no event, no row): quarantined when read, never a rollout."""
     run.flush()
     source = run.rollout_path("val", "task-2", "seed", 1)
     copied = json.loads(source.read_text())
     copied.update(tag="copied", reward=0.75)
-    run.rollout_path("val", "task-2", "copied", 1).write_text(json.dumps(copied))
+    planted = run.rollout_path("val", "task-2", "copied", 1)
+    planted.write_text(json.dumps(copied))
     reader = RunDir(run.root)
+    assert reader.rollouts.indexed_rollouts("val", ["copied"]) == []
+    assert not planted.exists()
+    assert any("no rollout event in the log records it" in n for n in reader.notices)
     assert outcomes(reader.rollouts.indexed_rollouts("val")) == outcomes(reader.rollouts.rollouts("val"))
-    assert [r.reward for r in reader.rollouts.indexed_rollouts("val", ["copied"])] == [0.75]
 
 
 def test_a_second_read_in_one_session_reuses_the_checked_rows_until_something_changes(

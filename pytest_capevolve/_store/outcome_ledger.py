@@ -1,0 +1,156 @@
+"""What the log says each train and val rollout came out as: the truth every evidence read is held to.
+
+A decision reads rollout outcomes from the index (``index.sqlite``) and the rollout files, both
+files anyone with a shell — or a candidate's own code, during its own gate — can edit. The log
+is the record: each ``rollout`` event carries the reward, the infra error, the cost and the
+sha256 of the file written. This ledger holds those outcomes in memory, current with the log,
+and :class:`.rollout_files.RolloutFiles` compares every row and every file it hands a reader
+against it: a row that differs is read again from its file, a file that differs is quarantined
+(treated as missing, so it is paid again) — never used.
+
+Knowing the truth means reading the log's rollout lines (a second or so at 60,000). So a session
+that leaves the run writes an ``outcomes_checked`` event — the sha256 of every outcome the log
+holds, at the point of the log it is current to — and the next process, finding no rollout
+logged since, checks the index's rows against that digest in one pass instead: the rows are the
+truth exactly when their digest is the logged one. An edited row moves the digest, and the
+event itself is chained like any other (:meth:`.events.EventLog.of_kinds` checks its link), so
+forging it means rewriting the log from there on — what the anchor (``capevolve verify
+--anchor``) is for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .._project.splits import TEST_SPLIT
+from .events import EventLog
+from .files import RunDirError
+
+CHECKPOINT_KIND = "outcomes_checked"
+Key = tuple[str, str, str, int]  # split, tag, task id, trial
+Outcome = tuple[float | None, str | None, float]  # reward, infra error, cost
+
+
+def outcome(reward: Any, infra_error: Any, cost_usd: Any) -> Outcome:
+    """The outcome as compared: numbers as floats (an index row's REAL and an event's JSON
+    number of the same value compare equal)."""
+    return (None if reward is None else float(reward), infra_error or None, float(cost_usd or 0.0))
+
+
+def digest_of(items: Iterable[tuple[Key, Outcome]]) -> str:
+    """sha256 of the outcomes in key order: the index's rows (read in key order) and the
+    ledger (sorted) hash the same exactly when they hold the same outcomes."""
+    return hashlib.sha256(repr(list(items)).encode("utf-8")).hexdigest()
+
+
+def _rollout_view(event: dict[str, Any]) -> Any:
+    kind = event.get("kind")
+    if kind == "rollout":
+        if event.get("split") == TEST_SPLIT:
+            return None
+        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        return ("set", key, outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd")))
+    if kind == "rollout_quarantined":
+        return ("drop", [event.get("file")])
+    if kind == "rollout_vanished":
+        return ("drop", list(event.get("files") or ()))
+    return None
+
+
+class OutcomeLedger:
+    """The log's train and val rollout outcomes, built on first use and caught up on each.
+
+    ``file_of(split, task_id, tag, trial)``: the rollout's file, relative to the run dir, as
+    ``rollout_quarantined`` and ``rollout_vanished`` events name it.
+    """
+
+    def __init__(self, log: EventLog, file_of: Callable[[str, str, str, int], str]) -> None:
+        self.log = log
+        self.file_of = file_of
+        self._truth: dict[Key, Outcome] | None = None
+        self._position = (0, 0)
+        self._unchecked = False  # outcomes learnt from rollout lines since the last checkpoint
+
+    def current(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> dict[Key, Outcome]:
+        """The truth, current with the log. ``index_rows``: the index's train and val rows as
+        (split, tag, task, trial, reward, infra error, cost) in key order — read only when a
+        checkpoint may let them stand for the log, and only once per process."""
+        if self._truth is None:
+            self._build(index_rows)
+        else:
+            self._catch_up()
+        assert self._truth is not None
+        return self._truth
+
+    def _build(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> None:
+        checkpoints = self.log.of_kinds(CHECKPOINT_KIND)
+        if checkpoints:
+            last = checkpoints[-1]
+            at = (int(last["offset"]), int(last["upto"]))
+            tail = self.log.events_after(*at, _rollout_view)
+            if tail is not None and not tail[0]:  # no rollout logged, moved or gone since
+                rows = [((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[5], r[6])) for r in index_rows()]
+                if digest_of(rows) == last["digest"]:
+                    self._truth = dict(rows)
+                    self._position = tail[1], tail[2]
+                    return
+        self._truth = {}
+        self._position = (0, 0)
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        assert self._truth is not None
+        tail = self.log.events_after(*self._position, _rollout_view)
+        if tail is None:
+            if self._position == (0, 0):
+                raise RunDirError(
+                    f"{self.log.events_path}: a line is not an event, so no rollout can be checked "
+                    "against it; run `capevolve verify`"
+                )
+            self._truth, self._position = {}, (0, 0)  # the log was repaired or replaced: anew
+            self._catch_up()
+            return
+        held, offset, seq = tail
+        self._unchecked = self._unchecked or bool(held)
+        truth = self._truth
+        by_file: dict[str, Key] | None = None
+        for change in held:
+            if change[0] == "set":
+                truth[change[1]] = change[2]
+                if by_file is not None:
+                    by_file[self.file_of(change[1][0], change[1][2], change[1][1], change[1][3])] = change[1]
+                continue
+            if by_file is None:  # a quarantine or a vanish names files: map them once
+                by_file = {self.file_of(k[0], k[2], k[1], k[3]): k for k in truth}
+            for file in change[1]:
+                key = by_file.pop(str(file), None)
+                if key is not None:
+                    truth.pop(key, None)
+        self._position = (offset, seq)
+
+    def expected(self, key: Key) -> Outcome | None:
+        """What the log says of one rollout (None: it logged none, or it was moved or gone
+        since). Only after :meth:`current`."""
+        assert self._truth is not None
+        return self._truth.get(key)
+
+    def checkpoint(self) -> None:
+        """Under the run's lock, as a session leaves: log the digest of the outcomes at the
+        log's current point, when rollouts were logged since the last one — so the next process
+        checks the index against it instead of reading every rollout line."""
+        if self._truth is None:
+            return
+        self._catch_up()
+        if not self._unchecked:  # nothing learnt from rollout lines: the last digest still holds
+            return
+        offset, upto = self._position
+        self.log.append_event(
+            CHECKPOINT_KIND,
+            offset=offset,
+            upto=upto,
+            rollouts=len(self._truth),
+            digest=digest_of(sorted(self._truth.items())),
+        )
+        self._unchecked = False
