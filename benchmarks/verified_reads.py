@@ -81,7 +81,16 @@ def resume_section(rollouts: int) -> None:
     project = make_project(tmp / "scale", trials)
     (project / "cand").mkdir()
     (project / "cand" / "prompt.md").write_text("hello again\n")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--capevolve-run", str(project)]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--capevolve-run",
+        str(project),
+    ]
     command += ["--capevolve-candidate", str(project / "cand")]
     subprocess.run(command, cwd=project, check=True, stdout=subprocess.DEVNULL)  # the fresh run
     cpus = []  # CPU seconds, not wall: on a shared machine the wall measures the neighbours
@@ -108,8 +117,12 @@ def resume_section(rollouts: int) -> None:
 
     checked, from_lines = ledger_cost(digest=True), ledger_cost(digest=False)
     print(f"a {rollouts:,}-rollout run: resume (everything persisted) {resume:.2f} CPU s")
-    print(f"  outcomes held to the log (digest logged): {checked * 1e3:.0f} CPU ms = {checked / resume:.1%} of the resume")
-    print(f"  the same from the rollout lines (once, after a crash): {from_lines * 1e3:.0f} CPU ms = {from_lines / resume:.1%}")
+    print(
+        f"  outcomes held to the log (digest logged): {checked * 1e3:.0f} CPU ms = {checked / resume:.1%} of the resume"
+    )
+    print(
+        f"  the same from the rollout lines (once, after a crash): {from_lines * 1e3:.0f} CPU ms = {from_lines / resume:.1%}"
+    )
 
 
 def _without_checkpoints(log: EventLog) -> EventLog:

@@ -27,6 +27,7 @@ from .._project.candidate import content_hash
 from .._project.spec import Spec
 from .._store import stop_marker
 from .._store.codec import RECORD_PROPERTY, remember_decoded
+from .._store.live_marker import ControllerWatch
 from .._store.record import RolloutRecord
 from .._store.rundir import RUNS_DIR
 from .fields import LeanItem, MadeOnUse, shed
@@ -34,6 +35,7 @@ from .plan import EvalPlan, PlannedCandidate, RolloutKey
 
 INFRA_PREFIX = "INFRA ERROR (missing data, not a reward of 0): "
 SEQUENTIAL_SKIP = "sequential gate stopped"
+CONTROLLER_STOPPED = "the session's controller stopped"
 
 
 @dataclass
@@ -55,6 +57,13 @@ class EvalContext:
     routing: OutputRouting | None = None
     # --capevolve-sequential: tags decided in this process (the controller's own items)
     stopped: set[str] = field(default_factory=set)
+    # on an xdist worker: whether the controller that started it has stopped
+    watch: ControllerWatch | None = None
+
+    def controller_stopped(self) -> bool:
+        """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Then nothing this worker
+        paid now could be recorded: asked before every adapter call, as :meth:`not_needed`."""
+        return self.watch is not None and self.watch.controller_stopped()
 
     def not_needed(self, tag: str) -> bool:
         """Has the sequential gate decided ``tag``, so its rollout is not to be paid? Asked
@@ -176,7 +185,7 @@ class RolloutItem(LeanItem):
         does a tag the sequential gate has decided: it is not paid for."""
         context = self.config.stash[CONTEXT_KEY]
         assert context.inflight is not None
-        if self.nodeid in context.started or context.not_needed(self.key.tag):
+        if self.nodeid in context.started or context.not_needed(self.key.tag) or context.controller_stopped():
             return
         try:
             candidate_dir = context.candidate_dir(self.key.tag)
@@ -195,6 +204,8 @@ class RolloutItem(LeanItem):
         plan, spec, key = context.plan, context.spec, self.key
         if context.not_needed(key.tag):  # before anything is paid
             pytest.skip(f"{SEQUENTIAL_SKIP}: {key.tag!r} is decided; this rollout is not paid")
+        if context.controller_stopped() and self.nodeid not in context.started:
+            pytest.skip(f"{CONTROLLER_STOPPED}: nothing paid now could be recorded")
         try:
             candidate_dir = context.candidate_dir(key.tag)
         except CandidateMismatch as exc:

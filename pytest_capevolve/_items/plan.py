@@ -57,6 +57,7 @@ class EvalPlan:
     # --capevolve-sequential: the seeded task order and this session's stop-marker token
     order: list[str] | None = None
     sequential: str | None = None
+    live: str | None = None  # this session's live-marker token (:mod:`.._store.live_marker`)
     _keys: tuple[Any, list[RolloutKey]] | None = field(default=None, repr=False, compare=False)
     _owed: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
@@ -129,4 +130,5 @@ class EvalPlan:
             block=int(data.get("block", 0)),
             order=data.get("order"),
             sequential=data.get("sequential"),
+            live=data.get("live"),
         )

@@ -22,6 +22,7 @@ from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.paths import to_stored
 from .._project.spec import Spec, splits_for
 from .._project.splits import TEST_SPLIT
+from .._store import live_marker
 from .._store.index import Columns
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir, RunDirError
@@ -180,6 +181,8 @@ def plan_evaluation(
 
         plan.order = seeded_order(task_ids, spec.base_seed)
         plan.sequential = uuid.uuid4().hex
+    plan.live = uuid.uuid4().hex
+    live_marker.create(rundir.root, plan.live)
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     waiting_on = sorted({claimed[k] for k in plan.awaited})
     return Planned(plan, best, null_tags, waiting_on)

@@ -24,8 +24,9 @@ from .._project.microcase import MicrocaseError
 from .._project.spec import Spec, SpecError, load_spec
 from .._project.splits import TestSealError
 from .._store.harness_lock import check_or_lock
+from .._store.live_marker import ControllerWatch
 from .._store.record import RecordError
-from .._store.rundir import RunDir, RunDirError
+from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .kinds import Started, choose_kind
 from .outcome import Outcome, SessionEnd
 from .perf import (
@@ -80,6 +81,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
     ) as exc:
         raise pytest.UsageError(str(exc)) from None
     context = EvalContext(spec, plan, runner, pool, on_copy=on_copy)
+    if workerinput is not None and plan.live:
+        context.watch = ControllerWatch(spec.project_dir / RUNS_DIR / plan.run_id, plan.live)
     config.stash[CONTEXT_KEY] = context
     retention.register(config)  # every process keeps its items and reports to the end
     lean_protocol.register(config)  # every process runs its rollout items the lean way

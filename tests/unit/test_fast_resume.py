@@ -180,7 +180,9 @@ def test_the_next_session_reads_a_file_changed_or_removed_by_hand(real_run) -> N
     assert key not in valid_column_keys(after) and len(after) == len(before) - 1
     assert any("edited after it was written" in n for n in reader.notices) and not path.exists()
     other = next(
-        r for r in rundir.rollouts.rollouts("val") if r.tag == tags[0] and r.valid and r.task_id != record.task_id
+        r
+        for r in rundir.rollouts.rollouts("val")
+        if r.tag == tags[0] and r.valid and r.task_id != record.task_id
     )
     rundir.rollout_path("val", other.task_id, other.tag, other.trial).unlink()  # by hand: owed again
     gone = RunDir(rundir.root).rollouts.indexed_columns("val", tags[:1])
