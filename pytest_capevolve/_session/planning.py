@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from .._items.plan import EvalPlan, PlannedCandidate
+from .._policy.identity import refuse_repeat
 from .._policy.spend import Ceilings, afford
 from .._policy.stop_condition import parse as parse_stop_condition
-from .._project.candidate import SEED_TAG, CandidateError, check_tag
+from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash
 from .._project.paths import to_stored
 from .._project.spec import Spec, splits_for
 from .._project.splits import TEST_SPLIT
@@ -147,6 +148,10 @@ def plan_evaluation(
     # A gate whose every candidate was refused by the screens has nothing to compare: paying for
     # the best and its null controls would buy no decision.
     chosen = [] if nothing_to_gate else kept
+    # A candidate is its bytes: a new tag for bytes the run holds is refused before it is paid.
+    for c in chosen:
+        if c.tag not in (best, SEED_TAG):
+            refuse_repeat(rundir, c.tag, content_hash(c.path), best=best, gating=gate.enabled, rerun=rerun)
     planned = [
         planned_at(spec, c.tag, c.path, rundir.snapshots.register_candidate(c.tag, c.path)) for c in chosen
     ]

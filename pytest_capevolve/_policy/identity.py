@@ -1,0 +1,108 @@
+"""A candidate is its bytes: the tag is a name, the content hash is the candidate.
+
+Bytes a run already holds (the log's ``candidate_registered`` events: tag and content hash,
+the record, not the ``candidate.json`` views) are never paid for again under another tag, and
+the decision taken on them, at the level it was taken, follows them. So a new tag whose bytes
+are already known is **refused** before anything is registered or paid, in one line naming the
+earlier tag (with its decision and level when it has one) — we refuse rather than re-judge
+"in the same family": a refusal cannot be got wrong by a later change to how families are
+formed, and it costs the proposer nothing but a rename.
+
+Null controls (``<best>-null<i>``) are byte-identical copies of the best by design and are
+never refused; neither is an explicit ``--capevolve-rerun`` measurement of undecided bytes
+(a replicate), but a rerun cannot gate refuted or accepted bytes again either.
+
+Controller side or the CLI; pays nothing, writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._project.candidate import CandidateError, null_control_of
+from .._store.rundir import RunDir
+from .regate import decided_level
+
+
+class RepeatedBytes(CandidateError):
+    """A new tag holds bytes the run already evaluated; the message names the earlier tag."""
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """The first tag a run registered with some bytes, and what was decided on it."""
+
+    tag: str
+    run_id: str
+    decision: str | None  # the last booked decision on it (None: evaluated, never decided)
+    level: str | None  # "α = 0.01667, Holm over 3 siblings" when its verdict records one
+
+    def said(self) -> str:
+        """ "rejected (α = 0.01667, Holm over 3 siblings)" / "evaluated, not decided"."""
+        if self.decision is None:
+            return "evaluated, not decided"
+        word = {"accept": "accepted", "reject": "rejected"}.get(self.decision, f"booked {self.decision}")
+        return f"{word} ({self.level})" if self.level else word
+
+
+def registered_hashes(rundir: RunDir) -> dict[str, str]:
+    """Every tag the run's log registered, with its content hash, in the order registered;
+    null controls left out (they are copies of the best by design)."""
+    hashes: dict[str, str] = {}
+    for event in rundir.log.events():
+        if event.get("kind") != "candidate_registered":
+            continue
+        tag, digest = event.get("tag"), event.get("content_hash")
+        if isinstance(tag, str) and isinstance(digest, str) and null_control_of(tag) is None:
+            hashes.setdefault(tag, digest)
+    return hashes
+
+
+def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier | None:
+    """The tag (not ``besides``) the run first registered with ``digest``, preferring one that
+    has a booked decision; None when these bytes are new to the run."""
+    same = [t for t, d in registered_hashes(rundir).items() if d == digest and t != besides]
+    if not same:
+        return None
+    booked: dict[str, str] = {}
+    for event in rundir.decisions():
+        if event.get("tag") in same and isinstance(event.get("decision"), str):
+            booked[str(event["tag"])] = str(event["decision"])
+    tag = next((t for t in same if t in booked), same[0])
+    level = decided_level(rundir.verdicts.verdict(tag)) if tag in booked else None
+    return Earlier(tag, rundir.run_id, booked.get(tag), level.text if level else None)
+
+
+def refuse_repeat(
+    rundir: RunDir, tag: str, digest: str, *, best: str, gating: bool, rerun: bool = False
+) -> None:
+    """Refuse (:class:`RepeatedBytes`) a new ``tag`` whose bytes the run already holds under
+    another tag. A tag already registered (a resume) and a null control pass."""
+    if null_control_of(tag) is not None or tag in registered_hashes(rundir):
+        return
+    earlier = earlier_with_bytes(rundir, digest, besides=tag)
+    if earlier is None or (rerun and earlier.decision is None and not (gating and earlier.tag == best)):
+        return
+    raise RepeatedBytes(repeat_line(tag, digest, earlier, best=best))
+
+
+def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
+    """The one line that says what a repeat repeated and the ways on."""
+    short = digest.split(":")[-1][:12]
+    same = f"candidate {tag!r} is byte-identical to {earlier.tag!r} (content {short})"
+    if earlier.tag == best and earlier.decision in (None, "accept"):
+        return (
+            f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent, nothing to "
+            "gate or pay for; change its bytes"
+        )
+    if earlier.decision is None:
+        return (
+            f"{same}, already evaluated in run {earlier.run_id}: a candidate is its bytes, its "
+            f"rollouts are {earlier.tag!r}'s; use --capevolve-tag {earlier.tag} (or "
+            "--capevolve-rerun for a fresh measurement)"
+        )
+    return (
+        f"{same}, {earlier.said()} in run {earlier.run_id}: a candidate is its bytes, so that "
+        f"decision stands and is not taken again under a new tag; change its bytes "
+        f"(`capevolve gate {earlier.tag}` re-derives it)"
+    )

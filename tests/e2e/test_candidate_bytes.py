@@ -1,0 +1,92 @@
+"""A candidate is its bytes: a refuted candidate copied under a new tag is not gated again at a
+fresh α (issue 25's repro), and `capevolve gate TAG` re-derives the level the decision had."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_calls import run
+from fix_list_project import fixing, make_fix_list, split_ids
+
+
+def _round_of_three(example, projects, capevolve) -> tuple[Path, list[str]]:
+    """The fix-list project after a 3-sibling round booked by the session: ``helpful`` fixes 5
+    val tasks (p = 1/32), rejected at Holm's α/3 = 1/60; two weak siblings fix one each."""
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0  # the seed, and the splits frozen
+    val = split_ids(project, "val")
+    assert len(val) == 12
+    fixing(project, "helpful", val[:5])
+    fixing(project, "weak1", val[5:6])
+    fixing(project, "weak2", val[6:7])
+    gated = capevolve(project, "helpful", "weak1", "weak2", gate=True, extra=["--capevolve-commit", "auto"])
+    assert gated.ret == 10, gated.stdout.str()
+    return project, val
+
+
+def _verdict(project: Path, projects, tag: str) -> dict:
+    return json.loads((projects.run_dir(project) / "verdicts" / f"{tag}.json").read_text())
+
+
+def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
+    example, projects, capevolve, capsys
+):
+    project, _ = _round_of_three(example, projects, capevolve)
+    helpful = _verdict(project, projects, "helpful")
+    assert (helpful["decision"], helpful["p_exact"]) == ("reject", "1/32")
+    assert helpful["details"]["family"]["level_exact"] == "1/60"
+
+    code, answer, _ = run(
+        capsys, "work", "new", "helpful2", "--from", "helpful", "--project", str(project), "--json"
+    )
+    assert code == 0
+    copy = Path(json.loads(answer)["path"])
+    before = sorted(p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir())
+    again = capevolve(project, copy, gate=True, extra=["--capevolve-commit", "auto"])
+    # today: ACCEPT at 0.05 and booked as best; now one line naming the earlier tag and its level
+    assert again.ret == 4, again.stdout.str()
+    again.stderr.fnmatch_lines(
+        [
+            "ERROR: candidate 'helpful2' is byte-identical to 'helpful' *rejected (α = 0.01667, Holm over 3 siblings)*"
+        ]
+    )
+    rundir = projects.run_dir(project)
+    assert sorted(p.name for p in (rundir / "rollouts" / "val").iterdir()) == before  # nothing paid
+    assert json.loads((rundir / "state.json").read_text())["best_id"] == "seed"
+    assert (
+        not (rundir / "candidates" / "helpful2").exists()
+        and not (rundir / "verdicts" / "helpful2.json").exists()
+    )
+
+    # --capevolve-rerun is a fresh measurement, never a fresh decision on refuted bytes
+    rerun = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-rerun", "--capevolve-commit", "auto"]
+    )
+    assert rerun.ret == 4
+    rerun.stderr.fnmatch_lines(["ERROR: candidate 'helpful-r2' is byte-identical to 'helpful' *rejected*"])
+
+
+def test_an_unchanged_copy_of_the_best_is_not_paid_for(example, projects, capevolve, capsys):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    code, answer, _ = run(capsys, "work", "new", "same", "--project", str(project), "--json")
+    assert code == 0
+    same = capevolve(project, Path(json.loads(answer)["path"]), gate=True)
+    assert same.ret == 4
+    same.stderr.fnmatch_lines(
+        ["ERROR: candidate 'same' is byte-identical to 'seed' *the best*nothing to gate*"]
+    )
+
+
+def test_capevolve_gate_rederives_the_holm_level_the_decision_had(example, projects, capevolve, capsys):
+    project, _ = _round_of_three(example, projects, capevolve)
+    code, out, _ = run(capsys, "gate", "helpful", "--project", str(project))
+    # today: ACCEPT (re-derived at α = 0.05); the session rejected it at 1/60
+    assert code == 10, out
+    assert "REJECT" in out and "ACCEPT" not in out
+    assert "at the level this decision had (α = 0.01667, Holm over 3 siblings)" in out
+    code, out, _ = run(capsys, "gate", "helpful", "--project", str(project), "--alpha", "0.05", "--json")
+    answer = json.loads(out)
+    assert answer["decision"] == "accept" and answer["details"]["decided_level"]["this_answer_at_it"] is False
+    assert "not the level this decision had (α = 0.01667, Holm over 3 siblings)" in answer["reason"]
