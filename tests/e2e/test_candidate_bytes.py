@@ -90,3 +90,52 @@ def test_capevolve_gate_rederives_the_holm_level_the_decision_had(example, proje
     answer = json.loads(out)
     assert answer["decision"] == "accept" and answer["details"]["decided_level"]["this_answer_at_it"] is False
     assert "not the level this decision had (α = 0.01667, Holm over 3 siblings)" in answer["reason"]
+
+
+# A scripted optimizer: iteration 1 fixes one val task (a reject, p = 1/2), iteration 2 writes
+# those same bytes again, iteration 3 crashes (the loop restores the parent's unchanged copy).
+REPEATER = """
+import pathlib, sys
+work, count = pathlib.Path(sys.argv[1]), pathlib.Path(__file__).with_name("calls")
+n = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(n))
+handover = (work / "LEDGER.md").read_text() if (work / "LEDGER.md").exists() else ""
+(pathlib.Path(__file__).with_name(f"ledger{n}.md")).write_text(handover)
+if n == 3:
+    sys.exit(3)
+with (work / "prompt.md").open("a") as prompt:
+    prompt.write("fix FIRST\\n")
+"""
+
+
+def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
+    example, projects, capevolve, capsys
+):
+    from cli_calls import hill_climb
+
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    (project / "repeater.py").write_text(REPEATER.replace("FIRST", split_ids(project, "val")[0]))
+    import sys
+
+    optimizer = f"{sys.executable} repeater.py {{workdir}} {{prompt}}"
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "3")
+    assert code == 0, err
+    rows = [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]]
+    assert rows == [
+        ("cand_0001", "reject", "gate"),
+        ("cand_0002", "reject", "repeat"),  # the same bytes as cand_0001: never paid again
+        ("cand_0003", "reject", "repeat"),  # the crash's unchanged copy of the best
+    ]
+    rundir = projects.run_dir(project)
+    paid = [p.name for p in (rundir / "rollouts" / "val").iterdir()]
+    assert len([p for p in paid if "__cand_0001__" in p]) == 12
+    assert not [p for p in paid if "__cand_0002__" in p or "__cand_0003__" in p]
+    two = json.loads((rundir / "verdicts" / "cand_0002.json").read_text())
+    assert two["details"]["repeats"] == "cand_0001" and two["details"]["earlier_decision"] == "reject"
+    three = json.loads((rundir / "verdicts" / "cand_0003.json").read_text())
+    assert three["details"]["repeats"] == "seed" and "unchanged copy of the parent" in three["reason"]
+    # the next proposal's handover names what the repeat repeated
+    ledger = (project / "ledger3.md").read_text()
+    assert "cand_0002" in ledger and "byte-identical to 'cand_0001'" in ledger
+    assert json.loads((rundir / "state.json").read_text())["stall"] == 3
