@@ -21,6 +21,7 @@ from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused
+from .._policy.resolution import out_of_reach
 from .._policy.verdicts import (
     Evidence,
     as_null,
@@ -59,7 +60,8 @@ def judge(
         return evidence.judge(tag, against, level, floor)
 
     verdicts = [
-        with_looks(spec, v, 1) for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
+        out_of_reach(with_looks(spec, v, 1))
+        for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
     budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts

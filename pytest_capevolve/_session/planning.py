@@ -17,6 +17,7 @@ from typing import Any
 
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy.identity import refuse_repeat
+from .._policy.null_economy import identical_note, identical_null
 from .._policy.spend import Ceilings, afford
 from .._policy.stop_condition import parse as parse_stop_condition
 from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash
@@ -58,6 +59,7 @@ class Planned:
     best: str
     null_tags: list[str] = field(default_factory=list)
     waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
+    notes: list[str] = field(default_factory=list)  # what planning chose not to pay for, and why
 
 
 def planned_at(spec: Spec, tag: str, path: Path, digest: str) -> PlannedCandidate:
@@ -160,6 +162,10 @@ def plan_evaluation(
     # A gate left with the best alone (every candidate refused, or the one asked for is the best
     # already: the same command run again after its accept) decides nothing: no null controls.
     null_tags = [] if only_best_left else [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
+    notes = []
+    identical = identical_null(rundir, best, len(task_ids), gate.nulls) if null_tags else None
+    if identical is not None and len(null_tags) > 1:
+        null_tags, notes = [identical], [identical_note(identical, best)]
     for tag in null_tags:
         digest = rundir.snapshots.register_candidate(tag, best_path)
         planned.append(planned_at(spec, tag, rundir.snapshots.snapshot_dir(tag), digest))
@@ -187,7 +193,7 @@ def plan_evaluation(
         plan.sequential = uuid.uuid4().hex
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     waiting_on = sorted({claimed[k] for k in plan.awaited})
-    return Planned(plan, best, null_tags, waiting_on)
+    return Planned(plan, best, null_tags, waiting_on, notes)
 
 
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:
