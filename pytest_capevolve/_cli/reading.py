@@ -100,7 +100,10 @@ def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
     out = human(args)
     print(f"the test split of run {rundir.run_id} is unscored: running finalize (once per run)", file=out)
     out.flush()
-    command = session_command(spec.path, mode="finalize", run_id=rundir.run_id, workers=args.workers)
+    reused = ["--capevolve-test-reused"] if getattr(args, "test_reused", False) else []
+    command = session_command(
+        spec.path, mode="finalize", run_id=rundir.run_id, workers=args.workers, extra=reused
+    )
     if args.json:
         done = run_captured(command, spec.project_dir)
         sys.stderr.write(done.stdout + done.stderr)
@@ -210,6 +213,11 @@ def register(sub: Any) -> None:
     )
     add_project_args(measure)
     measure.add_argument("--no-finalize", action="store_true", help="leave the test split sealed")
+    measure.add_argument(
+        "--test-reused",
+        action="store_true",
+        help="finalize even though another run of the project scored these test tasks (labelled so)",
+    )
     measure.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for finalize")
     measure.set_defaults(func=cmd_measure)
     verify = sub.add_parser(
