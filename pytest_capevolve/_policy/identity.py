@@ -3,10 +3,11 @@
 Bytes a run already holds (the log's ``candidate_registered`` events: tag and content hash,
 the record, not the ``candidate.json`` views) are never paid for again under another tag, and
 the decision taken on them, at the level it was taken, follows them. So a new tag whose bytes
-are already known is **refused** before anything is registered or paid, in one line naming the
-earlier tag (with its decision and level when it has one) — we refuse rather than re-judge
-"in the same family": a refusal cannot be got wrong by a later change to how families are
-formed, and it costs the proposer nothing but a rename.
+are already known is **refused** before anything is registered or paid: a verdict without
+numbers (reject, basis ``repeat``) whose one-line reason names the earlier tag, with its
+decision and the level it was taken at. We refuse rather than re-judge "in the same family": a
+refusal cannot be got wrong by a later change to how families are formed, and the decision it
+points to is the one already taken.
 
 Null controls (``<best>-null<i>``) are byte-identical copies of the best by design and are
 never refused; neither is an explicit ``--capevolve-rerun`` measurement of undecided bytes
@@ -19,13 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._project.candidate import CandidateError, null_control_of
+from .._project.candidate import null_control_of
 from .._store.rundir import RunDir
 from .regate import decided_level
-
-
-class RepeatedBytes(CandidateError):
-    """A new tag holds bytes the run already evaluated; the message names the earlier tag."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +33,7 @@ class Earlier:
     run_id: str
     decision: str | None  # the last booked decision on it (None: evaluated, never decided)
     level: str | None  # "α = 0.01667, Holm over 3 siblings" when its verdict records one
+    in_session: bool = False  # a sibling of the same session, not yet registered
 
     def said(self) -> str:
         """ "rejected (α = 0.01667, Holm over 3 siblings)" / "evaluated, not decided"."""
@@ -73,17 +71,33 @@ def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier 
     return Earlier(tag, rundir.run_id, booked.get(tag), level.text if level else None)
 
 
-def refuse_repeat(
-    rundir: RunDir, tag: str, digest: str, *, best: str, gating: bool, rerun: bool = False
-) -> None:
-    """Refuse (:class:`RepeatedBytes`) a new ``tag`` whose bytes the run already holds under
-    another tag. A tag already registered (a resume) and a null control pass."""
+def repeat_of(
+    rundir: RunDir,
+    tag: str,
+    digest: str,
+    *,
+    best: str,
+    best_digest: str | None = None,
+    session: dict[str, str] | None = None,
+    gating: bool = True,
+    rerun: bool = False,
+) -> Earlier | None:
+    """What a new ``tag`` with ``digest`` repeats: a tag the run registered with those bytes,
+    the best (``best_digest``: its bytes, when not registered yet), or an earlier candidate of
+    this session (``session``: tag → digest); None when the bytes are new. A tag already
+    registered (a resume) and a null control repeat nothing; an explicit ``rerun`` repeats
+    only decided bytes (a replicate of undecided ones is what it is for)."""
     if null_control_of(tag) is not None or tag in registered_hashes(rundir):
-        return
+        return None
     earlier = earlier_with_bytes(rundir, digest, besides=tag)
+    if earlier is None and best_digest == digest:
+        earlier = Earlier(best, rundir.run_id, None, None)
+    if earlier is None:
+        twin = next((t for t, d in (session or {}).items() if d == digest and t != tag), None)
+        earlier = Earlier(twin, rundir.run_id, None, None, in_session=True) if twin else None
     if earlier is None or (rerun and earlier.decision is None and not (gating and earlier.tag == best)):
-        return
-    raise RepeatedBytes(repeat_line(tag, digest, earlier, best=best))
+        return None
+    return earlier
 
 
 def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
@@ -95,6 +109,8 @@ def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
             f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent, nothing to "
             "gate or pay for; change its bytes"
         )
+    if earlier.in_session:
+        return f"{same}, a sibling in this same session: the same bytes are gated once, as {earlier.tag!r}"
     if earlier.decision is None:
         return (
             f"{same}, already evaluated in run {earlier.run_id}: a candidate is its bytes, its "

@@ -164,8 +164,8 @@ def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
         return "accept", None
     if verdict.decision == INDECISIVE:
         return BOOKED_INDECISIVE, verdict.basis
-    if verdict.basis == "micro_test_fail":
-        return "reject", "micro_test_fail"
+    if verdict.basis in ("micro_test_fail", "repeat"):
+        return "reject", verdict.basis
     shown = shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, verdict.details.get("looks"))
     if shown in ("provisional", "inconclusive"):
         return shown, None

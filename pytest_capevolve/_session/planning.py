@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._items.plan import EvalPlan, PlannedCandidate
-from .._policy.identity import refuse_repeat
+from .._policy.identity import repeat_line, repeat_of
 from .._policy.null_economy import identical_note, identical_null
 from .._policy.spend import Ceilings, afford
 from .._policy.stop_condition import parse as parse_stop_condition
@@ -102,6 +102,50 @@ def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
     return snapshot
 
 
+class Repeats:
+    """The repeat screen of one planning: each candidate's bytes against the run's, the
+    best's and this session's earlier candidates' (:mod:`.._policy.identity`)."""
+
+    def __init__(self, rundir: RunDir, best: str, best_path: Path, *, gating: bool, rerun: bool) -> None:
+        self.rundir, self.best, self.best_path = rundir, best, best_path
+        self.gating, self.rerun = gating, rerun
+        self.session: dict[str, str] = {}
+        self._best_digest: str | None = None
+
+    def refused(self, tag: str, path: Path, screens: Screens) -> bool:
+        digest = content_hash(path)
+        if self._best_digest is None:
+            self._best_digest = content_hash(self.best_path)
+        earlier = repeat_of(
+            self.rundir,
+            tag,
+            digest,
+            best=self.best,
+            best_digest=self._best_digest,
+            session=self.session,
+            gating=self.gating,
+            rerun=self.rerun,
+        )
+        self.session.setdefault(tag, digest)
+        if earlier is None:
+            return False
+        screens.refuse(
+            tag,
+            self.best,
+            "reject",
+            "repeat",
+            f"never paid for: {repeat_line(tag, digest, earlier, best=self.best)}",
+            {
+                "repeats": earlier.tag,
+                "content_hash": digest,
+                "earlier_decision": earlier.decision,
+                "earlier_level": earlier.level,
+                "source": str(path),
+            },
+        )
+        return True
+
+
 def plan_evaluation(
     spec: Spec,
     rundir: RunDir,
@@ -144,16 +188,20 @@ def plan_evaluation(
         raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
     # Screens run before anything is registered or paid: a refused candidate costs nothing.
     screens.prepare(splits[TEST_SPLIT])
-    kept = [c for c in chosen if c.tag in (best, SEED_TAG) or not screens.refused(c.tag, c.path, best)]
+    # A candidate is its bytes: a new tag for bytes the run (or this session) holds is refused
+    # before it is paid, its verdict naming what it repeats.
+    repeats = Repeats(rundir, best, best_path, gating=gate.enabled, rerun=rerun)
+    kept = [
+        c
+        for c in chosen
+        if c.tag in (best, SEED_TAG)
+        or not (repeats.refused(c.tag, c.path, screens) or screens.refused(c.tag, c.path, best))
+    ]
     only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
     nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left
     # A gate whose every candidate was refused by the screens has nothing to compare: paying for
     # the best and its null controls would buy no decision.
     chosen = [] if nothing_to_gate else kept
-    # A candidate is its bytes: a new tag for bytes the run holds is refused before it is paid.
-    for c in chosen:
-        if c.tag not in (best, SEED_TAG):
-            refuse_repeat(rundir, c.tag, content_hash(c.path), best=best, gating=gate.enabled, rerun=rerun)
     planned = [
         planned_at(spec, c.tag, c.path, rundir.snapshots.register_candidate(c.tag, c.path)) for c in chosen
     ]

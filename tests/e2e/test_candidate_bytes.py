@@ -44,27 +44,43 @@ def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
     copy = Path(json.loads(answer)["path"])
     before = sorted(p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir())
     again = capevolve(project, copy, gate=True, extra=["--capevolve-commit", "auto"])
-    # today: ACCEPT at 0.05 and booked as best; now one line naming the earlier tag and its level
-    assert again.ret == 4, again.stdout.str()
-    again.stderr.fnmatch_lines(
+    # today: ACCEPT at 0.05 and booked as best; now refused in one line naming the earlier tag
+    # and the level its decision had, before anything is paid
+    assert again.ret == 10, again.stdout.str()
+    again.stdout.fnmatch_lines(
         [
-            "ERROR: candidate 'helpful2' is byte-identical to 'helpful' *rejected (α = 0.01667, Holm over 3 siblings)*"
+            "helpful2 *REJECT*never paid for: candidate 'helpful2' is byte-identical to 'helpful' "
+            "*rejected (α = 0.01667, Holm over 3 siblings)*",
+            "helpful2: booked reject (repeat)",
         ]
     )
     rundir = projects.run_dir(project)
     assert sorted(p.name for p in (rundir / "rollouts" / "val").iterdir()) == before  # nothing paid
     assert json.loads((rundir / "state.json").read_text())["best_id"] == "seed"
-    assert (
-        not (rundir / "candidates" / "helpful2").exists()
-        and not (rundir / "verdicts" / "helpful2.json").exists()
-    )
+    assert not (rundir / "candidates" / "helpful2").exists()
+    assert _verdict(project, projects, "helpful2")["details"]["repeats"] == "helpful"
 
     # --capevolve-rerun is a fresh measurement, never a fresh decision on refuted bytes
     rerun = capevolve(
         project, "helpful", gate=True, extra=["--capevolve-rerun", "--capevolve-commit", "auto"]
     )
-    assert rerun.ret == 4
-    rerun.stderr.fnmatch_lines(["ERROR: candidate 'helpful-r2' is byte-identical to 'helpful' *rejected*"])
+    assert rerun.ret == 10
+    rerun.stdout.fnmatch_lines(["helpful-r2 *REJECT*byte-identical to 'helpful' *rejected*"])
+    assert sorted(p.name for p in (rundir / "rollouts" / "val").iterdir()) == before
+
+
+def test_two_siblings_with_the_same_bytes_are_gated_once(example, projects, capevolve):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "one", val[:1])
+    fixing(project, "twin", val[:1])
+    gated = capevolve(project, "one", "twin", gate=True)
+    gated.stdout.fnmatch_lines(["twin *REJECT*byte-identical to 'one'*a sibling in this same session*"])
+    paid = [p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir()]
+    assert len([p for p in paid if "__one__" in p]) == 12 and not [p for p in paid if "__twin__" in p]
+    # alone in its family: 'one' was decided at α, not at a Holm share of two
+    assert "family" not in _verdict(project, projects, "one")["details"]
 
 
 def test_an_unchanged_copy_of_the_best_is_not_paid_for(example, projects, capevolve, capsys):
@@ -73,10 +89,10 @@ def test_an_unchanged_copy_of_the_best_is_not_paid_for(example, projects, capevo
     code, answer, _ = run(capsys, "work", "new", "same", "--project", str(project), "--json")
     assert code == 0
     same = capevolve(project, Path(json.loads(answer)["path"]), gate=True)
-    assert same.ret == 4
-    same.stderr.fnmatch_lines(
-        ["ERROR: candidate 'same' is byte-identical to 'seed' *the best*nothing to gate*"]
-    )
+    assert same.ret == 10
+    same.stdout.fnmatch_lines(["same *REJECT*byte-identical to 'seed' *the best*nothing to gate*"])
+    paid = [p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir()]
+    assert paid and all("__seed__" in p for p in paid)  # no null control, no copy paid for
 
 
 def test_capevolve_gate_rederives_the_holm_level_the_decision_had(example, projects, capevolve, capsys):

@@ -63,13 +63,9 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     # the work copy's tag is taken: a second one would interleave two evaluations
     assert run_cli(capsys, "work", "new", "better", "--project", str(project))[0] == 2
 
-    # a candidate is its bytes: the unchanged copy is refused before anything is paid
-    repeated = capevolve(project, nullcopy, better, gate=True, extra=["--capevolve-commit", "none"])
-    assert repeated.ret == 4
-    repeated.stderr.fnmatch_lines(
-        ["ERROR: candidate 'nullcopy' is byte-identical to 'seed'*nothing to gate*"]
+    gated = capevolve(
+        project, nullcopy, better, worse, gate=True, extra=["--capevolve-commit", "none", *xdist_args]
     )
-    gated = capevolve(project, better, worse, gate=True, extra=["--capevolve-commit", "none", *xdist_args])
     assert gated.ret == 10, gated.stdout.str()
     gated.stdout.fnmatch_lines(
         ["*noise floor from null controls: seed-null1*spread*", "*verdicts written as evidence*"]
@@ -80,6 +76,22 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     # the journal is the optimizer's, not the capability's: never snapshotted
     assert not (rundir / "candidates" / "better" / "files" / "JOURNAL.md").exists()
 
+    assert (
+        run_cli(
+            capsys,
+            "commit",
+            "nullcopy",
+            "--project",
+            str(project),
+            "--decision",
+            "reject",
+            "--reject-basis",
+            "gate",
+            "--note",
+            "a byte-identical copy changes nothing",
+        )[0]
+        == 0
+    )
     code, booked, _ = run_cli(
         capsys,
         "commit",
@@ -124,21 +136,22 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     assert code == 2 and "'better' was already decided: accept" in err
 
     state = json.loads((rundir / "state.json").read_text())
-    assert (state["best_id"], state["iterations"], state["stall"]) == ("better", 2, 1)
+    assert (state["best_id"], state["iterations"], state["stall"]) == ("better", 3, 1)
     code, spend, _ = run_cli(capsys, "spend", str(project))
-    assert (spend["best"]["tag"], spend["spent"]["iterations"], spend["spent"]["stall"]) == ("better", 2, 1)
+    assert (spend["best"]["tag"], spend["spent"]["iterations"], spend["spent"]["stall"]) == ("better", 3, 1)
     assert spend["spent"]["optimizer_usd"] == 0.25
     assert state["spent"]["optimizer_usd"] == 0.25 and state["spent"]["optimizer_tokens"] == 900
     ledger = (rundir / "LEDGER.md").read_text().splitlines()
     rows = [line for line in ledger if line.startswith("| ") and not line.startswith("| tag")]
     assert [row.split(" | ")[0:3] for row in rows] == [
+        ["| nullcopy", "seed", "reject"],
         ["| better", "seed", "accept"],
         ["| worse", "seed", "reject"],
     ]
     rejected = [json.loads(line) for line in (rundir / "rejected.jsonl").read_text().splitlines()]
-    assert [r["tag"] for r in rejected] == ["worse"]
-    assert rejected[0]["changed_files"] == ["prompt.md (changed)"] and rejected[0]["parent"] == "seed"
-    assert rejected[0]["basis"] == "micro_test_fail"
+    assert [r["tag"] for r in rejected] == ["nullcopy", "worse"]
+    assert rejected[1]["changed_files"] == ["prompt.md (changed)"] and rejected[1]["parent"] == "seed"
+    assert rejected[1]["basis"] == "micro_test_fail" and rejected[0]["changed_files"] == []
 
 
 def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsys):
@@ -186,6 +199,9 @@ def test_two_improving_siblings_the_second_is_regated_against_the_first(example,
     project = example("noisy_agent")
     for tag in ("first", "second"):
         shutil.copytree(project / "candidates" / "improved", project / "candidates" / tag)
+    # a no-op edit keeps them two candidates: the same bytes would be gated once (a repeat)
+    with (project / "candidates" / "second" / "prompt.md").open("a") as prompt:
+        prompt.write("\nThe second sibling.\n")
     result = capevolve(project, "first", "second", gate=True)
     verdicts = {
         t: json.loads((projects.run_dir(project) / "verdicts" / f"{t}.json").read_text())
