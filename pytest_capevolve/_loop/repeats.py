@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._policy.identity import earlier_with_bytes, repeat_line
-from .._project.candidate import content_hash
+from .._project.candidate import CandidateError, content_hash
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 
@@ -26,7 +26,10 @@ def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, work
     from .._decide.verdict import refusal
     from .._policy.verdicts import gate_config, verdict_file
 
-    digest = content_hash(workdir)
+    try:
+        digest = content_hash(workdir)
+    except CandidateError:  # what cannot be hashed (a FIFO, a loop): the session's tamper screen
+        return False
     earlier = earlier_with_bytes(rundir, digest, besides=cid)
     if earlier is None:
         return False

@@ -189,13 +189,14 @@ def plan_evaluation(
     # Screens run before anything is registered or paid: a refused candidate costs nothing.
     screens.prepare(splits[TEST_SPLIT])
     # A candidate is its bytes: a new tag for bytes the run (or this session) holds is refused
-    # before it is paid, its verdict naming what it repeats.
+    # before it is paid, its verdict naming what it repeats (after the tamper screen, which
+    # refuses what cannot be hashed: a FIFO, a device, a symlink loop).
     repeats = Repeats(rundir, best, best_path, gating=gate.enabled, rerun=rerun)
     kept = [
         c
         for c in chosen
         if c.tag in (best, SEED_TAG)
-        or not (repeats.refused(c.tag, c.path, screens) or screens.refused(c.tag, c.path, best))
+        or not (screens.refused(c.tag, c.path, best) or repeats.refused(c.tag, c.path, screens))
     ]
     only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
     nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left
