@@ -82,7 +82,8 @@ def test_toy_calc_climbs_to_val_one_and_measure_shows_test_one(example, capsys, 
 
 def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsys):
     """One task at a time: the '*' fix moves 6 val tasks (p = 1/64, accepted); the '-' fix moves
-    only 2 (p = 1/4): never enough, so it is rejected twice, and the plateau signal rises."""
+    only 2 (p = 1/4): never enough, so it is rejected, and each time it is proposed again it is a
+    repeat, booked unpaid; the plateau signal rises."""
     project = example("toy_calc")
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
     code, summary, err = hill_climb(
@@ -107,7 +108,12 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     assert not (run_dir(project) / "work" / "cand_0004" / "prior_iterations").exists()
     assert (folders / "cand_0002" / "diff.patch").read_text().endswith("+Mind the sign.\n")
     assert [r["tag"] for r in rejected(project)] == ["cand_0002", "cand_0003", "cand_0004"]
-    assert all(r["parent"] == "cand_0001" and r["basis"] == "gate" for r in rejected(project))
+    assert all(r["parent"] == "cand_0001" for r in rejected(project))
+    # the '-' fix proposed again (for q05, then q14) is a repeat: booked without a rollout
+    assert [r["basis"] for r in rejected(project)] == ["gate", "repeat", "repeat"]
+    for row in rejected(project)[1:]:
+        assert "byte-identical to 'cand_0002'" in row["note"]
+        assert not list((run_dir(project) / "rollouts" / "val").glob(f"*__{row['tag']}__*.json"))
     messages, tags = store_log(project)
     assert len(messages) == 5 and tags == {"seed", "cand_0001"}
     assert [m.split(" ")[2] for m in messages[1:]] == ["ACCEPT", "reject", "reject", "reject"]
