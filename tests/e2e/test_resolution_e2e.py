@@ -41,11 +41,18 @@ def test_the_resolution_is_said_before_paying_and_identical_nulls_stop_being_pai
     assert "MDE not estimable: the nulls are identical (reproducible agent)" in out and "+0.000" not in out
 
     fixing(project, "three", val[2:5])
-    second = capevolve(project, "three", gate=True, extra=["--capevolve-commit", "auto"])
+    second = capevolve(
+        project, "three", gate=True, extra=["--capevolve-commit", "auto", "--capevolve-explain"]
+    )
     assert second.ret == 10
     second.stdout.fnmatch_lines(
         ["null controls: seed-null1 showed a spread of exactly 0 against 'seed'*no other null is paid for*"]
     )
+    # --capevolve-explain: no power figure scaled by no noise, no "about 2 tasks (now 12)"
+    second.stdout.fnmatch_lines(
+        ["*three (REJECT)*", "*MDE not estimable: the nulls are identical (reproducible agent)*"]
+    )
+    assert "what it would take" not in second.stdout.str() and "4 times in 5" not in second.stdout.str()
     paid = [p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir()]
     assert not [p for p in paid if "__seed-null2__" in p]  # today: 12 more rollouts for nothing
     assert len([p for p in paid if "__seed-null1__" in p]) == 12

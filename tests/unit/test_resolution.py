@@ -67,3 +67,13 @@ def test_a_reject_below_its_levels_resolution_says_it_was_out_of_reach():
     assert noted.details["resolution"] == {"improved": 2, "smallest_win": 5}
     wide = {t: {**row, "delta": 1.0} for t, row in per_task.items()}
     assert out_of_reach(Verdict(**{**verdict.__dict__, "per_task": wide})).reason == verdict.reason
+
+
+def test_a_val_too_small_for_any_accept_is_told_so():
+    from pytest_capevolve._policy.resolution import resolution
+
+    found = resolution(_spec(), [], 4)
+    assert (found["smallest_win"], found["reachable"]) == (None, False)
+    assert found["sentence"].startswith("no candidate can be accepted at the next decision's level (α = 0.05")
+    assert "1/2^4 > α" in found["sentence"]
+    assert resolution(_spec(), [], 12, 3)["sentence"].endswith("improve ≥ 6 of 12 tasks with none worse")
