@@ -18,6 +18,7 @@ Controller side or the CLI; pays nothing, writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._project.candidate import null_control_of
@@ -71,6 +72,46 @@ def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier 
     return Earlier(tag, rundir.run_id, booked.get(tag), level.text if level else None)
 
 
+def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = None) -> dict[str, Earlier]:
+    """content hash → the first decided tag with those bytes in another run of the project
+    that measures the same way: the same locked harness and the same val tasks (a changed
+    harness or val split is a new question, where gating again is legitimate). ``harness_now``
+    stands in for this run's lock before a new run has taken it."""
+    from .._store.files import RunDirError
+    from .._store.harness_lock import locked_harness
+    from .._store.rundir import RUNS_DIR
+
+    project = rundir.project_dir
+    if project is None:
+        return {}
+    try:
+        locked = locked_harness(rundir)
+        mine = (
+            locked if locked is not None else dict(harness_now or {}),
+            list((rundir.splits() or {}).get("val", [])),
+        )
+    except RunDirError:
+        return {}
+    found: dict[str, Earlier] = {}
+    for root in sorted((project / RUNS_DIR).glob("*")):
+        if root.name == rundir.run_id or not (root / "events.jsonl").is_file():
+            continue
+        other = RunDir(root)
+        try:
+            if (locked_harness(other), list((other.splits() or {}).get("val", []))) != mine:
+                continue
+            hashes = registered_hashes(other)
+            for event in other.decisions():
+                tag = event.get("tag")
+                if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
+                    level = decided_level(other.verdicts.verdict(tag))
+                    text = level.text if level else None
+                    found.setdefault(hashes[tag], Earlier(tag, other.run_id, str(event["decision"]), text))
+        except RunDirError:  # a damaged run is refused when it is opened; it decides nothing here
+            continue
+    return found
+
+
 def repeat_of(
     rundir: RunDir,
     tag: str,
@@ -79,15 +120,21 @@ def repeat_of(
     best: str,
     best_digest: str | None = None,
     session: dict[str, str] | None = None,
+    elsewhere: dict[str, Earlier] | None = None,
     gating: bool = True,
     rerun: bool = False,
 ) -> Earlier | None:
     """What a new ``tag`` with ``digest`` repeats: a tag the run registered with those bytes,
     the best (``best_digest``: its bytes, when not registered yet), or an earlier candidate of
-    this session (``session``: tag → digest); None when the bytes are new. A tag already
+    this session (``session``: tag → digest), or — when ``gating`` — bytes decided in another
+    run of the project (``elsewhere``, :func:`decided_in_project`); None when the bytes are new. A tag already
     registered (a resume) and a null control repeat nothing; an explicit ``rerun`` repeats
     only decided bytes (a replicate of undecided ones is what it is for)."""
-    if null_control_of(tag) is not None or tag in registered_hashes(rundir):
+    if null_control_of(tag) is not None:
+        return None
+    if gating and elsewhere and digest in elsewhere:  # the same tag too: a new run is no new decision
+        return elsewhere[digest]
+    if tag in registered_hashes(rundir):
         return None
     earlier = earlier_with_bytes(rundir, digest, besides=tag)
     if earlier is None and best_digest == digest:
@@ -119,6 +166,6 @@ def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
         )
     return (
         f"{same}, {earlier.said()} in run {earlier.run_id}: a candidate is its bytes, so that "
-        f"decision stands and is not taken again under a new tag; change its bytes "
+        f"decision stands and is not taken again under a new tag or in a new run; change its bytes "
         f"(`capevolve gate {earlier.tag}` re-derives it)"
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._items.plan import EvalPlan, PlannedCandidate
-from .._policy.identity import repeat_line, repeat_of
+from .._policy.identity import Earlier, decided_in_project, repeat_line, repeat_of
 from .._policy.null_economy import identical_note, identical_null
 from .._policy.spend import Ceilings, afford
 from .._policy.stop_condition import parse as parse_stop_condition
@@ -106,11 +106,28 @@ class Repeats:
     """The repeat screen of one planning: each candidate's bytes against the run's, the
     best's and this session's earlier candidates' (:mod:`.._policy.identity`)."""
 
-    def __init__(self, rundir: RunDir, best: str, best_path: Path, *, gating: bool, rerun: bool) -> None:
+    def __init__(
+        self,
+        rundir: RunDir,
+        best: str,
+        best_path: Path,
+        *,
+        gating: bool,
+        rerun: bool,
+        harness_now: Mapping[str, str] | None = None,
+    ) -> None:
+        self.harness_now = harness_now
         self.rundir, self.best, self.best_path = rundir, best, best_path
         self.gating, self.rerun = gating, rerun
         self.session: dict[str, str] = {}
         self._best_digest: str | None = None
+        self._decided_elsewhere: dict[str, Earlier] | None = None
+
+    def _elsewhere(self) -> dict[str, Earlier]:
+        """Bytes decided in the project's other runs (read once, and only by a gate)."""
+        if self._decided_elsewhere is None:
+            self._decided_elsewhere = decided_in_project(self.rundir, self.harness_now) if self.gating else {}
+        return self._decided_elsewhere
 
     def refused(self, tag: str, path: Path, screens: Screens) -> bool:
         digest = content_hash(path)
@@ -123,6 +140,7 @@ class Repeats:
             best=self.best,
             best_digest=self._best_digest,
             session=self.session,
+            elsewhere=self._elsewhere(),
             gating=self.gating,
             rerun=self.rerun,
         )
@@ -157,6 +175,7 @@ def plan_evaluation(
     gate: GateRequest,
     screens: Screens,
     block: int = 0,
+    harness_now: Mapping[str, str] | None = None,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
     it is registered; the best and the seed are never screened.
@@ -191,7 +210,7 @@ def plan_evaluation(
     # A candidate is its bytes: a new tag for bytes the run (or this session) holds is refused
     # before it is paid, its verdict naming what it repeats (after the tamper screen, which
     # refuses what cannot be hashed: a FIFO, a device, a symlink loop).
-    repeats = Repeats(rundir, best, best_path, gating=gate.enabled, rerun=rerun)
+    repeats = Repeats(rundir, best, best_path, gating=gate.enabled, rerun=rerun, harness_now=harness_now)
     kept = [
         c
         for c in chosen

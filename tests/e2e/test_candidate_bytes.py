@@ -155,3 +155,24 @@ def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
     ledger = (project / "ledger3.md").read_text()
     assert "cand_0002" in ledger and "byte-identical to 'cand_0001'" in ledger
     assert json.loads((rundir / "state.json").read_text())["stall"] == 3
+
+
+def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(example, projects, capevolve):
+    project, _ = _round_of_three(example, projects, capevolve)
+    first = projects.run_dir(project).name
+    again = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"]
+    )
+    # today: a fresh run gates 'helpful' alone at 0.05 and accepts what the Holm round rejected
+    assert again.ret == 10, again.stdout.str()
+    again.stdout.fnmatch_lines(
+        [
+            f"helpful *REJECT*byte-identical to 'helpful'*rejected (α = 0.01667, Holm over 3 siblings) in run {first}*"
+        ]
+    )
+    second = projects.run_dir(project)
+    assert second.name != first
+    assert not list(second.glob("rollouts/val/*"))  # nothing paid: not even the best, nor a null
+    # evaluating (not gating) in the new run is a measurement, not a decision: it is paid
+    assert capevolve(project, "weak1").ret == 0
+    assert [p for p in (second / "rollouts" / "val").iterdir() if "__weak1__" in p.name]
