@@ -176,6 +176,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="score the current best (and the seed) on the sealed test split, once per run",
     )
     group.addoption(
+        "--capevolve-test-reused",
+        action="store_true",
+        help="with --capevolve-finalize: score test tasks another run of the project already scored, "
+        "every view then saying 'test reused — not a held-out estimate' (refused without it)",
+    )
+    group.addoption(
         "--capevolve-concurrency",
         type=_concurrency,
         default=None,
@@ -232,6 +238,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("capevolve_split", "default split for --capevolve-run", default="val")
     parser.addini("capevolve_commit", "default for --capevolve-commit (auto|none)", default="")
     parser.addini("capevolve_multiple", "default for --capevolve-multiple (holm|bh|none)", default="")
+    parser.addini("capevolve_test_reused", "default for --capevolve-test-reused (true|false)", default="")
 
 
 def _ini_defaults(config: pytest.Config) -> dict[str, str]:

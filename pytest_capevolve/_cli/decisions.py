@@ -80,6 +80,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     sys.stderr.write(_session_summary(done.stdout, command))
     spec, rundir = open_run(args)
     report = spend_report(spec, rundir)
+    sys.stderr.write(f"resolution: {report['resolution']['sentence']}\n")
     emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
     return exitcodes.OK
 
@@ -97,6 +98,7 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
         "ceilings": report["ceilings"],
         "constraints": report["constraints"],
         "recommendation": report["recommendation"],
+        "resolution": report["resolution"],
         "next": [
             f"capevolve diagnose {report['best']['tag']} {where}",
             f"capevolve spend --n-siblings 3 {where}",

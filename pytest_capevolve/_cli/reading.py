@@ -45,6 +45,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Planning from what is persisted (best's val rollouts, null controls); pays nothing."""
     from .._policy.regate import val_evidence
+    from .._policy.resolution import resolution
     from .._show.explain import plan_figures, render_plan
 
     spec, rundir = open_run(args)
@@ -59,12 +60,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     if figures is None:
         raise UsageError(f"best {best!r} has fewer than two val tasks with rollouts")
-    answer = {"best": best, **dataclasses.asdict(figures), "mde": figures.mde}
-    answer["mde_twice_the_tasks_or_trials"] = figures.mde / 2**0.5
+    answer = {"best": best, **dataclasses.asdict(figures), "mde": figures.mde if figures.estimable else None}
+    answer["mde_twice_the_tasks_or_trials"] = figures.mde / 2**0.5 if figures.estimable else None
+    if not figures.estimable:
+        answer["mde_note"] = figures.not_estimable
+    found = resolution(spec, rundir.log.events(), len(val_ids(rundir)), max(args.n_siblings, 1))
+    answer["resolution"] = found
     if args.target is not None:
         answer["target"] = args.target
         answer["target_needs_task_equivalents"] = (args.target - figures.mean) * figures.n
-    emit(args, answer, lambda _: render_plan(best, figures, args.target))
+    emit(
+        args, answer, lambda _: [*render_plan(best, figures, args.target), f"resolution: {found['sentence']}"]
+    )
     return exitcodes.OK
 
 
@@ -93,7 +100,10 @@ def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
     out = human(args)
     print(f"the test split of run {rundir.run_id} is unscored: running finalize (once per run)", file=out)
     out.flush()
-    command = session_command(spec.path, mode="finalize", run_id=rundir.run_id, workers=args.workers)
+    reused = ["--capevolve-test-reused"] if getattr(args, "test_reused", False) else []
+    command = session_command(
+        spec.path, mode="finalize", run_id=rundir.run_id, workers=args.workers, extra=reused
+    )
     if args.json:
         done = run_captured(command, spec.project_dir)
         sys.stderr.write(done.stdout + done.stderr)
@@ -194,12 +204,20 @@ def register(sub: Any) -> None:
     plan = sub.add_parser("plan", help="minimum detectable effect and headroom (pays nothing)")
     add_project_args(plan)
     plan.add_argument("--target", type=float, default=None, help="a target val mean to check")
+    plan.add_argument(
+        "--n-siblings", type=int, default=1, help="siblings gated together next (the resolution's Holm share)"
+    )
     plan.set_defaults(func=cmd_plan)
     measure = sub.add_parser(
         "measure", help="the run's honest table and report.md (runs finalize once if needed)"
     )
     add_project_args(measure)
     measure.add_argument("--no-finalize", action="store_true", help="leave the test split sealed")
+    measure.add_argument(
+        "--test-reused",
+        action="store_true",
+        help="finalize even though another run of the project scored these test tasks (labelled so)",
+    )
     measure.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for finalize")
     measure.set_defaults(func=cmd_measure)
     verify = sub.add_parser(

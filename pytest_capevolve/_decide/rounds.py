@@ -93,7 +93,9 @@ def _stage(
         if level != alpha and verdict.p_exact:  # decided again at its family level
             verdict = judge(tag, against, replace(config, alpha=level))
             verdict = _note(verdict, f"α = {split_text(alpha, level, method)}, {len(tags)} siblings")
-        out[tag] = replace(verdict, details={**verdict.details, "family": {**family, "level": float(level)}})
+        # the exact level too: a re-derivation (``capevolve gate``) decides at it, not at its float
+        record = {**family, "level": float(level), "level_exact": str(level)}
+        out[tag] = replace(verdict, details={**verdict.details, "family": record})
         if method == "none":
             rate = alpha_text(len(tags) * alpha)
             out[tag] = _note(out[tag], f"{len(tags)} siblings each at α: the family rate is up to {rate}")

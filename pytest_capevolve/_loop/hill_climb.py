@@ -9,7 +9,8 @@ One iteration (cap-evolve's ``run_step``), run by the CLI in the user's process:
    prior_iterations/) are put in the work copy — never part of a snapshot;
 3. the optimizer command runs with ``{workdir}`` and ``{prompt}`` substituted, under a timeout
    (its process group is killed); a crash, timeout or non-zero exit leaves an unchanged copy
-   of the parent, which the gate rejects: a wasted iteration, not a dead run;
+   of the parent: a wasted iteration, not a dead run — and, like any output whose bytes the run
+   already holds (:mod:`.repeats`), it is booked a ``repeat`` reject without a rollout;
 4. a real gate session evaluates it, as a subprocess —
    ``python -m pytest --capevolve-run SPEC --capevolve-candidate WORKDIR --capevolve-gate
    --capevolve-commit none`` — so the tamper guard, microcases, null controls (reused while
@@ -67,6 +68,7 @@ from .prompt import (
     focus_tasks,
     render_prompt,
 )
+from .repeats import refuse_repeat_unpaid
 from .work import JOURNAL, new_work_copy
 
 PREFIX = "cand_"
@@ -314,6 +316,10 @@ class HillClimb:
             and self._refuse_extra_tamper(cid, meta, workdir)
         ):
             pass
+        elif rundir.verdicts.verdict(cid) is None and refuse_repeat_unpaid(
+            self.spec, rundir, cid, meta["parent"], workdir
+        ):
+            self.o.log(f"{cid}: repeats an earlier candidate's bytes; booked without a rollout")
         elif rundir.verdicts.verdict(cid) is None:
             args = self._session_args(rundir)
             args += gate_flags(workdir, cid, veto_regressions=self.o.no_regression)

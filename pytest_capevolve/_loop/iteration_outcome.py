@@ -20,12 +20,14 @@ SUMMARY_KEYS = ("tag", "decision", "basis", "delta_mean", "p_value", "optimizer"
 
 def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
     """The decision and basis :func:`.commit.book` records for a gate verdict: accept, reject
-    (on the gate or on a failed micro-test) or indecisive with the verdict's own basis."""
+    (on the gate, a failed micro-test or a repeat of bytes the run holds) or indecisive with the
+    verdict's own basis."""
     decision = verdict.get("decision")
     if decision == "accept":
         return "accept", None
     if decision == "reject":
-        return "reject", "micro_test_fail" if verdict.get("basis") == "micro_test_fail" else "gate"
+        basis = verdict.get("basis")
+        return "reject", basis if basis in ("micro_test_fail", "repeat") else "gate"
     return INDECISIVE, verdict.get("basis")
 
 

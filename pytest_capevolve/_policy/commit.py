@@ -19,7 +19,8 @@ from .._store.rundir import RunDir
 from . import memory
 
 DECISIONS = ("accept", "reject", "inconclusive", "provisional")
-REJECT_BASES = ("gate", "screen_kill", "ceiling", "budget", "infra", "micro_test_fail")
+# "repeat": bytes the run already holds under another tag, booked unpaid (_policy/identity.py)
+REJECT_BASES = ("gate", "screen_kill", "ceiling", "budget", "infra", "micro_test_fail", "repeat")
 # A gate session in auto mode also books "indecisive" (tamper, coverage, error imbalance):
 # the candidate could not be judged, which is neither an accept nor a reject.
 INDECISIVE = "indecisive"

@@ -10,7 +10,7 @@ session's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -58,11 +58,14 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
     as_decided = recorded if recorded is not None and not ask.against else None
     null_tags: list[str] = list(as_decided.get("nulls", [])) if as_decided else []
     looks = _looks(as_decided)
+    level = decided_level(as_decided)
     if looks is None:
         evidence = val_evidence(spec, rundir, val_ids, None, [ask.tag, against])
         config = gate_config(
             spec, mode=ask.gate_mode, k_se=ask.k_se, alpha=ask.alpha, veto_regressions=ask.veto_regressions
         )
+        if level is not None and ask.alpha is None:  # the level it had: family share, look, schedule
+            config = replace(config, alpha=level.alpha)
         nulls = [v["delta_mean"] for v in (rundir.verdicts.verdict(t) for t in null_tags) if v is not None]
     else:  # grown: at its pooled trials and its look's level; its null controls judged so too
         assert as_decided is not None
@@ -78,7 +81,56 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
             look=int(looks["look"]),
         )
         nulls = [evidence.judge(t, against, config).delta_mean for t in null_tags]
-    return evidence.judge(ask.tag, against, config, [n for n in nulls if n is not None] or None)
+    verdict = evidence.judge(ask.tag, against, config, [n for n in nulls if n is not None] or None)
+    if level is not None and looks is None:
+        if ask.alpha is None:
+            note = f"at the level this decision had ({level.text})"
+        elif Fraction(str(ask.alpha)) != level.alpha:
+            note = f"--alpha {ask.alpha:g} asked: not the level this decision had ({level.text})"
+        else:
+            note = ""
+        at_it = ask.alpha is None or Fraction(str(ask.alpha)) == level.alpha
+        record = {"alpha": str(level.alpha), "how": level.text, "this_answer_at_it": at_it}
+        verdict = replace(
+            verdict,
+            reason=f"{verdict.reason}; {note}" if note else verdict.reason,
+            details={**verdict.details, "decided_level": record},
+        )
+    return verdict
+
+
+@dataclass(frozen=True)
+class DecidedLevel:
+    """The α a recorded verdict was decided at, exactly, and how it came to be that."""
+
+    alpha: Fraction
+    text: str  # "α = 0.01667, Holm over 3 siblings"
+
+
+def decided_level(recorded: dict[str, Any] | None) -> DecidedLevel | None:
+    """The level ``recorded`` (a verdict file) was decided at: a round's family share (Holm's
+    α/k, ...) when it has one, else the α it records (its look's share, its schedule's α_j).
+    None when it records none (a legacy mode, an indecisive verdict)."""
+    if not recorded or recorded.get("mode") != "exact":
+        return None
+    family = (recorded.get("details") or {}).get("family") or {}
+    if family.get("level_exact") or isinstance(family.get("level"), float):
+        exact = family.get("level_exact")
+        alpha = Fraction(str(exact)) if exact else _exact(family["level"])
+        method = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(str(family.get("method")), "each")
+        how = f"{method} over {family.get('siblings')} siblings"
+        return DecidedLevel(alpha, f"α = {float(alpha):.4g}, {how}")
+    if isinstance(recorded.get("alpha"), float):
+        alpha = _exact(recorded["alpha"])
+        return DecidedLevel(alpha, f"α = {float(alpha):.4g}, as recorded")
+    return None
+
+
+def _exact(level: float) -> Fraction:
+    """A level recorded only as a float (verdicts written before ``level_exact``): the simplest
+    fraction that is that float (1/60 for 0.01666…), else the float's own value."""
+    simple = Fraction(level).limit_denominator(10**9)
+    return simple if float(simple) == level else Fraction(level)
 
 
 def _looks(recorded: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ from .._store.seal import Seal
 from . import stop_condition as sc
 from . import val_budget
 from .afford import Affordability, Ceilings, afford, missing_rollouts, money
+from .resolution import resolution
 from .stop_terms import NO_REGRESS
 
 NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fanning out
@@ -117,6 +118,7 @@ def spend_report(
     reuse = val_budget.val_reuse(spec, events, rundir.verdicts.verdicts(), len(val_ids))
     alarm = val_budget.run_calibration(spec, events)
     return {
+        "resolution": resolution(spec, events, len(val_ids), n_siblings),
         "val_reuse": reuse,
         "calibration": alarm,
         "run_id": rundir.run_id,
@@ -390,6 +392,7 @@ def render_table(report: dict[str, Any]) -> list[str]:
         f"(target {v['target_effect']:+g})"
     )
     lines.append(f"  {v['advice']}")
+    lines.append(f"resolution: {report['resolution']['sentence']}")
     lines.append(report["calibration"]["text"])
     screens = report.get("screens") or {}
     if screens.get("screens"):

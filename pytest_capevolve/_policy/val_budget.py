@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 from .._decide import alpha_budget
 from .._decide.calibration import NULL_EVENT, Calibration, calibration
 from .._project.spec import Spec
+from .._stats.resolution import NOT_ESTIMABLE
 
 POWER = 0.8
 
@@ -56,9 +57,10 @@ def val_reuse(
     decided = alpha_budget.decisions_so_far(events)
     next_alpha = float(alpha_budget.alpha_for(spec.gate_alpha_schedule, spec.gate_alpha, decided + 1))
     spread = delta_spread(events, verdicts)
-    mde = None if spread is None else alpha_budget.mde(next_alpha, n_val, spread, POWER)
+    identical = spread == 0.0  # a reproducible agent: no noise to scale an MDE by, never "+0.000"
+    mde = None if spread is None or identical else alpha_budget.mde(next_alpha, n_val, spread, POWER)
     target = spec.gate_min_effect
-    first = None if spread is None else alpha_budget.mde(spec.gate_alpha, n_val, spread, POWER)
+    first = None if spread is None or identical else alpha_budget.mde(spec.gate_alpha, n_val, spread, POWER)
     detectable = None if mde is None else mde <= target
     # "no longer": the budget, not the val size, is what put the target out of reach
     exhausted_by_reuse = detectable is False and first is not None and first <= target
@@ -77,6 +79,8 @@ def val_reuse(
         advice = (
             f"the target {target:+g} is still detectable at the next α ({next_alpha:.3g}): MDE {mde:+.3f}"
         )
+    elif identical:
+        advice = NOT_ESTIMABLE
     else:
         advice = "MDE unknown until a first verdict measures the spread of per-task deltas"
     return {

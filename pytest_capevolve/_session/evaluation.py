@@ -143,6 +143,7 @@ class EvaluationSession:
             hooks=self.hooks,
         )
         outcome.verdicts = nulls + judged
+        outcome.closing += [(note, {}) for note in self.planned.notes]
         if not judged and not self.refusals and self.planned.best in {c.tag for c in plan.candidates}:
             outcome.closing.append(
                 (

@@ -23,6 +23,7 @@ from .._show.measure import paired_summary
 from .._show.numbers import interval
 from .._store import evidence
 from .._store.evidence import ByTag, index_records
+from .._store.project_seal import REUSED_LABEL
 from .._store.rundir import RunDir
 from .._store.seal import TEST_SPLIT, Seal
 from . import exitcodes
@@ -42,6 +43,8 @@ class FinalizeSession:
     seal: Seal
     persistence: Persistence
     result: dict[str, Any] | None = None
+    # acknowledged reuse (--capevolve-test-reused): the runs whose scored test tasks this shares
+    test_reused: list[tuple[str, list[str]]] | None = None
 
     def conclude(self) -> Outcome:
         plan, tally = self.planned.plan, self.persistence.tally
@@ -63,7 +66,12 @@ class FinalizeSession:
             # Seam for users (and our crash test): runs before the burn; if it raises or the
             # process dies here, the seal stays unburned and the rollouts stay reusable.
             self.config.hook.pytest_capevolve_test_scored(result=result, run_dir=self.rundir.root)
-            self.seal.burn(result)
+            if self.test_reused:
+                result["test_reused"] = {
+                    "label": REUSED_LABEL,
+                    "scored_before": [{"run_id": r, "tasks": ids} for r, ids in self.test_reused],
+                }
+            self.seal.burn(result, plan.task_ids)
             self.result = result
             outcome.exit_code = exitcodes.OK
             outcome.closing += [(line, {}) for line in self._scored_lines(result)]
@@ -110,6 +118,9 @@ class FinalizeSession:
         else:
             lines.append("best is the seed: a null result (no accepted change to measure)")
         lines.append(f"seal: {self.seal.path}")
+        if result.get("test_reused"):
+            before = ", ".join(f"run {r['run_id']}" for r in result["test_reused"]["scored_before"])
+            lines.insert(0, f"{REUSED_LABEL}: these test tasks were scored before ({before})")
         return lines
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

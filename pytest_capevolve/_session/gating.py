@@ -21,6 +21,7 @@ from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused
+from .._policy.resolution import out_of_reach
 from .._policy.verdicts import (
     Evidence,
     as_null,
@@ -59,7 +60,8 @@ def judge(
         return evidence.judge(tag, against, level, floor)
 
     verdicts = [
-        with_looks(spec, v, 1) for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
+        out_of_reach(with_looks(spec, v, 1))
+        for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
     budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts
@@ -162,8 +164,8 @@ def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
         return "accept", None
     if verdict.decision == INDECISIVE:
         return BOOKED_INDECISIVE, verdict.basis
-    if verdict.basis == "micro_test_fail":
-        return "reject", "micro_test_fail"
+    if verdict.basis in ("micro_test_fail", "repeat"):
+        return "reject", verdict.basis
     shown = shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, verdict.details.get("looks"))
     if shown in ("provisional", "inconclusive"):
         return shown, None

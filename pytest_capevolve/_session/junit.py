@@ -21,6 +21,9 @@ from .._store.record import RolloutRecord
 from .outcome import SessionEnd
 
 VERDICT_CLASSNAME = "capevolve.verdicts"
+# Set by a finalize that scores test tasks another run of the project scored (acknowledged):
+# every test rollout's testcase and the suite then carry the label.
+TEST_REUSED = pytest.StashKey[str]()
 
 
 def rollout_properties(record: RolloutRecord) -> list[tuple[str, object]]:
@@ -80,7 +83,9 @@ class JunitReport:
         if record is None:
             return
         others = [(name, value) for name, value in report.user_properties if name != RECORD_PROPERTY]
-        report.user_properties = [*others, *rollout_properties(record)]
+        reused = self.config.stash.get(TEST_REUSED, None) if record.split == "test" else None
+        label = [("test_reused", reused)] if reused else []
+        report.user_properties = [*others, *rollout_properties(record), *label]
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -88,6 +93,9 @@ class JunitReport:
 
         xml = self.config.stash.get(xml_key, None)
         outcome = self.end.outcome
+        reused = self.config.stash.get(TEST_REUSED, None)
+        if xml is not None and reused:
+            xml.add_global_property("capevolve_test_reused", reused)
         if xml is None or not outcome.verdicts:
             return
         nulls = {v.tag for v in outcome.nulls}

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from .._items.plan import EvalPlan, PlannedCandidate
+from .._policy.identity import Earlier, decided_in_project, repeat_line, repeat_of
+from .._policy.null_economy import identical_note, identical_null
 from .._policy.spend import Ceilings, afford
 from .._policy.stop_condition import parse as parse_stop_condition
-from .._project.candidate import SEED_TAG, CandidateError, check_tag
+from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash
 from .._project.paths import to_stored
 from .._project.spec import Spec, splits_for
 from .._project.splits import TEST_SPLIT
@@ -58,6 +60,7 @@ class Planned:
     best: str
     null_tags: list[str] = field(default_factory=list)
     waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
+    notes: list[str] = field(default_factory=list)  # what planning chose not to pay for, and why
 
 
 def planned_at(spec: Spec, tag: str, path: Path, digest: str) -> PlannedCandidate:
@@ -100,6 +103,68 @@ def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
     return snapshot
 
 
+class Repeats:
+    """The repeat screen of one planning: each candidate's bytes against the run's, the
+    best's and this session's earlier candidates' (:mod:`.._policy.identity`)."""
+
+    def __init__(
+        self,
+        rundir: RunDir,
+        best: str,
+        best_path: Path,
+        *,
+        gating: bool,
+        rerun: bool,
+        harness_now: Mapping[str, str] | None = None,
+    ) -> None:
+        self.harness_now = harness_now
+        self.rundir, self.best, self.best_path = rundir, best, best_path
+        self.gating, self.rerun = gating, rerun
+        self.session: dict[str, str] = {}
+        self._best_digest: str | None = None
+        self._decided_elsewhere: dict[str, Earlier] | None = None
+
+    def _elsewhere(self) -> dict[str, Earlier]:
+        """Bytes decided in the project's other runs (read once, and only by a gate)."""
+        if self._decided_elsewhere is None:
+            self._decided_elsewhere = decided_in_project(self.rundir, self.harness_now) if self.gating else {}
+        return self._decided_elsewhere
+
+    def refused(self, tag: str, path: Path, screens: Screens) -> bool:
+        digest = content_hash(path)
+        if self._best_digest is None:
+            self._best_digest = content_hash(self.best_path)
+        earlier = repeat_of(
+            self.rundir,
+            tag,
+            digest,
+            best=self.best,
+            best_digest=self._best_digest,
+            session=self.session,
+            elsewhere=self._elsewhere(),
+            gating=self.gating,
+            rerun=self.rerun,
+        )
+        self.session.setdefault(tag, digest)
+        if earlier is None:
+            return False
+        screens.refuse(
+            tag,
+            self.best,
+            "reject",
+            "repeat",
+            f"never paid for: {repeat_line(tag, digest, earlier, best=self.best)}",
+            {
+                "repeats": earlier.tag,
+                "content_hash": digest,
+                "earlier_decision": earlier.decision,
+                "earlier_level": earlier.level,
+                "source": str(path),
+            },
+        )
+        return True
+
+
 def plan_evaluation(
     spec: Spec,
     rundir: RunDir,
@@ -111,6 +176,7 @@ def plan_evaluation(
     gate: GateRequest,
     screens: Screens,
     block: int = 0,
+    harness_now: Mapping[str, str] | None = None,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
     it is registered; the best and the seed are never screened.
@@ -142,7 +208,16 @@ def plan_evaluation(
         raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
     # Screens run before anything is registered or paid: a refused candidate costs nothing.
     screens.prepare(splits[TEST_SPLIT])
-    kept = [c for c in chosen if c.tag in (best, SEED_TAG) or not screens.refused(c.tag, c.path, best)]
+    # A candidate is its bytes: a new tag for bytes the run (or this session) holds is refused
+    # before it is paid, its verdict naming what it repeats (after the tamper screen, which
+    # refuses what cannot be hashed: a FIFO, a device, a symlink loop).
+    repeats = Repeats(rundir, best, best_path, gating=gate.enabled, rerun=rerun, harness_now=harness_now)
+    kept = [
+        c
+        for c in chosen
+        if c.tag in (best, SEED_TAG)
+        or not (screens.refused(c.tag, c.path, best) or repeats.refused(c.tag, c.path, screens))
+    ]
     only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
     nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left
     # A gate whose every candidate was refused by the screens has nothing to compare: paying for
@@ -156,6 +231,10 @@ def plan_evaluation(
     # A gate left with the best alone (every candidate refused, or the one asked for is the best
     # already: the same command run again after its accept) decides nothing: no null controls.
     null_tags = [] if only_best_left else [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
+    notes = []
+    identical = identical_null(rundir, best, len(task_ids), gate.nulls) if null_tags else None
+    if identical is not None and len(null_tags) > 1:
+        null_tags, notes = [identical], [identical_note(identical, best)]
     for tag in null_tags:
         digest = rundir.snapshots.register_candidate(tag, best_path)
         planned.append(planned_at(spec, tag, rundir.snapshots.snapshot_dir(tag), digest))
@@ -185,7 +264,7 @@ def plan_evaluation(
     live_marker.create(rundir.root, plan.live)
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     waiting_on = sorted({claimed[k] for k in plan.awaited})
-    return Planned(plan, best, null_tags, waiting_on)
+    return Planned(plan, best, null_tags, waiting_on, notes)
 
 
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:

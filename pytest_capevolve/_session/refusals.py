@@ -88,6 +88,12 @@ class Screens:
             )
         return bool(failed)
 
+    def refuse(
+        self, tag: str, best: str, decision: str, basis: str, reason: str, details: dict[str, Any]
+    ) -> None:
+        """Record a refusal decided elsewhere in planning (a repeat of bytes the run holds)."""
+        self._refuse(tag, best, decision, basis, reason, details)
+
     def _refuse(
         self, tag: str, best: str, decision: str, basis: str, reason: str, details: dict[str, Any]
     ) -> None:

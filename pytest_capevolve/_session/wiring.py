@@ -28,6 +28,7 @@ from .._store.live_marker import ControllerWatch
 from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .kinds import Started, choose_kind
+from .kinds.base import HARNESS_NOW
 from .outcome import Outcome, SessionEnd
 from .perf import (
     fanout,
@@ -59,6 +60,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         else:
             check_gateways(config, spec)
             harness_now = harness.of_project(spec, pool.values())
+            config.stash[HARNESS_NOW] = harness_now
             existing = _existing_run(config, spec)
             if existing is not None:  # refused before anything is planned, claimed or paid
                 check_or_lock(existing, harness_now)

@@ -18,6 +18,7 @@ import numpy as np
 from scipy import stats as sps
 
 from .. import _stats as stats
+from .._stats.resolution import NOT_ESTIMABLE, NOT_ESTIMABLE_NO_NULLS
 from .numbers import interval, num
 
 POWER = 0.8
@@ -44,6 +45,17 @@ class PlanFigures:
     def mde(self) -> float:
         """The smallest true Δ̄ detected with probability 0.8 at ``alpha`` on ``n`` tasks."""
         return self.z * self.sd / math.sqrt(self.n)
+
+    @property
+    def estimable(self) -> bool:
+        """False when the noise SD is exactly 0 (a reproducible agent): an MDE scaled by no
+        noise is not "+0.000", it is not estimable at all."""
+        return self.sd > 0
+
+    @property
+    def not_estimable(self) -> str:
+        """What to say instead of an MDE when :attr:`estimable` is False."""
+        return NOT_ESTIMABLE if self.source.endswith("null control(s)") else NOT_ESTIMABLE_NO_NULLS
 
     def tasks_for(self, effect: float) -> int | None:
         """Tasks needed for ``effect`` to be the MDE (None when no positive effect is given)."""
@@ -90,13 +102,18 @@ def render_plan(best: str, figures: PlanFigures, target: float | None = None) ->
     lines = [
         f"best {best!r}: {f.n} val tasks × {f.trials} trials, mean {f.mean:.3f}",
         f"paired-delta SD per task {f.sd:.4f} (from {f.source})",
-        f"minimum detectable effect at α = {f.alpha}, power {POWER}: Δ̄ ≈ {f.mde:.4f}",
+        f"minimum detectable effect at α = {f.alpha}, power {POWER}: Δ̄ ≈ {f.mde:.4f}"
+        if f.estimable
+        else f.not_estimable,
         f"intraclass correlation {f.icc:.2f}" if f.icc is not None else "intraclass correlation: n/a",
+    ]
+    if f.estimable:
         # A null's per-task delta is trial noise, so twice the trials or twice the tasks halve
         # its variance alike; only more tasks also average over how a real effect varies by task.
-        f"  twice the trials or twice the tasks → MDE ≈ {f.mde / math.sqrt(2):.4f}; prefer tasks",
-        f"headroom: Σ(1 − rate) = {f.headroom:.1f} task-equivalents of {f.n}",
-    ]
+        lines.append(
+            f"  twice the trials or twice the tasks → MDE ≈ {f.mde / math.sqrt(2):.4f}; prefer tasks"
+        )
+    lines.append(f"headroom: Σ(1 − rate) = {f.headroom:.1f} task-equivalents of {f.n}")
     if target is not None:
         need = (target - f.mean) * f.n
         verdict = "within" if need <= f.headroom else "beyond"
@@ -123,6 +140,8 @@ def explain(verdict: Any, figures: PlanFigures | None, *, null_control: bool = F
     ]
     if figures is None or null_control or v.basis in ("coverage", "tamper", "micro_test_fail"):
         return lines
+    if not figures.estimable:  # no noise measured: no power figure, no "about 2 tasks"
+        return [*lines, f"  {figures.not_estimable}"]
     lines.append(
         f"  at n = {figures.n} tasks the gate detects a true change of Δ̄ ≈ {figures.mde:.4f} "
         f"4 times in 5 (α = {figures.alpha}, noise SD {figures.sd:.4f} per task from {figures.source})"

@@ -19,6 +19,7 @@ from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.event_digest import digest
 from .._store.evidence import ByTag, index_records, reward_matrix
+from .._store.project_seal import REUSED_LABEL
 from .._store.rundir import RunDir
 from .._store.seal import Seal
 from .numbers import interval, num
@@ -186,6 +187,10 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
             ArmLine("test", "best", str(sealed["best"]["tag"]), note="scored once; seal.json deleted")
         )
         return
+    reused = sealed.get("test_reused")
+    if reused:  # acknowledged at finalize: said first, on every view this measurement feeds
+        before = ", ".join(f"run {r.get('run_id')}" for r in reused.get("scored_before", []))
+        result.labels.insert(0, f"{REUSED_LABEL}: these test tasks were scored before ({before})")
     for arm in ("seed", "best"):
         numbers = sealed.get(arm)
         if numbers is None:
@@ -200,7 +205,8 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
                 numbers["tasks"],
                 numbers["trials"],
                 numbers["coverage"],
-                source=f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)",
+                source=f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)"
+                + (f" — {REUSED_LABEL}" if reused else ""),
             )
         )
     if sealed.get("delta_vs_seed") is not None:

@@ -36,7 +36,11 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
                 "stall": int(state["stall"]),
                 "rollouts": int(spent.get("metric_calls", 0)),
                 "usd": round(float(spent.get("usd", 0.0)) + float(spent.get("optimizer_usd", 0.0)), 6),
-                "test": "sealed" if seal is None else "scored",
+                "test": "sealed"
+                if seal is None
+                else "scored (reused)"
+                if _reused(rundir, seal)
+                else "scored",
                 "notices": list(rundir.notices),
             }
         )
@@ -70,3 +74,11 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
         ).rstrip()
         for r in [header, *body]
     ]
+
+
+def _reused(rundir: RunDir, seal: dict[str, Any]) -> bool:
+    """Whether the run scored test tasks another run had scored (acknowledged at finalize):
+    from seal.json, or from the log's event when the file is gone."""
+    if seal.get("test_reused"):
+        return True
+    return any(e.get("test_reused") for e in rundir.log.of_kinds("test_scored"))

@@ -103,10 +103,14 @@ class Seal:
             self._claim.close()
             self._claim = None
 
-    def burn(self, result: dict[str, Any]) -> None:
-        """Write the test score: the one irreversible step, atomic, and only while claimed."""
+    def burn(self, result: dict[str, Any], test_ids: list[str] | None = None) -> None:
+        """Write the test score: the one irreversible step, atomic, and only while claimed.
+        ``test_ids`` (the tasks scored) go in the log's event and in the project's record of
+        scored test tasks (:mod:`.project_seal`), so another run cannot score them unsaid."""
         if not self.held:
             raise TestSealError("burning the seal needs the finalize claim")
+        ids = sorted(test_ids or [])
+        reused = bool(result.get("test_reused"))
         with self.rundir.lock():
             atomic_write_json(self.path, result)
             self.rundir.log.append_event(
@@ -114,7 +118,14 @@ class Seal:
                 best=result["best"]["tag"],
                 mean=result["best"]["mean"],
                 seal=self.path.name,
+                test_ids=ids,
+                test_reused=reused,
             )
+        project = self.rundir.project_dir
+        if project is not None and ids:
+            from .project_seal import record_scored
+
+            record_scored(project, self.rundir.run_id, ids, reused=reused)
 
     def test_rollouts(self) -> list[RolloutRecord]:
         """Persisted test rollouts: for the claim holder, or for anyone once the seal burned.

@@ -82,7 +82,8 @@ def test_toy_calc_climbs_to_val_one_and_measure_shows_test_one(example, capsys, 
 
 def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsys):
     """One task at a time: the '*' fix moves 6 val tasks (p = 1/64, accepted); the '-' fix moves
-    only 2 (p = 1/4): never enough, so it is rejected twice, and the plateau signal rises."""
+    only 2 (p = 1/4): never enough, so it is rejected, and each time it is proposed again it is a
+    repeat, booked unpaid; the plateau signal rises."""
     project = example("toy_calc")
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
     code, summary, err = hill_climb(
@@ -107,7 +108,12 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     assert not (run_dir(project) / "work" / "cand_0004" / "prior_iterations").exists()
     assert (folders / "cand_0002" / "diff.patch").read_text().endswith("+Mind the sign.\n")
     assert [r["tag"] for r in rejected(project)] == ["cand_0002", "cand_0003", "cand_0004"]
-    assert all(r["parent"] == "cand_0001" and r["basis"] == "gate" for r in rejected(project))
+    assert all(r["parent"] == "cand_0001" for r in rejected(project))
+    # the '-' fix proposed again (for q05, then q14) is a repeat: booked without a rollout
+    assert [r["basis"] for r in rejected(project)] == ["gate", "repeat", "repeat"]
+    for row in rejected(project)[1:]:
+        assert "byte-identical to 'cand_0002'" in row["note"]
+        assert not list((run_dir(project) / "rollouts" / "val").glob(f"*__{row['tag']}__*.json"))
     messages, tags = store_log(project)
     assert len(messages) == 5 and tags == {"seed", "cand_0001"}
     assert [m.split(" ")[2] for m in messages[1:]] == ["ACCEPT", "reject", "reject", "reject"]
@@ -126,10 +132,10 @@ def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys, xdist
     assert code == 0, err
     rows = [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]]
     assert rows == [
-        ("cand_0001", "reject", "gate"),  # a null edit
+        ("cand_0001", "reject", "repeat"),  # a null edit: the seed's bytes, never paid
         ("cand_0002", "accept", None),  # RULE:check-fare-class
         ("cand_0003", "reject", "micro_test_fail"),  # RULE:always-upsell, caught by a microcase
-        ("cand_0004", "reject", "gate"),  # the optimizer crashed: an unchanged copy of the parent
+        ("cand_0004", "reject", "repeat"),  # the optimizer crashed: the parent's bytes, never paid
         ("cand_0005", "indecisive", "tamper"),  # it added a scorer
     ]
     hc = run_dir(project) / "hill_climb"
@@ -138,19 +144,20 @@ def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys, xdist
         "optimizer exited 3" in err
         and "optimizer crashed" in (hc / "cand_0004" / "optimizer.stderr").read_text()
     )
-    assert (run_dir(project) / "candidates" / "cand_0004" / "files" / "prompt.md").read_bytes() == (
+    assert (run_dir(project) / "work" / "cand_0004" / "prompt.md").read_bytes() == (
         run_dir(project) / "candidates" / "cand_0002" / "files" / "prompt.md"
     ).read_bytes()
+    assert not (run_dir(project) / "candidates" / "cand_0004").exists()  # a repeat is not registered
     # tamper: never scored, stall untouched, best unchanged; microcases: rejected with 0 rollouts
     st = state(project)
     assert (st["best_id"], st["iterations"], st["stall"]) == ("cand_0002", 5, 2)
     val = list((run_dir(project) / "rollouts" / "val").glob("*.json"))
-    assert not [p for p in val if "__cand_0003__" in p.name or "__cand_0005__" in p.name]
+    assert not [p for p in val if any(f"__cand_000{i}__" in p.name for i in (1, 3, 4, 5))]
     assert ledger_rows(project) == [
-        ["cand_0001", "seed", "reject", "gate"],
+        ["cand_0001", "seed", "reject", "repeat"],
         ["cand_0002", "seed", "accept", ""],
         ["cand_0003", "cand_0002", "reject", "micro_test_fail"],
-        ["cand_0004", "cand_0002", "reject", "gate"],
+        ["cand_0004", "cand_0002", "reject", "repeat"],
         ["cand_0005", "cand_0002", "indecisive", "tamper"],
     ]
     assert [(r["tag"], r["changed_files"]) for r in rejected(project)] == [
@@ -255,8 +262,8 @@ def test_a_hanging_optimizer_is_killed_at_the_timeout(example, capsys):
     assert time.monotonic() - start < 120
     result = json.loads((run_dir(project) / "hill_climb" / "cand_0001" / "optimizer.json").read_text())
     assert result["timed_out"] is True and result["outcome"].startswith("timed out after 3 s")
-    # the unchanged copy of the parent was gated and rejected: a wasted iteration, not a dead run
-    assert [(r["decision"], r["basis"]) for r in summary["iterations"]] == [("reject", "gate")]
+    # the unchanged copy of the parent is a repeat, booked unpaid: a wasted iteration, not a dead run
+    assert [(r["decision"], r["basis"]) for r in summary["iterations"]] == [("reject", "repeat")]
     assert (state(project)["iterations"], state(project)["stall"]) == (1, 1)
 
 

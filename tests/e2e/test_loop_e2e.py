@@ -199,6 +199,9 @@ def test_two_improving_siblings_the_second_is_regated_against_the_first(example,
     project = example("noisy_agent")
     for tag in ("first", "second"):
         shutil.copytree(project / "candidates" / "improved", project / "candidates" / tag)
+    # a no-op edit keeps them two candidates: the same bytes would be gated once (a repeat)
+    with (project / "candidates" / "second" / "prompt.md").open("a") as prompt:
+        prompt.write("\nThe second sibling.\n")
     result = capevolve(project, "first", "second", gate=True)
     verdicts = {
         t: json.loads((projects.run_dir(project) / "verdicts" / f"{t}.json").read_text())

@@ -244,8 +244,9 @@ def test_a_stage_redecides_only_the_siblings_below_alpha_at_their_exact_holm_lev
     # judged again, at 1/40 as a Fraction (0.05 read as 1/20, halved exactly, not 0.025 float)
     assert calls == [("a", "best", 0.05), ("b", "best", 0.05), ("b", "best", F(1, 40))]
     assert isinstance(calls[2][2], Fraction)
-    assert out["a"].details["family"] == {"method": "holm", "siblings": 2, "alpha": 0.05, "level": 0.05}
-    assert out["b"].details["family"] == {"method": "holm", "siblings": 2, "alpha": 0.05, "level": 0.025}
+    family = {"method": "holm", "siblings": 2, "alpha": 0.05}
+    assert out["a"].details["family"] == {**family, "level": 0.05, "level_exact": "1/20"}
+    assert out["b"].details["family"] == {**family, "level": 0.025, "level_exact": "1/40"}
     assert out["a"].decision == out["b"].decision == ACCEPT
     assert out["a"].reason == "p = 1/32"  # at α itself: no family-rate note, no split
     assert out["b"].reason == "p = 1/64; α = 0.025 (0.05 / 2 by Holm), 2 siblings"
@@ -270,7 +271,13 @@ def test_without_correction_each_sibling_is_at_alpha_and_the_reason_says_the_fam
     # 3 · 1/20 = 3/20, shown as 0.15
     assert out["a"].reason == "p = 1/64; 3 siblings each at α: the family rate is up to 0.15"
     assert out["b"].reason == "p = 1/2; 3 siblings each at α: the family rate is up to 0.15"
-    assert out["b"].details["family"] == {"method": "none", "siblings": 3, "alpha": 0.05, "level": 0.05}
+    assert out["b"].details["family"] == {
+        "method": "none",
+        "siblings": 3,
+        "alpha": 0.05,
+        "level": 0.05,
+        "level_exact": "1/20",
+    }
 
 
 def test_a_sibling_without_an_exact_p_counts_as_p_one_and_is_not_judged_again():

@@ -146,7 +146,7 @@ def _seal(rundir: RunDir, run: CapEvolveRun, spec: Any) -> str:
             "infra_errors": sum(r.infra_error is not None for a in by_tag.values() for r in a.values()),
             "imported_from": str(run.root),
         }
-        seal.burn(result)
+        seal.burn(result, list(test_ids))  # the project remembers these test tasks as scored
     finally:
         seal.release()
     mean = result["best"]["mean"]

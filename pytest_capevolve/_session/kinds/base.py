@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from ..planning import Planned
 
 
+# The harness as it is now (wiring computes it before any kind starts): a new run locks it only
+# after planning, and planning compares it with the project's other runs' locks.
+HARNESS_NOW = pytest.StashKey[dict[str, str]]()
+
+
 class Role(Protocol):
     """The plugin that concludes a session: run by :class:`..outcome.SessionEnd` after the run
     loop, it reads back what is persisted and returns the outcome."""

@@ -13,7 +13,7 @@ import pytest
 
 from ..._store.rundir import RunDir
 from ..outcome import SessionHooks
-from .base import Started, indexed
+from .base import HARNESS_NOW, Started, indexed
 from .options import candidate_requests, gate_request
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def plan_gated(
                     gate=gate,
                     screens=screens,
                     block=option.capevolve_block,
+                    harness_now=config.stash.get(HARNESS_NOW, None),
                 )
         except BaseException:
             rundir.claims.release()

@@ -35,10 +35,37 @@ class FinalizeKind:
         seal = Seal(rundir)
         seal.claim()  # before anything is planned: a refused finalize pays and writes nothing
         try:
+            reused = _reused_test(config, spec, rundir)
             planned = plan_finalize(spec, rundir, pool_ids, seal)
         except BaseException:
             seal.release()
             raise
         persistence = Persistence(config, spec, rundir, planned.plan)
-        role = FinalizeSession(config, spec, rundir, planned, seal, persistence)
+        role = FinalizeSession(config, spec, rundir, planned, seal, persistence, test_reused=reused)
         return Started(role, planned, persistence, rundir, seal.test_rollouts)
+
+
+def _reused_test(config: pytest.Config, spec: Spec, rundir: RunDir) -> list[tuple[str, list[str]]] | None:
+    """The other runs of the project that scored some of this run's test tasks: refused
+    (TestSealError, naming them) unless ``--capevolve-test-reused`` acknowledges it; None
+    when the test tasks are fresh to the project."""
+    from ..._project.splits import TestSealError
+    from ..._store.project_seal import REUSED_LABEL, overlaps, reused_line
+
+    test_ids = list((rundir.splits() or {}).get("test", []))
+    found = overlaps(spec.project_dir, rundir.run_id, test_ids) if test_ids else []
+    if not found:
+        return None
+    if not test_reused_asked(config):
+        raise TestSealError(reused_line(rundir.run_id, found))
+    from ..junit import TEST_REUSED
+
+    config.stash[TEST_REUSED] = REUSED_LABEL
+    return found
+
+
+def test_reused_asked(config: pytest.Config) -> bool:
+    """``--capevolve-test-reused`` (or its ini twin ``capevolve_test_reused``)."""
+    if config.option.capevolve_test_reused:
+        return True
+    return str(config.getini("capevolve_test_reused")).strip().lower() in ("1", "true", "yes")

@@ -1,0 +1,51 @@
+"""A loop's repeats: an optimizer output whose bytes the run already holds is booked unpaid.
+
+Used by :mod:`.hill_climb` before each gate session. A candidate is its bytes
+(:mod:`.._policy.identity`), so a work copy identical to any earlier candidate — a crashed or
+timed-out optimizer's unchanged copy of the parent included — is not evaluated: a ``reject``
+verdict with basis ``repeat`` is written here, naming the candidate it repeats and what was
+decided on it, and is booked like any verdict, so the next proposal reads it in LEDGER.md and
+rejected.jsonl. Pays nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._policy.identity import earlier_with_bytes, repeat_line
+from .._project.candidate import CandidateError, content_hash
+from .._project.spec import Spec
+from .._store.rundir import RunDir
+
+REPEAT_BASIS = "repeat"
+
+
+def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path) -> bool:
+    """True (and the repeat's verdict written) when ``workdir`` holds bytes the run already
+    registered under another tag."""
+    from .._decide.verdict import refusal
+    from .._policy.verdicts import gate_config, verdict_file
+
+    try:
+        digest = content_hash(workdir)
+    except CandidateError:  # what cannot be hashed (a FIFO, a loop): the session's tamper screen
+        return False
+    earlier = earlier_with_bytes(rundir, digest, besides=cid)
+    if earlier is None:
+        return False
+    verdict = refusal(
+        tag=cid,
+        against=parent,
+        decision="reject",
+        basis=REPEAT_BASIS,
+        reason=f"never paid for: {repeat_line(cid, digest, earlier, best=rundir.state.best())}",
+        config=gate_config(spec),
+        details={
+            "repeats": earlier.tag,
+            "content_hash": digest,
+            "earlier_decision": earlier.decision,
+            "earlier_level": earlier.level,
+        },
+    )
+    rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
+    return True

@@ -1,0 +1,171 @@
+"""A candidate is its bytes: the tag is a name, the content hash is the candidate.
+
+Bytes a run already holds (the log's ``candidate_registered`` events: tag and content hash,
+the record, not the ``candidate.json`` views) are never paid for again under another tag, and
+the decision taken on them, at the level it was taken, follows them. So a new tag whose bytes
+are already known is **refused** before anything is registered or paid: a verdict without
+numbers (reject, basis ``repeat``) whose one-line reason names the earlier tag, with its
+decision and the level it was taken at. We refuse rather than re-judge "in the same family": a
+refusal cannot be got wrong by a later change to how families are formed, and the decision it
+points to is the one already taken.
+
+Null controls (``<best>-null<i>``) are byte-identical copies of the best by design and are
+never refused; neither is an explicit ``--capevolve-rerun`` measurement of undecided bytes
+(a replicate), but a rerun cannot gate refuted or accepted bytes again either.
+
+Controller side or the CLI; pays nothing, writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .._project.candidate import null_control_of
+from .._store.rundir import RunDir
+from .regate import decided_level
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """The first tag a run registered with some bytes, and what was decided on it."""
+
+    tag: str
+    run_id: str
+    decision: str | None  # the last booked decision on it (None: evaluated, never decided)
+    level: str | None  # "α = 0.01667, Holm over 3 siblings" when its verdict records one
+    in_session: bool = False  # a sibling of the same session, not yet registered
+
+    def said(self) -> str:
+        """ "rejected (α = 0.01667, Holm over 3 siblings)" / "evaluated, not decided"."""
+        if self.decision is None:
+            return "evaluated, not decided"
+        word = {"accept": "accepted", "reject": "rejected"}.get(self.decision, f"booked {self.decision}")
+        return f"{word} ({self.level})" if self.level else word
+
+
+def registered_hashes(rundir: RunDir) -> dict[str, str]:
+    """Every tag the run's log registered, with its content hash, in the order registered;
+    null controls left out (they are copies of the best by design)."""
+    hashes: dict[str, str] = {}
+    for event in rundir.log.events():
+        if event.get("kind") != "candidate_registered":
+            continue
+        tag, digest = event.get("tag"), event.get("content_hash")
+        if isinstance(tag, str) and isinstance(digest, str) and null_control_of(tag) is None:
+            hashes.setdefault(tag, digest)
+    return hashes
+
+
+def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier | None:
+    """The tag (not ``besides``) the run first registered with ``digest``, preferring one that
+    has a booked decision; None when these bytes are new to the run."""
+    same = [t for t, d in registered_hashes(rundir).items() if d == digest and t != besides]
+    if not same:
+        return None
+    booked: dict[str, str] = {}
+    for event in rundir.decisions():
+        if event.get("tag") in same and isinstance(event.get("decision"), str):
+            booked[str(event["tag"])] = str(event["decision"])
+    tag = next((t for t in same if t in booked), same[0])
+    level = decided_level(rundir.verdicts.verdict(tag)) if tag in booked else None
+    return Earlier(tag, rundir.run_id, booked.get(tag), level.text if level else None)
+
+
+def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = None) -> dict[str, Earlier]:
+    """content hash → the first decided tag with those bytes in another run of the project
+    that measures the same way: the same locked harness and the same val tasks (a changed
+    harness or val split is a new question, where gating again is legitimate). ``harness_now``
+    stands in for this run's lock before a new run has taken it."""
+    from .._store.files import RunDirError
+    from .._store.harness_lock import locked_harness
+    from .._store.rundir import RUNS_DIR
+
+    project = rundir.project_dir
+    if project is None:
+        return {}
+    try:
+        locked = locked_harness(rundir)
+        mine = (
+            locked if locked is not None else dict(harness_now or {}),
+            list((rundir.splits() or {}).get("val", [])),
+        )
+    except RunDirError:
+        return {}
+    found: dict[str, Earlier] = {}
+    for root in sorted((project / RUNS_DIR).glob("*")):
+        if root.name == rundir.run_id or not (root / "events.jsonl").is_file():
+            continue
+        other = RunDir(root)
+        try:
+            if (locked_harness(other), list((other.splits() or {}).get("val", []))) != mine:
+                continue
+            hashes = registered_hashes(other)
+            for event in other.decisions():
+                tag = event.get("tag")
+                if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
+                    level = decided_level(other.verdicts.verdict(tag))
+                    text = level.text if level else None
+                    found.setdefault(hashes[tag], Earlier(tag, other.run_id, str(event["decision"]), text))
+        except RunDirError:  # a damaged run is refused when it is opened; it decides nothing here
+            continue
+    return found
+
+
+def repeat_of(
+    rundir: RunDir,
+    tag: str,
+    digest: str,
+    *,
+    best: str,
+    best_digest: str | None = None,
+    session: dict[str, str] | None = None,
+    elsewhere: dict[str, Earlier] | None = None,
+    gating: bool = True,
+    rerun: bool = False,
+) -> Earlier | None:
+    """What a new ``tag`` with ``digest`` repeats: a tag the run registered with those bytes,
+    the best (``best_digest``: its bytes, when not registered yet), or an earlier candidate of
+    this session (``session``: tag → digest), or — when ``gating`` — bytes decided in another
+    run of the project (``elsewhere``, :func:`decided_in_project`); None when the bytes are new. A tag already
+    registered (a resume) and a null control repeat nothing; an explicit ``rerun`` repeats
+    only decided bytes (a replicate of undecided ones is what it is for)."""
+    if null_control_of(tag) is not None:
+        return None
+    if gating and elsewhere and digest in elsewhere:  # the same tag too: a new run is no new decision
+        return elsewhere[digest]
+    if tag in registered_hashes(rundir):
+        return None
+    earlier = earlier_with_bytes(rundir, digest, besides=tag)
+    if earlier is None and best_digest == digest:
+        earlier = Earlier(best, rundir.run_id, None, None)
+    if earlier is None:
+        twin = next((t for t, d in (session or {}).items() if d == digest and t != tag), None)
+        earlier = Earlier(twin, rundir.run_id, None, None, in_session=True) if twin else None
+    if earlier is None or (rerun and earlier.decision is None and not (gating and earlier.tag == best)):
+        return None
+    return earlier
+
+
+def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
+    """The one line that says what a repeat repeated and the ways on."""
+    short = digest.split(":")[-1][:12]
+    same = f"candidate {tag!r} is byte-identical to {earlier.tag!r} (content {short})"
+    if earlier.tag == best and earlier.decision in (None, "accept"):
+        return (
+            f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent, nothing to "
+            "gate or pay for; change its bytes"
+        )
+    if earlier.in_session:
+        return f"{same}, a sibling in this same session: the same bytes are gated once, as {earlier.tag!r}"
+    if earlier.decision is None:
+        return (
+            f"{same}, already evaluated in run {earlier.run_id}: a candidate is its bytes, its "
+            f"rollouts are {earlier.tag!r}'s; use --capevolve-tag {earlier.tag} (or "
+            "--capevolve-rerun for a fresh measurement)"
+        )
+    return (
+        f"{same}, {earlier.said()} in run {earlier.run_id}: a candidate is its bytes, so that "
+        f"decision stands and is not taken again under a new tag or in a new run; change its bytes "
+        f"(`capevolve gate {earlier.tag}` re-derives it)"
+    )

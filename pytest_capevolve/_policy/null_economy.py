@@ -1,0 +1,37 @@
+"""When null controls stop being paid for: once one has shown a spread of exactly 0.
+
+A null control is a byte-identical copy of the best run at the same trial seeds; its per-task
+deltas are the agent's own run-to-run noise. A reproducible agent (same seed, same output)
+shows none: every delta exactly 0. Another null of the same best then can only repeat that,
+under the same adapter and spec (a run locks both: a changed harness is a new run), so it
+buys nothing. Read by planning: the best's identical null is kept (its rollouts exist, so it
+costs nothing and still sets the floor) and no other is paid for until the best changes.
+Controller side; pays nothing.
+"""
+
+from __future__ import annotations
+
+from .._store.rundir import RunDir
+
+
+def identical_null(rundir: RunDir, best: str, n_tasks: int, nulls: int) -> str | None:
+    """The first of the best's null controls (``<best>-null1..nulls``) whose checked verdict
+    against ``best`` covers all ``n_tasks`` val tasks with every per-task delta exactly 0."""
+    for i in range(1, nulls + 1):
+        tag = f"{best}-null{i}"
+        if tag not in rundir.snapshots.known_tags():
+            continue
+        verdict = rundir.verdicts.checked(tag)  # as the gate logged it, or refused
+        if not verdict or not verdict.get("null_control") or verdict.get("against") != best:
+            continue
+        rows = list((verdict.get("per_task") or {}).values())
+        if len(rows) == n_tasks and n_tasks > 0 and all(row.get("delta") == 0 for row in rows):
+            return tag
+    return None
+
+
+def identical_note(tag: str, best: str) -> str:
+    return (
+        f"null controls: {tag} showed a spread of exactly 0 against {best!r} (a reproducible agent); "
+        "no other null is paid for while the best, the adapter and the spec are unchanged"
+    )

@@ -1,0 +1,178 @@
+"""A candidate is its bytes: a refuted candidate copied under a new tag is not gated again at a
+fresh α (issue 25's repro), and `capevolve gate TAG` re-derives the level the decision had."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_calls import run
+from fix_list_project import fixing, make_fix_list, split_ids
+
+
+def _round_of_three(example, projects, capevolve) -> tuple[Path, list[str]]:
+    """The fix-list project after a 3-sibling round booked by the session: ``helpful`` fixes 5
+    val tasks (p = 1/32), rejected at Holm's α/3 = 1/60; two weak siblings fix one each."""
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0  # the seed, and the splits frozen
+    val = split_ids(project, "val")
+    assert len(val) == 12
+    fixing(project, "helpful", val[:5])
+    fixing(project, "weak1", val[5:6])
+    fixing(project, "weak2", val[6:7])
+    gated = capevolve(project, "helpful", "weak1", "weak2", gate=True, extra=["--capevolve-commit", "auto"])
+    assert gated.ret == 10, gated.stdout.str()
+    return project, val
+
+
+def _verdict(project: Path, projects, tag: str) -> dict:
+    return json.loads((projects.run_dir(project) / "verdicts" / f"{tag}.json").read_text())
+
+
+def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
+    example, projects, capevolve, capsys
+):
+    project, _ = _round_of_three(example, projects, capevolve)
+    helpful = _verdict(project, projects, "helpful")
+    assert (helpful["decision"], helpful["p_exact"]) == ("reject", "1/32")
+    assert helpful["details"]["family"]["level_exact"] == "1/60"
+
+    code, answer, _ = run(
+        capsys, "work", "new", "helpful2", "--from", "helpful", "--project", str(project), "--json"
+    )
+    assert code == 0
+    copy = Path(json.loads(answer)["path"])
+    before = sorted(p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir())
+    again = capevolve(project, copy, gate=True, extra=["--capevolve-commit", "auto"])
+    # today: ACCEPT at 0.05 and booked as best; now refused in one line naming the earlier tag
+    # and the level its decision had, before anything is paid
+    assert again.ret == 10, again.stdout.str()
+    again.stdout.fnmatch_lines(
+        [
+            "helpful2 *REJECT*never paid for: candidate 'helpful2' is byte-identical to 'helpful' "
+            "*rejected (α = 0.01667, Holm over 3 siblings)*",
+            "helpful2: booked reject (repeat)",
+        ]
+    )
+    rundir = projects.run_dir(project)
+    assert sorted(p.name for p in (rundir / "rollouts" / "val").iterdir()) == before  # nothing paid
+    assert json.loads((rundir / "state.json").read_text())["best_id"] == "seed"
+    assert not (rundir / "candidates" / "helpful2").exists()
+    assert _verdict(project, projects, "helpful2")["details"]["repeats"] == "helpful"
+
+    # --capevolve-rerun is a fresh measurement, never a fresh decision on refuted bytes
+    rerun = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-rerun", "--capevolve-commit", "auto"]
+    )
+    assert rerun.ret == 10
+    rerun.stdout.fnmatch_lines(["helpful-r2 *REJECT*byte-identical to 'helpful' *rejected*"])
+    assert sorted(p.name for p in (rundir / "rollouts" / "val").iterdir()) == before
+
+
+def test_two_siblings_with_the_same_bytes_are_gated_once(example, projects, capevolve):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "one", val[:1])
+    fixing(project, "twin", val[:1])
+    gated = capevolve(project, "one", "twin", gate=True)
+    gated.stdout.fnmatch_lines(["twin *REJECT*byte-identical to 'one'*a sibling in this same session*"])
+    paid = [p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir()]
+    assert len([p for p in paid if "__one__" in p]) == 12 and not [p for p in paid if "__twin__" in p]
+    # alone in its family: 'one' was decided at α, not at a Holm share of two
+    assert "family" not in _verdict(project, projects, "one")["details"]
+
+
+def test_an_unchanged_copy_of_the_best_is_not_paid_for(example, projects, capevolve, capsys):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    code, answer, _ = run(capsys, "work", "new", "same", "--project", str(project), "--json")
+    assert code == 0
+    same = capevolve(project, Path(json.loads(answer)["path"]), gate=True)
+    assert same.ret == 10
+    same.stdout.fnmatch_lines(["same *REJECT*byte-identical to 'seed' *the best*nothing to gate*"])
+    paid = [p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir()]
+    assert paid and all("__seed__" in p for p in paid)  # no null control, no copy paid for
+
+
+def test_capevolve_gate_rederives_the_holm_level_the_decision_had(example, projects, capevolve, capsys):
+    project, _ = _round_of_three(example, projects, capevolve)
+    code, out, _ = run(capsys, "gate", "helpful", "--project", str(project))
+    # today: ACCEPT (re-derived at α = 0.05); the session rejected it at 1/60
+    assert code == 10, out
+    assert "REJECT" in out and "ACCEPT" not in out
+    assert "at the level this decision had (α = 0.01667, Holm over 3 siblings)" in out
+    code, out, _ = run(capsys, "gate", "helpful", "--project", str(project), "--alpha", "0.05", "--json")
+    answer = json.loads(out)
+    assert answer["decision"] == "accept" and answer["details"]["decided_level"]["this_answer_at_it"] is False
+    assert "not the level this decision had (α = 0.01667, Holm over 3 siblings)" in answer["reason"]
+
+
+# A scripted optimizer: iteration 1 fixes one val task (a reject, p = 1/2), iteration 2 writes
+# those same bytes again, iteration 3 crashes (the loop restores the parent's unchanged copy).
+REPEATER = """
+import pathlib, sys
+work, count = pathlib.Path(sys.argv[1]), pathlib.Path(__file__).with_name("calls")
+n = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(n))
+handover = (work / "LEDGER.md").read_text() if (work / "LEDGER.md").exists() else ""
+(pathlib.Path(__file__).with_name(f"ledger{n}.md")).write_text(handover)
+if n == 3:
+    sys.exit(3)
+with (work / "prompt.md").open("a") as prompt:
+    prompt.write("fix FIRST\\n")
+"""
+
+
+def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
+    example, projects, capevolve, capsys
+):
+    from cli_calls import hill_climb
+
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    (project / "repeater.py").write_text(REPEATER.replace("FIRST", split_ids(project, "val")[0]))
+    import sys
+
+    optimizer = f"{sys.executable} repeater.py {{workdir}} {{prompt}}"
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "3")
+    assert code == 0, err
+    rows = [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]]
+    assert rows == [
+        ("cand_0001", "reject", "gate"),
+        ("cand_0002", "reject", "repeat"),  # the same bytes as cand_0001: never paid again
+        ("cand_0003", "reject", "repeat"),  # the crash's unchanged copy of the best
+    ]
+    rundir = projects.run_dir(project)
+    paid = [p.name for p in (rundir / "rollouts" / "val").iterdir()]
+    assert len([p for p in paid if "__cand_0001__" in p]) == 12
+    assert not [p for p in paid if "__cand_0002__" in p or "__cand_0003__" in p]
+    two = json.loads((rundir / "verdicts" / "cand_0002.json").read_text())
+    assert two["details"]["repeats"] == "cand_0001" and two["details"]["earlier_decision"] == "reject"
+    three = json.loads((rundir / "verdicts" / "cand_0003.json").read_text())
+    assert three["details"]["repeats"] == "seed" and "unchanged copy of the parent" in three["reason"]
+    # the next proposal's handover names what the repeat repeated
+    ledger = (project / "ledger3.md").read_text()
+    assert "cand_0002" in ledger and "byte-identical to 'cand_0001'" in ledger
+    assert json.loads((rundir / "state.json").read_text())["stall"] == 3
+
+
+def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(example, projects, capevolve):
+    project, _ = _round_of_three(example, projects, capevolve)
+    first = projects.run_dir(project).name
+    again = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"]
+    )
+    # today: a fresh run gates 'helpful' alone at 0.05 and accepts what the Holm round rejected
+    assert again.ret == 10, again.stdout.str()
+    again.stdout.fnmatch_lines(
+        [
+            f"helpful *REJECT*byte-identical to 'helpful'*rejected (α = 0.01667, Holm over 3 siblings) in run {first}*"
+        ]
+    )
+    second = projects.run_dir(project)
+    assert second.name != first
+    assert not list(second.glob("rollouts/val/*"))  # nothing paid: not even the best, nor a null
+    # evaluating (not gating) in the new run is a measurement, not a decision: it is paid
+    assert capevolve(project, "weak1").ret == 0
+    assert [p for p in (second / "rollouts" / "val").iterdir() if "__weak1__" in p.name]

@@ -1,0 +1,63 @@
+"""One seal per project's test tasks (issue 25, item 3): a new run drawing the test tasks an
+earlier run scored does not score them again unsaid — refused, naming the run and the tasks,
+whichever of the two records an adversary deletes; acknowledged, every view says so."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from cli_calls import run
+from fix_list_project import make_fix_list
+
+from pytest_capevolve._store.project_seal import REUSED_LABEL
+
+
+def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
+    example, projects, capevolve, capsys, tmp_path
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    assert capevolve(project, finalize=True).ret == 0
+    first = projects.run_dir(project)
+    test_ids = json.loads((first / "splits.json").read_text())["test"]
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
+    second = projects.run_dir(project)
+    assert second != first and json.loads((second / "splits.json").read_text())["test"] == test_ids
+
+    def refused() -> None:
+        again = capevolve(project, finalize=True)
+        assert again.ret == 4, again.stdout.str()
+        again.stderr.fnmatch_lines(
+            [
+                f"ERROR: TestSealError: run {second.name}: its test split overlaps test tasks the project "
+                f"already scored (run {first.name}: 6 task(s) {', '.join(test_ids)})*--capevolve-test-reused*"
+            ]
+        )
+        assert not list((second / "rollouts" / "test").glob("*.json"))  # nothing paid
+
+    refused()  # today: scored a second time, and called held out
+    # the adversary deletes one record; the other still holds
+    aside = tmp_path / "aside"
+    shutil.move(first, aside)
+    refused()  # the run is gone: the project's file remembers it
+    shutil.move(aside, first)
+    (project / ".capevolve" / "test_seals.jsonl").unlink()
+    refused()  # the file is gone: the earlier run's log says it scored them
+    code, _, err = run(capsys, "measure", str(project))
+    assert code != 0 and "the test row stays sealed" in err
+
+    xml = tmp_path / "finalize.xml"
+    scored = capevolve(project, finalize=True, extra=["--capevolve-test-reused", f"--junitxml={xml}"])
+    assert scored.ret == 0, scored.stdout.str()
+    scored.stdout.fnmatch_lines([f"*{REUSED_LABEL}: these test tasks were scored before (run {first.name})*"])
+    junit = xml.read_text()
+    assert f'name="capevolve_test_reused" value="{REUSED_LABEL}"' in junit
+    assert junit.count(f'name="test_reused" value="{REUSED_LABEL}"') == len(test_ids)
+    code, out, _ = run(capsys, "measure", str(project))
+    assert code == 0 and f"NOTE {REUSED_LABEL}" in out
+    assert REUSED_LABEL in (second / "report.md").read_text()
+    assert run(capsys, "dashboard", str(project))[0] == 0
+    assert REUSED_LABEL in (second / "dashboard.html").read_text()
+    code, out, _ = run(capsys, "runs", str(project), "--json")
+    assert [row["test"] for row in json.loads(out)] == ["scored", "scored (reused)"]

@@ -1,0 +1,58 @@
+"""Say the resolution before paying (issue 25, item 6) on a 12-val-task project with a
+reproducible agent: baseline, spend and plan state the smallest win the next decision can
+accept; a reject that could not reach it says so; identical nulls give no "+0.000" MDE and
+stop being paid for."""
+
+from __future__ import annotations
+
+import json
+
+from cli_calls import run
+from fix_list_project import fixing, make_fix_list, split_ids
+
+
+def test_the_resolution_is_said_before_paying_and_identical_nulls_stop_being_paid(
+    example, projects, capevolve, capsys
+):
+    project = make_fix_list(example, projects)
+    code, out, err = run(capsys, "baseline", str(project))
+    assert code == 0, err
+    assert "resolution: the smallest win the gate can accept at the next decision's level (α = 0.05" in err
+    assert "on these 12 val tasks: improve ≥ 5 of 12 tasks with none worse" in err
+    assert json.loads(out)["resolution"]["smallest_win"] == 5
+    code, out, _ = run(capsys, "spend", str(project), "--n-siblings", "3", "--json")
+    three = json.loads(out)["resolution"]
+    assert (three["smallest_win"], three["level_exact"], three["reachable"]) == (6, "1/60", True)
+
+    val = split_ids(project, "val")
+    fixing(project, "two", val[:2])
+    first = capevolve(
+        project, "two", gate=True, extra=["--capevolve-null", "1", "--capevolve-commit", "auto"]
+    )
+    assert first.ret == 10
+    first.stdout.fnmatch_lines(
+        ["*two *REJECT*it improves 2 of 12 tasks, fewer than the 5 (with none worse)*out of reach*"]
+    )
+
+    code, out, _ = run(capsys, "plan", str(project))
+    assert "MDE not estimable: the nulls are identical (reproducible agent)" in out
+    assert "Δ̄ ≈ 0.0000" not in out and "+0.000" not in out
+    code, out, _ = run(capsys, "spend", str(project), "--table")
+    assert "MDE not estimable: the nulls are identical (reproducible agent)" in out and "+0.000" not in out
+
+    fixing(project, "three", val[2:5])
+    second = capevolve(
+        project, "three", gate=True, extra=["--capevolve-commit", "auto", "--capevolve-explain"]
+    )
+    assert second.ret == 10
+    second.stdout.fnmatch_lines(
+        ["null controls: seed-null1 showed a spread of exactly 0 against 'seed'*no other null is paid for*"]
+    )
+    # --capevolve-explain: no power figure scaled by no noise, no "about 2 tasks (now 12)"
+    second.stdout.fnmatch_lines(
+        ["*three (REJECT)*", "*MDE not estimable: the nulls are identical (reproducible agent)*"]
+    )
+    assert "what it would take" not in second.stdout.str() and "4 times in 5" not in second.stdout.str()
+    paid = [p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir()]
+    assert not [p for p in paid if "__seed-null2__" in p]  # today: 12 more rollouts for nothing
+    assert len([p for p in paid if "__seed-null1__" in p]) == 12
