@@ -74,7 +74,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     if scored.rollout is None or scored.reward is None:
         return fail(f"task {task.id!r} with the seed capability gave an infra error: {scored.infra_error}")
     try:
-        again = runner.score(task, scored.rollout)
+        again = runner.score_now(task, scored.rollout)
         reward = check_reward(again.reward, f"score({task.id!r})")
     except Exception as exc:
         return fail(f"re-scoring task {task.id!r} raised {exc!r}")

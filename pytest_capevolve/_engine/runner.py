@@ -101,6 +101,13 @@ class AdapterRunner:
     def score(self, task: Task, rollout: Rollout) -> Score:
         return _coerce_score(self.adapter.score(task, rollout), task)
 
+    def score_now(self, task: Task, rollout: Rollout) -> Score:
+        """:meth:`score` from plain code outside any event loop (``capevolve check``, a
+        re-score of a persisted rollout): an ``async def`` scorer runs under ``asyncio.run``."""
+        if inspect.iscoroutinefunction(self.adapter.score):
+            return asyncio.run(self.score_async(task, rollout))
+        return self.score(task, rollout)
+
     async def score_async(self, task: Task, rollout: Rollout) -> Score:
         result = self.adapter.score(task, rollout)
         if inspect.isawaitable(result):
