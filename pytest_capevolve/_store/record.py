@@ -50,6 +50,9 @@ class RolloutRecord:
     tokens: int = 0
     seconds: float = 0.0
     schema: int = SCHEMA_VERSION
+    # a stochastic scorer's re-scores ({"rewards": [...], "seeds": [...]}; reward is their
+    # mean); absent from the JSON when None, so other adapters' records are as they were
+    judge: Any = None
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -67,12 +70,18 @@ class RolloutRecord:
         return self.infra_error is None and self.reward is not None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if data["judge"] is None:
+            del data["judge"]
+        return data
 
     def dumps(self) -> str:
         """Compact, key-sorted JSON: what travels in a report. Encoded from the fields as they
         are (no deep copy, one shared encoder): this runs once per rollout on the hot path."""
-        return _ENCODER.encode({name: getattr(self, name) for name in _NAMES})
+        fields = {name: getattr(self, name) for name in _NAMES}
+        if fields["judge"] is None:
+            del fields["judge"]
+        return _ENCODER.encode(fields)
 
     @classmethod
     def from_json(cls, data: Any, where: str = "rollout record") -> RolloutRecord:
