@@ -109,7 +109,9 @@ def test_the_split_refuses_a_single_task():
         split(np.array([0.1]), np.array([0.0]), np.array([0.0]), 2)
 
 
-def test_check_accepts_a_re_score_that_differs_only_for_a_declared_stochastic_scorer(example, projects, capsys):
+def test_check_accepts_a_re_score_that_differs_only_for_a_declared_stochastic_scorer(
+    example, projects, capsys
+):
     project = example("toy_calc")
     projects.add_adapter(
         project,
