@@ -105,3 +105,43 @@ def render(report: dict[str, Any]) -> list[str]:
         f"  within a task: the judge's share {report['within_task_judge_share']:.0%}\n"
         f"  {report['advice']}"
     ).split("\n")
+
+
+def recorded_split(rundir: RunDir, tag: str, against: str) -> dict[str, Any]:
+    """``{"judge_noise": {...}}`` for a verdict file: the split of ``tag`` vs ``against`` on val
+    from the re-scores the records already carry (``judge.rewards``; nothing is re-scored), or
+    ``{}`` when fewer than two shared tasks have rollouts with at least two re-scores."""
+    per_arm: dict[str, dict[str, list[list[float]]]] = {tag: defaultdict(list), against: defaultdict(list)}
+    for record in rundir.rollouts.rollouts("val"):
+        rewards = (record.judge or {}).get("rewards") if isinstance(record.judge, dict) else None
+        if record.tag in per_arm and record.valid and isinstance(rewards, list) and len(rewards) >= 2:
+            per_arm[record.tag][record.task_id].append([float(r) for r in rewards])
+    tasks = sorted(set(per_arm[tag]) & set(per_arm[against]))
+    sizes = {len(s) for arm in per_arm.values() for t in tasks for s in arm[t]}
+    if len(tasks) < 2 or len(sizes) != 1:
+        return {}
+    deltas, judge, within = [], [], []
+    for t in tasks:
+        cand, best = np.array(per_arm[tag][t]), np.array(per_arm[against][t])
+        deltas.append(cand.mean() - best.mean())
+        (jc, wc), (jb, wb) = arm_within(cand), arm_within(best)
+        judge.append(jc + jb)
+        within.append(wc + wb)
+    result = split(np.array(deltas), np.array(judge), np.array(within), sizes.pop())
+    return {
+        "judge_noise": {
+            "rescores": result.rescores,
+            "n_tasks": result.n_tasks,
+            "var_total": result.var_total,
+            "var_judge": result.var_judge,
+            "var_agent": result.var_agent,
+            "judge_share": result.judge_share,
+            "agent_share": result.agent_share,
+            "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
+            "advice": (
+                "judge noise dominates: more re-scores (judge_rescores) buy more than more trials"
+                if rescores_pay_more(result)
+                else "agent noise dominates: more trials or tasks buy more than more re-scores"
+            ),
+        }
+    }

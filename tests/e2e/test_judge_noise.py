@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pytest_capevolve._cli.main import main
 
-JUDGE = '''
+JUDGE = """
 import random
 
 
@@ -19,7 +21,7 @@ class Judged(ToyCalcAdapter):
         right = rollout.output == task.target
         flipped = random.Random(f"{task.id}|{seed}").random() < 0.2
         return Score(reward=float(right != flipped))
-'''
+"""
 
 
 def test_a_noisy_judge_is_re_scored_recorded_and_split_from_the_agent(example, projects, capevolve, capsys):
@@ -34,6 +36,16 @@ def test_a_noisy_judge_is_re_scored_recorded_and_split_from_the_agent(example, p
     for r in val:
         assert r["judge"]["seeds"] == [r["seed"] + 1_000_003 * j for j in range(3)]
         assert r["reward"] == sum(r["judge"]["rewards"]) / 3
+
+    # the verdict says how much of Var(Δ̄) is the judge's, from the recorded re-scores
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
+    split = verdict["judge_noise"]
+    assert split["rescores"] == 3 and split["n_tasks"] == verdict["n_tasks"]
+    assert 0 < split["judge_share"] <= 1 and split["var_judge"] + split["var_agent"] == pytest.approx(
+        split["var_total"]
+    )
+    assert "more re-scores" in split["advice"]
+    result.stdout.fnmatch_lines(["careful: Var(Δ̄) is *% the judge*; judge noise dominates*"])
 
     before = sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json"))
     capsys.readouterr()
