@@ -124,3 +124,26 @@ def test_check_accepts_a_re_score_that_differs_only_for_a_declared_stochastic_sc
     )
     assert main(["check", str(project)]) == 0
     assert "score is declared stochastic (stochastic_score = True)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "judge",
+    [
+        {"rewards": [1.0, 0.0, 0.0], "seeds": [0, 1, 2]},  # re-scores edited: mean 1/3 ≠ reward
+        {"rewards": [1.0, 1.0], "seeds": [0]},  # a seed missing
+        {"rewards": [1.5, 0.5], "seeds": [0, 1]},  # a re-score outside [0, 1]
+        "1,1,1",
+    ],
+)
+def test_an_edited_judge_field_is_refused_when_the_record_is_read(judge):
+    """Attack: rewrite a record's re-scores so the split blames (or clears) the judge. The
+    reward must be their mean; a record that disagrees is refused (quarantined, re-paid)."""
+    from pytest_capevolve._store.record import RecordError
+
+    record = RolloutRecord(
+        "r", "val", "q", "seed", 0, 0, "h", reward=1.0, judge={"rewards": [1.0] * 3, "seeds": [0, 1, 2]}
+    )
+    assert RolloutRecord.loads(record.dumps()).reward == 1.0
+    data = record.to_json() | {"judge": judge}
+    with pytest.raises(RecordError, match="judge"):
+        RolloutRecord.from_json(data)
