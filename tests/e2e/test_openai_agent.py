@@ -109,3 +109,23 @@ def test_gate_session_through_the_endpoint_costs_and_rate_limits(
     # the key went to the client and nowhere else: no file of the project's record holds it
     written = [p for p in (project / ".capevolve").rglob("*") if p.is_file()]
     assert written and not [p for p in written if KEY.encode() in p.read_bytes()]
+
+
+def test_the_async_client_at_concurrency_8_records_what_the_sync_client_does(
+    example, standin, capevolve, projects, monkeypatch
+):
+    """The same session through openai.OpenAI (one rollout at a time per process) and through
+    openai.AsyncOpenAI with eight requests in flight: the same records."""
+    monkeypatch.setenv("OPENAI_BASE_URL", standin.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    records = {}
+    for name, adapter, extra in (
+        ("sync", "OpenAIChatAdapter", []),
+        ("async", "AsyncOpenAIChatAdapter", ["--capevolve-concurrency", "8"]),
+    ):
+        folder = example("openai_agent", dest=name)
+        projects.edit_spec(folder, "adapter.py:OpenAIChatAdapter", f"adapter.py:{adapter}")
+        result = capevolve(folder, "terse", extra=extra)
+        assert result.ret == 0, result.stdout.str()
+        records[name] = projects.rollout_records(folder)
+    assert records["sync"] == records["async"] and len(records["sync"]) == 2 * 16 * 2

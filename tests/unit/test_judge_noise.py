@@ -147,3 +147,9 @@ def test_an_edited_judge_field_is_refused_when_the_record_is_read(judge):
     data = record.to_json() | {"judge": judge}
     with pytest.raises(RecordError, match="judge"):
         RolloutRecord.from_json(data)
+
+
+def test_the_spec_lock_of_a_project_without_re_scores_is_what_it_was(examples):
+    from pytest_capevolve._project.spec import load_spec
+
+    assert "judge_rescores" not in load_spec(examples / "toy_calc").to_lock()
