@@ -124,7 +124,8 @@ class InspectTaskAdapter:
     factory: ClassVar[Factory | None] = None
     model: ClassVar[str] = "mockllm/model"
     model_args: ClassVar[dict[str, Any]] = {}
-    capability_path: ClassVar[str] = "capability"  # the seed capability, relative to the project
+    # the seed capability, relative to the project, when capevolve.yaml does not name one
+    capability_path: ClassVar[str] = "capability"
     log_dir: ClassVar[str | None] = None  # where inspect's logs stay (None: a temporary folder)
     thread_safe = True  # a candidate is its folder, handed to the factory: nothing process-wide
 
@@ -133,7 +134,7 @@ class InspectTaskAdapter:
         if made is None:
             raise AdapterError(f"{type(self).__name__} needs a task factory: set factory = staticmethod(fn)")
         self._factory: Factory = made
-        self._seed_dir = Path(project_dir or ".") / self.capability_path
+        self._seed_dir = _seed_folder(Path(project_dir or "."), self.capability_path)
         reference = self._factory(self._seed_dir)
         self._scorers = list(_as_list(reference.scorer))
         if not self._scorers:
@@ -269,6 +270,16 @@ class _Batches:
             for task_id, future in batch:
                 if not future.done():  # a rollout cut at its deadline was cancelled
                     future.set_result(results[task_id])
+
+
+def _seed_folder(project_dir: Path, default: str) -> Path:
+    """The seed capability: the spec's ``capability_path`` (what capevolve runs as ``seed``)."""
+    spec = project_dir / "capevolve.yaml"
+    named = None
+    if spec.is_file():
+        loaded = yaml.safe_load(spec.read_text(encoding="utf-8"))
+        named = loaded.get("capability_path") if isinstance(loaded, dict) else None
+    return project_dir / str(named or default)
 
 
 def _quiet_display() -> None:
