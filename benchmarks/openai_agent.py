@@ -3,8 +3,8 @@
 The example's adapter runs rollouts against the loopback stand-in (standin_server.py, a
 thread on 127.0.0.1) three ways, alternated in rounds so load on this shared machine hits all
 alike: (a) the stand-in's answer computed in-process (the baseline: no HTTP), (b) one HTTP
-round trip per rollout, (c) every request first rate-limited once (429, Retry-After: 0), then
-retried. Prints per-rollout medians and their ratios to (a), and checks the measured cost
+round trip per rollout, (c) every request first rate-limited once (429, retry-after-ms: 1), then
+retried by the openai client. Prints per-rollout medians and their ratios to (a), and checks the measured cost
 equals the stand-in's token counts × price.
 
     python benchmarks/openai_agent.py [--rollouts N] [--rounds R]

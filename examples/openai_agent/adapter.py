@@ -1,31 +1,33 @@
-"""An agent that is one call to an OpenAI-compatible chat-completions endpoint, stdlib only.
+"""An agent that is one call to an OpenAI-compatible chat-completions endpoint, through the
+official ``openai`` client (``pip install 'pytest-capevolve[openai]'``).
 
-The candidate's ``prompt.md`` is the system prompt; the task is the user message. Settings come
-from ``openai.yaml`` beside the spec, and the environment wins over it: ``OPENAI_BASE_URL``,
-``OPENAI_API_KEY``, ``OPENAI_MODEL``. There is no default endpoint: without a base URL the
-adapter refuses to start (one line saying what to set) rather than reach the network.
+The candidate's ``prompt.md`` is the system prompt; the task is the user message; the trial's
+seed is sent as ``seed``. Settings come from ``openai.yaml`` beside the spec, and the
+environment wins over it: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_MODEL``. There is
+no default endpoint: without a base URL the adapter refuses to start (one line saying what to
+set) rather than reach the network — the ``openai`` client's own default is api.openai.com.
+
+Two classes, one behaviour: :class:`OpenAIChatAdapter` uses ``openai.OpenAI`` (sync; rollouts
+overlap only across xdist workers), :class:`AsyncOpenAIChatAdapter` uses ``openai.AsyncOpenAI``
+(``async def run_target``: ``--capevolve-concurrency N`` keeps N requests in flight per worker).
 
 Cost is measured, not guessed: the usage the endpoint returns × the price table in
 ``openai.yaml`` (USD per million tokens). A model without a price is refused: unmetered is
 not free.
 
-A rate limit (429), a server error (5xx), a timeout or a dropped connection is retried with
-exponential backoff, honouring ``Retry-After`` (both capped by ``max_backoff_s``), at most
-``max_retries`` times; after that the rollout carries ``error`` — an infra error, missing data
-that the next session pays again, never a reward of 0. Any other HTTP error (401, 404, ...)
-is an infra error at once.
+Retries and timeouts are the client's own (``max_retries``, ``timeout``): it retries 408, 409,
+429, 5xx, timeouts and dropped connections with exponential backoff, honouring the server's
+``Retry-After``/``retry-after-ms``. When it gives up the rollout carries ``error`` with the
+status and the server's own message — an infra error, missing data that the next session pays
+again, never a reward of 0. So does an answer the adapter cannot read (no choices, no text).
+
+The API key goes to the client and nowhere else: not into a rollout's trace, output or error.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +35,19 @@ import yaml
 
 from pytest_capevolve import Rollout, Score, Task
 
-RETRIED_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+try:
+    import openai
+except ImportError as exc:  # the adapter module is imported when a session collects
+    raise RuntimeError(
+        "examples/openai_agent needs the official client: pip install 'pytest-capevolve[openai]'"
+    ) from exc
+
+# the statuses the openai client retries before it gives up (its _should_retry)
+RETRIED_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
 
 class EndpointError(Exception):
-    """The endpoint gave no answer (after the retries it was worth)."""
+    """The endpoint gave no usable answer (after the retries the client makes)."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +60,6 @@ class Settings:
     temperature: float = 0.0
     request_timeout_s: float = 60.0
     max_retries: int = 4
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
 
     @classmethod
     def load(cls, project_dir: Path, environ: dict[str, str]) -> Settings:
@@ -72,15 +80,14 @@ class Settings:
             )
         return cls(
             base_url=str(base_url).rstrip("/"),
-            api_key=environ.get("OPENAI_API_KEY") or str(config.get("api_key") or ""),
+            # the client refuses an empty key; a local server ignores whatever is sent
+            api_key=environ.get("OPENAI_API_KEY") or str(config.get("api_key") or "unset"),
             model=str(model),
             input_usd_per_mtok=float(prices["input"]),
             output_usd_per_mtok=float(prices["output"]),
             temperature=float(config.get("temperature", 0.0)),
             request_timeout_s=float(config.get("request_timeout_s", 60.0)),
             max_retries=int(config.get("max_retries", 4)),
-            backoff_s=float(config.get("backoff_s", 1.0)),
-            max_backoff_s=float(config.get("max_backoff_s", 30.0)),
         )
 
     def cost_usd(self, usage: dict[str, Any]) -> float:
@@ -88,78 +95,74 @@ class Settings:
         completion = int(usage.get("completion_tokens") or 0)
         return (prompt * self.input_usd_per_mtok + completion * self.output_usd_per_mtok) / 1_000_000
 
+    def client_options(self) -> dict[str, Any]:
+        return {
+            "base_url": self.base_url,
+            "api_key": self.api_key,
+            "max_retries": self.max_retries,
+            "timeout": self.request_timeout_s,
+        }
+
 
 @dataclass
 class Reply:
     text: str
     usage: dict[str, Any]
-    attempts: int
-    waited_s: list[float] = field(default_factory=list)
 
 
-class ChatClient:
-    """POSTs one chat completion, retrying what is worth retrying. ``sleep`` is injectable so
-    a test can see the waits without waiting them."""
-
-    def __init__(self, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.settings = settings
-        self.sleep = sleep
-
-    def complete(self, body: dict[str, Any]) -> Reply:
-        s = self.settings
-        waits: list[float] = []
-        problem = ""
-        for attempt in range(s.max_retries + 1):
-            if attempt:
-                self.sleep(waits[-1])
-            try:
-                payload = self._post(body)
-            except urllib.error.HTTPError as exc:
-                problem = f"HTTP {exc.code} {_error_text(exc)}"
-                if exc.code not in RETRIED_STATUSES:
-                    raise EndpointError(problem) from None
-                waits.append(self._wait(attempt, exc.headers.get("Retry-After")))
-                continue
-            except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as exc:
-                problem = f"no answer ({getattr(exc, 'reason', exc)})"
-                waits.append(self._wait(attempt, None))
-                continue
-            try:
-                text = payload["choices"][0]["message"]["content"]
-            except (KeyError, IndexError, TypeError):
-                raise EndpointError(f"unreadable completion: {str(payload)[:200]}") from None
-            return Reply(str(text or ""), dict(payload.get("usage") or {}), attempt + 1, list(waits))
-        raise EndpointError(f"{problem}; gave up after {s.max_retries + 1} attempts")
-
-    def _post(self, body: dict[str, Any]) -> Any:
-        s = self.settings
-        request = urllib.request.Request(
-            f"{s.base_url}/chat/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {s.api_key}"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=s.request_timeout_s) as response:
-            return json.loads(response.read())
-
-    def _wait(self, attempt: int, retry_after: str | None) -> float:
-        """Seconds before the next attempt: the server's Retry-After when it says one, else
-        exponential backoff; never more than ``max_backoff_s``."""
-        s = self.settings
-        wait = s.backoff_s * 2**attempt
-        if retry_after is not None:
-            try:
-                wait = max(0.0, float(retry_after))
-            except ValueError:
-                pass  # an HTTP date: keep the backoff
-        return min(wait, s.max_backoff_s)
+def request(settings: Settings, system: str, question: str, seed: int) -> dict[str, Any]:
+    """The chat-completions arguments of one rollout (no key: the client holds it)."""
+    return {
+        "model": settings.model,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}],
+        "temperature": settings.temperature,
+        "seed": seed,
+    }
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
+def read_reply(completion: Any) -> Reply:
+    """The text and usage of a completion, or an EndpointError saying what was unreadable.
+    The client builds its response models without validating them, so a 200 answer missing
+    its choices or its message arrives here as an object with holes."""
     try:
-        return json.loads(exc.read())["error"]["message"]
-    except Exception:
-        return str(exc.reason)
+        text = completion.choices[0].message.content
+        usage = completion.usage.model_dump() if completion.usage is not None else {}
+    except (AttributeError, IndexError, TypeError, KeyError):
+        raise EndpointError(f"unreadable completion: {str(completion)[:200]}") from None
+    if not isinstance(text, str):
+        raise EndpointError(f"unreadable completion: no text in {str(completion)[:200]}")
+    return Reply(text, dict(usage))
+
+
+def explain(exc: Exception, settings: Settings) -> str:
+    """One line for what the client raised, with the server's own message when it sent one."""
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body
+        said = body.get("message") if isinstance(body, dict) else None
+        line = f"HTTP {exc.status_code} {said or exc.message}"
+        if exc.status_code in RETRIED_STATUSES:
+            line += f"; gave up after {settings.max_retries + 1} attempts"
+        return line
+    if isinstance(exc, openai.APITimeoutError):
+        return (
+            f"no answer (timed out after {settings.request_timeout_s}s); "
+            f"gave up after {settings.max_retries + 1} attempts"
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        return f"no answer ({exc.message}); gave up after {settings.max_retries + 1} attempts"
+    if isinstance(exc, openai.APIResponseValidationError):
+        return f"unreadable completion: {exc.message}"
+    return str(exc)
+
+
+def rollout_of(task: Task, reply: Reply, settings: Settings) -> Rollout:
+    return Rollout(
+        task_id=task.id,
+        output=reply.text,
+        cost_usd=settings.cost_usd(reply.usage),
+        tokens=int(reply.usage.get("total_tokens") or 0),
+        trace={"usage": reply.usage},
+    )
 
 
 QUESTIONS = [
@@ -191,32 +194,36 @@ QUESTIONS = [
 
 
 class OpenAIChatAdapter:
+    """The agent through ``openai.OpenAI``: one client per adapter, shared by its rollouts."""
+
     def __init__(self, project_dir: Path) -> None:
         self.settings = Settings.load(Path(project_dir), dict(os.environ))
-        self.client = ChatClient(self.settings)
+        self._connect()
+
+    @classmethod
+    def with_settings(cls, settings: Settings) -> OpenAIChatAdapter:
+        """An adapter on ``settings`` as given (tests and benchmarks), no openai.yaml read."""
+        adapter = cls.__new__(cls)
+        adapter.settings = settings
+        adapter._connect()
+        return adapter
+
+    def _connect(self) -> None:
+        self.client = openai.OpenAI(**self.settings.client_options())
 
     def tasks(self, split: str) -> list[Task]:
         return [Task(id=tid, input=question, target=gold) for tid, question, gold in QUESTIONS]
 
     def run_target(self, task: Task, ctx: Path, *, seed: int) -> Rollout:
         system = (Path(ctx) / "prompt.md").read_text(encoding="utf-8")
-        body = {
-            "model": self.settings.model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": task.input}],
-            "temperature": self.settings.temperature,
-            "seed": seed,
-        }
         try:
-            reply = self.client.complete(body)
-        except EndpointError as exc:
-            return Rollout(task_id=task.id, error=str(exc))
-        return Rollout(
-            task_id=task.id,
-            output=reply.text,
-            cost_usd=self.settings.cost_usd(reply.usage),
-            tokens=int(reply.usage.get("total_tokens") or 0),
-            trace={"usage": reply.usage, "attempts": reply.attempts},
-        )
+            completion = self.client.chat.completions.create(
+                **request(self.settings, system, task.input, seed)
+            )
+            reply = read_reply(completion)
+        except (openai.OpenAIError, EndpointError) as exc:
+            return Rollout(task_id=task.id, error=explain(exc, self.settings))
+        return rollout_of(task, reply, self.settings)
 
     def score(self, task: Task, rollout: Rollout) -> Score:
         said = str(rollout.output).strip()
@@ -225,3 +232,25 @@ class OpenAIChatAdapter:
         if task.target in said:
             return Score(reward=0.5, feedback="right value, but not only the answer: the reply adds words")
         return Score(reward=0.0, feedback=f"wrong or unreadable answer: {said[:80]!r}")
+
+
+class AsyncOpenAIChatAdapter(OpenAIChatAdapter):
+    """The same agent through ``openai.AsyncOpenAI``: ``run_target`` is ``async def``, so one
+    worker keeps ``--capevolve-concurrency`` requests in flight. An async client is bound to
+    the event loop it runs on and a rollout may get a loop of its own (``capevolve check`` runs
+    each under ``asyncio.run``), so each rollout opens and closes its own client."""
+
+    def _connect(self) -> None:
+        return None  # a client per rollout (see the class docstring)
+
+    async def run_target(self, task: Task, ctx: Path, *, seed: int) -> Rollout:  # type: ignore[override]
+        system = (Path(ctx) / "prompt.md").read_text(encoding="utf-8")
+        try:
+            async with openai.AsyncOpenAI(**self.settings.client_options()) as client:
+                completion = await client.chat.completions.create(
+                    **request(self.settings, system, task.input, seed)
+                )
+            reply = read_reply(completion)
+        except (openai.OpenAIError, EndpointError) as exc:
+            return Rollout(task_id=task.id, error=explain(exc, self.settings))
+        return rollout_of(task, reply, self.settings)

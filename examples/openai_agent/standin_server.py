@@ -12,7 +12,10 @@ Run it to try the example without an API key:
 
 Tests start it in a thread (``StandIn().start()``) and inject faults through ``fault``: a
 function of (request body, attempt number for that exact request) returning an HTTP status
-(429, 500, ...) to answer with instead, or None; it may block on an Event to hold a request.
+(429, 500, ...) to answer with instead, ``MALFORMED`` (a 200 whose completion has no choices),
+or None; it may block on an Event to hold a request. Every fault answer carries
+``retry-after-ms`` (``retry_after_ms``, as OpenAI's API sends it), which the openai client
+honours: a test's retries wait a millisecond, not the client's 0.5 s backoff.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MODEL = "standin-small"
-Fault = Callable[[dict[str, Any], int], "int | None"]
+MALFORMED = "malformed"  # a fault that answers 200 with a completion missing its choices
+Fault = Callable[[dict[str, Any], int], "int | str | None"]
 
 _SUM = re.compile(r"What is (\d+) ([+*-]) (\d+)\?")
 _DATE = re.compile(r"What date is (\d+) days after (\w+ \d+, \d{4})\?")
@@ -73,7 +77,7 @@ class StandIn:
     def __init__(self, fault: Fault | None = None, model: str = MODEL) -> None:
         self.fault = fault
         self.model = model
-        self.retry_after: str | None = "0"  # the Retry-After a 429 or 503 carries (None: no header)
+        self.retry_after_ms: str | None = "1"  # the retry-after-ms every fault carries (None: none)
         self.usage: list[tuple[int, int]] = []
         self.statuses: list[int] = []
         self.attempts: dict[str, int] = {}
@@ -106,7 +110,7 @@ class StandIn:
 
         self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
         return self
 
@@ -130,10 +134,12 @@ class StandIn:
             attempt = self.attempts.get(key, 0)
             self.attempts[key] = attempt + 1
         status = self.fault(body, attempt) if self.fault is not None else None
+        if status == MALFORMED:
+            return self._reply(handler, 200, {"id": "chatcmpl-x", "object": "chat.completion", "choices": []})
         if status is not None:
-            retry = status in (429, 503) and self.retry_after is not None
-            headers = {"Retry-After": str(self.retry_after)} if retry else {}
-            return self._reply(handler, status, {"error": {"message": f"stand-in fault {status}"}}, headers)
+            headers = {"retry-after-ms": self.retry_after_ms} if self.retry_after_ms is not None else {}
+            message = {"error": {"message": f"stand-in fault {status}", "type": "standin"}}
+            return self._reply(handler, int(status), message, headers)
         text = answer(system, user, int(body.get("seed") or 0))
         prompt_tokens = count_tokens(system) + count_tokens(user)
         completion_tokens = count_tokens(text)

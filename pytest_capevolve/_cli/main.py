@@ -23,7 +23,7 @@ from .common import OPENED, Refused, UsageError, print_notices, report_error
 # hill-climb's or the loop's option tables.
 GROUPS: dict[str, tuple[str, ...]] = {
     "project": ("check", "microcase", "import-cap-evolve"),
-    "reading": ("runs", "verify", "plan", "measure", "dashboard"),
+    "reading": ("runs", "verify", "plan", "measure", "dashboard", "judge-noise"),
     "decisions:register": ("gate",),
     "decisions:register_loop": ("commit", "baseline"),
     "loop": ("work", "spend", "diagnose", "diff", "multirep", "merge"),

@@ -68,17 +68,26 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         fail("tasks('all') returned different tasks on a second call; make it deterministic")
     else:
         ok("tasks are the same across two calls")
-    runner = AdapterRunner(adapter)
+    try:
+        runner = AdapterRunner(adapter, spec.judge_rescores)
+    except AdapterError as exc:
+        return fail(str(exc))
     task = first[sorted(first)[0]]
     scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
     if scored.rollout is None or scored.reward is None:
         return fail(f"task {task.id!r} with the seed capability gave an infra error: {scored.infra_error}")
     try:
-        again = runner.score(task, scored.rollout)
+        again = runner.score_now(task, scored.rollout)
         reward = check_reward(again.reward, f"score({task.id!r})")
     except Exception as exc:
         return fail(f"re-scoring task {task.id!r} raised {exc!r}")
-    if reward != scored.reward or str(again.feedback or "") != scored.feedback:
+    if runner.stochastic:
+        ok(
+            f"score is declared stochastic (stochastic_score = True): re-scoring one rollout gave "
+            f"{scored.reward:g} then {reward:g}; judge_rescores: {spec.judge_rescores} "
+            "score(s) per rollout, averaged"
+        )
+    elif reward != scored.reward or str(again.feedback or "") != scored.feedback:
         fail(f"score is not deterministic: re-scoring one rollout gave {scored.reward} then {reward}")
     else:
         ok(f"score is deterministic on a re-score (reward {reward:g} on task {task.id!r})")

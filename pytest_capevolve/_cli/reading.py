@@ -13,6 +13,7 @@ from typing import Any
 from .._session import exitcodes
 from .._store.rundir import RunDir, RunDirError
 from .common import (
+    Refused,
     UsageError,
     add_project_args,
     emit,
@@ -199,6 +200,26 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def cmd_judge_noise(args: argparse.Namespace) -> int:
+    """Re-score persisted outputs with the stochastic scorer and split Δ̄'s variance; no rollout paid."""
+    from .._policy.judge_noise import JudgeNoiseRefusal, judge_noise, render
+    from .._project.adapter import AdapterError, load_adapter, load_tasks
+
+    spec, rundir = open_run(args)
+    try:
+        adapter = load_adapter(spec.adapter, spec.project_dir)
+        pool = load_tasks(adapter, spec.adapter)
+        against = args.against or rundir.state.best()
+        if args.tag == against:
+            raise JudgeNoiseRefusal(f"{args.tag!r} is the tag it would be compared with; give --against")
+        rescores = args.rescores or max(2, spec.judge_rescores)
+        report = judge_noise(rundir, adapter, pool, args.tag, against=against, rescores=rescores)
+    except (AdapterError, JudgeNoiseRefusal) as exc:
+        raise Refused(str(exc)) from None
+    emit(args, report, render)
+    return exitcodes.OK
+
+
 def register(sub: Any) -> None:
     """``runs``, ``verify``, ``plan``, ``measure`` and ``dashboard`` on the ``capevolve`` parser."""
     plan = sub.add_parser("plan", help="minimum detectable effect and headroom (pays nothing)")
@@ -230,6 +251,20 @@ def register(sub: Any) -> None:
         help="move a damaged events.jsonl tail aside; rebuild state.json from the events",
     )
     verify.set_defaults(func=cmd_verify)
+    noise = sub.add_parser(
+        "judge-noise",
+        help="re-score TAG's persisted outputs: the judge's and the agent's share of Δ̄'s variance",
+    )
+    noise.add_argument("tag", help="the candidate (compared with the best, or --against)")
+    add_project_args(noise)
+    noise.add_argument("--against", default=None, help="the tag to pair with (default: the best)")
+    noise.add_argument(
+        "--rescores",
+        type=int,
+        default=None,
+        help="re-scores per output (default: judge_rescores, at least 2)",
+    )
+    noise.set_defaults(func=cmd_judge_noise)
     runs = sub.add_parser("runs", help="the project's runs: best, iterations, spend, test sealed")
     add_project_args(runs, run_id=False)
     runs.set_defaults(func=cmd_runs)

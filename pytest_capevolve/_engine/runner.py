@@ -35,6 +35,7 @@ from .._project.adapter import (
     check_reward,
     coerce_rollout,
 )
+from .judging import Judged, declared_stochastic, rescores_for, score_rollout, score_rollout_async
 from .rollout_output import RolloutOutput
 
 
@@ -44,8 +45,11 @@ class AdapterRunner:
     Runs on each worker (or in-process without xdist), once per rollout item.
     """
 
-    def __init__(self, adapter: Any) -> None:
+    def __init__(self, adapter: Any, judge_rescores: int = 1) -> None:
         self.adapter = adapter
+        # times each output is scored (a declared-stochastic scorer only: .judging)
+        self.rescores = rescores_for(adapter, judge_rescores)
+        self.stochastic = declared_stochastic(adapter)
         params = inspect.signature(adapter.run_target).parameters
         self._passes_seed = "seed" in params
         self._passes_split = "split" in params
@@ -99,13 +103,20 @@ class AdapterRunner:
         return coerce_rollout(result, task.id)
 
     def score(self, task: Task, rollout: Rollout) -> Score:
-        return _coerce_score(self.adapter.score(task, rollout), task)
+        return coerce_score(self.adapter.score(task, rollout), task)
+
+    def score_now(self, task: Task, rollout: Rollout) -> Score:
+        """:meth:`score` from plain code outside any event loop (``capevolve check``, a
+        re-score of a persisted rollout): an ``async def`` scorer runs under ``asyncio.run``."""
+        if inspect.iscoroutinefunction(self.adapter.score):
+            return asyncio.run(self.score_async(task, rollout))
+        return self.score(task, rollout)
 
     async def score_async(self, task: Task, rollout: Rollout) -> Score:
         result = self.adapter.score(task, rollout)
         if inspect.isawaitable(result):
             result = await result
-        return _coerce_score(result, task)
+        return coerce_score(result, task)
 
 
 def declared_thread_safe(adapter: Any) -> bool:
@@ -126,7 +137,8 @@ def declared_thread_safe(adapter: Any) -> bool:
     return has_live or not callable(getattr(adapter, "apply", None))
 
 
-def _coerce_score(result: Any, task: Task) -> Score:
+def coerce_score(result: Any, task: Task) -> Score:
+    """What ``score()`` returned as a Score (a number or a cap-evolve Score are accepted)."""
     if isinstance(result, Score):
         return result
     if isinstance(result, (int, float)) and not isinstance(result, bool):
@@ -209,6 +221,7 @@ class Scored:
     infra_error: str | None = None
     seconds: float = 0.0
     captured: RolloutOutput | None = None
+    judge: dict[str, Any] | None = None  # a stochastic scorer's r rewards and seeds (.judging)
 
 
 def run_and_score(
@@ -240,7 +253,7 @@ def run_and_score(
         scored.infra_error = _raised("run_target", exc)
     rollout = scored.rollout
     if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
-        _score_into(scored, runner, task, rollout)
+        _score_into(scored, runner, task, rollout, seed)
     scored.seconds = round(time.perf_counter() - started, 6)
     return scored
 
@@ -277,7 +290,9 @@ async def run_and_score_async(
     rollout = scored.rollout
     if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
         try:
-            score: Score | BaseException = await runner.score_async(task, rollout)
+            score: Judged | BaseException = await score_rollout_async(
+                runner.adapter, task, rollout, seed=seed, rescores=runner.rescores
+            )
         except (Exception, SystemExit) as exc:
             score = exc
         _take_score(scored, task, score)
@@ -315,19 +330,22 @@ def _ready_to_score(scored: Scored, rollout: Rollout, started: float, timeout_s:
     return False
 
 
-def _score_into(scored: Scored, runner: AdapterRunner, task: Task, rollout: Rollout) -> None:
+def _score_into(scored: Scored, runner: AdapterRunner, task: Task, rollout: Rollout, seed: int) -> None:
     try:
-        score: Score | BaseException = runner.score(task, rollout)
+        score: Judged | BaseException = score_rollout(
+            runner.adapter, task, rollout, seed=seed, rescores=runner.rescores
+        )
     except (Exception, SystemExit) as exc:
         score = exc
     _take_score(scored, task, score)
 
 
-def _take_score(scored: Scored, task: Task, score: Score | BaseException) -> None:
+def _take_score(scored: Scored, task: Task, judged: Judged | BaseException) -> None:
     """The scorer's answer (or what it raised) into ``scored``: a reward, or an infra error."""
     try:
-        if isinstance(score, BaseException):
-            raise score
+        if isinstance(judged, BaseException):
+            raise judged
+        score = judged.score
         reward = check_reward(score.reward, f"score({task.id!r})")
     except AdapterError as exc:
         scored.infra_error = f"invalid score: {exc}"
@@ -338,3 +356,4 @@ def _take_score(scored: Scored, task: Task, score: Score | BaseException) -> Non
     scored.reward = reward
     scored.feedback = str(score.feedback or "")
     scored.metrics = score.metrics
+    scored.judge = judged.judge

@@ -306,6 +306,7 @@ def rollout_record(
         cost_usd=0.0 if rollout is None else float(rollout.cost_usd or 0.0),
         tokens=0 if rollout is None else int(rollout.tokens or 0),
         seconds=scored.seconds,
+        judge=scored.judge,
     )
 
 

@@ -82,6 +82,9 @@ class Spec:
     # take (1 = no growth; 2 or 3 reserve half of α for the first look, see _decide/looks.py)
     screen_alpha: float = 0.05
     grow_max_looks: int = 1
+    # how many times each rollout's output is scored by a declared-stochastic scorer (an LLM
+    # judge: ``stochastic_score = True`` on the adapter); the reward is their mean
+    judge_rescores: int = 1
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     @staticmethod
@@ -114,8 +117,13 @@ class Spec:
                 value = to_stored(value, self.project_dir)
             elif isinstance(value, tuple):
                 value = list(value)
+            if f.name in _SILENT_DEFAULTS and value == f.default:
+                continue  # a key added later: its default leaves older locks as they were
             out[f.name] = value
         return out
+
+
+_SILENT_DEFAULTS = frozenset({"judge_rescores"})
 
 
 # The spec's paths: stored relative to the project folder in a run dir.
@@ -237,6 +245,8 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     # subset screens and grow (_decide/screen.py, _decide/looks.py)
     "screen_alpha": _float(0, 0.25, lo_open=True),
     "grow_max_looks": _choice_int(1, 3),
+    # re-scores of each rollout's output by a declared-stochastic scorer (_engine/judging.py)
+    "judge_rescores": _int(1),
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.

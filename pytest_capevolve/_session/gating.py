@@ -21,6 +21,7 @@ from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused
+from .._policy.judge_noise import recorded_split
 from .._policy.resolution import out_of_reach
 from .._policy.verdicts import (
     Evidence,
@@ -76,6 +77,7 @@ class AlphaBudget:
     def __init__(self, spec: Spec, events: list[dict[str, Any]], siblings: int) -> None:
         self.schedule = spec.gate_alpha_schedule
         self.alpha = spec.gate_alpha
+        self.judge_rescores = spec.judge_rescores  # > 1: verdicts carry the judge's share
         self.decided = alpha_budget.decisions_so_far(events)
         self.round = alpha_budget.round_alpha(self.schedule, spec.gate_alpha, self.decided, siblings)
         self._taken = 0
@@ -136,8 +138,9 @@ class AlphaBudget:
                 slot, fresh = self.slot(verdict)
             else:  # indecisive or undecided: no decision, no α spent
                 slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
+            judge = recorded_split(rundir, verdict.tag, verdict.against) if self.judge_rescores > 1 else {}
             hooks.write_verdict(
-                rundir, verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
+                rundir, verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot, **judge)
             )
             if fresh:
                 rundir.log.append_event(

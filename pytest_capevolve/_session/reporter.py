@@ -195,6 +195,17 @@ class CapevolveReporter:
                 tr.write_sep("-", title)
                 tr.line(content.rstrip("\n"))
 
+    def _print_judge_noise(self, tr: Any, outcome: Any) -> None:
+        """One line per verdict whose file carries the judge's share (``judge_rescores`` > 1)."""
+        for verdict in outcome.verdicts:
+            split = (self.rundir.verdicts.verdict(verdict.tag) or {}).get("judge_noise")
+            if isinstance(split, dict):
+                tr.write_line(
+                    f"{verdict.tag}: Var(Δ̄) is {split['judge_share']:.0%} the judge's, "
+                    f"{split['agent_share']:.0%} the agent's ({split['rescores']} re-scores); "
+                    f"{split['advice']}"
+                )
+
     def _print_summary(self, tr: Any) -> None:
         outcome, tally = self.end.outcome, self.tally
         self._print_failed(tr)
@@ -207,6 +218,7 @@ class CapevolveReporter:
             tr.write_line(line)
         if outcome.verdicts:
             self._print_verdicts(tr, outcome)
+            self._print_judge_noise(tr, outcome)
         paid = sum(r.paid for r in outcome.rows)
         reused = sum(r.reused for r in outcome.rows)
         tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")

@@ -53,7 +53,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
-        runner = AdapterRunner(adapter)
+        runner = AdapterRunner(adapter, spec.judge_rescores)
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))

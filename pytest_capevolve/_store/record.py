@@ -50,6 +50,9 @@ class RolloutRecord:
     tokens: int = 0
     seconds: float = 0.0
     schema: int = SCHEMA_VERSION
+    # a stochastic scorer's re-scores ({"rewards": [...], "seeds": [...]}; reward is their
+    # mean); absent from the JSON when None, so other adapters' records are as they were
+    judge: Any = None
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -67,12 +70,18 @@ class RolloutRecord:
         return self.infra_error is None and self.reward is not None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if data["judge"] is None:
+            del data["judge"]
+        return data
 
     def dumps(self) -> str:
         """Compact, key-sorted JSON: what travels in a report. Encoded from the fields as they
         are (no deep copy, one shared encoder): this runs once per rollout on the hot path."""
-        return _ENCODER.encode({name: getattr(self, name) for name in _NAMES})
+        fields = {name: getattr(self, name) for name in _NAMES}
+        if fields["judge"] is None:
+            del fields["judge"]
+        return _ENCODER.encode(fields)
 
     @classmethod
     def from_json(cls, data: Any, where: str = "rollout record") -> RolloutRecord:
@@ -119,6 +128,26 @@ def _check_numbers(record: RolloutRecord, where: str) -> None:
         raise RecordError(f"{where}: reward {reward!r} is not a number in [0, 1]")
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not 0.0 <= cost < math.inf:
         raise RecordError(f"{where}: cost_usd {cost!r} is not a finite number ≥ 0")
+    if record.judge is not None:
+        _check_judge(record, where)
+
+
+def _check_judge(record: RolloutRecord, where: str) -> None:
+    """A stochastic scorer's re-scores: rewards in [0, 1], one seed each, and the record's
+    reward their mean — so an edited ``judge`` field cannot tell the split a story the reward
+    does not (the gate reads only the reward; the split reads the re-scores)."""
+    judge = record.judge
+    rewards = judge.get("rewards") if isinstance(judge, dict) else None
+    seeds = judge.get("seeds") if isinstance(judge, dict) else None
+    numbers = isinstance(rewards, list) and all(
+        isinstance(r, (int, float)) and not isinstance(r, bool) and 0.0 <= r <= 1.0 for r in rewards
+    )
+    if not numbers or not rewards or not isinstance(seeds, list) or len(seeds) != len(rewards):
+        raise RecordError(f"{where}: judge {judge!r} is not r rewards in [0, 1] with their r seeds")
+    if record.reward is None or not math.isclose(sum(rewards) / len(rewards), record.reward, abs_tol=1e-12):
+        raise RecordError(
+            f"{where}: reward {record.reward!r} is not the mean of its judge re-scores {rewards}"
+        )
 
 
 _FIELDS = dataclasses.fields(RolloutRecord)

@@ -20,12 +20,11 @@ from pytest_capevolve._cli.main import main
 
 @pytest.fixture
 def project(example, standin, monkeypatch):
-    """A copy of the example pointed at the stand-in, with no backoff wait (Retry-After: 0)."""
+    """A copy of the example pointed at the stand-in (whose faults say retry-after-ms: 1, so
+    the client's retries wait a millisecond), with a key that must never be written."""
     folder = example("openai_agent")
-    config = folder / "openai.yaml"
-    config.write_text(config.read_text().replace("backoff_s: 1.0", "backoff_s: 0.0"))
     monkeypatch.setenv("OPENAI_BASE_URL", standin.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.delenv("OPENAI_MODEL", raising=False)
     return folder
 
@@ -38,6 +37,7 @@ def _bucket(body: dict) -> int:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()[0] % 6
 
 
+KEY = "sk-capevolve-test-0123456789abcdef"  # what the run dir is searched for
 OUTAGE = "What is 91 - 46?"  # task sum-c: rate-limited on every attempt while the outage lasts
 
 
@@ -106,3 +106,26 @@ def test_gate_session_through_the_endpoint_costs_and_rate_limits(
     assert math.isclose(sum(r["cost_usd"] for r in _records(project)), _ledger_usd(standin), rel_tol=1e-9)
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "terse.json").read_text())
     assert verdict["n_tasks"] == 16 and verdict["per_task"]["sum-c"]["candidate"] > 0
+    # the key went to the client and nowhere else: no file of the project's record holds it
+    written = [p for p in (project / ".capevolve").rglob("*") if p.is_file()]
+    assert written and not [p for p in written if KEY.encode() in p.read_bytes()]
+
+
+def test_the_async_client_at_concurrency_8_records_what_the_sync_client_does(
+    example, standin, capevolve, projects, monkeypatch
+):
+    """The same session through openai.OpenAI (one rollout at a time per process) and through
+    openai.AsyncOpenAI with eight requests in flight: the same records."""
+    monkeypatch.setenv("OPENAI_BASE_URL", standin.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    records = {}
+    for name, adapter, extra in (
+        ("sync", "OpenAIChatAdapter", []),
+        ("async", "AsyncOpenAIChatAdapter", ["--capevolve-concurrency", "8"]),
+    ):
+        folder = example("openai_agent", dest=name)
+        projects.edit_spec(folder, "adapter.py:OpenAIChatAdapter", f"adapter.py:{adapter}")
+        result = capevolve(folder, "terse", extra=extra)
+        assert result.ret == 0, result.stdout.str()
+        records[name] = projects.rollout_records(folder)
+    assert records["sync"] == records["async"] and len(records["sync"]) == 2 * 16 * 2

@@ -1,0 +1,105 @@
+"""Scoring one rollout's output: once, or ``judge_rescores`` times for a stochastic scorer.
+
+The one place :mod:`.runner` calls the adapter's ``score()`` (through the two functions here),
+wherever the rollout ran. An adapter declares its scorer stochastic (an LLM judge) with
+``stochastic_score = True``; for it, with ``judge_rescores: r`` in the spec, the same output is
+scored r times and the reward is the **mean** of the r rewards (each checked to lie in
+[0, 1]). The mean per rollout keeps every gate valid as it is: a rollout's reward is still one
+number whose distribution is the same for two arms that do the same thing, so the paired
+sign-flip test on per-task deltas stays exact under the null, and the SE of the deltas already
+holds the judge's share of their variance (``_stats/judge_noise.py`` splits it out).
+
+Judge seeds: re-score j of a rollout at seed s runs with ``seed = s + JUDGE_SEED_STRIDE * j``
+(re-score 0 has the rollout's own seed), passed to ``score(task, rollout, *, seed=...)`` when
+the adapter's ``score`` takes a ``seed``; they are recorded with the r rewards in the record's
+``judge`` field. A non-stochastic adapter is scored once and its record carries no ``judge``
+field: its records are what they were before re-scores existed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .._project.adapter import AdapterError, Rollout, Score, Task, check_reward
+
+JUDGE_SEED_STRIDE = 1_000_003  # a prime larger than any trial count, so no two seeds collide
+
+
+def declared_stochastic(adapter: Any) -> bool:
+    """Whether the adapter says its ``score()`` may give another reward on a re-score."""
+    declared = getattr(adapter, "stochastic_score", False)
+    if not isinstance(declared, bool):
+        raise AdapterError(
+            f"adapter {type(adapter).__name__}: stochastic_score must be True or False, got {declared!r}"
+        )
+    return declared
+
+
+def rescores_for(adapter: Any, judge_rescores: int) -> int:
+    """How many times each output is scored; refuses r > 1 for a scorer not declared stochastic
+    (re-scoring a deterministic scorer pays r times for one number, and would hide a scorer that
+    should have been declared)."""
+    if judge_rescores > 1 and not declared_stochastic(adapter):
+        raise AdapterError(
+            f"judge_rescores: {judge_rescores} needs a stochastic scorer: set stochastic_score = True "
+            f"on {type(adapter).__name__} (its score() is an LLM judge), or judge_rescores: 1"
+        )
+    return judge_rescores
+
+
+def judge_seed(seed: int, j: int) -> int:
+    return seed + JUDGE_SEED_STRIDE * j
+
+
+@dataclass
+class Judged:
+    """The score a rollout gets: the first score with the mean reward, and the r rewards."""
+
+    score: Score
+    judge: dict[str, Any] | None = None
+
+
+def _kwargs(adapter: Any, seed: int) -> dict[str, Any]:
+    try:
+        takes_seed = "seed" in inspect.signature(adapter.score).parameters
+    except (TypeError, ValueError):
+        takes_seed = False
+    return {"seed": seed} if takes_seed else {}
+
+
+def _combined(task: Task, scores: list[Any], seeds: list[int], stochastic: bool) -> Judged:
+    from .runner import coerce_score
+
+    taken = [coerce_score(s, task) for s in scores]
+    if not stochastic:
+        return Judged(taken[0])
+    rewards = [check_reward(s.reward, f"score({task.id!r}) re-score {j}") for j, s in enumerate(taken)]
+    mean = sum(rewards) / len(rewards)
+    return Judged(replace(taken[0], reward=mean), {"rewards": rewards, "seeds": seeds})
+
+
+def score_rollout(adapter: Any, task: Task, rollout: Rollout, *, seed: int, rescores: int) -> Judged:
+    """Score ``rollout`` (r times if the scorer is stochastic). Raises what ``score()`` raised."""
+    stochastic = declared_stochastic(adapter)
+    seeds = [judge_seed(seed, j) for j in range(rescores if stochastic else 1)]
+    if not stochastic:
+        return _combined(task, [adapter.score(task, rollout)], seeds, False)
+    scores = [adapter.score(task, rollout, **_kwargs(adapter, s)) for s in seeds]
+    return _combined(task, scores, seeds, True)
+
+
+async def score_rollout_async(
+    adapter: Any, task: Task, rollout: Rollout, *, seed: int, rescores: int
+) -> Judged:
+    """:func:`score_rollout` for an adapter whose ``score`` may be ``async def``."""
+    stochastic = declared_stochastic(adapter)
+    seeds = [judge_seed(seed, j) for j in range(rescores if stochastic else 1)]
+    scores = []
+    for s in seeds:
+        result = adapter.score(task, rollout, **(_kwargs(adapter, s) if stochastic else {}))
+        if inspect.isawaitable(result):
+            result = await result
+        scores.append(result)
+    return _combined(task, scores, seeds, stochastic)

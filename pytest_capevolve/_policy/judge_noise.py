@@ -1,0 +1,147 @@
+"""``capevolve judge-noise TAG``: re-score a tag's and the best's persisted val outputs with the
+adapter's stochastic scorer, r times each — no rollout paid — and split the paired delta's
+variance into the judge's share and the agent's (:mod:`.._stats.judge_noise`).
+
+Reads the records (their output and trace are what the scorer sees, as in the session), calls
+only ``score()``, writes nothing: a re-score is a measurement of the judge, never a new reward
+for the gate (the gate reads the rewards the sessions recorded)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from .._engine.judging import declared_stochastic, judge_seed, score_rollout
+from .._project.adapter import AdapterError, Rollout, Task, check_reward
+from .._stats.judge_noise import arm_within, rescores_pay_more, split
+from .._store.record import RolloutRecord
+from .._store.rundir import RunDir
+
+
+class JudgeNoiseRefusal(Exception):
+    """Nothing to split: the message says why, in one line."""
+
+
+def _rescored(adapter: Any, pool: dict[str, Task], record: RolloutRecord, rescores: int) -> list[float]:
+    task = pool.get(record.task_id)
+    if task is None:
+        raise JudgeNoiseRefusal(
+            f"task {record.task_id!r} of a persisted rollout is not in the adapter's tasks"
+        )
+    rollout = Rollout(task_id=record.task_id, output=record.output, trace=record.trace)
+    judged = score_rollout(adapter, task, rollout, seed=record.seed, rescores=rescores)
+    rewards = (judged.judge or {}).get("rewards") or [judged.score.reward]
+    return [check_reward(r, f"score({task.id!r})") for r in rewards]
+
+
+def judge_noise(
+    rundir: RunDir, adapter: Any, pool: dict[str, Task], tag: str, *, against: str, rescores: int
+) -> dict[str, Any]:
+    """The split for ``tag`` against ``against`` on val, from ``rescores`` re-scores per output."""
+    if not declared_stochastic(adapter):
+        raise JudgeNoiseRefusal(
+            f"{type(adapter).__name__} does not declare stochastic_score = True: its score() is "
+            "deterministic, so all of the delta's variance is the agent's"
+        )
+    if rescores < 2:
+        raise JudgeNoiseRefusal(f"--rescores {rescores}: the judge's variance needs at least 2")
+    per_arm: dict[str, dict[str, list[list[float]]]] = {tag: defaultdict(list), against: defaultdict(list)}
+    for record in rundir.rollouts.rollouts("val"):
+        if record.tag in per_arm and record.valid:
+            try:
+                per_arm[record.tag][record.task_id].append(_rescored(adapter, pool, record, rescores))
+            except AdapterError as exc:
+                raise JudgeNoiseRefusal(str(exc)) from None
+    tasks = sorted(set(per_arm[tag]) & set(per_arm[against]))
+    if len(tasks) < 2:
+        raise JudgeNoiseRefusal(
+            f"{tag!r} and {against!r} share {len(tasks)} val task(s) with valid rollouts; the split needs 2"
+        )
+    deltas, judge, within = [], [], []
+    for t in tasks:
+        cand, best = np.array(per_arm[tag][t]), np.array(per_arm[against][t])
+        deltas.append(cand.mean() - best.mean())
+        (jc, wc), (jb, wb) = arm_within(cand), arm_within(best)
+        judge.append(jc + jb)
+        within.append(wc + wb)
+    result = split(np.array(deltas), np.array(judge), np.array(within), rescores)
+    more = rescores_pay_more(result)
+    return {
+        "tag": tag,
+        "against": against,
+        "split": "val",
+        "n_tasks": result.n_tasks,
+        "rescores": rescores,
+        "judge_seeds": f"rollout seed + {judge_seed(0, 1)} x j, j = 0..{rescores - 1}",
+        "delta_mean": float(np.mean(deltas)),
+        "se": float(np.sqrt(result.var_total)),
+        "var_total": result.var_total,
+        "var_judge": result.var_judge,
+        "var_agent": result.var_agent,
+        "judge_share": result.judge_share,
+        "agent_share": result.agent_share,
+        "within_task_judge_share": 0.0
+        if result.within_total <= 0
+        else result.within_judge / result.within_total,
+        "advice": (
+            "judge noise dominates the within-task variance: more re-scores (judge_rescores) buy "
+            "more than more trials"
+            if more
+            else "agent noise dominates: more trials (or tasks) buy more than more re-scores"
+        ),
+    }
+
+
+def render(report: dict[str, Any]) -> list[str]:
+    return (
+        f"judge noise: {report['tag']} vs {report['against']} on val, {report['n_tasks']} tasks, "
+        f"{report['rescores']} re-scores per output (no rollout paid)\n"
+        f"  Δ̄ {report['delta_mean']:+.4f}  SE {report['se']:.4f}  "
+        f"(SE counts both: every delta is of averaged re-scores)\n"
+        f"  Var(Δ̄) = judge {report['var_judge']:.6f} ({report['judge_share']:.0%}) + "
+        f"agent {report['var_agent']:.6f} ({report['agent_share']:.0%})\n"
+        f"  within a task: the judge's share {report['within_task_judge_share']:.0%}\n"
+        f"  {report['advice']}"
+    ).split("\n")
+
+
+def recorded_split(rundir: RunDir, tag: str, against: str) -> dict[str, Any]:
+    """``{"judge_noise": {...}}`` for a verdict file: the split of ``tag`` vs ``against`` on val
+    from the re-scores the records already carry (``judge.rewards``; nothing is re-scored), or
+    ``{}`` when fewer than two shared tasks have rollouts with at least two re-scores."""
+    per_arm: dict[str, dict[str, list[list[float]]]] = {tag: defaultdict(list), against: defaultdict(list)}
+    for record in rundir.rollouts.rollouts("val"):
+        rewards = (record.judge or {}).get("rewards") if isinstance(record.judge, dict) else None
+        if record.tag in per_arm and record.valid and isinstance(rewards, list) and len(rewards) >= 2:
+            per_arm[record.tag][record.task_id].append([float(r) for r in rewards])
+    tasks = sorted(set(per_arm[tag]) & set(per_arm[against]))
+    sizes = {len(s) for arm in per_arm.values() for t in tasks for s in arm[t]}
+    if len(tasks) < 2 or len(sizes) != 1:
+        return {}
+    deltas, judge, within = [], [], []
+    for t in tasks:
+        cand, best = np.array(per_arm[tag][t]), np.array(per_arm[against][t])
+        deltas.append(cand.mean() - best.mean())
+        (jc, wc), (jb, wb) = arm_within(cand), arm_within(best)
+        judge.append(jc + jb)
+        within.append(wc + wb)
+    result = split(np.array(deltas), np.array(judge), np.array(within), sizes.pop())
+    return {
+        "judge_noise": {
+            "rescores": result.rescores,
+            "n_tasks": result.n_tasks,
+            "var_total": result.var_total,
+            "var_judge": result.var_judge,
+            "var_agent": result.var_agent,
+            "judge_share": result.judge_share,
+            "agent_share": result.agent_share,
+            "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
+            "advice": (
+                "judge noise dominates: more re-scores (judge_rescores) buy more than more trials"
+                if rescores_pay_more(result)
+                else "agent noise dominates: more trials or tasks buy more than more re-scores"
+            ),
+        }
+    }

@@ -1,0 +1,367 @@
+"""An inspect_ai ``Task`` as a capevolve adapter (``pip install 'pytest-capevolve[inspect]'``).
+
+A project's ``adapter.py`` subclasses :class:`InspectTaskAdapter` with a *task factory*: a
+function from a candidate folder to an inspect ``Task``. What the user optimizes lives in that
+folder and the factory reads it — a system prompt (:func:`system_prompt`, ``system_prompt.md``),
+solver parameters (:func:`solver_params`, ``solver.yaml``), anything else it likes::
+
+    def arithmetic(capability: Path) -> Task:
+        params = solver_params(capability)
+        return Task(dataset=DATASET, scorer=exact(),
+                    solver=[system_message(system_prompt(capability)), generate()],
+                    config=GenerateConfig(temperature=params.get("temperature", 0.0)))
+
+    class Adapter(InspectTaskAdapter):
+        factory = staticmethod(arithmetic)
+        model = "openai/gpt-4o-mini"
+
+How inspect's pieces map onto capevolve's:
+
+- **each sample is a task** (id = the sample's id, else its 1-based position, inspect's own
+  default); **each (sample, trial) a rollout**, whose trial seed is the generate config's
+  ``seed`` (``eval(seed=...)``): common random numbers across candidates, as every adapter gets.
+- **the dataset and the scorer are the seed capability's, always.** A candidate supplies only
+  its solver and generate config; the samples and scorers its factory returns are ignored, so
+  a candidate cannot change what it is measured on, nor what "better" means.
+- ``run_target`` runs the candidate's solver on the sample with inspect (``eval_async``,
+  ``score=False``); ``score`` runs the seed's scorers on what the solver left, rebuilt as a
+  ``TaskState`` from the persisted rollout (its messages and completion).
+- **reward mapping** of the first scorer's value (the others go to ``metrics``):
+  ``CORRECT`` ("C") → 1, ``PARTIAL`` ("P") → 0.5, ``INCORRECT`` ("I") → 0, ``NOANSWER`` ("N")
+  → 0 (the agent was measured and said nothing useful: a 0, not missing data); ``True``/``False``
+  → 1/0; a number → itself, which must lie in [0, 1] (never clamped). Anything else (another
+  string, a dict or list value) is refused in one line; override :meth:`reward_of` to map it.
+- a sample that errors in inspect (the model API failed, a solver raised) is an **infra error**
+  with inspect's message: missing data, never a 0.
+- **batches**: inspect runs one ``eval`` at a time per process. Rollouts of one candidate at
+  one seed that are in flight together (``--capevolve-concurrency N``) are run as one
+  ``eval_async`` over their samples, the cheaper path; a lone rollout is a batch of one.
+  Each sample's result depends only on (sample, candidate, seed), so the records are the
+  same either way (``tests/e2e/test_inspect_bridge.py`` checks it).
+
+inspect writes its own ``.eval`` logs; they go to a temporary folder removed at exit unless
+``log_dir`` says where to keep them. The model must answer offline in tests:
+``mockllm/model`` with ``custom_outputs`` (a callable of the messages and generate config)
+is inspect's own mock, and ``examples/inspect_task`` uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+from .._project.adapter import AdapterError, Rollout, Score, Task
+
+try:
+    import inspect_ai
+    from inspect_ai.model import (
+        ChatMessage,
+        ChatMessageAssistant,
+        ChatMessageSystem,
+        ChatMessageTool,
+        ChatMessageUser,
+        ModelName,
+        ModelOutput,
+    )
+    from inspect_ai.scorer import CORRECT, INCORRECT, NOANSWER, PARTIAL, Target
+    from inspect_ai.solver import TaskState
+except ImportError as exc:  # imported by a project's adapter.py, when a session collects
+    raise ImportError(
+        "the inspect_ai bridge needs inspect_ai: pip install 'pytest-capevolve[inspect]'"
+    ) from exc
+
+REWARDS = {CORRECT: 1.0, PARTIAL: 0.5, INCORRECT: 0.0, NOANSWER: 0.0}
+_MESSAGES: dict[str, type[ChatMessage]] = {
+    "system": ChatMessageSystem,
+    "user": ChatMessageUser,
+    "assistant": ChatMessageAssistant,
+    "tool": ChatMessageTool,
+}
+Factory = Callable[[Path], "inspect_ai.Task"]
+
+
+def system_prompt(capability: Path, name: str = "system_prompt.md") -> str:
+    """The candidate's system prompt: the text of ``name`` in its folder."""
+    path = Path(capability) / name
+    if not path.is_file():
+        raise AdapterError(f"candidate {capability} has no {name}: the system prompt it optimizes")
+    return path.read_text(encoding="utf-8")
+
+
+def solver_params(capability: Path, name: str = "solver.yaml") -> dict[str, Any]:
+    """The candidate's solver parameters: the mapping in ``name`` (``{}`` without the file)."""
+    path = Path(capability) / name
+    if not path.is_file():
+        return {}
+    params = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise AdapterError(f"{path} must hold a mapping of solver parameters, got {type(params).__name__}")
+    return params
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """What a batch needs of one dataset sample, keyed by its capevolve task id."""
+
+    task_id: str
+    sample: Any  # inspect_ai.dataset.Sample with its id set
+
+
+class InspectTaskAdapter:
+    """The adapter. Subclass it and set ``factory`` (and ``model``, ``model_args``), or pass
+    them to ``__init__``. Runs wherever rollout items run (each xdist worker, or in-process)."""
+
+    factory: ClassVar[Factory | None] = None
+    model: ClassVar[str] = "mockllm/model"
+    model_args: ClassVar[dict[str, Any]] = {}
+    # the seed capability, relative to the project, when capevolve.yaml does not name one
+    capability_path: ClassVar[str] = "capability"
+    log_dir: ClassVar[str | None] = None  # where inspect's logs stay (None: a temporary folder)
+    thread_safe = True  # a candidate is its folder, handed to the factory: nothing process-wide
+
+    def __init__(self, project_dir: Path | None = None, *, factory: Factory | None = None) -> None:
+        made = factory or type(self).factory
+        if made is None:
+            raise AdapterError(f"{type(self).__name__} needs a task factory: set factory = staticmethod(fn)")
+        self._factory: Factory = made
+        self._seed_dir = _seed_folder(Path(project_dir or "."), self.capability_path)
+        reference = self._factory(self._seed_dir)
+        self._scorers = list(_as_list(reference.scorer))
+        if not self._scorers:
+            raise AdapterError(
+                f"the seed's inspect task ({self._seed_dir}) has no scorer: nothing can be gated"
+            )
+        self._samples = _keyed_samples(reference.dataset)
+        self._batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batches] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._logs = (
+            Path(self.log_dir) if self.log_dir else Path(tempfile.mkdtemp(prefix="capevolve-inspect-"))
+        )
+        if not self.log_dir:
+            weakref.finalize(self, shutil.rmtree, self._logs, True)
+        self.evals = 0  # inspect evals run by this adapter (batches), for tests and benchmarks
+
+    def tasks(self, split: str) -> list[Task]:
+        return [
+            Task(
+                id=key,
+                input=_text(s.sample.input),
+                target=_target(s.sample.target),
+                metadata=dict(s.sample.metadata or {}),
+            )
+            for key, s in self._samples.items()
+        ]
+
+    async def run_target(self, task: Task, ctx: Path, *, seed: int) -> Rollout:
+        loop = asyncio.get_running_loop()
+        batches = self._batches.get(loop)
+        if batches is None:
+            batches = self._batches[loop] = _Batches(self._run_batch)
+        try:
+            return await batches.submit((str(Path(ctx)), seed), task.id)
+        except AdapterError:
+            raise
+        except Exception as exc:  # the eval itself failed: every rollout of it is missing data
+            return Rollout(task_id=task.id, error=f"inspect eval failed: {type(exc).__name__}: {exc}")
+
+    async def _run_batch(self, key: tuple[str, int], task_ids: list[str]) -> dict[str, Rollout]:
+        """One ``eval_async`` of the candidate's solver over ``task_ids`` at one seed."""
+        ctx, seed = key
+        candidate = self._factory(Path(ctx))
+        samples = [self._samples[t].sample for t in task_ids]
+        run = inspect_ai.Task(
+            dataset=samples, solver=candidate.solver, scorer=None, config=candidate.config, name="capevolve"
+        )
+        _quiet_display()
+        self.evals += 1
+        logs = await inspect_ai.eval_async(
+            run,
+            model=self.model,
+            model_args=dict(self.model_args),
+            seed=seed,
+            score=False,
+            log_dir=str(self._logs),
+            fail_on_error=False,
+        )
+        [log] = logs
+        by_id = {str(s.id): s for s in (log.samples or [])}
+        failed = log.error.message if log.error is not None else f"inspect eval ended {log.status}"
+        return {t: _rollout_of(t, by_id.get(t), failed) for t in task_ids}
+
+    async def score(self, task: Task, rollout: Rollout) -> Score:
+        state = _state_of(task, rollout, self.model)
+        target = Target(task.target)
+        values: dict[str, Any] = {}
+        first: Any = None
+        for scorer in self._scorers:
+            result = await scorer(state, target)
+            if result is None:
+                continue
+            name = getattr(scorer, "__name__", None) or f"scorer{len(values)}"
+            values[name] = result.value
+            if first is None:
+                first = result
+        if first is None:
+            raise AdapterError(f"score({task.id!r}): the inspect scorers returned no score")
+        return Score(
+            reward=self.reward_of(first.value),
+            feedback=str(first.explanation or ""),
+            metrics={"inspect_values": values, "answer": first.answer},
+        )
+
+    def reward_of(self, value: Any) -> float:
+        """The reward of an inspect score value (the mapping in this module's docstring)."""
+        if isinstance(value, bool):
+            return 1.0 if value else 0.0
+        if isinstance(value, (int, float)):
+            return float(value)  # checked to lie in [0, 1] by the runner, never clamped
+        if isinstance(value, str) and value in REWARDS:
+            return REWARDS[value]
+        raise AdapterError(
+            f"inspect score value {value!r} has no reward: C/P/I/N, a bool or a number in [0, 1] "
+            "map; override reward_of to map another"
+        )
+
+
+class _Batches:
+    """Rollouts waiting for an eval, grouped by (candidate folder, seed), on one event loop.
+
+    The first rollout of a group schedules its flush; every rollout of the same group that
+    arrives before the flush takes the eval lock joins it. inspect allows one ``eval_async`` at
+    a time in a process, so the lock is also what keeps concurrent rollouts legal."""
+
+    def __init__(self, run: Callable[[tuple[str, int], list[str]], Any]) -> None:
+        self._run = run
+        self._pending: dict[tuple[str, int], list[tuple[str, asyncio.Future[Rollout]]]] = {}
+        self._lock = asyncio.Lock()
+
+    async def submit(self, key: tuple[str, int], task_id: str) -> Rollout:
+        future: asyncio.Future[Rollout] = asyncio.get_running_loop().create_future()
+        waiting = self._pending.setdefault(key, [])
+        waiting.append((task_id, future))
+        if len(waiting) == 1:
+            asyncio.get_running_loop().create_task(self._flush(key))
+        return await future
+
+    async def _flush(self, key: tuple[str, int]) -> None:
+        async with self._lock:
+            await asyncio.sleep(0)  # rollouts started in the same turn of the loop join this batch
+            batch = [(t, f) for t, f in self._pending.pop(key, []) if not f.done()]
+            if not batch:
+                return
+            try:
+                results = await self._run(key, sorted({t for t, _ in batch}))
+            except Exception as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
+            for task_id, future in batch:
+                if not future.done():  # a rollout cut at its deadline was cancelled
+                    future.set_result(results[task_id])
+
+
+def _seed_folder(project_dir: Path, default: str) -> Path:
+    """The seed capability: the spec's ``capability_path`` (what capevolve runs as ``seed``)."""
+    spec = project_dir / "capevolve.yaml"
+    named = None
+    if spec.is_file():
+        loaded = yaml.safe_load(spec.read_text(encoding="utf-8"))
+        named = loaded.get("capability_path") if isinstance(loaded, dict) else None
+    return project_dir / str(named or default)
+
+
+def _quiet_display() -> None:
+    """inspect prints a progress display to the terminal unless told otherwise; a session's
+    terminal belongs to pytest (``eval()`` takes ``display=``, ``eval_async`` reads this)."""
+    from inspect_ai.util._display import init_display_type
+
+    init_display_type("none")
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _keyed_samples(dataset: Any) -> dict[str, _Sample]:
+    """The dataset's samples keyed by task id: the sample's id, else its 1-based position."""
+    keyed: dict[str, _Sample] = {}
+    for position, sample in enumerate(dataset, start=1):
+        if sample.id is None:
+            sample = sample.model_copy(update={"id": position})
+        key = str(sample.id)
+        if key in keyed:
+            raise AdapterError(f"the inspect dataset has two samples with id {key!r}; ids must be unique")
+        keyed[key] = _Sample(key, sample)
+    return keyed
+
+
+def _text(value: Any) -> Any:
+    """A sample's input as plain JSON: its text, or its messages as role/text pairs."""
+    if isinstance(value, str):
+        return value
+    return [{"role": m.role, "content": m.text} for m in value]
+
+
+def _target(value: Any) -> Any:
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def _rollout_of(task_id: str, sample: Any, failed: str) -> Rollout:
+    """A persisted rollout of one evaluated sample: its messages and completion as plain text
+    (inspect's message ids and timings are left out: they differ between two runs of the same
+    thing, and the record of a rollout must not)."""
+    if sample is None:
+        return Rollout(task_id=task_id, error=f"inspect returned no sample: {failed}")
+    if sample.error is not None:
+        return Rollout(task_id=task_id, error=f"inspect sample error: {sample.error.message}")
+    usage = list((sample.model_usage or {}).values())
+    cost = sum(u.total_cost or 0.0 for u in usage)
+    return Rollout(
+        task_id=task_id,
+        output=sample.output.completion,
+        trace={
+            "messages": [{"role": m.role, "content": m.text} for m in sample.messages],
+            "stop_reason": sample.output.stop_reason,
+        },
+        tokens=sum(u.total_tokens for u in usage),
+        cost_usd=cost,
+    )
+
+
+def _state_of(task: Task, rollout: Rollout, model: str) -> Any:
+    """The ``TaskState`` a scorer reads, rebuilt from the persisted rollout alone (so a re-score
+    of a stored output needs no rollout)."""
+    trace = rollout.trace if isinstance(rollout.trace, dict) else {}
+    messages = _messages(trace.get("messages", []))
+    output = ModelOutput.from_content(model=model, content=str(rollout.output or ""))
+    return TaskState(
+        model=ModelName(model),
+        sample_id=task.id,
+        epoch=1,
+        input=task.input if isinstance(task.input, str) else _messages(task.input or []),
+        messages=messages,
+        target=Target(task.target),
+        output=output,
+        completed=True,
+        metadata=dict(task.metadata or {}),
+    )
+
+
+def _messages(pairs: list[dict[str, Any]]) -> list[Any]:
+    return [
+        _MESSAGES.get(m.get("role", ""), ChatMessageUser)(content=str(m.get("content", ""))) for m in pairs
+    ]

@@ -1,0 +1,40 @@
+"""examples/inspect_task (an inspect_ai task on inspect's mock model) through
+``pytest --capevolve-run``: in process, over two xdist workers, and with eight rollouts in
+flight (which the bridge runs as batched inspect evals). The gate accepts the terse prompt
+every time, and the persisted rollouts are the same records in all three modes.
+
+Each session runs in a child process: inspect keeps process-wide state (one eval at a time,
+its display) and leaves anyio streams for the garbage collector, none of which should reach
+this test process."""
+
+from __future__ import annotations
+
+import json
+
+MODES = {
+    "in-process": [],
+    "xdist-2": ["-n", "2"],
+    "concurrency-8": ["--capevolve-concurrency", "8"],
+}
+
+
+def test_an_inspect_task_gates_a_prompt_with_the_same_records_in_every_mode(example, capevolve, projects):
+    records = {}
+    for mode, extra in MODES.items():
+        project = example("inspect_task", dest=mode)
+        result = capevolve(
+            project, "terse", gate=True, extra=[*extra, "--capevolve-commit", "none"], subprocess=True
+        )
+        assert result.ret == 0, result.stdout.str()
+        result.stdout.fnmatch_lines(["terse *ACCEPT*8*"])
+        verdict = json.loads((projects.run_dir(project) / "verdicts" / "terse.json").read_text())
+        assert verdict["decision"] == "accept" and verdict["delta_mean"] > 0
+        records[mode] = projects.rollout_records(project)
+    first = records["in-process"]
+    # seed, terse and the two null controls of the seed, 8 val tasks, 2 trials each; every
+    # rollout measured (no infra error)
+    assert {tag for _, _, tag, _ in first} == {"seed", "terse", "seed-null1", "seed-null2"}
+    assert len(first) == 4 * 8 * 2 and all(r["infra_error"] is None for r in first.values())
+    assert all(r["output"] for r in first.values()) and any(r["reward"] == 0 for r in first.values())
+    for mode, found in records.items():
+        assert found == first, mode

@@ -1,0 +1,68 @@
+"""A stochastic judge under capevolve: toy_calc (a deterministic agent) scored by a judge that
+flips one verdict in five at its seed, re-scored three times per rollout; then
+``capevolve judge-noise`` re-scores the persisted outputs without paying a rollout."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_capevolve._cli.main import main
+
+JUDGE = """
+import random
+
+
+class Judged(ToyCalcAdapter):
+    stochastic_score = True
+
+    def score(self, task, rollout, *, seed):
+        right = rollout.output == task.target
+        flipped = random.Random(f"{task.id}|{seed}").random() < 0.2
+        return Score(reward=float(right != flipped))
+"""
+
+
+def test_a_noisy_judge_is_re_scored_recorded_and_split_from_the_agent(example, projects, capevolve, capsys):
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 2\njudge_rescores: 3")
+    result = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret in (0, 10), result.stdout.str()
+    records = projects.rollout_records(project)
+    val = [r for r in records.values() if r["split"] == "val"]
+    assert val and all(len(r["judge"]["rewards"]) == 3 for r in val)
+    for r in val:
+        assert r["judge"]["seeds"] == [r["seed"] + 1_000_003 * j for j in range(3)]
+        assert r["reward"] == sum(r["judge"]["rewards"]) / 3
+
+    # the verdict says how much of Var(Δ̄) is the judge's, from the recorded re-scores
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
+    split = verdict["judge_noise"]
+    assert split["rescores"] == 3 and split["n_tasks"] == verdict["n_tasks"]
+    assert 0 < split["judge_share"] <= 1 and split["var_judge"] + split["var_agent"] == pytest.approx(
+        split["var_total"]
+    )
+    assert "more re-scores" in split["advice"]
+    result.stdout.fnmatch_lines(["careful: Var(Δ̄) is *% the judge*; judge noise dominates*"])
+
+    before = sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json"))
+    capsys.readouterr()
+    assert main(["judge-noise", "careful", "--project", str(project), "--rescores", "4", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json")) == before
+    assert report["rescores"] == 4 and report["against"] == "seed"
+    assert 0 < report["judge_share"] <= 1 and report["judge_share"] + report["agent_share"] == 1
+    # the agent is deterministic: the spread within a task is the judge's (its two estimates,
+    # from re-scores and from trials, agree only up to their own noise: seeded, so fixed here)
+    assert report["within_task_judge_share"] > 0.5 and "more re-scores" in report["advice"]
+
+
+def test_judge_noise_refuses_a_deterministic_scorer_in_one_line(example, capevolve, capsys):
+    project = example("toy_calc")
+    assert capevolve(project, "careful").ret == 0
+    capsys.readouterr()
+    assert main(["judge-noise", "careful", "--project", str(project)]) != 0
+    out = capsys.readouterr()
+    assert "stochastic_score = True" in out.out + out.err and (out.out + out.err).count("\n") <= 2

@@ -1,0 +1,155 @@
+"""LLM-judge scorers: a declared-stochastic ``score()`` re-scored r times per rollout
+(``_engine/judging.py``), and the split of Δ̄'s variance into the judge's and the agent's
+(``_stats/judge_noise.py``)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._engine import judging
+from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
+from pytest_capevolve._project.adapter import AdapterError, Rollout, Score, Task
+from pytest_capevolve._stats.judge_noise import arm_within, rescores_pay_more, split
+from pytest_capevolve._store.record import RolloutRecord
+
+TASK = Task(id="q", input="2 + 2", target=4)
+
+
+class Agent:
+    def tasks(self, split):
+        return [TASK]
+
+    def run_target(self, task, ctx, *, seed):
+        return Rollout(task_id=task.id, output=4)
+
+
+class Deterministic(Agent):
+    calls = 0
+
+    def score(self, task, rollout):
+        Deterministic.calls += 1
+        return Score(reward=1.0)
+
+
+class Judge(Agent):
+    """An LLM judge stand-in: right four times in five, at the seed it is given."""
+
+    stochastic_score = True
+
+    def score(self, task, rollout, *, seed):
+        return Score(reward=float(random.Random(f"{task.id}|{seed}").random() < 0.8))
+
+
+def test_a_deterministic_scorer_is_scored_once_and_its_record_has_no_judge_field(tmp_path):
+    Deterministic.calls = 0
+    scored = run_and_score(AdapterRunner(Deterministic()), TASK, tmp_path, seed=0, split="val")
+    assert (scored.reward, scored.judge, Deterministic.calls) == (1.0, None, 1)
+    record = RolloutRecord("r", "val", "q", "seed", 0, 0, "h", reward=1.0)
+    assert '"judge"' not in record.dumps() and "judge" not in record.to_json()
+
+
+def test_a_stochastic_scorer_is_scored_r_times_with_recorded_seeds_and_the_mean_is_the_reward(tmp_path):
+    scored = run_and_score(AdapterRunner(Judge(), judge_rescores=5), TASK, tmp_path, seed=3, split="val")
+    stride = judging.JUDGE_SEED_STRIDE
+    assert scored.judge["seeds"] == [3 + stride * j for j in range(5)]
+    expected = [Judge().score(TASK, None, seed=s).reward for s in scored.judge["seeds"]]
+    assert scored.judge["rewards"] == expected and scored.reward == pytest.approx(sum(expected) / 5)
+    record = RolloutRecord("r", "val", "q", "seed", 0, 3, "h", reward=scored.reward, judge=scored.judge)
+    assert RolloutRecord.loads(record.dumps()).judge == scored.judge
+
+
+def test_re_scores_of_a_scorer_not_declared_stochastic_are_refused_in_one_line():
+    with pytest.raises(AdapterError, match="judge_rescores: 3 needs a stochastic scorer"):
+        AdapterRunner(Deterministic(), judge_rescores=3)
+
+
+def test_a_re_score_outside_0_1_is_an_infra_error_never_a_clamp(tmp_path):
+    class Wild(Judge):
+        def score(self, task, rollout, *, seed):
+            return Score(reward=1.5 if seed > 10 else 1.0)
+
+    scored = run_and_score(AdapterRunner(Wild(), judge_rescores=2), TASK, tmp_path, seed=0, split="val")
+    assert scored.reward is None and "re-score 1" in scored.infra_error
+
+
+def _simulate(rng, n, k, r, agent_sd, judge_sd, effect=0.0):
+    """Per task, two arms of k rollouts × r re-scores: agent outcome + judge noise."""
+    deltas, judge, within = [], [], []
+    for _ in range(n):
+        base = rng.normal(0.5, 0.1)
+        arms = []
+        for shift in (effect, 0.0):
+            agent = base + shift + rng.normal(0, agent_sd, size=(k, 1))
+            arms.append(agent + rng.normal(0, judge_sd, size=(k, r)))
+        deltas.append(arms[0].mean() - arms[1].mean())
+        (jc, wc), (jb, wb) = arm_within(arms[0]), arm_within(arms[1])
+        judge.append(jc + jb)
+        within.append(wc + wb)
+    return split(np.array(deltas), np.array(judge), np.array(within), r)
+
+
+@pytest.mark.parametrize(("agent_sd", "judge_sd"), [(0.05, 0.3), (0.3, 0.05), (0.2, 0.2)])
+def test_the_split_recovers_known_agent_and_judge_variances(agent_sd, judge_sd):
+    rng = np.random.default_rng(7)
+    n, k, r = 8000, 3, 3
+    result = _simulate(rng, n, k, r, agent_sd, judge_sd)
+    # truth: Var(d_t) = 2 (σa²/k + σj²/(k r)) (the task's base cancels in the paired delta)
+    judge_truth = 2 * judge_sd**2 / (k * r)
+    total_truth = 2 * agent_sd**2 / k + judge_truth
+    assert result.judge_share == pytest.approx(judge_truth / total_truth, abs=0.06)  # ~4 SE at n = 8000
+    assert rescores_pay_more(result) == (judge_sd**2 / r > agent_sd**2)
+
+
+def test_the_split_refuses_a_single_task():
+    with pytest.raises(ValueError, match="two tasks"):
+        split(np.array([0.1]), np.array([0.0]), np.array([0.0]), 2)
+
+
+def test_check_accepts_a_re_score_that_differs_only_for_a_declared_stochastic_scorer(
+    example, projects, capsys
+):
+    project = example("toy_calc")
+    projects.add_adapter(
+        project,
+        "\nimport itertools\n_n = itertools.count()\n"
+        "class Judged(ToyCalcAdapter):\n"
+        "    stochastic_score = True\n"
+        "    def score(self, task, rollout):\n"
+        "        return Score(reward=float(next(_n) % 2))\n",
+        "adapter.py:Judged",
+    )
+    assert main(["check", str(project)]) == 0
+    assert "score is declared stochastic (stochastic_score = True)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "judge",
+    [
+        {"rewards": [1.0, 0.0, 0.0], "seeds": [0, 1, 2]},  # re-scores edited: mean 1/3 ≠ reward
+        {"rewards": [1.0, 1.0], "seeds": [0]},  # a seed missing
+        {"rewards": [1.5, 0.5], "seeds": [0, 1]},  # a re-score outside [0, 1]
+        "1,1,1",
+    ],
+)
+def test_an_edited_judge_field_is_refused_when_the_record_is_read(judge):
+    """Attack: rewrite a record's re-scores so the split blames (or clears) the judge. The
+    reward must be their mean; a record that disagrees is refused (quarantined, re-paid)."""
+    from pytest_capevolve._store.record import RecordError
+
+    record = RolloutRecord(
+        "r", "val", "q", "seed", 0, 0, "h", reward=1.0, judge={"rewards": [1.0] * 3, "seeds": [0, 1, 2]}
+    )
+    assert RolloutRecord.loads(record.dumps()).reward == 1.0
+    data = record.to_json() | {"judge": judge}
+    with pytest.raises(RecordError, match="judge"):
+        RolloutRecord.from_json(data)
+
+
+def test_the_spec_lock_of_a_project_without_re_scores_is_what_it_was(examples):
+    from pytest_capevolve._project.spec import load_spec
+
+    assert "judge_rescores" not in load_spec(examples / "toy_calc").to_lock()
