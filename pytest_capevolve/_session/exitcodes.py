@@ -1,5 +1,7 @@
 """The exit codes of capevolve — its pytest sessions and its ``capevolve`` command — in one
-table, fixed so a CI job can branch on the outcome (the README's "Exit status" table).
+table, fixed so a CI job can branch on the outcome. docs/reference/exit-codes.md is generated
+from this docstring's tables (docs/hooks/reference.py), so keep their layout: a title line, then
+``====`` rules around rows of a code and its meaning.
 
 Sessions (and ``capevolve gate``, which re-derives a session's verdict):
 
@@ -7,7 +9,9 @@ Sessions (and ``capevolve gate``, which re-derives a session's verdict):
 0     complete; every gated candidate accepted
 10    a gated candidate was rejected
 11    a verdict was indecisive (coverage, tamper, error-rate imbalance)
-12    incomplete: infra errors, a dead worker, owed rollouts not run
+12    incomplete: a worker died, rollouts could not be produced (infra errors), or rollouts
+      the session owed were not run (deselected with ``-k``/``-m``/``--deselect``, skipped by a
+      mark) — the summary prints the command that completes them
 ====  =====================================================================================
 
 The ``capevolve`` command (chosen once, for every subcommand, in :mod:`.._cli`):

@@ -12,12 +12,14 @@ import pytest
 FAILED_LINE = re.compile(r"^FAILED (val)::(\S+)\[(\S+)-t(\d+)\] reward (\S+)(?:: (.*))?$")
 
 
-def test_readme_first_command_prints_one_line_per_failed_rollout(example, projects, capevolve, repo) -> None:
-    """The README's first command, as written there (-n 2 -q): a failed rollout is one line
+def test_the_evaluation_guide_first_command_prints_one_line_per_failed_rollout(
+    example, projects, capevolve, repo
+) -> None:
+    """The first command of docs/how-to/run-an-evaluation.md, as written there (-n 2 -q): a failed rollout is one line
     naming split, task, tag and trial with the scorer's whole feedback — no FAILURES section,
     no xdist header, no second copy cut at 50 characters — and the table still shows."""
-    readme = (repo / "README.md").read_text()
-    assert "--capevolve-run . --capevolve-candidate candidates/improved -n 2 -q" in readme
+    page = (repo / "docs" / "how-to" / "run-an-evaluation.md").read_text()
+    assert "--capevolve-run . --capevolve-candidate candidates/improved -n 2 -q" in page
     project = example("noisy_agent")
     result = capevolve(project, "improved", extra=["-n", "2", "-q"])
     assert result.ret == 0, result.stdout.str()
