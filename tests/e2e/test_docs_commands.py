@@ -21,6 +21,10 @@ def test_every_tutorial_command_runs_as_the_page_says(page: str, tmp_path: Path)
     assert len(commands(text)) >= 5
     ran = play(text, tmp_path)
     assert ran and all(result.returncode == command.exit_code for command, result in ran)
+    if page.endswith("your-project.md"):  # sealed: the dashboard's top shows the held-out gain
+        (run,) = (tmp_path / "my-agent" / ".capevolve" / "runs").iterdir()
+        top = (run / "dashboard.html").read_text(encoding="utf-8").split("</header>")[0]
+        assert '<p class="delta">best − seed on test: +' in top
 
 
 def test_the_readme_quickstart_ends_in_a_verdict_line(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from ..._decide.looks import shown_decision
 from ..._project.candidate import SEED_TAG
 from ..._store.evidence import ByTag, index_records, reward_matrix
 from ..._store.rundir import RunDir
-from ..measure import Measurement, table_rows
+from ..measure import Measurement, delta_lines, table_rows
 from .event_log import GATE_SPLIT, Log, SpendPoint, read_log
 
 # the drill-down shows feedback and output for at most this many rollouts (those that scored
@@ -126,6 +126,8 @@ class Dashboard:
     decisions: list[Decision]
     table: list[tuple[str, ...]] = field(default_factory=list)  # measure's honest table
     labels: list[str] = field(default_factory=list)
+    # measure's paired best − seed lines (val; test once sealed): the held-out gain, at the top
+    deltas: list[str] = field(default_factory=list)
     # tags with more val trials than num_trials (grown): tag → its trials. The heatmap and the
     # curves pool the first num_trials of every tag; a grown verdict pools all of them
     grown_trials: dict[str, int] = field(default_factory=dict)
@@ -206,6 +208,7 @@ def collect(
         decisions=decisions,
         table=table_rows(measurement) if measurement is not None else [],
         labels=list(measurement.labels) if measurement is not None else [],
+        deltas=delta_lines(measurement) if measurement is not None else [],
         grown_trials={tag: n for tag, n in sorted(trial_counts.items()) if n > num_trials},
         val=val,
         trial_counts=trial_counts,
