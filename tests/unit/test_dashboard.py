@@ -56,6 +56,19 @@ def test_one_forest_row_per_verdict_with_the_null_band(page):
     assert "decided before any rollout (micro_test_fail)" in "".join(doc.text)
 
 
+def test_a_verdict_row_shows_and_is_coloured_by_the_decision_booked_on_it(tmp_path, val_rollout):
+    """The forest plot follows the booking, not the verdict alone: a reject verdict booked
+    provisional (or accepted with --force) is drawn so, never as a red REJECT."""
+    rundir = hand_made_run(tmp_path, val_rollout)
+    before = Elements(build(rundir, num_trials=2))
+    assert len(before.having("text", "decision", "reject")) == 2  # the null and the refused one
+    rundir.log.append_event("decision", tag="refused", parent="seed", decision="provisional", basis=None)
+    after = Elements(build(rundir, num_trials=2))
+    assert len(after.having("text", "decision", "reject")) == 1
+    assert len(after.having("text", "decision", "provisional")) == 1
+    assert "PROVISIONAL" in "".join(after.text)
+
+
 def test_best_so_far_spend_and_lineage_follow_the_run(page):
     doc = Elements(page)
     assert len(doc.having("circle", "best-point")) == 2  # iteration 0 (seed) and 1 (cand accepted)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -189,7 +189,7 @@ def collect(
     tags = sorted(val, key=lambda tag: (tag != SEED_TAG, log.first_val_rollout.get(tag, log.count), tag))
     matrices = {tag: reward_matrix(val.get(tag, {}), task_ids, num_trials) for tag in tags}
     decisions = [_decision(e) for e in events if e.get("kind") == "decision"]
-    verdicts = _verdict_rows(rundir.verdicts.verdicts(), log)
+    verdicts = _booked(_verdict_rows(rundir.verdicts.verdicts(), log), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
     budget = state.get("budget") or {}
     trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
@@ -331,6 +331,26 @@ def _decision(event: dict[str, Any]) -> Decision:
         p_value=_number(event.get("p_value")),
         note=str(event.get("note") or ""),
     )
+
+
+def _booked(rows: list[VerdictRow], log: Log) -> list[VerdictRow]:
+    """Each verdict row as the decision booked on it: a decision logged after the tag's last
+    verdict (``capevolve commit``, a session's auto booking, a forced accept) is what the row
+    shows and is coloured by; a verdict written after the last booking (a grow) shows itself."""
+    last_verdict: dict[str, int] = {}
+    booked: dict[str, tuple[int, str]] = {}
+    for number, event in zip(log.numbers, log.events, strict=True):
+        tag = str(event.get("tag"))
+        if event.get("kind") == "verdict":
+            last_verdict[tag] = number
+        elif event.get("kind") == "decision" and event.get("decision"):
+            booked[tag] = (number, str(event["decision"]))
+    return [
+        replace(row, decision=booked[row.tag][1])
+        if row.tag in booked and booked[row.tag][0] > last_verdict.get(row.tag, -1)
+        else row
+        for row in rows
+    ]
 
 
 def _verdict_rows(files: dict[str, dict[str, Any]], log: Log) -> list[VerdictRow]:
