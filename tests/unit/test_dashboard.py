@@ -69,6 +69,18 @@ def test_a_verdict_row_shows_and_is_coloured_by_the_decision_booked_on_it(tmp_pa
     assert "PROVISIONAL" in "".join(after.text)
 
 
+def test_a_candidate_a_screen_killed_gets_a_forest_row_without_a_verdict_file(tmp_path, val_rollout):
+    rundir = hand_made_run(tmp_path, val_rollout)
+    kill = {"against": "seed", "screen": "tier1", "tasks": 6, "basis": "harm", "fired": 12}
+    rundir.log.append_event("screen", tag="bad", decision="kill", delta_mean=-0.3, p_harm=0.01, **kill)
+    rundir.log.append_event("screen", tag="meh", decision="promote", delta_mean=0.0, p_harm=0.5, **kill)
+    doc = Elements(build(rundir, num_trials=2))
+    assert len(doc.having("g", "forest-row")) == 4  # the three verdicts and the kill, not the promote
+    assert len(doc.having("g", "forest-row", "decision-reject")) == 3
+    text = "".join(doc.text)
+    assert "bad" in text and "meh" not in text and "-0.3000 — p=0.01 n=6" in text
+
+
 def test_best_so_far_spend_and_lineage_follow_the_run(page):
     doc = Elements(page)
     assert len(doc.having("circle", "best-point")) == 2  # iteration 0 (seed) and 1 (cand accepted)

@@ -189,7 +189,8 @@ def collect(
     tags = sorted(val, key=lambda tag: (tag != SEED_TAG, log.first_val_rollout.get(tag, log.count), tag))
     matrices = {tag: reward_matrix(val.get(tag, {}), task_ids, num_trials) for tag in tags}
     decisions = [_decision(e) for e in events if e.get("kind") == "decision"]
-    verdicts = _booked(_verdict_rows(rundir.verdicts.verdicts(), log), log)
+    rows = _verdict_rows(rundir.verdicts.verdicts(), log)
+    verdicts = _booked(rows + _screen_kill_rows(log, {row.tag for row in rows}), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
     budget = state.get("budget") or {}
     trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
@@ -331,6 +332,37 @@ def _decision(event: dict[str, Any]) -> Decision:
         p_value=_number(event.get("p_value")),
         note=str(event.get("note") or ""),
     )
+
+
+def _screen_kill_rows(log: Log, with_verdict: set[str]) -> list[VerdictRow]:
+    """A candidate a subset screen killed has no verdict file (a screen never writes one), yet
+    it was decided: it gets a forest row of its own, its Δ̄ on the screened tasks, no CI."""
+    killed: dict[str, dict[str, Any]] = {}
+    for event in log.events:
+        if event.get("kind") == "screen":
+            tag = str(event.get("tag"))
+            if event.get("decision") == "kill":
+                killed[tag] = event
+            else:
+                killed.pop(tag, None)  # a later screen promoted it
+    return [
+        VerdictRow(
+            tag=tag,
+            against=str(event.get("against", "")),
+            decision="reject",
+            basis=str(event.get("basis", "")),
+            null_control=False,
+            delta_mean=_number(event.get("delta_mean")),
+            ci=None,
+            bar=None,
+            p_value=_number(event.get("p_harm")),
+            n_tasks=int(event.get("tasks") or 0),
+            reason=f"killed by a {event.get('screen')} screen on {event.get('tasks')} tasks "
+            f"(basis {event.get('basis')}); p is the one-sided p that it is worse",
+        )
+        for tag, event in sorted(killed.items())
+        if tag not in with_verdict
+    ]
 
 
 def _booked(rows: list[VerdictRow], log: Log) -> list[VerdictRow]:
