@@ -72,6 +72,16 @@ def _progress_interval(value: str) -> float | None:
     return seconds
 
 
+def _failure_lines(value: str) -> str | int:
+    """Which failed rollouts get a line: all, auto, none or a count per task."""
+    from ._session.reporter import parse_failures
+
+    try:
+        return parse_failures(value)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
 def _block_number(value: str) -> int:
     from ._project.blocks import check_block
 
@@ -198,6 +208,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "0: after every rollout; off)",
     )
     group.addoption(
+        "--capevolve-failures",
+        type=_failure_lines,
+        default=None,
+        metavar="all|auto|none|N",
+        help="which rollouts the agent failed get a line of their own: all, none, at most N per task, "
+        "or auto (default: all up to 20, else one per task)",
+    )
+    group.addoption(
         "--capevolve-explain",
         action="store_true",
         help="put each verdict in plain words: what was compared, on how many tasks, what the test "
@@ -237,6 +255,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(f"capevolve_{key}", f"default for capevolve.yaml key {key}", default="")
     parser.addini("capevolve_split", "default split for --capevolve-run", default="val")
     parser.addini("capevolve_commit", "default for --capevolve-commit (auto|none)", default="")
+    parser.addini("capevolve_failures", "default for --capevolve-failures (all|auto|none|N)", default="")
     parser.addini("capevolve_multiple", "default for --capevolve-multiple (holm|bh|none)", default="")
     parser.addini("capevolve_test_reused", "default for --capevolve-test-reused (true|false)", default="")
 

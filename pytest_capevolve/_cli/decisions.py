@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import shlex
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,7 @@ from .common import Refused, UsageError, add_project_args, emit, open_run, proje
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """Re-derive a verdict from persisted val rollouts; pays no rollout."""
+    from .._decide.looks import shown_decision
     from .._policy import Refusal
     from .._policy.regate import GateAsk, regate
     from .._show.report import render_verdicts
@@ -29,7 +31,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
     except Refusal as exc:  # an unknown tag is bad input, as a missing project is
         raise UsageError(str(exc)) from None
     emit(args, verdict.to_dict(), lambda _: render_verdicts([verdict]))
-    return {"accept": exitcodes.OK, "reject": exitcodes.REJECTED}.get(verdict.decision, exitcodes.INDECISIVE)
+    looks = (verdict.details or {}).get("looks")
+    return exitcodes.for_decisions(
+        [shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, looks)]
+    )
 
 
 def cmd_commit(args: argparse.Namespace) -> int:
@@ -88,7 +93,10 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any]:
     """What an optimizer needs to start: the run, the best, the budget, the next commands."""
     splits = rundir.splits() or {}
-    where = str(spec.project_dir)
+    # each hint pastes as one valid shell command: paths quoted, one decision per line (an
+    # "accept|reject" choice would paste as a pipe)
+    where = shlex.quote(str(spec.project_dir))
+    work = shlex.quote(str(rundir.work_dir("cand_0001")))
     return {
         "run_id": rundir.run_id,
         "run_dir": str(rundir.root),
@@ -100,12 +108,13 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
         "recommendation": report["recommendation"],
         "resolution": report["resolution"],
         "next": [
-            f"capevolve diagnose {report['best']['tag']} {where}",
+            f"capevolve diagnose {shlex.quote(report['best']['tag'])} {where}",
             f"capevolve spend --n-siblings 3 {where}",
             f"capevolve work new cand_0001 {where}",
-            f"pytest --capevolve-run {spec.project_dir} --capevolve-candidate "
-            f"{rundir.work_dir('cand_0001')} --capevolve-gate --capevolve-commit none",
-            f"capevolve commit cand_0001 {where} --decision accept|reject --reject-basis gate",
+            f"pytest --capevolve-run {where} --capevolve-candidate {work} "
+            "--capevolve-gate --capevolve-commit none",
+            f"capevolve commit cand_0001 {where} --decision accept",
+            f"capevolve commit cand_0001 {where} --decision reject --reject-basis gate",
         ],
     }
 

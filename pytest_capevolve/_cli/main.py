@@ -28,10 +28,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "decisions:register_loop": ("commit", "baseline"),
     "loop": ("work", "spend", "diagnose", "diff", "multirep", "merge"),
     "climb": ("hill-climb",),
+    "start": ("init", "skills"),
 }
 
 # Commands that read no capevolve project (so take no --project): what they write is one.
-NO_PROJECT = ("import-cap-evolve",)
+NO_PROJECT = ("import-cap-evolve", "init", "skills")
 
 
 def _register(sub: argparse._SubParsersAction, group: str) -> None:  # type: ignore[type-arg]

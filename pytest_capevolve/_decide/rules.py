@@ -4,7 +4,7 @@ Each rule reads a :class:`RuleInput` (both arms, the paired deltas, the config) 
 with a :class:`RuleResult`: decision, basis, reason, and the numbers it was decided on
 (:class:`RuleNumbers`), which :func:`.gate.decide` writes into the verdict. A new gate mode is
 one function here and one line in :data:`RULES`; the spec's validation, the CLI's choices and
-the README's list derive from the registry.
+the generated reference (docs/reference/cli.md) derive from the registry.
 """
 
 from __future__ import annotations
@@ -127,7 +127,8 @@ def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
 
 
 # The one registry of gate rules: mode name → rule. Every list of modes (spec validation, the
-# CLI's choices, the README) derives from it; ``exact`` first, then cap-evolve's legacy modes.
+# CLI's choices, the generated docs reference) derives from it; ``exact`` first, then
+# cap-evolve's legacy modes.
 RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
     "exact": _exact,
     "paired": _paired,

@@ -55,7 +55,7 @@ class AcrossBlocks(TypedDict):
 
 
 class MultirepAnswer(TypedDict):
-    """The ``capevolve multirep`` object (see the README for its keys)."""
+    """The ``capevolve multirep`` object (docs/how-to/replicate-blocks.md says what its keys mean)."""
 
     run_id: str
     tag: str
@@ -68,7 +68,7 @@ class MultirepAnswer(TypedDict):
 
 
 def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -> MultirepAnswer:
-    """The ``capevolve multirep`` object (see the README for its keys)."""
+    """The ``capevolve multirep`` object (docs/how-to/replicate-blocks.md says what its keys mean)."""
     import math
 
     from .. import _stats as stats

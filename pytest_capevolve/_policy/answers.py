@@ -1,7 +1,8 @@
 """The JSON answers of the run policy, typed: what ``capevolve spend`` prints.
 
 TypedDicts, so the printed JSON is the plain dict it always was (same keys, same order) while
-mypy checks every key a caller reads. The README lists what each key means; the numbers are
+mypy checks every key a caller reads. docs/how-to/run-the-loop.md lists what each key means;
+the numbers are
 computed in :mod:`.spend`, :mod:`.val_budget` and :mod:`.._decide.calibration`.
 """
 

@@ -59,7 +59,7 @@ def spend_report(
     nulls: int = DEFAULT_NULLS,
     now: float | None = None,
 ) -> dict[str, Any]:
-    """The ``capevolve spend`` object for the run (see the README for its keys). Reads
+    """The ``capevolve spend`` object for the run (docs/how-to/run-the-loop.md lists its keys). Reads
     ``state.json``, ``events.jsonl``, ``splits.json`` and the val rollouts; pays nothing."""
     state = rundir.state.read_state()
     events = rundir.log.events()

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from .._decide.verdict import INDECISIVE, REJECT, Verdict
+from .._decide.looks import shown_decision
+from .._decide.verdict import Verdict
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.evidence import Arm, ByTag, index_records
@@ -171,12 +172,11 @@ class EvaluationSession:
                     {},
                 )
             )
-        decisions = {v.decision for v in decided}
-        if outcome.exit_code == exitcodes.OK:
-            if INDECISIVE in decisions:
-                outcome.exit_code = exitcodes.INDECISIVE
-            elif REJECT in decisions:
-                outcome.exit_code = exitcodes.REJECTED
+        if outcome.exit_code == exitcodes.OK:  # a provisional verdict exits as one, not as a reject
+            outcome.exit_code = exitcodes.for_decisions(
+                shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks"))
+                for v in decided
+            )
 
     def _explained(self, by_tag: ByTag, verdicts: list[Verdict]) -> list[str]:
         """The verdicts in words, with what it would take from the best's planning figures

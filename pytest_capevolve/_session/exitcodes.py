@@ -1,5 +1,7 @@
 """The exit codes of capevolve — its pytest sessions and its ``capevolve`` command — in one
-table, fixed so a CI job can branch on the outcome (the README's "Exit status" table).
+table, fixed so a CI job can branch on the outcome. docs/reference/exit-codes.md is generated
+from this docstring's tables (docs/hooks/reference.py), so keep their layout: a title line, then
+``====`` rules around rows of a code and its meaning.
 
 Sessions (and ``capevolve gate``, which re-derives a session's verdict):
 
@@ -7,7 +9,11 @@ Sessions (and ``capevolve gate``, which re-derives a session's verdict):
 0     complete; every gated candidate accepted
 10    a gated candidate was rejected
 11    a verdict was indecisive (coverage, tamper, error-rate imbalance)
-12    incomplete: infra errors, a dead worker, owed rollouts not run
+13    provisional: no gated candidate was rejected, but one is provisional — Δ̄ > 0 under the
+      bar with a look left (``--capevolve-grow`` it); not a reject
+12    incomplete: a worker died, rollouts could not be produced (infra errors), or rollouts
+      the session owed were not run (deselected with ``-k``/``-m``/``--deselect``, skipped by a
+      mark) — the summary prints the command that completes them
 ====  =====================================================================================
 
 The ``capevolve`` command (chosen once, for every subcommand, in :mod:`.._cli`):
@@ -26,10 +32,13 @@ The ``capevolve`` command (chosen once, for every subcommand, in :mod:`.._cli`):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 OK = 0
 REJECTED = 10
 INDECISIVE = 11
 INFRA_FAILURE = 12
+PROVISIONAL = 13
 
 CHECK_FAILED = 1
 REFUSED = 2
@@ -41,3 +50,16 @@ USAGE = 4
 # pytest.ExitCode's OK, TESTS_FAILED and NO_TESTS_COLLECTED (an IntEnum: equal to these), named
 # by value so ``capevolve gate`` can read the codes without importing pytest
 REPLACEABLE = (0, 1, 5)
+
+
+def for_decisions(shown: Iterable[str]) -> int:
+    """A gate's exit code from the decisions its verdicts stand for (``shown_decision``'s words):
+    indecisive over reject over provisional over accept."""
+    words = set(shown)
+    if "indecisive" in words:
+        return INDECISIVE
+    if words & {"reject", "inconclusive"}:
+        return REJECTED
+    if "provisional" in words:
+        return PROVISIONAL
+    return OK

@@ -15,7 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from .._decide.looks import looks_record
+from .._decide.looks import looks_record, shown_decision
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._policy.commit import CommitRefused
 from .._policy.verdicts import (
@@ -259,10 +259,10 @@ class GrowSession:
                     outcome.closing.append(
                         (f"{verdict.tag}: verdict written, decision not booked: {exc}", {})
                     )
-            if verdict.decision == INDECISIVE:
-                outcome.exit_code = exitcodes.INDECISIVE
-            elif verdict.decision != ACCEPT:
-                outcome.exit_code = exitcodes.REJECTED
+            looks = (verdict.details or {}).get("looks")
+            shown = shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, looks)
+            if shown != ACCEPT:
+                outcome.exit_code = exitcodes.for_decisions([shown])
         record_finish(spec, rundir, plan, self.persistence.tally, outcome, by_tag)
         return outcome
 

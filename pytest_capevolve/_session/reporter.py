@@ -22,7 +22,7 @@ import pytest
 from .._engine.remote import STALE_COPY_FIX
 from .._items.nodes import INFRA_PREFIX
 from .._show.numbers import num
-from .._show.report import render_arms, render_verdicts
+from .._show.report import ARMS_LEGEND, VERDICTS_LEGEND, render_arms, render_verdicts
 from .._store.codec import record_from_report
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
@@ -70,6 +70,40 @@ def failed_rollout_line(record: RolloutRecord) -> str:
     return f"{line}: {feedback}" if feedback else line
 
 
+# --capevolve-failures: which failed rollouts get their own line. ``auto`` lists every one of a
+# small session and one per task of a large one (a gate session of 40 tasks × 5 trials × 4
+# tags fails hundreds of rollouts: a line each buries the verdicts)
+FAILURE_POLICIES = ("all", "auto", "none")
+AUTO_ALL_UP_TO = 20
+
+
+def parse_failures(text: str) -> str | int:
+    """``all`` | ``auto`` | ``none`` | N (at most N lines per task); ValueError otherwise."""
+    word = str(text).strip().lower()
+    if word in FAILURE_POLICIES:
+        return word
+    if word.isdigit() and int(word) >= 1:
+        return int(word)
+    raise ValueError(f"--capevolve-failures takes all, auto, none or a count per task ≥ 1, got {text!r}")
+
+
+def listed_failures(records: list[RolloutRecord], policy: str | int) -> list[RolloutRecord]:
+    """The failed rollouts (already in print order) that get a line under ``policy``."""
+    if policy == "none":
+        return []
+    if policy == "all" or (policy == "auto" and len(records) <= AUTO_ALL_UP_TO):
+        return list(records)
+    per_task = 1 if policy == "auto" else int(policy)
+    seen: dict[tuple[str, str], int] = {}
+    listed = []
+    for record in records:
+        task = (record.split, record.task_id)
+        seen[task] = seen.get(task, 0) + 1
+        if seen[task] <= per_task:
+            listed.append(record)
+    return listed
+
+
 def is_task_failure(report: Any) -> bool:
     """A call report of a rollout the agent scored below the threshold (not an infra error)."""
     if report.when != "call" or not report.failed:
@@ -86,8 +120,10 @@ class CapevolveReporter:
         tally: Tally,
         progress: Progress | None,
         completing: Callable[[], str],
+        failures: str | int = "auto",
     ) -> None:
         self.rundir = rundir
+        self.failures = failures  # --capevolve-failures
         self.end = end
         self.tally = tally
         self.progress = progress
@@ -188,12 +224,21 @@ class CapevolveReporter:
             return (order.get(r.tag, len(order)), r.tag, r.split, r.task_id, r.trial)
 
         with_output = "A" in (tr.config.option.reportchars or "")  # -rA: what each one printed too
-        for record in sorted(self.failed, key=key):
+        ordered = sorted(self.failed, key=key)
+        listed = listed_failures(ordered, self.failures)
+        for record in listed:
             tr.write_line(failed_rollout_line(record))
             sections = self.failed_sections.get((record.tag, record.split, record.task_id, record.trial), [])
             for title, content in sections if with_output else []:
                 tr.write_sep("-", title)
                 tr.line(content.rstrip("\n"))
+        if len(listed) < len(ordered):
+            per_task = 1 if self.failures == "auto" else self.failures
+            how = "none listed" if self.failures == "none" else f"at most {per_task} per task listed"
+            tr.write_line(
+                f"… {len(ordered) - len(listed)} more failed rollouts not listed ({how}; "
+                "--capevolve-failures all lists every one, or N at most N per task)"
+            )
 
     def _print_judge_noise(self, tr: Any, outcome: Any) -> None:
         """One line per verdict whose file carries the judge's share (``judge_rescores`` > 1)."""
@@ -216,6 +261,8 @@ class CapevolveReporter:
         tr.section(f"capevolve run {self.rundir.run_id}", sep="=")
         for line in render_arms(outcome.rows) if outcome.rows else []:  # none: every candidate refused
             tr.write_line(line)
+        if outcome.rows:
+            tr.write_line(ARMS_LEGEND)
         if outcome.verdicts:
             self._print_verdicts(tr, outcome)
             self._print_judge_noise(tr, outcome)
@@ -246,6 +293,7 @@ class CapevolveReporter:
             tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}")
         for line in render_verdicts(outcome.verdicts):
             tr.write_line(line)
+        tr.write_line(VERDICTS_LEGEND.format(against=f"'{outcome.against}'"))
         for verdict in outcome.verdicts:
             for warning in verdict.warnings:
                 tr.write_line(f"{verdict.tag}: {warning}", red=True)

@@ -39,7 +39,7 @@ from .perf import (
 from .persistence import summarize
 from .planning import BudgetError, Planned
 from .progress import Progress
-from .reporter import CapevolveReporter, rollouts
+from .reporter import CapevolveReporter, parse_failures, rollouts
 
 
 def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, str]) -> None:
@@ -169,7 +169,12 @@ def _start_controller(
         (
             "reporter",
             CapevolveReporter(
-                rundir, end, persistence.tally, progress, lambda: _resume_command(config, spec, planned, True)
+                rundir,
+                end,
+                persistence.tally,
+                progress,
+                lambda: _resume_command(config, spec, planned, True),
+                failures=_failures(config),
             ),
         ),
         ("remote", RemoteWorkers(config, spec)),
@@ -180,6 +185,17 @@ def _start_controller(
 
         config.pluginmanager.register(JunitReport(config, end), "capevolve-junitxml")
     return planned.plan
+
+
+def _failures(config: pytest.Config) -> str | int:
+    """--capevolve-failures, else its ini key, else ``auto``; a bad ini value is a usage error."""
+    given = config.option.capevolve_failures
+    if given is not None:
+        return given
+    try:
+        return parse_failures(str(config.getini("capevolve_failures") or "auto"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"ini capevolve_failures: {exc}") from exc
 
 
 def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome:

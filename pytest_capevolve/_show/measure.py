@@ -284,6 +284,11 @@ def _delta_text(line: DeltaLine) -> str:
     return f"{s['mean']:+.4f} (SE {num(s['se'], '.4f')}, 95% CI {ci}, n = {s['n']}, one-sided p = {p})"
 
 
+def delta_lines(m: Measurement) -> list[str]:
+    """``best − seed on test: +0.3519 (SE …, 95% CI […], n = 18, one-sided p = …)``, one per split."""
+    return [f"best − seed on {d.split}: {_delta_text(d)}" for d in m.deltas]
+
+
 def table_rows(m: Measurement) -> list[tuple[str, ...]]:
     header = ("split", "arm", "tag", "mean", "SE", "tasks", "trials", "coverage", "from")
     rows: list[tuple[str, ...]] = [header]

@@ -163,8 +163,22 @@ def render_arms(rows: Sequence[TagRow]) -> list[str]:
     return [fmt(header), *(fmt(row) for row in body)]
 
 
+# One line under each table, so its words need no manual: the arms' SE is each arm's own, the
+# verdicts' SE is the paired one, and they are not the same number.
+ARMS_LEGEND = (
+    "mean, SE: each arm's mean reward over tasks and its own (unpaired) standard error; "
+    "pass^k: the chance that k fresh trials of a task all pass; "
+    "infra: rollouts that measured nothing (missing data)"
+)
+VERDICTS_LEGEND = (
+    "Δ̄: mean per-task difference from {against} on the same trial seeds; SE: its paired standard error; "
+    "bar: what Δ̄ had to clear (at least the null controls' spread); a REJECT names the rule that decided it"
+)
+
+
 def render_verdicts(verdicts: Sequence[Any]) -> list[str]:
-    """One line per verdict: decision, the numbers it rests on, and its reason."""
+    """One line per verdict: decision, the numbers it rests on, and its reason (a reject's
+    prefixed with the rule that decided it, its basis: ``exact``, ``null_floor``, ...)."""
     header = ("tag", "decision", "n", "Δ̄", "SE", "95% CI", "p", "bar", "reason")
     body = []
     for v in verdicts:
@@ -179,7 +193,7 @@ def render_verdicts(verdicts: Sequence[Any]) -> list[str]:
                 ci,
                 num(v.p_value, ".4g"),
                 num(v.bar, ".4f"),
-                v.reason,
+                f"by {v.basis}: {v.reason}" if v.decision == "reject" and v.basis else v.reason,
             )
         )
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header) - 1)]

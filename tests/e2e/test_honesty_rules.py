@@ -1,4 +1,4 @@
-"""The honesty rules the README states that live in session code, pinned end to end (the
+"""The honesty rules the docs state that live in session code, pinned end to end (the
 decision-level ones, on hand-built reward matrices, are in tests/unit/test_honesty_rules.py)."""
 
 from __future__ import annotations

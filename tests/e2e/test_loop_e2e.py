@@ -4,6 +4,7 @@ session that leaves its verdicts as evidence, decisions booked by `capevolve com
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -49,7 +50,11 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     assert code == 0 and handoff["best"]["tag"] == "seed" and handoff["best"]["full_val"] is True
     # stdout is the JSON alone; stderr has the summary, not a line per failed rollout
     assert "FAILED" not in err and "capevolve run " in err and "rollouts: 200 paid" in err, err
-    assert handoff["splits"]["val"] == 40 and handoff["trials"] == 5 and len(handoff["next"]) == 5
+    assert handoff["splits"]["val"] == 40 and handoff["trials"] == 5 and len(handoff["next"]) == 6
+    for hint in handoff["next"]:  # each pastes as one command: no "accept|reject" pipe, paths quoted
+        words = shlex.split(hint)
+        assert "|" not in words and words[0] in ("capevolve", "pytest"), hint
+    assert [shlex.split(h)[-1] for h in handoff["next"][-2:]] == ["accept", "gate"]
     code, spend, _ = run_cli(capsys, "spend", str(project), "--n-siblings", "3")
     assert code == 0 and spend["afford"]["rollouts"]["total"] == 5 * 40 * 5  # 3 siblings + 2 nulls
     assert spend["afford"]["affordable"] is True and spend["recommendation"]["action"] == "continue"

@@ -74,7 +74,7 @@ def test_trial_seeds_are_common_random_numbers(example, projects, capevolve) -> 
 def test_remote_style_workers_on_a_copy_give_the_same_records(
     pytester: pytest.Pytester, example, projects, capevolve, in_flight: list[str]
 ) -> None:
-    """The README's remote recipe: the user copies the project, each gateway's chdir points at
+    """The remote recipe of docs/how-to/remote-workers.md: the user copies the project, each gateway's chdir points at
     the copy, and the workers load spec and adapter from there (no deprecated --rsyncdir); with
     8 rollouts in flight per worker too."""
     local = example("toy_calc", dest="local/toy_calc")

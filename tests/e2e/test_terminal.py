@@ -12,14 +12,18 @@ import pytest
 FAILED_LINE = re.compile(r"^FAILED (val)::(\S+)\[(\S+)-t(\d+)\] reward (\S+)(?:: (.*))?$")
 
 
-def test_readme_first_command_prints_one_line_per_failed_rollout(example, projects, capevolve, repo) -> None:
-    """The README's first command, as written there (-n 2 -q): a failed rollout is one line
+def test_the_evaluation_guide_first_command_prints_one_line_per_failed_rollout(
+    example, projects, capevolve, repo
+) -> None:
+    """The first command of docs/how-to/run-an-evaluation.md, as written there (-n 2 -q): a failed rollout is one line
     naming split, task, tag and trial with the scorer's whole feedback — no FAILURES section,
     no xdist header, no second copy cut at 50 characters — and the table still shows."""
-    readme = (repo / "README.md").read_text()
-    assert "--capevolve-run . --capevolve-candidate candidates/improved -n 2 -q" in readme
+    page = (repo / "docs" / "how-to" / "run-an-evaluation.md").read_text()
+    assert (
+        "--capevolve-run . --capevolve-candidate candidates/improved -n 2 -q --capevolve-failures all" in page
+    )
     project = example("noisy_agent")
-    result = capevolve(project, "improved", extra=["-n", "2", "-q"])
+    result = capevolve(project, "improved", extra=["-n", "2", "-q", "--capevolve-failures", "all"])
     assert result.ret == 0, result.stdout.str()
     out = result.stdout.lines
     records = projects.rollout_records(project).values()
@@ -41,6 +45,42 @@ def test_readme_first_command_prints_one_line_per_failed_rollout(example, projec
     assert "ticket escalated: customer not helped" in text
     result.stdout.fnmatch_lines(["*capevolve run *", "seed *val*40*5*", "improved *val*40*5*"])
     assert re.search(r"\d+ failed, \d+ passed", out[-1])
+
+
+def test_failure_lines_default_to_one_per_task_in_a_large_session_and_follow_the_switch(
+    example, projects, capevolve
+) -> None:
+    """--capevolve-failures: the default (auto) lists one failed rollout per task once a session
+    has more than 20, and says how many it left out; N lists at most N per task; none lists
+    none. The count line and the table are the same whatever the switch."""
+    project = example("noisy_agent")
+    shown = {}
+    for policy in ("auto", "2", "none"):
+        extra = ["-q"] if policy == "auto" else ["-q", "--capevolve-new-run", "--capevolve-failures", policy]
+        result = capevolve(project, "improved", extra=extra)
+        assert result.ret == 0, result.stdout.str()
+        lines = [m for line in result.stdout.lines if (m := FAILED_LINE.match(line))]
+        per_task: dict[str, int] = {}
+        for m in lines:
+            per_task[m[2]] = per_task.get(m[2], 0) + 1
+        failed = result.parseoutcomes()["failed"]
+        shown[policy] = (len(lines), max(per_task.values(), default=0), failed)
+        result.stdout.fnmatch_lines([f"… {failed - len(lines)} more failed rollouts not listed (*"])
+        result.stdout.fnmatch_lines(["seed *val*40*5*", "mean, SE: each arm's mean reward*pass^k*"])
+    failing_tasks = len(
+        {r["task_id"] for r in projects.rollout_records(project).values() if r["passed"] is False}
+    )
+    assert shown["auto"][:2] == (failing_tasks, 1) and shown["auto"][2] > 20
+    assert shown["2"][1] == 2 and failing_tasks < shown["2"][0] <= 2 * failing_tasks
+    assert shown["none"][:2] == (0, 0)
+    assert shown["auto"][2] == shown["2"][2] == shown["none"][2]  # the count line never changes
+
+
+@pytest.mark.parametrize("bad", ["0", "some", "-3"])
+def test_a_bad_failures_switch_is_a_usage_error_in_one_line(bad, example, capevolve) -> None:
+    result = capevolve(example("toy_calc"), extra=["--capevolve-failures", bad])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--capevolve-failures takes all, auto, none or a count per task*"])
 
 
 def test_a_bug_keeps_its_traceback_while_task_failures_stay_one_line(

@@ -56,6 +56,31 @@ def test_one_forest_row_per_verdict_with_the_null_band(page):
     assert "decided before any rollout (micro_test_fail)" in "".join(doc.text)
 
 
+def test_a_verdict_row_shows_and_is_coloured_by_the_decision_booked_on_it(tmp_path, val_rollout):
+    """The forest plot follows the booking, not the verdict alone: a reject verdict booked
+    provisional (or accepted with --force) is drawn so, never as a red REJECT."""
+    rundir = hand_made_run(tmp_path, val_rollout)
+    before = Elements(build(rundir, num_trials=2))
+    assert len(before.having("text", "decision", "reject")) == 2  # the null and the refused one
+    rundir.log.append_event("decision", tag="refused", parent="seed", decision="provisional", basis=None)
+    after = Elements(build(rundir, num_trials=2))
+    assert len(after.having("text", "decision", "reject")) == 1
+    assert len(after.having("text", "decision", "provisional")) == 1
+    assert "PROVISIONAL" in "".join(after.text)
+
+
+def test_a_candidate_a_screen_killed_gets_a_forest_row_without_a_verdict_file(tmp_path, val_rollout):
+    rundir = hand_made_run(tmp_path, val_rollout)
+    kill = {"against": "seed", "screen": "tier1", "tasks": 6, "basis": "harm", "fired": 12}
+    rundir.log.append_event("screen", tag="bad", decision="kill", delta_mean=-0.3, p_harm=0.01, **kill)
+    rundir.log.append_event("screen", tag="meh", decision="promote", delta_mean=0.0, p_harm=0.5, **kill)
+    doc = Elements(build(rundir, num_trials=2))
+    assert len(doc.having("g", "forest-row")) == 4  # the three verdicts and the kill, not the promote
+    assert len(doc.having("g", "forest-row", "decision-reject")) == 3
+    text = "".join(doc.text)
+    assert "bad" in text and "meh" not in text and "-0.3000 — p=0.01 n=6" in text
+
+
 def test_best_so_far_spend_and_lineage_follow_the_run(page):
     doc = Elements(page)
     assert len(doc.having("circle", "best-point")) == 2  # iteration 0 (seed) and 1 (cand accepted)

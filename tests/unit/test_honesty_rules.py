@@ -1,9 +1,9 @@
-"""Every honesty rule the README states about decisions, pinned at its boundary.
+"""Every honesty rule the docs state about decisions, pinned at its boundary.
 
 Decision-level tests build small reward matrices by hand, so the expected decision is known
 exactly: p just below and just above α, Δ̄ just above and just below the null spread, coverage
 exactly at and just under the minimum. Each test fails when its rule is removed or weakened
-(README, "What the gate promises", names the test for each promise). The rule that lives in
+(docs/explanation/the-gate.md, "What the gate promises", names the test for each promise). The rule that lives in
 session code has its end-to-end test in tests/e2e/test_honesty_rules.py.
 """
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from ..._decide.looks import shown_decision
 from ..._project.candidate import SEED_TAG
 from ..._store.evidence import ByTag, index_records, reward_matrix
 from ..._store.rundir import RunDir
-from ..measure import Measurement, table_rows
+from ..measure import Measurement, delta_lines, table_rows
 from .event_log import GATE_SPLIT, Log, SpendPoint, read_log
 
 # the drill-down shows feedback and output for at most this many rollouts (those that scored
@@ -126,6 +126,8 @@ class Dashboard:
     decisions: list[Decision]
     table: list[tuple[str, ...]] = field(default_factory=list)  # measure's honest table
     labels: list[str] = field(default_factory=list)
+    # measure's paired best − seed lines (val; test once sealed): the held-out gain, at the top
+    deltas: list[str] = field(default_factory=list)
     # tags with more val trials than num_trials (grown): tag → its trials. The heatmap and the
     # curves pool the first num_trials of every tag; a grown verdict pools all of them
     grown_trials: dict[str, int] = field(default_factory=dict)
@@ -187,7 +189,8 @@ def collect(
     tags = sorted(val, key=lambda tag: (tag != SEED_TAG, log.first_val_rollout.get(tag, log.count), tag))
     matrices = {tag: reward_matrix(val.get(tag, {}), task_ids, num_trials) for tag in tags}
     decisions = [_decision(e) for e in events if e.get("kind") == "decision"]
-    verdicts = _verdict_rows(rundir.verdicts.verdicts(), log)
+    rows = _verdict_rows(rundir.verdicts.verdicts(), log)
+    verdicts = _booked(rows + _screen_kill_rows(log, {row.tag for row in rows}), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
     budget = state.get("budget") or {}
     trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
@@ -206,6 +209,7 @@ def collect(
         decisions=decisions,
         table=table_rows(measurement) if measurement is not None else [],
         labels=list(measurement.labels) if measurement is not None else [],
+        deltas=delta_lines(measurement) if measurement is not None else [],
         grown_trials={tag: n for tag, n in sorted(trial_counts.items()) if n > num_trials},
         val=val,
         trial_counts=trial_counts,
@@ -328,6 +332,57 @@ def _decision(event: dict[str, Any]) -> Decision:
         p_value=_number(event.get("p_value")),
         note=str(event.get("note") or ""),
     )
+
+
+def _screen_kill_rows(log: Log, with_verdict: set[str]) -> list[VerdictRow]:
+    """A candidate a subset screen killed has no verdict file (a screen never writes one), yet
+    it was decided: it gets a forest row of its own, its Δ̄ on the screened tasks, no CI."""
+    killed: dict[str, dict[str, Any]] = {}
+    for event in log.events:
+        if event.get("kind") == "screen":
+            tag = str(event.get("tag"))
+            if event.get("decision") == "kill":
+                killed[tag] = event
+            else:
+                killed.pop(tag, None)  # a later screen promoted it
+    return [
+        VerdictRow(
+            tag=tag,
+            against=str(event.get("against", "")),
+            decision="reject",
+            basis=str(event.get("basis", "")),
+            null_control=False,
+            delta_mean=_number(event.get("delta_mean")),
+            ci=None,
+            bar=None,
+            p_value=_number(event.get("p_harm")),
+            n_tasks=int(event.get("tasks") or 0),
+            reason=f"killed by a {event.get('screen')} screen on {event.get('tasks')} tasks "
+            f"(basis {event.get('basis')}); p is the one-sided p that it is worse",
+        )
+        for tag, event in sorted(killed.items())
+        if tag not in with_verdict
+    ]
+
+
+def _booked(rows: list[VerdictRow], log: Log) -> list[VerdictRow]:
+    """Each verdict row as the decision booked on it: a decision logged after the tag's last
+    verdict (``capevolve commit``, a session's auto booking, a forced accept) is what the row
+    shows and is coloured by; a verdict written after the last booking (a grow) shows itself."""
+    last_verdict: dict[str, int] = {}
+    booked: dict[str, tuple[int, str]] = {}
+    for number, event in zip(log.numbers, log.events, strict=True):
+        tag = str(event.get("tag"))
+        if event.get("kind") == "verdict":
+            last_verdict[tag] = number
+        elif event.get("kind") == "decision" and event.get("decision"):
+            booked[tag] = (number, str(event["decision"]))
+    return [
+        replace(row, decision=booked[row.tag][1])
+        if row.tag in booked and booked[row.tag][0] > last_verdict.get(row.tag, -1)
+        else row
+        for row in rows
+    ]
 
 
 def _verdict_rows(files: dict[str, dict[str, Any]], log: Log) -> list[VerdictRow]:

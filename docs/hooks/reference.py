@@ -1,0 +1,281 @@
+"""The reference pages, generated from the code at build time (a mkdocs hook, so they cannot drift).
+
+A page under ``docs/reference/`` holds a marker such as ``<!-- reference:cli -->``; when mkdocs
+reads the page this hook replaces the marker with tables built from the code itself: the
+``capevolve`` command from its argparse parser (every group registered), the pytest options and
+ini keys from ``pytest_addoption``, the spec keys from the spec's validators and defaults, and the
+exit codes from the one table in ``_session/exitcodes.py``. ``tests/unit/test_docs_reference.py``
+checks that every command, option, key and code the code defines is listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from collections.abc import Callable, Iterator
+
+MARKER = re.compile(r"<!-- reference:([a-z-]+) -->")
+
+# What each spec key means, in a sentence a reader can act on. The build fails (and so does the
+# reference test) when the spec's validators gain a key this table does not explain.
+SPEC_MEANINGS = {
+    "adapter": "`file.py:Class`, relative to the spec: the adapter with `tasks`, `run_target`, `score`",
+    "capability_path": "the seed capability folder (always tag `seed`)",
+    "split_seed": "seed of the split of the task pool, frozen in the run dir on first use",
+    "split_train": "share of the pool in train",
+    "split_val": "share of the pool in val (the only split the gate reads)",
+    "split_test": "share of the pool in test (sealed: scored once, by finalize)",
+    "split_ids_file": "JSON/YAML `{train: [...], val: [...], test: [...]}` instead of the ratios",
+    "num_trials": "trials per task; trial k runs with `seed = base_seed + k` for every candidate",
+    "base_seed": "the first trial's seed",
+    "success_threshold": "an item passes when its reward is at least this",
+    "rollout_timeout_s": "a slower rollout is an infra error (missing data, never a 0)",
+    "concurrency": "rollouts in flight at once in each process (`--capevolve-concurrency` wins); changes no rollout",
+    "gate_mode": "the gate rule: `exact` (default, calibrated) or a cap-evolve legacy mode",
+    "gate_k_se": "k of the legacy `paired` rule Δ̄ > k·SE",
+    "gate_alpha": "the false-accept rate the `exact` gate holds",
+    "gate_threshold": "the bar of the legacy `threshold` rule",
+    "min_coverage": "paired coverage below this makes a verdict indecisive, never a reject",
+    "max_metric_calls": "rollouts a run may pay; a session that would cross it is refused before paying",
+    "max_usd": "$ a run may spend (runner + optimizer), checked at the run's measured $/rollout before paying",
+    "max_iterations": "decisions a run may book; a gate session past it is refused before paying",
+    "stall": "rejects in a row; a gate session past it is refused before paying",
+    "stop_condition": "free text read by a fixed grammar: its caps tighten the ceilings, its goals make `spend` say stop; a clause it cannot read is reported, never guessed",
+    "protected_paths": "globs a candidate may not change (`default` names the usual scorer, gold and data files)",
+    "optimizer": "default `--optimizer` command of `capevolve hill-climb`",
+    "algorithm_focus": "default `--focus` of `capevolve hill-climb`",
+    "store": "default `--store` of `capevolve hill-climb`",
+    "gate_min_effect": "the smallest gain worth having: the sequential gate's futility target; `spend` compares its MDE with it",
+    "gate_alpha_schedule": "how α is spent across a run's gate decisions on one val split: `constant` or `basel`",
+    "screen_alpha": "a subset screen kills on proven harm at this one-sided p",
+    "grow_max_looks": "looks a decision may take (1 = no growth; 2 or 3: the first gate keeps half of α for the grows)",
+}
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return {choice.dest: choice.help or "" for choice in action._choices_actions}
+    return {}
+
+
+def cli_commands() -> Iterator[tuple[str, argparse.ArgumentParser, str]]:
+    """Every ``capevolve`` command (nested ones as ``work new``), its parser and its one-line help."""
+    from pytest_capevolve._cli.main import build_parser
+
+    def walk(
+        prefix: str, parser: argparse.ArgumentParser
+    ) -> Iterator[tuple[str, argparse.ArgumentParser, str]]:
+        helps = _helps(parser)
+        for name, sub in sorted(_subcommands(parser).items()):
+            full = f"{prefix} {name}".strip()
+            yield full, sub, helps.get(name, "") or (sub.description or "")
+            yield from walk(full, sub)
+
+    yield from walk("", build_parser())
+
+
+def _argument(action: argparse.Action) -> str:
+    if action.option_strings:
+        names = ", ".join(f"`{s}`" for s in action.option_strings)
+        if action.nargs == 0:
+            return names
+        metavar = action.metavar or action.dest.upper()
+        return f"{names} `{metavar if isinstance(metavar, str) else ' '.join(metavar)}`"
+    return f"`{action.metavar or action.dest}`"
+
+
+def cli_markdown() -> str:
+    lines = []
+    for name, parser, summary in cli_commands():
+        lines += [f"## `capevolve {name}`", ""]
+        if summary:
+            lines += [_cell(summary), ""]
+        usage = " ".join(parser.format_usage().split())
+        lines += ["```", usage.removeprefix("usage: "), "```", ""]
+        rows = [
+            (action, _argument(action))
+            for action in parser._actions
+            if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction)
+        ]
+        if rows:
+            lines += ["| argument | default | meaning |", "|---|---|---|"]
+            for action, arg in rows:
+                default = (
+                    "" if action.default in (None, False, argparse.SUPPRESS, []) else f"`{action.default}`"
+                )
+                choices = f" (one of {', '.join(map(str, action.choices))})" if action.choices else ""
+                meaning = action.help or ""
+                if "%(" in meaning:
+                    meaning = meaning % vars(action)
+                lines.append(f"| {arg} | {_cell(default)} | {_cell(meaning)}{_cell(choices)} |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _pytest_parser():  # type: ignore[no-untyped-def]
+    from _pytest.config.argparsing import Parser
+
+    from pytest_capevolve import plugin
+
+    parser = Parser(_ispytest=True)
+    plugin.pytest_addoption(parser)
+    return parser
+
+
+def pytest_options() -> list[tuple[list[str], dict]]:
+    """Every option ``pytest_addoption`` adds: (names, argparse attributes)."""
+    parser = _pytest_parser()
+    return [(option.names(), option.attrs()) for group in parser._groups for option in group.options]
+
+
+def ini_keys() -> dict[str, tuple[str, str, object]]:
+    """Every ini key ``pytest_addoption`` adds: name → (help, type, default)."""
+    return dict(_pytest_parser()._inidict)
+
+
+def options_markdown() -> str:
+    lines = ["| option | default | meaning |", "|---|---|---|"]
+    for names, attrs in pytest_options():
+        metavar = attrs.get("metavar")
+        arg = ", ".join(f"`{n}`" for n in names) + (f" `{metavar}`" if metavar else "")
+        default = attrs.get("default")
+        shown = "" if default in (None, False, []) else f"`{default}`"
+        choices = f" (one of {', '.join(map(str, attrs['choices']))})" if attrs.get("choices") else ""
+        lines.append(f"| {arg} | {_cell(shown)} | {_cell(attrs.get('help', ''))}{_cell(choices)} |")
+    return "\n".join(lines)
+
+
+def ini_markdown() -> str:
+    lines = ["| ini key | meaning | default |", "|---|---|---|"]
+    for name, (help_text, _kind, default) in ini_keys().items():
+        lines.append(
+            f"| `{name}` | {_cell(help_text)} | {_cell(f'`{default}`' if default not in ('', None) else '')} |"
+        )
+    return "\n".join(lines)
+
+
+def spec_keys() -> dict[str, tuple[object, bool]]:
+    """Every key the spec's validators accept: key → (default, required)."""
+    from pytest_capevolve._project.spec import REQUIRED, VALIDATORS, Spec
+
+    defaults = {f.name: f for f in dataclasses.fields(Spec)}
+    out: dict[str, tuple[object, bool]] = {}
+    for key in VALIDATORS:
+        field = defaults[key]
+        if field.default is not dataclasses.MISSING:
+            default: object = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            default = None
+        out[key] = (default, key in REQUIRED)
+    return out
+
+
+def spec_markdown() -> str:
+    from pytest_capevolve._project.spec import INI_KEYS
+
+    missing = [key for key in spec_keys() if key not in SPEC_MEANINGS]
+    if missing:
+        raise KeyError(f"docs/hooks/reference.py: SPEC_MEANINGS lacks spec key(s) {', '.join(missing)}")
+    lines = ["| key | default | ini key | meaning |", "|---|---|---|---|"]
+    for key, (default, required) in spec_keys().items():
+        shown = "required" if required else ("none" if default in (None, ()) else f"`{default}`")
+        ini = f"`capevolve_{key}`" if key in INI_KEYS else "—"
+        lines.append(f"| `{key}` | {shown} | {ini} | {_cell(SPEC_MEANINGS[key])} |")
+    return "\n".join(lines)
+
+
+def exit_codes() -> list[tuple[str, list[tuple[int, str]]]]:
+    """The tables of ``_session/exitcodes.py``'s docstring: (title, [(code, meaning)])."""
+    from pytest_capevolve._session import exitcodes
+
+    doc = exitcodes.__doc__ or ""
+    tables: list[tuple[str, list[tuple[int, str]]]] = []
+    title, rows, inside = "", [], False
+    for line in doc.splitlines():
+        if line.startswith("===="):
+            if inside:
+                tables.append((title, rows))
+                rows = []
+            inside = not inside
+            continue
+        if not inside:
+            if line.strip():
+                title = line.strip()
+            continue
+        match = re.match(r"^(\d+)\s+(.*)$", line)
+        if match:
+            rows.append((int(match[1]), match[2].strip()))
+        elif rows and line.strip():
+            code, meaning = rows[-1]
+            rows[-1] = (code, f"{meaning} {line.strip()}")
+    return tables
+
+
+def _rst(text: str) -> str:
+    """A docstring's reStructuredText literals and roles as Markdown."""
+    return re.sub(r":mod:`[^`]*`", "the CLI", text).replace("``", "`")
+
+
+def exit_codes_markdown() -> str:
+    lines = []
+    for title, rows in exit_codes():
+        lines += [f"**{_cell(_rst(title.rstrip(':')))}**", "", "| code | meaning |", "|---|---|"]
+        lines += [f"| {code} | {_cell(_rst(meaning))} |" for code, meaning in rows]
+        lines.append("")
+    lines.append("pytest's own codes keep their meaning: 2 interrupted (Ctrl-C), 4 usage or spec error.")
+    return "\n".join(lines)
+
+
+def playbook_markdown() -> str:
+    """The playbooks shipped for coding agents (``pytest_capevolve/skills/*/SKILL.md``), each
+    as a section: front matter as a line, headings one level down."""
+    from pytest_capevolve._cli.start import SKILLS, skill_front_matter
+
+    lines = []
+    for path in sorted(SKILLS.glob("*/SKILL.md")):
+        meta = skill_front_matter(path)
+        body = path.read_text(encoding="utf-8").split("---", 2)[2]
+        lines += [f"## `{meta['name']}`", "", f"*{meta['description']}*", ""]
+        fenced = False
+        for line in body.strip().splitlines():
+            if line.startswith("```"):
+                fenced = not fenced
+            if not fenced and line.startswith("# "):
+                continue  # the section's own title is the skill's name above
+            lines.append("#" + line if not fenced and line.startswith("## ") else line)
+        lines.append("")
+    return "\n".join(lines)
+
+
+GENERATORS: dict[str, Callable[[], str]] = {
+    "cli": cli_markdown,
+    "pytest-options": options_markdown,
+    "ini-keys": ini_markdown,
+    "spec-keys": spec_markdown,
+    "exit-codes": exit_codes_markdown,
+    "playbook": playbook_markdown,
+}
+
+
+def render(markdown: str) -> str:
+    """The page with each ``<!-- reference:NAME -->`` marker replaced by its generated tables."""
+    return MARKER.sub(lambda m: GENERATORS[m[1]](), markdown)
+
+
+def on_page_markdown(markdown: str, **_: object) -> str:  # the mkdocs hook
+    return render(markdown)

@@ -1,0 +1,96 @@
+"""The reference pages are generated from the code (docs/hooks/reference.py): every command,
+option, ini key, spec key and exit code the code defines is listed, so the docs cannot drift."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "docs" / "hooks"))
+import reference  # noqa: E402
+
+from pytest_capevolve._cli.main import GROUPS, build_parser  # noqa: E402
+from pytest_capevolve._project.spec import INI_KEYS, VALIDATORS  # noqa: E402
+from pytest_capevolve._session import exitcodes  # noqa: E402
+
+PAGES = REPO / "docs" / "reference"
+
+
+def page(name: str) -> str:
+    return reference.render((PAGES / name).read_text(encoding="utf-8"))
+
+
+def test_every_command_and_each_of_its_arguments_is_in_the_cli_page() -> None:
+    text = page("cli.md")
+    names = [name for name, _, _ in reference.cli_commands()]
+    top = {name for name in names if " " not in name}
+    assert top == {c for commands in GROUPS.values() for c in commands}  # every group's commands
+    for name, parser, _ in reference.cli_commands():
+        assert f"## `capevolve {name}`" in text
+        section = text.split(f"## `capevolve {name}`", 1)[1].split("\n## ", 1)[0]
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            for word in action.option_strings or [action.metavar or action.dest]:
+                assert f"`{word}" in section, (name, word)
+
+
+def test_every_pytest_option_and_ini_key_is_in_the_options_page() -> None:
+    text = page("pytest-options.md")
+    options = [name for names, _ in reference.pytest_options() for name in names]
+    assert "--capevolve-run" in options and "--capevolve-gate" in options and len(options) > 15
+    for option in options:
+        assert f"`{option}`" in text, option
+    for key in reference.ini_keys():
+        assert f"| `{key}` |" in text, key
+    assert {f"capevolve_{k}" for k in INI_KEYS} <= set(reference.ini_keys())
+
+
+def test_every_spec_key_is_in_the_spec_page_with_its_default_and_meaning() -> None:
+    text = page("spec.md")
+    for key, (default, required) in reference.spec_keys().items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{key}` |"))
+        assert ("required" in row) == required
+        if default not in (None, ()) and not required:
+            assert f"`{default}`" in row, (key, row)
+    assert set(reference.spec_keys()) == set(VALIDATORS)
+
+
+def test_a_spec_key_without_a_meaning_fails_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    meanings = dict(reference.SPEC_MEANINGS)
+    del meanings["num_trials"]
+    monkeypatch.setattr(reference, "SPEC_MEANINGS", meanings)
+    with pytest.raises(KeyError, match="num_trials"):
+        reference.spec_markdown()
+
+
+def test_every_exit_code_constant_is_in_the_exit_codes_page() -> None:
+    text = page("exit-codes.md")
+    codes = {v for k, v in vars(exitcodes).items() if k.isupper() and isinstance(v, int)}
+    listed = {int(c) for c in re.findall(r"^\| (\d+) \|", text, re.M)}
+    assert codes == listed, (codes, listed)
+
+
+def test_the_playbook_page_holds_both_shipped_skills() -> None:
+    text = page("playbook.md")
+    assert "## `capevolve-optimize`" in text and "## `capevolve-hill-climb`" in text
+    assert "<!-- reference:" not in text
+    assert "capevolve commit cand_0001 --decision accept" in text
+
+
+def test_no_reference_page_keeps_an_unknown_marker() -> None:
+    for path in PAGES.glob("*.md"):
+        for name in reference.MARKER.findall(path.read_text(encoding="utf-8")):
+            assert name in reference.GENERATORS, (path.name, name)
+
+
+def test_the_cli_page_lists_no_command_the_parser_lacks() -> None:
+    text = page("cli.md")
+    documented = set(re.findall(r"^## `capevolve ([a-z -]+)`$", text, re.M))
+    assert documented == {name for name, _, _ in reference.cli_commands()}
+    assert build_parser().prog == "capevolve"
