@@ -293,7 +293,7 @@ def rollout_record(
         output=None if rollout is None else to_plain(rollout.output),
         trace=None if rollout is None else to_plain(rollout.trace),
         cost_usd=0.0 if rollout is None else float(rollout.cost_usd or 0.0),
-        tokens=0 if rollout is None else int(rollout.tokens or 0),
+        tokens=0 if rollout is None else int(rollout.tokens or 0),  # checked by the runner
         seconds=scored.seconds,
     )
 
