@@ -126,7 +126,7 @@ def plan_screen(
     planned_candidates = []
     if not screens.refused(tag, candidate.path, best):
         digest = rundir.snapshots.register_candidate(tag, candidate.path)
-        planned_candidates.append(planned_at(spec, tag, candidate.path, digest))
+        planned_candidates.append(planned_at(spec, rundir, tag, candidate.path, digest))
     claimed = rundir.claims.others()
     plan = build_plan(
         spec,
