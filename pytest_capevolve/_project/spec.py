@@ -82,6 +82,8 @@ class Spec:
     # take (1 = no growth; 2 or 3 reserve half of α for the first look, see _decide/looks.py)
     screen_alpha: float = 0.05
     grow_max_looks: int = 1
+    # the leak guard (_project/leak.py): the shortest id or gold answer that counts; None: off
+    leak_guard_min_length: int | None = 4
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     @staticmethod
@@ -194,6 +196,17 @@ def _adapter_ref(value: Any) -> str:
     return text
 
 
+def _leak_guard(value: Any) -> int | None:
+    if value is False:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            "a whole number ≥ 1 (the shortest task id or gold answer that counts), "
+            "or false to turn the leak guard off"
+        )
+    return value
+
+
 def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
@@ -237,6 +250,8 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     # subset screens and grow (_decide/screen.py, _decide/looks.py)
     "screen_alpha": _float(0, 0.25, lo_open=True),
     "grow_max_looks": _choice_int(1, 3),
+    # the leak guard (_project/leak.py)
+    "leak_guard_min_length": _leak_guard,
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.

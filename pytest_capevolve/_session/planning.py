@@ -144,7 +144,7 @@ def plan_evaluation(
     if len({c.tag for c in chosen}) != len(chosen):
         raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
     # Screens run before anything is registered or paid: a refused candidate costs nothing.
-    screens.prepare(splits[TEST_SPLIT])
+    screens.prepare(splits[TEST_SPLIT], splits["val"])
     kept = [c for c in chosen if c.tag in (best, SEED_TAG) or not screens.refused(c.tag, c.path, best)]
     only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
     nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left

@@ -122,7 +122,7 @@ def plan_screen(
     else:
         assert request.tier is not None
         subset = ladder.select(means, rundir.run_id, tag, request.tier)
-    screens.prepare(splits[TEST_SPLIT])
+    screens.prepare(splits[TEST_SPLIT], splits["val"])
     planned_candidates = []
     if not screens.refused(tag, candidate.path, best):
         digest = rundir.snapshots.register_candidate(tag, candidate.path)

@@ -121,7 +121,7 @@ def explain(verdict: Any, figures: PlanFigures | None, *, null_control: bool = F
         f"(95% CI {interval(v.ci, '+.4f')})",
         f"  the test ({v.mode}): {v.reason}",
     ]
-    if figures is None or null_control or v.basis in ("coverage", "tamper", "micro_test_fail"):
+    if figures is None or null_control or v.basis in ("coverage", "tamper", "leak", "micro_test_fail"):
         return lines
     lines.append(
         f"  at n = {figures.n} tasks the gate detects a true change of Δ̄ ≈ {figures.mde:.4f} "
