@@ -84,6 +84,8 @@ class Spec:
     grow_max_looks: int = 1
     # the leak guard (_project/leak.py): the shortest id or gold answer that counts; None: off
     leak_guard_min_length: int | None = 4
+    # data and config files the harness lock holds besides the adapter's code (_project/harness.py)
+    harness_files: tuple[str, ...] = ("default",)
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     @staticmethod
@@ -252,10 +254,11 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "grow_max_looks": _choice_int(1, 3),
     # the leak guard (_project/leak.py)
     "leak_guard_min_length": _leak_guard,
+    "harness_files": _globs,
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
-INI_KEYS = tuple(k for k in VALIDATORS if k not in REQUIRED and k != "protected_paths")
+INI_KEYS = tuple(k for k in VALIDATORS if k not in REQUIRED and k not in ("protected_paths", "harness_files"))
 
 
 def resolve_spec_path(target: str | Path) -> Path:
