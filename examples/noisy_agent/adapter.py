@@ -89,6 +89,9 @@ class NoisyAgentAdapter:
         # The folder's identity stands in for an API's nondeterminism: two folders with equal
         # bytes still draw differently (a snapshot folder is named by its tag's folder).
         folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        # the seed runs from its snapshot (candidates/seed/files); its draws keep the key of
+        # the folder it was written in, so its numbers are the ones it always had
+        folder = "capability" if folder == "seed" else folder
         key = f"{seed}:{task.id}:{folder}".encode()
         draw = random.Random(hashlib.sha256(key).hexdigest()).random()
         output = "resolved" if draw < p_success else "escalated"

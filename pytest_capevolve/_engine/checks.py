@@ -60,6 +60,11 @@ class ProjectEnv:
             self._runner = AdapterRunner(adapter)
         return self._runner
 
+    def pool(self) -> list[Task]:
+        """Every task the adapter returns, in its order."""
+        self.runner()
+        return list(self._pool.values())
+
     def task(self, task_id: str) -> Task:
         self.runner()
         if task_id not in self._pool:

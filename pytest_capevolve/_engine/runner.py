@@ -33,6 +33,7 @@ from .._project.adapter import (
     Task,
     check_cost,
     check_reward,
+    check_tokens,
     coerce_rollout,
 )
 from .judging import Judged, declared_stochastic, rescores_for, score_rollout, score_rollout_async
@@ -320,6 +321,12 @@ def _ready_to_score(scored: Scored, rollout: Rollout, started: float, timeout_s:
         # what it cost is unknown: recorded as 0 (never a NaN or a refund in the spend sums)
         scored.rollout = replace(rollout, cost_usd=0.0)
         scored.infra_error = f"invalid cost: {exc}"
+        return False
+    try:
+        check_tokens(rollout.tokens, f"run_target({rollout.task_id!r})")
+    except AdapterError as exc:
+        scored.rollout = replace(rollout, tokens=0)  # how many is unknown: never a negative sum
+        scored.infra_error = f"invalid tokens: {exc}"
         return False
     if rollout.error:
         scored.infra_error = f"rollout error: {rollout.error}"

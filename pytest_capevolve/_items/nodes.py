@@ -11,19 +11,18 @@ import functools
 import json
 from collections.abc import Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _pytest.pathlib import absolutepath
 
+from .._engine.candidate_bytes import CandidateBytes, CandidateMismatch, Stamp
 from .._engine.inflight import RolloutPool
-from .._engine.remote import STALE_COPY_FIX
 from .._engine.routed_output import OutputRouting
 from .._engine.runner import AdapterRunner, Scored, run_and_score
 from .._project.adapter import Task
-from .._project.candidate import content_hash
 from .._project.spec import Spec
 from .._store import stop_marker
 from .._store.codec import RECORD_PROPERTY, remember_decoded
@@ -51,7 +50,8 @@ class EvalContext:
     runner: AdapterRunner
     pool: dict[str, Task]
     on_copy: bool = False  # a worker in another folder than the controller's: its own copy
-    _verified: dict[str, Path | str] = field(default_factory=dict)
+    candidate_bytes: CandidateBytes = field(init=False)
+    stamps: dict[str, Stamp] = field(default_factory=dict)  # a rollout in flight: its snapshot's stamp
     inflight: RolloutPool | None = None
     started: dict[str, Future[Scored]] = field(default_factory=dict)
     routing: OutputRouting | None = None
@@ -65,6 +65,9 @@ class EvalContext:
         paid now could be recorded: asked before every adapter call, as :meth:`not_needed`."""
         return self.watch is not None and self.watch.controller_stopped()
 
+    def __post_init__(self) -> None:
+        self.candidate_bytes = CandidateBytes(self.on_copy)
+
     def not_needed(self, tag: str) -> bool:
         """Has the sequential gate decided ``tag``, so its rollout is not to be paid? Asked
         before every adapter call: in-process from :attr:`stopped`, on an xdist worker from
@@ -76,42 +79,18 @@ class EvalContext:
         run_root = self.spec.project_dir / RUNS_DIR / self.plan.run_id
         return tag in stop_marker.read_stopped(run_root, self.plan.sequential)
 
-    def candidate_dir(self, tag: str) -> Path:
-        """The candidate's folder on this machine, after checking its bytes match the plan's.
-
-        A worker on another machine evaluates its own copy; if that copy differs from what the
-        controller registered, every rollout of the tag is refused rather than mislabelled.
-        """
-        if tag not in self._verified:
-            planned = self.planned(tag)
-            path = planned.resolve(self.spec.project_dir)
-            try:
-                actual = content_hash(path)
-            except OSError as exc:
-                actual = f"unreadable ({exc})"
-            if actual != planned.content_hash and self.on_copy:
-                self._verified[tag] = (
-                    f"this worker's copy of tag {tag!r} at {path} differs from the controller's "
-                    f"(registered {planned.content_hash}, the copy hashes to {actual}): {STALE_COPY_FIX}"
-                )
-            elif actual != planned.content_hash:
-                self._verified[tag] = (
-                    f"candidate {tag!r} at {path} hashes to {actual}, not the registered "
-                    f"{planned.content_hash}; it changed after the session started"
-                )
-            else:
-                self._verified[tag] = path
-        verified = self._verified[tag]
-        if isinstance(verified, str):
-            raise CandidateMismatch(verified)
-        return verified
+    def candidate_dir(self, tag: str) -> tuple[Path, Stamp]:
+        """The folder ``tag`` is evaluated from — its read-only snapshot (on a copy of the
+        project, a private copy of what the copy holds) — and its stamp, after checking its
+        bytes are the registered ones (:mod:`.._engine.candidate_bytes`); else CandidateMismatch."""
+        planned = self.planned(tag)
+        project = self.spec.project_dir
+        return self.candidate_bytes.folder(
+            tag, planned.resolve(project), planned.resolve_source(project), planned.content_hash
+        )
 
     def planned(self, tag: str) -> PlannedCandidate:
         return next(c for c in self.plan.candidates if c.tag == tag)
-
-
-class CandidateMismatch(Exception):
-    pass
 
 
 class InfraError(Exception):
@@ -188,7 +167,7 @@ class RolloutItem(LeanItem):
         if self.nodeid in context.started or context.not_needed(self.key.tag) or context.controller_stopped():
             return
         try:
-            candidate_dir = context.candidate_dir(self.key.tag)
+            candidate_dir, context.stamps[self.nodeid] = context.candidate_dir(self.key.tag)
         except CandidateMismatch:
             return
         context.started[self.nodeid] = context.inflight.start(
@@ -207,13 +186,14 @@ class RolloutItem(LeanItem):
         if context.controller_stopped() and self.nodeid not in context.started:
             pytest.skip(f"{CONTROLLER_STOPPED}: nothing paid now could be recorded")
         try:
-            candidate_dir = context.candidate_dir(key.tag)
+            candidate_dir, stamp = context.candidate_dir(key.tag)
         except CandidateMismatch as exc:
             raise InfraError(str(exc)) from None
         task = context.pool[key.task_id]
         seed = plan.seed_for(key.trial)
         if context.inflight is not None:
             self.start()
+            stamp = context.stamps.pop(self.nodeid, stamp)
             scored = context.started.pop(self.nodeid).result()
             self.take_in_flight_output(scored, context)
         else:
@@ -225,6 +205,9 @@ class RolloutItem(LeanItem):
                 split=key.split,
                 timeout_s=spec.rollout_timeout_s,
             )
+        changed = context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
+        if changed is not None:  # it may have read bytes no snapshot holds: missing data
+            scored = replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)
         record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
         text = record.dumps()
         remember_decoded(text, record)  # in-process, the reports' hooks need not decode it again
@@ -304,7 +287,7 @@ def rollout_record(
         output=None if rollout is None else to_plain(rollout.output),
         trace=None if rollout is None else to_plain(rollout.trace),
         cost_usd=0.0 if rollout is None else float(rollout.cost_usd or 0.0),
-        tokens=0 if rollout is None else int(rollout.tokens or 0),
+        tokens=0 if rollout is None else int(rollout.tokens or 0),  # checked by the runner
         seconds=scored.seconds,
         judge=scored.judge,
     )

@@ -19,13 +19,26 @@ WORKERINPUT_KEY = "capevolve_plan"
 
 @dataclass(frozen=True)
 class PlannedCandidate:
+    """A candidate of the plan. ``location`` is its read-only snapshot in the run dir — what is
+    evaluated — and ``source`` the folder it was registered from (a worker on a copy of the
+    project made before the snapshot existed evaluates a private copy of its own ``source``,
+    checked against ``content_hash``). Both relative to the project folder when inside it."""
+
     tag: str
-    location: str  # relative to the project folder when inside it, else absolute
+    location: str
     content_hash: str
+    source: str = ""
 
     def resolve(self, project_dir: Path) -> Path:
-        path = Path(self.location)
-        return path if path.is_absolute() else (project_dir / path).resolve()
+        return _under(project_dir, self.location)
+
+    def resolve_source(self, project_dir: Path) -> Path:
+        return _under(project_dir, self.source or self.location)
+
+
+def _under(project_dir: Path, stored: str) -> Path:
+    path = Path(stored)
+    return path if path.is_absolute() else (project_dir / path).resolve()
 
 
 class RolloutKey(NamedTuple):

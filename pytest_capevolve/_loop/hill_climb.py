@@ -41,6 +41,7 @@ from .._project.tamper import expand
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
+from .._store.snapshots import writable_copy
 from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
 from .git_store import (
@@ -301,9 +302,7 @@ class HillClimb:
 
     def _restore(self, workdir: Path, parent: str) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
-        shutil.copytree(
-            self._source(parent), workdir, ignore=shutil.ignore_patterns("__pycache__", *HANDOVER)
-        )
+        writable_copy(self._source(parent), workdir, ignore=shutil.ignore_patterns("__pycache__", *HANDOVER))
 
     # -- evaluation and decision ---------------------------------------------------------------------------
 

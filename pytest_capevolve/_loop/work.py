@@ -15,6 +15,7 @@ from .._policy.commit import CommitRefused
 from .._project.candidate import HANDOVER, SEED_TAG, check_tag
 from .._project.spec import Spec
 from .._store.rundir import RunDir
+from .._store.snapshots import writable_copy
 
 JOURNAL = "JOURNAL.md"
 
@@ -63,7 +64,7 @@ def new_work_copy(
     elif parent != SEED_TAG and not source.is_dir():
         raise CommitRefused(f"parent {parent!r} has no snapshot in run {rundir.run_id} (was it evaluated?)")
     else:
-        shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__", *HANDOVER))
+        writable_copy(source, folder, ignore=shutil.ignore_patterns("__pycache__", *HANDOVER))
     (folder / JOURNAL).write_text(
         f"# Journal of {tag} (parent {parent}"
         + (f"; a merge of {', '.join(merged_from)}" if merged_from else "")

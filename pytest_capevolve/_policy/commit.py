@@ -24,7 +24,7 @@ REJECT_BASES = ("gate", "screen_kill", "ceiling", "budget", "infra", "micro_test
 # A gate session in auto mode also books "indecisive" (tamper, coverage, error imbalance):
 # the candidate could not be judged, which is neither an accept nor a reject.
 INDECISIVE = "indecisive"
-SCREEN_BASES = ("tamper", "micro_test_fail")
+SCREEN_BASES = ("tamper", "leak", "micro_test_fail")
 
 
 class CommitRefused(Refusal):

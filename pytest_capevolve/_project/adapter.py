@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import math
+import numbers
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -121,6 +122,22 @@ def check_cost(value: Any, where: str) -> float:
             f"{where}: cost_usd must be a finite number ≥ 0, got {cost!r}; fix the adapter's run_target"
         )
     return cost
+
+
+def check_tokens(value: Any, where: str) -> int:
+    """Return a rollout's ``tokens`` as an int ≥ 0 or raise an AdapterError saying what was
+    wrong: like ``cost_usd``, a count every usage sum adds up (before, ``int(tokens or 0)`` took
+    a negative count as given, truncated 2.9 to 2 and raised a traceback on NaN)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise AdapterError(f"{where}: tokens must be a whole number ≥ 0, got {_shown(value)}")
+    count = int(value)
+    if count < 0:
+        raise AdapterError(
+            f"{where}: tokens must be a whole number ≥ 0, got {count}; fix the adapter's run_target"
+        )
+    return count
 
 
 def load_adapter(ref: str, project_dir: Path) -> Any:
@@ -246,7 +263,7 @@ def coerce_rollout(result: Any, task_id: str) -> Rollout:
             trace=getattr(result, "trace", None),
             error=getattr(result, "error", None),
             cost_usd=getattr(result, "cost_usd", 0.0),  # checked with the rollout (runner)
-            tokens=int(getattr(result, "tokens", 0) or 0),
+            tokens=getattr(result, "tokens", 0),  # checked with the rollout (runner), as the cost
             tool_calls=list(getattr(result, "tool_calls", None) or []),
             metadata=dict(getattr(result, "metadata", None) or {}),
         )

@@ -12,14 +12,25 @@ What counts (relative to the project folder; the capability and the run dirs nev
 candidate is the tamper guard's business):
 
 - the adapter file and every module it imports from the project, found by reading the imports
-  (not by running them: the controller of an xdist session never imports the adapter);
+  (not by running them: the controller of an xdist session never imports the adapter) — and
+  every ``.py`` file of the project those modules name in a string (``importlib.util.
+  spec_from_file_location(…, Path(__file__).parent / "judge.py")``, ``runpy.run_path("x.py")``,
+  ``exec(open("rubric.py").read())``, ``importlib.import_module("pkg.mod")``), followed the same way;
 - the microcase files, the ``split_ids_file``, and any ``conftest.py`` anywhere in the project;
+- the data and config files the spec's ``harness_files`` globs name (default: the gold, answer,
+  ``tasks/`` and ``data/`` files :data:`DEFAULT_HARNESS_FILES`);
+- the pytest configuration that can load plugins or change what a session does: the section
+  pytest reads (``pytest.ini``, ``pyproject.toml [tool.pytest.ini_options]``, ``tox.ini
+  [pytest]``, ``setup.cfg [tool:pytest]``) of the first such file in the project's folder or
+  above it — its ``capevolve_*`` keys left out, the spec lock holds what they mean — and the
+  values of ``PYTEST_ADDOPTS`` and ``PYTEST_PLUGINS`` (digests only);
 - a digest of the task pool the adapter returns (ids, inputs and targets), so task data read
   from anywhere — a JSON file, a database, a package — is held too.
 
-Not held: other files the adapter reads at run time (a model config, a price table) — the
-adapter's folder is also where adapters write their logs and caches, so its files cannot all be
-harness; and the spec, which ``spec.lock.yaml`` holds to its frozen keys. The threat model says so.
+Not held: other files the adapter reads at run time that no glob names — the adapter's folder is
+also where adapters write their logs and caches, so its files cannot all be harness; list them in
+``harness_files``. The spec is held by ``spec.lock.yaml`` to its frozen keys. The threat model
+says so.
 
 Pure: paths in, digests out; the run dir records them (:mod:`.._store`), sessions compare.
 """
@@ -27,8 +38,11 @@ Pure: paths in, digests out; the run dir records them (:mod:`.._store`), session
 from __future__ import annotations
 
 import ast
+import configparser
 import hashlib
 import json
+import os
+import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,10 +50,30 @@ from typing import Any
 from .candidate import compare_digests
 from .microcase import MICROCASES_DIR
 from .spec import Spec
+from .tamper import is_protected
 
 # folders never walked for conftest.py: run dirs, caches, environments, VCS
 SKIP_DIRS = frozenset({".capevolve", ".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox"})
 TASKS_KEY = "<tasks>"
+PYTEST_CONFIG_KEY = "<pytest config>"
+PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+DEFAULT_WORD = "default"
+# what `harness_files: [default]` stands for: the evaluation data of a project, as the tamper
+# guard names it inside a candidate (gold and answer files, tasks/ and data/)
+DEFAULT_HARNESS_FILES = (
+    "gold",
+    "gold.*",
+    "gold_*",
+    "gold-*",
+    "*.gold.*",
+    "*_gold.*",
+    "*-gold.*",
+    "answers*",
+    "answer_key*",
+    "answer-key*",
+    "tasks/**",
+    "data/**",
+)
 
 
 class HarnessChanged(Exception):
@@ -62,7 +96,7 @@ def fingerprint(
     project_dir = project_dir.resolve()
     skip = [p.resolve() for p in exclude]
     adapter_file = (project_dir / adapter_ref.partition(":")[0]).resolve()
-    files: set[Path] = set(_import_closure(adapter_file))
+    files: set[Path] = set(_import_closure(adapter_file, project_dir))
     files.update(_conftests(project_dir))
     files.update(p.resolve() for p in extra_files if p.is_file())
     digests = {}
@@ -79,9 +113,76 @@ def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
     folder = spec.project_dir / MICROCASES_DIR
     microcases = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     extra = [*microcases, *([spec.split_ids_file] if spec.split_ids_file else [])]
+    extra += harness_files(spec.project_dir, spec.harness_files, exclude=[spec.capability_path])
     digests = fingerprint(spec.project_dir, spec.adapter, exclude=[spec.capability_path], extra_files=extra)
+    digests.update(pytest_config(spec.project_dir))
+    digests.update(pytest_env(os.environ))
     digests[TASKS_KEY] = tasks_digest(tasks)
     return digests
+
+
+def harness_files(project_dir: Path, patterns: Iterable[str], *, exclude: Iterable[Path] = ()) -> list[Path]:
+    """The project's files the ``harness_files`` globs name (``default``:
+    :data:`DEFAULT_HARNESS_FILES`), outside the run dirs, caches, environments and ``exclude``."""
+    globs: list[str] = []
+    for pattern in patterns:
+        globs.extend(DEFAULT_HARNESS_FILES if pattern == DEFAULT_WORD else [pattern])
+    if not globs:
+        return []
+    root = project_dir.resolve()
+    skip = [p.resolve() for p in exclude]
+    found = []
+    for path in _walk(root):
+        inside = not any(path.is_relative_to(s) for s in skip)
+        if inside and is_protected(path.relative_to(root).as_posix(), globs):
+            found.append(path)
+    return found
+
+
+def pytest_config(project_dir: Path) -> dict[str, str]:
+    """The digest of the pytest section of the first config file in ``project_dir`` or above it
+    (as pytest finds one), without its ``capevolve_*`` keys; nothing when there is none. Under
+    :data:`PYTEST_CONFIG_KEY`, so a project moved with its config keeps its lock."""
+    for folder in [project_dir.resolve(), *project_dir.resolve().parents]:
+        for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
+            section = _pytest_section(folder / name)
+            if section is None:
+                continue  # no pytest section: pytest looks further, and so do we
+            kept = {k: v for k, v in section.items() if not str(k).startswith("capevolve_")}
+            if not kept:
+                return {}
+            text = json.dumps(kept, sort_keys=True, default=repr, ensure_ascii=False)
+            return {PYTEST_CONFIG_KEY: hashlib.sha256(text.encode("utf-8")).hexdigest()}
+    return {}
+
+
+def _pytest_section(path: Path) -> dict[str, Any] | None:
+    """The pytest options ``path`` holds (None when it holds no pytest section, or is absent)."""
+    if not path.is_file():
+        return None
+    try:
+        if path.name == "pyproject.toml":
+            tool = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {})
+            options = tool.get("pytest", {}).get("ini_options") if isinstance(tool, dict) else None
+            return dict(options) if isinstance(options, dict) else None
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read_string(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, tomllib.TOMLDecodeError, configparser.Error):
+        # unreadable config: its bytes stand for it (pytest itself will refuse it loudly)
+        return {"<bytes>": hashlib.sha256(path.read_bytes()).hexdigest()} if path.is_file() else None
+    name = "tool:pytest" if path.name == "setup.cfg" else "pytest"
+    if parser.has_section(name):
+        return dict(parser.items(name))
+    return {} if path.name in ("pytest.ini", ".pytest.ini") else None
+
+
+def pytest_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """Digests of the pytest variables that add options or load plugins, when set."""
+    return {
+        f"<env {name}>": hashlib.sha256(environ[name].encode("utf-8")).hexdigest()
+        for name in PYTEST_ENV
+        if environ.get(name)
+    }
 
 
 def tasks_digest(tasks: Iterable[Any]) -> str:
@@ -111,6 +212,11 @@ def refusal(run_id: str, what: list[str], limit: int = 4) -> str:
 
 
 def _conftests(project_dir: Path) -> Iterator[Path]:
+    return (path for path in _walk(project_dir) if path.name == "conftest.py")
+
+
+def _walk(project_dir: Path) -> Iterator[Path]:
+    """Every file of the project outside the run dirs, caches, environments and VCS folders."""
     stack = [project_dir]
     while stack:
         folder = stack.pop()
@@ -124,14 +230,18 @@ def _conftests(project_dir: Path) -> Iterator[Path]:
             if entry.is_dir():
                 if entry.name not in SKIP_DIRS and not (entry / "pyvenv.cfg").exists():
                     stack.append(entry)
-            elif entry.name == "conftest.py":
+            elif entry.is_file():
                 yield entry.resolve()
 
 
-def _import_closure(adapter_file: Path) -> Iterator[Path]:
+def _import_closure(adapter_file: Path, project_dir: Path | None = None) -> Iterator[Path]:
     """The adapter file and every module of its folder it imports, transitively, by reading the
-    source (an import that cannot be resolved to a file there is someone else's: skipped)."""
+    source (an import that cannot be resolved to a file there is someone else's: skipped), and
+    every ``.py`` file of the project a module names in a string (loaded by ``importlib``,
+    ``runpy`` or ``exec``), found beside the module naming it, in the adapter's folder or in
+    the project's."""
     root = adapter_file.parent
+    bases = [root, *([project_dir] if project_dir is not None else [])]
     seen: set[Path] = set()
     todo = [adapter_file]
     while todo:
@@ -146,6 +256,37 @@ def _import_closure(adapter_file: Path) -> Iterator[Path]:
             continue  # importing it will fail loudly where it is loaded
         for name in _imported_names(tree, path, root):
             todo.extend(_module_files(root, name))
+        for named in _named_paths(tree):
+            if named.endswith(".py"):
+                todo.extend(
+                    (base / named).resolve() for base in (path.parent, *bases) if (base / named).is_file()
+                )
+            elif named.replace(".", "").replace("_", "").isalnum():  # import_module("pkg.mod")
+                todo.extend(_module_files(root, named))
+
+
+def _named_paths(tree: ast.AST) -> Iterator[str]:
+    """The paths a module spells out in strings: each string constant, and the constant parts of
+    ``a / "b" / "c.py"`` and ``os.path.join(a, "b", "c.py")`` joined with ``/``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 300:
+            yield node.value
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            parts = _div_parts(node)
+            if len(parts) > 1:
+                yield "/".join(parts)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "join":
+            parts = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if len(parts) > 1:
+                yield "/".join(parts)
+
+
+def _div_parts(node: ast.expr) -> list[str]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return _div_parts(node.left) + _div_parts(node.right)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    return []
 
 
 def _imported_names(tree: ast.AST, path: Path, root: Path) -> Iterator[str]:

@@ -85,6 +85,10 @@ class Spec:
     # how many times each rollout's output is scored by a declared-stochastic scorer (an LLM
     # judge: ``stochastic_score = True`` on the adapter); the reward is their mean
     judge_rescores: int = 1
+    # the leak guard (_project/leak.py): the shortest id or gold answer that counts; None: off
+    leak_guard_min_length: int | None = 4
+    # data and config files the harness lock holds besides the adapter's code (_project/harness.py)
+    harness_files: tuple[str, ...] = ("default",)
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     @staticmethod
@@ -202,6 +206,17 @@ def _adapter_ref(value: Any) -> str:
     return text
 
 
+def _leak_guard(value: Any) -> int | None:
+    if value is False:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            "a whole number ≥ 1 (the shortest task id or gold answer that counts), "
+            "or false to turn the leak guard off"
+        )
+    return value
+
+
 def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
@@ -247,10 +262,13 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "grow_max_looks": _choice_int(1, 3),
     # re-scores of each rollout's output by a declared-stochastic scorer (_engine/judging.py)
     "judge_rescores": _int(1),
+    # the leak guard (_project/leak.py)
+    "leak_guard_min_length": _leak_guard,
+    "harness_files": _globs,
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
-INI_KEYS = tuple(k for k in VALIDATORS if k not in REQUIRED and k != "protected_paths")
+INI_KEYS = tuple(k for k in VALIDATORS if k not in REQUIRED and k not in ("protected_paths", "harness_files"))
 
 
 def resolve_spec_path(target: str | Path) -> Path:

@@ -177,8 +177,10 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
     verdict, look = growable(spec, rundir, tag, best)
     trials = spec.num_trials * (look + 1)
     planned = [
-        planned_at(spec, best, source_of(spec, rundir, best), rundir.snapshots.candidate_hash(best) or ""),
-        planned_at(spec, tag, path, rundir.snapshots.candidate_hash(tag) or ""),
+        planned_at(
+            spec, rundir, best, source_of(spec, rundir, best), rundir.snapshots.candidate_hash(best) or ""
+        ),
+        planned_at(spec, rundir, tag, path, rundir.snapshots.candidate_hash(tag) or ""),
     ]
     claimed = rundir.claims.others()
     plan = build_plan(

@@ -63,10 +63,14 @@ class Planned:
     notes: list[str] = field(default_factory=list)  # what planning chose not to pay for, and why
 
 
-def planned_at(spec: Spec, tag: str, path: Path, digest: str) -> PlannedCandidate:
-    """Where a worker finds the candidate: relative to the project when inside it, so a worker
-    on a copy of the project (rsync, another machine) finds it in its own copy."""
-    return PlannedCandidate(tag, to_stored(path, spec.project_dir), digest)
+def planned_at(spec: Spec, rundir: RunDir, tag: str, path: Path, digest: str) -> PlannedCandidate:
+    """The registered candidate ``tag`` (from ``path``), evaluated from its snapshot — never
+    from ``path``, which the optimizer may still be editing. Paths relative to the project when
+    inside it, so a worker on a copy of the project (another machine) finds them in its copy."""
+    snapshot = rundir.snapshots.snapshot_dir(tag)
+    return PlannedCandidate(
+        tag, to_stored(snapshot, spec.project_dir), digest, source=to_stored(path, spec.project_dir)
+    )
 
 
 def next_free_tag(base: str, taken: set[str]) -> str:
@@ -207,7 +211,7 @@ def plan_evaluation(
     if len({c.tag for c in chosen}) != len(chosen):
         raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
     # Screens run before anything is registered or paid: a refused candidate costs nothing.
-    screens.prepare(splits[TEST_SPLIT])
+    screens.prepare(splits[TEST_SPLIT], splits["val"])
     # A candidate is its bytes: a new tag for bytes the run (or this session) holds is refused
     # before it is paid, its verdict naming what it repeats (after the tamper screen, which
     # refuses what cannot be hashed: a FIFO, a device, a symlink loop).
@@ -224,7 +228,8 @@ def plan_evaluation(
     # the best and its null controls would buy no decision.
     chosen = [] if nothing_to_gate else kept
     planned = [
-        planned_at(spec, c.tag, c.path, rundir.snapshots.register_candidate(c.tag, c.path)) for c in chosen
+        planned_at(spec, rundir, c.tag, c.path, rundir.snapshots.register_candidate(c.tag, c.path))
+        for c in chosen
     ]
     # Null controls: byte-identical copies of the best, evaluated from their snapshots under
     # fresh tags. Their tags derive from the best, so they are reused until it changes.
@@ -237,7 +242,7 @@ def plan_evaluation(
         null_tags, notes = [identical], [identical_note(identical, best)]
     for tag in null_tags:
         digest = rundir.snapshots.register_candidate(tag, best_path)
-        planned.append(planned_at(spec, tag, rundir.snapshots.snapshot_dir(tag), digest))
+        planned.append(planned_at(spec, rundir, tag, rundir.snapshots.snapshot_dir(tag), digest))
     claimed = rundir.claims.others()
     deciding = len([c for c in planned if c.tag != best and c.tag not in null_tags]) if gate.enabled else 0
     plan = build_plan(
@@ -288,7 +293,7 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
         digest = rundir.snapshots.candidate_hash(tag)
         if digest is None:
             raise RunDirError(f"run {rundir.run_id}: best {tag!r} has no snapshot to finalize")
-        planned.append(planned_at(spec, tag, rundir.snapshots.snapshot_dir(tag), digest))
+        planned.append(planned_at(spec, rundir, tag, rundir.snapshots.snapshot_dir(tag), digest))
     plan = build_plan(
         spec,
         rundir,

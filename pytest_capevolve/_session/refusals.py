@@ -1,13 +1,15 @@
 """Screens: what refuses a candidate before any rollout is paid for it.
 
 Controller only, while planning. The tamper guard always runs (a candidate may not change
-what scores it: indecisive); a gate session also runs the project's microcases (one failure:
-reject, basis ``micro_test_fail``). A refusal is a verdict without numbers, written with the
-session's other verdicts at the end.
+what scores it: indecisive), and so does the leak guard (a candidate may not hold a val or test
+task's id or gold answer: indecisive, :mod:`.._project.leak`); a gate session also runs the
+project's microcases (one failure: reject, basis ``micro_test_fail``). A refusal is a verdict
+without numbers, written with the session's other verdicts at the end.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from .._decide.verdict import INDECISIVE, REJECT, Verdict, refusal
 from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
 from .._policy.verdicts import gate_config
+from .._project import leak
 from .._project.candidate import SEED_TAG
 from .._project.microcase import Microcase, refuse_test_tasks
 from .._project.microcase import load_project as load_microcases
@@ -33,16 +36,57 @@ class Screens:
         self._env = ProjectEnv(spec)  # the project's adapter, loaded on first need
         self._protected = expand(spec.protected_paths, spec.adapter)
         self._seed_protected: dict[str, str] | None = None
+        self._guarded: dict[str, str] = {}
+        self._matcher: leak.Matcher | None = None
+        self._inherited: dict[str, set[str]] = {}
 
-    def prepare(self, test_ids: list[str]) -> None:
-        """Load the microcases (when screening with them), refusing any on a sealed task."""
+    def prepare(self, test_ids: Sequence[str], val_ids: Sequence[str] = ()) -> None:
+        """Load the microcases (when screening with them), refusing any on a sealed task; note
+        the val and test tasks whose ids and gold answers no candidate may hold."""
+        self._guarded = {**dict.fromkeys(val_ids, "val"), **dict.fromkeys(test_ids, "test")}
         if self._use_microcases:
             self._microcases = load_microcases(self.spec.project_dir)
             refuse_test_tasks(self._microcases, test_ids)
 
     def refused(self, tag: str, path: Path, best: str) -> bool:
         """Screen one candidate; a refusal is recorded in :attr:`refusals`."""
-        return self._tampered(tag, path, best) or self._fails_microcases(tag, path, best)
+        return (
+            self._tampered(tag, path, best)
+            or self._leaks(tag, path, best)
+            or self._fails_microcases(tag, path, best)
+        )
+
+    def _leaks(self, tag: str, path: Path, best: str) -> bool:
+        """A candidate whose added lines hold a guarded task's id or gold answer: indecisive,
+        never scored. Only what it adds to ``best`` (its parent) is read."""
+        min_length = self.spec.leak_guard_min_length
+        if min_length is None or not self._guarded:
+            return False
+        if self._matcher is None:
+            # the whole pool (the adapter's, loaded once): it tells a label from an answer
+            self._matcher = leak.Matcher(leak.needles(self._env.pool(), self._guarded, min_length))
+        if best not in self._inherited:
+            snapshot = self.rundir.snapshots.snapshot_dir(best)
+            parent = snapshot if snapshot.is_dir() else self.spec.capability_path
+            self._inherited[best] = leak.parent_lines(parent)
+        found = leak.find_leaks(path, self._inherited[best], self._matcher)
+        if found:
+            shown = "; ".join(f.describe() for f in found[:3]) + (
+                f"; and {len(found) - 3} more" if len(found) > 3 else ""
+            )
+            self._refuse(
+                tag,
+                best,
+                INDECISIVE,
+                "leak",
+                f"never scored: an edit encodes a general rule, never a task's id or answer ({shown})",
+                {
+                    "leaks": [{"file": f.path, "line": f.line, "kind": f.needle.kind} for f in found],
+                    "leak_guard_min_length": min_length,
+                    "source": str(path),
+                },
+            )
+        return bool(found)
 
     def _tampered(self, tag: str, path: Path, best: str) -> bool:
         if self._seed_protected is None:

@@ -122,11 +122,11 @@ def plan_screen(
     else:
         assert request.tier is not None
         subset = ladder.select(means, rundir.run_id, tag, request.tier)
-    screens.prepare(splits[TEST_SPLIT])
+    screens.prepare(splits[TEST_SPLIT], splits["val"])
     planned_candidates = []
     if not screens.refused(tag, candidate.path, best):
         digest = rundir.snapshots.register_candidate(tag, candidate.path)
-        planned_candidates.append(planned_at(spec, tag, candidate.path, digest))
+        planned_candidates.append(planned_at(spec, rundir, tag, candidate.path, digest))
     claimed = rundir.claims.others()
     plan = build_plan(
         spec,

@@ -232,7 +232,7 @@ def _resume_command(config: pytest.Config, spec: Spec, planned: Planned, complet
     from .resume import resume_command
 
     reran = [
-        (c.tag, c.resolve(spec.project_dir))
+        (c.tag, c.resolve_source(spec.project_dir))
         for c in planned.plan.candidates
         if c.tag != planned.best and c.tag not in planned.null_tags
     ]

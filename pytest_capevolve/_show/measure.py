@@ -257,7 +257,7 @@ def _spend(
         for verdict in rundir.verdicts.verdicts().values()
         if verdict.get("basis") in SCREEN_BASES
     ]
-    cost = 0  # tamper checks and microcases pay no rollout
+    cost = 0  # tamper and leak checks and microcases pay no rollout
     saved = len(refused) * val_tasks * trials
     screening = {
         "refused": refused,
@@ -269,7 +269,7 @@ def _spend(
     return spend, screening
 
 
-SCREEN_BASES = ("tamper", "micro_test_fail")
+SCREEN_BASES = ("tamper", "leak", "micro_test_fail")
 
 
 # -- rendering ----------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 A tag names one capability forever: registering different bytes under a known tag is refused.
 Snapshots are written to a staging folder and renamed into place, so a crash never leaves a
-half-copied candidate.
+half-copied candidate. A snapshot is what every session evaluates (never the folder it came
+from): its files are made read-only and ``candidate.json`` lists each file's sha256, so a
+changed snapshot is refused naming the file (:mod:`.._engine.candidate_bytes`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from .._project.candidate import (
     CandidateError,
     check_tag,
     content_hash,
+    file_digests,
     iter_files,
     null_control_of,
 )
@@ -88,9 +92,19 @@ class Snapshots:
             target = files_dir / path.relative_to(source.resolve())
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
+        if content_hash(files_dir) != digest:  # the source changed while it was copied
+            shutil.rmtree(staging, ignore_errors=True)
+            raise CandidateError(
+                f"{source} changed while it was being registered as {tag!r}; register it again "
+                "once nothing writes to it"
+            )
+        files = file_digests(files_dir)
+        make_read_only(files_dir)
         project = self.project_dir
         stored = to_stored(source, project) if project is not None else str(source.resolve())
-        atomic_write_json(staging / "candidate.json", {"tag": tag, "source": stored, "content_hash": digest})
+        atomic_write_json(
+            staging / "candidate.json", {"tag": tag, "source": stored, "content_hash": digest, "files": files}
+        )
         try:
             os.rename(staging, dest)
         except OSError:
@@ -144,6 +158,45 @@ class Snapshots:
                         return spec.parent if spec.is_absolute() else None
         return None
 
+    def registered_files(self, tag: str) -> dict[str, str] | None:
+        """Each snapshot file's sha256 as registered (None for a run registered before they were
+        kept): only to name what changed in a snapshot, never to decide that it did."""
+        return registered_files(self.snapshot_dir(tag))
+
     def known_tags(self) -> list[str]:
         base = self.root / "candidates"
         return sorted(p.name for p in base.glob("*") if (p / "candidate.json").is_file())
+
+
+def registered_files(snapshot: Path) -> dict[str, str] | None:
+    """The ``files`` manifest of the ``candidate.json`` beside ``snapshot`` (its folder's
+    ``files``), or None when it is absent or unreadable."""
+    try:
+        found = json.loads((snapshot.parent / "candidate.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    files = found.get("files") if isinstance(found, dict) else None
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        return None
+    return {str(k): v for k, v in files.items()}
+
+
+_WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+def make_read_only(folder: Path) -> None:
+    """Take the write bits off every file under ``folder``. Folders stay writable so the run
+    dir can still be deleted as a whole; a file added or removed changes the snapshot's hash,
+    which is checked before every rollout."""
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(stat.S_IMODE(path.stat().st_mode) & ~_WRITE_BITS)
+
+
+def writable_copy(source: Path, dest: Path, ignore: Any = None) -> None:
+    """``shutil.copytree`` of a snapshot (or any capability folder) whose files the optimizer
+    can edit: a work copy made from a read-only snapshot must not inherit its modes."""
+    shutil.copytree(source, dest, ignore=ignore)
+    for path in dest.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(stat.S_IMODE(path.stat().st_mode) | stat.S_IWUSR)

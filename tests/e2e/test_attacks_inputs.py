@@ -21,7 +21,7 @@ import pytest
 
 from pytest_capevolve._cli.main import main  # numpy and scipy load once, here
 from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
-from pytest_capevolve._project.adapter import AdapterError, Task, check_cost
+from pytest_capevolve._project.adapter import AdapterError, Task, check_cost, check_tokens
 from pytest_capevolve._store.record import RecordError, RolloutRecord
 
 # val ids of noisy_agent's frozen splits (split_seed 7)
@@ -93,6 +93,47 @@ def test_check_cost_accepts() -> None:
     assert check_cost(None, "x") == 0.0
     assert check_cost(0, "x") == 0.0
     assert check_cost(0.25, "x") == 0.25
+
+
+BAD_TOKENS = """
+
+class BadTokensAdapter(NoisyAgentAdapter):
+    TOKENS = {"n01": -3, "n02": float("nan"), "n10": 2.5, "n13": "many"}
+
+    def run_target(self, task, ctx, *, seed):
+        rollout = super().run_target(task, ctx, seed=seed)
+        rollout.tokens = self.TOKENS.get(task.id, rollout.tokens)
+        return rollout
+"""
+
+
+def test_bad_token_counts_are_infra_errors_like_a_bad_cost(example, projects, capevolve) -> None:
+    """Before: ``int(rollout.tokens or 0)`` booked -3 tokens, truncated 2.5 and raised a
+    traceback on NaN and "many". Now each is an infra error (missing data), its tokens 0."""
+    project = noisy(example, projects, BAD_TOKENS, "BadTokensAdapter")
+    result = capevolve(project)
+    assert result.ret == 12
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    records = projects.rollout_records(project)
+    for task_id in VAL:
+        record = records[("val", task_id, "seed", 0)]
+        assert record["reward"] is None, task_id
+        assert record["infra_error"].startswith("invalid tokens: "), record["infra_error"]
+        assert record["tokens"] == 0
+    good = [r for r in records.values() if r["task_id"] not in VAL]
+    assert good and all(r["tokens"] == 1400 and r["infra_error"] is None for r in good)
+
+
+@pytest.mark.parametrize("value", [-1, float("nan"), 2.5, 3.0, "7", True, None.__class__])
+def test_check_tokens_refuses(value) -> None:
+    with pytest.raises(AdapterError, match="tokens must be a whole number"):
+        check_tokens(value, "run_target('t')")
+
+
+def test_check_tokens_accepts() -> None:
+    assert check_tokens(None, "x") == 0
+    assert check_tokens(0, "x") == 0
+    assert check_tokens(1400, "x") == 1400
 
 
 def _record(**fields) -> str:

@@ -166,7 +166,7 @@ class HangingAdapter(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
         import time as _time
 
-        if "*" in task.input and Path(ctx).name == "capability":
+        if "*" in task.input and Path(ctx).parent.name == "seed":  # candidates/seed/files
             give_up = _time.monotonic() + 5.0
             while _time.monotonic() < give_up:
                 try:
@@ -198,7 +198,7 @@ LOGGING = """
 class LoggingAdapter(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
         with open(Path(__file__).with_name("calls.log"), "a") as log:
-            log.write(f"{task.id} {Path(ctx).name}\\n")
+            log.write(f"{task.id} {Path(ctx).parent.name}\\n")  # the tag: candidates/<tag>/files
         return super().run_target(task, ctx, seed=seed)
 """
 

@@ -72,3 +72,63 @@ def test_an_edited_lock_in_the_log_is_refused(example, projects, capevolve):
     result = capevolve(project)
     assert result.ret == 4
     assert "does not chain to the line before (edited)" in result.stderr.str()
+
+
+JUDGED = '''
+
+import importlib.util as _importlib_util
+
+
+class JudgedAdapter(NoisyAgentAdapter):
+    """Scores with a judge module loaded by importlib from a file beside the adapter."""
+
+    def score(self, task, rollout):
+        spec = _importlib_util.spec_from_file_location("noisy_judge", Path(__file__).parent / "judge.py")
+        judge = _importlib_util.module_from_spec(spec)
+        spec.loader.exec_module(judge)
+        return Score(reward=1.0 if rollout.output == judge.PASS else 0.0)
+'''
+
+
+def test_what_else_changes_a_harness_is_refused_in_one_line(example, projects, capevolve, monkeypatch):
+    """A module loaded by importlib, a data file, a config file named in harness_files, a
+    pytest config that loads plugins, PYTEST_ADDOPTS: each changed after the baseline is
+    refused before anything is paid; a log the adapter writes moves nothing."""
+    project = _one_trial(example, projects)
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(JUDGED)
+    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:JudgedAdapter")
+    with (project / "capevolve.yaml").open("a") as handle:
+        handle.write("harness_files: [default, model.yaml]\n")
+    (project / "judge.py").write_text('PASS = "resolved"\n')
+    (project / "data").mkdir()
+    (project / "data" / "prices.json").write_text('{"per_call": 0.002}\n')
+    (project / "model.yaml").write_text("model: stand-in\n")
+    assert capevolve(project).ret == 0
+    paid = len(projects.rollout_records(project))
+
+    for path, edit, named in [
+        (
+            project / "judge.py",
+            'PASS = "escalated"  # now everything the agent fails passes\n',
+            "judge.py (changed)",
+        ),
+        (project / "data" / "prices.json", '{"per_call": 0}\n', "data/prices.json (changed)"),
+        (project / "model.yaml", "model: a stronger judge\n", "model.yaml (changed)"),
+    ]:
+        honest = path.read_text()
+        path.write_text(edit)
+        _refused(capevolve(project, "improved", gate=True), named)
+        path.write_text(honest)
+
+    (project / "pytest.ini").write_text("[pytest]\naddopts = -p no:randomly\n")
+    _refused(capevolve(project, "improved", gate=True), "<pytest config> (added)")
+    (project / "pytest.ini").unlink()
+
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:cacheprovider")
+    _refused(capevolve(project, "improved", gate=True), "<env PYTEST_ADDOPTS> (added)")
+    monkeypatch.delenv("PYTEST_ADDOPTS")
+    assert len(projects.rollout_records(project)) == paid  # nothing was paid while refused
+
+    (project / "calls.log").write_text("a log the adapter writes beside itself\n")
+    assert capevolve(project).ret == 0  # the harness as it was: the session goes on

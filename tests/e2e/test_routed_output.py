@@ -202,7 +202,7 @@ class BetweenPhasesAdapter(ToyCalcAdapter):
     being logged: between two items' phases, when pytest captures nothing."""
 
     def run_target(self, task, ctx, *, seed):
-        if task.id == "q00" and Path(ctx).name == "careful":
+        if task.id == "q00" and Path(ctx).parent.name == "careful":
             assert _handshake.reporting.wait(60)
             print("hello from", task.id)
             _handshake.written.set()

@@ -197,7 +197,7 @@ PRINTING = """
 
 class PrintingAdapter(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
-        print(f"working on {task.id} for {Path(ctx).name}")
+        print(f"working on {task.id} for {Path(ctx).parent.name}")
         if task.id == "q10":
             raise RuntimeError("the adapter's own bug")
         return super().run_target(task, ctx, seed=seed)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pytest_capevolve import Task
 from pytest_capevolve._project import harness
 
@@ -82,3 +84,75 @@ def test_the_refusal_is_one_line_naming_the_files_and_the_way_on():
     assert (
         "run r1" in line and "f0.py (changed)" in line and "2 more" in line and "--capevolve-new-run" in line
     )
+
+
+# -- what the lock holds besides the import closure (issue 24, item 3) -----------------------
+
+
+def test_a_module_loaded_by_importlib_runpy_or_exec_is_harness(tmp_path):
+    root = _project(tmp_path)
+    (root / "judges").mkdir()
+    (root / "judges" / "strict.py").write_text("PASS = 1\n")
+    (root / "rubric.py").write_text("import helpers\n")
+    (root / "graded.py").write_text("X = 2\n")
+    (root / "adapter.py").write_text(
+        "import importlib.util, os, runpy\nfrom pathlib import Path\n"
+        'spec = importlib.util.spec_from_file_location("j", Path(__file__).parent / "judges" / "strict.py")\n'
+        'runpy.run_path(os.path.join(os.path.dirname(__file__), "rubric.py"))\n'
+        'exec(open("graded.py").read())\n'
+        'NOT_A_MODULE = "tools/reply.py"  # a candidate\'s file, resolved in no harness folder\n'
+    )
+    assert {"judges/strict.py", "rubric.py", "graded.py", "helpers.py"} <= set(_fingerprint(root))
+    locked = _fingerprint(root)
+    (root / "judges" / "strict.py").write_text("PASS = 0  # everything passes\n")
+    assert harness.changes(locked, _fingerprint(root)) == ["judges/strict.py (changed)"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("pytest.ini", "[pytest]\naddopts = -p planted\n"),
+        ("pyproject.toml", '[tool.pytest.ini_options]\naddopts = "-p planted"\n'),
+        ("tox.ini", "[pytest]\naddopts = -p planted\n"),
+        ("setup.cfg", "[tool:pytest]\naddopts = -p planted\n"),
+    ],
+)
+def test_a_pytest_config_that_adds_options_is_harness(tmp_path, name, text):
+    root = _project(tmp_path)
+    assert harness.pytest_config(root) == {}
+    (root / name).write_text(text)
+    planted = harness.pytest_config(root)
+    assert list(planted) == [harness.PYTEST_CONFIG_KEY]
+    (root / name).write_text(text.replace("planted", "other"))
+    assert harness.pytest_config(root) != planted
+
+
+def test_capevolve_ini_keys_and_a_config_without_a_pytest_section_are_not_harness(tmp_path):
+    root = _project(tmp_path)
+    (root / "pyproject.toml").write_text('[project]\nname = "x"\n')  # no pytest section
+    (root / "tox.ini").write_text("[tox]\nenvlist = py311\n")
+    assert harness.pytest_config(root) == {}
+    (root / "pytest.ini").write_text("[pytest]\ncapevolve_gate_mode = exact\n")  # the spec lock's
+    assert harness.pytest_config(root) == {}
+
+
+def test_pytest_env_variables_are_held_by_the_digest_of_their_values():
+    assert harness.pytest_env({}) == {} and harness.pytest_env({"PYTEST_ADDOPTS": ""}) == {}
+    one = harness.pytest_env({"PYTEST_ADDOPTS": "-p planted", "HOME": "/x"})
+    assert list(one) == ["<env PYTEST_ADDOPTS>"] and "planted" not in one["<env PYTEST_ADDOPTS>"]
+    assert harness.pytest_env({"PYTEST_PLUGINS": "planted"}).keys() == {"<env PYTEST_PLUGINS>"}
+
+
+def test_harness_files_default_to_the_evaluation_data_and_take_the_specs_globs(tmp_path):
+    root = _project(tmp_path)
+    (root / "data").mkdir()
+    (root / "data" / "gold.json").write_text("{}\n")
+    (root / "answers.csv").write_text("a,1\n")
+    (root / "model.yaml").write_text("model: m\n")
+    (root / "run.log").write_text("a log the adapter writes\n")
+    (root / "capability" / "gold.json").write_text("{}\n")  # a candidate's: the tamper guard's
+    found = harness.harness_files(root, ["default"], exclude=[root / "capability"])
+    assert sorted(p.relative_to(root).as_posix() for p in found) == ["answers.csv", "data/gold.json"]
+    found = harness.harness_files(root, ["default", "*.yaml"], exclude=[root / "capability"])
+    assert "model.yaml" in {p.name for p in found} and "capevolve.yaml" in {p.name for p in found}
+    assert harness.harness_files(root, [], exclude=[]) == []

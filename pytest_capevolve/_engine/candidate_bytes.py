@@ -1,0 +1,187 @@
+"""Which bytes a rollout runs with: the candidate's read-only snapshot, checked before and after.
+
+In every process that runs rollouts (the controller without xdist, each xdist worker). A
+candidate is evaluated from ``candidates/<tag>/files`` — the copy made when it was registered,
+handover files excluded — never from the folder it came from, which the optimizer may still be
+editing (a rule appended to a work copy's JOURNAL.md, an edit to prompt.md during its own gate).
+
+The snapshot's content hash is checked against the registered one at its first use in the
+process, and its listing against the registered files (a JOURNAL.md dropped into a snapshot is
+an added file, though no hash counts it). Before and after every rollout a cheap stamp of it
+(each file's size, inode, mtime and ctime; each folder's listing) is compared: a stamp that
+moved before a rollout re-checks the snapshot (a touch is not a change); one that moved *during*
+a rollout makes that rollout missing data (it may have read bytes no snapshot holds). A changed
+snapshot is refused in one line naming the file, and never evaluated again in the process.
+
+A worker on a copy of the project (another machine, ``--tx …//chdir=COPY``) evaluates a private
+copy of what its copy holds — the snapshot if the copy has one, else the registered source
+folder — hashed after copying, so neither a stale copy nor an edit to the copy mid-session is
+measured under the registered hash.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._project.candidate import CandidateError, compare_digests, content_hash, file_digests, iter_files
+from .._store.snapshots import make_read_only, registered_files
+from .remote import STALE_COPY_FIX
+
+# what Python itself writes next to a module it imports: never part of a candidate
+_CACHES = frozenset({"__pycache__"})
+
+Stamp = tuple[tuple[str, tuple[object, ...]], ...]
+
+
+class CandidateMismatch(Exception):
+    """The candidate's bytes here are not the registered ones: its rollouts are not run."""
+
+
+@dataclass
+class _Checked:
+    folder: Path
+    stamp: Stamp
+
+
+def stamp_of(folder: Path) -> Stamp:
+    """What changes whenever a file under ``folder`` is written, replaced, added or removed
+    (ctime cannot be set back by a user), without reading a byte. Python's bytecode caches
+    are left out: an adapter importing a candidate's module writes them. Plain ``os.scandir``
+    and strings: this runs twice per rollout."""
+    entries: list[tuple[str, tuple[object, ...]]] = []
+    todo = [("", os.fspath(folder))]
+    while todo:
+        relative, path = todo.pop()
+        try:
+            with os.scandir(path) as listing:
+                found = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            entries.append((relative + "/", ("gone",)))
+            continue
+        names = []
+        for entry in found:
+            name = entry.name
+            if name in _CACHES or name.endswith(".pyc"):
+                continue
+            names.append(name)
+            inner = f"{relative}/{name}" if relative else name
+            if entry.is_dir(follow_symlinks=False):
+                todo.append((inner, entry.path))
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                entries.append((inner, ("gone",)))
+                continue
+            entries.append((inner, (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)))
+        entries.append((relative + "/", tuple(names)))
+    return tuple(entries)
+
+
+def moved(before: Stamp, after: Stamp) -> list[str]:
+    """The entries whose stamp differs (``path/`` for a folder whose listing did)."""
+    old, new = dict(before), dict(after)
+    return sorted(p for p in old.keys() | new.keys() if old.get(p) != new.get(p))
+
+
+def listed_files(folder: Path) -> set[str]:
+    """Every file under ``folder`` but bytecode caches — handover files included: in a snapshot
+    nothing is left out, so a JOURNAL.md added to one is seen."""
+    return {entry for entry, info in stamp_of(folder) if not entry.endswith("/") and info != ("gone",)}
+
+
+class CandidateBytes:
+    """Per process: each planned tag's folder, checked once in full and stamped per rollout."""
+
+    def __init__(self, on_copy: bool) -> None:
+        self.on_copy = on_copy
+        self._checked: dict[str, _Checked | str] = {}
+        self._private: Path | None = None
+
+    def folder(self, tag: str, snapshot: Path, source: Path, digest: str) -> tuple[Path, Stamp]:
+        """The folder to evaluate ``tag`` from and its stamp now; raises CandidateMismatch
+        (one line naming what differs) when its bytes are not the registered ``digest``."""
+        checked = self._checked.get(tag)
+        if checked is None:
+            checked = self._checked[tag] = self._first_check(tag, snapshot, source, digest)
+        elif isinstance(checked, _Checked):
+            now = stamp_of(checked.folder)
+            if now != checked.stamp:  # touched at least: the bytes are checked again
+                checked = self._checked[tag] = self._verify(tag, checked.folder, digest, now)
+        if isinstance(checked, str):
+            raise CandidateMismatch(checked)
+        return checked.folder, checked.stamp
+
+    def changed_during(self, tag: str, folder: Path, before: Stamp) -> str | None:
+        """After a rollout: None when ``folder`` is as it was when the rollout started; else
+        why the rollout is missing data (it may have measured other bytes)."""
+        after = stamp_of(folder)
+        if after == before:
+            return None
+        changed = ", ".join(moved(before, after)[:3])
+        return (
+            f"candidate {tag!r}: its snapshot {folder} changed while this rollout ran ({changed}); "
+            "what the rollout measured is not the registered bytes, so it is missing data"
+        )
+
+    def _first_check(self, tag: str, snapshot: Path, source: Path, digest: str) -> _Checked | str:
+        if not self.on_copy:
+            if not snapshot.is_dir():
+                return (
+                    f"candidate {tag!r}: its snapshot {snapshot} is missing; a candidate is evaluated "
+                    "from its snapshot only (restore the run dir, or start a new run)"
+                )
+            return self._verify(tag, snapshot, digest, stamp_of(snapshot))
+        found = snapshot if snapshot.is_dir() else source
+        try:
+            private = self._private_copy(tag, found)
+            actual = content_hash(private)
+        except (OSError, CandidateError) as exc:
+            actual = f"unreadable ({exc})"
+        else:
+            if actual == digest:
+                return _Checked(private, stamp_of(private))
+        return (
+            f"this worker's copy of tag {tag!r} at {found} differs from the controller's "
+            f"(registered {digest}, the copy hashes to {actual}): {STALE_COPY_FIX}"
+        )
+
+    def _verify(self, tag: str, folder: Path, digest: str, stamp: Stamp) -> _Checked | str:
+        try:
+            actual = content_hash(folder)
+            counted = {p.relative_to(folder.resolve()).as_posix() for p in iter_files(folder)}
+        except (OSError, CandidateError) as exc:
+            return f"candidate {tag!r}: its snapshot {folder} is unreadable ({exc}); it is not evaluated"
+        extra = sorted(listed_files(folder) - counted)
+        if actual == digest and not extra:
+            return _Checked(folder, stamp)
+        what = [f"{p} (added)" for p in extra]
+        if actual != digest:
+            registered = registered_files(folder)
+            what += compare_digests(file_digests(folder), registered) if registered is not None else []
+        named = ", ".join(f"{folder}/{w}" for w in what[:3]) or f"{folder} (hashes to {actual})"
+        return (
+            f"candidate {tag!r}: its snapshot changed after it was registered as {digest}: {named}; "
+            "a snapshot is never edited, so it is not evaluated (start a new run with "
+            "--capevolve-new-run, or register the new bytes under a new tag)"
+        )
+
+    def _private_copy(self, tag: str, found: Path) -> Path:
+        """``found``'s candidate files copied where nothing but this process writes."""
+        if self._private is None:
+            self._private = Path(tempfile.mkdtemp(prefix="capevolve-worker-"))
+            atexit.register(shutil.rmtree, self._private, ignore_errors=True)
+        dest = self._private / tag
+        root = found.resolve()
+        for path in iter_files(found):
+            target = dest / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        dest.mkdir(parents=True, exist_ok=True)
+        make_read_only(dest)
+        return dest

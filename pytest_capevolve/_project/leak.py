@@ -1,0 +1,166 @@
+"""The leak guard: an edit encodes a general rule — never a task's id, gold value, or answer.
+
+A candidate whose files hold the id or the gold answer (``Task.target``) of a val or test task
+has learnt the evaluation, not the skill: it is refused before any rollout (indecisive, unpaid),
+naming the file and the line. Controller only, while planning; pure reads.
+
+What counts as a match (so that "4" or "yes" do not flag every candidate):
+
+- only what the candidate *adds* to its parent (the best it is compared with): a line counts
+  when no file of the parent holds the same line (whitespace trimmed). The seed — what the user
+  wrote — and the best are never screened;
+- a needle is a val or test task's id, or a string leaf of its ``target`` (a number by its
+  decimal text; lists, tuples and dict values are walked); a multi-line gold by its longest line;
+- it must be at least ``leak_guard_min_length`` characters long (spec key, default 4; ``false``
+  turns the guard off);
+- a gold value that is the target of :data:`LABEL_TASKS` or more tasks of the pool is a label
+  (``"resolved"``, ``"A"``, ``"yes"``), not an answer: it is never a needle;
+- it matches whole tokens only, case-insensitively: not inside a longer word or number
+  (``n01`` does not match ``n012`` or ``Ann01``); whitespace runs compare as one space.
+
+A refusal names the file, the line and the kind of needle; for an id, the task (ids are in
+``splits.json`` already); for a gold answer, neither the task nor the value (the guard must not
+become an oracle that confirms which test task a guessed answer belongs to).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .candidate import iter_files
+
+DEFAULT_MIN_LENGTH = 4
+LABEL_TASKS = 3  # a value that answers this many tasks is a class label, not one task's answer
+_WORD = re.compile(r"\w+")
+_SPACES = re.compile(r"\s+")
+_MAX_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Needle:
+    text: str  # normalized: casefolded, whitespace runs as one space
+    kind: str  # "id" | "gold"
+    task_id: str
+    split: str
+
+
+@dataclass(frozen=True)
+class Leak:
+    path: str  # relative to the candidate folder
+    line: int
+    needle: Needle
+
+    def describe(self) -> str:
+        if self.needle.kind == "id":
+            return f"{self.path}:{self.line} holds the id of {self.needle.split} task {self.needle.task_id!r}"
+        return f"{self.path}:{self.line} holds a val or test task's gold answer"
+
+
+def normalize(text: str) -> str:
+    return _SPACES.sub(" ", text.casefold()).strip()
+
+
+def gold_values(target: Any, depth: int = 0) -> Iterator[str]:
+    """The strings a target holds: itself, a number's decimal text, the leaves of lists,
+    tuples and dict values; a multi-line string by its longest line."""
+    if depth > _MAX_DEPTH or target is None or isinstance(target, bool):
+        return
+    if isinstance(target, str):
+        lines = [line for line in target.splitlines() if line.strip()]
+        if lines:
+            yield max(lines, key=len)
+    elif isinstance(target, int | float):
+        yield str(target)
+    elif isinstance(target, list | tuple | set | frozenset):
+        for item in target:
+            yield from gold_values(item, depth + 1)
+    elif isinstance(target, dict):
+        for item in target.values():
+            yield from gold_values(item, depth + 1)
+
+
+def needles(tasks: Iterable[Any], guarded: Mapping[str, str], min_length: int) -> list[Needle]:
+    """The needles of the ``guarded`` tasks (task id → its split: val or test) in ``tasks``
+    (the whole pool, which decides what is a label)."""
+    pool = list(tasks)
+    shared = Counter(value for task in pool for value in {normalize(v) for v in gold_values(task.target)})
+    found: dict[tuple[str, str], Needle] = {}
+    for task in pool:
+        split = guarded.get(str(task.id))
+        if split is None:
+            continue
+        task_id = str(task.id)
+        candidates = [(normalize(task_id), "id")]
+        candidates += [(normalize(v), "gold") for v in gold_values(task.target)]
+        for text, kind in candidates:
+            if len(text) < min_length or (kind == "gold" and shared[text] >= LABEL_TASKS):
+                continue
+            found.setdefault((text, kind), Needle(text, kind, task_id, split))
+    return sorted(found.values(), key=lambda n: (n.kind, n.text))
+
+
+class Matcher:
+    """Needles indexed for a scan: one-word needles by a set look-up of each line's words, the
+    others by a search bounded by non-word characters."""
+
+    def __init__(self, found: Iterable[Needle]) -> None:
+        self.words: dict[str, Needle] = {}
+        self.phrases: list[tuple[re.Pattern[str], Needle]] = []
+        for needle in found:
+            if _WORD.fullmatch(needle.text):
+                self.words.setdefault(needle.text, needle)
+            else:
+                pattern = re.compile(r"(?<!\w)" + re.escape(needle.text) + r"(?!\w)")
+                self.phrases.append((pattern, needle))
+
+    def __bool__(self) -> bool:
+        return bool(self.words or self.phrases)
+
+    def in_line(self, line: str) -> Needle | None:
+        text = normalize(line)
+        for word in _WORD.findall(text):
+            if word in self.words:
+                return self.words[word]
+        for pattern, needle in self.phrases:
+            if pattern.search(text):
+                return needle
+        return None
+
+
+def _text_lines(path: Path) -> list[str] | None:
+    data = path.read_bytes()
+    if b"\0" in data:
+        return None  # binary: holds no line of text
+    return data.decode("utf-8", errors="replace").splitlines()
+
+
+def parent_lines(parent: Path) -> set[str]:
+    """Every line (trimmed) of every file of the parent: what a candidate inherits."""
+    lines: set[str] = set()
+    for path in iter_files(parent):
+        lines.update(line.strip() for line in _text_lines(path) or [])
+    return lines
+
+
+def find_leaks(candidate: Path, inherited: set[str], matcher: Matcher, limit: int = 20) -> list[Leak]:
+    """The lines ``candidate`` adds (not in ``inherited``) that hold a needle, file by file in
+    sorted order, at most ``limit`` of them."""
+    leaks: list[Leak] = []
+    if not matcher:
+        return leaks
+    root = candidate.resolve()
+    for path in iter_files(candidate):
+        for number, line in enumerate(_text_lines(path) or [], start=1):
+            if not line.strip() or line.strip() in inherited:
+                continue
+            needle = matcher.in_line(line)
+            if needle is not None:
+                leaks.append(Leak(path.relative_to(root).as_posix(), number, needle))
+                if len(leaks) >= limit:
+                    return leaks
+    return leaks

@@ -1,0 +1,147 @@
+"""Issue 24, attack 7: what runs is what is recorded. Every candidate (the seed too) is evaluated
+from its read-only snapshot ``candidates/<tag>/files``, never from the folder it came from; a
+snapshot that changed is refused in one line naming the file, never evaluated.
+
+Sessions run on a one-trial copy of ``examples/noisy_agent``, whose agent applies every
+``RULE:<name>`` in any ``*.md`` of the folder it is given: a rule the bytes of a snapshot do
+not hold shows in a rollout's trace."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+from cli_calls import run as run_cli
+
+FARE = "RULE:check-fare-class"
+
+
+def _noisy(example, projects, adapter_source: str = "", cls: str = "") -> Path:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    if adapter_source:
+        with (project / "adapter.py").open("a") as handle:
+            handle.write(adapter_source)
+        projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", f"adapter.py:{cls}")
+    return project
+
+
+def _rules(projects, project: Path, tag: str) -> set[tuple[str, ...]]:
+    return {
+        tuple(r["trace"]["rules"])
+        for (split, _t, g, _k), r in projects.rollout_records(project).items()
+        if g == tag and split == "val" and r["trace"] is not None
+    }
+
+
+def test_a_rule_in_a_work_copys_journal_is_never_seen_by_the_agent(example, projects, capevolve, capsys):
+    """Before: the rule appended to JOURNAL.md (a handover file, never hashed) was read by the
+    agent in all 200 rollouts and the no-op was accepted (Δ̄ +0.115)."""
+    project = _noisy(example, projects)
+    assert capevolve(project).ret == 0
+    code, out, _ = run_cli(capsys, "work", "new", "noop", "--project", str(project))
+    assert code == 0
+    work = Path(json.loads(out)["path"])
+    with (work / "JOURNAL.md").open("a") as journal:
+        journal.write(f"\n- {FARE} — look up the fare class first.\n")
+    gated = capevolve(project, work, gate=True, extra=["--capevolve-commit", "none"])
+    assert gated.ret == 10, gated.stdout.str()[-2000:]  # the no-op is rejected, not accepted
+    seed_rules = _rules(projects, project, "seed")
+    assert _rules(projects, project, "noop") == seed_rules and all(FARE not in r for r in seed_rules)
+    snapshot = projects.run_dir(project) / "candidates" / "noop" / "files"
+    assert not (snapshot / "JOURNAL.md").exists()
+    # the snapshot's files are read-only: an edit needs a chmod first
+    assert all(not p.stat().st_mode & stat.S_IWUSR for p in snapshot.rglob("*") if p.is_file())
+    # a work copy made from a read-only snapshot can be edited as before
+    code, out, _ = run_cli(capsys, "work", "new", "next", "--from", "noop", "--project", str(project))
+    assert code == 0 and (Path(json.loads(out)["path"]) / "prompt.md").stat().st_mode & stat.S_IWUSR
+
+
+EDITS_ITS_SOURCE = '''
+
+class EditsItsSourceMidGate(NoisyAgentAdapter):
+    """Appends a rule to the candidate's source folder while its gate runs (after its first
+    rollouts), as the optimizer did 4.5 s into the gate; records where each rollout ran."""
+
+    def run_target(self, task, ctx, *, seed):
+        source = Path(__file__).parent / "candidates" / "noop" / "prompt.md"
+        if task.id == "n13" and "RULE:check-fare-class" not in source.read_text():
+            with source.open("a") as handle:
+                handle.write("\\n- RULE:check-fare-class\\n")
+        rollout = super().run_target(task, ctx, seed=seed)
+        rollout.trace["ctx"] = str(ctx)
+        return rollout
+'''
+
+
+def test_editing_prompt_md_during_its_own_gate_is_not_measured(example, projects, capevolve, xdist_args):
+    """Before: 62 of 200 rollouts measured bytes no snapshot holds. Now every rollout — the
+    seed's too — runs from its snapshot, so the edit to the source folder is never measured."""
+    project = _noisy(example, projects, EDITS_ITS_SOURCE, "EditsItsSourceMidGate")
+    shutil.copytree(project / "capability", project / "candidates" / "noop")
+    (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
+    gated = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none", *xdist_args])
+    assert gated.ret == 10, gated.stdout.str()[-2000:]
+    assert FARE in (project / "candidates" / "noop" / "prompt.md").read_text()  # the attack ran
+    records = projects.rollout_records(project)
+    run_dir = projects.run_dir(project).resolve()
+    for (_s, _t, tag, _k), record in records.items():
+        assert record["infra_error"] is None, record
+        assert Path(record["trace"]["ctx"]) == run_dir / "candidates" / tag / "files"
+        assert FARE not in record["trace"]["rules"], record
+    assert {tag for (_s, _t, tag, _k) in records} >= {"seed", "noop", "seed-null1"}
+
+
+EDITS_ITS_SNAPSHOT = '''
+
+class EditsItsSnapshot(NoisyAgentAdapter):
+    """Candidate code that makes its own snapshot writable and appends a rule to it."""
+
+    def run_target(self, task, ctx, *, seed):
+        prompt = Path(ctx) / "prompt.md"
+        if Path(ctx).parent.name == "noop" and "RULE:check-fare-class" not in prompt.read_text():
+            prompt.chmod(0o644)
+            with prompt.open("a") as handle:
+                handle.write("\\n- RULE:check-fare-class\\n")
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def test_a_snapshot_edited_by_its_own_rollout_is_refused_naming_the_file(example, projects, capevolve):
+    """The rollout that edited it is missing data (it changed while it ran); every later one is
+    refused before it runs, in one line naming the file; nothing with the rule is scored."""
+    project = _noisy(example, projects, EDITS_ITS_SNAPSHOT, "EditsItsSnapshot")
+    shutil.copytree(project / "capability", project / "candidates" / "noop")
+    result = capevolve(project, "noop")
+    assert result.ret == 12, result.stdout.str()[-2000:]
+    noop = [r for (_s, _t, tag, _k), r in projects.rollout_records(project).items() if tag == "noop"]
+    # the one rollout that ran is missing data: the snapshot changed while it ran
+    assert len(noop) == 1 and noop[0]["reward"] is None
+    assert "changed while this rollout ran (prompt.md)" in noop[0]["infra_error"]
+    # the 39 others never ran: refused in one line naming the file
+    snapshot = projects.run_dir(project) / "candidates" / "noop" / "files"
+    refused = [line for line in result.stdout.lines if "its snapshot changed after it was registered" in line]
+    assert len(refused) == 1, result.stdout.str()[-3000:]
+    assert " and 38 more with the same reason: " in refused[0]
+    assert f"{snapshot}/prompt.md (changed)" in refused[0]
+    result.stdout.fnmatch_lines(["rollouts: 41 paid, 0 reused*"])  # the seed's 40 and the one
+
+
+def test_a_journal_dropped_into_a_snapshot_is_an_added_file(example, projects, capevolve):
+    """A handover file is never hashed; in a snapshot it is still a file the agent would read
+    (this agent reads every *.md), so it is refused as added, naming it — the seed's snapshot
+    too, which finalize evaluates."""
+    project = _noisy(example, projects)
+    assert capevolve(project).ret == 0
+    snapshot = projects.run_dir(project) / "candidates" / "seed" / "files"
+    (snapshot / "JOURNAL.md").write_text(f"- {FARE}\n")
+    result = capevolve(project, finalize=True)  # the seed's test rollouts, from its snapshot
+    assert result.ret == 12, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(
+        [f"*its snapshot changed after it was registered*{snapshot}/JOURNAL.md (added)*"]
+    )
+    assert not [
+        r for r in projects.rollout_records(project).values() if FARE in (r["trace"] or {}).get("rules", [])
+    ]

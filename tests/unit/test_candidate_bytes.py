@@ -1,0 +1,101 @@
+"""What a rollout runs with (:mod:`pytest_capevolve._engine.candidate_bytes`): a registered
+snapshot, read-only, re-checked before and after every rollout; on a copy of the project, a
+private copy of what the copy holds."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._engine.candidate_bytes import CandidateBytes, CandidateMismatch
+from pytest_capevolve._project.candidate import content_hash
+from pytest_capevolve._store.rundir import RunDir
+
+
+def _registered(tmp_path: Path) -> tuple[Path, Path, str]:
+    source = tmp_path / "cand"
+    (source / "tools").mkdir(parents=True)
+    (source / "prompt.md").write_text("Be careful.\n")
+    (source / "tools" / "reply.py").write_text("def closing_line(c):\n    return 'bye'\n")
+    (source / "JOURNAL.md").write_text("notes, never part of the candidate\n")
+    rundir = RunDir(tmp_path / "run")
+    digest = rundir.snapshots.register_candidate("cand", source)
+    return source, rundir.snapshots.snapshot_dir("cand"), digest
+
+
+def test_a_snapshot_is_read_only_lists_its_files_and_leaves_out_handover(tmp_path: Path) -> None:
+    _source, snapshot, digest = _registered(tmp_path)
+    assert content_hash(snapshot) == digest
+    assert not (snapshot / "JOURNAL.md").exists()
+    files = [p for p in snapshot.rglob("*") if p.is_file()]
+    assert len(files) == 2 and all(not p.stat().st_mode & 0o222 for p in files)
+
+
+def test_an_unchanged_snapshot_is_used_and_a_touch_is_not_a_change(tmp_path: Path) -> None:
+    _source, snapshot, digest = _registered(tmp_path)
+    checker = CandidateBytes(on_copy=False)
+    folder, before = checker.folder("cand", snapshot, tmp_path / "cand", digest)
+    assert folder == snapshot
+    os.utime(snapshot / "prompt.md")  # a new mtime and ctime, the same bytes
+    folder, after = checker.folder("cand", snapshot, tmp_path / "cand", digest)
+    assert folder == snapshot and after != before
+    (snapshot / "tools" / "__pycache__").mkdir()  # what importing the candidate's tool writes
+    (snapshot / "tools" / "__pycache__" / "reply.cpython-311.pyc").write_bytes(b"\0")
+    assert checker.changed_during("cand", snapshot, after) is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda s: _append(s / "prompt.md", "RULE:check-fare-class\n"), "prompt.md (changed)"),
+        (lambda s: (s / "JOURNAL.md").write_text("RULE:x\n"), "JOURNAL.md (added)"),
+        (lambda s: (s / "tools" / "extra.py").write_text("x = 1\n"), "tools/extra.py (added)"),
+        (lambda s: (s / "tools" / "reply.py").unlink(), "tools/reply.py (removed)"),
+    ],
+    ids=["changed", "handover-added", "added", "removed"],
+)
+def test_a_changed_snapshot_is_refused_naming_the_file(tmp_path: Path, edit, named: str) -> None:
+    _source, snapshot, digest = _registered(tmp_path)
+    checker = CandidateBytes(on_copy=False)
+    _folder, stamp = checker.folder("cand", snapshot, tmp_path / "cand", digest)
+    edit(snapshot)
+    during = checker.changed_during("cand", snapshot, stamp)
+    assert during is not None and "changed while this rollout ran" in during
+    with pytest.raises(CandidateMismatch) as refused:
+        checker.folder("cand", snapshot, tmp_path / "cand", digest)
+    assert f"{snapshot}/{named}" in str(refused.value) and "\n" not in str(refused.value)
+    with pytest.raises(CandidateMismatch):  # refused for good in this process, even if restored
+        checker.folder("cand", snapshot, tmp_path / "cand", digest)
+
+
+def test_a_snapshot_changed_before_its_first_use_is_refused(tmp_path: Path) -> None:
+    _source, snapshot, digest = _registered(tmp_path)
+    _append(snapshot / "prompt.md", "more\n")
+    with pytest.raises(CandidateMismatch, match=r"prompt\.md \(changed\)"):
+        CandidateBytes(on_copy=False).folder("cand", snapshot, tmp_path / "cand", digest)
+
+
+def test_a_worker_on_a_copy_runs_a_private_copy_its_edits_never_reach(tmp_path: Path) -> None:
+    """A copy of the project made before the candidate was registered has no snapshot: the
+    worker copies the source it holds, checks the copy's hash, and runs the copy."""
+    source, _snapshot, digest = _registered(tmp_path)
+    missing = tmp_path / "copy" / "no-snapshot-here"
+    checker = CandidateBytes(on_copy=True)
+    folder, stamp = checker.folder("cand", missing, source, digest)
+    assert folder != source and content_hash(folder) == digest
+    _append(source / "prompt.md", "an edit to the copy mid-session\n")
+    assert checker.folder("cand", missing, source, digest)[0] == folder
+    assert checker.changed_during("cand", folder, stamp) is None
+    # a stale copy (other bytes than registered) is refused, naming the copy
+    stale = CandidateBytes(on_copy=True)
+    with pytest.raises(CandidateMismatch, match=f"this worker's copy of tag 'cand' at {source} differs"):
+        stale.folder("cand", missing, source, digest)
+
+
+def _append(path: Path, text: str) -> None:
+    path.chmod(stat.S_IMODE(path.stat().st_mode) | stat.S_IWUSR)
+    with path.open("a") as handle:
+        handle.write(text)

@@ -1,0 +1,130 @@
+"""The leak guard's matcher (:mod:`pytest_capevolve._project.leak`): what counts as a val or
+test task's id or gold answer in a candidate's added lines, and what never does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_capevolve._project.adapter import Task
+from pytest_capevolve._project.leak import Matcher, find_leaks, gold_values, needles, normalize, parent_lines
+from pytest_capevolve._project.spec import SpecError, load_spec
+
+POOL = [
+    Task(id="q-0001", input="2+2", target=4),
+    Task(id="q-0002", input="capital", target="Reykjavik"),
+    Task(id="q-0003", input="yes?", target="yes"),
+    Task(id="q-0004", input="label", target="resolved"),
+    Task(id="q-0005", input="label", target="resolved"),
+    Task(id="q-0006", input="label", target="resolved"),
+    Task(id="q-0007", input="many", target={"answer": ["New  York", 31415], "note": None}),
+    Task(id="q-0008", input="train only", target="Ouagadougou"),
+]
+GUARDED = {"q-0001": "val", "q-0002": "val", "q-0003": "test", "q-0004": "val", "q-0007": "test"}
+
+
+def _scan(tmp_path: Path, text: str, parent: str = "") -> list[str]:
+    (tmp_path / "parent").mkdir(exist_ok=True)
+    (tmp_path / "parent" / "prompt.md").write_text(parent)
+    (tmp_path / "cand").mkdir(exist_ok=True)
+    (tmp_path / "cand" / "prompt.md").write_text(text)
+    matcher = Matcher(needles(POOL, GUARDED, 4))
+    return [
+        leak.describe() for leak in find_leaks(tmp_path / "cand", parent_lines(tmp_path / "parent"), matcher)
+    ]
+
+
+def test_needles_skip_short_values_labels_and_unguarded_tasks() -> None:
+    found = {(n.text, n.kind) for n in needles(POOL, GUARDED, 4)}
+    assert ("reykjavik", "gold") in found and ("q-0002", "id") in found
+    assert ("new york", "gold") in found and ("31415", "gold") in found
+    assert not {t for t, _ in found} & {"4", "yes", "resolved", "ouagadougou", "q-0008"}
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("If asked about the capital, say Reykjavik.", "prompt.md:1 holds a val or test task's gold answer"),
+        ("Task Q-0002 wants the capital.", "prompt.md:1 holds the id of val task 'q-0002'"),
+        ("The answer is new\tyork, always.", "prompt.md:1 holds a val or test task's gold answer"),
+        ("pi-ish: 31415!", "prompt.md:1 holds a val or test task's gold answer"),
+    ],
+)
+def test_an_added_line_holding_an_id_or_a_gold_answer_is_named_by_file_and_line(tmp_path, line, expected):
+    assert _scan(tmp_path, line) == [expected]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Answer 4 when the sum is 4; say yes when asked.",  # too short to count
+        "Mark the ticket resolved.",  # a label: the target of three tasks
+        "Reykjavikian customs are a thing.",  # not a whole token
+        "Ticket q-00021 is not q-0002's neighbour",  # q-00021 ≠ q-0002; but q-0002 itself is
+        "Ouagadougou is a train task's answer.",  # train tasks are the optimizer's to study
+    ],
+)
+def test_short_common_partial_or_train_values_do_not_flag(tmp_path, line):
+    found = _scan(tmp_path, line)
+    assert found == ([] if "q-0002's" not in line else ["prompt.md:1 holds the id of val task 'q-0002'"])
+
+
+def test_only_lines_added_to_the_parent_are_read(tmp_path):
+    """The seed (what the user wrote) and lines inherited from the best are not the edit."""
+    inherited = "Example: the capital is Reykjavik.\n"
+    assert _scan(tmp_path, inherited + "Be brief.\n", parent=inherited) == []
+    found = _scan(tmp_path, inherited + "Be brief.\nq-0001 is 4\n", parent=inherited)
+    assert found == ["prompt.md:3 holds the id of val task 'q-0001'"]
+
+
+def test_a_gold_answer_is_never_echoed_in_the_refusal(tmp_path):
+    found = _scan(tmp_path, "Reykjavik")
+    assert found and all("reykjavik" not in f.lower() and "q-0002" not in f for f in found)
+
+
+def test_gold_values_walk_containers_and_take_a_multiline_answer_by_its_longest_line():
+    assert list(gold_values({"a": [1, "x"], "b": (2.5,), "c": True})) == ["1", "x", "2.5"]
+    assert list(gold_values("short\na much longer final line\n")) == ["a much longer final line"]
+
+
+TOKENS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=4, max_size=12)
+
+
+@given(
+    ids=st.lists(TOKENS, min_size=1, max_size=6, unique=True),
+    golds=st.lists(st.text(min_size=1, max_size=20), max_size=6),
+    text=st.text(max_size=300),
+)
+def test_a_file_without_any_id_or_answer_never_flags(ids, golds, text) -> None:
+    """Whatever the needles, a text none of them occurs in (case and whitespace aside) is clean."""
+    pool = [Task(id=i, target=golds[n] if n < len(golds) else None) for n, i in enumerate(ids)]
+    found = needles(pool, dict.fromkeys(ids, "val"), 4)
+    normalized = normalize(text)
+    if any(n.text in normalized for n in found):
+        return  # holds a needle somewhere: not this property's case
+    matcher = Matcher(found)
+    assert all(matcher.in_line(line) is None for line in text.splitlines())
+
+
+@pytest.mark.parametrize("value", [0, -2, True, "four", 2.5])
+def test_a_bad_leak_guard_key_is_refused_naming_the_key(tmp_path, value) -> None:
+    (tmp_path / "capability").mkdir()
+    (tmp_path / "adapter.py").write_text("")
+    (tmp_path / "capevolve.yaml").write_text(
+        f"adapter: adapter.py:A\ncapability_path: capability\nleak_guard_min_length: {value!r}\n"
+    )
+    with pytest.raises(SpecError, match="key 'leak_guard_min_length' must be a whole number ≥ 1 .*or false"):
+        load_spec(tmp_path)
+
+
+def test_the_leak_guard_key_tunes_or_turns_it_off(tmp_path) -> None:
+    (tmp_path / "capability").mkdir()
+    (tmp_path / "adapter.py").write_text("")
+    spec = tmp_path / "capevolve.yaml"
+    spec.write_text("adapter: adapter.py:A\ncapability_path: capability\n")
+    assert load_spec(tmp_path).leak_guard_min_length == 4
+    spec.write_text(spec.read_text() + "leak_guard_min_length: false\n")
+    assert load_spec(tmp_path).leak_guard_min_length is None
