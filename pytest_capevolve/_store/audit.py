@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 from .._project.candidate import check_tag, escape_id
+from .events import verified_events
 from .index_sync import vanished_notice
 from .log_views import check_views
 from .rollout_scan import ScannedFile, scan_rollouts
@@ -29,7 +30,9 @@ def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
     the rollout files, then each view of the log (:mod:`.log_views`: ``state.json``, the index,
     the digest, ``views.json``; ``repair=True`` rebuilds those that disagree). Every rollout
     file is read once (:mod:`.rollout_scan`), for the log's check and the index's alike."""
-    events = rundir.log.events()
+    events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
+    if events is None:
+        events = rundir.log.events()
     scanned = scan_rollouts(rundir.root)
     problems = _rollouts(rundir, events, scanned, repair=repair)
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
@@ -69,23 +72,26 @@ def _rollouts(
     problems: list[str] = []
     rel_of = _Names()
     last: dict[Key, dict[str, Any]] = {}
-    valid: Counter[str] = Counter()  # valid rollout events per file since it was last moved or gone
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
         kind = event.get("kind")
-        if kind == "rollout":
-            key = _key(event)
-            last[key] = event
-            if event.get("infra_error") is None:
-                valid[rel_of(key)] += 1
-        elif kind in ("rollout_quarantined", "rollout_vanished"):
+        if kind in ("rollout_quarantined", "rollout_vanished"):
             files = [event.get("file")] if kind == "rollout_quarantined" else event.get("files") or []
             for file in map(str, files):
                 quarantined[file] = int(event.get("seq", 0))
-                valid.pop(file, None)  # moved aside or gone: paying it again is expected
-    for rel, count in sorted(valid.items()):
-        if count > 1:
-            problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
+    # valid rollout events per file since it was last moved or gone (paying it again after
+    # either is expected); a file's name is only built where a quarantine or vanish may apply
+    valid: Counter[Key] = Counter()
+    for event in events:
+        if event.get("kind") == "rollout":
+            key = _key(event)
+            last[key] = event
+            if event.get("infra_error") is None and (
+                not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1)
+            ):
+                valid[key] += 1
+    for rel, count in sorted((rel_of(key), count) for key, count in valid.items() if count > 1):
+        problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
     seen: set[Key] = set()
     for seen_file in scanned:
         rel, data = seen_file.rel, seen_file.data
@@ -107,10 +113,10 @@ def _rollouts(
                     f"{rel}: {field} {data.get(field)!r} in the file, but its rollout event "
                     f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
                 )
-    missing: dict[str, str] = {}  # file (relative) -> its problem
-    for key, event in sorted(last.items()):
-        rel = rel_of(key)
-        if key not in seen and quarantined.get(rel, -1) < int(event.get("seq", 0)):
+    missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys
+    for key in sorted(key for key in last if key not in seen):
+        event, rel = last[key], rel_of(key)
+        if quarantined.get(rel, -1) < int(event.get("seq", 0)):
             missing[rel] = (
                 f"{rel}: recorded by rollout event seq {event.get('seq')}, but the file is missing "
                 "(`capevolve verify --repair` logs it as gone, so the next session pays it again)"

@@ -232,3 +232,19 @@ def test_verify_opens_each_rollout_file_once_and_still_finds_every_kind_of_misma
     assert any("task-1__seed__t1.json" in p and "infra_error 'x'" in p for p in from_files), from_files
     assert any(p.startswith("rollouts/val/task-2__cand__t1.json: reward 1.0 in the file") for p in problems)
     assert any(p.startswith("rollouts/val/task-4__seed__t0.json: unreadable") for p in problems)
+
+
+def test_verify_finds_a_rollout_paid_twice_unless_it_was_moved_aside_in_between(
+    run: RunDir, val_rollout
+) -> None:
+    run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 0.0))  # a second valid event, same file
+    assert "rollouts/val/task-0__seed__t0.json: paid 2 times (one valid rollout event each)" in audit(
+        RunDir(run.root)
+    )
+    run.log.append_event("rollout_quarantined", file="rollouts/val/task-1__seed__t0.json", moved_to="x")
+    run.rollouts.record_rollout(val_rollout("seed", "task-1", 0, 0.5))  # paid again after the move: expected
+    problems = audit(RunDir(run.root))
+    assert not [p for p in problems if "task-1__seed__t0.json: paid" in p], problems
+    assert [p for p in problems if ": paid" in p] == [
+        "rollouts/val/task-0__seed__t0.json: paid 2 times (one valid rollout event each)"
+    ]
