@@ -11,8 +11,8 @@ W1  no-op per rollout: N tasks × K trials of an agent that returns at once, as 
     that does nothing, K epochs).
 W2  IO-bound in flight: 512 rollouts of a 100 ms sleeping agent, 64 at once — ours
     (``--capevolve-concurrency 64``) and inspect_ai (``max_samples=64``) against the ideal
-    512 × 0.1 / 64 s: for each tool, the same rollouts with the sleep less without it, so its
-    start-up and per-rollout overhead cancel.
+    512 × 0.1 / 64 s: each tool's whole wall, and what the sleeps add to the same rollouts
+    without them (below the ideal: the sleeps overlapped the tool's own per-rollout work).
 W3  resume of a run whose rollouts are all persisted: ours only. No peer persists per-rollout
     results that a re-run skips (inspect_ai's ``eval_retry`` re-runs a failed log's missing
     samples; it is not the same workload), so this line says so instead of inventing a ratio.
@@ -184,22 +184,25 @@ def w1(tmp: Path, tasks: int, trials: int) -> None:
 
 
 def w2(tmp: Path) -> None:
-    """The sleeps' cost alone: the same rollouts with and without the sleep, so each tool's
-    start-up and per-rollout overhead cancel and what is left is how well it overlaps them."""
+    """Each tool's whole wall with the sleeps, and what the sleeps add to the same rollouts
+    without them: below the ideal means the sleeps overlapped the tool's own per-rollout work."""
     count, sleep, width = 512, 0.1, 64
     ideal = count * sleep / width
     print(
         f"W2 IO-bound in flight ({count} rollouts × {sleep * 1000:.0f} ms, {width} at once; ideal {ideal:.2f}s)"
     )
     flight = ["--capevolve-concurrency", str(width)]
-    mine = ours(tmp, "w2", count, 1, sleep, *flight) - ours(tmp, "w2-nosleep", count, 1, 0.0, *flight)
-    print(f"  pytest-capevolve:    {mine:8.2f} s  ({mine / ideal:.2f}x ideal)")
+    mine = ours(tmp, "w2", count, 1, sleep, *flight)
+    mine_added = mine - ours(tmp, "w2-nosleep", count, 1, 0.0, *flight)
+    print(
+        f"  pytest-capevolve:    {mine:8.2f} s whole; the sleeps add {mine_added:.2f}s ({mine_added / ideal:.2f}x ideal)"
+    )
     if have("inspect_ai"):
-        theirs = inspect(tmp, "w2-inspect", count, 1, sleep, width) - inspect(
-            tmp, "w2-inspect-nosleep", count, 1, 0.0, width
-        )
+        theirs = inspect(tmp, "w2-inspect", count, 1, sleep, width)
+        theirs_added = theirs - inspect(tmp, "w2-inspect-nosleep", count, 1, 0.0, width)
         print(
-            f"  inspect_ai:          {theirs:8.2f} s  ({theirs / ideal:.2f}x ideal; ours {mine / theirs:.2f}x theirs)"
+            f"  inspect_ai:          {theirs:8.2f} s whole; the sleeps add {theirs_added:.2f}s "
+            f"({theirs_added / ideal:.2f}x ideal); ours {mine / theirs:.2f}x theirs whole"
         )
     else:
         print("  inspect_ai:          skipped (not installed: pip install inspect-ai)")
