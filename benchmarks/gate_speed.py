@@ -1,12 +1,17 @@
 """Time gating 20 candidates on 10,000 tasks × 10 trials (goal: full verdicts under 1 s).
 
-Run: python benchmarks/gate_speed.py [--tasks N] [--trials K] [--candidates C] [--from-records]
+Run: python benchmarks/gate_speed.py [--tasks N] [--trials K] [--candidates C] [--from-records] [--graded]
 Prints the decision time (exact sign-flip test) and the full verdict time (plus the CI,
 regressions, per-task table; goal ≤ 1 s), each also as a ratio against one numpy pass over the
 same matrices measured in the same run (these machines are noisy), and full against decisions.
 ``--from-records`` also times verdicts from rollout records (``Evidence.judge``: each tag's
 records laid out once) against cutting the arms record by record for each candidate
 (``evidence.shared_arms`` → ``reward_matrix``/``infra_count``); it holds ~200 bytes per record.
+``--graded`` (alone: the binary case is skipped) times the exact tail on graded rewards with mixed
+trial counts — 600 tasks × 10 trials, rewards in quarters, 10 % infra errors, where the integer
+deltas take hundreds of distinct values — against a frozen copy of the old tail (one full-length
+FFT convolution per distinct |Δ|) run in the same process: one exact p, and a gate session's
+decision phase (a candidate and two null controls, the error-imbalance imputation included).
 """
 
 from __future__ import annotations
@@ -38,7 +43,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--candidates", type=int, default=20)
     parser.add_argument("--from-records", action="store_true")
+    parser.add_argument("--graded", action="store_true")
     args = parser.parse_args()
+    if args.graded:
+        graded()
+        return
     rng = np.random.default_rng(0)
     tasks, trials, candidates = args.tasks, args.trials, args.candidates
     rates = rng.beta(0.6, 0.6, size=tasks)
@@ -128,6 +137,96 @@ def from_records(best: np.ndarray, arms: list[np.ndarray], ids: list[str], verdi
     print(
         f"  from records, laid out once per tag:   {laid_out:.3f}s  "
         f"({laid_out / record_by_record:.2f}x record by record)"
+    )
+
+
+def _old_float_tail(abs_values: np.ndarray, observed: int) -> float:
+    """The exact tail as it was before the one-pass transform (frozen here as the baseline)."""
+    from scipy import signal
+    from scipy import stats as sps
+
+    values, mult = np.unique(abs_values, return_counts=True)
+    dist = np.array([1.0])
+    offset = 0
+    for value, m in zip(values.astype(np.int64), mult, strict=True):
+        part = np.zeros(2 * int(value) * int(m) + 1)
+        part[:: 2 * int(value)] = sps.binom.pmf(np.arange(m + 1), m, 0.5)
+        dist = np.clip(signal.fftconvolve(dist, part), 0.0, None)
+        offset += int(value) * int(m)
+    first = max(0, int(observed) + offset)
+    return float(min(1.0, np.sum(dist[first:]))) if first < dist.size else 0.0
+
+
+def _graded_arm(rng: np.random.Generator, rates: np.ndarray, trials: int, infra: float) -> np.ndarray:
+    steps = 4  # rubric rewards 0, .25, .5, .75, 1
+    arm = rng.binomial(steps, np.clip(rates, 0, 1)[:, None], size=(rates.size, trials)) / steps
+    arm[rng.random(arm.shape) < infra] = np.nan  # an infra error is missing data
+    return arm
+
+
+def graded(tasks: int = 600, trials: int = 10, infra: float = 0.10) -> None:
+    import scipy.signal  # noqa: F401  (imports paid before any clock: the old tail's)
+    import scipy.stats  # noqa: F401
+
+    from pytest_capevolve._stats import sign_flip
+
+    rng = np.random.default_rng(0)
+    rates = rng.beta(0.8, 0.8, size=tasks)
+    best = _graded_arm(rng, rates, trials, infra)
+    candidate = _graded_arm(rng, rates + 0.005, trials, infra)
+    nulls = [_graded_arm(rng, rates, trials, infra) for _ in range(2)]
+    ids = [f"t{i}" for i in range(tasks)]
+    ints = np.asarray(stats.integer_deltas(candidate, best, stats.reward_grid(candidate, best) or 1))
+    ints = ints[ints != 0]
+    print(
+        f"graded: {tasks} tasks × {trials} trials, {infra:.0%} infra errors: "
+        f"{ints.size} nonzero integer deltas, {np.unique(np.abs(ints)).size} distinct |Δ|, Σ|Δ| = {np.abs(ints).sum()}"
+    )
+
+    def session() -> list:
+        null_deltas = [
+            gate.decide(
+                n, best, tag=f"null{i}", against="best", task_ids=ids, config=gate.GateConfig()
+            ).delta_mean
+            for i, n in enumerate(nulls)
+        ]
+        infra_errors = {"candidate": int(np.isnan(candidate).sum()), "best": int(np.isnan(best).sum())}
+        return [
+            gate.decide(
+                candidate,
+                best,
+                tag="c",
+                against="best",
+                task_ids=ids,
+                config=gate.GateConfig(),
+                null_deltas=[d for d in null_deltas if d is not None],
+                infra_errors=infra_errors,
+            ).to_dict()
+        ]
+
+    new_tail = sign_flip._float_tail
+    times: dict[str, tuple[float, float, float, list]] = {}
+    for name, tail in (("old", _old_float_tail), ("one pass", new_tail)):
+        sign_flip._float_tail = tail  # what sign_flip_on_integers calls
+        try:
+            start = time.perf_counter()
+            p = tail(np.abs(ints), int(ints.sum()))
+            one = time.perf_counter() - start
+            start = time.perf_counter()
+            verdicts = session()
+            times[name] = (one, time.perf_counter() - start, p, verdicts)
+        finally:
+            sign_flip._float_tail = new_tail
+    (old_one, old_session, old_p, old_v), (one, sess, p, v) = times["old"], times["one pass"]
+    assert abs(p - old_p) <= 1e-9 and [x["decision"] for x in v] == [x["decision"] for x in old_v]
+    print(f"  one exact p, old (FFT per distinct |Δ|): {old_one:.3f}s")
+    print(
+        f"  one exact p, one pass:                   {one:.3f}s  ({old_one / one:.0f}x faster; p {p:.6f} = {old_p:.6f})"
+    )
+    print(f"  decision phase (candidate + 2 nulls), old:      {old_session:.3f}s")
+    print(
+        f"  decision phase (candidate + 2 nulls), one pass: {sess:.3f}s  ({old_session / sess:.0f}x faster; "
+        f"decision {v[0]['decision']}, basis {v[0]['basis']})"
     )
 
 

@@ -1,7 +1,8 @@
 """The run dir at scale: 10,000 tasks × 3 trials × 2 tags (60,000 rollouts) of a no-op agent.
 
-Run: python benchmarks/scale.py [--tasks N]   (default 10000; figures are ratios against
-baselines measured in the same run, because these machines are shared and noisy)
+Run: python benchmarks/scale.py [--tasks N] [--project DIR]   (default 10000; figures are ratios
+against baselines measured in the same run, because these machines are shared and noisy;
+``--project`` reuses a project an earlier run of this script made and prints only 6 and 7)
 
 1. Fresh run: wall per rollout of `pytest --capevolve-run` (whole process), against a bare loop
    calling the adapter and writing the same records atomically.
@@ -13,6 +14,9 @@ baselines measured in the same run, because these machines are shared and noisy)
    `capevolve --help` (the interpreter + the CLI's start-up).
 5. When PYTHONDONTWRITEBYTECODE is set (as on these machines), 3 and 4 once more with Python's
    default bytecode cache, as a user's machine runs them.
+6. `capevolve verify` (goal ≤ 1.5×) against a script that reads and parses every rollout file once.
+7. `capevolve gate cand` (goal ≤ 1.1×) against a naive script: read every rollout file, per-task
+   means with numpy, their mean delta.
 """
 
 from __future__ import annotations
@@ -47,7 +51,12 @@ def timed(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=10_000)
-    tasks = parser.parse_args().tasks
+    parser.add_argument("--project", type=Path, default=None)
+    args = parser.parse_args()
+    if args.project is not None:
+        reads(args.project.resolve(), [str(Path(sys.executable).parent / "capevolve")])
+        return
+    tasks = args.tasks
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-scale-"))
     os.environ.update(BENCH_TASKS=str(tasks), BENCH_SLEEP="0")
     project = make_project(tmp / "scale", TRIALS)
@@ -89,6 +98,7 @@ def main() -> None:
         f"  capevolve gate:           {gate:8.2f} s   ({gate / cli_start:.1f}x capevolve --help {cli_start:.2f}s)"
     )
     print(f"  capevolve measure:        {measure:8.2f} s   ({measure / cli_start:.1f}x capevolve --help)")
+    reads(project, cli)
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         package = Path(__file__).resolve().parent.parent / "pytest_capevolve"
         if any(package.rglob("__pycache__")):
@@ -97,6 +107,48 @@ def main() -> None:
                 " figures above read part of our bytecode from it; delete it for uncached figures)"
             )
         cached_start_up(project, run_cmd, [*pytest_cmd, str(trivial)], cli)
+
+
+READ_ONCE = """
+import glob, json, sys
+for path in glob.glob(sys.argv[1] + "/.capevolve/runs/*/rollouts/*/*.json"):
+    with open(path, "rb") as handle:
+        json.loads(handle.read())
+"""
+
+NAIVE_GATE = """
+import glob, json, sys
+from collections import defaultdict
+import numpy as np
+rewards = defaultdict(lambda: defaultdict(list))
+for path in glob.glob(sys.argv[1] + "/.capevolve/runs/*/rollouts/val/*.json"):
+    with open(path, "rb") as handle:
+        record = json.loads(handle.read())
+    rewards[record["tag"]][record["task_id"]].append(record["reward"])
+tasks = sorted(rewards["seed"])
+means = {tag: np.array([np.mean(rewards[tag][t]) for t in tasks]) for tag in ("seed", "cand")}
+print(float(np.mean(means["cand"] - means["seed"])))
+"""
+
+
+def reads(project: Path, cli: list[str]) -> None:
+    """6 and 7: the commands that read the whole run, against one naive read of it, interleaved
+    (each pair back to back, twice; the better of each is kept) so the machine's load hits both."""
+    walls: dict[str, list[float]] = {name: [] for name in ("verify", "read", "gate", "naive")}
+    for _ in range(2):
+        walls["read"].append(timed([sys.executable, "-c", READ_ONCE, str(project)], project)[0])
+        walls["verify"].append(timed([*cli, "verify", str(project)], project)[0])
+        walls["naive"].append(timed([sys.executable, "-c", NAIVE_GATE, str(project)], project)[0])
+        walls["gate"].append(timed([*cli, "gate", "cand", "--project", str(project)], project, ok=(0, 10))[0])
+    best = {name: min(values) for name, values in walls.items()}
+    print(
+        f"  capevolve verify:         {best['verify']:8.2f} s   ({best['verify'] / best['read']:.2f}x one read "
+        f"and parse of every rollout file, {best['read']:.2f}s)"
+    )
+    print(
+        f"  capevolve gate:           {best['gate']:8.2f} s   ({best['gate'] / best['naive']:.2f}x a naive "
+        f"read-every-file-and-numpy script, {best['naive']:.2f}s)"
+    )
 
 
 def cached_start_up(project: Path, run_cmd: list[str], bare_cmd: list[str], cli: list[str]) -> None:

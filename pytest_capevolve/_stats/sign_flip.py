@@ -15,8 +15,8 @@ import numpy as np
 
 from .core import as_matrix, task_means
 
-# scipy is imported where it is used (exact tails): a session that only persists or resumes never
-# pays its ~1 CPU-second import.
+# numpy only: the exact tail's one inverse FFT is numpy's (scipy.signal alone costs a gate ~1 CPU-s
+# of import).
 
 GRID_MAX = 1000  # largest reward denominator treated as a grid (binary, rubric steps, ...)
 EXACT_MARGIN = 1e-9  # a float p-value this close to alpha is re-decided with exact integers
@@ -96,21 +96,61 @@ def _count_at_least(abs_values: list[int], threshold: int) -> int:
 
 
 def _float_tail(abs_values: np.ndarray, observed: int) -> float:
-    """P(Σ s_i v_i ≥ observed) under fair sign flips, in float: one binomial per distinct
-    value, convolved by FFT on the integer grid of sums (fast; error far below 1e-9)."""
-    from scipy import signal
-    from scipy import stats as sps
+    """P(Σ s_i v_i ≥ observed) under fair sign flips, in float, in one pass (error far below 1e-9).
 
-    values, mult = np.unique(abs_values, return_counts=True)
-    dist = np.array([1.0])  # index i ↔ sum (i − offset)
-    offset = 0
-    for value, m in zip(values.astype(np.int64), mult, strict=True):
-        part = np.zeros(2 * int(value) * int(m) + 1)
-        part[:: 2 * int(value)] = sps.binom.pmf(np.arange(m + 1), m, 0.5)
-        dist = np.clip(signal.fftconvolve(dist, part), 0.0, None)
-        offset += int(value) * int(m)
-    first = max(0, int(observed) + offset)
-    return float(min(1.0, np.sum(dist[first:]))) if first < dist.size else 0.0
+    Σ s_i v_i = 2·P − T, and P (the sum of the positively signed values) has the generating
+    function Π_v ((1 + x^v) / 2)^m_v over the distinct values v with multiplicity m_v. On the
+    unit circle x = e^{−2πik/N} each factor is e^{−iπkv/N}·cos(πkv/N), so the whole transform is
+    one linear phase times the real product Π cos(πkv/N)^m_v: every factor's transform is
+    multiplied in closed form and a single inverse FFT gives the distribution (the old way was
+    one full-length convolution per distinct value: 100× slower on graded rewards). A frequency
+    whose product has fallen below :data:`_NEGLIGIBLE` / N is dropped (every later factor has
+    |cos| ≤ 1, so it can only shrink): it moves no probability by more than 1e-30 in all.
+    """
+    values, mult = np.unique(np.asarray(abs_values, dtype=np.int64), return_counts=True)
+    common = math.gcd(*(int(v) for v in values))  # S lives on multiples of it: a shorter grid
+    values = values // common
+    observed = -(-int(observed) // common)  # S ≥ obs ⇔ S/g ≥ ⌈obs/g⌉
+    total = int(np.dot(values, mult))
+    need = -(-(total + observed) // 2)  # P ≥ ⌈(T + obs) / 2⌉
+    if need <= 0:
+        return 1.0
+    if need > total:
+        return 0.0
+    size = _fft_size(total + 1)  # ≥ T + 1: the inverse does not wrap around
+    freq = np.arange(size // 2 + 1, dtype=np.int64)
+    product = np.ones(freq.size)
+    floor = _NEGLIGIBLE / size
+    for value, m in sorted(zip(values.tolist(), mult.tolist(), strict=True), key=lambda vm: -vm[1]):
+        # the most repeated values first: they shrink the set of live frequencies fastest
+        factor = np.cos(np.pi / size * ((freq * value) % (2 * size)))  # reduced first: exact phase
+        product *= factor if m == 1 else factor**m
+        live = np.abs(product) >= floor
+        if not live.all():
+            freq, product = freq[live], product[live]
+    transform = np.zeros(size // 2 + 1, dtype=complex)
+    transform[freq] = product * np.exp(-1j * np.pi / size * ((freq * total) % (2 * size)))
+    dist = np.fft.irfft(transform, size)[: total + 1]
+    return float(min(1.0, np.sum(np.clip(dist[need:], 0.0, None))))
+
+
+_NEGLIGIBLE = 1e-30  # total probability a dropped frequency may move (see _float_tail)
+
+
+def _fft_size(n: int) -> int:
+    """The smallest 2^a·3^b·5^c ≥ n: lengths numpy's FFT transforms fastest."""
+    best = 1 << max(0, (n - 1).bit_length())
+    five = 1
+    while five < best:
+        three = five
+        while three < best:
+            size = three
+            while size < n:
+                size *= 2
+            best = min(best, size)
+            three *= 3
+        five *= 5
+    return best
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,14 @@ runs it.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
+from .._project.candidate import check_tag, escape_id
+from .events import verified_events
 from .index_sync import vanished_notice
 from .log_views import check_views
+from .rollout_scan import ScannedFile, scan_rollouts
 from .rundir import RunDir
 
 Key = tuple[str, str, str, int]
@@ -26,13 +28,18 @@ Key = tuple[str, str, str, int]
 def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
     """One line per disagreement between the run's files and its events (empty: they agree):
     the rollout files, then each view of the log (:mod:`.log_views`: ``state.json``, the index,
-    the digest, ``views.json``; ``repair=True`` rebuilds those that disagree)."""
-    events = rundir.log.events()
-    return (
-        _rollouts(rundir, events, repair=repair)
-        + check_views(rundir.log_views, events, rundir.lock, rundir.notices, repair=repair)
-        + _unfinished_writes(rundir, repair=repair)
-    )
+    the digest, ``views.json``; ``repair=True`` rebuilds those that disagree). Every rollout
+    file is read once (:mod:`.rollout_scan`), for the log's check and the index's alike."""
+    events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
+    if events is None:
+        events = rundir.log.events()
+    scanned = scan_rollouts(rundir.root)
+    problems = _rollouts(rundir, events, scanned, repair=repair)
+    if repair:  # it may have logged files gone by hand: the views see the log as it is now
+        events = rundir.log.events()
+    with rundir.rollouts.index_view.reading(scanned):
+        problems += check_views(rundir.log_views, events, rundir.lock, rundir.notices, repair=repair)
+    return problems + _unfinished_writes(rundir, repair=repair)
 
 
 def _unfinished_writes(rundir: RunDir, *, repair: bool) -> list[str]:
@@ -59,35 +66,40 @@ def _key(event: dict[str, Any]) -> Key:
     return (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
 
 
-def _rollouts(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool = False) -> list[str]:
+def _rollouts(
+    rundir: RunDir, events: list[dict[str, Any]], scanned: list[ScannedFile], *, repair: bool = False
+) -> list[str]:
     problems: list[str] = []
+    rel_of = _Names()
     last: dict[Key, dict[str, Any]] = {}
-    valid: Counter[str] = Counter()  # valid rollout events per file since it was last moved or gone
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
         kind = event.get("kind")
-        if kind == "rollout":
-            key = _key(event)
-            last[key] = event
-            if event.get("infra_error") is None:
-                valid[_rel(rundir, key)] += 1
-        elif kind in ("rollout_quarantined", "rollout_vanished"):
+        if kind in ("rollout_quarantined", "rollout_vanished"):
             files = [event.get("file")] if kind == "rollout_quarantined" else event.get("files") or []
             for file in map(str, files):
                 quarantined[file] = int(event.get("seq", 0))
-                valid.pop(file, None)  # moved aside or gone: paying it again is expected
-    for rel, count in sorted(valid.items()):
-        if count > 1:
-            problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
+    # valid rollout events per file since it was last moved or gone (paying it again after
+    # either is expected); a file's name is only built where a quarantine or vanish may apply
+    valid: Counter[Key] = Counter()
+    for event in events:
+        if event.get("kind") == "rollout":
+            key = _key(event)
+            last[key] = event
+            if event.get("infra_error") is None and (
+                not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1)
+            ):
+                valid[key] += 1
+    for rel, count in sorted((rel_of(key), count) for key, count in valid.items() if count > 1):
+        problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
     seen: set[Key] = set()
-    for path in sorted((rundir.root / "rollouts").glob("*/*.json")):
-        rel = path.relative_to(rundir.root).as_posix()
-        if rel.startswith("rollouts/."):
-            continue
+    for seen_file in scanned:
+        rel, data = seen_file.rel, seen_file.data
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            if seen_file.error is not None:
+                raise ValueError(seen_file.error)
             key = _key(data)
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append(f"{rel}: unreadable ({exc}); the next session quarantines it and pays it again")
             continue
         seen.add(key)
@@ -101,10 +113,10 @@ def _rollouts(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool = Fa
                     f"{rel}: {field} {data.get(field)!r} in the file, but its rollout event "
                     f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
                 )
-    missing: dict[str, str] = {}  # file (relative) -> its problem
-    for key, event in sorted(last.items()):
-        rel = _rel(rundir, key)
-        if key not in seen and quarantined.get(rel, -1) < int(event.get("seq", 0)):
+    missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys
+    for key in sorted(key for key in last if key not in seen):
+        event, rel = last[key], rel_of(key)
+        if quarantined.get(rel, -1) < int(event.get("seq", 0)):
             missing[rel] = (
                 f"{rel}: recorded by rollout event seq {event.get('seq')}, but the file is missing "
                 "(`capevolve verify --repair` logs it as gone, so the next session pays it again)"
@@ -121,5 +133,20 @@ def _rollouts(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool = Fa
     return problems + list(missing.values())
 
 
-def _rel(rundir: RunDir, key: Key) -> str:
-    return rundir.rollout_path(*key).relative_to(rundir.root).as_posix()
+class _Names:
+    """A rollout's file name relative to the run dir, as :meth:`.rundir.RunDir.rollout_path`
+    names it, built as a string (no ``Path`` per rollout) and escaped once per task id."""
+
+    def __init__(self) -> None:
+        self._escaped: dict[str, str] = {}
+        self._tags: dict[str, str] = {}
+
+    def __call__(self, key: Key) -> str:
+        split, task_id, tag, trial = key
+        task = self._escaped.get(task_id)
+        if task is None:
+            task = self._escaped[task_id] = escape_id(task_id)
+        checked = self._tags.get(tag)
+        if checked is None:
+            checked = self._tags[tag] = check_tag(tag)
+        return f"rollouts/{split}/{task}__{checked}__t{int(trial)}.json"

@@ -48,13 +48,19 @@ def verify_events(path: Path) -> tuple[int, str | None]:
     removed or reordered line breaks ``seq``. The chain cannot vouch for its own end: an edit
     to the last line, or lines cut off the end, leave no trace in it."""
     prev_hash, prev_seq = GENESIS, 0
-    lines = path.read_text(encoding="utf-8").split("\n")
+    with path.open("rb") as handle:
+        raw = handle.read()
+        stat = os.fstat(handle.fileno())
+    # universal newlines, as text-mode reading gave: a line's hash is of its text without \r
+    lines = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    parsed: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
         try:
             event = json.loads(line)
             seq, prev = int(event["seq"]), str(event["prev"])
+            parsed.append(event)
         except (ValueError, KeyError, TypeError):
             return number - 1, f"line {number} is not an event (unreadable JSON or no seq/prev): edited"
         if seq != prev_seq + 1:
@@ -76,7 +82,27 @@ def verify_events(path: Path) -> tuple[int, str | None]:
                 f"but line {number - 1} hashes to {prev_hash[:12]}…"
             )
         prev_hash, prev_seq = event_line_hash(line), seq
+    if stat.st_size == len(raw):  # nothing appended while it was read: the events are the file's
+        _VERIFIED[str(path.resolve())] = ((stat.st_size, stat.st_mtime_ns, stat.st_ino), parsed)
     return len(lines), None
+
+
+# the events of the last chain verified, by file, for the audit that follows it in the same
+# command (``capevolve verify``): one parse of the log, not two
+_VERIFIED: dict[str, tuple[tuple[int, int, int], list[dict[str, Any]]]] = {}
+
+
+def verified_events(path: Path) -> list[dict[str, Any]] | None:
+    """The events :func:`verify_events` just parsed from ``path``, if the file is unchanged
+    since (same size, mtime and inode), else None; taken once (the memo is let go)."""
+    held = _VERIFIED.pop(str(path.resolve()), None)
+    if held is None:
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return held[1] if (stat.st_size, stat.st_mtime_ns, stat.st_ino) == held[0] else None
 
 
 def _prev_of(line: bytes) -> str | None:

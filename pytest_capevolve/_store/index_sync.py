@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from .events import EventLog
 from .index import FIELDS as FIELDS_INDEX
 from .index import IndexDamaged, RolloutIndex, Row, row_of
 from .record import RecordError, RolloutRecord
+from .rollout_scan import ScannedFile
 
 VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 _INDEX_FIELDS = {
@@ -56,6 +57,7 @@ class IndexView:
         self.rollout_path = rollout_path
         self.notices = notices
         self.read_files = read_files
+        self._scanned: list[ScannedFile] | None = None  # set by :meth:`reading`
 
     # -- a view of the log (:class:`.log_views.LogView`) ---------------------------------------
 
@@ -83,6 +85,15 @@ class IndexView:
             with self.log.lock():
                 self.sync(rebuild=repair)
             problems: list[str] = []
+            if self._scanned is not None and not repair:  # the audit's one read of every file
+                # (a repair may rebuild the index and move damaged files first: read again)
+                by_split: dict[str, dict[str, ScannedFile]] = {}
+                for scanned in self._scanned:
+                    if scanned.split != TEST_SPLIT:
+                        by_split.setdefault(scanned.split, {})[scanned.name] = scanned
+                for split in sorted(by_split):
+                    problems += self._check_scanned(split, by_split[split])
+                return problems
             for split_dir in sorted((self.root / "rollouts").glob("*")):
                 split = split_dir.name
                 if split_dir.is_dir() and not split.startswith(".") and split != TEST_SPLIT:
@@ -114,6 +125,44 @@ class IndexView:
                 if data.get(field) != row[field]:
                     problems.append(
                         f"{name}: {field} {row[field]!r} for rollouts/{split}/{file}, "
+                        f"but the file says {data.get(field)!r}"
+                    )
+        return problems + [
+            f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
+        ]
+
+    @contextlib.contextmanager
+    def reading(self, scanned: list[ScannedFile]) -> Iterator[None]:
+        """While inside: :meth:`check` compares the rows with ``scanned`` (the files as the
+        audit read them) rather than reading every file again."""
+        self._scanned = scanned
+        try:
+            yield
+        finally:
+            self._scanned = None
+
+    def _check_scanned(self, split: str, files: dict[str, ScannedFile]) -> list[str]:
+        """:meth:`_check_split` on files already read: the same lines, in the same order."""
+        name, problems = self.name, []
+        columns = (*FIELDS_INDEX, "file", "size", "mtime_ns")
+        width = len(FIELDS_INDEX)
+        rows = {row[width]: row for row in self.index.rows(split)}
+        at = {column: i for i, column in enumerate(columns)}
+        for file in sorted(rows):
+            row = rows[file]
+            seen = files.get(file)
+            if seen is None:
+                problems.append(f"{name}: a {split} row for {file}, which is not on disk")
+                continue
+            if (seen.size, seen.mtime_ns) != (row[at["size"]], row[at["mtime_ns"]]):
+                continue  # the file changed since: readers read it again (checked above)
+            data = seen.data
+            if seen.error is not None or not isinstance(data, dict):
+                continue  # reported above as unreadable
+            for field in ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd"):
+                if data.get(field) != row[at[field]]:
+                    problems.append(
+                        f"{name}: {field} {row[at[field]]!r} for rollouts/{split}/{file}, "
                         f"but the file says {data.get(field)!r}"
                     )
         return problems + [

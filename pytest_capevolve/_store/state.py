@@ -84,17 +84,17 @@ class RunState:
         self.notices.append(f"{self.state_path} was {problem}: rebuilt from {self.events_path.name}")
         return state
 
-    def replay_state(self) -> dict[str, Any]:
+    def replay_state(self, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """What ``state.json`` should hold, from the event log alone: spend from ``rollout``
         events (a rollout's cost from its file for logs older than ``cost_usd`` in events), the
         counters, the best and the optimizer's spend from ``decision`` events (logs from before
         decisions were booked: iterations from ``best_changed``, stall from ``stalled``), budget
-        from the lock."""
+        from the lock. ``events``: the log as the caller already read it (verify: read once)."""
         state = _fresh_state()
         if self.spec_lock_path.is_file():
             lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
             state["budget"] = {key: lock.get(key) for key in BUDGET_KEYS}
-        events = self.log.events()
+        events = self.log.events() if events is None else events
         booked = any(e.get("kind") == "decision" for e in events)
         spent = state["spent"]
         for event in events:
@@ -182,7 +182,7 @@ class RunState:
     def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
         """``state.json`` against what ``events`` add up to: the best, the counters, the spend
         (the rollouts logged after it was written count). Missing or unreadable is reported."""
-        expected = self.replay_state()
+        expected = self.replay_state(events)
         name = self.name
         try:
             state = read_json(self.state_path)

@@ -66,7 +66,7 @@ def test_sigkilled_run_resumes_to_the_same_records(
     project = crashy_project
     monkeypatch.setenv("CAPEVOLVE_TEST_KILL_AFTER", "9")
     monkeypatch.setenv("CAPEVOLVE_TEST_KILL_WHO", who)
-    crashed = capevolve(project, "careful", extra=mode, subprocess=True, timeout=120)
+    crashed = capevolve(project, "careful", extra=mode, subprocess=True, timeout=300)
     assert crashed.ret != 0
     if who == "parent" or not mode:
         assert crashed.ret == -signal.SIGKILL
@@ -75,7 +75,7 @@ def test_sigkilled_run_resumes_to_the_same_records(
     assert all(expected[key] == record for key, record in partial.items())
 
     monkeypatch.delenv("CAPEVOLVE_TEST_KILL_AFTER")
-    resumed = capevolve(project, "careful", extra=mode, subprocess=True, timeout=120)
+    resumed = capevolve(project, "careful", extra=mode, subprocess=True, timeout=300)
     assert resumed.ret == 0, resumed.stdout.str()
     resumed.stdout.fnmatch_lines([f"rollouts: {24 - len(partial)} paid, {len(partial)} reused*"])
     assert projects.rollout_records(project) == expected
@@ -91,7 +91,7 @@ def test_worker_that_dies_is_reported_and_its_rollout_missing(
     splits = json.loads((projects.run_dir(project) / "splits.json").read_text())
     victim = splits["val"][3]
     monkeypatch.setenv("CAPEVOLVE_TEST_EXIT_ON", victim)
-    result = capevolve(project, "careful", extra=["-n", "2"], subprocess=True, timeout=120)
+    result = capevolve(project, "careful", extra=["-n", "2"], subprocess=True, timeout=300)
     assert result.ret == 12, result.stdout.str()
     result.stdout.fnmatch_lines(["*worker gw* died*its rollouts are missing*", "1 rollout is missing*"])
     records = projects.rollout_records(project)
@@ -99,7 +99,7 @@ def test_worker_that_dies_is_reported_and_its_rollout_missing(
     assert ("val", victim, "careful", 0) not in records
 
     monkeypatch.delenv("CAPEVOLVE_TEST_EXIT_ON")
-    resumed = capevolve(project, "careful", extra=["-n", "2"], subprocess=True, timeout=120)
+    resumed = capevolve(project, "careful", extra=["-n", "2"], subprocess=True, timeout=300)
     assert resumed.ret == 0
     resumed.stdout.fnmatch_lines(["rollouts: 1 paid, 23 reused*"])
     assert records_without(projects.rollout_records(project), victim) == records

@@ -180,10 +180,10 @@ from pathlib import Path
 
 
 def spawn(pid_file):
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.DEVNULL,
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     Path(pid_file).write_text(str(child.pid))
-    time.sleep(30)
+    time.sleep(60)
 """
 
 
@@ -197,13 +197,15 @@ def test_a_call_microcase_past_its_timeout_leaves_no_child_running(pytester, exa
     (project / "microcases").mkdir()
     (project / "microcases" / "spawn.yaml").write_text(
         "id: spawns\ncluster: c\ndescription: d\n"
-        f"call: {{function: spawn.py:spawn, args: ['{pid_file}'], timeout_s: 2, expect: {{equals: 1}}}}\n"
+        f"call: {{function: spawn.py:spawn, args: ['{pid_file}'], timeout_s: 6, expect: {{equals: 1}}}}\n"
     )
     result = pytester.runpytest(str(project / "microcases"), "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*no result within timeout_s=2*"])
+    result.stdout.fnmatch_lines(["*no result within timeout_s=6*"])
     pid = int(pid_file.read_text())
-    give_up = time.monotonic() + 10
+    # timeout_s: 6 covers the call process's start-up (~0.3 s quiet, several times that at
+    # load 10) before spawn() runs; the reap is waited for well under the child's own 60 s
+    give_up = time.monotonic() + 45
     while time.monotonic() < give_up:  # the kill is asynchronous: wait for the kernel to reap it
         try:
             state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]

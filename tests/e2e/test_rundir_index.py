@@ -46,7 +46,7 @@ def test_spend_after_kill_9_mid_run_equals_the_rollouts_on_disk(
     project = example("toy_calc")
     projects.add_adapter(project, SPENDING, "adapter.py:SpendingAdapter")
     monkeypatch.setenv("KILL_AT_15", "1")
-    killed = capevolve(project, "careful", subprocess=True, timeout=120)
+    killed = capevolve(project, "careful", subprocess=True, timeout=300)
     assert killed.ret == -signal.SIGKILL
     root = projects.run_dir(project)
     on_disk = list((root / "rollouts").rglob("*.json"))
@@ -58,7 +58,7 @@ def test_spend_after_kill_9_mid_run_equals_the_rollouts_on_disk(
     assert audit(rundir) == []
 
     monkeypatch.delenv("KILL_AT_15")
-    resumed = capevolve(project, "careful", subprocess=True, timeout=120)
+    resumed = capevolve(project, "careful", subprocess=True, timeout=300)
     assert resumed.ret == 0, resumed.stdout.str()
     resumed.stdout.fnmatch_lines(["rollouts: 10 paid, 14 reused*"])
     state = json.loads((root / "state.json").read_text())  # flushed at the end of the session

@@ -163,3 +163,16 @@ def test_every_line_is_the_key_sorted_json_of_its_event(run: RunDir) -> None:
     assert [json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False) for line in lines] == lines
     assert json.loads(lines[-1])["spent"] == {"metric_calls": 2, "usd": 1.5}
     assert run.log.events_after(0, 0) == from_file(run, 0, 0)
+
+
+def test_the_events_a_chain_check_parsed_are_reused_once_and_only_while_the_file_is_unchanged(
+    run: RunDir,
+) -> None:
+    """``capevolve verify`` parses the log once: the audit takes the events the chain's check
+    read — the same as reading them again — but never after the file changed, nor twice."""
+    assert verify_events(run.events_path)[1] is None
+    assert events_module.verified_events(run.events_path) == RunDir(run.root).log.events()
+    assert events_module.verified_events(run.events_path) is None  # taken once
+    assert verify_events(run.events_path)[1] is None
+    run.log.append_event("note", text="appended after the check")
+    assert events_module.verified_events(run.events_path) is None  # changed since: read it again

@@ -22,22 +22,24 @@ from pytest_capevolve._engine.runner import AdapterRunner
 
 
 class Retrying:
-    """A sync agent that retries whatever it catches, for up to 5 s; ``left`` is set when its
-    retry loop is left, by giving up or by an exception it does not catch."""
+    """A sync agent that retries whatever it catches until the test lets it go (``stop``; 60 s at
+    most); ``left`` is set when its retry loop is left, by an exception it does not catch or by
+    being let go — so the test needs no clock to tell the deadline from the agent's own end."""
 
     def __init__(self, catch: type[BaseException]) -> None:
         self.catch = catch
         self.threads: list[threading.Thread] = []
         self.left = threading.Event()
+        self.stop = threading.Event()
 
     def tasks(self, split):
         return []
 
     def run_target(self, task, ctx, *, seed):
         self.threads.append(threading.current_thread())
-        give_up = time.monotonic() + 5.0
+        give_up = time.monotonic() + 60.0
         try:
-            while time.monotonic() < give_up:
+            while not self.stop.is_set() and time.monotonic() < give_up:
                 try:
                     time.sleep(0.01)
                 except self.catch:
@@ -53,9 +55,9 @@ class Retrying:
 class AsyncRetrying(Retrying):
     async def run_target(self, task, ctx, *, seed):
         self.threads.append(threading.current_thread())
-        give_up = time.monotonic() + 5.0
+        give_up = time.monotonic() + 60.0
         try:
-            while time.monotonic() < give_up:
+            while not self.stop.is_set() and time.monotonic() < give_up:
                 try:
                     await asyncio.sleep(0.01)
                 except self.catch:
@@ -74,7 +76,7 @@ def test_the_deadline_holds_off_the_main_thread_whatever_the_adapter_catches(
     pool = RolloutPool(AdapterRunner(adapter))
     try:
         future = pool.start(Task(id="t"), tmp_path, seed=0, split="val", timeout_s=0.2)
-        scored = future.result(timeout=4.0)  # before the agent's own 5 s are up
+        scored = future.result(timeout=30)  # the agent retries until let go: only the deadline ends it
         assert not adapter.left.is_set() or catch is Exception  # reported, whatever it does
         assert scored.reward is None  # missing data, never a 0
         assert scored.infra_error is not None and scored.infra_error.startswith("timeout")
@@ -83,16 +85,19 @@ def test_the_deadline_holds_off_the_main_thread_whatever_the_adapter_catches(
         if catch is Exception:
             # the interruption is a BaseException (RolloutTimeout, or the task's cancellation):
             # an `except Exception:` retry loop is left long before it would give up
-            assert adapter.left.wait(timeout=3.0)
+            assert adapter.left.wait(timeout=30)
     finally:
+        adapter.stop.set()
         pool.close()
 
 
 class BlockingAsync:
-    """An async adapter whose first rollout blocks the event loop (a sync call in async code)."""
+    """An async adapter whose first rollout blocks the event loop (a sync call in async code)
+    until the session ends (``pool`` closing; 60 s at most), whatever the machine's load."""
 
     def __init__(self) -> None:
         self.blocking = threading.Event()
+        self.pool: RolloutPool | None = None
 
     def tasks(self, split):
         return []
@@ -100,7 +105,10 @@ class BlockingAsync:
     async def run_target(self, task, ctx, *, seed):
         if task.id == "blocker":
             self.blocking.set()
-            time.sleep(0.3)  # blocks the loop: what follows is queued behind it
+            give_up = time.monotonic() + 60.0
+            # blocks the loop (a condition polled, no await): what follows is queued behind it
+            while not (self.pool is not None and self.pool._closed) and time.monotonic() < give_up:
+                time.sleep(0.005)
         return Rollout(output=task.id)
 
     def score(self, task, rollout):
@@ -112,14 +120,15 @@ def test_rollouts_queued_behind_a_blocked_loop_when_the_session_ends_are_abandon
 ) -> None:
     adapter = BlockingAsync()
     pool = RolloutPool(AdapterRunner(adapter))
+    adapter.pool = pool
     loop_errors: list[dict] = []
     pool._event_loop().set_exception_handler(lambda loop, context: loop_errors.append(context))
     first = pool.start(Task(id="blocker"), tmp_path, seed=0, split="val", timeout_s=None)
-    assert adapter.blocking.wait(timeout=5.0)
+    assert adapter.blocking.wait(timeout=30)
     queued = [pool.start(Task(id=f"t{i}"), tmp_path, seed=0, split="val", timeout_s=None) for i in range(3)]
     pool.close()  # the session ends while they wait behind the blocked loop
-    assert first.result(timeout=5.0).infra_error is None
+    assert first.result(timeout=30).infra_error is None
     for future in queued:  # each settles (no task created on a loop let go of), as abandoned
-        scored = future.result(timeout=5.0)
+        scored = future.result(timeout=30)
         assert scored.reward is None and scored.infra_error.startswith("abandoned")
     assert loop_errors == []  # no exception in a queued callback

@@ -198,3 +198,60 @@ def test_a_second_read_in_one_session_reuses_the_checked_rows_until_something_ch
     other.flush()
     again = {r.key for r in run.rollouts.indexed_rollouts("val", ["seed", "cand"])}
     assert ("val", "task-9", "seed", 0) in again and run.index.rows_version() != version
+
+
+def test_verify_opens_each_rollout_file_once_and_still_finds_every_kind_of_mismatch(
+    run: RunDir, monkeypatch
+) -> None:
+    """One read of every file serves both checks (the log's and the index's): the same lines as
+    reading the files again for the index, found with one open per rollout file."""
+    import builtins
+
+    run.flush()
+    edited = run.rollout_path("val", "task-2", "cand", 1)
+    record = json.loads(edited.read_text())
+    record["reward"] = 1.0  # the file disagrees with its event and (same size) with its row
+    edited.write_text(json.dumps(record, separators=(",", ":")))
+    run.rollout_path("val", "task-4", "seed", 0).write_text("{not json")
+    run.index.close()
+    db = sqlite3.connect(run.index.path)
+    db.execute(
+        "UPDATE rollouts SET infra_error = 'x' WHERE tag = 'seed' AND task_id = 'task-1' AND trial = 1"
+    )
+    db.commit()
+    db.close()
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        if str(file).endswith(".json") and "/rollouts/" in str(file):
+            opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    problems = audit(RunDir(run.root))
+    monkeypatch.undo()
+    files = sorted(str(p) for p in (run.root / "rollouts").glob("*/*.json"))
+    assert sorted(opened) == files  # each file once, none twice
+    index_view = RunDir(run.root).rollouts.index_view  # the index's check reading the files itself
+    from_files = index_view.check([], repair=False)
+    assert [p for p in problems if p.startswith("index.sqlite")] == from_files
+    assert any("task-1__seed__t1.json" in p and "infra_error 'x'" in p for p in from_files), from_files
+    assert any(p.startswith("rollouts/val/task-2__cand__t1.json: reward 1.0 in the file") for p in problems)
+    assert any(p.startswith("rollouts/val/task-4__seed__t0.json: unreadable") for p in problems)
+
+
+def test_verify_finds_a_rollout_paid_twice_unless_it_was_moved_aside_in_between(
+    run: RunDir, val_rollout
+) -> None:
+    run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 0.0))  # a second valid event, same file
+    assert "rollouts/val/task-0__seed__t0.json: paid 2 times (one valid rollout event each)" in audit(
+        RunDir(run.root)
+    )
+    run.log.append_event("rollout_quarantined", file="rollouts/val/task-1__seed__t0.json", moved_to="x")
+    run.rollouts.record_rollout(val_rollout("seed", "task-1", 0, 0.5))  # paid again after the move: expected
+    problems = audit(RunDir(run.root))
+    assert not [p for p in problems if "task-1__seed__t0.json: paid" in p], problems
+    assert [p for p in problems if ": paid" in p] == [
+        "rollouts/val/task-0__seed__t0.json: paid 2 times (one valid rollout event each)"
+    ]

@@ -99,6 +99,19 @@ def test_float_tail_equals_exact_counts():
     assert sign_flip._float_tail(np.array([1, 1]), -5) == 1.0
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_one_pass_float_tail_equals_exact_counts_on_graded_mixed_deltas(seed):
+    """Graded rewards with mixed trial counts: many distinct |Δ|, repeats, a common factor (the
+    tail divides it out), observed sums off that factor and deep in the tail."""
+    rng = np.random.default_rng(seed)
+    common = int(rng.choice([1, 2, 6]))
+    values = (rng.integers(1, 40, size=int(rng.integers(61, 110))) * common).tolist()
+    total = sum(values)
+    for observed in [-total, -7, 0, 1, total // 5, total // 3, total // 2, total - 1, total, total + 1]:
+        exact = sign_flip._count_at_least(values, observed) / 2 ** len(values)
+        assert sign_flip._float_tail(np.array(values), observed) == pytest.approx(exact, rel=1e-9, abs=1e-15)
+
+
 def test_integer_deltas_use_one_common_scale():
     cand = np.array([[1, 1, 0], [1, np.nan, np.nan], [np.nan, np.nan, np.nan]], float)
     best = np.array([[0, 0, 0], [0.5, 0.5, np.nan], [1, 1, 1]], float)

@@ -4,8 +4,13 @@ Controller only, with ``-n``/``--dist load``. xdist's load scheduler hands each 
 quarter of its share at once and refills up to half, so a worker may run many tasks past the
 point where the gate decided before the controller's stop marker can reach it. This scheduler
 is the same, except that a worker never holds more than ``window`` items (one task's rollouts
-of every tag, at least two): the workers still fan out, and the rollouts paid after a decision
-are bounded by the window instead of by the collection's size.
+of every tag, at least two), and no item is sent more than ``window × workers`` places past the
+oldest item still outstanding. The second rule is what makes the bound hold on a loaded
+machine: without it a worker that is descheduled while holding an early task lets the others
+run on through later tasks, all paid before the gate can decide on the early one. With it, every
+rollout paid before a decision lies within ``window × workers`` items of the task that decided,
+whatever the timing, and after the decision the stop marker (written before the controller sends
+anything more) keeps the workers from starting another.
 """
 
 from __future__ import annotations
@@ -21,6 +26,13 @@ def window_scheduler(config: Any, log: Any, window: int) -> Any:
             self.maxschedchunk = window  # the first batch per worker: at most one window
             super().schedule()
 
+        def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+            self.node2pending[node].remove(item_index)
+            # the oldest outstanding item may have moved: a worker idle at the lead limit may
+            # now be sent more, so every worker is looked at, this one first
+            for each in [node, *(n for n in self.node2pending if n is not node)]:
+                self.check_schedule(each, duration=duration if each is node else 0)
+
         def check_schedule(self, node: Any, duration: float = 0) -> None:
             if node.shutting_down:
                 return
@@ -28,7 +40,18 @@ def window_scheduler(config: Any, log: Any, window: int) -> Any:
                 node.shutdown()
                 return
             queued = len(self.node2pending[node])
-            if queued < window:
-                self._send_tests(node, window - queued)
+            if queued >= window:
+                return
+            outstanding = [i for held in self.node2pending.values() for i in held]
+            limit = min(outstanding, default=min(self.pending)) + window * len(self.node2pending)
+            sendable = 0
+            for index in self.pending:  # in collection order: the seeded order of val
+                if index >= limit:
+                    break
+                sendable += 1
+            if not outstanding:  # nothing in flight anywhere: the lead limit cannot be waited on
+                sendable = max(sendable, 1)
+            if sendable:
+                self._send_tests(node, min(window - queued, sendable))
 
     return WindowScheduling(config, log)
