@@ -33,7 +33,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
-    from .._engine.runner import AdapterRunner, run_and_score
+    from .._engine.runner import run_and_score
+    from .._engine.sandbox import isolated
     from .._project.adapter import AdapterError, check_reward, load_adapter, load_tasks
     from .._project.spec import SpecError, load_spec
     from .._store.rundir import RunDir, RunDirError
@@ -68,9 +69,12 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         fail("tasks('all') returned different tasks on a second call; make it deterministic")
     else:
         ok("tasks are the same across two calls")
-    runner = AdapterRunner(adapter)
+    runner = isolated(adapter, spec.adapter, spec.project_dir)  # the seed's code runs in a child
     task = first[sorted(first)[0]]
-    scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
+    try:
+        scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
+    finally:
+        runner.close()
     if scored.rollout is None or scored.reward is None:
         return fail(f"task {task.id!r} with the seed capability gave an infra error: {scored.infra_error}")
     try:
