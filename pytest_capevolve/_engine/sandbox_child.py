@@ -175,7 +175,7 @@ class Child:
         except OSError:
             raise
         except Exception as exc:  # an answer that does not pickle (a log field, say): say so
-            lost = {
+            lost: dict[str, Any] = {
                 "stdout": "",
                 "stderr": "",
                 "records": [],
