@@ -157,7 +157,7 @@ class EightInFlightAdapter(ToyCalcAdapter):
             (here / "killed").write_text(str(worker))
             _os.kill(worker, _signal.SIGKILL)
         if doomed:
-            cls._never.wait(60)  # held in flight until the 8th call kills this process
+            EightInFlightAdapter._never.wait(60)  # held in flight until the 8th call kills this process
         return super().run_target(task, ctx, seed=seed)
 """
 )
