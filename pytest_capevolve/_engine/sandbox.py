@@ -324,6 +324,9 @@ class Sandbox:
                 _end(proc)
                 self._lose_child(proc, f"the sandbox process sent a malformed answer ({exc}): it was killed")
                 return
+            except (OSError, ValueError):  # its pipe closed under this thread (the sandbox closed)
+                self._lose_child(proc, _died(_end(proc)))
+                return
             if payload is None:
                 self._lose_child(proc, _died(_end(proc)))
                 return
