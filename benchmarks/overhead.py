@@ -8,6 +8,9 @@ same run, because these machines are shared and noisy)
    the session's start-up (the same command with --collect-only); three repeats, each side
    measured right before and right after the session; the median and the quietest ratio.
 2. 200 rollouts of a 50 ms sleeping agent at `-n 8`, versus the ideal 200 × 0.05 / 8 s.
+3. What the sandbox (candidate code in a child process) adds per rollout: `run_and_score`
+   through the sandbox versus the same adapter in-process, paired repeats; and the ratio that
+   adds to the plugin's per-rollout cost of (1), i.e. isolated ÷ the same session without it.
 """
 
 from __future__ import annotations
@@ -104,6 +107,30 @@ def startup(project: Path) -> float:
     return plugin_run(project, "--collect-only")
 
 
+def isolation_cost(project: Path, rollouts: int, repeats: int = 3) -> tuple[float, float]:
+    """Per-rollout seconds of run_and_score in-process and through the sandbox (the child
+    started before timing: its start-up is a session's, once per candidate), best of repeats."""
+    from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
+    from pytest_capevolve._engine.sandbox import isolated
+    from pytest_capevolve._project.adapter import load_adapter, load_tasks
+
+    adapter = load_adapter("adapter.py:Adapter", project)
+    tasks = list(load_tasks(adapter, "adapter.py:Adapter").values())
+    here, sandboxed = AdapterRunner(adapter), isolated(adapter, "adapter.py:Adapter", project)
+    capability = project / "capability"
+    run_and_score(sandboxed, tasks[0], capability, seed=0, split="val")  # start the child
+
+    def timed(runner: AdapterRunner) -> float:
+        start = time.perf_counter()
+        for n in range(rollouts):
+            run_and_score(runner, tasks[n % len(tasks)], capability, seed=n, split="val")
+        return (time.perf_counter() - start) / rollouts
+
+    pairs = [(timed(here), timed(sandboxed)) for _ in range(repeats)]
+    sandboxed.close()
+    return min(p[0] for p in pairs), min(p[1] for p in pairs)
+
+
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-bench-"))
     tasks, trials, repeats = 500, 4, 3
@@ -146,7 +173,30 @@ def main() -> None:
     print("200 rollouts of a 50 ms agent at -n 8")
     print(f"  wall {wall:.2f}s vs ideal {ideal:.2f}s: ratio {wall / ideal:.2f}x")
     print(f"  (a bare serial loop would take {200 * 0.05:.2f}s)")
-    json.dump({"per_rollout_ratio": per_plugin / per_bare, "xdist_ratio": wall / ideal}, sys.stdout)
+
+    os.environ.update(BENCH_TASKS="500", BENCH_SLEEP="0")
+    here, sandboxed = isolation_cost(tmp / "noop0", n)
+    added = max(sandboxed - here, 0.0)
+    # the median session's per-rollout cost: the quietest ratio's repeat can be one whose start-up
+    # outweighed its session on a loaded machine (a cost of 0)
+    measured = sorted(p for p in plugins if p > 0) or [added]
+    per_session = measured[len(measured) // 2]
+    isolated_ratio = per_session / max(per_session - added, 1e-9)
+    print(f"candidate isolation, {n} rollouts of the no-op adapter (best of 3)")
+    print(f"  run_and_score in-process {here * 1e6:6.1f} µs, through the sandbox {sandboxed * 1e6:6.1f} µs:")
+    print(f"  {added * 1e6:.1f} µs added per rollout")
+    print(
+        f"  the plugin's per-rollout cost ({per_session * 1e6:.1f} µs, median repeat above) with isolation"
+        f" vs without: {isolated_ratio:.2f}x (goal ≤ 1.2x)"
+    )
+    json.dump(
+        {
+            "per_rollout_ratio": per_plugin / per_bare,
+            "xdist_ratio": wall / ideal,
+            "isolation_ratio": isolated_ratio,
+        },
+        sys.stdout,
+    )
     print()
 
 

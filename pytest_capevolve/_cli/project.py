@@ -33,7 +33,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
-    from .._engine.runner import AdapterRunner, run_and_score
+    from .._engine.runner import run_and_score
+    from .._engine.sandbox import isolated
     from .._project.adapter import AdapterError, check_reward, load_adapter, load_tasks
     from .._project.spec import SpecError, load_spec
     from .._store.rundir import RunDir, RunDirError
@@ -69,11 +70,14 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     else:
         ok("tasks are the same across two calls")
     try:
-        runner = AdapterRunner(adapter, spec.judge_rescores)
+        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores)  # the seed's code: a child's
     except AdapterError as exc:
         return fail(str(exc))
     task = first[sorted(first)[0]]
-    scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
+    try:
+        scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
+    finally:
+        runner.close()
     if scored.rollout is None or scored.reward is None:
         return fail(f"task {task.id!r} with the seed capability gave an infra error: {scored.infra_error}")
     try:

@@ -29,6 +29,7 @@ from .._project.adapter import (
 from .._project.microcase import Microcase, MicrocaseError
 from .._project.spec import Spec, SpecError, load_spec
 from .runner import AdapterRunner, run_and_score
+from .sandbox import isolated
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class ProjectEnv:
         if self._runner is None:
             adapter = load_adapter(self.spec.adapter, self.spec.project_dir)
             self._pool = load_tasks(adapter, self.spec.adapter)
-            self._runner = AdapterRunner(adapter)
+            self._runner = isolated(adapter, self.spec.adapter, self.spec.project_dir)
         return self._runner
 
     def pool(self) -> list[Task]:

@@ -125,8 +125,12 @@ def run_rollout_here(rollout: InflightRollout, call: Callable[[], Scored]) -> No
                 pass
         for _ in range(3):
             _tick()  # a RolloutTimeout raised just before fires here, not in the next rollout
-    except BaseException:  # a RolloutTimeout outside run_target: the watchdog settled it
-        pass
+    except BaseException as exc:
+        # a RolloutTimeout outside run_target: the watchdog settled it; anything else (a
+        # BaseException the call let through) settles the rollout as an infra error, so the
+        # item collecting it never waits for ever
+        if scored is None and not isinstance(exc, RolloutTimeout):
+            scored = Scored(rollout=None, infra_error=f"run_target raised {type(exc).__name__}: {exc}")
     CURRENT.reset(routed)  # past any interruption: the thread's next rollout starts unrouted
     if scored is not None:
         rollout.settle(scored)
@@ -225,11 +229,21 @@ class Watchdog:
 class RolloutPool:
     """Starts rollouts off the calling thread; the caller bounds how many run at once.
 
-    Created per process (the plain session, or each xdist worker) when rollouts fan out.
+    Created per process (the plain session, or each xdist worker) when rollouts fan out, and
+    in each sandbox child (:mod:`.sandbox_child`), whose ``run``/``run_async`` run the
+    candidate's side only (:func:`.runner.run_target_here`): the parent scores.
     """
 
-    def __init__(self, runner: AdapterRunner) -> None:
+    def __init__(
+        self,
+        runner: AdapterRunner,
+        *,
+        run: Callable[..., Scored] = run_and_score,
+        run_async: Callable[..., Coroutine[Any, Any, Scored]] = run_and_score_async,
+    ) -> None:
         self.runner = runner
+        self._run = run
+        self._run_async = run_async
         self.watchdog = Watchdog()
         self.threads = RolloutThreads()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -247,7 +261,7 @@ class RolloutPool:
             coroutine = _routed(
                 rollout.output,
                 functools.partial(
-                    run_and_score_async,
+                    self._run_async,
                     self.runner,
                     task,
                     candidate_dir,
@@ -260,7 +274,7 @@ class RolloutPool:
         else:
 
             def call() -> Scored:
-                return run_and_score(
+                return self._run(
                     self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
                 )
 

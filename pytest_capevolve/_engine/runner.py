@@ -9,6 +9,13 @@ outside [0, 1]) gives ``reward = None`` and ``infra_error`` set: missing data, n
 
 An adapter whose ``run_target`` is ``async def`` is run by :func:`run_and_score_async` (on the
 event loop of :mod:`.inflight` in a session, under ``asyncio.run`` elsewhere).
+
+Where the candidate's code runs is the runner's :attr:`AdapterRunner.targets`: a session, the
+``adapter`` microcase check and ``capevolve check`` build their runner with
+:func:`.sandbox.isolated`, so ``live()``/``apply()`` and ``run_target`` run in a sandbox child
+process (:mod:`.sandbox_child`) and come back as data; :func:`run_and_score` scores them here,
+in a process that never imported candidate code. :class:`InProcess` (run_target in this
+process) is what the sandbox child itself uses, and tests of adapters defined in memory.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from .._project.adapter import (
     AdapterError,
@@ -55,6 +62,12 @@ class AdapterRunner:
         self._passes_seed = "seed" in params
         self._passes_split = "split" in params
         self.is_async = inspect.iscoroutinefunction(adapter.run_target)
+        # where live() + run_target run: here, unless the runner was made by sandbox.isolated
+        self.targets: Targets = InProcess(self)
+
+    def close(self) -> None:
+        """End what :attr:`targets` started (a sandbox's child processes). Idempotent."""
+        self.targets.close()
 
     @contextlib.contextmanager
     def live(self, candidate_dir: Path) -> Iterator[Any]:
@@ -225,6 +238,44 @@ class Scored:
     judge: dict[str, Any] | None = None  # a stochastic scorer's r rewards and seeds (.judging)
 
 
+class Targets(Protocol):
+    """Runs the candidate's side of a rollout — ``live()``/``apply()`` and ``run_target`` — and
+    gives back a :class:`Scored` with ``rollout`` or ``infra_error`` set, never a reward."""
+
+    def run(
+        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
+    ) -> Scored: ...
+
+    async def run_async(
+        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
+    ) -> Scored: ...
+
+    def close(self) -> None: ...
+
+
+class InProcess:
+    """run_target in this process: in the sandbox child (:mod:`.sandbox_child`), and for
+    adapters that only exist in memory (tests). A session never scores with it."""
+
+    def __init__(self, runner: AdapterRunner) -> None:
+        self.runner = runner
+
+    def run(
+        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
+    ) -> Scored:
+        return run_target_here(self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+
+    async def run_async(
+        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
+    ) -> Scored:
+        return await run_target_here_async(
+            self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
+        )
+
+    def close(self) -> None:
+        pass
+
+
 def run_and_score(
     runner: AdapterRunner,
     task: Task,
@@ -236,26 +287,18 @@ def run_and_score(
 ) -> Scored:
     """Make ``candidate_dir`` live, run the agent once on ``task`` with ``seed``, score it.
 
-    In the calling thread; an async adapter gets an event loop of its own for the call."""
+    The agent runs where ``runner.targets`` runs it (a sandbox child in a session); the score
+    is taken here, in the calling thread. An async adapter gets an event loop of its own."""
     if runner.is_async:
         return asyncio.run(
             run_and_score_async(runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
         )
+    scored = runner.targets.run(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
-    scored = Scored(rollout=None)
-    try:
-        with runner.live(candidate_dir) as ctx, _deadline(timeout_s, stop=sys._getframe()):
-            # the deadline interrupts run_target; live()'s set-up and clean-up are never cut
-            # short, but count toward the rollout's time (judged late below)
-            scored.rollout = runner.run_target(task, ctx, seed=seed, split=split)
-    except RolloutTimeout as exc:
-        scored.infra_error = f"timeout: {exc}"
-    except (Exception, SystemExit) as exc:  # the agent's crash is data about infra, not a score
-        scored.infra_error = _raised("run_target", exc)
     rollout = scored.rollout
-    if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
+    if rollout is not None and scored.infra_error is None and _ready_to_score(scored, rollout, timeout_s):
         _score_into(scored, runner, task, rollout, seed)
-    scored.seconds = round(time.perf_counter() - started, 6)
+    scored.seconds = round(scored.seconds + time.perf_counter() - started, 6)
     return scored
 
 
@@ -269,10 +312,61 @@ async def run_and_score_async(
     timeout_s: float | None = None,
 ) -> Scored:
     """:func:`run_and_score` for an adapter whose ``run_target`` is ``async def``, on the
-    running event loop. The deadline cancels ``run_target`` (``CancelledError`` is a
-    BaseException, so ``except Exception:`` does not swallow it); an adapter that swallows the
-    cancellation anyway is judged late afterwards, and in a session :mod:`.inflight` reports it
-    at its deadline whatever it does."""
+    running event loop (the scorer may be ``async def`` too)."""
+    scored = await runner.targets.run_async(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+    started = time.perf_counter()
+    rollout = scored.rollout
+    if rollout is not None and scored.infra_error is None and _ready_to_score(scored, rollout, timeout_s):
+        try:
+            score: Judged | BaseException = await score_rollout_async(
+                runner.adapter, task, rollout, seed=seed, rescores=runner.rescores
+            )
+        except (Exception, SystemExit) as exc:
+            score = exc
+        _take_score(scored, task, score)
+    scored.seconds = round(scored.seconds + time.perf_counter() - started, 6)
+    return scored
+
+
+def run_target_here(
+    runner: AdapterRunner,
+    task: Task,
+    candidate_dir: Path,
+    *,
+    seed: int,
+    split: str,
+    timeout_s: float | None = None,
+) -> Scored:
+    """The candidate's side of a rollout in this process and thread: ``candidate_dir`` made
+    live, the agent run once. ``seconds``: how long that took; no score."""
+    started = time.perf_counter()
+    scored = Scored(rollout=None)
+    try:
+        with runner.live(candidate_dir) as ctx, _deadline(timeout_s, stop=sys._getframe()):
+            # the deadline interrupts run_target; live()'s set-up and clean-up are never cut
+            # short, but count toward the rollout's time (judged late by run_and_score)
+            scored.rollout = runner.run_target(task, ctx, seed=seed, split=split)
+    except RolloutTimeout as exc:
+        scored.infra_error = f"timeout: {exc}"
+    except (Exception, SystemExit) as exc:  # the agent's crash is data about infra, not a score
+        scored.infra_error = _raised("run_target", exc)
+    scored.seconds = round(time.perf_counter() - started, 6)
+    return scored
+
+
+async def run_target_here_async(
+    runner: AdapterRunner,
+    task: Task,
+    candidate_dir: Path,
+    *,
+    seed: int,
+    split: str,
+    timeout_s: float | None = None,
+) -> Scored:
+    """:func:`run_target_here` for an async adapter, on the running event loop. The deadline
+    cancels ``run_target`` (``CancelledError`` is a BaseException, so ``except Exception:``
+    does not swallow it); an adapter that swallows the cancellation anyway is judged late
+    afterwards, and in a session :mod:`.inflight` reports it at its deadline whatever it does."""
     started = time.perf_counter()
     scored = Scored(rollout=None)
     deadline = asyncio.timeout(timeout_s)
@@ -288,15 +382,6 @@ async def run_and_score_async(
         )
     except (Exception, SystemExit) as exc:
         scored.infra_error = _raised("run_target", exc)
-    rollout = scored.rollout
-    if rollout is not None and _ready_to_score(scored, rollout, started, timeout_s):
-        try:
-            score: Judged | BaseException = await score_rollout_async(
-                runner.adapter, task, rollout, seed=seed, rescores=runner.rescores
-            )
-        except (Exception, SystemExit) as exc:
-            score = exc
-        _take_score(scored, task, score)
     scored.seconds = round(time.perf_counter() - started, 6)
     return scored
 
@@ -311,10 +396,11 @@ def _raised(method: str, exc: BaseException) -> str:
     return f"{method} raised {type(exc).__name__}: {exc}"
 
 
-def _ready_to_score(scored: Scored, rollout: Rollout, started: float, timeout_s: float | None) -> bool:
+def _ready_to_score(scored: Scored, rollout: Rollout, timeout_s: float | None) -> bool:
     """A returned rollout is scored unless it reports its own error or came back after its
-    deadline (an adapter that swallowed the timeout): both are infra errors, never a score."""
-    elapsed = time.perf_counter() - started
+    deadline (an adapter that swallowed the timeout; ``scored.seconds`` is how long the
+    candidate's side took): both are infra errors, never a score."""
+    elapsed = scored.seconds
     try:
         check_cost(rollout.cost_usd, f"run_target({rollout.task_id!r})")
     except AdapterError as exc:

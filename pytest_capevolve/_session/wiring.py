@@ -15,6 +15,7 @@ import pytest
 
 from .._engine.remote import RemoteWorkers, check_gateways, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
+from .._engine.sandbox import isolated
 from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
 from .._project import harness
@@ -53,7 +54,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
-        runner = AdapterRunner(adapter, spec.judge_rescores)
+        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores)  # candidate code: a child's
+        config.add_cleanup(runner.close)
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))

@@ -9,7 +9,24 @@ from pathlib import Path
 
 import pytest
 
-CRASHY = '''
+# run_target runs in a sandbox child of the process that runs the items (the session, or a
+# worker): "self" below is that process, the child's parent; "parent" its parent in turn
+ANCESTOR = """
+
+import os as _os
+
+
+def _ancestor(levels):
+    pid = _os.getpid()
+    for _ in range(levels):
+        with open(f"/proc/{pid}/stat") as stat:
+            pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+    return pid
+"""
+
+CRASHY = (
+    ANCESTOR
+    + '''
 
 import os
 import signal as _signal
@@ -26,12 +43,13 @@ class CrashyAdapter(ToyCalcAdapter):
         after = os.environ.get("CAPEVOLVE_TEST_KILL_AFTER")
         if after and calls > int(after):
             who = os.environ["CAPEVOLVE_TEST_KILL_WHO"]
-            os.kill(os.getppid() if who == "parent" else os.getpid(), _signal.SIGKILL)
+            os.kill(_ancestor(2 if who == "parent" else 1), _signal.SIGKILL)
         victim = os.environ.get("CAPEVOLVE_TEST_EXIT_ON")
         if victim and os.environ.get("PYTEST_XDIST_WORKER") and task.id == victim and ctx.parent.name == "careful":
-            os._exit(3)
+            os.kill(_ancestor(1), _signal.SIGKILL)  # the worker dies
         return super().run_target(task, ctx, seed=seed)
 '''
+)
 
 
 @pytest.fixture
@@ -109,37 +127,40 @@ def records_without(records: dict, task_id: str) -> dict:
     return {k: v for k, v in records.items() if not (k[1] == task_id and k[2] == "careful")}
 
 
-EIGHT_IN_FLIGHT = """
+EIGHT_IN_FLIGHT = (
+    ANCESTOR
+    + """
 
-import os as _os
+import fcntl as _fcntl
 import signal as _signal
 import threading as _threading
 
 
 class EightInFlightAdapter(ToyCalcAdapter):
-    \"\"\"Logs every paid rollout. On worker gw0 (once), calls wait until 8 are in flight and
-    the 8th kills the worker: it dies holding 8 rollouts it paid and never reported.\"\"\"
+    \"\"\"Logs every paid rollout with the worker's pid. On worker gw0 (once), calls wait until 8
+    are in flight and the 8th kills the worker: it dies holding 8 rollouts it paid and never
+    reported. Counted in the log under a lock: each candidate runs in a sandbox child of its own.\"\"\"
 
-    _lock = _threading.Lock()
-    _now = 0
     _never = _threading.Event()
 
     def run_target(self, task, ctx, *, seed):
         here = Path(__file__).parent
-        cls = EightInFlightAdapter
-        with cls._lock:
-            cls._now += 1
-            now = cls._now
-            with open(here / "calls.log", "a") as log:
-                log.write(f"{_os.getpid()} {task.id} {Path(ctx).parent.name} {seed}\\n")
+        worker = _ancestor(1)
+        with open(here / "calls.log", "a+") as log:
+            _fcntl.flock(log, _fcntl.LOCK_EX)
+            log.write(f"{worker} {task.id} {Path(ctx).parent.name} {seed}\\n")
+            log.flush()
+            log.seek(0)
+            now = sum(1 for line in log.read().splitlines() if line.split()[0] == str(worker))
         doomed = _os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and not (here / "killed").exists()
         if doomed and now == 8:
-            (here / "killed").write_text(str(_os.getpid()))
-            _os.kill(_os.getpid(), _signal.SIGKILL)
+            (here / "killed").write_text(str(worker))
+            _os.kill(worker, _signal.SIGKILL)
         if doomed:
-            cls._never.wait(60)  # held in flight until the 8th call kills this process
+            EightInFlightAdapter._never.wait(60)  # held in flight until the 8th call kills this process
         return super().run_target(task, ctx, seed=seed)
 """
+)
 
 
 def test_a_worker_killed_with_eight_in_flight_loses_only_those_eight(example, projects, capevolve) -> None:

@@ -3,7 +3,9 @@
 The adapters below write while other rollouts are in flight: each waits at a barrier of K
 parties between its first and last line (K from CAPEVOLVE_TEST_WIDTH), so its lines are
 written while the main thread reports or captures other items. Each rollout also takes 50 ms,
-so its call report has a duration to show.
+so its call report has a duration to show. The sessions evaluate the seed alone: each
+candidate's rollouts run in a sandbox child of its own, where the barrier is, so a group of K
+must not straddle two candidates (the seed's 12 rollouts are three groups of 4).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def assert_each_testcase_holds_its_own(junit: Path, *, timed: bool = True) -> No
     """Each testcase's system-out holds its own task's prints and log record, its system-err
     its own stderr line, exactly once and nobody else's; its time is the rollout's."""
     cases = list(ET.parse(junit).getroot().iter("testcase"))
-    assert len(cases) == 24
+    assert len(cases) == 12
     for case in cases:
         task = case.get("name", "").split("[")[0]
         out, err = case.find("system-out"), case.find("system-err")
@@ -129,16 +131,16 @@ def test_a_rollout_in_flight_prints_and_logs_into_its_own_item(
     reference = example("toy_calc", dest="reference")
     projects.add_adapter(reference, TALKING, "adapter.py:TalkingAdapter")
     ref_junit = reference / "junit.xml"
-    assert capevolve(reference, "careful", extra=[*JUNIT, f"--junitxml={ref_junit}"]).ret == 0
+    assert capevolve(reference, extra=[*JUNIT, f"--junitxml={ref_junit}"]).ret == 0
 
     monkeypatch.setenv("CAPEVOLVE_TEST_WIDTH", "4")
     project = example("toy_calc")
     projects.add_adapter(project, TALKING, "adapter.py:TalkingAdapter")
     junit = project / "junit.xml"
     extra = [*protocol, *JUNIT, f"--junitxml={junit}", "--capevolve-concurrency", "4", "-rA"]
-    result = capevolve(project, "careful", extra=extra)
+    result = capevolve(project, extra=extra)
     assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=14, failed=10)  # every barrier passed: no infra error
+    result.assert_outcomes(passed=4, failed=8)  # every barrier passed: no infra error
 
     assert_each_testcase_holds_its_own(junit)
     assert junit_testcases(junit, "toy_calc") == junit_testcases(ref_junit, "reference")  # as K = 1
@@ -155,9 +157,9 @@ def test_an_async_adapters_rollouts_print_and_log_into_their_own_items(
     projects.add_adapter(project, ASYNC_TALKING, "adapter.py:AsyncTalkingAdapter")
     junit = project / "junit.xml"
     extra = [*JUNIT, f"--junitxml={junit}", "--capevolve-concurrency", str(width), "-rA"]
-    result = capevolve(project, "careful", extra=extra)
+    result = capevolve(project, extra=extra)
     assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=14, failed=10)
+    result.assert_outcomes(passed=4, failed=8)
     assert_each_testcase_holds_its_own(junit)
     assert_terminal_clean(result)
 
@@ -169,27 +171,37 @@ def test_routed_output_on_xdist_workers(example, projects, capevolve, monkeypatc
     projects.add_adapter(project, TALKING, "adapter.py:TalkingAdapter")
     junit = project / "junit.xml"
     extra = ["-n", "2", *JUNIT, f"--junitxml={junit}", "--capevolve-concurrency", "4"]
-    result = capevolve(project, "careful", extra=extra)
+    result = capevolve(project, extra=extra)
     assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=14, failed=10)
+    result.assert_outcomes(passed=4, failed=8)
     assert_each_testcase_holds_its_own(junit)
 
 
+# two FIFOs between the session (its conftest) and the rollout (in its sandbox child): opening
+# one blocks until the other side opens it, so each side waits for the other without a clock
 HANDSHAKE = """
-import threading
+import os
+from pathlib import Path
 
-reporting = threading.Event()  # set on the main thread while it logs q00[seed-t0]'s call report
-written = threading.Event()  # set by q00[careful-t0]'s rollout once it has written
+HERE = Path(__file__).parent
+REPORTING = HERE / "reporting.fifo"  # written on the main thread while it logs q00[seed-t0]'s call report
+WRITTEN = HERE / "written.fifo"  # written by q00[careful-t0]'s rollout once it has printed
 """
 
 REPORTING_CONFTEST = """
+import os
+
 import handshake
+
+os.mkfifo(handshake.REPORTING)
+os.mkfifo(handshake.WRITTEN)
 
 
 def pytest_runtest_logreport(report):
     if report.when == "call" and report.nodeid.endswith("q00[seed-t0]"):
-        handshake.reporting.set()
-        assert handshake.written.wait(60)  # the rollout writes while no item's capture is on
+        handshake.REPORTING.write_text("reporting")
+        # the rollout writes while no item's capture is on
+        assert handshake.WRITTEN.read_text() == "written"
 """
 
 BETWEEN_PHASES = '''
@@ -203,9 +215,9 @@ class BetweenPhasesAdapter(ToyCalcAdapter):
 
     def run_target(self, task, ctx, *, seed):
         if task.id == "q00" and Path(ctx).parent.name == "careful":
-            assert _handshake.reporting.wait(60)
+            assert _handshake.REPORTING.read_text() == "reporting"
             print("hello from", task.id)
-            _handshake.written.set()
+            _handshake.WRITTEN.write_text("written")
         return super().run_target(task, ctx, seed=seed)
 '''
 

@@ -1,0 +1,432 @@
+"""Candidate code runs in a sandbox child; the process that scores never imports it.
+
+In every process that evaluates rollouts (the plain session, each xdist worker, the
+``adapter`` microcase check, ``capevolve check``) the adapter's runner is built by
+:func:`isolated`: its ``live()``/``apply()`` + ``run_target`` half runs in a child process
+(:mod:`.sandbox_child`), started fresh with ``subprocess`` (a new interpreter, never a fork of
+this one), one per candidate folder, so one candidate's code can neither reach the scorer nor
+another candidate's rollouts. The rollout comes back over a pipe as data (:mod:`.wire`, read
+with an unpickler that only makes values); :func:`.runner.run_and_score` scores it here.
+
+- **A child that dies** (``os._exit``, a segfault, a kill) ends the rollouts it was running as
+  infra errors — missing data, never a 0 — and the next rollout starts a new child. The
+  session, its exit code and its verdict are those of any session with some infra errors.
+- **A hung child is killed**: the child keeps each rollout's deadline itself (the SIGALRM timer
+  inline, the watchdog in flight); if it has not answered ``rollout_timeout_s`` + :data:`GRACE_S`
+  after a request was sent, this side kills it and its rollouts are timeouts.
+- **What a rollout printed and logged** in the child comes back with its answer and is written
+  and logged again here, in the thread (or task) that waits for it — under the item's capture at
+  concurrency 1, into the rollout's own buffer in flight (:mod:`.rollout_output`) — so reports
+  keep the sections they had in-process.
+
+A sync rollout asked for on the main thread (concurrency 1) is one request and one answer on
+the pipe, with no thread in between; otherwise a reader thread per child hands answers to
+futures. See docs/explanation/candidate-isolation.md for what this does and does not protect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import itertools
+import logging
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._project.adapter import Rollout, Task
+from .runner import AdapterRunner, Scored
+from .wire import FrameReader, WireError, frame, load_answer, write_all
+
+GRACE_S = 2.0  # past its deadline, how long a child may take to answer before it is killed
+READY_S = 120.0  # how long a new child may take to import the adapter
+POLL_S = 1.0  # how often a reader thread with nothing pending looks at deadlines again
+MAX_CHILDREN = 8  # live children per process; the least recently used idle one is ended first
+CHILD = "from pytest_capevolve._engine.sandbox_child import main; main()"
+
+
+class SandboxError(Exception):
+    """A sandbox child could not be started: every rollout asked of it is an infra error."""
+
+
+def isolated(adapter: Any, ref: str, project_dir: Path, judge_rescores: int = 1) -> AdapterRunner:
+    """The runner of ``adapter`` (loaded here from ``ref``, for tasks and scores) whose
+    candidate side runs in sandbox children that load the same ``ref``; ``judge_rescores``:
+    times a declared-stochastic scorer scores each output (:mod:`.judging`)."""
+    runner = AdapterRunner(adapter, judge_rescores)
+    runner.targets = Sandboxes(ref, project_dir, harness_modules=[type(adapter).__module__])
+    return runner
+
+
+@dataclass
+class Answer:
+    """One child's answer to one request, as values."""
+
+    scored: Scored
+    stdout: str = ""
+    stderr: str = ""
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def replay(self) -> None:
+        """Write and log here what the rollout wrote and logged in the child."""
+        if self.stdout:
+            sys.stdout.write(self.stdout)
+        if self.stderr:
+            sys.stderr.write(self.stderr)
+        for fields in self.records:
+            record = logging.makeLogRecord(fields)
+            logging.getLogger(record.name).handle(record)
+
+
+def _lost(message: str, seconds: float = 0.0) -> Answer:
+    return Answer(Scored(rollout=None, infra_error=message, seconds=round(seconds, 6)))
+
+
+class Sandboxes:
+    """The :class:`.runner.Targets` of an isolated runner: one :class:`Sandbox` per candidate
+    folder, started on its first rollout."""
+
+    def __init__(self, ref: str, project_dir: Path, *, harness_modules: list[str]) -> None:
+        self.ref = ref
+        self.project_dir = project_dir
+        self.harness_modules = harness_modules
+        self._children: OrderedDict[str, Sandbox] = OrderedDict()
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._task_blobs: dict[str, tuple[Task, bytes | None]] = {}
+        self._closed = False
+        atexit.register(self.close)
+
+    def _sandbox(self, candidate_dir: Path) -> Sandbox:
+        key = str(candidate_dir)
+        with self._lock:
+            sandbox = self._children.get(key)
+            if sandbox is None:
+                sandbox = self._children[key] = Sandbox(self)
+                idle = [k for k, s in self._children.items() if k != key and s.idle()]
+                for old in idle[: max(0, len(self._children) - MAX_CHILDREN)]:
+                    self._children.pop(old).close()
+            self._children.move_to_end(key)
+            return sandbox
+
+    def _request(
+        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None, inline: bool
+    ) -> dict[str, Any]:
+        cached = self._task_blobs.get(task.id)
+        if cached is None or cached[0] is not task:
+            try:
+                blob: bytes | None = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # the child takes the same task from its own tasks("all")
+                blob = None
+            cached = self._task_blobs[task.id] = (task, blob)
+        return {
+            "id": next(self._ids),
+            "task": cached[1],
+            "task_id": task.id,
+            "dir": str(candidate_dir),
+            "seed": seed,
+            "split": split,
+            "timeout_s": timeout_s,
+            "log_level": logging.root.level,
+            "inline": inline,
+        }
+
+    def run(
+        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
+    ) -> Scored:
+        inline = threading.current_thread() is threading.main_thread()
+        request = self._request(
+            task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=inline
+        )
+        sandbox = self._sandbox(candidate_dir)
+        answer = sandbox.exchange(request) if inline else sandbox.submit(request).result()
+        answer.replay()
+        return answer.scored
+
+    async def run_async(
+        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
+    ) -> Scored:
+        request = self._request(
+            task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=False
+        )
+        answer = await asyncio.wrap_future(self._sandbox(candidate_dir).submit(request))
+        answer.replay()
+        return answer.scored
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            children = list(self._children.values())
+            self._children.clear()
+        for sandbox in children:
+            sandbox.close()
+
+
+@dataclass
+class _Pending:
+    future: Future[Answer]
+    sent: float
+    deadline: float | None
+
+
+class Sandbox:
+    """One child process and the rollouts it is running."""
+
+    def __init__(self, owner: Sandboxes) -> None:
+        self.owner = owner
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.reader: FrameReader | None = None
+        self.pending: dict[int, _Pending] = {}
+        self.reading = False  # a reader thread serves this child's answers
+        self._lock = threading.RLock()
+
+    def idle(self) -> bool:
+        return not self.pending
+
+    # -- the child's life ----------------------------------------------------------------------
+
+    def _ensure(self) -> tuple[subprocess.Popen[bytes], FrameReader]:
+        """The running child, started if there is none (under ``_lock``)."""
+        if self.proc is not None and self.reader is not None:
+            return self.proc, self.reader
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        reader = FrameReader(proc.stdout.fileno())
+        init = {"sys_path": list(sys.path), "ref": self.owner.ref, "project_dir": str(self.owner.project_dir)}
+        try:
+            write_all(proc.stdin.fileno(), frame(init))
+            payload = reader.read(time.monotonic() + READY_S)
+            ready = None if payload is None else load_answer(payload, ())
+        except (OSError, TimeoutError, WireError) as exc:
+            _end(proc)
+            raise SandboxError(f"the sandbox process did not start: {type(exc).__name__}: {exc}") from None
+        if not isinstance(ready, dict) or "ready" not in ready:
+            code = _end(proc)
+            why = ready.get("fatal") if isinstance(ready, dict) else None
+            raise SandboxError(
+                str(why or f"the sandbox process exited before it was ready ({_exit_text(code)})")
+            )
+        self.proc, self.reader = proc, reader
+        return proc, reader
+
+    def _send(self, proc: subprocess.Popen[bytes], request: dict[str, Any]) -> bool:
+        assert proc.stdin is not None
+        try:
+            write_all(proc.stdin.fileno(), frame(request))
+        except OSError:
+            return False  # it is gone: its reader (or the exchange) says how
+        return True
+
+    def _lose_child(self, proc: subprocess.Popen[bytes], message: str) -> None:
+        """The child ``proc`` is dead or killed: every rollout it was running is lost."""
+        with self._lock:
+            if self.proc is proc:
+                self.proc, self.reader, self.reading = None, None, False
+            pending, self.pending = self.pending, {}
+        now = time.monotonic()
+        for waiting in pending.values():
+            _settle(waiting.future, _lost(message, now - waiting.sent))
+
+    # -- concurrency 1: one request, one answer, on the calling thread -------------------------
+
+    def exchange(self, request: dict[str, Any]) -> Answer:
+        with self._lock:
+            if self.reading:  # a reader thread owns the pipe: wait for its answer
+                future = self._submit_locked(request)
+            else:
+                return self._exchange_locked(request)
+        return future.result()
+
+    def _exchange_locked(self, request: dict[str, Any]) -> Answer:
+        try:
+            proc, reader = self._ensure()
+        except SandboxError as exc:
+            return _lost(str(exc))
+        timeout_s = request["timeout_s"]
+        sent = time.monotonic()
+        deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+        try:
+            payload = reader.read(deadline) if self._send(proc, request) else None
+            if payload is None:
+                code = _end(proc)
+                message = _died(code)
+            else:
+                answer = _decode(payload, self.owner.harness_modules, time.monotonic() - sent)
+                if answer[0] == request["id"]:
+                    return answer[1]
+                message = "the sandbox process answered another request than the one asked: it was killed"
+                _end(proc)
+        except TimeoutError:
+            _end(proc)
+            message = _killed_late(timeout_s)
+        except WireError as exc:
+            _end(proc)
+            message = f"the sandbox process sent a malformed answer ({exc}): it was killed"
+        self.proc, self.reader = None, None
+        return _lost(message, time.monotonic() - sent)
+
+    # -- in flight: a reader thread hands answers to futures -----------------------------------
+
+    def submit(self, request: dict[str, Any]) -> Future[Answer]:
+        with self._lock:
+            return self._submit_locked(request)
+
+    def _submit_locked(self, request: dict[str, Any]) -> Future[Answer]:
+        future: Future[Answer] = Future()
+        try:
+            proc, reader = self._ensure()
+        except SandboxError as exc:
+            future.set_result(_lost(str(exc)))
+            return future
+        timeout_s = request["timeout_s"]
+        sent = time.monotonic()
+        deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+        self.pending[request["id"]] = _Pending(future, sent, deadline)
+        if not self.reading:
+            self.reading = True
+            threading.Thread(
+                target=self._read_answers, args=(proc, reader), name="capevolve-sandbox-reader", daemon=True
+            ).start()
+        self._send(proc, request)
+        return future
+
+    def _read_answers(self, proc: subprocess.Popen[bytes], reader: FrameReader) -> None:
+        while True:
+            with self._lock:
+                if self.proc is not proc:
+                    return
+                deadlines = [p.deadline for p in self.pending.values() if p.deadline is not None]
+            now = time.monotonic()
+            wake = min([*deadlines, now + POLL_S])
+            try:
+                payload = reader.read(wake)
+            except TimeoutError:
+                overdue = [d for d in deadlines if d <= time.monotonic()]
+                if overdue:
+                    _end(proc)
+                    timeouts = [p for p in self.pending.values() if p.deadline is not None]
+                    timeout_s = (
+                        None if not timeouts else (timeouts[0].deadline or 0.0) - timeouts[0].sent - GRACE_S
+                    )
+                    self._lose_child(proc, _killed_late(timeout_s))
+                    return
+                continue
+            except WireError as exc:
+                _end(proc)
+                self._lose_child(proc, f"the sandbox process sent a malformed answer ({exc}): it was killed")
+                return
+            except (OSError, ValueError):  # its pipe closed under this thread (the sandbox closed)
+                self._lose_child(proc, _died(_end(proc)))
+                return
+            if payload is None:
+                self._lose_child(proc, _died(_end(proc)))
+                return
+            try:
+                request_id, answer = _decode(payload, self.owner.harness_modules, 0.0)
+            except WireError as exc:
+                _end(proc)
+                self._lose_child(proc, f"the sandbox process sent a malformed answer ({exc}): it was killed")
+                return
+            with self._lock:
+                waiting = self.pending.pop(request_id, None)
+            if waiting is not None:
+                answer.scored.seconds = round(time.monotonic() - waiting.sent, 6)
+                _settle(waiting.future, answer)
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self.proc, self.reader = self.proc, None, None
+        if proc is not None:
+            _end(proc, gently=True)
+            self._lose_child(proc, "the sandbox was closed before the rollout ended")
+
+
+def _settle(future: Future[Answer], answer: Answer) -> None:
+    try:
+        future.set_result(answer)
+    except InvalidStateError:  # given up on (its task cancelled at its deadline)
+        pass
+
+
+def _end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
+    """End ``proc`` (closing its pipe first when ``gently``: it exits at end of file) and reap it."""
+    try:
+        if gently and proc.stdin is not None:
+            proc.stdin.close()
+            try:
+                return proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+        proc.kill()
+        return proc.wait(timeout=5.0)
+    except (OSError, subprocess.TimeoutExpired):
+        return proc.returncode
+    finally:
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _died(code: int | None) -> str:
+    return (
+        f"the sandbox process running the candidate's code ended during the rollout "
+        f"({_exit_text(code)}); a new one runs the next rollout"
+    )
+
+
+def _killed_late(timeout_s: float | None) -> str:
+    return (
+        f"timeout: rollout exceeded rollout_timeout_s={timeout_s} and its sandbox process did not "
+        f"answer {GRACE_S:g}s later: it was killed"
+    )
+
+
+def _decode(payload: bytes, harness_modules: list[str], seconds: float) -> tuple[int, Answer]:
+    """An answer frame as values, checked field by field; WireError for anything else.
+    ``seconds``: how long this side waited for it — the rollout's time, as this side saw it."""
+    message = load_answer(payload, harness_modules)
+    if not isinstance(message, dict) or type(message.get("id")) is not int:
+        raise WireError("an answer without a request id")
+    infra_error, blob = message.get("infra_error"), message.get("rollout")
+    stdout, stderr, records = message.get("stdout"), message.get("stderr"), message.get("records")
+    if not (infra_error is None or isinstance(infra_error, str)):
+        raise WireError("infra_error is not text")
+    if not (isinstance(stdout, str) and isinstance(stderr, str)):
+        raise WireError("captured output is not text")
+    if not (isinstance(records, list) and all(isinstance(r, dict) for r in records)):
+        raise WireError("log records are not fields")
+    rollout = None
+    if blob is not None:
+        if not isinstance(blob, bytes):
+            raise WireError("the rollout is not a pickle")
+        rollout = load_answer(blob, harness_modules)
+        if not isinstance(rollout, Rollout):
+            raise WireError(f"the rollout is a {type(rollout).__name__}, not a Rollout")
+    if rollout is None and infra_error is None:
+        infra_error = "the sandbox process answered with neither a rollout nor an error"
+    scored = Scored(rollout=rollout, infra_error=infra_error, seconds=round(seconds, 6))
+    return int(message["id"]), Answer(scored, stdout, stderr, records)

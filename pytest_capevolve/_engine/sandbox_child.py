@@ -1,0 +1,255 @@
+"""The sandbox child: the only process where a candidate's code runs in a session.
+
+Started fresh (a new interpreter, never a fork of a process that may hold candidate code) by
+:mod:`.sandbox`, one per candidate folder per scoring process, as
+``python -c "from pytest_capevolve._engine.sandbox_child import main; main()"``. It imports the
+project's adapter, then answers requests on its pipe (:mod:`.wire`): make the candidate live
+and run ``run_target`` (:func:`.runner.run_target_here`), and send back the rollout as data,
+with what it printed and logged. It never scores: the parent does, with its own adapter.
+
+- an ``inline`` request (a sync adapter at concurrency 1) runs on this process's main thread,
+  under the same SIGALRM deadline as an in-process rollout;
+- the others run in flight (:class:`.inflight.RolloutPool`: threads, or one event loop), each
+  with its watchdog deadline, so the child answers every rollout at its deadline at the latest.
+
+Anything a rollout raises, ``BaseException`` included, is its infra error: nothing here ends the
+child but the end of its pipe (the parent gone or done) or the candidate killing it — and then
+the parent marks that child's rollouts as infra errors and starts another. The protocol's file
+descriptors are private copies; fd 1 is pointed at stderr, so ``os.write(1, ...)`` by candidate
+code cannot forge a frame by accident, and SIGINT is ignored (the parent's Ctrl-C ends it).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import pickle
+import signal
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from .._project.adapter import Rollout, Task, load_adapter, load_tasks
+from .inflight import RolloutPool
+from .rollout_output import CURRENT, RolloutOutput, RoutedStream
+from .runner import AdapterRunner, RolloutTimeout, Scored, run_target_here, run_target_here_async
+from .wire import FrameReader, frame, load_answer, plain, write_all
+
+
+class _KeepRecords(logging.Handler):
+    """On the root logger: a record logged during a rollout is kept for its answer."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        output = CURRENT.get()
+        if output is not None:
+            output.records.append(record)
+
+
+def _record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """A log record as plain fields, for ``logging.makeLogRecord`` in the parent."""
+    fields = dict(record.__dict__)
+    fields["msg"] = record.getMessage()
+    fields["args"] = None
+    if record.exc_info:
+        fields["exc_text"] = record.exc_text or logging.Formatter().formatException(record.exc_info)
+    fields["exc_info"] = None
+    return {str(k): plain(v) for k, v in fields.items()}
+
+
+class Child:
+    def __init__(self, proto_in: int, proto_out: int) -> None:
+        self.reader = FrameReader(proto_in)
+        self.proto_out = proto_out
+        self.sending = threading.Lock()
+        self.runner: AdapterRunner | None = None
+        self.pool: RolloutPool | None = None
+        self.harness_modules: list[str] = []
+        self.ref = ""
+        self.project_dir = Path()
+        self._tasks: dict[str, Task] | None = None
+        self._sent_tasks: dict[str, tuple[bytes, Task]] = {}  # the parent sends a task's same bytes
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = frame(message)
+        with self.sending:
+            write_all(self.proto_out, data)
+
+    def start(self, init: dict[str, Any]) -> None:
+        sys.path[:] = init["sys_path"]
+        self.ref, self.project_dir = init["ref"], Path(init["project_dir"])
+        try:
+            adapter = load_adapter(self.ref, self.project_dir)
+        except BaseException as exc:
+            self.send({"fatal": f"the sandbox could not load the adapter: {type(exc).__name__}: {exc}"})
+            os._exit(0)
+        self.runner = AdapterRunner(adapter)
+        self.harness_modules = [type(adapter).__module__]
+        self.send({"ready": os.getpid()})
+
+    def task(self, request: dict[str, Any]) -> Task:
+        blob = request["task"]
+        if blob is not None:
+            known = self._sent_tasks.get(request["task_id"])
+            if known is not None and known[0] == blob:
+                return known[1]
+            try:
+                task = pickle.loads(blob)
+                if isinstance(task, Task):
+                    self._sent_tasks[request["task_id"]] = (blob, task)
+                    return task
+            except Exception:
+                pass
+        if self._tasks is None:  # the parent's task could not travel: the same one from here
+            assert self.runner is not None
+            self._tasks = load_tasks(self.runner.adapter, self.ref)
+        return self._tasks[request["task_id"]]
+
+    def serve(self) -> None:
+        while (payload := self.reader.read()) is not None:
+            request = pickle.loads(payload)
+            level = request["log_level"]
+            if logging.root.level != level:
+                logging.root.setLevel(level)
+            if request["inline"]:
+                output = RolloutOutput()
+                token = CURRENT.set(output)
+                try:
+                    scored = _guarded(self.run_inline, request)
+                finally:
+                    CURRENT.reset(token)
+                scored.captured = output
+                self.answer(request["id"], scored)
+            else:
+                self.start_in_flight(request).add_done_callback(
+                    functools.partial(self.answered, request["id"])
+                )
+
+    def run_inline(self, request: dict[str, Any]) -> Scored:
+        assert self.runner is not None
+        return run_target_here(
+            self.runner,
+            self.task(request),
+            Path(request["dir"]),
+            seed=request["seed"],
+            split=request["split"],
+            timeout_s=request["timeout_s"],
+        )
+
+    def start_in_flight(self, request: dict[str, Any]) -> Future[Scored]:
+        assert self.runner is not None
+        if self.pool is None:
+            self.pool = RolloutPool(self.runner, run=_guarded_run, run_async=_guarded_run_async)
+        try:
+            task = self.task(request)
+        except BaseException as exc:
+            failed: Future[Scored] = Future()
+            failed.set_result(Scored(rollout=None, infra_error=f"sandbox: no task: {exc!r}"))
+            return failed
+        return self.pool.start(
+            task,
+            Path(request["dir"]),
+            seed=request["seed"],
+            split=request["split"],
+            timeout_s=request["timeout_s"],
+        )
+
+    def answered(self, request_id: int, done: Future[Scored]) -> None:
+        self.answer(request_id, done.result())
+
+    def answer(self, request_id: int, scored: Scored) -> None:
+        output = scored.captured
+        message: dict[str, Any] = {
+            "id": request_id,
+            "rollout": None,
+            "infra_error": scored.infra_error,
+            "seconds": scored.seconds,
+            "stdout": "".join(output.stdout) if output else "",
+            "stderr": "".join(output.stderr) if output else "",
+            "records": [_record_fields(r) for r in output.records] if output else [],
+        }
+        if scored.rollout is not None:
+            try:
+                message["rollout"] = self.as_data(scored.rollout)
+            except Exception as exc:
+                message["infra_error"] = f"run_target returned a rollout that is not data: {exc!r}"
+        try:
+            self.send(message)
+        except OSError:
+            raise
+        except Exception as exc:  # an answer that does not pickle (a log field, say): say so
+            lost: dict[str, Any] = {
+                "stdout": "",
+                "stderr": "",
+                "records": [],
+                "rollout": None,
+                "infra_error": f"sandbox: {exc!r}",
+            }
+            self.send({**message, **lost})
+
+    def as_data(self, rollout: Rollout) -> bytes:
+        """The rollout's pickle, if the parent will rebuild it as it is (values the scorer may
+        rely on: tuples, dataclasses of the adapter's module); else the JSON form the record
+        keeps (a candidate's own classes cannot travel: rebuilding them would run its code)."""
+        try:
+            blob = pickle.dumps(rollout, protocol=pickle.HIGHEST_PROTOCOL)
+            simple = _scalar(rollout.output) and _scalar(rollout.trace)
+            if not (simple and not rollout.tool_calls and not rollout.metadata):
+                load_answer(blob, self.harness_modules)  # the parent's test, before it refuses
+            return blob
+        except Exception:
+            fields = {name: plain(getattr(rollout, name)) for name in ("output", "trace", "tool_calls")}
+            fields["metadata"] = plain(rollout.metadata)
+            return pickle.dumps(Rollout(**{**vars(rollout), **fields}), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _scalar(value: Any) -> bool:
+    return type(value) in (str, int, float, bool, type(None))
+
+
+def _guarded(call: Any, *args: Any, **kwargs: Any) -> Scored:
+    """``call`` whatever it raises: a BaseException out of the adapter is an infra error here."""
+    try:
+        result: Scored = call(*args, **kwargs)
+        return result
+    except RolloutTimeout as exc:
+        return Scored(rollout=None, infra_error=f"timeout: {exc}")
+    except BaseException as exc:
+        return Scored(rollout=None, infra_error=f"run_target raised {type(exc).__name__}: {exc}")
+
+
+def _guarded_run(runner: AdapterRunner, task: Task, candidate_dir: Path, **kwargs: Any) -> Scored:
+    return _guarded(run_target_here, runner, task, candidate_dir, **kwargs)
+
+
+async def _guarded_run_async(runner: AdapterRunner, task: Task, candidate_dir: Path, **kwargs: Any) -> Scored:
+    import asyncio
+
+    try:
+        return await run_target_here_async(runner, task, candidate_dir, **kwargs)
+    except asyncio.CancelledError:
+        raise  # the pool's deadline: its timeout answer
+    except BaseException as exc:
+        return Scored(rollout=None, infra_error=f"run_target raised {type(exc).__name__}: {exc}")
+
+
+def main() -> None:
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # the candidate's fd-level writes go where stderr goes, never into a frame
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.stdout = RoutedStream(sys.stdout, "stdout")  # type: ignore[assignment]
+    sys.stderr = RoutedStream(sys.stderr, "stderr")  # type: ignore[assignment]
+    logging.root.addHandler(_KeepRecords())
+    child = Child(proto_in, proto_out)
+    payload = child.reader.read()
+    if payload is None:
+        os._exit(0)
+    child.start(pickle.loads(payload))
+    try:
+        child.serve()
+    finally:
+        os._exit(0)  # threads the adapter left running do not hold the child open

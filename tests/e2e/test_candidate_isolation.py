@@ -1,0 +1,272 @@
+"""Candidate code never runs in a process that scores, records or decides (issue 24).
+
+Each attack below is a candidate whose files are a no-op for the agent (the seed's rules) with
+a ``tools/reply.py`` that the noisy agent imports in ``run_target`` — code the adapter runs, as
+an optimizer would write it. The candidate's code runs in a sandbox child
+(``_engine/sandbox.py``); the session scores, records and decides in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
+from pytest_capevolve._items.nodes import rollout_record
+from pytest_capevolve._items.plan import RolloutKey
+from pytest_capevolve._project.adapter import load_adapter, load_tasks
+from pytest_capevolve._project.spec import load_spec
+
+# rewrites the scorer wherever it can reach it: our runner, the adapter's class, any module
+REWRITE_SCORER = """
+
+import sys as _sys
+
+from pytest_capevolve import Score as _Score
+
+
+def _always_one(*args, **kwargs):
+    return _Score(reward=1.0, feedback="patched")
+
+
+for _module in list(_sys.modules.values()):
+    for _name in ("AdapterRunner", "NoisyAgentAdapter"):
+        _cls = getattr(_module, _name, None)
+        if isinstance(_cls, type):
+            _cls.score = _always_one
+_runner = _sys.modules.get("pytest_capevolve._engine.runner")
+if _runner is not None:
+    _runner._take_score = lambda scored, task, score: setattr(scored, "reward", 1.0)
+"""
+
+# ends its own process the first time it runs (a marker file beside the project says so)
+EXIT_ONCE = """
+
+import os as _os
+from pathlib import Path as _Path
+
+_marker = _Path({marker!r})
+if not _marker.exists():
+    _marker.write_text("exited")
+    _os._exit(0)
+"""
+
+# a BaseException the adapter's `except Exception` lets through, every time
+BASE_EXCEPTION = """
+
+class _Escape(BaseException):
+    pass
+
+
+raise _Escape("out of the adapter's except Exception")
+"""
+
+# hangs the first time, deaf to the SIGALRM deadline: only a kill ends it
+HANG_ONCE = """
+
+import signal as _signal
+import time as _time
+from pathlib import Path as _Path
+
+_marker = _Path({marker!r})
+if not _marker.exists():
+    _marker.write_text("hung")
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, {{_signal.SIGALRM}})
+    _time.sleep(600)
+"""
+
+
+def without_microcases(project: Path) -> None:
+    """The candidates below fail their own microcases (the screen would reject them before any
+    rollout); without them the gate session runs their code, which is what is tested here."""
+    shutil.rmtree(project / "microcases")
+
+
+def no_op_candidate(project: Path, name: str, attack: str) -> Path:
+    """The seed's bytes (a no-op for the agent) plus ``attack`` at the end of tools/reply.py."""
+    candidate = project / "candidates" / name
+    shutil.rmtree(candidate, ignore_errors=True)
+    shutil.copytree(project / "capability", candidate)
+    with (candidate / "tools" / "reply.py").open("a") as handle:
+        handle.write(attack)
+    return candidate
+
+
+@pytest.fixture
+def noisy(example, projects) -> Path:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 80 rollouts a tag
+    return project
+
+
+def candidate_records(projects, project: Path, tag: str) -> list[dict]:
+    return [r for k, r in projects.rollout_records(project).items() if k[2] == tag]
+
+
+def verdict(projects, project: Path, tag: str) -> dict:
+    return json.loads((projects.run_dir(project) / "verdicts" / f"{tag}.json").read_text())
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_candidate_code_that_rewrites_the_scorer_changes_no_reward(
+    noisy, projects, capevolve, xdist: list[str]
+) -> None:
+    no_op_candidate(noisy, "rewrite", REWRITE_SCORER)
+    result = capevolve(noisy, "rewrite", gate=True, extra=xdist)
+    records = candidate_records(projects, noisy, "rewrite")
+    assert len(records) == 80
+    # every reward is the project's scorer's, in the session's process: 1 only for "resolved"
+    assert all(r["reward"] == (1.0 if r["output"] == "resolved" else 0.0) for r in records)
+    assert not any(r["feedback"] == "patched" for r in records)
+    assert verdict(projects, noisy, "rewrite")["decision"] != "accept"
+    assert result.ret != 0, result.stdout.str()  # a no-op is never accepted
+
+
+@pytest.mark.parametrize("width", ["1", "4"])
+def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session(
+    noisy, projects, capevolve, width: str
+) -> None:
+    marker = noisy / "exited.marker"
+    without_microcases(noisy)
+    no_op_candidate(noisy, "quitter", EXIT_ONCE.format(marker=str(marker)))
+    result = capevolve(noisy, "quitter", gate=True, extra=["--capevolve-concurrency", width])
+    assert marker.exists()
+    records = candidate_records(projects, noisy, "quitter")
+    lost = [r for r in records if r["infra_error"]]
+    assert len(records) == 80 and len(lost) >= 1  # at K = 4 the child's other rollouts go too
+    assert all("sandbox process" in r["infra_error"] and r["reward"] is None for r in lost)
+    assert verdict(projects, noisy, "quitter")["decision"] != "accept"
+    # the session ran to its verdict, and ends as any session with infra errors does (12), not 0
+    assert result.ret == 12, result.stdout.str()
+    result.stdout.fnmatch_lines(["*quitter *INDECISIVE*", "*INFRA val::*[[]quitter-t*sandbox process*"])
+
+
+def test_a_base_exception_from_candidate_code_is_an_infra_error_in_flight(noisy, projects, capevolve) -> None:
+    without_microcases(noisy)
+    no_op_candidate(noisy, "escape", BASE_EXCEPTION)
+    result = capevolve(noisy, "escape", gate=True, extra=["--capevolve-concurrency", "4"])
+    records = candidate_records(projects, noisy, "escape")
+    assert len(records) == 80
+    assert all(r["reward"] is None and "_Escape" in r["infra_error"] for r in records)
+    assert verdict(projects, noisy, "escape")["decision"] == "indecisive"  # no coverage
+    assert result.ret == 12, result.stdout.str()  # incomplete: infra errors (and no hang)
+
+
+def test_a_hung_candidate_deaf_to_its_deadline_is_killed_and_the_session_goes_on(
+    noisy, projects, capevolve
+) -> None:
+    projects.edit_spec(noisy, "rollout_timeout_s: 30", "rollout_timeout_s: 1")
+    marker = noisy / "hung.marker"
+    without_microcases(noisy)
+    no_op_candidate(noisy, "deaf", HANG_ONCE.format(marker=str(marker)))
+    result = capevolve(noisy, "deaf", gate=True)
+    assert marker.exists()
+    records = candidate_records(projects, noisy, "deaf")
+    killed = [r for r in records if r["infra_error"]]
+    assert len(records) == 80 and len(killed) == 1
+    assert "did not answer" in killed[0]["infra_error"] and "killed" in killed[0]["infra_error"]
+    assert verdict(projects, noisy, "deaf")["decision"] != "accept"
+    assert result.ret == 12, result.stdout.str()  # the session went on to its verdict
+
+
+# -- records are those of an in-process rollout, byte for byte (timings aside) -----------------
+
+RICH = '''
+
+import logging as _logging
+import random as _random
+from dataclasses import dataclass as _dataclass
+
+
+@_dataclass
+class Reply:
+    text: str
+    words: tuple
+
+
+class RichAdapter(ToyCalcAdapter):
+    """Seeded answers in a dataclass holding a tuple: the scorer checks both types, so a rollout
+    that came back as anything but the values run_target returned would score 0."""
+
+    def run_target(self, task, ctx, *, seed):
+        prompt = (Path(ctx) / "prompt.md").read_text()
+        rng = _random.Random(f"{seed}:{task.id}:{prompt}")
+        guess = task.target if rng.random() < 0.5 else rng.randrange(100)
+        print("rolled", task.id)
+        _logging.getLogger("agent").warning("guess %s for %s", guess, task.id)
+        return Rollout(
+            task_id=task.id,
+            output=Reply(text=f"answer {guess}", words=("answer", guess)),
+            trace={"draw": rng.random(), "pair": (1, 2), "nested": [{"k": (3,)}]},
+            cost_usd=0.001,
+            tokens=len(task.id),
+        )
+
+    def score(self, task, rollout):
+        reply = rollout.output
+        ok = isinstance(reply, Reply) and isinstance(reply.words, tuple) and reply.words[1] == task.target
+        return Score(reward=1.0 if ok else 0.0, feedback=f"{type(reply).__name__} {reply.words!r}")
+'''
+
+
+class _Planned:
+    def __init__(self, content_hash: str) -> None:
+        self.content_hash = content_hash
+
+
+class _Context:
+    def __init__(self, content_hash: str) -> None:
+        self._planned = _Planned(content_hash)
+
+    def planned(self, tag: str) -> _Planned:
+        return self._planned
+
+
+def in_process_reference(project: Path, record: dict) -> dict:
+    """What today's in-process path (run_target and score in one process) records."""
+    spec = load_spec(project)
+    adapter = load_adapter(spec.adapter, spec.project_dir)
+    task = load_tasks(adapter, spec.adapter)[record["task_id"]]
+    scored = run_and_score(
+        AdapterRunner(adapter),  # targets: InProcess
+        task,
+        spec.capability_path,
+        seed=record["seed"],
+        split="val",
+        timeout_s=spec.rollout_timeout_s,
+    )
+    key = RolloutKey("val", task.id, record["tag"], record["trial"])
+    reference = rollout_record(
+        scored,
+        task,
+        key,
+        run_id="reference",
+        seed=record["seed"],
+        spec=spec,
+        context=_Context(record["candidate_hash"]),  # type: ignore[arg-type]
+    )
+    plain = json.loads(reference.dumps())
+    plain.pop("seconds")
+    plain.pop("run_id")
+    return plain
+
+
+@pytest.mark.parametrize("width", ["1", "8"])
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_isolated_records_are_the_in_process_records(
+    example, projects, capevolve, xdist: list[str], width: str
+) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, RICH, "adapter.py:RichAdapter")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 3")
+    result = capevolve(project, extra=[*xdist, "--capevolve-concurrency", width])
+    assert result.ret == 0, result.stdout.str()
+    records = projects.rollout_records(project)
+    assert len(records) == 36
+    rewards = [r["reward"] for r in records.values()]
+    assert 0.0 in rewards and 1.0 in rewards  # the types survived: some rollouts score 1
+    for record in records.values():
+        assert record == in_process_reference(project, record), record["task_id"]
