@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._stats import sequential as seq
+from .._stats.exact_mean import exceeds as stats_exceeds
 from .verdict import ACCEPT, REJECT, GateConfig, Verdict
 
 UNDECIDED = "undecided"
@@ -105,7 +106,7 @@ def early_verdict(
     s = decision.state
     v = exhaustion_verdict
     spread = v.null_spread
-    if s.stopped == seq.EFFICACY and spread is not None and not (v.delta_mean or 0.0) > spread:
+    if s.stopped == seq.EFFICACY and spread is not None and not _exceeds_floor(v):
         outcome, basis = REJECT, "null_floor"
         reason = (
             f"efficacy e-value {s.efficacy:.4g} crossed after {s.tasks} tasks, but Δ̄ = "
@@ -139,6 +140,17 @@ def early_verdict(
         alpha=float(decision.alpha.alpha),
         details={**exhaustion_verdict.details, "sequential": decision.numbers()},
     )
+
+
+def _exceeds_floor(v: Verdict) -> bool:
+    """The null floor as the gate decides it: on the exact fractions the verdict recorded."""
+    delta = Fraction(v.delta_exact) if v.delta_exact is not None else None
+    if delta is None and v.delta_mean is not None:
+        delta = Fraction(v.delta_mean)
+    spread = Fraction(v.null_spread_exact) if v.null_spread_exact is not None else None
+    if spread is None and v.null_spread is not None:
+        spread = Fraction(v.null_spread)
+    return stats_exceeds(delta, spread)
 
 
 def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: Fraction) -> Verdict:

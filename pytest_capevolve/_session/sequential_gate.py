@@ -178,7 +178,7 @@ class SequentialGate:
         tag: the e-process's decision on the tasks it saw; val exhausted: the exact test at the
         α left over; interrupted before either: "undecided" with the current e-values."""
 
-        def one(tag: str, floor: list[float] | None) -> Verdict:
+        def one(tag: str, floor: list[float | Fraction] | None) -> Verdict:
             decision = self.track(tag)
             level = seqgate.config_at(config, decision.alpha.alpha)
             if decision.decided or interrupted:

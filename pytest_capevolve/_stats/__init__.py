@@ -23,6 +23,7 @@ from .core import (
     task_stderrs,
     variance_components,
 )
+from .exact_mean import exact_mean, exact_spread, exact_task_deltas, exceeds
 from .intervals import (
     ANALYTIC_CI_MIN_TASKS,
     BCA,
@@ -59,6 +60,10 @@ __all__ = [
     "check_rewards",
     "combined_se",
     "coverage",
+    "exact_mean",
+    "exact_spread",
+    "exact_task_deltas",
+    "exceeds",
     "integer_deltas",
     "integer_deltas_of",
     "mean_se",
