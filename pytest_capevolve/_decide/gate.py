@@ -159,7 +159,7 @@ def decide(
         return replace(
             measured, reason=f"{shown} is below min_coverage {config.min_coverage:.0%}: could not judge"
         )
-    ci = stats.bootstrap_ci(deltas, seed=config.seed)
+    ci = stats.mean_ci(deltas, seed=config.seed)
     rule = run_rule(candidate, best, deltas, config, candidate_size, best_size, arms)
     decision, basis, reason, numbers = rule
     bar = numbers.get("bar")
@@ -195,7 +195,7 @@ def decide(
         basis=basis,
         reason=reason,
         ci=None if ci is None else [ci[0], ci[1]],
-        ci_method=None if ci is None else stats.ci_method(n),
+        ci_method=None if ci is None else stats.mean_ci_method(n),
         bar=bar,
         verdict_stable=stable,
         directionally_positive_but_inconclusive=leaning,

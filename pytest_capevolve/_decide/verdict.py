@@ -53,7 +53,7 @@ class Verdict:
     delta_exact: str | None = None  # Δ̄ as the fraction it is ("7/18"): the null floor's comparison
     se: float | None = None
     ci: list[float] | None = None
-    ci_method: str | None = None  # bca_bootstrap, or normal past stats.ANALYTIC_CI_MIN_TASKS tasks
+    ci_method: str | None = None  # t below stats.T_CI_MAX_TASKS tasks, bca_bootstrap, normal past 2000
     p_value: float | None = None
     p_exact: str | None = None
     p_method: str | None = None
