@@ -172,8 +172,10 @@ def test_mde_grows_as_alpha_shrinks_and_shrinks_with_more_tasks() -> None:
 
 def test_calibration_alarm_sounds_only_for_a_tally_too_high_for_alpha() -> None:
     def events(accepts: int, n: int) -> list[dict]:
+        """n nulls, ``accepts`` of them accepted, spread evenly over the run."""
+        at = {j * n // accepts for j in range(accepts)}
         return [
-            {"kind": calibration.NULL_EVENT, "decision": "accept" if i < accepts else "reject", "alpha": 0.05}
+            {"kind": calibration.NULL_EVENT, "decision": "accept" if i in at else "reject", "alpha": 0.05}
             for i in range(n)
         ]
 
@@ -187,6 +189,7 @@ def test_calibration_alarm_sounds_only_for_a_tally_too_high_for_alpha() -> None:
         "accepts": 0,
         "alpha": 0.05,
         "p_value": None,
+        "alarm_level": None,
         "alarm": False,
         "text": "no null control gated yet",
     }
