@@ -63,7 +63,7 @@ def calibration(events: list[dict[str, Any]], default_alpha: float) -> Calibrati
         from scipy import stats as sps
 
         looks = np.arange(1, n + 1)
-        p_looks = sps.binom.sf(np.cumsum(accepted) - 1, looks, alphas)
+        p_looks = np.asarray(sps.binom.sf(np.cumsum(accepted) - 1, looks, alphas), dtype=float)
         p_value = float(p_looks[-1])
         alarm = bool(np.any(p_looks < ALARM_P * _SIX_OVER_PI_SQ / looks.astype(float) ** 2))
     text = (
