@@ -75,7 +75,10 @@ class AlphaBudget:
         self.schedule = spec.gate_alpha_schedule
         self.alpha = spec.gate_alpha
         self.decided = alpha_budget.decisions_so_far(events)
-        self.round = alpha_budget.round_alpha(self.schedule, spec.gate_alpha, self.decided, siblings)
+        self.accepts = alpha_budget.accepted_decisions(events)
+        self.round = alpha_budget.round_alpha(
+            self.schedule, spec.gate_alpha, self.decided, siblings, self.accepts
+        )
         self._taken = 0
         self._earlier = {
             (e.get("kind"), e.get("tag"), e.get("against")): e
@@ -103,7 +106,7 @@ class AlphaBudget:
         return {
             "schedule": self.schedule,
             "j": j,
-            "alpha_j": float(alpha_budget.alpha_for(self.schedule, self.alpha, j)),
+            "alpha_j": float(alpha_budget.alpha_for(self.schedule, self.alpha, j, self.accepts)),
             "alpha_round": float(self.round),
         }, True
 
