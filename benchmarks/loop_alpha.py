@@ -87,9 +87,7 @@ def main() -> None:
             values = np.array([r[key] for r in rows], dtype=float)
             cells[key] = (values.mean(), values.std(ddof=1) / np.sqrt(loops))
         baseline = baseline or cells["gain"][0]
-        shown = " ".join(
-            f"{cells[k][0]:>7.3f} ± {cells[k][1]:<5.3f}" for k in ("false", "true", "any_false")
-        )
+        shown = " ".join(f"{cells[k][0]:>7.3f} ± {cells[k][1]:<5.3f}" for k in ("false", "true", "any_false"))
         print(
             f"{schedule:>9} {shown} {cells['gain'][0]:>+8.4f} ± {cells['gain'][1]:<6.4f} "
             f"{cells['gain'][0] / baseline:>10.2f}× {cells['optimism'][0]:>+8.4f} ± {cells['optimism'][1]:<6.4f}"

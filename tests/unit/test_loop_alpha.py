@@ -50,3 +50,14 @@ def test_the_accepts_lord_earns_on_are_read_from_the_gate_decision_events():
     assert alpha_budget.round_alpha("lord", ALPHA, 2, 2, [2]) == sum(
         alpha_budget.alpha_for("lord", ALPHA, j, [2]) for j in (3, 4)
     )
+
+
+def test_hill_climb_gates_with_the_loop_schedule_unless_the_spec_names_one(tmp_path):
+    from pytest_capevolve._loop.hill_climb_options import Options, ini_overrides
+
+    spec = tmp_path / "capevolve.yaml"
+    spec.write_text("adapter: adapter.py:A\ncapability_path: capability\n")
+    assert ini_overrides(Options(project=tmp_path), spec)["gate_alpha_schedule"] == alpha_budget.LOOP_SCHEDULE
+    spec.write_text("adapter: adapter.py:A\ncapability_path: capability\ngate_alpha_schedule: constant\n")
+    assert "gate_alpha_schedule" not in ini_overrides(Options(project=tmp_path), spec)  # the spec's wins
+    assert alpha_budget.LOOP_SCHEDULE != "constant"
