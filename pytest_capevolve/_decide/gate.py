@@ -124,8 +124,7 @@ def decide(
     used = np.flatnonzero(mask)[deltas != 0]
     footprint = [task_ids[i] for i in used.tolist()]
     regs = _regressions_of(arms, task_ids, config.success_threshold)
-    exact_deltas = stats.exact_task_deltas(*(a.matrix for a in arms))
-    delta_exact = stats.exact_mean(exact_deltas)
+    delta_exact = stats.exact_mean_delta(arms[0].matrix, arms[1].matrix)
     # the floor is decided on fractions (an exact tie never exceeds it); its float is for reading
     spread_exact = stats.exact_spread(null_deltas) if null_deltas else None
     spread = None if spread_exact is None else float(spread_exact)
@@ -171,7 +170,7 @@ def decide(
         )
     if spread is not None:
         bar = max(bar or 0.0, spread)
-    floor = (exact_deltas, spread_exact)
+    floor = (delta_exact, spread_exact)
     stable = _survives_dropping_any_task(arms, config, candidate_size, best_size, floor, decision, numbers)
     leaning = decision != ACCEPT and (delta_mean or 0.0) > 0
     if decision == ACCEPT and config.veto_regressions and regs:
@@ -210,7 +209,7 @@ def _survives_dropping_any_task(
     config: GateConfig,
     candidate_size: int | None,
     best_size: int | None,
-    floor: tuple[list[Fraction], Fraction | None],
+    floor: tuple[Fraction | None, Fraction | None],
     decision: str,
     rule_numbers: RuleNumbers,
 ) -> bool | None:
@@ -218,7 +217,7 @@ def _survives_dropping_any_task(
 
     Tasks with the same pair of per-task means are interchangeable for every rule, so one of
     each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds.
-    ``floor``: the exact per-task deltas and the nulls' exact spread (None: no null floor).
+    ``floor``: the exact Δ̄ and the nulls' exact spread (None: no null floor).
     The exact rule's p-value bounds most drops without a new test (:func:`_exact_drop_bound`)."""
     cand_means, best_means = arms[0].means, arms[1].means
     valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
@@ -228,8 +227,8 @@ def _survives_dropping_any_task(
     if valid.size == 1:
         return False  # dropping the only paired task leaves nothing to decide on
     all_deltas = cand_means[valid] - best_means[valid]
-    exact, spread = floor
-    total = sum(exact, Fraction(0)) if spread is not None else Fraction(0)
+    mean_exact, spread = floor
+    total = (mean_exact or Fraction(0)) * valid.size  # Σ of the exact per-task deltas
     bound = _exact_drop_bound(arms, config, rule_numbers)
     for j in sorted(int(j) for j in first):
         deltas = np.delete(all_deltas, j)  # the paired deltas with task valid[j] left out
@@ -238,8 +237,10 @@ def _survives_dropping_any_task(
             dropped = arms[0].without(int(valid[j])), arms[1].without(int(valid[j]))
             cand, bst = dropped[0].matrix, dropped[1].matrix
             again, *_ = run_rule(cand, bst, deltas, config, candidate_size, best_size, dropped)
-        if again == ACCEPT and not stats.exceeds((total - exact[j]) / (len(exact) - 1), spread):
-            again = REJECT
+        if again == ACCEPT and spread is not None:  # the floor on the rest, in fractions
+            left_out = stats.exact_task_deltas(arms[0].matrix, arms[1].matrix, rows=[int(valid[j])])
+            if not stats.exceeds((total - left_out[0]) / (valid.size - 1), spread):
+                again = REJECT
         if again != decision:
             return False
     return True

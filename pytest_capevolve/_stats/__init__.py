@@ -23,7 +23,7 @@ from .core import (
     task_stderrs,
     variance_components,
 )
-from .exact_mean import exact_mean, exact_spread, exact_task_deltas, exceeds
+from .exact_mean import exact_mean, exact_mean_delta, exact_spread, exact_task_deltas, exceeds
 from .intervals import (
     ANALYTIC_CI_MIN_TASKS,
     BCA,
@@ -68,6 +68,7 @@ __all__ = [
     "combined_se",
     "coverage",
     "exact_mean",
+    "exact_mean_delta",
     "exact_spread",
     "exact_task_deltas",
     "exceeds",

@@ -67,3 +67,14 @@ def test_the_sequential_gates_early_accept_uses_the_same_exact_floor():
         )
         assert state.state.stopped == "efficacy"
         assert stopping.early_verdict(verdict, state).basis == "null_floor"
+
+
+def test_the_fast_exact_mean_is_the_mean_of_the_exact_task_deltas():
+    rng = np.random.default_rng(3)
+    for scale in (1.0, 0.37):  # on a grid, then off one
+        cand = (rng.random((40, 3)) < 0.5) * scale
+        best = (rng.random((40, 3)) < 0.5) * scale
+        cand[2, 1] = np.nan  # mixed trial counts
+        whole = stats.exact_task_deltas(cand, best)
+        assert stats.exact_mean_delta(cand, best) == stats.exact_mean(whole)
+        assert stats.exact_task_deltas(cand, best, rows=[2, 5]) == [whole[2], whole[5]]
