@@ -9,11 +9,11 @@ chance that *any* decision of the run is a false accept stays ≤ α, however lo
 
 With ``lord`` (LORD++, Ramdas, Yang, Wainwright & Jordan 2017) α is earned back on accepts:
 the j-th decision gets α_j = γ_j·W₀ + (α − W₀)·γ_{j−τ₁} + α·Σ_{k≥2} γ_{j−τ_k}, where τ_k is
-the decision number of the k-th accept, W₀ = α/2 and γ the sequence of :func:`_gamma`. Its promise is on the
-accepts rather than on any accept: Σ_{i≤j} α_i ≤ α·max(1, accepts so far) at every j (the
-property that bounds the false-discovery rate by α under independence), and while nothing has
-been accepted the levels sum to ≤ W₀, so a loop of nulls only accepts one with probability
-≤ α/2. A loop that finds real improvements keeps testing near α instead of at α/j².
+the decision number of the k-th accept and γ_i = 6/(π² i²). With W₀ = α (the largest LORD++
+allows) its levels are ``basel``'s until the first accept — so a loop of nulls accepts one with
+probability ≤ α, as under ``basel`` — and each accept after that earns α back: the level never
+falls below ``basel``'s. Its promise on the accepts: Σ_{i≤j} α_i ≤ α·max(1, accepts so far) at
+every j (the property that bounds the false-discovery rate by α under independence).
 ``benchmarks/loop_alpha.py`` compares the three on a simulated 100-decision loop.
 
 Pure: one function per question, so other spenders (a per-candidate look-spending grow, a
@@ -29,9 +29,9 @@ from fractions import Fraction
 SCHEDULES = ("constant", "basel", "lord")  # the spec's gate_alpha_schedule choices
 # What hill-climb and the agent hand-off gate with when the spec names no schedule (the spec's
 # own default stays ``constant``, for people who gate once). Chosen by benchmarks/loop_alpha.py
-# (200 loops × 100 decisions, seed 2026): both spending rules kept P(any false accept) ≤ α
-# (basel 0.035, lord 0.025 ± 0.011, constant 0.515), and lord accepted as many true
-# improvements (0.67 vs 0.64 per loop, within Monte Carlo error) while earning α back on them.
+# (200 loops × 100 decisions, seed 2026; docs/explanation/alpha-across-a-run.md has the table):
+# both spending rules keep P(any false accept) ≤ α where constant reaches 0.5, and lord, equal
+# to basel until a first accept and above it after, accepts at least as many true improvements.
 LOOP_SCHEDULE = "lord"
 
 # 6/π² as an exact-enough fraction: α_j is decided on rationals, like the exact gate's p-values.
@@ -40,11 +40,10 @@ _SIX_OVER_PI_SQ = Fraction(math.floor(6 / math.pi**2 * 10**12), 10**12)
 
 
 def _gamma(i: int) -> Fraction:
-    """LORD++'s spending sequence: γ_i = 6/(π² i²) (non-increasing, Σ_i γ_i ≤ 1), the same
-    front-loaded sequence as ``basel``: tried against the slowly decaying
-    C·log(i)/(i·e^√(log i)) of Javanmard & Montanari (20 loops of benchmarks/loop_alpha.py), it
-    accepted as many true improvements or more: a loop's first accept must come early for LORD to
-    earn anything."""
+    """LORD++'s spending sequence: γ_i = 6/(π² i²) (non-increasing, Σ_i γ_i ≤ 1), ``basel``'s:
+    front-loaded, because a loop's first accept must come early for LORD to earn anything (the
+    slowly decaying C·log(i)/(i·e^√(log i)) of Javanmard & Montanari, tried on 20 loops of
+    benchmarks/loop_alpha.py, accepted fewer true improvements)."""
     return _SIX_OVER_PI_SQ / (i * i)
 
 
@@ -61,7 +60,7 @@ def alpha_for(schedule: str, alpha: float | Fraction, decision: int, accepts: It
         return base * _SIX_OVER_PI_SQ / (decision * decision)
     if schedule == "lord":
         earlier = sorted(j for j in set(accepts) if 1 <= j < decision)
-        wealth0 = base / 2
+        wealth0 = base  # W₀ = α: basel's levels until the first accept
         level = _gamma(decision) * wealth0
         for k, tau in enumerate(earlier):
             level += (base - wealth0 if k == 0 else base) * _gamma(decision - tau)
