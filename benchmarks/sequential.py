@@ -1,6 +1,7 @@
 """The sequential gate against the fixed-n exact gate, and the val-reuse α budget on a loop.
 
-Run: python benchmarks/sequential.py [candidates_per_cell] [seed]   (defaults 2000, 2026)
+Run: python benchmarks/sequential.py [candidates_per_cell] [seed] [trials] [part1]   (defaults 2000,
+2026, 5; "part1" skips the loop part)
 
 Per-task success rates are resampled from the public tau2-bench airline run (tests/data: the
 seed arm and its three byte-identical null arms, 20 trials per task); every simulated
@@ -121,8 +122,10 @@ def null_loop(
 
 
 def main() -> None:
+    global TRIALS
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 2026
+    TRIALS = int(sys.argv[3]) if len(sys.argv) > 3 else TRIALS
     rng = np.random.default_rng(seed)
     pool = real_rates()
     levels = split(ALPHA)
@@ -147,6 +150,8 @@ def main() -> None:
                 f"{r['early_accept']:>10.3f} {r['futility']:>9.3f}"
             )
     print(f"(part 1: {time.perf_counter() - start:.1f} s)")
+    if len(sys.argv) > 4 and sys.argv[4] == "part1":
+        return
     loops, candidates, n = max(count // 4, 100), 200, 30
     start = time.perf_counter()
     loop = null_loop(rng, pool, n, loops, candidates)

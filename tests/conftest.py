@@ -24,6 +24,7 @@ from openai_example import standin_server
 # in-process pytester run drops what it imported when it ends, and numpy cannot be imported
 # twice in one process; importing it here keeps it loaded across in-process runs.
 import pytest_capevolve._session.wiring  # noqa: F401
+from pytest_capevolve._store import order_secret
 from pytest_capevolve._store.record import RolloutRecord
 
 pytest_plugins = "pytester"
@@ -38,6 +39,17 @@ SHARED_DATA = Path(__file__).resolve().parent / "data" / "tau2-airline-v4-val-pe
 XDIST_MODES = [pytest.param([], id="no-xdist"), pytest.param(["-n", "2"], id="xdist-2")]
 
 Example = Callable[..., Path]
+
+
+# The order secret a run makes at its start is random; a test's runs get this fixed one instead,
+# as they get a fixed base_seed, so a sequential gate sees val in the same orders every time the
+# test runs (tests/unit/test_task_order.py restores the OS's randomness where it is the subject).
+FIXED_ORDER_SECRET = bytes(range(32))
+
+
+@pytest.fixture(autouse=True)
+def _fixed_order_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(order_secret, "new_secret", lambda: FIXED_ORDER_SECRET)
 
 
 @pytest.fixture(params=XDIST_MODES)

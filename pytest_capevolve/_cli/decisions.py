@@ -112,11 +112,23 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
             f"capevolve spend --n-siblings 3 {where}",
             f"capevolve work new cand_0001 {where}",
             f"pytest --capevolve-run {where} --capevolve-candidate {work} "
-            "--capevolve-gate --capevolve-commit none",
+            f"--capevolve-gate --capevolve-commit none{_loop_alpha(spec)}",
             f"capevolve commit cand_0001 {where} --decision accept",
             f"capevolve commit cand_0001 {where} --decision reject --reject-basis gate",
         ],
     }
+
+
+def _loop_alpha(spec: Any) -> str:
+    """The gate command's ``-o`` for the loop's α schedule, unless the spec names one: an agent
+    driving the loop gates dozens of times, so its default spends α across the run's decisions."""
+    from .._decide.alpha_budget import LOOP_SCHEDULE
+    from .._project.yamlfile import read_yaml
+
+    raw = read_yaml(spec.path) or {}
+    if isinstance(raw, dict) and "gate_alpha_schedule" in raw:
+        return ""
+    return f" -o capevolve_gate_alpha_schedule={LOOP_SCHEDULE}"
 
 
 def _session_summary(output: str, command: list[str]) -> str:

@@ -8,7 +8,7 @@ where the spec and the CLI read it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
@@ -86,7 +86,7 @@ def decide(
     task_ids: list[str],
     config: GateConfig,
     split: str = "val",
-    null_deltas: list[float] | None = None,
+    null_deltas: Sequence[float | Fraction | str] | None = None,
     infra_errors: dict[str, int] | None = None,
     candidate_size: int | None = None,
     best_size: int | None = None,
@@ -124,7 +124,10 @@ def decide(
     used = np.flatnonzero(mask)[deltas != 0]
     footprint = [task_ids[i] for i in used.tolist()]
     regs = _regressions_of(arms, task_ids, config.success_threshold)
-    spread = max((abs(d) for d in null_deltas), default=None) if null_deltas else None
+    delta_exact = stats.exact_mean_delta(arms[0].matrix, arms[1].matrix)
+    # the floor is decided on fractions (an exact tie never exceeds it); its float is for reading
+    spread_exact = stats.exact_spread(null_deltas) if null_deltas else None
+    spread = None if spread_exact is None else float(spread_exact)
     # the verdict's numbers, shared by every outcome; the decision is filled in below
     measured = Verdict(
         tag=tag,
@@ -138,8 +141,10 @@ def decide(
         n_tasks=n,
         trials=int(candidate.shape[1]) if candidate.ndim == 2 else 1,
         delta_mean=delta_mean,
+        delta_exact=None if delta_exact is None else str(delta_exact),
         se=se,
         null_spread=spread,
+        null_spread_exact=None if spread_exact is None else str(spread_exact),
         coverage=cov,
         min_coverage=config.min_coverage,
         footprint=footprint,
@@ -153,11 +158,11 @@ def decide(
         return replace(
             measured, reason=f"{shown} is below min_coverage {config.min_coverage:.0%}: could not judge"
         )
-    ci = stats.bootstrap_ci(deltas, seed=config.seed)
+    ci = stats.mean_ci(deltas, seed=config.seed)
     rule = run_rule(candidate, best, deltas, config, candidate_size, best_size, arms)
     decision, basis, reason, numbers = rule
     bar = numbers.get("bar")
-    if decision == ACCEPT and spread is not None and not (delta_mean or 0.0) > spread:
+    if decision == ACCEPT and not stats.exceeds(delta_exact, spread_exact):
         decision, basis = REJECT, "null_floor"
         reason = (
             f"Δ̄ = {delta_mean:+.4f} does not exceed the null controls' own spread "
@@ -165,7 +170,8 @@ def decide(
         )
     if spread is not None:
         bar = max(bar or 0.0, spread)
-    stable = _survives_dropping_any_task(arms, config, candidate_size, best_size, spread, decision, numbers)
+    floor = (delta_exact, spread_exact)
+    stable = _survives_dropping_any_task(arms, config, candidate_size, best_size, floor, decision, numbers)
     leaning = decision != ACCEPT and (delta_mean or 0.0) > 0
     if decision == ACCEPT and config.veto_regressions and regs:
         decision, basis = REJECT, "regression_veto"
@@ -188,7 +194,7 @@ def decide(
         basis=basis,
         reason=reason,
         ci=None if ci is None else [ci[0], ci[1]],
-        ci_method=None if ci is None else stats.ci_method(n),
+        ci_method=None if ci is None else stats.mean_ci_method(n),
         bar=bar,
         verdict_stable=stable,
         directionally_positive_but_inconclusive=leaning,
@@ -203,7 +209,7 @@ def _survives_dropping_any_task(
     config: GateConfig,
     candidate_size: int | None,
     best_size: int | None,
-    spread: float | None,
+    floor: tuple[Fraction | None, Fraction | None],
     decision: str,
     rule_numbers: RuleNumbers,
 ) -> bool | None:
@@ -211,6 +217,7 @@ def _survives_dropping_any_task(
 
     Tasks with the same pair of per-task means are interchangeable for every rule, so one of
     each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds.
+    ``floor``: the exact Δ̄ and the nulls' exact spread (None: no null floor).
     The exact rule's p-value bounds most drops without a new test (:func:`_exact_drop_bound`)."""
     cand_means, best_means = arms[0].means, arms[1].means
     valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
@@ -220,6 +227,8 @@ def _survives_dropping_any_task(
     if valid.size == 1:
         return False  # dropping the only paired task leaves nothing to decide on
     all_deltas = cand_means[valid] - best_means[valid]
+    mean_exact, spread = floor
+    total = (mean_exact or Fraction(0)) * valid.size  # Σ of the exact per-task deltas
     bound = _exact_drop_bound(arms, config, rule_numbers)
     for j in sorted(int(j) for j in first):
         deltas = np.delete(all_deltas, j)  # the paired deltas with task valid[j] left out
@@ -228,8 +237,10 @@ def _survives_dropping_any_task(
             dropped = arms[0].without(int(valid[j])), arms[1].without(int(valid[j]))
             cand, bst = dropped[0].matrix, dropped[1].matrix
             again, *_ = run_rule(cand, bst, deltas, config, candidate_size, best_size, dropped)
-        if again == ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
-            again = REJECT
+        if again == ACCEPT and spread is not None:  # the floor on the rest, in fractions
+            left_out = stats.exact_task_deltas(arms[0].matrix, arms[1].matrix, rows=[int(valid[j])])
+            if not stats.exceeds((total - left_out[0]) / (valid.size - 1), spread):
+                again = REJECT
         if again != decision:
             return False
     return True

@@ -7,6 +7,13 @@ exact sign-flip test that the candidate is worse, at the screen's α) or ceiling
 if every unscreened task passed every trial, the full-val gate would not accept). Anything else
 is a promote: "could not prove harm", not "good".
 
+The subset is chosen from the best's first trial (:func:`selection_trials`) and harm is tested
+on its other trials only (:func:`held_out`): choosing the tasks where the best's rollouts happened
+to go well and testing the candidate against those same rollouts reads regression to the mean
+as harm (byte-identical candidates were killed 6.1 % of the time at 100 tasks, 7.8 % at 200,
+against ``screen_alpha`` 0.05; ``benchmarks/screening.py`` measures both). With one
+trial there is nothing to hold out, so the order is the seeded shuffle alone.
+
 The subset is deterministic for (run, candidate, tier), and each tier's subset is a prefix of
 the next one's, so climbing the ladder never pays a rollout twice: the tasks the best fails
 come first (where a fix shows; those it sometimes passes before those it never does), every
@@ -62,6 +69,32 @@ def fewest_tasks(alpha: float) -> int:
     while best_harm_p(n) > Fraction(str(alpha)):
         n += 1
     return n
+
+
+def selection_trials(num_trials: int) -> int:
+    """How many of the best's trials (the first ones) choose the subset: one, when there are
+    more. The rest are held out for the harm test, so the tasks are never chosen on the
+    rollouts the candidate is tested against; one trial chooses nearly as well as two and
+    leaves the test four of five (a 10-task tier-1 screen kills the noisy_agent regression
+    for 57 % of run ids with one, 15 % with two)."""
+    return 1 if num_trials > 1 else 0
+
+
+def held_out(matrix: np.ndarray, num_trials: int) -> np.ndarray:
+    """The trials of a subset's reward matrix the harm test reads: those after the selection's."""
+    return stats.as_matrix(matrix)[:, selection_trials(num_trials) :]
+
+
+def selection_means(best: np.ndarray, task_ids: Sequence[str], num_trials: int) -> dict[str, float]:
+    """The best's per-task means over its selection trials only (what :func:`ladder` orders
+    by); with no selection trial (one trial per task) every valid task reads ½: no information,
+    so the ladder is the run's seeded shuffle."""
+    best = stats.as_matrix(best)
+    valid = ~np.isnan(best).all(axis=1)
+    chosen = best[:, : selection_trials(num_trials)]
+    seen = stats.task_means(chosen) if chosen.shape[1] else np.full(best.shape[0], np.nan)
+    means = np.where(np.isnan(seen), 0.5, seen)  # no selection trial valid: no information
+    return {t: float(m) for t, m, ok in zip(task_ids, means.tolist(), valid.tolist(), strict=True) if ok}
 
 
 def _rng(run_id: str, tag: str) -> random.Random:
@@ -149,8 +182,14 @@ def decide_screen(
     subset_rows: Sequence[int] = (),
     gate: GateConfig | None = None,
     seed: int = 0,
+    num_trials: int | None = None,
 ) -> ScreenResult:
     """Kill or promote from the subset's reward matrices (tasks × trials, nan = missing).
+
+    ``num_trials``: the trials per task the subset was chosen with (:func:`select` on
+    :func:`selection_means`); the harm test then reads only the trials held out from that
+    choice (:func:`held_out`) on both sides. None: tasks chosen without looking at the best's
+    rollouts (by hand), so every trial is tested.
 
     ``best_full`` (the best's full-val matrix), ``subset_rows`` (the subset's rows in it) and
     ``gate`` (the full-val gate's config at its first look) enable the ceiling: a candidate
@@ -160,7 +199,11 @@ def decide_screen(
     candidate, best = stats.as_matrix(candidate), stats.as_matrix(best)
     deltas, _ = stats.paired_deltas(candidate, best)
     delta_mean = float(np.mean(deltas)) if deltas.size else None
-    harm = harm_test(candidate, best, alpha=alpha, seed=seed)
+    tested = (candidate, best)
+    if num_trials is not None:  # chosen on the best's first trial: test on the others only
+        tested = (held_out(candidate, num_trials), held_out(best, num_trials))
+    tested_deltas, _ = stats.paired_deltas(*tested)
+    harm = harm_test(*tested, alpha=alpha, seed=seed)
     shown = "n/a" if delta_mean is None else f"{delta_mean:+.4f}"
 
     def result(decision: str, basis: str, reason: str, ceiling_p: float | None) -> ScreenResult:
@@ -177,7 +220,7 @@ def decide_screen(
             ceiling_p=ceiling_p,
         )
 
-    if deltas.size and harm.at_most(alpha):
+    if tested_deltas.size and harm.at_most(alpha):
         return result(
             KILL,
             HARM,

@@ -50,14 +50,16 @@ class Verdict:
     n_tasks: int = 0
     trials: int = 0
     delta_mean: float | None = None
+    delta_exact: str | None = None  # Δ̄ as the fraction it is ("7/18"): the null floor's comparison
     se: float | None = None
     ci: list[float] | None = None
-    ci_method: str | None = None  # bca_bootstrap, or normal past stats.ANALYTIC_CI_MIN_TASKS tasks
+    ci_method: str | None = None  # t below stats.T_CI_MAX_TASKS tasks, bca_bootstrap, normal past 2000
     p_value: float | None = None
     p_exact: str | None = None
     p_method: str | None = None
     bar: float | None = None
     null_spread: float | None = None
+    null_spread_exact: str | None = None  # the nulls' max |Δ̄| as a fraction
     coverage: dict[str, float] = field(default_factory=dict)
     footprint: list[str] = field(default_factory=list)
     regressions: list[dict[str, Any]] = field(default_factory=list)

@@ -67,8 +67,10 @@ class EvalPlan:
     # being paid right now by another live session (its claim): not owed here, waited for
     awaited: set[tuple[str, str, str, int]] | set[RolloutKey] = field(default_factory=set)
     block: int = 0  # the replicate block evaluated (--capevolve-block; 0 is the usual one)
-    # --capevolve-sequential: the seeded task order and this session's stop-marker token
+    # --capevolve-sequential: the item order (every gated tag's order, interleaved), each gated
+    # tag's own task order (from its bytes and the run's secret), this session's stop-marker token
     order: list[str] | None = None
+    orders: dict[str, list[str]] | None = None
     sequential: str | None = None
     live: str | None = None  # this session's live-marker token (:mod:`.._store.live_marker`)
     _keys: tuple[Any, list[RolloutKey]] | None = field(default=None, repr=False, compare=False)
@@ -142,6 +144,7 @@ class EvalPlan:
             awaited={(s, t, g, int(k)) for s, t, g, k in data.get("awaited", [])},
             block=int(data.get("block", 0)),
             order=data.get("order"),
+            orders=data.get("orders"),
             sequential=data.get("sequential"),
             live=data.get("live"),
         )

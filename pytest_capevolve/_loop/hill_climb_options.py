@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._policy import Refusal
 from .._project.spec import Spec
 from .._project.yamlfile import YamlError, read_yaml
@@ -67,6 +68,10 @@ def ini_overrides(options: Options, spec_path: Path) -> dict[str, str]:
                 "and the spec wins over what a flag can pass to the gate session; edit the spec instead"
             )
         out[key] = str(value)
+    # a loop gates dozens of times: unless the spec names a schedule, it spends α across the
+    # run's decisions (the spec, which wins over an ini default, can still say `constant`)
+    if not (isinstance(raw, dict) and "gate_alpha_schedule" in raw):
+        out["gate_alpha_schedule"] = LOOP_SCHEDULE
     return out
 
 

@@ -66,7 +66,7 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
         )
         if level is not None and ask.alpha is None:  # the level it had: family share, look, schedule
             config = replace(config, alpha=level.alpha)
-        nulls = [v["delta_mean"] for v in (rundir.verdicts.verdict(t) for t in null_tags) if v is not None]
+        nulls = [_null_delta(v) for v in (rundir.verdicts.verdict(t) for t in null_tags) if v is not None]
     else:  # grown: at its pooled trials and its look's level; its null controls judged so too
         assert as_decided is not None
         tags = [ask.tag, against, *null_tags]
@@ -80,7 +80,7 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
             veto_regressions=ask.veto_regressions,
             look=int(looks["look"]),
         )
-        nulls = [evidence.judge(t, against, config).delta_mean for t in null_tags]
+        nulls = [_null_delta(evidence.judge(t, against, config).to_dict()) for t in null_tags]
     verdict = evidence.judge(ask.tag, against, config, [n for n in nulls if n is not None] or None)
     if level is not None and looks is None:
         if ask.alpha is None:
@@ -131,6 +131,12 @@ def _exact(level: float) -> Fraction:
     fraction that is that float (1/60 for 0.01666…), else the float's own value."""
     simple = Fraction(level).limit_denominator(10**9)
     return simple if float(simple) == level else Fraction(level)
+
+
+def _null_delta(verdict: dict[str, Any]) -> Fraction | float | None:
+    """A null's Δ̄ as the null floor compares it: the exact fraction its verdict recorded."""
+    exact = verdict.get("delta_exact")
+    return Fraction(exact) if isinstance(exact, str) else verdict.get("delta_mean")
 
 
 def _looks(recorded: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -55,7 +55,10 @@ def val_reuse(
     spec: Spec, events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]], n_val: int
 ) -> ValReuse:
     decided = alpha_budget.decisions_so_far(events)
-    next_alpha = float(alpha_budget.alpha_for(spec.gate_alpha_schedule, spec.gate_alpha, decided + 1))
+    accepts = alpha_budget.accepted_decisions(events)
+    next_alpha = float(
+        alpha_budget.alpha_for(spec.gate_alpha_schedule, spec.gate_alpha, decided + 1, accepts)
+    )
     spread = delta_spread(events, verdicts)
     identical = spread == 0.0  # a reproducible agent: no noise to scale an MDE by, never "+0.000"
     mde = None if spread is None or identical else alpha_budget.mde(next_alpha, n_val, spread, POWER)

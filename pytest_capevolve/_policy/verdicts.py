@@ -81,7 +81,11 @@ class Evidence:
         return self._sizes[tag]
 
     def judge(
-        self, tag: str, against: str, config: GateConfig, null_deltas: list[float] | None = None
+        self,
+        tag: str,
+        against: str,
+        config: GateConfig,
+        null_deltas: list[float | Fraction] | None = None,
     ) -> Verdict:
         """Gate ``tag`` against ``against`` on the trial indices both have (a grown best is
         compared with an ungrown null control on the null's trials only)."""
@@ -103,8 +107,14 @@ class Evidence:
         )
 
 
-def null_deltas(verdicts: list[Verdict]) -> list[float]:
-    return [v.delta_mean for v in verdicts if v.delta_mean is not None]
+def null_deltas(verdicts: list[Verdict]) -> list[float | Fraction]:
+    """The null controls' Δ̄, as the exact fractions their verdicts recorded (the null floor
+    is decided on them; a verdict without one gives its float)."""
+    return [
+        Fraction(v.delta_exact) if v.delta_exact is not None else v.delta_mean
+        for v in verdicts
+        if v.delta_mean is not None
+    ]
 
 
 def verdict_file(verdict: Verdict, **extra: Any) -> dict[str, Any]:

@@ -79,7 +79,10 @@ class AlphaBudget:
         self.alpha = spec.gate_alpha
         self.judge_rescores = spec.judge_rescores  # > 1: verdicts carry the judge's share
         self.decided = alpha_budget.decisions_so_far(events)
-        self.round = alpha_budget.round_alpha(self.schedule, spec.gate_alpha, self.decided, siblings)
+        self.accepts = alpha_budget.accepted_decisions(events)
+        self.round = alpha_budget.round_alpha(
+            self.schedule, spec.gate_alpha, self.decided, siblings, self.accepts
+        )
         self._taken = 0
         self._earlier = {
             (e.get("kind"), e.get("tag"), e.get("against")): e
@@ -107,7 +110,7 @@ class AlphaBudget:
         return {
             "schedule": self.schedule,
             "j": j,
-            "alpha_j": float(alpha_budget.alpha_for(self.schedule, self.alpha, j)),
+            "alpha_j": float(alpha_budget.alpha_for(self.schedule, self.alpha, j, self.accepts)),
             "alpha_round": float(self.round),
         }, True
 

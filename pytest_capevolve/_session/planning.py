@@ -261,9 +261,13 @@ def plan_evaluation(
         block=block,
     )
     if gate.sequential:
-        from .sequential_gate import seeded_order
+        from .._decide.task_order import interleaved, task_order
 
-        plan.order = seeded_order(task_ids, spec.base_seed)
+        # each gated tag's order is fixed by its bytes and the run's secret, never computable in
+        # advance from the spec and the code; the items run the orders interleaved
+        secret = rundir.order_secret.read()
+        plan.orders = {c.tag: task_order(task_ids, secret, c.content_hash) for c in planned if c.tag != best}
+        plan.order = interleaved(plan.orders.values())
         plan.sequential = uuid.uuid4().hex
     plan.live = uuid.uuid4().hex
     live_marker.create(rundir.root, plan.live)

@@ -1,22 +1,23 @@
 """The sequential gate session role (``--capevolve-sequential``): stop paying once decided.
 
-Controller only. Items are collected in a seeded task order with both arms' trials of a task
-together (:attr:`.plan.EvalPlan.order`). As each rollout's report arrives — where
+Controller only. Each gated tag sees val in its own order, derived from its content hash and
+the run's secret (:mod:`..decide.task_order`; :attr:`.plan.EvalPlan.orders`), and items are
+collected in those orders interleaved, both arms' trials of a task together
+(:attr:`.plan.EvalPlan.order`). As each rollout's report arrives — where
 :class:`.persistence.Persistence` saves it — this role records the reward; once a task is
-complete on both sides, and every task before it in the seeded order is too, its paired delta
+complete on both sides, and every task before it in the tag's order is too, its paired delta
 feeds the tag's e-processes (:mod:`..decide.sequential`). A tag whose e-process crosses is
 decided: its remaining items skip before the adapter is called (in-process through
 :attr:`..items.EvalContext.stopped`; on xdist workers through the stop marker,
 :mod:`..store.stop_marker`), and the best's too once every other tag is decided.
 
-Feeding in the seeded order, never in completion order, keeps the bets predictable: which task
+Feeding in the tag's order, never in completion order, keeps the bets predictable: which task
 comes next never depends on how fast a rollout finished (which could depend on its outcome).
 """
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 import pytest
 
 from .._decide import stopping as seqgate
+from .._decide import task_order
 from .._decide.verdict import GateConfig, Verdict
 from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP
 from .._items.plan import EvalPlan
@@ -35,14 +37,6 @@ from .._store.codec import record_from_report
 from .._store.evidence import ByTag
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
-
-
-def seeded_order(task_ids: list[str], seed: int) -> list[str]:
-    """The order a sequential gate sees val in: a shuffle seeded by the run's base seed, the
-    same on every worker and on every resume."""
-    order = sorted(task_ids)
-    random.Random(f"capevolve-sequential:{seed}").shuffle(order)
-    return order
 
 
 @dataclass
@@ -108,10 +102,16 @@ class SequentialGate:
         valid = [r for r in self.trials.get((tag, task_id), {}).values() if r is not None]
         return float(np.mean(valid)) if valid else None
 
+    def order(self, tag: str) -> list[str]:
+        """The order ``tag`` sees val in (its own; a plan from before per-tag orders: the one)."""
+        if self.plan.orders and tag in self.plan.orders:
+            return self.plan.orders[tag]
+        return self.plan.order or self.plan.task_ids
+
     def seen(self, tag: str) -> list[str]:
-        """The seeded-order prefix of tasks complete on both sides (valid or not)."""
+        """The prefix of the tag's order with tasks complete on both sides (valid or not)."""
         out = []
-        for task_id in self.plan.order or self.plan.task_ids:
+        for task_id in self.order(tag):
             if not (self._complete(tag, task_id) and self._complete(self.best, task_id)):
                 break
             out.append(task_id)
@@ -178,7 +178,7 @@ class SequentialGate:
         tag: the e-process's decision on the tasks it saw; val exhausted: the exact test at the
         α left over; interrupted before either: "undecided" with the current e-values."""
 
-        def one(tag: str, floor: list[float] | None) -> Verdict:
+        def one(tag: str, floor: list[float | Fraction] | None) -> Verdict:
             decision = self.track(tag)
             level = seqgate.config_at(config, decision.alpha.alpha)
             if decision.decided or interrupted:
@@ -193,17 +193,30 @@ class SequentialGate:
             )
             verdict = evidence.judge(tag, self.best, level, floor)
             numerator, denominator = seq.exhaustion_p(
-                np.asarray(self.deltas(tag, list(self.plan.order or self.plan.task_ids))),
+                np.asarray(self.deltas(tag, self.order(tag))),
                 alpha_efficacy=float(decision.alpha.efficacy),
                 n_resamples=seqgate.EXHAUSTION_RESAMPLES,
                 seed=config.seed,
             )
             return seqgate.exhausted_verdict(verdict, decision, Fraction(numerator, denominator))
 
-        nulls = [as_null(one(tag, None)) for tag in self.gated if tag in null_tags]
+        def ordered(tag: str, verdict: Verdict) -> Verdict:
+            """The verdict with the order it was decided in, so the decision can be re-derived."""
+            sequential = {**verdict.details.get("sequential", {}), "order": self.order(tag)}
+            sequential["order_from"] = {
+                "derivation": task_order.DERIVATION,
+                "content_hash": self.content_hash(tag),
+                "secret_sha256": self.rundir.order_secret.recorded(),
+            }
+            return replace(verdict, details={**verdict.details, "sequential": sequential})
+
+        nulls = [as_null(ordered(tag, one(tag, None))) for tag in self.gated if tag in null_tags]
         floor = null_deltas(nulls)
-        candidates = [one(tag, floor) for tag in self.gated if tag not in null_tags]
+        candidates = [ordered(tag, one(tag, floor)) for tag in self.gated if tag not in null_tags]
         return nulls, candidates
+
+    def content_hash(self, tag: str) -> str | None:
+        return next((c.content_hash for c in self.plan.candidates if c.tag == tag), None)
 
     def not_paid(self) -> set[str]:
         """Tags whose missing rollouts are missing on purpose (decided, or the best once

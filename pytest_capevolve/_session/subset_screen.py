@@ -18,9 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .. import _stats as stats
 from .._decide import screen as ladder
 from .._decide.verdict import Verdict
 from .._policy.commit import CommitRefused
@@ -90,8 +87,8 @@ def plan_screen(
         raise CandidateError(f"--capevolve-screen: {tag!r} is the best (or the seed); screen a candidate")
     records = index_records(rundir.rollouts.indexed_rollouts("val", [best]))
     best_matrix = reward_matrix(records.get(best, {}), val_ids, spec.num_trials)
-    task_means = stats.task_means(best_matrix)
-    means = {t: float(m) for t, m in zip(val_ids, task_means, strict=True) if not np.isnan(m)}
+    # the tasks are chosen on the best's selection trials; the harm test reads the others
+    means = ladder.selection_means(best_matrix, val_ids, spec.num_trials)
     if not means:
         raise RunDirError(
             f"run {rundir.run_id}: the best {best!r} has no val rollouts to screen against; evaluate it "
@@ -224,6 +221,7 @@ class ScreenSession:
             subset_rows=rows,
             gate=gate_config(spec),
             seed=spec.base_seed,
+            num_trials=None if planned.request.ids else trials,
         )
         # counted from the files, not this session's tally: rollouts paid by an interrupted
         # screen of the same candidate are fired too (earlier screens' share is not counted twice)

@@ -36,6 +36,7 @@ from .files import (
 )
 from .index import RolloutIndex
 from .log_views import LogView
+from .order_secret import OrderSecret
 from .pages_stamp import PagesStamp
 from .rollout_files import RolloutFiles
 from .snapshots import Snapshots
@@ -94,6 +95,7 @@ class RunDir:
             root, self.run_id, self.log, self.state, self.index, self.rollout_path, self.notices
         )
         self.verdicts = Verdicts(root, self.log)
+        self.order_secret = OrderSecret(root, self.log)  # keys the sequential gate's task orders
         self.pages_stamp = PagesStamp(self.views_path)
         # the files derived from the log, in the order verify checks them (one repair path)
         self.log_views: tuple[LogView, ...] = (
@@ -196,6 +198,7 @@ class RunDir:
             self.log.append_event(
                 "run_created", spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id
             )
+            self.order_secret.create()
             return
         try:
             locked = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}

@@ -90,6 +90,9 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     )
     assert code == 0, err
     assert [r["decision"] for r in summary["iterations"]] == ["accept", "reject", "reject", "reject"]
+    # the loop default: α spent across the run's decisions (the spec names no schedule)
+    first = json.loads((run_dir(project) / "verdicts" / "cand_0001.json").read_text())["alpha_budget"]
+    assert (first["schedule"], first["j"]) == ("lord", 1) and first["alpha_j"] < 0.05
     assert summary["stopped"] == "max iterations: 4 of --max-iterations 4"
     assert (state(project)["best_id"], state(project)["iterations"], state(project)["stall"]) == (
         "cand_0001",
@@ -124,6 +127,13 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
 
 def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys, xdist_args):
     project = example("noisy_agent")
+    # the loop's own default spends α across decisions (lord: the second decision gets 0.0076,
+    # too little for this 40-task edit); this test is about the loop's mechanics, so the spec
+    # names the one-shot schedule, which a spec may (test_toy_calc_cyclic_* runs the default)
+    spec = project / "capevolve.yaml"
+    spec.write_text(
+        spec.read_text().replace("gate_alpha: 0.05", "gate_alpha: 0.05\ngate_alpha_schedule: constant")
+    )
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
     code, summary, err = hill_climb(
         capsys, project, "--optimizer", optimizer, "--max-iterations", "5", *xdist_args

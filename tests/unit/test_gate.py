@@ -279,12 +279,15 @@ def test_k_se_is_recorded_only_for_k_se_modes():
 
 
 def test_the_confidence_interval_uses_the_configured_seed():
-    deltas = np.array([0.0, 0.2, 0.4, 1.0, -0.2, 0.6, 0.1])
+    # past stats.T_CI_MAX_TASKS tasks the interval is the bootstrap's, drawn with the gate's seed
+    rng = np.random.default_rng(3)
+    deltas = np.round(rng.uniform(-0.4, 1.0, stats.T_CI_MAX_TASKS), 1)
     cand = np.clip(deltas, 0, 1)[:, None]
     best = np.clip(-deltas, 0, 1)[:, None]
     for seed in (0, 7):
         verdict = judge(cand, best, gate.GateConfig(seed=seed, min_coverage=0.0))
         assert verdict.ci == list(stats.bootstrap_ci(deltas, seed=seed))
+        assert verdict.ci_method == stats.BCA
     assert stats.bootstrap_ci(deltas, seed=0) != stats.bootstrap_ci(deltas, seed=7)
 
 

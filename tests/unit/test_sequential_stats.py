@@ -157,7 +157,7 @@ def test_constant_schedule_is_todays_behaviour() -> None:
 
 
 def test_schedule_names_are_one_list_and_bad_ones_refused() -> None:
-    assert alpha_budget.SCHEDULES == ALPHA_SCHEDULES == ("constant", "basel")
+    assert alpha_budget.SCHEDULES == ALPHA_SCHEDULES == ("constant", "basel", "lord")
     with pytest.raises(ValueError, match="use one of constant, basel"):
         alpha_budget.alpha_for("bonferroni", 0.05, 1)
     with pytest.raises(ValueError, match="numbered from 1"):
@@ -172,8 +172,10 @@ def test_mde_grows_as_alpha_shrinks_and_shrinks_with_more_tasks() -> None:
 
 def test_calibration_alarm_sounds_only_for_a_tally_too_high_for_alpha() -> None:
     def events(accepts: int, n: int) -> list[dict]:
+        """n nulls, ``accepts`` of them accepted, spread evenly over the run."""
+        at = {j * n // accepts for j in range(accepts)}
         return [
-            {"kind": calibration.NULL_EVENT, "decision": "accept" if i < accepts else "reject", "alpha": 0.05}
+            {"kind": calibration.NULL_EVENT, "decision": "accept" if i in at else "reject", "alpha": 0.05}
             for i in range(n)
         ]
 
@@ -187,6 +189,7 @@ def test_calibration_alarm_sounds_only_for_a_tally_too_high_for_alpha() -> None:
         "accepts": 0,
         "alpha": 0.05,
         "p_value": None,
+        "alarm_level": None,
         "alarm": False,
         "text": "no null control gated yet",
     }

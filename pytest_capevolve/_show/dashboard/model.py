@@ -286,7 +286,7 @@ def _mean_ci(matrix: np.ndarray | None, seed: int) -> tuple[float | None, tuple[
     means = means[~np.isnan(means)]
     if means.size == 0:
         return None, None
-    return float(np.mean(means)), stats.bootstrap_ci(means, seed=seed)
+    return float(np.mean(means)), stats.mean_ci(means, seed=seed)
 
 
 def best_so_far(
