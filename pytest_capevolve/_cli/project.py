@@ -70,7 +70,9 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     else:
         ok("tasks are the same across two calls")
     try:
-        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores)  # the seed's code: a child's
+        runner = isolated(
+            adapter, spec.adapter, spec.project_dir, spec.judge_rescores
+        )  # the seed's code: a child's
     except AdapterError as exc:
         return fail(str(exc))
     task = first[sorted(first)[0]]

@@ -54,7 +54,9 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
-        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores)  # candidate code: a child's
+        runner = isolated(
+            adapter, spec.adapter, spec.project_dir, spec.judge_rescores
+        )  # candidate code: a child's
         config.add_cleanup(runner.close)
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
