@@ -44,6 +44,7 @@ def test_a_rule_in_a_work_copys_journal_is_never_seen_by_the_agent(example, proj
     code, out, _ = run_cli(capsys, "work", "new", "noop", "--project", str(project))
     assert code == 0
     work = Path(json.loads(out)["path"])
+    (work / "notes.md").write_text("a no-op for the agent\n")  # bytes of its own: not a repeat of the seed
     with (work / "JOURNAL.md").open("a") as journal:
         journal.write(f"\n- {FARE} — look up the fare class first.\n")
     gated = capevolve(project, work, gate=True, extra=["--capevolve-commit", "none"])
@@ -114,6 +115,7 @@ def test_a_snapshot_edited_by_its_own_rollout_is_refused_naming_the_file(example
     refused before it runs, in one line naming the file; nothing with the rule is scored."""
     project = _noisy(example, projects, EDITS_ITS_SNAPSHOT, "EditsItsSnapshot")
     shutil.copytree(project / "capability", project / "candidates" / "noop")
+    (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")  # not a repeat
     result = capevolve(project, "noop")
     assert result.ret == 12, result.stdout.str()[-2000:]
     noop = [r for (_s, _t, tag, _k), r in projects.rollout_records(project).items() if tag == "noop"]

@@ -12,6 +12,7 @@ ROLLOUT_PROPERTIES = {"split", "task", "tag", "trial", "seed", "reward", "cost",
 def test_junitxml_has_rollout_properties_and_a_testcase_per_verdict(example, projects, capevolve) -> None:
     project = example("toy_calc")
     shutil.copytree(project / "capability", project / "candidates" / "same")  # changes nothing
+    (project / "candidates" / "same" / "notes.md").write_text("a no-op for the agent\n")  # its own bytes
     report = project.parent / "junit.xml"
     result = capevolve(project, "careful", "same", gate=True, extra=["-n", "2", f"--junitxml={report}"])
     assert result.ret == 10, result.stdout.str()  # `same` is rejected

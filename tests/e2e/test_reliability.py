@@ -79,8 +79,10 @@ def test_a_deleted_state_file_is_rebuilt_from_the_event_log_never_reset(example,
     before = json.loads((rundir / "state.json").read_text())
     assert before["best_id"] == "careful" and before["spent"]["metric_calls"] == 24
     (rundir / "state.json").unlink()
-    # the budget still holds: 24 spent + 12 owed > 30
-    result = capevolve(project, "careful", tags=["careful2"])
+    # the budget still holds: 24 spent + 12 owed > 30 (a new candidate: bytes of its own)
+    shutil.copytree(project / "candidates" / "careful", project / "candidates" / "careful2")
+    (project / "candidates" / "careful2" / "notes.md").write_text("a no-op for the agent\n")
+    result = capevolve(project, "careful2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*24 + 12 rollouts > max_metric_calls=30*"])
     after = json.loads((rundir / "state.json").read_text())
