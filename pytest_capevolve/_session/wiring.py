@@ -17,6 +17,7 @@ from .._engine.remote import RemoteWorkers, check_gateways, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
+from .._policy.gate_settings import check_nulls, freeze_or_check, overridden
 from .._project import harness
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import CandidateError
@@ -27,6 +28,7 @@ from .._store.harness_lock import check_or_lock
 from .._store.record import RecordError
 from .._store.rundir import RunDir, RunDirError
 from .kinds import Started, choose_kind
+from .kinds.options import gate_request
 from .outcome import Outcome, SessionEnd
 from .perf import (
     fanout,
@@ -141,11 +143,20 @@ def _start_controller(
     the same way for every kind: persistence (and the kind's own plugins after it, so they see
     saved rollouts), the role, the session's end, the reporter, the remote workers."""
     option = config.option
+    deciding = _decides(config)
+    if option.capevolve_gate:  # threshold with no null control: refused before anything is planned
+        check_nulls(spec, gate_request(config, split, spec).nulls, overridden(option.override_ini, spec))
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
     if rundir.root != checked:  # a new run locks its harness here, before any rollout
         try:
             check_or_lock(rundir, harness_now)
+        except RunDirError:
+            rundir.claims.release()
+            raise
+    if deciding:  # the first deciding session freezes the gate settings; a later one must match
+        try:
+            freeze_or_check(rundir, spec, overridden(option.override_ini, spec))
         except RunDirError:
             rundir.claims.release()
             raise
@@ -175,6 +186,14 @@ def _start_controller(
 
         config.pluginmanager.register(JunitReport(config, end), "capevolve-junitxml")
     return planned.plan
+
+
+def _decides(config: pytest.Config) -> bool:
+    """Whether this session decides anything (a gate, a grow, a screen's kill) and so reads
+    the gate settings the run froze."""
+    option = config.option
+    screen = option.capevolve_screen is not None or option.capevolve_screen_ids is not None
+    return bool(option.capevolve_gate or option.capevolve_grow or screen)
 
 
 def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome:
