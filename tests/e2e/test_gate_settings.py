@@ -75,9 +75,9 @@ def test_a_gate_setting_changed_mid_run_is_refused_unless_a_new_run(example, pro
     )
     assert changed.ret == 4
     err = [line for line in changed.stderr.str().splitlines() if line.strip()]
-    assert (
-        len(err) == 1 and "froze its gate settings" in err[0] and "gate_k_se 2.0 (frozen 1.0)" in err[0]
-    ), err
+    assert len(err) == 1 and "froze its gate settings" in err[0] and "gate_k_se 2.0 (frozen 1.0)" in err[0], (
+        err
+    )
     assert "overridden on the command line: gate_k_se=2" in err[0]
 
     projects.edit_spec(project, "gate_mode: exact", "gate_mode: paired")  # the spec edited instead
