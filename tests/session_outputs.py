@@ -18,7 +18,9 @@ def normalized(result: pytest.RunResult, project: str) -> list[str]:
     for line in result.stdout.lines:
         line = re.sub(r"\d+\.\d+s", "Ts", line)
         line = re.sub(r"\b\d{8}-\d{6}-[0-9a-f]+\b", "RUN", line)
-        line = re.sub(r" at 0x[0-9a-f]+", " at ADDR", line)  # reprs in a traceback (pytest 8.1 shows its frames)
+        line = re.sub(
+            r" at 0x[0-9a-f]+", " at ADDR", line
+        )  # reprs in a traceback (pytest 8.1 shows its frames)
         lines.append(re.sub(rf"(^|[ /]){project}/", r"\1PROJECT/", line))
     return lines
 
