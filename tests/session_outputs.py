@@ -13,11 +13,14 @@ import pytest
 
 def normalized(result: pytest.RunResult, project: str) -> list[str]:
     """The terminal with what differs between two identical sessions made equal: times, the
-    project folder's name and the run id."""
+    project folder's name, the run id and object addresses."""
     lines = []
     for line in result.stdout.lines:
         line = re.sub(r"\d+\.\d+s", "Ts", line)
         line = re.sub(r"\b\d{8}-\d{6}-[0-9a-f]+\b", "RUN", line)
+        line = re.sub(
+            r" at 0x[0-9a-f]+", " at ADDR", line
+        )  # reprs in a traceback (pytest 8.1 shows its frames)
         lines.append(re.sub(rf"(^|[ /]){project}/", r"\1PROJECT/", line))
     return lines
 

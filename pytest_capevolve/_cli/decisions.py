@@ -11,10 +11,27 @@ import re
 import shlex
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._session import exitcodes
+
+if TYPE_CHECKING:
+    from .._project.spec import Spec
+    from .._store.rundir import RunDir
 from .common import Refused, UsageError, add_project_args, emit, open_run, project_of, spec_of, val_ids
+
+
+def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
+    """:func:`.common.open_run` for a command whose answer a decision reads (``gate``,
+    ``commit``): the run's frozen files checked as a session checks them — ``spec.lock.yaml``
+    readable and its frozen keys the spec's, every ``candidate.json`` readable — so a damaged
+    one is refused in one line (RunDirError) instead of being read past."""
+    spec, rundir = open_run(args)
+    if rundir.spec_lock_path.is_file():  # a run with no lock is found, and said, by open_run's reader
+        rundir.ensure_spec_lock(spec)
+    for tag in rundir.snapshots.known_tags():
+        rundir.snapshots.candidate_hash(tag)
+    return spec, rundir
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -24,7 +41,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from .._policy.regate import GateAsk, regate
     from .._show.report import render_verdicts
 
-    spec, rundir = open_run(args)
+    spec, rundir = _frozen_run(args)
     ask = GateAsk(args.tag, args.against, args.gate_mode, args.k_se, args.alpha, args.veto_regressions)
     try:
         verdict = regate(spec, rundir, val_ids(rundir), ask)
@@ -41,7 +58,7 @@ def cmd_commit(args: argparse.Namespace) -> int:
     """Book one decision for a tag: the gate's verdict is evidence, this is the decision."""
     from .._policy.commit import OptimizerSpend, book
 
-    spec, rundir = open_run(args)
+    spec, rundir = _frozen_run(args)
     spend = OptimizerSpend(args.optimizer_usd, args.optimizer_tokens, args.optimizer_seconds)
     entry = book(
         spec,

@@ -137,6 +137,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"TAMPERED {events}: {problem} ({count} line(s) before it verified)", file=out)
         return _verified(args, answer, ok=False)
     print(f"ok {events}: {count} events, each chained to the one before", file=out)
+    if not _anchored(args, rundir, answer, out):
+        return _verified(args, answer, ok=False)
     problems = audit(rundir, repair=args.repair)
     answer["mismatches"] = problems
     for line in problems:
@@ -148,6 +150,53 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return _verified(args, answer, ok=False)
     print(f"ok {root}: rollout files and state.json agree with the events", file=out)
     return _verified(args, answer, ok=True)
+
+
+def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], out: Any) -> bool:
+    """The log's head printed (what an anchor kept outside the project copies), and the anchor
+    given by ``--anchor HASH`` or read from the git store (``--anchor-from-store [DIR]``)
+    looked up in the log: False, with one ANCHOR line, when the log no longer holds it — the
+    record was rewritten at or before the anchored event. Called once the chain verified."""
+    from .._store.anchor import AnchorError, find_anchor, head, parse_anchor
+
+    top = head(rundir.log)
+    answer["head"] = {"seq": top.seq, "hash": top.hash}
+    print(f"head {top.seq} {top.hash} (keep it outside the project: verify --anchor {top.hash})", file=out)
+    given = args.anchor
+    if args.anchor_from_store is not None:
+        if given is not None:
+            raise UsageError("give --anchor HASH or --anchor-from-store, not both")
+        given = _store_anchor(rundir, args.anchor_from_store)
+    if given is None:
+        return True
+    try:
+        anchor = parse_anchor(given)
+    except AnchorError as exc:
+        raise UsageError(str(exc)) from None
+    seq = find_anchor(rundir.events_path, anchor)
+    answer["anchor"] = {"hash": anchor, "seq": seq}
+    if seq is None:
+        print(
+            f"ANCHOR {rundir.events_path}: no event hashes to {anchor}; the record was rewritten "
+            "at or before the anchored event",
+            file=out,
+        )
+        return False
+    print(f"ok anchor: event {seq} of {top.seq} is the anchored one; the chain vouches for it", file=out)
+    return True
+
+
+def _store_anchor(rundir: RunDir, store: str) -> str:
+    """The newest anchor a hill-climb's git store committed (``store``: a clone of it, or ""
+    for the run's own ``store/``)."""
+    from pathlib import Path
+
+    from .._loop.git_store import StoreError, store_anchor
+
+    try:
+        return store_anchor(Path(store) if store else rundir.root / "store")
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _verified(args: argparse.Namespace, answer: dict[str, Any], *, ok: bool) -> int:
@@ -249,6 +298,20 @@ def register(sub: Any) -> None:
         "--repair",
         action="store_true",
         help="move a damaged events.jsonl tail aside; rebuild state.json from the events",
+    )
+    verify.add_argument(
+        "--anchor",
+        default=None,
+        metavar="HASH",
+        help="fail unless the log still holds the event whose sha256 is HASH (a head printed earlier)",
+    )
+    verify.add_argument(
+        "--anchor-from-store",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="the anchor the hill-climb's git store committed last (DIR: a clone; default: the run's store/)",
     )
     verify.set_defaults(func=cmd_verify)
     noise = sub.add_parser(

@@ -163,6 +163,27 @@ def open_store(
     return make(run_root, index, command, cwd)
 
 
+def store_anchor(root: Path) -> str:
+    """The anchor in the newest commit of the git store at ``root`` (its ``candidates`` branch):
+    the log's head when that candidate was booked (:meth:`.._store.anchor.Head.trailer`)."""
+    from .._store.anchor import anchor_in_message
+
+    if not (root / ".git").is_dir():
+        raise StoreError(f"no git candidate store at {root} (hill-climb --store git makes one)")
+    import git  # gitpython; imported when a git store is read
+
+    try:
+        message = str(git.Repo(root).commit(LOG_BRANCH).message)
+    except (git.GitError, ValueError) as exc:  # no such branch, a damaged repository
+        raise StoreError(f"the git store at {root} has no readable {LOG_BRANCH!r} branch ({exc})") from None
+    anchor = anchor_in_message(message)
+    if anchor is None:
+        raise StoreError(
+            f"the newest commit of the git store at {root} carries no anchor (a store made before anchors)"
+        )
+    return anchor
+
+
 def _texts(root: Path) -> dict[str, list[str]]:
     out = {}
     base = root.resolve()

@@ -38,6 +38,7 @@ from .._policy.afford import missing_rollouts
 from .._project.candidate import HANDOVER, SEED_TAG
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
+from .._store.anchor import head
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
@@ -356,7 +357,8 @@ class HillClimb:
         snapshot = rundir.snapshots.snapshot_dir(cid)
         files = snapshot if snapshot.is_dir() else rundir.work_dir(cid)
         assert self.store is not None
-        ref = self.store.record(cid, files, message, accepted=entry["decision"] == "accept")
+        anchored = f"{message}\n\n{head(rundir.log).trailer()}"  # the log's head, kept off the run dir
+        ref = self.store.record(cid, files, anchored, accepted=entry["decision"] == "accept")
         optimizer = folder / "optimizer.json"
         outcome = outcome_record(
             meta,
@@ -379,7 +381,8 @@ class HillClimb:
             return
         snapshot = rundir.snapshots.snapshot_dir(SEED_TAG)
         files = snapshot if snapshot.is_dir() else self.spec.capability_path
-        self.store.record(SEED_TAG, files, "iter 0: seed (the baseline)", accepted=True)
+        message = f"iter 0: seed (the baseline)\n\n{head(rundir.log).trailer()}"
+        self.store.record(SEED_TAG, files, message, accepted=True)
 
     def _summary(self, stop: str) -> dict[str, Any]:
         rundir = self._rundir

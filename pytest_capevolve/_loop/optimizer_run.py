@@ -9,6 +9,7 @@ which the gate rejects — a wasted iteration, not a dead run.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -24,6 +25,41 @@ def optimizer_argv(command: str, workdir: Path, prompt: Path) -> list[str]:
         part.replace("{workdir}", str(workdir)).replace("{prompt}", str(prompt))
         for part in shlex.split(command)
     ]
+
+
+REDACTED = "[redacted]"
+_SECRET_NAME = r"[A-Za-z0-9_.-]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Za-z0-9_.-]*"
+_SECRET_ASSIGNED = re.compile(rf"^(-{{0,2}}{_SECRET_NAME}=)(.+)$", re.IGNORECASE)  # KEY=v, --api-key=v
+_SECRET_FLAG = re.compile(rf"^--?{_SECRET_NAME}$", re.IGNORECASE)  # --api-key v: v is the secret
+_PROVIDER_KEY = re.compile(r"\b(?:sk|pk|rk|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{8,}")  # sk-…, ghp_…
+
+
+def redacted(argv: list[str], environ: dict[str, str] | None = None) -> list[str]:
+    """``argv`` fit to be written in the run dir: a value given to a secret-looking name
+    (``OPENAI_API_KEY=…``, ``--api-key …``, ``--token=…``), a provider key pattern (``sk-…``)
+    and the value of any secret-looking environment variable are each replaced by
+    ``[redacted]``. The optimizer still runs with the real argv; only the record is cut."""
+    env = os.environ if environ is None else environ
+    secrets = sorted(
+        (
+            value
+            for name, value in env.items()
+            if re.fullmatch(_SECRET_NAME, name, re.IGNORECASE) and len(value) >= 8
+        ),
+        key=len,
+        reverse=True,
+    )
+    out: list[str] = []
+    for index, part in enumerate(argv):
+        if index and _SECRET_FLAG.match(argv[index - 1]):
+            out.append(REDACTED)
+            continue
+        for secret in secrets:
+            part = part.replace(secret, REDACTED)
+        part = _PROVIDER_KEY.sub(REDACTED, part)
+        assigned = _SECRET_ASSIGNED.match(part)
+        out.append(f"{assigned.group(1)}{REDACTED}" if assigned else part)
+    return out
 
 
 def run_optimizer(argv: list[str], *, cwd: Path, timeout: float, folder: Path) -> dict[str, Any]:
@@ -58,7 +94,7 @@ def run_optimizer(argv: list[str], *, cwd: Path, timeout: float, folder: Path) -
     else:
         outcome = "ok"
     return {
-        "argv": argv,
+        "argv": redacted(argv),  # written to optimizer.json: no API key in the run dir
         "exit_code": code,
         "timed_out": timed_out,
         "seconds": round(seconds, 3),

@@ -108,6 +108,11 @@ def check_reward(value: Any, where: str) -> float:
     return reward
 
 
+# No one rollout costs a million dollars: a cost above it is a unit slip (micro-dollars, tokens),
+# and costs near the float's limit (1e308) would add up to an infinite spend that no ceiling stops.
+MAX_COST_USD = 1e6
+
+
 def check_cost(value: Any, where: str) -> float:
     """Return a rollout's ``cost_usd`` as a finite float ≥ 0 or raise an AdapterError saying
     what was wrong: checked as a reward is, since every spend sum and ceiling adds it up (a NaN
@@ -120,6 +125,11 @@ def check_cost(value: Any, where: str) -> float:
     if not math.isfinite(cost) or cost < 0.0:
         raise AdapterError(
             f"{where}: cost_usd must be a finite number ≥ 0, got {cost!r}; fix the adapter's run_target"
+        )
+    if cost > MAX_COST_USD:
+        raise AdapterError(
+            f"{where}: cost_usd must be at most {MAX_COST_USD:g} USD for one rollout, got {cost!r} "
+            "(a unit slip?); fix the adapter's run_target"
         )
     return cost
 

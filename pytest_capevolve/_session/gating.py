@@ -23,6 +23,7 @@ from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused
 from .._policy.judge_noise import recorded_split
 from .._policy.resolution import out_of_reach
+from .._policy.gate_settings import said, settings_of
 from .._policy.verdicts import (
     Evidence,
     as_null,
@@ -61,9 +62,10 @@ def judge(
         return evidence.judge(tag, against, level, floor)
 
     verdicts = [
-        out_of_reach(with_looks(spec, v, 1))
+        with_settings(spec, out_of_reach(with_looks(spec, v, 1)), gate.overridden)
         for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
+    nulls = [with_settings(spec, v, gate.overridden) for v in nulls]
     budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts
 
@@ -153,6 +155,16 @@ class AlphaBudget:
                     decision=verdict.decision,
                     **slot,
                 )
+
+
+def with_settings(spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...]) -> Verdict:
+    """The verdict with the gate settings it was decided under (frozen with the run:
+    :mod:`.._policy.gate_settings`) and, when some came from the command line, a warning
+    saying which — printed under the verdict in the summary."""
+    settings = settings_of(spec)
+    details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
+    warnings = [*verdict.warnings, said(dict(overrides))] if overrides else verdict.warnings
+    return replace(verdict, details=details, warnings=warnings)
 
 
 def with_looks(spec: Spec, verdict: Verdict, look: int) -> Verdict:

@@ -50,6 +50,8 @@ class GateRequest:
     commit: str = "auto"  # auto: book each verdict as a decision; none: leave them as evidence
     multiple: str = "holm"  # the family-wise correction across a round's siblings
     sequential: bool = False  # --capevolve-sequential: e-processes per task, stop once decided
+    # gate settings given as -o capevolve_<key>=value: recorded in each verdict and said
+    overridden: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass

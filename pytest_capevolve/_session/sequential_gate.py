@@ -39,7 +39,7 @@ from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
 
 
-@dataclass
+@dataclass(eq=False)  # a plugin: pluggy hashes it, so identity, not value, equality
 class SequentialGate:
     """Controller only: the e-processes of every gated tag against the best, fed live."""
 

@@ -18,6 +18,7 @@ from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._engine.sandbox import isolated
 from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
+from .._policy.gate_settings import check_nulls, freeze_or_check, overridden
 from .._project import harness
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import CandidateError
@@ -30,6 +31,7 @@ from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW
+from .kinds.options import gate_request
 from .outcome import Outcome, SessionEnd
 from .perf import (
     fanout,
@@ -150,11 +152,20 @@ def _start_controller(
     the same way for every kind: persistence (and the kind's own plugins after it, so they see
     saved rollouts), the role, the session's end, the reporter, the remote workers."""
     option = config.option
+    deciding = _decides(config)
+    if option.capevolve_gate:  # threshold with no null control: refused before anything is planned
+        check_nulls(spec, gate_request(config, split, spec).nulls, overridden(option.override_ini, spec))
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
     if rundir.root != checked:  # a new run locks its harness here, before any rollout
         try:
             check_or_lock(rundir, harness_now)
+        except RunDirError:
+            rundir.claims.release()
+            raise
+    if deciding:  # the first deciding session freezes the gate settings; a later one must match
+        try:
+            freeze_or_check(rundir, spec, overridden(option.override_ini, spec))
         except RunDirError:
             rundir.claims.release()
             raise
@@ -200,6 +211,12 @@ def _failures(config: pytest.Config) -> str | int:
         return parse_failures(str(config.getini("capevolve_failures") or "auto"))
     except ValueError as exc:
         raise pytest.UsageError(f"ini capevolve_failures: {exc}") from exc
+def _decides(config: pytest.Config) -> bool:
+    """Whether this session decides anything (a gate, a grow, a screen's kill) and so reads
+    the gate settings the run froze."""
+    option = config.option
+    screen = option.capevolve_screen is not None or option.capevolve_screen_ids is not None
+    return bool(option.capevolve_gate or option.capevolve_grow or screen)
 
 
 def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome:

@@ -6,9 +6,9 @@ harness as it is now with that event and refuses a change in one line, before it
 anything. The event is read from the head of the log with its hash links checked (the lines
 before it, and the next line's ``prev``), so editing it means rewriting the rest of the chain.
 The chain is plain sha256: someone who rewrites it whole (and deletes the caches) is out of
-reach of any check inside the run dir; only a head hash kept outside the project can tell, and
-that anchor is not built yet. A run made before the lock existed is locked by its next session
-(the event then stands later in the log).
+reach of any check inside the run dir; only a head hash kept outside the project can tell
+(``capevolve verify --anchor``, :mod:`.anchor`). A run made before the lock existed is locked
+by its next session (the event then stands later in the log).
 
 Controller only.
 """

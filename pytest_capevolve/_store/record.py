@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from .._project.adapter import MAX_COST_USD
 from .._project.blocks import block_of
 
 SCHEMA_VERSION = 1
@@ -126,8 +126,8 @@ def _check_numbers(record: RolloutRecord, where: str) -> None:
         isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0
     ):
         raise RecordError(f"{where}: reward {reward!r} is not a number in [0, 1]")
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not 0.0 <= cost < math.inf:
-        raise RecordError(f"{where}: cost_usd {cost!r} is not a finite number ≥ 0")
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not 0.0 <= cost <= MAX_COST_USD:
+        raise RecordError(f"{where}: cost_usd {cost!r} is not a number in [0, {MAX_COST_USD:g}]")
     if record.judge is not None:
         _check_judge(record, where)
 

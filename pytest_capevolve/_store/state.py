@@ -27,6 +27,7 @@ from .._project.candidate import SEED_TAG
 from .events import SPEND_FLUSH_EVERY as SPEND_FLUSH_EVERY  # where it has always been read
 from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_json
+from .state_tally import OPTIMIZER_SPEND, StateTally
 
 
 class RunState:
@@ -50,6 +51,7 @@ class RunState:
         self.notices = notices
         self.rollout_path = rollout_path
         self._spend_cache: tuple[tuple[Any, ...], int, int, int, float] | None = None
+        self._tally: StateTally | None = None  # the log folded so far (:meth:`_caught_up_tally`)
 
     def read_state(self) -> dict[str, Any]:
         """``state.json``. Missing or unreadable in a run that has events, it is rebuilt from
@@ -58,6 +60,7 @@ class RunState:
         try:
             state = read_json(self.state_path)
             if isinstance(state, dict) and isinstance(state.get("spent"), dict):
+                self._check_against_log(state)
                 return self._with_recent_spend(dict(state))
             problem = "not a state object"
         except FileNotFoundError:
@@ -95,33 +98,15 @@ class RunState:
             lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
             state["budget"] = {key: lock.get(key) for key in BUDGET_KEYS}
         events = self.log.events() if events is None else events
-        booked = any(e.get("kind") == "decision" for e in events)
-        spent = state["spent"]
+        tally = StateTally(self._file_cost)
         for event in events:
-            kind = event.get("kind")
-            if kind == "rollout":
-                spent["metric_calls"] += 1
-                cost = event.get("cost_usd")
-                if cost is None:
-                    cost = self._file_cost(event)
-                spent["usd"] += float(cost)
-            elif kind == "decision":
-                state["iterations"] += 1
-                if event.get("decision") == "reject":
-                    state["stall"] += 1
-                elif event.get("decision") == "accept":
-                    state["stall"], state["best_id"] = 0, str(event["tag"])
-                for what in ("usd", "tokens", "seconds"):
-                    spent[f"optimizer_{what}"] = spent.get(f"optimizer_{what}", 0) + event.get(
-                        f"optimizer_{what}", 0
-                    )
-            elif kind == "best_changed":
-                state["best_id"] = str(event["best_id"])
-                if not booked:
-                    state["iterations"] += 1
-                    state["stall"] = 0
-            elif kind == "stalled" and not booked:
-                state["stall"] += 1
+            tally.fold(event)
+        logged = tally.at(int(events[-1].get("seq", 0)) if events else 0)
+        spent = logged.pop("spent")
+        if not any(event.get("kind") == "decision" for event in events):
+            for what in OPTIMIZER_SPEND:  # only decisions carry the optimizer's spend
+                del spent[what]
+        state.update(logged, spent=spent)
         return state
 
     def _file_cost(self, event: dict[str, Any]) -> float:
@@ -130,6 +115,41 @@ class RunState:
             return float(read_json(path).get("cost_usd") or 0.0)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return 0.0
+
+    def _check_against_log(self, state: dict[str, Any]) -> None:
+        """Refuse ``state`` (as read from ``state.json``) unless every number a decision reads
+        in it — the best, ``iterations``, ``stall``, the spend — is what the log adds up to at
+        the point it is current to (``spent_through``; the log's end for a state from before
+        it). Edited by hand (``spent`` reset to 0 to get past ``max_metric_calls``), it is
+        never used: the one check for every field, wherever the state is read."""
+        tally = self._caught_up_tally()
+        if tally is None:  # a line that is not an event: the log's own readers refuse it
+            return
+        mark = state.get("spent_through")
+        at = tally.seq
+        if isinstance(mark, dict) and isinstance(mark.get("seq"), int) and not isinstance(mark["seq"], bool):
+            at = min(int(mark["seq"]), tally.seq)
+        problem = _disagreement(state, tally.at(at), stall=tally.stall_logged)
+        if problem is not None:
+            raise RunDirError(
+                f"{self.state_path}: {problem} at event {at}; state.json was edited. "
+                "`capevolve verify --repair` rebuilds it from the log"
+            )
+
+    def _caught_up_tally(self) -> StateTally | None:
+        """The log's counters folded to its end: this process's fold caught up with the lines
+        appended since, or (a log that no longer continues from there) folded again."""
+        tally = self._tally if self._tally is not None else StateTally(self._file_cost)
+        got = self.log.events_after(tally.offset, tally.seq, tally.fold)
+        if got is None and tally.seq:
+            tally = StateTally(self._file_cost)
+            got = self.log.events_after(0, 0, tally.fold)
+        if got is None:
+            self._tally = None
+            return None
+        _, tally.offset, tally.seq = got
+        self._tally = tally
+        return tally
 
     def best(self) -> str:
         """The current best's tag (``seed`` until something is accepted), as the log has it:
@@ -281,6 +301,32 @@ class RunState:
         return state
 
     # -- the spec and the splits, frozen on first use --------------------------------------------
+
+
+def _disagreement(state: dict[str, Any], logged: dict[str, Any], *, stall: bool) -> str | None:
+    """The first number of ``state`` that is not ``logged``'s (:meth:`.state_tally.StateTally.at`),
+    said in words; None when they agree. ``stall``: whether the log records stalls at all."""
+    spent, want = state.get("spent") or {}, logged["spent"]
+    exact = [
+        ("best_id", state.get("best_id"), logged["best_id"]),
+        ("iterations", state.get("iterations"), logged["iterations"]),
+        *([("stall", state.get("stall"), logged["stall"])] if stall else []),
+        ("spent.metric_calls", spent.get("metric_calls"), want["metric_calls"]),
+    ]
+    # sums of costs: equal up to rounding (an optimizer's spend is absent until its first decision)
+    close = [("spent.usd", spent.get("usd"), want["usd"])]
+    close += [(f"spent.{what}", spent.get(what, 0), want[what]) for what in OPTIMIZER_SPEND]
+    wrong = [(what, value, expected) for what, value, expected in exact if value != expected]
+    wrong += [(what, value, expected) for what, value, expected in close if not _near(value, expected)]
+    if not wrong:
+        return None
+    what, value, expected = wrong[0]
+    return f"{what} is {value!r}, but the event log adds up to {expected!r}"
+
+
+def _near(value: Any, expected: float) -> bool:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-9)
 
 
 BUDGET_KEYS = ("max_metric_calls", "max_usd", "max_iterations", "stall", "stop_condition")

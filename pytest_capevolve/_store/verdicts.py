@@ -64,8 +64,17 @@ class Verdicts:
 
     def verdict(self, tag: str) -> dict[str, Any] | None:
         path = self.verdict_path(tag)
-        return dict(read_run_json(path, _FIX)) if path.is_file() else None
+        return _verdict_object(path) if path.is_file() else None
 
     def verdicts(self) -> dict[str, dict[str, Any]]:
         """Every verdict file of the run, by tag."""
-        return {path.stem: dict(read_run_json(path, _FIX)) for path in sorted(self.folder.glob("*.json"))}
+        return {path.stem: _verdict_object(path) for path in sorted(self.folder.glob("*.json"))}
+
+
+def _verdict_object(path: Path) -> dict[str, Any]:
+    """A verdict file read back: a JSON object, or a RunDirError naming it (a list or a number
+    there is as damaged as a file cut short)."""
+    found = read_run_json(path, _FIX)
+    if not isinstance(found, dict):
+        raise RunDirError(f"{path}: damaged, not a JSON object ({type(found).__name__}); {_FIX}")
+    return found

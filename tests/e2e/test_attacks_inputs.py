@@ -83,13 +83,14 @@ def test_bad_costs_are_infra_errors_and_spend_stays_json(example, projects, cape
     assert main(["dashboard", str(project)]) == 0
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), -0.01, "1.0", True, [1]])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e308, 1e6 + 1, -0.01, "1.0", True, [1]])
 def test_check_cost_refuses(value) -> None:
     with pytest.raises(AdapterError, match="cost_usd must be"):
         check_cost(value, "run_target('t')")
 
 
 def test_check_cost_accepts() -> None:
+    assert check_cost(1e6, "x") == 1e6  # the most one rollout may cost
     assert check_cost(None, "x") == 0.0
     assert check_cost(0, "x") == 0.0
     assert check_cost(0.25, "x") == 0.25
@@ -150,6 +151,7 @@ def _record(**fields) -> str:
         {"cost_usd": float("nan")},
         {"cost_usd": float("inf")},
         {"cost_usd": -1.0},
+        {"cost_usd": 1e308},  # two of these would sum to an infinite spend
         {"cost_usd": "0.1"},
         {"reward": 7.0},
         {"reward": float("nan")},
@@ -275,7 +277,8 @@ def test_a_candidate_holding_what_is_not_a_file_is_refused_in_one_line(
     # in a child with a timeout: a regression would hang, not fail, in process
     result = capevolve(project, "copy", subprocess=case == "fifo", timeout=300)
     assert result.ret == 11
-    result.stdout.fnmatch_lines([f"copy *INDECISIVE*never scored*{culprit}*{expected}*"])
+    result.stdout.fnmatch_lines([f"copy *INDECISIVE*never scored*refused: {culprit}*{expected}*"])
+    assert "refused symlink" not in result.stdout.str()  # a FIFO is not called a symlink
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
     assert not [k for k in projects.rollout_records(project) if k[2] == "copy"]
     for entry in ("loop1", "loop2"):  # pytester's clean-up trips on a loop it did not make
@@ -381,3 +384,47 @@ def test_seed_for_another_folder_and_case_twins_are_refused(example, projects, c
     result = capevolve(project, "improved", tags=["Seed"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: tag 'Seed' differs from the run's tag 'seed' only in case*"])
+
+
+CLI_GARBLED = {
+    "spec-lock": ("spec.lock.yaml", b"num_trials: [1\n", "spec.lock.yaml: damaged, not the YAML mapping"),
+    "candidate-json": ("candidates/seed/candidate.json", b'{"tag": ', "candidate.json: damaged"),
+    "verdict-list": ("verdicts/improved.json", b"[1, 2]\n", "improved.json: damaged, not a JSON object"),
+    "splits-val-string": (
+        "splits.json",
+        None,  # val made a string: the splits are not the frozen ones
+        "splits.json: not the splits the run froze",
+    ),
+}
+
+
+def test_gate_and_commit_refuse_a_garbled_run_file_in_one_line(example, projects, capevolve, capsys) -> None:
+    """Before: ``capevolve gate`` and ``capevolve commit`` read past a garbled ``spec.lock.yaml``
+    or ``candidate.json`` (a session refused them), and a verdict file holding a JSON list
+    ended in a TypeError traceback."""
+    project = noisy(example, projects)
+    gated = capevolve(project, "improved", gate=True, extra=["--capevolve-commit", "none"])
+    assert gated.ret in (0, 10), gated.stdout.str()[-2000:]
+    run = projects.run_dir(project)
+    for case, (rel, data, expected) in CLI_GARBLED.items():
+        path = run / rel
+        kept = path.read_bytes()
+        if data is None:
+            splits = json.loads(kept)
+            splits["val"] = splits["val"][0]
+            data = json.dumps(splits).encode()
+        path.write_bytes(data)
+        for words in (
+            ["gate", "improved"],
+            ["commit", "improved", "--decision", "reject", "--reject-basis", "gate"],
+        ):
+            capsys.readouterr()
+            code = main([*words, "--project", str(project)])
+            err = capsys.readouterr().err
+            assert code in (2, 4), (case, words, code)
+            assert [line for line in err.splitlines() if line.strip()] == [err.strip()], (case, err)
+            assert expected in err and "Traceback" not in err, (case, err)
+        path.write_bytes(kept)
+    assert not [
+        e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines()) if e["kind"] == "decision"
+    ]

@@ -57,7 +57,7 @@ def test_an_edited_best_id_is_refused_by_sessions_and_commands(example, projects
     state_path.write_text(json.dumps(state))
     result = capevolve(project, finalize=True)
     assert result.ret == 4
-    assert "best_id 'noop' is not the event log's best ('seed')" in result.stderr.str()
+    assert "best_id is 'noop', but the event log adds up to 'seed'" in result.stderr.str()
     code, err = _cli(
         capsys, "commit", "noop", "--project", str(project), "--decision", "reject", "--reject-basis", "gate"
     )
@@ -193,3 +193,67 @@ def test_an_edited_outcome_digest_is_refused(example, projects, capevolve):
     result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
     assert result.ret == 4, result.stdout.str()[-1500:]
     assert "outcomes_checked event seq" in result.stderr.str() and "edited" in result.stderr.str()
+
+
+def _state_edited(run_dir, change) -> None:
+    path = run_dir / "state.json"
+    state = json.loads(path.read_text())
+    change(state)
+    path.write_text(json.dumps(state))
+
+
+def test_a_spend_reset_in_state_json_does_not_get_past_max_metric_calls(example, projects, capevolve, capsys):
+    """Attack 6: ``spent`` set back to 0 in state.json, so the next session looks affordable.
+    Refused in one line by the session and by every command that reads the state."""
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    projects.edit_spec(project, "max_metric_calls: 20000", "max_metric_calls: 45")
+    assert capevolve(project).ret == 0  # the baseline: 40 val rollouts paid
+    run_dir = projects.run_dir(project)
+    honest = capevolve(project, "improved")
+    assert honest.ret == 4 and "max_metric_calls" in honest.stderr.str()  # 40 + 40 > 45
+
+    def reset(state):
+        state["spent"]["metric_calls"], state["spent"]["usd"] = 0, 0.0
+
+    _state_edited(run_dir, reset)
+    forged = capevolve(project, "improved")
+    assert forged.ret == 4
+    err = forged.stderr.str()
+    assert "spent.metric_calls is 0, but the event log adds up to" in err and "state.json was edited" in err
+    assert not list((run_dir / "rollouts" / "val").glob("*__improved__*"))  # nothing paid
+    capsys.readouterr()
+    code = main(["spend", "--project", str(project)])
+    err = capsys.readouterr().err
+    assert code != 0 and [line for line in err.splitlines() if line.strip()] == [err.strip()]
+    assert "state.json was edited" in err
+
+
+def test_every_counter_a_decision_reads_is_checked_against_the_log(example, projects, capevolve, capsys):
+    """The same one check covers ``iterations``, ``stall`` and the optimizer's spend (what
+    ``max_iterations``, ``stall`` and ``max_usd`` stop on), and the spend mark itself."""
+    project, run_dir = _gated_noop(example, projects, capevolve)
+    capsys.readouterr()
+    assert (
+        main(["commit", "noop", "--project", str(project), "--decision", "reject", "--reject-basis", "gate"])
+        == 0
+    )
+    capsys.readouterr()
+    original = (run_dir / "state.json").read_text()
+    edits = {
+        "iterations": lambda s: s.update(iterations=0),
+        "stall": lambda s: s.update(stall=0),
+        "spent.optimizer_usd": lambda s: s["spent"].update(optimizer_usd=-5.0),
+        "spent.metric_calls": lambda s: s.pop("spent_through"),  # "current to the end", spend kept low
+    }
+    for field, edit in edits.items():
+        (run_dir / "state.json").write_text(original)
+        if field == "spent.metric_calls":
+            _state_edited(run_dir, lambda s: s["spent"].update(metric_calls=1))
+        _state_edited(run_dir, edit)
+        code = main(["spend", "--project", str(project), "--json"])
+        err = capsys.readouterr().err
+        assert code != 0, field
+        assert f"{field} is " in err and "state.json was edited" in err, (field, err)
+    (run_dir / "state.json").write_text(original)
+    assert main(["spend", "--project", str(project), "--json"]) == 0

@@ -187,7 +187,9 @@ def test_a_worker_killed_with_eight_in_flight_loses_only_those_eight(example, pr
     assert len(missing) == 1
     (key,) = missing
     assert (key[1], key[2], key[3]) in lost  # a rollout runs from candidates/<tag>/files
-    assert len(calls) == 120 - 1 + 8
+    # paid: every rollout once, except the one missing, plus at most the 8 the dead worker had in
+    # flight (xdist >= 3.6 re-queues all 8; 3.5 lets the worker report some of them before it dies)
+    assert 120 - 1 <= len(calls) <= 120 - 1 + 8
 
     resumed = capevolve(project, "careful", extra=concurrent, subprocess=True, timeout=300)
     assert resumed.ret == 0, resumed.stdout.str()

@@ -60,7 +60,7 @@ def test_toy_calc_climbs_to_val_one_and_measure_shows_test_one(example, capsys, 
     assert ledger_rows(project) == [["cand_0001", "seed", "accept", ""]]
     assert rejected(project) == []
     messages, tags = store_log(project)
-    assert messages[0] == "iter 0: seed (the baseline)"
+    assert messages[0].splitlines()[0] == "iter 0: seed (the baseline)"
     assert messages[1].startswith("iter 1: ACCEPT cand_0001 vs seed (Δ̄=+0.6667, p=0.003906)")
     assert tags == {"seed", "cand_0001"}
     # the fixer added both rules the failure index asked for; the prompt protected the passing ids

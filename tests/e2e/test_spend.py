@@ -144,7 +144,8 @@ def test_optimizer_spend_from_commits_and_a_nearly_spent_ceiling_narrows(example
     two = spend(project, "--n-siblings", "2")
     assert [b["ceiling"] for b in two["afford"]["blockers"]] == ["max_iterations"]
 
-    rundir.state.update_state(lambda s: s.update(iterations=5))
+    rundir.log.append_event("decision", tag="e", against="seed", decision="reject", basis="gate", note="")
+    rundir.state.update_state(lambda s: s.update(iterations=5, stall=5))  # a view: only as the log says
     report = spend(project)
     assert report["budget_exhausted"] is True and report["recommendation"]["action"] == "stop"
 

@@ -68,7 +68,9 @@ def test_a_symlink_leaving_the_candidate_is_indecisive_even_without_protected_pa
     (sneaky / "notes.md").symlink_to(secret)
     result = capevolve(project, "sneaky", extra=xdist_args)
     assert result.ret == 11, result.stdout.str()
-    result.stdout.fnmatch_lines(["*sneaky*INDECISIVE*refused symlink*outside the candidate folder*"])
+    result.stdout.fnmatch_lines(
+        ["*sneaky*INDECISIVE*refused: *is a symlink to*outside the candidate folder*"]
+    )
     assert rollout_tags(project) == {"seed"}  # the best was evaluated; the candidate never was
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "sneaky.json").read_text())
     assert verdict["basis"] == "tamper" and verdict["rollouts"].startswith("none")

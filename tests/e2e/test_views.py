@@ -56,6 +56,7 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
 
     # an event a page shows (a decision booked elsewhere), then a page deleted by hand
     run.log.append_event("decision", tag="careful", parent="seed", decision="reject", basis="manual")
+    run.state.update_state(lambda s: s.update(iterations=s["iterations"] + 1, stall=s["stall"] + 1))
     capevolve(project, "careful")
     third = _pages(project, projects)
     assert third != second

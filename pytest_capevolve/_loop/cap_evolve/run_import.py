@@ -63,13 +63,15 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
         rundir.rollouts.record_rollout(record)
         counts[f"{rollout.split}/{tag}"] = counts.get(f"{rollout.split}/{tag}", 0) + 1
     if run.best_id != SEED_TAG and run.best_id in hashes:
-        # as replaying the log will read it: a best changed without a booked decision
-        rundir.state.update_state(
-            lambda state: state.update(best_id=run.best_id, iterations=state["iterations"] + 1, stall=0)
-        )
-        rundir.log.append_event(
-            "best_changed", best_id=run.best_id, previous=SEED_TAG, basis="cap-evolve import"
-        )
+        # as replaying the log will read it: a best changed without a booked decision (logged
+        # first, so state.json is written current to the event that explains it)
+        with rundir.lock():
+            rundir.log.append_event(
+                "best_changed", best_id=run.best_id, previous=SEED_TAG, basis="cap-evolve import"
+            )
+            rundir.state.update_state(
+                lambda state: state.update(best_id=run.best_id, iterations=state["iterations"] + 1, stall=0)
+            )
     rundir.log.append_event(
         "cap_evolve_imported",
         source=str(run.root),

@@ -33,7 +33,7 @@ def plan_gated(
     from ..refusals import Screens
 
     option = config.option
-    gate = gate_request(config, split)
+    gate = gate_request(config, split, spec)
     requests = candidate_requests(config, spec)
     with RunDir.project_lock(spec.project_dir):
         rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)

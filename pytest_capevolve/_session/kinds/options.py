@@ -52,7 +52,7 @@ def cheaper_evidence(config: pytest.Config, split: str) -> str | None:
     return kind
 
 
-def gate_request(config: pytest.Config, split: str) -> GateRequest:
+def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
     """The gate an evaluation session was asked for (refused when the flags contradict it)."""
     from ..._decide.rounds import MULTIPLE
     from ..planning import GateRequest
@@ -86,7 +86,11 @@ def gate_request(config: pytest.Config, split: str) -> GateRequest:
         raise pytest.UsageError(
             f"--capevolve-sequential with --dist {dist}: the early stop needs --dist load (what -n uses)"
         )
-    return GateRequest(enabled, nulls, bool(option.capevolve_veto_regressions), commit, multiple, sequential)
+    from ..._policy.gate_settings import overridden
+
+    overrides = tuple(sorted(overridden(getattr(option, "override_ini", None), spec).items()))
+    veto = bool(option.capevolve_veto_regressions)
+    return GateRequest(enabled, nulls, veto, commit, multiple, sequential, overridden=overrides)
 
 
 def candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:

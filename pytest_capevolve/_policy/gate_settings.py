@@ -1,0 +1,110 @@
+"""The gate settings a run decides under, frozen at its first deciding session.
+
+A decision rests on the data and on the rule that read it: ``gate_mode``, its α, ``k_se``,
+threshold and coverage, the α schedule across the run's decisions, the screen's α, the looks a
+grow may take. Those keys can come from the spec, from the project's pytest ini, or from ``-o
+capevolve_<key>=…`` typed for one session — and a rule picked per session, after seeing the
+data, is a way to accept noise (``-o capevolve_gate_mode=threshold --capevolve-null 0`` on a
+spec that does not pin the mode accepted a no-op without a word). So:
+
+- the first session of a run that decides anything logs the settings in effect
+  (``gate_settings_frozen``, with the command-line overrides among them); a later one whose
+  settings differ is refused in one line before it plans or pays — a new run is how a new rule
+  is measured;
+- every verdict records the settings it was decided under and the overrides, and says them in
+  a warning the summary prints;
+- ``threshold`` with no null control is refused: its bar is a constant the data never enters,
+  and without a null control nothing in the verdict measures the noise it must clear (every
+  other mode's bar scales with the observed SE, or is a calibrated test).
+
+Controller only; read by the session floor (``_session/wiring.py``, ``_session/gating.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._project.spec import Spec
+from .._project.yamlfile import YamlError, read_yaml
+from .._store.files import RunDirError
+from .._store.rundir import RunDir
+
+GATE_SETTING_KEYS = (
+    "gate_mode",
+    "gate_alpha",
+    "gate_k_se",
+    "gate_threshold",
+    "min_coverage",
+    "gate_alpha_schedule",
+    "gate_min_effect",
+    "screen_alpha",
+    "grow_max_looks",
+)
+FROZEN_EVENT = "gate_settings_frozen"
+_NEW_RUN = "start a new run (--capevolve-new-run) to decide under other settings"
+
+
+class GateSettingsError(RunDirError):
+    """Gate settings a run cannot decide under; the message names them and the way on."""
+
+
+def settings_of(spec: Spec) -> dict[str, Any]:
+    """The gate settings ``spec`` (ini defaults and overrides applied) decides under."""
+    return {key: getattr(spec, key) for key in GATE_SETTING_KEYS}
+
+
+def overridden(override_ini: Iterable[str] | None, spec: Spec) -> dict[str, str]:
+    """The gate settings the command line set (``-o capevolve_<key>=value``, as typed) that
+    took effect: an ini value is a default, so a key the spec file pins is not among them."""
+    found: dict[str, str] = {}
+    for item in override_ini or ():
+        name, _, value = str(item).partition("=")
+        key = name.strip().removeprefix("capevolve_")
+        if name.strip().startswith("capevolve_") and key in GATE_SETTING_KEYS:
+            found[key] = value.strip()
+    if not found:
+        return found
+    try:
+        pinned = read_yaml(spec.path)
+    except YamlError:  # the spec loaded a moment ago; read again it can only be as it was
+        pinned = {}
+    return {key: value for key, value in found.items() if key not in (pinned or {})}
+
+
+def said(overrides: Mapping[str, str]) -> str:
+    """The overrides in words, for a verdict's warning and the summary."""
+    return "overridden on the command line: " + ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+
+
+def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
+    """Refuse ``threshold`` gating with no null control (see the module's reasons)."""
+    if spec.gate_mode == "threshold" and nulls == 0:
+        origin = f" ({said(overrides)})" if overrides else ""
+        raise GateSettingsError(
+            f"gate_mode threshold with --capevolve-null 0{origin}: a fixed bar "
+            f"(gate_threshold {spec.gate_threshold:g}) with no null control measures no noise, so "
+            "any lucky no-op clears it; keep --capevolve-null ≥ 1, or gate with a calibrated mode "
+            "(gate_mode: exact)"
+        )
+
+
+def freeze_or_check(rundir: RunDir, spec: Spec, overrides: Mapping[str, str]) -> None:
+    """Log the settings of the run's first deciding session; refuse a later session whose
+    settings differ from them, naming each (one line, before anything is paid)."""
+    settings = settings_of(spec)
+    with rundir.lock():
+        frozen = rundir.log.of_kinds(FROZEN_EVENT)
+        if not frozen:
+            rundir.log.append_event(FROZEN_EVENT, settings=settings, overridden=dict(overrides))
+            return
+    first = frozen[0]
+    was = first.get("settings") or {}
+    changed = [key for key in GATE_SETTING_KEYS if key in was and was[key] != settings[key]]
+    if changed:
+        shown = ", ".join(f"{key} {settings[key]!r} (frozen {was[key]!r})" for key in changed)
+        origin = f"; {said(overrides)}" if overrides else ""
+        raise GateSettingsError(
+            f"run {rundir.run_id} froze its gate settings at its first decision (event seq "
+            f"{first.get('seq')}): {shown}{origin}. Restore them, or {_NEW_RUN}"
+        )

@@ -1,0 +1,100 @@
+"""What the event log says ``state.json`` should hold, at any point of the log.
+
+``state.json`` is a view: each write records in ``spent_through`` the point of the log it is
+current to. A view that is checked must be checked *at that point* — a booking appends its
+``decision`` event and then rewrites the state, and a reader may come between. So the log is
+folded once per process into the counters after every event that changes them (decisions, best
+changes, stalls: a few) and the running spend after every rollout (two numbers each), and a
+reader asks for any seq (:meth:`StateTally.at`). Later reads fold only what was appended since.
+
+The rules are those :meth:`.state.RunState.replay_state` has always applied, kept in one place:
+every decision is an iteration, a reject a stall, an accept the new best and a stall of 0; a
+``best_changed`` that an accept's decision did not just announce (a log from before decisions
+were booked, a cap-evolve import) is an iteration of its own.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+from .._project.candidate import SEED_TAG
+
+OPTIMIZER_SPEND = ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
+
+
+class StateTally:
+    """The log's counters, folded event by event (:meth:`fold` is an
+    :meth:`.events.EventLog.events_after` view). ``file_cost`` prices a rollout whose event
+    carries no cost (logs from before events carried it)."""
+
+    def __init__(self, file_cost: Callable[[dict[str, Any]], float]) -> None:
+        self.file_cost = file_cost
+        self.offset = 0  # where in the log the fold has reached: its byte offset and seq
+        self.seq = 0
+        self._rollout_seqs = array("q")
+        self._spend = array("d")  # the running sum of rollout costs, one per rollout
+        self._change_seqs = array("q", [0])
+        self._counters: list[dict[str, Any]] = [_start()]
+        self.stall_logged = False  # whether any event records stalls (older logs did not)
+
+    def fold(self, event: dict[str, Any]) -> None:
+        kind = event.get("kind")
+        seq = int(event.get("seq", 0))
+        if kind == "rollout":
+            cost = event.get("cost_usd")
+            before = self._spend[-1] if self._spend else 0.0
+            self._rollout_seqs.append(seq)
+            self._spend.append(before + float(self.file_cost(event) if cost is None else cost))
+            return None
+        if kind not in ("decision", "best_changed", "stalled"):
+            return None
+        counters = dict(self._counters[-1])
+        if kind == "decision":
+            self.stall_logged = True
+            counters["iterations"] += 1
+            if event.get("decision") == "reject":
+                counters["stall"] += 1
+            elif event.get("decision") == "accept":
+                counters["stall"], counters["best_id"] = 0, str(event["tag"])
+            for what in OPTIMIZER_SPEND:
+                counters[what] = counters[what] + (event.get(what) or 0)
+            counters["announced"] = str(event["tag"]) if event.get("decision") == "accept" else None
+        elif kind == "best_changed":
+            best = str(event["best_id"])
+            if counters["announced"] != best:  # not the accept just booked: a change of its own
+                counters["iterations"] += 1
+                counters["stall"] = 0
+            counters["best_id"], counters["announced"] = best, None
+        else:  # stalled: a log from before decisions were booked
+            self.stall_logged = True
+            counters["stall"] += 1
+        self._change_seqs.append(seq)
+        self._counters.append(counters)
+        return None
+
+    def at(self, seq: int) -> dict[str, Any]:
+        """What ``state.json`` current to event ``seq`` holds: ``best_id``, ``iterations``,
+        ``stall`` and ``spent`` (rollouts, their cost, the optimizer's spend)."""
+        counters = self._counters[bisect.bisect_right(self._change_seqs, seq) - 1]
+        calls = bisect.bisect_right(self._rollout_seqs, seq)
+        spent: dict[str, Any] = {"metric_calls": calls, "usd": self._spend[calls - 1] if calls else 0.0}
+        spent.update({what: counters[what] for what in OPTIMIZER_SPEND})
+        return {
+            "best_id": counters["best_id"],
+            "iterations": counters["iterations"],
+            "stall": counters["stall"],
+            "spent": spent,
+        }
+
+
+def _start() -> dict[str, Any]:
+    return {
+        "best_id": SEED_TAG,
+        "iterations": 0,
+        "stall": 0,
+        "announced": None,
+        **dict.fromkeys(OPTIMIZER_SPEND, 0),
+    }
