@@ -21,9 +21,9 @@ from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused
+from .._policy.gate_settings import said, settings_of
 from .._policy.judge_noise import recorded_split
 from .._policy.resolution import out_of_reach
-from .._policy.gate_settings import said, settings_of
 from .._policy.verdicts import (
     Evidence,
     as_null,

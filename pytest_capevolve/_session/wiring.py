@@ -211,6 +211,8 @@ def _failures(config: pytest.Config) -> str | int:
         return parse_failures(str(config.getini("capevolve_failures") or "auto"))
     except ValueError as exc:
         raise pytest.UsageError(f"ini capevolve_failures: {exc}") from exc
+
+
 def _decides(config: pytest.Config) -> bool:
     """Whether this session decides anything (a gate, a grow, a screen's kill) and so reads
     the gate settings the run froze."""
