@@ -59,6 +59,8 @@ class EvalContext:
     stopped: set[str] = field(default_factory=set)
     # on an xdist worker: whether the controller that started it has stopped
     watch: ControllerWatch | None = None
+    # on an xdist worker whose tasks() differs from the controller's: why nothing is run here
+    pool_problem: str | None = None
 
     def controller_stopped(self) -> bool:
         """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Then nothing this worker
@@ -164,7 +166,12 @@ class RolloutItem(LeanItem):
         does a tag the sequential gate has decided: it is not paid for."""
         context = self.config.stash[CONTEXT_KEY]
         assert context.inflight is not None
-        if self.nodeid in context.started or context.not_needed(self.key.tag) or context.controller_stopped():
+        if (
+            self.nodeid in context.started
+            or context.not_needed(self.key.tag)
+            or context.controller_stopped()
+            or context.pool_problem
+        ):
             return
         try:
             candidate_dir, context.stamps[self.nodeid] = context.candidate_dir(self.key.tag)
@@ -183,6 +190,8 @@ class RolloutItem(LeanItem):
         plan, spec, key = context.plan, context.spec, self.key
         if context.not_needed(key.tag):  # before anything is paid
             pytest.skip(f"{SEQUENTIAL_SKIP}: {key.tag!r} is decided; this rollout is not paid")
+        if context.pool_problem:  # before anything is paid: a task of another pool measures nothing
+            raise InfraError(context.pool_problem)
         if context.controller_stopped() and self.nodeid not in context.started:
             pytest.skip(f"{CONTROLLER_STOPPED}: nothing paid now could be recorded")
         try:

@@ -73,6 +73,7 @@ class EvalPlan:
     orders: dict[str, list[str]] | None = None
     sequential: str | None = None
     live: str | None = None  # this session's live-marker token (:mod:`.._store.live_marker`)
+    pool_digest: str | None = None  # the controller's task pool, that every worker's must equal
     _keys: tuple[Any, list[RolloutKey]] | None = field(default=None, repr=False, compare=False)
     _owed: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
@@ -147,4 +148,5 @@ class EvalPlan:
             orders=data.get("orders"),
             sequential=data.get("sequential"),
             live=data.get("live"),
+            pool_digest=data.get("pool_digest"),
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +75,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             plan = _start_controller(
                 config, spec, sorted(pool), split=split, harness_now=harness_now, checked=checked
             )
+            plan.pool_digest = _pool_digest(pool)  # what every worker's tasks() must give too
             if not plan.owed_keys():
                 _without_workers(config)
     except TestSealError as exc:
@@ -89,6 +91,12 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
     ) as exc:
         raise pytest.UsageError(str(exc)) from None
     context = EvalContext(spec, plan, runner, pool, on_copy=on_copy)
+    if workerinput is not None and plan.pool_digest and _pool_digest(pool) != plan.pool_digest:
+        context.pool_problem = (
+            f"tasks() gave this worker other tasks than the controller ({len(pool)} here, "
+            f"{len(plan.task_ids)} planned of the controller's): tasks() must return the same "
+            "tasks in every process (seed what it draws); nothing was paid on this worker"
+        )
     if workerinput is not None and plan.live:
         context.watch = ControllerWatch(spec.project_dir / RUNS_DIR / plan.run_id, plan.live)
     config.stash[CONTEXT_KEY] = context
@@ -98,6 +106,11 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         fanout.register(config, context, width)
     heap.register(config)
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
+
+
+def _pool_digest(pool: dict[str, Any]) -> str:
+    """The task pool's digest, whatever order ``tasks()`` gave it in."""
+    return harness.tasks_digest(pool[task_id] for task_id in sorted(pool))
 
 
 def _without_workers(config: pytest.Config) -> None:

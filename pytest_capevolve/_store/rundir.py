@@ -138,6 +138,9 @@ class RunDir:
             return cls(root)
         if not new:
             existing = sorted(p for p in runs.glob("*") if (p / "spec.lock.yaml").is_file())
+            unlocked = sorted(p for p in runs.glob("*") if _lock_deleted(p))
+            if unlocked and (not existing or unlocked[-1].name > existing[-1].name):
+                raise RunDirError(_LOCK_DELETED.format(run=unlocked[-1]))
             if existing:
                 return cls(existing[-1])
         if not create:
@@ -192,6 +195,8 @@ class RunDir:
         mapped to it), so a moved project continues its run; an old lock naming the same places
         is left as it is."""
         lock = spec.to_lock()
+        if not self.spec_lock_path.is_file() and _lock_deleted(self.root):
+            raise RunDirError(_LOCK_DELETED.format(run=self.root))
         if not self.spec_lock_path.is_file():
             atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
             self.state.update_state(lambda s: s["budget"].update(_budget(spec)))
@@ -315,3 +320,23 @@ def _ids_digest(splits: dict[str, Any]) -> str:
 
 def _budget(spec: Spec) -> dict[str, Any]:
     return {key: getattr(spec, key) for key in BUDGET_KEYS}
+
+
+_LOCK_DELETED = (
+    "run {run}: its spec.lock.yaml is gone but its event log records the run: the spec it froze was "
+    "deleted, so nothing it decided can be continued (restore the file from a backup, or start a "
+    "new run with --capevolve-new-run)"
+)
+
+
+def _lock_deleted(root: Path) -> bool:
+    """A run dir whose log records its creation (``run_created``) but whose spec lock is gone:
+    deleted by hand — never a run to start afresh in, nor one to pass over for an older run."""
+    events = root / "events.jsonl"
+    if (root / "spec.lock.yaml").is_file() or not events.is_file():
+        return False
+    try:
+        with open(events, "rb") as handle:
+            return b'"kind": "run_created"' in handle.read(65536)
+    except OSError:
+        return False

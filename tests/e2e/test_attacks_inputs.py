@@ -428,3 +428,64 @@ def test_gate_and_commit_refuse_a_garbled_run_file_in_one_line(example, projects
     assert not [
         e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines()) if e["kind"] == "decision"
     ]
+
+
+def test_a_deleted_spec_lock_is_refused_never_a_silent_new_run(example, projects, capevolve) -> None:
+    """Attack 11: with spec.lock.yaml deleted the run was passed over, and the next session
+    started a new run and paid everything again. Now refused in one line, nothing paid."""
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    assert capevolve(project).ret == 0
+    run_dir = projects.run_dir(project)
+    (run_dir / "spec.lock.yaml").unlink()
+    result = capevolve(project, "improved")
+    assert result.ret == 4, result.stdout.str()[-1500:]
+    err = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert len(err) == 1 and "spec.lock.yaml is gone" in err[0] and "--capevolve-new-run" in err[0]
+    assert [p.name for p in (project / ".capevolve" / "runs").iterdir()] == [run_dir.name]
+    # and the way on works: a new run, said so
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
+
+
+NONDETERMINISTIC_TASKS = """
+import os
+from pytest_capevolve import Rollout, Score, Task
+
+class Adapter:
+    def tasks(self, split):
+        # a worker draws other tasks than the controller: an unseeded sample, in effect
+        salt = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+        return [Task(id=f"{salt}-{i:02d}", input=i, target=i) for i in range(20)]
+
+    def run_target(self, task, ctx, *, seed):
+        return Rollout(task_id=task.id, output=task.input)
+
+    def score(self, task, rollout):
+        return Score(reward=1.0)
+"""
+
+
+def test_tasks_that_differ_on_a_worker_are_infra_errors_never_a_traceback(pytester, capevolve) -> None:
+    """Attack 11: a tasks() that is not deterministic under -n 2 ended in 3,989 lines of
+    KeyError. Now each rollout of that worker is an infra error saying why, nothing paid."""
+    project = pytester.path / "proj"
+    project.mkdir()
+    (project / "adapter.py").write_text(NONDETERMINISTIC_TASKS)
+    (project / "capevolve.yaml").write_text(
+        "adapter: adapter.py:Adapter\ncapability_path: capability\n"
+        "split_train: 0.0\nsplit_val: 1.0\nsplit_test: 0.0\nnum_trials: 1\n"
+    )
+    (project / "capability").mkdir()
+    (project / "capability" / "prompt.md").write_text("hello\n")
+    result = capevolve(project, extra=["-n", "2"], subprocess=True)
+    out = result.stdout.str() + result.stderr.str()
+    assert "KeyError" not in out and "Traceback" not in out and "INTERNALERROR" not in out
+    assert "tasks() gave this worker other tasks than the controller" in out
+    assert result.ret != 0
+    run = next((project / ".capevolve" / "runs").iterdir())
+    rewards = [
+        e.get("reward")
+        for e in map(json.loads, (run / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "rollout"
+    ]
+    assert all(reward is None for reward in rewards)  # missing data, never a score
