@@ -86,7 +86,7 @@ class Persistence:
             return None
         from .perf.window import window_scheduler
 
-        return window_scheduler(config, log, record_window(config, self.spec))
+        return window_scheduler(config, log, record_window(config, self.spec), lead_limit=False)
 
     def stop_workers(self) -> None:
         """However the session stops: its workers start no rollout more (:mod:`.._store.live_marker`)."""

@@ -136,10 +136,16 @@ def test_whole_number_task_ids_are_read_as_strings_in_check_and_in_a_session(
 
 
 INTERRUPTING = """
+import os as _os
+import signal as _signal
+
+
 class InterruptingAdapter(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
         if task.id == "q10":
-            raise KeyboardInterrupt  # as Ctrl-C would, mid-session
+            # Ctrl-C, as a terminal sends it: SIGINT to the session (the process running
+            # items; run_target runs in its sandbox child)
+            _os.kill(_os.getppid(), _signal.SIGINT)
         return super().run_target(task, ctx, seed=seed)
 """
 

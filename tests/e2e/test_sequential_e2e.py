@@ -78,15 +78,20 @@ def test_a_regressing_candidate_is_rejected_for_futility_before_half_of_val(
 
 INTERRUPTING = '''
 
-class Interrupting(NoisyAgentAdapter):
-    """Ctrl-C, deterministically: the 61st rollout raises KeyboardInterrupt."""
+import os as _os
+import signal as _signal
 
-    calls = 0
+
+class Interrupting(NoisyAgentAdapter):
+    """Ctrl-C, deterministically: the 61st rollout sends SIGINT to the session (the process
+    running items; run_target runs in a sandbox child per candidate, so calls count in a file)."""
 
     def run_target(self, task, ctx, *, seed):
-        type(self).calls += 1
-        if type(self).calls > 60:
-            raise KeyboardInterrupt
+        log = Path(__file__).with_name("calls.log")
+        with log.open("a") as handle:
+            handle.write(task.id + "\\n")
+        if len(log.read_text().splitlines()) == 61:
+            _os.kill(_os.getppid(), _signal.SIGINT)
         return super().run_target(task, ctx, seed=seed)
 '''
 

@@ -119,10 +119,16 @@ def test_progress_line_counts_rollouts_and_budget_left(example, projects, capevo
 
 
 INTERRUPTING = """
+import os as _os
+import signal as _signal
+
+
 class InterruptingAdapter(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
         if task.id == "q10" and not Path(__file__).with_name("resumed").exists():
-            raise KeyboardInterrupt  # as Ctrl-C would, mid-session
+            # Ctrl-C, as a terminal sends it: SIGINT to the session (the process running
+            # items; run_target runs in its sandbox child)
+            _os.kill(_os.getppid(), _signal.SIGINT)
         return super().run_target(task, ctx, seed=seed)
 """
 

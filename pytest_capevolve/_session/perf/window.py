@@ -18,7 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 
-def window_scheduler(config: Any, log: Any, window: int) -> Any:
+def window_scheduler(config: Any, log: Any, window: int, *, lead_limit: bool = True) -> Any:
+    """``lead_limit=False``: the per-worker window only (what bounds the rollouts a stopped
+    controller re-pays, :func:`..persistence.record_window`); the lead rule is the sequential
+    gate's, whose bound it makes hold on a loaded machine."""
     from xdist.scheduler import LoadScheduling  # only when xdist runs this session
 
     class WindowScheduling(LoadScheduling):  # type: ignore[misc]
@@ -27,6 +30,9 @@ def window_scheduler(config: Any, log: Any, window: int) -> Any:
             super().schedule()
 
         def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+            if not lead_limit:
+                super().mark_test_complete(node, item_index, duration)
+                return
             self.node2pending[node].remove(item_index)
             # the oldest outstanding item may have moved: a worker idle at the lead limit may
             # now be sent more, so every worker is looked at, this one first
@@ -41,6 +47,9 @@ def window_scheduler(config: Any, log: Any, window: int) -> Any:
                 return
             queued = len(self.node2pending[node])
             if queued >= window:
+                return
+            if not lead_limit:
+                self._send_tests(node, min(window - queued, len(self.pending)))
                 return
             outstanding = [i for held in self.node2pending.values() for i in held]
             limit = min(outstanding, default=min(self.pending)) + window * len(self.node2pending)
