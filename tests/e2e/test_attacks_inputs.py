@@ -453,8 +453,8 @@ from pytest_capevolve import Rollout, Score, Task
 
 class Adapter:
     def tasks(self, split):
-        # a worker draws other tasks than the controller: an unseeded sample, in effect
-        salt = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+        # every process draws other tasks: an unseeded sample, in effect
+        salt = f"p{os.getpid()}"
         return [Task(id=f"{salt}-{i:02d}", input=i, target=i) for i in range(20)]
 
     def run_target(self, task, ctx, *, seed):
