@@ -17,7 +17,8 @@ def pytest_unconfigure(config):
 
 def test_a_plain_session_imports_neither_numpy_nor_scipy(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(PROBE)
-    pytester.makepyfile(test_unrelated="def test_one():\n    assert 1 + 1 == 2\n")
+    # an ordinary test of someone else's (it uses a pytest fixture, as real tests do)
+    pytester.makepyfile(test_unrelated="def test_one(tmp_path):\n    assert tmp_path.is_dir()\n")
     # a fresh interpreter: this test process has numpy loaded already
     result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
