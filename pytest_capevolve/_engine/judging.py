@@ -18,6 +18,7 @@ field: its records are what they were before re-scores existed.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from dataclasses import dataclass, replace
 from typing import Any
@@ -103,3 +104,11 @@ async def score_rollout_async(
             result = await result
         scores.append(result)
     return _combined(task, scores, seeds, stochastic)
+
+
+def score_rollout_now(adapter: Any, task: Task, rollout: Rollout, *, seed: int, rescores: int) -> Judged:
+    """:func:`score_rollout` from plain code outside any event loop (``capevolve judge-noise``):
+    an ``async def`` scorer (the inspect bridge's) is run under ``asyncio.run``."""
+    if inspect.iscoroutinefunction(adapter.score):
+        return asyncio.run(score_rollout_async(adapter, task, rollout, seed=seed, rescores=rescores))
+    return score_rollout(adapter, task, rollout, seed=seed, rescores=rescores)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._engine.judging import declared_stochastic, judge_seed, score_rollout
+from .._engine.judging import declared_stochastic, judge_seed, score_rollout_now
 from .._project.adapter import AdapterError, Rollout, Task, check_reward
 from .._stats.judge_noise import arm_within, rescores_pay_more, split
 from .._store.record import RolloutRecord
@@ -31,7 +31,7 @@ def _rescored(adapter: Any, pool: dict[str, Task], record: RolloutRecord, rescor
             f"task {record.task_id!r} of a persisted rollout is not in the adapter's tasks"
         )
     rollout = Rollout(task_id=record.task_id, output=record.output, trace=record.trace)
-    judged = score_rollout(adapter, task, rollout, seed=record.seed, rescores=rescores)
+    judged = score_rollout_now(adapter, task, rollout, seed=record.seed, rescores=rescores)
     rewards = (judged.judge or {}).get("rewards") or [judged.score.reward]
     return [check_reward(r, f"score({task.id!r})") for r in rewards]
 
