@@ -41,6 +41,7 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
         instructions_file=args.instructions_file,
         optimizer_timeout=args.optimizer_timeout,
         run_id=args.run_id,
+        new_run=args.new_run,
     )
     try:
         loop = HillClimb(options)
@@ -77,14 +78,17 @@ def register(sub: Any) -> None:
     from .._decide.gate import GATE_MODES
     from .._loop.git_store import STORES
     from .._loop.prompt import FOCUS_MODES
+    from .._project.spec import FOCUS_ALIASES
 
     hc = sub.add_parser("hill-climb", help="the optimize loop: optimizer → guards → val gate → commit")
     loop_arguments(hc)
     hc.add_argument("--optimizer", default=None, metavar="CMD", help="'CMD … {workdir} … {prompt}'")
-    hc.add_argument("--focus", choices=FOCUS_MODES, default=None, help="which failing val tasks to aim at")
+    focus = (*FOCUS_MODES, *FOCUS_ALIASES)  # cap-evolve's `all-at-once` is `all`
+    hc.add_argument("--focus", choices=focus, default=None, help="which failing val tasks to aim at")
     hc.add_argument("--max-iterations", type=int, default=None, metavar="N", help="iterations in the run")
     hc.add_argument("--n-trials", type=int, default=None, metavar="K", help="trials (if the spec sets none)")
     hc.add_argument("--resume", action="store_true", help="finish an iteration a kill cut off")
+    hc.add_argument("--new-run", action="store_true", help="start a new run (baseline first)")
     hc.add_argument("--gate-mode", choices=GATE_MODES, default=None)
     hc.add_argument("--k-se", type=float, default=None)
     hc.add_argument("--alpha", type=float, default=None)

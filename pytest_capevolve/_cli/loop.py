@@ -44,7 +44,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from .._loop.diagnose import diagnose, export_reflective, render_table
 
     spec, rundir = open_run(args)
-    report = diagnose(spec, rundir, args.tag, split=args.split, compare_split=args.compare_split)
+    report = diagnose(
+        spec, rundir, args.tag, split=args.split, compare_split=args.compare_split, cluster=args.cluster
+    )
     if args.export is not None:
         report["export"] = export_reflective(spec, rundir, args.tag, args.export, split=args.split)
     emit(args, report, render_table, json_default=True)
@@ -155,6 +157,13 @@ def register(sub: Any) -> None:
     diag.add_argument("--split", default="val", help="val (default) or train; test is sealed")
     diag.add_argument(
         "--compare-split", default=None, metavar="SPLIT", help="compare clusters with train/val"
+    )
+    diag.add_argument(
+        "--cluster",
+        choices=("normalized", "loose", "exact"),
+        default="normalized",
+        help="group failures: numbers and ids folded, quoted words kept (normalized), quoted text "
+        "folded too (loose), identical feedback only (exact)",
     )
     diag.add_argument(
         "--export", type=Path, default=None, metavar="FILE.jsonl", help="write the reflective dataset"

@@ -82,15 +82,32 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from .._store.seal import Seal
 
     spec, rundir = open_run(args)
+    train = _train(args, spec, rundir)
     code = 0
     test_ids = (rundir.splits() or {}).get("test", [])
     if test_ids and Seal(rundir).burned() is None and not args.no_finalize:
         code = _finalize(args, spec, rundir)
-    result = measure(spec, rundir)
+    result = measure(spec, rundir, train_note=train)
     report = rundir.write_report(render_markdown(result))
     answer = {**dataclasses.asdict(result), "report": report, "finalize_exit": code}
     emit(args, answer, lambda _: [*render_text(result), f"report: {report}"])
     return code
+
+
+def _train(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:
+    """``--train``: pay the train evaluation when the mode says so; the train row's note."""
+    from .._loop.train_eval import evaluate_train, plan_train
+
+    plan = plan_train(spec, rundir, args.train)
+    if not plan.pays:
+        return plan.note
+    out = human(args)
+    print(f"--train {args.train}: {plan.note} (the seed and the best on train)", file=out)
+    out.flush()
+    code = evaluate_train(spec, rundir, workers=args.workers, quiet_to=sys.stderr if args.json else None)
+    if code not in (0, 1):  # 1: pytest's "some rollouts failed", a task the agent failed
+        return f"not evaluated: the train session exited {code} (its log is above)"
+    return plan_train(spec, rundir, "no").note
 
 
 def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
@@ -287,6 +304,12 @@ def register(sub: Any) -> None:
         "--test-reused",
         action="store_true",
         help="finalize even though another run of the project scored these test tasks (labelled so)",
+    )
+    measure.add_argument(
+        "--train",
+        choices=("no", "auto", "yes"),
+        default="no",
+        help="evaluate the seed and the best on train: auto when it adds information (default no)",
     )
     measure.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for finalize")
     measure.set_defaults(func=cmd_measure)

@@ -253,22 +253,33 @@ def decide_screen(
     )
 
 
-def ledger(screen_events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def ledger(
+    screen_events: Iterable[Mapping[str, Any]], val_paid: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     """The run's screen ledger from its ``screen`` events: kills, promotes, rollouts fired
-    (paid by screens), rollouts saved (the full-val rollouts each killed candidate would have
-    cost) and ``net_rollouts`` = saved − fired. A screen run again (a resumed session) counts
-    once, by its latest decision; a candidate killed twice saves its full val once. A promoted
-    candidate's screen rollouts are reused by its full-val gate, but the ledger still counts
-    them as spent (conservatively)."""
+    (paid by screens), rollouts saved and ``net_rollouts`` = saved − fired. A screen run again
+    (a resumed session) counts once, by its latest decision; a candidate killed twice saves its
+    full val once. A kill saves the full-val rollouts it was never paid: with ``val_paid`` (val
+    rollouts held per tag, :func:`.._store.evidence.val_paid_by_tag`), whatever was paid for it beyond its
+    screens' own is not saved — a killed candidate evaluated on full val later saved nothing.
+    A promoted candidate's screen rollouts are reused by its full-val gate, but the ledger
+    still counts them as spent (conservatively)."""
     fired = 0
+    fired_by_tag: dict[str, int] = {}
     latest: dict[tuple[str, str], Mapping[str, Any]] = {}
     for event in screen_events:
         fired += int(event.get("fired", 0))
-        latest[(str(event.get("tag")), str(event.get("screen")))] = event
+        tag = str(event.get("tag"))
+        fired_by_tag[tag] = fired_by_tag.get(tag, 0) + int(event.get("fired", 0))
+        latest[(tag, str(event.get("screen")))] = event
     decisions = [e.get("decision") for e in latest.values()]
     killed = {tag: e for (tag, _), e in latest.items() if e.get("decision") == KILL}
     kills, promotes = decisions.count(KILL), decisions.count(PROMOTE)
-    saved = sum(int(e.get("full_val_rollouts", 0)) for e in killed.values())
+    saved = 0
+    for tag, event in killed.items():
+        full = int(event.get("full_val_rollouts", 0))
+        beyond = 0 if val_paid is None else max(0, int(val_paid.get(tag, 0)) - fired_by_tag[tag])
+        saved += max(0, full - beyond)
     net = saved - fired
     out: dict[str, Any] = {
         "screens": kills + promotes,

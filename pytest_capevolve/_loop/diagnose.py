@@ -99,17 +99,33 @@ _NUMBER = re.compile(r"[-+]?(?<![\w.])[0-9]+(?:[.,][0-9]+)*")
 _SPACE = re.compile(r"\s+")
 
 
-def signature(feedback: Any) -> str:
-    """A failure's cluster key: the feedback with quoted strings, ids (tokens mixing letters
-    and digits, long hex), numbers (a unit after one is kept: ``3.5s`` → ``<n>s``) and
-    whitespace folded. Deterministic; "(no feedback)" when
-    the scorer said nothing."""
-    text = feedback if isinstance(feedback, str) else json.dumps(feedback, sort_keys=True, default=repr)
-    text = _QUOTED.sub("<str>", text)
+# How failures are grouped (``capevolve diagnose --cluster``): ``normalized`` (the default) folds
+# numbers and ids everywhere but keeps what quoted text says around them, so "answered 31 to
+# '4 * 9'" and "answered 6 to '5 - 11'" — two defects — stay two clusters; ``loose`` also folds
+# quoted text whole (one cluster per message shape); ``exact`` groups identical feedback only.
+CLUSTER_MODES = ("normalized", "loose", "exact")
+
+
+def _fold(text: str) -> str:
     text = _HEX.sub("<id>", text)
     text = _MEASURE.sub("<n>", text)
     text = _ID.sub("<id>", text)
-    text = _NUMBER.sub("<n>", text)
+    return _NUMBER.sub("<n>", text)
+
+
+def signature(feedback: Any, mode: str = "normalized") -> str:
+    """A failure's cluster key under ``mode`` (:data:`CLUSTER_MODES`): the feedback with ids
+    (tokens mixing letters and digits, long hex), numbers (a unit after one is kept: ``3.5s`` →
+    ``<n>s``) and whitespace folded — inside quoted text too, whose other words and symbols are
+    kept (``loose``: quoted text folded whole to ``<str>``; ``exact``: whitespace only).
+    Deterministic; "(no feedback)" when the scorer said nothing."""
+    if mode not in CLUSTER_MODES:
+        raise Refusal(f"--cluster {mode!r}: use one of {', '.join(CLUSTER_MODES)}")
+    text = feedback if isinstance(feedback, str) else json.dumps(feedback, sort_keys=True, default=repr)
+    if mode == "loose":
+        text = _fold(_QUOTED.sub("<str>", text))
+    elif mode == "normalized":
+        text = _fold(_QUOTED.sub(lambda quoted: _fold(quoted.group(0)), text))
     text = _SPACE.sub(" ", text).strip()
     if not text:
         return "(no feedback)"
@@ -159,11 +175,11 @@ def _rollout_path(spec: Spec, rundir: RunDir, record: RolloutRecord) -> str:
 
 
 def _clusters(
-    spec: Spec, rundir: RunDir, records: Iterable[RolloutRecord], text_of: Any
+    spec: Spec, rundir: RunDir, records: Iterable[RolloutRecord], text_of: Any, mode: str
 ) -> list[FailureCluster]:
     clusters: dict[str, FailureCluster] = {}
     for record in records:
-        key = signature(text_of(record))
+        key = signature(text_of(record), mode)
         cluster = clusters.get(key)
         if cluster is None:
             cluster = clusters[key] = {
@@ -179,7 +195,7 @@ def _clusters(
     return sorted(clusters.values(), key=lambda c: (-c["count"], c["signature"]))
 
 
-def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str) -> SplitDiagnosis:
+def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str, cluster: str) -> SplitDiagnosis:
     splits = rundir.splits() or {}
     task_ids = list(splits.get(split, []))
     if not task_ids:
@@ -213,11 +229,11 @@ def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str) -> SplitD
         "tasks": tasks,
         "bands": {b: len(ids) for b, ids in bands.items()},
         "failing_rollouts": len(failing),
-        "clusters": _clusters(spec, rundir, failing, lambda r: r.feedback or ""),
+        "clusters": _clusters(spec, rundir, failing, lambda r: r.feedback or "", cluster),
         "infra_errors": {
             "count": len(infra),
             "note": "missing data, never a 0: these rollouts did not measure the agent",
-            "clusters": _clusters(spec, rundir, infra, lambda r: r.infra_error or ""),
+            "clusters": _clusters(spec, rundir, infra, lambda r: r.infra_error or "", cluster),
         },
         "kept_good": bands[SOLID],
         "source": f"rollouts/{split}/*__{tag}__t*.json",
@@ -225,17 +241,25 @@ def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str) -> SplitD
 
 
 def diagnose(
-    spec: Spec, rundir: RunDir, tag: str, *, split: str = "val", compare_split: str | None = None
+    spec: Spec,
+    rundir: RunDir,
+    tag: str,
+    *,
+    split: str = "val",
+    compare_split: str | None = None,
+    cluster: str = "normalized",
 ) -> Diagnosis:
     """The ``capevolve diagnose`` object: per-task bands, failure clusters and ``kept_good`` of
     ``tag`` on ``split``; with ``compare_split``, that split's cluster signatures and the
     overlap. Raises :class:`~pytest_capevolve._loop.Refusal` for the test split, an unknown tag
-    or a split the tag has no rollouts on."""
+    or a split the tag has no rollouts on. ``cluster``: how failures are grouped
+    (:data:`CLUSTER_MODES`)."""
     _check_split(split, "--split")
+    signature("", cluster)  # an unknown mode is refused before anything is read
     report: Diagnosis = {
         "run_id": rundir.run_id,
         "tag": tag,
-        **_split_diagnosis(spec, rundir, tag, split),
+        **_split_diagnosis(spec, rundir, tag, split, cluster),
     }
     if compare_split is not None:
         _check_split(compare_split, "--compare-split")
@@ -243,7 +267,7 @@ def diagnose(
             raise Refusal(
                 f"--compare-split {compare_split}: that is the split being diagnosed; compare with another"
             )
-        other = _split_diagnosis(spec, rundir, tag, compare_split)
+        other = _split_diagnosis(spec, rundir, tag, compare_split, cluster)
         mine = {c["signature"] for c in report["clusters"]}
         theirs = {c["signature"] for c in other["clusters"]}
         shared = sorted(mine & theirs)

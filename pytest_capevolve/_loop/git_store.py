@@ -121,11 +121,13 @@ class CommandStore(CandidateStore):
             part.replace("{msg}", message).replace("{dir}", str(files)).replace("{tag}", tag)
             for part in shlex.split(self.command)
         ]
-        done = subprocess.run(argv, cwd=self.cwd, capture_output=True, text=True, check=False)
+        try:
+            done = subprocess.run(argv, cwd=self.cwd, capture_output=True, text=True, check=False)
+        except OSError as exc:  # no such program, not executable
+            raise StoreError(f"--store-commit-cmd could not run for {tag}: {exc}") from None
         if done.returncode != 0:
-            raise StoreError(
-                f"--store-commit-cmd exited {done.returncode} for {tag}: {done.stderr.strip()[-500:]}"
-            )
+            last = (done.stderr.strip().splitlines() or ["(no stderr)"])[-1][-300:]  # one line
+            raise StoreError(f"--store-commit-cmd exited {done.returncode} for {tag}: {last}")
         return {"command": argv, "stdout": done.stdout[-2000:]}
 
 

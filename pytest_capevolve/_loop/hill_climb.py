@@ -57,6 +57,7 @@ from .hill_climb_options import (
     check_limits,
     checked_focus,
     checked_optimizer,
+    checked_store,
     ini_overrides,
     instructions_template,
 )
@@ -103,6 +104,7 @@ class HillClimb:
         self.focus = checked_focus(options, self.spec)
         self.store_kind = options.store or self.spec.store or "git"
         check_limits(options)
+        checked_store(options, self.store_kind)
         self.template = instructions_template(options)
         self.extra_protected: tuple[str, ...] = ()
         if options.protected_paths:
@@ -123,19 +125,25 @@ class HillClimb:
 
     def _baseline(self) -> RunDir:
         """The run, with the best's val rollouts complete; runs a plain evaluation when not."""
-        try:
-            rundir = RunDir.resolve(self.spec.project_dir, self.o.run_id, create=False)
-        except RunDirError:
-            if self.o.run_id is not None:
-                raise Refusal(f"no run {self.o.run_id!r} in {self.spec.project_dir}") from None
-            rundir = None
+        rundir: RunDir | None = None
+        if not self.o.new_run:
+            try:
+                rundir = RunDir.resolve(self.spec.project_dir, self.o.run_id, create=False)
+            except RunDirError:
+                if self.o.run_id is not None:
+                    raise Refusal(f"no run {self.o.run_id!r} in {self.spec.project_dir}") from None
         if rundir is not None and self._has_baseline(rundir):
             return rundir
-        self.o.log("no baseline yet (the best's val rollouts): running a plain evaluation session")
+        self.o.log(
+            "--new-run: a new run, its baseline first"
+            if self.o.new_run
+            else "no baseline yet (the best's val rollouts): running a plain evaluation session"
+        )
         log = (
             rundir.hill_climb_dir() if rundir is not None else self.spec.project_dir / ".capevolve"
         ) / "baseline.log"
-        code = self._session(self._session_args(rundir), log)
+        args = self._session_args(rundir) + (["--capevolve-new-run"] if self.o.new_run else [])
+        code = self._session(args, log)
         if rundir is None:
             try:
                 rundir = RunDir.resolve(self.spec.project_dir, None, create=False)
@@ -167,7 +175,7 @@ class HillClimb:
         if Seal(rundir).burned() is not None:
             raise Refusal(
                 f"run {rundir.run_id} is finalized: its test split was scored, so a new best chosen in it "
-                "would not be held out; start a new run (pytest --capevolve-run PROJECT --capevolve-new-run)"
+                "would not be held out; start a new run: capevolve hill-climb --new-run"
             )
         try:
             self.store = open_store(
@@ -358,7 +366,7 @@ class HillClimb:
         files = snapshot if snapshot.is_dir() else rundir.work_dir(cid)
         assert self.store is not None
         anchored = f"{message}\n\n{head(rundir.log).trailer()}"  # the log's head, kept off the run dir
-        ref = self.store.record(cid, files, anchored, accepted=entry["decision"] == "accept")
+        ref = self._record(cid, files, anchored, accepted=entry["decision"] == "accept")
         optimizer = folder / "optimizer.json"
         outcome = outcome_record(
             meta,
@@ -382,7 +390,20 @@ class HillClimb:
         snapshot = rundir.snapshots.snapshot_dir(SEED_TAG)
         files = snapshot if snapshot.is_dir() else self.spec.capability_path
         message = f"iter 0: seed (the baseline)\n\n{head(rundir.log).trailer()}"
-        self.store.record(SEED_TAG, files, message, accepted=True)
+        self._record(SEED_TAG, files, message, accepted=True)
+
+    def _record(self, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
+        """Hand one candidate to the store; a store that fails (``--store-commit-cmd`` exiting
+        non-zero) stops the loop in one line — the decision is booked, and the next
+        hill-climb records it once the store works."""
+        assert self.store is not None
+        try:
+            return self.store.record(tag, files, message, accepted=accepted)
+        except (StoreError, OSError) as exc:
+            raise LoopIncomplete(
+                f"the {self.store_kind} store did not record {tag}: {exc}; its decision is booked, "
+                "and capevolve hill-climb records it once the store works"
+            ) from None
 
     def _summary(self, stop: str) -> dict[str, Any]:
         rundir = self._rundir

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._policy import Refusal
-from .._project.spec import Spec
+from .._project.spec import FOCUS_ALIASES, Spec
 from .._project.yamlfile import YamlError, read_yaml
 from .prompt import DEFAULT_INSTRUCTIONS, FOCUS_MODES
 
@@ -47,6 +47,7 @@ class Options:
     instructions_file: Path | None = None
     optimizer_timeout: float = DEFAULT_OPTIMIZER_TIMEOUT
     run_id: str | None = None
+    new_run: bool = False  # start a new run of the project (its baseline first)
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
 
 
@@ -89,8 +90,10 @@ def checked_optimizer(options: Options, spec: Spec) -> str:
 
 
 def checked_focus(options: Options, spec: Spec) -> str:
-    """The focus mode (the flag, else the spec's ``algorithm_focus``, else ``all``)."""
+    """The focus mode (the flag, else the spec's ``algorithm_focus``, else ``all``); cap-evolve's
+    back-compat name ``all-at-once`` is ``all``."""
     focus = options.focus or spec.algorithm_focus or "all"
+    focus = FOCUS_ALIASES.get(focus, focus)
     if focus not in FOCUS_MODES:
         raise Refusal(f"--focus {focus!r}: use one of {', '.join(FOCUS_MODES)}")
     return focus
@@ -102,6 +105,18 @@ def check_limits(options: Options) -> None:
         raise Refusal(f"--optimizer-timeout {options.optimizer_timeout:g}: give a number of seconds > 0")
     if options.max_iterations is not None and options.max_iterations < 0:
         raise Refusal(f"--max-iterations {options.max_iterations}: give 0 or more")
+    if options.new_run and (options.run_id is not None or options.resume):
+        given = "--run-id" if options.run_id is not None else "--resume"
+        raise Refusal(f"--new-run starts a new run; {given} continues an existing one: give one")
+
+
+def checked_store(options: Options, kind: str) -> None:
+    """``--store-commit-cmd`` only with the ``command`` store: any other store would ignore it."""
+    if options.store_commit_cmd and kind != "command":
+        raise Refusal(
+            f"--store-commit-cmd runs only with --store command; the store here is {kind!r}, "
+            "which would ignore it: add --store command, or drop --store-commit-cmd"
+        )
 
 
 def instructions_template(options: Options) -> str:

@@ -2,7 +2,8 @@
 
 ``capevolve work new TAG [--from TAG]`` copies the current best's snapshot (or ``--from``'s)
 into the work folder, with a ``JOURNAL.md`` for the optimizer's notes. The parent's snapshot
-is never touched. A tag that exists anywhere in the run is refused: rollouts are named
+is never touched. A finalized run (its test split scored) makes none. A tag that exists
+anywhere in the run is refused: rollouts are named
 ``<task>__<tag>__t<k>.json``, so a shared tag would interleave two evaluations.
 """
 
@@ -15,6 +16,7 @@ from .._policy.commit import CommitRefused
 from .._project.candidate import HANDOVER, SEED_TAG, check_tag
 from .._project.spec import Spec
 from .._store.rundir import RunDir
+from .._store.seal import Seal
 from .._store.snapshots import writable_copy
 
 JOURNAL = "JOURNAL.md"
@@ -47,6 +49,12 @@ def new_work_copy(
     ``files`` (relative path → bytes), those files instead of the parent's — a merge of
     ``merged_from`` onto ``parent`` (:mod:`.merge`), which the log records."""
     tag = check_tag(tag)
+    if Seal(rundir).burned() is not None:  # a best chosen after the test score is not held out
+        raise CommitRefused(
+            f"run {rundir.run_id} is finalized: its test split was scored, so a candidate made in it "
+            "could never be measured held out; start a new run (pytest --capevolve-run PROJECT "
+            "--capevolve-new-run, or capevolve hill-climb --new-run)"
+        )
     parent = parent or rundir.state.best()
     folder = rundir.work_dir(tag)
     taken = set(rundir.snapshots.known_tags()) | {SEED_TAG} | set(rundir.verdicts.verdicts())

@@ -126,6 +126,8 @@ def book(
         against_gate = _check(spec, tag, decision, basis, verdict, best, force)
         if basis in SCREEN_KILL_BASES and not force:
             _check_screen_kill(rundir, tag, basis)
+        if basis in EVIDENCED_BASES and not force:
+            EVIDENCED_BASES[basis](spec, rundir, tag)
         parent = _parent(rundir, tag, best)
         merge = merged_from(rundir, tag)
         lineage: Lineage = {"tag": tag, "parent": parent}
@@ -266,6 +268,38 @@ def _check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
             f"{found}. Screen it (pytest --capevolve-run PROJECT --capevolve-candidate DIR "
             "--capevolve-screen 1) or give the basis the record supports"
         )
+
+
+def _check_infra(spec: Spec, rundir: RunDir, tag: str) -> None:
+    """A reject on basis ``infra`` needs the log to record an infra error of one of ``tag``'s
+    rollouts (train or val): a candidate that never lost a rollout was not rejected for infra."""
+    rollouts = [e for e in rundir.log.of_kinds("rollout") if e.get("tag") == tag and e.get("split") != "test"]
+    errors = sum(1 for e in rollouts if e.get("infra_error"))
+    if errors == 0:
+        raise CommitRefused(
+            f"--reject-basis infra needs an infra error in the log; the {len(rollouts)} logged rollout(s) "
+            f"of {tag!r} have none: give the basis the record supports (gate, after a gate session)"
+        )
+
+
+def _check_budget(spec: Spec, rundir: RunDir, tag: str) -> None:
+    """A reject on basis ``budget`` needs the run's ceilings to leave no room for one more
+    full-val evaluation (what ``capevolve spend`` says): while one fits, the candidate could be
+    gated, and rejecting it is a choice, not the budget's."""
+    from .spend import spend_report  # here: the spend report reads the whole run
+
+    report = spend_report(spec, rundir, n_siblings=1)
+    if report["budget_exhausted"] or not report["afford"]["affordable"]:
+        return
+    raise CommitRefused(
+        f"--reject-basis budget needs the ceilings to leave no room for one more evaluation; "
+        f"capevolve spend says one fits ({report['afford']['rollouts_needed']} rollouts under every "
+        f"ceiling): gate {tag!r}, or give the basis the record supports"
+    )
+
+
+# Reject bases whose evidence is in the record; booked only when it is there (or with --force).
+EVIDENCED_BASES = {"infra": _check_infra, "budget": _check_budget}
 
 
 def _count(state: dict[str, Any], entry: BookedDecision, optimizer: OptimizerSpend) -> None:

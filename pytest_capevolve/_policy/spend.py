@@ -18,13 +18,14 @@ from .. import _stats as stats
 from .._decide.screen import ledger as screen_ledger
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
-from .._store.evidence import ByTag, index_records, reward_matrix
+from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.rundir import RunDir
 from .._store.seal import Seal
 from . import stop_condition as sc
 from . import val_budget
 from .afford import Affordability, Ceilings, afford, missing_rollouts, money
 from .resolution import resolution
+from .sibling_merge import merge_reminder, unmerged_siblings
 from .stop_terms import NO_REGRESS
 
 NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fanning out
@@ -115,6 +116,9 @@ def spend_report(
     constraints = _constraints(spec, condition, records, best_json, spent, val_ids, trials)
     exhausted = _exhausted(ceiling_json, constraints)
     recommendation = _recommend(exhausted, ceiling_json, constraints, can, fits(1) if n_siblings > 1 else can)
+    unmerged = unmerged_siblings(events)
+    if recommendation["action"] == "stop":
+        recommendation["reason"] += merge_reminder(unmerged)
     reuse = val_budget.val_reuse(spec, events, rundir.verdicts.verdicts(), len(val_ids))
     alarm = val_budget.run_calibration(spec, events)
     return {
@@ -130,7 +134,10 @@ def spend_report(
         "afford": afford_json,
         "constraints": constraints,
         "recommendation": _overridden(recommendation, rundir, reuse, alarm),
-        "screens": screen_ledger(e for e in events if e.get("kind") == "screen"),
+        "merge_before_stop": unmerged,
+        "screens": screen_ledger(
+            (e for e in events if e.get("kind") == "screen"), val_paid_by_tag(rundir, events)
+        ),
     }
 
 

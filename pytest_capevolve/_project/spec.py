@@ -224,6 +224,8 @@ def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 _INF = math.inf
 # `capevolve hill-climb`'s focus schedules and candidate stores (see _loop/prompt.py, _loop/git_store.py)
 HILL_CLIMB_FOCUS = ("all", "cyclic", "hardest-first")
+# cap-evolve's back-compat names of a focus schedule: accepted, and read as the schedule named
+FOCUS_ALIASES = {"all-at-once": "all"}
 HILL_CLIMB_STORES = ("git", "copy", "command")
 VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "adapter": _adapter_ref,
@@ -251,7 +253,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "stop_condition": _optional(_str),
     "protected_paths": _globs,
     "optimizer": _optional(_str),
-    "algorithm_focus": _optional(_choice(HILL_CLIMB_FOCUS)),
+    "algorithm_focus": _optional(_choice((*HILL_CLIMB_FOCUS, *FOCUS_ALIASES))),
     "store": _optional(_choice(HILL_CLIMB_STORES)),
     # sequential gate + val-reuse α budget (issue 16): the minimum effect of interest for the
     # futility e-process, and how α is spent across the run's gate decisions on one val split

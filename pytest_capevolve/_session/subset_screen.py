@@ -26,7 +26,7 @@ from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec, splits_for
 from .._project.splits import TEST_SPLIT
 from .._show.report import summarize_arm
-from .._store.evidence import ByTag, index_records, reward_matrix
+from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.files import atomic_write_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
@@ -242,7 +242,8 @@ class ScreenSession:
             fired=fired,
             full_val_rollouts=full_cost,
         )
-        ledger = ladder.ledger(screen_events(rundir))
+        events = screen_events(rundir)
+        ledger = ladder.ledger(events, val_paid_by_tag(rundir, events))
         record = {
             "tag": tag,
             "against": best,

@@ -18,7 +18,7 @@ from .._decide.screen import ledger as screen_ledger
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.event_digest import digest
-from .._store.evidence import ByTag, index_records, reward_matrix
+from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.project_seal import REUSED_LABEL
 from .._store.rundir import RunDir
 from .._store.seal import Seal
@@ -86,11 +86,14 @@ class Measurement:
         return self.best == SEED_TAG
 
 
-def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -> Measurement:
+def measure(
+    spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None, *, train_note: str | None = None
+) -> Measurement:
     """Read the run and decide what may be said. Never pays a rollout, never opens the seal.
 
     ``known``: split → records already indexed by the caller (a session that has just read
-    its split), so they are not read from disk again."""
+    its split), so they are not read from disk again. ``train_note``: why train has no numbers,
+    as ``capevolve measure --train`` found it (default: the run holds no train rollouts)."""
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
     state = rundir.state.read_state()
     events, rollouts_by_split = digest(rundir)  # the log less its rollout lines, and their count
@@ -112,7 +115,14 @@ def measure(spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None) -
         if records is None and splits[split]:
             records = index_records(rundir.rollouts.indexed_rollouts(split, tags))
         _persisted_split(
-            result, split, list(splits[split]), records or {}, tags, spec.num_trials, spec.base_seed
+            result,
+            split,
+            list(splits[split]),
+            records or {},
+            tags,
+            spec.num_trials,
+            spec.base_seed,
+            train_note,
         )
     _test_split(result, rundir, splits)
     result.lineage = _lineage(rundir, events)
@@ -133,6 +143,7 @@ def _persisted_split(
     tags: list[str],
     trials: int,
     seed: int,
+    train_note: str | None = None,
 ) -> None:
     if not task_ids:
         result.arms.append(ArmLine(split, "—", "—", note="empty: this split has no tasks"))
@@ -152,9 +163,7 @@ def _persisted_split(
             ArmLine(split, arm, tag, mean, se, len(task_ids), trials, stats.coverage(matrix), source=source)
         )
     if split == "train" and not matrices:
-        result.arms.append(
-            ArmLine(split, "—", "—", tasks=len(task_ids), note="not evaluated (adds nothing to show)")
-        )
+        result.arms.append(ArmLine(split, "—", "—", tasks=len(task_ids), note=train_note or NO_TRAIN_NOTE))
     if len(matrices) == 2:
         summary = paired_summary(matrices[tags[1]], matrices[SEED_TAG], seed=seed)
         result.deltas.append(DeltaLine(split, summary, f"rollouts/{split}/ (paired by task)"))
@@ -257,6 +266,7 @@ def _spend(
         for verdict in rundir.verdicts.verdicts().values()
         if verdict.get("basis") in SCREEN_BASES
     ]
+    screens = [e for e in events if e.get("kind") == "screen"]
     cost = 0  # tamper and leak checks and microcases pay no rollout
     saved = len(refused) * val_tasks * trials
     screening = {
@@ -264,12 +274,13 @@ def _spend(
         "cost": cost,
         "saved": saved,
         "net": saved - cost,
-        "subset": screen_ledger(e for e in events if e.get("kind") == "screen"),
+        "subset": screen_ledger(screens, val_paid_by_tag(rundir, screens)),
     }
     return spend, screening
 
 
 SCREEN_BASES = ("tamper", "leak", "micro_test_fail")
+NO_TRAIN_NOTE = "not evaluated: the run holds no train rollouts (capevolve measure --train auto pays them)"
 
 
 # -- rendering ----------------------------------------------------------------------------------

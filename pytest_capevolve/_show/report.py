@@ -21,7 +21,7 @@ from .numbers import interval, num
 @dataclass
 class TagRow:
     """One row of the per-tag table (:func:`render_arms`): a tag's arm on one split — its
-    mean, SE, coverage and pass^k over the planned tasks and trials, with what it paid,
+    mean, SE, coverage, pass^k and pass@k over the planned tasks and trials, with what it paid,
     reused, lost to infra errors and cost. (Not :class:`.._stats.ArmSummary`, the arrays a
     gate reads.)"""
 
@@ -33,6 +33,7 @@ class TagRow:
     se: float | None
     coverage: float
     pass_k: float | None
+    pass_at_k: float | None
     paid: int
     reused: int
     infra: int
@@ -89,6 +90,7 @@ def arm_summary(
         se=se,
         coverage=stats.coverage(rewards),
         pass_k=stats.pass_hat_k(passes, num_trials),
+        pass_at_k=stats.pass_at_k(passes, num_trials),
         paid=paid,
         reused=reused,
         infra=infra,
@@ -130,6 +132,7 @@ def render_arms(rows: Sequence[TagRow]) -> list[str]:
         "SE",
         "coverage",
         "pass^k",
+        "pass@k",
         "paid",
         "reused",
         "infra",
@@ -145,6 +148,7 @@ def render_arms(rows: Sequence[TagRow]) -> list[str]:
             num(r.se),
             f"{r.coverage:.0%}",
             f"{num(r.pass_k)} (k={r.trials})",
+            num(r.pass_at_k),
             str(r.paid),
             str(r.reused),
             str(r.infra),
@@ -167,7 +171,7 @@ def render_arms(rows: Sequence[TagRow]) -> list[str]:
 # verdicts' SE is the paired one, and they are not the same number.
 ARMS_LEGEND = (
     "mean, SE: each arm's mean reward over tasks and its own (unpaired) standard error; "
-    "pass^k: the chance that k fresh trials of a task all pass; "
+    "pass^k, pass@k: the chance that k fresh trials of a task all pass, that at least one does; "
     "infra: rollouts that measured nothing (missing data)"
 )
 VERDICTS_LEGEND = (

@@ -9,12 +9,12 @@ a 0.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, reduce
 from itertools import repeat
 from operator import is_not
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .._project.blocks import block_of, local_trial
 
 if TYPE_CHECKING:
     from .record import RolloutRecord
+    from .rundir import RunDir
 
 Arm = dict[tuple[str, int], "RolloutRecord"]  # (task_id, trial) → record
 ByTag = dict[str, Arm]
@@ -201,3 +202,11 @@ class Outcomes:
         # pairs them, and can differ in the last bit)
         cost = reduce(operator.add, map(self.cost_usd.__getitem__, kept.tolist()), 0.0)
         return rewards, passes, int(np.count_nonzero(infra[kept])), cost
+
+
+def val_paid_by_tag(rundir: RunDir, events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The val rollouts the run holds for each tag a ``screen`` event names: what the screen
+    ledger checks a kill's saving against (a killed candidate evaluated on full val later
+    saved nothing)."""
+    tags = sorted({str(e.get("tag")) for e in events if e.get("kind") == "screen"})
+    return {tag: len(rundir.rollouts.indexed_rollouts("val", [tag])) for tag in tags}

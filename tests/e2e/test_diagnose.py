@@ -112,8 +112,17 @@ def test_infra_errors_are_counted_apart_and_the_export_redacts_gold(tattler, cap
     assert report["kept_good"] == ["q06", "q12", "q15"]
     [infra] = report["infra_errors"]["clusters"]
     assert infra["tasks"] == ["q09"] and "<id>" in infra["signature"] and "<n>" in infra["signature"]
-    [cluster] = report["clusters"]
-    assert cluster["signature"] == "late slip: expected <n>, got <n> for <str>" and cluster["count"] == 8
+    # the two defects ('*' and '-') stay two clusters: the quoted question keeps its operator
+    assert [(c["signature"], c["count"]) for c in report["clusters"]] == [
+        ("late slip: expected <n>, got <n> for '<n> * <n>'", 4),
+        ("late slip: expected <n>, got <n> for '<n> - <n>'", 4),
+    ]
+    loose = diagnose(tattler, "seed", "--cluster", "loose")["clusters"]
+    assert [(c["signature"], c["count"]) for c in loose] == [
+        ("late slip: expected <n>, got <n> for <str>", 8)
+    ]
+    exact = diagnose(tattler, "seed", "--cluster", "exact")["clusters"]
+    assert len(exact) == 8 and all(c["count"] == 1 for c in exact)  # every feedback differs
 
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert report["export"]["rows"] == len(rows) == 8
@@ -131,7 +140,7 @@ def test_compare_split_reports_the_overlap_or_says_the_splits_are_disjoint(
 ):
     capevolve(tattler)
     capevolve(tattler, extra=["--capevolve-split", "train"])
-    report = diagnose(tattler, "seed", "--compare-split", "train")
+    report = diagnose(tattler, "seed", "--compare-split", "train", "--cluster", "loose")
     cmp = report["compare"]
     assert cmp["split"] == "train" and cmp["disjoint"] is True and cmp["shared"] == []
     assert cmp["only_val"] == ["late slip: expected <n>, got <n> for <str>"]
@@ -142,7 +151,7 @@ def test_compare_split_reports_the_overlap_or_says_the_splits_are_disjoint(
     same = make_tattler(example, projects, "same_feedback", halves=False)
     capevolve(same)
     capevolve(same, extra=["--capevolve-split", "train"])
-    cmp = diagnose(same, "seed", "--compare-split", "train")["compare"]
+    cmp = diagnose(same, "seed", "--compare-split", "train", "--cluster", "loose")["compare"]
     assert cmp["disjoint"] is False and cmp["shared"] == ["any slip: expected <n>, got <n> for <str>"]
     assert "can move the val mean" in cmp["note"]
 

@@ -20,5 +20,17 @@ from pytest_capevolve._loop.diagnose import signature
     ],
 )
 def test_signature_folds_numbers_quotes_ids_and_whitespace(feedback, expected):
-    assert signature(feedback) == expected
-    assert signature(feedback) == signature(feedback)
+    assert signature(feedback, "loose") == expected
+    assert signature(feedback, "loose") == signature(feedback, "loose")
+
+
+def test_toy_calc_s_two_defects_stay_two_clusters_by_default():
+    """'*' answered off by one and '-' answered without its sign are two defects; folding the
+    quoted question whole made them one cluster (issue 26)."""
+    times, minus = "answered 31 to '4 * 9'", "answered 6 to '5 - 11'"
+    assert signature(times) == "answered <n> to '<n> * <n>'"
+    assert signature(minus) == "answered <n> to '<n> - <n>'"
+    assert signature("answered 22 to '3 * 7'") == signature(times)  # the same defect, one cluster
+    assert signature(times, "loose") == signature(minus, "loose")  # the old grouping, on request
+    assert signature(times, "exact") == times and signature("a  b\n c", "exact") == "a b c"
+    assert signature('order "ABC-123" not found (code 404)') == 'order "<id>" not found (code <n>)'

@@ -1,0 +1,72 @@
+"""``capevolve measure --train yes|no|auto``: whether the measurement pays a train evaluation.
+
+Used by ``capevolve measure`` before it reads the run. Train is never gated and never sealed, so
+its row is for the report only: seed vs best on tasks the gate did not select on. ``auto`` pays
+it when it adds information — the run has a train split that is not val's tasks over again (the
+numbers would be a copy) and the seed or the best has train rollouts missing for its current
+bytes (a tag is its bytes: a tag evaluated once is not paid again). ``yes`` pays whatever is
+missing; ``no`` (the default) pays nothing. Either way :func:`plan_train` says why in one
+phrase, which the table prints in place of a train row that has no numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TextIO
+
+from .._policy.afford import missing_rollouts
+from .._project.candidate import SEED_TAG
+from .._project.spec import Spec
+from .._store.evidence import index_records
+from .._store.rundir import RunDir
+from .launch import run_attached, run_captured, session_command
+
+TRAIN_MODES = ("no", "auto", "yes")
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """What ``--train`` pays: the rollouts still missing (0: nothing to pay) and why."""
+
+    missing: int
+    note: str
+
+    @property
+    def pays(self) -> bool:
+        return self.missing > 0
+
+
+def plan_train(spec: Spec, rundir: RunDir, mode: str) -> TrainPlan:
+    """Whether ``mode`` pays the train evaluation of the seed and the best, and the reason."""
+    splits = rundir.splits() or {}
+    train, val = list(splits.get("train", [])), list(splits.get("val", []))
+    if not train:
+        return TrainPlan(0, "empty: this split has no tasks")
+    best = rundir.state.best()
+    tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
+    records = index_records(rundir.rollouts.indexed_rollouts("train", tags))
+    missing = missing_rollouts(records, tags, train, spec.num_trials)
+    if missing == 0:
+        return TrainPlan(0, "evaluated")
+    if mode == "no":
+        return TrainPlan(
+            0, f"not evaluated: measure --train no (the default); --train auto pays its {missing} rollouts"
+        )
+    if mode == "auto" and set(train) == set(val):
+        return TrainPlan(0, "not evaluated: train holds val's tasks, so its numbers would be a copy of val's")
+    return TrainPlan(missing, f"evaluating: {missing} train rollouts missing")
+
+
+def evaluate_train(spec: Spec, rundir: RunDir, *, workers: int, quiet_to: TextIO | None) -> int:
+    """One plain session on train for the best, with the seed beside it when they differ (the
+    best is always in a session's plan); its output for people, or to ``quiet_to`` captured.
+    Returns its exit code (the run's ceilings hold in it like in any session)."""
+    extra = ["--capevolve-split", "train"]
+    if rundir.state.best() != SEED_TAG:
+        extra += ["--capevolve-candidate", str(spec.capability_path), "--capevolve-tag", SEED_TAG]
+    command = session_command(spec.path, run_id=rundir.run_id, workers=workers, extra=extra)
+    if quiet_to is None:
+        return run_attached(command, spec.project_dir)
+    done = run_captured(command, spec.project_dir)
+    quiet_to.write(done.stdout + done.stderr)
+    return done.returncode

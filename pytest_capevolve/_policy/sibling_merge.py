@@ -1,0 +1,54 @@
+"""Accepted siblings not merged yet: the reminder the design calls "required" before a stop.
+
+Read by :func:`.spend.spend_report` (``capevolve spend``) from the run's events. Siblings are
+candidates booked with the same parent; when two of them were accepted (the later one re-gated
+against the earlier) and fixed disjoint sets of val tasks, the best holds only the later one's
+edit — the earlier one's fix is lost unless ``capevolve merge`` builds a candidate from both,
+which is then gated like any other. A pair some work copy already merges is not listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from itertools import combinations
+from typing import Any
+
+
+def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pairs of accepted siblings (same parent) with disjoint ``fixed`` tasks that no merge
+    work copy combines yet, oldest pair first: ``{"tags", "parent", "fixed", "command"}``."""
+    accepted: dict[str, list[Mapping[str, Any]]] = {}
+    merged: list[set[str]] = []
+    for event in events:
+        kind = event.get("kind")
+        if kind == "decision" and event.get("decision") == "accept":
+            accepted.setdefault(str(event.get("parent")), []).append(event)
+        elif kind == "work_created" and event.get("merged_from"):
+            merged.append({str(t) for t in event["merged_from"]})
+    out = []
+    for parent, siblings in accepted.items():
+        for a, b in combinations(siblings, 2):
+            fixed_a, fixed_b = set(a.get("fixed") or []), set(b.get("fixed") or [])
+            pair = {str(a["tag"]), str(b["tag"])}
+            if not fixed_a or not fixed_b or fixed_a & fixed_b or any(pair <= m for m in merged):
+                continue
+            out.append(
+                {
+                    "tags": [str(a["tag"]), str(b["tag"])],
+                    "parent": parent,
+                    "fixed": {str(a["tag"]): sorted(fixed_a), str(b["tag"]): sorted(fixed_b)},
+                    "command": f"capevolve merge {a['tag']} {b['tag']}",
+                }
+            )
+    return out
+
+
+def merge_reminder(pairs: list[dict[str, Any]]) -> str:
+    """One sentence for a stop recommendation; empty when nothing waits to be merged."""
+    if not pairs:
+        return ""
+    named = "; ".join(f"{' and '.join(p['tags'])} (from {p['parent']!r}): {p['command']}" for p in pairs)
+    return (
+        f" Before the stop, merge the accepted siblings that fixed disjoint tasks (the best holds only "
+        f"the later edit), then gate the merge: {named}."
+    )
