@@ -1,6 +1,8 @@
-"""How often a hill-climb accepts an edit that does not help: the exact gate vs cap-evolve's rule.
+"""How often a hill-climb accepts an edit that does not help: the exact gate vs cap-evolve's rule;
+then which signal gives the optimizer the better *test* gain: val's failures or train's.
 
 Run: python benchmarks/hill_climb.py [loops] [seed]   (default 300 loops, seed 2026)
+     python benchmarks/hill_climb.py signal            (the signal comparison alone)
 
 Simulated at the level of reward matrices (the gate's own :func:`decide`), not pytest sessions:
 noisy_agent-like val tasks (40 tasks × 5 trials, each task a hidden log-odds spread like
@@ -15,12 +17,25 @@ re-drawn whenever the best changes, as the loop does), once by cap-evolve's pair
 Printed per rule: edits accepted, the share of accepted edits whose true effect on the val mean
 is ≤ 0 (the false-accept share), the true gain of the final best over the seed, and the ratio of
 the false-accept shares (paired / exact).
+
+The signal comparison runs the real loop (``capevolve hill-climb``, real gate sessions) on private
+copies of the bundled projects, twice on each with the same scripted optimizer — examples/toy_calc
+with its own optimizer.py, examples/noisy_agent with benchmarks/signal_optimizer.py (it guesses
+a fix from the failures it is shown) — once ``--signal val`` and once ``--signal train``, then
+``capevolve measure`` finalizes each run. Printed per project: the test gain (best − seed on the
+sealed test split, from seal.json) of each signal, their difference and ratio, the rollouts each
+paid, and what each accepted.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -126,5 +141,70 @@ def main() -> None:
     print(f"false-accept share, paired k=1.0 / exact: {ratio:.2f}×")
 
 
+REPO = Path(__file__).resolve().parent.parent
+SIGNAL_PROJECTS = {  # project → (its scripted optimizer, iterations)
+    "toy_calc": ("optimizer.py", 3),
+    "noisy_agent": (str(REPO / "benchmarks" / "signal_optimizer.py"), 4),
+}
+
+
+def capevolve(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest_capevolve._cli.main", *argv]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def signal_loop(name: str, signal: str, scratch: Path) -> dict:
+    """One hill-climb on a fresh copy of examples/<name> with ``--signal signal``, finalized."""
+    project = scratch / f"{name}-{signal}"
+    shutil.copytree(
+        REPO / "examples" / name, project, ignore=shutil.ignore_patterns(".capevolve", "__pycache__")
+    )
+    optimizer, iterations = SIGNAL_PROJECTS[name]
+    climb = capevolve(
+        "hill-climb", str(project), "--optimizer", f"{sys.executable} {optimizer} {{workdir}} {{prompt}}",
+        "--signal", signal, "--max-iterations", str(iterations), "--store", "copy", cwd=project,
+    )  # fmt: skip
+    if climb.returncode != 0:
+        raise SystemExit(
+            f"hill-climb {name} --signal {signal} exited {climb.returncode}: {climb.stderr[-800:]}"
+        )
+    summary = json.loads(climb.stdout)
+    measured = capevolve("measure", str(project), "--json", cwd=project)
+    if measured.returncode != 0:
+        raise SystemExit(f"measure {name} exited {measured.returncode}: {measured.stderr[-800:]}")
+    run = project / ".capevolve" / "runs" / summary["run_id"]
+    seal = json.loads((run / "seal.json").read_text())
+    state = json.loads((run / "state.json").read_text())
+    delta = seal.get("delta_vs_seed") or {"mean": 0.0}  # the seed still the best: no gain
+    return {
+        "test_gain": float(delta["mean"]),
+        "accepted": summary["accepted"],
+        "rollouts": int(state["spent"]["metric_calls"]),
+    }
+
+
+def signal_comparison() -> None:
+    print("\nthe optimizer's signal: test gain of the final best (best − seed, sealed test split)")
+    header = f"{'project':12} {'signal':7} {'test gain':>10} {'rollouts':>9}  accepted"
+    print(header)
+    with tempfile.TemporaryDirectory(prefix="capevolve-signal-") as scratch:
+        for name in SIGNAL_PROJECTS:
+            found = {s: signal_loop(name, s, Path(scratch)) for s in ("val", "train")}
+            for s, r in found.items():
+                print(
+                    f"{name:12} {s:7} {r['test_gain']:>+10.4f} {r['rollouts']:>9}  {', '.join(r['accepted']) or '—'}"
+                )
+            val, train = found["val"]["test_gain"], found["train"]["test_gain"]
+            ratio = f"{train / val:.2f}×" if val else "— (val gained nothing)"
+            print(
+                f"{name:12} train − val test gain {train - val:+.4f}; train / val {ratio}; "
+                f"train paid {found['train']['rollouts'] - found['val']['rollouts']:+d} rollouts"
+            )
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["signal"]:
+        signal_comparison()
+    else:
+        main()
+        signal_comparison()

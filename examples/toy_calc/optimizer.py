@@ -15,7 +15,7 @@ from pathlib import Path
 
 RULES = {"*": "Multiply carefully.", "-": "Mind the sign."}
 ROW = re.compile(r"^\| (?P<task>[^|]+?) \| \d+/\d+ \| (?P<feedback>[^|]*) \|")
-FOCUS = re.compile(r"^Fix these val tasks first: (?P<ids>.+)$", re.MULTILINE)
+FOCUS = re.compile(r"^Fix these (?:val|train) tasks first: (?P<ids>.+)$", re.MULTILINE)
 
 
 def main(workdir: Path, prompt: Path) -> int:

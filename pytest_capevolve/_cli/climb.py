@@ -42,6 +42,7 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
         optimizer_timeout=args.optimizer_timeout,
         run_id=args.run_id,
         new_run=args.new_run,
+        signal=args.signal,
     )
     try:
         loop = HillClimb(options)
@@ -85,6 +86,12 @@ def register(sub: Any) -> None:
     hc.add_argument("--optimizer", default=None, metavar="CMD", help="'CMD … {workdir} … {prompt}'")
     focus = (*FOCUS_MODES, *FOCUS_ALIASES)  # cap-evolve's `all-at-once` is `all`
     hc.add_argument("--focus", choices=focus, default=None, help="which failing val tasks to aim at")
+    hc.add_argument(
+        "--signal",
+        choices=("val", "train"),
+        default="val",
+        help="whose failures the optimizer sees: val (the gate's split) or train (paid once per new best)",
+    )
     hc.add_argument("--max-iterations", type=int, default=None, metavar="N", help="iterations in the run")
     hc.add_argument("--n-trials", type=int, default=None, metavar="K", help="trials (if the spec sets none)")
     hc.add_argument("--resume", action="store_true", help="finish an iteration a kill cut off")

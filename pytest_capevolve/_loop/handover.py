@@ -67,9 +67,11 @@ def clear_handover(workdir: Path) -> None:
             path.unlink()
 
 
-def failure_examples(spec: Spec, rundir: RunDir, parent: str) -> dict[str, dict[str, str]]:
-    """Per failing task, the first failing rollout of the parent: its feedback (the gold
-    answer redacted) and its path; an infra-errored task gets its error instead."""
+def failure_examples(
+    spec: Spec, rundir: RunDir, parent: str, split: str = "val"
+) -> dict[str, dict[str, str]]:
+    """Per failing task of ``split``, the first failing rollout of the parent: its feedback (the
+    gold answer redacted) and its path; an infra-errored task gets its error instead."""
     try:
         pool = load_tasks(load_adapter(spec.adapter, spec.project_dir), spec.adapter)
     except AdapterError:
@@ -79,14 +81,14 @@ def failure_examples(spec: Spec, rundir: RunDir, parent: str) -> dict[str, dict[
     # the parent's outcomes from the index, in the rollout files' order; a failing rollout's
     # feedback from its file, read only for the one shown per task
     indexed = sorted(
-        rundir.rollouts.indexed_rollouts("val", [parent]),
-        key=lambda r: rundir.rollout_path("val", r.task_id, r.tag, r.trial).name,
+        rundir.rollouts.indexed_rollouts(split, [parent]),
+        key=lambda r: rundir.rollout_path(split, r.task_id, r.tag, r.trial).name,
     )
     for record in indexed:
         if record.task_id in out:
             continue
         path = to_stored(
-            rundir.rollout_path("val", record.task_id, record.tag, record.trial), spec.project_dir
+            rundir.rollout_path(split, record.task_id, record.tag, record.trial), spec.project_dir
         )
         task = pool.get(record.task_id)
         gold = None if task is None else task.target
@@ -96,7 +98,7 @@ def failure_examples(spec: Spec, rundir: RunDir, parent: str) -> dict[str, dict[
                 "rollout": path,
             }
         elif not (record.passed if record.passed is not None else (record.reward or 0.0) >= threshold):
-            full = rundir.rollouts.read_rollout("val", record.task_id, record.tag, record.trial)
+            full = rundir.rollouts.read_rollout(split, record.task_id, record.tag, record.trial)
             if full is not None:
                 out[record.task_id] = {
                     "feedback": redact(str(full.feedback or ""), gold),

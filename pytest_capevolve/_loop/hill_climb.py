@@ -55,6 +55,7 @@ from .handover import clear_handover, failure_examples, write_handover
 from .hill_climb_options import (
     Options,
     check_limits,
+    check_signal,
     checked_focus,
     checked_optimizer,
     checked_store,
@@ -172,6 +173,7 @@ class HillClimb:
 
     def run(self) -> dict[str, Any]:
         rundir = self.rundir = self._baseline()
+        check_signal(self.o, list((rundir.splits() or {}).get("train", [])))
         if Seal(rundir).burned() is not None:
             raise Refusal(
                 f"run {rundir.run_id} is finalized: its test split was scored, so a new best chosen in it "
@@ -266,7 +268,10 @@ class HillClimb:
         """Write the prompt and the handover files, run the optimizer, clean the work copy."""
         rundir = self._rundir
         parent = meta["parent"]
-        report = diagnose(self.spec, rundir, parent)
+        signal = self.o.signal
+        if signal == "train":
+            self._train_signal(parent, folder)
+        report = diagnose(self.spec, rundir, parent, split=signal)
         rows = report["tasks"]
         focus = focus_tasks(rows, self.focus, meta["iteration"])
         meta.update(focus=focus, convergence=convergence(meta["stall"]))
@@ -278,11 +283,12 @@ class HillClimb:
             parent=parent,
             workdir=str(workdir),
             rows=rows,
-            examples=failure_examples(self.spec, rundir, parent),
+            examples=failure_examples(self.spec, rundir, parent, signal),
             focus_mode=self.focus,
             focus=focus,
             stall=meta["stall"],
             capabilities=self.o.capabilities,
+            split=signal,
         )
         atomic_write_text(prompt, render_prompt(inputs, self.template))
         write_handover(rundir, cid, workdir, self._iterations(), self.spec.project_dir)
@@ -305,6 +311,23 @@ class HillClimb:
         self._rundir.log.append_event(
             "hill_climb_iteration", tag=cid, phase="proposed", optimizer=result["outcome"]
         )
+
+    def _train_signal(self, parent: str, folder: Path) -> None:
+        """``--signal train``: the parent's train rollouts, paid once per new best by a plain
+        train session (the parent is the best; it pays only what is missing)."""
+        from .._store.evidence import index_records
+
+        rundir = self._rundir
+        train = list((rundir.splits() or {}).get("train", []))
+        records = index_records(rundir.rollouts.indexed_rollouts("train", [parent]))
+        if missing_rollouts(records, [parent], train, self.spec.num_trials) == 0:
+            return
+        self.o.log(f"--signal train: evaluating {parent} on train (once per new best)")
+        log = folder / "train.log"
+        code = self._session(self._session_args(rundir) + ["--capevolve-split", "train"], log)
+        records = index_records(rundir.rollouts.indexed_rollouts("train", [parent]))
+        if not records.get(parent):
+            raise LoopIncomplete(f"the train session for {parent} exited {code} without rollouts; see {log}")
 
     def _source(self, tag: str) -> Path:
         return self.spec.capability_path if tag == SEED_TAG else self._rundir.snapshots.snapshot_dir(tag)

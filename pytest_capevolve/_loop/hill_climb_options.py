@@ -19,6 +19,10 @@ from .._project.yamlfile import YamlError, read_yaml
 from .prompt import DEFAULT_INSTRUCTIONS, FOCUS_MODES
 
 DEFAULT_OPTIMIZER_TIMEOUT = 1800.0
+# The optimizer's signal: the failures of the parent on val (the gate's split, the default) or on
+# train (the parent evaluated on train once per new best), so edits are not fitted to the split
+# that judges them. benchmarks/hill_climb.py measures the test gain of each.
+SIGNALS = ("val", "train")
 # Flags that become `-o capevolve_<key>=...` for the gate session, honoured only where the spec
 # does not set the key itself (the spec wins over ini defaults).
 INI_FLAGS = {"n_trials": "num_trials", "gate_mode": "gate_mode", "k_se": "gate_k_se", "alpha": "gate_alpha"}
@@ -48,6 +52,7 @@ class Options:
     optimizer_timeout: float = DEFAULT_OPTIMIZER_TIMEOUT
     run_id: str | None = None
     new_run: bool = False  # start a new run of the project (its baseline first)
+    signal: str = "val"  # the split whose failures the optimizer is shown (SIGNALS)
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
 
 
@@ -108,6 +113,14 @@ def check_limits(options: Options) -> None:
     if options.new_run and (options.run_id is not None or options.resume):
         given = "--run-id" if options.run_id is not None else "--resume"
         raise Refusal(f"--new-run starts a new run; {given} continues an existing one: give one")
+
+
+def check_signal(options: Options, train_ids: list[str]) -> None:
+    """``--signal train`` needs a train split to show the optimizer."""
+    if options.signal not in SIGNALS:
+        raise Refusal(f"--signal {options.signal!r}: use one of {', '.join(SIGNALS)}")
+    if options.signal == "train" and not train_ids:
+        raise Refusal("--signal train: the run has no train split (split_train is 0); use --signal val")
 
 
 def checked_store(options: Options, kind: str) -> None:

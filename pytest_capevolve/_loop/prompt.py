@@ -99,13 +99,13 @@ $convergence_advice
 
 $focus
 
-## Failure index (parent `$parent` on val)
+## Failure index (parent `$parent` on $split)
 
 $failure_index
 
 ## Protect these passing ids
 
-These val tasks pass every trial with the parent; an edit that breaks them is a regression:
+These $split tasks pass every trial with the parent; an edit that breaks them is a regression:
 
 $protect
 """
@@ -125,6 +125,7 @@ class PromptInputs:
     focus: Sequence[str]
     stall: int
     capabilities: Sequence[str] = ()
+    split: str = "val"  # the optimizer's signal (hill-climb --signal): the split of ``rows``
 
 
 def render_prompt(inputs: PromptInputs, template: str = DEFAULT_INSTRUCTIONS) -> str:
@@ -150,9 +151,9 @@ def render_prompt(inputs: PromptInputs, template: str = DEFAULT_INSTRUCTIONS) ->
         sections.append("")
     solid = [r["task_id"] for r in rows if r["band"] == SOLID]
     if inputs.focus:
-        focus = "Fix these val tasks first: " + ", ".join(inputs.focus)
+        focus = f"Fix these {inputs.split} tasks first: " + ", ".join(inputs.focus)
     else:
-        focus = "No val task fails: there is nothing left to fix on val."
+        focus = f"No {inputs.split} task fails: there is nothing left to fix on {inputs.split}."
     if inputs.capabilities:
         surface = "You may edit only: " + ", ".join(f"`{c}`" for c in inputs.capabilities)
     else:
@@ -170,4 +171,5 @@ def render_prompt(inputs: PromptInputs, template: str = DEFAULT_INSTRUCTIONS) ->
         focus=focus,
         failure_index="\n".join(sections).rstrip() + "\n",
         protect=("- " + " ".join(solid)) if solid else "- (none yet)",
+        split=inputs.split,
     )

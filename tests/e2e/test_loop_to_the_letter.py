@@ -97,3 +97,31 @@ def test_hill_climb_store_flags_focus_alias_finalized_run_and_the_new_run(exampl
     assert [(r["decision"], r["basis"]) for r in summary["iterations"]] == [("reject", "repeat")]
     code, _, err = hill_climb(capsys, project, "--optimizer", OPTIMIZER, "--new-run", "--resume")
     assert code == 2 and "--new-run starts a new run" in err
+
+
+def test_signal_train_shows_the_optimizer_train_failures_and_pays_train_once_per_best(
+    example, projects, capsys
+):
+    project = example("toy_calc")
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", OPTIMIZER, "--signal", "train", "--store", "copy"
+    )
+    assert code == 0 and summary["accepted"] == ["cand_0001"], err
+    assert err.count("--signal train: evaluating seed on train") == 1
+    run_dir = projects.run_dir(project)
+    splits = json.loads((run_dir / "splits.json").read_text())
+    prompt = (run_dir / "hill_climb" / "cand_0001" / "prompt.md").read_text()
+    assert "## Failure index (parent `seed` on train)" in prompt
+    focus = next(line for line in prompt.splitlines() if line.startswith("Fix these train tasks first: "))
+    shown = focus.split(": ", 1)[1].split(", ")
+    assert shown and set(shown) <= set(splits["train"]) and not set(shown) & set(splits["val"])
+    # the seed was paid on train for the signal; the gate still read val only
+    assert len(list((run_dir / "rollouts" / "train").glob("*__seed__t*.json"))) == len(splits["train"])
+    verdict = json.loads((run_dir / "verdicts" / "cand_0001.json").read_text())
+    assert verdict["n_tasks"] == len(splits["val"])
+    no_train = example("toy_calc", "no_train")
+    projects.no_test_split(no_train)  # train 0.5, test 0: still a train split
+    projects.edit_spec(no_train, "split_train: 0.5", "split_train: 0.0")
+    projects.edit_spec(no_train, "split_test: 0.0", "split_test: 0.5")
+    code, _, err = hill_climb(capsys, no_train, "--optimizer", OPTIMIZER, "--signal", "train")
+    assert code == 2 and "--signal train: the run has no train split" in err, err
