@@ -4,7 +4,8 @@ One iteration (cap-evolve's ``run_step``), run by the CLI in the user's process:
 
 1. parent = the current best; :func:`.work.new_work_copy` makes ``work/cand_NNNN/``;
 2. the prompt (``hill_climb/cand_NNNN/prompt.md``): the parent's val failures from
-   :func:`.diagnose.diagnose`, the focus (:func:`.prompt.focus_tasks`), the plateau signal, the
+   :func:`.diagnose.diagnose` (``--signal train``: its train failures, the parent evaluated on
+   train once per new best, so edits are not fitted to the split that judges them), the focus (:func:`.prompt.focus_tasks`), the plateau signal, the
    ids to protect; handover files (LEDGER.md, JOURNAL.md, RUNMAP.md, rejected.jsonl,
    prior_iterations/) are put in the work copy — never part of a snapshot;
 3. the optimizer command runs with ``{workdir}`` and ``{prompt}`` substituted, under a timeout
@@ -23,7 +24,8 @@ It stops on ``--max-iterations``, a ceiling of the spec or a met stop condition
 failing on val, or — with ``--convergence`` — a plateau (:func:`.prompt.convergence`).
 ``--resume`` finishes an iteration a kill cut off: an undecided one re-runs its gate session on
 the same work copy (paying only the rollouts that are missing); a decided one is never decided
-again. Never imports pytest: the gate session is a child process.
+again. ``--new-run`` starts a new run of the project (a finalized run chooses no new best).
+Never imports pytest: the gate session is a child process.
 """
 
 from __future__ import annotations
