@@ -5,9 +5,10 @@ One iteration (cap-evolve's ``run_step``), run by the CLI in the user's process:
 1. parent = the current best; :func:`.work.new_work_copy` makes ``work/cand_NNNN/``;
 2. the prompt (``hill_climb/cand_NNNN/prompt.md``): the parent's val failures from
    :func:`.diagnose.diagnose` (``--signal train``: its train failures, the parent evaluated on
-   train once per new best, so edits are not fitted to the split that judges them), the focus (:func:`.prompt.focus_tasks`), the plateau signal, the
-   ids to protect; handover files (LEDGER.md, JOURNAL.md, RUNMAP.md, rejected.jsonl,
-   prior_iterations/) are put in the work copy — never part of a snapshot;
+   train once per new best, so edits are not fitted to the split that judges them), the focus
+   (:func:`.prompt.focus_tasks`), the plateau signal, the ids to protect; handover files
+   (LEDGER.md, JOURNAL.md, RUNMAP.md, rejected.jsonl, prior_iterations/) are put in the
+   work copy — never part of a snapshot;
 3. the optimizer command runs with ``{workdir}`` and ``{prompt}`` substituted, under a timeout
    (its process group is killed); a crash, timeout or non-zero exit leaves an unchanged copy
    of the parent: a wasted iteration, not a dead run — and, like any output whose bytes the run
