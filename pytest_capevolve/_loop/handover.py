@@ -70,7 +70,9 @@ def write_handover(
     where = None if prompt is None else to_stored(prompt, spec.project_dir)
     _read_only(workdir / "RUNMAP.md", redact(render_runmap(rundir.run_id, root, workdir, tag, parent, where)))
     prior = workdir / "prior_iterations"
-    if prior.is_dir() and not prior.is_symlink():
+    if prior.is_symlink() or prior.is_file():  # never written through: it may point anywhere
+        prior.unlink()
+    elif prior.is_dir():
         shutil.rmtree(prior)
     prior.mkdir(exist_ok=True)  # there even in the first round: the surface is the same every round
     for r in rounds:

@@ -205,7 +205,9 @@ print('{"cost_usd": -5, "tokens": 10}')
 def test_a_nonsense_cost_is_refused_in_one_line_and_never_booked(example, capsys):
     project = example("toy_calc")
     (project / "nonsense.py").write_text(NONSENSE)
-    code, summary, err = hill_climb(capsys, project, "--optimizer", f"{PY} nonsense.py {{workdir}}")
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", f"{PY} nonsense.py {{workdir}}", "--max-iterations", "1"
+    )
     assert code == 2 and summary is None
     line = err.strip().splitlines()[-1]
     assert "optimizer.stdout line 1" in line and "cost_usd=-5 is not a spend" in line, err
