@@ -58,8 +58,9 @@ def cmd_commit(args: argparse.Namespace) -> int:
     """Book one decision for a tag: the gate's verdict is evidence, this is the decision."""
     from .._policy.commit import OptimizerSpend, book
 
-    spec, rundir = _frozen_run(args)
+    # a spend that is not one (negative, NaN, absurd) is refused before the run is opened
     spend = OptimizerSpend(args.optimizer_usd, args.optimizer_tokens, args.optimizer_seconds)
+    spec, rundir = _frozen_run(args)
     entry = book(
         spec,
         rundir,

@@ -12,12 +12,12 @@ refused before any snapshot — tamper, microcases — its work folder) to one s
 - ``command``: the user's ``--store-commit-cmd 'CMD {msg} {dir} {tag}'``, run in the project.
 
 Which candidates a store already holds is kept in ``hill_climb/store-<kind>.json``, so a resumed loop
-commits each candidate exactly once. :func:`unified_diff` is ``capevolve diff``.
+commits each candidate exactly once. ``capevolve diff`` is
+:func:`.._project.candidate_diff.unified_diff`.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import shlex
 import shutil
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._project.candidate import iter_files
+from .._project.candidate_diff import unified_diff as unified_diff  # capevolve diff's, kept here
 from .._project.spec import HILL_CLIMB_STORES
 from .._store.files import atomic_write_json, read_json
 
@@ -184,38 +185,6 @@ def store_anchor(root: Path) -> str:
             f"the newest commit of the git store at {root} carries no anchor (a store made before anchors)"
         )
     return anchor
-
-
-def _texts(root: Path) -> dict[str, list[str]]:
-    out = {}
-    base = root.resolve()
-    for path in iter_files(base):
-        rel = path.relative_to(base).as_posix()
-        try:
-            out[rel] = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        except UnicodeDecodeError:
-            out[rel] = [f"(binary file, {path.stat().st_size} bytes)\n"]
-    return out
-
-
-def unified_diff(old: Path, new: Path, old_label: str, new_label: str) -> str:
-    """A unified diff of two candidate folders (handover files and caches left out)."""
-    a, b = _texts(old), _texts(new)
-    chunks: list[str] = []
-    for rel in sorted(set(a) | set(b)):
-        left, right = a.get(rel, []), b.get(rel, [])
-        if left == right:
-            continue
-        chunks.extend(
-            difflib.unified_diff(
-                left,
-                right,
-                fromfile=f"{old_label}/{rel}" if rel in a else "/dev/null",
-                tofile=f"{new_label}/{rel}" if rel in b else "/dev/null",
-            )
-        )
-    text = "".join(chunks)
-    return text if not text or text.endswith("\n") else text + "\n"
 
 
 def dump(value: Any) -> str:

@@ -1,9 +1,21 @@
-"""What the optimizer gets besides its prompt: the handover files in the work copy, and the
+"""What the proposer gets besides its prompt: the handover files in the work copy, and the
 parent's failing rollouts the prompt shows.
 
-Used by :mod:`.hill_climb` once per iteration, before the optimizer runs (:func:`write_handover`,
-:func:`failure_examples`) and after it (:func:`clear_handover`: handover files are never part of
-a snapshot, so the candidate the gate scores is only what the optimizer edited).
+The handover (``_project.candidate.HANDOVER``; never hashed, snapshotted or evaluated):
+
+- ``JOURNAL.md``: every earlier round's journal entries with its verdict (:mod:`.journal`), then
+  the marker below which this round writes;
+- ``LEDGER.md`` and ``rejected.jsonl``: read-only copies of the run's memory (rejects carry
+  their diff);
+- ``PROCESS.md`` and ``RUNMAP.md``: how the loop works, where things are (:mod:`.handover_docs`);
+- ``prior_iterations/<tag>/``: per earlier round its ``diff.patch``, ``verdict.txt`` and
+  ``JOURNAL.md`` (and hill-climb's ``outcome.json``).
+
+Written by :func:`.work.new_work_copy` for every work copy (``capevolve work new``: the agent
+loop) and again by :mod:`.hill_climb` before each optimizer runs (with its prompt's path);
+hill-climb then removes them (:func:`clear_handover`) so the candidate is only what the optimizer
+edited — an agent's work copy keeps them, and the content hash leaves them out. No test id is in
+any of them (:mod:`.handover_redact`).
 """
 
 from __future__ import annotations
@@ -18,43 +30,69 @@ from .._project.paths import to_stored
 from .._project.spec import Spec
 from .._store.files import atomic_write_text
 from .._store.rundir import RunDir
+from .handover_docs import AGENT, render_process, render_runmap
+from .handover_redact import test_id_redactor
+from .journal import JOURNAL, earlier_rounds, render_journal
 
 
-def write_handover(rundir: RunDir, cid: str, workdir: Path, earlier: list[str], project_dir: Path) -> None:
-    """The optimizer's context in the work copy: the ledger (read-only), the rejected
-    memory, a map of the run, and each earlier iteration's diff and outcome."""
+def write_handover(
+    spec: Spec,
+    rundir: RunDir,
+    tag: str,
+    parent: str,
+    workdir: Path,
+    *,
+    loop: str = AGENT,
+    merged_from: list[str] | None = None,
+    prompt: Path | None = None,
+) -> None:
+    """The proposer's context in the work copy of ``tag``: the carried-forward journal, the
+    ledger and the rejected memory (read-only copies), PROCESS.md, RUNMAP.md and, per earlier
+    round, its diff, verdict and journal. Every file goes through the test-id redactor."""
+    redact = test_id_redactor(rundir)
+    rounds = earlier_rounds(rundir, besides=tag)
+    root = to_stored(rundir.root, spec.project_dir)
+    journal = workdir / JOURNAL
+    if journal.is_symlink() or journal.exists():
+        journal.unlink()
+    journal.write_text(redact(render_journal(tag, parent, merged_from, rounds)), encoding="utf-8")
     for name in ("LEDGER.md", "rejected.jsonl"):
         source = rundir.root / name
         target = workdir / name
         if source.is_file():
-            shutil.copyfile(source, target)
+            text = source.read_text(encoding="utf-8")
         else:
-            target.write_text("" if name.endswith(".jsonl") else "# Ledger\n\nNo decision yet.\n")
-        target.chmod(0o444)
-    prior = workdir / "prior_iterations"
-    for other in earlier:
-        if other == cid:
-            continue
-        src = rundir.hill_climb_dir(other)
-        dest = prior / other
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in ("diff.patch", "outcome.json"):
-            if (src / name).is_file():
-                shutil.copyfile(src / name, dest / name)
-    root = to_stored(rundir.root, project_dir)
-    atomic_write_text(
-        workdir / "RUNMAP.md",
-        f"# Where things are (run {rundir.run_id})\n\n"
-        f"- this work copy (edit it): `{workdir}` — a copy of the best, `{rundir.state.best()}`\n"
-        f"- the prompt of this iteration: `{root}/hill_climb/{cid}/prompt.md`\n"
-        f"- rollouts (input, output, feedback): `{root}/rollouts/val/<task>__<tag>__t<k>.json`\n"
-        f"- verdicts (every number a decision rests on): `{root}/verdicts/<tag>.json`\n"
-        f"- snapshots of every evaluated candidate: `{root}/candidates/<tag>/files/`\n"
-        "- `LEDGER.md`: one row per decision (read-only copy)\n"
-        "- `rejected.jsonl`: what was refuted, against which parent, which files, which tasks\n"
-        "- `prior_iterations/<cid>/`: each earlier iteration's diff.patch and outcome.json\n"
-        "- `JOURNAL.md`: your notes; kept with the iteration, never part of the candidate\n",
+            text = "" if name.endswith(".jsonl") else "# Ledger\n\nNo decision yet.\n"
+        _read_only(target, redact(text))
+    _read_only(
+        workdir / "PROCESS.md", redact(render_process(spec, rundir.run_id, workdir, tag, parent, loop))
     )
+    where = None if prompt is None else to_stored(prompt, spec.project_dir)
+    _read_only(workdir / "RUNMAP.md", redact(render_runmap(rundir.run_id, root, workdir, tag, parent, where)))
+    prior = workdir / "prior_iterations"
+    if prior.is_symlink() or prior.is_file():  # never written through: it may point anywhere
+        prior.unlink()
+    elif prior.is_dir():
+        shutil.rmtree(prior)
+    prior.mkdir(exist_ok=True)  # there even in the first round: the surface is the same every round
+    for r in rounds:
+        dest = prior / r.tag
+        dest.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(dest / "diff.patch", redact(r.diff))
+        atomic_write_text(dest / "verdict.txt", redact(f"{r.tag}: {r.verdict}\n"))
+        atomic_write_text(dest / JOURNAL, redact(r.entries + "\n" if r.entries else ""))
+        outcome = rundir.hill_climb_dir(r.tag) / "outcome.json"
+        if outcome.is_file():  # a hill-climb round's booked outcome, as the loop wrote it
+            atomic_write_text(dest / "outcome.json", redact(outcome.read_text(encoding="utf-8")))
+
+
+def _read_only(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` (replacing a read-only copy left by an earlier write), 0444:
+    a copy of the record to read, which editing would not change."""
+    if target.is_symlink() or target.exists():
+        target.unlink()
+    target.write_text(text, encoding="utf-8")
+    target.chmod(0o444)
 
 
 def clear_handover(workdir: Path) -> None:

@@ -7,12 +7,14 @@ One iteration (cap-evolve's ``run_step``), run by the CLI in the user's process:
    :func:`.diagnose.diagnose` (``--signal train``: its train failures, the parent evaluated on
    train once per new best, so edits are not fitted to the split that judges them), the focus
    (:func:`.prompt.focus_tasks`), the plateau signal, the ids to protect; handover files
-   (LEDGER.md, JOURNAL.md, RUNMAP.md, rejected.jsonl, prior_iterations/) are put in the
-   work copy — never part of a snapshot;
+   (:mod:`.handover`: JOURNAL.md carrying every earlier round's notes and verdict, LEDGER.md,
+   rejected.jsonl, PROCESS.md, RUNMAP.md, prior_iterations/) are put in the work copy — never
+   part of a snapshot;
 3. the optimizer command runs with ``{workdir}`` and ``{prompt}`` substituted, under a timeout
    (its process group is killed); a crash, timeout or non-zero exit leaves an unchanged copy
    of the parent: a wasted iteration, not a dead run — and, like any output whose bytes the run
-   already holds (:mod:`.repeats`), it is booked a ``repeat`` reject without a rollout;
+   already holds (:mod:`.repeats`), it is booked a ``repeat`` reject without a rollout; the
+   ``{"cost_usd": …, "tokens": …}`` line it prints is booked with the decision;
 4. a real gate session evaluates it, as a subprocess —
    ``python -m pytest --capevolve-run SPEC --capevolve-candidate WORKDIR --capevolve-gate
    --capevolve-commit none`` — so the tamper guard, microcases, null controls (reused while
@@ -38,9 +40,10 @@ from typing import Any
 
 from .._policy import Refusal
 from .._policy.afford import missing_rollouts
-from .._project.candidate import HANDOVER, SEED_TAG
+from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
+from .._show.views import refresh as redraw_views
 from .._store.anchor import head
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
@@ -55,6 +58,8 @@ from .git_store import (
     unified_diff,
 )
 from .handover import clear_handover, failure_examples, write_handover
+from .handover_docs import HILL_CLIMB
+from .handover_redact import test_id_redactor
 from .hill_climb_options import (
     Options,
     check_limits,
@@ -293,21 +298,21 @@ class HillClimb:
             capabilities=self.o.capabilities,
             split=signal,
         )
-        atomic_write_text(prompt, render_prompt(inputs, self.template))
-        write_handover(rundir, cid, workdir, self._iterations(), self.spec.project_dir)
+        atomic_write_text(prompt, test_id_redactor(rundir)(render_prompt(inputs, self.template)))
+        write_handover(self.spec, rundir, cid, parent, workdir, loop=HILL_CLIMB, prompt=prompt)
 
         argv = optimizer_argv(self.optimizer or "", workdir, prompt)
         result = run_optimizer(
             argv, cwd=self.spec.project_dir, timeout=self.o.optimizer_timeout, folder=folder
         )
+        journal = workdir / JOURNAL  # kept first: a crashed optimizer's notes reach the next round too
+        if journal.is_file():
+            shutil.copy2(journal, folder / JOURNAL)
         if not result["ok"]:
             self.o.log(
                 f"{cid}: optimizer {result['outcome']}: the candidate is an unchanged copy of {parent}"
             )
             self._restore(workdir, parent)
-        journal = workdir / JOURNAL
-        if journal.is_file():
-            shutil.copy2(journal, folder / JOURNAL)
         clear_handover(workdir)
         atomic_write_text(folder / "diff.patch", unified_diff(self._source(parent), workdir, parent, cid))
         atomic_write_json(folder / "optimizer.json", result)  # the marker: the proposal is complete
@@ -337,7 +342,7 @@ class HillClimb:
 
     def _restore(self, workdir: Path, parent: str) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
-        writable_copy(self._source(parent), workdir, ignore=shutil.ignore_patterns("__pycache__", *HANDOVER))
+        writable_copy(self._source(parent), workdir, ignore=handover_ignore(self._source(parent)))
 
     # -- evaluation and decision ---------------------------------------------------------------------------
 
@@ -446,6 +451,9 @@ class HillClimb:
             "store": {"kind": self.store_kind, "path": str(self.store.root) if self.store else None},
         }
         atomic_write_json(rundir.hill_climb_dir() / "summary.json", summary)
+        problem = redraw_views(self.spec, rundir, {})  # the last booking came after the last session
+        if problem:
+            self.o.log(problem)
         rundir.log.append_event("hill_climb_stopped", reason=stop, best=state["best_id"])
         self.o.log(f"stopped: {stop}")
         return summary

@@ -33,8 +33,9 @@ def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
 
 def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], folder: Path) -> None:
     """Book the gate's verdict on ``cid`` through :func:`.commit.book` (the code of ``capevolve
-    commit``), with the optimizer's seconds; a booking a kill cut off after it was written is
-    not booked again."""
+    commit``), with the optimizer's seconds and the dollars and tokens it reported (from
+    ``optimizer.json``, checked again by :class:`.OptimizerSpend`: the file is on disk); a
+    booking a kill cut off after it was written is not booked again."""
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
     optimizer = read_json(folder / "optimizer.json")
@@ -47,7 +48,11 @@ def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], f
             booked,
             basis=basis,
             note=note + str(verdict.get("reason", "")),
-            optimizer=OptimizerSpend(seconds=float(optimizer.get("seconds", 0.0))),
+            optimizer=OptimizerSpend(
+                usd=optimizer.get("cost_usd", 0.0),
+                tokens=optimizer.get("tokens", 0),
+                seconds=optimizer.get("seconds", 0.0),
+            ),
         )
     except CommitRefused:
         if not any(d["tag"] == cid for d in rundir.decisions()):

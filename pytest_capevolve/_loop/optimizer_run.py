@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .optimizer_cost import reported_cost
+
 
 def optimizer_argv(command: str, workdir: Path, prompt: Path) -> list[str]:
     """The optimizer's argv: ``command`` split like a shell would, ``{workdir}`` and ``{prompt}``
@@ -64,7 +66,8 @@ def redacted(argv: list[str], environ: dict[str, str] | None = None) -> list[str
 
 def run_optimizer(argv: list[str], *, cwd: Path, timeout: float, folder: Path) -> dict[str, Any]:
     """Run ``argv`` in ``cwd`` with its output in ``folder/optimizer.stdout|stderr``; the answer
-    (argv, exit code, timed out, seconds, outcome, ok) becomes ``optimizer.json``."""
+        (argv, exit code, timed out, seconds, outcome, ok, and the cost it reported:
+    :func:`.optimizer_cost.reported_cost`) becomes ``optimizer.json``."""
     start = time.monotonic()
     timed_out = False
     code: int | None = None
@@ -100,4 +103,5 @@ def run_optimizer(argv: list[str], *, cwd: Path, timeout: float, folder: Path) -
         "seconds": round(seconds, 3),
         "outcome": outcome,
         "ok": outcome == "ok",
+        **reported_cost(folder / "optimizer.stdout"),  # its $ and tokens, booked with the decision
     }

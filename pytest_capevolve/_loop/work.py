@@ -1,7 +1,9 @@
 """Work copies: where an optimizer edits a candidate, ``runs/<id>/work/<TAG>/``.
 
 ``capevolve work new TAG [--from TAG]`` copies the current best's snapshot (or ``--from``'s)
-into the work folder, with a ``JOURNAL.md`` for the optimizer's notes. The parent's snapshot
+into the work folder, with the handover files (:mod:`.handover`): a ``JOURNAL.md`` that carries
+every earlier round's notes and verdict, for the optimizer to append its own, the ledger, the
+rejected memory, ``PROCESS.md``, ``RUNMAP.md`` and ``prior_iterations/``. The parent's snapshot
 is never touched. A finalized run (its test split scored) makes none. A tag that exists
 anywhere in the run is refused: rollouts are named
 ``<task>__<tag>__t<k>.json``, so a shared tag would interleave two evaluations.
@@ -9,17 +11,16 @@ anywhere in the run is refused: rollouts are named
 
 from __future__ import annotations
 
-import shutil
 from typing import NotRequired, TypedDict
 
 from .._policy.commit import CommitRefused
-from .._project.candidate import HANDOVER, SEED_TAG, check_tag
+from .._project.candidate import SEED_TAG, check_tag, handover_ignore
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from .._store.seal import Seal
 from .._store.snapshots import writable_copy
-
-JOURNAL = "JOURNAL.md"
+from .handover import write_handover
+from .journal import JOURNAL as JOURNAL  # the journal's name, where hill-climb reads it
 
 
 class WorkCopy(TypedDict):
@@ -31,9 +32,6 @@ class WorkCopy(TypedDict):
     merged_from: NotRequired[list[str]]
     path: str
     journal: str
-
-
-JOURNAL_MARKER = "<!-- capevolve: append '## Iteration <tag>' entries below this line -->"
 
 
 def new_work_copy(
@@ -72,15 +70,8 @@ def new_work_copy(
     elif parent != SEED_TAG and not source.is_dir():
         raise CommitRefused(f"parent {parent!r} has no snapshot in run {rundir.run_id} (was it evaluated?)")
     else:
-        writable_copy(source, folder, ignore=shutil.ignore_patterns("__pycache__", *HANDOVER))
-    (folder / JOURNAL).write_text(
-        f"# Journal of {tag} (parent {parent}"
-        + (f"; a merge of {', '.join(merged_from)}" if merged_from else "")
-        + ")\n\n"
-        "What you tried, why, and what the numbers said. This file is not part of the candidate.\n\n"
-        f"{JOURNAL_MARKER}\n",
-        encoding="utf-8",
-    )
+        writable_copy(source, folder, ignore=handover_ignore(source))
+    write_handover(spec, rundir, tag, parent, folder, merged_from=merged_from)
     path, journal = str(folder), str(folder / JOURNAL)
     if merged_from:
         rundir.log.append_event("work_created", tag=tag, parent=parent, merged_from=list(merged_from))

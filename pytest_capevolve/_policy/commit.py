@@ -8,8 +8,6 @@ loop's memory (LEDGER.md, rejected.jsonl). Controller side or the CLI; never on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from .._policy import Refusal
@@ -17,6 +15,8 @@ from .._project.candidate import CandidateError, changed_files
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from . import memory
+from .optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
+from .refuted import compared, refuted_diff
 
 DECISIONS = ("accept", "reject", "inconclusive", "provisional")
 # "repeat": bytes the run already holds under another tag, booked unpaid (_policy/identity.py)
@@ -70,6 +70,7 @@ class BookedDecision(Lineage):
     rollouts: int
     runner_usd: float
     changed_files: list[str]
+    diff: NotRequired[str]  # a reject's unified diff against its parent, bounded
     optimizer_usd: float
     optimizer_tokens: int
     optimizer_seconds: float
@@ -80,15 +81,6 @@ class SpentOn(TypedDict):
 
     rollouts: int
     runner_usd: float
-
-
-@dataclass(frozen=True)
-class OptimizerSpend:
-    """What proposing the candidate cost (reported by the optimizer; summed in state.json)."""
-
-    usd: float = 0.0
-    tokens: int = 0
-    seconds: float = 0.0
 
 
 def book(
@@ -153,6 +145,8 @@ def book(
             "optimizer_tokens": optimizer.tokens,
             "optimizer_seconds": optimizer.seconds,
         }
+        if decision == "reject":  # the change itself: the next proposer reads what was refuted
+            entry["diff"] = refuted_diff(rundir, tag, parent, verdict)
         rundir.log.append_event("decision", **entry)
         rundir.state.update_state(lambda s: _count(s, entry, optimizer))
         if decision == "accept":
@@ -369,12 +363,10 @@ def _spent_on(rundir: RunDir, tag: str) -> SpentOn:
 def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:
     """The files ``tag`` changed against its parent, from their snapshots (a candidate refused
     by a screen has none: its source folder, recorded in the verdict, stands in)."""
-    mine, theirs = rundir.snapshots.snapshot_dir(tag), rundir.snapshots.snapshot_dir(parent)
-    if not mine.is_dir():
-        source = (verdict or {}).get("details", {}).get("source")
-        mine = Path(source) if source else rundir.work_dir(tag)
-    if not mine.is_dir() or not theirs.is_dir():
+    folders = compared(rundir, tag, parent, verdict)
+    if folders is None:
         return []
+    mine, theirs = folders
     try:
         return changed_files(mine, theirs)
     except CandidateError as exc:  # a symlink leaving the folder (the tamper guard said so too)

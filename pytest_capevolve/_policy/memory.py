@@ -2,8 +2,9 @@
 
 Both are views of the ``decision`` events in the hash-chained log, rewritten whole after every
 decision, so they can never disagree with it. The next proposal reads them to be structurally
-different from what was refuted: against which parent, which files it changed, which tasks it
-fixed and broke, and the numbers the gate saw.
+different from what was refuted: against which parent, which files it changed and how (the
+bounded unified diff the decision logged), which tasks it fixed and broke, and the numbers the
+gate saw.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def render_rejected(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "note",
         "basis",
         "changed_files",
+        "diff",
         "fixed",
         "broke",
         "delta_mean",

@@ -23,7 +23,24 @@ _MAX_NAME = 120
 _IGNORED = frozenset({"__pycache__", ".pytest_cache", ".capevolve", ".git"})
 # The optimizer's handover files at a candidate's top level: memory and notes, not capability.
 # They are never hashed, snapshotted or evaluated.
-HANDOVER = frozenset({"JOURNAL.md", "LEDGER.md", "RUNMAP.md", "rejected.jsonl", "prior_iterations"})
+HANDOVER = frozenset(
+    {"JOURNAL.md", "LEDGER.md", "PROCESS.md", "RUNMAP.md", "rejected.jsonl", "prior_iterations"}
+)
+
+
+def handover_ignore(root: Path) -> Callable[[str, list[str]], set[str]]:
+    """A ``shutil.copytree`` ignore for copying candidate ``root``: caches anywhere, handover
+    files at its top level only — as :func:`iter_files` counts them, so a ``skills/x/PROCESS.md``
+    the capability holds is copied (and hashed), never silently dropped from a work copy."""
+    top = os.path.realpath(root)
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        dropped = {n for n in names if n == "__pycache__"}
+        if os.path.realpath(folder) == top:
+            dropped |= {n for n in names if n in HANDOVER}
+        return dropped
+
+    return ignore
 
 
 class CandidateError(Exception):

@@ -258,7 +258,12 @@ def _spend(
     spend = {
         "rollouts_by_split": paid,
         "metric_calls": state["spent"]["metric_calls"],
-        "usd": state["spent"]["usd"],
+        "usd": state["spent"]["usd"],  # the runner's
+        # what proposing cost, as booked with the decisions (hill-climb's optimizer line and
+        # `capevolve commit --optimizer-usd` alike): max_usd counts both
+        "optimizer_usd": float(state["spent"].get("optimizer_usd", 0.0)),
+        "optimizer_tokens": int(state["spent"].get("optimizer_tokens", 0)),
+        "total_usd": round(float(state["spent"]["usd"]) + float(state["spent"].get("optimizer_usd", 0.0)), 6),
         "source": "events.jsonl (rollout lines), state.json (spent)",
     }
     refused = [
@@ -362,7 +367,11 @@ def render_markdown(m: Measurement) -> str:
     out += ["", "## Spend", ""]
     by_split = ", ".join(f"{k} {v}" for k, v in sorted(m.spend["rollouts_by_split"].items())) or "none"
     spend = m.spend
-    out.append(f"- rollouts paid: {by_split}; metric calls {spend['metric_calls']}; USD {spend['usd']:.4f}")
+    out.append(
+        f"- rollouts paid: {by_split}; metric calls {spend['metric_calls']}; USD {spend['total_usd']:.4f} "
+        f"(runner {spend['usd']:.4f} + optimizer {spend['optimizer_usd']:.4f}, "
+        f"{spend['optimizer_tokens']} optimizer tokens)"
+    )
     out.append(f"  (from {spend['source']})")
     s = m.screening
     refused = ", ".join("{tag} ({basis})".format(**r) for r in s["refused"]) or "none"

@@ -1,0 +1,133 @@
+"""The two handover files that explain the loop to its proposer: ``PROCESS.md`` (how a round
+goes and the rules the proposer plays by) and ``RUNMAP.md`` (where things are in the run dir
+and what each is for).
+
+Used by :mod:`.handover` whenever a work copy is made (``loop="agent"``: ``capevolve work new``)
+and before each hill-climb optimizer runs (``loop="hill-climb"``). Pure text from the spec and
+the run's ids; nothing here names a test task or shows a test score.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._project.candidate import HANDOVER
+from .._project.spec import Spec
+
+AGENT, HILL_CLIMB = "agent", "hill-climb"
+
+
+def _ceilings(spec: Spec) -> str:
+    named = [
+        f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+        for name, value in (
+            ("max_usd", spec.max_usd),
+            ("max_metric_calls", spec.max_metric_calls),
+            ("max_iterations", spec.max_iterations),
+            ("stall", spec.stall),
+        )
+        if value is not None
+    ]
+    stop = f"; stop condition `{spec.stop_condition}`" if spec.stop_condition else ""
+    return (", ".join(named) or "none set") + stop
+
+
+def render_process(spec: Spec, run_id: str, workdir: Path, tag: str, parent: str, loop: str) -> str:
+    """``PROCESS.md``: one round of this loop, what the candidate is, what is shown, the rules."""
+    handover = ", ".join(f"`{n}`" for n in sorted(HANDOVER))
+    if loop == HILL_CLIMB:
+        round_steps = [
+            f"1. `capevolve hill-climb` made this work copy of the best, `{parent}`, wrote the prompt and"
+            " these files, and ran you (the optimizer command) on it.",
+            "2. When you exit, the handover files are removed and what is left is the candidate. A crash,"
+            " a timeout or a non-zero exit leaves an unchanged copy of the parent: a wasted round.",
+            "3. A gate session evaluates it on val and gates it against its parent; the decision is booked"
+            " (accept moves the best; anything else leaves it) and the candidate is recorded in the store.",
+            "4. The next round starts from the best, and reads what you wrote in `JOURNAL.md`.",
+        ]
+        cost = (
+            'Report what you cost: print one JSON line on stdout, `{"cost_usd": 0.12, "tokens": 3456}`'
+            " (the last such line counts). It is booked with this round's decision and `max_usd` counts it"
+            " beside the rollouts; a negative, NaN or absurd value is refused."
+        )
+    else:
+        round_steps = [
+            f"1. `capevolve work new {tag}` made this work copy of `{parent}` and wrote these files.",
+            "2. Edit it, then gate it: `pytest --capevolve-run PROJECT --capevolve-candidate"
+            f" {workdir} --capevolve-gate` (siblings are gated together, with null controls).",
+            f"3. Book the decision: `capevolve commit {tag} --decision accept|reject ...`; an accept"
+            " needs the gate's accept against the current best.",
+            "4. The next work copy starts from the best, and reads what you wrote in `JOURNAL.md`.",
+        ]
+        cost = (
+            f"Report what you cost when you book: `capevolve commit {tag} ... --optimizer-usd X"
+            " --optimizer-tokens N`; `max_usd` counts it beside the rollouts."
+        )
+    return "\n".join(
+        [
+            f"# How this loop works (run {run_id}, {loop} loop)",
+            "",
+            "## One round",
+            "",
+            *round_steps,
+            "",
+            "## The rules you play by",
+            "",
+            f"- The candidate is its bytes: every file of this folder but the handover files ({handover}) at"
+            " its top level. Your journal never changes what is evaluated.",
+            "- Bytes the run already holds — a refuted edit proposed again, an unchanged copy — are booked"
+            " `reject (repeat)` without a rollout. Read `rejected.jsonl` and `prior_iterations/` and make"
+            " the next edit differ in kind.",
+            "- Only val is shown to you. The test split is sealed: scored once, by finalize, for the"
+            " chosen best; nothing of it is in these files, and a candidate that holds a val or test"
+            " task's id or gold answer is refused (indecisive, never scored).",
+            "- The harness is locked with the run (adapter, scorer, spec, microcases, conftest.py):"
+            " changing or adding one makes the candidate indecisive, never scored.",
+            f"- The gate: mode `{spec.gate_mode}`, α {spec.gate_alpha:g}, on {spec.num_trials} trial(s) per"
+            " val task with common seeds; null controls (byte-identical copies of the best) set the noise"
+            " floor. Make one coherent change a gate can see.",
+            f"- Ceilings: {_ceilings(spec)}. The loop stops at a ceiling.",
+            f"- {cost}",
+            "- Append what you tried, why, and what you expect to `JOURNAL.md`, below its marker, as"
+            f" `## Iteration {tag}`. The next round reads it with this round's verdict.",
+            "",
+        ]
+    )
+
+
+def render_runmap(run_id: str, root: str, workdir: Path, tag: str, parent: str, prompt: str | None) -> str:
+    """``RUNMAP.md``: a table of where things are (``root``: the run dir as the project names it)."""
+    rows = [
+        (f"`{workdir}`", f"this work copy of `{parent}`: edit it; it becomes candidate `{tag}`"),
+        *(
+            [(f"`{prompt}`", "this round's prompt: the parent's val failures, the focus, the ids to protect")]
+            if prompt
+            else []
+        ),
+        ("`JOURNAL.md` (here)", "earlier rounds' notes with their verdicts; append yours below the marker"),
+        ("`PROCESS.md` (here)", "how the loop works and the rules you play by"),
+        ("`LEDGER.md` (here)", f"one row per decision (a copy of `{root}/LEDGER.md`)"),
+        ("`rejected.jsonl` (here)", "what was refuted: parent, files, the diff, val tasks fixed and broke"),
+        (
+            "`prior_iterations/<tag>/` (here)",
+            "per earlier round: `diff.patch` (its change), `verdict.txt`, `JOURNAL.md`",
+        ),
+        (f"`{root}/rollouts/val/<task>__<tag>__t<k>.json`", "val rollouts: input, output, feedback"),
+        (f"`{root}/verdicts/<tag>.json`", "every number a verdict rests on"),
+        (f"`{root}/candidates/<tag>/files/`", "the read-only snapshot of every evaluated candidate"),
+        (
+            f"`{root}/hill_climb/<tag>/`",
+            "each hill-climb round: prompt, optimizer output, diff, gate log, outcome",
+        ),
+        (f"`{root}/state.json`", "best, iterations, stall, what was spent"),
+        (f"`{root}/events.jsonl`", "the record: every event, hash-chained (read it; never edit it)"),
+    ]
+    lines = [f"# Where things are (run {run_id})", "", "| path | what it is for |", "|---|---|"]
+    lines += [f"| {path} | {use} |" for path, use in rows]
+    lines += [
+        "",
+        "The files marked (here) are handover files: context, never part of the candidate. The test",
+        "split is sealed and not shown.",
+        "",
+    ]
+    return "\n".join(lines)

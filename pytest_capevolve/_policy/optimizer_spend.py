@@ -1,0 +1,62 @@
+"""What proposing a candidate cost: the optimizer's dollars, tokens and seconds, checked.
+
+Booked with a decision (:func:`.commit.book`) — from ``capevolve commit --optimizer-usd/-tokens/
+-seconds`` or from the JSON line a hill-climb optimizer prints — and summed in ``state.json``,
+where ``max_usd`` counts it beside the runner's spend. A spend is a count of money, tokens and
+time: a negative, NaN, infinite or absurd value is refused in one line, never booked (a
+negative cost would quietly give back budget the rollouts used).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import Refusal
+
+# beyond these a report is a bug or a lie, not a spend
+MAX_USD = 1e6
+MAX_TOKENS = 10**12
+MAX_SECONDS = 1e7
+
+
+class SpendRefused(Refusal):
+    """A reported optimizer spend is not a cost; the message names the value and the range."""
+
+
+def checked_usd(value: object, where: str, name: str = "usd") -> float:
+    """``value`` as dollars in [0, 1e6]; SpendRefused (naming ``where`` and ``name``) otherwise."""
+    return _number(value, where, name, MAX_USD)
+
+
+def checked_tokens(value: object, where: str, name: str = "tokens") -> int:
+    """``value`` as a whole number of tokens in [0, 1e12]; SpendRefused otherwise."""
+    number = _number(value, where, name, MAX_TOKENS)
+    if not number.is_integer():
+        raise SpendRefused(f"{where}: {name}={value!r} is not a whole number of tokens")
+    return int(number)
+
+
+def _number(value: object, where: str, name: str, top: float) -> float:
+    limit = f"[0, {top:.0e}]".replace("e+0", "e").replace("e+", "e")  # [0, 1e6]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpendRefused(f"{where}: {name}={value!r} is not a number: give one in {limit}")
+    number = float(value)
+    if math.isnan(number) or not 0 <= number <= top:
+        raise SpendRefused(f"{where}: {name}={value!r} is not a spend: give a number in {limit}")
+    return number
+
+
+@dataclass(frozen=True)
+class OptimizerSpend:
+    """What proposing the candidate cost (reported by the optimizer; summed in state.json).
+    Refused at construction when any part is not a spend."""
+
+    usd: float = 0.0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        checked_usd(self.usd, "optimizer spend")
+        checked_tokens(self.tokens, "optimizer spend")
+        _number(self.seconds, "optimizer spend", "seconds", MAX_SECONDS)

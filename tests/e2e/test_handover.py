@@ -1,0 +1,216 @@
+"""The handover that reaches the next round (issue 26, items 1 and 2), end to end on toy_calc:
+
+- a hill-climb whose scripted optimizer records the handover files it finds in its work copy
+  shows, in round N, what rounds 1…N−1 wrote in their journals, with their verdicts, and the
+  diff of what they refuted; its journal never makes byte-identical edits look different;
+- a leaking round (a test id written into the capability, read from splits.json like an agent
+  with a shell would) never puts a test id into a later round's handover;
+- the agent loop's `capevolve work new` gets the same handover;
+- the optimizer's `{"cost_usd": …, "tokens": …}` line is booked: `max_usd` stops the loop on
+  proposer + rollouts, and report.md's $ counts hill-climb's and `capevolve commit`'s bookings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from cli_calls import hill_climb, run
+
+PY = sys.executable
+HANDOVER = ("JOURNAL.md", "LEDGER.md", "PROCESS.md", "RUNMAP.md", "rejected.jsonl")
+
+# The scripted optimizer: copies every handover file it finds in the work copy to
+# seen/<tag>/ (what it saw), then makes round N's edit and writes its journal entry.
+RECORDER = r"""
+import json, shutil, sys
+from pathlib import Path
+
+workdir, prompt = Path(sys.argv[1]), Path(sys.argv[2])
+n = int(workdir.name[-4:])
+seen = Path("seen") / workdir.name
+seen.mkdir(parents=True)
+for name in ("JOURNAL.md", "LEDGER.md", "PROCESS.md", "RUNMAP.md", "rejected.jsonl"):
+    if (workdir / name).is_file():
+        shutil.copy(workdir / name, seen / name)
+if (workdir / "prior_iterations").is_dir():
+    shutil.copytree(workdir / "prior_iterations", seen / "prior_iterations")
+shutil.copy(prompt, seen / "prompt.md")
+capability = workdir / "prompt.md"
+if n == 1:
+    capability.write_text(capability.read_text() + "Mind the sign.\n")
+elif n == 2:
+    capability.write_text(capability.read_text() + "Multiply carefully.\n")
+elif n == 3:  # an agent with a shell reads the splits and writes a test id into its edit
+    splits = json.loads(next(Path(".capevolve/runs").glob("*/splits.json")).read_text())
+    leaked = sorted(splits["test"])[0]
+    Path("leaked.txt").write_text(leaked)
+    capability.write_text(capability.read_text() + f"When asked {leaked}, answer carefully.\n")
+# round 4 changes nothing but its journal: its bytes are the parent's, a repeat
+with (workdir / "JOURNAL.md").open("a") as journal:
+    journal.write(f"## Iteration {workdir.name}\nMARK-{n}: round {n} notes.\n")
+print(json.dumps({"cost_usd": 0.1, "tokens": 1000 * n}))
+"""
+
+
+def run_dir(project: Path) -> Path:
+    return sorted((project / ".capevolve" / "runs").iterdir())[-1]
+
+
+def seen_text(folder: Path) -> str:
+    return "\n".join(p.read_text() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def test_round_n_sees_rounds_before_it_their_verdicts_and_refuted_diffs_and_no_test_id(example, capsys):
+    project = example("toy_calc")
+    spec = project / "capevolve.yaml"
+    # toy_calc's ids are q00…q23; α one-shot per decision, so the second decision can accept
+    spec.write_text(spec.read_text() + "leak_guard_min_length: 3\ngate_alpha_schedule: constant\n")
+    (project / "recorder.py").write_text(RECORDER)
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", f"{PY} recorder.py {{workdir}} {{prompt}}", "--max-iterations", "4"
+    )
+    assert code == 0, err
+    assert [(r["decision"], r["basis"]) for r in summary["iterations"]] == [
+        ("reject", "gate"),  # the sign rule moves 2 tasks: not enough
+        ("accept", None),  # the multiply rule moves 6
+        ("indecisive", "leak"),  # a test id in the capability: refused, never scored
+        ("reject", "repeat"),  # only its journal changed: the parent's bytes, booked unpaid
+    ]
+    seen = project / "seen"
+    journals = {n: (seen / f"cand_000{n}" / "JOURNAL.md").read_text() for n in (1, 2, 3, 4)}
+    assert "None yet" in journals[1] and "MARK-" not in journals[1]
+    # round N shows what rounds 1…N−1 wrote, once each, under its verdict — and nothing later
+    for n in (2, 3, 4):
+        for earlier in range(1, 5):
+            assert journals[n].count(f"MARK-{earlier}:") == (1 if earlier < n else 0), (n, journals[n])
+    assert re.search(r"### cand_0001: reject \(gate\) vs seed \(Δ̄=\+0\.\d{4}, p=[0-9.]+\)", journals[4])
+    assert "### cand_0002: accept vs seed" in journals[4]
+    assert "### cand_0003: indecisive (leak) vs cand_0002" in journals[4]
+    # what round 1 refuted, as the change itself: in rejected.jsonl and prior_iterations/
+    rejected = [json.loads(line) for line in (seen / "cand_0004" / "rejected.jsonl").read_text().splitlines()]
+    assert rejected[0]["tag"] == "cand_0001" and "+Mind the sign." in rejected[0]["diff"]
+    assert rejected[0]["diff"].startswith("--- seed/prompt.md\n+++ cand_0001/prompt.md")
+    prior = seen / "cand_0004" / "prior_iterations"
+    assert sorted(p.name for p in prior.iterdir()) == ["cand_0001", "cand_0002", "cand_0003"]
+    assert "+Mind the sign." in (prior / "cand_0001" / "diff.patch").read_text()
+    assert (prior / "cand_0001" / "verdict.txt").read_text().startswith("cand_0001: reject (gate) vs seed")
+    assert (prior / "cand_0002" / "JOURNAL.md").read_text().startswith("## Iteration cand_0002\nMARK-2:")
+    for n in (1, 2, 3, 4):
+        assert {p.name for p in (seen / f"cand_000{n}").iterdir()} >= set(HANDOVER)
+    process = (seen / "cand_0004" / "PROCESS.md").read_text()
+    assert "reject (repeat)" in process and '"cost_usd"' in process
+    assert "`prior_iterations/<tag>/` (here)" in (seen / "cand_0004" / "RUNMAP.md").read_text()
+    # the journal is not the candidate: round 4's bytes are cand_0002's whatever it wrote
+    decision = rundir_decision(project, "cand_0004")
+    assert "byte-identical to 'cand_0002'" in decision["note"]
+    # no test id reaches a later round, though round 3 wrote one and its refusal named it
+    leaked = (project / "leaked.txt").read_text()
+    verdict = json.loads((run_dir(project) / "verdicts" / "cand_0003.json").read_text())
+    assert leaked in verdict["reason"] and leaked in (run_dir(project) / "LEDGER.md").read_text()
+    assert (
+        f"+When asked {leaked}" in (run_dir(project) / "hill_climb" / "cand_0003" / "diff.patch").read_text()
+    )
+    test_ids = json.loads((run_dir(project) / "splits.json").read_text())["test"]
+    shown = seen_text(seen / "cand_0004")
+    assert "When asked [a test task], answer carefully." in shown  # the refused diff, blanked
+    assert not [t for t in test_ids if re.search(rf"(?<!\w){t}(?!\w)", shown, re.IGNORECASE)]
+    assert not (run_dir(project) / "rollouts" / "test").exists() or not any(
+        (run_dir(project) / "rollouts" / "test").iterdir()
+    )
+
+
+def rundir_decision(project: Path, tag: str) -> dict:
+    events = [json.loads(line) for line in (run_dir(project) / "events.jsonl").read_text().splitlines()]
+    return next(e for e in events if e["kind"] == "decision" and e["tag"] == tag)
+
+
+COSTING = r"""
+import json, subprocess, sys
+code = subprocess.call([sys.executable, "optimizer.py", *sys.argv[1:]])
+print("working...")
+print(json.dumps({"cost_usd": 0.1, "tokens": 1000}))
+sys.exit(code)
+"""
+
+
+def test_the_agent_loop_gets_the_handover_and_max_usd_counts_what_every_proposer_booked(
+    example, capevolve, capsys
+):
+    project = example("toy_calc")
+    spec = project / "capevolve.yaml"
+    # one α schedule for the agent's gate session and hill-climb's (a run freezes it)
+    spec.write_text(spec.read_text() + "max_usd: 0.35\ngate_alpha_schedule: constant\n")
+    assert run(capsys, "baseline", str(project))[0] == 0
+    # an agent's round: capevolve work new, an edit, a journal entry, a gate, a commit with its cost
+    code, out, _ = run(capsys, "work", "new", "a1", "--project", str(project))
+    assert code == 0
+    a1 = Path(json.loads(out)["path"])
+    assert {p.name for p in a1.iterdir()} >= {*HANDOVER, "prior_iterations", "prompt.md"}
+    assert "None yet" in (a1 / "JOURNAL.md").read_text()
+    assert "capevolve commit a1" in (a1 / "PROCESS.md").read_text()
+    (a1 / "prompt.md").write_text((a1 / "prompt.md").read_text() + "Mind the sign.\n")
+    with (a1 / "JOURNAL.md").open("a") as journal:
+        journal.write("## Iteration a1\nAGENT-MARK: the sign rule alone.\n")
+    gated = capevolve(project, a1, gate=True, extra=["--capevolve-commit", "none"])
+    assert gated.ret == 10, gated.stdout.str()
+    booked = ["--decision", "reject", "--reject-basis", "gate", "--optimizer-usd", "0.2"]
+    code, _, err = run(
+        capsys, "commit", "a1", "--project", str(project), *booked, "--optimizer-tokens", "700"
+    )
+    assert code == 0, err
+    # the next work copy carries a1's journal with its verdict, and its refuted diff
+    code, out, _ = run(capsys, "work", "new", "a2", "--project", str(project))
+    a2 = Path(json.loads(out)["path"])
+    journal = (a2 / "JOURNAL.md").read_text()
+    assert "### a1: reject (gate) vs seed" in journal and "AGENT-MARK: the sign rule alone." in journal
+    assert "+Mind the sign." in (a2 / "prior_iterations" / "a1" / "diff.patch").read_text()
+    assert "+Mind the sign." in json.loads((a2 / "rejected.jsonl").read_text().splitlines()[0])["diff"]
+
+    # hill-climb books its optimizer's $ and tokens: the cap counts a1's $0.20 and each round's $0.10
+    (project / "costing.py").write_text(COSTING)
+    optimizer = f"{PY} costing.py {{workdir}} {{prompt}}"
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", optimizer, "--focus", "cyclic", "--max-iterations", "5"
+    )
+    assert code == 0, err
+    rounds = len(summary["iterations"])
+    assert summary["stopped"].startswith("spend: ") and "max_usd" in summary["stopped"], summary["stopped"]
+    assert 1 <= rounds < 5
+    state = json.loads((run_dir(project) / "state.json").read_text())
+    assert abs(state["spent"]["optimizer_usd"] - (0.2 + 0.1 * rounds)) < 1e-9
+    assert state["spent"]["optimizer_tokens"] == 700 + 1000 * rounds
+    assert state["spent"]["optimizer_usd"] >= 0.35 or "does not fit" in summary["stopped"]
+    ledger = (run_dir(project) / "LEDGER.md").read_text()
+    assert re.search(r"^\| cand_0001 \|.*\| 0\.1000 \|", ledger, re.MULTILINE)
+    # hill-climb's first round read the agent's round too
+    first = (run_dir(project) / "hill_climb" / "cand_0001" / "JOURNAL.md").read_text()
+    assert "### a1: reject (gate) vs seed" in first and "AGENT-MARK" in first
+    # report.md's $: the runner's plus both proposers' (drawn again when the loop stops)
+    report = (run_dir(project) / "report.md").read_text()
+    total = state["spent"]["usd"] + state["spent"]["optimizer_usd"]
+    assert f"USD {total:.4f} (runner {state['spent']['usd']:.4f} + optimizer" in report
+    assert (
+        f"optimizer {state['spent']['optimizer_usd']:.4f}, {700 + 1000 * rounds} optimizer tokens" in report
+    )
+
+
+NONSENSE = r"""
+print('{"cost_usd": -5, "tokens": 10}')
+"""
+
+
+def test_a_nonsense_cost_is_refused_in_one_line_and_never_booked(example, capsys):
+    project = example("toy_calc")
+    (project / "nonsense.py").write_text(NONSENSE)
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", f"{PY} nonsense.py {{workdir}}", "--max-iterations", "1"
+    )
+    assert code == 2 and summary is None
+    line = err.strip().splitlines()[-1]
+    assert "optimizer.stdout line 1" in line and "cost_usd=-5 is not a spend" in line, err
+    state = json.loads((run_dir(project) / "state.json").read_text())
+    assert state["iterations"] == 0 and state["spent"].get("optimizer_usd", 0.0) == 0.0
+    assert not (run_dir(project) / "hill_climb" / "cand_0001" / "optimizer.json").exists()

@@ -1,0 +1,91 @@
+"""The pure parts of the handover (issue 26): a journal's own entries, a bounded diff, the
+test-id redactor, the top-level-only handover ignore, and the optimizer's cost line and its
+refusals (the end-to-end runs are tests/e2e/test_handover.py)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_calls import run
+
+from pytest_capevolve._loop.journal import ENTRY_LIMIT, JOURNAL_MARKER, own_entries, render_journal
+from pytest_capevolve._loop.optimizer_cost import reported_cost
+from pytest_capevolve._policy.optimizer_spend import OptimizerSpend, SpendRefused
+from pytest_capevolve._project.candidate import content_hash, handover_ignore
+from pytest_capevolve._project.candidate_diff import bounded
+
+
+def test_a_journal_carries_only_what_its_own_round_wrote():
+    carried = render_journal("c2", "c1", None, [])
+    assert carried.rstrip().endswith(JOURNAL_MARKER)
+    text = carried.replace("None yet", "### c0: reject vs seed\n\nOLD NOTES") + "## Iteration c2\nmine\n"
+    assert own_entries(text) == "## Iteration c2\nmine"
+    assert own_entries("no marker: all of it\n") == "no marker: all of it"  # the marker was removed
+    long = own_entries(JOURNAL_MARKER + "x" * (ENTRY_LIMIT + 50))
+    assert long.startswith("x" * ENTRY_LIMIT) and long.endswith("(cut: 50 characters left out)")
+
+
+def test_a_bounded_diff_says_it_was_cut():
+    diff = "".join(f"+line {i}\n" for i in range(1000))
+    cut = bounded(diff, 100)
+    assert len(cut) < 200 and cut.splitlines()[-1].startswith("... (diff cut: ")
+    assert cut.splitlines()[0] == "+line 0" and bounded("+a\n", 100) == "+a\n"
+
+
+def test_handover_names_are_left_out_at_the_top_only(tmp_path):
+    """PROCESS.md at a capability's top is a handover file; skills/x/PROCESS.md is capability:
+    copied into a work copy and hashed (shutil.ignore_patterns dropped it at any depth)."""
+    src = tmp_path / "cap"
+    (src / "skills" / "x").mkdir(parents=True)
+    (src / "prompt.md").write_text("p\n")
+    (src / "skills" / "x" / "PROCESS.md").write_text("the skill's own process\n")
+    (src / "skills" / "x" / "JOURNAL.md").write_text("the skill's own journal\n")
+    digest = content_hash(src)
+    (src / "PROCESS.md").write_text("handover\n")
+    (src / "JOURNAL.md").write_text("handover\n")
+    assert content_hash(src) == digest  # top-level handover files never change the candidate
+    shutil.copytree(src, tmp_path / "work", ignore=handover_ignore(src))
+    work = tmp_path / "work"
+    assert not (work / "PROCESS.md").exists() and not (work / "JOURNAL.md").exists()
+    assert (work / "skills" / "x" / "PROCESS.md").is_file() and (
+        work / "skills" / "x" / "JOURNAL.md"
+    ).is_file()
+    assert content_hash(work) == digest
+
+
+def test_the_last_cost_line_is_read_and_nonsense_is_refused(tmp_path):
+    out = tmp_path / "optimizer.stdout"
+    out.write_text('{"cost_usd": 0.5}\nthinking {not json}\n{"other": 1}\n{"cost_usd": 1.25, "tokens": 30}\n')
+    assert reported_cost(out) == {"cost_usd": 1.25, "tokens": 30, "cost_line": 4}
+    out.write_text("no cost line\n")
+    assert reported_cost(out) == {} and reported_cost(tmp_path / "missing") == {}
+    for bad, word in (
+        ('{"cost_usd": -0.01}', "cost_usd=-0.01 is not a spend"),
+        ('{"cost_usd": NaN}', "cost_usd=nan is not a spend"),
+        ('{"cost_usd": 2e6}', "cost_usd=2000000.0 is not a spend"),
+        ('{"cost_usd": "0.1"}', "cost_usd='0.1' is not a number"),
+        ('{"tokens": 1.5}', "tokens=1.5 is not a whole number"),
+        ('{"tokens": true}', "tokens=True is not a number"),
+    ):
+        out.write_text(f"ok\n{bad}\n")
+        with pytest.raises(SpendRefused) as refused:
+            reported_cost(out)
+        message = str(refused.value)
+        assert "\n" not in message and word in message and "optimizer.stdout line 2" in message
+    for usd in (-1.0, math.nan, math.inf, 1e6 + 1):
+        with pytest.raises(SpendRefused):
+            OptimizerSpend(usd=usd)
+
+
+def test_commit_refuses_a_nonsense_optimizer_usd_in_one_line(capsys, tmp_path: Path):
+    code, _, err = run(
+        capsys, "commit", "x", "--project", str(tmp_path), "--decision", "reject", "--optimizer-usd", "nan"
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "usd=nan is not a spend" in err, err
+    code, _, err = run(
+        capsys, "commit", "x", "--project", str(tmp_path), "--decision", "reject", "--optimizer-tokens", "-3"
+    )
+    assert code == 2 and "tokens=-3 is not a spend" in err, err
