@@ -329,6 +329,44 @@ class EventLog:
         self._kinds_cache[kinds] = (key, found)
         return list(found)
 
+    def linked(self, event: dict[str, Any]) -> bool:
+        """Whether the chain covers ``event`` — a checkpoint that says it is current to the line
+        ending at byte ``offset``, event ``upto`` — where it says it is: its line starts at
+        ``offset``, its seq is ``upto + 1``, its ``prev`` is the hash of the line before, and
+        the line after it records its hash. A checkpoint copied to later in the log (stale), a
+        line tacked on that does not chain, or the log's last line (which no line holds: an
+        edit there leaves no trace) is not covered."""
+        offset, upto, seq = event.get("offset"), event.get("upto"), event.get("seq")
+        if not (type(offset) is int and type(upto) is int and type(seq) is int):
+            return False
+        if seq != upto + 1 or offset < 0:
+            return False
+        try:
+            with open(self.events_path, "rb") as handle:
+                start = max(0, offset - 65536)
+                handle.seek(start)
+                before = handle.read(offset - start)
+                if start and before.count(b"\n") < 2:  # a line longer than the window: read it all
+                    handle.seek(0)
+                    before, start = handle.read(offset), 0
+                line = handle.readline()
+                following = handle.readline()
+        except OSError:
+            return False
+        whole = line.endswith(b"\n") and following.endswith(b"\n")
+        if (offset and not before.endswith(b"\n")) or not whole:
+            return False
+        if _prev_of(following) != hashlib.sha256(line[:-1]).hexdigest():
+            return False
+        try:
+            if json.loads(line) != event:
+                return False
+        except ValueError:
+            return False
+        previous = before[:-1].rsplit(b"\n", 1)[-1] if offset else None
+        want = GENESIS if previous is None else hashlib.sha256(previous).hexdigest()
+        return event.get("prev") == want
+
     def events_after(
         self, offset: int, seq: int, view: Callable[[dict[str, Any]], Any] | None = None
     ) -> tuple[list[Any], int, int] | None:
