@@ -228,9 +228,16 @@ class EventLog:
             # one write(2) of the whole line on an O_APPEND descriptor (no buffered text file
             # object per event): a line is never interleaved with another writer's
             fd = self._append_fd(stat)
-            written = os.write(fd, out)
-            while written < len(out):  # as a buffered file would: finish the line
-                written += os.write(fd, out[written:])
+            try:
+                written = os.write(fd, out)
+                while written < len(out):  # as a buffered file would: finish the line
+                    written += os.write(fd, out[written:])
+            except OSError:
+                # a full disk tore the line: cut it off (a truncate needs no room), so the log
+                # ends with its last whole event and the next append chains to it
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
             self._event_tail = (size + len(out), hashlib.sha256(data).hexdigest(), seq + 1)
             appended = self._appended
             if appended is None or not appended.continued_by(size, seq + 1):
