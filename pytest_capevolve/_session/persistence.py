@@ -87,11 +87,17 @@ class Persistence:
         self.rundir.claims.release()
         if not self.waiting_on:
             return []
-        self.rundir.claims.wait_for(self.waiting_on)
-        return [
+        died = self.rundir.claims.wait_for(self.waiting_on)
+        lines = [
             f"{len(self.plan.awaited)} rollouts were being paid by {len(self.waiting_on)} concurrent "
             "session(s): waited for them instead of paying again"
         ]
+        if died:  # what they had not paid is missing below; their claims are void now
+            lines.append(
+                f"{len(died)} of those sessions died before they were done: the rollouts they left "
+                "unpaid are no one's now, and the command below pays them (each once)"
+            )
+        return lines
 
     @pytest.hookimpl(optionalhook=True, trylast=True)  # the sequential gate's smaller window first
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

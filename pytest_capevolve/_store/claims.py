@@ -102,9 +102,12 @@ class Claims:
         self._handle = None
 
     @staticmethod
-    def wait_for(paths: Iterable[Path], poll_s: float = WAIT_POLL_S) -> None:
+    def wait_for(paths: Iterable[Path], poll_s: float = WAIT_POLL_S) -> list[Path]:
         """Block until the sessions holding these claims let go of them, or died (the lock
-        dropped, or held on by a process their dead owner left: see the module docstring)."""
+        dropped, or held on by a process their dead owner left: see the module docstring).
+        The claims whose session died — still there after the wait: a session that ends
+        deletes its own — so the waiter can say what did not land and why."""
+        died: list[Path] = []
         for path in paths:
             try:
                 handle = open(path, encoding="utf-8")
@@ -126,6 +129,9 @@ class Claims:
                         continue
                     fcntl.flock(handle, fcntl.LOCK_UN)
                     break
+            if path.exists():
+                died.append(path)
+        return died
 
 
 def process_start(pid: int) -> int | None:
