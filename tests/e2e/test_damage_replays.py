@@ -65,14 +65,19 @@ class FullDisk:
         monkeypatch.setattr(files_module, "_write_all", write_all)
 
 
+@pytest.mark.parametrize("xdist", ["", "-n 2"])
 def test_a_disk_that_fills_mid_session_ends_in_one_line_and_the_next_session_resumes(
-    example, projects, capevolve, monkeypatch
+    example, projects, capevolve, monkeypatch, xdist
 ) -> None:
+    """The disk fills after 5 rollouts of a gate session (with and without xdist: the
+    controller alone writes). One line and exit 12 — no INTERNALERROR — no verdict and no
+    decision from the partial evidence, the torn log line cut off; with room again the same
+    command resumes and every rollout is recorded once."""
     project = noisy(example, projects)
     assert capevolve(project).ret == 0  # the baseline
     run_dir = projects.run_dir(project)
     disk = FullDisk(monkeypatch, room=5)
-    full = capevolve(project, "improved", gate=True)
+    full = capevolve(project, "improved", gate=True, extra=xdist.split())
     out, err = full.stdout.str(), full.stderr.str()
     assert disk.full
     assert "INTERNALERROR" not in out + err and "Traceback" not in out + err, (out + err)[-3000:]
