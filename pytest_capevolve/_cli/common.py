@@ -162,6 +162,10 @@ def report_error(command: str, exc: BaseException) -> int:
     if isinstance(exc, UsageError | RunDirError):
         print(f"error: {exc}", file=sys.stderr)
         return exitcodes.USAGE
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: capevolve {command} could not write {where}{exc.strerror or exc}", file=sys.stderr)
+        return exitcodes.INFRA_FAILURE
     assert isinstance(exc, Refused | Refusal | CandidateError)
     print(f"error: capevolve {command} refused: {exc}", file=sys.stderr)
     return exitcodes.REFUSED

@@ -64,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_error(args.command, exc)
     except RunDirError as exc:  # damage found mid-command: a refusal for the loop's commands
         return report_error(args.command, Refused(str(exc)) if getattr(args, "refusals", False) else exc)
+    except OSError as exc:  # a full disk, a read-only run dir: one line naming the file, no traceback
+        return report_error(args.command, exc)
     finally:
         print_notices()
 

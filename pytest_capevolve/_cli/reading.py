@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 from typing import Any
 
 from .._session import exitcodes
+from .._store.files import unwritable_folder
 from .._store.rundir import RunDir, RunDirError
 from .common import (
     Refused,
@@ -86,11 +88,22 @@ def cmd_measure(args: argparse.Namespace) -> int:
     code = 0
     test_ids = (rundir.splits() or {}).get("test", [])
     if test_ids and Seal(rundir).burned() is None and not args.no_finalize:
+        unwritable = unwritable_folder(rundir.root)
+        if unwritable is not None:  # scoring the test split writes the run: say so, score nothing
+            raise UsageError(
+                f"{rundir.root} is read-only ({unwritable.strerror}) and its test split is unscored: "
+                "measure scores it once, which writes the run; measure a writable copy, or pass "
+                "--no-finalize for the val figures alone"
+            )
         code = _finalize(args, spec, rundir)
     result = measure(spec, rundir, train_note=train)
-    report = rundir.write_report(render_markdown(result))
+    try:
+        report: Path | None = rundir.write_report(render_markdown(result))
+        where = f"report: {report}"
+    except OSError as exc:  # a read-only run dir (a CI artifact): the measurement stands
+        report, where = None, f"report.md not written: {rundir.root} is read-only ({exc.strerror or exc})"
     answer = {**dataclasses.asdict(result), "report": report, "finalize_exit": code}
-    emit(args, answer, lambda _: [*render_text(result), f"report: {report}"])
+    emit(args, answer, lambda _: [*render_text(result), where])
     return code
 
 

@@ -37,9 +37,10 @@ class Outcome:
     report_error: str | None = None
     closing: list[tuple[str, dict[str, bool]]] = field(default_factory=list)  # (line, markup)
     explained: list[str] = field(default_factory=list)  # --capevolve-explain: verdicts in words
+    damaged: bool = False  # stopped because the run dir could not be written: exit 12 whatever stopped it
 
     def set_exit_status(self, session: pytest.Session) -> None:
-        if self.exit_code is not None and session.exitstatus in exitcodes.REPLACEABLE:
+        if self.exit_code is not None and (self.damaged or session.exitstatus in exitcodes.REPLACEABLE):
             session.exitstatus = self.exit_code
 
 
@@ -54,10 +55,12 @@ class SessionEnd:
         *,
         settle: Callable[[], list[str]] | None = None,
         interrupted: Callable[[], Outcome] | None = None,
+        damage: Callable[[], str | None] | None = None,
     ) -> None:
         self._conclude = conclude
         self._settle = settle
         self._interrupted = interrupted
+        self._damage = damage
         self.outcome = Outcome(against=against)
 
     @pytest.hookimpl(wrapper=True)
@@ -65,6 +68,8 @@ class SessionEnd:
         try:
             result = yield
         except KeyboardInterrupt:
+            if self._damaged():  # stopped because the run dir could not be written
+                raise
             # Ctrl-C: no verdicts (the evidence is partial), but the table of what is
             # persisted and the line that says how to resume
             if self._interrupted is not None:
@@ -73,15 +78,36 @@ class SessionEnd:
                 except Exception as exc:  # the summary must never mask the interrupt
                     self.outcome.closing.append((f"capevolve: no summary after Ctrl-C: {exc!r}", {}))
             raise
-        if not session.config.option.collectonly:
-            # settle first: release this session's claims, wait for concurrent sessions'
-            settled = self._settle() if self._settle is not None else []
-            self.outcome = self._conclude()
+        if not session.config.option.collectonly and not self._damaged():
+            try:
+                # settle first: release this session's claims, wait for concurrent sessions'
+                settled = self._settle() if self._settle is not None else []
+                self.outcome = self._conclude()
+            except OSError as exc:  # the run dir refused a write while concluding (a full disk)
+                self.outcome = _damaged_outcome(
+                    f"capevolve: the session could not write its conclusion: {exc}"
+                )
+                return result
             self.outcome.closing[:0] = [(line, {}) for line in settled]
         return result
 
+    def _damaged(self) -> bool:
+        """Whether the run dir refused a write during the run loop: then the outcome is that
+        one line and exit 12, and nothing is concluded from what could not be recorded."""
+        line = self._damage() if self._damage is not None else None
+        if line is None:
+            return False
+        if self._settle is not None:
+            self._settle()  # lets go of the claims, writes nothing
+        self.outcome = _damaged_outcome(line)
+        return True
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.outcome.set_exit_status(session)
+
+
+def _damaged_outcome(line: str) -> Outcome:
+    return Outcome(exit_code=exitcodes.INFRA_FAILURE, closing=[(line, {"red": True})], damaged=True)
 
 
 @dataclass(frozen=True)

@@ -61,19 +61,43 @@ class Persistence:
         self.tally = Tally()
         self.waiting_on = list(waiting_on or [])
         self._session: pytest.Session | None = None
+        self.unwritable: OSError | None = None  # the run dir refused a write (a full disk)
+
+    def damage_line(self) -> str | None:
+        """The one line that says the run dir could not be written, if it could not: the
+        session stopped there, and decides and books nothing on what it could not record."""
+        exc = self.unwritable
+        if exc is None:
+            return None
+        why = exc.strerror or str(exc)
+        recorded = sum(self.tally.paid.values())
+        return (
+            f"capevolve: the run dir {self.rundir.root} could not be written ({why}): the session "
+            f"stopped after recording {recorded} rollout(s) and decided nothing; make room and "
+            "run the same command again to resume (what was recorded is kept)"
+        )
 
     def settle(self) -> list[str]:
         """After the run loop: let go of this session's claim (everything it paid is
         persisted) and wait for the sessions paying rollouts this one needs. Lines to print."""
+        if self.unwritable is not None:  # nothing more is written: the session ends here
+            self.rundir.claims.release()
+            return []
         self.rundir.flush()
         self.rundir.claims.release()
         if not self.waiting_on:
             return []
-        self.rundir.claims.wait_for(self.waiting_on)
-        return [
+        died = self.rundir.claims.wait_for(self.waiting_on)
+        lines = [
             f"{len(self.plan.awaited)} rollouts were being paid by {len(self.waiting_on)} concurrent "
             "session(s): waited for them instead of paying again"
         ]
+        if died:  # what they had not paid is missing below; their claims are void now
+            lines.append(
+                f"{len(died)} of those sessions died before they were done: the rollouts they left "
+                "unpaid are no one's now, and the command below pays them (each once)"
+            )
+        return lines
 
     @pytest.hookimpl(optionalhook=True, trylast=True)  # the sequential gate's smaller window first
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -102,7 +126,10 @@ class Persistence:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.stop_workers()
         try:
-            self.rundir.flush()  # a view of the log: skipping it (a crash) loses nothing
+            if self.unwritable is None:
+                self.rundir.flush()  # a view of the log: skipping it (a crash) loses nothing
+        except OSError as exc:  # a full disk at the very end: the views wait for the next session
+            self.unwritable = exc
         finally:
             self.rundir.claims.release()  # an interrupted session lets go too
             self.rundir.log.close_log()
@@ -130,7 +157,15 @@ class Persistence:
         if report.when != "call":  # the teardown report carries the call's record again
             return (yield)
         record = decode_record(text, report)
-        self._persist(record, text)
+        if self.unwritable is not None:  # stopped: what still arrives cannot be recorded
+            return (yield)
+        try:
+            self._persist(record, text)
+        except OSError as exc:  # a full disk, a read-only run dir: stop, once, in one line
+            self.unwritable = exc
+            self.stop_workers()
+            self._stop("capevolve: the run dir could not be written")
+            return (yield)
         if record.infra_error:
             self.tally.infra.append((report.nodeid, record.infra_error))
         result = yield

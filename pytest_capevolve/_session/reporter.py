@@ -256,6 +256,10 @@ class CapevolveReporter:
         self._print_failed(tr)
         for notice in self.rundir.notices:
             tr.write_line(f"capevolve: {notice}", yellow=True)
+        if outcome.damaged:  # the run dir could not be written: that line, and nothing read from it
+            for line, markup in outcome.closing:
+                tr.write_line(line, **markup)
+            return
         if not outcome.rows and not outcome.verdicts:
             return
         tr.section(f"capevolve run {self.rundir.run_id}", sep="=")

@@ -187,6 +187,7 @@ def _start_controller(
         planned.best,
         settle=persistence.settle,
         interrupted=lambda: _interrupted(config, spec, started),
+        damage=persistence.damage_line,
     )
     progress = Progress(spec, rundir, len(planned.plan.owed_keys()), option.capevolve_progress)
     for name, plugin in (

@@ -11,6 +11,13 @@ Crash-safe by construction: the kernel drops a ``flock`` when its holder dies (`
 included), so a claim nobody holds is void — the next planner deletes it and owes its rollouts
 again — and a waiter is never blocked by a dead session. Waits only go from later sessions to
 earlier ones (a session claims only what nobody claimed before it), so they cannot form a cycle.
+
+A lock can outlive its session, though: a process the session started that kept the claim's
+descriptor (an adapter's own ``fork``, a helper left running) holds it after the session died.
+So a held claim counts only while its owner lives — the pid it names, on this host, with the
+start time it recorded (a pid used again is another process) — and a claim whose owner is dead
+is void however it is held: the next planner takes its rollouts over, and a waiter stops
+waiting on it. A claim made on another host is believed (its owner cannot be asked).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 from typing import IO
 
 Key = tuple[str, str, str, int]  # (split, task_id, tag, trial)
+WAIT_POLL_S = 0.5  # how often a waiter looks again at a claim whose owner lives
 
 
 class Claims:
@@ -51,10 +59,14 @@ class Claims:
             with handle:
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:  # held: a live session is paying these
+                except BlockingIOError:  # held: a live session is paying these, if its owner lives
                     try:
-                        keys = json.loads(handle.read())["keys"]
+                        claim = json.loads(handle.read())
+                        keys = claim["keys"]
                     except (ValueError, KeyError, TypeError):
+                        continue
+                    if not owner_alive(claim):  # held by what its dead session left running
+                        path.unlink(missing_ok=True)
                         continue
                     for split, task, tag, trial in keys:
                         claimed[(str(split), str(task), str(tag), int(trial))] = path
@@ -73,6 +85,7 @@ class Claims:
         handle = os.fdopen(fd, "r+", encoding="utf-8")
         fcntl.flock(handle, fcntl.LOCK_EX)
         info = {"pid": os.getpid(), "host": socket.gethostname(), "since": round(time.time(), 3)}
+        info["started"] = process_start(os.getpid())
         handle.write(json.dumps({**info, "keys": [list(k) for k in keys]}))
         handle.flush()
         self.path, self._handle = path, handle
@@ -89,13 +102,61 @@ class Claims:
         self._handle = None
 
     @staticmethod
-    def wait_for(paths: Iterable[Path]) -> None:
-        """Block until the sessions holding these claims let go of them (or died)."""
+    def wait_for(paths: Iterable[Path], poll_s: float = WAIT_POLL_S) -> list[Path]:
+        """Block until the sessions holding these claims let go of them, or died (the lock
+        dropped, or held on by a process their dead owner left: see the module docstring).
+        The claims whose session died — still there after the wait: a session that ends
+        deletes its own — so the waiter can say what did not land and why."""
+        died: list[Path] = []
         for path in paths:
             try:
                 handle = open(path, encoding="utf-8")
             except FileNotFoundError:
                 continue  # already released
             with handle:
-                fcntl.flock(handle, fcntl.LOCK_SH)
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                while True:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        handle.seek(0)
+                        try:
+                            claim = json.loads(handle.read())
+                        except ValueError:
+                            claim = {}
+                        if isinstance(claim, dict) and not owner_alive(claim):
+                            break  # its session is dead: nothing more will land from it
+                        time.sleep(poll_s)  # a live owner: look again (its lock or its life)
+                        continue
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                    break
+            if path.exists():
+                died.append(path)
+        return died
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, from ``/proc``), or None where
+    that cannot be read: with the pid, it names one process (a pid is used again)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])  # the 22nd field of stat, counting the two before ")"
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def owner_alive(claim: dict[str, object]) -> bool:
+    """Whether the session that made ``claim`` (its pid, host and start time) still runs. A
+    claim from another host, or without a pid, is believed alive: it cannot be asked."""
+    pid, host = claim.get("pid"), claim.get("host")
+    if type(pid) is not int or host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    started = claim.get("started")
+    now = process_start(pid)
+    return not (isinstance(started, int) and now is not None and now != started)

@@ -228,9 +228,16 @@ class EventLog:
             # one write(2) of the whole line on an O_APPEND descriptor (no buffered text file
             # object per event): a line is never interleaved with another writer's
             fd = self._append_fd(stat)
-            written = os.write(fd, out)
-            while written < len(out):  # as a buffered file would: finish the line
-                written += os.write(fd, out[written:])
+            try:
+                written = os.write(fd, out)
+                while written < len(out):  # as a buffered file would: finish the line
+                    written += os.write(fd, out[written:])
+            except OSError:
+                # a full disk tore the line: cut it off (a truncate needs no room), so the log
+                # ends with its last whole event and the next append chains to it
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
             self._event_tail = (size + len(out), hashlib.sha256(data).hexdigest(), seq + 1)
             appended = self._appended
             if appended is None or not appended.continued_by(size, seq + 1):
@@ -328,6 +335,44 @@ class EventLog:
         found = [event for _, event in sorted(hits, key=lambda hit: hit[0])]
         self._kinds_cache[kinds] = (key, found)
         return list(found)
+
+    def linked(self, event: dict[str, Any]) -> bool:
+        """Whether the chain covers ``event`` — a checkpoint that says it is current to the line
+        ending at byte ``offset``, event ``upto`` — where it says it is: its line starts at
+        ``offset``, its seq is ``upto + 1``, its ``prev`` is the hash of the line before, and
+        the line after it records its hash. A checkpoint copied to later in the log (stale), a
+        line tacked on that does not chain, or the log's last line (which no line holds: an
+        edit there leaves no trace) is not covered."""
+        offset, upto, seq = event.get("offset"), event.get("upto"), event.get("seq")
+        if not (type(offset) is int and type(upto) is int and type(seq) is int):
+            return False
+        if seq != upto + 1 or offset < 0:
+            return False
+        try:
+            with open(self.events_path, "rb") as handle:
+                start = max(0, offset - 65536)
+                handle.seek(start)
+                before = handle.read(offset - start)
+                if start and before.count(b"\n") < 2:  # a line longer than the window: read it all
+                    handle.seek(0)
+                    before, start = handle.read(offset), 0
+                line = handle.readline()
+                following = handle.readline()
+        except OSError:
+            return False
+        whole = line.endswith(b"\n") and following.endswith(b"\n")
+        if (offset and not before.endswith(b"\n")) or not whole:
+            return False
+        if _prev_of(following) != hashlib.sha256(line[:-1]).hexdigest():
+            return False
+        try:
+            if json.loads(line) != event:
+                return False
+        except ValueError:
+            return False
+        previous = before[:-1].rsplit(b"\n", 1)[-1] if offset else None
+        want = GENESIS if previous is None else hashlib.sha256(previous).hexdigest()
+        return event.get("prev") == want
 
     def events_after(
         self, offset: int, seq: int, view: Callable[[dict[str, Any]], Any] | None = None

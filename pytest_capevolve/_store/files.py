@@ -7,6 +7,7 @@ an ``flock`` on ``.lock`` in the run dir, re-entrant within one :class:`RunLock`
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import itertools
 import json
@@ -108,6 +109,21 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, dump_json(obj))
 
 
+def unwritable_folder(folder: Path) -> OSError | None:
+    """Why nothing can be written in ``folder`` (read-only: a CI artifact, ``chmod -R a-w``, a
+    read-only mount), or None. Tried, not asked: ``os.access`` says yes to root on a mode that
+    refuses everyone else, and knows nothing of a full disk."""
+    probe = folder / f".write-probe.{os.getpid()}.tmp"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except OSError as exc:
+        return exc
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return None
+
+
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -135,6 +151,7 @@ def exclusive(lock_file: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)  # what a write to a read-only run dir raises
 _LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_INHERIT
 
 
@@ -188,6 +205,13 @@ class RunLock:
         except FileNotFoundError:
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, _LOCK_FLAGS, FILE_MODE)
+        except OSError as exc:
+            if exc.errno not in READ_ONLY_ERRNOS:
+                raise
+            # a read-only run dir (a CI artifact, chmod -R a-w): a read-only descriptor locks as
+            # well, so readers that take the lock (verify, measure) still read a consistent run;
+            # a writer's own write then says why it cannot
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         stat = os.fstat(fd)
         self._fd, self._file = fd, (stat.st_dev, stat.st_ino, os.getpid())
         return fd

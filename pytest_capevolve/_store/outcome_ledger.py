@@ -15,7 +15,10 @@ logged since, checks the index's rows against that digest in one pass instead: t
 truth exactly when their digest is the logged one. An edited row moves the digest, and the
 event itself is chained like any other (:meth:`.events.EventLog.of_kinds` checks its link), so
 forging it means rewriting the log from there on — what the anchor (``capevolve verify
---anchor``) is for.
+--anchor``) is for. Only a checkpoint the chain covers is used (:meth:`.events.EventLog.linked`:
+where it says it is, linked to the line before and by the line after — the leaving session logs
+``session_left`` after it, since the log's last line is held by no line). The same event
+carries ``state.json``'s tally at that point (:mod:`.state_tally`).
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ class OutcomeLedger:
 
     def _build(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> None:
         checkpoints = self.log.of_kinds(CHECKPOINT_KIND)
-        if checkpoints:
+        if checkpoints and self.log.linked(checkpoints[-1]):  # in the chain where it says it is
             last = checkpoints[-1]
             at = (int(last["offset"]), int(last["upto"]))
             tail = self.log.events_after(*at, _rollout_view)
@@ -136,15 +139,17 @@ class OutcomeLedger:
         assert self._truth is not None
         return self._truth.get(key)
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, also: Callable[[int, int], dict[str, Any]] | None = None) -> bool:
         """Under the run's lock, as a session leaves: log the digest of the outcomes at the
         log's current point, when rollouts were logged since the last one — so the next process
-        checks the index against it instead of reading every rollout line."""
+        checks the index against it instead of reading every rollout line. ``also(offset,
+        seq)``: more fields current to the same point (``state.json``'s tally, :mod:`.state_tally`).
+        Whether it logged one."""
         if self._truth is None:
-            return
+            return False
         self._catch_up()
         if not self._unchecked:  # nothing learnt from rollout lines: the last digest still holds
-            return
+            return False
         offset, upto = self._position
         self.log.append_event(
             CHECKPOINT_KIND,
@@ -152,5 +157,7 @@ class OutcomeLedger:
             upto=upto,
             rollouts=len(self._truth),
             digest=digest_of(sorted(self._truth.items())),
+            **(also(offset, upto) if also is not None else {}),
         )
         self._unchecked = False
+        return True

@@ -133,10 +133,15 @@ class RolloutFiles:
         the next process checks the index against it in one pass."""
         with self.lock():
             self._unflushed = 0
-            for view in (self.state, self.index_view):
+            # the state last: the index's catch-up may log a vanished file, and the state written
+            # after it is current to where the checkpoint below is (its tally then serves)
+            for view in (self.index_view, self.state):
                 view.catch_up()
             if leaving:
-                self.ledger.checkpoint()
+                if self.ledger.checkpoint(also=self.state.checkpoint_fields):
+                    # a line after the checkpoint records its hash: the chain covers it, so the
+                    # next reader may start from it (the log's last line no line holds)
+                    self.log.append_event("session_left", checkpoint=self.log.last_seq())
 
     # -- the index ---------------------------------------------------------------------------
 

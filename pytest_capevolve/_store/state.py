@@ -27,6 +27,7 @@ from .._project.candidate import SEED_TAG
 from .events import SPEND_FLUSH_EVERY as SPEND_FLUSH_EVERY  # where it has always been read
 from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_json
+from .outcome_ledger import CHECKPOINT_KIND
 from .state_tally import OPTIMIZER_SPEND, StateTally
 
 
@@ -102,6 +103,7 @@ class RunState:
         for event in events:
             tally.fold(event)
         logged = tally.at(int(events[-1].get("seq", 0)) if events else 0)
+        assert logged is not None  # a tally folded from the start answers for every point
         spent = logged.pop("spent")
         if not any(event.get("kind") == "decision" for event in events):
             for what in OPTIMIZER_SPEND:  # only decisions carry the optimizer's spend
@@ -129,17 +131,28 @@ class RunState:
         at = tally.seq
         if isinstance(mark, dict) and isinstance(mark.get("seq"), int) and not isinstance(mark["seq"], bool):
             at = min(int(mark["seq"]), tally.seq)
-        problem = _disagreement(state, tally.at(at), stall=tally.stall_logged)
+        logged = tally.at(at)
+        if logged is None:  # a state current to a point before the checkpoint the fold began at
+            tally = self._caught_up_tally(whole=True)
+            if tally is None:
+                return
+            logged = tally.at(at)
+            assert logged is not None
+        problem = _disagreement(state, logged, stall=tally.stall_logged)
         if problem is not None:
             raise RunDirError(
                 f"{self.state_path}: {problem} at event {at}; state.json was edited. "
                 "`capevolve verify --repair` rebuilds it from the log"
             )
 
-    def _caught_up_tally(self) -> StateTally | None:
+    def _caught_up_tally(self, *, whole: bool = False) -> StateTally | None:
         """The log's counters folded to its end: this process's fold caught up with the lines
-        appended since, or (a log that no longer continues from there) folded again."""
-        tally = self._tally if self._tally is not None else StateTally(self._file_cost)
+        appended since, or (a log that no longer continues from there) folded again. A
+        process's first fold starts at the last checkpoint's tally (:mod:`.state_tally`);
+        ``whole``: from the log's start, to answer for points before it."""
+        tally = self._tally
+        if tally is None or (whole and tally.floor):
+            tally = (None if whole else self._checkpointed_tally()) or StateTally(self._file_cost)
         got = self.log.events_after(tally.offset, tally.seq, tally.fold)
         if got is None and tally.seq:
             tally = StateTally(self._file_cost)
@@ -150,6 +163,28 @@ class RunState:
         _, tally.offset, tally.seq = got
         self._tally = tally
         return tally
+
+    def _checkpointed_tally(self) -> StateTally | None:
+        """The tally the newest ``outcomes_checked`` event logged, to fold on from — if the
+        chain holds that event where it says it is (:meth:`.events.EventLog.linked`); None
+        otherwise, and the fold starts at the log's start."""
+        for event in reversed(self.log.of_kinds(CHECKPOINT_KIND)):
+            if "state" not in event:
+                continue  # logged before checkpoints carried the tally: an older one may
+            if not self.log.linked(event):
+                return None
+            at = int(event["offset"]), int(event["upto"])
+            return StateTally.resumed(self._file_cost, event["state"], *at)
+        return None
+
+    def checkpoint_fields(self, offset: int, seq: int) -> dict[str, Any]:
+        """Under the lock, as a session leaves: the tally at byte ``offset``, event ``seq`` (where
+        the outcome ledger's checkpoint is current to), for that checkpoint to carry; nothing
+        when this process's fold is not there."""
+        tally = self._caught_up_tally()
+        if tally is None or (tally.offset, tally.seq) != (offset, seq):
+            return {}
+        return {"state": tally.held()}
 
     def best(self) -> str:
         """The current best's tag (``seed`` until something is accepted), as the log has it:

@@ -11,11 +11,21 @@ The rules are those :meth:`.state.RunState.replay_state` has always applied, kep
 every decision is an iteration, a reject a stall, an accept the new best and a stall of 0; a
 ``best_changed`` that an accept's decision did not just announce (a log from before decisions
 were booked, a cap-evolve import) is an iteration of its own.
+
+Folding a 60,000-rollout log is a tenth of a resume. So a session that leaves the run logs the
+tally it reached in its ``outcomes_checked`` event (:meth:`StateTally.held`, beside the outcome
+digest of :mod:`.outcome_ledger`), and the next process starts its fold there
+(:meth:`StateTally.resumed`) — only from an event the chain holds: the line at the point the
+tally claims, linked to the line before it (:meth:`.events.EventLog.linked`), and by the line
+after it when there is one (:meth:`.events.EventLog.of_kinds`). A tally started there answers
+for the points of the log from the checkpoint on; a ``state.json`` current to an earlier point
+is checked against the whole log, folded again.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from array import array
 from collections.abc import Callable
 from typing import Any
@@ -39,13 +49,51 @@ class StateTally:
         self._change_seqs = array("q", [0])
         self._counters: list[dict[str, Any]] = [_start()]
         self.stall_logged = False  # whether any event records stalls (older logs did not)
+        self.floor = 0  # the first seq this tally answers for (a checkpoint's, when resumed)
+        self._base = (0, 0.0)  # rollouts and their cost up to ``floor``
+
+    @classmethod
+    def resumed(
+        cls, file_cost: Callable[[dict[str, Any]], float], held: Any, offset: int, seq: int
+    ) -> StateTally | None:
+        """A tally that goes on from ``held`` (:meth:`held`, as a checkpoint logged it at byte
+        ``offset``, event ``seq``); None when ``held`` is not a tally's fields."""
+        if not isinstance(held, dict) or not isinstance(held.get("best_id"), str):
+            return None
+        announced = held.get("announced")
+        counts = [held.get(what) for what in ("iterations", "stall", "metric_calls")]
+        sums = [held.get(what) for what in ("usd", *OPTIMIZER_SPEND)]
+        if not (announced is None or isinstance(announced, str)):
+            return None
+        if not isinstance(held.get("stall_logged"), bool):
+            return None
+        if not all(_count(v) for v in counts) or not all(_amount(v) for v in sums):
+            return None
+        tally = cls(file_cost)
+        tally.offset, tally.seq, tally.floor = offset, seq, seq
+        tally.stall_logged = bool(held["stall_logged"])
+        tally._base = (int(held["metric_calls"]), float(held["usd"]))
+        kept = ("best_id", "iterations", "stall", "announced", *OPTIMIZER_SPEND)
+        counters = {what: held[what] for what in kept}
+        tally._change_seqs, tally._counters = array("q", [seq]), [counters]
+        return tally
+
+    def held(self) -> dict[str, Any]:
+        """The tally at the end of its fold, as a checkpoint logs it (:meth:`resumed` reads it)."""
+        calls = len(self._rollout_seqs)
+        return {
+            **self._counters[-1],
+            "metric_calls": self._base[0] + calls,
+            "usd": self._spend[-1] if calls else self._base[1],
+            "stall_logged": self.stall_logged,
+        }
 
     def fold(self, event: dict[str, Any]) -> None:
         kind = event.get("kind")
         seq = int(event.get("seq", 0))
         if kind == "rollout":
             cost = event.get("cost_usd")
-            before = self._spend[-1] if self._spend else 0.0
+            before = self._spend[-1] if self._spend else self._base[1]
             self._rollout_seqs.append(seq)
             self._spend.append(before + float(self.file_cost(event) if cost is None else cost))
             return None
@@ -75,12 +123,16 @@ class StateTally:
         self._counters.append(counters)
         return None
 
-    def at(self, seq: int) -> dict[str, Any]:
+    def at(self, seq: int) -> dict[str, Any] | None:
         """What ``state.json`` current to event ``seq`` holds: ``best_id``, ``iterations``,
-        ``stall`` and ``spent`` (rollouts, their cost, the optimizer's spend)."""
+        ``stall`` and ``spent`` (rollouts, their cost, the optimizer's spend). None for a seq
+        before the checkpoint a resumed tally started from (:attr:`floor`)."""
+        if seq < self.floor:
+            return None
         counters = self._counters[bisect.bisect_right(self._change_seqs, seq) - 1]
         calls = bisect.bisect_right(self._rollout_seqs, seq)
-        spent: dict[str, Any] = {"metric_calls": calls, "usd": self._spend[calls - 1] if calls else 0.0}
+        usd = self._spend[calls - 1] if calls else self._base[1]
+        spent: dict[str, Any] = {"metric_calls": self._base[0] + calls, "usd": usd}
         spent.update({what: counters[what] for what in OPTIMIZER_SPEND})
         return {
             "best_id": counters["best_id"],
@@ -88,6 +140,14 @@ class StateTally:
             "stall": counters["stall"],
             "spent": spent,
         }
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _amount(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
 
 
 def _start() -> dict[str, Any]:
