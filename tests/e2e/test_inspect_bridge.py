@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+pytest.importorskip("inspect_ai", reason="needs the `inspect` extra (the compat venvs install only the core)")
+
 MODES = {
     "in-process": [],
     "xdist-2": ["-n", "2"],

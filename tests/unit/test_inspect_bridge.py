@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve._project.adapter import AdapterError, Rollout, Task
-from pytest_capevolve.bridges import inspect_task
+pytest.importorskip("inspect_ai", reason="needs the `inspect` extra (the compat venvs install only the core)")
+
+from pytest_capevolve._project.adapter import AdapterError, Rollout, Task  # noqa: E402
+from pytest_capevolve.bridges import inspect_task  # noqa: E402
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),

@@ -13,9 +13,11 @@ import asyncio
 import threading
 
 import pytest
-from openai_example import EXAMPLE, PRICE_IN, PRICE_OUT, _module, standin_server
 
-from pytest_capevolve._cli.main import main
+pytest.importorskip("openai", reason="needs the `openai` extra (the compat venvs install only the core)")
+from openai_example import EXAMPLE, PRICE_IN, PRICE_OUT, _module, standin_server  # noqa: E402
+
+from pytest_capevolve._cli.main import main  # noqa: E402
 
 openai_adapter = _module("adapter")
 
