@@ -69,6 +69,8 @@ def judge(
         with_label(with_settings(spec, out_of_reach(with_looks(spec, v, 1)), gate.overridden), labels)
         for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
+    if gate.veto_regressions:  # recorded, so `capevolve gate --veto-regressions` re-derives, not a what-if
+        verdicts = [replace(v, details={**v.details, "veto_regressions": True}) for v in verdicts]
     nulls = [with_settings(spec, v, gate.overridden) for v in nulls]
     budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts
