@@ -192,6 +192,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "every view then saying 'test reused — not a held-out estimate' (refused without it)",
     )
     group.addoption(
+        "--capevolve-harness-changed",
+        action="store_true",
+        help="with --capevolve-gate: gate again bytes another run of the project decided under "
+        "another harness (a real fix to the adapter or scorer); each such verdict is labelled "
+        "'re-gated after a harness change' (no ini twin: it is said each time)",
+    )
+    group.addoption(
         "--capevolve-concurrency",
         type=_concurrency,
         default=None,

@@ -52,6 +52,15 @@ def _fixed_order_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(order_secret, "new_secret", lambda: FIXED_ORDER_SECRET)
 
 
+@pytest.fixture(autouse=True)
+def _private_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Each test's copy of the project seals outside the project (``CAPEVOLVE_STATE_DIR``) is
+    its own: never the user's ~/.local/state, never another test's."""
+    state = tmp_path_factory.mktemp("capevolve-state")
+    monkeypatch.setenv("CAPEVOLVE_STATE_DIR", str(state))
+    return state
+
+
 @pytest.fixture(params=XDIST_MODES)
 def xdist_args(request: pytest.FixtureRequest) -> list[str]:
     return list(request.param)

@@ -24,10 +24,14 @@ class FixList(ToyCalcAdapter):
 
 
 def make_fix_list(example, projects, dest: str = "fixes") -> Path:
-    """A private copy of toy_calc running the FixList agent (no candidate folders of its own)."""
+    """A private copy of toy_calc running the FixList agent (no candidate folders of its own).
+    Its candidates name val tasks by design (``fix q07``: the effect is the list), so the leak
+    guard, which sees three-character ids, is off for it."""
     project = example("toy_calc", dest)
     shutil.rmtree(project / "candidates")
     projects.add_adapter(project, FIX_LIST, "adapter.py:FixList")
+    with (project / "capevolve.yaml").open("a") as spec:
+        spec.write("leak_guard_min_length: false\n")
     return project
 
 

@@ -47,6 +47,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
         verdict = regate(spec, rundir, val_ids(rundir), ask)
     except Refusal as exc:  # an unknown tag is bad input, as a missing project is
         raise UsageError(str(exc)) from None
+    what_if = (verdict.details or {}).get("what_if")
+    if what_if:  # an answer under settings the decision did not have: never read as one
+        from dataclasses import replace
+
+        shown = replace(verdict, decision="what-if")
+        answer = {**verdict.to_dict(), "decision": "what-if", "what_if": what_if}
+        emit(args, answer, lambda _: [what_if["line"], *render_verdicts([shown])])
+        return exitcodes.WHAT_IF
     emit(args, verdict.to_dict(), lambda _: render_verdicts([verdict]))
     looks = (verdict.details or {}).get("looks")
     return exitcodes.for_decisions(

@@ -25,6 +25,14 @@ from .._project.candidate import null_control_of
 from .._store.rundir import RunDir
 from .regate import decided_level
 
+# The verdict of bytes already *accepted*, gated again under a new tag or in a new run: not a
+# reject (the bytes were not refuted) and not a new accept (nothing new was measured); nothing
+# is booked for it and the session exits 15 (:mod:`.._session.exitcodes`).
+REPEAT = "repeat"
+# The label every view of a verdict carries when the same bytes, decided in another run, were
+# gated again because the user said the harness changed in a way that matters.
+HARNESS_CHANGED_LABEL = "re-gated after a harness change — not the decision another run took on these bytes"
+
 
 @dataclass(frozen=True)
 class Earlier:
@@ -35,6 +43,9 @@ class Earlier:
     decision: str | None  # the last booked decision on it (None: evaluated, never decided)
     level: str | None  # "α = 0.01667, Holm over 3 siblings" when its verdict records one
     in_session: bool = False  # a sibling of the same session, not yet registered
+    # another run's decision taken under another harness: what differs (reported, and the
+    # one case --capevolve-harness-changed may gate the bytes again, labelled)
+    harness_changes: tuple[str, ...] = ()
 
     def said(self) -> str:
         """ "rejected (α = 0.01667, Holm over 3 siblings)" / "evaluated, not decided"."""
@@ -42,6 +53,10 @@ class Earlier:
             return "evaluated, not decided"
         word = {"accept": "accepted", "reject": "rejected"}.get(self.decision, f"booked {self.decision}")
         return f"{word} ({self.level})" if self.level else word
+
+    def accepted_at(self) -> str:
+        """ "accepted at α = 0.05, as recorded" (the level its verdict records), for a repeat."""
+        return f"accepted at {self.level}" if self.level else "accepted"
 
 
 def registered_hashes(rundir: RunDir) -> dict[str, str]:
@@ -73,10 +88,14 @@ def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier 
 
 
 def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = None) -> dict[str, Earlier]:
-    """content hash → the first decided tag with those bytes in another run of the project
-    that measures the same way: the same locked harness and the same val tasks (a changed
-    harness or val split is a new question, where gating again is legitimate). ``harness_now``
-    stands in for this run's lock before a new run has taken it."""
+    """content hash → the first decided tag with those bytes in another run of the project on
+    the same val tasks. Keyed on the bytes and the val task set only: a harness that differs
+    from that run's (a comment added to ``adapter.py`` is a different digest) is *reported*
+    (:attr:`Earlier.harness_changes`), not a way round — re-gating after a real harness fix is
+    asked for explicitly (``--capevolve-harness-changed``) and labelled. A different val task
+    set is a new question. ``harness_now`` stands in for this run's lock before a new run has
+    taken it."""
+    from .._project import harness
     from .._store.files import RunDirError
     from .._store.harness_lock import locked_harness
     from .._store.rundir import RUNS_DIR
@@ -86,10 +105,8 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
         return {}
     try:
         locked = locked_harness(rundir)
-        mine = (
-            locked if locked is not None else dict(harness_now or {}),
-            list((rundir.splits() or {}).get("val", [])),
-        )
+        mine = locked if locked is not None else dict(harness_now or {})
+        my_val = frozenset((rundir.splits() or {}).get("val", []))
     except RunDirError:
         return {}
     found: dict[str, Earlier] = {}
@@ -98,15 +115,20 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
             continue
         other = RunDir(root)
         try:
-            if (locked_harness(other), list((other.splits() or {}).get("val", []))) != mine:
+            if frozenset((other.splits() or {}).get("val", [])) != my_val:
                 continue
+            theirs = locked_harness(other)
+            differs = tuple(harness.changes(theirs, mine)) if theirs is not None and mine else ()
             hashes = registered_hashes(other)
             for event in other.decisions():
                 tag = event.get("tag")
                 if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
                     level = decided_level(other.verdicts.verdict(tag))
                     text = level.text if level else None
-                    found.setdefault(hashes[tag], Earlier(tag, other.run_id, str(event["decision"]), text))
+                    earlier = Earlier(
+                        tag, other.run_id, str(event["decision"]), text, harness_changes=differs
+                    )
+                    found.setdefault(hashes[tag], earlier)
         except RunDirError:  # a damaged run is refused when it is opened; it decides nothing here
             continue
     return found
@@ -147,14 +169,37 @@ def repeat_of(
     return earlier
 
 
-def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
-    """The one line that says what a repeat repeated and the ways on."""
+def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, harness_asked: bool = False) -> str:
+    """The one line that says what a repeat repeated and the ways on (and, for another run's
+    decision under another harness, what differs and the labelled way to gate again)."""
+    line = _repeat_line(tag, digest, earlier, best=best)
+    if earlier.harness_changes:
+        shown = ", ".join(earlier.harness_changes[:3]) + (" …" if len(earlier.harness_changes) > 3 else "")
+        line += (
+            f" (the harness differs from run {earlier.run_id}'s: {shown}; if that change matters "
+            "to what is measured, --capevolve-harness-changed gates these bytes again, labelled "
+            f"'{HARNESS_CHANGED_LABEL}')"
+        )
+    elif harness_asked:
+        line += (
+            f" (--capevolve-harness-changed does not apply: the harness is the one run "
+            f"{earlier.run_id} decided under)"
+        )
+    return line
+
+
+def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
     short = digest.split(":")[-1][:12]
     same = f"candidate {tag!r} is byte-identical to {earlier.tag!r} (content {short})"
     if earlier.tag == best and earlier.decision in (None, "accept"):
         return (
             f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent, nothing to "
             "gate or pay for; change its bytes"
+        )
+    if earlier.decision == "accept":
+        return (
+            f"repeat of {earlier.tag!r} ({earlier.accepted_at()}) in run {earlier.run_id}: {same}; "
+            "a candidate is its bytes, so that accept stands — nothing new decided or booked, nothing paid"
         )
     if earlier.in_session:
         return f"{same}, a sibling in this same session: the same bytes are gated once, as {earlier.tag!r}"

@@ -6,6 +6,12 @@ a *grown* verdict (one decided at look > 1 of :mod:`.._decide.looks`) is re-judg
 decided — at its pooled trials, at its look's α, with its null controls judged at the pooled
 trials too. Lives here, below the CLI, so the rule of re-derivation is one rule with the
 session's.
+
+An override that departs from the recorded decision's settings (another ``--against``, gate
+mode, ``k_se``, α, a regression veto it did not have) asks a **what-if**: its answer is computed
+and shown, marked as not the decision (:func:`departures`, ``details["what_if"]``), and the CLI
+exits with the what-if code, never with accept — a what-if is a question, not a way to a second
+decision on the same bytes.
 """
 
 from __future__ import annotations
@@ -55,7 +61,8 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
     if ask.tag == against:
         raise Refusal(f"{ask.tag!r} would be gated against itself; give --against another tag")
     # the recorded decision is re-derived as decided, unless another parent is asked for
-    as_decided = recorded if recorded is not None and not ask.against else None
+    same_parent = not ask.against or (recorded is not None and ask.against == recorded.get("against"))
+    as_decided = recorded if recorded is not None and same_parent else None
     null_tags: list[str] = list(as_decided.get("nulls", [])) if as_decided else []
     looks = _looks(as_decided)
     level = decided_level(as_decided)
@@ -96,7 +103,63 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
             reason=f"{verdict.reason}; {note}" if note else verdict.reason,
             details={**verdict.details, "decided_level": record},
         )
+    departs = departures(recorded, ask, level)
+    if departs:
+        booked = booked_decision(rundir, ask.tag)
+        line = what_if_line(ask.tag, departs, booked, recorded)
+        what_if = {"answer": verdict.decision, "departs": departs, "booked": booked, "line": line}
+        verdict = replace(
+            verdict,
+            reason=f"WHAT-IF, not the decision — answer {verdict.decision}: {verdict.reason}",
+            details={**verdict.details, "what_if": what_if},
+        )
     return verdict
+
+
+def departures(recorded: dict[str, Any] | None, ask: GateAsk, level: DecidedLevel | None) -> list[str]:
+    """The overrides of ``ask`` that depart from the settings ``recorded`` (the verdict the
+    session wrote) was decided under, each as ``"--flag VALUE (the decision: ...)"``; empty when
+    there is no recorded verdict (nothing was decided) or every override repeats its setting."""
+    if recorded is None:
+        return []
+    found = []
+    if ask.against and ask.against != recorded.get("against"):
+        found.append(f"--against {ask.against} (the decision: against {recorded.get('against')!r})")
+    if ask.gate_mode and ask.gate_mode != recorded.get("mode"):
+        found.append(f"--gate-mode {ask.gate_mode} (the decision: {recorded.get('mode')})")
+    if ask.k_se is not None and ask.k_se != recorded.get("k_se"):
+        found.append(f"--k-se {ask.k_se:g} (the decision: {recorded.get('k_se')})")
+    if ask.alpha is not None:
+        had = level.alpha if level is not None else recorded.get("alpha")
+        if had is None or Fraction(str(ask.alpha)) != Fraction(str(had)):
+            shown = level.text if level is not None else f"α = {had}"
+            found.append(f"--alpha {ask.alpha:g} (the decision: {shown})")
+    if ask.veto_regressions and not (recorded.get("details") or {}).get("veto_regressions"):
+        found.append("--veto-regressions (the decision did not veto regressions)")
+    return found
+
+
+def booked_decision(rundir: RunDir, tag: str) -> str | None:
+    """The last decision the log booked on ``tag`` (None: a verdict with no decision booked)."""
+    booked = None
+    for event in rundir.decisions():
+        if event.get("tag") == tag and isinstance(event.get("decision"), str):
+            booked = str(event["decision"])
+    return booked
+
+
+def what_if_line(tag: str, departs: list[str], booked: str | None, recorded: dict[str, Any] | None) -> str:
+    """The line a what-if answer is printed under: what departs, and what was decided."""
+    decided = (
+        f"the decision booked on {tag!r} is {booked}"
+        if booked
+        else f"its verdict says {(recorded or {}).get('decision')} (no decision booked)"
+    )
+    return (
+        f"WHAT-IF, not the decision: {'; '.join(departs)} depart from the settings {tag!r} was "
+        f"decided under; {decided}, and this answer changes nothing (`capevolve gate {tag}` "
+        "without them re-derives the decision)"
+    )
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,24 @@ What counts as a match (so that "4" or "yes" do not flag every candidate):
   wrote — and the best are never screened;
 - a needle is a val or test task's id, or a string leaf of its ``target`` (a number by its
   decimal text; lists, tuples and dict values are walked); a multi-line gold by its longest line;
-- it must be at least ``leak_guard_min_length`` characters long (spec key, default 4; ``false``
-  turns the guard off);
+- a gold answer must be at least ``leak_guard_min_length`` characters long (spec key, default
+  4; ``false`` turns the guard off); an **id** is a needle at any length when it is not a common
+  word or number — it holds a letter and a digit (``n03``, ``q7``), or punctuation (``a-1``) —
+  since ids like the shipped examples' are three characters; a short all-letter or all-digit id
+  (``cat``, ``42``) is too common to tell from prose;
 - a gold value that is the target of :data:`LABEL_TASKS` or more tasks of the pool is a label
   (``"resolved"``, ``"A"``, ``"yes"``), not an answer: it is never a needle;
 - it matches whole tokens only, case-insensitively: not inside a longer word or number
-  (``n01`` does not match ``n012`` or ``Ann01``); whitespace runs compare as one space.
+  (``n01`` does not match ``n012`` or ``Ann01``); whitespace runs compare as one space;
+- simple re-encodings are undone before matching (:func:`views`): Unicode compatibility forms
+  (fullwidth ``ｎ０３``, NFKC), invisible format characters (zero-width spaces and joiners, soft
+  hyphens) and combining marks are dropped on both sides; adjacent string literals are joined
+  (``"n0" + "3"``, ``'n0' '3'``); and base64 runs in a line are decoded and searched too.
+
+What it cannot see: an id or answer computed at run time (``chr(110) + str(3)``, reversed,
+ROT13, hex, split across lines or variables, read from a file the adapter gives it), a
+homoglyph (Cyrillic ``о`` for Latin ``o``), a paraphrase of a gold answer, or knowledge of a
+task that names neither. It is a tripwire for the plain leak, not a proof of no leak.
 
 A refusal names the file, the line and the kind of needle; for an id, the task (ids are in
 ``splits.json`` already); for a gold answer, neither the task nor the value (the guard must not
@@ -25,7 +37,10 @@ become an oracle that confirms which test task a guessed answer belongs to).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -39,6 +54,10 @@ LABEL_TASKS = 3  # a value that answers this many tasks is a class label, not on
 _WORD = re.compile(r"\w+")
 _SPACES = re.compile(r"\s+")
 _MAX_DEPTH = 8
+# a closing quote, an optional "+", an opening quote: the seam of adjacent string literals
+_LITERAL_SEAM = re.compile(r"""(["'])\s*\+?\s*(["'])""")
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{4,}={0,2}")
+_DROPPED = ("Cf", "Mn")  # invisible format characters (zero-width, soft hyphen) and combining marks
 
 
 @dataclass(frozen=True)
@@ -62,7 +81,53 @@ class Leak:
 
 
 def normalize(text: str) -> str:
-    return _SPACES.sub(" ", text.casefold()).strip()
+    """Needles and lines compared alike: compatibility forms folded (fullwidth, ligatures),
+    invisible format characters and combining marks dropped, casefolded, whitespace runs as one
+    space."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    kept = "".join(c for c in decomposed if unicodedata.category(c) not in _DROPPED)
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", kept).casefold()).strip()
+
+
+def distinctive_id(text: str) -> bool:
+    """An id that is no common word or number, at any length: it mixes letters and digits,
+    or holds punctuation (``n03``, ``a-1``) — never one character."""
+    if len(text) < 2:
+        return False
+    has_letter = any(c.isalpha() for c in text)
+    has_digit = any(c.isdigit() for c in text)
+    return (has_letter and has_digit) or any(not c.isalnum() and not c.isspace() for c in text)
+
+
+def views(line: str) -> list[str]:
+    """The texts a line is searched as: itself, its adjacent string literals joined, and what
+    each base64 run in it decodes to (standard or URL-safe alphabet) when that is text."""
+    folded = unicodedata.normalize("NFKC", "".join(c for c in line if unicodedata.category(c) != "Cf"))
+    joined = _LITERAL_SEAM.sub("", folded)
+    out = [line, joined] if joined != folded else [line]
+    for text in {folded, joined}:
+        for run in _BASE64.findall(text):
+            decoded = _decoded(run)
+            if decoded:
+                out.append(decoded)
+    return out
+
+
+def _decoded(run: str) -> str | None:
+    """A base64 run as text, or None when it is not base64 of (mostly printable) UTF-8."""
+    body = run.rstrip("=")
+    if len(body) % 4 == 1:
+        return None
+    padded = body + "=" * (-len(body) % 4)
+    for altchars in (None, b"-_"):
+        try:
+            raw = base64.b64decode(padded, altchars=altchars, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        text = raw.decode("utf-8", errors="ignore")
+        if text and sum(c.isprintable() or c.isspace() for c in text) >= 0.9 * len(raw):
+            return text
+    return None
 
 
 def gold_values(target: Any, depth: int = 0) -> Iterator[str]:
@@ -98,7 +163,8 @@ def needles(tasks: Iterable[Any], guarded: Mapping[str, str], min_length: int) -
         candidates = [(normalize(task_id), "id")]
         candidates += [(normalize(v), "gold") for v in gold_values(task.target)]
         for text, kind in candidates:
-            if len(text) < min_length or (kind == "gold" and shared[text] >= LABEL_TASKS):
+            long_enough = len(text) >= min_length or (kind == "id" and distinctive_id(text))
+            if not text or not long_enough or (kind == "gold" and shared[text] >= LABEL_TASKS):
                 continue
             found.setdefault((text, kind), Needle(text, kind, task_id, split))
     return sorted(found.values(), key=lambda n: (n.kind, n.text))
@@ -122,7 +188,13 @@ class Matcher:
         return bool(self.words or self.phrases)
 
     def in_line(self, line: str) -> Needle | None:
-        text = normalize(line)
+        for view in views(line):
+            found = self._in_text(normalize(view))
+            if found is not None:
+                return found
+        return None
+
+    def _in_text(self, text: str) -> Needle | None:
         for word in _WORD.findall(text):
             if word in self.words:
                 return self.words[word]

@@ -142,6 +142,7 @@ class EvaluationSession:
             null_tags=self.planned.null_tags,
             gate=self.gate,
             hooks=self.hooks,
+            labels=self.planned.labels,
         )
         outcome.verdicts = nulls + judged
         outcome.closing += [(note, {}) for note in self.planned.notes]

@@ -14,6 +14,13 @@ Sessions (and ``capevolve gate``, which re-derives a session's verdict):
 12    incomplete: a worker died, rollouts could not be produced (infra errors), or rollouts
       the session owed were not run (deselected with ``-k``/``-m``/``--deselect``, skipped by a
       mark) — the summary prints the command that completes them
+14    what-if (``capevolve gate`` only): an override (``--against``, ``--gate-mode``,
+      ``--k-se``, ``--alpha``, ``--veto-regressions``) departs from the settings the tag was
+      decided under; the answer is printed marked WHAT-IF and is not the decision, whatever
+      it says — never 0, so no script reads it as an accept
+15    repeat of an accepted decision: no gated candidate was rejected, but one is byte-identical
+      to bytes already accepted (in this run or another of the project); nothing new was
+      decided or booked, and nothing paid for it — not a reject, not a new accept
 ====  =====================================================================================
 
 The ``capevolve`` command (chosen once, for every subcommand, in :mod:`.._cli`):
@@ -39,6 +46,8 @@ REJECTED = 10
 INDECISIVE = 11
 INFRA_FAILURE = 12
 PROVISIONAL = 13
+WHAT_IF = 14
+REPEATED = 15
 
 CHECK_FAILED = 1
 REFUSED = 2
@@ -54,7 +63,7 @@ REPLACEABLE = (0, 1, 5)
 
 def for_decisions(shown: Iterable[str]) -> int:
     """A gate's exit code from the decisions its verdicts stand for (``shown_decision``'s words):
-    indecisive over reject over provisional over accept."""
+    indecisive over reject over provisional over repeat (of an accepted decision) over accept."""
     words = set(shown)
     if "indecisive" in words:
         return INDECISIVE
@@ -62,4 +71,6 @@ def for_decisions(shown: Iterable[str]) -> int:
         return REJECTED
     if "provisional" in words:
         return PROVISIONAL
+    if "repeat" in words:
+        return REPEATED
     return OK

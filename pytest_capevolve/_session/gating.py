@@ -9,6 +9,7 @@ mode each verdict is booked as a decision through the same code as ``capevolve c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
@@ -22,6 +23,7 @@ from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused
 from .._policy.gate_settings import said, settings_of
+from .._policy.identity import REPEAT
 from .._policy.judge_noise import recorded_split
 from .._policy.resolution import out_of_reach
 from .._policy.verdicts import (
@@ -48,9 +50,11 @@ def judge(
     null_tags: list[str],
     gate: GateRequest,
     hooks: SessionHooks = NO_HOOKS,
+    labels: Mapping[str, dict[str, Any]] | None = None,
 ) -> tuple[list[Verdict], list[Verdict]]:
     """(null controls' verdicts, candidates' verdicts in the order given), written to
-    ``verdicts/``; each candidate's ``against`` names the best it was gated against."""
+    ``verdicts/``; each candidate's ``against`` names the best it was gated against, and a
+    tag in ``labels`` (gated again after a harness change) carries its label."""
     siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
     budget = AlphaBudget.read(spec, rundir, len(siblings))
     config = gate_config(spec, veto_regressions=gate.veto_regressions, alpha=budget.config_alpha)
@@ -62,9 +66,11 @@ def judge(
         return evidence.judge(tag, against, level, floor)
 
     verdicts = [
-        with_settings(spec, out_of_reach(with_looks(spec, v, 1)), gate.overridden)
+        with_label(with_settings(spec, out_of_reach(with_looks(spec, v, 1)), gate.overridden), labels)
         for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
+    if gate.veto_regressions:  # recorded, so `capevolve gate --veto-regressions` re-derives, not a what-if
+        verdicts = [replace(v, details={**v.details, "veto_regressions": True}) for v in verdicts]
     nulls = [with_settings(spec, v, gate.overridden) for v in nulls]
     budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts
@@ -157,6 +163,20 @@ class AlphaBudget:
                 )
 
 
+def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) -> Verdict:
+    """The verdict with its harness-changed label (``--capevolve-harness-changed``), in its
+    details and as a warning the summary prints under it; unchanged when it has none."""
+    label = (labels or {}).get(verdict.tag)
+    if not label:
+        return verdict
+    said_line = (
+        f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']} on these "
+        f"bytes as {label['earlier_tag']!r}; the harness differs ({', '.join(label['harness_changes'][:3])})"
+    )
+    details = {**verdict.details, "harness_changed": dict(label)}
+    return replace(verdict, details=details, warnings=[*verdict.warnings, said_line])
+
+
 def with_settings(spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...]) -> Verdict:
     """The verdict with the gate settings it was decided under (frozen with the run:
     :mod:`.._policy.gate_settings`) and, when some came from the command line, a warning
@@ -197,6 +217,14 @@ def book_verdicts(
     saying what was booked, or why not (a tag is decided once)."""
     lines = []
     for verdict in verdicts:
+        if verdict.decision == REPEAT:  # bytes already accepted: that decision stands, none is new
+            details = verdict.details or {}
+            level = details.get("earlier_level")
+            lines.append(
+                f"{verdict.tag}: nothing booked — repeat of {details.get('repeats')!r} (accepted"
+                + (f" at {level})" if level else ")")
+            )
+            continue
         decision, basis = booked_as(spec, verdict)
         try:
             hooks.book(

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from .._items.plan import EvalPlan, PlannedCandidate
-from .._policy.identity import Earlier, decided_in_project, repeat_line, repeat_of
+from .._policy.identity import (
+    HARNESS_CHANGED_LABEL,
+    REPEAT,
+    Earlier,
+    decided_in_project,
+    repeat_line,
+    repeat_of,
+)
 from .._policy.null_economy import identical_note, identical_null
 from .._policy.spend import Ceilings, afford
 from .._policy.stop_condition import parse as parse_stop_condition
@@ -52,6 +59,9 @@ class GateRequest:
     sequential: bool = False  # --capevolve-sequential: e-processes per task, stop once decided
     # gate settings given as -o capevolve_<key>=value: recorded in each verdict and said
     overridden: tuple[tuple[str, str], ...] = ()
+    # --capevolve-harness-changed: bytes decided in another run under another harness are gated
+    # again, each such verdict labelled (never a silent second decision)
+    harness_changed: bool = False
 
 
 @dataclass
@@ -63,6 +73,7 @@ class Planned:
     null_tags: list[str] = field(default_factory=list)
     waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
     notes: list[str] = field(default_factory=list)  # what planning chose not to pay for, and why
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag → harness-changed label
 
 
 def planned_at(spec: Spec, rundir: RunDir, tag: str, path: Path, digest: str) -> PlannedCandidate:
@@ -122,8 +133,11 @@ class Repeats:
         gating: bool,
         rerun: bool,
         harness_now: Mapping[str, str] | None = None,
+        harness_changed: bool = False,
     ) -> None:
         self.harness_now = harness_now
+        self.harness_changed = harness_changed  # --capevolve-harness-changed
+        self.labels: dict[str, dict[str, Any]] = {}  # tag → its harness-changed label
         self.rundir, self.best, self.best_path = rundir, best, best_path
         self.gating, self.rerun = gating, rerun
         self.session: dict[str, str] = {}
@@ -140,6 +154,18 @@ class Repeats:
         digest = content_hash(path)
         if self._best_digest is None:
             self._best_digest = content_hash(self.best_path)
+        elsewhere = self._elsewhere()
+        other_run = elsewhere.get(digest) if self.gating else None
+        if other_run is not None and other_run.harness_changes and self.harness_changed:
+            # the user says the harness changed in a way that matters: gated again, labelled
+            self.labels[tag] = {
+                "label": HARNESS_CHANGED_LABEL,
+                "earlier_run": other_run.run_id,
+                "earlier_tag": other_run.tag,
+                "earlier_decision": other_run.decision,
+                "harness_changes": list(other_run.harness_changes),
+            }
+            elsewhere = {d: e for d, e in elsewhere.items() if d != digest}
         earlier = repeat_of(
             self.rundir,
             tag,
@@ -147,19 +173,24 @@ class Repeats:
             best=self.best,
             best_digest=self._best_digest,
             session=self.session,
-            elsewhere=self._elsewhere(),
+            elsewhere=elsewhere,
             gating=self.gating,
             rerun=self.rerun,
         )
         self.session.setdefault(tag, digest)
         if earlier is None:
             return False
+        self.labels.pop(tag, None)  # a repeat within this run is one whatever the harness
+        asked = self.harness_changed and earlier is other_run
+        # bytes already accepted are not refuted by being gated again: the verdict says it is a
+        # repeat of that accept (decision "repeat", exit 15), and nothing new is booked
+        accepted = earlier.decision == "accept"
         screens.refuse(
             tag,
             self.best,
-            "reject",
+            REPEAT if accepted else "reject",
             "repeat",
-            f"never paid for: {repeat_line(tag, digest, earlier, best=self.best)}",
+            f"never paid for: {repeat_line(tag, digest, earlier, best=self.best, harness_asked=asked)}",
             {
                 "repeats": earlier.tag,
                 "content_hash": digest,
@@ -217,7 +248,15 @@ def plan_evaluation(
     # A candidate is its bytes: a new tag for bytes the run (or this session) holds is refused
     # before it is paid, its verdict naming what it repeats (after the tamper screen, which
     # refuses what cannot be hashed: a FIFO, a device, a symlink loop).
-    repeats = Repeats(rundir, best, best_path, gating=gate.enabled, rerun=rerun, harness_now=harness_now)
+    repeats = Repeats(
+        rundir,
+        best,
+        best_path,
+        gating=gate.enabled,
+        rerun=rerun,
+        harness_now=harness_now,
+        harness_changed=gate.harness_changed,
+    )
     kept = [
         c
         for c in chosen
@@ -275,7 +314,13 @@ def plan_evaluation(
     live_marker.create(rundir.root, plan.live)
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     waiting_on = sorted({claimed[k] for k in plan.awaited})
-    return Planned(plan, best, null_tags, waiting_on, notes)
+    labels = {tag: label for tag, label in repeats.labels.items() if tag in {c.tag for c in planned}}
+    notes += [
+        f"{tag}: {label['label']} (run {label['earlier_run']} booked {label['earlier_decision']} on "
+        f"{label['earlier_tag']!r} under a harness that differs: {', '.join(label['harness_changes'][:3])})"
+        for tag, label in labels.items()
+    ]
+    return Planned(plan, best, null_tags, waiting_on, notes, labels)
 
 
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:

@@ -16,20 +16,40 @@ Deleting the file changes nothing while the runs' logs are there; deleting a run
 nothing while the file is there. Deleting both is what no file-level guard can see (the docs'
 threat model: keep an anchor outside the project). Garbled lines of the file are skipped, which
 can only under-count what an adversary already had to erase elsewhere.
+
+Two rules close the ways round that leave no file to contradict them:
+
+- **a run whose test status is unknown counts**: a folder under ``runs/`` that holds a run's
+  files (splits, snapshots, verdicts, rollouts, the seal, the secret, the spec lock — anything
+  but lock files) but no readable ``events.jsonl`` (renamed, deleted, garbled), or whose files
+  show a test scoring (``seal.json``, ``rollouts/test/``) its log does not record, may have
+  scored the test split: a finalize overlapping its test tasks (its ``splits.json``'s, else all
+  of them) is refused unless acknowledged, naming the run and why its status is unknown. A
+  user who deletes an old run deletes it whole; only a half-erased run trips this;
+- **a copy outside the project**: every scoring is also appended to
+  ``$CAPEVOLVE_STATE_DIR/test_seals/<project digest>.jsonl`` (default
+  ``~/.local/state/capevolve``), keyed by the project's absolute path — out of the project, the
+  run dir and the candidate, so ``rm -rf .capevolve`` forgets nothing. A shell that knows the
+  file can still delete it (same OS user), and a moved project is a new key: the anchor kept
+  where the optimizer cannot write remains the answer to a whole rewrite.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .files import RunDirError
 from .rundir import RUNS_DIR, RunDir
 
 PROJECT_SEALS = "test_seals.jsonl"
+STATE_DIR_ENV = "CAPEVOLVE_STATE_DIR"  # where the copy outside the project lives
+OUTSIDE = "outside the project"
 REUSED_LABEL = "test reused — not a held-out estimate"
 
 
@@ -39,64 +59,131 @@ class ScoredTests:
 
     run_id: str
     test_ids: frozenset[str]
-    source: str  # "events.jsonl" or "test_seals.jsonl"
+    source: str  # "events.jsonl", "test_seals.jsonl", OUTSIDE, or "unknown"
+    unknown: str | None = None  # why this run's test status is unknown (then it may be any task)
+
+    def named(self) -> str:
+        """The run as a refusal names it: its id, and why its status is unknown when it is."""
+        return f"{self.run_id} (test status unknown: {self.unknown})" if self.unknown else self.run_id
 
 
 def seals_path(project_dir: Path) -> Path:
     return project_dir / RUNS_DIR.parent / PROJECT_SEALS
 
 
+def outside_path(project_dir: Path) -> Path:
+    """The copy of the project's seals outside the project (see the module docstring)."""
+    root = os.environ.get(STATE_DIR_ENV) or str(Path.home() / ".local" / "state" / "capevolve")
+    key = hashlib.sha256(str(project_dir.resolve()).encode("utf-8")).hexdigest()[:24]
+    return Path(root) / "test_seals" / f"{key}.jsonl"
+
+
 def scored_tests(project_dir: Path) -> list[ScoredTests]:
-    """Every run of the project that scored its test split, from the file and every log."""
+    """Every run of the project that scored its test split — from the project's file, the
+    copy outside it and every log — and every run whose test status is unknown."""
     found: dict[str, ScoredTests] = {}
-    for entry in _file_entries(project_dir):
-        found[entry.run_id] = entry
-    for root in sorted((project_dir / RUNS_DIR).glob("*")):
-        if not (root / "events.jsonl").is_file():
+    for entry in [*_file_entries(seals_path(project_dir), PROJECT_SEALS), *_outside_entries(project_dir)]:
+        earlier = found.get(entry.run_id)
+        ids = entry.test_ids | (earlier.test_ids if earlier else frozenset())
+        found[entry.run_id] = ScoredTests(entry.run_id, ids, entry.source)
+    for root in sorted(p for p in (project_dir / RUNS_DIR).glob("*") if p.is_dir()):
+        run = _run_entry(root)
+        if run is None:
             continue
-        rundir = RunDir(root)
-        scored = rundir.log.of_kinds("test_scored")
-        if not scored:
-            continue
-        ids = {str(t) for e in scored for t in (e.get("test_ids") or [])}
-        if not ids:  # scored before the event named its ids: that run's frozen test split
-            with contextlib.suppress(RunDirError):
-                ids = {str(t) for t in (rundir.splits() or {}).get("test", [])}
-        earlier = found.get(rundir.run_id)
-        ids |= set(earlier.test_ids) if earlier else set()
-        found[rundir.run_id] = ScoredTests(rundir.run_id, frozenset(ids), "events.jsonl")
+        earlier = found.get(run.run_id)
+        ids = run.test_ids | (earlier.test_ids if earlier else frozenset())
+        found[run.run_id] = ScoredTests(run.run_id, ids, run.source, run.unknown)
     return sorted(found.values(), key=lambda s: s.run_id)
 
 
-def _file_entries(project_dir: Path) -> list[ScoredTests]:
-    path = seals_path(project_dir)
+def _run_entry(root: Path) -> ScoredTests | None:
+    """What one run folder says of its test split: scored (its log's ``test_scored``), unknown
+    (its files hold a run but its log is not readable, or they show a scoring it does not
+    record), or nothing (never scored; an empty folder)."""
+    rundir = RunDir(root)
+    why = None
+    scored: list[dict[str, Any]] = []
+    if not rundir.events_path.is_file():
+        if not _holds_a_run(root):
+            return None
+        why = "its folder holds a run's files but no events.jsonl"
+    else:
+        try:
+            scored = rundir.log.of_kinds("test_scored")
+        except (RunDirError, OSError, ValueError):
+            why = "its events.jsonl cannot be read as a log"
+    if why is None and not scored:
+        if not (root / "seal.json").is_file() and not any((root / "rollouts" / "test").glob("*")):
+            return None
+        why = "its files show a test scoring its events.jsonl does not record"
+    ids: set[str] = {str(t) for e in scored for t in (e.get("test_ids") or [])}
+    if not ids:  # scored before the event named its ids, or unknown: that run's frozen test split
+        with contextlib.suppress(RunDirError, OSError, ValueError, TypeError, AttributeError):
+            ids = {str(t) for t in (json.loads(rundir.splits_path.read_text()) or {}).get("test", [])}
+    return ScoredTests(rundir.run_id, frozenset(ids), "unknown" if why else "events.jsonl", why)
+
+
+def _holds_a_run(root: Path) -> bool:
+    """Whether a folder with no log holds anything a run writes (lock files aside)."""
+    return any(not p.name.endswith(".lock") for p in root.iterdir())
+
+
+def _file_entries(path: Path, source: str) -> list[ScoredTests]:
     if not path.is_file():
         return []
     entries = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
+        with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
             row = json.loads(line)
             ids = frozenset(str(t) for t in row["test_ids"])
-            entries.append(ScoredTests(str(row["run_id"]), ids, PROJECT_SEALS))
+            entries.append(ScoredTests(str(row["run_id"]), ids, source))
     return entries
+
+
+def _outside_entries(project_dir: Path) -> list[ScoredTests]:
+    """The copy outside the project, for this project only (its lines name the project)."""
+    mine = str(project_dir.resolve())
+    path = outside_path(project_dir)
+    rows = []
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+                row = json.loads(line)
+                if row.get("project") == mine:
+                    rows.append(
+                        ScoredTests(str(row["run_id"]), frozenset(map(str, row["test_ids"])), OUTSIDE)
+                    )
+    return rows
 
 
 def overlaps(project_dir: Path, run_id: str, test_ids: list[str]) -> list[tuple[str, list[str]]]:
     """(run, the shared tasks) for every other run of the project that scored any of
     ``test_ids``, oldest first."""
     mine = set(test_ids)
-    return [
-        (s.run_id, sorted(mine & s.test_ids))
-        for s in scored_tests(project_dir)
-        if s.run_id != run_id and mine & s.test_ids
-    ]
+    found = []
+    for scored in scored_tests(project_dir):
+        if scored.run_id == run_id:
+            continue
+        # a run whose status is unknown and whose test split is unknown too may have scored any
+        shared = mine & scored.test_ids if scored.test_ids or not scored.unknown else mine
+        if shared:
+            found.append((scored.named(), sorted(shared)))
+    return found
 
 
 def record_scored(project_dir: Path, run_id: str, test_ids: list[str], *, reused: bool) -> None:
-    """Append this run's scoring to the project's file (one line, one ``write``)."""
-    path = seals_path(project_dir)
+    """Append this run's scoring to the project's file and to the copy outside the project
+    (one line, one ``write`` each; the copy is best effort: an unwritable home is not a reason
+    to lose the scoring the log and the project's file already hold)."""
+    row = {"run_id": run_id, "test_ids": sorted(test_ids), "reused": reused}
+    _append(seals_path(project_dir), json.dumps(row, sort_keys=True))
+    with contextlib.suppress(OSError):
+        outside = {**row, "project": str(project_dir.resolve())}
+        _append(outside_path(project_dir), json.dumps(outside, sort_keys=True))
+
+
+def _append(path: Path, line: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"run_id": run_id, "test_ids": sorted(test_ids), "reused": reused}, sort_keys=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, (line + "\n").encode("utf-8"))

@@ -104,8 +104,41 @@ def test_capevolve_gate_rederives_the_holm_level_the_decision_had(example, proje
     assert "at the level this decision had (α = 0.01667, Holm over 3 siblings)" in out
     code, out, _ = run(capsys, "gate", "helpful", "--project", str(project), "--alpha", "0.05", "--json")
     answer = json.loads(out)
-    assert answer["decision"] == "accept" and answer["details"]["decided_level"]["this_answer_at_it"] is False
+    assert code == 14  # a what-if, never an accept
+    assert answer["decision"] == "what-if" and answer["what_if"]["answer"] == "accept"
+    assert answer["details"]["decided_level"]["this_answer_at_it"] is False
     assert "not the level this decision had (α = 0.01667, Holm over 3 siblings)" in answer["reason"]
+
+
+def test_every_override_of_capevolve_gate_is_a_what_if_never_an_accept(example, projects, capevolve, capsys):
+    project, _ = _round_of_three(example, projects, capevolve)
+    where = ["--project", str(project)]
+    # the red team's one step: another parent and a laxer rule print ACCEPT, exit 0, for a
+    # tag whose booked decision is reject (today)
+    code, out, _ = run(
+        capsys, "gate", "helpful", *where, "--against", "seed-null1", "--gate-mode", "threshold"
+    )
+    assert code == 14, out
+    assert out.splitlines()[0].startswith(
+        "WHAT-IF, not the decision: --against seed-null1 (the decision: against 'seed'); "
+        "--gate-mode threshold (the decision: exact) depart from the settings 'helpful' was decided "
+        "under; the decision booked on 'helpful' is reject"
+    )
+    assert "ACCEPT" not in out and "helpful  WHAT-IF" in out and "not the decision — answer accept: " in out
+    for flags, said in [
+        (["--gate-mode", "threshold"], "--gate-mode threshold (the decision: exact)"),
+        (["--against", "weak1"], "--against weak1 (the decision: against 'seed')"),
+        (["--gate-mode", "paired", "--k-se", "0.1"], "--k-se 0.1 (the decision: "),
+        (["--veto-regressions"], "--veto-regressions (the decision did not veto regressions)"),
+    ]:
+        code, out, _ = run(capsys, "gate", "helpful", *where, *flags, "--json")
+        answer = json.loads(out)
+        assert code == 14 and answer["decision"] == "what-if", (flags, out)
+        assert any(d.startswith(said) for d in answer["what_if"]["departs"]), (flags, answer["what_if"])
+        assert answer["what_if"]["booked"] == "reject"
+    # an override that repeats the decision's own setting is no what-if: the decision, re-derived
+    code, out, _ = run(capsys, "gate", "helpful", *where, "--against", "seed", "--gate-mode", "exact")
+    assert code == 10 and "WHAT-IF" not in out and "REJECT" in out
 
 
 # A scripted optimizer: iteration 1 fixes one val task (a reject, p = 1/2), iteration 2 writes
@@ -176,3 +209,76 @@ def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(example, project
     # evaluating (not gating) in the new run is a measurement, not a decision: it is paid
     assert capevolve(project, "weak1").ret == 0
     assert [p for p in (second / "rollouts" / "val").iterdir() if "__weak1__" in p.name]
+
+
+def test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_reject(
+    example, projects, capevolve
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])  # p = 1/32 alone: accepted at α = 0.05
+    accepted = capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"])
+    assert accepted.ret == 0, accepted.stdout.str()
+    first = projects.run_dir(project).name
+    again = capevolve(project, "big", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"])
+    # today: "REJECT … by repeat", exit 10, for bytes the project accepted
+    assert again.ret == 15, again.stdout.str()
+    out = again.stdout.str()
+    again.stdout.fnmatch_lines(
+        [
+            f"big *REPEAT*never paid for: repeat of 'big' (accepted at α = 0.05, as recorded) in run {first}*",
+            "big: nothing booked — repeat of 'big' (accepted at α = 0.05, as recorded)",
+        ]
+    )
+    assert not [line for line in out.splitlines() if line.startswith("big") and "REJECT" in line]
+    assert "booked reject" not in out
+    second = projects.run_dir(project)
+    assert second.name != first and not list(second.glob("rollouts/val/*"))  # nothing paid
+    booked = [json.loads(line) for line in (second / "events.jsonl").read_text().splitlines()]
+    assert not [e for e in booked if e.get("kind") == "decision"]  # nothing booked
+    assert _verdict(project, projects, "big")["decision"] == "repeat"
+
+
+def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example, projects, capevolve):
+    project, _ = _round_of_three(example, projects, capevolve)
+    first = projects.run_dir(project).name
+    adapter = project / "adapter.py"
+    original = adapter.read_text()
+    adapter.write_text(original + "# x\n")  # the red team's step: a new harness digest, nothing else
+    again = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"]
+    )
+    # today: a new run at α = 0.05, alone, accepts what the Holm round rejected
+    assert again.ret == 10, again.stdout.str()
+    again.stdout.fnmatch_lines(
+        [
+            "helpful *REJECT*byte-identical to 'helpful'*rejected (α = 0.01667, Holm over 3 siblings) "
+            f"in run {first}*the harness differs from run {first}'s: adapter.py (changed)*"
+            "--capevolve-harness-changed gates these bytes again, labelled*"
+        ]
+    )
+    assert not list(projects.run_dir(project).glob("rollouts/val/*"))
+
+    # the harness the first run decided under: the escape does not apply, still a repeat
+    adapter.write_text(original)
+    same = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-harness-changed"]
+    )
+    assert same.ret == 10, same.stdout.str()
+    same.stdout.fnmatch_lines(["helpful *REJECT*--capevolve-harness-changed does not apply*"])
+
+    # after a real fix the user says so: gated again, and every view of it says it was
+    adapter.write_text(original + "# a fix that matters\n")
+    fixed = capevolve(
+        project,
+        "helpful",
+        gate=True,
+        extra=["--capevolve-new-run", "--capevolve-harness-changed", "--capevolve-commit", "auto"],
+    )
+    assert fixed.ret == 0, fixed.stdout.str()
+    label = "re-gated after a harness change — not the decision another run took on these bytes"
+    fixed.stdout.fnmatch_lines([f"*{label}: run {first} booked reject on these bytes as 'helpful'*"])
+    verdict = _verdict(project, projects, "helpful")
+    assert verdict["decision"] == "accept" and verdict["details"]["harness_changed"]["label"] == label
+    assert verdict["details"]["harness_changed"]["earlier_run"] == first

@@ -77,11 +77,11 @@ def test_capevolve_gate_rederives_the_verdict_without_paying(example, projects, 
     for key in ("decision", "p_value", "delta_mean", "se", "ci", "null_spread", "per_task"):
         assert derived[key] == recorded[key]
     assert json.loads((rundir / "state.json").read_text())["spent"] == spent
-    # re-gate with the legacy rule and against another tag
+    # re-gate with the legacy rule and against another tag: what-ifs (14), not the decisions
     assert (
-        main(["gate", "improved", "--project", str(project), "--gate-mode", "paired", "--k-se", "1.0"]) == 0
+        main(["gate", "improved", "--project", str(project), "--gate-mode", "paired", "--k-se", "1.0"]) == 14
     )
-    assert main(["gate", "seed-null1", "--project", str(project), "--against", "improved"]) == 10
+    assert main(["gate", "seed-null1", "--project", str(project), "--against", "improved"]) == 14
     assert main(["gate", "nope", "--project", str(project)]) == 4
 
 

@@ -40,3 +40,36 @@ def test_a_candidate_embedding_a_val_task_id_is_refused_unpaid_naming_file_and_l
     again = capevolve(project, "peek", tags=["peek2"])
     assert again.ret == 0, again.stdout.str()[-3000:]
     assert len([k for k in projects.rollout_records(project) if k[2] == "peek2"]) == 40
+
+
+def test_the_default_guard_sees_the_examples_short_ids_and_their_simple_re_encodings(
+    example, projects, capevolve
+) -> None:
+    import base64
+
+    project = example("noisy_agent")  # its ids are three characters ("n13"); the default spec
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    hidden = {
+        "plain": ("prompt.md", f"- For ticket {VAL_ID}, escalate at once."),
+        "fullwidth": ("prompt.md", "- For ticket ｎ１３, escalate at once."),
+        "zero_width": ("prompt.md", "- For ticket n\u200b1\u200d3, escalate at once."),
+        "joined": ("tools/hint.py", 'TICKET = "n1" + "3"  # escalate this one'),
+        "base64": ("prompt.md", f"- Escalate {base64.b64encode(f'ticket {VAL_ID}'.encode()).decode()}."),
+    }
+    lines = {}
+    for name, (where, text) in hidden.items():
+        cand = project / "candidates" / name
+        shutil.copytree(project / "capability", cand)
+        target = cand / where
+        before = target.read_text().splitlines() if target.exists() else []
+        target.write_text("\n".join([*before, text]) + "\n")
+        lines[name] = (where, len(before) + 1)
+    result = capevolve(project, *hidden, gate=True)
+    # today: every one of them is paid for and gated (the default min length is 4)
+    assert result.ret == 11, result.stdout.str()[-3000:]
+    out = result.stdout.str()
+    for name, (where, line) in lines.items():
+        assert f"{where}:{line} holds the id of val task '{VAL_ID}'" in out, name
+        verdict = json.loads((projects.run_dir(project) / "verdicts" / f"{name}.json").read_text())
+        assert (verdict["decision"], verdict["basis"]) == ("indecisive", "leak"), name
+    assert not [k for k in projects.rollout_records(project) if k[2] in hidden]  # nothing paid

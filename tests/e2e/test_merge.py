@@ -80,7 +80,10 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
     round_.stdout.fnmatch_lines(["*improved: booked accept*", "*policy: booked reject (gate)*"])
     for tag in ("improved", "policy"):  # each helps on its own
         code, verdict, _ = cli(capsys, "gate", tag, "--project", str(project), "--against", "seed", "--json")
-        assert code == 0 and verdict["decision"] == "accept", verdict
+        if tag == "improved":  # gated against seed: the decision itself
+            assert code == 0 and verdict["decision"] == "accept", verdict
+        else:  # decided against improved: against seed is a what-if (exit 14), never an accept
+            assert code == 14 and verdict["what_if"]["answer"] == "accept", verdict
 
     code, answer, _ = cli(
         capsys, "merge", "improved", "policy", "--tag", "merged", "--project", str(project), "--json"
@@ -110,7 +113,8 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
     code, over_policy, _ = cli(
         capsys, "gate", "merged", "--project", str(project), "--against", "policy", "--json"
     )
-    assert code == 0 and over_policy["decision"] == "accept", over_policy
+    # decided against improved: against policy is a what-if (exit 14) whose answer is accept
+    assert code == 14 and over_policy["what_if"]["answer"] == "accept", over_policy
 
     ledger = (run_dir(project) / "LEDGER.md").read_text()
     assert "| merged | improved + policy (merged onto seed) | accept |" in ledger

@@ -61,3 +61,44 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     assert REUSED_LABEL in (second / "dashboard.html").read_text()
     code, out, _ = run(capsys, "runs", str(project), "--json")
     assert [row["test"] for row in json.loads(out)] == ["scored", "scored (reused)"]
+
+
+def test_a_run_whose_log_was_renamed_or_that_was_erased_still_holds_the_seal(
+    example, projects, capevolve, tmp_path, _private_state_dir
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    assert capevolve(project, finalize=True).ret == 0
+    first = projects.run_dir(project)
+    test_ids = json.loads((first / "splits.json").read_text())["test"]
+    # the red team's steps: the project's file deleted, the old run's log renamed
+    (project / ".capevolve" / "test_seals.jsonl").unlink()
+    (first / "events.jsonl").rename(first / "events.jsonl.old")
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
+    second = projects.run_dir(project)
+    assert second != first
+
+    again = capevolve(project, finalize=True)
+    # today: scored a second time, and called held out
+    assert again.ret == 4, again.stdout.str()
+    again.stderr.fnmatch_lines(
+        [
+            f"ERROR: TestSealError: run {second.name}: its test split overlaps test tasks the project "
+            f"already scored (run {first.name} (test status unknown: its folder holds a run's files but "
+            f"no events.jsonl): 6 task(s) {', '.join(test_ids)})*--capevolve-test-reused*"
+        ]
+    )
+    assert not list((second / "rollouts" / "test").glob("*.json"))  # nothing paid
+
+    # the whole old run erased, with the project's file: the copy outside the project holds
+    shutil.rmtree(first)
+    assert not (project / ".capevolve" / "test_seals.jsonl").exists()
+    outside = list((_private_state_dir / "test_seals").glob("*.jsonl"))
+    assert len(outside) == 1 and first.name in outside[0].read_text()
+    erased = capevolve(project, finalize=True)
+    assert erased.ret == 4, erased.stdout.str()
+    erased.stderr.fnmatch_lines([f"*already scored (run {first.name}: 6 task(s)*--capevolve-test-reused*"])
+
+    scored = capevolve(project, finalize=True, extra=["--capevolve-test-reused"])
+    assert scored.ret == 0, scored.stdout.str()
+    scored.stdout.fnmatch_lines([f"*{REUSED_LABEL}: these test tasks were scored before (run {first.name})*"])

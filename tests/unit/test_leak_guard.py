@@ -128,3 +128,36 @@ def test_the_leak_guard_key_tunes_or_turns_it_off(tmp_path) -> None:
     assert load_spec(tmp_path).leak_guard_min_length == 4
     spec.write_text(spec.read_text() + "leak_guard_min_length: false\n")
     assert load_spec(tmp_path).leak_guard_min_length is None
+
+
+def test_short_ids_count_when_distinctive_and_gold_keeps_its_minimum() -> None:
+    pool = [
+        Task(id="n03", input="a", target="ok"),  # letters and digits: an id at any length
+        Task(id="cat", input="b", target="dog"),  # a common word: not at 3 characters
+        Task(id="42", input="c", target=7),  # a number: not at 2 digits
+        Task(id="a-1", input="d", target="Oslo"),  # punctuation: an id
+        Task(id="x", input="e", target="no"),  # one character never
+    ]
+    guarded = {t.id: "val" for t in pool}
+    found = {(n.text, n.kind) for n in needles(pool, guarded, 4)}
+    assert {t for t, k in found if k == "id"} == {"n03", "a-1"}
+    assert {t for t, k in found if k == "gold"} == {"oslo"}  # "ok", "dog", "7", "no": too short
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ticket Ｑ－０００２ first",  # fullwidth (NFKC)
+        "ticket q\u200b-00\u200c02 first",  # zero-width characters inside
+        'ID = "q-00" + "02"',  # adjacent literals joined
+        "ID = 'q-0' '002'",
+        "hint: cS0wMDAy",  # base64 of "q-0002"
+        "hint: dGlja2V0IHEtMDAwMg==",  # base64 of "ticket q-0002"
+    ],
+)
+def test_simple_re_encodings_of_an_id_are_seen(tmp_path, line) -> None:
+    assert _scan(tmp_path, line) == ["prompt.md:1 holds the id of val task 'q-0002'"]
+
+
+def test_prose_with_quotes_and_words_that_look_like_base64_does_not_flag(tmp_path) -> None:
+    assert _scan(tmp_path, "Say 'hello' and 'goodbye'; check Base64 and ABCD tokens.") == []

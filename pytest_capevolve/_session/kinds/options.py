@@ -90,7 +90,24 @@ def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
 
     overrides = tuple(sorted(overridden(getattr(option, "override_ini", None), spec).items()))
     veto = bool(option.capevolve_veto_regressions)
-    return GateRequest(enabled, nulls, veto, commit, multiple, sequential, overridden=overrides)
+    harness_changed = bool(getattr(option, "capevolve_harness_changed", False))
+    if harness_changed and not enabled:
+        raise pytest.UsageError("--capevolve-harness-changed re-gates decided bytes: add --capevolve-gate")
+    if harness_changed and sequential:  # the sequential gate writes its verdicts on its own path
+        raise pytest.UsageError(
+            "--capevolve-harness-changed with --capevolve-sequential: re-gate after a harness change "
+            "with the fixed-n gate, whose verdicts carry the label"
+        )
+    return GateRequest(
+        enabled,
+        nulls,
+        veto,
+        commit,
+        multiple,
+        sequential,
+        overridden=overrides,
+        harness_changed=harness_changed,
+    )
 
 
 def candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:
