@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
 from .._project.blocks import first_trial
 from .._project.spec import Spec
@@ -40,6 +41,7 @@ class Tally:
     infra: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, reason)
     lost: list[tuple[str, str]] = field(default_factory=list)  # items that never reported
     dead_workers: list[tuple[str, str]] = field(default_factory=list)
+    over_budget: list[str] = field(default_factory=list)  # not started: a ceiling's share used up
 
 
 class Persistence:
@@ -123,6 +125,8 @@ class Persistence:
         it for the summary's feedback lines."""
         text = record_text(report)
         if text is None:
+            if report.skipped and report.when == "call" and BUDGET_SKIP in str(report.longrepr):
+                self.tally.over_budget.append(str(report.longrepr).rpartition(BUDGET_SKIP)[2])
             if report.failed:
                 reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
                 self.tally.lost.append((report.nodeid, reason))
@@ -143,7 +147,10 @@ class Persistence:
         self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
         cap = self.spec.max_usd
         if cap is not None and (usd := self.rundir.state.read_state()["spent"]["usd"]) > cap:
+            # a backstop: each process's budget share already keeps its rollouts under the cap
+            # (:mod:`.._engine.budget_share`); workers start nothing more once it is crossed
             self._stop(f"budget max_usd={cap} spent ({usd:.4f} USD)")
+            self.stop_workers()
 
     def _stop(self, reason: str) -> None:
         if self._session is not None:
