@@ -53,7 +53,12 @@ def judge(
     ``verdicts/``; each candidate's ``against`` names the best it was gated against."""
     siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
     budget = AlphaBudget.read(spec, rundir, len(siblings))
-    config = gate_config(spec, veto_regressions=gate.veto_regressions, alpha=budget.config_alpha)
+    config = gate_config(
+        spec,
+        veto_regressions=gate.veto_regressions,
+        regression_rule=gate.regression_rule,
+        alpha=budget.config_alpha,
+    )
     evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshots.snapshot_size)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)

@@ -53,6 +53,7 @@ class GateRequest:
     sequential: bool = False  # --capevolve-sequential: e-processes per task, stop once decided
     # gate settings given as -o capevolve_<key>=value: recorded in each verdict and said
     overridden: tuple[tuple[str, str], ...] = ()
+    regression_rule: str | None = None  # --capevolve-regression-rule (None: the spec's)
 
 
 @dataclass

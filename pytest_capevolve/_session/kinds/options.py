@@ -90,7 +90,10 @@ def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
 
     overrides = tuple(sorted(overridden(getattr(option, "override_ini", None), spec).items()))
     veto = bool(option.capevolve_veto_regressions)
-    return GateRequest(enabled, nulls, veto, commit, multiple, sequential, overridden=overrides)
+    rule = option.capevolve_regression_rule
+    return GateRequest(
+        enabled, nulls, veto, commit, multiple, sequential, overridden=overrides, regression_rule=rule
+    )
 
 
 def candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:
