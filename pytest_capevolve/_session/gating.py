@@ -48,9 +48,11 @@ def judge(
     null_tags: list[str],
     gate: GateRequest,
     hooks: SessionHooks = NO_HOOKS,
+    warnings: list[str] | None = None,
 ) -> tuple[list[Verdict], list[Verdict]]:
     """(null controls' verdicts, candidates' verdicts in the order given), written to
-    ``verdicts/``; each candidate's ``against`` names the best it was gated against."""
+    ``verdicts/``; each candidate's ``against`` names the best it was gated against.
+    ``warnings``: said in every verdict (the session's load, :mod:`.._policy.gate_load`)."""
     siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
     budget = AlphaBudget.read(spec, rundir, len(siblings))
     config = gate_config(
@@ -71,6 +73,9 @@ def judge(
         for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
     nulls = [with_settings(spec, v, gate.overridden) for v in nulls]
+    if warnings:
+        verdicts = [replace(v, warnings=[*v.warnings, *warnings]) for v in verdicts]
+        nulls = [replace(v, warnings=[*v.warnings, *warnings]) for v in nulls]
     budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts
 

@@ -19,16 +19,19 @@ import numpy as np
 import pytest
 
 from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
+from .._engine.remote import gateway_count
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
+from .._policy.gate_load import LOAD_EVENT, load_event
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._show.report import arm_summary
 from .._store import live_marker
+from .._store.claims import live_sessions
 from .._store.codec import RECORD_PROPERTY, decode_record, record_text
 from .._store.evidence import ByTag, Outcomes
 from .._store.index import Columns
 from .._store.record import RolloutRecord
-from .._store.rundir import RunDir
+from .._store.rundir import RUNS_DIR, RunDir
 from . import exitcodes
 from .outcome import Outcome
 
@@ -63,6 +66,10 @@ class Persistence:
         self.tally = Tally()
         self.waiting_on = list(waiting_on or [])
         self._session: pytest.Session | None = None
+        # the load this session pays at (:mod:`.._policy.gate_load`), and who else was paying
+        self.concurrency = int(config.option.capevolve_concurrency or spec.concurrency)
+        self.workers = gateway_count(config)
+        self.others_at_start: list[dict[str, Any]] = []
 
     def settle(self) -> list[str]:
         """After the run loop: let go of this session's claim (everything it paid is
@@ -116,6 +123,10 @@ class Persistence:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._session = session
+        self.others_at_start = live_sessions(self.spec.project_dir / RUNS_DIR, self.rundir.claims.path)
+        owed = Counter(k.tag for k in self.plan.owed_keys())
+        if owed:  # the load its rollouts are paid at: what a later gate compares its own with
+            self.rundir.log.append_event(LOAD_EVENT, **load_event(self.concurrency, self.workers, owed))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
