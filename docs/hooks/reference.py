@@ -40,8 +40,7 @@ SPEC_MEANINGS = {
     "regression_rule": "which drops are regressions (listed in every verdict, vetoed with "
     "`--capevolve-veto-regressions`): `noise` (default), a drop beyond twice its own noise on a task "
     "the best passed; `strict`, any val task the best scored higher on (`--capevolve-regression-rule` wins)",
-    "max_metric_calls": "rollouts a run may pay; a session that would cross it is refused before paying, "
-    "and each process reserves its rollouts against its share of it",
+    "max_metric_calls": "rollouts a run may pay; a session that would cross it is refused before paying",
     "max_usd": "$ a run may spend (runner + optimizer), checked at the run's measured $/rollout before paying",
     "max_iterations": "decisions a run may book; a gate session past it is refused before paying",
     "stall": "rejects in a row; a gate session past it is refused before paying",

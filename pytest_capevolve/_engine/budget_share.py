@@ -1,10 +1,12 @@
-"""One process's share of the run's ceilings, reserved before each rollout starts.
+"""One process's share of ``max_usd``, reserved before each rollout starts.
 
-``max_usd`` and ``max_metric_calls`` are ceilings, so a session must not pay on past them
-because its rollouts were already in flight when the controller noticed. Rollouts start in
-the processes that run items (the plain session, or each xdist worker), several at once under
+``max_usd`` is a ceiling, so a session must not pay on past it because its rollouts were
+already in flight when the controller noticed. (``max_metric_calls`` needs no share: a plan
+owes a known number of rollouts, and planning refuses one that would cross it — other live
+sessions' claims counted — so no session can pay past it.) Rollouts start in the processes
+that run items (the plain session, or each xdist worker), several at once under
 ``--capevolve-concurrency``; those processes share nothing at run time (a remote worker has
-no run dir). So the controller splits what the ceilings leave, when it plans, into one share
+no run dir). So the controller splits what ``max_usd`` leaves, when it plans, into one share
 per process (:func:`share_for`), and each process books its own rollouts against its share:
 
 - before a rollout starts it **reserves** its expected cost: the dearest single rollout of
@@ -14,9 +16,10 @@ per process (:func:`share_for`), and each process books its own rollouts against
 - a rollout that does not fit waits for those in flight to settle, and is not started at all
   (its item is skipped, its key stays owed) if it still does not fit with none in flight.
 
-So each process ends at most one rollout above its share — the probe, or the last rollout
-whose cost exceeded the dearest seen for its tag — and the run at most one rollout per
-process above the ceiling, whatever the concurrency. A rollout counts once it has settled,
+So, while no rollout costs more than the dearest of its tag seen before it, each process ends
+at most one rollout above its share (a probe) and the run at most one rollout per process
+above the ceiling, whatever the concurrency; a tag whose rollouts grow dearer can overshoot
+by what its rollouts in flight cost beyond that estimate. A rollout counts once it has settled,
 at the cost its record books (an infra error books none).
 
 Pure bookkeeping with a lock (rollouts settle on their own threads); no pytest, no run dir.
@@ -34,65 +37,46 @@ TOLERANCE_USD = 1e-9  # a nano-dollar: sums of cents are not exact in floats, an
 
 @dataclass(frozen=True)
 class Headroom:
-    """What the ceilings leave when the controller plans: $ and rollouts (None: no ceiling),
-    the dearest rollout seen per tag, and how many processes will run rollouts."""
+    """What ``max_usd`` leaves when the controller plans (None: no ceiling), the dearest
+    rollout seen per tag, and how many processes will run rollouts."""
 
     usd: float | None = None
-    calls: int | None = None
     cost_by_tag: dict[str, float] = field(default_factory=dict)
     workers: int = 1
 
-    @property
-    def capped(self) -> bool:
-        return self.usd is not None or self.calls is not None
-
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "usd": self.usd,
-            "calls": self.calls,
-            "cost_by_tag": self.cost_by_tag,
-            "workers": self.workers,
-        }
+        return {"usd": self.usd, "cost_by_tag": self.cost_by_tag, "workers": self.workers}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any] | None) -> Headroom:
         data = data or {}
         return cls(
             usd=None if data.get("usd") is None else float(data["usd"]),
-            calls=None if data.get("calls") is None else int(data["calls"]),
             cost_by_tag={str(k): float(v) for k, v in (data.get("cost_by_tag") or {}).items()},
             workers=max(1, int(data.get("workers") or 1)),
         )
 
 
-def share_for(headroom: Headroom, worker_index: int) -> BudgetShare:
-    """Process ``worker_index``'s share (0 for the plain session): an equal part of the $ left,
-    and of the rollouts left with the remainder to the first workers."""
-    w = headroom.workers
-    usd = None if headroom.usd is None else max(0.0, headroom.usd) / w
-    calls = None
-    if headroom.calls is not None:
-        left = max(0, headroom.calls)
-        calls = left // w + (1 if worker_index % w < left % w else 0)
-    return BudgetShare(usd=usd, calls=calls, cost_by_tag=dict(headroom.cost_by_tag))
+def share_for(headroom: Headroom) -> BudgetShare:
+    """One process's share: an equal part of the $ left (the same for every worker)."""
+    usd = None if headroom.usd is None else max(0.0, headroom.usd) / headroom.workers
+    return BudgetShare(usd=usd, cost_by_tag=dict(headroom.cost_by_tag))
 
 
 @dataclass
 class BudgetShare:
-    """One process's share (see the module docstring). ``usd``/``calls`` None: uncapped."""
+    """One process's share (see the module docstring). ``usd`` None: uncapped."""
 
     usd: float | None = None
-    calls: int | None = None
     cost_by_tag: dict[str, float] = field(default_factory=dict)
     spent_usd: float = 0.0
-    spent_calls: int = 0
     reserved: dict[str, tuple[str, float | None]] = field(default_factory=dict)  # nodeid → (tag, estimate)
     _cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def reserve(self, nodeid: str, tag: str, *, wait: bool) -> str | None:
         """Reserve ``nodeid``'s rollout: None when it may start, else why not. ``wait``: wait
         for rollouts in flight here to settle while they are what keeps it from fitting."""
-        if self.usd is None and self.calls is None:
+        if self.usd is None:
             return None
         with self._cond:
             while True:
@@ -115,16 +99,12 @@ class BudgetShare:
         raised to it if it was dearer."""
         with self._cond:
             self.reserved.pop(nodeid, None)
-            self.spent_calls += 1
             self.spent_usd += cost
             self.cost_by_tag[tag] = max(cost, self.cost_by_tag.get(tag, 0.0))
             self._cond.notify_all()
 
     def _why_not(self, tag: str) -> str | None:
-        if self.calls is not None and self.spent_calls + len(self.reserved) + 1 > self.calls:
-            return f"this process's share of max_metric_calls ({self.calls} rollouts) is used up"
-        if self.usd is None:
-            return None
+        assert self.usd is not None
         estimate = self.cost_by_tag.get(tag)
         estimates = [e for _, e in self.reserved.values()]
         if None in estimates:
@@ -143,9 +123,3 @@ class BudgetShare:
             f"{what} does not fit this process's share of max_usd: ${booked:.4f} spent or "
             f"reserved of ${self.usd:.4f}"
         )
-
-
-def worker_index(workerid: str | None) -> int:
-    """``gw3`` → 3 (xdist's worker ids); 0 for the plain session or an id of another shape."""
-    digits = (workerid or "").removeprefix("gw")
-    return int(digits) if digits.isdigit() else 0

@@ -368,7 +368,7 @@ def build_plan(
     headroom = check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
     if headroom.usd is not None:  # the dearest rollout of each tag: what its next one reserves
         headroom = replace(headroom, cost_by_tag=dearest_by_tag(rundir, split, tags))
-    plan.budget = headroom.to_wire() if headroom.capped else None
+    plan.budget = headroom.to_wire() if headroom.usd is not None else None
     if plan.awaited:
         fields["awaited"] = len(plan.awaited)
     if block:
@@ -424,13 +424,10 @@ def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pen
             f"{spec.path}: this session would cross a ceiling before paying anything: {crossed}. "
             "Raise the ceiling, evaluate fewer candidates or trials, or finalize"
         )
+    # what max_usd leaves, for the processes' shares (:mod:`.._engine.budget_share`); the
+    # rollouts owed are known, so max_metric_calls is already exact here
     usd_spent = float(spent["usd"]) + float(spent.get("optimizer_usd", 0.0))
-    return Headroom(
-        usd=None if ceilings.max_usd is None else float(ceilings.max_usd) - usd_spent,
-        calls=None
-        if ceilings.max_metric_calls is None
-        else int(ceilings.max_metric_calls) - int(spent["metric_calls"]) - pending,
-    )
+    return Headroom(usd=None if ceilings.max_usd is None else float(ceilings.max_usd) - usd_spent)
 
 
 def dearest_by_tag(rundir: RunDir, split: str, tags: Iterable[str]) -> dict[str, float]:

@@ -277,9 +277,8 @@ class CapevolveReporter:
             tr.write_line(f"worker {worker} died ({error}); its rollouts are missing", red=True)
         if tally.over_budget:
             tr.write_line(
-                f"{len(tally.over_budget)} rollouts not started: they would cross a ceiling "
-                "(max_usd or max_metric_calls; each process reserves a rollout's cost before it "
-                f"starts it){tally.over_budget[-1]}",
+                f"{len(tally.over_budget)} rollouts not started: they would cross max_usd (each "
+                f"process reserves a rollout's cost before it starts it){tally.over_budget[-1]}",
                 yellow=True,
             )
         for name, reason in grouped(tally.lost):

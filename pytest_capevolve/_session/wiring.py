@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .._engine.budget_share import Headroom, share_for, worker_index
+from .._engine.budget_share import Headroom, share_for
 from .._engine.remote import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._engine.sandbox import isolated
@@ -100,9 +100,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             f"{len(plan.task_ids)} planned of the controller's): tasks() must return the same "
             "tasks in every process (seed what it draws); nothing was paid on this worker"
         )
-    context.budget = share_for(
-        Headroom.from_wire(plan.budget), worker_index((workerinput or {}).get("workerid"))
-    )
+    context.budget = share_for(Headroom.from_wire(plan.budget))
     if workerinput is not None and plan.live:
         context.watch = ControllerWatch(spec.project_dir / RUNS_DIR / plan.run_id, plan.live)
     config.stash[CONTEXT_KEY] = context

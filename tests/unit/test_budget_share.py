@@ -8,7 +8,7 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_capevolve._engine.budget_share import BudgetShare, Headroom, share_for, worker_index
+from pytest_capevolve._engine.budget_share import BudgetShare, Headroom, share_for
 
 
 def test_an_unmeasured_tag_probes_alone_then_reserves_its_dearest_cost() -> None:
@@ -34,10 +34,10 @@ def test_a_waiting_rollout_starts_once_those_in_flight_settle_cheaper() -> None:
     assert answer == [None]
 
 
-def test_max_metric_calls_splits_with_the_remainder_to_the_first_workers() -> None:
-    headroom = Headroom(calls=8, workers=3)
-    assert [share_for(headroom, i).calls for i in range(3)] == [3, 3, 2]
-    assert worker_index("gw2") == 2 and worker_index(None) == 0
+def test_each_worker_gets_an_equal_part_of_what_max_usd_leaves() -> None:
+    assert share_for(Headroom(usd=0.09, workers=2)).usd == 0.045
+    assert share_for(Headroom(usd=-0.01, workers=2)).usd == 0.0  # already over: nothing to start
+    assert share_for(Headroom()).reserve("a", "t", wait=False) is None  # no ceiling: no share
 
 
 @given(
