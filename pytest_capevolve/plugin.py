@@ -159,7 +159,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-veto-regressions",
         action="store_true",
-        help="veto an accept when a task the best passed drops by more than its own noise",
+        help="veto an accept when a task the best passed drops by more than its own noise "
+        "(--capevolve-regression-rule strict: by anything at all)",
+    )
+    group.addoption(
+        "--capevolve-regression-rule",
+        choices=("noise", "strict"),
+        default=None,
+        help="which drops are regressions (default: the spec's regression_rule, noise): noise, a "
+        "drop beyond twice its own noise on a task the best passed; strict, any task the best "
+        "scored higher on",
     )
     group.addoption(
         "--capevolve-commit",

@@ -37,6 +37,9 @@ SPEC_MEANINGS = {
     "gate_alpha": "the false-accept rate the `exact` gate holds",
     "gate_threshold": "the bar of the legacy `threshold` rule",
     "min_coverage": "paired coverage below this makes a verdict indecisive, never a reject",
+    "regression_rule": "which drops are regressions (listed in every verdict, vetoed with "
+    "`--capevolve-veto-regressions`): `noise` (default), a drop beyond twice its own noise on a task "
+    "the best passed; `strict`, any val task the best scored higher on (`--capevolve-regression-rule` wins)",
     "max_metric_calls": "rollouts a run may pay; a session that would cross it is refused before paying",
     "max_usd": "$ a run may spend (runner + optimizer), checked at the run's measured $/rollout before paying",
     "max_iterations": "decisions a run may book; a gate session past it is refused before paying",

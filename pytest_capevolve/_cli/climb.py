@@ -99,7 +99,15 @@ def register(sub: Any) -> None:
     hc.add_argument("--gate-mode", choices=GATE_MODES, default=None)
     hc.add_argument("--k-se", type=float, default=None)
     hc.add_argument("--alpha", type=float, default=None)
-    hc.add_argument("--no-regression", action="store_true", help="veto an accept that breaks a passing task")
+    hc.add_argument(
+        "--no-regression",
+        nargs="?",
+        const="noise",
+        default=None,
+        choices=("noise", "strict"),
+        help="veto an accept that breaks a task: noise (the default when given), a drop beyond its "
+        "own noise on a task the parent passed; strict, any val task the parent scored higher on",
+    )
     hc.add_argument("--protected-paths", nargs="+", default=None, metavar="GLOB", help="also protect these")
     hc.add_argument("--capabilities", default=None, metavar="A,B", help="the allowed edit surface")
     hc.add_argument("--convergence", action="store_true", help="stop on a long plateau (stall ≥ 5)")

@@ -72,6 +72,60 @@ def _regressions_of(
     ]
 
 
+def _strict_regressions(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], task_ids: list[str], only: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every task valid on both sides that the candidate scores lower than the best — the
+    design's "lowers any val task the parent scored higher on" — decided on the per-task means
+    as fractions (a tie is never a drop), in task order; ``only``: these tasks alone."""
+    cand, best = arms
+    valid = np.flatnonzero(~np.isnan(cand.means) & ~np.isnan(best.means)).tolist()
+    exact = stats.exact_task_deltas(cand.matrix, best.matrix)
+    wanted = None if only is None else set(only)
+    return [
+        {
+            "task_id": task_ids[i],
+            "best": float(best.means[i]),
+            "candidate": float(cand.means[i]),
+            "drop": float(-d),
+            "drop_exact": str(-d),
+            "noise": None,
+        }
+        for i, d in zip(valid, exact, strict=True)
+        if d < 0 and (wanted is None or task_ids[i] in wanted)
+    ]
+
+
+def _guard_checks(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], task_ids: list[str], guarded: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Each stop_condition guard ("never break task X") on this pair: held (the candidate scores
+    X no lower than the best, exactly), broken, or unmeasured (X has no valid trial on a side,
+    or is not a gated task)."""
+    broken = {r["task_id"]: r for r in _strict_regressions(arms, task_ids, guarded)}
+    where = {t: i for i, t in enumerate(task_ids)}
+    checks: list[dict[str, Any]] = []
+    for task in guarded:
+        i = where.get(task)
+        if i is None:  # checked on val only (spend says so too): not this gate's to enforce
+            checks.append({"task_id": task, "held": None, "note": "not a val task: unmeasured"})
+            continue
+        if task in broken:
+            checks.append({**broken[task], "held": False})
+            continue
+        cand_mean, best_mean = arms[0].means_or_none[i], arms[1].means_or_none[i]
+        measured = cand_mean is not None and best_mean is not None
+        checks.append(
+            {"task_id": task, "best": best_mean, "candidate": cand_mean, "held": True if measured else None}
+        )
+    return checks
+
+
+def _drops_text(regs: list[dict[str, Any]], at_most: int = 5) -> str:
+    shown = ", ".join(f"{r['task_id']} {r['best']:.2f}→{r['candidate']:.2f}" for r in regs[:at_most])
+    return shown + (f" and {len(regs) - at_most} more" if len(regs) > at_most else "")
+
+
 def _covered(arm: stats.ArmSummary) -> float:
     """:func:`stats.coverage`: the share of tasks with at least one valid trial."""
     return float(np.mean(arm.counts > 0)) if arm.counts.size else 0.0
@@ -123,7 +177,11 @@ def decide(
     }
     used = np.flatnonzero(mask)[deltas != 0]
     footprint = [task_ids[i] for i in used.tolist()]
-    regs = _regressions_of(arms, task_ids, config.success_threshold)
+    if config.regression_rule == "strict":
+        regs = _strict_regressions(arms, task_ids)
+    else:
+        regs = _regressions_of(arms, task_ids, config.success_threshold)
+    guards = _guard_checks(arms, task_ids, config.guarded_tasks) if config.guarded_tasks else []
     delta_exact = stats.exact_mean_delta(arms[0].matrix, arms[1].matrix)
     # the floor is decided on fractions (an exact tie never exceeds it); its float is for reading
     spread_exact = stats.exact_spread(null_deltas) if null_deltas else None
@@ -149,6 +207,8 @@ def decide(
         min_coverage=config.min_coverage,
         footprint=footprint,
         regressions=regs,
+        regression_rule=config.regression_rule,
+        guards=guards,
         infra_errors=infra,
         per_task=per_task,
         split=split,
@@ -175,9 +235,26 @@ def decide(
     leaning = decision != ACCEPT and (delta_mean or 0.0) > 0
     if decision == ACCEPT and config.veto_regressions and regs:
         decision, basis = REJECT, "regression_veto"
+        if config.regression_rule == "strict":
+            reason = (
+                f"vetoed (no regression, strict): {len(regs)} task(s) the best scored higher on "
+                f"dropped ({_drops_text(regs)})"
+            )
+        else:
+            reason = (
+                f"vetoed: {len(regs)} task(s) the best passed dropped by more than their own "
+                f"noise ({', '.join(r['task_id'] for r in regs[:5])})"
+            )
+    broken = [g for g in guards if g["held"] is False]
+    unmeasured = [g["task_id"] for g in guards if g["held"] is None and "note" not in g]
+    if decision == ACCEPT and broken:
+        decision, basis = REJECT, "guard"
+        reason = f"vetoed by the stop condition's guard: the candidate lowers {_drops_text(broken)}"
+    elif decision == ACCEPT and unmeasured:
+        decision, basis = INDECISIVE, "guard"
         reason = (
-            f"vetoed: {len(regs)} task(s) the best passed dropped by more than their own "
-            f"noise ({', '.join(r['task_id'] for r in regs[:5])})"
+            f"the stop condition guards task(s) {', '.join(unmeasured)}, which have no valid "
+            "val trial on both sides: the guard cannot be checked, so the accept cannot stand"
         )
     if infra.get("candidate", 0) != infra.get("best", 0):
         flipped = _imputation_flips(candidate, best, decision, config, candidate_size, best_size)

@@ -82,10 +82,25 @@ def _exact(x: RuleInput) -> RuleResult:
 
 
 def _paired(x: RuleInput) -> RuleResult:
+    """cap-evolve's Δ̄ > k·SE(d), decided on the deltas as fractions (k as the decimal written),
+    never on float rounding (:func:`.._stats.exceeds_k_se`): a tie — a one-task gain at k = 1
+    has Δ̄ = SE exactly — is a reject at every n. The numbers shown are the floats."""
     se = stats.mean_se(x.deltas)[1] or 0.0  # one task: SE undefined, treated as 0 (warned)
     mean = float(np.mean(x.deltas))
+    exact = stats.exact_task_deltas(x.candidate, x.best)
+    above = stats.exceeds_k_se(exact, Fraction(str(x.config.k_se)))
+    if above is None:  # SE 0 or undefined, exactly: the strict fallback, on the exact Δ̄
+        se = 0.0
+        mean_exact = stats.exact_mean(exact)
+        above = mean_exact is not None and mean_exact > 0
     decision, basis, reason, extra = _k_se_rule(
-        "paired", "paired Δ̄", mean, se, x.config.k_se, f"SE = {se:.4f}, n = {x.deltas.size}"
+        "paired",
+        "paired Δ̄",
+        mean,
+        se,
+        x.config.k_se,
+        f"SE = {se:.4f}, n = {x.deltas.size}; decided on exact fractions",
+        ok=above,
     )
     return RuleResult(decision, basis, reason, {**extra, "se": se})
 
@@ -157,11 +172,14 @@ def run_rule(
     return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms))
 
 
-def _k_se_rule(basis: str, label: str, delta: float, se: float, k_se: float, detail: str) -> RuleResult:
+def _k_se_rule(
+    basis: str, label: str, delta: float, se: float, k_se: float, detail: str, *, ok: bool | None = None
+) -> RuleResult:
     """cap-evolve's "delta > k·SE"; an SE of 0 falls back to strict (delta > 0), with a warning
-    kept in the verdict, since a zero SE means the rule cannot tell noise from signal."""
+    kept in the verdict, since a zero SE means the rule cannot tell noise from signal. ``ok``:
+    the comparison already decided exactly (``paired``); the floats only say it."""
     if se == 0.0:
-        ok = delta > 0
+        ok = delta > 0 if ok is None else ok
         return RuleResult(
             outcome(ok),
             basis,
@@ -170,7 +188,7 @@ def _k_se_rule(basis: str, label: str, delta: float, se: float, k_se: float, det
             {"bar": 0.0, "warnings": [f"{basis} SE = 0: strict fallback"]},
         )
     bar = k_se * se
-    ok = delta > bar
+    ok = delta > bar if ok is None else ok
     return RuleResult(
         outcome(ok),
         basis,

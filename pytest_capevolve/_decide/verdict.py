@@ -11,6 +11,10 @@ from fractions import Fraction
 from typing import Any
 
 ACCEPT, REJECT, INDECISIVE = "accept", "reject", "indecisive"
+# Which drops of a task the best passed count as regressions (the verdict's list, and what
+# --capevolve-veto-regressions vetoes): "noise", a drop beyond twice its own noise; "strict",
+# the design's "lowers any val task the parent scored higher on" — any drop, exactly.
+REGRESSION_RULES = ("noise", "strict")
 
 
 class GateSplitError(ValueError):
@@ -29,6 +33,8 @@ class GateConfig:
     threshold: float = 0.0
     min_coverage: float = 0.8
     veto_regressions: bool = False
+    regression_rule: str = "noise"  # one of REGRESSION_RULES
+    guarded_tasks: tuple[str, ...] = ()  # stop_condition guards: an accept never lowers these
     success_threshold: float = 1.0
     seed: int = 0
 
@@ -63,6 +69,8 @@ class Verdict:
     coverage: dict[str, float] = field(default_factory=dict)
     footprint: list[str] = field(default_factory=list)
     regressions: list[dict[str, Any]] = field(default_factory=list)
+    regression_rule: str = "noise"  # which drops the list holds (REGRESSION_RULES)
+    guards: list[dict[str, Any]] = field(default_factory=list)  # stop_condition guards checked
     infra_errors: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     per_task: dict[str, dict[str, float | None]] = field(default_factory=dict)

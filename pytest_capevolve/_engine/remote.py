@@ -46,6 +46,17 @@ class RemoteWorkers:
         node.workerinput[ORIGIN_KEY] = json.dumps(origin)
 
 
+def gateway_count(config: pytest.Config) -> int:
+    """How many processes run rollouts: the xdist gateways (``-n N`` is N popen ones), else 1."""
+    if config.getoption("dist", "no") == "no":
+        return 1
+    gateways = 0
+    for raw in config.getoption("tx", None) or []:
+        count, _, _ = raw.rpartition("*")
+        gateways += int(count) if count.isdigit() else 1
+    return max(1, gateways)
+
+
 def check_gateways(config: pytest.Config, spec: Spec) -> None:
     """Before anything is planned: a local gateway whose ``chdir`` holds no copy of the
     project is refused here, once, instead of as a worker that crashes and is replaced forever.

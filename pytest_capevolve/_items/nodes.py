@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from _pytest.pathlib import absolutepath
 
+from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
+from .._engine.budget_share import BudgetShare
 from .._engine.candidate_bytes import CandidateBytes, CandidateMismatch, Stamp
 from .._engine.inflight import RolloutPool
 from .._engine.routed_output import OutputRouting
@@ -61,6 +63,8 @@ class EvalContext:
     watch: ControllerWatch | None = None
     # on an xdist worker whose tasks() differs from the controller's: why nothing is run here
     pool_problem: str | None = None
+    # this process's share of max_usd / max_metric_calls, reserved before each rollout starts
+    budget: BudgetShare = field(default_factory=BudgetShare)
 
     def controller_stopped(self) -> bool:
         """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Then nothing this worker
@@ -93,6 +97,11 @@ class EvalContext:
 
     def planned(self, tag: str) -> PlannedCandidate:
         return next(c for c in self.plan.candidates if c.tag == tag)
+
+
+def booked_cost(scored: Scored) -> float:
+    """The $ a rollout's record books (:func:`rollout_record`): none without a rollout."""
+    return 0.0 if scored.rollout is None else float(scored.rollout.cost_usd or 0.0)
 
 
 class InfraError(Exception):
@@ -160,10 +169,12 @@ class RolloutItem(LeanItem):
             properties[:] = [p for p in properties if p[0] != RECORD_PROPERTY]
         shed(self)
 
-    def start(self) -> None:
+    def start(self, *, wait: bool = False) -> str | None:
         """Start this item's rollout off the main thread, ahead of :meth:`runtest` (which
         collects it). A candidate whose bytes changed starts nothing: runtest reports it; nor
-        does a tag the sequential gate has decided: it is not paid for."""
+        does a tag the sequential gate has decided: it is not paid for; nor a rollout this
+        process's budget share cannot reserve (``wait``: once those in flight have settled):
+        then why not, for runtest's skip."""
         context = self.config.stash[CONTEXT_KEY]
         assert context.inflight is not None
         if (
@@ -172,18 +183,26 @@ class RolloutItem(LeanItem):
             or context.controller_stopped()
             or context.pool_problem
         ):
-            return
+            return None
         try:
             candidate_dir, context.stamps[self.nodeid] = context.candidate_dir(self.key.tag)
         except CandidateMismatch:
-            return
-        context.started[self.nodeid] = context.inflight.start(
+            return None
+        refused = context.budget.reserve(self.nodeid, self.key.tag, wait=wait)
+        if refused is not None:
+            context.stamps.pop(self.nodeid, None)
+            return refused
+        future = context.inflight.start(
             context.pool[self.key.task_id],
             candidate_dir,
             seed=context.plan.seed_for(self.key.trial),
             split=self.key.split,
             timeout_s=context.spec.rollout_timeout_s,
         )
+        nodeid, tag, budget = self.nodeid, self.key.tag, context.budget
+        future.add_done_callback(lambda done: budget.settle(nodeid, tag, booked_cost(done.result())))
+        context.started[self.nodeid] = future
+        return None
 
     def runtest(self) -> None:
         context = self.config.stash[CONTEXT_KEY]
@@ -201,19 +220,29 @@ class RolloutItem(LeanItem):
         task = context.pool[key.task_id]
         seed = plan.seed_for(key.trial)
         if context.inflight is not None:
-            self.start()
+            refused = self.start(wait=True)
+            if refused is not None and self.nodeid not in context.started:
+                pytest.skip(f"{BUDGET_SKIP}: {refused}; not started, still owed")
             stamp = context.stamps.pop(self.nodeid, stamp)
             scored = context.started.pop(self.nodeid).result()
             self.take_in_flight_output(scored, context)
         else:
-            scored = run_and_score(
-                context.runner,
-                task,
-                candidate_dir,
-                seed=seed,
-                split=key.split,
-                timeout_s=spec.rollout_timeout_s,
-            )
+            refused = context.budget.reserve(self.nodeid, key.tag, wait=False)
+            if refused is not None:
+                pytest.skip(f"{BUDGET_SKIP}: {refused}; not started, still owed")
+            try:
+                scored = run_and_score(
+                    context.runner,
+                    task,
+                    candidate_dir,
+                    seed=seed,
+                    split=key.split,
+                    timeout_s=spec.rollout_timeout_s,
+                )
+            except BaseException:
+                context.budget.release(self.nodeid)
+                raise
+            context.budget.settle(self.nodeid, key.tag, booked_cost(scored))
         changed = context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
         if changed is not None:  # it may have read bytes no snapshot holds: missing data
             scored = replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)

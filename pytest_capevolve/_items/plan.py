@@ -74,6 +74,8 @@ class EvalPlan:
     sequential: str | None = None
     live: str | None = None  # this session's live-marker token (:mod:`.._store.live_marker`)
     pool_digest: str | None = None  # the controller's task pool, that every worker's must equal
+    # what max_usd / max_metric_calls leave, split per process (:mod:`.._engine.budget_share`)
+    budget: dict[str, Any] | None = None
     _keys: tuple[Any, list[RolloutKey]] | None = field(default=None, repr=False, compare=False)
     _owed: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
@@ -149,4 +151,5 @@ class EvalPlan:
             sequential=data.get("sequential"),
             live=data.get("live"),
             pool_digest=data.get("pool_digest"),
+            budget=data.get("budget"),
         )

@@ -361,7 +361,7 @@ class HillClimb:
             self.o.log(f"{cid}: repeats an earlier candidate's bytes; booked without a rollout")
         elif rundir.verdicts.verdict(cid) is None:
             args = self._session_args(rundir)
-            args += gate_flags(workdir, cid, veto_regressions=self.o.no_regression)
+            args += gate_flags(workdir, cid, no_regression=self.o.no_regression)
             self.o.log(f"{cid}: gate session (parent {meta['parent']})")
             code = self._session(args, folder / "gate.log")
             if rundir.verdicts.verdict(cid) is None:

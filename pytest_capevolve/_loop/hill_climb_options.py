@@ -41,7 +41,7 @@ class Options:
     gate_mode: str | None = None
     k_se: float | None = None
     alpha: float | None = None
-    no_regression: bool = False
+    no_regression: str | None = None  # noise|strict: veto an accept with regressions of that rule
     protected_paths: tuple[str, ...] = ()
     capabilities: tuple[str, ...] = ()
     convergence: bool = False

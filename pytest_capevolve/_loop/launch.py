@@ -41,11 +41,14 @@ def session_command(
     return argv + list(extra)
 
 
-def gate_flags(workdir: Path, tag: str, *, veto_regressions: bool = False) -> list[str]:
-    """The flags of a gate session on a work copy whose decision a driver books itself."""
+def gate_flags(workdir: Path, tag: str, *, no_regression: str | None = None) -> list[str]:
+    """The flags of a gate session on a work copy whose decision a driver books itself;
+    ``no_regression`` (noise|strict): veto an accept with regressions of that rule."""
     flags = ["--capevolve-candidate", str(workdir), "--capevolve-tag", tag, "--capevolve-gate"]
     flags += ["--capevolve-commit", "none"]
-    return flags + (["--capevolve-veto-regressions"] if veto_regressions else [])
+    if no_regression:
+        flags += ["--capevolve-veto-regressions", "--capevolve-regression-rule", no_regression]
+    return flags
 
 
 def run_logged(argv: list[str], cwd: Path, log_path: Path) -> int:

@@ -20,6 +20,8 @@ from .._decide.verdict import GateConfig, Verdict
 from .._project.spec import Spec
 from .._store import evidence
 from .._store.evidence import ByTag
+from .stop_condition import parse as parse_stop_condition
+from .stop_terms import NO_REGRESS
 
 GATE_SPLIT = "val"
 
@@ -31,6 +33,7 @@ def gate_config(
     k_se: float | None = None,
     alpha: float | Fraction | None = None,
     veto_regressions: bool = False,
+    regression_rule: str | None = None,
     look: int = 1,
 ) -> GateConfig:
     """The gate's config for ``spec``. ``alpha`` is the α this decision gets (default the
@@ -46,9 +49,18 @@ def gate_config(
         threshold=spec.gate_threshold,
         min_coverage=spec.min_coverage,
         veto_regressions=veto_regressions,
+        regression_rule=regression_rule or spec.regression_rule,
+        guarded_tasks=guarded_tasks(spec),
         success_threshold=spec.success_threshold,
         seed=spec.base_seed,
     )
+
+
+def guarded_tasks(spec: Spec) -> tuple[str, ...]:
+    """The tasks the spec's ``stop_condition`` guards ("never break task X"): the gate vetoes
+    an accept that lowers one of them (:func:`.._decide.gate.decide`)."""
+    condition = parse_stop_condition(spec.stop_condition)
+    return tuple(dict.fromkeys(p.task for p in condition.predicates if p.kind == NO_REGRESS and p.task))
 
 
 class Evidence:

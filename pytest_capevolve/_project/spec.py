@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .._decide.alpha_budget import SCHEDULES as ALPHA_SCHEDULES
-from .._decide.verdict import GateConfig
+from .._decide.verdict import REGRESSION_RULES, GateConfig
 from .cap_evolve_keys import not_used_sentence
 from .paths import rebase, to_stored
 from .splits import SPLITS, cut_splits
@@ -65,6 +65,7 @@ class Spec:
     gate_alpha: float = float(GateConfig.alpha)
     gate_threshold: float = GateConfig.threshold
     min_coverage: float = GateConfig.min_coverage
+    regression_rule: str = GateConfig.regression_rule
     max_metric_calls: int | None = None
     max_usd: float | None = None
     max_iterations: int | None = None
@@ -127,7 +128,7 @@ class Spec:
         return out
 
 
-_SILENT_DEFAULTS = frozenset({"judge_rescores"})
+_SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule"})
 
 
 # The spec's paths: stored relative to the project folder in a run dir.
@@ -246,6 +247,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "gate_alpha": _float(0, 0.25, lo_open=True),  # α = 0.5 would accept one lucky task
     "gate_threshold": _float(-1, 1),
     "min_coverage": _float(0, 1),
+    "regression_rule": _choice(REGRESSION_RULES),
     "max_metric_calls": _optional(_int(0)),
     "max_usd": _optional(_float(0, _INF)),
     "max_iterations": _optional(_int(0)),

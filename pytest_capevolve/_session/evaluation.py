@@ -133,6 +133,7 @@ class EvaluationSession:
         from .gating import judge
 
         plan = self.planned.plan
+        load = self._load_lines()
         nulls, judged = judge(
             self.spec,
             self.rundir,
@@ -143,8 +144,10 @@ class EvaluationSession:
             gate=self.gate,
             hooks=self.hooks,
             labels=self.planned.labels,
+            warnings=load,
         )
         outcome.verdicts = nulls + judged
+        outcome.closing += [(line, {"yellow": True}) for line in load]
         outcome.closing += [(note, {}) for note in self.planned.notes]
         if not judged and not self.refusals and self.planned.best in {c.tag for c in plan.candidates}:
             outcome.closing.append(
@@ -155,6 +158,32 @@ class EvaluationSession:
                 )
             )
         return judged
+
+    def _load_lines(self) -> list[str]:
+        """Explore fast, gate slow, gate alone (:mod:`.._policy.gate_load`): whether another
+        session was paying beside this gate, and whether its null controls were measured at
+        the load it paid at."""
+        from .._policy.gate_load import load_warnings, loads_by_tag
+        from .._store.claims import live_sessions
+        from .._store.rundir import RUNS_DIR
+
+        persistence, plan = self.persistence, self.planned.plan
+        now = live_sessions(self.spec.project_dir / RUNS_DIR, self.rundir.claims.path)
+        others = {(o["run_id"], o["pid"], o["since"]): o for o in [*persistence.others_at_start, *now]}
+        null_tags = self.planned.null_tags
+        columns = self.rundir.rollouts.indexed_columns(plan.split, set(null_tags), plan.block)
+        sums: dict[str, list[float]] = {}
+        for tag, reward in zip(columns["tag"], columns["reward"], strict=True):
+            if reward is not None:
+                sums.setdefault(tag, []).append(float(reward))
+        means = {tag: sum(r) / len(r) for tag, r in sums.items()}
+        return load_warnings(
+            in_flight=persistence.concurrency * persistence.workers,
+            null_tags=null_tags,
+            loads=loads_by_tag(self.rundir.log.events()),
+            means=means,
+            others=list(others.values()),
+        )
 
     def _book(self, outcome: Outcome, decided: list[Verdict]) -> None:
         """Book the decisions (``--capevolve-commit auto``) or say why none was, and set the

@@ -51,13 +51,20 @@ def judge(
     gate: GateRequest,
     hooks: SessionHooks = NO_HOOKS,
     labels: Mapping[str, dict[str, Any]] | None = None,
+    warnings: list[str] | None = None,
 ) -> tuple[list[Verdict], list[Verdict]]:
     """(null controls' verdicts, candidates' verdicts in the order given), written to
     ``verdicts/``; each candidate's ``against`` names the best it was gated against, and a
-    tag in ``labels`` (gated again after a harness change) carries its label."""
+    tag in ``labels`` (gated again after a harness change) carries its label.
+    ``warnings``: said in every verdict (the session's load, :mod:`.._policy.gate_load`)."""
     siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
     budget = AlphaBudget.read(spec, rundir, len(siblings))
-    config = gate_config(spec, veto_regressions=gate.veto_regressions, alpha=budget.config_alpha)
+    config = gate_config(
+        spec,
+        veto_regressions=gate.veto_regressions,
+        regression_rule=gate.regression_rule,
+        alpha=budget.config_alpha,
+    )
     evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshots.snapshot_size)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
@@ -72,6 +79,9 @@ def judge(
     if gate.veto_regressions:  # recorded, so `capevolve gate --veto-regressions` re-derives, not a what-if
         verdicts = [replace(v, details={**v.details, "veto_regressions": True}) for v in verdicts]
     nulls = [with_settings(spec, v, gate.overridden) for v in nulls]
+    if warnings:
+        verdicts = [replace(v, warnings=[*v.warnings, *warnings]) for v in verdicts]
+        nulls = [replace(v, warnings=[*v.warnings, *warnings]) for v in nulls]
     budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts
 

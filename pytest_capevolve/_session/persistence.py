@@ -18,16 +18,20 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
+from .._engine.remote import gateway_count
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
+from .._policy.gate_load import LOAD_EVENT, load_event
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._show.report import arm_summary
 from .._store import live_marker
+from .._store.claims import live_sessions
 from .._store.codec import RECORD_PROPERTY, decode_record, record_text
 from .._store.evidence import ByTag, Outcomes
 from .._store.index import Columns
 from .._store.record import RolloutRecord
-from .._store.rundir import RunDir
+from .._store.rundir import RUNS_DIR, RunDir
 from . import exitcodes
 from .outcome import Outcome
 
@@ -40,6 +44,7 @@ class Tally:
     infra: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, reason)
     lost: list[tuple[str, str]] = field(default_factory=list)  # items that never reported
     dead_workers: list[tuple[str, str]] = field(default_factory=list)
+    over_budget: list[str] = field(default_factory=list)  # not started: a ceiling's share used up
 
 
 class Persistence:
@@ -61,6 +66,10 @@ class Persistence:
         self.tally = Tally()
         self.waiting_on = list(waiting_on or [])
         self._session: pytest.Session | None = None
+        # the load this session pays at (:mod:`.._policy.gate_load`), and who else was paying
+        self.concurrency = int(config.option.capevolve_concurrency or spec.concurrency)
+        self.workers = gateway_count(config)
+        self.others_at_start: list[dict[str, Any]] = []
         self.unwritable: OSError | None = None  # the run dir refused a write (a full disk)
 
     def damage_line(self) -> str | None:
@@ -141,6 +150,10 @@ class Persistence:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._session = session
+        self.others_at_start = live_sessions(self.spec.project_dir / RUNS_DIR, self.rundir.claims.path)
+        owed = Counter(k.tag for k in self.plan.owed_keys())
+        if owed:  # the load its rollouts are paid at: what a later gate compares its own with
+            self.rundir.log.append_event(LOAD_EVENT, **load_event(self.concurrency, self.workers, owed))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
@@ -150,6 +163,8 @@ class Persistence:
         it for the summary's feedback lines."""
         text = record_text(report)
         if text is None:
+            if report.skipped and report.when == "call" and BUDGET_SKIP in str(report.longrepr):
+                self.tally.over_budget.append(str(report.longrepr).rpartition(BUDGET_SKIP)[2])
             if report.failed:
                 reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
                 self.tally.lost.append((report.nodeid, reason))
@@ -178,7 +193,10 @@ class Persistence:
         self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
         cap = self.spec.max_usd
         if cap is not None and (usd := self.rundir.state.read_state()["spent"]["usd"]) > cap:
+            # a backstop: each process's budget share already keeps its rollouts under the cap
+            # (:mod:`.._engine.budget_share`); workers start nothing more once it is crossed
             self._stop(f"budget max_usd={cap} spent ({usd:.4f} USD)")
+            self.stop_workers()
 
     def _stop(self, reason: str) -> None:
         if self._session is not None:

@@ -15,6 +15,7 @@ from operator import is_
 from pathlib import Path
 from typing import Any
 
+from .._engine.budget_share import Headroom
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy.identity import (
     HARNESS_CHANGED_LABEL,
@@ -62,6 +63,7 @@ class GateRequest:
     # --capevolve-harness-changed: bytes decided in another run under another harness are gated
     # again, each such verdict labelled (never a silent second decision)
     harness_changed: bool = False
+    regression_rule: str | None = None  # --capevolve-regression-rule (None: the spec's)
 
 
 @dataclass
@@ -408,7 +410,10 @@ def build_plan(
     plan.persisted = wanted.intersection(done)
     plan.awaited = wanted.intersection(claimed) - plan.persisted
     owed = len(plan.owed_keys())
-    check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
+    headroom = check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
+    if headroom.usd is not None:  # the dearest rollout of each tag: what its next one reserves
+        headroom = replace(headroom, cost_by_tag=dearest_by_tag(rundir, split, tags))
+    plan.budget = headroom.to_wire() if headroom.usd is not None else None
     if plan.awaited:
         fields["awaited"] = len(plan.awaited)
     if block:
@@ -435,7 +440,7 @@ def valid_column_keys(columns: Columns) -> set[Key]:
     return set(compress(keys, map(is_, columns["infra_error"], repeat(None))))
 
 
-def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pending: int = 0) -> None:
+def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pending: int = 0) -> Headroom:
     """Refuse, before anything is paid, a session whose plan would cross a ceiling — the spec's,
     each tightened by a cap its ``stop_condition`` states — with the arithmetic: the rollouts it
     owes against ``max_metric_calls``, their $ at this run's measured $/rollout against
@@ -464,6 +469,19 @@ def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pen
             f"{spec.path}: this session would cross a ceiling before paying anything: {crossed}. "
             "Raise the ceiling, evaluate fewer candidates or trials, or finalize"
         )
+    # what max_usd leaves, for the processes' shares (:mod:`.._engine.budget_share`); the
+    # rollouts owed are known, so max_metric_calls is already exact here
+    usd_spent = float(spent["usd"]) + float(spent.get("optimizer_usd", 0.0))
+    return Headroom(usd=None if ceilings.max_usd is None else float(ceilings.max_usd) - usd_spent)
+
+
+def dearest_by_tag(rundir: RunDir, split: str, tags: Iterable[str]) -> dict[str, float]:
+    """The dearest single rollout of each tag in the run's record (the split's index)."""
+    columns = rundir.rollouts.indexed_columns(split, set(tags), None)
+    dearest: dict[str, float] = {}
+    for tag, cost in zip(columns["tag"], columns["cost_usd"], strict=True):
+        dearest[tag] = max(float(cost or 0.0), dearest.get(tag, 0.0))
+    return dearest
 
 
 class BudgetError(Exception):

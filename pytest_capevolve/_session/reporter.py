@@ -279,6 +279,12 @@ class CapevolveReporter:
             self._print_infra(tr)
         for worker, error in tally.dead_workers:
             tr.write_line(f"worker {worker} died ({error}); its rollouts are missing", red=True)
+        if tally.over_budget:
+            tr.write_line(
+                f"{len(tally.over_budget)} rollouts not started: they would cross max_usd (each "
+                f"process reserves a rollout's cost before it starts it){tally.over_budget[-1]}",
+                yellow=True,
+            )
         for name, reason in grouped(tally.lost):
             tr.write_line(f"no rollout from {name}: {reason}" if reason else name, red=True)
         if outcome.missing:

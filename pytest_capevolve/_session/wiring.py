@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from .._engine.remote import RemoteWorkers, check_gateways, worker_target
+from .._engine.budget_share import Headroom, share_for
+from .._engine.remote import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._engine.sandbox import isolated
 from .._items.nodes import CONTEXT_KEY, EvalContext
@@ -78,6 +79,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             plan.pool_digest = _pool_digest(pool)  # what every worker's tasks() must give too
             if not plan.owed_keys():
                 _without_workers(config)
+            if plan.budget is not None:  # the ceilings' headroom is split between the workers
+                plan.budget["workers"] = gateway_count(config)
     except TestSealError as exc:
         raise pytest.UsageError(f"TestSealError: {exc}") from None
     except (
@@ -97,6 +100,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             f"{len(plan.task_ids)} planned of the controller's): tasks() must return the same "
             "tasks in every process (seed what it draws); nothing was paid on this worker"
         )
+    context.budget = share_for(Headroom.from_wire(plan.budget))
     if workerinput is not None and plan.live:
         context.watch = ControllerWatch(spec.project_dir / RUNS_DIR / plan.run_id, plan.live)
     config.stash[CONTEXT_KEY] = context

@@ -31,7 +31,7 @@ from .._project.spec import Spec
 from .._store.index import IndexDamaged
 from .._store.rundir import RunDir
 
-QUIET_EVENTS = frozenset({"session_started", "session_finished"})  # nothing a page shows
+QUIET_EVENTS = frozenset({"session_started", "session_finished", "session_load"})  # nothing a page shows
 
 
 def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:

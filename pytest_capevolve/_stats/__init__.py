@@ -23,7 +23,14 @@ from .core import (
     task_stderrs,
     variance_components,
 )
-from .exact_mean import exact_mean, exact_mean_delta, exact_spread, exact_task_deltas, exceeds
+from .exact_mean import (
+    exact_mean,
+    exact_mean_delta,
+    exact_spread,
+    exact_task_deltas,
+    exceeds,
+    exceeds_k_se,
+)
 from .intervals import (
     ANALYTIC_CI_MIN_TASKS,
     BCA,
@@ -71,6 +78,7 @@ __all__ = [
     "exact_mean_delta",
     "exact_spread",
     "exact_task_deltas",
+    "exceeds_k_se",
     "exceeds",
     "integer_deltas",
     "integer_deltas_of",

@@ -99,3 +99,22 @@ def exact_spread(null_deltas: Sequence[float | Fraction | str]) -> Fraction | No
 def exceeds(delta: Fraction | None, spread: Fraction | None) -> bool:
     """Does Δ̄ exceed the null floor? Decided on fractions: an exact tie never exceeds."""
     return spread is None or (delta is not None and delta > spread)
+
+
+def exceeds_k_se(deltas: Sequence[Fraction], k: Fraction) -> bool | None:
+    """cap-evolve's paired rule Δ̄ > k·SE(d), decided on fractions: SE = s/√n with s² the
+    sample variance of the deltas, so (k ≥ 0) Δ̄ > k·SE iff Δ̄ > 0 and Δ̄²·n > k²·s² — no
+    square root, no rounding. None when SE is 0 or undefined (n < 2, or every delta equal):
+    the rule cannot tell noise from signal and its caller falls back to Δ̄ > 0.
+
+    Why: a one-task gain (one d_t = g, the others 0) has Δ̄ = g/n and SE = g/n exactly, so at
+    k = 1 it is a tie, which "strictly greater" rejects; in floats it was accepted at n = 10,
+    11, 20, 30, 40 and rejected at n = 12, on the last bit (cap-evolve's issue #351)."""
+    n = len(deltas)
+    if n < 2:
+        return None
+    mean = sum(deltas, Fraction(0)) / n
+    variance = sum(((d - mean) ** 2 for d in deltas), Fraction(0)) / (n - 1)
+    if variance == 0:
+        return None
+    return mean > 0 and mean * mean * n > k * k * variance

@@ -160,3 +160,40 @@ def owner_alive(claim: dict[str, object]) -> bool:
     started = claim.get("started")
     now = process_start(pid)
     return not (isinstance(started, int) and now is not None and now != started)
+
+
+def live_sessions(runs_dir: Path, mine: Path | None = None) -> list[dict[str, object]]:
+    """The sessions paying rollouts right now in any run of the project (each holds its claim's
+    ``flock``; a dead one's lock is gone, so a stale file is never counted): run id, pid, host,
+    since, rollouts claimed. ``mine``: this session's own claim, left out. Deletes nothing."""
+    found: list[dict[str, object]] = []
+    for path in sorted(runs_dir.glob("*/claims/*.json")):
+        if mine is not None and path == mine:
+            continue
+        try:
+            handle = open(path, encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:  # held exclusively: a live session is paying
+                try:
+                    info = json.loads(handle.read())
+                except ValueError:
+                    info = {}
+                info = info if isinstance(info, dict) else {}
+                if not owner_alive(info):
+                    continue  # its owner died; something it left holds the lock
+                found.append(
+                    {
+                        "run_id": path.parent.parent.name,
+                        "pid": info.get("pid"),
+                        "host": info.get("host"),
+                        "since": info.get("since"),
+                        "rollouts": len(info.get("keys") or []),
+                    }
+                )
+                continue
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return found

@@ -107,6 +107,7 @@ def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
         sequential,
         overridden=overrides,
         harness_changed=harness_changed,
+        regression_rule=option.capevolve_regression_rule,
     )
 
 

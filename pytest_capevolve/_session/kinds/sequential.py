@@ -60,7 +60,9 @@ class SequentialGateSession(EvaluationSession):
         from ..._policy.verdicts import gate_config
         from ..gating import AlphaBudget
 
-        config = gate_config(self.spec, veto_regressions=self.gate.veto_regressions)
+        config = gate_config(
+            self.spec, veto_regressions=self.gate.veto_regressions, regression_rule=self.gate.regression_rule
+        )
         nulls, judged = self.sequential.verdicts(
             by_tag, config, self.planned.null_tags, interrupted=interrupted
         )

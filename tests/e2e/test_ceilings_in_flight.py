@@ -1,0 +1,52 @@
+"""max_usd is a ceiling under concurrency: each process reserves a rollout's cost before
+starting it, so a session ends at most one rollout per process above the cap, however many
+rollouts it keeps in flight (issue 26, item 3). max_metric_calls is exact before paying
+(tests/e2e/test_ceilings.py): a plan owes a known number of rollouts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+PRICEY = '''
+
+class PriceyAdapter(ToyCalcAdapter):
+    """A rollout costs $0.001, or ten times that for a prompt that says "expensive"."""
+
+    def run_target(self, task, ctx, *, seed):
+        rollout = super().run_target(task, ctx, seed=seed)
+        pricey = "expensive" in (Path(ctx) / "prompt.md").read_text()
+        rollout.cost_usd = 0.01 if pricey else 0.001
+        return rollout
+'''
+CAP = 0.15  # the seed's 60 rollouts cost $0.06; the candidate's 60 at the seed's rate, $0.06 more
+ONE_ROLLOUT = 0.01  # the candidate's, ten times the rate measured
+
+
+def _pricey_project(example, projects):
+    project = example("toy_calc")
+    projects.add_adapter(project, PRICEY, "adapter.py:PriceyAdapter")
+    projects.edit_spec(project, "num_trials: 1", f"num_trials: 5\nmax_usd: {CAP}")
+    pricey = project / "candidates" / "pricey"
+    pricey.mkdir()
+    (pricey / "prompt.md").write_text((project / "capability" / "prompt.md").read_text() + "Be expensive.\n")
+    return project
+
+
+@pytest.mark.parametrize(
+    "workers", [pytest.param([], id="one-process"), pytest.param(["-n", "2"], id="xdist-2")]
+)
+def test_a_ten_times_dearer_candidate_ends_within_one_rollout_per_worker_of_max_usd(
+    example, projects, capevolve, workers
+) -> None:
+    project = _pricey_project(example, projects)
+    assert capevolve(project).ret == 0  # the seed: 60 rollouts at $0.001, the rate measured
+    state = json.loads((projects.run_dir(project) / "state.json").read_text())
+    assert state["spent"]["usd"] == pytest.approx(0.06)
+    result = capevolve(project, "pricey", extra=[*workers, "--capevolve-concurrency", "8"])
+    spent = json.loads((projects.run_dir(project) / "state.json").read_text())["spent"]
+    processes = 2 if workers else 1
+    assert spent["usd"] <= CAP + processes * ONE_ROLLOUT + 1e-9, (spent, result.outlines[-30:])
+    assert spent["usd"] >= CAP - processes * ONE_ROLLOUT - 1e-9  # it paid up to the cap, not nothing
+    result.stdout.fnmatch_lines(["*rollouts not started: they would cross max_usd*"])
