@@ -184,3 +184,85 @@ def test_the_capability_files_read_what_is_there(tmp_path):
         inspect_task.solver_params(tmp_path)
     with pytest.raises(AdapterError, match="no other.md"):
         inspect_task.system_prompt(tmp_path, "other.md")
+
+
+def _grading_adapter(tmp_path: Path, scorer, seen: list):
+    """The example's task with a model-graded scorer, graded by a stand-in judge (inspect's mock
+    model) that records the seed of every generate config it gets and grades by that seed."""
+    from inspect_ai import Task as InspectTask
+    from inspect_ai.model import ModelOutput, ModelUsage
+
+    (tmp_path / "capability").mkdir()
+    (tmp_path / "capability" / "system_prompt.md").write_text("Reply with only the final answer.")
+
+    def judge(messages, tools, tool_choice, config):
+        seen.append(config.seed)
+        grade = "C" if config.seed is None or config.seed % 3 else "I"
+        output = ModelOutput.from_content(model="mockllm/model", content=f"GRADE: {grade}")
+        output.usage = ModelUsage(input_tokens=1, output_tokens=2, total_tokens=3)
+        return output
+
+    def factory(capability: Path):
+        made = example.arithmetic(capability)
+        return InspectTask(dataset=made.dataset, solver=made.solver, scorer=scorer(), config=made.config)
+
+    class Graded(example.ArithmeticAdapter):
+        stochastic_score = True
+        grader = "mockllm/model"
+        grader_args = {"custom_outputs": judge}
+
+    return Graded(tmp_path, factory=factory)
+
+
+def test_the_judge_seed_reaches_a_model_graded_scorers_grader(tmp_path):
+    """Each re-score j of a rollout at seed s reaches the grader's generate config as
+    s + 1000003·j: different per re-score, the same for the same seed (so the judge's share of
+    the variance is measured, not 0 % because every re-score repeated one unseeded draw)."""
+    from inspect_ai.scorer import model_graded_qa
+
+    from pytest_capevolve._engine.judging import score_rollout_async
+
+    seen: list = []
+    adapter = _grading_adapter(tmp_path, model_graded_qa, seen)
+    task = adapter.tasks("all")[0]
+    rollout = Rollout(task_id=task.id, output="42", trace={"messages": []})
+
+    def judged(seed):
+        return asyncio.run(score_rollout_async(adapter, task, rollout, seed=seed, rescores=3))
+
+    first = judged(7)
+    assert seen == [7, 7 + 1_000_003, 7 + 2 * 1_000_003] == first.judge["seeds"]
+    # the grades follow the seeds the judge saw (seed % 3 == 0 grades I): not one draw repeated
+    assert first.judge["rewards"] == [1.0 if s % 3 else 0.0 for s in seen]
+    again = judged(7)
+    assert seen[3:] == seen[:3] and again.judge == first.judge
+    judged(8)
+    assert seen[6:] == [8, 8 + 1_000_003, 8 + 2 * 1_000_003]
+    # nothing leaked into this context: no active model is left behind by score()
+    from inspect_ai.model._model import active_model
+
+    assert active_model() is None
+
+
+def test_a_stochastic_scorer_that_names_its_own_grader_is_refused(tmp_path):
+    """model_graded_qa(model=...) resolves its grader itself: the judge seed cannot reach it,
+    so a stochastic_score adapter whose scorer never called the bridge's grader is refused in
+    one line, never re-scored r times with one unseeded draw."""
+    from inspect_ai.model import ModelOutput, ModelUsage
+    from inspect_ai.scorer import model_graded_qa
+
+    def own(messages, tools, tool_choice, config):
+        output = ModelOutput.from_content(model="mockllm/model", content="GRADE: C")
+        output.usage = ModelUsage(input_tokens=1, output_tokens=2, total_tokens=3)
+        return output
+
+    from inspect_ai.model import get_model
+
+    named = get_model("mockllm/model", memoize=False, custom_outputs=own)
+    adapter = _grading_adapter(tmp_path, lambda: model_graded_qa(model=named), [])
+    task = adapter.tasks("all")[0]
+    rollout = Rollout(task_id=task.id, output="42", trace={"messages": []})
+    with pytest.raises(AdapterError, match="no scorer generated with the grader the bridge seeds"):
+        asyncio.run(adapter.score(task, rollout, seed=3))
+    # a deterministic call (no judge seed) is scored as before
+    assert asyncio.run(adapter.score(task, rollout)).reward == 1.0
