@@ -16,8 +16,11 @@ import numpy as np
 from .._engine.judging import declared_stochastic, judge_seed, score_rollout_now
 from .._project.adapter import AdapterError, Rollout, Task, check_reward
 from .._stats.judge_noise import arm_within, rescores_pay_more, split
+from .._store.evidence import index_records
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
+
+GATE_SPLIT = "val"  # the split every verdict is decided on (.verdicts, which imports this module)
 
 
 class JudgeNoiseRefusal(Exception):
@@ -107,41 +110,54 @@ def render(report: dict[str, Any]) -> list[str]:
     ).split("\n")
 
 
-def recorded_split(rundir: RunDir, tag: str, against: str) -> dict[str, Any]:
-    """``{"judge_noise": {...}}`` for a verdict file: the split of ``tag`` vs ``against`` on val
-    from the re-scores the records already carry (``judge.rewards``; nothing is re-scored), or
-    ``{}`` when fewer than two shared tasks have rollouts with at least two re-scores."""
-    per_arm: dict[str, dict[str, list[list[float]]]] = {tag: defaultdict(list), against: defaultdict(list)}
-    for record in rundir.rollouts.rollouts("val"):
-        rewards = (record.judge or {}).get("rewards") if isinstance(record.judge, dict) else None
-        if record.tag in per_arm and record.valid and isinstance(rewards, list) and len(rewards) >= 2:
-            per_arm[record.tag][record.task_id].append([float(r) for r in rewards])
-    tasks = sorted(set(per_arm[tag]) & set(per_arm[against]))
-    sizes = {len(s) for arm in per_arm.values() for t in tasks for s in arm[t]}
+RescoresByTag = dict[str, dict[tuple[str, int], list[float]]]
+
+
+def recorded_rescores(rundir: RunDir) -> RescoresByTag:
+    """tag → (task, trial within replicate block 0) → the r re-score rewards of each valid val
+    record that carries them (``judge.rewards``), read from the rollout files (the index holds
+    outcomes only). What :class:`.verdicts.Evidence` splits a verdict's Var(Δ̄) with."""
+    found: RescoresByTag = {}
+    for tag, arm in index_records(rundir.rollouts.rollouts(GATE_SPLIT)).items():
+        for cell, record in arm.items():
+            judge = record.judge if isinstance(record.judge, dict) else {}
+            rewards = judge.get("rewards")
+            if record.valid and isinstance(rewards, list) and len(rewards) >= 2:
+                found.setdefault(tag, {})[cell] = [float(r) for r in rewards]
+    return found
+
+
+PerTask = dict[str, list[list[float]]]  # task → its rollouts, each its r re-score rewards
+
+
+def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
+    """The ``judge_noise`` entry of a verdict from each side's re-scores per task (a list of
+    rollouts, each its r re-scores), over the tasks both sides have; ``{}`` when fewer than two
+    tasks are shared or the rollouts do not all have the same r."""
+    tasks = sorted(set(candidate) & set(best))
+    sizes = {len(s) for arm in (candidate, best) for t in tasks for s in arm[t]}
     if len(tasks) < 2 or len(sizes) != 1:
         return {}
     deltas, judge, within = [], [], []
     for t in tasks:
-        cand, best = np.array(per_arm[tag][t]), np.array(per_arm[against][t])
-        deltas.append(cand.mean() - best.mean())
-        (jc, wc), (jb, wb) = arm_within(cand), arm_within(best)
+        cand, base = np.array(candidate[t]), np.array(best[t])
+        deltas.append(cand.mean() - base.mean())
+        (jc, wc), (jb, wb) = arm_within(cand), arm_within(base)
         judge.append(jc + jb)
         within.append(wc + wb)
     result = split(np.array(deltas), np.array(judge), np.array(within), sizes.pop())
     return {
-        "judge_noise": {
-            "rescores": result.rescores,
-            "n_tasks": result.n_tasks,
-            "var_total": result.var_total,
-            "var_judge": result.var_judge,
-            "var_agent": result.var_agent,
-            "judge_share": result.judge_share,
-            "agent_share": result.agent_share,
-            "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
-            "advice": (
-                "judge noise dominates: more re-scores (judge_rescores) buy more than more trials"
-                if rescores_pay_more(result)
-                else "agent noise dominates: more trials or tasks buy more than more re-scores"
-            ),
-        }
+        "rescores": result.rescores,
+        "n_tasks": result.n_tasks,
+        "var_total": result.var_total,
+        "var_judge": result.var_judge,
+        "var_agent": result.var_agent,
+        "judge_share": result.judge_share,
+        "agent_share": result.agent_share,
+        "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
+        "advice": (
+            "judge noise dominates: more re-scores (judge_rescores) buy more than more trials"
+            if rescores_pay_more(result)
+            else "agent noise dominates: more trials or tasks buy more than more re-scores"
+        ),
     }

@@ -66,3 +66,30 @@ def test_judge_noise_refuses_a_deterministic_scorer_in_one_line(example, capevol
     assert main(["judge-noise", "careful", "--project", str(project)]) != 0
     out = capsys.readouterr()
     assert "stochastic_score = True" in out.out + out.err and (out.out + out.err).count("\n") <= 2
+
+
+def test_every_verdict_carries_the_split_not_only_a_plain_gate_sessions(example, projects, capevolve, capsys):
+    """A sequential gate's verdict and ``capevolve gate``'s re-derivation carry ``judge_noise``
+    as a plain gate session's does, computed over the cells that verdict compared (its n tasks),
+    because every verdict is made by ``Evidence.of_run`` (grow's too: see the unit test)."""
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 2\njudge_rescores: 3")
+    result = capevolve(
+        project,
+        "careful",
+        gate=True,
+        extra=["--capevolve-sequential", "--capevolve-null", "0", "--capevolve-commit", "none"],
+    )
+    assert result.ret in (0, 10), result.stdout.str()
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
+    assert "sequential" in verdict["details"]
+    split = verdict["judge_noise"]
+    assert split["rescores"] == 3 and split["n_tasks"] == verdict["n_tasks"]
+    assert split["var_total"] == pytest.approx(verdict["se"] ** 2)
+
+    capsys.readouterr()
+    assert main(["gate", "careful", "--project", str(project), "--json"]) in (0, 10)
+    again = json.loads(capsys.readouterr().out)
+    assert again["judge_noise"]["rescores"] == 3 and again["judge_noise"]["n_tasks"] == again["n_tasks"]
+    assert again["judge_noise"]["var_total"] == pytest.approx(again["se"] ** 2)
