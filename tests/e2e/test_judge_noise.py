@@ -93,3 +93,28 @@ def test_every_verdict_carries_the_split_not_only_a_plain_gate_sessions(example,
     again = json.loads(capsys.readouterr().out)
     assert again["judge_noise"]["rescores"] == 3 and again["judge_noise"]["n_tasks"] == again["n_tasks"]
     assert again["judge_noise"]["var_total"] == pytest.approx(again["se"] ** 2)
+
+
+def test_judge_rescores_is_frozen_with_the_run(example, projects, capevolve):
+    """A run's records average r re-scores each: a later session with another r (edited in the
+    spec, or dropped back to the default) is refused in one line before it pays, never mixing
+    r = 3 means with r = 5 ones in one gate."""
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\njudge_rescores: 3")
+    assert capevolve(project, "careful").ret == 0
+    paid = sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json"))
+
+    projects.edit_spec(project, "judge_rescores: 3", "judge_rescores: 5")
+    raised = capevolve(project, "careful", extra=["--capevolve-rerun"])
+    assert raised.ret == 4
+    lines = [line for line in raised.stderr.lines if "judge_rescores changed since run" in line]
+    assert len(lines) == 1 and "(was 3)" in lines[0] and "--capevolve-new-run" in lines[0]
+
+    projects.edit_spec(project, "judge_rescores: 5\n", "")  # back to the default, 1
+    dropped = capevolve(project, "careful", extra=["--capevolve-rerun"])
+    assert dropped.ret == 4
+    dropped.stderr.fnmatch_lines(["*judge_rescores changed since run*(was 3)*"])
+    assert sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json")) == paid
+    # a new run is how another r is measured
+    assert capevolve(project, "careful", extra=["--capevolve-new-run"]).ret == 0
