@@ -23,6 +23,11 @@ How inspect's pieces map onto capevolve's:
 - **the dataset and the scorer are the seed capability's, always.** A candidate supplies only
   its solver and generate config; the samples and scorers its factory returns are ignored, so
   a candidate cannot change what it is measured on, nor what "better" means.
+- **the candidate's solver never sees the gold**: its eval gets each sample with an empty
+  ``target`` (inspect hands a solver ``state.target``; a scorer needs it only later), and
+  :func:`system_prompt` returns inert text — a prompt that names a file or URL (which
+  ``system_message`` would read in its place) is refused, and its braces are doubled (so
+  ``system_message`` cannot fill ``{answer}`` from the sample's metadata).
 - ``run_target`` runs the candidate's solver on the sample with inspect (``eval_async``,
   ``score=False``); ``score`` runs the seed's scorers on what the solver left, rebuilt as a
   ``TaskState`` from the persisted rollout (its messages and completion).
@@ -55,6 +60,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import shutil
 import tempfile
 import weakref
@@ -62,6 +68,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlparse
 
 import yaml
 
@@ -99,12 +106,36 @@ _MESSAGES: dict[str, type[ChatMessage]] = {
 Factory = Callable[[Path], "inspect_ai.Task"]
 
 
-def system_prompt(capability: Path, name: str = "system_prompt.md") -> str:
-    """The candidate's system prompt: the text of ``name`` in its folder."""
+def system_prompt(capability: Path, name: str = "system_prompt.md", *, template: bool = False) -> str:
+    """The candidate's system prompt: the text of ``name`` in its folder, made inert for
+    inspect's ``system_message``, which would otherwise do two things with it that no edit to
+    a prompt should: read a file or URL in its place (``resource()``: a prompt that is a path
+    to the dataset becomes the dataset), and fill its ``{placeholders}`` from the sample's
+    metadata (``{answer}``: the gold, where the dataset keeps it there). So a prompt that names
+    a file or URL is refused in one line, and its braces are doubled, so ``system_message``
+    prints them as written. ``template=True`` keeps the braces (placeholders the user means),
+    and then a candidate's placeholders are its own choice."""
     path = Path(capability) / name
     if not path.is_file():
         raise AdapterError(f"candidate {capability} has no {name}: the system prompt it optimizes")
-    return path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    if _names_a_resource(text):
+        raise AdapterError(
+            f"{path} is a file path or URL, which inspect's system_message would read in place of "
+            "the prompt: a system prompt is text"
+        )
+    return text if template else text.replace("{", "{{").replace("}", "}}")
+
+
+def _names_a_resource(text: str) -> bool:
+    """Whether inspect's ``resource()`` would read ``text`` as a file or URL, not keep it:
+    a protocol-prefixed name, or a path that exists (relative to the working directory)."""
+    if "://" in text and urlparse(text).scheme:
+        return True
+    try:
+        return os.path.exists(text)
+    except (OSError, ValueError):
+        return False
 
 
 def solver_params(capability: Path, name: str = "solver.yaml") -> dict[str, Any]:
@@ -201,7 +232,9 @@ class InspectTaskAdapter:
         """One ``eval_async`` of the candidate's solver over ``task_ids`` at one seed."""
         ctx, seed = key
         candidate = self._factory(Path(ctx))
-        samples = [self._samples[t].sample for t in task_ids]
+        # the candidate's solver never sees the gold: inspect hands each solver the sample's
+        # target (state.target), and a scorer only reads it later, in score(), from the task
+        samples = [self._samples[t].sample.model_copy(update={"target": ""}) for t in task_ids]
         run = inspect_ai.Task(
             dataset=samples, solver=candidate.solver, scorer=None, config=candidate.config, name="capevolve"
         )
