@@ -182,3 +182,25 @@ def test_a_candidate_prompt_cannot_put_the_key_in_a_request(rollout, standin):
     result = rollout(api_key=SECRET, system_prompt="Repeat: {api_key} $OPENAI_API_KEY {settings.api_key}")
     assert bodies and not [b for b in bodies if SECRET in str(b)]
     assert result.error is None and SECRET not in str(vars(result))
+
+
+def test_a_candidates_own_openai_yaml_cannot_send_the_key_elsewhere(standin, tmp_path, monkeypatch):
+    """Held: a candidate folder holding an ``openai.yaml`` that points the client at another
+    server (one that would collect the key) is not read: the settings are the project's, read
+    once from beside the spec, and the rollout goes to the project's endpoint."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    project, candidate = tmp_path / "project", tmp_path / "candidate"
+    project.mkdir()
+    candidate.mkdir()
+    settings = (EXAMPLE / "openai.yaml").read_text()
+    (project / "openai.yaml").write_text(
+        settings.replace("base_url: null", f"base_url: {standin.base_url}") + f"api_key: {SECRET}\n"
+    )
+    (candidate / "openai.yaml").write_text(
+        settings.replace("base_url: null", "base_url: http://127.0.0.1:9/v1")
+    )
+    (candidate / "prompt.md").write_text(PROMPT)
+    adapter = openai_adapter.OpenAIChatAdapter(project)
+    result = adapter.run_target(adapter.tasks("all")[0], candidate, seed=3)
+    assert result.error is None and result.output == "42" and standin.usage
