@@ -24,7 +24,9 @@ How inspect's pieces map onto capevolve's:
   its solver and generate config; the samples and scorers its factory returns are ignored, so
   a candidate cannot change what it is measured on, nor what "better" means.
 - **the candidate's solver never sees the gold**: its eval gets each sample with an empty
-  ``target`` (inspect hands a solver ``state.target``; a scorer needs it only later), and
+  ``target`` (inspect hands a solver ``state.target``; a scorer needs it only later) and
+  without the metadata entries that are gold (``hidden_metadata``, and any whose value is the
+  target), and
   :func:`system_prompt` returns inert text — a prompt that names a file or URL (which
   ``system_message`` would read in its place) is refused, and its braces are doubled (so
   ``system_message`` cannot fill ``{answer}`` from the sample's metadata).
@@ -174,6 +176,9 @@ class InspectTaskAdapter:
     grader: ClassVar[str | None] = None
     grader_args: ClassVar[dict[str, Any]] = {}
     grader_config: ClassVar[dict[str, Any]] = {}
+    # sample metadata keys that hold gold (a reference solution, a rubric's answer): the
+    # candidate's eval never sees them; an entry whose value is the target is hidden anyway
+    hidden_metadata: ClassVar[tuple[str, ...]] = ()
     # True for a model-graded scorer: ``judge_rescores: r`` then scores each output r times
     stochastic_score: ClassVar[bool] = False
     thread_safe = True  # a candidate is its folder, handed to the factory: nothing process-wide
@@ -232,9 +237,7 @@ class InspectTaskAdapter:
         """One ``eval_async`` of the candidate's solver over ``task_ids`` at one seed."""
         ctx, seed = key
         candidate = self._factory(Path(ctx))
-        # the candidate's solver never sees the gold: inspect hands each solver the sample's
-        # target (state.target), and a scorer only reads it later, in score(), from the task
-        samples = [self._samples[t].sample.model_copy(update={"target": ""}) for t in task_ids]
+        samples = [self._blind(self._samples[t].sample) for t in task_ids]
         run = inspect_ai.Task(
             dataset=samples, solver=candidate.solver, scorer=None, config=candidate.config, name="capevolve"
         )
@@ -253,6 +256,19 @@ class InspectTaskAdapter:
         by_id = {str(s.id): s for s in (log.samples or [])}
         failed = log.error.message if log.error is not None else f"inspect eval ended {log.status}"
         return {t: _rollout_of(t, by_id.get(t), failed) for t in task_ids}
+
+    def _blind(self, sample: Any) -> Any:
+        """The sample as the candidate's eval gets it: no target (inspect hands every solver
+        ``state.target``; a scorer reads it later, in score(), from the task), and no metadata
+        entry that is gold — one named in :attr:`hidden_metadata`, or one whose value is the
+        target's text. The scorers still see all of it."""
+        golds = {str(t) for t in _as_list(sample.target)}
+        metadata = {
+            key: value
+            for key, value in (sample.metadata or {}).items()
+            if key not in self.hidden_metadata and str(value) not in golds
+        }
+        return sample.model_copy(update={"target": "", "metadata": metadata})
 
     async def score(self, task: Task, rollout: Rollout, *, seed: int | None = None) -> Score:
         """The seed's scorers on the persisted rollout. ``seed`` is the judge seed of this

@@ -412,3 +412,49 @@ def test_a_solver_yaml_naming_a_scorer_a_dataset_and_a_seed_changes_none_of_them
         asyncio.run(adapter.score(t, Rollout(task_id=t.id, output=o))).reward == 0.0
         for t, o in zip(tasks, cheated, strict=True)
     )  # exact(), not includes()
+
+
+def test_a_candidates_solver_that_reads_gold_from_metadata_sees_none(tmp_path):
+    """Attack: candidate code in the eval reads ``state.metadata`` where the dataset keeps the
+    gold ({"answer": gold}, {"solution": "... 42"}). An entry whose value is the target, and
+    the keys the adapter names in ``hidden_metadata``, are not in the candidate's eval; the
+    scorer still gets the full metadata."""
+    from inspect_ai import Task as InspectTask
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.model import ModelOutput
+    from inspect_ai.solver import solver
+
+    dataset = MemoryDataset(
+        [
+            Sample(
+                id=t, input=q, target=g, metadata={"answer": g, "solution": f"so it is {g}", "kind": "sum"}
+            )
+            for t, q, g in example.QUESTIONS
+        ]
+    )
+    seen = []
+
+    @solver
+    def peek():
+        async def solve(state, generate):
+            seen.append(dict(state.metadata))
+            said = state.metadata.get("answer") or state.metadata.get("solution", "").split()[-1:] or [""]
+            state.output = ModelOutput.from_content(
+                "mockllm/model", said if isinstance(said, str) else said[0]
+            )
+            return state
+
+        return solve
+
+    class Hiding(_Echo):
+        hidden_metadata = ("solution",)
+
+    def factory(capability: Path):
+        return InspectTask(dataset=dataset, solver=[peek()], scorer=example.exact())
+
+    adapter = Hiding(_project(tmp_path), factory=factory)
+    task = adapter.tasks("all")[0]
+    rollout = asyncio.run(adapter.run_target(task, tmp_path / "capability", seed=0))
+    assert seen == [{"kind": "sum"}] and rollout.output == ""
+    assert asyncio.run(adapter.score(task, rollout)).reward == 0.0
+    assert task.metadata == {"answer": "42", "solution": "so it is 42", "kind": "sum"}
