@@ -28,7 +28,7 @@ from .._project.spec import Spec
 from .._store import evidence
 from .._store.evidence import ByTag
 from .._store.rundir import RunDir
-from .judge_noise import GATE_SPLIT, PerTask, RescoresByTag, recorded_rescores, split_entry
+from .judge_noise import GATE_SPLIT, EditedRescores, PerTask, RescoresByTag, recorded_rescores, split_entry
 
 
 def gate_config(
@@ -80,6 +80,7 @@ class Evidence:
         self._cells: dict[str, evidence.Cells] = {}
         self._read_rescores = rescores
         self._rescores: RescoresByTag | None = None
+        self._refused = ""
 
     @classmethod
     def of_run(
@@ -141,7 +142,13 @@ class Evidence:
         if self._read_rescores is None:
             return {}
         if self._rescores is None:
-            self._rescores = self._read_rescores()
+            try:
+                self._rescores = self._read_rescores()
+            except EditedRescores as exc:  # said on every verdict, never split on
+                self._refused = str(exc)
+                self._rescores = {}
+        if self._refused:
+            return {"refused": self._refused}
         scores = (self._rescores.get(tag, {}), self._rescores.get(against, {}))
         arms = (self.by_tag.get(tag, {}), self.by_tag.get(against, {}))
         wanted = set(self.task_ids)

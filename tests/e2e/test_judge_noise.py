@@ -118,3 +118,37 @@ def test_judge_rescores_is_frozen_with_the_run(example, projects, capevolve):
     assert sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json")) == paid
     # a new run is how another r is measured
     assert capevolve(project, "careful", extra=["--capevolve-new-run"]).ret == 0
+
+
+def test_re_scores_edited_to_the_same_mean_are_refused_not_split(example, projects, capevolve, capsys):
+    """Attack: a record's re-scores rewritten to keep their mean ([1, 0, 0] → [1/3] × 3): the
+    reward — all a file read back was held to — is unchanged, and the judge would look
+    noiseless. Each file whose re-scores are read is held to its event's sha256: the verdict
+    says the split is refused, naming the file, and gives none."""
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 2\njudge_rescores: 3")
+    assert capevolve(project, "careful", extra=["--capevolve-commit", "none"]).ret == 0
+    run = projects.run_dir(project)
+    capsys.readouterr()
+    main(["gate", "careful", "--project", str(project), "--json"])
+    assert "judge_share" in json.loads(capsys.readouterr().out)["judge_noise"]
+    for path in sorted((run / "rollouts" / "val").glob("*__careful__t*.json")):
+        record = json.loads(path.read_text())
+        if 0 < record["reward"] < 1:
+            record["judge"]["rewards"] = [record["reward"]] * 3
+            path.write_text(json.dumps(record, sort_keys=True) + "\n")
+            break
+    else:
+        pytest.fail("no record with a split judge to edit")
+    main(["gate", "careful", "--project", str(project), "--json"])
+    refused = json.loads(capsys.readouterr().out)["judge_noise"]
+    assert refused == {
+        "refused": f"{path.name}: its judge re-scores are not what its rollout event "
+        "recorded (sha256): edited after it was written, so no judge/agent split is given"
+    }
+    # capevolve judge-noise re-scores the outputs: an edited file is refused there too, in one line
+    assert main(["judge-noise", "careful", "--project", str(project)]) != 0
+    out = capsys.readouterr()
+    said = [line for line in (out.out + out.err).splitlines() if path.name in line]
+    assert len(said) == 1 and "it is not re-scored" in said[0]
