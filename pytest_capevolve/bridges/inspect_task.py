@@ -26,8 +26,7 @@ How inspect's pieces map onto capevolve's:
 - **the candidate's solver never sees the gold**: its eval gets each sample with an empty
   ``target`` (inspect hands a solver ``state.target``; a scorer needs it only later) and
   without the metadata entries that are gold (``hidden_metadata``, and any whose value is the
-  target), and
-  :func:`system_prompt` returns inert text — a prompt that names a file or URL (which
+  target); :func:`system_prompt` returns inert text — a prompt that names a file or URL (which
   ``system_message`` would read in its place) is refused, and its braces are doubled (so
   ``system_message`` cannot fill ``{answer}`` from the sample's metadata).
 - ``run_target`` runs the candidate's solver on the sample with inspect (``eval_async``,
