@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .._engine.judging import wrong_rescores
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
 from .._project.blocks import first_trial
 from .._project.spec import Spec
@@ -129,8 +130,7 @@ class Persistence:
             return (yield)
         if report.when != "call":  # the teardown report carries the call's record again
             return (yield)
-        record = decode_record(text, report)
-        self._persist(record, text)
+        record = self._persist(decode_record(text, report), text)
         if record.infra_error:
             self.tally.infra.append((report.nodeid, record.infra_error))
         result = yield
@@ -138,12 +138,17 @@ class Persistence:
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
         return result
 
-    def _persist(self, record: RolloutRecord, text: str) -> None:
+    def _persist(self, record: RolloutRecord, text: str | None) -> RolloutRecord:
+        wrong = wrong_rescores(record.judge, record.valid, self.spec.judge_rescores)
+        if wrong is not None:  # measured, but not as the run measures: missing data, never a reward
+            record = replace(record, reward=None, passed=None, judge=None, infra_error=wrong)
+            text = None
         self.rundir.rollouts.record_rollout(record, text)
         self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
         cap = self.spec.max_usd
         if cap is not None and (usd := self.rundir.state.read_state()["spent"]["usd"]) > cap:
             self._stop(f"budget max_usd={cap} spent ({usd:.4f} USD)")
+        return record
 
     def _stop(self, reason: str) -> None:
         if self._session is not None:

@@ -5,6 +5,7 @@ flips one verdict in five at its seed, re-scored three times per rollout; then
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -152,3 +153,20 @@ def test_re_scores_edited_to_the_same_mean_are_refused_not_split(example, projec
     out = capsys.readouterr()
     said = [line for line in (out.out + out.err).splitlines() if path.name in line]
     assert len(said) == 1 and "it is not re-scored" in said[0]
+
+
+def test_a_worker_whose_spec_re_scores_otherwise_is_refused(pytester, example, projects, capevolve):
+    """Attack: a remote-style worker's copy of the project says ``judge_rescores: 5`` where the
+    controller's run is frozen at 3. Its records would average 5 re-scores beside the
+    controller's 3; each is an infra error saying why (missing data), never a reward."""
+    project = example("toy_calc", dest="origin/toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\njudge_rescores: 3")
+    copy = pytester.path / "remote" / "toy_calc"
+    shutil.copytree(project, copy)
+    projects.edit_spec(copy, "judge_rescores: 3", "judge_rescores: 5")
+    result = capevolve(project, "careful", extra=["--tx", f"1*popen//chdir={copy}", "-d"])
+    records = projects.rollout_records(project)
+    assert records and not [r for r in records.values() if r.get("judge") and len(r["judge"]["rewards"]) != 3]
+    assert all(r["reward"] is None and "judge_rescores" in r["infra_error"] for r in records.values())
+    assert result.ret == 12, result.stdout.str()
