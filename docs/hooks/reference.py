@@ -53,7 +53,7 @@ SPEC_MEANINGS = {
     "gate_alpha_schedule": "how α is spent across a run's gate decisions on one val split: `constant` (one-shot gating), `basel` or `lord` (what `hill-climb` and the agent hand-off use unless the spec names one)",
     "screen_alpha": "a subset screen kills on proven harm at this one-sided p",
     "grow_max_looks": "looks a decision may take (1 = no growth; 2 or 3: the first gate keeps half of α for the grows)",
-    "judge_rescores": "times each output is scored by a scorer the adapter declares stochastic (an LLM judge); the reward is their mean",
+    "judge_rescores": "times each output is scored by a scorer the adapter declares stochastic (an LLM judge); the reward is their mean; frozen with the run",
     "leak_guard_min_length": "shortest val/test gold answer (and all-letter or all-digit id) the leak guard looks for in what a candidate adds; ids mixing letters and digits count at any length (`false`: off)",
     "harness_files": "globs of data and config files the harness lock holds besides the adapter's code (`default`: gold, answers, `tasks/`, `data/`)",
 }

@@ -135,7 +135,20 @@ def read_reply(completion: Any) -> Reply:
 
 
 def explain(exc: Exception, settings: Settings) -> str:
-    """One line for what the client raised, with the server's own message when it sent one."""
+    """One line for what the client raised, with the server's own message when it sent one
+    (the key redacted from it: an endpoint that rejects a key may echo it back)."""
+    return redacted(_explained(exc, settings), settings)
+
+
+def redacted(text: str, settings: Settings) -> str:
+    """``text`` without the API key in it. A key shorter than 8 characters is a placeholder
+    (``"unset"``, a test's ``"k"``), not a secret, and is left alone: redacting it would
+    mangle every answer that holds the letter."""
+    key = settings.api_key
+    return text.replace(key, "[API key redacted]") if len(key) >= 8 else text
+
+
+def _explained(exc: Exception, settings: Settings) -> str:
     if isinstance(exc, openai.APIStatusError):
         body = exc.body
         said = body.get("message") if isinstance(body, dict) else None
@@ -158,7 +171,7 @@ def explain(exc: Exception, settings: Settings) -> str:
 def rollout_of(task: Task, reply: Reply, settings: Settings) -> Rollout:
     return Rollout(
         task_id=task.id,
-        output=reply.text,
+        output=redacted(reply.text, settings),  # a proxy that echoes its request writes no key
         cost_usd=settings.cost_usd(reply.usage),
         tokens=int(reply.usage.get("total_tokens") or 0),
         trace={"usage": reply.usage},

@@ -78,6 +78,9 @@ class StandIn:
         self.fault = fault
         self.model = model
         self.retry_after_ms: str | None = "1"  # the retry-after-ms every fault carries (None: none)
+        # the message a fault answer carries (None: "stand-in fault STATUS"); some endpoints and
+        # proxies echo the request's key in it ("Incorrect API key provided: sk-...")
+        self.fault_message: str | None = None
         self.usage: list[tuple[int, int]] = []
         self.statuses: list[int] = []
         self.attempts: dict[str, int] = {}
@@ -138,7 +141,8 @@ class StandIn:
             return self._reply(handler, 200, {"id": "chatcmpl-x", "object": "chat.completion", "choices": []})
         if status is not None:
             headers = {"retry-after-ms": self.retry_after_ms} if self.retry_after_ms is not None else {}
-            message = {"error": {"message": f"stand-in fault {status}", "type": "standin"}}
+            said = self.fault_message or f"stand-in fault {status}"
+            message = {"error": {"message": said, "type": "standin"}}
             return self._reply(handler, int(status), message, headers)
         text = answer(system, user, int(body.get("seed") or 0))
         prompt_tokens = count_tokens(system) + count_tokens(user)

@@ -78,9 +78,16 @@ class Verdict:
     details: dict[str, Any] = field(default_factory=dict)  # what a refusal was decided on
     verdict_stable: bool | None = None  # the same decision with any one task left out?
     directionally_positive_but_inconclusive: bool = False  # Δ̄ > 0, not accepted
+    # the judge's and the agent's shares of Var(Δ̄), for a run whose scorer is re-scored
+    # (judge_rescores > 1: _policy/judge_noise.py); absent from the dict when None, so other
+    # runs' verdict files are as they were
+    judge_noise: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["judge_noise"] is None:
+            del data["judge_noise"]
+        return data
 
 
 def refusal(

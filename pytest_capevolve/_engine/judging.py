@@ -50,6 +50,20 @@ def rescores_for(adapter: Any, judge_rescores: int) -> int:
     return judge_rescores
 
 
+def wrong_rescores(judge: Any, valid: bool, rescores: int) -> str | None:
+    """Why a record arriving on the controller was not scored as the run scores (None: it
+    was). A remote-style worker loads its own copy of the spec: one that says another
+    ``judge_rescores`` would average another number of re-scores than the run froze."""
+    got = len(judge.get("rewards") or []) if isinstance(judge, dict) else None
+    if (got is not None and got != rescores) or (got is None and valid and rescores > 1):
+        said = "no re-scores" if got is None else f"{got} re-score(s)"
+        return (
+            f"scored with {said} on its worker, but the run's judge_rescores is {rescores}: that "
+            "worker's copy of the spec differs; copy the project again"
+        )
+    return None
+
+
 def judge_seed(seed: int, j: int) -> int:
     return seed + JUDGE_SEED_STRIDE * j
 

@@ -8,6 +8,7 @@ for the gate (the gate reads the rewards the sessions recorded)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from typing import Any
 
@@ -15,9 +16,12 @@ import numpy as np
 
 from .._engine.judging import declared_stochastic, judge_seed, score_rollout_now
 from .._project.adapter import AdapterError, Rollout, Task, check_reward
+from .._project.blocks import local_trial
 from .._stats.judge_noise import arm_within, rescores_pay_more, split
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
+
+GATE_SPLIT = "val"  # the split every verdict is decided on (.verdicts, which imports this module)
 
 
 class JudgeNoiseRefusal(Exception):
@@ -48,11 +52,13 @@ def judge_noise(
     if rescores < 2:
         raise JudgeNoiseRefusal(f"--rescores {rescores}: the judge's variance needs at least 2")
     per_arm: dict[str, dict[str, list[list[float]]]] = {tag: defaultdict(list), against: defaultdict(list)}
+    held = _HeldToEvents(rundir)
     for record in rundir.rollouts.rollouts("val"):
         if record.tag in per_arm and record.valid:
             try:
+                held.check(record, "its output and trace are", "it is not re-scored")
                 per_arm[record.tag][record.task_id].append(_rescored(adapter, pool, record, rescores))
-            except AdapterError as exc:
+            except (AdapterError, EditedRescores) as exc:
                 raise JudgeNoiseRefusal(str(exc)) from None
     tasks = sorted(set(per_arm[tag]) & set(per_arm[against]))
     if len(tasks) < 2:
@@ -107,41 +113,90 @@ def render(report: dict[str, Any]) -> list[str]:
     ).split("\n")
 
 
-def recorded_split(rundir: RunDir, tag: str, against: str) -> dict[str, Any]:
-    """``{"judge_noise": {...}}`` for a verdict file: the split of ``tag`` vs ``against`` on val
-    from the re-scores the records already carry (``judge.rewards``; nothing is re-scored), or
-    ``{}`` when fewer than two shared tasks have rollouts with at least two re-scores."""
-    per_arm: dict[str, dict[str, list[list[float]]]] = {tag: defaultdict(list), against: defaultdict(list)}
-    for record in rundir.rollouts.rollouts("val"):
-        rewards = (record.judge or {}).get("rewards") if isinstance(record.judge, dict) else None
-        if record.tag in per_arm and record.valid and isinstance(rewards, list) and len(rewards) >= 2:
-            per_arm[record.tag][record.task_id].append([float(r) for r in rewards])
-    tasks = sorted(set(per_arm[tag]) & set(per_arm[against]))
-    sizes = {len(s) for arm in per_arm.values() for t in tasks for s in arm[t]}
+RescoresByTag = dict[str, dict[tuple[str, int], list[float]]]
+
+
+class EditedRescores(Exception):
+    """A record's re-scores are not the bytes its rollout event recorded: one line, naming it."""
+
+
+class _HeldToEvents:
+    """Rollout files held to the sha256 of the bytes their ``rollout`` event recorded. A file
+    read back is otherwise held only to its outcome (reward, infra error, cost); what the judge
+    reads — the output, the trace, the re-scores — is not part of it."""
+
+    def __init__(self, rundir: RunDir) -> None:
+        self.rundir = rundir
+        self.logged = {
+            (e.get("tag"), e.get("task_id"), e.get("trial")): e.get("sha256")
+            for e in rundir.log.of_kinds("rollout")
+            if e.get("split") == GATE_SPLIT
+        }
+
+    def check(self, record: RolloutRecord, what: str, so: str) -> None:
+        path = self.rundir.rollouts.rollout_path(GATE_SPLIT, record.task_id, record.tag, record.trial)
+        digest = self.logged.get((record.tag, record.task_id, record.trial))
+        if digest is not None and hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            raise EditedRescores(
+                f"{path.name}: {what} not what its rollout event recorded (sha256): edited after "
+                f"it was written, so {so}"
+            )
+
+
+def recorded_rescores(rundir: RunDir) -> RescoresByTag:
+    """tag → (task, trial within replicate block 0) → the r re-score rewards of each valid val
+    record that carries them (``judge.rewards``), read from the rollout files (the index holds
+    outcomes only). What :class:`.verdicts.Evidence` splits a verdict's Var(Δ̄) with.
+
+    A file read back is held to its event's outcome (reward, infra error, cost), which the
+    re-scores are not part of: ``[1, 0, 1, 0]`` rewritten ``[0.5] * 4`` keeps the mean and
+    makes the judge look noiseless. So each file whose re-scores are read is held to the
+    sha256 of the bytes its ``rollout`` event recorded; a mismatch raises
+    :class:`EditedRescores`, never a split."""
+    found: RescoresByTag = {}
+    held = _HeldToEvents(rundir)
+    for record in rundir.rollouts.rollouts(GATE_SPLIT):
+        judge = record.judge if isinstance(record.judge, dict) else {}
+        rewards = judge.get("rewards")
+        if not (record.valid and isinstance(rewards, list) and len(rewards) >= 2):
+            continue
+        held.check(record, "its judge re-scores are", "no judge/agent split is given")
+        cell = (record.task_id, local_trial(record.trial))  # block 0's: what rollouts() read
+        found.setdefault(record.tag, {})[cell] = [float(r) for r in rewards]
+    return found
+
+
+PerTask = dict[str, list[list[float]]]  # task → its rollouts, each its r re-score rewards
+
+
+def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
+    """The ``judge_noise`` entry of a verdict from each side's re-scores per task (a list of
+    rollouts, each its r re-scores), over the tasks both sides have; ``{}`` when fewer than two
+    tasks are shared or the rollouts do not all have the same r."""
+    tasks = sorted(set(candidate) & set(best))
+    sizes = {len(s) for arm in (candidate, best) for t in tasks for s in arm[t]}
     if len(tasks) < 2 or len(sizes) != 1:
         return {}
     deltas, judge, within = [], [], []
     for t in tasks:
-        cand, best = np.array(per_arm[tag][t]), np.array(per_arm[against][t])
-        deltas.append(cand.mean() - best.mean())
-        (jc, wc), (jb, wb) = arm_within(cand), arm_within(best)
+        cand, base = np.array(candidate[t]), np.array(best[t])
+        deltas.append(cand.mean() - base.mean())
+        (jc, wc), (jb, wb) = arm_within(cand), arm_within(base)
         judge.append(jc + jb)
         within.append(wc + wb)
     result = split(np.array(deltas), np.array(judge), np.array(within), sizes.pop())
     return {
-        "judge_noise": {
-            "rescores": result.rescores,
-            "n_tasks": result.n_tasks,
-            "var_total": result.var_total,
-            "var_judge": result.var_judge,
-            "var_agent": result.var_agent,
-            "judge_share": result.judge_share,
-            "agent_share": result.agent_share,
-            "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
-            "advice": (
-                "judge noise dominates: more re-scores (judge_rescores) buy more than more trials"
-                if rescores_pay_more(result)
-                else "agent noise dominates: more trials or tasks buy more than more re-scores"
-            ),
-        }
+        "rescores": result.rescores,
+        "n_tasks": result.n_tasks,
+        "var_total": result.var_total,
+        "var_judge": result.var_judge,
+        "var_agent": result.var_agent,
+        "judge_share": result.judge_share,
+        "agent_share": result.agent_share,
+        "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
+        "advice": (
+            "judge noise dominates: more re-scores (judge_rescores) buy more than more trials"
+            if rescores_pay_more(result)
+            else "agent noise dominates: more trials or tasks buy more than more re-scores"
+        ),
     }

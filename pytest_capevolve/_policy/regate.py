@@ -46,7 +46,7 @@ def val_evidence(
     """The run's val evidence, of ``tags`` only when given (from the index: no rollout file is
     read), at ``trials`` trials (default the spec's)."""
     by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT, tags))
-    return Evidence(by_tag, val_ids, trials or spec.num_trials, rundir.snapshots.snapshot_size)
+    return Evidence.of_run(spec, rundir, by_tag, val_ids, trials or spec.num_trials)
 
 
 def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verdict:

@@ -2,7 +2,14 @@
 
 Used by the gate session on the controller (after the run loop) and by ``capevolve gate``,
 so a verdict re-derived later from the same rollouts is the same verdict. Gates only on the
-val split: the gate never sees train or test. Reads no file: callers hand it the records.
+val split: the gate never sees train or test. Reads no file itself: callers hand it the records,
+and :meth:`Evidence.of_run` the run's two lazy readers (snapshot sizes, the judge's re-scores).
+
+Every verdict of a run whose scorer is re-scored (``judge_rescores`` > 1) carries the judge's
+and the agent's shares of its Var(Δ̄) (``judge_noise``), computed here, in :meth:`Evidence.judge`,
+over the very cells the gate compared: a gate session's, a grow's, a sequential gate's (early
+verdicts on the tasks seen), ``capevolve gate``'s re-derivation — one rule, wherever a verdict
+is made.
 """
 
 from __future__ import annotations
@@ -20,10 +27,10 @@ from .._decide.verdict import GateConfig, Verdict
 from .._project.spec import Spec
 from .._store import evidence
 from .._store.evidence import ByTag
+from .._store.rundir import RunDir
+from .judge_noise import GATE_SPLIT, EditedRescores, PerTask, RescoresByTag, recorded_rescores, split_entry
 from .stop_condition import parse as parse_stop_condition
 from .stop_terms import NO_REGRESS
-
-GATE_SPLIT = "val"
 
 
 def gate_config(
@@ -67,15 +74,35 @@ class Evidence:
     """One split's rollouts of a run, as matrices per tag (read once by the caller)."""
 
     def __init__(
-        self, by_tag: ByTag, task_ids: list[str], num_trials: int, size_of: Callable[[str], int]
+        self,
+        by_tag: ByTag,
+        task_ids: list[str],
+        num_trials: int,
+        size_of: Callable[[str], int],
+        rescores: Callable[[], RescoresByTag] | None = None,
     ) -> None:
-        """``size_of(tag)``: bytes of the tag's snapshot, asked only by ``simplicity_tiebreak``."""
+        """``size_of(tag)``: bytes of the tag's snapshot, asked only by ``simplicity_tiebreak``;
+        ``rescores()``: the recorded re-scores (None: the scorer is not re-scored), read once,
+        by the first verdict."""
         self.by_tag = by_tag
         self.task_ids = task_ids
         self.num_trials = num_trials
         self._size_of = size_of
         self._sizes: dict[str, int] = {}
         self._cells: dict[str, evidence.Cells] = {}
+        self._read_rescores = rescores
+        self._rescores: RescoresByTag | None = None
+        self._refused = ""
+
+    @classmethod
+    def of_run(
+        cls, spec: Spec, rundir: RunDir, by_tag: ByTag, task_ids: list[str], num_trials: int
+    ) -> Evidence:
+        """The evidence of a run's records, with the run's readers: how every verdict is made
+        (so none lacks what another carries). The re-scores are read only when the run's
+        scorer is re-scored (``judge_rescores`` is frozen with the run's spec lock)."""
+        rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
+        return cls(by_tag, task_ids, num_trials, rundir.snapshots.snapshot_size, rescores)
 
     def cells(self, tag: str) -> evidence.Cells:
         """The tag's records as arrays, laid out once (the best is read by every candidate)."""
@@ -104,7 +131,7 @@ class Evidence:
         candidate, best, _, infra_candidate, infra_best = evidence.shared_matrices(
             self.cells(tag), self.cells(against), self.num_trials
         )
-        return decide(
+        verdict = decide(
             candidate,
             best,
             tag=tag,
@@ -117,6 +144,36 @@ class Evidence:
             candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
             best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )
+        split = self.judge_noise(tag, against)
+        return replace(verdict, judge_noise=split) if split else verdict
+
+    def judge_noise(self, tag: str, against: str) -> dict[str, Any]:
+        """The split of Var(Δ̄) of ``tag`` against ``against`` from the re-scores of the cells
+        both have in this evidence (its tasks, its first ``num_trials`` trials); ``{}`` without
+        re-scores, or with fewer than two shared tasks."""
+        if self._read_rescores is None:
+            return {}
+        if self._rescores is None:
+            try:
+                self._rescores = self._read_rescores()
+            except EditedRescores as exc:  # said on every verdict, never split on
+                self._refused = str(exc)
+                self._rescores = {}
+        if self._refused:
+            return {"refused": self._refused}
+        scores = (self._rescores.get(tag, {}), self._rescores.get(against, {}))
+        arms = (self.by_tag.get(tag, {}), self.by_tag.get(against, {}))
+        wanted = set(self.task_ids)
+        shared = [
+            cell
+            for cell in arms[0].keys() & arms[1].keys() & scores[0].keys() & scores[1].keys()
+            if cell[0] in wanted and cell[1] < self.num_trials
+        ]
+        sides: tuple[PerTask, PerTask] = ({}, {})
+        for task_id, k in sorted(shared):
+            for side, score in zip(sides, scores, strict=True):
+                side.setdefault(task_id, []).append(score[(task_id, k)])
+        return split_entry(*sides)
 
 
 def null_deltas(verdicts: list[Verdict]) -> list[float | Fraction]:

@@ -39,6 +39,10 @@ FROZEN_KEYS = (
     "split_ids_file",
     "base_seed",
     "success_threshold",
+    # an LLM judge's re-scores per output: each record's reward is the mean of its r, so a run
+    # whose r moved would gate r = 3 means against r = 1 ones (different variances, a split
+    # over mixed r) — a new r is a new run
+    "judge_rescores",
 )
 
 
@@ -110,6 +114,14 @@ class Spec:
             key: rebase(value, old_project) if key in PATH_KEYS and isinstance(value, str) else value
             for key, value in lock.items()
         }
+
+    @staticmethod
+    def locked_value(lock: Mapping[str, Any], key: str) -> Any:
+        """``key``'s value in a lock: a key :meth:`to_lock` leaves out at its default (one added
+        later, so older locks stay as they were) is that default when absent."""
+        if key in lock or key not in _SILENT_DEFAULTS:
+            return lock.get(key)
+        return next(f.default for f in dataclasses.fields(Spec) if f.name == key)
 
     def to_lock(self) -> dict[str, Any]:
         """The resolved spec as plain data, for ``spec.lock.yaml``. Paths are stored relative to

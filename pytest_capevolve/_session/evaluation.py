@@ -215,7 +215,7 @@ class EvaluationSession:
         from .._show.explain import explain, plan_figures  # scipy: only when asked
 
         plan, best, nulls = self.planned.plan, self.planned.best, self.planned.null_tags
-        evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, self.rundir.snapshots.snapshot_size)
+        evidence = Evidence.of_run(self.spec, self.rundir, by_tag, plan.task_ids, plan.num_trials)
         figures = plan_figures(
             evidence.matrix(best),
             [evidence.matrix(tag) for tag in nulls],

@@ -24,7 +24,6 @@ from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused
 from .._policy.gate_settings import said, settings_of
 from .._policy.identity import REPEAT
-from .._policy.judge_noise import recorded_split
 from .._policy.resolution import out_of_reach
 from .._policy.verdicts import (
     Evidence,
@@ -65,7 +64,7 @@ def judge(
         regression_rule=gate.regression_rule,
         alpha=budget.config_alpha,
     )
-    evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshots.snapshot_size)
+    evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
 
@@ -95,7 +94,6 @@ class AlphaBudget:
     def __init__(self, spec: Spec, events: list[dict[str, Any]], siblings: int) -> None:
         self.schedule = spec.gate_alpha_schedule
         self.alpha = spec.gate_alpha
-        self.judge_rescores = spec.judge_rescores  # > 1: verdicts carry the judge's share
         self.decided = alpha_budget.decisions_so_far(events)
         self.accepts = alpha_budget.accepted_decisions(events)
         self.round = alpha_budget.round_alpha(
@@ -159,9 +157,8 @@ class AlphaBudget:
                 slot, fresh = self.slot(verdict)
             else:  # indecisive or undecided: no decision, no α spent
                 slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
-            judge = recorded_split(rundir, verdict.tag, verdict.against) if self.judge_rescores > 1 else {}
             hooks.write_verdict(
-                rundir, verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot, **judge)
+                rundir, verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
             )
             if fresh:
                 rundir.log.append_event(

@@ -274,7 +274,7 @@ class GrowSession:
         config = gate_config(
             spec, alpha=planned.decision_alpha, look=planned.look, veto_regressions=self.veto_regressions
         )
-        evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshots.snapshot_size)
+        evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
         nulls = [as_null(evidence.judge(t, planned.best, config)) for t in planned.null_tags]
         verdict = evidence.judge(planned.tag, planned.best, config, null_deltas(nulls) or None)
         record = looks_record(planned.decision_alpha, planned.look, spec.grow_max_looks)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
+from .._engine.judging import wrong_rescores
 from .._engine.remote import gateway_count
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
 from .._policy.gate_load import LOAD_EVENT, load_event
@@ -175,7 +176,7 @@ class Persistence:
         if self.unwritable is not None:  # stopped: what still arrives cannot be recorded
             return (yield)
         try:
-            self._persist(record, text)
+            record = self._persist(record, text)
         except OSError as exc:  # a full disk, a read-only run dir: stop, once, in one line
             self.unwritable = exc
             self.stop_workers()
@@ -188,7 +189,11 @@ class Persistence:
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
         return result
 
-    def _persist(self, record: RolloutRecord, text: str) -> None:
+    def _persist(self, record: RolloutRecord, text: str | None) -> RolloutRecord:
+        wrong = wrong_rescores(record.judge, record.valid, self.spec.judge_rescores)
+        if wrong is not None:  # measured, but not as the run measures: missing data, never a reward
+            record = replace(record, reward=None, passed=None, judge=None, infra_error=wrong)
+            text = None
         self.rundir.rollouts.record_rollout(record, text)
         self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
         cap = self.spec.max_usd
@@ -197,6 +202,7 @@ class Persistence:
             # (:mod:`.._engine.budget_share`); workers start nothing more once it is crossed
             self._stop(f"budget max_usd={cap} spent ({usd:.4f} USD)")
             self.stop_workers()
+        return record
 
     def _stop(self, reason: str) -> None:
         if self._session is not None:

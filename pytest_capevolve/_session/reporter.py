@@ -244,7 +244,9 @@ class CapevolveReporter:
         """One line per verdict whose file carries the judge's share (``judge_rescores`` > 1)."""
         for verdict in outcome.verdicts:
             split = (self.rundir.verdicts.verdict(verdict.tag) or {}).get("judge_noise")
-            if isinstance(split, dict):
+            if isinstance(split, dict) and "refused" in split:
+                tr.write_line(f"{verdict.tag}: judge noise refused: {split['refused']}", yellow=True)
+            elif isinstance(split, dict):
                 tr.write_line(
                     f"{verdict.tag}: Var(Δ̄) is {split['judge_share']:.0%} the judge's, "
                     f"{split['agent_share']:.0%} the agent's ({split['rescores']} re-scores); "

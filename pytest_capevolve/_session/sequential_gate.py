@@ -183,13 +183,13 @@ class SequentialGate:
             level = seqgate.config_at(config, decision.alpha.alpha)
             if decision.decided or interrupted:
                 seen = self.prefix(tag, decision.state.tasks)
-                evidence = Evidence(by_tag, seen, self.plan.num_trials, self.rundir.snapshots.snapshot_size)
+                evidence = Evidence.of_run(self.spec, self.rundir, by_tag, seen, self.plan.num_trials)
                 verdict = evidence.judge(tag, self.best, level, floor)
                 if decision.decided:
                     return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
                 return seqgate.undecided_verdict(verdict, decision)
-            evidence = Evidence(
-                by_tag, self.plan.task_ids, self.plan.num_trials, self.rundir.snapshots.snapshot_size
+            evidence = Evidence.of_run(
+                self.spec, self.rundir, by_tag, self.plan.task_ids, self.plan.num_trials
             )
             verdict = evidence.judge(tag, self.best, level, floor)
             numerator, denominator = seq.exhaustion_p(

@@ -215,11 +215,12 @@ class RunDir:
                 f"({type(locked).__name__}); restore it, or start a new run with --capevolve-new-run"
             )
         old = spec.comparable_lock(locked)
-        changed = [k for k in spec.FROZEN_KEYS if old.get(k) != lock.get(k)]
+        was = {k: spec.locked_value(old, k) for k in spec.FROZEN_KEYS}
+        changed = [k for k in spec.FROZEN_KEYS if was[k] != spec.locked_value(lock, k)]
         if changed:
             raise RunDirError(
                 f"{spec.path}: {', '.join(changed)} changed since run {self.run_id} began "
-                f"(was {', '.join(repr(old.get(k)) for k in changed)}); old rollouts would "
+                f"(was {', '.join(repr(was[k]) for k in changed)}); old rollouts would "
                 "not be comparable. Restore it, or start a new run with --capevolve-new-run"
             )
         moved = {k: lock[k] for k in lock if old.get(k) != lock[k]}

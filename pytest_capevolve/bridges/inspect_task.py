@@ -23,6 +23,12 @@ How inspect's pieces map onto capevolve's:
 - **the dataset and the scorer are the seed capability's, always.** A candidate supplies only
   its solver and generate config; the samples and scorers its factory returns are ignored, so
   a candidate cannot change what it is measured on, nor what "better" means.
+- **the candidate's solver never sees the gold**: its eval gets each sample with an empty
+  ``target`` (inspect hands a solver ``state.target``; a scorer needs it only later) and
+  without the metadata entries that are gold (``hidden_metadata``, and any whose value is the
+  target); :func:`system_prompt` returns inert text — a prompt that names a file or URL (which
+  ``system_message`` would read in its place) is refused, and its braces are doubled (so
+  ``system_message`` cannot fill ``{answer}`` from the sample's metadata).
 - ``run_target`` runs the candidate's solver on the sample with inspect (``eval_async``,
   ``score=False``); ``score`` runs the seed's scorers on what the solver left, rebuilt as a
   ``TaskState`` from the persisted rollout (its messages and completion).
@@ -31,6 +37,12 @@ How inspect's pieces map onto capevolve's:
   → 0 (the agent was measured and said nothing useful: a 0, not missing data); ``True``/``False``
   → 1/0; a number → itself, which must lie in [0, 1] (never clamped). Anything else (another
   string, a dict or list value) is refused in one line; override :meth:`reward_of` to map it.
+- **an LLM judge** (``model_graded_qa()``, or any scorer that calls ``get_model()`` or
+  ``get_model(role="grader")``): set ``stochastic_score = True`` and name the judge as
+  ``grader`` (default: ``model``, as inspect grades with the evaluated model; ``grader_args``,
+  ``grader_config``). Each re-score j of ``judge_rescores`` reaches the grader's generate config
+  as ``seed = s + 1000003·j``; a stochastic scorer that never calls that grader (one that names
+  its own, ``model_graded_qa(model=...)``) is refused in one line, since the seed cannot reach it.
 - a sample that errors in inspect (the model API failed, a solver raised) is an **infra error**
   with inspect's message: missing data, never a 0.
 - **batches**: inspect runs one ``eval`` at a time per process. Rollouts of one candidate at
@@ -48,6 +60,8 @@ is inspect's own mock, and ``examples/inspect_task`` uses it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import os
 import shutil
 import tempfile
 import weakref
@@ -55,6 +69,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlparse
 
 import yaml
 
@@ -68,9 +83,13 @@ try:
         ChatMessageSystem,
         ChatMessageTool,
         ChatMessageUser,
+        GenerateConfig,
+        Model,
         ModelName,
         ModelOutput,
+        get_model,
     )
+    from inspect_ai.model._model import init_active_model, init_model_roles
     from inspect_ai.scorer import CORRECT, INCORRECT, NOANSWER, PARTIAL, Target
     from inspect_ai.solver import TaskState
 except ImportError as exc:  # imported by a project's adapter.py, when a session collects
@@ -88,12 +107,36 @@ _MESSAGES: dict[str, type[ChatMessage]] = {
 Factory = Callable[[Path], "inspect_ai.Task"]
 
 
-def system_prompt(capability: Path, name: str = "system_prompt.md") -> str:
-    """The candidate's system prompt: the text of ``name`` in its folder."""
+def system_prompt(capability: Path, name: str = "system_prompt.md", *, template: bool = False) -> str:
+    """The candidate's system prompt: the text of ``name`` in its folder, made inert for
+    inspect's ``system_message``, which would otherwise do two things with it that no edit to
+    a prompt should: read a file or URL in its place (``resource()``: a prompt that is a path
+    to the dataset becomes the dataset), and fill its ``{placeholders}`` from the sample's
+    metadata (``{answer}``: the gold, where the dataset keeps it there). So a prompt that names
+    a file or URL is refused in one line, and its braces are doubled, so ``system_message``
+    prints them as written. ``template=True`` keeps the braces (placeholders the user means),
+    and then a candidate's placeholders are its own choice."""
     path = Path(capability) / name
     if not path.is_file():
         raise AdapterError(f"candidate {capability} has no {name}: the system prompt it optimizes")
-    return path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    if _names_a_resource(text):
+        raise AdapterError(
+            f"{path} is a file path or URL, which inspect's system_message would read in place of "
+            "the prompt: a system prompt is text"
+        )
+    return text if template else text.replace("{", "{{").replace("}", "}}")
+
+
+def _names_a_resource(text: str) -> bool:
+    """Whether inspect's ``resource()`` would read ``text`` as a file or URL, not keep it:
+    a protocol-prefixed name, or a path that exists (relative to the working directory)."""
+    if "://" in text and urlparse(text).scheme:
+        return True
+    try:
+        return os.path.exists(text)
+    except (OSError, ValueError):
+        return False
 
 
 def solver_params(capability: Path, name: str = "solver.yaml") -> dict[str, Any]:
@@ -127,6 +170,16 @@ class InspectTaskAdapter:
     # the seed capability, relative to the project, when capevolve.yaml does not name one
     capability_path: ClassVar[str] = "capability"
     log_dir: ClassVar[str | None] = None  # where inspect's logs stay (None: a temporary folder)
+    # the judge of a model-graded scorer (None: ``model``, as inspect grades with the evaluated
+    # model), its model args and generate config; the bridge seeds it (see :meth:`score`)
+    grader: ClassVar[str | None] = None
+    grader_args: ClassVar[dict[str, Any]] = {}
+    grader_config: ClassVar[dict[str, Any]] = {}
+    # sample metadata keys that hold gold (a reference solution, a rubric's answer): the
+    # candidate's eval never sees them; an entry whose value is the target is hidden anyway
+    hidden_metadata: ClassVar[tuple[str, ...]] = ()
+    # True for a model-graded scorer: ``judge_rescores: r`` then scores each output r times
+    stochastic_score: ClassVar[bool] = False
     thread_safe = True  # a candidate is its folder, handed to the factory: nothing process-wide
 
     def __init__(self, project_dir: Path | None = None, *, factory: Factory | None = None) -> None:
@@ -143,6 +196,10 @@ class InspectTaskAdapter:
             )
         self._samples = _keyed_samples(reference.dataset)
         self._batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batches] = (
+            weakref.WeakKeyDictionary()
+        )
+        # one grader client per event loop (``capevolve judge-noise`` runs one loop per rollout)
+        self._graders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Model] = (
             weakref.WeakKeyDictionary()
         )
         self._logs = (
@@ -179,7 +236,7 @@ class InspectTaskAdapter:
         """One ``eval_async`` of the candidate's solver over ``task_ids`` at one seed."""
         ctx, seed = key
         candidate = self._factory(Path(ctx))
-        samples = [self._samples[t].sample for t in task_ids]
+        samples = [self._blind(self._samples[t].sample) for t in task_ids]
         run = inspect_ai.Task(
             dataset=samples, solver=candidate.solver, scorer=None, config=candidate.config, name="capevolve"
         )
@@ -199,19 +256,48 @@ class InspectTaskAdapter:
         failed = log.error.message if log.error is not None else f"inspect eval ended {log.status}"
         return {t: _rollout_of(t, by_id.get(t), failed) for t in task_ids}
 
-    async def score(self, task: Task, rollout: Rollout) -> Score:
+    def _blind(self, sample: Any) -> Any:
+        """The sample as the candidate's eval gets it: no target (inspect hands every solver
+        ``state.target``; a scorer reads it later, in score(), from the task), and no metadata
+        entry that is gold — one named in :attr:`hidden_metadata`, or one whose value is the
+        target's text. The scorers still see all of it."""
+        golds = {str(t) for t in _as_list(sample.target)}
+        metadata = {
+            key: value
+            for key, value in (sample.metadata or {}).items()
+            if key not in self.hidden_metadata and str(value) not in golds
+        }
+        return sample.model_copy(update={"target": "", "metadata": metadata})
+
+    async def score(self, task: Task, rollout: Rollout, *, seed: int | None = None) -> Score:
+        """The seed's scorers on the persisted rollout. ``seed`` is the judge seed of this
+        re-score (``_engine/judging.py``: ``s + 1000003·j``), passed for a ``stochastic_score``
+        adapter only: every scorer runs with the grader (:attr:`grader`) as inspect's active
+        model and bound to the ``grader`` role, under a generate config with ``seed`` — so
+        ``model_graded_qa()`` (role ``grader``, else the active model), ``get_model()`` and
+        ``get_model(role="grader")`` in a scorer all generate with the judge seed."""
         state = _state_of(task, rollout, self.model)
         target = Target(task.target)
+        grader = _CountedGrader.of(self._grader())
         values: dict[str, Any] = {}
         first: Any = None
         for scorer in self._scorers:
-            result = await scorer(state, target)
+            result = await _with_grader(scorer(state, target), grader, seed)
             if result is None:
                 continue
             name = getattr(scorer, "__name__", None) or f"scorer{len(values)}"
             values[name] = result.value
             if first is None:
                 first = result
+        if self.stochastic_score and seed is not None and grader.calls == 0:
+            # the judge seed reached no model: a scorer that names its own grader
+            # (model_graded_qa(model="...")) re-scores one draw r times, and the judge's share
+            # of the variance would read 0 % without a word
+            raise AdapterError(
+                f"score({task.id!r}): stochastic_score = True, but no scorer generated with the "
+                f"grader the bridge seeds ({self.grader or self.model}); name the judge on the "
+                "adapter (grader = '...'), not in the scorer (model_graded_qa() without model=)"
+            )
         if first is None:
             raise AdapterError(f"score({task.id!r}): the inspect scorers returned no score")
         return Score(
@@ -219,6 +305,17 @@ class InspectTaskAdapter:
             feedback=str(first.explanation or ""),
             metrics={"inspect_values": values, "answer": first.answer},
         )
+
+    def _grader(self) -> Model:
+        """The grader's client for the running event loop, made on first use."""
+        loop = asyncio.get_running_loop()
+        grader = self._graders.get(loop)
+        if grader is None:
+            name, args = (self.grader, self.grader_args) if self.grader else (self.model, self.model_args)
+            grader = self._graders[loop] = get_model(
+                name, config=GenerateConfig(**self.grader_config), memoize=False, **dict(args)
+            )
+        return grader
 
     def reward_of(self, value: Any) -> float:
         """The reward of an inspect score value (the mapping in this module's docstring)."""
@@ -270,6 +367,34 @@ class _Batches:
             for task_id, future in batch:
                 if not future.done():  # a rollout cut at its deadline was cancelled
                     future.set_result(results[task_id])
+
+
+class _CountedGrader(Model):
+    """The grader for one score() call: the same client, its own count of generate calls (so
+    a stochastic scorer that never reached it is refused, not re-scored with no seed)."""
+
+    calls = 0
+
+    @classmethod
+    def of(cls, model: Model) -> _CountedGrader:
+        counted = cls(model.api, model.config, model.model_args)
+        counted._explicit_base_url = model.explicit_base_url
+        return counted
+
+    async def generate(self, *args: Any, **kwargs: Any) -> ModelOutput:
+        self.calls += 1
+        return await super().generate(*args, **kwargs)
+
+
+async def _with_grader(scoring: Any, grader: Model, seed: int | None) -> Any:
+    """Await ``scoring`` in a copy of the current context where ``grader`` is inspect's active
+    model (its generate config merged with ``seed``: ``Model._resolve_config`` merges the
+    active config into the active model's) and the ``grader`` role's model. A copy, so nothing
+    leaks into the caller's context, nor into a concurrent score() of another rollout."""
+    context = contextvars.copy_context()
+    context.run(init_active_model, grader, GenerateConfig(seed=seed))
+    context.run(init_model_roles, {"grader": grader})
+    return await asyncio.get_running_loop().create_task(scoring, context=context)
 
 
 def _seed_folder(project_dir: Path, default: str) -> Path:

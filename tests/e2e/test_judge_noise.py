@@ -5,6 +5,7 @@ flips one verdict in five at its seed, re-scored three times per rollout; then
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -66,3 +67,106 @@ def test_judge_noise_refuses_a_deterministic_scorer_in_one_line(example, capevol
     assert main(["judge-noise", "careful", "--project", str(project)]) != 0
     out = capsys.readouterr()
     assert "stochastic_score = True" in out.out + out.err and (out.out + out.err).count("\n") <= 2
+
+
+def test_every_verdict_carries_the_split_not_only_a_plain_gate_sessions(example, projects, capevolve, capsys):
+    """A sequential gate's verdict and ``capevolve gate``'s re-derivation carry ``judge_noise``
+    as a plain gate session's does, computed over the cells that verdict compared (its n tasks),
+    because every verdict is made by ``Evidence.of_run`` (grow's too: see the unit test)."""
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 2\njudge_rescores: 3")
+    result = capevolve(
+        project,
+        "careful",
+        gate=True,
+        extra=["--capevolve-sequential", "--capevolve-null", "0", "--capevolve-commit", "none"],
+    )
+    assert result.ret in (0, 10), result.stdout.str()
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
+    assert "sequential" in verdict["details"]
+    split = verdict["judge_noise"]
+    assert split["rescores"] == 3 and split["n_tasks"] == verdict["n_tasks"]
+    assert split["var_total"] == pytest.approx(verdict["se"] ** 2)
+
+    capsys.readouterr()
+    assert main(["gate", "careful", "--project", str(project), "--json"]) in (0, 10)
+    again = json.loads(capsys.readouterr().out)
+    assert again["judge_noise"]["rescores"] == 3 and again["judge_noise"]["n_tasks"] == again["n_tasks"]
+    assert again["judge_noise"]["var_total"] == pytest.approx(again["se"] ** 2)
+
+
+def test_judge_rescores_is_frozen_with_the_run(example, projects, capevolve):
+    """A run's records average r re-scores each: a later session with another r (edited in the
+    spec, or dropped back to the default) is refused in one line before it pays, never mixing
+    r = 3 means with r = 5 ones in one gate."""
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\njudge_rescores: 3")
+    assert capevolve(project, "careful").ret == 0
+    paid = sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json"))
+
+    projects.edit_spec(project, "judge_rescores: 3", "judge_rescores: 5")
+    raised = capevolve(project, "careful", extra=["--capevolve-rerun"])
+    assert raised.ret == 4
+    lines = [line for line in raised.stderr.lines if "judge_rescores changed since run" in line]
+    assert len(lines) == 1 and "(was 3)" in lines[0] and "--capevolve-new-run" in lines[0]
+
+    projects.edit_spec(project, "judge_rescores: 5\n", "")  # back to the default, 1
+    dropped = capevolve(project, "careful", extra=["--capevolve-rerun"])
+    assert dropped.ret == 4
+    dropped.stderr.fnmatch_lines(["*judge_rescores changed since run*(was 3)*"])
+    assert sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json")) == paid
+    # a new run is how another r is measured
+    assert capevolve(project, "careful", extra=["--capevolve-new-run"]).ret == 0
+
+
+def test_re_scores_edited_to_the_same_mean_are_refused_not_split(example, projects, capevolve, capsys):
+    """Attack: a record's re-scores rewritten to keep their mean ([1, 0, 0] → [1/3] × 3): the
+    reward — all a file read back was held to — is unchanged, and the judge would look
+    noiseless. Each file whose re-scores are read is held to its event's sha256: the verdict
+    says the split is refused, naming the file, and gives none."""
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 2\njudge_rescores: 3")
+    assert capevolve(project, "careful", extra=["--capevolve-commit", "none"]).ret == 0
+    run = projects.run_dir(project)
+    capsys.readouterr()
+    main(["gate", "careful", "--project", str(project), "--json"])
+    assert "judge_share" in json.loads(capsys.readouterr().out)["judge_noise"]
+    for path in sorted((run / "rollouts" / "val").glob("*__careful__t*.json")):
+        record = json.loads(path.read_text())
+        if 0 < record["reward"] < 1:
+            record["judge"]["rewards"] = [record["reward"]] * 3
+            path.write_text(json.dumps(record, sort_keys=True) + "\n")
+            break
+    else:
+        pytest.fail("no record with a split judge to edit")
+    main(["gate", "careful", "--project", str(project), "--json"])
+    refused = json.loads(capsys.readouterr().out)["judge_noise"]
+    assert refused == {
+        "refused": f"{path.name}: its judge re-scores are not what its rollout event "
+        "recorded (sha256): edited after it was written, so no judge/agent split is given"
+    }
+    # capevolve judge-noise re-scores the outputs: an edited file is refused there too, in one line
+    assert main(["judge-noise", "careful", "--project", str(project)]) != 0
+    out = capsys.readouterr()
+    said = [line for line in (out.out + out.err).splitlines() if path.name in line]
+    assert len(said) == 1 and "it is not re-scored" in said[0]
+
+
+def test_a_worker_whose_spec_re_scores_otherwise_is_refused(pytester, example, projects, capevolve):
+    """Attack: a remote-style worker's copy of the project says ``judge_rescores: 5`` where the
+    controller's run is frozen at 3. Its records would average 5 re-scores beside the
+    controller's 3; each is an infra error saying why (missing data), never a reward."""
+    project = example("toy_calc", dest="origin/toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\njudge_rescores: 3")
+    copy = pytester.path / "remote" / "toy_calc"
+    shutil.copytree(project, copy)
+    projects.edit_spec(copy, "judge_rescores: 3", "judge_rescores: 5")
+    result = capevolve(project, "careful", extra=["--tx", f"1*popen//chdir={copy}", "-d"])
+    records = projects.rollout_records(project)
+    assert records and not [r for r in records.values() if r.get("judge") and len(r["judge"]["rewards"]) != 3]
+    assert all(r["reward"] is None and "judge_rescores" in r["infra_error"] for r in records.values())
+    assert result.ret == 12, result.stdout.str()

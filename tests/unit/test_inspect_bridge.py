@@ -186,3 +186,277 @@ def test_the_capability_files_read_what_is_there(tmp_path):
         inspect_task.solver_params(tmp_path)
     with pytest.raises(AdapterError, match="no other.md"):
         inspect_task.system_prompt(tmp_path, "other.md")
+
+
+def _grading_adapter(tmp_path: Path, scorer, seen: list):
+    """The example's task with a model-graded scorer, graded by a stand-in judge (inspect's mock
+    model) that records the seed of every generate config it gets and grades by that seed."""
+    from inspect_ai import Task as InspectTask
+    from inspect_ai.model import ModelOutput, ModelUsage
+
+    (tmp_path / "capability").mkdir()
+    (tmp_path / "capability" / "system_prompt.md").write_text("Reply with only the final answer.")
+
+    def judge(messages, tools, tool_choice, config):
+        seen.append(config.seed)
+        grade = "C" if config.seed is None or config.seed % 3 else "I"
+        output = ModelOutput.from_content(model="mockllm/model", content=f"GRADE: {grade}")
+        output.usage = ModelUsage(input_tokens=1, output_tokens=2, total_tokens=3)
+        return output
+
+    def factory(capability: Path):
+        made = example.arithmetic(capability)
+        return InspectTask(dataset=made.dataset, solver=made.solver, scorer=scorer(), config=made.config)
+
+    class Graded(example.ArithmeticAdapter):
+        stochastic_score = True
+        grader = "mockllm/model"
+        grader_args = {"custom_outputs": judge}
+
+    return Graded(tmp_path, factory=factory)
+
+
+def test_the_judge_seed_reaches_a_model_graded_scorers_grader(tmp_path):
+    """Each re-score j of a rollout at seed s reaches the grader's generate config as
+    s + 1000003·j: different per re-score, the same for the same seed (so the judge's share of
+    the variance is measured, not 0 % because every re-score repeated one unseeded draw)."""
+    from inspect_ai.scorer import model_graded_qa
+
+    from pytest_capevolve._engine.judging import score_rollout_async
+
+    seen: list = []
+    adapter = _grading_adapter(tmp_path, model_graded_qa, seen)
+    task = adapter.tasks("all")[0]
+    rollout = Rollout(task_id=task.id, output="42", trace={"messages": []})
+
+    def judged(seed):
+        return asyncio.run(score_rollout_async(adapter, task, rollout, seed=seed, rescores=3))
+
+    first = judged(7)
+    assert seen == [7, 7 + 1_000_003, 7 + 2 * 1_000_003] == first.judge["seeds"]
+    # the grades follow the seeds the judge saw (seed % 3 == 0 grades I): not one draw repeated
+    assert first.judge["rewards"] == [1.0 if s % 3 else 0.0 for s in seen]
+    again = judged(7)
+    assert seen[3:] == seen[:3] and again.judge == first.judge
+    judged(8)
+    assert seen[6:] == [8, 8 + 1_000_003, 8 + 2 * 1_000_003]
+    # nothing leaked into this context: no active model is left behind by score()
+    from inspect_ai.model._model import active_model
+
+    assert active_model() is None
+
+
+def test_a_stochastic_scorer_that_names_its_own_grader_is_refused(tmp_path):
+    """model_graded_qa(model=...) resolves its grader itself: the judge seed cannot reach it,
+    so a stochastic_score adapter whose scorer never called the bridge's grader is refused in
+    one line, never re-scored r times with one unseeded draw."""
+    from inspect_ai.model import ModelOutput, ModelUsage
+    from inspect_ai.scorer import model_graded_qa
+
+    def own(messages, tools, tool_choice, config):
+        output = ModelOutput.from_content(model="mockllm/model", content="GRADE: C")
+        output.usage = ModelUsage(input_tokens=1, output_tokens=2, total_tokens=3)
+        return output
+
+    from inspect_ai.model import get_model
+
+    named = get_model("mockllm/model", memoize=False, custom_outputs=own)
+    adapter = _grading_adapter(tmp_path, lambda: model_graded_qa(model=named), [])
+    task = adapter.tasks("all")[0]
+    rollout = Rollout(task_id=task.id, output="42", trace={"messages": []})
+    with pytest.raises(AdapterError, match="no scorer generated with the grader the bridge seeds"):
+        asyncio.run(adapter.score(task, rollout, seed=3))
+    # a deterministic call (no judge seed) is scored as before
+    assert asyncio.run(adapter.score(task, rollout)).reward == 1.0
+
+
+def _echo_model(messages, tools, tool_choice, config):
+    """A model that says whatever the system prompt tells it to say after 'Say: ' (so what
+    reaches the prompt is what is scored): the stand-in for a model that reads its context."""
+    from inspect_ai.model import ModelOutput, ModelUsage
+
+    system = " ".join(m.text for m in messages if m.role == "system")
+    said = system.split("Say: ", 1)[1].strip() if "Say: " in system else "nothing"
+    output = ModelOutput.from_content(model="mockllm/model", content=said)
+    output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+    return output
+
+
+class _Echo(example.ArithmeticAdapter):
+    model_args = {"custom_outputs": _echo_model}
+
+
+def _project(tmp_path: Path, prompt: str = "Say: 0") -> Path:
+    (tmp_path / "capability").mkdir(exist_ok=True)
+    (tmp_path / "capability" / "system_prompt.md").write_text(prompt)
+    return tmp_path
+
+
+def test_a_candidates_python_file_that_reads_the_target_sees_none(tmp_path):
+    """Attack: a factory that loads the candidate's own ``solver.py`` (as one optimizing solver
+    code does) runs candidate code inside the eval, where inspect hands every solver
+    ``state.target``. The cheat answers with the gold; the bridge's eval carries no target, so
+    it answers nothing (the scorer still reads the gold, from the task, in score())."""
+    from inspect_ai import Task as InspectTask
+    from inspect_ai.solver import generate, system_message
+
+    _project(tmp_path)
+    cheat = tmp_path / "cheat"
+    cheat.mkdir()
+    (cheat / "system_prompt.md").write_text("Say: 0")
+    (cheat / "solver.py").write_text(
+        "from inspect_ai.model import ModelOutput\n"
+        "from inspect_ai.solver import solver\n\n"
+        "@solver\n"
+        "def answer():\n"
+        "    async def solve(state, generate):\n"
+        "        state.output = ModelOutput.from_content('mockllm/model', state.target.text)\n"
+        "        return state\n"
+        "    return solve\n"
+    )
+
+    def factory(capability: Path):
+        steps = [system_message(inspect_task.system_prompt(capability)), generate()]
+        if (capability / "solver.py").is_file():
+            spec = importlib.util.spec_from_file_location(f"cand_{capability.name}", capability / "solver.py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            steps = [module.answer()]
+        return InspectTask(dataset=example.DATASET, solver=steps, scorer=example.exact())
+
+    adapter = _Echo(tmp_path, factory=factory)
+    task = adapter.tasks("all")[0]
+    rollout = asyncio.run(adapter.run_target(task, cheat, seed=0))
+    assert rollout.error is None and rollout.output == ""
+    assert asyncio.run(adapter.score(task, rollout)).reward == 0.0
+    assert asyncio.run(adapter.score(task, Rollout(task_id=task.id, output="42"))).reward == 1.0
+
+
+def test_a_placeholder_in_a_candidates_prompt_does_not_read_the_gold_from_metadata(tmp_path):
+    """Attack: inspect's system_message fills {placeholders} from the sample's metadata; where
+    the dataset keeps the gold there, a prompt 'Say: {answer}' is the gold. The helper's text is
+    inert: the model sees '{answer}' as written."""
+    from inspect_ai import Task as InspectTask
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.solver import generate, system_message
+
+    dataset = MemoryDataset(
+        [Sample(id=t, input=q, target=g, metadata={"answer": g}) for t, q, g in example.QUESTIONS]
+    )
+
+    def factory(capability: Path):
+        prompt = inspect_task.system_prompt(capability)
+        return InspectTask(
+            dataset=dataset, solver=[system_message(prompt), generate()], scorer=example.exact()
+        )
+
+    project = _project(tmp_path)
+    cheat = tmp_path / "cheat"
+    cheat.mkdir()
+    (cheat / "system_prompt.md").write_text("Say: {answer}")
+    adapter = _Echo(project, factory=factory)
+    task = adapter.tasks("all")[0]
+    rollout = asyncio.run(adapter.run_target(task, cheat, seed=0))
+    assert rollout.output == "{answer}" and asyncio.run(adapter.score(task, rollout)).reward == 0.0
+    # a user who means placeholders says so, and the seed's own prompt is theirs
+    (cheat / "system_prompt.md").write_text("Say: {{literal}}")
+    assert inspect_task.system_prompt(cheat, template=True) == "Say: {{literal}}"
+
+
+@pytest.mark.parametrize("named", ["path", "url"])
+def test_a_candidates_prompt_that_names_a_file_or_url_is_refused(tmp_path, named):
+    """Attack: inspect's system_message reads a prompt that is a file path (or a URL) in its
+    place: a system_prompt.md holding the path of a file of gold answers puts them all in the
+    model's context (and a URL would fetch). Refused in one line."""
+    gold = tmp_path / "gold.txt"
+    gold.write_text("Say: 42")
+    cheat = tmp_path / "cheat"
+    cheat.mkdir()
+    (cheat / "system_prompt.md").write_text(str(gold) if named == "path" else "https://example.invalid/p")
+    with pytest.raises(AdapterError, match="file path or URL"):
+        inspect_task.system_prompt(cheat)
+
+
+def test_a_solver_yaml_naming_a_scorer_a_dataset_and_a_seed_changes_none_of_them(tmp_path):
+    """Attack: a candidate's solver.yaml that a factory honours in full (scorer, dataset,
+    generate config): the seed's scorer and samples are used, and the trial seed wins over the
+    seed the candidate's config names (common random numbers hold)."""
+    from inspect_ai import Task as InspectTask
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import GenerateConfig
+    from inspect_ai.scorer import includes
+
+    def factory(capability: Path):
+        params = inspect_task.solver_params(capability)
+        made = example.arithmetic(capability)
+        easy = [Sample(id=s.id, input="What is 1 + 1?", target="2") for s in example.DATASET]
+        return InspectTask(
+            dataset=easy if params.get("dataset") == "easy" else made.dataset,
+            solver=made.solver,
+            scorer=includes() if params.get("scorer") == "includes" else made.scorer,
+            config=GenerateConfig(temperature=1.0, seed=params.get("seed")),
+        )
+
+    seed_dir, cheat = tmp_path / "capability", tmp_path / "cheat"
+    for folder in (seed_dir, cheat):
+        folder.mkdir()
+        (folder / "system_prompt.md").write_text("Answer.")
+    (cheat / "solver.yaml").write_text("scorer: includes\ndataset: easy\nseed: 999\n")
+    adapter = example.ArithmeticAdapter(tmp_path, factory=factory)
+    tasks = adapter.tasks("all")
+
+    def answers(folder):
+        return [asyncio.run(adapter.run_target(t, folder, seed=3)).output for t in tasks]
+
+    cheated, plain = answers(cheat), answers(seed_dir)
+    assert cheated == plain  # the trial seed, not 999; the seed's questions, not the easy one
+    assert all(
+        asyncio.run(adapter.score(t, Rollout(task_id=t.id, output=o))).reward == 0.0
+        for t, o in zip(tasks, cheated, strict=True)
+    )  # exact(), not includes()
+
+
+def test_a_candidates_solver_that_reads_gold_from_metadata_sees_none(tmp_path):
+    """Attack: candidate code in the eval reads ``state.metadata`` where the dataset keeps the
+    gold ({"answer": gold}, {"solution": "... 42"}). An entry whose value is the target, and
+    the keys the adapter names in ``hidden_metadata``, are not in the candidate's eval; the
+    scorer still gets the full metadata."""
+    from inspect_ai import Task as InspectTask
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.model import ModelOutput
+    from inspect_ai.solver import solver
+
+    dataset = MemoryDataset(
+        [
+            Sample(
+                id=t, input=q, target=g, metadata={"answer": g, "solution": f"so it is {g}", "kind": "sum"}
+            )
+            for t, q, g in example.QUESTIONS
+        ]
+    )
+    seen = []
+
+    @solver
+    def peek():
+        async def solve(state, generate):
+            seen.append(dict(state.metadata))
+            said = state.metadata.get("answer") or state.metadata.get("solution", "").split()[-1:] or [""]
+            state.output = ModelOutput.from_content(
+                "mockllm/model", said if isinstance(said, str) else said[0]
+            )
+            return state
+
+        return solve
+
+    class Hiding(_Echo):
+        hidden_metadata = ("solution",)
+
+    def factory(capability: Path):
+        return InspectTask(dataset=dataset, solver=[peek()], scorer=example.exact())
+
+    adapter = Hiding(_project(tmp_path), factory=factory)
+    task = adapter.tasks("all")[0]
+    rollout = asyncio.run(adapter.run_target(task, tmp_path / "capability", seed=0))
+    assert seen == [{"kind": "sum"}] and rollout.output == ""
+    assert asyncio.run(adapter.score(task, rollout)).reward == 0.0
+    assert task.metadata == {"answer": "42", "solution": "so it is 42", "kind": "sum"}

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,3 +171,58 @@ def test_a_re_score_from_plain_code_awaits_an_async_judge():
     awaited = judging.score_rollout_now(AsyncJudge(), task, rollout, seed=5, rescores=3)
     assert awaited.judge == sync.judge and awaited.score.reward == sync.score.reward
     assert len(awaited.judge["rewards"]) == 3
+
+
+def test_a_verdict_carries_the_split_of_the_cells_it_compared():
+    """``Evidence.judge`` adds ``judge_noise`` to every verdict it makes, from the re-scores of
+    the cells the gate compared: the first ``num_trials`` trials (a grown verdict's pooled
+    trials, a null's shared ones), the evidence's tasks (a sequential verdict's seen ones)."""
+    from pytest_capevolve._policy.verdicts import Evidence, gate_config
+    from pytest_capevolve._project.spec import load_spec
+
+    rng = random.Random(4)
+    tasks, trials = [f"t{i}" for i in range(6)], 4
+    by_tag, rescores = {}, {}
+    for tag in ("cand", "seed"):
+        for t in tasks:
+            for k in range(trials):
+                scores = [float(rng.random() < 0.6) for _ in range(3)]
+                record = RolloutRecord("r", "val", t, tag, k, k, "h", reward=sum(scores) / 3)
+                by_tag.setdefault(tag, {})[(t, k)] = record
+                rescores.setdefault(tag, {})[(t, k)] = scores
+    config = gate_config(load_spec(Path(__file__).resolve().parents[2] / "examples" / "toy_calc"))
+
+    def verdict(task_ids, num_trials):
+        evidence = Evidence(by_tag, task_ids, num_trials, lambda tag: 0, lambda: rescores)
+        return evidence.judge("cand", "seed", config)
+
+    full, first_two, seen = verdict(tasks, trials), verdict(tasks, 2), verdict(tasks[:3], trials)
+    assert full.judge_noise["rescores"] == 3 and full.judge_noise["n_tasks"] == 6
+    assert full.judge_noise["var_total"] == pytest.approx(full.se**2)
+    assert (
+        first_two.judge_noise["var_total"] == pytest.approx(first_two.se**2) != full.judge_noise["var_total"]
+    )
+    assert seen.judge_noise["n_tasks"] == 3 == seen.n_tasks
+    assert "judge_noise" in full.to_dict()
+    # without re-scores (judge_rescores: 1) the verdict is as it was: no key at all
+    plain = Evidence(by_tag, tasks, trials, lambda tag: 0).judge("cand", "seed", config)
+    assert plain.judge_noise is None and "judge_noise" not in plain.to_dict()
+
+
+def test_every_verdict_maker_builds_its_evidence_with_the_runs_readers():
+    """One mechanism: the gate session, grow, the sequential gate, ``capevolve gate`` and the
+    session's explanation all make their evidence with ``Evidence.of_run`` (which wires the
+    re-scores), never with a bare ``Evidence(...)`` that would leave ``judge_noise`` out."""
+    import re
+
+    package = Path(__file__).resolve().parents[2] / "pytest_capevolve"
+    bare = [
+        f"{path.relative_to(package)}:{n}"
+        for path in package.rglob("*.py")
+        if path.name != "verdicts.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bEvidence\(", line)
+    ]
+    assert bare == []
+    makers = ["_session/gating.py", "_session/grow.py", "_session/sequential_gate.py", "_policy/regate.py"]
+    assert all("Evidence.of_run(" in (package / m).read_text(encoding="utf-8") for m in makers)

@@ -34,15 +34,17 @@ def rollout(request, standin, tmp_path):
     (tmp_path / "prompt.md").write_text(PROMPT)
     kind = request.param
 
-    def run(seed: int = 3, **overrides):
-        settings = openai_adapter.Settings(
-            base_url=standin.base_url,
-            api_key="k",
-            model="standin-small",
-            input_usd_per_mtok=PRICE_IN,
-            output_usd_per_mtok=PRICE_OUT,
-            **overrides,
-        )
+    def run(seed: int = 3, system_prompt: str | None = None, **overrides):
+        if system_prompt is not None:
+            (tmp_path / "prompt.md").write_text(system_prompt)
+        fields = {
+            "base_url": standin.base_url,
+            "api_key": "k",
+            "model": "standin-small",
+            "input_usd_per_mtok": PRICE_IN,
+            "output_usd_per_mtok": PRICE_OUT,
+        }
+        settings = openai_adapter.Settings(**{**fields, **overrides})
         adapter = kind.with_settings(settings)
         task = adapter.tasks("all")[0]
         result = adapter.run_target(task, tmp_path, seed=seed)
@@ -148,3 +150,59 @@ def test_the_readme_commands_run_in_the_venv_the_main_readme_makes():
     assert runs and all(c.startswith("../../.venv/bin/") for c in runs), runs
     main_readme = (EXAMPLE.parent.parent / "README.md").read_text(encoding="utf-8")
     assert "python3 -m venv .venv" in main_readme.split("```")[1]  # the first command makes it
+
+
+SECRET = "sk-capevolve-unit-0123456789abcdef"
+
+
+def test_a_server_message_that_echoes_the_key_is_recorded_without_it(rollout, standin):
+    """Attack (or an endpoint's habit): a 401 whose message echoes the key it rejected
+    ("Incorrect API key provided: sk-..."), and a proxy whose completion echoes it. The rollout's
+    error and output are what the run dir keeps: the key is redacted from both."""
+    standin.fault = lambda body, attempt: 401
+    standin.fault_message = f"Incorrect API key provided: {SECRET}"
+    result = rollout(api_key=SECRET)
+    assert result.error == "HTTP 401 Incorrect API key provided: [API key redacted]"
+    settings = openai_adapter.Settings(
+        base_url="http://127.0.0.1:1/v1",
+        api_key=SECRET,
+        model="m",
+        input_usd_per_mtok=0.0,
+        output_usd_per_mtok=0.0,
+    )
+    task = openai_adapter.OpenAIChatAdapter.with_settings(settings).tasks("all")[0]
+    echoed = openai_adapter.rollout_of(task, openai_adapter.Reply(f"key={SECRET}", {}), settings)
+    assert SECRET not in str(vars(echoed)) and echoed.output == "key=[API key redacted]"
+
+
+def test_a_candidate_prompt_cannot_put_the_key_in_a_request(rollout, standin):
+    """Held: a candidate is its prompt.md, sent as text (nothing formats it), and the key goes
+    only to the client's Authorization header: a prompt asking for '{api_key}' or
+    '$OPENAI_API_KEY' sends those words, never the key, and no request body holds it."""
+    bodies = []
+    standin.fault = lambda body, attempt: bodies.append(body)
+    result = rollout(api_key=SECRET, system_prompt="Repeat: {api_key} $OPENAI_API_KEY {settings.api_key}")
+    assert bodies and not [b for b in bodies if SECRET in str(b)]
+    assert result.error is None and SECRET not in str(vars(result))
+
+
+def test_a_candidates_own_openai_yaml_cannot_send_the_key_elsewhere(standin, tmp_path, monkeypatch):
+    """Held: a candidate folder holding an ``openai.yaml`` that points the client at another
+    server (one that would collect the key) is not read: the settings are the project's, read
+    once from beside the spec, and the rollout goes to the project's endpoint."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    project, candidate = tmp_path / "project", tmp_path / "candidate"
+    project.mkdir()
+    candidate.mkdir()
+    settings = (EXAMPLE / "openai.yaml").read_text()
+    (project / "openai.yaml").write_text(
+        settings.replace("base_url: null", f"base_url: {standin.base_url}") + f"api_key: {SECRET}\n"
+    )
+    (candidate / "openai.yaml").write_text(
+        settings.replace("base_url: null", "base_url: http://127.0.0.1:9/v1")
+    )
+    (candidate / "prompt.md").write_text(PROMPT)
+    adapter = openai_adapter.OpenAIChatAdapter(project)
+    result = adapter.run_target(adapter.tasks("all")[0], candidate, seed=3)
+    assert result.error is None and result.output == "42" and standin.usage
