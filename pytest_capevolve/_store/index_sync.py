@@ -17,8 +17,8 @@ from typing import Any
 
 from .._project.splits import TEST_SPLIT
 from .events import EventLog
+from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
-from .index import IndexDamaged, RolloutIndex, Row, row_of
 from .record import RecordError, RolloutRecord
 from .rollout_scan import ScannedFile
 
@@ -142,28 +142,29 @@ class IndexView:
             self._scanned = None
 
     def _check_scanned(self, split: str, files: dict[str, ScannedFile]) -> list[str]:
-        """:meth:`_check_split` on files already read: the same lines, in the same order."""
+        """:meth:`_check_split` on files already read: the same lines, in the same order (the
+        fields of each row compared at once, one by one only where they differ)."""
         name, problems = self.name, []
-        columns = (*FIELDS_INDEX, "file", "size", "mtime_ns")
-        width = len(FIELDS_INDEX)
-        rows = {row[width]: row for row in self.index.rows(split)}
-        at = {column: i for i, column in enumerate(columns)}
+        rows = {row[0]: row for row in self.index.checked(split)}
         for file in sorted(rows):
             row = rows[file]
             seen = files.get(file)
             if seen is None:
                 problems.append(f"{name}: a {split} row for {file}, which is not on disk")
                 continue
-            if (seen.size, seen.mtime_ns) != (row[at["size"]], row[at["mtime_ns"]]):
+            if seen.size != row[1] or seen.mtime_ns != row[2]:
                 continue  # the file changed since: readers read it again (checked above)
             data = seen.data
             if seen.error is not None or not isinstance(data, dict):
                 continue  # reported above as unreadable
-            for field in ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd"):
-                if data.get(field) != row[at[field]]:
+            said = tuple(map(data.get, CHECKED))
+            if said == row[3:]:
+                continue
+            for field, in_row, in_file in zip(CHECKED, row[3:], said, strict=True):
+                if in_file != in_row:
                     problems.append(
-                        f"{name}: {field} {row[at[field]]!r} for rollouts/{split}/{file}, "
-                        f"but the file says {data.get(field)!r}"
+                        f"{name}: {field} {in_row!r} for rollouts/{split}/{file}, "
+                        f"but the file says {in_file!r}"
                     )
         return problems + [
             f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
