@@ -75,10 +75,6 @@ def _temporaries(top: str, listed: frozenset[str]) -> list[str]:
     return found
 
 
-def _key(event: dict[str, Any]) -> Key:
-    return (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
-
-
 def _rollouts(
     rundir: RunDir, events: list[dict[str, Any]], scanned: list[ScannedFile], *, repair: bool = False
 ) -> list[str]:
@@ -108,22 +104,27 @@ def _rollouts(
         for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1):
             problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
     seen: set[Key] = set()
+    unlogged: set[Key] = set()
     for seen_file in scanned:
-        rel, data = seen_file.rel, seen_file.data
+        data = seen_file.data
         try:
             if seen_file.error is not None:
                 raise ValueError(seen_file.error)
-            key = _key(data)
+            key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            problems.append(f"{rel}: unreadable ({exc}); the next session quarantines it and pays it again")
+            problems.append(
+                f"{seen_file.rel}: unreadable ({exc}); the next session quarantines it and pays it again"
+            )
             continue
         seen.add(key)
         logged = last.get(key)
         if logged is None:
-            problems.append(f"{rel}: no rollout event records it (written outside a session?)")
+            unlogged.add(key)
+            problems.append(f"{seen_file.rel}: no rollout event records it (written outside a session?)")
             continue
         if (data.get("reward"), data.get("infra_error")) == (logged.get("reward"), logged.get("infra_error")):
             continue
+        rel = seen_file.rel
         for field in ("reward", "infra_error"):
             if data.get(field) != logged.get(field):
                 problems.append(
@@ -131,7 +132,8 @@ def _rollouts(
                     f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
                 )
     missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys
-    for key in sorted(key for key in last if key not in seen):
+    every_file_there = len(seen) - len(unlogged) == len(last)  # (then none to look for)
+    for key in [] if every_file_there else sorted(key for key in last if key not in seen):
         event, rel = last[key], rel_of(key)
         if quarantined.get(rel, -1) < int(event.get("seq", 0)):
             missing[rel] = (
