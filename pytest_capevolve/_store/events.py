@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import FILE_MODE, RunDirError
+from .json_value import loads_bytes
 
 SPEND_FLUSH_EVERY = 1000  # rollouts between rewrites of the log's views (state.json, the index)
 
@@ -425,7 +426,7 @@ class EventLog:
                         return events + held[0], held[1], held[2]
                     handle.seek(end + len(line))  # not those lines after all: on through the file
                 try:
-                    event = json.loads(line)
+                    event = loads_bytes(line)
                     if int(event["seq"]) != seq + 1:
                         return None
                 except (ValueError, KeyError, TypeError):

@@ -10,14 +10,14 @@ audit's look for them need not list those folders again. Reads only.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .json_value import loads_utf8
+
 FIELDS = ("split", "task_id", "tag", "trial", "reward", "infra_error", "cost_usd")
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-_SCAN_ONCE = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads's parser (C)
 
 
 class ScannedFile(NamedTuple):  # a tuple: 60,000 of them are built in one scan
@@ -87,26 +87,11 @@ def _read(path: str, split: str, name: str) -> ScannedFile:
     except OSError as exc:
         return ScannedFile(split, name, None, str(exc), -1, -1)
     try:
-        record = _parse(raw)
+        record = loads_utf8(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return ScannedFile(split, name, None, str(exc), stat.st_size, stat.st_mtime_ns)
     data = {f: record[f] for f in FIELDS if f in record} if isinstance(record, dict) else record
     return ScannedFile(split, name, data, None, stat.st_size, stat.st_mtime_ns)
-
-
-def _parse(raw: bytes) -> Any:
-    """``json.loads(raw.decode("utf-8"))``, with the C scanner called directly where the text
-    is one value with nothing but JSON whitespace after it (a tenth of the scan's time at
-    60,000 files is ``json.loads``'s wrapper); anything else goes to ``json.loads``, for its
-    value or its error, word for word."""
-    text = raw.decode("utf-8")
-    try:
-        value, end = _SCAN_ONCE(text, 0)
-    except (StopIteration, ValueError):  # leading whitespace, or not JSON: json.loads says
-        return json.loads(text)
-    if end != len(text) and text[end:].strip(" \t\n\r"):
-        return json.loads(text)  # extra data after the value: its error
-    return value
 
 
 def _rest(fd: int) -> bytes:
