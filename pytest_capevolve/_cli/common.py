@@ -12,9 +12,11 @@ Exit codes come from :mod:`.._session.exitcodes` (the one table, shared with ses
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -169,6 +171,21 @@ def report_error(command: str, exc: BaseException) -> int:
     assert isinstance(exc, Refused | Refusal | CandidateError)
     print(f"error: capevolve {command} refused: {exc}", file=sys.stderr)
     return exitcodes.REFUSED
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection while inside: for a command that reads a whole run
+    (60,000 files and events) into objects it keeps until it ends, each collection would only
+    walk them again (a tenth of ``verify``'s time); they form no cycles, so nothing is held
+    longer than it would be. Collection resumes on the way out, as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def print_notices() -> None:

@@ -18,7 +18,17 @@ from .._session import exitcodes
 if TYPE_CHECKING:
     from .._project.spec import Spec
     from .._store.rundir import RunDir
-from .common import Refused, UsageError, add_project_args, emit, open_run, project_of, spec_of, val_ids
+from .common import (
+    Refused,
+    UsageError,
+    add_project_args,
+    collection_paused,
+    emit,
+    open_run,
+    project_of,
+    spec_of,
+    val_ids,
+)
 
 
 def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
@@ -36,6 +46,11 @@ def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """Re-derive a verdict from persisted val rollouts; pays no rollout."""
+    with collection_paused():  # it holds every val outcome of the two arms until it prints
+        return _gate(args)
+
+
+def _gate(args: argparse.Namespace) -> int:
     from .._decide.looks import shown_decision
     from .._policy import Refusal
     from .._policy.regate import GateAsk, regate

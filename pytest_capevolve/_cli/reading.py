@@ -18,6 +18,7 @@ from .common import (
     Refused,
     UsageError,
     add_project_args,
+    collection_paused,
     emit,
     existing_project,
     human,
@@ -150,6 +151,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Check the hash chain of a run's event log, then every rollout file and ``state.json``
     against the events; exit 1 at any disagreement. ``--repair`` moves a damaged log tail
     aside and rebuilds ``state.json`` from the log (it never rewrites a rollout)."""
+    with collection_paused():
+        return _verify(args)
+
+
+def _verify(args: argparse.Namespace) -> int:
     from .._store.audit import audit
     from .._store.events import verify_events
 

@@ -12,14 +12,16 @@ runs it.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from .._project.candidate import check_tag, escape_id
 from .events import verified_events
 from .index_sync import vanished_notice
 from .log_views import check_views
-from .rollout_scan import ScannedFile, scan_rollouts
+from .rollout_scan import RolloutScan, ScannedFile, scan_rollouts
 from .rundir import RunDir
 
 Key = tuple[str, str, str, int]
@@ -33,21 +35,22 @@ def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
     events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
     if events is None:
         events = rundir.log.events()
-    scanned = scan_rollouts(rundir.root)
-    problems = _rollouts(rundir, events, scanned, repair=repair)
+    scan = scan_rollouts(rundir.root)
+    problems = _rollouts(rundir, events, scan.files, repair=repair)
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
         events = rundir.log.events()
-    with rundir.rollouts.index_view.reading(scanned):
+    with rundir.rollouts.index_view.reading(scan.files):
         problems += check_views(rundir.log_views, events, rundir.lock, rundir.notices, repair=repair)
-    return problems + _unfinished_writes(rundir, repair=repair)
+    return problems + _unfinished_writes(rundir, scan, repair=repair)
 
 
-def _unfinished_writes(rundir: RunDir, *, repair: bool) -> list[str]:
+def _unfinished_writes(rundir: RunDir, scan: RolloutScan, *, repair: bool) -> list[str]:
     """Temporary files of atomic writes that never completed (an interrupt that landed between
     creating one and renaming it). Never a record: the file it was to become is missing or
     older, and the event log says which. Removed by ``repair`` only while no other session is
-    live, since a live one may be writing it right now."""
-    leftovers = sorted(rundir.root.rglob(".*.tmp"))
+    live, since a live one may be writing it right now. The rollout folders the scan listed
+    are not listed again (at 60,000 rollouts, they are nearly all of the run dir)."""
+    leftovers = sorted(map(Path, scan.leftovers + _temporaries(str(rundir.root), scan.folders)))
     if not leftovers:
         return []
     if repair and not rundir.claims.others():
@@ -62,8 +65,14 @@ def _unfinished_writes(rundir: RunDir, *, repair: bool) -> list[str]:
     ]
 
 
-def _key(event: dict[str, Any]) -> Key:
-    return (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
+def _temporaries(top: str, listed: frozenset[str]) -> list[str]:
+    """Every ``.*.tmp`` file under ``top`` outside the folders in ``listed`` (symbolic links
+    to folders not followed, as :meth:`pathlib.Path.rglob` does not)."""
+    found = []
+    for folder, subfolders, names in os.walk(top):
+        subfolders[:] = [name for name in subfolders if os.path.join(folder, name) not in listed]
+        found += [os.path.join(folder, n) for n in names if n.startswith(".") and n.endswith(".tmp")]
+    return found
 
 
 def _rollouts(
@@ -81,32 +90,41 @@ def _rollouts(
                 quarantined[file] = int(event.get("seq", 0))
     # valid rollout events per file since it was last moved or gone (paying it again after
     # either is expected); a file's name is only built where a quarantine or vanish may apply
-    valid: Counter[Key] = Counter()
+    valid: list[Key] = []  # counted only when some key is in it twice (at 60,000: it is not)
     for event in events:
         if event.get("kind") == "rollout":
-            key = _key(event)
+            key = (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
             last[key] = event
             if event.get("infra_error") is None and (
                 not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1)
             ):
-                valid[key] += 1
-    for rel, count in sorted((rel_of(key), count) for key, count in valid.items() if count > 1):
-        problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
+                valid.append(key)
+    if len(set(valid)) < len(valid):
+        counted = Counter(valid)
+        for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1):
+            problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
     seen: set[Key] = set()
+    unlogged: set[Key] = set()
     for seen_file in scanned:
-        rel, data = seen_file.rel, seen_file.data
+        data = seen_file.data
         try:
             if seen_file.error is not None:
                 raise ValueError(seen_file.error)
-            key = _key(data)
+            key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            problems.append(f"{rel}: unreadable ({exc}); the next session quarantines it and pays it again")
+            problems.append(
+                f"{seen_file.rel}: unreadable ({exc}); the next session quarantines it and pays it again"
+            )
             continue
         seen.add(key)
         logged = last.get(key)
         if logged is None:
-            problems.append(f"{rel}: no rollout event records it (written outside a session?)")
+            unlogged.add(key)
+            problems.append(f"{seen_file.rel}: no rollout event records it (written outside a session?)")
             continue
+        if (data.get("reward"), data.get("infra_error")) == (logged.get("reward"), logged.get("infra_error")):
+            continue
+        rel = seen_file.rel
         for field in ("reward", "infra_error"):
             if data.get(field) != logged.get(field):
                 problems.append(
@@ -114,7 +132,8 @@ def _rollouts(
                     f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
                 )
     missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys
-    for key in sorted(key for key in last if key not in seen):
+    every_file_there = len(seen) - len(unlogged) == len(last)  # (then none to look for)
+    for key in [] if every_file_there else sorted(key for key in last if key not in seen):
         event, rel = last[key], rel_of(key)
         if quarantined.get(rel, -1) < int(event.get("seq", 0)):
             missing[rel] = (

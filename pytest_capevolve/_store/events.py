@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import FILE_MODE, RunDirError
+from .json_value import loads_bytes
 
 SPEND_FLUSH_EVERY = 1000  # rollouts between rewrites of the log's views (state.json, the index)
 
@@ -47,10 +48,23 @@ def verify_events(path: Path) -> tuple[int, str | None]:
     (one more than the line before's). An edited line breaks the next line's ``prev``; a
     removed or reordered line breaks ``seq``. The chain cannot vouch for its own end: an edit
     to the last line, or lines cut off the end, leave no trace in it."""
-    prev_hash, prev_seq = GENESIS, 0
     with path.open("rb") as handle:
         raw = handle.read()
         stat = os.fstat(handle.fileno())
+    parsed = _intact_chain(raw)  # the common case, found in one pass; any doubt: line by line
+    if parsed is None:
+        count, problem, parsed = walk_chain(raw)
+        if problem is not None:
+            return count, problem
+    if stat.st_size == len(raw):  # nothing appended while it was read: the events are the file's
+        _VERIFIED[str(path.resolve())] = ((stat.st_size, stat.st_mtime_ns, stat.st_ino), parsed)
+    return len(parsed), None
+
+
+def walk_chain(raw: bytes) -> tuple[int, str | None, list[dict[str, Any]]]:
+    """:func:`verify_events` on the log's bytes, line by line: (lines intact before the first
+    problem, the problem or None, the events parsed up to it)."""
+    prev_hash, prev_seq = GENESIS, 0
     # universal newlines, as text-mode reading gave: a line's hash is of its text without \r
     lines = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
@@ -62,7 +76,8 @@ def verify_events(path: Path) -> tuple[int, str | None]:
             seq, prev = int(event["seq"]), str(event["prev"])
             parsed.append(event)
         except (ValueError, KeyError, TypeError):
-            return number - 1, f"line {number} is not an event (unreadable JSON or no seq/prev): edited"
+            problem = f"line {number} is not an event (unreadable JSON or no seq/prev): edited"
+            return number - 1, problem, parsed
         if seq != prev_seq + 1:
             expected = prev_seq + 1
             rest = enumerate(lines[number:], start=number + 1)
@@ -73,18 +88,56 @@ def verify_events(path: Path) -> tuple[int, str | None]:
                 problem = f"seq {seq} after {prev_seq}: lines were reordered or duplicated"
                 if later is not None:
                     problem += f" (seq {expected} is at line {later})"
-            return number - 1, f"line {number}: {problem}"
+            return number - 1, f"line {number}: {problem}", parsed
         if prev != prev_hash:
             if number == 1:
-                return 0, "line 1 was edited: its prev is not the start of a chain"
-            return number - 2, (
-                f"line {number - 1} was edited: line {number} records prev={prev[:12]}…, "
-                f"but line {number - 1} hashes to {prev_hash[:12]}…"
+                return 0, "line 1 was edited: its prev is not the start of a chain", parsed
+            return (
+                number - 2,
+                (
+                    f"line {number - 1} was edited: line {number} records prev={prev[:12]}…, "
+                    f"but line {number - 1} hashes to {prev_hash[:12]}…"
+                ),
+                parsed,
             )
         prev_hash, prev_seq = event_line_hash(line), seq
-    if stat.st_size == len(raw):  # nothing appended while it was read: the events are the file's
-        _VERIFIED[str(path.resolve())] = ((stat.st_size, stat.st_mtime_ns, stat.st_ino), parsed)
-    return len(lines), None
+    return len(lines), None, parsed
+
+
+# what json.loads parses a value with (the C scanner), called at a position of the text
+_SCAN_ONCE = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _intact_chain(raw: bytes) -> list[dict[str, Any]] | None:
+    """The events of a log whose every line is one JSON object from its first character to
+    its last, chained as :func:`verify_events` requires (each ``seq`` one more than the line
+    before's, each ``prev`` its hash) — else None, and the caller walks the lines one by one
+    to say what is wrong. The same verdict, two to three times faster at 60,000 lines: one
+    decode of the file, the values parsed where they stand, the lines hashed as bytes."""
+    if b"\r" in raw:  # universal newlines to apply first: the line-by-line walk does it
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    parsed: list[dict[str, Any]] = []
+    prev_hash, prev_seq, pos, end_of_text, sha256 = GENESIS, 0, 0, len(text), hashlib.sha256
+    lines = raw.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    try:
+        for line in lines:
+            event, end = _SCAN_ONCE(text, pos)
+            if end != end_of_text and text[end] != "\n":  # more on the line than one value
+                return None
+            seq, prev = int(event["seq"]), str(event["prev"])
+            if seq != prev_seq + 1 or prev != prev_hash:
+                return None
+            parsed.append(event)
+            prev_hash, prev_seq, pos = sha256(line).hexdigest(), seq, end + 1
+    except (ValueError, KeyError, TypeError, IndexError, StopIteration):
+        return None
+    return parsed if pos >= end_of_text else None
 
 
 # the events of the last chain verified, by file, for the audit that follows it in the same
@@ -418,7 +471,7 @@ class EventLog:
                         return events + held[0], held[1], held[2]
                     handle.seek(end + len(line))  # not those lines after all: on through the file
                 try:
-                    event = json.loads(line)
+                    event = loads_bytes(line)
                     if int(event["seq"]) != seq + 1:
                         return None
                 except (ValueError, KeyError, TypeError):

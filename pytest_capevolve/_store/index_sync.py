@@ -10,15 +10,17 @@ is rebuilt from the rollout files — logging, on the way, files the log recorde
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 from .._project.splits import TEST_SPLIT
 from .events import EventLog
+from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
-from .index import IndexDamaged, RolloutIndex, Row, row_of
 from .record import RecordError, RolloutRecord
 from .rollout_scan import ScannedFile
 
@@ -87,12 +89,9 @@ class IndexView:
             problems: list[str] = []
             if self._scanned is not None and not repair:  # the audit's one read of every file
                 # (a repair may rebuild the index and move damaged files first: read again)
-                by_split: dict[str, dict[str, ScannedFile]] = {}
-                for scanned in self._scanned:
-                    if scanned.split != TEST_SPLIT:
-                        by_split.setdefault(scanned.split, {})[scanned.name] = scanned
-                for split in sorted(by_split):
-                    problems += self._check_scanned(split, by_split[split])
+                for split, files in itertools.groupby(self._scanned, attrgetter("split")):  # (sorted)
+                    if split != TEST_SPLIT:
+                        problems += self._check_scanned(split, {seen.name: seen for seen in files})
                 return problems
             for split_dir in sorted((self.root / "rollouts").glob("*")):
                 split = split_dir.name
@@ -142,28 +141,32 @@ class IndexView:
             self._scanned = None
 
     def _check_scanned(self, split: str, files: dict[str, ScannedFile]) -> list[str]:
-        """:meth:`_check_split` on files already read: the same lines, in the same order."""
+        """:meth:`_check_split` on files already read: the same lines, in the same order (the
+        fields of each row compared at once, one by one only where they differ)."""
         name, problems = self.name, []
-        columns = (*FIELDS_INDEX, "file", "size", "mtime_ns")
-        width = len(FIELDS_INDEX)
-        rows = {row[width]: row for row in self.index.rows(split)}
-        at = {column: i for i, column in enumerate(columns)}
+        fetched = self.index.checked(split)
+        if _agree(fetched, files):
+            return []
+        rows = {row[0]: row for row in fetched}
         for file in sorted(rows):
             row = rows[file]
             seen = files.get(file)
             if seen is None:
                 problems.append(f"{name}: a {split} row for {file}, which is not on disk")
                 continue
-            if (seen.size, seen.mtime_ns) != (row[at["size"]], row[at["mtime_ns"]]):
+            if seen.size != row[1] or seen.mtime_ns != row[2]:
                 continue  # the file changed since: readers read it again (checked above)
             data = seen.data
             if seen.error is not None or not isinstance(data, dict):
                 continue  # reported above as unreadable
-            for field in ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd"):
-                if data.get(field) != row[at[field]]:
+            said = tuple(map(data.get, CHECKED))
+            if said == row[3:]:
+                continue
+            for field, in_row, in_file in zip(CHECKED, row[3:], said, strict=True):
+                if in_file != in_row:
                     problems.append(
-                        f"{name}: {field} {row[at[field]]!r} for rollouts/{split}/{file}, "
-                        f"but the file says {data.get(field)!r}"
+                        f"{name}: {field} {in_row!r} for rollouts/{split}/{file}, "
+                        f"but the file says {in_file!r}"
                     )
         return problems + [
             f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
@@ -287,6 +290,22 @@ class IndexView:
         if gone:
             self.log.append_event("rollout_vanished", files=sorted(gone))
             self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
+
+
+def _agree(rows: list[Row], files: dict[str, ScannedFile]) -> bool:
+    """Whether every row says what its file says, with a file for each row and a row for each
+    file — :meth:`IndexView._check_scanned` would find nothing — found by comparing two sorted
+    lists at once (the rows sorted here; ``files`` by name, as the scan lists them). False
+    whenever in doubt (an unreadable file, an order that differs): the row-by-row check then."""
+    if len(rows) != len(files):
+        return False
+    said = []
+    for seen in files.values():
+        if seen.error is not None or type(seen.data) is not dict:
+            return False
+        said.append((seen.name, seen.size, seen.mtime_ns, *map(seen.data.get, CHECKED)))
+    rows.sort()
+    return rows == said
 
 
 def vanished_notice(files: list[str], done: str) -> str:

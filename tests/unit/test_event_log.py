@@ -46,6 +46,7 @@ def test_the_events_held_read_back_as_the_file_says(run: RunDir, monkeypatch) ->
 
     decoded: list[bytes] = []
     monkeypatch.setattr(events_module, "json", SimpleNamespace(loads=lambda line: decoded.append(line)))
+    monkeypatch.setattr(events_module, "loads_bytes", lambda line: decoded.append(line))
     assert run.log.events_after(after_first, 1) == (whole[0][1:], *whole[1:])
     assert run.log.events_after(0, 0, lambda event: None) == ([], *whole[1:])
     assert decoded == []  # served from what was appended, not decoded again
@@ -84,6 +85,7 @@ def test_past_what_is_held_the_older_events_are_read_from_the_file(
     monkeypatch.setattr(
         events_module, "json", SimpleNamespace(loads=lambda line: decoded.append(line) or json.loads(line))
     )
+    monkeypatch.setattr(events_module, "loads_bytes", lambda line: decoded.append(line) or json.loads(line))
     whole = run.log.events_after(0, 0)
     assert len(decoded) == 16 - held  # the file read up to the lines held, those taken as held
     monkeypatch.undo()

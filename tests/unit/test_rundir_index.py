@@ -9,6 +9,7 @@ written per rollout: it must still equal the rollouts on disk after a ``kill -9`
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -153,6 +154,26 @@ def test_verify_names_an_unfinished_write_and_repair_removes_it_unless_a_session
     assert any("unfinished temporary file" in n for n in repaired.notices)
 
 
+def test_verify_names_unfinished_writes_outside_the_rollout_folders_too(run: RunDir) -> None:
+    """verify lists the rollout folders once, for their files and their leftovers alike; the rest
+    of the run dir (its own files, a quarantine folder, a snapshot) is still looked through."""
+    run.flush()
+    (run.root / "rollouts" / ".quarantine").mkdir()
+    leftovers = [
+        run.root / ".state.json.12-1.tmp",
+        run.root / "rollouts" / ".quarantine" / ".x.json.3-1.tmp",
+        run.root / "rollouts" / "train" / ".train-0__seed__t0.json.9-2.tmp",
+    ]
+    for leftover in leftovers:
+        leftover.write_text("{")
+    (run.root / "rollouts" / "val" / "not.tmp").write_text("")  # no leading dot: not a temp file
+    problems = audit(RunDir(run.root))
+    named = sorted(p.split(":")[0] for p in problems if "an unfinished write" in p)
+    assert named == sorted(str(p.relative_to(run.root)) for p in leftovers), problems
+    assert audit(RunDir(run.root), repair=True) == []
+    assert not any(p.exists() for p in leftovers)
+
+
 def test_spend_is_exact_without_rewriting_state_json(run: RunDir) -> None:
     """Rollouts do not rewrite state.json; reading the state counts what the log added since."""
     written = json.loads(run.state_path.read_text()) if run.state_path.is_file() else None
@@ -221,14 +242,17 @@ def test_verify_opens_each_rollout_file_once_and_still_finds_every_kind_of_misma
     db.commit()
     db.close()
     opened: list[str] = []
-    real_open = builtins.open
 
-    def counting_open(file, *args, **kwargs):
-        if str(file).endswith(".json") and "/rollouts/" in str(file):
-            opened.append(str(file))
-        return real_open(file, *args, **kwargs)
+    def counting(real_open):
+        def counted(file, *args, **kwargs):
+            if str(file).endswith(".json") and "/rollouts/" in str(file):
+                opened.append(str(file))
+            return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "open", counting_open)
+        return counted
+
+    monkeypatch.setattr(builtins, "open", counting(builtins.open))  # either way of opening a file
+    monkeypatch.setattr(os, "open", counting(os.open))
     problems = audit(RunDir(run.root))
     monkeypatch.undo()
     files = sorted(str(p) for p in (run.root / "rollouts").glob("*/*.json"))
