@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 from .._project.candidate import check_tag, escape_id
+from .best_rule import BestRule
 from .events import verified_events
 from .index_sync import vanished_notice
 from .log_views import check_views
@@ -35,6 +36,10 @@ def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
         events = rundir.log.events()
     scanned = scan_rollouts(rundir.root)
     problems = _rollouts(rundir, events, scanned, repair=repair)
+    rule = BestRule()  # a best_changed no booked accept explains (forged with append_event)
+    for event in events:
+        rule.see(event)
+    problems += [f"{rundir.events_path.name}: {line}" for line in rule.unjustified]
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
         events = rundir.log.events()
     with rundir.rollouts.index_view.reading(scanned):

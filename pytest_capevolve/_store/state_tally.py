@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._project.candidate import SEED_TAG
+from .best_rule import BestRule
 
 OPTIMIZER_SPEND = ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
 
@@ -39,6 +40,7 @@ class StateTally:
         self._change_seqs = array("q", [0])
         self._counters: list[dict[str, Any]] = [_start()]
         self.stall_logged = False  # whether any event records stalls (older logs did not)
+        self.best_rule = BestRule()  # a best_changed no accept explains moves nothing
 
     def fold(self, event: dict[str, Any]) -> None:
         kind = event.get("kind")
@@ -49,7 +51,9 @@ class StateTally:
             self._rollout_seqs.append(seq)
             self._spend.append(before + float(self.file_cost(event) if cost is None else cost))
             return None
-        if kind not in ("decision", "best_changed", "stalled"):
+        if kind not in ("decision", "best_changed", "stalled", "cap_evolve_imported"):
+            return None
+        if not self.best_rule.see(event) or kind == "cap_evolve_imported":
             return None
         counters = dict(self._counters[-1])
         if kind == "decision":
