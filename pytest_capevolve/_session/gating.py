@@ -33,6 +33,7 @@ from .._policy.verdicts import (
 )
 from .._project.spec import Spec
 from .._store.evidence import ByTag
+from .._store.first_outcomes import first_outcomes, repaid_details
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, SessionHooks
 from .planning import GateRequest
@@ -54,6 +55,8 @@ def judge(
     siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
     budget = AlphaBudget.read(spec, rundir, len(siblings))
     config = gate_config(spec, veto_regressions=gate.veto_regressions, alpha=budget.config_alpha)
+    # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.first_outcomes`)
+    by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
     evidence = Evidence(by_tag, plan.task_ids, plan.num_trials, rundir.snapshots.snapshot_size)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
@@ -66,6 +69,10 @@ def judge(
         for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
     nulls = [with_settings(spec, v, gate.overridden) for v in nulls]
+    verdicts = [
+        replace(v, details={**v.details, **repaid_details(repaid, v.tag, v.against)}) for v in verdicts
+    ]
+    nulls = [replace(v, details={**v.details, **repaid_details(repaid, v.tag, v.against)}) for v in nulls]
     budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts
 
