@@ -24,6 +24,7 @@ class BestRule:
         self.accepted: set[str] = set()
         self.imported: set[str] = set()
         self.unjustified: list[str] = []  # one line per best_changed nothing explains
+        self.best = "seed"  # as the honoured events leave it
 
     def see(self, event: dict[str, Any]) -> bool:
         """False for a ``best_changed`` the log so far does not explain (then recorded in
@@ -31,11 +32,15 @@ class BestRule:
         kind = event.get("kind")
         if kind == "decision" and event.get("decision") == "accept":
             self.accepted.add(str(event.get("tag")))
+            self.best = str(event.get("tag"))
         elif kind == "cap_evolve_imported" and event.get("best_id") is not None:
             self.imported.add(str(event["best_id"]))
         elif kind == "best_changed":
             best = str(event.get("best_id"))
+            if best == self.best:  # moves nothing (a log that repeats the best it has)
+                return True
             if best in self.accepted or (event.get("basis") == IMPORT_BASIS and best in self.imported):
+                self.best = best
                 return True
             self.unjustified.append(
                 f"event {event.get('seq')}: best_changed to {best!r}, but the log books no accept "
