@@ -203,3 +203,26 @@ def test_a_pth_file_planted_by_candidate_code_is_a_changed_harness(
     assert "capevolve_speedups.py (added)" in lines[0]
     assert len(projects.rollout_records(project)) > paid  # trojan's, and nothing since
     assert not (projects.run_dir(project) / "verdicts" / "noop.json").exists()
+
+
+def test_a_pth_file_planted_during_a_session_starts_no_later_sandbox_child(
+    example, projects, capevolve, monkeypatch, tmp_path
+):
+    """Within the session that planted it, the hook would run in every sandbox child started
+    after it (the seed's, another candidate's): none is started."""
+    monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "userbase"))
+    monkeypatch.setattr(site, "USER_BASE", None)
+    monkeypatch.setattr(site, "USER_SITE", None)
+    project = _noop_project(example, projects, trials=1)
+    trojan = project / "candidates" / "trojan"
+    shutil.copytree(project / "capability", trojan)
+    with (trojan / "tools" / "reply.py").open("a") as handle:
+        handle.write(TROJAN)
+    result = capevolve(project, "trojan", "noop")
+    out = result.stdout.str()
+    assert Path(site.getusersitepackages(), "zz-capevolve-speedups.pth").is_file()
+    assert "start-up hooks changed during this session" in out, out[-3000:]
+    refused = [line for line in out.splitlines() if "start-up hooks changed during this session" in line]
+    assert any("INFRA val::n01[noop-t0] and 39 more" in line for line in refused), refused
+    noop = [r for k, r in projects.rollout_records(project).items() if k[2] == "noop"]
+    assert all(r["reward"] is None for r in noop)  # missing data, never measured with the hook
