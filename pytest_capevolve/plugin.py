@@ -311,6 +311,20 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Before any conftest is imported, a capevolve session stops reading bytecode caches it
+    did not write (a planted ``__pycache__/conftest…pyc`` or adapter ``.pyc`` would run in
+    place of the locked source): see :mod:`._project.bytecode`."""
+    known = early_config.known_args_namespace
+    if getattr(known, "capevolve_run", None) or getattr(known, "capevolve_finalize", None):
+        from ._project import startup_hooks
+        from ._project.bytecode import use_private_cache
+
+        use_private_cache()
+        startup_hooks.remember(fresh=True)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     target, finalize = _session_target(config)
     if not target:

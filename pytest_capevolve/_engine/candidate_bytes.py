@@ -32,9 +32,6 @@ from .._project.candidate import CandidateError, compare_digests, content_hash, 
 from .._store.snapshots import make_read_only, registered_files
 from .remote import STALE_COPY_FIX
 
-# what Python itself writes next to a module it imports: never part of a candidate
-_CACHES = frozenset({"__pycache__"})
-
 Stamp = tuple[tuple[str, tuple[object, ...]], ...]
 
 
@@ -50,9 +47,10 @@ class _Checked:
 
 def stamp_of(folder: Path) -> Stamp:
     """What changes whenever a file under ``folder`` is written, replaced, added or removed
-    (ctime cannot be set back by a user), without reading a byte. Python's bytecode caches
-    are left out: an adapter importing a candidate's module writes them. Plain ``os.scandir``
-    and strings: this runs twice per rollout."""
+    (ctime cannot be set back by a user), without reading a byte. Bytecode caches count: no
+    process of ours writes one beside a source (:mod:`.._project.bytecode`), so a ``.pyc``
+    appearing in a snapshot is planted. Plain ``os.scandir`` and strings: this runs twice per
+    rollout."""
     entries: list[tuple[str, tuple[object, ...]]] = []
     todo = [("", os.fspath(folder))]
     while todo:
@@ -66,8 +64,6 @@ def stamp_of(folder: Path) -> Stamp:
         names = []
         for entry in found:
             name = entry.name
-            if name in _CACHES or name.endswith(".pyc"):
-                continue
             names.append(name)
             inner = f"{relative}/{name}" if relative else name
             if entry.is_dir(follow_symlinks=False):
@@ -90,8 +86,8 @@ def moved(before: Stamp, after: Stamp) -> list[str]:
 
 
 def listed_files(folder: Path) -> set[str]:
-    """Every file under ``folder`` but bytecode caches — handover files included: in a snapshot
-    nothing is left out, so a JOURNAL.md added to one is seen."""
+    """Every file under ``folder``, handover files and bytecode included: in a snapshot nothing
+    is left out, so a JOURNAL.md or a ``.pyc`` added to one is seen."""
     return {entry for entry, info in stamp_of(folder) if not entry.endswith("/") and info != ("gone",)}
 
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._project import startup_hooks
 from .._project.adapter import Rollout, Task
 from .runner import AdapterRunner, Scored
 from .wire import FrameReader, WireError, frame, load_answer, write_all
@@ -197,8 +198,14 @@ class Sandbox:
         """The running child, started if there is none (under ``_lock``)."""
         if self.proc is not None and self.reader is not None:
             return self.proc, self.reader
+        moved = startup_hooks.moved_since_start()  # a .pth planted by a candidate this session
+        if moved:
+            raise SandboxError(startup_hooks.refusal(moved))
         proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
+            [sys.executable, *startup_hooks.child_flags(), "-c", CHILD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
         )
         assert proc.stdin is not None and proc.stdout is not None
         reader = FrameReader(proc.stdout.fileno())

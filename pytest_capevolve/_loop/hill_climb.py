@@ -182,7 +182,7 @@ class HillClimb:
     def run(self) -> dict[str, Any]:
         rundir = self.rundir = self._baseline()
         check_signal(self.o, list((rundir.splits() or {}).get("train", [])))
-        if Seal(rundir).burned() is not None:
+        if Seal(rundir).closed() is not None:
             raise Refusal(
                 f"run {rundir.run_id} is finalized: its test split was scored, so a new best chosen in it "
                 "would not be held out; start a new run: capevolve hill-climb --new-run"

@@ -228,7 +228,7 @@ def integrate(
     """Add the candidates' changes one at a time, each addition gated (``<tag>-<i>``) against
     the current best and booked; keep only the additions the gate accepts."""
     _check_inputs(rundir, tags, tag)
-    if Seal(rundir).burned() is not None:
+    if Seal(rundir).closed() is not None:
         raise Refusal(
             f"run {rundir.run_id} is finalized: its test split was scored, so gating in it would choose "
             "a best on held-out knowledge; merge in a new run (pytest --capevolve-run PROJECT "

@@ -253,7 +253,7 @@ def _overridden(
         recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
     if alarm["alarm"]:
         recommendation = {**recommendation, "reason": f"{recommendation['reason']} {alarm['text']}."}
-    if Seal(rundir).burned() is not None:  # whatever the budget says, no gate can run here again
+    if Seal(rundir).closed() is not None:  # whatever the budget says, no gate can run here again
         recommendation = {
             "action": "stop",
             "reason": f"run {rundir.run_id} is finalized: its test split was scored, so no gate runs "

@@ -24,6 +24,8 @@ candidate is the tamper guard's business):
   [pytest]``, ``setup.cfg [tool:pytest]``) of the first such file in the project's folder or
   above it — its ``capevolve_*`` keys left out, the spec lock holds what they mean — and the
   values of ``PYTEST_ADDOPTS`` and ``PYTEST_PLUGINS`` (digests only);
+- the interpreter's start-up hooks: ``.pth`` files, the modules they import, ``sitecustomize``
+  (:mod:`.startup_hooks`);
 - a digest of the task pool the adapter returns (ids, inputs and targets), so task data read
   from anywhere — a JSON file, a database, a package — is held too.
 
@@ -47,6 +49,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import startup_hooks
 from .candidate import compare_digests
 from .microcase import MICROCASES_DIR
 from .spec import Spec
@@ -117,6 +120,7 @@ def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
     digests = fingerprint(spec.project_dir, spec.adapter, exclude=[spec.capability_path], extra_files=extra)
     digests.update(pytest_config(spec.project_dir))
     digests.update(pytest_env(os.environ))
+    digests.update(startup_hooks.digests())
     digests[TASKS_KEY] = tasks_digest(tasks)
     return digests
 
@@ -198,8 +202,12 @@ def tasks_digest(tasks: Iterable[Any]) -> str:
 
 def changes(locked: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
     """What differs, one ``path (changed|added|removed)`` each; the task pool as ``the tasks``."""
-    out = compare_digests(dict(now), dict(locked))
-    return [item.replace(TASKS_KEY, "the tasks the adapter returns") for item in out]
+    out = compare_digests(startup_hooks.comparable(dict(locked), dict(now)), dict(locked))
+    return [
+        item.replace(TASKS_KEY, "the tasks the adapter returns")
+        for item in out
+        if not item.startswith(startup_hooks.MARKER_KEY)  # the hooks' own lines name them
+    ]
 
 
 def refusal(run_id: str, what: list[str], limit: int = 4) -> str:

@@ -34,6 +34,7 @@ from .._policy.verdicts import (
 )
 from .._project.spec import Spec
 from .._store.evidence import ByTag
+from .._store.first_outcomes import first_outcomes, repaid_details
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, SessionHooks
 from .planning import GateRequest
@@ -64,6 +65,8 @@ def judge(
         regression_rule=gate.regression_rule,
         alpha=budget.config_alpha,
     )
+    # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.first_outcomes`)
+    by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
     evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
@@ -81,6 +84,10 @@ def judge(
     if warnings:
         verdicts = [replace(v, warnings=[*v.warnings, *warnings]) for v in verdicts]
         nulls = [replace(v, warnings=[*v.warnings, *warnings]) for v in nulls]
+    verdicts = [
+        replace(v, details={**v.details, **repaid_details(repaid, v.tag, v.against)}) for v in verdicts
+    ]
+    nulls = [replace(v, details={**v.details, **repaid_details(repaid, v.tag, v.against)}) for v in nulls]
     budget.record(rundir, nulls, verdicts, null_tags, hooks)
     return nulls, verdicts
 

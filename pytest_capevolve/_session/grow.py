@@ -164,7 +164,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
     """The plan of a grow session (under the run's lock): the candidate and the best on val at
     the pooled number of trials; what is persisted is reused, so only the new trials are owed."""
     rundir.ensure_spec_lock(spec)
-    if Seal(rundir).burned() is not None:
+    if Seal(rundir).closed() is not None:
         raise RunDirError(f"run {rundir.run_id} is finalized: no candidate can be grown in it")
     splits = rundir.splits()
     if splits is None:

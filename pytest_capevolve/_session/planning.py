@@ -224,7 +224,7 @@ def plan_evaluation(
     the snapshots and the claims of two sessions planning at once never interleave: the later
     one owes only what the earlier one neither persisted nor claimed, and waits for the rest."""
     rundir.ensure_spec_lock(spec)
-    if gate.enabled and Seal(rundir).burned() is not None:
+    if gate.enabled and Seal(rundir).closed() is not None:
         raise RunDirError(
             f"run {rundir.run_id} is finalized: its test split was scored, so choosing a new "
             "best in it would select on held-out knowledge; start a new run (--capevolve-new-run)"

@@ -74,7 +74,7 @@ def plan_screen(
 ) -> ScreenPlanned:
     """The plan of a screen session (under the run's lock, like any planning)."""
     rundir.ensure_spec_lock(spec)
-    if Seal(rundir).burned() is not None:
+    if Seal(rundir).closed() is not None:
         raise RunDirError(
             f"run {rundir.run_id} is finalized: screening a candidate for it would select on "
             "held-out knowledge; start a new run (--capevolve-new-run)"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._store.files import RunDirError
+from .._store.forced import forced_accepts
 from .._store.rundir import RUNS_DIR, RunDir
 from .._store.seal import Seal
 
@@ -32,6 +33,7 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
             {
                 **row,
                 "best": state["best_id"],
+                "best_forced": state["best_id"] in forced_accepts(rundir.log.of_kinds("decision")),
                 "iterations": int(state["iterations"]),
                 "stall": int(state["stall"]),
                 "rollouts": int(spent.get("metric_calls", 0)),
@@ -48,6 +50,7 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
 
 
 def render_runs(rows: list[dict[str, Any]]) -> list[str]:
+    """The table; a best accepted against the gate reads ``TAG (forced)``."""
     header = ("run", "best", "iterations", "rollouts", "$ spent", "test", "")
     body = []
     for row in rows:
@@ -58,7 +61,7 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
         body.append(
             (
                 row["run_id"],
-                str(row["best"]),
+                f"{row['best']} (forced)" if row.get("best_forced") else str(row["best"]),
                 str(row["iterations"]),
                 str(row["rollouts"]),
                 f"{row['usd']:.4f}",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._project.candidate import check_tag, escape_id
+from .best_rule import BestRule
 from .events import verified_events
 from .index_sync import vanished_notice
 from .log_views import check_views
@@ -37,6 +38,10 @@ def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
         events = rundir.log.events()
     scan = scan_rollouts(rundir.root)
     problems = _rollouts(rundir, events, scan.files, repair=repair)
+    rule = BestRule()  # a best_changed no booked accept explains (forged with append_event)
+    for event in events:
+        rule.see(event)
+    problems += [f"{rundir.events_path.name}: {line}" for line in rule.unjustified]
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
         events = rundir.log.events()
     with rundir.rollouts.index_view.reading(scan.files):

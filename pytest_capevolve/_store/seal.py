@@ -5,6 +5,8 @@ The seal is two files in the run dir:
 - ``.finalize.lock`` — an exclusive, non-blocking ``flock`` held for a finalize session's whole
   life. A second session finds it held and is refused; the kernel drops it when the holder dies,
   so a crash never leaves the run stuck.
+- the log's ``test_opened`` event, appended before the first test rollout is paid: from then
+  no gate, screen, grow or merge runs in the run (:meth:`Seal.closed`), finished or not;
 - ``seal.json`` — the test score, written atomically at the very end. Its existence *is* the
   burned seal: before it, nothing anywhere prints a test number; after it, no session scores
   the test split again.
@@ -27,7 +29,9 @@ from .files import atomic_write_json, read_json
 from .record import RolloutRecord
 from .rundir import RunDir
 
-__all__ = ["Seal", "TestSealError", "TEST_SPLIT"]
+__all__ = ["Seal", "TestSealError", "TEST_SPLIT", "OPENED_EVENT"]
+
+OPENED_EVENT = "test_opened"  # logged before the first test rollout is paid
 
 
 class Seal:
@@ -56,6 +60,29 @@ class Seal:
             "seal_file_missing": True,
             "event_seq": last.get("seq"),
         }
+
+    def opened(self) -> dict[str, Any] | None:
+        """The log's ``test_opened`` event once a finalize began paying test rollouts, else None.
+
+        From the first test rollout the test split is spent for choosing: its rewards sit in
+        ``rollouts/test/`` whether or not the score is ever written, so a finalize stopped short
+        (on purpose: ``--deselect`` of one rollout left the seal unburned and gating open) has
+        already shown the test mean. It can still be finished, never gated around."""
+        events = self.rundir.log.of_kinds(OPENED_EVENT)
+        return dict(events[0]) if events else None
+
+    def closed(self) -> dict[str, Any] | None:
+        """What ends gating in this run: the burned score, or else the opened test split."""
+        return self.burned() or self.opened()
+
+    def open(self, test_ids: list[str]) -> None:
+        """Record, before the first test rollout is paid, that this run's test split is being
+        scored (once per run: a resumed finalize finds it recorded)."""
+        if not self.held:
+            raise TestSealError("opening the test split needs the finalize claim")
+        if self.opened() is None:
+            with self.rundir.lock():
+                self.rundir.log.append_event(OPENED_EVENT, test_ids=sorted(test_ids))
 
     def claim(self) -> None:
         """Become the one finalize session of this run, or raise TestSealError.

@@ -24,6 +24,8 @@ from typing import Any
 import yaml
 
 from .._project.candidate import SEED_TAG
+from .best_rule import BestRule
+from .best_rule import refusal as best_refusal
 from .events import SPEND_FLUSH_EVERY as SPEND_FLUSH_EVERY  # where it has always been read
 from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_json
@@ -127,6 +129,8 @@ class RunState:
         tally = self._caught_up_tally()
         if tally is None:  # a line that is not an event: the log's own readers refuse it
             return
+        if tally.best_rule.unjustified:
+            raise RunDirError(best_refusal(self.events_path.name, tally.best_rule.unjustified))
         mark = state.get("spent_through")
         at = tally.seq
         if isinstance(mark, dict) and isinstance(mark.get("seq"), int) and not isinstance(mark["seq"], bool):
@@ -204,11 +208,16 @@ class RunState:
         """The best as the log's decisions and ``best_changed`` events make it (what
         :meth:`replay_state` computes, from those lines alone)."""
         best = SEED_TAG
-        for event in self.log.of_kinds("decision", "best_changed"):
+        rule = BestRule()
+        for event in self.log.of_kinds("decision", "best_changed", "cap_evolve_imported"):
+            if not rule.see(event):
+                continue
             if event.get("kind") == "best_changed":
                 best = str(event["best_id"])
             elif event.get("decision") == "accept":
                 best = str(event["tag"])
+        if rule.unjustified:
+            raise RunDirError(best_refusal(self.events_path.name, rule.unjustified))
         return best
 
     def update_state(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

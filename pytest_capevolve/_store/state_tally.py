@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._project.candidate import SEED_TAG
+from .best_rule import BestRule
 
 OPTIMIZER_SPEND = ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
 
@@ -51,6 +52,7 @@ class StateTally:
         self.stall_logged = False  # whether any event records stalls (older logs did not)
         self.floor = 0  # the first seq this tally answers for (a checkpoint's, when resumed)
         self._base = (0, 0.0)  # rollouts and their cost up to ``floor``
+        self.best_rule = BestRule()  # a best_changed no accept explains moves nothing
 
     @classmethod
     def resumed(
@@ -76,6 +78,12 @@ class StateTally:
         kept = ("best_id", "iterations", "stall", "announced", *OPTIMIZER_SPEND)
         counters = {what: held[what] for what in kept}
         tally._change_seqs, tally._counters = array("q", [seq]), [counters]
+        # what explains a later best_changed goes on from the checkpoint too (a fresh rule would
+        # take the best for "seed", and honour a forged move back to it)
+        rule = tally.best_rule
+        rule.best = str(held["best_id"])
+        rule.accepted = {str(t) for t in held.get("accepted") or () if isinstance(t, str)}
+        rule.imported = {str(t) for t in held.get("imported") or () if isinstance(t, str)}
         return tally
 
     def held(self) -> dict[str, Any]:
@@ -86,6 +94,8 @@ class StateTally:
             "metric_calls": self._base[0] + calls,
             "usd": self._spend[-1] if calls else self._base[1],
             "stall_logged": self.stall_logged,
+            "accepted": sorted(self.best_rule.accepted),
+            "imported": sorted(self.best_rule.imported),
         }
 
     def fold(self, event: dict[str, Any]) -> None:
@@ -97,7 +107,9 @@ class StateTally:
             self._rollout_seqs.append(seq)
             self._spend.append(before + float(self.file_cost(event) if cost is None else cost))
             return None
-        if kind not in ("decision", "best_changed", "stalled"):
+        if kind not in ("decision", "best_changed", "stalled", "cap_evolve_imported"):
+            return None
+        if not self.best_rule.see(event) or kind == "cap_evolve_imported":
             return None
         counters = dict(self._counters[-1])
         if kind == "decision":

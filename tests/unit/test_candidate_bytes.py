@@ -42,9 +42,13 @@ def test_an_unchanged_snapshot_is_used_and_a_touch_is_not_a_change(tmp_path: Pat
     os.utime(snapshot / "prompt.md")  # a new mtime and ctime, the same bytes
     folder, after = checker.folder("cand", snapshot, tmp_path / "cand", digest)
     assert folder == snapshot and after != before
-    (snapshot / "tools" / "__pycache__").mkdir()  # what importing the candidate's tool writes
-    (snapshot / "tools" / "__pycache__" / "reply.cpython-311.pyc").write_bytes(b"\0")
     assert checker.changed_during("cand", snapshot, after) is None
+    # no process of ours writes bytecode beside a source (each keeps a private cache), so a
+    # .pyc appearing in a snapshot was planted (issue 24, red-team finding 2): it is a change
+    (snapshot / "tools" / "__pycache__").mkdir()
+    (snapshot / "tools" / "__pycache__" / "reply.cpython-311.pyc").write_bytes(b"\0")
+    why = checker.changed_during("cand", snapshot, after)
+    assert why is not None and "tools/__pycache__/reply.cpython-311.pyc" in why
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,9 @@ def run(tmp_path: Path, val_rollout) -> RunDir:
     rundir.log.append_event("session_started", split="val")
     for k in range(3):
         rundir.rollouts.record_rollout(val_rollout("seed", "t1", k, 1.0))
-    rundir.log.append_event("best_changed", best_id="cand", previous="seed")
+    # an event that is not a rollout (a best_changed moves the best only after a booked accept:
+    # issue 24, red-team finding 6; this one names the best it has)
+    rundir.log.append_event("best_changed", best_id="seed", previous="seed")
     return rundir
 
 

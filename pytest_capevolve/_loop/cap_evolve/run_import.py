@@ -62,6 +62,16 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
         )
         rundir.rollouts.record_rollout(record)
         counts[f"{rollout.split}/{tag}"] = counts.get(f"{rollout.split}/{tag}", 0) + 1
+    # the import's record first: it is what explains the best_changed below (:mod:`..._store.best_rule`)
+    rundir.log.append_event(
+        "cap_evolve_imported",
+        source=str(run.root),
+        best_id=run.best_id,
+        rollouts=sum(counts.values()),
+        skipped=skipped,
+        cap_evolve_spent=run.state.get("spent"),
+        cap_evolve_budget=run.state.get("budget"),
+    )
     if run.best_id != SEED_TAG and run.best_id in hashes:
         # as replaying the log will read it: a best changed without a booked decision (logged
         # first, so state.json is written current to the event that explains it)
@@ -72,15 +82,6 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
             rundir.state.update_state(
                 lambda state: state.update(best_id=run.best_id, iterations=state["iterations"] + 1, stall=0)
             )
-    rundir.log.append_event(
-        "cap_evolve_imported",
-        source=str(run.root),
-        best_id=run.best_id,
-        rollouts=sum(counts.values()),
-        skipped=skipped,
-        cap_evolve_spent=run.state.get("spent"),
-        cap_evolve_budget=run.state.get("budget"),
-    )
     seal = _seal(rundir, run, spec) if run.test_used else "sealed: cap-evolve never scored the test split"
     return {
         "source": str(run.root),

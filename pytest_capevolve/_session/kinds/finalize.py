@@ -28,15 +28,18 @@ class FinalizeKind:
     def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
         from ..._store.seal import Seal
         from ..finalize import FinalizeSession
+        from ..finalize_whole import refuse_partial
         from ..persistence import Persistence
         from ..planning import plan_finalize
 
         rundir = RunDir.resolve(spec.project_dir, config.option.capevolve_run_id, create=False)
+        refuse_partial(config, rundir.run_id)  # before the claim: a refused finalize writes nothing
         seal = Seal(rundir)
         seal.claim()  # before anything is planned: a refused finalize pays and writes nothing
         try:
             reused = _reused_test(config, spec, rundir)
             planned = plan_finalize(spec, rundir, pool_ids, seal)
+            seal.open(planned.plan.task_ids)  # before the first test rollout: gating ends here
         except BaseException:
             seal.release()
             raise

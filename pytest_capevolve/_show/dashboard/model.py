@@ -20,6 +20,7 @@ from ... import _stats as stats
 from ..._decide.looks import shown_decision
 from ..._project.candidate import SEED_TAG
 from ..._store.evidence import ByTag, index_records, reward_matrix
+from ..._store.forced import FORCED_LABEL
 from ..._store.rundir import RunDir
 from ..measure import Measurement, delta_lines, table_rows
 from .event_log import GATE_SPLIT, Log, SpendPoint, read_log
@@ -327,7 +328,12 @@ def _decision(event: dict[str, Any]) -> Decision:
         tag=str(event.get("tag")),
         parent=None if event.get("parent") is None else str(event.get("parent")),
         decision=str(event.get("decision")),
-        basis=None if event.get("basis") is None else str(event.get("basis")),
+        # a forced accept is shown as one wherever its decision is (:mod:`..._store.forced`)
+        basis=FORCED_LABEL
+        if event.get("against_gate")
+        else None
+        if event.get("basis") is None
+        else str(event.get("basis")),
         delta_mean=_number(event.get("delta_mean")),
         p_value=_number(event.get("p_value")),
         note=str(event.get("note") or ""),
@@ -376,7 +382,8 @@ def _booked(rows: list[VerdictRow], log: Log) -> list[VerdictRow]:
         if event.get("kind") == "verdict":
             last_verdict[tag] = number
         elif event.get("kind") == "decision" and event.get("decision"):
-            booked[tag] = (number, str(event["decision"]))
+            forced = " (forced)" if event.get("against_gate") else ""  # not the gate's accept
+            booked[tag] = (number, str(event["decision"]) + forced)
     return [
         replace(row, decision=booked[row.tag][1])
         if row.tag in booked and booked[row.tag][0] > last_verdict.get(row.tag, -1)

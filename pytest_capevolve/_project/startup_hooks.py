@@ -1,0 +1,116 @@
+"""What the interpreter runs before any of our code: ``.pth`` files and ``sitecustomize``.
+
+Candidate code runs as the same OS user as the session, so it can write a
+``zz-speedups.pth`` into site-packages; every later Python process then runs it at start-up,
+before pytest — and it wrapped ``run_and_score`` of the next session's scoring process. So the
+harness lock holds these hooks too (:func:`digests`, merged into the harness fingerprint): each
+``.pth`` file of the site-packages folders and the user site, each module a ``.pth`` imports,
+and the ``sitecustomize``/``usercustomize`` modules found on ``sys.path``. A change between
+sessions is refused in one line like any changed harness file.
+
+Within a session, a hook written by one candidate's rollout would run in every sandbox child
+started after it (another candidate's, the seed's). :func:`remember` takes the hooks as they were
+when this process began evaluating; :func:`moved_since_start` is asked before each child starts,
+which is then refused (its rollouts are infra errors) if they moved.
+
+Pure reads: paths in, digests out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import re
+import site
+import sys
+from pathlib import Path
+
+MARKER_KEY = "<start-up hooks>"  # present in every lock that holds the hooks (older ones do not)
+PREFIX = "<start-up hook> "
+_IMPORT_LINE = re.compile(r"^\s*import\s+([A-Za-z_][\w.]*)")
+_CUSTOMIZE = ("sitecustomize", "usercustomize")
+_remembered: dict[str, str] | None = None
+
+
+def site_folders() -> list[Path]:
+    """The site-packages folders and the user site, as this interpreter names them."""
+    folders = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    user = site.getusersitepackages()
+    return [Path(p) for p in dict.fromkeys([*folders, user]) if Path(p).is_dir()]
+
+
+def _sha(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"unreadable ({type(exc).__name__})"
+
+
+def _module_file(name: str, folders: list[str]) -> Path | None:
+    spec = importlib.machinery.PathFinder.find_spec(name.partition(".")[0], folders)
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    return Path(origin) if origin and Path(origin).is_file() else None
+
+
+def digests() -> dict[str, str]:
+    """Every start-up hook's sha256, keyed ``<start-up hook> PATH``, plus :data:`MARKER_KEY`."""
+    found: dict[str, str] = {}
+    search = [p for p in sys.path if p and Path(p).is_dir()]
+    for folder in site_folders():
+        for pth in sorted(folder.glob("*.pth")):
+            found[f"{PREFIX}{pth}"] = _sha(pth)
+            try:
+                lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                match = _IMPORT_LINE.match(line)
+                module = _module_file(match.group(1), [str(folder), *search]) if match else None
+                if module is not None:
+                    found[f"{PREFIX}{module}"] = _sha(module)
+    for name in _CUSTOMIZE:
+        module = _module_file(name, search)
+        if module is not None:
+            found[f"{PREFIX}{module}"] = _sha(module)
+    found[MARKER_KEY] = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()
+    return found
+
+
+def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
+    """``now`` without its start-up hooks when ``locked`` predates them (a run locked before
+    hooks were held is not refused for having them)."""
+    if MARKER_KEY in locked:
+        return now
+    return {k: v for k, v in now.items() if k != MARKER_KEY and not k.startswith(PREFIX)}
+
+
+def remember(*, fresh: bool = False) -> None:
+    """Take this process's hooks as they are now, before any candidate code ran here: once, or
+    again when a session begins (``fresh``; pytester runs several sessions in one process)."""
+    global _remembered
+    if _remembered is None or fresh:
+        _remembered = digests()
+
+
+def moved_since_start() -> list[str]:
+    """The hooks added, removed or changed since :func:`remember` (empty if never taken)."""
+    if _remembered is None:
+        return []
+    now = digests()
+    keys = (_remembered.keys() | now.keys()) - {MARKER_KEY}
+    return sorted(k[len(PREFIX) :] for k in keys if _remembered.get(k) != now.get(k))
+
+
+def child_flags() -> list[str]:
+    """``-s`` (no user site, so none of its ``.pth`` files run) for a sandbox child, unless this
+    process imports from the user site: then the child needs it as much as we do."""
+    user = site.getusersitepackages()
+    return [] if any(p.startswith(user) for p in sys.path if p) else ["-s"]
+
+
+def refusal(what: list[str]) -> str:
+    shown = ", ".join(what[:3]) + (f" and {len(what) - 3} more" if len(what) > 3 else "")
+    return (
+        f"the interpreter's start-up hooks changed during this session ({shown}): a .pth file or "
+        "sitecustomize runs in every new process, so no sandbox child is started with it"
+    )

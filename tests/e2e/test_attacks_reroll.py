@@ -1,0 +1,79 @@
+"""Issue 24, red-team finding 4: re-rolling chosen rollouts by deleting their files.
+
+With an adapter that does not reproduce its draws (``random.random()``, as an API's own
+randomness), the optimizer evaluates, deletes the files of the no-op's failed rollouts and of
+the seed's passes (/work/wt/attack/proj6/reroll.py), evaluates again — each vanished file is paid
+again, a fresh draw — and repeats, then gates: before the mend, a no-op was accepted. The first
+valid outcome the log recorded for each rollout now stands for the decision, and the verdict says
+how many rollouts of each arm were paid again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+UNSEEDED = '''
+
+class UnseededAdapter(NoisyAgentAdapter):
+    """A coin flip per rollout. The first draw of a (candidate, task, trial) is fixed by the
+    task and trial alone (so the no-op and the seed draw alike); any later draw of it is fresh
+    randomness, as an API's is: re-paying a rollout redraws it."""
+
+    def run_target(self, task, ctx, *, seed):
+        drawn = Path(__file__).parent / ".draws" / f"{Path(ctx).parent.name}-{task.id}-{seed}"
+        if drawn.exists():
+            draw = random.SystemRandom().random()
+        else:
+            drawn.parent.mkdir(exist_ok=True)
+            drawn.touch()
+            draw = random.Random(f"{task.id}:{seed}").random()
+        output = "resolved" if draw < 0.5 else "escalated"
+        return Rollout(task_id=task.id, output=output, trace={}, cost_usd=0.001, tokens=10)
+'''
+
+
+def _reroll(run_dir) -> int:
+    """proj6/reroll.py: the no-op's failures and the seed's passes deleted."""
+    deleted = 0
+    for path in (run_dir / "rollouts" / "val").glob("*.json"):
+        record = json.loads(path.read_text())
+        if (record["tag"] == "noop" and record["reward"] == 0.0) or (
+            record["tag"] == "seed" and record["reward"] == 1.0
+        ):
+            path.unlink()
+            deleted += 1
+    return deleted
+
+
+def test_deleting_chosen_rollout_files_to_redraw_them_changes_no_decision(example, projects, capevolve):
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(UNSEEDED)
+    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:UnseededAdapter")
+    shutil.rmtree(project / "microcases")  # they expect the noisy agent's own draws
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    with (noop / "prompt.md").open("a") as handle:
+        handle.write("\n")
+    assert capevolve(project, "noop").ret == 0
+    run_dir = projects.run_dir(project)
+    deleted = 0
+    for _ in range(4):
+        deleted += _reroll(run_dir)
+        assert capevolve(project, "noop").ret == 0  # the vanished files are paid again
+    deleted += _reroll(run_dir)
+    files = {
+        (r["tag"], r["task_id"], r["trial"]): r["reward"] for r in projects.rollout_records(project).values()
+    }
+    on_disk = sum(v for (tag, *_), v in files.items() if tag == "noop") - sum(
+        v for (tag, *_), v in files.items() if tag == "seed"
+    )
+    assert on_disk > 10, "the re-rolls did not move the files' numbers"  # what the attack relied on
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    verdict = json.loads((run_dir / "verdicts" / "noop.json").read_text())
+    assert verdict["decision"] == "reject", result.stdout.str()[-3000:]
+    assert verdict["delta_mean"] == 0  # the first draws: the no-op is the seed
+    repaid = verdict["details"]["repaid_rollouts"]
+    assert repaid["noop"] > 0 and repaid["seed"] > 0
+    assert repaid["noop"] + repaid["seed"] == deleted

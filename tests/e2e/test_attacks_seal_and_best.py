@@ -1,0 +1,123 @@
+"""Issue 24, red-team findings 5–7: the test split read without burning the seal, a best moved
+by a forged log line, a best booked against the gate shown as if the gate had accepted it.
+
+5. ``pytest --capevolve-finalize . --deselect "capevolve.yaml::test::n03[seed-t0]"`` paid 239
+   of 240 test rollouts and left the seal unburned: the test mean was in ``rollouts/test/`` and
+   gating was still open. A finalize stopped after paying (here: a plugin whose
+   ``pytest_capevolve_test_scored`` raises) left gating open the same way;
+6. ``RunDir(run).log.append_event("best_changed", best_id="noop")`` and a deleted
+   ``state.json`` made the rejected ``noop`` the best that ``measure`` scored on test;
+7. ``capevolve commit noop --decision accept --force`` made a rejected tag the best, labelled
+   only in LEDGER.md."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._store.rundir import RunDir
+
+
+def _events(run_dir):
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def _gated_noop(example, projects, capevolve):
+    """A one-trial noisy_agent whose no-op candidate (a blank line in prompt.md) is gated: REJECT."""
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    with (noop / "prompt.md").open("a") as handle:
+        handle.write("\n")
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret == 10, result.stdout.str()[-2000:]
+    return project, projects.run_dir(project)
+
+
+def test_a_finalize_that_deselects_part_of_the_test_plan_is_refused_before_any_rollout(
+    example, projects, capevolve
+):
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    assert capevolve(project).ret == 0
+    run_dir = projects.run_dir(project)
+    for selection in (["--deselect", "noisy_agent/capevolve.yaml::test::n03[seed-t0]"], ["-k", "not n03"]):
+        result = capevolve(project, finalize=True, extra=selection)
+        assert result.ret == 4, result.stdout.str()[-2000:]
+        line = _one_line(result.stderr.str())
+        assert "a finalize runs the whole test plan" in line and selection[0] in line
+        assert not list((run_dir / "rollouts").glob("test/*.json"))  # nothing paid
+        assert not [e for e in _events(run_dir) if e["kind"] in ("test_opened", "test_scored")]
+    assert capevolve(project, "improved", gate=True).ret in (0, 10)  # nothing was opened
+
+
+class _StopsBeforeTheBurn:
+    """Every test rollout paid, then the session stops before the seal is written."""
+
+    def pytest_capevolve_test_scored(self, result, run_dir):
+        raise RuntimeError("stopped before the burn")
+
+
+def test_a_finalize_that_paid_test_rollouts_ends_gating_even_unburned(example, projects, capevolve, pytester):
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    assert capevolve(project).ret == 0
+    pytester.runpytest(*capevolve.args(project, finalize=True), plugins=[_StopsBeforeTheBurn()])
+    run_dir = projects.run_dir(project)
+    assert list((run_dir / "rollouts").glob("test/*.json"))  # the test rewards are on disk
+    kinds = [e["kind"] for e in _events(run_dir)]
+    assert "test_scored" not in kinds and not (run_dir / "seal.json").exists()
+    opened = kinds.index("test_opened")
+    first_test = next(
+        i for i, e in enumerate(_events(run_dir)) if e["kind"] == "rollout" and e["split"] == "test"
+    )
+    assert opened < first_test  # logged before the first test rollout was paid
+    gate = capevolve(project, "improved", gate=True)
+    assert gate.ret == 4 and "is finalized" in gate.stderr.str(), gate.stdout.str()[-2000:]
+    assert not (run_dir / "verdicts" / "improved.json").exists()
+    assert capevolve(project, finalize=True).ret == 0  # finishing it is still allowed
+
+
+def test_a_forged_best_changed_event_moves_nothing_and_is_named(example, projects, capevolve, capsys):
+    project, run_dir = _gated_noop(example, projects, capevolve)
+    RunDir(run_dir).log.append_event("best_changed", best_id="noop")
+    (run_dir / "state.json").unlink()
+    code = main(["measure", "--project", str(project)])
+    err = capsys.readouterr().err
+    assert code != 0
+    refused = [line for line in err.splitlines() if "books no accept" in line]
+    assert len(refused) == 1 and "best_changed to 'noop'" in refused[0], err  # in one line
+    assert not list((run_dir / "rollouts").glob("test/*.json"))  # measure scored nothing
+    finalize = capevolve(project, finalize=True)
+    assert finalize.ret == 4 and "books no accept" in finalize.stderr.str()
+    code = main(["verify", "--project", str(project)])
+    out = capsys.readouterr()
+    assert code != 0 and "best_changed to 'noop'" in out.out + out.err
+
+
+def test_a_forced_accept_is_labelled_wherever_the_best_is_shown(example, projects, capevolve, capsys):
+    project, run_dir = _gated_noop(example, projects, capevolve)
+    code = main(["commit", "noop", "--project", str(project), "--decision", "accept", "--force", "--table"])
+    capsys.readouterr()
+    assert code == 0
+    assert main(["measure", "--project", str(project), "--no-finalize"]) == 0
+    measured = capsys.readouterr().out
+    assert "best 'noop' (forced)" in measured and "forced: accepted against the gate" in measured
+    assert main(["runs", "--project", str(project)]) == 0
+    assert "noop (forced)" in capsys.readouterr().out
+    finalize = capevolve(project, finalize=True)
+    assert finalize.ret == 0
+    assert "best 'noop' (forced: accepted against the gate)" in finalize.stdout.str()
+    report = (run_dir / "report.md").read_text()
+    assert "Best: `noop` (forced: accepted against the gate)." in report
+    assert "FORCED: ACCEPTED AGAINST THE GATE" in report  # its lineage line
+    dashboard = (run_dir / "dashboard.html").read_text()
+    assert "forced: accepted against the gate" in dashboard
