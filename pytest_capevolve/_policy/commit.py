@@ -15,6 +15,7 @@ from .._project.candidate import CandidateError, changed_files
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from . import memory
+from .identity import remember_booked
 from .optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
 from .refuted import compared, refuted_diff
 
@@ -148,6 +149,7 @@ def book(
         if decision == "reject":  # the change itself: the next proposer reads what was refuted
             entry["diff"] = refuted_diff(rundir, tag, parent, verdict)
         rundir.log.append_event("decision", **entry)
+        remember_booked(rundir, tag, decision)
         rundir.state.update_state(lambda s: _count(s, entry, optimizer))
         if decision == "accept":
             rundir.log.append_event("best_changed", best_id=tag, previous=best)

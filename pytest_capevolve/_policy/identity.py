@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from .._project.candidate import null_control_of
 from .._store.rundir import RunDir
+from .decision_memory import remember_decision, remembered_decisions
 from .regate import decided_level
 
 # The verdict of bytes already *accepted*, gated again under a new tag or in a new run: not a
@@ -131,7 +132,41 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
                     found.setdefault(hashes[tag], earlier)
         except RunDirError:  # a damaged run is refused when it is opened; it decides nothing here
             continue
+    present = {root.name for root in (project / RUNS_DIR).glob("*") if (root / "events.jsonl").is_file()}
+    for row in remembered_decisions(project, my_val):
+        # a run folder still there spoke through its log above; one moved out or deleted
+        # speaks through the project's memory (:mod:`.decision_memory`)
+        if row["run_id"] == rundir.run_id or row["run_id"] in present:
+            continue
+        theirs = row.get("harness") if isinstance(row.get("harness"), dict) else None
+        differs = tuple(harness.changes(theirs, mine)) if theirs and mine else ()
+        level = row.get("level") if isinstance(row.get("level"), str) else None
+        earlier = Earlier(row["tag"], row["run_id"], row["decision"], level, harness_changes=differs)
+        found.setdefault(row["content_hash"], earlier)
     return found
+
+
+def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
+    """Remember a booked decision in the project's memory (:mod:`.decision_memory`), so a run
+    folder moved out of the project or deleted does not take the decision with it. A run
+    outside a project, or a tag the log never registered (null controls), remembers nothing."""
+    from .._store.harness_lock import locked_harness
+
+    project = rundir.project_dir
+    digest = registered_hashes(rundir).get(tag)
+    if project is None or digest is None:
+        return
+    level = decided_level(rundir.verdicts.verdict(tag))
+    remember_decision(
+        project,
+        run_id=rundir.run_id,
+        tag=tag,
+        content_hash=digest,
+        val_ids=(rundir.splits() or {}).get("val", []),
+        decision=decision,
+        level=level.text if level else None,
+        harness=locked_harness(rundir),
+    )
 
 
 def repeat_of(

@@ -37,19 +37,19 @@ Two rules close the ways round that leave no file to contradict them:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import project_memory
 from .files import RunDirError
+from .project_memory import OUTSIDE as OUTSIDE
+from .project_memory import STATE_DIR_ENV as STATE_DIR_ENV
 from .rundir import RUNS_DIR, RunDir
 
-PROJECT_SEALS = "test_seals.jsonl"
-STATE_DIR_ENV = "CAPEVOLVE_STATE_DIR"  # where the copy outside the project lives
-OUTSIDE = "outside the project"
+SEALS_KIND = "test_seals"
+PROJECT_SEALS = f"{SEALS_KIND}.jsonl"
 REUSED_LABEL = "test reused — not a held-out estimate"
 
 
@@ -68,21 +68,19 @@ class ScoredTests:
 
 
 def seals_path(project_dir: Path) -> Path:
-    return project_dir / RUNS_DIR.parent / PROJECT_SEALS
+    return project_memory.inside_path(project_dir, SEALS_KIND)
 
 
 def outside_path(project_dir: Path) -> Path:
     """The copy of the project's seals outside the project (see the module docstring)."""
-    root = os.environ.get(STATE_DIR_ENV) or str(Path.home() / ".local" / "state" / "capevolve")
-    key = hashlib.sha256(str(project_dir.resolve()).encode("utf-8")).hexdigest()[:24]
-    return Path(root) / "test_seals" / f"{key}.jsonl"
+    return project_memory.outside_path(project_dir, SEALS_KIND)
 
 
 def scored_tests(project_dir: Path) -> list[ScoredTests]:
     """Every run of the project that scored its test split — from the project's file, the
     copy outside it and every log — and every run whose test status is unknown."""
     found: dict[str, ScoredTests] = {}
-    for entry in [*_file_entries(seals_path(project_dir), PROJECT_SEALS), *_outside_entries(project_dir)]:
+    for entry in _remembered(project_dir):
         earlier = found.get(entry.run_id)
         ids = entry.test_ids | (earlier.test_ids if earlier else frozenset())
         found[entry.run_id] = ScoredTests(entry.run_id, ids, entry.source)
@@ -128,32 +126,13 @@ def _holds_a_run(root: Path) -> bool:
     return any(not p.name.endswith(".lock") for p in root.iterdir())
 
 
-def _file_entries(path: Path, source: str) -> list[ScoredTests]:
-    if not path.is_file():
-        return []
+def _remembered(project_dir: Path) -> list[ScoredTests]:
+    """The project's file and the copy outside it (:func:`.project_memory.recalled`)."""
     entries = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
-            row = json.loads(line)
-            ids = frozenset(str(t) for t in row["test_ids"])
-            entries.append(ScoredTests(str(row["run_id"]), ids, source))
+    for row, source in project_memory.recalled(project_dir, SEALS_KIND):
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            entries.append(ScoredTests(str(row["run_id"]), frozenset(map(str, row["test_ids"])), source))
     return entries
-
-
-def _outside_entries(project_dir: Path) -> list[ScoredTests]:
-    """The copy outside the project, for this project only (its lines name the project)."""
-    mine = str(project_dir.resolve())
-    path = outside_path(project_dir)
-    rows = []
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
-                row = json.loads(line)
-                if row.get("project") == mine:
-                    rows.append(
-                        ScoredTests(str(row["run_id"]), frozenset(map(str, row["test_ids"])), OUTSIDE)
-                    )
-    return rows
 
 
 def overlaps(project_dir: Path, run_id: str, test_ids: list[str]) -> list[tuple[str, list[str]]]:
@@ -173,23 +152,10 @@ def overlaps(project_dir: Path, run_id: str, test_ids: list[str]) -> list[tuple[
 
 def record_scored(project_dir: Path, run_id: str, test_ids: list[str], *, reused: bool) -> None:
     """Append this run's scoring to the project's file and to the copy outside the project
-    (one line, one ``write`` each; the copy is best effort: an unwritable home is not a reason
-    to lose the scoring the log and the project's file already hold)."""
-    row = {"run_id": run_id, "test_ids": sorted(test_ids), "reused": reused}
-    _append(seals_path(project_dir), json.dumps(row, sort_keys=True))
-    with contextlib.suppress(OSError):
-        outside = {**row, "project": str(project_dir.resolve())}
-        _append(outside_path(project_dir), json.dumps(outside, sort_keys=True))
-
-
-def _append(path: Path, line: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    (:func:`.project_memory.remember`)."""
+    project_memory.remember(
+        project_dir, SEALS_KIND, {"run_id": run_id, "test_ids": sorted(test_ids), "reused": reused}
+    )
 
 
 def reused_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:

@@ -4,8 +4,10 @@ fresh α (issue 25's repro), and `capevolve gate TAG` re-derives the level the d
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import pytest
 from cli_calls import run
 from fix_list_project import fixing, make_fix_list, split_ids
 
@@ -209,6 +211,36 @@ def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(example, project
     # evaluating (not gating) in the new run is a measurement, not a decision: it is paid
     assert capevolve(project, "weak1").ret == 0
     assert [p for p in (second / "rollouts" / "val").iterdir() if "__weak1__" in p.name]
+
+
+@pytest.mark.parametrize("erase", ["run-moved-out", "capevolve-dir-deleted"])
+def test_a_run_folder_moved_out_or_deleted_still_holds_its_decisions(
+    example, projects, capevolve, tmp_path, erase
+):
+    """The red team's way round the cross-run check: move the deciding run's folder out of the
+    project (or delete ``.capevolve`` whole), then gate the refuted bytes in a new run. The
+    project's memory of decisions (in ``.capevolve/decisions.jsonl`` and outside the project)
+    still names the decision."""
+    project, _ = _round_of_three(example, projects, capevolve)
+    first = projects.run_dir(project)
+    if erase == "run-moved-out":
+        first.rename(tmp_path / "elsewhere")
+    else:
+        shutil.rmtree(project / ".capevolve")
+    again = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"]
+    )
+    # before: the log that knew the decision was gone, and 'helpful' was gated afresh at 0.05
+    assert again.ret == 10, again.stdout.str()
+    again.stdout.fnmatch_lines(
+        [
+            "helpful *REJECT*byte-identical to 'helpful'*rejected (α = 0.01667, Holm over 3 siblings)"
+            f" in run {first.name}*"
+        ]
+    )
+    second = projects.run_dir(project)
+    assert second.name != first.name
+    assert not [p for p in second.glob("rollouts/val/*") if "__helpful__" in p.name]  # never paid
 
 
 def test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_reject(
