@@ -50,3 +50,19 @@ def test_a_ten_times_dearer_candidate_ends_within_one_rollout_per_worker_of_max_
     assert spent["usd"] <= CAP + processes * ONE_ROLLOUT + 1e-9, (spent, result.outlines[-30:])
     assert spent["usd"] >= CAP - processes * ONE_ROLLOUT - 1e-9  # it paid up to the cap, not nothing
     result.stdout.fnmatch_lines(["*rollouts not started: they would cross max_usd*"])
+
+
+def test_max_metric_calls_is_never_crossed_under_xdist_and_concurrency(example, projects, capevolve) -> None:
+    """The count ceiling at -n 2 and eight in flight: a plan owes a known number of rollouts,
+    so a session that would cross it pays none (not one per worker too many)."""
+    project = _pricey_project(example, projects)
+    projects.edit_spec(project, f"max_usd: {CAP}", "max_usd: 10.0\nmax_metric_calls: 100")
+    assert capevolve(project).ret == 0  # the seed's 60
+    result = capevolve(project, "pricey", extra=["-n", "2", "--capevolve-concurrency", "8"])
+    assert result.ret == 4, result.outlines[-20:]
+    result.stderr.fnmatch_lines(["*60 + 60 rollouts > max_metric_calls=100*"])
+    spent = json.loads((projects.run_dir(project) / "state.json").read_text())["spent"]
+    assert spent["metric_calls"] == 60
+    assert not [
+        p for p in (projects.run_dir(project) / "rollouts" / "val").iterdir() if "__pricey__" in p.name
+    ]
