@@ -318,9 +318,13 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     known = early_config.known_args_namespace
     if getattr(known, "capevolve_run", None) or getattr(known, "capevolve_finalize", None):
         from ._project import startup_hooks
-        from ._project.bytecode import use_private_cache
+        from ._project.bytecode import purge, source_only
 
-        use_private_cache()
+        named = Path(str(known.capevolve_run or known.capevolve_finalize))
+        project = named.parent if named.is_file() else named
+        if project.is_dir():
+            purge(project)  # what was planted between sessions, before a conftest is read
+            source_only(project)
         startup_hooks.remember(fresh=True)
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import startup_hooks
-from .bytecode import use_private_cache
+from .bytecode import source_only
 
 REQUIRED_METHODS = ("tasks", "run_target", "score")
 POOL_SPLIT = "all"
@@ -159,7 +159,7 @@ def load_adapter(ref: str, project_dir: Path) -> Any:
     Runs wherever items are collected (controller without xdist, each worker with it). The
     module is registered under a name derived from its path so two projects never collide.
     """
-    use_private_cache()  # a .pyc planted beside the adapter or a candidate is never loaded
+    source_only(project_dir)  # a .pyc planted beside the adapter or a candidate is never loaded
     startup_hooks.remember()  # before any sandbox child of this process runs candidate code
     file_part, _, class_name = ref.partition(":")
     path = (project_dir / file_part).resolve()

@@ -1,4 +1,4 @@
-"""Never load bytecode this process did not compile itself.
+"""Never load bytecode for a project's own files: they are compiled from their locked source.
 
 Python loads ``__pycache__/<name>.cpython-3XX.pyc`` instead of a module's source whenever the
 cached file claims the source's mtime and size, and those are easy to copy. So a ``.pyc``
@@ -7,38 +7,88 @@ in place of the locked ``adapter.py``, and one planted beside a sibling snapshot
 ``tools/reply.py`` broke the seed and its nulls. The harness lock and the snapshot hash read
 the sources, so neither saw it.
 
-:func:`use_private_cache` points ``sys.pycache_prefix`` at a folder this process makes for
-itself (``mkdtemp``, removed at exit): from then on Python neither reads nor writes a cache
-next to any source, only in that folder, which no earlier session or other process could have
-filled. It is called before the adapter is imported — in every process that imports one (the
-pytest session before its conftests, each xdist worker, each sandbox child, the ``capevolve``
-commands) — so every process compiles the harness and the candidates from their locked bytes.
-Each sandbox child makes its own folder: candidate code that writes into its cache reaches
-only the process already running that candidate.
+:func:`source_only` names the folders whose bytecode is never trusted — the project (its
+adapter, the modules beside it, and ``.capevolve/``'s snapshots, which candidate code runs
+from). Python's source loader (``SourceFileLoader``: what ``import``, ``spec_from_file_location``
+and ``runpy`` use) is wrapped once per process so that, for a file under one of them, it never
+reads a cache (it compiles the source) and never writes one. pytest's rewritten conftests keep
+their own cache, so the project's ``__pycache__`` folders are emptied of bytecode before a
+session imports its conftests (:func:`purge`): what was planted between two sessions is gone
+before anything could read it, and what candidate code plants during a session is read by no
+process (each compiles the project's files from source).
 
-Modules imported before the call (pytest itself, and what is installed in site-packages) keep
-Python's ordinary cache; writing those is editing the environment, which the threat model
-names as out of reach of a file-level guard (start-up hooks are locked, see
-:mod:`.startup_hooks`).
+Everything else — the standard library, site-packages, pytest — keeps Python's ordinary cache
+(an earlier version pointed ``sys.pycache_prefix`` at a fresh folder per process, which made
+every process compile every module it imported late: 6.4 s → 14.3 s to import inspect_ai and
+openai). Writing those is editing the environment, which the threat model names as out of reach
+of a file-level guard (start-up hooks are locked, see :mod:`.startup_hooks`).
 """
 
 from __future__ import annotations
 
-import atexit
+import contextlib
+import importlib.machinery
 import os
-import shutil
-import sys
-import tempfile
+from pathlib import Path
+from typing import Any
 
-_ours: str | None = None  # the folder this process made; set once
+_roots: set[str] = set()  # resolved folders, each ending in os.sep
+_BYTECODE = tuple(importlib.machinery.BYTECODE_SUFFIXES)
+# folders under a project that hold no project code: a VCS, environments, tool caches
+_NOT_PROJECT_CODE = frozenset({".capevolve", ".git", ".hg", ".tox", ".nox", "node_modules"})
 
 
-def use_private_cache() -> str:
-    """Make ``sys.pycache_prefix`` a fresh folder of this process's own (idempotent)."""
-    global _ours
-    if _ours is None or sys.pycache_prefix != _ours or not os.path.isdir(_ours):
-        folder = tempfile.mkdtemp(prefix="capevolve-pyc-")
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        _ours = folder
-    sys.pycache_prefix = _ours
-    return _ours
+def under_a_root(filename: str) -> bool:
+    resolved = os.path.realpath(filename)
+    return any(resolved.startswith(root) for root in _roots)
+
+
+def _wrap_source_loader() -> None:
+    loader = importlib.machinery.SourceFileLoader
+    if getattr(loader, "_capevolve_source_only", False):
+        return
+    read, write = loader.get_data, loader.set_data
+
+    def get_data(self: Any, path: str) -> bytes:
+        if path.endswith(_BYTECODE) and under_a_root(path):
+            raise OSError("a project file's bytecode is never read")  # the loader compiles the source
+        return read(self, path)
+
+    def set_data(
+        self: importlib.machinery.SourceFileLoader, path: str, data: bytes, *, _mode: int = 0o666
+    ) -> None:
+        if under_a_root(path):
+            return None  # nor written beside it
+        return write(self, path, data, _mode=_mode)
+
+    loader.get_data = get_data  # type: ignore[method-assign,assignment]
+    loader.set_data = set_data  # type: ignore[method-assign,assignment]
+    loader._capevolve_source_only = True  # type: ignore[attr-defined]
+
+
+def source_only(*folders: Path) -> None:
+    """Compile every module under ``folders`` from its source from now on (idempotent)."""
+    for folder in folders:
+        _roots.add(os.path.join(os.path.realpath(folder), ""))
+    _wrap_source_loader()
+
+
+def purge(project_dir: Path) -> int:
+    """Delete the bytecode in the project's ``__pycache__`` folders (environments, VCS and
+    ``.capevolve`` aside: snapshots are only ever compiled from source); the number deleted.
+    Caches only: Python would write them again."""
+    removed = 0
+    for here, dirs, files in os.walk(project_dir):
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in _NOT_PROJECT_CODE and not os.path.isfile(os.path.join(here, d, "pyvenv.cfg"))
+        ]
+        if os.path.basename(here) != "__pycache__":
+            continue
+        for name in files:
+            if name.endswith(_BYTECODE):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(here, name))
+                    removed += 1
+    return removed

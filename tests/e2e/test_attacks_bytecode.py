@@ -65,7 +65,7 @@ def test_an_adapter_pyc_planted_by_hand_is_never_loaded(example, projects, capev
     result = _gate_noop(capevolve, project)
     assert result.ret == 10, result.stdout.str()[-2000:]  # REJECT: the source ran, not the pyc
     assert _verdict(projects, project)["decision"] == "reject"
-    assert pyc.is_file()  # still there, and still never read
+    assert not pyc.exists()  # emptied from the project's caches before the session read any
 
 
 # findings 1 (by candidate code): /work/wt/attack/proj11/candidates/helper/tools/reply.py
