@@ -161,15 +161,10 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
 
 
 def _loop_alpha(spec: Any) -> str:
-    """The gate command's ``-o`` for the loop's α schedule, unless the spec names one: an agent
-    driving the loop gates dozens of times, so its default spends α across the run's decisions."""
-    from .._decide.alpha_budget import LOOP_SCHEDULE
-    from .._project.yamlfile import read_yaml
+    """The gate command's ``-o`` for the loop's α schedule, unless the spec names one."""
+    from .._loop.hill_climb_options import loop_alpha_flag
 
-    raw = read_yaml(spec.path) or {}
-    if isinstance(raw, dict) and "gate_alpha_schedule" in raw:
-        return ""
-    return f" -o capevolve_gate_alpha_schedule={LOOP_SCHEDULE}"
+    return loop_alpha_flag(spec)
 
 
 def _session_summary(output: str, command: list[str]) -> str:

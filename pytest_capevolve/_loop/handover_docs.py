@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .._project.candidate import HANDOVER
 from .._project.spec import Spec
+from .hill_climb_options import loop_alpha_flag, loop_schedule
 
 AGENT, HILL_CLIMB = "agent", "hill-climb"
 
@@ -54,7 +55,9 @@ def render_process(spec: Spec, run_id: str, workdir: Path, tag: str, parent: str
         round_steps = [
             f"1. `capevolve work new {tag}` made this work copy of `{parent}` and wrote these files.",
             "2. Edit it, then gate it: `pytest --capevolve-run PROJECT --capevolve-candidate"
-            f" {workdir} --capevolve-gate` (siblings are gated together, with null controls).",
+            f" {workdir} --capevolve-gate --capevolve-commit none{loop_alpha_flag(spec)}` (siblings are"
+            " gated together, with null controls; `--capevolve-commit none` leaves the booking to step 3,"
+            " which carries your cost).",
             f"3. Book the decision: `capevolve commit {tag} --decision accept|reject ...`; an accept"
             " needs the gate's accept against the current best.",
             "4. The next work copy starts from the best, and reads what you wrote in `JOURNAL.md`.",
@@ -83,7 +86,8 @@ def render_process(spec: Spec, run_id: str, workdir: Path, tag: str, parent: str
             " task's id or gold answer is refused (indecisive, never scored).",
             "- The harness is locked with the run (adapter, scorer, spec, microcases, conftest.py):"
             " changing or adding one makes the candidate indecisive, never scored.",
-            f"- The gate: mode `{spec.gate_mode}`, α {spec.gate_alpha:g}, on {spec.num_trials} trial(s) per"
+            f"- The gate: mode `{spec.gate_mode}`, α {spec.gate_alpha:g} spent across the run's decisions"
+            f" by the `{loop_schedule(spec)}` schedule, on {spec.num_trials} trial(s) per"
             " val task with common seeds; null controls (byte-identical copies of the best) set the noise"
             " floor. Make one coherent change a gate can see.",
             f"- Ceilings: {_ceilings(spec)}. The loop stops at a ceiling.",

@@ -74,11 +74,30 @@ def ini_overrides(options: Options, spec_path: Path) -> dict[str, str]:
                 "and the spec wins over what a flag can pass to the gate session; edit the spec instead"
             )
         out[key] = str(value)
-    # a loop gates dozens of times: unless the spec names a schedule, it spends α across the
-    # run's decisions (the spec, which wins over an ini default, can still say `constant`)
-    if not (isinstance(raw, dict) and "gate_alpha_schedule" in raw):
+    if not names_a_schedule(spec_path):
         out["gate_alpha_schedule"] = LOOP_SCHEDULE
     return out
+
+
+def names_a_schedule(spec_path: Path) -> bool:
+    """Whether the spec names its α schedule. A loop gates dozens of times: unless the spec
+    names one, it spends α across the run's decisions (the spec, which wins over an ini
+    default, can still say `constant`)."""
+    try:
+        raw = read_yaml(spec_path) or {}
+    except YamlError:
+        return False
+    return isinstance(raw, dict) and "gate_alpha_schedule" in raw
+
+
+def loop_schedule(spec: Spec) -> str:
+    """The schedule a loop's gates use: the spec's when it names one, else the loop's."""
+    return str(spec.gate_alpha_schedule) if names_a_schedule(spec.path) else LOOP_SCHEDULE
+
+
+def loop_alpha_flag(spec: Spec) -> str:
+    """The gate command's ``-o`` for the loop's α schedule ("" when the spec names one)."""
+    return "" if names_a_schedule(spec.path) else f" -o capevolve_gate_alpha_schedule={LOOP_SCHEDULE}"
 
 
 def checked_optimizer(options: Options, spec: Spec) -> str:

@@ -150,7 +150,11 @@ def test_the_agent_loop_gets_the_handover_and_max_usd_counts_what_every_proposer
     a1 = Path(json.loads(out)["path"])
     assert {p.name for p in a1.iterdir()} >= {*HANDOVER, "prior_iterations", "prompt.md"}
     assert "None yet" in (a1 / "JOURNAL.md").read_text()
-    assert "capevolve commit a1" in (a1 / "PROCESS.md").read_text()
+    process = (a1 / "PROCESS.md").read_text()
+    assert "capevolve commit a1" in process
+    # its gate command leaves the booking to the commit that carries the cost (a gate that
+    # booked it refused that commit: "already decided"), at the schedule the run froze
+    assert "--capevolve-gate --capevolve-commit none`" in process and "`constant` schedule" in process
     (a1 / "prompt.md").write_text((a1 / "prompt.md").read_text() + "Mind the sign.\n")
     with (a1 / "JOURNAL.md").open("a") as journal:
         journal.write("## Iteration a1\nAGENT-MARK: the sign rule alone.\n")

@@ -89,3 +89,20 @@ def test_commit_refuses_a_nonsense_optimizer_usd_in_one_line(capsys, tmp_path: P
         capsys, "commit", "x", "--project", str(tmp_path), "--decision", "reject", "--optimizer-tokens", "-3"
     )
     assert code == 2 and "tokens=-3 is not a spend" in err, err
+
+
+def test_process_md_gates_at_the_loops_schedule_unless_the_spec_names_one(tmp_path: Path) -> None:
+    """PROCESS.md's gate command is the one that works in an agent's round: no booking by the
+    gate (the commit carries the cost), and the loop's α schedule unless the spec names one."""
+    from pytest_capevolve._loop.handover_docs import render_process
+    from pytest_capevolve._project.spec import load_spec
+
+    project = tmp_path / "p"
+    shutil.copytree(Path(__file__).parents[2] / "examples" / "toy_calc", project)
+    plain = render_process(load_spec(project), "r1", project / "w", "a1", "seed", "agent")
+    assert "--capevolve-commit none -o capevolve_gate_alpha_schedule=lord`" in plain
+    assert "by the `lord` schedule" in plain
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text() + "gate_alpha_schedule: basel\n")
+    named = render_process(load_spec(project), "r1", project / "w", "a1", "seed", "agent")
+    assert "capevolve_gate_alpha_schedule" not in named and "by the `basel` schedule" in named
