@@ -410,7 +410,9 @@ def build_plan(
     plan.persisted = wanted.intersection(done)
     plan.awaited = wanted.intersection(claimed) - plan.persisted
     owed = len(plan.owed_keys())
-    headroom = check_ceilings(spec, rundir, owed, decisions=decisions, pending=len(claimed))
+    headroom = check_ceilings(
+        spec, rundir, owed, decisions=decisions, pending=len(claimed), finalizing=split == TEST_SPLIT
+    )
     if headroom.usd is not None:  # the dearest rollout of each tag: what its next one reserves
         headroom = replace(headroom, cost_by_tag=dearest_by_tag(rundir, split, tags))
     plan.budget = headroom.to_wire() if headroom.usd is not None else None
@@ -440,7 +442,9 @@ def valid_column_keys(columns: Columns) -> set[Key]:
     return set(compress(keys, map(is_, columns["infra_error"], repeat(None))))
 
 
-def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pending: int = 0) -> Headroom:
+def check_ceilings(
+    spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pending: int = 0, finalizing: bool = False
+) -> Headroom:
     """Refuse, before anything is paid, a session whose plan would cross a ceiling — the spec's,
     each tightened by a cap its ``stop_condition`` states — with the arithmetic: the rollouts it
     owes against ``max_metric_calls``, their $ at this run's measured $/rollout against
@@ -467,7 +471,12 @@ def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pen
         crossed = "; ".join(b["message"] for b in verdict.blockers)
         raise BudgetError(
             f"{spec.path}: this session would cross a ceiling before paying anything: {crossed}. "
-            "Raise the ceiling, evaluate fewer candidates or trials, or finalize"
+            + (
+                "Scoring the test split is paid like any session: raise the ceiling in the spec "
+                "(ceilings are not locked with the run), then finalize again"
+                if finalizing
+                else "Raise the ceiling, evaluate fewer candidates or trials, or finalize"
+            )
         )
     # what max_usd leaves, for the processes' shares (:mod:`.._engine.budget_share`); the
     # rollouts owed are known, so max_metric_calls is already exact here
@@ -476,7 +485,10 @@ def check_ceilings(spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pen
 
 
 def dearest_by_tag(rundir: RunDir, split: str, tags: Iterable[str]) -> dict[str, float]:
-    """The dearest single rollout of each tag in the run's record (the split's index)."""
+    """The dearest single rollout of each tag in the run's record (the split's index). For the
+    test split, val's: test rollouts are read only through the seal, and finalize with a
+    ``max_usd`` was refused by that read (a TestSealError naming the very command being run)."""
+    split = "val" if split == TEST_SPLIT else split
     columns = rundir.rollouts.indexed_columns(split, set(tags), None)
     dearest: dict[str, float] = {}
     for tag, cost in zip(columns["tag"], columns["cost_usd"], strict=True):

@@ -66,3 +66,22 @@ def test_max_metric_calls_is_never_crossed_under_xdist_and_concurrency(example, 
     assert not [
         p for p in (projects.run_dir(project) / "rollouts" / "val").iterdir() if "__pricey__" in p.name
     ]
+
+
+def test_finalize_under_max_usd_prices_the_test_split_from_val(example, projects, capevolve) -> None:
+    """A spec with ``max_usd`` could not be finalized at all: pricing the test rollouts read the
+    test split outside the seal (a TestSealError naming the very command being run). And when
+    the cap leaves no room, the refusal says how to go on, not "or finalize"."""
+    project = _pricey_project(example, projects)
+    assert capevolve(project).ret == 0  # the seed's val: $0.06 of the $0.15
+    projects.edit_spec(project, f"max_usd: {CAP}", "max_usd: 0.07")
+    refused = capevolve(project, finalize=True)
+    assert refused.ret == 4, refused.outlines[-10:]
+    refused.stderr.fnmatch_lines(
+        ["*would cross a ceiling*raise the ceiling in the spec*then finalize again*"]
+    )
+    assert "TestSealError" not in refused.stderr.str() + refused.stdout.str()
+    projects.edit_spec(project, "max_usd: 0.07", f"max_usd: {CAP}")
+    sealed = capevolve(project, finalize=True)
+    assert sealed.ret == 0, sealed.outlines[-20:]
+    assert (projects.run_dir(project) / "seal.json").is_file()
