@@ -387,9 +387,8 @@ def render_table(report: dict[str, Any]) -> list[str]:
     lines += [f"  blocked by {x['ceiling']}: {x['message']}" for x in a["blockers"]]
     lines += [f"  note: {n}" for n in a["notes"]]
     for p in report["constraints"]["predicates"]:
-        lines.append(
-            f"stop condition {p['clause']!r}: {'MET' if p['met'] else 'unmet'} (actual {p['actual']})"
-        )
+        met = "MET" if p["met"] else "unmet"
+        lines.append(f"stop condition {p['clause']!r}: {met} (actual {_plain_number(p['actual'])})")
     for amb in report["constraints"]["ambiguous"]:
         lines.append(f"stop condition {amb['clause']!r}: AMBIGUOUS — {amb['reason']}")
     v = report["val_reuse"]
@@ -411,3 +410,8 @@ def render_table(report: dict[str, Any]) -> list[str]:
     r = report["recommendation"]
     lines += ["", f"recommendation: {r['action']} — {r['reason']}"]
     return lines
+
+
+def _plain_number(value: Any) -> Any:
+    """A measured value as a person reads it: 0.84, not 0.8400000000000001 (floats only)."""
+    return f"{value:.6g}" if isinstance(value, float) else value

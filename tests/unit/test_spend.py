@@ -66,3 +66,10 @@ def test_a_stop_condition_cap_tightens_the_spec_ceiling():
     result = afford(100, rollouts_spent=100, runner_usd_spent=1.5, ceilings=ceilings)
     assert result.blockers[0]["source"] == "stop_condition '$2'"
     assert "(from stop_condition '$2')" in result.blockers[0]["message"]
+
+
+def test_a_stop_conditions_measured_value_reads_as_a_person_writes_it() -> None:
+    """`spend --table` printed "unmet (actual 0.8400000000000001)" (a new user's trial)."""
+    from pytest_capevolve._policy.spend import _plain_number
+
+    assert _plain_number(0.1 * 8.4) == "0.84" and _plain_number(3) == 3 and _plain_number("x") == "x"
