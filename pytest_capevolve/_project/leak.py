@@ -75,6 +75,8 @@ class Leak:
     needle: Needle
 
     def describe(self) -> str:
+        if self.needle.kind == "id" and self.needle.split == "test":  # named nowhere the optimizer reads
+            return f"{self.path}:{self.line} holds the id of a test task"
         if self.needle.kind == "id":
             return f"{self.path}:{self.line} holds the id of {self.needle.split} task {self.needle.task_id!r}"
         return f"{self.path}:{self.line} holds a val or test task's gold answer"

@@ -161,3 +161,10 @@ def test_simple_re_encodings_of_an_id_are_seen(tmp_path, line) -> None:
 
 def test_prose_with_quotes_and_words_that_look_like_base64_does_not_flag(tmp_path) -> None:
     assert _scan(tmp_path, "Say 'hello' and 'goodbye'; check Base64 and ABCD tokens.") == []
+
+
+def test_a_test_tasks_id_is_refused_without_being_named(tmp_path: Path) -> None:
+    """The gate's output is read by the optimizer: naming the test id it refused confirmed, one
+    probe at a time, which tasks the sealed split holds (the loop's red team)."""
+    assert _scan(tmp_path, "Remember Q-0003.") == ["prompt.md:1 holds the id of a test task"]
+    assert _scan(tmp_path, "Remember q-0001.") == ["prompt.md:1 holds the id of val task 'q-0001'"]
