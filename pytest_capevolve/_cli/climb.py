@@ -17,6 +17,7 @@ from .decisions import loop_arguments
 def cmd_hill_climb(args: argparse.Namespace) -> int:
     """Run the loop on the project; print its summary (JSON, or ``--table``)."""
     from .._loop.hill_climb import HillClimb, LoopIncomplete, Options
+    from .._loop.loop_lock import only_loop
     from .._project.spec import SpecError
 
     project = project_of(args)
@@ -49,7 +50,8 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
     except SpecError as exc:
         raise Refused(str(exc)) from None
     try:
-        summary = loop.run()
+        with only_loop(loop.spec.project_dir):
+            summary = loop.run()
     except LoopIncomplete as exc:
         print(f"capevolve hill-climb: incomplete: {exc}", file=sys.stderr)
         return exitcodes.LOOP_INCOMPLETE
