@@ -334,6 +334,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if not target:
         return  # not a capevolve session: import nothing more
     split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
+    from ._project.command_plugins import plugins_in_project
+
+    named = Path(str(target))
+    planted = plugins_in_project(config.invocation_params.args, named.parent if named.is_file() else named)
+    if planted:
+        name, where = planted[0]
+        raise pytest.UsageError(
+            f"-p {name} loads {where}, a plugin in the project outside the harness lock: hooks a project "
+            "runs belong in its conftest.py (locked with the run)"
+        )
     from ._session.wiring import configure
 
     configure(config, target, split=split, ini=_ini_defaults(config))

@@ -13,6 +13,11 @@ started after it (another candidate's, the seed's). :func:`remember` takes the h
 when this process began evaluating; :func:`moved_since_start` is asked before each child starts,
 which is then refused (its rollouts are infra errors) if they moved.
 
+pytest's own start-up hooks count too: the ``pytest11`` entry points of every installed
+distribution (each its ``entry_points.txt`` and the module it names). Candidate code that
+wrote a ``capevolve_speedups-0.1.dist-info`` with a ``[pytest11]`` entry into site-packages had
+pytest load its module into the next session — a reward forge that booked a no-op's accept.
+
 Pure reads: paths in, digests out.
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.machinery
+import importlib.metadata
 import re
 import site
 import sys
@@ -27,6 +33,8 @@ from pathlib import Path
 
 MARKER_KEY = "<start-up hooks>"  # present in every lock that holds the hooks (older ones do not)
 PREFIX = "<start-up hook> "
+PLUGINS_MARKER_KEY = "<pytest11 entry points>"  # in every lock that holds them (older ones do not)
+PLUGIN_PREFIX = "<pytest11> "
 _IMPORT_LINE = re.compile(r"^\s*import\s+([A-Za-z_][\w.]*)")
 _CUSTOMIZE = ("sitecustomize", "usercustomize")
 _remembered: dict[str, str] | None = None
@@ -73,12 +81,34 @@ def digests() -> dict[str, str]:
         if module is not None:
             found[f"{PREFIX}{module}"] = _sha(module)
     found[MARKER_KEY] = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()
+    plugins = pytest_plugins(search)
+    found.update(plugins)
+    found[PLUGINS_MARKER_KEY] = hashlib.sha256(repr(sorted(plugins.items())).encode()).hexdigest()
+    return found
+
+
+def pytest_plugins(search: list[str]) -> dict[str, str]:
+    """Each installed ``pytest11`` entry point — the distribution's ``entry_points.txt`` and the
+    module it names — keyed ``<pytest11> NAME = VALUE``."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        try:
+            points = [ep for ep in dist.entry_points if ep.group == "pytest11"]
+        except Exception:  # a garbled distribution: its file's bytes stand for it
+            points = []
+        for point in points:
+            digest = hashlib.sha256((dist.read_text("entry_points.txt") or "").encode())
+            module = _module_file(point.value.partition(":")[0], search)
+            digest.update(_sha(module).encode() if module is not None else b"-")
+            found[f"{PLUGIN_PREFIX}{point.name} = {point.value}"] = digest.hexdigest()
     return found
 
 
 def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
     """``now`` without its start-up hooks when ``locked`` predates them (a run locked before
     hooks were held is not refused for having them)."""
+    if PLUGINS_MARKER_KEY not in locked:
+        now = {k: v for k, v in now.items() if k != PLUGINS_MARKER_KEY and not k.startswith(PLUGIN_PREFIX)}
     if MARKER_KEY in locked:
         return now
     return {k: v for k, v in now.items() if k != MARKER_KEY and not k.startswith(PREFIX)}

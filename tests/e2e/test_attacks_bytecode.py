@@ -226,3 +226,43 @@ def test_a_pth_file_planted_during_a_session_starts_no_later_sandbox_child(
     assert any("INFRA val::n01[noop-t0] and 39 more" in line for line in refused), refused
     noop = [r for k, r in projects.rollout_records(project).items() if k[2] == "noop"]
     assert all(r["reward"] is None for r in noop)  # missing data, never measured with the hook
+
+
+def test_a_pytest11_entry_point_planted_in_the_environment_is_a_changed_harness(
+    example, projects, capevolve, monkeypatch, tmp_path
+):
+    """The record's second red team: candidate code wrote ``capevolve_speedups-0.1.dist-info``
+    with a ``[pytest11]`` entry into site-packages, and pytest loaded its reward forge into the
+    next session (a no-op booked accept). Entry points are start-up hooks the lock holds."""
+    project = _noop_project(example, projects, trials=1)
+    assert capevolve(project).ret == 0
+    planted = tmp_path / "site"
+    info = planted / "capevolve_speedups-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: capevolve-speedups\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nspeedups = capevolve_speedups\n")
+    (planted / "capevolve_speedups.py").write_text("# a reward forge would live here\n")
+    monkeypatch.syspath_prepend(str(planted))
+    result = _gate_noop(capevolve, project)
+    err = result.stderr.str()
+    assert result.ret == 4, result.stdout.str()[-2000:]
+    lines = [line for line in err.splitlines() if "the harness changed since run" in line]
+    assert len(lines) == 1 and "speedups = capevolve_speedups (added)" in lines[0], err
+    assert not (projects.run_dir(project) / "verdicts" / "noop.json").exists()
+
+
+def test_a_plugin_planted_in_the_project_and_loaded_with_dash_p_is_refused(
+    example, projects, capevolve, pytester
+):
+    """The record's second red team: ``evil.py`` in the project folder (no conftest, imported by
+    nothing the lock follows), loaded with ``-p evil``, wrapped the scorer: a no-op booked accept."""
+    project = _noop_project(example, projects, trials=1)
+    assert capevolve(project).ret == 0
+    (project / "evil.py").write_text("FORGED = True  # a reward forge would patch the scorer here\n")
+    pytester.syspathinsert(project)
+    result = capevolve(project, "noop", gate=True, extra=["-p", "evil", "--capevolve-commit", "auto"])
+    assert result.ret == 4, result.stdout.str()[-2000:]
+    result.stderr.fnmatch_lines(
+        ["*-p evil loads *evil.py, a plugin in the project outside the harness lock*"]
+    )
+    assert not (projects.run_dir(project) / "verdicts" / "noop.json").exists()

@@ -1,0 +1,45 @@
+"""Plugins named on a session's command line (``-p NAME``) that live in the project.
+
+A plugin module written into the project folder — not a ``conftest.py``, not imported by the
+adapter, so outside the harness lock — and loaded with ``pytest -p evil --capevolve-run …``
+wrapped the scorer and booked a no-op's accept. Hooks a project means to run belong in its
+``conftest.py`` (locked with the run); a ``-p`` module under the project is refused in one
+line. A plugin anywhere else is the command line's business: whoever starts the gate process
+chooses what runs in it (the threat model's adversaries table says so; hill-climb starts its
+gate sessions itself).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def named_plugins(args: Sequence[str]) -> list[str]:
+    """The modules ``-p`` loads in ``args`` (``-p no:NAME`` blocks one: not a load)."""
+    names, take = [], False
+    for arg in map(str, args):
+        if take:
+            names.append(arg)
+            take = False
+        elif arg == "-p":
+            take = True
+        elif arg.startswith("-p") and len(arg) > 2:
+            names.append(arg[2:])
+    return [n for n in names if n and not n.startswith("no:")]
+
+
+def plugins_in_project(args: Sequence[str], project_dir: Path) -> list[tuple[str, Path]]:
+    """(name, file) of each ``-p`` module whose file is under ``project_dir``."""
+    project = project_dir.resolve()
+    found = []
+    for name in named_plugins(args):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue  # pytest itself says it cannot load it
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if origin and Path(origin).resolve().is_relative_to(project):
+            found.append((name, Path(origin)))
+    return found
