@@ -30,7 +30,7 @@ from .._policy.spend import Ceilings, afford
 from .._policy.stop_condition import parse as parse_stop_condition
 from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash
 from .._project.paths import to_stored
-from .._project.spec import Spec, splits_for
+from .._project.spec import Spec, SpecError, splits_for
 from .._project.splits import TEST_SPLIT
 from .._store import live_marker
 from .._store.index import Columns
@@ -231,6 +231,8 @@ def plan_evaluation(
         )
     splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
     task_ids = frozen_ids(rundir, splits, split, pool_ids)
+    if gate.enabled:
+        refuse_unknown_guards(spec, splits["val"])
     best = rundir.state.best()
     best_path = source_of(spec, rundir, best)
     taken = set(rundir.snapshots.known_tags())
@@ -498,3 +500,19 @@ def dearest_by_tag(rundir: RunDir, split: str, tags: Iterable[str]) -> dict[str,
 
 class BudgetError(Exception):
     """A session would cross a budget ceiling; refused before anything is paid."""
+
+
+def refuse_unknown_guards(spec: Spec, val_ids: list[str]) -> None:
+    """A ``stop_condition`` guard naming no val task guards nothing: "never break task N76"
+    let an accept lower ``n76`` (ids are exact). Refused before anything is paid."""
+    from .._policy.verdicts import guarded_tasks
+
+    known = set(val_ids)
+    for task in guarded_tasks(spec):
+        if task not in known:
+            close = sorted(t for t in known if t.casefold() == task.casefold())
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise SpecError(
+                f"{spec.path}: stop_condition guards task {task!r}, which is no val task of this run "
+                f"(a guard holds val tasks, by their exact id){hint}"
+            )

@@ -94,3 +94,21 @@ def test_a_stop_condition_guard_vetoes_an_accept_that_lowers_its_task(example, p
         }
     ]
     assert f"lowers {guarded} 1.00→0.80" in verdict["reason"]
+
+
+def test_a_guard_naming_no_val_task_is_refused_before_paying(example, projects, capevolve) -> None:
+    """The loop's red team: "never break task N76" guarded nothing (the id is ``n76``), and an
+    accept lowered n76. A guard that names no val task is refused, with the id it may mean."""
+    project = _project(example, projects)
+    assert capevolve(project).ret == 0
+    guarded = _additions(project, projects)[0]
+    projects.edit_spec(
+        project, "num_trials: 5", f"num_trials: 5\nstop_condition: never break task {guarded.upper()}"
+    )
+    gated = capevolve(project, "fast", gate=True, extra=["--capevolve-null", "0", "--capevolve-new-run"])
+    assert gated.ret == 4, gated.stdout.str()[-1500:]
+    out = gated.stderr.str() + gated.stdout.str()
+    assert (
+        f"guards task {guarded.upper()!r}, which is no val task" in out and f"did you mean {guarded!r}" in out
+    )
+    assert not (projects.run_dir(project) / "verdicts" / "fast.json").exists()
