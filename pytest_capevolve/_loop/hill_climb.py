@@ -71,7 +71,7 @@ from .hill_climb_options import (
     instructions_template,
 )
 from .hill_climb_stop import stop_reason
-from .iteration_outcome import book_iteration, outcome_message, outcome_record, summary_rows
+from .iteration_outcome import PROPOSAL_SPEND, book_iteration, outcome_message, outcome_record, summary_rows
 from .launch import gate_flags, run_logged, session_command
 from .optimizer_run import optimizer_argv, run_optimizer
 from .prompt import (
@@ -316,8 +316,14 @@ class HillClimb:
         clear_handover(workdir)
         atomic_write_text(folder / "diff.patch", unified_diff(self._source(parent), workdir, parent, cid))
         atomic_write_json(folder / "optimizer.json", result)  # the marker: the proposal is complete
+        # the cost the optimizer reported goes in the log here, and is booked from there:
+        # optimizer.json is on disk until the gate ends, and was rewritten to $0 in between
         self._rundir.log.append_event(
-            "hill_climb_iteration", tag=cid, phase="proposed", optimizer=result["outcome"]
+            "hill_climb_iteration",
+            tag=cid,
+            phase="proposed",
+            optimizer=result["outcome"],
+            **{key: result[key] for key in PROPOSAL_SPEND if key in result},
         )
 
     def _train_signal(self, parent: str, folder: Path) -> None:

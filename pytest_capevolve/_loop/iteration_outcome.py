@@ -31,14 +31,28 @@ def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
     return INDECISIVE, verdict.get("basis")
 
 
+# what the optimizer reported, logged when its proposal is complete and booked from the log
+PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
+
+
+def proposed_spend(rundir: RunDir, cid: str) -> dict[str, Any]:
+    """The optimizer's spend as the log recorded it when ``cid`` was proposed ({} for a run
+    older than that record: then ``optimizer.json`` alone says it)."""
+    for event in reversed(rundir.log.of_kinds("hill_climb_iteration")):
+        if event.get("tag") == cid and event.get("phase") == "proposed":
+            return {key: event[key] for key in PROPOSAL_SPEND if key in event}
+    return {}
+
+
 def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], folder: Path) -> None:
     """Book the gate's verdict on ``cid`` through :func:`.commit.book` (the code of ``capevolve
     commit``), with the optimizer's seconds and the dollars and tokens it reported (from
-    ``optimizer.json``, checked again by :class:`.OptimizerSpend`: the file is on disk); a
+    the log's ``proposed`` event, checked again by :class:`.OptimizerSpend`; ``optimizer.json``
+    is on disk while the gate runs, so it is only the fallback of older runs); a
     booking a kill cut off after it was written is not booked again."""
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
-    optimizer = read_json(folder / "optimizer.json")
+    optimizer = {**read_json(folder / "optimizer.json"), **proposed_spend(rundir, cid)}
     note = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']}): "
     try:
         book(

@@ -17,6 +17,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from cli_calls import hill_climb, run
 
 PY = sys.executable
@@ -218,3 +219,68 @@ def test_a_nonsense_cost_is_refused_in_one_line_and_never_booked(example, capsys
     state = json.loads((run_dir(project) / "state.json").read_text())
     assert state["iterations"] == 0 and state["spent"].get("optimizer_usd", 0.0) == 0.0
     assert not (run_dir(project) / "hill_climb" / "cand_0001" / "optimizer.json").exists()
+
+
+REWRITER = r"""
+import json, subprocess, sys
+from pathlib import Path
+
+code = subprocess.call([sys.executable, "optimizer.py", *sys.argv[1:]])
+# a daemon that outlives the optimizer: once the loop writes optimizer.json (the proposal is
+# complete), it rewrites the reported cost to $0 before the decision is booked
+marker = Path("rewritten.flag").resolve()
+daemon = '''
+import json, sys, time
+from pathlib import Path
+runs, marker = Path(sys.argv[1]), Path(sys.argv[2])
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    for path in runs.glob("*/hill_climb/cand_0001/optimizer.json"):
+        data = json.loads(path.read_text())
+        data.update(cost_usd=0.0, tokens=0)
+        path.write_text(json.dumps(data))
+        marker.write_text("done")
+        sys.exit(0)
+    time.sleep(0.005)
+'''
+subprocess.Popen([sys.executable, "-c", daemon, str(Path(".capevolve/runs").resolve()), str(marker)],
+                 start_new_session=True)
+print(json.dumps({"cost_usd": 0.3, "tokens": 3000}))
+sys.exit(code)
+"""
+
+WAITING = '''
+
+class WaitingAdapter(ToyCalcAdapter):
+    """The candidate's rollouts wait for the optimizer's daemon to have rewritten optimizer.json,
+    so the rewrite lands before the decision is booked, whatever the machine's load."""
+
+    def run_target(self, task, ctx, *, seed):
+        import time as _time
+
+        flag = Path(__file__).with_name("rewritten.flag")
+        deadline = _time.monotonic() + 120
+        while "cand_" in str(ctx) and not flag.exists() and _time.monotonic() < deadline:
+            _time.sleep(0.005)
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def test_the_optimizers_cost_is_booked_from_the_log_not_from_optimizer_json(
+    example, projects, capsys
+) -> None:
+    """The loop's red team: a daemon left by the optimizer rewrote ``optimizer.json`` to $0
+    between the proposal and its booking; the loop booked $0 and ``max_usd`` never saw it."""
+    project = example("toy_calc")
+    projects.add_adapter(project, WAITING, "adapter.py:WaitingAdapter")
+    (project / "rewriter.py").write_text(REWRITER)
+    optimizer = f"{PY} rewriter.py {{workdir}} {{prompt}}"
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "1")
+    assert code == 0, err
+    assert (project / "rewritten.flag").is_file()  # the daemon did rewrite it, before the booking
+    folder = run_dir(project) / "hill_climb" / "cand_0001"
+    assert json.loads((folder / "optimizer.json").read_text())["cost_usd"] == 0.0
+    state = json.loads((run_dir(project) / "state.json").read_text())
+    assert (
+        state["spent"]["optimizer_usd"] == pytest.approx(0.3) and state["spent"]["optimizer_tokens"] == 3000
+    )
