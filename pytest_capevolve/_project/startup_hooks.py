@@ -14,7 +14,7 @@ when this process began evaluating; :func:`moved_since_start` is asked before ea
 which is then refused (its rollouts are infra errors) if they moved.
 
 pytest's own start-up hooks count too: the ``pytest11`` entry points of every installed
-distribution (each its ``entry_points.txt`` and the module it names). Candidate code that
+distribution (each with its distribution's name, version and ``entry_points.txt``). Candidate code that
 wrote a ``capevolve_speedups-0.1.dist-info`` with a ``[pytest11]`` entry into site-packages had
 pytest load its module into the next session — a reward forge that booked a no-op's accept.
 
@@ -81,27 +81,31 @@ def digests() -> dict[str, str]:
         if module is not None:
             found[f"{PREFIX}{module}"] = _sha(module)
     found[MARKER_KEY] = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()
-    plugins = pytest_plugins(search)
+    plugins = pytest_plugins()
     found.update(plugins)
     found[PLUGINS_MARKER_KEY] = hashlib.sha256(repr(sorted(plugins.items())).encode()).hexdigest()
     return found
 
 
-def pytest_plugins(search: list[str]) -> dict[str, str]:
-    """Each installed ``pytest11`` entry point — the distribution's ``entry_points.txt`` and the
-    module it names — keyed ``<pytest11> NAME = VALUE``."""
-    found: dict[str, str] = {}
+def pytest_plugins() -> dict[str, str]:
+    """Each installed ``pytest11`` entry point — its distribution's name, version and
+    ``entry_points.txt`` — keyed ``<pytest11> NAME = VALUE``."""
+    seen: dict[str, set[str]] = {}  # a distribution found twice on sys.path (an egg-info beside
+    # an editable checkout) counts once, in any order
     for dist in importlib.metadata.distributions():
         try:
             points = [ep for ep in dist.entry_points if ep.group == "pytest11"]
-        except Exception:  # a garbled distribution: its file's bytes stand for it
+        except Exception:  # a garbled distribution: pytest could load no plugin from it either
             points = []
         for point in points:
-            digest = hashlib.sha256((dist.read_text("entry_points.txt") or "").encode())
-            module = _module_file(point.value.partition(":")[0], search)
-            digest.update(_sha(module).encode() if module is not None else b"-")
-            found[f"{PLUGIN_PREFIX}{point.name} = {point.value}"] = digest.hexdigest()
-    return found
+            # what names the plugin, not the module's bytes: where a module is found depends on
+            # the process's sys.path (an editable install is found by its own finder in one
+            # process, by a path entry in another), and editing an installed module is editing
+            # the environment, out of a file-level guard's reach
+            listing = dist.read_text("entry_points.txt") or ""
+            named = f"{dist.metadata['Name']} {dist.version}\n{listing}"
+            seen.setdefault(f"{PLUGIN_PREFIX}{point.name} = {point.value}", set()).add(named)
+    return {key: hashlib.sha256("\0".join(sorted(texts)).encode()).hexdigest() for key, texts in seen.items()}
 
 
 def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
