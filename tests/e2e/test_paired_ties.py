@@ -74,7 +74,12 @@ def test_a_gate_session_in_paired_mode_rejects_a_one_task_gain_at_ten_val_tasks(
     project = example("toy_calc")
     projects.add_adapter(project, ONE_FIX, "adapter.py:OneFixAdapter")
     projects.edit_spec(project, "split_train: 0.25\nsplit_val: 0.5", "split_train: 0.33\nsplit_val: 0.42")
-    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: paired\ngate_k_se: 1.0")
+    # the candidate names the task it fixes (the stand-in agent reads it): no leak guard here
+    projects.edit_spec(
+        project,
+        "num_trials: 1",
+        "num_trials: 1\ngate_mode: paired\ngate_k_se: 1.0\nleak_guard_min_length: false",
+    )
     assert capevolve(project).ret == 0
     run = projects.run_dir(project)
     val = json.loads((run / "splits.json").read_text())["val"]
