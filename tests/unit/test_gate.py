@@ -203,7 +203,10 @@ def test_k_se_rule_reasons_and_its_strict_bar():
         and "paired Δ̄ = +0.5000 ≤ 1.0·SE = 0.5000" in at_bar.reason
     )
     over = judge([[1.0], [0.0]], [[0.0], [0.0]], gate.GateConfig(mode="paired", k_se=0.9, min_coverage=0.0))
-    assert over.decision == ACCEPT and "+0.5000 > 0.9·SE = 0.4500 (SE = 0.5000, n = 2)" in over.reason
+    assert (
+        over.decision == ACCEPT
+        and "+0.5000 > 0.9·SE = 0.4500 (SE = 0.5000, n = 2; decided on exact" in over.reason
+    )
     assert "= +1.0000 > 0 (WARNING: SE = 0" in judge([[1.0]], [[0.0]], paired).reason
     assert "= +0.0000 ≤ 0 (WARNING: SE = 0" in judge([[0.0]], [[0.0]], paired).reason
 
