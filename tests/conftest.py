@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -45,6 +46,14 @@ Example = Callable[..., Path]
 # as they get a fixed base_seed, so a sequential gate sees val in the same orders every time the
 # test runs (tests/unit/test_task_order.py restores the OS's randomness where it is the subject).
 FIXED_ORDER_SECRET = bytes(range(32))
+
+
+# A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and so would every session it starts: Python installs no KeyboardInterrupt where
+# SIGINT is ignored, and the tests that press Ctrl-C saw sessions run to the end. Restored here,
+# so children of this process (xdist workers, pytester subprocesses) start with it delivered.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
