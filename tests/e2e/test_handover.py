@@ -184,7 +184,8 @@ def test_the_agent_loop_gets_the_handover_and_max_usd_counts_what_every_proposer
     assert code == 0, err
     rounds = len(summary["iterations"])
     assert summary["stopped"].startswith("spend: ") and "max_usd" in summary["stopped"], summary["stopped"]
-    assert 1 <= rounds < 5
+    # max_usd, not --max-iterations 5, ended the loop: $0.20 booked before it, $0.10 a round
+    assert rounds in (1, 2), summary["iterations"]
     state = json.loads((run_dir(project) / "state.json").read_text())
     assert abs(state["spent"]["optimizer_usd"] - (0.2 + 0.1 * rounds)) < 1e-9
     assert state["spent"]["optimizer_tokens"] == 700 + 1000 * rounds
