@@ -27,6 +27,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "decisions:register": ("gate",),
     "decisions:register_loop": ("commit", "baseline"),
     "loop": ("work", "spend", "diagnose", "diff", "multirep", "merge"),
+    "fanout": ("eval-task", "mechanism"),
     "climb": ("hill-climb",),
     "start": ("init", "skills"),
 }

@@ -33,6 +33,8 @@ from .._store.rundir import RunDir
 from .handover_docs import AGENT, render_process, render_runmap
 from .handover_redact import test_id_redactor
 from .journal import JOURNAL, earlier_rounds, render_journal
+from .mechanisms import FILENAME as MECHANISMS
+from .mechanisms import render_handover as render_mechanisms
 
 
 def write_handover(
@@ -64,6 +66,7 @@ def write_handover(
         else:
             text = "" if name.endswith(".jsonl") else "# Ledger\n\nNo decision yet.\n"
         _read_only(target, redact(text))
+    _read_only(workdir / MECHANISMS, redact(render_mechanisms(rundir)))  # from the log, never a file
     _read_only(
         workdir / "PROCESS.md", redact(render_process(spec, rundir.run_id, workdir, tag, parent, loop))
     )

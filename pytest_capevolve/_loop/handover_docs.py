@@ -113,6 +113,10 @@ def render_runmap(run_id: str, root: str, workdir: Path, tag: str, parent: str, 
         ("`LEDGER.md` (here)", f"one row per decision (a copy of `{root}/LEDGER.md`)"),
         ("`rejected.jsonl` (here)", "what was refuted: parent, files, the diff, val tasks fixed and broke"),
         (
+            "`MECHANISMS.md` (here)",
+            "the mechanisms the per-task sub-agents found, deduplicated (capevolve mechanism add)",
+        ),
+        (
             "`prior_iterations/<tag>/` (here)",
             "per earlier round: `diff.patch` (its change), `verdict.txt`, `JOURNAL.md`",
         ),

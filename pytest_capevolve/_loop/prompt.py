@@ -83,8 +83,8 @@ that does not clear the gate is rejected and recorded.
 
 - Edit only the capability files in the work folder. Changing a protected file (the scorer,
   the adapter, tasks, gold answers) makes the candidate indecisive: never scored.
-- `LEDGER.md`, `rejected.jsonl`, `RUNMAP.md` and `prior_iterations/` are read-only context.
-  Append what you tried and why to `JOURNAL.md` (`## Iteration $cid`).
+- `LEDGER.md`, `rejected.jsonl`, `MECHANISMS.md`, `RUNMAP.md` and `prior_iterations/` are
+  read-only context. Append what you tried and why to `JOURNAL.md` (`## Iteration $cid`).
 - Make one coherent change. Do not repeat a rejected edit (see `rejected.jsonl`).
 
 ## Edit surface

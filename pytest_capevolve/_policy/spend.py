@@ -167,9 +167,13 @@ def _spent_json(
 ) -> dict[str, Any]:
     """Everything spent: rollouts (by split), runner and optimizer money, decisions, wall clock."""
     by_split: dict[str, int] = {}
+    task_evals = {"rollouts": 0, "usd": 0.0}  # capevolve eval-task: diagnosis, never evidence
     for event in events:
         if event.get("kind") == "rollout":
             by_split[str(event.get("split"))] = by_split.get(str(event.get("split")), 0) + 1
+        elif event.get("kind") == "task_eval":
+            task_evals["rollouts"] += int(event.get("rollouts") or 0)
+            task_evals["usd"] += float(event.get("cost_usd") or 0.0)
     rollouts = int(state["spent"]["metric_calls"])
     runner_usd = float(state["spent"]["usd"])
     total_usd = runner_usd + optimizer["optimizer_usd"]
@@ -179,6 +183,7 @@ def _spent_json(
     return {
         "rollouts": rollouts,
         "rollouts_by_split": by_split,
+        "task_evals": {"rollouts": task_evals["rollouts"], "usd": money(task_evals["usd"])},
         "runner_usd": money(runner_usd),
         "runner_usd_per_rollout": money(runner_usd / rollouts) if rollouts else None,
         "runner_spend_metered": None if rollouts == 0 else runner_usd > 0,

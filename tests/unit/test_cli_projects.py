@@ -32,6 +32,8 @@ NEEDS = {
     "merge": ["a", "b", "--tag", "ab"],
     "hill-climb": [],
     "microcase": ["gen", "--from", "rollout.json", "--cluster", "c"],
+    "eval-task": ["careful", "q01"],
+    "mechanism": ["add", "a cause"],
 }
 
 
@@ -49,8 +51,9 @@ def test_every_command_is_listed_here_or_reads_no_project() -> None:
 def test_a_missing_project_is_one_line_and_exit_4_for_every_command(command, tmp_path: Path, capsys) -> None:
     nowhere = tmp_path / "nowhere"
     words, rest = NEEDS[command][:1], NEEDS[command][1:]
-    head = [command, *words] if command in ("work", "microcase") else [command]
-    tail = rest if command in ("work", "microcase") else NEEDS[command]
+    nested = ("work", "microcase", "mechanism")
+    head = [command, *words] if command in nested else [command]
+    tail = rest if command in nested else NEEDS[command]
     capsys.readouterr()
     assert main([*head, *tail, "--project", str(nowhere)]) == exitcodes.USAGE
     captured = capsys.readouterr()

@@ -1,0 +1,275 @@
+"""``capevolve eval-task TAG IDS``: one candidate on a few named train or val tasks, for diagnosis.
+
+The per-task fan-out (cap-evolve's ``taskeval.py``) gives each failing task a sub-agent that
+edits a work copy against that one task: ``K`` trials of one task cost ``K`` rollouts, where a
+gate costs ``val × K`` and returns one bit. What it returns is a *training number* — the
+sub-agent tunes on it — so it is kept apart from everything a decision reads:
+
+- its rollouts are written to ``runs/<id>/task_evals/<tag>/<n>.json``, never to ``rollouts/``,
+  and logged as one ``task_eval`` event, never as ``rollout`` events: no index row, no gate
+  evidence, no first logged outcome (:mod:`.._store.first_outcomes`) that a gate would read;
+- they run at seeds of their own (``base_seed + DIAGNOSIS_SEED_BASE + k``), never a gate's
+  (``base_seed + k``) or a replicate block's (``base_seed + B·1,000,000 + k``), so a candidate
+  tuned until these trials pass has not been tuned on the draws its gate will read;
+- nothing is booked: no verdict, no decision, no state change; the gate pays its own rollouts.
+
+Why not reuse them as the gate's when bytes, seed and task match: a decision must read only
+rollouts paid under the gate's rules. These are paid whenever and as often as the optimizer
+likes (each call a look no α accounts for: evaluate byte-variants, keep the lucky one), from a
+mutable work copy, at fan-out load (``K`` sub-agents at once — the regime a gate must not run
+in). ``measure --train`` pays through a plain session for that reason.
+
+The test split is sealed: a named test task is refused before anything runs, without saying
+which one. The candidate runs in a sandbox child (:mod:`.._engine.sandbox`) from a copy of its
+folder without the handover files, exactly its bytes; while it runs the eval holds a claim in
+the run (:mod:`.._store.claims`), so a gate that starts meanwhile says it did not run alone. Its
+rollouts are refused when the run's ``max_metric_calls`` or ``max_usd`` would not hold them
+(counting earlier task evals), and every ``task_eval`` event carries its rollouts and $ so
+``capevolve spend`` shows them. Controller-side command; runs no pytest.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._engine.runner import run_and_score
+from .._engine.sandbox import isolated
+from .._policy import Refusal
+from .._policy.afford import Ceilings, afford
+from .._project import harness
+from .._project.adapter import AdapterError, check_cost, load_adapter, load_tasks
+from .._project.candidate import SEED_TAG, content_hash, escape_id, handover_ignore
+from .._project.microcase_gen import redact
+from .._project.paths import to_stored
+from .._project.spec import Spec
+from .._project.splits import TEST_SPLIT
+from .._store.claims import Claims
+from .._store.files import atomic_write_json
+from .._store.harness_lock import locked_harness
+from .._store.rundir import RunDir
+from .._store.snapshots import writable_copy
+
+EVENT = "task_eval"
+FOLDER = "task_evals"
+DIAGNOSIS_SEED_BASE = 2_000_000_000  # above every replicate block's seeds (≤ 1e9 + trials), below 2**32
+MAX_TRIALS = 100
+MAX_FEEDBACK = 4  # distinct failure feedback lines shown per task
+
+
+class TaskEvalRefused(Refusal):
+    """The per-task eval will not run as asked; the message says why and the way on."""
+
+
+def parse_ids(text: str) -> list[str]:
+    """``a,b,c`` as ids, each once, in the order given."""
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids:
+        raise TaskEvalRefused("name at least one task id (a,b,c)")
+    return list(dict.fromkeys(ids))
+
+
+def split_of(rundir: RunDir, ids: Sequence[str]) -> dict[str, str]:
+    """Each id's split, train or val; a test id refused without naming it (the refusal must not
+    tell a guessed id's split), an id in no split refused by name."""
+    splits = rundir.splits() or {}
+    test = set(splits.get(TEST_SPLIT, []))
+    sealed = [i for i in ids if i in test]
+    if sealed:
+        raise TaskEvalRefused(
+            f"{len(sealed)} of the named tasks are in the sealed test split; the test split is scored "
+            "once, by finalize, never for diagnosis — name train or val tasks"
+        )
+    where = {i: s for s in ("train", "val") for i in splits.get(s, [])}
+    unknown = [i for i in ids if i not in where]
+    if unknown:
+        raise TaskEvalRefused(
+            f"no train or val task {', '.join(map(repr, unknown))} in run {rundir.run_id} (see "
+            "capevolve diagnose for the ids)"
+        )
+    return {i: where[i] for i in ids}
+
+
+def candidate_folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
+    """Where ``tag``'s files are: its work copy (what a sub-agent edits), else its snapshot,
+    else (the seed) the capability folder."""
+    for folder in (rundir.work_dir(tag), rundir.snapshots.snapshot_dir(tag)):
+        if folder.is_dir():
+            return folder
+    if tag == SEED_TAG:
+        return spec.capability_path
+    raise TaskEvalRefused(
+        f"no work copy or snapshot of {tag!r} in run {rundir.run_id} (capevolve work new {tag})"
+    )
+
+
+def earlier_spend(rundir: RunDir) -> tuple[int, float]:
+    """Rollouts and $ every earlier task eval of the run paid (its ``task_eval`` events)."""
+    rollouts, usd = 0, 0.0
+    for event in rundir.log.of_kinds(EVENT):
+        rollouts += int(event.get("rollouts") or 0)
+        usd += float(event.get("cost_usd") or 0.0)
+    return rollouts, usd
+
+
+def _check_affordable(spec: Spec, rundir: RunDir, planned: int) -> None:
+    state = rundir.state.read_state()
+    spent = state.get("spent", {})
+    diag_rollouts, diag_usd = earlier_spend(rundir)
+    can = afford(
+        planned,
+        rollouts_spent=int(spent.get("metric_calls", 0)) + diag_rollouts,
+        runner_usd_spent=float(spent.get("usd", 0.0)) + diag_usd,
+        ceilings=Ceilings.from_spec(spec),
+        optimizer_usd_spent=float(spent.get("optimizer_usd", 0.0)),
+    )
+    crossed = [b["message"] for b in can.blockers if b["ceiling"] in ("max_metric_calls", "max_usd")]
+    if crossed:
+        raise TaskEvalRefused(
+            f"{planned} rollouts would cross a ceiling: {'; '.join(crossed)} (counting the run's "
+            "rollouts and every earlier task eval; see capevolve spend)"
+        )
+
+
+def _check_harness(spec: Spec, rundir: RunDir, pool: dict[str, Any]) -> None:
+    locked = locked_harness(rundir)
+    if locked is None:
+        return
+    changed = harness.changes(locked, harness.of_project(spec, pool.values()))
+    if changed:
+        raise TaskEvalRefused(harness.refusal(rundir.run_id, changed))
+
+
+def task_eval(
+    spec: Spec, rundir: RunDir, tag: str, ids: Sequence[str], *, trials: int | None = None
+) -> dict[str, Any]:
+    """Run ``tag`` on ``ids`` (train or val), ``trials`` each (default the spec's); the answer
+    (per task: passes/trials, mean reward, infra errors, distinct failure feedback with the gold
+    redacted) is also written to ``task_evals/<tag>/<n>.json`` and logged as a ``task_eval``."""
+    trials = spec.num_trials if trials is None else trials
+    if not 1 <= trials <= MAX_TRIALS:
+        raise TaskEvalRefused(f"--trials {trials}: give a whole number from 1 to {MAX_TRIALS}")
+    splits = split_of(rundir, ids)
+    source = candidate_folder(spec, rundir, tag)
+    _check_affordable(spec, rundir, len(ids) * trials)
+    try:
+        adapter = load_adapter(spec.adapter, spec.project_dir)
+        pool = load_tasks(adapter, spec.adapter)
+    except AdapterError as exc:
+        raise TaskEvalRefused(str(exc)) from None
+    _check_harness(spec, rundir, pool)
+    seeds = [spec.base_seed + DIAGNOSIS_SEED_BASE + k for k in range(trials)]
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="capevolve-task-eval-") as scratch:
+        folder = Path(scratch) / "candidate"
+        writable_copy(source, folder, ignore=handover_ignore(source))  # its bytes, no handover
+        content = content_hash(folder)
+        claims = Claims(rundir.root)  # a claim of its own: a gate meanwhile is not alone
+        claims.take([("task_eval", task_id, tag, k) for task_id in ids for k in range(trials)])
+        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores)
+        try:
+            tasks, cost = _run(spec, runner, pool, folder, splits, seeds)
+        finally:
+            runner.close()
+            claims.release()
+    answer: dict[str, Any] = {
+        "tag": tag,
+        "content": content,
+        "source": to_stored(source, spec.project_dir),
+        "tasks": tasks,
+        "trials": trials,
+        "seeds": f"base_seed + {DIAGNOSIS_SEED_BASE} + k (k = 0..{trials - 1}); the gate's are base_seed + k",
+        "rollouts": len(ids) * trials,
+        "cost_usd": round(cost, 6),
+        "seconds": round(time.time() - started, 3),
+        "evidence": "none: a training number for diagnosis — never read by a gate, nothing booked; "
+        "the gate pays its own rollouts",
+    }
+    return _record(spec, rundir, answer)
+
+
+def _run(
+    spec: Spec, runner: Any, pool: dict[str, Any], folder: Path, splits: dict[str, str], seeds: list[int]
+) -> tuple[list[dict[str, Any]], float]:
+    threshold, cost = spec.success_threshold, 0.0
+    rows = []
+    for task_id, split in splits.items():
+        task = pool[task_id]
+        rewards: list[float] = []
+        feedback: list[str] = []
+        infra: list[str] = []
+        outcomes = []
+        for k, seed in enumerate(seeds):
+            scored = run_and_score(
+                runner, task, folder, seed=seed, split=split, timeout_s=spec.rollout_timeout_s
+            )
+            if scored.rollout is not None:
+                try:
+                    cost += check_cost(scored.rollout.cost_usd, f"task {task_id!r}")
+                except AdapterError:
+                    pass  # a rollout that reports no cost the session would take: not a spend
+            if scored.infra_error is not None or scored.reward is None:
+                infra.append(redact(str(scored.infra_error), task.target))
+                outcomes.append({"trial": k, "seed": seed, "infra_error": infra[-1]})
+                continue
+            rewards.append(float(scored.reward))
+            text = redact(str(scored.feedback or ""), task.target)
+            if scored.reward < threshold and text and text not in feedback:
+                feedback.append(text)
+            outcomes.append({"trial": k, "seed": seed, "reward": float(scored.reward), "feedback": text})
+        passes = sum(r >= threshold for r in rewards)
+        rows.append(
+            {
+                "task_id": task_id,
+                "split": split,
+                "passes": passes,
+                "trials": len(rewards),
+                "mean_reward": round(sum(rewards) / len(rewards), 6) if rewards else None,
+                "infra_errors": len(infra),
+                "failure_feedback": feedback[:MAX_FEEDBACK],
+                "outcomes": outcomes,
+            }
+        )
+    return rows, cost
+
+
+def _record(spec: Spec, rundir: RunDir, answer: dict[str, Any]) -> dict[str, Any]:
+    """Write the answer apart from the gate's evidence and log its spend (under the run's lock,
+    so two sub-agents' files never share a number)."""
+    tag = str(answer["tag"])
+    folder = rundir.root / FOLDER / escape_id(tag)
+    with rundir.lock():
+        number = 1 + sum(1 for e in rundir.log.of_kinds(EVENT) if e.get("tag") == tag)
+        path = folder / f"{number:04d}.json"
+        answer["file"] = to_stored(path, spec.project_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, answer)
+        rundir.log.append_event(
+            EVENT,
+            tag=tag,
+            content=answer["content"],
+            tasks={row["task_id"]: row["split"] for row in answer["tasks"]},
+            trials=answer["trials"],
+            rollouts=answer["rollouts"],
+            cost_usd=answer["cost_usd"],
+            file=answer["file"],
+        )
+    return answer
+
+
+def render_table(answer: dict[str, Any]) -> list[str]:
+    """``--table``: one line per task, its failure feedback under it."""
+    lines = [
+        f"{answer['tag']} on {len(answer['tasks'])} task(s) × {answer['trials']} trial(s) "
+        f"(diagnosis seeds; not evidence, nothing booked): {answer['file']}",
+        f"{'task':<12} {'split':<6} {'passes':>8} {'mean':>7} {'infra':>5}",
+    ]
+    for row in answer["tasks"]:
+        mean = "—" if row["mean_reward"] is None else f"{row['mean_reward']:.3f}"
+        passes = f"{row['passes']}/{row['trials']}"
+        lines.append(f"{row['task_id']:<12} {row['split']:<6} {passes:>8} {mean:>7} {row['infra_errors']:>5}")
+        lines += [f"    {text}" for text in row["failure_feedback"]]
+    return lines
