@@ -5,6 +5,7 @@ tasks, for diagnosis, kept apart from the gate's evidence) and the shared mechan
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,14 @@ class SeedNoting(ToyCalcAdapter):
             log.write(f"{task.id} {seed}\\n")
         return super().run_target(task, ctx, seed=seed)
 """
+# a proposer that keeps what it was handed and changes nothing
+PEEK = """
+import shutil, sys
+from pathlib import Path
+shutil.copy(Path(sys.argv[1]) / "MECHANISMS.md", "seen.md")
+shutil.copy(sys.argv[2], "prompt_seen.md")
+"""
+PY = sys.executable
 IDS = [f"q{i:02d}" for i in range(24)]
 TRAIN, VAL, TEST = IDS[:6], IDS[6:18], IDS[18:]
 FIXED = "Multiply carefully. Mind the sign.\n"  # what the seed's prompt lacks (toy_calc)
@@ -181,6 +190,16 @@ def test_mechanisms_are_deduplicated_and_shown_to_the_next_work_copy(project, pr
     assert "(tasks: q07, q10, q13; found by: t1, t2)" in shown and "**M2** Subtraction drops" in shown
     assert shown.count("multiply") == 1 and (run / "MECHANISMS.md").read_text() == shown
     assert "`MECHANISMS.md` (here)" in (nxt / "RUNMAP.md").read_text()
+
+    # hill-climb's proposer gets it too, and its prompt names it
+    (project / "peek.py").write_text(PEEK)
+    code, _, err = cli(capsys, "hill-climb", str(project), "--optimizer", f"{PY} peek.py {{workdir}} {{prompt}}",
+                       "--max-iterations", "1")  # fmt: skip
+    assert code == 0, err
+    assert (project / "seen.md").read_text().startswith("# Mechanisms found") and "**M2** Subtraction" in (
+        project / "seen.md"
+    ).read_text()
+    assert "`MECHANISMS.md`" in (project / "prompt_seen.md").read_text()
 
 
 def test_a_mechanism_cannot_rewrite_anothers_or_leak_a_val_gold(project, projects, capsys):
