@@ -42,7 +42,7 @@ from .._policy import Refusal
 from .._policy.afford import Ceilings, afford
 from .._project import harness
 from .._project.adapter import AdapterError, check_cost, load_adapter, load_tasks
-from .._project.candidate import SEED_TAG, content_hash, escape_id, handover_ignore
+from .._project.candidate import SEED_TAG, content_hash, escape_id, handover_ignore, iter_files
 from .._project.microcase_gen import redact
 from .._project.paths import to_stored
 from .._project.spec import Spec
@@ -165,6 +165,7 @@ def task_eval(
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="capevolve-task-eval-") as scratch:
         folder = Path(scratch) / "candidate"
+        iter_files(source)  # what a snapshot refuses (a symlink out of the folder, a FIFO): refused
         writable_copy(source, folder, ignore=handover_ignore(source))  # its bytes, no handover
         content = content_hash(folder)
         claims = Claims(rundir.root)  # a claim of its own: a gate meanwhile is not alone

@@ -148,6 +148,10 @@ def test_eval_task_refuses_a_test_task_without_naming_it_and_runs_nothing(projec
     assert seeds_asked(project) == []  # nothing ran, not even the val tasks named beside it
     assert not (run / "task_evals").exists() and not (run / "rollouts" / "test").exists()
     assert (run / "events.jsonl").read_text() == log_before
+    # nor by a symlink in the work copy to the splits (or any file outside it)
+    (run / "work" / "peek" / "splits.txt").symlink_to(run / "splits.json")
+    code, _, err = cli(capsys, "eval-task", "peek", "q07", str(project))
+    assert code == 2 and "outside the candidate folder" in err and seeds_asked(project) == []
     # a test task is not reachable as a "train" id either, nor through the ledger
     code, _, err = cli(capsys, "mechanism", "add", "sign is lost", str(project), "--tasks", TEST[1])
     assert code == 2 and "sealed test split" in err and TEST[1] not in err
