@@ -308,10 +308,16 @@ def plan_evaluation(
     if gate.sequential:
         from .._decide.task_order import interleaved, task_order
 
-        # each gated tag's order is fixed by its bytes and the run's secret, never computable in
-        # advance from the spec and the code; the items run the orders interleaved
+        # each gated tag's order is fixed by its bytes, the run's secret and a nonce drawn now,
+        # once the bytes are frozen: never computable in advance, not even by a reader of the
+        # secret; the items run the orders interleaved
         secret = rundir.order_secret.read()
-        plan.orders = {c.tag: task_order(task_ids, secret, c.content_hash) for c in planned if c.tag != best}
+        gated = [c for c in planned if c.tag != best]
+        nonces = rundir.order_secret.nonces([c.content_hash for c in gated])
+        plan.orders = {
+            c.tag: task_order(task_ids, secret, c.content_hash, bytes.fromhex(nonces[c.content_hash]))
+            for c in gated
+        }
         plan.order = interleaved(plan.orders.values())
         plan.sequential = uuid.uuid4().hex
     plan.live = uuid.uuid4().hex
