@@ -20,9 +20,7 @@ import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
 
-DERIVATION = (
-    "hmac-sha256(hmac-sha256(secret + nonce, 'capevolve-sequential-order:' + content_hash), task_id)"
-)
+DERIVATION = "hmac-sha256(hmac-sha256(secret + nonce, 'capevolve-sequential-order:' + content_hash), task_id)"
 
 
 def commitment(secret: bytes) -> str:

@@ -243,10 +243,9 @@ def test_the_order_is_keyed_by_the_runs_secret_and_recorded_so_the_decision_can_
     """Issue 25, item 8: the order comes from the candidate's bytes and the run's secret (never in
     a candidate folder or snapshot), and the verdict records it: the e-process fed the recorded
     per-task deltas in the recorded order stops where the verdict says."""
-    from pytest_capevolve._decide import stopping, task_order
-
     import secrets as randomness
 
+    from pytest_capevolve._decide import stopping, task_order
     from pytest_capevolve._project.candidate import content_hash as bytes_of
     from pytest_capevolve._store import order_secret
 
@@ -275,7 +274,9 @@ def test_the_order_is_keyed_by_the_runs_secret_and_recorded_so_the_decision_can_
         "content_hash"
     ]
     assert seq["order_from"]["content_hash"] == content_hash
-    nonces = [e["nonce"] for e in events if e["kind"] == "order_nonce_drawn" and e["content_hash"] == content_hash]
+    nonces = [
+        e["nonce"] for e in events if e["kind"] == "order_nonce_drawn" and e["content_hash"] == content_hash
+    ]
     assert nonces[:1] == [seq["order_from"]["nonce"]]
     assert seq["order"] == task_order.task_order(val, secret, content_hash, bytes.fromhex(nonces[0]))
     deltas = [
