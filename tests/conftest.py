@@ -45,6 +45,8 @@ Example = Callable[..., Path]
 # The order secret a run makes at its start is random; a test's runs get this fixed one instead,
 # as they get a fixed base_seed, so a sequential gate sees val in the same orders every time the
 # test runs (tests/unit/test_task_order.py restores the OS's randomness where it is the subject).
+# The nonce drawn per candidate's bytes is empty in tests, for the same reason; the test that
+# replays an order computed in advance draws real ones.
 FIXED_ORDER_SECRET = bytes(range(32))
 
 
@@ -59,6 +61,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 @pytest.fixture(autouse=True)
 def _fixed_order_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(order_secret, "new_secret", lambda: FIXED_ORDER_SECRET)
+    monkeypatch.setattr(order_secret, "new_nonce", lambda: b"")
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,10 @@ An order computable in advance can be played: a candidate better on some tasks a
 others crosses the efficacy threshold ≤ 1.3 % of the time when the order is unrelated to where
 it gains, and 92.5–100 % of the time when its gains come first. So the order is keyed by the
 run's secret (:mod:`.._store.order_secret`: made at run start, kept in the run dir, never in a
-candidate folder or snapshot, its SHA-256 committed to the event log) and the candidate's
-content hash: an HMAC-SHA256 of each task id under a key derived from both, tasks sorted by it.
+candidate folder or snapshot, its SHA-256 committed to the event log), a nonce drawn when a
+sequential gate first plans the bytes (so no order exists to compute before the bytes are
+frozen, even for a reader of the secret), and the candidate's content hash: an HMAC-SHA256 of
+each task id under a key derived from all three, tasks sorted by it.
 The same bytes in the same run always get the same order (resume, workers, ``capevolve gate``),
 other bytes or another run an unrelated one, and the verdict records the order it was decided in.
 
@@ -18,7 +20,7 @@ import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
 
-DERIVATION = "hmac-sha256(hmac-sha256(secret, 'capevolve-sequential-order:' + content_hash), task_id)"
+DERIVATION = "hmac-sha256(hmac-sha256(secret + nonce, 'capevolve-sequential-order:' + content_hash), task_id)"
 
 
 def commitment(secret: bytes) -> str:
@@ -26,9 +28,12 @@ def commitment(secret: bytes) -> str:
     return hashlib.sha256(secret).hexdigest()
 
 
-def task_order(task_ids: Iterable[str], secret: bytes, content_hash: str) -> list[str]:
-    """The tasks in the order a candidate with these bytes is gated in, in this run."""
-    key = hmac.new(secret, f"capevolve-sequential-order:{content_hash}".encode(), hashlib.sha256).digest()
+def task_order(task_ids: Iterable[str], secret: bytes, content_hash: str, nonce: bytes = b"") -> list[str]:
+    """The tasks in the order a candidate with these bytes is gated in, in this run (``nonce``:
+    the one drawn when a sequential gate first planned these bytes)."""
+    key = hmac.new(
+        secret + nonce, f"capevolve-sequential-order:{content_hash}".encode(), hashlib.sha256
+    ).digest()
     return sorted(task_ids, key=lambda t: (hmac.new(key, t.encode(), hashlib.sha256).digest(), t))
 
 

@@ -30,6 +30,10 @@ ROT13, hex, split across lines or variables, read from a file the adapter gives 
 homoglyph (Cyrillic ``о`` for Latin ``o``), a paraphrase of a gold answer, or knowledge of a
 task that names neither. It is a tripwire for the plain leak, not a proof of no leak.
 
+Every file is read, a file holding NUL bytes too (as text with each NUL a line break, and with
+the NULs dropped), and every file's path within the candidate is searched like a line of it
+(``q01-answer.md`` names val task ``q01``).
+
 A refusal names the file, the line and the kind of needle; for an id, the task (ids are in
 ``splits.json`` already); for a gold answer, neither the task nor the value (the guard must not
 become an oracle that confirms which test task a guessed answer belongs to).
@@ -71,15 +75,16 @@ class Needle:
 @dataclass(frozen=True)
 class Leak:
     path: str  # relative to the candidate folder
-    line: int
+    line: int  # 0: the file's name (its path within the candidate)
     needle: Needle
 
     def describe(self) -> str:
+        where = f"the name of {self.path}" if self.line == 0 else f"{self.path}:{self.line}"
         if self.needle.kind == "id" and self.needle.split == "test":  # named nowhere the optimizer reads
-            return f"{self.path}:{self.line} holds the id of a test task"
+            return f"{where} holds the id of a test task"
         if self.needle.kind == "id":
-            return f"{self.path}:{self.line} holds the id of {self.needle.split} task {self.needle.task_id!r}"
-        return f"{self.path}:{self.line} holds a val or test task's gold answer"
+            return f"{where} holds the id of {self.needle.split} task {self.needle.task_id!r}"
+        return f"{where} holds a val or test task's gold answer"
 
 
 def normalize(text: str) -> str:
@@ -206,18 +211,30 @@ class Matcher:
         return None
 
 
-def _text_lines(path: Path) -> list[str] | None:
+def _text_lines(path: Path) -> list[str]:
+    """The lines a reader of ``path`` could take for text. A NUL byte does not make a file
+    unreadable as text (one appended to a prompt hid its leak from an earlier guard), so a file
+    holding NULs is searched twice: with each NUL as a line break, and with the NULs dropped
+    (UTF-16 text, a value spelt with NULs between its characters)."""
     data = path.read_bytes()
-    if b"\0" in data:
-        return None  # binary: holds no line of text
-    return data.decode("utf-8", errors="replace").splitlines()
+    if b"\0" not in data:
+        return data.decode("utf-8", errors="replace").splitlines()
+    split = data.replace(b"\0", b"\n").decode("utf-8", errors="replace").splitlines()
+    return split + data.replace(b"\0", b"").decode("utf-8", errors="replace").splitlines()
+
+
+def _name_line(relative: str) -> str:
+    """A file's path as the guard reads it: its names are words an agent reads too."""
+    return relative.replace("/", " ")
 
 
 def parent_lines(parent: Path) -> set[str]:
     """Every line (trimmed) of every file of the parent: what a candidate inherits."""
     lines: set[str] = set()
+    root = parent.resolve()
     for path in iter_files(parent):
-        lines.update(line.strip() for line in _text_lines(path) or [])
+        lines.update(line.strip() for line in _text_lines(path))
+        lines.add(_name_line(path.relative_to(root).as_posix()))
     return lines
 
 
@@ -229,12 +246,18 @@ def find_leaks(candidate: Path, inherited: set[str], matcher: Matcher, limit: in
         return leaks
     root = candidate.resolve()
     for path in iter_files(candidate):
-        for number, line in enumerate(_text_lines(path) or [], start=1):
+        relative = path.relative_to(root).as_posix()
+        named = _name_line(relative)
+        if named not in inherited and (needle := matcher.in_line(named)) is not None:
+            leaks.append(Leak(relative, 0, needle))  # line 0: the file's name
+            if len(leaks) >= limit:
+                return leaks
+        for number, line in enumerate(_text_lines(path), start=1):
             if not line.strip() or line.strip() in inherited:
                 continue
             needle = matcher.in_line(line)
             if needle is not None:
-                leaks.append(Leak(path.relative_to(root).as_posix(), number, needle))
+                leaks.append(Leak(relative, number, needle))
                 if len(leaks) >= limit:
                     return leaks
     return leaks

@@ -180,10 +180,19 @@ class Repeats:
             rerun=self.rerun,
         )
         self.session.setdefault(tag, digest)
+        said = None
+        if earlier is None and self.gating:
+            # not the bytes, but the text of a decided tag or the best (a trailing space, CRLF)
+            from .._policy.near_repeat import near_repeat_line, same_text_as
+
+            earlier = same_text_as(self.rundir, tag, path, best=self.best)
+            said = near_repeat_line(tag, earlier, best=self.best) if earlier is not None else None
         if earlier is None:
             return False
         self.labels.pop(tag, None)  # a repeat within this run is one whatever the harness
         asked = self.harness_changed and earlier is other_run
+        if said is None:
+            said = repeat_line(tag, digest, earlier, best=self.best, harness_asked=asked)
         # bytes already accepted are not refuted by being gated again: the verdict says it is a
         # repeat of that accept (decision "repeat", exit 15), and nothing new is booked
         accepted = earlier.decision == "accept"
@@ -192,7 +201,7 @@ class Repeats:
             self.best,
             REPEAT if accepted else "reject",
             "repeat",
-            f"never paid for: {repeat_line(tag, digest, earlier, best=self.best, harness_asked=asked)}",
+            f"never paid for: {said}",
             {
                 "repeats": earlier.tag,
                 "content_hash": digest,
@@ -308,10 +317,16 @@ def plan_evaluation(
     if gate.sequential:
         from .._decide.task_order import interleaved, task_order
 
-        # each gated tag's order is fixed by its bytes and the run's secret, never computable in
-        # advance from the spec and the code; the items run the orders interleaved
+        # each gated tag's order is fixed by its bytes, the run's secret and a nonce drawn now,
+        # once the bytes are frozen: never computable in advance, not even by a reader of the
+        # secret; the items run the orders interleaved
         secret = rundir.order_secret.read()
-        plan.orders = {c.tag: task_order(task_ids, secret, c.content_hash) for c in planned if c.tag != best}
+        gated = [c for c in planned if c.tag != best]
+        nonces = rundir.order_secret.nonces([c.content_hash for c in gated])
+        plan.orders = {
+            c.tag: task_order(task_ids, secret, c.content_hash, bytes.fromhex(nonces[c.content_hash]))
+            for c in gated
+        }
         plan.order = interleaved(plan.orders.values())
         plan.sequential = uuid.uuid4().hex
     plan.live = uuid.uuid4().hex

@@ -207,6 +207,7 @@ class SequentialGate:
                 "derivation": task_order.DERIVATION,
                 "content_hash": self.content_hash(tag),
                 "secret_sha256": self.rundir.order_secret.recorded(),
+                "nonce": self.rundir.order_secret.logged_nonce(self.content_hash(tag)),
             }
             return replace(verdict, details={**verdict.details, "sequential": sequential})
 

@@ -6,6 +6,15 @@ in ``candidates/``, ``work/`` or any snapshot, so a candidate's folder never hol
 its SHA-256 is appended to the event log (``order_secret_created``). Every read checks the file
 against that commitment: a secret swapped, or deleted after orders were drawn from it (to draw
 again), is refused in one line, never used.
+
+The secret alone is not enough: it sits in the run dir, and the optimizer is a process of the
+same user, so it can read it and grind byte variants of a candidate (a comment changed) until
+one's order puts its gains first — a red team did, 4,522 variants in 11 s. So each candidate's
+order also takes a **nonce drawn when a sequential gate first plans those bytes** (an
+``order_nonce_drawn`` event: content hash and nonce). Before that moment no order exists to
+compute; after it the bytes are frozen (a snapshot), and a later session, a resume or ``capevolve
+gate`` reads the logged nonce, so the same bytes keep the same order. Two sessions planning the
+same bytes at once both append a nonce and both use the first one the log holds.
 """
 
 from __future__ import annotations
@@ -19,11 +28,17 @@ from .events import EventLog
 from .files import RunDirError, atomic_write_text
 
 EVENT = "order_secret_created"
+NONCE_EVENT = "order_nonce_drawn"
 SECRET_BYTES = 32
 
 
 def new_secret() -> bytes:
     """Fresh random bytes from the OS (the one place a secret is made)."""
+    return secrets.token_bytes(SECRET_BYTES)
+
+
+def new_nonce() -> bytes:
+    """Fresh random bytes from the OS for one candidate's order (the one place a nonce is made)."""
     return secrets.token_bytes(SECRET_BYTES)
 
 
@@ -72,3 +87,26 @@ class OrderSecret:
                 "(--capevolve-new-run)"
             )
         return secret
+
+    def nonces(self, content_hashes: list[str]) -> dict[str, str]:
+        """content hash → the nonce its order is drawn with (hex): the first one the log holds,
+        drawn and logged now for bytes no sequential gate has planned yet."""
+        drawn = self._logged_nonces()
+        missing = [h for h in dict.fromkeys(content_hashes) if h not in drawn]
+        for content_hash in missing:
+            self.log.append_event(NONCE_EVENT, content_hash=content_hash, nonce=new_nonce().hex())
+        if missing:
+            drawn = self._logged_nonces()  # another session's nonce, appended first, wins
+        return {h: drawn[h] for h in content_hashes}
+
+    def logged_nonce(self, content_hash: str | None) -> str | None:
+        """The nonce the log holds for these bytes (None: no sequential gate planned them)."""
+        return self._logged_nonces().get(content_hash) if content_hash else None
+
+    def _logged_nonces(self) -> dict[str, str]:
+        drawn: dict[str, str] = {}
+        for event in self.log.of_kinds(NONCE_EVENT):
+            content_hash, nonce = event.get("content_hash"), event.get("nonce")
+            if isinstance(content_hash, str) and isinstance(nonce, str):
+                drawn.setdefault(content_hash, nonce)
+        return drawn

@@ -71,6 +71,39 @@ def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
     assert sorted(p.name for p in (rundir / "rollouts" / "val").iterdir()) == before
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text + "   ",  # a trailing space
+        lambda text: text.replace("\n", "\r\n"),  # CRLF line endings
+        lambda text: text + "\n\n",  # blank lines at the end
+    ],
+    ids=["trailing-space", "crlf", "blank-lines"],
+)
+def test_a_refuted_candidate_re_proposed_with_invisible_edits_is_refused_not_regated(
+    example, projects, capevolve, edit
+):
+    """The red team's laundering of a Holm reject: the same prompt with a trailing space (or CRLF,
+    or a newline more) gated alone was new bytes, paid again and accepted at α = 0.05."""
+    project, _ = _round_of_three(example, projects, capevolve)
+    variant = project / "candidates" / "helpful-again"
+    shutil.copytree(project / "candidates" / "helpful", variant)
+    changed = [path for path in sorted(variant.rglob("*")) if path.is_file()][0]
+    changed.write_bytes(edit(changed.read_text()).encode())
+    rundir = projects.run_dir(project)
+    before = sorted(p.name for p in (rundir / "rollouts" / "val").iterdir())
+    again = capevolve(project, "helpful-again", gate=True, extra=["--capevolve-commit", "auto"])
+    assert again.ret == 10, again.stdout.str()
+    again.stdout.fnmatch_lines(
+        [
+            "helpful-again *REJECT*never paid for: candidate 'helpful-again' differs from 'helpful' only "
+            "in line endings or trailing whitespace*rejected (α = 0.01667, Holm over 3 siblings)*",
+        ]
+    )
+    assert sorted(p.name for p in (rundir / "rollouts" / "val").iterdir()) == before  # nothing paid
+    assert json.loads((rundir / "state.json").read_text())["best_id"] == "seed"
+
+
 def test_two_siblings_with_the_same_bytes_are_gated_once(example, projects, capevolve):
     project = make_fix_list(example, projects)
     assert capevolve(project).ret == 0

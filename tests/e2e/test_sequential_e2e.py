@@ -238,24 +238,35 @@ def test_a_clearly_better_candidate_is_accepted_early_and_booked(example, projec
 
 
 def test_the_order_is_keyed_by_the_runs_secret_and_recorded_so_the_decision_can_be_rederived(
-    example, projects, capevolve
+    example, projects, capevolve, monkeypatch
 ):
     """Issue 25, item 8: the order comes from the candidate's bytes and the run's secret (never in
     a candidate folder or snapshot), and the verdict records it: the e-process fed the recorded
     per-task deltas in the recorded order stops where the verdict says."""
-    from pytest_capevolve._decide import stopping, task_order
+    import secrets as randomness
 
+    from pytest_capevolve._decide import stopping, task_order
+    from pytest_capevolve._project.candidate import content_hash as bytes_of
+    from pytest_capevolve._store import order_secret
+
+    monkeypatch.setattr(order_secret, "new_nonce", lambda: randomness.token_bytes(32))
     project = example("noisy_agent")
     no_microcases(project)
+    # the attack: with the run made and its secret readable (same user), compute the order the
+    # candidate's bytes would be gated in, before gating them (a grinder of byte variants does
+    # this to pick the variant whose gains come first)
+    assert capevolve(project).ret == 0
+    run_dir = projects.run_dir(project)
+    secret = bytes.fromhex((run_dir / "secret" / "order.key").read_text())
+    val = json.loads((run_dir / "splits.json").read_text())["val"]
+    predicted = task_order.task_order(val, secret, bytes_of(project / "candidates" / "regressed"))
     result = capevolve(
         project, "regressed", gate=True, extra=["--capevolve-sequential", "--capevolve-null", "0"]
     )
     assert result.ret == 10, result.stdout.str()
-    run_dir = projects.run_dir(project)
     v = verdict(run_dir, "regressed")
     seq = v["details"]["sequential"]
-    secret_file = run_dir / "secret" / "order.key"
-    secret = bytes.fromhex(secret_file.read_text())
+    assert seq["order"] != predicted  # the nonce did not exist until the gate planned these bytes
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     committed = [e["sha256"] for e in events if e["kind"] == "order_secret_created"]
     assert committed == [task_order.commitment(secret)] == [seq["order_from"]["secret_sha256"]]
@@ -263,8 +274,11 @@ def test_the_order_is_keyed_by_the_runs_secret_and_recorded_so_the_decision_can_
         "content_hash"
     ]
     assert seq["order_from"]["content_hash"] == content_hash
-    val = json.loads((run_dir / "splits.json").read_text())["val"]
-    assert seq["order"] == task_order.task_order(val, secret, content_hash)
+    nonces = [
+        e["nonce"] for e in events if e["kind"] == "order_nonce_drawn" and e["content_hash"] == content_hash
+    ]
+    assert nonces[:1] == [seq["order_from"]["nonce"]]
+    assert seq["order"] == task_order.task_order(val, secret, content_hash, bytes.fromhex(nonces[0]))
     deltas = [
         v["per_task"][t]["delta"] for t in seq["order"] if v["per_task"].get(t, {}).get("delta") is not None
     ]
@@ -275,5 +289,5 @@ def test_the_order_is_keyed_by_the_runs_secret_and_recorded_so_the_decision_can_
     # the secret is in no candidate folder, snapshot or work copy
     hex_secret = secret.hex()
     for path in project.rglob("*"):
-        if path.is_file() and path != secret_file and path.stat().st_size < 2_000_000:
+        if path.is_file() and path != run_dir / "secret" / "order.key" and path.stat().st_size < 2_000_000:
             assert hex_secret not in path.read_text(errors="ignore"), path

@@ -168,3 +168,34 @@ def test_a_test_tasks_id_is_refused_without_being_named(tmp_path: Path) -> None:
     probe at a time, which tasks the sealed split holds (the loop's red team)."""
     assert _scan(tmp_path, "Remember Q-0003.") == ["prompt.md:1 holds the id of a test task"]
     assert _scan(tmp_path, "Remember q-0001.") == ["prompt.md:1 holds the id of val task 'q-0001'"]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"Task q-0002 wants the capital.\n\0",  # a NUL appended: the file read as binary before
+        "Task q-0002 wants the capital.".encode("utf-16"),  # UTF-16: NULs between the characters
+        b"\x89PNG\0\0\0say Reykjavik\0\xff\xfe",  # text inside a file no editor opens
+    ],
+    ids=["nul-appended", "utf16", "binary-with-text"],
+)
+def test_a_file_holding_nul_bytes_is_still_searched(tmp_path: Path, data: bytes) -> None:
+    (tmp_path / "parent").mkdir()
+    (tmp_path / "cand").mkdir()
+    (tmp_path / "cand" / "blob.bin").write_bytes(data)
+    matcher = Matcher(needles(POOL, GUARDED, 4))
+    found = find_leaks(tmp_path / "cand", parent_lines(tmp_path / "parent"), matcher)
+    assert [leak.path for leak in found][:1] == ["blob.bin"]
+
+
+def test_a_file_name_holding_an_id_is_a_leak_and_an_inherited_name_is_not(tmp_path: Path) -> None:
+    (tmp_path / "parent" / "notes").mkdir(parents=True)
+    (tmp_path / "parent" / "notes" / "q-0001.md").write_text("kept from the seed\n")
+    (tmp_path / "cand" / "notes").mkdir(parents=True)
+    (tmp_path / "cand" / "notes" / "q-0001.md").write_text("kept from the seed\n")
+    (tmp_path / "cand" / "notes" / "Q-0002-answer.md").write_text("nothing to see\n")
+    matcher = Matcher(needles(POOL, GUARDED, 4))
+    found = find_leaks(tmp_path / "cand", parent_lines(tmp_path / "parent"), matcher)
+    assert [leak.describe() for leak in found] == [
+        "the name of notes/Q-0002-answer.md holds the id of val task 'q-0002'"
+    ]

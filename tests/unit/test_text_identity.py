@@ -1,0 +1,44 @@
+"""The text hash (:mod:`pytest_capevolve._project.text_identity`): blind to line endings and
+trailing whitespace, and to nothing else a reader of the text sees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_capevolve._project.text_identity import normalized_text, text_hash
+
+LINES = st.lists(
+    st.text(st.characters(blacklist_categories=("Cs", "Zl", "Zp", "Cc")), max_size=20), max_size=6
+)
+
+
+@given(LINES, st.sampled_from(["\n", "\r\n", "\r"]), st.sampled_from(["", " ", "\t", "  \t"]))
+def test_line_endings_and_trailing_whitespace_do_not_change_the_text(lines, newline, trailing) -> None:
+    plain = "\n".join(line.rstrip() for line in lines)
+    dressed = newline.join(line.rstrip() + trailing for line in lines) + newline
+    assert normalized_text(dressed.encode()) == normalized_text(plain.encode())
+
+
+@given(LINES, st.integers(min_value=0, max_value=5), st.characters(whitelist_categories=("L", "N", "P")))
+def test_a_visible_character_changed_changes_the_text(lines, at, extra) -> None:
+    plain = "\n".join(line.rstrip() for line in lines) or "x"
+    changed = plain[:at] + extra + plain[at:]
+    assert normalized_text(changed.encode()) != normalized_text(plain.encode())
+
+
+def test_the_tree_hash_counts_paths_binary_bytes_and_empty_files(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    for root in (one, two):
+        root.mkdir()
+        (root / "blob.bin").write_bytes(b"\0a \n")
+    (one / "prompt.md").write_text("Be brief.\n")
+    (two / "prompt.md").write_bytes(b"Be brief.  \r\n\r\n")
+    assert text_hash(one) == text_hash(two)
+    (two / "blob.bin").write_bytes(b"\0a\n")  # not text: its bytes count
+    assert text_hash(one) != text_hash(two)
+    (two / "blob.bin").write_bytes(b"\0a \n")
+    (two / "empty.md").write_text("")  # an added file is a change, even an empty one
+    assert text_hash(one) != text_hash(two)
