@@ -26,11 +26,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .._policy.memory import render_ledger, render_rejected
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import HANDOVER
 from .._project.microcase_gen import redact
 from .._project.paths import to_stored
-from .._policy.memory import render_ledger, render_rejected
 from .._project.spec import Spec
 from .._store.files import atomic_write_text
 from .._store.rundir import RunDir, jsonl_lines
@@ -85,7 +85,9 @@ def write_handover(
         atomic_write_text(dest / JOURNAL, redact(r.entries + "\n" if r.entries else ""))
         if (rundir.hill_climb_dir(r.tag) / "outcome.json").is_file():  # a hill-climb round
             outcome = booked_outcome(decisions, r.tag, r.verdict)
-            atomic_write_text(dest / "outcome.json", redact(json.dumps(outcome, indent=2, ensure_ascii=False)))
+            atomic_write_text(
+                dest / "outcome.json", redact(json.dumps(outcome, indent=2, ensure_ascii=False))
+            )
 
 
 def booked_outcome(decisions: list[dict[str, Any]], tag: str, verdict: str) -> dict[str, Any]:

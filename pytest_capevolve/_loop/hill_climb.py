@@ -52,6 +52,7 @@ from .._store.seal import Seal
 from .._store.snapshots import writable_copy
 from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
+from .gate_budget import refuse_over_budget
 from .git_store import (
     CandidateStore,
     StoreError,
@@ -369,6 +370,10 @@ class HillClimb:
             self.spec, rundir, cid, meta["parent"], workdir
         ):
             self.o.log(f"{cid}: repeats an earlier candidate's bytes; booked without a rollout")
+        elif rundir.verdicts.verdict(cid) is None and (
+            over := refuse_over_budget(self.spec, rundir, cid, meta["parent"])
+        ):
+            self.o.log(f"{cid}: {over}")
         elif rundir.verdicts.verdict(cid) is None:
             args = self._session_args(rundir)
             args += gate_flags(workdir, cid, no_regression=self.o.no_regression)

@@ -93,7 +93,7 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     # the loop default: α spent across the run's decisions (the spec names no schedule)
     first = json.loads((run_dir(project) / "verdicts" / "cand_0001.json").read_text())["alpha_budget"]
     assert (first["schedule"], first["j"]) == ("lord", 1) and first["alpha_j"] < 0.05
-    assert summary["stopped"] == "max iterations: 4 of --max-iterations 4"
+    assert summary["stopped"] == "max iterations: the run's 4 hill-climb iterations reach --max-iterations 4"
     assert (state(project)["best_id"], state(project)["iterations"], state(project)["stall"]) == (
         "cand_0001",
         4,

@@ -100,7 +100,10 @@ def test_the_next_round_shows_only_what_each_round_wrote_under_its_true_verdict(
     assert not re.search("[\r\x1b\u2028]", third) and "ansi [U+001B][2K[U+001B][1Aerased" in third
     # round 1's change and outcome as the log holds them, not as rewritten
     prior = seen / "cand_0003" / "prior_iterations" / "cand_0001"
-    assert "+Mind the sign." in (prior / "diff.patch").read_text() and "FORGED" not in (prior / "diff.patch").read_text()
+    assert (
+        "+Mind the sign." in (prior / "diff.patch").read_text()
+        and "FORGED" not in (prior / "diff.patch").read_text()
+    )
     assert json.loads((prior / "outcome.json").read_text())["decision"] == booked[0][0]
 
     fourth = (seen / "cand_0004" / "JOURNAL.md").read_text(encoding="utf-8")
