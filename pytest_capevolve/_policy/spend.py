@@ -24,6 +24,7 @@ from .._store.seal import Seal
 from . import stop_condition as sc
 from . import val_budget
 from .afford import Affordability, Ceilings, afford, missing_rollouts, money
+from .gate_settings import decided_under
 from .optimizer_spend import unbooked_usd
 from .resolution import resolution
 from .sibling_merge import merge_reminder, unmerged_siblings
@@ -122,10 +123,13 @@ def spend_report(
     unmerged = unmerged_siblings(events)
     if recommendation["action"] == "stop":
         recommendation["reason"] += merge_reminder(unmerged)
-    reuse = val_budget.val_reuse(spec, events, rundir.verdicts.verdicts(), len(val_ids))
-    alarm = val_budget.run_calibration(spec, events)
+    # the α schedule and level the run's decisions are taken at: frozen at its first decision
+    # (hill-climb's `lord` unless the spec names one), not the spec file's default
+    decided = decided_under(rundir, spec)
+    reuse = val_budget.val_reuse(decided, events, rundir.verdicts.verdicts(), len(val_ids))
+    alarm = val_budget.run_calibration(decided, events)
     return {
-        "resolution": resolution(spec, events, len(val_ids), n_siblings),
+        "resolution": resolution(decided, events, len(val_ids), n_siblings),
         "val_reuse": reuse,
         "calibration": alarm,
         "run_id": rundir.run_id,

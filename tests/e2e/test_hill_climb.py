@@ -123,6 +123,12 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     assert main(["diff", "cand_0002", "--project", str(project)]) == 0
     diff = capsys.readouterr().out
     assert diff.startswith("--- cand_0001/prompt.md\n+++ cand_0002/prompt.md") and "+Mind the sign." in diff
+    # `capevolve spend` shows the schedule the run's decisions are taken at (the loop's lord,
+    # frozen at the first decision), not the spec file's constant default
+    assert main(["spend", "--project", str(project)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["val_reuse"]["schedule"] == "lord", report["val_reuse"]
+    assert "gate_alpha_schedule lord" in json.dumps(report["resolution"])
 
 
 def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys, xdist_args):
