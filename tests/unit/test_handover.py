@@ -56,10 +56,13 @@ def test_handover_names_are_left_out_at_the_top_only(tmp_path):
     assert content_hash(work) == digest
 
 
-def test_the_last_cost_line_is_read_and_nonsense_is_refused(tmp_path):
+def test_the_largest_cost_line_is_read_and_nonsense_is_refused(tmp_path):
     out = tmp_path / "optimizer.stdout"
     out.write_text('{"cost_usd": 0.5}\nthinking {not json}\n{"other": 1}\n{"cost_usd": 1.25, "tokens": 30}\n')
     assert reported_cost(out) == {"cost_usd": 1.25, "tokens": 30, "cost_line": 4}
+    # a cheating optimizer's second, smaller report never undercuts the first
+    out.write_text('{"cost_usd": 2.5, "tokens": 9000}\n{"cost_usd": 0.0, "tokens": 0}\n')
+    assert reported_cost(out) == {"cost_usd": 2.5, "tokens": 9000, "cost_line": 1}
     out.write_text("no cost line\n")
     assert reported_cost(out) == {} and reported_cost(tmp_path / "missing") == {}
     for bad, word in (
