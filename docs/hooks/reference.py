@@ -1,11 +1,14 @@
 """The reference pages, generated from the code at build time (a mkdocs hook, so they cannot drift).
 
-A page under ``docs/reference/`` holds a marker such as ``<!-- reference:cli -->``; when mkdocs
-reads the page this hook replaces the marker with tables built from the code itself: the
+A page under ``docs/reference/`` holds a block such as ``<!-- reference:cli -->`` … ``<!--
+/reference:cli -->``; between the markers go tables built from the code itself: the
 ``capevolve`` command from its argparse parser (every group registered), the pytest options and
 ini keys from ``pytest_addoption``, the spec keys from the spec's validators and defaults, and the
-exit codes from the one table in ``_session/exitcodes.py``. ``tests/unit/test_docs_reference.py``
-checks that every command, option, key and code the code defines is listed.
+exit codes from the one table in ``_session/exitcodes.py``. The pages are committed with the
+tables in them (``python docs/hooks/reference.py`` regenerates them), so a reader on GitHub sees
+them; when mkdocs reads a page this hook generates them again. ``tests/unit/test_docs_reference.py``
+checks that every command, option, key and code the code defines is listed, and that the
+committed pages are what the code generates now.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import argparse
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
-MARKER = re.compile(r"<!-- reference:([a-z-]+) -->")
+# a generated block: its opening marker, what was generated last, its closing marker (a page
+# written before the pages were committed generated holds the opening marker alone)
+MARKER = re.compile(r"<!-- reference:([a-z-]+) -->(?:.*?<!-- /reference:\1 -->)?", re.DOTALL)
 
 # What each spec key means, in a sentence a reader can act on. The build fails (and so does the
 # reference test) when the spec's validators gain a key this table does not explain.
@@ -279,9 +285,32 @@ GENERATORS: dict[str, Callable[[], str]] = {
 
 
 def render(markdown: str) -> str:
-    """The page with each ``<!-- reference:NAME -->`` marker replaced by its generated tables."""
-    return MARKER.sub(lambda m: GENERATORS[m[1]](), markdown)
+    """The page with each ``<!-- reference:NAME -->`` block (up to its ``<!-- /reference:NAME
+    -->``) holding its tables generated now, between the two markers."""
+    return MARKER.sub(
+        lambda m: f"<!-- reference:{m[1]} -->\n\n{GENERATORS[m[1]]().strip()}\n\n<!-- /reference:{m[1]} -->",
+        markdown,
+    )
 
 
 def on_page_markdown(markdown: str, **_: object) -> str:  # the mkdocs hook
     return render(markdown)
+
+
+def write_pages(folder: Path) -> list[Path]:
+    """Regenerate every page of ``folder`` in place; returns the pages that changed. The pages
+    are committed generated, so a reader on GitHub sees the tables, not a marker;
+    ``tests/unit/test_docs_reference.py`` fails while a committed page differs from this."""
+    changed = []
+    for page in sorted(folder.glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        fresh = render(text)
+        if fresh != text:
+            page.write_text(fresh, encoding="utf-8")
+            changed.append(page)
+    return changed
+
+
+if __name__ == "__main__":  # python docs/hooks/reference.py: regenerate docs/reference/*.md
+    for path in write_pages(Path(__file__).resolve().parents[1] / "reference"):
+        print(f"regenerated {path}")

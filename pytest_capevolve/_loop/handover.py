@@ -3,13 +3,14 @@ parent's failing rollouts the prompt shows.
 
 The handover (``_project.candidate.HANDOVER``; never hashed, snapshotted or evaluated):
 
-- ``JOURNAL.md``: every earlier round's journal entries with its verdict (:mod:`.journal`), then
-  the marker below which this round writes;
-- ``LEDGER.md`` and ``rejected.jsonl``: read-only copies of the run's memory (rejects carry
-  their diff);
+- ``JOURNAL.md``: every earlier round's journal entry — frozen and escaped at its decision
+  (:mod:`.._policy.journal_entry`) — with its verdict (:mod:`.journal`), then the marker below
+  which this round writes;
+- ``LEDGER.md`` and ``rejected.jsonl``: read-only views of the run's memory, drawn again from
+  the log's ``decision`` events (rejects carry their diff), never copied from the run dir;
 - ``PROCESS.md`` and ``RUNMAP.md``: how the loop works, where things are (:mod:`.handover_docs`);
 - ``prior_iterations/<tag>/``: per earlier round its ``diff.patch``, ``verdict.txt`` and
-  ``JOURNAL.md`` (and hill-climb's ``outcome.json``).
+  ``JOURNAL.md`` (and, for a hill-climb round, ``outcome.json`` as the log booked it).
 
 Written by :func:`.work.new_work_copy` for every work copy (``capevolve work new``: the agent
 loop) and again by :mod:`.hill_climb` before each optimizer runs (with its prompt's path);
@@ -20,16 +21,19 @@ any of them (:mod:`.handover_redact`).
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+from .._policy.memory import render_ledger, render_rejected
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import HANDOVER
 from .._project.microcase_gen import redact
 from .._project.paths import to_stored
 from .._project.spec import Spec
 from .._store.files import atomic_write_text
-from .._store.rundir import RunDir
+from .._store.rundir import RunDir, jsonl_lines
 from .handover_docs import AGENT, render_process, render_runmap
 from .handover_redact import test_id_redactor
 from .journal import JOURNAL, earlier_rounds, render_journal
@@ -58,14 +62,12 @@ def write_handover(
     if journal.is_symlink() or journal.exists():
         journal.unlink()
     journal.write_text(redact(render_journal(tag, parent, merged_from, rounds)), encoding="utf-8")
-    for name in ("LEDGER.md", "rejected.jsonl"):
-        source = rundir.root / name
-        target = workdir / name
-        if source.is_file():
-            text = source.read_text(encoding="utf-8")
-        else:
-            text = "" if name.endswith(".jsonl") else "# Ledger\n\nNo decision yet.\n"
-        _read_only(target, redact(text))
+    # the memory drawn again from the log here, not copied: the files in the run dir are views
+    # an optimizer with a shell can rewrite between a decision and the next work copy
+    decisions = rundir.decisions()
+    ledger = render_ledger(rundir.run_id, decisions) if decisions else "# Ledger\n\nNo decision yet.\n"
+    _read_only(workdir / "LEDGER.md", redact(ledger))
+    _read_only(workdir / "rejected.jsonl", redact(jsonl_lines(render_rejected(decisions))))
     _read_only(workdir / MECHANISMS, redact(render_mechanisms(rundir)))  # from the log, never a file
     _read_only(
         workdir / "PROCESS.md", redact(render_process(spec, rundir.run_id, workdir, tag, parent, loop))
@@ -84,9 +86,25 @@ def write_handover(
         atomic_write_text(dest / "diff.patch", redact(r.diff))
         atomic_write_text(dest / "verdict.txt", redact(f"{r.tag}: {r.verdict}\n"))
         atomic_write_text(dest / JOURNAL, redact(r.entries + "\n" if r.entries else ""))
-        outcome = rundir.hill_climb_dir(r.tag) / "outcome.json"
-        if outcome.is_file():  # a hill-climb round's booked outcome, as the loop wrote it
-            atomic_write_text(dest / "outcome.json", redact(outcome.read_text(encoding="utf-8")))
+        if (rundir.hill_climb_dir(r.tag) / "outcome.json").is_file():  # a hill-climb round
+            outcome = booked_outcome(decisions, r.tag, r.verdict)
+            atomic_write_text(
+                dest / "outcome.json", redact(json.dumps(outcome, indent=2, ensure_ascii=False))
+            )
+
+
+def booked_outcome(decisions: list[dict[str, Any]], tag: str, verdict: str) -> dict[str, Any]:
+    """A hill-climb round's outcome as the log booked it (its standing ``decision`` event), not
+    the ``outcome.json`` the run dir holds, which a later optimizer could rewrite."""
+    entry = [e for e in decisions if e.get("tag") == tag][-1]
+    return {
+        "tag": tag,
+        "verdict": verdict,
+        **{key: entry.get(key) for key in OUTCOME_KEYS},
+    }
+
+
+OUTCOME_KEYS = ("parent", "decision", "basis", "delta_mean", "p_value", "changed_files", "fixed", "broke")
 
 
 def _read_only(target: Path, text: str) -> None:

@@ -48,8 +48,10 @@ def render_process(spec: Spec, run_id: str, workdir: Path, tag: str, parent: str
         ]
         cost = (
             'Report what you cost: print one JSON line on stdout, `{"cost_usd": 0.12, "tokens": 3456}`'
-            " (the last such line counts). It is booked with this round's decision and `max_usd` counts it"
-            " beside the rollouts; a negative, NaN or absurd value is refused."
+            " (the largest such line counts: a running total, printed again at the end, is counted"
+            " once). It is booked with this round's decision and `max_usd` counts it beside the"
+            " rollouts from the moment you exit: a cost that leaves no room for this round's gate"
+            " ends the loop unjudged. A negative, NaN or absurd value is refused."
         )
     else:
         round_steps = [

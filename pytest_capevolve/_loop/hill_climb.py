@@ -33,6 +33,7 @@ Never imports pytest: the gate session is a child process.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
 from pathlib import Path
@@ -51,6 +52,7 @@ from .._store.seal import Seal
 from .._store.snapshots import writable_copy
 from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
+from .gate_budget import refuse_over_budget
 from .git_store import (
     CandidateStore,
     StoreError,
@@ -306,15 +308,17 @@ class HillClimb:
             argv, cwd=self.spec.project_dir, timeout=self.o.optimizer_timeout, folder=folder
         )
         journal = workdir / JOURNAL  # kept first: a crashed optimizer's notes reach the next round too
-        if journal.is_file():
-            shutil.copy2(journal, folder / JOURNAL)
+        (folder / JOURNAL).unlink(missing_ok=True)  # never a file an earlier round planted here
+        if journal.is_file() and not journal.is_symlink():
+            shutil.copyfile(journal, folder / JOURNAL)
         if not result["ok"]:
             self.o.log(
                 f"{cid}: optimizer {result['outcome']}: the candidate is an unchanged copy of {parent}"
             )
             self._restore(workdir, parent)
         clear_handover(workdir)
-        atomic_write_text(folder / "diff.patch", unified_diff(self._source(parent), workdir, parent, cid))
+        diff = unified_diff(self._source(parent), workdir, parent, cid)
+        atomic_write_text(folder / "diff.patch", diff)
         atomic_write_json(folder / "optimizer.json", result)  # the marker: the proposal is complete
         # the cost the optimizer reported goes in the log here, and is booked from there:
         # optimizer.json is on disk until the gate ends, and was rewritten to $0 in between
@@ -323,6 +327,7 @@ class HillClimb:
             tag=cid,
             phase="proposed",
             optimizer=result["outcome"],
+            diff_sha256=hashlib.sha256(diff.encode("utf-8")).hexdigest(),  # what later rounds are shown
             **{key: result[key] for key in PROPOSAL_SPEND if key in result},
         )
 
@@ -365,6 +370,10 @@ class HillClimb:
             self.spec, rundir, cid, meta["parent"], workdir
         ):
             self.o.log(f"{cid}: repeats an earlier candidate's bytes; booked without a rollout")
+        elif rundir.verdicts.verdict(cid) is None and (
+            over := refuse_over_budget(self.spec, rundir, cid, meta["parent"])
+        ):
+            self.o.log(f"{cid}: {over}")
         elif rundir.verdicts.verdict(cid) is None:
             args = self._session_args(rundir)
             args += gate_flags(workdir, cid, no_regression=self.o.no_regression)

@@ -118,11 +118,20 @@ def outcome_record(
 
 
 def summary_rows(rundir: RunDir, cids: list[str]) -> list[dict[str, Any]]:
-    """One row of ``summary.json`` per iteration with an ``outcome.json``, in iteration order."""
+    """One row of ``summary.json`` per decided iteration, in iteration order, from the log —
+    its standing ``decision`` event and its ``proposed`` event's optimizer outcome — never from
+    ``outcome.json``, which a later optimizer with a shell could rewrite."""
+    standing: dict[str, dict[str, Any]] = {}
+    for event in rundir.decisions():
+        standing[str(event["tag"])] = event
+    proposed = {
+        str(e.get("tag")): e.get("optimizer")
+        for e in rundir.log.of_kinds("hill_climb_iteration")
+        if e.get("phase") == "proposed"
+    }
     rows = []
     for cid in cids:
-        path = rundir.hill_climb_dir(cid) / "outcome.json"
-        if path.is_file():
-            out = read_json(path)
-            rows.append({k: out.get(k) for k in SUMMARY_KEYS})
+        entry = standing.get(cid)
+        if entry is not None:
+            rows.append({**{k: entry.get(k) for k in SUMMARY_KEYS[:-1]}, "optimizer": proposed.get(cid)})
     return rows

@@ -3,27 +3,31 @@ earlier round wrote in its own, with that round's verdict.
 
 Used when a work copy is made (:func:`.work.new_work_copy`, for the agent-driven loop and for
 hill-climb) and by :mod:`.handover` for ``prior_iterations/``. A round is a decided tag, in the
-order first decided (its standing decision is the last one booked): its verdict in one line, what
-it wrote below the marker of its journal — hill-climb keeps it as ``hill_climb/<tag>/JOURNAL.md``
-(the work copy's handover is cleared), the agent loop in ``work/<tag>/JOURNAL.md`` — and its
-change as a diff against its parent. What a round carried forward from earlier rounds sits above
-its marker, so it is never carried twice. Pure reads of the run dir; the text is context for a
-proposer, never read by a decision.
+order first decided (its standing decision is the last one booked): its verdict in one line
+(from the ``decision`` event and the verdict file its ``verdict`` event vouches for), what it
+wrote — the entry frozen, escaped, at its first decision (:mod:`.._policy.journal_entry`), never
+the journal files a later optimizer can rewrite — and its change as a diff against its parent
+(hill-climb's ``diff.patch`` only while it is the file its ``proposed`` event logged). The text
+is context for a proposer, never read by a decision.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from .._policy.journal_entry import ENTRY_LIMIT as ENTRY_LIMIT
+from .._policy.journal_entry import JOURNAL as JOURNAL
+from .._policy.journal_entry import JOURNAL_MARKER as JOURNAL_MARKER
+from .._policy.journal_entry import escaped, frozen_entry
+from .._policy.journal_entry import own_entries as own_entries
 from .._policy.refuted import compared
 from .._project.candidate_diff import bounded, unified_diff
+from .._store.files import RunDirError
 from .._store.rundir import RunDir
 
-JOURNAL = "JOURNAL.md"
-JOURNAL_MARKER = "<!-- capevolve: append '## Iteration <tag>' entries below this line -->"
-# a round's entries as carried forward, and a round's diff in prior_iterations/: the head, cut
-ENTRY_LIMIT = 4000
+# a round's diff in prior_iterations/: the head, cut
 PRIOR_DIFF_LIMIT = 20000
 
 
@@ -36,15 +40,6 @@ class Round:
     verdict: str  # one line: decision, basis, Δ̄, p and the gate's reason
     entries: str  # what it wrote below its journal's marker ("" when nothing)
     diff: str  # its change against its parent, unified, bounded
-
-
-def own_entries(text: str) -> str:
-    """What a journal's own round wrote: the text below the last marker (all of it when the
-    marker was removed), stripped and cut to :data:`ENTRY_LIMIT` characters."""
-    mine = text.rsplit(JOURNAL_MARKER, 1)[-1].strip()
-    if len(mine) > ENTRY_LIMIT:
-        mine = mine[:ENTRY_LIMIT].rstrip() + f"\n... (cut: {len(mine) - ENTRY_LIMIT} characters left out)"
-    return mine
 
 
 def verdict_line(entry: dict[str, Any], reason: str) -> str:
@@ -62,39 +57,57 @@ def verdict_line(entry: dict[str, Any], reason: str) -> str:
 
 def earlier_rounds(rundir: RunDir, besides: str) -> list[Round]:
     """Every decided tag but ``besides``, in the order first decided, as a :class:`Round`."""
+    decisions = rundir.decisions()
     standing: dict[str, dict[str, Any]] = {}
-    for event in rundir.decisions():
+    for event in decisions:
         tag = str(event["tag"])
         if tag != besides:
             standing[tag] = event  # dicts keep the first insertion's place: the order decided
     rounds = []
     for tag, entry in standing.items():
-        verdict = rundir.verdicts.verdict(tag) or {}
+        verdict, reason = _verdict_of(rundir, tag)
         rounds.append(
             Round(
                 tag=tag,
                 parent=str(entry.get("parent")),
-                verdict=verdict_line(entry, str(verdict.get("reason") or "")),
-                entries=_entries_of(rundir, tag),
+                verdict=verdict_line(entry, reason),
+                entries=frozen_entry(rundir, tag, decisions),
                 diff=_diff_of(rundir, tag, entry, verdict),
             )
         )
     return rounds
 
 
-def _entries_of(rundir: RunDir, tag: str) -> str:
-    for path in (rundir.hill_climb_dir(tag) / JOURNAL, rundir.work_dir(tag) / JOURNAL):
-        if path.is_file():
-            return own_entries(path.read_text(encoding="utf-8", errors="replace"))
-    return ""
+def _verdict_of(rundir: RunDir, tag: str) -> tuple[dict[str, Any], str]:
+    """The verdict file as its ``verdict`` event vouches for it, and its reason (escaped: the
+    reason quotes candidate output); an edited file gives no reason but says so."""
+    try:
+        verdict = rundir.verdicts.checked(tag) or {}
+    except RunDirError:
+        return {}, "(its verdict file was edited after the gate wrote it: reason not shown)"
+    return verdict, escaped(str(verdict.get("reason") or ""))
+
+
+def proposed_digest(rundir: RunDir, tag: str) -> str | None:
+    """The sha256 of hill-climb's ``diff.patch`` of ``tag`` as its ``proposed`` event logged it."""
+    for event in reversed(rundir.log.of_kinds("hill_climb_iteration")):
+        if event.get("tag") == tag and event.get("phase") == "proposed":
+            digest = event.get("diff_sha256")
+            return digest if isinstance(digest, str) else None
+    return None
 
 
 def _diff_of(rundir: RunDir, tag: str, entry: dict[str, Any], verdict: dict[str, Any]) -> str:
-    """hill-climb's ``diff.patch`` (made as the optimizer finished), else the snapshots compared,
-    else the diff the reject logged."""
+    """hill-climb's ``diff.patch`` (made as the optimizer finished) while it is the file its
+    ``proposed`` event logged, else the diff the reject logged, else the snapshots compared."""
     patch = rundir.hill_climb_dir(tag) / "diff.patch"
-    if patch.is_file():
-        return bounded(patch.read_text(encoding="utf-8", errors="replace"), PRIOR_DIFF_LIMIT)
+    digest = proposed_digest(rundir, tag)
+    if digest is not None and patch.is_file() and not patch.is_symlink():
+        data = patch.read_bytes()
+        if hashlib.sha256(data).hexdigest() == digest:
+            return bounded(data.decode("utf-8", errors="replace"), PRIOR_DIFF_LIMIT)
+    if entry.get("diff"):
+        return str(entry["diff"])
     parent = str(entry.get("parent"))
     folders = compared(rundir, tag, parent, verdict)
     if folders is not None:
@@ -102,7 +115,7 @@ def _diff_of(rundir: RunDir, tag: str, entry: dict[str, Any], verdict: dict[str,
             return bounded(unified_diff(folders[1], folders[0], parent, tag), PRIOR_DIFF_LIMIT)
         except (OSError, ValueError):
             pass
-    return str(entry.get("diff") or "")
+    return ""
 
 
 def render_journal(tag: str, parent: str, merged_from: list[str] | None, rounds: list[Round]) -> str:

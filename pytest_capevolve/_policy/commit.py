@@ -16,6 +16,7 @@ from .._project.spec import Spec
 from .._store.rundir import RunDir
 from . import memory
 from .identity import remember_booked
+from .journal_entry import freeze_entry
 from .optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
 from .refuted import compared, refuted_diff
 
@@ -75,6 +76,7 @@ class BookedDecision(Lineage):
     optimizer_usd: float
     optimizer_tokens: int
     optimizer_seconds: float
+    journal_sha256: str  # the round's journal entry frozen at its first decision (journals/<tag>.md)
 
 
 class SpentOn(TypedDict):
@@ -145,6 +147,8 @@ def book(
             "optimizer_usd": optimizer.usd,
             "optimizer_tokens": optimizer.tokens,
             "optimizer_seconds": optimizer.seconds,
+            # what the round wrote, frozen now: a later round's rewrite never passes for it
+            "journal_sha256": freeze_entry(rundir, tag),
         }
         if decision == "reject":  # the change itself: the next proposer reads what was refuted
             entry["diff"] = refuted_diff(rundir, tag, parent, verdict)

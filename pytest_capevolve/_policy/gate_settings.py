@@ -23,6 +23,7 @@ Controller only; read by the session floor (``_session/wiring.py``, ``_session/g
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from .._project.spec import Spec
@@ -108,3 +109,14 @@ def freeze_or_check(rundir: RunDir, spec: Spec, overrides: Mapping[str, str]) ->
             f"run {rundir.run_id} froze its gate settings at its first decision (event seq "
             f"{first.get('seq')}): {shown}{origin}. Restore them, or {_NEW_RUN}"
         )
+
+
+def decided_under(rundir: RunDir, spec: Spec) -> Spec:
+    """``spec`` with the gate settings the run froze at its first decision (hill-climb gates at
+    the loop's ``lord`` schedule unless the spec names one; a person may have typed ``-o``):
+    what the run's decisions are taken at, for a reader such as ``capevolve spend``. Before any
+    decision, ``spec`` as it is."""
+    frozen = rundir.log.of_kinds(FROZEN_EVENT)
+    settings = (frozen[0].get("settings") or {}) if frozen else {}
+    known = {key: settings[key] for key in GATE_SETTING_KEYS if key in settings}
+    return replace(spec, **known) if known else spec

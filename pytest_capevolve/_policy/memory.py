@@ -9,6 +9,7 @@ gate saw.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from .._show.numbers import num
@@ -54,8 +55,16 @@ def ledger_row(entry: dict[str, Any]) -> list[str]:
         str(entry.get("rollouts", 0)),
         f"{entry.get('runner_usd', 0.0):.4f}",
         f"{entry.get('optimizer_usd', 0.0):.4f}",
-        str(entry.get("note") or "").replace("|", "\\|").replace("\n", " "),
+        cell(str(entry.get("note") or "")),
     ]
+
+
+def cell(text: str) -> str:
+    """``text`` fit for one table cell: ``|`` escaped, and every line break a Markdown reader
+    or a line reader honours (``\\r`` too, a Unicode line separator) and every other control
+    character made a space — a note that broke its row would add a forged one."""
+    flat = "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
+    return flat.replace("|", "\\|")
 
 
 def render_ledger(run_id: str, decisions: list[dict[str, Any]]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .._store.rundir import RunDir
 from . import Refusal
 
 # beyond these a report is a bug or a lie, not a spend
@@ -60,3 +61,18 @@ class OptimizerSpend:
         checked_usd(self.usd, "optimizer spend")
         checked_tokens(self.tokens, "optimizer spend")
         _number(self.seconds, "optimizer spend", "seconds", MAX_SECONDS)
+
+
+def unbooked_usd(rundir: RunDir) -> float:
+    """Dollars hill-climb optimizers reported and the log recorded (their ``proposed`` event)
+    for rounds not decided yet: spent already, booked with the decision to come. Every ceiling
+    check counts them, so a gate session started after a dear proposal cannot pay rollouts the
+    optimizer's cost already used up."""
+    decided = {str(e.get("tag")) for e in rundir.log.of_kinds("decision")}
+    reported: dict[str, float] = {}
+    for event in rundir.log.of_kinds("hill_climb_iteration"):
+        tag = str(event.get("tag"))
+        if event.get("phase") == "proposed" and tag not in decided:
+            usd = event.get("cost_usd")
+            reported[tag] = float(usd) if isinstance(usd, (int, float)) and not isinstance(usd, bool) else 0.0
+    return sum(max(0.0, usd) for usd in reported.values())

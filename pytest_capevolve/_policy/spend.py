@@ -24,6 +24,8 @@ from .._store.seal import Seal
 from . import stop_condition as sc
 from . import val_budget
 from .afford import Affordability, Ceilings, afford, missing_rollouts, money
+from .gate_settings import decided_under
+from .optimizer_spend import unbooked_usd
 from .resolution import resolution
 from .sibling_merge import merge_reminder, unmerged_siblings
 from .stop_terms import NO_REGRESS
@@ -73,6 +75,9 @@ def spend_report(
 
     decisions = [e for e in events if e.get("kind") == "decision"]
     optimizer = _optimizer_spend(state, decisions)
+    per_decision = optimizer["optimizer_usd"] / len(decisions) if decisions else None
+    # a hill-climb round's proposer already paid, its decision still to come: spent all the same
+    optimizer["optimizer_usd"] += unbooked_usd(rundir)
     spent = _spent_json(state, events, len(decisions), optimizer, now)
     rollouts, runner_usd = int(state["spent"]["metric_calls"]), float(state["spent"]["usd"])
     iterations, stall = int(state.get("iterations", 0)), int(state.get("stall", 0))
@@ -82,7 +87,6 @@ def spend_report(
     ceiling_json = _ceilings_json(Ceilings.from_spec(spec), spent)
 
     null_tags = [f"{best}-null{i}" for i in range(1, nulls + 1)]
-    per_decision = optimizer["optimizer_usd"] / len(decisions) if decisions else None
     needed = {
         "siblings": n_siblings * len(val_ids) * trials,
         "null_controls": missing_rollouts(records, null_tags, val_ids, trials),
@@ -119,10 +123,13 @@ def spend_report(
     unmerged = unmerged_siblings(events)
     if recommendation["action"] == "stop":
         recommendation["reason"] += merge_reminder(unmerged)
-    reuse = val_budget.val_reuse(spec, events, rundir.verdicts.verdicts(), len(val_ids))
-    alarm = val_budget.run_calibration(spec, events)
+    # the α schedule and level the run's decisions are taken at: frozen at its first decision
+    # (hill-climb's `lord` unless the spec names one), not the spec file's default
+    decided = decided_under(rundir, spec)
+    reuse = val_budget.val_reuse(decided, events, rundir.verdicts.verdicts(), len(val_ids))
+    alarm = val_budget.run_calibration(decided, events)
     return {
-        "resolution": resolution(spec, events, len(val_ids), n_siblings),
+        "resolution": resolution(decided, events, len(val_ids), n_siblings),
         "val_reuse": reuse,
         "calibration": alarm,
         "run_id": rundir.run_id,
@@ -325,8 +332,17 @@ def _recommend(
     goals = [p for p in constraints["predicates"] if p["role"] == "goal"]
     met_goals = [p for p in goals if p["met"]]
     suffix = _guard_suffix(constraints)
-    if exhausted:
-        return {"action": "stop", "reason": f"budget exhausted: {', '.join(exhausted)}.{suffix}"}
+    spent = [name for name in exhausted if name != "stall" and not name.startswith("stop_condition stall")]
+    if spent:
+        return {"action": "stop", "reason": f"budget exhausted: {', '.join(spent)}.{suffix}"}
+    if exhausted:  # a stall is a plateau, not money or rollouts spent: said with its rule
+        stall = ceilings["stall"]
+        rule = f"spec stall={stall['limit']:g}" if stall["reached"] else exhausted[0]
+        return {
+            "action": "stop",
+            "reason": f"stalled: {stall['used']:g} rejects in a row reached the stall rule ({rule}: "
+            f"stop after that many rejects without an accept).{suffix}",
+        }
     if met_goals:
         goal = met_goals[0]
         return {

@@ -26,6 +26,7 @@ from .._policy.identity import (
     repeat_of,
 )
 from .._policy.null_economy import identical_note, identical_null
+from .._policy.optimizer_spend import unbooked_usd
 from .._policy.spend import Ceilings, afford
 from .._policy.stop_condition import parse as parse_stop_condition
 from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash
@@ -474,11 +475,14 @@ def check_ceilings(
     ceilings = Ceilings.from_spec(spec, parse_stop_condition(spec.stop_condition))
     if not decisions:  # measuring is not deciding: only the money and rollout ceilings apply
         ceilings = replace(ceilings, max_iterations=None, stall=None)
+    # the optimizer's spend booked, and what a hill-climb proposer reported for a round still
+    # being gated (booked with its decision): spent either way, so the shares never count it free
+    optimizer_usd = float(spent.get("optimizer_usd", 0.0)) + unbooked_usd(rundir)
     verdict = afford(
         owed + pending,
         rollouts_spent=int(spent["metric_calls"]),
         runner_usd_spent=float(spent["usd"]),
-        optimizer_usd_spent=float(spent.get("optimizer_usd", 0.0)),
+        optimizer_usd_spent=optimizer_usd,
         ceilings=ceilings,
         decisions_needed=decisions,
         iterations=int(state["iterations"]),
@@ -497,7 +501,7 @@ def check_ceilings(
         )
     # what max_usd leaves, for the processes' shares (:mod:`.._engine.budget_share`); the
     # rollouts owed are known, so max_metric_calls is already exact here
-    usd_spent = float(spent["usd"]) + float(spent.get("optimizer_usd", 0.0))
+    usd_spent = float(spent["usd"]) + optimizer_usd
     return Headroom(usd=None if ceilings.max_usd is None else float(ceilings.max_usd) - usd_spent)
 
 

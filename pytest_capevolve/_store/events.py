@@ -518,7 +518,9 @@ class EventLog:
             return []
         events = []
         text = self.events_path.read_text(encoding="utf-8", errors="replace")
-        for number, line in enumerate(text.splitlines(), start=1):
+        # lines are "\n"-ended: str.splitlines would also split inside a value holding U+2028,
+        # U+2029 or U+0085 (JSON leaves them as they are), and one note would brick the log
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:

@@ -64,7 +64,8 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    # "\n" only: str.splitlines would split a row inside a value holding U+2028 (dropping it)
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
         with contextlib.suppress(ValueError):
             row = json.loads(line)
             if isinstance(row, dict):

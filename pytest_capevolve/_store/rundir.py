@@ -295,8 +295,7 @@ class RunDir:
     def write_memory(self, ledger_markdown: str, rejected: list[dict[str, Any]]) -> None:
         """Rewrite the loop's memory: ``LEDGER.md`` and ``rejected.jsonl`` (views of the log)."""
         atomic_write_text(self.root / "LEDGER.md", ledger_markdown)
-        lines = "".join(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n" for row in rejected)
-        atomic_write_text(self.root / "rejected.jsonl", lines)
+        atomic_write_text(self.root / "rejected.jsonl", jsonl_lines(rejected))
 
     def work_dir(self, tag: str) -> Path:
         """Where an optimizer edits candidate ``tag`` (a copy of its parent's snapshot)."""
@@ -308,9 +307,31 @@ class RunDir:
         base = self.root / "hill_climb"
         return base if tag is None else base / check_tag(tag)
 
+    def journal_entry_path(self, tag: str) -> Path:
+        """``journals/<tag>.md``: what round ``tag`` wrote in its journal, frozen (escaped) when
+        it was first decided; its sha256 is in that ``decision`` event."""
+        return self.root / "journals" / f"{check_tag(tag)}.md"
+
     def merge_dir(self, tag: str) -> Path:
         """``merge/<tag>/``: the gate sessions' output of ``capevolve merge --integrate``."""
         return self.root / "merge" / check_tag(tag)
+
+
+# characters JSON leaves as they are (ensure_ascii=False) that a line reader splits on
+# (str.splitlines: NEL, the Unicode line and paragraph separators): a note holding one would
+# read as a second, forged row of rejected.jsonl
+_LINE_SPLITTERS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def jsonl_lines(rows: Iterable[dict[str, Any]]) -> str:
+    """One JSON object a line, each line break a reader could split on escaped."""
+    out = []
+    for row in rows:
+        line = json.dumps(row, sort_keys=True, ensure_ascii=False)
+        for raw, escape in _LINE_SPLITTERS.items():
+            line = line.replace(raw, escape)
+        out.append(line + "\n")
+    return "".join(out)
 
 
 def _ids_digest(splits: dict[str, Any]) -> str:

@@ -98,7 +98,8 @@ def test_round_n_sees_rounds_before_it_their_verdicts_and_refuted_diffs_and_no_t
     assert sorted(p.name for p in prior.iterdir()) == ["cand_0001", "cand_0002", "cand_0003"]
     assert "+Mind the sign." in (prior / "cand_0001" / "diff.patch").read_text()
     assert (prior / "cand_0001" / "verdict.txt").read_text().startswith("cand_0001: reject (gate) vs seed")
-    assert (prior / "cand_0002" / "JOURNAL.md").read_text().startswith("## Iteration cand_0002\nMARK-2:")
+    # its own entry, frozen at its decision with its heading escaped (no entry forges structure)
+    assert (prior / "cand_0002" / "JOURNAL.md").read_text().startswith("\\## Iteration cand_0002\nMARK-2:")
     for n in (1, 2, 3, 4):
         assert {p.name for p in (seen / f"cand_000{n}").iterdir()} >= set(HANDOVER)
     process = (seen / "cand_0004" / "PROCESS.md").read_text()

@@ -93,7 +93,7 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     # the loop default: α spent across the run's decisions (the spec names no schedule)
     first = json.loads((run_dir(project) / "verdicts" / "cand_0001.json").read_text())["alpha_budget"]
     assert (first["schedule"], first["j"]) == ("lord", 1) and first["alpha_j"] < 0.05
-    assert summary["stopped"] == "max iterations: 4 of --max-iterations 4"
+    assert summary["stopped"] == "max iterations: the run's 4 hill-climb iterations reach --max-iterations 4"
     assert (state(project)["best_id"], state(project)["iterations"], state(project)["stall"]) == (
         "cand_0001",
         4,
@@ -123,6 +123,12 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     assert main(["diff", "cand_0002", "--project", str(project)]) == 0
     diff = capsys.readouterr().out
     assert diff.startswith("--- cand_0001/prompt.md\n+++ cand_0002/prompt.md") and "+Mind the sign." in diff
+    # `capevolve spend` shows the schedule the run's decisions are taken at (the loop's lord,
+    # frozen at the first decision), not the spec file's constant default
+    assert main(["spend", "--project", str(project)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["val_reuse"]["schedule"] == "lord", report["val_reuse"]
+    assert "gate_alpha_schedule lord" in json.dumps(report["resolution"])
 
 
 def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys, xdist_args):

@@ -79,7 +79,7 @@ def test_every_exit_code_constant_is_in_the_exit_codes_page() -> None:
 def test_the_playbook_page_holds_both_shipped_skills() -> None:
     text = page("playbook.md")
     assert "## `capevolve-optimize`" in text and "## `capevolve-hill-climb`" in text
-    assert "<!-- reference:" not in text
+    assert "<!-- reference:playbook -->\n\n## `capevolve-" in text  # generated between its markers
     assert "capevolve commit cand_0001 --decision accept" in text
 
 
@@ -94,3 +94,15 @@ def test_the_cli_page_lists_no_command_the_parser_lacks() -> None:
     documented = set(re.findall(r"^## `capevolve ([a-z -]+)`$", text, re.M))
     assert documented == {name for name, _, _ in reference.cli_commands()}
     assert build_parser().prog == "capevolve"
+
+
+def test_the_committed_reference_pages_are_what_the_code_generates_now() -> None:
+    """The pages are committed generated, so a reader on GitHub sees tables, not a marker; a
+    page the code has moved away from fails here with the command that regenerates it."""
+    for path in sorted(PAGES.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        assert "<!-- /reference:" in text or "<!-- reference:" not in text, f"{path.name}: a bare marker"
+        assert reference.render(text) == text, (
+            f"docs/reference/{path.name} is not what the code generates now: run "
+            "`python docs/hooks/reference.py` and commit the pages"
+        )

@@ -56,10 +56,13 @@ def test_handover_names_are_left_out_at_the_top_only(tmp_path):
     assert content_hash(work) == digest
 
 
-def test_the_last_cost_line_is_read_and_nonsense_is_refused(tmp_path):
+def test_the_largest_cost_line_is_read_and_nonsense_is_refused(tmp_path):
     out = tmp_path / "optimizer.stdout"
     out.write_text('{"cost_usd": 0.5}\nthinking {not json}\n{"other": 1}\n{"cost_usd": 1.25, "tokens": 30}\n')
     assert reported_cost(out) == {"cost_usd": 1.25, "tokens": 30, "cost_line": 4}
+    # a cheating optimizer's second, smaller report never undercuts the first
+    out.write_text('{"cost_usd": 2.5, "tokens": 9000}\n{"cost_usd": 0.0, "tokens": 0}\n')
+    assert reported_cost(out) == {"cost_usd": 2.5, "tokens": 9000, "cost_line": 1}
     out.write_text("no cost line\n")
     assert reported_cost(out) == {} and reported_cost(tmp_path / "missing") == {}
     for bad, word in (
@@ -106,3 +109,40 @@ def test_process_md_gates_at_the_loops_schedule_unless_the_spec_names_one(tmp_pa
     spec.write_text(spec.read_text() + "gate_alpha_schedule: basel\n")
     named = render_process(load_spec(project), "r1", project / "w", "a1", "seed", "agent")
     assert "capevolve_gate_alpha_schedule" not in named and "by the `basel` schedule" in named
+
+
+def test_a_proposed_rounds_cost_counts_until_its_decision_books_it(tmp_path: Path) -> None:
+    """What a hill-climb optimizer reported is spent from the moment it is logged: the ceiling
+    checks count it until its decision (which carries it) is booked, then only through it."""
+    from pytest_capevolve._policy.optimizer_spend import unbooked_usd
+    from pytest_capevolve._store.rundir import RunDir
+
+    rundir = RunDir(tmp_path / "run")
+    rundir.root.mkdir()
+    log = rundir.log
+    log.append_event("hill_climb_iteration", tag="cand_0001", phase="started", parent="seed")
+    assert unbooked_usd(rundir) == 0.0
+    log.append_event("hill_climb_iteration", tag="cand_0001", phase="proposed", optimizer="ok", cost_usd=0.25)
+    log.append_event("hill_climb_iteration", tag="cand_0002", phase="proposed", optimizer="ok", cost_usd=0.5)
+    assert unbooked_usd(rundir) == 0.75
+    log.append_event("decision", tag="cand_0001", decision="reject", optimizer_usd=0.25)
+    assert unbooked_usd(rundir) == 0.5  # cand_0001's now counts through its decision
+    log.append_event("hill_climb_iteration", tag="cand_0003", phase="proposed", optimizer="ok", cost_usd=-9.0)
+    assert unbooked_usd(rundir) == 0.5  # a negative never gives budget back
+
+
+def test_an_entry_is_escaped_so_it_forges_no_structure() -> None:
+    from pytest_capevolve._policy.journal_entry import escaped
+
+    text = "# h1\n  ### cand_0001: accept\nplain # not a heading\n---\n===\n<h3>x</h3>\nend\rCR\u2028LS\x1b[2K\u202e"
+    assert escaped(text).split("\n") == [
+        "\\# h1",
+        "  \\### cand_0001: accept",
+        "plain # not a heading",
+        "\\---",
+        "\\===",
+        "\\<h3>x</h3>",
+        "end",
+        "CR",
+        "LS[U+001B][2K[U+202E]",
+    ]

@@ -1,0 +1,52 @@
+"""A hill-climb round whose own proposer used up ``max_usd``: refused before its gate pays.
+
+Used by :mod:`.hill_climb` after the optimizer's proposal is complete and before the gate
+session starts. The ceiling was checked before the round (:mod:`.hill_climb_stop`), but the
+optimizer's ``{"cost_usd": …}`` line is known only once it exits: logged then, booked with the
+decision. When that cost leaves no room for the round's val evaluation under ``max_usd`` (the
+same arithmetic ``capevolve spend`` does, the cost counted), the round is not gated: an
+``indecisive`` verdict with basis ``budget`` is written — the candidate was never judged — and
+booked like any verdict, carrying the optimizer's cost; the loop then stops on the spend
+report. Pays nothing.
+"""
+
+from __future__ import annotations
+
+from .._policy.optimizer_spend import unbooked_usd
+from .._policy.spend import spend_report
+from .._project.spec import Spec
+from .._store.rundir import RunDir
+
+BUDGET_BASIS = "budget"
+
+
+def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str | None:
+    """The reason (and the verdict written) when ``cid``'s proposer cost leaves its gate no
+    room under ``max_usd``; None when the gate may run."""
+    from .._decide.verdict import refusal
+    from .._policy.verdicts import gate_config, verdict_file
+
+    proposer = unbooked_usd(rundir)
+    if proposer <= 0:  # nothing spent since the check before the round
+        return None
+    report = spend_report(spec, rundir, n_siblings=1)
+    money = [b["message"] for b in report["afford"]["blockers"] if b["ceiling"] == "max_usd"]
+    if report["ceilings"]["max_usd"]["reached"]:
+        money.insert(0, f"${report['spent']['total_usd']:.4f} spent reaches max_usd={spec.max_usd:g}")
+    if not money:
+        return None
+    reason = (
+        f"never gated: its optimizer reported ${proposer:.4f}, which leaves no room for its val "
+        f"evaluation under max_usd ({'; '.join(money)}); the cost is booked, no rollout paid"
+    )
+    verdict = refusal(
+        tag=cid,
+        against=parent,
+        decision="indecisive",
+        basis=BUDGET_BASIS,
+        reason=reason,
+        config=gate_config(spec),
+        details={"optimizer_usd": proposer, "blockers": money},
+    )
+    rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
+    return reason
