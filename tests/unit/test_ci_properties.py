@@ -68,16 +68,16 @@ def test_the_verdict_says_which_interval_it_carries() -> None:
         assert verdict.to_dict()["ci_method"] == method
 
 
-def test_the_bootstrap_draws_are_one_int64_draw_held_in_two_bytes_a_cell() -> None:
-    """The resampling matrix is drawn a block of rows at a time and kept as uint16 (8 MB at 2,000
-    tasks instead of 32: it is drawn at a session's end for the dashboard's curve); its numbers
-    are those of scipy's one int64 draw, and the interval is the one that whole draw gives."""
+@pytest.mark.parametrize(("n", "resamples"), [(600, 2000), (1999, 2000)])
+def test_the_bootstrap_means_are_those_of_one_whole_int64_draw(n: int, resamples: int) -> None:
+    """The resamples are drawn a block of rows at a time — held as uint16 for the next candidate
+    up to 1,000 tasks (a quarter of int64's bytes), drawn again past it (never 32 MB held to a
+    session's end at 2,000 tasks) — and their means are those of scipy's one int64 draw."""
     from pytest_capevolve._stats import intervals
 
-    n, resamples = 1999, 300
-    matrix = intervals._resampling_matrix(n, resamples, 5)
-    assert matrix.dtype == np.uint16 and not matrix.flags.writeable
     whole = np.random.default_rng(5).integers(0, n, (resamples, n))
-    assert np.array_equal(matrix, whole)
     deltas = np.random.default_rng(1).normal(size=n)
-    assert np.array_equal(intervals._resampled_means(deltas, matrix), np.mean(deltas[whole], axis=-1))
+    means = intervals._resampled_means(deltas, resamples, 5)
+    assert np.array_equal(means, np.mean(deltas[whole], axis=-1))
+    matrix = intervals._resampling_matrix(n, resamples, 5)
+    assert matrix.dtype == np.uint16 and not matrix.flags.writeable and np.array_equal(matrix, whole)
