@@ -14,6 +14,7 @@ scorer's feedback. Any other failure (a bug) keeps pytest's full report.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -136,6 +137,9 @@ class CapevolveReporter:
         self.infra_sections: dict[str, list[tuple[str, str]]] = {}  # nodeid → the same, for -rA
         self._terminal: Any = None
         self._hidden: list[pytest.TestReport] | None = None  # the agent's failures, out of stats
+        # the reports told task failures as they arrived: the summary hides them by this mark
+        # instead of decoding 60,000 records again (twice) when it ends
+        self._task_failures: weakref.WeakSet[pytest.TestReport] = weakref.WeakSet()
 
     def pytest_deselected(self, items: list[Any]) -> None:
         self.deselected.update(key for item in items if (key := getattr(item, "key", None)) is not None)
@@ -154,6 +158,7 @@ class CapevolveReporter:
     @pytest.hookimpl(trylast=True)  # after pytest's own letter for this report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if is_task_failure(report):
+            self._task_failures.add(report)
             record = record_from_report(report)
             assert record is not None
             self.failed.append(record)
@@ -201,7 +206,10 @@ class CapevolveReporter:
 
     def _hide(self, stats: dict[str, list[Any]]) -> None:
         reports = stats.get("failed", [])
-        bugs = [r for r in reports if not is_task_failure(r) and not is_refused_rollout(r)]
+        marked = self._task_failures
+        bugs = [
+            r for r in reports if r not in marked and not is_task_failure(r) and not is_refused_rollout(r)
+        ]
         if len(bugs) == len(reports):
             return
         self._hidden = reports

@@ -61,7 +61,7 @@ def bootstrap_ci(
     if ci_method(n) == NORMAL:
         return normal_ci(deltas, confidence=confidence)
     theta_hat = np.mean(deltas)
-    theta_b = np.mean(deltas[_resampling_matrix(n, n_resamples, seed)], axis=-1)
+    theta_b = _resampled_means(deltas, n_resamples, seed)
     alpha = (1 - confidence) / 2
     below = (np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)) / (
         2 * n_resamples
@@ -133,11 +133,46 @@ def _ndtr(x: float) -> float:
     return float("nan") if math.isnan(x) else _NORMAL.cdf(x)
 
 
+# Rows of resamples drawn or averaged at a time: a few MB of int64 draws or float copies, where
+# the whole (n_resamples × n) of either is 32 MB at 2,000 tasks — drawn at the end of a session
+# for the dashboard's curve, it was most of the session's peak memory.
+_CHUNK_CELLS = 1 << 18
+# A resampling matrix up to this many cells (4 MB in uint16: 2,000 resamples of 1,000 tasks) is
+# kept for the next candidate of the same gate; a larger one is drawn again each time (56 ms at
+# 2,000 tasks) rather than held to the session's end.
+_HELD_CELLS = 1 << 21
+
+
+def _resampled_means(deltas: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """Each resample's mean, a block of rows at a time (each row is averaged alone, so the
+    figures are those of one ``np.mean(deltas[draws], axis=-1)`` without its whole copy)."""
+    n = deltas.size
+    step = max(1, _CHUNK_CELLS // max(n, 1))
+    means = np.empty(n_resamples)
+    if n_resamples * n <= _HELD_CELLS:
+        matrix = _resampling_matrix(n, n_resamples, seed)
+        for start in range(0, n_resamples, step):
+            means[start : start + step] = np.mean(deltas[matrix[start : start + step]], axis=-1)
+        return means
+    rng = np.random.default_rng(seed)  # the same stream, a block of rows at a time, never held
+    for start in range(0, n_resamples, step):
+        stop = min(start + step, n_resamples)
+        means[start:stop] = np.mean(deltas[rng.integers(0, n, (stop - start, n))], axis=-1)
+    return means
+
+
 @functools.lru_cache(maxsize=2)
 def _resampling_matrix(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """The bootstrap's task indices, drawn as scipy draws them; read-only and cached, so the
-    candidates of one gate session (same tasks, same seed) share one matrix."""
-    matrix = np.random.default_rng(seed).integers(0, n, (n_resamples, n))
+    """The bootstrap's task indices, drawn as scipy draws them (``default_rng(seed)``'s int64
+    stream, a block of rows at a time: the same numbers as one draw of the whole) and held in the
+    smallest unsigned type that fits ``n`` (a quarter of int64's bytes); read-only and cached, so
+    the candidates of one gate session (same tasks, same seed) share one matrix."""
+    rng = np.random.default_rng(seed)
+    matrix = np.empty((n_resamples, n), dtype=np.min_scalar_type(max(n - 1, 0)))
+    step = max(1, _CHUNK_CELLS // max(n, 1))
+    for start in range(0, n_resamples, step):
+        stop = min(start + step, n_resamples)
+        matrix[start:stop] = rng.integers(0, n, (stop - start, n))
     matrix.setflags(write=False)
     return matrix
 

