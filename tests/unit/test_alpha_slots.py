@@ -29,3 +29,35 @@ def test_two_decisions_judged_from_one_state_of_the_budget_are_named():
     edited = [_decision(3, "sign", 1, first), _decision(5, "careful", 2, first)]
     (line,) = alpha_budget.slot_problems(edited, 0.05)
     assert "α_j = " in line and "decision 2" in line
+
+
+def test_a_session_killed_between_judging_and_booking_leaves_a_spent_level_not_a_verdict():
+    """The decision (its level) is logged before its verdict file: a kill between the two
+    leaves the level spent and nothing to book, never a bookable verdict whose level the next
+    decision takes again."""
+    from types import SimpleNamespace
+
+    from pytest_capevolve._decide.verdict import Verdict
+    from pytest_capevolve._session.gating import AlphaBudget
+
+    order: list[str] = []
+
+    class Killed(Exception):
+        pass
+
+    def write_verdict(_verdict):
+        order.append("verdict file")
+        raise Killed  # the session dies here
+
+    rundir = SimpleNamespace(
+        log=SimpleNamespace(append_event=lambda kind, **_: order.append(kind)),
+        verdicts=SimpleNamespace(write_verdict=write_verdict),
+    )
+    spec = SimpleNamespace(gate_alpha_schedule="lord", gate_alpha=0.05)
+    budget = AlphaBudget(spec, [], ["careful"], against="seed")  # type: ignore[arg-type]
+    verdict = Verdict("careful", "seed", "accept", "gate", "p ≤ α", "exact", 0.8, alpha=0.0304)
+    try:
+        budget.record(rundir, [], [verdict], [])  # type: ignore[arg-type]
+    except Killed:
+        pass
+    assert order == ["gate_decision", "verdict file"]
