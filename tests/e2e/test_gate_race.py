@@ -82,3 +82,36 @@ def test_a_gate_session_run_again_judges_at_the_level_its_decision_took(example,
         assert again.ret == 0, again.stdout.str()
         again.stdout.fnmatch_lines(["careful *ACCEPT*p = 0.01562 ≤ α = 0.0304*"])
     assert _gate_decisions(projects.run_dir(project)) == [("careful", 1, pytest.approx(0.0303963550927))]
+
+
+def test_a_sequential_accept_at_a_share_another_session_took_is_undecided(
+    example, projects, capevolve, monkeypatch
+):
+    """A sequential gate fixes its α share when it starts (its e-process decides while it
+    pays). A gate session that books a decision meanwhile takes that level: the sequential
+    gate's accept at it is undecided, spending nothing — before, it was booked an accept at
+    α_1 = 0.0304 while the log numbered it decision 2 (α_2 = 0.0076)."""
+    import pytest_capevolve._session.sequential_gate as sequential_gate
+
+    project = example("toy_calc")
+    projects.edit_spec(project, "base_seed: 0", "base_seed: 0\ngate_alpha_schedule: lord")
+    (project / "candidates" / "sign").mkdir()
+    (project / "candidates" / "sign" / "prompt.md").write_text(SIGN)
+    second: list[pytest.RunResult] = []
+    real = sequential_gate.Evidence
+
+    class HeldBeforeJudging(real):  # type: ignore[misc,valid-type]
+        @classmethod
+        def of_run(cls, *args, **kwargs):
+            if not second:
+                second.append(capevolve(project, "sign", gate=True, subprocess=True))
+            return real.of_run(*args, **kwargs)
+
+    monkeypatch.setattr(sequential_gate, "Evidence", HeldBeforeJudging)
+    first = capevolve(project, "careful", gate=True, extra=["--capevolve-sequential"])
+    monkeypatch.undo()
+    assert second[0].ret == 10, second[0].stdout.str()
+    out = first.stdout.str()
+    assert "booked accept" not in out, out
+    first.stdout.fnmatch_lines(["careful *UNDECIDED*another gate session on this run booked 1 decision(s)*"])
+    assert [tag for tag, _, _ in _gate_decisions(projects.run_dir(project))] == ["sign"]
