@@ -17,11 +17,11 @@ model's answer to that is the anchor kept where the optimizer cannot write).
 **The marker** (issue 25): ``mv .capevolve elsewhere; export CAPEVOLVE_STATE_DIR=/tmp/empty``
 puts both copies out of sight without deleting anything. So the project also carries
 ``<project>/capevolve.memory.json`` (beside the spec, outside ``.capevolve``): for each kind, how
-many rows its memory holds, the digest of the newest, and every outside copy it was written
-to, with the project's path then. Readers also read every copy the marker names (whatever
+many rows its memory holds, the digest of the newest and of every row, and every outside copy
+it was written to, with the project's path then. Readers also read every copy the marker names (whatever
 ``$CAPEVOLVE_STATE_DIR`` says now, and under the project's old path after a move) and the
-default state folder; and when what they can read no longer holds the marker's newest row and
-count, they raise :class:`MemoryOutOfSight`, one line naming the marker and both places,
+default state folder; and when what they can read no longer holds every row the marker
+records, they raise :class:`MemoryOutOfSight`, one line naming the marker and both places,
 rather than read an empty memory as a fresh project's. Deleting the marker as well is deleting
 every copy: what no file-level guard can see (the anchor's business).
 """
@@ -40,6 +40,7 @@ from .rundir import RUNS_DIR
 
 STATE_DIR_ENV = "CAPEVOLVE_STATE_DIR"  # where the copy outside the project lives
 MARKER = "capevolve.memory.json"  # in the project folder, beside the spec: what its memory holds
+DIGEST_CHARS = 16  # of each row's sha256 the marker keeps (64 bits: rows told apart, the file small)
 
 
 class MemoryOutOfSight(RunDirError):
@@ -93,7 +94,10 @@ def _mark(project_dir: Path, kind: str, row: dict[str, Any], outside: Path | Non
     if outside is not None and str(outside) not in copies:
         copies.append(str(outside))
     held = {row_digest(r) for r, _ in _in_sight(project_dir, kind, marker)}
-    entry.update(rows=len(held), head=row_digest(row), outside=copies)
+    # every row's digest (a prefix: enough to tell rows apart), not the newest alone: a row cut
+    # from both copies while others pad the count is missed as surely as the newest
+    rows = sorted({*(str(d) for d in entry.get("digests") or []), *(d[:DIGEST_CHARS] for d in held)})
+    entry.update(rows=len(held), head=row_digest(row), digests=rows, outside=copies)
     projects = [str(p) for p in marker.get("projects") or [] if isinstance(p, str)]
     if str(project_dir.resolve()) not in projects:
         projects.append(str(project_dir.resolve()))
@@ -133,7 +137,9 @@ def recalled(project_dir: Path, kind: str) -> list[tuple[dict[str, Any], str]]:
     entry = marker["kinds"].get(kind)
     if isinstance(entry, dict) and isinstance(entry.get("head"), str) and int(entry.get("rows") or 0) > 0:
         digests = {row_digest(row) for row, _ in found}
-        if entry["head"] not in digests or len(digests) < int(entry["rows"]):
+        prefixes = {d[:DIGEST_CHARS] for d in digests}
+        missing = [d for d in entry.get("digests") or [] if d not in prefixes]
+        if entry["head"] not in digests or len(digests) < int(entry["rows"]) or missing:
             raise MemoryOutOfSight(_out_of_sight(project_dir, kind, entry, len(digests)))
     return [(row, source) for row, source in found]
 

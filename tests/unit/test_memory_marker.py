@@ -61,3 +61,15 @@ def test_the_default_state_folder_is_read_whatever_the_env_says_now(project, tmp
     (project / memory.MARKER).unlink()  # the marker deleted too
     monkeypatch.setenv(memory.STATE_DIR_ENV, str(tmp_path / "empty"))
     assert [row["tag"] for row, _ in memory.recalled(project, "decisions")] == ["careful"]
+
+
+def test_an_older_row_cut_from_both_copies_with_the_count_padded_is_refused(project, tmp_path, monkeypatch):
+    monkeypatch.setenv(memory.STATE_DIR_ENV, str(tmp_path / "state"))
+    memory.remember(project, "decisions", ROW)  # the refuted bytes
+    memory.remember(project, "decisions", {**ROW, "tag": "helpful"})
+    padding = json.dumps({**ROW, "tag": "padding"}, sort_keys=True)
+    for copy in [memory.inside_path(project, "decisions"), memory.outside_path(project, "decisions")]:
+        lines = copy.read_text().splitlines()
+        copy.write_text("\n".join([padding, lines[1]]) + "\n")  # the newest kept, the count kept
+    with pytest.raises(memory.MemoryOutOfSight):
+        memory.recalled(project, "decisions")
