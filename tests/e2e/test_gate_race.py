@@ -115,3 +115,38 @@ def test_a_sequential_accept_at_a_share_another_session_took_is_undecided(
     assert "booked accept" not in out, out
     first.stdout.fnmatch_lines(["careful *UNDECIDED*another gate session on this run booked 1 decision(s)*"])
     assert [tag for tag, _, _ in _gate_decisions(projects.run_dir(project))] == ["sign"]
+
+
+FLAKY = '''
+
+class FlakyOnTwo(ToyCalcAdapter):
+    """Two multiplications fail as infra errors, for every candidate, while ``flaky`` exists."""
+
+    def run_target(self, task, ctx, *, seed):
+        if task.id in ("q01", "q07") and (Path(__file__).parent / "flaky").exists():
+            raise RuntimeError("the API is down")
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def test_a_rejected_tag_gated_again_on_rollouts_paid_since_is_not_booked_an_accept(
+    example, projects, capevolve, capsys
+):
+    """A round gated again keeps its slot's level; the evidence can have grown meanwhile (its
+    infra-error rollouts paid again). 'careful' is rejected at α_1 on 10 tasks (p = 1/16); its
+    two lost rollouts paid, the same gate reads ACCEPT at α_1 (p = 1/64) — a second look at one
+    level, which `capevolve commit --decision accept` refuses to book."""
+    project = example("toy_calc")
+    projects.edit_spec(project, "base_seed: 0", "base_seed: 0\ngate_alpha_schedule: lord")
+    projects.add_adapter(project, FLAKY, "adapter.py:FlakyOnTwo")
+    (project / "flaky").write_text("")
+    none = ["--capevolve-commit", "none"]
+    first = capevolve(project, "careful", gate=True, extra=none)
+    first.stdout.fnmatch_lines(["careful *REJECT*p = 0.0625 > α = 0.0304*"])
+    (project / "flaky").unlink()
+    again = capevolve(project, "careful", gate=True, extra=none)
+    again.stdout.fnmatch_lines(["careful *ACCEPT*p = 0.01562 ≤ α = 0.0304*"])
+    code, out, err = run(capsys, "commit", "careful", "--decision", "accept", "--project", str(project))
+    assert code != 0, out
+    assert "the gate decided 'careful' reject against 'seed' at its level" in out + err
+    assert _gate_decisions(projects.run_dir(project)) == [("careful", 1, pytest.approx(0.0303963550927))]
