@@ -175,7 +175,9 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"ok {events}: {count} events, each chained to the one before", file=out)
     if not _anchored(args, rundir, answer, out):
         return _verified(args, answer, ok=False)
-    problems = audit(rundir, repair=args.repair)
+    from .._policy.val_budget import level_problems
+
+    problems = audit(rundir, repair=args.repair) + level_problems(rundir)
     answer["mismatches"] = problems
     for line in problems:
         print(f"MISMATCH {line}", file=out)

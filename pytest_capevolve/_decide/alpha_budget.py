@@ -22,6 +22,7 @@ sequential gate's split) compose with :func:`alpha_for` rather than re-deriving 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
@@ -119,3 +120,45 @@ def accepted_decisions(events: list[dict]) -> list[int]:
         for e in events
         if e.get("kind") == DECISION_EVENT and e.get("decision") == "accept" and e.get("j") is not None
     ]
+
+
+def slot_problems(events: list[dict], alpha: float | Fraction | None = None) -> list[str]:
+    """One line per ``gate_decision`` that took a level another decision of the run had taken
+    (what ``capevolve verify`` says of the budget): the j-th decision must be numbered j — two
+    numbered alike were judged at once from the same budget — and, when the run's α is known,
+    its α_j must be its schedule's level for j after the accepts before it."""
+    problems: list[str] = []
+    seen: dict[int, dict] = {}
+    accepts: list[int] = []
+    n = 0
+    for event in events:
+        if event.get("kind") != DECISION_EVENT:
+            continue
+        n += 1
+        j, where = event.get("j"), f"gate_decision seq {event.get('seq')} ({event.get('tag')!r})"
+        if not isinstance(j, int) or j != n:
+            earlier = seen.get(j) if isinstance(j, int) else None
+            taken = (
+                f", the level decision seq {earlier.get('seq')} ({earlier.get('tag')!r}) took"
+                if earlier
+                else ""
+            )
+            problems.append(
+                f"{where}: numbered j = {j}{taken}, but it is decision {n} on val: two decisions were "
+                "judged from one state of the α budget, and this one at a level not its own"
+            )
+        elif (
+            alpha is not None and isinstance(event.get("schedule"), str) and event.get("alpha_j") is not None
+        ):
+            with contextlib.suppress(ValueError):
+                due = float(alpha_for(str(event["schedule"]), alpha, j, accepts))
+                if float(event["alpha_j"]) != due:
+                    problems.append(
+                        f"{where}: α_j = {event['alpha_j']}, but its schedule gives decision {j} "
+                        f"α = {due:.6g}"
+                    )
+        if isinstance(j, int):
+            seen.setdefault(j, event)
+            if event.get("decision") == "accept":
+                accepts.append(j)
+    return problems

@@ -119,6 +119,8 @@ def book(
                 f"`capevolve commit {tag} --force`"
             )
         against_gate = _check(spec, tag, decision, basis, verdict, best, force)
+        if decision == "accept" and not force:
+            _first_decision_stands(rundir, tag, verdict)
         if basis in SCREEN_KILL_BASES and not force:
             _check_screen_kill(rundir, tag, basis)
         if basis in EVIDENCED_BASES and not force:
@@ -159,6 +161,33 @@ def book(
             rundir.log.append_event("best_changed", best_id=tag, previous=best)
         memory.refresh(rundir)
     return entry
+
+
+def _first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
+    """An accept is booked only on the first decision the gate logged at the tag's level
+    against this parent (its ``gate_decision``): a round gated again is judged at the level its
+    slot had (issue 25), so a verdict that reads otherwise was judged on evidence paid since
+    (infra-error rollouts paid again) — a second look at one level, not a decision. A grown
+    verdict (look > 1) is a second look at its own, smaller level, and is not held to it."""
+    looks = ((verdict or {}).get("details") or {}).get("looks") or {}
+    if verdict is None or int(looks.get("look", 1)) > 1:
+        return
+    against = verdict.get("against")
+    first = next(
+        (
+            e
+            for e in rundir.log.of_kinds("gate_decision")
+            if e.get("tag") == tag and e.get("against") == against
+        ),
+        None,
+    )
+    if first is not None and first.get("decision") != "accept":
+        raise CommitRefused(
+            f"the gate decided {tag!r} {first.get('decision')} against {against!r} at its level (decision "
+            f"j = {first.get('j')}, gate_decision seq {first.get('seq')}); the verdict gated since on "
+            "evidence paid after it is a second look at that level, not a new decision — evaluate a new "
+            "version under a new tag"
+        )
 
 
 def _check(

@@ -10,8 +10,9 @@ mode each verdict is booked as a decision through the same code as ``capevolve c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from .._decide import alpha_budget
@@ -58,16 +59,63 @@ def judge(
     tag in ``labels`` (gated again after a harness change) carries its label.
     ``warnings``: said in every verdict (the session's load, :mod:`.._policy.gate_load`)."""
     siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
-    budget = AlphaBudget.read(spec, rundir, len(siblings))
+    # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.first_outcomes`)
+    by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
+    evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
+    # The α budget is read, the round judged at it and its decisions logged under the run's
+    # lock, in one hold: a second gate session on the run judging at the same moment waits here,
+    # then reads this one's decisions and takes the next, smaller level — two decisions never
+    # take one level (issue 25). The evidence is read above, unlocked; the user's hooks are
+    # called after the hold (a hook may run a command that takes the lock).
+    with rundir.lock():
+        written = _judged_round(
+            spec,
+            rundir,
+            evidence,
+            siblings,
+            best=best,
+            null_tags=null_tags,
+            gate=gate,
+            labels=labels,
+            warnings=warnings,
+            repaid=repaid,
+        )
+    for verdict_file_written, path in written.files:
+        hooks.verdict_written(verdict_file_written, path)
+    return written.nulls, written.verdicts
+
+
+@dataclass
+class JudgedRound:
+    """A round judged and logged under the run's lock; its files are announced after it."""
+
+    nulls: list[Verdict]
+    verdicts: list[Verdict]
+    files: list[tuple[dict[str, Any], Path]]
+
+
+def _judged_round(
+    spec: Spec,
+    rundir: RunDir,
+    evidence: Evidence,
+    siblings: list[str],
+    *,
+    best: str,
+    null_tags: list[str],
+    gate: GateRequest,
+    labels: Mapping[str, dict[str, Any]] | None,
+    warnings: list[str] | None,
+    repaid: Any,
+) -> JudgedRound:
+    """Under the run's lock (the caller holds it): the budget as the log has it now, the
+    null controls and the round judged at it, the verdicts written and the decisions logged."""
+    budget = AlphaBudget.read(spec, rundir, siblings, against=best)
     config = gate_config(
         spec,
         veto_regressions=gate.veto_regressions,
         regression_rule=gate.regression_rule,
         alpha=budget.config_alpha,
     )
-    # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.first_outcomes`)
-    by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
-    evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
 
@@ -81,6 +129,13 @@ def judge(
     if gate.veto_regressions:  # recorded, so `capevolve gate --veto-regressions` re-derives, not a what-if
         verdicts = [replace(v, details={**v.details, "veto_regressions": True}) for v in verdicts]
     nulls = [with_settings(spec, v, gate.overridden) for v in nulls]
+    now_best = rundir.state.best()
+    if now_best != best:  # another session accepted while this one paid: said, and commit refuses an accept
+        warnings = [
+            *(warnings or []),
+            f"the best moved to {now_best!r} while this session ran (another session booked it): this "
+            f"verdict is against {best!r}; gate again against {now_best!r}",
+        ]
     if warnings:
         verdicts = [replace(v, warnings=[*v.warnings, *warnings]) for v in verdicts]
         nulls = [replace(v, warnings=[*v.warnings, *warnings]) for v in nulls]
@@ -88,34 +143,68 @@ def judge(
         replace(v, details={**v.details, **repaid_details(repaid, v.tag, v.against)}) for v in verdicts
     ]
     nulls = [replace(v, details={**v.details, **repaid_details(repaid, v.tag, v.against)}) for v in nulls]
-    budget.record(rundir, nulls, verdicts, null_tags, hooks)
-    return nulls, verdicts
+    files = budget.record(rundir, nulls, verdicts, null_tags)
+    return JudgedRound(nulls, verdicts, files)
 
 
 class AlphaBudget:
-    """One round's share of the run's val-reuse α budget (``gate_alpha_schedule``).
+    """One round's share of the run's val-reuse α budget (``gate_alpha_schedule``), as the
+    log has it when read: a gate session reads it under the run's lock and logs the decisions
+    it spends before letting go (:func:`judge`), so the next reader sees them.
 
     A tag gated again against the same best (a re-run of the session on the same rollouts)
-    keeps the slot it had: the same evidence judged twice is one decision, and one null tally."""
+    keeps the slot it had, and a round whose every sibling has one is judged again at the
+    level those slots were taken at: the same evidence judged twice is one decision at one
+    level, and one null tally."""
 
-    def __init__(self, spec: Spec, events: list[dict[str, Any]], siblings: int) -> None:
+    def __init__(
+        self, spec: Spec, events: list[dict[str, Any]], siblings: int | list[str], against: str | None = None
+    ) -> None:
         self.schedule = spec.gate_alpha_schedule
         self.alpha = spec.gate_alpha
         self.decided = alpha_budget.decisions_so_far(events)
         self.accepts = alpha_budget.accepted_decisions(events)
-        self.round = alpha_budget.round_alpha(
-            self.schedule, spec.gate_alpha, self.decided, siblings, self.accepts
-        )
         self._taken = 0
         self._earlier = {
             (e.get("kind"), e.get("tag"), e.get("against")): e
             for e in events
             if e.get("kind") in (alpha_budget.DECISION_EVENT, NULL_EVENT)
         }
+        count = siblings if isinstance(siblings, int) else len(siblings)
+        again = self._slots_taken(siblings, against)
+        if again is None:
+            self.round = alpha_budget.round_alpha(
+                self.schedule, spec.gate_alpha, self.decided, count, self.accepts
+            )
+        else:  # the round's slots, as they were taken: the accepts before the round earned them
+            before = [a for a in self.accepts if a < min(again)]
+            self.round = sum(
+                (alpha_budget.alpha_for(self.schedule, spec.gate_alpha, j, before) for j in again),
+                Fraction(0),
+            )
+
+    def _slots_taken(self, siblings: int | list[str], against: str | None) -> list[int] | None:
+        """The slots j every sibling already took against ``against`` under this schedule (a
+        re-run of the round), else None (a new round, or one only partly decided before)."""
+        if isinstance(siblings, int) or not siblings or against is None:
+            return None
+        slots = []
+        for tag in siblings:
+            earlier = self._earlier.get((alpha_budget.DECISION_EVENT, tag, against))
+            if (
+                earlier is None
+                or earlier.get("schedule") != self.schedule
+                or not isinstance(earlier.get("j"), int)
+            ):
+                return None
+            slots.append(int(earlier["j"]))
+        return slots
 
     @classmethod
-    def read(cls, spec: Spec, rundir: RunDir, siblings: int) -> AlphaBudget:
-        return cls(spec, rundir.log.events(), siblings)
+    def read(
+        cls, spec: Spec, rundir: RunDir, siblings: int | list[str], against: str | None = None
+    ) -> AlphaBudget:
+        return cls(spec, rundir.log.events(), siblings, against)
 
     @property
     def config_alpha(self) -> float | Fraction | None:
@@ -143,13 +232,16 @@ class AlphaBudget:
         nulls: list[Verdict],
         verdicts: list[Verdict],
         null_tags: list[str],
-        hooks: SessionHooks = NO_HOOKS,
-    ) -> None:
-        """Write the verdicts with the budget they spent, and log one ``gate_decision`` per
-        candidate decided (its j and α_j) and one ``null_gated`` per null control decided (the
-        alarm's tally). Undecided (an interrupted sequential gate) spends nothing."""
+    ) -> list[tuple[dict[str, Any], Path]]:
+        """Log one ``gate_decision`` per candidate decided (its j and α_j) and one
+        ``null_gated`` per null control decided (the alarm's tally), and write the verdicts
+        with the budget they spent; returns the files written, for the caller to announce
+        (``pytest_capevolve_verdict_written``) once it lets go of the lock. Undecided (an
+        interrupted sequential gate) spends nothing. Each decision is logged *before* its
+        verdict file: a session killed between the two has spent the level and left no
+        verdict to book, never a verdict whose level a later decision takes again."""
+        files: list[tuple[dict[str, Any], Path]] = []
         for verdict in nulls:
-            hooks.write_verdict(rundir, verdict_file(verdict, null_control=True))
             fresh = (NULL_EVENT, verdict.tag, verdict.against) not in self._earlier
             if fresh and verdict.decision in (ACCEPT, REJECT):
                 rundir.log.append_event(
@@ -159,14 +251,13 @@ class AlphaBudget:
                     decision=verdict.decision,
                     alpha=verdict.alpha,
                 )
+            written = verdict_file(verdict, null_control=True)
+            files.append((written, rundir.verdicts.write_verdict(written)))
         for verdict in verdicts:
             if verdict.decision in (ACCEPT, REJECT):
                 slot, fresh = self.slot(verdict)
             else:  # indecisive or undecided: no decision, no α spent
                 slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
-            hooks.write_verdict(
-                rundir, verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
-            )
             if fresh:
                 rundir.log.append_event(
                     alpha_budget.DECISION_EVENT,
@@ -175,6 +266,9 @@ class AlphaBudget:
                     decision=verdict.decision,
                     **slot,
                 )
+            written = verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
+            files.append((written, rundir.verdicts.write_verdict(written)))
+        return files
 
 
 def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) -> Verdict:

@@ -121,9 +121,14 @@ class SessionHooks:
     def write_verdict(self, rundir: RunDir, verdict: dict[str, Any]) -> Path:
         """Write a verdict file, then ``pytest_capevolve_verdict_written``."""
         path = rundir.verdicts.write_verdict(verdict)
+        self.verdict_written(verdict, path)
+        return path
+
+    def verdict_written(self, verdict: dict[str, Any], path: Path) -> None:
+        """``pytest_capevolve_verdict_written`` for a verdict file already written (a gate
+        writes its round's under the run's lock and announces them after)."""
         if self.config is not None:
             self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
-        return path
 
     def book(self, spec: Spec, rundir: RunDir, tag: str, decision: str, **how: Any) -> BookedDecision:
         """Book a decision (:func:`.._policy.commit.book`, which may raise ``CommitRefused``),

@@ -54,6 +54,8 @@ class SequentialGate:
     decisions: dict[str, seqgate.SequentialDecision] = field(default_factory=dict)
     stopped: set[str] = field(default_factory=set)
     saved: int = 0  # items skipped because their tag was decided: rollouts not paid
+    # (decisions, accepts) of the run's α budget when the shares in ``alphas`` were read
+    budget_at_start: tuple[int, tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
         tags, task_ids = {self.best, *self.gated}, set(self.plan.task_ids)

@@ -51,6 +51,7 @@ from .rundir import RUNS_DIR, RunDir
 SEALS_KIND = "test_seals"
 PROJECT_SEALS = f"{SEALS_KIND}.jsonl"
 REUSED_LABEL = "test reused — not a held-out estimate"
+LOST_MEMORY = "(the project's memory)"  # how a refusal names scorings the marker says exist
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def scored_tests(project_dir: Path) -> list[ScoredTests]:
     for entry in _remembered(project_dir):
         earlier = found.get(entry.run_id)
         ids = entry.test_ids | (earlier.test_ids if earlier else frozenset())
-        found[entry.run_id] = ScoredTests(entry.run_id, ids, entry.source)
+        found[entry.run_id] = ScoredTests(entry.run_id, ids, entry.source, entry.unknown)
     for root in sorted(p for p in (project_dir / RUNS_DIR).glob("*") if p.is_dir()):
         run = _run_entry(root)
         if run is None:
@@ -129,7 +130,12 @@ def _holds_a_run(root: Path) -> bool:
 def _remembered(project_dir: Path) -> list[ScoredTests]:
     """The project's file and the copy outside it (:func:`.project_memory.recalled`)."""
     entries = []
-    for row, source in project_memory.recalled(project_dir, SEALS_KIND):
+    try:
+        recalled = project_memory.recalled(project_dir, SEALS_KIND)
+    except project_memory.MemoryOutOfSight as exc:
+        # the project scored test tasks we can no longer see: any of them, as far as we know
+        return [ScoredTests(LOST_MEMORY, frozenset(), "unknown", str(exc))]
+    for row, source in recalled:
         with contextlib.suppress(ValueError, TypeError, KeyError):
             entries.append(ScoredTests(str(row["run_id"]), frozenset(map(str, row["test_ids"])), source))
     return entries

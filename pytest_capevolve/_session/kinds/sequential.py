@@ -9,7 +9,7 @@ writing what it reached (a decision, else "undecided" with its e-values).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..._project.spec import Spec
     from ..._store.evidence import ByTag
     from ..._store.rundir import RunDir
+    from ..gating import AlphaBudget
     from ..outcome import Outcome
     from ..planning import Planned
     from ..sequential_gate import SequentialGate
@@ -66,13 +67,40 @@ class SequentialGateSession(EvaluationSession):
         nulls, judged = self.sequential.verdicts(
             by_tag, config, self.planned.null_tags, interrupted=interrupted
         )
-        AlphaBudget.read(self.spec, self.rundir, len(judged)).record(
-            self.rundir, nulls, judged, self.planned.null_tags, self.hooks
-        )
-        self.rundir.log.append_event(
-            "sequential_gate", interrupted=interrupted, tags=self.sequential.to_event()
-        )
+        with self.rundir.lock():  # read and spent in one hold, as a gate session's (issue 25)
+            budget = AlphaBudget.read(self.spec, self.rundir, len(judged))
+            judged = [self._still_its_level(v, budget) for v in judged]
+            files = budget.record(self.rundir, nulls, judged, self.planned.null_tags)
+            self.rundir.log.append_event(
+                "sequential_gate", interrupted=interrupted, tags=self.sequential.to_event()
+            )
+        for written, path in files:
+            self.hooks.verdict_written(written, path)
         return nulls, judged
+
+    def _still_its_level(self, verdict: Verdict, budget: AlphaBudget) -> Verdict:
+        """An accept whose e-process crossed at the share the run's budget gave when this
+        session started, while another session has since taken levels of that budget: the
+        share is no longer this decision's to spend, so it is undecided (spending nothing),
+        never an accept at a level another decision took. A reject stands (a smaller level
+        can only make an accept harder)."""
+        from ..._decide.stopping import UNDECIDED
+        from ..._decide.verdict import ACCEPT
+
+        seen = self.sequential.budget_at_start
+        now = (budget.decided, tuple(budget.accepts))
+        if verdict.decision != ACCEPT or seen is None or seen == now or budget.schedule == "constant":
+            return verdict
+        line = (
+            f"undecided: another gate session on this run booked {now[0] - seen[0]} decision(s) while this "
+            f"sequential gate ran, so the α share it crossed at (the budget after {seen[0]} decisions) "
+            "is no longer this decision's to spend; gate it again (the level is read when it decides)"
+        )
+        details = {
+            **verdict.details,
+            "sequential": {**verdict.details.get("sequential", {}), "outcome": UNDECIDED},
+        }
+        return replace(verdict, decision=UNDECIDED, basis="level_taken", reason=line, details=details)
 
 
 def sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned: Planned) -> SequentialGate:
@@ -87,7 +115,9 @@ def sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned: 
     siblings = [t for t in gated if t not in planned.null_tags]
     budget = AlphaBudget.read(spec, rundir, len(siblings))
     share = budget.round / max(len(siblings), 1)
-    return SequentialGate(config, spec, rundir, plan, planned.best, gated, dict.fromkeys(gated, share))
+    role = SequentialGate(config, spec, rundir, plan, planned.best, gated, dict.fromkeys(gated, share))
+    role.budget_at_start = (budget.decided, tuple(budget.accepts))
+    return role
 
 
 class SequentialGateKind:

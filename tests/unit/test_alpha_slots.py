@@ -1,0 +1,63 @@
+"""``capevolve verify`` on the α budget: each gate decision at its own level (issue 25)."""
+
+from __future__ import annotations
+
+from pytest_capevolve._decide import alpha_budget
+
+
+def _decision(seq: int, tag: str, j: int, alpha_j: float, decision: str = "reject") -> dict:
+    return {
+        "seq": seq,
+        "kind": "gate_decision",
+        "tag": tag,
+        "j": j,
+        "alpha_j": alpha_j,
+        "schedule": "lord",
+        "decision": decision,
+    }
+
+
+def test_two_decisions_judged_from_one_state_of_the_budget_are_named():
+    first = float(alpha_budget.alpha_for("lord", 0.05, 1))
+    second = float(alpha_budget.alpha_for("lord", 0.05, 2))
+    in_turn = [_decision(3, "sign", 1, first), _decision(5, "careful", 2, second, "accept")]
+    assert alpha_budget.slot_problems(in_turn, 0.05) == []
+    raced = [_decision(3, "sign", 1, first), _decision(5, "careful", 1, first, "accept")]
+    (line,) = alpha_budget.slot_problems(raced, 0.05)
+    assert "seq 5 ('careful')" in line and "seq 3 ('sign') took" in line and "decision 2" in line
+    # a level edited in the log (chained again by hand) is named too, against the schedule
+    edited = [_decision(3, "sign", 1, first), _decision(5, "careful", 2, first)]
+    (line,) = alpha_budget.slot_problems(edited, 0.05)
+    assert "α_j = " in line and "decision 2" in line
+
+
+def test_a_session_killed_between_judging_and_booking_leaves_a_spent_level_not_a_verdict():
+    """The decision (its level) is logged before its verdict file: a kill between the two
+    leaves the level spent and nothing to book, never a bookable verdict whose level the next
+    decision takes again."""
+    from types import SimpleNamespace
+
+    from pytest_capevolve._decide.verdict import Verdict
+    from pytest_capevolve._session.gating import AlphaBudget
+
+    order: list[str] = []
+
+    class Killed(Exception):
+        pass
+
+    def write_verdict(_verdict):
+        order.append("verdict file")
+        raise Killed  # the session dies here
+
+    rundir = SimpleNamespace(
+        log=SimpleNamespace(append_event=lambda kind, **_: order.append(kind)),
+        verdicts=SimpleNamespace(write_verdict=write_verdict),
+    )
+    spec = SimpleNamespace(gate_alpha_schedule="lord", gate_alpha=0.05)
+    budget = AlphaBudget(spec, [], ["careful"], against="seed")  # type: ignore[arg-type]
+    verdict = Verdict("careful", "seed", "accept", "gate", "p ≤ α", "exact", 0.8, alpha=0.0304)
+    try:
+        budget.record(rundir, [], [verdict], [])  # type: ignore[arg-type]
+    except Killed:
+        pass
+    assert order == ["gate_decision", "verdict file"]
