@@ -219,10 +219,18 @@ def record_scored(
     task_keys.index(project_dir, SEALS_KIND, row)
 
 
-def reused_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:
-    """The one line refusing to score test tasks another run of the project scored."""
+def reused_line(
+    run_id: str, found: list[tuple[str, list[str]]], decided: list[tuple[str, list[str]]] | None = None
+) -> str:
+    """The one line refusing to score test tasks another run of the project scored, or took
+    its decisions on as val (``decided``: a candidate was selected on them)."""
+    said = []
+    if found:
+        said.append(f"overlaps test tasks the project already scored ({_runs(found)})")
+    if decided:
+        said.append(f"holds val tasks the project's decisions were taken on ({_runs(decided)})")
     return (
-        f"run {run_id}: its test split overlaps test tasks the project already scored ({_runs(found)}); "
+        f"run {run_id}: its test split {'; and it '.join(said)}; "
         "scoring them again would not be a held-out estimate. Ways on: new test tasks (a new run "
         "with another split_seed or split_ids_file), or acknowledge it with --capevolve-test-reused "
         f"(every table, report, dashboard and junit property then says '{REUSED_LABEL}')"

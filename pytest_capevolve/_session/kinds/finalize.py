@@ -62,15 +62,15 @@ def _reused_test(config: pytest.Config, spec: Spec, rundir: RunDir) -> list[tupl
     test_ids = list((rundir.splits() or {}).get("test", []))
     keys = task_keys.recorded(rundir)
     found = overlaps(spec.project_dir, rundir.run_id, test_ids, keys) if test_ids else []
-    found += decided_on(spec.project_dir, rundir.run_id, test_ids, keys) if test_ids else []
-    if not found:
+    decided = decided_on(spec.project_dir, rundir.run_id, test_ids, keys) if test_ids else []
+    if not found and not decided:
         return None
     if not test_reused_asked(config):
-        raise TestSealError(reused_line(rundir.run_id, found))
+        raise TestSealError(reused_line(rundir.run_id, found, decided))
     from ..junit import TEST_REUSED
 
     config.stash[TEST_REUSED] = REUSED_LABEL
-    return found
+    return found + decided
 
 
 def test_reused_asked(config: pytest.Config) -> bool:
