@@ -8,6 +8,11 @@ new run's α. So each booked decision is also remembered, one line each, in the 
 the bytes, the val task set, the tag, the run, the decision, its level and the harness it was
 taken under. A row is a fact about a run that may no longer be there; a run folder still there
 is read from its log instead (the log is the record).
+
+The val task set is kept as its tasks, ids and content keys (:mod:`.._store.task_keys`), not
+only as one digest: a later val that *overlaps* it asks the same question again on part of the
+same tasks, and renamed ids do not make them new. Rows are also indexed by content outside any
+project, so a copy of the project at another path still finds them.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .._store import project_memory
+from .._store import project_memory, task_keys
+from .._store.task_keys import Tasks
 
 KIND = "decisions"
 
@@ -37,7 +43,10 @@ def remember_decision(
     decision: str,
     level: str | None,
     harness: dict[str, str] | None,
+    keys: dict[str, str] | None = None,
 ) -> None:
+    """``keys``: the run's id → content key (:func:`.._store.task_keys.recorded`)."""
+    val_ids = list(val_ids)
     row = {
         "run_id": run_id,
         "tag": tag,
@@ -46,22 +55,65 @@ def remember_decision(
         "decision": decision,
         "level": level,
         "harness": dict(harness or {}),
+        **Tasks.of(val_ids, keys).row("val"),
     }
     project_memory.remember(project_dir, KIND, row)
+    task_keys.index(project_dir, KIND, row)
 
 
-def remembered_decisions(project_dir: Path, val_ids: Iterable[str]) -> list[dict[str, Any]]:
-    """Every remembered decision on this val task set, oldest first (both copies; a row in
-    both is one decision), each a dict with the keys :func:`remember_decision` writes."""
-    mine = val_key(val_ids)
+def remembered_decisions(
+    project_dir: Path, pool_keys: Iterable[str] = ()
+) -> list[tuple[dict[str, Any], Tasks]]:
+    """Every remembered decision, oldest first (both copies; a row in both is one decision),
+    each a dict with the keys :func:`remember_decision` writes and the val tasks it was taken on
+    — and the decisions of other projects (a copy of this one at another path) found by the
+    content of this pool's tasks (``pool_keys``), with only their content keys counting. A row
+    older than the val's tasks were kept holds its val digest only (``Tasks()``: compared by
+    :func:`val_key`)."""
     seen: set[tuple[str, str, str]] = set()
     rows = []
-    for row, _source in project_memory.recalled(project_dir, KIND):
+    recalled = [(row, False) for row, _source in project_memory.recalled(project_dir, KIND)]
+    recalled += [(row, True) for row in task_keys.indexed(project_dir, KIND, "val", pool_keys)]
+    for row, foreign in recalled:
         fields = (row.get("run_id"), row.get("tag"), row.get("content_hash"))
-        if row.get("val") != mine or not all(isinstance(f, str) for f in fields) or fields in seen:
+        if not all(isinstance(f, str) for f in fields) or fields in seen:
             continue
         if not isinstance(row.get("decision"), str):
             continue
         seen.add(fields)  # type: ignore[arg-type]
-        rows.append(row)
+        rows.append((row, Tasks.from_row(row, "val", foreign=foreign)))
     return rows
+
+
+def decided_on(
+    project_dir: Path, run_id: str, test_ids: list[str], keys: dict[str, str] | None
+) -> list[tuple[str, list[str]]]:
+    """(run, the shared tasks) for every other run whose decisions were taken on a val holding
+    some of ``test_ids`` (by id, or content: ``keys``), oldest first: a test split drawn from
+    them scores tasks a candidate was selected on — not a held-out estimate. Read from the runs'
+    logs (their ``decision`` events and frozen val), and from the memory for runs no longer there."""
+    from .._store.files import RunDirError
+    from .._store.rundir import RUNS_DIR, RunDir
+
+    mine = Tasks.of(test_ids, keys)
+    found: dict[str, list[str]] = {}
+    for root in sorted((project_dir / RUNS_DIR).glob("*")):
+        if root.name == run_id or not (root / "events.jsonl").is_file():
+            continue
+        other = RunDir(root)
+        try:
+            if not other.log.of_kinds("decision"):
+                continue
+            theirs = Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
+        except (RunDirError, OSError, ValueError):
+            continue
+        shared = mine.shared(theirs, keys)
+        if shared:
+            found[other.run_id] = shared
+    for row, val in remembered_decisions(project_dir, (keys or {}).values()):
+        if row["run_id"] == run_id or row["run_id"] in found:
+            continue
+        shared = mine.shared(val, keys)
+        if shared:
+            found[str(row["run_id"])] = shared
+    return [(f"{run} (its val: decisions were taken on them)", ids) for run, ids in sorted(found.items())]

@@ -19,11 +19,11 @@ Controller side or the CLI; pays nothing, writes nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .._project.candidate import null_control_of
 from .._store.rundir import RunDir
-from .decision_memory import remember_decision, remembered_decisions
+from .decision_memory import remember_decision, remembered_decisions, val_key
 from .regate import decided_level
 
 # The verdict of bytes already *accepted*, gated again under a new tag or in a new run: not a
@@ -33,6 +33,9 @@ REPEAT = "repeat"
 # The label every view of a verdict carries when the same bytes, decided in another run, were
 # gated again because the user said the harness changed in a way that matters.
 HARNESS_CHANGED_LABEL = "re-gated after a harness change — not the decision another run took on these bytes"
+# The label of bytes decided in another run on a val that shares no task with this run's: a
+# fresh look at them, judged at this run's level (its verdict says which).
+FRESH_VAL_LABEL = "a fresh look on a val disjoint from the one these bytes were decided on"
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,17 @@ class Earlier:
     # another run's decision taken under another harness: what differs (reported, and the
     # one case --capevolve-harness-changed may gate the bytes again, labelled)
     harness_changes: tuple[str, ...] = ()
+    # another run's decision on a val that overlaps this run's without being it: (tasks shared,
+    # that val's size, this val's size)
+    val_overlap: tuple[int, int, int] | None = None
+    fresh: bool = False  # another run's decision on a val disjoint from this run's: a fresh look
+
+    def where(self) -> str:
+        """ "run R", and on which val when it is not this run's: what a refusal names."""
+        if self.val_overlap is None:
+            return f"run {self.run_id}"
+        shared, theirs, mine = self.val_overlap
+        return f"run {self.run_id} on a val of {theirs} tasks sharing {shared} of this run's {mine}"
 
     def said(self) -> str:
         """ "rejected (α = 0.01667, Holm over 3 siblings)" / "evaluated, not decided"."""
@@ -90,13 +104,19 @@ def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier 
 
 def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = None) -> dict[str, Earlier]:
     """content hash → the first decided tag with those bytes in another run of the project on
-    the same val tasks. Keyed on the bytes and the val task set only: a harness that differs
-    from that run's (a comment added to ``adapter.py`` is a different digest) is *reported*
-    (:attr:`Earlier.harness_changes`), not a way round — re-gating after a real harness fix is
-    asked for explicitly (``--capevolve-harness-changed``) and labelled. A different val task
-    set is a new question. ``harness_now`` stands in for this run's lock before a new run has
-    taken it."""
+    a val that shares tasks with this run's. Keyed on the bytes and the val tasks only: a
+    harness that differs from that run's (a comment added to ``adapter.py`` is a different
+    digest) is *reported* (:attr:`Earlier.harness_changes`), not a way round — re-gating after
+    a real harness fix is asked for explicitly (``--capevolve-harness-changed``) and labelled.
+
+    Tasks are matched by id or by content (:mod:`.._store.task_keys`): a val that differs by
+    one task, or whose ids were renamed, asks the same question on the same tasks, and the
+    refusal says how many are shared (:attr:`Earlier.val_overlap`). A val *disjoint* from the
+    one the bytes were decided on is a fresh look: returned with :attr:`Earlier.fresh` set, not
+    refused, so the verdict can say so. ``harness_now`` stands in for this run's lock before a
+    new run has taken it."""
     from .._project import harness
+    from .._store import task_keys
     from .._store.files import RunDirError
     from .._store.harness_lock import locked_harness
     from .._store.rundir import RUNS_DIR
@@ -107,17 +127,30 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
     try:
         locked = locked_harness(rundir)
         mine = locked if locked is not None else dict(harness_now or {})
-        my_val = frozenset((rundir.splits() or {}).get("val", []))
+        my_ids = [str(t) for t in (rundir.splits() or {}).get("val", [])]
     except RunDirError:
         return {}
+    my_keys = task_keys.recorded(rundir)
+    my_val = task_keys.Tasks.of(my_ids, my_keys)
     found: dict[str, Earlier] = {}
+
+    def seen(digest: str, earlier: Earlier, theirs: task_keys.Tasks | None) -> None:
+        """Keep the first overlapping decision on ``digest`` (a fresh look only while none)."""
+        if theirs is not None:
+            shared = my_val.shared(theirs, my_keys)
+            if not shared:
+                earlier = replace(earlier, fresh=True)
+            elif not my_val.same_as(theirs, my_keys):
+                earlier = replace(earlier, val_overlap=(len(shared), len(theirs), len(my_val)))
+        if digest not in found or (found[digest].fresh and not earlier.fresh):
+            found[digest] = earlier
+
     for root in sorted((project / RUNS_DIR).glob("*")):
         if root.name == rundir.run_id or not (root / "events.jsonl").is_file():
             continue
         other = RunDir(root)
         try:
-            if frozenset((other.splits() or {}).get("val", [])) != my_val:
-                continue
+            theirs_val = task_keys.Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
             theirs = locked_harness(other)
             differs = tuple(harness.changes(theirs, mine)) if theirs is not None and mine else ()
             hashes = registered_hashes(other)
@@ -129,20 +162,22 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
                     earlier = Earlier(
                         tag, other.run_id, str(event["decision"]), text, harness_changes=differs
                     )
-                    found.setdefault(hashes[tag], earlier)
+                    seen(hashes[tag], earlier, theirs_val)
         except RunDirError:  # a damaged run is refused when it is opened; it decides nothing here
             continue
     present = {root.name for root in (project / RUNS_DIR).glob("*") if (root / "events.jsonl").is_file()}
-    for row in remembered_decisions(project, my_val):
+    for row, val in remembered_decisions(project, my_keys.values()):
         # a run folder still there spoke through its log above; one moved out or deleted
         # speaks through the project's memory (:mod:`.decision_memory`)
         if row["run_id"] == rundir.run_id or row["run_id"] in present:
             continue
+        if not val.ids and not val.keys and row.get("val") != val_key(my_ids):
+            continue  # an old row keeps its val's digest only: the same val, or unknown
         theirs = row.get("harness") if isinstance(row.get("harness"), dict) else None
         differs = tuple(harness.changes(theirs, mine)) if theirs and mine else ()
         level = row.get("level") if isinstance(row.get("level"), str) else None
         earlier = Earlier(row["tag"], row["run_id"], row["decision"], level, harness_changes=differs)
-        found.setdefault(row["content_hash"], earlier)
+        seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
     return found
 
 
@@ -150,6 +185,7 @@ def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
     """Remember a booked decision in the project's memory (:mod:`.decision_memory`), so a run
     folder moved out of the project or deleted does not take the decision with it. A run
     outside a project, or a tag the log never registered (null controls), remembers nothing."""
+    from .._store import task_keys
     from .._store.harness_lock import locked_harness
 
     project = rundir.project_dir
@@ -166,6 +202,7 @@ def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
         decision=decision,
         level=level.text if level else None,
         harness=locked_harness(rundir),
+        keys=task_keys.recorded(rundir),
     )
 
 
@@ -189,8 +226,8 @@ def repeat_of(
     only decided bytes (a replicate of undecided ones is what it is for)."""
     if null_control_of(tag) is not None:
         return None
-    if gating and elsewhere and digest in elsewhere:  # the same tag too: a new run is no new decision
-        return elsewhere[digest]
+    if gating and elsewhere and digest in elsewhere and not elsewhere[digest].fresh:
+        return elsewhere[digest]  # the same tag too: a new run is no new decision
     if tag in registered_hashes(rundir):
         return None
     earlier = earlier_with_bytes(rundir, digest, besides=tag)
@@ -233,7 +270,7 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
         )
     if earlier.decision == "accept":
         return (
-            f"repeat of {earlier.tag!r} ({earlier.accepted_at()}) in run {earlier.run_id}: {same}; "
+            f"repeat of {earlier.tag!r} ({earlier.accepted_at()}) in {earlier.where()}: {same}; "
             "a candidate is its bytes, so that accept stands — nothing new decided or booked, nothing paid"
         )
     if earlier.in_session:
@@ -245,7 +282,7 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
             "--capevolve-rerun for a fresh measurement)"
         )
     return (
-        f"{same}, {earlier.said()} in run {earlier.run_id}: a candidate is its bytes, so that "
+        f"{same}, {earlier.said()} in {earlier.where()}: a candidate is its bytes, so that "
         f"decision stands and is not taken again under a new tag or in a new run; change its bytes "
         f"(`capevolve gate {earlier.tag}` re-derives it)"
     )

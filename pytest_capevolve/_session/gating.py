@@ -277,6 +277,21 @@ def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) ->
     label = (labels or {}).get(verdict.tag)
     if not label:
         return verdict
+    if label.get("fresh_val"):
+        from .._policy.regate import decided_level
+
+        level = decided_level(verdict.to_dict())
+        at = f" ({label['earlier_level']})" if label.get("earlier_level") else ""
+        here = level.text if level else "this run's level"
+        said_line = (
+            f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']}{at} on "
+            f"these bytes as {label['earlier_tag']!r}; judged here at {here}"
+        )
+        return replace(
+            verdict,
+            details={**verdict.details, "fresh_val": dict(label)},
+            warnings=[*verdict.warnings, said_line],
+        )
     said_line = (
         f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']} on these "
         f"bytes as {label['earlier_tag']!r}; the harness differs ({', '.join(label['harness_changes'][:3])})"

@@ -18,6 +18,7 @@ from typing import Any
 from .._engine.budget_share import Headroom
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy.identity import (
+    FRESH_VAL_LABEL,
     HARNESS_CHANGED_LABEL,
     REPEAT,
     Earlier,
@@ -33,7 +34,7 @@ from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_ha
 from .._project.paths import to_stored
 from .._project.spec import Spec, SpecError, splits_for
 from .._project.splits import TEST_SPLIT
-from .._store import live_marker
+from .._store import live_marker, task_keys
 from .._store.index import Columns
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir, RunDirError
@@ -159,6 +160,16 @@ class Repeats:
             self._best_digest = content_hash(self.best_path)
         elsewhere = self._elsewhere()
         other_run = elsewhere.get(digest) if self.gating else None
+        if other_run is not None and other_run.fresh:
+            # decided in another run on a val disjoint from this run's: a fresh look, said so
+            self.labels[tag] = {
+                "label": FRESH_VAL_LABEL,
+                "fresh_val": True,
+                "earlier_run": other_run.run_id,
+                "earlier_tag": other_run.tag,
+                "earlier_decision": other_run.decision,
+                "earlier_level": other_run.level,
+            }
         if other_run is not None and other_run.harness_changes and self.harness_changed:
             # the user says the harness changed in a way that matters: gated again, labelled
             self.labels[tag] = {
@@ -226,9 +237,13 @@ def plan_evaluation(
     screens: Screens,
     block: int = 0,
     harness_now: Mapping[str, str] | None = None,
+    task_keys_now: Mapping[str, str] | None = None,
+    test_reused: bool = False,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
-    it is registered; the best and the seed are never screened.
+    it is registered; the best and the seed are never screened. ``task_keys_now``: the pool's
+    content keys, recorded with the run the first time; ``test_reused``: the acknowledgement
+    that lets a run whose val or train holds the project's scored test tasks go on.
 
     Runs under the run's lock (see :func:`.wiring.configure`), so the spec lock, the splits,
     the snapshots and the claims of two sessions planning at once never interleave: the later
@@ -240,6 +255,8 @@ def plan_evaluation(
             "best in it would select on held-out knowledge; start a new run (--capevolve-new-run)"
         )
     splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
+    task_keys.ensure_recorded(rundir, task_keys_now, splits)
+    sealed_note = refuse_sealed_in_dev(spec, rundir, splits, acknowledged=test_reused)
     task_ids = frozen_ids(rundir, splits, split, pool_ids)
     if gate.enabled:
         refuse_unknown_guards(spec, splits["val"])
@@ -291,10 +308,11 @@ def plan_evaluation(
     # A gate left with the best alone (every candidate refused, or the one asked for is the best
     # already: the same command run again after its accept) decides nothing: no null controls.
     null_tags = [] if only_best_left else [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
-    notes = []
+    notes = [sealed_note] if sealed_note else []
     identical = identical_null(rundir, best, len(task_ids), gate.nulls) if null_tags else None
     if identical is not None and len(null_tags) > 1:
-        null_tags, notes = [identical], [identical_note(identical, best)]
+        null_tags = [identical]
+        notes.append(identical_note(identical, best))
     for tag in null_tags:
         digest = rundir.snapshots.register_candidate(tag, best_path)
         planned.append(planned_at(spec, rundir, tag, rundir.snapshots.snapshot_dir(tag), digest))
@@ -339,8 +357,28 @@ def plan_evaluation(
         f"{tag}: {label['label']} (run {label['earlier_run']} booked {label['earlier_decision']} on "
         f"{label['earlier_tag']!r} under a harness that differs: {', '.join(label['harness_changes'][:3])})"
         for tag, label in labels.items()
+        if not label.get("fresh_val")
     ]
     return Planned(plan, best, null_tags, waiting_on, notes, labels)
+
+
+def refuse_sealed_in_dev(
+    spec: Spec, rundir: RunDir, splits: Mapping[str, Any], *, acknowledged: bool
+) -> str | None:
+    """Refuse (TestSealError, one line) a run whose val or train holds test tasks the project
+    scored, matched by id or content (:func:`.._store.project_seal.sealed_in_dev`): selecting
+    on them would spend the project's seal. Acknowledged (``--capevolve-test-reused``): the
+    note the session's summary says instead; None when they are fresh."""
+    from .._project.splits import TestSealError
+    from .._store.project_seal import sealed_dev_line, sealed_in_dev
+
+    found = sealed_in_dev(spec.project_dir, rundir.run_id, splits, task_keys.recorded(rundir))
+    if not found:
+        return None
+    line = sealed_dev_line(rundir.run_id, found)
+    if not acknowledged:
+        raise TestSealError(line)
+    return f"acknowledged with --capevolve-test-reused: {line.split(';')[0]}"
 
 
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:

@@ -27,12 +27,13 @@ from .._project.candidate import CandidateError
 from .._project.microcase import MicrocaseError
 from .._project.spec import Spec, SpecError, load_spec
 from .._project.splits import TestSealError
+from .._store import task_keys
 from .._store.harness_lock import check_or_lock
 from .._store.live_marker import ControllerWatch
 from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .kinds import Started, choose_kind
-from .kinds.base import HARNESS_NOW
+from .kinds.base import HARNESS_NOW, TASK_KEYS_NOW
 from .kinds.options import gate_request
 from .outcome import Outcome, SessionEnd
 from .perf import (
@@ -69,6 +70,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             check_gateways(config, spec)
             harness_now = harness.of_project(spec, pool.values())
             config.stash[HARNESS_NOW] = harness_now
+            config.stash[TASK_KEYS_NOW] = task_keys.of_pool(pool)
             existing = _existing_run(config, spec)
             if existing is not None:  # refused before anything is planned, claimed or paid
                 check_or_lock(existing, harness_now)

@@ -32,6 +32,11 @@ Two rules close the ways round that leave no file to contradict them:
   run dir and the candidate, so ``rm -rf .capevolve`` forgets nothing. A shell that knows the
   file can still delete it (same OS user), and a moved project is a new key: the anchor kept
   where the optimizer cannot write remains the answer to a whole rewrite.
+
+Tasks are matched by id **or by content** (:mod:`.task_keys`): renamed ids are the same tasks.
+A copy of the project at another path finds the seals of the original through the index by
+content outside every project (only content counts there, never another project's ids). A
+run whose val or train holds scored test tasks is refused too (:func:`sealed_in_dev`).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import project_memory
+from . import project_memory, task_keys
 from .files import RunDirError
 from .project_memory import OUTSIDE as OUTSIDE
 from .project_memory import STATE_DIR_ENV as STATE_DIR_ENV
@@ -62,10 +67,18 @@ class ScoredTests:
     test_ids: frozenset[str]
     source: str  # "events.jsonl", "test_seals.jsonl", OUTSIDE, or "unknown"
     unknown: str | None = None  # why this run's test status is unknown (then it may be any task)
+    test_keys: frozenset[str] = frozenset()  # the scored tasks' content keys (:mod:`.task_keys`)
+    project: str | None = None  # another project's run (a copy at another path), found by content
 
     def named(self) -> str:
         """The run as a refusal names it: its id, and why its status is unknown when it is."""
-        return f"{self.run_id} (test status unknown: {self.unknown})" if self.unknown else self.run_id
+        if self.unknown:
+            return f"{self.run_id} (test status unknown: {self.unknown})"
+        return f"{self.run_id} (of the project at {self.project})" if self.project else self.run_id
+
+    @property
+    def tasks(self) -> task_keys.Tasks:
+        return task_keys.Tasks(self.test_ids, self.test_keys)
 
 
 def seals_path(project_dir: Path) -> Path:
@@ -77,21 +90,26 @@ def outside_path(project_dir: Path) -> Path:
     return project_memory.outside_path(project_dir, SEALS_KIND)
 
 
-def scored_tests(project_dir: Path) -> list[ScoredTests]:
+def scored_tests(project_dir: Path, pool_keys: Any = ()) -> list[ScoredTests]:
     """Every run of the project that scored its test split — from the project's file, the
-    copy outside it and every log — and every run whose test status is unknown."""
+    copy outside it and every log — and every run whose test status is unknown; and the runs
+    of other projects whose scored tasks share content with ``pool_keys`` (this pool's content
+    keys: a copy of the project at another path)."""
     found: dict[str, ScoredTests] = {}
-    for entry in _remembered(project_dir):
+    for entry in _remembered(project_dir, pool_keys):
         earlier = found.get(entry.run_id)
         ids = entry.test_ids | (earlier.test_ids if earlier else frozenset())
-        found[entry.run_id] = ScoredTests(entry.run_id, ids, entry.source, entry.unknown)
+        keys = entry.test_keys | (earlier.test_keys if earlier else frozenset())
+        project = entry.project if earlier is None or earlier.project else None
+        found[entry.run_id] = ScoredTests(entry.run_id, ids, entry.source, entry.unknown, keys, project)
     for root in sorted(p for p in (project_dir / RUNS_DIR).glob("*") if p.is_dir()):
         run = _run_entry(root)
         if run is None:
             continue
         earlier = found.get(run.run_id)
         ids = run.test_ids | (earlier.test_ids if earlier else frozenset())
-        found[run.run_id] = ScoredTests(run.run_id, ids, run.source, run.unknown)
+        keys = run.test_keys | (earlier.test_keys if earlier else frozenset())
+        found[run.run_id] = ScoredTests(run.run_id, ids, run.source, run.unknown, keys)
     return sorted(found.values(), key=lambda s: s.run_id)
 
 
@@ -119,7 +137,9 @@ def _run_entry(root: Path) -> ScoredTests | None:
     if not ids:  # scored before the event named its ids, or unknown: that run's frozen test split
         with contextlib.suppress(RunDirError, OSError, ValueError, TypeError, AttributeError):
             ids = {str(t) for t in (json.loads(rundir.splits_path.read_text()) or {}).get("test", [])}
-    return ScoredTests(rundir.run_id, frozenset(ids), "unknown" if why else "events.jsonl", why)
+    keys = task_keys.recorded(rundir)
+    test_keys = frozenset(keys[t] for t in ids if t in keys)
+    return ScoredTests(rundir.run_id, frozenset(ids), "unknown" if why else "events.jsonl", why, test_keys)
 
 
 def _holds_a_run(root: Path) -> bool:
@@ -127,8 +147,9 @@ def _holds_a_run(root: Path) -> bool:
     return any(not p.name.endswith(".lock") for p in root.iterdir())
 
 
-def _remembered(project_dir: Path) -> list[ScoredTests]:
-    """The project's file and the copy outside it (:func:`.project_memory.recalled`)."""
+def _remembered(project_dir: Path, pool_keys: Any = ()) -> list[ScoredTests]:
+    """The project's file and the copy outside it (:func:`.project_memory.recalled`), and the
+    index by content's rows of other projects meeting ``pool_keys`` (their ids left out)."""
     entries = []
     try:
         recalled = project_memory.recalled(project_dir, SEALS_KIND)
@@ -137,42 +158,93 @@ def _remembered(project_dir: Path) -> list[ScoredTests]:
         return [ScoredTests(LOST_MEMORY, frozenset(), "unknown", str(exc))]
     for row, source in recalled:
         with contextlib.suppress(ValueError, TypeError, KeyError):
-            entries.append(ScoredTests(str(row["run_id"]), frozenset(map(str, row["test_ids"])), source))
+            tasks = task_keys.Tasks.from_row(row, "test")
+            entries.append(ScoredTests(str(row["run_id"]), tasks.ids, source, None, tasks.keys))
+    for row in task_keys.indexed(project_dir, SEALS_KIND, "test", pool_keys):
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            tasks = task_keys.Tasks.from_row(row, "test", foreign=True)
+            run = str(row["run_id"])
+            entries.append(
+                ScoredTests(run, tasks.ids, task_keys.BY_CONTENT, None, tasks.keys, str(row["project"]))
+            )
     return entries
 
 
-def overlaps(project_dir: Path, run_id: str, test_ids: list[str]) -> list[tuple[str, list[str]]]:
+def overlaps(
+    project_dir: Path, run_id: str, test_ids: list[str], keys: dict[str, str] | None = None
+) -> list[tuple[str, list[str]]]:
     """(run, the shared tasks) for every other run of the project that scored any of
-    ``test_ids``, oldest first."""
-    mine = set(test_ids)
+    ``test_ids`` — by id, or by content (``keys``: this run's id → content key) — oldest first."""
+    mine = task_keys.Tasks.of(test_ids, keys)
     found = []
-    for scored in scored_tests(project_dir):
+    for scored in scored_tests(project_dir, (keys or {}).values()):
         if scored.run_id == run_id:
             continue
         # a run whose status is unknown and whose test split is unknown too may have scored any
-        shared = mine & scored.test_ids if scored.test_ids or not scored.unknown else mine
+        unknown_split = scored.unknown and not scored.test_ids
+        shared = sorted(mine.ids) if unknown_split else mine.shared(scored.tasks, keys)
         if shared:
-            found.append((scored.named(), sorted(shared)))
+            found.append((scored.named(), shared))
     return found
 
 
-def record_scored(project_dir: Path, run_id: str, test_ids: list[str], *, reused: bool) -> None:
-    """Append this run's scoring to the project's file and to the copy outside the project
-    (:func:`.project_memory.remember`)."""
-    project_memory.remember(
-        project_dir, SEALS_KIND, {"run_id": run_id, "test_ids": sorted(test_ids), "reused": reused}
-    )
+def sealed_in_dev(
+    project_dir: Path, run_id: str, splits: Any, keys: dict[str, str] | None = None
+) -> list[tuple[str, list[str]]]:
+    """(run, the tasks) for every other run whose scored test tasks this run's val or train
+    holds, by id or content. Only tasks known to be scored count here (a run whose test split
+    is unknown cannot name any: it is held against a later finalize, not against every val)."""
+    mine = task_keys.Tasks.of([str(t) for name in ("val", "train") for t in splits.get(name, [])], keys)
+    found = []
+    for scored in scored_tests(project_dir, (keys or {}).values()):
+        shared = mine.shared(scored.tasks, keys) if scored.run_id != run_id else []
+        if shared:
+            found.append((scored.named(), shared))
+    return found
 
 
-def reused_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:
-    """The one line refusing to score test tasks another run of the project scored."""
-    runs = "; ".join(
-        f"run {other}: {len(ids)} task(s) {', '.join(ids[:6])}{' …' if len(ids) > 6 else ''}"
-        for other, ids in found
-    )
+def sealed_dev_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:
+    """The one line refusing a run whose val or train holds the project's scored test tasks."""
     return (
-        f"run {run_id}: its test split overlaps test tasks the project already scored ({runs}); "
+        f"run {run_id}: its val/train splits hold test tasks the project already scored ({_runs(found)}); "
+        "the test split is sealed for the project, so gating or training on them would select on "
+        "held-out tasks. Ways on: new splits that leave them out (split_seed or split_ids_file in a "
+        "new run), or acknowledge it with --capevolve-test-reused"
+    )
+
+
+def record_scored(
+    project_dir: Path, run_id: str, test_ids: list[str], *, reused: bool, keys: dict[str, str] | None = None
+) -> None:
+    """Append this run's scoring to the project's file and to the copy outside the project
+    (:func:`.project_memory.remember`), with the tasks' content keys (``keys``: id → key), and
+    to the index by content (:func:`.task_keys.index`)."""
+    row = {"run_id": run_id, "test_ids": sorted(test_ids), "reused": reused}
+    row["test_keys"] = sorted(task_keys.Tasks.of(test_ids, keys).keys)
+    project_memory.remember(project_dir, SEALS_KIND, row)
+    task_keys.index(project_dir, SEALS_KIND, row)
+
+
+def reused_line(
+    run_id: str, found: list[tuple[str, list[str]]], decided: list[tuple[str, list[str]]] | None = None
+) -> str:
+    """The one line refusing to score test tasks another run of the project scored, or took
+    its decisions on as val (``decided``: a candidate was selected on them)."""
+    said = []
+    if found:
+        said.append(f"overlaps test tasks the project already scored ({_runs(found)})")
+    if decided:
+        said.append(f"holds val tasks the project's decisions were taken on ({_runs(decided)})")
+    return (
+        f"run {run_id}: its test split {'; and it '.join(said)}; "
         "scoring them again would not be a held-out estimate. Ways on: new test tasks (a new run "
         "with another split_seed or split_ids_file), or acknowledge it with --capevolve-test-reused "
         f"(every table, report, dashboard and junit property then says '{REUSED_LABEL}')"
+    )
+
+
+def _runs(found: list[tuple[str, list[str]]]) -> str:
+    return "; ".join(
+        f"run {other}: {len(ids)} task(s) {', '.join(ids[:6])}{' …' if len(ids) > 6 else ''}"
+        for other, ids in found
     )

@@ -151,8 +151,9 @@ class Seal:
         project = self.rundir.project_dir
         if project is not None and ids:
             from .project_seal import record_scored
+            from .task_keys import recorded
 
-            record_scored(project, self.rundir.run_id, ids, reused=reused)
+            record_scored(project, self.rundir.run_id, ids, reused=reused, keys=recorded(self.rundir))
 
     def test_rollouts(self) -> list[RolloutRecord]:
         """Persisted test rollouts: for the claim holder, or for anyone once the seal burned.

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 # The harness as it is now (wiring computes it before any kind starts): a new run locks it only
 # after planning, and planning compares it with the project's other runs' locks.
 HARNESS_NOW = pytest.StashKey[dict[str, str]]()
+# The pool's content keys (:mod:`..._store.task_keys`), for the run's log and the project's
+# memory to know tasks by their content as well as by id.
+TASK_KEYS_NOW = pytest.StashKey[dict[str, str]]()
 
 
 class Role(Protocol):

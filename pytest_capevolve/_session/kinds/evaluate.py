@@ -13,7 +13,7 @@ import pytest
 
 from ..._store.rundir import RunDir
 from ..outcome import SessionHooks
-from .base import HARNESS_NOW, Started, indexed
+from .base import HARNESS_NOW, TASK_KEYS_NOW, Started, indexed
 from .options import candidate_requests, gate_request
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ def plan_gated(
     from ..persistence import Persistence
     from ..planning import plan_evaluation
     from ..refusals import Screens
+    from .finalize import test_reused_asked
 
     option = config.option
     gate = gate_request(config, split, spec)
@@ -55,6 +56,8 @@ def plan_gated(
                     screens=screens,
                     block=option.capevolve_block,
                     harness_now=config.stash.get(HARNESS_NOW, None),
+                    task_keys_now=config.stash.get(TASK_KEYS_NOW, None),
+                    test_reused=test_reused_asked(config),
                 )
         except BaseException:
             rundir.claims.release()

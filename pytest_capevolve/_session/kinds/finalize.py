@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ..._store import task_keys
 from ..._store.rundir import RunDir
-from .base import Started
+from .base import TASK_KEYS_NOW, Started
 
 if TYPE_CHECKING:
     from ..._project.spec import Spec
@@ -37,6 +38,7 @@ class FinalizeKind:
         seal = Seal(rundir)
         seal.claim()  # before anything is planned: a refused finalize pays and writes nothing
         try:
+            task_keys.ensure_recorded(rundir, config.stash.get(TASK_KEYS_NOW, None), rundir.splits() or {})
             reused = _reused_test(config, spec, rundir)
             planned = plan_finalize(spec, rundir, pool_ids, seal)
             seal.open(planned.plan.task_ids)  # before the first test rollout: gating ends here
@@ -49,22 +51,26 @@ class FinalizeKind:
 
 
 def _reused_test(config: pytest.Config, spec: Spec, rundir: RunDir) -> list[tuple[str, list[str]]] | None:
-    """The other runs of the project that scored some of this run's test tasks: refused
+    """The other runs of the project that scored some of this run's test tasks, or took their
+    decisions on a val holding some of them (matched by id or content): refused
     (TestSealError, naming them) unless ``--capevolve-test-reused`` acknowledges it; None
     when the test tasks are fresh to the project."""
+    from ..._policy.decision_memory import decided_on
     from ..._project.splits import TestSealError
     from ..._store.project_seal import REUSED_LABEL, overlaps, reused_line
 
     test_ids = list((rundir.splits() or {}).get("test", []))
-    found = overlaps(spec.project_dir, rundir.run_id, test_ids) if test_ids else []
-    if not found:
+    keys = task_keys.recorded(rundir)
+    found = overlaps(spec.project_dir, rundir.run_id, test_ids, keys) if test_ids else []
+    decided = decided_on(spec.project_dir, rundir.run_id, test_ids, keys) if test_ids else []
+    if not found and not decided:
         return None
     if not test_reused_asked(config):
-        raise TestSealError(reused_line(rundir.run_id, found))
+        raise TestSealError(reused_line(rundir.run_id, found, decided))
     from ..junit import TEST_REUSED
 
     config.stash[TEST_REUSED] = REUSED_LABEL
-    return found
+    return found + decided
 
 
 def test_reused_asked(config: pytest.Config) -> bool:
