@@ -246,5 +246,7 @@ def reused_line(
 def _runs(found: list[tuple[str, list[str]]]) -> str:
     return "; ".join(
         f"run {other}: {len(ids)} task(s) {', '.join(ids[:6])}{' …' if len(ids) > 6 else ''}"
+        if ids
+        else f"run {other}"  # which tasks is not known (a memory out of sight)
         for other, ids in found
     )

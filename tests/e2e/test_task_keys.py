@@ -216,9 +216,10 @@ def test_a_copy_of_the_project_at_another_path_keeps_its_seals_and_decisions(
 ):
     project, run1, splits = _round_of_three(example, projects, capevolve)
     assert capevolve(project, finalize=True).ret == 0
-    # the red team's step: the project copied without .capevolve; no environment change
+    # the red team's step: the project copied without .capevolve (and without the memory marker
+    # beside the spec, which would name the original's copies); no environment change
     copy = pytester.path / "copied"
-    shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".capevolve"))
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".capevolve", "capevolve.memory.json"))
     again = _new_gate(capevolve, copy, "helpful")
     # today: a project at a new path had forgotten every decision and seal: ACCEPT at 0.05
     assert again.ret == 10, again.stdout.str()
