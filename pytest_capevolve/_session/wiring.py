@@ -33,8 +33,10 @@ from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW
+from .finalize_whole import refuse_selection
 from .kinds.options import gate_request
 from .outcome import Outcome, SessionEnd
+from .plan_check import PlanCheck
 from .perf import (
     fanout,
     heap,
@@ -172,8 +174,15 @@ def _start_controller(
     deciding = _decides(config)
     if option.capevolve_gate:  # threshold with no null control: refused before anything is planned
         check_nulls(spec, gate_request(config, split, spec).nulls, overridden(option.override_ini, spec))
+    decides_on_val = deciding or bool(option.capevolve_sequential)
+    whole = decides_on_val or bool(option.capevolve_finalize)  # the plan's items exactly, in order
+    kind_label = _kind_label(config, decides_on_val)
+    if decides_on_val:  # -k, --deselect, --lf, -x ...: refused before anything is claimed or paid
+        # (a finalize refuses them itself, naming its run, before it claims the seal)
+        refuse_selection(config, kind_label)
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
+    plan_check = PlanCheck(planned.plan, spec.path.name, whole=whole, session_kind=kind_label)
     if rundir.root != checked:  # a new run locks its harness here, before any rollout
         try:
             check_or_lock(rundir, harness_now)
@@ -192,9 +201,11 @@ def _start_controller(
         settle=persistence.settle,
         interrupted=lambda: _interrupted(config, spec, started),
         damage=persistence.damage_line,
+        refusal=lambda: plan_check.refusal,
     )
     progress = Progress(spec, rundir, len(planned.plan.owed_keys()), option.capevolve_progress)
     for name, plugin in (
+        ("plan-check", plan_check),
         ("persistence", persistence),
         *started.plugins,
         ("session", started.role),
@@ -229,6 +240,16 @@ def _failures(config: pytest.Config) -> str | int:
         return parse_failures(str(config.getini("capevolve_failures") or "auto"))
     except ValueError as exc:
         raise pytest.UsageError(f"ini capevolve_failures: {exc}") from exc
+
+
+def _kind_label(config: pytest.Config, deciding: bool) -> str:
+    """What the session is, as its refusals name it."""
+    option = config.option
+    if option.capevolve_finalize:
+        return "a finalize"
+    if option.capevolve_sequential or option.capevolve_gate:
+        return "a gate"
+    return "a deciding session" if deciding else "an evaluation"
 
 
 def _decides(config: pytest.Config) -> bool:
