@@ -108,12 +108,22 @@ class Persistence:
             f"{len(self.plan.awaited)} rollouts were being paid by {len(self.waiting_on)} concurrent "
             "session(s): waited for them instead of paying again"
         ]
-        if died:  # what they had not paid is missing below; their claims are void now
+        if died:  # their claims are void: what they left unpaid is taken over and paid here
+            from .takeover import take_over
+
+            paid, unpaid = take_over(self, died)
+            left = f"; {unpaid} could not be paid here and are missing below" if unpaid else ""
             lines.append(
-                f"{len(died)} of those sessions died before they were done: the rollouts they left "
-                "unpaid are no one's now, and the command below pays them (each once)"
+                f"{len(died)} of those sessions died before they were done: this session took "
+                f"their claims over and paid the {paid} rollout(s) they left unpaid (each once){left}"
             )
         return lines
+
+    def record_taken_over(self, record: RolloutRecord) -> None:
+        """Persist a rollout :mod:`.takeover` paid in this process (after the run loop)."""
+        record = self._persist(record, record.dumps())
+        if record.infra_error:
+            self.tally.infra.append((f"{record.split}::{record.task_id}[{record.tag}]", record.infra_error))
 
     @pytest.hookimpl(optionalhook=True, trylast=True)  # the sequential gate's smaller window first
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
