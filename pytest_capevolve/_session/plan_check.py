@@ -95,8 +95,19 @@ class PlanCheck:
     @pytest.hookimpl(trylast=True)  # after every other plugin's collection_finish
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """In-process (no xdist): the items pytest will run, by what they are (their key)."""
+        self._check_items(session)
+
+    @pytest.hookimpl(tryfirst=True)  # after every run-loop wrapper's start, before the loop
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """Again as the loop starts: a plugin's run-loop wrapper edited the items after
+        collection finished (its ``session.items[:] = ...`` before its ``yield``)."""
+        self._check_items(session)
+
+    def _check_items(self, session: pytest.Session) -> None:
         if session.config.pluginmanager.getplugin("dsession") is not None:
             return  # xdist's controller collects nothing: its workers' ids are checked below
+        if session.config.option.collectonly:
+            return
         plan = self.plan
         collected = [
             f"{item.key.split}::{item_name(plan, item.key)}"

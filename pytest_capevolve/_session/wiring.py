@@ -171,6 +171,7 @@ def _start_controller(
     the same way for every kind: persistence (and the kind's own plugins after it, so they see
     saved rollouts), the role, the session's end, the reporter, the remote workers."""
     option = config.option
+    refuse_blocked_roles(config)
     deciding = _decides(config)
     if option.capevolve_gate:  # threshold with no null control: refused before anything is planned
         check_nulls(spec, gate_request(config, split, spec).nulls, overridden(option.override_ini, spec))
@@ -223,12 +224,35 @@ def _start_controller(
         ),
         ("remote", RemoteWorkers(config, spec)),
     ):
-        config.pluginmanager.register(plugin, f"capevolve-{name}")
+        if config.pluginmanager.register(plugin, f"capevolve-{name}") is None:  # blocked after all
+            rundir.claims.release()
+            raise pytest.UsageError(f"capevolve: the session's capevolve-{name} part could not be registered")
     if getattr(option, "xmlpath", None):  # --junitxml: flat properties, a testcase per verdict
         from .junit import JunitReport
 
         config.pluginmanager.register(JunitReport(config, end), "capevolve-junitxml")
     return planned.plan
+
+
+def refuse_blocked_roles(config: pytest.Config) -> None:
+    """``-p no:capevolve-plan-check`` (or ``-persistence``, ``-end`` ...) unregisters a part of
+    the session by its name: the plan check, and a finalize ran 17 of its 24 test rollouts.
+    No session runs without one of its parts: refused in one line before anything is planned."""
+    blocked = [
+        arg[3:].strip()
+        for arg in getattr(config.option, "plugins", None) or []
+        if arg.startswith("no:") and arg[3:].strip().startswith("capevolve-")
+    ]
+    if blocked:
+        raise pytest.UsageError(
+            f"capevolve: -p no:{blocked[0]} would run the session without a part of its own; "
+            "refused before anything is planned (run it without that option)"
+        )
+    if config.getoption("dist", "no") == "each":  # every item on every worker
+        raise pytest.UsageError(
+            "capevolve: --dist each runs every rollout on every worker, so each would be paid once "
+            "per worker; refused before anything is planned (use -n N, which is --dist load)"
+        )
 
 
 def _failures(config: pytest.Config) -> str | int:

@@ -63,6 +63,15 @@ PLUGINS = {
                 k for k in plan.all_keys() if k.task_id.startswith("n0")
             }
     """,
+    # drops them later, from its own run-loop wrapper, once collection has finished
+    "drops_in_the_run_loop": """
+        import pytest
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtestloop(session):
+            session.items[:] = [i for i in session.items if "::n0" not in i.nodeid]
+            return (yield)
+    """,
     # announces a deselection and removes nothing: everything still runs
     "announces_only": """
         def pytest_collection_modifyitems(config, items):
@@ -122,6 +131,7 @@ def _refused(result, *expected: str) -> str:
         ("reorders", "in another order than the plan's"),
         ("adds_a_fake", "1 item(s) the plan does not hold (first: '<not a planned rollout item>"),
         ("edits_the_plan", "planned rollouts not collected (first: 'test::n0"),
+        ("drops_in_the_run_loop", "planned rollouts not collected (first: 'test::n0"),
     ],
 )
 def test_a_plugin_that_changes_a_finalizes_items_is_refused_before_any_test_rollout(
@@ -220,3 +230,28 @@ def test_a_plugin_that_duplicates_an_evaluations_item_is_refused(example, projec
     result = capevolve(project, extra=outside_plugin("duplicates"))
     _refused(result, "an evaluation runs only rollouts of its plan, each once", "collected more than once")
     assert not list((projects.run_dir(project) / "rollouts").rglob("*.json"))
+
+
+def test_a_session_run_without_one_of_its_parts_is_refused_before_anything_is_planned(
+    example, projects, capevolve, outside_plugin
+):
+    """``-p no:capevolve-plan-check`` unregistered the check by its name: with the dropping
+    plugin, a finalize paid 17 of its 24 test rollouts."""
+    project, run_dir = _baseline(example, projects, capevolve)
+    for part in ("capevolve-plan-check", "capevolve-persistence"):
+        extra = [*outside_plugin("drops_silently"), "-p", f"no:{part}"]
+        result = capevolve(project, finalize=True, extra=extra)
+        assert result.ret == 4, result.stdout.str()[-2000:]
+        line = _one_line(result.stderr.str())
+        assert f"-p no:{part} would run the session without a part of its own" in line, line
+    assert not list((run_dir / "rollouts").glob("test/*.json"))
+    assert not [e for e in _events(run_dir) if e["kind"] in ("test_opened", "test_scored")]
+
+
+def test_dist_each_is_refused_before_anything_is_planned(example, projects, capevolve):
+    """``-n 2 --dist each`` ran every rollout on both workers: each paid twice."""
+    project = example("toy_calc")
+    result = capevolve(project, extra=["-n", "2", "--dist", "each"])
+    assert result.ret == 4, result.stdout.str()[-2000:]
+    assert "--dist each runs every rollout on every worker" in _one_line(result.stderr.str())
+    assert not (project / ".capevolve" / "runs").exists()
