@@ -36,7 +36,6 @@ from .._store.rundir import RUNS_DIR, RunDir
 from . import exitcodes
 from .outcome import Outcome
 
-
 NOT_OWED = "not a rollout this session owes, or one it recorded already: not recorded"
 
 

@@ -48,7 +48,9 @@ def plan_problem(planned: list[str], collected: list[str], *, whole: bool) -> st
         problems.append(f"{len(gained)} item(s) the plan does not hold (first: {gained[0]!r})")
     repeated = [name for name, n in got.items() if name in want and n > want[name]]
     if repeated:
-        problems.append(f"{len(repeated)} planned rollout(s) collected more than once (first: {repeated[0]!r})")
+        problems.append(
+            f"{len(repeated)} planned rollout(s) collected more than once (first: {repeated[0]!r})"
+        )
     if whole:
         lost = [name for name in planned if name not in got]
         if lost:

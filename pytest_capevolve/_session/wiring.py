@@ -31,12 +31,11 @@ from .._store.harness_lock import check_or_lock
 from .._store.live_marker import ControllerWatch
 from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
+from .finalize_whole import refuse_selection
 from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW
-from .finalize_whole import refuse_selection
 from .kinds.options import gate_request
 from .outcome import Outcome, SessionEnd
-from .plan_check import PlanCheck
 from .perf import (
     fanout,
     heap,
@@ -44,6 +43,7 @@ from .perf import (
     retention,
 )
 from .persistence import summarize
+from .plan_check import PlanCheck
 from .planning import BudgetError, Planned
 from .progress import Progress
 from .reporter import CapevolveReporter, parse_failures, rollouts

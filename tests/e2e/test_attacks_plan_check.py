@@ -72,6 +72,16 @@ PLUGINS = {
             session.items[:] = [i for i in session.items if "::n0" not in i.nodeid]
             return (yield)
     """,
+    # on each xdist worker, after its ids went to the controller: index 1 runs item 0 again
+    "repeats_on_the_worker": """
+        import pytest
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtestloop(session):
+            if hasattr(session.config, "workerinput"):
+                session.items[1] = session.items[0]
+            return (yield)
+    """,
     # announces a deselection and removes nothing: everything still runs
     "announces_only": """
         def pytest_collection_modifyitems(config, items):
@@ -225,7 +235,9 @@ def test_last_failed_failed_first_and_maxfail_on_a_finalize_are_refused_before_t
     assert not [e for e in _events(run_dir) if e["kind"] in ("test_opened", "test_scored")]
 
 
-def test_a_plugin_that_duplicates_an_evaluations_item_is_refused(example, projects, capevolve, outside_plugin):
+def test_a_plugin_that_duplicates_an_evaluations_item_is_refused(
+    example, projects, capevolve, outside_plugin
+):
     project = example("toy_calc")
     result = capevolve(project, extra=outside_plugin("duplicates"))
     _refused(result, "an evaluation runs only rollouts of its plan, each once", "collected more than once")
@@ -255,3 +267,26 @@ def test_dist_each_is_refused_before_anything_is_planned(example, projects, cape
     assert result.ret == 4, result.stdout.str()[-2000:]
     assert "--dist each runs every rollout on every worker" in _one_line(result.stderr.str())
     assert not (project / ".capevolve" / "runs").exists()
+
+
+def test_a_rollout_repeated_on_a_worker_after_its_ids_were_checked_is_recorded_once(
+    example, projects, capevolve, outside_plugin
+):
+    """What the controller cannot see (a worker's items edited after it sent their ids): the
+    records it receives are held to the plan, each owed rollout recorded once, and a finalize
+    short of one scores nothing."""
+    project, run_dir = _baseline(example, projects, capevolve)
+    extra = [*outside_plugin("repeats_on_the_worker"), "-n", "2"]
+    result = capevolve(project, finalize=True, extra=extra, subprocess=True)
+    out = result.stdout.str()
+    assert result.ret == 12, out[-3000:]
+    assert "the test split was NOT scored" in out and "or one it recorded already: not recorded" in out, out[
+        -3000:
+    ]
+    test_events = [
+        (e["task_id"], e["tag"], e["trial"])
+        for e in _events(run_dir)
+        if e["kind"] == "rollout" and e["split"] == "test"
+    ]
+    assert len(test_events) == len(set(test_events))  # paid twice, recorded once
+    assert "test_scored" not in [e["kind"] for e in _events(run_dir)]
