@@ -16,13 +16,15 @@ import pytest
 from .._project.splits import TestSealError
 
 
-def selection_asked(config: pytest.Config) -> list[str]:
-    """The options and arguments of this session that run less than every collected item."""
+def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
+    """The options and arguments of this session that run less than every collected item.
+    ``marks``: ``-m`` too (a project's ``addopts = -m "not slow"`` deselects no rollout; where
+    it is left out here, the plan check refuses it only if it does deselect one)."""
     option = config.option
     asked = []
     if getattr(option, "keyword", ""):
         asked.append(f"-k {option.keyword!r}")
-    if getattr(option, "markexpr", ""):
+    if marks and getattr(option, "markexpr", ""):
         asked.append(f"-m {option.markexpr!r}")
     asked += [f"--deselect {node!r}" for node in getattr(option, "deselect", None) or []]
     asked += [f"node id {arg!r}" for arg in config.args if "::" in str(arg)]
@@ -55,7 +57,7 @@ def refuse_selection(config: pytest.Config, session_kind: str) -> None:
     ``min_coverage``. Raise a one-line UsageError, before anything is claimed or paid, when this
     session would run less than its plan (or in another order); grow and the screens choose
     their subsets in their own planning, never through pytest's selection."""
-    asked = selection_asked(config)
+    asked = selection_asked(config, marks=False)  # rollouts carry no marks: -m drops none
     if asked:
         raise pytest.UsageError(
             f"capevolve: {session_kind} decides on the whole val set of its plan, so "

@@ -290,3 +290,13 @@ def test_a_rollout_repeated_on_a_worker_after_its_ids_were_checked_is_recorded_o
     ]
     assert len(test_events) == len(set(test_events))  # paid twice, recorded once
     assert "test_scored" not in [e["kind"] for e in _events(run_dir)]
+
+
+def test_a_mark_expression_that_deselects_no_rollout_leaves_a_gate_alone(example, projects, capevolve):
+    """``addopts = -m "not slow"`` is common in a project's pytest configuration: rollouts carry
+    no marks, so it drops none, and the gate decides (a ``-m`` that did drop one would be
+    refused by the plan check)."""
+    project = _gate_noop(example, projects)
+    result = capevolve(project, "noop", gate=True, extra=["-m", "not slow", "--capevolve-commit", "none"])
+    assert result.ret == 10, result.stdout.str()[-2000:]  # the no-op rejected, on its whole plan
+    assert (projects.run_dir(project) / "verdicts" / "noop.json").is_file()
