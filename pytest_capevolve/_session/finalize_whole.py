@@ -24,8 +24,9 @@ def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
     asked = []
     if getattr(option, "keyword", ""):
         asked.append(f"-k {option.keyword!r}")
-    if marks and getattr(option, "markexpr", ""):
-        asked.append(f"-m {option.markexpr!r}")
+    markexpr: str = getattr(option, "markexpr", "")
+    if marks and markexpr:
+        asked.append(f"-m {markexpr!r}")
     asked += [f"--deselect {node!r}" for node in getattr(option, "deselect", None) or []]
     asked += [f"node id {arg!r}" for arg in config.args if "::" in str(arg)]
     for flag, name in (
