@@ -234,14 +234,22 @@ def _start_controller(
     return planned.plan
 
 
+# what only makes a session faster or leaner, and may be turned off by name (``-p no:…``) to
+# compare: the same records either way
+SPEED_PARTS = frozenset({"capevolve-retention", "capevolve-protocol", "capevolve-heap", "capevolve-fanout"})
+
+
 def refuse_blocked_roles(config: pytest.Config) -> None:
     """``-p no:capevolve-plan-check`` (or ``-persistence``, ``-end`` ...) unregisters a part of
     the session by its name: the plan check, and a finalize ran 17 of its 24 test rollouts.
-    No session runs without one of its parts: refused in one line before anything is planned."""
+    No session runs without one of its parts (but :data:`SPEED_PARTS`): refused in one line
+    before anything is planned."""
     blocked = [
         arg[3:].strip()
         for arg in getattr(config.option, "plugins", None) or []
-        if arg.startswith("no:") and arg[3:].strip().startswith("capevolve-")
+        if arg.startswith("no:")
+        and arg[3:].strip().startswith("capevolve-")
+        and arg[3:].strip() not in SPEED_PARTS
     ]
     if blocked:
         raise pytest.UsageError(
