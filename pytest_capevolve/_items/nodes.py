@@ -136,9 +136,14 @@ class SplitCollector(pytest.Collector):
     def collect(self) -> Iterator[pytest.Item]:
         plan = self.config.stash[CONTEXT_KEY].plan
         for key in plan.owed_keys():
-            trial = f"t{key.trial}" if not plan.block else f"b{plan.block}-t{key.trial - plan.first_trial}"
-            name = f"{key.task_id}[{key.tag}-{trial}]"
-            yield RolloutItem.from_parent(self, name=name, key=key)
+            yield RolloutItem.from_parent(self, name=item_name(plan, key), key=key)
+
+
+def item_name(plan: EvalPlan, key: RolloutKey) -> str:
+    """A rollout item's name under its split: ``<task>[<tag>-t<k>]`` (``b<B>-t<k>`` in a
+    replicate block). What :mod:`.._session.plan_check` expects every process to collect."""
+    trial = f"t{key.trial}" if not plan.block else f"b{plan.block}-t{key.trial - plan.first_trial}"
+    return f"{key.task_id}[{key.tag}-{trial}]"
 
 
 class RolloutItem(LeanItem):

@@ -56,11 +56,13 @@ class SessionEnd:
         settle: Callable[[], list[str]] | None = None,
         interrupted: Callable[[], Outcome] | None = None,
         damage: Callable[[], str | None] | None = None,
+        refusal: Callable[[], str | None] | None = None,
     ) -> None:
         self._conclude = conclude
         self._settle = settle
         self._interrupted = interrupted
         self._damage = damage
+        self._refusal = refusal  # the collected items were not the plan (:mod:`.plan_check`)
         self.outcome = Outcome(against=against)
 
     @pytest.hookimpl(wrapper=True)
@@ -78,6 +80,9 @@ class SessionEnd:
                 except Exception as exc:  # the summary must never mask the interrupt
                     self.outcome.closing.append((f"capevolve: no summary after Ctrl-C: {exc!r}", {}))
             raise
+        refused = self._refusal() if self._refusal is not None else None
+        if refused is not None:  # nothing ran: nothing is concluded, the line says why
+            raise pytest.UsageError(refused)
         if not session.config.option.collectonly and not self._damaged():
             try:
                 # settle first: release this session's claims, wait for concurrent sessions'

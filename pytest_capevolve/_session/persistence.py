@@ -36,6 +36,8 @@ from .._store.rundir import RUNS_DIR, RunDir
 from . import exitcodes
 from .outcome import Outcome
 
+NOT_OWED = "not a rollout this session owes, or one it recorded already: not recorded"
+
 
 @dataclass
 class Tally:
@@ -72,6 +74,9 @@ class Persistence:
         self.workers = gateway_count(config)
         self.others_at_start: list[dict[str, Any]] = []
         self.unwritable: OSError | None = None  # the run dir refused a write (a full disk)
+        # owed rollouts no report has brought yet (taken now: a plugin editing the plan later
+        # changes what is collected, not what may be recorded)
+        self._unrecorded: set[Any] = set(plan.owed_keys())
 
     def damage_line(self) -> str | None:
         """The one line that says the run dir could not be written, if it could not: the
@@ -102,12 +107,22 @@ class Persistence:
             f"{len(self.plan.awaited)} rollouts were being paid by {len(self.waiting_on)} concurrent "
             "session(s): waited for them instead of paying again"
         ]
-        if died:  # what they had not paid is missing below; their claims are void now
+        if died:  # their claims are void: what they left unpaid is taken over and paid here
+            from .takeover import take_over
+
+            paid, unpaid = take_over(self, died)
+            left = f"; {unpaid} could not be paid here and are missing below" if unpaid else ""
             lines.append(
-                f"{len(died)} of those sessions died before they were done: the rollouts they left "
-                "unpaid are no one's now, and the command below pays them (each once)"
+                f"{len(died)} of those sessions died before they were done: this session took "
+                f"their claims over and paid the {paid} rollout(s) they left unpaid (each once){left}"
             )
         return lines
+
+    def record_taken_over(self, record: RolloutRecord) -> None:
+        """Persist a rollout :mod:`.takeover` paid in this process (after the run loop)."""
+        record = self._persist(record, record.dumps())
+        if record.infra_error:
+            self.tally.infra.append((f"{record.split}::{record.task_id}[{record.tag}]", record.infra_error))
 
     @pytest.hookimpl(optionalhook=True, trylast=True)  # the sequential gate's smaller window first
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -175,6 +190,9 @@ class Persistence:
         record = decode_record(text, report)
         if self.unwritable is not None:  # stopped: what still arrives cannot be recorded
             return (yield)
+        if not self._owes(record):  # an item the plan does not hold, or one reported twice
+            self.tally.lost.append((report.nodeid, NOT_OWED))
+            return (yield)
         try:
             record = self._persist(record, text)
         except OSError as exc:  # a full disk, a read-only run dir: stop, once, in one line
@@ -188,6 +206,16 @@ class Persistence:
         if report.passed:
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
         return result
+
+    def _owes(self, record: RolloutRecord) -> bool:
+        """Whether ``record`` is a rollout this session owes and has not recorded yet: the
+        backstop behind :mod:`.plan_check` (an item made to look planned under xdist, where
+        the controller sees only node ids, still records only what the plan owes, once)."""
+        key = (record.split, record.task_id, record.tag, record.trial)
+        if key not in self._unrecorded:
+            return False
+        self._unrecorded.discard(key)
+        return True
 
     def _persist(self, record: RolloutRecord, text: str | None) -> RolloutRecord:
         wrong = wrong_rescores(record.judge, record.valid, self.spec.judge_rescores)

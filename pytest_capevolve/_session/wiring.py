@@ -32,6 +32,7 @@ from .._store.harness_lock import check_or_lock
 from .._store.live_marker import ControllerWatch
 from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
+from .finalize_whole import refuse_selection
 from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW, TASK_KEYS_NOW
 from .kinds.options import gate_request
@@ -43,6 +44,7 @@ from .perf import (
     retention,
 )
 from .persistence import summarize
+from .plan_check import PlanCheck
 from .planning import BudgetError, Planned
 from .progress import Progress
 from .reporter import CapevolveReporter, parse_failures, rollouts
@@ -171,11 +173,19 @@ def _start_controller(
     the same way for every kind: persistence (and the kind's own plugins after it, so they see
     saved rollouts), the role, the session's end, the reporter, the remote workers."""
     option = config.option
+    refuse_blocked_roles(config)
     deciding = _decides(config)
     if option.capevolve_gate:  # threshold with no null control: refused before anything is planned
         check_nulls(spec, gate_request(config, split, spec).nulls, overridden(option.override_ini, spec))
+    decides_on_val = deciding or bool(option.capevolve_sequential)
+    whole = decides_on_val or bool(option.capevolve_finalize)  # the plan's items exactly, in order
+    kind_label = _kind_label(config, decides_on_val)
+    if decides_on_val:  # -k, --deselect, --lf, -x ...: refused before anything is claimed or paid
+        # (a finalize refuses them itself, naming its run, before it claims the seal)
+        refuse_selection(config, kind_label)
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
+    plan_check = PlanCheck(planned.plan, spec.path.name, whole=whole, session_kind=kind_label)
     if rundir.root != checked:  # a new run locks its harness here, before any rollout
         try:
             check_or_lock(rundir, harness_now)
@@ -194,9 +204,11 @@ def _start_controller(
         settle=persistence.settle,
         interrupted=lambda: _interrupted(config, spec, started),
         damage=persistence.damage_line,
+        refusal=lambda: plan_check.refusal,
     )
     progress = Progress(spec, rundir, len(planned.plan.owed_keys()), option.capevolve_progress)
     for name, plugin in (
+        ("plan-check", plan_check),
         ("persistence", persistence),
         *started.plugins,
         ("session", started.role),
@@ -214,12 +226,43 @@ def _start_controller(
         ),
         ("remote", RemoteWorkers(config, spec)),
     ):
-        config.pluginmanager.register(plugin, f"capevolve-{name}")
+        if config.pluginmanager.register(plugin, f"capevolve-{name}") is None:  # blocked after all
+            rundir.claims.release()
+            raise pytest.UsageError(f"capevolve: the session's capevolve-{name} part could not be registered")
     if getattr(option, "xmlpath", None):  # --junitxml: flat properties, a testcase per verdict
         from .junit import JunitReport
 
         config.pluginmanager.register(JunitReport(config, end), "capevolve-junitxml")
     return planned.plan
+
+
+# what only makes a session faster or leaner, and may be turned off by name (``-p no:…``) to
+# compare: the same records either way
+SPEED_PARTS = frozenset({"capevolve-retention", "capevolve-protocol", "capevolve-heap", "capevolve-fanout"})
+
+
+def refuse_blocked_roles(config: pytest.Config) -> None:
+    """``-p no:capevolve-plan-check`` (or ``-persistence``, ``-end`` ...) unregisters a part of
+    the session by its name: the plan check, and a finalize ran 17 of its 24 test rollouts.
+    No session runs without one of its parts (but :data:`SPEED_PARTS`): refused in one line
+    before anything is planned."""
+    blocked = [
+        arg[3:].strip()
+        for arg in getattr(config.option, "plugins", None) or []
+        if arg.startswith("no:")
+        and arg[3:].strip().startswith("capevolve-")
+        and arg[3:].strip() not in SPEED_PARTS
+    ]
+    if blocked:
+        raise pytest.UsageError(
+            f"capevolve: -p no:{blocked[0]} would run the session without a part of its own; "
+            "refused before anything is planned (run it without that option)"
+        )
+    if config.getoption("dist", "no") == "each":  # every item on every worker
+        raise pytest.UsageError(
+            "capevolve: --dist each runs every rollout on every worker, so each would be paid once "
+            "per worker; refused before anything is planned (use -n N, which is --dist load)"
+        )
 
 
 def _failures(config: pytest.Config) -> str | int:
@@ -231,6 +274,16 @@ def _failures(config: pytest.Config) -> str | int:
         return parse_failures(str(config.getini("capevolve_failures") or "auto"))
     except ValueError as exc:
         raise pytest.UsageError(f"ini capevolve_failures: {exc}") from exc
+
+
+def _kind_label(config: pytest.Config, deciding: bool) -> str:
+    """What the session is, as its refusals name it."""
+    option = config.option
+    if option.capevolve_finalize:
+        return "a finalize"
+    if option.capevolve_sequential or option.capevolve_gate:
+        return "a gate"
+    return "a deciding session" if deciding else "an evaluation"
 
 
 def _decides(config: pytest.Config) -> bool:

@@ -52,26 +52,14 @@ class Claims:
         for path in sorted(self.folder.glob("*.json")):
             if path == self.path:
                 continue
-            try:
-                handle = open(path, encoding="utf-8")
-            except FileNotFoundError:
+            claim = held_claim(path, remove_unheld=True)  # nobody holds it: its session died
+            if claim is None or not isinstance(keys := claim.get("keys"), list):
                 continue
-            with handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:  # held: a live session is paying these, if its owner lives
-                    try:
-                        claim = json.loads(handle.read())
-                        keys = claim["keys"]
-                    except (ValueError, KeyError, TypeError):
-                        continue
-                    if not owner_alive(claim):  # held by what its dead session left running
-                        path.unlink(missing_ok=True)
-                        continue
-                    for split, task, tag, trial in keys:
-                        claimed[(str(split), str(task), str(tag), int(trial))] = path
-                    continue
-                path.unlink(missing_ok=True)  # nobody holds it: its session died
+            if not owner_alive(claim):  # held by what its dead session left running
+                path.unlink(missing_ok=True)
+                continue
+            for split, task, tag, trial in keys:
+                claimed[(str(split), str(task), str(tag), int(trial))] = path
         return claimed
 
     def take(self, keys: Iterable[Key]) -> None:
@@ -170,30 +158,40 @@ def live_sessions(runs_dir: Path, mine: Path | None = None) -> list[dict[str, ob
     for path in sorted(runs_dir.glob("*/claims/*.json")):
         if mine is not None and path == mine:
             continue
-        try:
-            handle = open(path, encoding="utf-8")
-        except FileNotFoundError:
-            continue
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:  # held exclusively: a live session is paying
-                try:
-                    info = json.loads(handle.read())
-                except ValueError:
-                    info = {}
-                info = info if isinstance(info, dict) else {}
-                if not owner_alive(info):
-                    continue  # its owner died; something it left holds the lock
-                found.append(
-                    {
-                        "run_id": path.parent.parent.name,
-                        "pid": info.get("pid"),
-                        "host": info.get("host"),
-                        "since": info.get("since"),
-                        "rollouts": len(info.get("keys") or []),
-                    }
-                )
-                continue
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        info = held_claim(path)
+        if info is None or not owner_alive(info):
+            continue  # nobody holds it, or its owner died and something it left holds the lock
+        found.append(
+            {
+                "run_id": path.parent.parent.name,
+                "pid": info.get("pid"),
+                "host": info.get("host"),
+                "since": info.get("since"),
+                "rollouts": len(info.get("keys") or []),  # type: ignore[arg-type]
+            }
+        )
     return found
+
+
+def held_claim(path: Path, *, remove_unheld: bool = False) -> dict[str, object] | None:
+    """What the claim file ``path`` says while a session holds its lock, read without waiting
+    (``{}`` when it cannot be read); None when the file is gone or nobody holds its lock — then,
+    with ``remove_unheld`` (a planner, under the run's lock), it is deleted under the exclusive
+    lock this took: the session that made it died and its rollouts are owed again."""
+    try:
+        handle = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, (fcntl.LOCK_EX if remove_unheld else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: a session is paying these, if its owner lives
+            try:
+                claim = json.loads(handle.read())
+            except ValueError:  # garbled, or not UTF-8
+                return {}
+            return claim if isinstance(claim, dict) else {}
+        if remove_unheld:
+            path.unlink(missing_ok=True)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None

@@ -179,11 +179,10 @@ TROJAN = textwrap.dedent(
 )
 
 
-def test_a_pth_file_planted_by_candidate_code_is_a_changed_harness(
-    example, projects, capevolve, monkeypatch, tmp_path
-):
-    user_base = tmp_path / "userbase"
-    monkeypatch.setenv("PYTHONUSERBASE", str(user_base))
+def _trojan_project(example, projects, monkeypatch, tmp_path):
+    """The no-op project with a ``trojan`` candidate whose tool plants :data:`TROJAN`'s ``.pth``
+    file in a user site-packages of this test's own (``PYTHONUSERBASE``), never the real one."""
+    monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "userbase"))
     monkeypatch.setattr(site, "USER_BASE", None)
     monkeypatch.setattr(site, "USER_SITE", None)
     project = _noop_project(example, projects, trials=1)
@@ -191,6 +190,13 @@ def test_a_pth_file_planted_by_candidate_code_is_a_changed_harness(
     shutil.copytree(project / "capability", trojan)
     with (trojan / "tools" / "reply.py").open("a") as handle:
         handle.write(TROJAN)
+    return project
+
+
+def test_a_pth_file_planted_by_candidate_code_is_a_changed_harness(
+    example, projects, capevolve, monkeypatch, tmp_path
+):
+    project = _trojan_project(example, projects, monkeypatch, tmp_path)
     assert capevolve(project).ret == 0
     paid = len(projects.rollout_records(project))
     assert capevolve(project, "trojan").ret == 0
@@ -210,14 +216,7 @@ def test_a_pth_file_planted_during_a_session_starts_no_later_sandbox_child(
 ):
     """Within the session that planted it, the hook would run in every sandbox child started
     after it (the seed's, another candidate's): none is started."""
-    monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "userbase"))
-    monkeypatch.setattr(site, "USER_BASE", None)
-    monkeypatch.setattr(site, "USER_SITE", None)
-    project = _noop_project(example, projects, trials=1)
-    trojan = project / "candidates" / "trojan"
-    shutil.copytree(project / "capability", trojan)
-    with (trojan / "tools" / "reply.py").open("a") as handle:
-        handle.write(TROJAN)
+    project = _trojan_project(example, projects, monkeypatch, tmp_path)
     result = capevolve(project, "trojan", "noop")
     out = result.stdout.str()
     assert Path(site.getusersitepackages(), "zz-capevolve-speedups.pth").is_file()

@@ -1,0 +1,89 @@
+"""Rollouts a dead session left unpaid: taken over and paid by the session waiting on them.
+
+Controller only, after the run loop (:meth:`.persistence.Persistence.settle`). A session that
+needed rollouts another session was paying waited for them instead of paying them again; when
+that session died before it was done, the waiter ended with exit 12, "0 paid, 300 reused" and
+a command to run, with the rollouts nobody would ever pay in front of it. Now it takes the
+dead session's rollouts over: under the run's lock it deletes the void claims (their owner is
+dead, :func:`.._store.claims.owner_alive`) and claims what is neither persisted nor claimed by
+another live session — so two waiters of one dead session never pay a rollout twice: the
+second finds the first's claim, and waits on it — then pays them here the way an item does
+(the candidate's snapshot with its bytes checked, the sandboxed runner, the budget share).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._engine.candidate_bytes import CandidateMismatch
+from .._engine.runner import run_and_score
+from .._items.nodes import CONTEXT_KEY, EvalContext, booked_cost, rollout_record
+from .._items.plan import RolloutKey
+from .._project.candidate import SEED_TAG
+from .._store.claims import Claims
+
+if TYPE_CHECKING:
+    from .persistence import Persistence
+
+
+def take_over(persistence: Persistence, died: list[Path]) -> tuple[int, int]:
+    """Pay the awaited rollouts the dead sessions (``died``: their claims) left unpaid, each
+    once across every waiter, waiting again on a live session that took some over first.
+    Returns (paid here, left unpaid: a budget share used up, a candidate's bytes changed)."""
+    from .planning import valid_column_keys
+
+    rundir, plan = persistence.rundir, persistence.plan
+    context = persistence.config.stash[CONTEXT_KEY]
+    tags = plan.tags() | {SEED_TAG}
+    tried: set[RolloutKey] = set()  # paid once here, whatever came of it: never again
+    paid = unpaid = 0
+    while died:
+        with rundir.lock():
+            done = valid_column_keys(rundir.rollouts.indexed_columns(plan.split, tags, plan.block))
+            claimed = rundir.claims.others()  # deletes the void claims: their rollouts are no one's
+            wanted = [k for k in sorted(plan.awaited) if k not in done and k not in tried]
+            ours = [RolloutKey(*k) for k in wanted if k not in claimed]
+            rundir.claims.take(ours)
+        live = sorted({claimed[k] for k in wanted if k in claimed})
+        try:
+            for key in ours:
+                tried.add(key)
+                if _pay(persistence, context, key):
+                    paid += 1
+                else:
+                    unpaid += 1
+        finally:
+            rundir.claims.release()
+        died = Claims.wait_for(live) if live else []  # a taker that died in turn: again
+    plan.awaited = {k for k in plan.awaited if k not in tried}  # paid here, not reused
+    return paid, unpaid
+
+
+def _pay(persistence: Persistence, context: EvalContext, key: RolloutKey) -> bool:
+    """One rollout, as :meth:`.._items.nodes.RolloutItem.runtest` pays it; persisted at once.
+    False when it is not paid (its candidate's bytes changed, the budget share is used up)."""
+    plan, spec = context.plan, context.spec
+    try:
+        candidate_dir, stamp = context.candidate_dir(key.tag)
+    except CandidateMismatch:
+        return False
+    name = f"takeover::{key.split}::{key.task_id}[{key.tag}-t{key.trial}]"
+    if context.budget.reserve(name, key.tag, wait=False) is not None:
+        return False
+    task, seed = context.pool[key.task_id], plan.seed_for(key.trial)
+    try:
+        scored = run_and_score(
+            context.runner, task, candidate_dir, seed=seed, split=key.split, timeout_s=spec.rollout_timeout_s
+        )
+    except BaseException:
+        context.budget.release(name)
+        raise
+    context.budget.settle(name, key.tag, booked_cost(scored))
+    changed = context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
+    if changed is not None:  # it may have read bytes no snapshot holds: missing data
+        scored = replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)
+    record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
+    persistence.record_taken_over(record)
+    return True
