@@ -111,6 +111,9 @@ class Sandboxes:
         with self._lock:
             sandbox = self._children.get(key)
             if sandbox is None:
+                if self._closed:  # used again after close(): the last resort again
+                    self._closed = False
+                    atexit.register(self.close)
                 sandbox = self._children[key] = Sandbox(self)
                 idle = [k for k, s in self._children.items() if k != key and s.idle()]
                 for old in idle[: max(0, len(self._children) - MAX_CHILDREN)]:
@@ -163,10 +166,14 @@ class Sandboxes:
         return answer.scored
 
     def close(self) -> None:
+        """End every child, reaping it (idempotent). Whoever built the runner calls it when its
+        session or command ends; ``atexit`` is only the last resort, dropped here so a closed
+        runner is not held until the process exits."""
         with self._lock:
             self._closed = True
             children = list(self._children.values())
             self._children.clear()
+        atexit.unregister(self.close)
         for sandbox in children:
             sandbox.close()
 
