@@ -189,11 +189,12 @@ class ValueLoader:
         """The values of the (at most ``most``) pickles written back to back in ``payload``;
         WireError for anything else, bytes left over included."""
         stream = io.BytesIO(payload)
-        unpickler = self._unpickler(stream)
         values: list[Any] = []
         try:
             while len(values) < most and stream.tell() < len(payload):
-                values.append(unpickler.load())
+                # an unpickler per pickle: each numbers its memo from 0, and one unpickler's
+                # memo would carry the last pickle's objects into the next one's references
+                values.append(self._unpickler(stream).load())
         except WireError:
             raise
         except Exception as exc:  # a truncated or garbled pickle, a refused reduce

@@ -201,7 +201,8 @@ class RichAdapter(ToyCalcAdapter):
         return Rollout(
             task_id=task.id,
             output=Reply(text=f"answer {guess}", words=("answer", guess)),
-            trace={"draw": rng.random(), "pair": (1, 2), "nested": [{"k": (3,)}]},
+            # "answer" again: one object twice, so the rollout's pickle refers back to its memo
+            trace={"draw": rng.random(), "pair": (1, 2), "nested": [{"k": (3,)}], "label": "answer"},
             cost_usd=0.001,
             tokens=len(task.id),
         )
