@@ -8,21 +8,31 @@ same run, because these machines are shared and noisy)
    the session's start-up (the same command with --collect-only); three repeats, each side
    measured right before and right after the session; the median and the quietest ratio.
 2. 200 rollouts of a 50 ms sleeping agent at `-n 8`, versus the ideal 200 × 0.05 / 8 s.
-3. What the sandbox (candidate code in a child process) adds per rollout: `run_and_score`
-   through the sandbox versus the same adapter in-process, paired repeats; and the ratio that
-   adds to the plugin's per-rollout cost of (1), i.e. isolated ÷ the same session without it.
+3. What candidate isolation (``run_target`` in a sandbox child, issue 24) costs per rollout:
+   the same no-op session with the sandbox and without it (``_session_clock.py`` builds the
+   runner in-process, as before issue 24), paired and in alternating order, N repeats. Two
+   figures per repeat: the loop's wall time per rollout after the first (the first starts the
+   child), and CPU per rollout — the session's and every process it started, the sandbox child
+   included with its start-up, from ``getrusage`` — less a collect-only session's. Then
+   ``run_and_score`` alone, through the sandbox and in-process, with the child's CPU read from
+   /proc: what one round trip costs each side.
+
+   python benchmarks/overhead.py --isolation [--repeats 7]   runs only this part
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
 ADAPTER = """
 import os, time
 from pytest_capevolve import Rollout
@@ -107,9 +117,78 @@ def startup(project: Path) -> float:
     return plugin_run(project, "--collect-only")
 
 
-def isolation_cost(project: Path, rollouts: int, repeats: int = 3) -> tuple[float, float]:
-    """Per-rollout seconds of run_and_score in-process and through the sandbox (the child
-    started before timing: its start-up is a session's, once per candidate), best of repeats."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def clocked_session(project: Path, *, in_process: bool, collect_only: bool = False) -> tuple[dict, float]:
+    """One ``pytest --capevolve-run`` on ``project`` with ``_session_clock``: its loop's clock
+    and the CPU seconds of the session and everything it started (all reaped when it ends)."""
+    clock = project / "clock.json"
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+        CAPEVOLVE_BENCH_CLOCK=str(clock),
+        CAPEVOLVE_BENCH_IN_PROCESS="1" if in_process else "0",
+    )
+    before = _children_cpu()
+    command = [sys.executable, "-m", "pytest", "-p", "_session_clock", "--capevolve-run", str(project)]
+    command += ["-q", "-p", "no:cacheprovider", *(["--collect-only"] if collect_only else [])]
+    subprocess.run(command, check=True, cwd=project, stdout=subprocess.DEVNULL, env=env)
+    cpu = _children_cpu() - before
+    return (json.loads(clock.read_text()) if clock.exists() else {}), cpu
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def isolation_sessions(tmp: Path, tasks: int, trials: int, repeats: int) -> dict[str, float]:
+    """Section 3: the same session with and without the sandbox, paired repeats."""
+    n = tasks * trials
+    os.environ.update(BENCH_TASKS=str(tasks), BENCH_SLEEP="0")
+    walls, cpus = [], []
+    load_before = os.getloadavg()
+    print(f"candidate isolation: {n} no-op rollouts a session, {repeats} paired repeats (alternating order)")
+    for r in range(repeats):
+        fixed = clocked_session(
+            make_project(tmp / f"iso{r}_collect", trials), in_process=False, collect_only=True
+        )[1]
+        figures = {}
+        for in_process in [r % 2 == 0, r % 2 == 1]:
+            name = "in_process" if in_process else "isolated"
+            clock, cpu = clocked_session(make_project(tmp / f"iso{r}_{name}", trials), in_process=in_process)
+            figures[name] = (clock["steady"], max(cpu - fixed, 0.0) / n)
+        (wall_in, cpu_in), (wall_iso, cpu_iso) = figures["in_process"], figures["isolated"]
+        walls.append(wall_iso / wall_in)
+        cpus.append(cpu_iso / max(cpu_in, 1e-9))
+        print(
+            f"  repeat {r + 1}: wall {wall_in * 1e6:6.1f} → {wall_iso * 1e6:6.1f} µs/rollout ({walls[-1]:.2f}x);"
+            f" CPU {cpu_in * 1e6:6.1f} → {cpu_iso * 1e6:6.1f} µs/rollout ({cpus[-1]:.2f}x)",
+            flush=True,
+        )
+    load_after = os.getloadavg()
+    print(
+        f"  isolated ÷ in-process per rollout: wall median {median(walls):.2f}x (range {min(walls):.2f}"
+        f"–{max(walls):.2f}), CPU median {median(cpus):.2f}x (range {min(cpus):.2f}–{max(cpus):.2f});"
+        " goal ≤ 1.2x"
+    )
+    print(f"  load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
+    return {"isolation_wall_ratio": median(walls), "isolation_cpu_ratio": median(cpus)}
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds of a running process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def isolation_round_trip(project: Path, rollouts: int, repeats: int) -> None:
+    """``run_and_score`` alone, in-process and through the sandbox (its child started before
+    timing), paired repeats: wall per rollout, and CPU per rollout on each side."""
     from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
     from pytest_capevolve._engine.sandbox import isolated
     from pytest_capevolve._project.adapter import load_adapter, load_tasks
@@ -119,20 +198,46 @@ def isolation_cost(project: Path, rollouts: int, repeats: int = 3) -> tuple[floa
     here, sandboxed = AdapterRunner(adapter), isolated(adapter, "adapter.py:Adapter", project)
     capability = project / "capability"
     run_and_score(sandboxed, tasks[0], capability, seed=0, split="val")  # start the child
+    child = next(iter(sandboxed.targets._children.values())).proc  # type: ignore[attr-defined]
+    with_proc = Path(f"/proc/{child.pid}/stat").exists()
 
-    def timed(runner: AdapterRunner) -> float:
-        start = time.perf_counter()
+    def timed(runner: AdapterRunner) -> tuple[float, float, float]:
+        child_before = _cpu_of(child.pid) if with_proc and runner is sandboxed else 0.0
+        start, cpu = time.perf_counter(), time.process_time()
         for n in range(rollouts):
-            run_and_score(runner, tasks[n % len(tasks)], capability, seed=n, split="val")
-        return (time.perf_counter() - start) / rollouts
+            run_and_score(runner, tasks[n % len(tasks)], capability, seed=n, split="val", timeout_s=30.0)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        child_cpu = _cpu_of(child.pid) - child_before if with_proc and runner is sandboxed else 0.0
+        return wall / rollouts, cpu / rollouts, child_cpu / rollouts
 
     pairs = [(timed(here), timed(sandboxed)) for _ in range(repeats)]
     sandboxed.close()
-    return min(p[0] for p in pairs), min(p[1] for p in pairs)
+    wall_in = median([p[0][0] for p in pairs])
+    wall_iso = median([p[1][0] for p in pairs])
+    cpu_in = median([p[0][1] for p in pairs])
+    parent, child_cpu = median([p[1][1] for p in pairs]), median([p[1][2] for p in pairs])
+    print(f"  run_and_score alone, {rollouts} rollouts, median of {repeats} paired repeats:")
+    print(f"    wall {wall_in * 1e6:.1f} µs in-process, {wall_iso * 1e6:.1f} µs through the sandbox")
+    print(
+        f"    CPU {cpu_in * 1e6:.1f} µs in-process; through the sandbox {parent * 1e6:.1f} µs here"
+        f" + {child_cpu * 1e6:.1f} µs in the child" + ("" if with_proc else " (no /proc: not read)")
+    )
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--isolation", action="store_true", help="run only section 3")
+    parser.add_argument("--repeats", type=int, default=5, help="paired repeats of section 3 (default 5)")
+    args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-bench-"))
+    if args.isolation:
+        figures = isolation_sessions(tmp, 500, 4, args.repeats)
+        isolation_round_trip(make_project(tmp / "round_trip", 1), 2000, args.repeats)
+        json.dump(figures, sys.stdout)
+        print()
+        return
     tasks, trials, repeats = 500, 4, 3
     os.environ.update(BENCH_TASKS=str(tasks), BENCH_SLEEP="0")
     n = tasks * trials
@@ -174,26 +279,13 @@ def main() -> None:
     print(f"  wall {wall:.2f}s vs ideal {ideal:.2f}s: ratio {wall / ideal:.2f}x")
     print(f"  (a bare serial loop would take {200 * 0.05:.2f}s)")
 
-    os.environ.update(BENCH_TASKS="500", BENCH_SLEEP="0")
-    here, sandboxed = isolation_cost(tmp / "noop0", n)
-    added = max(sandboxed - here, 0.0)
-    # the median session's per-rollout cost: the quietest ratio's repeat can be one whose start-up
-    # outweighed its session on a loaded machine (a cost of 0)
-    measured = sorted(p for p in plugins if p > 0) or [added]
-    per_session = measured[len(measured) // 2]
-    isolated_ratio = per_session / max(per_session - added, 1e-9)
-    print(f"candidate isolation, {n} rollouts of the no-op adapter (best of 3)")
-    print(f"  run_and_score in-process {here * 1e6:6.1f} µs, through the sandbox {sandboxed * 1e6:6.1f} µs:")
-    print(f"  {added * 1e6:.1f} µs added per rollout")
-    print(
-        f"  the plugin's per-rollout cost ({per_session * 1e6:.1f} µs, median repeat above) with isolation"
-        f" vs without: {isolated_ratio:.2f}x (goal ≤ 1.2x)"
-    )
+    figures = isolation_sessions(tmp, tasks, trials, args.repeats)
+    isolation_round_trip(make_project(tmp / "round_trip", 1), n, args.repeats)
     json.dump(
         {
             "per_rollout_ratio": per_plugin / per_bare,
             "xdist_ratio": wall / ideal,
-            "isolation_ratio": isolated_ratio,
+            **figures,
         },
         sys.stdout,
     )

@@ -126,7 +126,10 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
     project = project_of(args).resolve() if project_given(args) else _project_holding(source, RUNS_DIR)
     try:
         env = ProjectEnv.load(project)
-        gold = env.task(task_id).target
+        try:
+            gold = env.task(task_id).target
+        finally:
+            env.close()  # no rollout ran, but nothing it made outlives the command
     except (MicrocaseError, AdapterError) as exc:
         raise UsageError(str(exc)) from None
     if not TAG_RE.match(args.cluster):

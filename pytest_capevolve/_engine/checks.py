@@ -61,6 +61,12 @@ class ProjectEnv:
             self._runner = isolated(adapter, self.spec.adapter, self.spec.project_dir)
         return self._runner
 
+    def close(self) -> None:
+        """End the sandbox children its runner started (idempotent): whoever made this
+        environment closes it when its session or command ends."""
+        if self._runner is not None:
+            self._runner.close()
+
     def pool(self) -> list[Task]:
         """Every task the adapter returns, in its order."""
         self.runner()

@@ -18,7 +18,6 @@ field: its records are what they were before re-scores existed.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from dataclasses import dataclass, replace
 from typing import Any
@@ -124,5 +123,7 @@ def score_rollout_now(adapter: Any, task: Task, rollout: Rollout, *, seed: int, 
     """:func:`score_rollout` from plain code outside any event loop (``capevolve judge-noise``):
     an ``async def`` scorer (the inspect bridge's) is run under ``asyncio.run``."""
     if inspect.iscoroutinefunction(adapter.score):
+        import asyncio  # here: a sandbox child never scores, and never needs it
+
         return asyncio.run(score_rollout_async(adapter, task, rollout, seed=seed, rescores=rescores))
     return score_rollout(adapter, task, rollout, seed=seed, rescores=rescores)

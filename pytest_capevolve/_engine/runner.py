@@ -20,7 +20,7 @@ process) is what the sandbox child itself uses, and tests of adapters defined in
 
 from __future__ import annotations
 
-import asyncio
+import _signal  # type: ignore[import-not-found]  # CPython's own, under signal
 import contextlib
 import inspect
 import signal
@@ -123,6 +123,8 @@ class AdapterRunner:
         """:meth:`score` from plain code outside any event loop (``capevolve check``, a
         re-score of a persisted rollout): an ``async def`` scorer runs under ``asyncio.run``."""
         if inspect.iscoroutinefunction(self.adapter.score):
+            import asyncio  # here: a sandbox child of a sync adapter never needs it
+
             return asyncio.run(self.score_async(task, rollout))
         return self.score(task, rollout)
 
@@ -211,14 +213,16 @@ def _deadline(seconds: float | None, stop: FrameType | None = None) -> Iterator[
         sys.settrace(tracer)
         raise RolloutTimeout(message)
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
+    # _signal, not signal: the latter wraps every call in enum conversions, a third of what a
+    # deadline cost per rollout (this runs once per rollout in every sandbox child)
+    previous = _signal.signal(_signal.SIGALRM, on_alarm)
     previous_trace = sys.gettrace()
     signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        _signal.signal(_signal.SIGALRM, previous)
         sys.settrace(previous_trace)
 
 
@@ -290,6 +294,8 @@ def run_and_score(
     The agent runs where ``runner.targets`` runs it (a sandbox child in a session); the score
     is taken here, in the calling thread. An async adapter gets an event loop of its own."""
     if runner.is_async:
+        import asyncio
+
         return asyncio.run(
             run_and_score_async(runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
         )
@@ -367,6 +373,8 @@ async def run_target_here_async(
     cancels ``run_target`` (``CancelledError`` is a BaseException, so ``except Exception:``
     does not swallow it); an adapter that swallows the cancellation anyway is judged late
     afterwards, and in a session :mod:`.inflight` reports it at its deadline whatever it does."""
+    import asyncio
+
     started = time.perf_counter()
     scored = Scored(rollout=None)
     deadline = asyncio.timeout(timeout_s)

@@ -45,7 +45,7 @@ from typing import Any
 from .._project import startup_hooks
 from .._project.adapter import Rollout, Task
 from .runner import AdapterRunner, Scored
-from .wire import FrameReader, WireError, frame, load_answer, write_all
+from .wire import SAME_TASK, FrameReader, ValueLoader, WireError, frame, load_answer, write_all, write_frame
 
 GRACE_S = 2.0  # past its deadline, how long a child may take to answer before it is killed
 READY_S = 120.0  # how long a new child may take to import the adapter
@@ -91,6 +91,11 @@ def _lost(message: str, seconds: float = 0.0) -> Answer:
     return Answer(Scored(rollout=None, infra_error=message, seconds=round(seconds, 6)))
 
 
+# a rollout asked for, before it is a request to one child: (task id, the task's pickle or None,
+# candidate folder, seed, split, timeout_s, log level, inline) — see .wire.REQUEST_FIELDS
+Ask = tuple[str, "bytes | None", str, int, str, "float | None", int, bool]
+
+
 class Sandboxes:
     """The :class:`.runner.Targets` of an isolated runner: one :class:`Sandbox` per candidate
     folder, started on its first rollout."""
@@ -103,6 +108,8 @@ class Sandboxes:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._task_blobs: dict[str, tuple[Task, bytes | None]] = {}
+        self._folders: dict[Path, str] = {}
+        self.values = ValueLoader(harness_modules)  # how every child's answers are read
         self._closed = False
         atexit.register(self.close)
 
@@ -111,6 +118,9 @@ class Sandboxes:
         with self._lock:
             sandbox = self._children.get(key)
             if sandbox is None:
+                if self._closed:  # used again after close(): the last resort again
+                    self._closed = False
+                    atexit.register(self.close)
                 sandbox = self._children[key] = Sandbox(self)
                 idle = [k for k, s in self._children.items() if k != key and s.idle()]
                 for old in idle[: max(0, len(self._children) - MAX_CHILDREN)]:
@@ -118,9 +128,9 @@ class Sandboxes:
             self._children.move_to_end(key)
             return sandbox
 
-    def _request(
+    def _ask(
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None, inline: bool
-    ) -> dict[str, Any]:
+    ) -> Ask:
         cached = self._task_blobs.get(task.id)
         if cached is None or cached[0] is not task:
             try:
@@ -128,45 +138,38 @@ class Sandboxes:
             except Exception:  # the child takes the same task from its own tasks("all")
                 blob = None
             cached = self._task_blobs[task.id] = (task, blob)
-        return {
-            "id": next(self._ids),
-            "task": cached[1],
-            "task_id": task.id,
-            "dir": str(candidate_dir),
-            "seed": seed,
-            "split": split,
-            "timeout_s": timeout_s,
-            "log_level": logging.root.level,
-            "inline": inline,
-        }
+        folder = self._folders.get(candidate_dir)
+        if folder is None:
+            folder = self._folders[candidate_dir] = str(candidate_dir)
+        return (task.id, cached[1], folder, seed, split, timeout_s, logging.root.level, inline)
 
     def run(
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
     ) -> Scored:
         inline = threading.current_thread() is threading.main_thread()
-        request = self._request(
-            task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=inline
-        )
+        ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=inline)
         sandbox = self._sandbox(candidate_dir)
-        answer = sandbox.exchange(request) if inline else sandbox.submit(request).result()
+        answer = sandbox.exchange(ask) if inline else sandbox.submit(ask).result()
         answer.replay()
         return answer.scored
 
     async def run_async(
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
     ) -> Scored:
-        request = self._request(
-            task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=False
-        )
-        answer = await asyncio.wrap_future(self._sandbox(candidate_dir).submit(request))
+        ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=False)
+        answer = await asyncio.wrap_future(self._sandbox(candidate_dir).submit(ask))
         answer.replay()
         return answer.scored
 
     def close(self) -> None:
+        """End every child, reaping it (idempotent). Whoever built the runner calls it when its
+        session or command ends; ``atexit`` is only the last resort, dropped here so a closed
+        runner is not held until the process exits."""
         with self._lock:
             self._closed = True
             children = list(self._children.values())
             self._children.clear()
+        atexit.unregister(self.close)
         for sandbox in children:
             sandbox.close()
 
@@ -187,6 +190,7 @@ class Sandbox:
         self.reader: FrameReader | None = None
         self.pending: dict[int, _Pending] = {}
         self.reading = False  # a reader thread serves this child's answers
+        self.sent: dict[str, bytes] = {}  # task id -> the pickle this child was sent for it
         self._lock = threading.RLock()
 
     def idle(self) -> bool:
@@ -223,13 +227,29 @@ class Sandbox:
             raise SandboxError(
                 str(why or f"the sandbox process exited before it was ready ({_exit_text(code)})")
             )
-        self.proc, self.reader = proc, reader
+        self.proc, self.reader, self.sent = proc, reader, {}
         return proc, reader
 
-    def _send(self, proc: subprocess.Popen[bytes], request: dict[str, Any]) -> bool:
+    def _request(self, ask: Ask) -> tuple[int, bytes]:
+        """``ask`` as this child's next request: its id and pickle (under ``_lock``, so requests
+        go out in the order :attr:`sent` assumes). A task's pickle goes to a child once; after
+        that, SAME_TASK."""
+        request_id = next(self.owner._ids)
+        task_id, blob = ask[0], ask[1]
+        task: bytes | int | None = blob
+        if blob is not None:
+            if self.sent.get(task_id) is blob:
+                task = SAME_TASK
+            else:
+                self.sent[task_id] = blob
+        return request_id, pickle.dumps(
+            (request_id, task_id, task, *ask[2:]), protocol=pickle.HIGHEST_PROTOCOL
+        )
+
+    def _send(self, proc: subprocess.Popen[bytes], request: bytes) -> bool:
         assert proc.stdin is not None
         try:
-            write_all(proc.stdin.fileno(), frame(request))
+            write_frame(proc.stdin.fileno(), request)
         except OSError:
             return False  # it is gone: its reader (or the exchange) says how
         return True
@@ -246,30 +266,31 @@ class Sandbox:
 
     # -- concurrency 1: one request, one answer, on the calling thread -------------------------
 
-    def exchange(self, request: dict[str, Any]) -> Answer:
+    def exchange(self, ask: Ask) -> Answer:
         with self._lock:
             if self.reading:  # a reader thread owns the pipe: wait for its answer
-                future = self._submit_locked(request)
+                future = self._submit_locked(ask)
             else:
-                return self._exchange_locked(request)
+                return self._exchange_locked(ask)
         return future.result()
 
-    def _exchange_locked(self, request: dict[str, Any]) -> Answer:
+    def _exchange_locked(self, ask: Ask) -> Answer:
         try:
             proc, reader = self._ensure()
         except SandboxError as exc:
             return _lost(str(exc))
-        timeout_s = request["timeout_s"]
+        timeout_s = ask[5]
         sent = time.monotonic()
         deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+        request_id, request = self._request(ask)
         try:
             payload = reader.read(deadline) if self._send(proc, request) else None
             if payload is None:
                 code = _end(proc)
                 message = _died(code)
             else:
-                answer = _decode(payload, self.owner.harness_modules, time.monotonic() - sent)
-                if answer[0] == request["id"]:
+                answer = _decode(payload, self.owner.values, time.monotonic() - sent)
+                if answer[0] == request_id:
                     return answer[1]
                 message = "the sandbox process answered another request than the one asked: it was killed"
                 _end(proc)
@@ -284,21 +305,22 @@ class Sandbox:
 
     # -- in flight: a reader thread hands answers to futures -----------------------------------
 
-    def submit(self, request: dict[str, Any]) -> Future[Answer]:
+    def submit(self, ask: Ask) -> Future[Answer]:
         with self._lock:
-            return self._submit_locked(request)
+            return self._submit_locked(ask)
 
-    def _submit_locked(self, request: dict[str, Any]) -> Future[Answer]:
+    def _submit_locked(self, ask: Ask) -> Future[Answer]:
         future: Future[Answer] = Future()
         try:
             proc, reader = self._ensure()
         except SandboxError as exc:
             future.set_result(_lost(str(exc)))
             return future
-        timeout_s = request["timeout_s"]
+        timeout_s = ask[5]
         sent = time.monotonic()
         deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
-        self.pending[request["id"]] = _Pending(future, sent, deadline)
+        request_id, request = self._request(ask)
+        self.pending[request_id] = _Pending(future, sent, deadline)
         if not self.reading:
             self.reading = True
             threading.Thread(
@@ -339,7 +361,7 @@ class Sandbox:
                 self._lose_child(proc, _died(_end(proc)))
                 return
             try:
-                request_id, answer = _decode(payload, self.owner.harness_modules, 0.0)
+                request_id, answer = _decode(payload, self.owner.values, 0.0)
             except WireError as exc:
                 _end(proc)
                 self._lose_child(proc, f"the sandbox process sent a malformed answer ({exc}): it was killed")
@@ -412,28 +434,27 @@ def _killed_late(timeout_s: float | None) -> str:
     )
 
 
-def _decode(payload: bytes, harness_modules: list[str], seconds: float) -> tuple[int, Answer]:
-    """An answer frame as values, checked field by field; WireError for anything else.
-    ``seconds``: how long this side waited for it — the rollout's time, as this side saw it."""
-    message = load_answer(payload, harness_modules)
-    if not isinstance(message, dict) or type(message.get("id")) is not int:
+def _decode(payload: bytes, values: ValueLoader, seconds: float) -> tuple[int, Answer]:
+    """An answer frame (:data:`.wire.ANSWER_FIELDS`, then the rollout's pickle if announced) as
+    values, checked field by field; WireError for anything else. ``seconds``: how long this
+    side waited for it — the rollout's time, as this side saw it."""
+    loaded = values.load_all(payload, 2)
+    head = loaded[0]
+    if not (type(head) is tuple and len(head) == 6 and type(head[0]) is int):
         raise WireError("an answer without a request id")
-    infra_error, blob = message.get("infra_error"), message.get("rollout")
-    stdout, stderr, records = message.get("stdout"), message.get("stderr"), message.get("records")
+    request_id, infra_error, stdout, stderr, records, has_rollout = head
     if not (infra_error is None or isinstance(infra_error, str)):
         raise WireError("infra_error is not text")
     if not (isinstance(stdout, str) and isinstance(stderr, str)):
         raise WireError("captured output is not text")
     if not (isinstance(records, list) and all(isinstance(r, dict) for r in records)):
         raise WireError("log records are not fields")
-    rollout = None
-    if blob is not None:
-        if not isinstance(blob, bytes):
-            raise WireError("the rollout is not a pickle")
-        rollout = load_answer(blob, harness_modules)
-        if not isinstance(rollout, Rollout):
-            raise WireError(f"the rollout is a {type(rollout).__name__}, not a Rollout")
+    if len(loaded) != (2 if has_rollout is True else 1):
+        raise WireError("the answer's rollout is not the one it announced")
+    rollout = loaded[1] if has_rollout is True else None
+    if rollout is not None and not isinstance(rollout, Rollout):
+        raise WireError(f"the rollout is a {type(rollout).__name__}, not a Rollout")
     if rollout is None and infra_error is None:
         infra_error = "the sandbox process answered with neither a rollout nor an error"
     scored = Scored(rollout=rollout, infra_error=infra_error, seconds=round(seconds, 6))
-    return int(message["id"]), Answer(scored, stdout, stderr, records)
+    return request_id, Answer(scored, stdout, stderr, records)

@@ -22,6 +22,7 @@ code cannot forge a frame by accident, and SIGINT is ignored (the parent's Ctrl-
 from __future__ import annotations
 
 import functools
+import io
 import logging
 import os
 import pickle
@@ -30,13 +31,15 @@ import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._project.adapter import Rollout, Task, load_adapter, load_tasks
-from .inflight import RolloutPool
 from .rollout_output import CURRENT, RolloutOutput, RoutedStream
 from .runner import AdapterRunner, RolloutTimeout, Scored, run_target_here, run_target_here_async
-from .wire import FrameReader, frame, load_answer, plain, write_all
+from .wire import SAME_TASK, FrameReader, ValueLoader, frame, plain, write_all, write_frame
+
+if TYPE_CHECKING:  # imported when a rollout first runs in flight: a child at concurrency 1 never does
+    from .inflight import RolloutPool
 
 
 class _KeepRecords(logging.Handler):
@@ -67,10 +70,12 @@ class Child:
         self.runner: AdapterRunner | None = None
         self.pool: RolloutPool | None = None
         self.harness_modules: list[str] = []
+        self.values = ValueLoader(())
         self.ref = ""
         self.project_dir = Path()
         self._tasks: dict[str, Task] | None = None
-        self._sent_tasks: dict[str, tuple[bytes, Task]] = {}  # the parent sends a task's same bytes
+        self._sent_tasks: dict[str, Task] = {}  # the parent sends a task's pickle once
+        self._dirs: dict[str, Path] = {}
 
     def send(self, message: dict[str, Any]) -> None:
         data = frame(message)
@@ -81,39 +86,45 @@ class Child:
         sys.path[:] = init["sys_path"]
         self.ref, self.project_dir = init["ref"], Path(init["project_dir"])
         try:
-            adapter = load_adapter(self.ref, self.project_dir)
+            # this process starts no sandbox of its own: it need not note the start-up hooks
+            adapter = load_adapter(self.ref, self.project_dir, note_startup_hooks=False)
         except BaseException as exc:
             self.send({"fatal": f"the sandbox could not load the adapter: {type(exc).__name__}: {exc}"})
             os._exit(0)
         self.runner = AdapterRunner(adapter)
         self.harness_modules = [type(adapter).__module__]
+        self.values = ValueLoader(self.harness_modules)
         self.send({"ready": os.getpid()})
 
-    def task(self, request: dict[str, Any]) -> Task:
-        blob = request["task"]
-        if blob is not None:
-            known = self._sent_tasks.get(request["task_id"])
-            if known is not None and known[0] == blob:
-                return known[1]
+    def task(self, task_id: str, sent: bytes | int | None) -> Task:
+        if sent == SAME_TASK and task_id in self._sent_tasks:
+            return self._sent_tasks[task_id]
+        if isinstance(sent, bytes):
             try:
-                task = pickle.loads(blob)
+                task = pickle.loads(sent)
                 if isinstance(task, Task):
-                    self._sent_tasks[request["task_id"]] = (blob, task)
+                    self._sent_tasks[task_id] = task
                     return task
             except Exception:
                 pass
         if self._tasks is None:  # the parent's task could not travel: the same one from here
             assert self.runner is not None
             self._tasks = load_tasks(self.runner.adapter, self.ref)
-        return self._tasks[request["task_id"]]
+        return self._tasks[task_id]
+
+    def folder(self, path: str) -> Path:
+        known = self._dirs.get(path)
+        if known is None:
+            known = self._dirs[path] = Path(path)
+        return known
 
     def serve(self) -> None:
         while (payload := self.reader.read()) is not None:
             request = pickle.loads(payload)
-            level = request["log_level"]
+            level = request[7]
             if logging.root.level != level:
                 logging.root.setLevel(level)
-            if request["inline"]:
+            if request[8]:  # inline
                 output = RolloutOutput()
                 token = CURRENT.set(output)
                 try:
@@ -121,83 +132,81 @@ class Child:
                 finally:
                     CURRENT.reset(token)
                 scored.captured = output
-                self.answer(request["id"], scored)
+                self.answer(request[0], scored)
             else:
-                self.start_in_flight(request).add_done_callback(
-                    functools.partial(self.answered, request["id"])
-                )
+                self.start_in_flight(request).add_done_callback(functools.partial(self.answered, request[0]))
 
-    def run_inline(self, request: dict[str, Any]) -> Scored:
+    def run_inline(self, request: tuple[Any, ...]) -> Scored:
         assert self.runner is not None
+        _, task_id, sent, folder, seed, split, timeout_s, _, _ = request
         return run_target_here(
             self.runner,
-            self.task(request),
-            Path(request["dir"]),
-            seed=request["seed"],
-            split=request["split"],
-            timeout_s=request["timeout_s"],
+            self.task(task_id, sent),
+            self.folder(folder),
+            seed=seed,
+            split=split,
+            timeout_s=timeout_s,
         )
 
-    def start_in_flight(self, request: dict[str, Any]) -> Future[Scored]:
+    def start_in_flight(self, request: tuple[Any, ...]) -> Future[Scored]:
         assert self.runner is not None
         if self.pool is None:
+            from .inflight import RolloutPool
+
             self.pool = RolloutPool(self.runner, run=_guarded_run, run_async=_guarded_run_async)
+        _, task_id, sent, folder, seed, split, timeout_s, _, _ = request
         try:
-            task = self.task(request)
+            task = self.task(task_id, sent)
         except BaseException as exc:
             failed: Future[Scored] = Future()
             failed.set_result(Scored(rollout=None, infra_error=f"sandbox: no task: {exc!r}"))
             return failed
-        return self.pool.start(
-            task,
-            Path(request["dir"]),
-            seed=request["seed"],
-            split=request["split"],
-            timeout_s=request["timeout_s"],
-        )
+        return self.pool.start(task, self.folder(folder), seed=seed, split=split, timeout_s=timeout_s)
 
     def answered(self, request_id: int, done: Future[Scored]) -> None:
         self.answer(request_id, done.result())
 
     def answer(self, request_id: int, scored: Scored) -> None:
+        """One frame: the answer's fields (:data:`.wire.ANSWER_FIELDS`), then the rollout's own
+        pickle when there is one."""
         output = scored.captured
-        message: dict[str, Any] = {
-            "id": request_id,
-            "rollout": None,
-            "infra_error": scored.infra_error,
-            "seconds": scored.seconds,
-            "stdout": "".join(output.stdout) if output else "",
-            "stderr": "".join(output.stderr) if output else "",
-            "records": [_record_fields(r) for r in output.records] if output else [],
-        }
-        if scored.rollout is not None:
-            try:
-                message["rollout"] = self.as_data(scored.rollout)
-            except Exception as exc:
-                message["infra_error"] = f"run_target returned a rollout that is not data: {exc!r}"
+        infra_error = scored.infra_error
+        stdout = "".join(output.stdout) if output else ""
+        stderr = "".join(output.stderr) if output else ""
+        blob = b""
         try:
-            self.send(message)
-        except OSError:
-            raise
+            records = [_record_fields(r) for r in output.records] if output else []
+            if scored.rollout is not None:
+                try:
+                    blob = self.as_data(scored.rollout)
+                except Exception as exc:
+                    infra_error = f"run_target returned a rollout that is not data: {exc!r}"
+            head = pickle.dumps(
+                (request_id, infra_error, stdout, stderr, records, bool(blob)),
+                protocol=pickle.HIGHEST_PROTOCOL,
+            )
         except Exception as exc:  # an answer that does not pickle (a log field, say): say so
-            lost: dict[str, Any] = {
-                "stdout": "",
-                "stderr": "",
-                "records": [],
-                "rollout": None,
-                "infra_error": f"sandbox: {exc!r}",
-            }
-            self.send({**message, **lost})
+            blob = b""
+            head = pickle.dumps(
+                (request_id, f"sandbox: {exc!r}", "", "", [], False), protocol=pickle.HIGHEST_PROTOCOL
+            )
+        with self.sending:
+            write_frame(self.proto_out, head, blob)
 
     def as_data(self, rollout: Rollout) -> bytes:
         """The rollout's pickle, if the parent will rebuild it as it is (values the scorer may
         rely on: tuples, dataclasses of the adapter's module); else the JSON form the record
-        keeps (a candidate's own classes cannot travel: rebuilding them would run its code)."""
+        keeps (a candidate's own classes cannot travel: rebuilding them would run its code).
+
+        A rollout of plain values only (containers and scalars: nothing but the Rollout itself
+        needed a reduce, :class:`_PlainWatch`) is one the parent rebuilds, so it is sent as it
+        is; anything else is loaded here first, the way the parent will."""
         try:
-            blob = pickle.dumps(rollout, protocol=pickle.HIGHEST_PROTOCOL)
-            simple = _scalar(rollout.output) and _scalar(rollout.trace)
-            if not (simple and not rollout.tool_calls and not rollout.metadata):
-                load_answer(blob, self.harness_modules)  # the parent's test, before it refuses
+            watch = _PlainWatch(buffer := io.BytesIO(), protocol=pickle.HIGHEST_PROTOCOL)
+            watch.dump(rollout)
+            blob = buffer.getvalue()
+            if watch.reduced:
+                self.values.load(blob)  # the parent's test, before it refuses
             return blob
         except Exception:
             fields = {name: plain(getattr(rollout, name)) for name in ("output", "trace", "tool_calls")}
@@ -205,8 +214,17 @@ class Child:
             return pickle.dumps(Rollout(**{**vars(rollout), **fields}), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _scalar(value: Any) -> bool:
-    return type(value) in (str, int, float, bool, type(None))
+class _PlainWatch(pickle.Pickler):
+    """A pickler that notes whether any object but a :class:`Rollout` (and its class) needed a reduce:
+    pickle calls :meth:`reducer_override` for every object except None, booleans and exact ints,
+    floats, bytes, str, dicts, sets, frozensets, lists and tuples, which pickle as values."""
+
+    reduced = False
+
+    def reducer_override(self, obj: Any) -> Any:
+        if obj is not Rollout and type(obj) is not Rollout:  # the class is saved with its instance
+            self.reduced = True
+        return NotImplemented
 
 
 def _guarded(call: Any, *args: Any, **kwargs: Any) -> Scored:

@@ -7,6 +7,12 @@ an answer with :class:`AnswerUnpickler`, which builds containers and scalars and
 classes listed in :data:`VALUE_TYPES` (ours: :class:`.Rollout`) or defined in the harness's own
 adapter module (already imported in the parent, locked with the run) — never a function, never
 a module it would have to import. A pickle is a program; this one can only make values.
+
+The hot path is one request and one answer per rollout, so both are lean: a request is a tuple,
+an answer is a tuple followed by the rollout's own pickle in the same frame (read with one
+unpickler, :meth:`ValueLoader.load_all`), and a frame's header and parts go out in one
+``writev`` and come in read straight into the buffer they are parsed from, so a large output
+is not copied from one buffer to the next on its way.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 
 HEADER = struct.Struct("!Q")
 MAX_FRAME = 1 << 30  # a length past this is a broken (or hostile) child, not a rollout
+CHUNK = 1 << 16  # what one read asks for while a frame's header is not in yet
 
 VALUE_TYPES = frozenset(
     {
@@ -52,6 +59,16 @@ VALUE_TYPES = frozenset(
 )
 
 
+# A request, parent to child: a tuple of these fields (the child trusts its parent's pickles).
+REQUEST_FIELDS = ("id", "task_id", "task", "dir", "seed", "split", "timeout_s", "log_level", "inline")
+# its ``task``: the task's pickle the first time this child is sent it, SAME_TASK after that, or
+# None when it does not pickle (the child takes the same task from its own ``tasks("all")``)
+SAME_TASK = 0
+# An answer, child to parent: one frame holding this tuple's pickle and, when its last field is
+# True, the rollout's own pickle right after it (never a pickle inside a pickle: copied once).
+ANSWER_FIELDS = ("id", "infra_error", "stdout", "stderr", "records", "has_rollout")
+
+
 class WireError(Exception):
     """The other side sent something that is not a frame, or not plain data."""
 
@@ -67,6 +84,22 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def write_frame(fd: int, *parts: bytes) -> None:
+    """One frame whose payload is ``parts`` joined, written without joining them: a header and
+    the parts in one ``writev`` (again from where a partial write stopped)."""
+    size = sum(len(part) for part in parts)
+    if size > MAX_FRAME:
+        raise ValueError(f"a frame of {size} bytes is longer than any answer may be")
+    views = [memoryview(HEADER.pack(size)), *(memoryview(part) for part in parts if part)]
+    while views:
+        written = os.writev(fd, views)
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if views and written:
+            views[0] = views[0][written:]
+
+
 class FrameReader:
     """Reads whole frames from a pipe's file descriptor, with an optional deadline."""
 
@@ -74,46 +107,101 @@ class FrameReader:
         self.fd = fd
         self._buffer = bytearray()
 
+    def _wait(self, deadline: float | None) -> None:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([self.fd], [], [], wait)[0]:
+                raise TimeoutError
+
     def read(self, deadline: float | None = None) -> bytes | None:
         """The next frame's payload; None at end of file (the other side is gone). Raises
         TimeoutError when ``deadline`` (``time.monotonic()``) passes first, WireError on a
         length no frame has."""
         buffer = self._buffer
-        while True:
-            if len(buffer) >= HEADER.size:
-                (length,) = HEADER.unpack_from(buffer)
-                if length > MAX_FRAME:
-                    raise WireError(f"a frame of {length} bytes announced")
-                end = HEADER.size + length
-                if len(buffer) >= end:
-                    payload = bytes(buffer[HEADER.size : end])
-                    del buffer[:end]
-                    return payload
-            if deadline is not None:
-                wait = deadline - time.monotonic()
-                if wait <= 0 or not select.select([self.fd], [], [], wait)[0]:
-                    raise TimeoutError
-            chunk = os.read(self.fd, 1 << 16)
+        while len(buffer) < HEADER.size:
+            self._wait(deadline)
+            chunk = os.read(self.fd, CHUNK)
             if not chunk:
                 return None
             buffer += chunk
+        (length,) = HEADER.unpack_from(buffer)
+        if length > MAX_FRAME:
+            raise WireError(f"a frame of {length} bytes announced")
+        end = HEADER.size + length
+        if len(buffer) < end:  # the rest is read into its place, not through chunks
+            whole = bytearray(end)
+            have = len(buffer)
+            whole[:have] = buffer
+            self._buffer = buffer = whole
+            view = memoryview(whole)
+            try:
+                while have < end:
+                    self._wait(deadline)
+                    got = os.readv(self.fd, [view[have:]])
+                    if not got:
+                        break
+                    have += got
+            finally:
+                view.release()
+                if have < end:  # end of file, a deadline or an error: what came stays
+                    del whole[have:]
+            if have < end:
+                return None
+        with memoryview(buffer) as view:
+            payload = bytes(view[HEADER.size : end])
+        del buffer[:end]
+        return payload
 
 
 class AnswerUnpickler(pickle.Unpickler):
     """Unpickles values only: see the module docstring."""
 
-    def __init__(self, file: Any, harness_modules: Iterable[str]) -> None:
+    harness: frozenset[str] = frozenset()
+
+    def __init__(self, file: Any, harness_modules: Iterable[str] | None = None) -> None:
         super().__init__(file)
-        self.harness_modules = frozenset(harness_modules)
+        if harness_modules is not None:
+            self.harness = frozenset(harness_modules)
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in VALUE_TYPES:
             return super().find_class(module, name)
-        if module in self.harness_modules and module in sys.modules:
+        if module in self.harness and module in sys.modules:
             found = getattr(sys.modules[module], name, None)
             if isinstance(found, type) and found.__module__ == module:
                 return found
         raise WireError(f"{module}.{name} is not a value type the scoring process rebuilds")
+
+
+class ValueLoader:
+    """:func:`load_answer` for one set of harness modules, made once: the unpickler's class is
+    bound to them, so reading an answer builds no set and runs no Python ``__init__``."""
+
+    def __init__(self, harness_modules: Iterable[str]) -> None:
+        self._unpickler = type(
+            "BoundAnswerUnpickler", (AnswerUnpickler,), {"harness": frozenset(harness_modules)}
+        )
+
+    def load(self, payload: bytes) -> Any:
+        return self.load_all(payload, 1)[0]
+
+    def load_all(self, payload: bytes, most: int) -> list[Any]:
+        """The values of the (at most ``most``) pickles written back to back in ``payload``;
+        WireError for anything else, bytes left over included."""
+        stream = io.BytesIO(payload)
+        values: list[Any] = []
+        try:
+            while len(values) < most and stream.tell() < len(payload):
+                # an unpickler per pickle: each numbers its memo from 0, and one unpickler's
+                # memo would carry the last pickle's objects into the next one's references
+                values.append(self._unpickler(stream).load())
+        except WireError:
+            raise
+        except Exception as exc:  # a truncated or garbled pickle, a refused reduce
+            raise WireError(f"{type(exc).__name__}: {exc}") from None
+        if stream.tell() != len(payload):
+            raise WireError("bytes after the answer's last value")
+        return values
 
 
 def load_answer(payload: bytes, harness_modules: Iterable[str]) -> Any:

@@ -50,6 +50,7 @@ def microcase_project(config: pytest.Config, project_dir: Path) -> MicrocaseProj
     projects = config.stash.setdefault(MICRO_PROJECTS_KEY, {})
     if project_dir not in projects:
         env = ProjectEnv.load(project_dir)
+        config.add_cleanup(env.close)  # the `adapter` checks' sandbox children end with the session
         spec = env.spec
         try:
             rundir = RunDir.resolve(spec.project_dir, create=False)

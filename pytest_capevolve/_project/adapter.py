@@ -153,14 +153,17 @@ def check_tokens(value: Any, where: str) -> int:
     return count
 
 
-def load_adapter(ref: str, project_dir: Path) -> Any:
+def load_adapter(ref: str, project_dir: Path, *, note_startup_hooks: bool = True) -> Any:
     """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it.
 
-    Runs wherever items are collected (controller without xdist, each worker with it). The
+    Runs wherever items are collected (controller without xdist, each worker with it), and in
+    each sandbox child, which starts no sandbox of its own and so need not note the start-up
+    hooks (``note_startup_hooks=False``: a scan of every installed distribution, saved). The
     module is registered under a name derived from its path so two projects never collide.
     """
     source_only(project_dir)  # a .pyc planted beside the adapter or a candidate is never loaded
-    startup_hooks.remember()  # before any sandbox child of this process runs candidate code
+    if note_startup_hooks:
+        startup_hooks.remember()  # before any sandbox child of this process runs candidate code
     file_part, _, class_name = ref.partition(":")
     path = (project_dir / file_part).resolve()
     if not path.is_file():

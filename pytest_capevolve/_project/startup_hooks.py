@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.machinery
-import importlib.metadata
 import re
 import site
 import sys
@@ -90,6 +89,8 @@ def digests() -> dict[str, str]:
 def pytest_plugins() -> dict[str, str]:
     """Each installed ``pytest11`` entry point — its distribution's name, version and
     ``entry_points.txt`` — keyed ``<pytest11> NAME = VALUE``."""
+    import importlib.metadata  # here: a sandbox child imports this module, and never calls this
+
     seen: dict[str, set[str]] = {}  # a distribution found twice on sys.path (an egg-info beside
     # an editable checkout) counts once, in any order
     for dist in importlib.metadata.distributions():

@@ -40,6 +40,10 @@ class Screens:
         self._matcher: leak.Matcher | None = None
         self._inherited: dict[str, set[str]] = {}
 
+    def close(self) -> None:
+        """End the sandbox children the microcase checks started (at the session's end)."""
+        self._env.close()
+
     def prepare(self, test_ids: Sequence[str], val_ids: Sequence[str] = ()) -> None:
         """Load the microcases (when screening with them), refusing any on a sealed task; note
         the val and test tasks whose ids and gold answers no candidate may hold."""

@@ -9,6 +9,7 @@ an optimizer would write it. The candidate's code runs in a sandbox child
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -200,7 +201,8 @@ class RichAdapter(ToyCalcAdapter):
         return Rollout(
             task_id=task.id,
             output=Reply(text=f"answer {guess}", words=("answer", guess)),
-            trace={"draw": rng.random(), "pair": (1, 2), "nested": [{"k": (3,)}]},
+            # "answer" again: one object twice, so the rollout's pickle refers back to its memo
+            trace={"draw": rng.random(), "pair": (1, 2), "nested": [{"k": (3,)}], "label": "answer"},
             cost_usd=0.001,
             tokens=len(task.id),
         )
@@ -270,3 +272,56 @@ def test_isolated_records_are_the_in_process_records(
     assert 0.0 in rewards and 1.0 in rewards  # the types survived: some rollouts score 1
     for record in records.values():
         assert record == in_process_reference(project, record), record["task_id"]
+
+
+# -- a session ends the sandbox children it started --------------------------------------------
+
+# notes the pid of the process that runs the candidate's code (its sandbox child) on every rollout
+NOTE_PID = """
+
+import os as _os
+
+with open({notes!r}, "a") as _notes:
+    _notes.write(f"{{_os.getpid()}}\\n")
+"""
+
+
+def children_still_alive(pids: set[int]) -> list[int]:
+    """Those of ``pids`` that are still this process's children: running, or dead and never
+    reaped (a zombie). A child that was ended and waited for has no /proc entry of ours."""
+    alive = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue  # gone and reaped
+        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():  # its parent is this process
+            alive.append(pid)
+    return alive
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads children from /proc")
+def test_an_in_process_session_reaps_the_sandbox_children_it_started(
+    noisy, projects, capevolve, pytester
+) -> None:
+    notes = noisy / "child-pids.txt"
+    no_op_candidate(noisy, "noted", NOTE_PID.format(notes=str(notes)))
+    # a gate session: the microcase screen's `adapter` check runs the candidate in a child, and
+    # so do the session's rollouts (two runners, each with a child of its own)
+    capevolve(noisy, "noted", gate=True)
+    gate_pids = {int(line) for line in notes.read_text().split()}
+    assert len(gate_pids) >= 2
+    assert children_still_alive(gate_pids) == []
+    notes.unlink()
+    # a plain microcase run of the same candidate: its `adapter` check's child
+    result = pytester.runpytest(
+        str(noisy / "microcases"),
+        "--capevolve-candidate",
+        str(noisy / "candidates" / "noted"),
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.ret == 0, result.stdout.str()
+    micro_pids = {int(line) for line in notes.read_text().split()}
+    assert micro_pids
+    assert children_still_alive(micro_pids) == []

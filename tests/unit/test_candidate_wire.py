@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
+import time
+import types
 from dataclasses import dataclass
 
 import pytest
 
-from pytest_capevolve import Rollout
-from pytest_capevolve._engine.wire import FrameReader, WireError, frame, load_answer
+from pytest_capevolve import Rollout, Task
+from pytest_capevolve._engine.sandbox import Sandbox, Sandboxes, _decode
+from pytest_capevolve._engine.sandbox_child import Child
+from pytest_capevolve._engine.wire import (
+    HEADER,
+    SAME_TASK,
+    FrameReader,
+    ValueLoader,
+    WireError,
+    frame,
+    load_answer,
+    write_frame,
+)
 
 
 class _RunsCode:
@@ -62,3 +76,120 @@ def test_a_frame_longer_than_any_rollout_is_refused_not_awaited() -> None:
         FrameReader(read_fd).read()
     os.close(read_fd)
     os.close(write_fd)
+
+
+# -- the lean answer frame: the answer's fields, then the rollout's own pickle ----------------
+
+
+def _answer(*values: object) -> bytes:
+    return b"".join(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL) for v in values)
+
+
+def test_an_answer_is_its_fields_then_the_rollouts_own_pickle() -> None:
+    rollout = Rollout(task_id="t", output=Reply("a", ("a", 1)))
+    request_id, answer = _decode(
+        _answer((7, None, "out", "", [], True), rollout), ValueLoader([__name__]), 0.5
+    )
+    assert request_id == 7 and answer.scored.rollout == rollout and answer.stdout == "out"
+    assert isinstance(answer.scored.rollout.output.words, tuple) and answer.scored.seconds == 0.5
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        _answer((7, None, "", "", [], True)),  # announces a rollout it does not send
+        _answer((7, "boom", "", "", [], False), Rollout(task_id="t")),  # sends one it did not announce
+        _answer((7, None, "", "", [], True), {"task_id": "t"}),  # a rollout that is not a Rollout
+        _answer((7, None, "", "", [], True), Rollout(task_id="t")) + b"\x80",  # bytes after it
+        _answer((7, None, "", "", [], True), Rollout(task_id="t", output=_RunsCode())),  # code in it
+        _answer({"id": 7}),  # the fields in another shape
+    ],
+    ids=["unsent", "unannounced", "not-a-rollout", "trailing", "code", "shape"],
+)
+def test_an_answer_that_is_not_exactly_its_fields_and_rollout_is_refused(payload: bytes) -> None:
+    with pytest.raises(WireError):
+        _decode(payload, ValueLoader([__name__]), 0.0)
+
+
+def test_a_large_frame_in_pieces_is_read_whole_and_a_deadline_mid_frame_loses_nothing() -> None:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    big = os.urandom(3 << 20)  # 3 MiB: many times what a pipe holds
+    data = HEADER.pack(len(big) + 2) + big + b"ok" + frame({"id": 2})
+    reader = FrameReader(read_fd)
+    sent, timeouts, got = 0, 0, None
+    while got is None:
+        try:
+            sent += os.write(write_fd, data[sent : sent + 50_000])
+        except BlockingIOError:
+            pass
+        try:
+            # nothing more is written while it waits: a frame not yet whole always runs out of time
+            got = reader.read(time.monotonic() + 0.001)
+        except TimeoutError:
+            timeouts += 1
+    assert got == big + b"ok" and timeouts > 0  # cut by deadlines many times, and whole
+    os.set_blocking(write_fd, True)
+    os.write(write_fd, data[sent:])
+    assert pickle.loads(reader.read()) == {"id": 2}
+    os.close(write_fd)
+    assert reader.read() is None
+    os.close(read_fd)
+
+
+def test_write_frame_sends_its_parts_as_one_frame() -> None:
+    read_fd, write_fd = os.pipe()
+    head, blob = pickle.dumps((1, None, "", "", [], True)), pickle.dumps(Rollout(task_id="t"))
+    write_frame(write_fd, head, b"", blob)
+    os.close(write_fd)
+    reader = FrameReader(read_fd)
+    assert reader.read() == head + blob and reader.read() is None
+    os.close(read_fd)
+
+
+# -- what the child sends: a task's pickle once, and the rollout as values the parent rebuilds --
+
+
+def test_the_child_sends_plain_rollouts_as_they_are_and_others_only_as_the_parent_rebuilds_them(
+    monkeypatch,
+) -> None:
+    candidate = types.ModuleType("candidate_tools_reply")  # a module only a candidate's code made
+
+    class Foreign:
+        def __repr__(self) -> str:
+            return "<candidate object>"
+
+    Foreign.__module__, Foreign.__qualname__ = candidate.__name__, "Foreign"
+    candidate.Foreign = Foreign  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, candidate.__name__, candidate)
+    child = Child(-1, -1)
+    child.values = ValueLoader([__name__])  # the harness module: Reply is the adapter's class
+    plain_values = Rollout(task_id="t", output={"a": [1, (2, 3)]}, trace={"s": {1}}, tool_calls=[{"n": 1}])
+    assert pickle.loads(child.as_data(plain_values)) == plain_values
+    harness = Rollout(task_id="t", output=Reply("a", ("a", 1)), trace=[Reply("a", ("a",))])
+    assert ValueLoader([__name__]).load(child.as_data(harness)) == harness
+    foreign = ValueLoader([__name__]).load(
+        child.as_data(Rollout(task_id="t", output=Foreign(), trace=(1, 2)))
+    )
+    # not rebuildable by the parent: the JSON form the record keeps (repr for what JSON lacks)
+    assert foreign.output == "<candidate object>" and foreign.trace == [1, 2]
+
+
+def test_a_tasks_pickle_goes_to_a_child_once_and_again_to_a_new_child(tmp_path) -> None:
+    boxes = Sandboxes("adapter.py:Adapter", tmp_path, harness_modules=[])
+    sandbox = Sandbox(boxes)
+    task = Task(id="t1", input="x" * 10_000)
+
+    def sent_task() -> object:
+        ask = boxes._ask(task, tmp_path, seed=0, split="val", timeout_s=None, inline=True)
+        return pickle.loads(sandbox._request(ask)[1])[2]
+
+    first, again = sent_task(), sent_task()
+    assert isinstance(first, bytes) and pickle.loads(first) == task and again == SAME_TASK
+    sandbox.sent = {}  # what _ensure does for a new child
+    assert isinstance(sent_task(), bytes)
+    task.input = "changed"  # the same object: still the pickle already sent
+    assert sent_task() == SAME_TASK
+    task = Task(id="t1", input="another task object under the same id")
+    assert pickle.loads(sent_task()) == task  # a new object is sent again
+    boxes.close()

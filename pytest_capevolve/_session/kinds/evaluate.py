@@ -39,6 +39,7 @@ def plan_gated(
     with RunDir.project_lock(spec.project_dir):
         rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
         screens = Screens(spec, rundir, microcases=gate.enabled)
+        config.add_cleanup(screens.close)  # its microcase checks' sandbox children
         try:
             with rundir.lock():
                 if gate.enabled:
