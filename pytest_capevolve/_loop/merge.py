@@ -100,16 +100,14 @@ class GitMergeFile:
         for name, data in (("current", current), ("base", base), ("other", other)):
             (self.root / name).write_bytes(data)
             names.append(name)
-        status, out, _err = self.repo.git.merge_file(
-            "-p",
-            *names,
-            with_extended_output=True,
-            with_exceptions=False,
-            stdout_as_string=False,
-            strip_newline_in_stdout=False,
+        # The result is read from the file git merges into, not from `-p`'s stdout: gitpython
+        # strips stdout's last newline, and the keyword that keeps it (strip_newline_in_stdout)
+        # is 3.1.28+; older releases drop a False keyword without a word (gitpython>=3.1).
+        status, _out, _err = self.repo.git.merge_file(
+            *names, with_extended_output=True, with_exceptions=False
         )
         # 0: clean; > 0: the number of conflicts; 255 / < 0: an error (binary files)
-        return bytes(out) if status == 0 else None
+        return (self.root / "current").read_bytes() if status == 0 else None
 
 
 def ancestry(rundir: RunDir, tag: str) -> list[str]:

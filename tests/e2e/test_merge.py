@@ -41,6 +41,22 @@ def test_changes_to_different_files_and_distant_lines_merge_cleanly():
     assert merged == {"a.md": b"ONE\ntwo\nthree\nfour\nFIVE\n", "b.py": b"x = 2\n", "new.md": b"mine\n"}
 
 
+def test_a_merged_file_keeps_its_last_line_ending_byte_for_byte():
+    # gitpython before 3.1.28 strips the last newline of a command's stdout (and drops the
+    # keyword that keeps it): the merge must not depend on stdout, nor add a newline of its own
+    base, current, other = (
+        b"one\ntwo\nthree\nfour\nfive",
+        b"ONE\ntwo\nthree\nfour\nfive",
+        b"one\ntwo\nthree\nfour\nFIVE",
+    )
+    with GitMergeFile() as merge_file:
+        assert merge_file(base, current, other) == b"ONE\ntwo\nthree\nfour\nFIVE"
+        assert (
+            merge_file(base + b"\n\n", current + b"\n\n", other + b"\n\n")
+            == b"ONE\ntwo\nthree\nfour\nFIVE\n\n"
+        )
+
+
 @pytest.mark.parametrize(
     ("current", "other"),
     [
