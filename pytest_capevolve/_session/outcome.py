@@ -118,9 +118,10 @@ class SessionHooks:
 
     config: pytest.Config | None = None
 
-    def write_verdict(self, rundir: RunDir, verdict: dict[str, Any]) -> Path:
-        """Write a verdict file, then ``pytest_capevolve_verdict_written``."""
-        path = rundir.verdicts.write_verdict(verdict)
+    def write_verdict(self, rundir: RunDir, verdict: dict[str, Any], *, replacing: bool = False) -> Path:
+        """Write a verdict file, then ``pytest_capevolve_verdict_written`` (``replacing``: a
+        grow's new look on a provisional verdict, :meth:`.._store.verdicts.Verdicts.write_verdict`)."""
+        path = rundir.verdicts.write_verdict(verdict, replacing=replacing)
         if self.config is not None:
             self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
         return path

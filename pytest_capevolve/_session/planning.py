@@ -64,6 +64,7 @@ class GateRequest:
     # again, each such verdict labelled (never a silent second decision)
     harness_changed: bool = False
     regression_rule: str | None = None  # --capevolve-regression-rule (None: the spec's)
+    schedule_why: str | None = None  # the loop's α schedule by default: why (:mod:`.._policy.loop_schedule`)
 
 
 @dataclass
@@ -76,6 +77,8 @@ class Planned:
     waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
     notes: list[str] = field(default_factory=list)  # what planning chose not to pay for, and why
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag → harness-changed label
+    # tag → its standing verdict (:mod:`.._policy.standing`): re-derived at the end, never judged again
+    decided: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def planned_at(spec: Spec, rundir: RunDir, tag: str, path: Path, digest: str) -> PlannedCandidate:
@@ -261,11 +264,18 @@ def plan_evaluation(
         harness_now=harness_now,
         harness_changed=gate.harness_changed,
     )
+    # The first decision stands: a tag whose verdict decided is not judged again (alone at a
+    # fresh α after a Holm round, against a new best); the session re-derives it, pays nothing.
+    decided = standing_verdicts(rundir, [c.tag for c in chosen if c.tag not in (best, SEED_TAG)]) if gate.enabled else {}
     kept = [
         c
         for c in chosen
         if c.tag in (best, SEED_TAG)
-        or not (screens.refused(c.tag, c.path, best) or repeats.refused(c.tag, c.path, screens))
+        or not (
+            c.tag in decided
+            or screens.refused(c.tag, c.path, best)
+            or repeats.refused(c.tag, c.path, screens)
+        )
     ]
     only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
     nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left
@@ -324,7 +334,15 @@ def plan_evaluation(
         f"{label['earlier_tag']!r} under a harness that differs: {', '.join(label['harness_changes'][:3])})"
         for tag, label in labels.items()
     ]
-    return Planned(plan, best, null_tags, waiting_on, notes, labels)
+    return Planned(plan, best, null_tags, waiting_on, notes, labels, decided)
+
+
+def standing_verdicts(rundir: RunDir, tags: list[str]) -> dict[str, dict[str, Any]]:
+    """tag → the verdict that decided it, for the ``tags`` that have one."""
+    from .._policy.standing import standing_verdict
+
+    found = {tag: standing_verdict(rundir, tag) for tag in tags}
+    return {tag: verdict for tag, verdict in found.items() if verdict is not None}
 
 
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:

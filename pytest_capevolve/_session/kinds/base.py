@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 # The harness as it is now (wiring computes it before any kind starts): a new run locks it only
 # after planning, and planning compares it with the project's other runs' locks.
 HARNESS_NOW = pytest.StashKey[dict[str, str]]()
+# why the session's α schedule is the loop's default (:mod:`..._policy.loop_schedule`), or None
+SCHEDULE_WHY = pytest.StashKey[str | None]()
 
 
 class Role(Protocol):
