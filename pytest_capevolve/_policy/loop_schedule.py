@@ -52,4 +52,4 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
         f"gate_alpha_schedule {LOOP_SCHEDULE}: a loop run's default (run {rundir.run_id} holds work "
         "copies or hill-climb drove it, and the spec names no schedule); one-shot gating keeps constant"
     )
-    return replace(spec, **{KEY: LOOP_SCHEDULE}), why
+    return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE), why

@@ -36,7 +36,9 @@ def standing_verdict(rundir: RunDir, tag: str) -> dict[str, Any] | None:
     if recorded is None or not recorded.get("n_tasks"):  # decided before any rollout: a screen's
         return None
     looks = (recorded.get("details") or {}).get("looks")
-    shown = shown_decision(str(recorded.get("decision")), recorded.get("basis"), recorded.get("delta_mean"), looks)
+    shown = shown_decision(
+        str(recorded.get("decision")), recorded.get("basis"), recorded.get("delta_mean"), looks
+    )
     return recorded if shown in DECIDED else None
 
 

@@ -210,7 +210,8 @@ class EvaluationSession:
 
             unbooked = [v for v in standing if booked_decision(self.rundir, v.tag) is None]
             outcome.closing += [
-                (line, {}) for line in book_verdicts(self.spec, self.rundir, [*decided, *unbooked], self.hooks)
+                (line, {})
+                for line in book_verdicts(self.spec, self.rundir, [*decided, *unbooked], self.hooks)
             ]
             outcome.closing += [
                 (f"{v.tag}: nothing booked — already decided ({booked_decision(self.rundir, v.tag)})", {})

@@ -75,7 +75,10 @@ def judge(
         return evidence.judge(tag, against, level, floor)
 
     verdicts = [
-        with_label(with_settings(spec, out_of_reach(with_looks(spec, v, 1)), gate.overridden, gate.schedule_why), labels)
+        with_label(
+            with_settings(spec, out_of_reach(with_looks(spec, v, 1)), gate.overridden, gate.schedule_why),
+            labels,
+        )
         for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
     if gate.veto_regressions:  # recorded, so `capevolve gate --veto-regressions` re-derives, not a what-if

@@ -266,7 +266,11 @@ def plan_evaluation(
     )
     # The first decision stands: a tag whose verdict decided is not judged again (alone at a
     # fresh α after a Holm round, against a new best); the session re-derives it, pays nothing.
-    decided = standing_verdicts(rundir, [c.tag for c in chosen if c.tag not in (best, SEED_TAG)]) if gate.enabled else {}
+    decided = (
+        standing_verdicts(rundir, [c.tag for c in chosen if c.tag not in (best, SEED_TAG)])
+        if gate.enabled
+        else {}
+    )
     kept = [
         c
         for c in chosen

@@ -38,7 +38,9 @@ def test_regating_one_sibling_under_its_own_tag_keeps_its_holm_reject(example, p
     # today: ACCEPT p=0.03125 ≤ α=0.05, exit 0, and verdicts/helpful.json replaced by that accept
     assert alone.ret == 10, alone.stdout.str()
     alone.stdout.fnmatch_lines(
-        ["helpful *REJECT*already decided*at the level this decision had (α = 0.01667, Holm over 3 siblings)*"]
+        [
+            "helpful *REJECT*already decided*at the level this decision had (α = 0.01667, Holm over 3 siblings)*"
+        ]
     )
     assert "ACCEPT" not in alone.stdout.str()
     assert verdict.read_bytes() == first  # the first verdict stands, byte for byte
@@ -72,7 +74,8 @@ def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(
     for tag in ("helpful", "weak1", "weak2"):
         verdict = json.loads((rundir / "verdicts" / f"{tag}.json").read_text())
         # today: weak1 and weak2, at BH's top rank (level α), say only "p > α = 0.05"
-        assert "by Benjamini-Hochberg" in verdict["reason"] and "3 siblings" in verdict["reason"], verdict["reason"]
+        reason = verdict["reason"]
+        assert "by Benjamini-Hochberg" in reason and "3 siblings" in reason, reason
 
     # a later session asking another correction is refused in one line, before it pays
     fixing(project, "other", val[7:9])
