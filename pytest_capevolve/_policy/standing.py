@@ -16,9 +16,11 @@ Controller side or the CLI; pays nothing, writes nothing.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from .._decide.looks import shown_decision
+from .._decide.verdict import Verdict
 from .._store.rundir import RunDir
 from .identity import registered_hashes
 
@@ -40,6 +42,13 @@ def standing_verdict(rundir: RunDir, tag: str) -> dict[str, Any] | None:
         str(recorded.get("decision")), recorded.get("basis"), recorded.get("delta_mean"), looks
     )
     return recorded if shown in DECIDED else None
+
+
+def recorded_verdict(recorded: dict[str, Any]) -> Verdict:
+    """A verdict file read back as the verdict it records (a rule :mod:`.regate` does not
+    re-derive, the sequential gate's, is shown as it decided)."""
+    names = {f.name for f in fields(Verdict)}
+    return Verdict(**{k: v for k, v in recorded.items() if k in names})
 
 
 def already_decided_reason(recorded: dict[str, Any], rederived: str) -> str:

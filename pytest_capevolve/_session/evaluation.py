@@ -132,11 +132,14 @@ class EvaluationSession:
         from dataclasses import replace
 
         from .._policy.regate import GateAsk, regate
-        from .._policy.standing import already_decided_reason
+        from .._policy.standing import already_decided_reason, recorded_verdict
 
         shown = []
         for tag, recorded in self.planned.decided.items():
-            again = regate(self.spec, self.rundir, self.planned.plan.task_ids, GateAsk(tag))
+            if (recorded.get("details") or {}).get("sequential"):  # its own rule: shown as recorded
+                again = recorded_verdict(recorded)
+            else:
+                again = regate(self.spec, self.rundir, self.planned.plan.task_ids, GateAsk(tag))
             shown.append(replace(again, reason=already_decided_reason(recorded, again.reason)))
         return shown
 
