@@ -8,7 +8,7 @@ judges when gating, writes the verdicts (screen refusals included) and sets the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .._decide.looks import shown_decision
 from .._decide.verdict import Verdict
@@ -129,7 +129,6 @@ class EvaluationSession:
     def _standing(self) -> list[Verdict]:
         """The tags asked for that a verdict already decided (:mod:`.._policy.standing`): each
         re-derived as ``capevolve gate`` does, at its recorded level; nothing written."""
-        from dataclasses import replace
 
         from .._policy.regate import GateAsk, regate
         from .._policy.standing import already_decided_reason, recorded_verdict
@@ -159,7 +158,7 @@ class EvaluationSession:
             by_tag,
             best=self.planned.best,
             null_tags=self.planned.null_tags,
-            gate=self.gate,
+            gate=replace(self.gate, decided=frozenset(self.planned.decided)),
             hooks=self.hooks,
             labels=self.planned.labels,
             warnings=load,

@@ -57,7 +57,12 @@ def judge(
     ``verdicts/``; each candidate's ``against`` names the best it was gated against, and a
     tag in ``labels`` (gated again after a harness change) carries its label.
     ``warnings``: said in every verdict (the session's load, :mod:`.._policy.gate_load`)."""
-    siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
+    # a tag already decided is re-derived by the session, never judged again (:mod:`.._policy.standing`)
+    siblings = [
+        c.tag
+        for c in plan.candidates
+        if c.tag != best and c.tag not in null_tags and c.tag not in gate.decided
+    ]
     budget = AlphaBudget.read(spec, rundir, len(siblings))
     config = gate_config(
         spec,

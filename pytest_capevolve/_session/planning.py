@@ -65,6 +65,7 @@ class GateRequest:
     harness_changed: bool = False
     regression_rule: str | None = None  # --capevolve-regression-rule (None: the spec's)
     schedule_why: str | None = None  # the loop's α schedule by default: why (:mod:`.._policy.loop_schedule`)
+    decided: frozenset[str] = frozenset()  # tags already decided, set by planning (not judged again)
 
 
 @dataclass
@@ -276,7 +277,10 @@ def plan_evaluation(
         for c in chosen
         if c.tag in (best, SEED_TAG)
         or not (
-            c.tag in decided
+            # a fixed-n verdict's rollouts stay planned: one quarantined (an edited file) is
+            # missing data, paid again, and the decision re-derived on it; a sequential one
+            # stopped early and owes nothing more
+            (c.tag in decided and bool((decided[c.tag].get("details") or {}).get("sequential")))
             or screens.refused(c.tag, c.path, best)
             or repeats.refused(c.tag, c.path, screens)
         )
