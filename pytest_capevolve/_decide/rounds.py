@@ -93,6 +93,9 @@ def _stage(
         if level != alpha and verdict.p_exact:  # decided again at its family level
             verdict = judge(tag, against, replace(config, alpha=level))
             verdict = _note(verdict, f"α = {split_text(alpha, level, method)}, {len(tags)} siblings")
+        elif method != "none":  # at the full α, but by the family's rule: say which, and its level
+            name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(method, method)
+            verdict = _note(verdict, f"α = {alpha_text(level)} by {name}, {len(tags)} siblings")
         # the exact level too: a re-derivation (``capevolve gate``) decides at it, not at its float
         record = {**family, "level": float(level), "level_exact": str(level)}
         out[tag] = replace(verdict, details={**verdict.details, "family": record})

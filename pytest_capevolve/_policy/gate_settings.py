@@ -42,6 +42,10 @@ GATE_SETTING_KEYS = (
     "screen_alpha",
     "grow_max_looks",
 )
+# a session's own choice frozen beside them: the family-wise correction across a round's
+# siblings (``--capevolve-multiple``); ``none`` picked after a Holm round rejected is a way to
+# accept what that round refused
+MULTIPLE_KEY = "multiple"
 FROZEN_EVENT = "gate_settings_frozen"
 _NEW_RUN = "start a new run (--capevolve-new-run) to decide under other settings"
 
@@ -90,10 +94,16 @@ def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
         )
 
 
-def freeze_or_check(rundir: RunDir, spec: Spec, overrides: Mapping[str, str]) -> None:
+def freeze_or_check(
+    rundir: RunDir, spec: Spec, overrides: Mapping[str, str], multiple: str | None = None
+) -> None:
     """Log the settings of the run's first deciding session; refuse a later session whose
-    settings differ from them, naming each (one line, before anything is paid)."""
+    settings differ from them, naming each (one line, before anything is paid). ``multiple``:
+    a gate session's ``--capevolve-multiple``, frozen with them (a run frozen before it was
+    is checked on the others only)."""
     settings = settings_of(spec)
+    if multiple is not None:
+        settings[MULTIPLE_KEY] = multiple
     with rundir.lock():
         frozen = rundir.log.of_kinds(FROZEN_EVENT)
         if not frozen:
@@ -101,9 +111,15 @@ def freeze_or_check(rundir: RunDir, spec: Spec, overrides: Mapping[str, str]) ->
             return
     first = frozen[0]
     was = first.get("settings") or {}
-    changed = [key for key in GATE_SETTING_KEYS if key in was and was[key] != settings[key]]
+    keys = (*GATE_SETTING_KEYS, MULTIPLE_KEY)
+    changed = [key for key in keys if key in was and key in settings and was[key] != settings[key]]
     if changed:
-        shown = ", ".join(f"{key} {settings[key]!r} (frozen {was[key]!r})" for key in changed)
+        shown = ", ".join(
+            f"--capevolve-multiple {settings[key]} (frozen {was[key]})"
+            if key == MULTIPLE_KEY
+            else f"{key} {settings[key]!r} (frozen {was[key]!r})"
+            for key in changed
+        )
         origin = f"; {said(overrides)}" if overrides else ""
         raise GateSettingsError(
             f"run {rundir.run_id} froze its gate settings at its first decision (event seq "

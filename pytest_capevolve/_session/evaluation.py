@@ -8,7 +8,7 @@ judges when gating, writes the verdicts (screen refusals included) and sets the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .._decide.looks import shown_decision
 from .._decide.verdict import Verdict
@@ -117,13 +117,30 @@ class EvaluationSession:
             outcome.closing += self._val_budget_lines()
         for verdict in self.refusals:
             self.hooks.write_verdict(self.rundir, verdict_file(verdict, null_control=False))
-        outcome.verdicts += self.refusals
+        standing = self._standing()
+        outcome.verdicts += self.refusals + standing
         outcome.nulls = [v for v in outcome.verdicts if v.tag in self.planned.null_tags]
         if self.explain and outcome.verdicts:
             outcome.explained = self._explained(by_tag, outcome.verdicts)
-        self._book(outcome, [*judged, *self.refusals])
+        self._book(outcome, [*judged, *self.refusals], tuple(standing))
         record_finish(self.spec, self.rundir, plan, self.persistence.tally, outcome, by_tag)
         return outcome
+
+    def _standing(self) -> list[Verdict]:
+        """The tags asked for that a verdict already decided (:mod:`.._policy.standing`): each
+        re-derived as ``capevolve gate`` does, at its recorded level; nothing written."""
+
+        from .._policy.regate import GateAsk, regate
+        from .._policy.standing import already_decided_reason, recorded_verdict
+
+        shown = []
+        for tag, recorded in self.planned.decided.items():
+            if (recorded.get("details") or {}).get("sequential"):  # its own rule: shown as recorded
+                again = recorded_verdict(recorded)
+            else:
+                again = regate(self.spec, self.rundir, self.planned.plan.task_ids, GateAsk(tag))
+            shown.append(replace(again, reason=already_decided_reason(recorded, again.reason)))
+        return shown
 
     def _judge(self, outcome: Outcome, by_tag: ByTag) -> list[Verdict]:
         """The gate's round (null controls first, their verdicts in ``outcome.verdicts``);
@@ -141,7 +158,7 @@ class EvaluationSession:
             by_tag,
             best=self.planned.best,
             null_tags=self.planned.null_tags,
-            gate=self.gate,
+            gate=replace(self.gate, decided=frozenset(self.planned.decided)),
             hooks=self.hooks,
             labels=self.planned.labels,
             warnings=load,
@@ -185,14 +202,23 @@ class EvaluationSession:
             others=list(others.values()),
         )
 
-    def _book(self, outcome: Outcome, decided: list[Verdict]) -> None:
+    def _book(self, outcome: Outcome, decided: list[Verdict], standing: tuple[Verdict, ...] = ()) -> None:
         """Book the decisions (``--capevolve-commit auto``) or say why none was, and set the
-        exit status from them (indecisive before rejected) when the run itself was clean."""
+        exit status from them (indecisive before rejected) when the run itself was clean. A
+        standing verdict (already decided) is booked only when nothing was booked on it yet."""
         if self.gate.enabled and self.gate.commit == "auto":
+            from .._policy.regate import booked_decision
             from .gating import book_verdicts
 
+            unbooked = [v for v in standing if booked_decision(self.rundir, v.tag) is None]
             outcome.closing += [
-                (line, {}) for line in book_verdicts(self.spec, self.rundir, decided, self.hooks)
+                (line, {})
+                for line in book_verdicts(self.spec, self.rundir, [*decided, *unbooked], self.hooks)
+            ]
+            outcome.closing += [
+                (f"{v.tag}: nothing booked — already decided ({booked_decision(self.rundir, v.tag)})", {})
+                for v in standing
+                if v not in unbooked
             ]
         elif decided:
             outcome.closing.append(
@@ -205,7 +231,7 @@ class EvaluationSession:
         if outcome.exit_code == exitcodes.OK:  # a provisional verdict exits as one, not as a reject
             outcome.exit_code = exitcodes.for_decisions(
                 shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks"))
-                for v in decided
+                for v in [*decided, *standing]
             )
 
     def _explained(self, by_tag: ByTag, verdicts: list[Verdict]) -> list[str]:

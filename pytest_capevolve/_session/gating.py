@@ -58,7 +58,12 @@ def judge(
     ``verdicts/``; each candidate's ``against`` names the best it was gated against, and a
     tag in ``labels`` (gated again after a harness change) carries its label.
     ``warnings``: said in every verdict (the session's load, :mod:`.._policy.gate_load`)."""
-    siblings = [c.tag for c in plan.candidates if c.tag != best and c.tag not in null_tags]
+    # a tag already decided is re-derived by the session, never judged again (:mod:`.._policy.standing`)
+    siblings = [
+        c.tag
+        for c in plan.candidates
+        if c.tag != best and c.tag not in null_tags and c.tag not in gate.decided
+    ]
     # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.first_outcomes`)
     by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
     evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
@@ -123,7 +128,10 @@ def _judged_round(
         return evidence.judge(tag, against, level, floor)
 
     verdicts = [
-        with_label(with_settings(spec, out_of_reach(with_looks(spec, v, 1)), gate.overridden), labels)
+        with_label(
+            with_settings(spec, out_of_reach(with_looks(spec, v, 1)), gate.overridden, gate.schedule_why),
+            labels,
+        )
         for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
     if gate.veto_regressions:  # recorded, so `capevolve gate --veto-regressions` re-derives, not a what-if
@@ -300,13 +308,19 @@ def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) ->
     return replace(verdict, details=details, warnings=[*verdict.warnings, said_line])
 
 
-def with_settings(spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...]) -> Verdict:
+def with_settings(
+    spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...], schedule_why: str | None = None
+) -> Verdict:
     """The verdict with the gate settings it was decided under (frozen with the run:
     :mod:`.._policy.gate_settings`) and, when some came from the command line, a warning
-    saying which — printed under the verdict in the summary."""
+    saying which — printed under the verdict in the summary; so too the loop's α schedule
+    taken by default (``schedule_why``)."""
     settings = settings_of(spec)
     details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
     warnings = [*verdict.warnings, said(dict(overrides))] if overrides else verdict.warnings
+    if schedule_why:
+        details["alpha_schedule_why"] = schedule_why
+        warnings = [*warnings, schedule_why]
     return replace(verdict, details=details, warnings=warnings)
 
 

@@ -284,7 +284,9 @@ class GrowSession:
             f"{plan.num_trials} trials per task",
             details={**verdict.details, "looks": record},
         )
-        self.hooks.write_verdict(rundir, verdict_file(verdict, null_control=False, nulls=planned.null_tags))
+        self.hooks.write_verdict(
+            rundir, verdict_file(verdict, null_control=False, nulls=planned.null_tags), replacing=True
+        )
         rundir.log.append_event(
             "grown",
             tag=planned.tag,

@@ -123,9 +123,10 @@ class SessionHooks:
 
     config: pytest.Config | None = None
 
-    def write_verdict(self, rundir: RunDir, verdict: dict[str, Any]) -> Path:
-        """Write a verdict file, then ``pytest_capevolve_verdict_written``."""
-        path = rundir.verdicts.write_verdict(verdict)
+    def write_verdict(self, rundir: RunDir, verdict: dict[str, Any], *, replacing: bool = False) -> Path:
+        """Write a verdict file, then ``pytest_capevolve_verdict_written`` (``replacing``: a
+        grow's new look on a provisional verdict, :meth:`.._store.verdicts.Verdicts.write_verdict`)."""
+        path = rundir.verdicts.write_verdict(verdict, replacing=replacing)
         self.verdict_written(verdict, path)
         return path
 

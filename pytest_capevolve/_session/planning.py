@@ -66,6 +66,8 @@ class GateRequest:
     # again, each such verdict labelled (never a silent second decision)
     harness_changed: bool = False
     regression_rule: str | None = None  # --capevolve-regression-rule (None: the spec's)
+    schedule_why: str | None = None  # the loop's α schedule by default: why (:mod:`.._policy.loop_schedule`)
+    decided: frozenset[str] = frozenset()  # tags already decided, set by planning (not judged again)
 
 
 @dataclass
@@ -78,6 +80,8 @@ class Planned:
     waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
     notes: list[str] = field(default_factory=list)  # what planning chose not to pay for, and why
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag → harness-changed label
+    # tag → its standing verdict (:mod:`.._policy.standing`): re-derived at the end, never judged again
+    decided: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def planned_at(spec: Spec, rundir: RunDir, tag: str, path: Path, digest: str) -> PlannedCandidate:
@@ -288,11 +292,25 @@ def plan_evaluation(
         harness_now=harness_now,
         harness_changed=gate.harness_changed,
     )
+    # The first decision stands: a tag whose verdict decided is not judged again (alone at a
+    # fresh α after a Holm round, against a new best); the session re-derives it, pays nothing.
+    decided = (
+        standing_verdicts(rundir, [c.tag for c in chosen if c.tag not in (best, SEED_TAG)])
+        if gate.enabled
+        else {}
+    )
     kept = [
         c
         for c in chosen
         if c.tag in (best, SEED_TAG)
-        or not (screens.refused(c.tag, c.path, best) or repeats.refused(c.tag, c.path, screens))
+        or not (
+            # a fixed-n verdict's rollouts stay planned: one quarantined (an edited file) is
+            # missing data, paid again, and the decision re-derived on it; a sequential one
+            # stopped early and owes nothing more
+            (c.tag in decided and bool((decided[c.tag].get("details") or {}).get("sequential")))
+            or screens.refused(c.tag, c.path, best)
+            or repeats.refused(c.tag, c.path, screens)
+        )
     ]
     only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
     nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left
@@ -359,7 +377,15 @@ def plan_evaluation(
         for tag, label in labels.items()
         if not label.get("fresh_val")
     ]
-    return Planned(plan, best, null_tags, waiting_on, notes, labels)
+    return Planned(plan, best, null_tags, waiting_on, notes, labels, decided)
+
+
+def standing_verdicts(rundir: RunDir, tags: list[str]) -> dict[str, dict[str, Any]]:
+    """tag → the verdict that decided it, for the ``tags`` that have one."""
+    from .._policy.standing import standing_verdict
+
+    found = {tag: standing_verdict(rundir, tag) for tag in tags}
+    return {tag: verdict for tag, verdict in found.items() if verdict is not None}
 
 
 def refuse_sealed_in_dev(

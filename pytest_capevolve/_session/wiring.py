@@ -21,6 +21,7 @@ from .._engine.sandbox import isolated
 from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
 from .._policy.gate_settings import check_nulls, freeze_or_check, overridden
+from .._policy.loop_schedule import loop_default
 from .._project import harness
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import CandidateError
@@ -34,7 +35,7 @@ from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .finalize_whole import refuse_selection
 from .kinds import Started, choose_kind
-from .kinds.base import HARNESS_NOW, TASK_KEYS_NOW
+from .kinds.base import HARNESS_NOW, SCHEDULE_WHY, TASK_KEYS_NOW
 from .kinds.options import gate_request
 from .outcome import Outcome, SessionEnd
 from .perf import (
@@ -76,6 +77,9 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             existing = _existing_run(config, spec)
             if existing is not None:  # refused before anything is planned, claimed or paid
                 check_or_lock(existing, harness_now)
+            # a loop run spends α across its decisions unless told otherwise (:mod:`.._policy.loop_schedule`)
+            spec, why = loop_default(spec, existing, overridden(config.option.override_ini, spec))
+            config.stash[SCHEDULE_WHY] = why
             checked = existing.root if existing is not None else None
             plan = _start_controller(
                 config, spec, sorted(pool), split=split, harness_now=harness_now, checked=checked
@@ -194,7 +198,8 @@ def _start_controller(
             raise
     if deciding:  # the first deciding session freezes the gate settings; a later one must match
         try:
-            freeze_or_check(rundir, spec, overridden(option.override_ini, spec))
+            multiple = gate_request(config, split, spec).multiple if option.capevolve_gate else None
+            freeze_or_check(rundir, spec, overridden(option.override_ini, spec), multiple)
         except RunDirError:
             rundir.claims.release()
             raise

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .._project.candidate import check_tag
+from .._project.candidate import null_control_of as verdict_is_null_control
 from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_run_json
 
@@ -29,13 +30,32 @@ class Verdicts:
     def verdict_path(self, tag: str) -> Path:
         return self.folder / f"{check_tag(tag)}.json"
 
-    def write_verdict(self, verdict: dict[str, Any]) -> Path:
-        """Write ``verdicts/<tag>.json`` (every number the decision rests on) and log it."""
+    def write_verdict(self, verdict: dict[str, Any], *, replacing: bool = False) -> Path:
+        """Write ``verdicts/<tag>.json`` (every number the decision rests on) and log it.
+
+        A registered candidate's verdict that decided (accept or reject, as logged) is never
+        replaced: the first decision stands (:mod:`.._policy.standing`). Only a grow, which adds
+        a look to a provisional verdict, replaces one (``replacing``); null controls' verdicts
+        are evidence re-judged each session, and a verdict that decided nothing is resumed."""
         path = self.verdict_path(verdict["tag"])
+        if not replacing and path.is_file():
+            self._refuse_replacing(verdict["tag"], path)
         atomic_write_json(path, verdict)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         self.log.append_event("verdict", **{k: verdict.get(k) for k in _LOGGED}, sha256=digest)
         return path
+
+    def _refuse_replacing(self, tag: str, path: Path) -> None:
+        if verdict_is_null_control(tag):
+            return
+        registered = any(e.get("tag") == tag for e in self.log.of_kinds("candidate_registered"))
+        logged = [e for e in self.log.of_kinds("verdict") if e.get("tag") == tag]
+        if registered and logged and logged[-1].get("decision") in ("accept", "reject"):
+            raise RunDirError(
+                f"{path}: {tag!r} was decided already ({logged[-1].get('decision')}, event seq "
+                f"{logged[-1].get('seq')}); a verdict once written is never replaced — "
+                f"`capevolve gate {tag}` re-derives it, new bytes need a new tag"
+            )
 
     def checked(self, tag: str) -> dict[str, Any] | None:
         """The verdict a decision may rest on: ``verdicts/<tag>.json`` as its ``verdict`` event

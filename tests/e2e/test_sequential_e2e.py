@@ -65,15 +65,23 @@ def test_a_regressing_candidate_is_rejected_for_futility_before_half_of_val(
         ]
     )
     assert not (run_dir / "sequential-stop").exists()  # the marker goes with the session
-    # the same command again: decided from what is persisted, before anything is paid
+    # the same command again: the first decision stands (issue 25), said from the record,
+    # before anything is paid
     again = capevolve(
         project,
         "regressed",
         gate=True,
         extra=["--capevolve-sequential", "--capevolve-null", "0", *xdist_args],
     )
+    assert again.ret == 10, again.stdout.str()
     assert rollout_files(run_dir, "regressed") == paid, again.stdout.str()
-    again.stdout.fnmatch_lines(["*rollouts: 0 paid*", "*sequential regressed: stopped for futility*"])
+    again.stdout.fnmatch_lines(
+        [
+            "regressed *REJECT*already decided*futility e-value*",
+            "*rollouts: 0 paid*",
+            "regressed: nothing booked — already decided (reject)",
+        ]
+    )
 
 
 INTERRUPTING = '''

@@ -248,7 +248,9 @@ def test_a_stage_redecides_only_the_siblings_below_alpha_at_their_exact_holm_lev
     assert out["a"].details["family"] == {**family, "level": 0.05, "level_exact": "1/20"}
     assert out["b"].details["family"] == {**family, "level": 0.025, "level_exact": "1/40"}
     assert out["a"].decision == out["b"].decision == ACCEPT
-    assert out["a"].reason == "p = 1/32"  # at α itself: no family-rate note, no split
+    # at α itself: no split, but the reason still names the family's rule and its level (a BH
+    # top rank said only "p ≤ α = 0.05", as if no family were there)
+    assert out["a"].reason == "p = 1/32; α = 0.05 by Holm, 2 siblings"
     assert out["b"].reason == "p = 1/64; α = 0.025 (0.05 / 2 by Holm), 2 siblings"
 
 

@@ -31,6 +31,8 @@ HARNESS_NOW = pytest.StashKey[dict[str, str]]()
 # The pool's content keys (:mod:`..._store.task_keys`), for the run's log and the project's
 # memory to know tasks by their content as well as by id.
 TASK_KEYS_NOW = pytest.StashKey[dict[str, str]]()
+# why the session's α schedule is the loop's default (:mod:`..._policy.loop_schedule`), or None
+SCHEDULE_WHY = pytest.StashKey[str | None]()
 
 
 class Role(Protocol):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..._project.candidate import SEED_TAG
+from .base import SCHEDULE_WHY
 
 if TYPE_CHECKING:
     from ..._project.spec import Spec
@@ -108,6 +109,7 @@ def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
         overridden=overrides,
         harness_changed=harness_changed,
         regression_rule=option.capevolve_regression_rule,
+        schedule_why=config.stash.get(SCHEDULE_WHY, None),
     )
 
 

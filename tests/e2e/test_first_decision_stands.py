@@ -1,0 +1,106 @@
+"""Every decision keeps its level (issue 25, red team round 2): gating a tag again under the
+same name is not a second decision. A verdict, once written for a registered tag, stands; a
+gate session on it re-derives that decision at its recorded level, pays nothing, writes
+nothing and exits with that decision's code, and ``commit`` books only what it holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_calls import run
+from fix_list_project import fixing, make_fix_list, split_ids
+
+
+def _siblings_unbooked(example, projects, capevolve) -> Path:
+    """The fix-list project after a 3-sibling round gated with ``--capevolve-commit none``:
+    ``helpful`` (p = 1/32) rejected at Holm's 1/60, nothing booked."""
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "helpful", val[:5])
+    fixing(project, "weak1", val[5:6])
+    fixing(project, "weak2", val[6:7])
+    gated = capevolve(project, "helpful", "weak1", "weak2", gate=True, extra=["--capevolve-commit", "none"])
+    assert gated.ret == 10, gated.stdout.str()
+    return project
+
+
+def test_regating_one_sibling_under_its_own_tag_keeps_its_holm_reject(example, projects, capevolve, capsys):
+    project = _siblings_unbooked(example, projects, capevolve)
+    rundir = projects.run_dir(project)
+    verdict = rundir / "verdicts" / "helpful.json"
+    first = verdict.read_bytes()
+    assert json.loads(first)["details"]["family"]["level_exact"] == "1/60"
+    paid = sorted(p.name for p in (rundir / "rollouts" / "val").iterdir())
+
+    alone = capevolve(project, "helpful", gate=True, extra=["--capevolve-commit", "none"])
+    # today: ACCEPT p=0.03125 ≤ α=0.05, exit 0, and verdicts/helpful.json replaced by that accept
+    assert alone.ret == 10, alone.stdout.str()
+    alone.stdout.fnmatch_lines(
+        [
+            "helpful *REJECT*already decided*at the level this decision had (α = 0.01667, Holm over 3 siblings)*"
+        ]
+    )
+    assert "ACCEPT" not in alone.stdout.str()
+    assert verdict.read_bytes() == first  # the first verdict stands, byte for byte
+    assert sorted(p.name for p in (rundir / "rollouts" / "val").iterdir()) == paid  # nothing paid
+
+    # commit books only the decision the first verdict holds
+    code, out, err = run(capsys, "commit", "helpful", "--project", str(project), "--decision", "accept")
+    assert code == 2, out + err
+    assert json.loads((rundir / "state.json").read_text())["best_id"] == "seed"
+
+    # with --capevolve-commit auto: the recorded reject is what is said (and booked), not ACCEPT
+    auto = capevolve(project, "helpful", gate=True, extra=["--capevolve-commit", "auto"])
+    assert auto.ret == 10, auto.stdout.str()
+    assert "ACCEPT" not in auto.stdout.str()
+    assert verdict.read_bytes() == first
+    code, out, _ = run(capsys, "gate", "helpful", "--project", str(project))
+    assert code == 10 and "α = 0.01667, Holm over 3 siblings" in out, out
+
+
+def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(example, projects, capevolve):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "helpful", val[:5])
+    fixing(project, "weak1", val[5:6])
+    fixing(project, "weak2", val[6:7])
+    bh = ["--capevolve-multiple", "bh", "--capevolve-commit", "none"]
+    gated = capevolve(project, "helpful", "weak1", "weak2", gate=True, extra=bh)
+    assert gated.ret == 10, gated.stdout.str()
+    rundir = projects.run_dir(project)
+    for tag in ("helpful", "weak1", "weak2"):
+        verdict = json.loads((rundir / "verdicts" / f"{tag}.json").read_text())
+        # today: weak1 and weak2, at BH's top rank (level α), say only "p > α = 0.05"
+        reason = verdict["reason"]
+        assert "by Benjamini-Hochberg" in reason and "3 siblings" in reason, reason
+
+    # a later session asking another correction is refused in one line, before it pays
+    fixing(project, "other", val[7:9])
+    laxer = capevolve(project, "other", gate=True, extra=["--capevolve-multiple", "none"])
+    # today: gated at α each, nothing said
+    assert laxer.ret == 4, laxer.stdout.str()
+    assert "--capevolve-multiple none (frozen bh)" in laxer.stdout.str() + laxer.stderr.str()
+    assert not [p for p in (rundir / "rollouts" / "val").iterdir() if "__other__" in p.name]
+
+
+def test_a_work_copy_gated_without_the_flag_spends_alpha_the_loop_way(example, projects, capevolve, capsys):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    code, answer, _ = run(capsys, "work", "new", "w1", "--project", str(project), "--json")
+    assert code == 0
+    copy = Path(json.loads(answer)["path"])
+    with (copy / "prompt.md").open("a") as prompt:
+        prompt.write("".join(f"fix {t}\n" for t in val[:2]))
+    # the agent leaves out PROCESS.md's -o capevolve_gate_alpha_schedule=lord
+    gated = capevolve(project, copy, gate=True, extra=["--capevolve-commit", "none"])
+    assert gated.ret == 10, gated.stdout.str()
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "w1.json").read_text())
+    # today: constant, frozen for the whole run
+    assert verdict["details"]["gate_settings"]["gate_alpha_schedule"] == "lord"
+    assert verdict["alpha_budget"]["schedule"] == "lord"
+    assert "a loop run's default" in verdict["details"]["alpha_schedule_why"]
+    gated.stdout.fnmatch_lines(["*gate_alpha_schedule lord: a loop run's default*"])
