@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -65,12 +65,16 @@ def _fixed_order_secret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _private_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Each test's copy of the project seals outside the project (``CAPEVOLVE_STATE_DIR``) is
-    its own: never the user's ~/.local/state, never another test's."""
+    its own: never the user's ~/.local/state, never another test's. Set with a monkeypatch of its
+    own, so a test's ``monkeypatch.undo()`` (room on a full disk again) keeps it: with the shared
+    one, sessions after the undo wrote to ~/.local/state, and a later run of the same test found
+    the earlier one's decision there (the same tasks and bytes) and refused its gate as a repeat."""
     state = tmp_path_factory.mktemp("capevolve-state")
-    monkeypatch.setenv("CAPEVOLVE_STATE_DIR", str(state))
-    return state
+    with pytest.MonkeyPatch.context() as own:
+        own.setenv("CAPEVOLVE_STATE_DIR", str(state))
+        yield state
 
 
 @pytest.fixture(params=XDIST_MODES)

@@ -46,10 +46,20 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
     from .gate_settings import FROZEN_EVENT
 
     frozen = rundir.log.of_kinds(FROZEN_EVENT)
-    if frozen or not is_loop_run(rundir):
+    if frozen:
+        # the run froze the loop's schedule at its first decision (by this default, or hill-climb's
+        # flag): a later session that names none decides under it too, not refused for asking constant
+        settings = frozen[0].get("settings") or {}
+        if settings.get(KEY) == LOOP_SCHEDULE:
+            return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE), _why(rundir)
         return spec, None
-    why = (
+    if not is_loop_run(rundir):
+        return spec, None
+    return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE), _why(rundir)
+
+
+def _why(rundir: RunDir) -> str:
+    return (
         f"gate_alpha_schedule {LOOP_SCHEDULE}: a loop run's default (run {rundir.run_id} holds work "
         "copies or hill-climb drove it, and the spec names no schedule); one-shot gating keeps constant"
     )
-    return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE), why

@@ -8,7 +8,8 @@ judges when gating, writes the verdicts (screen refusals included) and sets the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .._decide.looks import shown_decision
 from .._decide.verdict import Verdict
@@ -61,6 +62,8 @@ class EvaluationSession:
     persistence: Persistence
     explain: bool = False  # --capevolve-explain: each verdict in plain words
     hooks: SessionHooks = NO_HOOKS  # the user's verdict_written and decision_booked hooks
+    # tags another session decided while this one paid (found when judging): shown as decided
+    late: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict] | None:
         """Ctrl-C: no verdicts (the evidence is partial); a sequential gate overrides this."""
@@ -134,12 +137,22 @@ class EvaluationSession:
         from .._policy.standing import already_decided_reason, recorded_verdict
 
         shown = []
-        for tag, recorded in self.planned.decided.items():
+        for tag, recorded in {**self.planned.decided, **self.late}.items():
+            standing = recorded_verdict(recorded)
             if (recorded.get("details") or {}).get("sequential"):  # its own rule: shown as recorded
-                again = recorded_verdict(recorded)
-            else:
-                again = regate(self.spec, self.rundir, self.planned.plan.task_ids, GateAsk(tag))
-            shown.append(replace(again, reason=already_decided_reason(recorded, again.reason)))
+                shown.append(replace(standing, reason=already_decided_reason(recorded, standing.reason)))
+                continue
+            again = regate(self.spec, self.rundir, self.planned.plan.task_ids, GateAsk(tag))
+            reason = again.reason
+            if again.decision != standing.decision:
+                # rollouts paid since (an infra error's, paid again) move the numbers: shown, but
+                # the decision is the one taken, at its level — never the re-derived one
+                reason = (
+                    f"{standing.reason} (on the rollouts held now it would read {again.decision}: "
+                    f"{again.reason} — evidence paid after the decision, not a decision)"
+                )
+                again = standing
+            shown.append(replace(again, reason=already_decided_reason(recorded, reason)))
         return shown
 
     def _judge(self, outcome: Outcome, by_tag: ByTag) -> list[Verdict]:
@@ -151,7 +164,7 @@ class EvaluationSession:
 
         plan = self.planned.plan
         load = self._load_lines()
-        nulls, judged = judge(
+        nulls, judged, late = judge(
             self.spec,
             self.rundir,
             plan,
@@ -163,6 +176,7 @@ class EvaluationSession:
             labels=self.planned.labels,
             warnings=load,
         )
+        self.late.update(late)
         outcome.verdicts = nulls + judged
         outcome.closing += [(line, {"yellow": True}) for line in load]
         outcome.closing += [(note, {}) for note in self.planned.notes]

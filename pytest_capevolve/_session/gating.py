@@ -53,11 +53,14 @@ def judge(
     hooks: SessionHooks = NO_HOOKS,
     labels: Mapping[str, dict[str, Any]] | None = None,
     warnings: list[str] | None = None,
-) -> tuple[list[Verdict], list[Verdict]]:
-    """(null controls' verdicts, candidates' verdicts in the order given), written to
-    ``verdicts/``; each candidate's ``against`` names the best it was gated against, and a
+) -> tuple[list[Verdict], list[Verdict], dict[str, dict[str, Any]]]:
+    """(null controls' verdicts, candidates' verdicts in the order given, the tags another
+    session decided while this one paid — tag → that verdict, never judged again here), written
+    to ``verdicts/``; each candidate's ``against`` names the best it was gated against, and a
     tag in ``labels`` (gated again after a harness change) carries its label.
     ``warnings``: said in every verdict (the session's load, :mod:`.._policy.gate_load`)."""
+    from .._policy.standing import standing_verdict
+
     # a tag already decided is re-derived by the session, never judged again (:mod:`.._policy.standing`)
     siblings = [
         c.tag
@@ -73,11 +76,14 @@ def judge(
     # take one level (issue 25). The evidence is read above, unlocked; the user's hooks are
     # called after the hold (a hook may run a command that takes the lock).
     with rundir.lock():
+        # two sessions gating the same tag at once: the first to judge decides it, the second
+        # finds its verdict here and shows it (the first decision stands, :mod:`.._policy.standing`)
+        late = {tag: found for tag in siblings if (found := standing_verdict(rundir, tag)) is not None}
         written = _judged_round(
             spec,
             rundir,
             evidence,
-            siblings,
+            [tag for tag in siblings if tag not in late],
             best=best,
             null_tags=null_tags,
             gate=gate,
@@ -87,7 +93,7 @@ def judge(
         )
     for verdict_file_written, path in written.files:
         hooks.verdict_written(verdict_file_written, path)
-    return written.nulls, written.verdicts
+    return written.nulls, written.verdicts, late
 
 
 @dataclass

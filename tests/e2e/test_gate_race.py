@@ -145,8 +145,12 @@ def test_a_rejected_tag_gated_again_on_rollouts_paid_since_is_not_booked_an_acce
     first.stdout.fnmatch_lines(["careful *REJECT*p = 0.0625 > α = 0.0304*"])
     (project / "flaky").unlink()
     again = capevolve(project, "careful", gate=True, extra=none)
-    again.stdout.fnmatch_lines(["careful *ACCEPT*p = 0.01562 ≤ α = 0.0304*"])
+    # the first decision stands: shown as the REJECT it was, the grown evidence said beside it
+    again.stdout.fnmatch_lines(
+        ["careful *REJECT*already decided*on the rollouts held now it would read accept*not a decision*"]
+    )
+    assert again.ret == 10
     code, out, err = run(capsys, "commit", "careful", "--decision", "accept", "--project", str(project))
     assert code != 0, out
-    assert "the gate decided 'careful' reject against 'seed' at its level" in out + err
+    assert "refused" in out + err and "careful" in out + err
     assert _gate_decisions(projects.run_dir(project)) == [("careful", 1, pytest.approx(0.0303963550927))]

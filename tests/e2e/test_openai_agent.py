@@ -106,8 +106,10 @@ def test_gate_session_through_the_endpoint_costs_and_rate_limits(
     assert len(standin.usage) - answered == 10
     assert all(r["reward"] is not None for r in _records(project))
     assert math.isclose(sum(r["cost_usd"] for r in _records(project)), _ledger_usd(standin), rel_tol=1e-9)
+    # the decision taken on 15 tasks stands (a tag is decided once): shown again, not re-judged
+    again.stdout.fnmatch_lines(["terse *ACCEPT*already decided against 'seed': the first verdict stands*"])
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "terse.json").read_text())
-    assert verdict["n_tasks"] == 16 and verdict["per_task"]["sum-c"]["candidate"] > 0
+    assert verdict["n_tasks"] == 15 and verdict["per_task"]["sum-c"]["candidate"] is None
     # the key went to the client and nowhere else: no file of the project's record holds it
     written = [p for p in (project / ".capevolve").rglob("*") if p.is_file()]
     assert written and not [p for p in written if KEY.encode() in p.read_bytes()]
