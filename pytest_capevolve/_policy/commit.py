@@ -73,6 +73,7 @@ class BookedDecision(Lineage):
     runner_usd: float
     changed_files: list[str]
     diff: NotRequired[str]  # a reject's unified diff against its parent, bounded
+    label: NotRequired[str]  # an accept re-gated after a harness change: the label every view shows
     optimizer_usd: float
     optimizer_tokens: int
     optimizer_seconds: float
@@ -152,6 +153,9 @@ def book(
             # what the round wrote, frozen now: a later round's rewrite never passes for it
             "journal_sha256": freeze_entry(rundir, tag),
         }
+        label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
+        if decision == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
+            entry["label"] = label["label"]  # every view of this best shows it (:mod:`.._store.forced`)
         if decision == "reject":  # the change itself: the next proposer reads what was refuted
             entry["diff"] = refuted_diff(rundir, tag, parent, verdict)
         rundir.log.append_event("decision", **entry)

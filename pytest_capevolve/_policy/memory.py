@@ -13,6 +13,7 @@ import unicodedata
 from typing import Any
 
 from .._show.numbers import num
+from .._store.forced import short
 from .._store.rundir import RunDir
 
 LEDGER_COLUMNS = (
@@ -39,6 +40,8 @@ def ledger_row(entry: dict[str, Any]) -> list[str]:
     decision = entry["decision"]
     if entry.get("against_gate"):
         decision += " (accepted against the gate)"
+    elif isinstance(entry.get("label"), str) and entry.get("decision") == "accept":
+        decision += f" ({short(entry['label'])})"
     if entry.get("repairs") is not None:
         decision += f" (repairs event {entry['repairs']})"
     parent = str(entry.get("parent") or "—")

@@ -23,7 +23,7 @@ from .._show.measure import paired_summary
 from .._show.numbers import interval
 from .._store import evidence
 from .._store.evidence import ByTag, index_records
-from .._store.forced import FORCED_LABEL, forced_accepts
+from .._store.forced import labelled_accepts
 from .._store.project_seal import REUSED_LABEL
 from .._store.rundir import RunDir
 from .._store.seal import TEST_SPLIT, Seal
@@ -111,8 +111,8 @@ class FinalizeSession:
 
     def _scored_lines(self, result: dict[str, Any]) -> list[str]:
         best = result["best"]
-        forced = forced_accepts(self.rundir.log.of_kinds("decision"))
-        shown = f"{best['tag']!r} ({FORCED_LABEL})" if best["tag"] in forced else repr(best["tag"])
+        labels = labelled_accepts(self.rundir.log.of_kinds("decision"))
+        shown = f"{best['tag']!r} ({labels[best['tag']]})" if best["tag"] in labels else repr(best["tag"])
         lines = [f"test split scored once and sealed: best {shown} mean {best['mean']:.4f}"]
         delta = result["delta_vs_seed"]
         if delta is not None:

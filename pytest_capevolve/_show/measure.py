@@ -19,7 +19,7 @@ from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.event_digest import digest
 from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
-from .._store.forced import FORCED_LABEL, forced_accepts
+from .._store.forced import FORCED_LABEL, labelled_accepts, short
 from .._store.project_seal import REUSED_LABEL
 from .._store.rundir import RunDir
 from .._store.seal import Seal
@@ -127,13 +127,15 @@ def measure(
         )
     _test_split(result, rundir, splits)
     result.lineage = _lineage(rundir, events)
-    forced = forced_accepts(events)
-    if best in forced:  # not a measured improvement: said first, wherever the table is shown
+    label = labelled_accepts(events).get(best)
+    if label == FORCED_LABEL:  # not a measured improvement: said first, wherever the table is shown
         result.labels.insert(
             0,
             f"{FORCED_LABEL}: the best {best!r} was booked with --force although its gate said "
             f"{(rundir.verdicts.verdict(best) or {}).get('decision', 'nothing')}; its gain is not a gate's",
         )
+    elif label is not None:  # decided again on bytes another run had decided
+        result.labels.insert(0, f"{short(label)}: the best {best!r} is {label.split(' — ', 1)[-1]}")
     result.spend, result.screening = _spend(
         rundir, events, rollouts_by_split, state, len(splits["val"]), spec.num_trials
     )
@@ -237,7 +239,7 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
 
 def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     steps = []
-    forced = forced_accepts(events)
+    labels = labelled_accepts(events)
     for event in events:
         if event.get("kind") != "best_changed":
             continue
@@ -248,8 +250,9 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
             {
                 "from": event.get("previous"),
                 "to": tag,
-                "forced": tag in forced,
-                "reason": f"{FORCED_LABEL.upper()} (the gate: {reason})" if tag in forced else reason,
+                "forced": labels.get(tag) == FORCED_LABEL,
+                "label": labels.get(tag),
+                "reason": f"{labels[tag].upper()} (the gate: {reason})" if tag in labels else reason,
                 "p_value": verdict.get("p_value"),
                 "delta_mean": verdict.get("delta_mean"),
                 "source": f"verdicts/{tag}.json",
@@ -340,7 +343,8 @@ def render_text(m: Measurement) -> list[str]:
             return "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=False)) + "  " + row[3]
         return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
 
-    forced = " (forced)" if any(s.get("forced") and s["to"] == m.best for s in m.lineage) else ""
+    label = next((s["label"] for s in m.lineage if s.get("label") and s["to"] == m.best), None)
+    forced = f" ({short(label)})" if label else ""
     lines = [f"capevolve measure — run {m.run_id}; best {m.best!r}{forced}", "", fmt(header)]
     lines += [fmt(r) for r in body]
     for d in m.deltas:
@@ -357,7 +361,8 @@ def render_text(m: Measurement) -> list[str]:
 
 
 def render_markdown(m: Measurement) -> str:
-    forced = f" ({FORCED_LABEL})" if any(s.get("forced") and s["to"] == m.best for s in m.lineage) else ""
+    label = next((s["label"] for s in m.lineage if s.get("label") and s["to"] == m.best), None)
+    forced = f" ({label})" if label else ""
     out = [f"# capevolve report — run {m.run_id}", "", f"Best: `{m.best}`{forced}.", ""]
     for label in m.labels:
         out.append(f"> **{label.split(':')[0]}**:{label.partition(':')[2]}")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._store.files import RunDirError
-from .._store.forced import forced_accepts
+from .._store.forced import FORCED_LABEL, labelled_accepts, short
 from .._store.rundir import RUNS_DIR, RunDir
 from .._store.seal import Seal
 
@@ -29,11 +29,13 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
             continue
         spent = state["spent"]
         seal = Seal(rundir).burned()
+        labels = labelled_accepts(rundir.log.of_kinds("decision"))
         rows.append(
             {
                 **row,
                 "best": state["best_id"],
-                "best_forced": state["best_id"] in forced_accepts(rundir.log.of_kinds("decision")),
+                "best_forced": labels.get(state["best_id"]) == FORCED_LABEL,
+                "best_label": labels.get(state["best_id"]),
                 "iterations": int(state["iterations"]),
                 "stall": int(state["stall"]),
                 "rollouts": int(spent.get("metric_calls", 0)),
@@ -50,7 +52,7 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
 
 
 def render_runs(rows: list[dict[str, Any]]) -> list[str]:
-    """The table; a best accepted against the gate reads ``TAG (forced)``."""
+    """The table; a labelled best reads ``TAG (forced)`` or ``TAG (re-gated after a harness change)``."""
     header = ("run", "best", "iterations", "rollouts", "$ spent", "test", "")
     body = []
     for row in rows:
@@ -61,7 +63,7 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
         body.append(
             (
                 row["run_id"],
-                f"{row['best']} (forced)" if row.get("best_forced") else str(row["best"]),
+                f"{row['best']} ({short(row['best_label'])})" if row.get("best_label") else str(row["best"]),
                 str(row["iterations"]),
                 str(row["rollouts"]),
                 f"{row['usd']:.4f}",

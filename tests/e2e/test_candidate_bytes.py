@@ -305,7 +305,7 @@ def test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_rejec
     assert _verdict(project, projects, "big")["decision"] == "repeat"
 
 
-def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example, projects, capevolve):
+def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example, projects, capevolve, capsys):
     project, _ = _round_of_three(example, projects, capevolve)
     first = projects.run_dir(project).name
     adapter = project / "adapter.py"
@@ -347,3 +347,16 @@ def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example,
     verdict = _verdict(project, projects, "helpful")
     assert verdict["decision"] == "accept" and verdict["details"]["harness_changed"]["label"] == label
     assert verdict["details"]["harness_changed"]["earlier_run"] == first
+    # the label follows the decision into every view, after finalize too (a red team saw it
+    # vanish from report.md, the dashboard, LEDGER.md, measure and runs)
+    finalized = capevolve(project, finalize=True)
+    assert finalized.ret == 0, finalized.stdout.str()
+    finalized.stdout.fnmatch_lines([f"*test split scored once and sealed: best 'helpful' ({label})*"])
+    rundir = projects.run_dir(project)
+    assert "accept (re-gated after a harness change)" in (rundir / "LEDGER.md").read_text()
+    assert f"Best: `helpful` ({label})" in (rundir / "report.md").read_text()
+    assert label in (rundir / "dashboard.html").read_text()
+    code, measured, _ = run(capsys, "measure", str(project))
+    assert code == 0 and "best 'helpful' (re-gated after a harness change)" in measured
+    code, runs, _ = run(capsys, "runs", str(project))
+    assert code == 0 and "helpful (re-gated after a harness change)" in runs

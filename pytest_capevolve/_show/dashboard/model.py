@@ -20,7 +20,7 @@ from ... import _stats as stats
 from ..._decide.looks import shown_decision
 from ..._project.candidate import SEED_TAG
 from ..._store.evidence import ByTag, index_records, reward_matrix
-from ..._store.forced import FORCED_LABEL
+from ..._store.forced import FORCED_LABEL, label_of, short
 from ..._store.rundir import RunDir
 from ..measure import Measurement, delta_lines, table_rows
 from .event_log import GATE_SPLIT, Log, SpendPoint, read_log
@@ -328,9 +328,11 @@ def _decision(event: dict[str, Any]) -> Decision:
         tag=str(event.get("tag")),
         parent=None if event.get("parent") is None else str(event.get("parent")),
         decision=str(event.get("decision")),
-        # a forced accept is shown as one wherever its decision is (:mod:`..._store.forced`)
+        # a forced (or re-gated) accept is shown as one wherever its decision is (:mod:`..._store.forced`)
         basis=FORCED_LABEL
         if event.get("against_gate")
+        else label_of({**event, "kind": "decision"})
+        if label_of({**event, "kind": "decision"})
         else None
         if event.get("basis") is None
         else str(event.get("basis")),
@@ -382,7 +384,8 @@ def _booked(rows: list[VerdictRow], log: Log) -> list[VerdictRow]:
         if event.get("kind") == "verdict":
             last_verdict[tag] = number
         elif event.get("kind") == "decision" and event.get("decision"):
-            forced = " (forced)" if event.get("against_gate") else ""  # not the gate's accept
+            label = FORCED_LABEL if event.get("against_gate") else label_of(event)
+            forced = f" ({short(label)})" if label else ""  # not the gate's plain accept
             booked[tag] = (number, str(event["decision"]) + forced)
     return [
         replace(row, decision=booked[row.tag][1])
