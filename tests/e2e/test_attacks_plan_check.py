@@ -11,11 +11,12 @@ rollout once, in the plan's order, or nothing.
 
 from __future__ import annotations
 
-import json
 import shutil
 import textwrap
 
 import pytest
+from run_log import events as _events
+from run_log import one_line as _one_line
 
 PLUGINS = {
     # drops the n0* rollouts and tells nobody
@@ -104,16 +105,6 @@ def outside_plugin(pytester, monkeypatch):
         return ["-p", name]
 
     return write
-
-
-def _events(run_dir):
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-
-
-def _one_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _baseline(example, projects, capevolve):

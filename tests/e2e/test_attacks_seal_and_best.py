@@ -12,21 +12,13 @@ by a forged log line, a best booked against the gate shown as if the gate had ac
 
 from __future__ import annotations
 
-import json
 import shutil
+
+from run_log import events as _events
+from run_log import one_line as _one_line
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.rundir import RunDir
-
-
-def _events(run_dir):
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-
-
-def _one_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _gated_noop(example, projects, capevolve):

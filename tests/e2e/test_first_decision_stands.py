@@ -12,16 +12,18 @@ from cli_calls import run
 from fix_list_project import fixing, make_fix_list, split_ids
 
 
-def _siblings_unbooked(example, projects, capevolve) -> Path:
-    """The fix-list project after a 3-sibling round gated with ``--capevolve-commit none``:
-    ``helpful`` (p = 1/32) rejected at Holm's 1/60, nothing booked."""
+def _siblings_unbooked(example, projects, capevolve, extra: tuple[str, ...] = ()) -> Path:
+    """The fix-list project after a 3-sibling round gated with ``--capevolve-commit none`` (and
+    ``extra``): ``helpful`` (p = 1/32) rejected at Holm's 1/60 by default, nothing booked."""
     project = make_fix_list(example, projects)
     assert capevolve(project).ret == 0
     val = split_ids(project, "val")
     fixing(project, "helpful", val[:5])
     fixing(project, "weak1", val[5:6])
     fixing(project, "weak2", val[6:7])
-    gated = capevolve(project, "helpful", "weak1", "weak2", gate=True, extra=["--capevolve-commit", "none"])
+    gated = capevolve(
+        project, "helpful", "weak1", "weak2", gate=True, extra=[*extra, "--capevolve-commit", "none"]
+    )
     assert gated.ret == 10, gated.stdout.str()
     return project
 
@@ -61,15 +63,7 @@ def test_regating_one_sibling_under_its_own_tag_keeps_its_holm_reject(example, p
 
 
 def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(example, projects, capevolve):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    val = split_ids(project, "val")
-    fixing(project, "helpful", val[:5])
-    fixing(project, "weak1", val[5:6])
-    fixing(project, "weak2", val[6:7])
-    bh = ["--capevolve-multiple", "bh", "--capevolve-commit", "none"]
-    gated = capevolve(project, "helpful", "weak1", "weak2", gate=True, extra=bh)
-    assert gated.ret == 10, gated.stdout.str()
+    project = _siblings_unbooked(example, projects, capevolve, ("--capevolve-multiple", "bh"))
     rundir = projects.run_dir(project)
     for tag in ("helpful", "weak1", "weak2"):
         verdict = json.loads((rundir / "verdicts" / f"{tag}.json").read_text())
@@ -78,7 +72,7 @@ def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(
         assert "by Benjamini-Hochberg" in reason and "3 siblings" in reason, reason
 
     # a later session asking another correction is refused in one line, before it pays
-    fixing(project, "other", val[7:9])
+    fixing(project, "other", split_ids(project, "val")[7:9])
     laxer = capevolve(project, "other", gate=True, extra=["--capevolve-multiple", "none"])
     # today: gated at α each, nothing said
     assert laxer.ret == 4, laxer.stdout.str()
