@@ -20,6 +20,7 @@ from ._project.microcase import is_microcase_file
 from ._project.spec import INI_KEYS
 
 EVALUABLE_SPLITS = ("train", "val")
+HYPOTHESIS_PLUGIN = "hypothesispytest"  # its pytest11 entry point's name
 
 
 def _split_option(value: str) -> str:
@@ -333,6 +334,10 @@ def pytest_configure(config: pytest.Config) -> None:
     target, finalize = _session_target(config)
     if not target:
         return  # not a capevolve session: import nothing more
+    # An evaluation session collects only its spec, so hypothesis's plugin (installed beside
+    # us) has no test to serve, yet it imports all of hypothesis for its terminal summary: a
+    # second of CPU in every controller and worker, and memory at the session's peak.
+    config.pluginmanager.set_blocked(HYPOTHESIS_PLUGIN)
     split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
     from ._project.command_plugins import plugins_in_project
 

@@ -92,10 +92,9 @@ def mde(alpha: float, n_tasks: int, sd_delta: float, power: float = 0.8) -> floa
     a planning figure, not a decision rule)."""
     if n_tasks < 1 or not 0 < alpha < 1:
         return None
-    from scipy import stats as sps  # here, not at import: scipy.stats takes about a second
+    from .._stats.intervals import detection_z  # numpy: here, not where budgets are only counted
 
-    z = float(sps.norm.ppf(1 - alpha) + sps.norm.ppf(power))
-    return z * sd_delta / math.sqrt(n_tasks)
+    return detection_z(alpha, power) * sd_delta / math.sqrt(n_tasks)
 
 
 def any_false_accept_bound(schedule: str, alpha: float, decisions: int) -> float:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from .. import _stats as stats
 from .._stats.resolution import NOT_ESTIMABLE, NOT_ESTIMABLE_NO_NULLS
@@ -39,7 +38,7 @@ class PlanFigures:
 
     @property
     def z(self) -> float:
-        return float(sps.norm.ppf(1 - self.alpha) + sps.norm.ppf(POWER))
+        return stats.detection_z(self.alpha, POWER)
 
     @property
     def mde(self) -> float:

@@ -122,6 +122,12 @@ def normal_ci(deltas: np.ndarray, *, confidence: float = 0.95) -> tuple[float, f
     return mean - z * se, mean + z * se
 
 
+def detection_z(alpha: float, power: float) -> float:
+    """z_{1−α} + z_{power}: how many SEs a true mean delta must be for a one-sided test at
+    ``alpha`` to detect it with ``power`` (the normal approximation planning figures use)."""
+    return _ndtri(1 - alpha) + _ndtri(power)
+
+
 def _ndtri(p: float) -> float:
     """The standard normal quantile, ±inf at 0 and 1 (as scipy's ``ndtri``)."""
     if p <= 0 or p >= 1:

@@ -1,5 +1,5 @@
 """report.md and dashboard.html are drawn again only when what they show moved (``views.json``),
-and a resume that changed nothing imports no scipy; the dashboard reads the index, opening only
+and a resume that changed nothing imports no scipy nor hypothesis; the dashboard reads the index, opening only
 the rollout files whose feedback it shows."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 
 def pytest_unconfigure(config):
     print("SCIPY=" + str("scipy.stats" in sys.modules))
+    print("HYPOTHESIS=" + str("hypothesis" in sys.modules))
 """
 
 
@@ -37,6 +38,8 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
     resumed.stdout.fnmatch_lines(["*0 paid, 24 reused*"])
     assert _pages(project, projects) == first  # nothing paid, nothing decided: not drawn again
     resumed.stdout.fnmatch_lines(["SCIPY=False"])  # and the statistics were never loaded
+    # nor hypothesis, whose pytest plugin would load it for a summary of no hypothesis test
+    resumed.stdout.fnmatch_lines(["HYPOTHESIS=False"])
 
     # a failed rollout's feedback edited by hand (its outcome as logged: an edited outcome is
     # quarantined, tests/e2e/test_attacks_record.py): read again, so the pages move with it
@@ -65,11 +68,15 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
     assert (run.root / "dashboard.html").is_file()
 
 
-def test_capevolve_gate_imports_only_what_it_uses(example, capevolve) -> None:
-    """A command that reads a run registers itself only: no pytest, adapter runner, hill-climb
-    or importer is loaded to re-derive a verdict."""
+def test_a_gate_session_and_capevolve_gate_import_only_what_they_use(example, capevolve, pytester) -> None:
+    """A gate session decides without scipy.stats (seconds to import on a busy machine: its
+    planning figures come from scipy.special) and without hypothesis. A command that reads a
+    run registers itself only: no pytest, adapter runner, hill-climb or importer is loaded to
+    re-derive a verdict."""
     project = example("toy_calc")
-    capevolve(project, "careful")
+    pytester.makeconftest(PROBE)
+    gated = capevolve(project, "careful", gate=True, extra=["-s"], subprocess=True)  # a fresh interpreter
+    gated.stdout.fnmatch_lines(["*careful*ACCEPT*", "*val reuse*", "SCIPY=False", "HYPOTHESIS=False"])
     probe = (
         "import sys\nfrom pytest_capevolve._cli.main import main\n"
         f"code = main(['gate', 'careful', '--project', {str(project)!r}])\n"

@@ -195,6 +195,33 @@ def test_calibration_alarm_sounds_only_for_a_tally_too_high_for_alpha() -> None:
     }
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.sampled_from([0.05, 0.02, 0.1, 0.0125])), min_size=1, max_size=30)
+)
+def test_calibration_p_is_scipy_stats_binomial_tail_at_every_tally(nulls) -> None:
+    """The alarm's p, computed from scipy.special (light to import), is scipy.stats's binomial
+    tail P(X ≥ accepts) at the largest α gated so far: zero accepts included."""
+    from scipy import stats as sps
+
+    events = [
+        {"kind": calibration.NULL_EVENT, "decision": "accept" if a else "reject", "alpha": alpha}
+        for a, alpha in nulls
+    ]
+    accepts = sum(a for a, _ in nulls)
+    largest = max(alpha for _, alpha in nulls)
+    reference = float(sps.binom.sf(accepts - 1, len(nulls), largest))
+    assert calibration.calibration(events, 0.05)["p_value"] == pytest.approx(reference, rel=1e-9, abs=1e-300)
+
+
+def test_mde_is_the_normal_approximation_scipy_stats_gives() -> None:
+    from scipy import stats as sps
+
+    for alpha, n, sd, power in [(0.05, 40, 0.3, 0.8), (0.0031, 300, 0.12, 0.9), (0.4, 2, 1.0, 0.5)]:
+        z = sps.norm.ppf(1 - alpha) + sps.norm.ppf(power)
+        assert alpha_budget.mde(alpha, n, sd, power) == pytest.approx(z * sd / n**0.5, rel=1e-12)
+
+
 def _crossed(kind: str) -> seqgate.SequentialDecision:
     state = seq.SequentialState(tasks=6, efficacy=300.0, futility=0.5, stopped=kind, stopped_at=6)
     return seqgate.SequentialDecision(state, seqgate.split(0.05), 0.05, total_tasks=40)
