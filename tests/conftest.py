@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -29,6 +30,12 @@ from pytest_capevolve._store import order_secret
 from pytest_capevolve._store.record import RolloutRecord
 
 pytest_plugins = "pytester"
+
+# Machines that set PYTHONDONTWRITEBYTECODE (the ones this project is built on do) make every
+# interpreter the suite starts (pytester subprocesses, inner xdist workers, CLI calls) compile
+# the package from source again; the suite runs as Python does by default instead, caching it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

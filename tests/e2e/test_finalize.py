@@ -207,19 +207,18 @@ class FlakyCalcAdapter(ToyCalcAdapter):
 '''
 
 
-def test_an_outage_during_finalize_leaves_the_seal_unburned_until_complete(
-    example, projects, capevolve, xdist_args
-):
+def test_an_outage_during_finalize_leaves_the_seal_unburned_until_complete(example, projects, capevolve):
+    """In process (finalize under xdist: the two tests above)."""
     project = example("toy_calc")
     projects.add_adapter(project, FLAKY, "adapter.py:FlakyCalcAdapter")
     assert capevolve(project).ret == 0
     (project / "outage").write_text("")
-    broken = capevolve(project, finalize=True, extra=xdist_args)
+    broken = capevolve(project, finalize=True)
     assert broken.ret == 12, broken.stdout.str()
     broken.stdout.fnmatch_lines(["*the test split was NOT scored*seal is unburned*"])
     assert not (projects.run_dir(project) / "seal.json").exists()
     (project / "outage").unlink()
-    fixed = capevolve(project, finalize=True, extra=xdist_args)
+    fixed = capevolve(project, finalize=True)
     assert fixed.ret == 0, fixed.stdout.str()
     fixed.stdout.fnmatch_lines(["*rollouts: 6 paid, 0 reused*"])  # the errors were missing data
     seal = json.loads((projects.run_dir(project) / "seal.json").read_text())

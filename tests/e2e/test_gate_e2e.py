@@ -33,12 +33,13 @@ VERDICT_FIELDS = {
     "candidate, code, decision",
     [("improved", 0, "accept"), ("copy", 10, "reject"), ("regressed", 10, "reject")],
 )
-def test_gate_verdicts_on_noisy_agent(example, projects, capevolve, xdist_args, candidate, code, decision):
+def test_gate_verdicts_on_noisy_agent(example, projects, capevolve, candidate, code, decision):
+    """In process: the same verdicts under xdist are test_verdicts_identical_with_and_without_xdist."""
     project = example("noisy_agent")
     # the statistical rule is under test here; the example's no-upsell microcase would
     # reject `regressed` before its rollouts (see test_microcases.py)
     shutil.rmtree(project / "microcases")
-    result = capevolve(project, candidate, gate=True, extra=xdist_args)
+    result = capevolve(project, candidate, gate=True)
     assert result.ret == code, result.stdout.str()
     result.stdout.fnmatch_lines(
         ["*capevolve verdicts vs seed (val)*", f"{candidate} *{decision.upper()}*40*"]

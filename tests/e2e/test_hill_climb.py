@@ -131,7 +131,8 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     assert "gate_alpha_schedule lord" in json.dumps(report["resolution"])
 
 
-def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys, xdist_args):
+def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys):
+    """In process (the loop under xdist: test_toy_calc_climbs_to_val_one_and_measure_shows_test_one)."""
     project = example("noisy_agent")
     # the loop's own default spends α across decisions (lord: the second decision gets 0.0076,
     # too little for this 40-task edit); this test is about the loop's mechanics, so the spec
@@ -141,9 +142,7 @@ def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys, xdist
         spec.read_text().replace("gate_alpha: 0.05", "gate_alpha: 0.05\ngate_alpha_schedule: constant")
     )
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
-    code, summary, err = hill_climb(
-        capsys, project, "--optimizer", optimizer, "--max-iterations", "5", *xdist_args
-    )
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "5")
     assert code == 0, err
     rows = [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]]
     assert rows == [

@@ -270,9 +270,8 @@ def test_microcases_may_not_use_test_tasks(pytester, example, projects, capevolv
     gated.stderr.fnmatch_lines(["*sealed test split*"])
 
 
-def test_gen_writes_a_skeleton_that_runs_once_filled_in(
-    pytester, example, projects, capevolve, xdist_args, capsys
-):
+def test_gen_writes_a_skeleton_that_runs_once_filled_in(pytester, example, projects, capevolve, capsys):
+    """In process (microcases as items under xdist: test_every_check_kind_passes_and_fails_as_an_item)."""
     project = example("toy_calc")
     capevolve(project)
     records = {
@@ -286,7 +285,7 @@ def test_gen_writes_a_skeleton_that_runs_once_filled_in(
     assert "FILL_IN" in text and record["feedback"] in text and f"task: {record['task_id']}" in text
     assert f"origin: val/{record['task_id']}/seed/t0" in text
 
-    unfilled = pytester.runpytest(str(project / "microcases"), *NO_CACHE, *xdist_args)
+    unfilled = pytester.runpytest(str(project / "microcases"), *NO_CACHE)
     unfilled.stdout.fnmatch_lines(["*adapter.reward.min is still FILL_IN*"])
     written.write_text(text.replace("min: FILL_IN", "min: 1.0"))
     careful = pytester.runpytest(
@@ -294,9 +293,8 @@ def test_gen_writes_a_skeleton_that_runs_once_filled_in(
         "--capevolve-candidate",
         str(project / "candidates" / "careful"),
         *NO_CACHE,
-        *xdist_args,
     )
-    seed = pytester.runpytest(str(project / "microcases"), *NO_CACHE, *xdist_args)
+    seed = pytester.runpytest(str(project / "microcases"), *NO_CACHE)
     careful.assert_outcomes(passed=1)  # careful fixes multiplication
     seed.assert_outcomes(failed=1)  # the failure the microcase was made from
     seed.stdout.fnmatch_lines(

@@ -58,15 +58,16 @@ def test_a_candidate_editing_the_scorer_is_indecisive_and_pays_nothing(
 
 
 def test_a_symlink_leaving_the_candidate_is_indecisive_even_without_protected_paths(
-    pytester, example, projects, capevolve, rollout_tags, xdist_args
+    pytester, example, projects, capevolve, rollout_tags
 ):
+    """In process (a candidate refused before its rollouts under xdist: the test above)."""
     project = example("toy_calc")
     secret = pytester.path / "answers-outside.txt"
     secret.write_text("q01: 42\n")
     sneaky = project / "candidates" / "sneaky"
     shutil.copytree(project / "candidates" / "careful", sneaky)
     (sneaky / "notes.md").symlink_to(secret)
-    result = capevolve(project, "sneaky", extra=xdist_args)
+    result = capevolve(project, "sneaky")
     assert result.ret == 11, result.stdout.str()
     result.stdout.fnmatch_lines(
         ["*sneaky*INDECISIVE*refused: *is a symlink to*outside the candidate folder*"]
