@@ -21,6 +21,7 @@ code cannot forge a frame by accident, and SIGINT is ignored (the parent's Ctrl-
 
 from __future__ import annotations
 
+import atexit
 import functools
 import io
 import logging
@@ -269,5 +270,9 @@ def main() -> None:
     child.start(pickle.loads(payload))
     try:
         child.serve()
+        # the pipe ended (the parent is done with this child): what the adapter registered to
+        # run at exit (an inspect task's temporary log folder, a client to close) runs now, as
+        # it would in process; os._exit skips it
+        atexit._run_exitfuncs()
     finally:
         os._exit(0)  # threads the adapter left running do not hold the child open

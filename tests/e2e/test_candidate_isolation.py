@@ -276,13 +276,23 @@ def test_isolated_records_are_the_in_process_records(
 
 # -- a session ends the sandbox children it started --------------------------------------------
 
-# notes the pid of the process that runs the candidate's code (its sandbox child) on every rollout
+# notes the pid of the process that runs the candidate's code (its sandbox child) on every
+# rollout, and again, in exits.txt beside it, when that process runs its exit handlers
 NOTE_PID = """
 
+import atexit as _atexit
 import os as _os
 
 with open({notes!r}, "a") as _notes:
     _notes.write(f"{{_os.getpid()}}\\n")
+
+
+def _note_exit():
+    with open({notes!r}.replace("child-pids", "exits"), "a") as _exits:
+        _exits.write(f"{{_os.getpid()}}\\n")
+
+
+_atexit.register(_note_exit)
 """
 
 
@@ -312,6 +322,9 @@ def test_an_in_process_session_reaps_the_sandbox_children_it_started(
     gate_pids = {int(line) for line in notes.read_text().split()}
     assert len(gate_pids) >= 2
     assert children_still_alive(gate_pids) == []
+    # each ran its exit handlers first (an inspect task's log folder is removed by one)
+    exits = notes.with_name("exits.txt")
+    assert {int(line) for line in exits.read_text().split()} == gate_pids
     notes.unlink()
     # a plain microcase run of the same candidate: its `adapter` check's child
     result = pytester.runpytest(
