@@ -43,8 +43,15 @@ class Adapter:
         with open(HERE / "calls.log", "a") as log:
             log.write(f"{{os.getpid()}} {{task.id}}\\n")
         signal_to_send = os.environ.get("STOP_CONTROLLER_WITH")
-        if signal_to_send and (HERE / "calls.log").read_text().count("\\n") == {SIGNAL_AT}:
-            os.kill(int((HERE / "controller.pid").read_text()), int(signal_to_send))
+        # at the SIGNAL_AT-th call or past it (two workers append at once: a count read after
+        # both wrote skips it), once: the first to create the marker sends the signal
+        if signal_to_send and (HERE / "calls.log").read_text().count("\\n") >= {SIGNAL_AT}:
+            try:
+                os.close(os.open(HERE / "signalled", os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                pass
+            else:
+                os.kill(int((HERE / "controller.pid").read_text()), int(signal_to_send))
         return Rollout(task_id=task.id, output=task.input)
 
     def score(self, task, rollout):
