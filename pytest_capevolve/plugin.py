@@ -329,15 +329,35 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         startup_hooks.remember(fresh=True)
 
 
+class _HypothesisStartupEnds:
+    """What hypothesis's plugin does at session start, kept when the plugin is blocked: there
+    its start-up ends, and until then harness code using hypothesis (a scorer drawing from
+    strategies) is warned of slow code in a plugin — an error under ``filterwarnings = error``."""
+
+    def __init__(self, plugin: object) -> None:
+        self.plugin = plugin
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.plugin.pytest_sessionstart(session)  # type: ignore[attr-defined]
+
+
+def _block_hypothesis_plugin(plugins: pytest.PytestPluginManager) -> None:
+    """An evaluation session collects only its spec, so hypothesis's plugin (installed beside
+    us) has no test to serve, yet it imports all of hypothesis for its terminal summary: a
+    second of CPU in every controller and worker, and memory at the session's peak. Blocked,
+    all but its session start (:class:`_HypothesisStartupEnds`)."""
+    plugin = plugins.get_plugin(HYPOTHESIS_PLUGIN)
+    plugins.set_blocked(HYPOTHESIS_PLUGIN)
+    if plugin is not None and hasattr(plugin, "pytest_sessionstart"):
+        plugins.register(_HypothesisStartupEnds(plugin), name=f"capevolve-{HYPOTHESIS_PLUGIN}-startup")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     target, finalize = _session_target(config)
     if not target:
         return  # not a capevolve session: import nothing more
-    # An evaluation session collects only its spec, so hypothesis's plugin (installed beside
-    # us) has no test to serve, yet it imports all of hypothesis for its terminal summary: a
-    # second of CPU in every controller and worker, and memory at the session's peak.
-    config.pluginmanager.set_blocked(HYPOTHESIS_PLUGIN)
+    _block_hypothesis_plugin(config.pluginmanager)
     split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
     from ._project.command_plugins import plugins_in_project
 

@@ -86,3 +86,29 @@ def test_a_gate_session_and_capevolve_gate_import_only_what_they_use(example, ca
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
     assert done.stdout.splitlines()[-1] == "CODE 0 LOADED []", done.stdout + done.stderr
+
+
+STRATEGY_SCORER = """
+
+class StrategyScorer(ToyCalcAdapter):
+    def score(self, task, rollout):
+        from hypothesis import strategies as st
+
+        st.lists(st.integers()).wrapped_strategy  # harness code drawing up a strategy
+        return super().score(task, rollout)
+"""
+
+
+def test_harness_code_using_hypothesis_scores_as_with_its_plugin_loaded(
+    example, projects, capevolve, pytester
+) -> None:
+    """The session blocks hypothesis's plugin but keeps its session start, where hypothesis's
+    start-up ends: blocked whole, every score drawing up a strategy was warned of slow code in
+    a plugin, and under ``filterwarnings = error`` each rollout was an infra error."""
+    project = example("toy_calc")
+    projects.add_adapter(project, STRATEGY_SCORER, "adapter.py:StrategyScorer")
+    (pytester.path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    result = capevolve(project, "careful", subprocess=True)  # a fresh interpreter: hypothesis unloaded
+    records = projects.rollout_records(project)
+    assert len(records) == 24 and all(r["infra_error"] is None for r in records.values()), result.stdout.str()
+    assert result.ret == 0, result.stdout.str()
