@@ -234,8 +234,13 @@ def _walk(project_dir: Path, *, skip: Iterable[Path] = ()) -> Iterator[str]:
         try:
             with os.scandir(folder) as listing:
                 entries = list(listing)
+        except PermissionError as exc:  # files the lock cannot see are not left out in silence
+            raise PermissionError(
+                f"{folder}: the harness lock cannot list this folder of the project ({exc.strerror}); "
+                "make it readable, or move it out of the project"
+            ) from None
         except OSError:
-            continue
+            continue  # gone since its parent was listed
         for entry in entries:
             if entry.path in skipped or entry.is_symlink():
                 continue  # under a resolved root and never through a symlink: already resolved

@@ -156,3 +156,23 @@ def test_harness_files_default_to_the_evaluation_data_and_take_the_specs_globs(t
     found = harness.harness_files(root, ["default", "*.yaml"], exclude=[root / "capability"])
     assert "model.yaml" in {p.name for p in found} and "capevolve.yaml" in {p.name for p in found}
     assert harness.harness_files(root, [], exclude=[]) == []
+
+
+def test_a_folder_the_walk_cannot_list_is_an_error_naming_it_not_files_left_out(tmp_path, monkeypatch):
+    """The suite runs as root, whom no mode keeps out: the folder is made unlistable by the
+    call the walk makes, as chmod 000 makes it for anyone else."""
+    root = _project(tmp_path)
+    (root / "data").mkdir()
+    (root / "data" / "gold.json").write_text("{}\n")
+    real_scandir = harness.os.scandir
+
+    def scandir(path):
+        if path == str((root / "data").resolve()):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(harness.os, "scandir", scandir)
+    with pytest.raises(
+        PermissionError, match=r"data: the harness lock cannot list this folder.*Permission denied"
+    ):
+        harness.harness_files(root, ["default"], exclude=[root / "capability"])
