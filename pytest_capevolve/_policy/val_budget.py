@@ -110,10 +110,12 @@ def run_calibration(spec: Spec, events: list[dict[str, Any]]) -> Calibration:
     return calibration(events, spec.gate_alpha)
 
 
-def level_problems(rundir: RunDir) -> list[str]:
+def level_problems(rundir: RunDir, events: list[dict[str, Any]] | None = None) -> list[str]:
     """What ``capevolve verify`` says of the run's α budget: one line per ``gate_decision``
     that took a level another decision had (two gate sessions judging from one state of the
-    budget), or whose α_j is not its schedule's (:func:`.._decide.alpha_budget.slot_problems`)."""
+    budget), or whose α_j is not its schedule's (:func:`.._decide.alpha_budget.slot_problems`).
+    ``events``: the whole log, parsed (every line, not only those a byte search finds), when
+    the caller holds it."""
     import yaml
 
     alpha: float | None = None
@@ -124,5 +126,5 @@ def level_problems(rundir: RunDir) -> list[str]:
             alpha = float(found)
     except (OSError, yaml.YAMLError):
         pass  # no readable lock: the numbering is still checked
-    lines = alpha_budget.slot_problems(rundir.log.events(), alpha)
+    lines = alpha_budget.slot_problems(rundir.log.events() if events is None else events, alpha)
     return [f"{rundir.events_path.name}: {line}" for line in lines]

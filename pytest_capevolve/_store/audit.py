@@ -28,12 +28,14 @@ from .rundir import RunDir
 Key = tuple[str, str, str, int]
 
 
-def audit(rundir: RunDir, *, repair: bool = False) -> list[str]:
+def audit(rundir: RunDir, *, repair: bool = False, events: list[dict[str, Any]] | None = None) -> list[str]:
     """One line per disagreement between the run's files and its events (empty: they agree):
     the rollout files, then each view of the log (:mod:`.log_views`: ``state.json``, the index,
     the digest, ``views.json``; ``repair=True`` rebuilds those that disagree). Every rollout
-    file is read once (:mod:`.rollout_scan`), for the log's check and the index's alike."""
-    events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
+    file is read once (:mod:`.rollout_scan`), for the log's check and the index's alike;
+    ``events``: the log as the chain's check just parsed it, when the caller holds it."""
+    if events is None:
+        events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
     if events is None:
         events = rundir.log.events()
     scan = scan_rollouts(rundir.root)
