@@ -139,6 +139,17 @@ class Projects:
         Projects.edit_spec(project, "split_test: 0.25", "split_test: 0.0")
 
     @staticmethod
+    def one_trial_with_noop(project: Path) -> Path:
+        """A copied noisy_agent cut to one trial, with a no-op candidate ``noop`` (a blank line
+        added to the seed's prompt.md: new bytes, the same behaviour); the candidate folder."""
+        Projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+        noop = project / "candidates" / "noop"
+        shutil.copytree(project / "capability", noop)
+        with (noop / "prompt.md").open("a") as handle:
+            handle.write("\n")
+        return noop
+
+    @staticmethod
     def run_dir(project: Path) -> Path:
         """The project's newest run dir."""
         return sorted((project / ".capevolve" / "runs").iterdir())[-1]

@@ -11,7 +11,6 @@ rollout once, in the plan's order, or nothing.
 
 from __future__ import annotations
 
-import shutil
 import textwrap
 
 import pytest
@@ -174,11 +173,7 @@ def test_a_plugin_that_only_announces_a_deselection_changes_nothing(
 
 def _gate_noop(example, projects):
     project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    noop = project / "candidates" / "noop"
-    shutil.copytree(project / "capability", noop)
-    with (noop / "prompt.md").open("a") as handle:
-        handle.write("\n")
+    projects.one_trial_with_noop(project)
     return project
 
 

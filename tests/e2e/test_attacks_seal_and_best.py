@@ -12,8 +12,6 @@ by a forged log line, a best booked against the gate shown as if the gate had ac
 
 from __future__ import annotations
 
-import shutil
-
 from run_log import events as _events
 from run_log import one_line as _one_line
 
@@ -24,11 +22,7 @@ from pytest_capevolve._store.rundir import RunDir
 def _gated_noop(example, projects, capevolve):
     """A one-trial noisy_agent whose no-op candidate (a blank line in prompt.md) is gated: REJECT."""
     project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    noop = project / "candidates" / "noop"
-    shutil.copytree(project / "capability", noop)
-    with (noop / "prompt.md").open("a") as handle:
-        handle.write("\n")
+    projects.one_trial_with_noop(project)
     result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
     assert result.ret == 10, result.stdout.str()[-2000:]
     return project, projects.run_dir(project)
