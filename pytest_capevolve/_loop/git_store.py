@@ -88,6 +88,14 @@ class GitStore(CandidateStore):
 
     def _commit(self, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
         repo = self._repo()
+        try:
+            return self._commit_in(repo, tag, files, message, accepted=accepted)
+        finally:
+            # reading HEAD starts gitpython's persistent `git cat-file` processes: ended here,
+            # not whenever the garbage collector finds the repo (a long climb held one per commit)
+            repo.close()
+
+    def _commit_in(self, repo: Any, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
         for child in self.root.iterdir():
             if child.name == ".git":
                 continue
@@ -176,7 +184,11 @@ def store_anchor(root: Path) -> str:
     import git  # gitpython; imported when a git store is read
 
     try:
-        message = str(git.Repo(root).commit(LOG_BRANCH).message)
+        repo = git.Repo(root)
+        try:
+            message = str(repo.commit(LOG_BRANCH).message)
+        finally:
+            repo.close()  # its `git cat-file` processes end with the read (see GitStore._commit)
     except (git.GitError, ValueError) as exc:  # no such branch, a damaged repository
         raise StoreError(f"the git store at {root} has no readable {LOG_BRANCH!r} branch ({exc})") from None
     anchor = anchor_in_message(message)
