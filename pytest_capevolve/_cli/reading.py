@@ -175,7 +175,7 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"ok {events}: {count} events, each chained to the one before", file=out)
     if not _anchored(args, rundir, answer, out):
         return _verified(args, answer, ok=False)
-    from .._policy.val_budget import level_problems
+    from .._policy.val_levels import level_problems
     from .._store.events import verified_events
 
     # the log as the chain's check just parsed it, for every check after it (at 60,000 events

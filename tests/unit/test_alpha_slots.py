@@ -61,3 +61,15 @@ def test_a_session_killed_between_judging_and_booking_leaves_a_spent_level_not_a
     except Killed:
         pass
     assert order == ["gate_decision", "verdict file"]
+
+
+def test_verify_checks_the_levels_without_importing_numpy():
+    """``capevolve verify`` reads only the gate_decision lines and the locked α for the levels:
+    the module it calls must not pull in numpy and the estimators (a twentieth of a verify of
+    60,000 rollouts was their import)."""
+    import subprocess
+    import sys
+
+    probe = "import sys, pytest_capevolve._policy.val_levels; print('numpy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
