@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from pathlib import Path
@@ -142,27 +143,38 @@ class IndexView:
 
     def _check_scanned(self, split: str, files: dict[str, ScannedFile]) -> list[str]:
         """:meth:`_check_split` on files already read: the same lines, in the same order (the
-        fields of each row compared at once, one by one only where they differ)."""
+        fields of each row compared at once, one by one only where they differ). The scan
+        took no stat of the files: a row that disagrees with its file is reported only if the
+        file's size and mtime, taken now, are still the row's (else readers read it again)."""
         name, problems = self.name, []
         fetched = self.index.checked(split)
         if _agree(fetched, files):
             return []
         rows = {row[0]: row for row in fetched}
+        mtimes: dict[str, int] | None = None
         for file in sorted(rows):
             row = rows[file]
             seen = files.get(file)
             if seen is None:
                 problems.append(f"{name}: a {split} row for {file}, which is not on disk")
                 continue
-            if seen.size != row[1] or seen.mtime_ns != row[2]:
+            if seen.size != row[1]:
                 continue  # the file changed since: readers read it again (checked above)
             data = seen.data
             if seen.error is not None or not isinstance(data, dict):
                 continue  # reported above as unreadable
             said = tuple(map(data.get, CHECKED))
-            if said == row[3:]:
+            if said == row[2:]:
                 continue
-            for field, in_row, in_file in zip(CHECKED, row[3:], said, strict=True):
+            if mtimes is None:
+                mtimes = self.index.mtimes(split)
+            try:
+                stat = os.stat(self.root / "rollouts" / split / file)
+            except OSError:
+                continue  # gone since it was read: the next reader finds it missing
+            if (stat.st_size, stat.st_mtime_ns) != (row[1], mtimes.get(file)):
+                continue  # the file changed since: readers read it again (checked above)
+            for field, in_row, in_file in zip(CHECKED, row[2:], said, strict=True):
                 if in_file != in_row:
                     problems.append(
                         f"{name}: {field} {in_row!r} for rollouts/{split}/{file}, "
@@ -303,7 +315,7 @@ def _agree(rows: list[Row], files: dict[str, ScannedFile]) -> bool:
     for seen in files.values():
         if seen.error is not None or type(seen.data) is not dict:
             return False
-        said.append((seen.name, seen.size, seen.mtime_ns, *map(seen.data.get, CHECKED)))
+        said.append((seen.name, seen.size, *map(seen.data.get, CHECKED)))
     rows.sort()
     return rows == said
 

@@ -136,6 +136,28 @@ def test_verify_finds_an_edited_index_row_and_repair_rebuilds_it(run: RunDir) ->
     assert fixed[("val", "task-0", "seed", 0)] == 0.0
 
 
+def test_verify_blames_an_index_row_only_while_its_file_has_the_rows_size_and_mtime(run: RunDir) -> None:
+    """The scan takes no stat per file: a row that disagrees with its file is blamed only if the
+    file, stat'ed then, is what the row says it read (readers trust the row then); a file
+    rewritten since, at the same size, is read again by every reader, so only the file's own
+    disagreement with its event is reported."""
+    run.flush()
+    path = run.rollout_path("val", "task-0", "seed", 0)  # reward 0.0 in the file, its row and its event
+    before = path.stat()
+    text = path.read_text()
+    path.write_text(text.replace('"reward": 0.0', '"reward": 1.0'))  # the same size, another mtime
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    assert path.stat().st_size == before.st_size
+    problems = audit(RunDir(run.root))
+    assert any(p.startswith("rollouts/val/task-0__seed__t0.json: reward 1.0 in the file") for p in problems)
+    assert not [p for p in problems if p.startswith("index.sqlite")], problems
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # the row's size and mtime again
+    problems = audit(RunDir(run.root))
+    assert (
+        "index.sqlite: reward 0.0 for rollouts/val/task-0__seed__t0.json, but the file says 1.0" in problems
+    )
+
+
 def test_verify_names_an_unfinished_write_and_repair_removes_it_unless_a_session_is_live(run: RunDir) -> None:
     run.flush()
     leftover = run.root / "rollouts" / "val" / ".task-0__seed__t0.json.abc123.tmp"
