@@ -39,9 +39,10 @@ def audit(rundir: RunDir, *, repair: bool = False, events: list[dict[str, Any]] 
     if events is None:
         events = rundir.log.events()
     scan = scan_rollouts(rundir.root)
-    problems = _rollouts(rundir, events, scan.files, repair=repair)
+    others: list[dict[str, Any]] = []  # every event but the rollouts: what the best rule reads
+    problems = _rollouts(rundir, events, scan.files, others, repair=repair)
     rule = BestRule()  # a best_changed no booked accept explains (forged with append_event)
-    for event in events:
+    for event in others:
         rule.see(event)
     problems += [f"{rundir.events_path.name}: {line}" for line in rule.unjustified]
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
@@ -83,35 +84,52 @@ def _temporaries(top: str, listed: frozenset[str]) -> list[str]:
 
 
 def _rollouts(
-    rundir: RunDir, events: list[dict[str, Any]], scanned: list[ScannedFile], *, repair: bool = False
+    rundir: RunDir,
+    events: list[dict[str, Any]],
+    scanned: list[ScannedFile],
+    others: list[dict[str, Any]] | None = None,
+    *,
+    repair: bool = False,
 ) -> list[str]:
+    """The rollout files against the log's rollout events; ``others`` (if given) gets every
+    other event, in log order: one pass over the log serves both."""
     problems: list[str] = []
     rel_of = _Names()
     last: dict[Key, dict[str, Any]] = {}
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
+    rest = [] if others is None else others
+    # one pass: the last rollout event per key, and the valid ones (no infra error); whether a
+    # quarantine or vanish logged later makes one invalid is settled after it
+    valid: list[tuple[Key, dict[str, Any]]] = []
+    n_logged = 0  # rollout events
     for event in events:
         kind = event.get("kind")
+        if kind == "rollout":
+            n_logged += 1
+            key = (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
+            last[key] = event
+            if event.get("infra_error") is None:
+                valid.append((key, event))
+            continue
+        rest.append(event)
         if kind in ("rollout_quarantined", "rollout_vanished"):
             files = [event.get("file")] if kind == "rollout_quarantined" else event.get("files") or []
             for file in map(str, files):
                 quarantined[file] = int(event.get("seq", 0))
     # valid rollout events per file since it was last moved or gone (paying it again after
-    # either is expected); a file's name is only built where a quarantine or vanish may apply
-    valid: list[Key] = []  # counted only when some key is in it twice (at 60,000: it is not)
-    for event in events:
-        if event.get("kind") == "rollout":
-            key = (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
-            last[key] = event
-            if event.get("infra_error") is None and (
-                not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1)
-            ):
-                valid.append(key)
-    if len(set(valid)) < len(valid):
-        counted = Counter(valid)
-        for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1):
-            problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
-    seen: set[Key] = set()
-    unlogged: set[Key] = set()
+    # either is expected); a file's name is only built where a quarantine or vanish may apply.
+    # With no key in two rollout events (at 60,000: none is) there is nothing to count.
+    if n_logged > len(last):
+        keys = [
+            key
+            for key, event in valid
+            if not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1)
+        ]
+        if len(set(keys)) < len(keys):
+            counted = Counter(keys)
+            for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1):
+                problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
+    remaining = dict(last)  # the logged keys no file has been found for yet
     for seen_file in scanned:
         data = seen_file.data
         try:
@@ -123,13 +141,14 @@ def _rollouts(
                 f"{seen_file.rel}: unreadable ({exc}); the next session quarantines it and pays it again"
             )
             continue
-        seen.add(key)
-        logged = last.get(key)
+        logged = remaining.pop(key, None)
         if logged is None:
-            unlogged.add(key)
-            problems.append(f"{seen_file.rel}: no rollout event records it (written outside a session?)")
-            continue
-        if (data.get("reward"), data.get("infra_error")) == (logged.get("reward"), logged.get("infra_error")):
+            logged = last.get(key)  # (a second file holding the same key)
+            if logged is None:
+                problems.append(f"{seen_file.rel}: no rollout event records it (written outside a session?)")
+                continue
+        get = data.get
+        if get("reward") == logged.get("reward") and get("infra_error") == logged.get("infra_error"):
             continue
         rel = seen_file.rel
         for field in ("reward", "infra_error"):
@@ -139,8 +158,7 @@ def _rollouts(
                     f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
                 )
     missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys
-    every_file_there = len(seen) - len(unlogged) == len(last)  # (then none to look for)
-    for key in [] if every_file_there else sorted(key for key in last if key not in seen):
+    for key in sorted(remaining):
         event, rel = last[key], rel_of(key)
         if quarantined.get(rel, -1) < int(event.get("seq", 0)):
             missing[rel] = (
