@@ -14,7 +14,7 @@ import itertools
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,7 @@ class IndexView:
                 # (a repair may rebuild the index and move damaged files first: read again)
                 for split, files in itertools.groupby(self._scanned, attrgetter("split")):  # (sorted)
                     if split != TEST_SPLIT:
-                        problems += self._check_scanned(split, {seen.name: seen for seen in files})
+                        problems += self._check_scanned(split, list(files))
                 return problems
             for split_dir in sorted((self.root / "rollouts").glob("*")):
                 split = split_dir.name
@@ -141,15 +141,16 @@ class IndexView:
         finally:
             self._scanned = None
 
-    def _check_scanned(self, split: str, files: dict[str, ScannedFile]) -> list[str]:
+    def _check_scanned(self, split: str, scanned: list[ScannedFile]) -> list[str]:
         """:meth:`_check_split` on files already read: the same lines, in the same order (the
         fields of each row compared at once, one by one only where they differ). The scan
         took no stat of the files: a row that disagrees with its file is reported only if the
         file's size and mtime, taken now, are still the row's (else readers read it again)."""
         name, problems = self.name, []
         fetched = self.index.checked(split)
-        if _agree(fetched, files):
+        if _agree(fetched, scanned):
             return []
+        files = {seen.name: seen for seen in scanned}
         rows = {row[0]: row for row in fetched}
         mtimes: dict[str, int] | None = None
         for file in sorted(rows):
@@ -304,20 +305,23 @@ class IndexView:
             self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
 
 
-def _agree(rows: list[Row], files: dict[str, ScannedFile]) -> bool:
+def _agree(rows: list[Row], files: list[ScannedFile]) -> bool:
     """Whether every row says what its file says, with a file for each row and a row for each
     file — :meth:`IndexView._check_scanned` would find nothing — found by comparing two sorted
     lists at once (the rows sorted here; ``files`` by name, as the scan lists them). False
-    whenever in doubt (an unreadable file, an order that differs): the row-by-row check then."""
+    whenever in doubt (an unreadable file, one without a field, an order that differs): the
+    row-by-row check then."""
     if len(rows) != len(files):
         return False
-    said = []
-    for seen in files.values():
-        if seen.error is not None or type(seen.data) is not dict:
-            return False
-        said.append((seen.name, seen.size, *map(seen.data.get, CHECKED)))
+    try:  # no data (unreadable) or not an object: TypeError; a field missing: KeyError
+        said = [(seen.name, seen.size, *_CHECKED_OF(seen.data)) for seen in files]
+    except (KeyError, TypeError):
+        return False
     rows.sort()
     return rows == said
+
+
+_CHECKED_OF = itemgetter(*CHECKED)  # a file's CHECKED fields, in a tuple, as a row holds them
 
 
 def vanished_notice(files: list[str], done: str) -> str:
