@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,32 +99,28 @@ def _rollouts(
     last: dict[Key, dict[str, Any]] = {}
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     rest = [] if others is None else others
-    # one pass: the last rollout event per key, and the valid ones (no infra error); whether a
-    # quarantine or vanish logged later makes one invalid is settled after it
-    valid: list[tuple[Key, dict[str, Any]]] = []
-    n_logged = 0  # rollout events
+    held = len(rest)
+    # one pass: the last rollout event per key, and every other event
     for event in events:
         kind = event.get("kind")
         if kind == "rollout":
-            n_logged += 1
-            key = (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
-            last[key] = event
-            if event.get("infra_error") is None:
-                valid.append((key, event))
+            last[(str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))] = event
             continue
         rest.append(event)
         if kind in ("rollout_quarantined", "rollout_vanished"):
             files = [event.get("file")] if kind == "rollout_quarantined" else event.get("files") or []
             for file in map(str, files):
                 quarantined[file] = int(event.get("seq", 0))
-    # valid rollout events per file since it was last moved or gone (paying it again after
-    # either is expected); a file's name is only built where a quarantine or vanish may apply.
-    # With no key in two rollout events (at 60,000: none is) there is nothing to count.
-    if n_logged > len(last):
+    # valid rollout events (no infra error) per file since it was last moved or gone (paying
+    # it again after either is expected); a file's name is only built where a quarantine or
+    # vanish may apply. With no key in two rollout events (at 60,000: none is), no key can be
+    # in two valid ones: they are looked for only when some key was logged twice.
+    if len(events) - (len(rest) - held) > len(last):  # (rollout events, keys)
         keys = [
             key
-            for key, event in valid
-            if not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1)
+            for key, event in _keyed_rollouts(events)
+            if event.get("infra_error") is None
+            and (not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1))
         ]
         if len(set(keys)) < len(keys):
             counted = Counter(keys)
@@ -175,6 +172,12 @@ def _rollouts(
         for rel in gone:
             del missing[rel]
     return problems + list(missing.values())
+
+
+def _keyed_rollouts(events: list[dict[str, Any]]) -> Iterator[tuple[Key, dict[str, Any]]]:
+    for event in events:
+        if event.get("kind") == "rollout":
+            yield (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"])), event
 
 
 class _Names:

@@ -301,3 +301,9 @@ def test_verify_finds_a_rollout_paid_twice_unless_it_was_moved_aside_in_between(
     assert [p for p in problems if ": paid" in p] == [
         "rollouts/val/task-0__seed__t0.json: paid 2 times (one valid rollout event each)"
     ]
+    # paid again after an infra error (not a measurement): one valid event, so not paid twice
+    run.rollouts.record_rollout(val_rollout("cand", "task-3", 1, 0.5))
+    problems = audit(RunDir(run.root))
+    assert [p for p in problems if ": paid" in p] == [
+        "rollouts/val/task-0__seed__t0.json: paid 2 times (one valid rollout event each)"
+    ]
