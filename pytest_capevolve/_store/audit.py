@@ -128,11 +128,17 @@ def _rollouts(
                 problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
     remaining = dict(last)  # the logged keys no file has been found for yet
     for seen_file in scanned:
-        data = seen_file.data
+        values = seen_file.values
         try:
-            if seen_file.error is not None:
-                raise ValueError(seen_file.error)
-            key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
+            if values is not None:  # every field there, as a session writes a file
+                split, task_id, tag, trial, reward, error, _ = values
+                key = (str(split), str(task_id), str(tag), int(trial))
+            else:
+                data = seen_file.data
+                if seen_file.error is not None:
+                    raise ValueError(seen_file.error)
+                key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
+                reward, error = data.get("reward"), data.get("infra_error")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append(
                 f"{seen_file.rel}: unreadable ({exc}); the next session quarantines it and pays it again"
@@ -144,14 +150,13 @@ def _rollouts(
             if logged is None:
                 problems.append(f"{seen_file.rel}: no rollout event records it (written outside a session?)")
                 continue
-        get = data.get
-        if get("reward") == logged.get("reward") and get("infra_error") == logged.get("infra_error"):
+        if reward == logged.get("reward") and error == logged.get("infra_error"):
             continue
         rel = seen_file.rel
-        for field in ("reward", "infra_error"):
-            if data.get(field) != logged.get(field):
+        for field, in_file in (("reward", reward), ("infra_error", error)):
+            if in_file != logged.get(field):
                 problems.append(
-                    f"{rel}: {field} {data.get(field)!r} in the file, but its rollout event "
+                    f"{rel}: {field} {in_file!r} in the file, but its rollout event "
                     f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
                 )
     missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys

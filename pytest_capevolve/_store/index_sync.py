@@ -23,6 +23,7 @@ from .events import EventLog
 from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
 from .record import RecordError, RolloutRecord
+from .rollout_scan import FIELDS as SCANNED_FIELDS
 from .rollout_scan import ScannedFile
 
 VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
@@ -313,15 +314,18 @@ def _agree(rows: list[Row], files: list[ScannedFile]) -> bool:
     row-by-row check then."""
     if len(rows) != len(files):
         return False
-    try:  # no data (unreadable) or not an object: TypeError; a field missing: KeyError
-        said = [(seen.name, seen.size, *_CHECKED_OF(seen.data)) for seen in files]
-    except (KeyError, TypeError):
+    # a file not as a session writes it (unreadable, not an object, a field missing) has no
+    # values: the itemgetter raises TypeError on None
+    try:
+        said = [(seen.name, seen.size, *_CHECKED_OF(seen.values)) for seen in files]  # type: ignore[arg-type]
+    except TypeError:
         return False
     rows.sort()
     return rows == said
 
 
-_CHECKED_OF = itemgetter(*CHECKED)  # a file's CHECKED fields, in a tuple, as a row holds them
+# a file's CHECKED fields, from its values (in the scan's FIELDS order), as a row holds them
+_CHECKED_OF = itemgetter(*(SCANNED_FIELDS.index(field) for field in CHECKED))
 
 
 def vanished_notice(files: list[str], done: str) -> str:

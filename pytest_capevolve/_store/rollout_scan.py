@@ -13,6 +13,7 @@ audit's look for them need not list those folders again. Reads only.
 from __future__ import annotations
 
 import os
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -24,15 +25,25 @@ _READ_AT_ONCE = 1 << 16  # bytes asked of the first read of a file
 
 
 class ScannedFile(NamedTuple):  # a tuple: 60,000 of them are built in one scan
-    """One rollout file as read: ``data`` the fields the checks compare (:data:`FIELDS`: a
-    missing one is absent; the record itself is not kept, so 60,000 files hold a few MB), or
-    None with ``error`` saying why it could not be read; ``size`` the bytes read (-1: none)."""
+    """One rollout file as read: ``values`` the fields the checks compare, in :data:`FIELDS`
+    order, when the record is an object holding every one (as every file a session writes
+    does: a tuple costs half a dict to make); else ``other``, the fields it holds (a missing
+    one absent) or the JSON value that is not an object, or None with ``error`` saying why
+    it could not be read. The record itself is not kept, so 60,000 files hold a few MB.
+    ``size``: the bytes read (-1: none)."""
 
     split: str
     name: str
-    data: Any
+    values: tuple[Any, ...] | None
+    other: Any
     error: str | None
     size: int
+
+    @property
+    def data(self) -> Any:
+        """The fields as a dict (a missing one absent), or what the file held that is not an
+        object, or None: what the checks read where a file is not as a session writes it."""
+        return dict(zip(FIELDS, self.values, strict=True)) if self.values is not None else self.other
 
     @property
     def rel(self) -> str:
@@ -87,13 +98,20 @@ def _read(path: str, split: str, name: str) -> ScannedFile:
         finally:
             os.close(fd)
     except OSError as exc:
-        return ScannedFile(split, name, None, str(exc), -1)
+        return ScannedFile(split, name, None, None, str(exc), -1)
     try:
         record = loads_utf8(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        return ScannedFile(split, name, None, str(exc), len(raw))
-    data = {f: record[f] for f in FIELDS if f in record} if isinstance(record, dict) else record
-    return ScannedFile(split, name, data, None, len(raw))
+        return ScannedFile(split, name, None, None, str(exc), len(raw))
+    if not isinstance(record, dict):
+        return ScannedFile(split, name, None, record, None, len(raw))
+    try:
+        return ScannedFile(split, name, _VALUES_OF(record), None, None, len(raw))
+    except KeyError:  # a field missing: those it has
+        return ScannedFile(split, name, None, {f: record[f] for f in FIELDS if f in record}, None, len(raw))
+
+
+_VALUES_OF = itemgetter(*FIELDS)
 
 
 def _rest(fd: int) -> bytes:

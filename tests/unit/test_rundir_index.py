@@ -287,6 +287,23 @@ def test_verify_opens_each_rollout_file_once_and_still_finds_every_kind_of_misma
     assert any(p.startswith("rollouts/val/task-4__seed__t0.json: unreadable") for p in problems)
 
 
+def test_verify_reads_a_file_missing_a_field_as_before(run: RunDir) -> None:
+    """The scan keeps a file's fields as a tuple only when it holds every one; a file without
+    one is checked field by field as before: no key is unreadable, an absent infra_error is
+    None (as a reader takes it), and a file that is no object is unreadable."""
+    run.flush()
+    for task, field in (("task-0", "split"), ("task-1", "infra_error")):
+        path = run.rollout_path("val", task, "seed", 0)
+        record = json.loads(path.read_text())
+        del record[field]
+        path.write_text(json.dumps(record))
+    run.rollout_path("val", "task-2", "seed", 0).write_text("[1, 2]")
+    problems = audit(RunDir(run.root))
+    assert "rollouts/val/task-0__seed__t0.json: unreadable ('split'); " in " ".join(problems)
+    assert not [p for p in problems if p.startswith("rollouts/val/task-1__seed__t0.json")], problems
+    assert any(p.startswith("rollouts/val/task-2__seed__t0.json: unreadable") for p in problems)
+
+
 def test_verify_finds_a_rollout_paid_twice_unless_it_was_moved_aside_in_between(
     run: RunDir, val_rollout
 ) -> None:
