@@ -29,21 +29,30 @@ from .rundir import RunDir
 Key = tuple[str, str, str, int]
 
 
-def audit(rundir: RunDir, *, repair: bool = False, events: list[dict[str, Any]] | None = None) -> list[str]:
+def audit(
+    rundir: RunDir,
+    *,
+    repair: bool = False,
+    events: list[dict[str, Any]] | None = None,
+    others: list[dict[str, Any]] | None = None,
+) -> list[str]:
     """One line per disagreement between the run's files and its events (empty: they agree):
     the rollout files, then each view of the log (:mod:`.log_views`: ``state.json``, the index,
     the digest, ``views.json``; ``repair=True`` rebuilds those that disagree). Every rollout
     file is read once (:mod:`.rollout_scan`), for the log's check and the index's alike;
-    ``events``: the log as the chain's check just parsed it, when the caller holds it."""
+    ``events``: the log as the chain's check just parsed it, when the caller holds it;
+    ``others``: given, it gets every event of that log but the rollouts, in order (the few
+    lines a caller's own check of, say, the gate decisions needs, found in the audit's pass)."""
     if events is None:
         events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
     if events is None:
         events = rundir.log.events()
     scan = scan_rollouts(rundir.root)
-    others: list[dict[str, Any]] = []  # every event but the rollouts: what the best rule reads
+    others = [] if others is None else others  # every event but the rollouts: what the best rule reads
+    start = len(others)
     problems = _rollouts(rundir, events, scan.files, others, repair=repair)
     rule = BestRule()  # a best_changed no booked accept explains (forged with append_event)
-    for event in others:
+    for event in others[start:]:
         rule.see(event)
     problems += [f"{rundir.events_path.name}: {line}" for line in rule.unjustified]
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
