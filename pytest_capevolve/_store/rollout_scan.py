@@ -12,6 +12,7 @@ audit's look for them need not list those folders again. Reads only.
 
 from __future__ import annotations
 
+import json
 import os
 from operator import itemgetter
 from pathlib import Path
@@ -98,7 +99,18 @@ def _read(path: str, split: str, name: str) -> ScannedFile:
         finally:
             os.close(fd)
     except OSError as exc:
-        return ScannedFile(split, name, None, None, str(exc), -1)
+        return _new(ScannedFile, (split, name, None, None, str(exc), -1))
+    # A file as a session writes it, in line: UTF-8, one JSON object from its first character
+    # holding every field, nothing but whitespace after it (what loads_utf8 takes without
+    # json.loads). Anything else, or any doubt, is read again below, as before.
+    try:
+        text = raw.decode("utf-8")
+        record, end = _SCAN_ONCE(text, 0)
+        if end == len(text) or not text[end:].strip(_WHITESPACE):
+            # (tuple.__new__: the NamedTuple's own __new__ is a Python frame per file)
+            return _new(ScannedFile, (split, name, _VALUES_OF(record), None, None, len(raw)))
+    except (ValueError, StopIteration, KeyError, TypeError):
+        pass
     try:
         record = loads_utf8(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -111,6 +123,9 @@ def _read(path: str, split: str, name: str) -> ScannedFile:
         return ScannedFile(split, name, None, {f: record[f] for f in FIELDS if f in record}, None, len(raw))
 
 
+_new = tuple.__new__
+_SCAN_ONCE = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads's parser (C)
+_WHITESPACE = " \t\n\r"  # JSON's, not str.isspace's
 _VALUES_OF = itemgetter(*FIELDS)
 
 

@@ -298,7 +298,14 @@ def test_verify_reads_a_file_missing_a_field_as_before(run: RunDir) -> None:
         del record[field]
         path.write_text(json.dumps(record))
     run.rollout_path("val", "task-2", "seed", 0).write_text("[1, 2]")
+    # JSON text around the object: whitespace is read as json.loads reads it, more is unreadable
+    spaced = run.rollout_path("val", "task-3", "seed", 0)
+    spaced.write_text(" \n" + spaced.read_text() + "\n\t ")
+    extra = run.rollout_path("val", "task-4", "seed", 0)
+    extra.write_text(extra.read_text() + " {}")
     problems = audit(RunDir(run.root))
+    assert not [p for p in problems if p.startswith("rollouts/val/task-3__seed__t0.json")], problems
+    assert "rollouts/val/task-4__seed__t0.json: unreadable (Extra data" in " ".join(problems)
     assert "rollouts/val/task-0__seed__t0.json: unreadable ('split'); " in " ".join(problems)
     assert not [p for p in problems if p.startswith("rollouts/val/task-1__seed__t0.json")], problems
     assert any(p.startswith("rollouts/val/task-2__seed__t0.json: unreadable") for p in problems)
