@@ -23,7 +23,7 @@ from .best_rule import BestRule
 from .events import verified_events
 from .index_sync import vanished_notice
 from .log_views import check_views
-from .rollout_scan import RolloutScan, ScannedFile, scan_rollouts
+from .rollout_scan import RolloutScan, Scanned, data_of, error_of, scan_rollouts
 from .rundir import RunDir
 
 Key = tuple[str, str, str, int]
@@ -96,7 +96,7 @@ def _temporaries(top: str, listed: frozenset[str]) -> list[str]:
 def _rollouts(
     rundir: RunDir,
     events: list[dict[str, Any]],
-    scanned: list[ScannedFile],
+    scanned: dict[str, list[Scanned]],
     others: list[dict[str, Any]] | None = None,
     *,
     repair: bool = False,
@@ -136,38 +136,42 @@ def _rollouts(
             for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1):
                 problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
     remaining = dict(last)  # the logged keys no file has been found for yet
-    for seen_file in scanned:
-        values = seen_file.values
-        try:
-            if values is not None:  # every field there, as a session writes a file
-                split, task_id, tag, trial, reward, error, _ = values
-                key = (str(split), str(task_id), str(tag), int(trial))
-            else:
-                data = seen_file.data
-                if seen_file.error is not None:
-                    raise ValueError(seen_file.error)
-                key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
-                reward, error = data.get("reward"), data.get("infra_error")
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            problems.append(
-                f"{seen_file.rel}: unreadable ({exc}); the next session quarantines it and pays it again"
-            )
-            continue
-        logged = remaining.pop(key, None)
-        if logged is None:
-            logged = last.get(key)  # (a second file holding the same key)
-            if logged is None:
-                problems.append(f"{seen_file.rel}: no rollout event records it (written outside a session?)")
-                continue
-        if reward == logged.get("reward") and error == logged.get("infra_error"):
-            continue
-        rel = seen_file.rel
-        for field, in_file in (("reward", reward), ("infra_error", error)):
-            if in_file != logged.get(field):
+    for split, files in scanned.items():
+        for seen_file in files:
+            try:
+                if type(seen_file) is tuple:  # a file as a session writes it, in its split's folder
+                    _, _, tag, task_id, trial, reward, error, _ = seen_file  # (rollout_scan's Row)
+                    key = (split, str(task_id), str(tag), int(trial))
+                else:
+                    data, failed = data_of(seen_file, split), error_of(seen_file)
+                    if failed is not None:
+                        raise ValueError(failed)
+                    key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
+                    reward, error = data.get("reward"), data.get("infra_error")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 problems.append(
-                    f"{rel}: {field} {in_file!r} in the file, but its rollout event "
-                    f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
+                    f"rollouts/{split}/{seen_file[0]}: unreadable ({exc}); "
+                    "the next session quarantines it and pays it again"
                 )
+                continue
+            logged = remaining.pop(key, None)
+            if logged is None:
+                logged = last.get(key)  # (a second file holding the same key)
+                if logged is None:
+                    problems.append(
+                        f"rollouts/{split}/{seen_file[0]}: no rollout event records it "
+                        "(written outside a session?)"
+                    )
+                    continue
+            if reward == logged.get("reward") and error == logged.get("infra_error"):
+                continue
+            rel = f"rollouts/{split}/{seen_file[0]}"
+            for field, in_file in (("reward", reward), ("infra_error", error)):
+                if in_file != logged.get(field):
+                    problems.append(
+                        f"{rel}: {field} {in_file!r} in the file, but its rollout event "
+                        f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
+                    )
     missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys
     for key in sorted(remaining):
         event, rel = last[key], rel_of(key)

@@ -10,11 +10,9 @@ is rebuilt from the rollout files — logging, on the way, files the log recorde
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +21,7 @@ from .events import EventLog
 from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
 from .record import RecordError, RolloutRecord
-from .rollout_scan import FIELDS as SCANNED_FIELDS
-from .rollout_scan import ScannedFile
+from .rollout_scan import Scanned, data_of, error_of
 
 VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 _INDEX_FIELDS = {
@@ -61,7 +58,7 @@ class IndexView:
         self.rollout_path = rollout_path
         self.notices = notices
         self.read_files = read_files
-        self._scanned: list[ScannedFile] | None = None  # set by :meth:`reading`
+        self._scanned: dict[str, list[Scanned]] | None = None  # set by :meth:`reading`
 
     # -- a view of the log (:class:`.log_views.LogView`) ---------------------------------------
 
@@ -91,9 +88,9 @@ class IndexView:
             problems: list[str] = []
             if self._scanned is not None and not repair:  # the audit's one read of every file
                 # (a repair may rebuild the index and move damaged files first: read again)
-                for split, files in itertools.groupby(self._scanned, attrgetter("split")):  # (sorted)
+                for split, files in self._scanned.items():
                     if split != TEST_SPLIT:
-                        problems += self._check_scanned(split, list(files))
+                        problems += self._check_scanned(split, files)
                 return problems
             for split_dir in sorted((self.root / "rollouts").glob("*")):
                 split = split_dir.name
@@ -133,7 +130,7 @@ class IndexView:
         ]
 
     @contextlib.contextmanager
-    def reading(self, scanned: list[ScannedFile]) -> Iterator[None]:
+    def reading(self, scanned: dict[str, list[Scanned]]) -> Iterator[None]:
         """While inside: :meth:`check` compares the rows with ``scanned`` (the files as the
         audit read them) rather than reading every file again."""
         self._scanned = scanned
@@ -142,16 +139,16 @@ class IndexView:
         finally:
             self._scanned = None
 
-    def _check_scanned(self, split: str, scanned: list[ScannedFile]) -> list[str]:
-        """:meth:`_check_split` on files already read: the same lines, in the same order (the
-        fields of each row compared at once, one by one only where they differ). The scan
+    def _check_scanned(self, split: str, scanned: list[Scanned]) -> list[str]:
+        """:meth:`_check_split` on files already read: the same lines, in the same order (every
+        row compared with its file at once, field by field only where they differ). The scan
         took no stat of the files: a row that disagrees with its file is reported only if the
         file's size and mtime, taken now, are still the row's (else readers read it again)."""
         name, problems = self.name, []
         fetched = self.index.checked(split)
         if _agree(fetched, scanned):
             return []
-        files = {seen.name: seen for seen in scanned}
+        files = {seen[0]: seen for seen in scanned}
         rows = {row[0]: row for row in fetched}
         mtimes: dict[str, int] | None = None
         for file in sorted(rows):
@@ -160,10 +157,10 @@ class IndexView:
             if seen is None:
                 problems.append(f"{name}: a {split} row for {file}, which is not on disk")
                 continue
-            if seen.size != row[1]:
+            if seen[1] != row[1]:
                 continue  # the file changed since: readers read it again (checked above)
-            data = seen.data
-            if seen.error is not None or not isinstance(data, dict):
+            data = data_of(seen, split)
+            if error_of(seen) is not None or not isinstance(data, dict):
                 continue  # reported above as unreadable
             said = tuple(map(data.get, CHECKED))
             if said == row[2:]:
@@ -306,26 +303,15 @@ class IndexView:
             self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
 
 
-def _agree(rows: list[Row], files: list[ScannedFile]) -> bool:
+def _agree(rows: list[Row], files: list[Scanned]) -> bool:
     """Whether every row says what its file says, with a file for each row and a row for each
     file — :meth:`IndexView._check_scanned` would find nothing — found by comparing two sorted
-    lists at once (the rows sorted here; ``files`` by name, as the scan lists them). False
-    whenever in doubt (an unreadable file, one without a field, an order that differs): the
+    lists at once: the rows (sorted here) and a split's files (by name, as the scan lists them),
+    each file as a session writes it kept in a row's layout (:mod:`.rollout_scan`). False
+    whenever in doubt (a file not as a session writes it, an order that differs): the
     row-by-row check then."""
-    if len(rows) != len(files):
-        return False
-    # a file not as a session writes it (unreadable, not an object, a field missing) has no
-    # values: the itemgetter raises TypeError on None
-    try:
-        said = [(seen.name, seen.size, *_CHECKED_OF(seen.values)) for seen in files]  # type: ignore[arg-type]
-    except TypeError:
-        return False
     rows.sort()
-    return rows == said
-
-
-# a file's CHECKED fields, from its values (in the scan's FIELDS order), as a row holds them
-_CHECKED_OF = itemgetter(*(SCANNED_FIELDS.index(field) for field in CHECKED))
+    return rows == files
 
 
 def vanished_notice(files: list[str], done: str) -> str:

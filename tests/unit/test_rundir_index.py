@@ -303,7 +303,13 @@ def test_verify_reads_a_file_missing_a_field_as_before(run: RunDir) -> None:
     spaced.write_text(" \n" + spaced.read_text() + "\n\t ")
     extra = run.rollout_path("val", "task-4", "seed", 0)
     extra.write_text(extra.read_text() + " {}")
+    # a file whose split is not its folder's: keyed by what it says, as before
+    moved = run.rollout_path("val", "task-0", "cand", 0)
+    record = json.loads(moved.read_text())
+    moved.write_text(json.dumps({**record, "split": "train"}))
     problems = audit(RunDir(run.root))
+    assert "rollouts/val/task-0__cand__t0.json: no rollout event records it" in " ".join(problems)
+    assert "rollouts/val/task-0__cand__t0.json: recorded by rollout event" in " ".join(problems)
     assert not [p for p in problems if p.startswith("rollouts/val/task-3__seed__t0.json")], problems
     assert "rollouts/val/task-4__seed__t0.json: unreadable (Extra data" in " ".join(problems)
     assert "rollouts/val/task-0__seed__t0.json: unreadable ('split'); " in " ".join(problems)
