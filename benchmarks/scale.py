@@ -109,6 +109,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.project is not None:
         reads(args.project.resolve(), [str(Path(sys.executable).parent / "capevolve")])
+        stale_bytecode_note()
         return
     tasks = args.tasks
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-scale-"))
@@ -169,13 +170,20 @@ def main() -> None:
     print(f"  capevolve measure:        {measure:8.2f} s   ({measure / cli_start:.1f}x capevolve --help)")
     reads(project, cli)
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        package = Path(__file__).resolve().parent.parent / "pytest_capevolve"
-        if any(package.rglob("__pycache__")):
-            print(
-                f"  (note: {package} holds __pycache__ from an earlier run with the default cache, so the"
-                " figures above read part of our bytecode from it; delete it for uncached figures)"
-            )
+        stale_bytecode_note()
         cached_start_up(project, run_cmd, [*pytest_cmd, str(trivial)], cli)
+
+
+def stale_bytecode_note() -> None:
+    """Say so when the figures meant to be uncached read part of our bytecode: a process run
+    without PYTHONDONTWRITEBYTECODE (a test run, say) left __pycache__ in the package. The
+    ``--project`` runs say it too: they print the uncached verify and gate lines."""
+    package = Path(__file__).resolve().parent.parent / "pytest_capevolve"
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and any(package.rglob("__pycache__")):
+        print(
+            f"  (note: {package} holds __pycache__ from an earlier run with the default cache, so the"
+            " figures above read part of our bytecode from it; delete it for uncached figures)"
+        )
 
 
 READ_ONCE = """

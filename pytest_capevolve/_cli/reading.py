@@ -175,7 +175,7 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"ok {events}: {count} events, each chained to the one before", file=out)
     if not _anchored(args, rundir, answer, out):
         return _verified(args, answer, ok=False)
-    from .._policy.val_budget import level_problems
+    from .._policy.val_levels import level_problems
     from .._store.events import verified_events
 
     # the log as the chain's check just parsed it, for every check after it (at 60,000 events
@@ -183,7 +183,12 @@ def _verify(args: argparse.Namespace) -> int:
     logged = verified_events(rundir.events_path)
     if logged is None:
         logged = rundir.log.events()
-    problems = audit(rundir, repair=args.repair, events=logged) + level_problems(rundir, logged)
+    # the α levels are read from the gate_decision lines only: the audit's pass over the log
+    # hands over every event but the rollouts (all of them parsed: a line in another spelling
+    # is seen), so the level check need not walk 60,000 rollout events again
+    others: list[dict[str, Any]] = []
+    problems = audit(rundir, repair=args.repair, events=logged, others=others)
+    problems += level_problems(rundir, others)
     answer["mismatches"] = problems
     for line in problems:
         print(f"MISMATCH {line}", file=out)

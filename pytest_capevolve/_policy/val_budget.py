@@ -17,7 +17,6 @@ from .._decide import alpha_budget
 from .._decide.calibration import NULL_EVENT, Calibration, calibration
 from .._project.spec import Spec
 from .._stats.resolution import NOT_ESTIMABLE
-from .._store.rundir import RunDir
 
 POWER = 0.8
 
@@ -108,23 +107,3 @@ def val_reuse(
 
 def run_calibration(spec: Spec, events: list[dict[str, Any]]) -> Calibration:
     return calibration(events, spec.gate_alpha)
-
-
-def level_problems(rundir: RunDir, events: list[dict[str, Any]] | None = None) -> list[str]:
-    """What ``capevolve verify`` says of the run's α budget: one line per ``gate_decision``
-    that took a level another decision had (two gate sessions judging from one state of the
-    budget), or whose α_j is not its schedule's (:func:`.._decide.alpha_budget.slot_problems`).
-    ``events``: the whole log, parsed (every line, not only those a byte search finds), when
-    the caller holds it."""
-    import yaml
-
-    alpha: float | None = None
-    try:
-        locked = yaml.safe_load(rundir.spec_lock_path.read_text(encoding="utf-8")) or {}
-        found = locked.get("gate_alpha") if isinstance(locked, dict) else None
-        if isinstance(found, int | float) and not isinstance(found, bool):
-            alpha = float(found)
-    except (OSError, yaml.YAMLError):
-        pass  # no readable lock: the numbering is still checked
-    lines = alpha_budget.slot_problems(rundir.log.events() if events is None else events, alpha)
-    return [f"{rundir.events_path.name}: {line}" for line in lines]

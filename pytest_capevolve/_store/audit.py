@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,26 +23,36 @@ from .best_rule import BestRule
 from .events import verified_events
 from .index_sync import vanished_notice
 from .log_views import check_views
-from .rollout_scan import RolloutScan, ScannedFile, scan_rollouts
+from .rollout_scan import RolloutScan, Scanned, data_of, error_of, scan_rollouts
 from .rundir import RunDir
 
 Key = tuple[str, str, str, int]
 
 
-def audit(rundir: RunDir, *, repair: bool = False, events: list[dict[str, Any]] | None = None) -> list[str]:
+def audit(
+    rundir: RunDir,
+    *,
+    repair: bool = False,
+    events: list[dict[str, Any]] | None = None,
+    others: list[dict[str, Any]] | None = None,
+) -> list[str]:
     """One line per disagreement between the run's files and its events (empty: they agree):
     the rollout files, then each view of the log (:mod:`.log_views`: ``state.json``, the index,
     the digest, ``views.json``; ``repair=True`` rebuilds those that disagree). Every rollout
     file is read once (:mod:`.rollout_scan`), for the log's check and the index's alike;
-    ``events``: the log as the chain's check just parsed it, when the caller holds it."""
+    ``events``: the log as the chain's check just parsed it, when the caller holds it;
+    ``others``: given, it gets every event of that log but the rollouts, in order (the few
+    lines a caller's own check of, say, the gate decisions needs, found in the audit's pass)."""
     if events is None:
         events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
     if events is None:
         events = rundir.log.events()
     scan = scan_rollouts(rundir.root)
-    problems = _rollouts(rundir, events, scan.files, repair=repair)
+    others = [] if others is None else others  # every event but the rollouts: what the best rule reads
+    start = len(others)
+    problems = _rollouts(rundir, events, scan.files, others, repair=repair)
     rule = BestRule()  # a best_changed no booked accept explains (forged with append_event)
-    for event in events:
+    for event in others[start:]:
         rule.see(event)
     problems += [f"{rundir.events_path.name}: {line}" for line in rule.unjustified]
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
@@ -83,64 +94,86 @@ def _temporaries(top: str, listed: frozenset[str]) -> list[str]:
 
 
 def _rollouts(
-    rundir: RunDir, events: list[dict[str, Any]], scanned: list[ScannedFile], *, repair: bool = False
+    rundir: RunDir,
+    events: list[dict[str, Any]],
+    scanned: dict[str, list[Scanned]],
+    others: list[dict[str, Any]] | None = None,
+    *,
+    repair: bool = False,
 ) -> list[str]:
+    """The rollout files against the log's rollout events; ``others`` (if given) gets every
+    other event, in log order: one pass over the log serves both."""
     problems: list[str] = []
     rel_of = _Names()
     last: dict[Key, dict[str, Any]] = {}
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
+    rest = [] if others is None else others
+    held = len(rest)
+    # one pass: the last rollout event per key, and every other event
     for event in events:
         kind = event.get("kind")
+        if kind == "rollout":
+            last[(str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))] = event
+            continue
+        rest.append(event)
         if kind in ("rollout_quarantined", "rollout_vanished"):
             files = [event.get("file")] if kind == "rollout_quarantined" else event.get("files") or []
             for file in map(str, files):
                 quarantined[file] = int(event.get("seq", 0))
-    # valid rollout events per file since it was last moved or gone (paying it again after
-    # either is expected); a file's name is only built where a quarantine or vanish may apply
-    valid: list[Key] = []  # counted only when some key is in it twice (at 60,000: it is not)
-    for event in events:
-        if event.get("kind") == "rollout":
-            key = (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))
-            last[key] = event
-            if event.get("infra_error") is None and (
-                not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1)
-            ):
-                valid.append(key)
-    if len(set(valid)) < len(valid):
-        counted = Counter(valid)
-        for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1):
-            problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
-    seen: set[Key] = set()
-    unlogged: set[Key] = set()
-    for seen_file in scanned:
-        data = seen_file.data
-        try:
-            if seen_file.error is not None:
-                raise ValueError(seen_file.error)
-            key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            problems.append(
-                f"{seen_file.rel}: unreadable ({exc}); the next session quarantines it and pays it again"
-            )
-            continue
-        seen.add(key)
-        logged = last.get(key)
-        if logged is None:
-            unlogged.add(key)
-            problems.append(f"{seen_file.rel}: no rollout event records it (written outside a session?)")
-            continue
-        if (data.get("reward"), data.get("infra_error")) == (logged.get("reward"), logged.get("infra_error")):
-            continue
-        rel = seen_file.rel
-        for field in ("reward", "infra_error"):
-            if data.get(field) != logged.get(field):
+    # valid rollout events (no infra error) per file since it was last moved or gone (paying
+    # it again after either is expected); a file's name is only built where a quarantine or
+    # vanish may apply. With no key in two rollout events (at 60,000: none is), no key can be
+    # in two valid ones: they are looked for only when some key was logged twice.
+    if len(events) - (len(rest) - held) > len(last):  # (rollout events, keys)
+        keys = [
+            key
+            for key, event in _keyed_rollouts(events)
+            if event.get("infra_error") is None
+            and (not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1))
+        ]
+        if len(set(keys)) < len(keys):
+            counted = Counter(keys)
+            for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1):
+                problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
+    remaining = dict(last)  # the logged keys no file has been found for yet
+    for split, files in scanned.items():
+        for seen_file in files:
+            try:
+                if type(seen_file) is tuple:  # a file as a session writes it, in its split's folder
+                    _, _, tag, task_id, trial, reward, error, _ = seen_file  # (rollout_scan's Row)
+                    key = (split, str(task_id), str(tag), int(trial))
+                else:
+                    data, failed = data_of(seen_file, split), error_of(seen_file)
+                    if failed is not None:
+                        raise ValueError(failed)
+                    key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
+                    reward, error = data.get("reward"), data.get("infra_error")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 problems.append(
-                    f"{rel}: {field} {data.get(field)!r} in the file, but its rollout event "
-                    f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
+                    f"rollouts/{split}/{seen_file[0]}: unreadable ({exc}); "
+                    "the next session quarantines it and pays it again"
                 )
+                continue
+            logged = remaining.pop(key, None)
+            if logged is None:
+                logged = last.get(key)  # (a second file holding the same key)
+                if logged is None:
+                    problems.append(
+                        f"rollouts/{split}/{seen_file[0]}: no rollout event records it "
+                        "(written outside a session?)"
+                    )
+                    continue
+            if reward == logged.get("reward") and error == logged.get("infra_error"):
+                continue
+            rel = f"rollouts/{split}/{seen_file[0]}"
+            for field, in_file in (("reward", reward), ("infra_error", error)):
+                if in_file != logged.get(field):
+                    problems.append(
+                        f"{rel}: {field} {in_file!r} in the file, but its rollout event "
+                        f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
+                    )
     missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys
-    every_file_there = len(seen) - len(unlogged) == len(last)  # (then none to look for)
-    for key in [] if every_file_there else sorted(key for key in last if key not in seen):
+    for key in sorted(remaining):
         event, rel = last[key], rel_of(key)
         if quarantined.get(rel, -1) < int(event.get("seq", 0)):
             missing[rel] = (
@@ -157,6 +190,12 @@ def _rollouts(
         for rel in gone:
             del missing[rel]
     return problems + list(missing.values())
+
+
+def _keyed_rollouts(events: list[dict[str, Any]]) -> Iterator[tuple[Key, dict[str, Any]]]:
+    for event in events:
+        if event.get("kind") == "rollout":
+            yield (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"])), event
 
 
 class _Names:

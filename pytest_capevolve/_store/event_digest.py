@@ -77,7 +77,7 @@ class EventsDigest:
         if cached is None or self.log.events_after(*cached[0], view=lambda event: None) is None:
             return []
         (_, seq), others, counts = cached
-        want_others, want_counts = _split([e for e in events if int(e.get("seq", 0)) <= seq], [], {})
+        want_others, want_counts = _split(events, [], {}, through=seq)
         problems = []
         if others != want_others:
             problems.append(f"{DIGEST_NAME}: its events differ from the log's up to seq {seq}")
@@ -106,9 +106,16 @@ def _counting(counts: dict[str, int]) -> Callable[[dict[str, Any]], dict[str, An
 
 
 def _split(
-    events: list[dict[str, Any]], others: list[dict[str, Any]], counts: dict[str, int]
+    events: list[dict[str, Any]],
+    others: list[dict[str, Any]],
+    counts: dict[str, int],
+    through: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """``events`` (those up to seq ``through``, if given) as the digest holds them: rollouts
+    counted by split into ``counts``, every other event added to ``others``."""
     for event in events:
+        if through is not None and int(event.get("seq", 0)) > through:
+            continue
         if event.get("kind") == "rollout":
             split = str(event.get("split"))
             counts[split] = counts.get(split, 0) + 1

@@ -282,10 +282,15 @@ class RolloutIndex:
             raise IndexDamaged(str(exc)) from None
 
     def checked(self, split: str) -> list[tuple[Any, ...]]:
-        """The split's rows as (file, size, mtime_ns, *:data:`CHECKED`): what ``verify`` compares
-        with the files (the columns it reads only: a third less to fetch than every column)."""
-        columns = ", ".join(("file", "size", "mtime_ns", *CHECKED))
+        """The split's rows as (file, size, *:data:`CHECKED`): what ``verify`` compares with the
+        files (the columns it reads only: a third less to fetch than every column; the mtime
+        only where a row disagrees with its file: :meth:`mtimes`)."""
+        columns = ", ".join(("file", "size", *CHECKED))
         return self._select(f"SELECT {columns} FROM rollouts WHERE split = ?", (split,))
+
+    def mtimes(self, split: str) -> dict[str, int]:
+        """The split's rows' files and the mtime each row was read at."""
+        return dict(self._select("SELECT file, mtime_ns FROM rollouts WHERE split = ?", (split,)))
 
     def outcomes(self) -> list[tuple[Any, ...]]:
         """Every train and val row as (split, tag, task, trial, reward, infra error, cost), in

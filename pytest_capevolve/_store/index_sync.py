@@ -10,10 +10,9 @@ is rebuilt from the rollout files — logging, on the way, files the log recorde
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from .events import EventLog
 from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
 from .record import RecordError, RolloutRecord
-from .rollout_scan import ScannedFile
+from .rollout_scan import Scanned, data_of, error_of
 
 VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 _INDEX_FIELDS = {
@@ -59,7 +58,7 @@ class IndexView:
         self.rollout_path = rollout_path
         self.notices = notices
         self.read_files = read_files
-        self._scanned: list[ScannedFile] | None = None  # set by :meth:`reading`
+        self._scanned: dict[str, list[Scanned]] | None = None  # set by :meth:`reading`
 
     # -- a view of the log (:class:`.log_views.LogView`) ---------------------------------------
 
@@ -89,9 +88,9 @@ class IndexView:
             problems: list[str] = []
             if self._scanned is not None and not repair:  # the audit's one read of every file
                 # (a repair may rebuild the index and move damaged files first: read again)
-                for split, files in itertools.groupby(self._scanned, attrgetter("split")):  # (sorted)
+                for split, files in self._scanned.items():
                     if split != TEST_SPLIT:
-                        problems += self._check_scanned(split, {seen.name: seen for seen in files})
+                        problems += self._check_scanned(split, files)
                 return problems
             for split_dir in sorted((self.root / "rollouts").glob("*")):
                 split = split_dir.name
@@ -131,7 +130,7 @@ class IndexView:
         ]
 
     @contextlib.contextmanager
-    def reading(self, scanned: list[ScannedFile]) -> Iterator[None]:
+    def reading(self, scanned: dict[str, list[Scanned]]) -> Iterator[None]:
         """While inside: :meth:`check` compares the rows with ``scanned`` (the files as the
         audit read them) rather than reading every file again."""
         self._scanned = scanned
@@ -140,29 +139,41 @@ class IndexView:
         finally:
             self._scanned = None
 
-    def _check_scanned(self, split: str, files: dict[str, ScannedFile]) -> list[str]:
-        """:meth:`_check_split` on files already read: the same lines, in the same order (the
-        fields of each row compared at once, one by one only where they differ)."""
+    def _check_scanned(self, split: str, scanned: list[Scanned]) -> list[str]:
+        """:meth:`_check_split` on files already read: the same lines, in the same order (every
+        row compared with its file at once, field by field only where they differ). The scan
+        took no stat of the files: a row that disagrees with its file is reported only if the
+        file's size and mtime, taken now, are still the row's (else readers read it again)."""
         name, problems = self.name, []
         fetched = self.index.checked(split)
-        if _agree(fetched, files):
+        if _agree(fetched, scanned):
             return []
+        files = {seen[0]: seen for seen in scanned}
         rows = {row[0]: row for row in fetched}
+        mtimes: dict[str, int] | None = None
         for file in sorted(rows):
             row = rows[file]
             seen = files.get(file)
             if seen is None:
                 problems.append(f"{name}: a {split} row for {file}, which is not on disk")
                 continue
-            if seen.size != row[1] or seen.mtime_ns != row[2]:
+            if seen[1] != row[1]:
                 continue  # the file changed since: readers read it again (checked above)
-            data = seen.data
-            if seen.error is not None or not isinstance(data, dict):
+            data = data_of(seen, split)
+            if error_of(seen) is not None or not isinstance(data, dict):
                 continue  # reported above as unreadable
             said = tuple(map(data.get, CHECKED))
-            if said == row[3:]:
+            if said == row[2:]:
                 continue
-            for field, in_row, in_file in zip(CHECKED, row[3:], said, strict=True):
+            if mtimes is None:
+                mtimes = self.index.mtimes(split)
+            try:
+                stat = os.stat(self.root / "rollouts" / split / file)
+            except OSError:
+                continue  # gone since it was read: the next reader finds it missing
+            if (stat.st_size, stat.st_mtime_ns) != (row[1], mtimes.get(file)):
+                continue  # the file changed since: readers read it again (checked above)
+            for field, in_row, in_file in zip(CHECKED, row[2:], said, strict=True):
                 if in_file != in_row:
                     problems.append(
                         f"{name}: {field} {in_row!r} for rollouts/{split}/{file}, "
@@ -292,20 +303,15 @@ class IndexView:
             self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
 
 
-def _agree(rows: list[Row], files: dict[str, ScannedFile]) -> bool:
+def _agree(rows: list[Row], files: list[Scanned]) -> bool:
     """Whether every row says what its file says, with a file for each row and a row for each
     file — :meth:`IndexView._check_scanned` would find nothing — found by comparing two sorted
-    lists at once (the rows sorted here; ``files`` by name, as the scan lists them). False
-    whenever in doubt (an unreadable file, an order that differs): the row-by-row check then."""
-    if len(rows) != len(files):
-        return False
-    said = []
-    for seen in files.values():
-        if seen.error is not None or type(seen.data) is not dict:
-            return False
-        said.append((seen.name, seen.size, seen.mtime_ns, *map(seen.data.get, CHECKED)))
+    lists at once: the rows (sorted here) and a split's files (by name, as the scan lists them),
+    each file as a session writes it kept in a row's layout (:mod:`.rollout_scan`). False
+    whenever in doubt (a file not as a session writes it, an order that differs): the
+    row-by-row check then."""
     rows.sort()
-    return rows == said
+    return rows == files
 
 
 def vanished_notice(files: list[str], done: str) -> str:

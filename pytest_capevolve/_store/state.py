@@ -18,6 +18,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -102,12 +103,11 @@ class RunState:
             state["budget"] = {key: lock.get(key) for key in BUDGET_KEYS}
         events = self.log.events() if events is None else events
         tally = StateTally(self._file_cost)
-        for event in events:
-            tally.fold(event)
+        tally.fold_all(events)
         logged = tally.at(int(events[-1].get("seq", 0)) if events else 0)
         assert logged is not None  # a tally folded from the start answers for every point
         spent = logged.pop("spent")
-        if not any(event.get("kind") == "decision" for event in events):
+        if "decision" not in map(dict.get, events, repeat("kind")):  # (in C: 60,000 events)
             for what in OPTIMIZER_SPEND:  # only decisions carry the optimizer's spend
                 del spent[what]
         state.update(logged, spent=spent)
@@ -257,7 +257,8 @@ class RunState:
             return [f"{name}: unreadable"]
         checks = [("best_id", state.get("best_id"), expected["best_id"])]
         checks.append(("iterations", state.get("iterations"), expected["iterations"]))
-        if any(e.get("kind") in ("stalled", "decision") for e in events):  # older logs did not record stalls
+        kinds = set(map(dict.get, events, repeat("kind")))  # (in C: 60,000 events)
+        if "stalled" in kinds or "decision" in kinds:  # older logs did not record stalls
             checks.append(("stall", state.get("stall"), expected["stall"]))
         if isinstance(state.get("spent"), dict):  # the rollouts logged since it was written count
             state = self._with_recent_spend(dict(state))

@@ -98,6 +98,20 @@ class StateTally:
             "imported": sorted(self.best_rule.imported),
         }
 
+    def fold_all(self, events: list[dict[str, Any]]) -> None:
+        """:meth:`fold` on each of ``events`` in turn, a rollout's (nearly every event of a log)
+        done here, in line: the same seqs and running sums, without a call per rollout (a
+        replay of 60,000 for ``capevolve verify``)."""
+        seqs, spend, file_cost, fold = self._rollout_seqs, self._spend, self.file_cost, self.fold
+        for event in events:
+            if event.get("kind") != "rollout":
+                fold(event)
+                continue
+            cost = event.get("cost_usd")
+            before = spend[-1] if spend else self._base[1]
+            seqs.append(int(event.get("seq", 0)))
+            spend.append(before + float(file_cost(event) if cost is None else cost))
+
     def fold(self, event: dict[str, Any]) -> None:
         kind = event.get("kind")
         seq = int(event.get("seq", 0))

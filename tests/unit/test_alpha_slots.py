@@ -61,3 +61,37 @@ def test_a_session_killed_between_judging_and_booking_leaves_a_spent_level_not_a
     except Killed:
         pass
     assert order == ["gate_decision", "verdict file"]
+
+
+def test_verify_checks_the_levels_without_importing_numpy():
+    """``capevolve verify`` reads only the gate_decision lines and the locked α for the levels:
+    the module it calls must not pull in numpy and the estimators (a twentieth of a verify of
+    60,000 rollouts was their import)."""
+    import subprocess
+    import sys
+
+    probe = "import sys, pytest_capevolve._policy.val_levels; print('numpy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_verify_names_a_level_two_logged_decisions_took_among_thousands_of_rollouts(
+    tmp_path, capsys, val_rollout
+):
+    """``capevolve verify`` checks the levels on the events its audit's pass over the log found
+    not to be rollouts: two gate decisions numbered alike, logged among rollouts, are named."""
+    from pytest_capevolve._cli.main import main
+    from pytest_capevolve._store.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    level = float(alpha_budget.alpha_for("lord", 0.05, 1))
+    for n, tag in enumerate(("sign", "careful")):
+        for t in range(3):
+            run.rollouts.record_rollout(val_rollout(tag, f"task-{t}", 0, 0.5))
+        run.log.append_event(
+            "gate_decision", tag=tag, j=1, alpha_j=level, schedule="lord", decision="reject", n=n
+        )
+    code = main(["verify", str(run.root)])
+    out = capsys.readouterr()
+    assert code != 0
+    assert "gate_decision seq" in out.out + out.err and "('careful'): numbered j = 1" in out.out + out.err

@@ -136,6 +136,28 @@ def test_verify_finds_an_edited_index_row_and_repair_rebuilds_it(run: RunDir) ->
     assert fixed[("val", "task-0", "seed", 0)] == 0.0
 
 
+def test_verify_blames_an_index_row_only_while_its_file_has_the_rows_size_and_mtime(run: RunDir) -> None:
+    """The scan takes no stat per file: a row that disagrees with its file is blamed only if the
+    file, stat'ed then, is what the row says it read (readers trust the row then); a file
+    rewritten since, at the same size, is read again by every reader, so only the file's own
+    disagreement with its event is reported."""
+    run.flush()
+    path = run.rollout_path("val", "task-0", "seed", 0)  # reward 0.0 in the file, its row and its event
+    before = path.stat()
+    text = path.read_text()
+    path.write_text(text.replace('"reward": 0.0', '"reward": 1.0'))  # the same size, another mtime
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    assert path.stat().st_size == before.st_size
+    problems = audit(RunDir(run.root))
+    assert any(p.startswith("rollouts/val/task-0__seed__t0.json: reward 1.0 in the file") for p in problems)
+    assert not [p for p in problems if p.startswith("index.sqlite")], problems
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # the row's size and mtime again
+    problems = audit(RunDir(run.root))
+    assert (
+        "index.sqlite: reward 0.0 for rollouts/val/task-0__seed__t0.json, but the file says 1.0" in problems
+    )
+
+
 def test_verify_names_an_unfinished_write_and_repair_removes_it_unless_a_session_is_live(run: RunDir) -> None:
     run.flush()
     leftover = run.root / "rollouts" / "val" / ".task-0__seed__t0.json.abc123.tmp"
@@ -265,6 +287,36 @@ def test_verify_opens_each_rollout_file_once_and_still_finds_every_kind_of_misma
     assert any(p.startswith("rollouts/val/task-4__seed__t0.json: unreadable") for p in problems)
 
 
+def test_verify_reads_a_file_missing_a_field_as_before(run: RunDir) -> None:
+    """The scan keeps a file's fields as a tuple only when it holds every one; a file without
+    one is checked field by field as before: no key is unreadable, an absent infra_error is
+    None (as a reader takes it), and a file that is no object is unreadable."""
+    run.flush()
+    for task, field in (("task-0", "split"), ("task-1", "infra_error")):
+        path = run.rollout_path("val", task, "seed", 0)
+        record = json.loads(path.read_text())
+        del record[field]
+        path.write_text(json.dumps(record))
+    run.rollout_path("val", "task-2", "seed", 0).write_text("[1, 2]")
+    # JSON text around the object: whitespace is read as json.loads reads it, more is unreadable
+    spaced = run.rollout_path("val", "task-3", "seed", 0)
+    spaced.write_text(" \n" + spaced.read_text() + "\n\t ")
+    extra = run.rollout_path("val", "task-4", "seed", 0)
+    extra.write_text(extra.read_text() + " {}")
+    # a file whose split is not its folder's: keyed by what it says, as before
+    moved = run.rollout_path("val", "task-0", "cand", 0)
+    record = json.loads(moved.read_text())
+    moved.write_text(json.dumps({**record, "split": "train"}))
+    problems = audit(RunDir(run.root))
+    assert "rollouts/val/task-0__cand__t0.json: no rollout event records it" in " ".join(problems)
+    assert "rollouts/val/task-0__cand__t0.json: recorded by rollout event" in " ".join(problems)
+    assert not [p for p in problems if p.startswith("rollouts/val/task-3__seed__t0.json")], problems
+    assert "rollouts/val/task-4__seed__t0.json: unreadable (Extra data" in " ".join(problems)
+    assert "rollouts/val/task-0__seed__t0.json: unreadable ('split'); " in " ".join(problems)
+    assert not [p for p in problems if p.startswith("rollouts/val/task-1__seed__t0.json")], problems
+    assert any(p.startswith("rollouts/val/task-2__seed__t0.json: unreadable") for p in problems)
+
+
 def test_verify_finds_a_rollout_paid_twice_unless_it_was_moved_aside_in_between(
     run: RunDir, val_rollout
 ) -> None:
@@ -276,6 +328,12 @@ def test_verify_finds_a_rollout_paid_twice_unless_it_was_moved_aside_in_between(
     run.rollouts.record_rollout(val_rollout("seed", "task-1", 0, 0.5))  # paid again after the move: expected
     problems = audit(RunDir(run.root))
     assert not [p for p in problems if "task-1__seed__t0.json: paid" in p], problems
+    assert [p for p in problems if ": paid" in p] == [
+        "rollouts/val/task-0__seed__t0.json: paid 2 times (one valid rollout event each)"
+    ]
+    # paid again after an infra error (not a measurement): one valid event, so not paid twice
+    run.rollouts.record_rollout(val_rollout("cand", "task-3", 1, 0.5))
+    problems = audit(RunDir(run.root))
     assert [p for p in problems if ": paid" in p] == [
         "rollouts/val/task-0__seed__t0.json: paid 2 times (one valid rollout event each)"
     ]
