@@ -1,6 +1,7 @@
 """Time gating 20 candidates on 10,000 tasks × 10 trials (goal: full verdicts under 1 s).
 
-Run: python benchmarks/gate_speed.py [--tasks N] [--trials K] [--candidates C] [--from-records] [--graded]
+Run: .venv/bin/python benchmarks/gate_speed.py [--tasks N] [--trials K] [--candidates C] [--from-records]
+     .venv/bin/python benchmarks/gate_speed.py --graded [--tasks N] [--trials K]   (default 600 × 10)
 Prints the decision time (exact sign-flip test) and the full verdict time (plus the CI,
 regressions, per-task table; goal ≤ 1 s), each also as a ratio against one numpy pass over the
 same matrices measured in the same run (these machines are noisy), and full against decisions.
@@ -12,6 +13,11 @@ trial counts — 600 tasks × 10 trials, rewards in quarters, 10 % infra errors,
 deltas take hundreds of distinct values — against a frozen copy of the old tail (one full-length
 FFT convolution per distinct |Δ|) run in the same process: one exact p, and a gate session's
 decision phase (a candidate and two null controls, the error-imbalance imputation included).
+Goals (issue 29): one exact p ≤ 0.2 s and the decision phase ≤ 2 s; both lines print their goal.
+The graded candidate's verdict is ``indecisive`` on basis ``error_imbalance`` by design: its
+infra errors are drawn independently of the best's, so their counts differ, and worst-case
+imputation of the missing trials would flip the decision — the gate does not judge, and the
+workload makes it do every part of its work, the imputation included.
 """
 
 from __future__ import annotations
@@ -39,15 +45,21 @@ class Record:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=10_000)
-    parser.add_argument("--trials", type=int, default=10)
-    parser.add_argument("--candidates", type=int, default=20)
-    parser.add_argument("--from-records", action="store_true")
-    parser.add_argument("--graded", action="store_true")
+    parser.add_argument("--tasks", type=int, default=None, help="tasks (default 10,000; 600 with --graded)")
+    parser.add_argument("--trials", type=int, default=None, help="trials per task (default 10)")
+    parser.add_argument("--candidates", type=int, default=20, help="candidates gated (binary case only)")
+    parser.add_argument(
+        "--from-records", action="store_true", help="also time verdicts built from rollout records"
+    )
+    parser.add_argument(
+        "--graded", action="store_true", help="only the exact tail on graded rewards with 10%% infra errors"
+    )
     args = parser.parse_args()
     if args.graded:
-        graded()
+        graded(tasks=args.tasks or 600, trials=args.trials or 10)
         return
+    args.tasks = args.tasks or 10_000
+    args.trials = args.trials or 10
     rng = np.random.default_rng(0)
     tasks, trials, candidates = args.tasks, args.trials, args.candidates
     rates = rng.beta(0.6, 0.6, size=tasks)
@@ -221,13 +233,18 @@ def graded(tasks: int = 600, trials: int = 10, infra: float = 0.10) -> None:
     assert abs(p - old_p) <= 1e-9 and [x["decision"] for x in v] == [x["decision"] for x in old_v]
     print(f"  one exact p, old (FFT per distinct |Δ|): {old_one:.3f}s")
     print(
-        f"  one exact p, one pass:                   {one:.3f}s  ({old_one / one:.0f}x faster; p {p:.6f} = {old_p:.6f})"
+        f"  one exact p, one pass:                   {one:.3f}s  ({old_one / one:.0f}x faster; p {p:.6f} = {old_p:.6f}; "
+        f"goal ≤ 0.2 s at 600 × 10)"
     )
     print(f"  decision phase (candidate + 2 nulls), old:      {old_session:.3f}s")
     print(
         f"  decision phase (candidate + 2 nulls), one pass: {sess:.3f}s  ({old_session / sess:.0f}x faster; "
-        f"decision {v[0]['decision']}, basis {v[0]['basis']})"
+        f"goal ≤ 2 s at 600 × 10; decision {v[0]['decision']}, basis {v[0]['basis']})"
     )
+    if v[0]["basis"] == "error_imbalance":
+        print(
+            "  (indecisive by design: the arms' infra errors differ and worst-case imputation would flip it)"
+        )
 
 
 if __name__ == "__main__":

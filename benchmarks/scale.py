@@ -102,10 +102,17 @@ def timed_cpu(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tasks", type=int, default=10_000)
-    parser.add_argument("--project", type=Path, default=None)
-    parser.add_argument("--graded", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--tasks", type=int, default=10_000, help="tasks (× 3 trials × 2 tags; default 10,000)"
+    )
+    parser.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        help="the project an earlier run printed: only verify and gate again",
+    )
+    parser.add_argument("--graded", action="store_true", help="graded rewards (tenths) instead of all 1.0")
     args = parser.parse_args()
     if args.project is not None:
         reads(args.project.resolve(), [str(Path(sys.executable).parent / "capevolve")])
@@ -117,6 +124,8 @@ def main() -> None:
     project = make_project(tmp / "scale", TRIALS)
     if args.graded:
         (project / "adapter.py").write_text(GRADED_ADAPTER)
+    # kept for --project (verify and gate again without paying the run); it is yours to delete
+    print(f"project: {project}  (rerun verify and gate: --project {project}; delete {tmp} when done)")
     probe = tmp / "probe"
     probe.mkdir()
     (probe / "capevolve_rss_probe.py").write_text(RSS_PROBE)
