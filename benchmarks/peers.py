@@ -1,8 +1,12 @@
 """The same workloads through pytest-capevolve and its peers, as ratios measured in one run.
 
-Run: python benchmarks/peers.py [--tasks N] [--trials K]
-(optional peers, each skipped with a line when it is not installed:
-``pip install inspect-ai pytest-probability``)
+Run: .venv/bin/python benchmarks/peers.py [--tasks N] [--trials K] [--workloads w1,w2,w3]
+(N × K: W1's size, default 500 × 4; optional peers, each skipped with a line when it is not
+installed: ``.venv/bin/pip install pytest-probability``; inspect_ai comes with ``.[test]``)
+
+Each figure is the better of two runs taken in turns with what it is compared to, after one
+run thrown away (the first process of a batch reads cold files); a difference smaller than the
+noise is said to be so, not printed as a number.
 
 W1  no-op per rollout: N tasks × K trials of an agent that returns at once, as one process per
     tool (whole process, less the same tool's start-up on one rollout), per rollout — ours
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -131,8 +136,31 @@ def inspect(tmp: Path, name: str, tasks: int, trials: int, sleep: float, width: 
     return wall([sys.executable, str(script), *args], folder)
 
 
-def per_rollout(full: float, one: float, rollouts: int) -> float:
-    return max(full - one, 1e-9) / max(rollouts - 1, 1)
+REPEATS = 2  # each figure is the better of this many runs, interleaved with what it is compared to
+
+
+def per_rollout(run: Callable[[str, int, int], float], tasks: int, trials: int) -> float | None:
+    """Seconds per rollout of one tool: (its whole process on tasks × trials) less (the same on
+    one rollout), each the better of REPEATS runs taken in turns, after one run thrown away (the
+    first process of a batch reads cold files). None when the difference is within the noise."""
+    run("warm-up", 1, 1)
+    ones, fulls = [], []
+    for i in range(REPEATS):
+        ones.append(run(f"one-{i}", 1, 1))
+        fulls.append(run(f"full-{i}", tasks, trials))
+    extra = min(fulls) - min(ones)
+    return extra / (tasks * trials - 1) if extra > 0 and tasks * trials > 1 else None
+
+
+def sleeps_add(run: Callable[[str, float], float]) -> tuple[float, float]:
+    """A tool's whole wall with the sleeps, and what the sleeps add to the same rollouts without
+    them: the better of REPEATS runs of each, taken in turns after one thrown away."""
+    run("warm-up", 0.0)
+    slept, awake = [], []
+    for i in range(REPEATS):
+        slept.append(run(f"sleep-{i}", W2_SLEEP))
+        awake.append(run(f"awake-{i}", 0.0))
+    return min(slept), min(slept) - min(awake)
 
 
 def main() -> None:
@@ -155,57 +183,66 @@ def main() -> None:
 
 
 def w1(tmp: Path, tasks: int, trials: int) -> None:
-    rollouts = tasks * trials
     print(f"W1 no-op per rollout ({tasks} tasks × {trials} trials; whole process less one rollout's)")
-    mine = per_rollout(ours(tmp, "w1", tasks, trials, 0.0), ours(tmp, "w1-one", 1, 1, 0.0), rollouts)
-    print(f"  pytest-capevolve:    {mine * 1e6:8.0f} µs/rollout")
-    peers = {
-        "plain pytest": lambda: per_rollout(
-            plain(tmp, "plain", PLAIN, tasks, trials), plain(tmp, "plain-one", PLAIN, 1, 1), rollouts
-        ),
+    tools: dict[str, Callable[[str, int, int], float]] = {
+        "pytest-capevolve": lambda name, n, k: ours(tmp, f"w1-{name}", n, k, 0.0),
+        "plain pytest": lambda name, n, k: plain(tmp, f"plain-{name}", PLAIN, n, k),
     }
+    skipped = []
     if have("pytest_probability"):
-        peers["pytest-probability"] = lambda: per_rollout(
-            probability(tmp, "prob", tasks, trials), probability(tmp, "prob-one", 1, 1), rollouts
-        )
+        tools["pytest-probability"] = lambda name, n, k: probability(tmp, f"prob-{name}", n, k)
     else:
-        print("  pytest-probability:  skipped (not installed: pip install pytest-probability)")
+        skipped.append("pytest-probability:  skipped (not installed: pip install pytest-probability)")
     if have("inspect_ai"):
-        peers["inspect_ai"] = lambda: per_rollout(
-            inspect(tmp, "inspect", tasks, trials, 0.0, 64),
-            inspect(tmp, "inspect-one", 1, 1, 0.0, 64),
-            rollouts,
-        )
+        tools["inspect_ai"] = lambda name, n, k: inspect(tmp, f"inspect-{name}", n, k, 0.0, 64)
     else:
-        print("  inspect_ai:          skipped (not installed: pip install inspect-ai)")
-    for name, measure in peers.items():
-        theirs = measure()
-        print(f"  {name + ':':<21}{theirs * 1e6:8.0f} µs/rollout  (ours {mine / theirs:.2f}x theirs)")
+        skipped.append("inspect_ai:          skipped (not installed: pip install inspect-ai)")
+    mine: float | None = None
+    for name, run in tools.items():
+        each = per_rollout(run, tasks, trials)
+        if each is None:
+            print(f"  {name + ':':<21}within the noise of its start-up: raise --tasks")
+            continue
+        if mine is None and name == "pytest-capevolve":
+            mine = each
+            print(f"  {name + ':':<21}{each * 1e6:8.0f} µs/rollout")
+            continue
+        ratio = f"  (ours {mine / each:.2f}x theirs)" if mine is not None else ""
+        print(f"  {name + ':':<21}{each * 1e6:8.0f} µs/rollout{ratio}")
+    for line in skipped:
+        print(f"  {line}")
+
+
+W2_COUNT, W2_SLEEP, W2_WIDTH = 512, 0.1, 64
 
 
 def w2(tmp: Path) -> None:
     """Each tool's whole wall with the sleeps, and what the sleeps add to the same rollouts
     without them: below the ideal means the sleeps overlapped the tool's own per-rollout work."""
-    count, sleep, width = 512, 0.1, 64
-    ideal = count * sleep / width
+    ideal = W2_COUNT * W2_SLEEP / W2_WIDTH
     print(
-        f"W2 IO-bound in flight ({count} rollouts × {sleep * 1000:.0f} ms, {width} at once; ideal {ideal:.2f}s)"
+        f"W2 IO-bound in flight ({W2_COUNT} rollouts × {W2_SLEEP * 1000:.0f} ms, {W2_WIDTH} at once; "
+        f"ideal {ideal:.2f}s)"
     )
-    flight = ["--capevolve-concurrency", str(width)]
-    mine = ours(tmp, "w2", count, 1, sleep, *flight)
-    mine_added = mine - ours(tmp, "w2-nosleep", count, 1, 0.0, *flight)
-    print(
-        f"  pytest-capevolve:    {mine:8.2f} s whole; the sleeps add {mine_added:.2f}s ({mine_added / ideal:.2f}x ideal)"
-    )
+    flight = ["--capevolve-concurrency", str(W2_WIDTH)]
+    mine, mine_added = sleeps_add(lambda name, sleep: ours(tmp, f"w2-{name}", W2_COUNT, 1, sleep, *flight))
+    print(f"  pytest-capevolve:    {mine:8.2f} s whole; {_added(mine_added, ideal)}")
     if have("inspect_ai"):
-        theirs = inspect(tmp, "w2-inspect", count, 1, sleep, width)
-        theirs_added = theirs - inspect(tmp, "w2-inspect-nosleep", count, 1, 0.0, width)
+        theirs, theirs_added = sleeps_add(
+            lambda name, sleep: inspect(tmp, f"w2-inspect-{name}", W2_COUNT, 1, sleep, W2_WIDTH)
+        )
         print(
-            f"  inspect_ai:          {theirs:8.2f} s whole; the sleeps add {theirs_added:.2f}s "
-            f"({theirs_added / ideal:.2f}x ideal); ours {mine / theirs:.2f}x theirs whole"
+            f"  inspect_ai:          {theirs:8.2f} s whole; {_added(theirs_added, ideal)}; "
+            f"ours {mine / theirs:.2f}x theirs whole"
         )
     else:
         print("  inspect_ai:          skipped (not installed: pip install inspect-ai)")
+
+
+def _added(seconds: float, ideal: float) -> str:
+    if seconds <= 0:  # sleeping cannot make a run faster: the two runs differ by noise alone
+        return "the sleeps add nothing measurable (within the noise)"
+    return f"the sleeps add {seconds:.2f}s ({seconds / ideal:.2f}x ideal)"
 
 
 if __name__ == "__main__":
