@@ -112,14 +112,16 @@ def test_a_file_changed_or_damaged_after_indexing_is_read_again(run: RunDir) -> 
     damaged.write_text(damaged.read_text()[:20])
     reader = RunDir(run.root)
     by_key = {r.key: r for r in reader.rollouts.indexed_rollouts("val")}
-    assert ("val", "task-2", "seed", 0) in by_key  # read again: the same outcome as logged
+    # read again: the same outcome as logged, but not the bytes its event recorded (sha256)
+    assert ("val", "task-2", "seed", 0) not in by_key
+    assert any("its bytes differ from what its rollout event" in n and "task-2" in n for n in reader.notices)
     # a reward edited in the file is not the logged one: quarantined, never used
     assert ("val", "task-0", "seed", 0) not in by_key
     assert any("but its rollout event logged reward" in n and "task-0" in n for n in reader.notices)
     assert ("val", "task-1", "seed", 0) not in by_key  # missing: paid again
-    assert len(list((run.root / "rollouts" / ".quarantine" / "val").iterdir())) == 2
+    assert len(list((run.root / "rollouts" / ".quarantine" / "val").iterdir())) == 3
     assert outcomes(reader.rollouts.indexed_rollouts("val")) == outcomes(reader.rollouts.rollouts("val"))
-    assert not damaged.exists() and not changed.exists() and folder.is_dir()
+    assert not damaged.exists() and not changed.exists() and not reformatted.exists() and folder.is_dir()
 
 
 def test_verify_finds_an_edited_index_row_and_repair_rebuilds_it(run: RunDir) -> None:
