@@ -145,7 +145,7 @@ def _rollouts(
     remaining = dict(last)  # the logged keys no file has been found for yet
     for split, files in scanned.items():
         hashed = digests.get(split) if digests is not None else None
-        for at, seen_file in enumerate(files):
+        for seen_file, digest in zip(files, [None] * len(files) if hashed is None else hashed, strict=True):
             try:
                 if type(seen_file) is tuple:  # a file as a session writes it, in its split's folder
                     _, _, tag, task_id, trial, reward, error, _ = seen_file  # (rollout_scan's Row)
@@ -174,7 +174,6 @@ def _rollouts(
             # the bytes as the event recorded them (an event older than its sha256 holds the
             # outcome only): an edit of the output, trace, feedback... leaves the reward alone
             recorded = logged.get("sha256")
-            digest = None if hashed is None else hashed[at]
             if reward == logged.get("reward") and error == logged.get("infra_error"):
                 if recorded is None or digest is None or digest == recorded:
                     continue
