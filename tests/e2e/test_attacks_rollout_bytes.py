@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from pytest_capevolve._cli.main import main
-from pytest_capevolve._store.audit import _rollouts
+from pytest_capevolve._store.audit import _quarantine_tampered, _rollouts
 from pytest_capevolve._store.rollout_scan import scan_rollouts
 from pytest_capevolve._store.rundir import RunDir
 
@@ -119,3 +119,15 @@ def test_rollout_events_written_before_they_carried_a_sha256_raise_no_alarm(
     older_digests = dict.fromkeys(digests)
     key = next(iter(digests))
     assert not run.rollouts._bytes_differ(key, b"anything", older_digests)
+
+
+def test_repair_leaves_a_test_file_that_differs_reported_not_moved(tmp_path: Path) -> None:
+    """The test split is scored once: a test rollout file moved aside would never be paid
+    again, so ``--repair`` leaves it where it is and verify keeps naming it."""
+    run = RunDir(tmp_path / "run")
+    (run.root / "rollouts" / "test").mkdir(parents=True)
+    forged = run.root / "rollouts" / "test" / "t0__seed__t0.json"
+    forged.write_text("{}\n")
+    line = f"rollouts/test/{forged.name}: its bytes differ from what its rollout event (seq 3) recorded"
+    assert _quarantine_tampered(run, [(f"rollouts/test/{forged.name}", None)], [line]) == [line]
+    assert forged.is_file()
