@@ -149,8 +149,10 @@ def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check the hash chain of a run's event log, then every rollout file and ``state.json``
-    against the events; exit 1 at any disagreement. ``--repair`` moves a damaged log tail
-    aside and rebuilds ``state.json`` from the log (it never rewrites a rollout)."""
+    against the events (a rollout file's bytes against the sha256 its event recorded); exit 1
+    at any disagreement. ``--repair`` moves a damaged log tail aside, rebuilds ``state.json``
+    from the log and quarantines a rollout file that differs from its event (it never rewrites
+    a rollout)."""
     with collection_paused():
         return _verify(args)
 
@@ -352,7 +354,10 @@ def register(sub: Any) -> None:
     verify.add_argument(
         "--repair",
         action="store_true",
-        help="move a damaged events.jsonl tail aside; rebuild state.json from the events",
+        help=(
+            "move a damaged events.jsonl tail aside; rebuild state.json from the events; "
+            "quarantine rollout files that differ from their events"
+        ),
     )
     verify.add_argument(
         "--anchor",

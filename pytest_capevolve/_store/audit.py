@@ -1,17 +1,20 @@
 """Cross-checking a run dir against its event log: what ``capevolve verify`` adds to the chain.
 
 The hash chain vouches for ``events.jsonl``; every ``rollout`` event records the key, the
-reward and the infra error of what was persisted. So a rollout file whose reward differs from
-its event, a file no event records, an event whose file is gone without a logged quarantine or
-vanish, a rollout paid twice (a re-pay after either is expected), or a ``state.json`` that the
-events do not add up to, is found here. Reads only (``repair=True`` rebuilds ``state.json`` from
-the events, and logs a file gone by hand as ``rollout_vanished``, as a session that finds it
-would, so its re-pay is expected; rollouts are never rewritten). Called by the CLI; no session
-runs it.
+reward, the infra error and the sha256 of the bytes of what was persisted. So a rollout file
+whose reward differs from its event, or whose bytes do (an output, a trace, a feedback edited:
+events older than the sha256 hold the outcome only), a file no event records, an event whose
+file is gone without a logged quarantine or vanish, a rollout paid twice (a re-pay after either
+is expected), or a ``state.json`` that the events do not add up to, is found here. Reads only
+(``repair=True`` rebuilds ``state.json`` from the events, logs a file gone by hand as
+``rollout_vanished``, as a session that finds it would, and quarantines a file that differs from
+its event, so the re-pay of either is expected; rollouts are never rewritten). Called by the CLI;
+no session runs it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .._project.candidate import check_tag, escape_id
+from .._project.splits import TEST_SPLIT
 from .best_rule import BestRule
 from .events import verified_events
 from .index_sync import vanished_notice
@@ -50,7 +54,7 @@ def audit(
     scan = scan_rollouts(rundir.root)
     others = [] if others is None else others  # every event but the rollouts: what the best rule reads
     start = len(others)
-    problems = _rollouts(rundir, events, scan.files, others, repair=repair)
+    problems = _rollouts(rundir, events, scan.files, others, repair=repair, digests=scan.digests)
     rule = BestRule()  # a best_changed no booked accept explains (forged with append_event)
     for event in others[start:]:
         rule.see(event)
@@ -100,10 +104,14 @@ def _rollouts(
     others: list[dict[str, Any]] | None = None,
     *,
     repair: bool = False,
+    digests: dict[str, list[str | None]] | None = None,
 ) -> list[str]:
     """The rollout files against the log's rollout events; ``others`` (if given) gets every
-    other event, in log order: one pass over the log serves both."""
+    other event, in log order: one pass over the log serves both. ``digests``: the sha256 of
+    each scanned file's bytes (:class:`.rollout_scan.RolloutScan`), held to the one its event
+    recorded; a file whose bytes or outcome differ is quarantined by ``repair``."""
     problems: list[str] = []
+    tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
     rel_of = _Names()
     last: dict[Key, dict[str, Any]] = {}
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
@@ -137,7 +145,8 @@ def _rollouts(
                 problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
     remaining = dict(last)  # the logged keys no file has been found for yet
     for split, files in scanned.items():
-        for seen_file in files:
+        hashed = digests.get(split) if digests is not None else None
+        for seen_file, digest in zip(files, [None] * len(files) if hashed is None else hashed, strict=True):
             try:
                 if type(seen_file) is tuple:  # a file as a session writes it, in its split's folder
                     _, _, tag, task_id, trial, reward, error, _ = seen_file  # (rollout_scan's Row)
@@ -163,7 +172,19 @@ def _rollouts(
                         "(written outside a session?)"
                     )
                     continue
+            # the bytes as the event recorded them (an event older than its sha256 holds the
+            # outcome only): an edit of the output, trace, feedback... leaves the reward alone
+            recorded = logged.get("sha256")
             if reward == logged.get("reward") and error == logged.get("infra_error"):
+                if recorded is None or digest is None or digest == recorded:
+                    continue
+                rel = f"rollouts/{split}/{seen_file[0]}"
+                problems.append(
+                    f"{rel}: its bytes differ from what its rollout event (seq {logged.get('seq')}) "
+                    "recorded (sha256): edited after it was written (`capevolve verify --repair` "
+                    "quarantines it, so it is paid again)"
+                )
+                tampered.append((rel, digest))
                 continue
             rel = f"rollouts/{split}/{seen_file[0]}"
             for field, in_file in (("reward", reward), ("infra_error", error)):
@@ -172,6 +193,9 @@ def _rollouts(
                         f"{rel}: {field} {in_file!r} in the file, but its rollout event "
                         f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
                     )
+            tampered.append((rel, digest))
+    if tampered and repair:
+        problems = _quarantine_tampered(rundir, tampered, problems)
     missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys
     for key in sorted(remaining):
         event, rel = last[key], rel_of(key)
@@ -190,6 +214,34 @@ def _rollouts(
         for rel in gone:
             del missing[rel]
     return problems + list(missing.values())
+
+
+def _quarantine_tampered(
+    rundir: RunDir, tampered: list[tuple[str, str | None]], problems: list[str]
+) -> list[str]:
+    """``--repair`` for rollout files that differ from their event: each moved aside as a
+    session would (``rollout_quarantined``, never rewritten nor deleted), so the next session
+    pays it again and verify expects that re-pay; its lines leave ``problems``. Under the lock,
+    and only while a file is still the bytes the audit read (a session may have paid it again
+    since): one changed since stays reported. A test file stays reported too: the test split is
+    scored once, so a file moved aside would never be paid again."""
+    moved: set[str] = set()
+    with rundir.lock():
+        for rel, digest in tampered:
+            if rel.startswith(f"rollouts/{TEST_SPLIT}/"):
+                continue
+            path = rundir.root / rel
+            try:
+                now = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                continue
+            if digest is not None and now != digest:
+                continue
+            rundir.rollouts.quarantine(
+                path, "not what its rollout event recorded: edited after it was written"
+            )
+            moved.add(rel)
+    return [line for line in problems if not any(line.startswith(f"{rel}: ") for rel in moved)]
 
 
 def _keyed_rollouts(events: list[dict[str, Any]]) -> Iterator[tuple[Key, dict[str, Any]]]:

@@ -39,6 +39,7 @@ from .index import (
 from .index_sync import IndexView, vanished_notice
 from .outcome_ledger import Key, Outcome, OutcomeLedger, outcome
 from .record import RecordError, RolloutRecord
+from .rollout_digests import LoggedDigests
 from .state import SPEND_FLUSH_EVERY, RunState
 
 
@@ -67,6 +68,7 @@ class RolloutFiles:
         self.notices = notices
         self.index_view = IndexView(root, log, index, rollout_path, notices, self._read_files)
         self.ledger = OutcomeLedger(log, self._file_of)
+        self.digests = LoggedDigests(log)  # learnt only when a file is read again
         self._unflushed = 0
         # split → the index's rows_version, the tags whose rows were checked against their files
         # at it, and those rows: a session reading its split again (planning, its conclusion,
@@ -218,7 +220,14 @@ class RolloutFiles:
         a row edited since it was written) and its file on disk (size and mtime); files no row
         knows are read and indexed (found by count: as many rollout files as rows, every wanted
         row's file present, means none is unknown). A file read again answers with its new row
-        (or, differing from the log too, is quarantined)."""
+        (or, differing from the log — its outcome, or its bytes from the sha256 its event
+        recorded — is quarantined).
+
+        A file whose size and mtime are its row's is not read, nor hashed (60,000 on every
+        resume): its row, held to the log's outcome, is what a decision reads. What that leaves:
+        an edit that restores both (``os.utime`` sets the mtime back) is found by ``capevolve
+        verify``, which hashes every file, not here. The change time (ctime), which no user can
+        set back, would catch it too, but the index does not keep it."""
         if truth is None:
             with self.lock():
                 truth = self._truth()
@@ -267,9 +276,11 @@ class RolloutFiles:
         if not (recheck or vanished):
             return rows
         upserts: list[Row] = []
+        with self.lock():
+            digests = self.digests.current()
         for name in recheck:
             path = folder / name
-            read = self._read_one(path, truth)
+            read = self._read_one(path, truth, digests)
             if read is None:
                 vanished.append((split, name))
                 continue
@@ -318,20 +329,36 @@ class RolloutFiles:
         self.sync_index()  # their rows go with the event (and a quarantine's just now with its own)
         return back
 
-    def _read_one(self, path: Path, truth: dict[Key, Outcome] | None = None) -> RolloutRecord | None:
+    def _read_one(
+        self,
+        path: Path,
+        truth: dict[Key, Outcome] | None = None,
+        digests: dict[Key, str | None] | None = None,
+    ) -> RolloutRecord | None:
         """One rollout file, read as :meth:`_read_rollouts` reads it: damage quarantined, and so
         is a file whose outcome is not what the log recorded for it (``truth``; None: the
-        ledger's, caught up now) — edited after it was written, or planted."""
+        ledger's, caught up now) — edited after it was written, or planted. ``digests`` (given
+        for a file read again, :mod:`.rollout_digests`): its bytes are held to the sha256 its
+        event recorded too, so an edit of a field outside the outcome is quarantined as well."""
         try:
-            record = RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path))
+            raw = path.read_bytes()
+            record = RolloutRecord.loads(raw.decode("utf-8"), str(path))
             split = path.parent.name
             if split != TEST_SPLIT:
                 if truth is None:
                     with self.lock():
                         truth = self._truth()
-                logged = truth.get((split, record.tag, record.task_id, int(record.trial)))
+                key = (split, record.tag, record.task_id, int(record.trial))
+                logged = truth.get(key)
                 if logged != outcome(record.reward, record.infra_error, record.cost_usd):
                     self.quarantine(path, _differs(record, logged))
+                    return None
+                if digests is not None and self._bytes_differ(key, raw, digests):
+                    self.quarantine(
+                        path,
+                        "its bytes differ from what its rollout event recorded (sha256): edited after "
+                        "it was written",
+                    )
                     return None
             return record
         except FileNotFoundError:
@@ -343,6 +370,18 @@ class RolloutFiles:
         except (UnicodeDecodeError, OSError) as exc:
             self.quarantine(path, f"unreadable: {exc}")
         return None
+
+    def _bytes_differ(self, key: Key, raw: bytes, digests: dict[Key, str | None]) -> bool:
+        """Whether ``raw`` is not the bytes the newest rollout event of ``key`` recorded (an
+        event older than its sha256 holds the outcome only: never a difference). A mismatch is
+        looked up again under the lock, caught up with the log: a session may have paid the
+        rollout again since ``digests`` was taken."""
+        recorded = digests.get(key)
+        if recorded is None or hashlib.sha256(raw).hexdigest() == recorded:
+            return False
+        with self.lock():
+            recorded = self.digests.current().get(key)
+        return recorded is not None and hashlib.sha256(raw).hexdigest() != recorded
 
     def rollouts(self, split: str, block: int | None = 0) -> list[RolloutRecord]:
         """Persisted rollouts of a split, of replicate block ``block`` (default 0: what every

@@ -5,6 +5,7 @@ flips one verdict in five at its seed, re-scored three times per rollout; then
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -138,7 +139,14 @@ def test_re_scores_edited_to_the_same_mean_are_refused_not_split(example, projec
         record = json.loads(path.read_text())
         if 0 < record["reward"] < 1:
             record["judge"]["rewards"] = [record["reward"]] * 3
-            path.write_text(json.dumps(record, sort_keys=True) + "\n")
+            # at the file's size and mtime: a file whose stat changed is read again by the
+            # gate's first read of its rows and quarantined for its bytes
+            # (tests/e2e/test_attacks_rollout_bytes.py); this one reaches the judge's own check
+            before = path.stat()
+            text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+            assert len(text) < before.st_size
+            path.write_text(text + " " * (before.st_size - len(text) - 1) + "\n")
+            os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
             break
     else:
         pytest.fail("no record with a split judge to edit")

@@ -41,8 +41,9 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
     # nor hypothesis, whose pytest plugin would load it for a summary of no hypothesis test
     resumed.stdout.fnmatch_lines(["HYPOTHESIS=False"])
 
-    # a failed rollout's feedback edited by hand (its outcome as logged: an edited outcome is
-    # quarantined, tests/e2e/test_attacks_record.py): read again, so the pages move with it
+    # a failed rollout's feedback edited by hand (its outcome as logged): read again, held to
+    # the sha256 its event recorded, quarantined and paid again (tests/e2e/
+    # test_attacks_rollout_bytes.py), so the pages are drawn again and never show the edit
     run = RunDir(projects.run_dir(project))
     path = next(
         p
@@ -50,12 +51,14 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
         if json.loads(p.read_text())["reward"] == 0.0
     )
     record = json.loads(path.read_text())
+    true_feedback = record["feedback"]
     record.update(feedback="edited by hand")
     path.write_text(json.dumps(record))
     capevolve(project, "careful", extra=["-n", "2"])  # the controller draws them under xdist too
     second = _pages(project, projects)
     assert second[0] != first[0] and second[1] != first[1]
-    assert "edited by hand" in (run.root / "dashboard.html").read_text()
+    assert "edited by hand" not in (run.root / "dashboard.html").read_text()
+    assert json.loads(path.read_text())["feedback"] == true_feedback != "edited by hand"
 
     # an event a page shows (a decision booked elsewhere), then a page deleted by hand
     run.log.append_event("decision", tag="careful", parent="seed", decision="reject", basis="manual")

@@ -112,14 +112,16 @@ def test_a_file_changed_or_damaged_after_indexing_is_read_again(run: RunDir) -> 
     damaged.write_text(damaged.read_text()[:20])
     reader = RunDir(run.root)
     by_key = {r.key: r for r in reader.rollouts.indexed_rollouts("val")}
-    assert ("val", "task-2", "seed", 0) in by_key  # read again: the same outcome as logged
+    # read again: the same outcome as logged, but not the bytes its event recorded (sha256)
+    assert ("val", "task-2", "seed", 0) not in by_key
+    assert any("its bytes differ from what its rollout event" in n and "task-2" in n for n in reader.notices)
     # a reward edited in the file is not the logged one: quarantined, never used
     assert ("val", "task-0", "seed", 0) not in by_key
     assert any("but its rollout event logged reward" in n and "task-0" in n for n in reader.notices)
     assert ("val", "task-1", "seed", 0) not in by_key  # missing: paid again
-    assert len(list((run.root / "rollouts" / ".quarantine" / "val").iterdir())) == 2
+    assert len(list((run.root / "rollouts" / ".quarantine" / "val").iterdir())) == 3
     assert outcomes(reader.rollouts.indexed_rollouts("val")) == outcomes(reader.rollouts.rollouts("val"))
-    assert not damaged.exists() and not changed.exists() and folder.is_dir()
+    assert not damaged.exists() and not changed.exists() and not reformatted.exists() and folder.is_dir()
 
 
 def test_verify_finds_an_edited_index_row_and_repair_rebuilds_it(run: RunDir) -> None:
@@ -310,10 +312,14 @@ def test_verify_reads_a_file_missing_a_field_as_before(run: RunDir) -> None:
     problems = audit(RunDir(run.root))
     assert "rollouts/val/task-0__cand__t0.json: no rollout event records it" in " ".join(problems)
     assert "rollouts/val/task-0__cand__t0.json: recorded by rollout event" in " ".join(problems)
-    assert not [p for p in problems if p.startswith("rollouts/val/task-3__seed__t0.json")], problems
+    # read as json.loads reads them (no field differs from the event), but not the bytes written
+    for task in ("task-3", "task-1"):
+        rel = f"rollouts/val/{task}__seed__t0.json"
+        said = [p for p in problems if p.startswith(rel)]
+        assert len(said) == 1, problems
+        assert said[0].startswith(f"{rel}: its bytes differ from what its rollout"), problems
     assert "rollouts/val/task-4__seed__t0.json: unreadable (Extra data" in " ".join(problems)
     assert "rollouts/val/task-0__seed__t0.json: unreadable ('split'); " in " ".join(problems)
-    assert not [p for p in problems if p.startswith("rollouts/val/task-1__seed__t0.json")], problems
     assert any(p.startswith("rollouts/val/task-2__seed__t0.json: unreadable") for p in problems)
 
 

@@ -1,0 +1,133 @@
+"""A rollout file's fields outside its outcome — the output, the trace, the feedback — edited by
+an optimizer with a shell. They feed what the optimizer is shown (diagnose, the handover), an LLM
+judge's re-scoring and the reports, yet a file was held only to its reward, infra error and cost.
+Each ``rollout`` event records the sha256 of the bytes written: ``capevolve verify`` names a
+file whose bytes differ (``--repair`` quarantines it), and a session that reads a changed file
+again quarantines it and pays it again, never reuses it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._store.audit import _quarantine_tampered, _rollouts
+from pytest_capevolve._store.rollout_scan import scan_rollouts
+from pytest_capevolve._store.rundir import RunDir
+
+BYTES_DIFFER = "its bytes differ from what its rollout event"
+
+
+def _events(rundir: Path, kind: str) -> list[dict]:
+    lines = (rundir / "events.jsonl").read_text().splitlines()
+    return [event for event in map(json.loads, lines) if event["kind"] == kind]
+
+
+def _edit_output(path: Path) -> None:
+    """The output rewritten (the reward, infra error and cost kept): a new size and mtime."""
+    record = json.loads(path.read_text())
+    record["output"] = "forged"
+    path.write_text(json.dumps(record, sort_keys=True) + "\n")
+
+
+def _edit_trace_in_place(path: Path) -> None:
+    """The trace rewritten with the file's size kept and its mtime set back."""
+    before = path.stat()
+    text = path.read_text()
+    assert '"trace": ["computed ' in text
+    path.write_text(text.replace('"trace": ["computed ', '"trace": ["COMPUTED '))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_an_output_or_trace_edited_in_a_rollout_file_is_named_by_verify_and_quarantined_by_repair(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    rundir = projects.run_dir(project)
+    files = sorted((rundir / "rollouts" / "val").glob("*.json"))
+    output_edited, trace_edited = files[0], files[1]
+    _edit_output(output_edited)
+    _edit_trace_in_place(trace_edited)
+    rels = [path.relative_to(rundir).as_posix() for path in (output_edited, trace_edited)]
+    capsys.readouterr()
+    assert main(["verify", str(rundir)]) == 1
+    out = capsys.readouterr().out
+    mismatches = [line for line in out.splitlines() if line.startswith("MISMATCH")]
+    assert len(mismatches) == 2, out
+    for rel, line in zip(rels, mismatches, strict=True):
+        assert line.startswith(f"MISMATCH {rel}: {BYTES_DIFFER}"), out
+    assert not _events(rundir, "rollout_quarantined")  # plain verify writes nothing
+    # --repair treats them as any file that differs from its event: moved aside, never rewritten
+    assert main(["verify", "--repair", str(rundir)]) == 0, capsys.readouterr().out
+    assert sorted(e["file"] for e in _events(rundir, "rollout_quarantined")) == rels
+    assert not output_edited.exists() and not trace_edited.exists()
+    moved = sorted((rundir / "rollouts" / ".quarantine" / "val").iterdir())
+    assert [json.loads(p.read_text())["output"] for p in moved if p.name.startswith(output_edited.name)] == [
+        "forged"
+    ]
+    capsys.readouterr()
+    # the next session pays the two again, and verify expects that re-pay
+    result = capevolve(project)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["rollouts: 2 paid, 10 reused*"])
+    assert "COMPUTED" not in trace_edited.read_text()
+    assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out
+
+
+def test_a_resume_after_an_output_edit_quarantines_and_pays_that_rollout_again(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    rundir = projects.run_dir(project)
+    victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[2]
+    true_output = json.loads(victim.read_text())["output"]
+    _edit_output(victim)
+    rel = victim.relative_to(rundir).as_posix()
+    result = capevolve(project)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["rollouts: 1 paid, 11 reused*"])  # not "12 reused": never trusted
+    said = [line for line in result.stdout.str().splitlines() if "quarantined" in line]
+    assert len(said) == 1 and victim.name in said[0] and BYTES_DIFFER in said[0], said
+    assert [e["file"] for e in _events(rundir, "rollout_quarantined")] == [rel]
+    assert json.loads(victim.read_text())["output"] == true_output  # paid again
+    capsys.readouterr()
+    assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out
+
+
+def test_rollout_events_written_before_they_carried_a_sha256_raise_no_alarm(
+    example, projects, capevolve
+) -> None:
+    """A run logged before ``rollout`` events carried ``sha256`` holds its files to their
+    outcome only: an edit of their other fields is no false MISMATCH, nor a quarantine."""
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    rundir = projects.run_dir(project)
+    _edit_output(sorted((rundir / "rollouts" / "val").glob("*.json"))[0])
+    run = RunDir(rundir)
+    events = run.log.events()
+    older = [{k: v for k, v in e.items() if k != "sha256"} if e["kind"] == "rollout" else e for e in events]
+    scan = scan_rollouts(rundir)
+    assert _rollouts(run, events, scan.files, digests=scan.digests)  # the event's digest: named
+    assert _rollouts(run, older, scan.files, digests=scan.digests) == []
+    digests = run.rollouts.digests.current()
+    assert digests and all(isinstance(d, str) for d in digests.values())
+    older_digests = dict.fromkeys(digests)
+    key = next(iter(digests))
+    assert not run.rollouts._bytes_differ(key, b"anything", older_digests)
+
+
+def test_repair_leaves_a_test_file_that_differs_reported_not_moved(tmp_path: Path) -> None:
+    """The test split is scored once: a test rollout file moved aside would never be paid
+    again, so ``--repair`` leaves it where it is and verify keeps naming it."""
+    run = RunDir(tmp_path / "run")
+    (run.root / "rollouts" / "test").mkdir(parents=True)
+    forged = run.root / "rollouts" / "test" / "t0__seed__t0.json"
+    forged.write_text("{}\n")
+    line = f"rollouts/test/{forged.name}: its bytes differ from what its rollout event (seq 3) recorded"
+    assert _quarantine_tampered(run, [(f"rollouts/test/{forged.name}", None)], [line]) == [line]
+    assert forged.is_file()
