@@ -24,6 +24,7 @@ from .._engine.candidate_bytes import CandidateBytes, CandidateMismatch, Stamp
 from .._engine.inflight import RolloutPool
 from .._engine.routed_output import OutputRouting
 from .._engine.runner import AdapterRunner, Scored, run_and_score
+from .._engine.sandbox import Sandboxes
 from .._project.adapter import Task
 from .._project.spec import Spec
 from .._store import stop_marker
@@ -65,6 +66,11 @@ class EvalContext:
     pool_problem: str | None = None
     # this process's share of max_usd / max_metric_calls, reserved before each rollout starts
     budget: BudgetShare = field(default_factory=BudgetShare)
+    # at concurrency 1 (:mod:`.._session.perf.ahead`): the item pytest runs after the current
+    # one, whose request the current rollout sends ahead once its answer is in (the same
+    # candidate's only); and the items sent ahead, with the folder and stamp they were sent with
+    next_item: RolloutItem | None = None
+    sent_ahead: dict[str, tuple[Path, Stamp]] = field(default_factory=dict)
 
     def controller_stopped(self) -> bool:
         """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Then nothing this worker
@@ -209,19 +215,52 @@ class RolloutItem(LeanItem):
         context.started[self.nodeid] = future
         return None
 
+    def send_ahead(self) -> None:
+        """At concurrency 1, once the rollout before this item's has answered: send this item's
+        request to its candidate's idle child now, so the child runs it while this process
+        scores and persists the one before (:meth:`.._engine.sandbox.Sandboxes.send_ahead`).
+        The checks :meth:`runtest` makes before paying come first, and the snapshot's stamp is
+        taken now, before the rollout starts, for :meth:`runtest` to compare after it."""
+        context = self.config.stash[CONTEXT_KEY]
+        targets = context.runner.targets
+        if (
+            not isinstance(targets, Sandboxes)
+            or context.not_needed(self.key.tag)
+            or context.controller_stopped()
+            or context.pool_problem
+        ):
+            return
+        try:
+            candidate_dir, stamp = context.candidate_dir(self.key.tag)
+        except CandidateMismatch:
+            return
+        sent = targets.send_ahead(
+            context.pool[self.key.task_id],
+            candidate_dir,
+            seed=context.plan.seed_for(self.key.trial),
+            split=self.key.split,
+            timeout_s=context.spec.rollout_timeout_s,
+        )
+        if sent:
+            context.sent_ahead[self.nodeid] = (candidate_dir, stamp)
+
     def runtest(self) -> None:
         context = self.config.stash[CONTEXT_KEY]
         plan, spec, key = context.plan, context.spec, self.key
+        ahead = context.sent_ahead.pop(self.nodeid, None) if context.sent_ahead else None
         if context.not_needed(key.tag):  # before anything is paid
             pytest.skip(f"{SEQUENTIAL_SKIP}: {key.tag!r} is decided; this rollout is not paid")
         if context.pool_problem:  # before anything is paid: a task of another pool measures nothing
             raise InfraError(context.pool_problem)
         if context.controller_stopped() and self.nodeid not in context.started:
             pytest.skip(f"{CONTROLLER_STOPPED}: nothing paid now could be recorded")
-        try:
-            candidate_dir, stamp = context.candidate_dir(key.tag)
-        except CandidateMismatch as exc:
-            raise InfraError(str(exc)) from None
+        if ahead is not None:  # its stamp was taken before it was sent, as below before a run
+            candidate_dir, stamp = ahead
+        else:
+            try:
+                candidate_dir, stamp = context.candidate_dir(key.tag)
+            except CandidateMismatch as exc:
+                raise InfraError(str(exc)) from None
         task = context.pool[key.task_id]
         seed = plan.seed_for(key.trial)
         if context.inflight is not None:
@@ -235,6 +274,15 @@ class RolloutItem(LeanItem):
             refused = context.budget.reserve(self.nodeid, key.tag, wait=False)
             if refused is not None:
                 pytest.skip(f"{BUDGET_SKIP}: {refused}; not started, still owed")
+            following = context.next_item
+            # the same candidate's only: code that kills this process while its rollout runs
+            # ahead loses that candidate's own last rollout, never another candidate's
+            if (
+                following is not None
+                and following.key.tag == key.tag
+                and isinstance(context.runner.targets, Sandboxes)
+            ):
+                context.runner.targets.after_answer = following.send_ahead
             try:
                 scored = run_and_score(
                     context.runner,

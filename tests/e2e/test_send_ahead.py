@@ -1,0 +1,155 @@
+"""At concurrency 1 the next rollout's request is sent ahead (session/perf/ahead.py): its child
+runs it while the session scores and persists the last one, and nothing a user or the run dir
+sees changes.
+
+Each comparison runs the same project as shipped and with ``-p no:capevolve-ahead``. The
+adapter writes down every ``run_target`` call it gets in its child, so a rollout sent ahead and
+then thrown away (paid twice) would show.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from session_outputs import junit_testcases, normalized
+
+# every call the child gets, one line each; '+' tasks print and log; q12 crashes its child
+# the first time it runs
+CALLS = """
+import json, logging, os
+
+class CallsAdapter(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        with open(os.environ["CALLS_LOG"], "a") as out:
+            out.write(json.dumps([task.id, seed, os.path.basename(os.path.dirname(ctx))]) + "\\n")
+        if "+" in task.input:
+            print(f"adding {task.input}")
+            logging.getLogger("calls").warning("logged %s", task.input)
+        if task.id == "q12" and not os.path.exists(os.environ["CALLS_LOG"] + ".crashed"):
+            open(os.environ["CALLS_LOG"] + ".crashed", "w").close()
+            os._exit(3)
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+# q07's items carry an xfail mark that does not run them: they must never be sent ahead
+CONFTEST = """
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.name.startswith("q07["):
+            item.add_marker(pytest.mark.xfail(run=False, reason="a user's xfail mark"))
+"""
+
+
+def calls_of(log: Path) -> list[tuple[str, int, str]]:
+    """(task, seed, candidate) of every call the adapter got."""
+    return [tuple(json.loads(line)) for line in log.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_sending_ahead_changes_no_output_record_or_call(
+    pytester: pytest.Pytester, example, projects, capevolve, monkeypatch, xdist: list[str]
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    runs = {}
+    for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):  # names of one length
+        project = example("toy_calc", dest=mode)
+        projects.add_adapter(project, CALLS, "adapter.py:CallsAdapter")
+        projects.edit_spec(project, "num_trials: 1", "num_trials: 2")  # the seed's items in a row
+        log = pytester.path / f"calls-{mode}.log"
+        monkeypatch.setenv("CALLS_LOG", str(log))
+        junit = project / "junit.xml"
+        args = [*xdist, *off, "-rA", f"--junitxml={junit}", "-o", "junit_logging=all"]
+        result = capevolve(project, extra=args)
+        assert result.ret == 12, result.stdout.str()  # q07's rollouts and q12's first are missing
+        runs[mode] = (result, project, junit, log)
+    (ahead, ahead_project, ahead_xml, ahead_log), (off, off_project, off_xml, off_log) = (
+        runs["with"],
+        runs["wout"],
+    )
+
+    # every rollout ran once in its child (q05's crashed one included), none twice, none of q07
+    assert sorted(calls_of(ahead_log)) == sorted(calls_of(off_log))
+    assert len(calls_of(ahead_log)) == len(set(calls_of(ahead_log))) == 22
+    records = projects.rollout_records(ahead_project)
+    assert records == projects.rollout_records(off_project) and len(records) == 22
+    crashed = [r for r in records.values() if r["infra_error"]]
+    assert [r["task_id"] for r in crashed] == ["q12"] and "sandbox process" in crashed[0]["infra_error"]
+    assert ahead.parseoutcomes() == off.parseoutcomes()
+    # (the command that completes the missing rollouts differs: it repeats each run's own flags)
+    ahead_lines = [line for line in normalized(ahead, "with") if not line.startswith("  pytest ")]
+    off_lines = [line for line in normalized(off, "wout") if not line.startswith("  pytest ")]
+    if xdist:  # lines arrive in another order, and so do the progress line's letters
+        progress = re.compile(r"^[.FsxXEI]+ +\[")
+
+        def unordered(lines: list[str]) -> list[str]:
+            return sorted(re.sub(r"\[gw\d+\]", "[gw]", x) for x in lines if not progress.match(x))
+
+        assert unordered(ahead_lines) == unordered(off_lines)
+        assert sorted(junit_testcases(ahead_xml, "with")) == sorted(junit_testcases(off_xml, "wout"))
+    else:
+        assert ahead_lines == off_lines
+        assert junit_testcases(ahead_xml, "with") == junit_testcases(off_xml, "wout")
+
+
+# the scorer (in the session's process) of the first rollout scored waits for the child to
+# start the next one: it only can if the next request was sent before this one was scored
+WAITS = """
+import json, os, time
+
+class WaitingAdapter(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        with open(os.environ["CALLS_LOG"], "a") as out:
+            out.write(json.dumps([task.id, seed, os.getpid()]) + "\\n")
+        return super().run_target(task, ctx, seed=seed)
+
+    def score(self, task, rollout):
+        score = super().score(task, rollout)
+        if not os.path.exists(os.environ["CALLS_LOG"] + ".waited"):
+            open(os.environ["CALLS_LOG"] + ".waited", "w").close()
+            started = 0
+            for _ in range(int(os.environ["WAIT_STEPS"])):  # a started child, not a fast one
+                with open(os.environ["CALLS_LOG"]) as calls:
+                    started = len(calls.read().splitlines())
+                if started >= 2:
+                    break
+                time.sleep(0.05)
+            score.metrics = {"next_started_before_this_was_scored": started >= 2}
+        return score
+"""
+
+
+@pytest.mark.parametrize(
+    "candidates, off, ahead",
+    [
+        pytest.param([], [], True, id="ahead"),
+        pytest.param([], ["-p", "no:capevolve-ahead"], False, id="off"),
+        # the next item is another candidate's: never sent ahead (code that kills the session
+        # while it runs would take the other arm's rollout, not yet persisted, with it)
+        pytest.param(["careful"], [], False, id="another-candidate-next"),
+    ],
+)
+def test_the_next_rollout_runs_while_the_last_is_scored(
+    pytester: pytest.Pytester,
+    example,
+    projects,
+    capevolve,
+    monkeypatch,
+    candidates: list[str],
+    off: list[str],
+    ahead: bool,
+) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, WAITS, "adapter.py:WaitingAdapter")
+    monkeypatch.setenv("CALLS_LOG", str(pytester.path / "calls.log"))
+    # up to 20 s for the next rollout to start; when it cannot, 1 s says so
+    monkeypatch.setenv("WAIT_STEPS", "400" if ahead else "20")
+    result = capevolve(project, *candidates, extra=off)
+    assert result.ret == 0, result.stdout.str()
+    waited = [r for r in projects.rollout_records(project).values() if r["metrics"]]
+    assert len(waited) == 1
+    assert waited[0]["metrics"]["next_started_before_this_was_scored"] is ahead

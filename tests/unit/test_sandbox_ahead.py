@@ -1,0 +1,92 @@
+"""A request sent ahead to a sandbox child (Sandboxes.send_ahead): collected by the run asking
+for the same rollout; dropped (read, not used) when another is asked for; lost with its child
+like any rollout, never taken for the next one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve import Task
+from pytest_capevolve._engine.runner import run_and_score
+from pytest_capevolve._engine.sandbox import isolated
+from pytest_capevolve._project.adapter import load_adapter
+
+ADAPTER = """
+import json, os
+from pytest_capevolve import Rollout, Score
+
+class Adapter:
+    def tasks(self, split):
+        return []
+    def run_target(self, task, ctx, *, seed):
+        with open(os.path.join(os.path.dirname(__file__), "calls.log"), "a") as out:
+            out.write(json.dumps([task.id, seed]) + "\\n")
+        if task.input == "exit":
+            os._exit(3)
+        return Rollout(task_id=task.id, output=f"{task.id}:{seed}")
+    def score(self, task, rollout):
+        return Score(reward=1.0)
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "adapter.py").write_text(ADAPTER)
+    (tmp_path / "capability").mkdir()
+    return tmp_path
+
+
+def calls(project: Path) -> list[list[object]]:
+    return [json.loads(line) for line in (project / "calls.log").read_text().splitlines()]
+
+
+def test_a_rollout_sent_ahead_is_run_once_and_collected_by_its_run(project: Path) -> None:
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, two = Task(id="one", input=1), Task(id="two", input=2)
+    try:
+        assert not runner.targets.send_ahead(
+            one, capability, seed=0, split="val", timeout_s=None
+        )  # no child yet
+        assert run_and_score(runner, one, capability, seed=0, split="val").rollout.output == "one:0"
+        assert runner.targets.send_ahead(two, capability, seed=5, split="val", timeout_s=None)
+        # the child runs it before anyone asks for it
+        assert run_and_score(runner, two, capability, seed=5, split="val").rollout.output == "two:5"
+        assert calls(project) == [["one", 0], ["two", 5]]
+    finally:
+        runner.close()
+
+
+def test_an_answer_sent_ahead_for_another_rollout_is_dropped(project: Path) -> None:
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, two = Task(id="one", input=1), Task(id="two", input=2)
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val")
+        assert runner.targets.send_ahead(two, capability, seed=5, split="val", timeout_s=None)
+        # another seed is asked for: the answer sent ahead is not taken for it
+        scored = run_and_score(runner, two, capability, seed=6, split="val")
+        assert scored.rollout.output == "two:6" and scored.infra_error is None
+        assert run_and_score(runner, two, capability, seed=5, split="val").rollout.output == "two:5"
+        assert calls(project) == [["one", 0], ["two", 5], ["two", 6], ["two", 5]]
+    finally:
+        runner.close()
+
+
+def test_a_child_that_dies_running_a_rollout_sent_ahead_loses_that_rollout_only(project: Path) -> None:
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, fatal = Task(id="one", input=1), Task(id="fatal", input="exit")
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val")
+        assert runner.targets.send_ahead(fatal, capability, seed=1, split="val", timeout_s=None)
+        lost = run_and_score(runner, fatal, capability, seed=1, split="val")
+        assert lost.reward is None and lost.rollout is None and "exit code 3" in (lost.infra_error or "")
+        # the next rollout: a new child, its own answer
+        assert run_and_score(runner, one, capability, seed=2, split="val").rollout.output == "one:2"
+        assert calls(project) == [["one", 0], ["fatal", 1], ["one", 2]]
+    finally:
+        runner.close()
