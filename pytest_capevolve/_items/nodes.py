@@ -71,6 +71,8 @@ class EvalContext:
     # candidate's only); and the items sent ahead, with the folder and stamp they were sent with
     next_item: RolloutItem | None = None
     sent_ahead: dict[str, tuple[Path, Stamp]] = field(default_factory=dict)
+    # each tag's snapshot and source folders, resolved, and its registered hash (the plan's)
+    _where: dict[str, tuple[Path, Path, str]] = field(default_factory=dict, repr=False)
 
     def controller_stopped(self) -> bool:
         """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Then nothing this worker
@@ -95,11 +97,15 @@ class EvalContext:
         """The folder ``tag`` is evaluated from — its read-only snapshot (on a copy of the
         project, a private copy of what the copy holds) — and its stamp, after checking its
         bytes are the registered ones (:mod:`.._engine.candidate_bytes`); else CandidateMismatch."""
-        planned = self.planned(tag)
-        project = self.spec.project_dir
-        return self.candidate_bytes.folder(
-            tag, planned.resolve(project), planned.resolve_source(project), planned.content_hash
-        )
+        where = self._where.get(tag)
+        if where is None:  # resolved once per tag: two realpath walks were a tenth of a no-op rollout
+            planned, project = self.planned(tag), self.spec.project_dir
+            where = self._where[tag] = (
+                planned.resolve(project),
+                planned.resolve_source(project),
+                planned.content_hash,
+            )
+        return self.candidate_bytes.folder(tag, *where)
 
     def planned(self, tag: str) -> PlannedCandidate:
         return next(c for c in self.plan.candidates if c.tag == tag)
