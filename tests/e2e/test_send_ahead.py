@@ -120,17 +120,22 @@ class WaitingAdapter(ToyCalcAdapter):
                 time.sleep(0.05)
             score.metrics = {"next_started_before_this_was_scored": started >= 2}
         return score
+
+
+class SerialAdapter(WaitingAdapter):
+    thread_safe = False  # its rollouts may not overlap: not even a run_target with a score
 """
 
 
 @pytest.mark.parametrize(
-    "candidates, off, ahead",
+    "adapter, candidates, off, ahead",
     [
-        pytest.param([], [], True, id="ahead"),
-        pytest.param([], ["-p", "no:capevolve-ahead"], False, id="off"),
+        pytest.param("WaitingAdapter", [], [], True, id="ahead"),
+        pytest.param("WaitingAdapter", [], ["-p", "no:capevolve-ahead"], False, id="off"),
         # the next item is another candidate's: never sent ahead (code that kills the session
         # while it runs would take the other arm's rollout, not yet persisted, with it)
-        pytest.param(["careful"], [], False, id="another-candidate-next"),
+        pytest.param("WaitingAdapter", ["careful"], [], False, id="another-candidate-next"),
+        pytest.param("SerialAdapter", [], [], False, id="not-thread-safe"),
     ],
 )
 def test_the_next_rollout_runs_while_the_last_is_scored(
@@ -139,12 +144,13 @@ def test_the_next_rollout_runs_while_the_last_is_scored(
     projects,
     capevolve,
     monkeypatch,
+    adapter: str,
     candidates: list[str],
     off: list[str],
     ahead: bool,
 ) -> None:
     project = example("toy_calc")
-    projects.add_adapter(project, WAITS, "adapter.py:WaitingAdapter")
+    projects.add_adapter(project, WAITS, f"adapter.py:{adapter}")
     monkeypatch.setenv("CALLS_LOG", str(pytester.path / "calls.log"))
     # up to 20 s for the next rollout to start; when it cannot, 1 s says so
     monkeypatch.setenv("WAIT_STEPS", "400" if ahead else "20")

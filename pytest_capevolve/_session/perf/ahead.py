@@ -19,7 +19,10 @@ answer sent ahead for an item that then asks for something else (it was skipped,
 level moved) is read and dropped; one whose item never runs (the session stopped) is lost with
 its child when the session ends, and its rollout stays owed.
 
-Registered only where one more rollout paid and thrown away would matter to nobody: a sync
+Registered only for an adapter whose rollouts may overlap (:func:`..._engine.runner.declared_thread_safe`:
+the next ``run_target`` runs while this process scores the last, which an ``apply()`` adapter or
+one declaring ``thread_safe = False`` may not allow — its scorer may read state the next rollout
+changes), and only where one more rollout paid and thrown away would matter to nobody: a sync
 adapter at concurrency 1, no sequential gate (a decision made from the last rollout would come
 after the next was paid), no ``max_usd`` / ``max_metric_calls`` ceiling, not the sealed test
 split, and no ``-x`` / ``--maxfail`` / ``--stepwise`` / ``--pdb`` (a session that stops at a
@@ -32,6 +35,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from ..._engine.runner import declared_thread_safe
 from ..._items.nodes import EvalContext, RolloutItem
 from ..._project.splits import TEST_SPLIT
 
@@ -73,6 +77,7 @@ def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:
     return (
         width == 1
         and not context.runner.is_async
+        and declared_thread_safe(context.runner.adapter)
         and plan.sequential is None
         and plan.budget is None
         and context.spec.max_usd is None
