@@ -26,6 +26,10 @@ class Adapter:
             out.write(json.dumps([task.id, seed]) + "\\n")
         if task.input == "exit":
             os._exit(3)
+        if task.input == "deaf":  # deaf to its deadline: only a kill ends it
+            import signal, time
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            time.sleep(60)
         return Rollout(task_id=task.id, output=f"{task.id}:{seed}")
     def score(self, task, rollout):
         return Score(reward=1.0)
@@ -88,5 +92,20 @@ def test_a_child_that_dies_running_a_rollout_sent_ahead_loses_that_rollout_only(
         # the next rollout: a new child, its own answer
         assert run_and_score(runner, one, capability, seed=2, split="val").rollout.output == "one:2"
         assert calls(project) == [["one", 0], ["fatal", 1], ["one", 2]]
+    finally:
+        runner.close()
+
+
+def test_a_rollout_sent_ahead_that_outlives_its_deadline_is_killed_as_a_timeout(project: Path) -> None:
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, deaf = Task(id="one", input=1), Task(id="deaf", input="deaf")
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
+        assert runner.targets.send_ahead(deaf, capability, seed=1, split="val", timeout_s=0.5)
+        late = run_and_score(runner, deaf, capability, seed=1, split="val", timeout_s=0.5)
+        assert late.reward is None and "timeout" in (late.infra_error or "")
+        assert "killed" in (late.infra_error or "")
+        assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
     finally:
         runner.close()
