@@ -39,6 +39,7 @@ import atexit
 import itertools
 import logging
 import pickle
+import select
 import signal
 import subprocess
 import sys
@@ -98,6 +99,35 @@ class Answer:
 
 def _lost(message: str, seconds: float = 0.0) -> Answer:
     return Answer(Scored(rollout=None, infra_error=message, seconds=round(seconds, 6)))
+
+
+class _Arrival:
+    """When the answer to a request sent ahead began to arrive, watched on a thread of its own.
+
+    The answer is only read when the next item collects it, after this process has scored,
+    persisted and reported the rollout before: that may be long after the child answered (a
+    slow scorer), and the time it was read says nothing of the rollout's. Its ``seconds`` and its
+    deadline are judged by when its first bytes arrived, as an exchange's would have been."""
+
+    def __init__(self, fd: int, deadline: float | None) -> None:
+        self.at: float | None = None
+        self._thread = threading.Thread(
+            target=self._watch, args=(fd, deadline), name="capevolve-sandbox-ahead", daemon=True
+        )
+        self._thread.start()
+
+    def _watch(self, fd: int, deadline: float | None) -> None:
+        try:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if select.select([fd], [], [], wait)[0]:
+                self.at = time.monotonic()
+        except (OSError, ValueError):  # its pipe closed under this thread: the reader finds out
+            self.at = time.monotonic()
+
+    def began(self, deadline: float | None) -> float | None:
+        """When the answer began to arrive; None when nothing had by ``deadline``."""
+        self._thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()) + POLL_S)
+        return self.at
 
 
 # a rollout asked for, before it is a request to one child: (task id, the task's pickle or None,
@@ -224,8 +254,8 @@ class Sandbox:
         self.reading = False  # a reader thread serves this child's answers
         self.sent: dict[str, bytes] = {}  # task id -> the pickle this child was sent for it
         # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet: the ask,
-        # its request id, when it was sent (cleared whenever the child is)
-        self.ahead: tuple[Ask, int, float] | None = None
+        # its request id, when it was sent, when its answer arrived (cleared whenever the child is)
+        self.ahead: tuple[Ask, int, float, _Arrival] | None = None
         self._lock = threading.RLock()
 
     def idle(self) -> bool:
@@ -315,16 +345,21 @@ class Sandbox:
         and its deadline runs from now, as an exchange's would."""
         with self._lock:
             proc = self.proc
-            if proc is None or self.reader is None or self.reading or self.pending or self.ahead is not None:
+            reader = self.reader
+            if proc is None or reader is None or self.reading or self.pending or self.ahead is not None:
+                return False
+            if reader.buffered():  # bytes no request asked for: its next exchange finds out
                 return False
             sent = time.monotonic()
             request_id, request = self._request(ask)
             if not self._send(proc, request):
                 return False  # it is gone: the next exchange finds out and starts another
-            self.ahead = (ask, request_id, sent)
+            timeout_s = ask[5]
+            deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+            self.ahead = (ask, request_id, sent, _Arrival(reader.fd, deadline))
             return True
 
-    def _drop_ahead(self, ahead: tuple[Ask, int, float]) -> None:
+    def _drop_ahead(self, ahead: tuple[Ask, int, float, _Arrival]) -> None:
         """The request sent ahead was not asked for (its item did not run it): its answer is
         read and dropped, so the child is idle again; a child that fails at that is ended."""
         proc, reader = self.proc, self.reader
@@ -333,7 +368,9 @@ class Sandbox:
         timeout_s = ahead[0][5]
         deadline = None if timeout_s is None else ahead[2] + timeout_s + GRACE_S
         try:
-            payload = reader.read(deadline)
+            if ahead[3].began(deadline) is None:
+                raise TimeoutError
+            payload = reader.read(None if deadline is None else max(deadline, time.monotonic() + GRACE_S))
             if payload is not None and _decode(payload, self.owner.values, 0.0)[0] == ahead[1]:
                 return
         except (TimeoutError, WireError):
@@ -359,12 +396,23 @@ class Sandbox:
             delivered = self._send(proc, request)
         deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
         try:
-            payload = reader.read(deadline) if delivered else None
+            if ahead is not None and delivered:
+                # judged by when its answer arrived, not by when it is read: this process may
+                # have spent longer than its deadline scoring the rollout before
+                began = ahead[3].began(deadline)
+                if began is None:
+                    raise TimeoutError
+                late = None if deadline is None else max(deadline, time.monotonic() + GRACE_S)
+                payload = reader.read(late)
+                answered = began
+            else:
+                payload = reader.read(deadline) if delivered else None
+                answered = time.monotonic()
             if payload is None:
                 code = _end(proc)
                 message = _died(code)
             else:
-                answer = _decode(payload, self.owner.values, time.monotonic() - sent)
+                answer = _decode(payload, self.owner.values, answered - sent)
                 if answer[0] == request_id:
                     return answer[1]
                 message = "the sandbox process answered another request than the one asked: it was killed"

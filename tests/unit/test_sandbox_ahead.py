@@ -5,6 +5,7 @@ like any rollout, never taken for the next one."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -107,5 +108,29 @@ def test_a_rollout_sent_ahead_that_outlives_its_deadline_is_killed_as_a_timeout(
         assert late.reward is None and "timeout" in (late.infra_error or "")
         assert "killed" in (late.infra_error or "")
         assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("scoring_s", [1.0, 3.0], ids=["within-grace", "past-grace"])
+def test_a_rollout_sent_ahead_is_timed_by_its_answer_not_by_a_slow_score_of_the_last(
+    project: Path, scoring_s: float
+) -> None:
+    # the session takes longer than the rollout's deadline to score and persist the one before
+    # (an LLM judge, a test suite): the rollout sent ahead answered at once, and is a reward,
+    # never a timeout (missing data, paid again) nor "killed"; its seconds are its own
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, two = Task(id="one", input=1), Task(id="two", input=2)
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
+        assert runner.targets.send_ahead(two, capability, seed=1, split="val", timeout_s=0.5)
+        time.sleep(scoring_s)  # the last rollout scored, persisted, reported
+        scored = run_and_score(runner, two, capability, seed=1, split="val", timeout_s=0.5)
+        assert scored.infra_error is None and scored.reward == 1.0, scored.infra_error
+        assert scored.rollout.output == "two:1" and scored.seconds < 0.5
+        # the same child answers the next one: it was never killed
+        assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
+        assert calls(project) == [["one", 0], ["two", 1], ["one", 2]]
     finally:
         runner.close()
