@@ -269,6 +269,7 @@ class RolloutItem(LeanItem):
                 raise InfraError(str(exc)) from None
         task = context.pool[key.task_id]
         seed = plan.seed_for(key.trial)
+        answered: list[str | None] = []  # the snapshot compared when the answer came (sent ahead)
         if context.inflight is not None:
             refused = self.start(wait=True)
             if refused is not None and self.nodeid not in context.started:
@@ -288,7 +289,13 @@ class RolloutItem(LeanItem):
                 and following.key.tag == key.tag
                 and isinstance(context.runner.targets, Sandboxes)
             ):
-                context.runner.targets.after_answer = following.send_ahead
+                # this rollout's snapshot is compared now, before the next starts: what the next
+                # does to it (it runs while this one is scored) is the next one's missing data
+                def then(following: RolloutItem = following) -> None:
+                    answered.append(context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp))
+                    following.send_ahead()
+
+                context.runner.targets.after_answer = then
             try:
                 scored = run_and_score(
                     context.runner,
@@ -302,7 +309,9 @@ class RolloutItem(LeanItem):
                 context.budget.release(self.nodeid)
                 raise
             context.budget.settle(self.nodeid, key.tag, booked_cost(scored))
-        changed = context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
+        changed = (
+            answered[0] if answered else context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
+        )
         if changed is not None:  # it may have read bytes no snapshot holds: missing data
             scored = replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)
         record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)

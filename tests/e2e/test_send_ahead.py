@@ -159,3 +159,42 @@ def test_the_next_rollout_runs_while_the_last_is_scored(
     waited = [r for r in projects.rollout_records(project).values() if r["metrics"]]
     assert len(waited) == 1
     assert waited[0]["metrics"]["next_started_before_this_was_scored"] is ahead
+
+
+# the fifth call rewrites its own snapshot's prompt.md with the same bytes (its stamp moves, its
+# bytes do not): that rollout is missing data, and only that one
+TOUCHES = """
+import os, stat
+from pathlib import Path
+
+class TouchingAdapter(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        with open(os.environ["CALLS_LOG"], "a") as out:
+            out.write(task.id + "\\n")
+        with open(os.environ["CALLS_LOG"]) as calls:
+            if len(calls.read().splitlines()) == 5:
+                prompt = Path(ctx) / "prompt.md"
+                mode, text = stat.S_IMODE(prompt.stat().st_mode), prompt.read_bytes()
+                prompt.chmod(0o644)
+                prompt.write_bytes(text)
+                prompt.chmod(mode)
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+
+def test_a_rollout_sent_ahead_that_touches_its_snapshot_voids_itself_not_the_one_before(
+    pytester: pytest.Pytester, example, projects, capevolve, monkeypatch
+) -> None:
+    voided = {}
+    for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):
+        project = example("toy_calc", dest=mode)
+        projects.add_adapter(project, TOUCHES, "adapter.py:TouchingAdapter")
+        log = pytester.path / f"calls-{mode}.log"
+        monkeypatch.setenv("CALLS_LOG", str(log))
+        result = capevolve(project, extra=off)
+        assert result.ret == 12, result.stdout.str()
+        fifth = log.read_text().splitlines()[4]
+        records = projects.rollout_records(project)
+        voided[mode] = sorted(key for key, r in records.items() if r["infra_error"])
+        assert [key[1] for key in voided[mode]] == [fifth], (mode, voided[mode])
+    assert voided["with"] == voided["wout"]
