@@ -198,3 +198,19 @@ def test_a_rollout_sent_ahead_that_touches_its_snapshot_voids_itself_not_the_one
         voided[mode] = sorted(key for key, r in records.items() if r["infra_error"])
         assert [key[1] for key in voided[mode]] == [fifth], (mode, voided[mode])
     assert voided["with"] == voided["wout"]
+
+
+def test_a_rollout_ceiling_stated_by_the_stop_condition_turns_sending_ahead_off(
+    pytester: pytest.Pytester, example, projects, capevolve, monkeypatch
+) -> None:
+    # "at most N rollouts" is a max_metric_calls ceiling as much as the spec's own: a rollout
+    # sent ahead and lost (the session stopped) is paid and never counted against it
+    project = example("toy_calc")
+    projects.add_adapter(project, WAITS, "adapter.py:WaitingAdapter")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\nstop_condition: at most 100 rollouts")
+    monkeypatch.setenv("CALLS_LOG", str(pytester.path / "calls.log"))
+    monkeypatch.setenv("WAIT_STEPS", "20")
+    result = capevolve(project)
+    assert result.ret == 0, result.stdout.str()
+    waited = [r for r in projects.rollout_records(project).values() if r["metrics"]]
+    assert len(waited) == 1 and waited[0]["metrics"]["next_started_before_this_was_scored"] is False

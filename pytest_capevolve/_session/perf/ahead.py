@@ -24,9 +24,10 @@ the next ``run_target`` runs while this process scores the last, which an ``appl
 one declaring ``thread_safe = False`` may not allow — its scorer may read state the next rollout
 changes), and only where one more rollout paid and thrown away would matter to nobody: a sync
 adapter at concurrency 1, no sequential gate (a decision made from the last rollout would come
-after the next was paid), no ``max_usd`` / ``max_metric_calls`` ceiling, not the sealed test
-split, and no ``-x`` / ``--maxfail`` / ``--stepwise`` / ``--pdb`` (a session that stops at a
-failure). ``-p no:capevolve-ahead`` turns it off: the same records either way.
+after the next was paid), no ``max_usd`` / ``max_metric_calls`` ceiling (the spec's or its
+``stop_condition``'s), not the sealed test split, and no ``-x`` / ``--maxfail`` / ``--stepwise``
+/ ``--pdb`` (a session that stops at a failure). ``-p no:capevolve-ahead`` turns it off: the
+same records either way.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import pytest
 
 from ..._engine.runner import declared_thread_safe
 from ..._items.nodes import EvalContext, RolloutItem
+from ..._policy.spend import Ceilings
+from ..._policy.stop_condition import parse as parse_stop_condition
 from ..._project.splits import TEST_SPLIT
 
 PLUGIN_NAME = "capevolve-ahead"
@@ -74,14 +77,16 @@ def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:
     """Whether this session's rollouts may be sent ahead (see the module docstring)."""
     option = config.option
     plan = context.plan
+    # the spec's ceilings, and those its stop_condition states ("at most 20 rollouts")
+    ceilings = Ceilings.from_spec(context.spec, parse_stop_condition(context.spec.stop_condition))
     return (
         width == 1
         and not context.runner.is_async
         and declared_thread_safe(context.runner.adapter)
         and plan.sequential is None
         and plan.budget is None
-        and context.spec.max_usd is None
-        and context.spec.max_metric_calls is None
+        and ceilings.max_usd is None
+        and ceilings.max_metric_calls is None
         and plan.split != TEST_SPLIT
         and not getattr(option, "maxfail", 0)
         and not getattr(option, "stepwise", False)
