@@ -214,3 +214,22 @@ def test_a_rollout_ceiling_stated_by_the_stop_condition_turns_sending_ahead_off(
     assert result.ret == 0, result.stdout.str()
     waited = [r for r in projects.rollout_records(project).values() if r["metrics"]]
     assert len(waited) == 1 and waited[0]["metrics"]["next_started_before_this_was_scored"] is False
+
+
+@pytest.mark.parametrize("flag", ["--sw", "--sw-skip", "--sw-reset"])
+def test_a_stepwise_session_sends_nothing_ahead_it_will_not_record(
+    pytester: pytest.Pytester, example, projects, capevolve, monkeypatch, flag: str
+) -> None:
+    # --sw-skip / --sw-reset imply --stepwise only in pytest's own pytest_configure, after
+    # ours: a session that stops at a failure must not have paid the next rollout ahead (never
+    # recorded, paid again by the re-run)
+    project = example("toy_calc")
+    projects.add_adapter(project, CALLS, "adapter.py:CallsAdapter")
+    log = pytester.path / "calls.log"
+    monkeypatch.setenv("CALLS_LOG", str(log))
+    # stepwise needs the cache plugin, which the fixture turns off
+    args = [a for a in capevolve.args(project) if a not in ("-p", "no:cacheprovider")]
+    result = pytester.runpytest(*args, flag)
+    records = projects.rollout_records(project)
+    assert 0 < len(records) < 12, result.stdout.str()
+    assert len(calls_of(log)) == len(records), result.stdout.str()

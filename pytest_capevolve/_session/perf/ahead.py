@@ -89,7 +89,10 @@ def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:
         and ceilings.max_metric_calls is None
         and plan.split != TEST_SPLIT
         and not getattr(option, "maxfail", 0)
+        # --sw-skip / --sw-reset imply --stepwise in pytest's own pytest_configure, after ours
         and not getattr(option, "stepwise", False)
+        and not getattr(option, "stepwise_skip", False)
+        and not getattr(option, "stepwise_reset", False)
         and not getattr(option, "usepdb", False)
     )
 
