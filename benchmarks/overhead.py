@@ -42,6 +42,8 @@ from pytest_capevolve import Task
 SLEEP = float(os.environ["BENCH_SLEEP"])
 
 class Adapter:
+    thread_safe = True  # stateless: its rollouts may overlap (at concurrency 1: sent ahead)
+
     def tasks(self, split):
         return [Task(id=f"t{i:04d}", input=i, target=i) for i in range(int(os.environ["BENCH_TASKS"]))]
     def run_target(self, task, ctx, *, seed):

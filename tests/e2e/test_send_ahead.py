@@ -22,6 +22,8 @@ CALLS = """
 import json, logging, os
 
 class CallsAdapter(ToyCalcAdapter):
+    thread_safe = True  # its rollouts may overlap: the next is sent ahead
+
     def run_target(self, task, ctx, *, seed):
         with open(os.environ["CALLS_LOG"], "a") as out:
             out.write(json.dumps([task.id, seed, os.path.basename(os.path.dirname(ctx))]) + "\\n")
@@ -102,6 +104,8 @@ WAITS = """
 import json, os, time
 
 class WaitingAdapter(ToyCalcAdapter):
+    thread_safe = True
+
     def run_target(self, task, ctx, *, seed):
         with open(os.environ["CALLS_LOG"], "a") as out:
             out.write(json.dumps([task.id, seed, os.getpid()]) + "\\n")
@@ -168,6 +172,8 @@ import os, stat
 from pathlib import Path
 
 class TouchingAdapter(ToyCalcAdapter):
+    thread_safe = True
+
     def run_target(self, task, ctx, *, seed):
         with open(os.environ["CALLS_LOG"], "a") as out:
             out.write(task.id + "\\n")
@@ -233,3 +239,37 @@ def test_a_stepwise_session_sends_nothing_ahead_it_will_not_record(
     records = projects.rollout_records(project)
     assert 0 < len(records) < 12, result.stdout.str()
     assert len(calls_of(log)) == len(records), result.stdout.str()
+
+
+# a harness that never said anything about overlap: its agent leaves its answer in one
+# workspace, and its scorer reads it there a moment later (as a coding agent's harness runs the
+# tests on the repository the agent edited) — at concurrency 1 nothing else ever ran between
+SHARED_WORKSPACE = """
+import os, time
+from dataclasses import replace
+from pathlib import Path
+
+class WorkspaceAdapter(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        rollout = super().run_target(task, ctx, seed=seed)
+        Path(os.environ["WORKSPACE"]).write_text(str(rollout.output))
+        return rollout
+
+    def score(self, task, rollout):
+        time.sleep(0.05)  # the tests take a moment
+        found = int(Path(os.environ["WORKSPACE"]).read_text())
+        return super().score(task, replace(rollout, output=found))
+"""
+
+
+def test_an_adapter_that_never_declared_thread_safe_is_not_overlapped(
+    pytester: pytest.Pytester, example, projects, capevolve, monkeypatch
+) -> None:
+    runs = {}
+    for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):
+        project = example("toy_calc", dest=mode)
+        projects.add_adapter(project, SHARED_WORKSPACE, "adapter.py:WorkspaceAdapter")
+        monkeypatch.setenv("WORKSPACE", str(pytester.path / f"workspace-{mode}"))
+        capevolve(project, extra=off)
+        runs[mode] = {key: r["reward"] for key, r in projects.rollout_records(project).items()}
+    assert len(runs["with"]) == 12 and runs["with"] == runs["wout"]

@@ -19,15 +19,16 @@ answer sent ahead for an item that then asks for something else (it was skipped,
 level moved) is read and dropped; one whose item never runs (the session stopped) is lost with
 its child when the session ends, and its rollout stays owed.
 
-Registered only for an adapter whose rollouts may overlap (:func:`..._engine.runner.declared_thread_safe`:
-the next ``run_target`` runs while this process scores the last, which an ``apply()`` adapter or
-one declaring ``thread_safe = False`` may not allow — its scorer may read state the next rollout
-changes), and only where one more rollout paid and thrown away would matter to nobody: a sync
-adapter at concurrency 1, no sequential gate (a decision made from the last rollout would come
-after the next was paid), no ``max_usd`` / ``max_metric_calls`` ceiling (the spec's or its
-``stop_condition``'s), not the sealed test split, and no ``-x`` / ``--maxfail`` / ``--stepwise``
-/ ``--pdb`` (a session that stops at a failure). ``-p no:capevolve-ahead`` turns it off: the
-same records either way.
+Registered only for an adapter that declares ``thread_safe = True``: the next ``run_target``
+runs while this process scores the last, and a scorer may read state the next rollout changes
+(a workspace the agent edits, the tests run on it a moment later). An adapter that never said
+so is taken as safe for ``--capevolve-concurrency`` (:func:`..._engine.runner.declared_thread_safe`),
+but at concurrency 1 nothing of it ever overlapped: it is not overlapped now. And only where one
+more rollout paid and thrown away would matter to nobody: a sync adapter at concurrency 1, no
+sequential gate (a decision made from the last rollout would come after the next was paid), no
+``max_usd`` / ``max_metric_calls`` ceiling (the spec's or its ``stop_condition``'s), not the
+sealed test split, and no ``-x`` / ``--maxfail`` / ``--stepwise`` / ``--pdb`` (a session that
+stops at a failure). ``-p no:capevolve-ahead`` turns it off: the same records either way.
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:
     return (
         width == 1
         and not context.runner.is_async
+        # declared, not taken for granted: at concurrency 1 nothing used to overlap
         and declared_thread_safe(context.runner.adapter)
+        and getattr(context.runner.adapter, "thread_safe", None) is True
         and plan.sequential is None
         and plan.budget is None
         and ceilings.max_usd is None
