@@ -273,3 +273,40 @@ def test_an_adapter_that_never_declared_thread_safe_is_not_overlapped(
         capevolve(project, extra=off)
         runs[mode] = {key: r["reward"] for key, r in projects.rollout_records(project).items()}
     assert len(runs["with"]) == 12 and runs["with"] == runs["wout"]
+
+
+def test_a_session_killed_by_the_rollout_sent_ahead_resumes_to_the_same_records(
+    example, projects, capevolve, monkeypatch
+) -> None:
+    # the rollout running ahead kills the session (its parent) while the one before is scored or
+    # persisted: that one is lost with it, unrecorded; the resume pays exactly what is missing,
+    # and nothing is recorded twice
+    from .test_crash_resume import CRASHY
+
+    source = CRASHY + "\n\nclass AheadCrashyAdapter(CrashyAdapter):\n    thread_safe = True\n"
+    clean = example("toy_calc", dest="clean")
+    projects.add_adapter(clean, source, "adapter.py:AheadCrashyAdapter")
+    assert capevolve(clean).ret == 0
+    expected = projects.rollout_records(clean)
+
+    project = example("toy_calc", dest="crashy")
+    projects.add_adapter(project, source, "adapter.py:AheadCrashyAdapter")
+    monkeypatch.setenv("CAPEVOLVE_TEST_KILL_AFTER", "5")
+    monkeypatch.setenv("CAPEVOLVE_TEST_KILL_WHO", "self")
+    crashed = capevolve(project, subprocess=True, timeout=300)
+    assert crashed.ret == -9
+    events = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
+    logged = [e for e in map(json.loads, events) if e["kind"] == "rollout"]
+    assert 0 < len(logged) < 5  # the 5th was scored while the 6th ran ahead: lost with the session
+
+    monkeypatch.delenv("CAPEVOLVE_TEST_KILL_AFTER")
+    resumed = capevolve(project, subprocess=True, timeout=300)
+    resumed.stdout.fnmatch_lines([f"rollouts: {12 - len(logged)} paid, {len(logged)} reused*"])
+    assert projects.rollout_records(project) == expected
+    events = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
+    keys = [
+        (e["split"], e["task_id"], e["tag"], e["trial"])
+        for e in map(json.loads, events)
+        if e["kind"] == "rollout"
+    ]
+    assert len(keys) == len(set(keys)) == 12
