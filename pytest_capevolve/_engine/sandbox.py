@@ -40,7 +40,6 @@ import atexit
 import itertools
 import logging
 import pickle
-import select
 import signal
 import subprocess
 import sys
@@ -103,37 +102,43 @@ def _lost(message: str, seconds: float = 0.0) -> Answer:
 
 
 class _Arrival:
-    """When the answer to a request sent ahead began to arrive, watched on a thread of its own.
+    """The answer to a request sent ahead, read on a thread of its own as it arrives.
 
-    The answer is only read when the next item collects it, after this process has scored,
-    persisted and reported the rollout before: that may be long after the child answered (a
-    slow scorer), and the time it was read says nothing of the rollout's. Its ``seconds`` and its
-    deadline are judged by when its first bytes arrived, as an exchange's would have been."""
+    The next item collects it only after this process has scored, persisted and reported the
+    rollout before: that may be long after the child answered (a slow scorer), and the time it
+    is collected says nothing of the rollout's. So it is read here, with its deadline, as an
+    exchange reads an answer: its ``seconds`` run to its whole answer (never to a first byte
+    candidate code chose to send early) and its deadline judges the same."""
 
-    def __init__(self, fd: int, deadline: float | None) -> None:
-        self.at: float | None = None
+    def __init__(self, reader: FrameReader, deadline: float | None) -> None:
+        self.payload: bytes | None = None
+        self.failure: BaseException | None = None
+        self.at = 0.0
         # a bare thread and a lock (threading.Thread's start-up handshake costs more than a
-        # no-op rollout's share): the lock is held until the watch is over
+        # no-op rollout's share): the lock is held until the answer is read
         self._done = _thread.allocate_lock()
         self._done.acquire()
-        _thread.start_new_thread(self._watch, (fd, deadline))
+        _thread.start_new_thread(self._read, (reader, deadline))
 
-    def _watch(self, fd: int, deadline: float | None) -> None:
+    def _read(self, reader: FrameReader, deadline: float | None) -> None:
         try:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if select.select([fd], [], [], wait)[0]:
-                self.at = time.monotonic()
-        except (OSError, ValueError):  # its pipe closed under this thread: the reader finds out
-            self.at = time.monotonic()
+            self.payload = reader.read(deadline)
+        except BaseException as exc:  # TimeoutError, WireError; OSError: its pipe closed under it
+            self.failure = exc
         finally:
+            self.at = time.monotonic()
             self._done.release()
 
-    def began(self, deadline: float | None) -> float | None:
-        """When the answer began to arrive; None when nothing had by ``deadline``."""
+    def answer(self, deadline: float | None) -> tuple[bytes | None, float]:
+        """The answer's frame (None: the child is gone) and when it was read; raises what
+        reading it raised (TimeoutError past ``deadline``, WireError)."""
         wait = -1 if deadline is None else max(0.0, deadline - time.monotonic()) + POLL_S
-        if self._done.acquire(timeout=wait):
-            self._done.release()
-        return self.at
+        if not self._done.acquire(timeout=wait):
+            raise TimeoutError
+        self._done.release()
+        if isinstance(self.failure, (TimeoutError, WireError)):
+            raise self.failure
+        return (None if self.failure is not None else self.payload), self.at
 
 
 # a rollout asked for, before it is a request to one child: (task id, the task's pickle or None,
@@ -354,15 +359,13 @@ class Sandbox:
             reader = self.reader
             if proc is None or reader is None or self.reading or self.pending or self.ahead is not None:
                 return False
-            if reader.buffered():  # bytes no request asked for: its next exchange finds out
-                return False
             sent = time.monotonic()
             request_id, request = self._request(ask)
             if not self._send(proc, request):
                 return False  # it is gone: the next exchange finds out and starts another
             timeout_s = ask[5]
             deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
-            self.ahead = (ask, request_id, sent, _Arrival(reader.fd, deadline))
+            self.ahead = (ask, request_id, sent, _Arrival(reader, deadline))
             return True
 
     def _drop_ahead(self, ahead: tuple[Ask, int, float, _Arrival]) -> None:
@@ -374,9 +377,7 @@ class Sandbox:
         timeout_s = ahead[0][5]
         deadline = None if timeout_s is None else ahead[2] + timeout_s + GRACE_S
         try:
-            if ahead[3].began(deadline) is None:
-                raise TimeoutError
-            payload = reader.read(None if deadline is None else max(deadline, time.monotonic() + GRACE_S))
+            payload = ahead[3].answer(deadline)[0]
             if payload is not None and _decode(payload, self.owner.values, 0.0)[0] == ahead[1]:
                 return
         except (TimeoutError, WireError):
@@ -402,15 +403,10 @@ class Sandbox:
             delivered = self._send(proc, request)
         deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
         try:
-            if ahead is not None and delivered:
-                # judged by when its answer arrived, not by when it is read: this process may
-                # have spent longer than its deadline scoring the rollout before
-                began = ahead[3].began(deadline)
-                if began is None:
-                    raise TimeoutError
-                late = None if deadline is None else max(deadline, time.monotonic() + GRACE_S)
-                payload = reader.read(late)
-                answered = began
+            if ahead is not None:
+                # read as it arrived, not when collected: this process may have spent longer
+                # than its deadline scoring the rollout before
+                payload, answered = ahead[3].answer(deadline)
             else:
                 payload = reader.read(deadline) if delivered else None
                 answered = time.monotonic()

@@ -113,10 +113,6 @@ class FrameReader:
             if wait <= 0 or not select.select([self.fd], [], [], wait)[0]:
                 raise TimeoutError
 
-    def buffered(self) -> bool:
-        """Bytes read from the pipe that no frame returned yet."""
-        return bool(self._buffer)
-
     def read(self, deadline: float | None = None) -> bytes | None:
         """The next frame's payload; None at end of file (the other side is gone). Raises
         TimeoutError when ``deadline`` (``time.monotonic()``) passes first, WireError on a

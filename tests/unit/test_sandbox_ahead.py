@@ -27,6 +27,17 @@ class Adapter:
             out.write(json.dumps([task.id, seed]) + "\\n")
         if task.input == "exit":
             os._exit(3)
+        if task.input == "early":  # its answer's first byte now, the rest after its deadline
+            import gc, signal, time
+            from pytest_capevolve._engine import sandbox_child, wire
+            child = next(o for o in gc.get_objects() if type(o).__name__ == "Child")
+            os.write(child.proto_out, b"\\0")
+            def rest(fd, *parts):
+                sandbox_child.write_frame = wire.write_frame
+                os.write(fd, wire.HEADER.pack(sum(map(len, parts)))[1:] + b"".join(parts))
+            sandbox_child.write_frame = rest
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            time.sleep(1.5)
         if task.input == "deaf":  # deaf to its deadline: only a kill ends it
             import signal, time
             signal.signal(signal.SIGALRM, signal.SIG_IGN)
@@ -132,5 +143,23 @@ def test_a_rollout_sent_ahead_is_timed_by_its_answer_not_by_a_slow_score_of_the_
         # the same child answers the next one: it was never killed
         assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
         assert calls(project) == [["one", 0], ["two", 1], ["one", 2]]
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("ahead", [True, False], ids=["sent-ahead", "asked-for"])
+def test_an_answer_begun_early_and_finished_late_is_late(project: Path, ahead: bool) -> None:
+    # candidate code writes its answer's first byte at once and the rest after its deadline:
+    # a rollout is timed to its whole answer, never to a byte it chose to send early
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, early = Task(id="one", input=1), Task(id="early", input="early")
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
+        if ahead:
+            assert runner.targets.send_ahead(early, capability, seed=1, split="val", timeout_s=0.5)
+        scored = run_and_score(runner, early, capability, seed=1, split="val", timeout_s=0.5)
+        assert scored.reward is None and "timeout" in (scored.infra_error or ""), scored
+        assert scored.seconds > 1.0
     finally:
         runner.close()
