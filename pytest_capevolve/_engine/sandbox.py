@@ -25,9 +25,11 @@ futures. At concurrency 1 the next item's request may be **sent ahead**
 (:meth:`Sandboxes.send_ahead`, from the item layer): right after this rollout's answer has
 been read, before it is scored and persisted, so the child runs the next rollout while this
 process does its share of the current one. The child still runs one rollout at a time, and a
-request is only ever sent to an idle child (never queued behind a rollout), so its deadline
-and its ``seconds`` (from the request sent to its answer read) mean what they meant; an
-answer sent ahead for an item that then asks for something else is read and dropped.
+request is only ever sent to an idle child (never queued behind a rollout), and its answer is
+read as it arrives by a thread of its own (:class:`_Arrival`), not when the next item collects
+it, so its deadline and its ``seconds`` (from the request sent to its whole answer read) mean
+what they meant however long this process takes over the last one; an answer sent ahead for
+an item that then asks for something else is read and dropped.
 
 See docs/explanation/candidate-isolation.md for what this does and does not protect.
 """
