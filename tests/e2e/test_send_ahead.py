@@ -310,3 +310,32 @@ def test_a_session_killed_by_the_rollout_sent_ahead_resumes_to_the_same_records(
         if e["kind"] == "rollout"
     ]
     assert len(keys) == len(set(keys)) == 12
+
+
+# the scorer takes longer than a rollout may (an LLM judge, a test suite): the rollout sent
+# ahead meanwhile answered at once
+SLOW_SCORER = """
+import time
+
+class SlowScorerAdapter(ToyCalcAdapter):
+    thread_safe = True
+
+    def score(self, task, rollout):
+        time.sleep(1.2 if task.id in ("q01", "q05") else 0.0)
+        return super().score(task, rollout)
+"""
+
+
+def test_a_scorer_slower_than_the_rollout_timeout_makes_no_rollout_sent_ahead_late(
+    example, projects, capevolve
+) -> None:
+    runs = {}
+    for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):
+        project = example("toy_calc", dest=mode)
+        projects.add_adapter(project, SLOW_SCORER, "adapter.py:SlowScorerAdapter")
+        projects.edit_spec(project, "num_trials: 1", "num_trials: 1\nrollout_timeout_s: 1")
+        result = capevolve(project, extra=off)
+        assert result.ret == 0, result.stdout.str()
+        runs[mode] = projects.rollout_records(project)
+    assert not [r["infra_error"] for r in runs["with"].values() if r["infra_error"]]
+    assert runs["with"] == runs["wout"] and len(runs["with"]) == 12
