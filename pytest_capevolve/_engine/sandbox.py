@@ -21,11 +21,22 @@ with an unpickler that only makes values); :func:`.runner.run_and_score` scores 
 
 A sync rollout asked for on the main thread (concurrency 1) is one request and one answer on
 the pipe, with no thread in between; otherwise a reader thread per child hands answers to
-futures. See docs/explanation/candidate-isolation.md for what this does and does not protect.
+futures. At concurrency 1 the next item's request may be **sent ahead**
+(:meth:`Sandboxes.send_ahead`, from the item layer): right after this rollout's answer has
+been read, before it is scored and persisted, so the child runs the next rollout while this
+process does its share of the current one. The child still runs one rollout at a time, and a
+request is only ever sent to an idle child (never queued behind a rollout), and its answer is
+read as it arrives by a thread of its own (:class:`_Arrival`), not when the next item collects
+it, so its deadline and its ``seconds`` (from the request sent to its whole answer read) mean
+what they meant however long this process takes over the last one; an answer sent ahead for
+an item that then asks for something else is read and dropped.
+
+See docs/explanation/candidate-isolation.md for what this does and does not protect.
 """
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import atexit
 import itertools
@@ -37,6 +48,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +103,46 @@ def _lost(message: str, seconds: float = 0.0) -> Answer:
     return Answer(Scored(rollout=None, infra_error=message, seconds=round(seconds, 6)))
 
 
+class _Arrival:
+    """The answer to a request sent ahead, read on a thread of its own as it arrives.
+
+    The next item collects it only after this process has scored, persisted and reported the
+    rollout before: that may be long after the child answered (a slow scorer), and the time it
+    is collected says nothing of the rollout's. So it is read here, with its deadline, as an
+    exchange reads an answer: its ``seconds`` run to its whole answer (never to a first byte
+    candidate code chose to send early) and its deadline judges the same."""
+
+    def __init__(self, reader: FrameReader, deadline: float | None) -> None:
+        self.payload: bytes | None = None
+        self.failure: BaseException | None = None
+        self.at = 0.0
+        # a bare thread and a lock (threading.Thread's start-up handshake costs more than a
+        # no-op rollout's share): the lock is held until the answer is read
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        _thread.start_new_thread(self._read, (reader, deadline))
+
+    def _read(self, reader: FrameReader, deadline: float | None) -> None:
+        try:
+            self.payload = reader.read(deadline)
+        except BaseException as exc:  # TimeoutError, WireError; OSError: its pipe closed under it
+            self.failure = exc
+        finally:
+            self.at = time.monotonic()
+            self._done.release()
+
+    def answer(self, deadline: float | None) -> tuple[bytes | None, float]:
+        """The answer's frame (None: the child is gone) and when it was read; raises what
+        reading it raised (TimeoutError past ``deadline``, WireError)."""
+        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic()) + POLL_S
+        if not self._done.acquire(timeout=wait):
+            raise TimeoutError
+        self._done.release()
+        if isinstance(self.failure, (TimeoutError, WireError)):
+            raise self.failure
+        return (None if self.failure is not None else self.payload), self.at
+
+
 # a rollout asked for, before it is a request to one child: (task id, the task's pickle or None,
 # candidate folder, seed, split, timeout_s, log level, inline) — see .wire.REQUEST_FIELDS
 Ask = tuple[str, "bytes | None", str, int, str, "float | None", int, bool]
@@ -104,6 +156,9 @@ class Sandboxes:
         self.ref = ref
         self.project_dir = project_dir
         self.harness_modules = harness_modules
+        # called once, on the main thread, right after the next inline answer is read (before it
+        # is scored): how the item layer sends the next item's request ahead (:meth:`send_ahead`)
+        self.after_answer: Callable[[], object] | None = None
         self._children: OrderedDict[str, Sandbox] = OrderedDict()
         self._lock = threading.Lock()
         self._ids = itertools.count()
@@ -148,10 +203,30 @@ class Sandboxes:
     ) -> Scored:
         inline = threading.current_thread() is threading.main_thread()
         ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=inline)
+        then, self.after_answer = self.after_answer, None
         sandbox = self._sandbox(candidate_dir)
         answer = sandbox.exchange(ask) if inline else sandbox.submit(ask).result()
+        if then is not None and inline:
+            try:
+                then()
+            except Exception:  # only a head start: the next item asks for its rollout itself
+                pass
         answer.replay()
         return answer.scored
+
+    def send_ahead(
+        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
+    ) -> bool:
+        """On the main thread: send the rollout :meth:`run` will be asked for next to its
+        candidate's child now, if that child is running and idle; the :meth:`run` asking for
+        the same rollout (same task, folder, seed, split, timeout and log level) collects its
+        answer. False when nothing was sent (the caller's :meth:`run` then sends it as usual)."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=True)
+        with self._lock:
+            sandbox = self._children.get(str(candidate_dir))
+        return sandbox is not None and sandbox.send_ahead(ask)
 
     async def run_async(
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
@@ -191,10 +266,13 @@ class Sandbox:
         self.pending: dict[int, _Pending] = {}
         self.reading = False  # a reader thread serves this child's answers
         self.sent: dict[str, bytes] = {}  # task id -> the pickle this child was sent for it
+        # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet: the ask,
+        # its request id, when it was sent, when its answer arrived (cleared whenever the child is)
+        self.ahead: tuple[Ask, int, float, _Arrival] | None = None
         self._lock = threading.RLock()
 
     def idle(self) -> bool:
-        return not self.pending
+        return not self.pending and self.ahead is None
 
     # -- the child's life ----------------------------------------------------------------------
 
@@ -227,7 +305,7 @@ class Sandbox:
             raise SandboxError(
                 str(why or f"the sandbox process exited before it was ready ({_exit_text(code)})")
             )
-        self.proc, self.reader, self.sent = proc, reader, {}
+        self.proc, self.reader, self.sent, self.ahead = proc, reader, {}, None
         return proc, reader
 
     def _request(self, ask: Ask) -> tuple[int, bytes]:
@@ -258,7 +336,7 @@ class Sandbox:
         """The child ``proc`` is dead or killed: every rollout it was running is lost."""
         with self._lock:
             if self.proc is proc:
-                self.proc, self.reader, self.reading = None, None, False
+                self.proc, self.reader, self.reading, self.ahead = None, None, False, None
             pending, self.pending = self.pending, {}
         now = time.monotonic()
         for waiting in pending.values():
@@ -274,22 +352,71 @@ class Sandbox:
                 return self._exchange_locked(ask)
         return future.result()
 
+    def send_ahead(self, ask: Ask) -> bool:
+        """Send ``ask`` (inline) now, to be collected by the next :meth:`exchange` asking for the
+        same: only to a running child with nothing outstanding, so it starts the rollout at once
+        and its deadline runs from now, as an exchange's would."""
+        with self._lock:
+            proc = self.proc
+            reader = self.reader
+            if proc is None or reader is None or self.reading or self.pending or self.ahead is not None:
+                return False
+            sent = time.monotonic()
+            request_id, request = self._request(ask)
+            if not self._send(proc, request):
+                return False  # it is gone: the next exchange finds out and starts another
+            timeout_s = ask[5]
+            deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+            self.ahead = (ask, request_id, sent, _Arrival(reader, deadline))
+            return True
+
+    def _drop_ahead(self, ahead: tuple[Ask, int, float, _Arrival]) -> None:
+        """The request sent ahead was not asked for (its item did not run it): its answer is
+        read and dropped, so the child is idle again; a child that fails at that is ended."""
+        proc, reader = self.proc, self.reader
+        if proc is None or reader is None:
+            return
+        timeout_s = ahead[0][5]
+        deadline = None if timeout_s is None else ahead[2] + timeout_s + GRACE_S
+        try:
+            payload = ahead[3].answer(deadline)[0]
+            if payload is not None and _decode(payload, self.owner.values, 0.0)[0] == ahead[1]:
+                return
+        except (TimeoutError, WireError):
+            pass
+        _end(proc)
+        self.proc, self.reader = None, None
+
     def _exchange_locked(self, ask: Ask) -> Answer:
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead[0] != ask:
+            self._drop_ahead(ahead)
+            ahead = None
         try:
             proc, reader = self._ensure()
         except SandboxError as exc:
             return _lost(str(exc))
         timeout_s = ask[5]
-        sent = time.monotonic()
+        if ahead is not None:  # sent when the child was idle: it has been running since
+            request_id, sent, delivered = ahead[1], ahead[2], True
+        else:
+            sent = time.monotonic()
+            request_id, request = self._request(ask)
+            delivered = self._send(proc, request)
         deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
-        request_id, request = self._request(ask)
         try:
-            payload = reader.read(deadline) if self._send(proc, request) else None
+            if ahead is not None:
+                # read as it arrived, not when collected: this process may have spent longer
+                # than its deadline scoring the rollout before
+                payload, answered = ahead[3].answer(deadline)
+            else:
+                payload = reader.read(deadline) if delivered else None
+                answered = time.monotonic()
             if payload is None:
                 code = _end(proc)
                 message = _died(code)
             else:
-                answer = _decode(payload, self.owner.values, time.monotonic() - sent)
+                answer = _decode(payload, self.owner.values, answered - sent)
                 if answer[0] == request_id:
                     return answer[1]
                 message = "the sandbox process answered another request than the one asked: it was killed"
@@ -311,6 +438,9 @@ class Sandbox:
 
     def _submit_locked(self, ask: Ask) -> Future[Answer]:
         future: Future[Answer] = Future()
+        if self.ahead is not None:  # not collected on the main thread: read and dropped first
+            ahead, self.ahead = self.ahead, None
+            self._drop_ahead(ahead)
         try:
             proc, reader = self._ensure()
         except SandboxError as exc:
@@ -374,7 +504,7 @@ class Sandbox:
 
     def close(self) -> None:
         with self._lock:
-            proc, self.proc, self.reader = self.proc, None, None
+            proc, self.proc, self.reader, self.ahead = self.proc, None, None, None
         if proc is not None:
             _end(proc, gently=True)
             self._lose_child(proc, "the sandbox was closed before the rollout ended")

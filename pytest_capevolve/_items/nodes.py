@@ -24,6 +24,7 @@ from .._engine.candidate_bytes import CandidateBytes, CandidateMismatch, Stamp
 from .._engine.inflight import RolloutPool
 from .._engine.routed_output import OutputRouting
 from .._engine.runner import AdapterRunner, Scored, run_and_score
+from .._engine.sandbox import Sandboxes
 from .._project.adapter import Task
 from .._project.spec import Spec
 from .._store import stop_marker
@@ -65,6 +66,13 @@ class EvalContext:
     pool_problem: str | None = None
     # this process's share of max_usd / max_metric_calls, reserved before each rollout starts
     budget: BudgetShare = field(default_factory=BudgetShare)
+    # at concurrency 1 (:mod:`.._session.perf.ahead`): the item pytest runs after the current
+    # one, whose request the current rollout sends ahead once its answer is in (the same
+    # candidate's only); and the items sent ahead, with the folder and stamp they were sent with
+    next_item: RolloutItem | None = None
+    sent_ahead: dict[str, tuple[Path, Stamp]] = field(default_factory=dict)
+    # each tag's snapshot and source folders, resolved, and its registered hash (the plan's)
+    _where: dict[str, tuple[Path, Path, str]] = field(default_factory=dict, repr=False)
 
     def controller_stopped(self) -> bool:
         """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Then nothing this worker
@@ -89,11 +97,15 @@ class EvalContext:
         """The folder ``tag`` is evaluated from — its read-only snapshot (on a copy of the
         project, a private copy of what the copy holds) — and its stamp, after checking its
         bytes are the registered ones (:mod:`.._engine.candidate_bytes`); else CandidateMismatch."""
-        planned = self.planned(tag)
-        project = self.spec.project_dir
-        return self.candidate_bytes.folder(
-            tag, planned.resolve(project), planned.resolve_source(project), planned.content_hash
-        )
+        where = self._where.get(tag)
+        if where is None:  # resolved once per tag: two realpath walks were a tenth of a no-op rollout
+            planned, project = self.planned(tag), self.spec.project_dir
+            where = self._where[tag] = (
+                planned.resolve(project),
+                planned.resolve_source(project),
+                planned.content_hash,
+            )
+        return self.candidate_bytes.folder(tag, *where)
 
     def planned(self, tag: str) -> PlannedCandidate:
         return next(c for c in self.plan.candidates if c.tag == tag)
@@ -209,21 +221,55 @@ class RolloutItem(LeanItem):
         context.started[self.nodeid] = future
         return None
 
+    def send_ahead(self) -> None:
+        """At concurrency 1, once the rollout before this item's has answered: send this item's
+        request to its candidate's idle child now, so the child runs it while this process
+        scores and persists the one before (:meth:`.._engine.sandbox.Sandboxes.send_ahead`).
+        The checks :meth:`runtest` makes before paying come first, and the snapshot's stamp is
+        taken now, before the rollout starts, for :meth:`runtest` to compare after it."""
+        context = self.config.stash[CONTEXT_KEY]
+        targets = context.runner.targets
+        if (
+            not isinstance(targets, Sandboxes)
+            or context.not_needed(self.key.tag)
+            or context.controller_stopped()
+            or context.pool_problem
+        ):
+            return
+        try:
+            candidate_dir, stamp = context.candidate_dir(self.key.tag)
+        except CandidateMismatch:
+            return
+        sent = targets.send_ahead(
+            context.pool[self.key.task_id],
+            candidate_dir,
+            seed=context.plan.seed_for(self.key.trial),
+            split=self.key.split,
+            timeout_s=context.spec.rollout_timeout_s,
+        )
+        if sent:
+            context.sent_ahead[self.nodeid] = (candidate_dir, stamp)
+
     def runtest(self) -> None:
         context = self.config.stash[CONTEXT_KEY]
         plan, spec, key = context.plan, context.spec, self.key
+        ahead = context.sent_ahead.pop(self.nodeid, None) if context.sent_ahead else None
         if context.not_needed(key.tag):  # before anything is paid
             pytest.skip(f"{SEQUENTIAL_SKIP}: {key.tag!r} is decided; this rollout is not paid")
         if context.pool_problem:  # before anything is paid: a task of another pool measures nothing
             raise InfraError(context.pool_problem)
         if context.controller_stopped() and self.nodeid not in context.started:
             pytest.skip(f"{CONTROLLER_STOPPED}: nothing paid now could be recorded")
-        try:
-            candidate_dir, stamp = context.candidate_dir(key.tag)
-        except CandidateMismatch as exc:
-            raise InfraError(str(exc)) from None
+        if ahead is not None:  # its stamp was taken before it was sent, as below before a run
+            candidate_dir, stamp = ahead
+        else:
+            try:
+                candidate_dir, stamp = context.candidate_dir(key.tag)
+            except CandidateMismatch as exc:
+                raise InfraError(str(exc)) from None
         task = context.pool[key.task_id]
         seed = plan.seed_for(key.trial)
+        answered: list[str | None] = []  # the snapshot compared when the answer came (sent ahead)
         if context.inflight is not None:
             refused = self.start(wait=True)
             if refused is not None and self.nodeid not in context.started:
@@ -235,6 +281,21 @@ class RolloutItem(LeanItem):
             refused = context.budget.reserve(self.nodeid, key.tag, wait=False)
             if refused is not None:
                 pytest.skip(f"{BUDGET_SKIP}: {refused}; not started, still owed")
+            following = context.next_item
+            # the same candidate's only: code that kills this process while its rollout runs
+            # ahead loses that candidate's own last rollout, never another candidate's
+            if (
+                following is not None
+                and following.key.tag == key.tag
+                and isinstance(context.runner.targets, Sandboxes)
+            ):
+                # this rollout's snapshot is compared now, before the next starts: what the next
+                # does to it (it runs while this one is scored) is the next one's missing data
+                def then(following: RolloutItem = following) -> None:
+                    answered.append(context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp))
+                    following.send_ahead()
+
+                context.runner.targets.after_answer = then
             try:
                 scored = run_and_score(
                     context.runner,
@@ -248,7 +309,9 @@ class RolloutItem(LeanItem):
                 context.budget.release(self.nodeid)
                 raise
             context.budget.settle(self.nodeid, key.tag, booked_cost(scored))
-        changed = context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
+        changed = (
+            answered[0] if answered else context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
+        )
         if changed is not None:  # it may have read bytes no snapshot holds: missing data
             scored = replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)
         record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)

@@ -39,6 +39,7 @@ from .kinds.base import HARNESS_NOW, SCHEDULE_WHY, TASK_KEYS_NOW
 from .kinds.options import gate_request
 from .outcome import Outcome, SessionEnd
 from .perf import (
+    ahead,
     fanout,
     heap,
     lean_protocol,
@@ -116,6 +117,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
     lean_protocol.register(config)  # every process runs its rollout items the lean way
     if width > 1 or runner.is_async:
         fanout.register(config, context, width)
+    ahead.register(config, context, width)  # at concurrency 1: the next request sent ahead
     heap.register(config)
     config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
 
@@ -243,7 +245,9 @@ def _start_controller(
 
 # what only makes a session faster or leaner, and may be turned off by name (``-p no:…``) to
 # compare: the same records either way
-SPEED_PARTS = frozenset({"capevolve-retention", "capevolve-protocol", "capevolve-heap", "capevolve-fanout"})
+SPEED_PARTS = frozenset(
+    {"capevolve-retention", "capevolve-protocol", "capevolve-heap", "capevolve-fanout", "capevolve-ahead"}
+)
 
 
 def refuse_blocked_roles(config: pytest.Config) -> None:

@@ -222,3 +222,30 @@ def test_skip_marks_on_rollout_items_skip_them(pytester: pytest.Pytester, exampl
     skipped = [line for line in result.stdout.lines if line.startswith("SKIPPED [")]
     assert any("a user's skip mark" in line for line in skipped)
     assert any("a user's skipif mark" in line for line in skipped)
+
+
+PHASE_LOG = """
+import json, os
+from pathlib import Path
+
+def pytest_runtest_logreport(report):
+    if report.when == "setup":
+        with open(Path(os.environ["PHASES_LOG"]), "a") as out:
+            out.write(json.dumps(report.duration) + "\\n")
+"""
+
+
+def test_pytest_probability_installed_leaves_rollouts_the_lean_protocol(
+    pytester: pytest.Pytester, example, capevolve, monkeypatch
+) -> None:
+    """pytest-probability (a peer in benchmarks/peers.py, so often installed beside us) wraps
+    ``pytest_runtest_makereport`` for its own items only: rollouts keep the lean protocol (their
+    setup ran nothing: no duration)."""
+    pytest.importorskip("pytest_probability")
+    pytester.makeconftest(PHASE_LOG)
+    log = pytester.path / "phases.log"
+    monkeypatch.setenv("PHASES_LOG", str(log))
+    result = capevolve(example("toy_calc"))
+    assert "probability" in result.stdout.str()  # the plugins line: it was loaded
+    durations = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(durations) == 12 and set(durations) == {0.0}

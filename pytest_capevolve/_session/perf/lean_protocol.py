@@ -43,7 +43,8 @@ What is skipped, and why it may be:
   retention, unittest's ``SkipTest``) change nothing for a passed phase of an unmarked item.
   A call phase that raised (a failed rollout, a skip) is made into a report by the hook.
 
-Those two claims hold for the plugins in :data:`KNOWN_PLUGINS` (pytest's own, and hypothesis's).
+Those two claims hold for the plugins in :data:`KNOWN_PLUGINS` (pytest's own, hypothesis's and
+pytest-probability's).
 When any other plugin implements one of these hooks — a project's ``conftest.py``, pytest-html,
 pytest-rerunfailures — the session takes pytest's protocol, so that hook is called as before.
 So do anything but a rollout item (microcase items run in ordinary pytest sessions), a rollout
@@ -159,8 +160,10 @@ class LeanProtocol:
 # The plugins whose setup, teardown and makereport implementations do nothing for a rollout item
 # without marks (pytest's own: the setup state, skip/xfail marks, capture, logging, unraisable and
 # thread exceptions, unittest's skip conversion, tmp_path's retention; hypothesis's plugin,
-# which adds to the reports of hypothesis tests only; and our fanout's makereport wrapper, which
-# gives an in-flight rollout's call its own times, as the lean call phase does itself)
+# which adds to the reports of hypothesis tests only; pytest-probability's, whose makereport
+# wrapper returns at once for anything but its own BenchItem (read in 0.3.0); and our fanout's
+# makereport wrapper, which gives an in-flight rollout's call its own times, as the lean call
+# phase does itself)
 KNOWN_PLUGINS = frozenset(
     {
         "runner",
@@ -172,6 +175,7 @@ KNOWN_PLUGINS = frozenset(
         "unittest",
         "tmpdir",
         "hypothesispytest",
+        "probability",
         "capevolve-fanout",
     }
 )

@@ -1,0 +1,165 @@
+"""A request sent ahead to a sandbox child (Sandboxes.send_ahead): collected by the run asking
+for the same rollout; dropped (read, not used) when another is asked for; lost with its child
+like any rollout, never taken for the next one."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve import Task
+from pytest_capevolve._engine.runner import run_and_score
+from pytest_capevolve._engine.sandbox import isolated
+from pytest_capevolve._project.adapter import load_adapter
+
+ADAPTER = """
+import json, os
+from pytest_capevolve import Rollout, Score
+
+class Adapter:
+    def tasks(self, split):
+        return []
+    def run_target(self, task, ctx, *, seed):
+        with open(os.path.join(os.path.dirname(__file__), "calls.log"), "a") as out:
+            out.write(json.dumps([task.id, seed]) + "\\n")
+        if task.input == "exit":
+            os._exit(3)
+        if task.input == "early":  # its answer's first byte now, the rest after its deadline
+            import gc, signal, time
+            from pytest_capevolve._engine import sandbox_child, wire
+            child = next(o for o in gc.get_objects() if type(o).__name__ == "Child")
+            os.write(child.proto_out, b"\\0")
+            def rest(fd, *parts):
+                sandbox_child.write_frame = wire.write_frame
+                os.write(fd, wire.HEADER.pack(sum(map(len, parts)))[1:] + b"".join(parts))
+            sandbox_child.write_frame = rest
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            time.sleep(1.5)
+        if task.input == "deaf":  # deaf to its deadline: only a kill ends it
+            import signal, time
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            time.sleep(60)
+        return Rollout(task_id=task.id, output=f"{task.id}:{seed}")
+    def score(self, task, rollout):
+        return Score(reward=1.0)
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "adapter.py").write_text(ADAPTER)
+    (tmp_path / "capability").mkdir()
+    return tmp_path
+
+
+def calls(project: Path) -> list[list[object]]:
+    return [json.loads(line) for line in (project / "calls.log").read_text().splitlines()]
+
+
+def test_a_rollout_sent_ahead_is_run_once_and_collected_by_its_run(project: Path) -> None:
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, two = Task(id="one", input=1), Task(id="two", input=2)
+    try:
+        assert not runner.targets.send_ahead(
+            one, capability, seed=0, split="val", timeout_s=None
+        )  # no child yet
+        assert run_and_score(runner, one, capability, seed=0, split="val").rollout.output == "one:0"
+        assert runner.targets.send_ahead(two, capability, seed=5, split="val", timeout_s=None)
+        # the child runs it before anyone asks for it
+        assert run_and_score(runner, two, capability, seed=5, split="val").rollout.output == "two:5"
+        assert calls(project) == [["one", 0], ["two", 5]]
+    finally:
+        runner.close()
+
+
+def test_an_answer_sent_ahead_for_another_rollout_is_dropped(project: Path) -> None:
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, two = Task(id="one", input=1), Task(id="two", input=2)
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val")
+        assert runner.targets.send_ahead(two, capability, seed=5, split="val", timeout_s=None)
+        # another seed is asked for: the answer sent ahead is not taken for it
+        scored = run_and_score(runner, two, capability, seed=6, split="val")
+        assert scored.rollout.output == "two:6" and scored.infra_error is None
+        assert run_and_score(runner, two, capability, seed=5, split="val").rollout.output == "two:5"
+        assert calls(project) == [["one", 0], ["two", 5], ["two", 6], ["two", 5]]
+    finally:
+        runner.close()
+
+
+def test_a_child_that_dies_running_a_rollout_sent_ahead_loses_that_rollout_only(project: Path) -> None:
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, fatal = Task(id="one", input=1), Task(id="fatal", input="exit")
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val")
+        assert runner.targets.send_ahead(fatal, capability, seed=1, split="val", timeout_s=None)
+        lost = run_and_score(runner, fatal, capability, seed=1, split="val")
+        assert lost.reward is None and lost.rollout is None and "exit code 3" in (lost.infra_error or "")
+        # the next rollout: a new child, its own answer
+        assert run_and_score(runner, one, capability, seed=2, split="val").rollout.output == "one:2"
+        assert calls(project) == [["one", 0], ["fatal", 1], ["one", 2]]
+    finally:
+        runner.close()
+
+
+def test_a_rollout_sent_ahead_that_outlives_its_deadline_is_killed_as_a_timeout(project: Path) -> None:
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, deaf = Task(id="one", input=1), Task(id="deaf", input="deaf")
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
+        assert runner.targets.send_ahead(deaf, capability, seed=1, split="val", timeout_s=0.5)
+        late = run_and_score(runner, deaf, capability, seed=1, split="val", timeout_s=0.5)
+        assert late.reward is None and "timeout" in (late.infra_error or "")
+        assert "killed" in (late.infra_error or "")
+        assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("scoring_s", [1.0, 3.0], ids=["within-grace", "past-grace"])
+def test_a_rollout_sent_ahead_is_timed_by_its_answer_not_by_a_slow_score_of_the_last(
+    project: Path, scoring_s: float
+) -> None:
+    # the session takes longer than the rollout's deadline to score and persist the one before
+    # (an LLM judge, a test suite): the rollout sent ahead answered at once, and is a reward,
+    # never a timeout (missing data, paid again) nor "killed"; its seconds are its own
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, two = Task(id="one", input=1), Task(id="two", input=2)
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
+        assert runner.targets.send_ahead(two, capability, seed=1, split="val", timeout_s=0.5)
+        time.sleep(scoring_s)  # the last rollout scored, persisted, reported
+        scored = run_and_score(runner, two, capability, seed=1, split="val", timeout_s=0.5)
+        assert scored.infra_error is None and scored.reward == 1.0, scored.infra_error
+        assert scored.rollout.output == "two:1" and scored.seconds < 0.5
+        # the same child answers the next one: it was never killed
+        assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
+        assert calls(project) == [["one", 0], ["two", 1], ["one", 2]]
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("ahead", [True, False], ids=["sent-ahead", "asked-for"])
+def test_an_answer_begun_early_and_finished_late_is_late(project: Path, ahead: bool) -> None:
+    # candidate code writes its answer's first byte at once and the rest after its deadline:
+    # a rollout is timed to its whole answer, never to a byte it chose to send early
+    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    capability = project / "capability"
+    one, early = Task(id="one", input=1), Task(id="early", input="early")
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
+        if ahead:
+            assert runner.targets.send_ahead(early, capability, seed=1, split="val", timeout_s=0.5)
+        scored = run_and_score(runner, early, capability, seed=1, split="val", timeout_s=0.5)
+        assert scored.reward is None and "timeout" in (scored.infra_error or ""), scored
+        assert scored.seconds > 1.0
+    finally:
+        runner.close()
