@@ -98,6 +98,30 @@ class RolloutFiles:
         """What the log says every train and val rollout came out as (:mod:`.outcome_ledger`)."""
         return self.ledger.current(self.index.outcomes)
 
+    def _test_truth(self) -> tuple[dict[Key, Outcome], dict[Key, str | None]]:
+        """What the log says every test rollout came out as, and the sha256 its file was written
+        with (under the lock). The test split is in no index and no ledger, so the seal's read of
+        it (finalize's score, then ``measure``) trusted the files as they were on disk: code run
+        during finalize, or a shell, could rewrite the test rollouts already paid and the seal
+        burned the forged mean. Its files are few, and each is read once per finalize, so every
+        one is held to its event, bytes and all, from one pass over the log."""
+        truth: dict[Key, Outcome] = {}
+        digests: dict[Key, str | None] = {}
+
+        def see(event: dict[str, Any]) -> None:
+            if event.get("kind") == "rollout" and event.get("split") == TEST_SPLIT:
+                key = (TEST_SPLIT, str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+                truth[key] = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
+                recorded = event.get("sha256")
+                digests[key] = recorded if isinstance(recorded, str) else None
+
+        if self.log.events_after(0, 0, see) is None:
+            raise RunDirError(
+                f"{self.log.events_path}: a line is not an event, so no test rollout can be checked "
+                "against it; run `capevolve verify`"
+            )
+        return truth, digests
+
     def record_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
         """Persist one rollout under one lock: its file, then its event (which carries the cost:
         the spend is read from the log, :mod:`.state`). ``text``: the record's compact JSON as
@@ -339,27 +363,27 @@ class RolloutFiles:
         is a file whose outcome is not what the log recorded for it (``truth``; None: the
         ledger's, caught up now) — edited after it was written, or planted. ``digests`` (given
         for a file read again, :mod:`.rollout_digests`): its bytes are held to the sha256 its
-        event recorded too, so an edit of a field outside the outcome is quarantined as well."""
+        event recorded too, so an edit of a field outside the outcome is quarantined as well.
+        A test file is always held to both (:meth:`_test_truth`)."""
         try:
             raw = path.read_bytes()
             record = RolloutRecord.loads(raw.decode("utf-8"), str(path))
             split = path.parent.name
-            if split != TEST_SPLIT:
-                if truth is None:
-                    with self.lock():
-                        truth = self._truth()
-                key = (split, record.tag, record.task_id, int(record.trial))
-                logged = truth.get(key)
-                if logged != outcome(record.reward, record.infra_error, record.cost_usd):
-                    self.quarantine(path, _differs(record, logged))
-                    return None
-                if digests is not None and self._bytes_differ(key, raw, digests):
-                    self.quarantine(
-                        path,
-                        "its bytes differ from what its rollout event recorded (sha256): edited after "
-                        "it was written",
-                    )
-                    return None
+            if truth is None or (split == TEST_SPLIT and digests is None):
+                with self.lock():
+                    truth, digests = self._test_truth() if split == TEST_SPLIT else (self._truth(), digests)
+            key = (split, record.tag, record.task_id, int(record.trial))
+            logged = truth.get(key)
+            if logged != outcome(record.reward, record.infra_error, record.cost_usd):
+                self.quarantine(path, _differs(record, logged))
+                return None
+            if digests is not None and self._bytes_differ(key, raw, digests):
+                self.quarantine(
+                    path,
+                    "its bytes differ from what its rollout event recorded (sha256): edited after "
+                    "it was written",
+                )
+                return None
             return record
         except FileNotFoundError:
             return None
@@ -379,6 +403,8 @@ class RolloutFiles:
         recorded = digests.get(key)
         if recorded is None or hashlib.sha256(raw).hexdigest() == recorded:
             return False
+        if key[0] == TEST_SPLIT:  # read from the whole log just now (_test_truth): nothing newer
+            return True
         with self.lock():
             recorded = self.digests.current().get(key)
         return recorded is not None and hashlib.sha256(raw).hexdigest() != recorded
@@ -412,12 +438,11 @@ class RolloutFiles:
     def _read_files(self, split: str) -> list[tuple[Path, RolloutRecord]]:
         folder = self.root / "rollouts" / split
         found = []
-        truth = None
-        if split != TEST_SPLIT:
-            with self.lock():
-                truth = self._truth()
+        digests = None
+        with self.lock():
+            truth, digests = self._test_truth() if split == TEST_SPLIT else (self._truth(), None)
         for path in sorted(folder.glob("*.json")):
-            record = self._read_one(path, truth)
+            record = self._read_one(path, truth, digests)
             if record is not None:
                 found.append((path, record))
         return found
