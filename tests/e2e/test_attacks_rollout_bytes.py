@@ -170,6 +170,8 @@ def test_test_rollouts_rewritten_during_finalize_are_never_scored(example, proje
     assert failed, "the agent failed no test task: nothing to forge"
     assert not _events(rundir, "test_scored"), out[-3000:]  # the seal did not burn
     assert result.ret == 12 and "the test split was NOT scored" in out, out[-3000:]
-    quarantined = [e for e in _events(rundir, "rollout_quarantined") if e["file"].startswith("rollouts/test/")]
+    quarantined = [
+        e for e in _events(rundir, "rollout_quarantined") if e["file"].startswith("rollouts/test/")
+    ]
     assert quarantined and all("edited after it was written" in e["problem"] for e in quarantined)
     assert not (rundir / "seal.json").exists()
