@@ -297,7 +297,10 @@ def test_a_session_killed_by_the_rollout_sent_ahead_resumes_to_the_same_records(
     assert crashed.ret == -9
     events = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
     logged = [e for e in map(json.loads, events) if e["kind"] == "rollout"]
-    assert 0 < len(logged) < 5  # the 5th was scored while the 6th ran ahead: lost with the session
+    # the 6th, sent ahead, kills the session while the 5th is scored or persisted: the 5th is
+    # lost with it or not, as far as the machine's load let this process get (under 4 CPU
+    # burners it was persisted in time) — the bound, not the race, is asserted
+    assert 0 < len(logged) <= 5
 
     monkeypatch.delenv("CAPEVOLVE_TEST_KILL_AFTER")
     resumed = capevolve(project, subprocess=True, timeout=300)

@@ -42,6 +42,7 @@ from ..._items.nodes import EvalContext, RolloutItem
 from ..._policy.spend import Ceilings
 from ..._policy.stop_condition import parse as parse_stop_condition
 from ..._project.splits import TEST_SPLIT
+from .marks import MarkedItems
 
 PLUGIN_NAME = "capevolve-ahead"
 
@@ -51,7 +52,7 @@ class SendAhead:
 
     def __init__(self, context: EvalContext) -> None:
         self.context = context
-        self._marked_parents: dict[int, bool] = {}
+        self._marked = MarkedItems()  # an item with a mark is never sent ahead, only run in its turn
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
@@ -61,17 +62,6 @@ class SendAhead:
             return (yield)
         finally:
             self.context.next_item = None
-
-    def _marked(self, item: RolloutItem) -> bool:
-        """An item with a mark (its own or a collector's) may be skipped by pytest's setup: it
-        is never sent ahead, only run in its turn."""
-        if item.own_markers:
-            return True
-        parent = item.parent
-        marked = self._marked_parents.get(id(parent))
-        if marked is None:
-            marked = self._marked_parents[id(parent)] = any(True for _ in parent.iter_markers())  # type: ignore[union-attr]
-        return marked
 
 
 def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:

@@ -83,6 +83,7 @@ except ImportError:  # an older pytest: what its call_and_report re-raises, writ
 
 
 from ..._items.nodes import RolloutItem, time_call_as_rollout
+from .marks import MarkedItems
 
 PLUGIN_NAME = "capevolve-protocol"
 CURRENT_TEST = "PYTEST_CURRENT_TEST"
@@ -100,7 +101,7 @@ class LeanProtocol:
             or getattr(option, "setupshow", False)
             or getattr(option, "setupplan", False)
         )
-        self._marked_parents: dict[int, bool] = {}  # id(parent) -> a collector above carries a mark
+        self._marked = MarkedItems()
         self._lean_hooks: dict[int, bool] = {}  # id(hook proxy) -> only_known_implementations
 
     @pytest.hookimpl(tryfirst=True)
@@ -146,15 +147,6 @@ class LeanProtocol:
         ihook.pytest_runtest_logreport(report=report)
         if check_interactive_exception(call, report):
             ihook.pytest_exception_interact(node=item, call=call, report=report)
-
-    def _marked(self, item: pytest.Item) -> bool:
-        if item.own_markers:
-            return True
-        parent = item.parent
-        marked = self._marked_parents.get(id(parent))
-        if marked is None:
-            marked = self._marked_parents[id(parent)] = any(True for _ in parent.iter_markers())  # type: ignore[union-attr]
-        return marked
 
 
 # The plugins whose setup, teardown and makereport implementations do nothing for a rollout item
