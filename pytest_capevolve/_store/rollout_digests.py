@@ -44,6 +44,12 @@ class LoggedDigests:
 
     def _see(self, event: dict[str, Any]) -> None:
         if event.get("kind") == "rollout" and event.get("split") != TEST_SPLIT:
-            key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
-            recorded = event.get("sha256")
-            self._digests[key] = recorded if isinstance(recorded, str) else None
+            key, recorded = logged_digest(event)
+            self._digests[key] = recorded
+
+
+def logged_digest(event: dict[str, Any]) -> tuple[Key, str | None]:
+    """A ``rollout`` event's key and the sha256 it recorded (None: written before events did)."""
+    key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+    recorded = event.get("sha256")
+    return key, recorded if isinstance(recorded, str) else None

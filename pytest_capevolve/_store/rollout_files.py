@@ -39,7 +39,7 @@ from .index import (
 from .index_sync import IndexView, vanished_notice
 from .outcome_ledger import Key, Outcome, OutcomeLedger, outcome
 from .record import RecordError, RolloutRecord
-from .rollout_digests import LoggedDigests
+from .rollout_digests import LoggedDigests, logged_digest
 from .state import SPEND_FLUSH_EVERY, RunState
 
 
@@ -110,10 +110,9 @@ class RolloutFiles:
 
         def see(event: dict[str, Any]) -> None:
             if event.get("kind") == "rollout" and event.get("split") == TEST_SPLIT:
-                key = (TEST_SPLIT, str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+                key, recorded = logged_digest(event)
+                digests[key] = recorded
                 truth[key] = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
-                recorded = event.get("sha256")
-                digests[key] = recorded if isinstance(recorded, str) else None
 
         if self.log.events_after(0, 0, see) is None:
             raise RunDirError(
@@ -438,7 +437,6 @@ class RolloutFiles:
     def _read_files(self, split: str) -> list[tuple[Path, RolloutRecord]]:
         folder = self.root / "rollouts" / split
         found = []
-        digests = None
         with self.lock():
             truth, digests = self._test_truth() if split == TEST_SPLIT else (self._truth(), None)
         for path in sorted(folder.glob("*.json")):
