@@ -24,7 +24,7 @@ from typing import Any
 from .._project.blocks import first_trial
 from .._project.candidate import legacy_escape_id
 from .._project.splits import TEST_SPLIT, TestSealError
-from .events import EventLog
+from .events import EventLog, verified_events, verify_events
 from .files import RunDirError, atomic_write_text
 from .index import FIELDS as FIELDS_INDEX
 from .index import (
@@ -114,11 +114,18 @@ class RolloutFiles:
                 digests[key] = recorded
                 truth[key] = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
 
-        if self.log.events_after(0, 0, see) is None:
+        # the log is the truth here only if its chain holds: a test event edited to match a
+        # forged file broke the next line's link, and the seal burned the forged mean anyway
+        path = self.log.events_path
+        _, problem = verify_events(path)
+        events = verified_events(path) if problem is None else None
+        if events is None:
             raise RunDirError(
-                f"{self.log.events_path}: a line is not an event, so no test rollout can be checked "
-                "against it; run `capevolve verify`"
+                f"{path}: {problem or 'it changed while its chain was checked'}: no test rollout is "
+                "scored against a log that does not verify; run `capevolve verify`"
             )
+        for event in events:
+            see(event)
         return truth, digests
 
     def record_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:

@@ -175,3 +175,44 @@ def test_test_rollouts_rewritten_during_finalize_are_never_scored(example, proje
     ]
     assert quarantined and all("edited after it was written" in e["problem"] for e in quarantined)
     assert not (rundir / "seal.json").exists()
+
+
+class _StopsBeforeTheBurn:
+    """Every test rollout paid, then the session stops before the seal is written."""
+
+    def pytest_capevolve_test_scored(self, result, run_dir):
+        raise RuntimeError("stopped before the burn")
+
+
+def test_a_test_event_edited_to_match_a_forged_file_breaks_the_chain_and_nothing_is_sealed(
+    example, projects, capevolve, pytester
+) -> None:
+    """Red team: a finalize stopped before its burn; a failed test rollout's file rewritten as a
+    pass and its event's reward and sha256 edited to match, the next line's link left broken.
+    verify said TAMPERED, yet the next finalize sealed the forged mean: the test split's truth
+    was read from the log without its chain. A log that does not verify now scores nothing."""
+    import hashlib
+
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    pytester.runpytest(*capevolve.args(project, finalize=True), plugins=[_StopsBeforeTheBurn()])
+    rundir = projects.run_dir(project)
+    assert not _events(rundir, "test_scored")
+    lines = (rundir / "events.jsonl").read_text().splitlines()
+    at, event = next(
+        (i, e)
+        for i, e in enumerate(map(json.loads, lines))
+        if e["kind"] == "rollout" and e["split"] == "test" and e["reward"] == 0.0
+    )
+    path = rundir / "rollouts" / "test" / f"{event['task_id']}__{event['tag']}__t{event['trial']}.json"
+    record = json.loads(path.read_text())
+    record.update(reward=1.0, passed=True)
+    forged = json.dumps(record, sort_keys=True)
+    path.write_text(forged)
+    event.update(reward=1.0, sha256=hashlib.sha256(forged.encode()).hexdigest())
+    lines[at] = json.dumps(event, sort_keys=True)
+    (rundir / "events.jsonl").write_text("\n".join(lines) + "\n")
+    result = capevolve(project, finalize=True)
+    assert result.ret != 0, result.stdout.str()[-3000:]
+    assert "does not verify" in result.stdout.str() + result.stderr.str()
+    assert not (rundir / "seal.json").exists()
