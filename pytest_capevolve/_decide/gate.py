@@ -333,9 +333,10 @@ def _exact_drop_bound(
     p = ½·P(S ≥ obs − |d|) + ½·P(S ≥ obs + |d|), and the left-out p is P(S ≥ obs − d). So
     d = 0 leaves p unchanged (a zero carries no sign); d > 0 gives p ≤ p_left ≤ 2p; d < 0 gives
     2p − 1 ≤ p_left ≤ p. The rule accepts iff the (exact) p ≤ α, so the bound decides whenever
-    it lies on one side of α; the float p is within :data:`stats.EXACT_MARGIN` of the exact one.
+    it lies on one side of α; the float p is within :data:`stats.EXACT_MARGIN` of the exact one
+    (a ``float_tail`` p is the float plus that margin: the exact p lies in [p − 2·margin, p]).
     """
-    if config.mode != "exact" or rule_numbers.get("p_method") != "exact":
+    if config.mode != "exact" or rule_numbers.get("p_method") not in ("exact", "float_tail"):
         return None
     grid = stats.reward_grid(arms[0].values, arms[1].values)
     if grid is None:  # off a grid a few deltas are enumerated in float, with a tie tolerance
@@ -344,7 +345,7 @@ def _exact_drop_bound(
     signs = np.sign(ints) if isinstance(ints, np.ndarray) else [(d > 0) - (d < 0) for d in ints]
     level = float(config.alpha)
     p = float(rule_numbers["p_value"])
-    low, high = p - stats.EXACT_MARGIN, p + stats.EXACT_MARGIN
+    low, high = p - 2 * stats.EXACT_MARGIN, p + stats.EXACT_MARGIN
     alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
     accepted = Fraction(rule_numbers["p_exact"]) <= alpha  # the rule's own decision
 

@@ -61,8 +61,8 @@ class Verdict:
     ci: list[float] | None = None
     ci_method: str | None = None  # t below stats.T_CI_MAX_TASKS tasks, bca_bootstrap, normal past 2000
     p_value: float | None = None
-    p_exact: str | None = None
-    p_method: str | None = None
+    p_exact: str | None = None  # "n/d": the p (exact methods) or an upper bound on it (float tails)
+    p_method: str | None = None  # how p was reached: one of _stats.sign_flip.METHODS
     bar: float | None = None
     null_spread: float | None = None
     null_spread_exact: str | None = None  # the nulls' max |Δ̄| as a fraction

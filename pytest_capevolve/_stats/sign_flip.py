@@ -2,6 +2,22 @@
 
 Pure, on numpy arrays; used by :mod:`.arms` and the gate rules of :mod:`.._decide`. A
 *reward matrix* is tasks × trials with ``nan`` for a missing trial (see :mod:`.core`).
+
+Every result names how its p was reached (:data:`METHODS`), and none is 0 — the observed sign
+pattern is one of the patterns counted:
+
+- ``exact``: #{patterns with Σ ≥ observed} / 2^N, counted in Python integers. A small p is
+  always counted (only the few sign patterns near the observed one are enumerated, see
+  :func:`_count_tail`): 100 tasks all improved is p = 1/2^100, not 0.
+- ``float_tail``: past 60 deltas, a p far from both α and 0 is an FFT tail in floats; its
+  ``numerator/denominator`` is an upper bound (the float plus :data:`EXACT_MARGIN`, its error
+  bound), which is what a decision reads; within the margin of α the count decides.
+- ``exact_coarsened`` / ``float_tail_coarsened``: a graded val so large that Σ|d| passes
+  :data:`EXACT_MAX_SPAN` (about 10,000 tasks on a fine grid): the same test on the deltas
+  rounded to ``coarsening`` units — an odd function of each delta, so the sign-flip null is
+  still exact for that statistic (a valid test, with no Monte Carlo floor).
+- ``monte_carlo``: off a reward grid, past 16 deltas: seeded sign flips with the +1 correction,
+  a valid p that cannot go below its resolution 1/(resamples + 1).
 """
 
 from __future__ import annotations
@@ -153,12 +169,35 @@ def _fft_size(n: int) -> int:
     return best
 
 
+METHODS = ("exact", "float_tail", "exact_coarsened", "float_tail_coarsened", "monte_carlo")
+EXACT_METHODS = ("exact", "exact_coarsened")  # numerator/denominator is the p itself
+
+
 @dataclass(frozen=True)
 class SignFlipResult:
     p_value: float
-    method: str  # "exact" or "monte_carlo"
-    numerator: int  # p = numerator / denominator, exactly
+    method: str  # one of METHODS
+    numerator: int  # exact methods: p = numerator / denominator; float tails: p ≤ it
     denominator: int
+    coarsening: int = 1  # the *_coarsened methods: deltas rounded to this many integer units
+
+    def describe(self) -> str:
+        """How this p was reached, in words a verdict can print ("exact count 1/2^100")."""
+        if self.method in EXACT_METHODS:
+            den, num = self.denominator, self.numerator
+            power = den.bit_length() - 1
+            shown = f"2^{power}" if den == 1 << power and power > 20 else str(den)
+            text = f"exact count {num}/{shown}" if num < 10**6 else f"exact count over {shown} sign patterns"
+        elif self.method == "monte_carlo":
+            return (
+                f"Monte Carlo, {self.denominator - 1:,} sign flips "
+                f"(resolution 1/{self.denominator:,}: p cannot go below it)"
+            )
+        else:
+            text = f"float tail, error ≤ {EXACT_MARGIN:g} (p ≤ {float(self.fraction):.4g})"
+        if self.coarsening > 1:
+            text += f", deltas rounded to {self.coarsening} units (Σ|d| past {EXACT_MAX_SPAN:,})"
+        return text
 
     def at_most(self, alpha: float | Fraction) -> bool:
         """p ≤ alpha, decided on integers (a float alpha is read from its decimal text; a
@@ -222,15 +261,89 @@ def sign_flip_on_integers(
     if n == 0:
         return SignFlipResult(1.0, "exact", 1, 1)
     if n > 16 and span > EXACT_MAX_SPAN:  # (up to 16 deltas are counted exactly, as before)
-        return None
+        return _coarsened(abs_array.tolist() if n else [], observed, span, n, alpha, deltas)
+    return _tail(abs_array, observed, n, alpha)
+
+
+def _exact_result(count: int, n: int, method: str = "exact") -> SignFlipResult:
+    """count / 2^n; its float never 0 (past 2^-1074 a float cannot hold it: the smallest
+    positive float stands for it, above the true p, while the fraction keeps it exactly)."""
+    return SignFlipResult(max(count / 2**n, _SMALLEST), method, count, 2**n)
+
+
+_SMALLEST = math.ulp(0.0)
+
+
+def _tail(abs_array: np.ndarray, observed: int, n: int, alpha: float | None) -> SignFlipResult:
+    """The exact count when it is cheap or the decision needs it, else the float tail."""
     if n > 60:
+        counted = _count_tail(abs_array.tolist(), observed)
+        if counted is not None:
+            return _exact_result(counted, n)
         approx = _float_tail(abs_array, observed)
         if alpha is None or abs(approx - alpha) > EXACT_MARGIN:
-            # far from the decision boundary: the float tail decides the same way as exact counts
+            # far from the decision boundary: the float tail decides the same way as exact
+            # counts; reported as the upper bound it is (float + its error), never as a count
             denominator = 1 << 53
-            return SignFlipResult(approx, "exact", round(approx * denominator), denominator)
-    count = _count_at_least(abs_array.tolist(), observed)
-    return SignFlipResult(count / 2**n, "exact", count, 2**n)
+            numerator = min(denominator, math.ceil((approx + EXACT_MARGIN) * denominator))
+            return SignFlipResult(numerator / denominator, "float_tail", numerator, denominator)
+    return _exact_result(_count_at_least(abs_array.tolist(), observed), n)
+
+
+def _coarsened(
+    abs_values: list[int], observed: int, span: int, n: int, alpha: float | None, deltas: object
+) -> SignFlipResult | None:
+    """Σ|d| past :data:`EXACT_MAX_SPAN`: the test of the deltas rounded to ``c`` units each
+    (d' = sign(d)·round(|d|/c)), exact or by float tail; None past 2^24 deltas (Monte Carlo)."""
+    if n > 1 << 24:
+        return None
+    # up to 60 deltas are counted in integers, whose cost grows with n·span: a shorter span
+    target = EXACT_MAX_SPAN if n > 60 else EXACT_MAX_SPAN // 64
+    coarsening = -(-span // target)
+    if isinstance(deltas, np.ndarray):
+        nonzero = deltas[deltas != 0]
+        ints = [int(d) for d in nonzero.tolist()]
+    else:
+        ints = [int(d) for d in deltas if d != 0]  # type: ignore[attr-defined]
+    rounded = [(1 if d > 0 else -1) * ((abs(d) + coarsening // 2) // coarsening) for d in ints]
+    rounded = [d for d in rounded if d != 0]
+    if not rounded:
+        return SignFlipResult(1.0, "exact_coarsened", 1, 1, coarsening)
+    result = _tail(np.abs(np.array(rounded, dtype=np.int64)), sum(rounded), len(rounded), alpha)
+    return SignFlipResult(
+        result.p_value, f"{result.method}_coarsened", result.numerator, result.denominator, coarsening
+    )
+
+
+# The exact tail count's budget, in bit operations of its packed-integer polynomial: well
+# under a second (a p of 2^-100 on 100 tasks costs nothing; p ≈ 0.3 on 10,000 tasks is the
+# float tail's job).
+COUNT_BUDGET = 2**31
+
+
+def _count_tail(abs_values: list[int], observed: int) -> int | None:
+    """#{sign patterns with Σ s_i·v_i ≥ observed}, exactly, when that is cheap; else None.
+
+    Σ s_i v_i = T − 2·M with M the sum of the negatively signed values, so the count is the
+    number of subsets with sum ≤ slack = ⌊(T − observed)/2⌋ — few values and a short
+    polynomial exactly when p is small. The subset-sum polynomial truncated at degree slack is
+    kept as one Python integer (coefficients packed B bits apart, B above 2^n): multiplying by
+    (1 + x^v) is one shift and one add.
+    """
+    total = sum(abs_values)
+    slack = (total - observed) // 2
+    if slack < 0:
+        return 0
+    small = [v for v in abs_values if v <= slack]  # a larger value is never negatively signed
+    width = len(small) + 2  # every coefficient, and their sum, is below 2^(len(small) + 1)
+    bits = (slack + 1) * width
+    if len(small) * bits > COUNT_BUDGET:
+        return None
+    mask = (1 << bits) - 1
+    poly = 1
+    for value in small:
+        poly += (poly << (value * width)) & mask
+    return poly % ((1 << width) - 1)  # Σ coefficients (below 2^width − 1, so mod reads it)
 
 
 def _monte_carlo(deltas: np.ndarray, n_resamples: int, seed: int) -> SignFlipResult:

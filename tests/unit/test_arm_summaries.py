@@ -7,6 +7,7 @@ so a verdict records the same numbers either way."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -86,24 +87,26 @@ def test_python_integer_deltas_and_a_span_too_wide_for_the_exact_tail():
     ints = stats.integer_deltas_of(stats.ArmSummary(candidate), stats.ArmSummary(best), 997)
     assert isinstance(ints, list) and ints == stats.integer_deltas(candidate, best, 997)
     assert sum(abs(d) for d in ints) > stats.EXACT_MAX_SPAN
-    assert stats.sign_flip_on_integers(ints) is None  # the exact tail would not fit in memory
+    coarse = stats.sign_flip_on_integers(ints)  # the exact tail would not fit: rounded deltas
+    assert coarse is not None and coarse.method == "exact_coarsened" and coarse.coarsening > 1
     for alpha in (None, 0.05):
         expected = stats.sign_flip_test(candidate, best, alpha=alpha, n_resamples=2000)
         found = stats.paired_sign_flip(
             *map(stats.ArmSummary, (candidate, best)), alpha=alpha, n_resamples=2000
         )
         assert found == expected
-        assert expected.method == "monte_carlo" and expected.at_most(0.05)  # lifted by 0.3
+        assert expected.method == "exact_coarsened" and expected.at_most(0.05)  # lifted by 0.3
 
 
-def test_gate_on_a_span_too_wide_says_monte_carlo_in_the_verdict():
+def test_gate_on_a_span_too_wide_says_coarsened_in_the_verdict():
     rng = np.random.default_rng(4)
     candidate, best = fine_grid_mixed_counts(rng, 80, lift=0.3), fine_grid_mixed_counts(rng, 80)
     verdict = gate.decide(
         candidate, best, tag="c", against="b", task_ids=[f"t{i}" for i in range(80)], config=gate.GateConfig()
     )
-    assert verdict.p_method == "monte_carlo" and verdict.decision == "accept"
-    assert verdict.p_exact == "1/20001"  # (0 + 1) / (20000 + 1): no flip beat a lift of 0.3
+    assert verdict.p_method == "exact_coarsened" and verdict.decision == "accept"
+    assert Fraction(verdict.p_exact) < Fraction(1, 20001)  # no Monte Carlo floor
+    assert "deltas rounded to" in verdict.reason
 
 
 @pytest.mark.parametrize("alpha", [None, 0.05])
