@@ -125,8 +125,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         raise Refused(f"the seed's val evaluation did not complete (pytest exit {done.returncode})")
     sys.stderr.write(_session_summary(done.stdout, command))
     spec, rundir = open_run(args)
-    report = spend_report(spec, rundir)
+    report = spend_report(spec, rundir, loop=True)  # the hand-off's gates take the loop's schedule
     sys.stderr.write(f"resolution: {report['resolution']['sentence']}\n")
+    sys.stderr.write(f"min effect: {report['resolution']['min_effect']['sentence']}\n")
     emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
     return exitcodes.OK
 
@@ -153,18 +154,20 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
             f"capevolve spend --n-siblings 3 {where}",
             f"capevolve work new cand_0001 {where}",
             f"pytest --capevolve-run {where} --capevolve-candidate {work} "
-            f"--capevolve-gate --capevolve-commit none{_loop_alpha(spec)}",
+            f"--capevolve-gate --capevolve-commit none{_loop_alpha(spec, rundir)}",
             f"capevolve commit cand_0001 {where} --decision accept",
             f"capevolve commit cand_0001 {where} --decision reject --reject-basis gate",
         ],
     }
 
 
-def _loop_alpha(spec: Any) -> str:
-    """The gate command's ``-o`` for the loop's α schedule, unless the spec names one."""
+def _loop_alpha(spec: Any, rundir: Any) -> str:
+    """The gate command's ``-o`` for the loop's α schedule (the run's, when it froze one),
+    unless the spec names one."""
     from .._loop.hill_climb_options import loop_alpha_flag
+    from .._policy.loop_schedule import run_loop_schedule
 
-    return loop_alpha_flag(spec)
+    return loop_alpha_flag(spec, run_loop_schedule(rundir))
 
 
 def _session_summary(output: str, command: list[str]) -> str:

@@ -48,19 +48,25 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Planning from what is persisted (best's val rollouts, null controls); pays nothing."""
+    from .._policy.loop_schedule import next_decision_spec
     from .._policy.regate import val_evidence
-    from .._policy.resolution import resolution
+    from .._policy.resolution import next_level, resolution
     from .._show.explain import plan_figures, render_plan
 
     spec, rundir = open_run(args)
     best = rundir.state.best()
     evidence = val_evidence(spec, rundir, val_ids(rundir))
     nulls = [t for t in rundir.snapshots.known_tags() if t.startswith(f"{best}-null")]
+    # the MDE at the level the next decision will get: the run's frozen schedule (a loop's, for a
+    # run with work copies), its decisions so far, a round's Holm share — not the spec's α alone
+    decided = next_decision_spec(spec, rundir)
+    events = rundir.log.events()
+    level, _ = next_level(decided, events, max(args.n_siblings, 1))
     figures = plan_figures(
         evidence.matrix(best),
         [evidence.matrix(t) for t in nulls],
         num_trials=spec.num_trials,
-        alpha=spec.gate_alpha,
+        alpha=float(level),
     )
     if figures is None:
         raise UsageError(f"best {best!r} has fewer than two val tasks with rollouts")
@@ -68,7 +74,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     answer["mde_twice_the_tasks_or_trials"] = figures.mde / 2**0.5 if figures.estimable else None
     if not figures.estimable:
         answer["mde_note"] = figures.not_estimable
-    found = resolution(spec, rundir.log.events(), len(val_ids(rundir)), max(args.n_siblings, 1))
+    found = resolution(decided, events, len(val_ids(rundir)), max(args.n_siblings, 1))
     answer["resolution"] = found
     if args.target is not None:
         answer["target"] = args.target

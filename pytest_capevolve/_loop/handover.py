@@ -26,6 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .._policy.loop_schedule import run_loop_schedule
 from .._policy.memory import render_ledger, render_rejected
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import HANDOVER
@@ -70,7 +71,8 @@ def write_handover(
     _read_only(workdir / "rejected.jsonl", redact(jsonl_lines(render_rejected(decisions))))
     _read_only(workdir / MECHANISMS, redact(render_mechanisms(rundir)))  # from the log, never a file
     _read_only(
-        workdir / "PROCESS.md", redact(render_process(spec, rundir.run_id, workdir, tag, parent, loop))
+        workdir / "PROCESS.md",
+        redact(render_process(spec, rundir.run_id, workdir, tag, parent, loop, run_loop_schedule(rundir))),
     )
     where = None if prompt is None else to_stored(prompt, spec.project_dir)
     _read_only(workdir / "RUNMAP.md", redact(render_runmap(rundir.run_id, root, workdir, tag, parent, where)))

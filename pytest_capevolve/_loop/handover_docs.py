@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._project.candidate import HANDOVER
 from .._project.spec import Spec
 from .hill_climb_options import loop_alpha_flag, loop_schedule
@@ -33,7 +34,9 @@ def _ceilings(spec: Spec) -> str:
     return (", ".join(named) or "none set") + stop
 
 
-def render_process(spec: Spec, run_id: str, workdir: Path, tag: str, parent: str, loop: str) -> str:
+def render_process(
+    spec: Spec, run_id: str, workdir: Path, tag: str, parent: str, loop: str, schedule: str = LOOP_SCHEDULE
+) -> str:
     """``PROCESS.md``: one round of this loop, what the candidate is, what is shown, the rules."""
     handover = ", ".join(f"`{n}`" for n in sorted(HANDOVER))
     if loop == HILL_CLIMB:
@@ -57,9 +60,9 @@ def render_process(spec: Spec, run_id: str, workdir: Path, tag: str, parent: str
         round_steps = [
             f"1. `capevolve work new {tag}` made this work copy of `{parent}` and wrote these files.",
             "2. Edit it, then gate it: `pytest --capevolve-run PROJECT --capevolve-candidate"
-            f" {workdir} --capevolve-gate --capevolve-commit none{loop_alpha_flag(spec)}` (siblings are"
-            " gated together, with null controls; `--capevolve-commit none` leaves the booking to step 3,"
-            " which carries your cost).",
+            f" {workdir} --capevolve-gate --capevolve-commit none{loop_alpha_flag(spec, schedule)}`"
+            " (siblings are gated together, with null controls; `--capevolve-commit none` leaves the"
+            " booking to step 3, which carries your cost).",
             f"3. Book the decision: `capevolve commit {tag} --decision accept|reject ...`; an accept"
             " needs the gate's accept against the current best.",
             "4. The next work copy starts from the best, and reads what you wrote in `JOURNAL.md`.",
@@ -89,7 +92,7 @@ def render_process(spec: Spec, run_id: str, workdir: Path, tag: str, parent: str
             "- The harness is locked with the run (adapter, scorer, spec, microcases, conftest.py):"
             " changing or adding one makes the candidate indecisive, never scored.",
             f"- The gate: mode `{spec.gate_mode}`, α {spec.gate_alpha:g} spent across the run's decisions"
-            f" by the `{loop_schedule(spec)}` schedule, on {spec.num_trials} trial(s) per"
+            f" by the `{loop_schedule(spec, schedule)}` schedule, on {spec.num_trials} trial(s) per"
             " val task with common seeds; null controls (byte-identical copies of the best) set the noise"
             " floor. Make one coherent change a gate can see.",
             f"- Ceilings: {_ceilings(spec)}. The loop stops at a ceiling.",

@@ -41,6 +41,7 @@ from typing import Any
 
 from .._policy import Refusal
 from .._policy.afford import missing_rollouts
+from .._policy.loop_schedule import run_loop_schedule
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
@@ -127,7 +128,10 @@ class HillClimb:
 
     def _session_args(self, rundir: RunDir | None) -> list[str]:
         run_id = rundir.run_id if rundir is not None else None
-        return session_command(self.spec_path, run_id=run_id, workers=self.o.workers, ini=self.ini)
+        ini = self.ini
+        if rundir is not None and "gate_alpha_schedule" in ini:  # a run that froze one keeps it
+            ini = {**ini, "gate_alpha_schedule": run_loop_schedule(rundir)}
+        return session_command(self.spec_path, run_id=run_id, workers=self.o.workers, ini=ini)
 
     def _session(self, args: list[str], log_path: Path) -> int:
         return run_logged(args, self.spec.project_dir, log_path)

@@ -56,9 +56,10 @@ class Options:
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
 
 
-def ini_overrides(options: Options, spec_path: Path) -> dict[str, str]:
+def ini_overrides(options: Options, spec_path: Path, schedule: str = LOOP_SCHEDULE) -> dict[str, str]:
     """The flags passed to the gate session as ini defaults; refused where the spec sets
-    the same key to another value (the spec wins, so the flag could not be honoured)."""
+    the same key to another value (the spec wins, so the flag could not be honoured).
+    ``schedule``: the loop's α schedule (the one the run froze, when it froze one)."""
     try:
         raw = read_yaml(spec_path) or {}
     except YamlError as exc:
@@ -75,7 +76,7 @@ def ini_overrides(options: Options, spec_path: Path) -> dict[str, str]:
             )
         out[key] = str(value)
     if not names_a_schedule(spec_path):
-        out["gate_alpha_schedule"] = LOOP_SCHEDULE
+        out["gate_alpha_schedule"] = schedule
     return out
 
 
@@ -90,14 +91,15 @@ def names_a_schedule(spec_path: Path) -> bool:
     return isinstance(raw, dict) and "gate_alpha_schedule" in raw
 
 
-def loop_schedule(spec: Spec) -> str:
-    """The schedule a loop's gates use: the spec's when it names one, else the loop's."""
-    return str(spec.gate_alpha_schedule) if names_a_schedule(spec.path) else LOOP_SCHEDULE
+def loop_schedule(spec: Spec, default: str = LOOP_SCHEDULE) -> str:
+    """The schedule a loop's gates use: the spec's when it names one, else ``default`` (the
+    loop's, or the one the run froze: :func:`.._policy.loop_schedule.run_loop_schedule`)."""
+    return str(spec.gate_alpha_schedule) if names_a_schedule(spec.path) else default
 
 
-def loop_alpha_flag(spec: Spec) -> str:
+def loop_alpha_flag(spec: Spec, default: str = LOOP_SCHEDULE) -> str:
     """The gate command's ``-o`` for the loop's α schedule ("" when the spec names one)."""
-    return "" if names_a_schedule(spec.path) else f" -o capevolve_gate_alpha_schedule={LOOP_SCHEDULE}"
+    return "" if names_a_schedule(spec.path) else f" -o capevolve_gate_alpha_schedule={default}"
 
 
 def checked_optimizer(options: Options, spec: Spec) -> str:

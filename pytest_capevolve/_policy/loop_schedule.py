@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from .._decide.alpha_budget import LOOP_SCHEDULE
+from .._decide.alpha_budget import LOOP_SCHEDULE, SCHEDULES
 from .._project.spec import Spec
 from .._project.yamlfile import YamlError, read_yaml
 from .._store.rundir import RunDir
@@ -43,23 +43,54 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
     when it is not changed here)."""
     if rundir is None or KEY in overrides or spec.gate_alpha_schedule != "constant" or _spec_names_one(spec):
         return spec, None
-    from .gate_settings import FROZEN_EVENT
 
-    frozen = rundir.log.of_kinds(FROZEN_EVENT)
-    if frozen:
-        # the run froze the loop's schedule at its first decision (by this default, or hill-climb's
-        # flag): a later session that names none decides under it too, not refused for asking constant
-        settings = frozen[0].get("settings") or {}
-        if settings.get(KEY) == LOOP_SCHEDULE:
-            return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE), _why(rundir)
+    frozen = frozen_schedule(rundir)
+    if frozen is not None:
+        # the run froze a loop schedule at its first decision (by this default, or hill-climb's
+        # flag; `lord` in a run begun before the default became `addis`): a later session that
+        # names none decides under it too, not refused for asking constant
+        if frozen != "constant":
+            return replace(spec, gate_alpha_schedule=frozen), _why(rundir, frozen)
         return spec, None
     if not is_loop_run(rundir):
         return spec, None
     return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE), _why(rundir)
 
 
-def _why(rundir: RunDir) -> str:
+def frozen_schedule(rundir: RunDir | None) -> str | None:
+    """The α schedule the run froze at its first decision (None before one, or none recorded)."""
+    if rundir is None:
+        return None
+    from .gate_settings import FROZEN_EVENT
+
+    frozen = rundir.log.of_kinds(FROZEN_EVENT)
+    found = (frozen[0].get("settings") or {}).get(KEY) if frozen else None
+    return found if isinstance(found, str) and found in SCHEDULES else None
+
+
+def run_loop_schedule(rundir: RunDir | None) -> str:
+    """The schedule a loop's gates in ``rundir`` use when the spec names none: the one the run
+    froze (a run that began under `lord` keeps it), else the loop default."""
+    frozen = frozen_schedule(rundir)
+    return frozen if frozen is not None and frozen != "constant" else LOOP_SCHEDULE
+
+
+def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spec:
+    """The spec the run's *next* decision is taken under, for a reader (``spend``, ``plan``,
+    ``baseline``): the settings the run froze at its first decision; before one, the loop's
+    schedule when the run is a loop (``loop``: the caller hands it to one, as ``baseline`` does)
+    and the spec names none; else the spec as it is."""
+    from .gate_settings import decided_under
+
+    if frozen_schedule(rundir) is not None:
+        return decided_under(rundir, spec)
+    if (loop or is_loop_run(rundir)) and spec.gate_alpha_schedule == "constant" and not _spec_names_one(spec):
+        return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE)
+    return decided_under(rundir, spec)
+
+
+def _why(rundir: RunDir, schedule: str = LOOP_SCHEDULE) -> str:
     return (
-        f"gate_alpha_schedule {LOOP_SCHEDULE}: a loop run's default (run {rundir.run_id} holds work "
+        f"gate_alpha_schedule {schedule}: a loop run's default (run {rundir.run_id} holds work "
         "copies or hill-climb drove it, and the spec names no schedule); one-shot gating keeps constant"
     )

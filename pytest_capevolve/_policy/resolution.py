@@ -12,6 +12,7 @@ sizes in, plain data out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any, TypedDict
@@ -34,13 +35,42 @@ class Resolution(TypedDict):
     smallest_win: int | None  # tasks to improve with none worse; None: unreachable
     reachable: bool
     sentence: str
+    min_effect: MinEffectReach
+
+
+class MinEffectReach(TypedDict):
+    """Can an edit of ``gate_min_effect`` pass on this val, now and for how many decisions?"""
+
+    min_effect: float
+    most_tasks: int  # the most tasks an edit of that Δ̄ can improve (one trial in T each)
+    passes_next: bool  # at the next decision's level
+    passed_first: bool  # at the run's first decision's level (the val size alone)
+    decisions_supported: int | None  # None: every decision (constant)
+    tasks_needed: int | None  # the val size at which it would pass at the next level
+    sentence: str
+
+
+SUPPORT_CAP = 1000  # decisions counted ahead; past it "every decision" in effect
 
 
 def next_level(spec: Spec, events: list[dict[str, Any]], siblings: int = 1) -> tuple[Fraction, str]:
     """The level the next decision on val is taken at, exactly, and how it came to be."""
     decided = alpha_budget.decisions_so_far(events)
-    family = alpha_budget.round_alpha(spec.gate_alpha_schedule, spec.gate_alpha, decided, siblings)
+    return _level_at(spec, events, decided, siblings)
+
+
+def _level_at(
+    spec: Spec, events: list[dict[str, Any]], decided: int, siblings: int = 1
+) -> tuple[Fraction, str]:
+    """The level of a decision after ``decided`` decisions (the log's accepts and discards)."""
+    accepts = alpha_budget.accepted_decisions(events)
+    discarded = alpha_budget.discarded_decisions(events)
+    family = alpha_budget.round_alpha(
+        spec.gate_alpha_schedule, spec.gate_alpha, decided, siblings, accepts, discarded
+    )
     how = [f"gate_alpha_schedule {spec.gate_alpha_schedule}, decision {decided + 1}"]
+    if discarded:
+        how.append(f"{len(discarded)} earlier decision(s) with Δ̄ < 0 discarded")
     level = family
     if siblings > 1:
         level = family / siblings
@@ -49,6 +79,74 @@ def next_level(spec: Spec, events: list[dict[str, Any]], siblings: int = 1) -> t
         level = look_alpha(level, 1, spec.grow_max_looks)
         how.append(f"the first of {spec.grow_max_looks} looks (half of it)")
     return level, "; ".join(how)
+
+
+def most_tasks(min_effect: float, n_val: int, trials: int) -> int:
+    """The most val tasks an edit of mean effect ``min_effect`` can improve with none worse: each
+    improved task gains at least one trial in ``trials`` (1/T of a task), so at most
+    ⌊min_effect·n·T⌋ of them (computed on the decimal as written: no float rounding)."""
+    exact = Fraction(str(min_effect)) * n_val * max(trials, 1)
+    return min(n_val, int(exact))
+
+
+def min_effect_reach(
+    spec: Spec, events: list[dict[str, Any]], n_val: int, siblings: int = 1
+) -> MinEffectReach:
+    """Whether an edit of ``gate_min_effect`` can still pass at the next decision, and how many
+    decisions from here the val supports at that effect (each one counted, none accepted: the
+    fewest a run gets; ``addis`` skips the decisions it discards, which cost nothing)."""
+    effect = spec.gate_min_effect
+    k = most_tasks(effect, n_val, spec.num_trials)
+    decided = alpha_budget.decisions_so_far(events)
+
+    def passes(level: Fraction) -> bool:
+        need = smallest_win(level, n_val) if n_val > 0 else None
+        return need is not None and need <= k
+
+    level, _ = _level_at(spec, events, decided, siblings)
+    now = passes(level)
+    first = passes(_level_at(spec, [], 0, siblings)[0])
+    supported: int | None = 0
+    if spec.gate_alpha_schedule == "constant":
+        supported = None if now else 0
+    else:
+        while (
+            supported is not None
+            and supported < SUPPORT_CAP
+            and passes(_level_at(spec, events, decided + supported, siblings)[0])
+        ):
+            supported += 1
+    need = smallest_win(level, 200)  # the tasks to improve, whatever the val size (2^-200: never)
+    tasks_needed = None
+    if need is not None and effect > 0:  # ⌊effect·n·T⌋ ≥ need, on the decimal as written
+        per_task = Fraction(str(effect)) * max(spec.num_trials, 1)
+        tasks_needed = max(need, math.ceil(need / per_task))
+    count = "every decision" if supported is None else f"{supported} more decision(s)"
+    if spec.gate_alpha_schedule in alpha_budget.DISCARDING and supported is not None:
+        count += " that count (one with Δ̄ < 0 is discarded: it spends nothing)"
+    if now:
+        sentence = (
+            f"an edit of Δ̄ = gate_min_effect {effect:+g} improves at most {k} of {n_val} val tasks "
+            f"(one trial in {spec.num_trials} each); this val supports {count} at which that can pass"
+        )
+    else:
+        sentence = (
+            f"no edit of Δ̄ = gate_min_effect {effect:+g} can pass at the next decision's level "
+            f"(α = {float(level):.4g}): it improves at most {k} of {n_val} val tasks (one trial in "
+            f"{spec.num_trials} each), and that level needs ≥ {need if need is not None else 'more than'} "
+            f"improved with none worse"
+            + (f"; a val of ≥ {tasks_needed} tasks (a new run) would let it pass" if tasks_needed else "")
+            + ", or larger edits"
+        )
+    return {
+        "min_effect": effect,
+        "most_tasks": k,
+        "passes_next": now,
+        "passed_first": first,
+        "decisions_supported": supported,
+        "tasks_needed": tasks_needed,
+        "sentence": sentence,
+    }
 
 
 def resolution(spec: Spec, events: list[dict[str, Any]], n_val: int, siblings: int = 1) -> Resolution:
@@ -75,6 +173,7 @@ def resolution(spec: Spec, events: list[dict[str, Any]], n_val: int, siblings: i
         "smallest_win": k,
         "reachable": k is not None,
         "sentence": sentence,
+        "min_effect": min_effect_reach(spec, events, n_val, siblings),
     }
 
 

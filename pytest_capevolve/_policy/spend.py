@@ -24,7 +24,7 @@ from .._store.seal import Seal
 from . import stop_condition as sc
 from . import val_budget
 from .afford import Affordability, Ceilings, afford, missing_rollouts, money
-from .gate_settings import decided_under
+from .loop_schedule import next_decision_spec
 from .optimizer_spend import unbooked_usd
 from .resolution import resolution
 from .sibling_merge import merge_reminder, unmerged_siblings
@@ -61,9 +61,12 @@ def spend_report(
     n_siblings: int = 1,
     nulls: int = DEFAULT_NULLS,
     now: float | None = None,
+    loop: bool = False,
 ) -> dict[str, Any]:
     """The ``capevolve spend`` object for the run (docs/how-to/run-the-loop.md lists its keys). Reads
-    ``state.json``, ``events.jsonl``, ``splits.json`` and the val rollouts; pays nothing."""
+    ``state.json``, ``events.jsonl``, ``splits.json`` and the val rollouts; pays nothing.
+    ``loop``: the caller hands the run to a loop (``baseline``), whose gates take the loop's
+    schedule unless the spec names one."""
     state = rundir.state.read_state()
     events = rundir.log.events()
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
@@ -123,13 +126,14 @@ def spend_report(
     unmerged = unmerged_siblings(events)
     if recommendation["action"] == "stop":
         recommendation["reason"] += merge_reminder(unmerged)
-    # the α schedule and level the run's decisions are taken at: frozen at its first decision
-    # (hill-climb's `lord` unless the spec names one), not the spec file's default
-    decided = decided_under(rundir, spec)
+    # the α schedule and level the run's next decision is taken at: frozen at its first decision
+    # (a loop's schedule unless the spec names one), not the spec file's default
+    decided = next_decision_spec(spec, rundir, loop=loop)
     reuse = val_budget.val_reuse(decided, events, rundir.verdicts.verdicts(), len(val_ids))
     alarm = val_budget.run_calibration(decided, events)
+    reach = resolution(decided, events, len(val_ids), n_siblings)
     return {
-        "resolution": resolution(decided, events, len(val_ids), n_siblings),
+        "resolution": reach,
         "val_reuse": reuse,
         "calibration": alarm,
         "run_id": rundir.run_id,
@@ -140,7 +144,7 @@ def spend_report(
         "budget_exhausted": bool(exhausted),
         "afford": afford_json,
         "constraints": constraints,
-        "recommendation": _overridden(recommendation, rundir, reuse, alarm),
+        "recommendation": _overridden(recommendation, rundir, reuse, alarm, reach),
         "merge_before_stop": unmerged,
         "screens": screen_ledger(
             (e for e in events if e.get("kind") == "screen"), val_paid_by_tag(rundir, events)
@@ -257,12 +261,20 @@ def _exhausted(ceiling_json: dict[str, dict[str, Any]], constraints: dict[str, A
 
 
 def _overridden(
-    recommendation: dict[str, str], rundir: RunDir, reuse: Mapping[str, Any], alarm: Mapping[str, Any]
+    recommendation: dict[str, str],
+    rundir: RunDir,
+    reuse: Mapping[str, Any],
+    alarm: Mapping[str, Any],
+    reach: Mapping[str, Any],
 ) -> dict[str, str]:
-    """The budget's recommendation, overridden by a worn-out val split (refresh it), annotated
-    with a calibration alarm, and a stop in a finalized run whatever the budget says."""
+    """The budget's recommendation, overridden by a worn-out val split (refresh it) or a next
+    level no edit can pass (stop), annotated with a calibration alarm, and a stop in a finalized
+    run whatever the budget says."""
     if reuse["refresh_val"] and recommendation["action"] != "stop":
         recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
+    out_of_reach = _out_of_reach(reach)
+    if out_of_reach and recommendation["action"] != "stop":
+        recommendation = {"action": "stop", "reason": out_of_reach}
     if alarm["alarm"]:
         recommendation = {**recommendation, "reason": f"{recommendation['reason']} {alarm['text']}."}
     if Seal(rundir).closed() is not None:  # whatever the budget says, no gate can run here again
@@ -272,6 +284,23 @@ def _overridden(
             "in it again; start a new run (--capevolve-new-run) to go on.",
         }
     return recommendation
+
+
+def _out_of_reach(reach: Mapping[str, Any]) -> str | None:
+    """Why no round can pass at the next decision's level, or None: no candidate at all can
+    (even every val task improved), or the α the run has spent put an edit of
+    ``gate_min_effect`` out of reach where the first decision could pass it (a val too small for
+    that effect from the start is said in ``resolution.min_effect``, not a stop: larger edits
+    can still pass)."""
+    if not reach["reachable"]:
+        return f"stop: {reach['sentence']}."
+    effect = reach["min_effect"]
+    if effect["passed_first"] and not effect["passes_next"]:
+        return (
+            f"stop: {effect['sentence']}; the α the run's decisions spent put it out of reach (its "
+            "first decision could pass it), so another round pays for a gate that cannot accept it."
+        )
+    return None
 
 
 def _guard_means(

@@ -178,6 +178,7 @@ class AlphaBudget:
         self.alpha = spec.gate_alpha
         self.decided = alpha_budget.decisions_so_far(events)
         self.accepts = alpha_budget.accepted_decisions(events)
+        self.discarded = alpha_budget.discarded_decisions(events)
         self._taken = 0
         self._earlier = {
             (e.get("kind"), e.get("tag"), e.get("against")): e
@@ -188,12 +189,13 @@ class AlphaBudget:
         again = self._slots_taken(siblings, against)
         if again is None:
             self.round = alpha_budget.round_alpha(
-                self.schedule, spec.gate_alpha, self.decided, count, self.accepts
+                self.schedule, spec.gate_alpha, self.decided, count, self.accepts, self.discarded
             )
         else:  # the round's slots, as they were taken: the accepts before the round earned them
             before = [a for a in self.accepts if a < min(again)]
+            dropped = [d for d in self.discarded if d < min(again)]
             self.round = sum(
-                (alpha_budget.alpha_for(self.schedule, spec.gate_alpha, j, before) for j in again),
+                (alpha_budget.alpha_for(self.schedule, spec.gate_alpha, j, before, dropped) for j in again),
                 Fraction(0),
             )
 
@@ -229,16 +231,22 @@ class AlphaBudget:
         """(the budget this candidate's decision spends, whether it is a new decision)."""
         earlier = self._earlier.get((alpha_budget.DECISION_EVENT, verdict.tag, verdict.against))
         if earlier is not None:
-            keys = ("schedule", "j", "alpha_j", "alpha_round")
-            return {k: earlier.get(k) for k in keys}, False
+            keys = ("schedule", "j", "alpha_j", "alpha_round", "discarded")
+            return {k: earlier.get(k) for k in keys if k in earlier or k != "discarded"}, False
         self._taken += 1
         j = self.decided + self._taken
-        return {
+        level = alpha_budget.alpha_for(self.schedule, self.alpha, j, self.accepts, self.discarded)
+        slot: dict[str, object] = {
             "schedule": self.schedule,
             "j": j,
-            "alpha_j": float(alpha_budget.alpha_for(self.schedule, self.alpha, j, self.accepts)),
+            "alpha_j": float(level),
             "alpha_round": float(self.round),
-        }, True
+        }
+        if self.schedule in alpha_budget.DISCARDING:  # Δ̄ < 0: spends nothing (addis)
+            slot["discarded"] = alpha_budget.is_discarded(
+                self.schedule, verdict.delta_exact, verdict.decision
+            )
+        return slot, True
 
     def record(
         self,

@@ -89,12 +89,12 @@ def test_a_work_copy_gated_without_the_flag_spends_alpha_the_loop_way(example, p
     copy = Path(json.loads(answer)["path"])
     with (copy / "prompt.md").open("a") as prompt:
         prompt.write("".join(f"fix {t}\n" for t in val[:2]))
-    # the agent leaves out PROCESS.md's -o capevolve_gate_alpha_schedule=lord
+    # the agent leaves out PROCESS.md's -o capevolve_gate_alpha_schedule=addis
     gated = capevolve(project, copy, gate=True, extra=["--capevolve-commit", "none"])
     assert gated.ret == 10, gated.stdout.str()
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "w1.json").read_text())
     # today: constant, frozen for the whole run
-    assert verdict["details"]["gate_settings"]["gate_alpha_schedule"] == "lord"
-    assert verdict["alpha_budget"]["schedule"] == "lord"
+    assert verdict["details"]["gate_settings"]["gate_alpha_schedule"] == "addis"
+    assert verdict["alpha_budget"]["schedule"] == "addis"
     assert "a loop run's default" in verdict["details"]["alpha_schedule_why"]
-    gated.stdout.fnmatch_lines(["*gate_alpha_schedule lord: a loop run's default*"])
+    gated.stdout.fnmatch_lines(["*gate_alpha_schedule addis: a loop run's default*"])

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import git
+import pytest
 from cli_calls import hill_climb
 
 from pytest_capevolve._cli.main import main
@@ -92,7 +93,7 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     assert [r["decision"] for r in summary["iterations"]] == ["accept", "reject", "reject", "reject"]
     # the loop default: α spent across the run's decisions (the spec names no schedule)
     first = json.loads((run_dir(project) / "verdicts" / "cand_0001.json").read_text())["alpha_budget"]
-    assert (first["schedule"], first["j"]) == ("lord", 1) and first["alpha_j"] < 0.05
+    assert (first["schedule"], first["j"]) == ("addis", 1) and first["alpha_j"] < 0.05
     assert summary["stopped"] == "max iterations: the run's 4 hill-climb iterations reach --max-iterations 4"
     assert (state(project)["best_id"], state(project)["iterations"], state(project)["stall"]) == (
         "cand_0001",
@@ -123,19 +124,25 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     assert main(["diff", "cand_0002", "--project", str(project)]) == 0
     diff = capsys.readouterr().out
     assert diff.startswith("--- cand_0001/prompt.md\n+++ cand_0002/prompt.md") and "+Mind the sign." in diff
-    # `capevolve spend` shows the schedule the run's decisions are taken at (the loop's lord,
+    # `capevolve spend` shows the schedule the run's decisions are taken at (the loop's addis,
     # frozen at the first decision), not the spec file's constant default
     assert main(["spend", "--project", str(project)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["val_reuse"]["schedule"] == "lord", report["val_reuse"]
-    assert "gate_alpha_schedule lord" in json.dumps(report["resolution"])
+    assert report["val_reuse"]["schedule"] == "addis", report["val_reuse"]
+    assert "gate_alpha_schedule addis" in json.dumps(report["resolution"])
+    # and `plan` reads the same: the MDE at the level the next decision gets, not at α (issue 39)
+    assert main(["plan", "--project", str(project), "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["resolution"]["level_exact"] == report["resolution"]["level_exact"]
+    assert planned["alpha"] == pytest.approx(report["resolution"]["level"], rel=1e-3)
+    assert planned["alpha"] < 0.05
 
 
 def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys):
     """In process (the loop under xdist: test_toy_calc_climbs_to_val_one_and_measure_shows_test_one)."""
     project = example("noisy_agent")
-    # the loop's own default spends α across decisions (lord: the second decision gets 0.0076,
-    # too little for this 40-task edit); this test is about the loop's mechanics, so the spec
+    # the loop's own default spends α across decisions (addis: the second decision that counts
+    # gets 0.0038, too little for this 40-task edit); this test is about the loop's mechanics, so the spec
     # names the one-shot schedule, which a spec may (test_toy_calc_cyclic_* runs the default)
     spec = project / "capevolve.yaml"
     spec.write_text(

@@ -17,9 +17,15 @@ def test_the_resolution_is_said_before_paying_and_identical_nulls_stop_being_pai
     project = make_fix_list(example, projects)
     code, out, err = run(capsys, "baseline", str(project))
     assert code == 0, err
-    assert "resolution: the smallest win the gate can accept at the next decision's level (α = 0.05" in err
-    assert "on these 12 val tasks: improve ≥ 5 of 12 tasks with none worse" in err
-    assert json.loads(out)["resolution"]["smallest_win"] == 5
+    # the hand-off's gates take the loop's schedule, so its resolution line does too (issue 39:
+    # it named constant while its own gate command passed the loop's schedule)
+    assert (
+        "resolution: the smallest win the gate can accept at the next decision's level (α = 0.01562: "
+        "gate_alpha_schedule addis, decision 1)" in err
+    )
+    assert "on these 12 val tasks: improve ≥ 6 of 12 tasks with none worse" in err
+    assert "-o capevolve_gate_alpha_schedule=addis" in out
+    assert json.loads(out)["resolution"]["smallest_win"] == 6
     code, out, _ = run(capsys, "spend", str(project), "--n-siblings", "3", "--json")
     three = json.loads(out)["resolution"]
     assert (three["smallest_win"], three["level_exact"], three["reachable"]) == (6, "1/60", True)

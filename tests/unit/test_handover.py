@@ -103,8 +103,8 @@ def test_process_md_gates_at_the_loops_schedule_unless_the_spec_names_one(tmp_pa
     project = tmp_path / "p"
     shutil.copytree(Path(__file__).parents[2] / "examples" / "toy_calc", project)
     plain = render_process(load_spec(project), "r1", project / "w", "a1", "seed", "agent")
-    assert "--capevolve-commit none -o capevolve_gate_alpha_schedule=lord`" in plain
-    assert "by the `lord` schedule" in plain
+    assert "--capevolve-commit none -o capevolve_gate_alpha_schedule=addis`" in plain
+    assert "by the `addis` schedule" in plain
     spec = project / "capevolve.yaml"
     spec.write_text(spec.read_text() + "gate_alpha_schedule: basel\n")
     named = render_process(load_spec(project), "r1", project / "w", "a1", "seed", "agent")

@@ -77,3 +77,82 @@ def test_a_val_too_small_for_any_accept_is_told_so():
     assert found["sentence"].startswith("no candidate can be accepted at the next decision's level (α = 0.05")
     assert "1/2^4 > α" in found["sentence"]
     assert resolution(_spec(), [], 12, 3)["sentence"].endswith("improve ≥ 6 of 12 tasks with none worse")
+
+
+# -- an edit of gate_min_effect: can it pass, and for how many decisions (issue 39, items 4-5) ------
+
+
+def _loop_spec(schedule: str, trials: int = 3, min_effect: float = 0.15) -> Spec:
+    return Spec(
+        path=Path("capevolve.yaml"),
+        project_dir=Path("."),
+        adapter="adapter.py",
+        capability_path=Path("capability"),
+        num_trials=trials,
+        gate_alpha_schedule=schedule,
+        gate_min_effect=min_effect,
+    )
+
+
+def _rejects(*deltas: str) -> list[dict]:
+    return [
+        {"kind": "gate_decision", "j": j, "decision": "reject", "discarded": delta.startswith("-")}
+        for j, delta in enumerate(deltas, start=1)
+    ]
+
+
+def test_a_twenty_task_val_says_up_front_how_many_decisions_it_supports():
+    from pytest_capevolve._policy.resolution import min_effect_reach, most_tasks
+
+    # +0.15 on 20 tasks × 3 trials improves at most 9 tasks (one trial in 3 each): 2^-9 ≤ level
+    assert most_tasks(0.15, 20, 3) == 9
+    lord = min_effect_reach(_loop_spec("lord"), [], 20)
+    # lord's levels 0.0304, 0.0076, 0.0034 need 6, 8, 9 improved; the 4th (0.0019) needs 10
+    assert (lord["passes_next"], lord["decisions_supported"]) == (True, 3)
+    addis = min_effect_reach(_loop_spec("addis"), [], 20)
+    assert addis["decisions_supported"] == 2 and "that count" in addis["sentence"]
+    assert min_effect_reach(_loop_spec("constant"), [], 20)["decisions_supported"] is None  # every one
+    # addis: decisions with Δ̄ < 0 spend nothing, so they leave the support where it was
+    assert min_effect_reach(_loop_spec("addis"), _rejects("-1/20", "-1/10"), 20)["decisions_supported"] == 2
+    assert min_effect_reach(_loop_spec("addis"), _rejects("1/20"), 20)["decisions_supported"] == 1
+
+
+def test_spend_says_stop_when_the_spent_alpha_puts_the_target_out_of_reach():
+    """Issue 39's run: 22 val tasks, lord, after three rejects α = 0.0019 needs 10 of 22 improved;
+    an edit of +0.15 improves at most 9. The first decision could pass it: stop, and say why and
+    what would help."""
+    from pytest_capevolve._policy.resolution import resolution
+    from pytest_capevolve._policy.spend import _out_of_reach
+
+    fresh = resolution(_loop_spec("lord"), [], 22)
+    assert fresh["min_effect"]["passes_next"] and _out_of_reach(fresh) is None
+    spent = resolution(_loop_spec("lord"), _rejects("1/22", "0", "1/11"), 22)
+    assert spent["reachable"] and spent["smallest_win"] == 10
+    assert not spent["min_effect"]["passes_next"] and spent["min_effect"]["passed_first"]
+    reason = _out_of_reach(spent)
+    assert reason is not None and reason.startswith("stop: no edit of Δ̄ = gate_min_effect +0.15 can pass")
+    assert "a val of ≥ 23 tasks (a new run)" in reason and "out of reach" in reason
+    # a val too small for the target from the start is said, not a stop: larger edits still pass
+    small = resolution(_loop_spec("lord", min_effect=0.05), [], 22)
+    assert not small["min_effect"]["passes_next"] and _out_of_reach(small) is None
+    # no candidate at all can pass: stop whatever the target
+    assert _out_of_reach(resolution(_loop_spec("lord"), _rejects(*["1/22"] * 40), 12)) is not None
+
+
+def test_a_run_frozen_under_lord_keeps_it_when_the_default_moved_on(tmp_path):
+    from types import SimpleNamespace
+
+    from pytest_capevolve._decide.alpha_budget import LOOP_SCHEDULE
+    from pytest_capevolve._policy.loop_schedule import loop_default, next_decision_spec, run_loop_schedule
+
+    assert LOOP_SCHEDULE == "addis"
+    frozen = [{"settings": {"gate_alpha_schedule": "lord", "gate_alpha": 0.05}}]
+    rundir = SimpleNamespace(run_id="r1", log=SimpleNamespace(of_kinds=lambda *_: frozen))
+    (tmp_path / "capevolve.yaml").write_text("gate_alpha: 0.05\n")  # names no schedule
+    spec = Spec(**{**_loop_spec("constant").__dict__, "path": tmp_path / "capevolve.yaml"})
+    assert loop_default(spec, rundir, {})[0].gate_alpha_schedule == "lord"  # type: ignore[arg-type]
+    assert next_decision_spec(spec, rundir).gate_alpha_schedule == "lord"  # type: ignore[arg-type]
+    assert run_loop_schedule(rundir) == "lord"  # type: ignore[arg-type]
+    frozen[0]["settings"]["gate_alpha_schedule"] = "constant"
+    assert loop_default(spec, rundir, {})[0].gate_alpha_schedule == "constant"  # type: ignore[arg-type]
+    assert run_loop_schedule(rundir) == "addis"  # type: ignore[arg-type]

@@ -157,7 +157,7 @@ def test_constant_schedule_is_todays_behaviour() -> None:
 
 
 def test_schedule_names_are_one_list_and_bad_ones_refused() -> None:
-    assert alpha_budget.SCHEDULES == ALPHA_SCHEDULES == ("constant", "basel", "lord")
+    assert alpha_budget.SCHEDULES == ALPHA_SCHEDULES == ("constant", "basel", "lord", "addis")
     with pytest.raises(ValueError, match="use one of constant, basel"):
         alpha_budget.alpha_for("bonferroni", 0.05, 1)
     with pytest.raises(ValueError, match="numbered from 1"):
