@@ -189,6 +189,8 @@ def test_calibration_alarm_sounds_only_for_a_tally_too_high_for_alpha() -> None:
         "accepts": 0,
         "alpha": 0.05,
         "p_value": None,
+        "e_value": None,
+        "e_max": None,
         "alarm_level": None,
         "alarm": False,
         "text": "no null control gated yet",
