@@ -216,7 +216,7 @@ class ScreenSession:
         result = ladder.decide_screen(
             candidate,
             best_side,
-            alpha=spec.screen_alpha,
+            alpha=ladder.tier_alpha(spec.screen_alpha, planned.request.tier),  # the climb's share
             best_full=best_full,
             subset_rows=rows,
             gate=gate_config(spec),
