@@ -76,8 +76,8 @@ def _exact(x: RuleInput) -> RuleResult:
     )
     reason = (
         f"one-sided paired sign-flip test over {x.deltas.size} tasks: p = {result.p_value:.4g} "
-        f"({result.describe()}) "
-        f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f})"
+        f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f}; "
+        f"p by {result.describe()})"
     )
     return RuleResult(outcome(ok), "exact", reason, extra)
 

@@ -186,7 +186,7 @@ class SignFlipResult:
         if self.method in EXACT_METHODS:
             den, num = self.denominator, self.numerator
             power = den.bit_length() - 1
-            shown = f"2^{power}" if den == 1 << power and power > 20 else str(den)
+            shown = f"2^{power}" if den == 1 << power and power >= 10 else str(den)
             text = f"exact count {num}/{shown}" if num < 10**6 else f"exact count over {shown} sign patterns"
         elif self.method == "monte_carlo":
             return (
