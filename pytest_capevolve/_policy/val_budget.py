@@ -56,8 +56,9 @@ def val_reuse(
 ) -> ValReuse:
     decided = alpha_budget.decisions_so_far(events)
     accepts = alpha_budget.accepted_decisions(events)
+    discarded = alpha_budget.discarded_decisions(events)  # addis: Δ̄ < 0 spent nothing
     next_alpha = float(
-        alpha_budget.alpha_for(spec.gate_alpha_schedule, spec.gate_alpha, decided + 1, accepts)
+        alpha_budget.alpha_for(spec.gate_alpha_schedule, spec.gate_alpha, decided + 1, accepts, discarded)
     )
     spread = delta_spread(events, verdicts)
     identical = spread == 0.0  # a reproducible agent: no noise to scale an MDE by, never "+0.000"

@@ -156,3 +156,11 @@ def test_a_run_frozen_under_lord_keeps_it_when_the_default_moved_on(tmp_path):
     frozen[0]["settings"]["gate_alpha_schedule"] = "constant"
     assert loop_default(spec, rundir, {})[0].gate_alpha_schedule == "constant"  # type: ignore[arg-type]
     assert run_loop_schedule(rundir) == "addis"  # type: ignore[arg-type]
+
+
+def test_val_reuse_reads_the_discards_too():
+    from pytest_capevolve._policy.val_budget import val_reuse
+
+    reuse = val_reuse(_loop_spec("addis"), _rejects("-1/20", "-1/10"), {}, 20)
+    assert reuse["next_alpha"] == 1 / 64  # two clear non-improvements spent nothing
+    assert val_reuse(_loop_spec("addis"), _rejects("1/20"), {}, 20)["next_alpha"] < 1 / 64
