@@ -306,6 +306,16 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
+    return value
+
+
 def cmd_judge_noise(args: argparse.Namespace) -> int:
     """Re-score persisted outputs with the stochastic scorer and split Δ̄'s variance; no rollout paid."""
     from .._policy.judge_noise import JudgeNoiseRefusal, judge_noise, render
@@ -319,7 +329,9 @@ def cmd_judge_noise(args: argparse.Namespace) -> int:
         if args.tag == against:
             raise JudgeNoiseRefusal(f"{args.tag!r} is the tag it would be compared with; give --against")
         rescores = args.rescores or max(2, spec.judge_rescores)
-        report = judge_noise(rundir, adapter, pool, args.tag, against=against, rescores=rescores)
+        report = judge_noise(
+            rundir, adapter, pool, args.tag, against=against, rescores=rescores, cost_ratio=args.cost_ratio
+        )
     except (AdapterError, JudgeNoiseRefusal) as exc:
         raise Refused(str(exc)) from None
     emit(args, report, render)
@@ -392,6 +404,12 @@ def register(sub: Any) -> None:
         type=int,
         default=None,
         help="re-scores per output (default: judge_rescores, at least 2)",
+    )
+    noise.add_argument(
+        "--cost-ratio",
+        type=_positive_float,
+        default=None,
+        help="what one rollout's agent run costs in judge calls (default: r, the re-scores: said as assumed)",
     )
     noise.set_defaults(func=cmd_judge_noise)
     runs = sub.add_parser("runs", help="the project's runs: best, iterations, spend, test sealed")

@@ -17,7 +17,7 @@ import numpy as np
 from .._engine.judging import declared_stochastic, judge_seed, score_rollout_now
 from .._project.adapter import AdapterError, Rollout, Task, check_reward
 from .._project.blocks import local_trial
-from .._stats.judge_noise import arm_within, rescores_pay_more, split
+from .._stats.judge_noise import arm_within, rescore_advice, split
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
 
@@ -41,9 +41,18 @@ def _rescored(adapter: Any, pool: dict[str, Task], record: RolloutRecord, rescor
 
 
 def judge_noise(
-    rundir: RunDir, adapter: Any, pool: dict[str, Task], tag: str, *, against: str, rescores: int
+    rundir: RunDir,
+    adapter: Any,
+    pool: dict[str, Task],
+    tag: str,
+    *,
+    against: str,
+    rescores: int,
+    cost_ratio: float | None = None,
 ) -> dict[str, Any]:
-    """The split for ``tag`` against ``against`` on val, from ``rescores`` re-scores per output."""
+    """The split for ``tag`` against ``against`` on val, from ``rescores`` re-scores per output;
+    the advice weighs a re-score against a trial at ``cost_ratio`` (a rollout's agent run in
+    judge calls; None: r, said as assumed)."""
     if not declared_stochastic(adapter):
         raise JudgeNoiseRefusal(
             f"{type(adapter).__name__} does not declare stochastic_score = True: its score() is "
@@ -73,7 +82,7 @@ def judge_noise(
         judge.append(jc + jb)
         within.append(wc + wb)
     result = split(np.array(deltas), np.array(judge), np.array(within), rescores)
-    more = rescores_pay_more(result)
+    advice = rescore_advice(np.array(judge), np.array(within), rescores, cost_ratio)
     return {
         "tag": tag,
         "against": against,
@@ -91,12 +100,12 @@ def judge_noise(
         "within_task_judge_share": 0.0
         if result.within_total <= 0
         else result.within_judge / result.within_total,
-        "advice": (
-            "judge noise dominates the within-task variance: more re-scores (judge_rescores) buy "
-            "more than more trials"
-            if more
-            else "agent noise dominates: more trials (or tasks) buy more than more re-scores"
-        ),
+        "cost_ratio": advice.cost_ratio,
+        "cost_ratio_assumed": advice.cost_ratio_assumed,
+        "best_rescores": advice.best,
+        "best_rescores_ci": [advice.low, advice.high],
+        "answer": advice.answer,
+        "advice": advice.text,
     }
 
 
@@ -185,6 +194,7 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
         judge.append(jc + jb)
         within.append(wc + wb)
     result = split(np.array(deltas), np.array(judge), np.array(within), sizes.pop())
+    advice = rescore_advice(np.array(judge), np.array(within), result.rescores)
     return {
         "rescores": result.rescores,
         "n_tasks": result.n_tasks,
@@ -194,9 +204,8 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
         "judge_share": result.judge_share,
         "agent_share": result.agent_share,
         "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
-        "advice": (
-            "judge noise dominates: more re-scores (judge_rescores) buy more than more trials"
-            if rescores_pay_more(result)
-            else "agent noise dominates: more trials or tasks buy more than more re-scores"
-        ),
+        "best_rescores": advice.best,
+        "best_rescores_ci": [advice.low, advice.high],
+        "answer": advice.answer,
+        "advice": advice.text,
     }

@@ -15,9 +15,15 @@ carries the judge's part of both arms.
 - The **agent's** share is the rest (the agent's trial-to-trial spread and the task-to-task
   spread of the true deltas).
 
-Where the judge's share of the *within-task* variance is the larger one, a re-score (one judge
-call) removes more variance per unit spent than a trial (a rollout and its judge calls): that
-is what :func:`rescores_pay_more` says.
+Which buys more variance per unit spent, one more trial (a rollout: the agent's run, cost c_a,
+and its r judge calls, c_j each) or one more re-score of every rollout (K judge calls)? With
+V = σ²_a/K + σ²_j/(K·r) per task-arm, a re-score removes more per unit cost exactly when
+r² < ρ·σ²_j/σ²_a, ρ = c_a/c_j — i.e. when r is below r* = √(ρ·σ²_j/σ²_a), the classic
+two-stage optimum. "Judge noise is the larger part of the within-task variance" (σ²_j/r > σ²_a)
+is that rule only when a rollout's agent run costs r judge calls (ρ = r), which is what
+:func:`rescores_pay_more` assumes when it is given no cost ratio. :func:`rescore_advice` takes
+ρ, and a seeded bootstrap over tasks gives r* an interval, so a rule near its boundary says
+"uncertain" rather than a coin-flip boolean.
 """
 
 from __future__ import annotations
@@ -90,8 +96,96 @@ def split(
     )
 
 
-def rescores_pay_more(result: JudgeSplit) -> bool:
-    """True where the judge's noise is the larger part of the within-task variance: doubling
-    the re-scores then removes more variance per judge call than doubling the trials does per
-    rollout (a trial pays the agent too)."""
-    return result.within_total > 0 and result.within_judge / result.within_total > 0.5
+def rescores_pay_more(result: JudgeSplit, cost_ratio: float | None = None) -> bool:
+    """True where one more re-score removes more variance per unit spent than one more trial:
+    r < r* (:func:`best_rescores`). ``cost_ratio`` ρ: what a rollout's agent run costs in judge
+    calls; None assumes ρ = r, under which this is "the judge's noise is the larger part of the
+    within-task variance" (the rule before issue 39)."""
+    best = best_rescores(result.within_judge, result.within_total, result.rescores, cost_ratio)
+    return best is not None and result.rescores < best
+
+
+def best_rescores(
+    within_judge: float, within_total: float, rescores: int, cost_ratio: float | None = None
+) -> float | None:
+    """r* = √(ρ·σ²_j/σ²_a) from the within-task variances (both in units of 1/K: the K cancels;
+    σ²_j = within_judge·r, σ²_a = within_total − within_judge), ρ = ``cost_ratio`` (None: r).
+    None when nothing is measured; ∞ when the agent shows no noise of its own."""
+    if within_total <= 0 or within_judge < 0:
+        return None
+    ratio = float(rescores if cost_ratio is None else cost_ratio)
+    judge = within_judge * rescores
+    agent = within_total - within_judge
+    if agent <= 0:
+        return float("inf") if judge > 0 else None
+    return float(np.sqrt(ratio * judge / agent))
+
+
+@dataclass(frozen=True)
+class RescoreAdvice:
+    rescores: int
+    cost_ratio: float
+    cost_ratio_assumed: bool  # no ratio given: ρ = r assumed
+    best: float | None  # r*
+    low: float | None  # its 90 % bootstrap interval over tasks
+    high: float | None
+    answer: str  # "rescores", "trials" or "uncertain"
+
+    @property
+    def text(self) -> str:
+        assumed = (
+            " (assumed: a rollout costs r judge calls; pass --cost-ratio)" if self.cost_ratio_assumed else ""
+        )
+        if self.best is None:
+            return "no within-task variance measured: nothing to advise"
+        interval = (
+            f"r* = {self.best:.2g} [90 % CI {self.low:.2g}, {self.high:.2g}] at cost ratio "
+            f"{self.cost_ratio:g}{assumed}"
+        )
+        if self.answer == "rescores":
+            return (
+                f"more re-scores (judge_rescores) buy more than more trials: r = {self.rescores} < {interval}"
+            )
+        if self.answer == "trials":
+            return f"more trials (or tasks) buy more than more re-scores: r = {self.rescores} > {interval}"
+        return f"uncertain: r = {self.rescores} lies within {interval}; either buys about as much"
+
+
+def rescore_advice(
+    judge_per_task: np.ndarray,
+    within_per_task: np.ndarray,
+    rescores: int,
+    cost_ratio: float | None = None,
+    *,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> RescoreAdvice:
+    """r* with a 90 % percentile-bootstrap interval over tasks (seeded), and the answer: more
+    re-scores when the whole interval is above r, more trials when below, else uncertain."""
+    judge = np.asarray(judge_per_task, dtype=float)
+    # not clipped per task (a task's K-rollout spread is noisy, often below its judge part):
+    # clipping would inflate the agent's variance and pull r* down
+    within = np.asarray(within_per_task, dtype=float)
+    ratio = float(rescores if cost_ratio is None else cost_ratio)
+    best = best_rescores(float(np.mean(judge)), float(np.mean(within)), rescores, ratio)
+    low = high = best
+    if best is not None and judge.size >= 2:
+        rng = np.random.default_rng(seed)
+        rows = rng.integers(0, judge.size, size=(resamples, judge.size))
+        mj, mw = judge[rows].mean(axis=1), within[rows].mean(axis=1)
+        agent = mw - mj
+        with np.errstate(divide="ignore", invalid="ignore"):
+            draws = np.where(
+                agent > 0, np.sqrt(ratio * mj * rescores / np.where(agent > 0, agent, 1)), np.inf
+            )
+        low = float(np.quantile(draws, 0.05, method="lower"))  # no interpolation: draws may be ∞
+        high = float(np.quantile(draws, 0.95, method="higher"))
+    if best is None or low is None or high is None:
+        answer = "uncertain"
+    elif low > rescores:
+        answer = "rescores"
+    elif high < rescores:
+        answer = "trials"
+    else:
+        answer = "uncertain"
+    return RescoreAdvice(rescores, ratio, cost_ratio is None, best, low, high, answer)

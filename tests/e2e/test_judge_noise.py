@@ -47,7 +47,7 @@ def test_a_noisy_judge_is_re_scored_recorded_and_split_from_the_agent(example, p
         split["var_total"]
     )
     assert "more re-scores" in split["advice"]
-    result.stdout.fnmatch_lines(["careful: Var(Δ̄) is *% the judge*; judge noise dominates*"])
+    result.stdout.fnmatch_lines(["careful: Var(Δ̄) is *% the judge*; more re-scores*r* = *CI*assumed*"])
 
     before = sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json"))
     capsys.readouterr()
@@ -59,6 +59,11 @@ def test_a_noisy_judge_is_re_scored_recorded_and_split_from_the_agent(example, p
     # the agent is deterministic: the spread within a task is the judge's (its two estimates,
     # from re-scores and from trials, agree only up to their own noise: seeded, so fixed here)
     assert report["within_task_judge_share"] > 0.5 and "more re-scores" in report["advice"]
+    assert report["answer"] == "rescores" and report["cost_ratio_assumed"] and report["cost_ratio"] == 4
+    # a rollout that costs almost nothing beside its judge calls: the same noise, trials pay
+    assert main(["judge-noise", "careful", "--project", str(project), "--cost-ratio", "1e-9", "--json"]) == 0
+    cheap = json.loads(capsys.readouterr().out)
+    assert cheap["answer"] != "rescores" and not cheap["cost_ratio_assumed"]
 
 
 def test_judge_noise_refuses_a_deterministic_scorer_in_one_line(example, capevolve, capsys):

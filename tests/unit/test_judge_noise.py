@@ -226,3 +226,69 @@ def test_every_verdict_maker_builds_its_evidence_with_the_runs_readers():
     assert bare == []
     makers = ["_session/gating.py", "_session/grow.py", "_session/sequential_gate.py", "_policy/regate.py"]
     assert all("Evidence.of_run(" in (package / m).read_text(encoding="utf-8") for m in makers)
+
+
+# -- the advice weighs a re-score against a trial at their costs (issue 39, item 7) ---------------
+
+
+def _exact_variance(k: int, r: int, agent_sd: float, judge_sd: float) -> float:
+    """V of a task-arm mean over k rollouts of r re-scores each (the model, exactly)."""
+    return agent_sd**2 / k + judge_sd**2 / (k * r)
+
+
+@pytest.mark.parametrize("cost_ratio", [1.0, 3.0, 10.0, 40.0])
+@pytest.mark.parametrize(("agent_sd", "judge_sd"), [(0.05, 0.3), (0.2, 0.2), (0.3, 0.1)])
+def test_r_star_is_where_a_rescore_and_a_trial_buy_the_same_variance_per_unit_cost(
+    cost_ratio, agent_sd, judge_sd
+):
+    """An independent reference: the exact variance of the model, at a fixed budget, is least
+    at r*; a re-score pays more below it and a trial above it (marginal gains per unit cost)."""
+    from pytest_capevolve._stats.judge_noise import best_rescores
+
+    k = 3
+    for r in (1, 2, 3, 5, 8):
+        within_judge = judge_sd**2 / (k * r)
+        within_total = _exact_variance(k, r, agent_sd, judge_sd)
+        best = best_rescores(within_judge, within_total, r, cost_ratio)
+        assert best == pytest.approx(np.sqrt(cost_ratio) * judge_sd / agent_sd)
+        # marginal gains per unit cost (in judge calls, per task-arm): a trial costs ρ + r, a
+        # re-score of every rollout k; a small step h of each
+        h = 1e-6
+        gain_trial = (within_total - _exact_variance(k + h, r, agent_sd, judge_sd)) / ((cost_ratio + r) * h)
+        gain_rescore = (within_total - _exact_variance(k, r + h, agent_sd, judge_sd)) / (k * h)
+        if abs(r - best) > 1e-3:
+            assert (gain_rescore > gain_trial) == (r < best)
+
+
+def test_the_old_rule_is_the_cost_rule_when_a_rollout_costs_r_judge_calls():
+    rng = np.random.default_rng(3)
+    result = _simulate(rng, 400, 3, 3, 0.2, 0.3)
+    assert rescores_pay_more(result) == rescores_pay_more(result, cost_ratio=3.0)
+    # a rollout far dearer than a judge call makes re-scores pay; far cheaper, trials
+    assert rescores_pay_more(result, cost_ratio=1000.0) and not rescores_pay_more(result, cost_ratio=0.01)
+
+
+def test_the_advice_says_uncertain_near_the_boundary_and_sure_far_from_it():
+    from pytest_capevolve._stats.judge_noise import rescore_advice
+
+    rng = np.random.default_rng(11)
+    k, r, n = 3, 3, 60
+
+    def per_task(agent_sd: float, judge_sd: float) -> tuple[np.ndarray, np.ndarray]:
+        judge, within = [], []
+        for _ in range(n):
+            arms = [rng.normal(0, agent_sd, (k, 1)) + rng.normal(0, judge_sd, (k, r)) for _ in (0, 1)]
+            (jc, wc), (jb, wb) = arm_within(arms[0]), arm_within(arms[1])
+            judge.append(jc + jb)
+            within.append(wc + wb)
+        return np.array(judge), np.array(within)
+
+    loud = rescore_advice(*per_task(0.02, 0.4), r, cost_ratio=10.0)
+    assert loud.answer == "rescores" and loud.low is not None and loud.low > r
+    quiet = rescore_advice(*per_task(0.4, 0.02), r, cost_ratio=10.0)
+    assert quiet.answer == "trials" and "more trials" in quiet.text
+    # r* = √(ρ)·σj/σa = 3 = r exactly: the interval straddles r
+    edge = rescore_advice(*per_task(0.1, 0.3), r, cost_ratio=1.0)
+    assert edge.answer == "uncertain" and edge.low is not None and edge.low < r < (edge.high or 0)
+    assumed = rescore_advice(*per_task(0.1, 0.3), r)
+    assert assumed.cost_ratio == r and "assumed" in assumed.text
