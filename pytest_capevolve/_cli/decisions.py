@@ -128,6 +128,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     report = spend_report(spec, rundir, loop=True)  # the hand-off's gates take the loop's schedule
     sys.stderr.write(f"resolution: {report['resolution']['sentence']}\n")
     sys.stderr.write(f"min effect: {report['resolution']['min_effect']['sentence']}\n")
+    sys.stderr.write(f"headroom: {report['headroom']['verdict']} — {report['headroom']['reason']}\n")
     emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
     return exitcodes.OK
 
@@ -149,6 +150,7 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
         "constraints": report["constraints"],
         "recommendation": report["recommendation"],
         "resolution": report["resolution"],
+        "headroom": report["headroom"],
         "next": [
             f"capevolve diagnose {shlex.quote(report['best']['tag'])} {where}",
             f"capevolve spend --n-siblings 3 {where}",

@@ -163,7 +163,7 @@ def register(sub: Any) -> None:
         choices=("normalized", "loose", "exact"),
         default="normalized",
         help="group failures: numbers and ids folded, quoted words kept (normalized), quoted text "
-        "folded too (loose), identical feedback only (exact)",
+        "folded too (loose), identical feedback only (exact); paraphrases merged but under exact",
     )
     diag.add_argument(
         "--export", type=Path, default=None, metavar="FILE.jsonl", help="write the reflective dataset"

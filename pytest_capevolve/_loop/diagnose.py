@@ -39,6 +39,7 @@ class FailureCluster(TypedDict):
     tasks: list[str]
     example_feedback: str
     example_rollout: str
+    variants: NotRequired[list[str]]  # other phrasings of the same cause, merged in (paraphrase)
 
 
 class TaskBand(TypedDict):
@@ -192,7 +193,79 @@ def _clusters(
         cluster["count"] += 1
         if record.task_id not in cluster["tasks"]:
             cluster["tasks"].append(record.task_id)
-    return sorted(clusters.values(), key=lambda c: (-c["count"], c["signature"]))
+    merged = list(clusters.values()) if mode == "exact" else merge_paraphrases(list(clusters.values()))
+    return sorted(merged, key=lambda c: (-c["count"], c["signature"]))
+
+
+# Paraphrase: one cause written several ways ("The refund policy clause was ignored." / "policy
+# clause ignored: refund over the limit") made one cluster per phrasing under every mode, so
+# "address every cluster" multiplied siblings. Signatures whose content-word stems overlap by a
+# Jaccard index of at least PARAPHRASE_OVERLAP, and whose operators agree (so '4 * 9' and
+# '5 - 11' stay two defects), are one cluster (cap-evolve's PR #381 merges stems by
+# overlap the same way). Not under ``exact``, which groups identical feedback only.
+PARAPHRASE_OVERLAP = 0.6
+_WORD = re.compile(r"[a-z]+(?:'t)?|[*/+=<>%^-]")
+_PLACEHOLDER = re.compile(r"<(?:n|id|str)>")
+_STOP = frozenset(
+    "a an the of to in on at for by with from as into over under was were is are be been being it "
+    "its this that these those and or but than then there their they he she we you i our your "
+    "has have had do does did n id str".split()
+)
+_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "es", "ed", "ly", "s", "e", "y")
+
+
+def _stem(word: str) -> str:
+    if word.endswith("n't"):
+        return "not"
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def stems(text: str) -> frozenset[str]:
+    """The content-word stems of a signature (and the operators in it): what paraphrases share."""
+    plain = _PLACEHOLDER.sub(" ", text.lower())  # <n>, <id>, <str>: what folding left, not words
+    return frozenset(
+        _stem(w) for w in _WORD.findall(plain) if w not in _STOP and (len(w) > 1 or not w.isalpha())
+    )
+
+
+def merge_paraphrases(clusters: list[FailureCluster]) -> list[FailureCluster]:
+    """Clusters whose signatures' :func:`stems` overlap by ≥ :data:`PARAPHRASE_OVERLAP`
+    (Jaccard), merged transitively: the biggest member names the cluster, the others are listed
+    in its ``variants``."""
+    order = sorted(clusters, key=lambda c: (-c["count"], c["signature"]))
+    words = [stems(c["signature"]) for c in order]
+    parent = list(range(len(order)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(len(order)):
+        for j in range(i + 1, len(order)):
+            a, b = words[i], words[j]
+            same_operators = {w for w in a if not w.isalpha()} == {w for w in b if not w.isalpha()}
+            if a and b and same_operators and len(a & b) / len(a | b) >= PARAPHRASE_OVERLAP:
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(order)):
+        groups.setdefault(root(i), []).append(i)
+    out: list[FailureCluster] = []
+    for members in groups.values():
+        head = FailureCluster(**order[members[0]])  # a copy
+        if len(members) > 1:
+            tasks = list(head["tasks"])
+            for m in members[1:]:
+                head["count"] += order[m]["count"]
+                tasks += [t for t in order[m]["tasks"] if t not in tasks]
+            head["tasks"] = tasks
+            head["variants"] = [order[m]["signature"] for m in members[1:]]
+        out.append(head)
+    return out
 
 
 def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str, cluster: str) -> SplitDiagnosis:

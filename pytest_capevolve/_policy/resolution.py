@@ -199,3 +199,36 @@ def out_of_reach(verdict: Verdict) -> Verdict:
         reason=f"{verdict.reason}; {note}",
         details={**verdict.details, "resolution": {"improved": improved, "smallest_win": k}},
     )
+
+
+FLOOR_MEAN = 0.05  # a best this low fails (nearly) everything: check the harness before optimizing
+
+
+def headroom(task_means: list[float], smallest: int | None) -> dict[str, Any]:
+    """The baseline's headroom verdict on the best's per-task val means (nan: no valid trial):
+    ``saturated`` when fewer tasks are below a perfect score than the smallest win the next
+    decision can accept (no candidate can pass: add harder val tasks), ``floor`` when the best
+    fails (nearly) every task (a harness to check before paying for a loop), else ``ok``."""
+    valid = [m for m in task_means if m == m]
+    below = sum(1 for m in valid if m < 1)
+    mean = sum(valid) / len(valid) if valid else None
+    if mean is not None and mean <= FLOOR_MEAN:
+        verdict = "floor"
+        reason = (
+            f"the best's val mean is {mean:.3f}: it fails (nearly) every val task, so check the adapter "
+            "and scorer (capevolve check, capevolve diagnose) before paying for a loop"
+        )
+    elif smallest is None or below < smallest:
+        verdict = "saturated"
+        need = "no win at all" if smallest is None else f"≥ {smallest} improved"
+        reason = (
+            f"only {below} of {len(valid)} val tasks are below a perfect score, and the next decision "
+            f"needs {need}: no candidate can be accepted; add harder val tasks (a new run)"
+        )
+    else:
+        verdict = "ok"
+        reason = (
+            f"{below} of {len(valid)} val tasks are below a perfect score; the next decision needs "
+            f"≥ {smallest}"
+        )
+    return {"verdict": verdict, "tasks_below_perfect": below, "val_tasks": len(valid), "reason": reason}

@@ -26,7 +26,7 @@ from . import val_budget
 from .afford import Affordability, Ceilings, afford, missing_rollouts, money
 from .loop_schedule import next_decision_spec
 from .optimizer_spend import unbooked_usd
-from .resolution import resolution
+from .resolution import headroom, resolution
 from .sibling_merge import merge_reminder, unmerged_siblings
 from .stop_terms import NO_REGRESS
 
@@ -132,8 +132,10 @@ def spend_report(
     reuse = val_budget.val_reuse(decided, events, rundir.verdicts.verdicts(), len(val_ids))
     alarm = val_budget.run_calibration(decided, events)
     reach = resolution(decided, events, len(val_ids), n_siblings)
+    best_means = stats.task_means(reward_matrix(records.get(best, {}), val_ids, trials)).tolist()
     return {
         "resolution": reach,
+        "headroom": headroom(best_means, reach["smallest_win"]),
         "val_reuse": reuse,
         "calibration": alarm,
         "run_id": rundir.run_id,

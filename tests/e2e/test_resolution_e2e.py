@@ -26,6 +26,10 @@ def test_the_resolution_is_said_before_paying_and_identical_nulls_stop_being_pai
     assert "on these 12 val tasks: improve ≥ 6 of 12 tasks with none worse" in err
     assert "-o capevolve_gate_alpha_schedule=addis" in out
     assert json.loads(out)["resolution"]["smallest_win"] == 6
+    room = json.loads(out)["headroom"]  # this seed fails every val task: said, not a stop
+    assert (room["verdict"], room["tasks_below_perfect"], room["val_tasks"]) == ("floor", 12, 12)
+    assert json.loads(out)["recommendation"]["action"] == "continue"
+    assert "headroom: " in err and "min effect: " in err
     code, out, _ = run(capsys, "spend", str(project), "--n-siblings", "3", "--json")
     three = json.loads(out)["resolution"]
     assert (three["smallest_win"], three["level_exact"], three["reachable"]) == (6, "1/60", True)

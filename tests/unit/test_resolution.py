@@ -164,3 +164,15 @@ def test_val_reuse_reads_the_discards_too():
     reuse = val_reuse(_loop_spec("addis"), _rejects("-1/20", "-1/10"), {}, 20)
     assert reuse["next_alpha"] == 1 / 64  # two clear non-improvements spent nothing
     assert val_reuse(_loop_spec("addis"), _rejects("1/20"), {}, 20)["next_alpha"] < 1 / 64
+
+
+def test_the_baseline_s_headroom_verdict():
+    from pytest_capevolve._policy.resolution import headroom
+
+    assert headroom([1.0] * 10 + [0.0, 0.5], 5)["verdict"] == "saturated"  # 2 below 1, 5 needed
+    assert "add harder val tasks" in headroom([1.0] * 10 + [0.0, 0.5], 5)["reason"]
+    assert headroom([0.0] * 11 + [0.5], 5)["verdict"] == "floor"  # mean 0.04: check the harness
+    ok = headroom([0.0, 0.5, 1.0, 0.2, 0.4, 0.6, 1.0], 5)
+    assert (ok["verdict"], ok["tasks_below_perfect"]) == ("ok", 5)
+    assert headroom([0.5] * 12, None)["verdict"] == "saturated"  # no candidate can pass at all
+    assert headroom([float("nan"), 0.5, 0.5], 1)["val_tasks"] == 2
