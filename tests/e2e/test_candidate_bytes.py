@@ -356,7 +356,7 @@ def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example,
     assert "accept (re-gated after a harness change)" in (rundir / "LEDGER.md").read_text()
     assert f"Best: `helpful` ({label})" in (rundir / "report.md").read_text()
     assert label in (rundir / "dashboard.html").read_text()
-    code, measured, _ = run(capsys, "measure", str(project))
+    code, measured, _ = run(capsys, "measure", str(project), "--finalize")
     assert code == 0 and "best 'helpful' (re-gated after a harness change)" in measured
     code, runs, _ = run(capsys, "runs", str(project))
     assert code == 0 and "helpful (re-gated after a harness change)" in runs

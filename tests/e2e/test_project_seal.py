@@ -44,7 +44,7 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     shutil.move(aside, first)
     (project / ".capevolve" / "test_seals.jsonl").unlink()
     refused()  # the file is gone: the earlier run's log says it scored them
-    code, _, err = run(capsys, "measure", str(project))
+    code, _, err = run(capsys, "measure", str(project), "--finalize")
     assert code != 0 and "the test row stays sealed" in err
 
     xml = tmp_path / "finalize.xml"
@@ -54,7 +54,7 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     junit = xml.read_text()
     assert f'name="capevolve_test_reused" value="{REUSED_LABEL}"' in junit
     assert junit.count(f'name="test_reused" value="{REUSED_LABEL}"') == len(test_ids)
-    code, out, _ = run(capsys, "measure", str(project))
+    code, out, _ = run(capsys, "measure", str(project), "--finalize")
     assert code == 0 and f"NOTE {REUSED_LABEL}" in out
     assert REUSED_LABEL in (second / "report.md").read_text()
     assert run(capsys, "dashboard", str(project))[0] == 0
