@@ -346,7 +346,7 @@ def register(sub: Any) -> None:
         help="score the sealed test split first (once per run: the run then chooses no new best)",
     )
     measure.add_argument(
-        "--no-finalize", action="store_false", dest="finalize", help="leave the test split sealed (the default)"
+        "--no-finalize", action="store_false", dest="finalize", help="leave the test split sealed (default)"
     )
     measure.add_argument(
         "--test-reused",
