@@ -255,6 +255,10 @@ async def _guarded_run_async(runner: AdapterRunner, task: Task, candidate_dir: P
 
 
 def main() -> None:
+    # a snapshot is never edited, not even by Python's bytecode cache: a worker on another
+    # machine (no PYTHONDONTWRITEBYTECODE there) would otherwise add __pycache__/*.pyc to its copy,
+    # which the snapshot check rightly reads as an edit
+    sys.dont_write_bytecode = True
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
