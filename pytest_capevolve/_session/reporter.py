@@ -258,6 +258,7 @@ class CapevolveReporter:
                 tr.write_line(
                     f"{verdict.tag}: Var(Δ̄) is {split['judge_share']:.0%} the judge's, "
                     f"{split['agent_share']:.0%} the agent's ({split['rescores']} re-scores); "
+                    f"within a task {split.get('within_task_judge_share', 0.0):.0%} the judge's: "
                     f"{split['advice']}"
                 )
 
