@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -69,19 +69,6 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 def _fixed_order_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(order_secret, "new_secret", lambda: FIXED_ORDER_SECRET)
     monkeypatch.setattr(order_secret, "new_nonce", lambda: b"")
-
-
-@pytest.fixture(autouse=True)
-def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Each test's copy of the project seals outside the project (``CAPEVOLVE_STATE_DIR``) is
-    its own: never the user's ~/.local/state, never another test's. Set with a monkeypatch of its
-    own, so a test's ``monkeypatch.undo()`` (room on a full disk again) keeps it: with the shared
-    one, sessions after the undo wrote to ~/.local/state, and a later run of the same test found
-    the earlier one's decision there (the same tasks and bytes) and refused its gate as a repeat."""
-    state = tmp_path_factory.mktemp("capevolve-state")
-    with pytest.MonkeyPatch.context() as own:
-        own.setenv("CAPEVOLVE_STATE_DIR", str(state))
-        yield state
 
 
 @pytest.fixture(params=XDIST_MODES)

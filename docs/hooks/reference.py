@@ -62,6 +62,7 @@ SPEC_MEANINGS = {
     "judge_rescores": "times each output is scored by a scorer the adapter declares stochastic (an LLM judge); the reward is their mean; frozen with the run",
     "leak_guard_min_length": "shortest val/test gold answer (and all-letter or all-digit id) the leak guard looks for in what a candidate adds; ids mixing letters and digits count at any length (`false`: off)",
     "harness_files": "globs of data and config files the harness lock holds besides the adapter's code (`default`: gold, answers, `tasks/`, `data/`)",
+    "shared_ledger": "a JSON-lines file shared with other projects: their decisions and test scorings count here (matched by task content, labelled with their project and the ledger), and this project's go there; none: the project's own memory only; frozen with the run",
 }
 
 

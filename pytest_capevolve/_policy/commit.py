@@ -74,6 +74,7 @@ class BookedDecision(Lineage):
     changed_files: list[str]
     diff: NotRequired[str]  # a reject's unified diff against its parent, bounded
     label: NotRequired[str]  # an accept re-gated after a harness change: the label every view shows
+    shared_ledger: NotRequired[dict[str, str]]  # repeats another project's decision: project, ledger
     optimizer_usd: float
     optimizer_tokens: int
     optimizer_seconds: float
@@ -156,6 +157,9 @@ def book(
         label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
         if decision == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
             entry["label"] = label["label"]  # every view of this best shows it (:mod:`.._store.forced`)
+        ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
+        if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
+            entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
         if decision == "reject":  # the change itself: the next proposer reads what was refuted
             entry["diff"] = refuted_diff(rundir, tag, parent, verdict)
         rundir.log.append_event("decision", **entry)
