@@ -4,11 +4,13 @@ inspect_ai logs made live with inspect's mock model, and on CSVs; its exit code 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from docs_commands import play
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,3 +93,18 @@ def test_csv_runs_exit_as_a_gate_does(tmp_path: Path) -> None:
     done = compare(base, bad, cwd=tmp_path)
     assert done.returncode == 4 and done.stderr.startswith("error: ") and "outside [0, 1]" in done.stderr
     assert compare(base, cwd=tmp_path).returncode == 4  # one run is nothing to compare
+
+
+def test_the_how_to_page_runs_as_written(tmp_path: Path) -> None:
+    """docs/how-to/compare.md's console block, played in a fresh folder holding the script and
+    the example it uses: the numbers the page shows are the ones the command prints."""
+    pytest.importorskip("inspect_ai", reason="needs the `inspect` extra")
+    (tmp_path / "tests").mkdir()
+    shutil.copy(REPO / "tests" / "make_inspect_logs.py", tmp_path / "tests")
+    shutil.copytree(
+        REPO / "examples" / "inspect_task",
+        tmp_path / "examples" / "inspect_task",
+        ignore=shutil.ignore_patterns(".capevolve", "__pycache__"),
+    )
+    ran = play((REPO / "docs" / "how-to" / "compare.md").read_text(encoding="utf-8"), tmp_path)
+    assert [result.returncode for _, result in ran] == [0, 0, 10]
