@@ -1,8 +1,9 @@
 """``capevolve compare A B [C …]``: results people already have, decided by the gate's test.
 
-Reads finished runs (an inspect_ai log, a CSV / JSONL of task id, trial, reward; the sources in
-:data:`.._imported.readers.READERS`), decides each against the first, and exits as a gate
-does: 0 every run accepted, 10 one rejected, 11 one indecisive, 4 a file that cannot be read.
+Reads finished runs (an inspect_ai log, lm-eval samples, promptfoo or deepeval output, a CSV /
+JSONL of task id, trial, reward: the sources in :data:`.._imported.readers.READERS`), decides
+each against the first, and exits as a gate does: 0 every run accepted, 10 one rejected, 11 one
+indecisive, 4 a file that cannot be read.
 Reads no capevolve project, writes nothing but ``--markdown FILE``.
 """
 
@@ -19,7 +20,7 @@ from .decisions import spec_value
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .._imported.compare import CompareSettings, compare_runs
-    from .._imported.readers import read_results
+    from .._imported.readers import ReadOptions, read_results
     from .._imported.results import ResultsError
     from .._show.compare import render_markdown, render_table
 
@@ -27,16 +28,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError(
             "compare needs two runs or more: the baseline first, then each run to decide against it"
         )
-    labels = list(args.label or [])
-    if len(labels) > len(args.runs):
-        raise UsageError(
-            f"{len(labels)} --label given for {len(args.runs)} runs; one per run at most, in order"
-        )
-    labels += [None] * (len(args.runs) - len(labels))
+    labels, arms = _per_run(args, "label"), _per_run(args, "arm")
     try:
         runs = [
-            read_results(path, format=args.format, label=label, scorer=args.scorer)
-            for path, label in zip(args.runs, labels, strict=True)
+            read_results(path, format=args.format, options=ReadOptions(label, args.scorer, arm))
+            for path, label, arm in zip(args.runs, labels, arms, strict=True)
         ]
     except ResultsError as exc:
         raise UsageError(str(exc)) from None
@@ -55,6 +51,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return exitcodes.for_decisions(comparison.decisions)
 
 
+def _per_run(args: argparse.Namespace, name: str) -> list[str | None]:
+    """A repeated option given once per run, in order (fewer: the rest have none)."""
+    given = list(getattr(args, name) or [])
+    if len(given) > len(args.runs):
+        raise UsageError(
+            f"{len(given)} --{name} given for {len(args.runs)} runs; one per run at most, in order"
+        )
+    return [*given, *[None] * (len(args.runs) - len(given))]
+
+
 def register(sub: Any) -> None:
     """``compare`` on the ``capevolve`` parser."""
     from .._decide.verdict import REGRESSION_RULES
@@ -63,7 +69,8 @@ def register(sub: Any) -> None:
 
     compare = sub.add_parser(
         "compare",
-        help="decide finished runs (inspect_ai logs, CSV/JSONL of task_id, trial, reward) against a "
+        help="decide finished runs (inspect_ai logs, lm-eval samples, promptfoo or deepeval JSON, a "
+        "CSV/JSONL of task_id, trial, reward) against a "
         "baseline with the gate's exact paired test (pays nothing)",
     )
     compare.add_argument(
@@ -79,9 +86,16 @@ def register(sub: Any) -> None:
         "--label", action="append", metavar="NAME", help="a run's name in the tables, in order (repeat)"
     )
     compare.add_argument(
+        "--arm",
+        action="append",
+        metavar="NAME",
+        help="promptfoo: the provider or prompt of a file that holds several, per run in order (repeat)",
+    )
+    compare.add_argument(
         "--scorer",
         default=None,
-        help="inspect_ai: the scorer whose value is the reward (default: the log's first)",
+        help="what is the reward: an inspect_ai scorer, an lm-eval METRIC[,FILTER], a promptfoo named "
+        "score, a deepeval metric, or success (promptfoo, deepeval); default: the file's first",
     )
     compare.add_argument(
         "--alpha", type=spec_value("gate_alpha"), default=0.05, help="the test's α (default 0.05)"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pytest_capevolve._decide.rounds import family_levels
 from pytest_capevolve._imported.compare import CompareSettings, compare_runs
 from pytest_capevolve._imported.pairing import COMMON, DIFFER, NOT_SHOWN, pair
-from pytest_capevolve._imported.readers import read_results
+from pytest_capevolve._imported.readers import ReadOptions, read_results
 from pytest_capevolve._imported.results import ImportedRun, Outcome, ResultsError
 
 
@@ -61,7 +61,7 @@ def test_jsonl_reads_the_same_and_a_table_without_trials_numbers_nothing(tmp_pat
         "\n".join(json.dumps(r) for r in [{"task": "t1", "reward": True}, {"task": "t1", "reward": 0}])
         + "\n",
     )
-    run = read_results(path, label="B")
+    run = read_results(path, options=ReadOptions(label="B"))
     assert run.label == "B" and [(o.trial, o.reward) for o in run.outcomes] == [(None, 1.0), (None, 0.0)]
     assert any("file order" in note for note in run.notes)
 
