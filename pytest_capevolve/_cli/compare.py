@@ -19,23 +19,11 @@ from .decisions import spec_value
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .._imported.compare import CompareSettings, compare_runs
-    from .._imported.readers import ReadOptions, read_results
+    from .._imported.compare import CompareSettings, compare_files
+    from .._imported.readers import ReadOptions
     from .._imported.results import ResultsError
     from .._show.compare import render_markdown, render_table
 
-    if len(args.runs) < 2:
-        raise UsageError(
-            "compare needs two runs or more: the baseline first, then each run to decide against it"
-        )
-    labels, arms = _per_run(args, "label"), _per_run(args, "arm")
-    try:
-        runs = [
-            read_results(path, format=args.format, options=ReadOptions(label, args.scorer, arm))
-            for path, label, arm in zip(args.runs, labels, arms, strict=True)
-        ]
-    except ResultsError as exc:
-        raise UsageError(str(exc)) from None
     settings = CompareSettings(
         alpha=args.alpha,
         min_coverage=args.min_coverage,
@@ -44,7 +32,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         veto_regressions=args.veto_regressions,
         success_threshold=args.success_threshold,
     )
-    comparison = compare_runs(runs[0], runs[1:], settings)
+    labels, arms = _per_run(args, "label"), _per_run(args, "arm")
+    options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
+    try:
+        comparison = compare_files(args.runs, settings, format=args.format, options=options)
+    except ResultsError as exc:
+        raise UsageError(str(exc)) from None
     if args.markdown is not None:
         args.markdown.write_text(render_markdown(comparison), encoding="utf-8")
     emit(args, comparison.to_dict(), lambda _: render_table(comparison))

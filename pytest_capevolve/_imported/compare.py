@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,8 @@ from .._decide.gate import decide
 from .._decide.rounds import family_levels
 from .._decide.verdict import GateConfig, Verdict
 from .pairing import COMMON, DIFFER, Pairing, pair
-from .results import ImportedRun
+from .readers import ReadOptions, read_results
+from .results import ImportedRun, ResultsError
 
 MULTIPLE = ("holm", "none")
 
@@ -83,6 +85,11 @@ class Comparison:
     def decisions(self) -> list[str]:
         return [p.verdict.decision for p in self.pairs]
 
+    @property
+    def accepted(self) -> bool:
+        """Every run accepted against the baseline (what a CI job waits for)."""
+        return all(d == "accept" for d in self.decisions)
+
     def promises(self) -> dict[str, list[str]]:
         return promises(self)
 
@@ -96,6 +103,25 @@ class Comparison:
             "comparisons": [_pair_dict(p) for p in self.pairs],
             "promises": self.promises(),
         }
+
+
+def compare_files(
+    paths: Sequence[Path],
+    settings: CompareSettings,
+    *,
+    format: str | None = None,
+    options: Sequence[ReadOptions] | None = None,
+) -> Comparison:
+    """Read ``paths`` (the baseline first; ``options`` one per path, in order) and compare:
+    what ``capevolve compare`` and the ``capevolve_compare`` fixture both do."""
+    if len(paths) < 2:
+        raise ResultsError(
+            "compare needs two runs or more: the baseline first, then each run to decide against it"
+        )
+    chosen = list(options or [])
+    chosen += [ReadOptions()] * (len(paths) - len(chosen))
+    runs = [read_results(Path(p), format=format, options=o) for p, o in zip(paths, chosen, strict=True)]
+    return compare_runs(runs[0], runs[1:], settings)
 
 
 def compare_runs(

@@ -121,3 +121,29 @@ def _pair_section(result: PairResult) -> list[str]:
 def _md(text: str) -> str:
     """Text safe in a Markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+class ComparedRuns:
+    """What the ``capevolve_compare`` fixture hands a test: the comparison, whether every run
+    was accepted, and the table as one text (an assertion's message)."""
+
+    def __init__(self, comparison: Comparison) -> None:
+        self.comparison = comparison
+
+    @property
+    def accepted(self) -> bool:
+        return self.comparison.accepted
+
+    @property
+    def decisions(self) -> list[str]:
+        return self.comparison.decisions
+
+    @property
+    def summary(self) -> str:
+        return "\n".join(render_table(self.comparison))
+
+    def markdown(self) -> str:
+        return render_markdown(self.comparison)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.comparison.to_dict()

@@ -108,3 +108,29 @@ def test_the_how_to_page_runs_as_written(tmp_path: Path) -> None:
     )
     ran = play((REPO / "docs" / "how-to" / "compare.md").read_text(encoding="utf-8"), tmp_path)
     assert [result.returncode for _, result in ran] == [0, 0, 10]
+
+
+def test_the_fixture_decides_in_a_test_with_junitxml_properties(pytester: pytest.Pytester) -> None:
+    rows = "task_id,trial,reward\n"
+    pytester.makefile(".csv", base=rows + "".join(f"q{t},1,0\nq{t},2,0\n" for t in range(8)))
+    pytester.makefile(".csv", better=rows + "".join(f"q{t},1,1\nq{t},2,1\n" for t in range(8)))
+    pytester.makepyfile(
+        """
+        def test_better(capevolve_compare):
+            compared = capevolve_compare("base.csv", "better.csv")
+            assert compared.accepted, compared.summary
+
+        def test_same(capevolve_compare):
+            compared = capevolve_compare("base.csv", "base.csv", labels=["A", "A-again"])
+            assert compared.accepted, compared.summary
+        """
+    )
+    result = pytester.runpytest("--junitxml=junit.xml", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    # the failing test's message is the table, with what holds for imported results
+    result.stdout.fnmatch_lines(
+        ["*A-again*REJECT*p = 1 > α = 0.05*", "*what does not:*", "*nothing is sealed*"]
+    )
+    junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
+    assert 'name="capevolve_compare:better.csv" value="accept' in junit
+    assert 'name="capevolve_compare:A-again" value="reject' in junit
