@@ -1,8 +1,9 @@
 """promptfoo's output JSON: ``promptfoo eval -o results.json``.
 
 The file holds ``results.results``: one row per (prompt, provider, test). A test is a task (id =
-its ``description`` where every test has a distinct one, else its index ``testIdx``); a
-``--repeat`` is a trial. The reward is the row's ``score`` (promptfoo's weighted score of its
+its ``description`` where every test has one, else its ``vars``); a ``--repeat`` (which promptfoo
+writes as the same test again under a new ``testIdx``) is a trial, paired by position. The
+reward is the row's ``score`` (promptfoo's weighted score of its
 assertions, in [0, 1]), or one of its ``namedScores`` (``--scorer NAME``), or pass/fail
 (``--scorer success``). A row that errored (``failureReason`` 2, or an ``error`` with no
 grading) is missing data; a failed assertion is a measured failure.
@@ -14,6 +15,7 @@ itself to compare its arms: ``capevolve compare r.json r.json --arm A --arm B``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -59,30 +61,33 @@ def read_promptfoo(
             "in order: compare the file with itself to compare two of its arms)"
         )
     described = [(r.get("testCase") or {}).get("description") for r in rows]
-    by_description = all(described) and len(set(described)) == len({r.get("testIdx") for r in rows})
+    by_description = all(described)
     outcomes: list[Outcome] = []
-    for row in rows:
-        task = (
-            str(row.get("testIdx")) if not by_description else str((row.get("testCase") or {})["description"])
-        )
-        trial = row.get("repeatIndex")
+    for row in sorted(rows, key=lambda r: int(r.get("testIdx") or 0)):
+        task = _task_of(row, by_description)
         where = f"{path}: test {task}"
         if row.get("failureReason") == ERROR or (row.get("error") and not row.get("gradingResult")):
-            outcomes.append(Outcome(task, None if trial is None else str(trial), None, str(row.get("error"))))
+            outcomes.append(Outcome(task, None, None, str(row.get("error"))))
             continue
-        outcomes.append(
-            Outcome(
-                task,
-                None if trial is None else str(trial),
-                checked_reward(_reward(row, scorer, where), where),
-            )
-        )
+        outcomes.append(Outcome(task, None, checked_reward(_reward(row, scorer, where), where)))
     notes = [f"arm {arm or arms[0]}", f"reward {scorer or 'score'}"]
-    if not by_description:
-        notes.append(
-            "tasks by testIdx (tests without distinct descriptions): both files must list the same tests"
-        )
+    notes.append(
+        "tasks by test description; a --repeat is a trial"
+        if by_description
+        else "tasks by test vars (the tests have no descriptions); a --repeat is a trial"
+    )
+    if label is None and arm is not None:
+        label = f"{path.name} [{arm}]"
     return made_run(path, "promptfoo", label, outcomes, notes)
+
+
+def _task_of(row: dict[str, Any], by_description: bool) -> str:
+    """A test's task id: its description, else its vars (``--repeat`` runs a test again under a
+    new ``testIdx``, with the same description and vars: a trial of the same task)."""
+    case = row.get("testCase") or {}
+    if by_description:
+        return str(case["description"])
+    return json.dumps(case.get("vars", row.get("vars")), sort_keys=True, ensure_ascii=False)
 
 
 def _arm_names(row: dict[str, Any]) -> list[str]:

@@ -2,7 +2,7 @@
 deterministic custom metric (no LLM judge), saved by deepeval itself.
 
     pip install deepeval          # not a test dependency: the files are committed
-    DEEPEVAL_TELEMETRY_OPT_OUT=YES python tests/data/compare/make_deepeval_runs.py
+    DEEPEVAL_TELEMETRY_OPT_OUT=YES python tests/data/compare/deepeval/make_deepeval_runs.py
 
 writes ``deepeval_baseline.json`` and ``deepeval_candidate.json`` beside this script (each the
 ``test_run_*.json`` that deepeval's ``evaluate()`` saves in ``DEEPEVAL_RESULTS_FOLDER``). The
