@@ -1,6 +1,6 @@
 """Results other tools already made, read and compared with the gate's own test.
 
-``capevolve compare A B`` (and ``pytest --capevolve-compare A B``) read two or more finished
+``capevolve compare A B`` (and the ``capevolve_compare`` fixture) read two or more finished
 runs — an inspect_ai log, lm-evaluation-harness samples, promptfoo or deepeval output, or a
 plain CSV / JSONL of (task id, trial, reward) — pair them by task, and decide each against the
 first with the gate's exact one-sided paired sign-flip test. One job per module:
