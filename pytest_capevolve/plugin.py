@@ -400,7 +400,7 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
             assert compared.accepted, compared.summary
 
     ``capevolve_compare(BASELINE, RUN, ..., alpha=0.05, min_coverage=0.8, multiple="holm",
-    scorer=None, labels=(), arms=(), format=None, success_threshold=1.0,
+    scorer=None, labels=(), arms=(), format=None, clusters=None, success_threshold=1.0,
     regression_rule="noise", veto_regressions=False)`` reads the files (relative paths from
     the rootdir) and returns a ``ComparedRuns``: ``accepted``, ``decisions``, ``summary`` (the
     table, with what holds for imported results), ``markdown()``, ``to_dict()``. Each run's
@@ -415,6 +415,7 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
         arms: tuple[str, ...] | list[str] = (),
         scorer: str | None = None,
         format: str | None = None,
+        clusters: str | Path | None = None,
         **settings: Any,
     ) -> ComparedRuns:
         root = request.config.rootpath
@@ -422,9 +423,9 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
         named = [*labels, *[None] * (len(files) - len(labels))]
         armed = [*arms, *[None] * (len(files) - len(arms))]
         options = [ReadOptions(label, scorer, arm) for label, arm in zip(named, armed, strict=False)]
-        compared = ComparedRuns(
-            compare_files(files, CompareSettings(**settings), format=format, options=options)
-        )
+        where = None if clusters is None else root / clusters
+        settled = CompareSettings(**settings)
+        compared = ComparedRuns(compare_files(files, settled, format=format, options=options, clusters=where))
         for result in compared.comparison.pairs:
             verdict = result.verdict
             request.node.user_properties.append(

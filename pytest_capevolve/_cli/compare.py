@@ -35,7 +35,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     labels, arms = _per_run(args, "label"), _per_run(args, "arm")
     options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
     try:
-        comparison = compare_files(args.runs, settings, format=args.format, options=options)
+        comparison = compare_files(
+            args.runs, settings, format=args.format, options=options, clusters=args.clusters
+        )
     except ResultsError as exc:
         raise UsageError(str(exc)) from None
     if args.markdown is not None:
@@ -89,6 +91,13 @@ def register(sub: Any) -> None:
         default=None,
         help="what is the reward: an inspect_ai scorer, an lm-eval METRIC[,FILTER], a promptfoo named "
         "score, a deepeval metric, or success (promptfoo, deepeval); default: the file's first",
+    )
+    compare.add_argument(
+        "--clusters",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a CSV/JSONL of task_id, cluster: tasks that share a source; the test flips whole clusters",
     )
     compare.add_argument(
         "--alpha", type=spec_value("gate_alpha"), default=0.05, help="the test's α (default 0.05)"

@@ -13,7 +13,7 @@ What holds for imported results and what does not is part of every answer
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +28,7 @@ from .._decide.verdict import GateConfig, Verdict
 from .pairing import COMMON, DIFFER, Pairing, pair
 from .readers import ReadOptions, read_results
 from .results import ImportedRun, ResultsError
+from .table import read_cluster_map
 
 MULTIPLE = ("holm", "none")
 
@@ -43,8 +44,9 @@ class CompareSettings:
     veto_regressions: bool = False
     success_threshold: float = 1.0
 
-    def gate_config(self, level: Fraction | None = None) -> GateConfig:
+    def gate_config(self, level: Fraction | None = None, clusters: tuple[str, ...] = ()) -> GateConfig:
         return GateConfig(
+            clusters=clusters,
             mode="exact",
             alpha=self.alpha if level is None else level,
             min_coverage=self.min_coverage,
@@ -111,6 +113,7 @@ def compare_files(
     *,
     format: str | None = None,
     options: Sequence[ReadOptions] | None = None,
+    clusters: Path | None = None,
 ) -> Comparison:
     """Read ``paths`` (the baseline first; ``options`` one per path, in order) and compare:
     what ``capevolve compare`` and the ``capevolve_compare`` fixture both do."""
@@ -121,11 +124,15 @@ def compare_files(
     chosen = list(options or [])
     chosen += [ReadOptions()] * (len(paths) - len(chosen))
     runs = [read_results(Path(p), format=format, options=o) for p, o in zip(paths, chosen, strict=True)]
-    return compare_runs(runs[0], runs[1:], settings)
+    cluster_map = None if clusters is None else read_cluster_map(Path(clusters))
+    return compare_runs(runs[0], runs[1:], settings, cluster_map)
 
 
 def compare_runs(
-    baseline: ImportedRun, candidates: Sequence[ImportedRun], settings: CompareSettings
+    baseline: ImportedRun,
+    candidates: Sequence[ImportedRun],
+    settings: CompareSettings,
+    cluster_map: Mapping[str, str] | None = None,
 ) -> Comparison:
     """Decide every candidate against ``baseline`` (see the module's docstring)."""
     if settings.multiple not in MULTIPLE:
@@ -133,7 +140,7 @@ def compare_runs(
             f"unknown multiple-testing method {settings.multiple!r}; use one of {', '.join(MULTIPLE)}"
         )
     candidates = _distinct_labels(baseline, candidates)
-    pairings = [pair(baseline, c) for c in candidates]
+    pairings = [pair(baseline, c, cluster_map) for c in candidates]
 
     def judge(run: ImportedRun, pairing: Pairing, config: GateConfig) -> Verdict:
         return decide(
@@ -146,14 +153,17 @@ def compare_runs(
             infra_errors=dict(pairing.infra_errors),
         )
 
-    first = [judge(c, p, settings.gate_config()) for c, p in zip(candidates, pairings, strict=True)]
+    first = [
+        judge(c, p, settings.gate_config(clusters=p.clusters))
+        for c, p in zip(candidates, pairings, strict=True)
+    ]
     alpha = Fraction(str(settings.alpha))
     p_values = [Fraction(v.p_exact) if v.p_exact else Fraction(1) for v in first]
     levels = family_levels(p_values, alpha, settings.multiple)
     results = []
     for run, pairing, verdict, level in zip(candidates, pairings, first, levels, strict=True):
         if level != alpha and verdict.p_exact:  # decided again at its Holm level, exactly
-            verdict = judge(run, pairing, settings.gate_config(level))
+            verdict = judge(run, pairing, settings.gate_config(level, pairing.clusters))
             verdict = replace(verdict, reason=f"{verdict.reason} (Holm across {len(candidates)} runs)")
         if not set(pairing.task_ids) - set(pairing.only_in_baseline) - set(pairing.only_in_candidate):
             verdict = replace(verdict, reason=f"{verdict.reason}; {_no_shared_task(baseline, run)}")
@@ -222,6 +232,7 @@ def _pair_dict(result: PairResult) -> dict[str, Any]:
             "only_in_baseline": pairing.only_in_baseline,
             "only_in_candidate": pairing.only_in_candidate,
             "one_sided_trials": pairing.one_sided_trials,
+            "clusters": len(set(pairing.clusters)) or None,
         },
         "band_moves": result.band_moves,
         "tasks": result.tasks,
@@ -264,6 +275,16 @@ def promises(comparison: Comparison) -> dict[str, list[str]]:
             not_hold.append(
                 f"{name}: common trial seeds are not shown (a file records none), so the trials are "
                 "not known to share random numbers"
+            )
+        if result.pairing.clusters:
+            holds.append(
+                f"{name}: its tasks come in {len(set(result.pairing.clusters))} clusters: the test flips "
+                "whole clusters (exact whatever the dependence within one) and the interval is cluster-robust"
+            )
+        else:
+            not_hold.append(
+                f"{name}: tasks are taken as independent; if several share a source, give their clusters "
+                "(--clusters FILE, or a cluster column) so the test flips whole clusters"
             )
         if result.pairing.trials_by == "position":
             not_hold.append(f"{name}: the files label no trials; a task's trials are paired by position")

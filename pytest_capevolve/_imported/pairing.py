@@ -10,11 +10,12 @@ seeds say whether those trials also shared random numbers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .results import ImportedRun, Outcome
+from .results import ImportedRun, Outcome, ResultsError
 
 COMMON, DIFFER, NOT_SHOWN = "common", "differ", "not shown"
 
@@ -32,6 +33,7 @@ class Pairing:
     only_in_baseline: list[str] = field(default_factory=list)
     only_in_candidate: list[str] = field(default_factory=list)
     one_sided_trials: int = 0  # trials of a shared task measured in one run only
+    clusters: tuple[str, ...] = ()  # each row's cluster (empty: every task its own)
 
 
 def _trial_keys(run: ImportedRun, by_label: bool) -> dict[str, dict[str, Outcome]]:
@@ -48,8 +50,12 @@ def _order(keys: set[str]) -> list[str]:
     return sorted(keys, key=lambda k: (0, int(k), "") if k.lstrip("-").isdigit() else (1, 0, k))
 
 
-def pair(baseline: ImportedRun, candidate: ImportedRun) -> Pairing:
-    """The two runs on the same task rows and trial columns (see the module's docstring)."""
+def pair(
+    baseline: ImportedRun, candidate: ImportedRun, cluster_map: Mapping[str, str] | None = None
+) -> Pairing:
+    """The two runs on the same task rows and trial columns (see the module's docstring);
+    each row's cluster from ``cluster_map`` (``--clusters FILE``), else from the files' own
+    ``cluster`` column, else none."""
     by_label = all(o.trial is not None for run in (baseline, candidate) for o in run.outcomes)
     base, cand = _trial_keys(baseline, by_label), _trial_keys(candidate, by_label)
     task_ids = list(dict.fromkeys([*base, *cand]))
@@ -83,7 +89,42 @@ def pair(baseline: ImportedRun, candidate: ImportedRun) -> Pairing:
         only_in_baseline=[t for t in base if t not in cand],
         only_in_candidate=[t for t in cand if t not in base],
         one_sided_trials=one_sided,
+        clusters=_clusters(task_ids, (baseline, candidate), cluster_map),
     )
+
+
+def _clusters(
+    task_ids: list[str], runs: tuple[ImportedRun, ...], cluster_map: Mapping[str, str] | None
+) -> tuple[str, ...]:
+    """Every row's cluster, or () when nothing names one; refused when only some tasks have
+    one, or a task has two (a cluster must hold the same tasks in both runs)."""
+    if cluster_map is not None:
+        missing = [t for t in task_ids if t not in cluster_map]
+        if missing:
+            raise ResultsError(
+                f"the clusters file names no cluster for task {missing[0]!r} ({len(missing)} such); "
+                "give every task of the runs one (a task alone is a cluster of its own)"
+            )
+        return tuple(cluster_map[t] for t in task_ids)
+    found: dict[str, str] = {}
+    for run in runs:
+        for outcome in run.outcomes:
+            if outcome.cluster is None:
+                continue
+            if found.setdefault(outcome.task_id, outcome.cluster) != outcome.cluster:
+                raise ResultsError(
+                    f"{run.path}: task {outcome.task_id!r} is in cluster {outcome.cluster!r} here and "
+                    f"{found[outcome.task_id]!r} before; a task has one cluster in every run"
+                )
+    if not found:
+        return ()
+    missing = [t for t in task_ids if t not in found]
+    if missing:
+        raise ResultsError(
+            f"task {missing[0]!r} has no cluster while others have one ({len(missing)} such); give every "
+            "task a cluster (or none), or give them all with --clusters FILE"
+        )
+    return tuple(found[t] for t in task_ids)
 
 
 def _seed_agreement(pairs: list[tuple[str | None, str | None]]) -> str:

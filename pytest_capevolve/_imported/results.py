@@ -20,15 +20,17 @@ class ResultsError(ValueError):
 class Outcome:
     """One (task, trial) of a finished run.
 
-    ``trial`` is the file's own label of the repeat (inspect's epoch, a ``trial`` column), None
-    where the file names none; ``seed`` is the trial's random seed as the file records it, None
-    where it does not (then nobody can say the two runs shared random numbers)."""
+        ``trial`` is the file's own label of the repeat (inspect's epoch, a ``trial`` column), None
+        where the file names none; ``seed`` is the trial's random seed as the file records it, None
+        where it does not (then nobody can say the two runs shared random numbers); ``cluster`` groups
+    tasks that are not independent (the test then flips whole clusters)."""
 
     task_id: str
     trial: str | None
     reward: float | None
     error: str | None = None
     seed: str | None = None
+    cluster: str | None = None  # the task's cluster (tasks that share a source), where given
 
 
 @dataclass(frozen=True)

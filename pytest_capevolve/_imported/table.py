@@ -9,7 +9,10 @@ Columns (the first name found is used; case does not matter):
 - trial: ``trial``, ``epoch``, ``repeat`` — optional; without it, repeated rows of a task are
   its trials in file order;
 - seed: ``seed`` — optional: the trial's random seed, which is what lets two runs be said to
-  share random numbers.
+  share random numbers;
+- cluster: ``cluster`` — optional: tasks that share a source (the test flips whole clusters).
+
+:func:`read_cluster_map` reads a table of task_id, cluster alone (``--clusters FILE``).
 """
 
 from __future__ import annotations
@@ -52,6 +55,36 @@ def _column(names: list[str], wanted: tuple[str, ...]) -> str | None:
     return next((lowered[w] for w in wanted if w in lowered), None)
 
 
+def _cell(row: dict[str, Any], column: str | None) -> str | None:
+    value = row.get(column) if column else None
+    return None if _blank(value) else str(value).strip()
+
+
+def read_cluster_map(path: Path) -> dict[str, str]:
+    """task_id → cluster from a CSV or JSONL with those two columns (``--clusters FILE``)."""
+    if not path.is_file():
+        raise ResultsError(f"no such clusters file: {path}")
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    names = list(dict.fromkeys(k for row in rows for k in row if k is not None))
+    task_col, cluster_col = _column(names, TASK_COLUMNS), _column(names, ("cluster",))
+    if task_col is None or cluster_col is None:
+        raise ResultsError(f"{path}: a clusters file has the columns task_id, cluster; found {names}")
+    found: dict[str, str] = {}
+    for row in rows:
+        task, cluster = _cell(row, task_col), _cell(row, cluster_col)
+        if task is None or cluster is None:
+            raise ResultsError(f"{path}: a row without a task_id or a cluster; give both on every row")
+        if found.setdefault(task, cluster) != cluster:
+            raise ResultsError(
+                f"{path}: task {task!r} is in two clusters ({found[task]!r}, {cluster!r}); give one"
+            )
+    return found
+
+
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
@@ -72,6 +105,7 @@ def _run_of(
         _column(names, ("seed",)),
         _column(names, ("error",)),
     )
+    cluster_col = _column(names, ("cluster",))
     outcomes: list[Outcome] = []
     positions: dict[str, int] = {}
     for offset, row in enumerate(rows):
@@ -97,6 +131,7 @@ def _run_of(
                 reward=None if failed else checked_reward(value, where),
                 error=(str(error) if not _blank(error) else "no reward") if failed else None,
                 seed=None if _blank(seed) else str(seed).strip(),
+                cluster=_cell(row, cluster_col),
             )
         )
     notes = [] if trial_col else ["no trial column: a task's rows are its trials, in file order"]
