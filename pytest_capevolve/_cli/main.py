@@ -33,7 +33,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "compare": ("compare",),
 }
 
-# Commands that read no capevolve project (so take no --project): what they write is one.
+# Commands that read no capevolve project (so take no --project): what they write is one, or
+# (compare) they read other tools' results.
 NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare")
 
 

@@ -183,7 +183,17 @@ def _no_shared_task(baseline: ImportedRun, run: ImportedRun) -> str:
 def _distinct_labels(baseline: ImportedRun, candidates: Sequence[ImportedRun]) -> list[ImportedRun]:
     """Runs whose labels collide (two ``results.csv`` in different folders) are named by path."""
     labels = Counter(r.label for r in (baseline, *candidates))
-    return [replace(r, label=str(r.path)) if labels[r.label] > 1 else r for r in candidates]
+    named = [replace(r, label=str(r.path)) if labels[r.label] > 1 else r for r in candidates]
+    taken = {baseline.label}
+    distinct = []
+    for run in named:  # the same file twice (a null check: compare A A) is told apart by number
+        label, number = run.label, 1
+        while label in taken:
+            number += 1
+            label = f"{run.label} ({number})"
+        taken.add(label)
+        distinct.append(replace(run, label=label) if label != run.label else run)
+    return distinct
 
 
 def _task_rows(pairing: Pairing, verdict: Verdict, settings: CompareSettings) -> list[dict[str, Any]]:

@@ -219,3 +219,9 @@ def test_runs_with_the_same_file_name_are_named_by_their_path() -> None:
     cand = ImportedRun(Path("y/results.csv"), "csv", "results.csv", (Outcome("t", "1", 1.0),))
     [result] = compare_runs(base, [cand], CompareSettings()).pairs
     assert result.candidate.label == "y/results.csv"
+
+
+def test_the_same_file_twice_is_told_apart() -> None:
+    run = ImportedRun(Path("a.csv"), "csv", "a.csv", (Outcome("t", "1", 0.0),))
+    comparison = compare_runs(run, [run, run], CompareSettings())
+    assert [p.candidate.label for p in comparison.pairs] == ["a.csv (2)", "a.csv (3)"]
