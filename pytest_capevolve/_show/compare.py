@@ -64,7 +64,8 @@ def render_markdown(comparison: Comparison) -> str:
         "## capevolve compare",
         "",
         f"Baseline **{_md(base.label)}** ({base.source}, {len(base.task_ids)} tasks). "
-        f"Each run against it: one-sided exact paired sign-flip test at α = {comparison.settings.alpha:g}"
+        f"Each run against it: the gate's one-sided paired sign-flip test (exact on a reward grid; "
+        f"p marked MC is seeded Monte Carlo) at α = {comparison.settings.alpha:g}"
         + (
             " (Holm across runs)"
             if comparison.settings.multiple == "holm" and len(comparison.pairs) > 1
@@ -79,7 +80,8 @@ def render_markdown(comparison: Comparison) -> str:
         v = result.verdict
         out.append(
             f"| {_md(result.candidate.label)} | **{v.decision.upper()}** | {v.n_tasks} | "
-            f"{num(v.delta_mean, '+.4f')} | {interval(v.ci)} | {num(v.p_value, '.4g')} | "
+            f"{num(v.delta_mean, '+.4f')} | {interval(v.ci)} | {num(v.p_value, '.4g')}"
+            f"{' MC' if v.p_method == 'monte_carlo' else ''} | "
             f"{float(result.level):.4g} | {num(v.coverage.get('paired'), '.0%')} | {len(v.regressions)} |"
         )
     out.append("")
