@@ -43,6 +43,8 @@ FROZEN_KEYS = (
     # whose r moved would gate r = 3 means against r = 1 ones (different variances, a split
     # over mixed r) — a new r is a new run
     "judge_rescores",
+    # what candidate code may write: a run measured with one boundary is not compared with another
+    "sandbox_writable",
 )
 
 
@@ -94,6 +96,9 @@ class Spec:
     leak_guard_min_length: int | None = 4
     # data and config files the harness lock holds besides the adapter's code (_project/harness.py)
     harness_files: tuple[str, ...] = ("default",)
+    # folders candidate code may write besides its scratch (an honest live() that makes the
+    # candidate live by writing it somewhere): the sandbox child's boundary (_engine/sandbox_boundary.py)
+    sandbox_writable: tuple[str, ...] = ()
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     @staticmethod
@@ -130,17 +135,17 @@ class Spec:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name in _SILENT_DEFAULTS and value == f.default:
+                continue  # a key added later: its default leaves older locks as they were
             if isinstance(value, Path):
                 value = to_stored(value, self.project_dir)
             elif isinstance(value, tuple):
                 value = list(value)
-            if f.name in _SILENT_DEFAULTS and value == f.default:
-                continue  # a key added later: its default leaves older locks as they were
             out[f.name] = value
         return out
 
 
-_SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule"})
+_SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule", "sandbox_writable"})
 
 
 # The spec's paths: stored relative to the project folder in a run dir.
@@ -208,6 +213,14 @@ def _globs(value: Any) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ValueError("a list of glob patterns (strings)")
+    return tuple(value)
+
+
+def _paths(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError("a list of folders (strings, relative to the spec's folder or absolute)")
     return tuple(value)
 
 
@@ -281,10 +294,15 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     # the leak guard (_project/leak.py)
     "leak_guard_min_length": _leak_guard,
     "harness_files": _globs,
+    "sandbox_writable": _paths,
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
-INI_KEYS = tuple(k for k in VALIDATORS if k not in REQUIRED and k not in ("protected_paths", "harness_files"))
+INI_KEYS = tuple(
+    k
+    for k in VALIDATORS
+    if k not in REQUIRED and k not in ("protected_paths", "harness_files", "sandbox_writable")
+)
 
 
 def resolve_spec_path(target: str | Path) -> Path:

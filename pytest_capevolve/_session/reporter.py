@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from .._engine import confinement
 from .._engine.remote import STALE_COPY_FIX
 from .._items.nodes import INFRA_PREFIX
 from .._show.numbers import num
@@ -155,6 +156,11 @@ class CapevolveReporter:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._terminal = session.config.pluginmanager.get_plugin("terminalreporter")
 
+    def pytest_report_header(self) -> list[str]:
+        """The one line a session on a machine without Landlock says at its start (never a failure)."""
+        line = confinement.start_line()
+        return [line] if line else []
+
     @pytest.hookimpl(trylast=True)  # after pytest's own letter for this report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if is_task_failure(report):
@@ -283,6 +289,7 @@ class CapevolveReporter:
         paid = sum(r.paid for r in outcome.rows)
         reused = sum(r.reused for r in outcome.rows)
         tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")
+        tr.write_line(f"candidate code: {confinement.candidate_code()}; optimizer: {confinement.optimizer()}")
         if outcome.report_error:
             tr.write_line(f"capevolve: {outcome.report_error}", yellow=True)
         if tally.infra:

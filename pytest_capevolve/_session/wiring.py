@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from .._engine import confinement
 from .._engine.budget_share import Headroom, share_for
 from .._engine.remote import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
@@ -64,8 +65,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         runner = isolated(
-            adapter, spec.adapter, spec.project_dir, spec.judge_rescores
-        )  # candidate code: a child's
+            adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec
+        )  # candidate code: a child's, confined
         config.add_cleanup(runner.close)
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
@@ -180,6 +181,7 @@ def _start_controller(
     saved rollouts), the role, the session's end, the reporter, the remote workers."""
     option = config.option
     refuse_blocked_roles(config)
+    confinement.begin()  # the labels this session's verdicts carry are its own rollouts'
     deciding = _decides(config)
     if option.capevolve_gate:  # threshold with no null control: refused before anything is planned
         check_nulls(spec, gate_request(config, split, spec).nulls, overridden(option.override_ini, spec))
