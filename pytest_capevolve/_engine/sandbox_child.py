@@ -6,8 +6,9 @@ Started fresh (a new interpreter, never a fork of a process that may hold candid
 to the boundary its parent computed (:mod:`.sandbox_boundary`: write only its scratch, read all
 but the run dir, the gold files and the state folders, no signal to the session), says so in
 its ``ready`` frame, imports the project's adapter, then answers requests on its pipe
-(:mod:`.wire`): make the candidate live and run ``run_target`` (:func:`.runner.run_target_here`), and send back the rollout as data,
-with what it printed and logged. It never scores: the parent does, with its own adapter.
+(:mod:`.wire`): make the candidate live and run ``run_target``
+(:func:`.runner.run_target_here`), and send back the rollout as data, with what it printed and
+logged. It never scores: the parent does, with its own adapter.
 
 - an ``inline`` request (a sync adapter at concurrency 1) runs on this process's main thread,
   under the same SIGALRM deadline as an in-process rollout;

@@ -177,6 +177,8 @@ def _of_many(said: dict[Any, str], what: str, otherwise: str | None = None) -> s
     loose = {k: v for k, v in said.items() if not v.startswith("confined")}
     if not loose:
         return min(said.values())
+    if len(loose) == len(said) and len(set(loose.values())) == 1:
+        return next(iter(loose.values()))
     if what != "verdicts":
         return f"{next(iter(loose.values()))} (in {len(loose)} of {len(said)} {what})"
     return f"{next(iter(loose.values()))} (verdicts of {', '.join(sorted(map(str, loose)))})"
