@@ -329,6 +329,9 @@ class Sandbox:
                 close_fds=True,
                 env={**os.environ, **dict.fromkeys(SCRATCH_ENV, scratch)},
             )
+        except ValueError as exc:  # a sandbox_writable that would open a hidden folder
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise SandboxError(str(exc)) from None
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise

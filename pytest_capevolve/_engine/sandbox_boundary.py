@@ -59,7 +59,20 @@ class Fence:
 
     def boundary(self, candidate_dir: Path, scratch: Path) -> Boundary:
         """This fence around one child: ``scratch`` writable, ``candidate_dir`` readable (a
-        snapshot lies inside the hidden run dir: Landlock grants a rule beneath a hidden folder)."""
+        snapshot lies inside the hidden run dir: Landlock grants a rule beneath a hidden folder).
+
+        ValueError when a ``sandbox_writable`` folder holds or lies inside a hidden one: granting
+        it would open what the boundary hides."""
+        for folder in self.writable:
+            real = Path(os.path.realpath(folder))
+            for hidden in self.hidden:
+                shut = Path(os.path.realpath(hidden))
+                if real == shut or real in shut.parents or shut in real.parents:
+                    raise ValueError(
+                        f"the spec's sandbox_writable names {folder}, which "
+                        f"{'holds' if real in shut.parents else 'is or lies inside'} {hidden}, hidden from "
+                        "candidate code; name a folder of its own for what live() writes (e.g. .agent/skills)"
+                    )
         return Boundary(
             writable=(scratch, *self.writable),
             readable=(Path(os.path.abspath(candidate_dir)),),
