@@ -327,11 +327,11 @@ class Sandbox:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 close_fds=True,
-                env={**os.environ, **dict.fromkeys(SCRATCH_ENV, scratch)},
+                env=scratch_env(scratch),
             )
-        except ValueError as exc:  # a sandbox_writable that would open a hidden folder
+        except (ValueError, OSError) as exc:  # a sandbox_writable that would open a hidden folder
             shutil.rmtree(scratch, ignore_errors=True)
-            raise SandboxError(str(exc)) from None
+            raise SandboxError(f"the sandbox process did not start: {exc}") from None
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
@@ -584,6 +584,18 @@ class _ChildProcess(subprocess.Popen[bytes]):
 
 
 SCRATCH_ENV = ("TMPDIR", "TEMP", "TMP")  # where the child's tempfile and its tools make files
+# where tools keep per-user data and state (platformdirs: inspect_ai's traces and sample buffers):
+# in the scratch too, since the boundary lets the child write nothing under $HOME. Caches stay
+# where they are, readable: a model cache moved to an empty folder would be fetched again
+SCRATCH_XDG = ("XDG_DATA_HOME", "XDG_STATE_HOME")
+
+
+def scratch_env(scratch: str) -> dict[str, str]:
+    """The child's environment: this process's, with its temporary, data and state folders in
+    ``scratch`` (the one folder it may write besides the spec's ``sandbox_writable``)."""
+    env = {**os.environ, **dict.fromkeys(SCRATCH_ENV, scratch)}
+    env.update({name: os.path.join(scratch, name.lower()) for name in SCRATCH_XDG})
+    return env
 
 
 def _end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
