@@ -153,13 +153,12 @@ class CapevolveReporter:
                 return "infra", "I", ("INFRA", {"yellow": True})
         return None
 
+    @pytest.hookimpl(trylast=True)  # after the terminal's header, and shown under -q as well
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._terminal = session.config.pluginmanager.get_plugin("terminalreporter")
-
-    def pytest_report_header(self) -> list[str]:
-        """The one line a session on a machine without Landlock says at its start (never a failure)."""
-        line = confinement.start_line()
-        return [line] if line else []
+        line = confinement.start_line()  # a machine without Landlock: one line, never a failure
+        if line and self._terminal is not None:
+            self._terminal.write_line(line, yellow=True)
 
     @pytest.hookimpl(trylast=True)  # after pytest's own letter for this report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -157,7 +157,7 @@ def test_without_landlock_the_same_session_runs_unconfined_says_so_once_and_in_e
 ) -> None:
     assert os.environ["CAPEVOLVE_LANDLOCK"] == "off"  # tests not marked `confined` run without it
     candidate(noisy, "plain")
-    result = capevolve(noisy, "plain", gate=True)
+    result = capevolve(noisy, "plain", gate=True, extra=["-q"])  # said even where pytest shows no header
     assert result.ret in (0, 10), result.stdout.str()
     label = "unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)"
     # one line at the start, never a failure
