@@ -4,9 +4,11 @@ Two parties can cheat a measurement, and each is labelled on its own:
 
 - **candidate code**: the boundary each sandbox child said it runs in (its ``ready`` frame, sent
   before any candidate byte ran; every rollout record carries it as ``confinement``). This
-  process gathers the labels of the rollouts it ran or persisted since its session began
-  (:func:`note`, :func:`begin`); a session that ran none says what this machine gives a child
-  (:func:`.._confine.landlock.expected`).
+  process gathers the labels of the rollouts it persisted since its session began (:func:`note`,
+  :func:`begin`); a session that ran none says what this machine gives a child
+  (:func:`.._confine.landlock.expected`). Each session also logs, when it starts, the label its
+  children will have (``session_started``'s ``candidate_code``), and a verdict is confined only
+  if every earlier session of the run was too: a decision may rest on rollouts they paid.
 - **the optimizer**: ``capevolve agent --`` starts it inside a boundary and exports its label
   (``CAPEVOLVE_CONFINEMENT``, :mod:`.._confine.launch`) to every process it starts, and to the
   broker that runs its commands; read here from the environment, else "not started by capevolve
@@ -28,14 +30,23 @@ from .._confine.landlock import Confinement, expected
 from .._confine.launch import CONFINEMENT_ENV
 
 NOT_BY_AGENT = "not started by capevolve agent"
+NOT_SAID = "not said (a session of this run that predates the boundary's label)"
 _lock = threading.Lock()
 _seen: dict[str, int] = {}  # label → rollouts run with it, this session
+_earlier: list[str] = []  # what the run's earlier sessions said of their candidate code
 
 
-def begin() -> None:
-    """A session begins: forget the labels of the last one in this process."""
+def begin(earlier: Iterable[str | None] = ()) -> None:
+    """A session begins: forget the labels of the last one in this process; ``earlier``: the
+    labels the run's earlier sessions logged (None: one that logged none)."""
     with _lock:
         _seen.clear()
+        _earlier[:] = sorted({label or NOT_SAID for label in earlier})
+
+
+def expected_label() -> str:
+    """What this session's children will say: logged when it starts."""
+    return expected().label
 
 
 def note(label: str | None, count: int = 1) -> None:
@@ -66,9 +77,14 @@ def _summary(counts: dict[str, int]) -> str:
 
 
 def candidate_code() -> str:
-    """The label of the candidate code this session ran."""
+    """The label of the candidate code this session ran, and of the run's earlier sessions' when
+    one of them was not confined (its rollouts may be part of what a verdict rests on)."""
     with _lock:
-        return _summary(dict(_seen))
+        own, earlier = _summary(dict(_seen)), list(_earlier)
+    loose = [label for label in earlier if not label.startswith("confined")]
+    if not loose or not own.startswith(("confined", "no candidate code ran")):
+        return own
+    return f"{loose[0]} in an earlier session of this run (this session: {own})"
 
 
 def optimizer() -> str:

@@ -167,6 +167,16 @@ def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
         return None
 
 
+def earlier_labels(rundir: RunDir) -> list[str | None]:
+    """What each session of the run said of its candidate code when it started (this one's own
+    included: it says what this session's children will say)."""
+    try:
+        started = rundir.log.of_kinds("session_started")
+    except RunDirError:  # a log that does not verify is refused where a decision reads it
+        return []
+    return [event.get("candidate_code") for event in started]
+
+
 def _start_controller(
     config: pytest.Config,
     spec: Spec,
@@ -181,7 +191,6 @@ def _start_controller(
     saved rollouts), the role, the session's end, the reporter, the remote workers."""
     option = config.option
     refuse_blocked_roles(config)
-    confinement.begin()  # the labels this session's verdicts carry are its own rollouts'
     deciding = _decides(config)
     if option.capevolve_gate:  # threshold with no null control: refused before anything is planned
         check_nulls(spec, gate_request(config, split, spec).nulls, overridden(option.override_ini, spec))
@@ -193,6 +202,8 @@ def _start_controller(
         refuse_selection(config, kind_label)
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
+    # the labels this session's verdicts carry: its own rollouts', and the run's earlier sessions'
+    confinement.begin(earlier_labels(rundir))
     plan_check = PlanCheck(planned.plan, spec.path.name, whole=whole, session_kind=kind_label)
     if rundir.root != checked:  # a new run locks its harness here, before any rollout
         try:

@@ -169,3 +169,22 @@ def test_without_landlock_the_same_session_runs_unconfined_says_so_once_and_in_e
     assert f"Candidate code: {label}." in said["report"]
     assert "candidate code: unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)" in said["dashboard"]
     assert f"candidate code: {label}" in said["measure"]
+
+
+def test_a_confined_verdict_on_a_run_an_unconfined_session_paid_into_says_so(
+    noisy, projects, capevolve, monkeypatch
+) -> None:
+    candidate(noisy, "plain")
+    assert capevolve(noisy, "plain", gate=True).ret in (0, 10)  # unconfined: it pays the seed's rollouts
+    monkeypatch.delenv("CAPEVOLVE_LANDLOCK")
+    if abi() < 1:
+        pytest.skip("this kernel offers no Landlock")
+    candidate(noisy, "later", "\n# a comment: new bytes, the same behaviour\n")
+    result = capevolve(noisy, "later", gate=True)  # confined: reuses the seed's unconfined rollouts
+    assert result.ret in (0, 10), result.stdout.str()
+
+    said = json.loads((projects.run_dir(noisy) / "verdicts" / "later.json").read_text())["confinement"]
+    assert said["candidate_code"] == (
+        "unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off) in an earlier session of this run "
+        f"(this session: confined (Landlock ABI {abi()}))"
+    )
