@@ -71,7 +71,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         ok("tasks are the same across two calls")
     try:
         runner = isolated(
-            adapter, spec.adapter, spec.project_dir, spec.judge_rescores
+            adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec
         )  # the seed's code: a child's
     except AdapterError as exc:
         return fail(str(exc))

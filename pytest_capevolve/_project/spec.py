@@ -45,6 +45,8 @@ FROZEN_KEYS = (
     "judge_rescores",
     # whose decisions and test scorings count here besides the project's own (_store/shared_ledger.py)
     "shared_ledger",
+    # what candidate code may write: a run measured with one boundary is not compared with another
+    "sandbox_writable",
 )
 
 
@@ -98,6 +100,9 @@ class Spec:
     harness_files: tuple[str, ...] = ("default",)
     # a ledger shared with other projects (_store/shared_ledger.py); None: the project's memory only
     shared_ledger: Path | None = None
+    # folders candidate code may write besides its scratch (an honest live() that makes the
+    # candidate live by writing it somewhere): the sandbox child's boundary (_engine/sandbox_boundary.py)
+    sandbox_writable: tuple[str, ...] = ()
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     @staticmethod
@@ -134,17 +139,17 @@ class Spec:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name in _SILENT_DEFAULTS and value == f.default:
+                continue  # a key added later: its default leaves older locks as they were
             if isinstance(value, Path):
                 value = to_stored(value, self.project_dir)
             elif isinstance(value, tuple):
                 value = list(value)
-            if f.name in _SILENT_DEFAULTS and value == f.default:
-                continue  # a key added later: its default leaves older locks as they were
             out[f.name] = value
         return out
 
 
-_SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule", "shared_ledger"})
+_SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule", "shared_ledger", "sandbox_writable"})
 
 
 # The spec's paths: stored relative to the project folder in a run dir.
@@ -212,6 +217,14 @@ def _globs(value: Any) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ValueError("a list of glob patterns (strings)")
+    return tuple(value)
+
+
+def _paths(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError("a list of folders (strings, relative to the spec's folder or absolute)")
     return tuple(value)
 
 
@@ -287,10 +300,15 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "harness_files": _globs,
     # decisions and test scorings shared with the other projects naming the same file
     "shared_ledger": _optional(_str),
+    "sandbox_writable": _paths,
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
-INI_KEYS = tuple(k for k in VALIDATORS if k not in REQUIRED and k not in ("protected_paths", "harness_files"))
+INI_KEYS = tuple(
+    k
+    for k in VALIDATORS
+    if k not in REQUIRED and k not in ("protected_paths", "harness_files", "sandbox_writable")
+)
 
 
 def resolve_spec_path(target: str | Path) -> Path:

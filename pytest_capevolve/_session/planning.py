@@ -15,6 +15,7 @@ from operator import is_
 from pathlib import Path
 from typing import Any
 
+from .._engine import confinement
 from .._engine.budget_share import Headroom
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy.identity import (
@@ -354,6 +355,8 @@ def plan_evaluation(
             rundir.rollouts.indexed_columns(split, {c.tag for c in planned} | {SEED_TAG}, block)
         ),
         "session_started",
+        # what its sandbox children will say of their boundary: a later verdict reads it
+        candidate_code=confinement.expected_label(),
         decisions=deciding,
         claimed=claimed,
         block=block,
