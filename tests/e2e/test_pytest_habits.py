@@ -41,7 +41,9 @@ def test_x_stops_at_a_failed_rollout_prints_the_table_and_a_run_without_it_compl
     stopped = capevolve(project, "careful", extra=["-x", *xdist])
     out = stopped.stdout.str()
     assert stopped.ret == 12, out  # incomplete (rollouts owed were not run), not pytest's 1
-    stopped.stdout.fnmatch_lines(["*capevolve run *", "seed *val*", "careful *val*", "rollouts: * paid, 0 reused*"])
+    stopped.stdout.fnmatch_lines(
+        ["*capevolve run *", "seed *val*", "careful *val*", "rollouts: * paid, 0 reused*"]
+    )
     assert "stopped early by -x at a rollout the agent failed" in out
     paid, _ = paid_reused(stopped)
     assert 1 <= paid < 24 and len(projects.rollout_records(project)) == paid
@@ -78,7 +80,9 @@ def test_a_failed_lines_id_is_the_collected_node_id_and_selects_that_rollout_whe
     again = capevolve(project, "careful", extra=[failed[0]])
     assert again.ret == 0 and paid_reused(again) == (0, 24)
     again.stdout.fnmatch_lines(
-        [f"capevolve: {escape(failed[0])} is recorded already, so nothing is run for it: *capevolve diagnose TAG*"]
+        [
+            f"capevolve: {escape(failed[0])} is recorded already, so nothing is run for it: *capevolve diagnose TAG*"
+        ]
     )
 
 
@@ -113,7 +117,9 @@ def test_last_failed_says_failed_rollouts_are_never_redrawn_and_what_to_use(
 def test_tb_no_prints_each_failed_rollouts_id_and_reward_only(example, capevolve) -> None:
     project = example("toy_calc")
     full = capevolve(project, "careful", extra=["--capevolve-failures", "all"])
-    short = capevolve(project, "careful", extra=["--capevolve-failures", "all", "--capevolve-new-run", "--tb=no"])
+    short = capevolve(
+        project, "careful", extra=["--capevolve-failures", "all", "--capevolve-new-run", "--tb=no"]
+    )
     with_feedback, without = failed_lines(full), failed_lines(short)
     assert len(without) == len(with_feedback) == full.parseoutcomes()["failed"] > 0
     assert all(m[3] for m in with_feedback) and not any(m[3] for m in without)
