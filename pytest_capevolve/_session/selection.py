@@ -138,7 +138,7 @@ def stopped_line(flag: str, *, missing: bool) -> str:
     rest is printed above it."""
     then = f"a run without {flag}{' (the command above)' if missing else ''} completes the rest"
     return (
-        f"stopped early by {flag} at a rollout the agent failed (a task the agent fails is data, "
+        f"stopped early by {flag} at a failed rollout (a task the agent fails is data, "
         f"not a bug); {then}, reusing every rollout paid"
     )
 

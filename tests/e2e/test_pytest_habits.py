@@ -44,7 +44,7 @@ def test_x_stops_at_a_failed_rollout_prints_the_table_and_a_run_without_it_compl
     stopped.stdout.fnmatch_lines(
         ["*capevolve run *", "seed *val*", "careful *val*", "rollouts: * paid, 0 reused*"]
     )
-    assert "stopped early by -x at a rollout the agent failed" in out
+    assert "stopped early by -x at a failed rollout (a task the agent fails is data" in out
     paid, _ = paid_reused(stopped)
     assert 1 <= paid < 24 and len(projects.rollout_records(project)) == paid
     rest = completing(stopped)
