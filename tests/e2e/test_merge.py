@@ -194,7 +194,10 @@ def test_integrate_keeps_only_the_additions_that_clear_the_gate(example, capevol
     assert FARE in (kept / "prompt.md").read_text() and CITE in (kept / "skills/policy.md").read_text()
     assert (rundir / "merge" / "merged" / "merged-2.log").is_file()
     ledger = (rundir / "LEDGER.md").read_text()
-    assert "| merged-2 | improved + tweak (merged onto seed) (gated against improved) | reject | gate |" in ledger
+    assert (
+        "| merged-2 | improved + tweak (merged onto seed) (gated against improved) | reject | gate |"
+        in ledger
+    )
     assert "| merged-3 | improved + policy (merged onto seed) (gated against improved) | accept |" in ledger
     state = json.loads((rundir / "state.json").read_text())
     assert state["best_id"] == "merged-3"
