@@ -23,7 +23,7 @@ from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused
-from .._policy.gate_settings import said, settings_of
+from .._policy.gate_settings import guards_of, guards_off, said, settings_of
 from .._policy.identity import REPEAT
 from .._policy.resolution import out_of_reach
 from .._policy.verdicts import (
@@ -323,7 +323,11 @@ def with_settings(
     taken by default (``schedule_why``)."""
     settings = settings_of(spec)
     details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
+    details["guards"] = guards_of(spec)
     warnings = [*verdict.warnings, said(dict(overrides))] if overrides else verdict.warnings
+    off = guards_off(spec)
+    if off:
+        warnings = [*warnings, off]
     if schedule_why:
         details["alpha_schedule_why"] = schedule_why
         warnings = [*warnings, schedule_why]

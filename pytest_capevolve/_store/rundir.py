@@ -217,6 +217,15 @@ class RunDir:
         old = spec.comparable_lock(locked)
         was = {k: spec.locked_value(old, k) for k in spec.FROZEN_KEYS}
         changed = [k for k in spec.FROZEN_KEYS if was[k] != spec.locked_value(lock, k)]
+        guards = [k for k in changed if k in spec.GUARD_KEYS]
+        if guards:
+            raise RunDirError(
+                f"{spec.path}: {', '.join(guards)} changed since run {self.run_id} began "
+                f"(was {', '.join(repr(was[k]) for k in guards)}, now "
+                f"{', '.join(repr(spec.locked_value(lock, k)) for k in guards)}): a run's guards decide "
+                "what may be gated and are frozen with it. Restore it, or start a new run with "
+                "--capevolve-new-run to gate under these guards"
+            )
         if changed:
             raise RunDirError(
                 f"{spec.path}: {', '.join(changed)} changed since run {self.run_id} began "
