@@ -313,22 +313,17 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Before any conftest is imported, a capevolve session cuts conftests at the project
-    folder (one planted above it, where an empty ``setup.py`` moved the rootdir, ran in the
-    process that decides: :mod:`._project.pytest_loads`) and stops reading bytecode caches it
+    """Before any conftest is imported, a capevolve session stops reading bytecode caches it
     did not write (a planted ``__pycache__/conftest…pyc`` or adapter ``.pyc`` would run in
     place of the locked source): see :mod:`._project.bytecode`."""
     known = early_config.known_args_namespace
     if getattr(known, "capevolve_run", None) or getattr(known, "capevolve_finalize", None):
-        from ._project import pytest_loads, startup_hooks
+        from ._project import startup_hooks
         from ._project.bytecode import purge, source_only
 
         named = Path(str(known.capevolve_run or known.capevolve_finalize))
         project = named.parent if named.is_file() else named
         if project.is_dir():
-            known.confcutdir = pytest_loads.pinned_confcutdir(
-                known.confcutdir, project, early_config.invocation_params.dir
-            )
             purge(project)  # what was planted between sessions, before a conftest is read
             source_only(project)
         startup_hooks.remember(fresh=True)
@@ -364,17 +359,10 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # not a capevolve session: import nothing more
     _block_hypothesis_plugin(config.pluginmanager)
     split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
-    from ._project import pytest_loads
     from ._project.command_plugins import plugins_in_project
 
     named = Path(str(target))
     project = named.parent if named.is_file() else named
-    # the controller's view (a worker on a copy of the project, ``--tx …//chdir=DIR``, loads
-    # the copy's conftest: its project is the copy, which only worker_target knows)
-    on_worker = getattr(config, "workerinput", None) is not None
-    outside = [] if on_worker else pytest_loads.conftests_outside(config.pluginmanager.get_plugins(), project)
-    if outside:
-        raise pytest.UsageError(pytest_loads.refusal(outside, project.resolve()))
     planted = plugins_in_project(config.invocation_params.args, project)
     if planted:
         name, where = planted[0]

@@ -23,7 +23,8 @@ candidate is the tamper guard's business):
   pytest reads (``pytest.ini``, ``pyproject.toml [tool.pytest.ini_options]``, ``tox.ini
   [pytest]``, ``setup.cfg [tool:pytest]``) of the first such file in the project's folder or
   above it — its ``capevolve_*`` keys left out, the spec lock holds what they mean — and where
-  that file is (an empty section counts: :mod:`.pytest_loads`), and the values of
+  that file is (an empty section counts), every ``conftest.py`` pytest registered from above
+  the project (a session adds them: :mod:`.pytest_loads`), and the values of
   ``PYTEST_ADDOPTS`` and ``PYTEST_PLUGINS`` (digests only);
 - the interpreter's start-up hooks: ``.pth`` files, the modules they import, ``sitecustomize``
   (:mod:`.startup_hooks`);
@@ -155,13 +156,13 @@ def pytest_config(project_dir: Path) -> dict[str, str]:
             if section is None:
                 continue  # no pytest section: pytest looks further, and so do we
             # where it is counts, an empty section too: one above the project moves the rootdir
-            where = pytest_loads.config_file_location(project_dir, [(folder / name, True)])
+            where = pytest_loads.config_file_location(project_dir, folder / name)
             kept = {k: v for k, v in section.items() if not str(k).startswith("capevolve_")}
             if not kept:
                 return where
             text = json.dumps(kept, sort_keys=True, default=repr, ensure_ascii=False)
             return {PYTEST_CONFIG_KEY: hashlib.sha256(text.encode("utf-8")).hexdigest(), **where}
-    return pytest_loads.config_file_location(project_dir, [])
+    return pytest_loads.config_file_location(project_dir, None)
 
 
 def _pytest_section(path: Path) -> dict[str, Any] | None:

@@ -1,5 +1,5 @@
-"""What pytest itself loads into a capevolve session: conftests and its config file, held to
-the project.
+"""What pytest itself loads into a capevolve session from above the project: conftests and its
+config file, locked with the run.
 
 pytest imports every ``conftest.py`` from its ``confcutdir`` down to the folder it starts in,
 and ``confcutdir`` defaults to the rootdir, which an empty ``setup.py`` or a ``pytest.ini`` with
@@ -7,81 +7,78 @@ an empty ``[pytest]`` section one folder *above* the project moves there. A ``co
 planted beside it then ran in the process that scores and decides — outside the harness lock,
 which walks the project only (and digested an empty section as "no config"). So:
 
-- **pinned**: every capevolve session (the ones a person types, the ones capevolve starts, and
-  each xdist worker) cuts conftests at the project folder: :func:`pinned_confcutdir`, applied
-  in ``pytest_load_initial_conftests`` before any conftest is imported;
-- **refused**: a conftest registered from outside the project anyway (pytest also loads the one
-  of the folder it was started in, when that folder is beside the project) stops the session in
-  one line before anything is planned: :func:`conftests_outside`;
-- **locked**: the location of the config file pytest reads for the project (an empty section
-  counts) is part of the harness fingerprint (:func:`config_file_location`): a config file
-  planted above the project after the run began is a changed harness, refused like any other.
+- **locked**: every ``conftest.py`` the plugin manager registered from outside the project
+  (:func:`conftest_digests`, keyed by its path relative to the project), and the location of
+  the config file pytest reads for the project, an empty section included
+  (:func:`config_file_location`), are part of the harness fingerprint: one planted above the
+  project after the run began is a changed harness, refused before anything is planned or
+  paid. A conftest above the project that a session no longer loads (started elsewhere, or by
+  capevolve with conftests cut at the project) loads less, and is not a change.
+- **pinned**: the sessions capevolve starts itself (hill-climb's and merge's gates, baseline,
+  ``measure``'s finalize: :mod:`.._loop.launch`) cut conftests at the project folder
+  (``--confcutdir``), so nothing planted above the project is even imported there.
 
-The rootdir itself is not locked: it also depends on the folder a session is started in, and
-with conftests cut at the project nothing a session loads or decides follows it.
+The rootdir itself is not locked: it also follows the folder a session is started in, and
+nothing a capevolve session loads or decides follows it but the conftests and config held here.
+Unconfined, a conftest that *is* imported runs before any check of the session's; the lock
+refuses what was planted after the run began, the kernel boundary is what keeps candidate code
+from writing there at all (the threat model says so).
 
-Pure reads: paths in, paths and digests out.
+Pure reads: paths in, digests out.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
-CONFIG_FILE_KEY = "<pytest config file>"  # absent from locks taken before it was held
+CONFIG_FILE_KEY = "<pytest config file>"  # in every lock that holds what is here (older: absent)
+CONFTEST_PREFIX = "<conftest> "
 NO_CONFIG = "none"
 CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
-def pinned_confcutdir(given: str | None, project_dir: Path, invocation_dir: Path) -> str:
-    """The ``confcutdir`` a session of ``project_dir`` runs with: the project folder, or a
-    folder inside it when one was given (``--confcutdir``, resolved from ``invocation_dir``)."""
+def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, str]:
+    """sha256 of each ``conftest.py`` among ``plugins`` (a plugin manager's, as registered)
+    outside ``project_dir``, keyed ``<conftest> RELATIVE PATH`` (``../conftest.py``: a project
+    moved with its surroundings keeps its lock). Those inside are the harness walk's."""
     project = project_dir.resolve()
-    if given:
-        asked = (invocation_dir / given).resolve()
-        if asked.is_relative_to(project):
-            return str(asked)
-    return str(project)
-
-
-def conftests_outside(plugins: Iterable[object], project_dir: Path) -> list[Path]:
-    """The ``conftest.py`` modules among ``plugins`` (a plugin manager's, as registered) whose
-    file is outside ``project_dir``."""
-    project = project_dir.resolve()
-    found = []
+    found = {}
     for plugin in plugins:
         where = getattr(plugin, "__file__", None)
-        if not isinstance(where, str) or os.path.basename(where) not in ("conftest.py", "conftest.pyc"):
+        if not isinstance(where, str) or os.path.basename(where) != "conftest.py":
             continue
         path = Path(where).resolve()
-        if not path.is_relative_to(project):
-            found.append(path)
-    return sorted(found)
+        if path.is_relative_to(project):
+            continue
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            digest = f"unreadable ({type(exc).__name__})"
+        found[f"{CONFTEST_PREFIX}{Path(os.path.relpath(path, project)).as_posix()}"] = digest
+    return found
 
 
-def refusal(found: list[Path], project_dir: Path) -> str:
-    shown = ", ".join(str(p) for p in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
-    return (
-        f"pytest loaded {shown}, a conftest.py outside the project {project_dir}: its hooks would run "
-        "in the process that scores and decides, outside the harness lock. pytest loads the conftest "
-        "of the folder a session starts in: start the session from the project folder "
-        f"(cd {project_dir}), or remove that file"
-    )
-
-
-def config_file_location(project_dir: Path, sections: Iterable[tuple[Path, bool]]) -> dict[str, str]:
+def config_file_location(project_dir: Path, found: Path | None) -> dict[str, str]:
     """``{CONFIG_FILE_KEY: where}``: the path, relative to the project (``../pytest.ini``), of
-    the first file of ``sections`` (``(path, holds a pytest section)`` in pytest's search
-    order) that holds a pytest section, empty or not; ``none`` when no file does."""
-    for path, has_section in sections:
-        if has_section:
-            return {CONFIG_FILE_KEY: Path(os.path.relpath(path, project_dir.resolve())).as_posix()}
-    return {CONFIG_FILE_KEY: NO_CONFIG}
+    the config file whose pytest section (empty or not) pytest reads; ``none`` without one."""
+    if found is None:
+        return {CONFIG_FILE_KEY: NO_CONFIG}
+    return {CONFIG_FILE_KEY: Path(os.path.relpath(found, project_dir.resolve())).as_posix()}
 
 
 def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
-    """``now`` without the config file's location when ``locked`` predates it."""
-    if CONFIG_FILE_KEY in locked:
-        return now
-    return {k: v for k, v in now.items() if k != CONFIG_FILE_KEY}
+    """``now`` as it compares with ``locked``: without what is held here when ``locked``
+    predates it; with each conftest above the project that ``locked`` holds and this session
+    did not load (loading less is no change)."""
+    if CONFIG_FILE_KEY not in locked:
+        return {k: v for k, v in now.items() if k != CONFIG_FILE_KEY and not k.startswith(CONFTEST_PREFIX)}
+    gone = {k: v for k, v in locked.items() if k.startswith(CONFTEST_PREFIX) and k not in now}
+    return {**now, **gone}
+
+
+def pinned(project_dir: Path) -> list[str]:
+    """The options that cut a session's conftests at the project (for sessions capevolve starts)."""
+    return ["--confcutdir", str(project_dir.resolve())]
