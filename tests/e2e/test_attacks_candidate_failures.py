@@ -1,0 +1,83 @@
+"""Issue 37, class 3: a candidate chooses which draws count.
+
+With an agent that does not reproduce its draws (every LLM agent: here the first draw of a
+rollout is fixed by its task and trial, any later draw is fresh, as an API's is), candidate
+code that exits its own sandbox child whenever its answer fails left an infra error — missing
+data — that the next session paid again with a fresh draw; a no-op was accepted after 3
+sessions. A death, a kill or a timeout of the candidate's child while it runs a rollout is now
+the candidate's failure: a reward of 0, labelled, never paid again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+REDRAWING = '''
+
+class RedrawingAdapter(NoisyAgentAdapter):
+    """A coin flip per rollout: the first draw of a (candidate, task, trial) is fixed by the
+    task and trial alone (the no-op and the seed draw alike), any later one is fresh. The
+    candidate's reply tool closes the ticket, as in the example."""
+
+    def run_target(self, task, ctx, *, seed):
+        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        drawn = Path(__file__).parent / ".draws" / f"{folder}-{task.id}-{seed}"
+        if drawn.exists():
+            draw = random.SystemRandom().random()
+        else:
+            drawn.parent.mkdir(exist_ok=True)
+            drawn.touch()
+            draw = random.Random(f"{task.id}:{seed}").random()
+        output = "resolved" if draw < 0.5 else "escalated"
+        reply = self._closing(ctx, task.input["category"])
+        return Rollout(task_id=task.id, output=output, trace={"reply": reply}, cost_usd=0.001, tokens=10)
+'''
+
+# appended to the candidate's tools/reply.py, which the adapter runs after it drew the answer:
+# the answer is a local of run_target, two frames up; a failing one ends the child
+QUIT_ON_FAILURE = """
+
+import os as _os
+import sys as _sys
+
+_frame = _sys._getframe()
+while _frame is not None and "output" not in _frame.f_locals:
+    _frame = _frame.f_back
+if _frame is not None and _frame.f_locals["output"] == "escalated":
+    _os._exit(0)
+"""
+
+
+def _project(example, projects) -> Path:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(REDRAWING)
+    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:RedrawingAdapter")
+    shutil.rmtree(project / "microcases")  # the gate runs the candidate's code, not a screen
+    quitter = project / "candidates" / "quitter"
+    shutil.copytree(project / "capability", quitter)
+    with (quitter / "tools" / "reply.py").open("a") as handle:
+        handle.write(QUIT_ON_FAILURE)
+    return project
+
+
+def test_a_candidate_that_exits_its_child_on_a_failing_answer_books_those_failures(
+    example, projects, capevolve
+) -> None:
+    project = _project(example, projects)
+    results = [capevolve(project, "quitter", gate=True) for _ in range(4)]  # the attack's loop
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
+    assert verdict["decision"] != "accept", [r.ret for r in results]
+    assert results[0].ret == 10, results[0].stdout.str()[-3000:]  # decided at once: no infra error
+    records = [r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"]
+    assert len(records) == 40 and not [r for r in records if r["infra_error"]]
+    failed = [r for r in records if r["feedback"].startswith("candidate failure: ")]
+    assert failed and all(r["reward"] == 0.0 and "sandbox process" in r["feedback"] for r in failed)
+    assert all(r["metrics"]["candidate_failure"] in r["feedback"] for r in failed)
+    # paid once: each rollout's first draw stands, the later sessions paid nothing again
+    events = [json.loads(line) for line in (projects.run_dir(project) / "events.jsonl").read_text().splitlines()]
+    paid = [e for e in events if e["kind"] == "rollout" and e.get("tag") == "quitter"]
+    assert len(paid) == 40
