@@ -36,7 +36,7 @@ SPEC_MEANINGS = {
     "num_trials": "trials per task; trial k runs with `seed = base_seed + k` for every candidate",
     "base_seed": "the first trial's seed",
     "success_threshold": "an item passes when its reward is at least this",
-    "rollout_timeout_s": "a slower rollout is an infra error (missing data, never a 0)",
+    "rollout_timeout_s": "a slower rollout is the candidate's failure: a 0 labelled `candidate failure: timeout …`, never paid again",
     "concurrency": "rollouts in flight at once in each process (`--capevolve-concurrency` wins); changes no rollout",
     "gate_mode": "the gate rule: `exact` (default, calibrated) or a cap-evolve legacy mode",
     "gate_k_se": "k of the legacy `paired` rule Δ̄ > k·SE",
@@ -51,7 +51,7 @@ SPEC_MEANINGS = {
     "max_iterations": "decisions a run may book; a gate session past it is refused before paying",
     "stall": "rejects in a row; a gate session past it is refused before paying",
     "stop_condition": "free text read by a fixed grammar: its caps tighten the ceilings, its goals make `spend` say stop; a clause it cannot read is reported, never guessed",
-    "protected_paths": "globs a candidate may not change (`default` names the usual scorer, gold and data files)",
+    "protected_paths": "globs a candidate may not change (`default` names the usual scorer, gold and data files); frozen with the run",
     "optimizer": "default `--optimizer` command of `capevolve hill-climb`",
     "algorithm_focus": "default `--focus` of `capevolve hill-climb`",
     "store": "default `--store` of `capevolve hill-climb`",
@@ -60,8 +60,8 @@ SPEC_MEANINGS = {
     "screen_alpha": "a subset screen kills on proven harm at this one-sided p",
     "grow_max_looks": "looks a decision may take (1 = no growth; 2 or 3: the first gate keeps half of α for the grows)",
     "judge_rescores": "times each output is scored by a scorer the adapter declares stochastic (an LLM judge); the reward is their mean; frozen with the run",
-    "leak_guard_min_length": "shortest val/test gold answer (and all-letter or all-digit id) the leak guard looks for in what a candidate adds; ids mixing letters and digits count at any length (`false`: off)",
-    "harness_files": "globs of data and config files the harness lock holds besides the adapter's code (`default`: gold, answers, `tasks/`, `data/`)",
+    "leak_guard_min_length": "shortest val/test gold answer (and all-letter or all-digit id) the leak guard looks for in what a candidate adds; ids mixing letters and digits count at any length (`false`: off, said in every verdict); frozen with the run",
+    "harness_files": "globs of data and config files the harness lock holds besides the adapter's code (`default`: gold, answers, `tasks/`, `data/`); frozen with the run",
 }
 
 

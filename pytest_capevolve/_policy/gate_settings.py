@@ -83,7 +83,10 @@ def overridden(override_ini: Iterable[str] | None, spec: Spec) -> dict[str, str]
 
 def guards_of(spec: Spec) -> dict[str, Any]:
     """The guards ``spec`` gates under (frozen with the run by ``spec.lock.yaml``), for a verdict."""
-    return {key: list(value) if isinstance(value := getattr(spec, key), tuple) else value for key in spec.GUARD_KEYS}
+    return {
+        key: list(value) if isinstance(value := getattr(spec, key), tuple) else value
+        for key in spec.GUARD_KEYS
+    }
 
 
 def guards_off(spec: Spec) -> str | None:

@@ -130,7 +130,10 @@ class Spec:
         if key in lock or key not in (_SILENT_DEFAULTS | _ADDED_LATER):
             return lock.get(key)
         found = next(f for f in dataclasses.fields(Spec) if f.name == key)
-        value = found.default_factory() if found.default is dataclasses.MISSING else found.default  # type: ignore[misc]
+        factory: Callable[[], Any] | None = (
+            None if found.default_factory is dataclasses.MISSING else found.default_factory
+        )
+        value = factory() if factory is not None else found.default
         return list(value) if isinstance(value, tuple) else value
 
     def to_lock(self) -> dict[str, Any]:

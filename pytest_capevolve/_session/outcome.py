@@ -96,7 +96,9 @@ class SessionEnd:
                 return result
             except UntrustedRecord as exc:  # rollouts no session paid: nothing is decided on them
                 self.outcome = Outcome(
-                    exit_code=exitcodes.INDECISIVE, closing=[(f"capevolve: {exc}", {"red": True})], damaged=True
+                    exit_code=exitcodes.INDECISIVE,
+                    closing=[(f"capevolve: {exc}", {"red": True})],
+                    damaged=True,
                 )
                 return result
             self.outcome.closing[:0] = [(line, {}) for line in settled]

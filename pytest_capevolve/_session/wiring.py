@@ -74,7 +74,9 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             check_gateways(config, spec)
             harness_now = harness.of_project(spec, pool.values())
             # what pytest loaded from above the project is the harness too (:mod:`.._project.pytest_loads`)
-            harness_now.update(pytest_loads.conftest_digests(config.pluginmanager.get_plugins(), spec.project_dir))
+            harness_now.update(
+                pytest_loads.conftest_digests(config.pluginmanager.get_plugins(), spec.project_dir)
+            )
             config.stash[HARNESS_NOW] = harness_now
             config.stash[TASK_KEYS_NOW] = task_keys.of_pool(pool)
             existing = _existing_run(config, spec)

@@ -78,6 +78,8 @@ def test_a_candidate_that_exits_its_child_on_a_failing_answer_books_those_failur
     assert failed and all(r["reward"] == 0.0 and "sandbox process" in r["feedback"] for r in failed)
     assert all(r["metrics"]["candidate_failure"] in r["feedback"] for r in failed)
     # paid once: each rollout's first draw stands, the later sessions paid nothing again
-    events = [json.loads(line) for line in (projects.run_dir(project) / "events.jsonl").read_text().splitlines()]
+    events = [
+        json.loads(line) for line in (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
+    ]
     paid = [e for e in events if e["kind"] == "rollout" and e.get("tag") == "quitter"]
     assert len(paid) == 40

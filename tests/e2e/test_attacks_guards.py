@@ -33,7 +33,9 @@ def _refused(result, key: str) -> str:
     return lines[0]
 
 
-def test_a_guard_switched_off_mid_run_is_refused_before_anything_is_paid(example, projects, capevolve) -> None:
+def test_a_guard_switched_off_mid_run_is_refused_before_anything_is_paid(
+    example, projects, capevolve
+) -> None:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     _leaky(project)
@@ -70,7 +72,9 @@ def test_a_run_gating_with_the_leak_guard_off_says_so_in_every_verdict(example, 
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     _leaky(project)
-    (project / "capevolve.yaml").write_text((project / "capevolve.yaml").read_text() + "leak_guard_min_length: false\n")
+    (project / "capevolve.yaml").write_text(
+        (project / "capevolve.yaml").read_text() + "leak_guard_min_length: false\n"
+    )
     result = capevolve(project, "peek", gate=True)
     assert result.ret in (0, 10, 11), result.stdout.str()[-2000:]
     assert "the leak guard is off (leak_guard_min_length: false" in result.stdout.str()

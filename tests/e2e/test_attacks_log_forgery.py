@@ -76,7 +76,9 @@ def test_rollouts_appended_through_the_api_outside_a_session_are_refused_before_
     assert not [e for e in _events(run_dir) if e["kind"] == "decision" and e.get("decision") == "accept"]
 
 
-def test_a_key_logged_twice_is_refused_before_the_gate_not_only_by_verify(example, projects, capevolve) -> None:
+def test_a_key_logged_twice_is_refused_before_the_gate_not_only_by_verify(
+    example, projects, capevolve
+) -> None:
     project = _project(example, projects)
     assert capevolve(project, "noop").ret == 0  # paid, not gated
     run_dir = projects.run_dir(project)

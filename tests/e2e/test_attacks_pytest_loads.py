@@ -19,7 +19,7 @@ from pathlib import Path
 from pytest_capevolve._loop.launch import session_command
 
 # forges the no-op's rewards in the process that scores, and leaves a mark that it ran
-FORGER = '''
+FORGER = """
 from pathlib import Path
 
 Path(__file__).with_name("FORGER_RAN").write_text("imported")
@@ -37,7 +37,7 @@ def pytest_configure(config):
         return scored
 
     nodes.run_and_score = forged
-'''
+"""
 
 
 def _project(example, projects) -> Path:

@@ -140,7 +140,9 @@ def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session
     assert len(records) == 80 and len(lost) >= 1  # at K = 4 the child's other rollouts go too
     # the candidate's failure (issue 37): a 0 labelled with the death, never missing data
     assert all("sandbox process" in r["feedback"] and r["reward"] == 0.0 for r in lost)
-    assert all(r["metrics"] == {"candidate_failure": r["feedback"].removeprefix("candidate failure: ")} for r in lost)
+    assert all(
+        r["metrics"] == {"candidate_failure": r["feedback"].removeprefix("candidate failure: ")} for r in lost
+    )
     assert not [r for r in records if r["infra_error"]]
     assert verdict(projects, noisy, "quitter")["decision"] != "accept"
     # the session ran to its verdict, which the exit decided: no infra error to end it with 12
