@@ -86,6 +86,7 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
             alpha=alpha,
             veto_regressions=ask.veto_regressions,
             look=int(looks["look"]),
+            max_looks=int(looks.get("max_looks", spec.grow_max_looks)),
         )
         nulls = [_null_delta(evidence.judge(t, against, config).to_dict()) for t in null_tags]
     verdict = evidence.judge(ask.tag, against, config, [n for n in nulls if n is not None] or None)

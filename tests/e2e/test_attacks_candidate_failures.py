@@ -14,6 +14,8 @@ import json
 import shutil
 from pathlib import Path
 
+from pytest_capevolve._cli.main import main
+
 REDRAWING = '''
 
 class RedrawingAdapter(NoisyAgentAdapter):
@@ -83,3 +85,49 @@ def test_a_candidate_that_exits_its_child_on_a_failing_answer_books_those_failur
     ]
     paid = [e for e in events if e["kind"] == "rollout" and e.get("tag") == "quitter"]
     assert len(paid) == 40
+
+
+FLAKY_FIRST = '''
+
+class FlakyFirstAdapter(NoisyAgentAdapter):
+    """The API fails the first call of each rollout of half the val tasks of a candidate
+    folder (missing data), then answers."""
+
+    def run_target(self, task, ctx, *, seed):
+        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        tried = Path(__file__).parent / ".tried" / f"{folder}-{task.id}-{seed}"
+        if folder == "improved" and int(task.id[1:]) % 2 == 0 and not tried.exists():
+            tried.parent.mkdir(exist_ok=True)
+            tried.touch()
+            return Rollout(task_id=task.id, output=None, trace={}, error="API down")
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def test_the_first_indecisive_by_coverage_verdict_of_a_tag_is_a_look_that_counts(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(FLAKY_FIRST)
+    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:FlakyFirstAdapter")
+    first = capevolve(project, "improved", gate=True)
+    run_dir = projects.run_dir(project)
+    looked = json.loads((run_dir / "verdicts" / "improved.json").read_text())
+    assert looked["decision"] == "indecisive" and looked["basis"] == "coverage", first.stdout.str()[-2000:]
+    assert looked["delta_mean"] is not None  # the optimizer saw the numbers
+    assert looked["alpha"] == 0.05
+
+    again = capevolve(project, "improved", gate=True)  # the missing rollouts paid, gated again
+    verdict = json.loads((run_dir / "verdicts" / "improved.json").read_text())
+    assert verdict["decision"] in ("accept", "reject"), again.stdout.str()[-2000:]
+    assert verdict["details"]["looks"]["look"] == 2 and verdict["details"]["looks"]["counted_look"] > 0
+    assert verdict["alpha"] == 0.025  # look 2 of two: α/2, so the two looks spend α together
+    assert any("the second look at 'improved'" in w for w in verdict["warnings"])
+    # re-derived from the record (`capevolve gate`), it is the same verdict at the same level
+    capsys.readouterr()
+    main(["gate", "improved", "--project", str(project), "--json"])
+    rederived = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rederived["decision"] == verdict["decision"] and rederived["alpha"] == 0.025
+    assert not rederived.get("what_if"), rederived.get("what_if")
