@@ -7,8 +7,8 @@ an empty ``[pytest]`` section one folder *above* the project moves there. A ``co
 planted beside it then ran in the process that scores and decides — outside the harness lock,
 which walks the project only (and digested an empty section as "no config"). So:
 
-- **locked**: every ``conftest.py`` the plugin manager registered from outside the project
-  (:func:`conftest_digests`, keyed by its path relative to the project), and the location of
+- **locked**: every ``conftest.py`` the plugin manager registered from a folder above the
+  project (:func:`conftest_digests`, keyed by its path relative to the project), and the location of
   the config file pytest reads for the project, an empty section included
   (:func:`config_file_location`), are part of the harness fingerprint: one planted above the
   project after the run began is a changed harness, refused before anything is planned or
@@ -42,8 +42,10 @@ CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup
 
 def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, str]:
     """sha256 of each ``conftest.py`` among ``plugins`` (a plugin manager's, as registered)
-    outside ``project_dir``, keyed ``<conftest> RELATIVE PATH`` (``../conftest.py``: a project
-    moved with its surroundings keeps its lock). Those inside are the harness walk's."""
+    in a folder above ``project_dir``, keyed ``<conftest> RELATIVE PATH`` (``../conftest.py``:
+    a project moved with its surroundings keeps its lock). Those inside are the harness walk's;
+    one in an unrelated folder was loaded because the session was started there, which is the
+    command line's business, as a ``-p`` plugin outside the project is."""
     project = project_dir.resolve()
     found = {}
     for plugin in plugins:
@@ -51,8 +53,8 @@ def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, 
         if not isinstance(where, str) or os.path.basename(where) != "conftest.py":
             continue
         path = Path(where).resolve()
-        if path.is_relative_to(project):
-            continue
+        if path.parent not in project.parents:
+            continue  # in the project (the walk's), or beside it: where the session was started
         try:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError as exc:
