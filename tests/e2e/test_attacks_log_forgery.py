@@ -13,6 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
+from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
 
@@ -43,7 +44,7 @@ def _refused(result) -> str:
 
 
 def test_rollouts_appended_through_the_api_outside_a_session_are_refused_before_the_gate(
-    example, projects, capevolve
+    example, projects, capevolve, capsys
 ) -> None:
     project = _project(example, projects)
     assert capevolve(project).ret == 0  # the baseline: the seed's val rollouts
@@ -74,6 +75,10 @@ def test_rollouts_appended_through_the_api_outside_a_session_are_refused_before_
     verdict = run_dir / "verdicts" / "noop.json"
     assert not verdict.exists() or json.loads(verdict.read_text())["decision"] != "accept"
     assert not [e for e in _events(run_dir) if e["kind"] == "decision" and e.get("decision") == "accept"]
+    # nor does `capevolve gate` derive a verdict from them
+    capsys.readouterr()
+    assert main(["gate", "noop", "--project", str(project)]) != 0
+    assert "no session's claim holds it" in capsys.readouterr().err
 
 
 def test_a_key_logged_twice_is_refused_before_the_gate_not_only_by_verify(
