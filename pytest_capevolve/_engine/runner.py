@@ -248,6 +248,9 @@ class Scored:
     judge: dict[str, Any] | None = None  # a stochastic scorer's r rewards and seeds (.judging)
     # what the candidate's side caused (a death, a kill, a timeout): its failure, not missing data
     caused: str | None = None
+    # the boundary candidate code ran in (a Confinement's label, from its sandbox child); None:
+    # it ran in this process (no sandbox)
+    confinement: str | None = None
 
 
 class Targets(Protocol):

@@ -42,11 +42,16 @@ def ledger_row(entry: dict[str, Any]) -> list[str]:
         decision += " (accepted against the gate)"
     elif isinstance(entry.get("label"), str) and entry.get("decision") == "accept":
         decision += f" ({short(entry['label'])})"
+    if isinstance(entry.get("shared_ledger"), dict):  # another project's decision, through the ledger
+        decision += f" (shared ledger: the project at {entry['shared_ledger'].get('project')})"
     if entry.get("repairs") is not None:
         decision += f" (repairs event {entry['repairs']})"
     parent = str(entry.get("parent") or "—")
     if entry.get("merged_from"):  # a merge: its parents, onto their common parent
         parent = f"{' + '.join(entry['merged_from'])} (merged onto {parent})"
+    against = entry.get("gated_against")
+    if against and against != entry.get("parent"):  # re-gated after the round's accept: Δ̄, p are vs it
+        parent += f" (gated against {against})"
     return [
         entry["tag"],
         parent,

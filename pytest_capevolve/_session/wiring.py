@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from .._engine import confinement
 from .._engine.budget_share import Headroom, share_for
 from .._engine.remote import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
@@ -33,6 +34,7 @@ from .._store.harness_lock import check_or_lock
 from .._store.live_marker import ControllerWatch
 from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
+from . import selection
 from .finalize_whole import refuse_selection
 from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW, SCHEDULE_WHY, TASK_KEYS_NOW
@@ -56,6 +58,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
     """Load the project and, on the controller, plan and register the session's roles."""
     workerinput = getattr(config, "workerinput", None)
     on_copy = False
+    given = list(config.args)  # the positional arguments: a rollout's node id selects it
+    selected: list[str] = []
     try:
         if workerinput is not None:
             local = worker_target(workerinput, target)
@@ -64,12 +68,13 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         runner = isolated(
-            adapter, spec.adapter, spec.project_dir, spec.judge_rescores
-        )  # candidate code: a child's
+            adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec
+        )  # candidate code: a child's, confined
         config.add_cleanup(runner.close)
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
+            selected = selection.selected_on_worker(workerinput)
         else:
             check_gateways(config, spec)
             harness_now = harness.of_project(spec, pool.values())
@@ -90,6 +95,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
                 config, spec, sorted(pool), split=split, harness_now=harness_now, checked=checked
             )
             plan.pool_digest = _pool_digest(pool)  # what every worker's tasks() must give too
+            selected = _selected(config, spec, plan, given)
             if not plan.owed_keys():
                 _without_workers(config)
             if plan.budget is not None:  # the ceilings' headroom is split between the workers
@@ -123,7 +129,25 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         fanout.register(config, context, width)
     ahead.register(config, context, width)  # at concurrency 1: the next request sent ahead
     heap.register(config)
-    config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
+    # the spec is the only thing a capevolve session collects: the rollouts named under it, else all
+    selection.select(config, spec.path, selected)
+
+
+def _selected(config: pytest.Config, spec: Spec, plan: EvalPlan, given: list[str]) -> list[str]:
+    """Controller only: the node ids given that name a rollout the plan owes (what the session
+    runs, and workers are sent); the lines about the others, and about ``--lf``, go to the
+    reporter. Ids given, none owed: the session runs in-process and collects nothing."""
+    named = selection.named_rollouts(given, spec.path.name)
+    selected, lines = selection.notes(config, plan, named, spec.path.name)
+    reporter = config.pluginmanager.get_plugin("capevolve-reporter")
+    if reporter is not None:
+        reporter.notes += lines
+    if named and not selected:
+        _without_workers(config)
+        config.pluginmanager.register(selection.NothingNamedIsOwed(), "capevolve-nothing-named")
+    elif selected:
+        config.pluginmanager.register(selection.SelectionToWorkers(selected), "capevolve-selection")
+    return selected
 
 
 def _pool_digest(pool: dict[str, Any]) -> str:
@@ -170,6 +194,16 @@ def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
         return None
 
 
+def earlier_labels(rundir: RunDir) -> list[str | None]:
+    """What each session of the run said of its candidate code when it started (this one's own
+    included: it says what this session's children will say)."""
+    try:
+        started = rundir.log.of_kinds("session_started")
+    except RunDirError:  # a log that does not verify is refused where a decision reads it
+        return []
+    return [event.get("candidate_code") for event in started]
+
+
 def _start_controller(
     config: pytest.Config,
     spec: Spec,
@@ -195,6 +229,8 @@ def _start_controller(
         refuse_selection(config, kind_label)
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
+    # the labels this session's verdicts carry: its own rollouts', and the run's earlier sessions'
+    confinement.begin(earlier_labels(rundir))
     plan_check = PlanCheck(planned.plan, spec.path.name, whole=whole, session_kind=kind_label)
     if rundir.root != checked:  # a new run locks its harness here, before any rollout
         try:

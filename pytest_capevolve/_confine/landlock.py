@@ -1,0 +1,271 @@
+"""Landlock, the kernel's unprivileged sandbox, through three system calls and ``ctypes``.
+
+Runs in the process that confines itself, before it runs anything it does not trust: the
+sandbox child before it imports a candidate byte, the launcher of ``capevolve agent --`` before it
+``exec``s the agent. A ruleset, once applied, holds for that process and every process it starts,
+and no process inside can lift it: that is the whole point, and why the record keeper stays
+outside.
+
+Why ``ctypes`` and not the ``landlock`` package: scoping (ABI 6: no signal to, and no abstract
+Unix socket with, a process outside the domain) is what stops candidate code from killing the
+session that was about to record its failure, and the bindings on PyPI do not expose it; the ABI
+is three system calls and two structs, stable by the kernel's promise, so a few lines here cost
+less than a dependency that would lag it.
+
+Landlock allows, it never denies: a path is reachable only beneath a rule that grants it. To keep
+a folder out of reach while its neighbours stay readable, :func:`readable_around` grants every
+sibling along the way from ``/`` down to it, and not it. A file created later beside one of those
+ancestors is not readable from inside (the rules were computed before it existed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# the system call numbers are the same on every architecture (they came after the unified table)
+_CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+# filesystem rights, and the ABI that brought each
+EXECUTE = 1 << 0
+WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_CHAR = 1 << 6
+MAKE_DIR = 1 << 7
+MAKE_REG = 1 << 8
+MAKE_SOCK = 1 << 9
+MAKE_FIFO = 1 << 10
+MAKE_BLOCK = 1 << 11
+MAKE_SYM = 1 << 12
+REFER = 1 << 13  # ABI 2
+TRUNCATE = 1 << 14  # ABI 3
+IOCTL_DEV = 1 << 15  # ABI 5
+
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1}
+READ = EXECUTE | READ_FILE | READ_DIR
+# files and folders a process may make, change and remove (IOCTL_DEV only matters for devices)
+WRITE = (1 << 16) - 1 & ~(MAKE_CHAR | MAKE_BLOCK)
+
+# what a confined process may write whatever the boundary: the null device and friends, and shared
+# memory (Python's multiprocessing makes its semaphores there); nothing of the evaluator's is in them
+DEVICES = (Path("/dev"),)
+SHARED_MEMORY = (Path("/dev/shm"),)
+
+DISABLE_ENV = "CAPEVOLVE_LANDLOCK"  # "off": behave as a kernel without Landlock (tests, and a way out)
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1  # the kernel's struct is packed: 12 bytes
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What a confined process may reach.
+
+    ``writable``: read, write, create and remove beneath each. ``readable``: read and execute
+    beneath each. ``hidden``: out of reach even though an ancestor is readable — the run dir,
+    gold files, the anchor; computed into rules by :func:`readable_around`. ``read_all`` grants
+    read on the whole filesystem except ``hidden`` (the usual case: a Python environment, the
+    adapter's libraries and data live anywhere).
+    """
+
+    writable: tuple[Path, ...] = ()
+    readable: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+    read_all: bool = True
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "writable": [str(p) for p in self.writable],
+            "readable": [str(p) for p in self.readable],
+            "hidden": [str(p) for p in self.hidden],
+            "read_all": self.read_all,
+        }
+
+    @classmethod
+    def from_json(cls, fields: dict[str, object]) -> Boundary:
+        def paths(key: str) -> tuple[Path, ...]:
+            value = fields.get(key) or []
+            assert isinstance(value, list)
+            return tuple(Path(str(p)) for p in value)
+
+        return cls(paths("writable"), paths("readable"), paths("hidden"), bool(fields.get("read_all", True)))
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """Whether a process is confined, said the same way in every verdict, event and page."""
+
+    confined: bool
+    abi: int = 0
+    why: str = ""  # when not confined: the reason, for the one line at start
+    scoped: bool = field(default=False)
+
+    @property
+    def label(self) -> str:
+        if self.confined:
+            return f"confined (Landlock ABI {self.abi}{'' if self.scoped else ', signals not scoped'})"
+        return f"unconfined ({self.why})" if self.why else "unconfined"
+
+    def as_json(self) -> dict[str, object]:
+        return {"confined": self.confined, "abi": self.abi, "scoped": self.scoped, "why": self.why}
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def abi() -> int:
+    """The Landlock ABI this kernel offers, 0 when none (not Linux, too old a kernel, disabled at
+    boot, a seccomp profile that blocks the call, or ``CAPEVOLVE_LANDLOCK=off``)."""
+    if os.environ.get(DISABLE_ENV, "").lower() in ("off", "0", "no", "false"):
+        return 0
+    if platform.system() != "Linux":
+        return 0
+    try:
+        version = _libc().syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
+    except (OSError, AttributeError):
+        return 0
+    return max(int(version), 0)
+
+
+def unavailable_reason() -> str:
+    if os.environ.get(DISABLE_ENV, "").lower() in ("off", "0", "no", "false"):
+        return f"Landlock turned off by {DISABLE_ENV}=off"
+    if platform.system() != "Linux":
+        return f"no Landlock on {platform.system()}"
+    return "this kernel offers no Landlock (older than 5.13, disabled at boot, or blocked by seccomp)"
+
+
+def expected() -> Confinement:
+    """What :func:`confine` would make of a process started now from this one (same kernel, same
+    environment), without confining anything: how a process that starts confined children labels
+    its work before (or without) hearing from one."""
+    version = abi()
+    if version < 1:
+        return Confinement(False, 0, unavailable_reason())
+    return Confinement(True, version, "", scoped=version >= 6)
+
+
+def readable_around(hidden: Iterable[Path], root: Path = Path("/")) -> list[str]:
+    """The paths to grant so that everything under ``root`` is readable but ``hidden``.
+
+    Every entry of each folder on the way down to a hidden path is granted, except the one that
+    leads there; a symlink is judged by where it points, so a link into a hidden folder is not a
+    way in.
+    """
+    hidden_real = {os.path.realpath(p) for p in hidden}
+    if not hidden_real:
+        return [str(root)]
+    # string prefixes: this runs over every entry of folders like /tmp, at each sandbox start
+    ancestors = {str(parent) for h in hidden_real for parent in Path(h).parents}
+    hidden_prefixes = tuple(h.rstrip("/") + "/" for h in hidden_real)
+
+    granted: list[str] = []
+    visited: set[str] = set()
+    todo = [os.path.realpath(root)]
+    while todo:
+        folder = todo.pop()
+        if folder in visited:
+            continue
+        visited.add(folder)
+        try:
+            with os.scandir(folder) as entries:
+                found = [(e.path, e.is_symlink()) for e in entries]
+        except OSError:
+            continue
+        for entry, is_link in found:
+            # ``folder`` is already real: only a link needs resolving
+            real = os.path.realpath(entry) if is_link else entry
+            if real in hidden_real or real.startswith(hidden_prefixes):
+                continue
+            if real in ancestors:
+                todo.append(real)
+            else:
+                granted.append(entry)
+    return granted
+
+
+def _add(libc: ctypes.CDLL, ruleset: int, path: str | Path, access: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # gone, or unreadable to us: nothing to grant
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            # rights that only make sense on a folder are refused on a file (EINVAL)
+            access &= EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+        attr = _PathBeneathAttr(access, fd)
+        if libc.syscall(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(attr), 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def confine(boundary: Boundary) -> Confinement:
+    """Confine this process (and all it starts) to ``boundary``, for good.
+
+    Returns what it did; never raises for a kernel that cannot (that is ``unconfined`` with its
+    reason), but does raise ``OSError`` when the kernel offers Landlock and refuses a rule: a
+    boundary that silently did not hold would be worse than a failure.
+    """
+    for granted in (*boundary.writable, *boundary.readable):
+        real = Path(os.path.realpath(granted))
+        for hidden in boundary.hidden:
+            if real == Path(os.path.realpath(hidden)) or real in Path(os.path.realpath(hidden)).parents:
+                raise ValueError(f"the boundary grants {granted}, which holds the hidden {hidden}")
+    version = abi()
+    if version < 1:
+        return Confinement(False, 0, unavailable_reason())
+    libc = _libc()
+    fs = _FS_BY_ABI.get(version, (1 << 16) - 1)
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0
+    attr = _RulesetAttr(fs, 0, scoped)
+    size = ctypes.sizeof(_RulesetAttr) if version >= 6 else 16  # older kernels reject the scoped field
+    ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
+    if ruleset < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
+    try:
+        read_paths: Sequence[str | Path] = (
+            readable_around(boundary.hidden) if boundary.read_all else boundary.readable
+        )
+        for path in [*read_paths, *(boundary.readable if boundary.read_all else ())]:
+            _add(libc, ruleset, path, READ & fs)
+        for path in DEVICES:
+            _add(libc, ruleset, path, (READ | WRITE_FILE | TRUNCATE | IOCTL_DEV) & fs)
+        for path in [*SHARED_MEMORY, *boundary.writable]:
+            _add(libc, ruleset, path, WRITE & fs)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
+        if libc.syscall(_RESTRICT_SELF, ruleset, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+    finally:
+        os.close(ruleset)
+    return Confinement(True, version, "", scoped=bool(scoped))

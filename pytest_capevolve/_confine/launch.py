@@ -1,0 +1,49 @@
+"""Start a command inside a boundary: ``python -m pytest_capevolve._confine.launch JSON -- CMD…``.
+
+Used by the evaluator (outside) to start a process it does not trust: the launcher confines
+itself to the boundary in ``JSON`` (:class:`.landlock.Boundary`), then ``exec``s the command, which
+inherits the ruleset and can never lift it. Where the kernel offers no Landlock, it says so in one
+line on stderr and runs the command unconfined — never a failure (the caller labels the run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .landlock import Boundary, confine
+
+CONFINEMENT_ENV = "CAPEVOLVE_CONFINEMENT"  # what the started command finds: the label's JSON
+
+
+def command(boundary: Boundary, argv: list[str]) -> list[str]:
+    """The argv that starts ``argv`` inside ``boundary``."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest_capevolve._confine.launch",
+        json.dumps(boundary.as_json()),
+        "--",
+        *argv,
+    ]
+
+
+def main(args: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if args is None else args)
+    if len(args) < 3 or args[1] != "--":
+        sys.exit("usage: python -m pytest_capevolve._confine.launch BOUNDARY_JSON -- CMD [ARGS…]")
+    boundary = Boundary.from_json(json.loads(args[0]))
+    argv = args[2:]
+    state = confine(boundary)
+    if not state.confined:
+        print(f"capevolve: running {argv[0]} {state.label}", file=sys.stderr)
+    os.environ[CONFINEMENT_ENV] = json.dumps(state.as_json())
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        sys.exit(f"capevolve: cannot start {argv[0]}: {exc.strerror}")
+
+
+if __name__ == "__main__":
+    main()

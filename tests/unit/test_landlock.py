@@ -1,0 +1,130 @@
+"""The kernel boundary itself (``_confine.landlock``): which paths are granted, and what a process
+confined by it can and cannot do. The confined half runs in a fresh interpreter per case — a
+ruleset is for good, and this process must stay free."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._confine.landlock import Boundary, abi, confine, readable_around
+from pytest_capevolve._confine.launch import command
+
+pytestmark = pytest.mark.confined  # the suite's other tests run with CAPEVOLVE_LANDLOCK=off
+
+needs_landlock = pytest.mark.skipif(
+    abi() < 6 and not os.environ.get("CI"),
+    reason="this kernel offers no Landlock with scoping (ABI >= 6); CI's machines do, and there this fails",
+)
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    project = tmp_path / "proj"
+    (project / ".capevolve" / "runs").mkdir(parents=True)
+    (project / ".capevolve" / "runs" / "gold.json").write_text("42")
+    (project / "adapter.py").write_text("x = 1")
+    (project / "data").mkdir()
+    (project / "data" / "tasks.json").write_text("[]")
+    (tmp_path / "beside").mkdir()
+    return project, project / ".capevolve"
+
+
+def test_readable_around_grants_every_neighbour_and_never_the_hidden_folder_or_a_way_into_it(tmp_path):
+    project, hidden = _tree(tmp_path)
+    (project / "link_in").symlink_to(hidden / "runs")  # a link into the hidden folder is not a way in
+    (project / "link_out").symlink_to(tmp_path / "beside")
+
+    granted = {Path(p) for p in readable_around([hidden], root=tmp_path)}
+
+    assert granted == {tmp_path / "beside", project / "adapter.py", project / "data", project / "link_out"}
+    assert not any(p == hidden or hidden in p.parents or p in hidden.parents for p in granted)
+
+
+def test_readable_around_with_nothing_hidden_grants_the_root(tmp_path):
+    assert readable_around([], root=tmp_path) == [str(tmp_path)]
+
+
+_PROBE = r"""
+import json, os, sys
+from pathlib import Path
+from pytest_capevolve._confine.landlock import Boundary, confine
+boundary = Boundary.from_json(json.loads(sys.argv[1]))
+state = confine(boundary)
+seen = {"label": state.label, "confined": state.confined}
+def attempt(name, action):
+    try:
+        action()
+        seen[name] = "ok"
+    except OSError as exc:
+        seen[name] = exc.strerror
+attempt("read_project", lambda: open(sys.argv[2] + "/adapter.py").read())
+attempt("read_hidden", lambda: open(sys.argv[2] + "/.capevolve/runs/gold.json").read())
+attempt("write_scratch", lambda: open(sys.argv[3] + "/out", "w").write("x"))
+attempt("write_project", lambda: open(sys.argv[2] + "/planted.py", "w").write("x"))
+attempt("signal_parent", lambda: os.kill(os.getppid(), 0))
+attempt("read_python", lambda: open(os.__file__).read())
+print(json.dumps(seen))
+"""
+
+
+def _probe(tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, object]:
+    project, hidden = _tree(tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    boundary = Boundary(writable=(scratch,), hidden=(hidden,))
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(boundary.as_json()), str(project), str(scratch)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+@needs_landlock
+def test_a_confined_process_reads_the_project_writes_only_its_scratch_and_cannot_signal_out(tmp_path):
+    seen = _probe(tmp_path)
+
+    assert seen["confined"] is True
+    assert seen["read_project"] == seen["read_python"] == seen["write_scratch"] == "ok"
+    assert seen["read_hidden"] == os.strerror(13)  # EACCES
+    assert seen["write_project"] == os.strerror(13)
+    assert seen["signal_parent"] == os.strerror(1)  # EPERM: signals are scoped
+    assert not (tmp_path / "proj" / "planted.py").exists()
+
+
+def test_without_landlock_the_same_process_runs_unconfined_and_says_so(tmp_path):
+    seen = _probe(tmp_path, {"CAPEVOLVE_LANDLOCK": "off"})
+
+    assert seen["confined"] is False
+    assert "unconfined" in str(seen["label"]) and "CAPEVOLVE_LANDLOCK=off" in str(seen["label"])
+    assert seen["read_hidden"] == seen["write_project"] == "ok"
+
+
+@needs_landlock
+def test_the_launcher_confines_the_command_it_starts_and_its_children(tmp_path):
+    project, hidden = _tree(tmp_path)
+    (tmp_path / "scratch").mkdir()
+    boundary = Boundary(writable=(tmp_path / "scratch",), hidden=(hidden,))
+
+    done = subprocess.run(
+        command(boundary, ["sh", "-c", f"cat {hidden}/runs/gold.json; kill -0 {os.getpid()}; echo $?"]),
+        capture_output=True,
+        text=True,
+    )
+
+    assert "Permission denied" in done.stderr
+    assert done.stdout.strip().endswith("1")  # kill -0 failed: the evaluator cannot be signalled
+
+
+def test_a_boundary_that_would_grant_a_hidden_folder_is_refused_before_anything_is_applied(tmp_path):
+    project, hidden = _tree(tmp_path)
+
+    with pytest.raises(ValueError, match="hidden"):
+        confine(Boundary(writable=(tmp_path,), hidden=(hidden,)))
