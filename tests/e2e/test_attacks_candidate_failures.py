@@ -14,6 +14,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from pytest_capevolve._cli.main import main
 
 REDRAWING = '''
@@ -131,3 +133,32 @@ def test_the_first_indecisive_by_coverage_verdict_of_a_tag_is_a_look_that_counts
     rederived = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert rederived["decision"] == verdict["decision"] and rederived["alpha"] == 0.025
     assert not rederived.get("what_if"), rederived.get("what_if")
+
+
+@pytest.mark.confined
+def test_inside_the_kernel_boundary_a_child_that_exits_on_failure_books_its_failures(
+    example, projects, capevolve
+) -> None:
+    """The same candidate, confined (its child under Landlock), on the example's own adapter:
+    every failing answer ends the child, and each is booked as its failure, never missing."""
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    shutil.rmtree(project / "microcases")
+    quitter = project / "candidates" / "quitter"
+    shutil.copytree(project / "capability", quitter)
+    with (quitter / "tools" / "reply.py").open("a") as handle:
+        # on the tasks whose id ends in 1 (a child started per exit costs a second or two here)
+        handle.write(
+            QUIT_ON_FAILURE.replace(
+                '== "escalated":', '== "escalated" and _frame.f_locals["task"].id.endswith("1"):'
+            )
+        )
+    result = capevolve(project, "quitter", gate=True)
+    assert result.ret == 10, result.stdout.str()[-3000:]
+    records = {k[1]: r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"}
+    assert len(records) == 40 and not [r for r in records.values() if r["infra_error"]]
+    failed = {t for t, r in records.items() if r["feedback"].startswith("candidate failure: ")}
+    assert failed and all(records[t]["reward"] == 0.0 and records[t]["output"] is None for t in failed)
+    # every answer that failed on those tasks ended its child: none of them was scored escalated
+    assert not [t for t, r in records.items() if t.endswith("1") and r["output"] == "escalated"]
+    assert {t for t in failed if not t.endswith("1")} == set()
