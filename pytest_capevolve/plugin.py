@@ -364,8 +364,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from ._project.command_plugins import plugins_in_project
 
     named = Path(str(target))
-    project = named.parent if named.is_file() else named
-    planted = plugins_in_project(config.invocation_params.args, project)
+    planted = plugins_in_project(config.invocation_params.args, named.parent if named.is_file() else named)
     if planted:
         name, where = planted[0]
         raise pytest.UsageError(
