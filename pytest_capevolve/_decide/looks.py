@@ -13,6 +13,11 @@ provisional, grow and gate again, at most L − 1 times" accepts a byte-identica
 probability at most α (``benchmarks/grow_calibration.py`` measures it). When the spec allows
 no growth (``grow_max_looks: 1``, the default) the one look gets all of α, as before.
 
+A verdict that decided nothing yet showed the data — indecisive by coverage, with its Δ̄ and
+per-task numbers — is a look too: the optimizer saw them and chose to pay the missing rollouts
+and gate again (issue 37). The first such verdict of a tag against a parent counts as look 1,
+and the tag's next gate is look 2 (:func:`counted_look_factor`).
+
 The α handed in is whatever the decision gets (the spec's ``gate_alpha``, or a share of it
 from a schedule across decisions); this module only splits it across looks. Pure.
 """
@@ -75,3 +80,11 @@ def shown_decision(decision: str, basis: str | None, delta_mean: float | None, l
     if max_looks <= 1:
         return decision
     return "provisional" if int(looks.get("look") or 1) < max_looks else "inconclusive"
+
+
+def counted_look_factor(max_looks: int) -> Fraction:
+    """How much smaller than its first look's level a tag's gate is taken at when its first
+    look was spent on a verdict that decided nothing (indecisive by coverage, its numbers
+    shown): look 2 of at least two looks, relative to look 1 of ``max_looks``. ``1/2`` when the
+    spec allows no growth (α/2 + α/2 = α); ``1/(L − 1)`` otherwise."""
+    return look_alpha(Fraction(1), 2, max(2, max_looks)) / look_alpha(Fraction(1), 1, max_looks)

@@ -4,8 +4,14 @@ Used by rollout items (on each worker, or in-process without xdist), by the ``ad
 microcase check and by ``capevolve check``, so the three can never disagree on what counts as
 an infra error. It writes nothing.
 
-An infra error (run_target raised, ``Rollout.error`` set, timeout, scorer crash or a reward
-outside [0, 1]) gives ``reward = None`` and ``infra_error`` set: missing data, never a 0.
+An infra error (run_target raised, ``Rollout.error`` set, scorer crash or a reward outside
+[0, 1]) gives ``reward = None`` and ``infra_error`` set: missing data, never a 0 — the harness
+failed to measure. What the candidate's side caused is the candidate's failure instead
+(:func:`charge`): a rollout that ran past ``rollout_timeout_s``, a sandbox child that exited,
+was killed or answered garbage while it ran the rollout, or ``sys.exit`` in ``run_target``
+give ``reward = 0.0`` with ``caused`` set, labelled in the feedback and the metrics, and the
+scorer is not called. Paid again, such a rollout would be a fresh draw the candidate chose
+(docs/explanation/candidate-failures.md draws the line).
 
 An adapter whose ``run_target`` is ``async def`` is run by :func:`run_and_score_async` (on the
 event loop of :mod:`.inflight` in a session, under ``asyncio.run`` elsewhere).
@@ -240,6 +246,8 @@ class Scored:
     seconds: float = 0.0
     captured: RolloutOutput | None = None
     judge: dict[str, Any] | None = None  # a stochastic scorer's r rewards and seeds (.judging)
+    # what the candidate's side caused (a death, a kill, a timeout): its failure, not missing data
+    caused: str | None = None
     # the boundary candidate code ran in (a Confinement's label, from its sandbox child); None:
     # it ran in this process (no sandbox)
     confinement: str | None = None
@@ -305,8 +313,14 @@ def run_and_score(
     scored = runner.targets.run(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
     rollout = scored.rollout
-    if rollout is not None and scored.infra_error is None and _ready_to_score(scored, rollout, timeout_s):
+    if (
+        rollout is not None
+        and scored.infra_error is None
+        and scored.caused is None
+        and _ready_to_score(scored, rollout, timeout_s)
+    ):
         _score_into(scored, runner, task, rollout, seed)
+    charge(scored)
     scored.seconds = round(scored.seconds + time.perf_counter() - started, 6)
     return scored
 
@@ -325,7 +339,12 @@ async def run_and_score_async(
     scored = await runner.targets.run_async(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
     rollout = scored.rollout
-    if rollout is not None and scored.infra_error is None and _ready_to_score(scored, rollout, timeout_s):
+    if (
+        rollout is not None
+        and scored.infra_error is None
+        and scored.caused is None
+        and _ready_to_score(scored, rollout, timeout_s)
+    ):
         try:
             score: Judged | BaseException = await score_rollout_async(
                 runner.adapter, task, rollout, seed=seed, rescores=runner.rescores
@@ -333,7 +352,31 @@ async def run_and_score_async(
         except (Exception, SystemExit) as exc:
             score = exc
         _take_score(scored, task, score)
+    charge(scored)
     scored.seconds = round(scored.seconds + time.perf_counter() - started, 6)
+    return scored
+
+
+CAUSED_LABEL = "candidate failure: "
+# what the candidate's side reports of itself that is its own doing: a rollout past its deadline
+# (the child's timer, or this side's clock) and an exit of its own process
+CAUSED_PREFIXES = ("timeout: ", "run_target raised SystemExit(")
+
+
+def charge(scored: Scored) -> Scored:
+    """Book what the candidate's side caused against the candidate, in the process that scores:
+    a death or kill of its sandbox child seen here (``caused``), a timeout, ``sys.exit`` in
+    ``run_target``. Such a rollout is a reward of 0, its reason in ``feedback`` (``candidate
+    failure: …``) and ``metrics["candidate_failure"]`` — never missing data a later session
+    pays again with a fresh draw. Everything else the candidate's side reports stays as it is."""
+    why = scored.caused
+    if why is None and scored.infra_error is not None and scored.infra_error.startswith(CAUSED_PREFIXES):
+        why = scored.infra_error
+    if why is None:
+        return scored
+    scored.caused, scored.infra_error, scored.reward, scored.judge = why, None, 0.0, None
+    scored.feedback = f"{CAUSED_LABEL}{why}"
+    scored.metrics = {"candidate_failure": why}
     return scored
 
 

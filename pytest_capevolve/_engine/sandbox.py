@@ -8,12 +8,16 @@ this one), one per candidate folder, so one candidate's code can neither reach t
 another candidate's rollouts. The rollout comes back over a pipe as data (:mod:`.wire`, read
 with an unpickler that only makes values); :func:`.runner.run_and_score` scores it here.
 
-- **A child that dies** (``os._exit``, a segfault, a kill) ends the rollouts it was running as
-  infra errors — missing data, never a 0 — and the next rollout starts a new child. The
-  session, its exit code and its verdict are those of any session with some infra errors.
+- **A child that dies** (``os._exit``, a segfault, a kill) while it runs rollouts ends them as
+  the candidate's failures (reward 0, labelled: :func:`.runner.charge`) — the candidate's code
+  ran there, and a death it chose must not become missing data a later session pays again
+  with a fresh draw — and the next rollout starts a new child. So does a child that answers
+  garbage or another request. A child that cannot start or get ready (the adapter's import, a
+  start-up hook moved) is the harness's failure: infra errors, missing data.
 - **A hung child is killed**: the child keeps each rollout's deadline itself (the SIGALRM timer
   inline, the watchdog in flight); if it has not answered ``rollout_timeout_s`` + :data:`GRACE_S`
-  after a request was sent, this side kills it and its rollouts are timeouts.
+  after a request was sent, this side kills it and its rollouts are timeouts: the candidate's
+  failures too.
 - **What a rollout printed and logged** in the child comes back with its answer and is written
   and logged again here, in the thread (or task) that waits for it — under the item's capture at
   concurrency 1, into the rollout's own buffer in flight (:mod:`.rollout_output`) — so reports
@@ -110,7 +114,14 @@ class Answer:
 
 
 def _lost(message: str, seconds: float = 0.0) -> Answer:
+    """A rollout the harness failed to run (no child could start): missing data."""
     return Answer(Scored(rollout=None, infra_error=message, seconds=round(seconds, 6)))
+
+
+def _caused(message: str, seconds: float = 0.0) -> Answer:
+    """A rollout its child ended, as this side saw it (a death, a kill, a timeout, garbage on
+    the pipe): the candidate's failure (:func:`.runner.charge`)."""
+    return Answer(Scored(rollout=None, caused=message, seconds=round(seconds, 6)))
 
 
 class _Arrival:
@@ -392,15 +403,17 @@ class Sandbox:
             return False  # it is gone: its reader (or the exchange) says how
         return True
 
-    def _lose_child(self, proc: subprocess.Popen[bytes], message: str) -> None:
-        """The child ``proc`` is dead or killed: every rollout it was running is lost."""
+    def _lose_child(self, proc: subprocess.Popen[bytes], message: str, *, caused: bool = True) -> None:
+        """The child ``proc`` is dead or killed: every rollout it was running is the
+        candidate's failure (``caused``), or lost when this side ended it (the sandbox closed)."""
         with self._lock:
             if self.proc is proc:
                 self.proc, self.reader, self.reading, self.ahead = None, None, False, None
             pending, self.pending = self.pending, {}
         now = time.monotonic()
+        ended = _caused if caused else _lost
         for waiting in pending.values():
-            _settle(waiting.future, _lost(message, now - waiting.sent))
+            _settle(waiting.future, ended(message, now - waiting.sent))
 
     # -- concurrency 1: one request, one answer, on the calling thread -------------------------
 
@@ -488,7 +501,7 @@ class Sandbox:
             _end(proc)
             message = f"the sandbox process sent a malformed answer ({exc}): it was killed"
         self.proc, self.reader = None, None
-        return _lost(message, time.monotonic() - sent)
+        return _caused(message, time.monotonic() - sent)
 
     # -- in flight: a reader thread hands answers to futures -----------------------------------
 
@@ -545,7 +558,7 @@ class Sandbox:
                 self._lose_child(proc, f"the sandbox process sent a malformed answer ({exc}): it was killed")
                 return
             except (OSError, ValueError):  # its pipe closed under this thread (the sandbox closed)
-                self._lose_child(proc, _died(_end(proc)))
+                self._lose_child(proc, _died(_end(proc)), caused=False)
                 return
             if payload is None:
                 self._lose_child(proc, _died(_end(proc)))
@@ -567,7 +580,7 @@ class Sandbox:
             proc, self.proc, self.reader, self.ahead = self.proc, None, None, None
         if proc is not None:
             _end(proc, gently=True)
-            self._lose_child(proc, "the sandbox was closed before the rollout ended")
+            self._lose_child(proc, "the sandbox was closed before the rollout ended", caused=False)
 
 
 def _settle(future: Future[Answer], answer: Answer) -> None:

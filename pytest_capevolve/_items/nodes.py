@@ -23,7 +23,7 @@ from .._engine.budget_share import BudgetShare
 from .._engine.candidate_bytes import CandidateBytes, CandidateMismatch, Stamp
 from .._engine.inflight import RolloutPool
 from .._engine.routed_output import OutputRouting
-from .._engine.runner import AdapterRunner, Scored, run_and_score
+from .._engine.runner import AdapterRunner, Scored, charge, run_and_score
 from .._engine.sandbox import Sandboxes
 from .._project.adapter import Task
 from .._project.spec import Spec
@@ -374,7 +374,10 @@ def time_call_as_rollout(item: pytest.Item, call: Any) -> None:
 def rollout_record(
     scored: Scored, task: Task, key: RolloutKey, *, run_id: str, seed: int, spec: Spec, context: EvalContext
 ) -> RolloutRecord:
-    """The plain-JSON record of one scored rollout (worker side)."""
+    """The plain-JSON record of one scored rollout (worker side). What the candidate's side
+    caused is booked against it here too (:func:`.._engine.runner.charge`: a timeout the
+    in-flight watchdog settled never passed through the scorer's side)."""
+    charge(scored)
     rollout = scored.rollout
     return RolloutRecord(
         run_id=run_id,

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._project import pytest_loads
+
 QUIET = ("-q", "--tb=no", "-p", "no:cacheprovider")
 """pytest's own output a child session does without: its summary is the capevolve one."""
 
@@ -29,10 +31,12 @@ def session_command(
     ini: dict[str, str] | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The argv of one session: ``--capevolve-<mode> SPEC`` (``run`` or ``finalize``) on the run
+    """The argv of one session: ``--capevolve-<mode> SPEC`` (``run`` or ``finalize``), its
+    conftests cut at the project folder (:mod:`.._project.pytest_loads`), on the run
     ``run_id`` (default: the newest), ``-o capevolve_KEY=VALUE`` per ``ini`` entry, ``-n
     workers`` when > 0, then ``extra`` (the candidate, tag and gate flags)."""
     argv = [sys.executable, "-m", "pytest", f"--capevolve-{mode}", str(spec_path)]
+    argv += pytest_loads.pinned(spec_path.parent)  # nothing planted above the project is imported
     argv += ["--capevolve-run-id", run_id] if run_id else []
     argv += list(quiet)
     for key, value in (ini or {}).items():

@@ -13,6 +13,10 @@ spec that does not pin the mode accepted a no-op without a word). So:
   is measured;
 - every verdict records the settings it was decided under and the overrides, and says them in
   a warning the summary prints;
+- the guards that decide what may be gated (``leak_guard_min_length``, ``protected_paths``,
+  ``harness_files``) are frozen from the run's first session by ``spec.lock.yaml``
+  (:data:`.._project.spec.GUARD_KEYS`); every verdict records them (:func:`guards_of`) and says
+  so when the leak guard is off (:func:`guards_off`);
 - ``threshold`` with no null control is refused: its bar is a constant the data never enters,
   and without a null control nothing in the verdict measures the noise it must clear (every
   other mode's bar scales with the observed SE, or is a calibrated test).
@@ -75,6 +79,24 @@ def overridden(override_ini: Iterable[str] | None, spec: Spec) -> dict[str, str]
     except YamlError:  # the spec loaded a moment ago; read again it can only be as it was
         pinned = {}
     return {key: value for key, value in found.items() if key not in (pinned or {})}
+
+
+def guards_of(spec: Spec) -> dict[str, Any]:
+    """The guards ``spec`` gates under (frozen with the run by ``spec.lock.yaml``), for a verdict."""
+    return {
+        key: list(value) if isinstance(value := getattr(spec, key), tuple) else value
+        for key in spec.GUARD_KEYS
+    }
+
+
+def guards_off(spec: Spec) -> str | None:
+    """One sentence when a guard that decides what may be gated is off, for every verdict."""
+    if spec.leak_guard_min_length is None:
+        return (
+            "the leak guard is off (leak_guard_min_length: false, frozen with the run): a candidate "
+            "holding a val or test task's id or gold answer was not refused"
+        )
+    return None
 
 
 def said(overrides: Mapping[str, str]) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .._decide.verdict import Verdict
 from .._project.spec import Spec
+from .._store import paid_by
 from .._store.evidence import index_records
 from .._store.rundir import RunDir
 from . import Refusal
@@ -52,6 +53,8 @@ def val_evidence(
 def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verdict:
     """The verdict of ``ask.tag`` against ``ask.against`` (default: the recorded parent, else
     the best). Refused (:class:`.Refusal`) for an unknown tag or a tag gated against itself."""
+    # derived only from rollouts a session claimed and paid once (:mod:`.._store.paid_by`)
+    paid_by.refuse_untrusted(rundir.log.of_kinds(*paid_by.KINDS), rundir.run_id)
     recorded = rundir.verdicts.verdict(ask.tag)
     against = ask.against or (recorded["against"] if recorded else rundir.state.best())
     known = set(rundir.snapshots.known_tags())
@@ -86,6 +89,7 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
             alpha=alpha,
             veto_regressions=ask.veto_regressions,
             look=int(looks["look"]),
+            max_looks=int(looks.get("max_looks", spec.grow_max_looks)),
         )
         nulls = [_null_delta(evidence.judge(t, against, config).to_dict()) for t in null_tags]
     verdict = evidence.judge(ask.tag, against, config, [n for n in nulls if n is not None] or None)

@@ -43,16 +43,18 @@ def gate_config(
     veto_regressions: bool = False,
     regression_rule: str | None = None,
     look: int = 1,
+    max_looks: int | None = None,
 ) -> GateConfig:
     """The gate's config for ``spec``. ``alpha`` is the α this decision gets (default the
     spec's); when the spec allows growth it is split across the decision's looks and this
-    config decides look number ``look`` (see :mod:`.looks`)."""
+    config decides look number ``look`` (see :mod:`.looks`). ``max_looks``: the looks the
+    decision had, when its verdict records more than the spec allows (a first look spent on an
+    indecisive-by-coverage verdict)."""
     decision_alpha = spec.gate_alpha if alpha is None else alpha
+    looks = spec.grow_max_looks if max_looks is None else max_looks
     return GateConfig(
         mode=mode or spec.gate_mode,
-        alpha=decision_alpha
-        if spec.grow_max_looks == 1
-        else look_alpha(decision_alpha, look, spec.grow_max_looks),
+        alpha=decision_alpha if looks == 1 else look_alpha(decision_alpha, look, looks),
         k_se=spec.gate_k_se if k_se is None else k_se,
         threshold=spec.gate_threshold,
         min_coverage=spec.min_coverage,

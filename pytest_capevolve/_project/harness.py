@@ -22,8 +22,10 @@ candidate is the tamper guard's business):
 - the pytest configuration that can load plugins or change what a session does: the section
   pytest reads (``pytest.ini``, ``pyproject.toml [tool.pytest.ini_options]``, ``tox.ini
   [pytest]``, ``setup.cfg [tool:pytest]``) of the first such file in the project's folder or
-  above it — its ``capevolve_*`` keys left out, the spec lock holds what they mean — and the
-  values of ``PYTEST_ADDOPTS`` and ``PYTEST_PLUGINS`` (digests only);
+  above it — its ``capevolve_*`` keys left out, the spec lock holds what they mean — and where
+  that file is (an empty section counts), every ``conftest.py`` pytest registered from above
+  the project (a session adds them: :mod:`.pytest_loads`), and the values of
+  ``PYTEST_ADDOPTS`` and ``PYTEST_PLUGINS`` (digests only);
 - the interpreter's start-up hooks: ``.pth`` files, the modules they import, ``sitecustomize``
   (:mod:`.startup_hooks`);
 - a digest of the task pool the adapter returns (ids, inputs and targets), so task data read
@@ -49,7 +51,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import startup_hooks
+from . import pytest_loads, startup_hooks
 from .candidate import compare_digests
 from .microcase import MICROCASES_DIR
 from .spec import Spec
@@ -144,19 +146,23 @@ def harness_files(project_dir: Path, patterns: Iterable[str], *, exclude: Iterab
 
 def pytest_config(project_dir: Path) -> dict[str, str]:
     """The digest of the pytest section of the first config file in ``project_dir`` or above it
-    (as pytest finds one), without its ``capevolve_*`` keys; nothing when there is none. Under
-    :data:`PYTEST_CONFIG_KEY`, so a project moved with its config keeps its lock."""
+    (as pytest finds one), without its ``capevolve_*`` keys, under :data:`PYTEST_CONFIG_KEY`
+    (absent when the section holds nothing else); and that file's location relative to the
+    project (:func:`.pytest_loads.config_file_location`), so a project moved with its config
+    keeps its lock and a config file planted above it does not."""
     for folder in [project_dir.resolve(), *project_dir.resolve().parents]:
-        for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
+        for name in pytest_loads.CONFIG_NAMES:
             section = _pytest_section(folder / name)
             if section is None:
                 continue  # no pytest section: pytest looks further, and so do we
+            # where it is counts, an empty section too: one above the project moves the rootdir
+            where = pytest_loads.config_file_location(project_dir, folder / name)
             kept = {k: v for k, v in section.items() if not str(k).startswith("capevolve_")}
             if not kept:
-                return {}
+                return where
             text = json.dumps(kept, sort_keys=True, default=repr, ensure_ascii=False)
-            return {PYTEST_CONFIG_KEY: hashlib.sha256(text.encode("utf-8")).hexdigest()}
-    return {}
+            return {PYTEST_CONFIG_KEY: hashlib.sha256(text.encode("utf-8")).hexdigest(), **where}
+    return pytest_loads.config_file_location(project_dir, None)
 
 
 def _pytest_section(path: Path) -> dict[str, Any] | None:
@@ -201,7 +207,8 @@ def tasks_digest(tasks: Iterable[Any]) -> str:
 
 def changes(locked: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
     """What differs, one ``path (changed|added|removed)`` each; the task pool as ``the tasks``."""
-    out = compare_digests(startup_hooks.comparable(dict(locked), dict(now)), dict(locked))
+    comparable = pytest_loads.comparable(dict(locked), startup_hooks.comparable(dict(locked), dict(now)))
+    out = compare_digests(comparable, dict(locked))
     return [
         item.replace(TASKS_KEY, "the tasks the adapter returns")
         for item in out

@@ -28,7 +28,13 @@ class SpecError(Exception):
     """The spec (or an ini default) is invalid; the message says where and how to fix it."""
 
 
-# Keys whose change would make old rollouts incomparable with new ones: a run refuses them.
+# The guards that decide what may be gated at all: the leak guard's length (false: off), the
+# tamper guard's protected files, the harness lock's data files. Switched off or narrowed
+# mid-run, a prompt naming every val id was accepted and booked (issue 37): frozen with the run.
+GUARD_KEYS = ("leak_guard_min_length", "protected_paths", "harness_files")
+
+# Keys whose change would make old rollouts incomparable with new ones, or would change what
+# may be gated: a run refuses them.
 FROZEN_KEYS = (
     "adapter",
     "capability_path",
@@ -43,6 +49,7 @@ FROZEN_KEYS = (
     # whose r moved would gate r = 3 means against r = 1 ones (different variances, a split
     # over mixed r) — a new r is a new run
     "judge_rescores",
+    *GUARD_KEYS,
     # whose decisions and test scorings count here besides the project's own (_store/shared_ledger.py)
     "shared_ledger",
     # what candidate code may write: a run measured with one boundary is not compared with another
@@ -104,6 +111,7 @@ class Spec:
     # candidate live by writing it somewhere): the sandbox child's boundary (_engine/sandbox_boundary.py)
     sandbox_writable: tuple[str, ...] = ()
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
+    GUARD_KEYS: ClassVar[tuple[str, ...]] = GUARD_KEYS
 
     @staticmethod
     def comparable_lock(lock: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,9 +136,14 @@ class Spec:
     def locked_value(lock: Mapping[str, Any], key: str) -> Any:
         """``key``'s value in a lock: a key :meth:`to_lock` leaves out at its default (one added
         later, so older locks stay as they were) is that default when absent."""
-        if key in lock or key not in _SILENT_DEFAULTS:
+        if key in lock or key not in (_SILENT_DEFAULTS | _ADDED_LATER):
             return lock.get(key)
-        return next(f.default for f in dataclasses.fields(Spec) if f.name == key)
+        found = next(f for f in dataclasses.fields(Spec) if f.name == key)
+        factory: Callable[[], Any] | None = (
+            None if found.default_factory is dataclasses.MISSING else found.default_factory
+        )
+        value = factory() if factory is not None else found.default
+        return list(value) if isinstance(value, tuple) else value
 
     def to_lock(self) -> dict[str, Any]:
         """The resolved spec as plain data, for ``spec.lock.yaml``. Paths are stored relative to
@@ -150,6 +163,8 @@ class Spec:
 
 
 _SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule", "shared_ledger", "sandbox_writable"})
+# keys a lock written before they existed lacks: read as their default
+_ADDED_LATER = frozenset(GUARD_KEYS)
 
 
 # The spec's paths: stored relative to the project folder in a run dir.

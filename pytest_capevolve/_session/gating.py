@@ -17,13 +17,13 @@ from typing import Any
 
 from .._decide import alpha_budget
 from .._decide.calibration import NULL_EVENT
-from .._decide.looks import looks_record, shown_decision
+from .._decide.looks import as_fraction, counted_look_factor, looks_record, shown_decision
 from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused
-from .._policy.gate_settings import said, settings_of
+from .._policy.gate_settings import guards_of, guards_off, said, settings_of
 from .._policy.identity import REPEAT
 from .._policy.resolution import out_of_reach
 from .._policy.verdicts import (
@@ -129,13 +129,21 @@ def _judged_round(
     )
     nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
     floor = null_deltas(nulls)
+    looked = counted_looks(rundir, siblings, best)
 
     def judged(tag: str, against: str, level: GateConfig) -> Verdict:
+        if tag in looked:  # its first look decided nothing but showed the data: this is look 2
+            level = replace(level, alpha=as_fraction(level.alpha) * counted_look_factor(spec.grow_max_looks))
         return evidence.judge(tag, against, level, floor)
 
     verdicts = [
         with_label(
-            with_settings(spec, out_of_reach(with_looks(spec, v, 1)), gate.overridden, gate.schedule_why),
+            with_settings(
+                spec,
+                out_of_reach(with_looks(spec, v, 1, counted=looked.get(v.tag))),
+                gate.overridden,
+                gate.schedule_why,
+            ),
             labels,
         )
         for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
@@ -331,18 +339,55 @@ def with_settings(
     taken by default (``schedule_why``)."""
     settings = settings_of(spec)
     details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
+    details["guards"] = guards_of(spec)
     warnings = [*verdict.warnings, said(dict(overrides))] if overrides else verdict.warnings
+    off = guards_off(spec)
+    if off:
+        warnings = [*warnings, off]
     if schedule_why:
         details["alpha_schedule_why"] = schedule_why
         warnings = [*warnings, schedule_why]
     return replace(verdict, details=details, warnings=warnings)
 
 
-def with_looks(spec: Spec, verdict: Verdict, look: int) -> Verdict:
+def with_looks(spec: Spec, verdict: Verdict, look: int, counted: int | None = None) -> Verdict:
     """The verdict with the look it was decided at (1 = the first gate; a grow adds one) and
-    the α schedule across looks (:mod:`..decide.looks`)."""
-    record = looks_record(spec.gate_alpha, look, spec.grow_max_looks)
-    return replace(verdict, details={**verdict.details, "looks": record})
+    the α schedule across looks (:mod:`..decide.looks`). ``counted``: the seq of the tag's
+    first verdict, indecisive by coverage, that was its look 1 — this gate is then look 2."""
+    if counted is None:
+        record = looks_record(spec.gate_alpha, look, spec.grow_max_looks)
+        return replace(verdict, details={**verdict.details, "looks": record})
+    record = {
+        **looks_record(spec.gate_alpha, look + 1, max(2, spec.grow_max_looks)),
+        "counted_look": counted,
+    }
+    said_line = (
+        f"the second look at {verdict.tag!r} against {verdict.against!r}: its first verdict decided "
+        f"nothing (indecisive by coverage, verdict event seq {counted}) yet showed the data, so it "
+        "counted as look 1 and this gate is taken at look 2's level"
+    )
+    return replace(
+        verdict, details={**verdict.details, "looks": record}, warnings=[*verdict.warnings, said_line]
+    )
+
+
+def counted_looks(rundir: RunDir, tags: list[str], against: str) -> dict[str, int]:
+    """Tag → the seq of its first verdict against ``against`` that was indecisive by coverage
+    and showed a Δ̄: a look that counts (:func:`.._decide.looks.counted_look_factor`)."""
+    wanted = set(tags)
+    found: dict[str, int] = {}
+    for event in rundir.log.of_kinds("verdict"):
+        tag = event.get("tag")
+        if (
+            tag in wanted
+            and tag not in found
+            and event.get("against") == against
+            and event.get("decision") == INDECISIVE
+            and event.get("basis") == "coverage"
+            and event.get("delta_mean") is not None
+        ):
+            found[str(tag)] = int(event.get("seq", 0))
+    return found
 
 
 def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:

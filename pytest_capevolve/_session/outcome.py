@@ -16,6 +16,7 @@ import pytest
 
 from .._items.plan import RolloutKey
 from .._show.report import TagRow
+from .._store.paid_by import UntrustedRecord
 from . import exitcodes
 from .selection import stopped_early, stopped_line
 
@@ -90,6 +91,13 @@ class SessionEnd:
             except OSError as exc:  # the run dir refused a write while concluding (a full disk)
                 self.outcome = _damaged_outcome(
                     f"capevolve: the session could not write its conclusion: {exc}"
+                )
+                return result
+            except UntrustedRecord as exc:  # rollouts no session paid: nothing is decided on them
+                self.outcome = Outcome(
+                    exit_code=exitcodes.INDECISIVE,
+                    closing=[(f"capevolve: {exc}", {"red": True})],
+                    damaged=True,
                 )
                 return result
             self.outcome.closing[:0] = [(line, {}) for line in settled]

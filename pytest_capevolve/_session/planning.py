@@ -451,6 +451,9 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
         "finalize_started",
         best=best,
     )
+    # the seal's claim keeps other finalizes out; the rollouts' claim ties each test rollout
+    # event to this session (:mod:`.._store.paid_by`)
+    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     return Planned(plan, best)
 
 

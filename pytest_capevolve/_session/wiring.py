@@ -23,7 +23,7 @@ from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
 from .._policy.gate_settings import check_nulls, freeze_or_check, overridden
 from .._policy.loop_schedule import loop_default
-from .._project import harness
+from .._project import harness, pytest_loads
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import CandidateError
 from .._project.microcase import MicrocaseError
@@ -78,6 +78,10 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         else:
             check_gateways(config, spec)
             harness_now = harness.of_project(spec, pool.values())
+            # what pytest loaded from above the project is the harness too (:mod:`.._project.pytest_loads`)
+            harness_now.update(
+                pytest_loads.conftest_digests(config.pluginmanager.get_plugins(), spec.project_dir)
+            )
             config.stash[HARNESS_NOW] = harness_now
             config.stash[TASK_KEYS_NOW] = task_keys.of_pool(pool)
             existing = _existing_run(config, spec)

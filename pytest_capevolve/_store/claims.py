@@ -7,6 +7,10 @@ exclusive ``flock`` on that file for as long as it pays; after its run loop it d
 and lets go. A later session that needs a claimed rollout does not pay it: it waits for the
 claim's lock (a shared ``flock`` returns when the holder lets go) and then reads what landed.
 
+Each claim is logged too (``claimed``: the session's claim id and its keys), and every rollout
+event the session writes names it, so a decision can tell a rollout a session paid from one
+appended by anyone else (:mod:`.paid_by`).
+
 Crash-safe by construction: the kernel drops a ``flock`` when its holder dies (``kill -9``
 included), so a claim nobody holds is void — the next planner deletes it and owes its rollouts
 again — and a waiter is never blocked by a dead session. Waits only go from later sessions to
@@ -29,9 +33,11 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
+
+from .paid_by import CLAIMED_EVENT, claimed_keys
 
 Key = tuple[str, str, str, int]  # (split, task_id, tag, trial)
 WAIT_POLL_S = 0.5  # how often a waiter looks again at a claim whose owner lives
@@ -40,10 +46,13 @@ WAIT_POLL_S = 0.5  # how often a waiter looks again at a claim whose owner lives
 class Claims:
     """One session's view of a run's claims; ``take`` and ``others`` need the run's lock."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, log: Callable[..., None] | None = None) -> None:
         self.folder = root / "claims"
         self.path: Path | None = None
         self._handle: IO[str] | None = None
+        # this session's claim in the log: every rollout event it writes names it (.paid_by)
+        self.claim_id = f"{os.getpid()}-{secrets.token_hex(6)}"
+        self._log = log
 
     def others(self) -> dict[Key, Path]:
         """Rollouts claimed by other live sessions, with the claim file that holds each.
@@ -77,6 +86,8 @@ class Claims:
         handle.write(json.dumps({**info, "keys": [list(k) for k in keys]}))
         handle.flush()
         self.path, self._handle = path, handle
+        if self._log is not None:  # what this session may pay, in the record (:mod:`.paid_by`)
+            self._log(CLAIMED_EVENT, claim=self.claim_id, keys=claimed_keys(keys))
 
     def release(self) -> None:
         """Let go of this session's claim: everything it paid is persisted, or it is ending."""

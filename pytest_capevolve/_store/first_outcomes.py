@@ -8,6 +8,9 @@ again (it is missing), but the draw it brings is a second look at the same (spli
 trial): so a gate reads, for each such key, the reward of the first valid ``rollout`` event
 the log holds, and its verdict records how many rollouts of each arm were paid again.
 
+Before any of it is read, every rollout event must have been paid once by a session that
+claimed it (:mod:`.paid_by`): one appended through the API from outside a session is refused.
+
 Infra errors are missing data, not an outcome: a key whose earlier events were all infra
 errors takes its first valid one, so a retry after an outage changes nothing here.
 
@@ -20,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from .._project.splits import TEST_SPLIT
+from . import paid_by
 from .evidence import ByTag
 from .rundir import RunDir
 
@@ -30,7 +34,12 @@ def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
     """(each key's first valid logged reward, how many valid rollout events each key has)."""
     first: dict[Key, float] = {}
     paid: dict[Key, int] = {}
-    for event in rundir.log.of_kinds("rollout"):
+    events = rundir.log.of_kinds(*paid_by.KINDS)
+    # a rollout no session's claim paid, or a key paid twice, is refused before it is read
+    paid_by.refuse_untrusted(events, rundir.run_id)
+    for event in events:
+        if event.get("kind") != "rollout":
+            continue
         if event.get("split") == TEST_SPLIT or event.get("infra_error") or event.get("reward") is None:
             continue
         key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))

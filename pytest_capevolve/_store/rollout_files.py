@@ -24,6 +24,8 @@ from typing import Any
 from .._project.blocks import first_trial
 from .._project.candidate import legacy_escape_id
 from .._project.splits import TEST_SPLIT, TestSealError
+from . import paid_by
+from .claims import Claims
 from .events import EventLog, verified_events, verify_events
 from .files import RunDirError, atomic_write_text
 from .index import FIELDS as FIELDS_INDEX
@@ -57,7 +59,9 @@ class RolloutFiles:
         index: RolloutIndex,
         rollout_path: Callable[[str, str, str, int], Path],
         notices: list[str],
+        claims: Claims | None = None,
     ) -> None:
+        self.claims = claims  # whose claim this process's rollout events name (:mod:`.paid_by`)
         self.root = root
         self.run_id = run_id
         self.log = log
@@ -124,6 +128,8 @@ class RolloutFiles:
                 f"{path}: {problem or 'it changed while its chain was checked'}: no test rollout is "
                 "scored against a log that does not verify; run `capevolve verify`"
             )
+        # the seal reads only what a session claimed and paid once (:mod:`.paid_by`)
+        paid_by.refuse_untrusted((e for e in events if e.get("kind") in paid_by.KINDS), self.run_id)
         for event in events:
             see(event)
         return truth, digests
@@ -144,6 +150,7 @@ class RolloutFiles:
                 infra_error=record.infra_error,
                 cost_usd=record.cost_usd,
                 sha256=sha256,
+                claim=None if self.claims is None else self.claims.claim_id,
             )
             if record.split != TEST_SPLIT:
                 seq = self.log.last_seq()

@@ -84,15 +84,15 @@ class RunDir:
         self.views_path = root / "views.json"  # what report.md and dashboard.html were drawn from
         self._split_folders: dict[str, Path] = {}
         self.lock = RunLock(root)
-        self.claims = Claims(root)
         self.index = RolloutIndex(root)  # what exists, so readers need not open every file
         self.created = False  # this process made the folder (see :meth:`discard_if_created`)
         self.notices: list[str] = []  # damage found and handled (quarantine, rebuilt state)
         self.log = EventLog(self.events_path, self.lock)
+        self.claims = Claims(root, self.log.append_event)
         self.state = RunState(self.state_path, self.spec_lock_path, self.log, self.notices, self.rollout_path)
         self.snapshots = Snapshots(root, self.run_id, self.log, self.project_dir)
         self.rollouts = RolloutFiles(
-            root, self.run_id, self.log, self.state, self.index, self.rollout_path, self.notices
+            root, self.run_id, self.log, self.state, self.index, self.rollout_path, self.notices, self.claims
         )
         self.verdicts = Verdicts(root, self.log)
         self.order_secret = OrderSecret(root, self.log)  # keys the sequential gate's task orders
@@ -217,6 +217,15 @@ class RunDir:
         old = spec.comparable_lock(locked)
         was = {k: spec.locked_value(old, k) for k in spec.FROZEN_KEYS}
         changed = [k for k in spec.FROZEN_KEYS if was[k] != spec.locked_value(lock, k)]
+        guards = [k for k in changed if k in spec.GUARD_KEYS]
+        if guards:
+            raise RunDirError(
+                f"{spec.path}: {', '.join(guards)} changed since run {self.run_id} began "
+                f"(was {', '.join(repr(was[k]) for k in guards)}, now "
+                f"{', '.join(repr(spec.locked_value(lock, k)) for k in guards)}): a run's guards decide "
+                "what may be gated and are frozen with it. Restore it, or start a new run with "
+                "--capevolve-new-run to gate under these guards"
+            )
         if changed:
             raise RunDirError(
                 f"{spec.path}: {', '.join(changed)} changed since run {self.run_id} began "

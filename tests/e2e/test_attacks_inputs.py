@@ -200,15 +200,19 @@ class ExitingAdapter(NoisyAgentAdapter):
 """
 
 
-def test_system_exit_in_the_adapter_is_an_infra_error(example, projects, capevolve) -> None:
+def test_system_exit_in_the_adapter_ends_one_rollout_not_the_session(example, projects, capevolve) -> None:
     """Before: ``sys.exit`` in run_target or score ended the whole session."""
     project = noisy(example, projects, EXITING, "ExitingAdapter")
     result = capevolve(project)
     assert result.ret == 12
     records = projects.rollout_records(project)
     assert len([k for k in records if k[0] == "val"]) == 40
-    exited = records[("val", "n01", "seed", 0)]["infra_error"]
-    assert exited == "run_target raised SystemExit(3): an adapter must not exit the process"
+    # run_target's exit is the candidate side's own doing: its failure (issue 37), labelled
+    exited = records[("val", "n01", "seed", 0)]
+    assert exited["reward"] == 0.0 and exited["infra_error"] is None
+    assert exited["feedback"] == (
+        "candidate failure: run_target raised SystemExit(3): an adapter must not exit the process"
+    )
     scored = records[("val", "n02", "seed", 0)]["infra_error"]
     assert scored == "score raised SystemExit('scorer gave up'): an adapter must not exit the process"
 
@@ -224,10 +228,10 @@ class _AsyncExiting:
         return 1.0
 
 
-def test_system_exit_in_an_async_adapter_is_an_infra_error(tmp_path: Path) -> None:
+def test_system_exit_in_an_async_adapter_is_the_candidates_failure(tmp_path: Path) -> None:
     scored = run_and_score(AdapterRunner(_AsyncExiting()), Task(id="t"), tmp_path, seed=0, split="val")
-    assert scored.reward is None
-    assert scored.infra_error == "run_target raised SystemExit(2): an adapter must not exit the process"
+    assert scored.reward == 0.0 and scored.infra_error is None
+    assert scored.caused == "run_target raised SystemExit(2): an adapter must not exit the process"
 
 
 # -- 3. what is not a file in a candidate folder ----------------------------------------------

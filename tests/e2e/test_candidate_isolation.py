@@ -136,13 +136,18 @@ def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session
     result = capevolve(noisy, "quitter", gate=True, extra=["--capevolve-concurrency", width])
     assert marker.exists()
     records = candidate_records(projects, noisy, "quitter")
-    lost = [r for r in records if r["infra_error"]]
+    lost = [r for r in records if r["feedback"].startswith("candidate failure: ")]
     assert len(records) == 80 and len(lost) >= 1  # at K = 4 the child's other rollouts go too
-    assert all("sandbox process" in r["infra_error"] and r["reward"] is None for r in lost)
+    # the candidate's failure (issue 37): a 0 labelled with the death, never missing data
+    assert all("sandbox process" in r["feedback"] and r["reward"] == 0.0 for r in lost)
+    assert all(
+        r["metrics"] == {"candidate_failure": r["feedback"].removeprefix("candidate failure: ")} for r in lost
+    )
+    assert not [r for r in records if r["infra_error"]]
     assert verdict(projects, noisy, "quitter")["decision"] != "accept"
-    # the session ran to its verdict, and ends as any session with infra errors does (12), not 0
-    assert result.ret == 12, result.stdout.str()
-    result.stdout.fnmatch_lines(["*quitter *INDECISIVE*", "*INFRA val::*[[]quitter-t*sandbox process*"])
+    # the session ran to its verdict, which the exit decided: no infra error to end it with 12
+    assert result.ret == 10, result.stdout.str()
+    result.stdout.fnmatch_lines(["*quitter *REJECT*"])
 
 
 def test_a_base_exception_from_candidate_code_is_an_infra_error_in_flight(noisy, projects, capevolve) -> None:
@@ -166,11 +171,11 @@ def test_a_hung_candidate_deaf_to_its_deadline_is_killed_and_the_session_goes_on
     result = capevolve(noisy, "deaf", gate=True)
     assert marker.exists()
     records = candidate_records(projects, noisy, "deaf")
-    killed = [r for r in records if r["infra_error"]]
-    assert len(records) == 80 and len(killed) == 1
-    assert "did not answer" in killed[0]["infra_error"] and "killed" in killed[0]["infra_error"]
+    killed = [r for r in records if r["feedback"].startswith("candidate failure: ")]
+    assert len(records) == 80 and len(killed) == 1 and killed[0]["reward"] == 0.0
+    assert "did not answer" in killed[0]["feedback"] and "killed" in killed[0]["feedback"]
     assert verdict(projects, noisy, "deaf")["decision"] != "accept"
-    assert result.ret == 12, result.stdout.str()  # the session went on to its verdict
+    assert result.ret == 10, result.stdout.str()  # the session went on to its verdict
 
 
 # -- records are those of an in-process rollout, byte for byte (timings aside) -----------------

@@ -22,6 +22,10 @@ NO_CACHE = ["-p", "no:cacheprovider"]
 @pytest.fixture
 def gated_project(example, projects, capevolve) -> Path:
     """noisy_agent with 2 trials, after a gate that made 'improved' the best."""
+    return _gated(example, projects, capevolve)
+
+
+def _gated(example, projects, capevolve) -> Path:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
     result = capevolve(project, "improved", gate=True)
@@ -89,10 +93,11 @@ def pytest_capevolve_test_scored(result, run_dir):
 
 
 def test_finalize_killed_between_scoring_and_writing_leaves_the_seal_unburned(
-    pytester, gated_project, projects, capevolve, held_out_files, events, xdist_args
+    pytester, example, projects, capevolve, held_out_files, events, xdist_args
 ):
-    project = gated_project
+    # the hook is in place from the run's first session: a conftest is harness, locked with the run
     pytester.makeconftest(KILL_BEFORE_BURN)
+    project = _gated(example, projects, capevolve)
     marker = pytester.path / "kill-before-burn"
     marker.write_text("")
     killed = capevolve(project, finalize=True, extra=xdist_args, subprocess=True)
@@ -184,8 +189,10 @@ def test_finalize_needs_an_evaluated_run(example, capevolve):
 
 def test_ctrl_c_before_the_burn_leaves_the_seal_unburned(pytester, example, projects, capevolve):
     project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    # in place from the run's first session (a conftest is harness, locked with the run); it
+    # acts at the finalize only
     pytester.makeconftest("def pytest_capevolve_test_scored(result, run_dir):\n    raise KeyboardInterrupt\n")
+    assert capevolve(project).ret == 0
     interrupted = capevolve(project, finalize=True, subprocess=True)
     assert interrupted.ret == pytest.ExitCode.INTERRUPTED
     assert not (projects.run_dir(project) / "seal.json").exists()

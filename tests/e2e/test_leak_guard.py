@@ -35,9 +35,9 @@ def test_a_candidate_embedding_a_val_task_id_is_refused_unpaid_naming_file_and_l
     assert verdict["decision"] == "indecisive" and verdict["basis"] == "leak"
     assert verdict["details"]["leaks"] == [{"file": "prompt.md", "line": len(lines) + 1, "kind": "id"}]
 
-    # turned off, the same bytes (under a new tag) are evaluated and paid
+    # turned off (the guards are frozen with a run: in a new one), the same bytes are evaluated and paid
     projects.edit_spec(project, "leak_guard_min_length: 3", "leak_guard_min_length: false")
-    again = capevolve(project, "peek", tags=["peek2"])
+    again = capevolve(project, "peek", tags=["peek2"], extra=["--capevolve-new-run"])
     assert again.ret == 0, again.stdout.str()[-3000:]
     assert len([k for k in projects.rollout_records(project) if k[2] == "peek2"]) == 40
 

@@ -67,7 +67,7 @@ def test_sending_ahead_changes_no_output_record_or_call(
         junit = project / "junit.xml"
         args = [*xdist, *off, "-rA", f"--junitxml={junit}", "-o", "junit_logging=all"]
         result = capevolve(project, extra=args)
-        assert result.ret == 12, result.stdout.str()  # q07's rollouts and q12's first are missing
+        assert result.ret == 12, result.stdout.str()  # q07's rollouts are missing (q12's crash is a 0)
         runs[mode] = (result, project, junit, log)
     (ahead, ahead_project, ahead_xml, ahead_log), (off, off_project, off_xml, off_log) = (
         runs["with"],
@@ -79,8 +79,10 @@ def test_sending_ahead_changes_no_output_record_or_call(
     assert len(calls_of(ahead_log)) == len(set(calls_of(ahead_log))) == 22
     records = projects.rollout_records(ahead_project)
     assert records == projects.rollout_records(off_project) and len(records) == 22
-    crashed = [r for r in records.values() if r["infra_error"]]
-    assert [r["task_id"] for r in crashed] == ["q12"] and "sandbox process" in crashed[0]["infra_error"]
+    # the crash is the candidate's failure (issue 37): a 0 labelled with it, never missing data
+    crashed = [r for r in records.values() if r["feedback"].startswith("candidate failure: ")]
+    assert [r["task_id"] for r in crashed] == ["q12"] and "sandbox process" in crashed[0]["feedback"]
+    assert crashed[0]["reward"] == 0.0 and crashed[0]["infra_error"] is None
     assert ahead.parseoutcomes() == off.parseoutcomes()
     # (the command that completes the missing rollouts differs: it repeats each run's own flags)
     ahead_lines = [line for line in normalized(ahead, "with") if not line.startswith("  pytest ")]

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_capevolve import Task
 from pytest_capevolve._project import harness
+from pytest_capevolve._project.pytest_loads import CONFIG_FILE_KEY
 
 
 def _project(tmp_path: Path) -> Path:
@@ -119,10 +120,11 @@ def test_a_module_loaded_by_importlib_runpy_or_exec_is_harness(tmp_path):
 )
 def test_a_pytest_config_that_adds_options_is_harness(tmp_path, name, text):
     root = _project(tmp_path)
-    assert harness.pytest_config(root) == {}
+    assert harness.pytest_config(root) == {CONFIG_FILE_KEY: "none"}
     (root / name).write_text(text)
     planted = harness.pytest_config(root)
-    assert list(planted) == [harness.PYTEST_CONFIG_KEY]
+    assert planted.keys() == {harness.PYTEST_CONFIG_KEY, CONFIG_FILE_KEY}
+    assert planted[CONFIG_FILE_KEY] == name
     (root / name).write_text(text.replace("planted", "other"))
     assert harness.pytest_config(root) != planted
 
@@ -131,9 +133,21 @@ def test_capevolve_ini_keys_and_a_config_without_a_pytest_section_are_not_harnes
     root = _project(tmp_path)
     (root / "pyproject.toml").write_text('[project]\nname = "x"\n')  # no pytest section
     (root / "tox.ini").write_text("[tox]\nenvlist = py311\n")
-    assert harness.pytest_config(root) == {}
+    assert harness.pytest_config(root) == {CONFIG_FILE_KEY: "none"}
     (root / "pytest.ini").write_text("[pytest]\ncapevolve_gate_mode = exact\n")  # the spec lock's
-    assert harness.pytest_config(root) == {}
+    assert harness.pytest_config(root) == {CONFIG_FILE_KEY: "pytest.ini"}  # only where it is
+
+
+def test_an_empty_pytest_section_above_the_project_is_where_pytest_roots_the_session(tmp_path):
+    """Issue 37: an empty ``[pytest]`` above the project moves the rootdir; it was "no config"."""
+    (tmp_path / "proj").mkdir()
+    root = _project(tmp_path / "proj")
+    before = harness.pytest_config(root)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    after = harness.pytest_config(root)
+    assert after == {CONFIG_FILE_KEY: "../pytest.ini"} != before
+    assert harness.changes(before, after) == ["<pytest config file> (changed)"]
+    assert harness.changes({"adapter.py": "x"}, {"adapter.py": "x", **after}) == []  # an older lock
 
 
 def test_pytest_env_variables_are_held_by_the_digest_of_their_values():
@@ -176,3 +190,24 @@ def test_a_folder_the_walk_cannot_list_is_an_error_naming_it_not_files_left_out(
         PermissionError, match=r"data: the harness lock cannot list this folder.*Permission denied"
     ):
         harness.harness_files(root, ["default"], exclude=[root / "capability"])
+
+
+def test_a_conftest_registered_from_above_the_project_is_locked_and_loading_less_is_no_change(tmp_path):
+    """Issue 37: what pytest registered from above the project is held by its relative path."""
+    import types
+
+    from pytest_capevolve._project import pytest_loads
+
+    (tmp_path / "proj").mkdir()
+    root = _project(tmp_path / "proj")
+    (tmp_path / "conftest.py").write_text("def pytest_configure(config):\n    pass\n")
+    inside = types.SimpleNamespace(__file__=str(root / "conftest.py"))
+    above = types.SimpleNamespace(__file__=str(tmp_path / "conftest.py"))
+    held = pytest_loads.conftest_digests([inside, above, object()], root)
+    assert list(held) == ["<conftest> ../conftest.py"]  # the project's own are the walk's
+    base = harness.pytest_config(root)
+    assert harness.changes(base, {**base, **held}) == ["<conftest> ../conftest.py (added)"]
+    assert harness.changes({**base, **held}, base) == []  # a session that did not load it
+    (tmp_path / "conftest.py").write_text("# rewritten\n")
+    now = pytest_loads.conftest_digests([above], root)
+    assert harness.changes({**base, **held}, {**base, **now}) == ["<conftest> ../conftest.py (changed)"]

@@ -52,7 +52,10 @@ def test_the_rollout_timeout_holds_whatever_the_adapter_catches(tmp_path, catch)
             AdapterRunner(adapter), Task(id="t"), tmp_path, seed=0, split="val", timeout_s=0.2
         )
         assert not adapter.gave_up.is_set()  # the deadline ended it, not the agent's own limit
-        assert scored.infra_error is not None and scored.infra_error.startswith("timeout")
+        # the candidate's failure (issue 37): a 0, labelled, never missing data paid again
+        assert scored.caused is not None and scored.caused.startswith("timeout")
+        assert scored.reward == 0.0 and scored.infra_error is None
+        assert scored.feedback.startswith("candidate failure: timeout")
     finally:
         adapter.stop.set()
 

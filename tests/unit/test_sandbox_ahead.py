@@ -100,7 +100,9 @@ def test_a_child_that_dies_running_a_rollout_sent_ahead_loses_that_rollout_only(
         run_and_score(runner, one, capability, seed=0, split="val")
         assert runner.targets.send_ahead(fatal, capability, seed=1, split="val", timeout_s=None)
         lost = run_and_score(runner, fatal, capability, seed=1, split="val")
-        assert lost.reward is None and lost.rollout is None and "exit code 3" in (lost.infra_error or "")
+        # the candidate's failure (issue 37): a 0 labelled with the death, never missing data
+        assert lost.reward == 0.0 and lost.rollout is None and "exit code 3" in (lost.caused or "")
+        assert lost.infra_error is None and lost.feedback.startswith("candidate failure: ")
         # the next rollout: a new child, its own answer
         assert run_and_score(runner, one, capability, seed=2, split="val").rollout.output == "one:2"
         assert calls(project) == [["one", 0], ["fatal", 1], ["one", 2]]
@@ -116,8 +118,8 @@ def test_a_rollout_sent_ahead_that_outlives_its_deadline_is_killed_as_a_timeout(
         run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
         assert runner.targets.send_ahead(deaf, capability, seed=1, split="val", timeout_s=0.5)
         late = run_and_score(runner, deaf, capability, seed=1, split="val", timeout_s=0.5)
-        assert late.reward is None and "timeout" in (late.infra_error or "")
-        assert "killed" in (late.infra_error or "")
+        assert late.reward == 0.0 and "timeout" in (late.caused or "")
+        assert "killed" in (late.caused or "") and late.infra_error is None
         assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
     finally:
         runner.close()
@@ -159,7 +161,7 @@ def test_an_answer_begun_early_and_finished_late_is_late(project: Path, ahead: b
         if ahead:
             assert runner.targets.send_ahead(early, capability, seed=1, split="val", timeout_s=0.5)
         scored = run_and_score(runner, early, capability, seed=1, split="val", timeout_s=0.5)
-        assert scored.reward is None and "timeout" in (scored.infra_error or ""), scored
+        assert scored.reward == 0.0 and "timeout" in (scored.caused or ""), scored
         assert scored.seconds > 1.0
     finally:
         runner.close()

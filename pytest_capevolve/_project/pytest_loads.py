@@ -1,0 +1,86 @@
+"""What pytest itself loads into a capevolve session from above the project: conftests and its
+config file, locked with the run.
+
+pytest imports every ``conftest.py`` from its ``confcutdir`` down to the folder it starts in,
+and ``confcutdir`` defaults to the rootdir, which an empty ``setup.py`` or a ``pytest.ini`` with
+an empty ``[pytest]`` section one folder *above* the project moves there. A ``conftest.py``
+planted beside it then ran in the process that scores and decides — outside the harness lock,
+which walks the project only (and digested an empty section as "no config"). So:
+
+- **locked**: every ``conftest.py`` the plugin manager registered from a folder above the
+  project (:func:`conftest_digests`, keyed by its path relative to the project), and the location of
+  the config file pytest reads for the project, an empty section included
+  (:func:`config_file_location`), are part of the harness fingerprint: one planted above the
+  project after the run began is a changed harness, refused before anything is planned or
+  paid. A conftest above the project that a session no longer loads (started elsewhere, or by
+  capevolve with conftests cut at the project) loads less, and is not a change.
+- **pinned**: the sessions capevolve starts itself (hill-climb's and merge's gates, baseline,
+  ``measure``'s finalize: :mod:`.._loop.launch`) cut conftests at the project folder
+  (``--confcutdir``), so nothing planted above the project is even imported there.
+
+The rootdir itself is not locked: it also follows the folder a session is started in, and
+nothing a capevolve session loads or decides follows it but the conftests and config held here.
+Unconfined, a conftest that *is* imported runs before any check of the session's; the lock
+refuses what was planted after the run began, the kernel boundary is what keeps candidate code
+from writing there at all (the threat model says so).
+
+Pure reads: paths in, digests out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+CONFIG_FILE_KEY = "<pytest config file>"  # in every lock that holds what is here (older: absent)
+CONFTEST_PREFIX = "<conftest> "
+NO_CONFIG = "none"
+CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, str]:
+    """sha256 of each ``conftest.py`` among ``plugins`` (a plugin manager's, as registered)
+    in a folder above ``project_dir``, keyed ``<conftest> RELATIVE PATH`` (``../conftest.py``:
+    a project moved with its surroundings keeps its lock). Those inside are the harness walk's;
+    one in an unrelated folder was loaded because the session was started there, which is the
+    command line's business, as a ``-p`` plugin outside the project is."""
+    project = project_dir.resolve()
+    found = {}
+    for plugin in plugins:
+        where = getattr(plugin, "__file__", None)
+        if not isinstance(where, str) or os.path.basename(where) != "conftest.py":
+            continue
+        path = Path(where).resolve()
+        if path.parent not in project.parents:
+            continue  # in the project (the walk's), or beside it: where the session was started
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            digest = f"unreadable ({type(exc).__name__})"
+        found[f"{CONFTEST_PREFIX}{Path(os.path.relpath(path, project)).as_posix()}"] = digest
+    return found
+
+
+def config_file_location(project_dir: Path, found: Path | None) -> dict[str, str]:
+    """``{CONFIG_FILE_KEY: where}``: the path, relative to the project (``../pytest.ini``), of
+    the config file whose pytest section (empty or not) pytest reads; ``none`` without one."""
+    if found is None:
+        return {CONFIG_FILE_KEY: NO_CONFIG}
+    return {CONFIG_FILE_KEY: Path(os.path.relpath(found, project_dir.resolve())).as_posix()}
+
+
+def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
+    """``now`` as it compares with ``locked``: without what is held here when ``locked``
+    predates it; with each conftest above the project that ``locked`` holds and this session
+    did not load (loading less is no change)."""
+    if CONFIG_FILE_KEY not in locked:
+        return {k: v for k, v in now.items() if k != CONFIG_FILE_KEY and not k.startswith(CONFTEST_PREFIX)}
+    gone = {k: v for k, v in locked.items() if k.startswith(CONFTEST_PREFIX) and k not in now}
+    return {**now, **gone}
+
+
+def pinned(project_dir: Path) -> list[str]:
+    """The options that cut a session's conftests at the project (for sessions capevolve starts)."""
+    return ["--confcutdir", str(project_dir.resolve())]

@@ -1,0 +1,164 @@
+"""Issue 37, class 3: a candidate chooses which draws count.
+
+With an agent that does not reproduce its draws (every LLM agent: here the first draw of a
+rollout is fixed by its task and trial, any later draw is fresh, as an API's is), candidate
+code that exits its own sandbox child whenever its answer fails left an infra error — missing
+data — that the next session paid again with a fresh draw; a no-op was accepted after 3
+sessions. A death, a kill or a timeout of the candidate's child while it runs a rollout is now
+the candidate's failure: a reward of 0, labelled, never paid again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._cli.main import main
+
+REDRAWING = '''
+
+class RedrawingAdapter(NoisyAgentAdapter):
+    """A coin flip per rollout: the first draw of a (candidate, task, trial) is fixed by the
+    task and trial alone (the no-op and the seed draw alike), any later one is fresh. The
+    candidate's reply tool closes the ticket, as in the example."""
+
+    def run_target(self, task, ctx, *, seed):
+        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        drawn = Path(__file__).parent / ".draws" / f"{folder}-{task.id}-{seed}"
+        if drawn.exists():
+            draw = random.SystemRandom().random()
+        else:
+            drawn.parent.mkdir(exist_ok=True)
+            drawn.touch()
+            draw = random.Random(f"{task.id}:{seed}").random()
+        output = "resolved" if draw < 0.5 else "escalated"
+        reply = self._closing(ctx, task.input["category"])
+        return Rollout(task_id=task.id, output=output, trace={"reply": reply}, cost_usd=0.001, tokens=10)
+'''
+
+# appended to the candidate's tools/reply.py, which the adapter runs after it drew the answer:
+# the answer is a local of run_target, two frames up; a failing one ends the child
+QUIT_ON_FAILURE = """
+
+import os as _os
+import sys as _sys
+
+_frame = _sys._getframe()
+while _frame is not None and "output" not in _frame.f_locals:
+    _frame = _frame.f_back
+if _frame is not None and _frame.f_locals["output"] == "escalated":
+    _os._exit(0)
+"""
+
+
+def _project(example, projects) -> Path:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(REDRAWING)
+    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:RedrawingAdapter")
+    shutil.rmtree(project / "microcases")  # the gate runs the candidate's code, not a screen
+    quitter = project / "candidates" / "quitter"
+    shutil.copytree(project / "capability", quitter)
+    with (quitter / "tools" / "reply.py").open("a") as handle:
+        handle.write(QUIT_ON_FAILURE)
+    return project
+
+
+def test_a_candidate_that_exits_its_child_on_a_failing_answer_books_those_failures(
+    example, projects, capevolve
+) -> None:
+    project = _project(example, projects)
+    results = [capevolve(project, "quitter", gate=True) for _ in range(4)]  # the attack's loop
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
+    assert verdict["decision"] != "accept", [r.ret for r in results]
+    assert results[0].ret == 10, results[0].stdout.str()[-3000:]  # decided at once: no infra error
+    records = [r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"]
+    assert len(records) == 40 and not [r for r in records if r["infra_error"]]
+    failed = [r for r in records if r["feedback"].startswith("candidate failure: ")]
+    assert failed and all(r["reward"] == 0.0 and "sandbox process" in r["feedback"] for r in failed)
+    assert all(r["metrics"]["candidate_failure"] in r["feedback"] for r in failed)
+    # paid once: each rollout's first draw stands, the later sessions paid nothing again
+    events = [
+        json.loads(line) for line in (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
+    ]
+    paid = [e for e in events if e["kind"] == "rollout" and e.get("tag") == "quitter"]
+    assert len(paid) == 40
+
+
+FLAKY_FIRST = '''
+
+class FlakyFirstAdapter(NoisyAgentAdapter):
+    """The API fails the first call of each rollout of half the val tasks of a candidate
+    folder (missing data), then answers."""
+
+    def run_target(self, task, ctx, *, seed):
+        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        tried = Path(__file__).parent / ".tried" / f"{folder}-{task.id}-{seed}"
+        if folder == "improved" and int(task.id[1:]) % 2 == 0 and not tried.exists():
+            tried.parent.mkdir(exist_ok=True)
+            tried.touch()
+            return Rollout(task_id=task.id, output=None, trace={}, error="API down")
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def test_the_first_indecisive_by_coverage_verdict_of_a_tag_is_a_look_that_counts(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    with (project / "adapter.py").open("a") as handle:
+        handle.write(FLAKY_FIRST)
+    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:FlakyFirstAdapter")
+    first = capevolve(project, "improved", gate=True)
+    run_dir = projects.run_dir(project)
+    looked = json.loads((run_dir / "verdicts" / "improved.json").read_text())
+    assert looked["decision"] == "indecisive" and looked["basis"] == "coverage", first.stdout.str()[-2000:]
+    assert looked["delta_mean"] is not None  # the optimizer saw the numbers
+    assert looked["alpha"] == 0.05
+
+    again = capevolve(project, "improved", gate=True)  # the missing rollouts paid, gated again
+    verdict = json.loads((run_dir / "verdicts" / "improved.json").read_text())
+    assert verdict["decision"] in ("accept", "reject"), again.stdout.str()[-2000:]
+    assert verdict["details"]["looks"]["look"] == 2 and verdict["details"]["looks"]["counted_look"] > 0
+    assert verdict["alpha"] == 0.025  # look 2 of two: α/2, so the two looks spend α together
+    assert any("the second look at 'improved'" in w for w in verdict["warnings"])
+    # re-derived from the record (`capevolve gate`), it is the same verdict at the same level
+    capsys.readouterr()
+    main(["gate", "improved", "--project", str(project), "--json"])
+    rederived = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rederived["decision"] == verdict["decision"] and rederived["alpha"] == 0.025
+    assert not rederived.get("what_if"), rederived.get("what_if")
+
+
+@pytest.mark.confined
+def test_inside_the_kernel_boundary_a_child_that_exits_on_failure_books_its_failures(
+    example, projects, capevolve
+) -> None:
+    """The same candidate, confined (its child under Landlock), on the example's own adapter:
+    every failing answer ends the child, and each is booked as its failure, never missing."""
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    shutil.rmtree(project / "microcases")
+    quitter = project / "candidates" / "quitter"
+    shutil.copytree(project / "capability", quitter)
+    with (quitter / "tools" / "reply.py").open("a") as handle:
+        # on the tasks whose id ends in 1 (a child started per exit costs a second or two here)
+        handle.write(
+            QUIT_ON_FAILURE.replace(
+                '== "escalated":', '== "escalated" and _frame.f_locals["task"].id.endswith("1"):'
+            )
+        )
+    result = capevolve(project, "quitter", gate=True)
+    assert result.ret == 10, result.stdout.str()[-3000:]
+    records = {k[1]: r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"}
+    assert len(records) == 40 and not [r for r in records.values() if r["infra_error"]]
+    failed = {t for t, r in records.items() if r["feedback"].startswith("candidate failure: ")}
+    assert failed and all(records[t]["reward"] == 0.0 and records[t]["output"] is None for t in failed)
+    # every answer that failed on those tasks ended its child: none of them was scored escalated
+    assert not [t for t, r in records.items() if t.endswith("1") and r["output"] == "escalated"]
+    assert {t for t in failed if not t.endswith("1")} == set()

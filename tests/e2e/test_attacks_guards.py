@@ -1,0 +1,83 @@
+"""Issue 37, class 4: a guard switched off mid-run.
+
+``leak_guard_min_length: false`` added to ``capevolve.yaml`` after the run began was not frozen:
+a prompt naming every val id was then gated, accepted and booked, and nothing in the output,
+the verdict or the log said the guard was off. The guards that decide what may be gated
+(``leak_guard_min_length``, ``protected_paths``, ``harness_files``) are now frozen with the run
+by ``spec.lock.yaml``: a change is refused before anything is paid, naming the way on (a new
+run); a run that gates with the leak guard off says so in every verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+# val ids of noisy_agent's frozen splits (split_seed 7, one trial)
+VAL = ("n01", "n02", "n10", "n13")
+
+
+def _leaky(project) -> None:
+    """A candidate whose prompt names val tasks by id."""
+    peek = project / "candidates" / "peek"
+    shutil.copytree(project / "capability", peek)
+    with (peek / "prompt.md").open("a") as handle:
+        handle.write("".join(f"- For ticket {task_id}, escalate at once.\n" for task_id in VAL))
+
+
+def _refused(result, key: str) -> str:
+    assert result.ret == 4, result.stdout.str()[-2000:]
+    lines = [line for line in result.stderr.str().splitlines() if f"{key} changed since run" in line]
+    assert len(lines) == 1, result.stderr.str()
+    assert "frozen with it" in lines[0] and "--capevolve-new-run" in lines[0]
+    return lines[0]
+
+
+def test_a_guard_switched_off_mid_run_is_refused_before_anything_is_paid(
+    example, projects, capevolve
+) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    _leaky(project)
+    assert capevolve(project).ret == 0
+    paid = len(projects.rollout_records(project))
+
+    spec = project / "capevolve.yaml"
+    honest = spec.read_text()
+    spec.write_text(honest + "leak_guard_min_length: false\n")
+    line = _refused(capevolve(project, "peek", gate=True), "leak_guard_min_length")
+    assert "(was 4, now None)" in line
+    # typed for one session on the command line: the same refusal
+    spec.write_text(honest)
+    _refused(
+        capevolve(project, "peek", gate=True, extra=["-o", "capevolve_leak_guard_min_length=false"]),
+        "leak_guard_min_length",
+    )
+    # the tamper guard narrowed, the harness lock's data files dropped: refused alike
+    spec.write_text(honest.replace("protected_paths: [default]", "protected_paths: []"))
+    _refused(capevolve(project, "peek", gate=True), "protected_paths")
+    spec.write_text(honest + "harness_files: []\n")
+    _refused(capevolve(project, "peek", gate=True), "harness_files")
+    assert len(projects.rollout_records(project)) == paid
+    assert not (projects.run_dir(project) / "verdicts" / "peek.json").exists()
+
+    # as the run froze it, the leak guard refuses the candidate unpaid
+    spec.write_text(honest)
+    assert capevolve(project, "peek", gate=True).ret == 11
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "peek.json").read_text())
+    assert verdict["basis"] == "leak"
+
+
+def test_a_run_gating_with_the_leak_guard_off_says_so_in_every_verdict(example, projects, capevolve) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    _leaky(project)
+    (project / "capevolve.yaml").write_text(
+        (project / "capevolve.yaml").read_text() + "leak_guard_min_length: false\n"
+    )
+    result = capevolve(project, "peek", gate=True)
+    assert result.ret in (0, 10, 11), result.stdout.str()[-2000:]
+    assert "the leak guard is off (leak_guard_min_length: false" in result.stdout.str()
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "peek.json").read_text())
+    assert verdict["details"]["guards"]["leak_guard_min_length"] is None
+    assert any("the leak guard is off" in warning for warning in verdict["warnings"])
