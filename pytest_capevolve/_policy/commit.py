@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
+from .._confine.label import optimizer_confinement
 from .._policy import Refusal
 from .._project.candidate import CandidateError, changed_files
 from .._project.spec import Spec
@@ -78,6 +79,7 @@ class BookedDecision(Lineage):
     optimizer_tokens: int
     optimizer_seconds: float
     journal_sha256: str  # the round's journal entry frozen at its first decision (journals/<tag>.md)
+    optimizer_confinement: dict[str, Any]  # whether the optimizer was confined (:mod:`.._confine.label`)
 
 
 class SpentOn(TypedDict):
@@ -152,6 +154,7 @@ def book(
             "optimizer_seconds": optimizer.seconds,
             # what the round wrote, frozen now: a later round's rewrite never passes for it
             "journal_sha256": freeze_entry(rundir, tag),
+            "optimizer_confinement": optimizer_confinement(),
         }
         label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
         if decision == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
