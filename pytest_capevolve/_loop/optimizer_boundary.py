@@ -11,7 +11,8 @@ coding agent driving the loop). Inside, the optimizer may:
   except the run dirs (``.capevolve/``: the record, every other run) and the project's gold
   files (the ``harness_files`` globs and the default ones: gold and answer files, ``tasks/``,
   ``data/``, the ``split_ids_file``); the handover files are in the work copy, the hill-climb's
-  prompt is granted by name.
+  prompt is granted by name. Every folder of the project may be listed — names, not contents —
+  so the agent can ``ls`` it and glob its work copies (``.capevolve/runs/*/work/TAG``).
 
 Nothing above the project is writable, so no ``conftest.py``, ``setup.py`` or ``pytest.ini``
 can be planted where pytest would find it. The kernel holds it (:mod:`.._confine.landlock`);
@@ -54,6 +55,7 @@ def optimizer_boundary(
         readable=tuple(Path(p) for p in readable),
         hidden=hidden,
         read_all=True,
+        listable=(spec.project_dir.resolve(),),  # `ls`, and globs such as .capevolve/runs/*/work/TAG
     )
 
 
