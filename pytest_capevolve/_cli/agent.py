@@ -75,9 +75,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     spec = spec_of(args)
     if spec.project_dir.resolve() != Path.cwd().resolve():
-        raise UsageError(
-            f"start the agent from the project folder: cd {spec.project_dir} && {USAGE}"
-        )
+        raise UsageError(f"start the agent from the project folder: cd {spec.project_dir} && {USAGE}")
     extra = checked_writable(spec, args.writable or ())
     return run_agent(
         spec,
@@ -95,7 +93,7 @@ def register(sub: Any) -> None:
     """``agent`` and ``pytest`` on the ``capevolve`` parser."""
     agent = sub.add_parser(
         "agent",
-        help="run a coding agent inside the optimizer's boundary; its capevolve commands reach a broker outside",
+        help="run a coding agent inside the optimizer's boundary, its capevolve commands run by a broker",
         usage=USAGE,
     )
     agent.add_argument(

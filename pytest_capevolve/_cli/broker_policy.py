@@ -237,4 +237,3 @@ def _short_flags(arg: str) -> bool:
 def _short_valued(arg: str) -> bool:
     """``-n2``, ``-nauto``, ``-rA``, ``-kname``: a short valued option with its value attached."""
     return len(arg) > 2 and arg[0] == "-" and arg[1] in "nrkm" and arg[1] != "-"
-

@@ -58,6 +58,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run the command, print its error as one line; return its exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
+    from .agent import USAGE as AGENT_USAGE
     from .agent import forwarded, run_pytest, split_agent
 
     code = forwarded(words)  # inside `capevolve agent`: the broker runs it, outside the boundary
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     OPENED.clear()
     try:
         if args.command == "agent" and agent_argv is None:
-            raise UsageError("give the agent's command after --: capevolve agent [--writable DIR] -- CMD ARGS…")
+            raise UsageError(f"give the agent's command after --: {AGENT_USAGE}")
         return int(args.func(args))
     except (UsageError, Refused, Refusal, CandidateError) as exc:
         return report_error(args.command, exc)

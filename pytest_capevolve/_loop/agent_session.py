@@ -142,7 +142,10 @@ def run_agent(
         agent_env = {k: v for k, v in os.environ.items() if k not in (OPTIMIZER_ENV, CONFINEMENT_ENV)}
         agent_env.update({BROKER_ENV: str(inherited.fileno()), "TMPDIR": str(scratch)})
         broker_env = {k: v for k, v in os.environ.items() if k not in (BROKER_ENV, CONFINEMENT_ENV)}
-        broker = Broker(policy_for(rundir, boundary.writable), {**broker_env, **environment(state, STARTED_BY)})
+        broker_env.update(
+            environment(state, STARTED_BY)
+        )  # the label the record copies: set here, not by the agent
+        broker = Broker(policy_for(rundir, boundary.writable), broker_env)
         try:
             proc = subprocess.Popen(
                 command(boundary, argv), env=agent_env, pass_fds=(inherited.fileno(),), cwd=os.getcwd()

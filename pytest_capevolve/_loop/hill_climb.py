@@ -326,7 +326,11 @@ class HillClimb:
         # inside the boundary: its work copy and a scratch folder writable, the prompt readable
         boundary = optimizer_boundary(self.spec, [workdir], [prompt], also_writable=self.o.writable)
         result = run_optimizer(
-            argv, cwd=self.spec.project_dir, timeout=self.o.optimizer_timeout, folder=folder, boundary=boundary
+            argv,
+            cwd=self.spec.project_dir,
+            timeout=self.o.optimizer_timeout,
+            folder=folder,
+            boundary=boundary,
         )
         journal = workdir / JOURNAL  # kept first: a crashed optimizer's notes reach the next round too
         (folder / JOURNAL).unlink(missing_ok=True)  # never a file an earlier round planted here

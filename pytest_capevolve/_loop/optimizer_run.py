@@ -91,9 +91,7 @@ def run_optimizer(
         started = argv
         if boundary is not None:
             writable = (*boundary.writable, Path(scratch))
-            started = command(
-                Boundary(writable, boundary.readable, boundary.hidden, boundary.read_all), argv
-            )
+            started = command(Boundary(writable, boundary.readable, boundary.hidden, boundary.read_all), argv)
         result = _run(started, cwd=cwd, timeout=timeout, folder=folder, env=env)
     return {
         "argv": redacted(argv),  # written to optimizer.json: no API key in the run dir

@@ -75,7 +75,12 @@ def agent(project: Path, *command: str, landlock: bool = True) -> subprocess.Com
     if not landlock:
         env["CAPEVOLVE_LANDLOCK"] = "off"
     return subprocess.run(
-        ["capevolve", "agent", "--", *command], cwd=project, env=env, capture_output=True, text=True, timeout=600
+        ["capevolve", "agent", "--", *command],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -142,9 +147,20 @@ def test_a_decision_booked_outside_any_agent_says_the_optimizer_was_not_started_
     (work / "prompt.md").write_text((work / "prompt.md").read_text() + "\nConvert units first.\n")
     env = environment()
     env.pop("CAPEVOLVE_OPTIMIZER_CONFINEMENT", None)
-    gate = [PY, "-m", "pytest", "--capevolve-run", ".", "--capevolve-candidate", str(work), "--capevolve-gate"]
+    gate = [
+        PY,
+        "-m",
+        "pytest",
+        "--capevolve-run",
+        ".",
+        "--capevolve-candidate",
+        str(work),
+        "--capevolve-gate",
+    ]
     # a person's gate session books its decision itself (--capevolve-commit auto, the default)
-    subprocess.run([*gate, "-q", "-p", "no:cacheprovider"], cwd=project, env=env, capture_output=True, check=False)
+    subprocess.run(
+        [*gate, "-q", "-p", "no:cacheprovider"], cwd=project, env=env, capture_output=True, check=False
+    )
 
     decision = next(e for e in events(project) if e["kind"] == "decision")
     assert decision["optimizer_confinement"]["confined"] is False
