@@ -76,7 +76,10 @@ def _relay(conn: socket.socket) -> int:
     while True:
         head = reader.read(_HEADER.size)
         if len(head) < _HEADER.size:
-            raise BrokerGone("the broker closed the request before its exit code")
+            raise BrokerGone(
+                "it closed this request before its exit code; it stops writing to a reader that "
+                "reads nothing for minutes, and what the command records is kept"
+            )
         kind, length = _HEADER.unpack(head)
         body = reader.read(length)
         if kind == EXIT:
@@ -134,7 +137,7 @@ class Reply:
     away (or stopped reading for ``timeout`` seconds) is dropped; the command it asked for is
     not stopped by that — what it records is the evaluator's, not the agent's, to cut short."""
 
-    def __init__(self, conn: socket.socket, timeout: float = 30.0) -> None:
+    def __init__(self, conn: socket.socket, timeout: float = 300.0) -> None:
         self.conn: socket.socket | None = conn
         self.lock = threading.Lock()  # stdout and stderr are pumped by two threads
         conn.settimeout(timeout)

@@ -23,6 +23,7 @@ decision it books is labelled unconfined; nothing else changes.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -61,9 +62,12 @@ def current_run(spec: Spec) -> RunDir:
 class Broker:
     """Runs what the agent asks, when ``policy`` allows it, with ``env`` (the evaluator's)."""
 
-    def __init__(self, policy: Policy, env: dict[str, str]) -> None:
+    def __init__(
+        self, policy: Policy, env: dict[str, str], moved: Callable[[], str | None] = lambda: None
+    ) -> None:
         self.policy = policy
         self.env = env
+        self.moved = moved  # after each command: a line when the project's current run changed
         self.running: list[threading.Thread] = []
 
     def serve(self, control: Iterable[Request | str]) -> None:
@@ -108,7 +112,7 @@ class Broker:
         for pump in pumps:
             pump.join()
         code = proc.wait()
-        request.reply.finish(None, code if code >= 0 else 128 - code)
+        request.reply.finish(self.moved(), code if code >= 0 else 128 - code)
 
 
 def _pump(stream: object, send: Callable[[bytes], None]) -> None:
@@ -141,15 +145,17 @@ def run_agent(
         control, inherited = control_pair()
         agent_env = {k: v for k, v in os.environ.items() if k not in (OPTIMIZER_ENV, CONFINEMENT_ENV)}
         agent_env.update({BROKER_ENV: str(inherited.fileno()), "TMPDIR": str(scratch)})
+        # unconfined: started directly, the line above the only one said (the launcher would add its own)
+        started = command(boundary, argv) if state.confined else argv
+        if not state.confined:
+            agent_env[CONFINEMENT_ENV] = json.dumps(state.as_json())
         broker_env = {k: v for k, v in os.environ.items() if k not in (BROKER_ENV, CONFINEMENT_ENV)}
         broker_env.update(
             environment(state, STARTED_BY)
         )  # the label the record copies: set here, not by the agent
-        broker = Broker(policy_for(rundir, boundary.writable), broker_env)
+        broker = Broker(policy_for(rundir, boundary.writable), broker_env, moved=_moved(spec, rundir))
         try:
-            proc = subprocess.Popen(
-                command(boundary, argv), env=agent_env, pass_fds=(inherited.fileno(),), cwd=os.getcwd()
-            )
+            proc = subprocess.Popen(started, env=agent_env, pass_fds=(inherited.fileno(),), cwd=os.getcwd())
         finally:
             inherited.close()
         serving = threading.Thread(target=broker.serve, args=(requests(control),), daemon=True)
@@ -162,6 +168,28 @@ def run_agent(
         return code if code >= 0 else 128 - code
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _moved(spec: Spec, started_in: RunDir) -> Callable[[], str | None]:
+    """A note for the agent once the project's current run is another (a new run began): the
+    boundary was drawn around the first one's work copies, and cannot grow."""
+
+    def note() -> str | None:
+        try:
+            now = RunDir.resolve(spec.project_dir, None, create=False).run_id
+        except RunDirError:
+            return None
+        if now == started_in.run_id:
+            return None
+        return (
+            f"capevolve agent: the project's current run is now {now}; this agent writes only the "
+            f"work copies of run {started_in.run_id}: end it and start it again ({USAGE_HINT})\n"
+        )
+
+    return note
+
+
+USAGE_HINT = "capevolve agent -- CMD ARGS…"
 
 
 def _wait(proc: subprocess.Popen[bytes]) -> int:

@@ -138,6 +138,7 @@ def test_an_honest_agent_gates_and_commits_through_the_broker_and_the_decision_s
     else:
         assert confinement["confined"] is False and "CAPEVOLVE_LANDLOCK=off" in confinement["why"]
         assert "runs unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)" in first
+        assert sum("unconfined" in line for line in done.stderr.splitlines()) == 1  # one line, at start
 
 
 def test_a_decision_booked_outside_any_agent_says_the_optimizer_was_not_started_by_one(project: Path) -> None:
