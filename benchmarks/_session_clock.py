@@ -23,7 +23,9 @@ if os.environ.get("CAPEVOLVE_BENCH_IN_PROCESS") == "1":
     from pytest_capevolve._engine.runner import AdapterRunner
     from pytest_capevolve._session import wiring
 
-    def _in_process(adapter: Any, ref: str, project_dir: Any, judge_rescores: int = 1) -> AdapterRunner:
+    def _in_process(
+        adapter: Any, ref: str, project_dir: Any, judge_rescores: int = 1, **_: Any
+    ) -> AdapterRunner:
         return AdapterRunner(adapter, judge_rescores)  # targets: InProcess
 
     wiring.isolated = _in_process  # type: ignore[assignment]

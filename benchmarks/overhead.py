@@ -18,6 +18,13 @@ same run, because these machines are shared and noisy)
    /proc: what one round trip costs each side.
 
    python benchmarks/overhead.py --isolation [--repeats 7]   runs only this part
+4. What the kernel boundary (issue 37: each sandbox child confined by Landlock before it loads the
+   adapter) costs per rollout: the same sandboxed no-op session confined and with
+   ``CAPEVOLVE_LANDLOCK=off``, paired and in alternating order; CPU per rollout of the session and
+   every process it started (the child's start-up and its ``confine()`` included), less a
+   collect-only session's; the ratio confined ÷ unconfined, goal ≤ 1.1x.
+
+   python benchmarks/overhead.py --confinement [--repeats 5]   runs only this part
 """
 
 from __future__ import annotations
@@ -127,7 +134,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def clocked_session(project: Path, *, in_process: bool, collect_only: bool = False) -> tuple[dict, float]:
+def clocked_session(
+    project: Path, *, in_process: bool, collect_only: bool = False, env_extra: dict[str, str] | None = None
+) -> tuple[dict, float]:
     """One ``pytest --capevolve-run`` on ``project`` with ``_session_clock``: its loop's clock
     and the CPU seconds of the session and everything it started (all reaped when it ends)."""
     clock = project / "clock.json"
@@ -136,6 +145,7 @@ def clocked_session(project: Path, *, in_process: bool, collect_only: bool = Fal
         PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
         CAPEVOLVE_BENCH_CLOCK=str(clock),
         CAPEVOLVE_BENCH_IN_PROCESS="1" if in_process else "0",
+        **(env_extra or {}),
     )
     before = _children_cpu()
     command = [sys.executable, "-m", "pytest", "-p", "_session_clock", "--capevolve-run", str(project)]
@@ -183,6 +193,45 @@ def isolation_sessions(tmp: Path, tasks: int, trials: int, repeats: int) -> dict
     )
     print(f"  load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     return {"isolation_wall_ratio": median(walls), "isolation_cpu_ratio": median(cpus)}
+
+
+def confinement_sessions(tmp: Path, tasks: int, trials: int, repeats: int) -> dict[str, float]:
+    """Section 4: the sandboxed session confined and not (``CAPEVOLVE_LANDLOCK=off``), paired."""
+    from pytest_capevolve._confine.landlock import abi
+
+    n = tasks * trials
+    os.environ.update(BENCH_TASKS=str(tasks), BENCH_SLEEP="0")
+    os.environ.pop("CAPEVOLVE_LANDLOCK", None)
+    if abi() < 1:
+        print("confinement: this kernel offers no Landlock; nothing to compare")
+        return {}
+    print(f"confinement (Landlock ABI {abi()}): {n} no-op rollouts a session, {repeats} paired repeats")
+    cpus, walls = [], []
+    for r in range(repeats):
+        fixed = clocked_session(
+            make_project(tmp / f"conf{r}_collect", trials), in_process=False, collect_only=True
+        )[1]
+        figures = {}
+        for confined in [r % 2 == 0, r % 2 == 1]:
+            name = "confined" if confined else "unconfined"
+            env = {} if confined else {"CAPEVOLVE_LANDLOCK": "off"}
+            clock, cpu = clocked_session(
+                make_project(tmp / f"conf{r}_{name}", trials), in_process=False, env_extra=env
+            )
+            figures[name] = (clock["steady"], max(cpu - fixed, 0.0) / n)
+        (wall_off, cpu_off), (wall_on, cpu_on) = figures["unconfined"], figures["confined"]
+        walls.append(wall_on / wall_off)
+        cpus.append(cpu_on / max(cpu_off, 1e-9))
+        print(
+            f"  repeat {r + 1}: CPU {cpu_off * 1e6:6.1f} → {cpu_on * 1e6:6.1f} µs/rollout ({cpus[-1]:.3f}x);"
+            f" wall {wall_off * 1e6:6.1f} → {wall_on * 1e6:6.1f} µs/rollout ({walls[-1]:.3f}x)",
+            flush=True,
+        )
+    print(
+        f"  confined ÷ unconfined per rollout: CPU median {median(cpus):.3f}x (range {min(cpus):.3f}–"
+        f"{max(cpus):.3f}), wall median {median(walls):.3f}x; goal ≤ 1.1x"
+    )
+    return {"confinement_cpu_ratio": median(cpus), "confinement_wall_ratio": median(walls)}
 
 
 def _cpu_of(pid: int) -> float:
@@ -234,9 +283,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--isolation", action="store_true", help="run only section 3")
+    parser.add_argument("--confinement", action="store_true", help="run only section 4")
     parser.add_argument("--repeats", type=int, default=5, help="paired repeats of section 3 (default 5)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-bench-"))
+    if args.confinement:
+        json.dump(confinement_sessions(tmp, 500, 4, args.repeats), sys.stdout)
+        print()
+        return
     if args.isolation:
         figures = isolation_sessions(tmp, 500, 4, args.repeats)
         isolation_round_trip(make_project(tmp / "round_trip", 1), 2000, args.repeats)

@@ -29,12 +29,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 from overhead import make_project  # noqa: E402
@@ -85,20 +87,34 @@ eval(Task(dataset=dataset, solver=agent(), scorer=exact(), epochs=trials), model
 """
 
 
-def wall(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
-    start = time.perf_counter()
+class Cost(NamedTuple):
+    """One process tree's wall seconds and CPU seconds (user + system, the tree's every waited-for
+    process: the sandbox children and xdist workers included, which the wall figure hides when
+    they run on the other core)."""
+
+    wall: float
+    cpu: float
+
+
+def _tree_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def wall(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> Cost:
+    start, cpu = time.perf_counter(), _tree_cpu()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[:4])} failed:\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
-    return elapsed
+    return Cost(elapsed, _tree_cpu() - cpu)
 
 
 def have(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def ours(tmp: Path, name: str, tasks: int, trials: int, sleep: float, *extra: str) -> float:
+def ours(tmp: Path, name: str, tasks: int, trials: int, sleep: float, *extra: str) -> Cost:
     os.environ.update(BENCH_TASKS=str(tasks), BENCH_SLEEP=str(sleep))
     project = make_project(tmp / name, trials)
     command = [
@@ -116,18 +132,18 @@ def ours(tmp: Path, name: str, tasks: int, trials: int, sleep: float, *extra: st
 
 def plain(
     tmp: Path, name: str, source: str, tasks: int, trials: int, *extra: str, file: str = "test_rollouts.py"
-) -> float:
+) -> Cost:
     folder = tmp / name
     folder.mkdir()
     (folder / file).write_text(source.format(tasks=tasks, trials=trials))
     return wall([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra, str(folder)], folder)
 
 
-def probability(tmp: Path, name: str, tasks: int, trials: int) -> float:
+def probability(tmp: Path, name: str, tasks: int, trials: int) -> Cost:
     return plain(tmp, name, PROBABILITY, tasks, trials, "--prob-runs", str(trials), file="bench_rollouts.py")
 
 
-def inspect(tmp: Path, name: str, tasks: int, trials: int, sleep: float, width: int) -> float:
+def inspect(tmp: Path, name: str, tasks: int, trials: int, sleep: float, width: int) -> Cost:
     folder = tmp / name
     folder.mkdir()
     script = folder / "run_eval.py"
@@ -139,20 +155,23 @@ def inspect(tmp: Path, name: str, tasks: int, trials: int, sleep: float, width: 
 REPEATS = 2  # each figure is the better of this many runs, interleaved with what it is compared to
 
 
-def per_rollout(run: Callable[[str, int, int], float], tasks: int, trials: int) -> float | None:
-    """Seconds per rollout of one tool: (its whole process on tasks × trials) less (the same on
-    one rollout), each the better of REPEATS runs taken in turns, after one run thrown away (the
-    first process of a batch reads cold files). None when the difference is within the noise."""
+def per_rollout(run: Callable[[str, int, int], Cost], tasks: int, trials: int) -> Cost | None:
+    """Wall and CPU seconds per rollout of one tool: (its whole process tree on tasks × trials)
+    less (the same on one rollout), each the better of REPEATS runs taken in turns, after one run
+    thrown away (the first process of a batch reads cold files). None when the wall difference is
+    within the noise."""
     run("warm-up", 1, 1)
     ones, fulls = [], []
     for i in range(REPEATS):
         ones.append(run(f"one-{i}", 1, 1))
         fulls.append(run(f"full-{i}", tasks, trials))
-    extra = min(fulls) - min(ones)
-    return extra / (tasks * trials - 1) if extra > 0 and tasks * trials > 1 else None
+    extra = min(c.wall for c in fulls) - min(c.wall for c in ones)
+    extra_cpu = min(c.cpu for c in fulls) - min(c.cpu for c in ones)
+    n = tasks * trials - 1
+    return Cost(extra / n, max(extra_cpu, 0.0) / n) if extra > 0 and n > 0 else None
 
 
-def sleeps_add(run: Callable[[str, float], float]) -> tuple[float, float]:
+def sleeps_add(run: Callable[[str, float], Cost]) -> tuple[float, float]:
     """A tool's whole wall with the sleeps, and what the sleeps add to the same rollouts without
     them: the better of REPEATS runs of each, taken in turns after one thrown away."""
     run("warm-up", 0.0)
@@ -160,7 +179,8 @@ def sleeps_add(run: Callable[[str, float], float]) -> tuple[float, float]:
     for i in range(REPEATS):
         slept.append(run(f"sleep-{i}", W2_SLEEP))
         awake.append(run(f"awake-{i}", 0.0))
-    return min(slept), min(slept) - min(awake)
+    best_slept, best_awake = min(c.wall for c in slept), min(c.wall for c in awake)
+    return best_slept, best_slept - best_awake
 
 
 def main() -> None:
@@ -184,7 +204,7 @@ def main() -> None:
 
 def w1(tmp: Path, tasks: int, trials: int) -> None:
     print(f"W1 no-op per rollout ({tasks} tasks × {trials} trials; whole process less one rollout's)")
-    tools: dict[str, Callable[[str, int, int], float]] = {
+    tools: dict[str, Callable[[str, int, int], Cost]] = {
         "pytest-capevolve": lambda name, n, k: ours(tmp, f"w1-{name}", n, k, 0.0),
         "plain pytest": lambda name, n, k: plain(tmp, f"plain-{name}", PLAIN, n, k),
     }
@@ -197,18 +217,22 @@ def w1(tmp: Path, tasks: int, trials: int) -> None:
         tools["inspect_ai"] = lambda name, n, k: inspect(tmp, f"inspect-{name}", n, k, 0.0, 64)
     else:
         skipped.append("inspect_ai:          skipped (not installed: pip install inspect-ai)")
-    mine: float | None = None
+    mine: Cost | None = None
     for name, run in tools.items():
         each = per_rollout(run, tasks, trials)
         if each is None:
             print(f"  {name + ':':<21}within the noise of its start-up: raise --tasks")
             continue
+        figures = f"{each.wall * 1e6:8.0f} µs wall, {each.cpu * 1e6:8.0f} µs CPU per rollout"
         if mine is None and name == "pytest-capevolve":
             mine = each
-            print(f"  {name + ':':<21}{each * 1e6:8.0f} µs/rollout")
+            print(f"  {name + ':':<21}{figures}")
             continue
-        ratio = f"  (ours {mine / each:.2f}x theirs)" if mine is not None else ""
-        print(f"  {name + ':':<21}{each * 1e6:8.0f} µs/rollout{ratio}")
+        ratio = ""
+        if mine is not None:
+            cpu = f"{mine.cpu / each.cpu:.2f}x" if each.cpu > 0 else "n/a"
+            ratio = f"  (ours {mine.wall / each.wall:.2f}x theirs in wall, {cpu} in CPU)"
+        print(f"  {name + ':':<21}{figures}{ratio}")
     for line in skipped:
         print(f"  {line}")
 

@@ -12,7 +12,9 @@ scipy, the run dir, the gate) is imported inside ``pytest_configure``, and only 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -390,3 +392,51 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
         return MicrocaseFile.from_parent(parent, path=file_path)
     return None
+
+
+@pytest.fixture
+def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Decide finished runs in a test, as ``capevolve compare`` does (docs/how-to/compare.md)::
+
+        def test_the_new_prompt_is_better(capevolve_compare):
+            compared = capevolve_compare("evals/baseline.eval", "evals/candidate.eval")
+            assert compared.accepted, compared.summary
+
+    ``capevolve_compare(BASELINE, RUN, ..., alpha=0.05, min_coverage=0.8, multiple="holm",
+    scorer=None, labels=(), arms=(), format=None, clusters=None, success_threshold=1.0,
+    regression_rule="noise", veto_regressions=False)`` reads the files (relative paths from
+    the rootdir) and returns a ``ComparedRuns``: ``accepted``, ``decisions``, ``summary`` (the
+    table, with what holds for imported results), ``markdown()``, ``to_dict()``. Each run's
+    decision, Δ̄ and p go into the test's ``user_properties`` (junitxml's properties)."""
+    from ._imported.compare import CompareSettings, compare_files
+    from ._imported.readers import ReadOptions
+    from ._show.compare import ComparedRuns
+
+    def compare(
+        *paths: str | Path,
+        labels: tuple[str, ...] | list[str] = (),
+        arms: tuple[str, ...] | list[str] = (),
+        scorer: str | None = None,
+        format: str | None = None,
+        clusters: str | Path | None = None,
+        **settings: Any,
+    ) -> ComparedRuns:
+        root = request.config.rootpath
+        files = [Path(p) if Path(p).is_absolute() else root / p for p in paths]
+        named = [*labels, *[None] * (len(files) - len(labels))]
+        armed = [*arms, *[None] * (len(files) - len(arms))]
+        options = [ReadOptions(label, scorer, arm) for label, arm in zip(named, armed, strict=False)]
+        where = None if clusters is None else root / clusters
+        settled = CompareSettings(**settings)
+        compared = ComparedRuns(compare_files(files, settled, format=format, options=options, clusters=where))
+        for result in compared.comparison.pairs:
+            verdict = result.verdict
+            request.node.user_properties.append(
+                (
+                    f"capevolve_compare:{result.candidate.label}",
+                    f"{verdict.decision} Δ̄={verdict.delta_mean} p={verdict.p_value}",
+                )
+            )
+        return compared
+
+    return compare

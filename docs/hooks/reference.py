@@ -61,7 +61,9 @@ SPEC_MEANINGS = {
     "grow_max_looks": "looks a decision may take (1 = no growth; 2 or 3: the first gate keeps half of α for the grows)",
     "judge_rescores": "times each output is scored by a scorer the adapter declares stochastic (an LLM judge); the reward is their mean; frozen with the run",
     "leak_guard_min_length": "shortest val/test gold answer (and all-letter or all-digit id) the leak guard looks for in what a candidate adds; ids mixing letters and digits count at any length (`false`: off)",
-    "harness_files": "globs of data and config files the harness lock holds besides the adapter's code (`default`: gold, answers, `tasks/`, `data/`)",
+    "harness_files": "globs of data and config files the harness lock holds besides the adapter's code (`default`: gold, answers, `tasks/`, `data/`); candidate code cannot read them (the sandbox boundary)",
+    "shared_ledger": "a JSON-lines file shared with other projects: their decisions and test scorings count here (matched by task content, labelled with their project and the ledger), and this project's go there; none: the project's own memory only; frozen with the run",
+    "sandbox_writable": "folders candidate code may write besides its scratch folder (what an honest `live()` writes into), relative to the spec's folder or absolute; none may hold or lie inside `.capevolve/`; frozen with the run ([candidate isolation](../explanation/candidate-isolation.md#the-boundary))",
 }
 
 

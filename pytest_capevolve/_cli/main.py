@@ -30,11 +30,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "fanout": ("eval-task", "mechanism"),
     "climb": ("hill-climb",),
     "start": ("init", "skills"),
+    "compare": ("compare",),
     "agent": ("agent", "pytest"),
 }
 
-# Commands that read no capevolve project (so take no --project): what they write is one.
-NO_PROJECT = ("import-cap-evolve", "init", "skills")
+# Commands that read no capevolve project (so take no --project): what they write is one, or
+# (compare) they read other tools' results.
+NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare")
 
 
 def _register(sub: argparse._SubParsersAction, group: str) -> None:  # type: ignore[type-arg]

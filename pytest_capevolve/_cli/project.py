@@ -71,7 +71,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         ok("tasks are the same across two calls")
     try:
         runner = isolated(
-            adapter, spec.adapter, spec.project_dir, spec.judge_rescores
+            adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec
         )  # the seed's code: a child's
     except AdapterError as exc:
         return fail(str(exc))
@@ -144,8 +144,11 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
     if out.exists():
         raise UsageError(f"{out} exists; choose another --id or --out")
     out.parent.mkdir(parents=True, exist_ok=True)
+    # a microcase is committed with the project: it names its source relative to it, never by a
+    # path of this machine (a temp folder's name once matched a gold answer)
+    named = source.relative_to(project) if source.is_relative_to(project) else Path(source.name)
     out.write_text(
-        skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=str(source))
+        skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=named.as_posix())
     )
     answer = {"wrote": out, "id": case_id, "cluster": args.cluster, "task_id": task_id}
     emit(args, answer, _wrote_lines)

@@ -1,6 +1,6 @@
 """Commands that read a run and decide nothing: ``runs``, ``verify``, ``plan``, ``measure`` and
-``dashboard``. They pay no rollout — except ``measure``, which runs finalize once when the
-test split is still sealed (``--no-finalize`` leaves it sealed).
+``dashboard``. They pay no rollout — except ``measure --finalize``, which runs finalize once when the
+test split is still sealed (without it, ``measure`` leaves the split sealed and says so).
 """
 
 from __future__ import annotations
@@ -88,15 +88,22 @@ def cmd_measure(args: argparse.Namespace) -> int:
     train = _train(args, spec, rundir)
     code = 0
     test_ids = (rundir.splits() or {}).get("test", [])
-    if test_ids and Seal(rundir).burned() is None and not args.no_finalize:
+    sealed = bool(test_ids) and Seal(rundir).burned() is None
+    if sealed and args.finalize:
         unwritable = unwritable_folder(rundir.root)
         if unwritable is not None:  # scoring the test split writes the run: say so, score nothing
             raise UsageError(
                 f"{rundir.root} is read-only ({unwritable.strerror}) and its test split is unscored: "
-                "measure scores it once, which writes the run; measure a writable copy, or pass "
-                "--no-finalize for the val figures alone"
+                "--finalize scores it once, which writes the run; measure a writable copy, or leave "
+                "out --finalize for the val figures alone"
             )
         code = _finalize(args, spec, rundir)
+    elif sealed:  # a look at the table must never spend the one test score
+        print(
+            "test split sealed: this table is val only; `capevolve measure --finalize` scores the test "
+            "split once (the run then chooses no new best)",
+            file=human(args),
+        )
     result = measure(spec, rundir, train_note=train)
     try:
         report: Path | None = rundir.write_report(render_markdown(result))
@@ -330,10 +337,17 @@ def register(sub: Any) -> None:
     )
     plan.set_defaults(func=cmd_plan)
     measure = sub.add_parser(
-        "measure", help="the run's honest table and report.md (runs finalize once if needed)"
+        "measure", help="the run's honest table and report.md (with --finalize: scores the test split once)"
     )
     add_project_args(measure)
-    measure.add_argument("--no-finalize", action="store_true", help="leave the test split sealed")
+    measure.add_argument(
+        "--finalize",
+        action="store_true",
+        help="score the sealed test split first (once per run: the run then chooses no new best)",
+    )
+    measure.add_argument(
+        "--no-finalize", action="store_false", dest="finalize", help="leave the test split sealed (default)"
+    )
     measure.add_argument(
         "--test-reused",
         action="store_true",

@@ -1,50 +1,33 @@
-"""Whether the optimizer was confined, as the record says it: one field, ``optimizer_confinement``.
+"""Whether the optimizer was confined, as the process that started it says: never the optimizer.
 
 The process that starts the optimizer outside the boundary — ``capevolve agent``'s broker, or
 ``capevolve hill-climb`` — knows whether the kernel confined it, and passes that to the commands
-it runs in :data:`OPTIMIZER_ENV`; every decision event and verdict copies it. The agent cannot
-forge it: what it runs reaches the evaluator through the broker, which builds the environment of
-each command itself. A command run by a person outside any agent records "not started by
-capevolve agent" — unconfined, as far as the record can tell.
+it runs in :data:`OPTIMIZER_ENV`; the record copies it (``confinement.optimizer`` of every
+verdict and decision event, :mod:`.._engine.confinement`). The agent cannot forge it: what it
+runs reaches the evaluator through the broker, which builds each command's environment itself.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
-from .landlock import Confinement, abi, unavailable_reason
+from .landlock import Confinement
 
 OPTIMIZER_ENV = "CAPEVOLVE_OPTIMIZER_CONFINEMENT"
-NOT_STARTED = "the optimizer was not started by capevolve agent or capevolve hill-climb"
-
-
-def offered() -> Confinement:
-    """What a process confined now would be: the kernel's ABI, or unconfined with its reason."""
-    version = abi()
-    if version < 1:
-        return Confinement(False, 0, unavailable_reason())
-    return Confinement(True, version, "", scoped=version >= 6)
-
-
-def recorded(state: Confinement, by: str) -> dict[str, Any]:
-    """``state`` as the record holds it: the fields, the label, and who started the optimizer."""
-    return {**state.as_json(), "label": state.label, "by": by}
 
 
 def environment(state: Confinement, by: str) -> dict[str, str]:
-    """The variable a command run for the optimizer carries (set by the starter, never the agent)."""
-    return {OPTIMIZER_ENV: json.dumps(recorded(state, by), sort_keys=True)}
+    """The variable a command run for the optimizer carries (set by its starter, ``by``)."""
+    return {OPTIMIZER_ENV: json.dumps({**state.as_json(), "label": state.label, "by": by}, sort_keys=True)}
 
 
-def optimizer_confinement(environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """The optimizer's confinement for the record, from :data:`OPTIMIZER_ENV`."""
+def optimizer_label(environ: dict[str, str] | None = None) -> str | None:
+    """The optimizer's label as its starter passed it; None when none did."""
     env = os.environ if environ is None else environ
     try:
         fields = json.loads(env.get(OPTIMIZER_ENV, ""))
     except ValueError:
-        fields = None
-    if isinstance(fields, dict) and isinstance(fields.get("confined"), bool):
-        return fields
-    return recorded(Confinement(False, 0, NOT_STARTED), by="")
+        return None
+    label = fields.get("label") if isinstance(fields, dict) else None
+    return label if isinstance(label, str) else None

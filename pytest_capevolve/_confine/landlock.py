@@ -170,6 +170,16 @@ def unavailable_reason() -> str:
     return "this kernel offers no Landlock (older than 5.13, disabled at boot, or blocked by seccomp)"
 
 
+def expected() -> Confinement:
+    """What :func:`confine` would make of a process started now from this one (same kernel, same
+    environment), without confining anything: how a process that starts confined children labels
+    its work before (or without) hearing from one."""
+    version = abi()
+    if version < 1:
+        return Confinement(False, 0, unavailable_reason())
+    return Confinement(True, version, "", scoped=version >= 6)
+
+
 def readable_around(hidden: Iterable[Path], root: Path = Path("/")) -> list[str]:
     """The paths to grant so that everything under ``root`` is readable but ``hidden``.
 

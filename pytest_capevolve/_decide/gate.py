@@ -219,6 +219,15 @@ def decide(
             measured, reason=f"{shown} is below min_coverage {config.min_coverage:.0%}: could not judge"
         )
     ci = stats.mean_ci(deltas, seed=config.seed)
+    ci_method = stats.mean_ci_method(n)
+    if config.clusters:  # the cluster-robust SE and interval, on the clusters' degrees of freedom
+        from .._stats.clusters import cluster_mean_ci
+
+        se, ci = cluster_mean_ci(
+            deltas, [c for c, k in zip(config.clusters, mask.tolist(), strict=True) if k]
+        )
+        measured = replace(measured, se=se)
+        ci_method = "cluster_t"
     rule = run_rule(candidate, best, deltas, config, candidate_size, best_size, arms)
     decision, basis, reason, numbers = rule
     bar = numbers.get("bar")
@@ -271,7 +280,7 @@ def decide(
         basis=basis,
         reason=reason,
         ci=None if ci is None else [ci[0], ci[1]],
-        ci_method=None if ci is None else stats.mean_ci_method(n),
+        ci_method=None if ci is None else ci_method,
         bar=bar,
         verdict_stable=stable,
         directionally_positive_but_inconclusive=leaning,
@@ -313,7 +322,11 @@ def _survives_dropping_any_task(
         if again is None:
             dropped = arms[0].without(int(valid[j])), arms[1].without(int(valid[j]))
             cand, bst = dropped[0].matrix, dropped[1].matrix
-            again, *_ = run_rule(cand, bst, deltas, config, candidate_size, best_size, dropped)
+            left = config
+            if config.clusters:  # the left-out task leaves its cluster too
+                kept = [c for i, c in enumerate(config.clusters) if i != int(valid[j])]
+                left = replace(config, clusters=tuple(kept))
+            again, *_ = run_rule(cand, bst, deltas, left, candidate_size, best_size, dropped)
         if again == ACCEPT and spread is not None:  # the floor on the rest, in fractions
             left_out = stats.exact_task_deltas(arms[0].matrix, arms[1].matrix, rows=[int(valid[j])])
             if not stats.exceeds((total - left_out[0]) / (valid.size - 1), spread):
@@ -335,8 +348,8 @@ def _exact_drop_bound(
     2p − 1 ≤ p_left ≤ p. The rule accepts iff the (exact) p ≤ α, so the bound decides whenever
     it lies on one side of α; the float p is within :data:`stats.EXACT_MARGIN` of the exact one.
     """
-    if config.mode != "exact" or rule_numbers.get("p_method") != "exact":
-        return None
+    if config.mode != "exact" or rule_numbers.get("p_method") != "exact" or config.clusters:
+        return None  # (a left-out task changes its cluster's sum, not a sign of its own)
     grid = stats.reward_grid(arms[0].values, arms[1].values)
     if grid is None:  # off a grid a few deltas are enumerated in float, with a tie tolerance
         return None

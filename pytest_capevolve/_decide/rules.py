@@ -64,6 +64,8 @@ class RuleResult(NamedTuple):
 def _exact(x: RuleInput) -> RuleResult:
     """The default: a one-sided paired sign-flip test at α, decided on integers."""
     config = x.config
+    if config.clusters:
+        return _exact_clustered(x)
     arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
     result = stats.paired_sign_flip(*arms, alpha=float(config.alpha), seed=config.seed)
     # (float(α): the test compares it with a float p only, where a Fraction acts as its float)
@@ -79,6 +81,31 @@ def _exact(x: RuleInput) -> RuleResult:
         f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f})"
     )
     return RuleResult(outcome(ok), "exact", reason, extra)
+
+
+def _exact_clustered(x: RuleInput) -> RuleResult:
+    """The exact rule when tasks come in clusters: whole clusters flipped (_stats/clusters.py)."""
+    from .._stats.clusters import cluster_sign_flip_test
+
+    config = x.config
+    result = cluster_sign_flip_test(
+        x.candidate, x.best, config.clusters, alpha=float(config.alpha), seed=config.seed
+    )
+    ok = result.at_most(config.alpha)
+    _, mask = stats.paired_deltas(x.candidate, x.best)
+    groups = len({c for c, keep in zip(config.clusters, mask.tolist(), strict=True) if keep})
+    reason = (
+        f"one-sided paired sign-flip test flipping {groups} clusters of {x.deltas.size} tasks: "
+        f"p = {result.p_value:.4g} {'≤' if ok else '>'} α = {alpha_text(config.alpha)} "
+        f"(Δ̄ = {float(np.mean(x.deltas)):+.4f})"
+    )
+    numbers = RuleNumbers(
+        p_value=result.p_value,
+        p_method=result.method,
+        p_exact=f"{result.numerator}/{result.denominator}",
+        bar=None,
+    )
+    return RuleResult(outcome(ok), "exact", reason, numbers)
 
 
 def _paired(x: RuleInput) -> RuleResult:

@@ -37,6 +37,9 @@ class GateConfig:
     guarded_tasks: tuple[str, ...] = ()  # stop_condition guards: an accept never lowers these
     success_threshold: float = 1.0
     seed: int = 0
+    # each task's cluster, in the order of the gate's rows (empty: every task its own): the
+    # exact rule then flips whole clusters, and the interval is cluster-robust (_stats/clusters)
+    clusters: tuple[str, ...] = ()
 
 
 @dataclass

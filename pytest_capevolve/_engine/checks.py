@@ -58,7 +58,7 @@ class ProjectEnv:
         if self._runner is None:
             adapter = load_adapter(self.spec.adapter, self.spec.project_dir)
             self._pool = load_tasks(adapter, self.spec.adapter)
-            self._runner = isolated(adapter, self.spec.adapter, self.spec.project_dir)
+            self._runner = isolated(adapter, self.spec.adapter, self.spec.project_dir, spec=self.spec)
         return self._runner
 
     def close(self) -> None:

@@ -240,6 +240,9 @@ class Scored:
     seconds: float = 0.0
     captured: RolloutOutput | None = None
     judge: dict[str, Any] | None = None  # a stochastic scorer's r rewards and seeds (.judging)
+    # the boundary candidate code ran in (a Confinement's label, from its sandbox child); None:
+    # it ran in this process (no sandbox)
+    confinement: str | None = None
 
 
 class Targets(Protocol):

@@ -41,10 +41,13 @@ import asyncio
 import atexit
 import itertools
 import logging
+import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -54,9 +57,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._confine.landlock import Confinement
 from .._project import startup_hooks
 from .._project.adapter import Rollout, Task
+from .._project.spec import Spec
 from .runner import AdapterRunner, Scored
+from .sandbox_boundary import Fence
 from .wire import SAME_TASK, FrameReader, ValueLoader, WireError, frame, load_answer, write_all, write_frame
 
 GRACE_S = 2.0  # past its deadline, how long a child may take to answer before it is killed
@@ -70,12 +76,16 @@ class SandboxError(Exception):
     """A sandbox child could not be started: every rollout asked of it is an infra error."""
 
 
-def isolated(adapter: Any, ref: str, project_dir: Path, judge_rescores: int = 1) -> AdapterRunner:
+def isolated(
+    adapter: Any, ref: str, project_dir: Path, judge_rescores: int = 1, *, spec: Spec | None = None
+) -> AdapterRunner:
     """The runner of ``adapter`` (loaded here from ``ref``, for tasks and scores) whose
-    candidate side runs in sandbox children that load the same ``ref``; ``judge_rescores``:
-    times a declared-stochastic scorer scores each output (:mod:`.judging`)."""
+    candidate side runs in sandbox children that load the same ``ref``, each confined to the
+    boundary of ``spec``'s project (:mod:`.sandbox_boundary`; without a spec: the run dir and
+    the state folders hidden, no gold); ``judge_rescores``: times a declared-stochastic scorer
+    scores each output (:mod:`.judging`)."""
     runner = AdapterRunner(adapter, judge_rescores)
-    runner.targets = Sandboxes(ref, project_dir, harness_modules=[type(adapter).__module__])
+    runner.targets = Sandboxes(ref, project_dir, harness_modules=[type(adapter).__module__], spec=spec)
     return runner
 
 
@@ -152,10 +162,14 @@ class Sandboxes:
     """The :class:`.runner.Targets` of an isolated runner: one :class:`Sandbox` per candidate
     folder, started on its first rollout."""
 
-    def __init__(self, ref: str, project_dir: Path, *, harness_modules: list[str]) -> None:
+    def __init__(
+        self, ref: str, project_dir: Path, *, harness_modules: list[str], spec: Spec | None = None
+    ) -> None:
         self.ref = ref
         self.project_dir = project_dir
         self.harness_modules = harness_modules
+        self.spec = spec
+        self._fence: Fence | None = None
         # called once, on the main thread, right after the next inline answer is read (before it
         # is scored): how the item layer sends the next item's request ahead (:meth:`send_ahead`)
         self.after_answer: Callable[[], object] | None = None
@@ -176,12 +190,21 @@ class Sandboxes:
                 if self._closed:  # used again after close(): the last resort again
                     self._closed = False
                     atexit.register(self.close)
-                sandbox = self._children[key] = Sandbox(self)
+                sandbox = self._children[key] = Sandbox(self, candidate_dir)
                 idle = [k for k, s in self._children.items() if k != key and s.idle()]
                 for old in idle[: max(0, len(self._children) - MAX_CHILDREN)]:
                     self._children.pop(old).close()
             self._children.move_to_end(key)
             return sandbox
+
+    def fence(self) -> Fence:
+        """The boundary's fixed part, computed when the first child starts (it globs the
+        project's gold files once per runner)."""
+        if self._fence is None:
+            self._fence = (
+                Fence.of_spec(self.spec) if self.spec is not None else Fence.of_project(self.project_dir)
+            )
+        return self._fence
 
     def _ask(
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None, inline: bool
@@ -206,6 +229,7 @@ class Sandboxes:
         then, self.after_answer = self.after_answer, None
         sandbox = self._sandbox(candidate_dir)
         answer = sandbox.exchange(ask) if inline else sandbox.submit(ask).result()
+        answer.scored.confinement = sandbox.label
         if then is not None and inline:
             try:
                 then()
@@ -232,7 +256,9 @@ class Sandboxes:
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
     ) -> Scored:
         ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=False)
-        answer = await asyncio.wrap_future(self._sandbox(candidate_dir).submit(ask))
+        sandbox = self._sandbox(candidate_dir)
+        answer = await asyncio.wrap_future(sandbox.submit(ask))
+        answer.scored.confinement = sandbox.label
         answer.replay()
         return answer.scored
 
@@ -259,8 +285,12 @@ class _Pending:
 class Sandbox:
     """One child process and the rollouts it is running."""
 
-    def __init__(self, owner: Sandboxes) -> None:
+    def __init__(self, owner: Sandboxes, candidate_dir: Path) -> None:
         self.owner = owner
+        self.candidate_dir = candidate_dir
+        # what the last child said of its boundary in its ``ready`` frame (sent before it loaded
+        # the adapter, so before any candidate byte ran): the label its rollouts carry
+        self.confinement: Confinement | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.reader: FrameReader | None = None
         self.pending: dict[int, _Pending] = {}
@@ -274,6 +304,10 @@ class Sandbox:
     def idle(self) -> bool:
         return not self.pending and self.ahead is None
 
+    @property
+    def label(self) -> str | None:
+        return None if self.confinement is None else self.confinement.label
+
     # -- the child's life ----------------------------------------------------------------------
 
     def _ensure(self) -> tuple[subprocess.Popen[bytes], FrameReader]:
@@ -283,15 +317,33 @@ class Sandbox:
         moved = startup_hooks.moved_since_start()  # a .pth planted by a candidate this session
         if moved:
             raise SandboxError(startup_hooks.refusal(moved))
-        proc = subprocess.Popen(
-            [sys.executable, *startup_hooks.child_flags(), "-c", CHILD],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            close_fds=True,
-        )
+        # the child's own scratch, outside the project and its run dir: the one folder it may
+        # write (besides the spec's sandbox_writable); removed when the child ends (:func:`_end`)
+        scratch = tempfile.mkdtemp(prefix="capevolve-sandbox-")
+        try:
+            boundary = self.owner.fence().boundary(self.candidate_dir, Path(scratch))
+            proc = _ChildProcess(
+                [sys.executable, *startup_hooks.child_flags(), "-c", CHILD],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+                env=scratch_env(scratch),
+            )
+        except (ValueError, OSError) as exc:  # a sandbox_writable that would open a hidden folder
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise SandboxError(f"the sandbox process did not start: {exc}") from None
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        proc.scratch = scratch
         assert proc.stdin is not None and proc.stdout is not None
         reader = FrameReader(proc.stdout.fileno())
-        init = {"sys_path": list(sys.path), "ref": self.owner.ref, "project_dir": str(self.owner.project_dir)}
+        init = {
+            "sys_path": list(sys.path),
+            "ref": self.owner.ref,
+            "project_dir": str(self.owner.project_dir),
+            "boundary": boundary.as_json(),
+        }
         try:
             write_all(proc.stdin.fileno(), frame(init))
             payload = reader.read(time.monotonic() + READY_S)
@@ -306,6 +358,14 @@ class Sandbox:
                 str(why or f"the sandbox process exited before it was ready ({_exit_text(code)})")
             )
         self.proc, self.reader, self.sent, self.ahead = proc, reader, {}, None
+        said = ready.get("confinement")
+        said = said if isinstance(said, dict) else {"why": "the sandbox child did not say"}
+        self.confinement = Confinement(
+            bool(said.get("confined")),
+            int(said.get("abi") or 0),
+            str(said.get("why") or ""),
+            bool(said.get("scoped")),
+        )
         return proc, reader
 
     def _request(self, ask: Ask) -> tuple[int, bytes]:
@@ -517,8 +577,30 @@ def _settle(future: Future[Answer], answer: Answer) -> None:
         pass
 
 
+class _ChildProcess(subprocess.Popen[bytes]):
+    """A sandbox child, with the scratch folder that is its to write (removed by :func:`_end`)."""
+
+    scratch: str | None = None
+
+
+SCRATCH_ENV = ("TMPDIR", "TEMP", "TMP")  # where the child's tempfile and its tools make files
+# where tools keep per-user data and state (platformdirs: inspect_ai's traces and sample buffers):
+# in the scratch too, since the boundary lets the child write nothing under $HOME. Caches stay
+# where they are, readable: a model cache moved to an empty folder would be fetched again
+SCRATCH_XDG = ("XDG_DATA_HOME", "XDG_STATE_HOME")
+
+
+def scratch_env(scratch: str) -> dict[str, str]:
+    """The child's environment: this process's, with its temporary, data and state folders in
+    ``scratch`` (the one folder it may write besides the spec's ``sandbox_writable``)."""
+    env = {**os.environ, **dict.fromkeys(SCRATCH_ENV, scratch)}
+    env.update({name: os.path.join(scratch, name.lower()) for name in SCRATCH_XDG})
+    return env
+
+
 def _end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
-    """End ``proc`` (closing its pipe first when ``gently``: it exits at end of file) and reap it."""
+    """End ``proc`` (closing its pipe first when ``gently``: it exits at end of file) and reap it,
+    then remove its scratch folder."""
     try:
         if gently and proc.stdin is not None:
             proc.stdin.close()
@@ -537,6 +619,9 @@ def _end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
                     pipe.close()
                 except OSError:
                     pass
+        scratch = getattr(proc, "scratch", None)
+        if scratch and proc.returncode is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _exit_text(code: int | None) -> str:

@@ -2,10 +2,13 @@
 
 Started fresh (a new interpreter, never a fork of a process that may hold candidate code) by
 :mod:`.sandbox`, one per candidate folder per scoring process, as
-``python -c "from pytest_capevolve._engine.sandbox_child import main; main()"``. It imports the
-project's adapter, then answers requests on its pipe (:mod:`.wire`): make the candidate live
-and run ``run_target`` (:func:`.runner.run_target_here`), and send back the rollout as data,
-with what it printed and logged. It never scores: the parent does, with its own adapter.
+``python -c "from pytest_capevolve._engine.sandbox_child import main; main()"``. It confines itself
+to the boundary its parent computed (:mod:`.sandbox_boundary`: write only its scratch, read all
+but the run dir, the gold files and the state folders, no signal to the session), says so in
+its ``ready`` frame, imports the project's adapter, then answers requests on its pipe
+(:mod:`.wire`): make the candidate live and run ``run_target``
+(:func:`.runner.run_target_here`), and send back the rollout as data, with what it printed and
+logged. It never scores: the parent does, with its own adapter.
 
 - an ``inline`` request (a sync adapter at concurrency 1) runs on this process's main thread,
   under the same SIGALRM deadline as an in-process rollout;
@@ -34,6 +37,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._confine.landlock import Boundary, Confinement, confine
 from .._project.adapter import Rollout, Task, load_adapter, load_tasks
 from .rollout_output import CURRENT, RolloutOutput, RoutedStream
 from .runner import AdapterRunner, RolloutTimeout, Scored, run_target_here, run_target_here_async
@@ -86,6 +90,9 @@ class Child:
     def start(self, init: dict[str, Any]) -> None:
         sys.path[:] = init["sys_path"]
         self.ref, self.project_dir = init["ref"], Path(init["project_dir"])
+        # before the adapter loads, so before any byte of a candidate (live() and run_target
+        # import it) runs: the boundary holds for this process and all it starts, for good
+        confinement = confined(init.get("boundary"))
         try:
             # this process starts no sandbox of its own: it need not note the start-up hooks
             adapter = load_adapter(self.ref, self.project_dir, note_startup_hooks=False)
@@ -95,7 +102,7 @@ class Child:
         self.runner = AdapterRunner(adapter)
         self.harness_modules = [type(adapter).__module__]
         self.values = ValueLoader(self.harness_modules)
-        self.send({"ready": os.getpid()})
+        self.send({"ready": os.getpid(), "confinement": confinement.as_json()})
 
     def task(self, task_id: str, sent: bytes | int | None) -> Task:
         if sent == SAME_TASK and task_id in self._sent_tasks:
@@ -110,7 +117,14 @@ class Child:
                 pass
         if self._tasks is None:  # the parent's task could not travel: the same one from here
             assert self.runner is not None
-            self._tasks = load_tasks(self.runner.adapter, self.ref)
+            try:
+                self._tasks = load_tasks(self.runner.adapter, self.ref)
+            except Exception as exc:
+                raise RuntimeError(
+                    f"task {task_id!r} does not pickle, so the sandbox asked the adapter's tasks('all') "
+                    f"for it, which failed inside the boundary candidate code runs in ({exc}); give the "
+                    "task plain, picklable fields so it reaches the sandbox as data"
+                ) from None
         return self._tasks[task_id]
 
     def folder(self, path: str) -> Path:
@@ -215,6 +229,18 @@ class Child:
             return pickle.dumps(Rollout(**{**vars(rollout), **fields}), protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def confined(boundary: dict[str, Any] | None) -> Confinement:
+    """This process confined to ``boundary`` (a :class:`Boundary`'s JSON), or why not: a kernel
+    without Landlock, ``CAPEVOLVE_LANDLOCK=off``, or a rule the kernel refused — then the process
+    runs unconfined and its rollouts say so, never a failure."""
+    if boundary is None:
+        return Confinement(False, 0, "the scoring process gave no boundary")
+    try:
+        return confine(Boundary.from_json(boundary))
+    except (OSError, ValueError) as exc:  # nothing was applied: confine() restricts last
+        return Confinement(False, 0, f"the kernel refused the boundary: {exc}")
+
+
 class _PlainWatch(pickle.Pickler):
     """A pickler that notes whether any object but a :class:`Rollout` (and its class) needed a reduce:
     pickle calls :meth:`reducer_override` for every object except None, booleans and exact ints,
@@ -255,6 +281,10 @@ async def _guarded_run_async(runner: AdapterRunner, task: Task, candidate_dir: P
 
 
 def main() -> None:
+    # a snapshot is never edited, not even by Python's bytecode cache: a worker on another
+    # machine (no PYTHONDONTWRITEBYTECODE there) would otherwise add __pycache__/*.pyc to its copy,
+    # which the snapshot check rightly reads as an edit
+    sys.dont_write_bytecode = True
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

@@ -396,6 +396,7 @@ def rollout_record(
         tokens=0 if rollout is None else int(rollout.tokens or 0),  # checked by the runner
         seconds=scored.seconds,
         judge=scored.judge,
+        confinement=scored.confinement,
     )
 
 

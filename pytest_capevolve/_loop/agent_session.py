@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .._confine.broker_wire import BROKER_ENV, Reply, Request, control_pair, requests
-from .._confine.label import OPTIMIZER_ENV, environment, offered
+from .._confine.label import OPTIMIZER_ENV, environment
+from .._confine.landlock import expected
 from .._confine.launch import CONFINEMENT_ENV, command
 from .._policy import Refusal
 from .._project.spec import Spec
@@ -137,7 +138,7 @@ def run_agent(
     scratch = Path(tempfile.mkdtemp(prefix="capevolve-agent-"))
     try:
         boundary = optimizer_boundary(spec, [work, scratch], also_writable=also_writable)
-        state = offered()
+        state = expected()
         log(
             f"capevolve agent: {argv[0]} runs {state.label}; it writes {work} (the run's work copies) "
             f"and {scratch} (TMPDIR, removed at the end); capevolve commands go through the broker"

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
+from .._decide.bands import DEFECT, MISSING, SOLID, UNSTABLE, band_of
 from .._policy import Refusal
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.microcase_gen import REDACTED, redact
@@ -27,7 +28,6 @@ from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
 
 READABLE_SPLITS = ("val", "train")
-DEFECT, UNSTABLE, SOLID, MISSING = "defect", "unstable", "solid", "missing"
 _SIGNATURE_MAX = 240
 
 
@@ -210,7 +210,7 @@ def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str, cluster: 
         valid = [r for r in rows if r.valid]
         k = sum(_passed(r, spec.success_threshold) for r in valid)
         n = len(valid)
-        band = MISSING if n == 0 else DEFECT if k == 0 else SOLID if k == n else UNSTABLE
+        band = band_of(k, n)
         tasks.append(
             {
                 "task_id": task_id,

@@ -40,7 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._confine.label import OPTIMIZER_ENV, environment, offered
+from .._confine.label import OPTIMIZER_ENV, environment
+from .._confine.landlock import expected
 from .._policy import Refusal
 from .._policy.afford import missing_rollouts
 from .._project.candidate import SEED_TAG, handover_ignore
@@ -188,7 +189,7 @@ class HillClimb:
     def run(self) -> dict[str, Any]:
         """The loop, with every session and booking labelled with the optimizer's confinement
         (:mod:`.._confine.label`): said once at start, restored on the way out."""
-        state = offered()
+        state = expected()
         self.o.log(f"the optimizer runs {state.label}")
         saved = os.environ.get(OPTIMIZER_ENV)
         os.environ.update(environment(state, STARTED_BY))

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._confine.label import environment, offered
-from .._confine.landlock import Boundary
+from .._confine.label import environment
+from .._confine.landlock import Boundary, expected
 from .._confine.launch import command
 from .optimizer_cost import reported_cost
 
@@ -86,7 +86,7 @@ def run_optimizer(
     timed out, seconds, outcome, ok, its confinement, and the cost it reported:
     :func:`.optimizer_cost.reported_cost`) becomes ``optimizer.json``."""
     with tempfile.TemporaryDirectory(prefix="capevolve-optimizer-") as scratch:
-        state = offered()
+        state = expected()
         env = {**os.environ, "TMPDIR": scratch, **environment(state, STARTED_BY)}
         started = argv
         if boundary is not None:

@@ -170,7 +170,7 @@ def task_eval(
         content = content_hash(folder)
         claims = Claims(rundir.root)  # a claim of its own: a gate meanwhile is not alone
         claims.take([("task_eval", task_id, tag, k) for task_id in ids for k in range(trials)])
-        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores)
+        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec)
         try:
             tasks, cost = _run(spec, runner, pool, folder, splits, seeds)
         finally:

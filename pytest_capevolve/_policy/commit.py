@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-from .._confine.label import optimizer_confinement
+from .._engine import confinement
 from .._policy import Refusal
 from .._project.candidate import CandidateError, changed_files
 from .._project.spec import Spec
@@ -75,11 +75,14 @@ class BookedDecision(Lineage):
     changed_files: list[str]
     diff: NotRequired[str]  # a reject's unified diff against its parent, bounded
     label: NotRequired[str]  # an accept re-gated after a harness change: the label every view shows
+    shared_ledger: NotRequired[dict[str, str]]  # repeats another project's decision: project, ledger
+    # whether candidate code (as the verdict said) and the optimizer (as this process knows) were
+    # confined by the kernel: {"candidate_code": label, "optimizer": label}
+    confinement: NotRequired[dict[str, str]]
     optimizer_usd: float
     optimizer_tokens: int
     optimizer_seconds: float
     journal_sha256: str  # the round's journal entry frozen at its first decision (journals/<tag>.md)
-    optimizer_confinement: dict[str, Any]  # whether the optimizer was confined (:mod:`.._confine.label`)
 
 
 class SpentOn(TypedDict):
@@ -154,11 +157,18 @@ def book(
             "optimizer_seconds": optimizer.seconds,
             # what the round wrote, frozen now: a later round's rewrite never passes for it
             "journal_sha256": freeze_entry(rundir, tag),
-            "optimizer_confinement": optimizer_confinement(),
         }
         label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
         if decision == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
             entry["label"] = label["label"]  # every view of this best shows it (:mod:`.._store.forced`)
+        ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
+        if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
+            entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
+        said = (verdict or {}).get("confinement") or {}
+        entry["confinement"] = {
+            "candidate_code": str(said.get("candidate_code") or "not said: no verdict recorded it"),
+            "optimizer": confinement.optimizer(),
+        }
         if decision == "reject":  # the change itself: the next proposer reads what was refuted
             entry["diff"] = refuted_diff(rundir, tag, parent, verdict)
         rundir.log.append_event("decision", **entry)

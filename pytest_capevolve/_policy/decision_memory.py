@@ -4,15 +4,16 @@
 the other runs' logs — which forgets a run folder moved out of the project (``mv
 .capevolve/runs/<id> /tmp``) or deleted, and then the same refuted bytes are gated afresh at a
 new run's α. So each booked decision is also remembered, one line each, in the project's memory
-(:mod:`.._store.project_memory`: ``.capevolve/decisions.jsonl`` and a copy outside the project):
-the bytes, the val task set, the tag, the run, the decision, its level and the harness it was
-taken under. A row is a fact about a run that may no longer be there; a run folder still there
-is read from its log instead (the log is the record).
+(:mod:`.._store.project_memory`: ``.capevolve/decisions.jsonl``): the bytes, the val task set,
+the tag, the run, the decision, its level and the harness it was taken under. A row is a fact
+about a run that may no longer be there; a run folder still there is read from its log instead
+(the log is the record).
 
 The val task set is kept as its tasks, ids and content keys (:mod:`.._store.task_keys`), not
 only as one digest: a later val that *overlaps* it asks the same question again on part of the
-same tasks, and renamed ids do not make them new. Rows are also indexed by content outside any
-project, so a copy of the project at another path still finds them.
+same tasks, and renamed ids do not make them new. A project in another folder (a copy, a second
+clone) has a memory of its own; rows reach other projects only through a shared ledger the
+spec names (:mod:`.._store.shared_ledger`), matched by content and labelled.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .._store import project_memory, task_keys
+from .._store import project_memory, shared_ledger
 from .._store.task_keys import Tasks
 
 KIND = "decisions"
@@ -44,8 +45,10 @@ def remember_decision(
     level: str | None,
     harness: dict[str, str] | None,
     keys: dict[str, str] | None = None,
+    ledger: Path | None = None,
 ) -> None:
-    """``keys``: the run's id → content key (:func:`.._store.task_keys.recorded`)."""
+    """``keys``: the run's id → content key (:func:`.._store.task_keys.recorded`); ``ledger``:
+    the shared ledger the run names, which gets the row too."""
     val_ids = list(val_ids)
     row = {
         "run_id": run_id,
@@ -58,40 +61,48 @@ def remember_decision(
         **Tasks.of(val_ids, keys).row("val"),
     }
     project_memory.remember(project_dir, KIND, row)
-    task_keys.index(project_dir, KIND, row)
+    shared_ledger.record(ledger, project_dir, KIND, row)
 
 
 def remembered_decisions(
-    project_dir: Path, pool_keys: Iterable[str] = ()
+    project_dir: Path, pool_keys: Iterable[str] = (), ledger: Path | None = None
 ) -> list[tuple[dict[str, Any], Tasks]]:
-    """Every remembered decision, oldest first (both copies; a row in both is one decision),
-    each a dict with the keys :func:`remember_decision` writes and the val tasks it was taken on
-    — and the decisions of other projects (a copy of this one at another path) found by the
-    content of this pool's tasks (``pool_keys``), with only their content keys counting. A row
-    older than the val's tasks were kept holds its val digest only (``Tasks()``: compared by
-    :func:`val_key`)."""
-    seen: set[tuple[str, str, str]] = set()
+    """Every remembered decision, oldest first (a row written twice is one decision), each a
+    dict with the keys :func:`remember_decision` writes and the val tasks it was taken on — and,
+    from the shared ``ledger`` when one is named, the decisions of other projects found by the
+    content of this pool's tasks (``pool_keys``), with only their content keys counting (such a
+    row keeps its ``project``). A row older than the val's tasks were kept holds its val digest
+    only (``Tasks()``: compared by :func:`val_key`)."""
+    seen: set[tuple[Any, ...]] = set()
     rows = []
-    recalled = [(row, False) for row, _source in project_memory.recalled(project_dir, KIND)]
-    recalled += [(row, True) for row in task_keys.indexed(project_dir, KIND, "val", pool_keys)]
+    recalled = [(row, False) for row in project_memory.recalled(project_dir, KIND)]
+    recalled += [(row, True) for row in shared_ledger.meeting(ledger, project_dir, KIND, "val", pool_keys)]
     for row, foreign in recalled:
-        fields = (row.get("run_id"), row.get("tag"), row.get("content_hash"))
-        if not all(isinstance(f, str) for f in fields) or fields in seen:
+        if not foreign:
+            row = {k: v for k, v in row.items() if k != "project"}
+        fields = (row.get("project"), row.get("run_id"), row.get("tag"), row.get("content_hash"))
+        if not all(isinstance(f, str) for f in fields[1:]) or fields in seen:
             continue
         if not isinstance(row.get("decision"), str):
             continue
-        seen.add(fields)  # type: ignore[arg-type]
+        seen.add(fields)
         rows.append((row, Tasks.from_row(row, "val", foreign=foreign)))
     return rows
 
 
 def decided_on(
-    project_dir: Path, run_id: str, test_ids: list[str], keys: dict[str, str] | None
+    project_dir: Path,
+    run_id: str,
+    test_ids: list[str],
+    keys: dict[str, str] | None,
+    ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
     """(run, the shared tasks) for every other run whose decisions were taken on a val holding
     some of ``test_ids`` (by id, or content: ``keys``), oldest first: a test split drawn from
     them scores tasks a candidate was selected on — not a held-out estimate. Read from the runs'
-    logs (their ``decision`` events and frozen val), and from the memory for runs no longer there."""
+    logs (their ``decision`` events and frozen val), from the memory for runs no longer there,
+    and from the shared ``ledger`` (other projects' runs, labelled)."""
+    from .._store import task_keys
     from .._store.files import RunDirError
     from .._store.rundir import RUNS_DIR, RunDir
 
@@ -110,10 +121,13 @@ def decided_on(
         shared = mine.shared(theirs, keys)
         if shared:
             found[other.run_id] = shared
-    for row, val in remembered_decisions(project_dir, (keys or {}).values()):
-        if row["run_id"] == run_id or row["run_id"] in found:
+    for row, val in remembered_decisions(project_dir, (keys or {}).values(), ledger):
+        run = str(row["run_id"])
+        if "project" in row:  # another project's, from the shared ledger
+            run = f"{run} ({shared_ledger.label(row['project'], str(ledger))})"
+        elif run == run_id or run in found:
             continue
         shared = mine.shared(val, keys)
         if shared:
-            found[str(row["run_id"])] = shared
+            found[run] = shared
     return [(f"{run} (its val: decisions were taken on them)", ids) for run, ids in sorted(found.items())]

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from .._project.candidate import null_control_of
+from .._store import shared_ledger
 from .._store.rundir import RunDir
 from .decision_memory import remember_decision, remembered_decisions, val_key
 from .regate import decided_level
@@ -54,13 +55,19 @@ class Earlier:
     # that val's size, this val's size)
     val_overlap: tuple[int, int, int] | None = None
     fresh: bool = False  # another run's decision on a val disjoint from this run's: a fresh look
+    # another project's decision, read from the shared ledger the spec names: (project, ledger)
+    shared: tuple[str, str] | None = None
 
     def where(self) -> str:
-        """ "run R", and on which val when it is not this run's: what a refusal names."""
+        """ "run R", the project and ledger when it is another project's, and on which val when
+        it is not this run's: what a refusal names."""
+        run = f"run {self.run_id}"
+        if self.shared is not None:
+            run += f" ({shared_ledger.label(*self.shared)})"
         if self.val_overlap is None:
-            return f"run {self.run_id}"
+            return run
         shared, theirs, mine = self.val_overlap
-        return f"run {self.run_id} on a val of {theirs} tasks sharing {shared} of this run's {mine}"
+        return f"{run} on a val of {theirs} tasks sharing {shared} of this run's {mine}"
 
     def said(self) -> str:
         """ "rejected (α = 0.01667, Holm over 3 siblings)" / "evaluated, not decided"."""
@@ -114,7 +121,8 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
     refusal says how many are shared (:attr:`Earlier.val_overlap`). A val *disjoint* from the
     one the bytes were decided on is a fresh look: returned with :attr:`Earlier.fresh` set, not
     refused, so the verdict can say so. ``harness_now`` stands in for this run's lock before a
-    new run has taken it."""
+    new run has taken it. Another project's decisions count only through the shared ledger the
+    run's spec names (:mod:`.._store.shared_ledger`), by content, with :attr:`Earlier.shared` set."""
     from .._project import harness
     from .._store import task_keys
     from .._store.files import RunDirError
@@ -166,17 +174,21 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
         except RunDirError:  # a damaged run is refused when it is opened; it decides nothing here
             continue
     present = {root.name for root in (project / RUNS_DIR).glob("*") if (root / "events.jsonl").is_file()}
-    for row, val in remembered_decisions(project, my_keys.values()):
+    ledger = shared_ledger.of_run(rundir)
+    for row, val in remembered_decisions(project, my_keys.values(), ledger):
         # a run folder still there spoke through its log above; one moved out or deleted
         # speaks through the project's memory (:mod:`.decision_memory`)
-        if row["run_id"] == rundir.run_id or row["run_id"] in present:
+        foreign = (str(row["project"]), str(ledger)) if "project" in row else None
+        if foreign is None and (row["run_id"] == rundir.run_id or row["run_id"] in present):
             continue
         if not val.ids and not val.keys and row.get("val") != val_key(my_ids):
             continue  # an old row keeps its val's digest only: the same val, or unknown
         theirs = row.get("harness") if isinstance(row.get("harness"), dict) else None
         differs = tuple(harness.changes(theirs, mine)) if theirs and mine else ()
         level = row.get("level") if isinstance(row.get("level"), str) else None
-        earlier = Earlier(row["tag"], row["run_id"], row["decision"], level, harness_changes=differs)
+        earlier = Earlier(
+            row["tag"], row["run_id"], row["decision"], level, harness_changes=differs, shared=foreign
+        )
         seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
     return found
 
@@ -203,6 +215,7 @@ def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
         level=level.text if level else None,
         harness=locked_harness(rundir),
         keys=task_keys.recorded(rundir),
+        ledger=shared_ledger.of_run(rundir),
     )
 
 
@@ -263,7 +276,7 @@ def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, harness_a
 def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
     short = digest.split(":")[-1][:12]
     same = f"candidate {tag!r} is byte-identical to {earlier.tag!r} (content {short})"
-    if earlier.tag == best and earlier.decision in (None, "accept"):
+    if earlier.tag == best and earlier.decision in (None, "accept") and earlier.shared is None:
         return (
             f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent, nothing to "
             "gate or pay for; change its bytes"
@@ -280,6 +293,12 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
             f"{same}, already evaluated in run {earlier.run_id}: a candidate is its bytes, its "
             f"rollouts are {earlier.tag!r}'s; use --capevolve-tag {earlier.tag} (or "
             "--capevolve-rerun for a fresh measurement)"
+        )
+    if earlier.shared is not None:
+        return (
+            f"{same}, {earlier.said()} in {earlier.where()}: a candidate is its bytes, so that "
+            "decision stands for every project that names the ledger; change its bytes (or, in a "
+            "new run, leave shared_ledger out of the spec to decide on this project alone)"
         )
     return (
         f"{same}, {earlier.said()} in {earlier.where()}: a candidate is its bytes, so that "

@@ -193,6 +193,11 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
         "var_agent": result.var_agent,
         "judge_share": result.judge_share,
         "agent_share": result.agent_share,
+        # what the advice reads: the judge's part of the noise within a task (not of Var(Δ̄), which
+        # between-task spread can leave at 0 % while the judge still dominates within a task)
+        "within_task_judge_share": 0.0
+        if result.within_total <= 0
+        else result.within_judge / result.within_total,
         "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
         "advice": (
             "judge noise dominates: more re-scores (judge_rescores) buy more than more trials"

@@ -42,6 +42,8 @@ def ledger_row(entry: dict[str, Any]) -> list[str]:
         decision += " (accepted against the gate)"
     elif isinstance(entry.get("label"), str) and entry.get("decision") == "accept":
         decision += f" ({short(entry['label'])})"
+    if isinstance(entry.get("shared_ledger"), dict):  # another project's decision, through the ledger
+        decision += f" (shared ledger: the project at {entry['shared_ledger'].get('project')})"
     if entry.get("repairs") is not None:
         decision += f" (repairs event {entry['repairs']})"
     parent = str(entry.get("parent") or "—")

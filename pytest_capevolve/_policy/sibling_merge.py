@@ -37,7 +37,7 @@ def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
                     "tags": [str(a["tag"]), str(b["tag"])],
                     "parent": parent,
                     "fixed": {str(a["tag"]): sorted(fixed_a), str(b["tag"]): sorted(fixed_b)},
-                    "command": f"capevolve merge {a['tag']} {b['tag']}",
+                    "command": f"capevolve merge {a['tag']} {b['tag']} --tag {a['tag']}_{b['tag']}",
                 }
             )
     return out

@@ -24,6 +24,7 @@ import numpy as np
 from .._decide.gate import decide
 from .._decide.looks import look_alpha
 from .._decide.verdict import GateConfig, Verdict
+from .._engine import confinement
 from .._project.spec import Spec
 from .._store import evidence
 from .._store.evidence import ByTag
@@ -190,6 +191,8 @@ def verdict_file(verdict: Verdict, **extra: Any) -> dict[str, Any]:
     """What ``verdicts/<tag>.json`` holds: every number the decision rests on, and where the
     rollouts behind it are."""
     data = {**verdict.to_dict(), **extra}
+    # confined or not: the candidate code whose rollouts this session ran, and the optimizer
+    data.setdefault("confinement", confinement.said())
     data["rollouts"] = (
         f"rollouts/{GATE_SPLIT}/*__{verdict.tag}__t*.json vs *__{verdict.against}__t*.json"
         if verdict.n_tasks

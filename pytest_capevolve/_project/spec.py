@@ -43,6 +43,10 @@ FROZEN_KEYS = (
     # whose r moved would gate r = 3 means against r = 1 ones (different variances, a split
     # over mixed r) — a new r is a new run
     "judge_rescores",
+    # whose decisions and test scorings count here besides the project's own (_store/shared_ledger.py)
+    "shared_ledger",
+    # what candidate code may write: a run measured with one boundary is not compared with another
+    "sandbox_writable",
 )
 
 
@@ -94,6 +98,11 @@ class Spec:
     leak_guard_min_length: int | None = 4
     # data and config files the harness lock holds besides the adapter's code (_project/harness.py)
     harness_files: tuple[str, ...] = ("default",)
+    # a ledger shared with other projects (_store/shared_ledger.py); None: the project's memory only
+    shared_ledger: Path | None = None
+    # folders candidate code may write besides its scratch (an honest live() that makes the
+    # candidate live by writing it somewhere): the sandbox child's boundary (_engine/sandbox_boundary.py)
+    sandbox_writable: tuple[str, ...] = ()
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
 
     @staticmethod
@@ -130,17 +139,17 @@ class Spec:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name in _SILENT_DEFAULTS and value == f.default:
+                continue  # a key added later: its default leaves older locks as they were
             if isinstance(value, Path):
                 value = to_stored(value, self.project_dir)
             elif isinstance(value, tuple):
                 value = list(value)
-            if f.name in _SILENT_DEFAULTS and value == f.default:
-                continue  # a key added later: its default leaves older locks as they were
             out[f.name] = value
         return out
 
 
-_SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule"})
+_SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule", "shared_ledger", "sandbox_writable"})
 
 
 # The spec's paths: stored relative to the project folder in a run dir.
@@ -208,6 +217,14 @@ def _globs(value: Any) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ValueError("a list of glob patterns (strings)")
+    return tuple(value)
+
+
+def _paths(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError("a list of folders (strings, relative to the spec's folder or absolute)")
     return tuple(value)
 
 
@@ -281,10 +298,17 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     # the leak guard (_project/leak.py)
     "leak_guard_min_length": _leak_guard,
     "harness_files": _globs,
+    # decisions and test scorings shared with the other projects naming the same file
+    "shared_ledger": _optional(_str),
+    "sandbox_writable": _paths,
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
-INI_KEYS = tuple(k for k in VALIDATORS if k not in REQUIRED and k not in ("protected_paths", "harness_files"))
+INI_KEYS = tuple(
+    k
+    for k in VALIDATORS
+    if k not in REQUIRED and k not in ("protected_paths", "harness_files", "sandbox_writable")
+)
 
 
 def resolve_spec_path(target: str | Path) -> Path:
@@ -367,6 +391,8 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
             )
         if ratios[1] == 0:
             raise SpecError(f"{path}: split_val is 0, so the gate would have no data; make it > 0")
+    if checked.get("shared_ledger") is not None:
+        checked["shared_ledger"] = _ledger(path, project_dir, checked["shared_ledger"])
     adapter_file = project_dir / checked["adapter"].partition(":")[0]
     if not adapter_file.is_file():
         raise SpecError(
@@ -386,6 +412,18 @@ def _existing(
         raise SpecError(
             f"{spec_path}: key {key!r} names {target}, which is not an existing {kind} "
             "(paths are relative to the spec's folder)"
+        )
+    return target
+
+
+def _ledger(spec_path: Path, project_dir: Path, value: str) -> Path:
+    """The shared ledger's file: its folder must exist (the file is made on the first write)."""
+    target = (project_dir / Path(value).expanduser()).resolve()
+    if not target.parent.is_dir() or target.is_dir():
+        raise SpecError(
+            f"{spec_path}: key 'shared_ledger' names {target}, which is not a file in an existing "
+            "folder (paths are relative to the spec's folder); create the folder, or remove the key "
+            "to keep decisions in this project alone"
         )
     return target
 

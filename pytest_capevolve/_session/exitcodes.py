@@ -3,7 +3,7 @@ table, fixed so a CI job can branch on the outcome. docs/reference/exit-codes.md
 from this docstring's tables (docs/hooks/reference.py), so keep their layout: a title line, then
 ``====`` rules around rows of a code and its meaning.
 
-Sessions (and ``capevolve gate``, which re-derives a session's verdict):
+Sessions (and ``capevolve gate``, which re-derives a session's verdict; ``capevolve compare``: 0, 10, 11):
 
 ====  =====================================================================================
 0     complete; every gated candidate accepted

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .._engine import confinement
 from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
 from .._engine.judging import wrong_rescores
 from .._engine.remote import gateway_count
@@ -223,6 +224,7 @@ class Persistence:
             record = replace(record, reward=None, passed=None, judge=None, infra_error=wrong)
             text = None
         self.rundir.rollouts.record_rollout(record, text)
+        confinement.note(record.confinement)  # what this session's verdicts say of candidate code
         self.tally.paid[record.tag] = self.tally.paid.get(record.tag, 0) + 1
         cap = self.spec.max_usd
         if cap is not None and (usd := self.rundir.state.read_state()["spent"]["usd"]) > cap:

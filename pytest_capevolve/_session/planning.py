@@ -15,6 +15,7 @@ from operator import is_
 from pathlib import Path
 from typing import Any
 
+from .._engine import confinement
 from .._engine.budget_share import Headroom
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy.identity import (
@@ -224,9 +225,16 @@ class Repeats:
                 "earlier_decision": earlier.decision,
                 "earlier_level": earlier.level,
                 "source": str(path),
+                **({"shared_ledger": _from_ledger(earlier)} if earlier.shared else {}),
             },
         )
         return True
+
+
+def _from_ledger(earlier: Earlier) -> dict[str, str]:
+    """What a verdict decided by another project's decision keeps of it: that project, the ledger."""
+    project, ledger = earlier.shared or ("", "")
+    return {"project": project, "ledger": ledger}
 
 
 def plan_evaluation(
@@ -347,6 +355,8 @@ def plan_evaluation(
             rundir.rollouts.indexed_columns(split, {c.tag for c in planned} | {SEED_TAG}, block)
         ),
         "session_started",
+        # what its sandbox children will say of their boundary: a later verdict reads it
+        candidate_code=confinement.expected_label(),
         decisions=deciding,
         claimed=claimed,
         block=block,
@@ -397,8 +407,10 @@ def refuse_sealed_in_dev(
     note the session's summary says instead; None when they are fresh."""
     from .._project.splits import TestSealError
     from .._store.project_seal import sealed_dev_line, sealed_in_dev
+    from .._store.shared_ledger import of_run
 
-    found = sealed_in_dev(spec.project_dir, rundir.run_id, splits, task_keys.recorded(rundir))
+    keys = task_keys.recorded(rundir)
+    found = sealed_in_dev(spec.project_dir, rundir.run_id, splits, keys, of_run(rundir))
     if not found:
         return None
     line = sealed_dev_line(rundir.run_id, found)

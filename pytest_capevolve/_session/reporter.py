@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from .._engine import confinement
 from .._engine.remote import STALE_COPY_FIX
 from .._items.nodes import INFRA_PREFIX
 from .._show.numbers import num
@@ -152,8 +153,12 @@ class CapevolveReporter:
                 return "infra", "I", ("INFRA", {"yellow": True})
         return None
 
+    @pytest.hookimpl(trylast=True)  # after the terminal's header, and shown under -q as well
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = confinement.start_line()  # a machine without Landlock: one line, never a failure
+        if line and self._terminal is not None:
+            self._terminal.write_line(line, yellow=True)
 
     @pytest.hookimpl(trylast=True)  # after pytest's own letter for this report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -258,6 +263,7 @@ class CapevolveReporter:
                 tr.write_line(
                     f"{verdict.tag}: Var(Δ̄) is {split['judge_share']:.0%} the judge's, "
                     f"{split['agent_share']:.0%} the agent's ({split['rescores']} re-scores); "
+                    f"within a task {split.get('within_task_judge_share', 0.0):.0%} the judge's: "
                     f"{split['advice']}"
                 )
 
@@ -283,6 +289,7 @@ class CapevolveReporter:
         paid = sum(r.paid for r in outcome.rows)
         reused = sum(r.reused for r in outcome.rows)
         tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")
+        tr.write_line(f"candidate code: {confinement.candidate_code()}; optimizer: {confinement.optimizer()}")
         if outcome.report_error:
             tr.write_line(f"capevolve: {outcome.report_error}", yellow=True)
         if tally.infra:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from .._engine import confinement
 from .._engine.budget_share import Headroom, share_for
 from .._engine.remote import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
@@ -65,8 +66,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         runner = isolated(
-            adapter, spec.adapter, spec.project_dir, spec.judge_rescores
-        )  # candidate code: a child's
+            adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec
+        )  # candidate code: a child's, confined
         config.add_cleanup(runner.close)
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
@@ -169,6 +170,16 @@ def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
         return None
 
 
+def earlier_labels(rundir: RunDir) -> list[str | None]:
+    """What each session of the run said of its candidate code when it started (this one's own
+    included: it says what this session's children will say)."""
+    try:
+        started = rundir.log.of_kinds("session_started")
+    except RunDirError:  # a log that does not verify is refused where a decision reads it
+        return []
+    return [event.get("candidate_code") for event in started]
+
+
 def _start_controller(
     config: pytest.Config,
     spec: Spec,
@@ -194,6 +205,8 @@ def _start_controller(
         refuse_selection(config, kind_label)
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
+    # the labels this session's verdicts carry: its own rollouts', and the run's earlier sessions'
+    confinement.begin(earlier_labels(rundir))
     plan_check = PlanCheck(planned.plan, spec.path.name, whole=whole, session_kind=kind_label)
     if rundir.root != checked:  # a new run locks its harness here, before any rollout
         try:

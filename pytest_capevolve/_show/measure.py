@@ -15,6 +15,7 @@ import numpy as np
 from .. import _stats as stats
 from .._decide.calibration import Calibration, calibration
 from .._decide.screen import ledger as screen_ledger
+from .._engine import confinement as boundary
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.event_digest import digest
@@ -81,6 +82,8 @@ class Measurement:
     spend: dict[str, Any] = field(default_factory=dict)
     screening: dict[str, Any] = field(default_factory=dict)
     calibration: Calibration | None = None  # the null controls' accept tally
+    # whether candidate code and the optimizer were confined: {"candidate_code": …, "optimizer": …}
+    confinement: dict[str, str] = field(default_factory=dict)
 
     @property
     def null_result(self) -> bool:
@@ -142,7 +145,43 @@ def measure(
     result.calibration = calibration(events, spec.gate_alpha)
     if result.calibration["alarm"]:
         result.labels.insert(0, result.calibration["text"])
+    result.confinement = confinement_of(rundir, events)
     return result
+
+
+def confinement_of(rundir: RunDir, events: list[dict[str, Any]]) -> dict[str, str]:
+    """What the run's verdicts said of candidate code, and its decisions of the optimizer: the
+    confined label when every one that says was confined, else the first unconfined one and the
+    tags it covers."""
+    said: dict[str, str] = {}
+    for tag, verdict in rundir.verdicts.verdicts().items():
+        label = (verdict.get("confinement") or {}).get("candidate_code")
+        if isinstance(label, str) and not label.startswith("no candidate code ran"):
+            said[tag] = label
+    optimizers = [
+        str(e["confinement"]["optimizer"])
+        for e in events
+        if e.get("kind") == "decision"
+        and isinstance(e.get("confinement"), dict)
+        and e["confinement"].get("optimizer")
+    ]
+    return {
+        "candidate_code": _of_many(said, "verdicts"),
+        "optimizer": _of_many(dict(enumerate(optimizers)), "decisions", boundary.optimizer()),
+    }
+
+
+def _of_many(said: dict[Any, str], what: str, otherwise: str | None = None) -> str:
+    if not said:
+        return otherwise or f"not said by any of the run's {what} (written before the boundary, or none yet)"
+    loose = {k: v for k, v in said.items() if not v.startswith("confined")}
+    if not loose:
+        return min(said.values())
+    if len(loose) == len(said) and len(set(loose.values())) == 1:
+        return next(iter(loose.values()))
+    if what != "verdicts":
+        return f"{next(iter(loose.values()))} (in {len(loose)} of {len(said)} {what})"
+    return f"{next(iter(loose.values()))} (verdicts of {', '.join(sorted(map(str, loose)))})"
 
 
 def _persisted_split(
@@ -351,6 +390,10 @@ def render_text(m: Measurement) -> list[str]:
         lines.append(f"best − seed on {d.split}: {_delta_text(d)}  [{d.source}]")
     for label in m.labels:
         lines.append(f"NOTE {label}")
+    if m.confinement:
+        lines.append(
+            f"candidate code: {m.confinement['candidate_code']}; optimizer: {m.confinement['optimizer']}"
+        )
     ledger = m.screening.get("subset") or {}
     if ledger.get("screens"):
         lines.append(
@@ -364,6 +407,11 @@ def render_markdown(m: Measurement) -> str:
     label = next((s["label"] for s in m.lineage if s.get("label") and s["to"] == m.best), None)
     forced = f" ({label})" if label else ""
     out = [f"# capevolve report — run {m.run_id}", "", f"Best: `{m.best}`{forced}.", ""]
+    if m.confinement:
+        out += [
+            f"Candidate code: {m.confinement['candidate_code']}. Optimizer: {m.confinement['optimizer']}.",
+            "",
+        ]
     for label in m.labels:
         out.append(f"> **{label.split(':')[0]}**:{label.partition(':')[2]}")
     if m.labels:

@@ -17,7 +17,7 @@ nothing while the file is there. Deleting both is what no file-level guard can s
 threat model: keep an anchor outside the project). Garbled lines of the file are skipped, which
 can only under-count what an adversary already had to erase elsewhere.
 
-Two rules close the ways round that leave no file to contradict them:
+One rule closes the way round that leaves no file to contradict it:
 
 - **a run whose test status is unknown counts**: a folder under ``runs/`` that holds a run's
   files (splits, snapshots, verdicts, rollouts, the seal, the secret, the spec lock — anything
@@ -25,18 +25,13 @@ Two rules close the ways round that leave no file to contradict them:
   show a test scoring (``seal.json``, ``rollouts/test/``) its log does not record, may have
   scored the test split: a finalize overlapping its test tasks (its ``splits.json``'s, else all
   of them) is refused unless acknowledged, naming the run and why its status is unknown. A
-  user who deletes an old run deletes it whole; only a half-erased run trips this;
-- **a copy outside the project**: every scoring is also appended to
-  ``$CAPEVOLVE_STATE_DIR/test_seals/<project digest>.jsonl`` (default
-  ``~/.local/state/capevolve``), keyed by the project's absolute path — out of the project, the
-  run dir and the candidate, so ``rm -rf .capevolve`` forgets nothing. A shell that knows the
-  file can still delete it (same OS user), and a moved project is a new key: the anchor kept
-  where the optimizer cannot write remains the answer to a whole rewrite.
+  user who deletes an old run deletes it whole; only a half-erased run trips this.
 
 Tasks are matched by id **or by content** (:mod:`.task_keys`): renamed ids are the same tasks.
-A copy of the project at another path finds the seals of the original through the index by
-content outside every project (only content counts there, never another project's ids). A
-run whose val or train holds scored test tasks is refused too (:func:`sealed_in_dev`).
+A copy of the project in another folder, or a second clone, is another project with seals of
+its own; projects that name one shared ledger (:mod:`.shared_ledger`) also hold each other's
+scorings, matched by content only and labelled with the project and the ledger. A run whose
+val or train holds scored test tasks is refused too (:func:`sealed_in_dev`).
 """
 
 from __future__ import annotations
@@ -47,16 +42,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import project_memory, task_keys
+from . import project_memory, shared_ledger, task_keys
 from .files import RunDirError
-from .project_memory import OUTSIDE as OUTSIDE
-from .project_memory import STATE_DIR_ENV as STATE_DIR_ENV
 from .rundir import RUNS_DIR, RunDir
 
 SEALS_KIND = "test_seals"
 PROJECT_SEALS = f"{SEALS_KIND}.jsonl"
 REUSED_LABEL = "test reused — not a held-out estimate"
-LOST_MEMORY = "(the project's memory)"  # how a refusal names scorings the marker says exist
 
 
 @dataclass(frozen=True)
@@ -65,16 +57,19 @@ class ScoredTests:
 
     run_id: str
     test_ids: frozenset[str]
-    source: str  # "events.jsonl", "test_seals.jsonl", OUTSIDE, or "unknown"
+    source: str  # "events.jsonl", "test_seals.jsonl", "unknown", or the shared ledger's path
     unknown: str | None = None  # why this run's test status is unknown (then it may be any task)
     test_keys: frozenset[str] = frozenset()  # the scored tasks' content keys (:mod:`.task_keys`)
-    project: str | None = None  # another project's run (a copy at another path), found by content
+    project: str | None = None  # another project's run, from the shared ledger (``source``)
 
     def named(self) -> str:
-        """The run as a refusal names it: its id, and why its status is unknown when it is."""
+        """The run as a refusal names it: its id, why its status is unknown when it is, and
+        the project and ledger it came from when another project's."""
         if self.unknown:
             return f"{self.run_id} (test status unknown: {self.unknown})"
-        return f"{self.run_id} (of the project at {self.project})" if self.project else self.run_id
+        if self.project:
+            return f"{self.run_id} ({shared_ledger.label(self.project, self.source)})"
+        return self.run_id
 
     @property
     def tasks(self) -> task_keys.Tasks:
@@ -82,34 +77,24 @@ class ScoredTests:
 
 
 def seals_path(project_dir: Path) -> Path:
-    return project_memory.inside_path(project_dir, SEALS_KIND)
+    return project_memory.memory_path(project_dir, SEALS_KIND)
 
 
-def outside_path(project_dir: Path) -> Path:
-    """The copy of the project's seals outside the project (see the module docstring)."""
-    return project_memory.outside_path(project_dir, SEALS_KIND)
-
-
-def scored_tests(project_dir: Path, pool_keys: Any = ()) -> list[ScoredTests]:
-    """Every run of the project that scored its test split — from the project's file, the
-    copy outside it and every log — and every run whose test status is unknown; and the runs
-    of other projects whose scored tasks share content with ``pool_keys`` (this pool's content
-    keys: a copy of the project at another path)."""
-    found: dict[str, ScoredTests] = {}
-    for entry in _remembered(project_dir, pool_keys):
-        earlier = found.get(entry.run_id)
+def scored_tests(project_dir: Path, pool_keys: Any = (), ledger: Path | None = None) -> list[ScoredTests]:
+    """Every run of the project that scored its test split — from the project's file and
+    every log — and every run whose test status is unknown; and, from the shared ``ledger``
+    when one is named, the runs of other projects whose scored tasks share content with
+    ``pool_keys`` (this pool's content keys)."""
+    found: dict[tuple[str | None, str], ScoredTests] = {}
+    entries = _remembered(project_dir, pool_keys, ledger)
+    entries += [run for root in sorted((project_dir / RUNS_DIR).glob("*")) if (run := _run_entry(root))]
+    for entry in entries:
+        earlier = found.get((entry.project, entry.run_id))
         ids = entry.test_ids | (earlier.test_ids if earlier else frozenset())
         keys = entry.test_keys | (earlier.test_keys if earlier else frozenset())
-        project = entry.project if earlier is None or earlier.project else None
-        found[entry.run_id] = ScoredTests(entry.run_id, ids, entry.source, entry.unknown, keys, project)
-    for root in sorted(p for p in (project_dir / RUNS_DIR).glob("*") if p.is_dir()):
-        run = _run_entry(root)
-        if run is None:
-            continue
-        earlier = found.get(run.run_id)
-        ids = run.test_ids | (earlier.test_ids if earlier else frozenset())
-        keys = run.test_keys | (earlier.test_keys if earlier else frozenset())
-        found[run.run_id] = ScoredTests(run.run_id, ids, run.source, run.unknown, keys)
+        found[entry.project, entry.run_id] = ScoredTests(
+            entry.run_id, ids, entry.source, entry.unknown, keys, entry.project
+        )
     return sorted(found.values(), key=lambda s: s.run_id)
 
 
@@ -117,6 +102,8 @@ def _run_entry(root: Path) -> ScoredTests | None:
     """What one run folder says of its test split: scored (its log's ``test_scored``), unknown
     (its files hold a run but its log is not readable, or they show a scoring it does not
     record), or nothing (never scored; an empty folder)."""
+    if not root.is_dir():
+        return None
     rundir = RunDir(root)
     why = None
     scored: list[dict[str, Any]] = []
@@ -147,38 +134,34 @@ def _holds_a_run(root: Path) -> bool:
     return any(not p.name.endswith(".lock") for p in root.iterdir())
 
 
-def _remembered(project_dir: Path, pool_keys: Any = ()) -> list[ScoredTests]:
-    """The project's file and the copy outside it (:func:`.project_memory.recalled`), and the
-    index by content's rows of other projects meeting ``pool_keys`` (their ids left out)."""
+def _remembered(project_dir: Path, pool_keys: Any = (), ledger: Path | None = None) -> list[ScoredTests]:
+    """The project's file, and the shared ledger's rows of other projects meeting ``pool_keys``
+    (their ids left out: another project's labels)."""
     entries = []
-    try:
-        recalled = project_memory.recalled(project_dir, SEALS_KIND)
-    except project_memory.MemoryOutOfSight as exc:
-        # the project scored test tasks we can no longer see: any of them, as far as we know
-        return [ScoredTests(LOST_MEMORY, frozenset(), "unknown", str(exc))]
-    for row, source in recalled:
+    rows = [(row, False) for row in project_memory.recalled(project_dir, SEALS_KIND)]
+    rows += [(row, True) for row in shared_ledger.meeting(ledger, project_dir, SEALS_KIND, "test", pool_keys)]
+    for row, foreign in rows:
         with contextlib.suppress(ValueError, TypeError, KeyError):
-            tasks = task_keys.Tasks.from_row(row, "test")
-            entries.append(ScoredTests(str(row["run_id"]), tasks.ids, source, None, tasks.keys))
-    for row in task_keys.indexed(project_dir, SEALS_KIND, "test", pool_keys):
-        with contextlib.suppress(ValueError, TypeError, KeyError):
-            tasks = task_keys.Tasks.from_row(row, "test", foreign=True)
-            run = str(row["run_id"])
-            entries.append(
-                ScoredTests(run, tasks.ids, task_keys.BY_CONTENT, None, tasks.keys, str(row["project"]))
-            )
+            tasks = task_keys.Tasks.from_row(row, "test", foreign=foreign)
+            source, project = (str(ledger), str(row["project"])) if foreign else (PROJECT_SEALS, None)
+            entries.append(ScoredTests(str(row["run_id"]), tasks.ids, source, None, tasks.keys, project))
     return entries
 
 
 def overlaps(
-    project_dir: Path, run_id: str, test_ids: list[str], keys: dict[str, str] | None = None
+    project_dir: Path,
+    run_id: str,
+    test_ids: list[str],
+    keys: dict[str, str] | None = None,
+    ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """(run, the shared tasks) for every other run of the project that scored any of
-    ``test_ids`` — by id, or by content (``keys``: this run's id → content key) — oldest first."""
+    """(run, the shared tasks) for every other run of the project (or, from the shared
+    ``ledger``, of another project) that scored any of ``test_ids`` — by id, or by content
+    (``keys``: this run's id → content key) — oldest first."""
     mine = task_keys.Tasks.of(test_ids, keys)
     found = []
-    for scored in scored_tests(project_dir, (keys or {}).values()):
-        if scored.run_id == run_id:
+    for scored in scored_tests(project_dir, (keys or {}).values(), ledger):
+        if scored.run_id == run_id and scored.project is None:
             continue
         # a run whose status is unknown and whose test split is unknown too may have scored any
         unknown_split = scored.unknown and not scored.test_ids
@@ -189,15 +172,19 @@ def overlaps(
 
 
 def sealed_in_dev(
-    project_dir: Path, run_id: str, splits: Any, keys: dict[str, str] | None = None
+    project_dir: Path,
+    run_id: str,
+    splits: Any,
+    keys: dict[str, str] | None = None,
+    ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
     """(run, the tasks) for every other run whose scored test tasks this run's val or train
     holds, by id or content. Only tasks known to be scored count here (a run whose test split
     is unknown cannot name any: it is held against a later finalize, not against every val)."""
     mine = task_keys.Tasks.of([str(t) for name in ("val", "train") for t in splits.get(name, [])], keys)
     found = []
-    for scored in scored_tests(project_dir, (keys or {}).values()):
-        shared = mine.shared(scored.tasks, keys) if scored.run_id != run_id else []
+    for scored in scored_tests(project_dir, (keys or {}).values(), ledger):
+        shared = mine.shared(scored.tasks, keys) if scored.run_id != run_id or scored.project else []
         if shared:
             found.append((scored.named(), shared))
     return found
@@ -214,15 +201,20 @@ def sealed_dev_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:
 
 
 def record_scored(
-    project_dir: Path, run_id: str, test_ids: list[str], *, reused: bool, keys: dict[str, str] | None = None
+    project_dir: Path,
+    run_id: str,
+    test_ids: list[str],
+    *,
+    reused: bool,
+    keys: dict[str, str] | None = None,
+    ledger: Path | None = None,
 ) -> None:
-    """Append this run's scoring to the project's file and to the copy outside the project
-    (:func:`.project_memory.remember`), with the tasks' content keys (``keys``: id → key), and
-    to the index by content (:func:`.task_keys.index`)."""
+    """Append this run's scoring, with the tasks' content keys (``keys``: id → key), to the
+    project's file (:func:`.project_memory.remember`) and to the shared ``ledger`` when named."""
     row = {"run_id": run_id, "test_ids": sorted(test_ids), "reused": reused}
     row["test_keys"] = sorted(task_keys.Tasks.of(test_ids, keys).keys)
     project_memory.remember(project_dir, SEALS_KIND, row)
-    task_keys.index(project_dir, SEALS_KIND, row)
+    shared_ledger.record(ledger, project_dir, SEALS_KIND, row)
 
 
 def reused_line(
@@ -247,6 +239,6 @@ def _runs(found: list[tuple[str, list[str]]]) -> str:
     return "; ".join(
         f"run {other}: {len(ids)} task(s) {', '.join(ids[:6])}{' …' if len(ids) > 6 else ''}"
         if ids
-        else f"run {other}"  # which tasks is not known (a memory out of sight)
+        else f"run {other}"  # which tasks is not known (a run whose test split is unknown)
         for other, ids in found
     )

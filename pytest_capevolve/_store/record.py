@@ -54,6 +54,10 @@ class RolloutRecord:
     # a stochastic scorer's re-scores ({"rewards": [...], "seeds": [...]}; reward is their
     # mean); absent from the JSON when None, so other adapters' records are as they were
     judge: Any = None
+    # the boundary the candidate's code ran in (:class:`.._confine.landlock.Confinement`'s label,
+    # said by its sandbox child before that code ran); absent when None (it ran in the scoring
+    # process, or the record predates the boundary)
+    confinement: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -72,16 +76,18 @@ class RolloutRecord:
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        if data["judge"] is None:
-            del data["judge"]
+        for optional in _OPTIONAL:
+            if data[optional] is None:
+                del data[optional]
         return data
 
     def dumps(self) -> str:
         """Compact, key-sorted JSON: what travels in a report. Encoded from the fields as they
         are (no deep copy, one shared encoder): this runs once per rollout on the hot path."""
         fields = {name: getattr(self, name) for name in _NAMES}
-        if fields["judge"] is None:
-            del fields["judge"]
+        for optional in _OPTIONAL:
+            if fields[optional] is None:
+                del fields[optional]
         return _ENCODER.encode(fields)
 
     @classmethod
@@ -154,6 +160,7 @@ def _check_judge(record: RolloutRecord, where: str) -> None:
 _FIELDS = dataclasses.fields(RolloutRecord)
 _NAMES = tuple(f.name for f in _FIELDS)
 _KNOWN = frozenset(_NAMES)
+_OPTIONAL = ("judge", "confinement")  # left out of the JSON when None: records as they were
 _REQUIRED = [f.name for f in _FIELDS if f.default is dataclasses.MISSING]
 # json.dumps(..., sort_keys=True) builds a new encoder per call; the same settings, built once
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)

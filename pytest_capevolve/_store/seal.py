@@ -151,9 +151,11 @@ class Seal:
         project = self.rundir.project_dir
         if project is not None and ids:
             from .project_seal import record_scored
+            from .shared_ledger import of_run
             from .task_keys import recorded
 
-            record_scored(project, self.rundir.run_id, ids, reused=reused, keys=recorded(self.rundir))
+            keys, ledger = recorded(self.rundir), of_run(self.rundir)
+            record_scored(project, self.rundir.run_id, ids, reused=reused, keys=keys, ledger=ledger)
 
     def test_rollouts(self) -> list[RolloutRecord]:
         """Persisted test rollouts: for the claim holder, or for anyone once the seal burned.

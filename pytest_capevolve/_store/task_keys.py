@@ -20,34 +20,24 @@ Where the keys live:
   written by the first session that plans in the run — the record, hash-chained like the rest;
 - each row of the project's memory carries the keys of the tasks it is about (``test_keys``,
   ``val_keys``);
-- an **index by content** outside any project, ``$CAPEVOLVE_STATE_DIR/by_task/<kind>.jsonl``:
-  every such row again, with the project it came from. The copy outside the project is keyed by
-  the project's path, so a copy of the project at another path (``cp -r`` without
-  ``.capevolve``) would find nothing there; the index is read for rows of *other* projects whose
-  content keys meet this pool's, and only content counts for those (their ids are another
-  project's labels: an unrelated project with ids ``t00…t29`` is never blocked by them).
+- a project that names a shared ledger (:mod:`.shared_ledger`) matches the rows of other
+  projects there by content only (their ids are another project's labels).
 
-Pure but for the index's file and the log event; controller side or the CLI.
+Pure but for the log event; controller side or the CLI.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from . import project_memory
 from .files import RunDirError
 
 EVENT = "task_keys"
-INDEX_DIR = "by_task"
-BY_CONTENT = "outside the project (by task content)"
 KEY_LENGTH = 32  # hex digits: 128 bits
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -139,36 +129,3 @@ class Tasks:
             frozenset() if foreign or not isinstance(ids, list) else frozenset(map(str, ids)),
             frozenset(map(str, keys)) if isinstance(keys, list) else frozenset(),
         )
-
-
-def index_path(kind: str) -> Path:
-    """The index by content of the project memory's ``kind`` rows, outside every project (in
-    the same root as the copies outside each project)."""
-    root = os.environ.get(project_memory.STATE_DIR_ENV) or str(Path.home() / ".local" / "state" / "capevolve")
-    return Path(root) / INDEX_DIR / f"{kind}.jsonl"
-
-
-def index(project_dir: Path, kind: str, row: Mapping[str, Any]) -> None:
-    """Append ``row`` (with the project it is about) to the index by content; best effort, as
-    the copy outside the project is."""
-    with contextlib.suppress(OSError):
-        line = json.dumps({**row, "project": str(project_dir.resolve())}, sort_keys=True)
-        project_memory.append_line(index_path(kind), line)
-
-
-def indexed(project_dir: Path, kind: str, prefix: str, mine: Iterable[str]) -> list[dict[str, Any]]:
-    """The index's rows of *other* projects whose ``<prefix>_keys`` meet ``mine`` (this pool's
-    content keys): what a copy of a project at another path still has to see."""
-    path = index_path(kind)
-    wanted = frozenset(mine)
-    if not wanted or not path.is_file():
-        return []
-    here = str(project_dir.resolve())
-    found = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        with contextlib.suppress(ValueError):
-            row = json.loads(line)
-            keys = row.get(f"{prefix}_keys") if isinstance(row, dict) else None
-            if isinstance(keys, list) and row.get("project") != here and wanted.intersection(map(str, keys)):
-                found.append(row)
-    return found

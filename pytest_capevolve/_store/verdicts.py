@@ -11,7 +11,6 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from .._confine.label import optimizer_confinement
 from .._project.candidate import check_tag
 from .._project.candidate import null_control_of as verdict_is_null_control
 from .events import EventLog
@@ -41,7 +40,6 @@ class Verdicts:
         path = self.verdict_path(verdict["tag"])
         if not replacing and path.is_file():
             self._refuse_replacing(verdict["tag"], path)
-        verdict = {"optimizer_confinement": optimizer_confinement(), **verdict}  # what made the candidate
         atomic_write_json(path, verdict)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         self.log.append_event("verdict", **{k: verdict.get(k) for k in _LOGGED}, sha256=digest)

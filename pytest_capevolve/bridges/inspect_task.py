@@ -90,14 +90,17 @@ try:
         get_model,
     )
     from inspect_ai.model._model import init_active_model, init_model_roles
-    from inspect_ai.scorer import CORRECT, INCORRECT, NOANSWER, PARTIAL, Target
+    from inspect_ai.scorer import Target
     from inspect_ai.solver import TaskState
+
+    # the one mapping of score values to rewards, shared with the inspect log reader of
+    # ``capevolve compare``, so an imported log scores a sample as a bridged run does
+    from .._imported.inspect_rewards import REWARDS, inspect_reward  # noqa: F401  (REWARDS: as before)
 except ImportError as exc:  # imported by a project's adapter.py, when a session collects
     raise ImportError(
         "the inspect_ai bridge needs inspect_ai: pip install 'pytest-capevolve[inspect]'"
     ) from exc
 
-REWARDS = {CORRECT: 1.0, PARTIAL: 0.5, INCORRECT: 0.0, NOANSWER: 0.0}
 _MESSAGES: dict[str, type[ChatMessage]] = {
     "system": ChatMessageSystem,
     "user": ChatMessageUser,
@@ -318,13 +321,12 @@ class InspectTaskAdapter:
         return grader
 
     def reward_of(self, value: Any) -> float:
-        """The reward of an inspect score value (the mapping in this module's docstring)."""
-        if isinstance(value, bool):
-            return 1.0 if value else 0.0
-        if isinstance(value, (int, float)):
-            return float(value)  # checked to lie in [0, 1] by the runner, never clamped
-        if isinstance(value, str) and value in REWARDS:
-            return REWARDS[value]
+        """The reward of an inspect score value (the mapping in this module's docstring, kept
+        in :mod:`.._imported.inspect_rewards`); a number is checked to lie in [0, 1] by the
+        runner, never clamped."""
+        reward = inspect_reward(value)
+        if reward is not None:
+            return reward
         raise AdapterError(
             f"inspect score value {value!r} has no reward: C/P/I/N, a bool or a number in [0, 1] "
             "map; override reward_of to map another"

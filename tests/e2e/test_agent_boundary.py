@@ -22,6 +22,7 @@ needs_landlock = pytest.mark.skipif(
     abi() < 6 and not os.environ.get("CI"),
     reason="this kernel offers no Landlock with scoping (ABI >= 6); CI's machines do, and there this fails",
 )
+confined = [needs_landlock, pytest.mark.confined]  # the suite runs unconfined unless marked (conftest)
 GOLD = '{"t01": "42"}'
 
 ATTACK = r"""
@@ -93,6 +94,7 @@ def events(project: Path) -> list[dict]:
 
 
 @needs_landlock
+@pytest.mark.confined
 def test_a_confined_agent_cannot_forge_the_log_plant_above_the_project_edit_the_run_or_read_gold(
     project: Path, tmp_path: Path
 ) -> None:
@@ -115,7 +117,9 @@ def test_a_confined_agent_cannot_forge_the_log_plant_above_the_project_edit_the_
     assert "confined (Landlock ABI" in done.stderr.splitlines()[0]
 
 
-@pytest.mark.parametrize("landlock", [pytest.param(True, marks=needs_landlock, id="confined"), False])
+@pytest.mark.parametrize(
+    "landlock", [pytest.param(True, marks=confined, id="confined"), pytest.param(False, id="unconfined")]
+)
 def test_an_honest_agent_gates_and_commits_through_the_broker_and_the_decision_says_how_it_ran(
     project: Path, landlock: bool
 ) -> None:
@@ -125,20 +129,26 @@ def test_an_honest_agent_gates_and_commits_through_the_broker_and_the_decision_s
     first = done.stderr.splitlines()[0]
     decision = next(e for e in events(project) if e["kind"] == "decision")
     assert (decision["tag"], decision["decision"]) == ("t1", "accept")
-    confinement = decision["optimizer_confinement"]
-    assert confinement["by"] == "capevolve agent"
+    optimizer = decision["confinement"]["optimizer"]  # passed by the broker, not the agent
     verdict = json.loads((run_dir(project) / "verdicts" / "t1.json").read_text())
-    assert verdict["optimizer_confinement"] == confinement
+    assert verdict["confinement"]["optimizer"] == optimizer
     # a session started in the agent directly is refused in one line naming the brokered command
     refusal = [line for line in done.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(refusal) == 1 and "capevolve pytest --capevolve-run ." in refusal[0]
     assert "direct pytest exit 4" in done.stdout
     if landlock:
-        assert confinement["confined"] is True and "runs confined (Landlock ABI" in first
+        assert optimizer.startswith("confined (Landlock ABI") and "runs confined (Landlock ABI" in first
     else:
-        assert confinement["confined"] is False and "CAPEVOLVE_LANDLOCK=off" in confinement["why"]
+        assert optimizer == "unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)"
         assert "runs unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)" in first
-        assert sum("unconfined" in line for line in done.stderr.splitlines()) == 1  # one line, at start
+        # one line about the agent, at start (the launcher's own is not added to it)
+        assert (
+            sum(
+                line.startswith(("capevolve agent:", "capevolve: running"))
+                for line in done.stderr.splitlines()
+            )
+            == 1
+        )
 
 
 def test_a_decision_booked_outside_any_agent_says_the_optimizer_was_not_started_by_one(project: Path) -> None:
@@ -148,6 +158,7 @@ def test_a_decision_booked_outside_any_agent_says_the_optimizer_was_not_started_
     (work / "prompt.md").write_text((work / "prompt.md").read_text() + "\nConvert units first.\n")
     env = environment()
     env.pop("CAPEVOLVE_OPTIMIZER_CONFINEMENT", None)
+    env.pop("CAPEVOLVE_CONFINEMENT", None)
     gate = [
         PY,
         "-m",
@@ -164,8 +175,7 @@ def test_a_decision_booked_outside_any_agent_says_the_optimizer_was_not_started_
     )
 
     decision = next(e for e in events(project) if e["kind"] == "decision")
-    assert decision["optimizer_confinement"]["confined"] is False
-    assert "not started by capevolve agent" in decision["optimizer_confinement"]["why"]
+    assert decision["confinement"]["optimizer"] == "not started by capevolve agent"
 
 
 ESCAPING_OPTIMIZER = r"""
@@ -188,6 +198,7 @@ sys.exit(subprocess.call([sys.executable, "optimizer.py", str(workdir), str(prom
 
 
 @needs_landlock
+@pytest.mark.confined
 def test_a_hill_climb_optimizer_writing_outside_its_work_copy_is_refused_and_the_loop_goes_on(
     example, tmp_path: Path, capsys
 ) -> None:
@@ -208,5 +219,4 @@ def test_a_hill_climb_optimizer_writing_outside_its_work_copy_is_refused_and_the
     assert json.loads((folder / "optimizer.json").read_text())["confinement"].startswith("confined")
     decision = next(e for e in events(project) if e["kind"] == "decision")
     assert (decision["tag"], decision["decision"]) == ("cand_0001", "accept")  # its honest edit counted
-    assert decision["optimizer_confinement"]["by"] == "capevolve hill-climb"
-    assert decision["optimizer_confinement"]["confined"] is True
+    assert decision["confinement"]["optimizer"].startswith("confined (Landlock ABI")

@@ -83,7 +83,7 @@ def test_deleting_the_seal_file_reopens_nothing(example, projects, capevolve, ca
     assert len(scored) == 1  # scored exactly once, the file gone or not
     assert main(["runs", "--project", str(project), "--json"]) == 0
     assert '"test": "scored"' in capsys.readouterr().out.replace("'", '"')
-    code = main(["measure", "--project", str(project)])
+    code = main(["measure", "--project", str(project), "--finalize"])
     measured = capsys.readouterr()
     assert code == 0 and "seal.json is missing" in measured.out + measured.err
 

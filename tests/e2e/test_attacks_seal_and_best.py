@@ -76,7 +76,7 @@ def test_a_forged_best_changed_event_moves_nothing_and_is_named(example, project
     project, run_dir = _gated_noop(example, projects, capevolve)
     RunDir(run_dir).log.append_event("best_changed", best_id="noop")
     (run_dir / "state.json").unlink()
-    code = main(["measure", "--project", str(project)])
+    code = main(["measure", "--project", str(project), "--finalize"])
     err = capsys.readouterr().err
     assert code != 0
     refused = [line for line in err.splitlines() if "books no accept" in line]

@@ -250,20 +250,14 @@ def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(example, project
     assert [p for p in (second / "rollouts" / "val").iterdir() if "__weak1__" in p.name]
 
 
-@pytest.mark.parametrize("erase", ["run-moved-out", "capevolve-dir-deleted"])
-def test_a_run_folder_moved_out_or_deleted_still_holds_its_decisions(
-    example, projects, capevolve, tmp_path, erase
-):
+def test_a_run_folder_moved_out_still_holds_its_decisions(example, projects, capevolve, tmp_path):
     """The red team's way round the cross-run check: move the deciding run's folder out of the
-    project (or delete ``.capevolve`` whole), then gate the refuted bytes in a new run. The
-    project's memory of decisions (in ``.capevolve/decisions.jsonl`` and outside the project)
-    still names the decision."""
+    project, then gate the refuted bytes in a new run. The project's memory of decisions
+    (``.capevolve/decisions.jsonl``) still names the decision. (``.capevolve`` deleted whole is
+    the project's memory deleted: what no file-level guard sees, the anchor's business.)"""
     project, _ = _round_of_three(example, projects, capevolve)
     first = projects.run_dir(project)
-    if erase == "run-moved-out":
-        first.rename(tmp_path / "elsewhere")
-    else:
-        shutil.rmtree(project / ".capevolve")
+    first.rename(tmp_path / "elsewhere")
     again = capevolve(
         project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"]
     )
@@ -360,7 +354,7 @@ def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example,
     assert "accept (re-gated after a harness change)" in (rundir / "LEDGER.md").read_text()
     assert f"Best: `helpful` ({label})" in (rundir / "report.md").read_text()
     assert label in (rundir / "dashboard.html").read_text()
-    code, measured, _ = run(capsys, "measure", str(project))
+    code, measured, _ = run(capsys, "measure", str(project), "--finalize")
     assert code == 0 and "best 'helpful' (re-gated after a harness change)" in measured
     code, runs, _ = run(capsys, "runs", str(project))
     assert code == 0 and "helpful (re-gated after a harness change)" in runs

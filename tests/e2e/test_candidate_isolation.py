@@ -271,6 +271,9 @@ def test_isolated_records_are_the_in_process_records(
     rewards = [r["reward"] for r in records.values()]
     assert 0.0 in rewards and 1.0 in rewards  # the types survived: some rollouts score 1
     for record in records.values():
+        assert record.pop("confinement").startswith(
+            ("confined (", "unconfined (")
+        )  # its child's label; none in-process
         assert record == in_process_reference(project, record), record["task_id"]
 
 

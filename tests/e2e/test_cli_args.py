@@ -81,7 +81,8 @@ def test_runs_lists_best_iterations_spend_and_the_seal(gated: Path, capevolve, p
     assert capevolve(gated, "careful", extra=["--capevolve-new-run"]).ret == 0
     ids = sorted(p.name for p in (gated / ".capevolve" / "runs").iterdir() if p.is_dir())
     (second,) = set(ids) - {first}
-    assert run(capsys, "measure", str(gated), "--run-id", first)[0] == 0  # finalizes the first run
+    # finalizes the first run
+    assert run(capsys, "measure", str(gated), "--run-id", first, "--finalize")[0] == 0
     code, out, _err = run(capsys, "runs", str(gated), "--json")
     assert code == 0
     rows = {row["run_id"]: row for row in json.loads(out)}

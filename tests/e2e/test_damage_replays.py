@@ -157,12 +157,12 @@ def test_a_read_only_run_dir_is_verified_and_measured_in_one_line(
     assert capevolve(project).ret == 0
     run_dir = projects.run_dir(project)
     if finalized:
-        assert main(["measure", str(project)]) == 0
+        assert main(["measure", str(project), "--finalize"]) == 0
     capsys.readouterr()
     read_only = ReadOnly(monkeypatch, run_dir)
     outputs = {}
     for command in ("verify", "measure"):
-        code = main([command, str(project)])
+        code = main([command, str(project), *(["--finalize"] if command == "measure" else [])])
         captured = capsys.readouterr()
         outputs[command] = (code, captured.out + captured.err)
     refused = read_only.refused

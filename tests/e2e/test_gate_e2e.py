@@ -55,12 +55,10 @@ def test_gate_verdicts_on_noisy_agent(example, projects, capevolve, candidate, c
     assert state["best_id"] == (candidate if decision == "accept" else "seed")
 
 
-def test_verdicts_identical_with_and_without_xdist(example, projects, capevolve, monkeypatch, tmp_path):
+def test_verdicts_identical_with_and_without_xdist(example, projects, capevolve):
     verdicts = {}
     for mode, extra in (("plain", []), ("xdist", ["-n", "2"])):
-        # two copies of one project: each its own memory, or the second finds the first's
-        # decision on the same tasks and bytes and refuses it as a repeat (as it should)
-        monkeypatch.setenv("CAPEVOLVE_STATE_DIR", str(tmp_path / f"state-{mode}"))
+        # two copies of one project in two folders: two projects, each deciding afresh
         project = example("noisy_agent", dest=f"noisy_{mode}")
         capevolve(project, "mixed", gate=True, extra=extra)
         verdicts[mode] = json.loads((projects.run_dir(project) / "verdicts" / "mixed.json").read_text())

@@ -47,7 +47,12 @@ def test_a_noisy_judge_is_re_scored_recorded_and_split_from_the_agent(example, p
         split["var_total"]
     )
     assert "more re-scores" in split["advice"]
-    result.stdout.fnmatch_lines(["careful: Var(Δ̄) is *% the judge*; judge noise dominates*"])
+    # the line prints the share its advice reads (a 0 % beside "judge noise dominates" once)
+    assert split["within_task_judge_share"] > 0.5
+    share = f"{split['within_task_judge_share']:.0%}"
+    result.stdout.fnmatch_lines(
+        [f"careful: Var(Δ̄) is *% the judge*; within a task {share} the judge's: judge noise dominates*"]
+    )
 
     before = sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json"))
     capsys.readouterr()

@@ -34,7 +34,13 @@ def test_measure_runs_finalize_once_and_reports_where_each_number_came_from(
     verdict = json.loads((rundir / "verdicts" / "improved.json").read_text())
     assert verdict["decision"] == "accept"
 
+    # a look at the table never spends the test score: without --finalize the split stays sealed
     assert main(["measure", str(project)]) == 0
+    captured = capsys.readouterr()
+    assert "test split sealed" in captured.out + captured.err and "--finalize" in captured.out + captured.err
+    assert not (rundir / "seal.json").exists()
+
+    assert main(["measure", str(project), "--finalize"]) == 0
     out = capsys.readouterr().out
     seal = json.loads((rundir / "seal.json").read_text())
     assert f"best − seed on val: {verdict['delta_mean']:+.4f}" in out  # same number as the gate's
@@ -47,7 +53,7 @@ def test_measure_runs_finalize_once_and_reports_where_each_number_came_from(
     assert "rollouts paid: test 96, val 320" in report
 
     # measuring again reads the seal: it never scores the test split a second time
-    assert main(["measure", str(project)]) == 0
+    assert main(["measure", str(project), "--finalize"]) == 0
     assert "running finalize" not in capsys.readouterr().out
     lines = (rundir / "events.jsonl").read_text().splitlines()
     assert sum(json.loads(x)["kind"] == "test_scored" for x in lines) == 1
@@ -64,7 +70,7 @@ def test_measure_calls_a_test_split_that_overlaps_val_a_fit_metric(example, proj
     spec.write_text(text + "\nsplit_ids_file: splits.yaml\n")
     evaluate(project)
     capsys.readouterr()
-    assert main(["measure", str(project)]) == 0
+    assert main(["measure", str(project), "--finalize"]) == 0
     out = capsys.readouterr().out
     assert "NOTE fit metric: the test split shares 3 of its 6 tasks with val/train" in out
     assert "NOTE null result" in out
@@ -76,7 +82,7 @@ def test_measure_says_empty_and_sealed_instead_of_zero(example, projects, evalua
     projects.no_test_split(project)
     evaluate(project)
     capsys.readouterr()
-    assert main(["measure", str(project)]) == 0
+    assert main(["measure", str(project), "--finalize"]) == 0
     test_rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("test")]
     assert len(test_rows) == 1 and test_rows[0].endswith("empty: no held-out tasks")
     assert "0." not in test_rows[0]

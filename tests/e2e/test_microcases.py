@@ -326,6 +326,7 @@ def test_gen_never_copies_the_gold_answer(example, projects, capevolve, capsys):
     assert main(["microcase", "gen", "--from", str(source), "--cluster", "c", "--id", "leak-check"]) == 0
     text = (project / "microcases" / "leak-check.yaml").read_text()
     assert REDACTED in text
+    assert str(project) not in text and "# Skeleton from .capevolve/runs/" in text  # no path of this machine
     assert not re.search(rf"(?<![\w.]){re.escape(gold)}(?!\w)", text), text
     # and never into the capability folder, where the candidate reads
     inside = project / "capability" / "case.yaml"

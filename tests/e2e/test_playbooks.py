@@ -27,6 +27,7 @@ def front_matter(name: str) -> dict:
     return yaml.safe_load(text.split("---", 2)[1])
 
 
+@pytest.mark.confined  # as an agent runs them: inside the boundary, where the kernel offers one
 @pytest.mark.parametrize("name", PLAYBOOKS)
 def test_a_playbook_plays_on_a_fresh_init_project(name: str, tmp_path: Path) -> None:
     meta = front_matter(name)

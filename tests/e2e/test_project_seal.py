@@ -44,7 +44,7 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     shutil.move(aside, first)
     (project / ".capevolve" / "test_seals.jsonl").unlink()
     refused()  # the file is gone: the earlier run's log says it scored them
-    code, _, err = run(capsys, "measure", str(project))
+    code, _, err = run(capsys, "measure", str(project), "--finalize")
     assert code != 0 and "the test row stays sealed" in err
 
     xml = tmp_path / "finalize.xml"
@@ -54,7 +54,7 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     junit = xml.read_text()
     assert f'name="capevolve_test_reused" value="{REUSED_LABEL}"' in junit
     assert junit.count(f'name="test_reused" value="{REUSED_LABEL}"') == len(test_ids)
-    code, out, _ = run(capsys, "measure", str(project))
+    code, out, _ = run(capsys, "measure", str(project), "--finalize")
     assert code == 0 and f"NOTE {REUSED_LABEL}" in out
     assert REUSED_LABEL in (second / "report.md").read_text()
     assert run(capsys, "dashboard", str(project))[0] == 0
@@ -63,9 +63,7 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     assert [row["test"] for row in json.loads(out)] == ["scored", "scored (reused)"]
 
 
-def test_a_run_whose_log_was_renamed_or_that_was_erased_still_holds_the_seal(
-    example, projects, capevolve, tmp_path, _private_state_dir
-):
+def test_a_run_whose_log_was_renamed_still_holds_the_seal(example, projects, capevolve):
     project = make_fix_list(example, projects)
     assert capevolve(project).ret == 0
     assert capevolve(project, finalize=True).ret == 0
@@ -90,15 +88,8 @@ def test_a_run_whose_log_was_renamed_or_that_was_erased_still_holds_the_seal(
     )
     assert not list((second / "rollouts" / "test").glob("*.json"))  # nothing paid
 
-    # the whole old run erased, with the project's file: the copy outside the project holds
-    shutil.rmtree(first)
-    assert not (project / ".capevolve" / "test_seals.jsonl").exists()
-    outside = list((_private_state_dir / "test_seals").glob("*.jsonl"))
-    assert len(outside) == 1 and first.name in outside[0].read_text()
-    erased = capevolve(project, finalize=True)
-    assert erased.ret == 4, erased.stdout.str()
-    erased.stderr.fnmatch_lines([f"*already scored (run {first.name}: 6 task(s)*--capevolve-test-reused*"])
-
     scored = capevolve(project, finalize=True, extra=["--capevolve-test-reused"])
     assert scored.ret == 0, scored.stdout.str()
-    scored.stdout.fnmatch_lines([f"*{REUSED_LABEL}: these test tasks were scored before (run {first.name})*"])
+    scored.stdout.fnmatch_lines(
+        [f"*{REUSED_LABEL}: these test tasks were scored before (run {first.name} (test status unknown*"]
+    )

@@ -1,7 +1,9 @@
 """The project's memory knows tasks by content as well as by id (issue 25, red-team pass on the
-project memory): a val that overlaps the one refuted bytes were decided on, renamed task ids,
-a val/test swap between runs and a copy of the project at another path each re-decided refuted
-bytes or re-scored the sealed test split as held out, before.
+project memory): a val that overlaps the one refuted bytes were decided on, renamed task ids
+and a val/test swap between runs each re-decided refuted bytes or re-scored the sealed test
+split as held out, before. Memory lives in the project (issue 37, item 7): a copy of it in
+another folder decides afresh, unless both name a shared ledger — then the ledger's decisions
+and scorings count, labelled.
 
 The project: toy_calc's 24 tasks (12 val, 6 test, 6 train) with an agent that solves exactly
 the tasks whose *input* its prompt lists (``fix 3 + 7``), so renaming the ids leaves every
@@ -45,19 +47,23 @@ def _fixing(project: Path, name: str, tasks: Sequence[str]) -> Path:
     return target
 
 
-def _project(example, projects, dest: str = "inputs") -> Path:
+def _project(example, projects, dest: str = "inputs", ledger: str | None = None) -> Path:
     project = example("toy_calc", dest)
     shutil.rmtree(project / "candidates")
     projects.add_adapter(project, FIX_INPUTS, "adapter.py:FixInputs")
     with (project / "capevolve.yaml").open("a") as spec:
         spec.write("leak_guard_min_length: false\n")
+        if ledger is not None:
+            spec.write(f"shared_ledger: {ledger}\n")
     return project
 
 
-def _round_of_three(example, projects, capevolve, dest: str = "inputs", *, also_train: bool = False):
+def _round_of_three(
+    example, projects, capevolve, dest: str = "inputs", *, also_train: bool = False, ledger: str | None = None
+):
     """(project, the first run, its splits) after the Holm round that rejected ``helpful``
     (which, ``also_train``, lists 5 train tasks too: outside that run's val, no effect there)."""
-    project = _project(example, projects, dest)
+    project = _project(example, projects, dest, ledger)
     assert capevolve(project).ret == 0
     run1 = projects.run_dir(project)
     splits = json.loads((run1 / "splits.json").read_text())
@@ -211,35 +217,84 @@ def test_a_val_and_test_swapped_between_runs_is_refused_not_reported_held_out(
     assert code == 0 and [row["test"] for row in json.loads(out)] == ["scored", "scored (reused)"]
 
 
-def test_a_copy_of_the_project_at_another_path_keeps_its_seals_and_decisions(
+def _copy(project: Path, dest: Path) -> Path:
+    """The project copied to another folder without its ``.capevolve``, as a second clone has it."""
+    shutil.copytree(project, dest, ignore=shutil.ignore_patterns(".capevolve", "__pycache__"))
+    return dest
+
+
+def _paid(project: Path, tag: str, projects) -> list[Path]:
+    return [p for p in projects.run_dir(project).glob("rollouts/val/*") if f"__{tag}__" in p.name]
+
+
+def test_two_projects_in_two_folders_sharing_task_ids_decide_independently(
     example, projects, capevolve, pytester
 ):
     project, run1, splits = _round_of_three(example, projects, capevolve)
     assert capevolve(project, finalize=True).ret == 0
-    # the red team's step: the project copied without .capevolve (and without the memory marker
-    # beside the spec, which would name the original's copies); no environment change
-    copy = pytester.path / "copied"
-    shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".capevolve", "capevolve.memory.json"))
-    again = _new_gate(capevolve, copy, "helpful")
-    # today: a project at a new path had forgotten every decision and seal: ACCEPT at 0.05
+    # the same project in another folder (a copy, a second clone): the same ids, the same tasks
+    copy = _copy(project, pytester.path / "copied")
+    assert capevolve(copy).ret == 0
+    assert split_ids(copy, "val") == splits["val"]
+    alone = capevolve(copy, "helpful", gate=True, extra=["--capevolve-commit", "auto"])
+    # before: REJECT, never paid for, from the first project's decision kept outside both
+    assert alone.ret == 0, alone.stdout.str()
+    alone.stdout.fnmatch_lines(["helpful *ACCEPT*"])
+    assert "never paid for" not in alone.stdout.str() and _paid(copy, "helpful", projects)
+    assert not (copy / "capevolve.memory.json").exists()
+    # its test split is its own to score once, however often the first project scored the same tasks
+    scored = capevolve(copy, finalize=True)
+    assert scored.ret == 0, scored.stdout.str()
+    assert REUSED_LABEL not in scored.stdout.str()
+    # and nothing of the copy reached the first project: its own memory still decides there
+    again = _new_gate(capevolve, project, "helpful")
     assert again.ret == 10, again.stdout.str()
-    again.stdout.fnmatch_lines([f"helpful *REJECT*never paid for*{HOLM} in run {run1.name}*"])
+    again.stdout.fnmatch_lines([f"helpful *REJECT*never paid for*{HOLM} in run {run1.name}:*"])
+
+
+def test_a_shared_ledger_named_by_two_projects_holds_each_others_decisions_labelled(
+    example, projects, capevolve, pytester
+):
+    ledger = pytester.path / "team-ledger.jsonl"
+    project, run1, splits = _round_of_three(example, projects, capevolve, ledger="../team-ledger.jsonl")
+    assert capevolve(project, finalize=True).ret == 0
+    copy = _copy(project, pytester.path / "copied")
+    gated = _new_gate(capevolve, copy, "helpful")
+    # the ledger's decision counts, and says whose it is and where it was read
+    where = f"run {run1.name} (of the project at {project.resolve()}, from the shared ledger {ledger})"
+    assert gated.ret == 10, gated.stdout.str()
+    gated.stdout.fnmatch_lines([f"helpful *REJECT*never paid for*{HOLM} in {where}:*"])
+    assert not _paid(copy, "helpful", projects)
     run2 = projects.run_dir(copy)
+    verdict = json.loads((run2 / "verdicts" / "helpful.json").read_text())
+    assert verdict["details"]["shared_ledger"] == {"project": str(project.resolve()), "ledger": str(ledger)}
+    (decision,) = [e for e in _events(run2) if e["kind"] == "decision" and e["tag"] == "helpful"]
+    assert decision["shared_ledger"]["project"] == str(project.resolve())
+    assert "shared ledger: the project at" in (run2 / "LEDGER.md").read_text()
     _refused_finalize(
         capevolve,
         copy,
         f"run {run2.name}: its test split overlaps test tasks the project already scored "
-        f"(run {run1.name} (of the project at {project.resolve()}): 6 task(s)",
+        f"(run {run1.name} (of the project at {project.resolve()}, from the shared ledger {ledger}): 6 task(s)",
     )
 
-    # an unrelated project with the same ids (other tasks) is not held by any of it
+    # an unrelated project with the same ids (other tasks) naming the same ledger is not held by it
     other = _project(example, projects, "unrelated")
     adapter = other / "adapter.py"
     adapter.write_text(adapter.read_text().replace("a, b = 3 + i, 7 + 2 * i", "a, b = 5 + i, 11 + 2 * i"))
     shutil.copytree(project / "candidates" / "helpful", other / "candidates" / "helpful")
     assert capevolve(other).ret == 0
     assert split_ids(other, "val") == splits["val"]  # the same ids, in the same splits
-    gated = capevolve(other, "helpful", gate=True)
+    # the ledger is frozen with the run: named mid-run, it is a new run
+    with (other / "capevolve.yaml").open("a") as spec:
+        spec.write(f"shared_ledger: {ledger}\n")
+    moved = capevolve(other, "helpful", gate=True)
+    assert moved.ret == 4 and "shared_ledger changed since run" in moved.stderr.str(), moved.stderr.str()
+    gated = _new_gate(capevolve, other, "helpful")
     assert "never paid for" not in gated.stdout.str(), gated.stdout.str()
-    assert [p for p in projects.run_dir(other).glob("rollouts/val/*") if "__helpful__" in p.name]
+    assert _paid(other, "helpful", projects)
     assert capevolve(other, finalize=True).ret == 0
+
+
+def _events(rundir: Path) -> list[dict]:
+    return [json.loads(line) for line in (rundir / "events.jsonl").read_text().splitlines()]

@@ -117,6 +117,9 @@ SPEC_VALUES = [
     ("grow_max_looks", "0", "a whole number from 1 to 3"),
     ("grow_max_looks", "4", "a whole number from 1 to 3"),
     ("grow_max_looks", "2.5", "a whole number from 1 to 3"),
+    ("shared_ledger", "no/such/folder/ledger.jsonl", "not a file in an existing folder"),
+    ("shared_ledger", "capability", "not a file in an existing folder"),
+    ("shared_ledger", "[a, b]", "a non-empty string"),
 ]
 
 

@@ -177,7 +177,7 @@ def test_the_child_sends_plain_rollouts_as_they_are_and_others_only_as_the_paren
 
 def test_a_tasks_pickle_goes_to_a_child_once_and_again_to_a_new_child(tmp_path) -> None:
     boxes = Sandboxes("adapter.py:Adapter", tmp_path, harness_modules=[])
-    sandbox = Sandbox(boxes)
+    sandbox = Sandbox(boxes, tmp_path)
     task = Task(id="t1", input="x" * 10_000)
 
     def sent_task() -> object:

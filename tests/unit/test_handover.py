@@ -101,7 +101,11 @@ def test_process_md_gates_at_the_loops_schedule_unless_the_spec_names_one(tmp_pa
     from pytest_capevolve._project.spec import load_spec
 
     project = tmp_path / "p"
-    shutil.copytree(Path(__file__).parents[2] / "examples" / "toy_calc", project)
+    shutil.copytree(
+        Path(__file__).parents[2] / "examples" / "toy_calc",
+        project,
+        ignore=shutil.ignore_patterns(".capevolve", "__pycache__"),
+    )
     plain = render_process(load_spec(project), "r1", project / "w", "a1", "seed", "agent")
     assert "--capevolve-commit none -o capevolve_gate_alpha_schedule=lord`" in plain
     assert "by the `lord` schedule" in plain

@@ -15,6 +15,8 @@ import pytest
 from pytest_capevolve._confine.landlock import Boundary, abi, confine, readable_around
 from pytest_capevolve._confine.launch import command
 
+pytestmark = pytest.mark.confined  # the suite's other tests run with CAPEVOLVE_LANDLOCK=off
+
 needs_landlock = pytest.mark.skipif(
     abi() < 6 and not os.environ.get("CI"),
     reason="this kernel offers no Landlock with scoping (ABI >= 6); CI's machines do, and there this fails",

@@ -18,7 +18,9 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 
 def test_a_second_loop_on_a_project_is_refused_while_the_first_runs(tmp_path: Path, capsys) -> None:
     project = tmp_path / "toy_calc"
-    shutil.copytree(EXAMPLES / "toy_calc", project)
+    shutil.copytree(
+        EXAMPLES / "toy_calc", project, ignore=shutil.ignore_patterns(".capevolve", "__pycache__")
+    )
     optimizer = f"{sys.executable} -c pass {{workdir}}"
     with only_loop(project):  # the first loop, still running
         code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "1")

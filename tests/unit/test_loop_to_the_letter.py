@@ -57,8 +57,10 @@ def test_accepted_siblings_that_fixed_disjoint_tasks_are_named_until_merged() ->
         _accept("c", "b", ["t4"]),  # a child, not a sibling
     ]
     [pair] = unmerged_siblings(events)
-    assert pair["tags"] == ["a", "b"] and pair["command"] == "capevolve merge a b"
-    assert "capevolve merge a b" in merge_reminder([pair]) and merge_reminder([]) == ""
+    # the command as merge takes it: --tag is required (it printed without one once)
+    assert pair["tags"] == ["a", "b"] and pair["command"] == "capevolve merge a b --tag a_b"
+    assert "capevolve merge a b --tag a_b" in merge_reminder([pair]) and merge_reminder([]) == ""
+    assert build_parser().parse_args(pair["command"].split()[1:]).tag == "a_b"  # merge's parser takes it
     # overlapping fixes are not disjoint clusters; a merge work copy settles the pair
     assert unmerged_siblings([_accept("a", "seed", ["t1"]), _accept("b", "seed", ["t1", "t3"])]) == []
     merged = {"kind": "work_created", "tag": "ab", "merged_from": ["a", "b"]}

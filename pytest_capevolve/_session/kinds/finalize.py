@@ -57,17 +57,13 @@ def _reused_test(config: pytest.Config, spec: Spec, rundir: RunDir) -> list[tupl
     when the test tasks are fresh to the project."""
     from ..._policy.decision_memory import decided_on
     from ..._project.splits import TestSealError
-    from ..._store import project_memory
     from ..._store.project_seal import REUSED_LABEL, overlaps, reused_line
+    from ..._store.shared_ledger import of_run
 
     test_ids = list((rundir.splits() or {}).get("test", []))
-    keys = task_keys.recorded(rundir)
-    found = overlaps(spec.project_dir, rundir.run_id, test_ids, keys) if test_ids else []
-    try:
-        decided = decided_on(spec.project_dir, rundir.run_id, test_ids, keys) if test_ids else []
-    except project_memory.MemoryOutOfSight as exc:
-        # the runs the project decided on cannot all be seen: their val may be this test split
-        decided = [(f"unknown ({exc})", [])]
+    keys, ledger = task_keys.recorded(rundir), of_run(rundir)
+    found = overlaps(spec.project_dir, rundir.run_id, test_ids, keys, ledger) if test_ids else []
+    decided = decided_on(spec.project_dir, rundir.run_id, test_ids, keys, ledger) if test_ids else []
     if not found and not decided:
         return None
     if not test_reused_asked(config):

@@ -22,7 +22,7 @@ from ..._project.candidate import SEED_TAG
 from ..._store.evidence import ByTag, index_records, reward_matrix
 from ..._store.forced import FORCED_LABEL, label_of, short
 from ..._store.rundir import RunDir
-from ..measure import Measurement, delta_lines, table_rows
+from ..measure import Measurement, confinement_of, delta_lines, table_rows
 from .event_log import GATE_SPLIT, Log, SpendPoint, read_log
 
 # the drill-down shows feedback and output for at most this many rollouts (those that scored
@@ -173,6 +173,10 @@ class Dashboard:
         return out
 
 
+def _confinement_line(said: dict[str, str]) -> str:
+    return f"candidate code: {said['candidate_code']}; optimizer: {said['optimizer']}"
+
+
 def collect(
     rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
 ) -> Dashboard:
@@ -209,7 +213,12 @@ def collect(
         ceilings={key: _number(budget.get(key)) for key in ("max_metric_calls", "max_usd")},
         decisions=decisions,
         table=table_rows(measurement) if measurement is not None else [],
-        labels=list(measurement.labels) if measurement is not None else [],
+        labels=[
+            *(measurement.labels if measurement is not None else []),
+            _confinement_line(
+                measurement.confinement if measurement is not None else confinement_of(rundir, events)
+            ),
+        ],
         deltas=delta_lines(measurement) if measurement is not None else [],
         grown_trials={tag: n for tag, n in sorted(trial_counts.items()) if n > num_trials},
         val=val,

@@ -1,0 +1,139 @@
+"""``capevolve compare A B [C …]``: results people already have, decided by the gate's test.
+
+Reads finished runs (an inspect_ai log, lm-eval samples, promptfoo or deepeval output, a CSV /
+JSONL of task id, trial, reward: the sources in :data:`.._imported.readers.READERS`), decides
+each against the first, and exits as a gate does: 0 every run accepted, 10 one rejected, 11 one
+indecisive, 4 a file that cannot be read.
+Reads no capevolve project, writes nothing but ``--markdown FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .._session import exitcodes
+from .common import UsageError, emit
+from .decisions import spec_value
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .._imported.compare import CompareSettings, compare_files
+    from .._imported.readers import ReadOptions
+    from .._imported.results import ResultsError
+    from .._show.compare import render_markdown, render_table
+
+    settings = CompareSettings(
+        alpha=args.alpha,
+        min_coverage=args.min_coverage,
+        multiple=args.multiple,
+        regression_rule=args.regression_rule,
+        veto_regressions=args.veto_regressions,
+        success_threshold=args.success_threshold,
+    )
+    labels, arms = _per_run(args, "label"), _per_run(args, "arm")
+    options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
+    try:
+        comparison = compare_files(
+            args.runs, settings, format=args.format, options=options, clusters=args.clusters
+        )
+    except ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    if args.markdown is not None:
+        args.markdown.write_text(render_markdown(comparison), encoding="utf-8")
+    emit(args, comparison.to_dict(), lambda _: render_table(comparison))
+    return exitcodes.for_decisions(comparison.decisions)
+
+
+def _per_run(args: argparse.Namespace, name: str) -> list[str | None]:
+    """A repeated option given once per run, in order (fewer: the rest have none)."""
+    given = list(getattr(args, name) or [])
+    if len(given) > len(args.runs):
+        raise UsageError(
+            f"{len(given)} --{name} given for {len(args.runs)} runs; one per run at most, in order"
+        )
+    return [*given, *[None] * (len(args.runs) - len(given))]
+
+
+def register(sub: Any) -> None:
+    """``compare`` on the ``capevolve`` parser."""
+    from .._decide.verdict import REGRESSION_RULES
+    from .._imported.compare import MULTIPLE
+    from .._imported.readers import FORMATS
+
+    compare = sub.add_parser(
+        "compare",
+        help="decide finished runs (inspect_ai logs, lm-eval samples, promptfoo or deepeval JSON, a "
+        "CSV/JSONL of task_id, trial, reward) against a "
+        "baseline with the gate's exact paired test (pays nothing)",
+    )
+    compare.add_argument(
+        "runs", nargs="+", type=Path, metavar="RUN", help="results files: the baseline first"
+    )
+    compare.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="read every file as this (default: by its suffix and content)",
+    )
+    compare.add_argument(
+        "--label", action="append", metavar="NAME", help="a run's name in the tables, in order (repeat)"
+    )
+    compare.add_argument(
+        "--arm",
+        action="append",
+        metavar="NAME",
+        help="promptfoo: the provider or prompt of a file that holds several, per run in order (repeat)",
+    )
+    compare.add_argument(
+        "--scorer",
+        default=None,
+        help="what is the reward: an inspect_ai scorer, an lm-eval METRIC[,FILTER], a promptfoo named "
+        "score, a deepeval metric, or success (promptfoo, deepeval); default: the file's first",
+    )
+    compare.add_argument(
+        "--clusters",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a CSV/JSONL of task_id, cluster: tasks that share a source; the test flips whole clusters",
+    )
+    compare.add_argument(
+        "--alpha", type=spec_value("gate_alpha"), default=0.05, help="the test's α (default 0.05)"
+    )
+    compare.add_argument(
+        "--min-coverage",
+        type=spec_value("min_coverage"),
+        default=0.8,
+        help="paired coverage below it is indecisive (default 0.8)",
+    )
+    compare.add_argument(
+        "--multiple", choices=MULTIPLE, default="holm", help="α across several runs (default holm)"
+    )
+    compare.add_argument(
+        "--success-threshold",
+        type=spec_value("success_threshold"),
+        default=1.0,
+        help="a trial passes at this reward (bands, regressions; default 1.0)",
+    )
+    compare.add_argument(
+        "--regression-rule",
+        choices=REGRESSION_RULES,
+        default="noise",
+        help="which drops are regressions (default noise)",
+    )
+    compare.add_argument(
+        "--veto-regressions", action="store_true", help="a regression turns an accept into a reject"
+    )
+    compare.add_argument(
+        "--markdown",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write a Markdown summary a CI job can post",
+    )
+    compare.add_argument(
+        "--json", action="store_true", help="print only JSON on stdout (the table to stderr)"
+    )
+    compare.set_defaults(func=cmd_compare)

@@ -1,0 +1,124 @@
+"""Confined or not, said the same way everywhere: the labels a verdict, a decision, a page carry.
+
+Two parties can cheat a measurement, and each is labelled on its own:
+
+- **candidate code**: the boundary each sandbox child said it runs in (its ``ready`` frame, sent
+  before any candidate byte ran; every rollout record carries it as ``confinement``). This
+  process gathers the labels of the rollouts it persisted since its session began (:func:`note`,
+  :func:`begin`); a session that ran none says what this machine gives a child
+  (:func:`.._confine.landlock.expected`). Each session also logs, when it starts, the label its
+  children will have (``session_started``'s ``candidate_code``), and a verdict is confined only
+  if every earlier session of the run was too: a decision may rest on rollouts they paid.
+- **the optimizer**: ``capevolve agent --`` (or ``capevolve hill-climb``) starts it inside a
+  boundary and passes its label to every command its broker runs for it
+  (``CAPEVOLVE_OPTIMIZER_CONFINEMENT``, :mod:`.._confine.label`: set outside, never by the
+  agent); a process inside a boundary finds its own in ``CAPEVOLVE_CONFINEMENT``
+  (:mod:`.._confine.launch`); read here from the environment, else "not started by capevolve
+  agent".
+
+Process-wide on purpose: one session runs in a process at a time, and the sessions pytester
+starts in one process begin with :func:`begin`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from .._confine.label import optimizer_label
+from .._confine.landlock import Confinement, expected
+from .._confine.launch import CONFINEMENT_ENV
+
+NOT_BY_AGENT = "not started by capevolve agent"
+NOT_SAID = "not said (a session of this run that predates the boundary's label)"
+_lock = threading.Lock()
+_seen: dict[str, int] = {}  # label → rollouts run with it, this session
+_earlier: list[str] = []  # what the run's earlier sessions said of their candidate code
+
+
+def begin(earlier: Iterable[str | None] = ()) -> None:
+    """A session begins: forget the labels of the last one in this process; ``earlier``: the
+    labels the run's earlier sessions logged (None: one that logged none)."""
+    with _lock:
+        _seen.clear()
+        _earlier[:] = sorted({label or NOT_SAID for label in earlier})
+
+
+def expected_label() -> str:
+    """What this session's children will say: logged when it starts."""
+    return expected().label
+
+
+def note(label: str | None, count: int = 1) -> None:
+    """A rollout whose candidate code ran under ``label`` (None: in the scoring process itself)."""
+    with _lock:
+        key = label or "unconfined (ran in the scoring process, without a sandbox)"
+        _seen[key] = _seen.get(key, 0) + count
+
+
+def summary(labels: Iterable[str | None]) -> str:
+    """One label for many rollouts: the confined one when all were, else the first unconfined
+    one, with how many rollouts it covers when the others were confined."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        key = label or "unconfined (ran in the scoring process, without a sandbox)"
+        counts[key] = counts.get(key, 0) + 1
+    return _summary(counts)
+
+
+def _summary(counts: dict[str, int]) -> str:
+    if not counts:
+        return f"no candidate code ran in this session; this machine: {expected().label}"
+    loose = [label for label in counts if not label.startswith("confined")]
+    if not loose:
+        return min(counts)  # the weakest (lowest ABI) of the confined labels
+    total, unconfined = sum(counts.values()), sum(counts[label] for label in loose)
+    return loose[0] if unconfined == total else f"{loose[0]} for {unconfined} of {total} rollouts"
+
+
+def candidate_code() -> str:
+    """The label of the candidate code this session ran, and of the run's earlier sessions' when
+    one of them was not confined (its rollouts may be part of what a verdict rests on)."""
+    with _lock:
+        own, earlier = _summary(dict(_seen)), list(_earlier)
+    loose = [label for label in earlier if not label.startswith("confined")]
+    if not loose or not own.startswith(("confined", "no candidate code ran")):
+        return own
+    return f"{loose[0]} in an earlier session of this run (this session: {own})"
+
+
+def optimizer() -> str:
+    """The optimizer's label: as the process that started it outside the boundary passed it
+    (``capevolve agent``'s broker, ``capevolve hill-climb``: :mod:`.._confine.label`); else as a
+    process inside a boundary finds it (``CAPEVOLVE_CONFINEMENT``); else that no agent started it."""
+    passed = optimizer_label()
+    if passed is not None:
+        return passed
+    said = os.environ.get(CONFINEMENT_ENV)
+    if not said:
+        return NOT_BY_AGENT
+    try:
+        fields = json.loads(said)
+        return Confinement(
+            bool(fields["confined"]),
+            int(fields.get("abi") or 0),
+            str(fields.get("why") or ""),
+            bool(fields.get("scoped")),
+        ).label
+    except (ValueError, TypeError, KeyError):
+        return f"unreadable {CONFINEMENT_ENV} ({said[:60]!r})"
+
+
+def said() -> dict[str, Any]:
+    """What a verdict file and a decision event carry under ``confinement``."""
+    return {"candidate_code": candidate_code(), "optimizer": optimizer()}
+
+
+def start_line() -> str | None:
+    """The one line a session says at its start when candidate code will run unconfined; None when
+    it will be confined."""
+    state = expected()
+    return None if state.confined else f"capevolve: candidate code runs {state.label}; every verdict says so"

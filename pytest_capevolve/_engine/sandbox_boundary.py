@@ -1,0 +1,93 @@
+"""What a sandbox child may reach: the :class:`.._confine.landlock.Boundary` candidate code runs in.
+
+Computed in the scoring process (outside), once per runner, from the spec; applied by each
+sandbox child to itself before it loads the adapter (:mod:`.sandbox_child`), so no byte of a
+candidate runs outside it:
+
+- **write**: the child's own scratch folder (a fresh temporary folder outside the project, its
+  ``TMPDIR``, removed when the child ends) and the folders the spec's ``sandbox_writable``
+  names (what an honest ``live()`` writes into);
+- **read**: everything else on the machine — the Python environment, the adapter and its
+  libraries, the candidate's folder (its snapshot or work copy, even inside the run dir) —
+  **except** the hidden: the project's ``.capevolve/`` (run dirs, work copies, memory), the gold
+  files the lock holds as data (the spec's ``harness_files``: gold, answers, ``tasks/``,
+  ``data/`` by default), and the shared ledger when the spec names one;
+- **signals and abstract Unix sockets** scoped to the child's own domain (Landlock ABI ≥ 6): it
+  cannot kill, trace or talk to the session that scores it.
+
+The child never scores: gold is read by the scoring process only, and tasks reach the child
+pickled (a task that does not pickle is read by the child's own ``tasks("all")``, which then
+must not need a hidden file).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._confine.landlock import Boundary
+from .._project.harness import harness_files
+from .._project.spec import Spec
+
+RUN_DIR_NAME = ".capevolve"
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The fixed part of every child's boundary for one project (the scratch and the candidate's
+    folder are added per child)."""
+
+    hidden: tuple[Path, ...]
+    writable: tuple[Path, ...] = ()
+
+    @classmethod
+    def of_project(
+        cls,
+        project_dir: Path,
+        *,
+        gold: tuple[Path, ...] = (),
+        writable: tuple[Path, ...] = (),
+        ledger: Path | None = None,
+    ) -> Fence:
+        """The project's ``.capevolve/`` (its runs and its memory), ``gold`` and a shared ledger
+        hidden; ``writable`` granted."""
+        hidden = [project_dir / RUN_DIR_NAME, *gold, *([ledger] if ledger is not None else [])]
+        return cls(tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in hidden)), writable)
+
+    @classmethod
+    def of_spec(cls, spec: Spec) -> Fence:
+        gold = harness_files(spec.project_dir, spec.harness_files, exclude=[spec.capability_path])
+        return cls.of_project(
+            spec.project_dir, gold=tuple(gold), writable=writable_paths(spec), ledger=spec.shared_ledger
+        )
+
+    def boundary(self, candidate_dir: Path, scratch: Path) -> Boundary:
+        """This fence around one child: ``scratch`` writable, ``candidate_dir`` readable (a
+        snapshot lies inside the hidden run dir: Landlock grants a rule beneath a hidden folder).
+
+        ValueError when a ``sandbox_writable`` folder holds or lies inside a hidden one: granting
+        it would open what the boundary hides."""
+        for folder in self.writable:
+            real = Path(os.path.realpath(folder))
+            for hidden in self.hidden:
+                shut = Path(os.path.realpath(hidden))
+                if real == shut or real in shut.parents or shut in real.parents:
+                    raise ValueError(
+                        f"the spec's sandbox_writable names {folder}, which "
+                        f"{'holds' if real in shut.parents else 'is or lies inside'} {hidden}, hidden from "
+                        "candidate code; name a folder of its own for what live() writes (e.g. .agent/skills)"
+                    )
+        return Boundary(
+            writable=(scratch, *self.writable),
+            readable=(Path(os.path.abspath(candidate_dir)),),
+            hidden=self.hidden,
+            read_all=True,
+        )
+
+
+def writable_paths(spec: Spec) -> tuple[Path, ...]:
+    """The spec's ``sandbox_writable`` as absolute paths (relative ones: to the project)."""
+    return tuple(
+        Path(os.path.abspath(spec.project_dir / Path(p).expanduser())) for p in spec.sandbox_writable
+    )

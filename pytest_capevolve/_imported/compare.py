@@ -1,0 +1,309 @@
+"""Finished runs compared with the gate's own test: each candidate against the baseline.
+
+Each pair is decided by :func:`~.._decide.gate.decide` in the ``exact`` mode — the one-sided
+paired sign-flip test over the tasks measured in both runs, the interval, coverage,
+regressions, the error-rate imbalance check — exactly as a gate session decides a candidate
+against its best. Several candidates are one family: Holm's step-down levels across the pairs
+(:func:`~.._decide.rounds.family_levels`) keep the chance of any false accept at most α.
+
+What holds for imported results and what does not is part of every answer
+(:func:`promises`): nothing here knows how the runs were made or chosen.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._decide.bands import band_of
+from .._decide.gate import decide
+from .._decide.rounds import family_levels
+from .._decide.verdict import GateConfig, Verdict
+from .pairing import COMMON, DIFFER, Pairing, pair
+from .readers import ReadOptions, read_results
+from .results import ImportedRun, ResultsError
+from .table import read_cluster_map
+
+MULTIPLE = ("holm", "none")
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """How to decide: the gate's own settings, and how α is shared across several pairs."""
+
+    alpha: float = 0.05
+    min_coverage: float = 0.8
+    multiple: str = "holm"
+    regression_rule: str = "noise"
+    veto_regressions: bool = False
+    success_threshold: float = 1.0
+
+    def gate_config(self, level: Fraction | None = None, clusters: tuple[str, ...] = ()) -> GateConfig:
+        return GateConfig(
+            clusters=clusters,
+            mode="exact",
+            alpha=self.alpha if level is None else level,
+            min_coverage=self.min_coverage,
+            veto_regressions=self.veto_regressions,
+            regression_rule=self.regression_rule,
+            success_threshold=self.success_threshold,
+        )
+
+
+@dataclass
+class PairResult:
+    """One candidate against the baseline: the pairing, the verdict, the α it was decided at."""
+
+    candidate: ImportedRun
+    pairing: Pairing
+    verdict: Verdict
+    level: Fraction
+    tasks: list[dict[str, Any]] = field(default_factory=list)  # per task: means, delta, bands
+
+    @property
+    def band_moves(self) -> dict[str, int]:
+        """How many tasks moved from one band to another ("defect→solid": 3)."""
+        moves = Counter(
+            f"{t['baseline_band']}→{t['candidate_band']}"
+            for t in self.tasks
+            if t["baseline_band"] != t["candidate_band"]
+        )
+        return dict(sorted(moves.items()))
+
+
+@dataclass
+class Comparison:
+    baseline: ImportedRun
+    pairs: list[PairResult]
+    settings: CompareSettings
+
+    @property
+    def decisions(self) -> list[str]:
+        return [p.verdict.decision for p in self.pairs]
+
+    @property
+    def accepted(self) -> bool:
+        """Every run accepted against the baseline (what a CI job waits for)."""
+        return all(d == "accept" for d in self.decisions)
+
+    def promises(self) -> dict[str, list[str]]:
+        return promises(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole answer as plain JSON: every number behind every decision."""
+        return {
+            "baseline": _run_dict(self.baseline),
+            "alpha": self.settings.alpha,
+            "multiple": self.settings.multiple,
+            "min_coverage": self.settings.min_coverage,
+            "comparisons": [_pair_dict(p) for p in self.pairs],
+            "promises": self.promises(),
+        }
+
+
+def compare_files(
+    paths: Sequence[Path],
+    settings: CompareSettings,
+    *,
+    format: str | None = None,
+    options: Sequence[ReadOptions] | None = None,
+    clusters: Path | None = None,
+) -> Comparison:
+    """Read ``paths`` (the baseline first; ``options`` one per path, in order) and compare:
+    what ``capevolve compare`` and the ``capevolve_compare`` fixture both do."""
+    if len(paths) < 2:
+        raise ResultsError(
+            "compare needs two runs or more: the baseline first, then each run to decide against it"
+        )
+    chosen = list(options or [])
+    chosen += [ReadOptions()] * (len(paths) - len(chosen))
+    runs = [read_results(Path(p), format=format, options=o) for p, o in zip(paths, chosen, strict=True)]
+    cluster_map = None if clusters is None else read_cluster_map(Path(clusters))
+    return compare_runs(runs[0], runs[1:], settings, cluster_map)
+
+
+def compare_runs(
+    baseline: ImportedRun,
+    candidates: Sequence[ImportedRun],
+    settings: CompareSettings,
+    cluster_map: Mapping[str, str] | None = None,
+) -> Comparison:
+    """Decide every candidate against ``baseline`` (see the module's docstring)."""
+    if settings.multiple not in MULTIPLE:
+        raise ValueError(
+            f"unknown multiple-testing method {settings.multiple!r}; use one of {', '.join(MULTIPLE)}"
+        )
+    candidates = _distinct_labels(baseline, candidates)
+    pairings = [pair(baseline, c, cluster_map) for c in candidates]
+
+    def judge(run: ImportedRun, pairing: Pairing, config: GateConfig) -> Verdict:
+        return decide(
+            pairing.candidate,
+            pairing.baseline,
+            tag=run.label,
+            against=baseline.label,
+            task_ids=pairing.task_ids,
+            config=config,
+            infra_errors=dict(pairing.infra_errors),
+        )
+
+    first = [
+        judge(c, p, settings.gate_config(clusters=p.clusters))
+        for c, p in zip(candidates, pairings, strict=True)
+    ]
+    alpha = Fraction(str(settings.alpha))
+    p_values = [Fraction(v.p_exact) if v.p_exact else Fraction(1) for v in first]
+    levels = family_levels(p_values, alpha, settings.multiple)
+    results = []
+    for run, pairing, verdict, level in zip(candidates, pairings, first, levels, strict=True):
+        if level != alpha and verdict.p_exact:  # decided again at its Holm level, exactly
+            verdict = judge(run, pairing, settings.gate_config(level, pairing.clusters))
+            verdict = replace(verdict, reason=f"{verdict.reason} (Holm across {len(candidates)} runs)")
+        if not set(pairing.task_ids) - set(pairing.only_in_baseline) - set(pairing.only_in_candidate):
+            verdict = replace(verdict, reason=f"{verdict.reason}; {_no_shared_task(baseline, run)}")
+        results.append(PairResult(run, pairing, verdict, level, _task_rows(pairing, verdict, settings)))
+    return Comparison(baseline, results, settings)
+
+
+def _no_shared_task(baseline: ImportedRun, run: ImportedRun) -> str:
+    """The way on when two runs name no task alike: their ids, side by side."""
+    shown = [", ".join(r.task_ids[:3]) + (", …" if len(r.task_ids) > 3 else "") for r in (baseline, run)]
+    return (
+        f"the runs share no task id (baseline: {shown[0]}; {run.label}: {shown[1]}); pair them by "
+        "giving both files the same task ids"
+    )
+
+
+def _distinct_labels(baseline: ImportedRun, candidates: Sequence[ImportedRun]) -> list[ImportedRun]:
+    """Runs whose labels collide (two ``results.csv`` in different folders) are named by path."""
+    labels = Counter(r.label for r in (baseline, *candidates))
+    named = [replace(r, label=str(r.path)) if labels[r.label] > 1 else r for r in candidates]
+    taken = {baseline.label}
+    distinct = []
+    for run in named:  # the same file twice (a null check: compare A A) is told apart by number
+        label, number = run.label, 1
+        while label in taken:
+            number += 1
+            label = f"{run.label} ({number})"
+        taken.add(label)
+        distinct.append(replace(run, label=label) if label != run.label else run)
+    return distinct
+
+
+def _task_rows(pairing: Pairing, verdict: Verdict, settings: CompareSettings) -> list[dict[str, Any]]:
+    rows = []
+    for i, task in enumerate(pairing.task_ids):
+        numbers = verdict.per_task.get(task, {})
+        row: dict[str, Any] = {"task_id": task}
+        for side, matrix in (("baseline", pairing.baseline), ("candidate", pairing.candidate)):
+            values = matrix[i][~np.isnan(matrix[i])]
+            passes = int(np.sum(values >= settings.success_threshold))
+            row[f"{side}_band"] = band_of(passes, int(values.size))
+            row[f"{side}_passes"] = f"{passes}/{values.size}"
+        row.update(
+            baseline=numbers.get("best"), candidate=numbers.get("candidate"), delta=numbers.get("delta")
+        )
+        rows.append(row)
+    return rows
+
+
+def _run_dict(run: ImportedRun) -> dict[str, Any]:
+    return {
+        "label": run.label,
+        "path": str(run.path),
+        "source": run.source,
+        "tasks": len(run.task_ids),
+        "outcomes": len(run.outcomes),
+        "infra_errors": run.infra_errors,
+        "notes": list(run.notes),
+    }
+
+
+def _pair_dict(result: PairResult) -> dict[str, Any]:
+    verdict = result.verdict.to_dict()
+    for key in ("per_task", "split", "null_spread", "null_spread_exact", "guards", "details", "footprint"):
+        verdict.pop(key, None)
+    pairing = result.pairing
+    return {
+        "candidate": _run_dict(result.candidate),
+        **verdict,
+        "level": float(result.level),
+        "level_exact": str(result.level),
+        "pairing": {
+            "tasks": len(pairing.task_ids),
+            "trials_by": pairing.trials_by,
+            "seeds": pairing.seeds,
+            "only_in_baseline": pairing.only_in_baseline,
+            "only_in_candidate": pairing.only_in_candidate,
+            "one_sided_trials": pairing.one_sided_trials,
+            "clusters": len(set(pairing.clusters)) or None,
+        },
+        "band_moves": result.band_moves,
+        "tasks": result.tasks,
+    }
+
+
+def promises(comparison: Comparison) -> dict[str, list[str]]:
+    """What holds for these imported results, and what does not — said in every answer."""
+    settings, pairs = comparison.settings, comparison.pairs
+    holds = [
+        "the test is the gate's own: a one-sided exact paired sign-flip test over the tasks "
+        "measured in both runs (p exact on a reward grid, seeded Monte Carlo off one: p_method "
+        "says which); its false-accept rate is at most α when the runs are independent "
+        "evaluations of the same tasks",
+        "missing data stays missing: an errored sample is never a 0; paired coverage below "
+        f"{settings.min_coverage:.0%} is indecisive, and so are unequal errors that could flip a decision",
+    ]
+    if len(pairs) > 1:
+        holds.append(
+            f"{len(pairs)} runs against one baseline: Holm's step-down across the pairs keeps the "
+            "chance of any false accept at most α"
+            if settings.multiple == "holm"
+            else f"{len(pairs)} runs each decided at α (--multiple none): the chance of any false "
+            f"accept is up to {len(pairs)}·α"
+        )
+    not_hold = []
+    for result in pairs:
+        name = result.candidate.label
+        seeds = result.pairing.seeds
+        if seeds == COMMON:
+            holds.append(
+                f"{name}: both runs record the same seed for every trial paired (common random numbers)"
+            )
+        elif seeds == DIFFER:
+            not_hold.append(
+                f"{name}: the runs record different seeds, so paired trials did not share random "
+                "numbers (the test stays valid; it pairs tasks, and is less sensitive)"
+            )
+        else:
+            not_hold.append(
+                f"{name}: common trial seeds are not shown (a file records none), so the trials are "
+                "not known to share random numbers"
+            )
+        if result.pairing.clusters:
+            holds.append(
+                f"{name}: its tasks come in {len(set(result.pairing.clusters))} clusters: the test flips "
+                "whole clusters (exact whatever the dependence within one) and the interval is cluster-robust"
+            )
+        else:
+            not_hold.append(
+                f"{name}: tasks are taken as independent; if several share a source, give their clusters "
+                "(--clusters FILE, or a cluster column) so the test flips whole clusters"
+            )
+        if result.pairing.trials_by == "position":
+            not_hold.append(f"{name}: the files label no trials; a task's trials are paired by position")
+    not_hold += [
+        "nothing is sealed: these tasks may be the ones the runs were tuned on, so a gain here is "
+        "a gain on these tasks, not a held-out estimate",
+        "how the runs were chosen is unknown: α covers this comparison, not the best of many runs "
+        "tried, nor a run repeated until it won",
+        "no null control: how far two runs of the same thing differ is not measured here; compare "
+        "two runs of the baseline (capevolve compare A A-again) to see that noise",
+    ]
+    return {"hold": holds, "do_not_hold": not_hold}

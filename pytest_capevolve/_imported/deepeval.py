@@ -1,0 +1,51 @@
+"""deepeval's test-run results: the JSON deepeval saves for a test run —
+``.deepeval/.latest_test_run.json`` after ``deepeval test run`` or ``evaluate()``, or a
+``test_run_*.json`` in the folder ``DEEPEVAL_RESULTS_FOLDER`` names.
+
+Each test case is a task (id = its ``name``; deepeval names unnamed ones ``test_case_N``); a
+run has one trial per case. The reward is one metric's ``score`` (``--scorer "Answer
+Relevancy"``; default: the first metric of the first case), or the case's pass/fail
+(``--scorer success``). A metric that errored (its ``error`` set, no score) is missing data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+
+
+def looks_like_deepeval(path: Path, head: Any) -> bool:
+    return isinstance(head, dict) and isinstance(head.get("testCases"), list)
+
+
+def read_deepeval(path: Path, head: Any, label: str | None = None, scorer: str | None = None) -> ImportedRun:
+    cases = head.get("testCases") if isinstance(head, dict) else None
+    if not isinstance(cases, list):
+        raise ResultsError(f"{path}: no testCases list; is it a deepeval test run's JSON?")
+    first_metrics = next((c.get("metricsData") or [] for c in cases if c.get("metricsData")), [])
+    metric = scorer or (first_metrics[0].get("name") if first_metrics else "success")
+    outcomes: list[Outcome] = []
+    for position, case in enumerate(cases):
+        task = str(case.get("name") or f"test_case_{case.get('order', position)}")
+        where = f"{path}: test case {task}"
+        if metric == "success":
+            outcomes.append(Outcome(task, None, checked_reward(bool(case.get("success")), where)))
+            continue
+        data = {m.get("name"): m for m in case.get("metricsData") or []}
+        found = data.get(metric)
+        if found is None:
+            raise ResultsError(
+                f"{where}: no metric {metric!r} (its metrics: {', '.join(map(str, data)) or 'none'}); "
+                "--scorer takes a metric name, or success"
+            )
+        if found.get("error") or found.get("score") is None:
+            outcomes.append(Outcome(task, None, None, str(found.get("error") or "no score")))
+            continue
+        outcomes.append(Outcome(task, None, checked_reward(found["score"], where)))
+    names = [m.get("name") for m in first_metrics]
+    notes = [f"metric {metric}"]
+    if len(names) > 1:
+        notes.append(f"the cases' metrics: {', '.join(map(str, names))} (--scorer picks another)")
+    return made_run(path, "deepeval", label, outcomes, notes)

@@ -1,0 +1,77 @@
+"""An inspect_ai log (``.eval`` or ``.json``), read with inspect's own reader
+(``inspect_ai.log.read_eval_log``; ``pip install 'pytest-capevolve[inspect]'``).
+
+Each sample is a task (id = the sample's id), each epoch a trial (label = the epoch number).
+The reward is one scorer's value — the first the log names, or ``scorer`` — mapped as the
+inspect bridge maps it (:mod:`.inspect_rewards`). A sample that errored, or that the scorer
+did not score, is missing data, never a 0. The trial seed is the log's generate-config
+``seed`` (``inspect eval --seed``), where it has one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+
+
+def looks_like_inspect_json(head: Any) -> bool:
+    """A JSON document that is an inspect log: its ``eval`` spec and its ``version``."""
+    return isinstance(head, dict) and isinstance(head.get("eval"), dict) and "version" in head
+
+
+def read_inspect(path: Path, label: str | None = None, scorer: str | None = None) -> ImportedRun:
+    try:
+        from inspect_ai.log import read_eval_log
+
+        from .inspect_rewards import inspect_reward
+    except ImportError:
+        raise ResultsError(
+            f"{path} is an inspect_ai log; reading it needs inspect_ai: pip install "
+            "'pytest-capevolve[inspect]' (or export it as a CSV of task_id, trial, reward)"
+        ) from None
+    try:
+        log = read_eval_log(str(path))
+    except Exception as exc:  # inspect's reader raises whatever its parser met
+        raise ResultsError(
+            f"{path}: inspect_ai could not read it as a log ({type(exc).__name__}: {exc})"
+        ) from None
+    names = [s.name for s in (log.eval.scorers or [])]
+    chosen = scorer or (names[0] if names else None)
+    samples = list(log.samples or [])
+    if scorer is None and chosen is None:
+        chosen = next((name for s in samples for name in (s.scores or {})), None)
+    if chosen is None and samples:
+        raise ResultsError(f"{path}: the log has no scores (was it run with score=False?); score it first")
+    if scorer is not None and names and scorer not in names:
+        raise ResultsError(f"{path}: no scorer {scorer!r} in this log; its scorers: {', '.join(names)}")
+    config = log.eval.model_generate_config
+    seed = None if config is None or config.seed is None else str(config.seed)
+    outcomes: list[Outcome] = []
+    for sample in samples:
+        task_id, trial = str(sample.id), str(sample.epoch)
+        if sample.error is not None:
+            outcomes.append(
+                Outcome(task_id, trial, None, f"inspect sample error: {sample.error.message}", seed)
+            )
+            continue
+        score = (sample.scores or {}).get(chosen or "")
+        if score is None:
+            outcomes.append(Outcome(task_id, trial, None, f"not scored by {chosen}", seed))
+            continue
+        reward = inspect_reward(score.value)
+        where = f"{path}: sample {task_id!r} epoch {trial}, scorer {chosen}"
+        if reward is None:
+            raise ResultsError(
+                f"{where}: score value {score.value!r} has no reward (C/P/I/N, a bool or a number "
+                "in [0, 1] map); pick another scorer with --scorer, or export a CSV of task_id, "
+                "trial, reward"
+            )
+        outcomes.append(Outcome(task_id, trial, checked_reward(reward, where), None, seed))
+    notes = [f"task {log.eval.task}, model {log.eval.model}, scorer {chosen}"]
+    if len(names) > 1:
+        notes.append(f"the log's scorers: {', '.join(names)} (--scorer picks another)")
+    if log.status != "success":
+        notes.append(f"the log's status is {log.status}: samples it did not finish are missing")
+    return made_run(path, "inspect", label, outcomes, notes)

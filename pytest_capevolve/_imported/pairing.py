@@ -1,0 +1,137 @@
+"""Two finished runs made into the gate's reward matrices, paired by task.
+
+Rows are the tasks either run names (the baseline's order, then the candidate's new ones);
+columns are trials: by the files' own trial labels (inspect's epochs, a ``trial`` column) when
+both runs label theirs, else by position within the task. A missing or errored trial is
+``nan``: missing data, as in a capevolve run, and a task missing from one run lowers the paired
+coverage. The test reads per-task means, so trial columns pair only what the files show; the
+seeds say whether those trials also shared random numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .results import ImportedRun, Outcome, ResultsError
+
+COMMON, DIFFER, NOT_SHOWN = "common", "differ", "not shown"
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """The baseline and one candidate as tasks × trials matrices on the same rows."""
+
+    task_ids: list[str]
+    baseline: np.ndarray
+    candidate: np.ndarray
+    trials_by: str  # "label" or "position"
+    seeds: str  # COMMON, DIFFER or NOT_SHOWN, over the trials measured in both runs
+    infra_errors: dict[str, int] = field(default_factory=dict)  # the gate's keys: candidate, best
+    only_in_baseline: list[str] = field(default_factory=list)
+    only_in_candidate: list[str] = field(default_factory=list)
+    one_sided_trials: int = 0  # trials of a shared task measured in one run only
+    clusters: tuple[str, ...] = ()  # each row's cluster (empty: every task its own)
+
+
+def _trial_keys(run: ImportedRun, by_label: bool) -> dict[str, dict[str, Outcome]]:
+    keyed: dict[str, dict[str, Outcome]] = {}
+    for outcome in run.outcomes:
+        trials = keyed.setdefault(outcome.task_id, {})
+        key = outcome.trial if by_label and outcome.trial is not None else str(len(trials) + 1)
+        trials[key] = outcome
+    return keyed
+
+
+def _order(keys: set[str]) -> list[str]:
+    """Trial keys in their natural order: numbers as numbers, then the rest as text."""
+    return sorted(keys, key=lambda k: (0, int(k), "") if k.lstrip("-").isdigit() else (1, 0, k))
+
+
+def pair(
+    baseline: ImportedRun, candidate: ImportedRun, cluster_map: Mapping[str, str] | None = None
+) -> Pairing:
+    """The two runs on the same task rows and trial columns (see the module's docstring);
+    each row's cluster from ``cluster_map`` (``--clusters FILE``), else from the files' own
+    ``cluster`` column, else none."""
+    by_label = all(o.trial is not None for run in (baseline, candidate) for o in run.outcomes)
+    base, cand = _trial_keys(baseline, by_label), _trial_keys(candidate, by_label)
+    task_ids = list(dict.fromkeys([*base, *cand]))
+    columns = _order({k for side in (base, cand) for trials in side.values() for k in trials})
+    where = {k: j for j, k in enumerate(columns)}
+    matrices = [np.full((len(task_ids), len(columns)), np.nan) for _ in range(2)]
+    errors = [0, 0]
+    for side, (keyed, matrix) in enumerate(zip((base, cand), matrices, strict=True)):
+        for i, task in enumerate(task_ids):
+            for key, outcome in keyed.get(task, {}).items():
+                if outcome.reward is None:
+                    errors[side] += 1
+                else:
+                    matrix[i, where[key]] = outcome.reward
+    seeds, one_sided = [], 0
+    for task in set(base) & set(cand):
+        for key in set(base[task]) | set(cand[task]):
+            a, b = base[task].get(key), cand[task].get(key)
+            measured = [o for o in (a, b) if o is not None and o.reward is not None]
+            if len(measured) == 1:
+                one_sided += 1
+            elif len(measured) == 2 and a is not None and b is not None:
+                seeds.append((a.seed, b.seed))
+    return Pairing(
+        task_ids=task_ids,
+        baseline=matrices[0],
+        candidate=matrices[1],
+        trials_by="label" if by_label else "position",
+        seeds=_seed_agreement(seeds),
+        infra_errors={"candidate": errors[1], "best": errors[0]},
+        only_in_baseline=[t for t in base if t not in cand],
+        only_in_candidate=[t for t in cand if t not in base],
+        one_sided_trials=one_sided,
+        clusters=_clusters(task_ids, (baseline, candidate), cluster_map),
+    )
+
+
+def _clusters(
+    task_ids: list[str], runs: tuple[ImportedRun, ...], cluster_map: Mapping[str, str] | None
+) -> tuple[str, ...]:
+    """Every row's cluster, or () when nothing names one; refused when only some tasks have
+    one, or a task has two (a cluster must hold the same tasks in both runs)."""
+    if cluster_map is not None:
+        missing = [t for t in task_ids if t not in cluster_map]
+        if missing:
+            raise ResultsError(
+                f"the clusters file names no cluster for task {missing[0]!r} ({len(missing)} such); "
+                "give every task of the runs one (a task alone is a cluster of its own)"
+            )
+        return tuple(cluster_map[t] for t in task_ids)
+    found: dict[str, str] = {}
+    for run in runs:
+        for outcome in run.outcomes:
+            if outcome.cluster is None:
+                continue
+            if found.setdefault(outcome.task_id, outcome.cluster) != outcome.cluster:
+                raise ResultsError(
+                    f"{run.path}: task {outcome.task_id!r} is in cluster {outcome.cluster!r} here and "
+                    f"{found[outcome.task_id]!r} before; a task has one cluster in every run"
+                )
+    if not found:
+        return ()
+    missing = [t for t in task_ids if t not in found]
+    if missing:
+        raise ResultsError(
+            f"task {missing[0]!r} has no cluster while others have one ({len(missing)} such); give every "
+            "task a cluster (or none), or give them all with --clusters FILE"
+        )
+    return tuple(found[t] for t in task_ids)
+
+
+def _seed_agreement(pairs: list[tuple[str | None, str | None]]) -> str:
+    """COMMON when every trial measured in both runs shows the same seed in both, DIFFER when
+    one shows two different seeds, else NOT_SHOWN (a file that records no seed cannot say)."""
+    if any(a is not None and b is not None and a != b for a, b in pairs):
+        return DIFFER
+    if pairs and all(a is not None and a == b for a, b in pairs):
+        return COMMON
+    return NOT_SHOWN

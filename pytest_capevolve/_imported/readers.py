@@ -1,0 +1,138 @@
+"""Which reader reads a results file: the one registry of sources (:data:`READERS`).
+
+A source is a name, a test of the file (its suffix and its head: the parsed document of a
+``.json`` file, the first object of a ``.jsonl`` one) and a reader. :func:`read_results` picks
+the first source whose test passes, or the one ``--format`` names. A new source is a module
+with its reader and one entry here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .deepeval import looks_like_deepeval, read_deepeval
+from .inspect_log import looks_like_inspect_json, read_inspect
+from .lm_eval import looks_like_lm_eval, read_lm_eval
+from .promptfoo import looks_like_promptfoo, read_promptfoo
+from .results import ImportedRun, ResultsError
+from .table import read_csv, read_jsonl
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a command line may say about one file: its name in the tables, the scorer or metric
+    whose value is the reward, the arm of a file that holds several (promptfoo)."""
+
+    label: str | None = None
+    scorer: str | None = None
+    arm: str | None = None
+
+
+Reader = Callable[[Path, Any, ReadOptions], ImportedRun]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A kind of results file: ``matches(path, head)`` says whether a file is one,
+    ``read(path, head, options)`` reads it; ``what`` is its line in the docs and errors."""
+
+    name: str
+    matches: Callable[[Path, Any], bool]
+    read: Reader
+    what: str
+
+
+def _suffix(*suffixes: str) -> Callable[[Path, Any], bool]:
+    return lambda path, head: path.suffix.lower() in suffixes
+
+
+READERS: dict[str, Source] = {
+    "inspect": Source(
+        "inspect",
+        lambda path, head: path.suffix.lower() == ".eval" or looks_like_inspect_json(head),
+        lambda path, head, o: read_inspect(path, o.label, o.scorer),
+        "an inspect_ai log (.eval or .json)",
+    ),
+    "lm_eval": Source(
+        "lm_eval",
+        looks_like_lm_eval,
+        lambda path, head, o: read_lm_eval(path, o.label, o.scorer),
+        "lm-evaluation-harness samples_*.jsonl (--log_samples)",
+    ),
+    "promptfoo": Source(
+        "promptfoo",
+        lambda path, head: path.suffix.lower() == ".json" and looks_like_promptfoo(path, head),
+        lambda path, head, o: read_promptfoo(path, head or _json(path), o.label, o.scorer, o.arm),
+        "promptfoo output JSON (promptfoo eval -o results.json)",
+    ),
+    "deepeval": Source(
+        "deepeval",
+        lambda path, head: path.suffix.lower() == ".json" and looks_like_deepeval(path, head),
+        lambda path, head, o: read_deepeval(path, head or _json(path), o.label, o.scorer),
+        "a deepeval test run's JSON (.deepeval/.latest_test_run.json)",
+    ),
+    "csv": Source(
+        "csv",
+        _suffix(".csv"),
+        lambda path, head, o: read_csv(path, o.label),
+        "a CSV of task_id, trial, reward",
+    ),
+    "jsonl": Source(
+        "jsonl",
+        _suffix(".jsonl", ".ndjson"),
+        lambda path, head, o: read_jsonl(path, o.label),
+        "JSON Lines of {task_id, trial, reward}",
+    ),
+}
+FORMATS = tuple(READERS)
+
+
+def read_results(path: Path, *, format: str | None = None, options: ReadOptions | None = None) -> ImportedRun:
+    """The run in ``path``, by the reader ``format`` names or the first whose test passes."""
+    options = options or ReadOptions()
+    if not path.is_file():
+        raise ResultsError(f"no such results file: {path}")
+    if format is not None:
+        if format not in READERS:
+            raise ResultsError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+        return _read(READERS[format], path, None, options)
+    head = _head(path)
+    for source in READERS.values():
+        if source.matches(path, head):
+            return _read(source, path, head, options)
+    raise ResultsError(
+        f"{path}: not a results file this command knows; name its format with --format "
+        f"({', '.join(FORMATS)}), or export it as a CSV of task_id, trial, reward"
+    )
+
+
+def _read(source: Source, path: Path, head: Any, options: ReadOptions) -> ImportedRun:
+    if options.arm is not None and source.name != "promptfoo":
+        raise ResultsError(f"{path}: --arm names an arm of a promptfoo file; this is {source.name}")
+    return source.read(path, head, options)
+
+
+def _head(path: Path) -> Any:
+    """A ``.json`` file's document, a ``.jsonl`` file's first object, else None."""
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return _json(path)
+    if suffix == ".jsonl":
+        with path.open(encoding="utf-8") as handle:
+            first = next((line for line in handle if line.strip()), "")
+        try:
+            return json.loads(first) if first else None
+        except json.JSONDecodeError:
+            return None  # the reader says where, with the line number
+    return None
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: not JSON ({exc}); a results file in JSON must parse") from None

@@ -1,0 +1,98 @@
+"""What every reader returns: a finished run as its outcomes, one per (task, trial).
+
+An outcome whose reward is None did not measure the agent (the tool logged an error for it):
+missing data, never a 0 — as an infra error is in a capevolve run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ResultsError(ValueError):
+    """A results file that cannot be read as asked: one line naming the file, what is wrong,
+    and a way on (``capevolve compare`` exits 4 with it)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One (task, trial) of a finished run.
+
+        ``trial`` is the file's own label of the repeat (inspect's epoch, a ``trial`` column), None
+        where the file names none; ``seed`` is the trial's random seed as the file records it, None
+        where it does not (then nobody can say the two runs shared random numbers); ``cluster`` groups
+    tasks that are not independent (the test then flips whole clusters)."""
+
+    task_id: str
+    trial: str | None
+    reward: float | None
+    error: str | None = None
+    seed: str | None = None
+    cluster: str | None = None  # the task's cluster (tasks that share a source), where given
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    """A finished run read from ``path`` by the reader ``source``; ``label`` names it in the
+    tables (the file name unless given); ``notes`` say what the reader assumed."""
+
+    path: Path
+    source: str
+    label: str
+    outcomes: tuple[Outcome, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def task_ids(self) -> list[str]:
+        """Its tasks in the order the file first names them."""
+        return list(dict.fromkeys(o.task_id for o in self.outcomes))
+
+    @property
+    def infra_errors(self) -> int:
+        return sum(o.reward is None for o in self.outcomes)
+
+
+def checked_reward(value: object, where: str) -> float:
+    """A reward as the gate reads one: a finite number in [0, 1], never clamped; anything else
+    is refused naming ``where`` (the file and the row)."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float):
+        reward = float(value)
+    elif isinstance(value, str):
+        try:
+            reward = float(value.strip())
+        except ValueError:
+            raise ResultsError(
+                f"{where}: reward {value!r} is not a number; give a number in [0, 1]"
+            ) from None
+    else:
+        raise ResultsError(f"{where}: reward {value!r} is not a number; give a number in [0, 1]")
+    if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
+        raise ResultsError(
+            f"{where}: reward {value!r} is outside [0, 1]; rescale the scores to [0, 1] first "
+            "(the gate reads rewards in [0, 1] only, never clamped)"
+        )
+    return reward
+
+
+def made_run(
+    path: Path, source: str, label: str | None, outcomes: list[Outcome], notes: list[str]
+) -> ImportedRun:
+    """The run, refused when it is empty or names one (task, trial) twice."""
+    if not outcomes:
+        raise ResultsError(f"{path}: no results found in it ({source}); is it the right file?")
+    seen: set[tuple[str, str]] = set()
+    for outcome in outcomes:
+        if outcome.trial is None:
+            continue
+        key = (outcome.task_id, outcome.trial)
+        if key in seen:
+            raise ResultsError(
+                f"{path}: task {outcome.task_id!r} has trial {outcome.trial!r} twice; each (task, "
+                "trial) once — give repeats distinct trial numbers"
+            )
+        seen.add(key)
+    return ImportedRun(path, source, label or path.name, tuple(outcomes), tuple(notes))

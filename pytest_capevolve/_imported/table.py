@@ -1,0 +1,138 @@
+"""A plain table of (task id, trial, reward): CSV with a header row, or JSON Lines — for any
+tool this package has no reader for.
+
+Columns (the first name found is used; case does not matter):
+
+- task id: ``task_id``, ``task``, ``sample_id``, ``id`` — required;
+- reward: ``reward``, ``score`` — required; an empty cell is missing data (the row did not
+  measure the agent), as is a row whose ``error`` column is not empty;
+- trial: ``trial``, ``epoch``, ``repeat`` — optional; without it, repeated rows of a task are
+  its trials in file order;
+- seed: ``seed`` — optional: the trial's random seed, which is what lets two runs be said to
+  share random numbers;
+- cluster: ``cluster`` — optional: tasks that share a source (the test flips whole clusters).
+
+:func:`read_cluster_map` reads a table of task_id, cluster alone (``--clusters FILE``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+
+TASK_COLUMNS = ("task_id", "task", "sample_id", "id")
+REWARD_COLUMNS = ("reward", "score")
+TRIAL_COLUMNS = ("trial", "epoch", "repeat")
+
+
+def read_csv(path: Path, label: str | None = None) -> ImportedRun:
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return _run_of(path, "csv", label, rows, first_line=2)
+
+
+def read_jsonl(path: Path, label: str | None = None) -> ImportedRun:
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ResultsError(f"{path}:{number}: not JSON ({exc.msg}); one JSON object per line") from None
+        if not isinstance(row, dict):
+            raise ResultsError(f"{path}:{number}: a JSON object per line, got {type(row).__name__}")
+        rows.append(row)
+    return _run_of(path, "jsonl", label, rows, first_line=1)
+
+
+def _column(names: list[str], wanted: tuple[str, ...]) -> str | None:
+    lowered = {name.lower().strip(): name for name in names}
+    return next((lowered[w] for w in wanted if w in lowered), None)
+
+
+def _cell(row: dict[str, Any], column: str | None) -> str | None:
+    value = row.get(column) if column else None
+    return None if _blank(value) else str(value).strip()
+
+
+def read_cluster_map(path: Path) -> dict[str, str]:
+    """task_id → cluster from a CSV or JSONL with those two columns (``--clusters FILE``)."""
+    if not path.is_file():
+        raise ResultsError(f"no such clusters file: {path}")
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    names = list(dict.fromkeys(k for row in rows for k in row if k is not None))
+    task_col, cluster_col = _column(names, TASK_COLUMNS), _column(names, ("cluster",))
+    if task_col is None or cluster_col is None:
+        raise ResultsError(f"{path}: a clusters file has the columns task_id, cluster; found {names}")
+    found: dict[str, str] = {}
+    for row in rows:
+        task, cluster = _cell(row, task_col), _cell(row, cluster_col)
+        if task is None or cluster is None:
+            raise ResultsError(f"{path}: a row without a task_id or a cluster; give both on every row")
+        if found.setdefault(task, cluster) != cluster:
+            raise ResultsError(
+                f"{path}: task {task!r} is in two clusters ({found[task]!r}, {cluster!r}); give one"
+            )
+    return found
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _run_of(
+    path: Path, source: str, label: str | None, rows: list[dict[str, Any]], first_line: int
+) -> ImportedRun:
+    names = list(dict.fromkeys(k for row in rows for k in row if k is not None))
+    task_col, reward_col = _column(names, TASK_COLUMNS), _column(names, REWARD_COLUMNS)
+    if rows and (task_col is None or reward_col is None):
+        missing = "a task id column (task_id)" if task_col is None else "a reward column (reward)"
+        raise ResultsError(
+            f"{path}: no {missing} among its columns {names}; name the columns task_id, trial, "
+            "reward (and optionally seed, error)"
+        )
+    trial_col, seed_col, error_col = (
+        _column(names, TRIAL_COLUMNS),
+        _column(names, ("seed",)),
+        _column(names, ("error",)),
+    )
+    cluster_col = _column(names, ("cluster",))
+    outcomes: list[Outcome] = []
+    positions: dict[str, int] = {}
+    for offset, row in enumerate(rows):
+        where = f"{path}:{first_line + offset}"
+        task = row.get(task_col) if task_col else None
+        if _blank(task):
+            raise ResultsError(f"{where}: no task id; every row names its task")
+        task_id = str(task).strip()
+        trial_value = row.get(trial_col) if trial_col else None
+        if _blank(trial_value):
+            positions[task_id] = positions.get(task_id, 0) + 1
+            trial = None if trial_col is None else str(positions[task_id])
+        else:
+            trial = str(trial_value).strip()
+        error = row.get(error_col) if error_col else None
+        value = row.get(reward_col) if reward_col else None
+        failed = not _blank(error) or _blank(value)
+        seed = row.get(seed_col) if seed_col else None
+        outcomes.append(
+            Outcome(
+                task_id=task_id,
+                trial=trial,
+                reward=None if failed else checked_reward(value, where),
+                error=(str(error) if not _blank(error) else "no reward") if failed else None,
+                seed=None if _blank(seed) else str(seed).strip(),
+                cluster=_cell(row, cluster_col),
+            )
+        )
+    notes = [] if trial_col else ["no trial column: a task's rows are its trials, in file order"]
+    return made_run(path, source, label, outcomes, notes)

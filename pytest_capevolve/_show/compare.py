@@ -1,0 +1,151 @@
+"""``capevolve compare``'s answer for people: the table on the terminal (:func:`render_table`)
+and the Markdown summary a CI job posts (:func:`render_markdown`). Both say, after the
+numbers, what holds for imported results and what does not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._imported.compare import Comparison, PairResult
+from .numbers import interval, num
+from .report import render_verdicts
+
+MARKDOWN_TASKS = 50  # per-task rows shown per pair in the Markdown (the changed ones first)
+
+
+def _run_line(role: str, result_run: Any) -> str:
+    notes = f"; {'; '.join(result_run.notes)}" if result_run.notes else ""
+    return (
+        f"{role} {result_run.label}: {result_run.source}, {len(result_run.task_ids)} tasks, "
+        f"{len(result_run.outcomes)} outcomes, {result_run.infra_errors} errored{notes}"
+    )
+
+
+def render_table(comparison: Comparison) -> list[str]:
+    """The terminal form: the runs, one verdict line each, the band moves, the promises."""
+    lines = [_run_line("baseline", comparison.baseline)]
+    lines += [_run_line("candidate", p.candidate) for p in comparison.pairs]
+    lines += ["", *render_verdicts([p.verdict for p in comparison.pairs]), ""]
+    for result in comparison.pairs:
+        lines.append(f"{result.candidate.label}: {_facts(result)}")
+    lines += ["", "what holds for imported results:"]
+    lines += [f"  + {line}" for line in comparison.promises()["hold"]]
+    lines += ["what does not:"]
+    lines += [f"  - {line}" for line in comparison.promises()["do_not_hold"]]
+    return lines
+
+
+def _facts(result: PairResult) -> str:
+    verdict, pairing = result.verdict, result.pairing
+    moves = ", ".join(f"{k} {v}" for k, v in result.band_moves.items()) or "none"
+    coverage = verdict.coverage.get("paired")
+    facts = [
+        f"paired coverage {num(coverage, '.0%')} of {len(pairing.task_ids)} tasks",
+        f"α {float(result.level):.4g}",
+        f"regressions {len(verdict.regressions)}",
+        f"band moves: {moves}",
+    ]
+    if pairing.only_in_baseline or pairing.only_in_candidate:
+        facts.append(
+            f"tasks in one run only: {len(pairing.only_in_baseline)} baseline, "
+            f"{len(pairing.only_in_candidate)} candidate"
+        )
+    if any(verdict.infra_errors.values()):
+        errors = verdict.infra_errors
+        facts.append(f"errored: {errors.get('best', 0)} baseline, {errors.get('candidate', 0)} candidate")
+    return "; ".join(facts)
+
+
+def render_markdown(comparison: Comparison) -> str:
+    """The summary a CI job posts on a pull request: a table of the decisions, each pair's
+    changed tasks (folded), and what holds for imported results."""
+    base = comparison.baseline
+    out = [
+        "## capevolve compare",
+        "",
+        f"Baseline **{_md(base.label)}** ({base.source}, {len(base.task_ids)} tasks). "
+        f"Each run against it: the gate's one-sided paired sign-flip test (exact on a reward grid; "
+        f"p marked MC is seeded Monte Carlo) at α = {comparison.settings.alpha:g}"
+        + (
+            " (Holm across runs)"
+            if comparison.settings.multiple == "holm" and len(comparison.pairs) > 1
+            else ""
+        )
+        + ".",
+        "",
+        "| run | decision | n | Δ̄ | 95% CI | p | α | coverage | regressions |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in comparison.pairs:
+        v = result.verdict
+        out.append(
+            f"| {_md(result.candidate.label)} | **{v.decision.upper()}** | {v.n_tasks} | "
+            f"{num(v.delta_mean, '+.4f')} | {interval(v.ci)} | {num(v.p_value, '.4g')}"
+            f"{' MC' if v.p_method == 'monte_carlo' else ''} | "
+            f"{float(result.level):.4g} | {num(v.coverage.get('paired'), '.0%')} | {len(v.regressions)} |"
+        )
+    out.append("")
+    for result in comparison.pairs:
+        out += _pair_section(result)
+    promises = comparison.promises()
+    out += ["### What holds for imported results", ""]
+    out += [f"- {_md(line)}" for line in promises["hold"]]
+    out += ["", "### What does not", ""]
+    out += [f"- {_md(line)}" for line in promises["do_not_hold"]]
+    return "\n".join(out) + "\n"
+
+
+def _pair_section(result: PairResult) -> list[str]:
+    v = result.verdict
+    changed = [t for t in result.tasks if t["delta"] not in (0, 0.0)]
+    changed.sort(key=lambda t: (t["delta"] is None, t["delta"] or 0.0))
+    lines = [
+        f"<details><summary>{_md(result.candidate.label)}: {_md(v.reason)}</summary>",
+        "",
+        f"Band moves: {', '.join(f'{k} {n}' for k, n in result.band_moves.items()) or 'none'}.",
+        "",
+        "| task | baseline | candidate | Δ | bands |",
+        "|---|---|---|---|---|",
+    ]
+    for task in changed[:MARKDOWN_TASKS]:
+        lines.append(
+            f"| {_md(task['task_id'])} | {num(task['baseline'])} ({task['baseline_passes']}) | "
+            f"{num(task['candidate'])} ({task['candidate_passes']}) | {num(task['delta'], '+.3f')} | "
+            f"{task['baseline_band']} → {task['candidate_band']} |"
+        )
+    if len(changed) > MARKDOWN_TASKS:
+        lines.append(f"| … {len(changed) - MARKDOWN_TASKS} more changed tasks in the JSON | | | | |")
+    if not changed:
+        lines.append("| (no task changed) | | | | |")
+    return [*lines, "", "</details>", ""]
+
+
+def _md(text: str) -> str:
+    """Text safe in a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+class ComparedRuns:
+    """What the ``capevolve_compare`` fixture hands a test: the comparison, whether every run
+    was accepted, and the table as one text (an assertion's message)."""
+
+    def __init__(self, comparison: Comparison) -> None:
+        self.comparison = comparison
+
+    @property
+    def accepted(self) -> bool:
+        return self.comparison.accepted
+
+    @property
+    def decisions(self) -> list[str]:
+        return self.comparison.decisions
+
+    @property
+    def summary(self) -> str:
+        return "\n".join(render_table(self.comparison))
+
+    def markdown(self) -> str:
+        return render_markdown(self.comparison)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.comparison.to_dict()

@@ -1,0 +1,190 @@
+"""Candidate code confined by the kernel (issue 37, items 1 and 8): attacks replayed from the
+candidate's own code, in its sandbox child, and the label every view carries.
+
+The candidate is the seed's bytes (a no-op for the agent) with a ``tools/reply.py`` that the noisy
+agent imports in ``run_target`` and that, on every rollout, tries four things a cheating candidate
+would: (a) append a correctly chained ``rollout`` event to the run's log through the package's own
+RunDir API, (b) plant a conftest.py, pytest.ini and setup.py one folder above the project, (c) read
+a gold file and return it, (d) kill the session. It returns what each attempt gave as the
+ticket's closing line, which the rollout's trace keeps — the only way out of a confined child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._confine.landlock import abi
+
+GOLD_SECRET = "gold-answer-7f3e9c"
+
+ATTACK = '''
+
+import os as _os
+import signal as _signal
+from pathlib import Path as _Path
+
+_PROJECT = _Path({project!r})
+
+
+def _forge():
+    from pytest_capevolve._store.rundir import RunDir
+
+    newest = sorted(_os.listdir(_PROJECT / ".capevolve" / "runs"))[-1]  # as the optimizer's shell would
+    run = RunDir.resolve(_PROJECT, newest, create=False)
+    run.log.append_event("rollout", split="val", task_id="n00", tag="forged", trial=0, reward=1.0)
+
+
+def _plant():
+    for name in ("conftest.py", "pytest.ini", "setup.py"):
+        (_PROJECT.parent / name).write_text("# planted by candidate code\\n")
+
+
+def _kill():
+    _os.kill(_os.getppid(), _signal.SIGKILL)
+
+
+def _attempts():
+    seen = []
+    for name, attempt in (("log", _forge), ("plant", _plant), ("kill", _kill)):
+        try:
+            attempt()
+            seen.append(name + ":ok")
+        except Exception as exc:
+            seen.append(f"{{name}}:{{_refused(exc)}}")
+    try:
+        seen.append("gold:" + (_PROJECT / "data" / "gold.json").read_text())
+    except Exception as exc:
+        seen.append(f"gold:{{_refused(exc)}}")
+    return " ".join(seen)
+
+
+def _refused(exc):
+    """EACCES or EPERM, however the package's own API wrapped it (RunDir says RunDirError)."""
+    text = str(exc)
+    if isinstance(exc, PermissionError) or "Permission denied" in text or "Operation not permitted" in text:
+        return "refused"
+    return f"{{type(exc).__name__}}: {{text[:80]}}"
+
+
+_honest_closing_line = closing_line
+
+
+def closing_line(category):
+    return _honest_closing_line(category) + " | " + _attempts()
+'''
+
+
+@pytest.fixture
+def noisy(example, projects) -> Path:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 80 rollouts a tag
+    shutil.rmtree(project / "microcases")  # the screen would refuse the candidate before any rollout
+    (project / "data").mkdir()
+    (project / "data" / "gold.json").write_text(json.dumps({"answer": GOLD_SECRET}))
+    return project
+
+
+def candidate(project: Path, name: str, attack: str = "") -> Path:
+    folder = project / "candidates" / name
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(project / "capability", folder)
+    with (folder / "tools" / "reply.py").open("a") as handle:
+        handle.write(attack or "\n")  # new bytes, the same behaviour: a no-op
+    return folder
+
+
+def said_everywhere(projects, project: Path, tag: str, capsys) -> dict[str, object]:
+    """The candidate-code label as each view says it: its records, its verdict, its decision
+    event, report.md, the dashboard and `capevolve measure`."""
+    run = projects.run_dir(project)
+    records = [r for k, r in projects.rollout_records(project).items() if k[2] == tag]
+    verdict = json.loads((run / "verdicts" / f"{tag}.json").read_text())
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    decision = next(e for e in events if e.get("kind") == "decision" and e.get("tag") == tag)
+    capsys.readouterr()
+    assert main(["measure", str(project)]) == 0
+    measured = capsys.readouterr().out
+    return {
+        "records": {r.get("confinement") for r in records},
+        "verdict": verdict["confinement"],
+        "decision": decision["confinement"],
+        "report": (run / "report.md").read_text(),
+        "dashboard": (run / "dashboard.html").read_text(),
+        "measure": measured,
+    }
+
+
+@pytest.mark.confined
+@pytest.mark.skipif(abi() < 6, reason="this kernel offers no Landlock with scoping (ABI >= 6)")
+def test_confined_candidate_code_cannot_forge_the_log_plant_a_conftest_read_gold_or_kill_the_session(
+    noisy, projects, capevolve, capsys
+) -> None:
+    candidate(noisy, "attacker", ATTACK.format(project=str(noisy)))
+    result = capevolve(noisy, "attacker", gate=True, subprocess=True, timeout=600)
+    # the session was not killed: it ran to its verdict, and the no-op was not accepted
+    assert result.ret in (0, 10), result.stdout.str()
+    records = [r for k, r in projects.rollout_records(noisy).items() if k[2] == "attacker"]
+    assert len(records) == 80 and all(r["infra_error"] is None for r in records)
+    replies = {r["trace"]["reply"].split(" | ", 1)[1] for r in records}
+    # each attempt failed inside the candidate's own process, with the kernel's refusal
+    assert replies == {"log:refused plant:refused kill:refused gold:refused"}
+    assert not any(GOLD_SECRET in json.dumps(r) for r in records)
+    assert not any((noisy.parent / name).exists() for name in ("conftest.py", "pytest.ini", "setup.py"))
+    events = (projects.run_dir(noisy) / "events.jsonl").read_text()
+    assert '"forged"' not in events
+    said = said_everywhere(projects, noisy, "attacker", capsys)
+    verdict = json.loads((projects.run_dir(noisy) / "verdicts" / "attacker.json").read_text())
+    assert verdict["decision"] != "accept"
+    label = f"confined (Landlock ABI {abi()})"
+    assert said["records"] == {label}
+    assert said["verdict"] == {"candidate_code": label, "optimizer": "not started by capevolve agent"}
+    assert said["decision"] == said["verdict"]
+    assert f"Candidate code: {label}." in said["report"]
+    assert f"candidate code: {label}" in said["dashboard"]
+    assert f"candidate code: {label}; optimizer: not started by capevolve agent" in said["measure"]
+    result.stdout.fnmatch_lines([f"candidate code: {label}*"])
+    assert "unconfined" not in result.stdout.str()
+
+
+def test_without_landlock_the_same_session_runs_unconfined_says_so_once_and_in_every_view(
+    noisy, projects, capevolve, capsys
+) -> None:
+    assert os.environ["CAPEVOLVE_LANDLOCK"] == "off"  # tests not marked `confined` run without it
+    candidate(noisy, "plain")
+    result = capevolve(noisy, "plain", gate=True, extra=["-q"])  # said even where pytest shows no header
+    assert result.ret in (0, 10), result.stdout.str()
+    label = "unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)"
+    # one line at the start, never a failure
+    result.stdout.fnmatch_lines([f"capevolve: candidate code runs {label}; every verdict says so"])
+    said = said_everywhere(projects, noisy, "plain", capsys)
+    assert said["records"] == {label}
+    assert said["verdict"]["candidate_code"] == label
+    assert said["decision"]["candidate_code"] == label
+    assert f"Candidate code: {label}." in said["report"]
+    assert "candidate code: unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)" in said["dashboard"]
+    assert f"candidate code: {label}" in said["measure"]
+
+
+def test_a_confined_verdict_on_a_run_an_unconfined_session_paid_into_says_so(
+    noisy, projects, capevolve, monkeypatch
+) -> None:
+    candidate(noisy, "plain")
+    assert capevolve(noisy, "plain", gate=True).ret in (0, 10)  # unconfined: it pays the seed's rollouts
+    monkeypatch.delenv("CAPEVOLVE_LANDLOCK")
+    if abi() < 1:
+        pytest.skip("this kernel offers no Landlock")
+    candidate(noisy, "later", "\n# a comment: new bytes, the same behaviour\n")
+    result = capevolve(noisy, "later", gate=True)  # confined: reuses the seed's unconfined rollouts
+    assert result.ret in (0, 10), result.stdout.str()
+
+    said = json.loads((projects.run_dir(noisy) / "verdicts" / "later.json").read_text())["confinement"]
+    assert said["candidate_code"] == (
+        "unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off) in an earlier session of this run "
+        f"(this session: confined (Landlock ABI {abi()}))"
+    )

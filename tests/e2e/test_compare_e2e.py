@@ -1,0 +1,136 @@
+"""``capevolve compare`` as a CI job runs it: the installed command in a child process, on real
+inspect_ai logs made live with inspect's mock model, and on CSVs; its exit code is the gate's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from docs_commands import play
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def compare(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_capevolve._cli.main", "compare", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def inspect_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """seed.eval, terse.eval (seed 0) and terse-again.json (seed 1), written by inspect itself."""
+    pytest.importorskip("inspect_ai", reason="needs the `inspect` extra")
+    out = tmp_path_factory.mktemp("inspect-logs")
+    made = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "make_inspect_logs.py"), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+def test_a_better_prompt_in_a_live_inspect_log_is_accepted_with_its_markdown(inspect_logs: Path) -> None:
+    summary = inspect_logs / "summary.md"
+    done = compare("seed.eval", "terse.eval", "--json", "--markdown", summary, cwd=inspect_logs)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    [row] = answer["comparisons"]
+    assert row["decision"] == "accept" and row["n_tasks"] == 12 and row["delta_mean"] > 0
+    assert row["p_method"] == "exact" and row["pairing"]["trials_by"] == "label"
+    # both logs record inspect's --seed 0: the pairs share random numbers, and the answer says so
+    assert row["pairing"]["seeds"] == "common"
+    assert answer["baseline"]["source"] == "inspect" and answer["baseline"]["outcomes"] == 24
+    text = summary.read_text(encoding="utf-8")
+    assert "| terse.eval | **ACCEPT** | 12 |" in text
+    assert "### What does not" in text and "nothing is sealed" in text
+    assert "ACCEPT" in done.stderr  # the table went to stderr, the JSON alone to stdout
+
+
+def test_the_same_prompt_run_again_is_not_accepted_and_its_seeds_are_said_to_differ(
+    inspect_logs: Path,
+) -> None:
+    done = compare("terse.eval", "terse-again.json", "--json", cwd=inspect_logs)
+    assert done.returncode == 10, done.stderr
+    [row] = json.loads(done.stdout)["comparisons"]
+    assert row["decision"] == "reject" and row["pairing"]["seeds"] == "differ"
+    assert row["candidate"]["source"] == "inspect"  # a .json inspect log, recognised by its content
+
+
+def test_csv_runs_exit_as_a_gate_does(tmp_path: Path) -> None:
+    def table(name: str, passes: dict[str, int]) -> Path:
+        rows = [f"q{t},{k},{int(k < passes.get(f'q{t}', 0))}" for t in range(10) for k in range(2)]
+        path = tmp_path / name
+        path.write_text("task_id,trial,reward\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        return path
+
+    base = table("base.csv", {})
+    better = table("better.csv", {f"q{t}": 2 for t in range(10)})
+    same = table("same.csv", {})
+    done = compare(base, better, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "better.csv  ACCEPT" in done.stdout and "what does not:" in done.stdout
+    # two runs against one baseline, Holm across them: one reject makes the job fail with 10
+    done = compare(base, better, same, cwd=tmp_path)
+    assert done.returncode == 10, done.stdout
+    # a run covering half the tasks cannot be judged: 11
+    half = tmp_path / "half.csv"
+    half.write_text("task_id,reward\n" + "".join(f"q{t},1\n" for t in range(5)), encoding="utf-8")
+    assert compare(base, half, cwd=tmp_path).returncode == 11
+    # a file that cannot be read: one error line, 4
+    bad = tmp_path / "bad.csv"
+    bad.write_text("task_id,reward\nq1,7\n", encoding="utf-8")
+    done = compare(base, bad, cwd=tmp_path)
+    assert done.returncode == 4 and done.stderr.startswith("error: ") and "outside [0, 1]" in done.stderr
+    assert compare(base, cwd=tmp_path).returncode == 4  # one run is nothing to compare
+
+
+def test_the_how_to_page_runs_as_written(tmp_path: Path) -> None:
+    """docs/how-to/compare.md's console block, played in a fresh folder holding the script and
+    the example it uses: the numbers the page shows are the ones the command prints."""
+    pytest.importorskip("inspect_ai", reason="needs the `inspect` extra")
+    (tmp_path / "tests").mkdir()
+    shutil.copy(REPO / "tests" / "make_inspect_logs.py", tmp_path / "tests")
+    shutil.copytree(
+        REPO / "examples" / "inspect_task",
+        tmp_path / "examples" / "inspect_task",
+        ignore=shutil.ignore_patterns(".capevolve", "__pycache__"),
+    )
+    ran = play((REPO / "docs" / "how-to" / "compare.md").read_text(encoding="utf-8"), tmp_path)
+    assert [result.returncode for _, result in ran] == [0, 0, 10]
+
+
+def test_the_fixture_decides_in_a_test_with_junitxml_properties(pytester: pytest.Pytester) -> None:
+    rows = "task_id,trial,reward\n"
+    pytester.makefile(".csv", base=rows + "".join(f"q{t},1,0\nq{t},2,0\n" for t in range(8)))
+    pytester.makefile(".csv", better=rows + "".join(f"q{t},1,1\nq{t},2,1\n" for t in range(8)))
+    pytester.makepyfile(
+        """
+        def test_better(capevolve_compare):
+            compared = capevolve_compare("base.csv", "better.csv")
+            assert compared.accepted, compared.summary
+
+        def test_same(capevolve_compare):
+            compared = capevolve_compare("base.csv", "base.csv", labels=["A", "A-again"])
+            assert compared.accepted, compared.summary
+        """
+    )
+    result = pytester.runpytest("--junitxml=junit.xml", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    # the failing test's message is the table, with what holds for imported results
+    result.stdout.fnmatch_lines(
+        ["*A-again*REJECT*p = 1 > α = 0.05*", "*what does not:*", "*nothing is sealed*"]
+    )
+    junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
+    assert 'name="capevolve_compare:better.csv" value="accept' in junit
+    assert 'name="capevolve_compare:A-again" value="reject' in junit

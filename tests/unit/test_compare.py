@@ -1,0 +1,227 @@
+"""``capevolve compare``'s pure parts: the CSV / JSONL readers, the pairing of two runs, and
+the decision — whose p-value is the exact sign-flip enumeration, Holm across several runs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_capevolve._decide.rounds import family_levels
+from pytest_capevolve._imported.compare import CompareSettings, compare_runs
+from pytest_capevolve._imported.pairing import COMMON, DIFFER, NOT_SHOWN, pair
+from pytest_capevolve._imported.readers import ReadOptions, read_results
+from pytest_capevolve._imported.results import ImportedRun, Outcome, ResultsError
+
+
+def run_of(
+    rewards: dict[str, list[float | None]], label: str = "run", seed: str | None = None
+) -> ImportedRun:
+    outcomes = tuple(
+        Outcome(task, str(k + 1), r, None if r is not None else "boom", seed)
+        for task, trials in rewards.items()
+        for k, r in enumerate(trials)
+    )
+    return ImportedRun(Path(f"{label}.csv"), "csv", label, outcomes)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- readers ---------------------------------------------------------------------------------
+
+
+def test_a_csv_reads_task_trial_reward_with_an_empty_cell_and_an_error_as_missing(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "a.csv",
+        "Task_ID,epoch,score,error,seed\nt1,1,1,,7\nt1,2,0.5,,7\nt2,1,,,7\nt2,2,1,timeout,7\n",
+    )
+    run = read_results(path)
+    assert run.source == "csv" and run.label == "a.csv" and run.task_ids == ["t1", "t2"]
+    assert [(o.task_id, o.trial, o.reward, o.seed) for o in run.outcomes] == [
+        ("t1", "1", 1.0, "7"),
+        ("t1", "2", 0.5, "7"),
+        ("t2", "1", None, "7"),
+        ("t2", "2", None, "7"),
+    ]
+    assert run.infra_errors == 2 and run.outcomes[3].error == "timeout"
+
+
+def test_jsonl_reads_the_same_and_a_table_without_trials_numbers_nothing(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "b.jsonl",
+        "\n".join(json.dumps(r) for r in [{"task": "t1", "reward": True}, {"task": "t1", "reward": 0}])
+        + "\n",
+    )
+    run = read_results(path, options=ReadOptions(label="B"))
+    assert run.label == "B" and [(o.trial, o.reward) for o in run.outcomes] == [(None, 1.0), (None, 0.0)]
+    assert any("file order" in note for note in run.notes)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("task_id,trial,reward\nt1,1,1.5\n", "outside [0, 1]"),
+        ("task_id,trial,reward\nt1,1,nan\n", "outside [0, 1]"),
+        ("task_id,trial,reward\nt1,1,yes\n", "not a number"),
+        ("task_id,trial,reward\nt1,1,1\nt1,1,0\n", "trial '1' twice"),
+        ("name,reward\nt1,1\n", "no a task id column"),
+        ("task_id,value\nt1,1\n", "no a reward column"),
+        ("task_id,trial,reward\n", "no results found"),
+        ("task_id,trial,reward\n,1,1\n", "no task id"),
+    ],
+)
+def test_a_bad_table_is_refused_naming_the_file_and_a_way_on(tmp_path: Path, text: str, words: str) -> None:
+    path = write(tmp_path / "bad.csv", text)
+    with pytest.raises(ResultsError, match="bad.csv") as caught:
+        read_results(path)
+    assert words in str(caught.value)
+
+
+def test_an_unknown_file_is_refused_naming_the_formats(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="--format") as caught:
+        read_results(write(tmp_path / "x.txt", "hello"))
+    assert "csv" in str(caught.value) and "inspect" in str(caught.value)
+    with pytest.raises(ResultsError, match="no such results file"):
+        read_results(tmp_path / "absent.csv")
+    # --format reads a file whatever its suffix
+    assert read_results(write(tmp_path / "y.txt", "task_id,reward\nt,1\n"), format="csv").task_ids == ["t"]
+
+
+# --- pairing ---------------------------------------------------------------------------------
+
+
+def test_pairing_aligns_trials_by_label_keeps_missing_missing_and_reports_one_sided_tasks() -> None:
+    base = run_of({"a": [1, 0], "b": [1, 1], "gone": [0, 0]}, "A", seed="7")
+    cand = run_of({"b": [1, None], "a": [0, 1], "new": [1, 1]}, "B", seed="7")
+    p = pair(base, cand)
+    assert p.task_ids == ["a", "b", "gone", "new"] and p.trials_by == "label"
+    assert np.array_equal(p.baseline, [[1, 0], [1, 1], [0, 0], [np.nan, np.nan]], equal_nan=True)
+    assert np.array_equal(p.candidate, [[0, 1], [1, np.nan], [np.nan, np.nan], [1, 1]], equal_nan=True)
+    assert p.infra_errors == {"candidate": 1, "best": 0}
+    assert p.only_in_baseline == ["gone"] and p.only_in_candidate == ["new"]
+    assert p.one_sided_trials == 1  # b's second trial, errored in B
+    assert p.seeds == COMMON
+
+
+def test_seeds_are_common_only_where_both_files_show_the_same_seed() -> None:
+    rewards = {"a": [1.0], "b": [0.0]}
+    assert pair(run_of(rewards, seed="1"), run_of(rewards, seed="2")).seeds == DIFFER
+    assert pair(run_of(rewards, seed="1"), run_of(rewards)).seeds == NOT_SHOWN
+    assert pair(run_of(rewards), run_of(rewards)).seeds == NOT_SHOWN
+
+
+def test_unlabelled_trials_pair_by_position() -> None:
+    base = ImportedRun(Path("a"), "csv", "A", (Outcome("t", None, 1.0), Outcome("t", None, 0.0)))
+    cand = run_of({"t": [0.0, 0.0, 1.0]})
+    p = pair(base, cand)
+    assert p.trials_by == "position" and p.baseline.shape == (1, 3)
+    assert np.array_equal(p.baseline, [[1, 0, np.nan]], equal_nan=True)
+
+
+# --- the decision ----------------------------------------------------------------------------
+
+
+def brute_force_p(deltas: list[Fraction]) -> Fraction:
+    """P(Σ s·d ≥ Σ d) over all 2^n fair sign patterns, by enumeration."""
+    observed = sum(deltas, Fraction(0))
+    hits = sum(
+        sum((s * d for s, d in zip(signs, deltas, strict=True)), Fraction(0)) >= observed
+        for signs in itertools.product((1, -1), repeat=len(deltas))
+    )
+    return Fraction(hits, 2 ** len(deltas))
+
+
+reward = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])
+
+
+@given(
+    st.integers(1, 9).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(reward, min_size=1, max_size=3), min_size=n, max_size=n),
+            st.lists(st.lists(reward, min_size=1, max_size=3), min_size=n, max_size=n),
+        )
+    )
+)
+def test_the_compare_p_value_is_the_brute_force_enumeration_of_sign_flips(arms) -> None:
+    base_rows, cand_rows = arms
+    base = run_of({f"t{i}": list(r) for i, r in enumerate(base_rows)}, "A")
+    cand = run_of({f"t{i}": list(r) for i, r in enumerate(cand_rows)}, "B")
+    [result] = compare_runs(base, [cand], CompareSettings(min_coverage=0.0)).pairs
+    deltas = [
+        sum(map(Fraction, c), Fraction(0)) / len(c) - sum(map(Fraction, b), Fraction(0)) / len(b)
+        for b, c in zip(base_rows, cand_rows, strict=True)
+    ]
+    expected = brute_force_p(deltas)
+    assert Fraction(result.verdict.p_exact) == expected
+    assert result.verdict.decision == ("accept" if expected <= Fraction(1, 20) else "reject")
+
+
+def test_several_runs_share_alpha_by_holm_and_the_exit_words_follow() -> None:
+    tasks = [f"t{i}" for i in range(8)]
+    base = run_of({t: [0.0, 0.0] for t in tasks}, "A")
+    strong = run_of({t: [1.0, 1.0] for t in tasks}, "strong")  # p = 1/256
+    weaker = run_of({t: [1.0, 1.0] if i < 5 else [0.0, 0.0] for i, t in enumerate(tasks)}, "weak")  # p = 1/32
+    comparison = compare_runs(base, [strong, weaker], CompareSettings())
+    by = {p.candidate.label: p for p in comparison.pairs}
+    assert Fraction(by["strong"].verdict.p_exact) == Fraction(1, 256)
+    assert Fraction(by["weak"].verdict.p_exact) == Fraction(1, 32)
+    # Holm: the smaller p at α/2, the next at α; both pass here
+    assert (by["strong"].level, by["weak"].level) == (Fraction(1, 40), Fraction(1, 20))
+    assert comparison.decisions == ["accept", "accept"]
+    assert family_levels([Fraction(1, 256), Fraction(1, 32)], Fraction(1, 20), "holm") == [
+        Fraction(1, 40),
+        Fraction(1, 20),
+    ]
+    # a third, null run: Holm's α/3 for the smallest p, and "weak" (1/32 > α/2) no longer passes
+    null = run_of({t: [0.0, 0.0] for t in tasks}, "null")
+    three = compare_runs(base, [strong, weaker, null], CompareSettings())
+    assert three.decisions == ["accept", "reject", "reject"]
+    alone = compare_runs(base, [strong, weaker, null], CompareSettings(multiple="none"))
+    assert alone.decisions == ["accept", "accept", "reject"]
+
+
+def test_low_coverage_and_no_shared_task_are_indecisive_with_a_way_on() -> None:
+    base = run_of({f"t{i}": [1.0] for i in range(10)}, "A")
+    half = run_of({f"t{i}": [1.0] for i in range(5)}, "B")
+    [result] = compare_runs(base, [half], CompareSettings()).pairs
+    assert result.verdict.decision == "indecisive" and result.verdict.coverage["paired"] == 0.5
+    other = run_of({"x": [1.0], "y": [0.0]}, "C")
+    [result] = compare_runs(base, [other], CompareSettings()).pairs
+    assert result.verdict.decision == "indecisive"
+    assert "share no task id" in result.verdict.reason and "same task ids" in result.verdict.reason
+
+
+def test_the_answer_says_what_holds_and_what_does_not_and_carries_bands() -> None:
+    base = run_of({"a": [0.0, 0.0], "b": [1.0, 1.0]}, "A", seed="3")
+    cand = run_of({"a": [1.0, 1.0], "b": [1.0, 0.0]}, "B", seed="3")
+    answer = compare_runs(base, [cand], CompareSettings(min_coverage=0.0)).to_dict()
+    [row] = answer["comparisons"]
+    assert row["band_moves"] == {"defect→solid": 1, "solid→unstable": 1}
+    assert row["pairing"]["seeds"] == COMMON and row["p_method"] == "exact"
+    promises = answer["promises"]
+    assert any("same seed" in line for line in promises["hold"])
+    assert any("nothing is sealed" in line for line in promises["do_not_hold"])
+    assert any("how the runs were chosen is unknown" in line for line in promises["do_not_hold"])
+    json.dumps(answer)  # plain JSON
+
+
+def test_runs_with_the_same_file_name_are_named_by_their_path() -> None:
+    base = ImportedRun(Path("x/results.csv"), "csv", "results.csv", (Outcome("t", "1", 0.0),))
+    cand = ImportedRun(Path("y/results.csv"), "csv", "results.csv", (Outcome("t", "1", 1.0),))
+    [result] = compare_runs(base, [cand], CompareSettings()).pairs
+    assert result.candidate.label == "y/results.csv"
+
+
+def test_the_same_file_twice_is_told_apart() -> None:
+    run = ImportedRun(Path("a.csv"), "csv", "a.csv", (Outcome("t", "1", 0.0),))
+    comparison = compare_runs(run, [run, run], CompareSettings())
+    assert [p.candidate.label for p in comparison.pairs] == ["a.csv (2)", "a.csv (3)"]

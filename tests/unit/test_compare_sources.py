@@ -1,0 +1,98 @@
+"""The readers of other tools' outputs, each on a small file its tool wrote (tests/data/compare/,
+with the script that made it) or, where said, written from the tool's documented format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._imported.compare import CompareSettings, compare_runs
+from pytest_capevolve._imported.readers import ReadOptions, read_results
+from pytest_capevolve._imported.results import ResultsError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "compare"
+
+
+def test_deepeval_test_runs_read_one_metric_per_case() -> None:
+    base = read_results(DATA / "deepeval" / "deepeval_baseline.json")
+    cand = read_results(DATA / "deepeval" / "deepeval_candidate.json")
+    assert base.source == cand.source == "deepeval"
+    assert base.task_ids == [f"q{i}" for i in range(6)]
+    assert [o.reward for o in base.outcomes] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert [o.reward for o in cand.outcomes] == [1.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+    assert base.notes[0] == "metric Exact Answer"
+    [result] = compare_runs(base, [cand], CompareSettings()).pairs
+    # two tasks fixed of six: p = 1/4 exactly, not enough for α = 0.05
+    assert result.verdict.p_exact == "1/4" and result.verdict.decision == "reject"
+    assert result.band_moves == {"defect→solid": 2}
+
+
+def test_deepeval_success_and_a_missing_metric(tmp_path: Path) -> None:
+    run = read_results(DATA / "deepeval" / "deepeval_candidate.json", options=ReadOptions(scorer="success"))
+    assert [o.reward for o in run.outcomes] == [1.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+    with pytest.raises(ResultsError, match="no metric 'Faithfulness'.*Exact Answer"):
+        read_results(
+            DATA / "deepeval" / "deepeval_candidate.json", options=ReadOptions(scorer="Faithfulness")
+        )
+    # a metric that errored is missing data, never a 0
+    doc = json.loads((DATA / "deepeval" / "deepeval_candidate.json").read_text(encoding="utf-8"))
+    doc["testCases"][0]["metricsData"][0].update(score=None, error="judge timed out")
+    path = tmp_path / "errored.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    first = read_results(path).outcomes[0]
+    assert first.reward is None and first.error == "judge timed out"
+
+
+def test_lm_eval_samples_read_one_metric_per_document(tmp_path: Path) -> None:
+    folder = DATA / "lm_eval"
+    sloppy = read_results(folder / "samples_arith_mc_sloppy.jsonl")
+    careful = read_results(folder / "samples_arith_mc_careful.jsonl")
+    assert sloppy.source == careful.source == "lm_eval"
+    assert sloppy.task_ids == [str(i) for i in range(10)] and sloppy.notes[0] == "metric acc, filter none"
+    # the mock models of make_lm_eval_samples.py: careful misses questions 3 and 7, sloppy all
+    # but 0, 1 and 2
+    assert [o.reward for o in careful.outcomes] == [0.0 if i in (3, 7) else 1.0 for i in range(10)]
+    assert [o.reward for o in sloppy.outcomes] == [1.0 if i < 3 else 0.0 for i in range(10)]
+    [result] = compare_runs(sloppy, [careful], CompareSettings()).pairs
+    assert result.verdict.p_exact == "1/32" and result.verdict.decision == "accept"
+    with pytest.raises(ResultsError, match="no metric 'exact_match'.*its metrics: acc"):
+        read_results(folder / "samples_arith_mc_careful.jsonl", options=ReadOptions(scorer="exact_match"))
+    with pytest.raises(ResultsError, match="no filter 'strict'.*none"):
+        read_results(folder / "samples_arith_mc_careful.jsonl", options=ReadOptions(scorer="acc,strict"))
+    # a metric on another scale is refused, never clamped
+    rows = (folder / "samples_arith_mc_careful.jsonl").read_text(encoding="utf-8").splitlines()
+    bleu = [json.dumps({**json.loads(r), "metrics": ["bleu"], "bleu": 37.5}) for r in rows]
+    (tmp_path / "samples_bleu.jsonl").write_text("\n".join(bleu) + "\n", encoding="utf-8")
+    with pytest.raises(ResultsError, match="outside \\[0, 1\\]"):
+        read_results(tmp_path / "samples_bleu.jsonl")
+
+
+def test_promptfoo_output_reads_one_arm_with_repeats_as_trials(tmp_path: Path) -> None:
+    path = DATA / "promptfoo" / "results.json"
+    with pytest.raises(ResultsError, match="holds 2 arms.*--arm"):
+        read_results(path)
+    chatty = read_results(path, options=ReadOptions(arm="chatty"))
+    terse = read_results(path, options=ReadOptions(arm="terse"))
+    assert chatty.source == "promptfoo" and chatty.label == "results.json [chatty]"
+    # 10 tests run twice (--repeat 2): 10 tasks of 2 trials, never 20 tasks
+    assert len(terse.task_ids) == 10 and len(terse.outcomes) == 20 and terse.task_ids[0] == "sum-a"
+    assert all(o.reward == 0.0 for o in chatty.outcomes)  # chatty answers fail promptfoo's equals
+    [result] = compare_runs(chatty, [terse], CompareSettings()).pairs
+    assert result.verdict.n_tasks == 10 and result.pairing.trials_by == "position"
+    assert result.verdict.p_exact == "1/32" and result.verdict.decision == "accept"
+    success = read_results(path, options=ReadOptions(arm="terse", scorer="success"))
+    assert [o.reward for o in success.outcomes] == [o.reward for o in terse.outcomes]
+    with pytest.raises(ResultsError, match="no arm 'verbose'"):
+        read_results(path, options=ReadOptions(arm="verbose"))
+    with pytest.raises(ResultsError, match="--arm names an arm of a promptfoo file"):
+        read_results(DATA / "deepeval" / "deepeval_baseline.json", options=ReadOptions(arm="x"))
+    # a row promptfoo could not run (failureReason 2: ERROR) is missing data, never a 0
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    row = next(r for r in doc["results"]["results"] if r["prompt"]["label"] == "terse")
+    row.update(failureReason=2, error="provider timed out", score=0, gradingResult=None)
+    errored = tmp_path / "errored.json"
+    errored.write_text(json.dumps(doc), encoding="utf-8")
+    first = read_results(errored, options=ReadOptions(arm="terse")).outcomes[0]
+    assert first.reward is None and first.error == "provider timed out"
