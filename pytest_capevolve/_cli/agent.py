@@ -21,7 +21,7 @@ from typing import Any
 from .._session import exitcodes
 from .common import UsageError, spec_of
 
-LOCAL = ("skills", "init", "import-cap-evolve")  # they read no run: they run where they are asked
+LOCAL = ("skills", "init", "import-cap-evolve", "compare")  # they read no run: they run where asked
 USAGE = "capevolve agent [--writable DIR] -- CMD ARGS…"
 
 

@@ -9,7 +9,8 @@ the agent write the record freely or run its own code outside:
   ``commit --force`` (overrides the gate's rules), ``hill-climb --store-commit-cmd`` (a command of
   the agent's choosing, run unconfined) or ``verify --anchor-from-store DIR`` (git run in a folder
   the agent may have written); ``diagnose --export`` writes only where the agent may write,
-  ``hill-climb --instructions-file`` reads only what the agent may read;
+  ``hill-climb --instructions-file`` reads only what the agent may read, and ``hill-climb
+  --writable`` grants its optimizer only what the agent may write;
 - ``capevolve pytest ARGS`` — a gate, screen, grow, finalize or microcase session — with the
   options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`, every ``--capevolve-*`` option, and
   paths in the project outside the run dirs: no ``-p`` plugin, ``-o``, ``-c``, ``--rootdir``,
@@ -165,6 +166,12 @@ class AgentPolicy:
                 f"--export {export}: the broker writes only where the agent may write (its work "
                 "copies, its TMPDIR); export into one of them"
             )
+        for folder in getattr(args, "writable", None) or ():  # hill-climb's: never more than the agent's own
+            if not self._writable(Path(os.path.realpath(where / folder))):
+                raise Refusal(
+                    f"--writable {folder}: the optimizer an agent starts may write only where the agent "
+                    "may (its work copies, its TMPDIR, the --writable folders it was started with)"
+                )
         instructions = getattr(args, "instructions_file", None)
         if instructions is not None and self._hidden(Path(os.path.realpath(where / instructions))):
             raise Refusal(f"--instructions-file {instructions}: a file the agent may not read")

@@ -193,13 +193,9 @@ with (work / "prompt.md").open("a") as prompt:
 
 
 def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
-    example, projects, capevolve, capsys, monkeypatch
+    example, projects, capevolve, capsys
 ):
     from cli_calls import hill_climb
-
-    monkeypatch.setenv(
-        "CAPEVOLVE_LANDLOCK", "off"
-    )  # the scripted optimizer counts its calls in the project, which the boundary forbids
 
     project = make_fix_list(example, projects)
     assert capevolve(project).ret == 0

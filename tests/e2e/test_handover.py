@@ -64,12 +64,7 @@ def seen_text(folder: Path) -> str:
     return "\n".join(p.read_text() for p in sorted(folder.rglob("*")) if p.is_file())
 
 
-def test_round_n_sees_rounds_before_it_their_verdicts_and_refuted_diffs_and_no_test_id(
-    example, capsys, monkeypatch
-):
-    monkeypatch.setenv(
-        "CAPEVOLVE_LANDLOCK", "off"
-    )  # the in-domain guards, unconfined: the boundary keeps splits.json out of the optimizer's reach (test_agent_boundary)
+def test_round_n_sees_rounds_before_it_their_verdicts_and_refuted_diffs_and_no_test_id(example, capsys):
     project = example("toy_calc")
     spec = project / "capevolve.yaml"
     # toy_calc's ids are q00…q23; α one-shot per decision, so the second decision can accept
@@ -275,13 +270,10 @@ class WaitingAdapter(ToyCalcAdapter):
 
 
 def test_the_optimizers_cost_is_booked_from_the_log_not_from_optimizer_json(
-    example, projects, capsys, monkeypatch
+    example, projects, capsys
 ) -> None:
     """The loop's red team: a daemon left by the optimizer rewrote ``optimizer.json`` to $0
     between the proposal and its booking; the loop booked $0 and ``max_usd`` never saw it."""
-    monkeypatch.setenv(
-        "CAPEVOLVE_LANDLOCK", "off"
-    )  # the red team's daemon, unconfined: the boundary refuses its rewrite of optimizer.json; the booking from the log is the in-domain check
     project = example("toy_calc")
     projects.add_adapter(project, WAITING, "adapter.py:WaitingAdapter")
     (project / "rewriter.py").write_text(REWRITER)

@@ -71,10 +71,7 @@ def _headings(journal: str) -> list[str]:
     return re.findall(r"^###.*$", journal, re.MULTILINE)
 
 
-def test_the_next_round_shows_only_what_each_round_wrote_under_its_true_verdict(example, capsys, monkeypatch):
-    monkeypatch.setenv(
-        "CAPEVOLVE_LANDLOCK", "off"
-    )  # the in-domain check, unconfined: the boundary refuses the forger's writes to the run dir (test_agent_boundary)
+def test_the_next_round_shows_only_what_each_round_wrote_under_its_true_verdict(example, capsys):
     project = example("toy_calc")
     spec = project / "capevolve.yaml"
     spec.write_text(spec.read_text() + "leak_guard_min_length: 3\ngate_alpha_schedule: constant\n")

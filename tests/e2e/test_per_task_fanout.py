@@ -157,10 +157,7 @@ def test_eval_task_refuses_a_test_task_without_naming_it_and_runs_nothing(projec
     assert code == 2 and "sealed test split" in err and TEST[1] not in err
 
 
-def test_mechanisms_are_deduplicated_and_shown_to_the_next_work_copy(project, projects, capsys, monkeypatch):
-    monkeypatch.setenv(
-        "CAPEVOLVE_LANDLOCK", "off"
-    )  # the scripted optimizer notes what it saw in the project, which the boundary forbids
+def test_mechanisms_are_deduplicated_and_shown_to_the_next_work_copy(project, projects, capsys):
     run = projects.run_dir(project)
     work_copy(capsys, project, "t1")
     work_copy(capsys, project, "t2")

@@ -58,6 +58,7 @@ REFUSED = [
     (["commit", "t1", "--decision", "accept", "--force"], "against the gate"),
     (["hill-climb", "--optimizer", "x {workdir}", "--store-commit-cmd", "sh -c x"], "outside the boundary"),
     (["verify", "--anchor-from-store", "somewhere"], "runs git"),
+    (["hill-climb", "--optimizer", "x {workdir}", "--writable", "/"], "only where the agent may"),
     (["init", "elsewhere"], "not 'init'"),
     (["agent", "--", "sh"], "not 'agent'"),
     (["pytest", "--capevolve-run", ".", "-p", "evil"], "-p evil"),
