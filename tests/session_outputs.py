@@ -21,7 +21,8 @@ def normalized(result: pytest.RunResult, project: str) -> list[str]:
         line = re.sub(
             r" at 0x[0-9a-f]+", " at ADDR", line
         )  # reprs in a traceback (pytest 8.1 shows its frames)
-        lines.append(re.sub(rf"(^|[ /]){project}/", r"\1PROJECT/", line))
+        # the folder inside a path, or at its end (a printed command's --capevolve-run PROJECT)
+        lines.append(re.sub(rf"(^|[ /]){project}(/|\s|$)", r"\1PROJECT\2", line))
     return lines
 
 

@@ -8,6 +8,7 @@ project, ``DEST`` where to write), so it takes no ``--project`` and no ``--run-i
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,40 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         fail(f"score is not deterministic: re-scoring one rollout gave {scored.reward} then {reward}")
     else:
         ok(f"score is deterministic on a re-score (reward {reward:g} on task {task.id!r})")
+    _seed_microcases(spec, ok, fail)
     return exitcodes.CHECK_FAILED if problems else exitcodes.OK
+
+
+def _seed_microcases(spec: Any, ok: Callable[[str], None], fail: Callable[[str], int]) -> None:
+    """The project's microcases, run on the seed: one the seed fails rejects every candidate made
+    from it (``micro_test_fail``), and mending it after the first session is a changed harness
+    (a new run, the baseline paid again). So ``check`` says so before anything is paid."""
+    from .._engine.checks import ProjectEnv
+    from .._engine.checks import run as run_microcase
+    from .._project.microcase import MicrocaseError, load_project
+
+    env = ProjectEnv(spec)
+    try:
+        cases = load_project(spec.project_dir)
+        failed = [
+            (case, outcome)
+            for case in cases
+            if not (outcome := run_microcase(case, spec.capability_path, env)).ok
+        ]
+    except MicrocaseError as exc:
+        fail(str(exc))
+        return
+    finally:
+        env.close()
+    for case, outcome in failed:
+        fail(
+            f"microcase {case.id!r} ({case.file.relative_to(spec.project_dir)}) fails on the seed: "
+            f"expected {outcome.expected}, got {outcome.got}; every gate would reject a candidate "
+            "that keeps it (micro_test_fail). Mend the microcase (or the seed) now: after the first "
+            "session a changed microcase is a changed harness, and the run's baseline is paid again"
+        )
+    if cases and not failed:
+        ok(f"{len(cases)} microcase(s) pass on the seed")
 
 
 def cmd_microcase_gen(args: argparse.Namespace) -> int:

@@ -81,8 +81,8 @@ def isolated(
 ) -> AdapterRunner:
     """The runner of ``adapter`` (loaded here from ``ref``, for tasks and scores) whose
     candidate side runs in sandbox children that load the same ``ref``, each confined to the
-    boundary of ``spec``'s project (:mod:`.sandbox_boundary`; without a spec: the run dir and
-    the state folders hidden, no gold); ``judge_rescores``: times a declared-stochastic scorer
+    boundary of ``spec``'s project (:mod:`.sandbox_boundary`; without a spec: the run dir
+    hidden, no gold); ``judge_rescores``: times a declared-stochastic scorer
     scores each output (:mod:`.judging`)."""
     runner = AdapterRunner(adapter, judge_rescores)
     runner.targets = Sandboxes(ref, project_dir, harness_modules=[type(adapter).__module__], spec=spec)

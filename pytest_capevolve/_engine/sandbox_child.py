@@ -4,7 +4,7 @@ Started fresh (a new interpreter, never a fork of a process that may hold candid
 :mod:`.sandbox`, one per candidate folder per scoring process, as
 ``python -c "from pytest_capevolve._engine.sandbox_child import main; main()"``. It confines itself
 to the boundary its parent computed (:mod:`.sandbox_boundary`: write only its scratch, read all
-but the run dir, the gold files and the state folders, no signal to the session), says so in
+but the run dir, the gold files and a shared ledger, no signal to the session), says so in
 its ``ready`` frame, imports the project's adapter, then answers requests on its pipe
 (:mod:`.wire`): make the candidate live and run ``run_target``
 (:func:`.runner.run_target_here`), and send back the rollout as data, with what it printed and

@@ -104,7 +104,17 @@ def booked_outcome(decisions: list[dict[str, Any]], tag: str, verdict: str) -> d
     }
 
 
-OUTCOME_KEYS = ("parent", "decision", "basis", "delta_mean", "p_value", "changed_files", "fixed", "broke")
+OUTCOME_KEYS = (
+    "parent",
+    "gated_against",
+    "decision",
+    "basis",
+    "delta_mean",
+    "p_value",
+    "changed_files",
+    "fixed",
+    "broke",
+)
 
 
 def _read_only(target: Path, text: str) -> None:

@@ -76,7 +76,14 @@ from .hill_climb_options import (
     instructions_template,
 )
 from .hill_climb_stop import stop_reason
-from .iteration_outcome import PROPOSAL_SPEND, book_iteration, outcome_message, outcome_record, summary_rows
+from .iteration_outcome import (
+    PROPOSAL_SPEND,
+    book_iteration,
+    booked_reason,
+    outcome_message,
+    outcome_record,
+    summary_rows,
+)
 from .launch import gate_flags, run_logged, session_command
 from .optimizer_boundary import checked_writable, optimizer_boundary
 from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
@@ -432,7 +439,7 @@ class HillClimb:
         folder = rundir.hill_climb_dir(cid)
         meta = dict(read_json(folder / "iteration.json"))
         verdict = rundir.verdicts.verdict(cid) or {}
-        reason = str(verdict.get("reason", "")).strip()
+        reason = booked_reason(verdict, str(entry["decision"]))
         message = outcome_message(meta, cid, entry, reason)
         snapshot = rundir.snapshots.snapshot_dir(cid)
         files = snapshot if snapshot.is_dir() else rundir.work_dir(cid)

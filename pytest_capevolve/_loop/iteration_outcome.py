@@ -31,6 +31,23 @@ def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
     return INDECISIVE, verdict.get("basis")
 
 
+def booked_reason(verdict: dict[str, Any], booked: str) -> str:
+    """The verdict's reason as the iteration's booking says it. A repeat of bytes accepted
+    earlier (in this run or another) is booked — the loop counts the iteration and its
+    proposer's spend — so its words say that, never the gate session's "nothing booked"."""
+    reason = str(verdict.get("reason", "")).strip()
+    details = verdict.get("details") or {}
+    if verdict.get("basis") != "repeat" or details.get("earlier_decision") != "accept":
+        return reason
+    level = details.get("earlier_level")
+    return (
+        f"never paid for: byte-identical to {details.get('repeats')!r} (accepted"
+        f"{f' at {level}' if level else ''}); that accept stands, and this iteration is booked "
+        f"{booked} (repeat) so the loop counts it and its proposer's spend: the proposal brought "
+        "nothing new (change the bytes)"
+    )
+
+
 # what the optimizer reported, logged when its proposal is complete and booked from the log
 PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
 
@@ -61,7 +78,7 @@ def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], f
             cid,
             booked,
             basis=basis,
-            note=note + str(verdict.get("reason", "")),
+            note=note + booked_reason(verdict, booked),
             optimizer=OptimizerSpend(
                 usd=optimizer.get("cost_usd", 0.0),
                 tokens=optimizer.get("tokens", 0),

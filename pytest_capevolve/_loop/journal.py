@@ -43,14 +43,17 @@ class Round:
 
 
 def verdict_line(entry: dict[str, Any], reason: str) -> str:
-    """``reject (gate) vs cand_0001 (Δ̄=+0.0833, p=0.25): reason`` on one line."""
+    """``reject (gate) vs cand_0001 (Δ̄=+0.0833, p=0.25): reason`` on one line: vs the tag it was
+    gated against (a sibling re-gated after the round's accept: that accept, not its parent)."""
     word = str(entry["decision"]) + (f" ({entry['basis']})" if entry.get("basis") else "")
     numbers = []
     if entry.get("delta_mean") is not None:
         numbers.append(f"Δ̄={round(float(entry['delta_mean']), 4) + 0.0:+.4f}")
     if entry.get("p_value") is not None:
         numbers.append(f"p={float(entry['p_value']):.4g}")
-    line = f"{word} vs {entry.get('parent')}" + (f" ({', '.join(numbers)})" if numbers else "")
+    parent, against = entry.get("parent"), entry.get("gated_against") or entry.get("parent")
+    made = f" (made from {parent})" if against != parent else ""
+    line = f"{word} vs {against}{made}" + (f" ({', '.join(numbers)})" if numbers else "")
     reason = " ".join(reason.split())
     return f"{line}: {reason}" if reason else line
 

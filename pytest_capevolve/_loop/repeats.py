@@ -33,12 +33,20 @@ def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, work
     earlier = earlier_with_bytes(rundir, digest, besides=cid)
     if earlier is None:
         return False
+    best = rundir.state.best()
+    line = repeat_line(cid, digest, earlier, best=best)
+    if earlier.decision == "accept" and earlier.tag != best:  # booked here, unlike a gate's repeat
+        line = (
+            f"candidate {cid!r} is byte-identical to {earlier.tag!r} ({earlier.accepted_at()}) in "
+            f"{earlier.where()}: that accept stands, and this proposal, which brings nothing new, "
+            "is booked reject (repeat)"
+        )
     verdict = refusal(
         tag=cid,
         against=parent,
         decision="reject",
         basis=REPEAT_BASIS,
-        reason=f"never paid for: {repeat_line(cid, digest, earlier, best=rundir.state.best())}",
+        reason=f"never paid for: {line}",
         config=gate_config(spec),
         details={
             "repeats": earlier.tag,

@@ -49,6 +49,9 @@ def ledger_row(entry: dict[str, Any]) -> list[str]:
     parent = str(entry.get("parent") or "—")
     if entry.get("merged_from"):  # a merge: its parents, onto their common parent
         parent = f"{' + '.join(entry['merged_from'])} (merged onto {parent})"
+    against = entry.get("gated_against")
+    if against and against != entry.get("parent"):  # re-gated after the round's accept: Δ̄, p are vs it
+        parent += f" (gated against {against})"
     return [
         entry["tag"],
         parent,

@@ -110,7 +110,9 @@ You are a careful assistant. Answer with a number only.
 
 MICROCASE = """\
 # A microcase: a cheap deterministic check of a candidate, run before any rollout is paid for
-# (docs: how-to/microcases.md). This one keeps the prompt short and asking for a number.
+# (docs: how-to/microcases.md). This one keeps the prompt short and asking for a number. It checks
+# the example prompt's wording: with a prompt of your own in capability/, change or delete it
+# before your first session (`capevolve check` runs every microcase on the seed).
 - id: prompt-asks-for-a-number
   cluster: format
   description: Answers that were not a bare number were scored wrong.

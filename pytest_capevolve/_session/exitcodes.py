@@ -12,8 +12,9 @@ Sessions (and ``capevolve gate``, which re-derives a session's verdict; ``capevo
 13    provisional: no gated candidate was rejected, but one is provisional — Δ̄ > 0 under the
       bar with a look left (``--capevolve-grow`` it); not a reject
 12    incomplete: a worker died, rollouts could not be produced (infra errors), or rollouts
-      the session owed were not run (deselected with ``-k``/``-m``/``--deselect``, skipped by a
-      mark) — the summary prints the command that completes them
+      the session owed were not run (deselected with ``-k``/``-m``/``--deselect``, left out by
+      node ids, skipped by a mark, not reached after ``-x``) — the summary prints the command
+      that completes them
 14    what-if (``capevolve gate`` only): an override (``--against``, ``--gate-mode``,
       ``--k-se``, ``--alpha``, ``--veto-regressions``) departs from the settings the tag was
       decided under; the answer is printed marked WHAT-IF and is not the decision, whatever

@@ -17,6 +17,7 @@ import pytest
 from .._items.plan import RolloutKey
 from .._show.report import TagRow
 from . import exitcodes
+from .selection import stopped_early, stopped_line
 
 if TYPE_CHECKING:
     from .._policy.commit import BookedDecision
@@ -67,19 +68,17 @@ class SessionEnd:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        stopped_by = None
         try:
             result = yield
-        except KeyboardInterrupt:
-            if self._damaged():  # stopped because the run dir could not be written
+        except (session.Failed, KeyboardInterrupt) as exc:
+            # -x, --maxfail or --sw stopped the loop at a rollout the agent failed: a task failed
+            # is data, not a bug, so the session concludes on what ran, as after -k
+            stopped_by = stopped_early(session.config, session, exc)
+            if stopped_by is None:
+                self._stopped(exc)
                 raise
-            # Ctrl-C: no verdicts (the evidence is partial), but the table of what is
-            # persisted and the line that says how to resume
-            if self._interrupted is not None:
-                try:
-                    self.outcome = self._interrupted()
-                except Exception as exc:  # the summary must never mask the interrupt
-                    self.outcome.closing.append((f"capevolve: no summary after Ctrl-C: {exc!r}", {}))
-            raise
+            result = True
         refused = self._refusal() if self._refusal is not None else None
         if refused is not None:  # nothing ran: nothing is concluded, the line says why
             raise pytest.UsageError(refused)
@@ -94,7 +93,25 @@ class SessionEnd:
                 )
                 return result
             self.outcome.closing[:0] = [(line, {}) for line in settled]
+            if stopped_by is not None:
+                line = stopped_line(stopped_by, missing=bool(self.outcome.missing))
+                self.outcome.closing.append((line, {"yellow": True}))
         return result
+
+    def _stopped(self, exc: BaseException) -> None:
+        """The run loop raised (Ctrl-C, or pytest's ``Failed`` on a session that is not ours to
+        conclude): Ctrl-C leaves the table of what is persisted and the resume line."""
+        if not isinstance(exc, KeyboardInterrupt):
+            return
+        if self._damaged():  # stopped because the run dir could not be written
+            return
+        # Ctrl-C: no verdicts (the evidence is partial), but the table of what is persisted and
+        # the line that says how to resume
+        if self._interrupted is not None:
+            try:
+                self.outcome = self._interrupted()
+            except Exception as error:  # the summary must never mask the interrupt
+                self.outcome.closing.append((f"capevolve: no summary after Ctrl-C: {error!r}", {}))
 
     def _damaged(self) -> bool:
         """Whether the run dir refused a write during the run loop: then the outcome is that

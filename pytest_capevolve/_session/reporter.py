@@ -65,11 +65,13 @@ def grouped(entries: list[tuple[str, str]], limit: int = 20) -> list[tuple[str, 
     return shown
 
 
-def failed_rollout_line(record: RolloutRecord) -> str:
-    """``FAILED val::a12[improved-t3] reward 0: ticket escalated …`` (never cut short)."""
-    line = f"FAILED {rollout_id(record)} reward {num(record.reward, '.4g')}"
-    feedback = one_line(record.feedback or "")
-    return f"{line}: {feedback}" if feedback else line
+def failed_rollout_line(record: RolloutRecord, nodeid: str | None = None, *, feedback: bool = True) -> str:
+    """``FAILED capevolve.yaml::val::a12[improved-t3] reward 0: ticket escalated …`` (never cut
+    short): the item's node id as ``--co`` lists it (what a command line takes back), else the
+    short id; ``feedback=False`` (``--tb=no``): the id and the reward only."""
+    line = f"FAILED {nodeid or rollout_id(record)} reward {num(record.reward, '.4g')}"
+    said = one_line(record.feedback or "") if feedback else ""
+    return f"{line}: {said}" if said else line
 
 
 # --capevolve-failures: which failed rollouts get their own line. ``auto`` lists every one of a
@@ -132,6 +134,8 @@ class CapevolveReporter:
         # the command that pays the missing rollouts (pinned to the run, nothing deselected)
         self.completing = completing
         self.failed: list[RolloutRecord] = []
+        self.failed_ids: dict[tuple[str, str, str, int], str] = {}  # each failed rollout's node id
+        self.notes: list[str] = []  # lines about the selection asked (:mod:`.selection`)
         self.deselected: set[Any] = set()  # keys of the rollouts -k, -m or --deselect left out
         # each failed rollout's captured output (pytest's report sections), for ``-rA``
         self.failed_sections: dict[tuple[str, str, str, int], list[tuple[str, str]]] = {}
@@ -167,8 +171,9 @@ class CapevolveReporter:
             record = record_from_report(report)
             assert record is not None
             self.failed.append(record)
+            key = (record.tag, record.split, record.task_id, record.trial)
+            self.failed_ids[key] = report.nodeid
             if report.sections:
-                key = (record.tag, record.split, record.task_id, record.trial)
                 self.failed_sections[key] = list(report.sections)
         elif report.when == "call" and report.failed and report.sections:
             record = record_from_report(report)
@@ -237,11 +242,13 @@ class CapevolveReporter:
             return (order.get(r.tag, len(order)), r.tag, r.split, r.task_id, r.trial)
 
         with_output = "A" in (tr.config.option.reportchars or "")  # -rA: what each one printed too
+        feedback = getattr(tr.config.option, "tbstyle", "auto") != "no"  # --tb=no: id and reward only
         ordered = sorted(self.failed, key=key)
         listed = listed_failures(ordered, self.failures)
         for record in listed:
-            tr.write_line(failed_rollout_line(record))
-            sections = self.failed_sections.get((record.tag, record.split, record.task_id, record.trial), [])
+            where = (record.tag, record.split, record.task_id, record.trial)
+            tr.write_line(failed_rollout_line(record, self.failed_ids.get(where), feedback=feedback))
+            sections = self.failed_sections.get(where, [])
             for title, content in sections if with_output else []:
                 tr.write_sep("-", title)
                 tr.line(content.rstrip("\n"))
@@ -270,6 +277,8 @@ class CapevolveReporter:
     def _print_summary(self, tr: Any) -> None:
         outcome, tally = self.end.outcome, self.tally
         self._print_failed(tr)
+        for note in self.notes:
+            tr.write_line(f"capevolve: {note}", yellow=True)
         for notice in self.rundir.notices:
             tr.write_line(f"capevolve: {notice}", yellow=True)
         if outcome.damaged:  # the run dir could not be written: that line, and nothing read from it

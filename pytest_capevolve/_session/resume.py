@@ -7,7 +7,8 @@ printed is the one typed, pinned to the run the session wrote (``--capevolve-run
 a re-run, naming the fresh tags it was paying (``--capevolve-candidate DIR --capevolve-tag
 TAG``), so it pays only for what is missing. To complete the missing rollouts, the flags that
 deselect rollouts (``-k``, ``-m``, ``--deselect``, ``--lf``) are left out too: the same command
-would deselect again the rollouts it left missing.
+would deselect again the rollouts it left missing — and so are the node ids that selected
+some, and ``-x``/``--maxfail``/``--sw`` (that stop at a rollout the agent fails).
 """
 
 from __future__ import annotations
@@ -20,8 +21,20 @@ from pathlib import Path
 _VALUED = ("--capevolve-run-id", "--capevolve-candidate", "--capevolve-tag")
 _FLAGS = ("--capevolve-new-run", "--capevolve-rerun")
 # what deselects rollouts: left out of the command that completes the missing ones
-_DESELECTING_VALUED = ("-k", "-m", "--deselect")
-_DESELECTING_FLAGS = ("--lf", "--last-failed")
+_DESELECTING_VALUED = ("-k", "-m", "--deselect", "--maxfail")
+_DESELECTING_FLAGS = (
+    "--lf",
+    "--last-failed",
+    "--ff",
+    "--failed-first",
+    "-x",
+    "--exitfirst",
+    "--sw",
+    "--stepwise",
+    "--stepwise-skip",
+)
+# pytest's short flags that take no value: ``-xq`` is ``-x -q`` (the ``x`` left out, the rest kept)
+_SHORT_FLAGS = frozenset("vqslx")
 
 
 def _without(args: Sequence[str], valued: Sequence[str], flags: Sequence[str]) -> list[str]:
@@ -44,6 +57,21 @@ def _without(args: Sequence[str], valued: Sequence[str], flags: Sequence[str]) -
     return kept
 
 
+def _without_stops(args: Sequence[str]) -> list[str]:
+    """``args`` without the node ids that select rollouts and without ``-x`` inside a cluster of
+    short flags (``-xvs`` → ``-vs``); what follows ``--`` is left alone."""
+    kept: list[str] = []
+    for arg in args:
+        if "::" in arg and not arg.startswith("-"):
+            continue  # a rollout's node id: the rest is missing too
+        letters = arg[1:]
+        if arg.startswith("-") and not arg.startswith("--") and len(letters) > 1 and "x" in letters:
+            if set(letters) <= _SHORT_FLAGS:
+                arg = "-" + letters.replace("x", "")
+        kept.append(arg)
+    return kept
+
+
 def resume_command(
     args: Sequence[str],
     run_id: str,
@@ -60,7 +88,7 @@ def resume_command(
     valued = _VALUED if rerun else ("--capevolve-run-id",)
     kept = _without(args, valued, _FLAGS)
     if complete:
-        kept = _without(kept, _DESELECTING_VALUED, _DESELECTING_FLAGS)
+        kept = _without_stops(_without(kept, _DESELECTING_VALUED, _DESELECTING_FLAGS))
     for tag, folder in rerun_candidates if rerun else ():
         kept += ["--capevolve-candidate", str(folder), "--capevolve-tag", tag]
     return shlex.join(["pytest", *kept, "--capevolve-run-id", run_id])

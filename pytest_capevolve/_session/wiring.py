@@ -34,6 +34,7 @@ from .._store.harness_lock import check_or_lock
 from .._store.live_marker import ControllerWatch
 from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
+from . import selection
 from .finalize_whole import refuse_selection
 from .inside_boundary import refused_write
 from .kinds import Started, choose_kind
@@ -58,6 +59,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
     """Load the project and, on the controller, plan and register the session's roles."""
     workerinput = getattr(config, "workerinput", None)
     on_copy = False
+    given = list(config.args)  # the positional arguments: a rollout's node id selects it
+    selected: list[str] = []
     try:
         if workerinput is not None:
             local = worker_target(workerinput, target)
@@ -72,6 +75,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
+            selected = selection.selected_on_worker(workerinput)
         else:
             check_gateways(config, spec)
             harness_now = harness.of_project(spec, pool.values())
@@ -88,6 +92,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
                 config, spec, sorted(pool), split=split, harness_now=harness_now, checked=checked
             )
             plan.pool_digest = _pool_digest(pool)  # what every worker's tasks() must give too
+            selected = _selected(config, spec, plan, given)
             if not plan.owed_keys():
                 _without_workers(config)
             if plan.budget is not None:  # the ceilings' headroom is split between the workers
@@ -123,7 +128,25 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         fanout.register(config, context, width)
     ahead.register(config, context, width)  # at concurrency 1: the next request sent ahead
     heap.register(config)
-    config.args[:] = [str(spec.path)]  # the spec is the only thing a capevolve session collects
+    # the spec is the only thing a capevolve session collects: the rollouts named under it, else all
+    selection.select(config, spec.path, selected)
+
+
+def _selected(config: pytest.Config, spec: Spec, plan: EvalPlan, given: list[str]) -> list[str]:
+    """Controller only: the node ids given that name a rollout the plan owes (what the session
+    runs, and workers are sent); the lines about the others, and about ``--lf``, go to the
+    reporter. Ids given, none owed: the session runs in-process and collects nothing."""
+    named = selection.named_rollouts(given, spec.path.name)
+    selected, lines = selection.notes(config, plan, named, spec.path.name)
+    reporter = config.pluginmanager.get_plugin("capevolve-reporter")
+    if reporter is not None:
+        reporter.notes += lines
+    if named and not selected:
+        _without_workers(config)
+        config.pluginmanager.register(selection.NothingNamedIsOwed(), "capevolve-nothing-named")
+    elif selected:
+        config.pluginmanager.register(selection.SelectionToWorkers(selected), "capevolve-selection")
+    return selected
 
 
 def _pool_digest(pool: dict[str, Any]) -> str:

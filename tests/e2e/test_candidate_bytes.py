@@ -354,3 +354,76 @@ def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example,
     assert code == 0 and "best 'helpful' (re-gated after a harness change)" in measured
     code, runs, _ = run(capsys, "runs", str(project))
     assert code == 0 and "helpful (re-gated after a harness change)" in runs
+
+
+COPIER = """
+import shutil, sys
+from pathlib import Path
+shutil.copyfile(Path("candidates/careful/prompt.md"), Path(sys.argv[1]) / "prompt.md")
+"""
+
+
+def test_hill_climb_books_a_repeat_of_accepted_bytes_and_says_so(example, projects, capevolve, capsys):
+    """Issue 38, trap 7c: an optimizer's output byte-identical to bytes accepted earlier (here in
+    another run) is never paid for, and is booked (the loop counts the iteration and its
+    proposer's spend); the ledger's note and the log line say so, where they repeated the gate's
+    "nothing new decided or booked" beside the booking."""
+    import sys
+
+    from cli_calls import hill_climb
+
+    project = example("toy_calc")
+    gated = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "auto"])
+    assert gated.ret == 0, gated.stdout.str()  # careful accepted in the first run
+    (project / "copier.py").write_text(COPIER)
+    optimizer = f"{sys.executable} copier.py {{workdir}}"
+    code, summary, err = hill_climb(
+        capsys, project, "--new-run", "--optimizer", optimizer, "--max-iterations", "1"
+    )
+    assert code == 0, err
+    assert [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]] == [
+        ("cand_0001", "indecisive", "repeat")
+    ]
+    rundir = projects.run_dir(project)
+    assert not [p for p in (rundir / "rollouts" / "val").iterdir() if "__cand_0001__" in p.name]
+    ledger = (rundir / "LEDGER.md").read_text()
+    row = next(line for line in ledger.splitlines() if line.startswith("| cand_0001 |"))
+    assert "| indecisive | repeat |" in row and "byte-identical to 'careful' (accepted at" in row
+    assert "booked indecisive (repeat)" in row and "nothing new decided or booked" not in row
+    line = next(line for line in err.splitlines() if line.startswith("iter 1:"))
+    assert "booked indecisive (repeat)" in line and "nothing new decided or booked" not in line
+
+
+def test_hill_climb_books_an_in_run_repeat_of_accepted_bytes_and_its_verdict_says_so(
+    example, projects, capevolve, capsys
+):
+    """The same in one run: bytes accepted earlier ('sign', then 'careful' became the best),
+    proposed again by the optimizer, are refused unpaid by the loop's own repeat screen; its
+    verdict says the proposal is booked, where it said "nothing new decided or booked"."""
+    import sys
+
+    from cli_calls import hill_climb
+
+    from pytest_capevolve._cli.main import main
+
+    project = example("toy_calc")
+    (project / "candidates" / "sign").mkdir()
+    (project / "candidates" / "sign" / "prompt.md").write_text(
+        "# Calculator agent\n\nAnswer the arithmetic question with a single integer.\nMind the sign.\n"
+    )
+    for tag in ("sign", "careful"):  # accepted by hand (against the gate), one after the other
+        lord = ["--capevolve-commit", "none", "-o", "capevolve_gate_alpha_schedule=lord"]
+        assert capevolve(project, tag, gate=True, extra=lord).ret in (0, 10)
+        args = ["commit", tag, "--project", str(project), "--decision", "accept", "--force"]
+        assert main(args) == 0, capsys.readouterr()
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "careful"
+    (project / "copier.py").write_text(COPIER.replace("careful", "sign"))
+    optimizer = f"{sys.executable} copier.py {{workdir}}"
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "1")
+    assert code == 0, err
+    assert [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]] == [
+        ("cand_0001", "reject", "repeat")
+    ]
+    reason = json.loads((projects.run_dir(project) / "verdicts" / "cand_0001.json").read_text())["reason"]
+    assert "byte-identical to 'sign'" in reason and "is booked reject (repeat)" in reason
+    assert "nothing new decided or booked" not in reason

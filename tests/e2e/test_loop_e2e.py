@@ -227,3 +227,12 @@ def test_two_improving_siblings_the_second_is_regated_against_the_first(example,
     assert [(r["tag"], r["parent"], r["gated_against"]) for r in rejected] == [("second", "seed", "first")]
     assert rejected[0]["changed_files"] == ["prompt.md (changed)"]
     result.stdout.fnmatch_lines(["*first: booked accept*", "*second: booked reject (gate)*"])
+    # what the next proposer reads names the tag it was gated against, not only its parent
+    ledger = (projects.run_dir(project) / "LEDGER.md").read_text()
+    assert "| second | seed (gated against first) | reject |" in ledger
+    assert "| first | seed | accept |" in ledger
+    from pytest_capevolve._loop.journal import earlier_rounds
+
+    rounds = {r.tag: r for r in earlier_rounds(RunDir.resolve(project, None, create=False), "none")}
+    assert rounds["second"].verdict.startswith("reject (gate) vs first (made from seed) (Δ̄=")
+    assert rounds["first"].verdict.startswith("accept vs seed (Δ̄=")

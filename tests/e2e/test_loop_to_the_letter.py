@@ -77,7 +77,7 @@ def test_hill_climb_store_flags_focus_alias_finalized_run_and_the_new_run(exampl
     code, out, _ = run(capsys, "measure", str(project), "--no-finalize")
     assert code == 0
     assert "not evaluated: measure --train no (the default); --train auto pays its 12 rollouts" in out
-    code, out, _ = run(capsys, "measure", str(project), "--train", "auto")
+    code, out, _ = run(capsys, "measure", str(project), "--train", "auto", "--finalize")
     assert code == 0
     train = [line.split()[:3] for line in out.splitlines() if line.startswith("train")]
     assert train == [["train", "seed", "seed"], ["train", "best", "cand_0001"]], out

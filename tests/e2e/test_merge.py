@@ -133,7 +133,7 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
     assert code == 14 and over_policy["what_if"]["answer"] == "accept", over_policy
 
     ledger = (run_dir(project) / "LEDGER.md").read_text()
-    assert "| merged | improved + policy (merged onto seed) | accept |" in ledger
+    assert "| merged | improved + policy (merged onto seed) (gated against improved) | accept |" in ledger
     events = [json.loads(line) for line in (run_dir(project) / "events.jsonl").read_text().splitlines()]
     booked = next(e for e in events if e["kind"] == "decision" and e["tag"] == "merged")
     assert booked["merged_from"] == ["improved", "policy"] and booked["parent"] == "seed"
@@ -194,8 +194,11 @@ def test_integrate_keeps_only_the_additions_that_clear_the_gate(example, capevol
     assert FARE in (kept / "prompt.md").read_text() and CITE in (kept / "skills/policy.md").read_text()
     assert (rundir / "merge" / "merged" / "merged-2.log").is_file()
     ledger = (rundir / "LEDGER.md").read_text()
-    assert "| merged-2 | improved + tweak (merged onto seed) | reject | gate |" in ledger
-    assert "| merged-3 | improved + policy (merged onto seed) | accept |" in ledger
+    assert (
+        "| merged-2 | improved + tweak (merged onto seed) (gated against improved) | reject | gate |"
+        in ledger
+    )
+    assert "| merged-3 | improved + policy (merged onto seed) (gated against improved) | accept |" in ledger
     state = json.loads((rundir / "state.json").read_text())
     assert state["best_id"] == "merged-3"
 

@@ -70,7 +70,7 @@ class AsyncTalkingAdapter(ToyCalcAdapter):
 
 WRITTEN = re.compile(r"(hello from|bye from|stderr of|log of) (q\d\d)")
 PROGRESS = re.compile(r"^\S+capevolve\.yaml [.F]+\s+\[\s*\d+%\]$")
-FAILED_LINE = re.compile(r"^FAILED val::(q\d\d)\[\S+\] reward ")
+FAILED_LINE = re.compile(r"^FAILED \S*capevolve\.yaml::val::(q\d\d)\[\S+\] reward ")
 ROLLOUT_S = 0.05
 JUNIT = ["-o", "junit_logging=all", "-o", "log_level=INFO"]
 

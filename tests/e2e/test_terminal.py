@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-FAILED_LINE = re.compile(r"^FAILED (val)::(\S+)\[(\S+)-t(\d+)\] reward (\S+)(?:: (.*))?$")
+FAILED_LINE = re.compile(r"^FAILED \S*capevolve\.yaml::(val)::(\S+)\[(\S+)-t(\d+)\] reward (\S+)(?:: (.*))?$")
 
 
 def test_the_evaluation_guide_first_command_prints_one_line_per_failed_rollout(

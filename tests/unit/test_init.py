@@ -40,3 +40,47 @@ def test_init_from_cap_evolve_imports_the_project(cap_evolve, tmp_path: Path, ca
     capsys.readouterr()
     spec = load_spec(dest)
     assert spec.gate_mode == "paired" and spec.num_trials == 5  # cap-evolve's keys carried over
+
+
+def _seed_passes_every_microcase(project: Path) -> None:
+    from pytest_capevolve._engine.checks import ProjectEnv
+    from pytest_capevolve._engine.checks import run as run_microcase
+    from pytest_capevolve._project.microcase import load_project
+
+    spec = load_spec(project)
+    env = ProjectEnv(spec)
+    try:
+        outcomes = {case.id: run_microcase(case, spec.capability_path, env) for case in load_project(project)}
+    finally:
+        env.close()
+    assert all(outcome.ok for outcome in outcomes.values()), outcomes
+
+
+def test_the_seed_passes_every_microcase_each_init_path_writes(cap_evolve, tmp_path: Path, capsys) -> None:
+    """Issue 38, trap 1: a microcase the seed fails rejects every gate by micro_test_fail."""
+    project, _run = cap_evolve
+    assert main(["init", str(tmp_path / "new")]) == 0
+    assert main(["init", str(tmp_path / "ours"), "--from-cap-evolve", str(project)]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "new" / "microcases" / "format.yaml").is_file()
+    for written in (tmp_path / "new", tmp_path / "ours"):
+        _seed_passes_every_microcase(written)
+    assert main(["check", str(tmp_path / "new")]) == 0
+    assert "ok    1 microcase(s) pass on the seed" in capsys.readouterr().out
+
+
+def test_check_fails_a_microcase_the_seed_fails_before_anything_is_paid(tmp_path: Path, capsys) -> None:
+    """A prompt of the user's own in the seed: the example's microcase fails on it. check says so
+    (exit 1, naming the microcase and the fix) before a baseline is paid and the microcase locked."""
+    assert main(["init", str(tmp_path)]) == 0
+    (tmp_path / "capability" / "prompt.md").write_text("You are my support agent.\n")
+    capsys.readouterr()
+    assert main(["check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    fail = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert (
+        len(fail) == 1
+        and "microcase 'prompt-asks-for-a-number' (microcases/format.yaml) fails on the seed" in fail[0]
+    )
+    assert "Mend the microcase (or the seed) now" in fail[0]
+    assert not (tmp_path / ".capevolve" / "runs").exists()  # nothing started, nothing paid

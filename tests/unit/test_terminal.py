@@ -60,3 +60,26 @@ def test_plan_figures_mde_and_tasks_needed_agree() -> None:
 
     check()
     assert plan_figures(np.full((1, 3), 0.5), [], num_trials=3, alpha=0.05) is None  # one task: no plan
+
+
+def test_the_completing_command_drops_node_ids_and_what_stops_at_a_failed_rollout() -> None:
+    """After -x (or a node id, --lf, --sw) left rollouts missing, the command that completes
+    them must not stop or select again; a resume after Ctrl-C keeps what was typed."""
+    from pytest_capevolve._session.resume import resume_command
+
+    typed = [
+        "--capevolve-run",
+        "p",
+        "-xq",
+        "--maxfail=2",
+        "--maxfail",
+        "3",
+        "-x",
+        "--sw",
+        "--ff",
+        "p/capevolve.yaml::val::q05[seed-t0]",
+        "-rA",
+    ]
+    complete = shlex.split(resume_command(typed, "r1", complete=True))
+    assert complete == ["pytest", "--capevolve-run", "p", "-q", "-rA", "--capevolve-run-id", "r1"]
+    assert shlex.split(resume_command(typed, "r1"))[1:-2] == typed  # Ctrl-C: the same selection

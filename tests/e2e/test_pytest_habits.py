@@ -1,0 +1,126 @@
+"""pytest's habits on a plain evaluation (issue 38, item 5): ``-x`` stops and still prints the
+table, a FAILED line's id is the one ``--co`` lists and selects that rollout when it is owed,
+``--lf`` and a recorded rollout's id say in one line why nothing is re-drawn, ``--tb=no``
+shortens the FAILED lines."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from glob import escape
+
+import pytest
+
+FAILED = re.compile(r"^FAILED (\S+) reward (\S+)(: .*)?$")
+ROLLOUTS = re.compile(r"^rollouts: (\d+) paid, (\d+) reused")
+
+
+def failed_lines(result: pytest.RunResult) -> list[re.Match[str]]:
+    return [m for line in result.stdout.lines if (m := FAILED.match(line))]
+
+
+def paid_reused(result: pytest.RunResult) -> tuple[int, int]:
+    match = next(m for line in result.stdout.lines if (m := ROLLOUTS.match(line)))
+    return int(match[1]), int(match[2])
+
+
+def completing(result: pytest.RunResult) -> list[str]:
+    """The printed command that completes the missing rollouts, as arguments after ``pytest``."""
+    lines = result.stdout.lines
+    at = next(i for i, line in enumerate(lines) if "to complete only those, run:" in line)
+    command = shlex.split(lines[at + 1])
+    assert command[0] == "pytest"
+    return command[1:]
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist-2"])
+def test_x_stops_at_a_failed_rollout_prints_the_table_and_a_run_without_it_completes(
+    xdist, example, projects, capevolve, pytester
+) -> None:
+    project = example("toy_calc")
+    stopped = capevolve(project, "careful", extra=["-x", *xdist])
+    out = stopped.stdout.str()
+    assert stopped.ret == 12, out  # incomplete (rollouts owed were not run), not pytest's 1
+    stopped.stdout.fnmatch_lines(
+        ["*capevolve run *", "seed *val*", "careful *val*", "rollouts: * paid, 0 reused*"]
+    )
+    assert "stopped early by -x at a failed rollout (a task the agent fails is data" in out
+    paid, _ = paid_reused(stopped)
+    assert 1 <= paid < 24 and len(projects.rollout_records(project)) == paid
+    rest = completing(stopped)
+    assert "-x" not in rest and "--capevolve-run-id" in rest
+    completed = pytester.runpytest(*rest)
+    assert completed.ret == 0, completed.stdout.str()
+    assert paid_reused(completed) == (24 - paid, paid)  # nothing paid twice
+
+
+def test_a_failed_lines_id_is_the_collected_node_id_and_selects_that_rollout_when_owed(
+    example, projects, capevolve, pytester
+) -> None:
+    project = example("toy_calc")
+    listed = capevolve(project, "careful", extra=["--co", "-q"])
+    ids = [line for line in listed.stdout.lines if "::val::" in line]
+    assert len(ids) == 24, listed.stdout.str()
+    full = capevolve(project, "careful")
+    assert full.ret == 0, full.stdout.str()
+    failed = [m[1] for m in failed_lines(full)]
+    assert failed and set(failed) <= set(ids)  # every FAILED id is one --co lists
+
+    # pasted back in a new run (owed there): exactly those rollouts are run
+    picked = [failed[0], next(i for i in ids if i not in failed)]
+    some = capevolve(project, "careful", extra=["--capevolve-new-run", *picked])
+    assert some.ret == 12, some.stdout.str()  # the rest is missing, and the line says how to pay it
+    records = projects.rollout_records(project)
+    assert {f"{k[0]}::{k[1]}[{k[2]}-t{k[3]}]" for k in records} == {i.split("::", 1)[1] for i in picked}
+    rest = completing(some)
+    assert not [arg for arg in rest if "::" in arg]
+    assert paid_reused(pytester.runpytest(*rest)) == (22, 2)
+
+    # pasted back where it is recorded: nothing runs, and one line says why and what works
+    again = capevolve(project, "careful", extra=[failed[0]])
+    assert again.ret == 0 and paid_reused(again) == (0, 24)
+    again.stdout.fnmatch_lines(
+        [
+            f"capevolve: {escape(failed[0])} is recorded already, so nothing is run for it: *capevolve diagnose TAG*"
+        ]
+    )
+
+
+def test_a_recorded_id_in_a_run_that_owes_others_runs_nothing(example, projects, capevolve) -> None:
+    project = example("toy_calc")
+    first = capevolve(project, "careful", extra=["-x"])
+    recorded = failed_lines(first)[0][1]
+    paid, _ = paid_reused(first)
+    again = capevolve(project, "careful", extra=[recorded])
+    assert paid_reused(again) == (0, paid)  # the owed rollouts it did not name are not paid
+    assert len(projects.rollout_records(project)) == paid
+    again.stdout.fnmatch_lines([f"capevolve: {escape(recorded)} is recorded already*"])
+
+
+def test_last_failed_says_failed_rollouts_are_never_redrawn_and_what_to_use(
+    example, capevolve, pytester
+) -> None:
+    project = example("toy_calc")
+    args = [a for a in capevolve.args(project, "careful") if a not in ("-p", "no:cacheprovider")]
+    assert pytester.runpytest(*args).ret == 0
+    for flag in ("--lf", "--ff"):
+        result = pytester.runpytest(*args, flag)
+        assert result.ret == 0 and paid_reused(result) == (0, 24), result.stdout.str()
+        result.stdout.fnmatch_lines(
+            [
+                f"capevolve: {flag}: no rollout the agent failed is run again; a failed rollout is "
+                "recorded and never drawn again because it failed*capevolve diagnose TAG*--capevolve-rerun*"
+            ]
+        )
+
+
+def test_tb_no_prints_each_failed_rollouts_id_and_reward_only(example, capevolve) -> None:
+    project = example("toy_calc")
+    full = capevolve(project, "careful", extra=["--capevolve-failures", "all"])
+    short = capevolve(
+        project, "careful", extra=["--capevolve-failures", "all", "--capevolve-new-run", "--tb=no"]
+    )
+    with_feedback, without = failed_lines(full), failed_lines(short)
+    assert len(without) == len(with_feedback) == full.parseoutcomes()["failed"] > 0
+    assert all(m[3] for m in with_feedback) and not any(m[3] for m in without)
+    assert [(m[1], m[2]) for m in without] == [(m[1], m[2]) for m in with_feedback]
