@@ -157,6 +157,8 @@ def run_agent(
         broker = Broker(policy_for(rundir, boundary.writable), broker_env, moved=_moved(spec, rundir))
         try:
             proc = subprocess.Popen(started, env=agent_env, pass_fds=(inherited.fileno(),), cwd=os.getcwd())
+        except OSError as exc:
+            raise Refusal(f"cannot start {argv[0]}: {exc.strerror}; give a command on PATH") from None
         finally:
             inherited.close()
         serving = threading.Thread(target=broker.serve, args=(requests(control),), daemon=True)
