@@ -35,8 +35,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 # Commands that read no capevolve project (so take no --project): what they write is one, or
-# (compare) they read other tools' results.
-NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare")
+# (compare) they read other tools' results; `agent` works on the project it is started in (the
+# current folder), `pytest` passes its arguments to pytest.
+NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare", "agent", "pytest")
 
 
 def _register(sub: argparse._SubParsersAction, group: str) -> None:  # type: ignore[type-arg]
