@@ -66,19 +66,18 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 
 @pytest.fixture(autouse=True)
-def _fixed_order_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(order_secret, "new_secret", lambda: FIXED_ORDER_SECRET)
-    monkeypatch.setattr(order_secret, "new_nonce", lambda: b"")
-
-
-@pytest.fixture(autouse=True)
-def _unconfined_unless_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+def _boundary_off_unless_marked(request: pytest.FixtureRequest) -> Iterator[None]:
     """Sandbox children run unconfined (``CAPEVOLVE_LANDLOCK=off``) except in tests marked
     ``confined``: many of the suite's adapters and candidates observe themselves by writing a file
     beside the project from ``run_target``, which the boundary refuses, as it would a user's.
     The tests of the boundary (``tests/e2e/test_boundary.py``, ``tests/unit/test_landlock.py``)
     are marked, and run as a user's sessions do. ``CAPEVOLVE_TEST_CONFINED=1`` runs every test
-    confined (to see which of the suite's adapters a boundary would refuse)."""
+    confined (to see which of the suite's adapters a boundary would refuse).
+
+    Named to sort before every autouse fixture that takes ``monkeypatch`` (pytest sets autouse
+    fixtures up in name order), so it is set up before and torn down after it: a test's own
+    ``monkeypatch.delenv("CAPEVOLVE_LANDLOCK")`` is undone first, and the variable does not
+    outlive the test (it did: test_boundary's left every later test unconfined, marked or not)."""
     if (
         request.node.get_closest_marker("confined") is not None
         or os.environ.get("CAPEVOLVE_TEST_CONFINED") == "1"
@@ -88,6 +87,12 @@ def _unconfined_unless_marked(request: pytest.FixtureRequest) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as own:
         own.setenv("CAPEVOLVE_LANDLOCK", "off")
         yield
+
+
+@pytest.fixture(autouse=True)
+def _fixed_order_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(order_secret, "new_secret", lambda: FIXED_ORDER_SECRET)
+    monkeypatch.setattr(order_secret, "new_nonce", lambda: b"")
 
 
 @pytest.fixture(params=XDIST_MODES)

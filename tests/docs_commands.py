@@ -17,6 +17,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,9 +76,10 @@ def environment() -> dict[str, str]:
 
 
 def play(
-    text: str, cwd: Path, *, timeout: float = 600
+    text: str, cwd: Path, *, timeout: float = 600, inside: Sequence[str] = ()
 ) -> list[tuple[Command, subprocess.CompletedProcess[str]]]:
-    """Run a page's commands in order from ``cwd``; assert each exits and prints as the page says."""
+    """Run a page's commands in order from ``cwd``; assert each exits and prints as the page says.
+    ``inside``: the command each runs in (``capevolve agent --``: the playbooks' agent)."""
     env = environment()
     ran = []
     for command in commands(text):
@@ -87,7 +89,12 @@ def play(
             assert cwd.is_dir(), command.line
             continue
         result = subprocess.run(
-            ["bash", "-c", command.line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+            [*inside, "bash", "-c", command.line],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         output = (result.stdout + result.stderr).splitlines()
         shown = f"$ {command.line}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"

@@ -44,6 +44,7 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         new_run=args.new_run,
         signal=args.signal,
+        writable=tuple(args.writable or ()),
     )
     try:
         loop = HillClimb(options)
@@ -118,4 +119,12 @@ def register(sub: Any) -> None:
     hc.add_argument("--store-commit-cmd", default=None, metavar="CMD", help="'CMD {msg} {dir} {tag}'")
     hc.add_argument("--instructions-file", type=Path, default=None, metavar="F", help="the prompt template")
     hc.add_argument("--optimizer-timeout", type=float, default=1800.0, metavar="S", help="seconds (1800)")
+    hc.add_argument(
+        "--writable",
+        action="append",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a folder outside the project the optimizer may also write (its own state); repeatable",
+    )
     hc.set_defaults(func=cmd_hill_climb, refusals=True)

@@ -31,11 +31,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "climb": ("hill-climb",),
     "start": ("init", "skills"),
     "compare": ("compare",),
+    "agent": ("agent", "pytest"),
 }
 
 # Commands that read no capevolve project (so take no --project): what they write is one, or
-# (compare) they read other tools' results.
-NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare")
+# (compare) they read other tools' results; `agent` works on the project it is started in (the
+# current folder), `pytest` passes its arguments to pytest.
+NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare", "agent", "pytest")
 
 
 def _register(sub: argparse._SubParsersAction, group: str) -> None:  # type: ignore[type-arg]
@@ -59,9 +61,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run the command, print its error as one line; return its exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
+    from .agent import USAGE as AGENT_USAGE
+    from .agent import forwarded, run_pytest, split_agent
+
+    code = forwarded(words)  # inside `capevolve agent`: the broker runs it, outside the boundary
+    if code is not None:
+        return code
+    if words[:1] == ["pytest"] and words[1:2] not in (["-h"], ["--help"]):
+        return run_pytest(words[1:])
+    agent_argv = None
+    if words[:1] == ["agent"] and "--" in words:
+        words, agent_argv = split_agent(words)
     args = build_parser(words[0] if words else None).parse_args(words)
+    if agent_argv is not None:
+        args.agent_argv = agent_argv
     OPENED.clear()
     try:
+        if args.command == "agent" and agent_argv is None:
+            raise UsageError(f"give the agent's command after --: {AGENT_USAGE}")
         return int(args.func(args))
     except (UsageError, Refused, Refusal, CandidateError) as exc:
         return report_error(args.command, exc)

@@ -96,6 +96,9 @@ class Boundary:
     readable: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     read_all: bool = True
+    # folders whose entries may be listed, hidden ones beneath included — names, never contents:
+    # an optimizer lists its project (and globs its work copies) while the record stays unread
+    listable: tuple[Path, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -103,6 +106,7 @@ class Boundary:
             "readable": [str(p) for p in self.readable],
             "hidden": [str(p) for p in self.hidden],
             "read_all": self.read_all,
+            "listable": [str(p) for p in self.listable],
         }
 
     @classmethod
@@ -112,7 +116,13 @@ class Boundary:
             assert isinstance(value, list)
             return tuple(Path(str(p)) for p in value)
 
-        return cls(paths("writable"), paths("readable"), paths("hidden"), bool(fields.get("read_all", True)))
+        return cls(
+            paths("writable"),
+            paths("readable"),
+            paths("hidden"),
+            bool(fields.get("read_all", True)),
+            paths("listable"),
+        )
 
 
 @dataclass(frozen=True)
@@ -256,6 +266,8 @@ def confine(boundary: Boundary) -> Confinement:
         )
         for path in [*read_paths, *(boundary.readable if boundary.read_all else ())]:
             _add(libc, ruleset, path, READ & fs)
+        for path in boundary.listable:
+            _add(libc, ruleset, path, READ_DIR & fs)
         for path in DEVICES:
             _add(libc, ruleset, path, (READ | WRITE_FILE | TRUNCATE | IOCTL_DEV) & fs)
         for path in [*SHARED_MEMORY, *boundary.writable]:

@@ -9,9 +9,11 @@ Two parties can cheat a measurement, and each is labelled on its own:
   (:func:`.._confine.landlock.expected`). Each session also logs, when it starts, the label its
   children will have (``session_started``'s ``candidate_code``), and a verdict is confined only
   if every earlier session of the run was too: a decision may rest on rollouts they paid.
-- **the optimizer**: ``capevolve agent --`` starts it inside a boundary and exports its label
-  (``CAPEVOLVE_CONFINEMENT``, :mod:`.._confine.launch`) to every process it starts, and to the
-  broker that runs its commands; read here from the environment, else "not started by capevolve
+- **the optimizer**: ``capevolve agent --`` (or ``capevolve hill-climb``) starts it inside a
+  boundary and passes its label to every command its broker runs for it
+  (``CAPEVOLVE_OPTIMIZER_CONFINEMENT``, :mod:`.._confine.label`: set outside, never by the
+  agent); a process inside a boundary finds its own in ``CAPEVOLVE_CONFINEMENT``
+  (:mod:`.._confine.launch`); read here from the environment, else "not started by capevolve
   agent".
 
 Process-wide on purpose: one session runs in a process at a time, and the sessions pytester
@@ -26,6 +28,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from .._confine.label import optimizer_label
 from .._confine.landlock import Confinement, expected
 from .._confine.launch import CONFINEMENT_ENV
 
@@ -88,7 +91,12 @@ def candidate_code() -> str:
 
 
 def optimizer() -> str:
-    """The optimizer's label, as ``capevolve agent --`` exported it; else that it did not start it."""
+    """The optimizer's label: as the process that started it outside the boundary passed it
+    (``capevolve agent``'s broker, ``capevolve hill-climb``: :mod:`.._confine.label`); else as a
+    process inside a boundary finds it (``CAPEVOLVE_CONFINEMENT``); else that no agent started it."""
+    passed = optimizer_label()
+    if passed is not None:
+        return passed
     said = os.environ.get(CONFINEMENT_ENV)
     if not said:
         return NOT_BY_AGENT

@@ -34,11 +34,14 @@ Never imports pytest: the gate session is a child process.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
+from .._confine.label import OPTIMIZER_ENV, environment
+from .._confine.landlock import expected
 from .._policy import Refusal
 from .._policy.afford import missing_rollouts
 from .._policy.loop_schedule import run_loop_schedule
@@ -83,7 +86,8 @@ from .iteration_outcome import (
     summary_rows,
 )
 from .launch import gate_flags, run_logged, session_command
-from .optimizer_run import optimizer_argv, run_optimizer
+from .optimizer_boundary import checked_writable, optimizer_boundary
+from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
 from .prompt import (
     PromptInputs,
     convergence,
@@ -125,6 +129,7 @@ class HillClimb:
         check_limits(options)
         checked_store(options, self.store_kind)
         self.template = instructions_template(options)
+        checked_writable(self.spec, options.writable)  # refused before the loop starts, not mid-round
         self.extra_protected: tuple[str, ...] = ()
         if options.protected_paths:
             self.extra_protected = expand(options.protected_paths, self.spec.adapter)
@@ -193,6 +198,21 @@ class HillClimb:
     # -- the loop -----------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
+        """The loop, with every session and booking labelled with the optimizer's confinement
+        (:mod:`.._confine.label`): said once at start, restored on the way out."""
+        state = expected()
+        self.o.log(f"the optimizer runs {state.label}")
+        saved = os.environ.get(OPTIMIZER_ENV)
+        os.environ.update(environment(state, STARTED_BY))
+        try:
+            return self._run()
+        finally:
+            if saved is None:
+                os.environ.pop(OPTIMIZER_ENV, None)
+            else:
+                os.environ[OPTIMIZER_ENV] = saved
+
+    def _run(self) -> dict[str, Any]:
         rundir = self.rundir = self._baseline()
         check_signal(self.o, list((rundir.splits() or {}).get("train", [])))
         if Seal(rundir).closed() is not None:
@@ -315,8 +335,14 @@ class HillClimb:
         write_handover(self.spec, rundir, cid, parent, workdir, loop=HILL_CLIMB, prompt=prompt)
 
         argv = optimizer_argv(self.optimizer or "", workdir, prompt)
+        # inside the boundary: its work copy and a scratch folder writable, the prompt readable
+        boundary = optimizer_boundary(self.spec, [workdir], [prompt], also_writable=self.o.writable)
         result = run_optimizer(
-            argv, cwd=self.spec.project_dir, timeout=self.o.optimizer_timeout, folder=folder
+            argv,
+            cwd=self.spec.project_dir,
+            timeout=self.o.optimizer_timeout,
+            folder=folder,
+            boundary=boundary,
         )
         journal = workdir / JOURNAL  # kept first: a crashed optimizer's notes reach the next round too
         (folder / JOURNAL).unlink(missing_ok=True)  # never a file an earlier round planted here

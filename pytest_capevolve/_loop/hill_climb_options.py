@@ -53,6 +53,7 @@ class Options:
     run_id: str | None = None
     new_run: bool = False  # start a new run of the project (its baseline first)
     signal: str = "val"  # the split whose failures the optimizer is shown (SIGNALS)
+    writable: tuple[Path, ...] = ()  # folders outside the project the optimizer may also write
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
 
 

@@ -1,9 +1,12 @@
 """Running the optimizer command of one hill-climb iteration, under a timeout.
 
 Used by :mod:`.hill_climb` once per iteration, in the user's process, after the prompt and the
-handover files are written. A crash, a timeout (the whole process group is killed) or a non-zero
-exit is an outcome, never an exception: the loop then restores an unchanged copy of the parent,
-which the gate rejects — a wasted iteration, not a dead run.
+handover files are written. The command runs inside the optimizer's boundary
+(:mod:`.optimizer_boundary`): it writes its work copy and a scratch folder (its ``TMPDIR``,
+removed afterwards) and nothing else — a write anywhere else fails in the optimizer's own
+process, with ``EACCES``, and the loop goes on. A crash, a timeout (the whole process group is
+killed) or a non-zero exit is an outcome, never an exception: the loop then restores an
+unchanged copy of the parent, which the gate rejects — a wasted iteration, not a dead run.
 """
 
 from __future__ import annotations
@@ -13,11 +16,17 @@ import re
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from .._confine.label import environment
+from .._confine.landlock import Boundary, expected
+from .._confine.launch import command
 from .optimizer_cost import reported_cost
+
+STARTED_BY = "capevolve hill-climb"
 
 
 def optimizer_argv(command: str, workdir: Path, prompt: Path) -> list[str]:
@@ -64,17 +73,42 @@ def redacted(argv: list[str], environ: dict[str, str] | None = None) -> list[str
     return out
 
 
-def run_optimizer(argv: list[str], *, cwd: Path, timeout: float, folder: Path) -> dict[str, Any]:
-    """Run ``argv`` in ``cwd`` with its output in ``folder/optimizer.stdout|stderr``; the answer
-        (argv, exit code, timed out, seconds, outcome, ok, and the cost it reported:
+def run_optimizer(
+    argv: list[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    folder: Path,
+    boundary: Boundary | None = None,
+) -> dict[str, Any]:
+    """Run ``argv`` in ``cwd`` with its output in ``folder/optimizer.stdout|stderr``, inside
+    ``boundary`` plus a fresh scratch folder (its ``TMPDIR``); the answer (argv, exit code,
+    timed out, seconds, outcome, ok, its confinement, and the cost it reported:
     :func:`.optimizer_cost.reported_cost`) becomes ``optimizer.json``."""
+    with tempfile.TemporaryDirectory(prefix="capevolve-optimizer-") as scratch:
+        state = expected()
+        env = {**os.environ, "TMPDIR": scratch, **environment(state, STARTED_BY)}
+        started = argv
+        if boundary is not None:
+            writable = (*boundary.writable, Path(scratch))
+            started = command(Boundary(writable, boundary.readable, boundary.hidden, boundary.read_all), argv)
+        result = _run(started, cwd=cwd, timeout=timeout, folder=folder, env=env)
+    return {
+        "argv": redacted(argv),  # written to optimizer.json: no API key in the run dir
+        **result,
+        "confinement": state.label if boundary is not None else "unconfined (no boundary asked)",
+        **reported_cost(folder / "optimizer.stdout"),  # its $ and tokens, booked with the decision
+    }
+
+
+def _run(argv: list[str], *, cwd: Path, timeout: float, folder: Path, env: dict[str, str]) -> dict[str, Any]:
     start = time.monotonic()
     timed_out = False
     code: int | None = None
     error = None
     with open(folder / "optimizer.stdout", "w") as out, open(folder / "optimizer.stderr", "w") as err:
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
+            proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True, env=env)
         except OSError as exc:
             error = f"could not start: {exc}"
         else:
@@ -97,11 +131,9 @@ def run_optimizer(argv: list[str], *, cwd: Path, timeout: float, folder: Path) -
     else:
         outcome = "ok"
     return {
-        "argv": redacted(argv),  # written to optimizer.json: no API key in the run dir
         "exit_code": code,
         "timed_out": timed_out,
         "seconds": round(seconds, 3),
         "outcome": outcome,
         "ok": outcome == "ok",
-        **reported_cost(folder / "optimizer.stdout"),  # its $ and tokens, booked with the decision
     }

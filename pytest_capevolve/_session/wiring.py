@@ -36,6 +36,7 @@ from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from . import selection
 from .finalize_whole import refuse_selection
+from .inside_boundary import refused_write
 from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW, SCHEDULE_WHY, TASK_KEYS_NOW
 from .kinds.options import gate_request
@@ -102,6 +103,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
                 plan.budget["workers"] = gateway_count(config)
     except TestSealError as exc:
         raise pytest.UsageError(f"TestSealError: {exc}") from None
+    except PermissionError as exc:  # inside the optimizer's boundary, its variable dropped
+        raise refused_write(config, exc) from None
     except (
         SpecError,
         AdapterError,

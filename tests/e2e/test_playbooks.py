@@ -1,6 +1,8 @@
 """The playbooks shipped for coding agents (pytest_capevolve/skills/*/SKILL.md): each one's
 commands, played in order on a fresh ``capevolve init`` project whose ``optimizer.py`` is the
-scripted proposer, exit and print as the playbook says (tests/docs_commands.py)."""
+scripted proposer, each inside ``capevolve agent --`` as the playbooks say an agent runs, exit and
+print as the playbook says (tests/docs_commands.py): what they tell an agent works through the
+broker."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ def front_matter(name: str) -> dict:
     return yaml.safe_load(text.split("---", 2)[1])
 
 
+@pytest.mark.confined  # as an agent runs them: inside the boundary, where the kernel offers one
 @pytest.mark.parametrize("name", PLAYBOOKS)
 def test_a_playbook_plays_on_a_fresh_init_project(name: str, tmp_path: Path) -> None:
     meta = front_matter(name)
@@ -32,7 +35,7 @@ def test_a_playbook_plays_on_a_fresh_init_project(name: str, tmp_path: Path) -> 
     text = (SKILLS / name / "SKILL.md").read_text(encoding="utf-8")
     assert len(commands(text)) >= 6
     assert main(["init", str(tmp_path / "project")]) == 0
-    play(text, tmp_path / "project")
+    play(text, tmp_path / "project", inside=("capevolve", "agent", "--"))
     run = next((tmp_path / "project" / ".capevolve" / "runs").iterdir())
     assert (run / "seal.json").is_file()  # every playbook ends sealed and measured
     assert json.loads((run / "state.json").read_text())["best_id"] != "seed"

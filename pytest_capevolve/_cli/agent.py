@@ -1,0 +1,115 @@
+"""``capevolve agent -- CMD ARGS…`` (a coding agent inside the optimizer's boundary, its broker
+outside) and ``capevolve pytest ARGS…`` (a pytest session, through the broker inside an agent).
+
+Inside an agent (:data:`.._confine.broker_wire.BROKER_ENV` set), :func:`forwarded` sends every
+``capevolve`` command but the few that read no project (:data:`LOCAL`) to the broker, which
+checks it (:mod:`.broker_policy`) and runs it outside; the agent sees its output and exit code as
+if it had run here. Outside an agent, ``capevolve pytest ARGS`` is ``python -m pytest ARGS``, so
+the playbooks' commands are the same in both places.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._session import exitcodes
+from .common import UsageError, spec_of
+
+LOCAL = ("skills", "init", "import-cap-evolve", "compare")  # they read no run: they run where asked
+USAGE = "capevolve agent [--writable DIR] -- CMD ARGS…"
+
+
+def forwarded(words: Sequence[str]) -> int | None:
+    """Inside an agent: ``words`` run by the broker, and its exit code; None where not."""
+    from .._confine.broker_wire import BrokerGone, broker_fd, forward
+
+    fd = broker_fd()
+    if fd is None or not words or words[0] in LOCAL or words[0].startswith("-"):
+        return None
+    if words[0] == "agent":
+        print(
+            "error: capevolve agent: this is already inside an agent's boundary; run the command "
+            "itself (its capevolve commands reach the broker as they are)",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
+    try:
+        return forward(fd, list(words), os.getcwd())
+    except BrokerGone as exc:
+        print(
+            f"error: capevolve {words[0]}: the broker of capevolve agent is gone ({exc}); start the "
+            f"agent again: {USAGE}",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
+
+
+def run_pytest(args: Sequence[str]) -> int:
+    """``capevolve pytest ARGS`` outside an agent: pytest, here, with these arguments."""
+    return subprocess.run([sys.executable, "-m", "pytest", *args], check=False).returncode
+
+
+def split_agent(words: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``agent`` options and the agent's command line, split at the first ``--``."""
+    words = list(words)
+    if "--" not in words:
+        raise UsageError(f"give the agent's command after --: {USAGE}")
+    at = words.index("--")
+    command = words[at + 1 :]
+    if not command:
+        raise UsageError(f"no command after --: {USAGE}")
+    return words[:at], command
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    """Start the agent's command inside the boundary and serve its capevolve commands."""
+    from .._loop.agent_session import run_agent
+    from .._loop.optimizer_boundary import checked_writable
+    from .broker_policy import AgentPolicy
+
+    spec = spec_of(args)
+    if spec.project_dir.resolve() != Path.cwd().resolve():
+        raise UsageError(f"start the agent from the project folder: cd {spec.project_dir} && {USAGE}")
+    extra = checked_writable(spec, args.writable or ())
+    return run_agent(
+        spec,
+        list(args.agent_argv),
+        policy_for=lambda _run, writable: AgentPolicy(spec, writable),
+        also_writable=extra,
+    )
+
+
+def cmd_pytest(args: argparse.Namespace) -> int:  # main() runs `pytest` before parsing; for --help
+    return run_pytest(args.pytest_args)
+
+
+def register(sub: Any) -> None:
+    """``agent`` and ``pytest`` on the ``capevolve`` parser."""
+    agent = sub.add_parser(
+        "agent",
+        help="run a coding agent inside the optimizer's boundary, its capevolve commands run by a broker",
+        usage=USAGE,
+    )
+    agent.add_argument(
+        "--writable",
+        action="append",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a folder outside the project the agent may also write (its own state); repeatable",
+    )
+    agent.add_argument("agent_argv", nargs="*", metavar="CMD", help="the agent's command, after --")
+    agent.set_defaults(func=cmd_agent)
+    session = sub.add_parser(
+        "pytest",
+        help="a pytest session (gate, screen, finalize, microcases): through the broker inside an agent",
+        add_help=False,
+    )
+    session.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="ARGS")
+    session.set_defaults(func=cmd_pytest)

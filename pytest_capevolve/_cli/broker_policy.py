@@ -1,0 +1,246 @@
+"""What the broker of ``capevolve agent`` runs for the agent, and what it refuses.
+
+The broker runs commands with the evaluator's rights, outside the boundary, so it runs only the
+loop's own commands — the ones the playbooks tell an agent to use — on the project the agent was
+started in, from a folder of that project the agent cannot write, and never a flag that would let
+the agent write the record freely or run its own code outside:
+
+- ``capevolve`` commands of :data:`BROKERED`, without ``verify --repair`` (rewrites the record),
+  ``commit --force`` (overrides the gate's rules), ``hill-climb --store-commit-cmd`` (a command of
+  the agent's choosing, run unconfined) or ``verify --anchor-from-store DIR`` (git run in a folder
+  the agent may have written); ``diagnose --export`` writes only where the agent may write,
+  ``hill-climb --instructions-file`` reads only what the agent may read, and ``hill-climb
+  --writable`` grants its optimizer only what the agent may write;
+- ``capevolve pytest ARGS`` — a gate, screen, grow, finalize or microcase session — with the
+  options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`, every ``--capevolve-*`` option, and
+  paths in the project outside the run dirs: no ``-p`` plugin, ``-o``, ``-c``, ``--rootdir``,
+  ``--confcutdir``, ``--junitxml`` or other way to load the agent's code or write a file of its
+  choosing.
+
+Everything else is refused in one line that names the way on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from pathlib import Path
+
+from .._loop.optimizer_boundary import RUNS_FOLDER, gold_files
+from .._policy import Refusal
+from .._project.spec import SPEC_FILENAME, Spec
+
+BROKERED = (
+    "check",
+    "baseline",
+    "spend",
+    "diagnose",
+    "work",
+    "eval-task",
+    "mechanism",
+    "gate",
+    "commit",
+    "merge",
+    "multirep",
+    "diff",
+    "plan",
+    "measure",
+    "runs",
+    "verify",
+    "dashboard",
+    "judge-noise",
+    "hill-climb",
+)
+OUTSIDE = "the person who owns the project runs it outside the agent"
+REFUSED_FLAGS = {
+    "repair": f"verify --repair rewrites the record; {OUTSIDE}",
+    "force": f"commit --force books against the gate's rules; {OUTSIDE}",
+    "store_commit_cmd": (
+        "--store-commit-cmd would run a command of the agent's choosing outside the boundary; "
+        f"use the git store (the default), or {OUTSIDE}"
+    ),
+}
+PYTEST_FLAGS = frozenset(
+    {"-q", "--quiet", "-v", "--verbose", "-x", "--exitfirst", "-s", "--no-header", "--co", "--collect-only"}
+)
+PYTEST_VALUED = frozenset(
+    {"-n", "--numprocesses", "--maxprocesses", "--dist", "--tb", "-r", "-k", "-m", "--maxfail", "--color"}
+)
+PYTEST_PATHS = ("--capevolve-run", "--capevolve-finalize", "--capevolve-candidate")
+CAPEVOLVE_FLAGS = frozenset(
+    {
+        "--capevolve-rerun",
+        "--capevolve-gate",
+        "--capevolve-veto-regressions",
+        "--capevolve-sequential",
+        "--capevolve-test-reused",
+        "--capevolve-harness-changed",
+        "--capevolve-explain",
+        "--capevolve-grow",
+        "--capevolve-new-run",
+    }
+)
+
+
+class AgentPolicy:
+    """The allowlist for one agent: its project, and the folders it may write."""
+
+    def __init__(self, spec: Spec, writable: tuple[Path, ...]) -> None:
+        self.project = spec.project_dir.resolve()
+        self.runs = self.project / RUNS_FOLDER
+        self.writable = tuple(Path(os.path.realpath(p)) for p in writable)
+        self.hidden = (self.runs, *gold_files(spec))
+
+    def __call__(self, argv: list[str], cwd: str) -> list[str]:
+        where = self._cwd(cwd)
+        if not argv:
+            raise Refusal("no command given; the broker runs capevolve commands (capevolve --help)")
+        name = argv[0]
+        if name == "pytest":
+            return [sys.executable, "-m", "pytest", *self._pytest(argv[1:], where)]
+        if name not in BROKERED:
+            raise Refusal(
+                f"the broker runs the loop's commands for an agent ({', '.join(BROKERED)}, pytest), "
+                f"not {name!r}; {OUTSIDE}"
+            )
+        self._capevolve(argv, where)
+        return [sys.executable, "-m", "pytest_capevolve._cli.main", *argv]
+
+    # -- where -----------------------------------------------------------------------------------
+
+    def _cwd(self, cwd: str) -> Path:
+        real = Path(os.path.realpath(cwd))
+        if not _within(real, self.project) or _within(real, self.runs) or self._writable(real):
+            raise Refusal(
+                f"commands run from the project folder, not {cwd}; cd {self.project} and run it again"
+            )
+        return real
+
+    def _writable(self, path: Path) -> bool:
+        return any(_within(path, root) for root in self.writable)
+
+    def _hidden(self, path: Path) -> bool:
+        return any(_within(path, h) for h in self.hidden)
+
+    def _this_project(self, given: Path, where: Path, *, run_dir: bool = False) -> None:
+        target = Path(os.path.realpath(where / given))
+        if target in (self.project, self.project / SPEC_FILENAME):
+            return
+        if run_dir and target.parent == self.runs / "runs":
+            return
+        raise Refusal(
+            f"{given}: the broker serves the project the agent was started in ({self.project}); "
+            "start capevolve agent in the other project's folder to work there"
+        )
+
+    # -- capevolve commands ----------------------------------------------------------------------
+
+    def _capevolve(self, argv: list[str], where: Path) -> None:
+        from .main import build_parser
+
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                args = build_parser(argv[0]).parse_args(argv)
+        except SystemExit:
+            return  # argparse refuses it in the command's own words, before it reads anything
+        for attr, why in REFUSED_FLAGS.items():
+            if getattr(args, attr, None):
+                raise Refusal(why)
+        for attr in ("project", "project_option"):
+            given = getattr(args, attr, None)
+            if given is not None:
+                self._this_project(Path(given), where, run_dir=argv[0] == "verify")
+        for operand in getattr(args, "operands", None) or ():  # diff: tags, or the project folder
+            if (where / operand).exists():
+                self._this_project(Path(operand), where)
+        if getattr(args, "anchor_from_store", None):
+            raise Refusal(
+                "--anchor-from-store DIR runs git in DIR; give it with no folder (the run's own "
+                f"store), or {OUTSIDE}"
+            )
+        export = getattr(args, "export", None)
+        if export is not None and not self._writable(Path(os.path.realpath(where / export))):
+            raise Refusal(
+                f"--export {export}: the broker writes only where the agent may write (its work "
+                "copies, its TMPDIR); export into one of them"
+            )
+        for folder in getattr(args, "writable", None) or ():  # hill-climb's: never more than the agent's own
+            if not self._writable(Path(os.path.realpath(where / folder))):
+                raise Refusal(
+                    f"--writable {folder}: the optimizer an agent starts may write only where the agent "
+                    "may (its work copies, its TMPDIR, the --writable folders it was started with)"
+                )
+        instructions = getattr(args, "instructions_file", None)
+        if instructions is not None and self._hidden(Path(os.path.realpath(where / instructions))):
+            raise Refusal(f"--instructions-file {instructions}: a file the agent may not read")
+
+    # -- pytest sessions -------------------------------------------------------------------------
+
+    def _pytest(self, args: list[str], where: Path) -> list[str]:
+        it = iter(enumerate(args))
+        for _, arg in it:
+            option, eq, value = arg.partition("=")
+            if arg.startswith("--capevolve-"):
+                if option in CAPEVOLVE_FLAGS:
+                    continue
+                if not eq:
+                    value = next(it, (0, None))[1] or ""
+                if option in PYTEST_PATHS:
+                    self._session_path(option, value, where)
+                continue
+            if option in PYTEST_FLAGS or _short_flags(arg):
+                continue
+            if option in PYTEST_VALUED:
+                if not eq:
+                    next(it, None)
+                continue
+            if _short_valued(arg) or arg.startswith("-pno:") or arg.startswith("-p=no:"):
+                continue
+            if arg == "-p":
+                plugin = next(it, (0, ""))[1] or ""
+                if plugin.startswith("no:"):
+                    continue
+                arg = f"-p {plugin}"
+            if arg.startswith("-"):
+                raise Refusal(
+                    f"pytest {arg}: not an option the broker passes (it could load code or write a "
+                    "file of the agent's choosing); the --capevolve-* options, -q/-v/-x/-s, -n, "
+                    f"--tb, -r, -k, -m and -p no:NAME are; {OUTSIDE} for the rest"
+                )
+            self._collected(arg, where)
+        return args
+
+    def _session_path(self, option: str, value: str, where: Path) -> None:
+        if option == "--capevolve-candidate":
+            target = Path(os.path.realpath(where / value))
+            if not _within(target, self.project):
+                raise Refusal(
+                    f"--capevolve-candidate {value}: a candidate of this project is a work copy "
+                    "(capevolve work new TAG) or a folder in the project"
+                )
+            return
+        self._this_project(Path(value), where)
+
+    def _collected(self, arg: str, where: Path) -> None:
+        target = Path(os.path.realpath(where / arg.split("::", 1)[0]))
+        if not _within(target, self.project) or _within(target, self.runs) or self._writable(target):
+            raise Refusal(
+                f"pytest {arg}: the broker collects only the project's own files (its microcases, "
+                "tests), never a folder the agent may write; name them by their place in the project"
+            )
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _short_flags(arg: str) -> bool:
+    """``-q``, ``-vv``, ``-qx``: short flags without a value, combined."""
+    return len(arg) > 1 and arg[0] == "-" and arg[1] != "-" and set(arg[1:]) <= set("qvxs")
+
+
+def _short_valued(arg: str) -> bool:
+    """``-n2``, ``-nauto``, ``-rA``, ``-kname``: a short valued option with its value attached."""
+    return len(arg) > 2 and arg[0] == "-" and arg[1] in "nrkm" and arg[1] != "-"

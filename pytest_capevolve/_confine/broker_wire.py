@@ -1,0 +1,168 @@
+"""The wire across the boundary: a confined agent asks the broker outside to run a command.
+
+``capevolve agent`` (outside) makes a datagram socket pair, keeps one end and lets the agent
+inherit the other; its number is in :data:`BROKER_ENV`. A ``capevolve`` command started inside
+(:func:`forward`) makes a private stream pair for its one request, sends one end with the request
+(argv and cwd, one JSON datagram: never interleaved with another process's request) over the
+inherited socket, and reads back frames — its stdout, its stderr, then its exit code — until the
+broker closes. The broker (:func:`requests`, :func:`Reply`) runs the command with the evaluator's
+rights, outside the boundary: nothing the agent sends but argv and cwd reaches it — not its
+environment, not its stdin.
+
+Nothing here decides what may run: that is the broker's allowlist (``_loop.broker``). This floor
+imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import struct
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+BROKER_ENV = "CAPEVOLVE_BROKER_FD"  # the inherited control socket's number, inside an agent
+_MAX_REQUEST = 1 << 20
+_HEADER = struct.Struct("!cI")  # kind, length
+OUT, ERR, EXIT = b"o", b"e", b"x"
+
+
+class BrokerGone(Exception):
+    """The control socket is not there (closed, or the agent outlived its broker)."""
+
+
+def broker_fd() -> int | None:
+    """The control socket's number when this process runs inside ``capevolve agent``."""
+    value = os.environ.get(BROKER_ENV, "")
+    return int(value) if value.isdigit() else None
+
+
+def control_pair() -> tuple[socket.socket, socket.socket]:
+    """(the broker's end, the agent's end); the agent's end is inheritable."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    theirs.set_inheritable(True)
+    return mine, theirs
+
+
+def forward(fd: int, argv: list[str], cwd: str) -> int:
+    """Send ``argv`` (a ``capevolve`` command line, without ``capevolve``) to the broker on
+    ``fd``; copy what it streams back to this process's stdout and stderr; return its exit code.
+    Raises :class:`BrokerGone` when there is no broker to ask."""
+    try:
+        control = socket.socket(fileno=os.dup(fd))
+    except OSError as exc:
+        raise BrokerGone(f"descriptor {fd}: {exc.strerror}") from None
+    here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        request = json.dumps({"argv": argv, "cwd": cwd}).encode("utf-8")
+        try:
+            socket.send_fds(control, [request], [there.fileno()])
+        except OSError as exc:
+            raise BrokerGone(exc.strerror or str(exc)) from None
+        finally:
+            there.close()
+            control.close()
+        return _relay(here)
+    finally:
+        here.close()
+
+
+def _relay(conn: socket.socket) -> int:
+    reader = conn.makefile("rb")
+    while True:
+        head = reader.read(_HEADER.size)
+        if len(head) < _HEADER.size:
+            raise BrokerGone(
+                "it closed this request before its exit code; it stops writing to a reader that "
+                "reads nothing for minutes, and what the command records is kept"
+            )
+        kind, length = _HEADER.unpack(head)
+        body = reader.read(length)
+        if kind == EXIT:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            return int(body.decode("ascii"))
+        stream = sys.stdout if kind == OUT else sys.stderr
+        stream.buffer.write(body)
+        stream.buffer.flush()
+
+
+@dataclass
+class Request:
+    """One command the agent asked for, with the private connection to answer on."""
+
+    argv: list[str]
+    cwd: str
+    reply: Reply
+
+
+def requests(control: socket.socket) -> Iterator[Request | str]:
+    """Each request arriving on ``control`` until it is closed or shut; a malformed one is its
+    reason (a string), answered by nobody (it has no connection to answer on)."""
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(control, _MAX_REQUEST, 4)
+        except OSError:
+            return
+        if not data and not fds:
+            return
+        conn = None
+        for fd in fds:
+            if conn is None and stat.S_ISSOCK(os.fstat(fd).st_mode):
+                conn = socket.socket(fileno=fd)
+            else:
+                os.close(fd)
+        if conn is None:
+            yield "a request without its connection"
+            continue
+        try:
+            fields = json.loads(data.decode("utf-8"))
+            argv, cwd = fields["argv"], fields["cwd"]
+            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+                raise ValueError
+            if not isinstance(cwd, str):
+                raise ValueError
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            Reply(conn).finish("error: capevolve agent: a malformed request\n", 4)
+            continue
+        yield Request(argv, cwd, Reply(conn))
+
+
+class Reply:
+    """The broker's answer to one request: frames on its private connection. A client that went
+    away (or stopped reading for ``timeout`` seconds) is dropped; the command it asked for is
+    not stopped by that — what it records is the evaluator's, not the agent's, to cut short."""
+
+    def __init__(self, conn: socket.socket, timeout: float = 300.0) -> None:
+        self.conn: socket.socket | None = conn
+        self.lock = threading.Lock()  # stdout and stderr are pumped by two threads
+        conn.settimeout(timeout)
+
+    def send(self, kind: bytes, body: bytes) -> None:
+        with self.lock:
+            if self.conn is None:
+                return
+            try:
+                self.conn.sendall(_HEADER.pack(kind, len(body)) + body)
+            except OSError:
+                self.conn.close()
+                self.conn = None
+
+    def out(self, text: bytes) -> None:
+        self.send(OUT, text)
+
+    def err(self, text: bytes) -> None:
+        self.send(ERR, text)
+
+    def finish(self, error: str | None, code: int) -> None:
+        if error:
+            self.err(error.encode("utf-8"))
+        self.send(EXIT, str(int(code)).encode("ascii"))
+        with self.lock:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None

@@ -1,0 +1,207 @@
+"""``capevolve agent -- CMD ARGS…``: a coding agent inside the optimizer's boundary, its broker
+outside.
+
+Run by the CLI in the user's process, from the project folder. It
+
+1. picks the project's current run (creating it, with its spec lock, on a fresh project: the
+   boundary can only grant a folder that exists) and makes its ``work/`` folder;
+2. starts ``CMD`` through the launcher (:mod:`.._confine.launch`) inside the boundary of
+   :mod:`.optimizer_boundary` — writable: every work copy of the run and a scratch folder (its
+   ``TMPDIR``); readable: the machine but the run dirs and the gold files — with one end of a
+   socket pair inherited (:data:`.._confine.broker_wire.BROKER_ENV`);
+3. keeps the broker on the other end: each ``capevolve`` command the agent runs arrives there
+   (argv and cwd), is checked by ``policy`` (the allowlist, :mod:`.._cli.broker_policy`) and run
+   as a plain subprocess with the evaluator's rights and environment — plus the optimizer's
+   confinement (:mod:`.._confine.label`), which the record copies and the agent cannot set — its
+   output streamed back;
+4. returns ``CMD``'s exit code once it ended and every command it asked for has finished (a
+   session the agent stopped waiting for still records its result).
+
+Where the kernel has no Landlock the agent runs unconfined, the first line says so and every
+decision it books is labelled unconfined; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from .._confine.broker_wire import BROKER_ENV, Reply, Request, control_pair, requests
+from .._confine.label import OPTIMIZER_ENV, environment
+from .._confine.landlock import expected
+from .._confine.launch import CONFINEMENT_ENV, command
+from .._policy import Refusal
+from .._project.spec import Spec
+from .._store.rundir import RunDir, RunDirError
+from .optimizer_boundary import optimizer_boundary
+
+STARTED_BY = "capevolve agent"
+REFUSED = 2  # exitcodes.REFUSED: this floor does not import the session's table
+
+Policy = Callable[[list[str], str], list[str]]
+"""(argv, cwd) → the command line the broker runs; raises :class:`Refusal` for what it may not."""
+
+
+def current_run(spec: Spec) -> RunDir:
+    """The project's current run, created (spec lock and all) when it has none yet."""
+    with RunDir.project_lock(spec.project_dir):
+        try:
+            return RunDir.resolve(spec.project_dir, None, create=False)
+        except RunDirError:
+            rundir = RunDir.resolve(spec.project_dir, None, create=True)
+            rundir.ensure_spec_lock(spec)
+            return rundir
+
+
+class Broker:
+    """Runs what the agent asks, when ``policy`` allows it, with ``env`` (the evaluator's)."""
+
+    def __init__(
+        self, policy: Policy, env: dict[str, str], moved: Callable[[], str | None] = lambda: None
+    ) -> None:
+        self.policy = policy
+        self.env = env
+        self.moved = moved  # after each command: a line when the project's current run changed
+        self.running: list[threading.Thread] = []
+
+    def serve(self, control: Iterable[Request | str]) -> None:
+        for request in control:
+            if isinstance(request, str):
+                continue  # malformed: nobody to answer
+            thread = threading.Thread(target=self.answer, args=(request,), daemon=True)
+            self.running.append(thread)
+            thread.start()
+
+    def wait(self) -> None:
+        for thread in self.running:
+            thread.join()
+
+    def answer(self, request: Request) -> None:
+        try:
+            argv = self.policy(request.argv, request.cwd)
+        except Refusal as exc:
+            name = " ".join(request.argv[:1]) or "(nothing)"
+            request.reply.finish(f"error: capevolve agent refused capevolve {name}: {exc}\n", REFUSED)
+            return
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=request.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # the agent's Ctrl-C or exit does not cut a session short
+            )
+        except OSError as exc:
+            request.reply.finish(f"error: capevolve agent could not start {argv[0]}: {exc.strerror}\n", 4)
+            return
+        assert proc.stdout is not None and proc.stderr is not None
+        pumps = [
+            threading.Thread(target=_pump, args=(proc.stdout, request.reply.out), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stderr, request.reply.err), daemon=True),
+        ]
+        for pump in pumps:
+            pump.start()
+        for pump in pumps:
+            pump.join()
+        code = proc.wait()
+        request.reply.finish(self.moved(), code if code >= 0 else 128 - code)
+
+
+def _pump(stream: object, send: Callable[[bytes], None]) -> None:
+    fd = stream.fileno()  # type: ignore[attr-defined]
+    while chunk := os.read(fd, 65536):
+        send(chunk)
+
+
+def run_agent(
+    spec: Spec,
+    argv: list[str],
+    *,
+    policy_for: Callable[[RunDir, tuple[Path, ...]], Policy],
+    also_writable: Iterable[Path] = (),
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> int:
+    """Start ``argv`` inside the boundary, serve its commands, return its exit code.
+    ``policy_for(run, writable)`` builds the allowlist for that run and those writable folders."""
+    rundir = current_run(spec)
+    work = rundir.root / "work"
+    work.mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="capevolve-agent-"))
+    try:
+        boundary = optimizer_boundary(spec, [work, scratch], also_writable=also_writable)
+        state = expected()
+        log(
+            f"capevolve agent: {argv[0]} runs {state.label}; it writes {work} (the run's work copies) "
+            f"and {scratch} (TMPDIR, removed at the end); capevolve commands go through the broker"
+        )
+        control, inherited = control_pair()
+        agent_env = {k: v for k, v in os.environ.items() if k not in (OPTIMIZER_ENV, CONFINEMENT_ENV)}
+        agent_env.update({BROKER_ENV: str(inherited.fileno()), "TMPDIR": str(scratch)})
+        # unconfined: started directly, the line above the only one said (the launcher would add its own)
+        started = command(boundary, argv) if state.confined else argv
+        if not state.confined:
+            agent_env[CONFINEMENT_ENV] = json.dumps(state.as_json())
+        broker_env = {k: v for k, v in os.environ.items() if k not in (BROKER_ENV, CONFINEMENT_ENV)}
+        broker_env.update(
+            environment(state, STARTED_BY)
+        )  # the label the record copies: set here, not by the agent
+        broker = Broker(policy_for(rundir, boundary.writable), broker_env, moved=_moved(spec, rundir))
+        try:
+            proc = subprocess.Popen(started, env=agent_env, pass_fds=(inherited.fileno(),), cwd=os.getcwd())
+        except OSError as exc:
+            raise Refusal(f"cannot start {argv[0]}: {exc.strerror}; give a command on PATH") from None
+        finally:
+            inherited.close()
+        serving = threading.Thread(target=broker.serve, args=(requests(control),), daemon=True)
+        serving.start()
+        code = _wait(proc)
+        control.shutdown(2)  # socket.SHUT_RDWR: the broker takes no new request
+        serving.join()
+        broker.wait()
+        control.close()
+        return code if code >= 0 else 128 - code
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _moved(spec: Spec, started_in: RunDir) -> Callable[[], str | None]:
+    """A note for the agent once the project's current run is another (a new run began): the
+    boundary was drawn around the first one's work copies, and cannot grow."""
+
+    def note() -> str | None:
+        try:
+            now = RunDir.resolve(spec.project_dir, None, create=False).run_id
+        except RunDirError:
+            return None
+        if now == started_in.run_id:
+            return None
+        return (
+            f"capevolve agent: the project's current run is now {now}; this agent writes only the "
+            f"work copies of run {started_in.run_id}: end it and start it again ({USAGE_HINT})\n"
+        )
+
+    return note
+
+
+USAGE_HINT = "capevolve agent -- CMD ARGS…"
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
+    """The agent's exit code; a Ctrl-C reaches it too (one process group), so wait on."""
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue
+
+
+__all__ = ["Broker", "Policy", "Reply", "current_run", "run_agent"]

@@ -1,0 +1,78 @@
+"""The boundary an optimizer works in: its work copies and a scratch folder, and nothing else.
+
+Used by ``capevolve hill-climb`` (each iteration's optimizer command) and ``capevolve agent`` (a
+coding agent driving the loop). Inside, the optimizer may:
+
+- write its work copy (``runs/<id>/work/<TAG>/``, or every work copy of the run for an agent),
+  the scratch folder it is given (``TMPDIR`` points there) and folders the user names with
+  ``--writable`` (an agent's own state, say ``~/.claude``) — never the project or a folder
+  holding it;
+- read everything else on the machine — the Python environment, its tools, the project —
+  except the run dirs (``.capevolve/``: the record, every other run) and the project's gold
+  files (the ``harness_files`` globs and the default ones: gold and answer files, ``tasks/``,
+  ``data/``, the ``split_ids_file``); the handover files are in the work copy, the hill-climb's
+  prompt is granted by name. Every folder of the project may be listed — names, not contents —
+  so the agent can ``ls`` it and glob its work copies (``.capevolve/runs/*/work/TAG``).
+
+Nothing above the project is writable, so no ``conftest.py``, ``setup.py`` or ``pytest.ini``
+can be planted where pytest would find it. The kernel holds it (:mod:`.._confine.landlock`);
+where it cannot, the optimizer runs unconfined and the record says so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from .._confine.landlock import Boundary
+from .._policy import Refusal
+from .._project import harness
+from .._project.spec import Spec
+
+RUNS_FOLDER = ".capevolve"
+
+
+def gold_files(spec: Spec) -> list[Path]:
+    """The project's files an optimizer may not read: its evaluation data and split ids."""
+    patterns = [*spec.harness_files, harness.DEFAULT_WORD]
+    files = harness.harness_files(spec.project_dir, patterns, exclude=[spec.capability_path])
+    if spec.split_ids_file is not None:
+        files.append(spec.split_ids_file.resolve())
+    return sorted(set(files))
+
+
+def optimizer_boundary(
+    spec: Spec, writable: Iterable[Path], readable: Iterable[Path] = (), also_writable: Iterable[Path] = ()
+) -> Boundary:
+    """The boundary of an optimizer of ``spec``'s project that may write ``writable`` (its work
+    copies, its scratch) and ``also_writable`` (checked: :func:`checked_writable`), and read
+    ``readable`` (files in the run dir it is handed, such as its prompt) besides the project."""
+    hidden = (spec.project_dir.resolve() / RUNS_FOLDER, *gold_files(spec))
+    extra = checked_writable(spec, also_writable)
+    return Boundary(
+        writable=tuple(Path(p) for p in (*writable, *extra)),
+        readable=tuple(Path(p) for p in readable),
+        hidden=hidden,
+        read_all=True,
+        listable=(spec.project_dir.resolve(),),  # `ls`, and globs such as .capevolve/runs/*/work/TAG
+    )
+
+
+def checked_writable(spec: Spec, folders: Iterable[Path]) -> tuple[Path, ...]:
+    """``--writable`` folders, refused when one is the project, inside it or holds it: the
+    record, the harness and pytest's configuration above the project stay out of reach."""
+    project = spec.project_dir.resolve()
+    out = []
+    for folder in folders:
+        real = Path(os.path.realpath(folder.expanduser()))
+        if real == project or project in real.parents or real in project.parents:
+            raise Refusal(
+                f"--writable {folder}: the optimizer may not write the project, a folder in it or one "
+                "holding it (the record and the harness are there); name a folder outside the "
+                "project, such as the agent's own state folder"
+            )
+        if not real.is_dir():
+            raise Refusal(f"--writable {folder}: no such folder; create it first")
+        out.append(real)
+    return tuple(out)

@@ -1,0 +1,95 @@
+"""The broker's allowlist (``_cli.broker_policy``): what ``capevolve agent``'s broker runs for the
+agent with the evaluator's rights, and the one-line refusal of everything that would let the agent
+write the record, run its own code outside, or reach another project."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._cli.broker_policy import AgentPolicy
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._policy import Refusal
+from pytest_capevolve._project.spec import load_spec
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> tuple[AgentPolicy, Path, Path]:
+    tmp_path = tmp_path_factory.mktemp("broker")
+    project = tmp_path / "project"
+    assert main(["init", str(project)]) == 0
+    work = project / ".capevolve" / "runs" / "r1" / "work"
+    work.mkdir(parents=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    return AgentPolicy(load_spec(project), (work, scratch)), project, work
+
+
+ALLOWED = [
+    ["work", "new", "t1"],
+    ["commit", "t1", "--decision", "accept", "--note", "x"],
+    ["spend", "--n-siblings", "2", "--table"],
+    ["verify"],
+    ["measure"],
+    [
+        "pytest",
+        "--capevolve-run",
+        ".",
+        "--capevolve-candidate",
+        ".capevolve/runs/r1/work/t1",
+        "--capevolve-gate",
+    ],
+    ["pytest", "--capevolve-finalize", ".", "-q", "-n", "2", "-p", "no:cacheprovider", "--tb=short"],
+    ["pytest", "microcases", "--capevolve-candidate=capability", "-qx", "-rA"],
+]
+
+
+@pytest.mark.parametrize("argv", ALLOWED, ids=lambda a: " ".join(a[:2]))
+def test_the_loop_commands_of_the_playbooks_run_outside_as_asked(policy, argv: list[str]) -> None:
+    check, project, _ = policy
+    command = check(argv, str(project))
+    assert command[0] == sys.executable and command[len(command) - len(argv) + 1 :] == argv[1:]
+
+
+REFUSED = [
+    (["verify", "--repair"], "rewrites the record"),
+    (["commit", "t1", "--decision", "accept", "--force"], "against the gate"),
+    (["hill-climb", "--optimizer", "x {workdir}", "--store-commit-cmd", "sh -c x"], "outside the boundary"),
+    (["verify", "--anchor-from-store", "somewhere"], "runs git"),
+    (["hill-climb", "--optimizer", "x {workdir}", "--writable", "/"], "only where the agent may"),
+    (["init", "elsewhere"], "not 'init'"),
+    (["agent", "--", "sh"], "not 'agent'"),
+    (["pytest", "--capevolve-run", ".", "-p", "evil"], "-p evil"),
+    (["pytest", "--capevolve-run", ".", "--junitxml=.capevolve/runs/r1/state.json"], "--junitxml"),
+    (["pytest", "--capevolve-run", ".", "-o", "capevolve_leak_guard_min_length=false"], "-o"),
+    (["pytest", "--capevolve-run", ".", "--rootdir=.."], "--rootdir"),
+    (["pytest", ".capevolve/runs/r1/work/t1"], "never a folder the agent may write"),
+    (["pytest", "--capevolve-run", ".", "--capevolve-candidate", "/tmp"], "a work copy"),
+    (["pytest", "--capevolve-run", ".."], "the project the agent was started in"),
+    (["work", "new", "t1", "--project", ".."], "the project the agent was started in"),
+]
+
+
+@pytest.mark.parametrize("argv, why", REFUSED, ids=lambda a: " ".join(a[:3]) if isinstance(a, list) else "")
+def test_what_would_write_the_record_or_run_the_agents_code_outside_is_refused(policy, argv, why) -> None:
+    check, project, _ = policy
+    with pytest.raises(Refusal, match=why.replace("(", r"\(")):
+        check(argv, str(project))
+
+
+def test_the_diagnose_export_goes_only_where_the_agent_may_write(policy) -> None:
+    check, project, work = policy
+    assert check(["diagnose", "seed", "--export", str(project.parent / "scratch" / "d.jsonl")], str(project))
+    with pytest.raises(Refusal, match="only where the agent may write"):
+        check(["diagnose", "seed", "--export", ".capevolve/runs/r1/events.jsonl"], str(project))
+
+
+def test_commands_run_from_the_project_never_from_a_folder_the_agent_writes(policy) -> None:
+    check, project, work = policy
+    (work / "t1").mkdir(exist_ok=True)
+    for cwd in (work / "t1", project.parent / "scratch", project.parent):
+        with pytest.raises(Refusal, match=f"cd {project}"):
+            check(["spend"], str(cwd))
+    assert check(["spend"], str(project / "capability"))  # a folder of the project the agent cannot write
