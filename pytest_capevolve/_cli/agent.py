@@ -22,7 +22,7 @@ from .._session import exitcodes
 from .common import UsageError, spec_of
 
 LOCAL = ("skills", "init", "import-cap-evolve", "compare")  # they read no run: they run where asked
-USAGE = "capevolve agent [--writable DIR] -- CMD ARGS…"
+USAGE = "capevolve agent [--writable PATH] -- CMD ARGS…"
 
 
 def forwarded(words: Sequence[str]) -> int | None:
@@ -101,8 +101,8 @@ def register(sub: Any) -> None:
         action="append",
         type=Path,
         default=None,
-        metavar="DIR",
-        help="a folder outside the project the agent may also write (its own state); repeatable",
+        metavar="PATH",
+        help="a folder or file outside the project the agent may also write (its own state); repeatable",
     )
     agent.add_argument("agent_argv", nargs="*", metavar="CMD", help="the agent's command, after --")
     agent.set_defaults(func=cmd_agent)

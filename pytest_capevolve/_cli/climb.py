@@ -124,7 +124,7 @@ def register(sub: Any) -> None:
         action="append",
         type=Path,
         default=None,
-        metavar="DIR",
-        help="a folder outside the project the optimizer may also write (its own state); repeatable",
+        metavar="PATH",
+        help="a folder or file outside the project the optimizer may also write (its own state); repeatable",
     )
     hc.set_defaults(func=cmd_hill_climb, refusals=True)

@@ -60,8 +60,9 @@ def optimizer_boundary(
 
 
 def checked_writable(spec: Spec, folders: Iterable[Path]) -> tuple[Path, ...]:
-    """``--writable`` folders, refused when one is the project, inside it or holds it: the
-    record, the harness and pytest's configuration above the project stay out of reach."""
+    """``--writable`` folders (or files: a coding agent's state file in the home folder), refused
+    when one is the project, inside it or holds it: the record, the harness and pytest's
+    configuration above the project stay out of reach."""
     project = spec.project_dir.resolve()
     out = []
     for folder in folders:
@@ -72,7 +73,7 @@ def checked_writable(spec: Spec, folders: Iterable[Path]) -> tuple[Path, ...]:
                 "holding it (the record and the harness are there); name a folder outside the "
                 "project, such as the agent's own state folder"
             )
-        if not real.is_dir():
-            raise Refusal(f"--writable {folder}: no such folder; create it first")
+        if not real.exists():
+            raise Refusal(f"--writable {folder}: no such file or folder; create it first")
         out.append(real)
     return tuple(out)

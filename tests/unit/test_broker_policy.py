@@ -93,3 +93,21 @@ def test_commands_run_from_the_project_never_from_a_folder_the_agent_writes(poli
         with pytest.raises(Refusal, match=f"cd {project}"):
             check(["spend"], str(cwd))
     assert check(["spend"], str(project / "capability"))  # a folder of the project the agent cannot write
+
+
+def test_writable_takes_an_agents_state_folder_or_file_but_never_the_project_or_what_holds_it(
+    policy, tmp_path
+) -> None:
+    from pytest_capevolve._loop.optimizer_boundary import checked_writable
+
+    _, project, _ = policy
+    spec = load_spec(project)
+    state = tmp_path / "home" / ".agent"
+    state.mkdir(parents=True)
+    state_file = tmp_path / "home" / ".agent.json"  # a coding agent's state file beside its folder
+    state_file.write_text("{}")
+
+    assert checked_writable(spec, [state, state_file]) == (state.resolve(), state_file.resolve())
+    for refused in (project, project / "capability", project.parent, tmp_path / "home" / "missing"):
+        with pytest.raises(Refusal):
+            checked_writable(spec, [refused])
