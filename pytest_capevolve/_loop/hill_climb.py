@@ -44,7 +44,7 @@ from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
 from .._policy import Refusal
 from .._policy.afford import missing_rollouts
-from .._policy.loop_schedule import run_loop_schedule
+from .._policy.loop_schedule import constant_run_note, run_loop_schedule
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
@@ -75,6 +75,7 @@ from .hill_climb_options import (
     checked_store,
     ini_overrides,
     instructions_template,
+    names_a_schedule,
 )
 from .hill_climb_stop import stop_reason
 from .iteration_outcome import (
@@ -214,6 +215,9 @@ class HillClimb:
 
     def _run(self) -> dict[str, Any]:
         rundir = self.rundir = self._baseline()
+        note = constant_run_note(rundir, names_a_schedule(self.spec_path))
+        if note is not None:
+            self.o.log(note)
         check_signal(self.o, list((rundir.splits() or {}).get("train", [])))
         if Seal(rundir).closed() is not None:
             raise Refusal(

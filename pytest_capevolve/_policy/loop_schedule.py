@@ -70,9 +70,25 @@ def frozen_schedule(rundir: RunDir | None) -> str | None:
 
 def run_loop_schedule(rundir: RunDir | None) -> str:
     """The schedule a loop's gates in ``rundir`` use when the spec names none: the one the run
-    froze (a run that began under `lord` keeps it), else the loop default."""
+    froze, whatever it is (a run that began under `lord` keeps it; one whose first decision was a
+    one-shot gate at `constant` keeps that too: its gate settings are frozen, and a loop that
+    passed another schedule to its gates was refused at every round), else the loop default."""
     frozen = frozen_schedule(rundir)
-    return frozen if frozen is not None and frozen != "constant" else LOOP_SCHEDULE
+    return frozen if frozen is not None else LOOP_SCHEDULE
+
+
+def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
+    """One line for a loop started on a run that froze ``constant`` at a one-shot gate (the
+    tutorial's gate, then hill-climb), unless the spec chose it: what that costs and the way to
+    the loop's own schedule."""
+    if spec_names_one or frozen_schedule(rundir) != "constant":
+        return None
+    return (
+        f"run {rundir.run_id} froze gate_alpha_schedule constant at its first decision (a one-shot "
+        "gate), so this loop gates each candidate at the full α: false accepts grow with the number "
+        f"of decisions (docs: α across a run); for α spent across the loop ({LOOP_SCHEDULE}), start "
+        "it in a new run: capevolve hill-climb --new-run"
+    )
 
 
 def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spec:

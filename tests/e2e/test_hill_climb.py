@@ -289,3 +289,23 @@ def test_a_hanging_optimizer_is_killed_at_the_timeout(example, capsys):
 
 
 # -- pure parts --------------------------------------------------------------------------------------
+
+
+def test_hill_climb_after_a_one_shot_gate_loops_at_the_runs_frozen_schedule_and_says_so(
+    example, capevolve, capsys
+):
+    """The tutorial's path: a one-shot gate froze the run's gate settings at `constant`, then
+    hill-climb on the same run. It passed its own schedule to every gate, each refused (exit 3,
+    and --resume failed the same way forever); it now loops at what the run froze, and says
+    what that costs and how to get the loop's schedule."""
+    project = example("toy_calc")
+    assert capevolve(project, "careful", gate=True).ret in (0, 10)
+    optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "1")
+
+    assert code == 0, err
+    assert "froze gate_alpha_schedule constant" in err and "capevolve hill-climb --new-run" in err
+    assert summary is not None and len(summary["iterations"]) == 1
+    gate_log = (run_dir(project) / "hill_climb" / "cand_0001" / "gate.log").read_text()
+    assert "gate_alpha_schedule=constant" in gate_log and "froze its gate settings" not in gate_log
