@@ -8,11 +8,12 @@ loop's memory (LEDGER.md, rejected.jsonl). Controller side or the CLI; never on 
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from pathlib import Path
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from .._engine import confinement
 from .._policy import Refusal
-from .._project.candidate import CandidateError, changed_files
+from .._project.candidate import CandidateError, changed_files, content_hash
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from . import memory
@@ -124,8 +125,9 @@ def book(
                 "is decided once. Evaluate a new version under a new tag, or repair the record with "
                 f"`capevolve commit {tag} --force`"
             )
-        against_gate = _check(spec, tag, decision, basis, verdict, best, force)
-        if decision == "accept" and not force:
+        adopted = adoption(rundir, verdict, best, spec.capability_path) if decision == "accept" else None
+        against_gate = _check(spec, tag, decision, basis, verdict, best, force, adopted=adopted is not None)
+        if decision == "accept" and not force and adopted is None:
             _first_decision_stands(rundir, tag, verdict)
         if basis in SCREEN_KILL_BASES and not force:
             _check_screen_kill(rundir, tag, basis)
@@ -161,6 +163,9 @@ def book(
         label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
         if decision == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
             entry["label"] = label["label"]  # every view of this best shows it (:mod:`.._store.forced`)
+        if adopted is not None:  # an earlier run's accept, not gated again: every view says so
+            entry["label"] = adopted.label
+            rundir.snapshots.register_candidate(tag, adopted.snapshot)  # the best needs its snapshot here
         ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
         if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
             entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
@@ -178,6 +183,44 @@ def book(
             rundir.log.append_event("best_changed", best_id=tag, previous=best)
         memory.refresh(rundir)
     return entry
+
+
+class Adopted(NamedTuple):
+    label: str  # what every view of this best shows
+    snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
+
+
+def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir: Path) -> Adopted | None:
+    """An accept adopted from an earlier run, or None when the verdict cannot carry
+    one: it must be this run's REPEAT verdict of bytes an earlier run of the project accepted,
+    and that accept must have been against the same bytes as this run's best. A candidate is its
+    bytes: the decision "these bytes beat those" stands, and booking it here moves this run's best
+    without paying or spending α again (a new run would otherwise be a dead end: the gate refuses
+    to measure a repeat, and commit refused to book it)."""
+    details = (verdict or {}).get("details") or {}
+    if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
+        return None
+    from .identity import decided_in_project, registered_hashes
+
+    digest = str(details.get("content_hash") or "").removeprefix("sha256:")
+    earlier = next(
+        (e for d, e in decided_in_project(rundir).items() if d.removeprefix("sha256:") == digest), None
+    )
+    if earlier is None or earlier.shared is not None or earlier.fresh or earlier.decision != "accept":
+        return None
+    there = RunDir(rundir.root.parent / earlier.run_id)
+    parent = (there.verdicts.verdict(earlier.tag) or {}).get("against")
+    theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
+    if mine is None and best == "seed":  # a new run whose first session met only the repeat
+        try:
+            mine = content_hash(seed_dir)
+        except (OSError, CandidateError):
+            return None
+    if parent is None or theirs is None or theirs != mine:
+        return None
+    level = f" at {earlier.level}" if earlier.level else ""
+    label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
+    return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
 
 
 def _first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
@@ -215,8 +258,12 @@ def _check(
     verdict: dict[str, Any] | None,
     best: str,
     force: bool,
+    *,
+    adopted: bool = False,
 ) -> bool:
-    """Refuse what the record cannot support; returns whether an accept goes against the gate."""
+    """Refuse what the record cannot support; returns whether an accept goes against the gate.
+    ``adopted``: the accept repeats one an earlier run of the project booked against the same
+    parent bytes (:func:`adoption`), so no verdict of this run is needed."""
     if decision not in (*DECISIONS, INDECISIVE):
         raise CommitRefused(f"decision {decision!r} is not one of {', '.join(DECISIONS)}")
     if decision == "accept":
@@ -224,6 +271,14 @@ def _check(
             raise CommitRefused("--reject-basis goes with a reject, not an accept")
         if tag == best:
             raise CommitRefused(f"{tag!r} is already the best")
+        if adopted:
+            return False
+        if verdict is not None and verdict.get("decision") == "repeat":
+            raise CommitRefused(
+                f"{tag!r} repeats bytes decided in another run ({verdict.get('reason')}); only an accept "
+                f"booked there against the bytes of this run's best {best!r} can be adopted here, and this "
+                "one was not: change its bytes and gate the new version"
+            )
         full = verdict is not None and verdict.get("n_tasks", 0) > 0
         if not full or verdict is None or verdict.get("against") != best:
             seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"

@@ -22,7 +22,7 @@ from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
-from .._policy.commit import CommitRefused
+from .._policy.commit import CommitRefused, adoption
 from .._policy.gate_settings import guards_of, guards_off, said, settings_of
 from .._policy.identity import REPEAT
 from .._policy.resolution import out_of_reach
@@ -414,11 +414,17 @@ def book_verdicts(
     lines = []
     for verdict in verdicts:
         if verdict.decision == REPEAT:  # bytes already accepted: that decision stands, none is new
-            details = verdict.details or {}
+            details, best = verdict.details or {}, rundir.state.best()
             level = details.get("earlier_level")
             lines.append(
                 f"{verdict.tag}: nothing booked — repeat of {details.get('repeats')!r} (accepted"
                 + (f" at {level})" if level else ")")
+                + (
+                    f"; `capevolve commit {verdict.tag} --decision accept` adopts that accept as this "
+                    "run's best (labelled, nothing paid)"
+                    if adoption(rundir, rundir.verdicts.verdict(verdict.tag), best, spec.capability_path)
+                    else ""
+                )
             )
             continue
         decision, basis = booked_as(spec, verdict)

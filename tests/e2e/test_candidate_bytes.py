@@ -287,7 +287,8 @@ def test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_rejec
     again.stdout.fnmatch_lines(
         [
             f"big *REPEAT*never paid for: repeat of 'big' (accepted at α = 0.05, as recorded) in run {first}*",
-            "big: nothing booked — repeat of 'big' (accepted at α = 0.05, as recorded)",
+            "big: nothing booked — repeat of 'big' (accepted at α = 0.05, as recorded); "
+            "`capevolve commit big --decision accept` adopts that accept as this run's best*",
         ]
     )
     assert not [line for line in out.splitlines() if line.startswith("big") and "REJECT" in line]
@@ -297,6 +298,52 @@ def test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_rejec
     booked = [json.loads(line) for line in (second / "events.jsonl").read_text().splitlines()]
     assert not [e for e in booked if e.get("kind") == "decision"]  # nothing booked
     assert _verdict(project, projects, "big")["decision"] == "repeat"
+
+
+def test_an_accept_from_an_earlier_run_is_adopted_labelled_and_the_new_run_goes_on_from_it(
+    example, projects, capevolve, capsys
+):
+    """The way on from a REPEAT of accepted bytes in a new run (it was a dead end: the gate
+    refuses to measure a repeat, and commit refused the accept with a message that contradicted
+    itself): the accept is adopted, labelled, nothing paid or spent, and the run's next gate
+    goes against the adopted best."""
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    first = projects.run_dir(project).name
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+
+    code, out, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    assert code == 0, err
+    booked = json.loads(out)
+    assert booked["best"] == "big" and booked["rollouts"] == 0
+    assert booked["label"].startswith(f"adopted: accepted against the same bytes as 'seed' in run {first}")
+    code, out, _ = run(capsys, "runs", str(project))
+    assert "big (adopted: " in out
+    fixing(project, "bigger", val[:7])
+    after = capevolve(project, "bigger", gate=True)
+    assert after.ret in (0, 10), after.stdout.str()
+    assert _verdict(project, projects, "bigger")["against"] == "big"
+
+
+def test_an_accept_against_other_parent_bytes_is_not_adopted(example, projects, capevolve, capsys):
+    """Only "these bytes beat those" carries over: in a run whose seed has changed, the earlier
+    accept was against other bytes, and commit says so with the way on."""
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    seed_file = next(p for p in (project / "capability").rglob("*") if p.is_file())
+    seed_file.write_text(seed_file.read_text() + "\n")  # a new run of another seed
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    assert code != 0 and "can be adopted here, and this one was not" in err, err
 
 
 def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example, projects, capevolve, capsys):
