@@ -42,9 +42,10 @@ from typing import Any
 
 from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
+from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._policy import Refusal
 from .._policy.afford import missing_rollouts
-from .._policy.loop_schedule import run_loop_schedule
+from .._policy.loop_schedule import frozen_schedule, run_loop_schedule
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
@@ -219,6 +220,13 @@ class HillClimb:
             raise Refusal(
                 f"run {rundir.run_id} is finalized: its test split was scored, so a new best chosen in it "
                 "would not be held out; start a new run: capevolve hill-climb --new-run"
+            )
+        if "gate_alpha_schedule" in self.ini and frozen_schedule(rundir) == "constant":
+            # its gates would ask the loop's schedule of a run frozen at constant: each one refused
+            raise Refusal(
+                f"run {rundir.run_id} froze gate_alpha_schedule 'constant' at its first decision (a "
+                "one-shot gate), and a run's gate settings never change; a hill-climb spends α across "
+                f"its decisions ({LOOP_SCHEDULE}): climb in a new run: capevolve hill-climb --new-run"
             )
         try:
             self.store = open_store(

@@ -289,3 +289,24 @@ def test_a_hanging_optimizer_is_killed_at_the_timeout(example, capsys):
 
 
 # -- pure parts --------------------------------------------------------------------------------------
+
+
+def test_a_run_a_one_shot_gate_froze_at_constant_is_refused_before_the_optimizer_runs(
+    example, capevolve, capsys
+):
+    """A gate session without work copies freezes the run at `constant`; the loop's gates would
+    ask `addis` of it and each be refused, with `--resume` refused the same way. The loop says so
+    before it runs the optimizer, and the way it names (a new run) climbs."""
+    project = example("toy_calc")
+    one_shot = capevolve(project, "careful", gate=True)
+    assert one_shot.ret == 0, one_shot.stdout.str()[-2000:]
+    optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+    code, _, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "1")
+    assert code == 2, err
+    assert "froze gate_alpha_schedule 'constant'" in err and "capevolve hill-climb --new-run" in err
+    assert not (run_dir(project) / "hill_climb" / "cand_0001").exists()  # the optimizer never ran
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", optimizer, "--max-iterations", "1", "--new-run"
+    )
+    assert code == 0, err
+    assert [r["decision"] for r in summary["iterations"]] == ["accept"]
