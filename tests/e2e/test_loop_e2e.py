@@ -200,6 +200,29 @@ def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsy
     assert code == 2 and "against the current best 'copy'" in err
 
 
+def test_accepting_a_verdict_that_scored_nothing_names_the_booking_not_another_gate(
+    example, capevolve, capsys
+):
+    """A repeat's verdict is against the best but scored no task: gating the bytes again says the
+    same, so the refusal names what to book instead of "gate it"."""
+    project = example("toy_calc")
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    with (noop / "prompt.md").open("a") as prompt:
+        prompt.write("\nBe polite.\n")
+    assert capevolve(project, noop, gate=True).ret == 10  # rejected and booked
+    shutil.copytree(noop, project / "candidates" / "again")
+    repeat = capevolve(project, "again", gate=True, extra=["--capevolve-commit", "none"])
+    assert repeat.ret == 10 and "byte-identical to 'noop'" in repeat.stdout.str()
+    code, _, err = run_cli(capsys, "commit", "again", "--project", str(project), "--decision", "accept")
+    assert code == 2 and "its verdict scored no val task (reject: " in err, err
+    assert "capevolve commit again --decision reject --reject-basis gate" in err and "Gate it" not in err
+    code, booked, err = run_cli(
+        capsys, "commit", "again", "--project", str(project), "--decision", "reject", "--reject-basis", "gate"
+    )
+    assert code == 0 and booked["decision"] == "reject", err
+
+
 def test_two_improving_siblings_the_second_is_regated_against_the_first(example, projects, capevolve):
     project = example("noisy_agent")
     for tag in ("first", "second"):
