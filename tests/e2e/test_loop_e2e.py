@@ -259,3 +259,22 @@ def test_two_improving_siblings_the_second_is_regated_against_the_first(example,
     rounds = {r.tag: r for r in earlier_rounds(RunDir.resolve(project, None, create=False), "none")}
     assert rounds["second"].verdict.startswith("reject (gate) vs first (made from seed) (Δ̄=")
     assert rounds["first"].verdict.startswith("accept vs seed (Δ̄=")
+
+
+def test_a_repeat_of_another_runs_reject_names_a_re_derivation_that_runs(example, capevolve, capsys):
+    """The refusal's `capevolve gate TAG` must reach the run that decided TAG: from a new run the
+    tag is unknown in the newest one, so the command names the run."""
+    project = example("toy_calc")
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    with (noop / "prompt.md").open("a") as prompt:
+        prompt.write("\nBe polite.\n")
+    assert capevolve(project, noop, gate=True).ret == 10  # rejected and booked in the first run
+    first = RunDir.resolve(project, None, create=False).run_id
+    shutil.copytree(noop, project / "candidates" / "again")
+    repeat = capevolve(project, "again", gate=True, extra=["--capevolve-new-run"])
+    assert repeat.ret == 10
+    command = f"capevolve gate noop --run-id {first}"
+    assert f"(`{command}` re-derives it" in repeat.stdout.str(), repeat.stdout.str()[-2000:]
+    code, answer, err = run_cli(capsys, *command.split()[1:], "--project", str(project), "--json")
+    assert code == 10 and answer is not None, err  # the earlier decision, re-derived: a reject
