@@ -27,7 +27,7 @@ USAGE = "capevolve agent [--writable PATH] -- CMD ARGS…"
 
 def forwarded(words: Sequence[str]) -> int | None:
     """Inside an agent: ``words`` run by the broker, and its exit code; None where not."""
-    from .._confine.broker_wire import BrokerGone, broker_fd, forward
+    from .._confine.broker_wire import BrokerGone, BrokerNotInherited, broker_fd, forward
 
     fd = broker_fd()
     if fd is None or not words or words[0] in LOCAL or words[0].startswith("-"):
@@ -41,6 +41,9 @@ def forwarded(words: Sequence[str]) -> int | None:
         return exitcodes.USAGE
     try:
         return forward(fd, list(words), os.getcwd())
+    except BrokerNotInherited as exc:
+        print(f"error: capevolve {words[0]}: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
     except BrokerGone as exc:
         print(
             f"error: capevolve {words[0]}: the broker of capevolve agent is gone ({exc}); start the "

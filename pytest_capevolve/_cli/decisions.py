@@ -155,21 +155,15 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
             f"capevolve diagnose {shlex.quote(report['best']['tag'])} {where}",
             f"capevolve spend --n-siblings 3 {where}",
             f"capevolve work new cand_0001 {where}",
-            f"pytest --capevolve-run {where} --capevolve-candidate {work} "
-            f"--capevolve-gate --capevolve-commit none{_loop_alpha(spec, rundir)}",
+            # `capevolve pytest`: the same command inside `capevolve agent` (through its broker) and
+            # outside; no `-o` (the broker refuses one): a run holding work copies gates at the
+            # loop's schedule, or the one it froze, by itself
+            f"capevolve pytest --capevolve-run {where} --capevolve-candidate {work} "
+            "--capevolve-gate --capevolve-commit none",
             f"capevolve commit cand_0001 {where} --decision accept",
             f"capevolve commit cand_0001 {where} --decision reject --reject-basis gate",
         ],
     }
-
-
-def _loop_alpha(spec: Any, rundir: Any) -> str:
-    """The gate command's ``-o`` for the loop's α schedule (the run's, when it froze one),
-    unless the spec names one."""
-    from .._loop.hill_climb_options import loop_alpha_flag
-    from .._policy.loop_schedule import run_loop_schedule
-
-    return loop_alpha_flag(spec, run_loop_schedule(rundir))
 
 
 def _session_summary(output: str, command: list[str]) -> str:

@@ -15,6 +15,7 @@ imports nothing of ours.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -33,6 +34,11 @@ OUT, ERR, EXIT = b"o", b"e", b"x"
 
 class BrokerGone(Exception):
     """The control socket is not there (closed, or the agent outlived its broker)."""
+
+
+class BrokerNotInherited(BrokerGone):
+    """The control socket's number names no socket in this process: a program between
+    ``capevolve agent`` and this command closed it (Python's ``subprocess`` does by default)."""
 
 
 def broker_fd() -> int | None:
@@ -55,6 +61,14 @@ def forward(fd: int, argv: list[str], cwd: str) -> int:
     try:
         control = socket.socket(fileno=os.dup(fd))
     except OSError as exc:
+        if exc.errno in (errno.EBADF, errno.ENOTSOCK):
+            raise BrokerNotInherited(
+                f"descriptor {fd} ({BROKER_ENV}) is not the broker's socket in this process: a "
+                "program between `capevolve agent` and this command closed it — Python's "
+                f"subprocess does unless given pass_fds=({fd},) or close_fds=False. Keep it open "
+                "down to this command (or run capevolve from a shell the agent starts); the broker "
+                "is still there"
+            ) from None
         raise BrokerGone(f"descriptor {fd}: {exc.strerror}") from None
     here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

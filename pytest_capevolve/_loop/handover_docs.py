@@ -14,7 +14,7 @@ from pathlib import Path
 from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._project.candidate import HANDOVER
 from .._project.spec import Spec
-from .hill_climb_options import loop_alpha_flag, loop_schedule
+from .hill_climb_options import loop_schedule
 
 AGENT, HILL_CLIMB = "agent", "hill-climb"
 
@@ -59,8 +59,8 @@ def render_process(
     else:
         round_steps = [
             f"1. `capevolve work new {tag}` made this work copy of `{parent}` and wrote these files.",
-            "2. Edit it, then gate it: `pytest --capevolve-run PROJECT --capevolve-candidate"
-            f" {workdir} --capevolve-gate --capevolve-commit none{loop_alpha_flag(spec, schedule)}`"
+            "2. Edit it, then gate it: `capevolve pytest --capevolve-run PROJECT --capevolve-candidate"
+            f" {workdir} --capevolve-gate --capevolve-commit none`"
             " (siblings are gated together, with null controls; `--capevolve-commit none` leaves the"
             " booking to step 3, which carries your cost).",
             f"3. Book the decision: `capevolve commit {tag} --decision accept|reject ...`; an accept"

@@ -98,11 +98,6 @@ def loop_schedule(spec: Spec, default: str = LOOP_SCHEDULE) -> str:
     return str(spec.gate_alpha_schedule) if names_a_schedule(spec.path) else default
 
 
-def loop_alpha_flag(spec: Spec, default: str = LOOP_SCHEDULE) -> str:
-    """The gate command's ``-o`` for the loop's α schedule ("" when the spec names one)."""
-    return "" if names_a_schedule(spec.path) else f" -o capevolve_gate_alpha_schedule={default}"
-
-
 def checked_optimizer(options: Options, spec: Spec) -> str:
     """The optimizer command (the flag, else the spec's); refused when absent or when it never
     names ``{workdir}`` (it could not edit the candidate)."""

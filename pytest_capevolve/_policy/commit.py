@@ -280,11 +280,21 @@ def _check(
                 "one was not: change its bytes and gate the new version"
             )
         full = verdict is not None and verdict.get("n_tasks", 0) > 0
+        if verdict is not None and not full and verdict.get("against") == best:
+            # gated against the best, but never scored (a repeat, a leak, a tamper, a microcase):
+            # gating the same bytes again says the same, so "gate it" would be no way on
+            raise CommitRefused(
+                f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; its "
+                f"verdict scored no val task ({verdict.get('decision')}: {verdict.get('reason')}). Book "
+                f"what it decided (capevolve commit {tag} --decision reject --reject-basis gate), or "
+                "change the bytes and gate them under a new tag"
+            )
         if not full or verdict is None or verdict.get("against") != best:
             seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"
             raise CommitRefused(
                 f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; there is "
-                f"{seen}. Gate it: pytest --capevolve-run PROJECT --capevolve-candidate DIR --capevolve-gate"
+                f"{seen}. Gate it: capevolve pytest --capevolve-run PROJECT --capevolve-candidate DIR "
+                "--capevolve-gate"
             )
         paired = float(verdict.get("coverage", {}).get("paired", 0.0))
         if paired < spec.min_coverage:

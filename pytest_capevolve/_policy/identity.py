@@ -303,5 +303,5 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
     return (
         f"{same}, {earlier.said()} in {earlier.where()}: a candidate is its bytes, so that "
         f"decision stands and is not taken again under a new tag or in a new run; change its bytes "
-        f"(`capevolve gate {earlier.tag}` re-derives it)"
+        f"(`capevolve gate {earlier.tag} --run-id {earlier.run_id}` re-derives it: the run that decided it)"
     )

@@ -1,8 +1,8 @@
 """A loop's error control by default: a run that is a loop spends α across its decisions.
 
-hill-climb passes ``-o capevolve_gate_alpha_schedule=lord`` to its gates, and PROCESS.md prints
-that flag for the agent-mode hand-off — but an agent that leaves it out gated its work copies at
-``constant`` α, and the first decision froze that for the whole run (:mod:`.gate_settings`). So a
+hill-climb passes ``-o capevolve_gate_alpha_schedule=addis`` to its gates; an agent's gate
+command (PROCESS.md, the baseline hand-off) names none — ``capevolve agent``'s broker refuses
+``-o`` — and gated at ``constant`` α would freeze that for the whole run (:mod:`.gate_settings`). So a
 run that *is* a loop run — it holds work copies (``capevolve work new``) or hill-climb started
 it — takes the loop's schedule (:data:`.._decide.alpha_budget.LOOP_SCHEDULE`) at its first
 decision unless the spec file names one or the command line sets one. One-shot gating (no work

@@ -83,7 +83,9 @@ class Screens:
                 best,
                 INDECISIVE,
                 "leak",
-                f"never scored: an edit encodes a general rule, never a task's id or answer ({shown})",
+                f"never scored: an edit encodes a general rule, never a task's id or answer ({shown}); "
+                "a capability that must hold answers (a fact base) is its owner's to allow: "
+                "leak_guard_min_length: false in the spec, in a new run (--capevolve-new-run)",
                 {
                     "leaks": [{"file": f.path, "line": f.line, "kind": f.needle.kind} for f in found],
                     "leak_guard_min_length": min_length,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .._project.candidate import (
+    SEED_TAG,
     CandidateError,
     check_tag,
     content_hash,
@@ -77,6 +78,13 @@ class Snapshots:
         self._refuse_reserved(tag, digest)
         known = self.candidate_hash(tag)
         if known is not None:
+            if known != digest and tag == SEED_TAG:
+                # a tag or a rerun gives a candidate new bytes; the seed has no flag for that
+                raise CandidateError(
+                    f"the seed was evaluated in run {self.run_id} with different bytes ({known}); "
+                    f"{source} now hashes to {digest}. A run keeps its seed: restore it, or measure "
+                    "the new seed in a new run (--capevolve-new-run)"
+                )
             if known != digest:
                 raise CandidateError(
                     f"tag {tag!r} was evaluated in run {self.run_id} with different bytes "

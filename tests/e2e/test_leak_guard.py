@@ -29,6 +29,8 @@ def test_a_candidate_embedding_a_val_task_id_is_refused_unpaid_naming_file_and_l
     assert result.ret == 11, result.stdout.str()[-3000:]  # indecisive
     out = result.stdout.str()
     assert f"prompt.md:{len(lines) + 1} holds the id of val task '{VAL_ID}'" in out
+    # the way on for an owner whose capability must hold answers, named in the refusal
+    assert "leak_guard_min_length: false in the spec, in a new run (--capevolve-new-run)" in out
     records = projects.rollout_records(project)
     assert not [k for k in records if k[2] == "peek"]  # no rollout paid for it
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "peek.json").read_text())

@@ -200,6 +200,29 @@ def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsy
     assert code == 2 and "against the current best 'copy'" in err
 
 
+def test_accepting_a_verdict_that_scored_nothing_names_the_booking_not_another_gate(
+    example, capevolve, capsys
+):
+    """A repeat's verdict is against the best but scored no task: gating the bytes again says the
+    same, so the refusal names what to book instead of "gate it"."""
+    project = example("toy_calc")
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    with (noop / "prompt.md").open("a") as prompt:
+        prompt.write("\nBe polite.\n")
+    assert capevolve(project, noop, gate=True).ret == 10  # rejected and booked
+    shutil.copytree(noop, project / "candidates" / "again")
+    repeat = capevolve(project, "again", gate=True, extra=["--capevolve-commit", "none"])
+    assert repeat.ret == 10 and "byte-identical to 'noop'" in repeat.stdout.str()
+    code, _, err = run_cli(capsys, "commit", "again", "--project", str(project), "--decision", "accept")
+    assert code == 2 and "its verdict scored no val task (reject: " in err, err
+    assert "capevolve commit again --decision reject --reject-basis gate" in err and "Gate it" not in err
+    code, booked, err = run_cli(
+        capsys, "commit", "again", "--project", str(project), "--decision", "reject", "--reject-basis", "gate"
+    )
+    assert code == 0 and booked["decision"] == "reject", err
+
+
 def test_two_improving_siblings_the_second_is_regated_against_the_first(example, projects, capevolve):
     project = example("noisy_agent")
     for tag in ("first", "second"):
@@ -236,3 +259,22 @@ def test_two_improving_siblings_the_second_is_regated_against_the_first(example,
     rounds = {r.tag: r for r in earlier_rounds(RunDir.resolve(project, None, create=False), "none")}
     assert rounds["second"].verdict.startswith("reject (gate) vs first (made from seed) (Δ̄=")
     assert rounds["first"].verdict.startswith("accept vs seed (Δ̄=")
+
+
+def test_a_repeat_of_another_runs_reject_names_a_re_derivation_that_runs(example, capevolve, capsys):
+    """The refusal's `capevolve gate TAG` must reach the run that decided TAG: from a new run the
+    tag is unknown in the newest one, so the command names the run."""
+    project = example("toy_calc")
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    with (noop / "prompt.md").open("a") as prompt:
+        prompt.write("\nBe polite.\n")
+    assert capevolve(project, noop, gate=True).ret == 10  # rejected and booked in the first run
+    first = RunDir.resolve(project, None, create=False).run_id
+    shutil.copytree(noop, project / "candidates" / "again")
+    repeat = capevolve(project, "again", gate=True, extra=["--capevolve-new-run"])
+    assert repeat.ret == 10
+    command = f"capevolve gate noop --run-id {first}"
+    assert f"(`{command}` re-derives it" in repeat.stdout.str(), repeat.stdout.str()[-2000:]
+    code, answer, err = run_cli(capsys, *command.split()[1:], "--project", str(project), "--json")
+    assert code == 10 and answer is not None, err  # the earlier decision, re-derived: a reject

@@ -24,7 +24,8 @@ def test_the_resolution_is_said_before_paying_and_identical_nulls_stop_being_pai
         "gate_alpha_schedule addis, decision 1)" in err
     )
     assert "on these 12 val tasks: improve ≥ 6 of 12 tasks with none worse" in err
-    assert "-o capevolve_gate_alpha_schedule=addis" in out
+    gate = next(c for c in json.loads(out)["next"] if "--capevolve-gate" in c)
+    assert gate.startswith("capevolve pytest --capevolve-run ") and " -o " not in gate, gate
     assert json.loads(out)["resolution"]["smallest_win"] == 6
     room = json.loads(out)["headroom"]  # this seed fails every val task: said, not a stop
     assert (room["verdict"], room["tasks_below_perfect"], room["val_tasks"]) == ("floor", 12, 12)

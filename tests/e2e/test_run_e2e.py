@@ -136,6 +136,24 @@ def test_different_bytes_under_an_existing_tag_are_refused(example, capevolve) -
     again.stdout.fnmatch_lines(["rollouts: 12 paid, 12 reused*"])
 
 
+def test_a_changed_seed_in_a_run_names_a_new_run_and_a_new_run_measures_it(example, capevolve) -> None:
+    """Neither --capevolve-tag nor --capevolve-rerun gives the seed new bytes: the refusal names
+    the way that does."""
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0
+    prompt = project / "capability" / "prompt.md"
+    prompt.write_text(prompt.read_text() + "Mind the sign.\n")
+    for extra in ([], ["--capevolve-rerun"]):
+        result = capevolve(project, extra=extra)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(
+            ["*the seed was evaluated in run * with different bytes*--capevolve-new-run*"]
+        )
+        assert "--capevolve-tag" not in result.stderr.str()
+    again = capevolve(project, extra=["--capevolve-new-run"])
+    assert again.ret == 0, again.stderr.str()
+
+
 def test_rerun_evaluates_under_a_fresh_tag(example, projects, capevolve) -> None:
     project = example("toy_calc")
     capevolve(project)

@@ -107,7 +107,10 @@ def test_process_md_gates_at_the_loops_schedule_unless_the_spec_names_one(tmp_pa
         ignore=shutil.ignore_patterns(".capevolve", "__pycache__"),
     )
     plain = render_process(load_spec(project), "r1", project / "w", "a1", "seed", "agent")
-    assert "--capevolve-commit none -o capevolve_gate_alpha_schedule=addis`" in plain
+    # the command works inside `capevolve agent` as printed: through the broker, with no `-o`
+    # (the broker refuses one; a run holding work copies gates at the loop's schedule by itself)
+    assert "`capevolve pytest --capevolve-run PROJECT" in plain
+    assert "--capevolve-gate --capevolve-commit none`" in plain and " -o " not in plain
     assert "by the `addis` schedule" in plain
     spec = project / "capevolve.yaml"
     spec.write_text(spec.read_text() + "gate_alpha_schedule: basel\n")
