@@ -275,9 +275,9 @@ def _check(
             return False
         if verdict is not None and verdict.get("decision") == "repeat":
             raise CommitRefused(
-                f"{tag!r} repeats bytes decided in another run ({verdict.get('reason')}); only an accept "
-                f"booked there against the bytes of this run's best {best!r} can be adopted here, and this "
-                "one was not: change its bytes and gate the new version"
+                f"{tag!r} repeats bytes already decided ({verdict.get('reason')}); only an accept an "
+                f"earlier run booked against the bytes of this run's best {best!r} can be adopted here, and "
+                "this one was not: change its bytes and gate the new version"
             )
         full = verdict is not None and verdict.get("n_tasks", 0) > 0
         if verdict is not None and not full and verdict.get("against") == best:
