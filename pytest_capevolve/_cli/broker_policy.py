@@ -15,7 +15,11 @@ the agent write the record freely or run its own code outside:
   options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`, every ``--capevolve-*`` option, and
   paths in the project outside the run dirs: no ``-p`` plugin, ``-o``, ``-c``, ``--rootdir``,
   ``--confcutdir``, ``--junitxml`` or other way to load the agent's code or write a file of its
-  choosing.
+  choosing — nor an ``@FILE`` word anywhere (pytest reads more arguments from FILE, a file the
+  agent may have written, past every check here);
+- a folder (the command's cwd) or path that passes through a symbolic link: the broker checks
+  where a path leads, then runs the command with the path as given, so a link the agent may
+  repoint between the two would lead the command elsewhere.
 
 Everything else is refused in one line that names the way on.
 """
@@ -111,7 +115,7 @@ class AgentPolicy:
     # -- where -----------------------------------------------------------------------------------
 
     def _cwd(self, cwd: str) -> Path:
-        real = Path(os.path.realpath(cwd))
+        real = _unlinked(Path(cwd), cwd)
         if not _within(real, self.project) or _within(real, self.runs) or self._writable(real):
             raise Refusal(
                 f"commands run from the project folder, not {cwd}; cd {self.project} and run it again"
@@ -125,7 +129,7 @@ class AgentPolicy:
         return any(_within(path, h) for h in self.hidden)
 
     def _this_project(self, given: Path, where: Path, *, run_dir: bool = False) -> None:
-        target = Path(os.path.realpath(where / given))
+        target = _unlinked(where / given, str(given))
         if target in (self.project, self.project / SPEC_FILENAME):
             return
         if run_dir and target.parent == self.runs / "runs":
@@ -179,6 +183,12 @@ class AgentPolicy:
     # -- pytest sessions -------------------------------------------------------------------------
 
     def _pytest(self, args: list[str], where: Path) -> list[str]:
+        for arg in args:
+            if arg.startswith("@"):
+                raise Refusal(
+                    f"pytest {arg}: pytest would read more arguments from {arg[1:]}, past the "
+                    "broker's checks; give them on the command line"
+                )
         it = iter(enumerate(args))
         for _, arg in it:
             option, eq, value = arg.partition("=")
@@ -224,12 +234,24 @@ class AgentPolicy:
         self._this_project(Path(value), where)
 
     def _collected(self, arg: str, where: Path) -> None:
-        target = Path(os.path.realpath(where / arg.split("::", 1)[0]))
+        target = _unlinked(where / arg.split("::", 1)[0], arg)
         if not _within(target, self.project) or _within(target, self.runs) or self._writable(target):
             raise Refusal(
                 f"pytest {arg}: the broker collects only the project's own files (its microcases, "
                 "tests), never a folder the agent may write; name them by their place in the project"
             )
+
+
+def _unlinked(path: Path, given: str) -> Path:
+    """``path``, absolute, once no part of it is a symbolic link (else refused): the command runs
+    with the path as given, and a link could lead it elsewhere after this check."""
+    plain = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(path))
+    if plain != real:
+        raise Refusal(
+            f"{given}: it passes through a symbolic link (it leads to {real}); give the real path"
+        )
+    return real
 
 
 def _within(path: Path, root: Path) -> bool:

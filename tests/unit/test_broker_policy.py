@@ -93,3 +93,38 @@ def test_commands_run_from_the_project_never_from_a_folder_the_agent_writes(poli
         with pytest.raises(Refusal, match=f"cd {project}"):
             check(["spend"], str(cwd))
     assert check(["spend"], str(project / "capability"))  # a folder of the project the agent cannot write
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pytest", "@/tmp/args.txt"],
+        ["pytest", "--capevolve-run", ".", "-k", "@/tmp/args.txt"],
+        ["pytest", "--capevolve-run", ".", "-m", "@args"],
+    ],
+    ids=["path", "value of -k", "value of -m"],
+)
+def test_an_argument_file_that_pytest_would_read_past_the_checks_is_refused(policy, argv) -> None:
+    """Red team: ``capevolve pytest @$TMPDIR/args.txt`` passed as a path in the project, and pytest
+    read ``$TMPDIR/evil`` from it, importing a conftest the agent wrote in the broker's unconfined
+    session (it wrote ``.capevolve/``); argparse expands an ``@`` word anywhere, values included."""
+    check, project, _ = policy
+    with pytest.raises(Refusal, match="read more arguments"):
+        check(argv, str(project))
+
+
+def test_a_cwd_or_path_through_a_symlink_is_refused(policy, tmp_path: Path) -> None:
+    """Red team: the broker checked where a path led, then ran the command with the path as given;
+    a link in the agent's scratch, pointing at the project for the check and repointed after it,
+    led the session to the agent's own folder (its own capevolve.yaml and adapter, outside)."""
+    check, project, _ = policy
+    link = tmp_path / "link"
+    link.symlink_to(project)
+    with pytest.raises(Refusal, match="symbolic link"):
+        check(["verify"], str(link))
+    with pytest.raises(Refusal, match="symbolic link"):
+        check(["pytest", "--capevolve-run", str(link)], str(project))
+    with pytest.raises(Refusal, match="symbolic link"):
+        check(["pytest", str(link / "microcases")], str(project))
+    with pytest.raises(Refusal, match="symbolic link"):
+        check(["work", "new", "t1", "--project", str(link)], str(project))
