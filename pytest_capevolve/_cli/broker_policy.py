@@ -248,9 +248,7 @@ def _unlinked(path: Path, given: str) -> Path:
     plain = Path(os.path.abspath(path))
     real = Path(os.path.realpath(path))
     if plain != real:
-        raise Refusal(
-            f"{given}: it passes through a symbolic link (it leads to {real}); give the real path"
-        )
+        raise Refusal(f"{given}: it passes through a symbolic link (it leads to {real}); give the real path")
     return real
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -91,15 +90,6 @@ capevolve commit t1 --decision accept --note "a tool" > /dev/null
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE open (red team): an exception raised by candidate code in run_target is the "
-    "harness's failure (missing data); paid again in the next session it is a fresh draw, and the "
-    "error-imbalance check imputes only the cells still missing at the verdict, never the ones "
-    "re-drawn, so a tool that raises on each failing answer has a byte-for-byte seed plus that "
-    "tool accepted by the 2nd gate session (Δ̄ +0.4, infra 18 vs 0). Needs: each cell whose first "
-    "attempt was an infra error imputed worst-case (attempts counted across sessions)",
-)
 @pytest.mark.parametrize(
     "landlock",
     [pytest.param(True, marks=[needs_landlock, pytest.mark.confined]), False],
@@ -108,6 +98,12 @@ capevolve commit t1 --decision accept --note "a tool" > /dev/null
 def test_a_candidate_that_turns_its_failing_draws_into_api_errors_is_never_accepted(
     project: Path, landlock: bool
 ) -> None:
+    """Candidate code that raises an API-looking error on each failing answer: each such rollout
+    is missing data, paid again by the next session with a fresh draw. The imbalance check
+    imputed only the cells still missing at the verdict, never the ones re-drawn, so the seed's
+    bytes plus that tool were accepted by the 2nd gate session (Δ̄ +0.4, infra 18 vs 0); now a
+    trial paid again after an infra error is imputed as that error, and the verdict is
+    indecisive however many sessions pay again."""
     adapter = project / "adapter.py"
     text = adapter.read_text()
     text = text.replace(
