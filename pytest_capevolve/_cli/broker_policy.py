@@ -29,7 +29,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .._loop.optimizer_boundary import RUNS_FOLDER, gold_files
@@ -109,8 +112,9 @@ class AgentPolicy:
                 f"the broker runs the loop's commands for an agent ({', '.join(BROKERED)}, pytest), "
                 f"not {name!r}; {OUTSIDE}"
             )
-        self._capevolve(argv, where)
-        return [sys.executable, "-m", "pytest_capevolve._cli.main", *argv]
+        argv = list(argv)
+        deliver = self._capevolve(argv, where)
+        return Command([sys.executable, "-m", "pytest_capevolve._cli.main", *argv], after=deliver)
 
     # -- where -----------------------------------------------------------------------------------
 
@@ -141,14 +145,18 @@ class AgentPolicy:
 
     # -- capevolve commands ----------------------------------------------------------------------
 
-    def _capevolve(self, argv: list[str], where: Path) -> None:
+    def _capevolve(self, argv: list[str], where: Path) -> Callable[[], str | None] | None:
+        """Checks ``argv`` (rewriting a file the broker reads or writes for the agent to a
+        private copy); returns what to do once the command ended (deliver an export)."""
         from .main import build_parser
+
+        deliver = None
 
         try:
             with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
                 args = build_parser(argv[0]).parse_args(argv)
         except SystemExit:
-            return  # argparse refuses it in the command's own words, before it reads anything
+            return None  # argparse refuses it in the command's own words, before it reads anything
         for attr, why in REFUSED_FLAGS.items():
             if getattr(args, attr, None):
                 raise Refusal(why)
@@ -165,11 +173,8 @@ class AgentPolicy:
                 f"store), or {OUTSIDE}"
             )
         export = getattr(args, "export", None)
-        if export is not None and not self._writable(Path(os.path.realpath(where / export))):
-            raise Refusal(
-                f"--export {export}: the broker writes only where the agent may write (its work "
-                "copies, its TMPDIR); export into one of them"
-            )
+        if export is not None:
+            deliver = self._export(argv, export, where)
         for folder in getattr(args, "writable", None) or ():  # hill-climb's: never more than the agent's own
             if not self._writable(Path(os.path.realpath(where / folder))):
                 raise Refusal(
@@ -177,8 +182,52 @@ class AgentPolicy:
                     "may (its work copies, its TMPDIR, the --writable folders it was started with)"
                 )
         instructions = getattr(args, "instructions_file", None)
-        if instructions is not None and self._hidden(Path(os.path.realpath(where / instructions))):
-            raise Refusal(f"--instructions-file {instructions}: a file the agent may not read")
+        if instructions is not None:
+            self._instructions(argv, instructions, where)
+        return deliver
+
+    # -- files the broker reads or writes for the agent -------------------------------------------
+    # The command would open them by path with the evaluator's rights, after this check: a folder
+    # of the agent's replaced by a link in between (into the run dir, at a gold file) would lead it
+    # there. So the broker opens them here, following no link, and the command gets a private copy.
+
+    def _export(self, argv: list[str], export: str, where: Path) -> Callable[[], str | None]:
+        target = Path(os.path.realpath(where / export))  # where it leads now; written following no link
+        root = next((r for r in self.writable if _within(target, r) and target != r), None)
+        if root is None:
+            raise Refusal(
+                f"--export {export}: the broker writes only where the agent may write (its work "
+                "copies, its TMPDIR); export into one of them"
+            )
+        private = Path(tempfile.mkdtemp(prefix="capevolve-broker-")) / target.name
+        _replace_value(argv, "--export", str(private))
+
+        def deliver() -> str | None:
+            try:
+                if private.exists():
+                    _write_unlinked(root, target.relative_to(root), private.read_bytes())
+            except OSError as exc:
+                return f"error: capevolve agent: --export {export} not written: {exc.strerror or exc}\n"
+            finally:
+                shutil.rmtree(private.parent, ignore_errors=True)
+            return None
+
+        return deliver
+
+    def _instructions(self, argv: list[str], given: str, where: Path) -> None:
+        target = Path(os.path.realpath(where / given))  # where it leads now; read following no link
+        if self._hidden(target):
+            raise Refusal(f"--instructions-file {given}: a file the agent may not read")
+        try:
+            text = _read_unlinked(target)
+        except OSError as exc:
+            raise Refusal(
+                f"--instructions-file {given}: {exc.strerror or exc} (read without following a "
+                "symbolic link); give a file that stays where it is while the command runs"
+            ) from None
+        copy = Path(tempfile.mkdtemp(prefix="capevolve-broker-")) / "instructions.md"
+        copy.write_bytes(text)
+        _replace_value(argv, "--instructions-file", str(copy))
 
     # -- pytest sessions -------------------------------------------------------------------------
 
@@ -240,6 +289,68 @@ class AgentPolicy:
                 f"pytest {arg}: the broker collects only the project's own files (its microcases, "
                 "tests), never a folder the agent may write; name them by their place in the project"
             )
+
+
+class Command(list[str]):
+    """The command line the broker runs, and what it does once that command ended."""
+
+    def __init__(self, argv: list[str], after: Callable[[], str | None] | None = None) -> None:
+        super().__init__(argv)
+        self.after = after
+
+
+def _replace_value(argv: list[str], option: str, value: str) -> None:
+    """``option``'s value in ``argv`` (``--opt V`` or ``--opt=V``) made ``value``."""
+    for i, word in enumerate(argv):
+        if word == option and i + 1 < len(argv):
+            argv[i + 1] = value
+        elif word.startswith(option + "="):
+            argv[i] = f"{option}={value}"
+
+
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _walk(root: Path, parts: tuple[str, ...], *, make: bool) -> int:
+    """A descriptor of ``root/parts…``, no part of it a link (ELOOP/ENOTDIR otherwise)."""
+    fd = os.open(root, _NOFOLLOW_DIR)
+    try:
+        for part in parts:
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+            inner = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _write_unlinked(root: Path, relative: Path, data: bytes) -> None:
+    """Write ``data`` to ``root/relative`` following no link below ``root`` (a folder the broker
+    granted the agent; the folders above it are not the agent's to change)."""
+    *folders, name = relative.parts
+    fd = _walk(root, tuple(folders), make=True)
+    try:
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with os.fdopen(out, "wb") as handle:
+        handle.write(data)
+
+
+def _read_unlinked(path: Path) -> bytes:
+    """The bytes of ``path`` (absolute), following no link anywhere on its way."""
+    *folders, name = path.parts[1:]
+    fd = _walk(Path(path.anchor), tuple(folders), make=False)
+    try:
+        handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with os.fdopen(handle, "rb") as stream:
+        return stream.read()
 
 
 def _unlinked(path: Path, given: str) -> Path:

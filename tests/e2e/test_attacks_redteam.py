@@ -127,3 +127,36 @@ def test_a_candidate_that_turns_its_failing_draws_into_api_errors_is_never_accep
         if '"kind": "decision"' in line
     ]
     assert [e.get("decision") for e in booked if e.get("tag") == "t1"] != ["accept"]
+
+
+def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_writes_the_run(
+    project: Path, tmp_path: Path
+) -> None:
+    """The broker checked that ``--export`` lands where the agent may write, then the command
+    wrote the path as given, with the evaluator's rights: a folder of the agent's TMPDIR
+    replaced by a link into the run dir in between (diagnose loads the adapter and reads every
+    record first: a wide window) put the export in the run dir (named ``events.jsonl``, it
+    would have replaced the log). The swap is replayed here in order, the broker's check, then
+    the link, then the command."""
+    from pytest_capevolve._cli.broker_policy import AgentPolicy
+    from pytest_capevolve._project.spec import load_spec
+
+    assert main(["baseline", str(project)]) == 0
+    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    scratch = tmp_path / "scratch"
+    (scratch / "d").mkdir(parents=True)
+    policy = AgentPolicy(load_spec(project), (run / "work", scratch))
+    argv = policy(["diagnose", "seed", "--export", str(scratch / "d" / "out.jsonl")], str(project))
+
+    (scratch / "d").rmdir()  # what the agent does once the broker said yes
+    (scratch / "d").symlink_to(run)
+    subprocess.run(argv, cwd=project, env=environment(), capture_output=True, check=False)
+    said = argv.after()  # the broker writes the export itself, following no link
+
+    assert not (run / "out.jsonl").exists()
+    assert said is not None and "--export" in said and "not written" in said
+    # undisturbed, the export lands where the agent asked
+    (scratch / "d").unlink()
+    argv = policy(["diagnose", "seed", "--export", str(scratch / "d" / "out.jsonl")], str(project))
+    subprocess.run(argv, cwd=project, env=environment(), capture_output=True, check=True)
+    assert argv.after() is None and (scratch / "d" / "out.jsonl").read_text().count("\n") > 0

@@ -128,3 +128,21 @@ def test_a_cwd_or_path_through_a_symlink_is_refused(policy, tmp_path: Path) -> N
         check(["pytest", str(link / "microcases")], str(project))
     with pytest.raises(Refusal, match="symbolic link"):
         check(["work", "new", "t1", "--project", str(link)], str(project))
+
+
+def test_an_instructions_file_is_read_by_the_broker_following_no_link(policy, tmp_path: Path) -> None:
+    """Red team: ``--instructions-file`` was checked (not a gold file), then read by the command
+    by path; a folder on its way swapped for a link in between led the read to gold. The broker
+    now reads it itself, following no link, and the command reads a private copy."""
+    check, project, _ = policy
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "prompt.md").write_text("rules $iteration")
+    argv = check(
+        ["hill-climb", "--optimizer", "x {workdir}", "--instructions-file", str(real / "prompt.md")],
+        str(project),
+    )
+    copy = Path(argv[argv.index("--instructions-file") + 1])
+    assert copy != real / "prompt.md" and copy.read_text() == "rules $iteration"
+    (real / "prompt.md").write_text("changed after the check")
+    assert copy.read_text() == "rules $iteration"
