@@ -106,7 +106,7 @@ class AgentPolicy:
             raise Refusal("no command given; the broker runs capevolve commands (capevolve --help)")
         name = argv[0]
         if name == "pytest":
-            return [sys.executable, "-m", "pytest", *self._pytest(argv[1:], where)]
+            return [sys.executable, "-P", "-m", "pytest", *self._pytest(argv[1:], where)]
         if name not in BROKERED:
             raise Refusal(
                 f"the broker runs the loop's commands for an agent ({', '.join(BROKERED)}, pytest), "
@@ -114,7 +114,7 @@ class AgentPolicy:
             )
         argv = list(argv)
         deliver = self._capevolve(argv, where)
-        return Command([sys.executable, "-m", "pytest_capevolve._cli.main", *argv], after=deliver)
+        return Command([sys.executable, "-P", "-m", "pytest_capevolve._cli.main", *argv], after=deliver)
 
     # -- where -----------------------------------------------------------------------------------
 

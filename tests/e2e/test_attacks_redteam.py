@@ -160,3 +160,37 @@ def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_write
     argv = policy(["diagnose", "seed", "--export", str(scratch / "d" / "out.jsonl")], str(project))
     subprocess.run(argv, cwd=project, env=environment(), capture_output=True, check=True)
     assert argv.after() is None and (scratch / "d" / "out.jsonl").read_text().count("\n") > 0
+
+
+SHADOW = """import importlib, os, sys
+open({marker!r}, "a").write(str(os.getpid()))
+here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+del sys.modules["scipy"]
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+sys.modules["scipy"] = importlib.import_module("scipy")
+"""
+
+
+def test_a_package_planted_in_the_project_is_never_imported_by_a_session_the_broker_starts(
+    project: Path, tmp_path: Path
+) -> None:
+    """Unconfined (an agent or candidate code that can write the project): ``scipy/__init__.py``
+    planted in the project after the run began was imported, past the harness lock, by the gate
+    session the broker started (``python -m pytest`` put its cwd, the project, first on
+    ``sys.path``), in the process that scores and decides; a ``pytest_capevolve/`` there would have
+    replaced every command the broker runs. Sessions capevolve starts now run with ``-P``."""
+    assert main(["baseline", str(project)]) == 0
+    marker = tmp_path / "imported"
+    (project / "scipy").mkdir()
+    (project / "scipy" / "__init__.py").write_text(SHADOW.format(marker=str(marker)))
+    done = agent(
+        project,
+        "W=$(ls -d .capevolve/runs/*/work) && capevolve work new t1 > /dev/null && "
+        "echo '- RULE:convert-units' >> $W/t1/prompt.md && "
+        "capevolve pytest --capevolve-run . --capevolve-candidate $W/t1 --capevolve-gate "
+        "--capevolve-commit none --capevolve-explain -q -p no:cacheprovider",
+        landlock=False,
+    )
+    assert "could not judge" not in done.stdout and "INTERNALERROR" not in done.stdout, done.stdout[-2000:]
+    assert list((sorted((project / ".capevolve" / "runs").iterdir())[-1] / "verdicts").glob("t1.json")), done.stderr[-3000:]
+    assert not marker.exists()
