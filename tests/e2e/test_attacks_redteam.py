@@ -192,5 +192,7 @@ def test_a_package_planted_in_the_project_is_never_imported_by_a_session_the_bro
         landlock=False,
     )
     assert "could not judge" not in done.stdout and "INTERNALERROR" not in done.stdout, done.stdout[-2000:]
-    assert list((sorted((project / ".capevolve" / "runs").iterdir())[-1] / "verdicts").glob("t1.json")), done.stderr[-3000:]
+    assert list((sorted((project / ".capevolve" / "runs").iterdir())[-1] / "verdicts").glob("t1.json")), (
+        done.stderr[-3000:]
+    )
     assert not marker.exists()
