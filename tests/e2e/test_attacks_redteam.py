@@ -196,3 +196,28 @@ def test_a_package_planted_in_the_project_is_never_imported_by_a_session_the_bro
         done.stderr[-3000:]
     )
     assert not marker.exists()
+
+
+def test_a_journal_made_a_link_after_the_check_never_freezes_gold(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The optimizer writes its work copy; at a decision the journal there is frozen into the
+    record and shown to every later round. It was checked to be no link, then read by path with
+    the evaluator's rights: made a link to a gold file in between, gold was frozen and shown.
+    Replayed in order: the check passes (no link yet), then the link is there when it is read."""
+    from pytest_capevolve._policy.journal_entry import freeze_entry
+    from pytest_capevolve._store.rundir import RunDir
+
+    (project / "data").mkdir()
+    (project / "data" / "gold.json").write_text('{"t01": "SECRET-42"}')
+    assert main(["baseline", str(project)]) == 0
+    assert main(["work", "new", "t1", "--project", str(project)]) == 0
+    rundir = RunDir(sorted((project / ".capevolve" / "runs").iterdir())[-1])
+    journal = rundir.work_dir("t1") / "JOURNAL.md"
+    journal.unlink()
+    journal.symlink_to(project / "data" / "gold.json")
+    monkeypatch.setattr(Path, "is_symlink", lambda self: False)  # as the check saw it
+
+    freeze_entry(rundir, "t1")
+
+    assert "SECRET" not in rundir.journal_entry_path("t1").read_text()
