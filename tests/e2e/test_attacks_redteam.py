@@ -221,3 +221,42 @@ def test_a_journal_made_a_link_after_the_check_never_freezes_gold(
     freeze_entry(rundir, "t1")
 
     assert "SECRET" not in rundir.journal_entry_path("t1").read_text()
+
+
+def test_a_work_copy_file_made_a_link_after_it_was_listed_is_never_shown_by_diff(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``capevolve diff`` (through the broker: the evaluator's rights) lists the work copy's files,
+    refusing links, then reads each by path: a file made a link to gold in between was printed
+    to the agent. Replayed in order: listed as a plain file, a link when it is read."""
+    from pytest_capevolve._project import candidate_diff
+
+    (project / "data").mkdir()
+    (project / "data" / "gold.json").write_text('{"t01": "SECRET-42"}')
+    assert main(["baseline", str(project)]) == 0
+    assert main(["work", "new", "t1", "--project", str(project)]) == 0
+    work = sorted((project / ".capevolve" / "runs").iterdir())[-1] / "work" / "t1"
+    gold = project / "data" / "gold.json"
+    listed = candidate_diff.iter_files
+    monkeypatch.setattr(
+        candidate_diff,
+        "iter_files",
+        lambda root: [
+            *listed(root),
+            *(_made_a_link(root / "notes.md", gold) if root == work.resolve() else []),
+        ],
+    )
+    capsys.readouterr()
+
+    assert main(["diff", "t1", "seed", "--project", str(project)]) == 0
+
+    shown = capsys.readouterr()
+    assert "SECRET" not in shown.out and "+++ t1/notes.md" in shown.out, shown
+
+
+def _made_a_link(path: Path, to: Path) -> list[Path]:
+    """``path``, listed as the plain file it was, then made a link to ``to`` before it is read."""
+    path.write_text("notes")
+    path.unlink()
+    path.symlink_to(to)
+    return [path]
