@@ -11,11 +11,9 @@ out), so the diff is the change the gate scored.
 from __future__ import annotations
 
 import difflib
-import os
-import stat
 from pathlib import Path
 
-from .candidate import iter_files
+from .candidate import iter_files, read_plain
 
 # rejected.jsonl is read whole by the next proposer, and the log keeps every reject's diff:
 # a reject carries its change up to this many characters (the head of the diff, then a note)
@@ -57,7 +55,7 @@ def _texts(root: Path) -> dict[str, list[str]]:
     base = root.resolve()
     for path in iter_files(base):
         rel = path.relative_to(base).as_posix()
-        data = _read_unlinked(path)
+        data = read_plain(path)
         if data is None:  # listed as a file, a link or gone by the time it is read
             out[rel] = ["(not read: no longer a plain file)\n"]
             continue
@@ -66,15 +64,3 @@ def _texts(root: Path) -> dict[str, list[str]]:
         except UnicodeDecodeError:
             out[rel] = [f"(binary file, {len(data)} bytes)\n"]
     return out
-
-
-def _read_unlinked(path: Path) -> bytes | None:
-    """The bytes of the regular file ``path``, opened without following a link: the folder is
-    the optimizer's to write, and a file listed as plain but made a link before it is read would
-    show the optimizer what the link points at (a gold file), read with the evaluator's rights."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read() if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else None
