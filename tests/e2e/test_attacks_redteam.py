@@ -260,3 +260,43 @@ def _made_a_link(path: Path, to: Path) -> list[Path]:
     path.unlink()
     path.symlink_to(to)
     return [path]
+
+
+SEALED_SELECTIVELY = (
+    SELECTIVE.replace(
+        "for session in 1 2 3; do",
+        "echo '- RULE:convert-units' >> \"$W/t1/prompt.md\"\nfor session in 1; do",
+    )
+    + "\nfor finalize in 1 2 3; do capevolve pytest --capevolve-finalize . -q -p no:cacheprovider > /dev/null; done\n"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="HOLE open (red team): at finalize, candidate code that raises an API-looking error on "
+    "each failing test answer leaves those trials missing; the seal burns once each arm's coverage "
+    "reaches min_coverage and seals the best's mean over its valid trials only (1.0 here, every "
+    "failure having become an error; a no-op with the tool sealed 1.0 against the seed's 0.444 in "
+    "the red team's run). Needs a design call: seal only when the arms' infra errors cannot move "
+    "the sealed numbers (worst-case imputation, as the gate does), or seal the worst case beside",
+)
+def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inflated_mean(
+    project: Path,
+) -> None:
+    adapter = project / "adapter.py"
+    text = adapter.read_text()
+    text = text.replace(
+        '        draw = random.Random(hashlib.sha256(f"{seed}:{task.id}:{folder}".encode()).hexdigest()).random()',
+        NOT_REPRODUCIBLE,
+    ).replace(
+        "        return Rollout(output=str(right if draw < p_right else wrong), cost_usd=0.001, tokens=300)",
+        TOOL_CALLED,
+    )
+    adapter.write_text(text)
+    assert main(["baseline", str(project)]) == 0
+
+    agent(project, SEALED_SELECTIVELY, landlock=False)
+
+    seal = json.loads((sorted((project / ".capevolve" / "runs").iterdir())[-1] / "seal.json").read_text())
+    assert seal["best"]["tag"] == "t1" and seal["best"]["infra"] > 0
+    assert seal["best"]["mean"] < 1.0  # what its failing answers, made errors, would have cost it
