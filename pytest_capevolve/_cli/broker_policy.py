@@ -183,7 +183,9 @@ class AgentPolicy:
                 )
         instructions = getattr(args, "instructions_file", None)
         if instructions is not None:
-            self._instructions(argv, instructions, where)
+            copy = self._instructions(argv, instructions, where)
+            if deliver is None:
+                return lambda: shutil.rmtree(copy, ignore_errors=True)  # None: nothing to say
         return deliver
 
     # -- files the broker reads or writes for the agent -------------------------------------------
@@ -214,7 +216,8 @@ class AgentPolicy:
 
         return deliver
 
-    def _instructions(self, argv: list[str], given: str, where: Path) -> None:
+    def _instructions(self, argv: list[str], given: str, where: Path) -> Path:
+        """Reads the file for the command; returns the private folder of its copy."""
         target = Path(os.path.realpath(where / given))  # where it leads now; read following no link
         if self._hidden(target):
             raise Refusal(f"--instructions-file {given}: a file the agent may not read")
@@ -228,6 +231,7 @@ class AgentPolicy:
         copy = Path(tempfile.mkdtemp(prefix="capevolve-broker-")) / "instructions.md"
         copy.write_bytes(text)
         _replace_value(argv, "--instructions-file", str(copy))
+        return copy.parent
 
     # -- pytest sessions -------------------------------------------------------------------------
 
