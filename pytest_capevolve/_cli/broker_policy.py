@@ -6,7 +6,9 @@ started in, from a folder of that project the agent cannot write, and never a fl
 the agent write the record freely or run its own code outside:
 
 - ``capevolve`` commands of :data:`BROKERED`, without ``verify --repair`` (rewrites the record),
-  ``commit --force`` (overrides the gate's rules), ``hill-climb --store-commit-cmd`` (a command of
+  ``commit --force`` (overrides the gate's rules), a new run (``hill-climb --new-run``,
+  ``--capevolve-new-run``: the same val tasks asked again at a fresh level), ``hill-climb
+  --store-commit-cmd`` (a command of
   the agent's choosing, run unconfined) or ``verify --anchor-from-store DIR`` (git run in a folder
   the agent may have written); ``diagnose --export`` writes only where the agent may write,
   ``hill-climb --instructions-file`` reads only what the agent may read, and ``hill-climb
@@ -64,6 +66,10 @@ OUTSIDE = "the person who owns the project runs it outside the agent"
 REFUSED_FLAGS = {
     "repair": f"verify --repair rewrites the record; {OUTSIDE}",
     "force": f"commit --force books against the gate's rules; {OUTSIDE}",
+    "new_run": (
+        "a new run asks the same val tasks again at a fresh level (a no-op, varied a little each "
+        f"time, is accepted by chance in one of enough runs); {OUTSIDE}, then starts the agent again"
+    ),
     "store_commit_cmd": (
         "--store-commit-cmd would run a command of the agent's choosing outside the boundary; "
         f"use the git store (the default), or {OUTSIDE}"
@@ -86,7 +92,6 @@ CAPEVOLVE_FLAGS = frozenset(
         "--capevolve-harness-changed",
         "--capevolve-explain",
         "--capevolve-grow",
-        "--capevolve-new-run",
     }
 )
 
@@ -246,6 +251,8 @@ class AgentPolicy:
         for _, arg in it:
             option, eq, value = arg.partition("=")
             if arg.startswith("--capevolve-"):
+                if option == "--capevolve-new-run":
+                    raise Refusal(f"pytest {option}: {REFUSED_FLAGS['new_run']}")
                 if option in CAPEVOLVE_FLAGS:
                     continue
                 if not eq:

@@ -58,6 +58,8 @@ REFUSED = [
     (["commit", "t1", "--decision", "accept", "--force"], "against the gate"),
     (["hill-climb", "--optimizer", "x {workdir}", "--store-commit-cmd", "sh -c x"], "outside the boundary"),
     (["verify", "--anchor-from-store", "somewhere"], "runs git"),
+    (["pytest", "--capevolve-run", ".", "--capevolve-new-run", "--capevolve-gate"], "fresh level"),
+    (["hill-climb", "--optimizer", "x {workdir}", "--new-run"], "fresh level"),
     (["hill-climb", "--optimizer", "x {workdir}", "--writable", "/"], "only where the agent may"),
     (["init", "elsewhere"], "not 'init'"),
     (["agent", "--", "sh"], "not 'agent'"),
