@@ -148,3 +148,5 @@ def test_an_instructions_file_is_read_by_the_broker_following_no_link(policy, tm
     assert copy != real / "prompt.md" and copy.read_text() == "rules $iteration"
     (real / "prompt.md").write_text("changed after the check")
     assert copy.read_text() == "rules $iteration"
+    argv.after()  # once the command ended: the private copy is gone
+    assert not copy.parent.exists()
