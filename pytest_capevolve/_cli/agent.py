@@ -55,7 +55,7 @@ def forwarded(words: Sequence[str]) -> int | None:
 
 def run_pytest(args: Sequence[str]) -> int:
     """``capevolve pytest ARGS`` outside an agent: pytest, here, with these arguments."""
-    return subprocess.run([sys.executable, "-m", "pytest", *args], check=False).returncode
+    return subprocess.run([sys.executable, "-P", "-m", "pytest", *args], check=False).returncode
 
 
 def split_agent(words: Sequence[str]) -> tuple[list[str], list[str]]:

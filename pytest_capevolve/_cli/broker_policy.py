@@ -6,7 +6,9 @@ started in, from a folder of that project the agent cannot write, and never a fl
 the agent write the record freely or run its own code outside:
 
 - ``capevolve`` commands of :data:`BROKERED`, without ``verify --repair`` (rewrites the record),
-  ``commit --force`` (overrides the gate's rules), ``hill-climb --store-commit-cmd`` (a command of
+  ``commit --force`` (overrides the gate's rules), a new run (``hill-climb --new-run``,
+  ``--capevolve-new-run``: the same val tasks asked again at a fresh level), ``hill-climb
+  --store-commit-cmd`` (a command of
   the agent's choosing, run unconfined) or ``verify --anchor-from-store DIR`` (git run in a folder
   the agent may have written); ``diagnose --export`` writes only where the agent may write,
   ``hill-climb --instructions-file`` reads only what the agent may read, and ``hill-climb
@@ -15,7 +17,11 @@ the agent write the record freely or run its own code outside:
   options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`, every ``--capevolve-*`` option, and
   paths in the project outside the run dirs: no ``-p`` plugin, ``-o``, ``-c``, ``--rootdir``,
   ``--confcutdir``, ``--junitxml`` or other way to load the agent's code or write a file of its
-  choosing.
+  choosing — nor an ``@FILE`` word anywhere (pytest reads more arguments from FILE, a file the
+  agent may have written, past every check here);
+- a folder (the command's cwd) or path that passes through a symbolic link: the broker checks
+  where a path leads, then runs the command with the path as given, so a link the agent may
+  repoint between the two would lead the command elsewhere.
 
 Everything else is refused in one line that names the way on.
 """
@@ -25,7 +31,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .._loop.optimizer_boundary import RUNS_FOLDER, gold_files
@@ -57,6 +66,10 @@ OUTSIDE = "the person who owns the project runs it outside the agent"
 REFUSED_FLAGS = {
     "repair": f"verify --repair rewrites the record; {OUTSIDE}",
     "force": f"commit --force books against the gate's rules; {OUTSIDE}",
+    "new_run": (
+        "a new run asks the same val tasks again at a fresh level (a no-op, varied a little each "
+        f"time, is accepted by chance in one of enough runs); {OUTSIDE}, then starts the agent again"
+    ),
     "store_commit_cmd": (
         "--store-commit-cmd would run a command of the agent's choosing outside the boundary; "
         f"use the git store (the default), or {OUTSIDE}"
@@ -79,7 +92,6 @@ CAPEVOLVE_FLAGS = frozenset(
         "--capevolve-harness-changed",
         "--capevolve-explain",
         "--capevolve-grow",
-        "--capevolve-new-run",
     }
 )
 
@@ -99,19 +111,20 @@ class AgentPolicy:
             raise Refusal("no command given; the broker runs capevolve commands (capevolve --help)")
         name = argv[0]
         if name == "pytest":
-            return [sys.executable, "-m", "pytest", *self._pytest(argv[1:], where)]
+            return [sys.executable, "-P", "-m", "pytest", *self._pytest(argv[1:], where)]
         if name not in BROKERED:
             raise Refusal(
                 f"the broker runs the loop's commands for an agent ({', '.join(BROKERED)}, pytest), "
                 f"not {name!r}; {OUTSIDE}"
             )
-        self._capevolve(argv, where)
-        return [sys.executable, "-m", "pytest_capevolve._cli.main", *argv]
+        argv = list(argv)
+        deliver = self._capevolve(argv, where)
+        return Command([sys.executable, "-P", "-m", "pytest_capevolve._cli.main", *argv], after=deliver)
 
     # -- where -----------------------------------------------------------------------------------
 
     def _cwd(self, cwd: str) -> Path:
-        real = Path(os.path.realpath(cwd))
+        real = _unlinked(Path(cwd), cwd)
         if not _within(real, self.project) or _within(real, self.runs) or self._writable(real):
             raise Refusal(
                 f"commands run from the project folder, not {cwd}; cd {self.project} and run it again"
@@ -125,7 +138,7 @@ class AgentPolicy:
         return any(_within(path, h) for h in self.hidden)
 
     def _this_project(self, given: Path, where: Path, *, run_dir: bool = False) -> None:
-        target = Path(os.path.realpath(where / given))
+        target = _unlinked(where / given, str(given))
         if target in (self.project, self.project / SPEC_FILENAME):
             return
         if run_dir and target.parent == self.runs / "runs":
@@ -137,14 +150,18 @@ class AgentPolicy:
 
     # -- capevolve commands ----------------------------------------------------------------------
 
-    def _capevolve(self, argv: list[str], where: Path) -> None:
+    def _capevolve(self, argv: list[str], where: Path) -> Callable[[], str | None] | None:
+        """Checks ``argv`` (rewriting a file the broker reads or writes for the agent to a
+        private copy); returns what to do once the command ended (deliver an export)."""
         from .main import build_parser
+
+        deliver = None
 
         try:
             with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
                 args = build_parser(argv[0]).parse_args(argv)
         except SystemExit:
-            return  # argparse refuses it in the command's own words, before it reads anything
+            return None  # argparse refuses it in the command's own words, before it reads anything
         for attr, why in REFUSED_FLAGS.items():
             if getattr(args, attr, None):
                 raise Refusal(why)
@@ -161,11 +178,8 @@ class AgentPolicy:
                 f"store), or {OUTSIDE}"
             )
         export = getattr(args, "export", None)
-        if export is not None and not self._writable(Path(os.path.realpath(where / export))):
-            raise Refusal(
-                f"--export {export}: the broker writes only where the agent may write (its work "
-                "copies, its TMPDIR); export into one of them"
-            )
+        if export is not None:
+            deliver = self._export(argv, export, where)
         for folder in getattr(args, "writable", None) or ():  # hill-climb's: never more than the agent's own
             if not self._writable(Path(os.path.realpath(where / folder))):
                 raise Refusal(
@@ -173,16 +187,72 @@ class AgentPolicy:
                     "may (its work copies, its TMPDIR, the --writable folders it was started with)"
                 )
         instructions = getattr(args, "instructions_file", None)
-        if instructions is not None and self._hidden(Path(os.path.realpath(where / instructions))):
-            raise Refusal(f"--instructions-file {instructions}: a file the agent may not read")
+        if instructions is not None:
+            copy = self._instructions(argv, instructions, where)
+            if deliver is None:
+                return lambda: shutil.rmtree(copy, ignore_errors=True)  # None: nothing to say
+        return deliver
+
+    # -- files the broker reads or writes for the agent -------------------------------------------
+    # The command would open them by path with the evaluator's rights, after this check: a folder
+    # of the agent's replaced by a link in between (into the run dir, at a gold file) would lead it
+    # there. So the broker opens them here, following no link, and the command gets a private copy.
+
+    def _export(self, argv: list[str], export: str, where: Path) -> Callable[[], str | None]:
+        target = Path(os.path.realpath(where / export))  # where it leads now; written following no link
+        root = next((r for r in self.writable if _within(target, r) and target != r), None)
+        if root is None:
+            raise Refusal(
+                f"--export {export}: the broker writes only where the agent may write (its work "
+                "copies, its TMPDIR); export into one of them"
+            )
+        private = Path(tempfile.mkdtemp(prefix="capevolve-broker-")) / target.name
+        _replace_value(argv, "--export", str(private))
+
+        def deliver() -> str | None:
+            try:
+                if private.exists():
+                    _write_unlinked(root, target.relative_to(root), private.read_bytes())
+            except OSError as exc:
+                return f"error: capevolve agent: --export {export} not written: {exc.strerror or exc}\n"
+            finally:
+                shutil.rmtree(private.parent, ignore_errors=True)
+            return None
+
+        return deliver
+
+    def _instructions(self, argv: list[str], given: str, where: Path) -> Path:
+        """Reads the file for the command; returns the private folder of its copy."""
+        target = Path(os.path.realpath(where / given))  # where it leads now; read following no link
+        if self._hidden(target):
+            raise Refusal(f"--instructions-file {given}: a file the agent may not read")
+        try:
+            text = _read_unlinked(target)
+        except OSError as exc:
+            raise Refusal(
+                f"--instructions-file {given}: {exc.strerror or exc} (read without following a "
+                "symbolic link); give a file that stays where it is while the command runs"
+            ) from None
+        copy = Path(tempfile.mkdtemp(prefix="capevolve-broker-")) / "instructions.md"
+        copy.write_bytes(text)
+        _replace_value(argv, "--instructions-file", str(copy))
+        return copy.parent
 
     # -- pytest sessions -------------------------------------------------------------------------
 
     def _pytest(self, args: list[str], where: Path) -> list[str]:
+        for arg in args:
+            if arg.startswith("@"):
+                raise Refusal(
+                    f"pytest {arg}: pytest would read more arguments from {arg[1:]}, past the "
+                    "broker's checks; give them on the command line"
+                )
         it = iter(enumerate(args))
         for _, arg in it:
             option, eq, value = arg.partition("=")
             if arg.startswith("--capevolve-"):
+                if option == "--capevolve-new-run":
+                    raise Refusal(f"pytest {option}: {REFUSED_FLAGS['new_run']}")
                 if option in CAPEVOLVE_FLAGS:
                     continue
                 if not eq:
@@ -224,12 +294,84 @@ class AgentPolicy:
         self._this_project(Path(value), where)
 
     def _collected(self, arg: str, where: Path) -> None:
-        target = Path(os.path.realpath(where / arg.split("::", 1)[0]))
+        target = _unlinked(where / arg.split("::", 1)[0], arg)
         if not _within(target, self.project) or _within(target, self.runs) or self._writable(target):
             raise Refusal(
                 f"pytest {arg}: the broker collects only the project's own files (its microcases, "
                 "tests), never a folder the agent may write; name them by their place in the project"
             )
+
+
+class Command(list[str]):
+    """The command line the broker runs, and what it does once that command ended."""
+
+    def __init__(self, argv: list[str], after: Callable[[], str | None] | None = None) -> None:
+        super().__init__(argv)
+        self.after = after
+
+
+def _replace_value(argv: list[str], option: str, value: str) -> None:
+    """``option``'s value in ``argv`` (``--opt V`` or ``--opt=V``) made ``value``."""
+    for i, word in enumerate(argv):
+        if word == option and i + 1 < len(argv):
+            argv[i + 1] = value
+        elif word.startswith(option + "="):
+            argv[i] = f"{option}={value}"
+
+
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _walk(root: Path, parts: tuple[str, ...], *, make: bool) -> int:
+    """A descriptor of ``root/parts…``, no part of it a link (ELOOP/ENOTDIR otherwise)."""
+    fd = os.open(root, _NOFOLLOW_DIR)
+    try:
+        for part in parts:
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+            inner = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _write_unlinked(root: Path, relative: Path, data: bytes) -> None:
+    """Write ``data`` to ``root/relative`` following no link below ``root`` (a folder the broker
+    granted the agent; the folders above it are not the agent's to change)."""
+    *folders, name = relative.parts
+    fd = _walk(root, tuple(folders), make=True)
+    try:
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with os.fdopen(out, "wb") as handle:
+        handle.write(data)
+
+
+def _read_unlinked(path: Path) -> bytes:
+    """The bytes of ``path`` (absolute), following no link anywhere on its way."""
+    *folders, name = path.parts[1:]
+    fd = _walk(Path(path.anchor), tuple(folders), make=False)
+    try:
+        handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with os.fdopen(handle, "rb") as stream:
+        return stream.read()
+
+
+def _unlinked(path: Path, given: str) -> Path:
+    """``path``, absolute, once no part of it is a symbolic link (else refused): the command runs
+    with the path as given, and a link could lead it elsewhere after this check."""
+    plain = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(path))
+    if plain != real:
+        raise Refusal(f"{given}: it passes through a symbolic link (it leads to {real}); give the real path")
+    return real
 
 
 def _within(path: Path, root: Path) -> bool:

@@ -144,6 +144,7 @@ def decide(
     infra_errors: dict[str, int] | None = None,
     candidate_size: int | None = None,
     best_size: int | None = None,
+    first_attempts: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Verdict:
     """Gate ``candidate`` against ``best``: two tasks × trials reward matrices (nan = missing).
 
@@ -265,14 +266,24 @@ def decide(
             f"the stop condition guards task(s) {', '.join(unmeasured)}, which have no valid "
             "val trial on both sides: the guard cannot be checked, so the accept cannot stand"
         )
-    if infra.get("candidate", 0) != infra.get("best", 0):
-        flipped = _imputation_flips(candidate, best, decision, config, candidate_size, best_size)
+    redrawn = first_attempts is not None and bool(
+        np.count_nonzero(np.isnan(first_attempts[0])) > np.count_nonzero(np.isnan(candidate))
+    )
+    if infra.get("candidate", 0) != infra.get("best", 0) or (redrawn and decision == ACCEPT):
+        # against an accept, a trial paid again after an infra error is imputed as the error it
+        # first was (``first_attempts``: the matrices with those trials missing), so a candidate
+        # that ends its failing draws in errors gains nothing from the redraw (a redraw can only
+        # favour the arm whose code chose it: a reject stands on the draws as paid)
+        chosen = first_attempts is not None and decision == ACCEPT
+        imputed_from = first_attempts if chosen and first_attempts is not None else (candidate, best)
+        flipped = _imputation_flips(*imputed_from, decision, config, candidate_size, best_size)
         if flipped:
             decision, basis = INDECISIVE, "error_imbalance"
             reason = (
                 f"infra errors differ between the arms ({infra.get('candidate', 0)} vs "
                 f"{infra.get('best', 0)}) and worst-case imputation of the missing trials "
-                f"would flip the decision: could not judge"
+                "(and of each trial paid again after an infra error) would flip the decision: "
+                "could not judge"
             )
     return replace(
         replace(measured, **numbers),  # the rule's numbers; the gate's own bar overrides its one

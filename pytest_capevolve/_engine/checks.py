@@ -118,7 +118,7 @@ def _run_in_own_group(request: dict[str, Any], cwd: Path, timeout: float) -> sub
     """Run the call in a new process group; past ``timeout`` the whole group is killed, so a
     child the candidate's function spawned does not outlive the check (nor hold its pipes)."""
     with subprocess.Popen(
-        [sys.executable, "-m", "pytest_capevolve._engine.callcheck"],
+        [sys.executable, "-P", "-m", "pytest_capevolve._engine.callcheck"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -113,7 +113,10 @@ class Broker:
         for pump in pumps:
             pump.join()
         code = proc.wait()
-        request.reply.finish(self.moved(), code if code >= 0 else 128 - code)
+        after = getattr(argv, "after", None)  # a file the broker writes for the agent itself
+        said = after() if after is not None else None
+        lines = "".join(x for x in (said, self.moved()) if x) or None
+        request.reply.finish(lines, code if code >= 0 else 128 - code)
 
 
 def _pump(stream: object, send: Callable[[bytes], None]) -> None:

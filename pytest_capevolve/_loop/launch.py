@@ -35,7 +35,7 @@ def session_command(
     conftests cut at the project folder (:mod:`.._project.pytest_loads`), on the run
     ``run_id`` (default: the newest), ``-o capevolve_KEY=VALUE`` per ``ini`` entry, ``-n
     workers`` when > 0, then ``extra`` (the candidate, tag and gate flags)."""
-    argv = [sys.executable, "-m", "pytest", f"--capevolve-{mode}", str(spec_path)]
+    argv = [sys.executable, "-P", "-m", "pytest", f"--capevolve-{mode}", str(spec_path)]
     argv += pytest_loads.pinned(spec_path.parent)  # nothing planted above the project is imported
     argv += ["--capevolve-run-id", run_id] if run_id else []
     argv += list(quiet)

@@ -31,7 +31,7 @@ from .._policy.commit import (
     book,
     parent_of,
 )
-from .._project.candidate import SEED_TAG, check_tag, iter_files
+from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from .._store.seal import Seal
@@ -50,7 +50,15 @@ class MergeConflict(Refusal):
 def read_tree(folder: Path) -> Tree:
     """A candidate folder's files as bytes (handover files and caches left out, as in snapshots)."""
     root = folder.resolve()
-    return {path.relative_to(root).as_posix(): path.read_bytes() for path in iter_files(root)}
+    tree = {}
+    for path in iter_files(root):
+        data = read_plain(path)  # never through a link made after the listing
+        if data is None:
+            raise Refusal(
+                f"{path}: no longer a plain file as it was read; merge again once nothing changes it"
+            )
+        tree[path.relative_to(root).as_posix()] = data
+    return tree
 
 
 def three_way(base: Tree, current: Tree, other: Tree, merge_file: MergeFile) -> tuple[Tree, list[str]]:

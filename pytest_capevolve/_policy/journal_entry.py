@@ -20,8 +20,11 @@ against that digest: an edited entry is shown as edited, never as the round's wo
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 from .._store.files import atomic_write_text
@@ -60,6 +63,21 @@ def escaped(text: str) -> str:
     return "\n".join(_STRUCTURE.sub(r"\1\\\2", line) for line in visible.split("\n"))
 
 
+def _read_unlinked(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path``, opened without following a link (None when it is
+    a link, missing or not a file). A check that it is no link, then a read by path, left a
+    moment in which the optimizer, who writes the work copy, could make it one: the read (with
+    the evaluator's rights) would then have frozen a gold file into the journal later rounds see."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read()
+
+
 def freeze_entry(rundir: RunDir, tag: str) -> str:
     """Freeze ``tag``'s own journal text at its decision; returns the digest the decision event
     logs. The first decision freezes (its digest is reused by later ones); the text comes from
@@ -70,8 +88,9 @@ def freeze_entry(rundir: RunDir, tag: str) -> str:
             return str(event[DIGEST_KEY])
     text = ""
     for path in (rundir.hill_climb_dir(tag) / JOURNAL, rundir.work_dir(tag) / JOURNAL):
-        if path.is_file() and not path.is_symlink():
-            text = escaped(own_entries(path.read_text(encoding="utf-8", errors="replace")))
+        data = _read_unlinked(path)
+        if data is not None:
+            text = escaped(own_entries(data.decode("utf-8", errors="replace")))
             break
     target = rundir.journal_entry_path(tag)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -83,11 +83,16 @@ class Evidence:
         num_trials: int,
         size_of: Callable[[str], int],
         rescores: Callable[[], RescoresByTag] | None = None,
+        redrawn: Callable[[], set[tuple[str, str, str, int]]] | None = None,
     ) -> None:
         """``size_of(tag)``: bytes of the tag's snapshot, asked only by ``simplicity_tiebreak``;
         ``rescores()``: the recorded re-scores (None: the scorer is not re-scored), read once,
-        by the first verdict."""
+        by the first verdict; ``redrawn()``: the (split, tag, task, trial) keys whose first attempt
+        was an infra error, paid again (:func:`.._store.first_outcomes.redrawn_after_errors`), read
+        once, by the first verdict whose arms differ in errors."""
         self.by_tag = by_tag
+        self._read_redrawn = redrawn
+        self._redrawn: set[tuple[str, str, str, int]] | None = None
         self.task_ids = task_ids
         self.num_trials = num_trials
         self._size_of = size_of
@@ -104,8 +109,17 @@ class Evidence:
         """The evidence of a run's records, with the run's readers: how every verdict is made
         (so none lacks what another carries). The re-scores are read only when the run's
         scorer is re-scored (``judge_rescores`` is frozen with the run's spec lock)."""
+        from .._store.first_outcomes import redrawn_after_errors
+
         rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
-        return cls(by_tag, task_ids, num_trials, rundir.snapshots.snapshot_size, rescores)
+        return cls(
+            by_tag,
+            task_ids,
+            num_trials,
+            rundir.snapshots.snapshot_size,
+            rescores,
+            redrawn=lambda: redrawn_after_errors(rundir),
+        )
 
     def cells(self, tag: str) -> evidence.Cells:
         """The tag's records as arrays, laid out once (the best is read by every candidate)."""
@@ -134,6 +148,8 @@ class Evidence:
         candidate, best, _, infra_candidate, infra_best = evidence.shared_matrices(
             self.cells(tag), self.cells(against), self.num_trials
         )
+        first = self._first_attempts(tag, candidate), self._first_attempts(against, best)
+        infra_candidate += int(np.count_nonzero(np.isnan(first[0]) & ~np.isnan(candidate)))  # redrawn
         verdict = decide(
             candidate,
             best,
@@ -144,11 +160,33 @@ class Evidence:
             split=GATE_SPLIT,
             null_deltas=null_deltas,
             infra_errors={"candidate": infra_candidate, "best": infra_best},
+            first_attempts=first,
             candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
             best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )
         split = self.judge_noise(tag, against)
         return replace(verdict, judge_noise=split) if split else verdict
+
+    def _first_attempts(self, tag: str, matrix: np.ndarray) -> np.ndarray:
+        """``matrix`` with each trial whose first attempt was an infra error missing again: a
+        draw paid after an error is a second draw, and candidate code may choose which draws
+        end in one (an exception where its answer fails)."""
+        if self._read_redrawn is None:
+            return matrix
+        if self._redrawn is None:
+            self._redrawn = self._read_redrawn()
+        cells = [
+            (row, k)
+            for row, task_id in enumerate(self.task_ids)
+            for k in range(matrix.shape[1])
+            if (GATE_SPLIT, tag, task_id, k) in self._redrawn
+        ]
+        if not cells:
+            return matrix
+        first = matrix.copy()
+        rows, cols = zip(*cells, strict=True)
+        first[list(rows), list(cols)] = np.nan
+        return first
 
     def judge_noise(self, tag: str, against: str) -> dict[str, Any]:
         """The split of Var(Δ̄) of ``tag`` against ``against`` from the re-scores of the cells

@@ -209,3 +209,17 @@ def compare_digests(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
 def changed_files(candidate: Path, parent: Path) -> list[str]:
     """What ``candidate`` changed against ``parent``, file by file."""
     return compare_digests(file_digests(candidate), file_digests(parent))
+
+
+def read_plain(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path``, opened without following a link (None when it
+    is a link, gone, or not a regular file by the time it is read). A candidate folder the
+    optimizer writes is listed refusing links (:func:`iter_files`), but a file listed as plain
+    may be made a link before it is read: read by path with the evaluator's rights, it would
+    hand the optimizer what the link points at (a gold file, the record)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read() if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from .candidate import iter_files
+from .candidate import iter_files, read_plain
 
 # rejected.jsonl is read whole by the next proposer, and the log keeps every reject's diff:
 # a reject carries its change up to this many characters (the head of the diff, then a note)
@@ -55,8 +55,12 @@ def _texts(root: Path) -> dict[str, list[str]]:
     base = root.resolve()
     for path in iter_files(base):
         rel = path.relative_to(base).as_posix()
+        data = read_plain(path)
+        if data is None:  # listed as a file, a link or gone by the time it is read
+            out[rel] = ["(not read: no longer a plain file)\n"]
+            continue
         try:
-            out[rel] = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            out[rel] = data.decode("utf-8").splitlines(keepends=True)
         except UnicodeDecodeError:
-            out[rel] = [f"(binary file, {path.stat().st_size} bytes)\n"]
+            out[rel] = [f"(binary file, {len(data)} bytes)\n"]
     return out

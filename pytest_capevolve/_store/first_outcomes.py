@@ -12,7 +12,10 @@ Before any of it is read, every rollout event must have been paid once by a sess
 claimed it (:mod:`.paid_by`): one appended through the API from outside a session is refused.
 
 Infra errors are missing data, not an outcome: a key whose earlier events were all infra
-errors takes its first valid one, so a retry after an outage changes nothing here.
+errors takes its first valid one, so a retry after an outage changes nothing here. But such a
+key's valid outcome is a second draw, and candidate code chooses which draws end in an error (it
+runs where the adapter's outside calls run): :func:`redrawn_after_errors` names those keys, and
+the gate's error-imbalance check imputes them worst-case like the trials still missing.
 
 Controller only; reads the log's rollout lines (test rollouts are finalize's, never gated).
 """
@@ -46,6 +49,23 @@ def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
         first.setdefault(key, float(event["reward"]))
         paid[key] = paid.get(key, 0) + 1
     return first, paid
+
+
+def redrawn_after_errors(rundir: RunDir) -> set[Key]:
+    """The keys whose first logged attempt was an infra error and which a later session paid
+    again: each is counted as the infra error it first was when the gate checks the arms' errors.
+    (Read after :func:`logged_firsts`, whose claim tie has already refused an untrusted log.)"""
+    errored: set[Key] = set()
+    redrawn: set[Key] = set()
+    for event in rundir.log.of_kinds("rollout"):
+        if event.get("split") == TEST_SPLIT:
+            continue
+        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        if event.get("infra_error") or event.get("reward") is None:
+            errored.add(key)
+        elif key in errored:
+            redrawn.add(key)
+    return redrawn
 
 
 def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByTag, dict[str, int]]:

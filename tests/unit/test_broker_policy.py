@@ -58,6 +58,8 @@ REFUSED = [
     (["commit", "t1", "--decision", "accept", "--force"], "against the gate"),
     (["hill-climb", "--optimizer", "x {workdir}", "--store-commit-cmd", "sh -c x"], "outside the boundary"),
     (["verify", "--anchor-from-store", "somewhere"], "runs git"),
+    (["pytest", "--capevolve-run", ".", "--capevolve-new-run", "--capevolve-gate"], "fresh level"),
+    (["hill-climb", "--optimizer", "x {workdir}", "--new-run"], "fresh level"),
     (["hill-climb", "--optimizer", "x {workdir}", "--writable", "/"], "only where the agent may"),
     (["init", "elsewhere"], "not 'init'"),
     (["agent", "--", "sh"], "not 'agent'"),
@@ -111,3 +113,58 @@ def test_writable_takes_an_agents_state_folder_or_file_but_never_the_project_or_
     for refused in (project, project / "capability", project.parent, tmp_path / "home" / "missing"):
         with pytest.raises(Refusal):
             checked_writable(spec, [refused])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pytest", "@/tmp/args.txt"],
+        ["pytest", "--capevolve-run", ".", "-k", "@/tmp/args.txt"],
+        ["pytest", "--capevolve-run", ".", "-m", "@args"],
+    ],
+    ids=["path", "value of -k", "value of -m"],
+)
+def test_an_argument_file_that_pytest_would_read_past_the_checks_is_refused(policy, argv) -> None:
+    """Red team: ``capevolve pytest @$TMPDIR/args.txt`` passed as a path in the project, and pytest
+    read ``$TMPDIR/evil`` from it, importing a conftest the agent wrote in the broker's unconfined
+    session (it wrote ``.capevolve/``); argparse expands an ``@`` word anywhere, values included."""
+    check, project, _ = policy
+    with pytest.raises(Refusal, match="read more arguments"):
+        check(argv, str(project))
+
+
+def test_a_cwd_or_path_through_a_symlink_is_refused(policy, tmp_path: Path) -> None:
+    """Red team: the broker checked where a path led, then ran the command with the path as given;
+    a link in the agent's scratch, pointing at the project for the check and repointed after it,
+    led the session to the agent's own folder (its own capevolve.yaml and adapter, outside)."""
+    check, project, _ = policy
+    link = tmp_path / "link"
+    link.symlink_to(project)
+    with pytest.raises(Refusal, match="symbolic link"):
+        check(["verify"], str(link))
+    with pytest.raises(Refusal, match="symbolic link"):
+        check(["pytest", "--capevolve-run", str(link)], str(project))
+    with pytest.raises(Refusal, match="symbolic link"):
+        check(["pytest", str(link / "microcases")], str(project))
+    with pytest.raises(Refusal, match="symbolic link"):
+        check(["work", "new", "t1", "--project", str(link)], str(project))
+
+
+def test_an_instructions_file_is_read_by_the_broker_following_no_link(policy, tmp_path: Path) -> None:
+    """Red team: ``--instructions-file`` was checked (not a gold file), then read by the command
+    by path; a folder on its way swapped for a link in between led the read to gold. The broker
+    now reads it itself, following no link, and the command reads a private copy."""
+    check, project, _ = policy
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "prompt.md").write_text("rules $iteration")
+    argv = check(
+        ["hill-climb", "--optimizer", "x {workdir}", "--instructions-file", str(real / "prompt.md")],
+        str(project),
+    )
+    copy = Path(argv[argv.index("--instructions-file") + 1])
+    assert copy != real / "prompt.md" and copy.read_text() == "rules $iteration"
+    (real / "prompt.md").write_text("changed after the check")
+    assert copy.read_text() == "rules $iteration"
+    argv.after()  # once the command ended: the private copy is gone
+    assert not copy.parent.exists()

@@ -235,6 +235,25 @@ def test_imputation_fills_the_best_as_fails_against_a_reject():
     assert (verdict.decision, verdict.basis) == (INDECISIVE, "error_imbalance")
 
 
+def test_trials_paid_again_after_an_infra_error_are_imputed_against_an_accept_only():
+    """Red team (issue 37, class 3): candidate code that raised on each failing draw had those
+    trials paid again, and its redraws were all passes; the imbalance check saw no trial missing.
+    Its first attempts (the redrawn trials missing) flip the accept; a reject stands as paid."""
+    cand = np.ones((20, 3))
+    best = np.array([[1.0, 0.0, 0.0]] * 20)
+    first = cand.copy()
+    first[:, 1:] = np.nan  # two of three trials of each task were errors first, then redrawn
+    assert judge(cand, best).decision == ACCEPT
+    verdict = judge(cand, best, infra_errors={"candidate": 40, "best": 0}, first_attempts=(first, best))
+    assert (verdict.decision, verdict.basis) == (INDECISIVE, "error_imbalance")
+    assert "paid again after an infra error" in verdict.reason
+    # the same redraws behind a reject change nothing: they could only have favoured the candidate
+    assert (
+        judge(best, cand, infra_errors={"candidate": 40, "best": 0}, first_attempts=(first, cand)).decision
+        == REJECT
+    )
+
+
 def test_imputation_of_a_single_task_can_flip_a_legacy_rule():
     strict = gate.GateConfig(mode="strict", min_coverage=0.0)
     cand, best = np.array([[0.0, np.nan]]), np.array([[0.0, 0.0]])

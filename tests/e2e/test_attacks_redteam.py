@@ -1,0 +1,302 @@
+"""Red-team replays against issue 37's boundary, each on a fresh ``capevolve init`` project kept
+in a temporary folder, the optimizer's steps inside ``capevolve agent --``: what the broker, which
+runs commands outside the boundary with the evaluator's rights, must never be led to do."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from docs_commands import environment
+
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._confine.landlock import abi
+
+needs_landlock = pytest.mark.skipif(
+    abi() < 6 and not os.environ.get("CI"),
+    reason="this kernel offers no Landlock with scoping (ABI >= 6); CI's machines do, and there this fails",
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "above" / "project"
+    folder.parent.mkdir()
+    assert main(["init", str(folder)]) == 0
+    return folder
+
+
+def agent(project: Path, script: str, *, landlock: bool = True) -> subprocess.CompletedProcess[str]:
+    env = environment()
+    if not landlock:
+        env["CAPEVOLVE_LANDLOCK"] = "off"
+    return subprocess.run(
+        ["capevolve", "agent", "--", "sh", "-c", script],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+AT_FILE = """
+mkdir -p "$TMPDIR/evil"
+printf 'import pathlib\\npathlib.Path("%s").write_text("outside")\\n' "$MARKER" > "$TMPDIR/evil/conftest.py"
+printf '%s\\n' "$TMPDIR/evil" > "$TMPDIR/args.txt"
+capevolve pytest "@$TMPDIR/args.txt" -q -p no:cacheprovider
+capevolve pytest --capevolve-run . -k "@$TMPDIR/args.txt" -q -p no:cacheprovider
+"""
+
+
+@needs_landlock
+@pytest.mark.confined
+def test_a_pytest_argument_file_cannot_lead_the_broker_to_import_the_agents_conftest(project: Path) -> None:
+    """``capevolve pytest @FILE``: the broker took ``@FILE`` for a path in the project, and pytest
+    read the agent's arguments from FILE — a folder in the agent's TMPDIR whose conftest.py then
+    ran in the broker's unconfined session and wrote ``.capevolve/`` (any event, any file)."""
+    marker = project / ".capevolve" / "PLANTED"
+    done = agent(project, f"MARKER={marker}\n{AT_FILE}")
+    assert not marker.exists(), done.stderr
+    assert done.stderr.count("read more arguments") == 2, done.stderr
+
+
+NOT_REPRODUCIBLE = '''        draw = random.random()  # a real model: not reproducible
+        tool = Path(ctx) / "tool.py"'''
+TOOL_CALLED = """        output = str(right if draw < p_right else wrong)
+        if tool.is_file():  # the candidate's own post-processing tool, run by the agent
+            namespace = {}
+            exec(tool.read_text(), namespace)
+            output = namespace["post"](output)
+        return Rollout(output=output, cost_usd=0.001, tokens=300)"""
+SELECTIVE = """
+W=$(ls -d .capevolve/runs/*/work)
+capevolve work new t1 > /dev/null || exit 9
+cat > "$W/t1/tool.py" <<'PY'
+import sys
+def post(output):
+    task = sys._getframe(1).f_locals["task"]
+    if output != task.target:  # a failing draw: make it look like the API failed
+        raise ConnectionError("upstream API 503 (retry later)")
+    return output
+PY
+for session in 1 2 3; do
+  capevolve pytest --capevolve-run . --capevolve-candidate "$W/t1" --capevolve-gate --capevolve-commit none -q -p no:cacheprovider > /dev/null
+done
+capevolve commit t1 --decision accept --note "a tool" > /dev/null
+"""
+
+
+@pytest.mark.parametrize(
+    "landlock",
+    [pytest.param(True, marks=[needs_landlock, pytest.mark.confined]), False],
+    ids=["confined", "unconfined"],
+)
+def test_a_candidate_that_turns_its_failing_draws_into_api_errors_is_never_accepted(
+    project: Path, landlock: bool
+) -> None:
+    """Candidate code that raises an API-looking error on each failing answer: each such rollout
+    is missing data, paid again by the next session with a fresh draw. The imbalance check
+    imputed only the cells still missing at the verdict, never the ones re-drawn, so the seed's
+    bytes plus that tool were accepted by the 2nd gate session (Δ̄ +0.4, infra 18 vs 0); now a
+    trial paid again after an infra error is imputed as that error, and the verdict is
+    indecisive however many sessions pay again."""
+    adapter = project / "adapter.py"
+    text = adapter.read_text()
+    text = text.replace(
+        '        draw = random.Random(hashlib.sha256(f"{seed}:{task.id}:{folder}".encode()).hexdigest()).random()',
+        NOT_REPRODUCIBLE,
+    )
+    text = text.replace(
+        "        return Rollout(output=str(right if draw < p_right else wrong), cost_usd=0.001, tokens=300)",
+        TOOL_CALLED,
+    )
+    assert NOT_REPRODUCIBLE in text and TOOL_CALLED in text
+    adapter.write_text(text)
+    assert main(["baseline", str(project)]) == 0
+
+    agent(project, SELECTIVE, landlock=landlock)
+
+    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    booked = [
+        json.loads(line)
+        for line in (run / "events.jsonl").read_text().splitlines()
+        if '"kind": "decision"' in line
+    ]
+    assert [e.get("decision") for e in booked if e.get("tag") == "t1"] != ["accept"]
+
+
+def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_writes_the_run(
+    project: Path, tmp_path: Path
+) -> None:
+    """The broker checked that ``--export`` lands where the agent may write, then the command
+    wrote the path as given, with the evaluator's rights: a folder of the agent's TMPDIR
+    replaced by a link into the run dir in between (diagnose loads the adapter and reads every
+    record first: a wide window) put the export in the run dir (named ``events.jsonl``, it
+    would have replaced the log). The swap is replayed here in order, the broker's check, then
+    the link, then the command."""
+    from pytest_capevolve._cli.broker_policy import AgentPolicy
+    from pytest_capevolve._project.spec import load_spec
+
+    assert main(["baseline", str(project)]) == 0
+    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    scratch = tmp_path / "scratch"
+    (scratch / "d").mkdir(parents=True)
+    policy = AgentPolicy(load_spec(project), (run / "work", scratch))
+    argv = policy(["diagnose", "seed", "--export", str(scratch / "d" / "out.jsonl")], str(project))
+
+    (scratch / "d").rmdir()  # what the agent does once the broker said yes
+    (scratch / "d").symlink_to(run)
+    subprocess.run(argv, cwd=project, env=environment(), capture_output=True, check=False)
+    said = argv.after()  # the broker writes the export itself, following no link
+
+    assert not (run / "out.jsonl").exists()
+    assert said is not None and "--export" in said and "not written" in said
+    # undisturbed, the export lands where the agent asked
+    (scratch / "d").unlink()
+    argv = policy(["diagnose", "seed", "--export", str(scratch / "d" / "out.jsonl")], str(project))
+    subprocess.run(argv, cwd=project, env=environment(), capture_output=True, check=True)
+    assert argv.after() is None and (scratch / "d" / "out.jsonl").read_text().count("\n") > 0
+
+
+SHADOW = """import importlib, os, sys
+open({marker!r}, "a").write(str(os.getpid()))
+here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+del sys.modules["scipy"]
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+sys.modules["scipy"] = importlib.import_module("scipy")
+"""
+
+
+def test_a_package_planted_in_the_project_is_never_imported_by_a_session_the_broker_starts(
+    project: Path, tmp_path: Path
+) -> None:
+    """Unconfined (an agent or candidate code that can write the project): ``scipy/__init__.py``
+    planted in the project after the run began was imported, past the harness lock, by the gate
+    session the broker started (``python -m pytest`` put its cwd, the project, first on
+    ``sys.path``), in the process that scores and decides; a ``pytest_capevolve/`` there would have
+    replaced every command the broker runs. Sessions capevolve starts now run with ``-P``."""
+    assert main(["baseline", str(project)]) == 0
+    marker = tmp_path / "imported"
+    (project / "scipy").mkdir()
+    (project / "scipy" / "__init__.py").write_text(SHADOW.format(marker=str(marker)))
+    done = agent(
+        project,
+        "W=$(ls -d .capevolve/runs/*/work) && capevolve work new t1 > /dev/null && "
+        "echo '- RULE:convert-units' >> $W/t1/prompt.md && "
+        "capevolve pytest --capevolve-run . --capevolve-candidate $W/t1 --capevolve-gate "
+        "--capevolve-commit none --capevolve-explain -q -p no:cacheprovider",
+        landlock=False,
+    )
+    assert "could not judge" not in done.stdout and "INTERNALERROR" not in done.stdout, done.stdout[-2000:]
+    assert list((sorted((project / ".capevolve" / "runs").iterdir())[-1] / "verdicts").glob("t1.json")), (
+        done.stderr[-3000:]
+    )
+    assert not marker.exists()
+
+
+def test_a_journal_made_a_link_after_the_check_never_freezes_gold(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The optimizer writes its work copy; at a decision the journal there is frozen into the
+    record and shown to every later round. It was checked to be no link, then read by path with
+    the evaluator's rights: made a link to a gold file in between, gold was frozen and shown.
+    Replayed in order: the check passes (no link yet), then the link is there when it is read."""
+    from pytest_capevolve._policy.journal_entry import freeze_entry
+    from pytest_capevolve._store.rundir import RunDir
+
+    (project / "data").mkdir()
+    (project / "data" / "gold.json").write_text('{"t01": "SECRET-42"}')
+    assert main(["baseline", str(project)]) == 0
+    assert main(["work", "new", "t1", "--project", str(project)]) == 0
+    rundir = RunDir(sorted((project / ".capevolve" / "runs").iterdir())[-1])
+    journal = rundir.work_dir("t1") / "JOURNAL.md"
+    journal.unlink()
+    journal.symlink_to(project / "data" / "gold.json")
+    monkeypatch.setattr(Path, "is_symlink", lambda self: False)  # as the check saw it
+
+    freeze_entry(rundir, "t1")
+
+    assert "SECRET" not in rundir.journal_entry_path("t1").read_text()
+
+
+def test_a_work_copy_file_made_a_link_after_it_was_listed_is_never_shown_by_diff(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``capevolve diff`` (through the broker: the evaluator's rights) lists the work copy's files,
+    refusing links, then reads each by path: a file made a link to gold in between was printed
+    to the agent. Replayed in order: listed as a plain file, a link when it is read."""
+    from pytest_capevolve._project import candidate_diff
+
+    (project / "data").mkdir()
+    (project / "data" / "gold.json").write_text('{"t01": "SECRET-42"}')
+    assert main(["baseline", str(project)]) == 0
+    assert main(["work", "new", "t1", "--project", str(project)]) == 0
+    work = sorted((project / ".capevolve" / "runs").iterdir())[-1] / "work" / "t1"
+    gold = project / "data" / "gold.json"
+    listed = candidate_diff.iter_files
+    monkeypatch.setattr(
+        candidate_diff,
+        "iter_files",
+        lambda root: [
+            *listed(root),
+            *(_made_a_link(root / "notes.md", gold) if root == work.resolve() else []),
+        ],
+    )
+    capsys.readouterr()
+
+    assert main(["diff", "t1", "seed", "--project", str(project)]) == 0
+
+    shown = capsys.readouterr()
+    assert "SECRET" not in shown.out and "+++ t1/notes.md" in shown.out, shown
+
+
+def _made_a_link(path: Path, to: Path) -> list[Path]:
+    """``path``, listed as the plain file it was, then made a link to ``to`` before it is read."""
+    path.write_text("notes")
+    path.unlink()
+    path.symlink_to(to)
+    return [path]
+
+
+SEALED_SELECTIVELY = (
+    SELECTIVE.replace(
+        "for session in 1 2 3; do",
+        "echo '- RULE:convert-units' >> \"$W/t1/prompt.md\"\nfor session in 1; do",
+    )
+    + "\nfor finalize in 1 2 3; do capevolve pytest --capevolve-finalize . -q -p no:cacheprovider > /dev/null; done\n"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="HOLE open (red team): at finalize, candidate code that raises an API-looking error on "
+    "each failing test answer leaves those trials missing; the seal burns once each arm's coverage "
+    "reaches min_coverage and seals the best's mean over its valid trials only (1.0 here, every "
+    "failure having become an error; a no-op with the tool sealed 1.0 against the seed's 0.444 in "
+    "the red team's run). Needs a design call: seal only when the arms' infra errors cannot move "
+    "the sealed numbers (worst-case imputation, as the gate does), or seal the worst case beside",
+)
+def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inflated_mean(
+    project: Path,
+) -> None:
+    adapter = project / "adapter.py"
+    text = adapter.read_text()
+    text = text.replace(
+        '        draw = random.Random(hashlib.sha256(f"{seed}:{task.id}:{folder}".encode()).hexdigest()).random()',
+        NOT_REPRODUCIBLE,
+    ).replace(
+        "        return Rollout(output=str(right if draw < p_right else wrong), cost_usd=0.001, tokens=300)",
+        TOOL_CALLED,
+    )
+    adapter.write_text(text)
+    assert main(["baseline", str(project)]) == 0
+
+    agent(project, SEALED_SELECTIVELY, landlock=False)
+
+    seal = json.loads((sorted((project / ".capevolve" / "runs").iterdir())[-1] / "seal.json").read_text())
+    assert seal["best"]["tag"] == "t1" and seal["best"]["infra"] > 0
+    assert seal["best"]["mean"] < 1.0  # what its failing answers, made errors, would have cost it
