@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pytest
 
 from .._project.candidate import SEED_TAG
@@ -23,6 +24,7 @@ from .._show.measure import paired_summary
 from .._show.numbers import interval
 from .._store import evidence
 from .._store.evidence import ByTag, index_records
+from .._store.first_outcomes import first_errors
 from .._store.forced import labelled_accepts
 from .._store.project_seal import REUSED_LABEL
 from .._store.rundir import RunDir
@@ -91,25 +93,63 @@ class FinalizeSession:
             planned = next(c for c in plan.candidates if c.tag == tag)
             return {**rows[tag].to_dict(), "content_hash": planned.content_hash}
 
+        # what the candidate causes counts against it: a test trial whose first attempt was an
+        # infra error counts as a failure of the best and a pass of the seed, whatever it was
+        # paid again as (the figures over valid trials alone are kept beside)
+        errored = first_errors(self.rundir, TEST_SPLIT)
+        worst = {tag: _worst_case(m, tag, errored, plan.task_ids, tag == best) for tag, m in matrices.items()}
+        counted = {tag: int(n) for tag, (_, n) in worst.items() if n}
         seed = arm(SEED_TAG) if best != SEED_TAG else None
         delta = None
+        best_arm = arm(best)
+        if counted:
+            best_arm["mean_valid_trials"] = best_arm["mean"]
+            best_arm["mean"] = float(np.nanmean(np.nanmean(worst[best][0], axis=1)))
+            if seed is not None:
+                seed["mean_valid_trials"] = seed["mean"]
+                seed["mean"] = float(np.nanmean(np.nanmean(worst[SEED_TAG][0], axis=1)))
         if seed is not None:
-            delta = paired_summary(matrices[best], matrices[SEED_TAG], seed=plan.base_seed)
+            delta = paired_summary(worst[best][0], worst[SEED_TAG][0], seed=plan.base_seed)
         return {
             "run_id": plan.run_id,
             "split": TEST_SPLIT,
             "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "tasks": len(plan.task_ids),
             "trials": plan.num_trials,
-            "best": arm(best),
+            "best": best_arm,
             "seed": seed,
             "delta_vs_seed": delta,
             "null_result": best == SEED_TAG,
             "rollouts": f"rollouts/{TEST_SPLIT}/*__<tag>__t*.json",
             "infra_errors": sum(r.infra for r in outcome.rows),
+            **(
+                {
+                    "worst_case": {
+                        "trials": counted,
+                        "rule": "a test trial whose first attempt was an infra error counts as 0 for the "
+                        "best and 1 for the seed (what the candidate causes counts against it); "
+                        "mean_valid_trials: over the valid trials alone",
+                    }
+                }
+                if counted
+                else {}
+            ),
         }
 
     def _scored_lines(self, result: dict[str, Any]) -> list[str]:
+        lines = self._score_lines(result)
+        worst = result.get("worst_case")
+        if worst:
+            trials = ", ".join(f"{tag} {n}" for tag, n in worst["trials"].items())
+            lines.insert(
+                1,
+                f"worst case counted: test trials whose first attempt was an infra error ({trials}) count "
+                f"as failures of the best and passes of the seed; over valid trials alone the best's mean "
+                f"is {result['best'].get('mean_valid_trials', result['best']['mean']):.4f}",
+            )
+        return lines
+
+    def _score_lines(self, result: dict[str, Any]) -> list[str]:
         best = result["best"]
         labels = labelled_accepts(self.rundir.log.of_kinds("decision"))
         shown = f"{best['tag']!r} ({labels[best['tag']]})" if best["tag"] in labels else repr(best["tag"])
@@ -128,3 +168,19 @@ class FinalizeSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.seal.release()
+
+
+def _worst_case(
+    matrix: np.ndarray, tag: str, errored: set[tuple[str, str, str, int]], task_ids: list[str], is_best: bool
+) -> tuple[np.ndarray, int]:
+    """``matrix`` (tasks × trials) with each cell of ``tag`` whose first attempt was an infra
+    error set to the value that flatters it least (0 for the best, 1 for any other arm), and how
+    many cells that set."""
+    out = matrix.astype(float, copy=True)
+    row = {t: i for i, t in enumerate(task_ids)}
+    n = 0
+    for _split, key_tag, task_id, trial in errored:
+        if key_tag == tag and task_id in row and trial < out.shape[1]:
+            out[row[task_id], trial] = 0.0 if is_best else 1.0
+            n += 1
+    return out, n

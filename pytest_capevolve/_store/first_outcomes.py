@@ -68,6 +68,23 @@ def redrawn_after_errors(rundir: RunDir) -> set[Key]:
     return redrawn
 
 
+def first_errors(rundir: RunDir, split: str) -> set[Key]:
+    """The keys of ``split`` whose first logged attempt was an infra error, paid again since or
+    not. The test split's seal counts each against the arm it would flatter (worst case):
+    candidate code that turns its failing answers into harness-looking errors, then has them
+    paid again with fresh draws, chooses which draws count."""
+    seen: set[Key] = set()
+    errored: set[Key] = set()
+    for event in rundir.log.of_kinds("rollout"):
+        if event.get("split") != split:
+            continue
+        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        if key not in seen and (event.get("infra_error") or event.get("reward") is None):
+            errored.add(key)
+        seen.add(key)
+    return errored
+
+
 def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByTag, dict[str, int]]:
     """``by_tag`` with each valid record's reward the log's first for its key, and, per tag,
     how many of its rollouts were paid again after a valid one (0 for an untouched arm)."""

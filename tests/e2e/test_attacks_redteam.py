@@ -271,15 +271,6 @@ SEALED_SELECTIVELY = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE open (red team): at finalize, candidate code that raises an API-looking error on "
-    "each failing test answer leaves those trials missing; the seal burns once each arm's coverage "
-    "reaches min_coverage and seals the best's mean over its valid trials only (1.0 here, every "
-    "failure having become an error; a no-op with the tool sealed 1.0 against the seed's 0.444 in "
-    "the red team's run). Needs a design call: seal only when the arms' infra errors cannot move "
-    "the sealed numbers (worst-case imputation, as the gate does), or seal the worst case beside",
-)
 def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inflated_mean(
     project: Path,
 ) -> None:
@@ -300,3 +291,6 @@ def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inf
     seal = json.loads((sorted((project / ".capevolve" / "runs").iterdir())[-1] / "seal.json").read_text())
     assert seal["best"]["tag"] == "t1" and seal["best"]["infra"] > 0
     assert seal["best"]["mean"] < 1.0  # what its failing answers, made errors, would have cost it
+    # the first attempts that were errors count against the best, and the seal says how many
+    assert seal["worst_case"]["trials"]["t1"] >= seal["best"]["infra"]
+    assert seal["best"]["mean_valid_trials"] > seal["best"]["mean"]
