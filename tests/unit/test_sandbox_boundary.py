@@ -137,7 +137,7 @@ def test_a_confined_child_writes_its_scratch_and_live_folder_only_reads_all_but_
 
 @pytest.mark.unconfined  # the path of a machine without Landlock
 def test_without_landlock_the_same_child_runs_unconfined_and_its_rollouts_say_so(project) -> None:
-    seen, label, scratch = _rollout(project)  # tests not marked `confined` run with CAPEVOLVE_LANDLOCK=off
+    seen, label, scratch = _rollout(project)  # tests marked `unconfined` run with CAPEVOLVE_LANDLOCK=off
 
     assert label == "unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)"
     assert seen["write_project"] == seen["read_gold"] == "ok"
