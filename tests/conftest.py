@@ -145,9 +145,10 @@ class Projects:
 
     @staticmethod
     def writable(project: Path, *folders: str) -> list[Path]:
-        """Name ``folders`` (relative to the project) in the spec's ``sandbox_writable`` and create
-        them: where an adapter or candidate writes from ``live()`` or ``run_target``, as a user is
-        told to (a confined sandbox child may write only there and in its ``TMPDIR``)."""
+        """Name ``folders`` (relative to the project, or absolute) in the spec's
+        ``sandbox_writable`` and create them: where an adapter or candidate writes from ``live()``
+        or ``run_target``, as a user is told to (a confined sandbox child may write only there and
+        in its ``TMPDIR``)."""
         spec = project / "capevolve.yaml"
         text = spec.read_text()
         assert "sandbox_writable" not in text
