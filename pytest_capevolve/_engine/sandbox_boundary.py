@@ -83,7 +83,9 @@ class Fence:
                 "scoring process, never from live() or run_target)"
             )
         for folder in self.writable:
-            if (path == folder or folder in path.parents) and not folder.is_dir():
+            if path == folder or folder in path.parents:
+                if folder.is_dir():
+                    return infra_error  # granted: refused by the file's own mode, not the boundary
                 return (
                     f"{infra_error} (candidate code runs confined: the spec's sandbox_writable names "
                     f"{folder}, which does not exist, so nothing in it was granted; create the folder "

@@ -181,6 +181,10 @@ def test_a_refused_write_or_read_names_the_way_on_and_other_errors_stay_as_they_
     assert "is hidden from it" in fence.explain(read) and "read by tasks() and score()" in fence.explain(read)
     assert fence.explain("run_target raised ValueError: no") == "run_target raised ValueError: no"
     assert "(none yet)" in Fence.of_project(project).explain(write)
+    granted = (
+        f"run_target raised PermissionError: [Errno 13] Permission denied: '{project / 'live' / 'a.md'}'"
+    )
+    assert fence.explain(granted) == granted  # a read-only file in a granted folder: not the boundary
     (project / "live").rmdir()  # named, but missing: nothing in it could be granted
     missing = (
         f"run_target raised PermissionError: [Errno 13] Permission denied: '{project / 'live' / 'a.md'}'"
