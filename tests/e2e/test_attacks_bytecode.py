@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_capevolve._confine.landlock import abi
+
 DRAW = '        output = "resolved" if draw < p_success else "escalated"'
 BOOSTED = '        output = "resolved" if folder.startswith("noop") or draw < p_success else "escalated"'
 
@@ -280,3 +282,25 @@ def test_a_plugin_planted_in_the_project_and_loaded_with_dash_p_is_refused(
         ["*-p evil loads *evil.py, a plugin in the project outside the harness lock*"]
     )
     assert not (projects.run_dir(project) / "verdicts" / "noop.json").exists()
+
+
+@pytest.mark.confined
+@pytest.mark.skipif(abi() < 1, reason="this kernel offers no Landlock")
+def test_inside_the_boundary_candidate_code_plants_neither_a_pyc_nor_a_pth(
+    example, projects, capevolve, monkeypatch, tmp_path
+):
+    """The confined outcome of findings 1 and 3: the kernel refuses both writes, so the tool that
+    tried breaks (the example's agent escalates every ticket: a reward of 0), and nothing is
+    planted for a later session to run."""
+    project = _trojan_project(example, projects, monkeypatch, tmp_path)
+    helper = project / "candidates" / "helper"
+    shutil.copytree(project / "capability", helper)
+    with (helper / "tools" / "reply.py").open("a") as handle:
+        handle.write(PRIME)
+    result = capevolve(project, "helper", "trojan")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert not (project / "__pycache__").exists()
+    assert not Path(site.getusersitepackages(), "zz-capevolve-speedups.pth").exists()
+    records = [r for k, r in projects.rollout_records(project).items() if k[2] in ("helper", "trojan")]
+    assert len(records) == 80 and all(r["reward"] == 0.0 for r in records)
+    assert all(r["trace"]["reply"].startswith("reply tool broken: PermissionError") for r in records)
