@@ -66,26 +66,26 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 
 @pytest.fixture(autouse=True)
-def _boundary_off_unless_marked(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Sandbox children run unconfined (``CAPEVOLVE_LANDLOCK=off``) except in tests marked
-    ``confined``: many of the suite's adapters and candidates observe themselves by writing a file
-    beside the project from ``run_target``, which the boundary refuses, as it would a user's.
-    The tests of the boundary (``tests/e2e/test_boundary.py``, ``tests/unit/test_landlock.py``)
-    are marked, and run as a user's sessions do. ``CAPEVOLVE_TEST_CONFINED=1`` runs every test
-    confined (to see which of the suite's adapters a boundary would refuse).
+def _boundary_on_unless_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Sandbox children run confined, as a user's do (where the kernel offers Landlock), except
+    in tests marked ``unconfined``: those test what holds where there is no boundary (macOS, an
+    old kernel, ``CAPEVOLVE_LANDLOCK=off``), and each says why in its docstring; they run with
+    ``CAPEVOLVE_LANDLOCK=off``. A ``CAPEVOLVE_LANDLOCK`` set in the shell that started the suite
+    is dropped for the others, so no test runs unconfined by accident.
+    ``CAPEVOLVE_TEST_UNCONFINED=1`` runs every test unconfined but those marked ``confined`` (the
+    tests of the boundary itself), to tell a failure the boundary causes from any other.
 
     Named to sort before every autouse fixture that takes ``monkeypatch`` (pytest sets autouse
     fixtures up in name order), so it is set up before and torn down after it: a test's own
     ``monkeypatch.delenv("CAPEVOLVE_LANDLOCK")`` is undone first, and the variable does not
-    outlive the test (it did: test_boundary's left every later test unconfined, marked or not)."""
-    if (
-        request.node.get_closest_marker("confined") is not None
-        or os.environ.get("CAPEVOLVE_TEST_CONFINED") == "1"
-    ):
-        yield
-        return
+    outlive the test."""
+    marked_off = request.node.get_closest_marker("unconfined") is not None
+    all_off = os.environ.get("CAPEVOLVE_TEST_UNCONFINED") == "1"
     with pytest.MonkeyPatch.context() as own:
-        own.setenv("CAPEVOLVE_LANDLOCK", "off")
+        if marked_off or (all_off and request.node.get_closest_marker("confined") is None):
+            own.setenv("CAPEVOLVE_LANDLOCK", "off")
+        else:
+            own.delenv("CAPEVOLVE_LANDLOCK", raising=False)
         yield
 
 
@@ -142,6 +142,21 @@ class Projects:
         with (project / "adapter.py").open("a") as handle:
             handle.write(source)
         Projects.edit_spec(project, "adapter.py:ToyCalcAdapter", ref)
+
+    @staticmethod
+    def writable(project: Path, *folders: str) -> list[Path]:
+        """Name ``folders`` (relative to the project, or absolute) in the spec's
+        ``sandbox_writable`` and create them: where an adapter or candidate writes from ``live()``
+        or ``run_target``, as a user is told to (a confined sandbox child may write only there and
+        in its ``TMPDIR``)."""
+        spec = project / "capevolve.yaml"
+        text = spec.read_text()
+        assert "sandbox_writable" not in text
+        spec.write_text(text.rstrip("\n") + f"\nsandbox_writable: [{', '.join(folders)}]\n")
+        made = [project / folder for folder in folders]
+        for folder in made:
+            folder.mkdir(parents=True, exist_ok=True)
+        return made
 
     @staticmethod
     def no_test_split(project: Path) -> None:

@@ -232,6 +232,13 @@ class Sandboxes:
             folder = self._folders[candidate_dir] = str(candidate_dir)
         return (task.id, cached[1], folder, seed, split, timeout_s, logging.root.level, inline)
 
+    def _label(self, scored: Scored, sandbox: Sandbox) -> None:
+        """The child's confinement on its rollout; a confined child's refused write or read
+        named as the boundary's, with the way on (``sandbox_writable``, ``TMPDIR``)."""
+        scored.confinement = sandbox.label
+        if scored.infra_error and sandbox.confinement is not None and sandbox.confinement.confined:
+            scored.infra_error = self.fence().explain(scored.infra_error)
+
     def run(
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
     ) -> Scored:
@@ -240,7 +247,7 @@ class Sandboxes:
         then, self.after_answer = self.after_answer, None
         sandbox = self._sandbox(candidate_dir)
         answer = sandbox.exchange(ask) if inline else sandbox.submit(ask).result()
-        answer.scored.confinement = sandbox.label
+        self._label(answer.scored, sandbox)
         if then is not None and inline:
             try:
                 then()
@@ -269,7 +276,7 @@ class Sandboxes:
         ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=False)
         sandbox = self._sandbox(candidate_dir)
         answer = await asyncio.wrap_future(sandbox.submit(ask))
-        answer.scored.confinement = sandbox.label
+        self._label(answer.scored, sandbox)
         answer.replay()
         return answer.scored
 

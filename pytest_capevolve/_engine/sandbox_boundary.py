@@ -23,6 +23,7 @@ must not need a hidden file).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,10 @@ from .._project.harness import harness_files
 from .._project.spec import Spec
 
 RUN_DIR_NAME = ".capevolve"
+
+# what a refused open, write or rename looks like in an infra error (EACCES, EPERM; EXDEV for a
+# rename or link the boundary's folders do not both allow)
+_REFUSED = re.compile(r"(?:PermissionError|OSError): \[Errno (?:13|1|18)\] [^:']*: '([^']*)'")
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,38 @@ class Fence:
         gold = harness_files(spec.project_dir, spec.harness_files, exclude=[spec.capability_path])
         return cls.of_project(
             spec.project_dir, gold=tuple(gold), writable=writable_paths(spec), ledger=spec.shared_ledger
+        )
+
+    def explain(self, infra_error: str) -> str:
+        """``infra_error`` with the way on added when it is a refusal of this boundary (a
+        ``PermissionError`` naming a path) — in the scoring process, for a confined child's
+        rollout only: a path hidden from candidate code is read in the scoring process; any other
+        is written under the child's ``TMPDIR`` or in a folder ``sandbox_writable`` names."""
+        refused = _REFUSED.search(infra_error)
+        if refused is None:
+            return infra_error
+        path = Path(os.path.abspath(refused.group(1)))
+        if any(path == hidden or hidden in path.parents for hidden in self.hidden):
+            return (
+                f"{infra_error} (candidate code runs confined, and {path} is hidden from it: the run "
+                "dir and the gold files (harness_files) are read by tasks() and score(), in the "
+                "scoring process, never from live() or run_target)"
+            )
+        for folder in self.writable:
+            if path == folder or folder in path.parents:
+                if folder.is_dir():
+                    return infra_error  # granted: refused by the file's own mode, not the boundary
+                return (
+                    f"{infra_error} (candidate code runs confined: the spec's sandbox_writable names "
+                    f"{folder}, which does not exist, so nothing in it was granted; create the folder "
+                    "before the session)"
+                )
+        named = ", ".join(str(p) for p in self.writable) or "none yet"
+        return (
+            f"{infra_error} (candidate code runs confined: live() and run_target may write only "
+            f"their TMPDIR and the folders the spec's sandbox_writable names ({named}); name the "
+            "folder it writes in sandbox_writable in capevolve.yaml, or write scratch files under "
+            "TMPDIR)"
         )
 
     def boundary(self, candidate_dir: Path, scratch: Path) -> Boundary:

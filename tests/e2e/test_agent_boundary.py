@@ -22,7 +22,10 @@ needs_landlock = pytest.mark.skipif(
     abi() < 6 and not os.environ.get("CI"),
     reason="this kernel offers no Landlock with scoping (ABI >= 6); CI's machines do, and there this fails",
 )
-confined = [needs_landlock, pytest.mark.confined]  # the suite runs unconfined unless marked (conftest)
+confined = [
+    needs_landlock,
+    pytest.mark.confined,
+]  # confined even under CAPEVOLVE_TEST_UNCONFINED=1 (conftest)
 GOLD = '{"t01": "42"}'
 
 ATTACK = r"""

@@ -22,6 +22,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from pytest_capevolve._confine.landlock import abi
+
 DRAW = '        output = "resolved" if draw < p_success else "escalated"'
 BOOSTED = '        output = "resolved" if folder.startswith("noop") or draw < p_success else "escalated"'
 
@@ -95,7 +99,11 @@ PRIME = textwrap.dedent(
 ).format(draw=DRAW, boosted=BOOSTED)
 
 
+@pytest.mark.unconfined
 def test_an_adapter_pyc_planted_by_candidate_code_is_never_loaded(example, projects, capevolve):
+    """Unconfined on purpose: a confined child cannot write the project's __pycache__ (the kernel
+    refuses it, as tests/e2e/test_boundary.py shows for a planted conftest); this is the defence
+    that holds where the kernel offers no boundary (macOS, an old kernel, CAPEVOLVE_LANDLOCK=off)."""
     project = _noop_project(example, projects)
     helper = project / "candidates" / "helper"
     shutil.copytree(project / "capability", helper)
@@ -143,7 +151,10 @@ WARM = textwrap.dedent(
 )
 
 
+@pytest.mark.unconfined
 def test_a_pyc_written_into_the_seeds_snapshot_breaks_nothing_and_is_named(example, projects, capevolve):
+    """Unconfined on purpose: a confined child can neither read nor write a sibling snapshot in the run
+    dir (hidden from it); this is the defence that holds where the kernel offers no boundary."""
     project = _noop_project(example, projects)
     with (project / "candidates" / "noop" / "tools" / "reply.py").open("a") as handle:
         handle.write(WARM)
@@ -193,9 +204,12 @@ def _trojan_project(example, projects, monkeypatch, tmp_path):
     return project
 
 
+@pytest.mark.unconfined
 def test_a_pth_file_planted_by_candidate_code_is_a_changed_harness(
     example, projects, capevolve, monkeypatch, tmp_path
 ):
+    """Unconfined on purpose: a confined child cannot write a site-packages folder; this is the defence
+    that holds where the kernel offers no boundary."""
     project = _trojan_project(example, projects, monkeypatch, tmp_path)
     assert capevolve(project).ret == 0
     paid = len(projects.rollout_records(project))
@@ -211,11 +225,14 @@ def test_a_pth_file_planted_by_candidate_code_is_a_changed_harness(
     assert not (projects.run_dir(project) / "verdicts" / "noop.json").exists()
 
 
+@pytest.mark.unconfined
 def test_a_pth_file_planted_during_a_session_starts_no_later_sandbox_child(
     example, projects, capevolve, monkeypatch, tmp_path
 ):
     """Within the session that planted it, the hook would run in every sandbox child started
-    after it (the seed's, another candidate's): none is started."""
+    after it (the seed's, another candidate's): none is started.
+
+    Unconfined on purpose, as the test above: where the kernel offers no boundary."""
     project = _trojan_project(example, projects, monkeypatch, tmp_path)
     result = capevolve(project, "trojan", "noop")
     out = result.stdout.str()
@@ -265,3 +282,25 @@ def test_a_plugin_planted_in_the_project_and_loaded_with_dash_p_is_refused(
         ["*-p evil loads *evil.py, a plugin in the project outside the harness lock*"]
     )
     assert not (projects.run_dir(project) / "verdicts" / "noop.json").exists()
+
+
+@pytest.mark.confined
+@pytest.mark.skipif(abi() < 1, reason="this kernel offers no Landlock")
+def test_inside_the_boundary_candidate_code_plants_neither_a_pyc_nor_a_pth(
+    example, projects, capevolve, monkeypatch, tmp_path
+):
+    """The confined outcome of findings 1 and 3: the kernel refuses both writes, so the tool that
+    tried breaks (the example's agent escalates every ticket: a reward of 0), and nothing is
+    planted for a later session to run."""
+    project = _trojan_project(example, projects, monkeypatch, tmp_path)
+    helper = project / "candidates" / "helper"
+    shutil.copytree(project / "capability", helper)
+    with (helper / "tools" / "reply.py").open("a") as handle:
+        handle.write(PRIME)
+    result = capevolve(project, "helper", "trojan")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert not (project / "__pycache__").exists()
+    assert not Path(site.getusersitepackages(), "zz-capevolve-speedups.pth").exists()
+    records = [r for k, r in projects.rollout_records(project).items() if k[2] in ("helper", "trojan")]
+    assert len(records) == 80 and all(r["reward"] == 0.0 for r in records)
+    assert all(r["trace"]["reply"].startswith("reply tool broken: PermissionError") for r in records)

@@ -60,6 +60,7 @@ def _project(example, projects) -> Path:
     with (project / "adapter.py").open("a") as handle:
         handle.write(REDRAWING)
     projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:RedrawingAdapter")
+    projects.writable(project, ".draws")  # where the adapter keeps its draws, as a user is told to
     shutil.rmtree(project / "microcases")  # the gate runs the candidate's code, not a screen
     quitter = project / "candidates" / "quitter"
     shutil.copytree(project / "capability", quitter)
@@ -114,6 +115,7 @@ def test_the_first_indecisive_by_coverage_verdict_of_a_tag_is_a_look_that_counts
     with (project / "adapter.py").open("a") as handle:
         handle.write(FLAKY_FIRST)
     projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:FlakyFirstAdapter")
+    projects.writable(project, ".tried")  # where the stand-in API keeps what it failed once
     first = capevolve(project, "improved", gate=True)
     run_dir = projects.run_dir(project)
     looked = json.loads((run_dir / "verdicts" / "improved.json").read_text())

@@ -11,6 +11,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.audit import _quarantine_tampered, _rollouts
 from pytest_capevolve._store.rollout_scan import scan_rollouts
@@ -151,12 +153,17 @@ for _up in _pathlib.Path(__file__).resolve().parents:
 """
 
 
+@pytest.mark.unconfined
 def test_test_rollouts_rewritten_during_finalize_are_never_scored(example, projects, capevolve) -> None:
     """The test split is in no index, and the seal read its files as they were on disk: code run
     during finalize (here the seed's own tool, in its sandbox child) rewrote the test rollouts
     already paid as passes, and the seal burned a test mean of 1.0. Each test file is now held
     to its event in the log, bytes and all: the rewritten ones are quarantined, so the test split
-    is not scored and the seal stays unburned (a finalize pays what is missing, never a forgery)."""
+    is not scored and the seal stays unburned (a finalize pays what is missing, never a forgery).
+
+    Unconfined on purpose: a confined child cannot reach the run dir at all (hidden from it), so
+    nothing is rewritten; this is the defence that holds where the kernel offers no boundary (macOS,
+    an old kernel, CAPEVOLVE_LANDLOCK=off)."""
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     with (project / "capability" / "tools" / "reply.py").open("a") as handle:

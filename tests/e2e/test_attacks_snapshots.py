@@ -13,6 +13,7 @@ import shutil
 import stat
 from pathlib import Path
 
+import pytest
 from cli_calls import run as run_cli
 
 FARE = "RULE:check-fare-class"
@@ -77,9 +78,14 @@ class EditsItsSourceMidGate(NoisyAgentAdapter):
 '''
 
 
+@pytest.mark.unconfined
 def test_editing_prompt_md_during_its_own_gate_is_not_measured(example, projects, capevolve, xdist_args):
     """Before: 62 of 200 rollouts measured bytes no snapshot holds. Now every rollout — the
-    seed's too — runs from its snapshot, so the edit to the source folder is never measured."""
+    seed's too — runs from its snapshot, so the edit to the source folder is never measured.
+
+    Unconfined on purpose: the adapter stands in for an optimizer that edits the source folder from
+    outside the boundary; a confined child cannot write it at all, so the attack needs the path
+    where the kernel offers no boundary."""
     project = _noisy(example, projects, EDITS_ITS_SOURCE, "EditsItsSourceMidGate")
     shutil.copytree(project / "capability", project / "candidates" / "noop")
     (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
@@ -110,9 +116,14 @@ class EditsItsSnapshot(NoisyAgentAdapter):
 '''
 
 
+@pytest.mark.unconfined
 def test_a_snapshot_edited_by_its_own_rollout_is_refused_naming_the_file(example, projects, capevolve):
     """The rollout that edited it is missing data (it changed while it ran); every later one is
-    refused before it runs, in one line naming the file; nothing with the rule is scored."""
+    refused before it runs, in one line naming the file; nothing with the rule is scored.
+
+    Unconfined on purpose: a confined child can change the snapshot's mode (Landlock does not cover
+    chmod) but not write it, so every rollout is missing data instead; this is the defence that
+    holds where the kernel offers no boundary."""
     project = _noisy(example, projects, EDITS_ITS_SNAPSHOT, "EditsItsSnapshot")
     shutil.copytree(project / "capability", project / "candidates" / "noop")
     (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")  # not a repeat

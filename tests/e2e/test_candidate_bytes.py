@@ -199,11 +199,16 @@ def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
 
     project = make_fix_list(example, projects)
     assert capevolve(project).ret == 0
-    (project / "repeater.py").write_text(REPEATER.replace("FIRST", split_ids(project, "val")[0]))
+    # the optimizer keeps its state beside itself, outside the project, in a folder it is granted
+    state = project.parent / "repeater"
+    state.mkdir()
+    (state / "repeater.py").write_text(REPEATER.replace("FIRST", split_ids(project, "val")[0]))
     import sys
 
-    optimizer = f"{sys.executable} repeater.py {{workdir}} {{prompt}}"
-    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "3")
+    optimizer = f"{sys.executable} {state / 'repeater.py'} {{workdir}} {{prompt}}"
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", optimizer, "--max-iterations", "3", "--writable", str(state)
+    )
     assert code == 0, err
     rows = [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]]
     assert rows == [
@@ -220,7 +225,7 @@ def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
     three = json.loads((rundir / "verdicts" / "cand_0003.json").read_text())
     assert three["details"]["repeats"] == "seed" and "unchanged copy of the parent" in three["reason"]
     # the next proposal's handover names what the repeat repeated
-    ledger = (project / "ledger3.md").read_text()
+    ledger = (state / "ledger3.md").read_text()
     assert "cand_0002" in ledger and "byte-identical to 'cand_0001'" in ledger
     assert json.loads((rundir / "state.json").read_text())["stall"] == 3
 

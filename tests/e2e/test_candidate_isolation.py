@@ -43,7 +43,7 @@ if _runner is not None:
     _runner._take_score = lambda scored, task, score: setattr(scored, "reward", 1.0)
 """
 
-# ends its own process the first time it runs (a marker file beside the project says so)
+# ends its own process the first time it runs (a marker file in the project's observed/ says so)
 EXIT_ONCE = """
 
 import os as _os
@@ -100,6 +100,7 @@ def no_op_candidate(project: Path, name: str, attack: str) -> Path:
 def noisy(example, projects) -> Path:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 80 rollouts a tag
+    projects.writable(project, "observed")  # where candidate code leaves what the tests read
     return project
 
 
@@ -130,7 +131,7 @@ def test_candidate_code_that_rewrites_the_scorer_changes_no_reward(
 def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session(
     noisy, projects, capevolve, width: str
 ) -> None:
-    marker = noisy / "exited.marker"
+    marker = noisy / "observed" / "exited.marker"
     without_microcases(noisy)
     no_op_candidate(noisy, "quitter", EXIT_ONCE.format(marker=str(marker)))
     result = capevolve(noisy, "quitter", gate=True, extra=["--capevolve-concurrency", width])
@@ -165,7 +166,7 @@ def test_a_hung_candidate_deaf_to_its_deadline_is_killed_and_the_session_goes_on
     noisy, projects, capevolve
 ) -> None:
     projects.edit_spec(noisy, "rollout_timeout_s: 30", "rollout_timeout_s: 1")
-    marker = noisy / "hung.marker"
+    marker = noisy / "observed" / "hung.marker"
     without_microcases(noisy)
     no_op_candidate(noisy, "deaf", HANG_ONCE.format(marker=str(marker)))
     result = capevolve(noisy, "deaf", gate=True)
@@ -322,7 +323,7 @@ def children_still_alive(pids: set[int]) -> list[int]:
 def test_an_in_process_session_reaps_the_sandbox_children_it_started(
     noisy, projects, capevolve, pytester
 ) -> None:
-    notes = noisy / "child-pids.txt"
+    notes = noisy / "observed" / "child-pids.txt"
     no_op_candidate(noisy, "noted", NOTE_PID.format(notes=str(notes)))
     # a gate session: the microcase screen's `adapter` check runs the candidate in a child, and
     # so do the session's rollouts (two runners, each with a child of its own)

@@ -41,7 +41,7 @@ class SharedAdapter(ToyCalcAdapter):
         return super().tasks(split)
 
     def run_target(self, task, ctx, *, seed):
-        with open(_Path(__file__).parent / "calls.log", "a") as handle:
+        with open(_Path(__file__).parent / "observed" / "calls.log", "a") as handle:
             handle.write(f"{task.id} {ctx} {seed}\\n")
         return super().run_target(task, ctx, seed=seed)
 '''
@@ -92,7 +92,7 @@ def shutil_rm(folder: Path) -> None:
 
 
 def paid_calls(project: Path) -> list[str]:
-    log = project / "calls.log"
+    log = project / "observed" / "calls.log"
     return log.read_text().splitlines() if log.is_file() else []
 
 
@@ -108,6 +108,7 @@ def paid_calls(project: Path) -> list[str]:
 def test_concurrent_sessions_pay_every_rollout_once(example, projects, n, existing, gate, extra) -> None:
     project = example("toy_calc")
     projects.add_adapter(project, SHARED, "adapter.py:SharedAdapter")
+    projects.writable(project, "observed")  # where run_target notes every paid rollout
     if existing:  # a run with the seed already paid
         first = subprocess.run(session_command(project), cwd=project.parent, capture_output=True, text=True)
         assert first.returncode == 0, first.stdout + first.stderr

@@ -40,21 +40,23 @@ class Adapter:
         return [Task(id=f"t{{i:04d}}", input=i, target=i) for i in range({TASKS})]
 
     def run_target(self, task, ctx, *, seed):
-        with open(HERE / "calls.log", "a") as log:
+        # in the sandbox child: the rollout is paid here, noted in a folder it may write
+        with open(HERE / "observed" / "calls.log", "a") as log:
             log.write(f"{{os.getpid()}} {{task.id}}\\n")
+        return Rollout(task_id=task.id, output=task.input)
+
+    def score(self, task, rollout):
+        # in the worker, outside the boundary: a confined child cannot signal the controller
         signal_to_send = os.environ.get("STOP_CONTROLLER_WITH")
         # at the SIGNAL_AT-th call or past it (two workers append at once: a count read after
         # both wrote skips it), once: the first to create the marker sends the signal
-        if signal_to_send and (HERE / "calls.log").read_text().count("\\n") >= {SIGNAL_AT}:
+        if signal_to_send and (HERE / "observed" / "calls.log").read_text().count("\\n") >= {SIGNAL_AT}:
             try:
                 os.close(os.open(HERE / "signalled", os.O_CREAT | os.O_EXCL))
             except FileExistsError:
                 pass
             else:
                 os.kill(int((HERE / "controller.pid").read_text()), int(signal_to_send))
-        return Rollout(task_id=task.id, output=task.input)
-
-    def score(self, task, rollout):
         return Score(reward=1.0)
 """
 
@@ -64,6 +66,7 @@ split_train: 0.0
 split_val: 1.0
 split_test: 0.0
 num_trials: 1
+sandbox_writable: [observed]
 """
 
 
@@ -83,12 +86,13 @@ def test_a_stopped_controller_re_pays_at_most_each_workers_window(
     (project / "adapter.py").write_text(textwrap.dedent(ADAPTER))
     (project / "capevolve.yaml").write_text(SPEC)
     (project / "capability").mkdir()
+    (project / "observed").mkdir()
     (project / "capability" / "prompt.md").write_text("hello\n")
     (pytester.path / "conftest.py").write_text(CONFTEST)
     monkeypatch.setenv("STOP_CONTROLLER_WITH", str(int(stop)))
     stopped = capevolve(project, extra=["-n", "2"], subprocess=True)
     assert stopped.ret != 0, stopped.stdout.str()[-1500:]
-    workers = {int(line.split()[0]) for line in (project / "calls.log").read_text().splitlines()}
+    workers = {int(line.split()[0]) for line in (project / "observed" / "calls.log").read_text().splitlines()}
     deadline = time.monotonic() + 120  # a bound on a condition: the orphaned workers' exit
     while any(map(_alive, workers)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -96,7 +100,7 @@ def test_a_stopped_controller_re_pays_at_most_each_workers_window(
     monkeypatch.delenv("STOP_CONTROLLER_WITH")
     resumed = capevolve(project)  # pays what the stopped session did not record
     assert resumed.ret == 0, resumed.stdout.str()[-1500:]
-    calls = (project / "calls.log").read_text().splitlines()
+    calls = (project / "observed" / "calls.log").read_text().splitlines()
     run = next((project / ".capevolve" / "runs").iterdir())
     recorded = [
         e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines()) if e["kind"] == "rollout"

@@ -64,7 +64,11 @@ def seen_text(folder: Path) -> str:
     return "\n".join(p.read_text() for p in sorted(folder.rglob("*")) if p.is_file())
 
 
+@pytest.mark.unconfined
 def test_round_n_sees_rounds_before_it_their_verdicts_and_refuted_diffs_and_no_test_id(example, capsys):
+    """Unconfined on purpose: round 3 stands in for an agent with a shell that reads the splits in
+    .capevolve/ and writes a test id into its edit, which a confined optimizer cannot read (the run
+    dir is hidden from it); the leak guard is what holds where the kernel offers no boundary."""
     project = example("toy_calc")
     spec = project / "capevolve.yaml"
     # toy_calc's ids are q00…q23; α one-shot per decision, so the second decision can accept
@@ -269,11 +273,15 @@ class WaitingAdapter(ToyCalcAdapter):
 '''
 
 
+@pytest.mark.unconfined
 def test_the_optimizers_cost_is_booked_from_the_log_not_from_optimizer_json(
     example, projects, capsys
 ) -> None:
     """The loop's red team: a daemon left by the optimizer rewrote ``optimizer.json`` to $0
-    between the proposal and its booking; the loop booked $0 and ``max_usd`` never saw it."""
+    between the proposal and its booking; the loop booked $0 and ``max_usd`` never saw it.
+
+    Unconfined on purpose: a confined optimizer's daemon cannot write the run dir at all; booking
+    from the log is what holds where the kernel offers no boundary."""
     project = example("toy_calc")
     projects.add_adapter(project, WAITING, "adapter.py:WaitingAdapter")
     (project / "rewriter.py").write_text(REWRITER)

@@ -202,25 +202,31 @@ import signal as _signal
 
 
 class CountingCalc(ToyCalcAdapter):
-    """Appends each call to calls.txt; with KILL_AT=N, kills its process group at call N."""
+    """Appends each call to observed/calls.txt (a folder the spec names in sandbox_writable);
+    with KILL_AT=N, kills its process group at call N — from score(), in the scoring process:
+    a confined sandbox child cannot signal outside its domain."""
 
     def run_target(self, task, ctx, *, seed):
-        here = Path(__file__).parent
         name = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
         name = "seed" if name == "capability" else name
-        with (here / "calls.txt").open("a") as handle:
+        with (Path(__file__).parent / "observed" / "calls.txt").open("a") as handle:
             handle.write(f"{task.id} {name}\\n")
-        calls = len((here / "calls.txt").read_text().splitlines())
+        return super().run_target(task, ctx, seed=seed)
+
+    def score(self, task, rollout):
+        here = Path(__file__).parent
+        calls = len((here / "observed" / "calls.txt").read_text().splitlines())
         if str(calls) == _os.environ.get("KILL_AT") and not (here / "killed").exists():
             (here / "killed").write_text("")
             _os.killpg(_os.getpgid(0), _signal.SIGKILL)
-        return super().run_target(task, ctx, seed=seed)
+        return super().score(task, rollout)
 '''
 
 
 def test_kill_nine_mid_evaluation_then_resume_pays_nothing_twice(example, projects, capsys):
     project = example("toy_calc")
     projects.add_adapter(project, COUNTING, "adapter.py:CountingCalc")
+    projects.writable(project, "observed")
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
     # baseline: 12 seed calls; iteration 1's gate session owes 36 (cand_0001, two nulls): die at 32
     loop = subprocess.run(
@@ -236,14 +242,14 @@ def test_kill_nine_mid_evaluation_then_resume_pays_nothing_twice(example, projec
         for p in (run_dir(project) / "rollouts" / "val").glob("*.json")
     }
     assert 12 < len(persisted) < 48 and run_dir(project).joinpath("verdicts").exists() is False
-    killed_at = len((project / "calls.txt").read_text().splitlines())
+    killed_at = len((project / "observed" / "calls.txt").read_text().splitlines())
 
     code, _, err = hill_climb(capsys, project, "--optimizer", optimizer)
     assert code == 2 and "cand_0001 of run" in err and "--resume" in err
     code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--resume")
     assert code == 0, err
     assert summary["accepted"] == ["cand_0001"]
-    calls = [tuple(line.split()) for line in (project / "calls.txt").read_text().splitlines()]
+    calls = [tuple(line.split()) for line in (project / "observed" / "calls.txt").read_text().splitlines()]
     after = calls[killed_at:]
     assert not set(after) & persisted  # no persisted rollout paid again
     assert len(set(calls)) == 48 and len(calls) <= 48 + 1  # at most the one in flight at the kill

@@ -20,16 +20,17 @@ SEEDS = """
 
 class SeedNoting(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
-        with open(Path(__file__).with_name("seeds.log"), "a") as log:
+        with open(Path(__file__).parent / "observed" / "seeds.log", "a") as log:
             log.write(f"{task.id} {seed}\\n")
         return super().run_target(task, ctx, seed=seed)
 """
-# a proposer that keeps what it was handed and changes nothing
+# a proposer that keeps what it was handed (in its own folder, outside the project: argv[3])
+# and changes nothing
 PEEK = """
 import shutil, sys
 from pathlib import Path
-shutil.copy(Path(sys.argv[1]) / "MECHANISMS.md", "seen.md")
-shutil.copy(sys.argv[2], "prompt_seen.md")
+shutil.copy(Path(sys.argv[1]) / "MECHANISMS.md", Path(sys.argv[3]) / "seen.md")
+shutil.copy(sys.argv[2], Path(sys.argv[3]) / "prompt_seen.md")
 """
 PY = sys.executable
 IDS = [f"q{i:02d}" for i in range(24)]
@@ -48,8 +49,9 @@ def project(example, projects, capevolve) -> Path:
     spec = folder / "capevolve.yaml"
     text = "\n".join(line for line in spec.read_text().splitlines() if not line.startswith("split_"))
     spec.write_text(text.replace("num_trials: 1", "num_trials: 2") + "\nsplit_ids_file: splits.yaml\n")
+    projects.writable(folder, "observed")  # where run_target notes the seeds it was asked
     assert capevolve(folder).ret == 0
-    (folder / "seeds.log").unlink()
+    (folder / "observed" / "seeds.log").unlink()
     return folder
 
 
@@ -61,7 +63,7 @@ def cli(capsys, *argv: str) -> tuple[int, dict | None, str]:
 
 
 def seeds_asked(project: Path) -> list[tuple[str, int]]:
-    log = project / "seeds.log"
+    log = project / "observed" / "seeds.log"
     lines = log.read_text().split("\n") if log.is_file() else []
     return [(task, int(seed)) for task, seed in (line.split() for line in lines if line)]
 
@@ -124,7 +126,7 @@ def test_eval_task_reports_named_train_and_val_tasks_and_the_gate_pays_its_own(
     assert spend["spent"]["task_evals"] == {"rollouts": 7, "usd": 0.0}
 
     # the gate pays every val rollout of the candidate itself, at the gate's seeds
-    (project / "seeds.log").unlink()
+    (project / "observed" / "seeds.log").unlink()
     result = capevolve(project, work, gate=True)
     assert result.ret == 0, result.stdout.str()
     paid = [e for e in events(run) if e["kind"] == "rollout" and e["tag"] == "careful"]
@@ -197,13 +199,14 @@ def test_mechanisms_are_deduplicated_and_shown_to_the_next_work_copy(project, pr
 
     # hill-climb's proposer gets it too, and its prompt names it
     (project / "peek.py").write_text(PEEK)
-    code, _, err = cli(capsys, "hill-climb", str(project), "--optimizer", f"{PY} peek.py {{workdir}} {{prompt}}",
-                       "--max-iterations", "1")  # fmt: skip
+    kept = project.parent / "peeked"  # the proposer's own folder, granted with --writable
+    kept.mkdir()
+    code, _, err = cli(capsys, "hill-climb", str(project), "--optimizer", f"{PY} peek.py {{workdir}} {{prompt}} {kept}",
+                       "--max-iterations", "1", "--writable", str(kept))  # fmt: skip
     assert code == 0, err
-    assert (project / "seen.md").read_text().startswith("# Mechanisms found") and "**M2** Subtraction" in (
-        project / "seen.md"
-    ).read_text()
-    assert "`MECHANISMS.md`" in (project / "prompt_seen.md").read_text()
+    seen = (kept / "seen.md").read_text()
+    assert seen.startswith("# Mechanisms found") and "**M2** Subtraction" in seen
+    assert "`MECHANISMS.md`" in (kept / "prompt_seen.md").read_text()
 
 
 def test_a_mechanism_cannot_rewrite_anothers_or_leak_a_val_gold(project, projects, capsys):

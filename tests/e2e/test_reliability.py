@@ -141,12 +141,12 @@ import signal as _signal
 
 
 class InterruptingAdapter(ToyCalcAdapter):
-    def run_target(self, task, ctx, *, seed):
+    def score(self, task, rollout):
         if task.id == "q10":
-            # Ctrl-C, as a terminal sends it: SIGINT to the session (the process running
-            # items; run_target runs in its sandbox child)
-            _os.kill(_os.getppid(), _signal.SIGINT)
-        return super().run_target(task, ctx, seed=seed)
+            # Ctrl-C, as a terminal sends it: SIGINT to the session, from score(), which runs
+            # in it (run_target runs in a sandbox child, which cannot signal it when confined)
+            _os.kill(_os.getpid(), _signal.SIGINT)
+        return super().score(task, rollout)
 """
 
 

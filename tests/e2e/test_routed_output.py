@@ -183,7 +183,7 @@ HANDSHAKE = """
 import os
 from pathlib import Path
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent / "toy_calc" / "observed"  # the project's, named in sandbox_writable
 REPORTING = HERE / "reporting.fifo"  # written on the main thread while it logs q00[seed-t0]'s call report
 WRITTEN = HERE / "written.fifo"  # written by q00[careful-t0]'s rollout once it has printed
 """
@@ -230,6 +230,7 @@ def test_a_write_between_two_items_phases_reaches_its_own_item_not_the_terminal(
     pytester.syspathinsert()
     project = example("toy_calc")
     projects.add_adapter(project, BETWEEN_PHASES, "adapter.py:BetweenPhasesAdapter")
+    projects.writable(project, "observed")  # where the rollout opens its side of the handshake
     junit = project / "junit.xml"
     extra = ["-o", "junit_logging=all", f"--junitxml={junit}", "--capevolve-concurrency", "2"]
     result = capevolve(project, "careful", extra=extra)

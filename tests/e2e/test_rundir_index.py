@@ -26,18 +26,21 @@ import signal as _signal
 
 
 class SpendingAdapter(ToyCalcAdapter):
-    """Costs 0.01 per rollout and kills the session's process (the sandbox child's parent) at
-    the 15th call."""
+    """Costs 0.01 per rollout and kills the session's process at the 15th call, from score(),
+    which runs in it (a confined sandbox child cannot signal it)."""
 
     def run_target(self, task, ctx, *, seed):
+        rollout = super().run_target(task, ctx, seed=seed)
+        rollout.cost_usd = 0.01
+        return rollout
+
+    def score(self, task, rollout):
         log = Path(__file__).with_name("calls.log")
         with log.open("a") as handle:
             handle.write(task.id + "\\n")
         if len(log.read_text().splitlines()) == 15 and os.environ.get("KILL_AT_15"):
-            os.kill(os.getppid(), _signal.SIGKILL)
-        rollout = super().run_target(task, ctx, seed=seed)
-        rollout.cost_usd = 0.01
-        return rollout
+            os.kill(os.getpid(), _signal.SIGKILL)
+        return super().score(task, rollout)
 '''
 
 

@@ -61,8 +61,9 @@ def test_sending_ahead_changes_no_output_record_or_call(
     for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):  # names of one length
         project = example("toy_calc", dest=mode)
         projects.add_adapter(project, CALLS, "adapter.py:CallsAdapter")
+        projects.writable(project, str(pytester.path / "observed"))  # CALLS_LOG's folder
         projects.edit_spec(project, "num_trials: 1", "num_trials: 2")  # the seed's items in a row
-        log = pytester.path / f"calls-{mode}.log"
+        log = pytester.path / "observed" / f"calls-{mode}.log"
         monkeypatch.setenv("CALLS_LOG", str(log))
         junit = project / "junit.xml"
         args = [*xdist, *off, "-rA", f"--junitxml={junit}", "-o", "junit_logging=all"]
@@ -157,7 +158,8 @@ def test_the_next_rollout_runs_while_the_last_is_scored(
 ) -> None:
     project = example("toy_calc")
     projects.add_adapter(project, WAITS, f"adapter.py:{adapter}")
-    monkeypatch.setenv("CALLS_LOG", str(pytester.path / "calls.log"))
+    projects.writable(project, str(pytester.path / "observed"))  # CALLS_LOG's folder
+    monkeypatch.setenv("CALLS_LOG", str(pytester.path / "observed" / "calls.log"))
     # up to 20 s for the next rollout to start; when it cannot, 1 s says so
     monkeypatch.setenv("WAIT_STEPS", "400" if ahead else "20")
     result = capevolve(project, *candidates, extra=off)
@@ -197,7 +199,8 @@ def test_a_rollout_sent_ahead_that_touches_its_snapshot_voids_itself_not_the_one
     for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):
         project = example("toy_calc", dest=mode)
         projects.add_adapter(project, TOUCHES, "adapter.py:TouchingAdapter")
-        log = pytester.path / f"calls-{mode}.log"
+        projects.writable(project, str(pytester.path / "observed"))  # CALLS_LOG's folder
+        log = pytester.path / "observed" / f"calls-{mode}.log"
         monkeypatch.setenv("CALLS_LOG", str(log))
         result = capevolve(project, extra=off)
         assert result.ret == 12, result.stdout.str()
@@ -215,8 +218,9 @@ def test_a_rollout_ceiling_stated_by_the_stop_condition_turns_sending_ahead_off(
     # sent ahead and lost (the session stopped) is paid and never counted against it
     project = example("toy_calc")
     projects.add_adapter(project, WAITS, "adapter.py:WaitingAdapter")
+    projects.writable(project, str(pytester.path / "observed"))  # CALLS_LOG's folder
     projects.edit_spec(project, "num_trials: 1", "num_trials: 1\nstop_condition: at most 100 rollouts")
-    monkeypatch.setenv("CALLS_LOG", str(pytester.path / "calls.log"))
+    monkeypatch.setenv("CALLS_LOG", str(pytester.path / "observed" / "calls.log"))
     monkeypatch.setenv("WAIT_STEPS", "20")
     result = capevolve(project)
     assert result.ret == 0, result.stdout.str()
@@ -233,7 +237,8 @@ def test_a_stepwise_session_sends_nothing_ahead_it_will_not_record(
     # recorded, paid again by the re-run)
     project = example("toy_calc")
     projects.add_adapter(project, CALLS, "adapter.py:CallsAdapter")
-    log = pytester.path / "calls.log"
+    projects.writable(project, str(pytester.path / "observed"))  # CALLS_LOG's folder
+    log = pytester.path / "observed" / "calls.log"
     monkeypatch.setenv("CALLS_LOG", str(log))
     # stepwise needs the cache plugin, which the fixture turns off
     args = [a for a in capevolve.args(project) if a not in ("-p", "no:cacheprovider")]

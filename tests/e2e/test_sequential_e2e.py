@@ -91,16 +91,16 @@ import signal as _signal
 
 
 class Interrupting(NoisyAgentAdapter):
-    """Ctrl-C, deterministically: the 61st rollout sends SIGINT to the session (the process
-    running items; run_target runs in a sandbox child per candidate, so calls count in a file)."""
+    """Ctrl-C, deterministically: the 61st rollout sends SIGINT to the session, from score(),
+    which runs in it (run_target runs in a sandbox child, which cannot signal it when confined)."""
 
-    def run_target(self, task, ctx, *, seed):
+    def score(self, task, rollout):
         log = Path(__file__).with_name("calls.log")
         with log.open("a") as handle:
             handle.write(task.id + "\\n")
         if len(log.read_text().splitlines()) == 61:
-            _os.kill(_os.getppid(), _signal.SIGINT)
-        return super().run_target(task, ctx, seed=seed)
+            _os.kill(_os.getpid(), _signal.SIGINT)
+        return super().score(task, rollout)
 '''
 
 

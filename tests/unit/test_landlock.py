@@ -15,7 +15,9 @@ import pytest
 from pytest_capevolve._confine.landlock import Boundary, abi, confine, readable_around
 from pytest_capevolve._confine.launch import command
 
-pytestmark = pytest.mark.confined  # the suite's other tests run with CAPEVOLVE_LANDLOCK=off
+pytestmark = (
+    pytest.mark.confined
+)  # the tests of the boundary: confined even under CAPEVOLVE_TEST_UNCONFINED=1
 
 needs_landlock = pytest.mark.skipif(
     abi() < 6 and not os.environ.get("CI"),

@@ -14,6 +14,7 @@ from pytest_capevolve import Task
 from pytest_capevolve._engine.runner import run_and_score
 from pytest_capevolve._engine.sandbox import isolated
 from pytest_capevolve._project.adapter import load_adapter
+from pytest_capevolve._project.spec import load_spec
 
 ADAPTER = """
 import json, os
@@ -23,7 +24,7 @@ class Adapter:
     def tasks(self, split):
         return []
     def run_target(self, task, ctx, *, seed):
-        with open(os.path.join(os.path.dirname(__file__), "calls.log"), "a") as out:
+        with open(os.path.join(os.path.dirname(__file__), "observed", "calls.log"), "a") as out:
             out.write(json.dumps([task.id, seed]) + "\\n")
         if task.input == "exit":
             os._exit(3)
@@ -52,15 +53,20 @@ class Adapter:
 def project(tmp_path: Path) -> Path:
     (tmp_path / "adapter.py").write_text(ADAPTER)
     (tmp_path / "capability").mkdir()
+    (tmp_path / "observed").mkdir()  # where run_target notes its calls, as a user is told to
+    spec = "adapter: adapter.py:Adapter\ncapability_path: capability\nsandbox_writable: [observed]\n"
+    (tmp_path / "capevolve.yaml").write_text(spec)
     return tmp_path
 
 
 def calls(project: Path) -> list[list[object]]:
-    return [json.loads(line) for line in (project / "calls.log").read_text().splitlines()]
+    return [json.loads(line) for line in (project / "observed" / "calls.log").read_text().splitlines()]
 
 
 def test_a_rollout_sent_ahead_is_run_once_and_collected_by_its_run(project: Path) -> None:
-    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    runner = isolated(
+        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
+    )
     capability = project / "capability"
     one, two = Task(id="one", input=1), Task(id="two", input=2)
     try:
@@ -77,7 +83,9 @@ def test_a_rollout_sent_ahead_is_run_once_and_collected_by_its_run(project: Path
 
 
 def test_an_answer_sent_ahead_for_another_rollout_is_dropped(project: Path) -> None:
-    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    runner = isolated(
+        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
+    )
     capability = project / "capability"
     one, two = Task(id="one", input=1), Task(id="two", input=2)
     try:
@@ -93,7 +101,9 @@ def test_an_answer_sent_ahead_for_another_rollout_is_dropped(project: Path) -> N
 
 
 def test_a_child_that_dies_running_a_rollout_sent_ahead_loses_that_rollout_only(project: Path) -> None:
-    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    runner = isolated(
+        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
+    )
     capability = project / "capability"
     one, fatal = Task(id="one", input=1), Task(id="fatal", input="exit")
     try:
@@ -111,7 +121,9 @@ def test_a_child_that_dies_running_a_rollout_sent_ahead_loses_that_rollout_only(
 
 
 def test_a_rollout_sent_ahead_that_outlives_its_deadline_is_killed_as_a_timeout(project: Path) -> None:
-    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    runner = isolated(
+        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
+    )
     capability = project / "capability"
     one, deaf = Task(id="one", input=1), Task(id="deaf", input="deaf")
     try:
@@ -132,7 +144,9 @@ def test_a_rollout_sent_ahead_is_timed_by_its_answer_not_by_a_slow_score_of_the_
     # the session takes longer than the rollout's deadline to score and persist the one before
     # (an LLM judge, a test suite): the rollout sent ahead answered at once, and is a reward,
     # never a timeout (missing data, paid again) nor "killed"; its seconds are its own
-    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    runner = isolated(
+        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
+    )
     capability = project / "capability"
     one, two = Task(id="one", input=1), Task(id="two", input=2)
     try:
@@ -153,7 +167,9 @@ def test_a_rollout_sent_ahead_is_timed_by_its_answer_not_by_a_slow_score_of_the_
 def test_an_answer_begun_early_and_finished_late_is_late(project: Path, ahead: bool) -> None:
     # candidate code writes its answer's first byte at once and the rest after its deadline:
     # a rollout is timed to its whole answer, never to a byte it chose to send early
-    runner = isolated(load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project)
+    runner = isolated(
+        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
+    )
     capability = project / "capability"
     one, early = Task(id="one", input=1), Task(id="early", input="early")
     try:

@@ -135,8 +135,9 @@ def test_a_confined_child_writes_its_scratch_and_live_folder_only_reads_all_but_
     assert not scratch.exists()  # removed when the child ended
 
 
+@pytest.mark.unconfined  # the path of a machine without Landlock
 def test_without_landlock_the_same_child_runs_unconfined_and_its_rollouts_say_so(project) -> None:
-    seen, label, scratch = _rollout(project)  # tests not marked `confined` run with CAPEVOLVE_LANDLOCK=off
+    seen, label, scratch = _rollout(project)  # tests marked `unconfined` run with CAPEVOLVE_LANDLOCK=off
 
     assert label == "unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)"
     assert seen["write_project"] == seen["read_gold"] == "ok"
@@ -164,3 +165,73 @@ def test_the_optimizers_label_is_what_capevolve_agent_exported_else_that_it_did_
         CONFINEMENT_ENV, json.dumps({"confined": False, "abi": 0, "why": "no Landlock on Darwin"})
     )
     assert confinement.optimizer() == "unconfined (no Landlock on Darwin)"
+
+
+def test_a_refused_write_or_read_names_the_way_on_and_other_errors_stay_as_they_were(project) -> None:
+    fence = Fence.of_spec(load_spec(project))
+    write = f"run_target raised PermissionError: [Errno 13] Permission denied: '{project / 'out.json'}'"
+    read = (
+        f"run_target raised PermissionError: [Errno 13] Permission denied: '{project / 'data' / 'gold.json'}'"
+    )
+
+    assert fence.explain(write).startswith(write)
+    assert f"sandbox_writable names ({project / 'live'}); name the folder it writes" in fence.explain(write)
+    assert "TMPDIR" in fence.explain(write)
+    assert fence.explain(read).startswith(read)
+    assert "is hidden from it" in fence.explain(read) and "read by tasks() and score()" in fence.explain(read)
+    assert fence.explain("run_target raised ValueError: no") == "run_target raised ValueError: no"
+    assert "(none yet)" in Fence.of_project(project).explain(write)
+    granted = (
+        f"run_target raised PermissionError: [Errno 13] Permission denied: '{project / 'live' / 'a.md'}'"
+    )
+    assert fence.explain(granted) == granted  # a read-only file in a granted folder: not the boundary
+    (project / "live").rmdir()  # named, but missing: nothing in it could be granted
+    missing = (
+        f"run_target raised PermissionError: [Errno 13] Permission denied: '{project / 'live' / 'a.md'}'"
+    )
+    assert "names " + str(project / "live") + ", which does not exist" in fence.explain(missing)
+
+
+CARELESS = """
+from pathlib import Path
+from pytest_capevolve import Rollout, Score
+
+class Adapter:
+    def tasks(self, split):
+        return []
+    def run_target(self, task, ctx, *, seed):
+        (Path(__file__).parent / "observed.txt").write_text(str(seed))
+        return Rollout(task_id=task.id, output="done")
+    def score(self, task, rollout):
+        return Score(reward=1.0)
+"""
+
+
+def _infra_error(project: Path) -> str | None:
+    spec = load_spec(project)
+    runner = isolated(load_adapter(spec.adapter, project), spec.adapter, project, spec=spec)
+    try:
+        return run_and_score(
+            runner, Task(id="t", input=1), spec.capability_path, seed=0, split="val"
+        ).infra_error
+    finally:
+        runner.close()
+
+
+@pytest.mark.skipif(abi() < 6, reason="this kernel offers no Landlock with scoping (ABI >= 6)")
+def test_a_confined_adapter_that_writes_beside_itself_is_told_to_name_sandbox_writable(project) -> None:
+    (project / "adapter.py").write_text(CARELESS)
+
+    infra = _infra_error(project)
+
+    assert infra is not None and "PermissionError" in infra
+    assert "name the folder it writes in sandbox_writable in capevolve.yaml" in infra
+    assert not (project / "observed.txt").exists()
+
+
+@pytest.mark.unconfined  # the other side of the test above: the same adapter, no boundary
+def test_the_same_adapter_unconfined_writes_and_is_told_nothing(project) -> None:
+    (project / "adapter.py").write_text(CARELESS)
+
+    assert _infra_error(project) is None
+    assert (project / "observed.txt").read_text() == "0"
