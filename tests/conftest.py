@@ -165,14 +165,15 @@ class Projects:
         Projects.edit_spec(project, "split_test: 0.25", "split_test: 0.0")
 
     @staticmethod
-    def one_trial_with_noop(project: Path) -> Path:
-        """A copied noisy_agent cut to one trial, with a no-op candidate ``noop`` (a blank line
-        added to the seed's prompt.md: new bytes, the same behaviour); the candidate folder."""
+    def one_trial_with_noop(project: Path, line: str = "") -> Path:
+        """A copied noisy_agent cut to one trial, with a no-op candidate ``noop`` (``line`` — by
+        default a blank one — added to the seed's prompt.md: new bytes, the same behaviour); the
+        candidate folder."""
         Projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
         noop = project / "candidates" / "noop"
         shutil.copytree(project / "capability", noop)
         with (noop / "prompt.md").open("a") as handle:
-            handle.write("\n")
+            handle.write(f"\n{line}\n" if line else "\n")
         return noop
 
     @staticmethod

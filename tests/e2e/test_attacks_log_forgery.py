@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 from pytest_capevolve._cli.main import main
@@ -22,11 +21,7 @@ VAL = ("n01", "n02", "n10", "n13")  # val ids of noisy_agent's frozen splits (sp
 
 def _project(example, projects) -> Path:
     project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    noop = project / "candidates" / "noop"
-    shutil.copytree(project / "capability", noop)
-    with (noop / "prompt.md").open("a") as handle:
-        handle.write("\nBe courteous.\n")
+    projects.one_trial_with_noop(project, "Be courteous.")
     return project
 
 

@@ -12,7 +12,6 @@ so there it is never imported.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -44,11 +43,7 @@ def _project(example, projects) -> Path:
     """A one-trial noisy_agent copy one folder down, with a no-op ``noop`` (a line that names
     no rule: new bytes, the same behaviour)."""
     project = example("noisy_agent", "inner/noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    noop = project / "candidates" / "noop"
-    shutil.copytree(project / "capability", noop)
-    with (noop / "prompt.md").open("a") as handle:
-        handle.write("\nBe courteous.\n")
+    projects.one_trial_with_noop(project, "Be courteous.")
     return project
 
 
