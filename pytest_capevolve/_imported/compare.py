@@ -43,6 +43,8 @@ class CompareSettings:
     regression_rule: str = "noise"
     veto_regressions: bool = False
     success_threshold: float = 1.0
+    margin: float = 0.0  # < 0: "no worse than margin" (non-inferiority), _stats/margin.py
+    equivalence: float = 0.0  # > 0: "within ±equivalence" (two one-sided tests)
 
     def gate_config(self, level: Fraction | None = None, clusters: tuple[str, ...] = ()) -> GateConfig:
         return GateConfig(
@@ -53,7 +55,18 @@ class CompareSettings:
             veto_regressions=self.veto_regressions,
             regression_rule=self.regression_rule,
             success_threshold=self.success_threshold,
+            margin=self.margin,
+            equivalence=self.equivalence,
         )
+
+    @property
+    def question(self) -> str:
+        """What each run is asked, in the words every answer uses."""
+        if self.equivalence:
+            return f"within ±{self.equivalence:g} of the baseline (equivalence)"
+        if self.margin:
+            return f"no worse than {self.margin:+g} (non-inferiority)"
+        return "better than the baseline"
 
 
 @dataclass
@@ -102,6 +115,9 @@ class Comparison:
             "alpha": self.settings.alpha,
             "multiple": self.settings.multiple,
             "min_coverage": self.settings.min_coverage,
+            "question": self.settings.question,
+            "margin": self.settings.margin or None,
+            "equivalence": self.settings.equivalence or None,
             "comparisons": [_pair_dict(p) for p in self.pairs],
             "promises": self.promises(),
         }
@@ -141,6 +157,12 @@ def compare_runs(
         )
     candidates = _distinct_labels(baseline, candidates)
     pairings = [pair(baseline, c, cluster_map) for c in candidates]
+    if (settings.margin or settings.equivalence) and any(p.clusters for p in pairings):
+        raise ResultsError(
+            "a margin is tested with tasks taken as independent; clustered tasks are not supported "
+            "with --margin or --equivalence yet: drop --clusters (and any cluster column) for the "
+            "margin question, or ask the superiority question with the clusters"
+        )
 
     def judge(run: ImportedRun, pairing: Pairing, config: GateConfig) -> Verdict:
         return decide(
@@ -252,11 +274,18 @@ def _pair_dict(result: PairResult) -> dict[str, Any]:
 def promises(comparison: Comparison) -> dict[str, list[str]]:
     """What holds for these imported results, and what does not — said in every answer."""
     settings, pairs = comparison.settings, comparison.pairs
-    holds = [
-        "the test is the gate's own: a one-sided exact paired sign-flip test over the tasks "
+    test = (
+        f"the question is {settings.question}: a betting test over the tasks measured in both "
+        "runs (fixed bets, p = 1/E), whose false-accept rate is at most α for any rewards in "
+        "[0, 1] when the tasks are independent; the margin is part of every p and bound shown"
+        if settings.margin or settings.equivalence
+        else "the test is the gate's own: a one-sided exact paired sign-flip test over the tasks "
         "measured in both runs (p exact on a reward grid, seeded Monte Carlo off one: p_method "
         "says which); its false-accept rate is at most α when the runs are independent "
-        "evaluations of the same tasks",
+        "evaluations of the same tasks"
+    )
+    holds = [
+        test,
         "missing data stays missing: an errored sample is never a 0; paired coverage below "
         f"{settings.min_coverage:.0%} is indecisive, and so are unequal errors that could flip a decision",
     ]
