@@ -43,6 +43,7 @@ GATE_SETTING_KEYS = (
     "min_coverage",
     "gate_alpha_schedule",
     "gate_min_effect",
+    "gate_margin",
     "screen_alpha",
     "grow_max_looks",
 )
@@ -105,7 +106,13 @@ def said(overrides: Mapping[str, str]) -> str:
 
 
 def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
-    """Refuse ``threshold`` gating with no null control (see the module's reasons)."""
+    """Refuse ``threshold`` gating with no null control (see the module's reasons), and a
+    ``gate_margin`` under a mode that would not read it."""
+    if spec.gate_margin and spec.gate_mode != "exact":
+        raise GateSettingsError(
+            f"gate_margin {spec.gate_margin:g} is tested by the exact gate only (gate_mode "
+            f"{spec.gate_mode} would ignore it and ask 'better'); set gate_mode: exact, or drop gate_margin"
+        )
     if spec.gate_mode == "threshold" and nulls == 0:
         origin = f" ({said(overrides)})" if overrides else ""
         raise GateSettingsError(
