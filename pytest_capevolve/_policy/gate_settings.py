@@ -106,13 +106,7 @@ def said(overrides: Mapping[str, str]) -> str:
 
 
 def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
-    """Refuse ``threshold`` gating with no null control (see the module's reasons), and a
-    ``gate_margin`` under a mode that would not read it."""
-    if spec.gate_margin and spec.gate_mode != "exact":
-        raise GateSettingsError(
-            f"gate_margin {spec.gate_margin:g} is tested by the exact gate only (gate_mode "
-            f"{spec.gate_mode} would ignore it and ask 'better'); set gate_mode: exact, or drop gate_margin"
-        )
+    """Refuse ``threshold`` gating with no null control (see the module's reasons)."""
     if spec.gate_mode == "threshold" and nulls == 0:
         origin = f" ({said(overrides)})" if overrides else ""
         raise GateSettingsError(
@@ -120,6 +114,23 @@ def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
             f"(gate_threshold {spec.gate_threshold:g}) with no null control measures no noise, so "
             "any lucky no-op clears it; keep --capevolve-null ≥ 1, or gate with a calibrated mode "
             "(gate_mode: exact)"
+        )
+
+
+def check_margin(spec: Spec, sequential: bool) -> None:
+    """Refuse a ``gate_margin`` where the gate would not read it and would ask "better" instead:
+    a legacy ``gate_mode``, or the sequential gate (its e-processes test superiority)."""
+    if not spec.gate_margin:
+        return
+    if spec.gate_mode != "exact":
+        raise GateSettingsError(
+            f"gate_margin {spec.gate_margin:g} is tested by the exact gate only (gate_mode "
+            f"{spec.gate_mode} would ignore it and ask 'better'); set gate_mode: exact, or drop gate_margin"
+        )
+    if sequential:
+        raise GateSettingsError(
+            f"gate_margin {spec.gate_margin:g}: the sequential gate asks 'better' and cannot test a "
+            "margin yet; gate without --capevolve-sequential (the fixed-n exact gate tests it)"
         )
 
 

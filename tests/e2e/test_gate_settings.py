@@ -113,3 +113,8 @@ def test_gate_margin_asks_no_worse_than_and_is_frozen_with_the_run(example, proj
     assert "no worse than -0.5" in verdict["reason"]
     [frozen] = _events(run_dir, "gate_settings_frozen")
     assert frozen["settings"]["gate_margin"] == -0.5
+    sequential = capevolve(project, "noop", gate=True, extra=["--capevolve-sequential"])
+    assert sequential.ret == 4 and "gate without --capevolve-sequential" in sequential.stderr.str()
+    projects.edit_spec(project, "gate_mode: exact\n", "gate_mode: paired\n")
+    legacy = capevolve(project, "noop", gate=True)
+    assert legacy.ret == 4 and "set gate_mode: exact, or drop gate_margin" in legacy.stderr.str()
