@@ -155,6 +155,7 @@ def compare_runs(
         raise ValueError(
             f"unknown multiple-testing method {settings.multiple!r}; use one of {', '.join(MULTIPLE)}"
         )
+    _check_question(settings)
     candidates = _distinct_labels(baseline, candidates)
     pairings = [pair(baseline, c, cluster_map) for c in candidates]
     if (settings.margin or settings.equivalence) and any(p.clusters for p in pairings):
@@ -191,6 +192,22 @@ def compare_runs(
             verdict = replace(verdict, reason=f"{verdict.reason}; {_no_shared_task(baseline, run)}")
         results.append(PairResult(run, pairing, verdict, level, _task_rows(pairing, verdict, settings)))
     return Comparison(baseline, results, settings)
+
+
+def _check_question(settings: CompareSettings) -> None:
+    """A margin the test cannot ask, refused in words (the fixture's keywords reach here unparsed)."""
+    if settings.margin and settings.equivalence:
+        raise ResultsError("ask one question: a non-inferiority margin or an equivalence bound, not both")
+    if not -1 < settings.margin <= 0:
+        raise ResultsError(
+            f"margin {settings.margin:g}: a non-inferiority margin lies in (-1, 0]: margin=-0.02 asks "
+            "'no worse than 0.02 below the baseline'; for 'better' leave it out"
+        )
+    if not 0 <= settings.equivalence < 1:
+        raise ResultsError(
+            f"equivalence {settings.equivalence:g}: an equivalence bound lies in (0, 1): 0.05 asks "
+            "'within ±0.05 of the baseline'"
+        )
 
 
 def _no_shared_task(baseline: ImportedRun, run: ImportedRun) -> str:
