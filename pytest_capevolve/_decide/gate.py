@@ -239,8 +239,8 @@ def decide(
             f"Δ̄{less} = {float(_less_margin(delta_exact, config) or 0):+.4f} does not exceed the "
             f"null controls' own spread {spread:.4f}, so it cannot be told from re-running the best"
         )
-    if spread is not None:
-        bar = max(bar or 0.0, spread)
+    if spread is not None:  # under a margin δ the floor is Δ̄ > δ + spread (bar δ before it)
+        bar = max(bar or config.margin, spread + config.margin)
     floor = (delta_exact, spread_exact)
     stable = _survives_dropping_any_task(arms, config, candidate_size, best_size, floor, decision, numbers)
     leaning = decision != ACCEPT and (delta_mean or 0.0) > 0
