@@ -200,7 +200,7 @@ def _check_question(settings: CompareSettings) -> None:
         raise ResultsError("ask one question: a non-inferiority margin or an equivalence bound, not both")
     if not -1 < settings.margin <= 0:
         raise ResultsError(
-            f"margin {settings.margin:g}: a non-inferiority margin lies in (-1, 0]: margin=-0.02 asks "
+            f"margin {settings.margin:g}: a non-inferiority margin lies in (-1, 0]: -0.02 asks "
             "'no worse than 0.02 below the baseline'; for 'better' leave it out"
         )
     if not 0 <= settings.equivalence < 1:
