@@ -57,6 +57,7 @@ def log_e_value(deltas: np.ndarray, margin: float, alpha: float) -> float:
         raise ValueError(f"a margin must lie in (−1, 1), got {margin}")
     if d.size and (np.isnan(d).any() or d.min() < -1.0 or d.max() > 1.0):
         raise ValueError("per-task deltas must lie in [−1, 1] and not be nan")
+    d = np.sort(d)  # one summation order: the same tasks in any order give the same bits
     stakes = bets(d.size, alpha) / (1.0 + margin)
     logs = np.log1p(np.outer(stakes, d - margin)).sum(axis=1)  # one log-product per bet
     top = float(logs.max())
