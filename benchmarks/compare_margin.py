@@ -47,7 +47,7 @@ def accepts(
         a, b = draw(rng, tasks, trials, shift)
         shifted = np.round((b - a - margin) * 100 * trials).astype(np.int64)  # exact integers
         naive += bool(sign_flip_on_integers(shifted, ALPHA).at_most(ALPHA))  # type: ignore[union-attr]
-        betting += p_above(b - a, margin, ALPHA) <= ALPHA
+        betting += p_above(b - a, margin) <= ALPHA
     return naive / draws, betting / draws
 
 

@@ -9,8 +9,10 @@ margin test is a *betting* test with bets fixed before the data (Waudby-Smith & 
 
     E(δ) = (1/J) Σ_j Π_t (1 + λ_j(δ) · (d_t − δ)),   λ_j(δ) = c_j / (1 + δ),  c_j ∈ (0, 0.95]
 
-The c_j depend on n and α only (three bets around the one that would just reach 1/α at the
-detection boundary, for per-task spreads σ from 1/6 to 2/3), never on the deltas' values.
+The c_j depend on n only (three bets around the one that would just reach 1/0.05 at the
+detection boundary, for per-task spreads σ from 1/6 to 2/3), never on the deltas' values nor on
+the level tested: p is one number whatever level it is read at (Holm's step-down levels, an α
+schedule), as a p-value must be for those procedures to hold.
 
 Why it is valid for rewards in [0, 1] whatever their distribution, at 12 tasks as at 10,000:
 d_t ≥ −1, so every factor is ≥ 1 − c_j > 0; the tasks are independent, so the expectation of
@@ -38,40 +40,39 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SCALES = np.array([1.5, 3.0, 6.0])  # c_j = scale · √(2 log(1/α) / n): bets for 1/σ of 1.5 to 6
+SCALES = np.array([1.5, 3.0, 6.0])  # c_j = scale · √(2 log 20 / n): bets for 1/σ of 1.5 to 6
 NON_INFERIORITY, EQUIVALENCE = "non_inferiority", "equivalence"
 METHOD = "betting e-value, fixed bets (Waudby-Smith & Ramdas 2024), p = min(1, 1/E)"
 
 
-def bets(n: int, alpha: float) -> np.ndarray:
-    """The c_j for ``n`` tasks at ``alpha``: fixed before any delta is seen."""
-    return np.minimum(0.95, SCALES * math.sqrt(2.0 * math.log(1.0 / alpha) / max(n, 1)))
+def bets(n: int) -> np.ndarray:
+    """The c_j for ``n`` tasks: fixed before any delta is seen."""
+    return np.minimum(0.95, SCALES * math.sqrt(2.0 * math.log(20.0) / max(n, 1)))
 
 
-def log_e_value(deltas: np.ndarray, margin: float, alpha: float) -> float:
+def log_e_value(deltas: np.ndarray, margin: float) -> float:
     """log E(δ) against H0: mean true delta ≤ ``margin`` (δ ∈ (−1, 1)); large when the deltas
-    sit well above δ. ``deltas``: per-task paired deltas in [−1, 1] (nan-free); ``alpha``
-    chooses the bets only (E is valid at every α)."""
+    sit well above δ. ``deltas``: per-task paired deltas in [−1, 1] (nan-free)."""
     d = np.asarray(deltas, dtype=float).ravel()
     if not -1.0 < margin < 1.0:
         raise ValueError(f"a margin must lie in (−1, 1), got {margin}")
     if d.size and (np.isnan(d).any() or d.min() < -1.0 or d.max() > 1.0):
         raise ValueError("per-task deltas must lie in [−1, 1] and not be nan")
     d = np.sort(d)  # one summation order: the same tasks in any order give the same bits
-    stakes = bets(d.size, alpha) / (1.0 + margin)
+    stakes = bets(d.size) / (1.0 + margin)
     logs = np.log1p(np.outer(stakes, d - margin)).sum(axis=1)  # one log-product per bet
     top = float(logs.max())
     return top + math.log(float(np.exp(logs - top).mean()))
 
 
-def p_above(deltas: np.ndarray, margin: float, alpha: float) -> float:
-    """p against H0: mean true delta ≤ ``margin`` (bets chosen for ``alpha``)."""
-    return min(1.0, math.exp(-log_e_value(deltas, margin, alpha)))
+def p_above(deltas: np.ndarray, margin: float) -> float:
+    """p against H0: mean true delta ≤ ``margin``."""
+    return min(1.0, math.exp(-log_e_value(deltas, margin)))
 
 
-def p_below(deltas: np.ndarray, margin: float, alpha: float) -> float:
+def p_below(deltas: np.ndarray, margin: float) -> float:
     """p against H0: mean true delta ≥ ``margin`` (the mirror image: −d against −margin)."""
-    return p_above(-np.asarray(deltas, dtype=float), -margin, alpha)
+    return p_above(-np.asarray(deltas, dtype=float), -margin)
 
 
 def lower_bound(deltas: np.ndarray, alpha: float) -> float:
@@ -80,11 +81,11 @@ def lower_bound(deltas: np.ndarray, alpha: float) -> float:
     d = np.asarray(deltas, dtype=float)
     target = math.log(1.0 / alpha)
     low, high = -1.0, 1.0  # E(δ) ≥ 1/α is an interval (−1, L]
-    if d.size == 0 or log_e_value(d, low + 1e-9, alpha) < target:
+    if d.size == 0 or log_e_value(d, low + 1e-9) < target:
         return -1.0
     for _ in range(40):
         mid = (low + high) / 2
-        low, high = (mid, high) if log_e_value(d, mid, alpha) >= target else (low, mid)
+        low, high = (mid, high) if log_e_value(d, mid) >= target else (low, mid)
     return low
 
 
@@ -124,10 +125,10 @@ def margin_test(deltas: np.ndarray, *, kind: str, margin: float, alpha: float) -
     if kind == NON_INFERIORITY:
         if not -1.0 < margin <= 0.0:
             raise ValueError(f"a non-inferiority margin lies in (−1, 0], got {margin}")
-        return MarginResult(kind, margin, p_above(d, margin, alpha), lower_bound(d, alpha), None, alpha)
+        return MarginResult(kind, margin, p_above(d, margin), lower_bound(d, alpha), None, alpha)
     if kind == EQUIVALENCE:
         if not 0.0 < margin < 1.0:
             raise ValueError(f"an equivalence bound lies in (0, 1), got {margin}")
-        p = max(p_above(d, -margin, alpha), p_below(d, margin, alpha))
+        p = max(p_above(d, -margin), p_below(d, margin))
         return MarginResult(kind, margin, p, lower_bound(d, alpha), -lower_bound(-d, alpha), alpha)
     raise ValueError(f"unknown margin kind {kind!r}; use {NON_INFERIORITY} or {EQUIVALENCE}")

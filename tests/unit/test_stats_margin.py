@@ -20,19 +20,19 @@ margins = st.sampled_from([-0.2, -0.1, -0.05, -0.02, 0.0])
 def test_task_order_does_not_matter(d: np.ndarray, margin: float, rnd: object) -> None:
     shuffled = d.copy()
     rnd.shuffle(shuffled)  # type: ignore[attr-defined]
-    assert mt.p_above(shuffled, margin, 0.05) == mt.p_above(d, margin, 0.05)  # bit for bit
+    assert mt.p_above(shuffled, margin) == mt.p_above(d, margin)  # bit for bit
 
 
 @given(deltas, margins, st.floats(0.01, 0.5))
 def test_a_stricter_margin_is_harder_to_clear(d: np.ndarray, margin: float, step: float) -> None:
-    assert mt.p_above(d, margin + step, 0.05) >= mt.p_above(d, margin, 0.05) - 1e-12
+    assert mt.p_above(d, margin + step) >= mt.p_above(d, margin) - 1e-12
 
 
 @given(deltas, margins, st.integers(0, 39))
 def test_a_better_task_never_raises_p(d: np.ndarray, margin: float, index: int) -> None:
     raised = d.copy()
     raised[index % d.size] = 1.0
-    assert mt.p_above(raised, margin, 0.05) <= mt.p_above(d, margin, 0.05) + 1e-12
+    assert mt.p_above(raised, margin) <= mt.p_above(d, margin) + 1e-12
 
 
 @settings(max_examples=60)
@@ -54,7 +54,7 @@ def test_false_accepts_at_most_alpha_exactly(
     rejected = 0.0
     for k in range(n + 1):
         d = np.array([high] * k + [low] * (n - k))
-        if mt.p_above(d, margin, alpha) <= alpha:
+        if mt.p_above(d, margin) <= alpha:
             rejected += scipy_stats.binom.pmf(k, n, q)
     assert rejected <= alpha + 1e-12
 
@@ -63,16 +63,16 @@ def test_false_accepts_at_most_alpha_exactly(
 def test_the_lower_bound_is_where_the_test_turns(d: np.ndarray, margin: float) -> None:
     bound = mt.lower_bound(d, 0.05)
     if bound > -1.0:
-        assert mt.p_above(d, bound - 1e-6, 0.05) <= 0.05
+        assert mt.p_above(d, bound - 1e-6) <= 0.05
     if bound < 1.0 - 1e-6:
-        assert mt.p_above(d, min(bound + 1e-6, 0.999), 0.05) > 0.05
+        assert mt.p_above(d, min(bound + 1e-6, 0.999)) > 0.05
 
 
 @given(deltas, st.sampled_from([0.02, 0.05, 0.1, 0.3]))
 def test_equivalence_needs_both_sides(d: np.ndarray, bound: float) -> None:
     result = mt.margin_test(d, kind=mt.EQUIVALENCE, margin=bound, alpha=0.05)
-    assert result.p_value >= mt.p_above(d, -bound, 0.05)
-    assert result.p_value >= mt.p_below(d, bound, 0.05)
+    assert result.p_value >= mt.p_above(d, -bound)
+    assert result.p_value >= mt.p_below(d, bound)
     assert result.upper is not None and result.lower <= result.upper + 1e-9
 
 
@@ -95,5 +95,12 @@ def test_margins_outside_their_range_are_refused(kind: str, margin: float) -> No
 
 def test_twelve_ties_cannot_show_non_inferiority() -> None:
     """The shift test's trap: 12 ties shifted by +0.05 look like 12 wins; here they are not."""
-    assert mt.p_above(np.zeros(12), -0.05, 0.05) > 0.05
-    assert math.isfinite(mt.log_e_value(np.full(12, -1.0), -0.05, 0.05))
+    assert mt.p_above(np.zeros(12), -0.05) > 0.05
+    assert math.isfinite(mt.log_e_value(np.full(12, -1.0), -0.05))
+
+
+@given(deltas, margins, st.sampled_from([0.01, 0.025, 0.05, 0.1]))
+def test_p_is_one_number_whatever_level_reads_it(d: np.ndarray, margin: float, alpha: float) -> None:
+    """Holm's levels and α schedules read p at several levels: the bets must not depend on it."""
+    at = mt.margin_test(d, kind=mt.NON_INFERIORITY, margin=margin, alpha=alpha)
+    assert at.p_value == mt.margin_test(d, kind=mt.NON_INFERIORITY, margin=margin, alpha=0.05).p_value
