@@ -404,9 +404,10 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
 
     ``capevolve_compare(BASELINE, RUN, ..., alpha=0.05, min_coverage=0.8, multiple="holm",
     scorer=None, labels=(), arms=(), format=None, clusters=None, success_threshold=1.0,
-    regression_rule="noise", veto_regressions=False)`` reads the files (relative paths from
-    the rootdir) and returns a ``ComparedRuns``: ``accepted``, ``decisions``, ``summary`` (the
-    table, with what holds for imported results), ``markdown()``, ``to_dict()``. Each run's
+    regression_rule="noise", veto_regressions=False, margin=0.0, equivalence=0.0)`` reads the
+    files (relative paths from the rootdir) and returns a ``ComparedRuns``: ``accepted``,
+    ``decisions``, ``summary`` (the table, with what holds for imported results), ``markdown()``,
+    ``to_dict()``; ``margin`` / ``equivalence`` ask "no worse than" / "within ±". Each run's
     decision, Δ̄ and p go into the test's ``user_properties`` (junitxml's properties)."""
     from ._imported.compare import CompareSettings, compare_files
     from ._imported.readers import ReadOptions

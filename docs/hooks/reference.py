@@ -56,6 +56,7 @@ SPEC_MEANINGS = {
     "algorithm_focus": "default `--focus` of `capevolve hill-climb`",
     "store": "default `--store` of `capevolve hill-climb`",
     "gate_min_effect": "the smallest gain worth having: the sequential gate's futility target; `spend` compares its MDE with it",
+    "gate_margin": 'non-inferiority: δ in (−1, 0] makes the exact gate ask "no worse than δ" with a betting test valid for any rewards in [0, 1] (frozen with the run; 0 asks "better"; see [the gate](../explanation/the-gate.md#margins))',
     "gate_alpha_schedule": "how α is spent across a run's gate decisions on one val split: `constant` (one-shot gating), `basel`, `lord` or `addis` (what `hill-climb` and the agent hand-off use unless the spec names one; a run frozen under `lord` keeps it)",
     "screen_alpha": "a subset screen kills on proven harm at this one-sided p",
     "grow_max_looks": "looks a decision may take (1 = no growth; 2 or 3: the first gate keeps half of α for the grows)",

@@ -31,6 +31,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         regression_rule=args.regression_rule,
         veto_regressions=args.veto_regressions,
         success_threshold=args.success_threshold,
+        margin=args.margin or 0.0,
+        equivalence=args.equivalence or 0.0,
     )
     labels, arms = _per_run(args, "label"), _per_run(args, "arm")
     options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
@@ -98,6 +100,21 @@ def register(sub: Any) -> None:
         default=None,
         metavar="FILE",
         help="a CSV/JSONL of task_id, cluster: tasks that share a source; the test flips whole clusters",
+    )
+    question = compare.add_mutually_exclusive_group()
+    question.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        metavar="DELTA",
+        help="ask 'no worse than DELTA' (non-inferiority, DELTA in (-1, 0], e.g. -0.02) instead of 'better'",
+    )
+    question.add_argument(
+        "--equivalence",
+        type=float,
+        default=None,
+        metavar="M",
+        help="ask 'within ±M of the baseline' (two one-sided tests, M in (0, 1))",
     )
     compare.add_argument(
         "--alpha", type=spec_value("gate_alpha"), default=0.05, help="the test's α (default 0.05)"

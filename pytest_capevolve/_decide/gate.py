@@ -232,14 +232,15 @@ def decide(
     rule = run_rule(candidate, best, deltas, config, candidate_size, best_size, arms)
     decision, basis, reason, numbers = rule
     bar = numbers.get("bar")
-    if decision == ACCEPT and not stats.exceeds(delta_exact, spread_exact):
+    if decision == ACCEPT and not stats.exceeds(_less_margin(delta_exact, config), spread_exact):
         decision, basis = REJECT, "null_floor"
+        less = f" − margin {config.margin:+g}" if config.margin else ""
         reason = (
-            f"Δ̄ = {delta_mean:+.4f} does not exceed the null controls' own spread "
-            f"{spread:.4f}, so it cannot be told from re-running the best"
+            f"Δ̄{less} = {float(_less_margin(delta_exact, config) or 0):+.4f} does not exceed the "
+            f"null controls' own spread {spread:.4f}, so it cannot be told from re-running the best"
         )
-    if spread is not None:
-        bar = max(bar or 0.0, spread)
+    if spread is not None:  # under a margin δ the floor is Δ̄ > δ + spread (bar δ before it)
+        bar = max(bar or config.margin, spread + config.margin)
     floor = (delta_exact, spread_exact)
     stable = _survives_dropping_any_task(arms, config, candidate_size, best_size, floor, decision, numbers)
     leaning = decision != ACCEPT and (delta_mean or 0.0) > 0
@@ -298,6 +299,14 @@ def decide(
     )
 
 
+def _less_margin(delta: Fraction | None, config: GateConfig) -> Fraction | None:
+    """Δ̄ less a non-inferiority margin (Δ̄ itself without one): what the null floor must clear,
+    since "no worse than δ" is shown by Δ̄ − δ, not by Δ̄."""
+    if delta is None or not config.margin:
+        return delta
+    return delta - Fraction(str(config.margin))
+
+
 STABILITY_CHECKS = 64  # distinct task outcomes tried at most; past that, stability is not computed
 
 
@@ -340,7 +349,7 @@ def _survives_dropping_any_task(
             again, *_ = run_rule(cand, bst, deltas, left, candidate_size, best_size, dropped)
         if again == ACCEPT and spread is not None:  # the floor on the rest, in fractions
             left_out = stats.exact_task_deltas(arms[0].matrix, arms[1].matrix, rows=[int(valid[j])])
-            if not stats.exceeds((total - left_out[0]) / (valid.size - 1), spread):
+            if not stats.exceeds(_less_margin((total - left_out[0]) / (valid.size - 1), config), spread):
                 again = REJECT
         if again != decision:
             return False

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import numpy as np
 
@@ -50,6 +50,7 @@ class RuleNumbers(TypedDict, total=False):
     bar: float | None
     se: float
     warnings: list[str]
+    margin: dict[str, Any]
 
 
 class RuleResult(NamedTuple):
@@ -64,6 +65,8 @@ class RuleResult(NamedTuple):
 def _exact(x: RuleInput) -> RuleResult:
     """The default: a one-sided paired sign-flip test at α, decided on integers."""
     config = x.config
+    if config.margin_asked:
+        return _margin(x)
     if config.clusters:
         return _exact_clustered(x)
     arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
@@ -107,6 +110,35 @@ def _exact_clustered(x: RuleInput) -> RuleResult:
         bar=None,
     )
     return RuleResult(outcome(ok), "exact", reason, numbers)
+
+
+def _margin(x: RuleInput) -> RuleResult:
+    """The exact rule asked a margin: "no worse than δ" or "within ±m", by the betting test of
+    :mod:`.._stats.margin` (valid for any rewards in [0, 1]; tasks taken as independent)."""
+    from .._stats.margin import EQUIVALENCE, NON_INFERIORITY, margin_test
+
+    config = x.config
+    kind, size = (EQUIVALENCE, config.equivalence) if config.equivalence else (NON_INFERIORITY, config.margin)
+    result = margin_test(x.deltas, kind=kind, margin=size, alpha=float(config.alpha))
+    alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
+    ok = Fraction(result.p_value) <= alpha
+    bounds = (
+        f"{1 - float(alpha):.0%} bounds [{result.lower:+.4f}, {result.upper:+.4f}]"
+        if result.upper is not None
+        else f"{1 - float(alpha):.0%} lower bound {result.lower:+.4f}"
+    )
+    reason = (
+        f"{result.question}: betting test over {x.deltas.size} tasks: p = {result.p_value:.4g} "
+        f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f}; {bounds})"
+    )
+    numbers = RuleNumbers(
+        p_value=result.p_value,
+        p_method="betting",
+        p_exact=str(Fraction(result.p_value)),
+        bar=size if kind == NON_INFERIORITY else None,
+        margin=result.to_dict(),
+    )
+    return RuleResult(outcome(ok), kind, reason, numbers)
 
 
 def _paired(x: RuleInput) -> RuleResult:

@@ -40,6 +40,14 @@ class GateConfig:
     # each task's cluster, in the order of the gate's rows (empty: every task its own): the
     # exact rule then flips whole clusters, and the interval is cluster-robust (_stats/clusters)
     clusters: tuple[str, ...] = ()
+    # a margin changes the question (_stats/margin.py): "no worse than margin" (δ in (−1, 0);
+    # 0 keeps the superiority test) or, with equivalence m > 0, "within ±m" (TOST)
+    margin: float = 0.0
+    equivalence: float = 0.0
+
+    @property
+    def margin_asked(self) -> bool:
+        return bool(self.margin or self.equivalence)
 
 
 @dataclass
@@ -85,6 +93,8 @@ class Verdict:
     # (judge_rescores > 1: _policy/judge_noise.py); absent from the dict when None, so other
     # runs' verdict files are as they were
     judge_noise: dict[str, Any] | None = None
+    # the margin test's question, p, bounds and method (a margin asked only; absent otherwise)
+    margin: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """What ``dataclasses.asdict`` gives (a copy, nothing shared), made without its deep
@@ -92,6 +102,8 @@ class Verdict:
         data = {name: _plain(getattr(self, name)) for name in _FIELD_NAMES}
         if data["judge_noise"] is None:  # absent, so other runs' verdict files are as they were
             del data["judge_noise"]
+        if data["margin"] is None:
+            del data["margin"]
         return data
 
 

@@ -43,6 +43,8 @@ class CompareSettings:
     regression_rule: str = "noise"
     veto_regressions: bool = False
     success_threshold: float = 1.0
+    margin: float = 0.0  # < 0: "no worse than margin" (non-inferiority), _stats/margin.py
+    equivalence: float = 0.0  # > 0: "within ±equivalence" (two one-sided tests)
 
     def gate_config(self, level: Fraction | None = None, clusters: tuple[str, ...] = ()) -> GateConfig:
         return GateConfig(
@@ -53,7 +55,18 @@ class CompareSettings:
             veto_regressions=self.veto_regressions,
             regression_rule=self.regression_rule,
             success_threshold=self.success_threshold,
+            margin=self.margin,
+            equivalence=self.equivalence,
         )
+
+    @property
+    def question(self) -> str:
+        """What each run is asked, in the words every answer uses."""
+        if self.equivalence:
+            return f"within ±{self.equivalence:g} of the baseline (equivalence)"
+        if self.margin:
+            return f"no worse than {self.margin:+g} (non-inferiority)"
+        return "better than the baseline"
 
 
 @dataclass
@@ -102,6 +115,9 @@ class Comparison:
             "alpha": self.settings.alpha,
             "multiple": self.settings.multiple,
             "min_coverage": self.settings.min_coverage,
+            "question": self.settings.question,
+            "margin": self.settings.margin or None,
+            "equivalence": self.settings.equivalence or None,
             "comparisons": [_pair_dict(p) for p in self.pairs],
             "promises": self.promises(),
         }
@@ -139,8 +155,15 @@ def compare_runs(
         raise ValueError(
             f"unknown multiple-testing method {settings.multiple!r}; use one of {', '.join(MULTIPLE)}"
         )
+    _check_question(settings)
     candidates = _distinct_labels(baseline, candidates)
     pairings = [pair(baseline, c, cluster_map) for c in candidates]
+    if (settings.margin or settings.equivalence) and any(p.clusters for p in pairings):
+        raise ResultsError(
+            "a margin is tested with tasks taken as independent; clustered tasks are not supported "
+            "with --margin or --equivalence yet: drop --clusters (and any cluster column) for the "
+            "margin question, or ask the superiority question with the clusters"
+        )
 
     def judge(run: ImportedRun, pairing: Pairing, config: GateConfig) -> Verdict:
         return decide(
@@ -169,6 +192,22 @@ def compare_runs(
             verdict = replace(verdict, reason=f"{verdict.reason}; {_no_shared_task(baseline, run)}")
         results.append(PairResult(run, pairing, verdict, level, _task_rows(pairing, verdict, settings)))
     return Comparison(baseline, results, settings)
+
+
+def _check_question(settings: CompareSettings) -> None:
+    """A margin the test cannot ask, refused in words (the fixture's keywords reach here unparsed)."""
+    if settings.margin and settings.equivalence:
+        raise ResultsError("ask one question: a non-inferiority margin or an equivalence bound, not both")
+    if not -1 < settings.margin <= 0:
+        raise ResultsError(
+            f"margin {settings.margin:g}: a non-inferiority margin lies in (-1, 0]: -0.02 asks "
+            "'no worse than 0.02 below the baseline'; for 'better' leave it out"
+        )
+    if not 0 <= settings.equivalence < 1:
+        raise ResultsError(
+            f"equivalence {settings.equivalence:g}: an equivalence bound lies in (0, 1): 0.05 asks "
+            "'within ±0.05 of the baseline'"
+        )
 
 
 def _no_shared_task(baseline: ImportedRun, run: ImportedRun) -> str:
@@ -252,11 +291,18 @@ def _pair_dict(result: PairResult) -> dict[str, Any]:
 def promises(comparison: Comparison) -> dict[str, list[str]]:
     """What holds for these imported results, and what does not — said in every answer."""
     settings, pairs = comparison.settings, comparison.pairs
-    holds = [
-        "the test is the gate's own: a one-sided exact paired sign-flip test over the tasks "
+    test = (
+        f"the question is {settings.question}: a betting test over the tasks measured in both "
+        "runs (fixed bets, p = 1/E), whose false-accept rate is at most α for any rewards in "
+        "[0, 1] when the tasks are independent; the margin is part of every p and bound shown"
+        if settings.margin or settings.equivalence
+        else "the test is the gate's own: a one-sided exact paired sign-flip test over the tasks "
         "measured in both runs (p exact on a reward grid, seeded Monte Carlo off one: p_method "
         "says which); its false-accept rate is at most α when the runs are independent "
-        "evaluations of the same tasks",
+        "evaluations of the same tasks"
+    )
+    holds = [
+        test,
         "missing data stays missing: an errored sample is never a 0; paired coverage below "
         f"{settings.min_coverage:.0%} is indecisive, and so are unequal errors that could flip a decision",
     ]

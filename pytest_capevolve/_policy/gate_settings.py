@@ -43,6 +43,7 @@ GATE_SETTING_KEYS = (
     "min_coverage",
     "gate_alpha_schedule",
     "gate_min_effect",
+    "gate_margin",
     "screen_alpha",
     "grow_max_looks",
 )
@@ -113,6 +114,23 @@ def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
             f"(gate_threshold {spec.gate_threshold:g}) with no null control measures no noise, so "
             "any lucky no-op clears it; keep --capevolve-null ≥ 1, or gate with a calibrated mode "
             "(gate_mode: exact)"
+        )
+
+
+def check_margin(spec: Spec, sequential: bool) -> None:
+    """Refuse a ``gate_margin`` where the gate would not read it and would ask "better" instead:
+    a legacy ``gate_mode``, or the sequential gate (its e-processes test superiority)."""
+    if not spec.gate_margin:
+        return
+    if spec.gate_mode != "exact":
+        raise GateSettingsError(
+            f"gate_margin {spec.gate_margin:g} is tested by the exact gate only (gate_mode "
+            f"{spec.gate_mode} would ignore it and ask 'better'); set gate_mode: exact, or drop gate_margin"
+        )
+    if sequential:
+        raise GateSettingsError(
+            f"gate_margin {spec.gate_margin:g}: the sequential gate asks 'better' and cannot test a "
+            "margin yet; gate without --capevolve-sequential (the fixed-n exact gate tests it)"
         )
 
 

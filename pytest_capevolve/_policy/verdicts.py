@@ -63,6 +63,7 @@ def gate_config(
         guarded_tasks=guarded_tasks(spec),
         success_threshold=spec.success_threshold,
         seed=spec.base_seed,
+        margin=spec.gate_margin if (mode or spec.gate_mode) == "exact" else 0.0,
     )
 
 

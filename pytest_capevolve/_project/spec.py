@@ -93,6 +93,8 @@ class Spec:
     store: str | None = None
     # the sequential gate and the val-reuse α budget (_decide/stopping.py, _decide/alpha_budget.py)
     gate_min_effect: float = 0.05
+    # non-inferiority (issue 41): δ in (−1, 0) makes the exact gate ask "no worse than δ"
+    gate_margin: float = 0.0
     gate_alpha_schedule: str = "constant"
     # subset screens and grow (issue 14): the screen's kill α, and how many looks a decision may
     # take (1 = no growth; 2 or 3 reserve half of α for the first look, see _decide/looks.py)
@@ -227,6 +229,15 @@ def _gate_mode(value: Any) -> str:
     return _choice(GATE_MODES)(value)
 
 
+def _gate_margin(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1 < value <= 0:
+        raise ValueError(
+            "a number in (-1, 0]: the loss a candidate may have and still be accepted, e.g. -0.02 "
+            "('no worse than 0.02 below the best'); 0 (the default) asks 'better'"
+        )
+    return float(value)
+
+
 def _globs(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
@@ -304,6 +315,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     # sequential gate + val-reuse α budget (issue 16): the minimum effect of interest for the
     # futility e-process, and how α is spent across the run's gate decisions on one val split
     "gate_min_effect": _float(0, 0.5),
+    "gate_margin": _gate_margin,
     "gate_alpha_schedule": _choice(ALPHA_SCHEDULES),
     # subset screens and grow (_decide/screen.py, _decide/looks.py)
     "screen_alpha": _float(0, 0.25, lo_open=True),

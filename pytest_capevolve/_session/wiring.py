@@ -21,7 +21,7 @@ from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._engine.sandbox import isolated
 from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
-from .._policy.gate_settings import check_nulls, freeze_or_check, overridden
+from .._policy.gate_settings import check_margin, check_nulls, freeze_or_check, overridden
 from .._policy.loop_schedule import loop_default
 from .._project import harness, pytest_loads
 from .._project.adapter import AdapterError, load_adapter, load_tasks
@@ -224,6 +224,7 @@ def _start_controller(
     deciding = _decides(config)
     if option.capevolve_gate:  # threshold with no null control: refused before anything is planned
         check_nulls(spec, gate_request(config, split, spec).nulls, overridden(option.override_ini, spec))
+        check_margin(spec, bool(option.capevolve_sequential))
     decides_on_val = deciding or bool(option.capevolve_sequential)
     whole = decides_on_val or bool(option.capevolve_finalize)  # the plan's items exactly, in order
     kind_label = _kind_label(config, decides_on_val)

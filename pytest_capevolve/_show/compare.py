@@ -23,7 +23,10 @@ def _run_line(role: str, result_run: Any) -> str:
 
 def render_table(comparison: Comparison) -> list[str]:
     """The terminal form: the runs, one verdict line each, the band moves, the promises."""
-    lines = [_run_line("baseline", comparison.baseline)]
+    lines = [
+        _run_line("baseline", comparison.baseline),
+        f"question: is each run {comparison.settings.question}?",
+    ]
     lines += [_run_line("candidate", p.candidate) for p in comparison.pairs]
     lines += ["", *render_verdicts([p.verdict for p in comparison.pairs]), ""]
     for result in comparison.pairs:
@@ -45,6 +48,14 @@ def _facts(result: PairResult) -> str:
         f"regressions {len(verdict.regressions)}",
         f"band moves: {moves}",
     ]
+    if verdict.margin:  # the margin's bounds: where the test would turn
+        upper = verdict.margin["upper"]
+        shown = (
+            f"[{verdict.margin['lower']:+.4f}, {upper:+.4f}]"
+            if upper is not None
+            else f"> {verdict.margin['lower']:+.4f}"
+        )
+        facts.insert(1, f"{verdict.margin['question']}: mean Δ {shown} at {1 - float(result.level):.0%}")
     if pairing.only_in_baseline or pairing.only_in_candidate:
         facts.append(
             f"tasks in one run only: {len(pairing.only_in_baseline)} baseline, "
@@ -64,8 +75,8 @@ def render_markdown(comparison: Comparison) -> str:
         "## capevolve compare",
         "",
         f"Baseline **{_md(base.label)}** ({base.source}, {len(base.task_ids)} tasks). "
-        f"Each run against it: the gate's one-sided paired sign-flip test (exact on a reward grid; "
-        f"p marked MC is seeded Monte Carlo) at α = {comparison.settings.alpha:g}"
+        + _test_words(comparison)
+        + f" at α = {comparison.settings.alpha:g}"
         + (
             " (Holm across runs)"
             if comparison.settings.multiple == "holm" and len(comparison.pairs) > 1
@@ -93,6 +104,19 @@ def render_markdown(comparison: Comparison) -> str:
     out += ["", "### What does not", ""]
     out += [f"- {_md(line)}" for line in promises["do_not_hold"]]
     return "\n".join(out) + "\n"
+
+
+def _test_words(comparison: Comparison) -> str:
+    settings = comparison.settings
+    if settings.margin or settings.equivalence:
+        return (
+            f"Each run asked whether it is {_md(settings.question)}: a betting test valid for any "
+            "rewards in [0, 1] (p = 1/E; the bound is where it would turn)"
+        )
+    return (
+        "Each run against it: the gate's one-sided paired sign-flip test (exact on a reward grid; "
+        "p marked MC is seeded Monte Carlo)"
+    )
 
 
 def _pair_section(result: PairResult) -> list[str]:

@@ -134,3 +134,34 @@ def test_the_fixture_decides_in_a_test_with_junitxml_properties(pytester: pytest
     junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
     assert 'name="capevolve_compare:better.csv" value="accept' in junit
     assert 'name="capevolve_compare:A-again" value="reject' in junit
+
+
+def test_a_margin_asks_no_worse_than_and_says_so_in_every_answer(tmp_path: Path) -> None:
+    """200 tasks: a cheaper run that swaps two wins for two losses is no worse than −0.05 (exit
+    0) though not better; one that loses 20 tasks is not (10); equivalence at ±0.05 likewise."""
+
+    def table(name: str, flipped: range) -> Path:
+        rows = [f"q{t},{int((t % 2 == 0) != (t in flipped))}" for t in range(200)]
+        path = tmp_path / name
+        path.write_text("task_id,reward\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        return path
+
+    base, cheap, worse = (
+        table("base.csv", range(0)),
+        table("cheap.csv", range(4)),
+        table("worse.csv", range(0, 40, 2)),
+    )
+    assert compare(base, cheap, cwd=tmp_path).returncode == 10  # not better: the usual question
+    done = compare(base, cheap, "--margin", "-0.05", "--markdown", tmp_path / "m.md", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["margin"] == -0.05 and answer["comparisons"][0]["decision"] == "accept"
+    assert answer["comparisons"][0]["margin"]["kind"] == "non_inferiority"
+    assert answer["comparisons"][0]["margin"]["lower"] > -0.05
+    assert "no worse than -0.05" in (tmp_path / "m.md").read_text(encoding="utf-8")
+    done = compare(base, worse, "--margin", "-0.05", cwd=tmp_path)
+    assert done.returncode == 10 and "no worse than -0.05" in done.stdout
+    assert compare(base, cheap, "--equivalence", "0.05", cwd=tmp_path).returncode == 0
+    assert compare(base, worse, "--equivalence", "0.05", cwd=tmp_path).returncode == 10
+    done = compare(base, cheap, "--margin", "0.02", cwd=tmp_path)
+    assert done.returncode != 0 and "no worse than 0.02 below" in done.stderr  # the way on

@@ -90,3 +90,31 @@ def test_a_gate_setting_changed_mid_run_is_refused_unless_a_new_run(example, pro
     assert plain.ret in (0, 1), plain.stderr.str()
     fresh = capevolve(project, "noop", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"])
     assert fresh.ret in (0, 10), fresh.stderr.str()
+
+
+def test_gate_margin_asks_no_worse_than_and_is_frozen_with_the_run(example, projects, capevolve):
+    """Issue 41: ``gate_margin: -0.5`` makes the gate ask "no worse than −0.5" — a no-op is
+    accepted, the margin is in the verdict and frozen with the run; a margin > 0 is refused."""
+    project = _noop_project(example, projects)
+    projects.edit_spec(project, "gate_mode: exact\n", "gate_mode: exact\ngate_margin: 0.02\n")
+    refused = capevolve(project, "noop", gate=True)
+    assert (
+        refused.ret == 4
+        and "gate_margin" in refused.stderr.str()
+        and "no worse than 0.02 below" in refused.stderr.str()
+    )
+    projects.edit_spec(project, "gate_margin: 0.02\n", "gate_margin: -0.5\n")
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    run_dir = projects.run_dir(project)
+    verdict = json.loads((run_dir / "verdicts" / "noop.json").read_text())
+    assert verdict["decision"] == "accept" and verdict["basis"] == "non_inferiority"
+    assert verdict["margin"]["margin"] == -0.5 and verdict["margin"]["p_value"] <= 0.05
+    assert "no worse than -0.5" in verdict["reason"]
+    [frozen] = _events(run_dir, "gate_settings_frozen")
+    assert frozen["settings"]["gate_margin"] == -0.5
+    sequential = capevolve(project, "noop", gate=True, extra=["--capevolve-sequential"])
+    assert sequential.ret == 4 and "gate without --capevolve-sequential" in sequential.stderr.str()
+    projects.edit_spec(project, "gate_mode: exact\n", "gate_mode: paired\n")
+    legacy = capevolve(project, "noop", gate=True)
+    assert legacy.ret == 4 and "set gate_mode: exact, or drop gate_margin" in legacy.stderr.str()

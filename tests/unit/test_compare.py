@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -225,3 +226,48 @@ def test_the_same_file_twice_is_told_apart() -> None:
     run = ImportedRun(Path("a.csv"), "csv", "a.csv", (Outcome("t", "1", 0.0),))
     comparison = compare_runs(run, [run, run], CompareSettings())
     assert [p.candidate.label for p in comparison.pairs] == ["a.csv (2)", "a.csv (3)"]
+
+
+# --- margins (issue 41) ----------------------------------------------------------------------
+
+
+def _ties_but(n: int, lost: int) -> tuple[ImportedRun, ImportedRun]:
+    base = {f"t{i}": [float(i % 2)] for i in range(n)}
+    cand = {f"t{i}": [0.0 if i < 2 * lost and i % 2 else float(i % 2)] for i in range(n)}
+    return run_of(base, "base"), run_of(cand, "cand")
+
+
+def test_a_margin_turns_a_tie_into_an_accept_and_a_loss_beyond_it_into_a_reject() -> None:
+    base, same = _ties_but(300, 0)
+    _, worse = _ties_but(300, 30)  # Δ̄ = −0.1
+    assert compare_runs(base, [same], CompareSettings()).decisions == ["reject"]  # not better
+    result = compare_runs(base, [same, worse], CompareSettings(margin=-0.05))
+    assert result.decisions == ["accept", "reject"]
+    first = result.to_dict()["comparisons"][0]
+    assert first["margin"]["kind"] == "non_inferiority" and first["basis"] == "non_inferiority"
+    assert result.pairs[0].level == Fraction(1, 40) and "Holm across 2 runs" in result.pairs[0].verdict.reason
+    assert compare_runs(base, [same], CompareSettings(equivalence=0.05)).decisions == ["accept"]
+    assert compare_runs(base, [worse], CompareSettings(equivalence=0.05)).decisions == ["reject"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        (CompareSettings(margin=0.02), "lies in (-1, 0]"),
+        (CompareSettings(equivalence=1.5), "lies in (0, 1)"),
+        (CompareSettings(margin=-0.02, equivalence=0.05), "one question"),
+    ],
+)
+def test_a_margin_the_test_cannot_ask_is_refused_in_words(settings: CompareSettings, words: str) -> None:
+    base, same = _ties_but(10, 0)
+    with pytest.raises(
+        ResultsError,
+        match=re.escape(words),
+    ):
+        compare_runs(base, [same], settings)
+
+
+def test_a_margin_with_clusters_is_refused_with_the_way_on() -> None:
+    base, same = _ties_but(10, 0)
+    with pytest.raises(ResultsError, match="drop --clusters"):
+        compare_runs(base, [same], CompareSettings(margin=-0.05), {f"t{i}": str(i // 2) for i in range(10)})

@@ -492,3 +492,21 @@ def test_alpha_text_is_a_plain_decimal_never_a_fraction_read_as_tasks():
     plain |= {40: "0.025", 50: "0.02", 60: "0.01667", 100: "0.01", 1000: "0.001", 3: "0.3333"}
     plain |= {6: "0.1667", 11: "0.09091", 21: "0.04762", 101: "0.009901", 1001: "0.000999"}
     assert {d: gate.alpha_text(F(1, d)) for d in plain} == plain
+
+
+def test_a_margin_asks_no_worse_than_and_the_null_floor_is_cleared_by_delta_less_the_margin():
+    """Δ̄ = −0.01 over 400 tasks: not better, but no worse than −0.05; the nulls' spread must be
+    below Δ̄ − δ = 0.04 (the bar is δ + spread), and a margin leaves a plain gate as it was."""
+    best = np.tile([1.0, 0.0], 200)
+    candidate = best.copy()
+    candidate[[0, 2, 4, 6]] = 0.0
+    margin = GateConfig(mode="exact", alpha=0.05, min_coverage=0.0, margin=-0.05)
+    assert decide(candidate, best).decision == REJECT
+    accepted = decide(candidate, best, margin, null_deltas=["3/100"])
+    assert accepted.decision == ACCEPT and accepted.basis == "non_inferiority"
+    assert accepted.bar == pytest.approx(-0.02) and accepted.margin is not None
+    assert accepted.margin["lower"] > -0.05 and accepted.p_value <= 0.05
+    floored = decide(candidate, best, margin, null_deltas=["1/20"])  # Δ̄ − δ = 0.04 ≤ 0.05
+    assert floored.decision == REJECT and floored.basis == "null_floor" and "margin -0.05" in floored.reason
+    assert decide(candidate, best, margin, null_deltas=["39/1000"]).decision == ACCEPT  # just below
+    assert decide(candidate, best, margin, null_deltas=["1/25"]).decision == REJECT  # a tie: no accept

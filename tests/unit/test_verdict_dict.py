@@ -33,6 +33,7 @@ def test_the_dict_is_asdicts_and_its_own() -> None:
     verdict = a_verdict()
     made, expected = verdict.to_dict(), asdict(verdict)
     assert expected.pop("judge_noise") is None and "judge_noise" not in made  # absent unless re-scored
+    assert expected.pop("margin") is None and "margin" not in made  # absent unless a margin is asked
     assert made == expected and list(made) == list(expected)
     assert type(made["alpha"]) is Fraction and type(made["details"]["spread"]) is np.float64
     assert made["details"]["looks"] == [(1, 0.5)] and type(made["details"]["looks"][0]) is tuple
