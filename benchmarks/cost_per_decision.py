@@ -249,24 +249,31 @@ def mean_at(
     return n, rate, paid
 
 
-def wald_bound(pool: np.ndarray, effect: float, trials: int) -> float:
-    """The fewest tasks any test can expect to need, at the alternative, for type I ≤ α and
-    power ≥ 80 % (Wald's inequality, as for the SPRT): E₁[N] ≥ d(1 − β, α) / KL(P₁ ‖ Q) for
-    every null Q the test must hold its level under, with d the binary relative entropy.
-    P₁ is the exact law of one task's delta (a task drawn from ``pool``, the candidate's and
-    the best's means of ``trials`` Bernoulli trials); Q the symmetric law nearest it,
-    q(x) = (p₁(x) + p₁(−x))/2 — the sign-flip null the exact gate is valid under."""
+def delta_law(pool: np.ndarray, effect: float, trials: int) -> np.ndarray:
+    """The exact law of one task's delta, P(delta = k / trials) for k = −trials … trials: a task
+    drawn from ``pool``, the candidate's and the best's means of ``trials`` Bernoulli trials at
+    the lifted and the plain rate (as :func:`population` draws them)."""
     grid = np.arange(trials + 1)
     lifted_rates = lifted(pool[None, :], effect)[0]
-    law = np.zeros(2 * trials + 1)  # P(delta = k / trials), k = −trials … trials
+    law = np.zeros(2 * trials + 1)
     for rate, up in zip(pool, lifted_rates, strict=True):
         outer = np.outer(sps.binom.pmf(grid, trials, up), sps.binom.pmf(grid, trials, rate))
         for k in range(-trials, trials + 1):
             law[k + trials] += np.trace(outer, offset=-k) / pool.size
+    return law
+
+
+def wald_bound(pool: np.ndarray, effect: float, trials: int, power: float = POWER) -> float:
+    """The fewest tasks any test can expect to need, at the alternative, for type I ≤ α and
+    the given power (Wald's inequality, which the SPRT nearly attains): E₁[N] ≥ d(power, α) /
+    KL(P₁ ‖ Q) for every null law Q the test must hold its level under, d the binary relative
+    entropy. P₁ is :func:`delta_law`; Q the symmetric law nearest it, q(x) = (p₁(x) + p₁(−x))/2
+    — a sign-flip null, which the exact gate holds its level under."""
+    law = delta_law(pool, effect, trials)
     nearest = (law + law[::-1]) / 2
-    kl = float(np.sum(np.where(law > 0, law * np.log(np.where(law > 0, law, 1) / nearest), 0)))
-    beta = 1 - POWER
-    d = POWER * np.log(POWER / ALPHA) + beta * np.log(beta / (1 - ALPHA))
+    kl = float(sps.entropy(law, nearest))
+    miss = 1 - power
+    d = power * np.log(power / ALPHA) + miss * np.log(miss / (1 - ALPHA))
     return float(d / kl)
 
 
