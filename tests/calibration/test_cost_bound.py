@@ -3,8 +3,8 @@
 bound is nearly attained (so "0.6× the fixed gate is out of reach" is not read off a loose bound).
 
 Independent references: the law of one task's delta is checked against a direct simulation of
-the benchmark's candidates, and the bound against an oracle SPRT of P₁ against the nearest
-symmetric law Q, simulated: Wald's inequality must hold for the error rates it reaches, and its
+the benchmark's candidates, and the bound against the benchmark's oracle SPRT of P₁ against the
+nearest symmetric law Q, simulated: Wald's inequality must hold for the error rates it reaches, and its
 expected sample size must sit within a third of the bound.
 """
 
@@ -36,19 +36,6 @@ def load_benchmark():  # the benchmark is a script beside its sibling sequential
 bench = load_benchmark()
 
 
-def sprt(law: np.ndarray, nearest: np.ndarray, truth: np.ndarray, rng, draws: int, steps: int):
-    """Wald's SPRT of ``law`` against ``nearest`` at A = 0.8/α, B = 0.2/(1 − α) on deltas drawn
-    from ``truth``: (share stopped for ``law``, mean tasks used)."""
-    step = np.log(law / nearest)
-    upper, lower = np.log(bench.POWER / bench.ALPHA), np.log((1 - bench.POWER) / (1 - bench.ALPHA))
-    path = np.cumsum(step[rng.choice(law.size, size=(draws, steps), p=truth)], axis=1)
-    out = (path >= upper) | (path <= lower)
-    assert out.any(axis=1).all(), "raise steps: some SPRT runs never stopped"
-    stop = out.argmax(axis=1)
-    accepted = path[np.arange(draws), stop] >= upper
-    return float(accepted.mean()), float(stop.mean() + 1)
-
-
 @pytest.mark.parametrize("effect", [0.05, 0.10])
 def test_the_delta_law_is_the_benchmarks_simulated_law(effect):
     rng = np.random.default_rng(40)
@@ -68,13 +55,14 @@ def test_an_oracle_sprt_obeys_and_nearly_attains_the_wald_bound(effect):
     rng = np.random.default_rng(2026)
     law = bench.delta_law(bench.real_rates(), effect, 3)
     nearest = (law + law[::-1]) / 2
-    steps = 3000 if effect < 0.1 else 1000
-    power, tasks = sprt(law, nearest, law, rng, 4000, steps)
-    type_one, _ = sprt(law, nearest, nearest, rng, 4000, steps)
+    power, tasks = bench.oracle_sprt(law, nearest, law, rng, 4000)
+    type_one, _ = bench.oracle_sprt(law, nearest, nearest, rng, 4000)
     assert type_one <= bench.ALPHA + 0.012  # Wald: ≤ α/(1 − β); with the overshoot about α
     assert power >= bench.POWER - 0.02
     # Wald's inequality at the error rates the SPRT reached, computed here from scipy's KL
     a, b = max(type_one, 1e-4), power
     reached = (b * np.log(b / a) + (1 - b) * np.log((1 - b) / (1 - a))) / entropy(law, nearest)
     assert tasks >= 0.95 * reached, (tasks, reached)  # 0.95: the simulation's error
+    nominal = 0.8 * np.log(0.8 / 0.05) + 0.2 * np.log(0.2 / 0.95)
+    assert bench.wald_bound(bench.real_rates(), effect, 3) == pytest.approx(nominal / entropy(law, nearest))
     assert tasks <= 1.33 * bench.wald_bound(bench.real_rates(), effect, 3), tasks
