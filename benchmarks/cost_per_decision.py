@@ -62,8 +62,11 @@ within 0.01 of aGRAPA at 1,500 draws; power unchanged), so no rule was changed.
 
 The lever left is per rollout, not per rule: the best's val rollouts are persisted and shared, so
 a candidate could pay one trial per task against the best's mean of all of them (up to 1.5× the
-information per paid rollout at 3 trials) — not built: the exact gate's sign-flip null needs the
-two arms' task means exchangeable, which unequal trial counts break.
+information per paid rollout at 3 trials). Tried once while building this, with the efficacy
+e-process alone (valid under a mean-zero null, symmetric or not) and no test at exhaustion: 80 %
+power at +0.10 for about 0.75× the fixed gate's rollouts, but only on a val of about 270 tasks.
+Not built: the exact gate's sign-flip null needs the two arms' task means exchangeable, which
+unequal trial counts break, and few users have 270 val tasks.
 """
 
 from __future__ import annotations

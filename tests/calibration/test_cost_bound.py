@@ -29,8 +29,9 @@ def load_benchmark():  # the benchmark is a script beside its sibling sequential
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
-    finally:
+    finally:  # leave no module named "sequential" (the sibling benchmark) behind for other tests
         sys.path.remove(str(BENCH))
+        sys.modules.pop("sequential", None)
 
 
 bench = load_benchmark()
