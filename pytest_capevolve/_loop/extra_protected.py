@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .._decide.basis import Basis
 from .._project.candidate import CandidateError
 from .._project.spec import Spec
 from .._project.tamper import protected_digests, tampered
@@ -45,7 +46,7 @@ def refuse_extra_tamper(
         tag=cid,
         against=parent,
         decision="indecisive",
-        basis="tamper",
+        basis=Basis.TAMPER,
         reason=f"never scored: it changes a path --protected-paths protects ({'; '.join(changes[:5])})",
         config=gate_config(spec),
         details=details,

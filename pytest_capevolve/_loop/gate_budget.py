@@ -12,12 +12,11 @@ report. Pays nothing.
 
 from __future__ import annotations
 
+from .._decide.basis import Basis
 from .._policy.optimizer_spend import unbooked_usd
 from .._policy.spend import spend_report
 from .._project.spec import Spec
 from .._store.rundir import RunDir
-
-BUDGET_BASIS = "budget"
 
 
 def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str | None:
@@ -43,7 +42,7 @@ def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str
         tag=cid,
         against=parent,
         decision="indecisive",
-        basis=BUDGET_BASIS,
+        basis=Basis.BUDGET,
         reason=reason,
         config=gate_config(spec),
         details={"optimizer_usd": proposer, "blockers": money},

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypedDict
 
+from .._decide.basis import Basis
 from .._policy import Refusal
 from .._policy.commit import (
     INDECISIVE,
@@ -338,7 +339,9 @@ def _booking(verdict: dict[str, Any]) -> tuple[str, str | None]:
     if verdict.get("decision") == "accept":
         return "accept", None
     if verdict.get("decision") == "reject":
-        return "reject", "micro_test_fail" if verdict.get("basis") == "micro_test_fail" else "gate"
+        return "reject", Basis.MICRO_TEST_FAIL if verdict.get(
+            "basis"
+        ) == Basis.MICRO_TEST_FAIL else Basis.GATE
     return INDECISIVE, verdict.get("basis")
 
 

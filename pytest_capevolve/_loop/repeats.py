@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._decide.basis import Basis
 from .._policy.identity import earlier_with_bytes, repeat_line
 from .._project.candidate import CandidateError, content_hash
 from .._project.spec import Spec
 from .._store.rundir import RunDir
-
-REPEAT_BASIS = "repeat"
 
 
 def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path) -> bool:
@@ -45,7 +44,7 @@ def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, work
         tag=cid,
         against=parent,
         decision="reject",
-        basis=REPEAT_BASIS,
+        basis=Basis.REPEAT,
         reason=f"never paid for: {line}",
         config=gate_config(spec),
         details={

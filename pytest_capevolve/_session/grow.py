@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from .._decide.basis import UNRESOLVED
 from .._decide.looks import looks_record, shown_decision
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._policy.commit import CommitRefused
@@ -42,8 +43,6 @@ from .planning import (
     source_of,
     valid_column_keys,
 )
-
-UNRESOLVED_BASES = ("coverage", "error_imbalance")
 
 
 class GrowRefused(CandidateError):
@@ -104,7 +103,7 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
         )
     decision, basis = verdict.get("decision"), verdict.get("basis")
     provisional = decision != ACCEPT and decision != INDECISIVE and (verdict.get("delta_mean") or 0) > 0
-    unresolved = decision == INDECISIVE and basis in UNRESOLVED_BASES
+    unresolved = decision == INDECISIVE and basis in UNRESOLVED
     if not (provisional or unresolved):
         raise GrowRefused(
             f"tag {tag!r}: its verdict is {decision} ({basis}, Δ̄ = {_shown(verdict.get('delta_mean'))}): "

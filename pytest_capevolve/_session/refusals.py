@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._decide.basis import Basis
 from .._decide.verdict import INDECISIVE, REJECT, Verdict, refusal
 from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
@@ -82,7 +83,7 @@ class Screens:
                 tag,
                 best,
                 INDECISIVE,
-                "leak",
+                Basis.LEAK,
                 f"never scored: an edit encodes a general rule, never a task's id or answer ({shown}); "
                 "a capability that must hold answers (a fact base) is its owner's to allow: "
                 "leak_guard_min_length: false in the spec, in a new run (--capevolve-new-run)",
@@ -107,7 +108,7 @@ class Screens:
                 tag,
                 best,
                 INDECISIVE,
-                "tamper",
+                Basis.TAMPER,
                 f"never scored: it changes what scores it ({shown})",
                 {"changed_paths": changes, "protected_paths": list(self._protected), "source": str(path)},
             )
@@ -131,7 +132,7 @@ class Screens:
                 tag,
                 best,
                 REJECT,
-                "micro_test_fail",
+                Basis.MICRO_TEST_FAIL,
                 f"failed {len(failed)} of {ran} microcases before any rollout: {first['id']} (cluster "
                 f"{first['cluster']}) expected {first['expected']}, got {first['got']}",
                 {"failed_microcases": failed, "microcases_run": ran, "source": str(path)},
