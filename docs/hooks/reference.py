@@ -4,7 +4,7 @@ A page under ``docs/reference/`` holds a block such as ``<!-- reference:cli -->`
 /reference:cli -->``; between the markers go tables built from the code itself: the
 ``capevolve`` command from its argparse parser (every group registered), the pytest options and
 ini keys from ``pytest_addoption``, the spec keys from the spec's validators and defaults, and the
-exit codes from the one table in ``_session/exitcodes.py``. The pages are committed with the
+exit codes from the one table in ``exitcodes.py``. The pages are committed with the
 tables in them (``python docs/hooks/reference.py`` regenerates them), so a reader on GitHub sees
 them; when mkdocs reads a page this hook generates them again. ``tests/unit/test_docs_reference.py``
 checks that every command, option, key and code the code defines is listed, and that the
@@ -214,8 +214,8 @@ def spec_markdown() -> str:
 
 
 def exit_codes() -> list[tuple[str, list[tuple[int, str]]]]:
-    """The tables of ``_session/exitcodes.py``'s docstring: (title, [(code, meaning)])."""
-    from pytest_capevolve._session import exitcodes
+    """The tables of ``exitcodes.py``'s docstring: (title, [(code, meaning)])."""
+    from pytest_capevolve import exitcodes
 
     doc = exitcodes.__doc__ or ""
     tables: list[tuple[str, list[tuple[int, str]]]] = []

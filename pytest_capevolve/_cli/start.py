@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .._session import exitcodes
-from .common import Refused, emit
+from .. import exitcodes
+from .common import Refusal, emit
 
 SKILLS = Path(__file__).resolve().parent.parent / "skills"
 
@@ -25,7 +25,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     try:
         written = write_project(args.dir.resolve())
     except ScaffoldError as exc:
-        raise Refused(str(exc)) from exc
+        raise Refusal(str(exc)) from exc
     project = args.dir.resolve()
     answer = {
         "project": str(project),

@@ -42,7 +42,6 @@ from typing import Any
 
 from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
-from .._policy import Refusal
 from .._policy.afford import missing_rollouts
 from .._policy.loop_schedule import constant_run_note, run_loop_schedule
 from .._project.candidate import SEED_TAG, handover_ignore
@@ -54,6 +53,7 @@ from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
 from .._store.snapshots import writable_copy
+from ..exitcodes import Refusal
 from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
 from .gate_budget import refuse_over_budget

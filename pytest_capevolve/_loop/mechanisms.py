@@ -26,7 +26,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._policy import Refusal
 from .._project import leak
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
@@ -34,6 +33,7 @@ from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
 from .._store.files import atomic_write_text
 from .._store.rundir import RunDir
+from ..exitcodes import Refusal
 
 EVENT = "mechanism"
 FILENAME = "MECHANISMS.md"

@@ -25,7 +25,6 @@ from types import TracebackType
 from typing import Any, TypedDict
 
 from .._decide.basis import Basis
-from .._policy import Refusal
 from .._policy.commit import (
     INDECISIVE,
     CommitRefused,
@@ -36,6 +35,7 @@ from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from .._store.seal import Seal
+from ..exitcodes import Refusal
 from .launch import gate_flags, run_logged, session_command
 from .work import new_work_copy
 

@@ -38,7 +38,6 @@ from typing import Any
 
 from .._engine.runner import run_and_score
 from .._engine.sandbox import isolated
-from .._policy import Refusal
 from .._policy.afford import Ceilings, afford
 from .._project import harness
 from .._project.adapter import AdapterError, check_cost, load_adapter, load_tasks
@@ -52,6 +51,7 @@ from .._store.files import atomic_write_json
 from .._store.harness_lock import locked_harness
 from .._store.rundir import RunDir
 from .._store.snapshots import writable_copy
+from ..exitcodes import Refusal
 
 EVENT = "task_eval"
 FOLDER = "task_evals"

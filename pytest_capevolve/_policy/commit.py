@@ -14,10 +14,10 @@ from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from .._decide.basis import REJECT_BASES, Basis
 from .._engine import confinement
-from .._policy import Refusal
 from .._project.candidate import CandidateError, changed_files, content_hash
 from .._project.spec import Spec
 from .._store.rundir import RunDir
+from ..exitcodes import Refusal
 from . import memory
 from .identity import remember_booked
 from .journal_entry import freeze_entry

@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from .. import exitcodes
 from .._decide.basis import UNRESOLVED
 from .._decide.looks import looks_record, shown_decision
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
@@ -31,7 +32,6 @@ from .._project.spec import Spec
 from .._store.evidence import index_records
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
-from . import exitcodes
 from .gating import booked_as
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize

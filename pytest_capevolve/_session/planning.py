@@ -41,6 +41,7 @@ from .._store.index import Columns
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
+from ..exitcodes import CapevolveError
 from .refusals import Screens
 
 
@@ -597,7 +598,7 @@ def dearest_by_tag(rundir: RunDir, split: str, tags: Iterable[str]) -> dict[str,
     return dearest
 
 
-class BudgetError(Exception):
+class BudgetError(CapevolveError):
     """A session would cross a budget ceiling; refused before anything is paid."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import exitcodes
 from .._decide import screen as ladder
 from .._decide.verdict import Verdict
 from .._policy.commit import CommitRefused
@@ -30,7 +31,6 @@ from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_t
 from .._store.files import atomic_write_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
-from . import exitcodes
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .planning import (

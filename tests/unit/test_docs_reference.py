@@ -14,9 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "docs" / "hooks"))
 import reference  # noqa: E402
 
+from pytest_capevolve import exitcodes  # noqa: E402
 from pytest_capevolve._cli.main import GROUPS, build_parser  # noqa: E402
 from pytest_capevolve._project.spec import INI_KEYS, VALIDATORS  # noqa: E402
-from pytest_capevolve._session import exitcodes  # noqa: E402
 
 PAGES = REPO / "docs" / "reference"
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ... import exitcodes
 from ..._decide.basis import Basis
-from .. import exitcodes
 from ..evaluation import EvaluationSession
 from ..outcome import SessionHooks
 from .base import Started, indexed
