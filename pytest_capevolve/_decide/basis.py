@@ -41,6 +41,8 @@ class Basis(StrEnum):
     CEILING = "ceiling"
     BUDGET = "budget"
     INFRA = "infra"
+    # a guard that refuses an action, not a candidate: no verdict holds it (_policy/guards.py)
+    FINALIZED = "finalized"
     # a best chosen outside the gate (``capevolve import-cap-evolve``)
     CAP_EVOLVE_IMPORT = "cap-evolve import"
 

@@ -22,8 +22,7 @@ from .._store.rundir import RunDir
 def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str | None:
     """The reason (and the verdict written) when ``cid``'s proposer cost leaves its gate no
     room under ``max_usd``; None when the gate may run."""
-    from .._decide.verdict import refusal
-    from .._policy.verdicts import gate_config, verdict_file
+    from .._policy.guards import record_refusal
 
     proposer = unbooked_usd(rundir)
     if proposer <= 0:  # nothing spent since the check before the round
@@ -38,14 +37,15 @@ def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str
         f"never gated: its optimizer reported ${proposer:.4f}, which leaves no room for its val "
         f"evaluation under max_usd ({'; '.join(money)}); the cost is booked, no rollout paid"
     )
-    verdict = refusal(
+    details = {"optimizer_usd": proposer, "blockers": money}
+    record_refusal(
+        spec,
+        rundir,
         tag=cid,
         against=parent,
         decision="indecisive",
         basis=Basis.BUDGET,
         reason=reason,
-        config=gate_config(spec),
-        details={"optimizer_usd": proposer, "blockers": money},
+        details=details,
     )
-    rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
     return reason

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, TypedDict
 
 from .._decide.basis import Basis
+from .._policy import guards
 from .._policy.commit import (
     INDECISIVE,
     CommitRefused,
@@ -34,7 +35,6 @@ from .._policy.commit import (
 from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
-from .._store.seal import Seal
 from ..exitcodes import Refusal
 from .launch import gate_flags, run_logged, session_command
 from .work import new_work_copy
@@ -235,12 +235,7 @@ def integrate(
     """Add the candidates' changes one at a time, each addition gated (``<tag>-<i>``) against
     the current best and booked; keep only the additions the gate accepts."""
     _check_inputs(rundir, tags, tag)
-    if Seal(rundir).closed() is not None:
-        raise Refusal(
-            f"run {rundir.run_id} is finalized: its test split was scored, so gating in it would choose "
-            "a best on held-out knowledge; merge in a new run (pytest --capevolve-run PROJECT "
-            "--capevolve-new-run)"
-        )
+    guards.refuse_finalized(rundir, guards.Checkpoint.MERGE)
     parent = onto or common_parent(rundir, tags)
     base = read_tree(files_of(spec, rundir, parent))
     trees = {name: read_tree(files_of(spec, rundir, name)) for name in tags}

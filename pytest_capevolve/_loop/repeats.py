@@ -22,8 +22,7 @@ from .._store.rundir import RunDir
 def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path) -> bool:
     """True (and the repeat's verdict written) when ``workdir`` holds bytes the run already
     registered under another tag."""
-    from .._decide.verdict import refusal
-    from .._policy.verdicts import gate_config, verdict_file
+    from .._policy.guards import record_refusal
 
     try:
         digest = content_hash(workdir)
@@ -40,13 +39,14 @@ def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, work
             f"{earlier.where()}: that accept stands, and this proposal, which brings nothing new, "
             "is booked reject (repeat)"
         )
-    verdict = refusal(
+    record_refusal(
+        spec,
+        rundir,
         tag=cid,
         against=parent,
         decision="reject",
         basis=Basis.REPEAT,
         reason=f"never paid for: {line}",
-        config=gate_config(spec),
         details={
             "repeats": earlier.tag,
             "content_hash": digest,
@@ -54,5 +54,4 @@ def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, work
             "earlier_level": earlier.level,
         },
     )
-    rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
     return True

@@ -19,6 +19,7 @@ from .. import exitcodes
 from .._decide.basis import UNRESOLVED
 from .._decide.looks import looks_record, shown_decision
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
+from .._policy import guards
 from .._policy.commit import CommitRefused
 from .._policy.verdicts import (
     Evidence,
@@ -31,7 +32,6 @@ from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec
 from .._store.evidence import index_records
 from .._store.rundir import RunDir, RunDirError
-from .._store.seal import Seal
 from .gating import booked_as
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
@@ -163,8 +163,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
     """The plan of a grow session (under the run's lock): the candidate and the best on val at
     the pooled number of trials; what is persisted is reused, so only the new trials are owed."""
     rundir.ensure_spec_lock(spec)
-    if Seal(rundir).closed() is not None:
-        raise RunDirError(f"run {rundir.run_id} is finalized: no candidate can be grown in it")
+    guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
     splits = rundir.splits()
     if splits is None:
         raise RunDirError(f"run {rundir.run_id} has no frozen splits yet; gate a candidate first")

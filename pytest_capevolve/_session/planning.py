@@ -19,6 +19,7 @@ from .._decide.basis import Basis
 from .._engine import confinement
 from .._engine.budget_share import Headroom
 from .._items.plan import EvalPlan, PlannedCandidate
+from .._policy import guards
 from .._policy.identity import (
     FRESH_VAL_LABEL,
     HARNESS_CHANGED_LABEL,
@@ -263,11 +264,8 @@ def plan_evaluation(
     the snapshots and the claims of two sessions planning at once never interleave: the later
     one owes only what the earlier one neither persisted nor claimed, and waits for the rest."""
     rundir.ensure_spec_lock(spec)
-    if gate.enabled and Seal(rundir).closed() is not None:
-        raise RunDirError(
-            f"run {rundir.run_id} is finalized: its test split was scored, so choosing a new "
-            "best in it would select on held-out knowledge; start a new run (--capevolve-new-run)"
-        )
+    if gate.enabled:
+        guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
     splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
     task_keys.ensure_recorded(rundir, task_keys_now, splits)
     sealed_note = refuse_sealed_in_dev(spec, rundir, splits, acknowledged=test_reused)

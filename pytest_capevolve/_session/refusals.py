@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from .._decide.basis import Basis
-from .._decide.verdict import INDECISIVE, REJECT, Verdict, refusal
+from .._decide.verdict import INDECISIVE, REJECT, Verdict
 from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
-from .._policy.verdicts import gate_config
+from .._policy.guards import refusal_verdict
 from .._project import leak
 from .._project.candidate import SEED_TAG
 from .._project.microcase import Microcase, refuse_test_tasks
@@ -79,7 +79,7 @@ class Screens:
             shown = "; ".join(f.describe() for f in found[:3]) + (
                 f"; and {len(found) - 3} more" if len(found) > 3 else ""
             )
-            self._refuse(
+            self.refuse(
                 tag,
                 best,
                 INDECISIVE,
@@ -104,7 +104,7 @@ class Screens:
         changes = tampered(self._seed_protected, path, self._protected)
         if changes:
             shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
-            self._refuse(
+            self.refuse(
                 tag,
                 best,
                 INDECISIVE,
@@ -128,7 +128,7 @@ class Screens:
         self.rundir.log.append_event("microcases", tag=tag, ran=ran, failed=[f["id"] for f in failed])
         if failed:
             first = failed[0]
-            self._refuse(
+            self.refuse(
                 tag,
                 best,
                 REJECT,
@@ -140,22 +140,18 @@ class Screens:
         return bool(failed)
 
     def refuse(
-        self, tag: str, best: str, decision: str, basis: str, reason: str, details: dict[str, Any]
+        self, tag: str, best: str, decision: str, basis: Basis, reason: str, details: dict[str, Any]
     ) -> None:
-        """Record a refusal decided elsewhere in planning (a repeat of bytes the run holds)."""
-        self._refuse(tag, best, decision, basis, reason, details)
-
-    def _refuse(
-        self, tag: str, best: str, decision: str, basis: str, reason: str, details: dict[str, Any]
-    ) -> None:
+        """Record a refusal (a screen's, or one decided elsewhere in planning: a repeat of bytes
+        the run holds); the session writes it with its other verdicts."""
         self.refusals.append(
-            refusal(
+            refusal_verdict(
+                self.spec,
                 tag=tag,
                 against=best,
                 decision=decision,
                 basis=basis,
                 reason=reason,
-                config=gate_config(self.spec),
                 details=details,
             )
         )
