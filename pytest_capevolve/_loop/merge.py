@@ -24,10 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypedDict
 
-from .._decide.basis import Basis
 from .._policy import guards
 from .._policy.commit import (
-    INDECISIVE,
     CommitRefused,
     book,
     parent_of,
@@ -36,16 +34,13 @@ from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
+from .iteration_outcome import booked_decision
 from .launch import gate_flags, run_logged, session_command
 from .work import new_work_copy
 
 Tree = dict[str, bytes]  # relative posix path → bytes
 MergeFile = Callable[[bytes, bytes, bytes], "bytes | None"]  # (base, current, other) → merged or None
 INCOMPLETE = 3  # a gate session gave no verdict (as hill-climb's exit 3): what it paid is kept
-
-
-class MergeConflict(Refusal):
-    """Overlapping changes that do not merge cleanly; the message names the files."""
 
 
 def read_tree(folder: Path) -> Tree:
@@ -165,7 +160,7 @@ def _merge_all(base: Tree, trees: dict[str, Tree], order: Sequence[str], merge_f
         merged, conflicts = three_way(base, merged, trees[name], merge_file)
         if conflicts:
             earlier = ", ".join(order[: order.index(name)])
-            raise MergeConflict(
+            raise Refusal(
                 f"{name}'s changes overlap {earlier}'s and do not merge cleanly in "
                 f"{', '.join(conflicts)}; nothing was written (merge fewer candidates, or edit one "
                 "so they touch different lines)"
@@ -279,7 +274,7 @@ def integrate(
                         f"{rundir.merge_dir(tag) / (step + '.log')}); what it paid is kept",
                     )
                     break
-                decision, basis = _booking(verdict)
+                decision, basis = booked_decision(verdict)
                 try:
                     book(
                         spec,
@@ -327,17 +322,6 @@ def _gate(
     log(f"{step}: gate session (against the best {rundir.state.best()!r})")
     run_logged(argv, spec.project_dir, folder / f"{step}.log")
     return rundir.verdicts.verdict(step)
-
-
-def _booking(verdict: dict[str, Any]) -> tuple[str, str | None]:
-    """The decision a step's verdict books (as hill-climb books one)."""
-    if verdict.get("decision") == "accept":
-        return "accept", None
-    if verdict.get("decision") == "reject":
-        return "reject", Basis.MICRO_TEST_FAIL if verdict.get(
-            "basis"
-        ) == Basis.MICRO_TEST_FAIL else Basis.GATE
-    return INDECISIVE, verdict.get("basis")
 
 
 def render(answer: dict[str, Any]) -> list[str]:

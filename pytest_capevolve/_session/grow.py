@@ -45,10 +45,6 @@ from .planning import (
 )
 
 
-class GrowRefused(CandidateError):
-    """The candidate cannot be grown; the message says why and what to do instead."""
-
-
 @dataclass
 class GrowPlanned(Planned):
     tag: str = ""
@@ -64,7 +60,7 @@ def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
     tag = path.name if path.is_dir() else value
     tag = check_tag(tag)
     if tag not in rundir.snapshots.known_tags():
-        raise GrowRefused(
+        raise CandidateError(
             f"--capevolve-grow: {value!r} is not a candidate of run {rundir.run_id}; gate it first "
             "(--capevolve-gate), then grow it by its tag"
         )
@@ -72,24 +68,24 @@ def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
 
 
 def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str, Any], int]:
-    """(the verdict being grown, the look it was) or GrowRefused saying why not."""
+    """(the verdict being grown, the look it was) or CandidateError saying why not."""
     if spec.grow_max_looks == 1:
-        raise GrowRefused(
+        raise CandidateError(
             f"{spec.path}: growth is off (grow_max_looks: 1). Set grow_max_looks: 2 or 3 before a "
             "candidate's first gate — the first look then keeps part of α in reserve for the grows — "
             "and gate it again in a new run"
         )
     verdict = rundir.verdicts.verdict(tag)
     if verdict is None or not verdict.get("n_tasks"):
-        raise GrowRefused(f"{tag!r} has no full-val verdict to grow; gate it first (--capevolve-gate)")
+        raise CandidateError(f"{tag!r} has no full-val verdict to grow; gate it first (--capevolve-gate)")
     if verdict.get("against") != best:
-        raise GrowRefused(
+        raise CandidateError(
             f"{tag!r} was gated against {verdict.get('against')!r}, but the best is now {best!r}: a grow "
             "adds trials to one comparison; gate it against the new best first"
         )
     looks = verdict.get("details", {}).get("looks") or {}
     if looks.get("max_looks") != spec.grow_max_looks:
-        raise GrowRefused(
+        raise CandidateError(
             f"tag {tag!r}: its verdict was decided with {looks.get('max_looks', 1)} look(s) allowed, not "
             f"grow_max_looks {spec.grow_max_looks}: its first look spent its α without a reserve for "
             "growth, so another look would inflate false accepts; gate it again in a run that sets "
@@ -97,7 +93,7 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
         )
     look = int(looks["look"])
     if look >= spec.grow_max_looks:
-        raise GrowRefused(
+        raise CandidateError(
             f"{tag!r} has been grown {look - 1} time(s) ({look} looks of grow_max_looks "
             f"{spec.grow_max_looks}): no more grows. {_what_is_left(rundir, tag)}"
         )
@@ -105,14 +101,14 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
     provisional = decision != ACCEPT and decision != INDECISIVE and (verdict.get("delta_mean") or 0) > 0
     unresolved = decision == INDECISIVE and basis in UNRESOLVED
     if not (provisional or unresolved):
-        raise GrowRefused(
+        raise CandidateError(
             f"tag {tag!r}: its verdict is {decision} ({basis}, Δ̄ = {_shown(verdict.get('delta_mean'))}): "
             "only a provisional verdict (Δ̄ > 0 under the bar) or an unresolved one (coverage, error "
             "imbalance) is grown"
         )
     final = final_decision(rundir, tag)
     if final is not None:
-        raise GrowRefused(f"{tag!r} was already decided: {final['decision']}; a decided tag is not grown")
+        raise CandidateError(f"{tag!r} was already decided: {final['decision']}; a decided tag is not grown")
     return verdict, look
 
 
@@ -154,7 +150,7 @@ def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
             left = f"no grow is left (grow_max_looks {spec.grow_max_looks}). {_what_is_left(rundir, tag)}"
         else:
             left = f"grow it again (--capevolve-grow) or book it (capevolve commit {tag} --decision ...)"
-        raise GrowRefused(
+        raise CandidateError(
             f"{tag!r} was grown against {best!r} (look {look}): its verdict is at the pooled n; {left}"
         )
 
@@ -171,7 +167,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
     best = rundir.state.best()
     tag, path = grow_target(rundir, value)
     if tag in (best, SEED_TAG):
-        raise GrowRefused(f"--capevolve-grow: {tag!r} is the best (or the seed); grow a candidate")
+        raise CandidateError(f"--capevolve-grow: {tag!r} is the best (or the seed); grow a candidate")
     verdict, look = growable(spec, rundir, tag, best)
     trials = spec.num_trials * (look + 1)
     planned = [

@@ -486,7 +486,7 @@ def build_plan(
     trials = spec.num_trials if num_trials is None else num_trials
     size = len(task_ids) * trials * len(planned)
     if size > MAX_PLAN_ROLLOUTS:
-        raise BudgetError(
+        raise CapevolveError(
             f"{spec.path}: {len(task_ids)} {split} tasks × {trials} trials × {len(planned)} "
             f"candidate(s) = {size} rollouts, more than one session plans ({MAX_PLAN_ROLLOUTS}); "
             "lower num_trials or evaluate fewer candidates per session"
@@ -569,7 +569,7 @@ def check_ceilings(
     )
     if verdict.blockers:
         crossed = "; ".join(b["message"] for b in verdict.blockers)
-        raise BudgetError(
+        raise CapevolveError(
             f"{spec.path}: this session would cross a ceiling before paying anything: {crossed}. "
             + (
                 "Scoring the test split is paid like any session: raise the ceiling in the spec "
@@ -594,10 +594,6 @@ def dearest_by_tag(rundir: RunDir, split: str, tags: Iterable[str]) -> dict[str,
     for tag, cost in zip(columns["tag"], columns["cost_usd"], strict=True):
         dearest[tag] = max(float(cost or 0.0), dearest.get(tag, 0.0))
     return dearest
-
-
-class BudgetError(CapevolveError):
-    """A session would cross a budget ceiling; refused before anything is paid."""
 
 
 def refuse_unknown_guards(spec: Spec, val_ids: list[str]) -> None:
