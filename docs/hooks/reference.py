@@ -265,7 +265,8 @@ def guards_markdown() -> str:
         "|---|---|---|---|---|",
     ]
     for guard in GUARDS.values():
-        where = "<br>".join(f"{_cell(at)}: *{_cell(guard.way_on_at(at))}*" for at in guard.checkpoints)
+        ways = {at: guard.way_on_at(at) or "named in the check's own message" for at in guard.checkpoints}
+        where = "<br>".join(f"{_cell(at)}: *{_cell(way)}*" for at, way in ways.items())
         lines.append(
             f"| `{guard.name}` | {_cell(guard.stops)} | {_cell(guard.outcome)} | {where} | `{guard.test}` |"
         )

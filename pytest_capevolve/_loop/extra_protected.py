@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._decide.basis import Basis
 from .._project.candidate import CandidateError
 from .._project.spec import Spec
 from .._project.tamper import protected_digests, tampered
@@ -28,7 +27,7 @@ def refuse_extra_tamper(
 ) -> bool:
     """True (and the tamper verdict written) when ``workdir`` changes a path of
     ``extra_protected`` compared with the seed at ``seed_source``."""
-    from .._policy.guards import record_refusal
+    from .._policy import guards
 
     try:
         changes = tampered(protected_digests(seed_source, extra_protected), workdir, extra_protected)
@@ -42,13 +41,14 @@ def refuse_extra_tamper(
         "source": str(workdir),
     }
     reason = f"never scored: it changes a path --protected-paths protects ({'; '.join(changes[:5])})"
-    record_refusal(
+    guards.record_refusal(
         spec,
         rundir,
+        guards.TAMPER,
+        guards.Checkpoint.HILL_CLIMB,
         tag=cid,
         against=parent,
         decision="indecisive",
-        basis=Basis.TAMPER,
         reason=reason,
         details=details,
     )

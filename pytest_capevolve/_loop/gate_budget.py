@@ -12,7 +12,6 @@ report. Pays nothing.
 
 from __future__ import annotations
 
-from .._decide.basis import Basis
 from .._policy.optimizer_spend import unbooked_usd
 from .._policy.spend import spend_report
 from .._project.spec import Spec
@@ -22,7 +21,7 @@ from .._store.rundir import RunDir
 def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str | None:
     """The reason (and the verdict written) when ``cid``'s proposer cost leaves its gate no
     room under ``max_usd``; None when the gate may run."""
-    from .._policy.guards import record_refusal
+    from .._policy import guards
 
     proposer = unbooked_usd(rundir)
     if proposer <= 0:  # nothing spent since the check before the round
@@ -38,14 +37,15 @@ def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str
         f"evaluation under max_usd ({'; '.join(money)}); the cost is booked, no rollout paid"
     )
     details = {"optimizer_usd": proposer, "blockers": money}
-    record_refusal(
+    verdict = guards.record_refusal(
         spec,
         rundir,
+        guards.BUDGET,
+        guards.Checkpoint.HILL_CLIMB,
         tag=cid,
         against=parent,
         decision="indecisive",
-        basis=Basis.BUDGET,
         reason=reason,
         details=details,
     )
-    return reason
+    return verdict.reason

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._decide.basis import Basis
 from .._policy.identity import earlier_with_bytes, repeat_line
 from .._project.candidate import CandidateError, content_hash
 from .._project.spec import Spec
@@ -22,7 +21,7 @@ from .._store.rundir import RunDir
 def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path) -> bool:
     """True (and the repeat's verdict written) when ``workdir`` holds bytes the run already
     registered under another tag."""
-    from .._policy.guards import record_refusal
+    from .._policy import guards
 
     try:
         digest = content_hash(workdir)
@@ -39,13 +38,14 @@ def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, work
             f"{earlier.where()}: that accept stands, and this proposal, which brings nothing new, "
             "is booked reject (repeat)"
         )
-    record_refusal(
+    guards.record_refusal(
         spec,
         rundir,
+        guards.REPEAT,
+        guards.Checkpoint.HILL_CLIMB,
         tag=cid,
         against=parent,
         decision="reject",
-        basis=Basis.REPEAT,
         reason=f"never paid for: {line}",
         details={
             "repeats": earlier.tag,

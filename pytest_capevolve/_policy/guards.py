@@ -56,7 +56,8 @@ class Guard:
     way_on: Mapping[Checkpoint | str, str] = field(default_factory=dict)
 
     def way_on_at(self, checkpoint: Checkpoint) -> str:
-        return self.way_on.get(checkpoint) or self.way_on.get("", "")
+        """The way on at ``checkpoint``; "" when the check's own message names it."""
+        return self.way_on.get(checkpoint, self.way_on.get("", ""))
 
 
 NEW_RUN = "start a new run (pytest --capevolve-run PROJECT --capevolve-new-run)"
@@ -88,7 +89,10 @@ TAMPER = Guard(
     check="pytest_capevolve._session.refusals:Screens._tampered",
     test="tests/e2e/test_tamper.py::test_a_candidate_editing_the_scorer_is_indecisive_and_pays_nothing",
     checkpoints=(Checkpoint.SCREEN, Checkpoint.HILL_CLIMB),
-    way_on={"": "edit only the capability's own files; a path the owner protects stays as the seed has it"},
+    way_on={
+        Checkpoint.SCREEN: "edit only what the spec's protected_paths leave free (the seed's bytes stay)",
+        Checkpoint.HILL_CLIMB: "edit only what --protected-paths leaves free (the seed's bytes stay)",
+    },
 )
 LEAK = Guard(
     Basis.LEAK,
@@ -97,7 +101,10 @@ LEAK = Guard(
     check="pytest_capevolve._session.refusals:Screens._leaks",
     test="tests/e2e/test_leak_guard.py::test_a_candidate_embedding_a_val_task_id_is_refused_unpaid_naming_file_and_line",
     checkpoints=(Checkpoint.SCREEN,),
-    way_on={"": "encode a general rule; a capability that must hold answers: leak_guard_min_length: false"},
+    way_on={
+        "": "a capability that must hold answers (a fact base) is its owner's to allow: "
+        "leak_guard_min_length: false in the spec, in a new run (--capevolve-new-run)"
+    },
 )
 MICRO_TEST_FAIL = Guard(
     Basis.MICRO_TEST_FAIL,
@@ -106,7 +113,9 @@ MICRO_TEST_FAIL = Guard(
     check="pytest_capevolve._session.refusals:Screens._fails_microcases",
     test="tests/e2e/test_microcases.py::test_a_failing_microcase_rejects_before_any_rollout",
     checkpoints=(Checkpoint.SCREEN,),
-    way_on={"": "make the candidate pass the microcase it names (capevolve microcase shows it)"},
+    way_on={
+        "": "make the candidate pass it (a microcase the seed fails is wrong: fix it before the first gate)"
+    },
 )
 REPEAT = Guard(
     Basis.REPEAT,
@@ -115,7 +124,7 @@ REPEAT = Guard(
     check="pytest_capevolve._policy.identity:earlier_with_bytes",
     test="tests/e2e/test_candidate_bytes.py::test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_reject",
     checkpoints=(Checkpoint.SESSION, Checkpoint.HILL_CLIMB),
-    way_on={"": "the earlier decision stands; propose different bytes"},
+    way_on={"": ""},  # the check's message names it: the earlier decision, and where it stands
 )
 BUDGET = Guard(
     Basis.BUDGET,
@@ -124,7 +133,7 @@ BUDGET = Guard(
     check="pytest_capevolve._loop.gate_budget:refuse_over_budget",
     test="tests/e2e/test_loop_stops.py::test_a_proposer_whose_cost_leaves_no_room_for_its_gate_stops_the_loop_before_a_rollout",
     checkpoints=(Checkpoint.HILL_CLIMB,),
-    way_on={"": "raise max_usd in the spec, or stop the loop"},
+    way_on={"": "raise max_usd in the spec to go on (ceilings are not locked with the run)"},
 )
 
 GUARDS: dict[Basis, Guard] = {g.name: g for g in (FINALIZED, TAMPER, LEAK, MICRO_TEST_FAIL, REPEAT, BUDGET)}
@@ -161,36 +170,33 @@ def refuse_finalized(rundir: RunDir, at: Checkpoint) -> None:
 
 
 def refusal_verdict(
-    spec: Spec, *, tag: str, against: str, decision: str, basis: Basis, reason: str, details: dict[str, Any]
-) -> Verdict:
-    """A candidate refused by the guard ``basis`` before any rollout: a verdict without numbers."""
-    config = gate_config(spec)
-    return refusal(
-        tag=tag,
-        against=against,
-        decision=decision,
-        basis=basis,
-        reason=reason,
-        config=config,
-        details=details,
-    )
-
-
-def record_refusal(
     spec: Spec,
-    rundir: RunDir,
+    guard: Guard,
+    at: Checkpoint,
     *,
     tag: str,
     against: str,
     decision: str,
-    basis: Basis,
     reason: str,
     details: dict[str, Any],
 ) -> Verdict:
+    """A candidate ``guard`` refused at ``at`` before any rollout: a verdict without numbers,
+    its reason ending with the guard's way on there (none for a guard whose check names it)."""
+    way_on = guard.way_on_at(at)
+    return refusal(
+        tag=tag,
+        against=against,
+        decision=decision,
+        basis=guard.name,
+        reason=f"{reason}; {way_on}" if way_on else reason,
+        config=gate_config(spec),
+        details=details,
+    )
+
+
+def record_refusal(spec: Spec, rundir: RunDir, guard: Guard, at: Checkpoint, **verdict: Any) -> Verdict:
     """The one writer of a refusal decided outside a session (the loop's screens): the
     verdict file, written now. A session's refusals are written with its other verdicts."""
-    verdict = refusal_verdict(
-        spec, tag=tag, against=against, decision=decision, basis=basis, reason=reason, details=details
-    )
-    rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
-    return verdict
+    written = refusal_verdict(spec, guard, at, **verdict)
+    rundir.verdicts.write_verdict(verdict_file(written, null_control=False))
+    return written

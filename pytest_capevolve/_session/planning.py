@@ -15,7 +15,6 @@ from operator import is_
 from pathlib import Path
 from typing import Any
 
-from .._decide.basis import Basis
 from .._engine import confinement
 from .._engine.budget_share import Headroom
 from .._items.plan import EvalPlan, PlannedCandidate
@@ -220,7 +219,7 @@ class Repeats:
             tag,
             self.best,
             REPEAT if accepted else "reject",
-            Basis.REPEAT,
+            guards.REPEAT,
             f"never paid for: {said}",
             {
                 "repeats": earlier.tag,

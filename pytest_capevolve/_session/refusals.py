@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._decide.basis import Basis
 from .._decide.verdict import INDECISIVE, REJECT, Verdict
 from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
-from .._policy.guards import refusal_verdict
+from .._policy import guards
 from .._project import leak
 from .._project.candidate import SEED_TAG
 from .._project.microcase import Microcase, refuse_test_tasks
@@ -83,10 +82,8 @@ class Screens:
                 tag,
                 best,
                 INDECISIVE,
-                Basis.LEAK,
-                f"never scored: an edit encodes a general rule, never a task's id or answer ({shown}); "
-                "a capability that must hold answers (a fact base) is its owner's to allow: "
-                "leak_guard_min_length: false in the spec, in a new run (--capevolve-new-run)",
+                guards.LEAK,
+                f"never scored: an edit encodes a general rule, never a task's id or answer ({shown})",
                 {
                     "leaks": [{"file": f.path, "line": f.line, "kind": f.needle.kind} for f in found],
                     "leak_guard_min_length": min_length,
@@ -108,7 +105,7 @@ class Screens:
                 tag,
                 best,
                 INDECISIVE,
-                Basis.TAMPER,
+                guards.TAMPER,
                 f"never scored: it changes what scores it ({shown})",
                 {"changed_paths": changes, "protected_paths": list(self._protected), "source": str(path)},
             )
@@ -132,7 +129,7 @@ class Screens:
                 tag,
                 best,
                 REJECT,
-                Basis.MICRO_TEST_FAIL,
+                guards.MICRO_TEST_FAIL,
                 f"failed {len(failed)} of {ran} microcases before any rollout: {first['id']} (cluster "
                 f"{first['cluster']}) expected {first['expected']}, got {first['got']}",
                 {"failed_microcases": failed, "microcases_run": ran, "source": str(path)},
@@ -140,18 +137,18 @@ class Screens:
         return bool(failed)
 
     def refuse(
-        self, tag: str, best: str, decision: str, basis: Basis, reason: str, details: dict[str, Any]
+        self, tag: str, best: str, decision: str, guard: guards.Guard, reason: str, details: dict[str, Any]
     ) -> None:
         """Record a refusal (a screen's, or one decided elsewhere in planning: a repeat of bytes
         the run holds); the session writes it with its other verdicts."""
-        self.refusals.append(
-            refusal_verdict(
-                self.spec,
-                tag=tag,
-                against=best,
-                decision=decision,
-                basis=basis,
-                reason=reason,
-                details=details,
-            )
+        verdict = guards.refusal_verdict(
+            self.spec,
+            guard,
+            guards.Checkpoint.SCREEN,
+            tag=tag,
+            against=best,
+            decision=decision,
+            reason=reason,
+            details=details,
         )
+        self.refusals.append(verdict)
