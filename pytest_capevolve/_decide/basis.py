@@ -41,8 +41,9 @@ class Basis(StrEnum):
     CEILING = "ceiling"
     BUDGET = "budget"
     INFRA = "infra"
-    # a guard that refuses an action, not a candidate: no verdict holds it (_policy/guards.py)
+    # guards that refuse an action, not a candidate: no verdict holds them (_policy/guards.py)
     FINALIZED = "finalized"
+    HARNESS_CHANGED = "harness_changed"
     # a best chosen outside the gate (``capevolve import-cap-evolve``)
     CAP_EVOLVE_IMPORT = "cap-evolve import"
 

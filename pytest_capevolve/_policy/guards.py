@@ -135,8 +135,19 @@ BUDGET = Guard(
     checkpoints=(Checkpoint.HILL_CLIMB,),
     way_on={"": "raise max_usd in the spec to go on (ceilings are not locked with the run)"},
 )
+HARNESS_CHANGED = Guard(
+    Basis.HARNESS_CHANGED,
+    stops="a run measured under two harnesses (adapter, scorer, gold, conftests, what pytest loads)",
+    outcome="refused in one line (a session: exit 4; capevolve eval-task: exit 2)",
+    check="pytest_capevolve._store.harness_lock:check_or_lock",
+    test="tests/e2e/test_harness_lock.py::test_what_else_changes_a_harness_is_refused_in_one_line",
+    checkpoints=(Checkpoint.SESSION,),
+    way_on={"": ""},  # the check's message names it (_project/harness.py refusal): restore, or a new run
+)
 
-GUARDS: dict[Basis, Guard] = {g.name: g for g in (FINALIZED, TAMPER, LEAK, MICRO_TEST_FAIL, REPEAT, BUDGET)}
+GUARDS: dict[Basis, Guard] = {
+    g.name: g for g in (FINALIZED, HARNESS_CHANGED, TAMPER, LEAK, MICRO_TEST_FAIL, REPEAT, BUDGET)
+}
 
 
 class GuardRefusal(Refusal):
@@ -169,29 +180,13 @@ def refuse_finalized(rundir: RunDir, at: Checkpoint) -> None:
         refuse(FINALIZED, at, said)
 
 
-def refusal_verdict(
-    spec: Spec,
-    guard: Guard,
-    at: Checkpoint,
-    *,
-    tag: str,
-    against: str,
-    decision: str,
-    reason: str,
-    details: dict[str, Any],
-) -> Verdict:
-    """A candidate ``guard`` refused at ``at`` before any rollout: a verdict without numbers,
-    its reason ending with the guard's way on there (none for a guard whose check names it)."""
+def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **fields: Any) -> Verdict:
+    """A candidate ``guard`` refused at ``at`` before any rollout (``fields``: its ``tag``,
+    ``against``, ``decision`` and ``details``): a verdict without numbers, its reason ending
+    with the guard's way on there (none for a guard whose check's message names it)."""
     way_on = guard.way_on_at(at)
-    return refusal(
-        tag=tag,
-        against=against,
-        decision=decision,
-        basis=guard.name,
-        reason=f"{reason}; {way_on}" if way_on else reason,
-        config=gate_config(spec),
-        details=details,
-    )
+    reason = f"{reason}; {way_on}" if way_on else reason
+    return refusal(basis=guard.name, reason=reason, config=gate_config(spec), **fields)
 
 
 def record_refusal(spec: Spec, rundir: RunDir, guard: Guard, at: Checkpoint, **verdict: Any) -> Verdict:

@@ -73,3 +73,12 @@ def test_a_run_still_sealed_is_not_refused(monkeypatch: pytest.MonkeyPatch) -> N
     rundir = _run(False, monkeypatch)
     assert guards.finalized_said(rundir) is None  # type: ignore[arg-type]
     guards.refuse_finalized(rundir, Checkpoint.SESSION)  # type: ignore[arg-type]
+
+
+def test_the_harness_guard_names_its_way_on_in_its_own_message() -> None:
+    """Declared ``way_on={"": ""}``: the check's message must carry the way on itself."""
+    from pytest_capevolve._project import harness
+
+    assert guards.HARNESS_CHANGED.way_on == {"": ""}
+    said = harness.refusal("r1", ["adapter.py"])
+    assert "restore those files, or start a new run (--capevolve-new-run)" in said
