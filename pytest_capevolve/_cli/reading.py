@@ -339,7 +339,7 @@ def cmd_judge_noise(args: argparse.Namespace) -> int:
         report = judge_noise(
             rundir, adapter, pool, args.tag, against=against, rescores=rescores, cost_ratio=args.cost_ratio
         )
-    except (AdapterError, JudgeNoiseRefusal) as exc:
+    except AdapterError as exc:  # a JudgeNoiseRefusal is a Refusal already
         raise Refusal(str(exc)) from None
     emit(args, report, render)
     return exitcodes.OK
