@@ -4,7 +4,8 @@ A page under ``docs/reference/`` holds a block such as ``<!-- reference:cli -->`
 /reference:cli -->``; between the markers go tables built from the code itself: the
 ``capevolve`` command from its argparse parser (every group registered), the pytest options and
 ini keys from ``pytest_addoption``, the spec keys from the spec's validators and defaults, and the
-exit codes from the one table in ``_session/exitcodes.py``. The pages are committed with the
+exit codes from the one table in ``exitcodes.py``; and the guards' table of
+``docs/explanation/threat-model.md`` from the registry ``GUARDS`` (``_policy/guards.py``). The pages are committed with the
 tables in them (``python docs/hooks/reference.py`` regenerates them), so a reader on GitHub sees
 them; when mkdocs reads a page this hook generates them again. ``tests/unit/test_docs_reference.py``
 checks that every command, option, key and code the code defines is listed, and that the
@@ -215,8 +216,8 @@ def spec_markdown() -> str:
 
 
 def exit_codes() -> list[tuple[str, list[tuple[int, str]]]]:
-    """The tables of ``_session/exitcodes.py``'s docstring: (title, [(code, meaning)])."""
-    from pytest_capevolve._session import exitcodes
+    """The tables of ``exitcodes.py``'s docstring: (title, [(code, meaning)])."""
+    from pytest_capevolve import exitcodes
 
     doc = exitcodes.__doc__ or ""
     tables: list[tuple[str, list[tuple[int, str]]]] = []
@@ -256,6 +257,23 @@ def exit_codes_markdown() -> str:
     return "\n".join(lines)
 
 
+def guards_markdown() -> str:
+    """The guard registry (``_policy/guards.py``), one row per guard, each naming its test."""
+    from pytest_capevolve._policy.guards import GUARDS
+
+    lines = [
+        "| guard | stops | outcome | where it runs: the way on it names | test |",
+        "|---|---|---|---|---|",
+    ]
+    for guard in GUARDS.values():
+        ways = {at: guard.way_on_at(at) or "named in the check's own message" for at in guard.checkpoints}
+        where = "<br>".join(f"{_cell(at)}: *{_cell(way)}*" for at, way in ways.items())
+        lines.append(
+            f"| `{guard.name}` | {_cell(guard.stops)} | {_cell(guard.outcome)} | {where} | `{guard.test}` |"
+        )
+    return "\n".join(lines)
+
+
 def playbook_markdown() -> str:
     """The playbooks shipped for coding agents (``pytest_capevolve/skills/*/SKILL.md``), each
     as a section: front matter as a line, headings one level down."""
@@ -284,7 +302,10 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "spec-keys": spec_markdown,
     "exit-codes": exit_codes_markdown,
     "playbook": playbook_markdown,
+    "guards": guards_markdown,
 }
+# the generated pages outside docs/reference/
+GENERATED_ELSEWHERE = ("explanation/threat-model.md",)
 
 
 def render(markdown: str) -> str:
@@ -300,12 +321,12 @@ def on_page_markdown(markdown: str, **_: object) -> str:  # the mkdocs hook
     return render(markdown)
 
 
-def write_pages(folder: Path) -> list[Path]:
+def write_pages(folder: Path, names: tuple[str, ...] = ("*.md",)) -> list[Path]:
     """Regenerate every page of ``folder`` in place; returns the pages that changed. The pages
     are committed generated, so a reader on GitHub sees the tables, not a marker;
     ``tests/unit/test_docs_reference.py`` fails while a committed page differs from this."""
     changed = []
-    for page in sorted(folder.glob("*.md")):
+    for page in sorted(p for name in names for p in folder.glob(name)):
         text = page.read_text(encoding="utf-8")
         fresh = render(text)
         if fresh != text:
@@ -315,5 +336,6 @@ def write_pages(folder: Path) -> list[Path]:
 
 
 if __name__ == "__main__":  # python docs/hooks/reference.py: regenerate docs/reference/*.md
-    for path in write_pages(Path(__file__).resolve().parents[1] / "reference"):
+    docs = Path(__file__).resolve().parents[1]
+    for path in write_pages(docs / "reference") + write_pages(docs, GENERATED_ELSEWHERE):
         print(f"regenerated {path}")

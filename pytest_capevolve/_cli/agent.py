@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._session import exitcodes
+from .. import exitcodes
 from .common import UsageError, spec_of
 
 LOCAL = ("skills", "init", "import-cap-evolve", "compare")  # they read no run: they run where asked

@@ -38,8 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .._loop.optimizer_boundary import RUNS_FOLDER, gold_files
-from .._policy import Refusal
 from .._project.spec import SPEC_FILENAME, Spec
+from ..exitcodes import Refusal
 
 BROKERED = (
     "check",

@@ -9,8 +9,8 @@ import argparse
 import sys
 from typing import Any
 
-from .._session import exitcodes
-from .common import Refused, emit, project_of, spec_of
+from .. import exitcodes
+from .common import Refusal, emit, project_of, spec_of
 from .decisions import loop_arguments
 
 
@@ -49,7 +49,7 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
     try:
         loop = HillClimb(options)
     except SpecError as exc:
-        raise Refused(str(exc)) from None
+        raise Refusal(str(exc)) from None
     try:
         with only_loop(loop.spec.project_dir):
             summary = loop.run()

@@ -6,7 +6,7 @@
   command; whatever cannot be resolved raises :class:`UsageError` (exit 4, one ``error:`` line).
 - :func:`emit` prints a command's plain answer: JSON, or its human form.
 
-Exit codes come from :mod:`.._session.exitcodes` (the one table, shared with sessions).
+Exit codes come from :mod:`..exitcodes` (the one table, shared with sessions).
 """
 
 from __future__ import annotations
@@ -20,17 +20,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from .. import exitcodes
 from .._project.spec import SPEC_FILENAME, Spec, SpecError, load_spec
-from .._session import exitcodes
 from .._store.rundir import RunDir, RunDirError
+from ..exitcodes import CapevolveError, Refusal, UsageError
 
 JSON_DIGITS = 6  # loop JSON: derived statistics to 6 decimals (stored files keep full precision)
 
 Lines = Callable[[Any], list[str]]
-
-
-class UsageError(Exception):
-    """Bad arguments, or a project or run that cannot be read: ``error: …``, exit 4."""
 
 
 OPENED: list[RunDir] = []  # runs a command read: their notices (damage handled) are printed
@@ -137,7 +134,7 @@ def emit(args: argparse.Namespace, answer: Any, lines: Lines | None, *, json_def
     the human form on stdout."""
     if json_default:
         if getattr(args, "table", False) and args.json:
-            raise Refused("--table and --json ask for two different outputs; give one")
+            raise Refusal("--table and --json ask for two different outputs; give one")
         if getattr(args, "table", False):
             for line in lines(answer) if lines else []:
                 print(line)
@@ -152,25 +149,15 @@ def emit(args: argparse.Namespace, answer: Any, lines: Lines | None, *, json_def
         print_json(answer)
 
 
-class Refused(Exception):
-    """A loop command will not do what was asked of a run it opened: one line, exit 2."""
-
-
-def report_error(command: str, exc: BaseException) -> int:
-    """Print a command's error as one line on stderr; return its exit code from the table."""
-    from .._policy import Refusal
-    from .._project.candidate import CandidateError
-
-    if isinstance(exc, UsageError | RunDirError):
-        print(f"error: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
+def report_error(command: str, exc: CapevolveError | OSError) -> int:
+    """Print a command's error as one line on stderr; return the exit code it carries."""
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: capevolve {command} could not write {where}{exc.strerror or exc}", file=sys.stderr)
         return exitcodes.INFRA_FAILURE
-    assert isinstance(exc, Refused | Refusal | CandidateError)
-    print(f"error: capevolve {command} refused: {exc}", file=sys.stderr)
-    return exitcodes.REFUSED
+    said = f"capevolve {command} refused: " if exc.exit_code == exitcodes.REFUSED else ""
+    print(f"error: {said}{exc}", file=sys.stderr)
+    return exc.exit_code
 
 
 @contextlib.contextmanager

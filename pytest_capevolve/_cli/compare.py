@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .._session import exitcodes
+from .. import exitcodes
 from .common import UsageError, emit
 from .decisions import spec_value
 

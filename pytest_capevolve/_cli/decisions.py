@@ -13,13 +13,13 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._session import exitcodes
+from .. import exitcodes
 
 if TYPE_CHECKING:
     from .._project.spec import Spec
     from .._store.rundir import RunDir
 from .common import (
-    Refused,
+    Refusal,
     UsageError,
     add_project_args,
     collection_paused,
@@ -52,9 +52,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def _gate(args: argparse.Namespace) -> int:
     from .._decide.looks import shown_decision
-    from .._policy import Refusal
     from .._policy.regate import GateAsk, regate
     from .._show.report import render_verdicts
+    from ..exitcodes import Refusal
 
     spec, rundir = _frozen_run(args)
     ask = GateAsk(args.tag, args.against, args.gate_mode, args.k_se, args.alpha, args.veto_regressions)
@@ -116,13 +116,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):
         checked = argparse.Namespace(project=project, run_id=None, json=False, command="check")
         if cmd_check(checked) != exitcodes.OK:
-            raise Refused(f"the adapter check of {project} failed (above); fix it before a baseline")
+            raise Refusal(f"the adapter check of {project} failed (above); fix it before a baseline")
     quiet = ("-q", "-p", "no:cacheprovider")  # pytest's traceback too: a failed evaluation shows all
     command = session_command(spec.path, run_id=args.run_id, quiet=quiet, workers=args.workers)
     done = run_captured(command, spec.project_dir)
     if done.returncode != 0:
         sys.stderr.write(done.stdout + done.stderr)  # all of it: what went wrong is in there
-        raise Refused(f"the seed's val evaluation did not complete (pytest exit {done.returncode})")
+        raise Refusal(f"the seed's val evaluation did not complete (pytest exit {done.returncode})")
     sys.stderr.write(_session_summary(done.stdout, command))
     spec, rundir = open_run(args)
     report = spend_report(spec, rundir, loop=True)  # the hand-off's gates take the loop's schedule

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._session import exitcodes
+from .. import exitcodes
 from .common import emit, open_run
 from .decisions import loop_arguments
 

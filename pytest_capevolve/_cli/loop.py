@@ -1,7 +1,7 @@
 """The optimize loop's primitives on a run: ``work new``, ``spend``, ``diagnose``, ``diff``,
 ``multirep`` and ``merge``. Each computes one plain answer with a :mod:`.._loop` or
 :mod:`.._policy` function and prints it through :func:`.common.emit`; a refusal is one line,
-``error: capevolve CMD refused: …``, exit 2 (see :mod:`.._session.exitcodes`).
+``error: capevolve CMD refused: …``, exit 2 (see :mod:`..exitcodes`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import exitcodes
 from .._project.spec import SPEC_FILENAME, Spec
-from .._session import exitcodes
 from .._store.rundir import RunDir
-from .common import Refused, add_project_args, emit, open_run
+from .common import Refusal, add_project_args, emit, open_run
 from .decisions import key_lines, loop_arguments
 
 
@@ -32,7 +32,7 @@ def cmd_spend(args: argparse.Namespace) -> int:
     from .._policy.spend import render_table, spend_report
 
     if args.n_siblings < 1:
-        raise Refused(f"--n-siblings {args.n_siblings}: give at least 1")
+        raise Refusal(f"--n-siblings {args.n_siblings}: give at least 1")
     spec, rundir = open_run(args)
     report = spend_report(spec, rundir, n_siblings=args.n_siblings, nulls=args.nulls)
     emit(args, report, render_table, json_default=True)
@@ -60,7 +60,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     _diff_operands(args)
     spec, rundir = open_run(args)
     if args.other is not None and (args.best or args.parent):
-        raise Refused("give B, --best or --parent, not several")
+        raise Refusal("give B, --best or --parent, not several")
     if args.other is not None:
         other = args.other
     elif args.best:
@@ -70,7 +70,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         verdict = rundir.verdicts.verdict(args.tag)
         other = (decided or {}).get("parent") or (verdict or {}).get("against")
         if other is None:
-            raise Refused(f"{args.tag!r} has no recorded parent (no decision, no verdict); name B")
+            raise Refusal(f"{args.tag!r} has no recorded parent (no decision, no verdict); name B")
     diff = unified_diff(_folder(spec, rundir, other), _folder(spec, rundir, args.tag), other, args.tag)
     if args.json:
         emit(args, {"tag": args.tag, "other": other, "diff": diff}, None)
@@ -92,7 +92,7 @@ def _folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
         return Path(source)
     if rundir.work_dir(tag).is_dir():
         return rundir.work_dir(tag)
-    raise Refused(f"no snapshot or work copy of {tag!r} in run {rundir.run_id}")
+    raise Refusal(f"no snapshot or work copy of {tag!r} in run {rundir.run_id}")
 
 
 def _diff_operands(args: argparse.Namespace) -> None:
@@ -105,7 +105,7 @@ def _diff_operands(args: argparse.Namespace) -> None:
         elif args.other is None:
             args.other = operand
         else:
-            raise Refused(f"diff takes A, then B and/or PROJECT; {operand!r} is one too many")
+            raise Refusal(f"diff takes A, then B and/or PROJECT; {operand!r} is one too many")
 
 
 def cmd_multirep(args: argparse.Namespace) -> int:
@@ -127,7 +127,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if args.integrate:
         answer = integrate(spec, rundir, args.candidates, args.tag, onto=args.onto, workers=args.workers)
     elif args.workers:
-        raise Refused("-n goes with --integrate (its gate sessions); a plain merge pays nothing")
+        raise Refusal("-n goes with --integrate (its gate sessions); a plain merge pays nothing")
     else:
         answer = merge(spec, rundir, args.candidates, args.tag, onto=args.onto)
     emit(args, answer, None if args.json else render)

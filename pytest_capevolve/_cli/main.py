@@ -2,7 +2,7 @@
 
 Every subcommand that reads a project takes it as an optional positional (default ``.``;
 ``--project DIR`` is the same as an option) and ``--run-id``; ``--json`` prints only JSON on
-stdout, everything meant for people going to stderr. Exit codes: :mod:`.._session.exitcodes`.
+stdout, everything meant for people going to stderr. Exit codes: :mod:`..exitcodes`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .._policy import Refusal
-from .._project.candidate import CandidateError
 from .._store.rundir import RunDirError
-from .common import OPENED, Refused, UsageError, print_notices, report_error
+from ..exitcodes import CapevolveError, Refusal, UsageError
+from .common import OPENED, print_notices, report_error
 
 # Each command group's module registers its commands (``register(sub)``), and ``main``
 # registers only the group of the command asked for (``build_parser()`` registers every group
@@ -80,10 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "agent" and agent_argv is None:
             raise UsageError(f"give the agent's command after --: {AGENT_USAGE}")
         return int(args.func(args))
-    except (UsageError, Refused, Refusal, CandidateError) as exc:
+    except CapevolveError as exc:  # the one root: each error carries its exit code
+        if isinstance(exc, RunDirError) and getattr(args, "refusals", False):
+            exc = Refusal(str(exc))  # damage found mid-command: a refusal for the loop's commands
         return report_error(args.command, exc)
-    except RunDirError as exc:  # damage found mid-command: a refusal for the loop's commands
-        return report_error(args.command, Refused(str(exc)) if getattr(args, "refusals", False) else exc)
     except OSError as exc:  # a full disk, a read-only run dir: one line naming the file, no traceback
         return report_error(args.command, exc)
     finally:

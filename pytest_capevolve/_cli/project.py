@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._session import exitcodes
+from .. import exitcodes
 from .common import (
     UsageError,
     add_project_args,

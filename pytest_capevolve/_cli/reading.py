@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._session import exitcodes
+from .. import exitcodes
 from .._store.files import unwritable_folder
 from .._store.rundir import RunDir, RunDirError
 from .common import (
-    Refused,
+    Refusal,
     UsageError,
     add_project_args,
     collection_paused,
@@ -339,8 +339,8 @@ def cmd_judge_noise(args: argparse.Namespace) -> int:
         report = judge_noise(
             rundir, adapter, pool, args.tag, against=against, rescores=rescores, cost_ratio=args.cost_ratio
         )
-    except (AdapterError, JudgeNoiseRefusal) as exc:
-        raise Refused(str(exc)) from None
+    except AdapterError as exc:  # a JudgeNoiseRefusal is a Refusal already
+        raise Refusal(str(exc)) from None
     emit(args, report, render)
     return exitcodes.OK
 

@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .._session import exitcodes
-from .common import Refused, emit
+from .. import exitcodes
+from .common import emit
 
 SKILLS = Path(__file__).resolve().parent.parent / "skills"
 
@@ -20,12 +20,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
         emit(args, import_cap_evolve(args.from_cap_evolve, args.dir, None), None if args.json else render)
         return exitcodes.OK
-    from .._project.scaffold import ScaffoldError, write_project
+    from .._project.scaffold import write_project
 
-    try:
-        written = write_project(args.dir.resolve())
-    except ScaffoldError as exc:
-        raise Refused(str(exc)) from exc
+    written = write_project(args.dir.resolve())  # a file in the way: a Refusal, exit 2
     project = args.dir.resolve()
     answer = {
         "project": str(project),

@@ -27,6 +27,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from .basis import Basis
+
 MAX_LOOKS = 3  # the gate and at most two grows
 
 
@@ -75,7 +77,7 @@ def shown_decision(decision: str, basis: str | None, delta_mean: float | None, l
     ``looks``: the verdict's ``details["looks"]`` (absent or one look allowed: the decision)."""
     looks = looks if isinstance(looks, dict) else {}
     max_looks = int(looks.get("max_looks") or 1)
-    if decision != "reject" or basis not in ("exact", "null_floor") or not (delta_mean or 0) > 0:
+    if decision != "reject" or basis not in (Basis.EXACT, Basis.NULL_FLOOR) or not (delta_mean or 0) > 0:
         return decision
     if max_looks <= 1:
         return decision

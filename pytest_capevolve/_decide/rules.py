@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, TypedDict
 import numpy as np
 
 from .. import _stats as stats
+from .basis import Basis
 from .verdict import ACCEPT, REJECT, GateConfig
 
 
@@ -84,7 +85,7 @@ def _exact(x: RuleInput) -> RuleResult:
         f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f}; "
         f"p by {result.describe()})"
     )
-    return RuleResult(outcome(ok), "exact", reason, extra)
+    return RuleResult(outcome(ok), Basis.EXACT, reason, extra)
 
 
 def _exact_clustered(x: RuleInput) -> RuleResult:
@@ -109,7 +110,7 @@ def _exact_clustered(x: RuleInput) -> RuleResult:
         p_exact=f"{result.numerator}/{result.denominator}",
         bar=None,
     )
-    return RuleResult(outcome(ok), "exact", reason, numbers)
+    return RuleResult(outcome(ok), Basis.EXACT, reason, numbers)
 
 
 def _margin(x: RuleInput) -> RuleResult:
@@ -154,7 +155,7 @@ def _paired(x: RuleInput) -> RuleResult:
         mean_exact = stats.exact_mean(exact)
         above = mean_exact is not None and mean_exact > 0
     decision, basis, reason, extra = _k_se_rule(
-        "paired",
+        Basis.PAIRED,
         "paired Δ̄",
         mean,
         se,
@@ -168,7 +169,7 @@ def _paired(x: RuleInput) -> RuleResult:
 def _significant(x: RuleInput) -> RuleResult:
     se = math.sqrt(stats.combined_se(x.candidate) ** 2 + stats.combined_se(x.best) ** 2)
     decision, basis, reason, extra = _k_se_rule(
-        "significant", "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}"
+        Basis.SIGNIFICANT, "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}"
     )
     return RuleResult(decision, basis, reason, {**extra, "se": se})
 
@@ -179,26 +180,28 @@ def _above(basis: str, delta: float, bar: float, label: str) -> RuleResult:
 
 
 def _threshold(x: RuleInput) -> RuleResult:
-    return _above("threshold", x.arm_delta, x.config.threshold, f"threshold {x.config.threshold}")
+    return _above(Basis.THRESHOLD, x.arm_delta, x.config.threshold, f"threshold {x.config.threshold}")
 
 
 def _strict(x: RuleInput) -> RuleResult:
-    return _above("strict", x.arm_delta, 0.0, "0")
+    return _above(Basis.STRICT, x.arm_delta, 0.0, "0")
 
 
 def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
     delta = x.arm_delta
     if delta > 0:
-        return RuleResult(ACCEPT, "simplicity_tiebreak", f"Δ = {delta:+.4f} > 0", {"bar": 0.0})
+        return RuleResult(ACCEPT, Basis.SIMPLICITY_TIEBREAK, f"Δ = {delta:+.4f} > 0", {"bar": 0.0})
     cand_size, best_size = x.candidate_size, x.best_size
     if abs(delta) <= 1e-9 and cand_size is not None and best_size is not None and cand_size < best_size:
         return RuleResult(
             ACCEPT,
-            "simplicity_tiebreak",
+            Basis.SIMPLICITY_TIEBREAK,
             f"tie (Δ = {delta:+.4f}); the smaller candidate wins ({cand_size} < {best_size} bytes)",
             {"bar": 0.0},
         )
-    return RuleResult(REJECT, "simplicity_tiebreak", f"Δ = {delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0})
+    return RuleResult(
+        REJECT, Basis.SIMPLICITY_TIEBREAK, f"Δ = {delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0}
+    )
 
 
 # The one registry of gate rules: mode name → rule. Every list of modes (spec validation, the

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
+from .basis import Basis
 from .gate import decide
 from .looks import look_alpha
 from .verdict import ACCEPT, GateConfig
@@ -55,7 +56,7 @@ MIN_TASKS = 6
 KILL, PROMOTE = "kill", "promote"
 HARM, CEILING, NO_HARM = "harm", "ceiling", "no_proven_harm"
 # a kill's basis → the reject basis `capevolve commit` books it under
-COMMIT_BASIS = {HARM: "screen_kill", CEILING: "ceiling"}
+COMMIT_BASIS = {HARM: Basis.SCREEN_KILL, CEILING: Basis.CEILING}
 
 
 def screen_size(n_val: int, tier: int) -> int:
@@ -255,7 +256,7 @@ def decide_screen(
         ids = [f"t{i}" for i in range(best_full.shape[0])]
         optimistic = decide(completed, best_full, tag="ceiling", against="best", task_ids=ids, config=gate)
         ceiling_p = optimistic.p_value
-        if optimistic.decision != ACCEPT and optimistic.basis == "exact":
+        if optimistic.decision != ACCEPT and optimistic.basis == Basis.EXACT:
             return result(
                 KILL,
                 CEILING,

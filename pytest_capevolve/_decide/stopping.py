@@ -24,6 +24,7 @@ import numpy as np
 
 from .._stats import sequential as seq
 from .._stats.exact_mean import exceeds as stats_exceeds
+from .basis import Basis
 from .verdict import ACCEPT, REJECT, GateConfig, Verdict
 
 UNDECIDED = "undecided"
@@ -110,26 +111,26 @@ def early_verdict(
     v = exhaustion_verdict
     spread = v.null_spread
     if s.stopped == seq.EFFICACY and spread is not None and not _exceeds_floor(v):
-        outcome, basis = REJECT, "null_floor"
+        outcome, basis = REJECT, Basis.NULL_FLOOR
         reason = (
             f"efficacy e-value {s.efficacy:.4g} crossed after {s.tasks} tasks, but Δ̄ = "
             f"{v.delta_mean:+.4f} does not exceed the null controls' own spread {spread:.4f}"
         )
     elif s.stopped == seq.EFFICACY and veto_regressions and v.regressions:
-        outcome, basis = REJECT, "regression_veto"
+        outcome, basis = REJECT, Basis.REGRESSION_VETO
         reason = (
             f"efficacy e-value {s.efficacy:.4g} crossed, but vetoed: {len(v.regressions)} task(s) the "
             f"best passed dropped by more than their own noise"
         )
     elif s.stopped == seq.EFFICACY:
-        outcome, basis = ACCEPT, "sequential_efficacy"
+        outcome, basis = ACCEPT, Basis.SEQUENTIAL_EFFICACY
         reason = (
             f"efficacy e-value {s.efficacy:.4g} ≥ 1/α_e = {float(1 / decision.alpha.efficacy):g} "
             f"after {s.tasks} of {decision.total_tasks} tasks (anytime-valid at α = "
             f"{float(decision.alpha.alpha):g})"
         )
     else:
-        outcome, basis = REJECT, "sequential_futility"
+        outcome, basis = REJECT, Basis.SEQUENTIAL_FUTILITY
         reason = (
             f"futility e-value {s.futility:.4g} ≥ 1/α_f = {float(1 / decision.alpha.futility):g} "
             f"after {s.tasks} of {decision.total_tasks} tasks: the candidate is not "
@@ -169,7 +170,7 @@ def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: F
         return replace(
             verdict,
             decision=REJECT,
-            basis="sequential_exhaustion",
+            basis=Basis.SEQUENTIAL_EXHAUSTION,
             reason=f"{verdict.reason}{note} > α = {float(alpha):g}: the early looks used the margin",
             details={**verdict.details, "sequential": numbers},
         )
@@ -183,7 +184,7 @@ def undecided_verdict(verdict: Verdict, decision: SequentialDecision) -> Verdict
     return replace(
         verdict,
         decision=UNDECIDED,
-        basis="interrupted",
+        basis=Basis.INTERRUPTED,
         reason=(
             f"interrupted after {s.tasks} of {decision.total_tasks} tasks: undecided (efficacy "
             f"e-value {s.efficacy:.4g} < {float(1 / decision.alpha.efficacy):g}, futility e-value "

@@ -37,13 +37,12 @@ from .._confine.broker_wire import BROKER_ENV, Reply, Request, control_pair, req
 from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
 from .._confine.launch import CONFINEMENT_ENV, command
-from .._policy import Refusal
 from .._project.spec import Spec
 from .._store.rundir import RunDir, RunDirError
+from ..exitcodes import Refusal
 from .optimizer_boundary import optimizer_boundary
 
 STARTED_BY = "capevolve agent"
-REFUSED = 2  # exitcodes.REFUSED: this floor does not import the session's table
 
 Policy = Callable[[list[str], str], list[str]]
 """(argv, cwd) → the command line the broker runs; raises :class:`Refusal` for what it may not."""
@@ -88,7 +87,9 @@ class Broker:
             argv = self.policy(request.argv, request.cwd)
         except Refusal as exc:
             name = " ".join(request.argv[:1]) or "(nothing)"
-            request.reply.finish(f"error: capevolve agent refused capevolve {name}: {exc}\n", REFUSED)
+            request.reply.finish(
+                f"error: capevolve agent refused capevolve {name}: {exc}\n", Refusal.exit_code
+            )
             return
         try:
             proc = subprocess.Popen(

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from .._decide.bands import DEFECT, MISSING, SOLID, UNSTABLE, band_of
-from .._policy import Refusal
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.microcase_gen import REDACTED, redact
 from .._project.paths import to_stored
@@ -26,6 +25,7 @@ from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
+from ..exitcodes import Refusal
 
 READABLE_SPLITS = ("val", "train")
 _SIGNATURE_MAX = 240

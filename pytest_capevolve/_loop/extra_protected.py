@@ -27,8 +27,7 @@ def refuse_extra_tamper(
 ) -> bool:
     """True (and the tamper verdict written) when ``workdir`` changes a path of
     ``extra_protected`` compared with the seed at ``seed_source``."""
-    from .._decide.verdict import refusal
-    from .._policy.verdicts import gate_config, verdict_file
+    from .._policy import guards
 
     try:
         changes = tampered(protected_digests(seed_source, extra_protected), workdir, extra_protected)
@@ -41,14 +40,16 @@ def refuse_extra_tamper(
         "protected_paths": list(extra_protected),
         "source": str(workdir),
     }
-    verdict = refusal(
+    reason = f"never scored: it changes a path --protected-paths protects ({'; '.join(changes[:5])})"
+    guards.record_refusal(
+        spec,
+        rundir,
+        guards.TAMPER,
+        guards.Checkpoint.HILL_CLIMB,
         tag=cid,
         against=parent,
         decision="indecisive",
-        basis="tamper",
-        reason=f"never scored: it changes a path --protected-paths protects ({'; '.join(changes[:5])})",
-        config=gate_config(spec),
+        reason=reason,
         details=details,
     )
-    rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
     return True

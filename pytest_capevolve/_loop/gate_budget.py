@@ -17,14 +17,11 @@ from .._policy.spend import spend_report
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 
-BUDGET_BASIS = "budget"
-
 
 def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str | None:
     """The reason (and the verdict written) when ``cid``'s proposer cost leaves its gate no
     room under ``max_usd``; None when the gate may run."""
-    from .._decide.verdict import refusal
-    from .._policy.verdicts import gate_config, verdict_file
+    from .._policy import guards
 
     proposer = unbooked_usd(rundir)
     if proposer <= 0:  # nothing spent since the check before the round
@@ -39,14 +36,16 @@ def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str
         f"never gated: its optimizer reported ${proposer:.4f}, which leaves no room for its val "
         f"evaluation under max_usd ({'; '.join(money)}); the cost is booked, no rollout paid"
     )
-    verdict = refusal(
+    details = {"optimizer_usd": proposer, "blockers": money}
+    verdict = guards.record_refusal(
+        spec,
+        rundir,
+        guards.BUDGET,
+        guards.Checkpoint.HILL_CLIMB,
         tag=cid,
         against=parent,
         decision="indecisive",
-        basis=BUDGET_BASIS,
         reason=reason,
-        config=gate_config(spec),
-        details={"optimizer_usd": proposer, "blockers": money},
+        details=details,
     )
-    rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
-    return reason
+    return verdict.reason

@@ -42,7 +42,7 @@ from typing import Any
 
 from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
-from .._policy import Refusal
+from .._policy import guards
 from .._policy.afford import missing_rollouts
 from .._policy.loop_schedule import constant_run_note, run_loop_schedule
 from .._project.candidate import SEED_TAG, handover_ignore
@@ -52,8 +52,8 @@ from .._show.views import refresh as redraw_views
 from .._store.anchor import head
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
-from .._store.seal import Seal
 from .._store.snapshots import writable_copy
+from ..exitcodes import Refusal
 from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
 from .gate_budget import refuse_over_budget
@@ -219,11 +219,7 @@ class HillClimb:
         if note is not None:
             self.o.log(note)
         check_signal(self.o, list((rundir.splits() or {}).get("train", [])))
-        if Seal(rundir).closed() is not None:
-            raise Refusal(
-                f"run {rundir.run_id} is finalized: its test split was scored, so a new best chosen in it "
-                "would not be held out; start a new run: capevolve hill-climb --new-run"
-            )
+        guards.refuse_finalized(rundir, guards.Checkpoint.HILL_CLIMB)
         try:
             self.store = open_store(
                 self.store_kind, rundir.root, command=self.o.store_commit_cmd, cwd=self.spec.project_dir

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._decide.alpha_budget import LOOP_SCHEDULE
-from .._policy import Refusal
 from .._project.spec import FOCUS_ALIASES, Spec
 from .._project.yamlfile import YamlError, read_yaml
+from ..exitcodes import Refusal
 from .prompt import DEFAULT_INSTRUCTIONS, FOCUS_MODES
 
 DEFAULT_OPTIMIZER_TIMEOUT = 1800.0

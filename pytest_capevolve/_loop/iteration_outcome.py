@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .._decide.basis import Basis
 from .._policy.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
 from .._project.spec import Spec
 from .._store.files import read_json
@@ -27,7 +28,7 @@ def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
         return "accept", None
     if decision == "reject":
         basis = verdict.get("basis")
-        return "reject", basis if basis in ("micro_test_fail", "repeat") else "gate"
+        return "reject", basis if basis in (Basis.MICRO_TEST_FAIL, Basis.REPEAT) else Basis.GATE
     return INDECISIVE, verdict.get("basis")
 
 
@@ -37,7 +38,7 @@ def booked_reason(verdict: dict[str, Any], booked: str) -> str:
     proposer's spend — so its words say that, never the gate session's "nothing booked"."""
     reason = str(verdict.get("reason", "")).strip()
     details = verdict.get("details") or {}
-    if verdict.get("basis") != "repeat" or details.get("earlier_decision") != "accept":
+    if verdict.get("basis") != Basis.REPEAT or details.get("earlier_decision") != "accept":
         return reason
     level = details.get("earlier_level")
     return (

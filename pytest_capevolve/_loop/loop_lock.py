@@ -18,8 +18,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._policy import Refusal
 from .._store.rundir import RUNS_DIR
+from ..exitcodes import Refusal
 
 LOCK_NAME = "loop.lock"
 

@@ -26,7 +26,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._policy import Refusal
 from .._project import leak
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
@@ -34,15 +33,12 @@ from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
 from .._store.files import atomic_write_text
 from .._store.rundir import RunDir
+from ..exitcodes import Refusal
 
 EVENT = "mechanism"
 FILENAME = "MECHANISMS.md"
 MAX_LENGTH = 600  # one cause in a sentence or two, not a report
 _TRAILING = re.compile(r"[\s.;:!,]+$")
-
-
-class MechanismRefused(Refusal):
-    """A mechanism the ledger will not hold; the message says why, naming no test task."""
 
 
 def same_key(text: str) -> str:
@@ -71,15 +67,13 @@ def entries(rundir: RunDir) -> list[dict[str, Any]]:
 def _check_tasks(rundir: RunDir, ids: Sequence[str]) -> list[str]:
     splits = rundir.splits() or {}
     if any(i in set(splits.get(TEST_SPLIT, [])) for i in ids):
-        raise MechanismRefused(
+        raise Refusal(
             "--tasks names a task of the sealed test split; a mechanism is found on train or val tasks"
         )
     known = set(splits.get("train", [])) | set(splits.get("val", []))
     unknown = [i for i in ids if i not in known]
     if unknown:
-        raise MechanismRefused(
-            f"--tasks: no train or val task {', '.join(map(repr, unknown))} in run {rundir.run_id}"
-        )
+        raise Refusal(f"--tasks: no train or val task {', '.join(map(repr, unknown))} in run {rundir.run_id}")
     return list(dict.fromkeys(ids))
 
 
@@ -87,9 +81,9 @@ def _check_text(spec: Spec, rundir: RunDir, text: str) -> str:
     """The text as held (one line), refused when it is empty, long, or holds a guarded needle."""
     line = " ".join(text.split())
     if not line:
-        raise MechanismRefused("a mechanism is one sentence naming a cause; got nothing")
+        raise Refusal("a mechanism is one sentence naming a cause; got nothing")
     if len(line) > MAX_LENGTH:
-        raise MechanismRefused(
+        raise Refusal(
             f"a mechanism is one sentence or two (at most {MAX_LENGTH} characters), got {len(line)}"
         )
     splits = rundir.splits() or {}
@@ -100,7 +94,7 @@ def _check_text(spec: Spec, rundir: RunDir, text: str) -> str:
     try:
         pool = load_tasks(load_adapter(spec.adapter, spec.project_dir), spec.adapter)
     except AdapterError as exc:
-        raise MechanismRefused(str(exc)) from None
+        raise Refusal(str(exc)) from None
     # always on for the ledger (every proposer reads it): the spec's length, else the default
     min_length = spec.leak_guard_min_length or leak.DEFAULT_MIN_LENGTH
     # a val task's id may be named (diagnose shows them); its gold, and anything of test, not
@@ -112,9 +106,7 @@ def _check_text(spec: Spec, rundir: RunDir, text: str) -> str:
     needle = leak.Matcher(found).in_line(line)
     if needle is not None:
         what = "the id of a test task" if needle.kind == "id" else "a val or test task's gold answer"
-        raise MechanismRefused(
-            f"the mechanism holds {what}; a mechanism is a general cause, never a task's answer"
-        )
+        raise Refusal(f"the mechanism holds {what}; a mechanism is a general cause, never a task's answer")
     return line
 
 
@@ -124,10 +116,10 @@ def _check_by(rundir: RunDir, by: str | None) -> str | None:
     try:
         tag = check_tag(by)
     except CandidateError as exc:
-        raise MechanismRefused(f"--by: {exc}") from None
+        raise Refusal(f"--by: {exc}") from None
     known = tag == SEED_TAG or rundir.work_dir(tag).is_dir() or tag in rundir.snapshots.known_tags()
     if not known:
-        raise MechanismRefused(f"--by {tag!r}: no work copy or candidate of that tag in run {rundir.run_id}")
+        raise Refusal(f"--by {tag!r}: no work copy or candidate of that tag in run {rundir.run_id}")
     return tag
 
 

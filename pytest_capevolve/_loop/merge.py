@@ -24,9 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypedDict
 
-from .._policy import Refusal
+from .._policy import guards
 from .._policy.commit import (
-    INDECISIVE,
     CommitRefused,
     book,
     parent_of,
@@ -34,17 +33,14 @@ from .._policy.commit import (
 from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
-from .._store.seal import Seal
+from ..exitcodes import Refusal
+from .iteration_outcome import booked_decision
 from .launch import gate_flags, run_logged, session_command
 from .work import new_work_copy
 
 Tree = dict[str, bytes]  # relative posix path → bytes
 MergeFile = Callable[[bytes, bytes, bytes], "bytes | None"]  # (base, current, other) → merged or None
 INCOMPLETE = 3  # a gate session gave no verdict (as hill-climb's exit 3): what it paid is kept
-
-
-class MergeConflict(Refusal):
-    """Overlapping changes that do not merge cleanly; the message names the files."""
 
 
 def read_tree(folder: Path) -> Tree:
@@ -164,7 +160,7 @@ def _merge_all(base: Tree, trees: dict[str, Tree], order: Sequence[str], merge_f
         merged, conflicts = three_way(base, merged, trees[name], merge_file)
         if conflicts:
             earlier = ", ".join(order[: order.index(name)])
-            raise MergeConflict(
+            raise Refusal(
                 f"{name}'s changes overlap {earlier}'s and do not merge cleanly in "
                 f"{', '.join(conflicts)}; nothing was written (merge fewer candidates, or edit one "
                 "so they touch different lines)"
@@ -234,12 +230,7 @@ def integrate(
     """Add the candidates' changes one at a time, each addition gated (``<tag>-<i>``) against
     the current best and booked; keep only the additions the gate accepts."""
     _check_inputs(rundir, tags, tag)
-    if Seal(rundir).closed() is not None:
-        raise Refusal(
-            f"run {rundir.run_id} is finalized: its test split was scored, so gating in it would choose "
-            "a best on held-out knowledge; merge in a new run (pytest --capevolve-run PROJECT "
-            "--capevolve-new-run)"
-        )
+    guards.refuse_finalized(rundir, guards.Checkpoint.MERGE)
     parent = onto or common_parent(rundir, tags)
     base = read_tree(files_of(spec, rundir, parent))
     trees = {name: read_tree(files_of(spec, rundir, name)) for name in tags}
@@ -283,7 +274,7 @@ def integrate(
                         f"{rundir.merge_dir(tag) / (step + '.log')}); what it paid is kept",
                     )
                     break
-                decision, basis = _booking(verdict)
+                decision, basis = booked_decision(verdict)
                 try:
                     book(
                         spec,
@@ -331,15 +322,6 @@ def _gate(
     log(f"{step}: gate session (against the best {rundir.state.best()!r})")
     run_logged(argv, spec.project_dir, folder / f"{step}.log")
     return rundir.verdicts.verdict(step)
-
-
-def _booking(verdict: dict[str, Any]) -> tuple[str, str | None]:
-    """The decision a step's verdict books (as hill-climb books one)."""
-    if verdict.get("decision") == "accept":
-        return "accept", None
-    if verdict.get("decision") == "reject":
-        return "reject", "micro_test_fail" if verdict.get("basis") == "micro_test_fail" else "gate"
-    return INDECISIVE, verdict.get("basis")
 
 
 def render(answer: dict[str, Any]) -> list[str]:

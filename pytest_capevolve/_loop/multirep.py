@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-from .._policy import Refusal
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._store.rundir import RunDir
+from ..exitcodes import Refusal
 
 LEVEL = 0.95
 

@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .._confine.landlock import Boundary
-from .._policy import Refusal
 from .._project import harness
 from .._project.spec import Spec
+from ..exitcodes import Refusal
 
 RUNS_FOLDER = ".capevolve"
 

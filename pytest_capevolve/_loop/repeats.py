@@ -17,14 +17,11 @@ from .._project.candidate import CandidateError, content_hash
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 
-REPEAT_BASIS = "repeat"
-
 
 def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path) -> bool:
     """True (and the repeat's verdict written) when ``workdir`` holds bytes the run already
     registered under another tag."""
-    from .._decide.verdict import refusal
-    from .._policy.verdicts import gate_config, verdict_file
+    from .._policy import guards
 
     try:
         digest = content_hash(workdir)
@@ -41,13 +38,15 @@ def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, work
             f"{earlier.where()}: that accept stands, and this proposal, which brings nothing new, "
             "is booked reject (repeat)"
         )
-    verdict = refusal(
+    guards.record_refusal(
+        spec,
+        rundir,
+        guards.REPEAT,
+        guards.Checkpoint.HILL_CLIMB,
         tag=cid,
         against=parent,
         decision="reject",
-        basis=REPEAT_BASIS,
         reason=f"never paid for: {line}",
-        config=gate_config(spec),
         details={
             "repeats": earlier.tag,
             "content_hash": digest,
@@ -55,5 +54,4 @@ def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, work
             "earlier_level": earlier.level,
         },
     )
-    rundir.verdicts.write_verdict(verdict_file(verdict, null_control=False))
     return True

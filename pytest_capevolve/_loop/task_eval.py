@@ -38,7 +38,6 @@ from typing import Any
 
 from .._engine.runner import run_and_score
 from .._engine.sandbox import isolated
-from .._policy import Refusal
 from .._policy.afford import Ceilings, afford
 from .._project import harness
 from .._project.adapter import AdapterError, check_cost, load_adapter, load_tasks
@@ -52,6 +51,7 @@ from .._store.files import atomic_write_json
 from .._store.harness_lock import locked_harness
 from .._store.rundir import RunDir
 from .._store.snapshots import writable_copy
+from ..exitcodes import Refusal
 
 EVENT = "task_eval"
 FOLDER = "task_evals"
@@ -60,15 +60,11 @@ MAX_TRIALS = 100
 MAX_FEEDBACK = 4  # distinct failure feedback lines shown per task
 
 
-class TaskEvalRefused(Refusal):
-    """The per-task eval will not run as asked; the message says why and the way on."""
-
-
 def parse_ids(text: str) -> list[str]:
     """``a,b,c`` as ids, each once, in the order given."""
     ids = [part.strip() for part in text.split(",") if part.strip()]
     if not ids:
-        raise TaskEvalRefused("name at least one task id (a,b,c)")
+        raise Refusal("name at least one task id (a,b,c)")
     return list(dict.fromkeys(ids))
 
 
@@ -79,14 +75,14 @@ def split_of(rundir: RunDir, ids: Sequence[str]) -> dict[str, str]:
     test = set(splits.get(TEST_SPLIT, []))
     sealed = [i for i in ids if i in test]
     if sealed:
-        raise TaskEvalRefused(
+        raise Refusal(
             f"{len(sealed)} of the named tasks are in the sealed test split; the test split is scored "
             "once, by finalize, never for diagnosis — name train or val tasks"
         )
     where = {i: s for s in ("train", "val") for i in splits.get(s, [])}
     unknown = [i for i in ids if i not in where]
     if unknown:
-        raise TaskEvalRefused(
+        raise Refusal(
             f"no train or val task {', '.join(map(repr, unknown))} in run {rundir.run_id} (see "
             "capevolve diagnose for the ids)"
         )
@@ -101,9 +97,7 @@ def candidate_folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
             return folder
     if tag == SEED_TAG:
         return spec.capability_path
-    raise TaskEvalRefused(
-        f"no work copy or snapshot of {tag!r} in run {rundir.run_id} (capevolve work new {tag})"
-    )
+    raise Refusal(f"no work copy or snapshot of {tag!r} in run {rundir.run_id} (capevolve work new {tag})")
 
 
 def earlier_spend(rundir: RunDir) -> tuple[int, float]:
@@ -128,7 +122,7 @@ def _check_affordable(spec: Spec, rundir: RunDir, planned: int) -> None:
     )
     crossed = [b["message"] for b in can.blockers if b["ceiling"] in ("max_metric_calls", "max_usd")]
     if crossed:
-        raise TaskEvalRefused(
+        raise Refusal(
             f"{planned} rollouts would cross a ceiling: {'; '.join(crossed)} (counting the run's "
             "rollouts and every earlier task eval; see capevolve spend)"
         )
@@ -140,7 +134,7 @@ def _check_harness(spec: Spec, rundir: RunDir, pool: dict[str, Any]) -> None:
         return
     changed = harness.changes(locked, harness.of_project(spec, pool.values()))
     if changed:
-        raise TaskEvalRefused(harness.refusal(rundir.run_id, changed))
+        raise Refusal(harness.refusal(rundir.run_id, changed))
 
 
 def task_eval(
@@ -151,7 +145,7 @@ def task_eval(
     redacted) is also written to ``task_evals/<tag>/<n>.json`` and logged as a ``task_eval``."""
     trials = spec.num_trials if trials is None else trials
     if not 1 <= trials <= MAX_TRIALS:
-        raise TaskEvalRefused(f"--trials {trials}: give a whole number from 1 to {MAX_TRIALS}")
+        raise Refusal(f"--trials {trials}: give a whole number from 1 to {MAX_TRIALS}")
     splits = split_of(rundir, ids)
     source = candidate_folder(spec, rundir, tag)
     _check_affordable(spec, rundir, len(ids) * trials)
@@ -159,7 +153,7 @@ def task_eval(
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
     except AdapterError as exc:
-        raise TaskEvalRefused(str(exc)) from None
+        raise Refusal(str(exc)) from None
     _check_harness(spec, rundir, pool)
     seeds = [spec.base_seed + DIAGNOSIS_SEED_BASE + k for k in range(trials)]
     started = time.time()

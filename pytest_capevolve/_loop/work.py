@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
+from .._policy import guards
 from .._policy.commit import CommitRefused
 from .._project.candidate import SEED_TAG, check_tag, handover_ignore
 from .._project.spec import Spec
 from .._store.rundir import RunDir
-from .._store.seal import Seal
 from .._store.snapshots import writable_copy
 from .handover import write_handover
 from .journal import JOURNAL as JOURNAL  # the journal's name, where hill-climb reads it
@@ -47,12 +47,7 @@ def new_work_copy(
     ``files`` (relative path → bytes), those files instead of the parent's — a merge of
     ``merged_from`` onto ``parent`` (:mod:`.merge`), which the log records."""
     tag = check_tag(tag)
-    if Seal(rundir).burned() is not None:  # a best chosen after the test score is not held out
-        raise CommitRefused(
-            f"run {rundir.run_id} is finalized: its test split was scored, so a candidate made in it "
-            "could never be measured held out; start a new run (pytest --capevolve-run PROJECT "
-            "--capevolve-new-run, or capevolve hill-climb --new-run)"
-        )
+    guards.refuse_finalized(rundir, guards.Checkpoint.WORK)
     parent = parent or rundir.state.best()
     folder = rundir.work_dir(tag)
     taken = set(rundir.snapshots.known_tags()) | {SEED_TAG} | set(rundir.verdicts.verdicts())

@@ -7,11 +7,7 @@
 
 Each primitive reads the run dir and the project, pays no rollout, and answers with plain data.
 Never pytest: these run in the ``capevolve`` command as well as in sessions.
+Refusals are :class:`..exitcodes.Refusal` (exit 2).
 """
 
 from __future__ import annotations
-
-
-class Refusal(Exception):
-    """A loop primitive will not answer as asked (no run yet, unknown tag, sealed split); the
-    message says what was refused and why. The command prints it as one line and exits 2."""

@@ -8,14 +8,16 @@ loop's memory (LEDGER.md, rejected.jsonl). Controller side or the CLI; never on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, NotRequired, TypedDict
 
+from .._decide.basis import REJECT_BASES, Basis
 from .._engine import confinement
-from .._policy import Refusal
 from .._project.candidate import CandidateError, changed_files, content_hash
 from .._project.spec import Spec
 from .._store.rundir import RunDir
+from ..exitcodes import Refusal
 from . import memory
 from .identity import remember_booked
 from .journal_entry import freeze_entry
@@ -24,11 +26,9 @@ from .refuted import compared, refuted_diff
 
 DECISIONS = ("accept", "reject", "inconclusive", "provisional")
 # "repeat": bytes the run already holds under another tag, booked unpaid (_policy/identity.py)
-REJECT_BASES = ("gate", "screen_kill", "ceiling", "budget", "infra", "micro_test_fail", "repeat")
 # A gate session in auto mode also books "indecisive" (tamper, coverage, error imbalance):
 # the candidate could not be judged, which is neither an accept nor a reject.
 INDECISIVE = "indecisive"
-SCREEN_BASES = ("tamper", "leak", "micro_test_fail")
 
 
 class CommitRefused(Refusal):
@@ -335,7 +335,7 @@ def _check(
 
 
 # A screen kill is booked as a reject under the basis its kill rests on (_decide/screen.py).
-SCREEN_KILL_BASES = {"screen_kill": "harm", "ceiling": "ceiling"}
+SCREEN_KILL_BASES: dict[str, str] = {Basis.SCREEN_KILL: "harm", Basis.CEILING: "ceiling"}
 
 
 def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
@@ -410,7 +410,10 @@ def _check_budget(spec: Spec, rundir: RunDir, tag: str) -> None:
 
 
 # Reject bases whose evidence is in the record; booked only when it is there (or with --force).
-EVIDENCED_BASES = {"infra": _check_infra, "budget": _check_budget}
+EVIDENCED_BASES: dict[str, Callable[[Spec, RunDir, str], None]] = {
+    Basis.INFRA: _check_infra,
+    Basis.BUDGET: _check_budget,
+}
 
 
 def _count(state: dict[str, Any], entry: BookedDecision, optimizer: OptimizerSpend) -> None:

@@ -55,10 +55,6 @@ FROZEN_EVENT = "gate_settings_frozen"
 _NEW_RUN = "start a new run (--capevolve-new-run) to decide under other settings"
 
 
-class GateSettingsError(RunDirError):
-    """Gate settings a run cannot decide under; the message names them and the way on."""
-
-
 def settings_of(spec: Spec) -> dict[str, Any]:
     """The gate settings ``spec`` (ini defaults and overrides applied) decides under."""
     return {key: getattr(spec, key) for key in GATE_SETTING_KEYS}
@@ -109,7 +105,7 @@ def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
     """Refuse ``threshold`` gating with no null control (see the module's reasons)."""
     if spec.gate_mode == "threshold" and nulls == 0:
         origin = f" ({said(overrides)})" if overrides else ""
-        raise GateSettingsError(
+        raise RunDirError(
             f"gate_mode threshold with --capevolve-null 0{origin}: a fixed bar "
             f"(gate_threshold {spec.gate_threshold:g}) with no null control measures no noise, so "
             "any lucky no-op clears it; keep --capevolve-null ≥ 1, or gate with a calibrated mode "
@@ -161,7 +157,7 @@ def freeze_or_check(
             for key in changed
         )
         origin = f"; {said(overrides)}" if overrides else ""
-        raise GateSettingsError(
+        raise RunDirError(
             f"run {rundir.run_id} froze its gate settings at its first decision (event seq "
             f"{first.get('seq')}): {shown}{origin}. Restore them, or {_NEW_RUN}"
         )

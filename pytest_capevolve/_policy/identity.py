@@ -29,7 +29,7 @@ from .regate import decided_level
 
 # The verdict of bytes already *accepted*, gated again under a new tag or in a new run: not a
 # reject (the bytes were not refuted) and not a new accept (nothing new was measured); nothing
-# is booked for it and the session exits 15 (:mod:`.._session.exitcodes`).
+# is booked for it and the session exits 15 (:mod:`..exitcodes`).
 REPEAT = "repeat"
 # The label every view of a verdict carries when the same bytes, decided in another run, were
 # gated again because the user said the harness changed in a way that matters.

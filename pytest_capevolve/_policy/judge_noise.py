@@ -20,11 +20,12 @@ from .._project.blocks import local_trial
 from .._stats.judge_noise import arm_within, rescore_advice, split
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
+from ..exitcodes import Refusal
 
 GATE_SPLIT = "val"  # the split every verdict is decided on (.verdicts, which imports this module)
 
 
-class JudgeNoiseRefusal(Exception):
+class JudgeNoiseRefusal(Refusal):
     """Nothing to split: the message says why, in one line."""
 
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from .._store.rundir import RunDir
-from . import Refusal
+from ..exitcodes import Refusal
 
 # beyond these a report is a bug or a lie, not a spend
 MAX_USD = 1e6

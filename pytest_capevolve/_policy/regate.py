@@ -25,7 +25,7 @@ from .._project.spec import Spec
 from .._store import paid_by
 from .._store.evidence import index_records
 from .._store.rundir import RunDir
-from . import Refusal
+from ..exitcodes import Refusal
 from .verdicts import GATE_SPLIT, Evidence, gate_config
 
 

@@ -20,9 +20,8 @@ from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.rundir import RunDir
-from .._store.seal import Seal
+from . import guards, val_budget
 from . import stop_condition as sc
-from . import val_budget
 from .afford import Affordability, Ceilings, afford, missing_rollouts, money
 from .loop_schedule import next_decision_spec
 from .optimizer_spend import unbooked_usd
@@ -279,12 +278,10 @@ def _overridden(
         recommendation = {"action": "stop", "reason": out_of_reach}
     if alarm["alarm"]:
         recommendation = {**recommendation, "reason": f"{recommendation['reason']} {alarm['text']}."}
-    if Seal(rundir).closed() is not None:  # whatever the budget says, no gate can run here again
-        recommendation = {
-            "action": "stop",
-            "reason": f"run {rundir.run_id} is finalized: its test split was scored, so no gate runs "
-            "in it again; start a new run (--capevolve-new-run) to go on.",
-        }
+    finalized = guards.finalized_said(rundir)
+    if finalized is not None:  # whatever the budget says, no gate can run here again
+        way_on = guards.FINALIZED.way_on_at(guards.Checkpoint.SPEND)
+        recommendation = {"action": "stop", "reason": f"{finalized}; {way_on}."}
     return recommendation
 
 

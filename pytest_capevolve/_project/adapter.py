@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..exitcodes import CapevolveError
 from . import startup_hooks
 from .bytecode import source_only
 
@@ -40,7 +41,7 @@ REQUIRED_METHODS = ("tasks", "run_target", "score")
 POOL_SPLIT = "all"
 
 
-class AdapterError(Exception):
+class AdapterError(CapevolveError):
     """The user's adapter broke the contract; the message names the file, method and fix."""
 
 

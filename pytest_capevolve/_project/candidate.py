@@ -14,6 +14,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from ..exitcodes import REFUSED, CapevolveError
+
 SEED_TAG = "seed"
 # A tag never contains "__" (the rollout file separator) and starts with a letter or digit,
 # which keeps `<task>__<tag>__t<k>.json` unambiguous and every tag a plain folder name.
@@ -51,8 +53,10 @@ def handover_ignore(root: Path) -> Callable[[str, list[str]], set[str]]:
     return ignore
 
 
-class CandidateError(Exception):
+class CandidateError(CapevolveError):
     """A candidate folder or tag cannot be used; the message says why."""
+
+    exit_code = REFUSED
 
 
 def check_tag(tag: str) -> str:

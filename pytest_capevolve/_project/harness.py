@@ -81,10 +81,6 @@ DEFAULT_HARNESS_FILES = (
 )
 
 
-class HarnessChanged(Exception):
-    """The harness differs from the one the run began with; the message names what changed."""
-
-
 def fingerprint(
     project_dir: Path,
     adapter_ref: str,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..exitcodes import CapevolveError
 from .adapter import AdapterError, check_reward
 from .spec import SPEC_FILENAME
 from .yamlfile import YamlError, read_yaml
@@ -39,7 +40,7 @@ EXPECTATIONS = ("equals", "contains", "matches", "raises", "json_subset")
 CALL_TIMEOUT_S = 10.0
 
 
-class MicrocaseError(Exception):
+class MicrocaseError(CapevolveError):
     """A microcase file is malformed; the message names the file, the microcase and the fix."""
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..exitcodes import Refusal
+
 SPEC = """\
 # capevolve.yaml — what to evaluate and how to judge it (docs: reference/spec.md).
 adapter: adapter.py:Adapter        # the class with tasks(), run_target(), score()
@@ -154,7 +156,7 @@ FILES: dict[str, str] = {
 }
 
 
-class ScaffoldError(Exception):
+class ScaffoldError(Refusal):
     """The folder already holds a file ``init`` would write: nothing is written."""
 
 

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from .._decide.alpha_budget import SCHEDULES as ALPHA_SCHEDULES
 from .._decide.verdict import REGRESSION_RULES, GateConfig
+from ..exitcodes import CapevolveError
 from .cap_evolve_keys import not_used_sentence
 from .paths import rebase, to_stored
 from .splits import SPLITS, cut_splits
@@ -24,7 +25,7 @@ from .yamlfile import YamlError, load_yaml, read_yaml
 SPEC_FILENAME = "capevolve.yaml"
 
 
-class SpecError(Exception):
+class SpecError(CapevolveError):
     """The spec (or an ini default) is invalid; the message says where and how to fix it."""
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
+from ..exitcodes import CapevolveError
+
 SPLITS = ("train", "val", "test")
 TEST_SPLIT = "test"
 
 
-class TestSealError(Exception):
+class TestSealError(CapevolveError):
     """The test split is sealed: already scored, being scored, or not readable before finalize."""
 
     __test__ = False  # not a pytest test class, whatever its name says

@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .. import exitcodes
 from .._decide.looks import shown_decision
 from .._decide.verdict import Verdict
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.evidence import Arm, ByTag, index_records
 from .._store.rundir import RunDir
-from . import exitcodes
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import (
     Persistence,

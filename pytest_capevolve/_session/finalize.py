@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .. import exitcodes
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._show.measure import paired_summary
@@ -29,7 +30,6 @@ from .._store.forced import labelled_accepts
 from .._store.project_seal import REUSED_LABEL
 from .._store.rundir import RunDir
 from .._store.seal import TEST_SPLIT, Seal
-from . import exitcodes
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize
 from .planning import Planned

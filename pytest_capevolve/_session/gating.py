@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._decide import alpha_budget
+from .._decide.basis import Basis
 from .._decide.calibration import NULL_EVENT
 from .._decide.looks import as_fraction, counted_look_factor, looks_record, shown_decision
 from .._decide.rounds import gate_round
@@ -383,7 +384,7 @@ def counted_looks(rundir: RunDir, tags: list[str], against: str) -> dict[str, in
             and tag not in found
             and event.get("against") == against
             and event.get("decision") == INDECISIVE
-            and event.get("basis") == "coverage"
+            and event.get("basis") == Basis.COVERAGE
             and event.get("delta_mean") is not None
         ):
             found[str(tag)] = int(event.get("seq", 0))
@@ -398,7 +399,7 @@ def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
         return "accept", None
     if verdict.decision == INDECISIVE:
         return BOOKED_INDECISIVE, verdict.basis
-    if verdict.basis in ("micro_test_fail", "repeat"):
+    if verdict.basis in (Basis.MICRO_TEST_FAIL, Basis.REPEAT):
         return "reject", verdict.basis
     shown = shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, verdict.details.get("looks"))
     if shown in ("provisional", "inconclusive"):

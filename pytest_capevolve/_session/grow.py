@@ -15,8 +15,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from .. import exitcodes
+from .._decide.basis import UNRESOLVED
 from .._decide.looks import looks_record, shown_decision
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
+from .._policy import guards
 from .._policy.commit import CommitRefused
 from .._policy.verdicts import (
     Evidence,
@@ -29,8 +32,6 @@ from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec
 from .._store.evidence import index_records
 from .._store.rundir import RunDir, RunDirError
-from .._store.seal import Seal
-from . import exitcodes
 from .gating import booked_as
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
@@ -42,12 +43,6 @@ from .planning import (
     source_of,
     valid_column_keys,
 )
-
-UNRESOLVED_BASES = ("coverage", "error_imbalance")
-
-
-class GrowRefused(CandidateError):
-    """The candidate cannot be grown; the message says why and what to do instead."""
 
 
 @dataclass
@@ -65,7 +60,7 @@ def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
     tag = path.name if path.is_dir() else value
     tag = check_tag(tag)
     if tag not in rundir.snapshots.known_tags():
-        raise GrowRefused(
+        raise CandidateError(
             f"--capevolve-grow: {value!r} is not a candidate of run {rundir.run_id}; gate it first "
             "(--capevolve-gate), then grow it by its tag"
         )
@@ -73,24 +68,24 @@ def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
 
 
 def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str, Any], int]:
-    """(the verdict being grown, the look it was) or GrowRefused saying why not."""
+    """(the verdict being grown, the look it was) or CandidateError saying why not."""
     if spec.grow_max_looks == 1:
-        raise GrowRefused(
+        raise CandidateError(
             f"{spec.path}: growth is off (grow_max_looks: 1). Set grow_max_looks: 2 or 3 before a "
             "candidate's first gate — the first look then keeps part of α in reserve for the grows — "
             "and gate it again in a new run"
         )
     verdict = rundir.verdicts.verdict(tag)
     if verdict is None or not verdict.get("n_tasks"):
-        raise GrowRefused(f"{tag!r} has no full-val verdict to grow; gate it first (--capevolve-gate)")
+        raise CandidateError(f"{tag!r} has no full-val verdict to grow; gate it first (--capevolve-gate)")
     if verdict.get("against") != best:
-        raise GrowRefused(
+        raise CandidateError(
             f"{tag!r} was gated against {verdict.get('against')!r}, but the best is now {best!r}: a grow "
             "adds trials to one comparison; gate it against the new best first"
         )
     looks = verdict.get("details", {}).get("looks") or {}
     if looks.get("max_looks") != spec.grow_max_looks:
-        raise GrowRefused(
+        raise CandidateError(
             f"tag {tag!r}: its verdict was decided with {looks.get('max_looks', 1)} look(s) allowed, not "
             f"grow_max_looks {spec.grow_max_looks}: its first look spent its α without a reserve for "
             "growth, so another look would inflate false accepts; gate it again in a run that sets "
@@ -98,22 +93,22 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
         )
     look = int(looks["look"])
     if look >= spec.grow_max_looks:
-        raise GrowRefused(
+        raise CandidateError(
             f"{tag!r} has been grown {look - 1} time(s) ({look} looks of grow_max_looks "
             f"{spec.grow_max_looks}): no more grows. {_what_is_left(rundir, tag)}"
         )
     decision, basis = verdict.get("decision"), verdict.get("basis")
     provisional = decision != ACCEPT and decision != INDECISIVE and (verdict.get("delta_mean") or 0) > 0
-    unresolved = decision == INDECISIVE and basis in UNRESOLVED_BASES
+    unresolved = decision == INDECISIVE and basis in UNRESOLVED
     if not (provisional or unresolved):
-        raise GrowRefused(
+        raise CandidateError(
             f"tag {tag!r}: its verdict is {decision} ({basis}, Δ̄ = {_shown(verdict.get('delta_mean'))}): "
             "only a provisional verdict (Δ̄ > 0 under the bar) or an unresolved one (coverage, error "
             "imbalance) is grown"
         )
     final = final_decision(rundir, tag)
     if final is not None:
-        raise GrowRefused(f"{tag!r} was already decided: {final['decision']}; a decided tag is not grown")
+        raise CandidateError(f"{tag!r} was already decided: {final['decision']}; a decided tag is not grown")
     return verdict, look
 
 
@@ -155,7 +150,7 @@ def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
             left = f"no grow is left (grow_max_looks {spec.grow_max_looks}). {_what_is_left(rundir, tag)}"
         else:
             left = f"grow it again (--capevolve-grow) or book it (capevolve commit {tag} --decision ...)"
-        raise GrowRefused(
+        raise CandidateError(
             f"{tag!r} was grown against {best!r} (look {look}): its verdict is at the pooled n; {left}"
         )
 
@@ -164,8 +159,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
     """The plan of a grow session (under the run's lock): the candidate and the best on val at
     the pooled number of trials; what is persisted is reused, so only the new trials are owed."""
     rundir.ensure_spec_lock(spec)
-    if Seal(rundir).closed() is not None:
-        raise RunDirError(f"run {rundir.run_id} is finalized: no candidate can be grown in it")
+    guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
     splits = rundir.splits()
     if splits is None:
         raise RunDirError(f"run {rundir.run_id} has no frozen splits yet; gate a candidate first")
@@ -173,7 +167,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
     best = rundir.state.best()
     tag, path = grow_target(rundir, value)
     if tag in (best, SEED_TAG):
-        raise GrowRefused(f"--capevolve-grow: {tag!r} is the best (or the seed); grow a candidate")
+        raise CandidateError(f"--capevolve-grow: {tag!r} is the best (or the seed); grow a candidate")
     verdict, look = growable(spec, rundir, tag, best)
     trials = spec.num_trials * (look + 1)
     planned = [

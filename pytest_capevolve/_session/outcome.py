@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .. import exitcodes
 from .._items.plan import RolloutKey
 from .._show.report import TagRow
 from .._store.paid_by import UntrustedRecord
-from . import exitcodes
 from .selection import stopped_early, stopped_line
 
 if TYPE_CHECKING:

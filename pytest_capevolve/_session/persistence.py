@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .. import exitcodes
 from .._engine import confinement
 from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
 from .._engine.judging import wrong_rescores
@@ -34,7 +35,6 @@ from .._store.evidence import ByTag, Outcomes
 from .._store.index import Columns
 from .._store.record import RolloutRecord
 from .._store.rundir import RUNS_DIR, RunDir
-from . import exitcodes
 from .outcome import Outcome
 
 NOT_OWED = "not a rollout this session owes, or one it recorded already: not recorded"

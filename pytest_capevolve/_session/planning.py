@@ -18,6 +18,7 @@ from typing import Any
 from .._engine import confinement
 from .._engine.budget_share import Headroom
 from .._items.plan import EvalPlan, PlannedCandidate
+from .._policy import guards
 from .._policy.identity import (
     FRESH_VAL_LABEL,
     HARNESS_CHANGED_LABEL,
@@ -40,6 +41,7 @@ from .._store.index import Columns
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
+from ..exitcodes import CapevolveError
 from .refusals import Screens
 
 
@@ -217,7 +219,7 @@ class Repeats:
             tag,
             self.best,
             REPEAT if accepted else "reject",
-            "repeat",
+            guards.REPEAT,
             f"never paid for: {said}",
             {
                 "repeats": earlier.tag,
@@ -261,11 +263,8 @@ def plan_evaluation(
     the snapshots and the claims of two sessions planning at once never interleave: the later
     one owes only what the earlier one neither persisted nor claimed, and waits for the rest."""
     rundir.ensure_spec_lock(spec)
-    if gate.enabled and Seal(rundir).closed() is not None:
-        raise RunDirError(
-            f"run {rundir.run_id} is finalized: its test split was scored, so choosing a new "
-            "best in it would select on held-out knowledge; start a new run (--capevolve-new-run)"
-        )
+    if gate.enabled:
+        guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
     splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
     task_keys.ensure_recorded(rundir, task_keys_now, splits)
     sealed_note = refuse_sealed_in_dev(spec, rundir, splits, acknowledged=test_reused)
@@ -486,7 +485,7 @@ def build_plan(
     trials = spec.num_trials if num_trials is None else num_trials
     size = len(task_ids) * trials * len(planned)
     if size > MAX_PLAN_ROLLOUTS:
-        raise BudgetError(
+        raise CapevolveError(
             f"{spec.path}: {len(task_ids)} {split} tasks × {trials} trials × {len(planned)} "
             f"candidate(s) = {size} rollouts, more than one session plans ({MAX_PLAN_ROLLOUTS}); "
             "lower num_trials or evaluate fewer candidates per session"
@@ -569,7 +568,7 @@ def check_ceilings(
     )
     if verdict.blockers:
         crossed = "; ".join(b["message"] for b in verdict.blockers)
-        raise BudgetError(
+        raise CapevolveError(
             f"{spec.path}: this session would cross a ceiling before paying anything: {crossed}. "
             + (
                 "Scoring the test split is paid like any session: raise the ceiling in the spec "
@@ -594,10 +593,6 @@ def dearest_by_tag(rundir: RunDir, split: str, tags: Iterable[str]) -> dict[str,
     for tag, cost in zip(columns["tag"], columns["cost_usd"], strict=True):
         dearest[tag] = max(float(cost or 0.0), dearest.get(tag, 0.0))
     return dearest
-
-
-class BudgetError(Exception):
-    """A session would cross a budget ceiling; refused before anything is paid."""
 
 
 def refuse_unknown_guards(spec: Spec, val_ids: list[str]) -> None:

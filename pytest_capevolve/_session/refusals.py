@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._decide.verdict import INDECISIVE, REJECT, Verdict, refusal
+from .._decide.verdict import INDECISIVE, REJECT, Verdict
 from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
-from .._policy.verdicts import gate_config
+from .._policy import guards
 from .._project import leak
 from .._project.candidate import SEED_TAG
 from .._project.microcase import Microcase, refuse_test_tasks
@@ -78,14 +78,12 @@ class Screens:
             shown = "; ".join(f.describe() for f in found[:3]) + (
                 f"; and {len(found) - 3} more" if len(found) > 3 else ""
             )
-            self._refuse(
+            self.refuse(
                 tag,
                 best,
                 INDECISIVE,
-                "leak",
-                f"never scored: an edit encodes a general rule, never a task's id or answer ({shown}); "
-                "a capability that must hold answers (a fact base) is its owner's to allow: "
-                "leak_guard_min_length: false in the spec, in a new run (--capevolve-new-run)",
+                guards.LEAK,
+                f"never scored: an edit encodes a general rule, never a task's id or answer ({shown})",
                 {
                     "leaks": [{"file": f.path, "line": f.line, "kind": f.needle.kind} for f in found],
                     "leak_guard_min_length": min_length,
@@ -103,11 +101,11 @@ class Screens:
         changes = tampered(self._seed_protected, path, self._protected)
         if changes:
             shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
-            self._refuse(
+            self.refuse(
                 tag,
                 best,
                 INDECISIVE,
-                "tamper",
+                guards.TAMPER,
                 f"never scored: it changes what scores it ({shown})",
                 {"changed_paths": changes, "protected_paths": list(self._protected), "source": str(path)},
             )
@@ -127,11 +125,11 @@ class Screens:
         self.rundir.log.append_event("microcases", tag=tag, ran=ran, failed=[f["id"] for f in failed])
         if failed:
             first = failed[0]
-            self._refuse(
+            self.refuse(
                 tag,
                 best,
                 REJECT,
-                "micro_test_fail",
+                guards.MICRO_TEST_FAIL,
                 f"failed {len(failed)} of {ran} microcases before any rollout: {first['id']} (cluster "
                 f"{first['cluster']}) expected {first['expected']}, got {first['got']}",
                 {"failed_microcases": failed, "microcases_run": ran, "source": str(path)},
@@ -139,22 +137,18 @@ class Screens:
         return bool(failed)
 
     def refuse(
-        self, tag: str, best: str, decision: str, basis: str, reason: str, details: dict[str, Any]
+        self, tag: str, best: str, decision: str, guard: guards.Guard, reason: str, details: dict[str, Any]
     ) -> None:
-        """Record a refusal decided elsewhere in planning (a repeat of bytes the run holds)."""
-        self._refuse(tag, best, decision, basis, reason, details)
-
-    def _refuse(
-        self, tag: str, best: str, decision: str, basis: str, reason: str, details: dict[str, Any]
-    ) -> None:
-        self.refusals.append(
-            refusal(
-                tag=tag,
-                against=best,
-                decision=decision,
-                basis=basis,
-                reason=reason,
-                config=gate_config(self.spec),
-                details=details,
-            )
+        """Record a refusal (a screen's, or one decided elsewhere in planning: a repeat of bytes
+        the run holds); the session writes it with its other verdicts."""
+        verdict = guards.refusal_verdict(
+            self.spec,
+            guard,
+            guards.Checkpoint.SCREEN,
+            tag=tag,
+            against=best,
+            decision=decision,
+            reason=reason,
+            details=details,
         )
+        self.refusals.append(verdict)

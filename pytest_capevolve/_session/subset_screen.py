@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import exitcodes
 from .._decide import screen as ladder
 from .._decide.verdict import Verdict
+from .._policy import guards
 from .._policy.commit import CommitRefused
 from .._policy.verdicts import gate_config
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
@@ -29,8 +31,6 @@ from .._show.report import summarize_arm
 from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.files import atomic_write_json
 from .._store.rundir import RunDir, RunDirError
-from .._store.seal import Seal
-from . import exitcodes
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .planning import (
@@ -74,11 +74,7 @@ def plan_screen(
 ) -> ScreenPlanned:
     """The plan of a screen session (under the run's lock, like any planning)."""
     rundir.ensure_spec_lock(spec)
-    if Seal(rundir).closed() is not None:
-        raise RunDirError(
-            f"run {rundir.run_id} is finalized: screening a candidate for it would select on "
-            "held-out knowledge; start a new run (--capevolve-new-run)"
-        )
+    guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
     splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
     val_ids = frozen_ids(rundir, splits, "val", pool_ids)
     best = rundir.state.best()

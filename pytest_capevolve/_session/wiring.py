@@ -25,15 +25,13 @@ from .._policy.gate_settings import check_margin, check_nulls, freeze_or_check, 
 from .._policy.loop_schedule import loop_default
 from .._project import harness, pytest_loads
 from .._project.adapter import AdapterError, load_adapter, load_tasks
-from .._project.candidate import CandidateError
-from .._project.microcase import MicrocaseError
-from .._project.spec import Spec, SpecError, load_spec
+from .._project.spec import Spec, load_spec
 from .._project.splits import TestSealError
 from .._store import task_keys
 from .._store.harness_lock import check_or_lock
 from .._store.live_marker import ControllerWatch
-from .._store.record import RecordError
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
+from ..exitcodes import CapevolveError
 from . import selection
 from .finalize_whole import refuse_selection
 from .inside_boundary import refused_write
@@ -50,7 +48,7 @@ from .perf import (
 )
 from .persistence import summarize
 from .plan_check import PlanCheck
-from .planning import BudgetError, Planned
+from .planning import Planned
 from .progress import Progress
 from .reporter import CapevolveReporter, parse_failures, rollouts
 
@@ -105,15 +103,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         raise pytest.UsageError(f"TestSealError: {exc}") from None
     except PermissionError as exc:  # inside the optimizer's boundary, its variable dropped
         raise refused_write(config, exc) from None
-    except (
-        SpecError,
-        AdapterError,
-        RunDirError,
-        CandidateError,
-        MicrocaseError,
-        RecordError,
-        BudgetError,
-    ) as exc:
+    except CapevolveError as exc:  # the one root: a refusal before anything is planned or paid
         raise pytest.UsageError(str(exc)) from None
     context = EvalContext(spec, plan, runner, pool, on_copy=on_copy)
     if workerinput is not None and plan.pool_digest and _pool_digest(pool) != plan.pool_digest:

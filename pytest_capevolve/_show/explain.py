@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
+from .._decide.basis import SCREENED, Basis
 from .._stats.resolution import NOT_ESTIMABLE, NOT_ESTIMABLE_NO_NULLS
 from .numbers import interval, num
 
@@ -137,7 +138,7 @@ def explain(verdict: Any, figures: PlanFigures | None, *, null_control: bool = F
         f"(95% CI {interval(v.ci, '+.4f')})",
         f"  the test ({v.mode}): {v.reason}",
     ]
-    if figures is None or null_control or v.basis in ("coverage", "tamper", "leak", "micro_test_fail"):
+    if figures is None or null_control or v.basis in (Basis.COVERAGE, *SCREENED):
         return lines
     if not figures.estimable:  # no noise measured: no power figure, no "about 2 tasks"
         return [*lines, f"  {figures.not_estimable}"]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
+from .._decide.basis import SCREENED
 from .._decide.calibration import Calibration, calibration
 from .._decide.screen import ledger as screen_ledger
 from .._engine import confinement as boundary
@@ -322,7 +323,7 @@ def _spend(
     refused = [
         {"tag": verdict["tag"], "basis": verdict["basis"]}
         for verdict in rundir.verdicts.verdicts().values()
-        if verdict.get("basis") in SCREEN_BASES
+        if verdict.get("basis") in SCREENED
     ]
     screens = [e for e in events if e.get("kind") == "screen"]
     cost = 0  # tamper and leak checks and microcases pay no rollout
@@ -337,7 +338,6 @@ def _spend(
     return spend, screening
 
 
-SCREEN_BASES = ("tamper", "leak", "micro_test_fail")
 NO_TRAIN_NOTE = "not evaluated: the run holds no train rollouts (capevolve measure --train auto pays them)"
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-IMPORT_BASIS = "cap-evolve import"
+from .._decide.basis import Basis
 
 
 class BestRule:
@@ -39,7 +39,9 @@ class BestRule:
             best = str(event.get("best_id"))
             if best == self.best:  # moves nothing (a log that repeats the best it has)
                 return True
-            if best in self.accepted or (event.get("basis") == IMPORT_BASIS and best in self.imported):
+            if best in self.accepted or (
+                event.get("basis") == Basis.CAP_EVOLVE_IMPORT and best in self.imported
+            ):
                 self.best = best
                 return True
             self.unjustified.append(

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..exitcodes import CapevolveError
+
 
 def _umask_mode() -> int:
     """0666 less the process umask: the mode ``open()`` would give a new file."""
@@ -27,7 +29,7 @@ def _umask_mode() -> int:
 FILE_MODE = _umask_mode()
 
 
-class RunDirError(Exception):
+class RunDirError(CapevolveError):
     """The run dir cannot be used as asked; the message names the file and what to do instead."""
 
 

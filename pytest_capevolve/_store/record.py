@@ -16,11 +16,12 @@ from typing import Any
 
 from .._project.adapter import MAX_COST_USD
 from .._project.blocks import block_of
+from ..exitcodes import CapevolveError
 
 SCHEMA_VERSION = 1
 
 
-class RecordError(ValueError):
+class RecordError(CapevolveError, ValueError):
     """A rollout record cannot be read: unknown schema version, missing or mistyped field.
     ``newer`` says it was written by a newer pytest-capevolve (not damage: never quarantined)."""
 

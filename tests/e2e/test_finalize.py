@@ -177,6 +177,15 @@ def test_after_finalize_no_new_best_can_be_chosen_in_the_run(example, projects, 
     gate = capevolve(project, "careful", gate=True)
     assert gate.ret == pytest.ExitCode.USAGE_ERROR
     gate.stderr.fnmatch_lines(["*is finalized*start a new run*"])
+    # one guard, one message, wherever a new best could be chosen: a grow and a screen too
+    for extra in (["--capevolve-grow"], ["--capevolve-screen", "1"]):
+        refused = capevolve(project, "careful", extra=extra)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR, refused.stdout.str()[-2000:]
+        refused.stderr.fnmatch_lines(
+            [
+                "*run * is finalized: its test split was scored*; start a new run (pytest --capevolve-run PROJECT*"
+            ]
+        )
 
 
 def test_finalize_needs_an_evaluated_run(example, capevolve):

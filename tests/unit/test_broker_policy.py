@@ -11,8 +11,8 @@ import pytest
 
 from pytest_capevolve._cli.broker_policy import AgentPolicy
 from pytest_capevolve._cli.main import main
-from pytest_capevolve._policy import Refusal
 from pytest_capevolve._project.spec import load_spec
+from pytest_capevolve.exitcodes import Refusal
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from pytest_capevolve import exitcodes
 from pytest_capevolve._cli.agent import forwarded
 from pytest_capevolve._confine.broker_wire import BROKER_ENV, control_pair
-from pytest_capevolve._session import exitcodes
 
 
 def _closed_fd() -> int:

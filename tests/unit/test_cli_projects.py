@@ -1,5 +1,5 @@
 """Every ``capevolve`` command names its project the same way and refuses a missing one the same
-way: ``--project DIR`` accepted, exit 4 (the usage code of :mod:`pytest_capevolve._session.exitcodes`)
+way: ``--project DIR`` accepted, exit 4 (the usage code of :mod:`pytest_capevolve.exitcodes`)
 and one ``error: no such project folder: …`` line — or it is listed as reading no project."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_capevolve import exitcodes
 from pytest_capevolve._cli.main import NO_PROJECT, build_parser, main
-from pytest_capevolve._session import exitcodes
 
 # the arguments each command needs besides its project (nested commands: their full words)
 NEEDS = {

@@ -14,9 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "docs" / "hooks"))
 import reference  # noqa: E402
 
+from pytest_capevolve import exitcodes  # noqa: E402
 from pytest_capevolve._cli.main import GROUPS, build_parser  # noqa: E402
 from pytest_capevolve._project.spec import INI_KEYS, VALIDATORS  # noqa: E402
-from pytest_capevolve._session import exitcodes  # noqa: E402
 
 PAGES = REPO / "docs" / "reference"
 
@@ -99,10 +99,20 @@ def test_the_cli_page_lists_no_command_the_parser_lacks() -> None:
 def test_the_committed_reference_pages_are_what_the_code_generates_now() -> None:
     """The pages are committed generated, so a reader on GitHub sees tables, not a marker; a
     page the code has moved away from fails here with the command that regenerates it."""
-    for path in sorted(PAGES.glob("*.md")):
+    elsewhere = [PAGES.parent / name for name in reference.GENERATED_ELSEWHERE]
+    for path in [*sorted(PAGES.glob("*.md")), *elsewhere]:
         text = path.read_text(encoding="utf-8")
         assert "<!-- /reference:" in text or "<!-- reference:" not in text, f"{path.name}: a bare marker"
         assert reference.render(text) == text, (
-            f"docs/reference/{path.name} is not what the code generates now: run "
+            f"docs/{path.relative_to(PAGES.parent)} is not what the code generates now: run "
             "`python docs/hooks/reference.py` and commit the pages"
         )
+
+
+def test_the_threat_model_lists_every_guard_of_the_registry_with_its_test() -> None:
+    from pytest_capevolve._policy.guards import GUARDS
+
+    page = (PAGES.parent / "explanation" / "threat-model.md").read_text(encoding="utf-8")
+    assert "<!-- reference:guards -->" in page
+    for guard in GUARDS.values():
+        assert f"| `{guard.name}` |" in page and f"`{guard.test}`" in page, guard.name

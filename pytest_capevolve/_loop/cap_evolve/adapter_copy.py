@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..._policy import Refusal
+from ...exitcodes import Refusal
 
 OUR_NAMES = frozenset({"CapabilityAdapter", "Rollout", "Score", "Task"})
 _IMPORT = re.compile(r"^(\s*)from\s+cap_evolve(?:\.(?:types|adapter))?\s+import\s+(.+?)\s*$")

@@ -26,12 +26,12 @@ from typing import Any
 
 import yaml
 
-from ..._policy import Refusal
 from ..._project.candidate import SEED_TAG
 from ..._project.cap_evolve_keys import translate
 from ..._project.spec import SPEC_FILENAME, SpecError, load_spec
 from ..._project.yamlfile import YamlError, read_yaml
 from ..._store.files import RunDirError, atomic_write_json
+from ...exitcodes import Refusal
 from .adapter_copy import adapter_class_of, copy_adapter
 from .run_import import SPLITS_FILE, import_run
 from .run_reader import CapEvolveRun, read_run

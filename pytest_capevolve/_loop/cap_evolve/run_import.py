@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..._decide.basis import Basis
 from ..._project.candidate import SEED_TAG, CandidateError
 from ..._store.rundir import RunDir
 from .run_reader import CapEvolveRun
@@ -77,7 +78,7 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
         # first, so state.json is written current to the event that explains it)
         with rundir.lock():
             rundir.log.append_event(
-                "best_changed", best_id=run.best_id, previous=SEED_TAG, basis="cap-evolve import"
+                "best_changed", best_id=run.best_id, previous=SEED_TAG, basis=Basis.CAP_EVOLVE_IMPORT
             )
             rundir.state.update_state(
                 lambda state: state.update(best_id=run.best_id, iterations=state["iterations"] + 1, stall=0)

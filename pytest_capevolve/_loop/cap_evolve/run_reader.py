@@ -29,10 +29,6 @@ from ..._store.files import RunDirError
 from ..._store.record import RolloutRecord
 
 
-class CapEvolveRunError(RunDirError):
-    """The folder is not a readable cap-evolve run dir; the message names the file."""
-
-
 @dataclass(frozen=True)
 class CapEvolveRollout:
     """One rollout file of a cap-evolve run, parsed but not yet tied to a run of ours."""
@@ -110,7 +106,7 @@ class CapEvolveRun:
 
 
 def read_run(root: Path) -> CapEvolveRun:
-    """Read a cap-evolve run dir, or raise :class:`CapEvolveRunError` naming what is wrong."""
+    """Read a cap-evolve run dir, or raise :class:`RunDirError` naming what is wrong."""
     root = root.resolve()
     splits_raw = _json(root / "splits.json")
     state = _json(root / "state.json")
@@ -118,11 +114,9 @@ def read_run(root: Path) -> CapEvolveRun:
         splits = {name: [str(i) for i in splits_raw.get(name) or []] for name in ("train", "val", "test")}
         seed = int(splits_raw.get("seed") or 0)
     except (AttributeError, TypeError, ValueError):
-        raise CapEvolveRunError(
-            f"{root / 'splits.json'}: not cap-evolve's splits (train/val/test/seed)"
-        ) from None
+        raise RunDirError(f"{root / 'splits.json'}: not cap-evolve's splits (train/val/test/seed)") from None
     if not splits["val"]:
-        raise CapEvolveRunError(f"{root / 'splits.json'}: the val split is empty; there is nothing to gate")
+        raise RunDirError(f"{root / 'splits.json'}: the val split is empty; there is nothing to gate")
     run = CapEvolveRun(
         root=root,
         splits=splits,
@@ -174,11 +168,11 @@ def _json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CapEvolveRunError(
+        raise RunDirError(
             f"{path} is missing: give a cap-evolve run dir (.capevolve/run_<timestamp>/)"
         ) from None
     except (OSError, ValueError) as exc:
-        raise CapEvolveRunError(f"{path}: unreadable ({exc})") from None
+        raise RunDirError(f"{path}: unreadable ({exc})") from None
     if not isinstance(data, dict):
-        raise CapEvolveRunError(f"{path}: expected a JSON object")
+        raise RunDirError(f"{path}: expected a JSON object")
     return data

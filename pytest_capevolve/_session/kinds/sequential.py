@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .. import exitcodes
+from ... import exitcodes
+from ..._decide.basis import Basis
 from ..evaluation import EvaluationSession
 from ..outcome import SessionHooks
 from .base import Started, indexed
@@ -100,7 +101,7 @@ class SequentialGateSession(EvaluationSession):
             **verdict.details,
             "sequential": {**verdict.details.get("sequential", {}), "outcome": UNDECIDED},
         }
-        return replace(verdict, decision=UNDECIDED, basis="level_taken", reason=line, details=details)
+        return replace(verdict, decision=UNDECIDED, basis=Basis.LEVEL_TAKEN, reason=line, details=details)
 
 
 def sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned: Planned) -> SequentialGate:

@@ -1,5 +1,8 @@
 """The exit codes of capevolve — its pytest sessions and its ``capevolve`` command — in one
-table, fixed so a CI job can branch on the outcome. docs/reference/exit-codes.md is generated
+table, fixed so a CI job can branch on the outcome, and the one error root that carries them
+(:class:`CapevolveError`): an error says which code it ends a command with, so the ``capevolve``
+command (``_cli/main.py``) and the session boundary (``_session/wiring.py``) each catch one
+class. The bottom floor: every floor may raise these. docs/reference/exit-codes.md is generated
 from this docstring's tables (docs/hooks/reference.py), so keep their layout: a title line, then
 ``====`` rules around rows of a code and its meaning.
 
@@ -41,6 +44,7 @@ The ``capevolve`` command (chosen once, for every subcommand, in :mod:`.._cli`):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 OK = 0
 REJECTED = 10
@@ -75,3 +79,24 @@ def for_decisions(shown: Iterable[str]) -> int:
     if "repeat" in words:
         return REPEATED
     return OK
+
+
+class CapevolveError(Exception):
+    """The root of what capevolve refuses on purpose, as Hypothesis's ``errors.py`` roots its
+    own: the message says what was refused, why, and the way on for an honest user.
+    ``exit_code`` travels on the class; the ``capevolve`` command prints the message as one line
+    and exits with it, and a session turns it into one ``pytest.UsageError`` line (exit 4)."""
+
+    exit_code: ClassVar[int] = USAGE
+
+
+class UsageError(CapevolveError):
+    """Bad arguments, or a project or run that cannot be read: ``error: …``, exit 4."""
+
+
+class Refusal(CapevolveError):
+    """An action will not be done as asked on a run that could be opened (no run yet, unknown
+    tag, a second decision, the sealed split): one line, ``error: capevolve CMD refused: …``,
+    exit 2. Raised by the loop primitives below the CLI and by the commands themselves."""
+
+    exit_code = REFUSED

@@ -1,0 +1,84 @@
+"""The guard registry: each guard names a check and a test that exist, and a way on at every
+checkpoint it runs; a finalized run's refusal is one message wherever it is met."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_capevolve import exitcodes
+from pytest_capevolve._decide.basis import Basis
+from pytest_capevolve._policy import guards
+from pytest_capevolve._policy.guards import GUARDS, Checkpoint, GuardRefusal
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("guard", GUARDS.values(), ids=[str(name) for name in GUARDS])
+def test_each_guard_names_a_check_and_a_test_that_exist(guard: guards.Guard) -> None:
+    """As pluggy's ``_verify_hook`` checks an implementation: a renamed check or test fails here."""
+    assert GUARDS[guard.name] is guard and guard.name in Basis
+    module, _, attrs = guard.check.partition(":")
+    target: object = importlib.import_module(module)
+    for attr in attrs.split("."):
+        target = getattr(target, attr)
+    assert callable(target)
+    path, _, name = guard.test.partition("::")
+    assert re.search(rf"^def {re.escape(name)}\(", (ROOT / path).read_text(), re.M), guard.test
+
+
+@pytest.mark.parametrize("guard", GUARDS.values(), ids=[str(name) for name in GUARDS])
+def test_each_guard_says_a_way_on_at_every_checkpoint_it_runs(guard: guards.Guard) -> None:
+    assert guard.checkpoints and guard.stops and guard.outcome
+    named_by_check = guard.way_on == {"": ""}  # declared so: the check's message names it
+    assert named_by_check or all(guard.way_on_at(at).strip() for at in guard.checkpoints)
+
+
+def _run(closed: bool, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    class Sealed:
+        def __init__(self, rundir: object) -> None:
+            pass
+
+        def closed(self) -> dict[str, int] | None:
+            return {"tasks": 3} if closed else None
+
+    monkeypatch.setattr(guards, "Seal", Sealed)
+    return SimpleNamespace(run_id="r1")
+
+
+@pytest.mark.parametrize("at", guards.FINALIZED.checkpoints)
+def test_a_finalized_run_is_refused_with_one_message_and_its_way_on(
+    at: Checkpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rundir = _run(True, monkeypatch)
+    with pytest.raises(GuardRefusal) as refused:
+        guards.refuse_finalized(rundir, at)  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert message.startswith("run r1 is finalized: its test split was scored")
+    assert message.endswith(guards.FINALIZED.way_on_at(at)) and "new run" in message
+    assert refused.value.guard is guards.FINALIZED and refused.value.exit_code == exitcodes.REFUSED
+
+
+def test_the_ways_on_name_the_command_of_their_checkpoint() -> None:
+    way_on = guards.FINALIZED.way_on_at
+    assert "capevolve hill-climb --new-run" in way_on(Checkpoint.HILL_CLIMB)
+    assert "--capevolve-new-run" in way_on(Checkpoint.SESSION) and "merge" in way_on(Checkpoint.MERGE)
+
+
+def test_a_run_still_sealed_is_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    rundir = _run(False, monkeypatch)
+    assert guards.finalized_said(rundir) is None  # type: ignore[arg-type]
+    guards.refuse_finalized(rundir, Checkpoint.SESSION)  # type: ignore[arg-type]
+
+
+def test_the_harness_guard_names_its_way_on_in_its_own_message() -> None:
+    """Declared ``way_on={"": ""}``: the check's message must carry the way on itself."""
+    from pytest_capevolve._project import harness
+
+    assert guards.HARNESS_CHANGED.way_on == {"": ""}
+    said = harness.refusal("r1", ["adapter.py"])
+    assert "restore those files, or start a new run (--capevolve-new-run)" in said
