@@ -119,12 +119,12 @@ def check_margin(spec: Spec, sequential: bool) -> None:
     if not spec.gate_margin:
         return
     if spec.gate_mode != "exact":
-        raise GateSettingsError(
+        raise RunDirError(
             f"gate_margin {spec.gate_margin:g} is tested by the exact gate only (gate_mode "
             f"{spec.gate_mode} would ignore it and ask 'better'); set gate_mode: exact, or drop gate_margin"
         )
     if sequential:
-        raise GateSettingsError(
+        raise RunDirError(
             f"gate_margin {spec.gate_margin:g}: the sequential gate asks 'better' and cannot test a "
             "margin yet; gate without --capevolve-sequential (the fixed-n exact gate tests it)"
         )
