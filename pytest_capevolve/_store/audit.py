@@ -24,7 +24,7 @@ from typing import Any
 from .._project.candidate import check_tag, escape_id
 from .._project.splits import TEST_SPLIT
 from .best_rule import BestRule
-from .events import verified_events
+from .event_chain import verified_events
 from .index_sync import vanished_notice
 from .log_views import check_views
 from .rollout_scan import RolloutScan, Scanned, data_of, error_of, scan_rollouts

@@ -26,7 +26,8 @@ from .._project.candidate import legacy_escape_id
 from .._project.splits import TEST_SPLIT, TestSealError
 from . import paid_by
 from .claims import Claims
-from .events import EventLog, verified_events, verify_events
+from .event_chain import verified_events, verify_events
+from .events import EventLog
 from .files import RunDirError, atomic_write_text
 from .index import FIELDS as FIELDS_INDEX
 from .index import (
