@@ -1,4 +1,4 @@
-"""verify's one-pass check of the event log's chain (store/events.py ``_intact_chain``) gives
+"""verify's one-pass check of the event log's chain (store/event_chain.py ``_intact_chain``) gives
 the verdict the line-by-line walk gives, on intact logs and on logs edited in every way the
 walk names — so the fast path can only ever save time, never pass a log the walk refuses."""
 
