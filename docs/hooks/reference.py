@@ -4,11 +4,13 @@ A page under ``docs/reference/`` holds a block such as ``<!-- reference:cli -->`
 /reference:cli -->``; between the markers go tables built from the code itself: the
 ``capevolve`` command from its argparse parser (every group registered), the pytest options and
 ini keys from ``pytest_addoption``, the spec keys from the spec's validators and defaults, and the
-exit codes from the one table in ``exitcodes.py``; and the guards' table of
-``docs/explanation/threat-model.md`` from the registry ``GUARDS`` (``_policy/guards.py``). The pages are committed with the
+exit codes from the one table in ``exitcodes.py``; the guards' table of
+``docs/explanation/threat-model.md`` from the registry ``GUARDS`` (``_policy/guards.py``); and
+``docs/explanation/code-layout.md`` from the ``layers`` contract and every module's docstring. The
+pages are committed with the
 tables in them (``python docs/hooks/reference.py`` regenerates them), so a reader on GitHub sees
 them; when mkdocs reads a page this hook generates them again. ``tests/unit/test_docs_reference.py``
-checks that every command, option, key and code the code defines is listed, and that the
+checks that every command, option, key, code and module the code defines is listed, and that the
 committed pages are what the code generates now.
 """
 
@@ -295,6 +297,61 @@ def playbook_markdown() -> str:
     return "\n".join(lines)
 
 
+# The code-layout page: the floors of the import-linter `layers` contract (pyproject.toml), top to
+# bottom, and every module of the package on a row, described by its docstring's first paragraph.
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_capevolve"
+
+
+def floors() -> list[list[str]]:
+    """The `layers` contract's floors, top to bottom: each a list of its packages and modules."""
+    import tomllib
+
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = pyproject["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    return [[name.strip() for name in floor.split("|")] for floor in layers]
+
+
+def _summary(path: Path, package: Path = PACKAGE) -> str:
+    """A module's docstring's first paragraph, its reStructuredText roles as Markdown code."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    first = " ".join(doc.split("\n\n", 1)[0].split())
+    if not first:
+        raise ValueError(f"{path.relative_to(package.parent)}: no docstring says what the module is for")
+    first = re.sub(r":[a-z]+:`~?\.*([^`]*)`", r"`\1`", first)
+    return _cell(first.replace("``", "`"))
+
+
+def module_rows(package: Path) -> list[tuple[str, str]]:
+    """Every module under ``package`` (sub-packages by their ``__init__``): (path, summary)."""
+    rows = []
+    for path in sorted(package.rglob("*.py")):
+        name = path.relative_to(package).as_posix()
+        shown = name.removesuffix("__init__.py") or "__init__.py"
+        rows.append((shown.removesuffix(".py"), _summary(path, package.parent)))
+    return rows
+
+
+def code_layout_markdown(root: Path = PACKAGE) -> str:
+    """The floors table and a table of modules per package, for the package at ``root``."""
+    lines = ["| floor | package | what it holds |", "|---|---|---|"]
+    sections = [("pytest_capevolve", [(p.stem, _summary(p, root)) for p in sorted(root.glob("*.py"))])]
+    for number, floor in enumerate(floors(), 1):
+        for name in floor:
+            package = root / name
+            if package.is_dir():
+                sections.append((f"{name}/", module_rows(package)))
+                lines.append(f"| {number} | `{name}/` | {_summary(package / '__init__.py', root)} |")
+            else:
+                lines.append(f"| {number} | `{name}.py` | {_summary(package.with_suffix('.py'), root)} |")
+    for title, rows in sections:
+        lines += ["", f"### `{title}`", "", "| module | what it is for |", "|---|---|"]
+        lines += [f"| `{name}` | {summary} |" for name, summary in rows]
+    return "\n".join(lines)
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "cli": cli_markdown,
     "pytest-options": options_markdown,
@@ -303,9 +360,8 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "exit-codes": exit_codes_markdown,
     "playbook": playbook_markdown,
     "guards": guards_markdown,
+    "code-layout": code_layout_markdown,
 }
-# the generated pages outside docs/reference/
-GENERATED_ELSEWHERE = ("explanation/threat-model.md",)
 
 
 def render(markdown: str) -> str:
@@ -335,7 +391,10 @@ def write_pages(folder: Path, names: tuple[str, ...] = ("*.md",)) -> list[Path]:
     return changed
 
 
-if __name__ == "__main__":  # python docs/hooks/reference.py: regenerate docs/reference/*.md
-    docs = Path(__file__).resolve().parents[1]
-    for path in write_pages(docs / "reference") + write_pages(docs, GENERATED_ELSEWHERE):
-        print(f"regenerated {path}")
+# the folders whose pages hold generated blocks
+FOLDERS = ("reference", "explanation")
+
+if __name__ == "__main__":  # python docs/hooks/reference.py: regenerate the generated pages
+    for folder in FOLDERS:
+        for path in write_pages(Path(__file__).resolve().parents[1] / folder):
+            print(f"regenerated {path}")

@@ -16,7 +16,8 @@ from .decisions import loop_arguments
 
 def cmd_hill_climb(args: argparse.Namespace) -> int:
     """Run the loop on the project; print its summary (JSON, or ``--table``)."""
-    from .._loop.hill_climb import HillClimb, LoopIncomplete, Options
+    from .._loop.hill_climb import HillClimb, Options
+    from .._loop.hill_climb_record import LoopIncomplete
     from .._loop.loop_lock import only_loop
     from .._project.spec import SpecError
 

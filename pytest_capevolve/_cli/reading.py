@@ -172,7 +172,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from .._store.audit import audit
-    from .._store.events import verify_events
+    from .._store.event_chain import verify_events
 
     rundir = _verified_run(args)
     root, events, out = rundir.root, rundir.events_path, human(args)
@@ -191,7 +191,7 @@ def _verify(args: argparse.Namespace) -> int:
     if not _anchored(args, rundir, answer, out):
         return _verified(args, answer, ok=False)
     from .._policy.val_levels import level_problems
-    from .._store.events import verified_events
+    from .._store.event_chain import verified_events
 
     # the log as the chain's check just parsed it, for every check after it (at 60,000 events
     # each parse of it again was a fifth of a verify); None if it grew since: read again

@@ -43,6 +43,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
+from typing import Any
 
 SCHEDULES = ("constant", "basel", "lord", "addis")  # the spec's gate_alpha_schedule choices
 DISCARDING = ("addis",)  # the schedules whose decisions with Δ̄ < 0 spend nothing
@@ -173,12 +174,12 @@ def any_false_accept_bound(schedule: str, alpha: float, decisions: int) -> float
 DECISION_EVENT = "gate_decision"  # one per candidate verdict a gate session writes on val
 
 
-def decisions_so_far(events: list[dict]) -> int:
+def decisions_so_far(events: list[dict[str, Any]]) -> int:
     """How many gate decisions on val the run has made (its ``gate_decision`` events)."""
     return sum(1 for e in events if e.get("kind") == DECISION_EVENT)
 
 
-def accepted_decisions(events: list[dict]) -> list[int]:
+def accepted_decisions(events: list[dict[str, Any]]) -> list[int]:
     """The numbers j of the run's gate decisions on val that accepted (what ``lord`` earns on)."""
     return [
         int(e["j"])
@@ -187,7 +188,7 @@ def accepted_decisions(events: list[dict]) -> list[int]:
     ]
 
 
-def discarded_decisions(events: list[dict]) -> list[int]:
+def discarded_decisions(events: list[dict[str, Any]]) -> list[int]:
     """The numbers j of the run's gate decisions on val that ``addis`` discarded (Δ̄ < 0: the
     event's ``discarded``, set by the gate session from the verdict's exact Δ̄)."""
     return [
@@ -205,13 +206,13 @@ def is_discarded(schedule: str, delta_exact: str | None, decision: str) -> bool:
     return Fraction(delta_exact) < 0
 
 
-def slot_problems(events: list[dict], alpha: float | Fraction | None = None) -> list[str]:
+def slot_problems(events: list[dict[str, Any]], alpha: float | Fraction | None = None) -> list[str]:
     """One line per ``gate_decision`` that took a level another decision of the run had taken
     (what ``capevolve verify`` says of the budget): the j-th decision must be numbered j — two
     numbered alike were judged at once from the same budget — and, when the run's α is known,
     its α_j must be its schedule's level for j after the accepts before it."""
     problems: list[str] = []
-    seen: dict[int, dict] = {}
+    seen: dict[int, dict[str, Any]] = {}
     accepts: list[int] = []
     discarded: list[int] = []
     n = 0

@@ -407,12 +407,13 @@ def _first_of_each_pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     _, a_codes = np.unique(a, return_inverse=True)
     _, b_codes = np.unique(b, return_inverse=True)
     codes = a_codes.astype(np.int64) * (int(b_codes.max(initial=0)) + 1) + b_codes
+    first: np.ndarray
     _, first = np.unique(codes, return_index=True)
     return first
 
 
 def _none_for_nan(values: np.ndarray) -> list[float | None]:
-    listed = values.tolist()
+    listed: list[float | None] = values.tolist()
     if not np.isnan(values).any():
         return listed
     return [None if v != v else v for v in listed]  # v != v: nan

@@ -13,7 +13,7 @@ The deadline (``rollout_timeout_s``) cannot be a SIGALRM timer off the main thre
 watchdog thread keeps it: at the deadline the rollout's future gets a timeout infra error
 (missing data, never a 0) whatever the adapter does, and the rollout is abandoned. The
 watchdog then keeps interrupting it every :data:`TICK_S` until it ends — a
-:class:`.runner.RolloutTimeout` raised in its thread, or a cancellation of its task — so an
+:class:`.deadline.RolloutTimeout` raised in its thread, or a cancellation of its task — so an
 ``except Exception:`` retry loop neither swallows the timeout nor runs for ever. An abandoned
 rollout no longer counts as in flight.
 
@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from .._project.adapter import Task
+from .deadline import RolloutTimeout
 from .rollout_output import CURRENT, RolloutOutput
 from .runner import (
     AdapterRunner,
-    RolloutTimeout,
     Scored,
     run_and_score,
     run_and_score_async,

@@ -26,17 +26,13 @@ process) is what the sandbox child itself uses, and tests of adapters defined in
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # CPython's own, under signal
 import contextlib
 import inspect
-import signal
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType
 from typing import Any, Protocol
 
 from .._project.adapter import (
@@ -49,6 +45,8 @@ from .._project.adapter import (
     check_tokens,
     coerce_rollout,
 )
+from . import deadline as deadline_module
+from .deadline import RolloutTimeout
 from .judging import Judged, declared_stochastic, rescores_for, score_rollout, score_rollout_async
 from .rollout_output import RolloutOutput
 
@@ -174,62 +172,8 @@ def coerce_score(result: Any, task: Task) -> Score:
     raise AdapterError(f"score({task.id!r}) must return a Score, got {result!r}")
 
 
-_OURS = frozenset({__file__, contextlib.__file__})
-
-
-class RolloutTimeout(BaseException):
-    """The rollout ran past ``rollout_timeout_s``. A BaseException, like KeyboardInterrupt, so
-    an adapter's ``except Exception:`` retry loop does not swallow it."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float | None, stop: FrameType | None = None) -> Iterator[None]:
-    """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX).
-
-    The timeout holds whatever the adapter catches: the timer re-arms every 50 ms until the
-    rollout is over, and once it has fired every line the adapter runs (the frames between the
-    interrupted one and ``stop``, and any it calls) raises :class:`RolloutTimeout` again, so
-    even a bare ``except:`` that retries is left at its next line outside the ``try``.
-    Elsewhere (another thread) the rollout runs to completion and is judged late afterwards;
-    either way a late rollout is an infra error.
-    """
-    usable = (
-        seconds is not None
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
-        yield
-        return
-    message = f"rollout exceeded rollout_timeout_s={seconds}"
-
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        if frame.f_code.co_filename in _OURS:
-            return None
-        if event == "line":
-            raise RolloutTimeout(message)
-        return tracer
-
-    def on_alarm(signum: int, frame: FrameType | None) -> None:
-        if frame is not None and frame.f_code.co_filename in _OURS:
-            return  # our own bookkeeping (the deadline's exit): fires again in 50 ms if need be
-        while frame is not None and frame is not stop:
-            frame.f_trace = tracer
-            frame = frame.f_back
-        sys.settrace(tracer)
-        raise RolloutTimeout(message)
-
-    # _signal, not signal: the latter wraps every call in enum conversions, a third of what a
-    # deadline cost per rollout (this runs once per rollout in every sandbox child)
-    previous = _signal.signal(_signal.SIGALRM, on_alarm)
-    previous_trace = sys.gettrace()
-    signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _signal.signal(_signal.SIGALRM, previous)
-        sys.settrace(previous_trace)
+# frames of the harness around a rollout, which its deadline never interrupts
+_OURS = frozenset({__file__, deadline_module.__file__, contextlib.__file__})
 
 
 @dataclass
@@ -394,7 +338,10 @@ def run_target_here(
     started = time.perf_counter()
     scored = Scored(rollout=None)
     try:
-        with runner.live(candidate_dir) as ctx, _deadline(timeout_s, stop=sys._getframe()):
+        with (
+            runner.live(candidate_dir) as ctx,
+            deadline_module.deadline(timeout_s, stop=sys._getframe(), ours=_OURS),
+        ):
             # the deadline interrupts run_target; live()'s set-up and clean-up are never cut
             # short, but count toward the rollout's time (judged late by run_and_score)
             scored.rollout = runner.run_target(task, ctx, seed=seed, split=split)

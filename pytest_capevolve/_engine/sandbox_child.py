@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._confine.landlock import Boundary, Confinement, confine
 from .._project.adapter import Rollout, Task, load_adapter, load_tasks
+from .deadline import RolloutTimeout
 from .rollout_output import CURRENT, RolloutOutput, RoutedStream
-from .runner import AdapterRunner, RolloutTimeout, Scored, run_target_here, run_target_here_async
+from .runner import AdapterRunner, Scored, run_target_here, run_target_here_async
 from .wire import SAME_TASK, FrameReader, ValueLoader, frame, plain, write_all, write_frame
 
 if TYPE_CHECKING:  # imported when a rollout first runs in flight: a child at concurrency 1 never does

@@ -49,7 +49,6 @@ from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
 from .._show.views import refresh as redraw_views
-from .._store.anchor import head
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.snapshots import writable_copy
@@ -77,13 +76,11 @@ from .hill_climb_options import (
     instructions_template,
     names_a_schedule,
 )
+from .hill_climb_record import LoopIncomplete, finish, store_seed
 from .hill_climb_stop import stop_reason
 from .iteration_outcome import (
     PROPOSAL_SPEND,
     book_iteration,
-    booked_reason,
-    outcome_message,
-    outcome_record,
     summary_rows,
 )
 from .launch import gate_flags, run_logged, session_command
@@ -99,10 +96,6 @@ from .repeats import refuse_repeat_unpaid
 from .work import JOURNAL, new_work_copy
 
 PREFIX = "cand_"
-
-
-class LoopIncomplete(Exception):
-    """An evaluation did not complete (no verdict); ``--resume`` continues it."""
 
 
 def cid_of(n: int) -> str:
@@ -226,7 +219,8 @@ class HillClimb:
             )
         except StoreError as exc:
             raise Refusal(str(exc)) from None
-        self._store_seed()
+        assert self.store is not None
+        store_seed(self.store, self.store_kind, self._rundir, self.spec.capability_path)
         started = self._iterations()
         pending = [c for c in started if not self._decided(c)]
         if pending and not self.o.resume:
@@ -437,56 +431,9 @@ class HillClimb:
 
     def _finish(self, cid: str) -> None:
         """The outcome file and the candidate store, once per decided iteration."""
-        rundir = self._rundir
         entry = self._decided(cid)
-        assert entry is not None
-        folder = rundir.hill_climb_dir(cid)
-        meta = dict(read_json(folder / "iteration.json"))
-        verdict = rundir.verdicts.verdict(cid) or {}
-        reason = booked_reason(verdict, str(entry["decision"]))
-        message = outcome_message(meta, cid, entry, reason)
-        snapshot = rundir.snapshots.snapshot_dir(cid)
-        files = snapshot if snapshot.is_dir() else rundir.work_dir(cid)
-        assert self.store is not None
-        anchored = f"{message}\n\n{head(rundir.log).trailer()}"  # the log's head, kept off the run dir
-        ref = self._record(cid, files, anchored, accepted=entry["decision"] == "accept")
-        optimizer = folder / "optimizer.json"
-        outcome = outcome_record(
-            meta,
-            cid,
-            entry,
-            reason=reason,
-            optimizer=read_json(optimizer).get("outcome") if optimizer.is_file() else None,
-            store=self.store_kind,
-            store_ref=ref,
-            message=message,
-        )
-        if not (folder / "outcome.json").is_file():
-            atomic_write_json(folder / "outcome.json", outcome)
-            self.o.log(message)
-
-    def _store_seed(self) -> None:
-        assert self.store is not None
-        rundir = self._rundir
-        if self.store.holds(SEED_TAG):
-            return
-        snapshot = rundir.snapshots.snapshot_dir(SEED_TAG)
-        files = snapshot if snapshot.is_dir() else self.spec.capability_path
-        message = f"iter 0: seed (the baseline)\n\n{head(rundir.log).trailer()}"
-        self._record(SEED_TAG, files, message, accepted=True)
-
-    def _record(self, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
-        """Hand one candidate to the store; a store that fails (``--store-commit-cmd`` exiting
-        non-zero) stops the loop in one line — the decision is booked, and the next
-        hill-climb records it once the store works."""
-        assert self.store is not None
-        try:
-            return self.store.record(tag, files, message, accepted=accepted)
-        except (StoreError, OSError) as exc:
-            raise LoopIncomplete(
-                f"the {self.store_kind} store did not record {tag}: {exc}; its decision is booked, "
-                "and capevolve hill-climb records it once the store works"
-            ) from None
+        assert entry is not None and self.store is not None
+        finish(self.store, self.store_kind, self._rundir, cid, entry, self.o.log)
 
     def _summary(self, stop: str) -> dict[str, Any]:
         rundir = self._rundir

@@ -8,31 +8,23 @@ loop's memory (LEDGER.md, rejected.jsonl). Controller side or the CLI; never on 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, NotRequired, TypedDict
 
-from .._decide.basis import REJECT_BASES, Basis
 from .._engine import confinement
 from .._project.candidate import CandidateError, changed_files, content_hash
 from .._project.spec import Spec
 from .._store.rundir import RunDir
-from ..exitcodes import Refusal
 from . import memory
+from .commit_checks import DECISIONS as DECISIONS
+from .commit_checks import INDECISIVE as INDECISIVE
+from .commit_checks import REJECT_BASES as REJECT_BASES
+from .commit_checks import SCREEN_KILL_BASES, check, check_evidence, refuse_unknown
+from .commit_checks import CommitRefused as CommitRefused
 from .identity import remember_booked
 from .journal_entry import freeze_entry
 from .optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
 from .refuted import compared, refuted_diff
-
-DECISIONS = ("accept", "reject", "inconclusive", "provisional")
-# "repeat": bytes the run already holds under another tag, booked unpaid (_policy/identity.py)
-# A gate session in auto mode also books "indecisive" (tamper, coverage, error imbalance):
-# the candidate could not be judged, which is neither an accept nor a reject.
-INDECISIVE = "indecisive"
-
-
-class CommitRefused(Refusal):
-    """The decision would corrupt the record; the message says why and what would do."""
 
 
 class LedgerNumbers(TypedDict):
@@ -110,14 +102,7 @@ def book(
         state = rundir.state.read_state()
         best = str(state["best_id"])
         verdict = rundir.verdicts.checked(tag)  # the file as the gate logged it, or refused
-        if tag not in rundir.snapshots.known_tags() and verdict is None:
-            if rundir.work_dir(tag).is_dir():
-                raise CommitRefused(
-                    f"{tag!r} is a work copy with no verdict yet; gate it first: pytest --capevolve-run "
-                    f"PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate"
-                )
-            known = ", ".join(rundir.snapshots.known_tags()) or "none"
-            raise CommitRefused(f"unknown tag {tag!r} in run {rundir.run_id} (known: {known})")
+        refuse_unknown(rundir, tag, verdict)
         first = _standing_decision(rundir, tag)
         if first is not None and not force:
             raise CommitRefused(
@@ -126,54 +111,14 @@ def book(
                 f"`capevolve commit {tag} --force`"
             )
         adopted = adoption(rundir, verdict, best, spec.capability_path) if decision == "accept" else None
-        against_gate = _check(spec, tag, decision, basis, verdict, best, force, adopted=adopted is not None)
-        if decision == "accept" and not force and adopted is None:
-            _first_decision_stands(rundir, tag, verdict)
-        if basis in SCREEN_KILL_BASES and not force:
-            _check_screen_kill(rundir, tag, basis)
-        if basis in EVIDENCED_BASES and not force:
-            EVIDENCED_BASES[basis](spec, rundir, tag)
+        against_gate = check(spec, tag, decision, basis, verdict, best, force, adopted=adopted is not None)
+        if not force:
+            check_evidence(spec, rundir, tag, decision, basis, verdict, adopted=adopted is not None)
         parent = _parent(rundir, tag, best)
-        merge = merged_from(rundir, tag)
-        lineage: Lineage = {"tag": tag, "parent": parent}
-        if merge:
-            lineage["merged_from"] = merge
-        entry: BookedDecision = {
-            **lineage,
-            "gated_against": (verdict or {}).get("against"),
-            "decision": decision,
-            "basis": basis,
-            "note": note,
-            "forced": force,
-            "repairs": first["seq"] if first is not None else None,
-            "against_gate": against_gate,
-            **(
-                _numbers(verdict)
-                if verdict is not None or basis not in SCREEN_KILL_BASES
-                else _screen_numbers(rundir, tag)
-            ),
-            **_spent_on(rundir, tag),
-            "changed_files": _changes(rundir, tag, parent, verdict),
-            "optimizer_usd": optimizer.usd,
-            "optimizer_tokens": optimizer.tokens,
-            "optimizer_seconds": optimizer.seconds,
-            # what the round wrote, frozen now: a later round's rewrite never passes for it
-            "journal_sha256": freeze_entry(rundir, tag),
-        }
-        label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
-        if decision == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
-            entry["label"] = label["label"]  # every view of this best shows it (:mod:`.._store.forced`)
-        if adopted is not None:  # an earlier run's accept, not gated again: every view says so
-            entry["label"] = adopted.label
-            rundir.snapshots.register_candidate(tag, adopted.snapshot)  # the best needs its snapshot here
-        ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
-        if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
-            entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
-        said = (verdict or {}).get("confinement") or {}
-        entry["confinement"] = {
-            "candidate_code": str(said.get("candidate_code") or "not said: no verdict recorded it"),
-            "optimizer": confinement.optimizer(),
-        }
+        entry = _entry(rundir, tag, parent, decision, basis, note, verdict, optimizer, force=force)
+        entry["repairs"] = first["seq"] if first is not None else None
+        entry["against_gate"] = against_gate
+        _label(rundir, entry, verdict, adopted)
         if decision == "reject":  # the change itself: the next proposer reads what was refuted
             entry["diff"] = refuted_diff(rundir, tag, parent, verdict)
         rundir.log.append_event("decision", **entry)
@@ -183,6 +128,70 @@ def book(
             rundir.log.append_event("best_changed", best_id=tag, previous=best)
         memory.refresh(rundir)
     return entry
+
+
+def _entry(
+    rundir: RunDir,
+    tag: str,
+    parent: str,
+    decision: str,
+    basis: str | None,
+    note: str,
+    verdict: dict[str, Any] | None,
+    optimizer: OptimizerSpend,
+    *,
+    force: bool,
+) -> BookedDecision:
+    """The decision event's fields: lineage, the verdict's numbers, the spend, the changes."""
+    merge = merged_from(rundir, tag)
+    lineage: Lineage = {"tag": tag, "parent": parent}
+    if merge:
+        lineage["merged_from"] = merge
+    return {
+        **lineage,
+        "gated_against": (verdict or {}).get("against"),
+        "decision": decision,
+        "basis": basis,
+        "note": note,
+        "forced": force,
+        "repairs": None,
+        "against_gate": False,
+        **(
+            _numbers(verdict)
+            if verdict is not None or basis not in SCREEN_KILL_BASES
+            else _screen_numbers(rundir, tag)
+        ),
+        **_spent_on(rundir, tag),
+        "changed_files": _changes(rundir, tag, parent, verdict),
+        "optimizer_usd": optimizer.usd,
+        "optimizer_tokens": optimizer.tokens,
+        "optimizer_seconds": optimizer.seconds,
+        # what the round wrote, frozen now: a later round's rewrite never passes for it
+        "journal_sha256": freeze_entry(rundir, tag),
+    }
+
+
+def _label(
+    rundir: RunDir, entry: BookedDecision, verdict: dict[str, Any] | None, adopted: Adopted | None
+) -> None:
+    """What every view of the decision says beside it: a harness-changed or adopted accept's
+    label, the shared ledger it was decided by, and who was confined."""
+    label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
+    if entry["decision"] == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
+        entry["label"] = label["label"]  # every view of this best shows it (:mod:`.._store.forced`)
+    if adopted is not None:  # an earlier run's accept, not gated again: every view says so
+        entry["label"] = adopted.label
+        rundir.snapshots.register_candidate(
+            entry["tag"], adopted.snapshot
+        )  # the best needs its snapshot here
+    ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
+    if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
+        entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
+    said = (verdict or {}).get("confinement") or {}
+    entry["confinement"] = {
+        "candidate_code": str(said.get("candidate_code") or "not said: no verdict recorded it"),
+        "optimizer": confinement.optimizer(),
+    }
 
 
 class Adopted(NamedTuple):
@@ -223,121 +232,6 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir
     return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
 
 
-def _first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
-    """An accept is booked only on the first decision the gate logged at the tag's level
-    against this parent (its ``gate_decision``): a round gated again is judged at the level its
-    slot had (issue 25), so a verdict that reads otherwise was judged on evidence paid since
-    (infra-error rollouts paid again) — a second look at one level, not a decision. A grown
-    verdict (look > 1) is a second look at its own, smaller level, and is not held to it."""
-    looks = ((verdict or {}).get("details") or {}).get("looks") or {}
-    if verdict is None or int(looks.get("look", 1)) > 1:
-        return
-    against = verdict.get("against")
-    first = next(
-        (
-            e
-            for e in rundir.log.of_kinds("gate_decision")
-            if e.get("tag") == tag and e.get("against") == against
-        ),
-        None,
-    )
-    if first is not None and first.get("decision") != "accept":
-        raise CommitRefused(
-            f"the gate decided {tag!r} {first.get('decision')} against {against!r} at its level (decision "
-            f"j = {first.get('j')}, gate_decision seq {first.get('seq')}); the verdict gated since on "
-            "evidence paid after it is a second look at that level, not a new decision — evaluate a new "
-            "version under a new tag"
-        )
-
-
-def _check(
-    spec: Spec,
-    tag: str,
-    decision: str,
-    basis: str | None,
-    verdict: dict[str, Any] | None,
-    best: str,
-    force: bool,
-    *,
-    adopted: bool = False,
-) -> bool:
-    """Refuse what the record cannot support; returns whether an accept goes against the gate.
-    ``adopted``: the accept repeats one an earlier run of the project booked against the same
-    parent bytes (:func:`adoption`), so no verdict of this run is needed."""
-    if decision not in (*DECISIONS, INDECISIVE):
-        raise CommitRefused(f"decision {decision!r} is not one of {', '.join(DECISIONS)}")
-    if decision == "accept":
-        if basis is not None:
-            raise CommitRefused("--reject-basis goes with a reject, not an accept")
-        if tag == best:
-            raise CommitRefused(f"{tag!r} is already the best")
-        if adopted:
-            return False
-        if verdict is not None and verdict.get("decision") == "repeat":
-            raise CommitRefused(
-                f"{tag!r} repeats bytes already decided ({verdict.get('reason')}); only an accept an "
-                f"earlier run booked against the bytes of this run's best {best!r} can be adopted here, and "
-                "this one was not: change its bytes and gate the new version"
-            )
-        full = verdict is not None and verdict.get("n_tasks", 0) > 0
-        if verdict is not None and not full and verdict.get("against") == best:
-            # gated against the best, but never scored (a repeat, a leak, a tamper, a microcase):
-            # gating the same bytes again says the same, so "gate it" would be no way on
-            raise CommitRefused(
-                f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; its "
-                f"verdict scored no val task ({verdict.get('decision')}: {verdict.get('reason')}). Book "
-                f"what it decided (capevolve commit {tag} --decision reject --reject-basis gate), or "
-                "change the bytes and gate them under a new tag"
-            )
-        if not full or verdict is None or verdict.get("against") != best:
-            seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"
-            raise CommitRefused(
-                f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; there is "
-                f"{seen}. Gate it: capevolve pytest --capevolve-run PROJECT --capevolve-candidate DIR "
-                "--capevolve-gate"
-            )
-        paired = float(verdict.get("coverage", {}).get("paired", 0.0))
-        if paired < spec.min_coverage:
-            raise CommitRefused(
-                f"tag {tag!r}: its verdict covers {paired:.0%} of val, below min_coverage "
-                f"{spec.min_coverage:.0%}"
-            )
-        if verdict.get("decision") != "accept":
-            if not force:
-                raise CommitRefused(
-                    f"the gate did not accept {tag!r} ({verdict.get('decision')}: {verdict.get('reason')}); "
-                    "accepting against the gate needs --force, and the record will say so"
-                )
-            return True
-        return False
-    if decision == "reject":
-        if basis not in REJECT_BASES:
-            raise CommitRefused(f"a reject needs --reject-basis, one of {', '.join(REJECT_BASES)}")
-    elif basis is not None and decision != INDECISIVE:
-        raise CommitRefused(f"--reject-basis goes with a reject, not {decision!r}")
-    grown = int((verdict or {}).get("details", {}).get("looks", {}).get("look", 1)) > 1
-    if decision == "inconclusive" and not force and not grown:
-        raise CommitRefused(
-            f"{tag!r} cannot be booked inconclusive before it has been grown (more trials); "
-            "--force to book it now"
-        )
-    if decision == "provisional" and not force:
-        delta = (verdict or {}).get("delta_mean")
-        if verdict is None or verdict.get("decision") == "accept" or not (delta or 0) > 0:
-            has = (
-                "no verdict"
-                if verdict is None
-                else f"Δ̄ = {'—' if delta is None else format(delta, '+.4f')} and a verdict of "
-                f"{verdict.get('decision')}"
-            )
-            raise CommitRefused(f"provisional is for a verdict with Δ̄ > 0 under the bar; {tag!r} has {has}")
-    return False
-
-
-# A screen kill is booked as a reject under the basis its kill rests on (_decide/screen.py).
-SCREEN_KILL_BASES: dict[str, str] = {Basis.SCREEN_KILL: "harm", Basis.CEILING: "ceiling"}
-
-
 def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
     """The decision that stands for ``tag``, if any. A provisional or indecisive decision
     stops standing once the tag is grown after it (a grow is the next look; its verdict gets
@@ -361,59 +255,6 @@ def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
         {},
     )
     return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
-
-
-def _check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
-    """A reject on basis ``screen_kill`` or ``ceiling`` needs a screen that killed ``tag`` on
-    that ground (``screens/<tag>__*.json``)."""
-    wanted = SCREEN_KILL_BASES[basis]
-    kills = [
-        e
-        for e in rundir.log.events()
-        if e.get("kind") == "screen" and e.get("tag") == tag and e.get("decision") == "kill"
-    ]
-    if not any(e.get("basis") == wanted for e in kills):
-        found = ", ".join(f"{e.get('basis')}" for e in kills) or "none"
-        raise CommitRefused(
-            f"--reject-basis {basis} needs a screen that killed {tag!r} on {wanted}; its screen kills: "
-            f"{found}. Screen it (pytest --capevolve-run PROJECT --capevolve-candidate DIR "
-            "--capevolve-screen 1) or give the basis the record supports"
-        )
-
-
-def _check_infra(spec: Spec, rundir: RunDir, tag: str) -> None:
-    """A reject on basis ``infra`` needs the log to record an infra error of one of ``tag``'s
-    rollouts (train or val): a candidate that never lost a rollout was not rejected for infra."""
-    rollouts = [e for e in rundir.log.of_kinds("rollout") if e.get("tag") == tag and e.get("split") != "test"]
-    errors = sum(1 for e in rollouts if e.get("infra_error"))
-    if errors == 0:
-        raise CommitRefused(
-            f"--reject-basis infra needs an infra error in the log; the {len(rollouts)} logged rollout(s) "
-            f"of {tag!r} have none: give the basis the record supports (gate, after a gate session)"
-        )
-
-
-def _check_budget(spec: Spec, rundir: RunDir, tag: str) -> None:
-    """A reject on basis ``budget`` needs the run's ceilings to leave no room for one more
-    full-val evaluation (what ``capevolve spend`` says): while one fits, the candidate could be
-    gated, and rejecting it is a choice, not the budget's."""
-    from .spend import spend_report  # here: the spend report reads the whole run
-
-    report = spend_report(spec, rundir, n_siblings=1)
-    if report["budget_exhausted"] or not report["afford"]["affordable"]:
-        return
-    raise CommitRefused(
-        f"--reject-basis budget needs the ceilings to leave no room for one more evaluation; "
-        f"capevolve spend says one fits ({report['afford']['rollouts_needed']} rollouts under every "
-        f"ceiling): gate {tag!r}, or give the basis the record supports"
-    )
-
-
-# Reject bases whose evidence is in the record; booked only when it is there (or with --force).
-EVIDENCED_BASES: dict[str, Callable[[Spec, RunDir, str], None]] = {
-    Basis.INFRA: _check_infra,
-    Basis.BUDGET: _check_budget,
-}
 
 
 def _count(state: dict[str, Any], entry: BookedDecision, optimizer: OptimizerSpend) -> None:

@@ -20,12 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._project.candidate import null_control_of
 from .._store import shared_ledger
 from .._store.rundir import RunDir
 from .decision_memory import remember_decision, remembered_decisions, val_key
 from .regate import decided_level
+
+if TYPE_CHECKING:
+    from .._store.task_keys import Tasks
 
 # The verdict of bytes already *accepted*, gated again under a new tag or in a new run: not a
 # reject (the bytes were not refuted) and not a new accept (nothing new was measured); nothing
@@ -123,11 +128,9 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
     refused, so the verdict can say so. ``harness_now`` stands in for this run's lock before a
     new run has taken it. Another project's decisions count only through the shared ledger the
     run's spec names (:mod:`.._store.shared_ledger`), by content, with :attr:`Earlier.shared` set."""
-    from .._project import harness
     from .._store import task_keys
     from .._store.files import RunDirError
     from .._store.harness_lock import locked_harness
-    from .._store.rundir import RUNS_DIR
 
     project = rundir.project_dir
     if project is None:
@@ -139,43 +142,80 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
     except RunDirError:
         return {}
     my_keys = task_keys.recorded(rundir)
-    my_val = task_keys.Tasks.of(my_ids, my_keys)
-    found: dict[str, Earlier] = {}
+    found = _Found(task_keys.Tasks.of(my_ids, my_keys), my_keys)
+    present = _decided_in_runs(rundir, project, mine, found)
+    _decided_in_memory(rundir, project, mine, my_ids, present, found)
+    return found.found
 
-    def seen(digest: str, earlier: Earlier, theirs: task_keys.Tasks | None) -> None:
+
+class _Found:
+    """The first decision kept per content hash, as :func:`decided_in_project` keeps them."""
+
+    def __init__(self, my_val: Tasks, my_keys: dict[str, str]) -> None:
+        self.my_val, self.my_keys = my_val, my_keys
+        self.found: dict[str, Earlier] = {}
+
+    def seen(self, digest: str, earlier: Earlier, theirs: Tasks | None) -> None:
         """Keep the first overlapping decision on ``digest`` (a fresh look only while none)."""
         if theirs is not None:
-            shared = my_val.shared(theirs, my_keys)
+            shared = self.my_val.shared(theirs, self.my_keys)
             if not shared:
                 earlier = replace(earlier, fresh=True)
-            elif not my_val.same_as(theirs, my_keys):
-                earlier = replace(earlier, val_overlap=(len(shared), len(theirs), len(my_val)))
-        if digest not in found or (found[digest].fresh and not earlier.fresh):
-            found[digest] = earlier
+            elif not self.my_val.same_as(theirs, self.my_keys):
+                earlier = replace(earlier, val_overlap=(len(shared), len(theirs), len(self.my_val)))
+        if digest not in self.found or (self.found[digest].fresh and not earlier.fresh):
+            self.found[digest] = earlier
+
+
+def _decided_in_runs(rundir: RunDir, project: Path, mine: Mapping[str, str], found: _Found) -> set[str]:
+    """The decisions of the project's other runs, from their logs, into ``found``; returns the
+    names of the run folders there (they spoke through their logs)."""
+    from .._store.files import RunDirError
+    from .._store.rundir import RUNS_DIR
 
     for root in sorted((project / RUNS_DIR).glob("*")):
         if root.name == rundir.run_id or not (root / "events.jsonl").is_file():
             continue
         other = RunDir(root)
         try:
-            theirs_val = task_keys.Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
-            theirs = locked_harness(other)
-            differs = tuple(harness.changes(theirs, mine)) if theirs is not None and mine else ()
-            hashes = registered_hashes(other)
-            for event in other.decisions():
-                tag = event.get("tag")
-                if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
-                    level = decided_level(other.verdicts.verdict(tag))
-                    text = level.text if level else None
-                    earlier = Earlier(
-                        tag, other.run_id, str(event["decision"]), text, harness_changes=differs
-                    )
-                    seen(hashes[tag], earlier, theirs_val)
+            _decided_in_run(other, mine, found)
         except RunDirError:  # a damaged run is refused when it is opened; it decides nothing here
             continue
-    present = {root.name for root in (project / RUNS_DIR).glob("*") if (root / "events.jsonl").is_file()}
+    return {root.name for root in (project / RUNS_DIR).glob("*") if (root / "events.jsonl").is_file()}
+
+
+def _decided_in_run(other: RunDir, mine: Mapping[str, str], found: _Found) -> None:
+    from .._project import harness
+    from .._store import task_keys
+    from .._store.harness_lock import locked_harness
+
+    theirs_val = task_keys.Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
+    theirs = locked_harness(other)
+    differs = tuple(harness.changes(theirs, mine)) if theirs is not None and mine else ()
+    hashes = registered_hashes(other)
+    for event in other.decisions():
+        tag = event.get("tag")
+        if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
+            level = decided_level(other.verdicts.verdict(tag))
+            text = level.text if level else None
+            earlier = Earlier(tag, other.run_id, str(event["decision"]), text, harness_changes=differs)
+            found.seen(hashes[tag], earlier, theirs_val)
+
+
+def _decided_in_memory(
+    rundir: RunDir,
+    project: Path,
+    mine: Mapping[str, str],
+    my_ids: list[str],
+    present: set[str],
+    found: _Found,
+) -> None:
+    """The decisions the project's memory (and the shared ledger the spec names) remembers of
+    runs not ``present``, into ``found``."""
+    from .._project import harness
+
     ledger = shared_ledger.of_run(rundir)
-    for row, val in remembered_decisions(project, my_keys.values(), ledger):
+    for row, val in remembered_decisions(project, found.my_keys.values(), ledger):
         # a run folder still there spoke through its log above; one moved out or deleted
         # speaks through the project's memory (:mod:`.decision_memory`)
         foreign = (str(row["project"]), str(ledger)) if "project" in row else None
@@ -189,8 +229,7 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
         earlier = Earlier(
             row["tag"], row["run_id"], row["decision"], level, harness_changes=differs, shared=foreign
         )
-        seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
-    return found
+        found.seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
 
 
 def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:

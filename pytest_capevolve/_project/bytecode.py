@@ -61,7 +61,7 @@ def _wrap_source_loader() -> None:
             return None  # nor written beside it
         return write(self, path, data, _mode=_mode)
 
-    loader.get_data = get_data  # type: ignore[method-assign,assignment]
+    loader.get_data = get_data  # type: ignore[method-assign]
     loader.set_data = set_data  # type: ignore[method-assign,assignment]
     loader._capevolve_source_only = True  # type: ignore[attr-defined]
 

@@ -433,7 +433,7 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
 def _existing(
     spec_path: Path, project_dir: Path, key: str, values: Mapping[str, Any], *, dir_: bool = False
 ) -> Path:
-    target = (project_dir / values[key]).resolve()
+    target: Path = (project_dir / values[key]).resolve()
     ok = target.is_dir() if dir_ else target.is_file()
     if not ok:
         kind = "folder" if dir_ else "file"
@@ -456,7 +456,7 @@ def _ledger(spec_path: Path, project_dir: Path, value: str) -> Path:
     return target
 
 
-def splits_for(spec: Spec, pool_ids: Iterable[str]) -> dict:
+def splits_for(spec: Spec, pool_ids: Iterable[str]) -> dict[str, Any]:
     """The splits the spec asks for: from ``split_ids_file`` or cut from the pool."""
     pool = set(pool_ids)
     if spec.split_ids_file is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
+from typing import Any
 
 from ..exitcodes import CapevolveError
 
@@ -21,7 +22,7 @@ class TestSealError(CapevolveError):
     __test__ = False  # not a pytest test class, whatever its name says
 
 
-def cut_splits(task_ids: Iterable[str], seed: int, ratios: tuple[float, float, float]) -> dict:
+def cut_splits(task_ids: Iterable[str], seed: int, ratios: tuple[float, float, float]) -> dict[str, Any]:
     """Shuffle the sorted ids with ``seed`` and cut them by ``ratios`` (train, val, test).
 
     Sorting first makes the result independent of the order the adapter lists its tasks in.

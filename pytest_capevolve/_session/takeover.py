@@ -32,7 +32,7 @@ def take_over(persistence: Persistence, died: list[Path]) -> tuple[int, int]:
     """Pay the awaited rollouts the dead sessions (``died``: their claims) left unpaid, each
     once across every waiter, waiting again on a live session that took some over first.
     Returns (paid here, left unpaid: a budget share used up, a candidate's bytes changed)."""
-    from .planning import valid_column_keys
+    from .plan_build import valid_column_keys
 
     rundir, plan = persistence.rundir, persistence.plan
     context = persistence.config.stash[CONTEXT_KEY]

@@ -82,7 +82,7 @@ class ArmSummary:
     @functools.cached_property
     def means_or_none(self) -> list[float | None]:
         """The per-task means as plain floats, None where a task has no valid trial."""
-        listed = self.means.tolist()
+        listed: list[float | None] = self.means.tolist()
         if self.counts.all():  # no nan to replace
             return listed
         return [None if v != v else v for v in listed]  # v != v: nan
@@ -144,7 +144,8 @@ def integer_deltas_of(candidate: ArmSummary, best: ArmSummary, grid: int) -> np.
     per_trial = math.lcm(*(int(n) for n in ns))
     if per_trial * grid * int(max(np.max(np.abs(sums[0])), np.max(np.abs(sums[1])), 1)) < 2**62:
         scaled = [sums[i][both] * (per_trial // counts[i][both]) for i in (0, 1)]
-        return scaled[0] - scaled[1]
+        difference: np.ndarray = scaled[0] - scaled[1]
+        return difference
     return [
         int(sums[0][t]) * (per_trial // int(counts[0][t]))
         - int(sums[1][t]) * (per_trial // int(counts[1][t]))

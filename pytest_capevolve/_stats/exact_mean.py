@@ -48,7 +48,8 @@ def exact_task_deltas(
 def _grid_sums(matrix: np.ndarray, grid: int) -> np.ndarray:
     """Each task's sum of valid rewards in units of 1/``grid`` (integers)."""
     valid = ~np.isnan(matrix)
-    return np.where(valid, np.round(np.nan_to_num(matrix) * grid), 0).astype(np.int64).sum(axis=1)
+    sums: np.ndarray = np.where(valid, np.round(np.nan_to_num(matrix) * grid), 0).astype(np.int64).sum(axis=1)
+    return sums
 
 
 def _float_sums(matrix: np.ndarray) -> list[Fraction]:

@@ -57,7 +57,8 @@ def rollout_judge_variances(rescores: np.ndarray) -> np.ndarray:
     scores = np.asarray(rescores, dtype=float)
     if scores.ndim != 2 or scores.shape[1] < 2:
         raise ValueError("the judge's variance needs at least two re-scores per rollout")
-    return np.var(scores, axis=1, ddof=1)
+    variance: np.ndarray = np.var(scores, axis=1, ddof=1)
+    return variance
 
 
 def arm_within(rescores: np.ndarray) -> tuple[float, float]:

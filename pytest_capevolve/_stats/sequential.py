@@ -40,13 +40,15 @@ def bets(x: np.ndarray) -> np.ndarray:
     # shrunk variance: Σ (x_j − mean)² over the past, plus one prior pseudo-observation
     var = (PRIOR_VAR + total_sq - 2.0 * mean * total + past * mean * mean) / (past + 1.0)
     var = np.maximum(var, 1e-12)
-    return np.clip(mean / (var + mean * mean), 0.0, MAX_BET)
+    bet: np.ndarray = np.clip(mean / (var + mean * mean), 0.0, MAX_BET)
+    return bet
 
 
 def e_path(x: np.ndarray) -> np.ndarray:
     """E_1 … E_t for the increments ``x`` (… × t), each bet chosen before its increment."""
     x = np.asarray(x, dtype=float)
-    return np.exp(np.cumsum(np.log1p(bets(x) * x), axis=-1))
+    path: np.ndarray = np.exp(np.cumsum(np.log1p(bets(x) * x), axis=-1))
+    return path
 
 
 def efficacy_path(deltas: np.ndarray) -> np.ndarray:

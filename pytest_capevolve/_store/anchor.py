@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .events import EventLog, event_line_hash
+from .event_chain import event_line_hash
+from .events import EventLog
 
 ANCHOR_TRAILER = "capevolve-anchor"  # the git store's commit-message trailer: "capevolve-anchor: SEQ HASH"
 _HASH = re.compile(r"[0-9a-f]{64}")
@@ -61,7 +62,7 @@ def head(log: EventLog) -> Head:
 
 def find_anchor(events_path: Path, anchor: str) -> int | None:
     """The seq of the line of ``events_path`` whose sha256 is ``anchor`` (None: no line is).
-    Whether the chain up to it is intact is :func:`.events.verify_events`'s to say."""
+    Whether the chain up to it is intact is :func:`.event_chain.verify_events`'s to say."""
     if not events_path.is_file():
         return None
     with open(events_path, encoding="utf-8", errors="replace") as handle:

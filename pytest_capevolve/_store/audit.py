@@ -24,7 +24,7 @@ from typing import Any
 from .._project.candidate import check_tag, escape_id
 from .._project.splits import TEST_SPLIT
 from .best_rule import BestRule
-from .events import verified_events
+from .event_chain import verified_events
 from .index_sync import vanished_notice
 from .log_views import check_views
 from .rollout_scan import RolloutScan, Scanned, data_of, error_of, scan_rollouts
@@ -110,14 +110,39 @@ def _rollouts(
     other event, in log order: one pass over the log serves both. ``digests``: the sha256 of
     each scanned file's bytes (:class:`.rollout_scan.RolloutScan`), held to the one its event
     recorded; a file whose bytes or outcome differ is quarantined by ``repair``."""
-    problems: list[str] = []
-    tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
     rel_of = _Names()
-    last: dict[Key, dict[str, Any]] = {}
-    quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     rest = [] if others is None else others
     held = len(rest)
-    # one pass: the last rollout event per key, and every other event
+    last, quarantined = _last_rollouts(events, rest)
+    rollout_events = len(events) - (len(rest) - held)
+    problems = _paid_twice(events, rollout_events, last, quarantined, rel_of)
+    remaining = dict(last)  # the logged keys no file has been found for yet
+    tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
+    for split, files in scanned.items():
+        hashed = digests.get(split) if digests is not None else None
+        for seen_file, digest in zip(files, [None] * len(files) if hashed is None else hashed, strict=True):
+            rel = f"rollouts/{split}/{seen_file[0]}"
+            said = _file_against_log(split, seen_file, digest, remaining, last)
+            if said is None:
+                continue
+            problems += said[0]
+            if said[1]:
+                tampered.append((rel, digest))
+    if tampered and repair:
+        problems = _quarantine_tampered(rundir, tampered, problems)
+    missing = _missing(remaining, last, quarantined, rel_of)
+    if missing and repair:
+        _log_gone(rundir, missing)
+    return problems + list(missing.values())
+
+
+def _last_rollouts(
+    events: list[dict[str, Any]], rest: list[dict[str, Any]]
+) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
+    """One pass over the log: the last rollout event per key, and for each file the seq of its
+    last quarantine or vanish; every other event is appended to ``rest``."""
+    last: dict[Key, dict[str, Any]] = {}
+    quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
         kind = event.get("kind")
         if kind == "rollout":
@@ -128,75 +153,96 @@ def _rollouts(
             files = [event.get("file")] if kind == "rollout_quarantined" else event.get("files") or []
             for file in map(str, files):
                 quarantined[file] = int(event.get("seq", 0))
-    # valid rollout events (no infra error) per file since it was last moved or gone (paying
-    # it again after either is expected); a file's name is only built where a quarantine or
-    # vanish may apply. With no key in two rollout events (at 60,000: none is), no key can be
-    # in two valid ones: they are looked for only when some key was logged twice.
-    if len(events) - (len(rest) - held) > len(last):  # (rollout events, keys)
-        keys = [
-            key
-            for key, event in _keyed_rollouts(events)
-            if event.get("infra_error") is None
-            and (not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1))
-        ]
-        if len(set(keys)) < len(keys):
-            counted = Counter(keys)
-            for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1):
-                problems.append(f"{rel}: paid {count} times (one valid rollout event each)")
-    remaining = dict(last)  # the logged keys no file has been found for yet
-    for split, files in scanned.items():
-        hashed = digests.get(split) if digests is not None else None
-        for seen_file, digest in zip(files, [None] * len(files) if hashed is None else hashed, strict=True):
-            try:
-                if type(seen_file) is tuple:  # a file as a session writes it, in its split's folder
-                    _, _, tag, task_id, trial, reward, error, _ = seen_file  # (rollout_scan's Row)
-                    key = (split, str(task_id), str(tag), int(trial))
-                else:
-                    data, failed = data_of(seen_file, split), error_of(seen_file)
-                    if failed is not None:
-                        raise ValueError(failed)
-                    key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
-                    reward, error = data.get("reward"), data.get("infra_error")
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                problems.append(
-                    f"rollouts/{split}/{seen_file[0]}: unreadable ({exc}); "
-                    "the next session quarantines it and pays it again"
-                )
-                continue
-            logged = remaining.pop(key, None)
-            if logged is None:
-                logged = last.get(key)  # (a second file holding the same key)
-                if logged is None:
-                    problems.append(
-                        f"rollouts/{split}/{seen_file[0]}: no rollout event records it "
-                        "(written outside a session?)"
-                    )
-                    continue
-            # the bytes as the event recorded them (an event older than its sha256 holds the
-            # outcome only): an edit of the output, trace, feedback... leaves the reward alone
-            recorded = logged.get("sha256")
-            if reward == logged.get("reward") and error == logged.get("infra_error"):
-                if recorded is None or digest is None or digest == recorded:
-                    continue
-                rel = f"rollouts/{split}/{seen_file[0]}"
-                problems.append(
-                    f"{rel}: its bytes differ from what its rollout event (seq {logged.get('seq')}) "
-                    "recorded (sha256): edited after it was written (`capevolve verify --repair` "
-                    "quarantines it, so it is paid again)"
-                )
-                tampered.append((rel, digest))
-                continue
-            rel = f"rollouts/{split}/{seen_file[0]}"
-            for field, in_file in (("reward", reward), ("infra_error", error)):
-                if in_file != logged.get(field):
-                    problems.append(
-                        f"{rel}: {field} {in_file!r} in the file, but its rollout event "
-                        f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
-                    )
-            tampered.append((rel, digest))
-    if tampered and repair:
-        problems = _quarantine_tampered(rundir, tampered, problems)
-    missing: dict[str, str] = {}  # file (relative) -> its problem, in the order of the keys
+    return last, quarantined
+
+
+def _paid_twice(
+    events: list[dict[str, Any]],
+    rollout_events: int,
+    last: dict[Key, dict[str, Any]],
+    quarantined: dict[str, int],
+    rel_of: _Names,
+) -> list[str]:
+    """Valid rollout events (no infra error) per file since it was last moved or gone (paying
+    it again after either is expected); a file's name is only built where a quarantine or
+    vanish may apply. With no key in two rollout events (at 60,000: none is), no key can be
+    in two valid ones: they are looked for only when some key was logged twice."""
+    if rollout_events <= len(last):
+        return []
+    keys = [
+        key
+        for key, event in _keyed_rollouts(events)
+        if event.get("infra_error") is None
+        and (not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1))
+    ]
+    if len(set(keys)) == len(keys):
+        return []
+    counted = Counter(keys)
+    return [
+        f"{rel}: paid {count} times (one valid rollout event each)"
+        for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1)
+    ]
+
+
+def _file_key(split: str, seen_file: Scanned) -> tuple[Key, Any, Any]:
+    """A scanned file's key, reward and infra error; ValueError (and the like) if unreadable."""
+    if type(seen_file) is tuple:  # a file as a session writes it, in its split's folder
+        _, _, tag, task_id, trial, reward, error, _ = seen_file  # (rollout_scan's Row)
+        return (split, str(task_id), str(tag), int(trial)), reward, error
+    data, failed = data_of(seen_file, split), error_of(seen_file)
+    if failed is not None:
+        raise ValueError(failed)
+    key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
+    return key, data.get("reward"), data.get("infra_error")
+
+
+def _file_against_log(
+    split: str,
+    seen_file: Scanned,
+    digest: str | None,
+    remaining: dict[Key, dict[str, Any]],
+    last: dict[Key, dict[str, Any]],
+) -> tuple[list[str], bool] | None:
+    """One file against its rollout event (its key taken off ``remaining``): the problems it
+    shows and whether it differs from its event (to quarantine); None: it agrees."""
+    rel = f"rollouts/{split}/{seen_file[0]}"
+    try:
+        key, reward, error = _file_key(split, seen_file)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return [f"{rel}: unreadable ({exc}); the next session quarantines it and pays it again"], False
+    logged = remaining.pop(key, None)
+    if logged is None:
+        logged = last.get(key)  # (a second file holding the same key)
+    if logged is None:
+        return [f"{rel}: no rollout event records it (written outside a session?)"], False
+    # the bytes as the event recorded them (an event older than its sha256 holds the
+    # outcome only): an edit of the output, trace, feedback... leaves the reward alone
+    recorded = logged.get("sha256")
+    if reward == logged.get("reward") and error == logged.get("infra_error"):
+        if recorded is None or digest is None or digest == recorded:
+            return None
+        return [
+            f"{rel}: its bytes differ from what its rollout event (seq {logged.get('seq')}) "
+            "recorded (sha256): edited after it was written (`capevolve verify --repair` "
+            "quarantines it, so it is paid again)"
+        ], True
+    return [
+        f"{rel}: {field} {in_file!r} in the file, but its rollout event "
+        f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
+        for field, in_file in (("reward", reward), ("infra_error", error))
+        if in_file != logged.get(field)
+    ], True
+
+
+def _missing(
+    remaining: dict[Key, dict[str, Any]],
+    last: dict[Key, dict[str, Any]],
+    quarantined: dict[str, int],
+    rel_of: _Names,
+) -> dict[str, str]:
+    """The logged rollouts whose file is gone with no quarantine or vanish logged since: file
+    (relative) → its problem, in the order of the keys."""
+    missing: dict[str, str] = {}
     for key in sorted(remaining):
         event, rel = last[key], rel_of(key)
         if quarantined.get(rel, -1) < int(event.get("seq", 0)):
@@ -204,16 +250,20 @@ def _rollouts(
                 f"{rel}: recorded by rollout event seq {event.get('seq')}, but the file is missing "
                 "(`capevolve verify --repair` logs it as gone, so the next session pays it again)"
             )
-    if missing and repair:
-        with rundir.lock():  # a session may have paid it again since: only what is still gone
-            gone = [rel for rel in missing if not (rundir.root / rel).exists()]
-            if gone:
-                rundir.log.append_event("rollout_vanished", files=gone)
+    return missing
+
+
+def _log_gone(rundir: RunDir, missing: dict[str, str]) -> None:
+    """``--repair`` for missing files: those still gone logged as ``rollout_vanished`` (a session
+    may have paid one again since), and taken off ``missing``."""
+    with rundir.lock():
+        gone = [rel for rel in missing if not (rundir.root / rel).exists()]
         if gone:
-            rundir.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
-        for rel in gone:
-            del missing[rel]
-    return problems + list(missing.values())
+            rundir.log.append_event("rollout_vanished", files=gone)
+    if gone:
+        rundir.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
+    for rel in gone:
+        del missing[rel]
 
 
 def _quarantine_tampered(

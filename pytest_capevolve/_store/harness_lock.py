@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._project import harness
-from .events import GENESIS, event_line_hash
+from .event_chain import GENESIS, event_line_hash
 from .files import RunDirError
 from .rundir import RunDir
 

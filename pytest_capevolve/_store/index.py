@@ -133,7 +133,7 @@ def record_of(row: Row, *, _new: Any = object.__new__, _set: Any = object.__seta
     """A record with the outcome fields only (no input, output, trace, feedback, metrics),
     read through to the row (:class:`IndexedRecord`): the values come from rows this code wrote
     from valid records."""
-    record = _new(IndexedRecord)
+    record: IndexedRecord = _new(IndexedRecord)
     _set(record, "_row", row)
     return record
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,9 @@ from typing import Any
 from .._project.blocks import first_trial
 from .._project.candidate import legacy_escape_id
 from .._project.splits import TEST_SPLIT, TestSealError
-from . import paid_by
 from .claims import Claims
-from .events import EventLog, verified_events, verify_events
-from .files import RunDirError, atomic_write_text
+from .events import EventLog
+from .files import atomic_write_text
 from .index import FIELDS as FIELDS_INDEX
 from .index import (
     Columns,
@@ -40,12 +38,13 @@ from .index import (
 )
 from .index_sync import IndexView, vanished_notice
 from .outcome_ledger import Key, Outcome, OutcomeLedger, outcome
-from .record import RecordError, RolloutRecord
-from .rollout_digests import LoggedDigests, logged_digest
+from .record import RolloutRecord
+from .rollout_digests import LoggedDigests
+from .rollout_readback import RolloutReadBack
 from .state import SPEND_FLUSH_EVERY, RunState
 
 
-class RolloutFiles:
+class RolloutFiles(RolloutReadBack):
     """The run's rollout records and their index (the part ``run.rollouts`` of
     :class:`.rundir.RunDir`): each persisted with its event in ``log``, its cost counted by
     ``state``; ``rollout_path`` names a rollout's file, ``notices`` collects damage found."""
@@ -97,42 +96,6 @@ class RolloutFiles:
     def _file_of(self, split: str, task_id: str, tag: str, trial: int) -> str:
         """A rollout's file relative to the run dir, as quarantine and vanish events name it."""
         return f"rollouts/{split}/{self.rollout_path(split, task_id, tag, trial).name}"
-
-    def _truth(self) -> dict[Key, Outcome]:
-        """What the log says every train and val rollout came out as (:mod:`.outcome_ledger`)."""
-        return self.ledger.current(self.index.outcomes)
-
-    def _test_truth(self) -> tuple[dict[Key, Outcome], dict[Key, str | None]]:
-        """What the log says every test rollout came out as, and the sha256 its file was written
-        with (under the lock). The test split is in no index and no ledger, so the seal's read of
-        it (finalize's score, then ``measure``) trusted the files as they were on disk: code run
-        during finalize, or a shell, could rewrite the test rollouts already paid and the seal
-        burned the forged mean. Its files are few, and each is read once per finalize, so every
-        one is held to its event, bytes and all, from one pass over the log."""
-        truth: dict[Key, Outcome] = {}
-        digests: dict[Key, str | None] = {}
-
-        def see(event: dict[str, Any]) -> None:
-            if event.get("kind") == "rollout" and event.get("split") == TEST_SPLIT:
-                key, recorded = logged_digest(event)
-                digests[key] = recorded
-                truth[key] = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
-
-        # the log is the truth here only if its chain holds: a test event edited to match a
-        # forged file broke the next line's link, and the seal burned the forged mean anyway
-        path = self.log.events_path
-        _, problem = verify_events(path)
-        events = verified_events(path) if problem is None else None
-        if events is None:
-            raise RunDirError(
-                f"{path}: {problem or 'it changed while its chain was checked'}: no test rollout is "
-                "scored against a log that does not verify; run `capevolve verify`"
-            )
-        # the seal reads only what a session claimed and paid once (:mod:`.paid_by`)
-        paid_by.refuse_untrusted((e for e in events if e.get("kind") in paid_by.KINDS), self.run_id)
-        for event in events:
-            see(event)
-        return truth, digests
 
     def record_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
         """Persist one rollout under one lock: its file, then its event (which carries the cost:
@@ -366,62 +329,6 @@ class RolloutFiles:
         self.sync_index()  # their rows go with the event (and a quarantine's just now with its own)
         return back
 
-    def _read_one(
-        self,
-        path: Path,
-        truth: dict[Key, Outcome] | None = None,
-        digests: dict[Key, str | None] | None = None,
-    ) -> RolloutRecord | None:
-        """One rollout file, read as :meth:`_read_rollouts` reads it: damage quarantined, and so
-        is a file whose outcome is not what the log recorded for it (``truth``; None: the
-        ledger's, caught up now) — edited after it was written, or planted. ``digests`` (given
-        for a file read again, :mod:`.rollout_digests`): its bytes are held to the sha256 its
-        event recorded too, so an edit of a field outside the outcome is quarantined as well.
-        A test file is always held to both (:meth:`_test_truth`)."""
-        try:
-            raw = path.read_bytes()
-            record = RolloutRecord.loads(raw.decode("utf-8"), str(path))
-            split = path.parent.name
-            if truth is None or (split == TEST_SPLIT and digests is None):
-                with self.lock():
-                    truth, digests = self._test_truth() if split == TEST_SPLIT else (self._truth(), digests)
-            key = (split, record.tag, record.task_id, int(record.trial))
-            logged = truth.get(key)
-            if logged != outcome(record.reward, record.infra_error, record.cost_usd):
-                self.quarantine(path, _differs(record, logged))
-                return None
-            if digests is not None and self._bytes_differ(key, raw, digests):
-                self.quarantine(
-                    path,
-                    "its bytes differ from what its rollout event recorded (sha256): edited after "
-                    "it was written",
-                )
-                return None
-            return record
-        except FileNotFoundError:
-            return None
-        except RecordError as exc:
-            if exc.newer:
-                raise RunDirError(str(exc)) from None
-            self.quarantine(path, str(exc).removeprefix(f"{path}: "))
-        except (UnicodeDecodeError, OSError) as exc:
-            self.quarantine(path, f"unreadable: {exc}")
-        return None
-
-    def _bytes_differ(self, key: Key, raw: bytes, digests: dict[Key, str | None]) -> bool:
-        """Whether ``raw`` is not the bytes the newest rollout event of ``key`` recorded (an
-        event older than its sha256 holds the outcome only: never a difference). A mismatch is
-        looked up again under the lock, caught up with the log: a session may have paid the
-        rollout again since ``digests`` was taken."""
-        recorded = digests.get(key)
-        if recorded is None or hashlib.sha256(raw).hexdigest() == recorded:
-            return False
-        if key[0] == TEST_SPLIT:  # read from the whole log just now (_test_truth): nothing newer
-            return True
-        with self.lock():
-            recorded = self.digests.current().get(key)
-        return recorded is not None and hashlib.sha256(raw).hexdigest() != recorded
-
     def rollouts(self, split: str, block: int | None = 0) -> list[RolloutRecord]:
         """Persisted rollouts of a split, of replicate block ``block`` (default 0: what every
         decision reads; None: every block). The test split is refused here, when asked: only
@@ -459,25 +366,6 @@ class RolloutFiles:
                 found.append((path, record))
         return found
 
-    def quarantine(self, path: Path, problem: str) -> Path:
-        """Move a damaged rollout file aside (under the run's lock) and log it."""
-        rel = path.relative_to(self.root)
-        dest = self.root / "rollouts" / ".quarantine" / rel.parent.name / f"{path.name}.{time.time_ns()}"
-        with self.lock():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, dest)
-            self.log.append_event(
-                "rollout_quarantined",
-                file=rel.as_posix(),
-                problem=problem,
-                moved_to=dest.relative_to(self.root).as_posix(),
-            )
-        self.notices.append(
-            f"{path}: {problem}; quarantined to {dest.relative_to(self.root)}: treated as missing, "
-            "so it is paid again"
-        )
-        return dest
-
 
 _TRIAL = FIELDS_INDEX.index("trial")
 
@@ -493,15 +381,6 @@ def _in_block(rows: list[Row], block: int | None) -> list[Row]:
 _TAG = FIELDS_INDEX.index("tag")
 _TASK = FIELDS_INDEX.index("task_id")
 _REWARD, _INFRA, _COST = (FIELDS_INDEX.index(name) for name in ("reward", "infra_error", "cost_usd"))
-
-
-def _differs(record: RolloutRecord, logged: Outcome | None) -> str:
-    """Why a file's outcome is refused: what it says against what its event logged."""
-    said = f"reward {record.reward!r}, infra error {record.infra_error!r}, cost {record.cost_usd!r}"
-    if logged is None:
-        return f"no rollout event in the log records it (it says {said}): not evidence"
-    was = f"reward {logged[0]!r}, infra error {logged[1]!r}, cost {logged[2]!r}"
-    return f"it says {said}, but its rollout event logged {was}: edited after it was written"
 
 
 class _Checked:

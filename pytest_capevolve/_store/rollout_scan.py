@@ -132,7 +132,8 @@ def _read(path: str, split: str, name: str, keep: Callable[[str | None], None]) 
         text = raw.decode("utf-8")
         record, end = _SCAN_ONCE(text, 0)
         if (end == len(text) or not text[end:].strip(_WHITESPACE)) and record["split"] == split:
-            return (name, len(raw)) + _CHECKED_OF(record)
+            checked: tuple[Any, ...] = _CHECKED_OF(record)
+            return (name, len(raw)) + checked
     except (ValueError, StopIteration, KeyError, TypeError):
         pass
     try:
@@ -143,7 +144,8 @@ def _read(path: str, split: str, name: str, keep: Callable[[str | None], None]) 
         return OddFile(name, len(raw), record, None)
     if record.get("split") == split:
         try:
-            return (name, len(raw)) + _CHECKED_OF(record)
+            checked = _CHECKED_OF(record)
+            return (name, len(raw)) + checked
         except KeyError:
             pass
     # (a field missing, or a split not its folder's: those it has)

@@ -1,5 +1,5 @@
 """Bridges: adapters that bring a harness people already evaluate with under capevolve's
-gate. Each is an optional extra (its third-party package is imported only by its module):
+gate, each an optional extra whose third-party package only its own module imports.
 
 - :mod:`.inspect_task` — an inspect_ai ``Task`` (``pip install 'pytest-capevolve[inspect]'``).
 

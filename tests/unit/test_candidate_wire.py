@@ -12,8 +12,10 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_capevolve import Rollout, Task
-from pytest_capevolve._engine.sandbox import Sandbox, Sandboxes, _decode
+from pytest_capevolve._engine.sandbox import Sandboxes
+from pytest_capevolve._engine.sandbox_answer import decode_answer
 from pytest_capevolve._engine.sandbox_child import Child
+from pytest_capevolve._engine.sandbox_process import Sandbox
 from pytest_capevolve._engine.wire import (
     HEADER,
     SAME_TASK,
@@ -87,7 +89,7 @@ def _answer(*values: object) -> bytes:
 
 def test_an_answer_is_its_fields_then_the_rollouts_own_pickle() -> None:
     rollout = Rollout(task_id="t", output=Reply("a", ("a", 1)))
-    request_id, answer = _decode(
+    request_id, answer = decode_answer(
         _answer((7, None, "out", "", [], True), rollout), ValueLoader([__name__]), 0.5
     )
     assert request_id == 7 and answer.scored.rollout == rollout and answer.stdout == "out"
@@ -108,7 +110,7 @@ def test_an_answer_is_its_fields_then_the_rollouts_own_pickle() -> None:
 )
 def test_an_answer_that_is_not_exactly_its_fields_and_rollout_is_refused(payload: bytes) -> None:
     with pytest.raises(WireError):
-        _decode(payload, ValueLoader([__name__]), 0.0)
+        decode_answer(payload, ValueLoader([__name__]), 0.0)
 
 
 def test_a_large_frame_in_pieces_is_read_whole_and_a_deadline_mid_frame_loses_nothing() -> None:

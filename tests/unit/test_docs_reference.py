@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -99,12 +100,11 @@ def test_the_cli_page_lists_no_command_the_parser_lacks() -> None:
 def test_the_committed_reference_pages_are_what_the_code_generates_now() -> None:
     """The pages are committed generated, so a reader on GitHub sees tables, not a marker; a
     page the code has moved away from fails here with the command that regenerates it."""
-    elsewhere = [PAGES.parent / name for name in reference.GENERATED_ELSEWHERE]
-    for path in [*sorted(PAGES.glob("*.md")), *elsewhere]:
+    for path in sorted(p for folder in reference.FOLDERS for p in (REPO / "docs" / folder).glob("*.md")):
         text = path.read_text(encoding="utf-8")
         assert "<!-- /reference:" in text or "<!-- reference:" not in text, f"{path.name}: a bare marker"
         assert reference.render(text) == text, (
-            f"docs/{path.relative_to(PAGES.parent)} is not what the code generates now: run "
+            f"{path.relative_to(REPO)} is not what the code generates now: run "
             "`python docs/hooks/reference.py` and commit the pages"
         )
 
@@ -116,3 +116,35 @@ def test_the_threat_model_lists_every_guard_of_the_registry_with_its_test() -> N
     assert "<!-- reference:guards -->" in page
     for guard in GUARDS.values():
         assert f"| `{guard.name}` |" in page and f"`{guard.test}`" in page, guard.name
+
+
+LAYOUT = REPO / "docs" / "explanation" / "code-layout.md"
+
+
+def test_every_module_of_the_package_is_on_a_row_of_the_code_layout_page() -> None:
+    package = REPO / "pytest_capevolve"
+    text = LAYOUT.read_text(encoding="utf-8")
+    sections = dict(re.findall(r"^### `([^`]+)`\n\n(.*?)(?=\n### |\n<!-- /reference)", text, re.M | re.S))
+    modules = sorted(package.rglob("*.py"))
+    assert len(modules) > 200
+    for path in modules:
+        parts = path.relative_to(package).with_suffix("").parts
+        floor = "pytest_capevolve" if len(parts) == 1 else f"{parts[0]}/"
+        row = "/".join(parts[1:]).removesuffix("__init__") if len(parts) > 1 else parts[0]
+        assert f"| `{row or '__init__'}` |" in sections[floor], (path, floor)
+    floors = {name for floor in reference.floors() for name in floor}
+    assert {p.name for p in package.iterdir() if (p / "__init__.py").exists()} <= floors
+
+
+def test_a_new_module_gets_its_row_from_its_docstring_and_one_without_is_refused(tmp_path: Path) -> None:
+    package = tmp_path / "pytest_capevolve"
+    shutil.copytree(REPO / "pytest_capevolve", package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert reference.code_layout_markdown(package) == reference.code_layout_markdown()
+    probe = package / "_stats" / "zz_probe.py"
+    probe.write_text('"""A probe module: ``x`` by :func:`.core.mean`.\n\nMore."""\n', encoding="utf-8")
+    grown = reference.code_layout_markdown(package)
+    assert "| `zz_probe` | A probe module: `x` by `core.mean`. |" in grown.split("### `_stats/`")[1]
+    assert grown != reference.code_layout_markdown()  # the committed page is stale until regenerated
+    probe.write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="zz_probe.py: no docstring"):
+        reference.code_layout_markdown(package)

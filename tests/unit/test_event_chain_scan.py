@@ -1,4 +1,4 @@
-"""verify's one-pass check of the event log's chain (store/events.py ``_intact_chain``) gives
+"""verify's one-pass check of the event log's chain (store/event_chain.py ``_intact_chain``) gives
 the verdict the line-by-line walk gives, on intact logs and on logs edited in every way the
 walk names — so the fast path can only ever save time, never pass a log the walk refuses."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_capevolve._store.events import EventLog, _intact_chain, verify_events, walk_chain
+from pytest_capevolve._store.event_chain import _intact_chain, verify_events, walk_chain
+from pytest_capevolve._store.events import EventLog
 from pytest_capevolve._store.files import RunLock
 
 EDITS = ("drop", "swap", "duplicate", "char", "space", "crlf", "blank", "split", "join", "bom", "none")

@@ -13,8 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_capevolve._store import event_chain
 from pytest_capevolve._store import events as events_module
-from pytest_capevolve._store.events import verify_events
+from pytest_capevolve._store.event_chain import verify_events
 from pytest_capevolve._store.files import RunDirError, RunLock
 from pytest_capevolve._store.rundir import RunDir
 
@@ -46,6 +47,7 @@ def test_the_events_held_read_back_as_the_file_says(run: RunDir, monkeypatch) ->
 
     decoded: list[bytes] = []
     monkeypatch.setattr(events_module, "json", SimpleNamespace(loads=lambda line: decoded.append(line)))
+    monkeypatch.setattr(event_chain, "json", SimpleNamespace(loads=lambda line: decoded.append(line)))
     monkeypatch.setattr(events_module, "loads_bytes", lambda line: decoded.append(line))
     assert run.log.events_after(after_first, 1) == (whole[0][1:], *whole[1:])
     assert run.log.events_after(0, 0, lambda event: None) == ([], *whole[1:])
@@ -84,6 +86,9 @@ def test_past_what_is_held_the_older_events_are_read_from_the_file(
     decoded: list[bytes] = []
     monkeypatch.setattr(
         events_module, "json", SimpleNamespace(loads=lambda line: decoded.append(line) or json.loads(line))
+    )
+    monkeypatch.setattr(
+        event_chain, "json", SimpleNamespace(loads=lambda line: decoded.append(line) or json.loads(line))
     )
     monkeypatch.setattr(events_module, "loads_bytes", lambda line: decoded.append(line) or json.loads(line))
     whole = run.log.events_after(0, 0)
@@ -173,11 +178,11 @@ def test_the_events_a_chain_check_parsed_are_reused_once_and_only_while_the_file
     """``capevolve verify`` parses the log once: the audit takes the events the chain's check
     read — the same as reading them again — but never after the file changed, nor twice."""
     assert verify_events(run.events_path)[1] is None
-    assert events_module.verified_events(run.events_path) == RunDir(run.root).log.events()
-    assert events_module.verified_events(run.events_path) is None  # taken once
+    assert event_chain.verified_events(run.events_path) == RunDir(run.root).log.events()
+    assert event_chain.verified_events(run.events_path) is None  # taken once
     assert verify_events(run.events_path)[1] is None
     run.log.append_event("note", text="appended after the check")
-    assert events_module.verified_events(run.events_path) is None  # changed since: read it again
+    assert event_chain.verified_events(run.events_path) is None  # changed since: read it again
 
 
 def test_of_kinds_read_a_block_at_a_time_finds_what_one_read_of_the_whole_log_finds(

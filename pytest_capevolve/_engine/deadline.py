@@ -1,0 +1,72 @@
+"""A rollout's deadline where a signal can interrupt it (the main thread on POSIX): the SIGALRM
+timer that raises :class:`RolloutTimeout` in the adapter's code and keeps raising it, line after
+line, until the rollout is left. Used by :func:`.runner.run_target_here`, inline in a sandbox
+child; in flight the watchdog of :mod:`.inflight` raises the same exception in the thread.
+"""
+
+from __future__ import annotations
+
+import _signal  # type: ignore[import-not-found]  # CPython's own, under signal
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+
+class RolloutTimeout(BaseException):
+    """The rollout ran past ``rollout_timeout_s``. A BaseException, like KeyboardInterrupt, so
+    an adapter's ``except Exception:`` retry loop does not swallow it."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: frozenset[str]) -> Iterator[None]:
+    """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX).
+
+    The timeout holds whatever the adapter catches: the timer re-arms every 50 ms until the
+    rollout is over, and once it has fired every line the adapter runs (the frames between the
+    interrupted one and ``stop``, and any it calls) raises :class:`RolloutTimeout` again, so
+    even a bare ``except:`` that retries is left at its next line outside the ``try``.
+    Elsewhere (another thread) the rollout runs to completion and is judged late afterwards;
+    either way a late rollout is an infra error. ``ours``: the files whose frames are the
+    harness's bookkeeping around the rollout, never interrupted (the caller's, this module's).
+    """
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+    message = f"rollout exceeded rollout_timeout_s={seconds}"
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename in ours:
+            return None
+        if event == "line":
+            raise RolloutTimeout(message)
+        return tracer
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if frame is not None and frame.f_code.co_filename in ours:
+            return  # our own bookkeeping (the deadline's exit): fires again in 50 ms if need be
+        while frame is not None and frame is not stop:
+            frame.f_trace = tracer
+            frame = frame.f_back
+        sys.settrace(tracer)
+        raise RolloutTimeout(message)
+
+    # _signal, not signal: the latter wraps every call in enum conversions, a third of what a
+    # deadline cost per rollout (this runs once per rollout in every sandbox child)
+    previous = _signal.signal(_signal.SIGALRM, on_alarm)
+    previous_trace = sys.gettrace()
+    signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _signal.signal(_signal.SIGALRM, previous)
+        sys.settrace(previous_trace)

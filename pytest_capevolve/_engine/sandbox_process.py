@@ -1,0 +1,442 @@
+"""One sandbox child (:class:`Sandbox`): starting it inside its boundary with a scratch folder
+of its own, sending it requests, reading its answers (inline, on a reader thread, or sent ahead),
+and ending it — a child that dies, hangs past its deadline or answers garbage ends the rollouts
+it was running as the candidate's failures (:mod:`.sandbox_answer`). :mod:`.sandbox` keeps one per
+candidate folder."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._confine.landlock import Confinement
+from .._project import startup_hooks
+from .sandbox_answer import (
+    GRACE_S,
+    Answer,
+    caused_answer,
+    decode_answer,
+    died,
+    exit_text,
+    killed_late,
+    lost_answer,
+)
+from .wire import SAME_TASK, FrameReader, WireError, frame, load_answer, write_all, write_frame
+
+if TYPE_CHECKING:
+    from .sandbox import Sandboxes
+
+READY_S = 120.0  # how long a new child may take to import the adapter
+POLL_S = 1.0  # how often a reader thread with nothing pending looks at deadlines again
+CHILD = "from pytest_capevolve._engine.sandbox_child import main; main()"
+
+
+class SandboxError(Exception):
+    """A sandbox child could not be started: every rollout asked of it is an infra error."""
+
+
+# a rollout asked for, before it is a request to one child: (task id, the task's pickle or None,
+# candidate folder, seed, split, timeout_s, log level, inline) — see .wire.REQUEST_FIELDS
+Ask = tuple[str, "bytes | None", str, int, str, "float | None", int, bool]
+
+
+class _Arrival:
+    """The answer to a request sent ahead, read on a thread of its own as it arrives.
+
+    The next item collects it only after this process has scored, persisted and reported the
+    rollout before: that may be long after the child answered (a slow scorer), and the time it
+    is collected says nothing of the rollout's. So it is read here, with its deadline, as an
+    exchange reads an answer: its ``seconds`` run to its whole answer (never to a first byte
+    candidate code chose to send early) and its deadline judges the same."""
+
+    def __init__(self, reader: FrameReader, deadline: float | None) -> None:
+        self.payload: bytes | None = None
+        self.failure: BaseException | None = None
+        self.at = 0.0
+        # a bare thread and a lock (threading.Thread's start-up handshake costs more than a
+        # no-op rollout's share): the lock is held until the answer is read
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        _thread.start_new_thread(self._read, (reader, deadline))
+
+    def _read(self, reader: FrameReader, deadline: float | None) -> None:
+        try:
+            self.payload = reader.read(deadline)
+        except BaseException as exc:  # TimeoutError, WireError; OSError: its pipe closed under it
+            self.failure = exc
+        finally:
+            self.at = time.monotonic()
+            self._done.release()
+
+    def answer(self, deadline: float | None) -> tuple[bytes | None, float]:
+        """The answer's frame (None: the child is gone) and when it was read; raises what
+        reading it raised (TimeoutError past ``deadline``, WireError)."""
+        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic()) + POLL_S
+        if not self._done.acquire(timeout=wait):
+            raise TimeoutError
+        self._done.release()
+        if isinstance(self.failure, (TimeoutError, WireError)):
+            raise self.failure
+        return (None if self.failure is not None else self.payload), self.at
+
+
+@dataclass
+class _Pending:
+    future: Future[Answer]
+    sent: float
+    deadline: float | None
+
+
+class Sandbox:
+    """One child process and the rollouts it is running."""
+
+    def __init__(self, owner: Sandboxes, candidate_dir: Path) -> None:
+        self.owner = owner
+        self.candidate_dir = candidate_dir
+        # what the last child said of its boundary in its ``ready`` frame (sent before it loaded
+        # the adapter, so before any candidate byte ran): the label its rollouts carry
+        self.confinement: Confinement | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.reader: FrameReader | None = None
+        self.pending: dict[int, _Pending] = {}
+        self.reading = False  # a reader thread serves this child's answers
+        self.sent: dict[str, bytes] = {}  # task id -> the pickle this child was sent for it
+        # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet: the ask,
+        # its request id, when it was sent, when its answer arrived (cleared whenever the child is)
+        self.ahead: tuple[Ask, int, float, _Arrival] | None = None
+        self._lock = threading.RLock()
+
+    def idle(self) -> bool:
+        return not self.pending and self.ahead is None
+
+    @property
+    def label(self) -> str | None:
+        return None if self.confinement is None else self.confinement.label
+
+    # -- the child's life ----------------------------------------------------------------------
+
+    def _ensure(self) -> tuple[subprocess.Popen[bytes], FrameReader]:
+        """The running child, started if there is none (under ``_lock``)."""
+        if self.proc is not None and self.reader is not None:
+            return self.proc, self.reader
+        moved = startup_hooks.moved_since_start()  # a .pth planted by a candidate this session
+        if moved:
+            raise SandboxError(startup_hooks.refusal(moved))
+        # the child's own scratch, outside the project and its run dir: the one folder it may
+        # write (besides the spec's sandbox_writable); removed when the child ends (:func:`end`)
+        scratch = tempfile.mkdtemp(prefix="capevolve-sandbox-")
+        try:
+            boundary = self.owner.fence().boundary(self.candidate_dir, Path(scratch))
+            proc = _ChildProcess(
+                [sys.executable, *startup_hooks.child_flags(), "-c", CHILD],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+                env=scratch_env(scratch),
+            )
+        except (ValueError, OSError) as exc:  # a sandbox_writable that would open a hidden folder
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise SandboxError(f"the sandbox process did not start: {exc}") from None
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        proc.scratch = scratch
+        assert proc.stdin is not None and proc.stdout is not None
+        reader = FrameReader(proc.stdout.fileno())
+        init = {
+            "sys_path": list(sys.path),
+            "ref": self.owner.ref,
+            "project_dir": str(self.owner.project_dir),
+            "boundary": boundary.as_json(),
+        }
+        try:
+            write_all(proc.stdin.fileno(), frame(init))
+            payload = reader.read(time.monotonic() + READY_S)
+            ready = None if payload is None else load_answer(payload, ())
+        except (OSError, TimeoutError, WireError) as exc:
+            end(proc)
+            raise SandboxError(f"the sandbox process did not start: {type(exc).__name__}: {exc}") from None
+        if not isinstance(ready, dict) or "ready" not in ready:
+            code = end(proc)
+            why = ready.get("fatal") if isinstance(ready, dict) else None
+            raise SandboxError(
+                str(why or f"the sandbox process exited before it was ready ({exit_text(code)})")
+            )
+        self.proc, self.reader, self.sent, self.ahead = proc, reader, {}, None
+        said = ready.get("confinement")
+        said = said if isinstance(said, dict) else {"why": "the sandbox child did not say"}
+        self.confinement = Confinement(
+            bool(said.get("confined")),
+            int(said.get("abi") or 0),
+            str(said.get("why") or ""),
+            bool(said.get("scoped")),
+        )
+        return proc, reader
+
+    def _request(self, ask: Ask) -> tuple[int, bytes]:
+        """``ask`` as this child's next request: its id and pickle (under ``_lock``, so requests
+        go out in the order :attr:`sent` assumes). A task's pickle goes to a child once; after
+        that, SAME_TASK."""
+        request_id = next(self.owner._ids)
+        task_id, blob = ask[0], ask[1]
+        task: bytes | int | None = blob
+        if blob is not None:
+            if self.sent.get(task_id) is blob:
+                task = SAME_TASK
+            else:
+                self.sent[task_id] = blob
+        return request_id, pickle.dumps(
+            (request_id, task_id, task, *ask[2:]), protocol=pickle.HIGHEST_PROTOCOL
+        )
+
+    def _send(self, proc: subprocess.Popen[bytes], request: bytes) -> bool:
+        assert proc.stdin is not None
+        try:
+            write_frame(proc.stdin.fileno(), request)
+        except OSError:
+            return False  # it is gone: its reader (or the exchange) says how
+        return True
+
+    def _lose_child(self, proc: subprocess.Popen[bytes], message: str, *, caused: bool = True) -> None:
+        """The child ``proc`` is dead or killed: every rollout it was running is the
+        candidate's failure (``caused``), or lost when this side ended it (the sandbox closed)."""
+        with self._lock:
+            if self.proc is proc:
+                self.proc, self.reader, self.reading, self.ahead = None, None, False, None
+            pending, self.pending = self.pending, {}
+        now = time.monotonic()
+        ended = caused_answer if caused else lost_answer
+        for waiting in pending.values():
+            _settle(waiting.future, ended(message, now - waiting.sent))
+
+    # -- concurrency 1: one request, one answer, on the calling thread -------------------------
+
+    def exchange(self, ask: Ask) -> Answer:
+        with self._lock:
+            if self.reading:  # a reader thread owns the pipe: wait for its answer
+                future = self._submit_locked(ask)
+            else:
+                return self._exchange_locked(ask)
+        return future.result()
+
+    def send_ahead(self, ask: Ask) -> bool:
+        """Send ``ask`` (inline) now, to be collected by the next :meth:`exchange` asking for the
+        same: only to a running child with nothing outstanding, so it starts the rollout at once
+        and its deadline runs from now, as an exchange's would."""
+        with self._lock:
+            proc = self.proc
+            reader = self.reader
+            if proc is None or reader is None or self.reading or self.pending or self.ahead is not None:
+                return False
+            sent = time.monotonic()
+            request_id, request = self._request(ask)
+            if not self._send(proc, request):
+                return False  # it is gone: the next exchange finds out and starts another
+            timeout_s = ask[5]
+            deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+            self.ahead = (ask, request_id, sent, _Arrival(reader, deadline))
+            return True
+
+    def _drop_ahead(self, ahead: tuple[Ask, int, float, _Arrival]) -> None:
+        """The request sent ahead was not asked for (its item did not run it): its answer is
+        read and dropped, so the child is idle again; a child that fails at that is ended."""
+        proc, reader = self.proc, self.reader
+        if proc is None or reader is None:
+            return
+        timeout_s = ahead[0][5]
+        deadline = None if timeout_s is None else ahead[2] + timeout_s + GRACE_S
+        try:
+            payload = ahead[3].answer(deadline)[0]
+            if payload is not None and decode_answer(payload, self.owner.values, 0.0)[0] == ahead[1]:
+                return
+        except (TimeoutError, WireError):
+            pass
+        end(proc)
+        self.proc, self.reader = None, None
+
+    def _exchange_locked(self, ask: Ask) -> Answer:
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead[0] != ask:
+            self._drop_ahead(ahead)
+            ahead = None
+        try:
+            proc, reader = self._ensure()
+        except SandboxError as exc:
+            return lost_answer(str(exc))
+        timeout_s = ask[5]
+        if ahead is not None:  # sent when the child was idle: it has been running since
+            request_id, sent, delivered = ahead[1], ahead[2], True
+        else:
+            sent = time.monotonic()
+            request_id, request = self._request(ask)
+            delivered = self._send(proc, request)
+        deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+        try:
+            if ahead is not None:
+                # read as it arrived, not when collected: this process may have spent longer
+                # than its deadline scoring the rollout before
+                payload, answered = ahead[3].answer(deadline)
+            else:
+                payload = reader.read(deadline) if delivered else None
+                answered = time.monotonic()
+            if payload is None:
+                code = end(proc)
+                message = died(code)
+            else:
+                answer = decode_answer(payload, self.owner.values, answered - sent)
+                if answer[0] == request_id:
+                    return answer[1]
+                message = "the sandbox process answered another request than the one asked: it was killed"
+                end(proc)
+        except TimeoutError:
+            end(proc)
+            message = killed_late(timeout_s)
+        except WireError as exc:
+            end(proc)
+            message = f"the sandbox process sent a malformed answer ({exc}): it was killed"
+        self.proc, self.reader = None, None
+        return caused_answer(message, time.monotonic() - sent)
+
+    # -- in flight: a reader thread hands answers to futures -----------------------------------
+
+    def submit(self, ask: Ask) -> Future[Answer]:
+        with self._lock:
+            return self._submit_locked(ask)
+
+    def _submit_locked(self, ask: Ask) -> Future[Answer]:
+        future: Future[Answer] = Future()
+        if self.ahead is not None:  # not collected on the main thread: read and dropped first
+            ahead, self.ahead = self.ahead, None
+            self._drop_ahead(ahead)
+        try:
+            proc, reader = self._ensure()
+        except SandboxError as exc:
+            future.set_result(lost_answer(str(exc)))
+            return future
+        timeout_s = ask[5]
+        sent = time.monotonic()
+        deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+        request_id, request = self._request(ask)
+        self.pending[request_id] = _Pending(future, sent, deadline)
+        if not self.reading:
+            self.reading = True
+            threading.Thread(
+                target=self._read_answers, args=(proc, reader), name="capevolve-sandbox-reader", daemon=True
+            ).start()
+        self._send(proc, request)
+        return future
+
+    def _read_answers(self, proc: subprocess.Popen[bytes], reader: FrameReader) -> None:
+        while True:
+            with self._lock:
+                if self.proc is not proc:
+                    return
+                deadlines = [p.deadline for p in self.pending.values() if p.deadline is not None]
+            now = time.monotonic()
+            wake = min([*deadlines, now + POLL_S])
+            try:
+                payload = reader.read(wake)
+            except TimeoutError:
+                overdue = [d for d in deadlines if d <= time.monotonic()]
+                if overdue:
+                    end(proc)
+                    timeouts = [p for p in self.pending.values() if p.deadline is not None]
+                    timeout_s = (
+                        None if not timeouts else (timeouts[0].deadline or 0.0) - timeouts[0].sent - GRACE_S
+                    )
+                    self._lose_child(proc, killed_late(timeout_s))
+                    return
+                continue
+            except WireError as exc:
+                end(proc)
+                self._lose_child(proc, f"the sandbox process sent a malformed answer ({exc}): it was killed")
+                return
+            except (OSError, ValueError):  # its pipe closed under this thread (the sandbox closed)
+                self._lose_child(proc, died(end(proc)), caused=False)
+                return
+            if payload is None:
+                self._lose_child(proc, died(end(proc)))
+                return
+            try:
+                request_id, answer = decode_answer(payload, self.owner.values, 0.0)
+            except WireError as exc:
+                end(proc)
+                self._lose_child(proc, f"the sandbox process sent a malformed answer ({exc}): it was killed")
+                return
+            with self._lock:
+                waiting = self.pending.pop(request_id, None)
+            if waiting is not None:
+                answer.scored.seconds = round(time.monotonic() - waiting.sent, 6)
+                _settle(waiting.future, answer)
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self.proc, self.reader, self.ahead = self.proc, None, None, None
+        if proc is not None:
+            end(proc, gently=True)
+            self._lose_child(proc, "the sandbox was closed before the rollout ended", caused=False)
+
+
+def _settle(future: Future[Answer], answer: Answer) -> None:
+    try:
+        future.set_result(answer)
+    except InvalidStateError:  # given up on (its task cancelled at its deadline)
+        pass
+
+
+class _ChildProcess(subprocess.Popen[bytes]):
+    """A sandbox child, with the scratch folder that is its to write (removed by :func:`end`)."""
+
+    scratch: str | None = None
+
+
+SCRATCH_ENV = ("TMPDIR", "TEMP", "TMP")  # where the child's tempfile and its tools make files
+# where tools keep per-user data and state (platformdirs: inspect_ai's traces and sample buffers):
+# in the scratch too, since the boundary lets the child write nothing under $HOME. Caches stay
+# where they are, readable: a model cache moved to an empty folder would be fetched again
+SCRATCH_XDG = ("XDG_DATA_HOME", "XDG_STATE_HOME")
+
+
+def scratch_env(scratch: str) -> dict[str, str]:
+    """The child's environment: this process's, with its temporary, data and state folders in
+    ``scratch`` (the one folder it may write besides the spec's ``sandbox_writable``)."""
+    env = {**os.environ, **dict.fromkeys(SCRATCH_ENV, scratch)}
+    env.update({name: os.path.join(scratch, name.lower()) for name in SCRATCH_XDG})
+    return env
+
+
+def end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
+    """End ``proc`` (closing its pipe first when ``gently``: it exits at end of file) and reap it,
+    then remove its scratch folder."""
+    try:
+        if gently and proc.stdin is not None:
+            proc.stdin.close()
+            try:
+                return proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+        proc.kill()
+        return proc.wait(timeout=5.0)
+    except (OSError, subprocess.TimeoutExpired):
+        return proc.returncode
+    finally:
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        scratch = getattr(proc, "scratch", None)
+        if scratch and proc.returncode is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
