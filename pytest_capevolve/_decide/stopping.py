@@ -33,7 +33,7 @@ UNDECIDED = "undecided"
 # α_e = α stops soonest and costs the exhaustion test ≤ 0.02 power against the fixed-n gate at
 # 5 trials per task. At 1 trial the early crossings take more of the sign patterns the test at
 # exhaustion could use: up to 0.062 less power (N = 300, +0.05; `benchmarks/sequential.py 1000
-# 2026 1`), so the stated bound there is 0.08 (tests/unit/test_sequential_power.py).
+# 2026 1`), so the stated bound there is 0.08 (tests/calibration/test_sequential_power.py).
 EFFICACY_SHARE = Fraction(1)
 ALPHA_FUTILITY = Fraction(1, 20)  # P(stopped for futility | effect ≥ min_effect) ≤ 0.05
 EXHAUSTION_RESAMPLES = 20000

@@ -303,7 +303,8 @@ def merged_from(rundir: RunDir, tag: str) -> list[str]:
 def _parent(rundir: RunDir, tag: str, best: str) -> str:
     """What ``tag`` was made from: its work copy's parent, else the best when it was first
     registered (a sibling re-gated in a round against an earlier sibling still had the round's
-    best as its parent), else the best now."""
+    best as its parent), else what its verdict was gated against (a candidate refused before it
+    was registered: a microcase it failed), else the best now."""
     current = None
     for event in rundir.log.events():
         kind = event.get("kind")
@@ -313,7 +314,7 @@ def _parent(rundir: RunDir, tag: str, best: str) -> str:
             current = str(event["best_id"])
         elif kind == "candidate_registered" and event.get("tag") == tag:
             return current or "seed"
-    return best
+    return str((rundir.verdicts.verdict(tag) or {}).get("against") or best)
 
 
 def _spent_on(rundir: RunDir, tag: str) -> SpentOn:

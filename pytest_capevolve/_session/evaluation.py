@@ -235,6 +235,9 @@ class EvaluationSession:
                 if v not in unbooked
             ]
         elif decided:
+            from .._policy.identity import REPEAT
+            from .gating import repeat_line
+
             outcome.closing.append(
                 (
                     "--capevolve-commit none: verdicts written as evidence, no decision booked "
@@ -242,6 +245,9 @@ class EvaluationSession:
                     {},
                 )
             )
+            outcome.closing += [
+                (repeat_line(self.spec, self.rundir, v), {}) for v in decided if v.decision == REPEAT
+            ]
         if outcome.exit_code == exitcodes.OK:  # a provisional verdict exits as one, not as a reject
             outcome.exit_code = exitcodes.for_decisions(
                 shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks"))

@@ -407,6 +407,24 @@ def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
     return "reject", "gate"
 
 
+def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
+    """The line for a REPEAT (bytes already accepted): nothing is booked on it, and when an
+    earlier run's accept can be adopted here, the command that adopts it (the way on)."""
+    details, best = verdict.details or {}, rundir.state.best()
+    level = details.get("earlier_level")
+    adopt = adoption(rundir, rundir.verdicts.verdict(verdict.tag), best, spec.capability_path)
+    return (
+        f"{verdict.tag}: nothing booked — repeat of {details.get('repeats')!r} (accepted"
+        + (f" at {level})" if level else ")")
+        + (
+            f"; `capevolve commit {verdict.tag} --decision accept` adopts that accept as this "
+            "run's best (labelled, nothing paid)"
+            if adopt
+            else ""
+        )
+    )
+
+
 def book_verdicts(
     spec: Spec, rundir: RunDir, verdicts: list[Verdict], hooks: SessionHooks = NO_HOOKS
 ) -> list[str]:
@@ -415,18 +433,7 @@ def book_verdicts(
     lines = []
     for verdict in verdicts:
         if verdict.decision == REPEAT:  # bytes already accepted: that decision stands, none is new
-            details, best = verdict.details or {}, rundir.state.best()
-            level = details.get("earlier_level")
-            lines.append(
-                f"{verdict.tag}: nothing booked — repeat of {details.get('repeats')!r} (accepted"
-                + (f" at {level})" if level else ")")
-                + (
-                    f"; `capevolve commit {verdict.tag} --decision accept` adopts that accept as this "
-                    "run's best (labelled, nothing paid)"
-                    if adoption(rundir, rundir.verdicts.verdict(verdict.tag), best, spec.capability_path)
-                    else ""
-                )
-            )
+            lines.append(repeat_line(spec, rundir, verdict))
             continue
         decision, basis = booked_as(spec, verdict)
         try:

@@ -139,7 +139,10 @@ def measure(
             f"{(rundir.verdicts.verdict(best) or {}).get('decision', 'nothing')}; its gain is not a gate's",
         )
     elif label is not None:  # decided again on bytes another run had decided
-        result.labels.insert(0, f"{short(label)}: the best {best!r} is {label.split(' — ', 1)[-1]}")
+        said = label.partition(" — ")[2]  # an adopted accept's label has no short form: said once
+        result.labels.insert(
+            0, f"{short(label)}: the best {best!r} is {said}" if said else f"the best {best!r} is {label}"
+        )
     result.spend, result.screening = _spend(
         rundir, events, rollouts_by_split, state, len(splits["val"]), spec.num_trials
     )

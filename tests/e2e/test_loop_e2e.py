@@ -278,3 +278,22 @@ def test_a_repeat_of_another_runs_reject_names_a_re_derivation_that_runs(example
     assert f"(`{command}` re-derives it" in repeat.stdout.str(), repeat.stdout.str()[-2000:]
     code, answer, err = run_cli(capsys, *command.split()[1:], "--project", str(project), "--json")
     assert code == 10 and answer is not None, err  # the earlier decision, re-derived: a reject
+
+
+def test_a_sibling_a_microcase_refused_is_booked_with_the_parent_it_was_made_from(
+    example, projects, capevolve
+):
+    """A candidate that fails a microcase is never registered; booked after a sibling's accept in
+    the same round, it was recorded as made from that sibling ('improved (gated against seed)')
+    though it was made from, and refused against, the seed."""
+    project = example("noisy_agent")
+    result = capevolve(project, "improved", "regressed", gate=True)
+    result.stdout.fnmatch_lines(["*improved: booked accept*", "*regressed: booked reject (micro_test_fail)*"])
+    rundir = projects.run_dir(project)
+    (rejected,) = [json.loads(line) for line in (rundir / "rejected.jsonl").read_text().splitlines()]
+    assert (rejected["tag"], rejected["parent"], rejected["basis"]) == (
+        "regressed",
+        "seed",
+        "micro_test_fail",
+    )
+    assert "| regressed | seed | reject | micro_test_fail |" in (rundir / "LEDGER.md").read_text()

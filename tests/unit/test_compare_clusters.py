@@ -62,32 +62,6 @@ def test_every_task_its_own_cluster_is_the_plain_test() -> None:
     assert own.fraction == sign_flip_test(cand, best).fraction
 
 
-def null_runs(rng: np.random.Generator, groups: int, size: int, trials: int) -> np.ndarray:
-    """One run under the null: each cluster goes well or badly as a whole (a shared source),
-    then each trial of each task passes with that cluster's rate. Two calls are two
-    independent runs of the same agent: no difference."""
-    rates = rng.choice([0.1, 0.9], size=groups)
-    return (rng.random((groups * size, trials)) < np.repeat(rates, size)[:, None]).astype(float)
-
-
-@pytest.mark.parametrize(("groups", "size"), [(6, 5), (10, 3), (16, 4)])
-def test_type_one_error_is_at_most_alpha_over_null_cells_flipping_clusters(groups: int, size: int) -> None:
-    """Over 400 null comparisons per cell (seeded): the cluster flip's false-accept rate is at
-    most α (up to 3 binomial standard errors); flipping tasks one by one, which takes the
-    tasks of a cluster as independent, is past it in the same data."""
-    rng = np.random.default_rng(2026 + groups)
-    clusters = [f"c{i}" for i in range(groups) for _ in range(size)]
-    draws = 400
-    by_cluster = by_task = 0
-    for _ in range(draws):
-        cand, best = null_runs(rng, groups, size, 2), null_runs(rng, groups, size, 2)
-        by_cluster += cluster_sign_flip_test(cand, best, clusters, alpha=ALPHA).at_most(ALPHA)
-        by_task += sign_flip_test(cand, best, alpha=ALPHA).at_most(ALPHA)
-    slack = 3 * (ALPHA * (1 - ALPHA) / draws) ** 0.5
-    assert by_cluster / draws <= ALPHA + slack, (groups, size, by_cluster)
-    assert by_task / draws > ALPHA + slack, (groups, size, by_task)
-
-
 def test_the_cluster_interval_is_wider_when_a_cluster_moves_together() -> None:
     deltas = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5])
     se_clustered, ci = cluster_mean_ci(deltas, ["a"] * 3 + ["b"] * 3 + ["c"] * 3)

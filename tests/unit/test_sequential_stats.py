@@ -116,21 +116,6 @@ def test_alpha_levels_of_one_sequential_decision() -> None:
     assert seqgate.split(Fraction(1, 60), Fraction(1, 2)).efficacy == Fraction(1, 120)
 
 
-@settings(max_examples=10, deadline=None)
-@given(rates=task_rates(min_tasks=5, max_tasks=30), seed=st.integers(0, 2**32 - 1))
-def test_the_whole_sequential_test_holds_alpha_on_null_arms(rates: np.ndarray, seed: int) -> None:
-    """Early accepts (a crossing) plus accepts at exhaustion (joint p ≤ α) together: at most α of
-    null candidates, however the e-process's α_e was chosen (here α_e = α, the default)."""
-    rng = np.random.default_rng(seed)
-    deltas = null_deltas(rates, rng)[:400]
-    code, _ = seq.first_crossings(deltas, alpha_efficacy=0.05, alpha_futility=0.05, min_effect=0.05)
-    accepted = code == 1
-    for i in np.flatnonzero(code != 1):
-        num, den = seq.exhaustion_p(deltas[i], alpha_efficacy=0.05, n_resamples=400, seed=i)
-        accepted[i] = Fraction(num, den) <= Fraction(1, 20)
-    assert accepted.mean() <= 0.05 + 4 * np.sqrt(0.05 * 0.95 / accepted.size)
-
-
 def test_the_joint_p_is_never_below_the_plain_sign_flip_share() -> None:
     """Crossing paths only add to the count: p_joint ≥ P(Σ ≥ observed) of the same resamples."""
     d = np.array([0.2, -0.2, 0.4, 0.0, 0.6, 0.2, -0.4, 0.8, 0.2, 0.4])

@@ -1,0 +1,87 @@
+"""The newcomer's whole path on a fresh ``capevolve init`` project, as console commands played in
+order (tests/docs_commands.py): ``init`` → ``check`` → ``baseline`` → gate → ``commit`` →
+``hill-climb`` → a look at ``measure`` (which must not spend the test score) → finalize →
+``measure``; then a new run, where the accepted candidate comes back as ``REPEAT`` and the
+command that line names adopts it (issue 38: no refusal without a way on that works).
+
+Each command must exit as written and print the lines under it (``…`` matches anything), so a
+dead end anywhere on the path (an exit the next step cannot get past, a line naming a command
+that fails) fails this test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from docs_commands import play
+
+TO_A_LOOK = """
+```console
+$ capevolve init my-agent
+…
+$ cd my-agent
+$ capevolve check
+…
+ok    1 microcase(s) pass on the seed
+$ capevolve baseline
+…"tag": "seed"…
+$ pytest --capevolve-run . --capevolve-candidate candidates/convert-units --capevolve-gate --capevolve-commit none -q
+…
+convert-units  ACCEPT  …
+$ capevolve commit convert-units --decision accept --note "convert units before answering"
+…"best": "convert-units", …"decision": "accept", …
+$ capevolve hill-climb --optimizer "python optimizer.py {workdir}" --max-iterations 2 --table
+…
+best 'convert-units'; …
+stopped: max iterations: …
+$ capevolve measure
+test split sealed: this table is val only; `capevolve measure --finalize` scores the test split once …
+…
+test   best  convert-units  sealed: not finalized yet
+```
+"""
+
+FINALIZE_AND_REPEAT = """
+```console
+$ cd my-agent
+$ capevolve measure --finalize
+…
+best − seed on test: +…
+$ pytest --capevolve-run . --capevolve-new-run --capevolve-candidate candidates/convert-units --capevolve-gate --capevolve-commit none -q  # exit 15
+…
+convert-units  REPEAT  …
+…
+convert-units: nothing booked — repeat of 'convert-units' (accepted at α = 0.05…); `capevolve commit convert-units --decision accept` adopts that accept as this run's best (labelled, nothing paid)
+$ capevolve commit convert-units --decision accept
+…"best": "convert-units", …"decision": "accept", …"label": "adopted: accepted against the same bytes as 'seed' in run …
+$ capevolve hill-climb --optimizer "python optimizer.py {workdir}" --max-iterations 1 --table
+…
+cand_0001  …
+stopped: max iterations: …
+$ capevolve measure --finalize  # exit 4
+…
+NOTE the best 'convert-units' is adopted: accepted against the same bytes as 'seed' in run … not gated again
+…
+…Ways on: new test tasks (a new run with another split_seed or split_ids_file), or acknowledge it with --capevolve-test-reused…
+$ capevolve measure --finalize --test-reused
+…
+best − seed on test: +…
+```
+"""
+
+
+def test_the_newcomers_path_and_a_repeat_in_a_new_run_have_no_dead_end(tmp_path: Path) -> None:
+    assert len(play(TO_A_LOOK, tmp_path)) == 7
+    (first,) = (tmp_path / "my-agent" / ".capevolve" / "runs").iterdir()
+    # a look at the table spent nothing: the test split is still sealed and unread
+    assert not (first / "seal.json").exists() and not (first / "rollouts" / "test").exists()
+    assert len(play(FINALIZE_AND_REPEAT, tmp_path)) == 6
+    runs = sorted((tmp_path / "my-agent" / ".capevolve" / "runs").iterdir())
+    assert runs[0] == first and len(runs) == 2
+    for run in runs:  # each run ends scored once, with the candidate as its best
+        assert (run / "seal.json").is_file()
+        assert json.loads((run / "state.json").read_text())["best_id"] == "convert-units"
+    events = [json.loads(line) for line in (runs[1] / "events.jsonl").read_text().splitlines()]
+    adopted = next(e for e in events if e["kind"] == "decision")  # the new run's first decision
+    assert (adopted["tag"], adopted["decision"]) == ("convert-units", "accept"), adopted
+    assert not any(e["kind"] == "rollout" for e in events[: events.index(adopted)])  # nothing paid
