@@ -174,9 +174,10 @@ def _md(text: str) -> str:
 
 class ComparedRuns:
     """What the ``capevolve_compare`` fixture hands a test: the comparison, whether every run
-    was accepted, and the table as one text (an assertion's message)."""
+    was accepted, and the table as one text (an assertion's message); for a preferences file
+    (``capevolve_compare("prefs.csv")``) the pairwise answer, in the same shape."""
 
-    def __init__(self, comparison: Comparison) -> None:
+    def __init__(self, comparison: Comparison | PairwiseComparison) -> None:
         self.comparison = comparison
 
     @property
@@ -189,9 +190,13 @@ class ComparedRuns:
 
     @property
     def summary(self) -> str:
+        if isinstance(self.comparison, PairwiseComparison):
+            return "\n".join(render_pairwise_table(self.comparison))
         return "\n".join(render_table(self.comparison))
 
     def markdown(self) -> str:
+        if isinstance(self.comparison, PairwiseComparison):
+            return render_pairwise_markdown(self.comparison)
         return render_markdown(self.comparison)
 
     def to_dict(self) -> dict[str, Any]:
