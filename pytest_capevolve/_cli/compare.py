@@ -67,6 +67,12 @@ def _cmd_pairwise(args: argparse.Namespace) -> int:
             f"--pairwise reads one file of preferences (task_id, preference A/B/tie); {len(args.runs)} "
             "given: put both runs' judgements in one file"
         )
+    given = [f"--{name}" for name in ("format", "scorer", "arm") if getattr(args, name)]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)}: for files of rewards; --pairwise reads a table of preferences "
+            "(task_id, preference A/B/tie), by its suffix: drop them"
+        )
     labels = [*(args.label or []), None, None]
     if len(labels) > 4:
         raise UsageError("--pairwise takes two --label at most: A's name, then B's")

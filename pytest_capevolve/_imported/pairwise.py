@@ -14,6 +14,8 @@ reject otherwise, indecisive when too few tasks were judged (``min_coverage``).
 
 from __future__ import annotations
 
+import csv
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,10 +156,15 @@ def looks_pairwise(path: Path) -> bool:
     if path.suffix.lower() not in (".csv", ".jsonl", ".ndjson") or not path.is_file():
         return False
     try:
-        rows = _rows(path)
-    except (ResultsError, UnicodeDecodeError):
+        with path.open(newline="", encoding="utf-8") as handle:
+            if path.suffix.lower() == ".csv":
+                names = list(csv.DictReader(handle).fieldnames or [])
+            else:  # the first object's keys: a reward table is not read whole to be told apart
+                first = next((line for line in handle if line.strip()), "{}")
+                names = list(json.loads(first)) if first.lstrip().startswith("{") else []
+    except (UnicodeDecodeError, json.JSONDecodeError, csv.Error):
         return False
-    return column(_names(rows[:1]), PREFERENCE_COLUMNS) is not None
+    return column(names, PREFERENCE_COLUMNS) is not None
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:

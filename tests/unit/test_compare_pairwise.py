@@ -141,3 +141,9 @@ def test_the_command_exits_as_a_gate_does(tmp_path: Path, capsys: pytest.Capture
     assert "is not A, B or tie" in capsys.readouterr().err
     assert main(["compare", "--pairwise", str(worse), str(worse)]) == 4
     assert "one file of preferences" in capsys.readouterr().err
+    assert main(["compare", "--pairwise", str(worse), "--scorer", "acc"]) == 4
+    assert "--scorer: for files of rewards" in capsys.readouterr().err
+    rewards = write(tmp_path / "rewards.csv", "task_id,reward", ["q1,1"])
+    assert not looks_pairwise(rewards)  # one file of rewards is not taken for preferences
+    assert main(["compare", str(rewards)]) == 4
+    assert "compare needs two runs or more" in capsys.readouterr().err
