@@ -199,6 +199,13 @@ def read_judgements(path: Path) -> list[Judgement]:
         raise ResultsError(f"{path}: no judgements in it; is it the right file?")
     if order_col is not None:
         _check_both_orders(path, judgements)
+    clusters: dict[str, str] = {}
+    for j in judgements:
+        if j.cluster is not None and clusters.setdefault(j.task_id, j.cluster) != j.cluster:
+            raise ResultsError(
+                f"{path}: task {j.task_id!r} is in two clusters ({clusters[j.task_id]!r}, "
+                f"{j.cluster!r}); give each task one cluster on every row"
+            )
     trial_col = column(names, TRIAL_COLUMNS)
     if trial_col is not None:
         _check_trials_once(path, rows, task_col, trial_col)

@@ -107,6 +107,7 @@ def test_clusters_are_the_units_of_the_test(tmp_path: Path) -> None:
         ("task_id,trial,preference", ["q1,1,A", "q1,1,B"], "trial '1' twice"),
         ("task_id,reward", ["q1,1"], "the columns task_id and preference"),
         ("task_id,preference", [",A"], "no task id"),
+        ("task_id,cluster,preference", ["q1,x,A", "q1,y,B"], "is in two clusters ('x', 'y')"),
     ],
 )
 def test_a_table_this_test_cannot_read_is_refused_with_a_way_on(
