@@ -16,7 +16,17 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
-from .rules import GATE_MODES, LEGACY_MODES, RULES, RuleInput, RuleNumbers, alpha_text, outcome, run_rule
+from .rules import (
+    EXACT_P_MODES,
+    GATE_MODES,
+    LEGACY_MODES,
+    RULES,
+    RuleInput,
+    RuleNumbers,
+    alpha_text,
+    outcome,
+    run_rule,
+)
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, GateSplitError, Verdict
 
 __all__ = [
@@ -195,7 +205,7 @@ def decide(
         basis="coverage",
         reason="",
         mode=config.mode,
-        alpha=float(config.alpha) if config.mode == "exact" else None,
+        alpha=float(config.alpha) if config.mode in EXACT_P_MODES else None,
         k_se=config.k_se if config.mode in ("paired", "significant") else None,
         n_tasks=n,
         trials=int(candidate.shape[1]) if candidate.ndim == 2 else 1,
@@ -232,7 +242,8 @@ def decide(
     rule = run_rule(candidate, best, deltas, config, candidate_size, best_size, arms)
     decision, basis, reason, numbers = rule
     bar = numbers.get("bar")
-    if decision == ACCEPT and not stats.exceeds(delta_exact, spread_exact):
+    # (the floor is of rewards; a judge's preferences are calibrated by the sign test itself)
+    if decision == ACCEPT and config.preferences is None and not stats.exceeds(delta_exact, spread_exact):
         decision, basis = REJECT, "null_floor"
         reason = (
             f"Δ̄ = {delta_mean:+.4f} does not exceed the null controls' own spread "

@@ -40,6 +40,9 @@ class GateConfig:
     # each task's cluster, in the order of the gate's rows (empty: every task its own): the
     # exact rule then flips whole clusters, and the interval is cluster-robust (_stats/clusters)
     clusters: tuple[str, ...] = ()
+    # ``pairwise`` mode: each judged task's net preference (B wins − A wins, B the candidate),
+    # logged judgements of a gate session (_policy/preferences.py); None: none were judged
+    preferences: tuple[int, ...] | None = None
 
 
 @dataclass

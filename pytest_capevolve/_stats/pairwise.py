@@ -14,8 +14,10 @@ Pure: no I/O, nothing but scipy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 PREFERENCES = ("A", "B", "tie")
 
@@ -87,3 +89,10 @@ def sign_test(nets: Sequence[int]) -> SignTest:
         float(two.pvalue),
         (float(ci.low), float(ci.high)),
     )
+
+
+def p_greater_exact(wins_b: int, wins_a: int) -> Fraction:
+    """The one-sided p of :func:`sign_test` as the fraction it is, P(Binomial(m, ½) ≥ wins_b):
+    what a gate's family levels (Holm) and re-derivations compare exactly."""
+    m = wins_b + wins_a
+    return Fraction(sum(math.comb(m, k) for k in range(wins_b, m + 1)), 2**m)

@@ -1,0 +1,79 @@
+"""The gate's ``pairwise`` mode as a rule: the sign test on the judge's net preferences per
+task (GateConfig.preferences), an exact p that Holm splits α on, no reward floor, and a way
+on when no preference was judged."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_capevolve._decide.gate import GATE_MODES, decide
+from pytest_capevolve._decide.rounds import gate_round
+from pytest_capevolve._decide.verdict import GateConfig
+from pytest_capevolve._stats.pairwise import p_greater_exact, sign_test
+
+TASKS = [f"t{i}" for i in range(8)]
+SAME = np.full((8, 2), 0.5)  # the rewards do not decide in this mode
+
+
+def verdict(preferences, **config):
+    return decide(
+        SAME,
+        SAME,
+        tag="cand",
+        against="seed",
+        task_ids=TASKS,
+        config=GateConfig(mode="pairwise", preferences=preferences, **config),
+    )
+
+
+def test_pairwise_is_a_gate_mode_and_decides_on_the_preferences_not_the_rewards():
+    assert "pairwise" in GATE_MODES
+    accepted = verdict((2, 1, 1, 2, 1, 1, 2, 1))
+    assert (accepted.decision, accepted.basis, accepted.p_exact) == ("accept", "pairwise", "1/256")
+    assert accepted.alpha == 0.05 and "preferred on 8 tasks" in accepted.reason
+    tied = verdict((2, 1, 1, 2, 1, 0, 0, -1))
+    assert tied.decision == "reject" and "2 tied (net zero, not tested)" in tied.reason
+    assert tied.p_exact == str(p_greater_exact(5, 1))
+
+
+def test_the_reward_floor_of_the_null_controls_does_not_veto_a_preference():
+    """Δ̄ of the rewards is 0 here, under any null spread; the sign test is its own null."""
+    floored = decide(
+        SAME,
+        SAME,
+        tag="cand",
+        against="seed",
+        task_ids=TASKS,
+        config=GateConfig(mode="pairwise", preferences=(1,) * 8),
+        null_deltas=[0.1, -0.1],
+    )
+    assert floored.decision == "accept"
+
+
+def test_no_preference_judged_is_indecisive_naming_the_gate_session():
+    found = verdict(None)
+    assert found.decision == "indecisive" and "a gate session judges them" in found.reason
+
+
+def test_siblings_share_alpha_by_holm_on_the_exact_p():
+    prefs = {"a": (1,) * 8, "b": (1,) * 5 + (-1,) * 3}
+
+    def judge(tag, against, config):
+        config = replace(config, preferences=prefs[tag])
+        return decide(SAME, SAME, tag=tag, against=against, task_ids=TASKS, config=config)
+
+    first, second = gate_round(judge, ["a", "b"], "seed", GateConfig(mode="pairwise"), "holm").verdicts
+    assert (first.decision, first.alpha) == ("accept", 0.025) and "0.05 / 2 by Holm" in first.reason
+    assert (second.decision, second.against) == ("reject", "a")  # re-gated against the round's accept
+
+
+@given(st.integers(0, 30), st.integers(0, 30))
+def test_the_exact_p_is_scipys_binomtest(wins_b, wins_a):
+    p = p_greater_exact(wins_b, wins_a)
+    assert isinstance(p, Fraction) and 0 < p <= 1
+    assert abs(float(p) - sign_test([1] * wins_b + [-1] * wins_a).p_greater) < 1e-12
