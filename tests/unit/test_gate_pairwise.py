@@ -8,12 +8,15 @@ from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_capevolve._decide.gate import GATE_MODES, decide
 from pytest_capevolve._decide.rounds import gate_round
 from pytest_capevolve._decide.verdict import GateConfig
+from pytest_capevolve._engine.judging import prefer_in_order
+from pytest_capevolve._project.adapter import AdapterError, Task
 from pytest_capevolve._stats.pairwise import p_greater_exact, sign_test
 
 TASKS = [f"t{i}" for i in range(8)]
@@ -77,3 +80,25 @@ def test_the_exact_p_is_scipys_binomtest(wins_b, wins_a):
     p = p_greater_exact(wins_b, wins_a)
     assert isinstance(p, Fraction) and 0 < p <= 1
     assert abs(float(p) - sign_test([1] * wins_b + [-1] * wins_a).p_greater) < 1e-12
+
+
+class FirstShown:
+    """A judge that always prefers the output shown first, and says what it was shown."""
+
+    def __init__(self, answer="A"):
+        self.answer, self.shown = answer, []
+
+    def prefer(self, task, output_a, output_b, *, seed):
+        self.shown.append((output_a, output_b, seed))
+        return self.answer
+
+
+def test_a_judgement_in_the_swapped_order_is_named_by_arm_and_a_bad_answer_is_refused():
+    task = Task(id="q1", input="1 + 1", target=2)
+    judge = FirstShown()
+    assert prefer_in_order(judge, task, "best", "cand", order="AB", seed=5) == "A"
+    assert prefer_in_order(judge, task, "best", "cand", order="BA", seed=6) == "B"  # cand was first
+    assert judge.shown == [("best", "cand", 5), ("cand", "best", 6)]
+    assert prefer_in_order(FirstShown("tie"), task, 1, 2, order="BA", seed=0) == "tie"
+    with pytest.raises(AdapterError, match=r"returned 'first'; return 'A' \(the first output"):
+        prefer_in_order(FirstShown("first"), task, 1, 2, order="AB", seed=0)

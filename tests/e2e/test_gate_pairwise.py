@@ -1,0 +1,67 @@
+"""``gate_mode: pairwise`` in a gate session: the adapter's ``prefer()`` judges each task's
+stored outputs of the candidate and the best in both orders after the run loop, each
+judgement logged; the verdict is the sign test on the net preferences; ``capevolve gate``
+re-derives it from the log without judging again."""
+
+from __future__ import annotations
+
+import json
+
+from pytest_capevolve._cli.main import main
+
+JUDGE = """
+
+
+class Compared(ToyCalcAdapter):
+    def prefer(self, task, output_a, output_b, *, seed):
+        right_a, right_b = output_a == task.target, output_b == task.target
+        if right_a != right_b:
+            return "A" if right_a else "B"
+        return "A"  # a judge that cannot tell them apart leans to the first output shown
+"""
+
+
+def preference_events(project, projects):
+    lines = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["kind"] == "preference"]
+
+
+def test_a_gate_session_judges_both_orders_logs_them_and_capevolve_gate_rereads_them(
+    example, projects, capevolve, capsys
+):
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Compared")
+    projects.edit_spec(project, "split_val: 0.5", "split_val: 0.75\ngate_mode: pairwise")
+    projects.edit_spec(project, "split_train: 0.25", "split_train: 0.125")
+    projects.edit_spec(project, "split_test: 0.25", "split_test: 0.125")
+    result = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret == 0, result.stdout.str()
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
+    assert (verdict["decision"], verdict["basis"], verdict["mode"]) == ("accept", "pairwise", "pairwise")
+    multiplications = sum(t.startswith("q") and int(t[1:]) % 3 == 1 for t in verdict["per_task"])
+    assert f"preferred on {multiplications} tasks, the best on 0" in verdict["reason"]
+    assert verdict["p_exact"] == f"1/{2**multiplications}"
+    events = preference_events(project, projects)
+    careful = [e for e in events if e["tag"] == "careful"]
+    assert {e["order"] for e in careful} == {"AB", "BA"} and len(careful) == 2 * verdict["n_tasks"]
+    # the lean to the first output cancels: on a task where the answers agree, one A and one B
+    same = [e for e in careful if int(e["task_id"][1:]) % 3 != 1]
+    said = [e["preference"] for e in same]
+    assert same and said.count("A") == said.count("B") == len(same) // 2
+
+    capsys.readouterr()
+    assert main(["gate", "careful", "--project", str(project), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["decision"], again["p_exact"]) == ("accept", verdict["p_exact"])
+    assert preference_events(project, projects) == events  # re-read, not judged again
+
+
+def test_pairwise_without_a_prefer_method_is_refused_before_paying(example, projects, capevolve):
+    project = example("toy_calc")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    result = capevolve(project, "careful", gate=True)
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*gate_mode pairwise*prefer(task, output_a, output_b, *, seed)*define it*"])
+    assert not (project / ".capevolve" / "runs").exists() or not any(
+        (project / ".capevolve" / "runs").iterdir()
+    )
