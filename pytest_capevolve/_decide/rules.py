@@ -120,8 +120,8 @@ def _pairwise(x: RuleInput) -> RuleResult:
             INDECISIVE,
             "pairwise",
             "gate_mode pairwise decides on the judge's preferences (the adapter's prefer()), and "
-            "none were judged for this pair: a gate session judges them (capevolve pytest "
-            "--capevolve-run …, not a grow, sequential gate or screen); capevolve gate re-reads them",
+            "none were judged for this pair: a gate session of a run whose gate_mode is pairwise "
+            "judges them (pytest --capevolve-run … --capevolve-gate), and capevolve gate re-reads them",
             RuleNumbers(bar=None),
         )
     test = sign_test(nets)

@@ -56,12 +56,18 @@ def test_a_gate_session_judges_both_orders_logs_them_and_capevolve_gate_rereads_
     assert preference_events(project, projects) == events  # re-read, not judged again
 
 
-def test_pairwise_without_a_prefer_method_is_refused_before_paying(example, projects, capevolve):
+def test_pairwise_without_prefer_or_in_a_kind_that_decides_on_rewards_is_refused_before_paying(
+    example, projects, capevolve
+):
     project = example("toy_calc")
     projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
     result = capevolve(project, "careful", gate=True)
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*gate_mode pairwise*prefer(task, output_a, output_b, *, seed)*define it*"])
-    assert not (project / ".capevolve" / "runs").exists() or not any(
-        (project / ".capevolve" / "runs").iterdir()
-    )
+    # a sequential gate decides on rewards alone (it accepted here on them, unasked, before this)
+    projects.add_adapter(project, JUDGE, "adapter.py:Compared")
+    result = capevolve(project, "careful", gate=True, extra=["--capevolve-sequential"])
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--capevolve-sequential decides on rewards*--capevolve-gate alone*"])
+    runs = project / ".capevolve" / "runs"
+    assert not runs.exists() or not any(runs.iterdir())  # nothing planned, nothing paid

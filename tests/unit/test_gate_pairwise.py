@@ -60,7 +60,7 @@ def test_the_reward_floor_of_the_null_controls_does_not_veto_a_preference():
 
 def test_no_preference_judged_is_indecisive_naming_the_gate_session():
     found = verdict(None)
-    assert found.decision == "indecisive" and "a gate session judges them" in found.reason
+    assert found.decision == "indecisive" and "whose gate_mode is pairwise judges them" in found.reason
 
 
 def test_siblings_share_alpha_by_holm_on_the_exact_p():
