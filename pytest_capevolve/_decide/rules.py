@@ -120,8 +120,9 @@ def _pairwise(x: RuleInput) -> RuleResult:
             INDECISIVE,
             "pairwise",
             "gate_mode pairwise decides on the judge's preferences (the adapter's prefer()), and "
-            "none were judged for this pair: a gate session of a run whose gate_mode is pairwise "
-            "judges them (pytest --capevolve-run … --capevolve-gate), and capevolve gate re-reads them",
+            "none is logged for this pair: a gate session of a run whose gate_mode is pairwise "
+            "judges them (pytest --capevolve-run … --capevolve-gate; where one tried, its warning "
+            "says what failed), and capevolve gate re-reads them",
             RuleNumbers(bar=None),
         )
     test = sign_test(nets)

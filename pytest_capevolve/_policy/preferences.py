@@ -20,12 +20,14 @@ from .._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_or
 from .._project.adapter import Task
 from .._stats.pairwise import net_preference
 from .._store.evidence import Arm
+from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
 from .judge_noise import GATE_SPLIT, HeldToEvents
 
 PREFERENCE_EVENT = "preference"
 Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
-Prefer = Callable[[str, str, tuple[Arm, Arm]], None]  # judge what the log lacks: tag, against, arms
+# judge what the log lacks (tag, against, arms), returning what kept judgements from being made
+Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]
 
 
 def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
@@ -39,38 +41,62 @@ def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
 
 def judge_missing(
     rundir: RunDir, adapter: Any, pool: Mapping[str, Task], tag: str, against: str, arms: tuple[Arm, Arm]
-) -> None:
-    """Judge, and log, every (task, trial, order) valid on both arms that the log lacks."""
+) -> list[str]:
+    """Judge, and log, every (task, trial, order) valid on both arms that the log lacks; returns
+    what kept a judgement from being made (the judge raised, answered outside A/B/tie, or a
+    rollout file was edited): missing data, not logged, so the next gate session asks again."""
     done = logged_preferences(rundir, tag, against)
+    problems: list[str] = []
     held: HeldToEvents | None = None
     candidate, best = arms
     for cell in sorted(candidate.keys() & best.keys()):
         b, a = candidate[cell], best[cell]
-        if not (a.valid and b.valid) or all((a.task_id, b.trial, o) in done for o in PREFERENCE_ORDERS):
+        missing = [o for o in PREFERENCE_ORDERS if (b.task_id, b.trial, o) not in done]
+        if not (a.valid and b.valid and missing) or b.task_id not in pool:
             continue
         held = held or HeldToEvents(rundir)
-        full_a, full_b = (rundir.rollouts.read_rollout(GATE_SPLIT, r.task_id, r.tag, r.trial) for r in (a, b))
-        if full_a is None or full_b is None or b.task_id not in pool:
-            continue  # a file gone or a task gone: no judgement, missing data
-        for record in (full_a, full_b):
-            held.check(record, "its output is", "it is not judged")
-        for k, order in enumerate(PREFERENCE_ORDERS):
-            if (b.task_id, b.trial, order) in done:
-                continue
-            seed = b.seed + JUDGE_SEED_STRIDE * k
-            said = prefer_in_order(
-                adapter, pool[b.task_id], full_a.output, full_b.output, order=order, seed=seed
-            )
-            rundir.log.append_event(
-                PREFERENCE_EVENT,
-                tag=tag,
-                against=against,
-                task_id=b.task_id,
-                trial=b.trial,
-                order=order,
-                seed=seed,
-                preference=said,
-            )
+        try:
+            outputs = _held_outputs(rundir, held, a, b)
+            for order in missing if outputs is not None else []:
+                _judge_one(rundir, adapter, pool[b.task_id], (tag, against), b, outputs, order)
+        except Exception as exc:  # a judge is called like score(): its failure is missing data
+            problems.append(f"{b.task_id} trial {b.trial}: {exc}")
+    return problems
+
+
+def _held_outputs(
+    rundir: RunDir, held: HeldToEvents, a: RolloutRecord, b: RolloutRecord
+) -> tuple[Any, Any] | None:
+    """The two stored outputs, each file held to its rollout event (None: a file is gone)."""
+    full_a, full_b = (rundir.rollouts.read_rollout(GATE_SPLIT, r.task_id, r.tag, r.trial) for r in (a, b))
+    if full_a is None or full_b is None:
+        return None
+    for record in (full_a, full_b):
+        held.check(record, "its output is", "it is not judged")
+    return full_a.output, full_b.output
+
+
+def _judge_one(
+    rundir: RunDir,
+    adapter: Any,
+    task: Task,
+    pair: tuple[str, str],
+    b: RolloutRecord,
+    outputs: Any,
+    order: str,
+) -> None:
+    seed = b.seed + JUDGE_SEED_STRIDE * PREFERENCE_ORDERS.index(order)
+    said = prefer_in_order(adapter, task, outputs[0], outputs[1], order=order, seed=seed)
+    rundir.log.append_event(
+        PREFERENCE_EVENT,
+        tag=pair[0],
+        against=pair[1],
+        task_id=b.task_id,
+        trial=b.trial,
+        order=order,
+        seed=seed,
+        preference=said,
+    )
 
 
 def task_nets(
@@ -95,17 +121,17 @@ def pairwise_nets(
     tag: str,
     against: str,
     prefer: Prefer | None,
-) -> tuple[int, ...] | None:
+) -> tuple[tuple[int, ...] | None, list[str]]:
     """The net preferences a ``pairwise`` verdict of ``tag`` against ``against`` reads: judged
     first where ``prefer`` is given (a gate session), read from the log alone where it is not
-    (``capevolve gate``), over the cells valid on both arms."""
+    (``capevolve gate``), over the cells valid on both arms; and what kept judgements from
+    being made."""
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
-    if prefer is not None:
-        prefer(tag, against, arms)
+    problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)
     cells = {
         cell
         for cell in arms[0].keys() & arms[1].keys()
         if cell[0] in wanted and cell[1] < num_trials and arms[0][cell].valid and arms[1][cell].valid
     }
-    return task_nets(logged_preferences(rundir, tag, against), task_ids, cells)
+    return task_nets(logged_preferences(rundir, tag, against), task_ids, cells), problems

@@ -100,8 +100,11 @@ class Evidence:
         self._sizes: dict[str, int] = {}
         self._cells: dict[str, evidence.Cells] = {}
         self._read_rescores = rescores
-        # (tag, against) → net preferences per task, for a ``pairwise`` verdict (set by of_run)
-        self.preferences: Callable[[str, str], tuple[int, ...] | None] = lambda tag, against: None
+        # (tag, against) → net preferences per task, for a ``pairwise`` verdict (set by of_run),
+        # and what kept judgements from being made
+        self.preferences: Callable[[str, str], tuple[tuple[int, ...] | None, list[str]]] = (
+            lambda tag, against: (None, [])
+        )
         self._rescores: RescoresByTag | None = None
         self._refused = ""
 
@@ -160,8 +163,10 @@ class Evidence:
     ) -> Verdict:
         """Gate ``tag`` against ``against`` on the trial indices both have (a grown best is
         compared with an ungrown null control on the null's trials only)."""
+        failed: list[str] = []
         if config.mode == "pairwise":
-            config = replace(config, preferences=self.preferences(tag, against))
+            nets, failed = self.preferences(tag, against)
+            config = replace(config, preferences=nets)
         candidate, best, _, infra_candidate, infra_best = evidence.shared_matrices(
             self.cells(tag), self.cells(against), self.num_trials
         )
@@ -181,6 +186,12 @@ class Evidence:
             candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
             best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )
+        if failed:  # missing data, said: the next gate session asks these again
+            said = (
+                f"{len(failed)} paired trial(s) not judged (missing data; a gate session asks them "
+                f"again): {failed[0]}"
+            )
+            verdict = replace(verdict, warnings=[*verdict.warnings, said])
         split = self.judge_noise(tag, against)
         return replace(verdict, judge_noise=split) if split else verdict
 

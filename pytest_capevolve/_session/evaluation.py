@@ -281,11 +281,11 @@ def preferences_judge(config: pytest.Config, rundir: RunDir) -> Prefer:
     and the pool are read when a ``pairwise`` verdict asks (after the run loop), from this
     process's context: the scoring process, where ``score()`` runs too."""
 
-    def judge(tag: str, against: str, arms: tuple[Arm, Arm]) -> None:
+    def judge(tag: str, against: str, arms: tuple[Arm, Arm]) -> list[str]:
         from .._items.nodes import CONTEXT_KEY
         from .._policy.preferences import judge_missing
 
         context = config.stash[CONTEXT_KEY]
-        judge_missing(rundir, context.runner.adapter, context.pool, tag, against, arms)
+        return judge_missing(rundir, context.runner.adapter, context.pool, tag, against, arms)
 
     return judge

@@ -21,6 +21,17 @@ class Compared(ToyCalcAdapter):
 """
 
 
+FLAKY = """
+
+
+class Flaky(Compared):
+    def prefer(self, task, output_a, output_b, *, seed):
+        if task.id in ("q01", "q02"):
+            raise RuntimeError("judge API down")
+        return super().prefer(task, output_a, output_b, seed=seed)
+"""
+
+
 def preference_events(project, projects):
     lines = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["kind"] == "preference"]
@@ -71,3 +82,21 @@ def test_pairwise_without_prefer_or_in_a_kind_that_decides_on_rewards_is_refused
     result.stderr.fnmatch_lines(["*--capevolve-sequential decides on rewards*--capevolve-gate alone*"])
     runs = project / ".capevolve" / "runs"
     assert not runs.exists() or not any(runs.iterdir())  # nothing planned, nothing paid
+
+
+def test_a_judge_that_fails_leaves_missing_data_said_in_the_verdict(example, projects, capevolve):
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE + FLAKY, "adapter.py:Flaky")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    result = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret in (0, 10), result.stdout.str()
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
+    failed = [t for t in ("q01", "q02") if t in verdict["per_task"]]
+    assert failed and verdict["basis"] == "pairwise"
+    said = [w for w in verdict["warnings"] if "not judged" in w]
+    assert said == [
+        f"{len(failed)} paired trial(s) not judged (missing data; a gate session asks them again): "
+        f"{failed[0]} trial 0: judge API down"
+    ]
+    judged = {e["task_id"] for e in preference_events(project, projects) if e["tag"] == "careful"}
+    assert judged == set(verdict["per_task"]) - set(failed)
