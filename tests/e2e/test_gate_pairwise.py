@@ -38,14 +38,15 @@ def preference_events(project, projects):
 
 
 def test_a_gate_session_judges_both_orders_logs_them_and_capevolve_gate_rereads_them(
-    example, projects, capevolve, capsys
+    example, projects, capevolve, capsys, xdist_args
 ):
+    """The same verdict with and without xdist: the controller judges, after the run loop."""
     project = example("toy_calc")
     projects.add_adapter(project, JUDGE, "adapter.py:Compared")
     projects.edit_spec(project, "split_val: 0.5", "split_val: 0.75\ngate_mode: pairwise")
     projects.edit_spec(project, "split_train: 0.25", "split_train: 0.125")
     projects.edit_spec(project, "split_test: 0.25", "split_test: 0.125")
-    result = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none"])
+    result = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none", *xdist_args])
     assert result.ret == 0, result.stdout.str()
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
     assert (verdict["decision"], verdict["basis"], verdict["mode"]) == ("accept", "pairwise", "pairwise")
