@@ -137,6 +137,17 @@ def declares_prefer(adapter: Any) -> bool:
     return callable(getattr(adapter, "prefer", None))
 
 
+def require_prefer(adapter: Any, ref: str, gate_mode: str) -> None:
+    """Refuse (:class:`AdapterError`) ``gate_mode: pairwise`` for an adapter with no ``prefer()``:
+    said by ``capevolve check`` and before a session plans or pays."""
+    if gate_mode == "pairwise" and not declares_prefer(adapter):
+        raise AdapterError(
+            f"adapter {ref}: gate_mode pairwise judges two outputs against each other with the "
+            "adapter's prefer(task, output_a, output_b, *, seed) -> 'A' | 'B' | 'tie', which it "
+            "does not define; define it, or gate on rewards (gate_mode: exact) in a new run"
+        )
+
+
 def prefer_in_order(adapter: Any, task: Task, output_a: Any, output_b: Any, *, order: str, seed: int) -> str:
     """The adapter's preference between A's and B's outputs of ``task``, shown in ``order``,
     named by arm: ``prefer(task, first, second, seed=…)`` answers by position (``"A"``: the

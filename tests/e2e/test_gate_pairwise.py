@@ -69,7 +69,7 @@ def test_a_gate_session_judges_both_orders_logs_them_and_capevolve_gate_rereads_
 
 
 def test_pairwise_without_prefer_or_in_a_kind_that_decides_on_rewards_is_refused_before_paying(
-    example, projects, capevolve
+    example, projects, capevolve, capsys
 ):
     project = example("toy_calc")
     projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
@@ -83,6 +83,12 @@ def test_pairwise_without_prefer_or_in_a_kind_that_decides_on_rewards_is_refused
     result.stderr.fnmatch_lines(["*--capevolve-sequential decides on rewards*--capevolve-gate alone*"])
     runs = project / ".capevolve" / "runs"
     assert not runs.exists() or not any(runs.iterdir())  # nothing planned, nothing paid
+    # and capevolve check says so first, not "ok"
+    checked = example("toy_calc", "unchecked")
+    projects.edit_spec(checked, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    capsys.readouterr()
+    assert main(["check", str(checked)]) == 1
+    assert "FAIL  adapter adapter.py:ToyCalcAdapter: gate_mode pairwise" in capsys.readouterr().out
 
 
 def test_a_judge_that_fails_leaves_missing_data_said_in_the_verdict(example, projects, capevolve):
