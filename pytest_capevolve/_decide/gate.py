@@ -242,8 +242,7 @@ def decide(
     rule = run_rule(candidate, best, deltas, config, candidate_size, best_size, arms)
     decision, basis, reason, numbers = rule
     bar = numbers.get("bar")
-    # (the floor is of rewards; a judge's preferences are calibrated by the sign test itself)
-    if decision == ACCEPT and config.preferences is None and not stats.exceeds(delta_exact, spread_exact):
+    if decision == ACCEPT and not stats.exceeds(delta_exact, spread_exact):
         decision, basis = REJECT, "null_floor"
         reason = (
             f"Δ̄ = {delta_mean:+.4f} does not exceed the null controls' own spread "

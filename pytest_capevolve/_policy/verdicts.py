@@ -164,9 +164,9 @@ class Evidence:
         """Gate ``tag`` against ``against`` on the trial indices both have (a grown best is
         compared with an ungrown null control on the null's trials only)."""
         failed: list[str] = []
-        if config.mode == "pairwise":
+        if config.mode == "pairwise":  # no reward floor: the sign test is its own null
             nets, failed = self.preferences(tag, against)
-            config = replace(config, preferences=nets)
+            config, null_deltas = replace(config, preferences=nets), None
         candidate, best, _, infra_candidate, infra_best = evidence.shared_matrices(
             self.cells(tag), self.cells(against), self.num_trials
         )

@@ -16,8 +16,10 @@ from pytest_capevolve._decide.gate import GATE_MODES, decide
 from pytest_capevolve._decide.rounds import gate_round
 from pytest_capevolve._decide.verdict import GateConfig
 from pytest_capevolve._engine.judging import prefer_in_order
+from pytest_capevolve._policy.verdicts import Evidence
 from pytest_capevolve._project.adapter import AdapterError, Task
 from pytest_capevolve._stats.pairwise import p_greater_exact, sign_test
+from pytest_capevolve._store.evidence import index_records
 
 TASKS = [f"t{i}" for i in range(8)]
 SAME = np.full((8, 2), 0.5)  # the rewards do not decide in this mode
@@ -44,18 +46,18 @@ def test_pairwise_is_a_gate_mode_and_decides_on_the_preferences_not_the_rewards(
     assert tied.p_exact == str(p_greater_exact(5, 1))
 
 
-def test_the_reward_floor_of_the_null_controls_does_not_veto_a_preference():
-    """Δ̄ of the rewards is 0 here, under any null spread; the sign test is its own null."""
-    floored = decide(
-        SAME,
-        SAME,
-        tag="cand",
-        against="seed",
-        task_ids=TASKS,
-        config=GateConfig(mode="pairwise", preferences=(1,) * 8),
-        null_deltas=[0.1, -0.1],
+def test_the_reward_floor_of_the_null_controls_does_not_veto_a_preference(val_rollout):
+    """Δ̄ of the rewards is 0 here, under any null spread: the floor would veto; the sign test
+    is its own null, so a pairwise verdict is judged without it, with its failures said."""
+    records = [val_rollout(tag, t, 0, 0.5) for tag in ("cand", "seed") for t in TASKS]
+    found = Evidence(index_records(records), TASKS, 1, lambda tag: 0)
+    found.preferences = lambda tag, against: ((1,) * 8, ["t9 trial 0: judge API down"])
+    config = GateConfig(mode="pairwise")
+    judged = found.judge("cand", "seed", config, null_deltas=[0.1, -0.1])
+    assert (judged.decision, judged.null_spread) == ("accept", None)
+    assert (
+        judged.warnings[-1].startswith("1 paired trial(s) not judged") and "API down" in judged.warnings[-1]
     )
-    assert floored.decision == "accept"
 
 
 def test_no_preference_judged_is_indecisive_naming_the_gate_session():
