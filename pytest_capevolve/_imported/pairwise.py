@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +31,13 @@ ORDERS = ("AB", "BA")
 
 @dataclass(frozen=True)
 class Judgement:
-    """One trial of one task: the judge's preference, the order shown (None: not recorded),
-    the error that kept it from judging (then ``preference`` is None)."""
+    """One trial of one task: the judge's preference (None: the judge failed, missing data),
+    the order shown (None: not recorded), the task's cluster."""
 
     task_id: str
     preference: str | None
     order: str | None = None
     cluster: str | None = None
-    error: str | None = None
 
 
 @dataclass
@@ -241,13 +240,7 @@ def _judgement(
             f"{where}: order {order!r} is not AB or BA; write AB where A's output was shown first, "
             "BA where B's was, or drop the order column"
         )
-    return Judgement(
-        task,
-        preference,
-        order.upper() if order else None,
-        cell(row, cluster_col),
-        error if error is not None or preference is not None else "no preference",
-    )
+    return Judgement(task, preference, order.upper() if order else None, cell(row, cluster_col))
 
 
 def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
@@ -296,10 +289,7 @@ def compare_pairwise(
     judgements = read_judgements(Path(path))
     if clusters:
         judgements = [
-            j
-            if j.cluster is not None
-            else Judgement(j.task_id, j.preference, j.order, clusters.get(j.task_id), j.error)
-            for j in judgements
+            j if j.cluster is not None else replace(j, cluster=clusters.get(j.task_id)) for j in judgements
         ]
     named = (labels[0] or "A", labels[1] or "B")
     return PairwiseComparison(Path(path), named, judgements, alpha, min_coverage)
