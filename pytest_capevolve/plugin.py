@@ -408,8 +408,11 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
     files (relative paths from the rootdir) and returns a ``ComparedRuns``: ``accepted``,
     ``decisions``, ``summary`` (the table, with what holds for imported results), ``markdown()``,
     ``to_dict()``; ``margin`` / ``equivalence`` ask "no worse than" / "within ±". Each run's
-    decision, Δ̄ and p go into the test's ``user_properties`` (junitxml's properties)."""
+    decision, Δ̄ and p go into the test's ``user_properties`` (junitxml's properties). One file
+    of a judge's preferences (a ``preference`` column) is decided by the pairwise sign test,
+    as ``capevolve compare --pairwise`` decides it."""
     from ._imported.compare import CompareSettings, compare_files
+    from ._imported.pairwise import looks_pairwise
     from ._imported.readers import ReadOptions
     from ._show.compare import ComparedRuns
 
@@ -428,9 +431,11 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
         armed = [*arms, *[None] * (len(files) - len(arms))]
         options = [ReadOptions(label, scorer, arm) for label, arm in zip(named, armed, strict=False)]
         where = None if clusters is None else root / clusters
+        if len(files) == 1 and looks_pairwise(files[0]):  # one file of a judge's preferences
+            return _compared_preferences(request, files[0], labels, where, settings)
         settled = CompareSettings(**settings)
-        compared = ComparedRuns(compare_files(files, settled, format=format, options=options, clusters=where))
-        for result in compared.comparison.pairs:
+        comparison = compare_files(files, settled, format=format, options=options, clusters=where)
+        for result in comparison.pairs:
             verdict = result.verdict
             request.node.user_properties.append(
                 (
@@ -438,6 +443,32 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
                     f"{verdict.decision} Δ̄={verdict.delta_mean} p={verdict.p_value}",
                 )
             )
-        return compared
+        return ComparedRuns(comparison)
 
     return compare
+
+
+def _compared_preferences(
+    request: pytest.FixtureRequest,
+    path: Path,
+    labels: tuple[str, ...] | list[str],
+    clusters: Path | None,
+    settings: dict[str, Any],
+) -> Any:
+    """``capevolve_compare("prefs.csv")``: the sign test on a judge's preferences, as
+    ``capevolve compare --pairwise`` decides it (its settings: ``alpha``, ``min_coverage``)."""
+    from ._imported.pairwise import compare_pairwise
+    from ._imported.table import read_cluster_map
+    from ._show.compare import ComparedRuns
+
+    named = (*labels, None, None)
+    result = compare_pairwise(
+        path,
+        labels=(named[0], named[1]),
+        clusters=None if clusters is None else read_cluster_map(clusters),
+        **settings,
+    )
+    request.node.user_properties.append(
+        (f"capevolve_compare:{path.name}", f"{result.decision} p={result.test.p_greater}")
+    )
+    return ComparedRuns(result)

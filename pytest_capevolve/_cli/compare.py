@@ -2,7 +2,8 @@
 
 Reads finished runs (an inspect_ai log, lm-eval samples, promptfoo or deepeval output, a CSV /
 JSONL of task id, trial, reward: the sources in :data:`.._imported.readers.READERS`), decides
-each against the first, and exits as a gate does: 0 every run accepted, 10 one rejected, 11 one
+each against the first (or, with ``--pairwise``, one table of a judge's preferences between
+two runs' outputs, by the sign test), and exits as a gate does: 0 every run accepted, 10 one rejected, 11 one
 indecisive, 4 a file that cannot be read.
 Reads no capevolve project, writes nothing but ``--markdown FILE``.
 """
@@ -24,6 +25,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .._imported.results import ResultsError
     from .._show.compare import render_markdown, render_table
 
+    if args.pairwise or (len(args.runs) == 1 and _looks_pairwise(args.runs[0])):
+        return _cmd_pairwise(args)
     settings = CompareSettings(
         alpha=args.alpha,
         min_coverage=args.min_coverage,
@@ -46,6 +49,50 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.markdown.write_text(render_markdown(comparison), encoding="utf-8")
     emit(args, comparison.to_dict(), lambda _: render_table(comparison))
     return exitcodes.for_decisions(comparison.decisions)
+
+
+def _looks_pairwise(path: Path) -> bool:
+    from .._imported.pairwise import looks_pairwise
+
+    return looks_pairwise(path)
+
+
+def _cmd_pairwise(args: argparse.Namespace) -> int:
+    """``compare --pairwise PREFS``: one file of the judge's preferences, the sign test."""
+    from .._imported.pairwise import compare_pairwise
+    from .._imported.results import ResultsError
+    from .._imported.table import read_cluster_map
+    from .._show.compare import render_pairwise_markdown, render_pairwise_table
+
+    if len(args.runs) != 1:
+        raise UsageError(
+            f"--pairwise reads one file of preferences (task_id, preference A/B/tie); {len(args.runs)} "
+            "given: put both runs' judgements in one file"
+        )
+    given = [f"--{name}" for name in ("format", "scorer", "arm") if getattr(args, name)]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)}: for files of rewards; --pairwise reads a table of preferences "
+            "(task_id, preference A/B/tie), by its suffix: drop them"
+        )
+    labels = [*(args.label or []), None, None]
+    if len(labels) > 4:
+        raise UsageError("--pairwise takes two --label at most: A's name, then B's")
+    try:
+        clusters = None if args.clusters is None else read_cluster_map(args.clusters)
+        result = compare_pairwise(
+            args.runs[0],
+            alpha=args.alpha,
+            min_coverage=args.min_coverage,
+            labels=(labels[0], labels[1]),
+            clusters=clusters,
+        )
+    except ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    if args.markdown is not None:
+        args.markdown.write_text(render_pairwise_markdown(result), encoding="utf-8")
+    emit(args, result.to_dict(), lambda _: render_pairwise_table(result))
+    return exitcodes.for_decisions(result.decisions)
 
 
 def _per_run(args: argparse.Namespace, name: str) -> list[str | None]:
@@ -74,13 +121,23 @@ def register(sub: Any) -> None:
         "runs", nargs="+", type=Path, metavar="RUN", help="results files: the baseline first"
     )
     compare.add_argument(
+        "--pairwise",
+        action="store_true",
+        help="RUN is one table of a judge's preferences (task_id, preference A/B/tie, optional "
+        "trial, order, cluster): the exact sign test of B preferred to A (a file with a "
+        "preference or winner column alone is read so without it)",
+    )
+    compare.add_argument(
         "--format",
         choices=FORMATS,
         default=None,
         help="read every file as this (default: by its suffix and content)",
     )
     compare.add_argument(
-        "--label", action="append", metavar="NAME", help="a run's name in the tables, in order (repeat)"
+        "--label",
+        action="append",
+        metavar="NAME",
+        help="a run's name in the tables, in order (repeat; --pairwise: A's, then B's)",
     )
     compare.add_argument(
         "--arm",

@@ -34,6 +34,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
+    from .._engine.judging import require_prefer
     from .._engine.runner import run_and_score
     from .._engine.sandbox import isolated
     from .._project.adapter import AdapterError, check_reward, load_adapter, load_tasks
@@ -60,6 +61,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
             RunDir.resolve(spec.project_dir, args.run_id, create=False)
         ok(f"spec {spec.path}")
         adapter = load_adapter(spec.adapter, spec.project_dir)
+        require_prefer(adapter, spec.adapter, spec.gate_mode)
         ok(f"adapter {spec.adapter} has tasks, run_target and score")
         first = load_tasks(adapter, spec.adapter)
         second = load_tasks(adapter, spec.adapter)

@@ -15,6 +15,7 @@ class Basis(StrEnum):
     # the gate's rules (_decide/rules.py) and the checks after them (_decide/gate.py)
     EXACT = "exact"
     PAIRED = "paired"
+    PAIRWISE = "pairwise"
     SIGNIFICANT = "significant"
     THRESHOLD = "threshold"
     STRICT = "strict"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from .gate import alpha_text
+from .rules import EXACT_P_MODES
 from .verdict import ACCEPT, GateConfig, Verdict
 
 MULTIPLE = ("holm", "bh", "none")
@@ -82,7 +83,7 @@ def _stage(
 ) -> dict[str, Verdict]:
     """Every remaining sibling against the current best, at the family's levels."""
     first = {t: judge(t, against, config) for t in tags}
-    if config.mode != "exact" or len(tags) == 1:
+    if config.mode not in EXACT_P_MODES or len(tags) == 1:
         return first
     p_values = [Fraction(v.p_exact) if v.p_exact else Fraction(1) for v in first.values()]
     alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _stats as stats
 from .basis import Basis
-from .verdict import ACCEPT, REJECT, GateConfig
+from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,37 @@ def _margin(x: RuleInput) -> RuleResult:
     return RuleResult(outcome(ok), kind, reason, numbers)
 
 
+def _pairwise(x: RuleInput) -> RuleResult:
+    """The exact sign test on a judge's preferences between the two arms' outputs: the tasks
+    whose net preference is not zero, the candidate preferred on enough of them at α."""
+    from .._stats.pairwise import p_greater_exact, sign_test
+
+    nets = x.config.preferences
+    if nets is None:
+        return RuleResult(
+            INDECISIVE,
+            Basis.PAIRWISE,
+            "gate_mode pairwise decides on the judge's preferences (the adapter's prefer()), and "
+            "none is logged for this pair: a gate session of a run whose gate_mode is pairwise "
+            "judges them (pytest --capevolve-run … --capevolve-gate; where one tried, its warning "
+            "says what failed), and capevolve gate re-reads them",
+            RuleNumbers(bar=None),
+        )
+    test = sign_test(nets)
+    p = p_greater_exact(test.wins_b, test.wins_a)
+    alpha = x.config.alpha
+    ok = p <= (alpha if isinstance(alpha, Fraction) else Fraction(str(alpha)))
+    reason = (
+        f"sign test on the judge's preferences: the candidate preferred on {test.wins_b} tasks, "
+        f"the best on {test.wins_a}, {test.ties} tied (net zero, not tested); p = {float(p):.4g} "
+        f"{'≤' if ok else '>'} α = {alpha_text(x.config.alpha)}"
+    )
+    numbers = RuleNumbers(
+        p_value=float(p), p_method="exact", p_exact=f"{p.numerator}/{p.denominator}", bar=None
+    )
+    return RuleResult(outcome(ok), Basis.PAIRWISE, reason, numbers)
+
+
 def _paired(x: RuleInput) -> RuleResult:
     """cap-evolve's Δ̄ > k·SE(d), decided on the deltas as fractions (k as the decimal written),
     never on float rounding (:func:`.._stats.exceeds_k_se`): a tie — a one-task gain at k = 1
@@ -214,8 +245,10 @@ RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
     "strict": _strict,
     "threshold": _threshold,
     "simplicity_tiebreak": _simplicity_tiebreak,
+    "pairwise": _pairwise,
 }
 GATE_MODES = tuple(RULES)
+EXACT_P_MODES = ("exact", "pairwise")  # rules whose p is an exact fraction: α is split among siblings
 LEGACY_MODES = ("paired", "significant", "strict", "threshold", "simplicity_tiebreak")  # cap-evolve's own
 
 

@@ -49,6 +49,10 @@ class GateConfig:
     def margin_asked(self) -> bool:
         return bool(self.margin or self.equivalence)
 
+    # ``pairwise`` mode: each judged task's net preference (B wins − A wins, B the candidate),
+    # logged judgements of a gate session (_policy/preferences.py); None: none were judged
+    preferences: tuple[int, ...] | None = None
+
 
 @dataclass
 class Verdict:

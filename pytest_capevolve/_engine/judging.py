@@ -127,3 +127,44 @@ def score_rollout_now(adapter: Any, task: Task, rollout: Rollout, *, seed: int, 
 
         return asyncio.run(score_rollout_async(adapter, task, rollout, seed=seed, rescores=rescores))
     return score_rollout(adapter, task, rollout, seed=seed, rescores=rescores)
+
+
+PREFERENCE_ORDERS = ("AB", "BA")  # A's output shown first, or B's
+
+
+def declares_prefer(adapter: Any) -> bool:
+    """Whether the adapter can judge two outputs against each other (``gate_mode: pairwise``)."""
+    return callable(getattr(adapter, "prefer", None))
+
+
+def require_prefer(adapter: Any, ref: str, gate_mode: str) -> None:
+    """Refuse (:class:`AdapterError`) ``gate_mode: pairwise`` for an adapter with no ``prefer()``:
+    said by ``capevolve check`` and before a session plans or pays."""
+    if gate_mode == "pairwise" and not declares_prefer(adapter):
+        raise AdapterError(
+            f"adapter {ref}: gate_mode pairwise judges two outputs against each other with the "
+            "adapter's prefer(task, output_a, output_b, *, seed) -> 'A' | 'B' | 'tie', which it "
+            "does not define; define it, or gate on rewards (gate_mode: exact) in a new run"
+        )
+
+
+def prefer_in_order(adapter: Any, task: Task, output_a: Any, output_b: Any, *, order: str, seed: int) -> str:
+    """The adapter's preference between A's and B's outputs of ``task``, shown in ``order``,
+    named by arm: ``prefer(task, first, second, seed=…)`` answers by position (``"A"``: the
+    first shown is better), mapped back here. A value not A, B or tie is an :class:`AdapterError`."""
+    first, second = (output_a, output_b) if order == "AB" else (output_b, output_a)
+    said = adapter.prefer(task, first, second, seed=seed)
+    if inspect.isawaitable(said):
+        import asyncio
+
+        said = asyncio.run(_awaited(said))
+    if said not in ("A", "B", "tie"):
+        raise AdapterError(
+            f"adapter {type(adapter).__name__}: prefer({task.id!r}, …) returned {said!r}; return "
+            "'A' (the first output given is better), 'B' (the second is) or 'tie'"
+        )
+    return said if order == "AB" or said == "tie" else {"A": "B", "B": "A"}[said]
+
+
+async def _awaited(result: Any) -> Any:
+    return await result

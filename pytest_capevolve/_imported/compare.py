@@ -135,7 +135,8 @@ def compare_files(
     what ``capevolve compare`` and the ``capevolve_compare`` fixture both do."""
     if len(paths) < 2:
         raise ResultsError(
-            "compare needs two runs or more: the baseline first, then each run to decide against it"
+            "compare needs two runs or more: the baseline first, then each run to decide against it "
+            "(or one table of a judge's preferences, task_id and preference A/B/tie: --pairwise)"
         )
     chosen = list(options or [])
     chosen += [ReadOptions()] * (len(paths) - len(chosen))

@@ -30,12 +30,21 @@ TRIAL_COLUMNS = ("trial", "epoch", "repeat")
 
 
 def read_csv(path: Path, label: str | None = None) -> ImportedRun:
-    with path.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    return _run_of(path, "csv", label, rows, first_line=2)
+    return _run_of(path, "csv", label, csv_rows(path), first_line=2)
 
 
 def read_jsonl(path: Path, label: str | None = None) -> ImportedRun:
+    return _run_of(path, "jsonl", label, jsonl_rows(path), first_line=1)
+
+
+def csv_rows(path: Path) -> list[dict[str, Any]]:
+    """A CSV's rows by its header (its first row is the file's line 2)."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """A JSON Lines file's objects, refused naming the line that is not one."""
     rows: list[dict[str, Any]] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -47,15 +56,15 @@ def read_jsonl(path: Path, label: str | None = None) -> ImportedRun:
         if not isinstance(row, dict):
             raise ResultsError(f"{path}:{number}: a JSON object per line, got {type(row).__name__}")
         rows.append(row)
-    return _run_of(path, "jsonl", label, rows, first_line=1)
+    return rows
 
 
-def _column(names: list[str], wanted: tuple[str, ...]) -> str | None:
+def column(names: list[str], wanted: tuple[str, ...]) -> str | None:
     lowered = {name.lower().strip(): name for name in names}
     return next((lowered[w] for w in wanted if w in lowered), None)
 
 
-def _cell(row: dict[str, Any], column: str | None) -> str | None:
+def cell(row: dict[str, Any], column: str | None) -> str | None:
     value = row.get(column) if column else None
     return None if _blank(value) else str(value).strip()
 
@@ -64,18 +73,14 @@ def read_cluster_map(path: Path) -> dict[str, str]:
     """task_id → cluster from a CSV or JSONL with those two columns (``--clusters FILE``)."""
     if not path.is_file():
         raise ResultsError(f"no such clusters file: {path}")
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    else:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
+    rows = jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else csv_rows(path)
     names = list(dict.fromkeys(k for row in rows for k in row if k is not None))
-    task_col, cluster_col = _column(names, TASK_COLUMNS), _column(names, ("cluster",))
+    task_col, cluster_col = column(names, TASK_COLUMNS), column(names, ("cluster",))
     if task_col is None or cluster_col is None:
         raise ResultsError(f"{path}: a clusters file has the columns task_id, cluster; found {names}")
     found: dict[str, str] = {}
     for row in rows:
-        task, cluster = _cell(row, task_col), _cell(row, cluster_col)
+        task, cluster = cell(row, task_col), cell(row, cluster_col)
         if task is None or cluster is None:
             raise ResultsError(f"{path}: a row without a task_id or a cluster; give both on every row")
         if found.setdefault(task, cluster) != cluster:
@@ -93,7 +98,7 @@ def _run_of(
     path: Path, source: str, label: str | None, rows: list[dict[str, Any]], first_line: int
 ) -> ImportedRun:
     names = list(dict.fromkeys(k for row in rows for k in row if k is not None))
-    task_col, reward_col = _column(names, TASK_COLUMNS), _column(names, REWARD_COLUMNS)
+    task_col, reward_col = column(names, TASK_COLUMNS), column(names, REWARD_COLUMNS)
     if rows and (task_col is None or reward_col is None):
         missing = "a task id column (task_id)" if task_col is None else "a reward column (reward)"
         raise ResultsError(
@@ -101,11 +106,11 @@ def _run_of(
             "reward (and optionally seed, error)"
         )
     trial_col, seed_col, error_col = (
-        _column(names, TRIAL_COLUMNS),
-        _column(names, ("seed",)),
-        _column(names, ("error",)),
+        column(names, TRIAL_COLUMNS),
+        column(names, ("seed",)),
+        column(names, ("error",)),
     )
-    cluster_col = _column(names, ("cluster",))
+    cluster_col = column(names, ("cluster",))
     outcomes: list[Outcome] = []
     positions: dict[str, int] = {}
     for offset, row in enumerate(rows):
@@ -131,7 +136,7 @@ def _run_of(
                 reward=None if failed else checked_reward(value, where),
                 error=(str(error) if not _blank(error) else "no reward") if failed else None,
                 seed=None if _blank(seed) else str(seed).strip(),
-                cluster=_cell(row, cluster_col),
+                cluster=cell(row, cluster_col),
             )
         )
     notes = [] if trial_col else ["no trial column: a task's rows are its trials, in file order"]

@@ -62,7 +62,7 @@ def judge_noise(
     if rescores < 2:
         raise JudgeNoiseRefusal(f"--rescores {rescores}: the judge's variance needs at least 2")
     per_arm: dict[str, dict[str, list[list[float]]]] = {tag: defaultdict(list), against: defaultdict(list)}
-    held = _HeldToEvents(rundir)
+    held = HeldToEvents(rundir)
     for record in rundir.rollouts.rollouts("val"):
         if record.tag in per_arm and record.valid:
             try:
@@ -130,7 +130,7 @@ class EditedRescores(Exception):
     """A record's re-scores are not the bytes its rollout event recorded: one line, naming it."""
 
 
-class _HeldToEvents:
+class HeldToEvents:
     """Rollout files held to the sha256 of the bytes their ``rollout`` event recorded. A file
     read back is otherwise held only to its outcome (reward, infra error, cost); what the judge
     reads — the output, the trace, the re-scores — is not part of it."""
@@ -164,7 +164,7 @@ def recorded_rescores(rundir: RunDir) -> RescoresByTag:
     sha256 of the bytes its ``rollout`` event recorded; a mismatch raises
     :class:`EditedRescores`, never a split."""
     found: RescoresByTag = {}
-    held = _HeldToEvents(rundir)
+    held = HeldToEvents(rundir)
     for record in rundir.rollouts.rollouts(GATE_SPLIT):
         judge = record.judge if isinstance(record.judge, dict) else {}
         rewards = judge.get("rewards")

@@ -30,6 +30,7 @@ from .._store import evidence
 from .._store.evidence import ByTag
 from .._store.rundir import RunDir
 from .judge_noise import GATE_SPLIT, EditedRescores, PerTask, RescoresByTag, recorded_rescores, split_entry
+from .preferences import Prefer, pairwise_nets
 from .stop_condition import parse as parse_stop_condition
 from .stop_terms import NO_REGRESS
 
@@ -100,20 +101,33 @@ class Evidence:
         self._sizes: dict[str, int] = {}
         self._cells: dict[str, evidence.Cells] = {}
         self._read_rescores = rescores
+        # (tag, against) → net preferences per task, for a ``pairwise`` verdict (set by of_run),
+        # and what kept judgements from being made
+        self.preferences: Callable[[str, str], tuple[tuple[int, ...] | None, list[str]]] = (
+            lambda tag, against: (None, [])
+        )
         self._rescores: RescoresByTag | None = None
         self._refused = ""
 
     @classmethod
     def of_run(
-        cls, spec: Spec, rundir: RunDir, by_tag: ByTag, task_ids: list[str], num_trials: int
+        cls,
+        spec: Spec,
+        rundir: RunDir,
+        by_tag: ByTag,
+        task_ids: list[str],
+        num_trials: int,
+        prefer: Prefer | None = None,
     ) -> Evidence:
         """The evidence of a run's records, with the run's readers: how every verdict is made
         (so none lacks what another carries). The re-scores are read only when the run's
-        scorer is re-scored (``judge_rescores`` is frozen with the run's spec lock)."""
+        scorer is re-scored (``judge_rescores`` is frozen with the run's spec lock); the judge's
+        preferences only by a ``pairwise`` verdict — judged first where ``prefer`` is given (a
+        gate session), read from the log where not (:mod:`.preferences`)."""
         from .._store.first_outcomes import redrawn_after_errors
 
         rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
-        return cls(
+        made = cls(
             by_tag,
             task_ids,
             num_trials,
@@ -121,6 +135,10 @@ class Evidence:
             rescores,
             redrawn=lambda: redrawn_after_errors(rundir),
         )
+        made.preferences = lambda tag, against: pairwise_nets(
+            rundir, by_tag, task_ids, num_trials, tag, against, prefer
+        )
+        return made
 
     def cells(self, tag: str) -> evidence.Cells:
         """The tag's records as arrays, laid out once (the best is read by every candidate)."""
@@ -146,6 +164,10 @@ class Evidence:
     ) -> Verdict:
         """Gate ``tag`` against ``against`` on the trial indices both have (a grown best is
         compared with an ungrown null control on the null's trials only)."""
+        failed: list[str] = []
+        if config.mode == "pairwise":  # no reward floor: the sign test is its own null
+            nets, failed = self.preferences(tag, against)
+            config, null_deltas = replace(config, preferences=nets), None
         candidate, best, _, infra_candidate, infra_best = evidence.shared_matrices(
             self.cells(tag), self.cells(against), self.num_trials
         )
@@ -165,6 +187,12 @@ class Evidence:
             candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
             best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )
+        if failed:  # missing data, said: the next gate session asks these again
+            said = (
+                f"{len(failed)} paired trial(s) not judged (missing data; a gate session asks them "
+                f"again): {failed[0]}"
+            )
+            verdict = replace(verdict, warnings=[*verdict.warnings, said])
         split = self.judge_noise(tag, against)
         return replace(verdict, judge_noise=split) if split else verdict
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import exitcodes
 from .._decide.looks import shown_decision
@@ -26,6 +26,11 @@ from .persistence import (
     summarize,
 )
 from .planning import GateRequest, Planned
+
+if TYPE_CHECKING:
+    import pytest
+
+    from .._policy.preferences import Prefer
 
 
 class LazyArms(Mapping[str, Arm]):
@@ -64,6 +69,8 @@ class EvaluationSession:
     hooks: SessionHooks = NO_HOOKS  # the user's verdict_written and decision_booked hooks
     # tags another session decided while this one paid (found when judging): shown as decided
     late: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # judges the stored outputs a ``pairwise`` verdict reads (:func:`preferences_judge`)
+    prefer: Prefer | None = None
 
     def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict] | None:
         """Ctrl-C: no verdicts (the evidence is partial); a sequential gate overrides this."""
@@ -175,6 +182,7 @@ class EvaluationSession:
             hooks=self.hooks,
             labels=self.planned.labels,
             warnings=load,
+            prefer=self.prefer,
         )
         self.late.update(late)
         outcome.verdicts = nulls + judged
@@ -272,3 +280,18 @@ class EvaluationSession:
         for verdict in verdicts:
             lines += explain(verdict, figures, null_control=verdict.tag in nulls)
         return lines
+
+
+def preferences_judge(config: pytest.Config, rundir: RunDir) -> Prefer:
+    """The adapter's ``prefer()`` on a pair of arms, judging what the log lacks; the adapter
+    and the pool are read when a ``pairwise`` verdict asks (after the run loop), from this
+    process's context: the scoring process, where ``score()`` runs too."""
+
+    def judge(tag: str, against: str, arms: tuple[Arm, Arm]) -> list[str]:
+        from .._items.nodes import CONTEXT_KEY
+        from .._policy.preferences import judge_missing
+
+        context = config.stash[CONTEXT_KEY]
+        return judge_missing(rundir, context.runner.adapter, context.pool, tag, against, arms)
+
+    return judge

@@ -26,6 +26,7 @@ from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused, adoption
 from .._policy.gate_settings import guards_of, guards_off, said, settings_of
 from .._policy.identity import REPEAT
+from .._policy.preferences import Prefer
 from .._policy.resolution import out_of_reach
 from .._policy.verdicts import (
     Evidence,
@@ -54,12 +55,14 @@ def judge(
     hooks: SessionHooks = NO_HOOKS,
     labels: Mapping[str, dict[str, Any]] | None = None,
     warnings: list[str] | None = None,
+    prefer: Prefer | None = None,
 ) -> tuple[list[Verdict], list[Verdict], dict[str, dict[str, Any]]]:
     """(null controls' verdicts, candidates' verdicts in the order given, the tags another
     session decided while this one paid — tag → that verdict, never judged again here), written
     to ``verdicts/``; each candidate's ``against`` names the best it was gated against, and a
     tag in ``labels`` (gated again after a harness change) carries its label.
-    ``warnings``: said in every verdict (the session's load, :mod:`.._policy.gate_load`)."""
+    ``warnings``: said in every verdict (the session's load, :mod:`.._policy.gate_load`);
+    ``prefer``: judges the stored outputs a ``pairwise`` verdict reads (:mod:`.._policy.preferences`)."""
     from .._policy.standing import standing_verdict
 
     # a tag already decided is re-derived by the session, never judged again (:mod:`.._policy.standing`)
@@ -70,7 +73,7 @@ def judge(
     ]
     # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.first_outcomes`)
     by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
-    evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
+    evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials, prefer)
     # The α budget is read, the round judged at it and its decisions logged under the run's
     # lock, in one hold: a second gate session on the run judging at the same moment waits here,
     # then reads this one's decisions and takes the next, smaller level — two decisions never

@@ -16,6 +16,7 @@ import pytest
 
 from .._engine import confinement
 from .._engine.budget_share import Headroom, share_for
+from .._engine.judging import require_prefer
 from .._engine.remote import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._engine.sandbox import isolated
@@ -66,6 +67,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         spec = load_spec(target, ini)
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
+        require_prefer(adapter, spec.adapter, spec.gate_mode)
         runner = isolated(
             adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec
         )  # candidate code: a child's, confined

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._imported.compare import Comparison, PairResult
+from .._imported.pairwise import PairwiseComparison
+from .._imported.pairwise import promises as promises_of
 from .numbers import interval, num
 from .report import render_verdicts
 
@@ -144,6 +146,51 @@ def _pair_section(result: PairResult) -> list[str]:
     return [*lines, "", "</details>", ""]
 
 
+def _pairwise_lines(result: PairwiseComparison) -> tuple[str, list[str]]:
+    """The decision line and the facts under it, for the table and the Markdown alike."""
+    t, counts, a, b = result.test, result.counts, *result.labels
+    head = f"{result.decision.upper()} {b} vs {a}: {result.reason}"
+    facts = [
+        f"judgements: {b} {counts['B']}, {a} {counts['A']}, tie {counts['tie']}, errored {counts['errored']}",
+        f"{result.by}s: {b} {t.wins_b}, {a} {t.wins_a}, net zero {t.ties}; judged {result.coverage:.0%} "
+        f"of {len(result.task_ids)} tasks",
+        f"{b}'s win rate {num(t.win_rate, '.3f')}, 95% CI {interval(t.ci, '.3f')}",
+    ]
+    if result.position is not None:
+        pos = result.position
+        facts.append(
+            f"the output shown first won {pos['first_won']} of {pos['decisive']} decisive judgements"
+        )
+    return head, facts
+
+
+def render_pairwise_table(result: PairwiseComparison) -> list[str]:
+    """``compare --pairwise`` on the terminal: the decision, its counts, the promises."""
+    head, facts = _pairwise_lines(result)
+    promised = promises_of(result)
+    return [
+        f"preferences {result.path}",
+        head,
+        *[f"  {line}" for line in facts],
+        "",
+        "what holds:",
+        *[f"  + {line}" for line in promised["hold"]],
+        "what does not:",
+        *[f"  - {line}" for line in promised["do_not_hold"]],
+    ]
+
+
+def render_pairwise_markdown(result: PairwiseComparison) -> str:
+    """The summary a CI job posts for ``compare --pairwise``."""
+    head, facts = _pairwise_lines(result)
+    promised = promises_of(result)
+    out = ["## capevolve compare --pairwise", "", f"**{_md(head)}**", ""]
+    out += [f"- {_md(line)}" for line in facts]
+    out += ["", "### What holds", "", *[f"- {_md(line)}" for line in promised["hold"]]]
+    out += ["", "### What does not", "", *[f"- {_md(line)}" for line in promised["do_not_hold"]]]
+    return "\n".join(out) + "\n"
+
+
 def _md(text: str) -> str:
     """Text safe in a Markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -151,9 +198,10 @@ def _md(text: str) -> str:
 
 class ComparedRuns:
     """What the ``capevolve_compare`` fixture hands a test: the comparison, whether every run
-    was accepted, and the table as one text (an assertion's message)."""
+    was accepted, and the table as one text (an assertion's message); for a preferences file
+    (``capevolve_compare("prefs.csv")``) the pairwise answer, in the same shape."""
 
-    def __init__(self, comparison: Comparison) -> None:
+    def __init__(self, comparison: Comparison | PairwiseComparison) -> None:
         self.comparison = comparison
 
     @property
@@ -166,9 +214,13 @@ class ComparedRuns:
 
     @property
     def summary(self) -> str:
+        if isinstance(self.comparison, PairwiseComparison):
+            return "\n".join(render_pairwise_table(self.comparison))
         return "\n".join(render_table(self.comparison))
 
     def markdown(self) -> str:
+        if isinstance(self.comparison, PairwiseComparison):
+            return render_pairwise_markdown(self.comparison)
         return render_markdown(self.comparison)
 
     def to_dict(self) -> dict[str, Any]:

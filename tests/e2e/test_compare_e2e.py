@@ -123,10 +123,16 @@ def test_the_fixture_decides_in_a_test_with_junitxml_properties(pytester: pytest
         def test_same(capevolve_compare):
             compared = capevolve_compare("base.csv", "base.csv", labels=["A", "A-again"])
             assert compared.accepted, compared.summary
+
+        def test_preferred(capevolve_compare):  # one file of a judge's preferences: the sign test
+            compared = capevolve_compare("prefs.csv", labels=["old", "new"])
+            assert compared.accepted, compared.summary
+            assert "new preferred to old" in compared.markdown()
         """
     )
+    pytester.makefile(".csv", prefs="task_id,preference\n" + "".join(f"q{t},B\n" for t in range(8)))
     result = pytester.runpytest("--junitxml=junit.xml", "-p", "no:randomly")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2, failed=1)
     # the failing test's message is the table, with what holds for imported results
     result.stdout.fnmatch_lines(
         ["*A-again*REJECT*p = 1 > α = 0.05*", "*what does not:*", "*nothing is sealed*"]
@@ -134,6 +140,7 @@ def test_the_fixture_decides_in_a_test_with_junitxml_properties(pytester: pytest
     junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
     assert 'name="capevolve_compare:better.csv" value="accept' in junit
     assert 'name="capevolve_compare:A-again" value="reject' in junit
+    assert 'name="capevolve_compare:prefs.csv" value="accept p=0.00390625"' in junit
 
 
 def test_a_margin_asks_no_worse_than_and_says_so_in_every_answer(tmp_path: Path) -> None:

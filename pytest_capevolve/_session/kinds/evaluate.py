@@ -77,7 +77,7 @@ class EvaluateKind:
         return True  # the default: last in the table
 
     def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
-        from ..evaluation import EvaluationSession
+        from ..evaluation import EvaluationSession, preferences_judge
 
         gate, planned, persistence, rundir, refusals = plan_gated(config, spec, pool_ids, split)
         role = EvaluationSession(
@@ -89,5 +89,6 @@ class EvaluateKind:
             persistence,
             explain=config.option.capevolve_explain,
             hooks=SessionHooks(config),
+            prefer=preferences_judge(config, rundir),
         )
         return Started(role, planned, persistence, rundir, indexed(rundir, planned))

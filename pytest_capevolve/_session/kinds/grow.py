@@ -13,7 +13,7 @@ import pytest
 from ..outcome import SessionHooks
 from .base import Started, indexed
 from .cheaper import plan_locked
-from .options import cheaper_evidence, commit_mode
+from .options import cheaper_evidence, commit_mode, refuse_pairwise
 
 if TYPE_CHECKING:
     from ..._project.spec import Spec
@@ -31,6 +31,7 @@ class GrowKind:
         from ..grow import GrowSession, plan_grow
         from ..persistence import Persistence
 
+        refuse_pairwise(spec, "--capevolve-grow")
         option = config.option
         commit = commit_mode(config)
         planned, rundir, _ = plan_locked(

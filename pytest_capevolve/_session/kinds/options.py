@@ -53,6 +53,17 @@ def cheaper_evidence(config: pytest.Config, split: str) -> str | None:
     return kind
 
 
+def refuse_pairwise(spec: Spec, flag: str) -> None:
+    """``gate_mode: pairwise`` is decided by a plain gate session, which judges the stored
+    outputs; a kind that decides on rewards alone would decide on another rule than the run's."""
+    if spec.gate_mode == "pairwise":
+        raise pytest.UsageError(
+            f"{flag} decides on rewards, and this run's gate_mode is pairwise (a judge's preferences, "
+            "judged by a gate session): gate with --capevolve-gate alone, or start a new run with "
+            "another gate_mode"
+        )
+
+
 def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
     """The gate an evaluation session was asked for (refused when the flags contradict it)."""
     from ..._decide.rounds import MULTIPLE

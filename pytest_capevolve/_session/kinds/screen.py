@@ -13,7 +13,7 @@ import pytest
 from ..outcome import SessionHooks
 from .base import Started, indexed
 from .cheaper import plan_locked
-from .options import candidate_requests, cheaper_evidence, commit_mode
+from .options import candidate_requests, cheaper_evidence, commit_mode, refuse_pairwise
 
 if TYPE_CHECKING:
     from ..._project.spec import Spec
@@ -31,6 +31,7 @@ class ScreenKind:
         from ..persistence import Persistence
         from ..subset_screen import ScreenRequest, ScreenSession, plan_screen
 
+        refuse_pairwise(spec, "--capevolve-screen")
         option = config.option
         candidate = candidate_requests(config, spec)[0]
         commit = commit_mode(config)

@@ -20,6 +20,7 @@ from ..evaluation import EvaluationSession
 from ..outcome import SessionHooks
 from .base import Started, indexed
 from .evaluate import plan_gated
+from .options import refuse_pairwise
 
 if TYPE_CHECKING:
     from ..._decide.verdict import Verdict
@@ -130,6 +131,7 @@ class SequentialGateKind:
         return bool(config.option.capevolve_sequential)
 
     def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
+        refuse_pairwise(spec, "--capevolve-sequential")
         gate, planned, persistence, rundir, refusals = plan_gated(config, spec, pool_ids, split)
         sequential = sequential_role(config, spec, rundir, planned)
         role = SequentialGateSession(

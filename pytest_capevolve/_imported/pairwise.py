@@ -1,0 +1,326 @@
+"""Pairwise judging read from a table: ``capevolve compare --pairwise prefs.csv``.
+
+One file (CSV with a header row, or JSON Lines) holds the judge's preferences between the two
+outputs of each task: columns task id (as :mod:`.table` names it), optional ``trial``,
+``preference`` (or ``winner``) in ``A`` / ``B`` / ``tie`` (case does not matter), optional
+``order`` (``AB``: A's output was shown first, ``BA``: B's), ``cluster`` and ``error``. An empty
+preference or a non-empty error is a judgement that failed: missing data, never a tie.
+
+Each task's net preference (B wins − A wins over its trials), then the exact sign test over
+the tasks with a non-zero net (:mod:`.._stats.pairwise`), or over clusters where a cluster
+column is given. The decision is a gate's: accept when B is preferred at α (one-sided),
+reject otherwise, indecisive when too few tasks were judged (``min_coverage``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .._stats.pairwise import PREFERENCES, SignTest, net_preference, sign_test, unit_nets
+from .results import ResultsError
+from .table import TASK_COLUMNS, TRIAL_COLUMNS, cell, column, csv_rows, jsonl_rows
+
+PREFERENCE_COLUMNS = ("preference", "winner")
+ORDERS = ("AB", "BA")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One trial of one task: the judge's preference (None: the judge failed, missing data),
+    the order shown (None: not recorded), the task's cluster."""
+
+    task_id: str
+    preference: str | None
+    order: str | None = None
+    cluster: str | None = None
+
+
+@dataclass
+class PairwiseComparison:
+    """The answer for one preferences file: every number behind the decision."""
+
+    path: Path
+    labels: tuple[str, str]
+    judgements: list[Judgement]
+    alpha: float
+    min_coverage: float
+    test: SignTest = field(init=False)
+    by: str = field(init=False)
+    decision: str = field(init=False)
+    reason: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        nets = self.task_nets
+        clusters = {j.task_id: j.cluster for j in self.judgements if j.cluster is not None}
+        self.by = "cluster" if clusters else "task"
+        self.test = sign_test(unit_nets(nets, clusters))
+        self.decision, self.reason = _decision(self)
+
+    @property
+    def task_ids(self) -> list[str]:
+        return list(dict.fromkeys(j.task_id for j in self.judgements))
+
+    @property
+    def task_nets(self) -> dict[str, int]:
+        """Net preference of each task with at least one judgement that did not fail."""
+        valid: dict[str, list[str]] = {}
+        for j in self.judgements:
+            if j.preference is not None:
+                valid.setdefault(j.task_id, []).append(j.preference)
+        return {task: net_preference(prefs) for task, prefs in valid.items()}
+
+    @property
+    def coverage(self) -> float:
+        return len(self.task_nets) / len(self.task_ids)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Judgements by outcome: A, B, tie, and errored."""
+        counted = Counter(j.preference or "errored" for j in self.judgements)
+        return {key: counted.get(key, 0) for key in (*PREFERENCES, "errored")}
+
+    @property
+    def position(self) -> dict[str, int] | None:
+        """How often the output shown first won, of the judgements that named a winner and
+        recorded the order (None without an order column): the judge's lean to a position."""
+        shown = [j for j in self.judgements if j.order and j.preference in ("A", "B")]
+        if not shown:
+            return None
+        first = sum(j.preference == j.order[0] for j in shown if j.order)
+        return {"first_won": first, "decisive": len(shown)}
+
+    @property
+    def decisions(self) -> list[str]:
+        return [self.decision]
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision == "accept"
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.test
+        return {
+            "pairwise": str(self.path),
+            "a": self.labels[0],
+            "b": self.labels[1],
+            "alpha": self.alpha,
+            "min_coverage": self.min_coverage,
+            "decision": self.decision,
+            "reason": self.reason,
+            "test": "sign",
+            "by": self.by,
+            "wins_b": t.wins_b,
+            "wins_a": t.wins_a,
+            "ties": t.ties,
+            "win_rate": t.win_rate,
+            "ci": list(t.ci) if t.ci else None,
+            "p_value": t.p_greater,
+            "p_less": t.p_less,
+            "p_two_sided": t.p_two_sided,
+            "tasks": len(self.task_ids),
+            "coverage": self.coverage,
+            "judgements": self.counts,
+            "position": self.position,
+            "task_nets": self.task_nets,
+            "promises": promises(self),
+        }
+
+
+def _decision(result: PairwiseComparison) -> tuple[str, str]:
+    t, a, b = result.test, *result.labels
+    units = f"{result.by}s"
+    counted = (
+        f"{b} preferred on {t.wins_b} {units}, {a} on {t.wins_a}, {t.ties} tied (net zero, not "
+        f"tested); sign test p = {t.p_greater:.4g} (one-sided), {t.p_two_sided:.4g} (two-sided)"
+    )
+    if result.coverage < result.min_coverage:
+        return "indecisive", (
+            f"judged on {result.coverage:.0%} of {len(result.task_ids)} tasks, below min coverage "
+            f"{result.min_coverage:.0%}: judge the tasks whose judgements failed again; {counted}"
+        )
+    if t.p_greater <= result.alpha:
+        return "accept", f"{b} preferred to {a} at α = {result.alpha:g}: {counted}"
+    if t.p_less <= result.alpha:
+        return "reject", f"{a} preferred to {b} at α = {result.alpha:g}: {counted}"
+    return "reject", f"{b} not shown preferred to {a} at α = {result.alpha:g}: {counted}"
+
+
+def looks_pairwise(path: Path) -> bool:
+    """A CSV / JSONL whose columns include a preference (or winner) column."""
+    if path.suffix.lower() not in (".csv", ".jsonl", ".ndjson") or not path.is_file():
+        return False
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            if path.suffix.lower() == ".csv":
+                names = list(csv.DictReader(handle).fieldnames or [])
+            else:  # the first object's keys: a reward table is not read whole to be told apart
+                first = next((line for line in handle if line.strip()), "{}")
+                names = list(json.loads(first)) if first.lstrip().startswith("{") else []
+    except (UnicodeDecodeError, json.JSONDecodeError, csv.Error):
+        return False
+    return column(names, PREFERENCE_COLUMNS) is not None
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else csv_rows(path)
+
+
+def _names(rows: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(k for row in rows for k in row if k is not None))
+
+
+def read_judgements(path: Path) -> list[Judgement]:
+    """The file's judgements, refused (naming the file, the row and a way on) where a value is
+    not one this test can read, or a task was shown in one order only."""
+    if not path.is_file():
+        raise ResultsError(f"no such preferences file: {path}")
+    rows = _rows(path)
+    names = _names(rows)
+    task_col, pref_col = column(names, TASK_COLUMNS), column(names, PREFERENCE_COLUMNS)
+    if task_col is None or pref_col is None:
+        raise ResultsError(
+            f"{path}: a preferences file has the columns task_id and preference (A, B or tie), "
+            f"optionally trial, order, cluster, error; found {names}"
+        )
+    order_col, cluster_col = column(names, ("order",)), column(names, ("cluster",))
+    error_col = column(names, ("error",))
+    first_line = 1 if path.suffix.lower() != ".csv" else 2
+    judgements = [
+        _judgement(row, f"{path}:{first_line + i}", task_col, pref_col, order_col, cluster_col, error_col)
+        for i, row in enumerate(rows)
+    ]
+    if not judgements:
+        raise ResultsError(f"{path}: no judgements in it; is it the right file?")
+    if order_col is not None:
+        _check_both_orders(path, judgements)
+    clusters: dict[str, str] = {}
+    for j in judgements:
+        if j.cluster is not None and clusters.setdefault(j.task_id, j.cluster) != j.cluster:
+            raise ResultsError(
+                f"{path}: task {j.task_id!r} is in two clusters ({clusters[j.task_id]!r}, "
+                f"{j.cluster!r}); give each task one cluster on every row"
+            )
+    trial_col = column(names, TRIAL_COLUMNS)
+    if trial_col is not None:
+        _check_trials_once(path, rows, task_col, trial_col)
+    return judgements
+
+
+def _judgement(
+    row: dict[str, Any],
+    where: str,
+    task_col: str,
+    pref_col: str,
+    order_col: str | None,
+    cluster_col: str | None,
+    error_col: str | None,
+) -> Judgement:
+    task = cell(row, task_col)
+    if task is None:
+        raise ResultsError(f"{where}: no task id; every row names its task")
+    error, value = cell(row, error_col), cell(row, pref_col)
+    if error is not None or value is None:
+        preference = None
+    else:
+        preference = {"a": "A", "b": "B", "tie": "tie"}.get(value.lower())
+        if preference is None:
+            raise ResultsError(
+                f"{where}: preference {value!r} is not A, B or tie; write A where the first run's "
+                "output is better, B where the second's is, tie where neither is, and leave it "
+                "empty (or fill the error column) where the judge failed: missing data, not a tie"
+            )
+    order = cell(row, order_col)
+    if order is not None and order.upper() not in ORDERS:
+        raise ResultsError(
+            f"{where}: order {order!r} is not AB or BA; write AB where A's output was shown first, "
+            "BA where B's was, or drop the order column"
+        )
+    return Judgement(task, preference, order.upper() if order else None, cell(row, cluster_col))
+
+
+def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
+    """Where the order is recorded, every judged task was shown both ways: a judge that leans
+    to a position then leans as much for A as for B, and the sign test stays exact."""
+    orders: dict[str, set[str]] = {}
+    for j in judgements:
+        if j.preference is not None:
+            orders.setdefault(j.task_id, set()).add(j.order or "?")
+    one_way = [task for task, seen in orders.items() if len(seen - {"?"}) < 2]
+    if one_way:
+        shown = ", ".join(repr(t) for t in one_way[:3]) + (", …" if len(one_way) > 3 else "")
+        raise ResultsError(
+            f"{path}: {len(one_way)} task(s) judged in one order only ({shown}); a judge's lean to "
+            "the first or second output would then count as a preference. Judge each such task "
+            "again with the two outputs swapped (order BA where it was AB), or, if the order was "
+            "not chosen per judgement, drop the order column"
+        )
+
+
+def _check_trials_once(path: Path, rows: list[dict[str, Any]], task_col: str, trial_col: str) -> None:
+    seen: set[tuple[str | None, str]] = set()
+    for row in rows:
+        trial = cell(row, trial_col)
+        if trial is None:
+            continue
+        key = (cell(row, task_col), trial)
+        if key in seen:
+            raise ResultsError(
+                f"{path}: task {key[0]!r} has trial {trial!r} twice; each (task, trial) once — give "
+                "repeated judgements distinct trial numbers"
+            )
+        seen.add(key)
+
+
+def compare_pairwise(
+    path: Path,
+    *,
+    alpha: float = 0.05,
+    min_coverage: float = 0.8,
+    labels: tuple[str | None, str | None] = (None, None),
+    clusters: dict[str, str] | None = None,
+) -> PairwiseComparison:
+    """Read ``path`` and decide: what ``capevolve compare --pairwise`` does. ``clusters``
+    (``--clusters FILE``) gives a cluster to tasks the file's own column does not."""
+    judgements = read_judgements(Path(path))
+    if clusters:
+        judgements = [
+            j if j.cluster is not None else replace(j, cluster=clusters.get(j.task_id)) for j in judgements
+        ]
+    named = (labels[0] or "A", labels[1] or "B")
+    return PairwiseComparison(Path(path), named, judgements, alpha, min_coverage)
+
+
+def promises(result: PairwiseComparison) -> dict[str, list[str]]:
+    """What holds for these preferences, and what does not — said in every answer."""
+    holds = [
+        "the test is an exact sign test (scipy's binomtest) over the "
+        f"{result.by}s whose net preference is not zero; its false-accept rate is at most α when, "
+        "under no difference, A and B are exchangeable: the order shown drawn at random or "
+        "balanced per task",
+        f"ties are counted and reported: {result.counts['tie']} tied judgements, {result.test.ties} "
+        f"{result.by}s with a net of zero (they carry no sign, so they are not tested)",
+        "a judgement that failed is missing data, never a tie; coverage below "
+        f"{result.min_coverage:.0%} is indecisive",
+    ]
+    not_hold = [
+        "the judge is the instrument: a preference measures what the judge prefers, not a reward; "
+        "its errors and leanings (length, style) are in the answer",
+        "nothing is sealed, and how the outputs were chosen is unknown: α covers this comparison, "
+        "not the best of many tried",
+    ]
+    if result.position is None:
+        not_hold.append(
+            "the order the outputs were shown in is not recorded: a judge that leans to a position "
+            "biases the test unless the order was drawn at random; add an order column (AB / BA)"
+        )
+    if result.by == "task":
+        not_hold.append(
+            "tasks are taken as independent; if several share a source, give a cluster column "
+            "(or --clusters FILE) so the test counts whole clusters"
+        )
+    return {"hold": holds, "do_not_hold": not_hold}

@@ -1,0 +1,137 @@
+"""A judge's preferences between a candidate's and its best's outputs: ``gate_mode: pairwise``.
+
+Controller only, after the run loop: for every (task, trial) valid on both arms, the adapter's
+``prefer()`` judges the two stored outputs (each rollout file held to the sha256 its
+``rollout`` event recorded) once in each order — the best's output first, then the
+candidate's — so a judge's lean to a position counts as much for one arm as for the other.
+Each judgement is logged as a ``preference`` event (A = the best, B = the candidate), and a
+judgement the log holds is never asked again: a re-run, ``capevolve gate TAG`` and a resumed
+session read the same preferences, and only a gate session (which has the adapter) judges.
+A task's net preference is its B wins − A wins: what the ``pairwise`` rule tests
+(:func:`.._decide.rules._pairwise`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_order
+from .._project.adapter import Task
+from .._stats.pairwise import net_preference
+from .._store.evidence import Arm
+from .._store.record import RolloutRecord
+from .._store.rundir import RunDir
+from .judge_noise import GATE_SPLIT, HeldToEvents
+
+PREFERENCE_EVENT = "preference"
+Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
+# judge what the log lacks (tag, against, arms), returning what kept judgements from being made
+Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]
+
+
+def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
+    """The judgements the log holds for ``tag`` (B) against ``against`` (A)."""
+    return {
+        (e["task_id"], int(e["trial"]), e["order"]): e["preference"]
+        for e in rundir.log.of_kinds(PREFERENCE_EVENT)
+        if e.get("tag") == tag and e.get("against") == against
+    }
+
+
+def judge_missing(
+    rundir: RunDir, adapter: Any, pool: Mapping[str, Task], tag: str, against: str, arms: tuple[Arm, Arm]
+) -> list[str]:
+    """Judge, and log, every (task, trial, order) valid on both arms that the log lacks; returns
+    what kept a judgement from being made (the judge raised, answered outside A/B/tie, or a
+    rollout file was edited): missing data, not logged, so the next gate session asks again."""
+    done = logged_preferences(rundir, tag, against)
+    problems: list[str] = []
+    held: HeldToEvents | None = None
+    candidate, best = arms
+    for cell in sorted(candidate.keys() & best.keys()):
+        b, a = candidate[cell], best[cell]
+        missing = [o for o in PREFERENCE_ORDERS if (b.task_id, b.trial, o) not in done]
+        if not (a.valid and b.valid and missing) or b.task_id not in pool:
+            continue
+        held = held or HeldToEvents(rundir)
+        try:
+            outputs = _held_outputs(rundir, held, a, b)
+            for order in missing if outputs is not None else []:
+                _judge_one(rundir, adapter, pool[b.task_id], (tag, against), b, outputs, order)
+        except Exception as exc:  # a judge is called like score(): its failure is missing data
+            problems.append(f"{b.task_id} trial {b.trial}: {exc}")
+    return problems
+
+
+def _held_outputs(
+    rundir: RunDir, held: HeldToEvents, a: RolloutRecord, b: RolloutRecord
+) -> tuple[Any, Any] | None:
+    """The two stored outputs, each file held to its rollout event (None: a file is gone)."""
+    full_a, full_b = (rundir.rollouts.read_rollout(GATE_SPLIT, r.task_id, r.tag, r.trial) for r in (a, b))
+    if full_a is None or full_b is None:
+        return None
+    for record in (full_a, full_b):
+        held.check(record, "its output is", "it is not judged")
+    return full_a.output, full_b.output
+
+
+def _judge_one(
+    rundir: RunDir,
+    adapter: Any,
+    task: Task,
+    pair: tuple[str, str],
+    b: RolloutRecord,
+    outputs: Any,
+    order: str,
+) -> None:
+    seed = b.seed + JUDGE_SEED_STRIDE * PREFERENCE_ORDERS.index(order)
+    said = prefer_in_order(adapter, task, outputs[0], outputs[1], order=order, seed=seed)
+    rundir.log.append_event(
+        PREFERENCE_EVENT,
+        tag=pair[0],
+        against=pair[1],
+        task_id=b.task_id,
+        trial=b.trial,
+        order=order,
+        seed=seed,
+        preference=said,
+    )
+
+
+def task_nets(
+    judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]]
+) -> tuple[int, ...] | None:
+    """Each task's net preference over its judged trials among ``trials`` (the cells the
+    verdict compares), in ``task_ids`` order; None when nothing was judged."""
+    per_task: dict[str, list[str]] = {}
+    for (task, trial, _), said in judged.items():
+        if (task, trial) in trials:
+            per_task.setdefault(task, []).append(said)
+    if not per_task:
+        return None
+    return tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
+
+
+def pairwise_nets(
+    rundir: RunDir,
+    by_tag: Mapping[str, Arm],
+    task_ids: Sequence[str],
+    num_trials: int,
+    tag: str,
+    against: str,
+    prefer: Prefer | None,
+) -> tuple[tuple[int, ...] | None, list[str]]:
+    """The net preferences a ``pairwise`` verdict of ``tag`` against ``against`` reads: judged
+    first where ``prefer`` is given (a gate session), read from the log alone where it is not
+    (``capevolve gate``), over the cells valid on both arms; and what kept judgements from
+    being made."""
+    arms = by_tag.get(tag, {}), by_tag.get(against, {})
+    problems = prefer(tag, against, arms) if prefer is not None else []
+    wanted = set(task_ids)
+    cells = {
+        cell
+        for cell in arms[0].keys() & arms[1].keys()
+        if cell[0] in wanted and cell[1] < num_trials and arms[0][cell].valid and arms[1][cell].valid
+    }
+    return task_nets(logged_preferences(rundir, tag, against), task_ids, cells), problems
