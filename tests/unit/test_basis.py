@@ -9,7 +9,7 @@ from pytest_capevolve._decide.verdict import INDECISIVE, GateConfig, refusal
 
 # the words runs on disk already hold: renaming a member's value would orphan them
 RECORDED = {
-    "exact", "paired", "significant", "threshold", "strict", "simplicity_tiebreak", "null_floor",
+    "exact", "paired", "pairwise", "significant", "threshold", "strict", "simplicity_tiebreak", "null_floor",
     "regression_veto", "guard", "coverage", "error_imbalance", "sequential_efficacy",
     "sequential_futility", "sequential_exhaustion", "interrupted", "level_taken", "tamper", "leak",
     "micro_test_fail", "repeat", "gate", "screen_kill", "ceiling", "budget", "infra", "cap-evolve import",
