@@ -4,7 +4,7 @@ Run: python benchmarks/scale.py [--tasks N] [--graded] [--project DIR]   (defaul
 are ratios against baselines measured in the same run, because these machines are shared and
 noisy; ``--graded``: rewards in tenths from a seeded hash of task, trial and candidate, as a
 graded scorer gives, rather than all 1.0; ``--project`` reuses a project an earlier run of this
-script made and prints only 6 and 7)
+script made, with the same ``--tasks``, and prints only 4b, 6 and 7)
 
 1. Fresh run: wall per rollout of `pytest --capevolve-run` (whole process), against a bare loop
    calling the adapter and writing the same records atomically.
@@ -16,6 +16,9 @@ script made and prints only 6 and 7)
    `pytest` session on one trivial test (the interpreter + pytest's own start-up).
 4. `capevolve gate cand` and `capevolve measure --no-finalize` (goal ≤ 1 s each), beside
    `capevolve --help` (the interpreter + the CLI's start-up).
+4b. The waits around a decision (issue 40), wall and CPU, each the better of three interleaved
+   pairs: the resume of 3 (goal ≤ 1.5x a trivial pytest session), `capevolve dashboard` (goal
+   ≤ 1.5x a `cat` of every file of the run) and `capevolve measure` (beside `--help`).
 5. When PYTHONDONTWRITEBYTECODE is set (as on these machines), 3 and 4 once more with Python's
    default bytecode cache, as a user's machine runs them.
 6. `capevolve verify` (goal ≤ 1.5×) against a script that reads and parses every rollout file once.
@@ -114,13 +117,24 @@ def main() -> None:
     )
     parser.add_argument("--graded", action="store_true", help="graded rewards (tenths) instead of all 1.0")
     args = parser.parse_args()
+    os.environ.update(BENCH_TASKS=str(args.tasks), BENCH_SLEEP="0")
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     if args.project is not None:
-        reads(args.project.resolve(), [str(Path(sys.executable).parent / "capevolve")])
+        project = args.project.resolve()
+        cli = [str(Path(sys.executable).parent / "capevolve")]
+        run_cmd = [
+            *pytest_cmd,
+            "--capevolve-run",
+            str(project),
+            "--capevolve-candidate",
+            str(project / "cand"),
+        ]
+        waits(project, run_cmd, pytest_cmd, cli)
+        reads(project, cli)
         stale_bytecode_note()
         return
     tasks = args.tasks
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-scale-"))
-    os.environ.update(BENCH_TASKS=str(tasks), BENCH_SLEEP="0")
     project = make_project(tmp / "scale", TRIALS)
     if args.graded:
         (project / "adapter.py").write_text(GRADED_ADAPTER)
@@ -132,7 +146,6 @@ def main() -> None:
     (project / "cand").mkdir()
     (project / "cand" / "prompt.md").write_text("hello again\n")
     rollouts = tasks * TRIALS * 2
-    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     run_cmd = [*pytest_cmd, "--capevolve-run", str(project), "--capevolve-candidate", str(project / "cand")]
     cli = [str(Path(sys.executable).parent / "capevolve")]
 
@@ -177,6 +190,7 @@ def main() -> None:
         f"  capevolve gate:           {gate:8.2f} s   ({gate / cli_start:.1f}x capevolve --help {cli_start:.2f}s)"
     )
     print(f"  capevolve measure:        {measure:8.2f} s   ({measure / cli_start:.1f}x capevolve --help)")
+    waits(project, run_cmd, pytest_cmd, cli)
     reads(project, cli)
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         stale_bytecode_note()
@@ -215,6 +229,47 @@ tasks = sorted(rewards["seed"])
 means = {tag: np.array([np.mean(rewards[tag][t]) for t in tasks]) for tag in ("seed", "cand")}
 print(float(np.mean(means["cand"] - means["seed"])))
 """
+
+
+def waits(project: Path, run_cmd: list[str], pytest_cmd: list[str], cli: list[str]) -> None:
+    """Issue 40's waits around a decision, each against its baseline, interleaved (each pair back
+    to back, three times; the better of each kept, wall and CPU apart): a resume with nothing
+    owed against a pytest session of one trivial test (goal ≤ 1.5x), ``capevolve dashboard``
+    against a ``cat`` of every file of the run (goal ≤ 1.5x), ``capevolve measure`` against
+    ``capevolve --help``."""
+    trivial = project.parent / "trivial"
+    trivial.mkdir(exist_ok=True)
+    (trivial / "test_one.py").write_text("def test_one():\n    pass\n")
+    run = next((project / ".capevolve" / "runs").iterdir())
+    pairs = {
+        "resume, nothing owed": (
+            (run_cmd, (0,)),
+            ([*pytest_cmd, str(trivial)], (0,)),
+            "a trivial pytest session",
+        ),
+        "capevolve dashboard": (
+            ([*cli, "dashboard", str(project)], (0,)),
+            (["sh", "-c", f"find '{run}' -type f -exec cat {{}} + >/dev/null"], (0,)),
+            "a cat of every file of the run",
+        ),
+        "capevolve measure": (
+            ([*cli, "measure", str(project), "--no-finalize"], (0,)),
+            ([*cli, "--help"], (0,)),
+            "capevolve --help",
+        ),
+    }
+    print("  the waits around a decision (better of 3 interleaved pairs):")
+    for name, ((ours, ok), (base, base_ok), said) in pairs.items():
+        mine, theirs = [], []
+        for _ in range(3):
+            mine.append(timed_cpu(ours, project, ok)[:2])
+            theirs.append(timed_cpu(base, project, base_ok)[:2])
+        wall, cpu = min(w for w, _ in mine), min(c for _, c in mine)
+        base_wall, base_cpu = min(w for w, _ in theirs), min(c for _, c in theirs)
+        print(
+            f"  {name + ':':<26}{wall:6.2f} s wall, {cpu:.2f} s CPU: {wall / base_wall:.2f}x wall, "
+            f"{cpu / base_cpu:.2f}x CPU of {said} ({base_wall:.2f} s, {base_cpu:.2f} s CPU)"
+        )
 
 
 def reads(project: Path, cli: list[str]) -> None:

@@ -18,10 +18,18 @@ from typing import Any
 
 import pytest
 
-from ._project.microcase import is_microcase_file
-from ._project.spec import INI_KEYS
-
 EVALUABLE_SPLITS = ("train", "val")
+# The spec keys a project may default in its pytest config (``capevolve_<key>``): the
+# ``_project.spec.INI_KEYS`` it derives from its validators, written out here so that a session
+# that never asks for capevolve does not import (nor compile) the spec's floor to register them;
+# tests/unit/test_docs_reference.py keeps the two equal.
+INI_KEYS = tuple(
+    "split_seed split_train split_val split_test split_ids_file num_trials base_seed "
+    "success_threshold rollout_timeout_s concurrency gate_mode gate_k_se gate_alpha "
+    "gate_threshold min_coverage regression_rule max_metric_calls max_usd max_iterations "
+    "stall stop_condition optimizer algorithm_focus store gate_min_effect gate_margin "
+    "gate_alpha_schedule screen_alpha grow_max_looks judge_rescores leak_guard_min_length shared_ledger".split()
+)
 HYPOTHESIS_PLUGIN = "hypothesispytest"  # its pytest11 entry point's name
 
 
@@ -387,6 +395,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
         context = parent.config.stash[CONTEXT_KEY]
         return SpecFile.from_parent(parent, path=file_path) if file_path == context.spec.path else None
+    if file_path.suffix not in (".yaml", ".yml"):  # most files: nothing of ours imported
+        return None
+    from ._project.microcase import is_microcase_file
+
     if is_microcase_file(file_path):
         from ._items.microcases import MicrocaseFile
 

@@ -294,10 +294,20 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     """Rebuild the run's ``dashboard.html`` (pays nothing, never opens the seal)."""
     from .._show.dashboard import write_dashboard
     from .._show.measure import measure
+    from .._store.evidence import index_records
 
     spec, rundir = open_run(args, splits=False)
     try:
-        path = write_dashboard(rundir, spec.num_trials, measure(spec, rundir))
+        # every val tag's records, read once from the index: the table's measure and the page
+        # draw from the same 60,000 (two reads of the tags each asks would check the files twice)
+        val = (
+            index_records(rundir.rollouts.indexed_rollouts("val"))
+            if (rundir.splits() or {}).get("val")
+            else None
+        )
+        path = write_dashboard(
+            rundir, spec.num_trials, measure(spec, rundir, {"val": val} if val else None), val
+        )
     except (OSError, ValueError) as exc:  # a damaged file the run dir's reader does not repair
         raise UsageError(f"could not draw the run: {exc}") from None
     answer = {"dashboard": str(path), "run_id": rundir.run_id}

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -35,6 +36,7 @@ APPENDED_HELD = SPEND_FLUSH_EVERY + 100
 APPENDED_DROPPED = 256
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _SCAN_BLOCK = 1 << 20  # bytes of the log :meth:`EventLog.of_kinds` holds at a time
+_NOT_A_ROLLOUT = re.compile(rb'"kind": "(?!rollout")')  # every line's kind but the 60,000 rollouts'
 
 
 class _Appender:
@@ -113,8 +115,11 @@ class EventLog:
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self._appender: _Appender | None = None
         self._appended: _Appended | None = None
-        # (kinds, size, mtime) -> their events: a session asks for the best and the seal often
-        self._kinds_cache: dict[tuple[str, ...], tuple[tuple[int, int], list[dict[str, Any]]]] = {}
+        # kinds asked with ``rollout`` (): every other kind -> (size, mtime), the events found with
+        # whether their hash link holds: a session asks for the best and the seal often
+        self._kinds_cache: dict[
+            tuple[str, ...], tuple[tuple[int, int], list[tuple[dict[str, Any], bool]]]
+        ] = {}
 
     def tail(self) -> tuple[int, str, int]:
         """(size, hash of the last line, its seq): where a view of the log is current to."""
@@ -221,65 +226,78 @@ class EventLog:
         """Every event of ``kinds``, in log order, found by their bytes — the encoders write
         ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without the rest
         (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
-        after it was written raises RunDirError here, not only in ``capevolve verify``."""
+        after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds
+        other than ``rollout`` come from one pass that keeps every line that is not a rollout
+        (a session asks for a dozen kinds: one read of the log, not one each)."""
         try:
             stat = os.stat(self.events_path)
         except FileNotFoundError:
             return []
         key = (stat.st_size, stat.st_mtime_ns)
-        cached = self._kinds_cache.get(kinds)
-        if cached is not None and cached[0] == key:
-            return list(cached[1])
-        needles = [(k, b'"kind": ' + json.dumps(k, ensure_ascii=False).encode("utf-8")) for k in kinds]
-        hits: list[tuple[int, dict[str, Any]]] = []
+        scan = kinds if "rollout" in kinds else ()
+        cached = self._kinds_cache.get(scan)
+        if cached is None or cached[0] != key:
+            if scan:
+                needles = (re.escape(b'"kind": ' + json.dumps(k, ensure_ascii=False).encode()) for k in kinds)
+                cached = (key, self._scan(re.compile(b"|".join(needles)), set(kinds)))
+            else:
+                cached = (key, self._scan(_NOT_A_ROLLOUT, None))
+            self._kinds_cache[scan] = cached
+        found = [hit for hit in cached[1] if hit[0].get("kind") in kinds]
+        edited = next((event for event, intact in found if not intact), None)
+        if edited is not None:
+            raise RunDirError(
+                f"{self.events_path}: the {edited.get('kind')} event seq {edited.get('seq')} was edited "
+                "after it was written (the next line's hash link breaks); run `capevolve verify`"
+            )
+        return [event for event, _ in found]
+
+    def _scan(self, pattern: re.Pattern[bytes], kinds: set[str] | None) -> list[tuple[dict[str, Any], bool]]:
+        """The events whose line ``pattern`` finds and whose kind is one of ``kinds`` (None: any
+        but ``rollout``), in log order, each with whether the next line's ``prev`` holds it."""
+        hits: list[tuple[dict[str, Any], bool]] = []
         # a block at a time, never the whole log (18 MB at 60,000 rollouts, read at a session's
         # end for its splits): each block is searched up to the start of its last complete line,
         # so every line searched has the line after it (its hash link) in the same block
         with open(self.events_path, "rb") as handle:
-            base, carry = 0, b""
+            carry = b""
             while True:
                 chunk = handle.read(_SCAN_BLOCK)
                 block = carry + chunk
                 if not chunk:  # the end: what is left is searched as the whole file would be
-                    self._kinds_in(block, base, len(block), needles, hits)
-                    break
+                    self._kinds_in(block, len(block), pattern, kinds, hits)
+                    return hits
                 last = block.rfind(b"\n")
                 cut = block.rfind(b"\n", 0, last) + 1 if last > 0 else 0
                 if cut:
-                    self._kinds_in(block, base, cut, needles, hits)
-                carry, base = block[cut:], base + cut
-        found = [event for _, event in sorted(hits, key=lambda hit: hit[0])]
-        self._kinds_cache[kinds] = (key, found)
-        return list(found)
+                    self._kinds_in(block, cut, pattern, kinds, hits)
+                carry = block[cut:]
 
+    @staticmethod
     def _kinds_in(
-        self,
         data: bytes,
-        base: int,
         limit: int,
-        needles: list[tuple[str, bytes]],
-        hits: list[tuple[int, dict[str, Any]]],
+        pattern: re.Pattern[bytes],
+        kinds: set[str] | None,
+        hits: list[tuple[dict[str, Any], bool]],
     ) -> None:
-        """:meth:`of_kinds` on the lines of ``data`` (a block of the log from byte ``base``)
-        that start before ``limit``: each event found, checked against the line after it, goes
-        to ``hits`` with its place in the log."""
-        for kind, needle in needles:
-            at = data.find(needle, 0, limit)
-            while at != -1:
-                start = data.rfind(b"\n", 0, at) + 1
-                end = data.find(b"\n", at)
-                end = len(data) if end == -1 else end
-                line = data[start:end].decode("utf-8")
-                event = json.loads(line)
-                if isinstance(event, dict) and event.get("kind") == kind:  # not a mention inside a value
-                    following = data[end + 1 : data.find(b"\n", end + 1)] if end < len(data) else b""
-                    if following.strip() and prev_of(following) != event_line_hash(line):
-                        raise RunDirError(
-                            f"{self.events_path}: the {kind} event seq {event.get('seq')} was edited after "
-                            "it was written (the next line's hash link breaks); run `capevolve verify`"
-                        )
-                    hits.append((base + start, event))
-                at = data.find(needle, end, limit)
+        """:meth:`_scan` on the lines of ``data`` (a block of the log) that start before
+        ``limit``: each event found goes to ``hits``, once per line, with its hash link's state."""
+        found = pattern.search(data, 0, limit)
+        while found is not None:
+            at = found.start()
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            end = len(data) if end == -1 else end
+            line = data[start:end].decode("utf-8")
+            event = json.loads(line)
+            kind = event.get("kind") if isinstance(event, dict) else None
+            # not a mention inside a value
+            if isinstance(kind, str) and (kind in kinds if kinds is not None else kind != "rollout"):
+                following = data[end + 1 : data.find(b"\n", end + 1)] if end < len(data) else b""
+                intact = not following.strip() or prev_of(following) == event_line_hash(line)
+                hits.append((event, intact))
+            found = pattern.search(data, end, limit)
 
     def linked(self, event: dict[str, Any]) -> bool:
         """Whether the chain covers ``event`` — a checkpoint that says it is current to the line

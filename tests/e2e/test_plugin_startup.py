@@ -26,3 +26,6 @@ def test_a_plain_session_imports_neither_numpy_nor_scipy(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["LOADED=", "OURS=*pytest_capevolve.plugin*"])  # ...and nothing heavy
     ours = next(line for line in result.stdout.lines if line.startswith("OURS=")).split("=")[1].split(",")
     assert not [m for m in ours if m.startswith(("pytest_capevolve._session", "pytest_capevolve._store"))]
+    # nor any floor of ours: the plugin and its hook specs, nothing else (the spec's ini keys
+    # are written out in the plugin; the adapter's names are imported on first use)
+    assert set(ours) == {"pytest_capevolve.plugin", "pytest_capevolve.hookspec"}

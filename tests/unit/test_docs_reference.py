@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "docs" / "hooks"))
 import reference  # noqa: E402
 
-from pytest_capevolve import exitcodes  # noqa: E402
+from pytest_capevolve import exitcodes, plugin  # noqa: E402
 from pytest_capevolve._cli.main import GROUPS, build_parser  # noqa: E402
 from pytest_capevolve._project.spec import INI_KEYS, VALIDATORS  # noqa: E402
 
@@ -50,6 +50,11 @@ def test_every_pytest_option_and_ini_key_is_in_the_options_page() -> None:
     for key in reference.ini_keys():
         assert f"| `{key}` |" in text, key
     assert {f"capevolve_{k}" for k in INI_KEYS} <= set(reference.ini_keys())
+
+
+def test_the_plugin_registers_the_specs_ini_keys() -> None:
+    """The plugin writes the keys out (an idle session imports no spec); the spec derives them."""
+    assert plugin.INI_KEYS == INI_KEYS
 
 
 def test_every_spec_key_is_in_the_spec_page_with_its_default_and_meaning() -> None:

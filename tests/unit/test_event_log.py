@@ -206,3 +206,27 @@ def test_of_kinds_read_a_block_at_a_time_finds_what_one_read_of_the_whole_log_fi
         monkeypatch.setattr(events_module, "_SCAN_BLOCK", block)
         with pytest.raises(RunDirError, match="the decision event seq .* was edited after it was written"):
             RunDir(run.root).log.of_kinds("decision")
+
+
+def test_of_kinds_reads_the_log_once_for_every_kind_but_rollout(run: RunDir, monkeypatch) -> None:
+    """Kinds other than ``rollout`` come from one pass over the log, kept while it is unchanged:
+    each answers what a search for its own bytes finds (the path ``rollout`` takes), and an
+    edited line is refused to a reader of its kind only, as before."""
+    run.log.append_event("rollout", tag="a", trial=0, reward=1.0, output={"kind": "decision"})
+    run.log.append_event("verdict", tag="a", note='"kind": "decision" in a value is no decision')
+    run.log.append_event("decision", tag="a", decision="reject")
+    run.log.append_event("session_finished", paid=1)
+    log = RunDir(run.root).log
+    passes = []
+    scan = log._scan
+    monkeypatch.setattr(log, "_scan", lambda *args: passes.append(args) or scan(*args))
+    for kind in ("decision", "verdict", "session_finished", "session_started"):
+        alone = [e for e in RunDir(run.root).log.of_kinds(kind, "rollout") if e["kind"] == kind]
+        assert log.of_kinds(kind) == alone and alone, kind
+    assert len(passes) == 1
+    assert log.of_kinds("rollout")[-1]["output"] == {"kind": "decision"}
+    text = run.log.events_path.read_text()
+    run.log.events_path.write_text(text.replace('"decision": "reject"', '"decision": "accept"'))
+    assert [e["kind"] for e in log.of_kinds("verdict")] == ["verdict"]
+    with pytest.raises(RunDirError, match="the decision event seq .* was edited after it was written"):
+        log.of_kinds("decision")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve import Rollout, Task
-from pytest_capevolve._engine.inflight import RolloutPool
+from pytest_capevolve._engine.inflight import InflightRollout, RolloutPool
 from pytest_capevolve._engine.runner import AdapterRunner
 
 # -- the deadline off the main thread ----------------------------------------------------------
@@ -23,12 +23,16 @@ from pytest_capevolve._engine.runner import AdapterRunner
 
 class Retrying:
     """A sync agent that retries whatever it catches until the test lets it go (``stop``; 60 s at
-    most); ``left`` is set when its retry loop is left, by an exception it does not catch or by
-    being let go — so the test needs no clock to tell the deadline from the agent's own end."""
+    most); ``entered`` is set once it is in its retry loop; ``left`` is set when that loop is
+    left, by an exception it does not catch or by being let go — so the test needs no clock to
+    tell the deadline from the agent's own end. ``reported``: set by the test when the rollout's
+    future is settled."""
 
     def __init__(self, catch: type[BaseException]) -> None:
         self.catch = catch
         self.threads: list[threading.Thread] = []
+        self.entered = threading.Event()
+        self.reported = threading.Event()
         self.left = threading.Event()
         self.stop = threading.Event()
 
@@ -41,6 +45,7 @@ class Retrying:
         try:
             while not self.stop.is_set() and time.monotonic() < give_up:
                 try:
+                    self.entered.set()
                     time.sleep(0.01)
                 except self.catch:
                     continue  # "retry"
@@ -57,6 +62,10 @@ class AsyncRetrying(Retrying):
         self.threads.append(threading.current_thread())
         give_up = time.monotonic() + 60.0
         try:
+            self.entered.set()
+            # blocks the loop (no await) until the watchdog has reported the rollout: the runner's
+            # own deadline, a timer on this loop, cannot report it first
+            self.reported.wait(timeout=60)
             while not self.stop.is_set() and time.monotonic() < give_up:
                 try:
                     await asyncio.sleep(0.01)
@@ -70,10 +79,21 @@ class AsyncRetrying(Retrying):
 @pytest.mark.parametrize("agent", [Retrying, AsyncRetrying])
 @pytest.mark.parametrize("catch", [Exception, BaseException])
 def test_the_deadline_holds_off_the_main_thread_whatever_the_adapter_catches(
-    tmp_path: Path, agent: type[Retrying], catch: type[BaseException]
+    tmp_path: Path, agent: type[Retrying], catch: type[BaseException], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     adapter = agent(catch)
     pool = RolloutPool(AdapterRunner(adapter))
+    watch = pool.watchdog.watch
+
+    def armed_once_running(rollout: InflightRollout) -> None:
+        # the deadline (still counted from the call) is kept once the agent is in its retry
+        # loop: on a loaded machine its thread or task may start past it, and a task cancelled
+        # before its first line never enters the loop this test is about
+        assert adapter.entered.wait(timeout=30)
+        rollout.future.add_done_callback(lambda _: adapter.reported.set())
+        watch(rollout)
+
+    monkeypatch.setattr(pool.watchdog, "watch", armed_once_running)
     try:
         future = pool.start(Task(id="t"), tmp_path, seed=0, split="val", timeout_s=0.2)
         scored = future.result(timeout=30)  # the agent retries until let go: only the deadline ends it

@@ -109,6 +109,13 @@ def test_a_file_without_any_id_or_answer_never_flags(ids, golds, text) -> None:
     assert all(matcher.in_line(line) is None for line in text.splitlines())
 
 
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_text_normalizes_as_the_full_unicode_path_does(text) -> None:
+    """ASCII takes a short path (casefold, spaces); a zero-width space added sends the same text
+    through the full one (NFKD, drop format characters and marks, NFKC), which must agree."""
+    assert normalize(text) == normalize(text + "\u200b")
+
+
 @pytest.mark.parametrize("value", [0, -2, True, "four", 2.5])
 def test_a_bad_leak_guard_key_is_refused_naming_the_key(tmp_path, value) -> None:
     (tmp_path / "capability").mkdir()
