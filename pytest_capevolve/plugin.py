@@ -28,7 +28,8 @@ INI_KEYS = tuple(
     "success_threshold rollout_timeout_s concurrency gate_mode gate_k_se gate_alpha "
     "gate_threshold min_coverage regression_rule max_metric_calls max_usd max_iterations "
     "stall stop_condition optimizer algorithm_focus store gate_min_effect gate_margin "
-    "gate_alpha_schedule screen_alpha grow_max_looks judge_rescores leak_guard_min_length shared_ledger".split()
+    "gate_alpha_schedule screen_alpha grow_max_looks judge_rescores leak_guard_min_length "
+    "shared_ledger".split()
 )
 HYPOTHESIS_PLUGIN = "hypothesispytest"  # its pytest11 entry point's name
 
