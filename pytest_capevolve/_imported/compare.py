@@ -343,7 +343,7 @@ def promises(comparison: Comparison) -> dict[str, list[str]]:
                 f"{name}: tasks are taken as independent; if several share a source, give their clusters "
                 "(--clusters FILE, or a cluster column) so the test flips whole clusters"
             )
-        if result.pairing.trials_by == "position":
+        if result.pairing.trials_by == "position" and result.pairing.baseline.shape[1] > 1:
             not_hold.append(f"{name}: the files label no trials; a task's trials are paired by position")
     not_hold += [
         "nothing is sealed: these tasks may be the ones the runs were tuned on, so a gain here is "

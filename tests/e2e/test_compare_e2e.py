@@ -95,9 +95,9 @@ def test_csv_runs_exit_as_a_gate_does(tmp_path: Path) -> None:
     assert compare(base, cwd=tmp_path).returncode == 4  # one run is nothing to compare
 
 
-def test_the_how_to_page_runs_as_written(tmp_path: Path) -> None:
-    """docs/how-to/compare.md's console block, played in a fresh folder holding the script and
-    the example it uses: the numbers the page shows are the ones the command prints."""
+def test_the_inspect_how_to_runs_as_written(tmp_path: Path) -> None:
+    """docs/how-to/compare-inspect.md's console blocks, played in a fresh folder holding the
+    script and the example it uses: the numbers the page shows are the ones the command prints."""
     pytest.importorskip("inspect_ai", reason="needs the `inspect` extra")
     (tmp_path / "tests").mkdir()
     shutil.copy(REPO / "tests" / "make_inspect_logs.py", tmp_path / "tests")
@@ -106,8 +106,30 @@ def test_the_how_to_page_runs_as_written(tmp_path: Path) -> None:
         tmp_path / "examples" / "inspect_task",
         ignore=shutil.ignore_patterns(".capevolve", "__pycache__"),
     )
-    ran = play((REPO / "docs" / "how-to" / "compare.md").read_text(encoding="utf-8"), tmp_path)
-    assert [result.returncode for _, result in ran] == [0, 0, 10]
+    ran = play((REPO / "docs" / "how-to" / "compare-inspect.md").read_text(encoding="utf-8"), tmp_path)
+    assert [result.returncode for _, result in ran] == EXITS["inspect"]
+
+
+# Each source's how-to page: the exit codes of its commands, in order (what a CI job branches on).
+EXITS = {
+    "inspect": [0, 0, 10, 4],
+    "promptfoo": [4, 0],
+    "deepeval": [10, 0],
+    "lm-eval": [0, 4],
+    "table": [0, 0, 0, 0, 11, 0, 4],
+    "pairwise": [0, 0, 0, 4],
+}
+
+
+@pytest.mark.parametrize("source", sorted(set(EXITS) - {"inspect"}))
+def test_each_sources_how_to_runs_as_written_on_the_committed_files(source: str, tmp_path: Path) -> None:
+    """docs/how-to/compare-SOURCE.md's console blocks, played in a fresh folder holding a copy of
+    tests/data/compare/ (the files each real tool wrote): the page shows what the command prints
+    and exits with, so it cannot claim what the reader does not do."""
+    shutil.copytree(REPO / "tests" / "data" / "compare", tmp_path, dirs_exist_ok=True)
+    page = (REPO / "docs" / "how-to" / f"compare-{source}.md").read_text(encoding="utf-8")
+    ran = play(page, tmp_path)
+    assert [result.returncode for _, result in ran] == EXITS[source]
 
 
 def test_the_fixture_decides_in_a_test_with_junitxml_properties(pytester: pytest.Pytester) -> None:

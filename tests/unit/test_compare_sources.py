@@ -23,7 +23,10 @@ def test_deepeval_test_runs_read_one_metric_per_case() -> None:
     assert [o.reward for o in base.outcomes] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     assert [o.reward for o in cand.outcomes] == [1.0, 1.0, 1.0, 1.0, 1.0, 0.0]
     assert base.notes[0] == "metric Exact Answer"
-    [result] = compare_runs(base, [cand], CompareSettings()).pairs
+    compared = compare_runs(base, [cand], CompareSettings())
+    [result] = compared.pairs
+    # one trial per case: nothing is paired by position, so the answer does not say it is
+    assert not any("paired by position" in line for line in compared.promises()["do_not_hold"])
     # two tasks fixed of six: p = 1/4 exactly, not enough for α = 0.05
     assert result.verdict.p_exact == "1/4" and result.verdict.decision == "reject"
     assert result.band_moves == {"defect→solid": 2}
@@ -79,8 +82,11 @@ def test_promptfoo_output_reads_one_arm_with_repeats_as_trials(tmp_path: Path) -
     # 10 tests run twice (--repeat 2): 10 tasks of 2 trials, never 20 tasks
     assert len(terse.task_ids) == 10 and len(terse.outcomes) == 20 and terse.task_ids[0] == "sum-a"
     assert all(o.reward == 0.0 for o in chatty.outcomes)  # chatty answers fail promptfoo's equals
-    [result] = compare_runs(chatty, [terse], CompareSettings()).pairs
+    compared = compare_runs(chatty, [terse], CompareSettings())
+    [result] = compared.pairs
     assert result.verdict.n_tasks == 10 and result.pairing.trials_by == "position"
+    # promptfoo numbers no repeats: the answer says the two trials were paired by position
+    assert any("paired by position" in line for line in compared.promises()["do_not_hold"])
     assert result.verdict.p_exact == "1/32" and result.verdict.decision == "accept"
     success = read_results(path, options=ReadOptions(arm="terse", scorer="success"))
     assert [o.reward for o in success.outcomes] == [o.reward for o in terse.outcomes]
