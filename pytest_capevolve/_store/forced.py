@@ -24,20 +24,6 @@ FORCED_LABEL = "forced: accepted against the gate"
 SHORT = {FORCED_LABEL: "forced"}
 
 
-def forced_accepts(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Tag → its ``decision`` event, for each accept booked against the gate (``--force``)."""
-    return {
-        str(e.get("tag")): e
-        for e in events
-        if e.get("kind") == "decision" and e.get("decision") == "accept" and e.get("against_gate")
-    }
-
-
-def labelled(tag: str, forced: dict[str, dict[str, Any]]) -> str:
-    """``tag``, or ``tag (forced: accepted against the gate)``."""
-    return f"{tag} ({FORCED_LABEL})" if tag in forced else tag
-
-
 def label_of(event: dict[str, Any]) -> str | None:
     """The label an accept's ``decision`` event carries (forced, or re-gated after a harness
     change), or None for a plain gate accept."""
