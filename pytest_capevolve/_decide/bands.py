@@ -5,7 +5,6 @@ tasks) and ``capevolve compare`` (how each task moved between two runs)."""
 from __future__ import annotations
 
 DEFECT, UNSTABLE, SOLID, MISSING = "defect", "unstable", "solid", "missing"
-BANDS = (DEFECT, UNSTABLE, SOLID, MISSING)
 
 
 def band_of(passes: int, trials: int) -> str:

@@ -21,8 +21,6 @@ from .._store.evidence import index_records
 from .._store.rundir import RunDir
 from .launch import run_attached, run_captured, session_command
 
-TRAIN_MODES = ("no", "auto", "yes")
-
 
 @dataclass(frozen=True)
 class TrainPlan:

@@ -47,7 +47,7 @@ class Lineage(TypedDict):
     merged_from: NotRequired[list[str]]
 
 
-class BookedDecision(Lineage):
+class BookedDecision(Lineage, LedgerNumbers):
     """A decision as :func:`book` logs it (the ``decision`` event) and returns it."""
 
     gated_against: str | None
@@ -57,12 +57,6 @@ class BookedDecision(Lineage):
     forced: bool
     repairs: int | None
     against_gate: bool
-    delta_mean: float | None
-    p_value: float | None
-    bar: float | None
-    verdict: NotRequired[str | None]
-    fixed: list[str]
-    broke: list[str]
     rollouts: int
     runner_usd: float
     changed_files: list[str]

@@ -17,7 +17,7 @@ import numpy as np
 from .._engine.judging import declared_stochastic, judge_seed, score_rollout_now
 from .._project.adapter import AdapterError, Rollout, Task, check_reward
 from .._project.blocks import local_trial
-from .._stats.judge_noise import arm_within, rescore_advice, split
+from .._stats.judge_noise import JudgeSplit, RescoreAdvice, arm_within, rescore_advice, split
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
@@ -75,15 +75,7 @@ def judge_noise(
         raise JudgeNoiseRefusal(
             f"{tag!r} and {against!r} share {len(tasks)} val task(s) with valid rollouts; the split needs 2"
         )
-    deltas, judge, within = [], [], []
-    for t in tasks:
-        cand, best = np.array(per_arm[tag][t]), np.array(per_arm[against][t])
-        deltas.append(cand.mean() - best.mean())
-        (jc, wc), (jb, wb) = arm_within(cand), arm_within(best)
-        judge.append(jc + jb)
-        within.append(wc + wb)
-    result = split(np.array(deltas), np.array(judge), np.array(within), rescores)
-    advice = rescore_advice(np.array(judge), np.array(within), rescores, cost_ratio)
+    delta_mean, result, advice = _split_tasks(per_arm[tag], per_arm[against], tasks, rescores, cost_ratio)
     return {
         "tag": tag,
         "against": against,
@@ -91,22 +83,12 @@ def judge_noise(
         "n_tasks": result.n_tasks,
         "rescores": rescores,
         "judge_seeds": f"rollout seed + {judge_seed(0, 1)} x j, j = 0..{rescores - 1}",
-        "delta_mean": float(np.mean(deltas)),
+        "delta_mean": delta_mean,
         "se": float(np.sqrt(result.var_total)),
-        "var_total": result.var_total,
-        "var_judge": result.var_judge,
-        "var_agent": result.var_agent,
-        "judge_share": result.judge_share,
-        "agent_share": result.agent_share,
-        "within_task_judge_share": 0.0
-        if result.within_total <= 0
-        else result.within_judge / result.within_total,
+        **_shares(result),
         "cost_ratio": advice.cost_ratio,
         "cost_ratio_assumed": advice.cost_ratio_assumed,
-        "best_rescores": advice.best,
-        "best_rescores_ci": [advice.low, advice.high],
-        "answer": advice.answer,
-        "advice": advice.text,
+        **_advised(advice),
     }
 
 
@@ -187,6 +169,21 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
     sizes = {len(s) for arm in (candidate, best) for t in tasks for s in arm[t]}
     if len(tasks) < 2 or len(sizes) != 1:
         return {}
+    _, result, advice = _split_tasks(candidate, best, tasks, sizes.pop())
+    return {
+        "rescores": result.rescores,
+        "n_tasks": result.n_tasks,
+        **_shares(result),
+        "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
+        **_advised(advice),
+    }
+
+
+def _split_tasks(
+    candidate: PerTask, best: PerTask, tasks: list[str], rescores: int, cost_ratio: float | None = None
+) -> tuple[float, JudgeSplit, RescoreAdvice]:
+    """Δ̄ over ``tasks``, its variance split, and the re-score advice: what the command and a
+    verdict's entry both report."""
     deltas, judge, within = [], [], []
     for t in tasks:
         cand, base = np.array(candidate[t]), np.array(best[t])
@@ -194,11 +191,16 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
         (jc, wc), (jb, wb) = arm_within(cand), arm_within(base)
         judge.append(jc + jb)
         within.append(wc + wb)
-    result = split(np.array(deltas), np.array(judge), np.array(within), sizes.pop())
-    advice = rescore_advice(np.array(judge), np.array(within), result.rescores)
+    result = split(np.array(deltas), np.array(judge), np.array(within), rescores)
+    return (
+        float(np.mean(deltas)),
+        result,
+        rescore_advice(np.array(judge), np.array(within), rescores, cost_ratio),
+    )
+
+
+def _shares(result: JudgeSplit) -> dict[str, Any]:
     return {
-        "rescores": result.rescores,
-        "n_tasks": result.n_tasks,
         "var_total": result.var_total,
         "var_judge": result.var_judge,
         "var_agent": result.var_agent,
@@ -209,7 +211,11 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
         "within_task_judge_share": 0.0
         if result.within_total <= 0
         else result.within_judge / result.within_total,
-        "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
+    }
+
+
+def _advised(advice: RescoreAdvice) -> dict[str, Any]:
+    return {
         "best_rescores": advice.best,
         "best_rescores_ci": [advice.low, advice.high],
         "answer": advice.answer,

@@ -19,7 +19,6 @@ ITERATIONS = "iterations"  # cap: decisions booked
 STALL = "stall"  # cap: rejects in a row
 NO_REGRESS = "no_regress"  # guard: a named task must not get worse than in the seed
 KINDS = (VAL_MEAN, USD, SECONDS, ROLLOUTS, ITERATIONS, STALL, NO_REGRESS)
-CAPS = (USD, SECONDS, ROLLOUTS, ITERATIONS, STALL)
 
 UNITS = {
     VAL_MEAN: "mean reward",

@@ -55,30 +55,16 @@ from . import pytest_loads, startup_hooks
 from .candidate import compare_digests
 from .microcase import MICROCASES_DIR
 from .spec import Spec
-from .tamper import is_protected
+from .tamper import DEFAULT_WORD, EVALUATION_DATA, is_protected
 
 # folders never walked for conftest.py: run dirs, caches, environments, VCS
 SKIP_DIRS = frozenset({".capevolve", ".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox"})
 TASKS_KEY = "<tasks>"
 PYTEST_CONFIG_KEY = "<pytest config>"
 PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
-DEFAULT_WORD = "default"
 # what `harness_files: [default]` stands for: the evaluation data of a project, as the tamper
-# guard names it inside a candidate (gold and answer files, tasks/ and data/)
-DEFAULT_HARNESS_FILES = (
-    "gold",
-    "gold.*",
-    "gold_*",
-    "gold-*",
-    "*.gold.*",
-    "*_gold.*",
-    "*-gold.*",
-    "answers*",
-    "answer_key*",
-    "answer-key*",
-    "tasks/**",
-    "data/**",
-)
+# guard names it inside a candidate
+DEFAULT_HARNESS_FILES = EVALUATION_DATA
 
 
 def fingerprint(

@@ -2,8 +2,7 @@
 
 A project that is moved, or checked out by CI in another folder, must continue its run. So what
 the run dir keeps (``spec.lock.yaml``, ``candidates/<tag>/candidate.json``) names a path inside
-the project relative to the project folder, and only a path outside it absolutely. Paths are
-turned back into usable ones against the project's *current* folder when read.
+the project relative to the project folder, and only a path outside it absolutely.
 
 Run dirs written before this rule hold absolute paths; :func:`rebase` maps such a path inside
 the project's old folder to today's relative form, so old runs compare and read the same.
@@ -11,7 +10,7 @@ the project's old folder to today's relative form, so old runs compare and read 
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 
 def to_stored(path: Path, project_dir: Path) -> str:
@@ -19,12 +18,6 @@ def to_stored(path: Path, project_dir: Path) -> str:
     (``"."`` for the folder itself), absolute otherwise. Both are resolved first."""
     path, project_dir = path.resolve(), project_dir.resolve()
     return path.relative_to(project_dir).as_posix() if path.is_relative_to(project_dir) else str(path)
-
-
-def from_stored(stored: str, project_dir: Path) -> Path:
-    """A stored path made usable: a relative one resolves against the project's current folder."""
-    path = Path(stored)
-    return path if path.is_absolute() else project_dir / PurePosixPath(stored)
 
 
 def rebase(stored: str, old_project_dir: str | Path | None) -> str:

@@ -21,9 +21,8 @@ from pathlib import Path
 from .candidate import CandidateError, compare_digests, file_digests
 
 DEFAULT_WORD = "default"
-# What `default` stands for. The adapter's own file name is added from the spec.
-DEFAULT_PROTECTED = (
-    # gold and answer files
+# the evaluation data: gold and answer files, tasks/ and data/ (also the harness's default)
+EVALUATION_DATA = (
     "gold",
     "gold.*",
     "gold_*",
@@ -34,9 +33,13 @@ DEFAULT_PROTECTED = (
     "answers*",
     "answer_key*",
     "answer-key*",
-    # the evaluation data and the project's own tests
     "tasks/**",
     "data/**",
+)
+# What `default` stands for. The adapter's own file name is added from the spec.
+DEFAULT_PROTECTED = (
+    *EVALUATION_DATA,
+    # the project's own tests
     "tests/**",
     "conftest.py",
     # scorers

@@ -17,8 +17,6 @@ from .._project.spec import Spec
 from .._store.codec import record_from_report
 from .._store.rundir import RunDir
 
-DEFAULT_INTERVAL_S = 30.0
-
 
 class Progress:
     """Counts the rollouts this session pays, as their reports arrive on the controller."""

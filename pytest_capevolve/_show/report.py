@@ -102,7 +102,7 @@ def _arm_arrays(
     arm: evidence.Arm, task_ids: Sequence[str], num_trials: int
 ) -> tuple[np.ndarray, np.ndarray, int, float]:
     """In one pass over the arm (a session's table reads 60,000 records at scale): the reward
-    and pass matrices (:func:`~..decide.evidence.reward_matrix`, ``pass_matrix``), the infra
+    and pass matrices (built as :func:`~.._store.evidence.reward_matrix` builds one), the infra
     errors and the cost of the records in the plan (``infra_count``, ``in_plan``)."""
     rows = {task_id: i for i, task_id in enumerate(task_ids)}
     rewards = np.full((len(task_ids), num_trials), np.nan)

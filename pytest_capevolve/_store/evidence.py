@@ -38,22 +38,14 @@ def index_records(records: Iterable[RolloutRecord], block: int = 0) -> ByTag:
     return by_tag
 
 
-def _matrix(arm: Arm, task_ids: Sequence[str], num_trials: int, field: str) -> np.ndarray:
+def reward_matrix(arm: Arm, task_ids: Sequence[str], num_trials: int) -> np.ndarray:
     matrix = np.full((len(task_ids), num_trials), np.nan)
     for i, task_id in enumerate(task_ids):
         for k in range(num_trials):
             record = arm.get((task_id, k))
-            if record is not None and record.valid:
-                matrix[i, k] = float(getattr(record, field))
+            if record is not None and record.valid and record.reward is not None:
+                matrix[i, k] = record.reward
     return matrix
-
-
-def reward_matrix(arm: Arm, task_ids: Sequence[str], num_trials: int) -> np.ndarray:
-    return _matrix(arm, task_ids, num_trials, "reward")
-
-
-def pass_matrix(arm: Arm, task_ids: Sequence[str], num_trials: int) -> np.ndarray:
-    return _matrix(arm, task_ids, num_trials, "passed")
 
 
 def in_plan(arm: Arm, task_ids: Sequence[str], num_trials: int) -> list[RolloutRecord]:
@@ -132,7 +124,7 @@ class Outcomes:
     """One replicate block's rollouts as parallel columns, one entry per rollout in the order
     read (the trial within the block): what a session's table needs of 60,000 rollouts without
     a record object for each. :meth:`arm_arrays` answers what :func:`reward_matrix`,
-    :func:`pass_matrix`, :func:`infra_count` and the cost of :func:`in_plan` answer from an arm
+    :func:`infra_count` and the cost of :func:`in_plan` answer from an arm
     of :func:`index_records`, to the bit."""
 
     tag: Sequence[str]

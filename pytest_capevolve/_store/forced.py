@@ -1,17 +1,10 @@
-"""Which accepts were forced against the gate, read from the log for every view that shows one.
+"""Which accepts carry a label, read from the log for every view that shows one.
 
-``capevolve commit TAG --decision accept --force`` books an accept the gate did not give: the
-record keeps it (a decision is the optimizer's, the verdict is the evidence), but a best chosen
-that way is not a measured improvement. Only LEDGER.md used to say so; a rejected no-op became
-the best in ``measure``, report.md, ``capevolve runs``, the finalize summary and the dashboard
-with nothing to tell it from a gate accept. Each of them asks :func:`labelled_accepts` and shows
-the label beside the tag.
-
-A second kind of accept carries a label the same way: one taken on bytes another run had
-decided, gated again because the user said the harness changed in a way that matters
-(``--capevolve-harness-changed``). The session printed the label; the decision event keeps it
-(``label``), so report.md, the dashboard, LEDGER.md, ``measure``, ``runs`` and the finalize
-summary show it too — a red team saw it vanish from every view after the session.
+Two kinds do: one booked against the gate (``capevolve commit TAG --decision accept --force``),
+which is not a measured improvement, and one on bytes another run had decided, gated again after
+``--capevolve-harness-changed``. The ``decision`` event keeps the label, and measure, report.md,
+``capevolve runs``, LEDGER.md, the finalize summary and the dashboard each ask
+:func:`labelled_accepts` and show it beside the tag, so neither passes for a plain gate accept.
 """
 
 from __future__ import annotations
@@ -22,20 +15,6 @@ from typing import Any
 FORCED_LABEL = "forced: accepted against the gate"
 # the short forms the tables show beside a tag
 SHORT = {FORCED_LABEL: "forced"}
-
-
-def forced_accepts(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Tag → its ``decision`` event, for each accept booked against the gate (``--force``)."""
-    return {
-        str(e.get("tag")): e
-        for e in events
-        if e.get("kind") == "decision" and e.get("decision") == "accept" and e.get("against_gate")
-    }
-
-
-def labelled(tag: str, forced: dict[str, dict[str, Any]]) -> str:
-    """``tag``, or ``tag (forced: accepted against the gate)``."""
-    return f"{tag} ({FORCED_LABEL})" if tag in forced else tag
 
 
 def label_of(event: dict[str, Any]) -> str | None:

@@ -76,10 +76,6 @@ class ScoredTests:
         return task_keys.Tasks(self.test_ids, self.test_keys)
 
 
-def seals_path(project_dir: Path) -> Path:
-    return project_memory.memory_path(project_dir, SEALS_KIND)
-
-
 def scored_tests(project_dir: Path, pool_keys: Any = (), ledger: Path | None = None) -> list[ScoredTests]:
     """Every run of the project that scored its test split — from the project's file and
     every log — and every run whose test status is unknown; and, from the shared ``ledger``

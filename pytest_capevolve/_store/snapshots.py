@@ -9,7 +9,6 @@ changed snapshot is refused naming the file (:mod:`.._engine.candidate_bytes`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -27,7 +26,7 @@ from .._project.candidate import (
     iter_files,
     null_control_of,
 )
-from .._project.paths import from_stored, rebase, to_stored
+from .._project.paths import to_stored
 from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_run_json
 
@@ -137,34 +136,6 @@ class Snapshots:
                 f"tag {tag!r} differs from the run's tag {twin[0]!r} only in case (one folder on a "
                 "case-insensitive file system); give this candidate another --capevolve-tag"
             )
-
-    def candidate_source(self, tag: str) -> Path:
-        """The folder ``tag`` was registered from, in the project's current folder.
-
-        ``candidate.json`` stores it relative to the project (absolute when outside it). Runs
-        created before that store it absolutely; a path inside the project's folder of then
-        (their ``run_created`` event names it) is mapped to where the project is now."""
-        stored = str(self._metadata(tag)["source"])
-        project = self.project_dir
-        if project is None:
-            return Path(stored)
-        if Path(stored).is_absolute():
-            stored = rebase(stored, self._created_in())
-        return from_stored(stored, project)
-
-    def _created_in(self) -> Path | None:
-        """The project's folder when a run that stores absolute paths was created, from its
-        ``run_created`` event (the first line); None for runs that store them relative."""
-        if not self.events_path.is_file():
-            return None
-        with open(self.events_path, encoding="utf-8") as handle:
-            for line in handle:
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if event.get("kind") == "run_created" and isinstance(event.get("spec"), str):
-                        spec = Path(event["spec"])
-                        return spec.parent if spec.is_absolute() else None
-        return None
 
     def registered_files(self, tag: str) -> dict[str, str] | None:
         """Each snapshot file's sha256 as registered (None for a run registered before they were

@@ -11,7 +11,7 @@ from dashboard_run import HOSTILE, HOSTILE_ID, Elements, hand_made_run
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._show.dashboard import build
-from pytest_capevolve._show.dashboard.event_log import spend_series
+from pytest_capevolve._show.dashboard.event_log import folded
 from pytest_capevolve._show.dashboard.page import SCRIPT
 from pytest_capevolve._show.dashboard.plots import decision_class
 from pytest_capevolve._show.dashboard.svg import esc, reward_colour
@@ -127,7 +127,7 @@ def test_spend_series_thins_but_keeps_the_last_point():
     events = [{"kind": "run_created", "ts": 100.0}]
     events += [{"kind": "rollout", "ts": 100.0 + i, "cost_usd": 0.01} for i in range(1000)]
     events.append({"kind": "decision", "ts": 2000.0, "optimizer_usd": 1.0})
-    points = spend_series(events, max_points=50)
+    points = folded(events).spend(max_points=50)
     assert len(points) == 50
     assert points[-1].rollouts == 1000 and points[-1].usd == pytest.approx(11.0)
     assert points[-1].seconds == 1900.0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve._show.dashboard.event_log import read_log, spend_series
+from pytest_capevolve._show.dashboard.event_log import folded, read_log
 from pytest_capevolve._store.event_digest import DIGEST_NAME, digest
 from pytest_capevolve._store.rundir import RunDir
 
@@ -105,4 +105,4 @@ def test_the_dashboard_folds_each_rollout_as_read_and_draws_the_same_spend(run: 
     assert log.numbers == [i for i, e in enumerate(whole) if e["kind"] != "rollout"]  # places kept
     assert log.count == len(whole) and log.first_val_rollout == {"seed": 1}
     assert len(log.seconds) == len(log.rollouts) == len(log.usd) == 3  # a point per rollout, no event
-    assert log.spend() == spend_series(whole)
+    assert log.spend() == folded(whole).spend()

@@ -91,16 +91,13 @@ def read_log(rundir: RunDir) -> Log:
         log.add(event)
 
     if rundir.log.events_after(0, 0, fold) is None:
-        log = Log()
-        for event in rundir.log.events():
-            log.add(event)
+        log = folded(rundir.log.events())
     return log
 
 
-def spend_series(events: Iterable[dict[str, Any]], max_points: int = MAX_SPEND_POINTS) -> list[SpendPoint]:
-    """Cumulative rollouts paid and $ (runner + optimizer) over wall-clock time since the
-    first event's; thinned to ``max_points``, always keeping the last point (:meth:`Log.spend`)."""
+def folded(events: Iterable[dict[str, Any]]) -> Log:
+    """The events folded into a :class:`Log` in order."""
     log = Log()
     for event in events:
         log.add(event)
-    return log.spend(max_points)
+    return log

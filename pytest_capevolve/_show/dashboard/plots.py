@@ -102,16 +102,11 @@ def best_so_far_plot(points: list[BestPoint]) -> str:
 CELL_H = 14.0
 
 
-def heatmap_plot(dash: Dashboard) -> str:
+def heatmap_parts(dash: Dashboard) -> Iterator[str]:
     """Tasks (rows) × candidates (columns): each cell the task's mean reward over valid trials.
     A cell with no rollout is hatched grey, one with only infra errors hatched purple — neither
-    is a 0."""
-    return "".join(heatmap_parts(dash))
-
-
-def heatmap_parts(dash: Dashboard) -> Iterator[str]:
-    """:func:`heatmap_plot` in pieces, drawn as they are asked for (a cell at a time),
-    so a page of 10,000 tasks is never held whole (:func:`.page.render_parts`)."""
+    is a 0. Drawn in pieces as they are asked for (a cell at a time), so a page of 10,000 tasks
+    is never held whole (:func:`.page.render_parts`)."""
     n_tags = max(1, len(dash.tags))
     cell_w = max(22.0, min(64.0, 640.0 / n_tags))
     left = 12.0 + 7.0 * min(24, max((len(t) for t in dash.task_ids), default=4))
