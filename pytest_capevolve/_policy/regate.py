@@ -265,7 +265,7 @@ class Passing:
     overridden: tuple[tuple[str, str], ...] = ()
     schedule_why: str | None = None
     veto_regressions: bool = False
-    look: int = 1
+    grown: dict[str, Any] | None = None  # a grown verdict's looks record, kept as its grow wrote it
 
     @classmethod
     def as_recorded(
@@ -283,8 +283,14 @@ class Passing:
             tuple((details.get("overridden") or {}).items()),
             details.get("alpha_schedule_why"),
             ask.veto_regressions or bool(details.get("veto_regressions")),
-            1 if counted is not None else int(looks.get("look", 1)),
+            looks if counted is None and int(looks.get("look", 1)) > 1 else None,
         )
+
+
+def _looked(passing: Passing, verdict: Verdict) -> Verdict:
+    if passing.grown:  # decided at a later look by a grow (_session/grow.py), which wrote its record
+        return replace(verdict, details={**verdict.details, "looks": passing.grown})
+    return with_looks(passing.spec, verdict, 1, counted=passing.looked.get(verdict.tag))
 
 
 def _veto(verdict: Verdict, veto: bool) -> Verdict:
@@ -301,7 +307,7 @@ VerdictPass = Callable[[Passing, Verdict], Verdict]
 # The passes every judged verdict takes, in order, in the session (_session/gating.py) and in
 # ``capevolve gate`` (:func:`regate`): the one list, so the two cannot answer differently.
 VERDICT_PASSES: tuple[tuple[str, VerdictPass], ...] = (
-    ("looks", lambda p, v: with_looks(p.spec, v, p.look, counted=p.looked.get(v.tag))),
+    ("looks", lambda p, v: _looked(p, v)),
     ("resolution", lambda p, v: out_of_reach(v)),
     ("settings", lambda p, v: with_settings(p.spec, v, p.overridden, p.schedule_why)),
     ("label", lambda p, v: with_label(v, p.labels)),

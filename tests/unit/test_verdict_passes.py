@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+import textwrap
 from pathlib import Path
 
 from pytest_capevolve._decide.verdict import Verdict
 from pytest_capevolve._policy import regate
 from pytest_capevolve._project.spec import load_spec
-from pytest_capevolve._session import gating
+from pytest_capevolve._session import gating, grow
 
 PASS_FUNCTIONS = {
     "with_looks",
@@ -39,6 +40,10 @@ def test_the_session_and_capevolve_gate_run_the_same_passes():
         assert not path & PASS_FUNCTIONS, "a pass called outside the list runs on one path only"
 
 
+def test_a_grow_judges_the_first_logged_outcomes_too():
+    assert "first_evidence" in _calls(textwrap.dedent(inspect.getsource(grow.GrowSession._judge)))
+
+
 def test_a_pass_declared_in_the_list_runs_on_every_path(monkeypatch):
     seen = []
     probe = ("probe", lambda p, v: seen.append(v.tag) or v)
@@ -54,3 +59,15 @@ def test_a_pass_declared_in_the_list_runs_on_every_path(monkeypatch):
 
 def _spec():
     return load_spec(Path(__file__).parents[2] / "examples" / "toy_calc")
+
+
+def test_capevolve_gate_keeps_a_grown_verdicts_looks_as_its_grow_wrote_them():
+    grown = {"look": 2, "max_looks": 3, "decision_alpha": "1/80", "level_exact": "1/80"}
+    recorded = {"details": {"looks": grown, "overridden": {"gate_alpha": "0.1"}}}
+    passing = regate.Passing.as_recorded(_spec(), {}, recorded, regate.GateAsk("c1"))
+    verdict = Verdict(
+        tag="c1", against="seed", decision="reject", basis="exact", reason="r", mode="exact", min_coverage=0.8
+    )
+    out = regate.passed(passing, verdict)
+    assert out.details["looks"] == grown
+    assert out.details["overridden"] == {"gate_alpha": "0.1"}
