@@ -42,8 +42,8 @@ TARGETS = (
 # Surviving mutants that no test can kill, by mutmut's name, with the reason (one line each).
 # Names are stable while the mutated function's source is unchanged; a stale entry is reported.
 EQUIVALENT: dict[str, str] = {
-    "pytest_capevolve._decide.gate.x__imputation_flips__mutmut_6": "np.nan_to_num's default nan is 0.0, the value written out",
-    "pytest_capevolve._decide.gate.x__imputation_flips__mutmut_22": "np.nan_to_num's default nan is 0.0, the value written out",
+    "pytest_capevolve._decide.rules.x__imputation_flips__mutmut_6": "np.nan_to_num's default nan is 0.0, the value written out",
+    "pytest_capevolve._decide.rules.x__imputation_flips__mutmut_22": "np.nan_to_num's default nan is 0.0, the value written out",
     "pytest_capevolve._decide.gate.x_decide__mutmut_70": "used_ids and deltas come from the same mask; a mismatch already raised at used_ids",
     "pytest_capevolve._decide.gate.x_decide__mutmut_73": "used_ids and deltas come from the same mask; a mismatch already raised at used_ids",
     "pytest_capevolve._decide.gate.x_decide__mutmut_74": "used_ids and deltas come from the same mask; a mismatch already raised at used_ids",

@@ -17,14 +17,18 @@ import numpy as np
 
 from .. import _stats as stats
 from .rules import (
+    CHECKS,
     EXACT_P_MODES,
     GATE_MODES,
     LEGACY_MODES,
     RULES,
+    CheckInput,
     RuleInput,
     RuleNumbers,
     alpha_text,
+    less_margin,
     outcome,
+    run_checks,
     run_rule,
 )
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, GateSplitError, Verdict
@@ -131,11 +135,6 @@ def _guard_checks(
     return checks
 
 
-def _drops_text(regs: list[dict[str, Any]], at_most: int = 5) -> str:
-    shown = ", ".join(f"{r['task_id']} {r['best']:.2f}→{r['candidate']:.2f}" for r in regs[:at_most])
-    return shown + (f" and {len(regs) - at_most} more" if len(regs) > at_most else "")
-
-
 def _covered(arm: stats.ArmSummary) -> float:
     """:func:`stats.coverage`: the share of tasks with at least one valid trial."""
     return float(np.mean(arm.counts > 0)) if arm.counts.size else 0.0
@@ -158,144 +157,42 @@ def decide(
 ) -> Verdict:
     """Gate ``candidate`` against ``best``: two tasks × trials reward matrices (nan = missing).
 
-    Order of reasons: split guard → coverage (indecisive) → the mode's rule → null floor →
-    regression veto → error-rate imbalance (indecisive when imputation would flip it).
+    Order of reasons: split guard → coverage (indecisive) → the mode's rule → the checks of
+    :data:`.rules.CHECKS` (null floor → regression veto → guard veto → error-rate imbalance).
     """
     if split != "val":
         raise GateSplitError(f"the gate reads only the val split; refusing to gate on {split!r}")
     # one summary per arm: the best's is shared by every candidate gated against it
     arms = stats.summarize(candidate), stats.summarize(best)
-    candidate, best = arms[0].matrix, arms[1].matrix
-    infra = dict(infra_errors or {"candidate": 0, "best": 0})
     deltas, mask = stats.paired_means(*arms)
-    n = int(deltas.size)
-    cov = {
-        "candidate": _covered(arms[0]),
-        "best": _covered(arms[1]),
-        "paired": float(np.mean(mask)) if mask.size else 0.0,
-    }
-    delta_mean, se = stats.mean_se(deltas)
-    cand_means, best_means = arms[0].means, arms[1].means
-    per_task = {  # built from whole columns: 10,000 tasks × 20 candidates stay cheap
-        t: {"candidate": c, "best": b, "delta": d}
-        for t, c, b, d in zip(
-            task_ids,
-            arms[0].means_or_none,
-            arms[1].means_or_none,
-            _none_for_nan(cand_means - best_means),
-            strict=True,
-        )
-    }
-    used = np.flatnonzero(mask)[deltas != 0]
-    footprint = [task_ids[i] for i in used.tolist()]
-    if config.regression_rule == "strict":
-        regs = _strict_regressions(arms, task_ids)
-    else:
-        regs = _regressions_of(arms, task_ids, config.success_threshold)
-    guards = _guard_checks(arms, task_ids, config.guarded_tasks) if config.guarded_tasks else []
-    delta_exact = stats.exact_mean_delta(arms[0].matrix, arms[1].matrix)
-    # the floor is decided on fractions (an exact tie never exceeds it); its float is for reading
     spread_exact = stats.exact_spread(null_deltas) if null_deltas else None
-    spread = None if spread_exact is None else float(spread_exact)
-    # the verdict's numbers, shared by every outcome; the decision is filled in below
-    measured = Verdict(
-        tag=tag,
-        against=against,
-        decision=INDECISIVE,
-        basis="coverage",
-        reason="",
-        mode=config.mode,
-        alpha=float(config.alpha) if config.mode in EXACT_P_MODES else None,
-        k_se=config.k_se if config.mode in ("paired", "significant") else None,
-        n_tasks=n,
-        trials=int(candidate.shape[1]) if candidate.ndim == 2 else 1,
-        delta_mean=delta_mean,
-        delta_exact=None if delta_exact is None else str(delta_exact),
-        se=se,
-        null_spread=spread,
-        null_spread_exact=None if spread_exact is None else str(spread_exact),
-        coverage=cov,
-        min_coverage=config.min_coverage,
-        footprint=footprint,
-        regressions=regs,
-        regression_rule=config.regression_rule,
-        guards=guards,
-        infra_errors=infra,
-        per_task=per_task,
-        split=split,
-    )
-    if n == 0 or cov["paired"] < config.min_coverage:
-        shown = "no task valid on both sides" if n == 0 else f"paired coverage {cov['paired']:.0%}"
+    infra = dict(infra_errors or {"candidate": 0, "best": 0})
+    given = {"tag": tag, "against": against, "split": split, "infra_errors": infra}
+    measured = _measured(arms, (deltas, mask), spread_exact, task_ids, config, given)
+    if deltas.size == 0 or measured.coverage["paired"] < config.min_coverage:
+        shown = (
+            "no task valid on both sides"
+            if deltas.size == 0
+            else f"paired coverage {measured.coverage['paired']:.0%}"
+        )
         return replace(
             measured, reason=f"{shown} is below min_coverage {config.min_coverage:.0%}: could not judge"
         )
-    ci = stats.mean_ci(deltas, seed=config.seed)
-    ci_method = stats.mean_ci_method(n)
-    if config.clusters:  # the cluster-robust SE and interval, on the clusters' degrees of freedom
-        from .._stats.clusters import cluster_mean_ci
-
-        se, ci = cluster_mean_ci(
-            deltas, [c for c, k in zip(config.clusters, mask.tolist(), strict=True) if k]
-        )
-        measured = replace(measured, se=se)
-        ci_method = "cluster_t"
-    rule = run_rule(candidate, best, deltas, config, candidate_size, best_size, arms)
-    decision, basis, reason, numbers = rule
+    se, ci, ci_method = _interval(deltas, mask, config, measured.se)
+    measured = replace(measured, se=se)
+    ruled = run_rule(arms[0].matrix, arms[1].matrix, deltas, config, candidate_size, best_size, arms)
+    rule = RuleInput(arms[0].matrix, arms[1].matrix, deltas, config, candidate_size, best_size, arms)
+    facts = CheckInput(rule, measured, first_attempts)
+    # the rule and its null floor: what a task left out is asked again; the vetoes come after
+    floored = run_checks(facts, ruled, CHECKS[:1])
+    decision, basis, reason, numbers = run_checks(facts, floored, CHECKS[1:])
     bar = numbers.get("bar")
-    if decision == ACCEPT and not stats.exceeds(_less_margin(delta_exact, config), spread_exact):
-        decision, basis = REJECT, "null_floor"
-        less = f" − margin {config.margin:+g}" if config.margin else ""
-        reason = (
-            f"Δ̄{less} = {float(_less_margin(delta_exact, config) or 0):+.4f} does not exceed the "
-            f"null controls' own spread {spread:.4f}, so it cannot be told from re-running the best"
-        )
-    if spread is not None:  # under a margin δ the floor is Δ̄ > δ + spread (bar δ before it)
-        bar = max(bar or config.margin, spread + config.margin)
-    floor = (delta_exact, spread_exact)
-    stable = _survives_dropping_any_task(arms, config, candidate_size, best_size, floor, decision, numbers)
-    leaning = decision != ACCEPT and (delta_mean or 0.0) > 0
-    if decision == ACCEPT and config.veto_regressions and regs:
-        decision, basis = REJECT, "regression_veto"
-        if config.regression_rule == "strict":
-            reason = (
-                f"vetoed (no regression, strict): {len(regs)} task(s) the best scored higher on "
-                f"dropped ({_drops_text(regs)})"
-            )
-        else:
-            reason = (
-                f"vetoed: {len(regs)} task(s) the best passed dropped by more than their own "
-                f"noise ({', '.join(r['task_id'] for r in regs[:5])})"
-            )
-    broken = [g for g in guards if g["held"] is False]
-    unmeasured = [g["task_id"] for g in guards if g["held"] is None and "note" not in g]
-    if decision == ACCEPT and broken:
-        decision, basis = REJECT, "guard"
-        reason = f"vetoed by the stop condition's guard: the candidate lowers {_drops_text(broken)}"
-    elif decision == ACCEPT and unmeasured:
-        decision, basis = INDECISIVE, "guard"
-        reason = (
-            f"the stop condition guards task(s) {', '.join(unmeasured)}, which have no valid "
-            "val trial on both sides: the guard cannot be checked, so the accept cannot stand"
-        )
-    redrawn = first_attempts is not None and bool(
-        np.count_nonzero(np.isnan(first_attempts[0])) > np.count_nonzero(np.isnan(candidate))
+    if measured.null_spread is not None:  # under a margin δ the floor is Δ̄ > δ + spread (bar δ before it)
+        bar = max(bar or config.margin, measured.null_spread + config.margin)
+    floor = (facts.delta_exact, spread_exact)
+    stable = _survives_dropping_any_task(
+        arms, config, candidate_size, best_size, floor, floored.decision, numbers
     )
-    if infra.get("candidate", 0) != infra.get("best", 0) or (redrawn and decision == ACCEPT):
-        # against an accept, a trial paid again after an infra error is imputed as the error it
-        # first was (``first_attempts``: the matrices with those trials missing), so a candidate
-        # that ends its failing draws in errors gains nothing from the redraw (a redraw can only
-        # favour the arm whose code chose it: a reject stands on the draws as paid)
-        chosen = first_attempts is not None and decision == ACCEPT
-        imputed_from = first_attempts if chosen and first_attempts is not None else (candidate, best)
-        flipped = _imputation_flips(*imputed_from, decision, config, candidate_size, best_size)
-        if flipped:
-            decision, basis = INDECISIVE, "error_imbalance"
-            reason = (
-                f"infra errors differ between the arms ({infra.get('candidate', 0)} vs "
-                f"{infra.get('best', 0)}) and worst-case imputation of the missing trials "
-                "(and of each trial paid again after an infra error) would flip the decision: "
-                "could not judge"
-            )
     return replace(
         replace(measured, **numbers),  # the rule's numbers; the gate's own bar overrides its one
         decision=decision,
@@ -305,16 +202,81 @@ def decide(
         ci_method=None if ci is None else ci_method,
         bar=bar,
         verdict_stable=stable,
-        directionally_positive_but_inconclusive=leaning,
+        directionally_positive_but_inconclusive=floored.decision != ACCEPT
+        and (measured.delta_mean or 0.0) > 0,
     )
 
 
-def _less_margin(delta: Fraction | None, config: GateConfig) -> Fraction | None:
-    """Δ̄ less a non-inferiority margin (Δ̄ itself without one): what the null floor must clear,
-    since "no worse than δ" is shown by Δ̄ − δ, not by Δ̄."""
-    if delta is None or not config.margin:
-        return delta
-    return delta - Fraction(str(config.margin))
+def _measured(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary],
+    paired: tuple[np.ndarray, np.ndarray],
+    spread_exact: Fraction | None,
+    task_ids: list[str],
+    config: GateConfig,
+    given: dict[str, Any],
+) -> Verdict:
+    """The verdict's numbers, shared by every outcome, before any decision (indecisive on
+    coverage until the rule and the checks decide); ``given``: tag, against, split, infra."""
+    deltas, mask = paired
+    per_task = {  # built from whole columns: 10,000 tasks × 20 candidates stay cheap
+        t: {"candidate": c, "best": b, "delta": d}
+        for t, c, b, d in zip(
+            task_ids,
+            arms[0].means_or_none,
+            arms[1].means_or_none,
+            _none_for_nan(arms[0].means - arms[1].means),
+            strict=True,
+        )
+    }
+    if config.regression_rule == "strict":
+        regs = _strict_regressions(arms, task_ids)
+    else:
+        regs = _regressions_of(arms, task_ids, config.success_threshold)
+    delta_mean, se = stats.mean_se(deltas)
+    delta_exact = stats.exact_mean_delta(arms[0].matrix, arms[1].matrix)
+    matrix = arms[0].matrix
+    return Verdict(
+        decision=INDECISIVE,
+        basis="coverage",
+        reason="",
+        mode=config.mode,
+        alpha=float(config.alpha) if config.mode in EXACT_P_MODES else None,
+        k_se=config.k_se if config.mode in ("paired", "significant") else None,
+        n_tasks=int(deltas.size),
+        trials=int(matrix.shape[1]) if matrix.ndim == 2 else 1,
+        delta_mean=delta_mean,
+        delta_exact=None if delta_exact is None else str(delta_exact),
+        se=se,
+        # the floor is decided on fractions (an exact tie never exceeds it); its float is for reading
+        null_spread=None if spread_exact is None else float(spread_exact),
+        null_spread_exact=None if spread_exact is None else str(spread_exact),
+        coverage={
+            "candidate": _covered(arms[0]),
+            "best": _covered(arms[1]),
+            "paired": float(np.mean(mask)) if mask.size else 0.0,
+        },
+        min_coverage=config.min_coverage,
+        footprint=[task_ids[i] for i in np.flatnonzero(mask)[deltas != 0].tolist()],
+        regressions=regs,
+        regression_rule=config.regression_rule,
+        guards=_guard_checks(arms, task_ids, config.guarded_tasks) if config.guarded_tasks else [],
+        per_task=per_task,
+        **given,
+    )
+
+
+def _interval(
+    deltas: np.ndarray, mask: np.ndarray, config: GateConfig, se: float | None
+) -> tuple[float | None, tuple[float, float] | None, str]:
+    """The SE, the interval of Δ̄ and its method: cluster-robust on the clusters' degrees of
+    freedom when tasks come in clusters (``se`` otherwise stands)."""
+    if not config.clusters:
+        return se, stats.mean_ci(deltas, seed=config.seed), stats.mean_ci_method(int(deltas.size))
+    from .._stats.clusters import cluster_mean_ci
+
+    kept = [c for c, k in zip(config.clusters, mask.tolist(), strict=True) if k]
+    cluster_se, ci = cluster_mean_ci(deltas, kept)
+    return cluster_se, ci, "cluster_t"
 
 
 STABILITY_CHECKS = 64  # distinct task outcomes tried at most; past that, stability is not computed
@@ -359,7 +321,7 @@ def _survives_dropping_any_task(
             again, *_ = run_rule(cand, bst, deltas, left, candidate_size, best_size, dropped)
         if again == ACCEPT and spread is not None:  # the floor on the rest, in fractions
             left_out = stats.exact_task_deltas(arms[0].matrix, arms[1].matrix, rows=[int(valid[j])])
-            if not stats.exceeds(_less_margin((total - left_out[0]) / (valid.size - 1), config), spread):
+            if not stats.exceeds(less_margin((total - left_out[0]) / (valid.size - 1), config), spread):
                 again = REJECT
         if again != decision:
             return False
@@ -427,21 +389,3 @@ def _none_for_nan(values: np.ndarray) -> list[float | None]:
     if not np.isnan(values).any():
         return listed
     return [None if v != v else v for v in listed]  # v != v: nan
-
-
-def _imputation_flips(
-    candidate: np.ndarray,
-    best: np.ndarray,
-    decision: str,
-    config: GateConfig,
-    candidate_size: int | None,
-    best_size: int | None,
-) -> bool:
-    """Would filling the missing trials against the decision change it?"""
-    if decision == ACCEPT:  # candidate's missing trials fail, best's succeed
-        cand, bst = np.nan_to_num(candidate, nan=0.0), np.nan_to_num(best, nan=1.0)
-    else:
-        cand, bst = np.nan_to_num(candidate, nan=1.0), np.nan_to_num(best, nan=0.0)
-    deltas, _ = stats.paired_deltas(cand, bst)  # every task: decide() got here with n > 0
-    imputed, *_ = run_rule(cand, bst, deltas, config, candidate_size, best_size)
-    return imputed != decision

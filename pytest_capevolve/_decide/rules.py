@@ -1,10 +1,14 @@
-"""The gate's rules: one function per mode, registered in :data:`RULES`.
+"""The gate's rules, one function per mode in :data:`RULES`, and its checks after them in :data:`CHECKS`.
 
 Each rule reads a :class:`RuleInput` (both arms, the paired deltas, the config) and answers
 with a :class:`RuleResult`: decision, basis, reason, and the numbers it was decided on
 (:class:`RuleNumbers`), which :func:`.gate.decide` writes into the verdict. A new gate mode is
 one function here and one line in :data:`RULES`; the spec's validation, the CLI's choices and
 the generated reference (docs/reference/cli.md) derive from the registry.
+
+After the rule, every verdict passes the checks of :data:`CHECKS` (null floor, regression veto,
+guard veto, error-rate imbalance): each reads a :class:`CheckInput` and the decision so far and
+answers a new decision and reason, or None. A new check is one function and one line there.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 
 from .. import _stats as stats
 from .basis import Basis
-from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig
+from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 
 
 @dataclass(frozen=True)
@@ -266,6 +270,151 @@ def run_rule(
     if rule is None:
         raise ValueError(f"unknown gate mode {config.mode!r}; use one of {', '.join(GATE_MODES)}")
     return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms))
+
+
+@dataclass(frozen=True)
+class CheckInput:
+    """What the gate's post-rule checks read: the rule's input (the arms as gated), the verdict's
+    numbers (exact Δ̄, the nulls' spread, regressions, guard checks, infra errors) and
+    ``first_attempts`` (the matrices with each redrawn trial missing)."""
+
+    rule: RuleInput
+    measured: Verdict
+    first_attempts: tuple[np.ndarray, np.ndarray] | None
+
+    @property
+    def delta_exact(self) -> Fraction | None:
+        return None if self.measured.delta_exact is None else Fraction(self.measured.delta_exact)
+
+    @property
+    def spread_exact(self) -> Fraction | None:
+        spread = self.measured.null_spread_exact
+        return None if spread is None else Fraction(spread)
+
+
+def _null_floor(x: CheckInput, decision: str) -> tuple[str, str] | None:
+    """An accept whose Δ̄ (less a margin) does not exceed the null controls' spread is a reject,
+    decided on fractions: an exact tie never exceeds it."""
+    config, less = x.rule.config, less_margin(x.delta_exact, x.rule.config)
+    if decision != ACCEPT or stats.exceeds(less, x.spread_exact):
+        return None
+    shown = f" − margin {config.margin:+g}" if config.margin else ""
+    return REJECT, (
+        f"Δ̄{shown} = {float(less or 0):+.4f} does not exceed the null controls' own spread "
+        f"{float(x.spread_exact or 0):.4f}, so it cannot be told from re-running the best"
+    )
+
+
+def _regression_veto(x: CheckInput, decision: str) -> tuple[str, str] | None:
+    """``veto_regressions``: an accept that drops a task (strict: any the best scored higher on;
+    noise: one the best passed, by more than its own noise) is a reject."""
+    regs = x.measured.regressions
+    if decision != ACCEPT or not x.rule.config.veto_regressions or not regs:
+        return None
+    if x.rule.config.regression_rule == "strict":
+        return REJECT, (
+            f"vetoed (no regression, strict): {len(regs)} task(s) the best scored higher on "
+            f"dropped ({drops_text(regs)})"
+        )
+    return REJECT, (
+        f"vetoed: {len(regs)} task(s) the best passed dropped by more than their own "
+        f"noise ({', '.join(r['task_id'] for r in regs[:5])})"
+    )
+
+
+def _guard_veto(x: CheckInput, decision: str) -> tuple[str, str] | None:
+    """The stop condition's guards: an accept that lowers a guarded task is a reject; one whose
+    guarded task has no valid trial on both sides cannot stand (indecisive)."""
+    broken = [g for g in x.measured.guards if g["held"] is False]
+    unmeasured = [g["task_id"] for g in x.measured.guards if g["held"] is None and "note" not in g]
+    if decision != ACCEPT or not (broken or unmeasured):
+        return None
+    if broken:
+        return REJECT, f"vetoed by the stop condition's guard: the candidate lowers {drops_text(broken)}"
+    return INDECISIVE, (
+        f"the stop condition guards task(s) {', '.join(unmeasured)}, which have no valid "
+        "val trial on both sides: the guard cannot be checked, so the accept cannot stand"
+    )
+
+
+def _error_imbalance(x: CheckInput, decision: str) -> tuple[str, str] | None:
+    """Infra errors that differ between the arms (or a redraw behind an accept): indecisive when
+    worst-case imputation of the missing trials would flip the decision."""
+    r, infra, first = x.rule, x.measured.infra_errors, x.first_attempts
+    redrawn = first is not None and bool(
+        np.count_nonzero(np.isnan(first[0])) > np.count_nonzero(np.isnan(r.candidate))
+    )
+    if infra.get("candidate", 0) == infra.get("best", 0) and not (redrawn and decision == ACCEPT):
+        return None
+    # against an accept, a trial paid again after an infra error is imputed as the error it
+    # first was (``first_attempts``: the matrices with those trials missing), so a candidate
+    # that ends its failing draws in errors gains nothing from the redraw (a redraw can only
+    # favour the arm whose code chose it: a reject stands on the draws as paid)
+    imputed_from = first if first is not None and decision == ACCEPT else (r.candidate, r.best)
+    if not _imputation_flips(*imputed_from, decision, r.config, r.candidate_size, r.best_size):
+        return None
+    return INDECISIVE, (
+        f"infra errors differ between the arms ({infra.get('candidate', 0)} vs "
+        f"{infra.get('best', 0)}) and worst-case imputation of the missing trials "
+        "(and of each trial paid again after an infra error) would flip the decision: "
+        "could not judge"
+    )
+
+
+# The gate's checks after the mode's rule, in order, each a basis and a check that answers a
+# new (decision, reason) or None (the decision stands). The null floor is first: the rule and
+# it are what the stability check asks again with a task left out (gate._survives_…); the
+# vetoes after it only withdraw an accept, and imputation can make any decision indecisive.
+Check = Callable[[CheckInput, str], tuple[str, str] | None]
+CHECKS: tuple[tuple[Basis, Check], ...] = (
+    (Basis.NULL_FLOOR, _null_floor),
+    (Basis.REGRESSION_VETO, _regression_veto),
+    (Basis.GUARD, _guard_veto),
+    (Basis.ERROR_IMBALANCE, _error_imbalance),
+)
+
+
+def run_checks(
+    x: CheckInput, ruled: RuleResult, checks: tuple[tuple[Basis, Check], ...] = CHECKS
+) -> RuleResult:
+    """``ruled`` (the rule's result) after ``checks``, each given the decision so far."""
+    decision, basis, reason, numbers = ruled
+    for check_basis, check in checks:
+        turned = check(x, decision)
+        if turned is not None:
+            (decision, reason), basis = turned, check_basis
+    return RuleResult(decision, basis, reason, numbers)
+
+
+def less_margin(delta: Fraction | None, config: GateConfig) -> Fraction | None:
+    """Δ̄ less a non-inferiority margin (Δ̄ itself without one): what the null floor must clear,
+    since "no worse than δ" is shown by Δ̄ − δ, not by Δ̄."""
+    if delta is None or not config.margin:
+        return delta
+    return delta - Fraction(str(config.margin))
+
+
+def drops_text(regs: list[dict[str, Any]], at_most: int = 5) -> str:
+    shown = ", ".join(f"{r['task_id']} {r['best']:.2f}→{r['candidate']:.2f}" for r in regs[:at_most])
+    return shown + (f" and {len(regs) - at_most} more" if len(regs) > at_most else "")
+
+
+def _imputation_flips(
+    candidate: np.ndarray,
+    best: np.ndarray,
+    decision: str,
+    config: GateConfig,
+    candidate_size: int | None,
+    best_size: int | None,
+) -> bool:
+    """Would filling the missing trials against the decision change it?"""
+    if decision == ACCEPT:  # candidate's missing trials fail, best's succeed
+        cand, bst = np.nan_to_num(candidate, nan=0.0), np.nan_to_num(best, nan=1.0)
+    else:
+        cand, bst = np.nan_to_num(candidate, nan=1.0), np.nan_to_num(best, nan=0.0)
+    deltas, _ = stats.paired_deltas(cand, bst)  # every task: decide() got here with n > 0
+    imputed, *_ = run_rule(cand, bst, deltas, config, candidate_size, best_size)
+    return imputed != decision
 
 
 def _k_se_rule(

@@ -12,20 +12,33 @@ mode, ``k_se``, α, a regression veto it did not have) asks a **what-if**: its a
 and shown, marked as not the decision (:func:`departures`, ``details["what_if"]``), and the CLI
 exits with the what-if code, never with accept — a what-if is a question, not a way to a second
 decision on the same bytes.
+
+Both paths judge the same evidence and pass the verdict through the same list: the first
+logged outcome of each rollout stands (:func:`first_evidence`), and :data:`VERDICT_PASSES`
+(looks, resolution, frozen settings, label, veto, repaid rollouts) turns the judged verdict
+into the one the session writes and ``capevolve gate`` re-derives — one list, so the two
+cannot give different answers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from .._decide.verdict import Verdict
+from .._decide.basis import Basis
+from .._decide.looks import looks_record
+from .._decide.verdict import INDECISIVE, Verdict
 from .._project.spec import Spec
 from .._store import paid_by
-from .._store.evidence import index_records
+from .._store.evidence import ByTag, index_records
+from .._store.first_outcomes import first_outcomes, repaid_details
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
+from .gate_settings import guards_of, guards_off, said, settings_of
+from .preferences import Prefer
+from .resolution import out_of_reach
 from .verdicts import GATE_SPLIT, Evidence, gate_config
 
 
@@ -45,9 +58,18 @@ def val_evidence(
     spec: Spec, rundir: RunDir, val_ids: list[str], trials: int | None = None, tags: list[str] | None = None
 ) -> Evidence:
     """The run's val evidence, of ``tags`` only when given (from the index: no rollout file is
-    read), at ``trials`` trials (default the spec's)."""
+    read), at ``trials`` trials (default the spec's), each rollout at its first logged outcome."""
     by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT, tags))
-    return Evidence.of_run(spec, rundir, by_tag, val_ids, trials or spec.num_trials)
+    return first_evidence(spec, rundir, by_tag, val_ids, trials or spec.num_trials)[0]
+
+
+def first_evidence(
+    spec: Spec, rundir: RunDir, by_tag: ByTag, task_ids: list[str], trials: int, prefer: Prefer | None = None
+) -> tuple[Evidence, dict[str, int]]:
+    """The first pass, before judging: (the evidence with each rollout's first logged outcome —
+    a redraw is no new evidence, :mod:`.._store.first_outcomes` — and each tag's repaid count)."""
+    by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
+    return Evidence.of_run(spec, rundir, by_tag, task_ids, trials, prefer), repaid
 
 
 def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verdict:
@@ -56,21 +78,18 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
     # derived only from rollouts a session claimed and paid once (:mod:`.._store.paid_by`)
     paid_by.refuse_untrusted(rundir.log.of_kinds(*paid_by.KINDS), rundir.run_id)
     recorded = rundir.verdicts.verdict(ask.tag)
-    against = ask.against or (recorded["against"] if recorded else rundir.state.best())
-    known = set(rundir.snapshots.known_tags())
-    for tag in (ask.tag, against):
-        if tag not in known:
-            raise Refusal(f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}")
-    if ask.tag == against:
-        raise Refusal(f"{ask.tag!r} would be gated against itself; give --against another tag")
+    against = _against(rundir, ask, recorded)
     # the recorded decision is re-derived as decided, unless another parent is asked for
     same_parent = not ask.against or (recorded is not None and ask.against == recorded.get("against"))
     as_decided = recorded if recorded is not None and same_parent else None
     null_tags: list[str] = list(as_decided.get("nulls", [])) if as_decided else []
     looks = _looks(as_decided)
     level = decided_level(as_decided)
+    tags = [ask.tag, against, *(null_tags if looks is not None else [])]
+    by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT, tags))
+    trials = int(as_decided["trials"]) if looks is not None and as_decided else spec.num_trials
+    evidence, repaid = first_evidence(spec, rundir, by_tag, val_ids, trials)
     if looks is None:
-        evidence = val_evidence(spec, rundir, val_ids, None, [ask.tag, against])
         config = gate_config(
             spec, mode=ask.gate_mode, k_se=ask.k_se, alpha=ask.alpha, veto_regressions=ask.veto_regressions
         )
@@ -79,8 +98,6 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
         nulls = [_null_delta(v) for v in (rundir.verdicts.verdict(t) for t in null_tags) if v is not None]
     else:  # grown: at its pooled trials and its look's level; its null controls judged so too
         assert as_decided is not None
-        tags = [ask.tag, against, *null_tags]
-        evidence = val_evidence(spec, rundir, val_ids, as_decided["trials"], tags)
         alpha = ask.alpha if ask.alpha is not None else Fraction(looks["decision_alpha"])
         config = gate_config(
             spec,
@@ -93,31 +110,54 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
         )
         nulls = [_null_delta(evidence.judge(t, against, config).to_dict()) for t in null_tags]
     verdict = evidence.judge(ask.tag, against, config, [n for n in nulls if n is not None] or None)
+    verdict = passed(Passing.as_recorded(spec, repaid, as_decided, ask), verdict)
     if level is not None and looks is None:
-        if ask.alpha is None:
-            note = f"at the level this decision had ({level.text})"
-        elif Fraction(str(ask.alpha)) != level.alpha:
-            note = f"--alpha {ask.alpha:g} asked: not the level this decision had ({level.text})"
-        else:
-            note = ""
-        at_it = ask.alpha is None or Fraction(str(ask.alpha)) == level.alpha
-        record = {"alpha": str(level.alpha), "how": level.text, "this_answer_at_it": at_it}
-        verdict = replace(
-            verdict,
-            reason=f"{verdict.reason}; {note}" if note else verdict.reason,
-            details={**verdict.details, "decided_level": record},
-        )
+        verdict = _at_level(verdict, level, ask.alpha)
     departs = departures(recorded, ask, level)
-    if departs:
-        booked = booked_decision(rundir, ask.tag)
-        line = what_if_line(ask.tag, departs, booked, recorded)
-        what_if = {"answer": verdict.decision, "departs": departs, "booked": booked, "line": line}
-        verdict = replace(
-            verdict,
-            reason=f"WHAT-IF, not the decision — answer {verdict.decision}: {verdict.reason}",
-            details={**verdict.details, "what_if": what_if},
-        )
-    return verdict
+    return _what_if(rundir, verdict, recorded, departs) if departs else verdict
+
+
+def _against(rundir: RunDir, ask: GateAsk, recorded: dict[str, Any] | None) -> str:
+    """The tag ``ask.tag`` is gated against: ``--against``, else the recorded parent, else the best."""
+    against: str = ask.against or (recorded["against"] if recorded else rundir.state.best())
+    known = set(rundir.snapshots.known_tags())
+    for tag in (ask.tag, against):
+        if tag not in known:
+            raise Refusal(f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}")
+    if ask.tag == against:
+        raise Refusal(f"{ask.tag!r} would be gated against itself; give --against another tag")
+    return against
+
+
+def _at_level(verdict: Verdict, level: DecidedLevel, alpha: float | None) -> Verdict:
+    """The verdict re-derived at the level its decision had (or at ``--alpha``, said so)."""
+    if alpha is None:
+        note = f"at the level this decision had ({level.text})"
+    elif Fraction(str(alpha)) != level.alpha:
+        note = f"--alpha {alpha:g} asked: not the level this decision had ({level.text})"
+    else:
+        note = ""
+    at_it = alpha is None or Fraction(str(alpha)) == level.alpha
+    record = {"alpha": str(level.alpha), "how": level.text, "this_answer_at_it": at_it}
+    return replace(
+        verdict,
+        reason=f"{verdict.reason}; {note}" if note else verdict.reason,
+        details={**verdict.details, "decided_level": record},
+    )
+
+
+def _what_if(
+    rundir: RunDir, verdict: Verdict, recorded: dict[str, Any] | None, departs: list[str]
+) -> Verdict:
+    """An answer under settings the decision did not have, marked as not the decision."""
+    booked = booked_decision(rundir, verdict.tag)
+    line = what_if_line(verdict.tag, departs, booked, recorded)
+    what_if = {"answer": verdict.decision, "departs": departs, "booked": booked, "line": line}
+    return replace(
+        verdict,
+        reason=f"WHAT-IF, not the decision — answer {verdict.decision}: {verdict.reason}",
+        details={**verdict.details, "what_if": what_if},
+    )
 
 
 def departures(recorded: dict[str, Any] | None, ask: GateAsk, level: DecidedLevel | None) -> list[str]:
@@ -210,3 +250,164 @@ def _looks(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
     """A grown verdict's looks record (decided at look > 1), else None."""
     looks: dict[str, Any] = ((recorded or {}).get("details") or {}).get("looks") or {}
     return looks if int(looks.get("look", 1)) > 1 else None
+
+
+@dataclass(frozen=True)
+class Passing:
+    """What the verdict passes read beside the verdict: the spec, each tag's repaid rollouts,
+    the tags whose first look counted (tag → that verdict's seq), harness-changed labels, the
+    gate settings overridden on the command line, why the α schedule was taken, the veto."""
+
+    spec: Spec
+    repaid: Mapping[str, int]
+    looked: Mapping[str, int] = field(default_factory=dict)
+    labels: Mapping[str, dict[str, Any]] | None = None
+    overridden: tuple[tuple[str, str], ...] = ()
+    schedule_why: str | None = None
+    veto_regressions: bool = False
+    grown: dict[str, Any] | None = None  # a grown verdict's looks record, kept as its grow wrote it
+
+    @classmethod
+    def as_recorded(
+        cls, spec: Spec, repaid: Mapping[str, int], recorded: dict[str, Any] | None, ask: GateAsk
+    ) -> Passing:
+        """``capevolve gate``'s: what the session passed ``recorded`` with, read back from it."""
+        details = (recorded or {}).get("details") or {}
+        looks, label = details.get("looks") or {}, details.get("fresh_val") or details.get("harness_changed")
+        counted = looks.get("counted_look")
+        return cls(
+            spec,
+            repaid,
+            {ask.tag: int(counted)} if counted is not None else {},
+            {ask.tag: label} if label else None,
+            tuple((details.get("overridden") or {}).items()),
+            details.get("alpha_schedule_why"),
+            ask.veto_regressions or bool(details.get("veto_regressions")),
+            looks if counted is None and int(looks.get("look", 1)) > 1 else None,
+        )
+
+
+def _looked(passing: Passing, verdict: Verdict) -> Verdict:
+    if passing.grown:  # decided at a later look by a grow (_session/grow.py), which wrote its record
+        return replace(verdict, details={**verdict.details, "looks": passing.grown})
+    return with_looks(passing.spec, verdict, 1, counted=passing.looked.get(verdict.tag))
+
+
+def _veto(verdict: Verdict, veto: bool) -> Verdict:
+    """Recorded, so `capevolve gate --veto-regressions` re-derives, not a what-if."""
+    return replace(verdict, details={**verdict.details, "veto_regressions": True}) if veto else verdict
+
+
+def _repaid(verdict: Verdict, repaid: Mapping[str, int]) -> Verdict:
+    details = repaid_details(dict(repaid), verdict.tag, verdict.against)
+    return replace(verdict, details={**verdict.details, **details})
+
+
+VerdictPass = Callable[[Passing, Verdict], Verdict]
+# The passes every judged verdict takes, in order, in the session (_session/gating.py) and in
+# ``capevolve gate`` (:func:`regate`): the one list, so the two cannot answer differently.
+VERDICT_PASSES: tuple[tuple[str, VerdictPass], ...] = (
+    ("looks", lambda p, v: _looked(p, v)),
+    ("resolution", lambda p, v: out_of_reach(v)),
+    ("settings", lambda p, v: with_settings(p.spec, v, p.overridden, p.schedule_why)),
+    ("label", lambda p, v: with_label(v, p.labels)),
+    ("veto", lambda p, v: _veto(v, p.veto_regressions)),
+    ("repaid", lambda p, v: _repaid(v, p.repaid)),
+)
+NULL_PASSES = tuple((name, step) for name, step in VERDICT_PASSES if name in ("settings", "repaid"))
+
+
+def passed(
+    passing: Passing, verdict: Verdict, passes: tuple[tuple[str, VerdictPass], ...] | None = None
+) -> Verdict:
+    """``verdict`` after ``passes`` (default :data:`VERDICT_PASSES`, read when called), in order."""
+    for _, step in VERDICT_PASSES if passes is None else passes:
+        verdict = step(passing, verdict)
+    return verdict
+
+
+def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) -> Verdict:
+    """The verdict with its harness-changed label (``--capevolve-harness-changed``), in its
+    details and as a warning the summary prints under it; unchanged when it has none."""
+    label = (labels or {}).get(verdict.tag)
+    if not label:
+        return verdict
+    if label.get("fresh_val"):
+        level = decided_level(verdict.to_dict())
+        at = f" ({label['earlier_level']})" if label.get("earlier_level") else ""
+        here = level.text if level else "this run's level"
+        said_line = (
+            f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']}{at} on "
+            f"these bytes as {label['earlier_tag']!r}; judged here at {here}"
+        )
+        return replace(
+            verdict,
+            details={**verdict.details, "fresh_val": dict(label)},
+            warnings=[*verdict.warnings, said_line],
+        )
+    said_line = (
+        f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']} on these "
+        f"bytes as {label['earlier_tag']!r}; the harness differs ({', '.join(label['harness_changes'][:3])})"
+    )
+    details = {**verdict.details, "harness_changed": dict(label)}
+    return replace(verdict, details=details, warnings=[*verdict.warnings, said_line])
+
+
+def with_settings(
+    spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...], schedule_why: str | None = None
+) -> Verdict:
+    """The verdict with the gate settings it was decided under (frozen with the run:
+    :mod:`.._policy.gate_settings`) and, when some came from the command line, a warning
+    saying which — printed under the verdict in the summary; so too the loop's α schedule
+    taken by default (``schedule_why``)."""
+    settings = settings_of(spec)
+    details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
+    details["guards"] = guards_of(spec)
+    warnings = [*verdict.warnings, said(dict(overrides))] if overrides else verdict.warnings
+    off = guards_off(spec)
+    if off:
+        warnings = [*warnings, off]
+    if schedule_why:
+        details["alpha_schedule_why"] = schedule_why
+        warnings = [*warnings, schedule_why]
+    return replace(verdict, details=details, warnings=warnings)
+
+
+def with_looks(spec: Spec, verdict: Verdict, look: int, counted: int | None = None) -> Verdict:
+    """The verdict with the look it was decided at (1 = the first gate; a grow adds one) and
+    the α schedule across looks (:mod:`..decide.looks`). ``counted``: the seq of the tag's
+    first verdict, indecisive by coverage, that was its look 1 — this gate is then look 2."""
+    if counted is None:
+        record = looks_record(spec.gate_alpha, look, spec.grow_max_looks)
+        return replace(verdict, details={**verdict.details, "looks": record})
+    record = {
+        **looks_record(spec.gate_alpha, look + 1, max(2, spec.grow_max_looks)),
+        "counted_look": counted,
+    }
+    said_line = (
+        f"the second look at {verdict.tag!r} against {verdict.against!r}: its first verdict decided "
+        f"nothing (indecisive by coverage, verdict event seq {counted}) yet showed the data, so it "
+        "counted as look 1 and this gate is taken at look 2's level"
+    )
+    return replace(
+        verdict, details={**verdict.details, "looks": record}, warnings=[*verdict.warnings, said_line]
+    )
+
+
+def counted_looks(rundir: RunDir, tags: list[str], against: str) -> dict[str, int]:
+    """Tag → the seq of its first verdict against ``against`` that was indecisive by coverage
+    and showed a Δ̄: a look that counts (:func:`.._decide.looks.counted_look_factor`)."""
+    wanted = set(tags)
+    found: dict[str, int] = {}
+    for event in rundir.log.of_kinds("verdict"):
+        tag = event.get("tag")
+        if (
+            tag in wanted
+            and tag not in found
+            and event.get("against") == against
+            and event.get("decision") == INDECISIVE
+            and event.get("basis") == Basis.COVERAGE
+            and event.get("delta_mean") is not None
+        ):
+            found[str(tag)] = int(event.get("seq", 0))
+    return found

@@ -18,16 +18,15 @@ from typing import Any
 from .._decide import alpha_budget
 from .._decide.basis import Basis
 from .._decide.calibration import NULL_EVENT
-from .._decide.looks import as_fraction, counted_look_factor, looks_record, shown_decision
+from .._decide.looks import as_fraction, counted_look_factor, shown_decision
 from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
 from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.commit import CommitRefused, adoption
-from .._policy.gate_settings import guards_of, guards_off, said, settings_of
 from .._policy.identity import REPEAT
 from .._policy.preferences import Prefer
-from .._policy.resolution import out_of_reach
+from .._policy.regate import NULL_PASSES, Passing, counted_looks, first_evidence, passed
 from .._policy.verdicts import (
     Evidence,
     as_null,
@@ -37,7 +36,6 @@ from .._policy.verdicts import (
 )
 from .._project.spec import Spec
 from .._store.evidence import ByTag
-from .._store.first_outcomes import first_outcomes, repaid_details
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, SessionHooks
 from .planning import GateRequest
@@ -72,8 +70,7 @@ def judge(
         if c.tag != best and c.tag not in null_tags and c.tag not in gate.decided
     ]
     # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.first_outcomes`)
-    by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
-    evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials, prefer)
+    evidence, repaid = first_evidence(spec, rundir, by_tag, plan.task_ids, plan.num_trials, prefer)
     # The α budget is read, the round judged at it and its decisions logged under the run's
     # lock, in one hold: a second gate session on the run judging at the same moment waits here,
     # then reads this one's decisions and takes the next, smaller level — two decisions never
@@ -140,21 +137,11 @@ def _judged_round(
             level = replace(level, alpha=as_fraction(level.alpha) * counted_look_factor(spec.grow_max_looks))
         return evidence.judge(tag, against, level, floor)
 
+    passing = Passing(spec, repaid, looked, labels, gate.overridden, gate.schedule_why, gate.veto_regressions)
     verdicts = [
-        with_label(
-            with_settings(
-                spec,
-                out_of_reach(with_looks(spec, v, 1, counted=looked.get(v.tag))),
-                gate.overridden,
-                gate.schedule_why,
-            ),
-            labels,
-        )
-        for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
+        passed(passing, v) for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
-    if gate.veto_regressions:  # recorded, so `capevolve gate --veto-regressions` re-derives, not a what-if
-        verdicts = [replace(v, details={**v.details, "veto_regressions": True}) for v in verdicts]
-    nulls = [with_settings(spec, v, gate.overridden) for v in nulls]
+    nulls = [passed(replace(passing, schedule_why=None), v, NULL_PASSES) for v in nulls]
     now_best = rundir.state.best()
     if now_best != best:  # another session accepted while this one paid: said, and commit refuses an accept
         warnings = [
@@ -165,10 +152,6 @@ def _judged_round(
     if warnings:
         verdicts = [replace(v, warnings=[*v.warnings, *warnings]) for v in verdicts]
         nulls = [replace(v, warnings=[*v.warnings, *warnings]) for v in nulls]
-    verdicts = [
-        replace(v, details={**v.details, **repaid_details(repaid, v.tag, v.against)}) for v in verdicts
-    ]
-    nulls = [replace(v, details={**v.details, **repaid_details(repaid, v.tag, v.against)}) for v in nulls]
     files = budget.record(rundir, nulls, verdicts, null_tags)
     return JudgedRound(nulls, verdicts, files)
 
@@ -303,95 +286,6 @@ class AlphaBudget:
             written = verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
             files.append((written, rundir.verdicts.write_verdict(written)))
         return files
-
-
-def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) -> Verdict:
-    """The verdict with its harness-changed label (``--capevolve-harness-changed``), in its
-    details and as a warning the summary prints under it; unchanged when it has none."""
-    label = (labels or {}).get(verdict.tag)
-    if not label:
-        return verdict
-    if label.get("fresh_val"):
-        from .._policy.regate import decided_level
-
-        level = decided_level(verdict.to_dict())
-        at = f" ({label['earlier_level']})" if label.get("earlier_level") else ""
-        here = level.text if level else "this run's level"
-        said_line = (
-            f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']}{at} on "
-            f"these bytes as {label['earlier_tag']!r}; judged here at {here}"
-        )
-        return replace(
-            verdict,
-            details={**verdict.details, "fresh_val": dict(label)},
-            warnings=[*verdict.warnings, said_line],
-        )
-    said_line = (
-        f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']} on these "
-        f"bytes as {label['earlier_tag']!r}; the harness differs ({', '.join(label['harness_changes'][:3])})"
-    )
-    details = {**verdict.details, "harness_changed": dict(label)}
-    return replace(verdict, details=details, warnings=[*verdict.warnings, said_line])
-
-
-def with_settings(
-    spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...], schedule_why: str | None = None
-) -> Verdict:
-    """The verdict with the gate settings it was decided under (frozen with the run:
-    :mod:`.._policy.gate_settings`) and, when some came from the command line, a warning
-    saying which — printed under the verdict in the summary; so too the loop's α schedule
-    taken by default (``schedule_why``)."""
-    settings = settings_of(spec)
-    details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
-    details["guards"] = guards_of(spec)
-    warnings = [*verdict.warnings, said(dict(overrides))] if overrides else verdict.warnings
-    off = guards_off(spec)
-    if off:
-        warnings = [*warnings, off]
-    if schedule_why:
-        details["alpha_schedule_why"] = schedule_why
-        warnings = [*warnings, schedule_why]
-    return replace(verdict, details=details, warnings=warnings)
-
-
-def with_looks(spec: Spec, verdict: Verdict, look: int, counted: int | None = None) -> Verdict:
-    """The verdict with the look it was decided at (1 = the first gate; a grow adds one) and
-    the α schedule across looks (:mod:`..decide.looks`). ``counted``: the seq of the tag's
-    first verdict, indecisive by coverage, that was its look 1 — this gate is then look 2."""
-    if counted is None:
-        record = looks_record(spec.gate_alpha, look, spec.grow_max_looks)
-        return replace(verdict, details={**verdict.details, "looks": record})
-    record = {
-        **looks_record(spec.gate_alpha, look + 1, max(2, spec.grow_max_looks)),
-        "counted_look": counted,
-    }
-    said_line = (
-        f"the second look at {verdict.tag!r} against {verdict.against!r}: its first verdict decided "
-        f"nothing (indecisive by coverage, verdict event seq {counted}) yet showed the data, so it "
-        "counted as look 1 and this gate is taken at look 2's level"
-    )
-    return replace(
-        verdict, details={**verdict.details, "looks": record}, warnings=[*verdict.warnings, said_line]
-    )
-
-
-def counted_looks(rundir: RunDir, tags: list[str], against: str) -> dict[str, int]:
-    """Tag → the seq of its first verdict against ``against`` that was indecisive by coverage
-    and showed a Δ̄: a look that counts (:func:`.._decide.looks.counted_look_factor`)."""
-    wanted = set(tags)
-    found: dict[str, int] = {}
-    for event in rundir.log.of_kinds("verdict"):
-        tag = event.get("tag")
-        if (
-            tag in wanted
-            and tag not in found
-            and event.get("against") == against
-            and event.get("decision") == INDECISIVE
-            and event.get("basis") == Basis.COVERAGE
-            and event.get("delta_mean") is not None
-        ):
-            found[str(tag)] = int(event.get("seq", 0))
-    return found
 
 
 def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:

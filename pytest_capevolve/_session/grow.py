@@ -21,8 +21,8 @@ from .._decide.looks import looks_record, shown_decision
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._policy import guards
 from .._policy.commit import CommitRefused
+from .._policy.regate import first_evidence
 from .._policy.verdicts import (
-    Evidence,
     as_null,
     gate_config,
     null_deltas,
@@ -268,7 +268,8 @@ class GrowSession:
         config = gate_config(
             spec, alpha=planned.decision_alpha, look=planned.look, veto_regressions=self.veto_regressions
         )
-        evidence = Evidence.of_run(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
+        # each rollout at its first logged outcome, as the gate session and `capevolve gate` read it
+        evidence, _ = first_evidence(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
         nulls = [as_null(evidence.judge(t, planned.best, config)) for t in planned.null_tags]
         verdict = evidence.judge(planned.tag, planned.best, config, null_deltas(nulls) or None)
         record = looks_record(planned.decision_alpha, planned.look, spec.grow_max_looks)

@@ -248,93 +248,27 @@ def plan_evaluation(
     task_keys_now: Mapping[str, str] | None = None,
     test_reused: bool = False,
 ) -> Planned:
-    """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before
-    it is registered; the best and the seed are never screened. ``task_keys_now``: the pool's
-    content keys, recorded with the run the first time; ``test_reused``: the acknowledgement
-    that lets a run whose val or train holds the project's scored test tasks go on.
-
-    Runs under the run's lock (see :func:`.wiring.configure`), so the spec lock, the splits,
-    the snapshots and the claims of two sessions planning at once never interleave: the later
-    one owes only what the earlier one neither persisted nor claimed, and waits for the rest."""
-    rundir.ensure_spec_lock(spec)
-    if gate.enabled:
-        guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
-    splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
-    task_keys.ensure_recorded(rundir, task_keys_now, splits)
-    sealed_note = refuse_sealed_in_dev(spec, rundir, splits, acknowledged=test_reused)
-    task_ids = frozen_ids(rundir, splits, split, pool_ids)
-    if gate.enabled:
-        refuse_unknown_guards(spec, splits["val"])
+    """The plan of an evaluation (or gate) session, as named steps. ``screens`` may refuse a
+    candidate before it is registered (never the best or the seed); ``task_keys_now``: the pool's
+    content keys, recorded the first time; ``test_reused``: lets a run whose val or train holds
+    the project's scored test tasks go on. Under the run's lock (:func:`.wiring.configure`), so
+    the spec lock, splits, snapshots and claims of two sessions planning at once never interleave:
+    the later owes only what the earlier neither persisted nor claimed, and waits for the rest."""
+    splits, task_ids, notes = _frozen(spec, rundir, pool_ids, split, gate, task_keys_now, test_reused)
     best = rundir.state.best()
     best_path = source_of(spec, rundir, best)
-    taken = set(rundir.snapshots.known_tags())
-    chosen: list[CandidateRequest] = []
-    for request in requests or [CandidateRequest(best, best_path)]:
-        tag = check_tag(request.tag)
-        if rerun:
-            tag = next_free_tag(tag, taken)
-            taken.add(tag)
-        chosen.append(CandidateRequest(tag, request.path))
-    if best not in {c.tag for c in chosen}:
-        chosen.insert(0, CandidateRequest(best, best_path))
-    if len({c.tag for c in chosen}) != len(chosen):
-        raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
-    # Screens run before anything is registered or paid: a refused candidate costs nothing.
-    screens.prepare(splits[TEST_SPLIT], splits["val"])
-    # A candidate is its bytes: a new tag for bytes the run (or this session) holds is refused
-    # before it is paid, its verdict naming what it repeats (after the tamper screen, which
-    # refuses what cannot be hashed: a FIFO, a device, a symlink loop).
-    repeats = Repeats(
-        rundir,
-        best,
-        best_path,
-        gating=gate.enabled,
-        rerun=rerun,
-        harness_now=harness_now,
-        harness_changed=gate.harness_changed,
-    )
-    # The first decision stands: a tag whose verdict decided is not judged again (alone at a
-    # fresh α after a Holm round, against a new best); the session re-derives it, pays nothing.
-    decided = (
-        standing_verdicts(rundir, [c.tag for c in chosen if c.tag not in (best, SEED_TAG)])
-        if gate.enabled
-        else {}
-    )
-    kept = [
-        c
-        for c in chosen
-        if c.tag in (best, SEED_TAG)
-        or not (
-            # a fixed-n verdict's rollouts stay planned: one quarantined (an edited file) is
-            # missing data, paid again, and the decision re-derived on it; a sequential one
-            # stopped early and owes nothing more
-            (c.tag in decided and bool((decided[c.tag].get("details") or {}).get("sequential")))
-            or screens.refused(c.tag, c.path, best)
-            or repeats.refused(c.tag, c.path, screens)
-        )
-    ]
-    only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
-    nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left
-    # A gate whose every candidate was refused by the screens has nothing to compare: paying for
-    # the best and its null controls would buy no decision.
-    chosen = [] if nothing_to_gate else kept
+    chosen = _chosen(requests, best, best_path, rerun, set(rundir.snapshots.known_tags()))
+    screens.prepare(splits[TEST_SPLIT], splits["val"])  # before anything is registered or paid
+    screened = {"gating": gate.enabled, "rerun": rerun, "harness_changed": gate.harness_changed}
+    repeats = Repeats(rundir, best, best_path, harness_now=harness_now, **screened)
+    chosen, only_best_left, decided = _kept(rundir, chosen, best, gate, screens, repeats)
     planned = [
         planned_at(spec, rundir, c.tag, c.path, rundir.snapshots.register_candidate(c.tag, c.path))
         for c in chosen
     ]
-    # Null controls: byte-identical copies of the best, evaluated from their snapshots under
-    # fresh tags. Their tags derive from the best, so they are reused until it changes.
-    # A gate left with the best alone (every candidate refused, or the one asked for is the best
-    # already: the same command run again after its accept) decides nothing: no null controls.
-    null_tags = [] if only_best_left else [f"{best}-null{i}" for i in range(1, gate.nulls + 1)]
-    notes = [sealed_note] if sealed_note else []
-    identical = identical_null(rundir, best, len(task_ids), gate.nulls) if null_tags else None
-    if identical is not None and len(null_tags) > 1:
-        null_tags = [identical]
-        notes.append(identical_note(identical, best))
-    for tag in null_tags:
-        digest = rundir.snapshots.register_candidate(tag, best_path)
-        planned.append(planned_at(spec, rundir, tag, rundir.snapshots.snapshot_dir(tag), digest))
+    # a gate left with the best alone (all refused, or the best asked again) decides nothing: no nulls
+    nulls = 0 if only_best_left else gate.nulls
+    null_tags = _null_controls(spec, rundir, (best, best_path), planned, nulls, len(task_ids), notes)
     claimed = rundir.claims.others()
     deciding = len([c for c in planned if c.tag != best and c.tag not in null_tags]) if gate.enabled else 0
     plan = build_plan(
@@ -355,20 +289,7 @@ def plan_evaluation(
         block=block,
     )
     if gate.sequential:
-        from .._decide.task_order import interleaved, task_order
-
-        # each gated tag's order is fixed by its bytes, the run's secret and a nonce drawn now,
-        # once the bytes are frozen: never computable in advance, not even by a reader of the
-        # secret; the items run the orders interleaved
-        secret = rundir.order_secret.read()
-        gated = [c for c in planned if c.tag != best]
-        nonces = rundir.order_secret.nonces([c.content_hash for c in gated])
-        plan.orders = {
-            c.tag: task_order(task_ids, secret, c.content_hash, bytes.fromhex(nonces[c.content_hash]))
-            for c in gated
-        }
-        plan.order = interleaved(plan.orders.values())
-        plan.sequential = uuid.uuid4().hex
+        _sequential_orders(rundir, plan, planned, best, task_ids)
     plan.live = uuid.uuid4().hex
     live_marker.create(rundir.root, plan.live)
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
@@ -464,3 +385,115 @@ def refuse_unknown_guards(spec: Spec, val_ids: list[str]) -> None:
                 f"{spec.path}: stop_condition guards task {task!r}, which is no val task of this run "
                 f"(a guard holds val tasks, by their exact id){hint}"
             )
+
+
+def _frozen(
+    spec: Spec,
+    rundir: RunDir,
+    pool_ids: list[str],
+    split: str,
+    gate: GateRequest,
+    task_keys_now: Mapping[str, str] | None,
+    test_reused: bool,
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(splits, this split's task ids, notes), frozen with the run; refused before anything is
+    chosen: a gate of a finalized run, scored test tasks in val or train, an unknown guard."""
+    rundir.ensure_spec_lock(spec)
+    if gate.enabled:
+        guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
+    splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
+    task_keys.ensure_recorded(rundir, task_keys_now, splits)
+    sealed_note = refuse_sealed_in_dev(spec, rundir, splits, acknowledged=test_reused)
+    task_ids = frozen_ids(rundir, splits, split, pool_ids)
+    if gate.enabled:
+        refuse_unknown_guards(spec, splits["val"])
+    return splits, task_ids, [sealed_note] if sealed_note else []
+
+
+def _chosen(
+    requests: list[CandidateRequest], best: str, best_path: Path, rerun: bool, taken: set[str]
+) -> list[CandidateRequest]:
+    """The candidates asked for (or the best), tags checked (``rerun``: the next free), the best first."""
+    chosen: list[CandidateRequest] = []
+    for request in requests or [CandidateRequest(best, best_path)]:
+        tag = check_tag(request.tag)
+        if rerun:
+            tag = next_free_tag(tag, taken)
+            taken.add(tag)
+        chosen.append(CandidateRequest(tag, request.path))
+    if best not in {c.tag for c in chosen}:
+        chosen.insert(0, CandidateRequest(best, best_path))
+    if len({c.tag for c in chosen}) != len(chosen):
+        raise CandidateError("two candidates share a tag; give each its own --capevolve-tag")
+    return chosen
+
+
+def _kept(
+    rundir: RunDir,
+    chosen: list[CandidateRequest],
+    best: str,
+    gate: GateRequest,
+    screens: Screens,
+    repeats: Repeats,
+) -> tuple[list[CandidateRequest], bool, dict[str, dict[str, Any]]]:
+    """(the candidates to register, whether only the best is left, the decided tags — re-derived, a
+    fixed-n one's rollouts still planned, a sequential one's not). None when screens refused all."""
+    decided = (
+        standing_verdicts(rundir, [c.tag for c in chosen if c.tag not in (best, SEED_TAG)])
+        if gate.enabled
+        else {}
+    )
+    kept = [
+        c
+        for c in chosen
+        if c.tag in (best, SEED_TAG)
+        or not (
+            (c.tag in decided and bool((decided[c.tag].get("details") or {}).get("sequential")))
+            or screens.refused(c.tag, c.path, best)
+            or repeats.refused(c.tag, c.path, screens)
+        )
+    ]
+    only_best_left = all(c.tag in (best, SEED_TAG) for c in kept)
+    nothing_to_gate = gate.enabled and len(kept) < len(chosen) and only_best_left
+    return ([] if nothing_to_gate else kept), only_best_left, decided
+
+
+def _null_controls(
+    spec: Spec,
+    rundir: RunDir,
+    best_at: tuple[str, Path],
+    planned: list[PlannedCandidate],
+    nulls: int,
+    n_tasks: int,
+    notes: list[str],
+) -> list[str]:
+    """Null controls: copies of the best under tags derived from it, registered and added to
+    ``planned``; one identical null stands for them all (said in ``notes``)."""
+    best, best_path = best_at
+    null_tags = [f"{best}-null{i}" for i in range(1, nulls + 1)]
+    identical = identical_null(rundir, best, n_tasks, nulls) if null_tags else None
+    if identical is not None and len(null_tags) > 1:
+        null_tags = [identical]
+        notes.append(identical_note(identical, best))
+    for tag in null_tags:
+        digest = rundir.snapshots.register_candidate(tag, best_path)
+        planned.append(planned_at(spec, rundir, tag, rundir.snapshots.snapshot_dir(tag), digest))
+    return null_tags
+
+
+def _sequential_orders(
+    rundir: RunDir, plan: EvalPlan, planned: list[PlannedCandidate], best: str, task_ids: list[str]
+) -> None:
+    """Each gated tag's order, fixed by its bytes, the run's secret and a nonce drawn now: never
+    computable in advance, not even by a reader of the secret; the items run them interleaved."""
+    from .._decide.task_order import interleaved, task_order
+
+    secret = rundir.order_secret.read()
+    gated = [c for c in planned if c.tag != best]
+    nonces = rundir.order_secret.nonces([c.content_hash for c in gated])
+    plan.orders = {
+        c.tag: task_order(task_ids, secret, c.content_hash, bytes.fromhex(nonces[c.content_hash]))
+        for c in gated
+    }
+    plan.order = interleaved(plan.orders.values())
+    plan.sequential = uuid.uuid4().hex

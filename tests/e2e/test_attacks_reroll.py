@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import shutil
 
+from pytest_capevolve._cli.main import main
+
 UNSEEDED = '''
 
 class UnseededAdapter(NoisyAgentAdapter):
@@ -45,7 +47,9 @@ def _reroll(run_dir) -> int:
     return deleted
 
 
-def test_deleting_chosen_rollout_files_to_redraw_them_changes_no_decision(example, projects, capevolve):
+def test_deleting_chosen_rollout_files_to_redraw_them_changes_no_decision(
+    example, projects, capevolve, capsys
+):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
     with (project / "adapter.py").open("a") as handle:
@@ -78,3 +82,10 @@ def test_deleting_chosen_rollout_files_to_redraw_them_changes_no_decision(exampl
     repaid = verdict["details"]["repaid_rollouts"]
     assert repaid["noop"] > 0 and repaid["seed"] > 0
     assert repaid["noop"] + repaid["seed"] == deleted
+    # `capevolve gate` re-derives it through the session's passes: the same first draws, the same
+    # repaid counts (it read the redrawn files, and said Δ̄ ≠ 0, before they shared one list)
+    capsys.readouterr()
+    main(["gate", "noop", "--project", str(project), "--json"])
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (again["decision"], again["delta_mean"]) == (verdict["decision"], verdict["delta_mean"])
+    assert again["details"]["repaid_rollouts"] == repaid

@@ -16,7 +16,7 @@ import json
 import pytest
 from cli_calls import run
 
-import pytest_capevolve._session.gating as gating
+import pytest_capevolve._policy.regate as regate
 
 SIGN = "# Calculator agent\n\nAnswer the arithmetic question with a single integer.\nMind the sign.\n"
 
@@ -36,7 +36,7 @@ def test_a_second_gate_session_judging_at_the_same_time_takes_the_next_level(
     (project / "candidates" / "sign").mkdir()
     (project / "candidates" / "sign" / "prompt.md").write_text(SIGN)
     second: list[pytest.RunResult] = []
-    real = gating.Evidence
+    real = regate.Evidence
 
     class HeldBeforeJudging(real):  # type: ignore[misc,valid-type]
         """The first session's evidence, read; before it judges, the second session runs whole."""
@@ -48,7 +48,9 @@ def test_a_second_gate_session_judging_at_the_same_time_takes_the_next_level(
                 second.append(capevolve(project, "sign", gate=True, subprocess=True))
             return evidence
 
-    monkeypatch.setattr(gating, "Evidence", HeldBeforeJudging)
+    monkeypatch.setattr(
+        regate, "Evidence", HeldBeforeJudging
+    )  # the session reads it through regate.first_evidence
     first = capevolve(project, "careful", gate=True)
     monkeypatch.undo()
     (other,) = second
