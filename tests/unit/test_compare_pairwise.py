@@ -104,6 +104,11 @@ def test_clusters_are_the_units_of_the_test(tmp_path: Path) -> None:
         ("task_id,preference", ["q1,C"], "is not A, B or tie; write A"),
         ("task_id,order,preference", ["q1,AB,A", "q1,XY,B"], "is not AB or BA"),
         ("task_id,order,preference", ["q1,AB,A", "q1,BA,B", "q2,AB,B"], "judged in one order only ('q2')"),
+        (
+            "task_id,order,preference",
+            ["q1,AB,A", "q1,BA,B", "q1,BA,B", "q2,AB,B", "q2,BA,A"],
+            "judged more often in one order ('q1'); a judge's lean",
+        ),
         ("task_id,trial,preference", ["q1,1,A", "q1,1,B"], "trial '1' twice"),
         ("task_id,reward", ["q1,1"], "the columns task_id and preference"),
         ("task_id,preference", [",A"], "no task id"),

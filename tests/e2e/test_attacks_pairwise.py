@@ -1,0 +1,114 @@
+"""Attacks on what landed with ``gate_mode: pairwise`` and ``capevolve compare --pairwise``.
+
+A shell (the optimizer's, unconfined, or any process of the same user) appends correctly
+chained ``preference`` events through the package's own ``RunDir`` API, saying the judge
+preferred a no-op: a gate session reads the judgements the log holds and never asks again.
+Unlike a forged ``rollout`` (held to a session's logged claim, refused before the gate), a
+forged judgement was believed, and one logged twice counted its last line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from pytest_capevolve._imported.pairwise import compare_pairwise
+from pytest_capevolve._imported.results import ResultsError
+from pytest_capevolve._store.rundir import RunDir
+
+JUDGE = """
+
+
+class Compared(ToyCalcAdapter):
+    def prefer(self, task, output_a, output_b, *, seed):
+        right_a, right_b = output_a == task.target, output_b == task.target
+        if right_a != right_b:
+            return "A" if right_a else "B"
+        return "A"  # a judge that cannot tell them apart leans to the first output shown
+"""
+
+
+def _events(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def _pairwise_noop(example, projects):
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Compared")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    with (noop / "prompt.md").open("a") as handle:
+        handle.write("\n")
+    return project
+
+
+def _forge(run_dir, keys, order_pairs=("AB", "BA")) -> None:
+    rundir = RunDir(run_dir)
+    for task_id, trial in keys:
+        for order in order_pairs:
+            rundir.log.append_event(
+                "preference",
+                tag="noop",
+                against="seed",
+                task_id=task_id,
+                trial=trial,
+                order=order,
+                seed=0,
+                preference="B",
+            )
+
+
+@pytest.mark.unconfined
+def test_preference_events_appended_through_the_api_outside_a_session_never_accept(
+    example, projects, capevolve
+) -> None:
+    project = _pairwise_noop(example, projects)
+    assert capevolve(project, "noop").ret == 0  # paid, not gated
+    run_dir = projects.run_dir(project)
+    paid = [
+        (e["task_id"], e["trial"]) for e in _events(run_dir) if e["kind"] == "rollout" and e["tag"] == "noop"
+    ]
+    assert paid
+    _forge(run_dir, paid)  # the judge "preferred" the no-op on every task, in both orders
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    out = result.stdout.str() + result.stderr.str()
+    verdict = run_dir / "verdicts" / "noop.json"
+    assert not verdict.exists() or json.loads(verdict.read_text())["decision"] != "accept", out[-3000:]
+    assert "preference" in out and "capevolve verify" in out, out[-3000:]
+
+
+@pytest.mark.unconfined
+def test_a_judgement_logged_again_after_the_gate_does_not_turn_its_rederivation(
+    example, projects, capevolve, capsys
+) -> None:
+    from pytest_capevolve._cli.main import main
+
+    project = _pairwise_noop(example, projects)
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    run_dir = projects.run_dir(project)
+    assert json.loads((run_dir / "verdicts" / "noop.json").read_text())["decision"] != "accept"
+    judged = {(e["task_id"], e["trial"]) for e in _events(run_dir) if e["kind"] == "preference"}
+    _forge(run_dir, judged)  # each judgement logged again, as B: the last line counted
+    capsys.readouterr()
+    code = main(["gate", "noop", "--project", str(project), "--json"])
+    out = capsys.readouterr()
+    assert code != 0 or json.loads(out.out)["decision"] != "accept", out
+    assert result.ret is not None
+
+
+def test_a_task_shown_mostly_in_one_order_cannot_turn_a_judges_lean_into_an_accept(tmp_path) -> None:
+    """Both orders present, not balanced: a judge that always prefers the output shown first,
+    shown B first three times and A first once on each task, "prefers" B on every task."""
+    rows = ["task_id,order,preference"]
+    for i in range(12):
+        rows += [f"q{i},BA,B", f"q{i},BA,B", f"q{i},BA,B", f"q{i},AB,A"]
+    prefs = tmp_path / "prefs.csv"
+    prefs.write_text("\n".join(rows) + "\n")
+    with pytest.raises(ResultsError) as refused:
+        compare_pairwise(prefs)
+    said = str(refused.value)
+    assert "12 task(s) judged more often in one order" in said and "'q0'" in said
+    assert "as many times in each order" in said  # the way on
