@@ -35,3 +35,22 @@ def test_a_margin_added_to_a_run_frozen_before_the_key_existed_is_refused(
     said = result.stderr.str()
     assert "froze its gate settings at its first decision" in said and "gate_margin -0.9 (frozen 0.0)" in said
     assert "--capevolve-new-run" in said  # the way on
+
+
+def test_null_controls_are_asked_better_under_a_margin_so_an_honest_run_sounds_no_alarm(
+    example, projects, capevolve
+) -> None:
+    """A copy of the best is no worse than −0.9 below it: judged at the margin, both nulls were
+    accepted and the summary said CALIBRATION ALARM on an honest run."""
+    project = example("noisy_agent")
+    projects.one_trial_with_noop(project, "Be courteous.")
+    projects.edit_spec(project, "gate_mode: exact", "gate_mode: exact\ngate_margin: -0.9")
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret in (0, 10), result.stdout.str()[-2000:]
+    assert "CALIBRATION ALARM" not in result.stdout.str()
+    verdicts = projects.run_dir(project) / "verdicts"
+    noop = json.loads((verdicts / "noop.json").read_text())
+    assert noop["margin"]["question"] == "no worse than -0.9"  # the candidate is asked the margin
+    for null in ("seed-null1", "seed-null2"):
+        verdict = json.loads((verdicts / f"{null}.json").read_text())
+        assert "margin" not in verdict and "no worse than" not in verdict["reason"], verdict["reason"]
