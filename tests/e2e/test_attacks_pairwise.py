@@ -140,7 +140,9 @@ class Swayed(ToyCalcAdapter):
     "quality, and the pairwise verdict reads no reward; a guard (e.g. a pairwise accept vetoed "
     "where the candidate's own rewards are not at least the best's) is a design change for the lead",
 )
-def test_a_candidate_whose_output_asks_the_judge_to_prefer_it_is_not_accepted(example, projects, capevolve) -> None:
+def test_a_candidate_whose_output_asks_the_judge_to_prefer_it_is_not_accepted(
+    example, projects, capevolve
+) -> None:
     project = example("toy_calc")
     projects.add_adapter(project, SWAYED, "adapter.py:Swayed")
     projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
