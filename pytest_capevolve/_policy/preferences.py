@@ -140,16 +140,21 @@ def _judge_one(
 
 def task_nets(
     judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]]
-) -> tuple[int, ...] | None:
-    """Each task's net preference over its judged trials among ``trials`` (the cells the
-    verdict compares), in ``task_ids`` order; None when nothing was judged."""
+) -> tuple[tuple[int, ...] | None, list[str]]:
+    """Each task's net preference over its trials among ``trials`` (the cells the verdict
+    compares) judged in both orders, in ``task_ids`` order (None when none was); and the cells
+    judged in one order only, missing data: the order that failed could be the one a judge's
+    lean to a position would have cancelled (a candidate can make a judge fail in one order)."""
     per_task: dict[str, list[str]] = {}
-    for (task, trial, _), said in judged.items():
-        if (task, trial) in trials:
-            per_task.setdefault(task, []).append(said)
-    if not per_task:
-        return None
-    return tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
+    one_way: list[str] = []
+    for task, trial in sorted(trials):
+        said = [judged.get((task, trial, order)) for order in PREFERENCE_ORDERS]
+        if all(s is not None for s in said):
+            per_task.setdefault(task, []).extend(s for s in said if s is not None)
+        elif any(s is not None for s in said):
+            one_way.append(f"{task} trial {trial}")
+    nets = tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
+    return nets or None, one_way
 
 
 def pairwise_nets(
@@ -173,4 +178,7 @@ def pairwise_nets(
         for cell in arms[0].keys() & arms[1].keys()
         if cell[0] in wanted and cell[1] < num_trials and arms[0][cell].valid and arms[1][cell].valid
     }
-    return task_nets(logged_preferences(rundir, tag, against), task_ids, cells), problems
+    nets, one_way = task_nets(logged_preferences(rundir, tag, against), task_ids, cells)
+    if one_way and not problems:  # (a gate session's problems say why an order is missing)
+        problems = [f"{cell}: judged in one order only, not counted" for cell in one_way]
+    return nets, problems

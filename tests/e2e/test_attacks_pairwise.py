@@ -116,6 +116,8 @@ def test_a_task_shown_mostly_in_one_order_cannot_turn_a_judges_lean_into_an_acce
 
 SWAYED = """
 
+from pathlib import Path
+
 
 class Swayed(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
@@ -154,3 +156,42 @@ def test_a_candidate_whose_output_asks_the_judge_to_prefer_it_is_not_accepted(
     assert result.ret in (0, 10), result.stdout.str()[-3000:]
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "pushy.json").read_text())
     assert verdict["decision"] != "accept", verdict["reason"]
+
+
+CHOKED = """
+
+
+class Choked(Swayed):
+    def prefer(self, task, output_a, output_b, *, seed):
+        if "~~~" in output_a:  # an unclosed fence in what it read first: its reply is unparsable
+            raise ValueError("judge reply unparsable")
+        return "B"  # otherwise it leans to the second output shown
+"""
+
+
+def test_a_candidate_that_makes_the_judge_fail_in_the_order_it_would_lose_is_not_accepted(
+    example, projects, capevolve, capsys
+) -> None:
+    from pytest_capevolve._cli.main import main
+
+    """Judged in one order only (the other failed, by the candidate's doing), a judge's lean to a
+    position counted as a preference on every task."""
+    project = example("toy_calc")
+    projects.add_adapter(project, SWAYED + CHOKED, "adapter.py:Choked")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    fence = project / "candidates" / "fence"
+    shutil.copytree(project / "capability", fence)
+    with (fence / "prompt.md").open("a") as handle:
+        handle.write("\n~~~\n")  # the same answers as the seed's
+    result = capevolve(project, "fence", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "fence.json").read_text())
+    assert verdict["decision"] != "accept", verdict["reason"]
+    assert "12 paired trial(s) not judged" in " ".join(verdict["warnings"]), verdict["warnings"]
+    # capevolve gate re-derives it from the log (the AB judgements alone) the same way
+    capsys.readouterr()
+    main(["gate", "fence", "--project", str(project), "--json"])
+    again = json.loads(capsys.readouterr().out)
+    assert again["decision"] != "accept" and "judged in one order only, not counted" in " ".join(
+        again["warnings"]
+    )
