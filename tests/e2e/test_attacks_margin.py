@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pytest_capevolve._policy.gate_settings import settings_of
 from pytest_capevolve._project.spec import load_spec
 from pytest_capevolve._store.rundir import RunDir
@@ -54,3 +56,24 @@ def test_null_controls_are_asked_better_under_a_margin_so_an_honest_run_sounds_n
     for null in ("seed-null1", "seed-null2"):
         verdict = json.loads((verdicts / f"{null}.json").read_text())
         assert "margin" not in verdict and "no worse than" not in verdict["reason"], verdict["reason"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gate settings freeze at the run's first decision, not its first session: between the "
+    "baseline (whose data the optimizer has seen) and the first gate, an unconfined optimizer can "
+    "set gate_margin in capevolve.yaml or capevolve_gate_margin in pytest.ini (the harness lock "
+    "leaves capevolve_* keys to the spec lock, which holds the guard keys only). Freezing at the "
+    "first session would refuse hill-climb's own lord schedule on runs a baseline made: a design "
+    "change for the lead",
+)
+def test_a_margin_set_after_the_baseline_before_the_first_decision_is_not_taken(
+    example, projects, capevolve
+) -> None:
+    project = example("noisy_agent")
+    projects.one_trial_with_noop(project, "Be courteous.")
+    assert capevolve(project, "noop").ret == 0  # the baseline's data paid and seen; nothing decided
+    projects.edit_spec(project, "gate_mode: exact", "gate_mode: exact\ngate_margin: -0.9")
+    capevolve(project, "noop", gate=True)
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "noop.json").read_text())
+    assert verdict["decision"] != "accept", verdict["reason"]  # Δ̄ = −0.125: worse, and "no worse than −0.9"
