@@ -61,8 +61,8 @@ def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
         shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
         raise UntrustedRecord(
             f"run {rundir.run_id}'s log holds judgements no gate session made as recorded: {shown}. "
-            "Nothing is decided on them: run `capevolve verify` to see the log, then restore it from "
-            "before them, or start a new run (--capevolve-new-run)"
+            "Nothing is decided on them: restore events.jsonl from before the first one named (its "
+            "seq), or start a new run (--capevolve-new-run)"
         )
     return judged
 

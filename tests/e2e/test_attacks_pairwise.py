@@ -77,7 +77,9 @@ def test_preference_events_appended_through_the_api_outside_a_session_never_acce
     out = result.stdout.str() + result.stderr.str()
     verdict = run_dir / "verdicts" / "noop.json"
     assert not verdict.exists() or json.loads(verdict.read_text())["decision"] != "accept", out[-3000:]
-    assert "preference" in out and "capevolve verify" in out, out[-3000:]
+    assert result.ret == 11, out[-3000:]
+    assert "judgements no gate session made as recorded: preference event seq" in out, out[-3000:]
+    assert "--capevolve-new-run" in out  # the way on
 
 
 @pytest.mark.unconfined
