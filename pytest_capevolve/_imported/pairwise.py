@@ -207,7 +207,7 @@ def read_judgements(path: Path) -> list[Judgement]:
             )
     trial_col = column(names, TRIAL_COLUMNS)
     if trial_col is not None:
-        _check_trials_once(path, rows, task_col, trial_col)
+        _check_trials_once(path, rows, task_col, trial_col, order_col)
     return judgements
 
 
@@ -268,17 +268,23 @@ def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
             )
 
 
-def _check_trials_once(path: Path, rows: list[dict[str, Any]], task_col: str, trial_col: str) -> None:
-    seen: set[tuple[str | None, str]] = set()
+def _check_trials_once(
+    path: Path, rows: list[dict[str, Any]], task_col: str, trial_col: str, order_col: str | None
+) -> None:
+    """Each (task, trial) once, or once in each order where the order is recorded (a trial is
+    judged both ways)."""
+    seen: set[tuple[str | None, str, str | None]] = set()
     for row in rows:
         trial = cell(row, trial_col)
         if trial is None:
             continue
-        key = (cell(row, task_col), trial)
+        order = cell(row, order_col)
+        key = (cell(row, task_col), trial, order.upper() if order else None)
         if key in seen:
+            shown = f" in order {key[2]}" if key[2] else ""
             raise ResultsError(
-                f"{path}: task {key[0]!r} has trial {trial!r} twice; each (task, trial) once — give "
-                "repeated judgements distinct trial numbers"
+                f"{path}: task {key[0]!r} has trial {trial!r} twice{shown}; each (task, trial) once"
+                f"{' per order' if order_col else ''} — give repeated judgements distinct trial numbers"
             )
         seen.add(key)
 
