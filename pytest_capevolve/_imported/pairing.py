@@ -29,7 +29,9 @@ class Pairing:
     candidate: np.ndarray
     trials_by: str  # "label" or "position"
     seeds: str  # COMMON, DIFFER or NOT_SHOWN, over the trials measured in both runs
-    infra_errors: dict[str, int] = field(default_factory=dict)  # the gate's keys: candidate, best
+    # the gate's keys, candidate and best: errored trials, and trials the other run measured that
+    # this one has no row for (missing data either way)
+    infra_errors: dict[str, int] = field(default_factory=dict)
     only_in_baseline: list[str] = field(default_factory=list)
     only_in_candidate: list[str] = field(default_factory=list)
     one_sided_trials: int = 0  # trials of a shared task measured in one run only
@@ -70,6 +72,15 @@ def pair(
                     errors[side] += 1
                 else:
                     matrix[i, where[key]] = outcome.reward
+    # a trial one run measured and the other has no row for is missing data like an errored one:
+    # counted with the errors, so the gate's worst-case imputation weighs it (a candidate file
+    # without the rows of its losing tasks was accepted where the same rows errored were not)
+    for side, (mine, other) in enumerate(((base, cand), (cand, base))):
+        errors[side] += sum(
+            key not in mine.get(task, {}) and outcome.reward is not None
+            for task, trials in other.items()
+            for key, outcome in trials.items()
+        )
     seeds, one_sided = [], 0
     for task in set(base) & set(cand):
         for key in set(base[task]) | set(cand[task]):

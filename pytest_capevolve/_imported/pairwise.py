@@ -207,7 +207,7 @@ def read_judgements(path: Path) -> list[Judgement]:
             )
     trial_col = column(names, TRIAL_COLUMNS)
     if trial_col is not None:
-        _check_trials_once(path, rows, task_col, trial_col)
+        _check_trials_once(path, rows, task_col, trial_col, order_col)
     return judgements
 
 
@@ -244,34 +244,47 @@ def _judgement(
 
 
 def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
-    """Where the order is recorded, every judged task was shown both ways: a judge that leans
-    to a position then leans as much for A as for B, and the sign test stays exact."""
-    orders: dict[str, set[str]] = {}
+    """Where the order is recorded, every judged task was shown as many times each way: a judge
+    that leans to a position then leans as much for A as for B, and the sign test stays exact
+    (both orders present is not enough: shown B first three times to A's once, a judge that
+    always picks the first output "prefers" B)."""
+    orders: dict[str, Counter[str]] = {}
     for j in judgements:
         if j.preference is not None:
-            orders.setdefault(j.task_id, set()).add(j.order or "?")
-    one_way = [task for task, seen in orders.items() if len(seen - {"?"}) < 2]
-    if one_way:
-        shown = ", ".join(repr(t) for t in one_way[:3]) + (", …" if len(one_way) > 3 else "")
-        raise ResultsError(
-            f"{path}: {len(one_way)} task(s) judged in one order only ({shown}); a judge's lean to "
-            "the first or second output would then count as a preference. Judge each such task "
-            "again with the two outputs swapped (order BA where it was AB), or, if the order was "
-            "not chosen per judgement, drop the order column"
-        )
+            orders.setdefault(j.task_id, Counter())[j.order or "?"] += 1
+    one_way = [task for task, seen in orders.items() if len(set(seen) - {"?"}) < 2]
+    uneven = [task for task, seen in orders.items() if task not in one_way and seen["AB"] != seen["BA"]]
+    again = {
+        "in one order only": "again with the two outputs swapped (order BA where it was AB)",
+        "more often in one order": "as many times in each order (order BA as often as AB)",
+    }
+    for tasks, said in ((one_way, "in one order only"), (uneven, "more often in one order")):
+        if tasks:
+            shown = ", ".join(repr(t) for t in tasks[:3]) + (", …" if len(tasks) > 3 else "")
+            raise ResultsError(
+                f"{path}: {len(tasks)} task(s) judged {said} ({shown}); a judge's lean to the first "
+                f"or second output would then count as a preference. Judge each such task {again[said]}, "
+                "or, if the order was not chosen per judgement, drop the order column"
+            )
 
 
-def _check_trials_once(path: Path, rows: list[dict[str, Any]], task_col: str, trial_col: str) -> None:
-    seen: set[tuple[str | None, str]] = set()
+def _check_trials_once(
+    path: Path, rows: list[dict[str, Any]], task_col: str, trial_col: str, order_col: str | None
+) -> None:
+    """Each (task, trial) once, or once in each order where the order is recorded (a trial is
+    judged both ways)."""
+    seen: set[tuple[str | None, str, str | None]] = set()
     for row in rows:
         trial = cell(row, trial_col)
         if trial is None:
             continue
-        key = (cell(row, task_col), trial)
+        order = cell(row, order_col)
+        key = (cell(row, task_col), trial, order.upper() if order else None)
         if key in seen:
+            shown = f" in order {key[2]}" if key[2] else ""
             raise ResultsError(
-                f"{path}: task {key[0]!r} has trial {trial!r} twice; each (task, trial) once — give "
-                "repeated judgements distinct trial numbers"
+                f"{path}: task {key[0]!r} has trial {trial!r} twice{shown}; each (task, trial) once"
+                f"{' per order' if order_col else ''} — give repeated judgements distinct trial numbers"
             )
         seen.add(key)
 

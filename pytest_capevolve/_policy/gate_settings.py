@@ -55,6 +55,14 @@ FROZEN_EVENT = "gate_settings_frozen"
 _NEW_RUN = "start a new run (--capevolve-new-run) to decide under other settings"
 
 
+def _as_frozen(was: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings a frozen event holds, ``gate_margin`` at 0 ("better") where it lacks one: a
+    run frozen by a version before the key existed decided under "better", and a margin added to
+    its spec later was taken without a word (it accepted what "better" rejects). (Older keys
+    stay as they were: a run frozen without them is checked on the others only.)"""
+    return {"gate_margin": 0.0, **was}
+
+
 def settings_of(spec: Spec) -> dict[str, Any]:
     """The gate settings ``spec`` (ini defaults and overrides applied) decides under."""
     return {key: getattr(spec, key) for key in GATE_SETTING_KEYS}
@@ -146,7 +154,7 @@ def freeze_or_check(
             rundir.log.append_event(FROZEN_EVENT, settings=settings, overridden=dict(overrides))
             return
     first = frozen[0]
-    was = first.get("settings") or {}
+    was = _as_frozen(first.get("settings") or {})
     keys = (*GATE_SETTING_KEYS, MULTIPLE_KEY)
     changed = [key for key in keys if key in was and key in settings and was[key] != settings[key]]
     if changed:
@@ -169,6 +177,6 @@ def decided_under(rundir: RunDir, spec: Spec) -> Spec:
     what the run's decisions are taken at, for a reader such as ``capevolve spend``. Before any
     decision, ``spec`` as it is."""
     frozen = rundir.log.of_kinds(FROZEN_EVENT)
-    settings = (frozen[0].get("settings") or {}) if frozen else {}
+    settings = _as_frozen(frozen[0].get("settings") or {}) if frozen else {}
     known = {key: settings[key] for key in GATE_SETTING_KEYS if key in settings}
     return replace(spec, **known) if known else spec

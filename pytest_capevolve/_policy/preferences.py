@@ -7,6 +7,10 @@ candidate's — so a judge's lean to a position counts as much for one arm as fo
 Each judgement is logged as a ``preference`` event (A = the best, B = the candidate), and a
 judgement the log holds is never asked again: a re-run, ``capevolve gate TAG`` and a resumed
 session read the same preferences, and only a gate session (which has the adapter) judges.
+Before it judges, the session logs what it is about to judge (``judging``: its claim id, the
+pair and the cells), and each ``preference`` event names that claim: a judgement no such event
+holds (appended through the API from outside a session), or a cell judged twice, is refused
+before anything reads it, as an untrusted rollout is (:mod:`.._store.paid_by`).
 A task's net preference is its B wins − A wins: what the ``pairwise`` rule tests
 (:func:`.._decide.rules._pairwise`).
 """
@@ -20,23 +24,47 @@ from .._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_or
 from .._project.adapter import Task
 from .._stats.pairwise import net_preference
 from .._store.evidence import Arm
+from .._store.paid_by import UntrustedRecord
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
 from .judge_noise import GATE_SPLIT, HeldToEvents
 
 PREFERENCE_EVENT = "preference"
+JUDGING_EVENT = "judging"
 Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
 # judge what the log lacks (tag, against, arms), returning what kept judgements from being made
 Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]
 
 
 def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
-    """The judgements the log holds for ``tag`` (B) against ``against`` (A)."""
-    return {
-        (e["task_id"], int(e["trial"]), e["order"]): e["preference"]
-        for e in rundir.log.of_kinds(PREFERENCE_EVENT)
-        if e.get("tag") == tag and e.get("against") == against
-    }
+    """The judgements the log holds for ``tag`` (B) against ``against`` (A); refused (naming
+    the first few) where one was not made by the session whose ``judging`` event holds it, or a
+    cell was judged twice."""
+    judged: Judged = {}
+    held: dict[object, set[tuple[str, int, str]]] = {}  # claim -> cells it said it would judge
+    problems: list[str] = []
+    for e in rundir.log.of_kinds(JUDGING_EVENT, PREFERENCE_EVENT):
+        if e.get("tag") != tag or e.get("against") != against:
+            continue
+        if e.get("kind") == JUDGING_EVENT:
+            held.setdefault(e.get("claim"), set()).update(map(tuple, e.get("cells") or ()))
+            continue
+        key = (e["task_id"], int(e["trial"]), e["order"])
+        where = f"preference event seq {e.get('seq')} ({key[0]} t{key[1]} {key[2]})"
+        if key not in held.get(e.get("claim"), ()):
+            problems.append(f"{where}: no gate session's judging event holds it (written outside a session)")
+        elif key in judged:
+            problems.append(f"{where}: judged twice")
+        else:
+            judged[key] = e["preference"]
+    if problems:
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        raise UntrustedRecord(
+            f"run {rundir.run_id}'s log holds judgements no gate session made as recorded: {shown}. "
+            "Nothing is decided on them: restore events.jsonl from before the first one named (its "
+            "seq), or start a new run (--capevolve-new-run)"
+        )
+    return judged
 
 
 def judge_missing(
@@ -49,11 +77,21 @@ def judge_missing(
     problems: list[str] = []
     held: HeldToEvents | None = None
     candidate, best = arms
+    owed: dict[Any, list[str]] = {}
     for cell in sorted(candidate.keys() & best.keys()):
         b, a = candidate[cell], best[cell]
         missing = [o for o in PREFERENCE_ORDERS if (b.task_id, b.trial, o) not in done]
-        if not (a.valid and b.valid and missing) or b.task_id not in pool:
-            continue
+        if a.valid and b.valid and missing and b.task_id in pool:
+            owed[cell] = missing
+    if owed:  # what this session judges, under its claim id: each preference event names it
+        cells = [
+            [candidate[c].task_id, candidate[c].trial, o] for c, missing in owed.items() for o in missing
+        ]
+        rundir.log.append_event(
+            JUDGING_EVENT, claim=rundir.claims.claim_id, tag=tag, against=against, cells=cells
+        )
+    for cell, missing in owed.items():
+        b, a = candidate[cell], best[cell]
         held = held or HeldToEvents(rundir)
         try:
             outputs = _held_outputs(rundir, held, a, b)
@@ -96,21 +134,27 @@ def _judge_one(
         order=order,
         seed=seed,
         preference=said,
+        claim=rundir.claims.claim_id,
     )
 
 
 def task_nets(
     judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]]
-) -> tuple[int, ...] | None:
-    """Each task's net preference over its judged trials among ``trials`` (the cells the
-    verdict compares), in ``task_ids`` order; None when nothing was judged."""
+) -> tuple[tuple[int, ...] | None, list[str]]:
+    """Each task's net preference over its trials among ``trials`` (the cells the verdict
+    compares) judged in both orders, in ``task_ids`` order (None when none was); and the cells
+    judged in one order only, missing data: the order that failed could be the one a judge's
+    lean to a position would have cancelled (a candidate can make a judge fail in one order)."""
     per_task: dict[str, list[str]] = {}
-    for (task, trial, _), said in judged.items():
-        if (task, trial) in trials:
-            per_task.setdefault(task, []).append(said)
-    if not per_task:
-        return None
-    return tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
+    one_way: list[str] = []
+    for task, trial in sorted(trials):
+        said = [judged.get((task, trial, order)) for order in PREFERENCE_ORDERS]
+        if all(s is not None for s in said):
+            per_task.setdefault(task, []).extend(s for s in said if s is not None)
+        elif any(s is not None for s in said):
+            one_way.append(f"{task} trial {trial}")
+    nets = tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
+    return nets or None, one_way
 
 
 def pairwise_nets(
@@ -134,4 +178,7 @@ def pairwise_nets(
         for cell in arms[0].keys() & arms[1].keys()
         if cell[0] in wanted and cell[1] < num_trials and arms[0][cell].valid and arms[1][cell].valid
     }
-    return task_nets(logged_preferences(rundir, tag, against), task_ids, cells), problems
+    nets, one_way = task_nets(logged_preferences(rundir, tag, against), task_ids, cells)
+    if one_way and not problems:  # (a gate session's problems say why an order is missing)
+        problems = [f"{cell}: judged in one order only, not counted" for cell in one_way]
+    return nets, problems

@@ -39,7 +39,7 @@ from ..exitcodes import Refusal
 from .gate_settings import guards_of, guards_off, said, settings_of
 from .preferences import Prefer
 from .resolution import out_of_reach
-from .verdicts import GATE_SPLIT, Evidence, gate_config
+from .verdicts import GATE_SPLIT, Evidence, gate_config, null_config
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
             look=int(looks["look"]),
             max_looks=int(looks.get("max_looks", spec.grow_max_looks)),
         )
-        nulls = [_null_delta(evidence.judge(t, against, config).to_dict()) for t in null_tags]
+        nulls = [_null_delta(evidence.judge(t, against, null_config(config)).to_dict()) for t in null_tags]
     verdict = evidence.judge(ask.tag, against, config, [n for n in nulls if n is not None] or None)
     verdict = passed(Passing.as_recorded(spec, repaid, as_decided, ask), verdict)
     if level is not None and looks is None:

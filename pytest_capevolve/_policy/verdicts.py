@@ -270,6 +270,14 @@ def verdict_file(verdict: Verdict, **extra: Any) -> dict[str, Any]:
     return data
 
 
+def null_config(config: GateConfig) -> GateConfig:
+    """The config a null control is judged at: "better", whatever ``gate_margin`` asks. A copy
+    of the best is no worse than a margin below it, so judged "no worse than δ" its accept is
+    right, and would sound the calibration alarm on an honest run; asked "better" it measures
+    what a null control is for (the gate's false accepts on this project's noise)."""
+    return replace(config, margin=0.0)
+
+
 def as_null(verdict: Verdict) -> Verdict:
     """A null control's verdict: it must be reject; an accept is a calibration alarm."""
     if verdict.decision == "accept":

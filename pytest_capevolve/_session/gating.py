@@ -31,6 +31,7 @@ from .._policy.verdicts import (
     Evidence,
     as_null,
     gate_config,
+    null_config,
     null_deltas,
     verdict_file,
 )
@@ -128,7 +129,7 @@ def _judged_round(
         regression_rule=gate.regression_rule,
         alpha=budget.config_alpha,
     )
-    nulls = [as_null(evidence.judge(tag, best, config)) for tag in null_tags]
+    nulls = [as_null(evidence.judge(tag, best, null_config(config))) for tag in null_tags]
     floor = null_deltas(nulls)
     looked = counted_looks(rundir, siblings, best)
 

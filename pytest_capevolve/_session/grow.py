@@ -25,6 +25,7 @@ from .._policy.regate import first_evidence
 from .._policy.verdicts import (
     as_null,
     gate_config,
+    null_config,
     null_deltas,
     verdict_file,
 )
@@ -270,7 +271,7 @@ class GrowSession:
         )
         # each rollout at its first logged outcome, as the gate session and `capevolve gate` read it
         evidence, _ = first_evidence(spec, rundir, by_tag, plan.task_ids, plan.num_trials)
-        nulls = [as_null(evidence.judge(t, planned.best, config)) for t in planned.null_tags]
+        nulls = [as_null(evidence.judge(t, planned.best, null_config(config))) for t in planned.null_tags]
         verdict = evidence.judge(planned.tag, planned.best, config, null_deltas(nulls) or None)
         record = looks_record(planned.decision_alpha, planned.look, spec.grow_max_looks)
         verdict = replace(

@@ -65,7 +65,9 @@ def _facts(result: PairResult) -> str:
         )
     if any(verdict.infra_errors.values()):
         errors = verdict.infra_errors
-        facts.append(f"errored: {errors.get('best', 0)} baseline, {errors.get('candidate', 0)} candidate")
+        # an errored trial, or one the other run measured that this file has no row for
+        said = "errored" if errors.get("candidate", 0) == result.candidate.infra_errors else "missing"
+        facts.append(f"{said}: {errors.get('best', 0)} baseline, {errors.get('candidate', 0)} candidate")
     return "; ".join(facts)
 
 

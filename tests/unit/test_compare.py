@@ -107,7 +107,8 @@ def test_pairing_aligns_trials_by_label_keeps_missing_missing_and_reports_one_si
     assert p.task_ids == ["a", "b", "gone", "new"] and p.trials_by == "label"
     assert np.array_equal(p.baseline, [[1, 0], [1, 1], [0, 0], [np.nan, np.nan]], equal_nan=True)
     assert np.array_equal(p.candidate, [[0, 1], [1, np.nan], [np.nan, np.nan], [1, 1]], equal_nan=True)
-    assert p.infra_errors == {"candidate": 1, "best": 0}
+    # missing data: B's errored trial of b and the two of "gone" it has no row for; A's of "new"
+    assert p.infra_errors == {"candidate": 3, "best": 2}
     assert p.only_in_baseline == ["gone"] and p.only_in_candidate == ["new"]
     assert p.one_sided_trials == 1  # b's second trial, errored in B
     assert p.seeds == COMMON
@@ -163,7 +164,11 @@ def test_the_compare_p_value_is_the_brute_force_enumeration_of_sign_flips(arms) 
     ]
     expected = brute_force_p(deltas)
     assert Fraction(result.verdict.p_exact) == expected
-    assert result.verdict.decision == ("accept" if expected <= Fraction(1, 20) else "reject")
+    decided = "accept" if expected <= Fraction(1, 20) else "reject"
+    # trials one run has and the other has no row for are missing data: worst-case imputation
+    # may leave the decision indecisive, never turn it
+    uneven = any(len(b) != len(c) for b, c in zip(base_rows, cand_rows, strict=True))
+    assert result.verdict.decision in ((decided, "indecisive") if uneven else (decided,))
 
 
 def test_several_runs_share_alpha_by_holm_and_the_exit_words_follow() -> None:

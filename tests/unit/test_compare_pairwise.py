@@ -104,7 +104,17 @@ def test_clusters_are_the_units_of_the_test(tmp_path: Path) -> None:
         ("task_id,preference", ["q1,C"], "is not A, B or tie; write A"),
         ("task_id,order,preference", ["q1,AB,A", "q1,XY,B"], "is not AB or BA"),
         ("task_id,order,preference", ["q1,AB,A", "q1,BA,B", "q2,AB,B"], "judged in one order only ('q2')"),
+        (
+            "task_id,order,preference",
+            ["q1,AB,A", "q1,BA,B", "q1,BA,B", "q2,AB,B", "q2,BA,A"],
+            "judged more often in one order ('q1'); a judge's lean",
+        ),
         ("task_id,trial,preference", ["q1,1,A", "q1,1,B"], "trial '1' twice"),
+        (
+            "task_id,trial,order,preference",
+            ["q1,1,AB,A", "q1,1,BA,B", "q1,1,AB,B", "q1,2,BA,A"],
+            "trial '1' twice in order AB",
+        ),
         ("task_id,reward", ["q1,1"], "the columns task_id and preference"),
         ("task_id,preference", [",A"], "no task id"),
         ("task_id,cluster,preference", ["q1,x,A", "q1,y,B"], "is in two clusters ('x', 'y')"),
@@ -124,6 +134,13 @@ def test_a_task_judged_in_both_orders_reports_the_lean_to_the_first_output(tmp_p
     result = compare_pairwise(prefs)
     assert result.position == {"first_won": 20, "decisive": 20}  # a judge that always picks the first
     assert result.test.ties == 10 and result.decision == "reject"  # ... cancels: no preference
+
+
+def test_a_trial_judged_once_in_each_order_is_read_with_a_trial_column(tmp_path: Path) -> None:
+    """Each trial judged both ways, the natural layout, was refused as "trial twice"."""
+    rows = [f"q{t},{k},{o},B" for t in range(8) for k in (1, 2) for o in ("AB", "BA")]
+    result = compare_pairwise(write(tmp_path / "prefs.csv", "task_id,trial,order,preference", rows))
+    assert result.counts["B"] == 32 and result.test.wins_b == 8 and result.decision == "accept"
 
 
 def test_the_command_exits_as_a_gate_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

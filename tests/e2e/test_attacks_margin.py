@@ -1,0 +1,79 @@
+"""Attacks on ``gate_margin`` (non-inferiority in the exact gate), landed this session.
+
+``gate_margin`` is frozen with a run's gate settings at its first decision. A run whose
+settings were frozen by a version before the key existed holds no ``gate_margin`` among them,
+and the check compared only the keys the frozen event holds: a margin added to the spec of such
+a run was taken without a word, and a candidate the run's rule ("better") rejects was accepted
+as "no worse than −0.9". A key the frozen settings lack is now compared with its default, the
+value that run decided under.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_capevolve._policy.gate_settings import settings_of
+from pytest_capevolve._project.spec import load_spec
+from pytest_capevolve._store.rundir import RunDir
+
+
+def test_a_margin_added_to_a_run_frozen_before_the_key_existed_is_refused(
+    example, projects, capevolve
+) -> None:
+    project = example("noisy_agent")
+    projects.one_trial_with_noop(project, "Be courteous.")
+    assert capevolve(project, "noop").ret == 0  # paid, not gated: nothing frozen yet
+    run_dir = projects.run_dir(project)
+    # the run's first decision, as the version before gate_margin froze it (no such key)
+    old = {k: v for k, v in settings_of(load_spec(project)).items() if k != "gate_margin"}
+    RunDir(run_dir).log.append_event("gate_settings_frozen", settings=old, overridden={})
+    projects.edit_spec(project, "gate_mode: exact", "gate_mode: exact\ngate_margin: -0.9")
+    result = capevolve(project, "noop", gate=True)
+    verdict = run_dir / "verdicts" / "noop.json"
+    assert not verdict.exists() or json.loads(verdict.read_text())["decision"] != "accept"
+    assert result.ret == 4, result.stdout.str()[-2000:]
+    said = result.stderr.str()
+    assert "froze its gate settings at its first decision" in said and "gate_margin -0.9 (frozen 0.0)" in said
+    assert "--capevolve-new-run" in said  # the way on
+
+
+def test_null_controls_are_asked_better_under_a_margin_so_an_honest_run_sounds_no_alarm(
+    example, projects, capevolve
+) -> None:
+    """A copy of the best is no worse than −0.9 below it: judged at the margin, both nulls were
+    accepted and the summary said CALIBRATION ALARM on an honest run."""
+    project = example("noisy_agent")
+    projects.one_trial_with_noop(project, "Be courteous.")
+    projects.edit_spec(project, "gate_mode: exact", "gate_mode: exact\ngate_margin: -0.9")
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret in (0, 10), result.stdout.str()[-2000:]
+    assert "CALIBRATION ALARM" not in result.stdout.str()
+    verdicts = projects.run_dir(project) / "verdicts"
+    noop = json.loads((verdicts / "noop.json").read_text())
+    assert noop["margin"]["question"] == "no worse than -0.9"  # the candidate is asked the margin
+    for null in ("seed-null1", "seed-null2"):
+        verdict = json.loads((verdicts / f"{null}.json").read_text())
+        assert "margin" not in verdict and "no worse than" not in verdict["reason"], verdict["reason"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gate settings freeze at the run's first decision, not its first session: between the "
+    "baseline (whose data the optimizer has seen) and the first gate, an unconfined optimizer can "
+    "set gate_margin in capevolve.yaml or capevolve_gate_margin in pytest.ini (the harness lock "
+    "leaves capevolve_* keys to the spec lock, which holds the guard keys only). Freezing at the "
+    "first session would refuse hill-climb's own lord schedule on runs a baseline made: a design "
+    "change for the lead",
+)
+def test_a_margin_set_after_the_baseline_before_the_first_decision_is_not_taken(
+    example, projects, capevolve
+) -> None:
+    project = example("noisy_agent")
+    projects.one_trial_with_noop(project, "Be courteous.")
+    assert capevolve(project, "noop").ret == 0  # the baseline's data paid and seen; nothing decided
+    projects.edit_spec(project, "gate_mode: exact", "gate_mode: exact\ngate_margin: -0.9")
+    capevolve(project, "noop", gate=True)
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "noop.json").read_text())
+    assert verdict["decision"] != "accept", verdict["reason"]  # Δ̄ = −0.125: worse, and "no worse than −0.9"
