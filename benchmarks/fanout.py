@@ -229,7 +229,7 @@ def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> di
     if proc.returncode not in ok or not (project / "reported.log").is_file():
         raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err.decode()[-2000:]}")
     spans = [tuple(map(float, line.split())) for line in log.read_text().splitlines()]
-    assert len(spans) == ROLLOUTS, len(spans)
+    assert len(spans) == int(os.environ["BENCH_TASKS"]), len(spans)
     phase = float((project / "reported.log").read_text()) - min(start for start, _ in spans)
     return {"wall": wall, "phase": phase, "mb": peak[0] / 2**20}
 
@@ -270,15 +270,15 @@ def burning(count: int) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
-def under_load(burners: int, repeat: int) -> None:
+def under_load(burners: int, repeat: int, rollouts: int) -> None:
     """Item 5: async against sync at 64 in flight, under ``burners`` busy processes."""
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-fanout-"))
-    os.environ.update(BENCH_TASKS=str(ROLLOUTS), BENCH_WAIT=str(WAIT_S))
+    os.environ.update(BENCH_TASKS=str(rollouts), BENCH_WAIT=str(WAIT_S))
     sync = make_project(tmp / "sync", "SleepAdapter")
     asyn = make_project(tmp / "async", "AsyncSleepAdapter")
-    ideal = ROLLOUTS * WAIT_S / 64
+    ideal = rollouts * WAIT_S / 64
     ratios = []
-    print(f"{ROLLOUTS} rollouts × {WAIT_S} s at 64 in flight, {burners} busy processes; ideal {ideal:.2f}s")
+    print(f"{rollouts} rollouts × {WAIT_S} s at 64 in flight, {burners} busy processes; ideal {ideal:.2f}s")
     spinning = burning(burners)
     try:
         for _ in range(repeat):
@@ -333,9 +333,10 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, help="how many times (default 5 with --burners, 20 with --xdist)"
     )
+    parser.add_argument("--rollouts", type=int, default=ROLLOUTS, help="rollouts per session with --burners")
     args = parser.parse_args()
     if args.burners is not None:
-        under_load(args.burners, args.repeat or 5)
+        under_load(args.burners, args.repeat or 5, args.rollouts)
     elif args.xdist:
         xdist_repeats(args.repeat or 20)
     else:
