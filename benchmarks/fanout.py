@@ -299,14 +299,14 @@ def under_load(burners: int, repeat: int, rollouts: int) -> None:
     )
 
 
-def xdist_repeats(repeat: int) -> None:
+def xdist_repeats(repeat: int, rollouts: int) -> None:
     """Item 6: ``-n 2 × 32`` against a 64-thread pool, ``repeat`` times, and any stall."""
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-fanout-"))
-    os.environ.update(BENCH_TASKS=str(ROLLOUTS), BENCH_WAIT=str(WAIT_S))
+    os.environ.update(BENCH_TASKS=str(rollouts), BENCH_WAIT=str(WAIT_S))
     sync = make_project(tmp / "sync", "SleepAdapter")
     (tmp / "pool.py").write_text(THREAD_POOL)
     ratios, walls = [], []
-    print(f"{ROLLOUTS} rollouts × {WAIT_S} s: -n 2 --capevolve-concurrency 32 against ThreadPoolExecutor(64)")
+    print(f"{rollouts} rollouts × {WAIT_S} s: -n 2 --capevolve-concurrency 32 against ThreadPoolExecutor(64)")
     for i in range(repeat):
         pool = measure([sys.executable, str(tmp / "pool.py"), str(sync), "64"], sync)
         workers = measure(session(sync, "-n", "2", "--capevolve-concurrency", "32"), sync)
@@ -333,12 +333,14 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, help="how many times (default 5 with --burners, 20 with --xdist)"
     )
-    parser.add_argument("--rollouts", type=int, default=ROLLOUTS, help="rollouts per session with --burners")
+    parser.add_argument(
+        "--rollouts", type=int, default=ROLLOUTS, help="rollouts per session with --burners or --xdist"
+    )
     args = parser.parse_args()
     if args.burners is not None:
         under_load(args.burners, args.repeat or 5, args.rollouts)
     elif args.xdist:
-        xdist_repeats(args.repeat or 20)
+        xdist_repeats(args.repeat or 20, args.rollouts)
     else:
         everything()
 
