@@ -52,35 +52,6 @@ from .runner import (
 TICK_S = 0.05  # how often an abandoned rollout is interrupted again, as the SIGALRM timer re-arms
 
 
-class _EventLoop(asyncio.SelectorEventLoop):
-    """The rollouts' event loop, woken from another thread without that thread letting go of
-    the GIL. asyncio wakes a loop by ``socket.send``, which releases the GIL: the woken loop
-    thread takes it, and under CPU contention the waking thread (the session's main thread
-    starting a rollout, a sandbox reader handing over an answer) waits for the loop's next
-    pause, once per wake-up. Here the byte goes by ``write(2)`` through :data:`_GIL_HELD` (the
-    socket is non-blocking, so it never waits; when it is full the loop is awake anyway), and
-    the waking thread goes on, as it does when it hands a sync rollout to a thread."""
-
-    def __init__(self) -> None:
-        self._waking = threading.Lock()  # no write into a self-pipe being closed (its fd reused)
-        super().__init__()
-
-    def _write_to_self(self) -> None:
-        with self._waking:
-            csock = self._csock  # type: ignore[attr-defined]
-            if csock is not None:
-                _GIL_HELD.write(csock.fileno(), b"\0", 1)
-
-    def _close_self_pipe(self) -> None:
-        with self._waking:
-            super()._close_self_pipe()  # type: ignore[misc]
-
-
-_GIL_HELD = ctypes.PyDLL(None)  # the C library's calls, made without releasing the GIL
-_GIL_HELD.write.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
-_GIL_HELD.write.restype = ctypes.c_ssize_t
-
-
 def timeout_message(timeout_s: float | None) -> str:
     return f"timeout: rollout exceeded rollout_timeout_s={timeout_s}"
 
@@ -360,7 +331,7 @@ class RolloutPool:
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            loop = _EventLoop()
+            loop = asyncio.new_event_loop()
             self._loop_thread = threading.Thread(
                 target=loop.run_forever, name="capevolve-event-loop", daemon=True
             )

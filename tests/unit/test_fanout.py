@@ -8,7 +8,6 @@ when it arrived, so the log's maximum is the most that ever ran together.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve import Rollout, Task
-from pytest_capevolve._engine.inflight import RolloutPool, _EventLoop
+from pytest_capevolve._engine.inflight import RolloutPool
 from pytest_capevolve._engine.runner import AdapterRunner
 
 # -- the deadline off the main thread ----------------------------------------------------------
@@ -183,27 +182,3 @@ def test_rollouts_started_while_the_loop_is_busy_wake_it_once(tmp_path: Path) ->
     finally:
         adapter.release.set()
         pool.close()
-
-
-def test_the_rollouts_loop_is_woken_from_another_thread_and_never_after_it_closed() -> None:
-    """The loop's wake-up byte goes by a write(2) that keeps the GIL (issue 40, item 5): it
-    still wakes the loop, and once the loop has closed its self-pipe it writes nothing — not
-    into whatever file took the pipe's descriptor number since."""
-    loop = _EventLoop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    woken = threading.Event()
-    loop.call_soon_threadsafe(woken.set)  # the loop sleeps in select() until this byte arrives
-    assert woken.wait(timeout=30)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout=30)
-    loop.close()
-    read_end, write_end = os.pipe()  # likely given the self-pipe's old numbers
-    try:
-        os.set_blocking(read_end, False)
-        loop._write_to_self()
-        with pytest.raises(BlockingIOError):
-            os.read(read_end, 1)
-    finally:
-        os.close(read_end)
-        os.close(write_end)
