@@ -212,7 +212,7 @@ def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> di
             [str(project), str(plugins(project)), os.environ.get("PYTHONPATH", "")]
         ),
     }
-    started = time.perf_counter()
+    started, began = time.perf_counter(), time.time()
     proc = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = [0]
 
@@ -230,8 +230,9 @@ def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> di
         raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err.decode()[-2000:]}")
     spans = [tuple(map(float, line.split())) for line in log.read_text().splitlines()]
     assert len(spans) == int(os.environ["BENCH_TASKS"]), len(spans)
-    phase = float((project / "reported.log").read_text()) - min(start for start, _ in spans)
-    return {"wall": wall, "phase": phase, "mb": peak[0] / 2**20}
+    first = min(start for start, _ in spans)
+    phase = float((project / "reported.log").read_text()) - first
+    return {"wall": wall, "phase": phase, "mb": peak[0] / 2**20, "lead": first - began}
 
 
 def session(project: Path, *extra: str) -> list[str]:
@@ -314,7 +315,8 @@ def xdist_repeats(repeat: int, rollouts: int) -> None:
         walls.append(workers["wall"])
         print(
             f"  {i:2d}: pool {pool['phase']:5.2f}s   -n 2 × 32 {workers['phase']:5.2f}s"
-            f" ({ratios[-1]:4.2f}x pool)   process {workers['wall']:5.2f}s"
+            f" ({ratios[-1]:4.2f}x pool)   process {workers['wall']:5.2f}s,"
+            f" {workers['lead']:5.2f}s of it before the first rollout"
         )
     typical = statistics.median(walls)
     stalls = [f"{i}: {w:.1f}s" for i, w in enumerate(walls) if w > 2 * typical]
