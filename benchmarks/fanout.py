@@ -206,11 +206,18 @@ def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> di
     log = project / "observed" / "phase.log"
     log.unlink(missing_ok=True)
     (project / "reported.log").unlink(missing_ok=True)
+    # pytest's numbered temp folders in a root of the benchmark's own: a session under xdist
+    # makes one (for its workers' basetemp) and, as it ends, deletes the oldest in its root —
+    # in the shared /tmp/pytest-of-<user>, another pytest's tree (98,614 files, seen by
+    # py-spy: 9 s of one session's wall time after its last rollout), charged to this session
+    temp_root = project.with_name(f"{project.name}-pytest-temp")
+    temp_root.mkdir(exist_ok=True)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
             [str(project), str(plugins(project)), os.environ.get("PYTHONPATH", "")]
         ),
+        "PYTEST_DEBUG_TEMPROOT": str(temp_root),
     }
     started, began = time.perf_counter(), time.time()
     proc = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
