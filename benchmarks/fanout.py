@@ -154,7 +154,7 @@ NO_PERSIST = """
 def pytest_configure(config):
     from pytest_capevolve._session import persistence
 
-    persistence.Persistence._persist = lambda self, *record: None
+    persistence.Persistence._persist = lambda self, record, text: record
 """
 
 
