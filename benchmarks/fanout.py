@@ -22,13 +22,24 @@ phase cannot beat (200 − K) × c + 0.1 s, where c is the session's main-thread
 200 no-wait rollouts, once more with the run-dir write stubbed out (its share of c), and
 printed as that bound. If inspect-ai is installed, say so: it is not
 run here (no network).
+
+Two narrower runs (issue 40, items 5 and 6), each printing ratios measured in the same run:
+
+- `python benchmarks/fanout.py --burners 4 [--repeat 5]`: the async adapter against the sync one at
+  64 in flight, with 4 busy-loop processes competing for the CPUs, alternated `--repeat` times;
+  prints each pair and the median of async phase / sync phase (goal ≤ 1.1);
+- `python benchmarks/fanout.py --xdist [--repeat 20]`: `-n 2 --capevolve-concurrency 32` against a
+  64-thread pool, `--repeat` times; prints each ratio, the median (goal ≤ 2), and any session
+  whose process wall is over 2× the median of them (a stall).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +54,7 @@ import asyncio, os, threading, time
 from pathlib import Path
 from pytest_capevolve import Rollout, Score, Task
 
-LOG = Path(__file__).with_name("phase.log")
+LOG = Path(__file__).with_name("observed") / "phase.log"  # the spec's sandbox_writable
 DONE = Path(__file__).with_name("reported.log")
 _lock = threading.Lock()
 
@@ -80,6 +91,7 @@ split_train: 0.0
 split_val: 1.0
 split_test: 0.0
 num_trials: 1
+sandbox_writable: [observed]
 """
 THREAD_POOL = """
 import sys, time
@@ -131,7 +143,9 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session):
     if not hasattr(session.config, "workerinput"):  # the controller, which persists
-        Path(__file__).with_name("reported.log").write_text(str(LAST[0]))
+        Path(__file__).parent.with_name(Path(__file__).parent.name[: -len("-plugins")]).joinpath(
+            "reported.log"
+        ).write_text(str(LAST[0]))
 """
 
 
@@ -140,19 +154,26 @@ NO_PERSIST = """
 def pytest_configure(config):
     from pytest_capevolve._session import persistence
 
-    persistence.Persistence._persist = lambda self, *record: None
+    persistence.Persistence._persist = lambda self, record, text: record
 """
 
 
 def make_project(root: Path, adapter: str) -> Path:
     root.mkdir(parents=True)
     (root / "adapter.py").write_text(ADAPTER)
-    (root / "phase_end.py").write_text(PHASE_END)
-    (root / "no_persist.py").write_text(NO_PERSIST)
+    # the -p plugins sit beside the project: a plugin inside it would be outside the harness lock
+    plugins(root).mkdir()
+    (plugins(root) / "phase_end.py").write_text(PHASE_END)
+    (plugins(root) / "no_persist.py").write_text(NO_PERSIST)
     (root / "capevolve.yaml").write_text(SPEC.format(adapter=adapter))
     (root / "capability").mkdir()
+    (root / "observed").mkdir()
     (root / "capability" / "prompt.md").write_text("hello\n")
     return root
+
+
+def plugins(project: Path) -> Path:
+    return project.with_name(f"{project.name}-plugins")
 
 
 def tree_rss(root: int) -> int:
@@ -182,11 +203,23 @@ def tree_rss(root: int) -> int:
 
 def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> dict[str, float]:
     """Run ``command``; its whole wall time, its rollout phase and its peak summed RSS."""
-    log = project / "phase.log"
+    log = project / "observed" / "phase.log"
     log.unlink(missing_ok=True)
     (project / "reported.log").unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")])}
-    started = time.perf_counter()
+    # pytest's numbered temp folders in a root of the benchmark's own: a session under xdist
+    # makes one (for its workers' basetemp) and, as it ends, deletes the oldest in its root —
+    # in the shared /tmp/pytest-of-<user>, another pytest's tree (98,614 files, seen by
+    # py-spy: 9 s of one session's wall time after its last rollout), charged to this session
+    temp_root = project.with_name(f"{project.name}-pytest-temp")
+    temp_root.mkdir(exist_ok=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(project), str(plugins(project)), os.environ.get("PYTHONPATH", "")]
+        ),
+        "PYTEST_DEBUG_TEMPROOT": str(temp_root),
+    }
+    started, began = time.perf_counter(), time.time()
     proc = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = [0]
 
@@ -203,9 +236,10 @@ def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> di
     if proc.returncode not in ok or not (project / "reported.log").is_file():
         raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err.decode()[-2000:]}")
     spans = [tuple(map(float, line.split())) for line in log.read_text().splitlines()]
-    assert len(spans) == ROLLOUTS, len(spans)
-    phase = float((project / "reported.log").read_text()) - min(start for start, _ in spans)
-    return {"wall": wall, "phase": phase, "mb": peak[0] / 2**20}
+    assert len(spans) == int(os.environ["BENCH_TASKS"]), len(spans)
+    first = min(start for start, _ in spans)
+    phase = float((project / "reported.log").read_text()) - first
+    return {"wall": wall, "phase": phase, "mb": peak[0] / 2**20, "lead": first - began}
 
 
 def session(project: Path, *extra: str) -> list[str]:
@@ -239,7 +273,88 @@ def row(name: str, figures: dict[str, float], ideal: float, baseline: dict[str, 
     )
 
 
+def burning(count: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` processes spinning on a CPU each, until killed."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def under_load(burners: int, repeat: int, rollouts: int) -> None:
+    """Item 5: async against sync at 64 in flight, under ``burners`` busy processes."""
+    tmp = Path(tempfile.mkdtemp(prefix="capevolve-fanout-"))
+    os.environ.update(BENCH_TASKS=str(rollouts), BENCH_WAIT=str(WAIT_S))
+    sync = make_project(tmp / "sync", "SleepAdapter")
+    asyn = make_project(tmp / "async", "AsyncSleepAdapter")
+    ideal = rollouts * WAIT_S / 64
+    ratios = []
+    print(f"{rollouts} rollouts × {WAIT_S} s at 64 in flight, {burners} busy processes; ideal {ideal:.2f}s")
+    spinning = burning(burners)
+    try:
+        for _ in range(repeat):
+            threads = measure(session(sync, "--capevolve-concurrency", "64"), sync)
+            loop = measure(session(asyn, "--capevolve-concurrency", "64"), asyn)
+            ratios.append(loop["phase"] / threads["phase"])
+            print(
+                f"  sync {threads['phase']:5.2f}s = {threads['phase'] / ideal:4.2f}x ideal"
+                f"   async {loop['phase']:5.2f}s = {loop['phase'] / ideal:4.2f}x ideal"
+                f"   async/sync {ratios[-1]:4.2f}"
+            )
+    finally:
+        for proc in spinning:
+            proc.kill()
+            proc.wait()
+    print(
+        f"median async/sync at 64 in flight under {burners} busy processes: {statistics.median(ratios):.2f} (goal ≤ 1.1)"
+    )
+
+
+def xdist_repeats(repeat: int, rollouts: int) -> None:
+    """Item 6: ``-n 2 × 32`` against a 64-thread pool, ``repeat`` times, and any stall."""
+    tmp = Path(tempfile.mkdtemp(prefix="capevolve-fanout-"))
+    os.environ.update(BENCH_TASKS=str(rollouts), BENCH_WAIT=str(WAIT_S))
+    sync = make_project(tmp / "sync", "SleepAdapter")
+    (tmp / "pool.py").write_text(THREAD_POOL)
+    ratios, walls = [], []
+    print(f"{rollouts} rollouts × {WAIT_S} s: -n 2 --capevolve-concurrency 32 against ThreadPoolExecutor(64)")
+    for i in range(repeat):
+        pool = measure([sys.executable, str(tmp / "pool.py"), str(sync), "64"], sync)
+        workers = measure(session(sync, "-n", "2", "--capevolve-concurrency", "32"), sync)
+        ratios.append(workers["phase"] / pool["phase"])
+        walls.append(workers["wall"])
+        print(
+            f"  {i:2d}: pool {pool['phase']:5.2f}s   -n 2 × 32 {workers['phase']:5.2f}s"
+            f" ({ratios[-1]:4.2f}x pool)   process {workers['wall']:5.2f}s,"
+            f" {workers['lead']:5.2f}s of it before the first rollout"
+        )
+    typical = statistics.median(walls)
+    stalls = [f"{i}: {w:.1f}s" for i, w in enumerate(walls) if w > 2 * typical]
+    print(f"median -n 2 × 32 / 64-thread pool: {statistics.median(ratios):.2f} (goal ≤ 2)")
+    print(f"stalls (process wall > 2× the median {typical:.1f}s): {', '.join(stalls) or 'none'}")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--burners", type=int, help="only async against sync at 64, under this many busy processes"
+    )
+    parser.add_argument("--xdist", action="store_true", help="only -n 2 × 32 against a 64-thread pool")
+    parser.add_argument(
+        "--repeat", type=int, help="how many times (default 5 with --burners, 20 with --xdist)"
+    )
+    parser.add_argument(
+        "--rollouts", type=int, default=ROLLOUTS, help="rollouts per session with --burners or --xdist"
+    )
+    args = parser.parse_args()
+    if args.burners is not None:
+        under_load(args.burners, args.repeat or 5, args.rollouts)
+    elif args.xdist:
+        xdist_repeats(args.repeat or 20, args.rollouts)
+    else:
+        everything()
+
+
+def everything() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-fanout-"))
     os.environ.update(BENCH_TASKS=str(ROLLOUTS), BENCH_WAIT=str(WAIT_S))
     sync = make_project(tmp / "sync", "SleepAdapter")

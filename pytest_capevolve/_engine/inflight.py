@@ -248,6 +248,9 @@ class RolloutPool:
         self.threads = RolloutThreads()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._feeding = threading.Lock()
+        self._queued: list[tuple[InflightRollout, Coroutine[Any, Any, Scored]]] = []
+        self._woken = False  # a _create_tasks call is on its way to the loop
         self._closed = False
 
     def start(
@@ -270,7 +273,7 @@ class RolloutPool:
                     timeout_s=timeout_s,
                 ),
             )
-            loop.call_soon_threadsafe(self._create_task, loop, rollout, coroutine)
+            self._feed(loop, rollout, coroutine)
         else:
 
             def call() -> Scored:
@@ -281,6 +284,32 @@ class RolloutPool:
             self.threads.submit(rollout, call)
         self.watchdog.watch(rollout)
         return rollout.future
+
+    def _feed(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        rollout: InflightRollout,
+        coroutine: Coroutine[Any, Any, Scored],
+    ) -> None:
+        """Queue a rollout for the loop, waking it only if no wake-up is on its way: rollouts
+        started before the loop runs again go in one batch. A wake-up is a write to the loop's
+        socket, which lets go of the GIL; under CPU contention the woken loop thread takes it,
+        so a wake-up per rollout stalled the starting thread (the session's main thread, the
+        sandbox child's reader) once per rollout."""
+        with self._feeding:
+            self._queued.append((rollout, coroutine))
+            if self._woken:
+                return
+            self._woken = True
+        loop.call_soon_threadsafe(self._create_tasks, loop)
+
+    def _create_tasks(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the loop's thread: a task for every rollout queued since the last wake-up."""
+        with self._feeding:
+            batch, self._queued = self._queued, []
+            self._woken = False
+        for rollout, coroutine in batch:
+            self._create_task(loop, rollout, coroutine)
 
     def _create_task(
         self,

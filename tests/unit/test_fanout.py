@@ -152,3 +152,53 @@ def test_rollouts_queued_behind_a_blocked_loop_when_the_session_ends_are_abandon
         scored = future.result(timeout=30)
         assert scored.reward is None and scored.infra_error.startswith("abandoned")
     assert loop_errors == []  # no exception in a queued callback
+
+
+class HeldAsync:
+    """An async adapter whose rollout "blocker" holds the event loop (a sync wait in async
+    code) until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.blocking = threading.Event()
+        self.release = threading.Event()
+
+    def tasks(self, split):
+        return []
+
+    async def run_target(self, task, ctx, *, seed):
+        if task.id == "blocker":
+            self.blocking.set()
+            self.release.wait(timeout=60)
+        return Rollout(output=task.id)
+
+    def score(self, task, rollout):
+        return 1.0
+
+
+def test_rollouts_started_while_the_loop_is_busy_wake_it_once(tmp_path: Path) -> None:
+    """Each wake-up of the loop lets go of the starting thread's GIL (issue 40, item 5): the
+    rollouts started before the loop runs again reach it as one batch, and each still runs."""
+    adapter = HeldAsync()
+    pool = RolloutPool(AdapterRunner(adapter))
+    try:
+        first = pool.start(Task(id="blocker"), tmp_path, seed=0, split="val", timeout_s=None)
+        assert adapter.blocking.wait(timeout=30)
+        loop = pool._event_loop()
+        wakes: list[object] = []
+        wake = loop.call_soon_threadsafe
+
+        def counted(*args, **kwargs):
+            wakes.append(args[0])
+            return wake(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        queued = [
+            pool.start(Task(id=f"t{i}"), tmp_path, seed=0, split="val", timeout_s=None) for i in range(20)
+        ]
+        adapter.release.set()
+        assert [f.result(timeout=30).rollout.output for f in queued] == [f"t{i}" for i in range(20)]
+        assert first.result(timeout=30).infra_error is None
+        assert len(wakes) == 1
+    finally:
+        adapter.release.set()
+        pool.close()
