@@ -271,3 +271,16 @@ def test_a_margin_with_clusters_is_refused_with_the_way_on() -> None:
     base, same = _ties_but(10, 0)
     with pytest.raises(ResultsError, match="drop --clusters"):
         compare_runs(base, [same], CompareSettings(margin=-0.05), {f"t{i}": str(i // 2) for i in range(10)})
+
+
+def test_a_margins_answer_does_not_send_the_user_to_the_clusters_it_refuses() -> None:
+    """A new user's trap: under --margin the answer said "give their clusters (--clusters FILE)",
+    and following it was refused. It now says a margin takes tasks as independent and where
+    clusters can be used instead."""
+    base, same = _ties_but(10, 0)
+    for settings in (CompareSettings(margin=-0.05), CompareSettings(equivalence=0.05)):
+        said = " ".join(compare_runs(base, [same], settings).promises()["do_not_hold"])
+        assert "refused with --margin and --equivalence" in said
+        assert "so the test flips whole clusters" not in said
+    plain = " ".join(compare_runs(base, [same], CompareSettings()).promises()["do_not_hold"])
+    assert "so the test flips whole clusters" in plain
