@@ -171,7 +171,9 @@ def _session_summary(output: str, command: list[str]) -> str:
     the seed failed) are what the hand-off is not about, and would bury it."""
     lines = output.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if re.match(r"=+ capevolve run ", line)), 0)
-    left_out = f"(the rollout-by-rollout output is left out; `{' '.join(command[2:])}` shows it)\n"
+    # argv is [python, -P, -m, pytest, …]: the words from `pytest` on are what a user pastes
+    shown = shlex.join(command[command.index("pytest") :])
+    left_out = f"(the rollout-by-rollout output is left out; `{shown}` shows it)\n"
     return "".join(lines[start:]) + (left_out if start else "")
 
 

@@ -72,3 +72,22 @@ def test_before_any_run_every_command_says_how_to_evaluate_in_one_error_line(
         # usage errors and loop refusals alike: one line, starting "error:", naming the command
         assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
         assert err.rstrip().endswith(f"evaluate first: pytest --capevolve-run {project}"), (argv, err)
+
+
+def test_baselines_left_out_line_names_a_command_a_user_can_paste(tmp_path) -> None:
+    """`capevolve baseline` said "`-m pytest --capevolve-run …` shows it": not a command. The
+    line now starts at `pytest`, quoted for a shell, so pasting it in the venv shows the rollouts."""
+    import shlex
+
+    from pytest_capevolve._cli.decisions import _session_summary
+    from pytest_capevolve._loop.launch import session_command
+
+    command = session_command(tmp_path / "my agent" / "capevolve.yaml")
+    said = _session_summary("FAILED x\n===== capevolve run 1 =====\ntable\n", command)
+    shown = said.split("`")[1]
+    assert said.startswith("===== capevolve run 1")
+    assert shlex.split(shown)[:3] == [
+        "pytest",
+        "--capevolve-run",
+        str(tmp_path / "my agent" / "capevolve.yaml"),
+    ]
