@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
+from .. import exitcodes
 from .._store.rundir import RunDirError
 from ..exitcodes import CapevolveError, Refusal, UsageError
 from .common import OPENED, print_notices, report_error
@@ -83,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, RunDirError) and getattr(args, "refusals", False):
             exc = Refusal(str(exc))  # damage found mid-command: a refusal for the loop's commands
         return report_error(args.command, exc)
+    except BrokenPipeError:  # `| head` stopped reading: no error line, and no second one at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exitcodes.PIPE_CLOSED
     except OSError as exc:  # a full disk, a read-only run dir: one line naming the file, no traceback
         return report_error(args.command, exc)
     finally:

@@ -91,3 +91,32 @@ def test_baselines_left_out_line_names_a_command_a_user_can_paste(tmp_path) -> N
         "--capevolve-run",
         str(tmp_path / "my agent" / "capevolve.yaml"),
     ]
+
+
+class _ClosedPipe:
+    """A stdout whose reader went away (`capevolve … | head`), on a real file descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_a_reader_that_stops_early_is_no_error(tmp_path, monkeypatch, capsys) -> None:
+    """`capevolve measure --json | head` printed "error: … could not write Broken pipe" and
+    exited 12, the code of rollouts lost to infra errors. A closed pipe is now silent, 141."""
+    from pytest_capevolve import exitcodes
+
+    with (tmp_path / "out").open("w") as out:
+        monkeypatch.setattr("sys.stdout", _ClosedPipe(out.fileno()))
+        code = main(["init", str(tmp_path / "p")])
+    assert code == exitcodes.PIPE_CLOSED == 141
+    assert "error" not in capsys.readouterr().err
+    assert (tmp_path / "p" / "capevolve.yaml").is_file()  # what the command did stands
