@@ -36,7 +36,12 @@ def refuse_unknown(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> 
             f"PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate"
         )
     known = ", ".join(rundir.snapshots.known_tags()) or "none"
-    raise CommitRefused(f"unknown tag {tag!r} in run {rundir.run_id} (known: {known})")
+    raise CommitRefused(
+        f"unknown tag {tag!r} in run {rundir.run_id} (known: {known}); a candidate is decided after "
+        "a gate session has evaluated it: pytest --capevolve-run PROJECT --capevolve-candidate "
+        "DIR --capevolve-gate (which books the decision itself; --capevolve-commit none leaves it "
+        "to capevolve commit)"
+    )
 
 
 def check_evidence(
