@@ -225,7 +225,11 @@ def decide(
         split=split,
     )
     if n == 0 or cov["paired"] < config.min_coverage:
-        shown = "no task valid on both sides" if n == 0 else f"paired coverage {cov['paired']:.0%}"
+        shown = (
+            "no task is valid on both sides: paired coverage 0%"
+            if n == 0
+            else f"paired coverage {cov['paired']:.0%}"
+        )
         return replace(
             measured, reason=f"{shown} is below min_coverage {config.min_coverage:.0%}: could not judge"
         )

@@ -284,3 +284,16 @@ def test_a_margins_answer_does_not_send_the_user_to_the_clusters_it_refuses() ->
         assert "so the test flips whole clusters" not in said
     plain = " ".join(compare_runs(base, [same], CompareSettings()).promises()["do_not_hold"])
     assert "so the test flips whole clusters" in plain
+
+
+def test_a_runs_line_says_why_its_samples_errored() -> None:
+    """Two offline `inspect eval --model mockllm/model` logs (the mock fetches a tokenizer) had
+    every sample errored: the answer said "20 errored" and INDECISIVE with no cause. The run's
+    line now shows the first error, on one line."""
+    from pytest_capevolve._show.compare import render_table
+
+    base = run_of({"t1": [None, 1.0], "t2": [0.0]}, "base")
+    cand = run_of({"t1": [1.0, 1.0], "t2": [1.0]}, "cand")
+    lines = render_table(compare_runs(base, [cand], CompareSettings()))
+    assert lines[0].startswith("baseline base: csv, 2 tasks, 3 outcomes, 1 errored (the first: boom)")
+    assert "errored" in lines[2] and "the first" not in lines[2]  # none errored: nothing to say
