@@ -297,3 +297,20 @@ def test_a_runs_line_says_why_its_samples_errored() -> None:
     lines = render_table(compare_runs(base, [cand], CompareSettings()))
     assert lines[0].startswith("baseline base: csv, 2 tasks, 3 outcomes, 1 errored (the first: boom)")
     assert "errored" in lines[2] and "the first" not in lines[2]  # none errored: nothing to say
+
+
+def test_a_margin_no_run_could_show_on_these_tasks_says_so() -> None:
+    """`compare base.csv base.csv --margin -0.02` on 40 tasks: identical runs, REJECT, p = 0.5,
+    and nothing said why. The reason now says the margin is out of reach at this n, and the way on."""
+    base, same = _ties_but(40, 0)
+    said = compare_runs(base, [same], CompareSettings(margin=-0.02)).pairs[0].verdict.reason
+    assert "cannot be shown here: give more tasks or ask a wider margin" in said
+    assert compare_runs(base, [same], CompareSettings(equivalence=0.02)).decisions == ["reject"]
+    assert (
+        "cannot be shown here"
+        in compare_runs(base, [same], CompareSettings(equivalence=0.02)).pairs[0].verdict.reason
+    )
+    assert compare_runs(base, [same], CompareSettings(margin=-0.1)).decisions == ["accept"]
+    big, worse = _ties_but(300, 30)  # reachable at 300 tasks: a reject on the evidence, no hint
+    said = compare_runs(big, [worse], CompareSettings(margin=-0.05)).pairs[0].verdict.reason
+    assert "cannot be shown here" not in said
