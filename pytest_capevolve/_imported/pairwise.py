@@ -256,8 +256,9 @@ def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
         raise ResultsError(
             f"{path}: {len(one_way)} task(s) judged in one order only ({shown}); a judge's lean to "
             "the first or second output would then count as a preference. Judge each such task "
-            "again with the two outputs swapped (order BA where it was AB), or, if the order was "
-            "not chosen per judgement, drop the order column"
+            "again with the two outputs swapped (order BA where it was AB); only where the order "
+            "shown was drawn at random for each judgement, drop the order column (a fixed order "
+            "must be judged again swapped: dropping the column would hide the lean, not remove it)"
         )
 
 

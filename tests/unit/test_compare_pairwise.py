@@ -104,6 +104,13 @@ def test_clusters_are_the_units_of_the_test(tmp_path: Path) -> None:
         ("task_id,preference", ["q1,C"], "is not A, B or tie; write A"),
         ("task_id,order,preference", ["q1,AB,A", "q1,XY,B"], "is not AB or BA"),
         ("task_id,order,preference", ["q1,AB,A", "q1,BA,B", "q2,AB,B"], "judged in one order only ('q2')"),
+        # the way on: drop the column only for a random order, never for a fixed one (it said
+        # "if the order was not chosen per judgement, drop the order column": the fixed case)
+        (
+            "task_id,order,preference",
+            ["q1,AB,A", "q1,BA,B", "q2,AB,B"],
+            "only where the order shown was drawn at random",
+        ),
         ("task_id,trial,preference", ["q1,1,A", "q1,1,B"], "trial '1' twice"),
         ("task_id,reward", ["q1,1"], "the columns task_id and preference"),
         ("task_id,preference", [",A"], "no task id"),
