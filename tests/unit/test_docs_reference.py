@@ -160,3 +160,11 @@ def test_a_new_module_gets_its_row_from_its_docstring_and_one_without_is_refused
     probe.write_text("x = 1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="zz_probe.py: no docstring"):
         reference.code_layout_markdown(package)
+
+
+def test_the_readme_says_where_capevolve_is_before_its_first_bare_use() -> None:
+    """A new user after the README's set-up (which calls `.venv/bin/pytest`) typed the README's
+    `capevolve compare …` and got "command not found": the venv is not active."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    first_bare = min(m.start() for m in re.finditer(r"^capevolve ", text, re.MULTILINE))
+    assert "source .venv/bin/activate" in text[:first_bare]
