@@ -200,3 +200,19 @@ def test_the_baseline_s_headroom_verdict():
     assert (ok["verdict"], ok["tasks_below_perfect"]) == ("ok", 5)
     assert headroom([0.5] * 12, None)["verdict"] == "saturated"  # no candidate can pass at all
     assert headroom([float("nan"), 0.5, 0.5], 1)["val_tasks"] == 2
+
+
+def test_under_a_margin_the_val_reuse_advice_says_its_mde_is_for_better():
+    """A new user with `gate_margin: -0.02` read "30 val tasks detect only effects ≥ +0.151":
+    the superiority test's MDE, while the run asks "no worse than -0.02". It says so now."""
+    from dataclasses import replace
+
+    from pytest_capevolve._policy.val_budget import val_reuse
+
+    events = [{"kind": "gate_decision", "tag": "c1", "decision": "reject"}]
+    verdicts = {"c1": {"se": 0.06, "n_tasks": 30}}
+    plain = val_reuse(_loop_spec("constant", min_effect=0.05), events, verdicts, 30)["advice"]
+    assert "detect only effects" in plain and "no worse than" not in plain
+    margin = replace(_loop_spec("constant", min_effect=0.05), gate_margin=-0.02)
+    said = val_reuse(margin, events, verdicts, 30)["advice"]
+    assert said.startswith(plain) and "this run asks 'no worse than -0.02'" in said
