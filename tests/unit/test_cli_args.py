@@ -120,3 +120,14 @@ def test_a_reader_that_stops_early_is_no_error(tmp_path, monkeypatch, capsys) ->
     assert code == exitcodes.PIPE_CLOSED == 141
     assert "error" not in capsys.readouterr().err
     assert (tmp_path / "p" / "capevolve.yaml").is_file()  # what the command did stands
+
+
+def test_the_top_level_help_names_what_the_command_does_in_a_users_words() -> None:
+    """`capevolve --help` said "run-dir work that pays no rollouts" (baseline and hill-climb pay
+    them) and "Exit codes: :mod:`..exitcodes`", a reference no user can follow."""
+    from pytest_capevolve._cli.main import build_parser
+
+    said = build_parser().format_help()
+    assert ":mod:" not in said and "``" not in said and "pays no rollouts" not in said
+    described = build_parser().description or ""
+    assert "docs/reference/exit-codes.md" in described and "baseline" in described
