@@ -25,6 +25,7 @@ from .._project.spec import Spec
 from .._store import paid_by
 from .._store.evidence import index_records
 from .._store.rundir import RunDir
+from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal
 from .verdicts import GATE_SPLIT, Evidence, gate_config
 
@@ -60,7 +61,7 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
     known = set(rundir.snapshots.known_tags())
     for tag in (ask.tag, against):
         if tag not in known:
-            raise Refusal(f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}")
+            raise Refusal(unknown_tag(tag, rundir.run_id, known))
     if ask.tag == against:
         raise Refusal(f"{ask.tag!r} would be gated against itself; give --against another tag")
     # the recorded decision is re-derived as decided, unless another parent is asked for
