@@ -326,7 +326,11 @@ class CapevolveReporter:
         if outcome.nulls:
             spread = max((abs(v.delta_mean) for v in outcome.nulls if v.delta_mean is not None), default=0.0)
             shown = ", ".join(f"{v.tag} Δ̄ {num(v.delta_mean, '+.4f')}" for v in outcome.nulls)
-            tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}")
+            judged = any(v.mode == "pairwise" for v in outcome.verdicts)  # the sign test is its own null
+            floor = (
+                " (no bar under gate_mode pairwise: the judge's sign test is its own null)" if judged else ""
+            )
+            tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}{floor}")
         for line in render_verdicts(outcome.verdicts):
             tr.write_line(line)
         tr.write_line(VERDICTS_LEGEND.format(against=f"'{outcome.against}'"))
