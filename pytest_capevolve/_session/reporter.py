@@ -359,6 +359,8 @@ class CapevolveReporter:
         again) and without the flags that deselected rollouts (they would deselect them again)."""
         recopy = any(STALE_COPY_FIX in reason for _nodeid, reason in self.tally.infra + self.tally.lost)
         then = "copy the project to the workers again, then " if recopy else ""
+        if self.tally.infra and not recopy:  # the same command pays the same error until its cause goes
+            then = "once the cause of the infra errors above is fixed (a passing outage: now), "
         missing, left_out = len(keys), sum(key in self.deselected for key in keys)
         deselected = f" ({left_out} deselected by -k, -m or --deselect)" if left_out else ""
         return [
