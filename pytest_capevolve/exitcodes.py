@@ -38,6 +38,8 @@ The ``capevolve`` command (chosen once, for every subcommand, in :mod:`.._cli`):
 4     usage / spec error — pytest's own 4: no such project folder, no capevolve.yaml, a spec
       that does not load, no such run, a run with nothing to read yet, two different projects
       given. The same code, with one ``error: …`` line, for every command that reads a project
+141   the reader of its output went away (``| head`` closed the pipe early): nothing more is
+      printed and what the command did stands — the code a shell gives a writer SIGPIPE ended
 ====  =====================================================================================
 """
 
@@ -58,6 +60,7 @@ CHECK_FAILED = 1
 REFUSED = 2
 LOOP_INCOMPLETE = 3
 USAGE = 4
+PIPE_CLOSED = 141
 
 # pytest's own outcomes that a capevolve session replaces with its own: a task the agent
 # failed is not a failed session, and a fully resumed run that owed nothing is complete.

@@ -41,7 +41,7 @@ SPEC_MEANINGS = {
     "success_threshold": "an item passes when its reward is at least this",
     "rollout_timeout_s": "a slower rollout is the candidate's failure: a 0 labelled `candidate failure: timeout …`, never paid again",
     "concurrency": "rollouts in flight at once in each process (`--capevolve-concurrency` wins); changes no rollout",
-    "gate_mode": "the gate rule: `exact` (default, calibrated) or a cap-evolve legacy mode",
+    "gate_mode": "the gate rule: `exact` (default, calibrated), `pairwise` (a judge's preferences from the adapter's `prefer()`; see [pairwise judging](../how-to/llm-judge.md#pairwise-judging)) or a cap-evolve legacy mode (`paired`, `significant`, `strict`, `threshold`, `simplicity_tiebreak`)",
     "gate_k_se": "k of the legacy `paired` rule Δ̄ > k·SE",
     "gate_alpha": "the false-accept rate the `exact` gate holds",
     "gate_threshold": "the bar of the legacy `threshold` rule",

@@ -108,6 +108,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
     Everything but the final JSON goes to stderr, so ``capevolve baseline | jq`` works."""
     from .._loop.launch import run_captured, session_command
+    from .._policy.loop_schedule import handoff_schedule_note
     from .._policy.spend import spend_report
     from .project import cmd_check
 
@@ -128,6 +129,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     report = spend_report(spec, rundir, loop=True)  # the hand-off's gates take the loop's schedule
     sys.stderr.write(f"resolution: {report['resolution']['sentence']}\n")
     sys.stderr.write(f"min effect: {report['resolution']['min_effect']['sentence']}\n")
+    if note := handoff_schedule_note(spec, rundir):
+        sys.stderr.write(f"schedule: {note}\n")
     sys.stderr.write(f"headroom: {report['headroom']['verdict']} — {report['headroom']['reason']}\n")
     emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
     return exitcodes.OK
@@ -171,7 +174,9 @@ def _session_summary(output: str, command: list[str]) -> str:
     the seed failed) are what the hand-off is not about, and would bury it."""
     lines = output.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if re.match(r"=+ capevolve run ", line)), 0)
-    left_out = f"(the rollout-by-rollout output is left out; `{' '.join(command[2:])}` shows it)\n"
+    # argv is [python, -P, -m, pytest, …]: the words from `pytest` on are what a user pastes
+    shown = shlex.join(command[command.index("pytest") :])
+    left_out = f"(the rollout-by-rollout output is left out; `{shown}` shows it)\n"
     return "".join(lines[start:]) + (left_out if start else "")
 
 

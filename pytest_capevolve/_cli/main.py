@@ -1,17 +1,15 @@
-"""The ``capevolve`` command: run-dir work that pays no rollouts (and ``check``, which pays one).
-
-Every subcommand that reads a project takes it as an optional positional (default ``.``;
-``--project DIR`` is the same as an option) and ``--run-id``; ``--json`` prints only JSON on
-stdout, everything meant for people going to stderr. Exit codes: :mod:`..exitcodes`.
-"""
+"""The ``capevolve`` command: its parser (:data:`HELP` is what ``--help`` says) and ``main``,
+which runs one command and turns its error into one line and an exit code (:mod:`..exitcodes`)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
+from .. import exitcodes
 from .._store.rundir import RunDirError
 from ..exitcodes import CapevolveError, Refusal, UsageError
 from .common import OPENED, print_notices, report_error
@@ -38,6 +36,16 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # current folder), `pytest` passes its arguments to pytest.
 NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare", "agent", "pytest")
 
+HELP = (
+    "Make and check a project (init, check), measure its seed (baseline), run its loop (work, "
+    "commit, hill-climb, agent), read its run dir (spend, measure, dashboard, gate, diff, …) and "
+    "decide results you already have (compare). A command that reads a project takes it as an "
+    "optional positional (default .; --project DIR is the same) and --run-id; --json prints only "
+    "JSON on stdout, everything meant for people going to stderr. Exit codes: 0 done, 1 a check "
+    "found a problem, 2 refused, 4 usage or spec error; compare and gate as a gate session (10 "
+    "reject, 11 indecisive) — every code in docs/reference/exit-codes.md."
+)
+
 
 def _register(sub: argparse._SubParsersAction, group: str) -> None:  # type: ignore[type-arg]
     module, _, function = group.partition(":")
@@ -48,7 +56,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; of ``command``'s group only, when it names a command."""
     from .. import __version__
 
-    parser = argparse.ArgumentParser(prog="capevolve", description=__doc__)
+    parser = argparse.ArgumentParser(prog="capevolve", description=HELP)
     parser.add_argument("--version", action="version", version=f"capevolve (pytest-capevolve) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     chosen = [g for g, names in GROUPS.items() if command in names] or list(GROUPS)
@@ -83,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, RunDirError) and getattr(args, "refusals", False):
             exc = Refusal(str(exc))  # damage found mid-command: a refusal for the loop's commands
         return report_error(args.command, exc)
+    except BrokenPipeError:  # `| head` stopped reading: no error line, and no second one at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exitcodes.PIPE_CLOSED
     except OSError as exc:  # a full disk, a read-only run dir: one line naming the file, no traceback
         return report_error(args.command, exc)
     finally:

@@ -171,7 +171,7 @@ def decide(
     measured = _measured(arms, (deltas, mask), spread_exact, task_ids, config, given)
     if deltas.size == 0 or measured.coverage["paired"] < config.min_coverage:
         shown = (
-            "no task valid on both sides"
+            "no task is valid on both sides: paired coverage 0%"
             if deltas.size == 0
             else f"paired coverage {measured.coverage['paired']:.0%}"
         )

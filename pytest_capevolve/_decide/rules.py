@@ -120,7 +120,7 @@ def _exact_clustered(x: RuleInput) -> RuleResult:
 def _margin(x: RuleInput) -> RuleResult:
     """The exact rule asked a margin: "no worse than δ" or "within ±m", by the betting test of
     :mod:`.._stats.margin` (valid for any rewards in [0, 1]; tasks taken as independent)."""
-    from .._stats.margin import EQUIVALENCE, NON_INFERIORITY, margin_test
+    from .._stats.margin import EQUIVALENCE, NON_INFERIORITY, lower_bound, margin_test
 
     config = x.config
     kind, size = (EQUIVALENCE, config.equivalence) if config.equivalence else (NON_INFERIORITY, config.margin)
@@ -136,6 +136,12 @@ def _margin(x: RuleInput) -> RuleResult:
         f"{result.question}: betting test over {x.deltas.size} tasks: p = {result.p_value:.4g} "
         f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f}; {bounds})"
     )
+    reach = lower_bound(np.zeros(x.deltas.size), float(alpha))  # the most that ties could show
+    if not ok and reach <= (size if kind == NON_INFERIORITY else -size):
+        reason += (
+            f"; on {x.deltas.size} tasks even identical results bound the mean delta at {reach:+.4f} "
+            "at best, so this margin cannot be shown here: give more tasks or ask a wider margin"
+        )
     numbers = RuleNumbers(
         p_value=result.p_value,
         p_method="betting",

@@ -95,8 +95,9 @@ class Fence:
         return (
             f"{infra_error} (candidate code runs confined: live() and run_target may write only "
             f"their TMPDIR and the folders the spec's sandbox_writable names ({named}); name the "
-            "folder it writes in sandbox_writable in capevolve.yaml, or write scratch files under "
-            "TMPDIR)"
+            "folder it writes in sandbox_writable in capevolve.yaml (a folder that exists: create it "
+            "first; the changed spec starts a new run, --capevolve-new-run), or write scratch files "
+            "under TMPDIR)"
         )
 
     def boundary(self, candidate_dir: Path, scratch: Path) -> Boundary:

@@ -338,6 +338,12 @@ def promises(comparison: Comparison) -> dict[str, list[str]]:
                 f"{name}: its tasks come in {len(set(result.pairing.clusters))} clusters: the test flips "
                 "whole clusters (exact whatever the dependence within one) and the interval is cluster-robust"
             )
+        elif settings.margin or settings.equivalence:
+            not_hold.append(
+                f"{name}: tasks are taken as independent, as a margin needs them (clusters are refused "
+                "with --margin and --equivalence); if several share a source, the margin's α does not "
+                "hold: ask whether the run is better instead, with --clusters FILE or a cluster column"
+            )
         else:
             not_hold.append(
                 f"{name}: tasks are taken as independent; if several share a source, give their clusters "

@@ -263,8 +263,10 @@ def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
             shown = ", ".join(repr(t) for t in tasks[:3]) + (", …" if len(tasks) > 3 else "")
             raise ResultsError(
                 f"{path}: {len(tasks)} task(s) judged {said} ({shown}); a judge's lean to the first "
-                f"or second output would then count as a preference. Judge each such task {again[said]}, "
-                "or, if the order was not chosen per judgement, drop the order column"
+                f"or second output would then count as a preference. Judge each such task {again[said]}; "
+                "only where the order shown was drawn at random for each judgement, drop the order column "
+                "(a fixed order must be judged again swapped: dropping the column would hide the lean, "
+                "not remove it)"
             )
 
 

@@ -25,6 +25,7 @@ from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
+from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal
 
 READABLE_SPLITS = ("val", "train")
@@ -157,7 +158,7 @@ def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[
         return sorted(records, key=lambda r: (order[r.task_id], r.trial))
     known = rundir.snapshots.known_tags()
     if tag not in known:
-        raise Refusal(f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(known) or 'none'}")
+        raise Refusal(unknown_tag(tag, rundir.run_id, known))
     raise Refusal(
         f"tag {tag!r} has no {split} rollouts in run {rundir.run_id}; evaluate it first "
         f"(pytest --capevolve-run PROJECT --capevolve-split {split})"

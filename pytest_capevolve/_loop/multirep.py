@@ -17,6 +17,7 @@ from typing import Any, NotRequired, TypedDict
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._store.rundir import RunDir
+from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal
 
 LEVEL = 0.95
@@ -79,7 +80,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
     known = set(rundir.snapshots.known_tags())
     for name in (tag, against):
         if name not in known:
-            raise Refusal(f"unknown tag {name!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}")
+            raise Refusal(unknown_tag(name, rundir.run_id, known))
     if tag == against:
         raise Refusal(f"{tag!r} would be compared with itself; give --against another tag")
     val_ids = list((rundir.splits() or {}).get("val", []))

@@ -13,6 +13,7 @@ from .._decide.basis import REJECT_BASES as REJECT_BASES
 from .._decide.basis import Basis
 from .._project.spec import Spec
 from .._store.rundir import RunDir
+from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal
 
 DECISIONS = ("accept", "reject", "inconclusive", "provisional")
@@ -35,8 +36,7 @@ def refuse_unknown(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> 
             f"{tag!r} is a work copy with no verdict yet; gate it first: pytest --capevolve-run "
             f"PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate"
         )
-    known = ", ".join(rundir.snapshots.known_tags()) or "none"
-    raise CommitRefused(f"unknown tag {tag!r} in run {rundir.run_id} (known: {known})")
+    raise CommitRefused(unknown_tag(tag, rundir.run_id, rundir.snapshots.known_tags()))
 
 
 def check_evidence(

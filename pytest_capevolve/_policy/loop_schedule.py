@@ -91,6 +91,19 @@ def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
     )
 
 
+def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
+    """One line for ``baseline``: its levels are the loop's, and before the run's first decision
+    a one-shot gate of a candidate folder (the tutorial's next step) would freeze ``constant``."""
+    if frozen_schedule(rundir) is not None or spec.gate_alpha_schedule != "constant" or _spec_names_one(spec):
+        return None
+    return (
+        f"these levels are the loop's (gate_alpha_schedule {LOOP_SCHEDULE}: hill-climb, or `capevolve "
+        "work new` and the gate command in `next`); a one-shot gate of a candidate folder (pytest "
+        "--capevolve-run . --capevolve-candidate DIR --capevolve-gate) as this run's first decision "
+        f"gates at constant α = {spec.gate_alpha:g} instead and freezes that for the run"
+    )
+
+
 def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spec:
     """The spec the run's *next* decision is taken under, for a reader (``spend``, ``plan``,
     ``baseline``): the settings the run froze at its first decision; before one, the loop's

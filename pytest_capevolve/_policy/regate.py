@@ -35,6 +35,7 @@ from .._store import paid_by
 from .._store.evidence import ByTag, index_records
 from .._store.first_outcomes import first_outcomes, repaid_details
 from .._store.rundir import RunDir
+from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal
 from .gate_settings import guards_of, guards_off, said, settings_of
 from .preferences import Prefer
@@ -123,7 +124,7 @@ def _against(rundir: RunDir, ask: GateAsk, recorded: dict[str, Any] | None) -> s
     known = set(rundir.snapshots.known_tags())
     for tag in (ask.tag, against):
         if tag not in known:
-            raise Refusal(f"unknown tag {tag!r} in run {rundir.run_id}; known: {', '.join(sorted(known))}")
+            raise Refusal(unknown_tag(tag, rundir.run_id, known))
     if ask.tag == against:
         raise Refusal(f"{ask.tag!r} would be gated against itself; give --against another tag")
     return against

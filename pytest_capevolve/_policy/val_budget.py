@@ -87,6 +87,11 @@ def val_reuse(
         advice = NOT_ESTIMABLE
     else:
         advice = "MDE unknown until a first verdict measures the spread of per-task deltas"
+    if spec.gate_margin and mde is not None:  # the MDE is the superiority test's, not the margin's
+        advice = (
+            f"{advice} (for the question 'better'; this run asks 'no worse than "
+            f"{spec.gate_margin:g}', whose betting test needs more tasks: docs: the gate, margins)"
+        )
     return {
         "schedule": spec.gate_alpha_schedule,
         "alpha": spec.gate_alpha,

@@ -166,7 +166,8 @@ def write_project(dest: Path) -> list[Path]:
     taken = [name for name in FILES if (dest / name).exists()]
     if taken:
         raise ScaffoldError(
-            f"{dest} already holds {', '.join(taken)}: capevolve init never overwrites a file"
+            f"{dest} already holds {', '.join(taken)}: capevolve init never overwrites a file; "
+            "name a new folder (capevolve init ANOTHER), or move those files away first"
         )
     written = []
     for name, text in FILES.items():

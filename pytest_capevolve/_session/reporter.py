@@ -326,7 +326,11 @@ class CapevolveReporter:
         if outcome.nulls:
             spread = max((abs(v.delta_mean) for v in outcome.nulls if v.delta_mean is not None), default=0.0)
             shown = ", ".join(f"{v.tag} Δ̄ {num(v.delta_mean, '+.4f')}" for v in outcome.nulls)
-            tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}")
+            judged = any(v.mode == "pairwise" for v in outcome.verdicts)  # the sign test is its own null
+            floor = (
+                " (no bar under gate_mode pairwise: the judge's sign test is its own null)" if judged else ""
+            )
+            tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}{floor}")
         for line in render_verdicts(outcome.verdicts):
             tr.write_line(line)
         tr.write_line(VERDICTS_LEGEND.format(against=f"'{outcome.against}'"))
@@ -355,6 +359,8 @@ class CapevolveReporter:
         again) and without the flags that deselected rollouts (they would deselect them again)."""
         recopy = any(STALE_COPY_FIX in reason for _nodeid, reason in self.tally.infra + self.tally.lost)
         then = "copy the project to the workers again, then " if recopy else ""
+        if self.tally.infra and not recopy:  # the same command pays the same error until its cause goes
+            then = "once the cause of the infra errors above is fixed (a passing outage: now), "
         missing, left_out = len(keys), sum(key in self.deselected for key in keys)
         deselected = f" ({left_out} deselected by -k, -m or --deselect)" if left_out else ""
         return [

@@ -17,10 +17,18 @@ MARKDOWN_TASKS = 50  # per-task rows shown per pair in the Markdown (the changed
 
 def _run_line(role: str, result_run: Any) -> str:
     notes = f"; {'; '.join(result_run.notes)}" if result_run.notes else ""
+    first = next((o.error for o in result_run.outcomes if o.reward is None and o.error), None)
+    cause = f" (the first: {_cut(first)})" if first else ""
     return (
         f"{role} {result_run.label}: {result_run.source}, {len(result_run.task_ids)} tasks, "
-        f"{len(result_run.outcomes)} outcomes, {result_run.infra_errors} errored{notes}"
+        f"{len(result_run.outcomes)} outcomes, {result_run.infra_errors} errored{cause}{notes}"
     )
+
+
+def _cut(text: str, limit: int = 160) -> str:
+    """One line of an error, short enough to sit in a run's line."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def render_table(comparison: Comparison) -> list[str]:

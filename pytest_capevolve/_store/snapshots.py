@@ -14,6 +14,7 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,13 @@ def writable_copy(source: Path, dest: Path, ignore: Any = None) -> None:
     for path in dest.rglob("*"):
         if path.is_file() and not path.is_symlink():
             path.chmod(stat.S_IMODE(path.stat().st_mode) | stat.S_IWUSR)
+
+
+def unknown_tag(tag: str, run_id: str, known: Iterable[str]) -> str:
+    """What a command says of a tag the run has not evaluated, with the way on."""
+    return (
+        f"unknown tag {tag!r} in run {run_id} (known: {', '.join(sorted(known)) or 'none'}); a candidate "
+        "is known to a run once a gate session has evaluated it: pytest --capevolve-run PROJECT "
+        "--capevolve-candidate DIR --capevolve-gate (which books the decision itself; "
+        "--capevolve-commit none leaves it to capevolve commit)"
+    )

@@ -160,6 +160,10 @@ def test_a_base_exception_from_candidate_code_is_an_infra_error_in_flight(noisy,
     assert all(r["reward"] is None and "_Escape" in r["infra_error"] for r in records)
     assert verdict(projects, noisy, "escape")["decision"] == "indecisive"  # no coverage
     assert result.ret == 12, result.stdout.str()  # incomplete: infra errors (and no hang)
+    # the completing command is given with its condition (a new user re-ran it into the same error)
+    result.stdout.fnmatch_lines(
+        ["*missing; once the cause of the infra errors above is fixed*to complete only those, run:"]
+    )
 
 
 def test_a_hung_candidate_deaf_to_its_deadline_is_killed_and_the_session_goes_on(

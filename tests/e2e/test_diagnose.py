@@ -168,7 +168,8 @@ def test_diagnose_refuses_the_sealed_split_and_what_it_cannot_read(tattler, cape
     capevolve(tattler)
     assert "test split is sealed" in refused("seed", str(tattler), "--split", "test")
     assert "test split is sealed" in refused("seed", str(tattler), "--compare-split", "test")
-    assert "unknown tag 'nope'" in refused("nope", str(tattler))
+    assert "unknown tag 'nope'" in (said := refused("nope", str(tattler)))
+    assert "once a gate session has evaluated it" in said  # the way on, not only the known tags
     assert "no train rollouts" in refused("seed", str(tattler), "--compare-split", "train")
     assert "inside the capability folder" in refused(
         "seed", str(tattler), "--export", str(tattler / "capability" / "x.jsonl")

@@ -48,6 +48,8 @@ def test_a_gate_session_judges_both_orders_logs_them_and_capevolve_gate_rereads_
     projects.edit_spec(project, "split_test: 0.25", "split_test: 0.125")
     result = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none", *xdist_args])
     assert result.ret == 0, result.stdout.str()
+    # the nulls' reward spread is printed, but it is no bar here (a new user read it as one)
+    result.stdout.fnmatch_lines(["noise floor from null controls: *(no bar under gate_mode pairwise*"])
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
     assert (verdict["decision"], verdict["basis"], verdict["mode"]) == ("accept", "pairwise", "pairwise")
     multiplications = sum(t.startswith("q") and int(t[1:]) % 3 == 1 for t in verdict["per_task"])

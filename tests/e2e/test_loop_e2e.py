@@ -170,6 +170,7 @@ def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsy
         ("copy", "provisional"): "'copy' has Δ̄ = -0.0150 and a verdict of reject",  # not -0.01499999…
         ("improved", "provisional"): "provisional is for a verdict with Δ̄ > 0 under the bar",
         ("nope", "reject"): "unknown tag 'nope'",
+        ("nope", "accept"): "once a gate session has evaluated it: pytest --capevolve-run",
     }
     for (tag, decision), message in refusals.items():
         code, _, err = run_cli(capsys, "commit", tag, "--project", str(project), "--decision", decision)

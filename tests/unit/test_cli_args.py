@@ -72,3 +72,62 @@ def test_before_any_run_every_command_says_how_to_evaluate_in_one_error_line(
         # usage errors and loop refusals alike: one line, starting "error:", naming the command
         assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
         assert err.rstrip().endswith(f"evaluate first: pytest --capevolve-run {project}"), (argv, err)
+
+
+def test_baselines_left_out_line_names_a_command_a_user_can_paste(tmp_path) -> None:
+    """`capevolve baseline` said "`-m pytest --capevolve-run …` shows it": not a command. The
+    line now starts at `pytest`, quoted for a shell, so pasting it in the venv shows the rollouts."""
+    import shlex
+
+    from pytest_capevolve._cli.decisions import _session_summary
+    from pytest_capevolve._loop.launch import session_command
+
+    command = session_command(tmp_path / "my agent" / "capevolve.yaml")
+    said = _session_summary("FAILED x\n===== capevolve run 1 =====\ntable\n", command)
+    shown = said.split("`")[1]
+    assert said.startswith("===== capevolve run 1")
+    assert shlex.split(shown)[:3] == [
+        "pytest",
+        "--capevolve-run",
+        str(tmp_path / "my agent" / "capevolve.yaml"),
+    ]
+
+
+class _ClosedPipe:
+    """A stdout whose reader went away (`capevolve … | head`), on a real file descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_a_reader_that_stops_early_is_no_error(tmp_path, monkeypatch, capsys) -> None:
+    """`capevolve measure --json | head` printed "error: … could not write Broken pipe" and
+    exited 12, the code of rollouts lost to infra errors. A closed pipe is now silent, 141."""
+    from pytest_capevolve import exitcodes
+
+    with (tmp_path / "out").open("w") as out:
+        monkeypatch.setattr("sys.stdout", _ClosedPipe(out.fileno()))
+        code = main(["init", str(tmp_path / "p")])
+    assert code == exitcodes.PIPE_CLOSED == 141
+    assert "error" not in capsys.readouterr().err
+    assert (tmp_path / "p" / "capevolve.yaml").is_file()  # what the command did stands
+
+
+def test_the_top_level_help_names_what_the_command_does_in_a_users_words() -> None:
+    """`capevolve --help` said "run-dir work that pays no rollouts" (baseline and hill-climb pay
+    them) and "Exit codes: :mod:`..exitcodes`", a reference no user can follow."""
+    from pytest_capevolve._cli.main import build_parser
+
+    said = build_parser().format_help()
+    assert ":mod:" not in said and "``" not in said and "pays no rollouts" not in said
+    described = build_parser().description or ""
+    assert "docs/reference/exit-codes.md" in described and "baseline" in described

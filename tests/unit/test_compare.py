@@ -276,3 +276,65 @@ def test_a_margin_with_clusters_is_refused_with_the_way_on() -> None:
     base, same = _ties_but(10, 0)
     with pytest.raises(ResultsError, match="drop --clusters"):
         compare_runs(base, [same], CompareSettings(margin=-0.05), {f"t{i}": str(i // 2) for i in range(10)})
+
+
+def test_a_margins_answer_does_not_send_the_user_to_the_clusters_it_refuses() -> None:
+    """A new user's trap: under --margin the answer said "give their clusters (--clusters FILE)",
+    and following it was refused. It now says a margin takes tasks as independent and where
+    clusters can be used instead."""
+    base, same = _ties_but(10, 0)
+    for settings in (CompareSettings(margin=-0.05), CompareSettings(equivalence=0.05)):
+        said = " ".join(compare_runs(base, [same], settings).promises()["do_not_hold"])
+        assert "refused with --margin and --equivalence" in said
+        assert "so the test flips whole clusters" not in said
+    plain = " ".join(compare_runs(base, [same], CompareSettings()).promises()["do_not_hold"])
+    assert "so the test flips whole clusters" in plain
+
+
+def test_a_runs_line_says_why_its_samples_errored() -> None:
+    """Two offline `inspect eval --model mockllm/model` logs (the mock fetches a tokenizer) had
+    every sample errored: the answer said "20 errored" and INDECISIVE with no cause. The run's
+    line now shows the first error, on one line."""
+    from pytest_capevolve._show.compare import render_table
+
+    base = run_of({"t1": [None, 1.0], "t2": [0.0]}, "base")
+    cand = run_of({"t1": [1.0, 1.0], "t2": [1.0]}, "cand")
+    lines = render_table(compare_runs(base, [cand], CompareSettings()))
+    assert lines[0].startswith("baseline base: csv, 2 tasks, 3 outcomes, 1 errored (the first: boom)")
+    assert "errored" in lines[2] and "the first" not in lines[2]  # none errored: nothing to say
+
+
+def test_a_margin_no_run_could_show_on_these_tasks_says_so() -> None:
+    """`compare base.csv base.csv --margin -0.02` on 40 tasks: identical runs, REJECT, p = 0.5,
+    and nothing said why. The reason now says the margin is out of reach at this n, and the way on."""
+    base, same = _ties_but(40, 0)
+    said = compare_runs(base, [same], CompareSettings(margin=-0.02)).pairs[0].verdict.reason
+    assert "cannot be shown here: give more tasks or ask a wider margin" in said
+    assert compare_runs(base, [same], CompareSettings(equivalence=0.02)).decisions == ["reject"]
+    assert (
+        "cannot be shown here"
+        in compare_runs(base, [same], CompareSettings(equivalence=0.02)).pairs[0].verdict.reason
+    )
+    assert compare_runs(base, [same], CompareSettings(margin=-0.1)).decisions == ["accept"]
+    big, worse = _ties_but(300, 30)  # reachable at 300 tasks: a reject on the evidence, no hint
+    said = compare_runs(big, [worse], CompareSettings(margin=-0.05)).pairs[0].verdict.reason
+    assert "cannot be shown here" not in said
+
+
+def test_the_fixtures_keywords_are_all_on_the_compare_page() -> None:
+    """A new user passed `margin=-0.02` to the `capevolve_compare` fixture: it works, but the
+    how-to's list of its keywords left out `margin` and `equivalence`."""
+    import dataclasses
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "compare.md").read_text(
+        encoding="utf-8"
+    )
+    paragraph = page[page.index("It takes the command's settings as keywords") :][:600]
+    keywords = [f.name for f in dataclasses.fields(CompareSettings)] + [
+        "labels",
+        "arms",
+        "scorer",
+        "format",
+        "clusters",
+    ]
+    assert [k for k in keywords if f"`{k}`" not in paragraph] == []

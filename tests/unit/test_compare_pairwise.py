@@ -109,6 +109,13 @@ def test_clusters_are_the_units_of_the_test(tmp_path: Path) -> None:
             ["q1,AB,A", "q1,BA,B", "q1,BA,B", "q2,AB,B", "q2,BA,A"],
             "judged more often in one order ('q1'); a judge's lean",
         ),
+        # the way on: drop the column only for a random order, never for a fixed one (it said
+        # "if the order was not chosen per judgement, drop the order column": the fixed case)
+        (
+            "task_id,order,preference",
+            ["q1,AB,A", "q1,BA,B", "q2,AB,B"],
+            "only where the order shown was drawn at random",
+        ),
         ("task_id,trial,preference", ["q1,1,A", "q1,1,B"], "trial '1' twice"),
         (
             "task_id,trial,order,preference",

@@ -17,6 +17,7 @@ import reference  # noqa: E402
 
 from pytest_capevolve import exitcodes, plugin  # noqa: E402
 from pytest_capevolve._cli.main import GROUPS, build_parser  # noqa: E402
+from pytest_capevolve._decide.rules import RULES  # noqa: E402
 from pytest_capevolve._project.spec import INI_KEYS, VALIDATORS  # noqa: E402
 
 PAGES = REPO / "docs" / "reference"
@@ -65,6 +66,12 @@ def test_every_spec_key_is_in_the_spec_page_with_its_default_and_meaning() -> No
         if default not in (None, ()) and not required:
             assert f"`{default}`" in row, (key, row)
     assert set(reference.spec_keys()) == set(VALIDATORS)
+
+
+def test_the_spec_page_names_every_gate_mode() -> None:
+    """A new user looking for `pairwise` on the spec page found only "exact or a legacy mode"."""
+    row = next(line for line in page("spec.md").splitlines() if line.startswith("| `gate_mode` |"))
+    assert all(f"`{mode}`" in row for mode in RULES), row
 
 
 def test_a_spec_key_without_a_meaning_fails_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,3 +160,11 @@ def test_a_new_module_gets_its_row_from_its_docstring_and_one_without_is_refused
     probe.write_text("x = 1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="zz_probe.py: no docstring"):
         reference.code_layout_markdown(package)
+
+
+def test_the_readme_says_where_capevolve_is_before_its_first_bare_use() -> None:
+    """A new user after the README's set-up (which calls `.venv/bin/pytest`) typed the README's
+    `capevolve compare …` and got "command not found": the venv is not active."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    first_bare = min(m.start() for m in re.finditer(r"^capevolve ", text, re.MULTILINE))
+    assert "source .venv/bin/activate" in text[:first_bare]

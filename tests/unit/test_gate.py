@@ -286,7 +286,9 @@ def test_no_tasks_at_all_is_zero_coverage():
         np.empty((0, 2)), np.empty((0, 2)), tag="c", against="b", task_ids=[], config=ANY_COVERAGE
     )
     assert empty.coverage == {"candidate": 0.0, "best": 0.0, "paired": 0.0}
-    assert empty.reason.startswith("no task valid on both sides is below min_coverage 0%")
+    assert empty.reason.startswith(
+        "no task is valid on both sides: paired coverage 0% is below min_coverage 0%"
+    )
 
 
 def test_coverage_reason_gives_the_paired_share():

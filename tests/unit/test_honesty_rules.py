@@ -196,7 +196,7 @@ def test_no_task_valid_on_both_sides_is_indecisive_even_with_no_minimum():
     cand = np.full((4, 2), np.nan)
     verdict = judge(cand, np.ones((4, 2)), gate.GateConfig(min_coverage=0.0))
     assert (verdict.decision, verdict.basis, verdict.n_tasks) == (INDECISIVE, "coverage", 0)
-    assert "no task valid on both sides" in verdict.reason
+    assert "no task is valid on both sides" in verdict.reason
 
 
 # -- infra errors: missing data, and the imbalance guard ------------------------------------------

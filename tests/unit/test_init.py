@@ -29,6 +29,7 @@ def test_init_never_overwrites_a_file_and_writes_nothing_when_refused(tmp_path: 
     assert main(["init", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "never overwrites" in err[0] and "capevolve.yaml" in err[0]
+    assert "name a new folder (capevolve init ANOTHER)" in err[0]  # the way on
     assert (tmp_path / "capevolve.yaml").read_text() == "mine\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capevolve.yaml"]
 

@@ -160,6 +160,28 @@ def test_a_run_frozen_under_lord_keeps_it_when_the_default_moved_on(tmp_path):
     assert run_loop_schedule(rundir) == "constant"  # type: ignore[arg-type]
 
 
+def test_the_baseline_says_its_levels_are_the_loops_until_a_first_decision(tmp_path):
+    """A new user: `baseline` printed α = 0.01562 (addis) and "no edit of +0.05 can pass", then
+    the tutorial's one-shot gate ran at constant α = 0.05 — two αs, no word why. The hand-off now
+    says its levels are the loop's and what a one-shot gate would freeze; once frozen, nothing."""
+    from types import SimpleNamespace
+
+    from pytest_capevolve._policy.loop_schedule import handoff_schedule_note
+
+    frozen: list[dict[str, object]] = []
+    rundir = SimpleNamespace(run_id="r1", log=SimpleNamespace(of_kinds=lambda *_: frozen))
+    (tmp_path / "capevolve.yaml").write_text("gate_alpha: 0.05\n")  # names no schedule
+    spec = Spec(**{**_loop_spec("constant").__dict__, "path": tmp_path / "capevolve.yaml"})
+    note = handoff_schedule_note(spec, rundir)  # type: ignore[arg-type]
+    assert note is not None and "loop's (gate_alpha_schedule addis" in note
+    assert "gates at constant α = 0.05 instead and freezes that for the run" in note
+    frozen.append({"settings": {"gate_alpha_schedule": "constant", "gate_alpha": 0.05}})
+    assert handoff_schedule_note(spec, rundir) is None  # type: ignore[arg-type]
+    frozen.clear()
+    (tmp_path / "capevolve.yaml").write_text("gate_alpha_schedule: constant\n")  # the spec chose
+    assert handoff_schedule_note(spec, rundir) is None  # type: ignore[arg-type]
+
+
 def test_val_reuse_reads_the_discards_too():
     from pytest_capevolve._policy.val_budget import val_reuse
 
@@ -178,3 +200,19 @@ def test_the_baseline_s_headroom_verdict():
     assert (ok["verdict"], ok["tasks_below_perfect"]) == ("ok", 5)
     assert headroom([0.5] * 12, None)["verdict"] == "saturated"  # no candidate can pass at all
     assert headroom([float("nan"), 0.5, 0.5], 1)["val_tasks"] == 2
+
+
+def test_under_a_margin_the_val_reuse_advice_says_its_mde_is_for_better():
+    """A new user with `gate_margin: -0.02` read "30 val tasks detect only effects ≥ +0.151":
+    the superiority test's MDE, while the run asks "no worse than -0.02". It says so now."""
+    from dataclasses import replace
+
+    from pytest_capevolve._policy.val_budget import val_reuse
+
+    events = [{"kind": "gate_decision", "tag": "c1", "decision": "reject"}]
+    verdicts = {"c1": {"se": 0.06, "n_tasks": 30}}
+    plain = val_reuse(_loop_spec("constant", min_effect=0.05), events, verdicts, 30)["advice"]
+    assert "detect only effects" in plain and "no worse than" not in plain
+    margin = replace(_loop_spec("constant", min_effect=0.05), gate_margin=-0.02)
+    said = val_reuse(margin, events, verdicts, 30)["advice"]
+    assert said.startswith(plain) and "this run asks 'no worse than -0.02'" in said

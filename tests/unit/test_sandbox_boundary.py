@@ -226,6 +226,8 @@ def test_a_confined_adapter_that_writes_beside_itself_is_told_to_name_sandbox_wr
 
     assert infra is not None and "PermissionError" in infra
     assert "name the folder it writes in sandbox_writable in capevolve.yaml" in infra
+    # the whole way on at once: a new user met "does not exist", then "changed since run …", in turn
+    assert "create it first; the changed spec starts a new run, --capevolve-new-run" in infra
     assert not (project / "observed.txt").exists()
 
 
