@@ -7,19 +7,9 @@ from __future__ import annotations
 
 import json
 
+from pairwise_judge import JUDGE
+
 from pytest_capevolve._cli.main import main
-
-JUDGE = """
-
-
-class Compared(ToyCalcAdapter):
-    def prefer(self, task, output_a, output_b, *, seed):
-        right_a, right_b = output_a == task.target, output_b == task.target
-        if right_a != right_b:
-            return "A" if right_a else "B"
-        return "A"  # a judge that cannot tell them apart leans to the first output shown
-"""
-
 
 FLAKY = """
 
