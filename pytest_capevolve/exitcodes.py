@@ -45,7 +45,7 @@ The ``capevolve`` command (chosen once, for every subcommand, in :mod:`.._cli`):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 OK = 0
@@ -82,6 +82,13 @@ def for_decisions(shown: Iterable[str]) -> int:
     if "repeat" in words:
         return REPEATED
     return OK
+
+
+def first_few(problems: Sequence[str], limit: int = 3) -> str:
+    """A refusal's list of what it found: the first ``limit``, then how many more (the rest are
+    for ``capevolve verify`` or the file they name, not for one line)."""
+    more = f"; and {len(problems) - limit} more" if len(problems) > limit else ""
+    return "; ".join(problems[:limit]) + more
 
 
 class CapevolveError(Exception):

@@ -11,6 +11,7 @@ Reads no capevolve project, writes nothing but ``--markdown FILE``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from .decisions import spec_value
 def cmd_compare(args: argparse.Namespace) -> int:
     from .._imported.compare import CompareSettings, compare_files
     from .._imported.readers import ReadOptions
-    from .._imported.results import ResultsError
     from .._show.compare import render_markdown, render_table
 
     if args.pairwise or (len(args.runs) == 1 and _looks_pairwise(args.runs[0])):
@@ -39,16 +39,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     labels, arms = _per_run(args, "label"), _per_run(args, "arm")
     options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
-    try:
-        comparison = compare_files(
+    return _answer(
+        args,
+        lambda: compare_files(
             args.runs, settings, format=args.format, options=options, clusters=args.clusters
-        )
-    except ResultsError as exc:
-        raise UsageError(str(exc)) from None
-    if args.markdown is not None:
-        args.markdown.write_text(render_markdown(comparison), encoding="utf-8")
-    emit(args, comparison.to_dict(), lambda _: render_table(comparison))
-    return exitcodes.for_decisions(comparison.decisions)
+        ),
+        render_markdown,
+        render_table,
+    )
 
 
 def _looks_pairwise(path: Path) -> bool:
@@ -60,7 +58,6 @@ def _looks_pairwise(path: Path) -> bool:
 def _cmd_pairwise(args: argparse.Namespace) -> int:
     """``compare --pairwise PREFS``: one file of the judge's preferences, the sign test."""
     from .._imported.pairwise import compare_pairwise
-    from .._imported.results import ResultsError
     from .._imported.table import read_cluster_map
     from .._show.compare import render_pairwise_markdown, render_pairwise_table
 
@@ -78,20 +75,37 @@ def _cmd_pairwise(args: argparse.Namespace) -> int:
     labels = [*(args.label or []), None, None]
     if len(labels) > 4:
         raise UsageError("--pairwise takes two --label at most: A's name, then B's")
-    try:
-        clusters = None if args.clusters is None else read_cluster_map(args.clusters)
-        result = compare_pairwise(
+    return _answer(
+        args,
+        lambda: compare_pairwise(
             args.runs[0],
             alpha=args.alpha,
             min_coverage=args.min_coverage,
             labels=(labels[0], labels[1]),
-            clusters=clusters,
-        )
+            clusters=None if args.clusters is None else read_cluster_map(args.clusters),
+        ),
+        render_pairwise_markdown,
+        render_pairwise_table,
+    )
+
+
+def _answer(
+    args: argparse.Namespace,
+    decided: Callable[[], Any],
+    markdown: Callable[[Any], str],
+    table: Callable[[Any], list[str]],
+) -> int:
+    """Both forms' answer: the decisions (a file that cannot be read: a usage error naming it),
+    the Markdown summary when asked, the table or JSON, and the gate's exit code."""
+    from .._imported.results import ResultsError
+
+    try:
+        result = decided()
     except ResultsError as exc:
         raise UsageError(str(exc)) from None
     if args.markdown is not None:
-        args.markdown.write_text(render_pairwise_markdown(result), encoding="utf-8")
-    emit(args, result.to_dict(), lambda _: render_pairwise_table(result))
+        args.markdown.write_text(markdown(result), encoding="utf-8")
+    emit(args, result.to_dict(), lambda _: table(result))
     return exitcodes.for_decisions(result.decisions)
 
 

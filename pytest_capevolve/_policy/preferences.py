@@ -27,6 +27,7 @@ from .._store.evidence import Arm
 from .._store.paid_by import UntrustedRecord
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
+from ..exitcodes import first_few
 from .judge_noise import GATE_SPLIT, HeldToEvents
 
 PREFERENCE_EVENT = "preference"
@@ -58,7 +59,7 @@ def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
         else:
             judged[key] = e["preference"]
     if problems:
-        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        shown = first_few(problems)
         raise UntrustedRecord(
             f"run {rundir.run_id}'s log holds judgements no gate session made as recorded: {shown}. "
             "Nothing is decided on them: restore events.jsonl from before the first one named (its "

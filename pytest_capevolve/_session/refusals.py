@@ -24,6 +24,7 @@ from .._project.microcase import load_project as load_microcases
 from .._project.spec import Spec
 from .._project.tamper import expand, protected_digests, tampered
 from .._store.rundir import RunDir
+from ..exitcodes import first_few
 
 
 class Screens:
@@ -75,9 +76,7 @@ class Screens:
             self._inherited[best] = leak.parent_lines(parent)
         found = leak.find_leaks(path, self._inherited[best], self._matcher)
         if found:
-            shown = "; ".join(f.describe() for f in found[:3]) + (
-                f"; and {len(found) - 3} more" if len(found) > 3 else ""
-            )
+            shown = first_few([f.describe() for f in found])
             self.refuse(
                 tag,
                 best,
@@ -100,7 +99,7 @@ class Screens:
             self._seed_protected = protected_digests(seed, self._protected)
         changes = tampered(self._seed_protected, path, self._protected)
         if changes:
-            shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
+            shown = first_few(changes, 5)
             self.refuse(
                 tag,
                 best,

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._project.candidate import check_tag, escape_id
+from ..exitcodes import first_few
 from .files import RunDirError
 
 Key = tuple[str, str, str, int]  # split, task id, tag, trial
@@ -105,7 +106,7 @@ def refuse_untrusted(events: Iterable[dict[str, Any]], run_id: str) -> None:
     """Raise :class:`UntrustedRecord` naming what :func:`untrusted` found, before a decision."""
     problems = untrusted(events)
     if problems:
-        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        shown = first_few(problems)
         raise UntrustedRecord(
             f"run {run_id}'s log holds rollouts no session paid as recorded: {shown}. Nothing is "
             "decided on it: run `capevolve verify` to see every one, then restore the log from before "
