@@ -317,7 +317,8 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
             if getattr(config.option, flag):
                 raise pytest.UsageError(
                     f"--{flag.replace('_', '-')} does not apply to --capevolve-finalize: finalize "
-                    "scores the run's current best, once, with the spec's trials"
+                    "scores the run's current best, once, with the spec's trials; drop the flag, or "
+                    "run it in a session first (pytest --capevolve-run . ...) and finalize after"
                 )
     return (finalize or run), bool(finalize)
 
