@@ -100,10 +100,12 @@ def _run_of(
     names = list(dict.fromkeys(k for row in rows for k in row if k is not None))
     task_col, reward_col = column(names, TASK_COLUMNS), column(names, REWARD_COLUMNS)
     if rows and (task_col is None or reward_col is None):
-        missing = "a task id column (task_id)" if task_col is None else "a reward column (reward)"
+        missing = "task id column (task_id)" if task_col is None else "reward column (reward)"
+        prefs = {"preference", "winner"} & set(names)
+        alone = f"; a table of preferences is compared alone: capevolve compare --pairwise {path}"
         raise ResultsError(
             f"{path}: no {missing} among its columns {names}; name the columns task_id, trial, "
-            "reward (and optionally seed, error)"
+            "reward (and optionally seed, error)" + (alone if prefs else "")
         )
     trial_col, seed_col, error_col = (
         column(names, TRIAL_COLUMNS),

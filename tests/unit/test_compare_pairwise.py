@@ -172,3 +172,15 @@ def test_the_command_exits_as_a_gate_does(tmp_path: Path, capsys: pytest.Capture
     assert not looks_pairwise(rewards)  # one file of rewards is not taken for preferences
     assert main(["compare", str(rewards)]) == 4
     assert "compare needs two runs or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("question", [["--margin", "-0.05"], ["--equivalence", "0.1"], ["--margin", "0"]])
+def test_a_margin_on_preferences_is_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], question: list[str]
+) -> None:
+    # a user asking "no worse than" of a judge's preferences got the superiority answer, exit 0
+    prefs = write(tmp_path / "prefs.csv", "task_id,preference", [f"q{t},B" for t in range(8)])
+    assert main(["compare", str(prefs), *question]) == 4
+    err = capsys.readouterr().err
+    assert f"{question[0]}: the pairwise sign test asks only whether B is preferred" in err
+    assert "compare two files of rewards" in err
