@@ -94,6 +94,13 @@ def test_an_unknown_file_is_refused_naming_the_formats(tmp_path: Path) -> None:
     assert "csv" in str(caught.value) and "inspect" in str(caught.value)
     with pytest.raises(ResultsError, match="no such results file"):
         read_results(tmp_path / "absent.csv")
+    # inspect's --log-dir is a folder: named as one, with the log in it to give instead
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = write(logs / "2026-12-04T17-10-08_greet_37cu.eval", "x")
+    with pytest.raises(ResultsError, match="is a folder") as caught:
+        read_results(logs)
+    assert str(log) in str(caught.value)
     # --format reads a file whatever its suffix
     assert read_results(write(tmp_path / "y.txt", "task_id,reward\nt,1\n"), format="csv").task_ids == ["t"]
 
