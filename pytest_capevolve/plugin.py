@@ -475,6 +475,13 @@ def _compared_preferences(
     from ._imported.table import read_cluster_map
     from ._show.compare import ComparedRuns
 
+    other = sorted(set(settings) - {"alpha", "min_coverage"})
+    if other:  # else a TypeError naming no way on
+        raise TypeError(
+            f"capevolve_compare({path.name!r}, {', '.join(other)}=...): one file of a judge's "
+            "preferences is decided by the pairwise sign test, which takes alpha and min_coverage "
+            "(and clusters, labels) only; drop the rest, or compare two files of rewards for them"
+        )
     named = (*labels, None, None)
     result = compare_pairwise(
         path,
