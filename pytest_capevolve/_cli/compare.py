@@ -155,7 +155,8 @@ def register(sub: Any) -> None:
         "--scorer",
         default=None,
         help="what is the reward: an inspect_ai scorer, an lm-eval METRIC[,FILTER], a promptfoo named "
-        "score, a deepeval metric, or success (promptfoo, deepeval); default: the file's first",
+        "score, a deepeval metric, a CSV / JSONL column, or success (promptfoo, deepeval); default: the "
+        "file's first (a table's reward or score)",
     )
     compare.add_argument(
         "--clusters",

@@ -78,13 +78,13 @@ READERS: dict[str, Source] = {
     "csv": Source(
         "csv",
         _suffix(".csv"),
-        lambda path, head, o: read_csv(path, o.label),
+        lambda path, head, o: read_csv(path, o.label, o.scorer),
         "a CSV of task_id, trial, reward",
     ),
     "jsonl": Source(
         "jsonl",
         _suffix(".jsonl", ".ndjson"),
-        lambda path, head, o: read_jsonl(path, o.label),
+        lambda path, head, o: read_jsonl(path, o.label, o.scorer),
         "JSON Lines of {task_id, trial, reward}",
     ),
 }

@@ -56,6 +56,18 @@ def test_a_csv_reads_task_trial_reward_with_an_empty_cell_and_an_error_as_missin
     assert run.infra_errors == 2 and run.outcomes[3].error == "timeout"
 
 
+def test_scorer_names_a_tables_reward_column_and_a_file_without_it_is_refused(tmp_path: Path) -> None:
+    # `--scorer passed` on a CSV with a `passed` column was ignored: "no reward column (reward)"
+    path = write(tmp_path / "a.csv", "task_id,reward,passed\nt1,0,1\nt2,0,0.5\n")
+    run = read_results(path, options=ReadOptions(scorer="Passed"))
+    assert [o.reward for o in run.outcomes] == [1.0, 0.5]
+    assert [o.reward for o in read_results(path).outcomes] == [0.0, 0.0]  # default: `reward`
+    lines = write(tmp_path / "b.jsonl", json.dumps({"task_id": "t1", "passed": 1}) + "\n")
+    assert [o.reward for o in read_results(lines, options=ReadOptions(scorer="passed")).outcomes] == [1.0]
+    with pytest.raises(ResultsError, match="no column 'nope' \\(--scorer\\).*or drop --scorer"):
+        read_results(path, options=ReadOptions(scorer="nope"))
+
+
 def test_jsonl_reads_the_same_and_a_table_without_trials_numbers_nothing(tmp_path: Path) -> None:
     path = write(
         tmp_path / "b.jsonl",
