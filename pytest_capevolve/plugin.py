@@ -317,7 +317,8 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
             if getattr(config.option, flag):
                 raise pytest.UsageError(
                     f"--{flag.replace('_', '-')} does not apply to --capevolve-finalize: finalize "
-                    "scores the run's current best, once, with the spec's trials"
+                    "scores the run's current best, once, with the spec's trials; drop the flag, or "
+                    "run it in a session first (pytest --capevolve-run . ...) and finalize after"
                 )
     return (finalize or run), bool(finalize)
 
@@ -474,6 +475,13 @@ def _compared_preferences(
     from ._imported.table import read_cluster_map
     from ._show.compare import ComparedRuns
 
+    other = sorted(set(settings) - {"alpha", "min_coverage"})
+    if other:  # else a TypeError naming no way on
+        raise TypeError(
+            f"capevolve_compare({path.name!r}, {', '.join(other)}=...): one file of a judge's "
+            "preferences is decided by the pairwise sign test, which takes alpha and min_coverage "
+            "(and clusters, labels) only; drop the rest, or compare two files of rewards for them"
+        )
     named = (*labels, None, None)
     result = compare_pairwise(
         path,

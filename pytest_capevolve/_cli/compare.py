@@ -72,6 +72,12 @@ def _cmd_pairwise(args: argparse.Namespace) -> int:
             f"{', '.join(given)}: for files of rewards; --pairwise reads a table of preferences "
             "(task_id, preference A/B/tie), by its suffix: drop them"
         )
+    questions = [f"--{name}" for name in ("margin", "equivalence") if getattr(args, name) is not None]
+    if questions:
+        raise UsageError(
+            f"{questions[0]}: the pairwise sign test asks only whether B is preferred; drop it, or "
+            "compare two files of rewards (one per run) to ask 'no worse than' or 'within ±'"
+        )
     labels = [*(args.label or []), None, None]
     if len(labels) > 4:
         raise UsageError("--pairwise takes two --label at most: A's name, then B's")
@@ -163,7 +169,8 @@ def register(sub: Any) -> None:
         "--scorer",
         default=None,
         help="what is the reward: an inspect_ai scorer, an lm-eval METRIC[,FILTER], a promptfoo named "
-        "score, a deepeval metric, or success (promptfoo, deepeval); default: the file's first",
+        "score, a deepeval metric, a CSV / JSONL column, or success (promptfoo, deepeval); default: the "
+        "file's first (a table's reward or score)",
     )
     compare.add_argument(
         "--clusters",

@@ -37,6 +37,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     from .._engine.judging import require_prefer
     from .._engine.runner import run_and_score
     from .._engine.sandbox import isolated
+    from .._policy.gate_settings import check_margin
     from .._project.adapter import AdapterError, check_reward, load_adapter, load_tasks
     from .._project.spec import SpecError, load_spec
     from .._store.rundir import RunDir, RunDirError
@@ -62,12 +63,17 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         ok(f"spec {spec.path}")
         adapter = load_adapter(spec.adapter, spec.project_dir)
         require_prefer(adapter, spec.adapter, spec.gate_mode)
+        check_margin(spec, sequential=False)  # what the gate session refuses, said before paying
         ok(f"adapter {spec.adapter} has tasks, run_target and score")
         first = load_tasks(adapter, spec.adapter)
         second = load_tasks(adapter, spec.adapter)
     except (SpecError, RunDirError, AdapterError) as exc:
         return fail(str(exc))
     ok(f"{len(first)} tasks, ids unique")
+    unreachable = _margin_out_of_reach(spec, list(first))
+    if unreachable:  # not a failure: a better candidate still passes; said before paying
+        checks.append({"ok": True, "note": True, "message": unreachable})
+        print(f"note  {unreachable}", file=out)
     if list(first) != list(second) or any(first[k] != second[k] for k in first):
         fail("tasks('all') returned different tasks on a second call; make it deterministic")
     else:
@@ -102,6 +108,29 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         ok(f"score is deterministic on a re-score (reward {reward:g} on task {task.id!r})")
     _seed_microcases(spec, ok, fail)
     return exitcodes.CHECK_FAILED if problems else exitcodes.OK
+
+
+def _margin_out_of_reach(spec: Any, task_ids: list[str]) -> str | None:
+    """Why a candidate only as good as the best could not be shown no worse than
+    ``gate_margin`` on this project's val split (even at the full ``gate_alpha``), or None."""
+    if not spec.gate_margin:
+        return None
+    import numpy as np
+
+    from .._project.splits import cut_splits
+    from .._stats.margin import lower_bound
+
+    ratios = (spec.split_train, spec.split_val, spec.split_test)
+    n_val = len(cut_splits(task_ids, spec.split_seed, ratios)["val"])
+    reach = lower_bound(np.zeros(n_val), float(spec.gate_alpha))
+    if reach > spec.gate_margin:
+        return None
+    return (
+        f"gate_margin {spec.gate_margin:g}: on {n_val} val tasks a candidate only as good as the best "
+        f"is rejected (results identical to the best bound the mean delta at {reach:+.4f} at best, "
+        f"α = {spec.gate_alpha:g}); only a better one passes. To show 'no worse', set gate_margin "
+        f"below {reach:+.4f} or give the val split more tasks"
+    )
 
 
 def _seed_microcases(spec: Any, ok: Callable[[str], None], fail: Callable[[str], int]) -> None:

@@ -5,7 +5,7 @@ Each sample is a task (id = the sample's id), each epoch a trial (label = the ep
 The reward is one scorer's value — the first the log names, or ``scorer`` — mapped as the
 inspect bridge maps it (:mod:`.inspect_rewards`). A sample that errored, or that the scorer
 did not score, is missing data, never a 0. The trial seed is the log's generate-config
-``seed`` (``inspect eval --seed``), where it has one.
+``seed`` (``inspect eval --seed``), where it has one (see :func:`log_seed`).
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ def read_inspect(path: Path, label: str | None = None, scorer: str | None = None
         raise ResultsError(f"{path}: the log has no scores (was it run with score=False?); score it first")
     if scorer is not None and names and scorer not in names:
         raise ResultsError(f"{path}: no scorer {scorer!r} in this log; its scorers: {', '.join(names)}")
-    config = log.eval.model_generate_config
-    seed = None if config is None or config.seed is None else str(config.seed)
+    seed = log_seed(log)
     outcomes: list[Outcome] = []
     for sample in samples:
         task_id, trial = str(sample.id), str(sample.epoch)
@@ -75,3 +74,13 @@ def read_inspect(path: Path, label: str | None = None, scorer: str | None = None
     if log.status != "success":
         notes.append(f"the log's status is {log.status}: samples it did not finish are missing")
     return made_run(path, "inspect", label, outcomes, notes)
+
+
+def log_seed(log: Any) -> str | None:
+    """The run's ``--seed``: the eval's generate config (``plan.config``, which overrides the
+    model's at each call), else the model's (``eval.model_generate_config``). Given a ``Model``
+    object, ``inspect_ai.eval(seed=...)`` records it in the first only."""
+    for config in (getattr(log.plan, "config", None), log.eval.model_generate_config):
+        if config is not None and config.seed is not None:
+            return str(config.seed)
+    return None

@@ -114,7 +114,8 @@ def _clusters(
         if missing:
             raise ResultsError(
                 f"the clusters file names no cluster for task {missing[0]!r} ({len(missing)} such); "
-                "give every task of the runs one (a task alone is a cluster of its own)"
+                f"give every task of the runs a line `task_id,cluster`: a task that shares no source "
+                f"is a cluster of its own (`{missing[0]},{missing[0]}`)"
             )
         return tuple(cluster_map[t] for t in task_ids)
     found: dict[str, str] = {}

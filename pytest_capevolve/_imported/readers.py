@@ -78,13 +78,13 @@ READERS: dict[str, Source] = {
     "csv": Source(
         "csv",
         _suffix(".csv"),
-        lambda path, head, o: read_csv(path, o.label),
+        lambda path, head, o: read_csv(path, o.label, o.scorer),
         "a CSV of task_id, trial, reward",
     ),
     "jsonl": Source(
         "jsonl",
         _suffix(".jsonl", ".ndjson"),
-        lambda path, head, o: read_jsonl(path, o.label),
+        lambda path, head, o: read_jsonl(path, o.label, o.scorer),
         "JSON Lines of {task_id, trial, reward}",
     ),
 }
@@ -94,6 +94,10 @@ FORMATS = tuple(READERS)
 def read_results(path: Path, *, format: str | None = None, options: ReadOptions | None = None) -> ImportedRun:
     """The run in ``path``, by the reader ``format`` names or the first whose test passes."""
     options = options or ReadOptions()
+    if path.is_dir():
+        inside = sorted(str(f) for f in path.iterdir() if f.is_file() and not f.name.startswith("."))
+        named = ", ".join(inside[:3]) + (" …" if len(inside) > 3 else "") if inside else "(it holds none)"
+        raise ResultsError(f"{path} is a folder (a --log-dir?); give one results file in it: {named}")
     if not path.is_file():
         raise ResultsError(f"no such results file: {path}")
     if format is not None:

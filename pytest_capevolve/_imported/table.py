@@ -29,12 +29,13 @@ REWARD_COLUMNS = ("reward", "score")
 TRIAL_COLUMNS = ("trial", "epoch", "repeat")
 
 
-def read_csv(path: Path, label: str | None = None) -> ImportedRun:
-    return _run_of(path, "csv", label, csv_rows(path), first_line=2)
+def read_csv(path: Path, label: str | None = None, reward: str | None = None) -> ImportedRun:
+    """``reward`` names the reward column (``--scorer``); by default ``reward`` or ``score``."""
+    return _run_of(path, "csv", label, csv_rows(path), first_line=2, reward=reward)
 
 
-def read_jsonl(path: Path, label: str | None = None) -> ImportedRun:
-    return _run_of(path, "jsonl", label, jsonl_rows(path), first_line=1)
+def read_jsonl(path: Path, label: str | None = None, reward: str | None = None) -> ImportedRun:
+    return _run_of(path, "jsonl", label, jsonl_rows(path), first_line=1, reward=reward)
 
 
 def csv_rows(path: Path) -> list[dict[str, Any]]:
@@ -95,15 +96,25 @@ def _blank(value: Any) -> bool:
 
 
 def _run_of(
-    path: Path, source: str, label: str | None, rows: list[dict[str, Any]], first_line: int
+    path: Path,
+    source: str,
+    label: str | None,
+    rows: list[dict[str, Any]],
+    first_line: int,
+    reward: str | None = None,
 ) -> ImportedRun:
     names = list(dict.fromkeys(k for row in rows for k in row if k is not None))
-    task_col, reward_col = column(names, TASK_COLUMNS), column(names, REWARD_COLUMNS)
+    rewards = (reward.lower(),) if reward else REWARD_COLUMNS
+    task_col, reward_col = column(names, TASK_COLUMNS), column(names, rewards)
     if rows and (task_col is None or reward_col is None):
-        missing = "a task id column (task_id)" if task_col is None else "a reward column (reward)"
+        missing = "task id column (task_id)" if task_col is None else "reward column (reward)"
+        way = "name the columns task_id, trial, reward (and optionally seed, error)"
+        if reward and task_col is not None:
+            missing, way = f"column {reward!r} (--scorer)", "give every file that column, or drop --scorer"
+        prefs = {"preference", "winner"} & set(names)
+        alone = f"; a table of preferences is compared alone: capevolve compare --pairwise {path}"
         raise ResultsError(
-            f"{path}: no {missing} among its columns {names}; name the columns task_id, trial, "
-            "reward (and optionally seed, error)"
+            f"{path}: no {missing} among its columns {names}; {way}" + (alone if prefs else "")
         )
     trial_col, seed_col, error_col = (
         column(names, TRIAL_COLUMNS),

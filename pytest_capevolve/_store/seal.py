@@ -116,8 +116,9 @@ class Seal:
         return (
             f"run {self.rundir.run_id}: the test split was already scored (best {best.get('tag')!r}, "
             f"in {self.path}); it is scored exactly once per run. "
-            "Read it with `capevolve measure`; to measure a new search, start a new run "
-            "(--capevolve-new-run)"
+            "Read it with `capevolve measure`; to measure a new search, start a new run with a "
+            "session (`pytest --capevolve-run . --capevolve-new-run` or `capevolve hill-climb "
+            "--new-run`) and finalize that run"
         )
 
     @property

@@ -74,7 +74,9 @@ def test_finalize_scores_best_and_seed_once_then_refuses(
     files_before = held_out_files(project)
     second = capevolve(project, finalize=True, extra=xdist_args)
     assert second.ret == pytest.ExitCode.USAGE_ERROR
-    second.stderr.fnmatch_lines(["*TestSealError*already scored*exactly once per run*"])
+    second.stderr.fnmatch_lines(
+        ["*TestSealError*already scored*exactly once per run*--capevolve-new-run*finalize that run*"]
+    )
     assert len(events(project, "rollout")) == paid_before
     assert held_out_files(project) == files_before
     assert json.loads((projects.run_dir(project) / "seal.json").read_text()) == seal
@@ -155,7 +157,9 @@ def test_test_split_is_refused_by_every_evaluation_path(pytester, example, proje
     both = capevolve(project, extra=["--capevolve-finalize", str(project)])
     assert both.ret == pytest.ExitCode.USAGE_ERROR
     with_gate = capevolve(project, finalize=True, gate=True)
-    with_gate.stderr.fnmatch_lines(["*--capevolve-gate does not apply to --capevolve-finalize*"])
+    with_gate.stderr.fnmatch_lines(
+        ["*--capevolve-gate does not apply to --capevolve-finalize*drop the flag*--capevolve-run .*"]
+    )
 
     rundir = RunDir(projects.run_dir(project))
     with pytest.raises(TestSealError, match="only through the seal"):

@@ -139,6 +139,8 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
         "gate",
     )
     assert code == 2 and "'better' was already decided: accept" in err
+    # the way on is a whole command: `commit` requires --decision, so `--force` alone is refused
+    assert "`capevolve commit better --decision reject --force`" in err
 
     state = json.loads((rundir / "state.json").read_text())
     assert (state["best_id"], state["iterations"], state["stall"]) == ("better", 3, 1)

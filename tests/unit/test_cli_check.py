@@ -42,3 +42,22 @@ def test_check_finds_unstable_tasks(example, projects, capsys: pytest.CaptureFix
     )
     assert main(["check", str(project)]) == 1
     assert "different tasks on a second call" in capsys.readouterr().out
+
+
+def test_check_says_before_paying_when_a_margin_is_out_of_reach_or_not_read(
+    example, projects, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a new user set gate_margin: -0.1 on 25 val tasks, check said ok, and the gate paid 300
+    # rollouts to answer "cannot be shown here"; with gate_mode: pairwise check said ok and the
+    # gate session refused the margin
+    project = example("toy_calc")
+    projects.edit_spec(project, "base_seed: 0", "base_seed: 0\ngate_margin: -0.01")
+    assert main(["check", str(project)]) == 0  # a better candidate still passes: a note, not a FAIL
+    out = capsys.readouterr().out
+    assert "note  gate_margin -0.01: on " in out and "a candidate only as good as the best is rejected" in out
+    projects.edit_spec(project, "gate_margin: -0.01", "gate_margin: -0.9")
+    assert main(["check", str(project)]) == 0
+    assert "gate_margin" not in capsys.readouterr().out  # within reach: nothing to say
+    projects.edit_spec(project, "gate_margin: -0.9", "gate_margin: -0.9\ngate_mode: significant")
+    assert main(["check", str(project)]) == 1
+    assert "FAIL  gate_margin -0.9 is tested by the exact gate only" in capsys.readouterr().out

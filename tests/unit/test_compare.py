@@ -56,6 +56,18 @@ def test_a_csv_reads_task_trial_reward_with_an_empty_cell_and_an_error_as_missin
     assert run.infra_errors == 2 and run.outcomes[3].error == "timeout"
 
 
+def test_scorer_names_a_tables_reward_column_and_a_file_without_it_is_refused(tmp_path: Path) -> None:
+    # `--scorer passed` on a CSV with a `passed` column was ignored: "no reward column (reward)"
+    path = write(tmp_path / "a.csv", "task_id,reward,passed\nt1,0,1\nt2,0,0.5\n")
+    run = read_results(path, options=ReadOptions(scorer="Passed"))
+    assert [o.reward for o in run.outcomes] == [1.0, 0.5]
+    assert [o.reward for o in read_results(path).outcomes] == [0.0, 0.0]  # default: `reward`
+    lines = write(tmp_path / "b.jsonl", json.dumps({"task_id": "t1", "passed": 1}) + "\n")
+    assert [o.reward for o in read_results(lines, options=ReadOptions(scorer="passed")).outcomes] == [1.0]
+    with pytest.raises(ResultsError, match="no column 'nope' \\(--scorer\\).*or drop --scorer"):
+        read_results(path, options=ReadOptions(scorer="nope"))
+
+
 def test_jsonl_reads_the_same_and_a_table_without_trials_numbers_nothing(tmp_path: Path) -> None:
     path = write(
         tmp_path / "b.jsonl",
@@ -74,8 +86,9 @@ def test_jsonl_reads_the_same_and_a_table_without_trials_numbers_nothing(tmp_pat
         ("task_id,trial,reward\nt1,1,nan\n", "outside [0, 1]"),
         ("task_id,trial,reward\nt1,1,yes\n", "not a number"),
         ("task_id,trial,reward\nt1,1,1\nt1,1,0\n", "trial '1' twice"),
-        ("name,reward\nt1,1\n", "no a task id column"),
-        ("task_id,value\nt1,1\n", "no a reward column"),
+        ("name,reward\nt1,1\n", "no task id column"),
+        ("task_id,value\nt1,1\n", "no reward column"),
+        ("task_id,preference\nt1,B\n", "compared alone: capevolve compare --pairwise"),
         ("task_id,trial,reward\n", "no results found"),
         ("task_id,trial,reward\n,1,1\n", "no task id"),
     ],
@@ -93,6 +106,13 @@ def test_an_unknown_file_is_refused_naming_the_formats(tmp_path: Path) -> None:
     assert "csv" in str(caught.value) and "inspect" in str(caught.value)
     with pytest.raises(ResultsError, match="no such results file"):
         read_results(tmp_path / "absent.csv")
+    # inspect's --log-dir is a folder: named as one, with the log in it to give instead
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = write(logs / "2026-12-04T17-10-08_greet_37cu.eval", "x")
+    with pytest.raises(ResultsError, match="is a folder") as caught:
+        read_results(logs)
+    assert str(log) in str(caught.value)
     # --format reads a file whatever its suffix
     assert read_results(write(tmp_path / "y.txt", "task_id,reward\nt,1\n"), format="csv").task_ids == ["t"]
 

@@ -172,3 +172,28 @@ def test_the_command_exits_as_a_gate_does(tmp_path: Path, capsys: pytest.Capture
     assert not looks_pairwise(rewards)  # one file of rewards is not taken for preferences
     assert main(["compare", str(rewards)]) == 4
     assert "compare needs two runs or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("question", [["--margin", "-0.05"], ["--equivalence", "0.1"], ["--margin", "0"]])
+def test_a_margin_on_preferences_is_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], question: list[str]
+) -> None:
+    # a user asking "no worse than" of a judge's preferences got the superiority answer, exit 0
+    prefs = write(tmp_path / "prefs.csv", "task_id,preference", [f"q{t},B" for t in range(8)])
+    assert main(["compare", str(prefs), *question]) == 4
+    err = capsys.readouterr().err
+    assert f"{question[0]}: the pairwise sign test asks only whether B is preferred" in err
+    assert "compare two files of rewards" in err
+
+
+def test_the_fixture_refuses_a_setting_the_sign_test_does_not_take_with_a_way_on(tmp_path: Path) -> None:
+    # capevolve_compare("prefs.csv", margin=-0.05) raised "unexpected keyword argument 'margin'"
+    from types import SimpleNamespace
+
+    from pytest_capevolve.plugin import _compared_preferences
+
+    prefs = write(tmp_path / "prefs.csv", "task_id,preference", [f"q{t},B" for t in range(8)])
+    request = SimpleNamespace(node=SimpleNamespace(user_properties=[]))
+    with pytest.raises(TypeError, match=r"margin=.*takes alpha and min_coverage.*two files of rewards"):
+        _compared_preferences(request, prefs, (), None, {"margin": -0.05})  # type: ignore[arg-type]
+    assert _compared_preferences(request, prefs, (), None, {"alpha": 0.05}).accepted  # type: ignore[arg-type]

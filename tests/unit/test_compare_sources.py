@@ -102,3 +102,19 @@ def test_promptfoo_output_reads_one_arm_with_repeats_as_trials(tmp_path: Path) -
     errored.write_text(json.dumps(doc), encoding="utf-8")
     first = read_results(errored, options=ReadOptions(arm="terse")).outcomes[0]
     assert first.reward is None and first.error == "provider timed out"
+
+
+def test_an_inspect_seed_is_read_where_eval_given_a_model_object_records_it() -> None:
+    # inspect_ai.eval(task, model=get_model("mockllm/model", ...), seed=0) leaves the model's
+    # generate config without a seed and records it in the plan's: read as "no seed" before
+    from types import SimpleNamespace as NS
+
+    from pytest_capevolve._imported.inspect_log import log_seed
+
+    def log(plan: int | None, model: int | None) -> NS:
+        return NS(plan=NS(config=NS(seed=plan)), eval=NS(model_generate_config=NS(seed=model)))
+
+    assert log_seed(log(plan=0, model=None)) == "0"
+    assert log_seed(log(plan=None, model=3)) == "3"  # `inspect eval --seed 3` as the CLI records it
+    assert log_seed(log(plan=None, model=None)) is None
+    assert log_seed(NS(plan=NS(), eval=NS(model_generate_config=None))) is None
