@@ -18,11 +18,14 @@ A task's net preference is its B wins − A wins: what the ``pairwise`` rule tes
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from fractions import Fraction
 from typing import Any
 
+from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_order
 from .._project.adapter import Task
-from .._stats.pairwise import net_preference
+from .._stats.pairwise import net_preference, p_greater_exact, sign_test
 from .._store.evidence import Arm
 from .._store.paid_by import UntrustedRecord
 from .._store.record import RolloutRecord
@@ -31,7 +34,10 @@ from .judge_noise import GATE_SPLIT, HeldToEvents
 
 PREFERENCE_EVENT = "preference"
 JUDGING_EVENT = "judging"
-Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
+Judged = dict[tuple[str, int, str], str]
+WorstCase = (
+    tuple[tuple[int, ...], int] | None
+)  # the nets at worst, and the cells not judged  # (task, trial, order) → A / B / tie
 # judge what the log lacks (tag, against, arms), returning what kept judgements from being made
 Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]
 
@@ -140,21 +146,54 @@ def _judge_one(
 
 def task_nets(
     judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]]
-) -> tuple[tuple[int, ...] | None, list[str]]:
+) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """Each task's net preference over its trials among ``trials`` (the cells the verdict
-    compares) judged in both orders, in ``task_ids`` order (None when none was); and the cells
+    compares) judged in both orders, in ``task_ids`` order (None when none was); the cells
     judged in one order only, missing data: the order that failed could be the one a judge's
-    lean to a position would have cancelled (a candidate can make a judge fail in one order)."""
+    lean to a position would have cancelled (a candidate can make a judge fail in one order);
+    and, where a cell was not judged in both orders, the nets at worst (each such cell counted
+    as the best preferred in both: a candidate can make the judge fail on the tasks it would
+    lose) with the number of those cells."""
     per_task: dict[str, list[str]] = {}
+    worst: dict[str, list[str]] = {}
     one_way: list[str] = []
+    missing = 0
     for task, trial in sorted(trials):
         said = [judged.get((task, trial, order)) for order in PREFERENCE_ORDERS]
         if all(s is not None for s in said):
             per_task.setdefault(task, []).extend(s for s in said if s is not None)
-        elif any(s is not None for s in said):
-            one_way.append(f"{task} trial {trial}")
+            worst.setdefault(task, []).extend(s for s in said if s is not None)
+        else:
+            worst.setdefault(task, []).extend("A" for _ in PREFERENCE_ORDERS)
+            missing += 1
+            if any(s is not None for s in said):
+                one_way.append(f"{task} trial {trial}")
     nets = tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
-    return nets or None, one_way
+    at_worst = tuple(net_preference(worst[t]) for t in task_ids if t in worst)
+    return nets or None, one_way, (at_worst, missing) if missing else None
+
+
+def held_to_worst_case(verdict: Verdict, worst: WorstCase) -> Verdict:
+    """A pairwise accept that the cells not judged in both orders could flip (each
+    counted as the best preferred in both) is indecisive, as unequal infra errors that could
+    flip a reward verdict are: the judge's failures may be the candidate's doing."""
+    if verdict.decision != ACCEPT or worst is None:
+        return verdict
+    nets, missing = worst
+    test = sign_test(nets)
+    p = p_greater_exact(test.wins_b, test.wins_a)
+    if p <= Fraction(str(verdict.alpha)):
+        return verdict
+    return replace(
+        verdict,
+        decision=INDECISIVE,
+        reason=(
+            f"{missing} paired trial(s) the judge did not judge in both orders could flip the "
+            f"decision (worst-case: the best preferred in both, p = {float(p):.4g}): could not "
+            f"judge; a gate session asks them again (mend what makes the judge fail on them, "
+            f"the warning names the first); {verdict.reason}"
+        ),
+    )
 
 
 def pairwise_nets(
@@ -165,11 +204,11 @@ def pairwise_nets(
     tag: str,
     against: str,
     prefer: Prefer | None,
-) -> tuple[tuple[int, ...] | None, list[str]]:
+) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """The net preferences a ``pairwise`` verdict of ``tag`` against ``against`` reads: judged
     first where ``prefer`` is given (a gate session), read from the log alone where it is not
     (``capevolve gate``), over the cells valid on both arms; and what kept judgements from
-    being made."""
+    being made; and the nets at worst (:func:`task_nets`)."""
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)
@@ -178,7 +217,7 @@ def pairwise_nets(
         for cell in arms[0].keys() & arms[1].keys()
         if cell[0] in wanted and cell[1] < num_trials and arms[0][cell].valid and arms[1][cell].valid
     }
-    nets, one_way = task_nets(logged_preferences(rundir, tag, against), task_ids, cells)
+    nets, one_way, worst = task_nets(logged_preferences(rundir, tag, against), task_ids, cells)
     if one_way and not problems:  # (a gate session's problems say why an order is missing)
         problems = [f"{cell}: judged in one order only, not counted" for cell in one_way]
-    return nets, problems
+    return nets, problems, worst

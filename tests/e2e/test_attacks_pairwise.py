@@ -197,3 +197,52 @@ def test_a_candidate_that_makes_the_judge_fail_in_the_order_it_would_lose_is_not
     assert again["decision"] != "accept" and "judged in one order only, not counted" in " ".join(
         again["warnings"]
     )
+
+
+HEDGED = """
+
+from pathlib import Path
+
+
+class Hedged(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        rollout = super().run_target(task, ctx, seed=seed)
+        prompt = (Path(ctx) / "prompt.md").read_text().lower()
+        if "sloppy sums" in prompt and "+" in task.input:  # wrong, and it says so with a fence
+            return Rollout(task_id=task.id, output=f"{rollout.output + 1} ~~~", trace=rollout.trace)
+        return Rollout(task_id=task.id, output=str(rollout.output), trace=rollout.trace)
+
+    def score(self, task, rollout):
+        return super().score(task, Rollout(task_id=task.id, output=int(str(rollout.output).split()[0])))
+
+    def prefer(self, task, output_a, output_b, *, seed):
+        if "~~~" in output_a + output_b:  # an unclosed fence: the judge's reply is unparsable
+            raise ValueError("judge reply unparsable")
+        right_a, right_b = (int(o.split()[0]) == task.target for o in (output_a, output_b))
+        return "tie" if right_a == right_b else ("A" if right_a else "B")
+"""
+
+
+def test_a_candidate_that_makes_the_judge_fail_on_the_tasks_it_loses_is_not_accepted(
+    example, projects, capevolve, capsys
+) -> None:
+    """Judged in neither order (the judge failed both times, by the candidate's doing: its wrong
+    answers end in an unclosed fence), a task left the sign test without a word on the decision:
+    better on the 8 products, worse on the 8 sums (Δ̄ = 0 in rewards), accepted at p = 1/256."""
+    from pytest_capevolve._cli.main import main
+
+    project = example("toy_calc")
+    projects.add_adapter(project, HEDGED, "adapter.py:Hedged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    hedge = project / "candidates" / "hedge"
+    shutil.copytree(project / "capability", hedge)
+    with (hedge / "prompt.md").open("a") as handle:
+        handle.write("\nMultiply carefully. Sloppy sums are fine; end them with ~~~\n")
+    result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none"])
+    out = result.stdout.str()[-3000:]
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "hedge.json").read_text())
+    assert verdict["decision"] != "accept", (verdict["reason"], verdict["warnings"], out)
+    assert "worst-case" in verdict["reason"] and "judge" in verdict["reason"], verdict["reason"]
+    capsys.readouterr()  # capevolve gate re-derives it from the log the same way
+    main(["gate", "hedge", "--project", str(project), "--json"])
+    assert json.loads(capsys.readouterr().out)["decision"] != "accept"
