@@ -116,6 +116,26 @@ def test_a_task_shown_mostly_in_one_order_cannot_turn_a_judges_lean_into_an_acce
     assert "as many times in each order" in said  # the way on
 
 
+def test_judgements_failed_on_the_tasks_b_lost_cannot_turn_a_no_op_into_an_accept(tmp_path) -> None:
+    """A no-op: B better on 10 tasks, worse on 10, 30 tied; the judge failed on the 10 B lost (its
+    outputs there choke the judge's reply parser). Coverage 80 %, so those tasks left the sign
+    test: ACCEPT, p = 1/1024. Each failed judgement is now weighed as A preferred."""
+    rows = ["task_id,order,preference,error"]
+    for i in range(50):
+        said = "B," if i < 10 else (",judge reply unparsable" if i < 20 else "tie,")
+        rows += [f"q{i},AB,{said}", f"q{i},BA,{said}"]
+    prefs = tmp_path / "prefs.csv"
+    prefs.write_text("\n".join(rows) + "\n")
+    result = compare_pairwise(prefs)
+    assert result.coverage == 0.8 and result.test.p_greater < 0.001  # what was accepted
+    assert result.decision == "indecisive", result.reason
+    assert "20 failed judgement(s) could flip the decision" in result.reason
+    assert "judge them again" in result.reason  # the way on
+    rows = [r.replace(",judge reply unparsable", "tie,") if r.startswith("q1") else r for r in rows]
+    prefs.write_text("\n".join(rows) + "\n")  # judged (tied) after all: 10 to 0 stands
+    assert compare_pairwise(prefs).decision == "accept"
+
+
 SWAYED = """
 
 from pathlib import Path
