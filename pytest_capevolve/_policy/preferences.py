@@ -34,6 +34,7 @@ from .judge_noise import GATE_SPLIT, HeldToEvents
 
 PREFERENCE_EVENT = "preference"
 JUDGING_EVENT = "judging"
+JUDGE_FAILED_EVENT = "judge_failed"  # a cell whose judging failed: judged later, it is a re-draw
 Judged = dict[tuple[str, int, str], str]
 WorstCase = (
     tuple[tuple[int, ...], int] | None
@@ -105,7 +106,21 @@ def judge_missing(
                 _judge_one(rundir, adapter, pool[b.task_id], (tag, against), b, outputs, order)
         except Exception as exc:  # a judge is called like score(): its failure is missing data
             problems.append(f"{b.task_id} trial {b.trial}: {exc}")
+            rundir.log.append_event(
+                JUDGE_FAILED_EVENT, tag=tag, against=against, task_id=b.task_id, trial=b.trial
+            )
     return problems
+
+
+def failed_cells(rundir: RunDir, tag: str, against: str) -> set[tuple[str, int]]:
+    """The (task, trial) cells of ``tag`` against ``against`` whose judging failed once: a later
+    judgement of one is a second draw, and a candidate can choose where the judge fails (an
+    output its reply parser chokes on where it would lose), so it is weighed at worst."""
+    return {
+        (e["task_id"], int(e["trial"]))
+        for e in rundir.log.of_kinds(JUDGE_FAILED_EVENT)
+        if e.get("tag") == tag and e.get("against") == against
+    }
 
 
 def _held_outputs(
@@ -145,7 +160,10 @@ def _judge_one(
 
 
 def task_nets(
-    judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]]
+    judged: Judged,
+    task_ids: Sequence[str],
+    trials: set[tuple[str, int]],
+    redrawn: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """Each task's net preference over its trials among ``trials`` (the cells the verdict
     compares) judged in both orders, in ``task_ids`` order (None when none was); the cells
@@ -153,21 +171,24 @@ def task_nets(
     lean to a position would have cancelled (a candidate can make a judge fail in one order);
     and, where a cell was not judged in both orders, the nets at worst (each such cell counted
     as the best preferred in both: a candidate can make the judge fail on the tasks it would
-    lose) with the number of those cells."""
+    lose) with the number of those cells; a cell in ``redrawn`` (its judging failed before) is
+    counted in the nets and, at worst, as not judged."""
     per_task: dict[str, list[str]] = {}
     worst: dict[str, list[str]] = {}
     one_way: list[str] = []
     missing = 0
     for task, trial in sorted(trials):
         said = [judged.get((task, trial, order)) for order in PREFERENCE_ORDERS]
-        if all(s is not None for s in said):
-            per_task.setdefault(task, []).extend(s for s in said if s is not None)
-            worst.setdefault(task, []).extend(s for s in said if s is not None)
+        both = [s for s in said if s is not None] if None not in said else []
+        if both:
+            per_task.setdefault(task, []).extend(both)
+        if both and (task, trial) not in redrawn:
+            worst.setdefault(task, []).extend(both)
         else:
             worst.setdefault(task, []).extend("A" for _ in PREFERENCE_ORDERS)
             missing += 1
-            if any(s is not None for s in said):
-                one_way.append(f"{task} trial {trial}")
+        if not both and any(s is not None for s in said):
+            one_way.append(f"{task} trial {trial}")
     nets = tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
     at_worst = tuple(net_preference(worst[t]) for t in task_ids if t in worst)
     return nets or None, one_way, (at_worst, missing) if missing else None
@@ -188,10 +209,12 @@ def held_to_worst_case(verdict: Verdict, worst: WorstCase) -> Verdict:
         verdict,
         decision=INDECISIVE,
         reason=(
-            f"{missing} paired trial(s) the judge did not judge in both orders could flip the "
-            f"decision (worst-case: the best preferred in both, p = {float(p):.4g}): could not "
-            f"judge; a gate session asks them again (mend what makes the judge fail on them, "
-            f"the warning names the first); {verdict.reason}"
+            f"{missing} paired trial(s) the judge did not judge in both orders at the first asking "
+            f"could flip the decision (worst-case: the best preferred in both, p = {float(p):.4g}): "
+            "could not judge; mend what makes the judge fail (the warning names the first) and run "
+            "the gate session again — a trial judged only after a failure stays at worst, as a "
+            "rollout paid again after an infra error does, so a new run (--capevolve-new-run) "
+            f"judges those afresh; {verdict.reason}"
         ),
     )
 
@@ -217,7 +240,8 @@ def pairwise_nets(
         for cell in arms[0].keys() & arms[1].keys()
         if cell[0] in wanted and cell[1] < num_trials and arms[0][cell].valid and arms[1][cell].valid
     }
-    nets, one_way, worst = task_nets(logged_preferences(rundir, tag, against), task_ids, cells)
+    judged, redrawn = logged_preferences(rundir, tag, against), failed_cells(rundir, tag, against)
+    nets, one_way, worst = task_nets(judged, task_ids, cells, redrawn)
     if one_way and not problems:  # (a gate session's problems say why an order is missing)
         problems = [f"{cell}: judged in one order only, not counted" for cell in one_way]
     return nets, problems, worst

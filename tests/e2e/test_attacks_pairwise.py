@@ -266,3 +266,47 @@ def test_a_candidate_that_makes_the_judge_fail_on_the_tasks_it_loses_is_not_acce
     capsys.readouterr()  # capevolve gate re-derives it from the log the same way
     main(["gate", "hedge", "--project", str(project), "--json"])
     assert json.loads(capsys.readouterr().out)["decision"] != "accept"
+
+
+REROLLED = """
+
+
+class Rerolled(Hedged):
+    def prefer(self, task, output_a, output_b, *, seed):
+        # a judge whose answer is a fresh draw each call (an API judge that ignores the seed),
+        # and whose reply the candidate's output can make unparsable where it loses: the first
+        # draw of a cell the best wins fails; asked again, it happens to prefer the candidate
+        calls = Path(__file__).resolve().parent / "judge_memory" / "calls.txt"
+        key = f"{task.id} {output_a} {output_b}"
+        seen = calls.read_text().splitlines() if calls.exists() else []
+        calls.write_text("\\n".join([*seen, key]) + "\\n")
+        right_a, right_b = (int(o.split()[0]) == task.target for o in (output_a, output_b))
+        if right_a == right_b:
+            return "tie"
+        if "~~~" in (output_b if right_a else output_a):  # the candidate's wrong sum: it loses
+            if key not in seen:
+                raise ValueError("judge reply unparsable")
+            return "B" if right_a else "A"  # the re-draw: the other output
+        return "A" if right_a else "B"
+"""
+
+
+def test_a_candidate_that_rerolls_the_judges_failed_draws_is_not_accepted(
+    example, projects, capevolve
+) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, HEDGED + REROLLED, "adapter.py:Rerolled")
+    projects.writable(project, "judge_memory")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    hedge = project / "candidates" / "hedge"
+    shutil.copytree(project / "capability", hedge)
+    with (hedge / "prompt.md").open("a") as handle:
+        handle.write("\nMultiply carefully. Sloppy sums are fine.\n")  # better on products, worse on sums
+    verdicts = []
+    for _ in range(3):  # the gate session, then the same again: the failed judgements re-asked
+        result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none"])
+        assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
+        verdicts.append(json.loads((projects.run_dir(project) / "verdicts" / "hedge.json").read_text()))
+    assert verdicts[0]["decision"] == "indecisive", verdicts[0]["reason"]  # its losses unjudged, at worst
+    assert verdicts[2]["decision"] != "accept", verdicts[2]["reason"]  # was: ACCEPT, p = 1/1024
+    assert "at the first asking could flip the decision" in verdicts[2]["reason"], verdicts[2]["reason"]
