@@ -119,10 +119,13 @@ def _clusters(
             )
         return tuple(cluster_map[t] for t in task_ids)
     found: dict[str, str] = {}
+    baseline_tasks = set(runs[0].task_ids)
     for run in runs:
         for outcome in run.outcomes:
             if outcome.cluster is None:
                 continue
+            if run is not runs[0] and outcome.task_id in baseline_tasks and outcome.task_id not in found:
+                raise _unfixed_cluster(run, outcome)
             if found.setdefault(outcome.task_id, outcome.cluster) != outcome.cluster:
                 raise ResultsError(
                     f"{run.path}: task {outcome.task_id!r} is in cluster {outcome.cluster!r} here and "
@@ -137,6 +140,18 @@ def _clusters(
             "task a cluster (or none), or give them all with --clusters FILE"
         )
     return tuple(found[t] for t in task_ids)
+
+
+def _unfixed_cluster(run: ImportedRun, outcome: Outcome) -> ResultsError:
+    """A candidate's cluster for a task the baseline's file left unclustered: written with the
+    results it groups, it could be chosen after them (a loss in a cluster with a win each turned
+    a p = 0.19 no-op into an accept), so it is not taken."""
+    return ResultsError(
+        f"{run.path}: task {outcome.task_id!r} is in cluster {outcome.cluster!r} here but in none in "
+        "the baseline's file; clusters are fixed before the results, so a run's own cluster column is "
+        "read only where the baseline's names the same: give the cluster column in the baseline's "
+        "file too, or the clusters of both runs with --clusters FILE"
+    )
 
 
 def _seed_agreement(pairs: list[tuple[str | None, str | None]]) -> str:

@@ -50,6 +50,7 @@ class PairwiseComparison:
     alpha: float
     min_coverage: float
     test: SignTest = field(init=False)
+    worst: SignTest = field(init=False)  # each failed judgement counted as A preferred
     by: str = field(init=False)
     decision: str = field(init=False)
     reason: str = field(init=False)
@@ -59,6 +60,7 @@ class PairwiseComparison:
         clusters = {j.task_id: j.cluster for j in self.judgements if j.cluster is not None}
         self.by = "cluster" if clusters else "task"
         self.test = sign_test(unit_nets(nets, clusters))
+        self.worst = sign_test(unit_nets(self.worst_nets, clusters))
         self.decision, self.reason = _decision(self)
 
     @property
@@ -73,6 +75,15 @@ class PairwiseComparison:
             if j.preference is not None:
                 valid.setdefault(j.task_id, []).append(j.preference)
         return {task: net_preference(prefs) for task, prefs in valid.items()}
+
+    @property
+    def worst_nets(self) -> dict[str, int]:
+        """Each task's net with every failed judgement counted as A preferred: a candidate can
+        make the judge fail on the tasks it would lose (an output its reply parser chokes on)."""
+        said: dict[str, list[str]] = {}
+        for j in self.judgements:
+            said.setdefault(j.task_id, []).append(j.preference or "A")
+        return {task: net_preference(prefs) for task, prefs in said.items()}
 
     @property
     def coverage(self) -> float:
@@ -142,6 +153,13 @@ def _decision(result: PairwiseComparison) -> tuple[str, str]:
         return "indecisive", (
             f"judged on {result.coverage:.0%} of {len(result.task_ids)} tasks, below min coverage "
             f"{result.min_coverage:.0%}: judge the tasks whose judgements failed again; {counted}"
+        )
+    failed = result.counts["errored"]
+    if t.p_greater <= result.alpha and failed and result.worst.p_greater > result.alpha:
+        return "indecisive", (
+            f"{failed} failed judgement(s) could flip the decision (each counted as {a} preferred, "
+            f"p = {result.worst.p_greater:.4g}): judge them again, mending what made the judge fail; "
+            f"{counted}"
         )
     if t.p_greater <= result.alpha:
         return "accept", f"{b} preferred to {a} at α = {result.alpha:g}: {counted}"
@@ -320,7 +338,8 @@ def promises(result: PairwiseComparison) -> dict[str, list[str]]:
         f"ties are counted and reported: {result.counts['tie']} tied judgements, {result.test.ties} "
         f"{result.by}s with a net of zero (they carry no sign, so they are not tested)",
         "a judgement that failed is missing data, never a tie; coverage below "
-        f"{result.min_coverage:.0%} is indecisive",
+        f"{result.min_coverage:.0%} is indecisive, and so is an accept the failed judgements "
+        f"could flip (each counted as {result.labels[0]} preferred)",
     ]
     not_hold = [
         "the judge is the instrument: a preference measures what the judge prefers, not a reward; "

@@ -18,11 +18,14 @@ A task's net preference is its B wins − A wins: what the ``pairwise`` rule tes
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from fractions import Fraction
 from typing import Any
 
+from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_order
 from .._project.adapter import Task
-from .._stats.pairwise import net_preference
+from .._stats.pairwise import net_preference, p_greater_exact, sign_test
 from .._store.evidence import Arm
 from .._store.paid_by import UntrustedRecord
 from .._store.record import RolloutRecord
@@ -32,7 +35,11 @@ from .judge_noise import GATE_SPLIT, HeldToEvents
 
 PREFERENCE_EVENT = "preference"
 JUDGING_EVENT = "judging"
-Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
+JUDGE_FAILED_EVENT = "judge_failed"  # a cell whose judging failed: judged later, it is a re-draw
+Judged = dict[tuple[str, int, str], str]
+WorstCase = (
+    tuple[tuple[int, ...], int] | None
+)  # the nets at worst, and the cells not judged  # (task, trial, order) → A / B / tie
 # judge what the log lacks (tag, against, arms), returning what kept judgements from being made
 Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]
 
@@ -100,7 +107,21 @@ def judge_missing(
                 _judge_one(rundir, adapter, pool[b.task_id], (tag, against), b, outputs, order)
         except Exception as exc:  # a judge is called like score(): its failure is missing data
             problems.append(f"{b.task_id} trial {b.trial}: {exc}")
+            rundir.log.append_event(
+                JUDGE_FAILED_EVENT, tag=tag, against=against, task_id=b.task_id, trial=b.trial
+            )
     return problems
+
+
+def failed_cells(rundir: RunDir, tag: str, against: str) -> set[tuple[str, int]]:
+    """The (task, trial) cells of ``tag`` against ``against`` whose judging failed once: a later
+    judgement of one is a second draw, and a candidate can choose where the judge fails (an
+    output its reply parser chokes on where it would lose), so it is weighed at worst."""
+    return {
+        (e["task_id"], int(e["trial"]))
+        for e in rundir.log.of_kinds(JUDGE_FAILED_EVENT)
+        if e.get("tag") == tag and e.get("against") == against
+    }
 
 
 def _held_outputs(
@@ -140,22 +161,63 @@ def _judge_one(
 
 
 def task_nets(
-    judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]]
-) -> tuple[tuple[int, ...] | None, list[str]]:
+    judged: Judged,
+    task_ids: Sequence[str],
+    trials: set[tuple[str, int]],
+    redrawn: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset(),
+) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """Each task's net preference over its trials among ``trials`` (the cells the verdict
-    compares) judged in both orders, in ``task_ids`` order (None when none was); and the cells
+    compares) judged in both orders, in ``task_ids`` order (None when none was); the cells
     judged in one order only, missing data: the order that failed could be the one a judge's
-    lean to a position would have cancelled (a candidate can make a judge fail in one order)."""
+    lean to a position would have cancelled (a candidate can make a judge fail in one order);
+    and, where a cell was not judged in both orders, the nets at worst (each such cell counted
+    as the best preferred in both: a candidate can make the judge fail on the tasks it would
+    lose) with the number of those cells; a cell in ``redrawn`` (its judging failed before) is
+    counted in the nets and, at worst, as not judged."""
     per_task: dict[str, list[str]] = {}
+    worst: dict[str, list[str]] = {}
     one_way: list[str] = []
+    missing = 0
     for task, trial in sorted(trials):
         said = [judged.get((task, trial, order)) for order in PREFERENCE_ORDERS]
-        if all(s is not None for s in said):
-            per_task.setdefault(task, []).extend(s for s in said if s is not None)
-        elif any(s is not None for s in said):
+        both = [s for s in said if s is not None] if None not in said else []
+        if both:
+            per_task.setdefault(task, []).extend(both)
+        if both and (task, trial) not in redrawn:
+            worst.setdefault(task, []).extend(both)
+        else:
+            worst.setdefault(task, []).extend("A" for _ in PREFERENCE_ORDERS)
+            missing += 1
+        if not both and any(s is not None for s in said):
             one_way.append(f"{task} trial {trial}")
     nets = tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
-    return nets or None, one_way
+    at_worst = tuple(net_preference(worst[t]) for t in task_ids if t in worst)
+    return nets or None, one_way, (at_worst, missing) if missing else None
+
+
+def held_to_worst_case(verdict: Verdict, worst: WorstCase) -> Verdict:
+    """A pairwise accept that the cells not judged in both orders could flip (each
+    counted as the best preferred in both) is indecisive, as unequal infra errors that could
+    flip a reward verdict are: the judge's failures may be the candidate's doing."""
+    if verdict.decision != ACCEPT or worst is None:
+        return verdict
+    nets, missing = worst
+    test = sign_test(nets)
+    p = p_greater_exact(test.wins_b, test.wins_a)
+    if p <= Fraction(str(verdict.alpha)):
+        return verdict
+    return replace(
+        verdict,
+        decision=INDECISIVE,
+        reason=(
+            f"{missing} paired trial(s) the judge did not judge in both orders at the first asking "
+            f"could flip the decision (worst-case: the best preferred in both, p = {float(p):.4g}): "
+            "could not judge; mend what makes the judge fail (the warning names the first) and run "
+            "the gate session again — a trial judged only after a failure stays at worst, as a "
+            "rollout paid again after an infra error does, so a new run (--capevolve-new-run) "
+            f"judges those afresh; {verdict.reason}"
+        ),
+    )
 
 
 def pairwise_nets(
@@ -166,11 +228,11 @@ def pairwise_nets(
     tag: str,
     against: str,
     prefer: Prefer | None,
-) -> tuple[tuple[int, ...] | None, list[str]]:
+) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """The net preferences a ``pairwise`` verdict of ``tag`` against ``against`` reads: judged
     first where ``prefer`` is given (a gate session), read from the log alone where it is not
     (``capevolve gate``), over the cells valid on both arms; and what kept judgements from
-    being made."""
+    being made; and the nets at worst (:func:`task_nets`)."""
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)
@@ -179,7 +241,8 @@ def pairwise_nets(
         for cell in arms[0].keys() & arms[1].keys()
         if cell[0] in wanted and cell[1] < num_trials and arms[0][cell].valid and arms[1][cell].valid
     }
-    nets, one_way = task_nets(logged_preferences(rundir, tag, against), task_ids, cells)
+    judged, redrawn = logged_preferences(rundir, tag, against), failed_cells(rundir, tag, against)
+    nets, one_way, worst = task_nets(judged, task_ids, cells, redrawn)
     if one_way and not problems:  # (a gate session's problems say why an order is missing)
         problems = [f"{cell}: judged in one order only, not counted" for cell in one_way]
-    return nets, problems
+    return nets, problems, worst

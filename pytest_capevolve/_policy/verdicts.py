@@ -30,9 +30,11 @@ from .._store import evidence
 from .._store.evidence import ByTag
 from .._store.rundir import RunDir
 from .judge_noise import GATE_SPLIT, EditedRescores, PerTask, RescoresByTag, recorded_rescores, split_entry
-from .preferences import Prefer, pairwise_nets
+from .preferences import Prefer, WorstCase, held_to_worst_case, pairwise_nets
 from .stop_condition import parse as parse_stop_condition
 from .stop_terms import NO_REGRESS
+
+Nets = tuple[int, ...] | None  # each task's net preference, for a pairwise verdict
 
 
 def gate_config(
@@ -103,8 +105,10 @@ class Evidence:
         self._read_rescores = rescores
         # (tag, against) → net preferences per task, for a ``pairwise`` verdict (set by of_run),
         # and what kept judgements from being made
-        self.preferences: Callable[[str, str], tuple[tuple[int, ...] | None, list[str]]] = (
-            lambda tag, against: (None, [])
+        self.preferences: Callable[[str, str], tuple[Nets, list[str], WorstCase]] = lambda tag, against: (
+            None,
+            [],
+            None,
         )
         self._rescores: RescoresByTag | None = None
         self._refused = ""
@@ -165,8 +169,9 @@ class Evidence:
         """Gate ``tag`` against ``against`` on the trial indices both have (a grown best is
         compared with an ungrown null control on the null's trials only)."""
         failed: list[str] = []
+        worst: WorstCase = None
         if config.mode == "pairwise":  # no reward floor: the sign test is its own null
-            nets, failed = self.preferences(tag, against)
+            nets, failed, worst = self.preferences(tag, against)
             config, null_deltas = replace(config, preferences=nets), None
         candidate, best, _, infra_candidate, infra_best = evidence.shared_matrices(
             self.cells(tag), self.cells(against), self.num_trials
@@ -187,6 +192,8 @@ class Evidence:
             candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
             best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )
+        if config.mode == "pairwise":  # unjudged cells weighed at worst, as infra errors are
+            verdict = held_to_worst_case(verdict, worst)
         if failed:  # missing data, said: the next gate session asks these again
             said = (
                 f"{len(failed)} paired trial(s) not judged (missing data; a gate session asks them "

@@ -108,6 +108,26 @@ def test_a_task_shown_mostly_in_one_order_cannot_turn_a_judges_lean_into_an_acce
     assert "as many times in each order" in said  # the way on
 
 
+def test_judgements_failed_on_the_tasks_b_lost_cannot_turn_a_no_op_into_an_accept(tmp_path) -> None:
+    """A no-op: B better on 10 tasks, worse on 10, 30 tied; the judge failed on the 10 B lost (its
+    outputs there choke the judge's reply parser). Coverage 80 %, so those tasks left the sign
+    test: ACCEPT, p = 1/1024. Each failed judgement is now weighed as A preferred."""
+    rows = ["task_id,order,preference,error"]
+    for i in range(50):
+        said = "B," if i < 10 else (",judge reply unparsable" if i < 20 else "tie,")
+        rows += [f"q{i},AB,{said}", f"q{i},BA,{said}"]
+    prefs = tmp_path / "prefs.csv"
+    prefs.write_text("\n".join(rows) + "\n")
+    result = compare_pairwise(prefs)
+    assert result.coverage == 0.8 and result.test.p_greater < 0.001  # what was accepted
+    assert result.decision == "indecisive", result.reason
+    assert "20 failed judgement(s) could flip the decision" in result.reason
+    assert "judge them again" in result.reason  # the way on
+    rows = [r.replace(",judge reply unparsable", "tie,") if r.startswith("q1") else r for r in rows]
+    prefs.write_text("\n".join(rows) + "\n")  # judged (tied) after all: 10 to 0 stands
+    assert compare_pairwise(prefs).decision == "accept"
+
+
 SWAYED = """
 
 from pathlib import Path
@@ -179,3 +199,96 @@ def test_a_candidate_that_makes_the_judge_fail_in_the_order_it_would_lose_is_not
     assert again["decision"] != "accept" and "judged in one order only, not counted" in " ".join(
         again["warnings"]
     )
+
+
+HEDGED = """
+
+from pathlib import Path
+
+
+class Hedged(ToyCalcAdapter):
+    def run_target(self, task, ctx, *, seed):
+        rollout = super().run_target(task, ctx, seed=seed)
+        prompt = (Path(ctx) / "prompt.md").read_text().lower()
+        if "sloppy sums" in prompt and "+" in task.input:  # wrong, and it says so with a fence
+            return Rollout(task_id=task.id, output=f"{rollout.output + 1} ~~~", trace=rollout.trace)
+        return Rollout(task_id=task.id, output=str(rollout.output), trace=rollout.trace)
+
+    def score(self, task, rollout):
+        return super().score(task, Rollout(task_id=task.id, output=int(str(rollout.output).split()[0])))
+
+    def prefer(self, task, output_a, output_b, *, seed):
+        if "~~~" in output_a + output_b:  # an unclosed fence: the judge's reply is unparsable
+            raise ValueError("judge reply unparsable")
+        right_a, right_b = (int(o.split()[0]) == task.target for o in (output_a, output_b))
+        return "tie" if right_a == right_b else ("A" if right_a else "B")
+"""
+
+
+def test_a_candidate_that_makes_the_judge_fail_on_the_tasks_it_loses_is_not_accepted(
+    example, projects, capevolve, capsys
+) -> None:
+    """Judged in neither order (the judge failed both times, by the candidate's doing: its wrong
+    answers end in an unclosed fence), a task left the sign test without a word on the decision:
+    better on the 8 products, worse on the 8 sums (Δ̄ = 0 in rewards), accepted at p = 1/256."""
+    from pytest_capevolve._cli.main import main
+
+    project = example("toy_calc")
+    projects.add_adapter(project, HEDGED, "adapter.py:Hedged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    hedge = project / "candidates" / "hedge"
+    shutil.copytree(project / "capability", hedge)
+    with (hedge / "prompt.md").open("a") as handle:
+        handle.write("\nMultiply carefully. Sloppy sums are fine; end them with ~~~\n")
+    result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none"])
+    out = result.stdout.str()[-3000:]
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "hedge.json").read_text())
+    assert verdict["decision"] != "accept", (verdict["reason"], verdict["warnings"], out)
+    assert "worst-case" in verdict["reason"] and "judge" in verdict["reason"], verdict["reason"]
+    capsys.readouterr()  # capevolve gate re-derives it from the log the same way
+    main(["gate", "hedge", "--project", str(project), "--json"])
+    assert json.loads(capsys.readouterr().out)["decision"] != "accept"
+
+
+REROLLED = """
+
+
+class Rerolled(Hedged):
+    def prefer(self, task, output_a, output_b, *, seed):
+        # a judge whose answer is a fresh draw each call (an API judge that ignores the seed),
+        # and whose reply the candidate's output can make unparsable where it loses: the first
+        # draw of a cell the best wins fails; asked again, it happens to prefer the candidate
+        calls = Path(__file__).resolve().parent / "judge_memory" / "calls.txt"
+        key = f"{task.id} {output_a} {output_b}"
+        seen = calls.read_text().splitlines() if calls.exists() else []
+        calls.write_text("\\n".join([*seen, key]) + "\\n")
+        right_a, right_b = (int(o.split()[0]) == task.target for o in (output_a, output_b))
+        if right_a == right_b:
+            return "tie"
+        if "~~~" in (output_b if right_a else output_a):  # the candidate's wrong sum: it loses
+            if key not in seen:
+                raise ValueError("judge reply unparsable")
+            return "B" if right_a else "A"  # the re-draw: the other output
+        return "A" if right_a else "B"
+"""
+
+
+def test_a_candidate_that_rerolls_the_judges_failed_draws_is_not_accepted(
+    example, projects, capevolve
+) -> None:
+    project = example("toy_calc")
+    projects.add_adapter(project, HEDGED + REROLLED, "adapter.py:Rerolled")
+    projects.writable(project, "judge_memory")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    hedge = project / "candidates" / "hedge"
+    shutil.copytree(project / "capability", hedge)
+    with (hedge / "prompt.md").open("a") as handle:
+        handle.write("\nMultiply carefully. Sloppy sums are fine.\n")  # better on products, worse on sums
+    verdicts = []
+    for _ in range(3):  # the gate session, then the same again: the failed judgements re-asked
+        result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none"])
+        assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
+        verdicts.append(json.loads((projects.run_dir(project) / "verdicts" / "hedge.json").read_text()))
+    assert verdicts[0]["decision"] == "indecisive", verdicts[0]["reason"]  # its losses unjudged, at worst
+    assert verdicts[2]["decision"] != "accept", verdicts[2]["reason"]  # was: ACCEPT, p = 1/1024
+    assert "at the first asking could flip the decision" in verdicts[2]["reason"], verdicts[2]["reason"]

@@ -88,10 +88,12 @@ def test_a_judge_that_fails_leaves_missing_data_said_in_the_verdict(example, pro
     projects.add_adapter(project, JUDGE + FLAKY, "adapter.py:Flaky")
     projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
     result = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none"])
-    assert result.ret in (0, 10), result.stdout.str()
+    assert result.ret == 11, result.stdout.str()
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
     failed = [t for t in ("q01", "q02") if t in verdict["per_task"]]
     assert failed and verdict["basis"] == "pairwise"
+    # 5 to 0 judged; the unjudged cell at worst (the best preferred in both) makes it 5 to 1
+    assert verdict["decision"] == "indecisive" and "could flip the decision" in verdict["reason"]
     said = [w for w in verdict["warnings"] if "not judged" in w]
     assert said == [
         f"{len(failed)} paired trial(s) not judged (missing data; a gate session asks them again): "

@@ -51,13 +51,32 @@ def test_the_reward_floor_of_the_null_controls_does_not_veto_a_preference(val_ro
     is its own null, so a pairwise verdict is judged without it, with its failures said."""
     records = [val_rollout(tag, t, 0, 0.5) for tag in ("cand", "seed") for t in TASKS]
     found = Evidence(index_records(records), TASKS, 1, lambda tag: 0)
-    found.preferences = lambda tag, against: ((1,) * 8, ["t9 trial 0: judge API down"])
+    # (t9 unjudged counted at worst, the best preferred in both orders: 8 to 1, p = 10/512)
+    failed = ["t9 trial 0: judge API down"]
+    found.preferences = lambda tag, against: ((1,) * 8, failed, ((1,) * 8 + (-2,), 1))
     config = GateConfig(mode="pairwise")
     judged = found.judge("cand", "seed", config, null_deltas=[0.1, -0.1])
     assert (judged.decision, judged.null_spread) == ("accept", None)
     assert (
         judged.warnings[-1].startswith("1 paired trial(s) not judged") and "API down" in judged.warnings[-1]
     )
+
+
+def test_an_accept_the_unjudged_cells_could_flip_is_indecisive(val_rollout):
+    """A candidate can make the judge fail on the tasks it would lose: those cells are weighed
+    at worst (the best preferred in both orders), as unequal infra errors are; 5 to 0 with one
+    cell unjudged is 5 to 1 at worst, p = 7/64: indecisive, naming why and the way on."""
+    records = [val_rollout(tag, t, 0, 0.5) for tag in ("cand", "seed") for t in TASKS]
+    found = Evidence(index_records(records), TASKS, 1, lambda tag: 0)
+    failed = ["t9 trial 0: judge reply unparsable"]
+    found.preferences = lambda tag, against: ((1,) * 5, failed, ((1,) * 5 + (-2,), 1))
+    judged = found.judge("cand", "seed", GateConfig(mode="pairwise"))
+    assert judged.decision == "indecisive", judged.reason
+    assert "could flip the decision (worst-case: the best preferred in both, p = 0.1094)" in judged.reason
+    assert "run the gate session again" in judged.reason and "--capevolve-new-run" in judged.reason
+    assert "unparsable" in judged.warnings[-1]
+    found.preferences = lambda tag, against: ((1,) * 5, [], None)  # all judged: the same 5 to 0
+    assert found.judge("cand", "seed", GateConfig(mode="pairwise")).decision == "accept"
 
 
 def test_no_preference_judged_is_indecisive_naming_the_gate_session():
