@@ -2,22 +2,12 @@
 parent's failing rollouts the prompt shows.
 
 The handover (``_project.candidate.HANDOVER``; never hashed, snapshotted or evaluated):
-
-- ``JOURNAL.md``: every earlier round's journal entry — frozen and escaped at its decision
-  (:mod:`.._policy.journal_entry`) — with its verdict (:mod:`.journal`), then the marker below
-  which this round writes;
-- ``LEDGER.md`` and ``rejected.jsonl``: read-only views of the run's memory, drawn again from
-  the log's ``decision`` events (rejects carry their diff), never copied from the run dir;
-- ``PROCESS.md`` and ``RUNMAP.md``: how the loop works, where things are (:mod:`.handover_docs`);
-- ``prior_iterations/<tag>/``: per earlier round its ``diff.patch``, ``verdict.txt`` and
-  ``JOURNAL.md`` (and, for a hill-climb round, ``outcome.json`` as the log booked it).
-
-Written by :func:`.work.new_work_copy` for every work copy (``capevolve work new``: the agent
-loop) and again by :mod:`.hill_climb` before each optimizer runs (with its prompt's path);
-hill-climb then removes them (:func:`clear_handover`) so the candidate is only what the optimizer
-edited — an agent's work copy keeps them, and the content hash leaves them out. No test id is in
-any of them (:mod:`.handover_redact`).
-"""
+``JOURNAL.md`` (every earlier round's frozen entry with its verdict, :mod:`.journal`),
+``LEDGER.md`` and ``rejected.jsonl`` (drawn again from the log's ``decision`` events),
+``PROCESS.md`` and ``RUNMAP.md`` (:mod:`.handover_docs`), and ``prior_iterations/<tag>/``.
+Written by :func:`.work.new_work_copy` and by :mod:`.hill_climb` before each optimizer runs;
+hill-climb then removes them (:func:`clear_handover`). No test id is in any of them
+(:mod:`.handover_redact`)."""
 
 from __future__ import annotations
 

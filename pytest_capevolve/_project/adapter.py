@@ -6,20 +6,14 @@ A user writes one class with three methods::
     run_target(task, ctx, *, seed)    -> Rollout      # run the agent once; never score here
     score(task, rollout)              -> Score        # reward in [0, 1] plus feedback
 
-and optionally ``live(candidate_dir)``, a context manager that makes a candidate the one the
-agent uses and yields the ``ctx`` handed to ``run_target`` (default: the candidate dir itself).
+and optionally ``live(candidate_dir)``, a context manager yielding the ``ctx`` handed to
+``run_target`` (default: the candidate dir). ``run_target`` and ``score`` may be ``async``.
+``thread_safe = False`` says rollouts must not overlap in one process (``live()``/``apply()``
+changes process-global state), which refuses ``--capevolve-concurrency`` above 1
+(:func:`.._engine.runner.declared_thread_safe`).
 
-``run_target`` and ``score`` may be ``async def`` (``live`` then may be an async context
-manager). Optional attribute ``thread_safe``: ``False`` says the adapter's rollouts must not
-overlap in one process — its ``live()``/``apply()`` changes process-global state (an
-environment variable, a module-level prompt, the working directory) — so
-``--capevolve-concurrency`` above 1 is refused for it (see :func:`.runner.declared_thread_safe`;
-an ``apply()`` adapter without ``live()`` is taken as not thread-safe unless it says ``True``).
-
-The types accept the keyword arguments of cap-evolve's ``Task``/``Rollout``/``Score`` so an
-adapter written for it works after changing its imports; its ``run_target(task, dir, split)``
-signature and ``apply(dir)`` method are honoured too (see :class:`.runner.AdapterRunner`).
-"""
+The types accept cap-evolve's ``Task``/``Rollout``/``Score`` keywords, and its
+``run_target(task, dir, split)`` and ``apply(dir)`` are honoured (:class:`.._engine.runner.AdapterRunner`)."""
 
 from __future__ import annotations
 
