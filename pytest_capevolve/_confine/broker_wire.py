@@ -1,17 +1,11 @@
 """The wire across the boundary: a confined agent asks the broker outside to run a command.
 
-``capevolve agent`` (outside) makes a datagram socket pair, keeps one end and lets the agent
-inherit the other; its number is in :data:`BROKER_ENV`. A ``capevolve`` command started inside
-(:func:`forward`) makes a private stream pair for its one request, sends one end with the request
-(argv and cwd, one JSON datagram: never interleaved with another process's request) over the
-inherited socket, and reads back frames — its stdout, its stderr, then its exit code — until the
-broker closes. The broker (:func:`requests`, :func:`Reply`) runs the command with the evaluator's
-rights, outside the boundary: nothing the agent sends but argv and cwd reaches it — not its
-environment, not its stdin.
-
-Nothing here decides what may run: that is the broker's allowlist (``_loop.broker``). This floor
-imports nothing of ours.
-"""
+``capevolve agent`` keeps one end of a datagram socket pair and the agent inherits the other
+(:data:`BROKER_ENV`). A ``capevolve`` command inside (:func:`forward`) sends its argv and cwd
+in one JSON datagram with one end of a private stream pair, and reads back its stdout, stderr
+and exit code. The broker (:func:`requests`, :func:`Reply`) runs it outside the boundary;
+nothing but argv and cwd reaches it. What may run is the allowlist's business
+(:mod:`.._cli.broker_policy`). Imports nothing of ours."""
 
 from __future__ import annotations
 

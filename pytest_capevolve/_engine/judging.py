@@ -1,20 +1,11 @@
 """Scoring one rollout's output: once, or ``judge_rescores`` times for a stochastic scorer.
 
-The one place :mod:`.runner` calls the adapter's ``score()`` (through the two functions here),
-wherever the rollout ran. An adapter declares its scorer stochastic (an LLM judge) with
-``stochastic_score = True``; for it, with ``judge_rescores: r`` in the spec, the same output is
-scored r times and the reward is the **mean** of the r rewards (each checked to lie in
-[0, 1]). The mean per rollout keeps every gate valid as it is: a rollout's reward is still one
-number whose distribution is the same for two arms that do the same thing, so the paired
-sign-flip test on per-task deltas stays exact under the null, and the SE of the deltas already
-holds the judge's share of their variance (``_stats/judge_noise.py`` splits it out).
-
-Judge seeds: re-score j of a rollout at seed s runs with ``seed = s + JUDGE_SEED_STRIDE * j``
-(re-score 0 has the rollout's own seed), passed to ``score(task, rollout, *, seed=...)`` when
-the adapter's ``score`` takes a ``seed``; they are recorded with the r rewards in the record's
-``judge`` field. A non-stochastic adapter is scored once and its record carries no ``judge``
-field: its records are what they were before re-scores existed.
-"""
+The one place :mod:`.runner` calls the adapter's ``score()``. With ``stochastic_score = True``
+and ``judge_rescores: r``, an output is scored r times and its reward is the **mean**: still one
+number per rollout, distributed alike for two arms that do the same thing, so every gate stays
+exact and the SE holds the judge's share of the variance (``_stats/judge_noise.py``). Re-score j
+at seed s runs with ``seed = s + JUDGE_SEED_STRIDE * j``, recorded in the ``judge`` field; a
+non-stochastic adapter is scored once and has no ``judge`` field."""
 
 from __future__ import annotations
 
