@@ -1,13 +1,8 @@
 """What every ``capevolve`` command shares: its project and run, its errors, and its printer.
 
-- :func:`add_project_args` registers ``PROJECT`` (optional positional, default ``.``),
-  ``--project DIR`` (the same, as an option), ``--run-id`` and ``--json`` on a command.
-- :func:`project_of`, :func:`spec_of` and :func:`open_run` resolve them the same way for every
-  command; whatever cannot be resolved raises :class:`UsageError` (exit 4, one ``error:`` line).
-- :func:`emit` prints a command's plain answer: JSON, or its human form.
-
-Exit codes come from :mod:`..exitcodes` (the one table, shared with sessions).
-"""
+:func:`add_project_args` registers ``PROJECT``, ``--project``, ``--run-id`` and ``--json``;
+:func:`project_of`, :func:`spec_of` and :func:`open_run` resolve them alike for every command
+(:class:`UsageError` otherwise); :func:`emit` prints JSON or the human form."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """Workers on a copy of the project: another folder (``--tx popen//chdir=COPY``) or another
-machine (``--tx ssh=HOST//chdir=COPY``).
+machine (``--tx ssh=HOST//chdir=COPY``), in place of xdist's deprecated ``--rsyncdir``.
 
-The user copies the project (with its ``.capevolve`` run dir, which holds the best's snapshot)
-and points each gateway's ``chdir`` at the copy. A worker started in another folder than the
-controller loads the spec and adapter from its own folder, not from the controller's path; the
-plan still comes from the controller, and every candidate's bytes are checked against the
-registered hash before a rollout (items.py), so a stale copy is refused, never mislabelled.
-
-This replaces xdist's ``--rsyncdir``, which is deprecated (gone in pytest-xdist 4).
-"""
+Such a worker loads the spec and adapter from its own folder; the plan still comes from the
+controller, and every candidate's bytes are checked against the registered hash before a
+rollout, so a stale copy is refused, never mislabelled."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """Running the optimizer command of one hill-climb iteration, under a timeout.
 
-Used by :mod:`.hill_climb` once per iteration, in the user's process, after the prompt and the
-handover files are written. The command runs inside the optimizer's boundary
-(:mod:`.optimizer_boundary`): it writes its work copy and a scratch folder (its ``TMPDIR``,
-removed afterwards) and nothing else — a write anywhere else fails in the optimizer's own
-process, with ``EACCES``, and the loop goes on. A crash, a timeout (the whole process group is
-killed) or a non-zero exit is an outcome, never an exception: the loop then restores an
-unchanged copy of the parent, which the gate rejects — a wasted iteration, not a dead run.
-"""
+The command runs inside :mod:`.optimizer_boundary` with a scratch ``TMPDIR`` removed afterwards.
+A crash, a timeout (the process group is killed) or a non-zero exit is an outcome, never an
+exception: the loop restores the parent's bytes, which are then a wasted iteration, not a dead
+run."""
 
 from __future__ import annotations
 
