@@ -349,10 +349,8 @@ class _HypothesisStartupEnds:
 
 
 def _block_hypothesis_plugin(plugins: pytest.PytestPluginManager) -> None:
-    """An evaluation session collects only its spec, so hypothesis's plugin (installed beside
-    us) has no test to serve, yet it imports all of hypothesis for its terminal summary: a
-    second of CPU in every controller and worker, and memory at the session's peak. Blocked,
-    all but its session start (:class:`_HypothesisStartupEnds`)."""
+    """An evaluation session has no test for hypothesis's plugin, which costs a second of
+    import per process: blocked, all but its session start (:class:`_HypothesisStartupEnds`)."""
     plugin = plugins.get_plugin(HYPOTHESIS_PLUGIN)
     plugins.set_blocked(HYPOTHESIS_PLUGIN)
     if plugin is not None and hasattr(plugin, "pytest_sessionstart"):

@@ -25,13 +25,9 @@ class RolloutTimeout(BaseException):
 def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: frozenset[str]) -> Iterator[None]:
     """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX).
 
-    The timeout holds whatever the adapter catches: the timer re-arms every 50 ms until the
-    rollout is over, and once it has fired every line the adapter runs (the frames between the
-    interrupted one and ``stop``, and any it calls) raises :class:`RolloutTimeout` again, so
-    even a bare ``except:`` that retries is left at its next line outside the ``try``.
-    Elsewhere (another thread) the rollout runs to completion and is judged late afterwards;
-    either way a late rollout is an infra error. ``ours``: the files whose frames are the
-    harness's bookkeeping around the rollout, never interrupted (the caller's, this module's).
+    Once fired, every line the adapter runs raises :class:`RolloutTimeout` again (the timer
+    re-arms every 50 ms), so even a bare ``except:`` that retries is left. Elsewhere the rollout
+    runs to completion and is judged late. ``ours``: files whose frames are never interrupted.
     """
     usable = (
         seconds is not None

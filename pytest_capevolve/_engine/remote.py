@@ -76,12 +76,7 @@ def check_gateways(config: pytest.Config, spec: Spec) -> None:
 
 def join_option_values(config: pytest.Config) -> None:
     """``--capevolve-run /abs/PROJECT`` → ``--capevolve-run=/abs/PROJECT`` in the arguments
-    xdist sends to workers in other folders.
-
-    xdist maps every argument that is an existing path onto an rsync root and fails when there
-    is none ("not relative to an rsync root"); an option's value is not a path to collect, and
-    joined to its option it is left alone. Flags (boolean options) take no value.
-    """
+    xdist sends to workers in other folders, which would map a bare path onto an rsync root."""
     args = [str(arg) for arg in config.invocation_params.args]
     joined: list[str] = []
     index = 0

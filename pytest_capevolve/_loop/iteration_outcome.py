@@ -63,11 +63,9 @@ def proposed_spend(rundir: RunDir, cid: str) -> dict[str, Any]:
 
 
 def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], folder: Path) -> None:
-    """Book the gate's verdict on ``cid`` through :func:`.commit.book` (the code of ``capevolve
-    commit``), with the optimizer's seconds and the dollars and tokens it reported (from
-    the log's ``proposed`` event, checked again by :class:`.OptimizerSpend`; ``optimizer.json``
-    is on disk while the gate runs, so it is only the fallback of older runs); a
-    booking a kill cut off after it was written is not booked again."""
+    """Book the gate's verdict on ``cid`` through :func:`.commit.book`, with the optimizer's
+    cost from the log's ``proposed`` event (``optimizer.json`` for older runs); a booking a
+    kill cut off after it was written is not booked again."""
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
     optimizer = {**read_json(folder / "optimizer.json"), **proposed_spend(rundir, cid)}

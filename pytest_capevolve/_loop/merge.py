@@ -161,10 +161,7 @@ def _merge_all(base: Tree, trees: dict[str, Tree], order: Sequence[str], merge_f
 
 
 class IntegrationStep(TypedDict, total=False):
-    """One addition of ``merge --integrate`` (a row of its ``steps``): the candidate added, the
-    step's tag when it was gated (else None), the files it changed and its ``outcome`` (kept,
-    dropped, conflict, no_change, incomplete) with the reason; a gated step adds the booking
-    and the verdict's numbers."""
+    """One addition of ``merge --integrate`` (a row of its ``steps``)."""
 
     candidate: str
     tag: str | None

@@ -42,10 +42,8 @@ _PROVIDER_KEY = re.compile(r"\b(?:sk|pk|rk|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{8,
 
 
 def redacted(argv: list[str], environ: dict[str, str] | None = None) -> list[str]:
-    """``argv`` fit to be written in the run dir: a value given to a secret-looking name
-    (``OPENAI_API_KEY=…``, ``--api-key …``, ``--token=…``), a provider key pattern (``sk-…``)
-    and the value of any secret-looking environment variable are each replaced by
-    ``[redacted]``. The optimizer still runs with the real argv; only the record is cut."""
+    """``argv`` fit for the record: values of secret-looking names (``--api-key …``), provider
+    key patterns (``sk-…``) and secret-looking environment values become ``[redacted]``."""
     env = os.environ if environ is None else environ
     secrets = sorted(
         (
@@ -77,10 +75,8 @@ def run_optimizer(
     folder: Path,
     boundary: Boundary | None = None,
 ) -> dict[str, Any]:
-    """Run ``argv`` in ``cwd`` with its output in ``folder/optimizer.stdout|stderr``, inside
-    ``boundary`` plus a fresh scratch folder (its ``TMPDIR``); the answer (argv, exit code,
-    timed out, seconds, outcome, ok, its confinement, and the cost it reported:
-    :func:`.optimizer_cost.reported_cost`) becomes ``optimizer.json``."""
+    """Run ``argv`` in ``cwd`` inside ``boundary`` plus a scratch ``TMPDIR``, its output in
+    ``folder/optimizer.stdout|stderr``; the answer becomes ``optimizer.json``."""
     with tempfile.TemporaryDirectory(prefix="capevolve-optimizer-") as scratch:
         state = expected()
         env = {**os.environ, "TMPDIR": scratch, **environment(state, STARTED_BY)}

@@ -112,9 +112,8 @@ MAX_COST_USD = 1e6
 
 
 def check_cost(value: Any, where: str) -> float:
-    """Return a rollout's ``cost_usd`` as a finite float ≥ 0 or raise an AdapterError saying
-    what was wrong: checked as a reward is, since every spend sum and ceiling adds it up (a NaN
-    would make ``max_usd`` stop nothing, a negative cost would give spend back)."""
+    """A rollout's ``cost_usd`` as a finite float ≥ 0, else an AdapterError: a NaN would make
+    ``max_usd`` stop nothing, a negative cost would give spend back."""
     if value is None:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -133,9 +132,7 @@ def check_cost(value: Any, where: str) -> float:
 
 
 def check_tokens(value: Any, where: str) -> int:
-    """Return a rollout's ``tokens`` as an int ≥ 0 or raise an AdapterError saying what was
-    wrong: like ``cost_usd``, a count every usage sum adds up (before, ``int(tokens or 0)`` took
-    a negative count as given, truncated 2.9 to 2 and raised a traceback on NaN)."""
+    """A rollout's ``tokens`` as an int ≥ 0, else an AdapterError (as :func:`check_cost`)."""
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -149,13 +146,9 @@ def check_tokens(value: Any, where: str) -> int:
 
 
 def load_adapter(ref: str, project_dir: Path, *, note_startup_hooks: bool = True) -> Any:
-    """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it.
-
-    Runs wherever items are collected (controller without xdist, each worker with it), and in
-    each sandbox child, which starts no sandbox of its own and so need not note the start-up
-    hooks (``note_startup_hooks=False``: a scan of every installed distribution, saved). The
-    module is registered under a name derived from its path so two projects never collide.
-    """
+    """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it, under a module
+    name derived from its path. A sandbox child starts no sandbox, so it passes
+    ``note_startup_hooks=False``."""
     source_only(project_dir)  # a .pyc planted beside the adapter or a candidate is never loaded
     if note_startup_hooks:
         startup_hooks.remember()  # before any sandbox child of this process runs candidate code

@@ -27,11 +27,9 @@ CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup
 
 
 def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, str]:
-    """sha256 of each ``conftest.py`` among ``plugins`` (a plugin manager's, as registered)
-    in a folder above ``project_dir``, keyed ``<conftest> RELATIVE PATH`` (``../conftest.py``:
-    a project moved with its surroundings keeps its lock). Those inside are the harness walk's;
-    one in an unrelated folder was loaded because the session was started there, which is the
-    command line's business, as a ``-p`` plugin outside the project is."""
+    """sha256 of each registered ``conftest.py`` in a folder above ``project_dir``, keyed
+    ``<conftest> RELATIVE PATH``; those inside are the harness walk's, those elsewhere the
+    command line's business."""
     project = project_dir.resolve()
     found = {}
     for plugin in plugins:

@@ -56,9 +56,8 @@ def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
 
 
 def _every_val_tag(rundir: RunDir, known: dict[str, Any]) -> Any:
-    """The session's val records when they hold every tag with a val rollout, as the dashboard
-    draws them (a session reads only its own tags: a run gated before holds others); None: the
-    dashboard reads them. Held by reference: 60,000 records are not indexed a second time."""
+    """The session's val records when they hold every tag with a val rollout, else None (the
+    dashboard reads them itself)."""
     val = known.get("val")
     if not val:
         return None
