@@ -1,9 +1,7 @@
 """Running microcases: each check kind against one candidate folder → an :class:`Outcome`.
 
-Runs wherever it is called: as pytest items (any process, xdist workers included) or on the
-controller before a gate pays for rollouts. ``score`` uses the project's adapter, never the
-candidate's code; ``call`` runs the candidate's function in a subprocess (:mod:`callcheck`).
-"""
+``score`` uses the project's adapter, never the candidate's code; ``call`` runs the candidate's
+function in a subprocess (:mod:`.callcheck`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""A rollout's deadline where a signal can interrupt it (the main thread on POSIX): the SIGALRM
-timer that raises :class:`RolloutTimeout` in the adapter's code and keeps raising it, line after
-line, until the rollout is left. Used by :func:`.runner.run_target_here`, inline in a sandbox
-child; in flight the watchdog of :mod:`.inflight` raises the same exception in the thread.
-"""
+"""A rollout's deadline where a signal can interrupt it (the main thread on POSIX): a SIGALRM
+timer that raises :class:`RolloutTimeout` in the adapter's code until the rollout is left.
+In flight, :mod:`.inflight`'s watchdog raises the same exception."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """The evaluation plan: which rollouts this session owes, decided once on the controller.
 
-The plan is plain JSON-able data. Without xdist it is used in-process; with xdist it travels
-to every worker through ``pytest_configure_node`` → ``workerinput``, so a remote worker needs
-no copy of the run dir and every worker collects exactly the same items.
-"""
+Plain JSON-able data, sent to xdist workers through ``workerinput``, so a remote worker needs no
+run dir and every worker collects the same items."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """What a decided hill-climb iteration books and says: the decision from its verdict, the
-one-line message (the store's commit message and the log line), the ``outcome.json`` record.
-
-Used by :mod:`.hill_climb` after each gate session (:func:`book_iteration`) and once per decided
-iteration (:func:`outcome_message`, :func:`outcome_record`, :func:`summary_rows`).
-"""
+one-line message (the store's commit message and the log line), the ``outcome.json`` record."""
 
 from __future__ import annotations
 

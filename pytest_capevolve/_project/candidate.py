@@ -1,8 +1,7 @@
 """Candidates: tags, content hashes and the names built from ids.
 
-A candidate is a folder; its identity is the hash of its bytes, so "the same tag" can never
-quietly mean two different capabilities. Pure filesystem reads; no run-dir writes here.
-"""
+A candidate's identity is the hash of its bytes, so "the same tag" never means two
+capabilities. Pure filesystem reads."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Skeleton microcases from failing rollouts (``capevolve microcase gen``).
-
-Pure text work: a rollout record in, YAML out. The gold answer is redacted wherever it appears,
-because the file may end up where a candidate can read it.
-"""
+"""Skeleton microcases from failing rollouts (``capevolve microcase gen``): a rollout record in,
+YAML out, the gold answer redacted (a candidate may come to read the file)."""
 
 from __future__ import annotations
 

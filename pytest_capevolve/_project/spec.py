@@ -1,8 +1,5 @@
-"""``capevolve.yaml``: the schema, loading (pyyaml ``safe_load`` only) and validation.
-
-Every problem is reported as one :class:`SpecError` naming the file, the key and what would be
-valid, so a user never meets a traceback from deep inside for a typo in their spec.
-"""
+"""``capevolve.yaml``: the schema, loading (pyyaml ``safe_load`` only) and validation; every
+problem is one :class:`SpecError` naming the file, the key and what would be valid."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Summaries for people: the per-tag table printed at the end of a session.
-
-Controller only. Builds rows from persisted records through :mod:`evidence` and
-:mod:`stats`; formatting never raises into pytest's terminal summary.
-"""
+"""Summaries for people: the per-tag table printed at the end of a session (controller only;
+formatting never raises into pytest's terminal summary)."""
 
 from __future__ import annotations
 

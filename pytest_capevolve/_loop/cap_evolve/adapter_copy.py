@@ -1,10 +1,5 @@
-"""A cap-evolve project's ``adapters/`` made ours: its adapter class found, its imports rewritten.
-
-Used by :func:`.importer.import_cap_evolve`, in the user's process, before anything is
-written: :func:`adapter_class_of` reads the adapter file without running it; :func:`copy_adapter`
-copies the folder and points ``from cap_evolve import Task, …`` lines at ``pytest_capevolve``,
-listing the lines that have no counterpart here for the user to adapt by hand.
-"""
+"""A cap-evolve project's ``adapters/`` made ours: its adapter class found, its imports rewritten
+(``from cap_evolve import …`` → ``pytest_capevolve``), lines with no counterpart listed."""
 
 from __future__ import annotations
 
