@@ -17,13 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._project.adapter import (
-    Rollout,
-    Task,
-    check_reward,
-    load_adapter,
-    load_tasks,
-)
+from .._project.adapter import Rollout, Task, check_reward, load_adapter, load_tasks
 from .._project.microcase import Microcase, MicrocaseError
 from .._project.spec import Spec, SpecError, load_spec
 from .runner import AdapterRunner, run_and_score

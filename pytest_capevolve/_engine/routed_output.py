@@ -18,14 +18,7 @@ from typing import Any
 
 import pytest
 
-from .rollout_output import (
-    RolloutLogFilter,
-    RolloutOutput,
-    RoutedStream,
-    is_routed,
-    route_in_place,
-    unroute,
-)
+from .rollout_output import RolloutLogFilter, RolloutOutput, RoutedStream, is_routed, route_in_place, unroute
 
 STREAMS = ("stdout", "stderr")
 LOG_HANDLERS = ("caplog_handler", "report_handler", "log_cli_handler", "log_file_handler")

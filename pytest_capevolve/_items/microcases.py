@@ -17,12 +17,7 @@ from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
 from .._project.adapter import AdapterError
 from .._project.candidate import SEED_TAG
-from .._project.microcase import (
-    Microcase,
-    MicrocaseError,
-    load_file,
-    refuse_test_tasks,
-)
+from .._project.microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
 from .._project.spec import SpecError
 from .._store.rundir import RunDir, RunDirError
 

@@ -89,11 +89,7 @@ def booked_outcome(decisions: list[dict[str, Any]], tag: str, verdict: str) -> d
     """A hill-climb round's outcome as the log booked it (its standing ``decision`` event), not
     the ``outcome.json`` the run dir holds, which a later optimizer could rewrite."""
     entry = [e for e in decisions if e.get("tag") == tag][-1]
-    return {
-        "tag": tag,
-        "verdict": verdict,
-        **{key: entry.get(key) for key in OUTCOME_KEYS},
-    }
+    return {"tag": tag, "verdict": verdict, **{key: entry.get(key) for key in OUTCOME_KEYS}}
 
 
 OUTCOME_KEYS = (
@@ -161,8 +157,5 @@ def failure_examples(
         elif not (record.passed if record.passed is not None else (record.reward or 0.0) >= threshold):
             full = rundir.rollouts.read_rollout(split, record.task_id, record.tag, record.trial)
             if full is not None:
-                out[record.task_id] = {
-                    "feedback": redact(str(full.feedback or ""), gold),
-                    "rollout": path,
-                }
+                out[record.task_id] = {"feedback": redact(str(full.feedback or ""), gold), "rollout": path}
     return out

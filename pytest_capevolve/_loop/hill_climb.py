@@ -41,12 +41,7 @@ from ..exitcodes import Refusal
 from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
 from .gate_budget import refuse_over_budget
-from .git_store import (
-    CandidateStore,
-    StoreError,
-    open_store,
-    unified_diff,
-)
+from .git_store import CandidateStore, StoreError, open_store, unified_diff
 from .handover import clear_handover, failure_examples, write_handover
 from .handover_docs import HILL_CLIMB
 from .handover_redact import test_id_redactor
@@ -63,20 +58,11 @@ from .hill_climb_options import (
 )
 from .hill_climb_record import LoopIncomplete, finish, store_seed
 from .hill_climb_stop import stop_reason
-from .iteration_outcome import (
-    PROPOSAL_SPEND,
-    book_iteration,
-    summary_rows,
-)
+from .iteration_outcome import PROPOSAL_SPEND, book_iteration, summary_rows
 from .launch import gate_flags, run_logged, session_command
 from .optimizer_boundary import checked_writable, optimizer_boundary
 from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
-from .prompt import (
-    PromptInputs,
-    convergence,
-    focus_tasks,
-    render_prompt,
-)
+from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
 from .repeats import refuse_repeat_unpaid
 from .work import JOURNAL, new_work_copy
 

@@ -17,11 +17,7 @@ from types import TracebackType
 from typing import Any, TypedDict
 
 from .._policy import guards
-from .._policy.commit import (
-    CommitRefused,
-    book,
-    parent_of,
-)
+from .._policy.commit import CommitRefused, book, parent_of
 from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
@@ -201,7 +197,7 @@ def merge(
         "changed_files": _changes(base, merged),
         "next": [
             f"pytest --capevolve-run {spec.project_dir} --capevolve-candidate {created['path']} "
-            "--capevolve-gate",
+            "--capevolve-gate"
         ],
     }
 

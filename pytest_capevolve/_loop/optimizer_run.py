@@ -68,12 +68,7 @@ def redacted(argv: list[str], environ: dict[str, str] | None = None) -> list[str
 
 
 def run_optimizer(
-    argv: list[str],
-    *,
-    cwd: Path,
-    timeout: float,
-    folder: Path,
-    boundary: Boundary | None = None,
+    argv: list[str], *, cwd: Path, timeout: float, folder: Path, boundary: Boundary | None = None
 ) -> dict[str, Any]:
     """Run ``argv`` in ``cwd`` inside ``boundary`` plus a scratch ``TMPDIR``, its output in
     ``folder/optimizer.stdout|stderr``; the answer becomes ``optimizer.json``."""

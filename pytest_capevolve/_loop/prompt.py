@@ -10,13 +10,7 @@ from dataclasses import dataclass
 from string import Template
 
 from .._project.spec import HILL_CLIMB_FOCUS
-from .diagnose import (
-    DEFECT,
-    MISSING,
-    SOLID,
-    UNSTABLE,
-    TaskBand,
-)
+from .diagnose import DEFECT, MISSING, SOLID, UNSTABLE, TaskBand
 
 FOCUS_MODES = HILL_CLIMB_FOCUS
 

@@ -49,11 +49,7 @@ DEFAULT_HARNESS_FILES = EVALUATION_DATA
 
 
 def fingerprint(
-    project_dir: Path,
-    adapter_ref: str,
-    *,
-    exclude: Iterable[Path] = (),
-    extra_files: Iterable[Path] = (),
+    project_dir: Path, adapter_ref: str, *, exclude: Iterable[Path] = (), extra_files: Iterable[Path] = ()
 ) -> dict[str, str]:
     """sha256 of every harness file, keyed by its path relative to ``project_dir``.
 
