@@ -49,9 +49,8 @@ def control_pair() -> tuple[socket.socket, socket.socket]:
 
 
 def forward(fd: int, argv: list[str], cwd: str) -> int:
-    """Send ``argv`` (a ``capevolve`` command line, without ``capevolve``) to the broker on
-    ``fd``; copy what it streams back to this process's stdout and stderr; return its exit code.
-    Raises :class:`BrokerGone` when there is no broker to ask."""
+    """Send ``argv`` (without ``capevolve``) to the broker on ``fd``, copy its output here and
+    return its exit code; :class:`BrokerGone` when there is no broker."""
     try:
         control = socket.socket(fileno=os.dup(fd))
     except OSError as exc:
@@ -141,9 +140,8 @@ def requests(control: socket.socket) -> Iterator[Request | str]:
 
 
 class Reply:
-    """The broker's answer to one request: frames on its private connection. A client that went
-    away (or stopped reading for ``timeout`` seconds) is dropped; the command it asked for is
-    not stopped by that — what it records is the evaluator's, not the agent's, to cut short."""
+    """The broker's answer to one request, in frames. A client that went away or stalls for
+    ``timeout`` is dropped, but its command runs on: what it records is not the agent's to cut."""
 
     def __init__(self, conn: socket.socket, timeout: float = 300.0) -> None:
         self.conn: socket.socket | None = conn

@@ -163,9 +163,8 @@ def unavailable_reason() -> str:
 
 
 def expected() -> Confinement:
-    """What :func:`confine` would make of a process started now from this one (same kernel, same
-    environment), without confining anything: how a process that starts confined children labels
-    its work before (or without) hearing from one."""
+    """What :func:`confine` would make of a process started now from this one, without
+    confining anything: the label before (or without) hearing from a child."""
     version = abi()
     if version < 1:
         return Confinement(False, 0, unavailable_reason())

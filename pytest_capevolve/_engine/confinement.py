@@ -84,9 +84,8 @@ def candidate_code() -> str:
 
 
 def optimizer() -> str:
-    """The optimizer's label: as the process that started it outside the boundary passed it
-    (``capevolve agent``'s broker, ``capevolve hill-climb``: :mod:`.._confine.label`); else as a
-    process inside a boundary finds it (``CAPEVOLVE_CONFINEMENT``); else that no agent started it."""
+    """The optimizer's label as its starter passed it (:mod:`.._confine.label`), else as a
+    process inside a boundary finds it (``CAPEVOLVE_CONFINEMENT``), else "not started"."""
     passed = optimizer_label()
     if passed is not None:
         return passed

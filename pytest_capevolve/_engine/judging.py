@@ -29,9 +29,8 @@ def declared_stochastic(adapter: Any) -> bool:
 
 
 def rescores_for(adapter: Any, judge_rescores: int) -> int:
-    """How many times each output is scored; refuses r > 1 for a scorer not declared stochastic
-    (re-scoring a deterministic scorer pays r times for one number, and would hide a scorer that
-    should have been declared)."""
+    """How many times each output is scored; r > 1 is refused for a scorer not declared
+    stochastic (it would pay r times for one number)."""
     if judge_rescores > 1 and not declared_stochastic(adapter):
         raise AdapterError(
             f"judge_rescores: {judge_rescores} needs a stochastic scorer: set stochastic_score = True "
@@ -41,9 +40,8 @@ def rescores_for(adapter: Any, judge_rescores: int) -> int:
 
 
 def wrong_rescores(judge: Any, valid: bool, rescores: int) -> str | None:
-    """Why a record arriving on the controller was not scored as the run scores (None: it
-    was). A remote-style worker loads its own copy of the spec: one that says another
-    ``judge_rescores`` would average another number of re-scores than the run froze."""
+    """Why a record was not scored with the run's frozen ``judge_rescores`` (a remote-style
+    worker's own spec may say another), or None."""
     got = len(judge.get("rewards") or []) if isinstance(judge, dict) else None
     if (got is not None and got != rescores) or (got is None and valid and rescores > 1):
         said = "no re-scores" if got is None else f"{got} re-score(s)"
@@ -140,9 +138,8 @@ def require_prefer(adapter: Any, ref: str, gate_mode: str) -> None:
 
 
 def prefer_in_order(adapter: Any, task: Task, output_a: Any, output_b: Any, *, order: str, seed: int) -> str:
-    """The adapter's preference between A's and B's outputs of ``task``, shown in ``order``,
-    named by arm: ``prefer(task, first, second, seed=…)`` answers by position (``"A"``: the
-    first shown is better), mapped back here. A value not A, B or tie is an :class:`AdapterError`."""
+    """The adapter's preference between A's and B's outputs shown in ``order``, its positional
+    answer mapped back to arms; anything but A, B or tie is an :class:`AdapterError`."""
     first, second = (output_a, output_b) if order == "AB" else (output_b, output_a)
     said = adapter.prefer(task, first, second, seed=seed)
     if inspect.isawaitable(said):

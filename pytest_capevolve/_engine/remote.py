@@ -98,9 +98,8 @@ def join_option_values(config: pytest.Config) -> None:
 
 
 def worker_target(workerinput: dict[str, Any], target: str) -> str:
-    """Where this worker finds the project: the controller's path when it runs in the
-    controller's folder, else its own folder (or the project's name under it, as rsync lays
-    it out)."""
+    """Where this worker finds the project: the controller's path in the controller's folder,
+    else its own folder (or the project's name under it)."""
     if ORIGIN_KEY not in workerinput:
         return target
     origin = json.loads(workerinput[ORIGIN_KEY])

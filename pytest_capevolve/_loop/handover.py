@@ -43,9 +43,7 @@ def write_handover(
     merged_from: list[str] | None = None,
     prompt: Path | None = None,
 ) -> None:
-    """The proposer's context in the work copy of ``tag``: the carried-forward journal, the
-    ledger and the rejected memory (read-only copies), PROCESS.md, RUNMAP.md and, per earlier
-    round, its diff, verdict and journal. Every file goes through the test-id redactor."""
+    """The handover files in the work copy of ``tag``, each through the test-id redactor."""
     redact = test_id_redactor(rundir)
     rounds = earlier_rounds(rundir, besides=tag)
     root = to_stored(rundir.root, spec.project_dir)

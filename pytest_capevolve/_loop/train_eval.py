@@ -52,9 +52,8 @@ def plan_train(spec: Spec, rundir: RunDir, mode: str) -> TrainPlan:
 
 
 def evaluate_train(spec: Spec, rundir: RunDir, *, workers: int, quiet_to: TextIO | None) -> int:
-    """One plain session on train for the best, with the seed beside it when they differ (the
-    best is always in a session's plan); its output for people, or to ``quiet_to`` captured.
-    Returns its exit code (the run's ceilings hold in it like in any session)."""
+    """One plain session on train for the best (and the seed); its exit code. Its output goes
+    to people, or captured to ``quiet_to``."""
     extra = ["--capevolve-split", "train"]
     if rundir.state.best() != SEED_TAG:
         extra += ["--capevolve-candidate", str(spec.capability_path), "--capevolve-tag", SEED_TAG]

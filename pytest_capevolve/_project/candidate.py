@@ -38,9 +38,8 @@ HANDOVER = frozenset(
 
 
 def handover_ignore(root: Path) -> Callable[[str, list[str]], set[str]]:
-    """A ``shutil.copytree`` ignore for copying candidate ``root``: caches anywhere, handover
-    files at its top level only — as :func:`iter_files` counts them, so a ``skills/x/PROCESS.md``
-    the capability holds is copied (and hashed), never silently dropped from a work copy."""
+    """A ``shutil.copytree`` ignore for candidate ``root``: caches anywhere, handover files at
+    its top level only, as :func:`iter_files` counts them."""
     top = os.path.realpath(root)
 
     def ignore(folder: str, names: list[str]) -> set[str]:
@@ -71,9 +70,8 @@ _NULL_CONTROL_TAG = re.compile(r"^(?P<best>.+)-null(?P<n>[0-9]+)$", re.IGNORECAS
 
 
 def null_control_of(tag: str) -> str | None:
-    """The tag whose null control ``tag`` is named as (``seed-null1`` → ``seed``), else None.
-    Such names are reserved: a gate registers ``<best>-null<i>`` as a byte-identical copy of the
-    best, so a real candidate under that name would block every gate of the run after it."""
+    """The tag whose null control ``tag`` is named as (``seed-null1`` → ``seed``), else None:
+    reserved names, or a real candidate would block every later gate."""
     found = _NULL_CONTROL_TAG.match(tag)
     return None if found is None else found.group("best")
 

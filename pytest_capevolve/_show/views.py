@@ -25,9 +25,8 @@ QUIET_EVENTS = frozenset({"session_started", "session_finished", "session_load"}
 
 
 def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
-    """Write report.md and dashboard.html unless they are current; the problem (one line) if
-    either could not be written — a view never changes a session's outcome. ``known``: split →
-    records the session has just read (block 0), so they are not read again."""
+    """Write report.md and dashboard.html unless current; the problem in one line if either
+    could not be written. ``known``: split → records the session has just read."""
     try:
         inputs = _inputs(spec, rundir)
         if _current(rundir, inputs):
