@@ -255,20 +255,11 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
         numbers = sealed.get(arm)
         if numbers is None:
             continue
-        result.arms.append(
-            ArmLine(
-                "test",
-                arm,
-                numbers["tag"],
-                numbers["mean"],
-                numbers["se"],
-                numbers["tasks"],
-                numbers["trials"],
-                numbers["coverage"],
-                source=f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)"
-                + (f" — {REUSED_LABEL}" if reused else ""),
-            )
+        source = f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)" + (
+            f" — {REUSED_LABEL}" if reused else ""
         )
+        figures = {key: numbers[key] for key in ("mean", "se", "tasks", "trials", "coverage")}
+        result.arms.append(ArmLine("test", arm, numbers["tag"], **figures, source=source))
     if sealed.get("delta_vs_seed") is not None:
         result.deltas.append(DeltaLine("test", sealed["delta_vs_seed"], "seal.json"))
     if sealed["best"]["tag"] != result.best:
@@ -327,16 +318,9 @@ def _spend(
         if verdict.get("basis") in SCREENED
     ]
     screens = [e for e in events if e.get("kind") == "screen"]
-    cost = 0  # tamper and leak checks and microcases pay no rollout
-    saved = len(refused) * val_tasks * trials
-    screening = {
-        "refused": refused,
-        "cost": cost,
-        "saved": saved,
-        "net": saved - cost,
-        "subset": screen_ledger(screens, val_paid_by_tag(rundir, screens)),
-    }
-    return spend, screening
+    saved = len(refused) * val_tasks * trials  # tamper and leak checks and microcases cost no rollout
+    subset = screen_ledger(screens, val_paid_by_tag(rundir, screens))
+    return spend, {"refused": refused, "cost": 0, "saved": saved, "net": saved, "subset": subset}
 
 
 NO_TRAIN_NOTE = "not evaluated: the run holds no train rollouts (capevolve measure --train auto pays them)"
