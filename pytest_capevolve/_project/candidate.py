@@ -25,15 +25,7 @@ _IGNORED = frozenset({"__pycache__", ".pytest_cache", ".capevolve", ".git"})
 # The optimizer's handover files at a candidate's top level: memory and notes, not capability.
 # They are never hashed, snapshotted or evaluated.
 HANDOVER = frozenset(
-    {
-        "JOURNAL.md",
-        "LEDGER.md",
-        "MECHANISMS.md",
-        "PROCESS.md",
-        "RUNMAP.md",
-        "rejected.jsonl",
-        "prior_iterations",
-    }
+    "JOURNAL.md LEDGER.md MECHANISMS.md PROCESS.md RUNMAP.md rejected.jsonl prior_iterations".split()
 )
 
 

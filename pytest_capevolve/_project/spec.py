@@ -33,21 +33,12 @@ GUARD_KEYS = ("leak_guard_min_length", "protected_paths", "harness_files")
 # Keys whose change would make old rollouts incomparable with new ones, or would change what
 # may be gated: a run refuses them.
 FROZEN_KEYS = (
-    "adapter",
-    "capability_path",
-    "split_seed",
-    "split_train",
-    "split_val",
-    "split_test",
-    "split_ids_file",
-    "base_seed",
+    *"adapter capability_path split_seed split_train split_val split_test split_ids_file base_seed".split(),
     "success_threshold",
     "judge_rescores",  # rewards are means of r re-scores: means of another r do not compare
     *GUARD_KEYS,
-    # whose decisions and test scorings count here besides the project's own (_store/shared_ledger.py)
-    "shared_ledger",
-    # what candidate code may write: a run measured with one boundary is not compared with another
-    "sandbox_writable",
+    "shared_ledger",  # whose decisions count here besides the project's own (_store/shared_ledger.py)
+    "sandbox_writable",  # a run measured with one boundary is not compared with another
 )
 
 

@@ -16,19 +16,9 @@ from .candidate import CandidateError, compare_digests, file_digests
 
 DEFAULT_WORD = "default"
 # the evaluation data: gold and answer files, tasks/ and data/ (also the harness's default)
-EVALUATION_DATA = (
-    "gold",
-    "gold.*",
-    "gold_*",
-    "gold-*",
-    "*.gold.*",
-    "*_gold.*",
-    "*-gold.*",
-    "answers*",
-    "answer_key*",
-    "answer-key*",
-    "tasks/**",
-    "data/**",
+EVALUATION_DATA = tuple(
+    "gold gold.* gold_* gold-* *.gold.* *_gold.* *-gold.* answers* answer_key* answer-key* tasks/** "
+    "data/**".split()
 )
 # What `default` stands for. The adapter's own file name is added from the spec.
 DEFAULT_PROTECTED = (

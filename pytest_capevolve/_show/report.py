@@ -116,21 +116,7 @@ def _arm_arrays(
 
 def render_arms(rows: Sequence[TagRow]) -> list[str]:
     """A fixed-width table, one line per tag."""
-    header = (
-        "tag",
-        "split",
-        "tasks",
-        "trials",
-        "mean",
-        "SE",
-        "coverage",
-        "pass^k",
-        "pass@k",
-        "paid",
-        "reused",
-        "infra",
-        "cost $",
-    )
+    header = (*"tag split tasks trials mean SE coverage pass^k pass@k paid reused infra".split(), "cost $")
     body = [
         (
             r.tag,
