@@ -242,7 +242,6 @@ def register_loop(sub: Any) -> None:
 
 
 def loop_arguments(parser: argparse.ArgumentParser) -> None:
-    """A loop primitive's arguments: the project's, and ``--table`` (a short human table
-    instead of JSON)."""
+    """A loop primitive's arguments: the project's, and ``--table``."""
     add_project_args(parser)
     parser.add_argument("--table", action="store_true", help="a short human table instead of JSON")
