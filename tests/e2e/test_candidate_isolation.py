@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -229,9 +230,22 @@ class _Planned:
         self.content_hash = content_hash
 
 
+class _Plan:
+    run_id = "reference"
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def seed_for(self, trial: int) -> int:
+        return self.seed
+
+
 class _Context:
-    def __init__(self, content_hash: str) -> None:
+    """What :func:`rollout_record` reads of an item's context."""
+
+    def __init__(self, content_hash: str, task: Any, seed: int, spec: Any) -> None:
         self._planned = _Planned(content_hash)
+        self.pool, self.plan, self.spec = {task.id: task}, _Plan(seed), spec
 
     def planned(self, tag: str) -> _Planned:
         return self._planned
@@ -251,15 +265,8 @@ def in_process_reference(project: Path, record: dict) -> dict:
         timeout_s=spec.rollout_timeout_s,
     )
     key = RolloutKey("val", task.id, record["tag"], record["trial"])
-    reference = rollout_record(
-        scored,
-        task,
-        key,
-        run_id="reference",
-        seed=record["seed"],
-        spec=spec,
-        context=_Context(record["candidate_hash"]),  # type: ignore[arg-type]
-    )
+    context = _Context(record["candidate_hash"], task, record["seed"], spec)
+    reference = rollout_record(scored, key, context)  # type: ignore[arg-type]
     plain = json.loads(reference.dumps())
     plain.pop("seconds")
     plain.pop("run_id")
