@@ -113,6 +113,14 @@ def verdict(projects, project: Path, tag: str) -> dict:
     return json.loads((projects.run_dir(project) / "verdicts" / f"{tag}.json").read_text())
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack="candidate code that monkeypatches the adapter's `score` in-process (with and without `-n 2`)",
+    outcome=(
+        "prevented: candidate code runs in a sandbox child; `score()` runs in the parent, which never "
+        "imported it"
+    ),
+)
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["in-process", "xdist"])
 def test_candidate_code_that_rewrites_the_scorer_changes_no_reward(
     noisy, projects, capevolve, xdist: list[str]
@@ -128,6 +136,14 @@ def test_candidate_code_that_rewrites_the_scorer_changes_no_reward(
     assert result.ret != 0, result.stdout.str()  # a no-op is never accepted
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack="`os._exit(0)` in candidate code during a gate (exit 0 with no verdict, before)",
+    outcome=(
+        "prevented: the rollout is the candidate's failure (a 0, labelled), the child is restarted, "
+        "the session reaches its verdict"
+    ),
+)
 @pytest.mark.parametrize("width", ["1", "4"])
 def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session(
     noisy, projects, capevolve, width: str
@@ -152,6 +168,18 @@ def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session
     result.stdout.fnmatch_lines(["*quitter *REJECT*"])
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "a `BaseException` raised in flight at `--capevolve-concurrency 4` (a hang, before); a "
+        "candidate deaf to its deadline"
+    ),
+    outcome=(
+        "prevented: an infra error (the child's own report: missing data, see [candidate "
+        "failures](candidate-failures.md)); a hung child is killed and the rollout is the candidate's "
+        "failure"
+    ),
+)
 def test_a_base_exception_from_candidate_code_is_an_infra_error_in_flight(noisy, projects, capevolve) -> None:
     without_microcases(noisy)
     no_op_candidate(noisy, "escape", BASE_EXCEPTION)
@@ -167,6 +195,13 @@ def test_a_base_exception_from_candidate_code_is_an_infra_error_in_flight(noisy,
     )
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "a `BaseException` raised in flight at `--capevolve-concurrency 4` (a hang, before); a "
+        "candidate deaf to its deadline"
+    ),
+)
 def test_a_hung_candidate_deaf_to_its_deadline_is_killed_and_the_session_goes_on(
     noisy, projects, capevolve
 ) -> None:
