@@ -47,12 +47,7 @@ class Row:
 
 
 def _is_attack(node: ast.expr) -> bool:
-    target = node.func if isinstance(node, ast.Call) else node
-    return (
-        isinstance(target, ast.Attribute)
-        and target.attr == "attack"
-        and ast.unparse(target).endswith("mark.attack")
-    )
+    return ast.unparse(node.func if isinstance(node, ast.Call) else node).endswith("mark.attack")
 
 
 def _arguments(node: ast.expr, where: str) -> dict[str, str]:
