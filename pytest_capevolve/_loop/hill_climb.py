@@ -362,21 +362,7 @@ class HillClimb:
     def _evaluate(self, cid: str, meta: dict[str, Any], folder: Path, workdir: Path) -> None:
         """The guards and the val gate: a gate session on the work copy, then the booking."""
         rundir = self._rundir
-        if (
-            rundir.verdicts.verdict(cid) is None
-            and self.extra_protected
-            and self._refuse_extra_tamper(cid, meta, workdir)
-        ):
-            pass
-        elif rundir.verdicts.verdict(cid) is None and refuse_repeat_unpaid(
-            self.spec, rundir, cid, meta["parent"], workdir
-        ):
-            self.o.log(f"{cid}: repeats an earlier candidate's bytes; booked without a rollout")
-        elif rundir.verdicts.verdict(cid) is None and (
-            over := refuse_over_budget(self.spec, rundir, cid, meta["parent"])
-        ):
-            self.o.log(f"{cid}: {over}")
-        elif rundir.verdicts.verdict(cid) is None:
+        if rundir.verdicts.verdict(cid) is None and not self._refused_unpaid(cid, meta["parent"], workdir):
             args = self._session_args(rundir)
             args += gate_flags(workdir, cid, no_regression=self.o.no_regression)
             self.o.log(f"{cid}: gate session (parent {meta['parent']})")
@@ -388,17 +374,27 @@ class HillClimb:
                 )
         book_iteration(self.spec, rundir, cid, meta, folder)
 
-    def _refuse_extra_tamper(self, cid: str, meta: dict[str, Any], workdir: Path) -> bool:
-        """--protected-paths (:mod:`.extra_protected`): a change makes the candidate indecisive."""
-        return refuse_extra_tamper(
+    def _refused_unpaid(self, cid: str, parent: str, workdir: Path) -> bool:
+        """Whether a verdict was written without a rollout: a change to a ``--protected-paths``
+        path, a repeat of bytes the run holds, or a proposer that used up ``max_usd``."""
+        rundir = self._rundir
+        if self.extra_protected and refuse_extra_tamper(
             self.spec,
-            self._rundir,
+            rundir,
             cid,
-            meta["parent"],
+            parent,
             seed_source=self._source(SEED_TAG),
             workdir=workdir,
             extra_protected=self.extra_protected,
-        )
+        ):
+            return True
+        if refuse_repeat_unpaid(self.spec, rundir, cid, parent, workdir):
+            self.o.log(f"{cid}: repeats an earlier candidate's bytes; booked without a rollout")
+            return True
+        over = refuse_over_budget(self.spec, rundir, cid, parent)
+        if over:
+            self.o.log(f"{cid}: {over}")
+        return bool(over)
 
     def _finish(self, cid: str) -> None:
         """The outcome file and the candidate store, once per decided iteration."""
