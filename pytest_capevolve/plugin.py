@@ -301,17 +301,10 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
             "--capevolve-run and --capevolve-finalize are separate sessions; run one, then the other"
         )
     if finalize:
-        for flag in (
-            "capevolve_candidate",
-            "capevolve_split",
-            "capevolve_gate",
-            "capevolve_rerun",
-            "capevolve_new_run",
-            "capevolve_block",
-        ):
-            if getattr(config.option, flag):
+        for flag in "candidate split gate rerun new_run block".split():
+            if getattr(config.option, f"capevolve_{flag}"):
                 raise pytest.UsageError(
-                    f"--{flag.replace('_', '-')} does not apply to --capevolve-finalize: finalize "
+                    f"--capevolve-{flag.replace('_', '-')} does not apply to --capevolve-finalize: finalize "
                     "scores the run's current best, once, with the spec's trials; drop the flag, or "
                     "run it in a session first (pytest --capevolve-run . ...) and finalize after"
                 )
@@ -443,13 +436,9 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
         settled = CompareSettings(**settings)
         comparison = compare_files(files, settled, format=format, options=options, clusters=where)
         for result in comparison.pairs:
-            verdict = result.verdict
-            request.node.user_properties.append(
-                (
-                    f"capevolve_compare:{result.candidate.label}",
-                    f"{verdict.decision} Δ̄={verdict.delta_mean} p={verdict.p_value}",
-                )
-            )
+            v = result.verdict
+            said = f"{v.decision} Δ̄={v.delta_mean} p={v.p_value}"
+            request.node.user_properties.append((f"capevolve_compare:{result.candidate.label}", said))
         return ComparedRuns(comparison)
 
     return compare
