@@ -94,11 +94,8 @@ class Boundary:
 
     def as_json(self) -> dict[str, object]:
         return {
-            "writable": [str(p) for p in self.writable],
-            "readable": [str(p) for p in self.readable],
-            "hidden": [str(p) for p in self.hidden],
             "read_all": self.read_all,
-            "listable": [str(p) for p in self.listable],
+            **{key: [str(p) for p in getattr(self, key)] for key in _PATH_FIELDS},
         }
 
     @classmethod
@@ -108,13 +105,10 @@ class Boundary:
             assert isinstance(value, list)
             return tuple(Path(str(p)) for p in value)
 
-        return cls(
-            paths("writable"),
-            paths("readable"),
-            paths("hidden"),
-            bool(fields.get("read_all", True)),
-            paths("listable"),
-        )
+        return cls(read_all=bool(fields.get("read_all", True)), **{key: paths(key) for key in _PATH_FIELDS})
+
+
+_PATH_FIELDS = ("writable", "readable", "hidden", "listable")
 
 
 @dataclass(frozen=True)
