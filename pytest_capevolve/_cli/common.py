@@ -122,10 +122,8 @@ def print_json(answer: Any) -> None:
 
 
 def emit(args: argparse.Namespace, answer: Any, lines: Lines | None, *, json_default: bool = False) -> None:
-    """Print a command's answer. Inspection commands print ``lines(answer)`` for people (to
-    stderr under ``--json``) and, with ``--json``, the answer as JSON. Loop primitives
-    (``json_default``) print JSON (rounded to :data:`JSON_DIGITS`) unless ``--table`` asks for
-    the human form on stdout."""
+    """Print a command's answer: ``lines(answer)`` for people (stderr under ``--json``) and JSON
+    with ``--json``; loop primitives (``json_default``) print JSON unless ``--table``."""
     if json_default:
         if getattr(args, "table", False) and args.json:
             raise Refusal("--table and --json ask for two different outputs; give one")

@@ -97,8 +97,8 @@ def _answer(
     markdown: Callable[[Any], str],
     table: Callable[[Any], list[str]],
 ) -> int:
-    """Both forms' answer: the decisions (a file that cannot be read: a usage error naming it),
-    the Markdown summary when asked, the table or JSON, and the gate's exit code."""
+    """Both forms' answer: the decisions, the Markdown summary when asked, the table or JSON,
+    and the gate's exit code."""
     from .._imported.results import ResultsError
 
     try:

@@ -78,8 +78,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """The files of ``tag`` to diff: its snapshot; the seed's capability folder before the seed
-    has one; a candidate refused before any snapshot, its source folder; else its work copy."""
+    """The files of ``tag`` to diff: its snapshot, else its capability or source folder, else its
+    work copy."""
     if tag == "seed" and not rundir.snapshots.snapshot_dir(tag).is_dir():
         return spec.capability_path
     snapshot = rundir.snapshots.snapshot_dir(tag)
@@ -117,8 +117,7 @@ def cmd_multirep(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """One work copy from siblings' changes onto their common parent (``--integrate``: gated
-    after each addition)."""
+    """One work copy from siblings' changes onto their common parent (``--integrate``: gated)."""
     from .._loop.merge import integrate, merge, render
 
     spec, rundir = open_run(args)

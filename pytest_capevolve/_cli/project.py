@@ -131,9 +131,8 @@ def _margin_out_of_reach(spec: Any, task_ids: list[str]) -> str | None:
 
 
 def _seed_microcases(spec: Any, ok: Callable[[str], None], fail: Callable[[str], int]) -> None:
-    """The project's microcases, run on the seed: one the seed fails rejects every candidate made
-    from it (``micro_test_fail``), and mending it after the first session is a changed harness
-    (a new run, the baseline paid again). So ``check`` says so before anything is paid."""
+    """The project's microcases, run on the seed: one the seed fails rejects every candidate,
+    and mending it later is a changed harness, so ``check`` says so before anything is paid."""
     from .._engine.checks import ProjectEnv
     from .._engine.checks import run as run_microcase
     from .._project.microcase import MicrocaseError, load_project
@@ -206,8 +205,7 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
     if out.exists():
         raise UsageError(f"{out} exists; choose another --id or --out")
     out.parent.mkdir(parents=True, exist_ok=True)
-    # a microcase is committed with the project: it names its source relative to it, never by a
-    # path of this machine (a temp folder's name once matched a gold answer)
+    # committed with the project: the source is named relative to it, never by a machine's path
     named = source.relative_to(project) if source.is_relative_to(project) else Path(source.name)
     out.write_text(
         skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=named.as_posix())

@@ -57,8 +57,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     best = rundir.state.best()
     evidence = val_evidence(spec, rundir, val_ids(rundir))
     nulls = [t for t in rundir.snapshots.known_tags() if t.startswith(f"{best}-null")]
-    # the MDE at the level the next decision will get: the run's frozen schedule (a loop's, for a
-    # run with work copies), its decisions so far, a round's Holm share — not the spec's α alone
+    # the MDE at the level the next decision will get (schedule, decisions so far, Holm share)
     decided = next_decision_spec(spec, rundir)
     events = rundir.log.events()
     level, _ = next_level(decided, events, max(args.n_siblings, 1))
@@ -138,8 +137,7 @@ def _train(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:
 
 
 def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
-    """Finalize the run as a child session; its output is for people (on stderr after it ends,
-    under ``--json``)."""
+    """Finalize the run as a child session; its output for people (stderr under ``--json``)."""
     from .._loop.launch import run_attached, run_captured, session_command
 
     out = human(args)
@@ -161,11 +159,9 @@ def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Check the hash chain of a run's event log, then every rollout file and ``state.json``
-    against the events (a rollout file's bytes against the sha256 its event recorded); exit 1
-    at any disagreement. ``--repair`` moves a damaged log tail aside, rebuilds ``state.json``
-    from the log and quarantines a rollout file that differs from its event (it never rewrites
-    a rollout)."""
+    """Check the log's hash chain, then every rollout file and ``state.json`` against the events;
+    exit 1 at any disagreement. ``--repair`` moves a damaged log tail aside, rebuilds
+    ``state.json`` and quarantines a rollout file that differs from its event."""
     with collection_paused():
         return _verify(args)
 
@@ -193,14 +189,11 @@ def _verify(args: argparse.Namespace) -> int:
     from .._policy.val_levels import level_problems
     from .._store.event_chain import verified_events
 
-    # the log as the chain's check just parsed it, for every check after it (at 60,000 events
-    # each parse of it again was a fifth of a verify); None if it grew since: read again
+    # the log as the chain's check just parsed it, for every check after it; None if it grew since
     logged = verified_events(rundir.events_path)
     if logged is None:
         logged = rundir.log.events()
-    # the α levels are read from the gate_decision lines only: the audit's pass over the log
-    # hands over every event but the rollouts (all of them parsed: a line in another spelling
-    # is seen), so the level check need not walk 60,000 rollout events again
+    # the α levels come from the audit's pass, which hands over every event but the rollouts
     others: list[dict[str, Any]] = []
     problems = audit(rundir, repair=args.repair, events=logged, others=others)
     problems += level_problems(rundir, others)
@@ -249,8 +242,7 @@ def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], 
 
 
 def _store_anchor(rundir: RunDir, store: str) -> str:
-    """The newest anchor a hill-climb's git store committed (``store``: a clone of it, or ""
-    for the run's own ``store/``)."""
+    """The newest anchor a hill-climb's git store (or ``store``, a clone of it) committed."""
     from pathlib import Path
 
     from .._loop.git_store import StoreError, store_anchor
@@ -296,8 +288,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
     spec, rundir = open_run(args, splits=False)
     try:
-        # every val tag's records, read once from the index: the table's measure and the page
-        # draw from the same 60,000 (two reads of the tags each asks would check the files twice)
+        # every val tag's records, read once for both the table and the page
         val = (
             index_records(rundir.rollouts.indexed_rollouts("val"))
             if (rundir.splits() or {}).get("val")
