@@ -248,10 +248,8 @@ def _judgement(
 
 
 def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
-    """Where the order is recorded, every judged task was shown as many times each way: a judge
-    that leans to a position then leans as much for A as for B, and the sign test stays exact
-    (both orders present is not enough: shown B first three times to A's once, a judge that
-    always picks the first output "prefers" B)."""
+    """Where the order is recorded, every judged task was shown as many times each way, so a
+    judge leaning to a position leans as much for A as for B and the sign test stays exact."""
     orders: dict[str, Counter[str]] = {}
     for j in judgements:
         if j.preference is not None:
