@@ -98,10 +98,9 @@ _NUMBER = re.compile(r"[-+]?(?<![\w.])[0-9]+(?:[.,][0-9]+)*")
 _SPACE = re.compile(r"\s+")
 
 
-# How failures are grouped (``capevolve diagnose --cluster``): ``normalized`` (the default) folds
-# numbers and ids everywhere but keeps what quoted text says around them, so "answered 31 to
-# '4 * 9'" and "answered 6 to '5 - 11'" — two defects — stay two clusters; ``loose`` also folds
-# quoted text whole (one cluster per message shape); ``exact`` groups identical feedback only.
+# How failures are grouped (``--cluster``): ``normalized`` folds numbers and ids but keeps quoted
+# text's words ('4 * 9' and '5 - 11' stay two defects); ``loose`` folds quoted text whole;
+# ``exact`` groups identical feedback only.
 CLUSTER_MODES = ("normalized", "loose", "exact")
 
 

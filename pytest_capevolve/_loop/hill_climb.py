@@ -322,8 +322,7 @@ class HillClimb:
         diff = unified_diff(self._source(parent), workdir, parent, cid)
         atomic_write_text(folder / "diff.patch", diff)
         atomic_write_json(folder / "optimizer.json", result)  # the marker: the proposal is complete
-        # the cost the optimizer reported goes in the log here, and is booked from there:
-        # optimizer.json is on disk until the gate ends, and was rewritten to $0 in between
+        # the reported cost is booked from the log, not from optimizer.json (rewritable meanwhile)
         self._rundir.log.append_event(
             "hill_climb_iteration",
             tag=cid,

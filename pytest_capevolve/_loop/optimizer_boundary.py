@@ -50,9 +50,7 @@ def optimizer_boundary(
 
 
 def checked_writable(spec: Spec, folders: Iterable[Path]) -> tuple[Path, ...]:
-    """``--writable`` folders (or files: a coding agent's state file in the home folder), refused
-    when one is the project, inside it or holds it: the record, the harness and pytest's
-    configuration above the project stay out of reach."""
+    """``--writable`` folders (or files), refused when one is the project, inside it or holds it."""
     project = spec.project_dir.resolve()
     out = []
     for folder in folders:

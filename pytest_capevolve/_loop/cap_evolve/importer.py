@@ -43,9 +43,8 @@ def locate_spec(src: Path) -> Path:
 
 
 def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dict[str, Any]:
-    """Write the project (and, with ``run_dir``, the run) into ``dest``; the report says what
-    was mapped, rewritten and skipped. Refused before any write when something is missing or
-    taken; a failure halfway removes what it created."""
+    """Write the project (and, with ``run_dir``, the run) into ``dest``, refused before any write
+    when something is missing or taken; a failure halfway removes what it created."""
     spec_path = locate_spec(src)
     project = spec_path.parent
     translation = translate(_read_spec(spec_path))
