@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 
 EVALUABLE_SPLITS = ("train", "val")
-# The spec keys a project may default in its pytest config (``capevolve_<key>``): the
-# ``_project.spec.INI_KEYS`` it derives from its validators, written out here so that a session
-# that never asks for capevolve does not import (nor compile) the spec's floor to register them;
-# tests/unit/test_docs_reference.py keeps the two equal.
+# ``_project.spec.INI_KEYS``, written out so a session without capevolve never imports the spec
+# (tests/unit/test_docs_reference.py keeps the two equal).
 INI_KEYS = tuple(
     "split_seed split_train split_val split_test split_ids_file num_trials base_seed "
     "success_threshold rollout_timeout_s concurrency gate_mode gate_k_se gate_alpha "
@@ -313,9 +311,8 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Before any conftest is imported, a capevolve session stops reading bytecode caches it
-    did not write (a planted ``__pycache__/conftest…pyc`` or adapter ``.pyc`` would run in
-    place of the locked source): see :mod:`._project.bytecode`."""
+    """Before any conftest is imported, stop reading the project's bytecode caches
+    (:mod:`._project.bytecode`)."""
     known = early_config.known_args_namespace
     if getattr(known, "capevolve_run", None) or getattr(known, "capevolve_finalize", None):
         from ._project import startup_hooks
@@ -330,9 +327,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 
 class _HypothesisStartupEnds:
-    """What hypothesis's plugin does at session start, kept when the plugin is blocked: there
-    its start-up ends, and until then harness code using hypothesis (a scorer drawing from
-    strategies) is warned of slow code in a plugin — an error under ``filterwarnings = error``."""
+    """Hypothesis's session start, kept when its plugin is blocked: until then, harness code
+    using hypothesis is warned of slow code in a plugin (an error under ``filterwarnings``)."""
 
     def __init__(self, plugin: object) -> None:
         self.plugin = plugin

@@ -110,8 +110,7 @@ class Spec:
 
     @staticmethod
     def locked_value(lock: Mapping[str, Any], key: str) -> Any:
-        """``key``'s value in a lock: a key :meth:`to_lock` leaves out at its default (one added
-        later, so older locks stay as they were) is that default when absent."""
+        """``key``'s value in a lock; a key :meth:`to_lock` leaves out at its default is that."""
         if key in lock or key not in (_SILENT_DEFAULTS | _ADDED_LATER):
             return lock.get(key)
         found = next(f for f in dataclasses.fields(Spec) if f.name == key)
@@ -194,8 +193,7 @@ def _choice_int(lo: int, hi: int) -> Callable[[Any], int]:
 
 
 def _gate_mode(value: Any) -> str:
-    # The modes are the gate's registry; imported when a spec is validated, not when the
-    # plugin loads (it pulls in numpy and scipy).
+    # imported when a spec is validated, not when the plugin loads (numpy, scipy)
     from .._decide.gate import GATE_MODES
 
     return _choice(GATE_MODES)(value)

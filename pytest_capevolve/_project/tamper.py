@@ -86,16 +86,14 @@ def is_protected(relative: str, patterns: Iterable[str]) -> bool:
 
 
 def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
-    """sha256 of every protected file under ``root``, by relative posix path.
-
-    Raises CandidateError for a symlink that leaves ``root`` (from :func:`iter_files`)."""
+    """sha256 of every protected file under ``root``, by relative posix path (CandidateError for
+    a symlink that leaves ``root``)."""
     return file_digests(root, lambda relative: is_protected(relative, patterns))
 
 
 def tampered(seed_digests: dict[str, str], candidate: Path, patterns: tuple[str, ...]) -> list[str]:
-    """What makes ``candidate`` unjudgeable against the seed (``seed_digests``, from
-    :func:`protected_digests`): each changed, added or removed protected path, or the symlink
-    that leaves the folder. Empty when it may be evaluated."""
+    """Each protected path ``candidate`` changed, added or removed against ``seed_digests``, or
+    its symlink that leaves the folder; empty when it may be evaluated."""
     try:
         theirs = protected_digests(candidate, patterns)
     except CandidateError as exc:

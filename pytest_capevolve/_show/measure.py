@@ -92,11 +92,8 @@ class Measurement:
 def measure(
     spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None, *, train_note: str | None = None
 ) -> Measurement:
-    """Read the run and decide what may be said. Never pays a rollout, never opens the seal.
-
-    ``known``: split → records already indexed by the caller (a session that has just read
-    its split), so they are not read from disk again. ``train_note``: why train has no numbers,
-    as ``capevolve measure --train`` found it (default: the run holds no train rollouts)."""
+    """Read the run and decide what may be said; never pays, never opens the seal. ``known``:
+    split → records the caller already indexed; ``train_note``: why train has no numbers."""
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
     state = rundir.state.read_state()
     events, rollouts_by_split = digest(rundir)  # the log less its rollout lines, and their count
@@ -305,8 +302,7 @@ def _spend(
         "rollouts_by_split": paid,
         "metric_calls": state["spent"]["metric_calls"],
         "usd": state["spent"]["usd"],  # the runner's
-        # what proposing cost, as booked with the decisions (hill-climb's optimizer line and
-        # `capevolve commit --optimizer-usd` alike): max_usd counts both
+        # what proposing cost, as booked with the decisions: max_usd counts it too
         "optimizer_usd": float(state["spent"].get("optimizer_usd", 0.0)),
         "optimizer_tokens": int(state["spent"].get("optimizer_tokens", 0)),
         "total_usd": round(float(state["spent"]["usd"]) + float(state["spent"].get("optimizer_usd", 0.0)), 6),
