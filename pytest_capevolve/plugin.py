@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 EVALUABLE_SPLITS = ("train", "val")
-# ``_project.spec.INI_KEYS``, written out so a session without capevolve never imports the spec
-# (tests/unit/test_docs_reference.py keeps the two equal).
+# The spec keys a project may default as ``capevolve_<key>`` ini entries: the spec's INI_KEYS, written
+# out so a session without capevolve never imports the spec (test_docs_reference.py keeps them equal)
 INI_KEYS = tuple(
     "split_seed split_train split_val split_test split_ids_file num_trials base_seed "
     "success_threshold rollout_timeout_s concurrency gate_mode gate_k_se gate_alpha "
