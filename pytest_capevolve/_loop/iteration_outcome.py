@@ -62,21 +62,12 @@ def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], f
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
     optimizer = {**read_json(folder / "optimizer.json"), **proposed_spend(rundir, cid)}
-    note = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']}): "
+    head = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']})"
+    get = optimizer.get
+    spend = OptimizerSpend(get("cost_usd", 0.0), get("tokens", 0), get("seconds", 0.0))
+    note = f"{head}: {booked_reason(verdict, booked)}"
     try:
-        book(
-            spec,
-            rundir,
-            cid,
-            booked,
-            basis=basis,
-            note=note + booked_reason(verdict, booked),
-            optimizer=OptimizerSpend(
-                usd=optimizer.get("cost_usd", 0.0),
-                tokens=optimizer.get("tokens", 0),
-                seconds=optimizer.get("seconds", 0.0),
-            ),
-        )
+        book(spec, rundir, cid, booked, basis=basis, note=note, optimizer=spend)
     except CommitRefused:
         if not any(d["tag"] == cid for d in rundir.decisions()):
             raise
