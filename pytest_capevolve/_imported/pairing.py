@@ -1,12 +1,8 @@
 """Two finished runs made into the gate's reward matrices, paired by task.
 
-Rows are the tasks either run names (the baseline's order, then the candidate's new ones);
-columns are trials: by the files' own trial labels (inspect's epochs, a ``trial`` column) when
-both runs label theirs, else by position within the task. A missing or errored trial is
-``nan``: missing data, as in a capevolve run, and a task missing from one run lowers the paired
-coverage. The test reads per-task means, so trial columns pair only what the files show; the
-seeds say whether those trials also shared random numbers.
-"""
+Rows are the tasks either run names; columns are trials, by the files' own trial labels when
+both runs have them, else by position. A missing or errored trial is ``nan`` (missing data),
+and a task missing from one run lowers the paired coverage."""
 
 from __future__ import annotations
 

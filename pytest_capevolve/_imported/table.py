@@ -1,19 +1,11 @@
 """A plain table of (task id, trial, reward): CSV with a header row, or JSON Lines — for any
 tool this package has no reader for.
 
-Columns (the first name found is used; case does not matter):
-
-- task id: ``task_id``, ``task``, ``sample_id``, ``id`` — required;
-- reward: ``reward``, ``score`` — required; an empty cell is missing data (the row did not
-  measure the agent), as is a row whose ``error`` column is not empty;
-- trial: ``trial``, ``epoch``, ``repeat`` — optional; without it, repeated rows of a task are
-  its trials in file order;
-- seed: ``seed`` — optional: the trial's random seed, which is what lets two runs be said to
-  share random numbers;
-- cluster: ``cluster`` — optional: tasks that share a source (the test flips whole clusters).
-
-:func:`read_cluster_map` reads a table of task_id, cluster alone (``--clusters FILE``).
-"""
+Columns, by the first name found in any case (``docs/how-to/compare-table.md``): task id
+(``task_id``, ``task``, ``sample_id``, ``id``) and reward (``reward``, ``score``) required; an
+empty reward or a non-empty ``error`` is missing data. Optional: trial (``trial``, ``epoch``,
+``repeat``; else a task's rows in file order), ``seed`` and ``cluster``.
+:func:`read_cluster_map` reads a table of task_id, cluster alone (``--clusters FILE``)."""
 
 from __future__ import annotations
 
