@@ -103,8 +103,7 @@ OUTCOME_KEYS = (
 
 
 def _read_only(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` read-only (0444): a copy of the record, editing it changes
-    nothing."""
+    """Write ``text`` to ``target`` read-only (0444): a copy of the record, editing it changes nothing."""
     if target.is_symlink() or target.exists():
         target.unlink()
     target.write_text(text, encoding="utf-8")

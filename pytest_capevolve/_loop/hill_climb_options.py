@@ -75,8 +75,7 @@ def ini_overrides(options: Options, spec_path: Path, schedule: str = LOOP_SCHEDU
 
 
 def names_a_schedule(spec_path: Path) -> bool:
-    """Whether the spec names its α schedule; unless it does, a loop spends α across the run's
-    decisions."""
+    """Whether the spec names its α schedule; unless it does, a loop spends α across the run's decisions."""
     try:
         raw = read_yaml(spec_path) or {}
     except YamlError:

@@ -55,8 +55,7 @@ def parse_ids(text: str) -> list[str]:
 
 
 def split_of(rundir: RunDir, ids: Sequence[str]) -> dict[str, str]:
-    """Each id's split, train or val; a test id is refused without naming it, an unknown one by
-    name."""
+    """Each id's split, train or val; a test id is refused without naming it, an unknown one by name."""
     splits = rundir.splits() or {}
     test = set(splits.get(TEST_SPLIT, []))
     sealed = [i for i in ids if i in test]

@@ -12,8 +12,7 @@ class YamlError(ValueError):
 
 
 def read_yaml(path: Path) -> Any:
-    """``yaml.safe_load`` of ``path``; malformed YAML or bytes that are not UTF-8 raise
-    :class:`YamlError`."""
+    """``yaml.safe_load`` of ``path``; malformed YAML or bytes that are not UTF-8 raise :class:`YamlError`."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

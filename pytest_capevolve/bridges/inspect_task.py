@@ -104,8 +104,7 @@ class _Sample:
 
 
 class InspectTaskAdapter:
-    """Subclass it and set ``factory`` (and ``model``, ``model_args``), or pass them to
-    ``__init__``."""
+    """Subclass it and set ``factory`` (and ``model``, ``model_args``), or pass them to ``__init__``."""
 
     factory: ClassVar[Factory | None] = None
     model: ClassVar[str] = "mockllm/model"
