@@ -311,8 +311,7 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Before any conftest is imported, stop reading the project's bytecode caches
-    (:mod:`._project.bytecode`)."""
+    """Before any conftest is imported, stop reading the project's bytecode caches."""
     known = early_config.known_args_namespace
     if getattr(known, "capevolve_run", None) or getattr(known, "capevolve_finalize", None):
         from ._project import startup_hooks

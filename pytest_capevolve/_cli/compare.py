@@ -97,8 +97,7 @@ def _answer(
     markdown: Callable[[Any], str],
     table: Callable[[Any], list[str]],
 ) -> int:
-    """Both forms' answer: the decisions, the Markdown summary when asked, the table or JSON,
-    and the gate's exit code."""
+    """The decisions, the Markdown summary when asked, the table or JSON, and the exit code."""
     from .._imported.results import ResultsError
 
     try:

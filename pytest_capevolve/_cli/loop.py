@@ -78,8 +78,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """The files of ``tag`` to diff: its snapshot, else its capability or source folder, else its
-    work copy."""
+    """``tag``'s files: its snapshot, else its capability or source folder, else its work copy."""
     if tag == "seed" and not rundir.snapshots.snapshot_dir(tag).is_dir():
         return spec.capability_path
     snapshot = rundir.snapshots.snapshot_dir(tag)

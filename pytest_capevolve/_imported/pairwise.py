@@ -275,8 +275,7 @@ def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
 def _check_trials_once(
     path: Path, rows: list[dict[str, Any]], task_col: str, trial_col: str, order_col: str | None
 ) -> None:
-    """Each (task, trial) once, or once in each order where the order is recorded (a trial is
-    judged both ways)."""
+    """Each (task, trial) once, or once in each order where the order is recorded."""
     seen: set[tuple[str | None, str, str | None]] = set()
     for row in rows:
         trial = cell(row, trial_col)

@@ -118,8 +118,7 @@ def outcome_record(
 
 
 def summary_rows(rundir: RunDir, cids: list[str]) -> list[dict[str, Any]]:
-    """One row of ``summary.json`` per decided iteration, from the log, never from the
-    rewritable ``outcome.json``."""
+    """One row of ``summary.json`` per decided iteration, from the log (not ``outcome.json``)."""
     standing: dict[str, dict[str, Any]] = {}
     for event in rundir.decisions():
         standing[str(event["tag"])] = event

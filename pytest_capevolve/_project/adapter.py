@@ -145,8 +145,7 @@ def check_tokens(value: Any, where: str) -> int:
 
 
 def load_adapter(ref: str, project_dir: Path, *, note_startup_hooks: bool = True) -> Any:
-    """Import ``file.py:Class`` relative to ``project_dir`` (as a module named by its path) and
-    instantiate it."""
+    """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it."""
     source_only(project_dir)  # a .pyc planted beside the adapter or a candidate is never loaded
     if note_startup_hooks:
         startup_hooks.remember()  # before any sandbox child of this process runs candidate code

@@ -76,8 +76,7 @@ def escape_id(task_id: str) -> str:
 
 
 def legacy_escape_id(task_id: str) -> str:
-    """The name older runs used (upper case kept), so a writer replacing such a rollout removes
-    the old-named file."""
+    """The name older runs used (upper case kept): a writer replacing one removes the old file."""
     return _escape(task_id, fold_case=False)
 
 

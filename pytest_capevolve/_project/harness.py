@@ -67,8 +67,7 @@ def fingerprint(
 
 
 def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
-    """The whole harness of ``spec``'s project: its files' digests, and the task pool's under
-    :data:`TASKS_KEY`."""
+    """The whole harness: its files' digests, and the task pool's under :data:`TASKS_KEY`."""
     folder = spec.project_dir / MICROCASES_DIR
     microcases = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     extra = [*microcases, *([spec.split_ids_file] if spec.split_ids_file else [])]

@@ -20,8 +20,7 @@ class TestSealError(CapevolveError):
 
 
 def cut_splits(task_ids: Iterable[str], seed: int, ratios: tuple[float, float, float]) -> dict[str, Any]:
-    """Shuffle the sorted ids (so the adapter's order does not matter) with ``seed`` and cut
-    them by ``ratios`` (train, val, test)."""
+    """Shuffle the sorted ids with ``seed`` and cut them by ``ratios`` (train, val, test)."""
     ids = sorted(set(task_ids))
     random.Random(seed).shuffle(ids)
     n = len(ids)

@@ -86,8 +86,7 @@ def is_protected(relative: str, patterns: Iterable[str]) -> bool:
 
 
 def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
-    """sha256 of every protected file under ``root``, by relative posix path (CandidateError for
-    a symlink that leaves ``root``)."""
+    """sha256 of every protected file under ``root`` by relative path (refusing outward links)."""
     return file_digests(root, lambda relative: is_protected(relative, patterns))
 
 

@@ -95,8 +95,7 @@ def arm_summary(
 def _arm_arrays(
     arm: evidence.Arm, task_ids: Sequence[str], num_trials: int
 ) -> tuple[np.ndarray, np.ndarray, int, float]:
-    """In one pass over the arm: the reward and pass matrices, the infra errors and the cost of
-    the records in the plan."""
+    """In one pass: the reward and pass matrices, infra errors and cost of the planned records."""
     rows = {task_id: i for i, task_id in enumerate(task_ids)}
     rewards = np.full((len(task_ids), num_trials), np.nan)
     passes = np.full((len(task_ids), num_trials), np.nan)

@@ -55,8 +55,7 @@ def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
 
 
 def _every_val_tag(rundir: RunDir, known: dict[str, Any]) -> Any:
-    """The session's val records when they hold every tag with a val rollout, else None (the
-    dashboard reads them itself)."""
+    """The session's val records when they hold every tag with a val rollout, else None."""
     val = known.get("val")
     if not val:
         return None
