@@ -29,8 +29,7 @@ def declared_stochastic(adapter: Any) -> bool:
 
 
 def rescores_for(adapter: Any, judge_rescores: int) -> int:
-    """How many times each output is scored; r > 1 is refused for a scorer not declared
-    stochastic (it would pay r times for one number)."""
+    """How many times each output is scored (r > 1 only for a scorer declared stochastic)."""
     if judge_rescores > 1 and not declared_stochastic(adapter):
         raise AdapterError(
             f"judge_rescores: {judge_rescores} needs a stochastic scorer: set stochastic_score = True "

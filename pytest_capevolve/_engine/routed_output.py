@@ -108,8 +108,7 @@ class OutputRouting:
 
 
 def _sys_captures(config: pytest.Config) -> list[Any]:
-    """The ``SysCapture`` objects of pytest's global capture that swap ``sys.stdout`` and
-    ``sys.stderr`` (none under ``-s`` or ``-p no:capture``)."""
+    """pytest's global ``SysCapture`` objects for stdout and stderr (none under ``-s``)."""
     capman = config.pluginmanager.get_plugin("capturemanager")
     multi = getattr(capman, "_global_capturing", None)
     captures = []

@@ -103,8 +103,7 @@ def checked_optimizer(options: Options, spec: Spec) -> str:
 
 
 def checked_focus(options: Options, spec: Spec) -> str:
-    """The focus mode (the flag, else the spec's ``algorithm_focus``, else ``all``); cap-evolve's
-    back-compat name ``all-at-once`` is ``all``."""
+    """The focus mode: the flag, else ``algorithm_focus``, else ``all`` (``all-at-once`` too)."""
     focus = options.focus or spec.algorithm_focus or "all"
     focus = FOCUS_ALIASES.get(focus, focus)
     if focus not in FOCUS_MODES:

@@ -29,8 +29,7 @@ def finish(
     entry: dict[str, Any],
     log: Callable[[str], object],
 ) -> None:
-    """The outcome file and the store's commit of ``cid``, whose booked decision is ``entry``
-    (``log``: where the outcome's line is said, once)."""
+    """The outcome file and the store's commit of ``cid``, whose booked decision is ``entry``."""
     folder = rundir.hill_climb_dir(cid)
     meta = dict(read_json(folder / "iteration.json"))
     verdict = rundir.verdicts.verdict(cid) or {}

@@ -119,8 +119,7 @@ def common_parent(rundir: RunDir, tags: Sequence[str]) -> str:
 
 
 def files_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """Where ``tag``'s bytes are: its snapshot, else (the seed) the capability folder, else its
-    work copy (a candidate not evaluated yet)."""
+    """``tag``'s bytes: its snapshot, else (the seed) the capability folder, else its work copy."""
     for folder in (rundir.snapshots.snapshot_dir(tag), spec.capability_path if tag == SEED_TAG else None):
         if folder is not None and folder.is_dir():
             return folder
