@@ -397,15 +397,10 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
             compared = capevolve_compare("evals/baseline.eval", "evals/candidate.eval")
             assert compared.accepted, compared.summary
 
-    ``capevolve_compare(BASELINE, RUN, ..., alpha=0.05, min_coverage=0.8, multiple="holm",
-    scorer=None, labels=(), arms=(), format=None, clusters=None, success_threshold=1.0,
-    regression_rule="noise", veto_regressions=False, margin=0.0, equivalence=0.0)`` reads the
-    files (relative paths from the rootdir) and returns a ``ComparedRuns``: ``accepted``,
-    ``decisions``, ``summary`` (the table, with what holds for imported results), ``markdown()``,
-    ``to_dict()``; ``margin`` / ``equivalence`` ask "no worse than" / "within ±". Each run's
-    decision, Δ̄ and p go into the test's ``user_properties`` (junitxml's properties). One file
-    of a judge's preferences (a ``preference`` column) is decided by the pairwise sign test,
-    as ``capevolve compare --pairwise`` decides it."""
+    It takes the command's settings as keywords, paths relative to the rootdir, and returns a
+    ``ComparedRuns`` (``accepted``, ``decisions``, ``summary``, ``markdown()``, ``to_dict()``);
+    each run's decision goes into the test's ``user_properties``. One file of a judge's
+    preferences is decided by the pairwise sign test."""
     from ._imported.compare import CompareSettings, compare_files
     from ._imported.pairwise import looks_pairwise
     from ._imported.readers import ReadOptions
