@@ -156,9 +156,8 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
             f"capevolve diagnose {shlex.quote(report['best']['tag'])} {where}",
             f"capevolve spend --n-siblings 3 {where}",
             f"capevolve work new cand_0001 {where}",
-            # `capevolve pytest`: the same command inside `capevolve agent` (through its broker) and
-            # outside; no `-o` (the broker refuses one): a run holding work copies gates at the
-            # loop's schedule, or the one it froze, by itself
+            # `capevolve pytest` works inside `capevolve agent` and outside; no `-o` (the broker
+            # refuses one): a run holding work copies gates at the loop's schedule by itself
             f"capevolve pytest --capevolve-run {where} --capevolve-candidate {work} "
             "--capevolve-gate --capevolve-commit none",
             f"capevolve commit cand_0001 {where} --decision accept",

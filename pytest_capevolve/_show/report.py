@@ -37,9 +37,6 @@ class TagRow:
         return asdict(self)
 
 
-# the old name, kept only until _session/outcome.py imports TagRow (then delete this line)
-
-
 def summarize_arm(
     arm: evidence.Arm,
     *,
