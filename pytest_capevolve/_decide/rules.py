@@ -297,7 +297,6 @@ def _null_floor(x: CheckInput, decision: str) -> tuple[str, str] | None:
 
 
 def _regression_veto(x: CheckInput, decision: str) -> tuple[str, str] | None:
-    """``veto_regressions``: an accept that drops a task (by ``regression_rule``) is a reject."""
     regs = x.measured.regressions
     if decision != ACCEPT or not x.rule.config.veto_regressions or not regs:
         return None

@@ -59,7 +59,6 @@ class SequentialDecision:
         return self.state.stopped in (seq.EFFICACY, seq.FUTILITY)
 
     def numbers(self) -> dict[str, Any]:
-        """What a verdict records in ``details['sequential']``."""
         s = self.state
         return {
             "outcome": s.stopped,
