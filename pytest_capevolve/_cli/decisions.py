@@ -167,8 +167,7 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
 
 
 def _session_summary(output: str, command: list[str]) -> str:
-    """A completed evaluation's summary table onward: its rollout-by-rollout lines (every task
-    the seed failed) are what the hand-off is not about, and would bury it."""
+    """A completed evaluation's output from its summary table on (rollout lines would bury it)."""
     lines = output.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if re.match(r"=+ capevolve run ", line)), 0)
     # argv is [python, -P, -m, pytest, …]: the words from `pytest` on are what a user pastes
@@ -185,8 +184,7 @@ def key_lines(answer: dict[str, Any]) -> list[str]:
 
 
 def spec_value(key: str) -> Any:
-    """An argparse type that checks a flag as the spec checks its key (same validator, same
-    range: ``--alpha`` is ``gate_alpha`` in (0, 0.25])."""
+    """An argparse type checking a flag as the spec checks its key (``--alpha`` as ``gate_alpha``)."""
     from .._project.spec import VALIDATORS
 
     def parse(text: str) -> Any:

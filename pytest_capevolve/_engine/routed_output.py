@@ -90,8 +90,7 @@ class OutputRouting:
             self._root_level = None
 
     def replay(self, output: RolloutOutput) -> None:
-        """On the main thread, in the item's call phase: what the rollout wrote and logged,
-        written and handled again under the item's capture."""
+        """In the item's call phase: the rollout's writes and logs, replayed under its capture."""
         for name in STREAMS:
             text = "".join(getattr(output, name))
             if text:

@@ -163,8 +163,7 @@ class HillClimb:
     # -- the loop -----------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        """The loop, with every session and booking labelled with the optimizer's confinement
-        (:mod:`.._confine.label`): said once at start, restored on the way out."""
+        """The loop, every session and booking labelled with the optimizer's confinement."""
         state = expected()
         self.o.log(f"the optimizer runs {state.label}")
         saved = os.environ.get(OPTIMIZER_ENV)
@@ -333,8 +332,7 @@ class HillClimb:
         )
 
     def _train_signal(self, parent: str, folder: Path) -> None:
-        """``--signal train``: the parent's train rollouts, paid once per new best by a plain
-        train session (the parent is the best; it pays only what is missing)."""
+        """``--signal train``: the parent's train rollouts, paid once per new best (what is missing)."""
         from .._store.evidence import index_records
 
         rundir = self._rundir

@@ -47,8 +47,7 @@ PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
 
 
 def proposed_spend(rundir: RunDir, cid: str) -> dict[str, Any]:
-    """The optimizer's spend as the log recorded it when ``cid`` was proposed ({} for a run
-    older than that record: then ``optimizer.json`` alone says it)."""
+    """The optimizer's spend as the log recorded it when ``cid`` was proposed ({} in older runs)."""
     for event in reversed(rundir.log.of_kinds("hill_climb_iteration")):
         if event.get("tag") == cid and event.get("phase") == "proposed":
             return {key: event[key] for key in PROPOSAL_SPEND if key in event}

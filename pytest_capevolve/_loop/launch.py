@@ -42,8 +42,7 @@ def session_command(
 
 
 def gate_flags(workdir: Path, tag: str, *, no_regression: str | None = None) -> list[str]:
-    """The flags of a gate session on a work copy whose decision a driver books itself;
-    ``no_regression`` (noise|strict): veto an accept with regressions of that rule."""
+    """The flags of a gate session on a work copy whose decision its driver books."""
     flags = ["--capevolve-candidate", str(workdir), "--capevolve-tag", tag, "--capevolve-gate"]
     flags += ["--capevolve-commit", "none"]
     if no_regression:

@@ -120,8 +120,7 @@ def _read_spec(spec_path: Path) -> dict[str, Any]:
 
 
 def _capability(project: Path, spec_keys: dict[str, Any], run: CapEvolveRun | None) -> tuple[Path, Path]:
-    """Where the capability folder is copied from (with a run: the run's own seed snapshot,
-    the bytes it measured) and to (relative to DEST, never outside it)."""
+    """Where the capability folder is copied from (with a run, its seed snapshot) and to (in DEST)."""
     capability = Path(str(spec_keys.get("capability_path") or "seed_capability"))
     capability_dest = (
         Path(capability.name) if capability.is_absolute() or ".." in capability.parts else capability
