@@ -54,8 +54,7 @@ class ProjectEnv:
         return self._runner
 
     def close(self) -> None:
-        """End the sandbox children its runner started (idempotent): whoever made this
-        environment closes it when its session or command ends."""
+        """End the sandbox children its runner started (idempotent)."""
         if self._runner is not None:
             self._runner.close()
 

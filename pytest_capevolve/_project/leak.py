@@ -211,8 +211,7 @@ def parent_lines(parent: Path) -> set[str]:
 
 
 def find_leaks(candidate: Path, inherited: set[str], matcher: Matcher, limit: int = 20) -> list[Leak]:
-    """The lines ``candidate`` adds (not in ``inherited``) that hold a needle, file by file in
-    sorted order, at most ``limit`` of them."""
+    """The lines ``candidate`` adds (not in ``inherited``) that hold a needle, at most ``limit``."""
     leaks: list[Leak] = []
     if not matcher:
         return leaks

@@ -95,8 +95,7 @@ def pytest_plugins() -> dict[str, str]:
 
 
 def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
-    """``now`` without its start-up hooks when ``locked`` predates them (a run locked before
-    hooks were held is not refused for having them)."""
+    """``now`` without its start-up hooks when ``locked`` predates holding them."""
     if PLUGINS_MARKER_KEY not in locked:
         now = {k: v for k, v in now.items() if k != PLUGINS_MARKER_KEY and not k.startswith(PLUGIN_PREFIX)}
     if MARKER_KEY in locked:

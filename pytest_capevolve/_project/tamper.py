@@ -40,8 +40,7 @@ DEFAULT_PROTECTED = (
 
 
 def expand(patterns: Iterable[str], adapter_ref: str) -> tuple[str, ...]:
-    """The spec's patterns with ``default`` replaced by :data:`DEFAULT_PROTECTED` plus the
-    adapter's file name (order kept, duplicates dropped)."""
+    """The spec's patterns, ``default`` replaced by :data:`DEFAULT_PROTECTED` and the adapter file."""
     out: list[str] = []
     for pattern in patterns:
         if pattern == DEFAULT_WORD:
