@@ -102,9 +102,8 @@ def cmd_commit(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    """The hand-off: check the adapter, evaluate the seed on val, print what an optimizer needs.
-
-    Everything but the final JSON goes to stderr, so ``capevolve baseline | jq`` works."""
+    """The hand-off: check the adapter, evaluate the seed on val, print what an optimizer needs
+    (all but the final JSON to stderr, so ``capevolve baseline | jq`` works)."""
     from .._loop.launch import run_captured, session_command
     from .._policy.loop_schedule import handoff_schedule_note
     from .._policy.spend import spend_report

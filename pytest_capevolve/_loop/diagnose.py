@@ -223,9 +223,8 @@ def stems(text: str) -> frozenset[str]:
 
 
 def merge_paraphrases(clusters: list[FailureCluster]) -> list[FailureCluster]:
-    """Clusters whose signatures' :func:`stems` overlap by ≥ :data:`PARAPHRASE_OVERLAP`
-    (Jaccard), merged transitively: the biggest member names the cluster, the others are listed
-    in its ``variants``."""
+    """Clusters whose :func:`stems` overlap by ≥ :data:`PARAPHRASE_OVERLAP` (Jaccard), merged
+    transitively: the biggest names the cluster, the others are its ``variants``."""
     order = sorted(clusters, key=lambda c: (-c["count"], c["signature"]))
     words = [stems(c["signature"]) for c in order]
     parent = list(range(len(order)))

@@ -29,8 +29,7 @@ def session_command(
     extra: Sequence[str] = (),
 ) -> list[str]:
     """The argv of one ``--capevolve-<mode> SPEC`` session on ``run_id``, its conftests cut at
-    the project (:mod:`.._project.pytest_loads`), with ``-o`` per ``ini`` entry, ``-n workers``
-    and ``extra``."""
+    the project (:mod:`.._project.pytest_loads`), with ``-o`` per ``ini`` entry and ``extra``."""
     argv = [sys.executable, "-P", "-m", "pytest", f"--capevolve-{mode}", str(spec_path)]
     argv += pytest_loads.pinned(spec_path.parent)  # nothing planted above the project is imported
     argv += ["--capevolve-run-id", run_id] if run_id else []

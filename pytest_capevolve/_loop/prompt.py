@@ -43,10 +43,9 @@ def failing(rows: Sequence[TaskBand]) -> list[TaskBand]:
 
 
 def focus_tasks(rows: Sequence[TaskBand], mode: str, iteration: int) -> list[str]:
-    """The task ids iteration ``iteration`` (1-based) asks the optimizer to fix: ``all``, every
-    failing val task, in val order; ``cyclic``: one failing task, round-robin
-    over iterations in val order. ``hardest-first``: one failing task, ascending by the
-    parent's mean reward (ties by id), then cycling. Empty when nothing fails."""
+    """The task ids iteration ``iteration`` (1-based) asks the optimizer to fix: ``all`` failing
+    val tasks in val order; ``cyclic``, one, round-robin in val order; ``hardest-first``, one,
+    by the parent's mean reward (ties by id), then cycling. Empty when nothing fails."""
     if mode not in FOCUS_MODES:
         raise ValueError(f"focus {mode!r}: use one of {', '.join(FOCUS_MODES)}")
     bad = failing(rows)

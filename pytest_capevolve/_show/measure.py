@@ -149,9 +149,8 @@ def measure(
 
 
 def confinement_of(rundir: RunDir, events: list[dict[str, Any]]) -> dict[str, str]:
-    """What the run's verdicts said of candidate code, and its decisions of the optimizer: the
-    confined label when every one that says was confined, else the first unconfined one and the
-    tags it covers."""
+    """What the verdicts said of candidate code and the decisions of the optimizer: confined when
+    every one was, else the first unconfined label and what it covers."""
     said: dict[str, str] = {}
     for tag, verdict in rundir.verdicts.verdicts().items():
         label = (verdict.get("confinement") or {}).get("candidate_code")
