@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from .._project.candidate import null_control_of
 from .._store import shared_ledger
+from .._store.event_kinds import CANDIDATE_REGISTERED
 from .._store.rundir import RunDir
 from .decision_memory import remember_decision, remembered_decisions, val_key
 from .regate import decided_level
@@ -91,7 +92,7 @@ def registered_hashes(rundir: RunDir) -> dict[str, str]:
     null controls left out (they are copies of the best by design). Only those lines are
     decoded (:meth:`.._store.events.EventLog.of_kinds`), not the 60,000 rollouts beside them."""
     hashes: dict[str, str] = {}
-    for event in rundir.log.of_kinds("candidate_registered"):
+    for event in rundir.log.of_kinds(CANDIDATE_REGISTERED):
         tag, digest = event.get("tag"), event.get("content_hash")
         if isinstance(tag, str) and isinstance(digest, str) and null_control_of(tag) is None:
             hashes.setdefault(tag, digest)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .._store.event_kinds import DECISION, HILL_CLIMB_ITERATION
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
 
@@ -68,9 +69,9 @@ def unbooked_usd(rundir: RunDir) -> float:
     for rounds not decided yet: spent already, booked with the decision to come. Every ceiling
     check counts them, so a gate session started after a dear proposal cannot pay rollouts the
     optimizer's cost already used up."""
-    decided = {str(e.get("tag")) for e in rundir.log.of_kinds("decision")}
+    decided = {str(e.get("tag")) for e in rundir.log.of_kinds(DECISION)}
     reported: dict[str, float] = {}
-    for event in rundir.log.of_kinds("hill_climb_iteration"):
+    for event in rundir.log.of_kinds(HILL_CLIMB_ITERATION):
         tag = str(event.get("tag"))
         if event.get("phase") == "proposed" and tag not in decided:
             usd = event.get("cost_usd")

@@ -17,7 +17,6 @@ from typing import Any
 
 from .._decide import alpha_budget
 from .._decide.basis import Basis
-from .._decide.calibration import NULL_EVENT
 from .._decide.looks import as_fraction, counted_look_factor, shown_decision
 from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
@@ -36,6 +35,7 @@ from .._policy.verdicts import (
     verdict_file,
 )
 from .._project.spec import Spec
+from .._store.event_kinds import GATE_DECISION, NULL_GATED
 from .._store.evidence import ByTag
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, SessionHooks
@@ -179,7 +179,7 @@ class AlphaBudget:
         self._earlier = {
             (e.get("kind"), e.get("tag"), e.get("against")): e
             for e in events
-            if e.get("kind") in (alpha_budget.DECISION_EVENT, NULL_EVENT)
+            if e.get("kind") in (GATE_DECISION, NULL_GATED)
         }
         count = siblings if isinstance(siblings, int) else len(siblings)
         again = self._slots_taken(siblings, against)
@@ -202,7 +202,7 @@ class AlphaBudget:
             return None
         slots = []
         for tag in siblings:
-            earlier = self._earlier.get((alpha_budget.DECISION_EVENT, tag, against))
+            earlier = self._earlier.get((GATE_DECISION, tag, against))
             if (
                 earlier is None
                 or earlier.get("schedule") != self.schedule
@@ -225,7 +225,7 @@ class AlphaBudget:
 
     def slot(self, verdict: Verdict) -> tuple[dict[str, object], bool]:
         """(the budget this candidate's decision spends, whether it is a new decision)."""
-        earlier = self._earlier.get((alpha_budget.DECISION_EVENT, verdict.tag, verdict.against))
+        earlier = self._earlier.get((GATE_DECISION, verdict.tag, verdict.against))
         if earlier is not None:
             keys = ("schedule", "j", "alpha_j", "alpha_round", "discarded")
             return {k: earlier.get(k) for k in keys if k in earlier or k != "discarded"}, False
@@ -260,10 +260,10 @@ class AlphaBudget:
         verdict to book, never a verdict whose level a later decision takes again."""
         files: list[tuple[dict[str, Any], Path]] = []
         for verdict in nulls:
-            fresh = (NULL_EVENT, verdict.tag, verdict.against) not in self._earlier
+            fresh = (NULL_GATED, verdict.tag, verdict.against) not in self._earlier
             if fresh and verdict.decision in (ACCEPT, REJECT):
                 rundir.log.append_event(
-                    NULL_EVENT,
+                    NULL_GATED,
                     tag=verdict.tag,
                     against=verdict.against,
                     decision=verdict.decision,
@@ -278,7 +278,7 @@ class AlphaBudget:
                 slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
             if fresh:
                 rundir.log.append_event(
-                    alpha_budget.DECISION_EVENT,
+                    GATE_DECISION,
                     tag=verdict.tag,
                     against=verdict.against,
                     decision=verdict.decision,

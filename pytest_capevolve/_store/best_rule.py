@@ -1,6 +1,6 @@
 """When the log may move the best: the one rule, read by the state fold and ``verify``.
 
-``RunDir(run).log.append_event("best_changed", best_id="noop3")`` and a deleted
+``RunDir(run).log.append_event(BEST_CHANGED, best_id="noop3")`` and a deleted
 ``state.json`` made a rejected tag the best: the state was rebuilt from the log, and ``measure``
 scored noop3 on test. A ``best_changed`` event is only ever the echo of a decision, so it is
 honoured only when the log already holds what explains it: a booked ``accept`` of that tag (a
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._decide.basis import Basis
+from .event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED, DECISION
 
 
 class BestRule:
@@ -30,12 +31,12 @@ class BestRule:
         """False for a ``best_changed`` the log so far does not explain (then recorded in
         :attr:`unjustified`); True for every other event."""
         kind = event.get("kind")
-        if kind == "decision" and event.get("decision") == "accept":
+        if kind == DECISION and event.get("decision") == "accept":
             self.accepted.add(str(event.get("tag")))
             self.best = str(event.get("tag"))
-        elif kind == "cap_evolve_imported" and event.get("best_id") is not None:
+        elif kind == CAP_EVOLVE_IMPORTED and event.get("best_id") is not None:
             self.imported.add(str(event["best_id"]))
-        elif kind == "best_changed":
+        elif kind == BEST_CHANGED:
             best = str(event.get("best_id"))
             if best == self.best:  # moves nothing (a log that repeats the best it has)
                 return True

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._project.blocks import block_of, local_trial
+from .event_kinds import SCREEN
 
 if TYPE_CHECKING:
     from .record import RolloutRecord
@@ -200,5 +201,5 @@ def val_paid_by_tag(rundir: RunDir, events: Iterable[Mapping[str, Any]]) -> dict
     """The val rollouts the run holds for each tag a ``screen`` event names: what the screen
     ledger checks a kill's saving against (a killed candidate evaluated on full val later
     saved nothing)."""
-    tags = sorted({str(e.get("tag")) for e in events if e.get("kind") == "screen"})
+    tags = sorted({str(e.get("tag")) for e in events if e.get("kind") == SCREEN})
     return {tag: len(rundir.rollouts.indexed_rollouts("val", [tag])) for tag in tags}
