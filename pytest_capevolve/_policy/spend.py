@@ -1,12 +1,9 @@
 """What the run has spent, what the next round would cost, and whether to go on.
 
-``capevolve spend`` prints :func:`spend_report` before an optimizer proposes siblings: the best's
-full-val numbers, everything spent (rollouts, runner $ measured from the rollouts, optimizer
-$/tokens/seconds booked by ``commit``), every ceiling with used/limit, whether N siblings fit
-(:func:`.afford.afford`), the stop condition's predicates against the measured actuals, and a
-recommendation (stop / narrow_scope / continue) with its reason. Nothing here pays a rollout or
-writes the run dir; the budget ceilings and the pure affordability check are :mod:`.afford`.
-"""
+``capevolve spend`` prints :func:`spend_report` before an optimizer proposes siblings: the best's numbers,
+everything spent, every ceiling, whether N siblings fit (:func:`.afford.afford`), the stop condition
+against the actuals, and a recommendation (stop / narrow_scope / continue) with its reason. Pays and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -63,10 +60,8 @@ def spend_report(
     now: float | None = None,
     loop: bool = False,
 ) -> dict[str, Any]:
-    """The ``capevolve spend`` object for the run (docs/how-to/run-the-loop.md lists its keys). Reads
-    ``state.json``, ``events.jsonl``, ``splits.json`` and the val rollouts; pays nothing.
-    ``loop``: the caller hands the run to a loop (``baseline``), whose gates take the loop's
-    schedule unless the spec names one."""
+    """The ``capevolve spend`` object (docs/how-to/run-the-loop.md lists its keys); pays nothing. ``loop``:
+    the run is handed to a loop, whose gates take its schedule unless the spec names one."""
     state = rundir.state.read_state()
     events = rundir.log.events()
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
@@ -155,7 +150,6 @@ def spend_report(
 
 
 def _best_json(records: ByTag, best: str, val_ids: list[str], trials: int) -> dict[str, Any]:
-    """The best's full-val numbers: mean, SE, coverage, and whether val is complete."""
     matrix = reward_matrix(records.get(best, {}), val_ids, trials)
     mean, se = stats.mean_se(stats.task_means(matrix))
     coverage = stats.coverage(matrix)
@@ -178,7 +172,6 @@ def _spent_json(
     optimizer: dict[str, float],
     now: float | None,
 ) -> dict[str, Any]:
-    """Everything spent: rollouts (by split), runner and optimizer money, decisions, wall clock."""
     by_split: dict[str, int] = {}
     task_evals = {"rollouts": 0, "usd": 0.0}  # capevolve eval-task: diagnosis, never evidence
     for event in events:
@@ -213,7 +206,6 @@ def _spent_json(
 
 
 def _ceilings_json(spec_ceilings: Ceilings, spent: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each of the spec's own ceilings with what counts against it, used/limit and reached."""
     return {
         "max_metric_calls": _ceiling(spent["rollouts"], spec_ceilings.max_metric_calls, "rollouts paid"),
         "max_usd": _ceiling(spent["total_usd"] or 0.0, spec_ceilings.max_usd, "USD: runner + optimizer"),
@@ -231,7 +223,6 @@ def _constraints(
     val_ids: list[str],
     trials: int,
 ) -> dict[str, Any]:
-    """The stop condition's predicates against the measured actuals, and its unread clauses."""
     best = best_json["tag"]
     actuals = sc.Actuals(
         val_mean=best_json["val_mean"],
@@ -252,7 +243,6 @@ def _constraints(
 
 
 def _exhausted(ceiling_json: dict[str, dict[str, Any]], constraints: dict[str, Any]) -> list[str]:
-    """The ceilings reached and the stop condition's caps met."""
     exhausted = [name for name, c in ceiling_json.items() if c["reached"]]
     exhausted += [
         f"stop_condition {p['kind']} ({p['clause']!r})"
@@ -269,9 +259,8 @@ def _overridden(
     alarm: Mapping[str, Any],
     reach: Mapping[str, Any],
 ) -> dict[str, str]:
-    """The budget's recommendation, overridden by a worn-out val split (refresh it) or a next
-    level no edit can pass (stop), annotated with a calibration alarm, and a stop in a finalized
-    run whatever the budget says."""
+    """The budget's recommendation, overridden by a worn-out val (refresh) or an unreachable next level
+    (stop), annotated with a calibration alarm, and stop in a finalized run."""
     if reuse["refresh_val"] and recommendation["action"] != "stop":
         recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
     out_of_reach = _out_of_reach(reach)
@@ -287,11 +276,8 @@ def _overridden(
 
 
 def _out_of_reach(reach: Mapping[str, Any]) -> str | None:
-    """Why no round can pass at the next decision's level, or None: no candidate at all can
-    (even every val task improved), or the α the run has spent put an edit of
-    ``gate_min_effect`` out of reach where the first decision could pass it (a val too small for
-    that effect from the start is said in ``resolution.min_effect``, not a stop: larger edits
-    can still pass)."""
+    """Why no round can pass at the next level, or None: no candidate can (even every task improved), or
+    the α spent put ``gate_min_effect`` out of reach where the first decision could pass it."""
     if not reach["reachable"]:
         return f"stop: {reach['sentence']}."
     effect = reach["min_effect"]
@@ -319,7 +305,6 @@ def _guard_means(
 
 
 def _guard_suffix(constraints: dict[str, Any]) -> str:
-    """What every recommendation adds: guards not holding or unmeasured, unread clauses."""
     guards = [p for p in constraints["predicates"] if p["role"] == "guard" and not p["met"]]
     broken = [p for p in guards if "note" not in p]
     unmeasured = [p for p in guards if "note" in p]
@@ -337,7 +322,6 @@ def _guard_suffix(constraints: dict[str, Any]) -> str:
 
 
 def _near_limits(ceilings: dict[str, dict[str, Any]], constraints: dict[str, Any]) -> list[str]:
-    """The ceilings and stop-condition caps spent to :data:`NARROW_AT` or more."""
     near = [
         f"{name} {c['fraction']:.0%} spent"
         for name, c in ceilings.items()
@@ -409,7 +393,6 @@ def _num(value: Any, spec: str = ".4f") -> str:
 
 
 def render_table(report: dict[str, Any]) -> list[str]:
-    """A short human table of :func:`spend_report` (``capevolve spend --table``)."""
     b, s, a = report["best"], report["spent"], report["afford"]
     lines = [
         f"capevolve spend — run {report['run_id']}",
@@ -463,5 +446,4 @@ def render_table(report: dict[str, Any]) -> list[str]:
 
 
 def _plain_number(value: Any) -> Any:
-    """A measured value as a person reads it: 0.84, not 0.8400000000000001 (floats only)."""
     return f"{value:.6g}" if isinstance(value, float) else value
