@@ -65,112 +65,142 @@ TaskKeys = TypedDict("TaskKeys", {"keys": dict[str, str]})
 Secret = TypedDict("Secret", {"sha256": str, "path": str})
 OrderNonceDrawn = TypedDict("OrderNonceDrawn", {"content_hash": str, "nonce": str})
 GateFrozen = TypedDict("GateFrozen", {"settings": dict[str, Any], "overridden": dict[str, Any]})
-Planned = TypedDict(
-    "Planned",
-    {
-        "split": str,
-        "tags": list[str],
-        "owed": int,
-        "reused": int,
-        "awaited": NotRequired[int],
-        "block": NotRequired[int],
-        "candidate_code": NotRequired[str],
-        "best": NotRequired[str],
-        "screen": NotRequired[str],
-        "grown": NotRequired[str],
-        "look": NotRequired[int],
-    },
-)
 Claimed = TypedDict("Claimed", {"claim": str, "keys": dict[str, list[str]]})
 SessionLoad = TypedDict(
     "SessionLoad", {"concurrency": int, "workers": int, "in_flight": int, "paid_tags": dict[str, int]}
 )
-Rollout = TypedDict(
-    "Rollout",
-    {
-        "split": str,
-        "task_id": str,
-        "tag": str,
-        "trial": int,
-        "reward": float | None,
-        "infra_error": str | None,
-        "cost_usd": NotRequired[float],
-        "sha256": NotRequired[str],
-        "claim": NotRequired[str | None],
-    },
-)
 Quarantined = TypedDict("Quarantined", {"file": str, "problem": str, "moved_to": str})
 RolloutVanished = TypedDict("RolloutVanished", {"files": list[str]})
-OutcomesChecked = TypedDict(
-    "OutcomesChecked",
-    {"offset": int, "upto": int, "rollouts": int, "digest": str, "state": NotRequired[dict[str, Any]]},
-)
 SessionLeft = TypedDict("SessionLeft", {"checkpoint": int})
 SessionFinished = TypedDict(
     "SessionFinished", {"paid": int, "missing": int, "dead_workers": list[str], "exit_code": int}
 )
 CandidateRegistered = TypedDict("CandidateRegistered", {"tag": str, "content_hash": str})
 Microcases = TypedDict("Microcases", {"tag": str, "ran": int, "failed": list[str]})
-Verdict = TypedDict(
-    "Verdict",
-    {
-        "tag": str,
-        "against": str | None,
-        "decision": str | None,
-        "basis": str | None,
-        "p_value": float | None,
-        "delta_mean": float | None,
-        "sha256": str,
-    },
-)
 NullGated = TypedDict("NullGated", {"tag": str, "against": str | None, "decision": str, "alpha": float})
-GateDecision = TypedDict(
-    "GateDecision",
-    {
-        "tag": str,
-        "against": str | None,
-        "decision": str,
-        "schedule": str,
-        "j": int | None,
-        "alpha_j": float | None,
-        "alpha_round": NotRequired[float | None],
-        "discarded": NotRequired[bool | None],
-    },
-)
 SequentialGate = TypedDict("SequentialGate", {"interrupted": bool, "tags": dict[str, Any]})
-Screen = TypedDict(
-    "Screen",
-    {
-        "tag": str,
-        "against": str,
-        "screen": str,
-        "tasks": int,
-        "decision": str,
-        "basis": str | None,
-        "delta_mean": float | None,
-        "p_harm": float | None,
-        "fired": int,
-        "full_val_rollouts": int,
-    },
-)
 Grown = TypedDict(
     "Grown", {"tag": str, "against": str, "look": int, "trials": int, "level": float, "decision": str}
 )
 Judging = TypedDict("Judging", {"claim": str, "tag": str, "against": str, "cells": int})
-Preference = TypedDict(
-    "Preference",
-    {
-        "tag": str,
-        "against": str,
-        "task_id": str,
-        "trial": int,
-        "order": str,
-        "seed": int,
-        "preference": Any,
-        "claim": str,
-    },
-)
 JudgeFailed = TypedDict("JudgeFailed", {"tag": str, "against": str, "task_id": str, "trial": int})
+
+
+class Planned(TypedDict):
+    split: str
+    tags: list[str]
+    owed: int
+    reused: int
+    awaited: NotRequired[int]
+    block: NotRequired[int]
+    candidate_code: NotRequired[str]
+    best: NotRequired[str]
+    screen: NotRequired[str]
+    grown: NotRequired[str]
+    look: NotRequired[int]
+
+
+class Rollout(TypedDict):
+    split: str
+    task_id: str
+    tag: str
+    trial: int
+    reward: float | None
+    infra_error: str | None
+    cost_usd: NotRequired[float]
+    sha256: NotRequired[str]
+    claim: NotRequired[str | None]
+
+
+class OutcomesChecked(TypedDict):
+    offset: int
+    upto: int
+    rollouts: int
+    digest: str
+    state: NotRequired[dict[str, Any]]
+
+
+class Verdict(TypedDict):
+    tag: str
+    against: str | None
+    decision: str | None
+    basis: str | None
+    p_value: float | None
+    delta_mean: float | None
+    sha256: str
+
+
+class GateDecision(TypedDict):
+    tag: str
+    against: str | None
+    decision: str
+    schedule: str
+    j: int | None
+    alpha_j: float | None
+    alpha_round: NotRequired[float | None]
+    discarded: NotRequired[bool | None]
+
+
+class Screen(TypedDict):
+    tag: str
+    against: str
+    screen: str
+    tasks: int
+    decision: str
+    basis: str | None
+    delta_mean: float | None
+    p_harm: float | None
+    fired: int
+    full_val_rollouts: int
+
+
+class Preference(TypedDict):
+    tag: str
+    against: str
+    task_id: str
+    trial: int
+    order: str
+    seed: int
+    preference: Any
+    claim: str
+
+
+class Iteration(TypedDict):
+    tag: str
+    phase: str
+    parent: NotRequired[str]
+    optimizer: NotRequired[str]
+    diff_sha256: NotRequired[str]
+    cost_usd: NotRequired[float]
+    tokens: NotRequired[int]
+    seconds: NotRequired[float]
+
+
+class TaskEval(TypedDict):
+    tag: str
+    content: str
+    tasks: dict[str, str]
+    trials: int
+    rollouts: int
+    cost_usd: float
+    file: str
+
+
+class CapEvolveImported(TypedDict):
+    source: str
+    best_id: str | None
+    rollouts: int
+    skipped: int
+    cap_evolve_spent: Any
+    cap_evolve_budget: Any
+
+
+class SealScored(TypedDict):
+    best: str
+    mean: float | None
+    seal: str
+    test_ids: list[str]
+    test_reused: NotRequired[bool]
 
 
 class LedgerNumbers(TypedDict):
@@ -215,51 +245,11 @@ BestChanged = TypedDict("BestChanged", {"best_id": str, "previous": str, "basis"
 StateRebuilt = TypedDict("StateRebuilt", {"problem": str, "best_id": str, "spent": NotRequired[float]})
 EventsRepaired = TypedDict("EventsRepaired", {"moved": int, "to": str, "problem": str})
 WorkCreated = TypedDict("WorkCreated", {"tag": str, "parent": str, "merged_from": NotRequired[list[str]]})
-Iteration = TypedDict(
-    "Iteration",
-    {
-        "tag": str,
-        "phase": str,
-        "parent": NotRequired[str],
-        "optimizer": NotRequired[str],
-        "diff_sha256": NotRequired[str],
-        "cost_usd": NotRequired[float],
-        "tokens": NotRequired[int],
-        "seconds": NotRequired[float],
-    },
-)
 HillClimbStopped = TypedDict("HillClimbStopped", {"reason": str, "best": str})
-TaskEval = TypedDict(
-    "TaskEval",
-    {
-        "tag": str,
-        "content": str,
-        "tasks": dict[str, str],
-        "trials": int,
-        "rollouts": int,
-        "cost_usd": float,
-        "file": str,
-    },
-)
 Mechanism = TypedDict(
     "Mechanism", {"id": str, "text": str, "tasks": list[str], "by": str | None, "repeat": NotRequired[bool]}
 )
-CapEvolveImported = TypedDict(
-    "CapEvolveImported",
-    {
-        "source": str,
-        "best_id": str | None,
-        "rollouts": int,
-        "skipped": int,
-        "cap_evolve_spent": Any,
-        "cap_evolve_budget": Any,
-    },
-)
 SealOpened = TypedDict("SealOpened", {"test_ids": list[str]})
-SealScored = TypedDict(
-    "SealScored",
-    {"best": str, "mean": float | None, "seal": str, "test_ids": list[str], "test_reused": NotRequired[bool]},
-)
 RUN_CREATED = Kind("run_created", RunCreated, "The run dir was made from the spec.")
 SPEC_CHANGED = Kind("spec_changed", SpecChanged, "Spec keys that moved since the run was made.")
 SPLITS_FROZEN = Kind("splits_frozen", SplitsFrozen, "The train/val/test partition was written, once.")
