@@ -17,7 +17,7 @@ from .event_kinds import CANDIDATE_REGISTERED, VERDICT
 from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_run_json
 
-_LOGGED = ("tag", "against", "decision", "basis", "p_value", "delta_mean")
+_LOGGED = sorted(VERDICT.allowed - {"sha256"})  # what a verdict event repeats of its file
 _FIX = "re-derive it with capevolve gate TAG (pays nothing), or delete it"
 
 
