@@ -12,7 +12,7 @@ every kind is appended somewhere in the package; the run-dir page's table is dra
 
 from typing import Any, Generic, NotRequired, TypedDict, TypeVar
 
-from .._decide.alpha_budget import DECISION_EVENT
+from .._decide.alpha_budget import DECISION_EVENT  # _decide, a floor below, reads these two by name
 from .._decide.calibration import NULL_EVENT
 
 E = TypeVar("E")

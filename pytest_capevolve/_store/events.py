@@ -230,9 +230,9 @@ class EventLog:
     @overload
     def of_kinds(self, *kinds: Kind[Any]) -> list[dict[str, Any]]: ...
     def of_kinds(self, *kinds: Kind[Any]) -> list[Any]:
-        """Every event of ``kinds``, in log order, found by their bytes — the encoders write
-        ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without the rest
-        (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
+        """Every event of ``kinds`` (of one: typed as declared), in log order, found by their bytes —
+        the encoders write ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without
+        the rest (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
         after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds
         other than ``rollout`` come from one pass that keeps every line that is not a rollout
         (a session asks for a dozen kinds: one read of the log, not one each)."""
