@@ -30,7 +30,6 @@ _INDEX_FIELDS = {
     ROLLOUT_QUARANTINED: ("kind", "file"),
     ROLLOUT_VANISHED: ("kind", "files"),
 }
-VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 
 
 def _index_view(event: dict[str, Any]) -> dict[str, Any] | None:
