@@ -34,6 +34,7 @@ from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
 from .._show.views import refresh as redraw_views
+from .._store.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.snapshots import writable_copy
@@ -256,7 +257,7 @@ class HillClimb:
                 "started": time.time(),
             }
             atomic_write_json(meta_path, meta)
-            rundir.log.append_event("hill_climb_iteration", tag=cid, parent=meta["parent"], phase="started")
+            rundir.log.append_event(HILL_CLIMB_ITERATION, tag=cid, parent=meta["parent"], phase="started")
         workdir = rundir.work_dir(cid)
         if not (folder / "optimizer.json").is_file():
             if workdir.exists():  # the optimizer was cut off: start its edit again from the parent
@@ -325,7 +326,7 @@ class HillClimb:
         # the cost the optimizer reported goes in the log here, and is booked from there:
         # optimizer.json is on disk until the gate ends, and was rewritten to $0 in between
         self._rundir.log.append_event(
-            "hill_climb_iteration",
+            HILL_CLIMB_ITERATION,
             tag=cid,
             phase="proposed",
             optimizer=result["outcome"],
@@ -424,6 +425,6 @@ class HillClimb:
         problem = redraw_views(self.spec, rundir, {})  # the last booking came after the last session
         if problem:
             self.o.log(problem)
-        rundir.log.append_event("hill_climb_stopped", reason=stop, best=state["best_id"])
+        rundir.log.append_event(HILL_CLIMB_STOPPED, reason=stop, best=state["best_id"])
         self.o.log(f"stopped: {stop}")
         return summary
