@@ -44,7 +44,7 @@ def main() -> None:
             trial=i // 10000,
             reward=1.0,
             cost_usd=0.001,
-            passed=True,
+            infra_error=None,
         )
     log.append_event("decision", tag="c", decision="reject")
     start = time.perf_counter()

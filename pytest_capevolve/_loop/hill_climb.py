@@ -34,6 +34,7 @@ from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
 from .._show.views import refresh as redraw_views
+from .._store.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.snapshots import writable_copy
@@ -255,7 +256,7 @@ class HillClimb:
                 "started": time.time(),
             }
             atomic_write_json(meta_path, meta)
-            rundir.log.append_event("hill_climb_iteration", tag=cid, parent=meta["parent"], phase="started")
+            rundir.log.append_event(HILL_CLIMB_ITERATION, tag=cid, parent=meta["parent"], phase="started")
         workdir = rundir.work_dir(cid)
         if not (folder / "optimizer.json").is_file():
             if workdir.exists():  # the optimizer was cut off: start its edit again from the parent
@@ -323,7 +324,7 @@ class HillClimb:
         atomic_write_json(folder / "optimizer.json", result)  # the marker: the proposal is complete
         # the reported cost is booked from the log, not from optimizer.json (rewritable meanwhile)
         self._rundir.log.append_event(
-            "hill_climb_iteration",
+            HILL_CLIMB_ITERATION,
             tag=cid,
             phase="proposed",
             optimizer=result["outcome"],
@@ -417,6 +418,6 @@ class HillClimb:
         problem = redraw_views(self.spec, rundir, {})  # the last booking came after the last session
         if problem:
             self.o.log(problem)
-        rundir.log.append_event("hill_climb_stopped", reason=stop, best=state["best_id"])
+        rundir.log.append_event(HILL_CLIMB_STOPPED, reason=stop, best=state["best_id"])
         self.o.log(f"stopped: {stop}")
         return summary

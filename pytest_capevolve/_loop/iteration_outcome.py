@@ -9,6 +9,7 @@ from typing import Any
 from .._decide.basis import Basis
 from .._policy.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
 from .._project.spec import Spec
+from .._store.event_kinds import HILL_CLIMB_ITERATION
 from .._store.files import read_json
 from .._store.rundir import RunDir
 
@@ -48,9 +49,9 @@ PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
 
 def proposed_spend(rundir: RunDir, cid: str) -> dict[str, Any]:
     """The optimizer's spend as the log recorded it when ``cid`` was proposed ({} in older runs)."""
-    for event in reversed(rundir.log.of_kinds("hill_climb_iteration")):
+    for event in reversed(rundir.log.of_kinds(HILL_CLIMB_ITERATION)):
         if event.get("tag") == cid and event.get("phase") == "proposed":
-            return {key: event[key] for key in PROPOSAL_SPEND if key in event}
+            return {key: value for key, value in event.items() if key in PROPOSAL_SPEND}
     return {}
 
 
@@ -123,7 +124,7 @@ def summary_rows(rundir: RunDir, cids: list[str]) -> list[dict[str, Any]]:
         standing[str(event["tag"])] = event
     proposed = {
         str(e.get("tag")): e.get("optimizer")
-        for e in rundir.log.of_kinds("hill_climb_iteration")
+        for e in rundir.log.of_kinds(HILL_CLIMB_ITERATION)
         if e.get("phase") == "proposed"
     }
     rows = []

@@ -18,6 +18,7 @@ from .._policy.journal_entry import escaped, frozen_entry
 from .._policy.journal_entry import own_entries as own_entries
 from .._policy.refuted import compared
 from .._project.candidate_diff import bounded, unified_diff
+from .._store.event_kinds import HILL_CLIMB_ITERATION
 from .._store.files import RunDirError
 from .._store.rundir import RunDir
 
@@ -87,7 +88,7 @@ def _verdict_of(rundir: RunDir, tag: str) -> tuple[dict[str, Any], str]:
 
 def proposed_digest(rundir: RunDir, tag: str) -> str | None:
     """The sha256 of hill-climb's ``diff.patch`` of ``tag`` as its ``proposed`` event logged it."""
-    for event in reversed(rundir.log.of_kinds("hill_climb_iteration")):
+    for event in reversed(rundir.log.of_kinds(HILL_CLIMB_ITERATION)):
         if event.get("tag") == tag and event.get("phase") == "proposed":
             digest = event.get("diff_sha256")
             return digest if isinstance(digest, str) else None

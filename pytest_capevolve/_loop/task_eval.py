@@ -33,13 +33,13 @@ from .._project.paths import to_stored
 from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
 from .._store.claims import Claims
+from .._store.event_kinds import TASK_EVAL
 from .._store.files import atomic_write_json
 from .._store.harness_lock import locked_harness
 from .._store.rundir import RunDir
 from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
 
-EVENT = "task_eval"
 FOLDER = "task_evals"
 DIAGNOSIS_SEED_BASE = 2_000_000_000  # above every replicate block's seeds (≤ 1e9 + trials), below 2**32
 MAX_TRIALS = 100
@@ -87,7 +87,7 @@ def candidate_folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
 def earlier_spend(rundir: RunDir) -> tuple[int, float]:
     """Rollouts and $ every earlier task eval of the run paid (its ``task_eval`` events)."""
     rollouts, usd = 0, 0.0
-    for event in rundir.log.of_kinds(EVENT):
+    for event in rundir.log.of_kinds(TASK_EVAL):
         rollouts += int(event.get("rollouts") or 0)
         usd += float(event.get("cost_usd") or 0.0)
     return rollouts, usd
@@ -220,13 +220,13 @@ def _record(spec: Spec, rundir: RunDir, answer: dict[str, Any]) -> dict[str, Any
     tag = str(answer["tag"])
     folder = rundir.root / FOLDER / escape_id(tag)
     with rundir.lock():
-        number = 1 + sum(1 for e in rundir.log.of_kinds(EVENT) if e.get("tag") == tag)
+        number = 1 + sum(1 for e in rundir.log.of_kinds(TASK_EVAL) if e.get("tag") == tag)
         path = folder / f"{number:04d}.json"
         answer["file"] = to_stored(path, spec.project_dir)
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, answer)
         rundir.log.append_event(
-            EVENT,
+            TASK_EVAL,
             tag=tag,
             content=answer["content"],
             tasks={row["task_id"]: row["split"] for row in answer["tasks"]},

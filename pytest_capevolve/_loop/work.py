@@ -12,6 +12,7 @@ from .._policy import guards
 from .._policy.commit import CommitRefused
 from .._project.candidate import SEED_TAG, check_tag, handover_ignore
 from .._project.spec import Spec
+from .._store.event_kinds import WORK_CREATED
 from .._store.rundir import RunDir
 from .._store.snapshots import writable_copy
 from .handover import write_handover
@@ -62,7 +63,7 @@ def new_work_copy(
     write_handover(spec, rundir, tag, parent, folder, merged_from=merged_from)
     path, journal = str(folder), str(folder / JOURNAL)
     if merged_from:
-        rundir.log.append_event("work_created", tag=tag, parent=parent, merged_from=list(merged_from))
+        rundir.log.append_event(WORK_CREATED, tag=tag, parent=parent, merged_from=list(merged_from))
         return WorkCopy(tag=tag, parent=parent, merged_from=list(merged_from), path=path, journal=journal)
-    rundir.log.append_event("work_created", tag=tag, parent=parent)
+    rundir.log.append_event(WORK_CREATED, tag=tag, parent=parent)
     return WorkCopy(tag=tag, parent=parent, path=path, journal=journal)

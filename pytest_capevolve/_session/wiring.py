@@ -27,6 +27,7 @@ from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.spec import Spec, load_spec
 from .._project.splits import TestSealError
 from .._store import task_keys
+from .._store.event_kinds import SESSION_STARTED
 from .._store.harness_lock import check_or_lock
 from .._store.live_marker import ControllerWatch
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
@@ -185,7 +186,7 @@ def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
 def earlier_labels(rundir: RunDir) -> list[str | None]:
     """What each session of the run (this one included) said of its candidate code when it started."""
     try:
-        started = rundir.log.of_kinds("session_started")
+        started = rundir.log.of_kinds(SESSION_STARTED)
     except RunDirError:  # a log that does not verify is refused where a decision reads it
         return []
     return [event.get("candidate_code") for event in started]

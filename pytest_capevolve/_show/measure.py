@@ -18,6 +18,7 @@ from .._engine import confinement as boundary
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.event_digest import digest
+from .._store.event_kinds import BEST_CHANGED, DECISION, SCREEN
 from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.forced import FORCED_LABEL, labelled_accepts, short
 from .._store.project_seal import REUSED_LABEL
@@ -159,7 +160,7 @@ def confinement_of(rundir: RunDir, events: list[dict[str, Any]]) -> dict[str, st
     optimizers = [
         str(e["confinement"]["optimizer"])
         for e in events
-        if e.get("kind") == "decision"
+        if e.get("kind") == DECISION
         and isinstance(e.get("confinement"), dict)
         and e["confinement"].get("optimizer")
     ]
@@ -269,7 +270,7 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
     steps = []
     labels = labelled_accepts(events)
     for event in events:
-        if event.get("kind") != "best_changed":
+        if event.get("kind") != BEST_CHANGED:
             continue
         tag = str(event["best_id"])
         verdict = rundir.verdicts.verdict(tag) or {}
@@ -312,7 +313,7 @@ def _spend(
         for verdict in rundir.verdicts.verdicts().values()
         if verdict.get("basis") in SCREENED
     ]
-    screens = [e for e in events if e.get("kind") == "screen"]
+    screens = [e for e in events if e.get("kind") == SCREEN]
     saved = len(refused) * val_tasks * trials  # tamper and leak checks and microcases cost no rollout
     subset = screen_ledger(screens, val_paid_by_tag(rundir, screens))
     return spend, {"refused": refused, "cost": 0, "saved": saved, "net": saved, "subset": subset}

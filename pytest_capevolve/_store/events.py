@@ -17,9 +17,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .event_chain import GENESIS, event_line_hash, line_seq, prev_of, verify_events
+from .event_kinds import EVENTS_REPAIRED, ROLLOUT, E, Kind, check
 from .files import FILE_MODE, RunDirError
 from .json_value import loads_bytes
 
@@ -130,15 +131,17 @@ class EventLog:
         appended, without a stat of the file."""
         return self._event_tail[2] if self._event_tail is not None else self._read_event_tail()[2]
 
-    def append_event(self, kind: str, **fields: Any) -> None:
-        """Append one line to ``events.jsonl``, chained to the line before by its hash."""
+    def append_event(self, kind: Kind[Any], **fields: Any) -> None:
+        """Append one line to ``events.jsonl``, chained to the line before by its hash; a kind
+        or a field :mod:`.event_kinds` does not declare is refused before anything is written."""
+        check(kind, fields)
         with self.lock():
             try:
                 stat: os.stat_result | None = os.stat(self.events_path)
             except FileNotFoundError:
                 stat = None
             size, prev, seq = self._event_tail_at(stat)
-            event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": kind, **fields}
+            event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": str(kind), **fields}
             event["prev"] = prev
             flat = all(type(value) in _SCALARS for value in event.values())
             if flat:  # (a rollout's event) sorted once, here: the same line the sorting encoder writes
@@ -222,10 +225,14 @@ class EventLog:
             raise self._damaged(number)
         return (size, event_line_hash(last), seq)
 
-    def of_kinds(self, *kinds: str) -> list[dict[str, Any]]:
-        """Every event of ``kinds``, in log order, found by their bytes — the encoders write
-        ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without the rest
-        (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
+    @overload
+    def of_kinds(self, kind: Kind[E], /) -> list[E]: ...
+    @overload
+    def of_kinds(self, *kinds: Kind[Any]) -> list[dict[str, Any]]: ...
+    def of_kinds(self, *kinds: Kind[Any]) -> list[Any]:
+        """Every event of ``kinds`` (of one: typed as declared), in log order, found by their bytes —
+        the encoders write ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without
+        the rest (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
         after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds
         other than ``rollout`` come from one pass that keeps every line that is not a rollout
         (a session asks for a dozen kinds: one read of the log, not one each)."""
@@ -234,7 +241,7 @@ class EventLog:
         except FileNotFoundError:
             return []
         key = (stat.st_size, stat.st_mtime_ns)
-        scan = kinds if "rollout" in kinds else ()
+        scan = kinds if ROLLOUT in kinds else ()
         cached = self._kinds_cache.get(scan)
         if cached is None or cached[0] != key:
             if scan:
@@ -293,7 +300,7 @@ class EventLog:
             event = json.loads(line)
             kind = event.get("kind") if isinstance(event, dict) else None
             # not a mention inside a value
-            if isinstance(kind, str) and (kind in kinds if kinds is not None else kind != "rollout"):
+            if isinstance(kind, str) and (kind in kinds if kinds is not None else kind != ROLLOUT):
                 following = data[end + 1 : data.find(b"\n", end + 1)] if end < len(data) else b""
                 intact = not following.strip() or prev_of(following) == event_line_hash(line)
                 hits.append((event, intact))
@@ -469,5 +476,5 @@ class EventLog:
             os.replace(tmp, self.events_path)
             self._event_tail = None
             self._appended = None
-            self.append_event("events_repaired", moved=len(tail), to=aside.name, problem=problem)
+            self.append_event(EVENTS_REPAIRED, moved=len(tail), to=aside.name, problem=problem)
             return len(tail)

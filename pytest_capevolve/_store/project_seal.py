@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import project_memory, shared_ledger, task_keys
+from .event_kinds import TEST_SCORED
 from .files import RunDirError
 from .rundir import RUNS_DIR, RunDir
 
@@ -85,7 +86,7 @@ def _run_entry(root: Path) -> ScoredTests | None:
         why = "its folder holds a run's files but no events.jsonl"
     else:
         try:
-            scored = rundir.log.of_kinds("test_scored")
+            scored = rundir.log.of_kinds(TEST_SCORED)
         except (RunDirError, OSError, ValueError):
             why = "its events.jsonl cannot be read as a log"
     if why is None and not scored:

@@ -19,6 +19,7 @@ from .._project.blocks import first_trial
 from .._project.candidate import legacy_escape_id
 from .._project.splits import TEST_SPLIT, TestSealError
 from .claims import Claims
+from .event_kinds import ROLLOUT, ROLLOUT_VANISHED, SESSION_LEFT
 from .events import EventLog
 from .files import atomic_write_text
 from .index import FIELDS as FIELDS_INDEX
@@ -94,7 +95,7 @@ class RolloutFiles(RolloutReadBack):
         with self.lock():
             path, stat, sha256 = self._write_rollout(record, text)
             self.log.append_event(
-                "rollout",
+                ROLLOUT,
                 split=record.split,
                 task_id=record.task_id,
                 tag=record.tag,
@@ -130,7 +131,7 @@ class RolloutFiles(RolloutReadBack):
                 if self.ledger.checkpoint(also=self.state.checkpoint_fields):
                     # a line after the checkpoint records its hash: the chain covers it, so the
                     # next reader may start from it (the log's last line no line holds)
-                    self.log.append_event("session_left", checkpoint=self.log.last_seq())
+                    self.log.append_event(SESSION_LEFT, checkpoint=self.log.last_seq())
 
     # -- the index ---------------------------------------------------------------------------
 
@@ -296,7 +297,7 @@ class RolloutFiles(RolloutReadBack):
                 if read is not None:
                     back.append((path, read))
         if gone:
-            self.log.append_event("rollout_vanished", files=gone)
+            self.log.append_event(ROLLOUT_VANISHED, files=gone)
             self.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
         self.sync_index()  # their rows go with the event (and a quarantine's just now with its own)
         return back
