@@ -92,12 +92,8 @@ def cmd_commit(args: argparse.Namespace) -> int:
         optimizer=spend,
         force=args.force,
     )
-    emit(
-        args,
-        {**entry, "best": rundir.state.best(), "state": rundir.state.read_state()},
-        key_lines,
-        json_default=True,
-    )
+    answer = {**entry, "best": rundir.state.best(), "state": rundir.state.read_state()}
+    emit(args, answer, key_lines, json_default=True)
     return exitcodes.OK
 
 
@@ -206,10 +202,10 @@ def register(sub: Any) -> None:
     gate = sub.add_parser("gate", help="re-derive a verdict from persisted rollouts (pays nothing)")
     gate.add_argument("tag")
     add_project_args(gate)
-    gate.add_argument("--against", default=None, help="compare with this tag instead of the best")
+    gate.add_argument("--against", help="compare with this tag instead of the best")
     gate.add_argument("--gate-mode", choices=GATE_MODES)
-    gate.add_argument("--k-se", type=spec_value("gate_k_se"), default=None)
-    gate.add_argument("--alpha", type=spec_value("gate_alpha"), default=None)
+    gate.add_argument("--k-se", type=spec_value("gate_k_se"))
+    gate.add_argument("--alpha", type=spec_value("gate_alpha"))
     gate.add_argument("--veto-regressions", action="store_true")
     gate.set_defaults(func=cmd_gate)
 
@@ -222,7 +218,7 @@ def register_loop(sub: Any) -> None:
     commit.add_argument("tag")
     loop_arguments(commit)
     commit.add_argument("--decision", required=True, choices=DECISIONS)
-    commit.add_argument("--reject-basis", choices=REJECT_BASES, default=None)
+    commit.add_argument("--reject-basis", choices=REJECT_BASES)
     commit.add_argument("--note", default="", help="one line: the general rule this decision teaches")
     commit.add_argument("--optimizer-usd", type=float, default=0.0)
     commit.add_argument("--optimizer-tokens", type=int, default=0)

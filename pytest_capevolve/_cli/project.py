@@ -248,14 +248,14 @@ def register(sub: Any) -> None:
     add_project_args(gen, run_id=False)
     gen.add_argument("--from", dest="source", type=Path, required=True, metavar="ROLLOUT_FILE")
     gen.add_argument("--cluster", required=True, help="the failure cluster it guards")
-    gen.add_argument("--id", default=None, help="microcase id (default CLUSTER-TASK)")
-    gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
+    gen.add_argument("--id", help="microcase id (default CLUSTER-TASK)")
+    gen.add_argument("--out", type=Path, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
     imp = sub.add_parser(
         "import-cap-evolve", help="make a cap-evolve project (and one of its runs) a project here"
     )
     imp.add_argument("src", type=Path, help="cap-evolve's project folder or its spec file")
     imp.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
-    imp.add_argument("--run", type=Path, default=None, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
+    imp.add_argument("--run", type=Path, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
     imp.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
     imp.set_defaults(func=cmd_import_cap_evolve, refusals=True, reads_project=False)

@@ -61,11 +61,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     decided = next_decision_spec(spec, rundir)
     events = rundir.log.events()
     level, _ = next_level(decided, events, max(args.n_siblings, 1))
+    null_matrices = [evidence.matrix(t) for t in nulls]
     figures = plan_figures(
-        evidence.matrix(best),
-        [evidence.matrix(t) for t in nulls],
-        num_trials=spec.num_trials,
-        alpha=float(level),
+        evidence.matrix(best), null_matrices, num_trials=spec.num_trials, alpha=float(level)
     )
     if figures is None:
         raise UsageError(f"best {best!r} has fewer than two val tasks with rollouts")
@@ -348,7 +346,7 @@ def register(sub: Any) -> None:
     """``runs``, ``verify``, ``plan``, ``measure`` and ``dashboard`` on the ``capevolve`` parser."""
     plan = sub.add_parser("plan", help="minimum detectable effect and headroom (pays nothing)")
     add_project_args(plan)
-    plan.add_argument("--target", type=float, default=None, help="a target val mean to check")
+    plan.add_argument("--target", type=float, help="a target val mean to check")
     plan.add_argument(
         "--n-siblings", type=int, default=1, help="siblings gated together next (the resolution's Holm share)"
     )
@@ -392,7 +390,6 @@ def register(sub: Any) -> None:
     )
     verify.add_argument(
         "--anchor",
-        default=None,
         metavar="HASH",
         help="fail unless the log still holds the event whose sha256 is HASH (a head printed earlier)",
     )
@@ -400,7 +397,6 @@ def register(sub: Any) -> None:
         "--anchor-from-store",
         nargs="?",
         const="",
-        default=None,
         metavar="DIR",
         help="the anchor the hill-climb's git store committed last (DIR: a clone; default: the run's store/)",
     )
@@ -411,17 +407,15 @@ def register(sub: Any) -> None:
     )
     noise.add_argument("tag", help="the candidate (compared with the best, or --against)")
     add_project_args(noise)
-    noise.add_argument("--against", default=None, help="the tag to pair with (default: the best)")
+    noise.add_argument("--against", help="the tag to pair with (default: the best)")
     noise.add_argument(
         "--rescores",
         type=int,
-        default=None,
         help="re-scores per output (default: judge_rescores, at least 2)",
     )
     noise.add_argument(
         "--cost-ratio",
         type=_positive_float,
-        default=None,
         help="what one rollout's agent run costs in judge calls (default: r, the re-scores: said as assumed)",
     )
     noise.set_defaults(func=cmd_judge_noise)

@@ -302,12 +302,9 @@ class HillClimb:
         argv = optimizer_argv(self.optimizer or "", workdir, prompt)
         # inside the boundary: its work copy and a scratch folder writable, the prompt readable
         boundary = optimizer_boundary(self.spec, [workdir], [prompt], also_writable=self.o.writable)
+        timeout = self.o.optimizer_timeout
         result = run_optimizer(
-            argv,
-            cwd=self.spec.project_dir,
-            timeout=self.o.optimizer_timeout,
-            folder=folder,
-            boundary=boundary,
+            argv, cwd=self.spec.project_dir, timeout=timeout, folder=folder, boundary=boundary
         )
         journal = workdir / JOURNAL  # kept first: a crashed optimizer's notes reach the next round too
         (folder / JOURNAL).unlink(missing_ok=True)  # never a file an earlier round planted here

@@ -115,16 +115,8 @@ def measure(
         records = (known or {}).get(split)
         if records is None and splits[split]:
             records = index_records(rundir.rollouts.indexed_rollouts(split, tags))
-        _persisted_split(
-            result,
-            split,
-            list(splits[split]),
-            records or {},
-            tags,
-            spec.num_trials,
-            spec.base_seed,
-            train_note,
-        )
+        ids = list(splits[split])
+        _persisted_split(result, split, ids, records or {}, tags, spec.num_trials, spec.base_seed, train_note)
     _test_split(result, rundir, splits)
     result.lineage = _lineage(rundir, events)
     label = labelled_accepts(events).get(best)
