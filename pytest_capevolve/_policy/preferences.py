@@ -28,10 +28,8 @@ from .judge_noise import GATE_SPLIT, HeldToEvents
 PREFERENCE_EVENT = "preference"
 JUDGING_EVENT = "judging"
 JUDGE_FAILED_EVENT = "judge_failed"  # a cell whose judging failed: judged later, it is a re-draw
-Judged = dict[tuple[str, int, str], str]
-WorstCase = (
-    tuple[tuple[int, ...], int] | None
-)  # the nets at worst, and the cells not judged  # (task, trial, order) → A / B / tie
+Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
+WorstCase = tuple[tuple[int, ...], int] | None  # the nets at worst, and the cells not judged
 # judge what the log lacks (tag, against, arms), returning what kept judgements from being made
 Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]
 
@@ -193,12 +191,12 @@ def held_to_worst_case(verdict: Verdict, worst: WorstCase) -> Verdict:
         verdict,
         decision=INDECISIVE,
         reason=(
-            f"{missing} paired trial(s) the judge did not judge in both orders at the first asking "
-            f"could flip the decision (worst-case: the best preferred in both, p = {float(p):.4g}): "
-            "could not judge; mend what makes the judge fail (the warning names the first) and run "
-            "the gate session again — a trial judged only after a failure stays at worst, as a "
-            "rollout paid again after an infra error does, so a new run (--capevolve-new-run) "
-            f"judges those afresh; {verdict.reason}"
+            f"{missing} trial(s) the judge did not judge in both orders at the first asking, or "
+            "missing on one arm (an infra error), could flip the decision (worst-case: the best "
+            f"preferred in both, p = {float(p):.4g}): could not judge; mend what makes the judge or "
+            "the rollouts fail (the warnings name the first) and run the gate session again — a "
+            "trial judged or paid only after a failure stays at worst, so a new run "
+            f"(--capevolve-new-run) judges those afresh; {verdict.reason}"
         ),
     )
 
@@ -214,16 +212,18 @@ def pairwise_nets(
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """The net preferences a ``pairwise`` verdict reads: judged first where ``prefer`` is given, else from
     the log alone; what kept judgements from being made; and the nets at worst (:func:`task_nets`)."""
+    from .._store.first_outcomes import redrawn_after_errors
+
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)
-    cells = {
-        cell
-        for cell in arms[0].keys() & arms[1].keys()
-        if cell[0] in wanted and cell[1] < num_trials and arms[0][cell].valid and arms[1][cell].valid
-    }
-    judged, redrawn = logged_preferences(rundir, tag, against), failed_cells(rundir, tag, against)
-    nets, one_way, worst = task_nets(judged, task_ids, cells, redrawn)
+    shown = {c for c in arms[0].keys() | arms[1].keys() if c[0] in wanted and c[1] < num_trials}
+    valid = [{c for c in shown if c in arm and arm[c].valid} for arm in arms]
+    cells = valid[0] & valid[1]
+    # at worst, as the reward gate imputes them: trials valid on one arm only, and the candidate's paid again
+    uneven, again = valid[0] ^ valid[1], {(t, k) for s, g, t, k in redrawn_after_errors(rundir) if g == tag}
+    judged, failed = logged_preferences(rundir, tag, against), failed_cells(rundir, tag, against)
+    nets, one_way, worst = task_nets(judged, task_ids, cells | uneven, failed | uneven | again)
     if one_way and not problems:  # (a gate session's problems say why an order is missing)
         problems = [f"{cell}: judged in one order only, not counted" for cell in one_way]
     return nets, problems, worst
