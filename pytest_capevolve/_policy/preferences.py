@@ -30,8 +30,7 @@ JUDGING_EVENT = "judging"
 JUDGE_FAILED_EVENT = "judge_failed"  # a cell whose judging failed: judged later, it is a re-draw
 Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
 WorstCase = tuple[tuple[int, ...], int] | None  # the nets at worst, and the cells not judged
-# judge what the log lacks (tag, against, arms), returning what kept judgements from being made
-Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]
+Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]  # judges what the log lacks; returns why not
 
 
 def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
@@ -71,7 +70,6 @@ def judge_missing(
     made (missing data, not logged: asked again next time)."""
     done = logged_preferences(rundir, tag, against)
     problems: list[str] = []
-    held: HeldToEvents | None = None
     candidate, best = arms
     owed: dict[Any, list[str]] = {}
     for cell in sorted(candidate.keys() & best.keys()):
@@ -80,6 +78,7 @@ def judge_missing(
         if a.valid and b.valid and missing and b.task_id in pool:
             owed[cell] = missing
     if owed:  # what this session judges, under its claim id: each preference event names it
+        held = HeldToEvents(rundir)
         cells = [
             [candidate[c].task_id, candidate[c].trial, o] for c, missing in owed.items() for o in missing
         ]
@@ -88,7 +87,6 @@ def judge_missing(
         )
     for cell, missing in owed.items():
         b, a = candidate[cell], best[cell]
-        held = held or HeldToEvents(rundir)
         try:
             outputs = _held_outputs(rundir, held, a, b)
             for order in missing if outputs is not None else []:
@@ -102,12 +100,14 @@ def judge_missing(
 
 
 def failed_cells(rundir: RunDir, tag: str, against: str) -> set[tuple[str, int]]:
-    """The cells whose judging failed once: a later judgement is a second draw (a candidate can choose
-    where the judge fails), so it is weighed at worst."""
+    """The cells whose judging failed once, under this tag or another of its bytes (``--capevolve-rerun``):
+    a later judgement is a second draw (a candidate can choose where the judge fails): weighed at worst."""
+    content = {e.get("tag"): e.get("content_hash") for e in rundir.log.of_kinds("candidate_registered")}
+    same = {t for t, h in content.items() if h is not None and h == content.get(tag)} | {tag}
     return {
         (e["task_id"], int(e["trial"]))
         for e in rundir.log.of_kinds(JUDGE_FAILED_EVENT)
-        if e.get("tag") == tag and e.get("against") == against
+        if e.get("tag") in same and e.get("against") == against
     }
 
 

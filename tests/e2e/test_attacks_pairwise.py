@@ -294,6 +294,29 @@ def test_a_candidate_that_rerolls_the_judges_failed_draws_is_not_accepted(
     assert "at the first asking, or missing on one arm" in verdicts[2]["reason"], verdicts[2]["reason"]
 
 
+def test_a_candidate_whose_judge_failed_cannot_reroll_it_under_a_rerun_tag(
+    example, projects, capevolve
+) -> None:
+    """The same bytes gated again with ``--capevolve-rerun`` (a flag the broker of ``capevolve agent --``
+    passes): fresh tags, whose judgements carried no ``judge_failed`` of the first, so the judge's
+    failed draws were asked again until they favoured the candidate — ACCEPT at p = 1/1024 on the
+    second rerun, booked by ``capevolve commit`` inside the agent, confined."""
+    project = example("toy_calc")
+    projects.add_adapter(project, HEDGED + REROLLED, "adapter.py:Rerolled")
+    projects.writable(project, "judge_memory")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    hedge = project / "candidates" / "hedge"
+    shutil.copytree(project / "capability", hedge)
+    with (hedge / "prompt.md").open("a") as handle:
+        handle.write("\nMultiply carefully. Sloppy sums are fine.\n")  # better on products, worse on sums
+    for extra in ([], ["--capevolve-rerun"], ["--capevolve-rerun"]):
+        result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none", *extra])
+        assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "hedge-r3.json").read_text())
+    assert verdict["decision"] != "accept", verdict["reason"]  # was: ACCEPT, p = 1/1024
+    assert "(--capevolve-new-run) judges those afresh" in verdict["reason"], verdict["reason"]  # the way on
+
+
 HIDDEN = """
 
 
