@@ -10,7 +10,8 @@ the agent write the record freely or run its own code outside:
   ``--capevolve-new-run``: the same val tasks asked again at a fresh level), ``hill-climb
   --store-commit-cmd`` (a command of
   the agent's choosing, run unconfined) or ``verify --anchor-from-store DIR`` (git run in a folder
-  the agent may have written); ``diagnose --export`` writes only where the agent may write,
+  the agent may have written), ``hill-climb --alpha``/``--gate-mode``/``--k-se`` (the run's gate
+  settings, frozen at its first decision); ``diagnose --export`` writes only where the agent may write,
   ``hill-climb --instructions-file`` reads only what the agent may read, and ``hill-climb
   --writable`` grants its optimizer only what the agent may write;
 - ``capevolve pytest ARGS`` — a gate, screen, grow, finalize or microcase session — with the
@@ -74,7 +75,10 @@ REFUSED_FLAGS = {
         "--store-commit-cmd would run a command of the agent's choosing outside the boundary; "
         f"use the git store (the default), or {OUTSIDE}"
     ),
+    "anchor_from_store": f"--anchor-from-store DIR runs git in DIR; give none (its own store), or {OUTSIDE}",
 }
+GATE_FLAGS = ("alpha", "gate_mode", "k_se")  # hill-climb's, set the run's gate before its first decision
+GATE_OWNED = f"the question the gate asks is the owner's; drop it to gate as {SPEC_FILENAME} says"
 PYTEST_FLAGS = frozenset(
     {"-q", "--quiet", "-v", "--verbose", "-x", "--exitfirst", "-s", "--no-header", "--co", "--collect-only"}
 )
@@ -165,6 +169,9 @@ class AgentPolicy:
         for attr, why in REFUSED_FLAGS.items():
             if getattr(args, attr, None):
                 raise Refusal(why)
+        for attr in GATE_FLAGS if argv[0] == "hill-climb" else ():  # (capevolve gate's: a what-if)
+            if getattr(args, attr) is not None:
+                raise Refusal(f"hill-climb --{attr.replace('_', '-')}: {GATE_OWNED}")
         for attr in ("project", "project_option"):
             given = getattr(args, attr, None)
             if given is not None:
@@ -172,11 +179,6 @@ class AgentPolicy:
         for operand in getattr(args, "operands", None) or ():  # diff: tags, or the project folder
             if (where / operand).exists():
                 self._this_project(Path(operand), where)
-        if getattr(args, "anchor_from_store", None):
-            raise Refusal(
-                "--anchor-from-store DIR runs git in DIR; give it with no folder (the run's own "
-                f"store), or {OUTSIDE}"
-            )
         export = getattr(args, "export", None)
         if export is not None:
             deliver = self._export(argv, export, where)

@@ -79,9 +79,7 @@ def judge_missing(
             owed[cell] = missing
     if owed:  # what this session judges, under its claim id: each preference event names it
         held = HeldToEvents(rundir)
-        cells = [
-            [candidate[c].task_id, candidate[c].trial, o] for c, missing in owed.items() for o in missing
-        ]
+        cells = [[candidate[c].task_id, candidate[c].trial, o] for c, todo in owed.items() for o in todo]
         rundir.log.append_event(
             JUDGING_EVENT, claim=rundir.claims.claim_id, tag=tag, against=against, cells=cells
         )

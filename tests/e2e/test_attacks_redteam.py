@@ -294,3 +294,22 @@ def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inf
     # the first attempts that were errors count against the best, and the seal says how many
     assert seal["worst_case"]["trials"]["t1"] >= seal["best"]["infra"]
     assert seal["best"]["mean_valid_trials"] > seal["best"]["mean"]
+
+
+def test_an_agent_cannot_set_the_runs_gate_through_hill_climbs_flags(project: Path) -> None:
+    """The broker refuses ``-o`` for a gate session, but ``capevolve hill-climb --alpha 0.25`` (or
+    ``--gate-mode``, ``--k-se``) reached the gate session as ``-o capevolve_gate_alpha=…`` for a spec
+    that leaves the key at its default: the run's first decision froze α = 0.25, and a candidate with
+    p = 0.055 (8 tasks better, 2 worse of 48) was accepted at the loop's level 0.078 and booked."""
+    spec = project / "capevolve.yaml"
+    spec.write_text(
+        "".join(line for line in spec.read_text().splitlines(True) if not line.startswith("gate_"))
+    )
+    assert main(["baseline", str(project)]) == 0
+    done = agent(
+        project,
+        "capevolve hill-climb --alpha 0.25 --optimizer 'sh -c \"echo Be brief. >> {workdir}/prompt.md\"' --max-iterations 1",
+    )
+    assert "the question the gate asks is the owner's" in done.stderr, done.stderr[-2000:]
+    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    assert '"kind": "decision"' not in (run / "events.jsonl").read_text()

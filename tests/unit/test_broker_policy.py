@@ -61,6 +61,8 @@ REFUSED = [
     (["pytest", "--capevolve-run", ".", "--capevolve-new-run", "--capevolve-gate"], "fresh level"),
     (["hill-climb", "--optimizer", "x {workdir}", "--new-run"], "fresh level"),
     (["hill-climb", "--optimizer", "x {workdir}", "--writable", "/"], "only where the agent may"),
+    (["hill-climb", "--optimizer", "x {workdir}", "--alpha", "0.25"], "the question the gate asks"),
+    (["hill-climb", "--optimizer", "x {workdir}", "--gate-mode", "threshold"], "the question the gate asks"),
     (["init", "elsewhere"], "not 'init'"),
     (["agent", "--", "sh"], "not 'agent'"),
     (["pytest", "--capevolve-run", ".", "-p", "evil"], "-p evil"),
