@@ -28,14 +28,10 @@ from typing import Any
 SCHEDULES = ("constant", "basel", "lord", "addis")  # the spec's gate_alpha_schedule choices
 DISCARDING = ("addis",)  # the schedules whose decisions with Δ̄ < 0 spend nothing
 ADDIS_TAU = Fraction(1, 2)  # addis discards a decision whose p exceeds τ (Δ̄ < 0)
-# What hill-climb and the agent hand-off gate with when the spec names no schedule (the spec's
-# own default stays ``constant``, for people who gate once). Chosen by benchmarks/loop_power.py
-# (seed 2026; docs/explanation/alpha-across-a-run.md has the table): in loops of 100 decisions
-# where most candidates are no better (45 % nulls, 45 % worse, 10 % +0.10), addis and lord both
-# keep P(any false accept) ≤ α (≤ 0.03 over 400 loops at 100 × 5, where constant reaches 0.49),
-# and addis accepts up to twice as many true improvements (4.41 vs 2.83 per loop at 100 × 5,
-# 0.87 vs 0.51 at 50 × 5), because a clearly worse candidate costs it nothing. A run frozen
-# under `lord` (before this default) keeps it (:mod:`.._policy.loop_schedule`).
+# What hill-climb and the agent hand-off gate with when the spec names none (the spec's default stays
+# ``constant``, for gating once): in benchmarks/loop_power.py both addis and lord hold P(any false accept)
+# ≤ α, and addis accepts up to twice the true improvements, a clearly worse candidate costing it nothing
+# (docs/explanation/alpha-across-a-run.md). A run frozen under `lord` keeps it.
 LOOP_SCHEDULE = "addis"
 
 # 6/π² as an exact-enough fraction: α_j is decided on rationals, like the exact gate's p-values.

@@ -204,7 +204,6 @@ def _measured(
     config: GateConfig,
     given: dict[str, Any],
 ) -> Verdict:
-    """The verdict's numbers before any decision; ``given``: tag, against, split, infra."""
     deltas, mask = paired
     per_task = {  # built from whole columns: 10,000 tasks × 20 candidates stay cheap
         t: {"candidate": c, "best": b, "delta": d}
@@ -256,7 +255,6 @@ def _measured(
 def _interval(
     deltas: np.ndarray, mask: np.ndarray, config: GateConfig, se: float | None
 ) -> tuple[float | None, tuple[float, float] | None, str]:
-    """The SE, interval of Δ̄ and its method: cluster-robust when tasks come in clusters."""
     if not config.clusters:
         return se, stats.mean_ci(deltas, seed=config.seed), stats.mean_ci_method(int(deltas.size))
     from .._stats.clusters import cluster_mean_ci

@@ -61,41 +61,25 @@ def _exact(x: RuleInput) -> RuleResult:
     config = x.config
     if config.margin_asked:
         return _margin(x)
-    if config.clusters:
-        return _exact_clustered(x)
-    arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
-    result = stats.paired_sign_flip(*arms, alpha=float(config.alpha), seed=config.seed)
-    # (float(α): the test compares it with a float p only, where a Fraction acts as its float)
+    # (float(α): the tests compare it with a float p only, where a Fraction acts as its float)
+    if config.clusters:  # whole clusters flipped (_stats/clusters.py)
+        from .._stats.clusters import cluster_sign_flip_test
+
+        result = cluster_sign_flip_test(
+            x.candidate, x.best, config.clusters, alpha=float(config.alpha), seed=config.seed
+        )
+        _, mask = stats.paired_deltas(x.candidate, x.best)
+        groups = len({c for c, keep in zip(config.clusters, mask.tolist(), strict=True) if keep})
+        flipped = f"flipping {groups} clusters of {x.deltas.size} tasks"
+    else:
+        arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
+        result = stats.paired_sign_flip(*arms, alpha=float(config.alpha), seed=config.seed)
+        flipped = f"over {x.deltas.size} tasks"
     ok = result.at_most(config.alpha)
-    extra = RuleNumbers(
-        p_value=result.p_value,
-        p_method=result.method,
-        p_exact=f"{result.numerator}/{result.denominator}",
-        bar=None,
-    )
     reason = (
-        f"one-sided paired sign-flip test over {x.deltas.size} tasks: p = {result.p_value:.4g} "
+        f"one-sided paired sign-flip test {flipped}: p = {result.p_value:.4g} "
         f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f}; "
         f"p by {result.describe()})"
-    )
-    return RuleResult(outcome(ok), Basis.EXACT, reason, extra)
-
-
-def _exact_clustered(x: RuleInput) -> RuleResult:
-    """The exact rule with whole clusters flipped (_stats/clusters.py)."""
-    from .._stats.clusters import cluster_sign_flip_test
-
-    config = x.config
-    result = cluster_sign_flip_test(
-        x.candidate, x.best, config.clusters, alpha=float(config.alpha), seed=config.seed
-    )
-    ok = result.at_most(config.alpha)
-    _, mask = stats.paired_deltas(x.candidate, x.best)
-    groups = len({c for c, keep in zip(config.clusters, mask.tolist(), strict=True) if keep})
-    reason = (
-        f"one-sided paired sign-flip test flipping {groups} clusters of {x.deltas.size} tasks: "
-        f"p = {result.p_value:.4g} {'≤' if ok else '>'} α = {alpha_text(config.alpha)} "
-        f"(Δ̄ = {float(np.mean(x.deltas)):+.4f}; p by {result.describe()})"
     )
     numbers = RuleNumbers(
         p_value=result.p_value,
@@ -297,7 +281,6 @@ def _null_floor(x: CheckInput, decision: str) -> tuple[str, str] | None:
 
 
 def _regression_veto(x: CheckInput, decision: str) -> tuple[str, str] | None:
-    """``veto_regressions``: an accept that drops a task (by ``regression_rule``) is a reject."""
     regs = x.measured.regressions
     if decision != ACCEPT or not x.rule.config.veto_regressions or not regs:
         return None

@@ -152,13 +152,6 @@ class ScreenResult:
         return asdict(self)
 
 
-def harm_test(
-    candidate: np.ndarray, best: np.ndarray, *, alpha: float | None = None, seed: int = 0
-) -> stats.SignFlipResult:
-    """One-sided exact test that the candidate is worse: the sign-flip test with the arms swapped."""
-    return stats.sign_flip_test(best, candidate, alpha=alpha, seed=seed)
-
-
 def optimistic_completion(candidate_subset: np.ndarray, subset_rows: Sequence[int], n_val: int) -> np.ndarray:
     """The candidate's full-val matrix if every unscreened task (and missing trial) passed."""
     trials = candidate_subset.shape[1]
@@ -192,7 +185,8 @@ def decide_screen(
     if num_trials is not None:  # chosen on the best's first trial: test on the others only
         tested = (held_out(candidate, num_trials), held_out(best, num_trials))
     tested_deltas, _ = stats.paired_deltas(*tested)
-    harm = harm_test(*tested, alpha=float(alpha), seed=seed)
+    # the harm test: one-sided, exact, that the candidate is worse (the arms swapped)
+    harm = stats.sign_flip_test(tested[1], tested[0], alpha=float(alpha), seed=seed)
     shown = "n/a" if delta_mean is None else f"{delta_mean:+.4f}"
 
     def result(decision: str, basis: str, reason: str, ceiling_p: float | None) -> ScreenResult:

@@ -20,12 +20,9 @@ from .basis import Basis
 from .verdict import ACCEPT, REJECT, GateConfig, Verdict
 
 UNDECIDED = "undecided"
-# Share of the gate's α the efficacy e-process crosses at. With the test at exhaustion
-# calibrated jointly (above), the whole α can go to it: measured in benchmarks/sequential.py,
-# α_e = α stops soonest and costs the exhaustion test ≤ 0.02 power against the fixed-n gate at
-# 5 trials per task. At 1 trial the early crossings take more of the sign patterns the test at
-# exhaustion could use: up to 0.062 less power (N = 300, +0.05; `benchmarks/sequential.py 1000
-# 2026 1`), so the stated bound there is 0.08 (tests/calibration/test_sequential_power.py).
+# Share of the gate's α the efficacy e-process crosses at: all of it, the exhaustion test being jointly
+# calibrated; it costs that test ≤ 0.02 power at 5 trials per task, 0.062 at 1 (benchmarks/sequential.py;
+# the stated bound is 0.08, tests/calibration/test_sequential_power.py).
 EFFICACY_SHARE = Fraction(1)
 ALPHA_FUTILITY = Fraction(1, 20)  # P(stopped for futility | effect ≥ min_effect) ≤ 0.05
 EXHAUSTION_RESAMPLES = 20000
@@ -62,7 +59,6 @@ class SequentialDecision:
         return self.state.stopped in (seq.EFFICACY, seq.FUTILITY)
 
     def numbers(self) -> dict[str, Any]:
-        """What a verdict records in ``details['sequential']``."""
         s = self.state
         return {
             "outcome": s.stopped,

@@ -341,47 +341,41 @@ def _recommend(
     can: Affordability,
     one: Affordability,
 ) -> dict[str, str]:
-    goals = [p for p in constraints["predicates"] if p["role"] == "goal"]
-    met_goals = [p for p in goals if p["met"]]
     suffix = _guard_suffix(constraints)
+
+    def say(action: str, reason: str) -> dict[str, str]:
+        return {"action": action, "reason": reason + suffix}
+
+    met_goals = [p for p in constraints["predicates"] if p["role"] == "goal" and p["met"]]
     spent = [name for name in exhausted if name != "stall" and not name.startswith("stop_condition stall")]
     if spent:
-        return {"action": "stop", "reason": f"budget exhausted: {', '.join(spent)}.{suffix}"}
+        return say("stop", f"budget exhausted: {', '.join(spent)}.")
     if exhausted:  # a stall is a plateau, not money or rollouts spent: said with its rule
         stall = ceilings["stall"]
         rule = f"spec stall={stall['limit']:g}" if stall["reached"] else exhausted[0]
-        return {
-            "action": "stop",
-            "reason": f"stalled: {stall['used']:g} rejects in a row reached the stall rule ({rule}: "
-            f"stop after that many rejects without an accept).{suffix}",
-        }
+        return say(
+            "stop",
+            f"stalled: {stall['used']:g} rejects in a row reached the stall rule ({rule}: "
+            "stop after that many rejects without an accept).",
+        )
     if met_goals:
         goal = met_goals[0]
-        return {
-            "action": "stop",
-            "reason": f"goal met on full val: {goal['clause']!r} "
-            f"(best's val mean {goal['actual']:.4f}).{suffix}",
-        }
+        return say(
+            "stop", f"goal met on full val: {goal['clause']!r} (best's val mean {goal['actual']:.4f})."
+        )
     if one.affordable is False:
         names = ", ".join(b["ceiling"] for b in one.blockers)
-        return {
-            "action": "stop",
-            "reason": f"not even one more sibling fits: it would cross {names}.{suffix}",
-        }
+        return say("stop", f"not even one more sibling fits: it would cross {names}.")
     near = _near_limits(ceilings, constraints)
     if near:
-        return {
-            "action": "narrow_scope",
-            "reason": f"{'; '.join(near)} and the goal is unmet: propose one cheap candidate, "
-            f"no fan-out.{suffix}",
-        }
+        return say(
+            "narrow_scope",
+            f"{'; '.join(near)} and the goal is unmet: propose one cheap candidate, no fan-out.",
+        )
     if can.affordable is False:
         names = ", ".join(b["ceiling"] for b in can.blockers)
-        return {
-            "action": "narrow_scope",
-            "reason": f"the requested siblings would cross {names}, one would not: propose one.{suffix}",
-        }
-    return {"action": "continue", "reason": f"no ceiling within {NARROW_AT:.0%} and no goal met.{suffix}"}
+        return say("narrow_scope", f"the requested siblings would cross {names}, one would not: propose one.")
+    return say("continue", f"no ceiling within {NARROW_AT:.0%} and no goal met.")
 
 
 # -- the table ---------------------------------------------------------------------------------

@@ -253,7 +253,6 @@ class EvaluationSession:
             )
 
     def _explained(self, by_tag: ByTag, verdicts: list[Verdict]) -> list[str]:
-        """The verdicts in words, with what it would take (as ``capevolve plan`` says)."""
         from .._policy.verdicts import Evidence
         from .._show.explain import explain, plan_figures  # scipy: only when asked
 

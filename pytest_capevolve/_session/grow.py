@@ -33,13 +33,12 @@ from .._store.rundir import RunDir, RunDirError
 from .gating import booked_as
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
+from .plan_build import build_plan, valid_column_keys
 from .planning import (
     Planned,
-    build_plan,
     frozen_ids,
     planned_at,
     source_of,
-    valid_column_keys,
 )
 
 

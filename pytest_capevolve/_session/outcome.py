@@ -153,7 +153,6 @@ class SessionHooks:
             self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
 
     def book(self, spec: Spec, rundir: RunDir, tag: str, decision: str, **how: Any) -> BookedDecision:
-        """Book a decision (may raise ``CommitRefused``), then ``pytest_capevolve_decision_booked``."""
         from .._policy.commit import book  # here: the commit path is paid for only by sessions that book
 
         booked = book(spec, rundir, tag, decision, **how)

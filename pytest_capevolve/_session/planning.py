@@ -31,9 +31,7 @@ from .._project.splits import TEST_SPLIT
 from .._store import live_marker, task_keys
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
-from .plan_build import build_plan as build_plan
-from .plan_build import valid_column_keys as valid_column_keys
-from .plan_build import valid_keys as valid_keys
+from .plan_build import build_plan, valid_column_keys, valid_keys
 from .refusals import Screens
 
 

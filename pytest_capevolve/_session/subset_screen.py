@@ -26,13 +26,12 @@ from .._store.files import atomic_write_json
 from .._store.rundir import RunDir, RunDirError
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
+from .plan_build import build_plan, valid_column_keys
 from .planning import (
     CandidateRequest,
     Planned,
-    build_plan,
     frozen_ids,
     planned_at,
-    valid_column_keys,
 )
 from .refusals import Screens
 

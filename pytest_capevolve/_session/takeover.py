@@ -6,13 +6,11 @@ twice), then pays them as an item would (snapshot bytes checked, sandboxed runne
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._engine.candidate_bytes import CandidateMismatch
-from .._engine.runner import run_and_score
-from .._items.nodes import CONTEXT_KEY, EvalContext, booked_cost, rollout_record
+from .._items.nodes import CONTEXT_KEY, EvalContext, measured, rollout_record, run_reserved
 from .._items.plan import RolloutKey
 from .._project.candidate import SEED_TAG
 from .._store.claims import Claims
@@ -54,9 +52,8 @@ def take_over(persistence: Persistence, died: list[Path]) -> tuple[int, int]:
 
 
 def _pay(persistence: Persistence, context: EvalContext, key: RolloutKey) -> bool:
-    """One rollout as :meth:`.._items.nodes.RolloutItem.runtest` pays it, persisted at once; False when not
-    paid."""
-    plan, spec = context.plan, context.spec
+    """One rollout, as :meth:`.._items.nodes.RolloutItem.runtest` pays it; persisted at once.
+    False when it is not paid (its candidate's bytes changed, the budget share is used up)."""
     try:
         candidate_dir, stamp = context.candidate_dir(key.tag)
     except CandidateMismatch:
@@ -64,18 +61,9 @@ def _pay(persistence: Persistence, context: EvalContext, key: RolloutKey) -> boo
     name = f"takeover::{key.split}::{key.task_id}[{key.tag}-t{key.trial}]"
     if context.budget.reserve(name, key.tag, wait=False) is not None:
         return False
-    task, seed = context.pool[key.task_id], plan.seed_for(key.trial)
-    try:
-        scored = run_and_score(
-            context.runner, task, candidate_dir, seed=seed, split=key.split, timeout_s=spec.rollout_timeout_s
-        )
-    except BaseException:
-        context.budget.release(name)
-        raise
-    context.budget.settle(name, key.tag, booked_cost(scored))
-    changed = context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
-    if changed is not None:  # it may have read bytes no snapshot holds: missing data
-        scored = replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)
-    record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
+    scored = run_reserved(context, key, name, candidate_dir)
+    record = rollout_record(
+        measured(scored, context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)), key, context
+    )
     persistence.record_taken_over(record)
     return True

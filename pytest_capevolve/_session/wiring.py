@@ -174,7 +174,6 @@ def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> in
 
 
 def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
-    """The run a session would continue (None for a new one): what its harness is checked against."""
     if config.option.capevolve_new_run:
         return None
     try:
@@ -355,7 +354,6 @@ def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome
 
 
 def _resume_command(config: pytest.Config, spec: Spec, planned: Planned, complete: bool) -> str:
-    """The command typed, pinned to this run; ``complete``: without the flags that deselect rollouts."""
     from .resume import resume_command
 
     reran = [

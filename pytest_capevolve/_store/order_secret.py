@@ -45,7 +45,6 @@ class OrderSecret:
         return str(found[0]["sha256"]) if found else None
 
     def create(self) -> None:
-        """Make the secret and commit to it (a no-op when it exists)."""
         if self.recorded() is not None:
             return
         secret = new_secret()

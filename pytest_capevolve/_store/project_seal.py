@@ -106,7 +106,6 @@ def _holds_a_run(root: Path) -> bool:
 
 
 def _remembered(project_dir: Path, pool_keys: Any = (), ledger: Path | None = None) -> list[ScoredTests]:
-    """The project's file, and the shared ledger's rows of other projects meeting ``pool_keys``."""
     entries = []
     rows = [(row, False) for row in project_memory.recalled(project_dir, SEALS_KIND)]
     rows += [(row, True) for row in shared_ledger.meeting(ledger, project_dir, SEALS_KIND, "test", pool_keys)]

@@ -54,7 +54,6 @@ class Snapshots:
         return str(self._metadata(tag)["content_hash"]) if meta.is_file() else None
 
     def _metadata(self, tag: str) -> dict[str, Any]:
-        """``candidates/<tag>/candidate.json``; damaged, a RunDirError naming it."""
         meta = self.candidate_dir(tag) / "candidate.json"
         fix = "restore it, or start a new run with --capevolve-new-run"
         found = read_run_json(meta, fix)

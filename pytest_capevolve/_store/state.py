@@ -188,7 +188,6 @@ class RunState:
         return logged
 
     def logged_best(self) -> str:
-        """The best as the log's decisions and ``best_changed`` events make it."""
         best = SEED_TAG
         rule = BestRule()
         for event in self.log.of_kinds("decision", "best_changed", "cap_evolve_imported"):

@@ -86,7 +86,6 @@ class Verdicts:
 
 
 def _verdict_object(path: Path) -> dict[str, Any]:
-    """A verdict file read back: a JSON object, or a RunDirError naming it."""
     found = read_run_json(path, _FIX)
     if not isinstance(found, dict):
         raise RunDirError(f"{path}: damaged, not a JSON object ({type(found).__name__}); {_FIX}")
