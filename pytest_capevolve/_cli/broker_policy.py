@@ -9,7 +9,8 @@ loop's own commands, on the agent's project, from a folder the agent cannot writ
   --anchor-from-store``); paths a command writes, reads or grants must be ones the agent may
   write or read;
 - ``capevolve pytest ARGS`` with the options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`,
-  every ``--capevolve-*`` option and project paths outside the run dirs: no ``-p``, ``-o``,
+  the ``--capevolve-*`` options but the owner's (``--capevolve-multiple``, a looser
+  ``--capevolve-regression-rule``) and project paths outside the run dirs: no ``-p``, ``-o``,
   ``-c``, ``--rootdir``, ``--confcutdir``, ``--junitxml``, nor an ``@FILE`` word;
 - no cwd or path through a symbolic link, which the agent could repoint after the check.
 
@@ -247,6 +248,11 @@ class AgentPolicy:
                     continue
                 if not eq:
                     value = next(it, (0, None))[1] or ""
+                if option == "--capevolve-multiple" or (option, value) == (
+                    "--capevolve-regression-rule",
+                    "noise",
+                ):
+                    raise Refusal(f"pytest {option} {value}: {GATE_OWNED}")
                 if option in PYTEST_PATHS:
                     self._session_path(option, value, where)
                 continue

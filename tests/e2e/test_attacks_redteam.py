@@ -398,3 +398,29 @@ def test_an_agent_cannot_set_the_runs_gate_through_hill_climbs_flags(project: Pa
     assert "the question the gate asks is the owner's" in done.stderr, done.stderr[-2000:]
     run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
     assert '"kind": "decision"' not in (run / "events.jsonl").read_text()
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "`capevolve pytest … --capevolve-gate --capevolve-multiple none` from inside the agent, for a "
+        "round of 4 siblings as the run's first decision (the correction freezes there): each gated at "
+        'the round\'s full level (0.0218, "the family rate is up to 0.087"), one accepted at p = 1/64 '
+        "that Holm rejects at 0.0054; or `--capevolve-regression-rule noise` over a spec's `strict`"
+    ),
+    outcome=(
+        "refused in one line: the gate's question is the owner's (`--capevolve-regression-rule strict`, "
+        "only stricter, still passes); drop the flag to gate as the spec says"
+    ),
+)
+def test_an_agent_cannot_choose_the_family_correction_of_its_round(project: Path) -> None:
+    assert main(["baseline", str(project)]) == 0
+    done = agent(
+        project,
+        'capevolve work new t1 > /dev/null && W=$(ls -d .capevolve/runs/*/work) && echo "Be brief." >> $W/t1/prompt.md'
+        " && capevolve pytest --capevolve-run . --capevolve-candidate $W/t1 --capevolve-gate"
+        " --capevolve-multiple none --capevolve-commit none -q -p no:cacheprovider",
+    )
+    assert "--capevolve-multiple none: the question the gate asks is the owner's" in done.stderr, done.stderr
+    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    assert not (run / "verdicts" / "t1.json").exists()
