@@ -324,8 +324,8 @@ def test_every_counter_a_decision_reads_is_checked_against_the_log(example, proj
         'again", so every view of the new run showed a gate accept'
     ),
     outcome=(
-        "prevented: an adopted accept that was forced keeps the forced label (`forced: accepted against "
-        "the gate — in run R, adopted`) in every view"
+        "prevented: an adopted accept keeps the label its run gave it (forced, or re-gated under a "
+        "changed harness): `forced: accepted against the gate — in run R, adopted` in every view"
     ),
 )
 def test_a_forced_accept_adopted_by_a_new_run_stays_forced(example, projects, capevolve, capsys):
