@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,14 +67,17 @@ def of_pool(pool: Mapping[str, Any]) -> dict[str, str]:
     return {task_id: key for task_id, key in keys.items() if counts[key] == 1}
 
 
-def ensure_recorded(rundir: Any, keys_now: Mapping[str, str] | None, splits: Mapping[str, Any]) -> None:
+def ensure_recorded(
+    rundir: Any, keys_now: Callable[[], Mapping[str, str]] | None, splits: Mapping[str, Any]
+) -> None:
     """Append the run's ``task_keys`` event (its splits' tasks) the first time a session plans
-    in it with the pool at hand; a run that has one keeps it (the harness lock holds the pool
-    to what it was, so the keys cannot move within a run)."""
+    in it with the pool at hand (``keys_now``: makes its keys, :func:`of_pool`, asked only
+    then); a run that has one keeps it (the harness lock holds the pool to what it was, so the
+    keys cannot move within a run)."""
     if keys_now is None or rundir.log.of_kinds(EVENT):
         return
     mine = {str(t) for name in ("train", "val", "test") for t in splits.get(name, [])}
-    rundir.log.append_event(EVENT, keys={t: k for t, k in sorted(keys_now.items()) if t in mine})
+    rundir.log.append_event(EVENT, keys={t: k for t, k in sorted(keys_now().items()) if t in mine})
 
 
 def recorded(rundir: Any) -> dict[str, str]:
