@@ -166,6 +166,7 @@ class RolloutIndex:
         self.path = root / INDEX_NAME
         self._db: sqlite3.Connection | None = None
         self.pending: dict[int, Row] = {}  # event seq → row, for rollouts this process logged
+        self._every: tuple[str, list[Row]] | None = None  # rows_version → every train and val row
 
     def connect(self) -> sqlite3.Connection:
         """The open index, created if absent; :class:`IndexDamaged` if it is not ours or unreadable."""
@@ -190,6 +191,7 @@ class RolloutIndex:
         if self._db is not None:
             self._db.close()
             self._db = None
+        self._every = None
 
     def remove(self) -> None:
         """Delete the index file (and its WAL): it is rebuilt from the rollout files."""
@@ -251,13 +253,20 @@ class RolloutIndex:
             raise IndexDamaged(str(exc)) from None
 
     def rows(self, split: str, tags: Iterable[str] | None = None) -> list[Row]:
-        if tags is None:
-            return self._select_rows("SELECT * FROM rollouts WHERE split = ?", (split,))
-        wanted = sorted(set(tags))
-        marks = ", ".join("?" * len(wanted))
-        return self._select_rows(
-            f"SELECT * FROM rollouts WHERE split = ? AND tag IN ({marks})", (split, *wanted)
-        )
+        """The split's rows (of ``tags`` only, if given), in key order."""
+        wanted = None if tags is None else set(tags)
+        return [row for row in self.every() if row[0] == split and (wanted is None or row[1] in wanted)]
+
+    def every(self) -> list[Row]:
+        """Every train and val row in key order (split, tag, task, trial), read once per
+        :meth:`rows_version`: a session's first read checks them all against the log's digest
+        (:mod:`.outcome_ledger`) and its split's against their files from the same read."""
+        version = self.rows_version()
+        if self._every is None or self._every[0] != version:
+            query = "SELECT * FROM rollouts WHERE split != 'test' ORDER BY split, tag, task_id, trial"
+            self._every = None  # the old rows go before the new are read
+            self._every = (version, self._select_rows(query, ()))
+        return self._every[1]
 
     def _select_rows(self, query: str, params: tuple[Any, ...]) -> list[Row]:
         """Whole rows, as :meth:`_select` reads them, with the values rows repeat (split, tag, task
@@ -283,14 +292,6 @@ class RolloutIndex:
     def mtimes(self, split: str) -> dict[str, int]:
         """The split's rows' files and the mtime each row was read at."""
         return dict(self._select("SELECT file, mtime_ns FROM rollouts WHERE split = ?", (split,)))
-
-    def outcomes(self) -> list[tuple[Any, ...]]:
-        """Every train and val row as (split, tag, task, trial, reward, infra error, cost), in
-        key order: what :mod:`.outcome_ledger` checks against a logged digest."""
-        return self._select(
-            "SELECT split, tag, task_id, trial, reward, infra_error, cost_usd FROM rollouts "
-            "WHERE split != 'test' ORDER BY split, tag, task_id, trial"
-        )
 
     def tags(self, split: str) -> set[str]:
         """The tags with a row in the split."""

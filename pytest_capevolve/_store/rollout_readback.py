@@ -39,7 +39,7 @@ class RolloutReadBack:
 
     def _truth(self) -> dict[Key, Outcome]:
         """What the log says every train and val rollout came out as (:mod:`.outcome_ledger`)."""
-        return self.ledger.current(self.index.outcomes)
+        return self.ledger.current(self.index.every)
 
     def _test_truth(self) -> tuple[dict[Key, Outcome], dict[Key, str | None]]:
         """What the log says every test rollout came out as, and the sha256 its file was written
