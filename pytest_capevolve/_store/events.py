@@ -112,17 +112,16 @@ _KEPT_FILES = 8
 
 
 def _carry_on(path: str, before: os.stat_result | None, fd: int, event: dict[str, Any]) -> None:
-    """After this process appended ``event`` to the log at ``path`` (``before``: its stat,
-    taken under the lock before the write): a kept pass over the file as it was then is kept
-    current with the line (held by no line yet, so intact), not read again."""
+    """After this process appended ``event`` to ``path`` (``before``: its stat under the lock, before
+    the write), a pass kept over the file as it was is kept current with the line (intact: last)."""
     kept = _KEPT.get(path)
-    if kept is None or before is None:
-        return
-    if kept[0] != (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns):
-        return
-    after = os.fstat(fd)
-    hits = kept[1] if event.get("kind") == "rollout" else [*kept[1], (dict(event), True)]
-    _KEPT[path] = ((after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns), hits)
+    if kept is not None and before is not None and kept[0] == _state(before):
+        hits = kept[1] if event.get("kind") == "rollout" else [*kept[1], (dict(event), True)]
+        _KEPT[path] = (_state(os.fstat(fd)), hits)
+
+
+def _state(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 class EventLog:
@@ -275,16 +274,13 @@ class EventLog:
         return [event for event, _ in found]
 
     def _not_rollouts(self, stat: os.stat_result) -> list[_Hit]:
-        """Every line that is not a rollout, from the process's last pass over the file while
-        the file is as that pass (or this process's appends since, :func:`_carry_on`) left it —
-        device, inode, size and mtime — else from a new pass. A resume reads the log through
-        four readers, and appends two lines between them: one pass, not five."""
-        now = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        """Every line but the rollouts', from the process's last pass while the file (device, inode,
+        size, mtime) is as it, or this process's appends since (:func:`_carry_on`), left it."""
         kept = _KEPT.pop(str(self.events_path), None)
-        if kept is None or kept[0] != now:
-            kept = (now, self._scan(_NOT_A_ROLLOUT, None))
+        if kept is None or kept[0] != _state(stat):
+            kept = (_state(stat), self._scan(_NOT_A_ROLLOUT, None))
         _KEPT[str(self.events_path)] = kept  # the most recent last
-        while len(_KEPT) > _KEPT_FILES:
+        if len(_KEPT) > _KEPT_FILES:
             del _KEPT[next(iter(_KEPT))]
         return kept[1]
 

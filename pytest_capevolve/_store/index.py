@@ -57,14 +57,8 @@ FIELDS = (
     "run_id",
 )
 Row = tuple[Any, ...]  # FIELDS, then file name, size, mtime_ns
-# the columns :meth:`RolloutIndex.rows` shares between rows (their places are written out there)
-assert [FIELDS.index(name) for name in ("split", "tag", "task_id", "candidate_hash", "run_id")] == [
-    0,
-    1,
-    2,
-    11,
-    12,
-]
+# the columns :meth:`RolloutIndex.every` shares between rows (their places are written out there)
+assert (*FIELDS[:3], *FIELDS[11:13]) == ("split", "tag", "task_id", "candidate_hash", "run_id")
 CHECKED = ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd")  # as a file says them
 
 _CREATE = """
@@ -258,47 +252,32 @@ class RolloutIndex:
         return [row for row in self.every() if row[0] == split and (wanted is None or row[1] in wanted)]
 
     def every(self) -> list[Row]:
-        """Every train and val row in key order (split, tag, task, trial), read once per
-        :meth:`rows_version`: a session's first read checks them all against the log's digest
-        (:mod:`.outcome_ledger`) and its split's against their files from the same read."""
+        """Every train and val row in key order, read once per :meth:`rows_version` (a session's
+        first read checks them all against the log's digest, :mod:`.outcome_ledger`, and its
+        split's against their files). The values rows repeat (split, tag, task id, candidate
+        hash, run id, file size) are held once: 60,000 rows took 44 MB as SQLite hands them, 23 MB so."""
         version = self.rows_version()
         if self._every is None or self._every[0] != version:
-            query = "SELECT * FROM rollouts WHERE split != 'test' ORDER BY split, tag, task_id, trial"
             self._every = None  # the old rows go before the new are read
-            self._every = (version, self._select_rows(query, ()))
+            o: Any = {}.setdefault  # each repeated value held once
+            query = "SELECT * FROM rollouts WHERE split != 'test' ORDER BY split, tag, task_id, trial"
+            try:  # each row's values named by the loop, not sliced and starred: a fifth less per read
+                rows = [
+                    (o(a, a), o(b, b), o(c, c), d, e, f, g, h, i, j, k, o(x, x), o(m, m), n, o(p, p), q)
+                    for a, b, c, d, e, f, g, h, i, j, k, x, m, n, p, q in self.connect().execute(query)
+                ]
+            except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: a row not of our columns
+                raise IndexDamaged(str(exc)) from None
+            self._every = (version, rows)
         return self._every[1]
-
-    def _select_rows(self, query: str, params: tuple[Any, ...]) -> list[Row]:
-        """Whole rows, as :meth:`_select` reads them, with the values rows repeat (split, tag, task
-        id, candidate hash, run id, file size) held once: SQLite hands each row its own copy, and
-        60,000 rows held at a session's end took 44 MB that way, 23 MB this way."""
-        shared: dict[str, str] = {}
-        o = shared.setdefault
-        try:  # each row's values named by the loop, not sliced and starred: a fifth less per read
-            return [
-                (o(a, a), o(b, b), o(c, c), d, e, f, g, h, i, j, k, o(x, x), o(m, m), n, o(p, p), q)
-                for a, b, c, d, e, f, g, h, i, j, k, x, m, n, p, q in self.connect().execute(query, params)
-            ]
-        except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: a row not of our columns
-            raise IndexDamaged(str(exc)) from None
 
     def checked(self, split: str) -> list[tuple[Any, ...]]:
         """The split's rows as (file, size, *:data:`CHECKED`): what ``verify`` compares with the
         files (the columns it reads only: a third less to fetch than every column; the mtime
-        only where a row disagrees with its file: :meth:`mtimes`)."""
+        only where a row disagrees with its file)."""
         columns = ", ".join(("file", "size", *CHECKED))
         return self._select(f"SELECT {columns} FROM rollouts WHERE split = ?", (split,))
 
-    def mtimes(self, split: str) -> dict[str, int]:
-        """The split's rows' files and the mtime each row was read at."""
-        return dict(self._select("SELECT file, mtime_ns FROM rollouts WHERE split = ?", (split,)))
-
     def tags(self, split: str) -> set[str]:
         """The tags with a row in the split."""
-        return {tag for (tag,) in self._select("SELECT DISTINCT tag FROM rollouts WHERE split = ?", (split,))}
-
-    def count(self, split: str) -> int:
-        return int(self._select("SELECT count(*) FROM rollouts WHERE split = ?", (split,))[0][0])
-
-    def files(self, split: str) -> set[str]:
-        return {name for (name,) in self._select("SELECT file FROM rollouts WHERE split = ?", (split,))}
+        return {row[1] for row in self.every() if row[0] == split}

@@ -29,7 +29,6 @@ _INDEX_FIELDS = {
     "rollout_quarantined": ("kind", "file"),
     "rollout_vanished": ("kind", "files"),
 }
-VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 
 
 def _index_view(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -166,7 +165,7 @@ class IndexView:
             if said == row[2:]:
                 continue
             if mtimes is None:
-                mtimes = self.index.mtimes(split)
+                mtimes = {row[-3]: row[-1] for row in self.index.rows(split)}
             try:
                 stat = os.stat(self.root / "rollouts" / split / file)
             except OSError:
