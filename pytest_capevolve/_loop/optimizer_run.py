@@ -26,8 +26,7 @@ STARTED_BY = "capevolve hill-climb"
 
 
 def optimizer_argv(command: str, workdir: Path, prompt: Path) -> list[str]:
-    """The optimizer's argv: ``command`` split like a shell would, ``{workdir}`` and ``{prompt}``
-    substituted in every part."""
+    """``command`` split like a shell would, ``{workdir}`` and ``{prompt}`` substituted."""
     return [
         part.replace("{workdir}", str(workdir)).replace("{prompt}", str(prompt))
         for part in shlex.split(command)
