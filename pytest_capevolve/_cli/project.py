@@ -36,7 +36,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     from .._engine.sandbox import isolated
     from .._policy.gate_settings import check_margin
     from .._project.adapter import AdapterError, check_reward, load_adapter, load_tasks
-    from .._project.spec import SpecError, load_spec
+    from .._project.spec import SpecError, load_spec, splits_for
     from .._store.rundir import RunDir, RunDirError
 
     problems: list[str] = []
@@ -64,6 +64,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         ok(f"adapter {spec.adapter} has tasks, run_target and score")
         first = load_tasks(adapter, spec.adapter)
         second = load_tasks(adapter, spec.adapter)
+        held_out = set(splits_for(spec, first)["test"])  # the sealed split: never run or named here
     except (SpecError, RunDirError, AdapterError) as exc:
         return fail(str(exc))
     ok(f"{len(first)} tasks, ids unique")
@@ -81,7 +82,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         )  # the seed's code: a child's
     except AdapterError as exc:
         return fail(str(exc))
-    task = first[sorted(first)[0]]
+    task = first[min((k for k in first if k not in held_out), default=min(first))]
     try:
         scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
     finally:
@@ -114,11 +115,10 @@ def _margin_out_of_reach(spec: Any, task_ids: list[str]) -> str | None:
         return None
     import numpy as np
 
-    from .._project.splits import cut_splits
+    from .._project.spec import splits_for
     from .._stats.margin import lower_bound
 
-    ratios = (spec.split_train, spec.split_val, spec.split_test)
-    n_val = len(cut_splits(task_ids, spec.split_seed, ratios)["val"])
+    n_val = len(splits_for(spec, task_ids)["val"])
     reach = lower_bound(np.zeros(n_val), float(spec.gate_alpha))
     if reach > spec.gate_margin:
         return None

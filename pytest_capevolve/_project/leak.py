@@ -134,16 +134,15 @@ def needles(tasks: Iterable[Any], guarded: Mapping[str, str], min_length: int) -
     """The needles of the ``guarded`` tasks (task id → its split: val or test) in ``tasks``
     (the whole pool, which decides what is a label)."""
     pool = list(tasks)
-    shared = Counter(value for task in pool for value in {normalize(v) for v in gold_values(task.target)})
+    golds = [[normalize(v) for v in gold_values(task.target)] for task in pool]  # each once
+    shared = Counter(value for values in golds for value in set(values))
     found: dict[tuple[str, str], Needle] = {}
-    for task in pool:
+    for task, values in zip(pool, golds, strict=True):
         split = guarded.get(str(task.id))
         if split is None:
             continue
         task_id = str(task.id)
-        candidates = [(normalize(task_id), "id")]
-        candidates += [(normalize(v), "gold") for v in gold_values(task.target)]
-        for text, kind in candidates:
+        for text, kind in [(normalize(task_id), "id"), *((value, "gold") for value in values)]:
             long_enough = len(text) >= min_length or (kind == "id" and distinctive_id(text))
             if not text or not long_enough or (kind == "gold" and shared[text] >= LABEL_TASKS):
                 continue
