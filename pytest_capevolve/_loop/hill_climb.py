@@ -43,9 +43,8 @@ from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
 from .gate_budget import refuse_over_budget
 from .git_store import CandidateStore, StoreError, open_store, unified_diff
-from .handover import clear_handover, failure_examples, write_handover
+from .handover import clear_handover, failure_examples, test_id_redactor, write_handover
 from .handover_docs import HILL_CLIMB
-from .handover_redact import test_id_redactor
 from .hill_climb_options import (
     Options,
     check_limits,
