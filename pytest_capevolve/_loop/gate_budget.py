@@ -31,15 +31,6 @@ def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str
         f"evaluation under max_usd ({'; '.join(money)}); the cost is booked, no rollout paid"
     )
     details = {"optimizer_usd": proposer, "blockers": money}
-    verdict = guards.record_refusal(
-        spec,
-        rundir,
-        guards.BUDGET,
-        guards.Checkpoint.HILL_CLIMB,
-        tag=cid,
-        against=parent,
-        decision="indecisive",
-        reason=reason,
-        details=details,
-    )
-    return verdict.reason
+    return guards.record_refusal(
+        spec, rundir, guards.BUDGET, cid, parent, decision="indecisive", reason=reason, details=details
+    ).reason

@@ -176,8 +176,10 @@ def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **
     return refusal(basis=guard.name, reason=reason, config=gate_config(spec), **fields)
 
 
-def record_refusal(spec: Spec, rundir: RunDir, guard: Guard, at: Checkpoint, **verdict: Any) -> Verdict:
-    """The one writer of a refusal decided outside a session (the loop's screens)."""
-    written = refusal_verdict(spec, guard, at, **verdict)
+def record_refusal(
+    spec: Spec, rundir: RunDir, guard: Guard, tag: str, against: str, **verdict: Any
+) -> Verdict:
+    """The one writer of a refusal decided outside a session (hill-climb's screens before its gate)."""
+    written = refusal_verdict(spec, guard, Checkpoint.HILL_CLIMB, tag=tag, against=against, **verdict)
     rundir.verdicts.write_verdict(verdict_file(written, null_control=False))
     return written
