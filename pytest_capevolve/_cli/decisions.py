@@ -42,13 +42,9 @@ def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
     return spec, rundir
 
 
+@collection_paused()  # it holds every val outcome of the two arms until it prints
 def cmd_gate(args: argparse.Namespace) -> int:
     """Re-derive a verdict from persisted val rollouts; pays no rollout."""
-    with collection_paused():  # it holds every val outcome of the two arms until it prints
-        return _gate(args)
-
-
-def _gate(args: argparse.Namespace) -> int:
     from .._decide.looks import shown_decision
     from .._policy.regate import GateAsk, regate
     from .._show.report import render_verdicts

@@ -156,15 +156,11 @@ def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
     return code
 
 
+@collection_paused()
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check the log's hash chain, then every rollout file and ``state.json`` against the events;
     exit 1 at any disagreement. ``--repair`` moves a damaged log tail aside, rebuilds
     ``state.json`` and quarantines a rollout file that differs from its event."""
-    with collection_paused():
-        return _verify(args)
-
-
-def _verify(args: argparse.Namespace) -> int:
     from .._store.audit import audit
     from .._store.event_chain import verify_events
 
