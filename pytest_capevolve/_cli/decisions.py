@@ -89,8 +89,7 @@ def cmd_commit(args: argparse.Namespace) -> int:
         force=args.force,
     )
     answer = {**entry, "best": rundir.state.best(), "state": rundir.state.read_state()}
-    emit(args, answer, key_lines, json_default=True)
-    return exitcodes.OK
+    return emit(args, answer, key_lines, json_default=True)
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
@@ -121,8 +120,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     if note := handoff_schedule_note(spec, rundir):
         sys.stderr.write(f"schedule: {note}\n")
     sys.stderr.write(f"headroom: {report['headroom']['verdict']} — {report['headroom']['reason']}\n")
-    emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
-    return exitcodes.OK
+    return emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
 
 
 def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any]:

@@ -211,8 +211,7 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
         skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=named.as_posix())
     )
     answer = {"wrote": out, "id": case_id, "cluster": args.cluster, "task_id": task_id}
-    emit(args, answer, _wrote_lines)
-    return exitcodes.OK
+    return emit(args, answer, _wrote_lines)
 
 
 def _wrote_lines(answer: dict[str, Any]) -> list[str]:
@@ -232,8 +231,7 @@ def cmd_import_cap_evolve(args: argparse.Namespace) -> int:
     """Make a cap-evolve project (and one of its runs) a project here."""
     from .._loop.cap_evolve.importer import import_cap_evolve, render
 
-    emit(args, import_cap_evolve(args.src, args.dest, args.run), None if args.json else render)
-    return exitcodes.OK
+    return emit(args, import_cap_evolve(args.src, args.dest, args.run), None if args.json else render)
 
 
 def register(sub: Any) -> None:

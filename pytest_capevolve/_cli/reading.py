@@ -42,8 +42,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             f"pytest --capevolve-run {spec.project_dir}",
             file=human(args),
         )
-    emit(args, rows, render_runs if rows else None)
-    return exitcodes.OK
+    return emit(args, rows, render_runs if rows else None)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -334,8 +333,7 @@ def cmd_judge_noise(args: argparse.Namespace) -> int:
         )
     except AdapterError as exc:  # a JudgeNoiseRefusal is a Refusal already
         raise Refusal(str(exc)) from None
-    emit(args, report, render)
-    return exitcodes.OK
+    return emit(args, report, render)
 
 
 def register(sub: Any) -> None:

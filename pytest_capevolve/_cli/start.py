@@ -37,8 +37,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             "next: " + " && ".join(answer["next"]),
         ]
 
-    emit(args, answer, lines)
-    return exitcodes.OK
+    return emit(args, answer, lines)
 
 
 def skill_front_matter(path: Path) -> dict[str, str]:
