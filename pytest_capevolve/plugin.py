@@ -1,14 +1,9 @@
 """pytest-capevolve: options, ini keys and hook wiring. Thin on purpose.
 
-A capevolve session is ``pytest --capevolve-run PROJECT``: the project's spec becomes the only
-thing collected, each owed rollout an item. The session roles (:mod:`._session.wiring`, which
-starts the kind chosen in :mod:`._session.kinds`) are registered in the process that owns the
-run dir; xdist workers only run items.
-
-Installing the plugin costs nothing until a ``--capevolve-*`` session is asked for: like
-pytest-xdist importing ``DSession`` only when distribution is on, everything heavy (numpy,
-scipy, the run dir, the gate) is imported inside ``pytest_configure``, and only then.
-"""
+A capevolve session is ``pytest --capevolve-run PROJECT``: each owed rollout of the project is an
+item. The session roles (:mod:`._session.wiring`, starting a kind of :mod:`._session.kinds`) are
+registered in the process that owns the run dir; xdist workers only run items. Everything heavy
+is imported inside ``pytest_configure``, only when a ``--capevolve-*`` session is asked for."""
 
 from __future__ import annotations
 
@@ -354,10 +349,8 @@ class _HypothesisStartupEnds:
 
 
 def _block_hypothesis_plugin(plugins: pytest.PytestPluginManager) -> None:
-    """An evaluation session collects only its spec, so hypothesis's plugin (installed beside
-    us) has no test to serve, yet it imports all of hypothesis for its terminal summary: a
-    second of CPU in every controller and worker, and memory at the session's peak. Blocked,
-    all but its session start (:class:`_HypothesisStartupEnds`)."""
+    """An evaluation session has no test for hypothesis's plugin, which costs a second of
+    import per process: blocked, all but its session start (:class:`_HypothesisStartupEnds`)."""
     plugin = plugins.get_plugin(HYPOTHESIS_PLUGIN)
     plugins.set_blocked(HYPOTHESIS_PLUGIN)
     if plugin is not None and hasattr(plugin, "pytest_sessionstart"):

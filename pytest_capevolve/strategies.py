@@ -10,13 +10,10 @@ Install with ``pip install 'pytest-capevolve[hypothesis]'``. Usage::
         candidate, best = arms
         assert not (my_gate(candidate, best) == my_gate(best, candidate) == "accept")
 
-Every strategy yields numpy reward matrices (tasks × trials, values in [0, 1], nan = missing).
-Every value is drawn through hypothesis — one draw per task and per trial, no hidden random
-seed — so a failing case shrinks: towards fewer tasks, fewer trials, lower rewards, and arms
-that agree. These are test-case generators, not samplers: hypothesis favours edge cases, so
-use them for properties that must hold on *every* input (invariances, monotonicity, "never
-accepts both ways"), not to estimate an error rate (see ``benchmarks/gate_calibration.py``).
-"""
+Every strategy yields numpy reward matrices (tasks × trials, values in [0, 1], nan = missing),
+drawn through hypothesis so a failing case shrinks. They favour edge cases: use them for
+properties that hold on *every* input, not to estimate an error rate
+(``benchmarks/gate_calibration.py``)."""
 
 from __future__ import annotations
 

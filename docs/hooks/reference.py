@@ -5,7 +5,8 @@ A page under ``docs/reference/`` holds a block such as ``<!-- reference:cli -->`
 ``capevolve`` command from its argparse parser (every group registered), the pytest options and
 ini keys from ``pytest_addoption``, the spec keys from the spec's validators and defaults, and the
 exit codes from the one table in ``exitcodes.py``; the guards' table of
-``docs/explanation/threat-model.md`` from the registry ``GUARDS`` (``_policy/guards.py``); and
+``docs/explanation/threat-model.md`` from the registry ``GUARDS`` (``_policy/guards.py``) and its
+other tables (``attacks-SECTION`` blocks) from the attack tests' markers (:mod:`attacks`); and
 ``docs/explanation/code-layout.md`` from the ``layers`` contract and every module's docstring. The
 pages are committed with the
 tables in them (``python docs/hooks/reference.py`` regenerates them), so a reader on GitHub sees
@@ -21,6 +22,8 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import attacks  # docs/hooks/attacks.py: mkdocs, the tests and this script run with docs/hooks on sys.path
 
 # a generated block: its opening marker, what was generated last, its closing marker (a page
 # written before the pages were committed generated holds the opening marker alone)
@@ -364,11 +367,18 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
+def generated(name: str) -> str:
+    """What the block ``name`` holds: an attack table (``attacks-SECTION``) or a named generator's."""
+    if name.startswith(attacks.PREFIX):
+        return attacks.attacks_markdown(name.removeprefix(attacks.PREFIX))
+    return GENERATORS[name]()
+
+
 def render(markdown: str) -> str:
     """The page with each ``<!-- reference:NAME -->`` block (up to its ``<!-- /reference:NAME
     -->``) holding its tables generated now, between the two markers."""
     return MARKER.sub(
-        lambda m: f"<!-- reference:{m[1]} -->\n\n{GENERATORS[m[1]]().strip()}\n\n<!-- /reference:{m[1]} -->",
+        lambda m: f"<!-- reference:{m[1]} -->\n\n{generated(m[1]).strip()}\n\n<!-- /reference:{m[1]} -->",
         markdown,
     )
 

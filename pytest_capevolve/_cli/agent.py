@@ -1,12 +1,9 @@
 """``capevolve agent -- CMD ARGS…`` (a coding agent inside the optimizer's boundary, its broker
 outside) and ``capevolve pytest ARGS…`` (a pytest session, through the broker inside an agent).
 
-Inside an agent (:data:`.._confine.broker_wire.BROKER_ENV` set), :func:`forwarded` sends every
-``capevolve`` command but the few that read no project (:data:`LOCAL`) to the broker, which
-checks it (:mod:`.broker_policy`) and runs it outside; the agent sees its output and exit code as
-if it had run here. Outside an agent, ``capevolve pytest ARGS`` is ``python -m pytest ARGS``, so
-the playbooks' commands are the same in both places.
-"""
+Inside an agent, :func:`forwarded` sends every command but :data:`LOCAL` to the broker, which
+checks (:mod:`.broker_policy`) and runs it outside; outside, ``capevolve pytest`` is
+``python -m pytest``, so the playbooks' commands work in both places."""
 
 from __future__ import annotations
 

@@ -1,30 +1,18 @@
 """What the broker of ``capevolve agent`` runs for the agent, and what it refuses.
 
 The broker runs commands with the evaluator's rights, outside the boundary, so it runs only the
-loop's own commands — the ones the playbooks tell an agent to use — on the project the agent was
-started in, from a folder of that project the agent cannot write, and never a flag that would let
-the agent write the record freely or run its own code outside:
+loop's own commands, on the agent's project, from a folder the agent cannot write:
 
-- ``capevolve`` commands of :data:`BROKERED`, without ``verify --repair`` (rewrites the record),
-  ``commit --force`` (overrides the gate's rules), a new run (``hill-climb --new-run``,
-  ``--capevolve-new-run``: the same val tasks asked again at a fresh level), ``hill-climb
-  --store-commit-cmd`` (a command of
-  the agent's choosing, run unconfined) or ``verify --anchor-from-store DIR`` (git run in a folder
-  the agent may have written); ``diagnose --export`` writes only where the agent may write,
-  ``hill-climb --instructions-file`` reads only what the agent may read, and ``hill-climb
-  --writable`` grants its optimizer only what the agent may write;
-- ``capevolve pytest ARGS`` — a gate, screen, grow, finalize or microcase session — with the
-  options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`, every ``--capevolve-*`` option, and
-  paths in the project outside the run dirs: no ``-p`` plugin, ``-o``, ``-c``, ``--rootdir``,
-  ``--confcutdir``, ``--junitxml`` or other way to load the agent's code or write a file of its
-  choosing — nor an ``@FILE`` word anywhere (pytest reads more arguments from FILE, a file the
-  agent may have written, past every check here);
-- a folder (the command's cwd) or path that passes through a symbolic link: the broker checks
-  where a path leads, then runs the command with the path as given, so a link the agent may
-  repoint between the two would lead the command elsewhere.
+- ``capevolve`` commands of :data:`BROKERED`, but no flag that rewrites the record or runs the
+  agent's code outside (``verify --repair``, ``commit --force``, a new run, ``hill-climb
+  --store-commit-cmd``, ``verify --anchor-from-store``); paths a command writes, reads or grants
+  must be ones the agent may write or read;
+- ``capevolve pytest ARGS`` with the options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`,
+  every ``--capevolve-*`` option and project paths outside the run dirs: no ``-p``, ``-o``,
+  ``-c``, ``--rootdir``, ``--confcutdir``, ``--junitxml``, nor an ``@FILE`` word;
+- no cwd or path through a symbolic link, which the agent could repoint after the check.
 
-Everything else is refused in one line that names the way on.
-"""
+Everything else is refused in one line that names the way on."""
 
 from __future__ import annotations
 

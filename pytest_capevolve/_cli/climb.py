@@ -6,6 +6,7 @@ evaluation did not complete (``--resume`` continues it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -23,30 +24,15 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
 
     project = project_of(args)
     spec_of(args)  # outside a project, say so before the loop starts
-    options = Options(
-        project=project,
-        optimizer=args.optimizer,
-        focus=args.focus,
-        max_iterations=args.max_iterations,
-        resume=args.resume,
-        n_trials=args.n_trials,
-        gate_mode=args.gate_mode,
-        k_se=args.k_se,
-        alpha=args.alpha,
-        no_regression=args.no_regression,
+    flags = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(Options) if f.name not in ("project", "log")
+    }
+    flags.update(
         protected_paths=tuple(args.protected_paths or ()),
         capabilities=tuple(c for c in (args.capabilities or "").split(",") if c.strip()),
-        convergence=args.convergence,
-        workers=args.workers,
-        store=args.store,
-        store_commit_cmd=args.store_commit_cmd,
-        instructions_file=args.instructions_file,
-        optimizer_timeout=args.optimizer_timeout,
-        run_id=args.run_id,
-        new_run=args.new_run,
-        signal=args.signal,
         writable=tuple(args.writable or ()),
     )
+    options = Options(project=project, **flags)
     try:
         loop = HillClimb(options)
     except SpecError as exc:

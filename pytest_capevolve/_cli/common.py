@@ -1,13 +1,8 @@
 """What every ``capevolve`` command shares: its project and run, its errors, and its printer.
 
-- :func:`add_project_args` registers ``PROJECT`` (optional positional, default ``.``),
-  ``--project DIR`` (the same, as an option), ``--run-id`` and ``--json`` on a command.
-- :func:`project_of`, :func:`spec_of` and :func:`open_run` resolve them the same way for every
-  command; whatever cannot be resolved raises :class:`UsageError` (exit 4, one ``error:`` line).
-- :func:`emit` prints a command's plain answer: JSON, or its human form.
-
-Exit codes come from :mod:`..exitcodes` (the one table, shared with sessions).
-"""
+:func:`add_project_args` registers ``PROJECT``, ``--project``, ``--run-id`` and ``--json``;
+:func:`project_of`, :func:`spec_of` and :func:`open_run` resolve them alike for every command
+(:class:`UsageError` otherwise); :func:`emit` prints JSON or the human form."""
 
 from __future__ import annotations
 
@@ -36,9 +31,8 @@ OPENED: list[RunDir] = []  # runs a command read: their notices (damage handled)
 def add_project_args(
     parser: argparse.ArgumentParser, *, run_id: bool = True, positional: bool = True
 ) -> None:
-    """PROJECT (optional positional, default .), ``--project`` (the same, as an option),
-    ``--run-id`` and ``--json``: the same on every command. ``positional=False`` for a command
-    whose positionals are a list of tags (``merge A B C``: a trailing folder would be ambiguous)."""
+    """PROJECT (optional, default .), ``--project``, ``--run-id`` and ``--json``.
+    ``positional=False`` where positionals are tags (``merge A B C``: a folder would be ambiguous)."""
     if positional:
         parser.add_argument("project", type=Path, nargs="?", default=None, help="project folder (default .)")
     parser.add_argument(
@@ -162,10 +156,8 @@ def report_error(command: str, exc: CapevolveError | OSError) -> int:
 
 @contextlib.contextmanager
 def collection_paused() -> Iterator[None]:
-    """No cyclic garbage collection while inside: for a command that reads a whole run
-    (60,000 files and events) into objects it keeps until it ends, each collection would only
-    walk them again (a tenth of ``verify``'s time); they form no cycles, so nothing is held
-    longer than it would be. Collection resumes on the way out, as it was."""
+    """No cyclic garbage collection inside: a command that reads a whole run keeps objects that
+    form no cycles, and each collection would only walk them again (a tenth of ``verify``)."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -1,12 +1,8 @@
 """``capevolve compare A B [C …]``: results people already have, decided by the gate's test.
 
-Reads finished runs (an inspect_ai log, lm-eval samples, promptfoo or deepeval output, a CSV /
-JSONL of task id, trial, reward: the sources in :data:`.._imported.readers.READERS`), decides
-each against the first (or, with ``--pairwise``, one table of a judge's preferences between
-two runs' outputs, by the sign test), and exits as a gate does: 0 every run accepted, 10 one rejected, 11 one
-indecisive, 4 a file that cannot be read.
-Reads no capevolve project, writes nothing but ``--markdown FILE``.
-"""
+Reads finished runs (:data:`.._imported.readers.READERS`) and decides each against the first,
+or with ``--pairwise`` one table of a judge's preferences by the sign test; exits as a gate
+does (0, 10, 11; 4 for a file that cannot be read). Writes nothing but ``--markdown FILE``."""
 
 from __future__ import annotations
 

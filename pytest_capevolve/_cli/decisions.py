@@ -32,10 +32,8 @@ from .common import (
 
 
 def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
-    """:func:`.common.open_run` for a command whose answer a decision reads (``gate``,
-    ``commit``): the run's frozen files checked as a session checks them — ``spec.lock.yaml``
-    readable and its frozen keys the spec's, every ``candidate.json`` readable — so a damaged
-    one is refused in one line (RunDirError) instead of being read past."""
+    """:func:`.common.open_run` for ``gate`` and ``commit``, with the run's frozen files checked
+    as a session checks them, so a damaged one is refused in one line."""
     spec, rundir = open_run(args)
     if rundir.spec_lock_path.is_file():  # a run with no lock is found, and said, by open_run's reader
         rundir.ensure_spec_lock(spec)

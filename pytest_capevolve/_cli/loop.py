@@ -1,8 +1,6 @@
 """The optimize loop's primitives on a run: ``work new``, ``spend``, ``diagnose``, ``diff``,
-``multirep`` and ``merge``. Each computes one plain answer with a :mod:`.._loop` or
-:mod:`.._policy` function and prints it through :func:`.common.emit`; a refusal is one line,
-``error: capevolve CMD refused: …``, exit 2 (see :mod:`..exitcodes`).
-"""
+``multirep`` and ``merge``, each one :mod:`.._loop` or :mod:`.._policy` answer printed through
+:func:`.common.emit`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """The project's own commands: ``check`` (spec and adapter before any rollout is paid),
-``microcase gen`` (a skeleton microcase from a failing rollout) and ``import-cap-evolve``.
-
-``import-cap-evolve`` reads no capevolve project: it *writes* one (``SRC`` is cap-evolve's
-project, ``DEST`` where to write), so it takes no ``--project`` and no ``--run-id``.
-"""
+``microcase gen`` (a skeleton microcase from a failing rollout) and ``import-cap-evolve``
+(which writes a project, so it takes no ``--project``)."""
 
 from __future__ import annotations
 

@@ -217,10 +217,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], out: Any) -> bool:
-    """The log's head printed (what an anchor kept outside the project copies), and the anchor
-    given by ``--anchor HASH`` or read from the git store (``--anchor-from-store [DIR]``)
-    looked up in the log: False, with one ANCHOR line, when the log no longer holds it — the
-    record was rewritten at or before the anchored event. Called once the chain verified."""
+    """Print the log's head, and look up the anchor (``--anchor HASH`` or
+    ``--anchor-from-store [DIR]``): False, with one ANCHOR line, when the log no longer holds it."""
     from .._store.anchor import AnchorError, find_anchor, head, parse_anchor
 
     top = head(rundir.log)

@@ -1,17 +1,11 @@
 """The wire across the boundary: a confined agent asks the broker outside to run a command.
 
-``capevolve agent`` (outside) makes a datagram socket pair, keeps one end and lets the agent
-inherit the other; its number is in :data:`BROKER_ENV`. A ``capevolve`` command started inside
-(:func:`forward`) makes a private stream pair for its one request, sends one end with the request
-(argv and cwd, one JSON datagram: never interleaved with another process's request) over the
-inherited socket, and reads back frames — its stdout, its stderr, then its exit code — until the
-broker closes. The broker (:func:`requests`, :func:`Reply`) runs the command with the evaluator's
-rights, outside the boundary: nothing the agent sends but argv and cwd reaches it — not its
-environment, not its stdin.
-
-Nothing here decides what may run: that is the broker's allowlist (``_loop.broker``). This floor
-imports nothing of ours.
-"""
+``capevolve agent`` keeps one end of a datagram socket pair and the agent inherits the other
+(:data:`BROKER_ENV`). A ``capevolve`` command inside (:func:`forward`) sends its argv and cwd
+in one JSON datagram with one end of a private stream pair, and reads back its stdout, stderr
+and exit code. The broker (:func:`requests`, :func:`Reply`) runs it outside the boundary;
+nothing but argv and cwd reaches it. What may run is the allowlist's business
+(:mod:`.._cli.broker_policy`). Imports nothing of ours."""
 
 from __future__ import annotations
 
@@ -55,9 +49,8 @@ def control_pair() -> tuple[socket.socket, socket.socket]:
 
 
 def forward(fd: int, argv: list[str], cwd: str) -> int:
-    """Send ``argv`` (a ``capevolve`` command line, without ``capevolve``) to the broker on
-    ``fd``; copy what it streams back to this process's stdout and stderr; return its exit code.
-    Raises :class:`BrokerGone` when there is no broker to ask."""
+    """Send ``argv`` (without ``capevolve``) to the broker on ``fd``, copy its output here and
+    return its exit code; :class:`BrokerGone` when there is no broker."""
     try:
         control = socket.socket(fileno=os.dup(fd))
     except OSError as exc:
@@ -147,9 +140,8 @@ def requests(control: socket.socket) -> Iterator[Request | str]:
 
 
 class Reply:
-    """The broker's answer to one request: frames on its private connection. A client that went
-    away (or stopped reading for ``timeout`` seconds) is dropped; the command it asked for is
-    not stopped by that — what it records is the evaluator's, not the agent's, to cut short."""
+    """The broker's answer to one request, in frames. A client that went away or stalls for
+    ``timeout`` is dropped, but its command runs on: what it records is not the agent's to cut."""
 
     def __init__(self, conn: socket.socket, timeout: float = 300.0) -> None:
         self.conn: socket.socket | None = conn

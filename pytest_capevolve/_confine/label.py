@@ -1,11 +1,8 @@
 """Whether the optimizer was confined, as the process that started it says: never the optimizer.
 
-The process that starts the optimizer outside the boundary — ``capevolve agent``'s broker, or
-``capevolve hill-climb`` — knows whether the kernel confined it, and passes that to the commands
-it runs in :data:`OPTIMIZER_ENV`; the record copies it (``confinement.optimizer`` of every
-verdict and decision event, :mod:`.._engine.confinement`). The agent cannot forge it: what it
-runs reaches the evaluator through the broker, which builds each command's environment itself.
-"""
+``capevolve agent``'s broker or ``capevolve hill-climb`` passes it in :data:`OPTIMIZER_ENV` to
+the commands it runs, and the record copies it; the agent cannot forge it, since the broker
+builds each command's environment itself."""
 
 from __future__ import annotations
 

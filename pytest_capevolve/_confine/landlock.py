@@ -1,22 +1,14 @@
 """Landlock, the kernel's unprivileged sandbox, through three system calls and ``ctypes``.
 
-Runs in the process that confines itself, before it runs anything it does not trust: the
-sandbox child before it imports a candidate byte, the launcher of ``capevolve agent --`` before it
-``exec``s the agent. A ruleset, once applied, holds for that process and every process it starts,
-and no process inside can lift it: that is the whole point, and why the record keeper stays
-outside.
+Runs in the process that confines itself before it runs anything untrusted (the sandbox child,
+the launcher of ``capevolve agent --``); no process inside can lift the ruleset. ``ctypes``
+rather than the ``landlock`` package, whose bindings lack scoping (ABI 6: no signal to, and no
+abstract Unix socket with, a process outside), which keeps candidate code from killing the
+session that records its failure.
 
-Why ``ctypes`` and not the ``landlock`` package: scoping (ABI 6: no signal to, and no abstract
-Unix socket with, a process outside the domain) is what stops candidate code from killing the
-session that was about to record its failure, and the bindings on PyPI do not expose it; the ABI
-is three system calls and two structs, stable by the kernel's promise, so a few lines here cost
-less than a dependency that would lag it.
-
-Landlock allows, it never denies: a path is reachable only beneath a rule that grants it. To keep
-a folder out of reach while its neighbours stay readable, :func:`readable_around` grants every
-sibling along the way from ``/`` down to it, and not it. A file created later beside one of those
-ancestors is not readable from inside (the rules were computed before it existed).
-"""
+Landlock only allows: to keep a folder out of reach while its neighbours stay readable,
+:func:`readable_around` grants every sibling on the way from ``/`` down to it. A file created
+later beside one of those ancestors is not readable from inside."""
 
 from __future__ import annotations
 
@@ -171,9 +163,8 @@ def unavailable_reason() -> str:
 
 
 def expected() -> Confinement:
-    """What :func:`confine` would make of a process started now from this one (same kernel, same
-    environment), without confining anything: how a process that starts confined children labels
-    its work before (or without) hearing from one."""
+    """What :func:`confine` would make of a process started now from this one, without
+    confining anything: the label before (or without) hearing from a child."""
     version = abi()
     if version < 1:
         return Confinement(False, 0, unavailable_reason())

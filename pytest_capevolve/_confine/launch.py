@@ -1,10 +1,8 @@
 """Start a command inside a boundary: ``python -m pytest_capevolve._confine.launch JSON -- CMD…``.
 
-Used by the evaluator (outside) to start a process it does not trust: the launcher confines
-itself to the boundary in ``JSON`` (:class:`.landlock.Boundary`), then ``exec``s the command, which
-inherits the ruleset and can never lift it. Where the kernel offers no Landlock, it says so in one
-line on stderr and runs the command unconfined — never a failure (the caller labels the run).
-"""
+The launcher confines itself to the :class:`.landlock.Boundary` in ``JSON``, then ``exec``s the
+command, which can never lift it. Without Landlock it says so on stderr and runs the command
+unconfined (the caller labels the run)."""
 
 from __future__ import annotations
 

@@ -1,41 +1,21 @@
 """The val-reuse α budget: how much false-accept risk each gate decision on one val split gets.
 
-A loop that gates hundreds of candidates on the same val tasks leaks a little of val into the
-best with every decision (Dwork et al. 2015; Blum & Hardt 2015). With ``constant`` every
-decision is taken at α — today's behaviour, right for people who gate once, but over J null
-candidates the chance that some null is accepted grows towards 1 − (1 − α)^J. With ``basel``
-the j-th decision (j = 1, 2, …) gets α_j = α·6/(π² j²); Σ_j α_j = α, so by the union bound the
-chance that *any* decision of the run is a false accept stays ≤ α, however long the loop runs.
+Every decision on the same val leaks a little of val into the best (Dwork et al. 2015). Schedules:
 
-With ``lord`` (LORD++, Ramdas, Yang, Wainwright & Jordan 2017) α is earned back on accepts:
-the j-th decision gets α_j = γ_j·W₀ + (α − W₀)·γ_{j−τ₁} + α·Σ_{k≥2} γ_{j−τ_k}, where τ_k is
-the decision number of the k-th accept and γ_i = 6/(π² i²). With W₀ = α (the largest LORD++
-allows) its levels are ``basel``'s until the first accept — so a loop of nulls accepts one with
-probability ≤ α, as under ``basel`` — and each accept after that earns α back: the level never
-falls below ``basel``'s. Its promise on the accepts: Σ_{i≤j} α_i ≤ α·max(1, accepts so far) at
-every j (the property that bounds the false-discovery rate by α under independence).
-``benchmarks/loop_alpha.py`` compares the three on a simulated 100-decision loop.
+- ``constant``: every decision at α (right for gating once; over J nulls some null is accepted with
+  probability → 1 − (1 − α)^J).
+- ``basel``: α_j = α·6/(π² j²); Σ α_j = α, so by the union bound no decision of the run is a false
+  accept with probability ≥ 1 − α.
+- ``lord`` (LORD++, Ramdas et al. 2017, W₀ = α): ``basel``'s levels until the first accept, then each
+  accept earns α back; Σ_{i≤j} α_i ≤ α·max(1, accepts) (FDR ≤ α under independence).
+- ``addis`` (ADDIS-spending with discarding only, λ = 0; Tian & Ramdas 2019, 2021): a decision with
+  Δ̄ < 0 is discarded (spends nothing, the clock does not tick); others get τ = 1/2 times LORD++'s level
+  on the clock of counted decisions, with :func:`_addis_gamma`. A null counts with probability ≥ 1/2 =
+  τ, so P(any false accept before the first true accept) ≤ α, for uniformly conservative nulls. Δ̄ = 0
+  counts. The loop default.
 
-With ``addis`` (ADDIS with discarding only, λ = 0: Tian & Ramdas, "ADDIS: an adaptive
-discarding algorithm for online FDR control with conservative nulls", NeurIPS 2019; its FWER
-form, ADDIS-spending, in Tian & Ramdas, "Online control of the familywise error rate",
-Statistical Methods in Medical Research 30(4), 2021) a decision whose Δ̄ is below 0 — a clear
-non-improvement, p > 1/2 — is *discarded*: it spends nothing, and the clock does not tick. The
-j-th decision gets τ times LORD++'s level on the clock of the decisions that counted,
-α_j = τ·[γ_{c_j}·W₀ + (α − W₀)·γ_{c_j−c(τ₁)} + α·Σ_{k≥2} γ_{c_j−c(τ_k)}], c_j = 1 + #{i < j not
-discarded}, τ = 1/2, W₀ = α, with its own γ (:func:`_addis_gamma`: γ_1 = 5/8, so the first
-level that counts is 2^-6 at α = 0.05). Why it holds: a null's p is ≤ α_j < 1/2 only if Δ̄ > 0, and a
-null has Δ̄ ≥ 0 (so counts) with probability ≥ 1/2 = τ; so each null's chance of a false
-accept is at most γ_{c}·α·P(it counts), and those γ_c, one per counted decision, sum to ≤ 1:
-P(any false accept before the first true accept) ≤ α, as under ``basel``. (Nulls must be
-independent of the past and *uniformly conservative* — a worse candidate's p is no more likely
-to be small given that it counts than a null's — the paper's condition.) A Δ̄ of exactly 0
-counts (the conservative side). ``benchmarks/loop_power.py`` measures it against ``lord`` and
-``constant``: the loop default.
-
-Pure: one function per question, so other spenders (a per-candidate look-spending grow, a
-sequential gate's split) compose with :func:`alpha_for` rather than re-deriving it.
-"""
+``benchmarks/loop_alpha.py`` and ``benchmarks/loop_power.py`` compare them. Pure: other spenders (grow's
+looks, the sequential gate) compose with :func:`alpha_for`."""
 
 from __future__ import annotations
 
@@ -48,14 +28,10 @@ from typing import Any
 SCHEDULES = ("constant", "basel", "lord", "addis")  # the spec's gate_alpha_schedule choices
 DISCARDING = ("addis",)  # the schedules whose decisions with Δ̄ < 0 spend nothing
 ADDIS_TAU = Fraction(1, 2)  # addis discards a decision whose p exceeds τ (Δ̄ < 0)
-# What hill-climb and the agent hand-off gate with when the spec names no schedule (the spec's
-# own default stays ``constant``, for people who gate once). Chosen by benchmarks/loop_power.py
-# (seed 2026; docs/explanation/alpha-across-a-run.md has the table): in loops of 100 decisions
-# where most candidates are no better (45 % nulls, 45 % worse, 10 % +0.10), addis and lord both
-# keep P(any false accept) ≤ α (≤ 0.03 over 400 loops at 100 × 5, where constant reaches 0.49),
-# and addis accepts up to twice as many true improvements (4.41 vs 2.83 per loop at 100 × 5,
-# 0.87 vs 0.51 at 50 × 5), because a clearly worse candidate costs it nothing. A run frozen
-# under `lord` (before this default) keeps it (:mod:`.._policy.loop_schedule`).
+# What hill-climb and the agent hand-off gate with when the spec names none (the spec's default stays
+# ``constant``, for gating once): in benchmarks/loop_power.py both addis and lord hold P(any false accept)
+# ≤ α, and addis accepts up to twice the true improvements, a clearly worse candidate costing it nothing
+# (docs/explanation/alpha-across-a-run.md). A run frozen under `lord` keeps it.
 LOOP_SCHEDULE = "addis"
 
 # 6/π² as an exact-enough fraction: α_j is decided on rationals, like the exact gate's p-values.
@@ -64,10 +40,8 @@ _SIX_OVER_PI_SQ = Fraction(math.floor(6 / math.pi**2 * 10**12), 10**12)
 
 
 def _gamma(i: int) -> Fraction:
-    """LORD++'s spending sequence: γ_i = 6/(π² i²) (non-increasing, Σ_i γ_i ≤ 1), ``basel``'s:
-    front-loaded, because a loop's first accept must come early for LORD to earn anything (the
-    slowly decaying C·log(i)/(i·e^√(log i)) of Javanmard & Montanari, tried on 20 loops of
-    benchmarks/loop_alpha.py, accepted fewer true improvements)."""
+    """LORD++'s spending sequence γ_i = 6/(π² i²), ``basel``'s: front-loaded, since LORD earns only after
+    an early first accept."""
     return _SIX_OVER_PI_SQ / (i * i)
 
 
@@ -78,10 +52,8 @@ def alpha_for(
     accepts: Iterable[int] = (),
     discarded: Iterable[int] = (),
 ) -> Fraction:
-    """The α the ``decision``-th gate decision on this run's val split gets (1-based).
-    ``accepts``: the numbers of the earlier decisions that accepted (``lord`` and ``addis``
-    earn α back on them; the other schedules ignore them). ``discarded``: the numbers of the
-    earlier decisions with Δ̄ < 0 (``addis`` spends nothing on them)."""
+    """The α of the ``decision``-th gate decision on this val split (1-based). ``accepts``: the earlier
+    decisions that accepted (``lord``/``addis`` earn on them); ``discarded``: those ``addis`` discarded."""
     if decision < 1:
         raise ValueError(f"decisions are numbered from 1, got {decision}")
     base = alpha if isinstance(alpha, Fraction) else Fraction(str(alpha))
@@ -135,12 +107,9 @@ def round_alpha(
     accepts: Sequence[int] = (),
     discarded: Sequence[int] = (),
 ) -> Fraction:
-    """The family α of a round deciding ``siblings`` candidates after ``decided`` earlier
-    decisions: α itself under ``constant`` (today's one family-wise α per round), else the sum
-    of the slots the round uses, α_{decided+1} + … + α_{decided+siblings} (under ``lord`` and
-    ``addis`` earned on the accepts before the round only, and under ``addis`` with none of the
-    round's own decisions discarded: an accept or a discard inside it can only raise a level,
-    so leaving them out keeps the promise)."""
+    """The family α of a round deciding ``siblings`` candidates after ``decided`` earlier decisions: α
+    under ``constant``, else the sum of the round's slots, earned on accepts before the round only (an
+    accept or discard inside it could only raise a level, so leaving them out keeps the promise)."""
     if schedule == "constant":
         return alpha_for(schedule, alpha, decided + 1)
     return sum(
@@ -150,9 +119,8 @@ def round_alpha(
 
 
 def mde(alpha: float, n_tasks: int, sd_delta: float, power: float = 0.8) -> float | None:
-    """The smallest mean per-task delta a one-sided paired test at ``alpha`` detects with
-    ``power`` on ``n_tasks`` tasks whose deltas spread by ``sd_delta`` (normal approximation:
-    a planning figure, not a decision rule)."""
+    """The smallest mean per-task delta a one-sided paired test at ``alpha`` detects with ``power`` (normal
+    approximation: a planning figure, not a decision rule)."""
     if n_tasks < 1 or not 0 < alpha < 1:
         return None
     from .._stats.intervals import detection_z  # numpy: here, not where budgets are only counted
@@ -161,9 +129,8 @@ def mde(alpha: float, n_tasks: int, sd_delta: float, power: float = 0.8) -> floa
 
 
 def any_false_accept_bound(schedule: str, alpha: float, decisions: int) -> float:
-    """An upper bound on P(some null among ``decisions`` is accepted) when every candidate is
-    a null: Σ α_j, capped at 1 (under ``lord`` the levels before a first accept; under
-    ``addis``, whose levels rise as it discards, α·Σ_{c ≤ decisions} γ_c: see the module)."""
+    """An upper bound on P(some null among ``decisions`` is accepted): Σ α_j capped at 1 (``lord``: the
+    levels before a first accept; ``addis``: α·Σ_{c ≤ decisions} γ_c)."""
     if schedule in DISCARDING:
         spent = sum((_addis_gamma(c) for c in range(1, decisions + 1)), Fraction(0))
         return min(1.0, float(Fraction(str(alpha)) * spent))
@@ -175,12 +142,11 @@ DECISION_EVENT = "gate_decision"  # one per candidate verdict a gate session wri
 
 
 def decisions_so_far(events: list[dict[str, Any]]) -> int:
-    """How many gate decisions on val the run has made (its ``gate_decision`` events)."""
     return sum(1 for e in events if e.get("kind") == DECISION_EVENT)
 
 
 def accepted_decisions(events: list[dict[str, Any]]) -> list[int]:
-    """The numbers j of the run's gate decisions on val that accepted (what ``lord`` earns on)."""
+    """The numbers j of the run's gate decisions on val that accepted."""
     return [
         int(e["j"])
         for e in events
@@ -189,8 +155,8 @@ def accepted_decisions(events: list[dict[str, Any]]) -> list[int]:
 
 
 def discarded_decisions(events: list[dict[str, Any]]) -> list[int]:
-    """The numbers j of the run's gate decisions on val that ``addis`` discarded (Δ̄ < 0: the
-    event's ``discarded``, set by the gate session from the verdict's exact Δ̄)."""
+    """The numbers j of the run's gate decisions on val that ``addis`` discarded (the event's
+    ``discarded``)."""
     return [
         int(e["j"])
         for e in events
@@ -199,18 +165,16 @@ def discarded_decisions(events: list[dict[str, Any]]) -> list[int]:
 
 
 def is_discarded(schedule: str, delta_exact: str | None, decision: str) -> bool:
-    """Whether a decision spends nothing under ``schedule``: ``addis`` discards a reject whose
-    Δ̄, as the exact fraction its verdict records, is below 0."""
+    """Whether a decision spends nothing: under ``addis``, a reject whose exact Δ̄ is below 0."""
     if schedule not in DISCARDING or decision == "accept" or not delta_exact:
         return False
     return Fraction(delta_exact) < 0
 
 
 def slot_problems(events: list[dict[str, Any]], alpha: float | Fraction | None = None) -> list[str]:
-    """One line per ``gate_decision`` that took a level another decision of the run had taken
-    (what ``capevolve verify`` says of the budget): the j-th decision must be numbered j — two
-    numbered alike were judged at once from the same budget — and, when the run's α is known,
-    its α_j must be its schedule's level for j after the accepts before it."""
+    """One line per ``gate_decision`` that took a level another decision took (for ``capevolve verify``):
+    the j-th decision must be numbered j, and its α_j its schedule's level for j after the accepts before
+    it."""
     problems: list[str] = []
     seen: dict[int, dict[str, Any]] = {}
     accepts: list[int] = []

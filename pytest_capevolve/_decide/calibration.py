@@ -1,27 +1,14 @@
 """The calibration alarm: do the run's null controls get accepted more often than α allows?
 
-Null controls are byte-identical copies of the best, gated like candidates in every round; a
-calibrated gate accepts each with probability ≤ its α. Over the run their accepts are weighed
-against α by a sequential test: when the tally is too high to be chance the gate is not holding
-its error rate on this project (a leaky scorer, nondeterminism the pairing does not cancel, a
-legacy mode), and every verdict of the run deserves suspicion.
+Nulls are byte-identical copies of the best, gated every round; a calibrated gate accepts each with
+probability ≤ its α. An alarm means the gate is not holding its error rate on this project (a leaky scorer,
+nondeterminism the pairing does not cancel, a legacy mode).
 
-The test is a likelihood-ratio mixture e-process. For each rate q on :data:`RATES` (0.08 … 0.5,
-equal weights) the running product of (q_i/α_i)^x·((1−q_i)/(1−α_i))^(1−x) over the nulls
-(x = 1 for an accept, α_i its gate's level, q_i = max(q, α_i)) is a nonnegative supermartingale
-when each null is accepted with probability ≤ α_i; so is their average, E. By Ville's
-inequality P(E ever reaches 1/ALARM_P = 100) ≤ 1 % — however often the alarm is read, over a
-run of any length. The alarm sounds, and stays sounded, once E has reached 100 at any null.
-
-Measured by an exact first-passage DP (``tests/calibration/test_alarm_power.py``): a gate
-accepting its nulls at exactly α = 0.05 alarms within 200 nulls in 0.48 % of runs, within 500 in
-0.56 % (≤ 1 % at any horizon), and a gate accepting a quarter of them (q = 0.25) alarms within
-40 nulls in 84.2 % of runs. (The
-binomial test at levels 1 %·6/(π² k²) that it replaces heard that gate within 40 in 47 %.)
-The one-sided binomial p of the whole tally is still reported, for reading; no alarm rests on it.
-
-Pure: the run's ``null_gated`` events in, a plain dict out (:class:`Calibration`).
-"""
+The test is a likelihood-ratio mixture e-process over rates q in :data:`RATES`: the product of
+(q_i/α_i)^x·((1−q_i)/(1−α_i))^(1−x), q_i = max(q, α_i), is a supermartingale when each null is accepted
+with probability ≤ α_i, so by Ville P(E ever reaches 100) ≤ 1 %, however often read. Once reached the alarm
+stays. ``tests/calibration/test_alarm_power.py`` measures its rate and power by exact DP. The binomial p of
+the tally is reported for reading only. Pure."""
 
 from __future__ import annotations
 
@@ -36,8 +23,7 @@ MESSAGE = "the gate is not holding its error rate on this project"
 
 
 def e_process(accepted: list[bool], alphas: list[float]) -> list[float]:
-    """E after each null: the equal-weight mixture over :data:`RATES` of the likelihood ratios
-    of "accepted at rate q" against "accepted at rate α_i" (computed in logs: no underflow)."""
+    """E after each null: the equal-weight mixture over :data:`RATES`, in logs."""
     logs = [0.0] * len(RATES)
     out = []
     for x, alpha in zip(accepted, alphas, strict=True):
@@ -51,8 +37,6 @@ def e_process(accepted: list[bool], alphas: list[float]) -> list[float]:
 
 
 class Calibration(TypedDict):
-    """The null controls' tally, as ``capevolve spend`` prints it under ``calibration``."""
-
     nulls_gated: int
     accepts: int
     alpha: float
@@ -65,9 +49,8 @@ class Calibration(TypedDict):
 
 
 def calibration(events: list[dict[str, Any]], default_alpha: float) -> Calibration:
-    """The null controls' accept tally over the run and whether it raises the alarm: the
-    mixture e-process (:func:`e_process`) has reached :data:`ALARM_E` at some null. A null
-    without a recorded α counts at the default."""
+    """The nulls' accept tally and whether :func:`e_process` has reached :data:`ALARM_E` at some null. A
+    null without a recorded α counts at the default."""
     gated = [e for e in events if e.get("kind") == NULL_EVENT]
     n = len(gated)
     accepted = [e.get("decision") == "accept" for e in gated]

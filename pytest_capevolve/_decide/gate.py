@@ -1,10 +1,7 @@
 """The gate: candidate vs best on val → a verdict with its numbers (:func:`decide`).
 
-Pure: arrays in, a plain-data :class:`Verdict` out. Nothing here reads the run dir, so the
-same verdict can be re-derived by ``capevolve gate`` from persisted rollouts at any time. The
-per-mode rules and their registry are in :mod:`.rules` (``GATE_MODES`` is re-exported here,
-where the spec and the CLI read it).
-"""
+Pure: arrays in, a plain-data :class:`Verdict` out, so ``capevolve gate`` can re-derive it from persisted
+rollouts. The rules are in :mod:`.rules` (``GATE_MODES`` re-exported here)."""
 
 from __future__ import annotations
 
@@ -56,9 +53,8 @@ def regressions(
     task_ids: list[str],
     success_threshold: float,
 ) -> list[dict[str, Any]]:
-    """Tasks the best passed (most trials at or above the threshold) whose mean dropped by
-    more than their own noise: twice the SE of the per-task difference (any drop when both
-    arms were constant)."""
+    """Tasks the best passed whose mean dropped by more than twice the SE of the per-task difference (any
+    drop when both arms were constant)."""
     return _regressions_of((stats.summarize(candidate), stats.summarize(best)), task_ids, success_threshold)
 
 
@@ -89,9 +85,8 @@ def _regressions_of(
 def _strict_regressions(
     arms: tuple[stats.ArmSummary, stats.ArmSummary], task_ids: list[str], only: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
-    """Every task valid on both sides that the candidate scores lower than the best — the
-    design's "lowers any val task the parent scored higher on" — decided on the per-task means
-    as fractions (a tie is never a drop), in task order; ``only``: these tasks alone."""
+    """Every task the candidate scores lower than the best, on exact per-task means (a tie is no drop), in
+    task order; ``only``: these tasks alone."""
     cand, best = arms
     valid = np.flatnonzero(~np.isnan(cand.means) & ~np.isnan(best.means)).tolist()
     exact = stats.exact_task_deltas(cand.matrix, best.matrix)
@@ -113,9 +108,7 @@ def _strict_regressions(
 def _guard_checks(
     arms: tuple[stats.ArmSummary, stats.ArmSummary], task_ids: list[str], guarded: Sequence[str]
 ) -> list[dict[str, Any]]:
-    """Each stop_condition guard ("never break task X") on this pair: held (the candidate scores
-    X no lower than the best, exactly), broken, or unmeasured (X has no valid trial on a side,
-    or is not a gated task)."""
+    """Each stop_condition guard on this pair: held (X no lower, exactly), broken, or unmeasured."""
     broken = {r["task_id"]: r for r in _strict_regressions(arms, task_ids, guarded)}
     where = {t: i for i, t in enumerate(task_ids)}
     checks: list[dict[str, Any]] = []
@@ -136,7 +129,6 @@ def _guard_checks(
 
 
 def _covered(arm: stats.ArmSummary) -> float:
-    """:func:`stats.coverage`: the share of tasks with at least one valid trial."""
     return float(np.mean(arm.counts > 0)) if arm.counts.size else 0.0
 
 
@@ -155,11 +147,8 @@ def decide(
     best_size: int | None = None,
     first_attempts: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Verdict:
-    """Gate ``candidate`` against ``best``: two tasks × trials reward matrices (nan = missing).
-
-    Order of reasons: split guard → coverage (indecisive) → the mode's rule → the checks of
-    :data:`.rules.CHECKS` (null floor → regression veto → guard veto → error-rate imbalance).
-    """
+    """Gate ``candidate`` against ``best``: two tasks × trials reward matrices (nan = missing). Order:
+    split guard → coverage (indecisive) → the mode's rule → :data:`.rules.CHECKS`."""
     if split != "val":
         raise GateSplitError(f"the gate reads only the val split; refusing to gate on {split!r}")
     # one summary per arm: the best's is shared by every candidate gated against it
@@ -215,8 +204,6 @@ def _measured(
     config: GateConfig,
     given: dict[str, Any],
 ) -> Verdict:
-    """The verdict's numbers, shared by every outcome, before any decision (indecisive on
-    coverage until the rule and the checks decide); ``given``: tag, against, split, infra."""
     deltas, mask = paired
     per_task = {  # built from whole columns: 10,000 tasks × 20 candidates stay cheap
         t: {"candidate": c, "best": b, "delta": d}
@@ -268,8 +255,6 @@ def _measured(
 def _interval(
     deltas: np.ndarray, mask: np.ndarray, config: GateConfig, se: float | None
 ) -> tuple[float | None, tuple[float, float] | None, str]:
-    """The SE, the interval of Δ̄ and its method: cluster-robust on the clusters' degrees of
-    freedom when tasks come in clusters (``se`` otherwise stands)."""
     if not config.clusters:
         return se, stats.mean_ci(deltas, seed=config.seed), stats.mean_ci_method(int(deltas.size))
     from .._stats.clusters import cluster_mean_ci
@@ -291,12 +276,9 @@ def _survives_dropping_any_task(
     decision: str,
     rule_numbers: RuleNumbers,
 ) -> bool | None:
-    """Would the rule (and the null floor) decide the same with any one task left out?
-
-    Tasks with the same pair of per-task means are interchangeable for every rule, so one of
-    each kind is dropped in turn. None (not computed) past :data:`STABILITY_CHECKS` kinds.
-    ``floor``: the exact Δ̄ and the nulls' exact spread (None: no null floor).
-    The exact rule's p-value bounds most drops without a new test (:func:`_exact_drop_bound`)."""
+    """Would the rule (and the null floor) decide the same with any one task left out? One task of each
+    kind (same pair of means) is dropped; None past :data:`STABILITY_CHECKS` kinds. ``floor``: exact Δ̄ and
+    the nulls' spread."""
     cand_means, best_means = arms[0].means, arms[1].means
     valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
     first = _first_of_each_pair(cand_means[valid], best_means[valid])  # one task of each kind
@@ -331,16 +313,11 @@ def _survives_dropping_any_task(
 def _exact_drop_bound(
     arms: tuple[stats.ArmSummary, stats.ArmSummary], config: GateConfig, rule_numbers: RuleNumbers
 ) -> Callable[[int], str | None] | None:
-    """For the exact rule with an exact p on a reward grid: the rule's decision with the j-th paired task left
-    out, where the full p decides it, else None (then the test is run again).
+    """The exact rule's decision with the j-th task left out, where the full p decides it, else None.
 
-    With S the sign-flipped sum over the other tasks and d the left-out task's delta, the full
-    p = ½·P(S ≥ obs − |d|) + ½·P(S ≥ obs + |d|), and the left-out p is P(S ≥ obs − d). So
-    d = 0 leaves p unchanged (a zero carries no sign); d > 0 gives p ≤ p_left ≤ 2p; d < 0 gives
-    2p − 1 ≤ p_left ≤ p. The rule accepts iff the (exact) p ≤ α, so the bound decides whenever
-    it lies on one side of α; the float p is within :data:`stats.EXACT_MARGIN` of the exact one
-    (a ``float_tail`` p is the float plus that margin: the exact p lies in [p − 2·margin, p]).
-    """
+    With S the sum over the other tasks and d the left-out delta, p = ½·P(S ≥ obs − |d|) + ½·P(S ≥ obs +
+    |d|) and the left-out p is P(S ≥ obs − d): d > 0 gives p ≤ p_left ≤ 2p, d < 0 gives 2p − 1 ≤ p_left ≤
+    p, d = 0 changes nothing. The float p is within :data:`stats.EXACT_MARGIN` of the exact one."""
     if (
         config.mode != "exact"
         or rule_numbers.get("p_method") not in ("exact", "float_tail")
@@ -373,9 +350,8 @@ def _exact_drop_bound(
 
 
 def _first_of_each_pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Index of the first occurrence of each distinct (a[i], b[i]) pair: ``np.unique(pairs,
-    axis=0, return_index=True)``'s second result, by sorting one integer code per pair rather
-    than rows (a row sort of 10,000 pairs costs ~100× more)."""
+    """Index of the first occurrence of each distinct (a[i], b[i]) pair, by sorting one integer code per
+    pair (100× cheaper than ``np.unique(axis=0)``)."""
     _, a_codes = np.unique(a, return_inverse=True)
     _, b_codes = np.unique(b, return_inverse=True)
     codes = a_codes.astype(np.int64) * (int(b_codes.max(initial=0)) + 1) + b_codes

@@ -1,17 +1,9 @@
 """Rounds: siblings gated serially against the current best, under one family-wise α.
 
-A round is what one gate session decides: siblings (copies of one parent, edited differently)
-evaluated together with the null controls, then gated **in the order given**. The first
-sibling the gate accepts becomes the best, and the siblings after it are gated again against
-the new best — on the same paired trial seeds, since its rollouts already exist. Across the
-siblings the family-wise false-accept rate is held at α: with ``holm`` (the default) each
-stage decides its k siblings at Holm's step-down levels α/k, α/(k−1), …, exactly, as
-fractions; ``bh`` controls the false discovery rate instead; ``none`` decides each at α, and
-the family rate is then up to k·α. Only the ``exact`` mode has p-values to correct; the
-legacy modes are decided as they always were.
-
-Pure: a ``judge(tag, against, config)`` callable in, verdicts out.
-"""
+A round's siblings are evaluated together with the nulls, then gated in the order given; the first accepted
+becomes the best and the rest are gated again against it on the same paired seeds. ``holm`` (default)
+decides each stage at Holm's step-down levels α/k, α/(k−1), … exactly; ``bh`` controls the FDR; ``none``
+decides each at α (family rate up to k·α). Only ``exact`` is corrected. Pure."""
 
 from __future__ import annotations
 
@@ -28,9 +20,8 @@ Judge = Callable[[str, str, GateConfig], Verdict]
 
 
 def family_levels(p_values: Sequence[Fraction], alpha: Fraction, method: str) -> list[Fraction]:
-    """The level each test is decided at, so that ``p_i ≤ level_i`` is exactly the method's
-    decision for the family (Holm's step-down stops at its first failure: every later test
-    gets that failing level, which its larger p cannot meet)."""
+    """The level each test is decided at, so ``p_i ≤ level_i`` is exactly the method's decision (after
+    Holm's first failure every later test gets that failing level)."""
     k = len(p_values)
     order = sorted(range(k), key=lambda i: p_values[i])
     if method == "none" or k <= 1:
@@ -56,7 +47,6 @@ class Round:
 
 
 def gate_round(judge: Judge, siblings: Sequence[str], best: str, config: GateConfig, method: str) -> Round:
-    """Gate ``siblings`` serially against ``best``, re-gating after every accept."""
     if method not in MULTIPLE:
         raise ValueError(f"unknown multiple-testing method {method!r}; use one of {', '.join(MULTIPLE)}")
     decided: dict[str, Verdict] = {}
@@ -81,7 +71,6 @@ def gate_round(judge: Judge, siblings: Sequence[str], best: str, config: GateCon
 def _stage(
     judge: Judge, tags: list[str], against: str, config: GateConfig, method: str
 ) -> dict[str, Verdict]:
-    """Every remaining sibling against the current best, at the family's levels."""
     first = {t: judge(t, against, config) for t in tags}
     if config.mode not in EXACT_P_MODES or len(tags) == 1:
         return first
@@ -107,7 +96,6 @@ def _stage(
 
 
 def split_text(alpha: Fraction, level: Fraction, method: str) -> str:
-    """How a sibling's level came from α: "0.025 (0.05 / 2 by Holm)"."""
     name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(method, method)
     ratio = alpha / level
     how = f"/ {ratio}" if ratio.denominator == 1 else f"× {level / alpha}"

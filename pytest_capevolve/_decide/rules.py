@@ -1,15 +1,9 @@
 """The gate's rules, one function per mode in :data:`RULES`, and its checks after them in :data:`CHECKS`.
 
-Each rule reads a :class:`RuleInput` (both arms, the paired deltas, the config) and answers
-with a :class:`RuleResult`: decision, basis, reason, and the numbers it was decided on
-(:class:`RuleNumbers`), which :func:`.gate.decide` writes into the verdict. A new gate mode is
-one function here and one line in :data:`RULES`; the spec's validation, the CLI's choices and
-the generated reference (docs/reference/cli.md) derive from the registry.
-
-After the rule, every verdict passes the checks of :data:`CHECKS` (null floor, regression veto,
-guard veto, error-rate imbalance): each reads a :class:`CheckInput` and the decision so far and
-answers a new decision and reason, or None. A new check is one function and one line there.
-"""
+A rule reads a :class:`RuleInput` and answers a :class:`RuleResult` (decision, basis, reason, and the
+:class:`RuleNumbers` it decided on). After the rule every verdict passes :data:`CHECKS` (null floor,
+regression veto, guard veto, error imbalance), each answering a new decision or None. A new mode or check
+is one function and one registry line; the spec, the CLI and the docs derive from the registries."""
 
 from __future__ import annotations
 
@@ -28,8 +22,7 @@ from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 
 @dataclass(frozen=True)
 class RuleInput:
-    """What every gate rule may read: both arms, the paired deltas over tasks valid on both
-    sides, the config, and the snapshot sizes (for ``simplicity_tiebreak``)."""
+    """What every gate rule may read: both arms, the paired deltas, the config, and the snapshot sizes."""
 
     candidate: np.ndarray
     best: np.ndarray
@@ -46,8 +39,7 @@ class RuleInput:
 
 
 class RuleNumbers(TypedDict, total=False):
-    """The numbers a rule decided on, each a :class:`~.verdict.Verdict` field of the same name;
-    a rule sets only those it computed."""
+    """The numbers a rule decided on, each a :class:`~.verdict.Verdict` field of the same name."""
 
     p_value: float
     p_method: str
@@ -59,8 +51,6 @@ class RuleNumbers(TypedDict, total=False):
 
 
 class RuleResult(NamedTuple):
-    """What a rule decided, why, and on which numbers."""
-
     decision: str
     basis: str
     reason: str
@@ -68,45 +58,28 @@ class RuleResult(NamedTuple):
 
 
 def _exact(x: RuleInput) -> RuleResult:
-    """The default: a one-sided paired sign-flip test at α, decided on integers."""
     config = x.config
     if config.margin_asked:
         return _margin(x)
-    if config.clusters:
-        return _exact_clustered(x)
-    arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
-    result = stats.paired_sign_flip(*arms, alpha=float(config.alpha), seed=config.seed)
-    # (float(α): the test compares it with a float p only, where a Fraction acts as its float)
+    # (float(α): the tests compare it with a float p only, where a Fraction acts as its float)
+    if config.clusters:  # whole clusters flipped (_stats/clusters.py)
+        from .._stats.clusters import cluster_sign_flip_test
+
+        result = cluster_sign_flip_test(
+            x.candidate, x.best, config.clusters, alpha=float(config.alpha), seed=config.seed
+        )
+        _, mask = stats.paired_deltas(x.candidate, x.best)
+        groups = len({c for c, keep in zip(config.clusters, mask.tolist(), strict=True) if keep})
+        flipped = f"flipping {groups} clusters of {x.deltas.size} tasks"
+    else:
+        arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
+        result = stats.paired_sign_flip(*arms, alpha=float(config.alpha), seed=config.seed)
+        flipped = f"over {x.deltas.size} tasks"
     ok = result.at_most(config.alpha)
-    extra = RuleNumbers(
-        p_value=result.p_value,
-        p_method=result.method,
-        p_exact=f"{result.numerator}/{result.denominator}",
-        bar=None,
-    )
     reason = (
-        f"one-sided paired sign-flip test over {x.deltas.size} tasks: p = {result.p_value:.4g} "
+        f"one-sided paired sign-flip test {flipped}: p = {result.p_value:.4g} "
         f"{'≤' if ok else '>'} α = {alpha_text(config.alpha)} (Δ̄ = {float(np.mean(x.deltas)):+.4f}; "
         f"p by {result.describe()})"
-    )
-    return RuleResult(outcome(ok), Basis.EXACT, reason, extra)
-
-
-def _exact_clustered(x: RuleInput) -> RuleResult:
-    """The exact rule when tasks come in clusters: whole clusters flipped (_stats/clusters.py)."""
-    from .._stats.clusters import cluster_sign_flip_test
-
-    config = x.config
-    result = cluster_sign_flip_test(
-        x.candidate, x.best, config.clusters, alpha=float(config.alpha), seed=config.seed
-    )
-    ok = result.at_most(config.alpha)
-    _, mask = stats.paired_deltas(x.candidate, x.best)
-    groups = len({c for c, keep in zip(config.clusters, mask.tolist(), strict=True) if keep})
-    reason = (
-        f"one-sided paired sign-flip test flipping {groups} clusters of {x.deltas.size} tasks: "
-        f"p = {result.p_value:.4g} {'≤' if ok else '>'} α = {alpha_text(config.alpha)} "
-        f"(Δ̄ = {float(np.mean(x.deltas)):+.4f}; p by {result.describe()})"
     )
     numbers = RuleNumbers(
         p_value=result.p_value,
@@ -118,8 +91,8 @@ def _exact_clustered(x: RuleInput) -> RuleResult:
 
 
 def _margin(x: RuleInput) -> RuleResult:
-    """The exact rule asked a margin: "no worse than δ" or "within ±m", by the betting test of
-    :mod:`.._stats.margin` (valid for any rewards in [0, 1]; tasks taken as independent)."""
+    """The exact rule asked a margin ("no worse than δ", "within ±m"), by the betting test of
+    :mod:`.._stats.margin`."""
     from .._stats.margin import EQUIVALENCE, NON_INFERIORITY, lower_bound, margin_test
 
     config = x.config
@@ -153,8 +126,7 @@ def _margin(x: RuleInput) -> RuleResult:
 
 
 def _pairwise(x: RuleInput) -> RuleResult:
-    """The exact sign test on a judge's preferences between the two arms' outputs: the tasks
-    whose net preference is not zero, the candidate preferred on enough of them at α."""
+    """The exact sign test on a judge's preferences: tasks with a non-zero net preference."""
     from .._stats.pairwise import p_greater_exact, sign_test
 
     nets = x.config.preferences
@@ -184,9 +156,8 @@ def _pairwise(x: RuleInput) -> RuleResult:
 
 
 def _paired(x: RuleInput) -> RuleResult:
-    """cap-evolve's Δ̄ > k·SE(d), decided on the deltas as fractions (k as the decimal written),
-    never on float rounding (:func:`.._stats.exceeds_k_se`): a tie — a one-task gain at k = 1
-    has Δ̄ = SE exactly — is a reject at every n. The numbers shown are the floats."""
+    """cap-evolve's Δ̄ > k·SE(d), decided on fractions (k as written): a tie, such as a one-task gain at k
+    = 1, is a reject at every n."""
     se = stats.mean_se(x.deltas)[1] or 0.0  # one task: SE undefined, treated as 0 (warned)
     mean = float(np.mean(x.deltas))
     exact = stats.exact_task_deltas(x.candidate, x.best)
@@ -271,7 +242,6 @@ def run_rule(
     best_size: int | None,
     arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None,
 ) -> RuleResult:
-    """The rule of ``config.mode`` on these arms (ValueError for a mode not in :data:`RULES`)."""
     rule = RULES.get(config.mode)
     if rule is None:
         raise ValueError(f"unknown gate mode {config.mode!r}; use one of {', '.join(GATE_MODES)}")
@@ -280,9 +250,8 @@ def run_rule(
 
 @dataclass(frozen=True)
 class CheckInput:
-    """What the gate's post-rule checks read: the rule's input (the arms as gated), the verdict's
-    numbers (exact Δ̄, the nulls' spread, regressions, guard checks, infra errors) and
-    ``first_attempts`` (the matrices with each redrawn trial missing)."""
+    """What the post-rule checks read: the rule's input, the verdict's numbers and ``first_attempts`` (the
+    matrices with each redrawn trial missing)."""
 
     rule: RuleInput
     measured: Verdict
@@ -299,8 +268,8 @@ class CheckInput:
 
 
 def _null_floor(x: CheckInput, decision: str) -> tuple[str, str] | None:
-    """An accept whose Δ̄ (less a margin) does not exceed the null controls' spread is a reject,
-    decided on fractions: an exact tie never exceeds it."""
+    """An accept whose Δ̄ (less a margin) does not exceed the null controls' spread is a reject (on
+    fractions)."""
     config, less = x.rule.config, less_margin(x.delta_exact, x.rule.config)
     if decision != ACCEPT or stats.exceeds(less, x.spread_exact):
         return None
@@ -312,8 +281,6 @@ def _null_floor(x: CheckInput, decision: str) -> tuple[str, str] | None:
 
 
 def _regression_veto(x: CheckInput, decision: str) -> tuple[str, str] | None:
-    """``veto_regressions``: an accept that drops a task (strict: any the best scored higher on;
-    noise: one the best passed, by more than its own noise) is a reject."""
     regs = x.measured.regressions
     if decision != ACCEPT or not x.rule.config.veto_regressions or not regs:
         return None
@@ -329,8 +296,8 @@ def _regression_veto(x: CheckInput, decision: str) -> tuple[str, str] | None:
 
 
 def _guard_veto(x: CheckInput, decision: str) -> tuple[str, str] | None:
-    """The stop condition's guards: an accept that lowers a guarded task is a reject; one whose
-    guarded task has no valid trial on both sides cannot stand (indecisive)."""
+    """An accept that lowers a guarded task is a reject; one whose guarded task has no valid trial on both
+    sides is indecisive."""
     broken = [g for g in x.measured.guards if g["held"] is False]
     unmeasured = [g["task_id"] for g in x.measured.guards if g["held"] is None and "note" not in g]
     if decision != ACCEPT or not (broken or unmeasured):
@@ -344,8 +311,8 @@ def _guard_veto(x: CheckInput, decision: str) -> tuple[str, str] | None:
 
 
 def _error_imbalance(x: CheckInput, decision: str) -> tuple[str, str] | None:
-    """Infra errors that differ between the arms (or a redraw behind an accept): indecisive when
-    worst-case imputation of the missing trials would flip the decision."""
+    """Infra errors that differ between the arms (or a redraw behind an accept): indecisive when worst-case
+    imputation would flip the decision."""
     r, infra, first = x.rule, x.measured.infra_errors, x.first_attempts
     redrawn = first is not None and bool(
         np.count_nonzero(np.isnan(first[0])) > np.count_nonzero(np.isnan(r.candidate))
@@ -383,7 +350,6 @@ CHECKS: tuple[tuple[Basis, Check], ...] = (
 def run_checks(
     x: CheckInput, ruled: RuleResult, checks: tuple[tuple[Basis, Check], ...] = CHECKS
 ) -> RuleResult:
-    """``ruled`` (the rule's result) after ``checks``, each given the decision so far."""
     decision, basis, reason, numbers = ruled
     for check_basis, check in checks:
         turned = check(x, decision)
@@ -393,8 +359,7 @@ def run_checks(
 
 
 def less_margin(delta: Fraction | None, config: GateConfig) -> Fraction | None:
-    """Δ̄ less a non-inferiority margin (Δ̄ itself without one): what the null floor must clear,
-    since "no worse than δ" is shown by Δ̄ − δ, not by Δ̄."""
+    """Δ̄ less a non-inferiority margin: what the null floor must clear, since δ shifts what is shown."""
     if delta is None or not config.margin:
         return delta
     return delta - Fraction(str(config.margin))
@@ -413,7 +378,6 @@ def _imputation_flips(
     candidate_size: int | None,
     best_size: int | None,
 ) -> bool:
-    """Would filling the missing trials against the decision change it?"""
     if decision == ACCEPT:  # candidate's missing trials fail, best's succeed
         cand, bst = np.nan_to_num(candidate, nan=0.0), np.nan_to_num(best, nan=1.0)
     else:
@@ -426,9 +390,8 @@ def _imputation_flips(
 def _k_se_rule(
     basis: str, label: str, delta: float, se: float, k_se: float, detail: str, *, ok: bool | None = None
 ) -> RuleResult:
-    """cap-evolve's "delta > k·SE"; an SE of 0 falls back to strict (delta > 0), with a warning
-    kept in the verdict, since a zero SE means the rule cannot tell noise from signal. ``ok``:
-    the comparison already decided exactly (``paired``); the floats only say it."""
+    """cap-evolve's "delta > k·SE"; an SE of 0 falls back to delta > 0 with a warning. ``ok``: the
+    comparison already decided exactly."""
     if se == 0.0:
         ok = delta > 0 if ok is None else ok
         return RuleResult(
@@ -449,11 +412,9 @@ def _k_se_rule(
 
 
 def alpha_text(alpha: float | Fraction) -> str:
-    """α as people read it: 0.05, or a split of it as 0.01667 — a fraction beside it read as
-    "1 of 60 tasks", so where α was split the round says how (:mod:`.rounds`)."""
+    """α as people read it: 0.05, or a split of it as 0.01667 (with a fraction beside it, said as 1 of 60)."""
     return f"{float(alpha):.4g}"
 
 
 def outcome(ok: bool) -> str:
-    """A rule's pass/fail as a decision."""
     return ACCEPT if ok else REJECT

@@ -1,37 +1,22 @@
 """Subset screens — the promotion ladder: which val tasks a screen pays for, and kill or promote.
 
-A screen evaluates a candidate on part of val (tier 1 | 2 | 3 = 25 | 50 | 75 %, never fewer than
-:data:`MIN_TASKS` tasks) against the best's **persisted** rollouts on the same tasks and trial
-seeds, and can only **kill** or **promote** — never accept. A kill needs proven harm (a one-sided
-exact sign-flip test that the candidate is worse, at the screen's α) or ceiling arithmetic (even
-if every unscreened task passed every trial, the full-val gate would not accept). Anything else
-is a promote: "could not prove harm", not "good".
+A screen evaluates a candidate on part of val (tier 1 | 2 | 3 = 25 | 50 | 75 %, at least :data:`MIN_TASKS`
+tasks) against the best's persisted rollouts on the same tasks and seeds, and can only kill or promote, never
+accept. A kill needs proven harm (a one-sided exact sign-flip test, at the screen's α) or ceiling arithmetic
+(even if every unscreened task passed, the full-val gate would not accept). A promote means "could not prove
+harm", not "good".
 
-The subset is chosen from the best's first trial (:func:`selection_trials`) and harm is tested
-on its other trials only (:func:`held_out`): choosing the tasks where the best's rollouts happened
-to go well and testing the candidate against those same rollouts reads regression to the mean
-as harm (byte-identical candidates were killed 6.1 % of the time at 100 tasks, 7.8 % at 200,
-against ``screen_alpha`` 0.05; ``benchmarks/screening.py`` measures both). With one
-trial there is nothing to hold out, so the order is the seeded shuffle alone.
+The subset is chosen from the best's first trial and harm is tested on its other trials only
+(:func:`held_out`): testing against the rollouts that chose the tasks reads regression to the mean as harm
+(``benchmarks/screening.py``). Each tier of a climb tests nested data, so ``screen_alpha`` is split across
+tiers (:func:`tier_alpha`) and the whole climb kills a byte-identical candidate with probability ≤
+``screen_alpha`` (``tests/calibration/test_screen_climb.py``).
 
-A candidate may climb the ladder (tier 1, then 2, then 3 after each promote), and each tier's
-harm test reads nested data, so ``screen_alpha`` is spent across the tiers as grow spends α
-across looks (:func:`tier_alpha`): tier 1 at α/2, tiers 2 and 3 at α/4 each. By the union bound
-the whole climb kills a byte-identical candidate with probability ≤ ``screen_alpha`` (each tier
-testing at the full level killed 4.5–8.3 % of such candidates against 5 %; issue 39).
-``tests/calibration/test_screen_climb.py`` measures the climb; a screen of ids picked by hand
-is one look, at the full ``screen_alpha``.
+Each tier's subset is a prefix of the next one's, so a climb never pays a rollout twice: the best's failures
+first (where a fix shows), every third slot a seeded holdout of its passes (where a regression shows), then
+the tasks whose rate is closest to ½.
 
-The subset is deterministic for (run, candidate, tier), and each tier's subset is a prefix of
-the next one's, so climbing the ladder never pays a rollout twice: the tasks the best fails
-come first (where a fix shows; those it sometimes passes before those it never does), every
-third slot goes to a seeded holdout of tasks the best
-passes (where a regression shows), and when the failures run out the most informative of the
-rest follow (the best's per-task rate closest to ½).
-
-Pure: per-task means and reward matrices in, a plain-data result out; :func:`ledger` reads
-``screen`` events handed to it. Session code (``_session/subset_screen.py``) pays and persists.
-"""
+Pure: reward matrices in, plain data out. ``_session/subset_screen.py`` pays and persists."""
 
 from __future__ import annotations
 
@@ -60,17 +45,15 @@ COMMIT_BASIS = {HARM: Basis.SCREEN_KILL, CEILING: Basis.CEILING}
 
 
 def screen_size(n_val: int, tier: int) -> int:
-    """Tasks a tier pays for: its share of val rounded up, never fewer than MIN_TASKS (nor
-    more than val has)."""
+    """Tasks a tier pays for: its share of val rounded up, at least MIN_TASKS, at most all of val."""
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {', '.join(map(str, TIERS))}, got {tier!r}")
     return min(n_val, max(MIN_TASKS, math.ceil(TIERS[tier] * n_val)))
 
 
 def tier_alpha(screen_alpha: float | Fraction, tier: int | None) -> Fraction:
-    """The level a tier's harm test is decided at: ``screen_alpha`` split across the climb's
-    three tiers as across a grow's three looks (α/2, α/4, α/4; they sum to it exactly). None
-    (ids picked by hand): the whole of it."""
+    """The level a tier's harm test is decided at: ``screen_alpha`` split α/2, α/4, α/4 across the three
+    tiers, as grow splits it across looks. None (ids picked by hand): all of it."""
     if tier is None:
         return Fraction(str(screen_alpha)) if not isinstance(screen_alpha, Fraction) else screen_alpha
     if tier not in TIERS:
@@ -79,8 +62,7 @@ def tier_alpha(screen_alpha: float | Fraction, tier: int | None) -> Fraction:
 
 
 def best_harm_p(n_tasks: int) -> Fraction:
-    """The smallest p the one-sided exact sign-flip harm test can give on ``n_tasks`` tasks:
-    every task worse, no tie, so only the observed sign pattern of the 2^n is as extreme."""
+    """The smallest p the harm test can give on ``n_tasks`` tasks (every task worse, no tie)."""
     return Fraction(1, 2**n_tasks)
 
 
@@ -93,23 +75,18 @@ def fewest_tasks(alpha: float) -> int:
 
 
 def selection_trials(num_trials: int) -> int:
-    """How many of the best's trials (the first ones) choose the subset: one, when there are
-    more. The rest are held out for the harm test, so the tasks are never chosen on the
-    rollouts the candidate is tested against; one trial chooses nearly as well as two and
-    leaves the test four of five (a 10-task tier-1 screen kills the noisy_agent regression
-    for 57 % of run ids with one, 15 % with two)."""
+    """How many of the best's first trials choose the subset: one when there are more, so the harm test never
+    reads the rollouts that chose the tasks."""
     return 1 if num_trials > 1 else 0
 
 
 def held_out(matrix: np.ndarray, num_trials: int) -> np.ndarray:
-    """The trials of a subset's reward matrix the harm test reads: those after the selection's."""
     return stats.as_matrix(matrix)[:, selection_trials(num_trials) :]
 
 
 def selection_means(best: np.ndarray, task_ids: Sequence[str], num_trials: int) -> dict[str, float]:
-    """The best's per-task means over its selection trials only (what :func:`ladder` orders
-    by); with no selection trial (one trial per task) every valid task reads ½: no information,
-    so the ladder is the run's seeded shuffle."""
+    """The best's per-task means over its selection trials (what :func:`ladder` orders by); with one trial per
+    task every valid task reads ½ and the ladder is the seeded shuffle."""
     best = stats.as_matrix(best)
     valid = ~np.isnan(best).all(axis=1)
     chosen = best[:, : selection_trials(num_trials)]
@@ -124,8 +101,7 @@ def _rng(run_id: str, tag: str) -> random.Random:
 
 
 def ladder(best_means: Mapping[str, float], run_id: str, tag: str) -> list[str]:
-    """Every task of ``best_means`` (task → the best's mean reward) in screening order for this
-    run and candidate; tier N screens the first :func:`screen_size` of them."""
+    """Every task in screening order for this run and candidate; tier N screens a prefix."""
     rng = _rng(run_id, tag)
     tie = {t: rng.random() for t in sorted(best_means)}
     # failures the best sometimes passes first: a task it never passes can show neither a
@@ -157,7 +133,6 @@ def ladder(best_means: Mapping[str, float], run_id: str, tag: str) -> list[str]:
 
 
 def select(best_means: Mapping[str, float], run_id: str, tag: str, tier: int) -> list[str]:
-    """The tasks tier ``tier`` screens (a prefix of :func:`ladder`)."""
     return ladder(best_means, run_id, tag)[: screen_size(len(best_means), tier)]
 
 
@@ -177,17 +152,8 @@ class ScreenResult:
         return asdict(self)
 
 
-def harm_test(
-    candidate: np.ndarray, best: np.ndarray, *, alpha: float | None = None, seed: int = 0
-) -> stats.SignFlipResult:
-    """One-sided exact test that the candidate is *worse*: the sign-flip test with the arms
-    swapped (best − candidate)."""
-    return stats.sign_flip_test(best, candidate, alpha=alpha, seed=seed)
-
-
 def optimistic_completion(candidate_subset: np.ndarray, subset_rows: Sequence[int], n_val: int) -> np.ndarray:
-    """The candidate's full-val matrix if every unscreened task (and every missing trial of a
-    screened one) passed."""
+    """The candidate's full-val matrix if every unscreened task (and missing trial) passed."""
     trials = candidate_subset.shape[1]
     full = np.ones((n_val, trials))
     full[list(subset_rows)] = np.nan_to_num(candidate_subset, nan=1.0)
@@ -207,16 +173,11 @@ def decide_screen(
 ) -> ScreenResult:
     """Kill or promote from the subset's reward matrices (tasks × trials, nan = missing).
 
-    ``num_trials``: the trials per task the subset was chosen with (:func:`select` on
-    :func:`selection_means`); the harm test then reads only the trials held out from that
-    choice (:func:`held_out`) on both sides. None: tasks chosen without looking at the best's
-    rollouts (by hand), so every trial is tested.
+    ``num_trials``: the trials per task the subset was chosen with; the harm test then reads only the held-out
+    trials. None: tasks picked by hand, every trial tested.
 
-    ``best_full`` (the best's full-val matrix), ``subset_rows`` (the subset's rows in it) and
-    ``gate`` (the full-val gate's config at its first look) enable the ceiling: a candidate
-    whose best possible full-val matrix the gate would not accept is killed. Only for the
-    ``exact`` gate, whose p can only fall as a candidate's reward rises (so the optimistic
-    completion is the best case); other modes get the harm test alone."""
+    ``best_full``, ``subset_rows`` and ``gate`` enable the ceiling kill, for the ``exact`` gate only (its p
+    can only fall as the candidate's reward rises, so the optimistic completion is the best case)."""
     candidate, best = stats.as_matrix(candidate), stats.as_matrix(best)
     deltas, _ = stats.paired_deltas(candidate, best)
     delta_mean = float(np.mean(deltas)) if deltas.size else None
@@ -224,11 +185,11 @@ def decide_screen(
     if num_trials is not None:  # chosen on the best's first trial: test on the others only
         tested = (held_out(candidate, num_trials), held_out(best, num_trials))
     tested_deltas, _ = stats.paired_deltas(*tested)
-    harm = harm_test(*tested, alpha=float(alpha), seed=seed)
+    # the harm test: one-sided, exact, that the candidate is worse (the arms swapped)
+    harm = stats.sign_flip_test(tested[1], tested[0], alpha=float(alpha), seed=seed)
     shown = "n/a" if delta_mean is None else f"{delta_mean:+.4f}"
 
     def result(decision: str, basis: str, reason: str, ceiling_p: float | None) -> ScreenResult:
-        """The screen's answer with the harm test's numbers, which every outcome carries."""
         return ScreenResult(
             decision,
             basis,
@@ -277,14 +238,10 @@ def decide_screen(
 def ledger(
     screen_events: Iterable[Mapping[str, Any]], val_paid: Mapping[str, int] | None = None
 ) -> dict[str, Any]:
-    """The run's screen ledger from its ``screen`` events: kills, promotes, rollouts fired
-    (paid by screens), rollouts saved and ``net_rollouts`` = saved − fired. A screen run again
-    (a resumed session) counts once, by its latest decision; a candidate killed twice saves its
-    full val once. A kill saves the full-val rollouts it was never paid: with ``val_paid`` (val
-    rollouts held per tag, :func:`.._store.evidence.val_paid_by_tag`), whatever was paid for it beyond its
-    screens' own is not saved — a killed candidate evaluated on full val later saved nothing.
-    A promoted candidate's screen rollouts are reused by its full-val gate, but the ledger
-    still counts them as spent (conservatively)."""
+    """The run's screen ledger from its ``screen`` events: kills, promotes, rollouts fired, saved and
+    ``net_rollouts`` = saved − fired. A screen run again counts once, by its latest decision. A kill saves the
+    full-val rollouts it was never paid: with ``val_paid`` (val rollouts per tag), whatever was paid beyond
+    its screens' own is not saved. A promote's screen rollouts count as spent, though its gate reuses them."""
     fired = 0
     fired_by_tag: dict[str, int] = {}
     latest: dict[tuple[str, str], Mapping[str, Any]] = {}

@@ -1,18 +1,10 @@
 """The sequential gate's rule: stop paying once the answer is known, at either end.
 
-Tasks arrive in a seeded order; after each task valid on both sides the paired delta feeds two
-e-processes (:mod:`..stats.sequential`). The efficacy e-process accepts as soon as it reaches
-1/α_e; futility (E_f ≥ 1/α_f against "the candidate is at least ``gate_min_effect`` better")
-rejects, and only ever rejects, so it cannot raise the false-accept rate — α_f bounds how often
-a candidate that *is* ``min_effect`` better gets stopped early. When val is exhausted with
-neither crossing, the gate accepts iff the exact gate at α accepts *and* the joint p-value
-(:func:`..stats.sequential.exhaustion_p`: sign patterns that cross or sum at least as high) is
-≤ α. The early accepts and the accept at exhaustion are then one sign-flip test at level α,
-so the false-accept rate is ≤ α at any stopping time, without splitting α between the two.
-
-Pure: deltas in, a :class:`SequentialDecision` out; the session feeds it task by task and
-:func:`..decide.gate.decide` still gives the numbers of each verdict.
-"""
+After each task valid on both sides the paired delta feeds two e-processes. Efficacy accepts at 1/α_e;
+futility (against "at least ``gate_min_effect`` better") only rejects, so it cannot raise false accepts. At
+exhaustion the gate accepts iff the exact gate at α accepts and the joint p
+(:func:`..stats.sequential.exhaustion_p`) is ≤ α: early and final accepts are one test at level α, at any
+stopping time. Pure: deltas in, a :class:`SequentialDecision` out."""
 
 from __future__ import annotations
 
@@ -28,12 +20,9 @@ from .basis import Basis
 from .verdict import ACCEPT, REJECT, GateConfig, Verdict
 
 UNDECIDED = "undecided"
-# Share of the gate's α the efficacy e-process crosses at. With the test at exhaustion
-# calibrated jointly (above), the whole α can go to it: measured in benchmarks/sequential.py,
-# α_e = α stops soonest and costs the exhaustion test ≤ 0.02 power against the fixed-n gate at
-# 5 trials per task. At 1 trial the early crossings take more of the sign patterns the test at
-# exhaustion could use: up to 0.062 less power (N = 300, +0.05; `benchmarks/sequential.py 1000
-# 2026 1`), so the stated bound there is 0.08 (tests/calibration/test_sequential_power.py).
+# Share of the gate's α the efficacy e-process crosses at: all of it, the exhaustion test being jointly
+# calibrated; it costs that test ≤ 0.02 power at 5 trials per task, 0.062 at 1 (benchmarks/sequential.py;
+# the stated bound is 0.08, tests/calibration/test_sequential_power.py).
 EFFICACY_SHARE = Fraction(1)
 ALPHA_FUTILITY = Fraction(1, 20)  # P(stopped for futility | effect ≥ min_effect) ≤ 0.05
 EXHAUSTION_RESAMPLES = 20000
@@ -41,9 +30,8 @@ EXHAUSTION_RESAMPLES = 20000
 
 @dataclass(frozen=True)
 class AlphaSplit:
-    """One decision's levels: α (the false-accept bound of the whole sequential test), the
-    efficacy e-process's crossing level α_e ≤ α, the level the test at exhaustion is decided
-    at (α: jointly calibrated with the crossings), and futility's α_f."""
+    """One decision's levels: α, the efficacy crossing level α_e ≤ α, the level at exhaustion (α, jointly
+    calibrated), and futility's α_f."""
 
     alpha: Fraction
     efficacy: Fraction
@@ -61,8 +49,6 @@ def split(alpha: float | Fraction, share: Fraction = EFFICACY_SHARE) -> AlphaSpl
 
 @dataclass(frozen=True)
 class SequentialDecision:
-    """Where the e-processes stand after the tasks fed so far."""
-
     state: seq.SequentialState
     alpha: AlphaSplit
     min_effect: float
@@ -73,7 +59,6 @@ class SequentialDecision:
         return self.state.stopped in (seq.EFFICACY, seq.FUTILITY)
 
     def numbers(self) -> dict[str, Any]:
-        """What a verdict records about the sequential part (the ``details['sequential']``)."""
         s = self.state
         return {
             "outcome": s.stopped,
@@ -91,7 +76,6 @@ class SequentialDecision:
 def track(
     deltas: np.ndarray | list[float], *, alpha: AlphaSplit, min_effect: float, total_tasks: int
 ) -> SequentialDecision:
-    """Feed the paired deltas of the tasks completed so far, in the seeded order."""
     state = seq.run(
         np.asarray(deltas, dtype=float),
         alpha_efficacy=float(alpha.efficacy),
@@ -104,9 +88,8 @@ def track(
 def early_verdict(
     exhaustion_verdict: Verdict, decision: SequentialDecision, *, veto_regressions: bool = False
 ) -> Verdict:
-    """The verdict of a gate stopped by a crossing: the numbers of the tasks it saw (computed
-    by :func:`..decide.gate.decide` on them), the decision the e-process reached. An efficacy
-    crossing still answers to the gate's guards: the null floor and the regression veto."""
+    """The verdict of a gate stopped by a crossing: the numbers of the tasks it saw and the e-process's
+    decision; an efficacy crossing still answers to the null floor and the regression veto."""
     s = decision.state
     v = exhaustion_verdict
     spread = v.null_spread
@@ -147,7 +130,6 @@ def early_verdict(
 
 
 def _exceeds_floor(v: Verdict) -> bool:
-    """The null floor as the gate decides it: on the exact fractions the verdict recorded."""
     delta = Fraction(v.delta_exact) if v.delta_exact is not None else None
     if delta is None and v.delta_mean is not None:
         delta = Fraction(v.delta_mean)
@@ -158,8 +140,8 @@ def _exceeds_floor(v: Verdict) -> bool:
 
 
 def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: Fraction) -> Verdict:
-    """Val exhausted without a crossing: the exact gate's verdict at α (``verdict``, with every
-    guard), and an accept also needs the joint p-value ``p_joint`` ≤ α."""
+    """Val exhausted without a crossing: the exact gate's verdict at α, and an accept also needs
+    ``p_joint`` ≤ α."""
     alpha = decision.alpha.alpha
     numbers = {**decision.numbers(), "p_joint": float(p_joint), "p_joint_exact": str(p_joint)}
     note = (
@@ -178,8 +160,7 @@ def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: F
 
 
 def undecided_verdict(verdict: Verdict, decision: SequentialDecision) -> Verdict:
-    """An interrupted sequential gate: its current e-values and "undecided" — never a decision
-    it did not reach."""
+    """An interrupted sequential gate: its e-values and "undecided", never a decision it did not reach."""
     s = decision.state
     return replace(
         verdict,

@@ -18,14 +18,12 @@ REGRESSION_RULES = ("noise", "strict")
 
 
 class GateSplitError(ValueError):
-    """Raised when anything but val is gated on: train is what the search edits against and
-    test is sealed."""
+    """Raised when anything but val is gated on: train is edited against and test is sealed."""
 
 
 @dataclass(frozen=True)
 class GateConfig:
-    """How to gate. These defaults are the spec's too: :class:`~.._project.spec.Spec` reads them
-    from here (one place), since the spec sits a floor above the gate."""
+    """How to gate; :class:`~.._project.spec.Spec` reads its defaults from here."""
 
     mode: str = "exact"
     alpha: float | Fraction = 0.05  # a Fraction when a round splits α (Holm: α/k)
@@ -56,8 +54,8 @@ class GateConfig:
 
 @dataclass
 class Verdict:
-    """A gate's verdict with every number it was decided on. A verdict reached before any
-    rollout (a screen's refusal) leaves the numbers at their empty defaults."""
+    """A gate's verdict with every number it was decided on (empty defaults for a refusal before any
+    rollout)."""
 
     tag: str
     against: str
@@ -101,8 +99,8 @@ class Verdict:
     margin: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """What ``dataclasses.asdict`` gives (a copy, nothing shared), made without its deep
-        copy of every number: a verdict on 10,000 tasks holds 50,000 of them in ``per_task``."""
+        """What ``dataclasses.asdict`` gives, without its deep copy of every number (50,000 of them at
+        10,000 tasks)."""
         data = {name: _plain(getattr(self, name)) for name in _FIELD_NAMES}
         if data["judge_noise"] is None:  # absent, so other runs' verdict files are as they were
             del data["judge_noise"]
@@ -115,8 +113,7 @@ _ATOMIC = frozenset({str, int, float, bool, type(None)})  # what copy.deepcopy r
 
 
 def _plain(value: Any) -> Any:
-    """``asdict``'s copy of one field's value: plain dicts, lists and scalars walked here, any
-    other value (a dataclass, a Fraction, a tuple subclass) handed to ``asdict`` itself."""
+    """``asdict``'s copy of one value: plain containers walked here, anything else handed to ``asdict``."""
     kind = type(value)
     if kind in _ATOMIC:
         return value
@@ -145,8 +142,8 @@ def refusal(
     config: GateConfig,
     details: dict[str, Any],
 ) -> Verdict:
-    """A verdict reached before any rollout (tamper → indecisive, a failed microcase →
-    reject): no numbers, because none were paid for; ``details`` holds what it rests on."""
+    """A verdict reached before any rollout (tamper → indecisive, failed microcase → reject): no numbers;
+    ``details`` holds what it rests on."""
     return Verdict(
         tag=tag,
         against=against,

@@ -1,29 +1,17 @@
 """One process's share of ``max_usd``, reserved before each rollout starts.
 
-``max_usd`` is a ceiling, so a session must not pay on past it because its rollouts were
-already in flight when the controller noticed. (``max_metric_calls`` needs no share: a plan
-owes a known number of rollouts, and planning refuses one that would cross it — other live
-sessions' claims counted — so no session can pay past it.) Rollouts start in the processes
-that run items (the plain session, or each xdist worker), several at once under
-``--capevolve-concurrency``; those processes share nothing at run time (a remote worker has
-no run dir). So the controller splits what ``max_usd`` leaves, when it plans, into one share
-per process (:func:`share_for`), and each process books its own rollouts against its share:
+``max_usd`` is a ceiling, and rollouts start in processes that share nothing at run time (the
+plain session, or each xdist worker). So the controller splits what ``max_usd`` leaves into one
+share per process (:func:`share_for`), and each process books its rollouts against its share:
 
-- before a rollout starts it **reserves** its expected cost: the dearest single rollout of
-  that tag seen so far (in the run's record, or in this process) — a pessimistic estimate;
-- a tag with no measured cost yet starts only with nothing else in flight here (a *probe*):
-  its cost is unknown, so nothing else may be reserved beside it;
-- a rollout that does not fit waits for those in flight to settle, and is not started at all
-  (its item is skipped, its key stays owed) if it still does not fit with none in flight.
+- a rollout **reserves** the dearest cost of its tag seen so far before it starts;
+- a tag with no measured cost starts only with nothing else in flight here (a *probe*);
+- a rollout that does not fit waits for those in flight, and is not started (its item skipped,
+  its key owed) if it still does not fit.
 
-So, while no rollout costs more than the dearest of its tag seen before it, each process ends
-at most one rollout above its share (a probe) and the run at most one rollout per process
-above the ceiling, whatever the concurrency; a tag whose rollouts grow dearer can overshoot
-by what its rollouts in flight cost beyond that estimate. A rollout counts once it has settled,
-at the cost its record books (an infra error books none).
-
-Pure bookkeeping with a lock (rollouts settle on their own threads); no pytest, no run dir.
-"""
+So each process ends at most one probe above its share, while no rollout costs more than the
+dearest of its tag before it. (``max_metric_calls`` needs no share: planning refuses a plan that
+would cross it.) Pure bookkeeping with a lock; no pytest, no run dir."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """Child process of a ``call`` microcase: import a candidate's function, call it, report JSON.
 
-Run as ``python -m pytest_capevolve._engine.callcheck`` with the candidate folder as the working
-directory and the request on stdin. A separate process so the candidate's code cannot touch
-the session that judges it, and a timeout can stop it. Whatever the function prints goes to
-stderr; stdout carries one JSON line: ``value`` or ``raised``/``raised_mro``/``message``, or
-``setup_error`` when the function could not be reached.
-"""
+Run as ``python -m pytest_capevolve._engine.callcheck`` in the candidate folder, the request on
+stdin, so the candidate cannot touch the judging session and a timeout can stop it. Prints go
+to stderr; stdout carries one JSON line: ``value``, ``raised``/``raised_mro``/``message``, or
+``setup_error``."""
 
 from __future__ import annotations
 

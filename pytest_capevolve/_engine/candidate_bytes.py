@@ -1,23 +1,12 @@
 """Which bytes a rollout runs with: the candidate's read-only snapshot, checked before and after.
 
-In every process that runs rollouts (the controller without xdist, each xdist worker). A
-candidate is evaluated from ``candidates/<tag>/files`` — the copy made when it was registered,
-handover files excluded — never from the folder it came from, which the optimizer may still be
-editing (a rule appended to a work copy's JOURNAL.md, an edit to prompt.md during its own gate).
-
-The snapshot's content hash is checked against the registered one at its first use in the
-process, and its listing against the registered files (a JOURNAL.md dropped into a snapshot is
-an added file, though no hash counts it). Before and after every rollout a cheap stamp of it
-(each file's size, inode, mtime and ctime; each folder's listing) is compared: a stamp that
-moved before a rollout re-checks the snapshot (a touch is not a change); one that moved *during*
-a rollout makes that rollout missing data (it may have read bytes no snapshot holds). A changed
-snapshot is refused in one line naming the file, and never evaluated again in the process.
-
-A worker on a copy of the project (another machine, ``--tx …//chdir=COPY``) evaluates a private
-copy of what its copy holds — the snapshot if the copy has one, else the registered source
-folder — hashed after copying, so neither a stale copy nor an edit to the copy mid-session is
-measured under the registered hash.
-"""
+In every process that runs rollouts. A candidate is evaluated from ``candidates/<tag>/files``
+(copied when registered, handover files excluded), never from the folder the optimizer may
+still be editing. The snapshot's hash and listing are checked against the registered ones at
+first use; before and after every rollout a cheap stamp (sizes, inodes, times, listings) is
+compared: moved before a rollout, the snapshot is re-checked; moved *during* one, that rollout
+is missing data. A changed snapshot is refused in one line naming the file. A worker on a copy
+of the project (``--tx …//chdir=COPY``) evaluates a private copy, hashed after copying."""
 
 from __future__ import annotations
 

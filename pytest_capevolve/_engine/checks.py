@@ -1,9 +1,7 @@
 """Running microcases: each check kind against one candidate folder → an :class:`Outcome`.
 
-Runs wherever it is called: as pytest items (any process, xdist workers included) or on the
-controller before a gate pays for rollouts. ``score`` uses the project's adapter, never the
-candidate's code; ``call`` runs the candidate's function in a subprocess (:mod:`callcheck`).
-"""
+``score`` uses the project's adapter, never the candidate's code; ``call`` runs the candidate's
+function in a subprocess (:mod:`.callcheck`)."""
 
 from __future__ import annotations
 
@@ -19,13 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._project.adapter import (
-    Rollout,
-    Task,
-    check_reward,
-    load_adapter,
-    load_tasks,
-)
+from .._project.adapter import Rollout, Task, check_reward, load_adapter, load_tasks
 from .._project.microcase import Microcase, MicrocaseError
 from .._project.spec import Spec, SpecError, load_spec
 from .runner import AdapterRunner, run_and_score

@@ -1,24 +1,17 @@
 """Confined or not, said the same way everywhere: the labels a verdict, a decision, a page carry.
 
-Two parties can cheat a measurement, and each is labelled on its own:
+Two parties can cheat a measurement, each labelled on its own:
 
-- **candidate code**: the boundary each sandbox child said it runs in (its ``ready`` frame, sent
-  before any candidate byte ran; every rollout record carries it as ``confinement``). This
-  process gathers the labels of the rollouts it persisted since its session began (:func:`note`,
-  :func:`begin`); a session that ran none says what this machine gives a child
-  (:func:`.._confine.landlock.expected`). Each session also logs, when it starts, the label its
-  children will have (``session_started``'s ``candidate_code``), and a verdict is confined only
-  if every earlier session of the run was too: a decision may rest on rollouts they paid.
-- **the optimizer**: ``capevolve agent --`` (or ``capevolve hill-climb``) starts it inside a
-  boundary and passes its label to every command its broker runs for it
-  (``CAPEVOLVE_OPTIMIZER_CONFINEMENT``, :mod:`.._confine.label`: set outside, never by the
-  agent); a process inside a boundary finds its own in ``CAPEVOLVE_CONFINEMENT``
-  (:mod:`.._confine.launch`); read here from the environment, else "not started by capevolve
-  agent".
+- **candidate code**: the boundary each sandbox child reported before any candidate byte ran
+  (every rollout record's ``confinement``), gathered per session (:func:`note`, :func:`begin`),
+  else what this machine gives a child (:func:`.._confine.landlock.expected`). A verdict is
+  confined only if every earlier session of the run was too (``session_started``'s
+  ``candidate_code``): a decision may rest on rollouts they paid.
+- **the optimizer**: the label ``capevolve agent``/``hill-climb`` passes to every command it runs
+  for it (``CAPEVOLVE_OPTIMIZER_CONFINEMENT``, :mod:`.._confine.label`), else "not started by
+  capevolve agent".
 
-Process-wide on purpose: one session runs in a process at a time, and the sessions pytester
-starts in one process begin with :func:`begin`.
-"""
+Process-wide on purpose: one session runs in a process at a time."""
 
 from __future__ import annotations
 
@@ -91,9 +84,8 @@ def candidate_code() -> str:
 
 
 def optimizer() -> str:
-    """The optimizer's label: as the process that started it outside the boundary passed it
-    (``capevolve agent``'s broker, ``capevolve hill-climb``: :mod:`.._confine.label`); else as a
-    process inside a boundary finds it (``CAPEVOLVE_CONFINEMENT``); else that no agent started it."""
+    """The optimizer's label as its starter passed it (:mod:`.._confine.label`), else as a
+    process inside a boundary finds it (``CAPEVOLVE_CONFINEMENT``), else "not started"."""
     passed = optimizer_label()
     if passed is not None:
         return passed

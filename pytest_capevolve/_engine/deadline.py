@@ -1,8 +1,6 @@
-"""A rollout's deadline where a signal can interrupt it (the main thread on POSIX): the SIGALRM
-timer that raises :class:`RolloutTimeout` in the adapter's code and keeps raising it, line after
-line, until the rollout is left. Used by :func:`.runner.run_target_here`, inline in a sandbox
-child; in flight the watchdog of :mod:`.inflight` raises the same exception in the thread.
-"""
+"""A rollout's deadline where a signal can interrupt it (the main thread on POSIX): a SIGALRM
+timer that raises :class:`RolloutTimeout` in the adapter's code until the rollout is left.
+In flight, :mod:`.inflight`'s watchdog raises the same exception."""
 
 from __future__ import annotations
 
@@ -25,13 +23,9 @@ class RolloutTimeout(BaseException):
 def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: frozenset[str]) -> Iterator[None]:
     """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX).
 
-    The timeout holds whatever the adapter catches: the timer re-arms every 50 ms until the
-    rollout is over, and once it has fired every line the adapter runs (the frames between the
-    interrupted one and ``stop``, and any it calls) raises :class:`RolloutTimeout` again, so
-    even a bare ``except:`` that retries is left at its next line outside the ``try``.
-    Elsewhere (another thread) the rollout runs to completion and is judged late afterwards;
-    either way a late rollout is an infra error. ``ours``: the files whose frames are the
-    harness's bookkeeping around the rollout, never interrupted (the caller's, this module's).
+    Once fired, every line the adapter runs raises :class:`RolloutTimeout` again (the timer
+    re-arms every 50 ms), so even a bare ``except:`` that retries is left. Elsewhere the rollout
+    runs to completion and is judged late. ``ours``: files whose frames are never interrupted.
     """
     usable = (
         seconds is not None

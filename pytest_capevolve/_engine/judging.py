@@ -1,20 +1,11 @@
 """Scoring one rollout's output: once, or ``judge_rescores`` times for a stochastic scorer.
 
-The one place :mod:`.runner` calls the adapter's ``score()`` (through the two functions here),
-wherever the rollout ran. An adapter declares its scorer stochastic (an LLM judge) with
-``stochastic_score = True``; for it, with ``judge_rescores: r`` in the spec, the same output is
-scored r times and the reward is the **mean** of the r rewards (each checked to lie in
-[0, 1]). The mean per rollout keeps every gate valid as it is: a rollout's reward is still one
-number whose distribution is the same for two arms that do the same thing, so the paired
-sign-flip test on per-task deltas stays exact under the null, and the SE of the deltas already
-holds the judge's share of their variance (``_stats/judge_noise.py`` splits it out).
-
-Judge seeds: re-score j of a rollout at seed s runs with ``seed = s + JUDGE_SEED_STRIDE * j``
-(re-score 0 has the rollout's own seed), passed to ``score(task, rollout, *, seed=...)`` when
-the adapter's ``score`` takes a ``seed``; they are recorded with the r rewards in the record's
-``judge`` field. A non-stochastic adapter is scored once and its record carries no ``judge``
-field: its records are what they were before re-scores existed.
-"""
+The one place :mod:`.runner` calls the adapter's ``score()``. With ``stochastic_score = True``
+and ``judge_rescores: r``, an output is scored r times and its reward is the **mean**: still one
+number per rollout, distributed alike for two arms that do the same thing, so every gate stays
+exact and the SE holds the judge's share of the variance (``_stats/judge_noise.py``). Re-score j
+at seed s runs with ``seed = s + JUDGE_SEED_STRIDE * j``, recorded in the ``judge`` field; a
+non-stochastic adapter is scored once and has no ``judge`` field."""
 
 from __future__ import annotations
 
@@ -38,9 +29,8 @@ def declared_stochastic(adapter: Any) -> bool:
 
 
 def rescores_for(adapter: Any, judge_rescores: int) -> int:
-    """How many times each output is scored; refuses r > 1 for a scorer not declared stochastic
-    (re-scoring a deterministic scorer pays r times for one number, and would hide a scorer that
-    should have been declared)."""
+    """How many times each output is scored; r > 1 is refused for a scorer not declared
+    stochastic (it would pay r times for one number)."""
     if judge_rescores > 1 and not declared_stochastic(adapter):
         raise AdapterError(
             f"judge_rescores: {judge_rescores} needs a stochastic scorer: set stochastic_score = True "
@@ -50,9 +40,8 @@ def rescores_for(adapter: Any, judge_rescores: int) -> int:
 
 
 def wrong_rescores(judge: Any, valid: bool, rescores: int) -> str | None:
-    """Why a record arriving on the controller was not scored as the run scores (None: it
-    was). A remote-style worker loads its own copy of the spec: one that says another
-    ``judge_rescores`` would average another number of re-scores than the run froze."""
+    """Why a record was not scored with the run's frozen ``judge_rescores`` (a remote-style
+    worker's own spec may say another), or None."""
     got = len(judge.get("rewards") or []) if isinstance(judge, dict) else None
     if (got is not None and got != rescores) or (got is None and valid and rescores > 1):
         said = "no re-scores" if got is None else f"{got} re-score(s)"
@@ -149,9 +138,8 @@ def require_prefer(adapter: Any, ref: str, gate_mode: str) -> None:
 
 
 def prefer_in_order(adapter: Any, task: Task, output_a: Any, output_b: Any, *, order: str, seed: int) -> str:
-    """The adapter's preference between A's and B's outputs of ``task``, shown in ``order``,
-    named by arm: ``prefer(task, first, second, seed=…)`` answers by position (``"A"``: the
-    first shown is better), mapped back here. A value not A, B or tie is an :class:`AdapterError`."""
+    """The adapter's preference between A's and B's outputs shown in ``order``, its positional
+    answer mapped back to arms; anything but A, B or tie is an :class:`AdapterError`."""
     first, second = (output_a, output_b) if order == "AB" else (output_b, output_a)
     said = adapter.prefer(task, first, second, seed=seed)
     if inspect.isawaitable(said):

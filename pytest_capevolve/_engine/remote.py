@@ -1,14 +1,9 @@
 """Workers on a copy of the project: another folder (``--tx popen//chdir=COPY``) or another
-machine (``--tx ssh=HOST//chdir=COPY``).
+machine (``--tx ssh=HOST//chdir=COPY``), in place of xdist's deprecated ``--rsyncdir``.
 
-The user copies the project (with its ``.capevolve`` run dir, which holds the best's snapshot)
-and points each gateway's ``chdir`` at the copy. A worker started in another folder than the
-controller loads the spec and adapter from its own folder, not from the controller's path; the
-plan still comes from the controller, and every candidate's bytes are checked against the
-registered hash before a rollout (items.py), so a stale copy is refused, never mislabelled.
-
-This replaces xdist's ``--rsyncdir``, which is deprecated (gone in pytest-xdist 4).
-"""
+Such a worker loads the spec and adapter from its own folder; the plan still comes from the
+controller, and every candidate's bytes are checked against the registered hash before a
+rollout, so a stale copy is refused, never mislabelled."""
 
 from __future__ import annotations
 
@@ -81,12 +76,7 @@ def check_gateways(config: pytest.Config, spec: Spec) -> None:
 
 def join_option_values(config: pytest.Config) -> None:
     """``--capevolve-run /abs/PROJECT`` → ``--capevolve-run=/abs/PROJECT`` in the arguments
-    xdist sends to workers in other folders.
-
-    xdist maps every argument that is an existing path onto an rsync root and fails when there
-    is none ("not relative to an rsync root"); an option's value is not a path to collect, and
-    joined to its option it is left alone. Flags (boolean options) take no value.
-    """
+    xdist sends to workers in other folders, which would map a bare path onto an rsync root."""
     args = [str(arg) for arg in config.invocation_params.args]
     joined: list[str] = []
     index = 0
@@ -108,9 +98,8 @@ def join_option_values(config: pytest.Config) -> None:
 
 
 def worker_target(workerinput: dict[str, Any], target: str) -> str:
-    """Where this worker finds the project: the controller's path when it runs in the
-    controller's folder, else its own folder (or the project's name under it, as rsync lays
-    it out)."""
+    """Where this worker finds the project: the controller's path in the controller's folder,
+    else its own folder (or the project's name under it)."""
     if ORIGIN_KEY not in workerinput:
         return target
     origin = json.loads(workerinput[ORIGIN_KEY])

@@ -1,29 +1,14 @@
 """What a rollout run off the main thread writes and logs, kept for that rollout alone.
 
-At K = 1 a sync rollout runs in its item's call phase on the main thread, under pytest's
-per-item capture: what it prints and logs becomes that item's "Captured stdout/stderr/log
-call" sections. A rollout in flight (:mod:`.inflight`: on a thread, or as a task of the
-event loop) runs while the main thread reports other items, so a plain ``print`` would land in
-whichever item's capture is active, or on the terminal between two of them. Instead:
+A rollout in flight (:mod:`.inflight`) runs while the main thread reports other items, so a
+plain ``print`` would land in whichever item's capture is active. Instead :data:`CURRENT` (a
+context variable set around each rollout) names its :class:`RolloutOutput`;
+:func:`route_in_place` and :class:`RoutedStream` send a write made there to that buffer, and
+:class:`RolloutLogFilter` keeps its log records. Its item's call phase writes them again under
+that item's capture (:mod:`.routed_output`), so the report matches K = 1.
 
-- :data:`CURRENT` — a context variable the pool sets around each rollout (a thread's run, a
-  task's coroutine) to that rollout's :class:`RolloutOutput`;
-- :func:`route_in_place` and :class:`RoutedStream` — route a text stream (what pytest swaps in
-  and out of ``sys.stdout``/``sys.stderr``, see :mod:`..session.routed_output`): a write made
-  where :data:`CURRENT` is set goes to that rollout's buffer, any other write where it went;
-- :class:`RolloutLogFilter` — on the logging handlers that capture per item: a record logged
-  where :data:`CURRENT` is set is kept in that rollout's buffer instead of being handled then.
-
-When its item collects the rollout (its call phase, on the main thread), the buffers are written
-again to ``sys.stdout``/``sys.stderr`` and the records handled by those handlers — under that
-item's capture, so its report carries the same sections as at K = 1.
-
-What cannot be routed: writes below ``sys.stdout``/``sys.stderr`` — to a file descriptor
-(``os.write(1, ...)``, C extensions, subprocesses, ``sys.stdout.buffer``, or
-``sys.__stdout__``) go where they go, as with any threads; a thread the adapter starts itself
-does not inherit the context variable (``asyncio.to_thread`` and ``contextvars.copy_context``
-do), so its writes are not routed either.
-"""
+Not routed: writes to a file descriptor (``os.write(1, …)``, C code, subprocesses,
+``sys.stdout.buffer``) and threads the adapter starts itself (they do not inherit the context)."""
 
 from __future__ import annotations
 

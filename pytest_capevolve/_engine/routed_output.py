@@ -1,32 +1,14 @@
 """Routing in-flight rollouts' output through pytest's capture, in each process that runs them.
 
-Installed by :mod:`.fanout` (K > 1, or an async adapter) in the plain session or each xdist
-worker; K = 1 with a sync adapter runs rollouts on the main thread, under pytest's per-item
-capture, and needs none of this.
-
-pytest's capture swaps ``sys.stdout``/``sys.stderr`` at every phase: ``SysCapture.resume``
-sets its capture file, ``suspend`` and ``done`` set back the stream it found (``_old``; with
-``--capture=fd`` the same through ``FDCapture.syscapture``). A stream set once at ``sys.stdout``
-would be swapped out at the next phase, so the routing is put on what pytest swaps in: the
-global capture's file is routed in place (the same object, given a subclass of its class:
-pytest asserts what class it is), and so is the stream it sets back when it can be; the
-interpreter's own stream (of a built-in class) is wrapped in a
-:class:`..project.rollout_output.RoutedStream` where pytest keeps it, as is the stream in place
-now (``-s``: pytest swaps nothing). A rollout's write then goes to its own buffer whichever is
-in place; every other write goes on to the stream pytest meant.
-
-The logging plugin's handlers (per-item capture and ``caplog``, live logging, ``--log-file``)
-get a :class:`..project.rollout_output.RolloutLogFilter`: a rollout's record is kept for its
-item. While rollouts run, the root logger's level is held at the per-item capture's
-``log_level`` (pytest lowers it only during a phase), so a record is kept whenever it would be
-at K = 1, not only when the main thread happens to be in a phase.
-
-:meth:`OutputRouting.replay`, in the item's call phase on the main thread, writes the buffers
-and handles the records there, so the item's report gets the same sections as at K = 1.
-Everything is put back in ``pytest_unconfigure``. What cannot be routed (writes to a file
-descriptor, by C code or subprocesses; threads the adapter starts itself) is listed in
-:mod:`..project.rollout_output`.
-"""
+Installed by :mod:`.fanout` (K > 1, or an async adapter); K = 1 with a sync adapter runs under
+pytest's per-item capture and needs none of this. pytest swaps ``sys.stdout``/``sys.stderr`` at
+every phase, so the routing is put on what pytest swaps in: its capture file is routed in place
+(given a subclass of its class), and the interpreter's stream is wrapped in a
+:class:`.rollout_output.RoutedStream`. A rollout's write goes to its own buffer; every other
+write goes where pytest meant. Logging handlers get a :class:`.rollout_output.RolloutLogFilter`,
+with the root level held at the per-item capture's while rollouts run.
+:meth:`OutputRouting.replay`, in the item's call phase, gives the report the same sections as at
+K = 1. Everything is put back in ``pytest_unconfigure``."""
 
 from __future__ import annotations
 
@@ -36,14 +18,7 @@ from typing import Any
 
 import pytest
 
-from .rollout_output import (
-    RolloutLogFilter,
-    RolloutOutput,
-    RoutedStream,
-    is_routed,
-    route_in_place,
-    unroute,
-)
+from .rollout_output import RolloutLogFilter, RolloutOutput, RoutedStream, is_routed, route_in_place, unroute
 
 STREAMS = ("stdout", "stderr")
 LOG_HANDLERS = ("caplog_handler", "report_handler", "log_cli_handler", "log_file_handler")

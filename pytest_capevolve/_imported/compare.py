@@ -1,14 +1,9 @@
 """Finished runs compared with the gate's own test: each candidate against the baseline.
 
-Each pair is decided by :func:`~.._decide.gate.decide` in the ``exact`` mode — the one-sided
-paired sign-flip test over the tasks measured in both runs, the interval, coverage,
-regressions, the error-rate imbalance check — exactly as a gate session decides a candidate
-against its best. Several candidates are one family: Holm's step-down levels across the pairs
-(:func:`~.._decide.rounds.family_levels`) keep the chance of any false accept at most α.
-
-What holds for imported results and what does not is part of every answer
-(:func:`promises`): nothing here knows how the runs were made or chosen.
-"""
+Each pair is decided by :func:`~.._decide.gate.decide` in the ``exact`` mode, as a gate session
+decides a candidate against its best; Holm's levels across the pairs
+(:func:`~.._decide.rounds.family_levels`) hold the chance of any false accept at α. What holds
+for imported results is part of every answer (:func:`promises`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
-"""deepeval's test-run results: the JSON deepeval saves for a test run —
-``.deepeval/.latest_test_run.json`` after ``deepeval test run`` or ``evaluate()``, or a
-``test_run_*.json`` in the folder ``DEEPEVAL_RESULTS_FOLDER`` names.
+"""deepeval's test-run results: ``.deepeval/.latest_test_run.json`` or a ``test_run_*.json`` in
+``DEEPEVAL_RESULTS_FOLDER``.
 
-Each test case is a task (id = its ``name``; deepeval names unnamed ones ``test_case_N``); a
-run has one trial per case. The reward is one metric's ``score`` (``--scorer "Answer
-Relevancy"``; default: the first metric of the first case), or the case's pass/fail
-(``--scorer success``). A metric that errored (its ``error`` set, no score) is missing data.
-"""
+Each test case is a task (its ``name``) with one trial. The reward is one metric's ``score``
+(``--scorer "Answer Relevancy"``; default the first) or pass/fail (``--scorer success``); an
+errored metric is missing data."""
 
 from __future__ import annotations
 

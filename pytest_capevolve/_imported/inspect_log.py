@@ -1,12 +1,9 @@
 """An inspect_ai log (``.eval`` or ``.json``), read with inspect's own reader
-(``inspect_ai.log.read_eval_log``; ``pip install 'pytest-capevolve[inspect]'``).
+(``pip install 'pytest-capevolve[inspect]'``).
 
-Each sample is a task (id = the sample's id), each epoch a trial (label = the epoch number).
-The reward is one scorer's value — the first the log names, or ``scorer`` — mapped as the
-inspect bridge maps it (:mod:`.inspect_rewards`). A sample that errored, or that the scorer
-did not score, is missing data, never a 0. The trial seed is the log's generate-config
-``seed`` (``inspect eval --seed``), where it has one (see :func:`log_seed`).
-"""
+Each sample is a task, each epoch a trial; the reward is one scorer's value (the first, or
+``scorer``) mapped by :mod:`.inspect_rewards`. An errored or unscored sample is missing data.
+The trial seed is the log's generate-config ``seed`` (:func:`log_seed`)."""
 
 from __future__ import annotations
 

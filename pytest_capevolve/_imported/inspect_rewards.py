@@ -1,12 +1,8 @@
-"""How an inspect_ai score value becomes a reward: one mapping, read by the bridge's
-``InspectTaskAdapter.reward_of`` and by the inspect log reader (:mod:`.inspect_log`), so an
-imported log and a bridged run score the same sample the same way.
+"""How an inspect_ai score value becomes a reward, for the bridge and the log reader alike.
 
-``CORRECT`` ("C") → 1, ``PARTIAL`` ("P") → 0.5, ``INCORRECT`` ("I") → 0, ``NOANSWER`` ("N") → 0
-(the agent was measured and said nothing useful: a 0, not missing data); ``True``/``False`` →
-1/0; a number → itself (the caller checks it lies in [0, 1]; never clamped). Anything else has
-no reward here (None): the caller refuses it in its own words.
-"""
+``C`` → 1, ``P`` → 0.5, ``I`` → 0, ``N`` (no answer) → 0, not missing data; ``True``/``False``
+→ 1/0; a number → itself (the caller checks [0, 1]). Anything else is None: the caller refuses
+it in its own words."""
 
 from __future__ import annotations
 

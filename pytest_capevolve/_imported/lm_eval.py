@@ -1,14 +1,9 @@
 """lm-evaluation-harness per-sample logs: ``samples_<task>_<time>.jsonl``, written by
 ``lm_eval … --log_samples --output_path DIR``.
 
-Each line is one document of one task under one filter: ``doc_id``, ``filter``, ``metrics``
-(the names of the metrics it carries) and each metric's value at the top level. A document is
-a task (id = ``doc_id``); a run has one trial per document (lm-eval's ``repeats`` are reduced to
-one value per document by the task's filter). The reward is one metric under one filter, named
-as lm-eval's results name them: ``--scorer acc`` or ``--scorer exact_match,strict-match``
-(default: the first metric of the first filter in the file). Its values must lie in [0, 1]
-(accuracy, exact match); a metric on another scale (perplexity, BLEU) is refused.
-"""
+Each line is one document (a task, id ``doc_id``, one trial) under one filter. The reward is one
+metric under one filter (``--scorer acc`` or ``--scorer exact_match,strict-match``; default the
+file's first), whose values must lie in [0, 1]; perplexity or BLEU is refused."""
 
 from __future__ import annotations
 

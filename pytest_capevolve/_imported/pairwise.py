@@ -1,16 +1,10 @@
 """Pairwise judging read from a table: ``capevolve compare --pairwise prefs.csv``.
 
-One file (CSV with a header row, or JSON Lines) holds the judge's preferences between the two
-outputs of each task: columns task id (as :mod:`.table` names it), optional ``trial``,
-``preference`` (or ``winner``) in ``A`` / ``B`` / ``tie`` (case does not matter), optional
-``order`` (``AB``: A's output was shown first, ``BA``: B's), ``cluster`` and ``error``. An empty
-preference or a non-empty error is a judgement that failed: missing data, never a tie.
-
-Each task's net preference (B wins − A wins over its trials), then the exact sign test over
-the tasks with a non-zero net (:mod:`.._stats.pairwise`), or over clusters where a cluster
-column is given. The decision is a gate's: accept when B is preferred at α (one-sided),
-reject otherwise, indecisive when too few tasks were judged (``min_coverage``).
-"""
+Columns: task id (as :mod:`.table` names it), optional ``trial``, ``preference`` (or ``winner``)
+in A / B / tie, optional ``order`` (``AB`` or ``BA``: which output was shown first), ``cluster``
+and ``error``. An empty preference or an error is missing data, never a tie. Each task's net
+preference goes to the exact sign test (:mod:`.._stats.pairwise`), by cluster where given:
+accept when B is preferred at α, indecisive below ``min_coverage``, else reject."""
 
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """promptfoo's output JSON: ``promptfoo eval -o results.json``.
 
-The file holds ``results.results``: one row per (prompt, provider, test). A test is a task (id =
-its ``description`` where every test has one, else its ``vars``); a ``--repeat`` (which promptfoo
-writes as the same test again under a new ``testIdx``) is a trial, paired by position. The
-reward is the row's ``score`` (promptfoo's weighted score of its
-assertions, in [0, 1]), or one of its ``namedScores`` (``--scorer NAME``), or pass/fail
-(``--scorer success``). A row that errored (``failureReason`` 2, or an ``error`` with no
-grading) is missing data; a failed assertion is a measured failure.
-
-One file is one run: a file that evaluated several prompts or providers is refused unless
-``--arm`` names one (its provider id or label, or its prompt label); compare the file with
-itself to compare its arms: ``capevolve compare r.json r.json --arm A --arm B``.
-"""
+Each row of ``results.results`` is one (prompt, provider, test): a test is a task (its
+``description``, else its ``vars``), a ``--repeat`` a trial paired by position. The reward is
+the row's ``score``, a ``namedScores`` entry (``--scorer NAME``) or pass/fail (``--scorer
+success``); an errored row is missing data, a failed assertion a measured failure. A file of
+several prompts or providers is refused unless ``--arm`` names one
+(``capevolve compare r.json r.json --arm A --arm B`` compares its arms)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Which reader reads a results file: the one registry of sources (:data:`READERS`).
 
-A source is a name, a test of the file (its suffix and its head: the parsed document of a
-``.json`` file, the first object of a ``.jsonl`` one) and a reader. :func:`read_results` picks
-the first source whose test passes, or the one ``--format`` names. A new source is a module
-with its reader and one entry here.
-"""
+A source is a name, a test of the file (its suffix and head) and a reader;
+:func:`read_results` picks the first whose test passes, or the one ``--format`` names."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What every reader returns: a finished run as its outcomes, one per (task, trial).
-
-An outcome whose reward is None did not measure the agent (the tool logged an error for it):
-missing data, never a 0 — as an infra error is in a capevolve run.
-"""
+"""What every reader returns: a finished run as its outcomes, one per (task, trial); a reward of
+None is missing data (the tool logged an error), never a 0."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Fields of a rollout item that are made on first use rather than carried by every item.
 
-pytest keeps every item of a session to its end (``session.items``): 60,000 of them at
-10k tasks × 3 trials × 2 tags, in every process that collects (the plain session, each xdist
-worker). ``Node.__init__`` gives each one a keywords mapping, marker and report-section lists,
-a set of extra ``-k`` names, a stash and a user-properties list — ~0.9 KB, nearly always empty
-once the item has run. :class:`MadeOnUse` makes such a field on first use instead, and
-:func:`shed` drops one that holds nothing a fresh one would not.
-"""
+pytest keeps every item to the session's end (60,000 at 10k tasks × 3 trials × 2 tags), each
+with ~0.9 KB of nearly always empty fields from ``Node.__init__``. :class:`MadeOnUse` makes such
+a field on first use, and :func:`shed` drops one that holds nothing."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Microcase collectors and items: a YAML file under a project's ``microcases/`` becomes one
 item per microcase and candidate, outside any evaluation session.
 
-Collected by :func:`..plugin.pytest_collect_file` in a plain ``pytest`` run, imported only when
-such a file is found; each item runs its check (:func:`.._engine.checks.run`) on the chosen
-candidate — ``--capevolve-candidate``, else the newest run's best, else the seed — and refuses a
-microcase that uses a task of the frozen test split.
-"""
+Each item runs its check (:func:`.._engine.checks.run`) on ``--capevolve-candidate``, else the
+newest run's best, else the seed; a microcase using a test task is refused."""
 
 from __future__ import annotations
 
@@ -20,12 +17,7 @@ from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
 from .._project.adapter import AdapterError
 from .._project.candidate import SEED_TAG
-from .._project.microcase import (
-    Microcase,
-    MicrocaseError,
-    load_file,
-    refuse_test_tasks,
-)
+from .._project.microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
 from .._project.spec import SpecError
 from .._store.rundir import RunDir, RunDirError
 

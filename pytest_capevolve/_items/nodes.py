@@ -187,35 +187,20 @@ class RolloutItem(LeanItem):
         shed(self)
 
     def start(self, *, wait: bool = False) -> str | None:
-        """Start this item's rollout off the main thread, ahead of :meth:`runtest` (which
-        collects it). A candidate whose bytes changed starts nothing: runtest reports it; nor
-        does a tag the sequential gate has decided: it is not paid for; nor a rollout this
-        process's budget share cannot reserve (``wait``: once those in flight have settled):
-        then why not, for runtest's skip."""
+        """Start this item's rollout off the main thread for :meth:`runtest` to collect, if runtest
+        would pay for it (:meth:`_sendable`) and this process's budget share can reserve it
+        (``wait``: once those in flight have settled); else why the budget refused, for its skip."""
         context = self.config.stash[CONTEXT_KEY]
         assert context.inflight is not None
-        if (
-            self.nodeid in context.started
-            or context.not_needed(self.key.tag)
-            or context.controller_stopped()
-            or context.pool_problem
-        ):
+        sendable = None if self.nodeid in context.started else self._sendable(context)
+        if sendable is None:
             return None
-        try:
-            candidate_dir, context.stamps[self.nodeid] = context.candidate_dir(self.key.tag)
-        except CandidateMismatch:
-            return None
+        folder, context.stamps[self.nodeid] = sendable
         refused = context.budget.reserve(self.nodeid, self.key.tag, wait=wait)
         if refused is not None:
             context.stamps.pop(self.nodeid, None)
             return refused
-        future = context.inflight.start(
-            context.pool[self.key.task_id],
-            candidate_dir,
-            seed=context.plan.seed_for(self.key.trial),
-            split=self.key.split,
-            timeout_s=context.spec.rollout_timeout_s,
-        )
+        future = context.inflight.start(context.pool[self.key.task_id], folder, **asked(context, self.key))
         nodeid, tag, budget = self.nodeid, self.key.tag, context.budget
         future.add_done_callback(lambda done: budget.settle(nodeid, tag, booked_cost(done.result())))
         context.started[self.nodeid] = future
@@ -224,105 +209,106 @@ class RolloutItem(LeanItem):
     def send_ahead(self) -> None:
         """At concurrency 1, once the rollout before this item's has answered: send this item's
         request to its candidate's idle child now, so the child runs it while this process
-        scores and persists the one before (:meth:`.._engine.sandbox.Sandboxes.send_ahead`).
-        The checks :meth:`runtest` makes before paying come first, and the snapshot's stamp is
-        taken now, before the rollout starts, for :meth:`runtest` to compare after it."""
+        scores and persists the one before (:meth:`.._engine.sandbox.Sandboxes.send_ahead`),
+        with the snapshot's stamp taken now, for :meth:`runtest` to compare after it."""
         context = self.config.stash[CONTEXT_KEY]
         targets = context.runner.targets
-        if (
-            not isinstance(targets, Sandboxes)
-            or context.not_needed(self.key.tag)
-            or context.controller_stopped()
-            or context.pool_problem
-        ):
+        if not isinstance(targets, Sandboxes) or (sendable := self._sendable(context)) is None:
             return
+        if targets.send_ahead(context.pool[self.key.task_id], sendable[0], **asked(context, self.key)):
+            context.sent_ahead[self.nodeid] = sendable
+
+    def _sendable(self, context: EvalContext) -> tuple[Path, Stamp] | None:
+        """The snapshot and stamp to start this rollout ahead with, if :meth:`runtest` would pay for
+        it (not :meth:`_skip_unpaid`, its candidate's bytes the registered ones)."""
+        if context.not_needed(self.key.tag) or context.controller_stopped() or context.pool_problem:
+            return None
         try:
-            candidate_dir, stamp = context.candidate_dir(self.key.tag)
+            return context.candidate_dir(self.key.tag)
         except CandidateMismatch:
-            return
-        sent = targets.send_ahead(
-            context.pool[self.key.task_id],
-            candidate_dir,
-            seed=context.plan.seed_for(self.key.trial),
-            split=self.key.split,
-            timeout_s=context.spec.rollout_timeout_s,
-        )
-        if sent:
-            context.sent_ahead[self.nodeid] = (candidate_dir, stamp)
+            return None
 
     def runtest(self) -> None:
+        """Pay for this item's rollout and record it, as named steps: skip what is not to be paid,
+        check the candidate's snapshot, run the rollout (collected from in flight, or run here
+        with the next one sent ahead), record it, and fail the item as its record says."""
         context = self.config.stash[CONTEXT_KEY]
-        plan, spec, key = context.plan, context.spec, self.key
         ahead = context.sent_ahead.pop(self.nodeid, None) if context.sent_ahead else None
-        if context.not_needed(key.tag):  # before anything is paid
-            pytest.skip(f"{SEQUENTIAL_SKIP}: {key.tag!r} is decided; this rollout is not paid")
-        if context.pool_problem:  # before anything is paid: a task of another pool measures nothing
+        self._skip_unpaid(context)
+        # sent ahead: its stamp was taken before it was sent, as here before a run
+        candidate_dir, stamp = ahead if ahead is not None else self._snapshot(context)
+        run = self._in_flight if context.inflight is not None else self._run_here
+        scored = measured(*run(context, candidate_dir, stamp))
+        self._fail_as_recorded(self._record(context, scored), context.spec.success_threshold)
+
+    def _skip_unpaid(self, context: EvalContext) -> None:
+        """Before anything is paid: a tag the sequential gate decided, a task of another pool
+        (it measures nothing), a controller that stopped (nothing paid now could be recorded)."""
+        if context.not_needed(self.key.tag):
+            pytest.skip(f"{SEQUENTIAL_SKIP}: {self.key.tag!r} is decided; this rollout is not paid")
+        if context.pool_problem:
             raise InfraError(context.pool_problem)
         if context.controller_stopped() and self.nodeid not in context.started:
             pytest.skip(f"{CONTROLLER_STOPPED}: nothing paid now could be recorded")
-        if ahead is not None:  # its stamp was taken before it was sent, as below before a run
-            candidate_dir, stamp = ahead
-        else:
-            try:
-                candidate_dir, stamp = context.candidate_dir(key.tag)
-            except CandidateMismatch as exc:
-                raise InfraError(str(exc)) from None
-        task = context.pool[key.task_id]
-        seed = plan.seed_for(key.trial)
-        answered: list[str | None] = []  # the snapshot compared when the answer came (sent ahead)
-        if context.inflight is not None:
-            refused = self.start(wait=True)
-            if refused is not None and self.nodeid not in context.started:
-                pytest.skip(f"{BUDGET_SKIP}: {refused}; not started, still owed")
-            stamp = context.stamps.pop(self.nodeid, stamp)
-            scored = context.started.pop(self.nodeid).result()
-            self.take_in_flight_output(scored, context)
-        else:
-            refused = context.budget.reserve(self.nodeid, key.tag, wait=False)
-            if refused is not None:
-                pytest.skip(f"{BUDGET_SKIP}: {refused}; not started, still owed")
-            following = context.next_item
-            # the same candidate's only: code that kills this process while its rollout runs
-            # ahead loses that candidate's own last rollout, never another candidate's
-            if (
-                following is not None
-                and following.key.tag == key.tag
-                and isinstance(context.runner.targets, Sandboxes)
-            ):
-                # this rollout's snapshot is compared now, before the next starts: what the next
-                # does to it (it runs while this one is scored) is the next one's missing data
-                def then(following: RolloutItem = following) -> None:
-                    answered.append(context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp))
-                    following.send_ahead()
 
-                context.runner.targets.after_answer = then
-            try:
-                scored = run_and_score(
-                    context.runner,
-                    task,
-                    candidate_dir,
-                    seed=seed,
-                    split=key.split,
-                    timeout_s=spec.rollout_timeout_s,
-                )
-            except BaseException:
-                context.budget.release(self.nodeid)
-                raise
-            context.budget.settle(self.nodeid, key.tag, booked_cost(scored))
-        changed = (
-            answered[0] if answered else context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
-        )
-        if changed is not None:  # it may have read bytes no snapshot holds: missing data
-            scored = replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)
-        record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
+    def _snapshot(self, context: EvalContext) -> tuple[Path, Stamp]:
+        try:
+            return context.candidate_dir(self.key.tag)
+        except CandidateMismatch as exc:
+            raise InfraError(str(exc)) from None
+
+    def _in_flight(self, context: EvalContext, folder: Path, stamp: Stamp) -> tuple[Scored, str | None]:
+        """The rollout :meth:`start` sent off this thread (now, if not yet); did its snapshot change?"""
+        refused = self.start(wait=True)
+        if refused is not None and self.nodeid not in context.started:
+            pytest.skip(f"{BUDGET_SKIP}: {refused}; not started, still owed")
+        stamp = context.stamps.pop(self.nodeid, stamp)
+        scored = context.started.pop(self.nodeid).result()
+        self.take_in_flight_output(scored, context)
+        return scored, context.candidate_bytes.changed_during(self.key.tag, folder, stamp)
+
+    def _run_here(self, context: EvalContext, candidate_dir: Path, stamp: Stamp) -> tuple[Scored, str | None]:
+        """The rollout run on this thread, and whether its snapshot changed while it ran."""
+        key = self.key
+        if (refused := context.budget.reserve(self.nodeid, key.tag, wait=False)) is not None:
+            pytest.skip(f"{BUDGET_SKIP}: {refused}; not started, still owed")
+        answered = self._send_next_ahead(context, candidate_dir, stamp)
+        scored = run_reserved(context, key, self.nodeid, candidate_dir)
+        if answered:  # compared when it answered, before the next was sent
+            return scored, answered[0]
+        return scored, context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
+
+    def _send_next_ahead(self, context: EvalContext, candidate_dir: Path, stamp: Stamp) -> list[str | None]:
+        """At concurrency 1, once this rollout answers: compare its snapshot into the list returned
+        (what the next does to it is the next one's missing data), then send the next item ahead —
+        the same candidate's only: code that kills this process loses only its own last rollout."""
+        answered: list[str | None] = []
+        following, targets = context.next_item, context.runner.targets
+        if following is None or following.key.tag != self.key.tag or not isinstance(targets, Sandboxes):
+            return answered
+
+        def then(following: RolloutItem = following) -> None:
+            answered.append(context.candidate_bytes.changed_during(self.key.tag, candidate_dir, stamp))
+            following.send_ahead()
+
+        targets.after_answer = then
+        return answered
+
+    def _record(self, context: EvalContext, scored: Scored) -> RolloutRecord:
+        """The rollout's record, kept on the item for its reports."""
+        record = rollout_record(scored, self.key, context)
         text = record.dumps()
         remember_decoded(text, record)  # in-process, the reports' hooks need not decode it again
         self.user_properties.append((RECORD_PROPERTY, text))
+        return record
+
+    @staticmethod
+    def _fail_as_recorded(record: RolloutRecord, threshold: float) -> None:
         if record.infra_error:
             raise InfraError(record.infra_error)
         if not record.passed:
             raise TaskFailed(
-                f"reward {record.reward:.4g} < success_threshold {spec.success_threshold:g}"
+                f"reward {record.reward:.4g} < success_threshold {threshold:g}"
                 + (f": {record.feedback}" if record.feedback else "")
             )
 
@@ -371,25 +357,23 @@ def time_call_as_rollout(item: pytest.Item, call: Any) -> None:
     call.duration = max(0.0, span[1] - span[0])
 
 
-def rollout_record(
-    scored: Scored, task: Task, key: RolloutKey, *, run_id: str, seed: int, spec: Spec, context: EvalContext
-) -> RolloutRecord:
+def rollout_record(scored: Scored, key: RolloutKey, context: EvalContext) -> RolloutRecord:
     """The plain-JSON record of one scored rollout (worker side). What the candidate's side
     caused is booked against it here too (:func:`.._engine.runner.charge`: a timeout the
     in-flight watchdog settled never passed through the scorer's side)."""
     charge(scored)
-    rollout = scored.rollout
+    rollout, task = scored.rollout, context.pool[key.task_id]
     return RolloutRecord(
-        run_id=run_id,
+        run_id=context.plan.run_id,
         split=key.split,
         task_id=task.id,
         tag=key.tag,
         trial=key.trial,
-        seed=seed,
+        seed=context.plan.seed_for(key.trial),
         candidate_hash=context.planned(key.tag).content_hash,
         input=to_plain(task.input),
         reward=scored.reward,
-        passed=None if scored.reward is None else scored.reward >= spec.success_threshold,
+        passed=None if scored.reward is None else scored.reward >= context.spec.success_threshold,
         infra_error=scored.infra_error,
         feedback=scored.feedback,
         metrics=to_plain(scored.metrics),
@@ -401,6 +385,32 @@ def rollout_record(
         judge=scored.judge,
         confinement=scored.confinement,
     )
+
+
+def asked(context: EvalContext, key: RolloutKey) -> dict[str, Any]:
+    """What a rollout is asked with besides its task and folder, wherever it runs."""
+    plan, spec = context.plan, context.spec
+    return {"seed": plan.seed_for(key.trial), "split": key.split, "timeout_s": spec.rollout_timeout_s}
+
+
+def run_reserved(context: EvalContext, key: RolloutKey, name: str, folder: Path) -> Scored:
+    """Run and score a rollout on this thread (an item's, a taken-over one), its cost reserved as
+    ``name`` in this process's budget share: settled once scored, released if it raised."""
+    try:
+        scored = run_and_score(context.runner, context.pool[key.task_id], folder, **asked(context, key))
+    except BaseException:
+        context.budget.release(name)
+        raise
+    context.budget.settle(name, key.tag, booked_cost(scored))
+    return scored
+
+
+def measured(scored: Scored, changed: str | None) -> Scored:
+    """A rollout whose snapshot changed while it ran (``changed``: how) may have read bytes no
+    snapshot holds: missing data."""
+    if changed is None:
+        return scored
+    return replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

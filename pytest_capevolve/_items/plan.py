@@ -1,9 +1,7 @@
 """The evaluation plan: which rollouts this session owes, decided once on the controller.
 
-The plan is plain JSON-able data. Without xdist it is used in-process; with xdist it travels
-to every worker through ``pytest_configure_node`` → ``workerinput``, so a remote worker needs
-no copy of the run dir and every worker collects exactly the same items.
-"""
+Plain JSON-able data, sent to xdist workers through ``workerinput``, so a remote worker needs no
+run dir and every worker collects the same items."""
 
 from __future__ import annotations
 
@@ -19,10 +17,8 @@ WORKERINPUT_KEY = "capevolve_plan"
 
 @dataclass(frozen=True)
 class PlannedCandidate:
-    """A candidate of the plan. ``location`` is its read-only snapshot in the run dir — what is
-    evaluated — and ``source`` the folder it was registered from (a worker on a copy of the
-    project made before the snapshot existed evaluates a private copy of its own ``source``,
-    checked against ``content_hash``). Both relative to the project folder when inside it."""
+    """A candidate of the plan: ``location`` its snapshot (what is evaluated), ``source`` the
+    folder it was registered from (for a worker on an older copy of the project)."""
 
     tag: str
     location: str
@@ -42,9 +38,8 @@ def _under(project_dir: Path, stored: str) -> Path:
 
 
 class RolloutKey(NamedTuple):
-    """One planned rollout, held to the end of the session. A tuple: it equals (and hashes as)
-    the plain ``(split, task_id, tag, trial)`` key the run dir and the claims use, so a plan's
-    60,000 keys are matched against persisted keys without a tuple made for each."""
+    """One planned rollout: a tuple equal to the plain ``(split, task_id, tag, trial)`` key the
+    run dir and the claims use."""
 
     split: str
     task_id: str
@@ -91,10 +86,8 @@ class EvalPlan:
         return {c.tag for c in self.candidates}
 
     def all_keys(self) -> list[RolloutKey]:
-        """Every rollout of the plan in item order: task, then trial, then candidate, so the
-        rollouts that get compared run close together in time (a sequential gate: tasks in its
-        seeded order, both arms' trials of a task before the next task). Built once per shape:
-        a resume asks for them several times."""
+        """Every rollout in item order (task, trial, candidate), so compared rollouts run close
+        together in time."""
         tasks = self.order or self.task_ids
         shape = (tuple(tasks), self.first_trial, self.num_trials, tuple(c.tag for c in self.candidates))
         if self._keys is None or self._keys[0] != shape:
@@ -109,9 +102,7 @@ class EvalPlan:
         return self._keys[1]
 
     def owed_keys(self) -> list[RolloutKey]:
-        """The rollouts this session pays: neither persisted nor claimed by another session.
-        Kept for the sets it was worked out from (collection, the progress line, the claims
-        and the plan's event each ask; a resume's 60,000 keys are looked up once)."""
+        """The rollouts this session pays: neither persisted nor claimed by another session."""
         keys = self.all_keys()
         cached = self._owed
         if (

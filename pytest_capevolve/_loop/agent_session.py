@@ -1,25 +1,13 @@
 """``capevolve agent -- CMD ARGS…``: a coding agent inside the optimizer's boundary, its broker
 outside.
 
-Run by the CLI in the user's process, from the project folder. It
-
-1. picks the project's current run (creating it, with its spec lock, on a fresh project: the
-   boundary can only grant a folder that exists) and makes its ``work/`` folder;
-2. starts ``CMD`` through the launcher (:mod:`.._confine.launch`) inside the boundary of
-   :mod:`.optimizer_boundary` — writable: every work copy of the run and a scratch folder (its
-   ``TMPDIR``); readable: the machine but the run dirs and the gold files — with one end of a
-   socket pair inherited (:data:`.._confine.broker_wire.BROKER_ENV`);
-3. keeps the broker on the other end: each ``capevolve`` command the agent runs arrives there
-   (argv and cwd), is checked by ``policy`` (the allowlist, :mod:`.._cli.broker_policy`) and run
-   as a plain subprocess with the evaluator's rights and environment — plus the optimizer's
-   confinement (:mod:`.._confine.label`), which the record copies and the agent cannot set — its
-   output streamed back;
-4. returns ``CMD``'s exit code once it ended and every command it asked for has finished (a
-   session the agent stopped waiting for still records its result).
-
-Where the kernel has no Landlock the agent runs unconfined, the first line says so and every
-decision it books is labelled unconfined; nothing else changes.
-"""
+Run by the CLI from the project folder: it picks (or creates) the project's current run,
+starts ``CMD`` through :mod:`.._confine.launch` inside :mod:`.optimizer_boundary` with one end
+of a socket pair, and keeps the broker on the other end: each ``capevolve`` command the agent
+asks for is checked by ``policy`` (:mod:`.._cli.broker_policy`) and run with the evaluator's
+rights plus the optimizer's confinement label, its output streamed back. It returns ``CMD``'s
+exit code once every command it asked for has finished. Without Landlock the agent runs
+unconfined, and every decision it books says so."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """Where a candidate fails, from its persisted rollouts: ``capevolve diagnose TAG``.
 
-Run by an optimizer (or a person) between rounds, before proposing an edit: free — it reads the
-run dir's rollout files and nothing else (the adapter's task pool only for ``--export``, to
-redact gold answers). Per task: passes k/n and a band (``defect`` 0/n, ``unstable`` 0<k<n,
-``solid`` n/n); infra errors are counted apart — missing data, never a 0. Failing rollouts are
-grouped by a deterministic signature of the scorer's feedback, so one edit can be aimed at one
-cluster; ``kept_good`` lists the solid tasks an edit must not break. The test split is refused:
-it is sealed, and a diagnosis of it would steer the search with held-out data.
-"""
+Free: reads the run dir's rollout files (the adapter's tasks only for ``--export``, to redact
+gold). Per task, passes k/n and a band (``defect``, ``unstable``, ``solid``); infra errors
+counted apart. Failing rollouts are grouped by a signature of the scorer's feedback, so one edit
+can aim at one cluster; ``kept_good`` lists what an edit must not break. The sealed test split
+is refused."""
 
 from __future__ import annotations
 

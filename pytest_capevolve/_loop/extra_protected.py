@@ -1,8 +1,5 @@
-"""``capevolve hill-climb --protected-paths``: globs the loop checks itself, beside the spec's.
-
-Used by :mod:`.hill_climb` before each gate session: a work copy that changes such a path is
-made indecisive (basis ``tamper``) by a verdict written here, before any session pays for it.
-"""
+"""``capevolve hill-climb --protected-paths``: globs the loop checks itself, beside the spec's; a
+work copy that changes one is made indecisive (basis ``tamper``) before its gate pays."""
 
 from __future__ import annotations
 

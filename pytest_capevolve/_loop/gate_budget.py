@@ -1,14 +1,9 @@
 """A hill-climb round whose own proposer used up ``max_usd``: refused before its gate pays.
 
-Used by :mod:`.hill_climb` after the optimizer's proposal is complete and before the gate
-session starts. The ceiling was checked before the round (:mod:`.hill_climb_stop`), but the
-optimizer's ``{"cost_usd": …}`` line is known only once it exits: logged then, booked with the
-decision. When that cost leaves no room for the round's val evaluation under ``max_usd`` (the
-same arithmetic ``capevolve spend`` does, the cost counted), the round is not gated: an
-``indecisive`` verdict with basis ``budget`` is written — the candidate was never judged — and
-booked like any verdict, carrying the optimizer's cost; the loop then stops on the spend
-report. Pays nothing.
-"""
+The optimizer's cost is known only once it exits. When it leaves no room for the round's val
+evaluation under ``max_usd`` (``capevolve spend``'s arithmetic), the round is not gated: an
+``indecisive`` verdict with basis ``budget`` is booked with the optimizer's cost, and the loop
+stops on the spend report. Pays nothing."""
 
 from __future__ import annotations
 

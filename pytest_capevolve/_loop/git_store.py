@@ -1,20 +1,10 @@
 """The candidate store of a hill-climb: every candidate, decided, kept where a person can look.
 
-After each decision the hill-climb hands the candidate's files (its snapshot, or for a candidate
-refused before any snapshot — tamper, microcases — its work folder) to one store:
-
-- ``git`` (default): a git repository at ``runs/<id>/store/`` (gitpython), one commit per
-  candidate on branch ``candidates`` in the order decided, each commit's tree that candidate's
-  files, its message
-  ``iter N: ACCEPT|reject|indecisive <tag> (Δ̄, p) — reason``; the seed and every accepted
-  candidate are tagged with their tag, and branch ``best`` follows the best;
-- ``copy``: the run dir's snapshots only (``candidates/<tag>/files``): nothing more is written;
-- ``command``: the user's ``--store-commit-cmd 'CMD {msg} {dir} {tag}'``, run in the project.
-
-Which candidates a store already holds is kept in ``hill_climb/store-<kind>.json``, so a resumed loop
-commits each candidate exactly once. ``capevolve diff`` is
-:func:`.._project.candidate_diff.unified_diff`.
-"""
+After each decision the candidate's files go to one store: ``git`` (default; ``runs/<id>/store/``,
+one commit per candidate on branch ``candidates``, accepted ones tagged, branch ``best`` following
+the best), ``copy`` (the run dir's snapshots only) or ``command`` (``--store-commit-cmd``).
+``hill_climb/store-<kind>.json`` keeps what a store holds, so a resumed loop commits each
+candidate once."""
 
 from __future__ import annotations
 

@@ -2,22 +2,12 @@
 parent's failing rollouts the prompt shows.
 
 The handover (``_project.candidate.HANDOVER``; never hashed, snapshotted or evaluated):
-
-- ``JOURNAL.md``: every earlier round's journal entry — frozen and escaped at its decision
-  (:mod:`.._policy.journal_entry`) — with its verdict (:mod:`.journal`), then the marker below
-  which this round writes;
-- ``LEDGER.md`` and ``rejected.jsonl``: read-only views of the run's memory, drawn again from
-  the log's ``decision`` events (rejects carry their diff), never copied from the run dir;
-- ``PROCESS.md`` and ``RUNMAP.md``: how the loop works, where things are (:mod:`.handover_docs`);
-- ``prior_iterations/<tag>/``: per earlier round its ``diff.patch``, ``verdict.txt`` and
-  ``JOURNAL.md`` (and, for a hill-climb round, ``outcome.json`` as the log booked it).
-
-Written by :func:`.work.new_work_copy` for every work copy (``capevolve work new``: the agent
-loop) and again by :mod:`.hill_climb` before each optimizer runs (with its prompt's path);
-hill-climb then removes them (:func:`clear_handover`) so the candidate is only what the optimizer
-edited — an agent's work copy keeps them, and the content hash leaves them out. No test id is in
-any of them (:mod:`.handover_redact`).
-"""
+``JOURNAL.md`` (every earlier round's frozen entry with its verdict, :mod:`.journal`),
+``LEDGER.md`` and ``rejected.jsonl`` (drawn again from the log's ``decision`` events),
+``PROCESS.md`` and ``RUNMAP.md`` (:mod:`.handover_docs`), and ``prior_iterations/<tag>/``.
+Written by :func:`.work.new_work_copy` and by :mod:`.hill_climb` before each optimizer runs;
+hill-climb then removes them (:func:`clear_handover`). No test id is in any of them
+(:mod:`.handover_redact`)."""
 
 from __future__ import annotations
 
@@ -53,9 +43,7 @@ def write_handover(
     merged_from: list[str] | None = None,
     prompt: Path | None = None,
 ) -> None:
-    """The proposer's context in the work copy of ``tag``: the carried-forward journal, the
-    ledger and the rejected memory (read-only copies), PROCESS.md, RUNMAP.md and, per earlier
-    round, its diff, verdict and journal. Every file goes through the test-id redactor."""
+    """The handover files in the work copy of ``tag``, each through the test-id redactor."""
     redact = test_id_redactor(rundir)
     rounds = earlier_rounds(rundir, besides=tag)
     root = to_stored(rundir.root, spec.project_dir)
@@ -99,11 +87,7 @@ def booked_outcome(decisions: list[dict[str, Any]], tag: str, verdict: str) -> d
     """A hill-climb round's outcome as the log booked it (its standing ``decision`` event), not
     the ``outcome.json`` the run dir holds, which a later optimizer could rewrite."""
     entry = [e for e in decisions if e.get("tag") == tag][-1]
-    return {
-        "tag": tag,
-        "verdict": verdict,
-        **{key: entry.get(key) for key in OUTCOME_KEYS},
-    }
+    return {"tag": tag, "verdict": verdict, **{key: entry.get(key) for key in OUTCOME_KEYS}}
 
 
 OUTCOME_KEYS = (
@@ -171,8 +155,5 @@ def failure_examples(
         elif not (record.passed if record.passed is not None else (record.reward or 0.0) >= threshold):
             full = rundir.rollouts.read_rollout(split, record.task_id, record.tag, record.trial)
             if full is not None:
-                out[record.task_id] = {
-                    "feedback": redact(str(full.feedback or ""), gold),
-                    "rollout": path,
-                }
+                out[record.task_id] = {"feedback": redact(str(full.feedback or ""), gold), "rollout": path}
     return out

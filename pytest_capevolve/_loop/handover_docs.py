@@ -1,11 +1,6 @@
 """The two handover files that explain the loop to its proposer: ``PROCESS.md`` (how a round
-goes and the rules the proposer plays by) and ``RUNMAP.md`` (where things are in the run dir
-and what each is for).
-
-Used by :mod:`.handover` whenever a work copy is made (``loop="agent"``: ``capevolve work new``)
-and before each hill-climb optimizer runs (``loop="hill-climb"``). Pure text from the spec and
-the run's ids; nothing here names a test task or shows a test score.
-"""
+goes, its rules) and ``RUNMAP.md`` (where things are in the run dir). Pure text from the spec
+and the run's ids; no test task or score."""
 
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
 """The handover never names a test task: every test id in a handover file is blanked.
 
-Used by :mod:`.handover` on each file it writes into a work copy (and by hill-climb on its
-prompt). The test split is sealed: the optimizer is shown val only. Yet test ids can reach
-handover text — the leak guard's refusal names the test task a candidate held ("holds the id
-of test task 'q17'"), that reason is the ledger's note, and the refused candidate's diff holds
-the id itself — and a handover that repeats them confirms which guessed ids are test tasks.
-So each test id of the run's splits, as a whole token (not inside a longer word), any case, is
-replaced by ``[a test task]``. Ids under three characters are left alone: "7" as a token is
-every seventh line, not a task. Test scores are never in the handover: it is built from val
-verdicts and decisions, and a run whose test split was scored is refused by the loop.
-"""
+Test ids can reach handover text (the leak guard's refusal names the test task a candidate
+held, and its diff holds the id), and repeating them would confirm which guessed ids are test
+tasks. So each test id, as a whole token in any case, becomes ``[a test task]``; ids under three
+characters are left alone ("7" is every seventh line, not a task). Test scores never reach the
+handover: it is built from val verdicts."""
 
 from __future__ import annotations
 

@@ -2,34 +2,19 @@
 
 One iteration (cap-evolve's ``run_step``), run by the CLI in the user's process:
 
-1. parent = the current best; :func:`.work.new_work_copy` makes ``work/cand_NNNN/``;
-2. the prompt (``hill_climb/cand_NNNN/prompt.md``): the parent's val failures from
-   :func:`.diagnose.diagnose` (``--signal train``: its train failures, the parent evaluated on
-   train once per new best, so edits are not fitted to the split that judges them), the focus
-   (:func:`.prompt.focus_tasks`), the plateau signal, the ids to protect; handover files
-   (:mod:`.handover`: JOURNAL.md carrying every earlier round's notes and verdict, LEDGER.md,
-   rejected.jsonl, PROCESS.md, RUNMAP.md, prior_iterations/) are put in the work copy — never
-   part of a snapshot;
-3. the optimizer command runs with ``{workdir}`` and ``{prompt}`` substituted, under a timeout
-   (its process group is killed); a crash, timeout or non-zero exit leaves an unchanged copy
-   of the parent: a wasted iteration, not a dead run — and, like any output whose bytes the run
-   already holds (:mod:`.repeats`), it is booked a ``repeat`` reject without a rollout; the
-   ``{"cost_usd": …, "tokens": …}`` line it prints is booked with the decision;
-4. a real gate session evaluates it, as a subprocess —
-   ``python -m pytest --capevolve-run SPEC --capevolve-candidate WORKDIR --capevolve-gate
-   --capevolve-commit none`` — so the tamper guard, microcases, null controls (reused while
-   the best is unchanged), xdist, persistence and resume are the plugin's;
-5. the verdict is booked through :func:`.commit.book` (the code of ``capevolve commit``) and
-   the candidate recorded in the candidate store (:mod:`.store`).
+1. a work copy of the current best (:func:`.work.new_work_copy`);
+2. the prompt: the parent's val failures (``--signal train``: train ones, so edits are not fitted
+   to the split that judges them), the focus, the plateau signal, the ids to protect; handover
+   files (:mod:`.handover`) go in the work copy, never in a snapshot;
+3. the optimizer command, under a timeout; a crash or timeout leaves the parent's bytes, which
+   (like any bytes the run holds, :mod:`.repeats`) are booked a ``repeat`` reject unpaid;
+4. a real gate session evaluates it as a child ``python -m pytest --capevolve-run …``, so every
+   guard, xdist, persistence and resume are the plugin's;
+5. the verdict is booked through :func:`.commit.book` and the candidate stored (:mod:`.git_store`).
 
-It stops on ``--max-iterations``, a ceiling of the spec or a met stop condition
-(:func:`.spend.spend_report` says ``stop``, or one more iteration does not fit), nothing left
-failing on val, or — with ``--convergence`` — a plateau (:func:`.prompt.convergence`).
-``--resume`` finishes an iteration a kill cut off: an undecided one re-runs its gate session on
-the same work copy (paying only the rollouts that are missing); a decided one is never decided
-again. ``--new-run`` starts a new run of the project (a finalized run chooses no new best).
-Never imports pytest: the gate session is a child process.
-"""
+It stops on ``--max-iterations``, a spec ceiling or met stop condition, nothing left failing on
+val, or (``--convergence``) a plateau. ``--resume`` finishes an iteration a kill cut off; a
+decided one is never decided again. Never imports pytest."""
 
 from __future__ import annotations
 
@@ -56,12 +41,7 @@ from ..exitcodes import Refusal
 from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
 from .gate_budget import refuse_over_budget
-from .git_store import (
-    CandidateStore,
-    StoreError,
-    open_store,
-    unified_diff,
-)
+from .git_store import CandidateStore, StoreError, open_store, unified_diff
 from .handover import clear_handover, failure_examples, write_handover
 from .handover_docs import HILL_CLIMB
 from .handover_redact import test_id_redactor
@@ -78,20 +58,11 @@ from .hill_climb_options import (
 )
 from .hill_climb_record import LoopIncomplete, finish, store_seed
 from .hill_climb_stop import stop_reason
-from .iteration_outcome import (
-    PROPOSAL_SPEND,
-    book_iteration,
-    summary_rows,
-)
+from .iteration_outcome import PROPOSAL_SPEND, book_iteration, summary_rows
 from .launch import gate_flags, run_logged, session_command
 from .optimizer_boundary import checked_writable, optimizer_boundary
 from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
-from .prompt import (
-    PromptInputs,
-    convergence,
-    focus_tasks,
-    render_prompt,
-)
+from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
 from .repeats import refuse_repeat_unpaid
 from .work import JOURNAL, new_work_copy
 

@@ -1,9 +1,5 @@
-"""``capevolve hill-climb``'s flags: the options the CLI hands the loop, and their checks.
-
-Used once per invocation, by :class:`.hill_climb.HillClimb` before anything runs, so a bad flag
-is a refusal (exit 2) rather than a failed iteration: the optimizer must name ``{workdir}``, the
-focus must be known, a flag the gate session gets as an ini default must not contradict the spec.
-"""
+"""``capevolve hill-climb``'s flags: the options the CLI hands the loop, and their checks, made
+before anything runs so a bad flag is a refusal (exit 2), not a failed iteration."""
 
 from __future__ import annotations
 

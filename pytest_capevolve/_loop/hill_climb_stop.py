@@ -1,9 +1,6 @@
-"""When ``capevolve hill-climb`` stops: checked before every iteration, in the user's process.
-
-The reasons in the order they are checked: ``--max-iterations`` reached, the spend report's stop
-(a ceiling of the spec or a met stop condition), one more iteration that does not fit, a
-plateau (with ``--convergence``), nothing left failing on val for the best.
-"""
+"""When ``capevolve hill-climb`` stops, checked before every iteration in this order:
+``--max-iterations``, the spend report's stop, one more iteration that does not fit, a plateau
+(``--convergence``), nothing left failing on val."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """What a decided hill-climb iteration books and says: the decision from its verdict, the
-one-line message (the store's commit message and the log line), the ``outcome.json`` record.
-
-Used by :mod:`.hill_climb` after each gate session (:func:`book_iteration`) and once per decided
-iteration (:func:`outcome_message`, :func:`outcome_record`, :func:`summary_rows`).
-"""
+one-line message (the store's commit message and the log line), the ``outcome.json`` record."""
 
 from __future__ import annotations
 
@@ -20,9 +16,7 @@ SUMMARY_KEYS = ("tag", "decision", "basis", "delta_mean", "p_value", "optimizer"
 
 
 def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
-    """The decision and basis :func:`.commit.book` records for a gate verdict: accept, reject
-    (on the gate, a failed micro-test or a repeat of bytes the run holds) or indecisive with the
-    verdict's own basis."""
+    """The decision and basis :func:`.commit.book` records for a gate verdict."""
     decision = verdict.get("decision")
     if decision == "accept":
         return "accept", None
@@ -33,9 +27,8 @@ def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
 
 
 def booked_reason(verdict: dict[str, Any], booked: str) -> str:
-    """The verdict's reason as the iteration's booking says it. A repeat of bytes accepted
-    earlier (in this run or another) is booked — the loop counts the iteration and its
-    proposer's spend — so its words say that, never the gate session's "nothing booked"."""
+    """The verdict's reason as the iteration's booking says it (a repeat of accepted bytes is
+    booked here, unlike in a gate session)."""
     reason = str(verdict.get("reason", "")).strip()
     details = verdict.get("details") or {}
     if verdict.get("basis") != Basis.REPEAT or details.get("earlier_decision") != "accept":
@@ -63,11 +56,9 @@ def proposed_spend(rundir: RunDir, cid: str) -> dict[str, Any]:
 
 
 def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], folder: Path) -> None:
-    """Book the gate's verdict on ``cid`` through :func:`.commit.book` (the code of ``capevolve
-    commit``), with the optimizer's seconds and the dollars and tokens it reported (from
-    the log's ``proposed`` event, checked again by :class:`.OptimizerSpend`; ``optimizer.json``
-    is on disk while the gate runs, so it is only the fallback of older runs); a
-    booking a kill cut off after it was written is not booked again."""
+    """Book the gate's verdict on ``cid`` through :func:`.commit.book`, with the optimizer's
+    cost from the log's ``proposed`` event (``optimizer.json`` for older runs); a booking a
+    kill cut off after it was written is not booked again."""
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
     optimizer = {**read_json(folder / "optimizer.json"), **proposed_spend(rundir, cid)}
@@ -136,9 +127,8 @@ def outcome_record(
 
 
 def summary_rows(rundir: RunDir, cids: list[str]) -> list[dict[str, Any]]:
-    """One row of ``summary.json`` per decided iteration, in iteration order, from the log —
-    its standing ``decision`` event and its ``proposed`` event's optimizer outcome — never from
-    ``outcome.json``, which a later optimizer with a shell could rewrite."""
+    """One row of ``summary.json`` per decided iteration, from the log, never from the
+    rewritable ``outcome.json``."""
     standing: dict[str, dict[str, Any]] = {}
     for event in rundir.decisions():
         standing[str(event["tag"])] = event

@@ -1,15 +1,9 @@
 """The journal that reaches the next round: each work copy's ``JOURNAL.md`` opens with what every
 earlier round wrote in its own, with that round's verdict.
 
-Used when a work copy is made (:func:`.work.new_work_copy`, for the agent-driven loop and for
-hill-climb) and by :mod:`.handover` for ``prior_iterations/``. A round is a decided tag, in the
-order first decided (its standing decision is the last one booked): its verdict in one line
-(from the ``decision`` event and the verdict file its ``verdict`` event vouches for), what it
-wrote — the entry frozen, escaped, at its first decision (:mod:`.._policy.journal_entry`), never
-the journal files a later optimizer can rewrite — and its change as a diff against its parent
-(hill-climb's ``diff.patch`` only while it is the file its ``proposed`` event logged). The text
-is context for a proposer, never read by a decision.
-"""
+Per decided tag, in the order first decided: its verdict in one line, the entry frozen at its
+first decision (:mod:`.._policy.journal_entry`, never the files a later optimizer can rewrite),
+and its diff against its parent. Context for a proposer, never read by a decision."""
 
 from __future__ import annotations
 

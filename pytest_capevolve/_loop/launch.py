@@ -1,11 +1,8 @@
 """Launching a capevolve pytest session as a child process: the one place that spells
 ``python -m pytest --capevolve-<mode> SPEC …``.
 
-Used where a driver pays rollouts through a real session rather than in-process — hill-climb's
-and merge's gate sessions, ``capevolve baseline``'s seed evaluation, ``capevolve measure``'s
-finalize — so the tamper guard, microcases, null controls and the seal behave exactly as in a
-session a user starts, and every caller quiets pytest the same way.
-"""
+For hill-climb's and merge's gates, ``capevolve baseline`` and ``capevolve measure``'s finalize,
+so every guard and the seal behave as in a session a user starts."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """One loop per project at a time.
 
-Two ``capevolve hill-climb`` processes on one project (a second one started with ``--resume``
-while the first was still proposing) deleted each other's work copies, ran one iteration's
-optimizer twice and booked its cost once, and two fresh ones raced on ``git init``. A loop
-holds ``.capevolve/loop.lock`` (an ``flock``, released by the kernel when its process dies,
-so a killed loop never blocks the next) for as long as it runs; a second loop is refused in
-one line naming the first.
-"""
+Two hill-climbs on one project delete each other's work copies and pay an optimizer twice. A
+loop holds ``.capevolve/loop.lock`` (an ``flock``, released when its process dies) while it
+runs; a second loop is refused in one line naming the first."""
 
 from __future__ import annotations
 

@@ -1,24 +1,17 @@
 """The shared mechanisms ledger: what the fanned-out sub-agents found, one deduplicated list.
 
-K sub-agents on K failing tasks keep rediscovering one cause (cap-evolve measured four of nine
-finding the same root cause, two writing the same fix). So each sub-agent *lists* the ledger
-before it diagnoses and *adds* the general mechanism it found (``capevolve mechanism add "…"
---tasks a,b --by TAG``); the next round's proposer reads ``MECHANISMS.md`` in its work copy.
+K sub-agents on K failing tasks keep rediscovering one cause, so each lists the ledger before it
+diagnoses and adds the general mechanism it found (``capevolve mechanism add "…" --tasks a,b
+--by TAG``); the next proposer reads ``MECHANISMS.md`` in its work copy.
 
-- **The record is the log.** An add is a ``mechanism`` event (hash-chained like every event);
-  ``MECHANISMS.md`` in a work copy, and in the run dir for people, is rendered from those events
-  each time — editing either file changes nothing the next round reads.
-- **Deduplicated, never rewritten.** A mechanism whose text is one already listed (compared
-  casefolded, whitespace and trailing punctuation folded) is not a new entry: the add joins its
-  tasks and its author to the first entry, whose id, text and first author never change. There
-  is no edit or delete: one sub-agent cannot rewrite what another found.
-- **No test task, no gold answer.** A mechanism is a general cause, so the leak guard
-  (:mod:`.._project.leak`) refuses text holding a test task's id or any val or test task's gold
-  answer (val ids may be named: the proposer sees them in ``diagnose`` already), and ``--tasks``
-  takes train or val ids only; a refusal names neither the task nor the value.
-- **Findings, not evidence.** ``--by`` is who *says* they found it (the sub-agents share a
-  shell); no decision reads the ledger — only a gate turns a mechanism into a number.
-"""
+- **The record is the log**: an add is a ``mechanism`` event; ``MECHANISMS.md`` is rendered from
+  those events, so editing it changes nothing.
+- **Deduplicated, never rewritten**: a text already listed (casefolded, whitespace and trailing
+  punctuation folded) joins its tasks and author to the first entry; nothing is edited or
+  deleted.
+- **No test task, no gold answer**: the leak guard (:mod:`.._project.leak`) refuses them, and
+  ``--tasks`` takes train or val ids only.
+- **Findings, not evidence**: ``--by`` is who *says* it; no decision reads the ledger."""
 
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
 """``capevolve merge A B [C…] --tag AB [--integrate]``: one candidate from siblings that fixed
 different things.
 
-Siblings are copies of one parent; when A is accepted, B is re-gated against A and can only
-replace it, losing A's fix. A merge builds a new work copy, ``runs/<id>/work/<TAG>/``: the
-candidates' common parent plus each candidate's changes against it, applied one candidate at a
-time, file by file — a file only one side changed is taken from that side; a file both changed
-goes through ``git merge-file`` (gitpython, in a temporary repository). Overlapping changes that
-do not merge cleanly are refused, naming the files, and nothing is written.
-
-A clean merge is syntax, not evidence: the merged candidate is gated on full val like any other
-(a gate session on the work copy), and LEDGER.md names its parents. ``--integrate`` gates after
-each addition instead — ``<TAG>-1``, ``<TAG>-2``, … each a real gate session against the
-current best, booked through :func:`.commit.book` — and keeps only the additions that clear the
-gate (one number for N simultaneous changes cannot say which of them helped).
-"""
+A new work copy ``runs/<id>/work/<TAG>/``: the common parent plus each candidate's changes,
+file by file (a file both changed goes through ``git merge-file``); overlapping changes are
+refused, naming the files, and nothing is written. A clean merge is not evidence: it is gated
+on full val like any other. ``--integrate`` gates after each addition (``<TAG>-1``, …, booked
+through :func:`.commit.book`) and keeps only those that clear the gate."""
 
 from __future__ import annotations
 
@@ -25,11 +17,7 @@ from types import TracebackType
 from typing import Any, TypedDict
 
 from .._policy import guards
-from .._policy.commit import (
-    CommitRefused,
-    book,
-    parent_of,
-)
+from .._policy.commit import CommitRefused, book, parent_of
 from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
@@ -169,10 +157,7 @@ def _merge_all(base: Tree, trees: dict[str, Tree], order: Sequence[str], merge_f
 
 
 class IntegrationStep(TypedDict, total=False):
-    """One addition of ``merge --integrate`` (a row of its ``steps``): the candidate added, the
-    step's tag when it was gated (else None), the files it changed and its ``outcome`` (kept,
-    dropped, conflict, no_change, incomplete) with the reason; a gated step adds the booking
-    and the verdict's numbers."""
+    """One addition of ``merge --integrate`` (a row of its ``steps``)."""
 
     candidate: str
     tag: str | None
@@ -212,7 +197,7 @@ def merge(
         "changed_files": _changes(base, merged),
         "next": [
             f"pytest --capevolve-run {spec.project_dir} --capevolve-candidate {created['path']} "
-            "--capevolve-gate",
+            "--capevolve-gate"
         ],
     }
 

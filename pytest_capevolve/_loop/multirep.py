@@ -1,14 +1,10 @@
 """``capevolve multirep TAG [--against OTHER]``: the comparison's error across whole runs.
 
-Reads the val rollouts of every replicate block (``pytest --capevolve-block B``) in which both
-tags were evaluated; per block, the paired Δ̄ over tasks exactly as the gate computes it (each
-block's first ``num_trials`` trials), its paired SE, and its coverage. Across the blocks that
-cover at least ``min_coverage``: the mean of the per-block Δ̄, its SE and a t interval with
-R − 1 df (:func:`..stats.replicates.replicate_summary`), and whether the blocks agree in sign.
-
-Evidence, never a decision: it writes nothing, books nothing, and the gate never reads it (the
-gate reads block 0 only). Pays no rollout.
-"""
+Per replicate block (``pytest --capevolve-block B``) holding both tags: the paired Δ̄ over
+tasks as the gate computes it, its SE and coverage. Across the blocks covering ``min_coverage``:
+the mean Δ̄, its SE and a t interval (:func:`.._stats.replicates.replicate_summary`), and
+whether the blocks agree in sign. Evidence only: writes and books nothing, and the gate reads
+block 0 alone. Pays no rollout."""
 
 from __future__ import annotations
 

@@ -1,23 +1,13 @@
 """The boundary an optimizer works in: its work copies and a scratch folder, and nothing else.
 
-Used by ``capevolve hill-climb`` (each iteration's optimizer command) and ``capevolve agent`` (a
-coding agent driving the loop). Inside, the optimizer may:
-
-- write its work copy (``runs/<id>/work/<TAG>/``, or every work copy of the run for an agent),
-  the scratch folder it is given (``TMPDIR`` points there) and folders the user names with
-  ``--writable`` (an agent's own state, say ``~/.claude``) — never the project or a folder
-  holding it;
-- read everything else on the machine — the Python environment, its tools, the project —
-  except the run dirs (``.capevolve/``: the record, every other run) and the project's gold
-  files (the ``harness_files`` globs and the default ones: gold and answer files, ``tasks/``,
-  ``data/``, the ``split_ids_file``); the handover files are in the work copy, the hill-climb's
-  prompt is granted by name. Every folder of the project may be listed — names, not contents —
-  so the agent can ``ls`` it and glob its work copies (``.capevolve/runs/*/work/TAG``).
-
-Nothing above the project is writable, so no ``conftest.py``, ``setup.py`` or ``pytest.ini``
-can be planted where pytest would find it. The kernel holds it (:mod:`.._confine.landlock`);
-where it cannot, the optimizer runs unconfined and the record says so.
-"""
+For ``capevolve hill-climb``'s optimizer command and ``capevolve agent``. Inside, the optimizer
+may write its work copy (every work copy of the run, for an agent), its scratch ``TMPDIR`` and
+folders named with ``--writable`` — never the project or a folder holding it — and read the
+rest of the machine but the run dirs and the project's gold files (``harness_files``, the
+default ones, the ``split_ids_file``). Every project folder may be listed (names, not
+contents). Nothing above the project is writable, so no ``conftest.py`` or ``pytest.ini`` can
+be planted where pytest would find it. The kernel holds it (:mod:`.._confine.landlock`); where
+it cannot, the optimizer runs unconfined and the record says so."""
 
 from __future__ import annotations
 

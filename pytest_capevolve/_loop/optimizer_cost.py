@@ -1,16 +1,11 @@
 """What a hill-climb optimizer says it cost: the last JSON line of its stdout with ``cost_usd``
 and/or ``tokens``, e.g. ``{"cost_usd": 0.42, "tokens": 51234}``.
 
-Used by :mod:`.optimizer_run` once per iteration, after the optimizer exits (a crashed or
-timed-out one too: what it spent before it died was spent). The dollars and tokens are booked
-with the iteration's decision (:func:`.iteration_outcome.book_iteration`), so ``max_usd`` counts
-the proposer beside the rollouts. The largest such line wins (dollars and tokens each): an agent
-reporting a running total prints it again at the end, and summing would count it twice — and a
-later, smaller line (a second report printed to undercut the first) never lowers what the first
-said was spent. A value that is not a spend
-(negative, NaN, above 1e6 $) is refused in one line — the iteration then stays unproposed, and
-``--resume`` runs its optimizer again — never booked and never read as 0.
-"""
+Read once per iteration after the optimizer exits (crashed or not: what it spent was spent)
+and booked with the decision, so ``max_usd`` counts the proposer. The largest line wins:
+a running total is printed again at the end, and a later smaller line never lowers it. A value
+that is not a spend (negative, NaN, above 1e6 $) is refused in one line; the iteration stays
+unproposed and ``--resume`` runs its optimizer again."""
 
 from __future__ import annotations
 

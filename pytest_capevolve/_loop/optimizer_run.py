@@ -1,13 +1,9 @@
 """Running the optimizer command of one hill-climb iteration, under a timeout.
 
-Used by :mod:`.hill_climb` once per iteration, in the user's process, after the prompt and the
-handover files are written. The command runs inside the optimizer's boundary
-(:mod:`.optimizer_boundary`): it writes its work copy and a scratch folder (its ``TMPDIR``,
-removed afterwards) and nothing else — a write anywhere else fails in the optimizer's own
-process, with ``EACCES``, and the loop goes on. A crash, a timeout (the whole process group is
-killed) or a non-zero exit is an outcome, never an exception: the loop then restores an
-unchanged copy of the parent, which the gate rejects — a wasted iteration, not a dead run.
-"""
+The command runs inside :mod:`.optimizer_boundary` with a scratch ``TMPDIR`` removed afterwards.
+A crash, a timeout (the process group is killed) or a non-zero exit is an outcome, never an
+exception: the loop restores the parent's bytes, which are then a wasted iteration, not a dead
+run."""
 
 from __future__ import annotations
 
@@ -46,10 +42,8 @@ _PROVIDER_KEY = re.compile(r"\b(?:sk|pk|rk|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{8,
 
 
 def redacted(argv: list[str], environ: dict[str, str] | None = None) -> list[str]:
-    """``argv`` fit to be written in the run dir: a value given to a secret-looking name
-    (``OPENAI_API_KEY=…``, ``--api-key …``, ``--token=…``), a provider key pattern (``sk-…``)
-    and the value of any secret-looking environment variable are each replaced by
-    ``[redacted]``. The optimizer still runs with the real argv; only the record is cut."""
+    """``argv`` fit for the record: values of secret-looking names (``--api-key …``), provider
+    key patterns (``sk-…``) and secret-looking environment values become ``[redacted]``."""
     env = os.environ if environ is None else environ
     secrets = sorted(
         (
@@ -74,17 +68,10 @@ def redacted(argv: list[str], environ: dict[str, str] | None = None) -> list[str
 
 
 def run_optimizer(
-    argv: list[str],
-    *,
-    cwd: Path,
-    timeout: float,
-    folder: Path,
-    boundary: Boundary | None = None,
+    argv: list[str], *, cwd: Path, timeout: float, folder: Path, boundary: Boundary | None = None
 ) -> dict[str, Any]:
-    """Run ``argv`` in ``cwd`` with its output in ``folder/optimizer.stdout|stderr``, inside
-    ``boundary`` plus a fresh scratch folder (its ``TMPDIR``); the answer (argv, exit code,
-    timed out, seconds, outcome, ok, its confinement, and the cost it reported:
-    :func:`.optimizer_cost.reported_cost`) becomes ``optimizer.json``."""
+    """Run ``argv`` in ``cwd`` inside ``boundary`` plus a scratch ``TMPDIR``, its output in
+    ``folder/optimizer.stdout|stderr``; the answer becomes ``optimizer.json``."""
     with tempfile.TemporaryDirectory(prefix="capevolve-optimizer-") as scratch:
         state = expected()
         env = {**os.environ, "TMPDIR": scratch, **environment(state, STARTED_BY)}

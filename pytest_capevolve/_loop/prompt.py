@@ -1,10 +1,7 @@
 """What a hill-climb iteration tells its optimizer: the focus, the plateau signal and the prompt.
 
-Used by :mod:`.hill_climb` once per iteration, before the optimizer command runs, to write
-``runs/<id>/hill_climb/<cid>/prompt.md``. The focus schedules and the convergence signal are
-pure functions of the parent's per-task rows (from :func:`.diagnose.diagnose`) and the
-iteration number, so each can be tested on a fixed parent without running anything.
-"""
+The focus schedules and the convergence signal are pure functions of the parent's per-task rows
+and the iteration number."""
 
 from __future__ import annotations
 
@@ -13,13 +10,7 @@ from dataclasses import dataclass
 from string import Template
 
 from .._project.spec import HILL_CLIMB_FOCUS
-from .diagnose import (
-    DEFECT,
-    MISSING,
-    SOLID,
-    UNSTABLE,
-    TaskBand,
-)
+from .diagnose import DEFECT, MISSING, SOLID, UNSTABLE, TaskBand
 
 FOCUS_MODES = HILL_CLIMB_FOCUS
 

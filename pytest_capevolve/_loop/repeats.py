@@ -1,12 +1,8 @@
 """A loop's repeats: an optimizer output whose bytes the run already holds is booked unpaid.
 
-Used by :mod:`.hill_climb` before each gate session. A candidate is its bytes
-(:mod:`.._policy.identity`), so a work copy identical to any earlier candidate — a crashed or
-timed-out optimizer's unchanged copy of the parent included — is not evaluated: a ``reject``
-verdict with basis ``repeat`` is written here, naming the candidate it repeats and what was
-decided on it, and is booked like any verdict, so the next proposal reads it in LEDGER.md and
-rejected.jsonl. Pays nothing.
-"""
+A candidate is its bytes (:mod:`.._policy.identity`), so a work copy identical to an earlier
+candidate (a failed optimizer's copy of the parent included) gets a ``reject`` verdict with
+basis ``repeat``, naming what it repeats, booked like any verdict. Pays nothing."""
 
 from __future__ import annotations
 

@@ -1,32 +1,18 @@
 """``capevolve eval-task TAG IDS``: one candidate on a few named train or val tasks, for diagnosis.
 
-The per-task fan-out (cap-evolve's ``taskeval.py``) gives each failing task a sub-agent that
-edits a work copy against that one task: ``K`` trials of one task cost ``K`` rollouts, where a
-gate costs ``val × K`` and returns one bit. What it returns is a *training number* — the
-sub-agent tunes on it — so it is kept apart from everything a decision reads:
+A per-task sub-agent (cap-evolve's ``taskeval.py``) tunes on what this returns, so it is a
+training number, kept apart from everything a decision reads:
 
-- its rollouts are written to ``runs/<id>/task_evals/<tag>/<n>.json``, never to ``rollouts/``,
-  and logged as one ``task_eval`` event, never as ``rollout`` events: no index row, no gate
-  evidence, no first logged outcome (:mod:`.._store.first_outcomes`) that a gate would read;
-- they run at seeds of their own (``base_seed + DIAGNOSIS_SEED_BASE + k``), never a gate's
-  (``base_seed + k``) or a replicate block's (``base_seed + B·1,000,000 + k``), so a candidate
-  tuned until these trials pass has not been tuned on the draws its gate will read;
-- nothing is booked: no verdict, no decision, no state change; the gate pays its own rollouts.
+- rollouts go to ``runs/<id>/task_evals/<tag>/<n>.json`` and one ``task_eval`` event, never to
+  ``rollouts/`` or ``rollout`` events: no gate evidence, no first logged outcome;
+- at seeds of their own (``base_seed + DIAGNOSIS_SEED_BASE + k``), never a gate's, so a candidate
+  tuned until these pass has not been tuned on its gate's draws;
+- nothing is booked. They are never reused as a gate's: paid as often as the optimizer likes,
+  each call is a look no α accounts for.
 
-Why not reuse them as the gate's when bytes, seed and task match: a decision must read only
-rollouts paid under the gate's rules. These are paid whenever and as often as the optimizer
-likes (each call a look no α accounts for: evaluate byte-variants, keep the lucky one), from a
-mutable work copy, at fan-out load (``K`` sub-agents at once — the regime a gate must not run
-in). ``measure --train`` pays through a plain session for that reason.
-
-The test split is sealed: a named test task is refused before anything runs, without saying
-which one. The candidate runs in a sandbox child (:mod:`.._engine.sandbox`) from a copy of its
-folder without the handover files, exactly its bytes; while it runs the eval holds a claim in
-the run (:mod:`.._store.claims`), so a gate that starts meanwhile says it did not run alone. Its
-rollouts are refused when the run's ``max_metric_calls`` or ``max_usd`` would not hold them
-(counting earlier task evals), and every ``task_eval`` event carries its rollouts and $ so
-``capevolve spend`` shows them. Controller-side command; runs no pytest.
-"""
+A test task is refused without saying which. The candidate runs in a sandbox child from a copy
+without the handover files, under a claim on the run (:mod:`.._store.claims`), within the run's
+``max_metric_calls`` and ``max_usd``. Controller-side; runs no pytest."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """``capevolve measure --train yes|no|auto``: whether the measurement pays a train evaluation.
 
-Used by ``capevolve measure`` before it reads the run. Train is never gated and never sealed, so
-its row is for the report only: seed vs best on tasks the gate did not select on. ``auto`` pays
-it when it adds information — the run has a train split that is not val's tasks over again (the
-numbers would be a copy) and the seed or the best has train rollouts missing for its current
-bytes (a tag is its bytes: a tag evaluated once is not paid again). ``yes`` pays whatever is
-missing; ``no`` (the default) pays nothing. Either way :func:`plan_train` says why in one
-phrase, which the table prints in place of a train row that has no numbers.
-"""
+Train is never gated, so its row is for the report only. ``auto`` pays it when the run has a
+train split that is not val's tasks again and the seed or best lacks train rollouts for its
+current bytes; ``yes`` pays whatever is missing; ``no`` (the default) nothing.
+:func:`plan_train` says why in one phrase."""
 
 from __future__ import annotations
 
@@ -56,9 +52,8 @@ def plan_train(spec: Spec, rundir: RunDir, mode: str) -> TrainPlan:
 
 
 def evaluate_train(spec: Spec, rundir: RunDir, *, workers: int, quiet_to: TextIO | None) -> int:
-    """One plain session on train for the best, with the seed beside it when they differ (the
-    best is always in a session's plan); its output for people, or to ``quiet_to`` captured.
-    Returns its exit code (the run's ceilings hold in it like in any session)."""
+    """One plain session on train for the best (and the seed); its exit code. Its output goes
+    to people, or captured to ``quiet_to``."""
     extra = ["--capevolve-split", "train"]
     if rundir.state.best() != SEED_TAG:
         extra += ["--capevolve-candidate", str(spec.capability_path), "--capevolve-tag", SEED_TAG]

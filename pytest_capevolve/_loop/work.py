@@ -1,13 +1,8 @@
 """Work copies: where an optimizer edits a candidate, ``runs/<id>/work/<TAG>/``.
 
-``capevolve work new TAG [--from TAG]`` copies the current best's snapshot (or ``--from``'s)
-into the work folder, with the handover files (:mod:`.handover`): a ``JOURNAL.md`` that carries
-every earlier round's notes and verdict, for the optimizer to append its own, the ledger, the
-rejected memory, ``PROCESS.md``, ``RUNMAP.md`` and ``prior_iterations/``. The parent's snapshot
-is never touched. A finalized run (its test split scored) makes none. A tag that exists
-anywhere in the run is refused: rollouts are named
-``<task>__<tag>__t<k>.json``, so a shared tag would interleave two evaluations.
-"""
+``capevolve work new TAG [--from TAG]`` copies the best's snapshot (or ``--from``'s) with the
+handover files (:mod:`.handover`); the parent's snapshot is never touched. A finalized run makes
+none, and a tag that exists anywhere in the run is refused (rollout files are named by tag)."""
 
 from __future__ import annotations
 

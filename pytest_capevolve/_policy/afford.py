@@ -1,11 +1,8 @@
 """Whether more rollouts fit the run's budget: the ceilings and the pure affordability check.
 
-:func:`afford` is pure (counts, costs, ceilings in; an :class:`Affordability` out) so that a
-session planner can refuse, before paying, a plan that would cross ``max_usd`` at the run's
-measured $/rollout; :class:`Ceilings` are the spec's ceilings tightened by the stop condition's
-caps. Used on the controller by the session planner and the progress line, and by
-:func:`.spend.spend_report` (``capevolve spend``). Nothing here reads or writes the run dir.
-"""
+:func:`afford` is pure, so a planner can refuse before paying a plan that would cross ``max_usd`` at the
+run's measured $/rollout; :class:`Ceilings` are the spec's tightened by the stop condition's caps. Reads
+and writes no run dir."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ _CAP_CEILING = {
 
 @dataclass(frozen=True)
 class Ceilings:
-    """Budget ceilings (None = no ceiling). ``sources`` names, per ceiling, where its limit
-    came from when not the spec's own key (a stop condition's cap, say)."""
+    """Budget ceilings (None = none); ``sources``: where a limit came from when not the spec's own key."""
 
     max_metric_calls: float | None = None
     max_usd: float | None = None
@@ -42,7 +38,6 @@ class Ceilings:
 
     @classmethod
     def from_spec(cls, spec: Spec, condition: sc.StopCondition | None = None) -> Ceilings:
-        """The spec's ceilings, each tightened by a stricter cap of the stop condition."""
         limits: dict[str, float | None] = {
             "max_metric_calls": spec.max_metric_calls,
             "max_usd": spec.max_usd,
@@ -64,7 +59,6 @@ class Ceilings:
         return dict(self.sources).get(name, f"spec {name}")
 
     def named(self, name: str) -> str:
-        """``max_usd=5`` as a message names it, with the stop condition's clause if it set it."""
         limit = getattr(self, name)
         where = dict(self.sources).get(name)
         return f"{name}={limit:g}" + (f" (from {where})" if where else "")
@@ -72,11 +66,9 @@ class Ceilings:
 
 @dataclass(frozen=True)
 class Affordability:
-    """Whether ``rollouts_needed`` more rollouts (and ``decisions_needed`` decisions) fit.
-
-    ``affordable`` is True, False (``blockers`` name each ceiling that would be crossed) or
-    ``"unknown"``: no rollout measured yet (never a yes on no data), or a ``max_usd`` ceiling
-    with unmetered rollouts (they cost $0: not free, just not reported)."""
+    """Whether ``rollouts_needed`` more rollouts (and ``decisions_needed`` decisions) fit: True, False
+    (``blockers`` name each ceiling crossed) or ``"unknown"`` (no rollout measured yet, or unmetered
+    rollouts under ``max_usd``)."""
 
     rollouts_needed: int
     usd_per_rollout: float | None
@@ -99,7 +91,6 @@ class Affordability:
 
 
 def money(value: float | None) -> float | None:
-    """Dollars as printed: rounded to a millionth, so float noise never reads as spend."""
     return None if value is None else round(float(value), 6)
 
 
@@ -115,12 +106,10 @@ def afford(
     stall: int = 0,
     optimizer_usd_per_decision: float | None = None,
 ) -> Affordability:
-    """Would ``rollouts_needed`` more rollouts, and ``decisions_needed`` more decisions, cross a
-    ceiling? Pure; the $ projection uses this run's measured runner $/rollout
-    (``runner_usd_spent / rollouts_spent``) plus, when known, the optimizer's $/decision.
-
-    ``max_usd`` counts all money spent (runner + optimizer); ``max_metric_calls`` rollouts;
-    ``max_iterations`` decisions booked; ``stall`` blocks once the run has stalled."""
+    """Would ``rollouts_needed`` more rollouts and ``decisions_needed`` decisions cross a ceiling? $ is
+    projected at the measured runner $/rollout plus the optimizer's $/decision when known. ``max_usd``:
+    runner + optimizer; ``max_metric_calls``: rollouts; ``max_iterations``: decisions; ``stall`` blocks
+    once stalled."""
     blockers: list[dict[str, Any]] = []
     notes: list[str] = []
     metered: bool | None = None
@@ -190,8 +179,7 @@ def afford(
 
 
 def missing_rollouts(records: ByTag, tags: Iterable[str], task_ids: Sequence[str], num_trials: int) -> int:
-    """Rollouts a session would still owe for ``tags`` on these tasks (an infra error is
-    re-paid, so it counts as missing)."""
+    """Rollouts still owed for ``tags`` on these tasks (an infra error counts as missing)."""
     missing = 0
     for tag in tags:
         arm = records.get(tag, {})

@@ -1,10 +1,8 @@
 """Booking decisions: the gate writes evidence (a verdict); a commit books one decision per tag.
 
-Used by ``capevolve commit`` (an optimizer or a person deciding) and by a gate session in
-``--capevolve-commit auto`` mode (people in CI), through the same :func:`book`. Every decision
-is an event in the hash-chained log, moves the counters in ``state.json`` and refreshes the
-loop's memory (LEDGER.md, rejected.jsonl). Controller side or the CLI; never on a worker.
-"""
+Used by ``capevolve commit`` and by ``--capevolve-commit auto``, through the same :func:`book`. Every
+decision is a logged event, moves ``state.json``'s counters and refreshes the loop's memory (LEDGER.md,
+rejected.jsonl). Controller side or the CLI."""
 
 from __future__ import annotations
 
@@ -28,8 +26,8 @@ from .refuted import compared, refuted_diff
 
 
 class LedgerNumbers(TypedDict):
-    """The verdict's numbers a booked decision carries (``verdict``: the gate's own decision,
-    when there was a verdict), and per task what the candidate fixed and broke."""
+    """The verdict's numbers a booked decision carries (``verdict``: the gate's own decision), and per task
+    what the candidate fixed and broke."""
 
     delta_mean: float | None
     p_value: float | None
@@ -48,8 +46,6 @@ class Lineage(TypedDict):
 
 
 class BookedDecision(Lineage, LedgerNumbers):
-    """A decision as :func:`book` logs it (the ``decision`` event) and returns it."""
-
     gated_against: str | None
     decision: str
     basis: str | None
@@ -73,8 +69,6 @@ class BookedDecision(Lineage, LedgerNumbers):
 
 
 class SpentOn(TypedDict):
-    """What a tag's val rollouts cost: how many, and the runner's USD."""
-
     rollouts: int
     runner_usd: float
 
@@ -90,7 +84,7 @@ def book(
     optimizer: OptimizerSpend | None = None,
     force: bool = False,
 ) -> BookedDecision:
-    """Book ``decision`` for ``tag``; returns the decision as logged. Raises CommitRefused."""
+    """Book ``decision`` for ``tag``; returns it as logged. Raises CommitRefused."""
     optimizer = optimizer or OptimizerSpend()
     with rundir.lock():
         state = rundir.state.read_state()
@@ -136,7 +130,6 @@ def _entry(
     *,
     force: bool,
 ) -> BookedDecision:
-    """The decision event's fields: lineage, the verdict's numbers, the spend, the changes."""
     merge = merged_from(rundir, tag)
     lineage: Lineage = {"tag": tag, "parent": parent}
     if merge:
@@ -168,8 +161,8 @@ def _entry(
 def _label(
     rundir: RunDir, entry: BookedDecision, verdict: dict[str, Any] | None, adopted: Adopted | None
 ) -> None:
-    """What every view of the decision says beside it: a harness-changed or adopted accept's
-    label, the shared ledger it was decided by, and who was confined."""
+    """What every view says beside the decision: a harness-changed or adopted label, the shared ledger, who
+    was confined."""
     label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
     if entry["decision"] == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
         entry["label"] = label["label"]  # every view of this best shows it (:mod:`.._store.forced`)
@@ -194,12 +187,9 @@ class Adopted(NamedTuple):
 
 
 def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir: Path) -> Adopted | None:
-    """An accept adopted from an earlier run, or None when the verdict cannot carry
-    one: it must be this run's REPEAT verdict of bytes an earlier run of the project accepted,
-    and that accept must have been against the same bytes as this run's best. A candidate is its
-    bytes: the decision "these bytes beat those" stands, and booking it here moves this run's best
-    without paying or spending α again (a new run would otherwise be a dead end: the gate refuses
-    to measure a repeat, and commit refused to book it)."""
+    """An accept adopted from an earlier run, or None: this run's REPEAT verdict of bytes an earlier run
+    accepted against the same bytes as this run's best. The decision stands for the bytes, so booking it
+    moves the best without paying or spending α again."""
     details = (verdict or {}).get("details") or {}
     if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
         return None
@@ -227,9 +217,8 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir
 
 
 def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
-    """The decision that stands for ``tag``, if any. A provisional or indecisive decision
-    stops standing once the tag is grown after it (a grow is the next look; its verdict gets
-    its own decision)."""
+    """The decision that stands for ``tag``, if any; a provisional or indecisive one stops standing once
+    the tag is grown."""
     standing = None
     for event in rundir.log.events():
         if event.get("tag") != tag:
@@ -243,7 +232,6 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
 
 
 def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
-    """A screen kill's numbers for the ledger (Δ̄ and the harm test's p on the subset)."""
     kill: dict[str, Any] = next(
         (e for e in reversed(rundir.log.events()) if e.get("kind") == "screen" and e.get("tag") == tag),
         {},
@@ -252,8 +240,8 @@ def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
 
 
 def _count(state: dict[str, Any], entry: BookedDecision, optimizer: OptimizerSpend) -> None:
-    """Every decision advances ``iterations``; a reject advances ``stall`` and an accept resets
-    it (and moves the best); indecisive, inconclusive and provisional leave ``stall`` alone."""
+    """Every decision advances ``iterations``; a reject advances ``stall``, an accept resets it and moves
+    the best; the rest leave ``stall`` alone."""
     state["iterations"] = int(state["iterations"]) + 1
     if entry["decision"] == "reject":
         state["stall"] = int(state["stall"]) + 1
@@ -267,7 +255,6 @@ def _count(state: dict[str, Any], entry: BookedDecision, optimizer: OptimizerSpe
 
 
 def _numbers(verdict: dict[str, Any] | None) -> LedgerNumbers:
-    """The verdict's numbers the ledger shows, and per task what the candidate fixed and broke."""
     if verdict is None:
         return {"delta_mean": None, "p_value": None, "bar": None, "fixed": [], "broke": []}
     per_task = verdict.get("per_task", {})
@@ -282,12 +269,11 @@ def _numbers(verdict: dict[str, Any] | None) -> LedgerNumbers:
 
 
 def parent_of(rundir: RunDir, tag: str) -> str:
-    """What ``tag`` was made from (see :func:`_parent`), for readers outside a booking."""
     return _parent(rundir, tag, rundir.state.best())
 
 
 def merged_from(rundir: RunDir, tag: str) -> list[str]:
-    """The candidates ``tag`` merges (``capevolve merge``), in the order applied; [] if none."""
+    """The candidates ``tag`` merges, in the order applied; [] if none."""
     for event in rundir.log.events():
         if event.get("kind") == "work_created" and event.get("tag") == tag:
             return [str(t) for t in event.get("merged_from") or []]
@@ -295,10 +281,8 @@ def merged_from(rundir: RunDir, tag: str) -> list[str]:
 
 
 def _parent(rundir: RunDir, tag: str, best: str) -> str:
-    """What ``tag`` was made from: its work copy's parent, else the best when it was first
-    registered (a sibling re-gated in a round against an earlier sibling still had the round's
-    best as its parent), else what its verdict was gated against (a candidate refused before it
-    was registered: a microcase it failed), else the best now."""
+    """What ``tag`` was made from: its work copy's parent, else the best when registered, else what its
+    verdict was gated against, else the best now."""
     current = None
     for event in rundir.log.events():
         kind = event.get("kind")
@@ -317,8 +301,8 @@ def _spent_on(rundir: RunDir, tag: str) -> SpentOn:
 
 
 def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:
-    """The files ``tag`` changed against its parent, from their snapshots (a candidate refused
-    by a screen has none: its source folder, recorded in the verdict, stands in)."""
+    """The files ``tag`` changed against its parent, from snapshots (a screen-refused candidate's source
+    folder stands in)."""
     folders = compared(rundir, tag, parent, verdict)
     if folders is None:
         return []

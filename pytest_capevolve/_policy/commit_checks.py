@@ -1,8 +1,5 @@
-"""What ``commit`` refuses to book: a decision the record cannot support, each refusal naming
-the way on — an accept without a full-val verdict against the best that accepted (or
-``--force``, recorded), a reject without the basis its evidence shows, an unknown tag.
-:func:`.commit.book` asks these before it books anything.
-"""
+"""What ``commit`` refuses to book: a decision the record cannot support, each refusal naming the way on.
+:func:`.commit.book` asks these before it books anything."""
 
 from __future__ import annotations
 
@@ -28,7 +25,6 @@ class CommitRefused(Refusal):
 
 
 def refuse_unknown(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
-    """A tag the run never registered and never gated is refused (a work copy: gate it first)."""
     if tag in rundir.snapshots.known_tags() or verdict is not None:
         return
     if rundir.work_dir(tag).is_dir():
@@ -49,8 +45,8 @@ def check_evidence(
     *,
     adopted: bool,
 ) -> None:
-    """The checks of what the log holds behind the decision (skipped by ``--force``): the
-    gate's first decision for an accept, the screen's kill, a basis's own evidence."""
+    """What the log must hold behind the decision (skipped by ``--force``): the gate's first decision for
+    an accept, the screen's kill, a basis's own evidence."""
     if decision == "accept" and not adopted:
         first_decision_stands(rundir, tag, verdict)
     if basis in SCREEN_KILL_BASES:
@@ -60,11 +56,9 @@ def check_evidence(
 
 
 def first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
-    """An accept is booked only on the first decision the gate logged at the tag's level
-    against this parent (its ``gate_decision``): a round gated again is judged at the level its
-    slot had (issue 25), so a verdict that reads otherwise was judged on evidence paid since
-    (infra-error rollouts paid again) — a second look at one level, not a decision. A grown
-    verdict (look > 1) is a second look at its own, smaller level, and is not held to it."""
+    """An accept is booked only on the first decision the gate logged at the tag's level against this
+    parent: a verdict that reads otherwise was judged on evidence paid since, a second look at one level. A
+    grown verdict (look > 1) has its own level and is not held to it."""
     looks = ((verdict or {}).get("details") or {}).get("looks") or {}
     if verdict is None or int(looks.get("look", 1)) > 1:
         return
@@ -97,9 +91,8 @@ def check(
     *,
     adopted: bool = False,
 ) -> bool:
-    """Refuse what the record cannot support; returns whether an accept goes against the gate.
-    ``adopted``: the accept repeats one an earlier run of the project booked against the same
-    parent bytes (:func:`.commit.adoption`), so no verdict of this run is needed."""
+    """Refuse what the record cannot support; returns whether an accept goes against the gate. ``adopted``:
+    an earlier run's accept against the same parent bytes, so no verdict of this run is needed."""
     if decision not in (*DECISIONS, INDECISIVE):
         raise CommitRefused(f"decision {decision!r} is not one of {', '.join(DECISIONS)}")
     if decision == "accept":
@@ -118,8 +111,8 @@ def check_accept(
     *,
     adopted: bool,
 ) -> bool:
-    """An accept needs a full-val verdict against the best, covering enough of val, that
-    accepted (or ``force``: then it goes against the gate, and True says so)."""
+    """An accept needs an accepting full-val verdict against the best covering enough of val (or ``force``:
+    then True, against the gate)."""
     if basis is not None:
         raise CommitRefused("--reject-basis goes with a reject, not an accept")
     if tag == best:
@@ -143,7 +136,6 @@ def check_accept(
 
 
 def full_verdict_against_best(tag: str, verdict: dict[str, Any] | None, best: str) -> dict[str, Any]:
-    """``verdict``, if it scored val against ``best``; else refused, naming the way on."""
     if verdict is not None and verdict.get("decision") == "repeat":
         raise CommitRefused(
             f"{tag!r} repeats bytes already decided ({verdict.get('reason')}); only an accept an "
@@ -173,8 +165,8 @@ def full_verdict_against_best(tag: str, verdict: dict[str, Any] | None, best: st
 def check_not_accept(
     tag: str, decision: str, basis: str | None, verdict: dict[str, Any] | None, force: bool
 ) -> None:
-    """A reject names its basis; inconclusive waits for a grow; provisional needs Δ̄ > 0 under
-    the bar (``force`` books either now)."""
+    """A reject names its basis; inconclusive waits for a grow; provisional needs Δ̄ > 0 under the bar
+    (``force`` books either now)."""
     if decision == "reject":
         if basis not in REJECT_BASES:
             raise CommitRefused(f"a reject needs --reject-basis, one of {', '.join(REJECT_BASES)}")
@@ -207,8 +199,7 @@ SCREEN_KILL_BASES: dict[str, str] = {Basis.SCREEN_KILL: "harm", Basis.CEILING: "
 
 
 def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
-    """A reject on basis ``screen_kill`` or ``ceiling`` needs a screen that killed ``tag`` on
-    that ground (``screens/<tag>__*.json``)."""
+    """A reject on basis ``screen_kill`` or ``ceiling`` needs a screen that killed ``tag`` on that ground."""
     wanted = SCREEN_KILL_BASES[basis]
     kills = [
         e
@@ -225,8 +216,7 @@ def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
 
 
 def check_infra(spec: Spec, rundir: RunDir, tag: str) -> None:
-    """A reject on basis ``infra`` needs the log to record an infra error of one of ``tag``'s
-    rollouts (train or val): a candidate that never lost a rollout was not rejected for infra."""
+    """A reject on basis ``infra`` needs a logged infra error of one of ``tag``'s rollouts."""
     rollouts = [e for e in rundir.log.of_kinds("rollout") if e.get("tag") == tag and e.get("split") != "test"]
     errors = sum(1 for e in rollouts if e.get("infra_error"))
     if errors == 0:
@@ -237,9 +227,8 @@ def check_infra(spec: Spec, rundir: RunDir, tag: str) -> None:
 
 
 def check_budget(spec: Spec, rundir: RunDir, tag: str) -> None:
-    """A reject on basis ``budget`` needs the run's ceilings to leave no room for one more
-    full-val evaluation (what ``capevolve spend`` says): while one fits, the candidate could be
-    gated, and rejecting it is a choice, not the budget's."""
+    """A reject on basis ``budget`` needs the ceilings to leave no room for one more full-val evaluation;
+    while one fits, rejecting is a choice, not the budget's."""
     from .spend import spend_report  # here: the spend report reads the whole run
 
     report = spend_report(spec, rundir, n_siblings=1)

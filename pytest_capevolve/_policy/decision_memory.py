@@ -1,20 +1,10 @@
 """The project's memory of decided bytes, kept outside any one run folder.
 
-:func:`.identity.decided_in_project` finds bytes another run of the project decided by reading
-the other runs' logs — which forgets a run folder moved out of the project (``mv
-.capevolve/runs/<id> /tmp``) or deleted, and then the same refuted bytes are gated afresh at a
-new run's α. So each booked decision is also remembered, one line each, in the project's memory
-(:mod:`.._store.project_memory`: ``.capevolve/decisions.jsonl``): the bytes, the val task set,
-the tag, the run, the decision, its level and the harness it was taken under. A row is a fact
-about a run that may no longer be there; a run folder still there is read from its log instead
-(the log is the record).
-
-The val task set is kept as its tasks, ids and content keys (:mod:`.._store.task_keys`), not
-only as one digest: a later val that *overlaps* it asks the same question again on part of the
-same tasks, and renamed ids do not make them new. A project in another folder (a copy, a second
-clone) has a memory of its own; rows reach other projects only through a shared ledger the
-spec names (:mod:`.._store.shared_ledger`), matched by content and labelled.
-"""
+Reading other runs' logs forgets a run folder moved out or deleted, and then refuted bytes are gated
+afresh. So each booked decision is also remembered in ``.capevolve/decisions.jsonl``: bytes, val tasks (ids
+and content keys, so an overlapping or renamed val still matches), tag, run, decision, level and harness. A
+run folder still there is read from its log instead. Other projects are reached only through a shared
+ledger."""
 
 from __future__ import annotations
 
@@ -30,7 +20,6 @@ KIND = "decisions"
 
 
 def val_key(val_ids: Iterable[str]) -> str:
-    """The val task set as one digest: a decision answers a question on these tasks only."""
     return hashlib.sha256("\n".join(sorted(val_ids)).encode("utf-8")).hexdigest()
 
 
@@ -47,8 +36,7 @@ def remember_decision(
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
 ) -> None:
-    """``keys``: the run's id → content key (:func:`.._store.task_keys.recorded`); ``ledger``:
-    the shared ledger the run names, which gets the row too."""
+    """``keys``: the run's id → content key; ``ledger``: the shared ledger, which gets the row too."""
     val_ids = list(val_ids)
     row = {
         "run_id": run_id,
@@ -67,12 +55,9 @@ def remember_decision(
 def remembered_decisions(
     project_dir: Path, pool_keys: Iterable[str] = (), ledger: Path | None = None
 ) -> list[tuple[dict[str, Any], Tasks]]:
-    """Every remembered decision, oldest first (a row written twice is one decision), each a
-    dict with the keys :func:`remember_decision` writes and the val tasks it was taken on — and,
-    from the shared ``ledger`` when one is named, the decisions of other projects found by the
-    content of this pool's tasks (``pool_keys``), with only their content keys counting (such a
-    row keeps its ``project``). A row older than the val's tasks were kept holds its val digest
-    only (``Tasks()``: compared by :func:`val_key`)."""
+    """Every remembered decision, oldest first (a row written twice is one), with the val tasks it was
+    taken on; from the shared ``ledger``, other projects' decisions matched by ``pool_keys`` (content only,
+    with their ``project``). Old rows hold the val digest only."""
     seen: set[tuple[Any, ...]] = set()
     rows = []
     recalled = [(row, False) for row in project_memory.recalled(project_dir, KIND)]
@@ -97,11 +82,9 @@ def decided_on(
     keys: dict[str, str] | None,
     ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """(run, the shared tasks) for every other run whose decisions were taken on a val holding
-    some of ``test_ids`` (by id, or content: ``keys``), oldest first: a test split drawn from
-    them scores tasks a candidate was selected on — not a held-out estimate. Read from the runs'
-    logs (their ``decision`` events and frozen val), from the memory for runs no longer there,
-    and from the shared ``ledger`` (other projects' runs, labelled)."""
+    """(run, shared tasks) for every other run whose decisions were taken on a val holding some of
+    ``test_ids`` (by id or content), oldest first: from logs, the memory for runs gone, and the shared
+    ``ledger``."""
     from .._store import task_keys
     from .._store.files import RunDirError
     from .._store.rundir import RUNS_DIR, RunDir

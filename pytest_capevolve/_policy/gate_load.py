@@ -1,21 +1,10 @@
 """Explore fast, gate slow, gate alone: the load a gate's rollouts were paid under.
 
-A rollout can depend on the load it ran under — timeouts, rate limits, a shared GPU — so a gate
-compares like with like only when the candidate, the best and the null controls were paid at
-the same load, and nothing else paid rollouts beside them. Each paying session logs its load
-(``session_load``: rollouts in flight per process, processes, and the tags it paid); a gate
-session then warns, in its summary and in every verdict's ``warnings``:
-
-- when another session was paying rollouts on the same project (any run) as it started or as
-  it judged — it did not gate alone (a warning, not a refusal: the verdict stands on its
-  rollouts; whether the load changed them is what the next rule measures);
-- when it paid at a load other than the one the null controls it reads were measured at: the
-  null controls are the run's one measurement of noise, and of whether load changes rollouts.
-  The warning gives the null rollouts' reward mean at each load the run has measured.
-
-Sessions from before ``session_load`` existed have no recorded load: nothing is said about them.
-Pure: events, tags and reward means in; lines of text out.
-"""
+A rollout can depend on load (timeouts, rate limits, a shared GPU), so each paying session logs its
+``session_load`` and a gate session warns, in its summary and every verdict: when another session was
+paying on the project as it started or judged (a warning: the verdict stands on its rollouts), and when it
+paid at a load other than its null controls' (the run's one measure of noise; the nulls' reward mean per
+load is given). Sessions with no recorded load are not mentioned. Pure."""
 
 from __future__ import annotations
 
@@ -26,7 +15,6 @@ LOAD_EVENT = "session_load"
 
 
 def load_event(concurrency: int, workers: int, owed_by_tag: Mapping[str, int]) -> dict[str, Any]:
-    """The fields of a paying session's ``session_load`` event."""
     return {
         "concurrency": int(concurrency),
         "workers": int(workers),
@@ -36,7 +24,6 @@ def load_event(concurrency: int, workers: int, owed_by_tag: Mapping[str, int]) -
 
 
 def loads_by_tag(events: Iterable[dict[str, Any]]) -> dict[str, set[int]]:
-    """Each tag's loads (rollouts in flight at once) it was paid at, from ``session_load``."""
     loads: dict[str, set[int]] = {}
     for event in events:
         if event.get("kind") != LOAD_EVENT:
@@ -49,8 +36,7 @@ def loads_by_tag(events: Iterable[dict[str, Any]]) -> dict[str, set[int]]:
 def null_means_by_load(
     loads: Mapping[str, set[int]], null_tags: Iterable[str], means: Mapping[str, float]
 ) -> dict[int, float]:
-    """The null rollouts' reward mean at each load, over the null tags paid at that load alone
-    (a tag paid at two loads mixes them and says nothing about either)."""
+    """The null rollouts' reward mean at each load, over the null tags paid at that load alone."""
     pooled: dict[int, list[float]] = {}
     for tag in null_tags:
         at = loads.get(tag, set())
@@ -67,7 +53,6 @@ def load_warnings(
     means: Mapping[str, float],
     others: list[dict[str, Any]],
 ) -> list[str]:
-    """What a gate session paying at ``in_flight`` rollouts at once says about its load."""
     lines = []
     if others:
         who = ", ".join(f"pid {o.get('pid')} in run {o.get('run_id')}" for o in others[:3])

@@ -1,28 +1,16 @@
 """The gate settings a run decides under, frozen at its first deciding session.
 
-A decision rests on the data and on the rule that read it: ``gate_mode``, its α, ``k_se``,
-threshold and coverage, the α schedule across the run's decisions, the screen's α, the looks a
-grow may take. Those keys can come from the spec, from the project's pytest ini, or from ``-o
-capevolve_<key>=…`` typed for one session — and a rule picked per session, after seeing the
-data, is a way to accept noise (``-o capevolve_gate_mode=threshold --capevolve-null 0`` on a
-spec that does not pin the mode accepted a no-op without a word). So:
+A rule picked per session, after seeing the data, is a way to accept noise, and gate keys can come from the
+spec, the ini or ``-o capevolve_<key>=…``. So:
 
-- the first session of a run that decides anything logs the settings in effect
-  (``gate_settings_frozen``, with the command-line overrides among them); a later one whose
-  settings differ is refused in one line before it plans or pays — a new run is how a new rule
-  is measured;
-- every verdict records the settings it was decided under and the overrides, and says them in
-  a warning the summary prints;
-- the guards that decide what may be gated (``leak_guard_min_length``, ``protected_paths``,
-  ``harness_files``) are frozen from the run's first session by ``spec.lock.yaml``
-  (:data:`.._project.spec.GUARD_KEYS`); every verdict records them (:func:`guards_of`) and says
-  so when the leak guard is off (:func:`guards_off`);
-- ``threshold`` with no null control is refused: its bar is a constant the data never enters,
-  and without a null control nothing in the verdict measures the noise it must clear (every
-  other mode's bar scales with the observed SE, or is a calibrated test).
+- the first deciding session logs the settings in effect (``gate_settings_frozen``); a later one whose
+  settings differ is refused before it pays — a new rule is measured in a new run;
+- every verdict records its settings and overrides, and says them in a warning;
+- the guards on what may be gated are frozen by ``spec.lock.yaml``; verdicts record them
+  (:func:`guards_of`) and say when the leak guard is off;
+- ``threshold`` with no null control is refused: its bar is a constant the data never enters.
 
-Controller only; read by the session floor (``_session/wiring.py``, ``_session/gating.py``).
-"""
+Controller only; read by ``_session/wiring.py`` and ``_session/gating.py``."""
 
 from __future__ import annotations
 
@@ -56,21 +44,18 @@ _NEW_RUN = "start a new run (--capevolve-new-run) to decide under other settings
 
 
 def _as_frozen(was: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings a frozen event holds, ``gate_margin`` at 0 ("better") where it lacks one: a
-    run frozen by a version before the key existed decided under "better", and a margin added to
-    its spec later was taken without a word (it accepted what "better" rejects). (Older keys
-    stay as they were: a run frozen without them is checked on the others only.)"""
+    """The settings a frozen event holds, ``gate_margin`` 0 where it lacks one (a run frozen before the key
+    decided under "better"); other missing keys are not checked."""
     return {"gate_margin": 0.0, **was}
 
 
 def settings_of(spec: Spec) -> dict[str, Any]:
-    """The gate settings ``spec`` (ini defaults and overrides applied) decides under."""
     return {key: getattr(spec, key) for key in GATE_SETTING_KEYS}
 
 
 def overridden(override_ini: Iterable[str] | None, spec: Spec) -> dict[str, str]:
-    """The gate settings the command line set (``-o capevolve_<key>=value``, as typed) that
-    took effect: an ini value is a default, so a key the spec file pins is not among them."""
+    """The gate settings the command line set (``-o``, as typed) that took effect; a key the spec pins is
+    not among them."""
     found: dict[str, str] = {}
     for item in override_ini or ():
         name, _, value = str(item).partition("=")
@@ -87,7 +72,6 @@ def overridden(override_ini: Iterable[str] | None, spec: Spec) -> dict[str, str]
 
 
 def guards_of(spec: Spec) -> dict[str, Any]:
-    """The guards ``spec`` gates under (frozen with the run by ``spec.lock.yaml``), for a verdict."""
     return {
         key: list(value) if isinstance(value := getattr(spec, key), tuple) else value
         for key in spec.GUARD_KEYS
@@ -95,7 +79,6 @@ def guards_of(spec: Spec) -> dict[str, Any]:
 
 
 def guards_off(spec: Spec) -> str | None:
-    """One sentence when a guard that decides what may be gated is off, for every verdict."""
     if spec.leak_guard_min_length is None:
         return (
             "the leak guard is off (leak_guard_min_length: false, frozen with the run): a candidate "
@@ -105,12 +88,10 @@ def guards_off(spec: Spec) -> str | None:
 
 
 def said(overrides: Mapping[str, str]) -> str:
-    """The overrides in words, for a verdict's warning and the summary."""
     return "overridden on the command line: " + ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
 
 
 def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
-    """Refuse ``threshold`` gating with no null control (see the module's reasons)."""
     if spec.gate_mode == "threshold" and nulls == 0:
         origin = f" ({said(overrides)})" if overrides else ""
         raise RunDirError(
@@ -122,8 +103,7 @@ def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
 
 
 def check_margin(spec: Spec, sequential: bool) -> None:
-    """Refuse a ``gate_margin`` where the gate would not read it and would ask "better" instead:
-    a legacy ``gate_mode``, or the sequential gate (its e-processes test superiority)."""
+    """Refuse a ``gate_margin`` the gate would not read: a legacy ``gate_mode``, or the sequential gate."""
     if not spec.gate_margin:
         return
     if spec.gate_mode != "exact":
@@ -141,10 +121,8 @@ def check_margin(spec: Spec, sequential: bool) -> None:
 def freeze_or_check(
     rundir: RunDir, spec: Spec, overrides: Mapping[str, str], multiple: str | None = None
 ) -> None:
-    """Log the settings of the run's first deciding session; refuse a later session whose
-    settings differ from them, naming each (one line, before anything is paid). ``multiple``:
-    a gate session's ``--capevolve-multiple``, frozen with them (a run frozen before it was
-    is checked on the others only)."""
+    """Log the settings of the run's first deciding session; refuse a later one whose settings differ,
+    naming each. ``multiple``: ``--capevolve-multiple``, frozen with them."""
     settings = settings_of(spec)
     if multiple is not None:
         settings[MULTIPLE_KEY] = multiple
@@ -172,10 +150,8 @@ def freeze_or_check(
 
 
 def decided_under(rundir: RunDir, spec: Spec) -> Spec:
-    """``spec`` with the gate settings the run froze at its first decision (hill-climb gates at
-    the loop's ``lord`` schedule unless the spec names one; a person may have typed ``-o``):
-    what the run's decisions are taken at, for a reader such as ``capevolve spend``. Before any
-    decision, ``spec`` as it is."""
+    """``spec`` with the gate settings the run froze at its first decision (what ``capevolve spend``
+    reads); before any decision, ``spec`` as it is."""
     frozen = rundir.log.of_kinds(FROZEN_EVENT)
     settings = _as_frozen(frozen[0].get("settings") or {}) if frozen else {}
     known = {key: settings[key] for key in GATE_SETTING_KEYS if key in settings}

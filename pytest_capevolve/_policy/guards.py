@@ -1,18 +1,13 @@
 """Guards: the rules that refuse an action to keep a decision honest, each declared once.
 
-A guard is a name (a :class:`.._decide.basis.Basis` member), the checkpoints where it runs, its
-check, an outcome whose message carries the way on for an honest user, and the test that replays
-its refusal. :data:`GUARDS` is the registry; ``docs/explanation/threat-model.md``'s table is
-generated from it (``docs/hooks/reference.py``) and ``tests/unit/test_guards.py`` checks that each
-check and each test it names exists. Models: Hypothesis's ``HealthCheck`` enum with the one
-``fail_health_check``; inspect_ai's ``approval/`` (one decision type, one recorder).
+A guard is a :class:`.._decide.basis.Basis` name, its checkpoints, its check, an outcome whose message
+carries the way on, and the test that replays it. :data:`GUARDS` is the registry; the threat model's table
+is generated from it and ``tests/unit/test_guards.py`` checks each named check and test exists.
 
-Two outcomes, one writer each: a guard that refuses an *action* raises :class:`GuardRefusal`
-(a :class:`..exitcodes.Refusal`: ``capevolve`` exits 2, a session turns it into one usage-error
-line) through :func:`refuse`; a guard that refuses a *candidate* before any rollout writes a
-verdict without numbers through :func:`refusal_verdict` (and :func:`record_refusal` when the loop,
-not a session, decides it).
-"""
+Two outcomes, one writer each: refusing an action raises :class:`GuardRefusal` through :func:`refuse`
+(``capevolve`` exits 2; a session prints one usage-error line); refusing a candidate before any rollout
+writes a verdict without numbers through :func:`refusal_verdict` (:func:`record_refusal` outside a
+session)."""
 
 from __future__ import annotations
 
@@ -31,8 +26,6 @@ from .verdicts import gate_config, verdict_file
 
 
 class Checkpoint(StrEnum):
-    """Where a guard runs; the value is how the docs name the place."""
-
     SESSION = "a gate, screen or grow session, before anything is planned or paid"
     SCREEN = "a gate session's screens, per candidate, before any rollout"
     HILL_CLIMB = "capevolve hill-climb, before the optimizer runs and per proposal"
@@ -43,9 +36,8 @@ class Checkpoint(StrEnum):
 
 @dataclass(frozen=True)
 class Guard:
-    """One guard's declaration. ``way_on``: what an honest user does instead, per checkpoint
-    (``""`` for any checkpoint not named); ``check``: ``module:function`` of the check;
-    ``test``: ``path::test`` of the test that replays the refusal; ``outcome``: what it gives."""
+    """One guard's declaration. ``way_on``: what an honest user does instead, per checkpoint; ``check``:
+    ``module:function``; ``test``: ``path::test`` replaying the refusal."""
 
     name: Basis
     stops: str
@@ -56,7 +48,6 @@ class Guard:
     way_on: Mapping[Checkpoint | str, str] = field(default_factory=dict)
 
     def way_on_at(self, checkpoint: Checkpoint) -> str:
-        """The way on at ``checkpoint``; "" when the check's own message names it."""
         return self.way_on.get(checkpoint, self.way_on.get("", ""))
 
 
@@ -159,12 +150,10 @@ class GuardRefusal(Refusal):
 
 
 def refuse(guard: Guard, at: Checkpoint, said: str) -> NoReturn:
-    """The one way a guard refuses an action: ``said``, then the guard's way on at ``at``."""
     raise GuardRefusal(guard, f"{said}; {guard.way_on_at(at)}")
 
 
 def finalized_said(rundir: RunDir) -> str | None:
-    """Why no new best can be chosen in ``rundir``, or None while its test split is sealed."""
     if Seal(rundir).closed() is None:
         return None
     return (
@@ -174,24 +163,21 @@ def finalized_said(rundir: RunDir) -> str | None:
 
 
 def refuse_finalized(rundir: RunDir, at: Checkpoint) -> None:
-    """A finalized run chooses no new best: refused at every checkpoint that could choose one."""
     said = finalized_said(rundir)
     if said is not None:
         refuse(FINALIZED, at, said)
 
 
 def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **fields: Any) -> Verdict:
-    """A candidate ``guard`` refused at ``at`` before any rollout (``fields``: its ``tag``,
-    ``against``, ``decision`` and ``details``): a verdict without numbers, its reason ending
-    with the guard's way on there (none for a guard whose check's message names it)."""
+    """A candidate ``guard`` refused at ``at`` before any rollout: a verdict without numbers, its reason
+    ending with the way on."""
     way_on = guard.way_on_at(at)
     reason = f"{reason}; {way_on}" if way_on else reason
     return refusal(basis=guard.name, reason=reason, config=gate_config(spec), **fields)
 
 
 def record_refusal(spec: Spec, rundir: RunDir, guard: Guard, at: Checkpoint, **verdict: Any) -> Verdict:
-    """The one writer of a refusal decided outside a session (the loop's screens): the
-    verdict file, written now. A session's refusals are written with its other verdicts."""
+    """The one writer of a refusal decided outside a session (the loop's screens)."""
     written = refusal_verdict(spec, guard, at, **verdict)
     rundir.verdicts.write_verdict(verdict_file(written, null_control=False))
     return written

@@ -1,20 +1,13 @@
 """A candidate is its bytes: the tag is a name, the content hash is the candidate.
 
-Bytes a run already holds (the log's ``candidate_registered`` events: tag and content hash,
-the record, not the ``candidate.json`` views) are never paid for again under another tag, and
-the decision taken on them, at the level it was taken, follows them. So a new tag whose bytes
-are already known is **refused** before anything is registered or paid: a verdict without
-numbers (reject, basis ``repeat``) whose one-line reason names the earlier tag, with its
-decision and the level it was taken at. We refuse rather than re-judge "in the same family": a
-refusal cannot be got wrong by a later change to how families are formed, and the decision it
-points to is the one already taken.
+Bytes a run already holds (its ``candidate_registered`` events) are never paid for again under another tag:
+a new tag with known bytes is refused before anything is paid, with a reject (basis ``repeat``) naming the
+earlier tag, its decision and its level. Refusing rather than re-judging "in the same family" cannot be got
+wrong by a later change to how families are formed.
 
-Null controls (``<best>-null<i>``) are byte-identical copies of the best by design and are
-never refused; neither is an explicit ``--capevolve-rerun`` measurement of undecided bytes
-(a replicate), but a rerun cannot gate refuted or accepted bytes again either.
-
-Controller side or the CLI; pays nothing, writes nothing.
-"""
+Null controls (``<best>-null<i>``) are copies of the best by design and never refused; nor is a
+``--capevolve-rerun`` of undecided bytes (a replicate). Controller side or the CLI; pays and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -64,8 +57,7 @@ class Earlier:
     shared: tuple[str, str] | None = None
 
     def where(self) -> str:
-        """ "run R", the project and ledger when it is another project's, and on which val when
-        it is not this run's: what a refusal names."""
+        """ "run R", and the project and ledger, or the val, when not this run's: what a refusal names."""
         run = f"run {self.run_id}"
         if self.shared is not None:
             run += f" ({shared_ledger.label(*self.shared)})"
@@ -87,9 +79,8 @@ class Earlier:
 
 
 def registered_hashes(rundir: RunDir) -> dict[str, str]:
-    """Every tag the run's log registered, with its content hash, in the order registered;
-    null controls left out (they are copies of the best by design). Only those lines are
-    decoded (:meth:`.._store.events.EventLog.of_kinds`), not the 60,000 rollouts beside them."""
+    """Every tag the run's log registered with its content hash, in order, null controls left out; only
+    those lines are decoded."""
     hashes: dict[str, str] = {}
     for event in rundir.log.of_kinds("candidate_registered"):
         tag, digest = event.get("tag"), event.get("content_hash")
@@ -99,8 +90,8 @@ def registered_hashes(rundir: RunDir) -> dict[str, str]:
 
 
 def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier | None:
-    """The tag (not ``besides``) the run first registered with ``digest``, preferring one that
-    has a booked decision; None when these bytes are new to the run."""
+    """The tag (not ``besides``) the run first registered with ``digest``, preferring a decided one; None
+    when the bytes are new."""
     same = [t for t, d in registered_hashes(rundir).items() if d == digest and t != besides]
     if not same:
         return None
@@ -114,19 +105,13 @@ def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier 
 
 
 def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = None) -> dict[str, Earlier]:
-    """content hash → the first decided tag with those bytes in another run of the project on
-    a val that shares tasks with this run's. Keyed on the bytes and the val tasks only: a
-    harness that differs from that run's (a comment added to ``adapter.py`` is a different
-    digest) is *reported* (:attr:`Earlier.harness_changes`), not a way round — re-gating after
-    a real harness fix is asked for explicitly (``--capevolve-harness-changed``) and labelled.
+    """content hash → the first decided tag with those bytes in another run of the project on a val sharing
+    tasks with this run's.
 
-    Tasks are matched by id or by content (:mod:`.._store.task_keys`): a val that differs by
-    one task, or whose ids were renamed, asks the same question on the same tasks, and the
-    refusal says how many are shared (:attr:`Earlier.val_overlap`). A val *disjoint* from the
-    one the bytes were decided on is a fresh look: returned with :attr:`Earlier.fresh` set, not
-    refused, so the verdict can say so. ``harness_now`` stands in for this run's lock before a
-    new run has taken it. Another project's decisions count only through the shared ledger the
-    run's spec names (:mod:`.._store.shared_ledger`), by content, with :attr:`Earlier.shared` set."""
+    A harness that differs is reported (:attr:`Earlier.harness_changes`), not a way round: re-gating after
+    a harness fix is asked for with ``--capevolve-harness-changed``. Tasks match by id or content; a
+    disjoint val is a fresh look (:attr:`Earlier.fresh`), not refused. ``harness_now`` stands in for a new
+    run's lock. Other projects count only through the spec's shared ledger (:attr:`Earlier.shared`)."""
     from .._store import task_keys
     from .._store.files import RunDirError
     from .._store.harness_lock import locked_harness
@@ -148,8 +133,6 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
 
 
 class _Found:
-    """The first decision kept per content hash, as :func:`decided_in_project` keeps them."""
-
     def __init__(self, my_val: Tasks, my_keys: dict[str, str]) -> None:
         self.my_val, self.my_keys = my_val, my_keys
         self.found: dict[str, Earlier] = {}
@@ -167,8 +150,7 @@ class _Found:
 
 
 def _decided_in_runs(rundir: RunDir, project: Path, mine: Mapping[str, str], found: _Found) -> set[str]:
-    """The decisions of the project's other runs, from their logs, into ``found``; returns the
-    names of the run folders there (they spoke through their logs)."""
+    """The decisions of the project's other runs into ``found``; returns their folder names."""
     from .._store.files import RunDirError
     from .._store.rundir import RUNS_DIR
 
@@ -209,8 +191,8 @@ def _decided_in_memory(
     present: set[str],
     found: _Found,
 ) -> None:
-    """The decisions the project's memory (and the shared ledger the spec names) remembers of
-    runs not ``present``, into ``found``."""
+    """The decisions the project's memory and shared ledger remember of runs not ``present``, into
+    ``found``."""
     from .._project import harness
 
     ledger = shared_ledger.of_run(rundir)
@@ -232,9 +214,8 @@ def _decided_in_memory(
 
 
 def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
-    """Remember a booked decision in the project's memory (:mod:`.decision_memory`), so a run
-    folder moved out of the project or deleted does not take the decision with it. A run
-    outside a project, or a tag the log never registered (null controls), remembers nothing."""
+    """Remember a booked decision in the project's memory, so a run folder moved or deleted does not take
+    it along (nothing outside a project, or for an unregistered tag)."""
     from .._store import task_keys
     from .._store.harness_lock import locked_harness
 
@@ -269,12 +250,9 @@ def repeat_of(
     gating: bool = True,
     rerun: bool = False,
 ) -> Earlier | None:
-    """What a new ``tag`` with ``digest`` repeats: a tag the run registered with those bytes,
-    the best (``best_digest``: its bytes, when not registered yet), or an earlier candidate of
-    this session (``session``: tag → digest), or — when ``gating`` — bytes decided in another
-    run of the project (``elsewhere``, :func:`decided_in_project`); None when the bytes are new. A tag already
-    registered (a resume) and a null control repeat nothing; an explicit ``rerun`` repeats
-    only decided bytes (a replicate of undecided ones is what it is for)."""
+    """What a new ``tag`` with ``digest`` repeats: a tag the run registered, the best (``best_digest``), an
+    earlier candidate of this session, or, when ``gating``, bytes decided in another run; None when new. A
+    resumed tag and a null control repeat nothing; a ``rerun`` repeats only decided bytes."""
     if null_control_of(tag) is not None:
         return None
     if gating and elsewhere and digest in elsewhere and not elsewhere[digest].fresh:
@@ -293,8 +271,7 @@ def repeat_of(
 
 
 def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, harness_asked: bool = False) -> str:
-    """The one line that says what a repeat repeated and the ways on (and, for another run's
-    decision under another harness, what differs and the labelled way to gate again)."""
+    """The one line saying what a repeat repeated and the ways on."""
     line = _repeat_line(tag, digest, earlier, best=best)
     if earlier.harness_changes:
         shown = ", ".join(earlier.harness_changes[:3]) + (" …" if len(earlier.harness_changes) > 3 else "")

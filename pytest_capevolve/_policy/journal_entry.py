@@ -1,21 +1,10 @@
-"""A round's journal entry, frozen when its round is decided: the only journal text a later
-round is shown.
+"""A round's journal entry, frozen when its round is decided: the only journal text a later round is shown.
 
-Used by :func:`.commit.book` (every decision: ``capevolve commit``, hill-climb, a
-``--capevolve-commit auto`` session) and by :mod:`.._loop.journal`, which carries the frozen
-entries forward into the next work copy's ``JOURNAL.md`` and ``prior_iterations/``.
-
-Why frozen: a work copy's ``JOURNAL.md`` and hill-climb's copy of it sit in the run dir, where
-the next optimizer (a coding agent with a shell) can rewrite them. Read when the next round
-starts, an entry rewritten after its verdict — or an earlier round's — would pass for what that
-round wrote. So at its first decision a round's own text (below the marker) is **escaped** —
-every line that would open a Markdown heading, a setext underline, an HTML block or the marker,
-every control character and every line separator, so nothing it wrote can pass for the
-structure the carry-forward draws — cut to :data:`ENTRY_LIMIT` characters, written to
-``journals/<tag>.md`` and its sha256 logged in the ``decision`` event. A later decision of the
-same tag (a repair, a grown provisional) keeps the first entry. Reading it back checks the file
-against that digest: an edited entry is shown as edited, never as the round's words.
-"""
+Used by :func:`.commit.book` and by :mod:`.._loop.journal`, which carries frozen entries forward. A work
+copy's ``JOURNAL.md`` sits where the next optimizer can rewrite it, so at its first decision a round's own
+text is escaped (nothing it wrote can pass for the carry-forward's structure), cut to :data:`ENTRY_LIMIT`,
+written to ``journals/<tag>.md`` and its sha256 logged in the ``decision`` event; later decisions keep the
+first entry. An entry that no longer matches its digest is shown as edited."""
 
 from __future__ import annotations
 
@@ -42,8 +31,8 @@ _LINE_BREAKS = re.compile("\r\n|[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # what
 
 
 def own_entries(text: str) -> str:
-    """What a journal's own round wrote: the text below the last marker (all of it when the
-    marker was removed), stripped and cut to :data:`ENTRY_LIMIT` characters."""
+    """The text below a journal's last marker (all of it without one), stripped and cut to
+    :data:`ENTRY_LIMIT`."""
     mine = text.rsplit(JOURNAL_MARKER, 1)[-1].strip()
     if len(mine) > ENTRY_LIMIT:
         mine = mine[:ENTRY_LIMIT].rstrip() + f"\n... (cut: {len(mine) - ENTRY_LIMIT} characters left out)"
@@ -51,10 +40,9 @@ def own_entries(text: str) -> str:
 
 
 def escaped(text: str) -> str:
-    """``text`` with nothing left that reads as structure: every line break (``\\r``, a Unicode
-    line separator, ...) made a newline, every other control or format character (an escape
-    sequence, a zero-width or bidi mark) written as ``[U+XXXX]``, and a backslash before each
-    line's first character that would open a heading, an underline, a rule or an HTML block."""
+    """``text`` with nothing that reads as structure: line breaks made newlines, other control and format
+    characters as ``[U+XXXX]``, and a backslash before a line start that would open a heading, underline,
+    rule or HTML block."""
     text = _LINE_BREAKS.sub("\n", text)
     visible = "".join(
         ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf") else f"[U+{ord(ch):04X}]"
@@ -64,10 +52,8 @@ def escaped(text: str) -> str:
 
 
 def _read_unlinked(path: Path) -> bytes | None:
-    """The bytes of the regular file ``path``, opened without following a link (None when it is
-    a link, missing or not a file). A check that it is no link, then a read by path, left a
-    moment in which the optimizer, who writes the work copy, could make it one: the read (with
-    the evaluator's rights) would then have frozen a gold file into the journal later rounds see."""
+    """The bytes of the regular file ``path``, opened without following a link (None otherwise): a check
+    then a read by path would let the optimizer swap in a link to a gold file between the two."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -79,10 +65,8 @@ def _read_unlinked(path: Path) -> bytes | None:
 
 
 def freeze_entry(rundir: RunDir, tag: str) -> str:
-    """Freeze ``tag``'s own journal text at its decision; returns the digest the decision event
-    logs. The first decision freezes (its digest is reused by later ones); the text comes from
-    hill-climb's copy (``hill_climb/<tag>/JOURNAL.md``) else the work copy's journal ("" when
-    the round has none: a candidate gated from its own folder)."""
+    """Freeze ``tag``'s journal text at its first decision and return the digest to log: from hill-climb's
+    copy, else the work copy's journal ("" when none)."""
     for event in rundir.decisions():
         if event.get("tag") == tag and isinstance(event.get(DIGEST_KEY), str):
             return str(event[DIGEST_KEY])
@@ -101,8 +85,8 @@ def freeze_entry(rundir: RunDir, tag: str) -> str:
 
 
 def frozen_entry(rundir: RunDir, tag: str, decisions: list[dict[str, Any]] | None = None) -> str:
-    """``tag``'s frozen entry as its decision logged it; a note in its place when it was
-    decided before entries were frozen, or its file is gone or no longer what was logged."""
+    """``tag``'s frozen entry as its decision logged it; a note in its place when none was frozen, or the
+    file is gone or changed."""
     events = rundir.decisions() if decisions is None else decisions
     digest = next(
         (e[DIGEST_KEY] for e in events if e.get("tag") == tag and isinstance(e.get(DIGEST_KEY), str)), None

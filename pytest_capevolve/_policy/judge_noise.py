@@ -1,10 +1,8 @@
-"""``capevolve judge-noise TAG``: re-score a tag's and the best's persisted val outputs with the
-adapter's stochastic scorer, r times each — no rollout paid — and split the paired delta's
-variance into the judge's share and the agent's (:mod:`.._stats.judge_noise`).
+"""``capevolve judge-noise TAG``: re-score a tag's and the best's persisted val outputs with the adapter's
+stochastic scorer, r times each — no rollout paid — and split the paired delta's variance into the judge's
+share and the agent's (:mod:`.._stats.judge_noise`).
 
-Reads the records (their output and trace are what the scorer sees, as in the session), calls
-only ``score()``, writes nothing: a re-score is a measurement of the judge, never a new reward
-for the gate (the gate reads the rewards the sessions recorded)."""
+Writes nothing: a re-score measures the judge, never a new reward."""
 
 from __future__ import annotations
 
@@ -51,9 +49,8 @@ def judge_noise(
     rescores: int,
     cost_ratio: float | None = None,
 ) -> dict[str, Any]:
-    """The split for ``tag`` against ``against`` on val, from ``rescores`` re-scores per output;
-    the advice weighs a re-score against a trial at ``cost_ratio`` (a rollout's agent run in
-    judge calls; None: r, said as assumed)."""
+    """The split for ``tag`` against ``against`` on val from ``rescores`` re-scores per output;
+    ``cost_ratio``: a rollout's agent run in judge calls (None: r, said as assumed)."""
     if not declared_stochastic(adapter):
         raise JudgeNoiseRefusal(
             f"{type(adapter).__name__} does not declare stochastic_score = True: its score() is "
@@ -109,13 +106,12 @@ RescoresByTag = dict[str, dict[tuple[str, int], list[float]]]
 
 
 class EditedRescores(Exception):
-    """A record's re-scores are not the bytes its rollout event recorded: one line, naming it."""
+    """A record's re-scores are not the bytes its rollout event recorded."""
 
 
 class HeldToEvents:
-    """Rollout files held to the sha256 of the bytes their ``rollout`` event recorded. A file
-    read back is otherwise held only to its outcome (reward, infra error, cost); what the judge
-    reads — the output, the trace, the re-scores — is not part of it."""
+    """Rollout files held to the sha256 their ``rollout`` event recorded (otherwise only the outcome is
+    held, not the output, trace or re-scores)."""
 
     def __init__(self, rundir: RunDir) -> None:
         self.rundir = rundir
@@ -136,15 +132,9 @@ class HeldToEvents:
 
 
 def recorded_rescores(rundir: RunDir) -> RescoresByTag:
-    """tag → (task, trial within replicate block 0) → the r re-score rewards of each valid val
-    record that carries them (``judge.rewards``), read from the rollout files (the index holds
-    outcomes only). What :class:`.verdicts.Evidence` splits a verdict's Var(Δ̄) with.
-
-    A file read back is held to its event's outcome (reward, infra error, cost), which the
-    re-scores are not part of: ``[1, 0, 1, 0]`` rewritten ``[0.5] * 4`` keeps the mean and
-    makes the judge look noiseless. So each file whose re-scores are read is held to the
-    sha256 of the bytes its ``rollout`` event recorded; a mismatch raises
-    :class:`EditedRescores`, never a split."""
+    """tag → (task, trial) → the r re-scores of each valid val record carrying them, from the files. Each
+    file is held to its event's sha256 (``[1, 0, 1, 0]`` rewritten ``[0.5] * 4`` keeps the mean and hides
+    the judge's noise): a mismatch raises :class:`EditedRescores`."""
     found: RescoresByTag = {}
     held = HeldToEvents(rundir)
     for record in rundir.rollouts.rollouts(GATE_SPLIT):
@@ -162,9 +152,8 @@ PerTask = dict[str, list[list[float]]]  # task → its rollouts, each its r re-s
 
 
 def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
-    """The ``judge_noise`` entry of a verdict from each side's re-scores per task (a list of
-    rollouts, each its r re-scores), over the tasks both sides have; ``{}`` when fewer than two
-    tasks are shared or the rollouts do not all have the same r."""
+    """A verdict's ``judge_noise`` entry from each side's re-scores per task; ``{}`` when fewer than two
+    tasks are shared or r differs."""
     tasks = sorted(set(candidate) & set(best))
     sizes = {len(s) for arm in (candidate, best) for t in tasks for s in arm[t]}
     if len(tasks) < 2 or len(sizes) != 1:
@@ -182,8 +171,6 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
 def _split_tasks(
     candidate: PerTask, best: PerTask, tasks: list[str], rescores: int, cost_ratio: float | None = None
 ) -> tuple[float, JudgeSplit, RescoreAdvice]:
-    """Δ̄ over ``tasks``, its variance split, and the re-score advice: what the command and a
-    verdict's entry both report."""
     deltas, judge, within = [], [], []
     for t in tasks:
         cand, base = np.array(candidate[t]), np.array(best[t])

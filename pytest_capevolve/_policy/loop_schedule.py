@@ -1,15 +1,10 @@
 """A loop's error control by default: a run that is a loop spends α across its decisions.
 
-hill-climb passes ``-o capevolve_gate_alpha_schedule=addis`` to its gates; an agent's gate
-command (PROCESS.md, the baseline hand-off) names none — ``capevolve agent``'s broker refuses
-``-o`` — and gated at ``constant`` α would freeze that for the whole run (:mod:`.gate_settings`). So a
-run that *is* a loop run — it holds work copies (``capevolve work new``) or hill-climb started
-it — takes the loop's schedule (:data:`.._decide.alpha_budget.LOOP_SCHEDULE`) at its first
-decision unless the spec file names one or the command line sets one. One-shot gating (no work
-copy) keeps ``constant``. A run whose settings are frozen already keeps what it froze.
-
-Controller only, before the session plans; pays nothing, writes nothing.
-"""
+hill-climb passes its schedule to its gates; an agent's gate command names none (the broker refuses ``-o``)
+and would freeze ``constant`` for the run. So a loop run — it holds work copies or hill-climb started it —
+takes :data:`.._decide.alpha_budget.LOOP_SCHEDULE` at its first decision unless the spec or command line
+names one; one-shot gating keeps ``constant``; frozen settings stay. Controller only; pays and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -25,7 +20,6 @@ KEY = "gate_alpha_schedule"
 
 
 def is_loop_run(rundir: RunDir) -> bool:
-    """Whether the run holds work copies or hill-climb drove it."""
     work = rundir.root / "work"
     return rundir.hill_climb_dir().is_dir() or (work.is_dir() and any(p.is_dir() for p in work.iterdir()))
 
@@ -39,8 +33,7 @@ def _spec_names_one(spec: Spec) -> bool:
 
 
 def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]) -> tuple[Spec, str | None]:
-    """(the spec a session on ``rundir`` decides under, why its schedule is the loop's — None
-    when it is not changed here)."""
+    """(the spec a session on ``rundir`` decides under, why its schedule is the loop's, or None)."""
     if rundir is None or KEY in overrides or spec.gate_alpha_schedule != "constant" or _spec_names_one(spec):
         return spec, None
 
@@ -58,7 +51,6 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
 
 
 def frozen_schedule(rundir: RunDir | None) -> str | None:
-    """The α schedule the run froze at its first decision (None before one, or none recorded)."""
     if rundir is None:
         return None
     from .gate_settings import FROZEN_EVENT
@@ -69,18 +61,15 @@ def frozen_schedule(rundir: RunDir | None) -> str | None:
 
 
 def run_loop_schedule(rundir: RunDir | None) -> str:
-    """The schedule a loop's gates in ``rundir`` use when the spec names none: the one the run
-    froze, whatever it is (a run that began under `lord` keeps it; one whose first decision was a
-    one-shot gate at `constant` keeps that too: its gate settings are frozen, and a loop that
-    passed another schedule to its gates was refused at every round), else the loop default."""
+    """The schedule a loop's gates in ``rundir`` use when the spec names none: the one the run froze,
+    whatever it is, else the loop default."""
     frozen = frozen_schedule(rundir)
     return frozen if frozen is not None else LOOP_SCHEDULE
 
 
 def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
-    """One line for a loop started on a run that froze ``constant`` at a one-shot gate (the
-    tutorial's gate, then hill-climb), unless the spec chose it: what that costs and the way to
-    the loop's own schedule."""
+    """One line for a loop on a run that froze ``constant`` at a one-shot gate (unless the spec chose it):
+    the cost and the way to the loop's schedule."""
     if spec_names_one or frozen_schedule(rundir) != "constant":
         return None
     return (
@@ -92,8 +81,8 @@ def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
 
 
 def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
-    """One line for ``baseline``: its levels are the loop's, and before the run's first decision
-    a one-shot gate of a candidate folder (the tutorial's next step) would freeze ``constant``."""
+    """One line for ``baseline``: its levels are the loop's, and a one-shot gate before the first decision
+    would freeze ``constant``."""
     if frozen_schedule(rundir) is not None or spec.gate_alpha_schedule != "constant" or _spec_names_one(spec):
         return None
     return (
@@ -105,10 +94,8 @@ def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
 
 
 def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spec:
-    """The spec the run's *next* decision is taken under, for a reader (``spend``, ``plan``,
-    ``baseline``): the settings the run froze at its first decision; before one, the loop's
-    schedule when the run is a loop (``loop``: the caller hands it to one, as ``baseline`` does)
-    and the spec names none; else the spec as it is."""
+    """The spec the run's next decision is taken under: the frozen settings; before any, the loop's
+    schedule for a loop run (``loop``: the caller hands it to one) when the spec names none; else the spec."""
     from .gate_settings import decided_under
 
     if frozen_schedule(rundir) is not None:

@@ -1,11 +1,7 @@
 """The loop's memory: LEDGER.md (a row per decision) and rejected.jsonl (what was refuted).
 
-Both are views of the ``decision`` events in the hash-chained log, rewritten whole after every
-decision, so they can never disagree with it. The next proposal reads them to be structurally
-different from what was refuted: against which parent, which files it changed and how (the
-bounded unified diff the decision logged), which tasks it fixed and broke, and the numbers the
-gate saw.
-"""
+Views of the log's ``decision`` events, rewritten whole after every decision. The next proposal reads them
+to differ from what was refuted: parent, files and diff, tasks fixed and broken, the gate's numbers."""
 
 from __future__ import annotations
 
@@ -68,9 +64,8 @@ def ledger_row(entry: dict[str, Any]) -> list[str]:
 
 
 def cell(text: str) -> str:
-    """``text`` fit for one table cell: ``|`` escaped, and every line break a Markdown reader
-    or a line reader honours (``\\r`` too, a Unicode line separator) and every other control
-    character made a space — a note that broke its row would add a forged one."""
+    """``text`` fit for one table cell: ``|`` escaped, every line break or control character a space (a
+    note that broke its row would add a forged one)."""
     flat = "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
     return flat.replace("|", "\\|")
 

@@ -1,12 +1,8 @@
-"""A new candidate whose text is a decided one's (:mod:`.._project.text_identity`): the same
-candidate for the gate, so the decision taken on it, at its level, stands — refused like an
-exact repeat, and said so. Only decided tags of the run and the best are compared: undecided
-bytes have no decision to launder. Each one's text is read from its snapshot, and a snapshot
-whose bytes no longer hash to what the log registered is skipped (it is refused where it is
-read for a decision; here it only cannot vouch for a repeat).
+"""A new candidate whose text is a decided one's (:mod:`.._project.text_identity`): the same candidate for
+the gate, so the decision taken on it, at its level, stands — refused like an exact repeat, and said so.
 
-Controller side; pays nothing, writes nothing.
-"""
+Only decided tags and the best are compared (undecided bytes have no decision to launder), each from its
+snapshot; a snapshot that no longer hashes to its registration is skipped. Pays and writes nothing."""
 
 from __future__ import annotations
 
@@ -20,8 +16,8 @@ from .identity import Earlier, earlier_with_bytes, registered_hashes
 
 
 def same_text_as(rundir: RunDir, tag: str, path: Path, *, best: str) -> Earlier | None:
-    """The decided tag (or the best) of this run whose files differ from ``path``'s in line
-    endings and trailing whitespace only; None when none does."""
+    """The decided tag (or the best) whose files differ from ``path``'s in line endings and trailing
+    whitespace only; None when none."""
     registered = registered_hashes(rundir)
     if tag in registered:
         return None  # a resume of its own bytes
@@ -44,7 +40,6 @@ def same_text_as(rundir: RunDir, tag: str, path: Path, *, best: str) -> Earlier 
 
 
 def near_repeat_line(tag: str, earlier: Earlier, *, best: str) -> str:
-    """The one line a refused near-repeat gets."""
     same = f"candidate {tag!r} differs from {earlier.tag!r} only in line endings or trailing whitespace"
     if earlier.tag == best and earlier.decision in (None, "accept"):
         return (

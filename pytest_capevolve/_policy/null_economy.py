@@ -1,13 +1,8 @@
 """When null controls stop being paid for: once one has shown a spread of exactly 0.
 
-A null control is a byte-identical copy of the best run at the same trial seeds; its per-task
-deltas are the agent's own run-to-run noise. A reproducible agent (same seed, same output)
-shows none: every delta exactly 0. Another null of the same best then can only repeat that,
-under the same adapter and spec (a run locks both: a changed harness is a new run), so it
-buys nothing. Read by planning: the best's identical null is kept (its rollouts exist, so it
-costs nothing and still sets the floor) and no other is paid for until the best changes.
-Controller side; pays nothing.
-"""
+A reproducible agent's null shows every delta exactly 0, and another null of the same best under the same
+locked harness can only repeat that. So planning keeps the best's identical null (it costs nothing and
+still sets the floor) and pays for no other until the best changes. Pays nothing."""
 
 from __future__ import annotations
 
@@ -15,8 +10,8 @@ from .._store.rundir import RunDir
 
 
 def identical_null(rundir: RunDir, best: str, n_tasks: int, nulls: int) -> str | None:
-    """The first of the best's null controls (``<best>-null1..nulls``) whose checked verdict
-    against ``best`` covers all ``n_tasks`` val tasks with every per-task delta exactly 0."""
+    """The first of the best's nulls whose checked verdict covers all ``n_tasks`` val tasks with every
+    delta exactly 0."""
     for i in range(1, nulls + 1):
         tag = f"{best}-null{i}"
         if tag not in rundir.snapshots.known_tags():

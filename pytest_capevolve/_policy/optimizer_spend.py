@@ -1,11 +1,7 @@
 """What proposing a candidate cost: the optimizer's dollars, tokens and seconds, checked.
 
-Booked with a decision (:func:`.commit.book`) — from ``capevolve commit --optimizer-usd/-tokens/
--seconds`` or from the JSON line a hill-climb optimizer prints — and summed in ``state.json``,
-where ``max_usd`` counts it beside the runner's spend. A spend is a count of money, tokens and
-time: a negative, NaN, infinite or absurd value is refused in one line, never booked (a
-negative cost would quietly give back budget the rollouts used).
-"""
+Booked with a decision and summed in ``state.json``, where ``max_usd`` counts it beside the runner's spend.
+A negative, NaN, infinite or absurd value is refused in one line (a negative cost would give back budget)."""
 
 from __future__ import annotations
 
@@ -26,12 +22,10 @@ class SpendRefused(Refusal):
 
 
 def checked_usd(value: object, where: str, name: str = "usd") -> float:
-    """``value`` as dollars in [0, 1e6]; SpendRefused (naming ``where`` and ``name``) otherwise."""
     return _number(value, where, name, MAX_USD)
 
 
 def checked_tokens(value: object, where: str, name: str = "tokens") -> int:
-    """``value`` as a whole number of tokens in [0, 1e12]; SpendRefused otherwise."""
     number = _number(value, where, name, MAX_TOKENS)
     if not number.is_integer():
         raise SpendRefused(f"{where}: {name}={value!r} is not a whole number of tokens")
@@ -50,8 +44,7 @@ def _number(value: object, where: str, name: str, top: float) -> float:
 
 @dataclass(frozen=True)
 class OptimizerSpend:
-    """What proposing the candidate cost (reported by the optimizer; summed in state.json).
-    Refused at construction when any part is not a spend."""
+    """What proposing the candidate cost; refused at construction when any part is not a spend."""
 
     usd: float = 0.0
     tokens: int = 0
@@ -64,10 +57,8 @@ class OptimizerSpend:
 
 
 def unbooked_usd(rundir: RunDir) -> float:
-    """Dollars hill-climb optimizers reported and the log recorded (their ``proposed`` event)
-    for rounds not decided yet: spent already, booked with the decision to come. Every ceiling
-    check counts them, so a gate session started after a dear proposal cannot pay rollouts the
-    optimizer's cost already used up."""
+    """Dollars optimizers reported (``proposed`` events) for rounds not yet decided: spent already, so
+    every ceiling check counts them."""
     decided = {str(e.get("tag")) for e in rundir.log.of_kinds("decision")}
     reported: dict[str, float] = {}
     for event in rundir.log.of_kinds("hill_climb_iteration"):

@@ -1,19 +1,11 @@
 """A judge's preferences between a candidate's and its best's outputs: ``gate_mode: pairwise``.
 
-Controller only, after the run loop: for every (task, trial) valid on both arms, the adapter's
-``prefer()`` judges the two stored outputs (each rollout file held to the sha256 its
-``rollout`` event recorded) once in each order — the best's output first, then the
-candidate's — so a judge's lean to a position counts as much for one arm as for the other.
-Each judgement is logged as a ``preference`` event (A = the best, B = the candidate), and a
-judgement the log holds is never asked again: a re-run, ``capevolve gate TAG`` and a resumed
-session read the same preferences, and only a gate session (which has the adapter) judges.
-Before it judges, the session logs what it is about to judge (``judging``: its claim id, the
-pair and the cells), and each ``preference`` event names that claim: a judgement no such event
-holds (appended through the API from outside a session), or a cell judged twice, is refused
-before anything reads it, as an untrusted rollout is (:mod:`.._store.paid_by`).
-A task's net preference is its B wins − A wins: what the ``pairwise`` rule tests
-(:func:`.._decide.rules._pairwise`).
-"""
+Controller only, after the run loop: for every (task, trial) valid on both arms, the adapter's ``prefer()``
+judges the two stored outputs (each held to its event's sha256) in both orders, so a lean to a position
+cancels. Each judgement is logged as a ``preference`` event (A = best, B = candidate) and never asked
+again; only a gate session judges. The session first logs ``judging`` (claim, pair, cells) and each
+``preference`` names it: a judgement no claim holds, or a cell judged twice, is refused before anything
+reads it. A task's net preference (B wins − A wins) is what the ``pairwise`` rule tests."""
 
 from __future__ import annotations
 
@@ -45,9 +37,8 @@ Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]
 
 
 def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
-    """The judgements the log holds for ``tag`` (B) against ``against`` (A); refused (naming
-    the first few) where one was not made by the session whose ``judging`` event holds it, or a
-    cell was judged twice."""
+    """The judgements the log holds for ``tag`` against ``against``; refused where one was not made under
+    its session's ``judging`` claim, or a cell was judged twice."""
     judged: Judged = {}
     held: dict[object, set[tuple[str, int, str]]] = {}  # claim -> cells it said it would judge
     problems: list[str] = []
@@ -78,9 +69,8 @@ def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
 def judge_missing(
     rundir: RunDir, adapter: Any, pool: Mapping[str, Task], tag: str, against: str, arms: tuple[Arm, Arm]
 ) -> list[str]:
-    """Judge, and log, every (task, trial, order) valid on both arms that the log lacks; returns
-    what kept a judgement from being made (the judge raised, answered outside A/B/tie, or a
-    rollout file was edited): missing data, not logged, so the next gate session asks again."""
+    """Judge and log every (task, trial, order) the log lacks; returns what kept a judgement from being
+    made (missing data, not logged: asked again next time)."""
     done = logged_preferences(rundir, tag, against)
     problems: list[str] = []
     held: HeldToEvents | None = None
@@ -114,9 +104,8 @@ def judge_missing(
 
 
 def failed_cells(rundir: RunDir, tag: str, against: str) -> set[tuple[str, int]]:
-    """The (task, trial) cells of ``tag`` against ``against`` whose judging failed once: a later
-    judgement of one is a second draw, and a candidate can choose where the judge fails (an
-    output its reply parser chokes on where it would lose), so it is weighed at worst."""
+    """The cells whose judging failed once: a later judgement is a second draw (a candidate can choose
+    where the judge fails), so it is weighed at worst."""
     return {
         (e["task_id"], int(e["trial"]))
         for e in rundir.log.of_kinds(JUDGE_FAILED_EVENT)
@@ -127,7 +116,6 @@ def failed_cells(rundir: RunDir, tag: str, against: str) -> set[tuple[str, int]]
 def _held_outputs(
     rundir: RunDir, held: HeldToEvents, a: RolloutRecord, b: RolloutRecord
 ) -> tuple[Any, Any] | None:
-    """The two stored outputs, each file held to its rollout event (None: a file is gone)."""
     full_a, full_b = (rundir.rollouts.read_rollout(GATE_SPLIT, r.task_id, r.tag, r.trial) for r in (a, b))
     if full_a is None or full_b is None:
         return None
@@ -166,14 +154,10 @@ def task_nets(
     trials: set[tuple[str, int]],
     redrawn: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
-    """Each task's net preference over its trials among ``trials`` (the cells the verdict
-    compares) judged in both orders, in ``task_ids`` order (None when none was); the cells
-    judged in one order only, missing data: the order that failed could be the one a judge's
-    lean to a position would have cancelled (a candidate can make a judge fail in one order);
-    and, where a cell was not judged in both orders, the nets at worst (each such cell counted
-    as the best preferred in both: a candidate can make the judge fail on the tasks it would
-    lose) with the number of those cells; a cell in ``redrawn`` (its judging failed before) is
-    counted in the nets and, at worst, as not judged."""
+    """Each task's net preference over ``trials`` judged in both orders (None when none was), in
+    ``task_ids`` order; the cells judged in one order only (missing: the failed order could be the one that
+    cancels a lean); and the nets at worst (each such cell, and each in ``redrawn``, as the best preferred
+    in both) with their count."""
     per_task: dict[str, list[str]] = {}
     worst: dict[str, list[str]] = {}
     one_way: list[str] = []
@@ -196,9 +180,8 @@ def task_nets(
 
 
 def held_to_worst_case(verdict: Verdict, worst: WorstCase) -> Verdict:
-    """A pairwise accept that the cells not judged in both orders could flip (each
-    counted as the best preferred in both) is indecisive, as unequal infra errors that could
-    flip a reward verdict are: the judge's failures may be the candidate's doing."""
+    """A pairwise accept that the cells not judged in both orders could flip is indecisive: the judge's
+    failures may be the candidate's doing."""
     if verdict.decision != ACCEPT or worst is None:
         return verdict
     nets, missing = worst
@@ -229,10 +212,8 @@ def pairwise_nets(
     against: str,
     prefer: Prefer | None,
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
-    """The net preferences a ``pairwise`` verdict of ``tag`` against ``against`` reads: judged
-    first where ``prefer`` is given (a gate session), read from the log alone where it is not
-    (``capevolve gate``), over the cells valid on both arms; and what kept judgements from
-    being made; and the nets at worst (:func:`task_nets`)."""
+    """The net preferences a ``pairwise`` verdict reads: judged first where ``prefer`` is given, else from
+    the log alone; what kept judgements from being made; and the nets at worst (:func:`task_nets`)."""
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)

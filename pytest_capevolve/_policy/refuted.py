@@ -1,10 +1,7 @@
 """What a booked decision changed, as the folders to compare and, for a reject, the change itself.
 
-Used by :func:`.commit.book` when it logs a decision: ``changed_files`` names the files, and a
-reject carries its bounded unified diff (``diff``) so ``rejected.jsonl`` tells the next proposer
-what was refuted — the edit, not only where it was. Reads snapshots (or, for a candidate
-refused before it had one, its recorded source folder); writes nothing.
-"""
+:func:`.commit.book` logs ``changed_files`` and, for a reject, a bounded unified ``diff``, so
+``rejected.jsonl`` tells the next proposer what edit was refuted. Writes nothing."""
 
 from __future__ import annotations
 
@@ -19,9 +16,8 @@ from .._store.rundir import RunDir
 def compared(
     rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None
 ) -> tuple[Path, Path] | None:
-    """``tag``'s folder and its parent's, from their snapshots (a candidate refused by a screen
-    has none: its source folder, recorded in the verdict, stands in, else its work copy); None
-    when either is gone."""
+    """``tag``'s folder and its parent's from snapshots (else the recorded source folder, else the work
+    copy); None when either is gone."""
     mine, theirs = rundir.snapshots.snapshot_dir(tag), rundir.snapshots.snapshot_dir(parent)
     if not mine.is_dir():
         source = (verdict or {}).get("details", {}).get("source")
@@ -32,8 +28,8 @@ def compared(
 
 
 def refuted_diff(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> str:
-    """The unified diff ``tag`` made against ``parent``, cut to :data:`.candidate_diff.DIFF_LIMIT`
-    characters; "" when there is nothing to compare (or nothing changed)."""
+    """The unified diff ``tag`` made against ``parent``, cut to :data:`.candidate_diff.DIFF_LIMIT`; "" if
+    none."""
     folders = compared(rundir, tag, parent, verdict)
     if folders is None:
         return ""

@@ -1,24 +1,12 @@
 """A verdict re-derived from a run's persisted val rollouts, as the session decided it.
 
-Used by ``capevolve gate`` (pays no rollout) and by anything else that asks again what a gate
-said: an ordinary verdict is re-judged against the spec's gate with its recorded null controls;
-a *grown* verdict (one decided at look > 1 of :mod:`.._decide.looks`) is re-judged as it was
-decided — at its pooled trials, at its look's α, with its null controls judged at the pooled
-trials too. Lives here, below the CLI, so the rule of re-derivation is one rule with the
-session's.
+Used by ``capevolve gate`` (pays no rollout) and whatever asks again what a gate said. A grown verdict
+(look > 1) is re-judged as decided: at its pooled trials and its look's α. An override that departs from
+the recorded settings asks a **what-if**: shown, marked as not the decision (:func:`departures`), and the
+CLI exits with the what-if code, never accept.
 
-An override that departs from the recorded decision's settings (another ``--against``, gate
-mode, ``k_se``, α, a regression veto it did not have) asks a **what-if**: its answer is computed
-and shown, marked as not the decision (:func:`departures`, ``details["what_if"]``), and the CLI
-exits with the what-if code, never with accept — a what-if is a question, not a way to a second
-decision on the same bytes.
-
-Both paths judge the same evidence and pass the verdict through the same list: the first
-logged outcome of each rollout stands (:func:`first_evidence`), and :data:`VERDICT_PASSES`
-(looks, resolution, frozen settings, label, veto, repaid rollouts) turns the judged verdict
-into the one the session writes and ``capevolve gate`` re-derives — one list, so the two
-cannot give different answers.
-"""
+Both the session and this module judge the same evidence (:func:`first_evidence`: each rollout's first
+logged outcome) and pass the verdict through one list, :data:`VERDICT_PASSES`, so they cannot differ."""
 
 from __future__ import annotations
 
@@ -58,8 +46,8 @@ class GateAsk:
 def val_evidence(
     spec: Spec, rundir: RunDir, val_ids: list[str], trials: int | None = None, tags: list[str] | None = None
 ) -> Evidence:
-    """The run's val evidence, of ``tags`` only when given (from the index: no rollout file is
-    read), at ``trials`` trials (default the spec's), each rollout at its first logged outcome."""
+    """The run's val evidence (``tags`` only when given, from the index) at ``trials`` trials, each rollout
+    at its first logged outcome."""
     by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT, tags))
     return first_evidence(spec, rundir, by_tag, val_ids, trials or spec.num_trials)[0]
 
@@ -67,15 +55,15 @@ def val_evidence(
 def first_evidence(
     spec: Spec, rundir: RunDir, by_tag: ByTag, task_ids: list[str], trials: int, prefer: Prefer | None = None
 ) -> tuple[Evidence, dict[str, int]]:
-    """The first pass, before judging: (the evidence with each rollout's first logged outcome —
-    a redraw is no new evidence, :mod:`.._store.first_outcomes` — and each tag's repaid count)."""
+    """The evidence with each rollout's first logged outcome (a redraw is no new evidence), and each tag's
+    repaid count."""
     by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
     return Evidence.of_run(spec, rundir, by_tag, task_ids, trials, prefer), repaid
 
 
 def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verdict:
-    """The verdict of ``ask.tag`` against ``ask.against`` (default: the recorded parent, else
-    the best). Refused (:class:`.Refusal`) for an unknown tag or a tag gated against itself."""
+    """The verdict of ``ask.tag`` against ``ask.against`` (default: the recorded parent, else the best).
+    Refused for an unknown tag or a tag gated against itself."""
     # derived only from rollouts a session claimed and paid once (:mod:`.._store.paid_by`)
     paid_by.refuse_untrusted(rundir.log.of_kinds(*paid_by.KINDS), rundir.run_id)
     recorded = rundir.verdicts.verdict(ask.tag)
@@ -119,7 +107,6 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
 
 
 def _against(rundir: RunDir, ask: GateAsk, recorded: dict[str, Any] | None) -> str:
-    """The tag ``ask.tag`` is gated against: ``--against``, else the recorded parent, else the best."""
     against: str = ask.against or (recorded["against"] if recorded else rundir.state.best())
     known = set(rundir.snapshots.known_tags())
     for tag in (ask.tag, against):
@@ -131,7 +118,7 @@ def _against(rundir: RunDir, ask: GateAsk, recorded: dict[str, Any] | None) -> s
 
 
 def _at_level(verdict: Verdict, level: DecidedLevel, alpha: float | None) -> Verdict:
-    """The verdict re-derived at the level its decision had (or at ``--alpha``, said so)."""
+    """The verdict re-derived at its decision's level (or at ``--alpha``, said so)."""
     if alpha is None:
         note = f"at the level this decision had ({level.text})"
     elif Fraction(str(alpha)) != level.alpha:
@@ -150,7 +137,6 @@ def _at_level(verdict: Verdict, level: DecidedLevel, alpha: float | None) -> Ver
 def _what_if(
     rundir: RunDir, verdict: Verdict, recorded: dict[str, Any] | None, departs: list[str]
 ) -> Verdict:
-    """An answer under settings the decision did not have, marked as not the decision."""
     booked = booked_decision(rundir, verdict.tag)
     line = what_if_line(verdict.tag, departs, booked, recorded)
     what_if = {"answer": verdict.decision, "departs": departs, "booked": booked, "line": line}
@@ -162,9 +148,8 @@ def _what_if(
 
 
 def departures(recorded: dict[str, Any] | None, ask: GateAsk, level: DecidedLevel | None) -> list[str]:
-    """The overrides of ``ask`` that depart from the settings ``recorded`` (the verdict the
-    session wrote) was decided under, each as ``"--flag VALUE (the decision: ...)"``; empty when
-    there is no recorded verdict (nothing was decided) or every override repeats its setting."""
+    """The overrides of ``ask`` that depart from the settings ``recorded`` was decided under, each as
+    ``"--flag VALUE (the decision: ...)"``; empty with no recorded verdict."""
     if recorded is None:
         return []
     found = []
@@ -185,7 +170,6 @@ def departures(recorded: dict[str, Any] | None, ask: GateAsk, level: DecidedLeve
 
 
 def booked_decision(rundir: RunDir, tag: str) -> str | None:
-    """The last decision the log booked on ``tag`` (None: a verdict with no decision booked)."""
     booked = None
     for event in rundir.decisions():
         if event.get("tag") == tag and isinstance(event.get("decision"), str):
@@ -194,7 +178,6 @@ def booked_decision(rundir: RunDir, tag: str) -> str | None:
 
 
 def what_if_line(tag: str, departs: list[str], booked: str | None, recorded: dict[str, Any] | None) -> str:
-    """The line a what-if answer is printed under: what departs, and what was decided."""
     decided = (
         f"the decision booked on {tag!r} is {booked}"
         if booked
@@ -216,9 +199,8 @@ class DecidedLevel:
 
 
 def decided_level(recorded: dict[str, Any] | None) -> DecidedLevel | None:
-    """The level ``recorded`` (a verdict file) was decided at: a round's family share (Holm's
-    α/k, ...) when it has one, else the α it records (its look's share, its schedule's α_j).
-    None when it records none (a legacy mode, an indecisive verdict)."""
+    """The level ``recorded`` was decided at: a round's family share when it has one, else the α it
+    records. None when it records none (a legacy mode, an indecisive verdict)."""
     if not recorded or recorded.get("mode") != "exact":
         return None
     family = (recorded.get("details") or {}).get("family") or {}
@@ -235,29 +217,26 @@ def decided_level(recorded: dict[str, Any] | None) -> DecidedLevel | None:
 
 
 def _exact(level: float) -> Fraction:
-    """A level recorded only as a float (verdicts written before ``level_exact``): the simplest
-    fraction that is that float (1/60 for 0.01666…), else the float's own value."""
+    """A level recorded only as a float (older verdicts): the simplest fraction that is that float, else
+    the float."""
     simple = Fraction(level).limit_denominator(10**9)
     return simple if float(simple) == level else Fraction(level)
 
 
 def _null_delta(verdict: dict[str, Any]) -> Fraction | float | None:
-    """A null's Δ̄ as the null floor compares it: the exact fraction its verdict recorded."""
     exact = verdict.get("delta_exact")
     return Fraction(exact) if isinstance(exact, str) else verdict.get("delta_mean")
 
 
 def _looks(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A grown verdict's looks record (decided at look > 1), else None."""
     looks: dict[str, Any] = ((recorded or {}).get("details") or {}).get("looks") or {}
     return looks if int(looks.get("look", 1)) > 1 else None
 
 
 @dataclass(frozen=True)
 class Passing:
-    """What the verdict passes read beside the verdict: the spec, each tag's repaid rollouts,
-    the tags whose first look counted (tag → that verdict's seq), harness-changed labels, the
-    gate settings overridden on the command line, why the α schedule was taken, the veto."""
+    """What the verdict passes read beside the verdict: the spec, repaid rollouts, counted first looks (tag
+    → seq), harness-changed labels, command-line overrides, why the α schedule was taken, the veto."""
 
     spec: Spec
     repaid: Mapping[str, int]
@@ -321,15 +300,14 @@ NULL_PASSES = tuple((name, step) for name, step in VERDICT_PASSES if name in ("s
 def passed(
     passing: Passing, verdict: Verdict, passes: tuple[tuple[str, VerdictPass], ...] | None = None
 ) -> Verdict:
-    """``verdict`` after ``passes`` (default :data:`VERDICT_PASSES`, read when called), in order."""
+    """``verdict`` after ``passes`` (default :data:`VERDICT_PASSES`), in order."""
     for _, step in VERDICT_PASSES if passes is None else passes:
         verdict = step(passing, verdict)
     return verdict
 
 
 def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) -> Verdict:
-    """The verdict with its harness-changed label (``--capevolve-harness-changed``), in its
-    details and as a warning the summary prints under it; unchanged when it has none."""
+    """The verdict with its harness-changed label, in its details and as a warning."""
     label = (labels or {}).get(verdict.tag)
     if not label:
         return verdict
@@ -357,10 +335,8 @@ def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) ->
 def with_settings(
     spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...], schedule_why: str | None = None
 ) -> Verdict:
-    """The verdict with the gate settings it was decided under (frozen with the run:
-    :mod:`.._policy.gate_settings`) and, when some came from the command line, a warning
-    saying which — printed under the verdict in the summary; so too the loop's α schedule
-    taken by default (``schedule_why``)."""
+    """The verdict with the gate settings it was decided under and a warning naming those from the command
+    line, or the loop's α schedule taken by default."""
     settings = settings_of(spec)
     details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
     details["guards"] = guards_of(spec)
@@ -375,9 +351,8 @@ def with_settings(
 
 
 def with_looks(spec: Spec, verdict: Verdict, look: int, counted: int | None = None) -> Verdict:
-    """The verdict with the look it was decided at (1 = the first gate; a grow adds one) and
-    the α schedule across looks (:mod:`..decide.looks`). ``counted``: the seq of the tag's
-    first verdict, indecisive by coverage, that was its look 1 — this gate is then look 2."""
+    """The verdict with its look (1 = the first gate) and the α schedule across looks. ``counted``: the seq
+    of the tag's verdict that was its look 1."""
     if counted is None:
         record = looks_record(spec.gate_alpha, look, spec.grow_max_looks)
         return replace(verdict, details={**verdict.details, "looks": record})
@@ -396,8 +371,8 @@ def with_looks(spec: Spec, verdict: Verdict, look: int, counted: int | None = No
 
 
 def counted_looks(rundir: RunDir, tags: list[str], against: str) -> dict[str, int]:
-    """Tag → the seq of its first verdict against ``against`` that was indecisive by coverage
-    and showed a Δ̄: a look that counts (:func:`.._decide.looks.counted_look_factor`)."""
+    """Tag → the seq of its first verdict against ``against`` that was indecisive by coverage and showed a
+    Δ̄ (a look that counts)."""
     wanted = set(tags)
     found: dict[str, int] = {}
     for event in rundir.log.of_kinds("verdict"):

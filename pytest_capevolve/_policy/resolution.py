@@ -1,14 +1,8 @@
 """Say the resolution before paying: the smallest win the next decision can accept on this val.
 
-Read by ``capevolve spend``, ``plan`` and ``baseline`` (through :func:`.spend.spend_report`).
-The next decision's level is the one the gate session would use: the α the run's schedule
-gives it (:mod:`.._decide.alpha_budget`), its share at Holm's first step when ``siblings``
-are gated together (α/k: the strictest a sibling may face), and the first look's share when
-the spec allows growth (:mod:`.._decide.looks`). The smallest win at that level is exact
-(:func:`.._stats.resolution.smallest_win`): "improve ≥ k of n tasks with none worse". When
-even all n would not do, the round is told it cannot accept anything. Pure: spec, events and
-sizes in, plain data out.
-"""
+Read by ``capevolve spend``, ``plan`` and ``baseline``. The next level is the one the gate session would
+use (the schedule's α, Holm's first step α/k over ``siblings``, the first look's share with growth) and the
+smallest win at it is exact: "improve ≥ k of n tasks with none worse". Pure."""
 
 from __future__ import annotations
 
@@ -25,8 +19,6 @@ from .._stats.resolution import smallest_win
 
 
 class Resolution(TypedDict):
-    """What ``spend``/``plan`` print under ``resolution``."""
-
     level: float
     level_exact: str
     how: str
@@ -39,8 +31,6 @@ class Resolution(TypedDict):
 
 
 class MinEffectReach(TypedDict):
-    """Can an edit of ``gate_min_effect`` pass on this val, now and for how many decisions?"""
-
     min_effect: float
     most_tasks: int  # the most tasks an edit of that Δ̄ can improve (one trial in T each)
     passes_next: bool  # at the next decision's level
@@ -54,7 +44,6 @@ SUPPORT_CAP = 1000  # decisions counted ahead; past it "every decision" in effec
 
 
 def next_level(spec: Spec, events: list[dict[str, Any]], siblings: int = 1) -> tuple[Fraction, str]:
-    """The level the next decision on val is taken at, exactly, and how it came to be."""
     decided = alpha_budget.decisions_so_far(events)
     return _level_at(spec, events, decided, siblings)
 
@@ -62,7 +51,6 @@ def next_level(spec: Spec, events: list[dict[str, Any]], siblings: int = 1) -> t
 def _level_at(
     spec: Spec, events: list[dict[str, Any]], decided: int, siblings: int = 1
 ) -> tuple[Fraction, str]:
-    """The level of a decision after ``decided`` decisions (the log's accepts and discards)."""
     accepts = alpha_budget.accepted_decisions(events)
     discarded = alpha_budget.discarded_decisions(events)
     family = alpha_budget.round_alpha(
@@ -82,9 +70,8 @@ def _level_at(
 
 
 def most_tasks(min_effect: float, n_val: int, trials: int) -> int:
-    """The most val tasks an edit of mean effect ``min_effect`` can improve with none worse: each
-    improved task gains at least one trial in ``trials`` (1/T of a task), so at most
-    ⌊min_effect·n·T⌋ of them (computed on the decimal as written: no float rounding)."""
+    """The most val tasks an edit of mean effect ``min_effect`` can improve with none worse: at most
+    ⌊min_effect·n·T⌋ (each gains ≥ 1/T), on the decimal as written."""
     exact = Fraction(str(min_effect)) * n_val * max(trials, 1)
     return min(n_val, int(exact))
 
@@ -92,9 +79,8 @@ def most_tasks(min_effect: float, n_val: int, trials: int) -> int:
 def min_effect_reach(
     spec: Spec, events: list[dict[str, Any]], n_val: int, siblings: int = 1
 ) -> MinEffectReach:
-    """Whether an edit of ``gate_min_effect`` can still pass at the next decision, and how many
-    decisions from here the val supports at that effect (each one counted, none accepted: the
-    fewest a run gets; ``addis`` skips the decisions it discards, which cost nothing)."""
+    """Whether an edit of ``gate_min_effect`` can still pass at the next decision, and how many decisions
+    the val supports at that effect (``addis`` skips its discards)."""
     effect = spec.gate_min_effect
     k = most_tasks(effect, n_val, spec.num_trials)
     decided = alpha_budget.decisions_so_far(events)
@@ -150,7 +136,6 @@ def min_effect_reach(
 
 
 def resolution(spec: Spec, events: list[dict[str, Any]], n_val: int, siblings: int = 1) -> Resolution:
-    """The smallest win the gate can accept at the next decision's level on ``n_val`` tasks."""
     level, how = next_level(spec, events, max(siblings, 1))
     k = smallest_win(level, n_val) if n_val > 0 else None
     if k is not None:
@@ -178,9 +163,8 @@ def resolution(spec: Spec, events: list[dict[str, Any]], n_val: int, siblings: i
 
 
 def out_of_reach(verdict: Verdict) -> Verdict:
-    """``verdict`` (a round's exact-gate reject) with a note when it improved fewer tasks than
-    the smallest win its own level can accept: no edit that small can pass on this val, so
-    more trials of it would not help either; said so the next proposal aims wider."""
+    """``verdict`` (an exact-gate reject) with a note when it improved fewer tasks than its level's
+    smallest win: more trials would not help; aim wider."""
     if verdict.mode != "exact" or verdict.decision != "reject" or not verdict.n_tasks:
         return verdict
     family = verdict.details.get("family") or {}
@@ -205,10 +189,8 @@ FLOOR_MEAN = 0.05  # a best this low fails (nearly) everything: check the harnes
 
 
 def headroom(task_means: list[float], smallest: int | None) -> dict[str, Any]:
-    """The baseline's headroom verdict on the best's per-task val means (nan: no valid trial):
-    ``saturated`` when fewer tasks are below a perfect score than the smallest win the next
-    decision can accept (no candidate can pass: add harder val tasks), ``floor`` when the best
-    fails (nearly) every task (a harness to check before paying for a loop), else ``ok``."""
+    """The best's headroom on val: ``saturated`` when fewer tasks are below perfect than the smallest win
+    (add harder tasks), ``floor`` when it fails nearly every task (check the harness), else ``ok``."""
     valid = [m for m in task_means if m == m]
     below = sum(1 for m in valid if m < 1)
     mean = sum(valid) / len(valid) if valid else None

@@ -1,11 +1,8 @@
 """Accepted siblings not merged yet: the reminder the design calls "required" before a stop.
 
-Read by :func:`.spend.spend_report` (``capevolve spend``) from the run's events. Siblings are
-candidates booked with the same parent; when two of them were accepted (the later one re-gated
-against the earlier) and fixed disjoint sets of val tasks, the best holds only the later one's
-edit — the earlier one's fix is lost unless ``capevolve merge`` builds a candidate from both,
-which is then gated like any other. A pair some work copy already merges is not listed.
-"""
+When two siblings (same parent) were both accepted and fixed disjoint val tasks, the best holds only the
+later edit; ``capevolve spend`` names the pair until ``capevolve merge`` builds (and the gate judges) a
+candidate from both."""
 
 from __future__ import annotations
 
@@ -15,8 +12,8 @@ from typing import Any
 
 
 def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs of accepted siblings (same parent) with disjoint ``fixed`` tasks that no merge
-    work copy combines yet, oldest pair first: ``{"tags", "parent", "fixed", "command"}``."""
+    """Pairs of accepted siblings with disjoint ``fixed`` tasks no merge combines yet, oldest first:
+    ``{"tags", "parent", "fixed", "command"}``."""
     accepted: dict[str, list[Mapping[str, Any]]] = {}
     merged: list[set[str]] = []
     for event in events:
@@ -44,7 +41,6 @@ def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
 
 
 def merge_reminder(pairs: list[dict[str, Any]]) -> str:
-    """One sentence for a stop recommendation; empty when nothing waits to be merged."""
     if not pairs:
         return ""
     named = "; ".join(f"{' and '.join(p['tags'])} (from {p['parent']!r}): {p['command']}" for p in pairs)

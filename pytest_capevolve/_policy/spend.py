@@ -1,12 +1,9 @@
 """What the run has spent, what the next round would cost, and whether to go on.
 
-``capevolve spend`` prints :func:`spend_report` before an optimizer proposes siblings: the best's
-full-val numbers, everything spent (rollouts, runner $ measured from the rollouts, optimizer
-$/tokens/seconds booked by ``commit``), every ceiling with used/limit, whether N siblings fit
-(:func:`.afford.afford`), the stop condition's predicates against the measured actuals, and a
-recommendation (stop / narrow_scope / continue) with its reason. Nothing here pays a rollout or
-writes the run dir; the budget ceilings and the pure affordability check are :mod:`.afford`.
-"""
+``capevolve spend`` prints :func:`spend_report` before an optimizer proposes siblings: the best's numbers,
+everything spent, every ceiling, whether N siblings fit (:func:`.afford.afford`), the stop condition
+against the actuals, and a recommendation (stop / narrow_scope / continue) with its reason. Pays and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -62,10 +59,8 @@ def spend_report(
     now: float | None = None,
     loop: bool = False,
 ) -> dict[str, Any]:
-    """The ``capevolve spend`` object for the run (docs/how-to/run-the-loop.md lists its keys). Reads
-    ``state.json``, ``events.jsonl``, ``splits.json`` and the val rollouts; pays nothing.
-    ``loop``: the caller hands the run to a loop (``baseline``), whose gates take the loop's
-    schedule unless the spec names one."""
+    """The ``capevolve spend`` object (docs/how-to/run-the-loop.md lists its keys); pays nothing. ``loop``:
+    the run is handed to a loop, whose gates take its schedule unless the spec names one."""
     state = rundir.state.read_state()
     events = rundir.log.events()
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
@@ -154,7 +149,6 @@ def spend_report(
 
 
 def _best_json(records: ByTag, best: str, val_ids: list[str], trials: int) -> dict[str, Any]:
-    """The best's full-val numbers: mean, SE, coverage, and whether val is complete."""
     matrix = reward_matrix(records.get(best, {}), val_ids, trials)
     mean, se = stats.mean_se(stats.task_means(matrix))
     coverage = stats.coverage(matrix)
@@ -177,7 +171,6 @@ def _spent_json(
     optimizer: dict[str, float],
     now: float | None,
 ) -> dict[str, Any]:
-    """Everything spent: rollouts (by split), runner and optimizer money, decisions, wall clock."""
     by_split: dict[str, int] = {}
     task_evals = {"rollouts": 0, "usd": 0.0}  # capevolve eval-task: diagnosis, never evidence
     for event in events:
@@ -212,7 +205,6 @@ def _spent_json(
 
 
 def _ceilings_json(spec_ceilings: Ceilings, spent: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each of the spec's own ceilings with what counts against it, used/limit and reached."""
     return {
         "max_metric_calls": _ceiling(spent["rollouts"], spec_ceilings.max_metric_calls, "rollouts paid"),
         "max_usd": _ceiling(spent["total_usd"] or 0.0, spec_ceilings.max_usd, "USD: runner + optimizer"),
@@ -230,7 +222,6 @@ def _constraints(
     val_ids: list[str],
     trials: int,
 ) -> dict[str, Any]:
-    """The stop condition's predicates against the measured actuals, and its unread clauses."""
     best = best_json["tag"]
     actuals = sc.Actuals(
         val_mean=best_json["val_mean"],
@@ -251,7 +242,6 @@ def _constraints(
 
 
 def _exhausted(ceiling_json: dict[str, dict[str, Any]], constraints: dict[str, Any]) -> list[str]:
-    """The ceilings reached and the stop condition's caps met."""
     exhausted = [name for name, c in ceiling_json.items() if c["reached"]]
     exhausted += [
         f"stop_condition {p['kind']} ({p['clause']!r})"
@@ -268,9 +258,8 @@ def _overridden(
     alarm: Mapping[str, Any],
     reach: Mapping[str, Any],
 ) -> dict[str, str]:
-    """The budget's recommendation, overridden by a worn-out val split (refresh it) or a next
-    level no edit can pass (stop), annotated with a calibration alarm, and a stop in a finalized
-    run whatever the budget says."""
+    """The budget's recommendation, overridden by a worn-out val (refresh) or an unreachable next level
+    (stop), annotated with a calibration alarm, and stop in a finalized run."""
     if reuse["refresh_val"] and recommendation["action"] != "stop":
         recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
     out_of_reach = _out_of_reach(reach)
@@ -286,11 +275,8 @@ def _overridden(
 
 
 def _out_of_reach(reach: Mapping[str, Any]) -> str | None:
-    """Why no round can pass at the next decision's level, or None: no candidate at all can
-    (even every val task improved), or the α the run has spent put an edit of
-    ``gate_min_effect`` out of reach where the first decision could pass it (a val too small for
-    that effect from the start is said in ``resolution.min_effect``, not a stop: larger edits
-    can still pass)."""
+    """Why no round can pass at the next level, or None: no candidate can (even every task improved), or
+    the α spent put ``gate_min_effect`` out of reach where the first decision could pass it."""
     if not reach["reachable"]:
         return f"stop: {reach['sentence']}."
     effect = reach["min_effect"]
@@ -318,7 +304,6 @@ def _guard_means(
 
 
 def _guard_suffix(constraints: dict[str, Any]) -> str:
-    """What every recommendation adds: guards not holding or unmeasured, unread clauses."""
     guards = [p for p in constraints["predicates"] if p["role"] == "guard" and not p["met"]]
     broken = [p for p in guards if "note" not in p]
     unmeasured = [p for p in guards if "note" in p]
@@ -336,7 +321,6 @@ def _guard_suffix(constraints: dict[str, Any]) -> str:
 
 
 def _near_limits(ceilings: dict[str, dict[str, Any]], constraints: dict[str, Any]) -> list[str]:
-    """The ceilings and stop-condition caps spent to :data:`NARROW_AT` or more."""
     near = [
         f"{name} {c['fraction']:.0%} spent"
         for name, c in ceilings.items()
@@ -357,47 +341,41 @@ def _recommend(
     can: Affordability,
     one: Affordability,
 ) -> dict[str, str]:
-    goals = [p for p in constraints["predicates"] if p["role"] == "goal"]
-    met_goals = [p for p in goals if p["met"]]
     suffix = _guard_suffix(constraints)
+
+    def say(action: str, reason: str) -> dict[str, str]:
+        return {"action": action, "reason": reason + suffix}
+
+    met_goals = [p for p in constraints["predicates"] if p["role"] == "goal" and p["met"]]
     spent = [name for name in exhausted if name != "stall" and not name.startswith("stop_condition stall")]
     if spent:
-        return {"action": "stop", "reason": f"budget exhausted: {', '.join(spent)}.{suffix}"}
+        return say("stop", f"budget exhausted: {', '.join(spent)}.")
     if exhausted:  # a stall is a plateau, not money or rollouts spent: said with its rule
         stall = ceilings["stall"]
         rule = f"spec stall={stall['limit']:g}" if stall["reached"] else exhausted[0]
-        return {
-            "action": "stop",
-            "reason": f"stalled: {stall['used']:g} rejects in a row reached the stall rule ({rule}: "
-            f"stop after that many rejects without an accept).{suffix}",
-        }
+        return say(
+            "stop",
+            f"stalled: {stall['used']:g} rejects in a row reached the stall rule ({rule}: "
+            "stop after that many rejects without an accept).",
+        )
     if met_goals:
         goal = met_goals[0]
-        return {
-            "action": "stop",
-            "reason": f"goal met on full val: {goal['clause']!r} "
-            f"(best's val mean {goal['actual']:.4f}).{suffix}",
-        }
+        return say(
+            "stop", f"goal met on full val: {goal['clause']!r} (best's val mean {goal['actual']:.4f})."
+        )
     if one.affordable is False:
         names = ", ".join(b["ceiling"] for b in one.blockers)
-        return {
-            "action": "stop",
-            "reason": f"not even one more sibling fits: it would cross {names}.{suffix}",
-        }
+        return say("stop", f"not even one more sibling fits: it would cross {names}.")
     near = _near_limits(ceilings, constraints)
     if near:
-        return {
-            "action": "narrow_scope",
-            "reason": f"{'; '.join(near)} and the goal is unmet: propose one cheap candidate, "
-            f"no fan-out.{suffix}",
-        }
+        return say(
+            "narrow_scope",
+            f"{'; '.join(near)} and the goal is unmet: propose one cheap candidate, no fan-out.",
+        )
     if can.affordable is False:
         names = ", ".join(b["ceiling"] for b in can.blockers)
-        return {
-            "action": "narrow_scope",
-            "reason": f"the requested siblings would cross {names}, one would not: propose one.{suffix}",
-        }
-    return {"action": "continue", "reason": f"no ceiling within {NARROW_AT:.0%} and no goal met.{suffix}"}
+        return say("narrow_scope", f"the requested siblings would cross {names}, one would not: propose one.")
+    return say("continue", f"no ceiling within {NARROW_AT:.0%} and no goal met.")
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -408,7 +386,6 @@ def _num(value: Any, spec: str = ".4f") -> str:
 
 
 def render_table(report: dict[str, Any]) -> list[str]:
-    """A short human table of :func:`spend_report` (``capevolve spend --table``)."""
     b, s, a = report["best"], report["spent"], report["afford"]
     lines = [
         f"capevolve spend — run {report['run_id']}",
@@ -462,5 +439,4 @@ def render_table(report: dict[str, Any]) -> list[str]:
 
 
 def _plain_number(value: Any) -> Any:
-    """A measured value as a person reads it: 0.84, not 0.8400000000000001 (floats only)."""
     return f"{value:.6g}" if isinstance(value, float) else value

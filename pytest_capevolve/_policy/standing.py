@@ -1,18 +1,9 @@
 """The first decision stands: a registered tag's verdict, once it decided, is not taken again.
 
-A gate session asked for a tag that already has a decisive verdict (accept, reject, a repeat,
-provisional or inconclusive) does not judge it a second time — not alone at the full α after a
-Holm round rejected it, not against a new best, not under new gate flags. The session
-re-derives the recorded decision at its recorded level (:func:`.regate.regate`, as
-``capevolve gate`` does), pays nothing, writes no verdict and exits with that decision's code.
-
-What may still be gated again under the same tag: a verdict that decided nothing (indecisive on
-coverage, an interrupted sequential gate's ``undecided``) — the resume that pays what is
-missing — and a provisional verdict grown by a grow session (:mod:`.._session.grow`, which
-adds a look and passes ``replacing=True`` to the store).
-
-Controller side or the CLI; pays nothing, writes nothing.
-"""
+A gate session asked for a tag with a decisive verdict does not judge it again (not alone after a Holm
+round, not against a new best, not under new flags): it re-derives the recorded decision at its level
+(:func:`.regate.regate`), pays and writes nothing, and exits with that decision's code. A verdict that
+decided nothing may be resumed, and a provisional one grown. Controller side or the CLI."""
 
 from __future__ import annotations
 
@@ -29,9 +20,8 @@ DECIDED = ("accept", "reject", "repeat", "provisional", "inconclusive")
 
 
 def standing_verdict(rundir: RunDir, tag: str) -> dict[str, Any] | None:
-    """The verdict ``tag`` was decided by, checked against the log (an edited file is refused,
-    RunDirError); None when the run never registered the tag, its verdict decided nothing, or it
-    was a screen's refusal before any rollout (the screen decides such a tag again)."""
+    """The verdict ``tag`` was decided by, checked against the log; None when unregistered, undecided, or a
+    screen's refusal before any rollout."""
     if tag not in registered_hashes(rundir):
         return None
     recorded = rundir.verdicts.checked(tag)
@@ -45,14 +35,12 @@ def standing_verdict(rundir: RunDir, tag: str) -> dict[str, Any] | None:
 
 
 def recorded_verdict(recorded: dict[str, Any]) -> Verdict:
-    """A verdict file read back as the verdict it records (a rule :mod:`.regate` does not
-    re-derive, the sequential gate's, is shown as it decided)."""
+    """A verdict file read back as it records (the sequential gate's is shown as it decided)."""
     names = {f.name for f in fields(Verdict)}
     return Verdict(**{k: v for k, v in recorded.items() if k in names})
 
 
 def already_decided_reason(recorded: dict[str, Any], rederived: str) -> str:
-    """The reason a gate session prints for a tag it did not judge again."""
     return (
         f"already decided against {recorded.get('against')!r}: the first verdict stands, "
         f"re-derived, nothing paid or written (a tag is decided once; new bytes need a new tag) — "

@@ -1,15 +1,9 @@
 """The spec's free-text ``stop_condition``, read by a fixed grammar — never guessed.
 
-Used by ``capevolve spend`` (and any loop driver) to turn a person's sentence such as
-"stop at val mean ≥ 0.8, $5 or 2 hours; never break task n07" into predicates it can check
-against measured numbers. The text is cut into clauses (on commas, semicolons, newlines, "or",
-"and"); each clause becomes exactly one :class:`Predicate` or one :class:`Ambiguity` naming why
-it could not be read (no number, unknown unit, which split?, several conditions at once). A
-vague clause ("when it's good enough") is reported, never turned into a number; a target on the
-test split is refused, because test is sealed and scored once, after the search.
-
-Pure: strings in, dataclasses out; no I/O. :func:`parse` never raises.
-"""
+"stop at val mean ≥ 0.8, $5 or 2 hours; never break task n07" is cut into clauses (commas, semicolons,
+newlines, "or", "and"); each becomes one :class:`Predicate` or one :class:`Ambiguity` saying why it could
+not be read. A vague clause is reported, never made a number; a target on test is refused (it is sealed).
+Pure; :func:`parse` never raises."""
 
 from __future__ import annotations
 
@@ -35,8 +29,6 @@ from .stop_terms import (
 
 @dataclass(frozen=True)
 class StopCondition:
-    """The parsed text: every clause is in exactly one of ``predicates`` or ``ambiguous``."""
-
     text: str
     clauses: tuple[str, ...] = ()
     predicates: tuple[Predicate, ...] = ()
@@ -52,9 +44,8 @@ class StopCondition:
 
 @dataclass(frozen=True)
 class Actuals:
-    """What has been measured, for :func:`evaluate`. ``val_mean`` is the best's mean over the
-    val tasks it has data on; ``val_full`` says whether that is every val task (a goal is met
-    only on full val). ``task_means``: task id → (best's mean, seed's mean), None when absent."""
+    """What has been measured: ``val_mean`` over the val tasks with data, ``val_full`` whether that is
+    every task (a goal is met only on full val), ``task_means``: id → (best's, seed's mean)."""
 
     val_mean: float | None = None
     val_full: bool = False
@@ -89,7 +80,6 @@ def _normalize(text: str) -> str:
 
 
 def split_clauses(text: str | None) -> list[str]:
-    """The clauses of a stop condition, stripped, empty ones dropped, in order."""
     if not text:
         return []
     cleaned = _FILLER.sub(" ", _normalize(text))
@@ -98,8 +88,7 @@ def split_clauses(text: str | None) -> list[str]:
 
 
 def parse(text: str | None) -> StopCondition:
-    """Read a stop condition; never raises. Each clause (see :func:`split_clauses`) yields exactly
-    one predicate or one ambiguity, in the clause order."""
+    """Read a stop condition; never raises. Each clause yields one predicate or one ambiguity, in order."""
     if text is None:
         return StopCondition(text="")
     text = str(text)
@@ -123,12 +112,9 @@ def _compare(actual: float, op: str, number: float) -> bool:
 
 
 def evaluate(condition: StopCondition, actuals: Actuals) -> list[dict[str, Any]]:
-    """Each predicate with its measured ``actual`` and ``met``.
-
-    A cap is met when the actual reached its number (time to stop); the goal is met when the
-    best's mean over *every* val task reaches it (on part of val it is unmet, with a note); a
-    guard is met while it holds (the best's mean on the task is not below the seed's); with no
-    data it is unmet with ``actual`` None and a note."""
+    """Each predicate with its measured ``actual`` and ``met``: a cap when reached, the goal when the
+    best's mean over every val task reaches it, a guard while the best is not below the seed on its task;
+    no data: unmet, with a note."""
     out = []
     for p in condition.predicates:
         row = p.to_json()

@@ -125,7 +125,6 @@ def _number(match: re.Match[str]) -> float:
 
 
 def _blank(text: str, match: re.Match[str]) -> str:
-    """``text`` with the match replaced by spaces, so the next rule cannot read it again."""
     return text[: match.start()] + " " * (match.end() - match.start()) + text[match.end() :]
 
 
@@ -157,8 +156,8 @@ def read_clause(clause: str) -> Predicate | Ambiguity:
 
 
 def _read_quantities(clause: str, rest: str, found: list[Predicate], problems: list[str]) -> str:
-    """The caps (stall, USD, rollouts, iterations, time) into ``found``, other currencies and
-    ambiguous reject counts into ``problems``; returns ``rest`` with all of them blanked."""
+    """The caps (stall, USD, rollouts, iterations, time) into ``found``, other currencies and ambiguous
+    reject counts into ``problems``; returns ``rest`` with them blanked."""
     for pattern in _STALL:
         while (m := pattern.search(rest)) is not None:
             found.append(Predicate(STALL, _number(m), clause))
@@ -190,8 +189,7 @@ def _read_quantities(clause: str, rest: str, found: list[Predicate], problems: l
 
 
 def _read_target(clause: str, c: str, rest: str, found: list[Predicate], problems: list[str]) -> str:
-    """Targets: a number left over, with a word that makes it a goal (on val, as a mean in
-    [0, 1] or a percentage); returns ``rest`` with the number blanked."""
+    """A number left over with a goal word, as a val mean; returns ``rest`` with it blanked."""
     m = _TARGET_NUM.search(rest) if _TARGET_WORDS.search(rest) else None
     if m is None:
         return rest

@@ -1,12 +1,8 @@
 """How much of val the run has used up: the α budget's state and the calibration alarm.
 
-Read by ``capevolve spend`` (and the gate session's terminal summary): the gate decisions made
-on val so far (``gate_decision`` events), the α the next one gets under ``gate_alpha_schedule``
-(:mod:`..decide.alpha_budget`), and the minimum detectable effect (MDE, 80 % power) at that α
-with this val size and the spread of per-task deltas the run has seen. When the target effect
-(``gate_min_effect``) is no longer detectable the advice is plain: refresh val with new tasks,
-or stop. Pure: events, verdicts and sizes in; a plain dict out (:class:`ValReuse`).
-"""
+Read by ``capevolve spend`` and the gate's summary: decisions made on val, the α the next gets, and the MDE
+(80 % power) at that α with this val and the deltas' spread. When ``gate_min_effect`` is out of reach the
+advice is plain: refresh val, or stop. Pure."""
 
 from __future__ import annotations
 
@@ -22,8 +18,6 @@ POWER = 0.8
 
 
 class ValReuse(TypedDict):
-    """How much of val the run has used up, as ``capevolve spend`` prints it under ``val_reuse``."""
-
     schedule: str
     alpha: float
     decisions: int
@@ -40,8 +34,7 @@ class ValReuse(TypedDict):
 
 
 def delta_spread(events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]]) -> float | None:
-    """The spread (SD) of per-task deltas, SE·√n, from the verdict of the newest tag gated on
-    val (a null control's is as good as a candidate's: the same noise)."""
+    """The SD of per-task deltas, SE·√n, from the newest verdict gated on val (a null's serves as well)."""
     gated = [e for e in events if e.get("kind") in (alpha_budget.DECISION_EVENT, NULL_EVENT)]
     # null controls first: their deltas are pure noise, which is what the MDE is about
     for event in sorted(reversed(gated), key=lambda e: e.get("kind") != NULL_EVENT):

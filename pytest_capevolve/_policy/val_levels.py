@@ -1,10 +1,6 @@
 """What ``capevolve verify`` says of the run's α budget: the levels its gate decisions took.
 
-Apart from :mod:`.val_budget` (the budget's state and the MDE, which need numpy and the
-estimators) so that verify, which reads only the ``gate_decision`` lines and the locked α,
-does not import numpy and the statistics to check them (a twentieth of a verify at 60,000
-rollouts, uncached).
-"""
+Apart from :mod:`.val_budget` so that verify does not import numpy and the statistics for it."""
 
 from __future__ import annotations
 
@@ -17,10 +13,8 @@ if TYPE_CHECKING:
 
 
 def level_problems(rundir: RunDir, events: list[dict[str, Any]] | None = None) -> list[str]:
-    """One line per ``gate_decision`` that took a level another decision had (two gate
-    sessions judging from one state of the budget), or whose α_j is not its schedule's
-    (:func:`.._decide.alpha_budget.slot_problems`). ``events``: the whole log, parsed (every
-    line, not only those a byte search finds), when the caller holds it."""
+    """One line per ``gate_decision`` that took another's level or whose α_j is not its schedule's.
+    ``events``: the whole parsed log, when the caller holds it."""
     import yaml
 
     alpha: float | None = None

@@ -1,16 +1,9 @@
 """Verdicts from persisted rollouts: the glue between the run dir and :mod:`gate`.
 
-Used by the gate session on the controller (after the run loop) and by ``capevolve gate``,
-so a verdict re-derived later from the same rollouts is the same verdict. Gates only on the
-val split: the gate never sees train or test. Reads no file itself: callers hand it the records,
-and :meth:`Evidence.of_run` the run's two lazy readers (snapshot sizes, the judge's re-scores).
-
-Every verdict of a run whose scorer is re-scored (``judge_rescores`` > 1) carries the judge's
-and the agent's shares of its Var(Δ̄) (``judge_noise``), computed here, in :meth:`Evidence.judge`,
-over the very cells the gate compared: a gate session's, a grow's, a sequential gate's (early
-verdicts on the tasks seen), ``capevolve gate``'s re-derivation — one rule, wherever a verdict
-is made.
-"""
+Used by the gate session and by ``capevolve gate``, so a verdict re-derived from the same rollouts is the
+same. Gates only on val. Reads no file itself: callers hand it the records and lazy readers. A re-scored
+scorer's verdicts carry the judge's and agent's shares of Var(Δ̄), computed in :meth:`Evidence.judge` over
+the cells the gate compared, wherever a verdict is made."""
 
 from __future__ import annotations
 
@@ -48,11 +41,8 @@ def gate_config(
     look: int = 1,
     max_looks: int | None = None,
 ) -> GateConfig:
-    """The gate's config for ``spec``. ``alpha`` is the α this decision gets (default the
-    spec's); when the spec allows growth it is split across the decision's looks and this
-    config decides look number ``look`` (see :mod:`.looks`). ``max_looks``: the looks the
-    decision had, when its verdict records more than the spec allows (a first look spent on an
-    indecisive-by-coverage verdict)."""
+    """The gate's config for ``spec`` at α ``alpha`` (default the spec's), split across looks when the spec
+    allows growth; ``max_looks``: the looks the decision had, when more than the spec allows."""
     decision_alpha = spec.gate_alpha if alpha is None else alpha
     looks = spec.grow_max_looks if max_looks is None else max_looks
     return GateConfig(
@@ -71,8 +61,7 @@ def gate_config(
 
 
 def guarded_tasks(spec: Spec) -> tuple[str, ...]:
-    """The tasks the spec's ``stop_condition`` guards ("never break task X"): the gate vetoes
-    an accept that lowers one of them (:func:`.._decide.gate.decide`)."""
+    """The tasks the spec's ``stop_condition`` guards; the gate vetoes an accept that lowers one."""
     condition = parse_stop_condition(spec.stop_condition)
     return tuple(dict.fromkeys(p.task for p in condition.predicates if p.kind == NO_REGRESS and p.task))
 
@@ -89,11 +78,9 @@ class Evidence:
         rescores: Callable[[], RescoresByTag] | None = None,
         redrawn: Callable[[], set[tuple[str, str, str, int]]] | None = None,
     ) -> None:
-        """``size_of(tag)``: bytes of the tag's snapshot, asked only by ``simplicity_tiebreak``;
-        ``rescores()``: the recorded re-scores (None: the scorer is not re-scored), read once,
-        by the first verdict; ``redrawn()``: the (split, tag, task, trial) keys whose first attempt
-        was an infra error, paid again (:func:`.._store.first_outcomes.redrawn_after_errors`), read
-        once, by the first verdict whose arms differ in errors."""
+        """``size_of(tag)``: snapshot bytes (``simplicity_tiebreak`` only); ``rescores()``: the recorded
+        re-scores (None: not re-scored); ``redrawn()``: keys whose first attempt was an infra error. Each
+        read once, on first need."""
         self.by_tag = by_tag
         self._read_redrawn = redrawn
         self._redrawn: set[tuple[str, str, str, int]] | None = None
@@ -123,11 +110,9 @@ class Evidence:
         num_trials: int,
         prefer: Prefer | None = None,
     ) -> Evidence:
-        """The evidence of a run's records, with the run's readers: how every verdict is made
-        (so none lacks what another carries). The re-scores are read only when the run's
-        scorer is re-scored (``judge_rescores`` is frozen with the run's spec lock); the judge's
-        preferences only by a ``pairwise`` verdict — judged first where ``prefer`` is given (a
-        gate session), read from the log where not (:mod:`.preferences`)."""
+        """The evidence of a run's records with the run's readers, so no verdict lacks what another
+        carries. Re-scores are read only for a re-scored scorer; preferences only by a ``pairwise`` verdict
+        (judged where ``prefer`` is given, else read from the log)."""
         from .._store.first_outcomes import redrawn_after_errors
 
         rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
@@ -145,7 +130,6 @@ class Evidence:
         return made
 
     def cells(self, tag: str) -> evidence.Cells:
-        """The tag's records as arrays, laid out once (the best is read by every candidate)."""
         if tag not in self._cells:
             self._cells[tag] = evidence.cells(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
         return self._cells[tag]
@@ -166,8 +150,8 @@ class Evidence:
         config: GateConfig,
         null_deltas: list[float | Fraction] | None = None,
     ) -> Verdict:
-        """Gate ``tag`` against ``against`` on the trial indices both have (a grown best is
-        compared with an ungrown null control on the null's trials only)."""
+        """Gate ``tag`` against ``against`` on the trials both have (a grown best against an ungrown null:
+        the null's trials)."""
         failed: list[str] = []
         worst: WorstCase = None
         if config.mode == "pairwise":  # no reward floor: the sign test is its own null
@@ -204,9 +188,8 @@ class Evidence:
         return replace(verdict, judge_noise=split) if split else verdict
 
     def _first_attempts(self, tag: str, matrix: np.ndarray) -> np.ndarray:
-        """``matrix`` with each trial whose first attempt was an infra error missing again: a
-        draw paid after an error is a second draw, and candidate code may choose which draws
-        end in one (an exception where its answer fails)."""
+        """``matrix`` with each trial whose first attempt was an infra error missing: candidate code may
+        choose which draws end in an error."""
         if self._read_redrawn is None:
             return matrix
         if self._redrawn is None:
@@ -225,9 +208,8 @@ class Evidence:
         return first
 
     def judge_noise(self, tag: str, against: str) -> dict[str, Any]:
-        """The split of Var(Δ̄) of ``tag`` against ``against`` from the re-scores of the cells
-        both have in this evidence (its tasks, its first ``num_trials`` trials); ``{}`` without
-        re-scores, or with fewer than two shared tasks."""
+        """The split of Var(Δ̄) from the re-scores of the cells both have; ``{}`` without re-scores or with
+        fewer than two shared tasks."""
         if self._read_rescores is None:
             return {}
         if self._rescores is None:
@@ -254,8 +236,7 @@ class Evidence:
 
 
 def null_deltas(verdicts: list[Verdict]) -> list[float | Fraction]:
-    """The null controls' Δ̄, as the exact fractions their verdicts recorded (the null floor
-    is decided on them; a verdict without one gives its float)."""
+    """The null controls' Δ̄ as the exact fractions their verdicts recorded (else the float)."""
     return [
         Fraction(v.delta_exact) if v.delta_exact is not None else v.delta_mean
         for v in verdicts
@@ -264,8 +245,6 @@ def null_deltas(verdicts: list[Verdict]) -> list[float | Fraction]:
 
 
 def verdict_file(verdict: Verdict, **extra: Any) -> dict[str, Any]:
-    """What ``verdicts/<tag>.json`` holds: every number the decision rests on, and where the
-    rollouts behind it are."""
     data = {**verdict.to_dict(), **extra}
     # confined or not: the candidate code whose rollouts this session ran, and the optimizer
     data.setdefault("confinement", confinement.said())
@@ -278,15 +257,12 @@ def verdict_file(verdict: Verdict, **extra: Any) -> dict[str, Any]:
 
 
 def null_config(config: GateConfig) -> GateConfig:
-    """The config a null control is judged at: "better", whatever ``gate_margin`` asks. A copy
-    of the best is no worse than a margin below it, so judged "no worse than δ" its accept is
-    right, and would sound the calibration alarm on an honest run; asked "better" it measures
-    what a null control is for (the gate's false accepts on this project's noise)."""
+    """A null control is judged "better", whatever ``gate_margin`` asks: a copy of the best is no worse
+    than δ below it, so a margin would sound the calibration alarm on an honest run."""
     return replace(config, margin=0.0)
 
 
 def as_null(verdict: Verdict) -> Verdict:
-    """A null control's verdict: it must be reject; an accept is a calibration alarm."""
     if verdict.decision == "accept":
         return replace(
             verdict,

@@ -6,20 +6,14 @@ A user writes one class with three methods::
     run_target(task, ctx, *, seed)    -> Rollout      # run the agent once; never score here
     score(task, rollout)              -> Score        # reward in [0, 1] plus feedback
 
-and optionally ``live(candidate_dir)``, a context manager that makes a candidate the one the
-agent uses and yields the ``ctx`` handed to ``run_target`` (default: the candidate dir itself).
+and optionally ``live(candidate_dir)``, a context manager yielding the ``ctx`` handed to
+``run_target`` (default: the candidate dir). ``run_target`` and ``score`` may be ``async``.
+``thread_safe = False`` says rollouts must not overlap in one process (``live()``/``apply()``
+changes process-global state), which refuses ``--capevolve-concurrency`` above 1
+(:func:`.._engine.runner.declared_thread_safe`).
 
-``run_target`` and ``score`` may be ``async def`` (``live`` then may be an async context
-manager). Optional attribute ``thread_safe``: ``False`` says the adapter's rollouts must not
-overlap in one process — its ``live()``/``apply()`` changes process-global state (an
-environment variable, a module-level prompt, the working directory) — so
-``--capevolve-concurrency`` above 1 is refused for it (see :func:`.runner.declared_thread_safe`;
-an ``apply()`` adapter without ``live()`` is taken as not thread-safe unless it says ``True``).
-
-The types accept the keyword arguments of cap-evolve's ``Task``/``Rollout``/``Score`` so an
-adapter written for it works after changing its imports; its ``run_target(task, dir, split)``
-signature and ``apply(dir)`` method are honoured too (see :class:`.runner.AdapterRunner`).
-"""
+The types accept cap-evolve's ``Task``/``Rollout``/``Score`` keywords, and its
+``run_target(task, dir, split)`` and ``apply(dir)`` are honoured (:class:`.._engine.runner.AdapterRunner`)."""
 
 from __future__ import annotations
 
@@ -118,9 +112,8 @@ MAX_COST_USD = 1e6
 
 
 def check_cost(value: Any, where: str) -> float:
-    """Return a rollout's ``cost_usd`` as a finite float ≥ 0 or raise an AdapterError saying
-    what was wrong: checked as a reward is, since every spend sum and ceiling adds it up (a NaN
-    would make ``max_usd`` stop nothing, a negative cost would give spend back)."""
+    """A rollout's ``cost_usd`` as a finite float ≥ 0, else an AdapterError: a NaN would make
+    ``max_usd`` stop nothing, a negative cost would give spend back."""
     if value is None:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -139,9 +132,7 @@ def check_cost(value: Any, where: str) -> float:
 
 
 def check_tokens(value: Any, where: str) -> int:
-    """Return a rollout's ``tokens`` as an int ≥ 0 or raise an AdapterError saying what was
-    wrong: like ``cost_usd``, a count every usage sum adds up (before, ``int(tokens or 0)`` took
-    a negative count as given, truncated 2.9 to 2 and raised a traceback on NaN)."""
+    """A rollout's ``tokens`` as an int ≥ 0, else an AdapterError (as :func:`check_cost`)."""
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -155,13 +146,9 @@ def check_tokens(value: Any, where: str) -> int:
 
 
 def load_adapter(ref: str, project_dir: Path, *, note_startup_hooks: bool = True) -> Any:
-    """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it.
-
-    Runs wherever items are collected (controller without xdist, each worker with it), and in
-    each sandbox child, which starts no sandbox of its own and so need not note the start-up
-    hooks (``note_startup_hooks=False``: a scan of every installed distribution, saved). The
-    module is registered under a name derived from its path so two projects never collide.
-    """
+    """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it, under a module
+    name derived from its path. A sandbox child starts no sandbox, so it passes
+    ``note_startup_hooks=False``."""
     source_only(project_dir)  # a .pyc planted beside the adapter or a candidate is never loaded
     if note_startup_hooks:
         startup_hooks.remember()  # before any sandbox child of this process runs candidate code

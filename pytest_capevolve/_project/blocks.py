@@ -1,11 +1,8 @@
 """Replicate blocks: independent runs of the same evaluation, told apart by their trial index.
 
-Block ``B`` runs trial ``k`` as the global trial index ``B · BLOCK_STRIDE + k``, so its seed is
-``base_seed + B · BLOCK_STRIDE + k`` — the usual ``seed = base_seed + trial`` rule, with the
-block's base seed shifted by a stride far larger than any trial count (a session plans at most
-1,000,000 rollouts, and grow only continues a block's trial indices). Block 0 is today's
-evaluation: its trial indices, file names and records are exactly what they always were.
-"""
+Block ``B`` runs trial ``k`` as global trial index ``B · BLOCK_STRIDE + k`` (so seed
+``base_seed + B · BLOCK_STRIDE + k``), a stride larger than any session's rollouts. Block 0 is
+the ordinary evaluation, unchanged."""
 
 from __future__ import annotations
 

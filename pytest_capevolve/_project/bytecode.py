@@ -1,28 +1,14 @@
 """Never load bytecode for a project's own files: they are compiled from their locked source.
 
-Python loads ``__pycache__/<name>.cpython-3XX.pyc`` instead of a module's source whenever the
-cached file claims the source's mtime and size, and those are easy to copy. So a ``.pyc``
-built from a modified adapter (planted by hand, or by candidate code during its own gate) ran
-in place of the locked ``adapter.py``, and one planted beside a sibling snapshot's
-``tools/reply.py`` broke the seed and its nulls. The harness lock and the snapshot hash read
-the sources, so neither saw it.
-
-:func:`source_only` names the folders whose bytecode is never trusted — the project (its
-adapter, the modules beside it, and ``.capevolve/``'s snapshots, which candidate code runs
-from). Python's source loader (``SourceFileLoader``: what ``import``, ``spec_from_file_location``
-and ``runpy`` use) is wrapped once per process so that, for a file under one of them, it never
-reads a cache (it compiles the source) and never writes one. pytest's rewritten conftests keep
-their own cache, so the project's ``__pycache__`` folders are emptied of bytecode before a
-session imports its conftests (:func:`purge`): what was planted between two sessions is gone
-before anything could read it, and what candidate code plants during a session is read by no
-process (each compiles the project's files from source).
-
-Everything else — the standard library, site-packages, pytest — keeps Python's ordinary cache
-(an earlier version pointed ``sys.pycache_prefix`` at a fresh folder per process, which made
-every process compile every module it imported late: 6.4 s → 14.3 s to import inspect_ai and
-openai). Writing those is editing the environment, which the threat model names as out of reach
-of a file-level guard (start-up hooks are locked, see :mod:`.startup_hooks`).
-"""
+Python loads a ``__pycache__`` ``.pyc`` whenever it claims the source's mtime and size, which
+are easy to copy, so a planted ``.pyc`` could run in place of the locked adapter, unseen by the
+harness lock and the snapshot hash. :func:`source_only` names the folders whose bytecode is
+never trusted (the project, with ``.capevolve/``'s snapshots), and Python's source loader is
+wrapped once per process to neither read nor write a cache under them. pytest's rewritten
+conftests keep their own cache, so :func:`purge` empties the project's ``__pycache__`` folders
+before a session imports them. Everything else keeps Python's cache (a cache per process cost
+6.4 s → 14.3 s to import inspect_ai and openai); the environment is out of a file-level guard's
+reach (start-up hooks are locked, :mod:`.startup_hooks`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Candidates: tags, content hashes and the names built from ids.
 
-A candidate is a folder; its identity is the hash of its bytes, so "the same tag" can never
-quietly mean two different capabilities. Pure filesystem reads; no run-dir writes here.
-"""
+A candidate's identity is the hash of its bytes, so "the same tag" never means two
+capabilities. Pure filesystem reads."""
 
 from __future__ import annotations
 
@@ -39,9 +38,8 @@ HANDOVER = frozenset(
 
 
 def handover_ignore(root: Path) -> Callable[[str, list[str]], set[str]]:
-    """A ``shutil.copytree`` ignore for copying candidate ``root``: caches anywhere, handover
-    files at its top level only — as :func:`iter_files` counts them, so a ``skills/x/PROCESS.md``
-    the capability holds is copied (and hashed), never silently dropped from a work copy."""
+    """A ``shutil.copytree`` ignore for candidate ``root``: caches anywhere, handover files at
+    its top level only, as :func:`iter_files` counts them."""
     top = os.path.realpath(root)
 
     def ignore(folder: str, names: list[str]) -> set[str]:
@@ -72,9 +70,8 @@ _NULL_CONTROL_TAG = re.compile(r"^(?P<best>.+)-null(?P<n>[0-9]+)$", re.IGNORECAS
 
 
 def null_control_of(tag: str) -> str | None:
-    """The tag whose null control ``tag`` is named as (``seed-null1`` → ``seed``), else None.
-    Such names are reserved: a gate registers ``<best>-null<i>`` as a byte-identical copy of the
-    best, so a real candidate under that name would block every gate of the run after it."""
+    """The tag whose null control ``tag`` is named as (``seed-null1`` → ``seed``), else None:
+    reserved names, or a real candidate would block every later gate."""
     found = _NULL_CONTROL_TAG.match(tag)
     return None if found is None else found.group("best")
 
@@ -86,15 +83,14 @@ def escape_id(task_id: str) -> str:
     Characters outside ``[A-Za-z0-9_.-]`` and a leading dot become ``%XX`` per UTF-8 byte; an
     upper-case letter becomes ``^`` and its lower case (``Q1`` → ``^q1``; ``^`` itself is
     escaped), so names differ in more than case; a name too long for a file system is cut and
-    suffixed with a hash of the full id. (Before, upper case was kept: see :func:`legacy_escape_id`.)
+    suffixed with a hash of the full id.
     """
     return _escape(task_id, fold_case=True)
 
 
 def legacy_escape_id(task_id: str) -> str:
-    """The name runs written before case-safe names used (upper case kept as it is). Readers
-    do not need it — a rollout's key is read from its content — but a writer replacing such a
-    rollout removes the old-named file."""
+    """The name older runs used (upper case kept), so a writer replacing such a rollout removes
+    the old-named file."""
     return _escape(task_id, fold_case=False)
 
 
@@ -217,10 +213,8 @@ def changed_files(candidate: Path, parent: Path) -> list[str]:
 
 def read_plain(path: Path) -> bytes | None:
     """The bytes of the regular file ``path``, opened without following a link (None when it
-    is a link, gone, or not a regular file by the time it is read). A candidate folder the
-    optimizer writes is listed refusing links (:func:`iter_files`), but a file listed as plain
-    may be made a link before it is read: read by path with the evaluator's rights, it would
-    hand the optimizer what the link points at (a gold file, the record)."""
+    is a link, gone, or not a regular file): a file listed as plain may be made a link to a
+    gold file before it is read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:

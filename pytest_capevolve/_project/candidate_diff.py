@@ -1,12 +1,9 @@
 """What a candidate changed, as text: a unified diff of two candidate folders, and its bounded
 form for records that must stay small.
 
-Used by ``capevolve diff`` and hill-climb's ``diff.patch`` (:func:`unified_diff`), by a booked
-reject (the ``diff`` of its ``decision`` event, shown in ``rejected.jsonl``) and by the handover
-of the next round (``prior_iterations/<tag>/diff.patch``). Pure reads of the two folders; the
-same files a content hash counts (:func:`.candidate.iter_files`: handover files and caches left
-out), so the diff is the change the gate scored.
-"""
+For ``capevolve diff``, hill-climb's ``diff.patch``, a booked reject's ``diff`` and the
+handover. It reads the files a content hash counts (:func:`.candidate.iter_files`), so the
+diff is the change the gate scored."""
 
 from __future__ import annotations
 

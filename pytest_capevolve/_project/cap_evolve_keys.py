@@ -1,10 +1,7 @@
 """cap-evolve's spec keys, and what each becomes here: a key of ours, or a sentence why not.
 
-Read by :mod:`.spec` (a cap-evolve key in a capevolve spec is refused with its sentence, not
-as an unknown key) and by ``capevolve import-cap-evolve`` (which writes the mapped keys and
-lists the others). Every key cap-evolve's spec reader, intake and bundled specs use is here;
-one a newer cap-evolve adds is reported as unknown by the importer, never dropped silently.
-"""
+Read by :mod:`.spec` (a cap-evolve key is refused with its sentence) and by
+``capevolve import-cap-evolve``, which reports a key not listed here as unknown."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """Plugins named on a session's command line (``-p NAME``) that live in the project.
 
-A plugin module written into the project folder — not a ``conftest.py``, not imported by the
-adapter, so outside the harness lock — and loaded with ``pytest -p evil --capevolve-run …``
-wrapped the scorer and booked a no-op's accept. Hooks a project means to run belong in its
-``conftest.py`` (locked with the run); a ``-p`` module under the project is refused in one
-line. A plugin anywhere else is the command line's business: whoever starts the gate process
-chooses what runs in it (the threat model's adversaries table says so; hill-climb starts its
-gate sessions itself).
-"""
+A plugin module in the project is outside the harness lock, so it could wrap the scorer; hooks
+a project means to run belong in its (locked) ``conftest.py``, and a ``-p`` module under the
+project is refused in one line. A plugin anywhere else is the business of whoever starts the
+gate process."""
 
 from __future__ import annotations
 

@@ -1,43 +1,24 @@
 """The harness a run measures with: the adapter and what it imports, its data and config files,
 the microcases, every ``conftest.py`` — and the tasks themselves.
 
-A run compares candidates under one definition of "better". An optimizer with a shell can
-change that definition without touching a candidate: edit the scorer in ``adapter.py``, a gold
-answer in the task file, or plant a ``conftest.py`` whose hooks
-rewrite reports. So the harness is fingerprinted when the run begins (an event in the log) and
-every later session, and every command that books a decision, compares it with the files as
-they are now: a changed harness is refused in one line — a new run measures a new harness.
+An optimizer with a shell could change what "better" means without touching a candidate (the
+scorer, a gold answer, a ``conftest.py`` that rewrites reports). So the harness is fingerprinted
+when the run begins, and every later session and decision compares it with the files as they
+are now: a changed harness is refused — a new run measures a new harness.
 
-What counts (relative to the project folder; the capability and the run dirs never count, a
-candidate is the tamper guard's business):
+What counts (relative to the project; the capability and run dirs never do):
 
-- the adapter file and every module it imports from the project, found by reading the imports
-  (not by running them: the controller of an xdist session never imports the adapter) — and
-  every ``.py`` file of the project those modules name in a string (``importlib.util.
-  spec_from_file_location(…, Path(__file__).parent / "judge.py")``, ``runpy.run_path("x.py")``,
-  ``exec(open("rubric.py").read())``, ``importlib.import_module("pkg.mod")``), followed the same way;
-- the microcase files, the ``split_ids_file``, and any ``conftest.py`` anywhere in the project;
-- the data and config files the spec's ``harness_files`` globs name (default: the gold, answer,
-  ``tasks/`` and ``data/`` files :data:`DEFAULT_HARNESS_FILES`);
-- the pytest configuration that can load plugins or change what a session does: the section
-  pytest reads (``pytest.ini``, ``pyproject.toml [tool.pytest.ini_options]``, ``tox.ini
-  [pytest]``, ``setup.cfg [tool:pytest]``) of the first such file in the project's folder or
-  above it — its ``capevolve_*`` keys left out, the spec lock holds what they mean — and where
-  that file is (an empty section counts), every ``conftest.py`` pytest registered from above
-  the project (a session adds them: :mod:`.pytest_loads`), and the values of
-  ``PYTEST_ADDOPTS`` and ``PYTEST_PLUGINS`` (digests only);
-- the interpreter's start-up hooks: ``.pth`` files, the modules they import, ``sitecustomize``
-  (:mod:`.startup_hooks`);
-- a digest of the task pool the adapter returns (ids, inputs and targets), so task data read
-  from anywhere — a JSON file, a database, a package — is held too.
+- the adapter and every project module it imports or names in a string (``importlib``,
+  ``runpy``, ``exec``), found by reading the source, not running it;
+- the microcases, the ``split_ids_file``, every ``conftest.py``, the ``harness_files`` globs
+  (default :data:`DEFAULT_HARNESS_FILES`);
+- the pytest config section pytest would read (without ``capevolve_*`` keys) and where it is,
+  conftests registered from above the project (:mod:`.pytest_loads`), ``PYTEST_ADDOPTS`` and
+  ``PYTEST_PLUGINS``; the interpreter's start-up hooks (:mod:`.startup_hooks`);
+- a digest of the task pool the adapter returns, so task data read from anywhere is held.
 
-Not held: other files the adapter reads at run time that no glob names — the adapter's folder is
-also where adapters write their logs and caches, so its files cannot all be harness; list them in
-``harness_files``. The spec is held by ``spec.lock.yaml`` to its frozen keys. The threat model
-says so.
-
-Pure: paths in, digests out; the run dir records them (:mod:`.._store`), sessions compare.
-"""
+Not held: files the adapter reads at run time that no glob names (list them in
+``harness_files``). Pure: paths in, digests out."""
 
 from __future__ import annotations
 
@@ -68,11 +49,7 @@ DEFAULT_HARNESS_FILES = EVALUATION_DATA
 
 
 def fingerprint(
-    project_dir: Path,
-    adapter_ref: str,
-    *,
-    exclude: Iterable[Path] = (),
-    extra_files: Iterable[Path] = (),
+    project_dir: Path, adapter_ref: str, *, exclude: Iterable[Path] = (), extra_files: Iterable[Path] = ()
 ) -> dict[str, str]:
     """sha256 of every harness file, keyed by its path relative to ``project_dir``.
 
@@ -127,11 +104,8 @@ def harness_files(project_dir: Path, patterns: Iterable[str], *, exclude: Iterab
 
 
 def pytest_config(project_dir: Path) -> dict[str, str]:
-    """The digest of the pytest section of the first config file in ``project_dir`` or above it
-    (as pytest finds one), without its ``capevolve_*`` keys, under :data:`PYTEST_CONFIG_KEY`
-    (absent when the section holds nothing else); and that file's location relative to the
-    project (:func:`.pytest_loads.config_file_location`), so a project moved with its config
-    keeps its lock and a config file planted above it does not."""
+    """The digest of the pytest section pytest would read (without ``capevolve_*`` keys), and
+    that file's location relative to the project, so a config planted above it is seen."""
     for folder in [project_dir.resolve(), *project_dir.resolve().parents]:
         for name in pytest_loads.CONFIG_NAMES:
             section = _pytest_section(folder / name)
@@ -148,7 +122,6 @@ def pytest_config(project_dir: Path) -> dict[str, str]:
 
 
 def _pytest_section(path: Path) -> dict[str, Any] | None:
-    """The pytest options ``path`` holds (None when it holds no pytest section, or is absent)."""
     if not path.is_file():
         return None
     try:
@@ -177,8 +150,7 @@ def pytest_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def tasks_digest(tasks: Iterable[Any]) -> str:
-    """One sha256 over the pool's (id, input, target), in the adapter's order, canonical JSON
-    (anything JSON cannot hold by its ``repr``)."""
+    """One sha256 over the pool's (id, input, target), in order, as canonical JSON."""
     digest = hashlib.sha256()
     for task in tasks:
         row = [getattr(task, "id", None), getattr(task, "input", None), getattr(task, "target", None)]
@@ -212,10 +184,8 @@ def _conftests(project_dir: Path) -> Iterator[Path]:
 
 
 def _walk(project_dir: Path, *, skip: Iterable[Path] = ()) -> Iterator[str]:
-    """The path of every file of the project (resolved) outside the run dirs, caches,
-    environments, VCS folders and ``skip``, symlinks not followed. One ``scandir`` per folder,
-    and strings, not ``Path`` objects: at 60,000 files a walk that asked each path of its type
-    and resolved it took seconds of every session."""
+    """Every file of the project outside :data:`SKIP_DIRS`, environments and ``skip``, symlinks
+    not followed; strings and one ``scandir`` per folder, for speed at 60,000 files."""
     skipped = {os.fspath(p.resolve()) for p in skip}
     stack = [os.fspath(project_dir.resolve())]
     while stack:
@@ -241,11 +211,8 @@ def _walk(project_dir: Path, *, skip: Iterable[Path] = ()) -> Iterator[str]:
 
 
 def _import_closure(adapter_file: Path, project_dir: Path | None = None) -> Iterator[Path]:
-    """The adapter file and every module of its folder it imports, transitively, by reading the
-    source (an import that cannot be resolved to a file there is someone else's: skipped), and
-    every ``.py`` file of the project a module names in a string (loaded by ``importlib``,
-    ``runpy`` or ``exec``), found beside the module naming it, in the adapter's folder or in
-    the project's."""
+    """The adapter file and, transitively, every module of its folder it imports and every
+    project ``.py`` file a module names in a string, by reading the source."""
     root = adapter_file.parent
     bases = [root, *([project_dir] if project_dir is not None else [])]
     seen: set[Path] = set()
@@ -272,8 +239,8 @@ def _import_closure(adapter_file: Path, project_dir: Path | None = None) -> Iter
 
 
 def _named_paths(tree: ast.AST) -> Iterator[str]:
-    """The paths a module spells out in strings: each string constant, and the constant parts of
-    ``a / "b" / "c.py"`` and ``os.path.join(a, "b", "c.py")`` joined with ``/``."""
+    """String constants, and the constant parts of ``a / "b" / "c.py"`` and
+    ``os.path.join(a, "b", "c.py")`` joined with ``/``."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 300:
             yield node.value

@@ -1,43 +1,15 @@
 """The leak guard: an edit encodes a general rule — never a task's id, gold value, or answer.
 
-A candidate whose files hold the id or the gold answer (``Task.target``) of a val or test task
-has learnt the evaluation, not the skill: it is refused before any rollout (indecisive, unpaid),
-naming the file and the line. Controller only, while planning; pure reads.
+A candidate whose files (or file names) hold the id or the gold answer of a val or test task is
+refused before any rollout (indecisive, unpaid), naming the file and the line. Controller only,
+while planning; pure reads. What counts as a match, and what the guard cannot see, is in
+``docs/explanation/what-runs-is-what-is-recorded.md``: only lines the candidate adds to its
+parent; whole tokens, case-insensitively, after undoing simple re-encodings (:func:`views`);
+gold answers of at least ``leak_guard_min_length`` characters that are not labels
+(:data:`LABEL_TASKS`); ids at any length when :func:`distinctive_id`.
 
-What counts as a match (so that "4" or "yes" do not flag every candidate):
-
-- only what the candidate *adds* to its parent (the best it is compared with): a line counts
-  when no file of the parent holds the same line (whitespace trimmed). The seed — what the user
-  wrote — and the best are never screened;
-- a needle is a val or test task's id, or a string leaf of its ``target`` (a number by its
-  decimal text; lists, tuples and dict values are walked); a multi-line gold by its longest line;
-- a gold answer must be at least ``leak_guard_min_length`` characters long (spec key, default
-  4; ``false`` turns the guard off); an **id** is a needle at any length when it is not a common
-  word or number — it holds a letter and a digit (``n03``, ``q7``), or punctuation (``a-1``) —
-  since ids like the shipped examples' are three characters; a short all-letter or all-digit id
-  (``cat``, ``42``) is too common to tell from prose;
-- a gold value that is the target of :data:`LABEL_TASKS` or more tasks of the pool is a label
-  (``"resolved"``, ``"A"``, ``"yes"``), not an answer: it is never a needle;
-- it matches whole tokens only, case-insensitively: not inside a longer word or number
-  (``n01`` does not match ``n012`` or ``Ann01``); whitespace runs compare as one space;
-- simple re-encodings are undone before matching (:func:`views`): Unicode compatibility forms
-  (fullwidth ``ｎ０３``, NFKC), invisible format characters (zero-width spaces and joiners, soft
-  hyphens) and combining marks are dropped on both sides; adjacent string literals are joined
-  (``"n0" + "3"``, ``'n0' '3'``); and base64 runs in a line are decoded and searched too.
-
-What it cannot see: an id or answer computed at run time (``chr(110) + str(3)``, reversed,
-ROT13, hex, split across lines or variables, read from a file the adapter gives it), a
-homoglyph (Cyrillic ``о`` for Latin ``o``), a paraphrase of a gold answer, or knowledge of a
-task that names neither. It is a tripwire for the plain leak, not a proof of no leak.
-
-Every file is read, a file holding NUL bytes too (as text with each NUL a line break, and with
-the NULs dropped), and every file's path within the candidate is searched like a line of it
-(``q01-answer.md`` names val task ``q01``).
-
-A refusal names the file, the line and the kind of needle; for an id, the task (ids are in
-``splits.json`` already); for a gold answer, neither the task nor the value (the guard must not
-become an oracle that confirms which test task a guessed answer belongs to).
-"""
+A refusal for a gold answer names neither the task nor the value, so the guard is no oracle for
+which test task a guessed answer belongs to."""
 
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """Microcases: cheap deterministic checks of a candidate, one failure cluster each.
 
-A microcase file is YAML under a project's ``microcases/`` folder (the project is the nearest
-folder above the file's real path holding ``capevolve.yaml``): one microcase mapping, or a
-list of them. Each has ``id``, ``cluster``, ``description``, optional ``origin`` and exactly
-one check:
-
-- ``text``: a file of the candidate must / must not contain a string, match a regex, or stay
-  under a size;
-- ``call``: call a function of the candidate in a subprocess with a timeout and compare the
-  result (equals, contains, matches, raises, json_subset);
-- ``score``: score a literal output or a stored rollout with the *project's* scorer;
-- ``adapter``: run the adapter once on a task with a fixed seed against the candidate.
-
-Validation raises :class:`MicrocaseError` naming the file, the microcase and the field.
-Running the checks is :mod:`checks`; skeletons from failing rollouts are :mod:`microcase_gen`.
-"""
+A microcase file is YAML under the project's ``microcases/`` folder: one mapping or a list, each
+with ``id``, ``cluster``, ``description``, optional ``origin`` and one check: ``text`` (a file
+must / must not contain, match, or stay under a size), ``call`` (a function of the candidate in
+a subprocess), ``score`` (an output scored by the project's scorer) or ``adapter`` (one rollout
+at a fixed seed). Validation raises :class:`MicrocaseError` naming the file, microcase and field;
+:mod:`.._engine.checks` runs them, :mod:`.microcase_gen` writes skeletons."""
 
 from __future__ import annotations
 

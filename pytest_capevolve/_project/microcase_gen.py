@@ -1,8 +1,5 @@
-"""Skeleton microcases from failing rollouts (``capevolve microcase gen``).
-
-Pure text work: a rollout record in, YAML out. The gold answer is redacted wherever it appears,
-because the file may end up where a candidate can read it.
-"""
+"""Skeleton microcases from failing rollouts (``capevolve microcase gen``): a rollout record in,
+YAML out, the gold answer redacted (a candidate may come to read the file)."""
 
 from __future__ import annotations
 
@@ -33,9 +30,8 @@ def redact(text: str, gold: Any) -> str:
 
 
 def skeleton(record: dict[str, Any], *, cluster: str, case_id: str, gold: Any, source: str) -> str:
-    """A microcase YAML for a person or an agent to complete: the rollout's input, output and
-    the scorer's feedback as its description (the gold answer redacted), and an ``adapter``
-    check whose expectation is left as FILL_IN, so it cannot run until someone decides it."""
+    """A microcase YAML to complete: the rollout's input, output and feedback (gold redacted)
+    and an ``adapter`` check whose expectation is FILL_IN, so it cannot run until decided."""
 
     def plain(value: Any) -> str:
         return redact(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), gold)

@@ -1,12 +1,7 @@
 """How a run dir stores a path, so that the run belongs to its project wherever it lives.
 
-A project that is moved, or checked out by CI in another folder, must continue its run. So what
-the run dir keeps (``spec.lock.yaml``, ``candidates/<tag>/candidate.json``) names a path inside
-the project relative to the project folder, and only a path outside it absolutely.
-
-Run dirs written before this rule hold absolute paths; :func:`rebase` maps such a path inside
-the project's old folder to today's relative form, so old runs compare and read the same.
-"""
+A path inside the project is kept relative to it, one outside absolutely. :func:`rebase` maps an
+absolute path an older run dir holds to today's relative form."""
 
 from __future__ import annotations
 

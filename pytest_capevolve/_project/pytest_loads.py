@@ -1,31 +1,17 @@
 """What pytest itself loads into a capevolve session from above the project: conftests and its
 config file, locked with the run.
 
-pytest imports every ``conftest.py`` from its ``confcutdir`` down to the folder it starts in,
-and ``confcutdir`` defaults to the rootdir, which an empty ``setup.py`` or a ``pytest.ini`` with
-an empty ``[pytest]`` section one folder *above* the project moves there. A ``conftest.py``
-planted beside it then ran in the process that scores and decides — outside the harness lock,
-which walks the project only (and digested an empty section as "no config"). So:
+pytest imports every ``conftest.py`` from its ``confcutdir`` (the rootdir, which an empty config
+above the project moves up) down, so a conftest planted above the project would run outside the
+harness lock. So:
 
-- **locked**: every ``conftest.py`` the plugin manager registered from a folder above the
-  project (:func:`conftest_digests`, keyed by its path relative to the project), and the location of
-  the config file pytest reads for the project, an empty section included
-  (:func:`config_file_location`), are part of the harness fingerprint: one planted above the
-  project after the run began is a changed harness, refused before anything is planned or
-  paid. A conftest above the project that a session no longer loads (started elsewhere, or by
-  capevolve with conftests cut at the project) loads less, and is not a change.
-- **pinned**: the sessions capevolve starts itself (hill-climb's and merge's gates, baseline,
-  ``measure``'s finalize: :mod:`.._loop.launch`) cut conftests at the project folder
-  (``--confcutdir``), so nothing planted above the project is even imported there.
+- **locked**: every ``conftest.py`` registered from above the project (:func:`conftest_digests`)
+  and the location of the config file pytest reads (:func:`config_file_location`) are part of
+  the harness fingerprint; one that a session no longer loads is not a change;
+- **pinned**: the sessions capevolve starts itself (:mod:`.._loop.launch`) pass ``--confcutdir``
+  at the project, so nothing above it is imported there.
 
-The rootdir itself is not locked: it also follows the folder a session is started in, and
-nothing a capevolve session loads or decides follows it but the conftests and config held here.
-Unconfined, a conftest that *is* imported runs before any check of the session's; the lock
-refuses what was planted after the run began, the kernel boundary is what keeps candidate code
-from writing there at all (the threat model says so).
-
-Pure reads: paths in, digests out.
-"""
+The kernel boundary is what keeps candidate code from writing there at all. Pure reads."""
 
 from __future__ import annotations
 
@@ -41,11 +27,9 @@ CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup
 
 
 def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, str]:
-    """sha256 of each ``conftest.py`` among ``plugins`` (a plugin manager's, as registered)
-    in a folder above ``project_dir``, keyed ``<conftest> RELATIVE PATH`` (``../conftest.py``:
-    a project moved with its surroundings keeps its lock). Those inside are the harness walk's;
-    one in an unrelated folder was loaded because the session was started there, which is the
-    command line's business, as a ``-p`` plugin outside the project is."""
+    """sha256 of each registered ``conftest.py`` in a folder above ``project_dir``, keyed
+    ``<conftest> RELATIVE PATH``; those inside are the harness walk's, those elsewhere the
+    command line's business."""
     project = project_dir.resolve()
     found = {}
     for plugin in plugins:

@@ -1,11 +1,8 @@
 """``capevolve init``: the files of a new project that runs offline as it is written.
 
-The adapter is a stand-in agent (seeded, no network) whose three methods are commented with
-what a real agent's would do, so a user replaces their bodies and keeps the contract. The
-project passes ``capevolve check``, and a gate session of its bundled candidate against the
-seed runs offline (the tutorial in docs/tutorial/your-project.md does exactly that).
-Nothing existing is overwritten: a folder holding any of these files is refused whole.
-"""
+The adapter is a seeded stand-in agent whose methods say what a real agent's would do; the
+project passes ``capevolve check`` and gates its bundled candidate offline
+(docs/tutorial/your-project.md). A folder holding any of these files is refused whole."""
 
 from __future__ import annotations
 

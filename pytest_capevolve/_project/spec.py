@@ -1,8 +1,5 @@
-"""``capevolve.yaml``: the schema, loading (pyyaml ``safe_load`` only) and validation.
-
-Every problem is reported as one :class:`SpecError` naming the file, the key and what would be
-valid, so a user never meets a traceback from deep inside for a typo in their spec.
-"""
+"""``capevolve.yaml``: the schema, loading (pyyaml ``safe_load`` only) and validation; every
+problem is one :class:`SpecError` naming the file, the key and what would be valid."""
 
 from __future__ import annotations
 
@@ -118,12 +115,8 @@ class Spec:
 
     @staticmethod
     def comparable_lock(lock: Mapping[str, Any]) -> dict[str, Any]:
-        """A ``spec.lock.yaml`` read back, with its paths in :meth:`Spec.to_lock`'s form, so an old
-        lock compares equal to today's spec when it names the same places.
-
-        Locks written before paths were stored relative hold absolute paths; the project's folder
-        at the time is their ``project_dir`` (or the parent of their ``path``), and each path inside
-        it becomes relative to it. A path outside it, or a lock already relative, stays as it is."""
+        """A ``spec.lock.yaml`` read back with its paths in :meth:`Spec.to_lock`'s form, so an old
+        lock holding absolute paths compares equal when it names the same places."""
         old_project = lock.get("project_dir")
         if not (isinstance(old_project, str) and Path(old_project).is_absolute()):
             spec_path = lock.get("path")
@@ -149,9 +142,7 @@ class Spec:
         return list(value) if isinstance(value, tuple) else value
 
     def to_lock(self) -> dict[str, Any]:
-        """The resolved spec as plain data, for ``spec.lock.yaml``. Paths are stored relative to
-        the project folder (absolute only outside it; see :mod:`.paths`), so the lock still
-        matches when the project is moved or checked out elsewhere."""
+        """The resolved spec as plain data, for ``spec.lock.yaml``, paths stored by :mod:`.paths`."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)

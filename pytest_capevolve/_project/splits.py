@@ -1,8 +1,5 @@
-"""Cutting the task pool into train / val / test, deterministically from a seed.
-
-Computed once per run on the controller and frozen in ``splits.json``; workers receive the
-frozen ids and never re-split.
-"""
+"""Cutting the task pool into train / val / test, deterministically from a seed; frozen in
+``splits.json`` on the controller, never re-split by workers."""
 
 from __future__ import annotations
 

@@ -1,25 +1,12 @@
 """What the interpreter runs before any of our code: ``.pth`` files and ``sitecustomize``.
 
-Candidate code runs as the same OS user as the session, so it can write a
-``zz-speedups.pth`` into site-packages; every later Python process then runs it at start-up,
-before pytest — and it wrapped ``run_and_score`` of the next session's scoring process. So the
-harness lock holds these hooks too (:func:`digests`, merged into the harness fingerprint): each
-``.pth`` file of the site-packages folders and the user site, each module a ``.pth`` imports,
-and the ``sitecustomize``/``usercustomize`` modules found on ``sys.path``. A change between
-sessions is refused in one line like any changed harness file.
-
-Within a session, a hook written by one candidate's rollout would run in every sandbox child
-started after it (another candidate's, the seed's). :func:`remember` takes the hooks as they were
-when this process began evaluating; :func:`moved_since_start` is asked before each child starts,
-which is then refused (its rollouts are infra errors) if they moved.
-
-pytest's own start-up hooks count too: the ``pytest11`` entry points of every installed
-distribution (each with its distribution's name, version and ``entry_points.txt``). Candidate code that
-wrote a ``capevolve_speedups-0.1.dist-info`` with a ``[pytest11]`` entry into site-packages had
-pytest load its module into the next session — a reward forge that booked a no-op's accept.
-
-Pure reads: paths in, digests out.
-"""
+Candidate code runs as the session's OS user, so it can write a ``.pth`` into site-packages
+that every later Python process runs before pytest. So the harness lock holds these hooks
+(:func:`digests`): each ``.pth`` of site-packages and the user site, the modules they import,
+``sitecustomize``/``usercustomize``, and the ``pytest11`` entry points of every installed
+distribution. Within a session, :func:`remember` takes them when evaluation begins and
+:func:`moved_since_start` is asked before each sandbox child starts (refused, as infra errors,
+if they moved). Pure reads: paths in, digests out."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """The tamper guard: a candidate may not change what scores it.
 
-``protected_paths`` in the spec are globs relative to a candidate folder. Their files are
-hashed in the seed (its snapshot in the run dir once it has one) and in each candidate; any
-protected file a candidate changed, added or removed makes it **indecisive** — never scored,
-never counted as a reject, no rollout paid. A symlink pointing outside the candidate folder
-is refused the same way, protected or not. Controller only, at planning time; pure reads.
-
-Glob rules (like ``.gitignore``): a pattern with a ``/`` is anchored at the candidate folder,
-one without matches a file name at any depth; ``*`` stays within one path segment, ``**``
-spans any number of them, and ``dir/**`` (or ``dir/``) covers everything under ``dir``.
-"""
+``protected_paths`` are globs relative to a candidate folder (``.gitignore``-like: anchored with
+a ``/``, ``**`` across segments, ``dir/`` for all under it). A protected file a candidate
+changed, added or removed against the seed, or a symlink leaving the folder, makes it
+**indecisive**: never scored, no rollout paid. Controller only, at planning; pure reads."""
 
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """Bytes that say the same text: a candidate whose files differ from another's only in line
 endings or trailing whitespace.
 
-A candidate is its bytes, and an exact repeat is refused (:mod:`.._policy.identity`). A red
-team then re-proposed refuted bytes with a trailing space, CRLF line endings or a newline at
-the end: new bytes, paid again and judged afresh at the session's level, with nothing saying
-what they repeated. Those edits change nothing a reader of the text sees, so the text hash
-folds them: per file, CR LF and CR become LF, each line loses its trailing whitespace, and the
-trailing blank lines go. A file that is not UTF-8 text (a NUL byte, invalid UTF-8) counts by its
-bytes. Paths count as they are: an added file, even an empty one, is a real change (a flag file,
-an ``__init__.py``), and so is a comment — what a comment means is the file type's business, and
-to an LLM reading a prompt it is text like any other.
-
-Pure reads.
-"""
+An exact repeat is refused (:mod:`.._policy.identity`); re-proposing refuted bytes with a
+trailing space or CRLF endings must not make them new. So the text hash folds, per file, CR LF
+and CR to LF, trailing whitespace and trailing blank lines. A file that is not UTF-8 text counts
+by its bytes; paths and comments count as they are (an added empty file is a real change).
+Pure reads."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Reading the YAML a user wrote (specs, split files, microcases): ``safe_load`` only.
-
-One place, so every file gets the same error message and the same rules; pyyaml is imported
-when a file is read, not when the plugin loads (a pytest run that never asks for capevolve
-pays nothing for it).
-"""
+"""Reading the YAML a user wrote (specs, split files, microcases): ``safe_load`` only, one error
+form, pyyaml imported only when a file is read."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """The evaluation session's conclusion: after the run loop, judge and choose the exit status.
 
-Controller only. Registered beside :class:`.persistence.Persistence` (which saved every
-rollout as it arrived) and the terminal reporter; this role reads back what is persisted,
-judges when gating, writes the verdicts (screen refusals included) and sets the outcome.
-"""
+Controller only: reads back what :class:`.persistence.Persistence` saved, judges when gating, writes the
+verdicts (screen refusals included) and sets the outcome."""
 
 from __future__ import annotations
 
@@ -34,8 +32,6 @@ if TYPE_CHECKING:
 
 
 class LazyArms(Mapping[str, Arm]):
-    """tag → arm, read on first use."""
-
     def __init__(self, read: Callable[[], ByTag]) -> None:
         self._read = read
         self._arms: ByTag | None = None
@@ -57,8 +53,6 @@ class LazyArms(Mapping[str, Arm]):
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
 class EvaluationSession:
-    """Controller only: the conclusion of this session kind, run by :class:`.outcome.SessionEnd`."""
-
     spec: Spec
     rundir: RunDir
     planned: Planned
@@ -77,7 +71,6 @@ class EvaluationSession:
         return None
 
     def _val_budget_lines(self) -> list[tuple[str, dict[str, bool]]]:
-        """The val-reuse budget after this session's decisions, and the calibration alarm."""
         from .._policy import val_budget  # scipy: imported only by a session that gated
 
         events = self.rundir.log.events()
@@ -95,8 +88,8 @@ class EvaluationSession:
         return lines
 
     def conclude(self) -> Outcome:
-        """After the run loop: the table from what is persisted, the gate's verdicts (when
-        gating), the refusals' verdict files, the decisions booked, and the exit status."""
+        """After the run loop: the table, the gate's verdicts, the refusals' verdict files, the decisions
+        booked, and the exit status."""
         from .._policy.verdicts import verdict_file
 
         plan = self.planned.plan
@@ -137,8 +130,8 @@ class EvaluationSession:
         return outcome
 
     def _standing(self) -> list[Verdict]:
-        """The tags asked for that a verdict already decided (:mod:`.._policy.standing`): each
-        re-derived as ``capevolve gate`` does, at its recorded level; nothing written."""
+        """The tags asked for that a verdict already decided, re-derived as ``capevolve gate`` does;
+        nothing written."""
 
         from .._policy.regate import GateAsk, regate
         from .._policy.standing import already_decided_reason, recorded_verdict
@@ -163,8 +156,7 @@ class EvaluationSession:
         return shown
 
     def _judge(self, outcome: Outcome, by_tag: ByTag) -> list[Verdict]:
-        """The gate's round (null controls first, their verdicts in ``outcome.verdicts``);
-        returns the candidates' verdicts. Nothing when not gating."""
+        """The gate's round (nulls first, into ``outcome.verdicts``); returns the candidates' verdicts."""
         if not self.gate.enabled:
             return []
         from .gating import judge
@@ -199,9 +191,8 @@ class EvaluationSession:
         return judged
 
     def _load_lines(self) -> list[str]:
-        """Explore fast, gate slow, gate alone (:mod:`.._policy.gate_load`): whether another
-        session was paying beside this gate, and whether its null controls were measured at
-        the load it paid at."""
+        """Whether another session was paying beside this gate, and whether its nulls were measured at that
+        load (:mod:`.._policy.gate_load`)."""
         from .._policy.gate_load import load_warnings, loads_by_tag
         from .._store.claims import live_sessions
         from .._store.rundir import RUNS_DIR
@@ -225,9 +216,8 @@ class EvaluationSession:
         )
 
     def _book(self, outcome: Outcome, decided: list[Verdict], standing: tuple[Verdict, ...] = ()) -> None:
-        """Book the decisions (``--capevolve-commit auto``) or say why none was, and set the
-        exit status from them (indecisive before rejected) when the run itself was clean. A
-        standing verdict (already decided) is booked only when nothing was booked on it yet."""
+        """Book the decisions (``--capevolve-commit auto``) or say why none was, and set the exit status
+        (indecisive before rejected) when the run was clean. A standing verdict is booked only once."""
         if self.gate.enabled and self.gate.commit == "auto":
             from .._policy.regate import booked_decision
             from .gating import book_verdicts
@@ -263,8 +253,6 @@ class EvaluationSession:
             )
 
     def _explained(self, by_tag: ByTag, verdicts: list[Verdict]) -> list[str]:
-        """The verdicts in words, with what it would take from the best's planning figures
-        (the same as ``capevolve plan``'s)."""
         from .._policy.verdicts import Evidence
         from .._show.explain import explain, plan_figures  # scipy: only when asked
 
@@ -283,9 +271,8 @@ class EvaluationSession:
 
 
 def preferences_judge(config: pytest.Config, rundir: RunDir) -> Prefer:
-    """The adapter's ``prefer()`` on a pair of arms, judging what the log lacks; the adapter
-    and the pool are read when a ``pairwise`` verdict asks (after the run loop), from this
-    process's context: the scoring process, where ``score()`` runs too."""
+    """The adapter's ``prefer()`` on a pair of arms, judging what the log lacks; adapter and pool read when
+    a ``pairwise`` verdict asks, in the scoring process."""
 
     def judge(tag: str, against: str, arms: tuple[Arm, Arm]) -> list[str]:
         from .._items.nodes import CONTEXT_KEY

@@ -1,13 +1,9 @@
 """The finalize session: ``pytest --capevolve-finalize PROJECT`` scores the test split once.
 
-Controller role for that session (registered instead of the evaluation role, beside the same
-persistence and reporter roles). The seal is claimed before anything is planned, so a refused
-session pays nothing and writes nothing; the best — and the seed beside it, when they differ,
-so the held-out improvement is a paired number — is evaluated from its immutable snapshot; the
-seal burns only after every planned rollout reported and the score is computed. An interrupted
-or crashed session leaves the seal unburned, and the next one reuses every rollout already
-persisted (it cannot redraw them).
-"""
+Controller role beside the usual persistence and reporter. The seal is claimed before planning (a refused
+session pays nothing); the best, and the seed when it differs (so the improvement is paired), are evaluated
+from snapshots; the seal burns only after every planned rollout reported. An interrupted session leaves the
+seal unburned and the next reuses what is persisted (it cannot redraw)."""
 
 from __future__ import annotations
 
@@ -37,8 +33,6 @@ from .planning import Planned
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
 class FinalizeSession:
-    """Controller only: the conclusion of this session kind, run by :class:`.outcome.SessionEnd`."""
-
     config: pytest.Config
     spec: Spec
     rundir: RunDir
@@ -173,9 +167,8 @@ class FinalizeSession:
 def _worst_case(
     matrix: np.ndarray, tag: str, errored: set[tuple[str, str, str, int]], task_ids: list[str], is_best: bool
 ) -> tuple[np.ndarray, int]:
-    """``matrix`` (tasks × trials) with each cell of ``tag`` whose first attempt was an infra
-    error set to the value that flatters it least (0 for the best, 1 for any other arm), and how
-    many cells that set."""
+    """``matrix`` with each cell of ``tag`` whose first attempt was an infra error set to what flatters it
+    least (0 for the best, 1 for any other arm), and how many cells that set."""
     out = matrix.astype(float, copy=True)
     row = {t: i for i, t in enumerate(task_ids)}
     n = 0

@@ -1,13 +1,9 @@
-"""A finalize scores the whole test plan or nothing, and a gate decides on its whole val plan:
-no pytest selection narrows either.
+"""A finalize scores the whole test plan or nothing, and a gate decides on its whole val plan: no pytest
+selection narrows either.
 
-Controller only, before the seal is claimed. ``--deselect "capevolve.yaml::test::n03[seed-t0]"``
-paid 239 of 240 test rollouts and left the seal unburned: the rewards in ``rollouts/test/``
-gave the test mean, and gating was still open. Opening the test split in the log before the
-first rollout (:meth:`.._store.seal.Seal.open`) closes gating; this refuses, in one line and
-before any test rollout, the selections that would leave some of the plan unrun, so a
-finalize is never a way to peek at part of the test split.
-"""
+Controller only, before the seal is claimed: a ``--deselect`` of one test rollout once left the seal
+unburned after the test mean was on disk. This refuses any selection that would leave part of the plan
+unrun."""
 
 from __future__ import annotations
 
@@ -17,9 +13,8 @@ from .._project.splits import TestSealError
 
 
 def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
-    """The options and arguments of this session that run less than every collected item.
-    ``marks``: ``-m`` too (a project's ``addopts = -m "not slow"`` deselects no rollout; where
-    it is left out here, the plan check refuses it only if it does deselect one)."""
+    """The options and arguments that run less than every collected item. ``marks``: ``-m`` too (left out,
+    the plan check refuses it only if it deselects a rollout)."""
     option = config.option
     asked = []
     if getattr(option, "keyword", ""):
@@ -42,7 +37,6 @@ def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
 
 
 def refuse_partial(config: pytest.Config, run_id: str) -> None:
-    """Raise TestSealError (one line) when this finalize would not run its whole test plan."""
     asked = selection_asked(config)
     if asked:
         raise TestSealError(
@@ -53,11 +47,8 @@ def refuse_partial(config: pytest.Config, run_id: str) -> None:
 
 
 def refuse_selection(config: pytest.Config, session_kind: str) -> None:
-    """A session that decides (a gate, grow, a screen) decides on the whole val set of its plan:
-    ``-k "not n07"`` left out the task a candidate loses and the gate decided on the rest above
-    ``min_coverage``. Raise a one-line UsageError, before anything is claimed or paid, when this
-    session would run less than its plan (or in another order); grow and the screens choose
-    their subsets in their own planning, never through pytest's selection."""
+    """A deciding session (gate, grow, screen) decides on its whole val plan (``-k "not n07"`` once dropped
+    the task a candidate loses): a one-line UsageError before anything is paid."""
     asked = selection_asked(config, marks=False)  # rollouts carry no marks: -m drops none
     if asked:
         raise pytest.UsageError(

@@ -1,11 +1,8 @@
 """Judging and booking: a gate session's round of verdicts, and the decisions they become.
 
-Controller only, after the run loop, from what is persisted (never from the reports alone):
-the null controls are judged first and their deltas set the floor; the candidates are then
-gated as a round (:mod:`..decide.rounds`: serially in the order given, re-gated after an
-accept, one family-wise α); the verdict files are written. In ``--capevolve-commit auto``
-mode each verdict is booked as a decision through the same code as ``capevolve commit``.
-"""
+Controller only, after the run loop, from what is persisted: nulls first (their deltas set the floor), then
+the candidates as a round (:mod:`..decide.rounds`), verdict files written; with ``--capevolve-commit auto``
+each is booked through the same code as ``capevolve commit``."""
 
 from __future__ import annotations
 
@@ -56,12 +53,9 @@ def judge(
     warnings: list[str] | None = None,
     prefer: Prefer | None = None,
 ) -> tuple[list[Verdict], list[Verdict], dict[str, dict[str, Any]]]:
-    """(null controls' verdicts, candidates' verdicts in the order given, the tags another
-    session decided while this one paid — tag → that verdict, never judged again here), written
-    to ``verdicts/``; each candidate's ``against`` names the best it was gated against, and a
-    tag in ``labels`` (gated again after a harness change) carries its label.
-    ``warnings``: said in every verdict (the session's load, :mod:`.._policy.gate_load`);
-    ``prefer``: judges the stored outputs a ``pairwise`` verdict reads (:mod:`.._policy.preferences`)."""
+    """(nulls' verdicts, candidates' verdicts in order, tags another session decided meanwhile → that
+    verdict), written to ``verdicts/``. ``labels``: harness-changed labels; ``warnings``: said in every
+    verdict; ``prefer``: judges a ``pairwise`` verdict's outputs."""
     from .._policy.standing import standing_verdict
 
     # a tag already decided is re-derived by the session, never judged again (:mod:`.._policy.standing`)
@@ -100,8 +94,6 @@ def judge(
 
 @dataclass
 class JudgedRound:
-    """A round judged and logged under the run's lock; its files are announced after it."""
-
     nulls: list[Verdict]
     verdicts: list[Verdict]
     files: list[tuple[dict[str, Any], Path]]
@@ -120,8 +112,8 @@ def _judged_round(
     warnings: list[str] | None,
     repaid: Any,
 ) -> JudgedRound:
-    """Under the run's lock (the caller holds it): the budget as the log has it now, the
-    null controls and the round judged at it, the verdicts written and the decisions logged."""
+    """Under the run's lock: the budget as the log has it now, the nulls and the round judged at it,
+    verdicts written and decisions logged."""
     budget = AlphaBudget.read(spec, rundir, siblings, against=best)
     config = gate_config(
         spec,
@@ -158,14 +150,9 @@ def _judged_round(
 
 
 class AlphaBudget:
-    """One round's share of the run's val-reuse α budget (``gate_alpha_schedule``), as the
-    log has it when read: a gate session reads it under the run's lock and logs the decisions
-    it spends before letting go (:func:`judge`), so the next reader sees them.
-
-    A tag gated again against the same best (a re-run of the session on the same rollouts)
-    keeps the slot it had, and a round whose every sibling has one is judged again at the
-    level those slots were taken at: the same evidence judged twice is one decision at one
-    level, and one null tally."""
+    """One round's share of the run's α budget, as the log has it, read and spent under the run's lock. A
+    round re-run on the same rollouts keeps its slots: the same evidence judged twice is one decision at
+    one level."""
 
     def __init__(
         self, spec: Spec, events: list[dict[str, Any]], siblings: int | list[str], against: str | None = None
@@ -196,8 +183,7 @@ class AlphaBudget:
             )
 
     def _slots_taken(self, siblings: int | list[str], against: str | None) -> list[int] | None:
-        """The slots j every sibling already took against ``against`` under this schedule (a
-        re-run of the round), else None (a new round, or one only partly decided before)."""
+        """The slots every sibling already took against ``against`` (a re-run), else None."""
         if isinstance(siblings, int) or not siblings or against is None:
             return None
         slots = []
@@ -220,11 +206,10 @@ class AlphaBudget:
 
     @property
     def config_alpha(self) -> float | Fraction | None:
-        """None keeps the spec's α untouched (``constant``: today's behaviour, bit for bit)."""
+        """None keeps the spec's α untouched (``constant``)."""
         return None if self.schedule == "constant" else self.round
 
     def slot(self, verdict: Verdict) -> tuple[dict[str, object], bool]:
-        """(the budget this candidate's decision spends, whether it is a new decision)."""
         earlier = self._earlier.get((alpha_budget.DECISION_EVENT, verdict.tag, verdict.against))
         if earlier is not None:
             keys = ("schedule", "j", "alpha_j", "alpha_round", "discarded")
@@ -251,13 +236,10 @@ class AlphaBudget:
         verdicts: list[Verdict],
         null_tags: list[str],
     ) -> list[tuple[dict[str, Any], Path]]:
-        """Log one ``gate_decision`` per candidate decided (its j and α_j) and one
-        ``null_gated`` per null control decided (the alarm's tally), and write the verdicts
-        with the budget they spent; returns the files written, for the caller to announce
-        (``pytest_capevolve_verdict_written``) once it lets go of the lock. Undecided (an
-        interrupted sequential gate) spends nothing. Each decision is logged *before* its
-        verdict file: a session killed between the two has spent the level and left no
-        verdict to book, never a verdict whose level a later decision takes again."""
+        """Log one ``gate_decision`` per candidate decided and one ``null_gated`` per null, then write the
+        verdicts; returns the files to announce once the lock is let go. Undecided spends nothing. Each
+        decision is logged before its file, so a kill between leaves a spent level and no verdict, never a
+        level taken twice."""
         files: list[tuple[dict[str, Any], Path]] = []
         for verdict in nulls:
             fresh = (NULL_EVENT, verdict.tag, verdict.against) not in self._earlier
@@ -290,9 +272,7 @@ class AlphaBudget:
 
 
 def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
-    """The decision (and basis) ``--capevolve-commit auto`` books for a verdict. When the spec
-    allows growth, Δ̄ > 0 under the bar with looks left is ``provisional`` (grow it), and with
-    none left ``inconclusive``."""
+    """The decision (and basis) ``--capevolve-commit auto`` books for a verdict (:func:`shown_decision`)."""
     if verdict.decision == ACCEPT:
         return "accept", None
     if verdict.decision == INDECISIVE:
@@ -306,8 +286,8 @@ def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
 
 
 def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
-    """The line for a REPEAT (bytes already accepted): nothing is booked on it, and when an
-    earlier run's accept can be adopted here, the command that adopts it (the way on)."""
+    """The line for a REPEAT of accepted bytes: nothing booked, and the command adopting an earlier run's
+    accept when it can."""
     details, best = verdict.details or {}, rundir.state.best()
     level = details.get("earlier_level")
     adopt = adoption(rundir, rundir.verdicts.verdict(verdict.tag), best, spec.capability_path)
@@ -326,8 +306,8 @@ def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
 def book_verdicts(
     spec: Spec, rundir: RunDir, verdicts: list[Verdict], hooks: SessionHooks = NO_HOOKS
 ) -> list[str]:
-    """Book each verdict as a decision, in order (``--capevolve-commit auto``); one line each
-    saying what was booked, or why not (a tag is decided once)."""
+    """Book each verdict in order (``--capevolve-commit auto``); one line each saying what was booked or
+    why not."""
     lines = []
     for verdict in verdicts:
         if verdict.decision == REPEAT:  # bytes already accepted: that decision stands, none is new

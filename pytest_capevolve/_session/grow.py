@@ -1,12 +1,9 @@
 """A grow session: ``--capevolve-candidate TAG --capevolve-grow``.
 
-Controller only. For a candidate whose last verdict was provisional (Δ̄ > 0 under the bar) or
-unresolved (indecisive on coverage or an error imbalance), against the current best: owes
-``num_trials`` more trials per val task for the candidate **and** the best (trial indices
-continue, seeds ``base_seed + k`` as always, so the pairing holds), then gates again at the
-pooled n, at the level :mod:`..decide.looks` gives this look. At most ``grow_max_looks − 1``
-grows per candidate (two, with 3); one more is refused. The verdict records its look.
-"""
+Controller only. For a candidate whose last verdict against the current best was provisional or unresolved:
+owes ``num_trials`` more trials per val task for the candidate and the best (trial indices and seeds
+continue, so the pairing holds), then gates again at the pooled n at this look's level
+(:mod:`..decide.looks`). At most ``grow_max_looks − 1`` grows per candidate."""
 
 from __future__ import annotations
 
@@ -36,13 +33,12 @@ from .._store.rundir import RunDir, RunDirError
 from .gating import booked_as
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
+from .plan_build import build_plan, valid_column_keys
 from .planning import (
     Planned,
-    build_plan,
     frozen_ids,
     planned_at,
     source_of,
-    valid_column_keys,
 )
 
 
@@ -55,8 +51,7 @@ class GrowPlanned(Planned):
 
 
 def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
-    """``--capevolve-candidate`` of a grow: a tag of the run, or the folder it was evaluated
-    from (its snapshot is what is grown, either way)."""
+    """``--capevolve-candidate`` of a grow: a tag of the run, or the folder it was evaluated from."""
     path = Path(value)
     tag = path.name if path.is_dir() else value
     tag = check_tag(tag)
@@ -69,7 +64,6 @@ def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
 
 
 def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str, Any], int]:
-    """(the verdict being grown, the look it was) or CandidateError saying why not."""
     if spec.grow_max_looks == 1:
         raise CandidateError(
             f"{spec.path}: growth is off (grow_max_looks: 1). Set grow_max_looks: 2 or 3 before a "
@@ -124,7 +118,6 @@ def final_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
 
 
 def _what_is_left(rundir: RunDir, tag: str) -> str:
-    """After a tag's last look: it is booked already (say so), or how to book it."""
     final = final_decision(rundir, tag)
     if final is not None:
         basis = f" ({final['basis']})" if final.get("basis") else ""
@@ -133,10 +126,8 @@ def _what_is_left(rundir: RunDir, tag: str) -> str:
 
 
 def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
-    """A gate session may not judge a grown candidate again against the same best: that would
-    replace its pooled-n verdict with a first look (and reset its count of looks). The refusal
-    says what is actually left: another grow while looks remain, booking it when it is not
-    booked yet, or nothing."""
+    """A gate session may not judge a grown candidate again against the same best (that would replace its
+    pooled verdict with a first look). The refusal says what is left: another grow, booking it, or nothing."""
     best = rundir.state.best()
     grown = {
         e["tag"]: e
@@ -157,8 +148,8 @@ def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
 
 
 def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> GrowPlanned:
-    """The plan of a grow session (under the run's lock): the candidate and the best on val at
-    the pooled number of trials; what is persisted is reused, so only the new trials are owed."""
+    """The plan of a grow session (under the run's lock): candidate and best on val at the pooled trials;
+    only the new trials are owed."""
     rundir.ensure_spec_lock(spec)
     guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
     splits = rundir.splits()
@@ -207,9 +198,8 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
 
 
 def _decision_alpha(verdict: dict[str, Any]) -> Fraction:
-    """The α this decision got at its first look; a sibling of a round under a family-wise
-    correction grows at its Bonferroni share of it (conservative: Holm's first levels are at
-    least that large)."""
+    """The α of this decision's first look; a round's sibling grows at its Bonferroni share (conservative:
+    Holm's first levels are at least that)."""
     alpha = Fraction(verdict["details"]["looks"]["decision_alpha"])
     family = verdict.get("details", {}).get("family") or {}
     if family.get("method") in ("holm", "bh") and int(family.get("siblings", 1)) > 1:
@@ -219,8 +209,6 @@ def _decision_alpha(verdict: dict[str, Any]) -> Fraction:
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
 class GrowSession:
-    """Controller only: the conclusion of a grow session."""
-
     spec: Spec
     rundir: RunDir
     planned: GrowPlanned

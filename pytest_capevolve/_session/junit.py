@@ -1,13 +1,8 @@
 """``--junitxml`` for a capevolve session: flat properties per rollout, a testcase per verdict.
 
-Controller only, registered when pytest writes a JUnit XML file. A CI dashboard reads
-``<property>`` pairs and testcase outcomes, not JSON inside an attribute, so each rollout's
-testcase carries task, tag, trial, seed, reward, cost, infra_error and feedback as properties
-of their own, and each verdict becomes a testcase of its own (``capevolve.verdicts``): passed
-when accepted, a ``failure`` when rejected, an ``error`` when it could not be judged — so the
-decisions show beside the rollouts. A null control's testcase passes when it is *not* accepted
-(an accepted null is a calibration alarm).
-"""
+Controller only. Each rollout's testcase carries task, tag, trial, seed, reward, cost, infra_error and
+feedback as ``<property>`` pairs, and each verdict is a testcase (``capevolve.verdicts``): passed when
+accepted, ``failure`` when rejected, ``error`` when not judged. A null control passes when not accepted."""
 
 from __future__ import annotations
 
@@ -27,7 +22,6 @@ TEST_REUSED = pytest.StashKey[str]()
 
 
 def rollout_properties(record: RolloutRecord) -> list[tuple[str, object]]:
-    """The flat properties of one rollout's testcase (None becomes an empty value)."""
     values = {
         "split": record.split,
         "task": record.task_id,
@@ -66,17 +60,14 @@ def verdict_properties(verdict: Any, *, null_control: bool) -> list[tuple[str, o
 
 
 class JunitReport:
-    """Registered on the controller when ``--junitxml`` is given."""
-
     def __init__(self, config: pytest.Config, end: SessionEnd) -> None:
         self.config = config
         self.end = end
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml reads the teardown report's properties
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """junitxml writes a testcase's properties from its teardown report: there, the
-        record's JSON becomes flat properties (the call report, which persistence reads,
-        keeps it)."""
+        """junitxml writes properties from the teardown report: there the record's JSON becomes flat
+        properties (the call report keeps it for persistence)."""
         if report.when != "teardown":
             return
         record = record_from_report(report)

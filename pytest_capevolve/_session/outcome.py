@@ -1,9 +1,7 @@
 """A session's conclusion: the outcome its roles share, and the role that reaches it.
 
-Controller only. :class:`SessionEnd` runs the session kind's ``conclude`` after pytest's run
-loop (the last moment the exit status can still change: ``pytest_sessionfinish`` is too late
-for ``testsfailed``) and applies the exit status; the terminal reporter reads the outcome.
-"""
+Controller only. :class:`SessionEnd` runs the kind's ``conclude`` after pytest's run loop (the last moment
+the exit status can change) and applies the exit status; the reporter reads the outcome."""
 
 from __future__ import annotations
 
@@ -28,8 +26,6 @@ if TYPE_CHECKING:
 
 @dataclass
 class Outcome:
-    """What the session concluded, for the exit status and the terminal reporter."""
-
     rows: list[TagRow] = field(default_factory=list)
     missing: list[RolloutKey] = field(default_factory=list)
     verdicts: list[Any] = field(default_factory=list)
@@ -47,8 +43,7 @@ class Outcome:
 
 
 class SessionEnd:
-    """Registered on the controller; ``conclude`` is the session kind's role's
-    (:class:`.kinds.base.Started`), the same for every kind."""
+    """On the controller; ``conclude`` is the session kind's (:class:`.kinds.base.Started`)."""
 
     def __init__(
         self,
@@ -107,8 +102,8 @@ class SessionEnd:
         return result
 
     def _stopped(self, exc: BaseException) -> None:
-        """The run loop raised (Ctrl-C, or pytest's ``Failed`` on a session that is not ours to
-        conclude): Ctrl-C leaves the table of what is persisted and the resume line."""
+        """The run loop raised (Ctrl-C, or ``Failed`` on a session not ours): Ctrl-C leaves the table and
+        the resume line."""
         if not isinstance(exc, KeyboardInterrupt):
             return
         if self._damaged():  # stopped because the run dir could not be written
@@ -122,8 +117,8 @@ class SessionEnd:
                 self.outcome.closing.append((f"capevolve: no summary after Ctrl-C: {error!r}", {}))
 
     def _damaged(self) -> bool:
-        """Whether the run dir refused a write during the run loop: then the outcome is that
-        one line and exit 12, and nothing is concluded from what could not be recorded."""
+        """Whether the run dir refused a write during the loop: then that one line, exit 12, nothing
+        concluded."""
         line = self._damage() if self._damage is not None else None
         if line is None:
             return False
@@ -142,28 +137,22 @@ def _damaged_outcome(line: str) -> Outcome:
 
 @dataclass(frozen=True)
 class SessionHooks:
-    """The user's extension hooks as a session's roles call them: controller only, right after
-    the record changed (a verdict file written, a decision booked), so a hook reads what is on
-    disk. Without a config (a role built outside a pytest session) nothing is called."""
+    """The user's hooks as roles call them, right after the record changed (so a hook reads what is on
+    disk); nothing without a config."""
 
     config: pytest.Config | None = None
 
     def write_verdict(self, rundir: RunDir, verdict: dict[str, Any], *, replacing: bool = False) -> Path:
-        """Write a verdict file, then ``pytest_capevolve_verdict_written`` (``replacing``: a
-        grow's new look on a provisional verdict, :meth:`.._store.verdicts.Verdicts.write_verdict`)."""
+        """Write a verdict file, then ``pytest_capevolve_verdict_written`` (``replacing``: a grow)."""
         path = rundir.verdicts.write_verdict(verdict, replacing=replacing)
         self.verdict_written(verdict, path)
         return path
 
     def verdict_written(self, verdict: dict[str, Any], path: Path) -> None:
-        """``pytest_capevolve_verdict_written`` for a verdict file already written (a gate
-        writes its round's under the run's lock and announces them after)."""
         if self.config is not None:
             self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
 
     def book(self, spec: Spec, rundir: RunDir, tag: str, decision: str, **how: Any) -> BookedDecision:
-        """Book a decision (:func:`.._policy.commit.book`, which may raise ``CommitRefused``),
-        then ``pytest_capevolve_decision_booked`` with the decision as logged."""
         from .._policy.commit import book  # here: the commit path is paid for only by sessions that book
 
         booked = book(spec, rundir, tag, decision, **how)

@@ -1,9 +1,7 @@
 """Persistence and tally: every reported rollout saved exactly once, and what the session paid.
 
-Controller only (the process that owns the run dir; the only process without xdist). xdist
-replays each worker's reports here through ``pytest_runtest_logreport``, so one code path
-serves both modes; the plan goes the other way, to each worker, through ``workerinput``.
-"""
+Controller only. xdist replays each worker's reports here through ``pytest_runtest_logreport``, so one code
+path serves both modes; the plan goes to workers through ``workerinput``."""
 
 from __future__ import annotations
 
@@ -52,8 +50,6 @@ class Tally:
 
 
 class Persistence:
-    """Registered on the controller for the whole session."""
-
     def __init__(
         self,
         config: pytest.Config,
@@ -80,8 +76,8 @@ class Persistence:
         self._unrecorded: set[Any] = set(plan.owed_keys())
 
     def damage_line(self) -> str | None:
-        """The one line that says the run dir could not be written, if it could not: the
-        session stopped there, and decides and books nothing on what it could not record."""
+        """The line saying the run dir could not be written, if so: the session stopped there and books
+        nothing on what it could not record."""
         exc = self.unwritable
         if exc is None:
             return None
@@ -94,8 +90,8 @@ class Persistence:
         )
 
     def settle(self) -> list[str]:
-        """After the run loop: let go of this session's claim (everything it paid is
-        persisted) and wait for the sessions paying rollouts this one needs. Lines to print."""
+        """After the run loop: release this session's claim and wait for the sessions paying rollouts it
+        needs. Lines to print."""
         if self.unwritable is not None:  # nothing more is written: the session ends here
             self.rundir.claims.release()
             return []
@@ -120,18 +116,15 @@ class Persistence:
         return lines
 
     def record_taken_over(self, record: RolloutRecord) -> None:
-        """Persist a rollout :mod:`.takeover` paid in this process (after the run loop)."""
         record = self._persist(record, record.dumps())
         if record.infra_error:
             self.tally.infra.append((f"{record.split}::{record.task_id}[{record.tag}]", record.infra_error))
 
     @pytest.hookimpl(optionalhook=True, trylast=True)  # the sequential gate's smaller window first
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Under ``--dist load``: no worker holds more than :func:`record_window` rollouts the
-        controller has not recorded (xdist refills a worker only once the controller has
-        processed its reports), so a controller stopped at any moment — ``kill -9``, a full disk
-        — loses at most that many per worker. xdist's own scheduler hands each worker a quarter
-        of its share at once: 2,267 of 22,267 rollouts lost to one ``kill -9``."""
+        """Under ``--dist load``: no worker holds more than :func:`record_window` unrecorded rollouts, so a
+        controller killed at any moment loses at most that many per worker (xdist's own lost 2,267 of
+        22,267)."""
         if config.getvalue("dist") != "load":
             return None
         from .perf.window import window_scheduler
@@ -139,7 +132,6 @@ class Persistence:
         return window_scheduler(config, log, record_window(config, self.spec), lead_limit=False)
 
     def stop_workers(self) -> None:
-        """However the session stops: its workers start no rollout more (:mod:`.._store.live_marker`)."""
         if self.plan.live:
             live_marker.remove(self.rundir.root, self.plan.live)
 
@@ -162,7 +154,6 @@ class Persistence:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """Controller → each xdist worker: the plan, decided once here."""
         node.workerinput[WORKERINPUT_KEY] = json.dumps(self.plan.to_wire())
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -174,10 +165,9 @@ class Persistence:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
-        """Persist each rollout exactly once, as its report arrives (before the other plugins
-        see the report). After them, a passed rollout's report drops its record: pytest keeps
-        every report to the end of the session, and the record is saved; a failed one keeps
-        it for the summary's feedback lines."""
+        """Persist each rollout exactly once as its report arrives, before other plugins see it; after them
+        a passed report drops its record (pytest keeps every report), a failed one keeps it for the
+        summary."""
         text = record_text(report)
         if text is None:
             if report.skipped and report.when == "call" and BUDGET_SKIP in str(report.longrepr):
@@ -209,9 +199,8 @@ class Persistence:
         return result
 
     def _owes(self, record: RolloutRecord) -> bool:
-        """Whether ``record`` is a rollout this session owes and has not recorded yet: the
-        backstop behind :mod:`.plan_check` (an item made to look planned under xdist, where
-        the controller sees only node ids, still records only what the plan owes, once)."""
+        """Whether ``record`` is owed and not yet recorded: the backstop behind :mod:`.plan_check` (under
+        xdist the controller sees only node ids)."""
         key = (record.split, record.task_id, record.tag, record.trial)
         if key not in self._unrecorded:
             return False
@@ -248,10 +237,8 @@ class Persistence:
 
 
 def summarize(plan: EvalPlan, outcomes: ByTag | Outcomes, tally: Tally, *, against: str) -> Outcome:
-    """The per-tag rows and the planned rollouts still missing, from what is persisted (indexed
-    for the plan's replicate block: arms, or their :class:`~..decide.evidence.Outcomes` — a
-    resume's 60,000 rollouts read as columns); the exit code says whether the session produced
-    everything it owed."""
+    """The per-tag rows and the planned rollouts still missing, from what is persisted (a resume's 60,000
+    read as columns); the exit code says whether the session produced everything it owed."""
     columns = outcomes if isinstance(outcomes, Outcomes) else Outcomes.of_arms(outcomes)
     reused_by_tag = Counter(map(itemgetter(2), plan.persisted | plan.awaited))
     arrays = {c.tag: columns.arm_arrays(c.tag, plan.task_ids, plan.num_trials) for c in plan.candidates}
@@ -287,8 +274,7 @@ def summarize(plan: EvalPlan, outcomes: ByTag | Outcomes, tally: Tally, *, again
 
 
 def outcomes_of_columns(columns: Columns, block: int) -> Outcomes:
-    """The index's rows of one replicate block as columns
-    (:meth:`..store.rollout_files.RolloutFiles.indexed_columns`) as :class:`~..decide.evidence.Outcomes`."""
+    """The index's rows of one replicate block as :class:`~..decide.evidence.Outcomes`."""
     trials = columns["trial"]
     if block:
         offset = first_trial(block)
@@ -307,8 +293,7 @@ def outcomes_of_columns(columns: Columns, block: int) -> Outcomes:
 def record_finish(
     spec: Spec, rundir: RunDir, plan: EvalPlan, tally: Tally, outcome: Outcome, by_tag: ByTag
 ) -> None:
-    """Log the session's end and refresh report.md and dashboard.html (views: they never
-    change the outcome)."""
+    """Log the session's end and refresh report.md and dashboard.html (views)."""
     rundir.log.append_event(
         "session_finished",
         paid=sum(tally.paid.values()),
@@ -327,7 +312,7 @@ RECORD_WINDOW_MIN = 16  # items a worker holds beyond its rollouts in flight: re
 
 
 def record_window(config: pytest.Config, spec: Spec) -> int:
-    """The most rollouts a worker runs ahead of what the controller has recorded: enough to keep
-    its ``--capevolve-concurrency`` in flight while the controller's refill travels back."""
+    """The most rollouts a worker runs ahead of what the controller recorded: enough to keep its
+    concurrency in flight while the refill travels back."""
     width = int(config.option.capevolve_concurrency or spec.concurrency)
     return max(RECORD_WINDOW_MIN, 4 * width)

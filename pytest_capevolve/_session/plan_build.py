@@ -1,7 +1,6 @@
-"""One session's plan built: the rollouts it owes (not persisted valid, not claimed by another
-live session), refused before anything is paid when it would cross a ceiling of the spec, and
-logged. Controller only, while planning (:mod:`.planning`, the screen and grow kinds).
-"""
+"""One session's plan built: the rollouts it owes (not persisted valid, not claimed by another live
+session), refused before anything is paid when it would cross a ceiling of the spec, and logged. Controller
+only, while planning."""
 
 from __future__ import annotations
 
@@ -42,11 +41,9 @@ def build_plan(
     num_trials: int | None = None,
     **fields: object,
 ) -> EvalPlan:
-    """The plan over ``planned``, owing every rollout not already ``done`` (the keys of the
-    persisted rollouts without an infra error: :func:`valid_keys`) nor ``claimed`` by another
-    live session; checked against the budget (what
-    others have claimed counts as spent) and logged as ``event``. ``num_trials`` (default the
-    spec's) is more for a grow: trial indices continue, so the first ones are reused."""
+    """The plan over ``planned``, owing every rollout neither ``done`` (persisted without infra error) nor
+    ``claimed`` by another live session; checked against the budget (claims count as spent) and logged as
+    ``event``. ``num_trials``: more for a grow (the first trials are reused)."""
     tags = {c.tag for c in planned}
     trials = spec.num_trials if num_trials is None else num_trials
     size = len(task_ids) * trials * len(planned)
@@ -92,14 +89,12 @@ Key = tuple[str, str, str, int]  # (split, task_id, tag, trial)
 
 
 def valid_keys(records: Iterable[RolloutRecord]) -> set[Key]:
-    """The keys of the records that measured the agent or paid nothing: all but infra errors
-    (an infra error is missing data: owed again)."""
+    """The keys of the records that are not infra errors (an infra error is owed again)."""
     return {r.key for r in records if r.infra_error is None}
 
 
 def valid_column_keys(columns: Columns) -> set[Key]:
-    """:func:`valid_keys` of the index's rows read as columns
-    (:meth:`..store.rollout_files.RolloutFiles.indexed_columns`): made in C, no record or loop per row."""
+    """:func:`valid_keys` of the index's rows as columns (no record or loop per row)."""
     keys = zip(columns["split"], columns["task_id"], columns["tag"], columns["trial"], strict=True)
     return set(compress(keys, map(is_, columns["infra_error"], repeat(None))))
 
@@ -107,13 +102,9 @@ def valid_column_keys(columns: Columns) -> set[Key]:
 def check_ceilings(
     spec: Spec, rundir: RunDir, owed: int, *, decisions: int, pending: int = 0, finalizing: bool = False
 ) -> Headroom:
-    """Refuse, before anything is paid, a session whose plan would cross a ceiling — the spec's,
-    each tightened by a cap its ``stop_condition`` states — with the arithmetic: the rollouts it
-    owes against ``max_metric_calls``, their $ at this run's measured $/rollout against
-    ``max_usd``; and for a gate session, its ``decisions`` against ``max_iterations`` and the
-    run's rejects in a row against ``stall``. ``pending`` rollouts being paid by other live
-    sessions count as needed too. (The same :func:`..loop.spend.afford` answers ``capevolve
-    spend``.)"""
+    """Refuse, before anything is paid, a plan that would cross a ceiling (the spec's, tightened by the
+    stop condition), with the arithmetic: rollouts against ``max_metric_calls``, their $ against
+    ``max_usd``, and for a gate its decisions and stall. ``pending`` rollouts other sessions pay count too."""
     state = rundir.state.read_state()
     spent = state["spent"]
     ceilings = Ceilings.from_spec(spec, parse_stop_condition(spec.stop_condition))
@@ -150,9 +141,8 @@ def check_ceilings(
 
 
 def dearest_by_tag(rundir: RunDir, split: str, tags: Iterable[str]) -> dict[str, float]:
-    """The dearest single rollout of each tag in the run's record (the split's index). For the
-    test split, val's: test rollouts are read only through the seal, and finalize with a
-    ``max_usd`` was refused by that read (a TestSealError naming the very command being run)."""
+    """The dearest single rollout of each tag (the split's index); for test, val's (test is read only
+    through the seal)."""
     split = "val" if split == TEST_SPLIT else split
     columns = rundir.rollouts.indexed_columns(split, set(tags), None)
     dearest: dict[str, float] = {}

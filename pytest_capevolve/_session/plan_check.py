@@ -1,21 +1,11 @@
 """The items a session runs are its plan: checked once collection is over, before any rollout.
 
-Controller only. pytest lets any plugin change what runs after we collected it — drop items in
-``pytest_collection_modifyitems`` (announcing them through ``pytest_deselected``, or not), add
-items of its own, repeat or reorder ours. A ``-p`` plugin from outside the project dropped 70
-of a finalize's 240 test rollouts: 170 were paid, and their rewards read, before the finalize
-found the rest missing. So the items that survived every plugin are compared with the plan
-when collection finishes — in-process after the last ``pytest_collection_finish``, under xdist
-when each worker reports the ids it collected (the controller collects nothing) — and a
-session whose items are not its plan is refused in one line, with nothing paid.
-
-How strict depends on what the session does with its rollouts. A finalize and every session
-that decides (a gate, a sequential gate, grow, a screen) runs its whole plan in the plan's
-order: a gate must decide on the whole val set it planned (dropping the tasks a candidate
-loses is the same attack on the gate), and a sequential gate's order is its secret. A session
-that decides nothing may run part of its plan (``-k``: a later gate pays the rest) in any
-order, but never an item the plan does not hold, nor one twice.
-"""
+Controller only. Any plugin can drop, add, repeat or reorder items after we collect (a ``-p`` plugin
+dropped 70 of a finalize's 240 test rollouts after 170 were paid). So the surviving items are compared with
+the plan when collection finishes (in-process, or as each xdist worker reports its ids) and a session whose
+items are not its plan is refused in one line, nothing paid. A finalize and every deciding session must run
+its whole plan in order (dropping tasks is an attack on the gate; a sequential order is secret); a session
+that decides nothing may run a subset (``-k``) in any order, but nothing unplanned, nothing twice."""
 
 from __future__ import annotations
 
@@ -31,14 +21,13 @@ NOT_A_ROLLOUT = "<not a planned rollout item> "
 
 
 def planned_names(plan: EvalPlan) -> list[str]:
-    """The owed rollouts as ``<split>::<task>[<tag>-t<k>]``, in item order: each item's node id
-    after the spec file's."""
+    """The owed rollouts as ``<split>::<task>[<tag>-t<k>]``, in item order."""
     return [f"{key.split}::{item_name(plan, key)}" for key in plan.owed_keys()]
 
 
 def plan_problem(planned: list[str], collected: list[str], *, whole: bool) -> str | None:
-    """What is wrong with ``collected`` against ``planned``, in a few words (None: nothing).
-    ``whole``: every planned item, each once, in the plan's order; else a subset, each once."""
+    """What is wrong with ``collected`` against ``planned``, in a few words (None: nothing). ``whole``:
+    every planned item, once each, in order; else a subset, once each."""
     if collected == planned:
         return None
     want, got = Counter(planned), Counter(collected)
@@ -63,8 +52,8 @@ def plan_problem(planned: list[str], collected: list[str], *, whole: bool) -> st
 
 
 class PlanCheck:
-    """Registered on the controller for every capevolve session; ``refusal`` is the line that
-    refused it (read by :class:`.outcome.SessionEnd`, which then concludes nothing)."""
+    """On the controller for every capevolve session; ``refusal``: the line that refused it (then
+    :class:`.outcome.SessionEnd` concludes nothing)."""
 
     def __init__(self, plan: EvalPlan, spec_name: str, *, whole: bool, session_kind: str) -> None:
         self.plan = plan
@@ -97,13 +86,11 @@ class PlanCheck:
 
     @pytest.hookimpl(trylast=True)  # after every other plugin's collection_finish
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """In-process (no xdist): the items pytest will run, by what they are (their key)."""
         self._check_items(session)
 
     @pytest.hookimpl(tryfirst=True)  # after every run-loop wrapper's start, before the loop
     def pytest_runtestloop(self, session: pytest.Session) -> None:
-        """Again as the loop starts: a plugin's run-loop wrapper edited the items after
-        collection finished (its ``session.items[:] = ...`` before its ``yield``)."""
+        """Again as the loop starts: a plugin's run-loop wrapper may edit the items before its ``yield``."""
         self._check_items(session)
         if session.config.pluginmanager.getplugin("dsession") is None:
             self._planned = []  # checked for the last time: not held while the rollouts run
@@ -127,8 +114,8 @@ class PlanCheck:
 
     @pytest.hookimpl(optionalhook=True, trylast=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """Under xdist, before the scheduler sees a worker's ids: a session refused schedules
-        nothing (every worker's collection is emptied), and ends in the refusal's line."""
+        """Under xdist, before the scheduler sees a worker's ids: a refused session empties every worker's
+        collection."""
         collected = []
         for nodeid in ids:
             file, _, rest = nodeid.partition("::")

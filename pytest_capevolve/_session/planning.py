@@ -1,9 +1,7 @@
 """Planning: which candidates a session evaluates and which rollouts it owes.
 
-Controller only, at configure time, before any item exists: the plan is decided once here
-and travels to xdist workers through ``workerinput``. Nothing is paid while planning; a
-candidate refused by a screen is never registered.
-"""
+Controller only, before any item exists; the plan travels to xdist workers through ``workerinput``. Nothing
+is paid while planning; a candidate refused by a screen is never registered."""
 
 from __future__ import annotations
 
@@ -33,24 +31,18 @@ from .._project.splits import TEST_SPLIT
 from .._store import live_marker, task_keys
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
-from .plan_build import build_plan as build_plan
-from .plan_build import valid_column_keys as valid_column_keys
-from .plan_build import valid_keys as valid_keys
+from .plan_build import build_plan, valid_column_keys, valid_keys
 from .refusals import Screens
 
 
 @dataclass
 class CandidateRequest:
-    """A candidate asked for on the command line (or the best, implicitly)."""
-
     tag: str
     path: Path
 
 
 @dataclass(frozen=True)
 class GateRequest:
-    """--capevolve-gate and its companions; ``nulls`` is how many null controls to keep."""
-
     enabled: bool = False
     nulls: int = 0
     veto_regressions: bool = False
@@ -82,9 +74,8 @@ class Planned:
 
 
 def planned_at(spec: Spec, rundir: RunDir, tag: str, path: Path, digest: str) -> PlannedCandidate:
-    """The registered candidate ``tag`` (from ``path``), evaluated from its snapshot — never
-    from ``path``, which the optimizer may still be editing. Paths relative to the project when
-    inside it, so a worker on a copy of the project (another machine) finds them in its copy."""
+    """The registered candidate ``tag`` (from ``path``), evaluated from its snapshot, never from ``path``
+    (the optimizer may still edit it). Paths relative to the project, so a worker on a copy finds them."""
     snapshot = rundir.snapshots.snapshot_dir(tag)
     return PlannedCandidate(
         tag, to_stored(snapshot, spec.project_dir), digest, source=to_stored(path, spec.project_dir)
@@ -99,7 +90,6 @@ def next_free_tag(base: str, taken: set[str]) -> str:
 
 
 def frozen_ids(rundir: RunDir, splits: dict[str, Any], split: str, pool_ids: Iterable[str]) -> list[str]:
-    """The split's frozen task ids, refusing a run whose adapter lost some of them."""
     task_ids = list(splits[split])
     missing = sorted(set(task_ids) - set(pool_ids))
     if missing:
@@ -111,9 +101,8 @@ def frozen_ids(rundir: RunDir, splits: dict[str, Any], split: str, pool_ids: Ite
 
 
 def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """Where the best's bytes come from: the seed's folder, or any other tag's snapshot in the
-    run dir — never its source folder, which may have been edited or deleted since (as
-    finalize does)."""
+    """Where the best's bytes come from: the seed's folder or a tag's snapshot, never its source folder
+    (may have changed)."""
     if tag == SEED_TAG:
         return spec.capability_path
     snapshot = rundir.snapshots.snapshot_dir(tag)
@@ -126,8 +115,7 @@ def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
 
 
 class Repeats:
-    """The repeat screen of one planning: each candidate's bytes against the run's, the
-    best's and this session's earlier candidates' (:mod:`.._policy.identity`)."""
+    """The repeat screen of one planning (:mod:`.._policy.identity`)."""
 
     def __init__(
         self,
@@ -150,7 +138,6 @@ class Repeats:
         self._decided_elsewhere: dict[str, Earlier] | None = None
 
     def _elsewhere(self) -> dict[str, Earlier]:
-        """Bytes decided in the project's other runs (read once, and only by a gate)."""
         if self._decided_elsewhere is None:
             self._decided_elsewhere = decided_in_project(self.rundir, self.harness_now) if self.gating else {}
         return self._decided_elsewhere
@@ -228,7 +215,6 @@ class Repeats:
 
 
 def _from_ledger(earlier: Earlier) -> dict[str, str]:
-    """What a verdict decided by another project's decision keeps of it: that project, the ledger."""
     project, ledger = earlier.shared or ("", "")
     return {"project": project, "ledger": ledger}
 
@@ -248,12 +234,10 @@ def plan_evaluation(
     task_keys_now: Mapping[str, str] | None = None,
     test_reused: bool = False,
 ) -> Planned:
-    """The plan of an evaluation (or gate) session, as named steps. ``screens`` may refuse a
-    candidate before it is registered (never the best or the seed); ``task_keys_now``: the pool's
-    content keys, recorded the first time; ``test_reused``: lets a run whose val or train holds
-    the project's scored test tasks go on. Under the run's lock (:func:`.wiring.configure`), so
-    the spec lock, splits, snapshots and claims of two sessions planning at once never interleave:
-    the later owes only what the earlier neither persisted nor claimed, and waits for the rest."""
+    """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before it is
+    registered; ``task_keys_now``: the pool's content keys; ``test_reused``: goes on despite scored test
+    tasks in val or train. Under the run's lock, so a later planner owes only what the earlier neither
+    persisted nor claimed."""
     splits, task_ids, notes = _frozen(spec, rundir, pool_ids, split, gate, task_keys_now, test_reused)
     best = rundir.state.best()
     best_path = source_of(spec, rundir, best)
@@ -305,7 +289,6 @@ def plan_evaluation(
 
 
 def standing_verdicts(rundir: RunDir, tags: list[str]) -> dict[str, dict[str, Any]]:
-    """tag → the verdict that decided it, for the ``tags`` that have one."""
     from .._policy.standing import standing_verdict
 
     found = {tag: standing_verdict(rundir, tag) for tag in tags}
@@ -315,10 +298,8 @@ def standing_verdicts(rundir: RunDir, tags: list[str]) -> dict[str, dict[str, An
 def refuse_sealed_in_dev(
     spec: Spec, rundir: RunDir, splits: Mapping[str, Any], *, acknowledged: bool
 ) -> str | None:
-    """Refuse (TestSealError, one line) a run whose val or train holds test tasks the project
-    scored, matched by id or content (:func:`.._store.project_seal.sealed_in_dev`): selecting
-    on them would spend the project's seal. Acknowledged (``--capevolve-test-reused``): the
-    note the session's summary says instead; None when they are fresh."""
+    """Refuse a run whose val or train holds test tasks the project scored (selecting on them spends the
+    seal). Acknowledged with ``--capevolve-test-reused``: the note to say instead; None when fresh."""
     from .._project.splits import TestSealError
     from .._store.project_seal import sealed_dev_line, sealed_in_dev
     from .._store.shared_ledger import of_run
@@ -334,8 +315,8 @@ def refuse_sealed_in_dev(
 
 
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:
-    """The plan of a finalize session: the best, and the seed beside it when they differ, on
-    the test split, from their snapshots. The caller holds the seal's claim."""
+    """The plan of a finalize session: the best, and the seed when it differs, on test, from snapshots. The
+    caller holds the seal's claim."""
     rundir.ensure_spec_lock(spec)
     splits = rundir.splits()
     if splits is None:
@@ -372,8 +353,8 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
 
 
 def refuse_unknown_guards(spec: Spec, val_ids: list[str]) -> None:
-    """A ``stop_condition`` guard naming no val task guards nothing: "never break task N76"
-    let an accept lower ``n76`` (ids are exact). Refused before anything is paid."""
+    """A ``stop_condition`` guard naming no val task guards nothing (ids are exact): refused before
+    anything is paid."""
     from .._policy.verdicts import guarded_tasks
 
     known = set(val_ids)
@@ -396,8 +377,8 @@ def _frozen(
     task_keys_now: Mapping[str, str] | None,
     test_reused: bool,
 ) -> tuple[dict[str, Any], list[str], list[str]]:
-    """(splits, this split's task ids, notes), frozen with the run; refused before anything is
-    chosen: a gate of a finalized run, scored test tasks in val or train, an unknown guard."""
+    """(splits, this split's ids, notes), frozen with the run; refused first: a gate of a finalized run,
+    scored test tasks in dev, an unknown guard."""
     rundir.ensure_spec_lock(spec)
     if gate.enabled:
         guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
@@ -436,8 +417,8 @@ def _kept(
     screens: Screens,
     repeats: Repeats,
 ) -> tuple[list[CandidateRequest], bool, dict[str, dict[str, Any]]]:
-    """(the candidates to register, whether only the best is left, the decided tags — re-derived, a
-    fixed-n one's rollouts still planned, a sequential one's not). None when screens refused all."""
+    """(candidates to register, whether only the best is left, the decided tags); None when screens refused
+    all."""
     decided = (
         standing_verdicts(rundir, [c.tag for c in chosen if c.tag not in (best, SEED_TAG)])
         if gate.enabled
@@ -467,8 +448,8 @@ def _null_controls(
     n_tasks: int,
     notes: list[str],
 ) -> list[str]:
-    """Null controls: copies of the best under tags derived from it, registered and added to
-    ``planned``; one identical null stands for them all (said in ``notes``)."""
+    """Null controls: copies of the best under derived tags, registered and planned; one identical null
+    stands for all (said in ``notes``)."""
     best, best_path = best_at
     null_tags = [f"{best}-null{i}" for i in range(1, nulls + 1)]
     identical = identical_null(rundir, best, n_tasks, nulls) if null_tags else None
@@ -484,8 +465,8 @@ def _null_controls(
 def _sequential_orders(
     rundir: RunDir, plan: EvalPlan, planned: list[PlannedCandidate], best: str, task_ids: list[str]
 ) -> None:
-    """Each gated tag's order, fixed by its bytes, the run's secret and a nonce drawn now: never
-    computable in advance, not even by a reader of the secret; the items run them interleaved."""
+    """Each gated tag's order, fixed by its bytes, the run's secret and a nonce drawn now, so no one can
+    compute it in advance."""
     from .._decide.task_order import interleaved, task_order
 
     secret = rundir.order_secret.read()

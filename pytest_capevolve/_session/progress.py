@@ -1,10 +1,7 @@
 """The progress line of a long session: rollouts done of owed, $ spent, budget left.
 
-Controller only. A long run's dots say nothing about money; every ``--capevolve-progress``
-seconds (default 30, so a short run never shows it) the reporter prints one line with what
-this session has paid so far and what the run's ceilings — the spec's, tightened by its
-``stop_condition`` caps, as the planner checked them — still allow.
-"""
+Controller only: every ``--capevolve-progress`` seconds (default 30) the reporter prints what this session
+has paid and what the run's ceilings still allow."""
 
 from __future__ import annotations
 
@@ -19,8 +16,6 @@ from .._store.rundir import RunDir
 
 
 class Progress:
-    """Counts the rollouts this session pays, as their reports arrive on the controller."""
-
     def __init__(self, spec: Spec, rundir: RunDir, owed: int, interval_s: float | None) -> None:
         spent = rundir.state.read_state()["spent"]  # the run's spend when the session started
         self.run_usd = float(spent.get("usd", 0.0)) + float(spent.get("optimizer_usd", 0.0))

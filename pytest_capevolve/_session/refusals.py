@@ -1,11 +1,8 @@
 """Screens: what refuses a candidate before any rollout is paid for it.
 
-Controller only, while planning. The tamper guard always runs (a candidate may not change
-what scores it: indecisive), and so does the leak guard (a candidate may not hold a val or test
-task's id or gold answer: indecisive, :mod:`.._project.leak`); a gate session also runs the
-project's microcases (one failure: reject, basis ``micro_test_fail``). A refusal is a verdict
-without numbers, written with the session's other verdicts at the end.
-"""
+Controller only, while planning: the tamper guard and the leak guard always run (indecisive), and a gate
+also runs the project's microcases (a failure: reject, ``micro_test_fail``). A refusal is a verdict without
+numbers, written with the session's other verdicts."""
 
 from __future__ import annotations
 
@@ -42,19 +39,17 @@ class Screens:
         self._inherited: dict[str, set[str]] = {}
 
     def close(self) -> None:
-        """End the sandbox children the microcase checks started (at the session's end)."""
         self._env.close()
 
     def prepare(self, test_ids: Sequence[str], val_ids: Sequence[str] = ()) -> None:
-        """Load the microcases (when screening with them), refusing any on a sealed task; note
-        the val and test tasks whose ids and gold answers no candidate may hold."""
+        """Load the microcases (refusing any on a sealed task) and note the val and test ids and gold
+        answers no candidate may hold."""
         self._guarded = {**dict.fromkeys(val_ids, "val"), **dict.fromkeys(test_ids, "test")}
         if self._use_microcases:
             self._microcases = load_microcases(self.spec.project_dir)
             refuse_test_tasks(self._microcases, test_ids)
 
     def refused(self, tag: str, path: Path, best: str) -> bool:
-        """Screen one candidate; a refusal is recorded in :attr:`refusals`."""
         return (
             self._tampered(tag, path, best)
             or self._leaks(tag, path, best)
@@ -62,8 +57,7 @@ class Screens:
         )
 
     def _leaks(self, tag: str, path: Path, best: str) -> bool:
-        """A candidate whose added lines hold a guarded task's id or gold answer: indecisive,
-        never scored. Only what it adds to ``best`` (its parent) is read."""
+        """A candidate whose added lines (against ``best``) hold a guarded id or gold answer: indecisive."""
         min_length = self.spec.leak_guard_min_length
         if min_length is None or not self._guarded:
             return False
@@ -138,8 +132,7 @@ class Screens:
     def refuse(
         self, tag: str, best: str, decision: str, guard: guards.Guard, reason: str, details: dict[str, Any]
     ) -> None:
-        """Record a refusal (a screen's, or one decided elsewhere in planning: a repeat of bytes
-        the run holds); the session writes it with its other verdicts."""
+        """Record a refusal (a screen's, or a repeat found in planning), written with the other verdicts."""
         verdict = guards.refusal_verdict(
             self.spec,
             guard,

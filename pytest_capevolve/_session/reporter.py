@@ -1,16 +1,10 @@
-"""The terminal reporter role: one line per failed rollout, a progress line on long runs, the
-capevolve tables at the end of a session, and INFRA.
+"""The terminal reporter role: one line per failed rollout, a progress line on long runs, the capevolve
+tables at the end of a session, and INFRA.
 
-Controller only (pytest-xdist keeps its ``TerminalDistReporter`` apart from ``DSession`` the
-same way). It reads the session's outcome and tally; nothing it prints can change them, and a
-formatting error never breaks the session's outcome.
-
-A task the agent fails is data, not a bug: its report keeps pytest's ``failed`` outcome (the
-count line and the exit status see it), but pytest's FAILURES section and short summary skip
-it — no xdist ``[gw0] linux -- Python …`` header, no traceback, no line cut at 50 characters —
-and this role prints one line for it instead, naming split, task, tag and trial with the
-scorer's feedback. Any other failure (a bug) keeps pytest's full report.
-"""
+Controller only; it reads the session's outcome and tally and cannot change them. A task the agent fails is
+data, not a bug: its report stays ``failed`` (counts and exit status see it) but pytest's FAILURES section
+and short summary skip it, and this role prints one whole line naming split, task, tag, trial and the
+scorer's feedback. Any other failure keeps pytest's full report."""
 
 from __future__ import annotations
 
@@ -39,20 +33,18 @@ def rollout_id(record: RolloutRecord) -> str:
 
 
 def one_line(text: str) -> str:
-    """Feedback on one line, whole: whitespace runs (newlines too) become one space."""
     return " ".join(str(text).split())
 
 
 def is_refused_rollout(report: Any) -> bool:
-    """A rollout refused before it ran (a stale copy's candidate): one line, listed grouped in
-    the capevolve summary, so pytest's FAILURES section need not repeat it per rollout."""
+    """A rollout refused before it ran (a stale copy's candidate): listed grouped in the summary, not per
+    rollout in FAILURES."""
     return record_from_report(report) is None and str(report.longrepr or "").startswith(INFRA_PREFIX)
 
 
 def grouped(entries: list[tuple[str, str]], limit: int = 20) -> list[tuple[str, str]]:
-    """(name, reason) per distinct reason, the name like a failed rollout's (``val::a12[tag-t3]``,
-    "and N more" when several share it): a stale copy on a worker refuses every rollout of its
-    tag with the same words, and once is enough to read them."""
+    """(name, reason) per distinct reason, the name like a failed rollout's with "and N more" when several
+    share it."""
     by_reason: dict[str, list[str]] = {}
     for nodeid, reason in entries:
         by_reason.setdefault(one_line(reason), []).append(nodeid.split("::", 1)[-1])
@@ -66,9 +58,8 @@ def grouped(entries: list[tuple[str, str]], limit: int = 20) -> list[tuple[str, 
 
 
 def failed_rollout_line(record: RolloutRecord, nodeid: str | None = None, *, feedback: bool = True) -> str:
-    """``FAILED capevolve.yaml::val::a12[improved-t3] reward 0: ticket escalated …`` (never cut
-    short): the item's node id as ``--co`` lists it (what a command line takes back), else the
-    short id; ``feedback=False`` (``--tb=no``): the id and the reward only."""
+    """``FAILED capevolve.yaml::val::a12[improved-t3] reward 0: ticket escalated …`` (never cut short),
+    named by node id when it has one; ``feedback=False`` (``--tb=no``): id and reward only."""
     line = f"FAILED {nodeid or rollout_id(record)} reward {num(record.reward, '.4g')}"
     said = one_line(record.feedback or "") if feedback else ""
     return f"{line}: {said}" if said else line
@@ -92,7 +83,6 @@ def parse_failures(text: str) -> str | int:
 
 
 def listed_failures(records: list[RolloutRecord], policy: str | int) -> list[RolloutRecord]:
-    """The failed rollouts (already in print order) that get a line under ``policy``."""
     if policy == "none":
         return []
     if policy == "all" or (policy == "auto" and len(records) <= AUTO_ALL_UP_TO):
@@ -109,7 +99,6 @@ def listed_failures(records: list[RolloutRecord], policy: str | int) -> list[Rol
 
 
 def is_task_failure(report: Any) -> bool:
-    """A call report of a rollout the agent scored below the threshold (not an infra error)."""
     if report.when != "call" or not report.failed:
         return False
     record = record_from_report(report)
@@ -189,11 +178,9 @@ class CapevolveReporter:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None]:
-        """Around pytest's own summary: the rollouts the agent failed are left out of what prints
-        failures — the FAILURES section and the short summary, parts of the terminal's own
-        wrapper — and printed one line each, before the table, instead. The summaries between
-        them (``--durations``, other plugins') see every report; the count line still says how
-        many failed."""
+        """Around pytest's own summary: the agent's failed rollouts are left out of FAILURES and the short
+        summary, and printed one line each before the table; the summaries between (``--durations``) see
+        every report."""
         self._hide(terminalreporter.stats)
         try:
             return (yield)
@@ -261,7 +248,6 @@ class CapevolveReporter:
             )
 
     def _print_judge_noise(self, tr: Any, outcome: Any) -> None:
-        """One line per verdict whose file carries the judge's share (``judge_rescores`` > 1)."""
         for verdict in outcome.verdicts:
             split = (self.rundir.verdicts.verdict(verdict.tag) or {}).get("judge_noise")
             if isinstance(split, dict) and "refused" in split:
@@ -320,8 +306,8 @@ class CapevolveReporter:
             tr.write_line(line, **markup)
 
     def _print_verdicts(self, tr: Any, outcome: Any) -> None:
-        """The verdicts section: the null controls' noise floor, one line per verdict, its
-        warnings, and the plain-words explanation."""
+        """The verdicts section: the nulls' noise floor, one line per verdict, its warnings and the
+        explanation."""
         tr.section(f"capevolve verdicts vs {outcome.against} (val)", sep="-")
         if outcome.nulls:
             spread = max((abs(v.delta_mean) for v in outcome.nulls if v.delta_mean is not None), default=0.0)
@@ -341,7 +327,7 @@ class CapevolveReporter:
             tr.write_line(line)
 
     def _print_infra(self, tr: Any) -> None:
-        """Infra errors, grouped (missing data, never a 0); with -rA what each one printed."""
+        """Infra errors, grouped (missing data, never a 0); with -rA what each printed."""
         infra = self.tally.infra
         tr.write_line(f"infra errors ({len(infra)}; missing data, never a 0):")
         for name, reason in grouped(infra):
@@ -354,9 +340,8 @@ class CapevolveReporter:
                     tr.line(content.rstrip("\n"))
 
     def _missing_lines(self, keys: list[Any]) -> list[str]:
-        """How many rollouts are missing and the command that pays only those: the one typed,
-        pinned to this run (``--capevolve-new-run`` would start another and pay everything
-        again) and without the flags that deselected rollouts (they would deselect them again)."""
+        """How many rollouts are missing and the command that pays only those: the one typed, pinned to
+        this run, without the flags that deselected rollouts."""
         recopy = any(STALE_COPY_FIX in reason for _nodeid, reason in self.tally.infra + self.tally.lost)
         then = "copy the project to the workers again, then " if recopy else ""
         if self.tally.infra and not recopy:  # the same command pays the same error until its cause goes
@@ -371,6 +356,5 @@ class CapevolveReporter:
 
 
 def rollouts(count: int, adjective: str = "") -> str:
-    """``1 rollout``, ``3 failed rollouts``: the count with its noun."""
     words = [str(count), *([adjective] if adjective else []), "rollout" if count == 1 else "rollouts"]
     return " ".join(words)

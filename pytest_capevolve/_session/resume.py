@@ -1,15 +1,9 @@
-"""The exact command that resumes an interrupted session, printed after Ctrl-C, and the one that
-completes a session's missing rollouts, printed at its end.
+"""The exact command that resumes an interrupted session, printed after Ctrl-C, and the one that completes
+a session's missing rollouts, printed at its end.
 
-Controller only. "Re-run the same command" is wrong twice over: ``--capevolve-new-run`` would
-start yet another run, and ``--capevolve-rerun`` would draw yet more fresh tags. The command
-printed is the one typed, pinned to the run the session wrote (``--capevolve-run-id``) and, for
-a re-run, naming the fresh tags it was paying (``--capevolve-candidate DIR --capevolve-tag
-TAG``), so it pays only for what is missing. To complete the missing rollouts, the flags that
-deselect rollouts (``-k``, ``-m``, ``--deselect``, ``--lf``) are left out too: the same command
-would deselect again the rollouts it left missing — and so are the node ids that selected
-some, and ``-x``/``--maxfail``/``--sw`` (that stop at a rollout the agent fails).
-"""
+Controller only. The command typed, pinned to the run (``--capevolve-run-id``) and, for a re-run, naming
+its fresh tags, so it pays only what is missing. To complete missing rollouts, the flags that deselected or
+stopped (``-k``, ``-m``, ``--deselect``, ``--lf``, node ids, ``-x``, ``--maxfail``, ``--sw``) are left out."""
 
 from __future__ import annotations
 
@@ -58,8 +52,8 @@ def _without(args: Sequence[str], valued: Sequence[str], flags: Sequence[str]) -
 
 
 def _without_stops(args: Sequence[str]) -> list[str]:
-    """``args`` without the node ids that select rollouts and without ``-x`` inside a cluster of
-    short flags (``-xvs`` → ``-vs``); what follows ``--`` is left alone."""
+    """``args`` without the node ids that select rollouts and without ``-x`` in a cluster of short flags
+    (``-xvs`` → ``-vs``); after ``--``, untouched."""
     kept: list[str] = []
     for arg in args:
         if "::" in arg and not arg.startswith("-"):
@@ -79,11 +73,9 @@ def resume_command(
     rerun_candidates: Sequence[tuple[str, Path]] = (),
     complete: bool = False,
 ) -> str:
-    """``pytest ARGS`` as typed, minus ``--capevolve-new-run``, pinned to ``run_id``; when the
-    session was a ``--capevolve-rerun``, its candidates are named by their fresh tags
-    (``rerun_candidates``: (tag, folder) pairs in the order given). ``complete``: without the
-    flags that deselect rollouts, so every missing rollout is paid (a resume after Ctrl-C keeps
-    them: it finishes the selection that was interrupted)."""
+    """``pytest ARGS`` as typed, minus ``--capevolve-new-run``, pinned to ``run_id``; a
+    ``--capevolve-rerun``'s candidates named by their fresh tags. ``complete``: without the deselecting
+    flags."""
     rerun = "--capevolve-rerun" in args
     valued = _VALUED if rerun else ("--capevolve-run-id",)
     kept = _without(args, valued, _FLAGS)

@@ -1,17 +1,10 @@
-"""pytest's selection habits on a plain evaluation: a rollout's node id on the command line, and
-what ``--lf`` / ``--ff`` / ``-x`` / ``--sw`` can and cannot mean for rollouts.
+"""pytest's selection habits on a plain evaluation: a rollout's node id on the command line, and what
+``--lf`` / ``--ff`` / ``-x`` / ``--sw`` can and cannot mean for rollouts.
 
-In every process that collects (the controller, each xdist worker): a positional argument
-``capevolve.yaml::val::q05[seed-t0]`` — the id ``--co`` lists and a FAILED line prints — selects
-that rollout, if the plan owes it (an infra error's, or one not yet paid); the session collects
-only its spec, so any other argument is dropped as before. A session that decides refuses node
-ids before anything is planned (:mod:`.finalize_whole`); this module serves the others.
-
-A rollout the agent failed is recorded: it is never drawn again because it failed (re-drawing
-the failures would choose the draws, the cheating pattern a resume must not allow). So a node
-id naming a recorded rollout, and ``--lf``, run nothing; the controller says so in one line
-and names what does work (:func:`notes`).
-"""
+In every process that collects: a node id such as ``capevolve.yaml::val::q05[seed-t0]`` selects that
+rollout if the plan owes it. A deciding session refuses node ids (:mod:`.finalize_whole`). A failed rollout
+is recorded and never drawn again because it failed (redrawing failures chooses the draws), so a node id
+naming one, and ``--lf``, run nothing; the controller says so and names what works (:func:`notes`)."""
 
 from __future__ import annotations
 
@@ -34,9 +27,8 @@ INSTEAD = (
 
 
 def named_rollouts(args: Sequence[str], spec_name: str) -> dict[str, str]:
-    """The ``split::task[tag-tK]`` part of each argument that names a node under the spec
-    (``capevolve.yaml::…``, any folder before it), in order, each once, with the argument as
-    typed."""
+    """The ``split::task[tag-tK]`` part of each argument naming a node under the spec, in order, each once,
+    with the argument as typed."""
     named: dict[str, str] = {}
     for arg in args:
         file, sep, rest = str(arg).partition("::")
@@ -46,8 +38,7 @@ def named_rollouts(args: Sequence[str], spec_name: str) -> dict[str, str]:
 
 
 def other_node_ids(args: Sequence[str], spec_name: str) -> list[str]:
-    """Node ids (``path::name``) that name nothing under the spec: nothing a capevolve session
-    collects."""
+    """Node ids (``path::name``) that name nothing under the spec."""
     return [str(a) for a in args if "::" in str(a) and Path(str(a).partition("::")[0]).name != spec_name]
 
 
@@ -55,10 +46,8 @@ WORKERINPUT_KEY = "capevolve_selected"
 
 
 def select(config: pytest.Config, spec_path: Path, named: list[str]) -> None:
-    """Collect only ``named`` (``split::name`` parts) under this process's spec, else the spec
-    whole: pytest matches the ids itself. An xdist worker is given the controller's choice
-    (:class:`SelectionToWorkers`), never the command line's ids, which may name what the plan
-    does not owe."""
+    """Collect only ``named`` under this process's spec, else the whole spec. A worker is given the
+    controller's choice (:class:`SelectionToWorkers`), never the command line's ids."""
     config.args[:] = [f"{spec_path}::{rest}" for rest in named] or [str(spec_path)]
 
 
@@ -67,8 +56,6 @@ def selected_on_worker(workerinput: dict[str, object]) -> list[str]:
 
 
 class SelectionToWorkers:
-    """Controller → each xdist worker: the owed rollouts the node ids selected."""
-
     def __init__(self, selected: list[str]) -> None:
         self.selected = selected
 
@@ -89,8 +76,7 @@ def recorded_line(ids: list[str]) -> str:
 def notes(
     config: pytest.Config, plan: EvalPlan, named: dict[str, str], spec_name: str
 ) -> tuple[list[str], list[str]]:
-    """Controller only: (the named rollouts the plan owes, the lines to print about the rest
-    and about ``--lf``/``--ff``)."""
+    """Controller only: (the named rollouts the plan owes, lines about the rest and ``--lf``/``--ff``)."""
     owed = set(planned_names(plan))
     recorded = {f"{k.split}::{item_name(plan, k)}" for k in plan.all_keys()} - owed
     selected = [rest for rest in named if rest in owed]
@@ -117,10 +103,8 @@ def notes(
 
 
 def stopped_early(config: pytest.Config, session: pytest.Session, exc: BaseException | None) -> str | None:
-    """The option that stopped the run loop at a failed rollout (``-x``, ``--maxfail N``,
-    ``--sw``), or None: Ctrl-C, or nothing stopped it. In-process pytest raises
-    ``session.Failed`` (maxfail) or ``session.Interrupted`` (stepwise); xdist's controller
-    raises its own ``Interrupted`` naming the failures."""
+    """The option that stopped the run loop at a failed rollout (``-x``, ``--maxfail N``, ``--sw``), or
+    None (Ctrl-C or nothing)."""
     option = config.option
     maxfail = int(getattr(option, "maxfail", 0) or 0)
     said = str(exc or "")
@@ -134,8 +118,6 @@ def stopped_early(config: pytest.Config, session: pytest.Session, exc: BaseExcep
 
 
 def stopped_line(flag: str, *, missing: bool) -> str:
-    """The line after a session ``flag`` stopped; ``missing``: the command that completes the
-    rest is printed above it."""
     then = f"a run without {flag}{' (the command above)' if missing else ''} completes the rest"
     return (
         f"stopped early by {flag} at a failed rollout (a task the agent fails is data, "
@@ -144,8 +126,8 @@ def stopped_line(flag: str, *, missing: bool) -> str:
 
 
 class NothingNamedIsOwed:
-    """Registered on the controller (run in-process) when every node id given names a rollout
-    the plan does not owe: the session collects its spec and runs none of it, as asked."""
+    """On the controller (in-process) when no node id given names an owed rollout: the session collects its
+    spec and runs none of it."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

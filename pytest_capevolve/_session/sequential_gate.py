@@ -1,19 +1,12 @@
 """The sequential gate session role (``--capevolve-sequential``): stop paying once decided.
 
-Controller only. Each gated tag sees val in its own order, derived from its content hash and
-the run's secret (:mod:`..decide.task_order`; :attr:`.plan.EvalPlan.orders`), and items are
-collected in those orders interleaved, both arms' trials of a task together
-(:attr:`.plan.EvalPlan.order`). As each rollout's report arrives — where
-:class:`.persistence.Persistence` saves it — this role records the reward; once a task is
-complete on both sides, and every task before it in the tag's order is too, its paired delta
-feeds the tag's e-processes (:mod:`..decide.sequential`). A tag whose e-process crosses is
-decided: its remaining items skip before the adapter is called (in-process through
-:attr:`..items.EvalContext.stopped`; on xdist workers through the stop marker,
-:mod:`..store.stop_marker`), and the best's too once every other tag is decided.
-
-Feeding in the tag's order, never in completion order, keeps the bets predictable: which task
-comes next never depends on how fast a rollout finished (which could depend on its outcome).
-"""
+Controller only. Each gated tag sees val in its own secret-derived order (:mod:`..decide.task_order`),
+items interleaved with both arms' trials of a task together. As reports arrive, a task complete on both
+sides, with every task before it in the tag's order, feeds its paired delta to the tag's e-processes. A
+crossed tag is decided and its remaining items skip before the adapter is called (in-process via
+:attr:`..items.EvalContext.stopped`, on workers via the stop marker); the best's too once all tags are
+decided. Feeding in the tag's order, never completion order, keeps the bets predictable (speed could depend
+on the outcome)."""
 
 from __future__ import annotations
 
@@ -41,8 +34,6 @@ from .._store.rundir import RunDir
 
 @dataclass(eq=False)  # a plugin: pluggy hashes it, so identity, not value, equality
 class SequentialGate:
-    """Controller only: the e-processes of every gated tag against the best, fed live."""
-
     config: pytest.Config
     spec: Spec
     rundir: RunDir
@@ -83,8 +74,8 @@ class SequentialGate:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Under ``--dist load`` (what ``-n`` uses): a window of one task's rollouts per worker,
-        so few are paid after a decision. Any other ``--dist`` keeps xdist's own scheduler."""
+        """Under ``--dist load``: one task's rollouts per worker at a time, so few are paid after a
+        decision."""
         if config.getvalue("dist") != "load":
             return None
         from .perf.window import window_scheduler
@@ -105,7 +96,6 @@ class SequentialGate:
         return float(np.mean(valid)) if valid else None
 
     def order(self, tag: str) -> list[str]:
-        """The order ``tag`` sees val in (its own; a plan from before per-tag orders: the one)."""
         if self.plan.orders and tag in self.plan.orders:
             return self.plan.orders[tag]
         return self.plan.order or self.plan.task_ids
@@ -120,7 +110,6 @@ class SequentialGate:
         return out
 
     def prefix(self, tag: str, n_deltas: int) -> list[str]:
-        """The seen tasks up to the one that gave the ``n_deltas``-th paired delta."""
         out, count = [], 0
         for task_id in self.seen(tag):
             if count >= n_deltas:
@@ -131,7 +120,6 @@ class SequentialGate:
         return out
 
     def deltas(self, tag: str, task_ids: list[str]) -> list[float]:
-        """Paired per-task deltas; a task with no valid trial on a side is missing data."""
         out = []
         for task_id in task_ids:
             cand, best = self._mean(tag, task_id), self._mean(self.best, task_id)
@@ -176,9 +164,8 @@ class SequentialGate:
     def verdicts(
         self, by_tag: ByTag, config: GateConfig, null_tags: list[str], *, interrupted: bool = False
     ) -> tuple[list[Verdict], list[Verdict]]:
-        """(null controls' verdicts, candidates' verdicts) for the caller to write. A crossed
-        tag: the e-process's decision on the tasks it saw; val exhausted: the exact test at the
-        α left over; interrupted before either: "undecided" with the current e-values."""
+        """(nulls' verdicts, candidates' verdicts). Crossed: the e-process's decision on the tasks seen;
+        exhausted: the exact test at the α left; interrupted: "undecided" with the current e-values."""
 
         def one(tag: str, floor: list[float | Fraction] | None) -> Verdict:
             decision = self.track(tag)
@@ -203,7 +190,6 @@ class SequentialGate:
             return seqgate.exhausted_verdict(verdict, decision, Fraction(numerator, denominator))
 
         def ordered(tag: str, verdict: Verdict) -> Verdict:
-            """The verdict with the order it was decided in, so the decision can be re-derived."""
             sequential = {**verdict.details.get("sequential", {}), "order": self.order(tag)}
             sequential["order_from"] = {
                 "derivation": task_order.DERIVATION,
@@ -222,8 +208,7 @@ class SequentialGate:
         return next((c.content_hash for c in self.plan.candidates if c.tag == tag), None)
 
     def not_paid(self) -> set[str]:
-        """Tags whose missing rollouts are missing on purpose (decided, or the best once
-        everything is): not an infrastructure failure."""
+        """Tags whose missing rollouts are missing on purpose (decided): not an infra failure."""
         return set(self.stopped)
 
     def summary(self) -> list[str]:

@@ -1,16 +1,9 @@
 """A subset-screen session: ``--capevolve-screen TIER`` (or ``--capevolve-screen-ids a,b,c``).
 
-Controller only. Planning picks the subset (:mod:`..loop.screen`: deterministic for the run,
-the candidate and the tier) and owes **only the candidate's** rollouts on it; the best's side is
-read from its persisted val rollouts on the same tasks and trial seeds, never paid again. After
-the run loop the screen kills or promotes — never accepts — and writes
-``screens/<tag>__tier<N>.json`` with the run's screen ledger. Nothing here writes a verdict:
-the gate reads full val only, and a candidate screened on a subset has a val coverage below
-``min_coverage`` until a gate session completes it.
-
-(Not to be confused with :mod:`.screens`: the tamper guard and microcases, which this session
-also runs before paying.)
-"""
+Controller only. Planning picks the subset (:mod:`.._decide.screen`) and owes only the candidate's rollouts
+on it; the best's side is read from its persisted val rollouts. After the run loop the screen kills or
+promotes, never accepts, and writes ``screens/<tag>__tier<N>.json`` with the screen ledger; no verdict (the
+gate reads full val only). Not :mod:`.screens`, the tamper guard and microcases."""
 
 from __future__ import annotations
 
@@ -33,21 +26,18 @@ from .._store.files import atomic_write_json
 from .._store.rundir import RunDir, RunDirError
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
+from .plan_build import build_plan, valid_column_keys
 from .planning import (
     CandidateRequest,
     Planned,
-    build_plan,
     frozen_ids,
     planned_at,
-    valid_column_keys,
 )
 from .refusals import Screens
 
 
 @dataclass(frozen=True)
 class ScreenRequest:
-    """What to screen on: a tier (1|2|3) or task ids picked by hand."""
-
     tier: int | None = None
     ids: tuple[str, ...] = ()
 
@@ -72,7 +62,6 @@ def plan_screen(
     request: ScreenRequest,
     screens: Screens,
 ) -> ScreenPlanned:
-    """The plan of a screen session (under the run's lock, like any planning)."""
     rundir.ensure_spec_lock(spec)
     guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
     splits = rundir.ensure_splits(lambda: splits_for(spec, pool_ids))
@@ -149,8 +138,6 @@ def screen_events(rundir: RunDir) -> list[dict[str, Any]]:
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
 class ScreenSession:
-    """Controller only: the conclusion of a screen session."""
-
     spec: Spec
     rundir: RunDir
     planned: ScreenPlanned

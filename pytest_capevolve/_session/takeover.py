@@ -1,25 +1,16 @@
 """Rollouts a dead session left unpaid: taken over and paid by the session waiting on them.
 
-Controller only, after the run loop (:meth:`.persistence.Persistence.settle`). A session that
-needed rollouts another session was paying waited for them instead of paying them again; when
-that session died before it was done, the waiter ended with exit 12, "0 paid, 300 reused" and
-a command to run, with the rollouts nobody would ever pay in front of it. Now it takes the
-dead session's rollouts over: under the run's lock it deletes the void claims (their owner is
-dead, :func:`.._store.claims.owner_alive`) and claims what is neither persisted nor claimed by
-another live session — so two waiters of one dead session never pay a rollout twice: the
-second finds the first's claim, and waits on it — then pays them here the way an item does
-(the candidate's snapshot with its bytes checked, the sandboxed runner, the budget share).
-"""
+Controller only, after the run loop. Under the run's lock the waiter deletes the dead session's void claims
+and claims what is neither persisted nor claimed by a live session (so two waiters never pay one rollout
+twice), then pays them as an item would (snapshot bytes checked, sandboxed runner, budget share)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._engine.candidate_bytes import CandidateMismatch
-from .._engine.runner import run_and_score
-from .._items.nodes import CONTEXT_KEY, EvalContext, booked_cost, rollout_record
+from .._items.nodes import CONTEXT_KEY, EvalContext, measured, rollout_record, run_reserved
 from .._items.plan import RolloutKey
 from .._project.candidate import SEED_TAG
 from .._store.claims import Claims
@@ -29,9 +20,8 @@ if TYPE_CHECKING:
 
 
 def take_over(persistence: Persistence, died: list[Path]) -> tuple[int, int]:
-    """Pay the awaited rollouts the dead sessions (``died``: their claims) left unpaid, each
-    once across every waiter, waiting again on a live session that took some over first.
-    Returns (paid here, left unpaid: a budget share used up, a candidate's bytes changed)."""
+    """Pay the rollouts the dead sessions (``died``) left unpaid, once across every waiter. Returns (paid
+    here, left unpaid: budget share used up, candidate bytes changed)."""
     from .plan_build import valid_column_keys
 
     rundir, plan = persistence.rundir, persistence.plan
@@ -64,7 +54,6 @@ def take_over(persistence: Persistence, died: list[Path]) -> tuple[int, int]:
 def _pay(persistence: Persistence, context: EvalContext, key: RolloutKey) -> bool:
     """One rollout, as :meth:`.._items.nodes.RolloutItem.runtest` pays it; persisted at once.
     False when it is not paid (its candidate's bytes changed, the budget share is used up)."""
-    plan, spec = context.plan, context.spec
     try:
         candidate_dir, stamp = context.candidate_dir(key.tag)
     except CandidateMismatch:
@@ -72,18 +61,9 @@ def _pay(persistence: Persistence, context: EvalContext, key: RolloutKey) -> boo
     name = f"takeover::{key.split}::{key.task_id}[{key.tag}-t{key.trial}]"
     if context.budget.reserve(name, key.tag, wait=False) is not None:
         return False
-    task, seed = context.pool[key.task_id], plan.seed_for(key.trial)
-    try:
-        scored = run_and_score(
-            context.runner, task, candidate_dir, seed=seed, split=key.split, timeout_s=spec.rollout_timeout_s
-        )
-    except BaseException:
-        context.budget.release(name)
-        raise
-    context.budget.settle(name, key.tag, booked_cost(scored))
-    changed = context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
-    if changed is not None:  # it may have read bytes no snapshot holds: missing data
-        scored = replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)
-    record = rollout_record(scored, task, key, run_id=plan.run_id, seed=seed, spec=spec, context=context)
+    scored = run_reserved(context, key, name, candidate_dir)
+    record = rollout_record(
+        measured(scored, context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)), key, context
+    )
     persistence.record_taken_over(record)
     return True

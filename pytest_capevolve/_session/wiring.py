@@ -1,10 +1,8 @@
 """Starting a capevolve session: the spec, the adapter, the plan, and the roles registered.
 
-Called from ``pytest_configure`` only when a ``--capevolve-*`` session was asked for, so a
-pytest run without one never imports any of this (nor numpy or scipy). In the controller
-(the process without xdist, or xdist's controller) it plans and registers the controller
-roles; on an xdist worker it only reads the plan the controller sent in ``workerinput``.
-"""
+Called from ``pytest_configure`` only when a ``--capevolve-*`` session was asked for (so a plain run
+imports none of this, nor numpy). The controller plans and registers its roles; an xdist worker reads the
+plan from ``workerinput``."""
 
 from __future__ import annotations
 
@@ -55,7 +53,6 @@ from .reporter import CapevolveReporter, parse_failures, rollouts
 
 
 def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, str]) -> None:
-    """Load the project and, on the controller, plan and register the session's roles."""
     workerinput = getattr(config, "workerinput", None)
     on_copy = False
     given = list(config.args)  # the positional arguments: a rollout's node id selects it
@@ -129,9 +126,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
 
 
 def _selected(config: pytest.Config, spec: Spec, plan: EvalPlan, given: list[str]) -> list[str]:
-    """Controller only: the node ids given that name a rollout the plan owes (what the session
-    runs, and workers are sent); the lines about the others, and about ``--lf``, go to the
-    reporter. Ids given, none owed: the session runs in-process and collects nothing."""
+    """Controller only: the node ids given that name a rollout the plan owes; lines about the others and
+    ``--lf`` go to the reporter. Ids given, none owed: the session runs in-process and collects nothing."""
     named = selection.named_rollouts(given, spec.path.name)
     selected, lines = selection.notes(config, plan, named, spec.path.name)
     reporter = config.pluginmanager.get_plugin("capevolve-reporter")
@@ -146,14 +142,12 @@ def _selected(config: pytest.Config, spec: Spec, plan: EvalPlan, given: list[str
 
 
 def _pool_digest(pool: dict[str, Any]) -> str:
-    """The task pool's digest, whatever order ``tasks()`` gave it in."""
     return harness.tasks_digest(pool[task_id] for task_id in sorted(pool))
 
 
 def _without_workers(config: pytest.Config) -> None:
-    """Nothing is owed (a resume with everything persisted): xdist would start its workers —
-    each importing the project, 2–3 s at ``-n 2`` — to run no item. The controller runs the empty
-    session itself, as without ``-n`` (xdist reads these options in its own, later, configure)."""
+    """Nothing is owed: run the empty session in-process rather than start xdist workers (2–3 s each) for
+    no item."""
     if config.getoption("dist", "no") != "no":
         config.option.dist = "no"
         config.option.tx = []
@@ -161,8 +155,8 @@ def _without_workers(config: pytest.Config) -> None:
 
 
 def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> int:
-    """Rollouts in flight per process: --capevolve-concurrency, else the spec's (or ini's)
-    ``concurrency``. Refused above 1 for an adapter that is not thread-safe."""
+    """Rollouts in flight per process: --capevolve-concurrency, else the spec's ``concurrency``; refused
+    above 1 for an adapter that is not thread-safe."""
     flag = config.option.capevolve_concurrency
     width = int(flag or spec.concurrency)
     if not declared_thread_safe(runner.adapter) and width > 1:
@@ -180,7 +174,6 @@ def fanout_width(config: pytest.Config, spec: Spec, runner: AdapterRunner) -> in
 
 
 def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
-    """The run a session would continue (None for a new one): what its harness is checked against."""
     if config.option.capevolve_new_run:
         return None
     try:
@@ -190,8 +183,7 @@ def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
 
 
 def earlier_labels(rundir: RunDir) -> list[str | None]:
-    """What each session of the run said of its candidate code when it started (this one's own
-    included: it says what this session's children will say)."""
+    """What each session of the run (this one included) said of its candidate code when it started."""
     try:
         started = rundir.log.of_kinds("session_started")
     except RunDirError:  # a log that does not verify is refused where a decision reads it
@@ -208,9 +200,8 @@ def _start_controller(
     harness_now: dict[str, str],
     checked: Path | None,
 ) -> EvalPlan:
-    """Choose the session's kind (:func:`.kinds.choose_kind`), start it, and register its roles
-    the same way for every kind: persistence (and the kind's own plugins after it, so they see
-    saved rollouts), the role, the session's end, the reporter, the remote workers."""
+    """Choose the session's kind, start it, and register its roles the same way for every kind: persistence
+    (then the kind's plugins, so they see saved rollouts), the role, the end, the reporter, the workers."""
     option = config.option
     refuse_blocked_roles(config)
     deciding = _decides(config)
@@ -287,10 +278,8 @@ SPEED_PARTS = frozenset(
 
 
 def refuse_blocked_roles(config: pytest.Config) -> None:
-    """``-p no:capevolve-plan-check`` (or ``-persistence``, ``-end`` ...) unregisters a part of
-    the session by its name: the plan check, and a finalize ran 17 of its 24 test rollouts.
-    No session runs without one of its parts (but :data:`SPEED_PARTS`): refused in one line
-    before anything is planned."""
+    """A session part blocked with ``-p no:capevolve-<part>`` (a finalize once ran 17 of 24 test rollouts
+    without its plan check): refused before anything is planned, but :data:`SPEED_PARTS`."""
     blocked = [
         arg[3:].strip()
         for arg in getattr(config.option, "plugins", None) or []
@@ -311,7 +300,6 @@ def refuse_blocked_roles(config: pytest.Config) -> None:
 
 
 def _failures(config: pytest.Config) -> str | int:
-    """--capevolve-failures, else its ini key, else ``auto``; a bad ini value is a usage error."""
     given = config.option.capevolve_failures
     if given is not None:
         return given
@@ -322,7 +310,6 @@ def _failures(config: pytest.Config) -> str | int:
 
 
 def _kind_label(config: pytest.Config, deciding: bool) -> str:
-    """What the session is, as its refusals name it."""
     option = config.option
     if option.capevolve_finalize:
         return "a finalize"
@@ -332,17 +319,16 @@ def _kind_label(config: pytest.Config, deciding: bool) -> str:
 
 
 def _decides(config: pytest.Config) -> bool:
-    """Whether this session decides anything (a gate, a grow, a screen's kill) and so reads
-    the gate settings the run froze."""
+    """Whether this session decides anything (gate, grow, screen kill), and so reads the frozen gate
+    settings."""
     option = config.option
     screen = option.capevolve_screen is not None or option.capevolve_screen_ids is not None
     return bool(option.capevolve_gate or option.capevolve_grow or screen)
 
 
 def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome:
-    """After Ctrl-C: the table of what is persisted (no seal burned) and the exact command that
-    resumes; every rollout that reported before the interrupt is saved. A sequential gate
-    writes what it knows: a decision it reached, else "undecided" with its e-values."""
+    """After Ctrl-C: the table of what is persisted and the command that resumes (a sequential gate writes
+    what it knows: a decision, else "undecided" with its e-values)."""
     from .._store.evidence import index_records
 
     planned, persistence = started.planned, started.persistence
@@ -368,8 +354,6 @@ def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome
 
 
 def _resume_command(config: pytest.Config, spec: Spec, planned: Planned, complete: bool) -> str:
-    """The command typed, pinned to this run (:func:`.resume.resume_command`); ``complete``:
-    without the flags that deselect rollouts, to pay every missing one."""
     from .resume import resume_command
 
     reran = [

@@ -207,9 +207,8 @@ def _md(text: str) -> str:
 
 
 class ComparedRuns:
-    """What the ``capevolve_compare`` fixture hands a test: the comparison, whether every run
-    was accepted, and the table as one text (an assertion's message); for a preferences file
-    (``capevolve_compare("prefs.csv")``) the pairwise answer, in the same shape."""
+    """What the ``capevolve_compare`` fixture hands a test: the comparison (or pairwise answer),
+    whether every run was accepted, and the table as one text."""
 
     def __init__(self, comparison: Comparison | PairwiseComparison) -> None:
         self.comparison = comparison

@@ -1,11 +1,8 @@
 """Verdicts in plain words, and the planning figures behind "what it would take".
 
-Controller only, or ``capevolve plan``: pure functions of reward matrices (numpy) and verdicts;
-no file, no pytest. ``capevolve plan`` prints :func:`plan_figures`; ``--capevolve-explain``
-says, for each verdict, what was compared, on how many tasks, what the test says, and — from
-the same figures — the smallest effect this many tasks can detect, and how many tasks a
-change of the size seen would need.
-"""
+Pure functions of reward matrices and verdicts. ``capevolve plan`` prints :func:`plan_figures`;
+``--capevolve-explain`` says what each verdict compared, what the test says, the smallest effect
+this many tasks can detect, and how many tasks the effect seen would need."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The run's one honest table: seed vs best on val, train and test, with its refusals stated.
 
-Controller side or the ``capevolve`` command; reads persisted rollouts and the seal, pays
-nothing. The numbers come from :mod:`stats`; this module decides what may be said about them.
-"""
+Reads persisted rollouts and the seal, pays nothing; decides what may be said about the numbers."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Summaries for people: the per-tag table printed at the end of a session.
-
-Controller only. Builds rows from persisted records through :mod:`evidence` and
-:mod:`stats`; formatting never raises into pytest's terminal summary.
-"""
+"""Summaries for people: the per-tag table printed at the end of a session (controller only;
+formatting never raises into pytest's terminal summary)."""
 
 from __future__ import annotations
 
@@ -20,10 +17,7 @@ from .numbers import interval, num
 
 @dataclass
 class TagRow:
-    """One row of the per-tag table (:func:`render_arms`): a tag's arm on one split — its
-    mean, SE, coverage, pass^k and pass@k over the planned tasks and trials, with what it paid,
-    reused, lost to infra errors and cost. (Not :class:`.._stats.ArmSummary`, the arrays a
-    gate reads.)"""
+    """One row of the per-tag table (:func:`render_arms`): a tag's arm on one split."""
 
     tag: str
     split: str
@@ -101,9 +95,8 @@ def arm_summary(
 def _arm_arrays(
     arm: evidence.Arm, task_ids: Sequence[str], num_trials: int
 ) -> tuple[np.ndarray, np.ndarray, int, float]:
-    """In one pass over the arm (a session's table reads 60,000 records at scale): the reward
-    and pass matrices (built as :func:`~.._store.evidence.reward_matrix` builds one), the infra
-    errors and the cost of the records in the plan (``infra_count``, ``in_plan``)."""
+    """In one pass over the arm: the reward and pass matrices, the infra errors and the cost of
+    the records in the plan."""
     rows = {task_id: i for i, task_id in enumerate(task_ids)}
     rewards = np.full((len(task_ids), num_trials), np.nan)
     passes = np.full((len(task_ids), num_trials), np.nan)

@@ -1,8 +1,5 @@
 """``capevolve runs``: a project's runs side by side — best, iterations, spend, test sealed.
-
-Reads each run's ``state.json`` (rebuilt from its log when damaged, as every reader does) and
-its seal; pays nothing and writes nothing else.
-"""
+Reads each run's ``state.json`` and seal; pays and writes nothing."""
 
 from __future__ import annotations
 

@@ -1,21 +1,11 @@
 """``report.md`` and ``dashboard.html`` at the end of a session: drawn again only when what they
 show has moved.
 
-Controller only, from :func:`..session.persistence.record_finish`. Both pages are views of the
-run dir; a session that paid nothing and decided nothing (a resume with everything persisted)
-would otherwise redraw the same pages from every rollout of the run. ``views.json`` records
-what the pages were drawn from, and they are drawn again unless all of it is unchanged:
-
-- the log since then holds only ``session_started`` / ``session_finished`` events (no rollout,
-  verdict, decision, candidate, seal, quarantine or anything else);
-- the rollout index's rows, checked against the files for every val tag and train's seed and
-  best (:meth:`~..store.rollout_files.RolloutFiles.indexed_rollouts`: a file changed, added or removed by
-  hand is read and indexed, which moves the rows' version);
-- ``state.json``'s content (less its spend bookmark), ``splits.json``, ``spec.lock.yaml``,
-  ``seal.json`` and every verdict file (size and mtime), and that both pages exist (``capevolve
-  measure`` and ``capevolve dashboard`` redraw them as a session would);
-- the spec values the pages use, and this package's version.
-"""
+Controller only, from ``record_finish``. ``views.json`` records what the pages were drawn from
+(log events beyond session start/finish, the rollout index's rows, ``state.json`` less its spend
+bookmark, splits, spec lock, seal and verdict files, the spec values the pages use, this
+package's version, and that both pages exist); a session that changed none of it, such as a
+resume with everything persisted, does not redraw them."""
 
 from __future__ import annotations
 
@@ -35,9 +25,8 @@ QUIET_EVENTS = frozenset({"session_started", "session_finished", "session_load"}
 
 
 def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
-    """Write report.md and dashboard.html unless they are current; the problem (one line) if
-    either could not be written — a view never changes a session's outcome. ``known``: split →
-    records the session has just read (block 0), so they are not read again."""
+    """Write report.md and dashboard.html unless current; the problem in one line if either
+    could not be written. ``known``: split → records the session has just read."""
     try:
         inputs = _inputs(spec, rundir)
         if _current(rundir, inputs):
@@ -66,9 +55,8 @@ def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
 
 
 def _every_val_tag(rundir: RunDir, known: dict[str, Any]) -> Any:
-    """The session's val records when they hold every tag with a val rollout, as the dashboard
-    draws them (a session reads only its own tags: a run gated before holds others); None: the
-    dashboard reads them. Held by reference: 60,000 records are not indexed a second time."""
+    """The session's val records when they hold every tag with a val rollout, else None (the
+    dashboard reads them itself)."""
     val = known.get("val")
     if not val:
         return None

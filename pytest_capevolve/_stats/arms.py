@@ -1,14 +1,8 @@
 """One arm's per-task numbers, computed once and shared by every comparison that reads them.
 
-A gate session compares many candidates with one best on the same tasks, so the best's trial
-counts, per-task means and standard errors, reward values and integer sums are the same for
-every candidate. :func:`summarize` keeps the last few arms' summaries keyed by their exact
-contents (the matrix's bytes: a changed reward is a different arm, never a stale hit).
-
-Every number here equals, bit for bit, what the plain functions of :mod:`.core` give on the same
-matrix (``task_means``, ``task_stderrs``, ``reward_grid``, ``integer_deltas``,
-``sign_flip_test``); property tests in tests/unit/test_arm_summaries.py hold them equal.
-"""
+A gate session compares many candidates with one best, so :func:`summarize` keeps the last few arms'
+summaries keyed by the matrix's bytes (a changed reward is a different arm). Every number equals, bit for
+bit, what :mod:`.core` and :mod:`.sign_flip` give (tests/unit/test_arm_summaries.py)."""
 
 from __future__ import annotations
 
@@ -35,10 +29,8 @@ CACHE_SIZE = 4  # the best, the candidate at hand, and room for a null control o
 
 
 class ArmSummary:
-    """A tasks × trials reward matrix (nan = missing) and its per-task numbers.
-
-    Built once per arm; the matrix is a private read-only copy, so the numbers cannot go stale.
-    Raises ValueError on rewards outside [0, 1] (as :func:`.core.check_rewards`)."""
+    """A reward matrix (private read-only copy) and its per-task numbers; ValueError on rewards outside [0,
+    1]."""
 
     def __init__(self, matrix: Sequence[Sequence[float]] | np.ndarray) -> None:
         matrix = as_matrix(matrix)  # a copy: nobody else holds it
@@ -54,8 +46,7 @@ class ArmSummary:
         self._passed: dict[float, np.ndarray] = {}
 
     def without(self, task: int) -> ArmSummary:
-        """This arm with one task (row) left out: the same numbers as summarizing the smaller
-        matrix, since every per-task number is computed row by row."""
+        """This arm with one task left out (every per-task number is row by row)."""
         keep = np.ones(self.means.size, dtype=bool)
         keep[task] = False
         other = ArmSummary.__new__(ArmSummary)
@@ -68,7 +59,6 @@ class ArmSummary:
 
     @functools.cached_property
     def stderrs(self) -> np.ndarray:
-        """:func:`.core.task_stderrs` of the matrix."""
         return task_stderrs(self.matrix)
 
     @functools.cached_property
@@ -81,22 +71,21 @@ class ArmSummary:
 
     @functools.cached_property
     def means_or_none(self) -> list[float | None]:
-        """The per-task means as plain floats, None where a task has no valid trial."""
         listed: list[float | None] = self.means.tolist()
         if self.counts.all():  # no nan to replace
             return listed
         return [None if v != v else v for v in listed]  # v != v: nan
 
     def int_sums(self, grid: int) -> np.ndarray:
-        """Per-task sums of the rewards scaled by ``grid`` to integers (missing trials add 0)."""
+        """Per-task sums scaled by ``grid`` to integers (missing trials add 0)."""
         if grid not in self._int_sums:
             scaled = np.round(np.nan_to_num(self.matrix) * grid)
             self._int_sums[grid] = np.where(self.valid, scaled, 0).astype(np.int64).sum(axis=1)
         return self._int_sums[grid]
 
     def passed(self, threshold: float) -> np.ndarray:
-        """Tasks with at least half of their valid trials at or above ``threshold``, counted in
-        integers (a task with no valid trial counts as passed: 0 ≥ 0)."""
+        """Tasks with at least half of their valid trials at or above ``threshold``, in integers (no valid
+        trial: passed)."""
         if threshold not in self._passed:
             self._passed[threshold] = 2 * np.sum(self.matrix >= threshold, axis=1) >= self.counts
         return self._passed[threshold]
@@ -107,7 +96,6 @@ _cache_lock = threading.Lock()
 
 
 def summarize(matrix: Sequence[Sequence[float]] | np.ndarray | ArmSummary) -> ArmSummary:
-    """The arm's summary, shared with the last call that saw the same matrix contents."""
     if isinstance(matrix, ArmSummary):
         return matrix
     matrix = as_matrix(matrix)
@@ -125,7 +113,6 @@ def summarize(matrix: Sequence[Sequence[float]] | np.ndarray | ArmSummary) -> Ar
 
 
 def paired_means(candidate: ArmSummary, best: ArmSummary) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`.sign_flip.paired_deltas` from two summaries: (deltas, mask of the tasks used)."""
     if candidate.means.shape != best.means.shape:
         raise ValueError("the two arms must cover the same tasks, in the same order")
     mask = ~np.isnan(candidate.means) & ~np.isnan(best.means)
@@ -133,8 +120,8 @@ def paired_means(candidate: ArmSummary, best: ArmSummary) -> tuple[np.ndarray, n
 
 
 def integer_deltas_of(candidate: ArmSummary, best: ArmSummary, grid: int) -> np.ndarray | list[int]:
-    """:func:`.sign_flip.integer_deltas` from two summaries, as an int64 array (a list of Python
-    integers on the rare scales where int64 could overflow)."""
+    """:func:`.sign_flip.integer_deltas` from two summaries, as int64 (Python ints where int64 could
+    overflow)."""
     sums = [candidate.int_sums(grid), best.int_sums(grid)]
     counts = [candidate.counts, best.counts]
     both = (counts[0] > 0) & (counts[1] > 0)
@@ -161,8 +148,6 @@ def paired_sign_flip(
     seed: int = 0,
     alpha: float | None = None,
 ) -> SignFlipResult:
-    """:func:`.sign_flip.sign_flip_test` from two summaries (the same result, without re-reading the
-    best's matrix for each candidate)."""
     grid = reward_grid(candidate.values, best.values)
     exact = None if grid is None else sign_flip_on_integers(integer_deltas_of(candidate, best, grid), alpha)
     if exact is None:

@@ -1,18 +1,10 @@
-"""The paired sign-flip test and interval when tasks come in clusters (several samples drawn
-from one source document, one conversation, one repository).
+"""The paired sign-flip test and interval when tasks come in clusters (several samples drawn from one
+source document, one conversation, one repository).
 
-Tasks of one cluster are not independent evaluations: a run that does well on one tends to do
-well on the others. Flipping each task's sign on its own then treats them as independent and
-is anti-conservative. Flipping **whole clusters** is exact: under "no difference", swapping the
-two runs on every task of a cluster leaves the joint law of the results unchanged whatever the
-dependence within it, so the test statistic Σ_c s_c·D_c over the cluster sums D_c = Σ_{t∈c} d_t
-(the observed one: every s_c = +1) is compared with all 2^G sign patterns of the G clusters.
-On a reward grid the cluster sums are exact integers and the p-value an exact fraction
-(:func:`.sign_flip.sign_flip_on_integers`); off one, seeded Monte Carlo.
-
-The interval is cluster-robust: Δ̄ ± t_{G−1}·SE_c with SE_c² = G/(G−1) · Σ_c (D_c − n_c·Δ̄)² / N²
-(the sandwich estimator with its small-sample factor). Pure, on numpy arrays.
-"""
+Tasks of one cluster are not independent, so flipping each task alone is anti-conservative; flipping whole
+clusters is exact whatever the dependence within them: Σ_c s_c·D_c over cluster sums D_c against all 2^G
+patterns (exact integers on a reward grid, else seeded Monte Carlo). The interval is cluster-robust: Δ̄ ±
+t_{G−1}·SE_c, SE_c² = G/(G−1) · Σ_c (D_c − n_c·Δ̄)² / N². Pure, on numpy arrays."""
 
 from __future__ import annotations
 
@@ -33,7 +25,6 @@ from .sign_flip import (
 
 
 def _codes(clusters: Sequence[str], mask: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each used task's cluster as an integer code (in order of first appearance), and G."""
     used = [str(c) for c, keep in zip(clusters, mask.tolist(), strict=True) if keep]
     index: dict[str, int] = {}
     codes = np.array([index.setdefault(c, len(index)) for c in used], dtype=np.int64)
@@ -41,7 +32,6 @@ def _codes(clusters: Sequence[str], mask: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def cluster_sums(deltas: np.ndarray, codes: np.ndarray, groups: int) -> np.ndarray:
-    """Σ of the per-task deltas of each cluster (integers stay integers)."""
     sums = np.zeros(groups, dtype=deltas.dtype if deltas.dtype.kind == "i" else float)
     np.add.at(sums, codes, deltas)
     return sums
@@ -56,9 +46,8 @@ def cluster_sign_flip_test(
     n_resamples: int = 20000,
     seed: int = 0,
 ) -> SignFlipResult:
-    """One-sided paired sign-flip test of H0: no improvement, flipping whole clusters.
-    ``clusters``: each task's (row's) cluster label. Tasks not valid on both sides are left out
-    of their cluster; a cluster with none left drops out."""
+    """One-sided paired sign-flip test of H0: no improvement, flipping whole clusters (``clusters``: each
+    row's label). Tasks not valid on both sides leave their cluster; an emptied cluster drops out."""
     candidate, best = as_matrix(candidate), as_matrix(best)
     if len(clusters) != candidate.shape[0]:
         raise ValueError(f"{len(clusters)} cluster labels for {candidate.shape[0]} tasks; one per task")
@@ -79,8 +68,8 @@ def cluster_sign_flip_test(
 def cluster_mean_ci(
     deltas: np.ndarray, clusters: Sequence[str], *, confidence: float = 0.95
 ) -> tuple[float | None, tuple[float, float] | None]:
-    """The cluster-robust SE of the mean delta and its t interval on G − 1 degrees of freedom
-    (``deltas`` and ``clusters`` over the same used tasks). (None, None) below two clusters."""
+    """The cluster-robust SE of the mean delta and its t interval on G − 1 degrees of freedom; (None, None)
+    below two clusters."""
     deltas = np.asarray(deltas, dtype=float)
     codes, groups = _codes(clusters, np.ones(len(clusters), dtype=bool))
     if groups < 2 or deltas.size == 0:

@@ -1,8 +1,7 @@
 """Pure estimators and tests on numpy arrays. No I/O, no pytest, no run dir.
 
-Conventions: a *reward matrix* is tasks × trials with ``nan`` for a missing trial (infra error
-or not run). Per-task means are taken over valid trials only, so a missing trial is never a 0.
-"""
+A *reward matrix* is tasks × trials with ``nan`` for a missing trial; per-task means are over valid trials
+only, so a missing trial is never a 0."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import numpy as np
 
 
 def as_matrix(rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
-    """A float tasks × trials matrix; ragged rows are padded with nan (missing)."""
     if isinstance(rows, np.ndarray):
         matrix = rows.astype(float)
         return matrix.reshape(-1, 1) if matrix.ndim == 1 else matrix
@@ -25,7 +23,6 @@ def as_matrix(rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
 
 
 def check_rewards(matrix: np.ndarray) -> None:
-    """Raise ValueError on inf or values outside [0, 1] (nan means missing and is allowed)."""
     if ((matrix >= 0) & (matrix <= 1)).all():  # the usual case: every reward present and valid
         return
     finite = matrix[~np.isnan(matrix)]
@@ -35,7 +32,6 @@ def check_rewards(matrix: np.ndarray) -> None:
 
 
 def task_means(matrix: np.ndarray) -> np.ndarray:
-    """Mean over the valid trials of each task; nan for a task with no valid trial."""
     matrix = as_matrix(matrix)
     check_rewards(matrix)
     counts = np.sum(~np.isnan(matrix), axis=1)
@@ -45,7 +41,6 @@ def task_means(matrix: np.ndarray) -> np.ndarray:
 
 
 def coverage(matrix: np.ndarray) -> float:
-    """Share of tasks with at least one valid trial (0.0 for no tasks)."""
     matrix = as_matrix(matrix)
     if matrix.shape[0] == 0:
         return 0.0
@@ -53,8 +48,7 @@ def coverage(matrix: np.ndarray) -> float:
 
 
 def mean_se(values: np.ndarray) -> tuple[float | None, float | None]:
-    """Mean and its standard error sd(ddof=1)/√n over the non-nan values (None when empty;
-    SE is None for a single value, where it is undefined)."""
+    """Mean and SE sd(ddof=1)/√n of the non-nan values (None when empty; SE None for one value)."""
     values = np.asarray(values, dtype=float)
     values = values[~np.isnan(values)]
     if values.size == 0:
@@ -66,20 +60,15 @@ def mean_se(values: np.ndarray) -> tuple[float | None, float | None]:
 
 
 def pass_hat_k(passes: np.ndarray, k: int) -> float | None:
-    """pass^k: the chance that k fresh trials of a task all pass, averaged over tasks.
-
-    ``passes`` is tasks × trials of 1/0 with nan for missing. Per task, with c passes out of
-    n valid trials, the unbiased estimate is C(c, k) / C(n, k). Tasks with fewer than k valid
-    trials cannot say anything about k and are left out; ``None`` when no task can.
-    """
+    """pass^k: the chance that k fresh trials of a task all pass, averaged over tasks: C(c, k) / C(n, k)
+    per task (``passes``: 1/0/nan). Tasks with fewer than k valid trials are left out; None when none is
+    left."""
     return _per_task_k_estimate(passes, k, lambda n, c: math.comb(c, k) / math.comb(n, k))
 
 
 def pass_at_k(passes: np.ndarray, k: int) -> float | None:
-    """pass@k: the chance that at least one of k fresh trials passes, averaged over tasks.
-
-    Unbiased per task: 1 − C(n − c, k) / C(n, k). ``None`` (never 0) when no task has k trials.
-    """
+    """pass@k averaged over tasks: 1 − C(n − c, k) / C(n, k) per task; None (never 0) when no task has k
+    trials."""
     return _per_task_k_estimate(passes, k, lambda n, c: 1 - math.comb(n - c, k) / math.comb(n, k))
 
 
@@ -113,8 +102,7 @@ def task_stderrs(matrix: np.ndarray) -> np.ndarray:
 
 
 def combined_se(matrix: np.ndarray) -> float:
-    """cap-evolve's combined SE of an arm's mean: between-task variance / n plus the mean of
-    the per-task squared SEs / n (kept only so its `significant` mode reproduces)."""
+    """cap-evolve's combined SE of an arm's mean (kept so its ``significant`` mode reproduces)."""
     means = task_means(matrix)
     ses = task_stderrs(matrix)
     valid = ~np.isnan(means)
@@ -128,11 +116,8 @@ def combined_se(matrix: np.ndarray) -> float:
 
 
 def variance_components(matrix: np.ndarray) -> dict[str, float | None]:
-    """One-way random-effects split of an arm's rewards, for planning.
-
-    W: mean within-task (trial-to-trial) variance; omega2: between-task variance of the true
-    task rates (method of moments, floored at 0); icc = omega2 / (omega2 + W).
-    """
+    """One-way random-effects split of an arm's rewards, for planning: W within-task variance, omega2
+    between-task variance (moments, floored at 0), icc = omega2 / (omega2 + W)."""
     matrix = as_matrix(matrix)
     rows = [row[~np.isnan(row)] for row in matrix]
     rows = [r for r in rows if r.size >= 2]

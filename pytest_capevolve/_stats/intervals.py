@@ -1,10 +1,9 @@
 """The interval of the mean delta, for reporting (never for deciding): Student's t below
-:data:`T_CI_MAX_TASKS` tasks, the paired BCa bootstrap up to :data:`ANALYTIC_CI_MIN_TASKS`, the
-normal interval past it (:func:`mean_ci` picks, :func:`mean_ci_method` names which), and scipy's
-own bootstrap as the tests' reference.
+:data:`T_CI_MAX_TASKS` tasks, the paired BCa bootstrap up to :data:`ANALYTIC_CI_MIN_TASKS`, the normal
+interval past it (:func:`mean_ci` picks, :func:`mean_ci_method` names which), and scipy's own bootstrap as
+the tests' reference.
 
-Pure, on numpy arrays; used where a verdict is written (:mod:`.._decide`, :mod:`.arms`).
-"""
+Pure, on numpy arrays."""
 
 from __future__ import annotations
 
@@ -35,23 +34,16 @@ T_CI_MAX_TASKS = 200
 
 
 def ci_method(n: int) -> str:
-    """Which interval :func:`bootstrap_ci` gives for ``n`` deltas."""
     return NORMAL if n > ANALYTIC_CI_MIN_TASKS else BCA
 
 
 def bootstrap_ci(
     deltas: np.ndarray, *, confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000
 ) -> tuple[float, float] | None:
-    """Interval of the mean delta (for reporting, not for deciding): the paired BCa bootstrap
-    up to :data:`ANALYTIC_CI_MIN_TASKS` deltas, the normal interval Δ̄ ± z·SE past it
-    (:func:`ci_method` names which).
-
-    The bootstrap is :func:`scipy.stats.bootstrap`'s (``method="BCa"``, the same draws from
-    ``default_rng(seed)``; :func:`reference_bootstrap_ci` calls scipy and a property test keeps
-    the two equal), computed in numpy with the jackknife of the mean in closed form, and one
-    resampling matrix per (n, seed) shared by every candidate gated against the same tasks.
-    None when fewer than two deltas; a degenerate [d, d] when every delta is equal.
-    """
+    """Interval of the mean delta: the paired BCa bootstrap up to :data:`ANALYTIC_CI_MIN_TASKS` deltas, the
+    normal interval past it. The bootstrap is scipy's (same draws; a property test holds it to
+    :func:`reference_bootstrap_ci`) computed in numpy, with one resampling matrix per (n, seed). None below
+    two deltas; [d, d] when all are equal."""
     deltas = np.asarray(deltas, dtype=float)
     n = deltas.size
     if n < 2:
@@ -82,17 +74,14 @@ def bootstrap_ci(
 
 
 def mean_ci_method(n: int) -> str:
-    """Which interval :func:`mean_ci` gives for ``n`` deltas."""
     return STUDENT_T if n < T_CI_MAX_TASKS else ci_method(n)
 
 
 def mean_ci(
     deltas: np.ndarray, *, confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000
 ) -> tuple[float, float] | None:
-    """The interval a verdict reports for the mean delta: :func:`t_ci` below
-    :data:`T_CI_MAX_TASKS` deltas, :func:`bootstrap_ci` from there (``seed`` and
-    ``n_resamples`` are the bootstrap's). None when fewer than two deltas; a degenerate [d, d]
-    when every delta is equal."""
+    """The interval a verdict reports: :func:`t_ci` below :data:`T_CI_MAX_TASKS` deltas,
+    :func:`bootstrap_ci` from there. None below two deltas; [d, d] when all are equal."""
     deltas = np.asarray(deltas, dtype=float)
     if mean_ci_method(deltas.size) == STUDENT_T:
         return t_ci(deltas, confidence=confidence)
@@ -100,7 +89,6 @@ def mean_ci(
 
 
 def t_ci(deltas: np.ndarray, *, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Δ̄ ± t_{n−1}·SE, Student's t quantile from scipy (None below two deltas)."""
     deltas = np.asarray(deltas, dtype=float)
     if deltas.size < 2:
         return None
@@ -115,7 +103,6 @@ def t_ci(deltas: np.ndarray, *, confidence: float = 0.95) -> tuple[float, float]
 
 
 def normal_ci(deltas: np.ndarray, *, confidence: float = 0.95) -> tuple[float, float]:
-    """Δ̄ ± z·SE: the analytic interval of the mean delta for large n."""
     mean, se = mean_se(np.asarray(deltas, dtype=float))
     assert mean is not None and se is not None
     z = _ndtri(0.5 + confidence / 2)
@@ -123,13 +110,11 @@ def normal_ci(deltas: np.ndarray, *, confidence: float = 0.95) -> tuple[float, f
 
 
 def detection_z(alpha: float, power: float) -> float:
-    """z_{1−α} + z_{power}: how many SEs a true mean delta must be for a one-sided test at
-    ``alpha`` to detect it with ``power`` (the normal approximation planning figures use)."""
+    """z_{1−α} + z_{power}: how many SEs a true mean delta must be for a one-sided test to detect it."""
     return _ndtri(1 - alpha) + _ndtri(power)
 
 
 def _ndtri(p: float) -> float:
-    """The standard normal quantile, ±inf at 0 and 1 (as scipy's ``ndtri``)."""
     if p <= 0 or p >= 1:
         return -math.inf if p <= 0 else math.inf
     return _NORMAL.inv_cdf(float(p))
@@ -150,8 +135,7 @@ _HELD_CELLS = 1 << 21
 
 
 def _resampled_means(deltas: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
-    """Each resample's mean, a block of rows at a time (each row is averaged alone, so the
-    figures are those of one ``np.mean(deltas[draws], axis=-1)`` without its whole copy)."""
+    """Each resample's mean, a block of rows at a time (no copy of the whole)."""
     n = deltas.size
     step = max(1, _CHUNK_CELLS // max(n, 1))
     means = np.empty(n_resamples)
@@ -169,10 +153,8 @@ def _resampled_means(deltas: np.ndarray, n_resamples: int, seed: int) -> np.ndar
 
 @functools.lru_cache(maxsize=2)
 def _resampling_matrix(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """The bootstrap's task indices, drawn as scipy draws them (``default_rng(seed)``'s int64
-    stream, a block of rows at a time: the same numbers as one draw of the whole) and held in the
-    smallest unsigned type that fits ``n`` (a quarter of int64's bytes); read-only and cached, so
-    the candidates of one gate session (same tasks, same seed) share one matrix."""
+    """The bootstrap's task indices, drawn as scipy draws them, in the smallest unsigned type that fits;
+    read-only and cached, so one gate session's candidates share it."""
     rng = np.random.default_rng(seed)
     matrix = np.empty((n_resamples, n), dtype=np.min_scalar_type(max(n - 1, 0)))
     step = max(1, _CHUNK_CELLS // max(n, 1))
@@ -186,8 +168,7 @@ def _resampling_matrix(n: int, n_resamples: int, seed: int) -> np.ndarray:
 def reference_bootstrap_ci(
     deltas: np.ndarray, *, confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000
 ) -> tuple[float, float] | None:
-    """The BCa interval straight from :func:`scipy.stats.bootstrap` (slow: the reference the
-    property tests hold :func:`bootstrap_ci` to)."""
+    """The BCa interval straight from :func:`scipy.stats.bootstrap` (slow: the tests' reference)."""
     from scipy import stats as sps
 
     deltas = np.asarray(deltas, dtype=float)

@@ -1,30 +1,13 @@
 """How much of a paired delta's variance is the judge's, and how much the agent's.
 
-Pure functions on numpy arrays. The model: a rollout's reward is the mean of r re-scores of one
-output, ``y = a + e̅`` with the agent's outcome ``a`` and the judge's noise ``e`` (mean 0,
-variance σ²_j, independent across re-scores and rollouts). A task's mean over K rollouts then
-has variance σ²_a/K + σ²_j/(K·r) within the task, and the paired delta d_t = m_t(c) − m_t(b)
-carries the judge's part of both arms.
+Model: a reward is the mean of r re-scores, ``y = a + e̅`` (agent outcome a, judge noise e with variance
+σ²_j). The judge's variance of Δ̄ comes from the re-scores alone, ``V_judge = Σ_t Σ_arm mean_k(s²_tk) /
+(K_t,arm · r) / n²``; the total is the usual ``var(d) / n`` (it already holds the judge's part); the
+agent's is the rest.
 
-- The **judge's** variance of Δ̄ is estimated from the re-scores alone: each rollout's sample
-  variance across its r scores is unbiased for σ²_j, so
-  ``V_judge = Σ_t Σ_arm mean_k(s²_tk) / (K_t,arm · r) / n²``.
-- The **total** is the usual ``SE² = var(d, ddof=1) / n``: it already holds the judge's part,
-  because every d_t was computed from averaged re-scores (nothing to add for the gate to
-  account for both; the split says how much of it is whose).
-- The **agent's** share is the rest (the agent's trial-to-trial spread and the task-to-task
-  spread of the true deltas).
-
-Which buys more variance per unit spent, one more trial (a rollout: the agent's run, cost c_a,
-and its r judge calls, c_j each) or one more re-score of every rollout (K judge calls)? With
-V = σ²_a/K + σ²_j/(K·r) per task-arm, a re-score removes more per unit cost exactly when
-r² < ρ·σ²_j/σ²_a, ρ = c_a/c_j — i.e. when r is below r* = √(ρ·σ²_j/σ²_a), the classic
-two-stage optimum. "Judge noise is the larger part of the within-task variance" (σ²_j/r > σ²_a)
-is that rule only when a rollout's agent run costs r judge calls (ρ = r), which is what
-:func:`rescores_pay_more` assumes when it is given no cost ratio. :func:`rescore_advice` takes
-ρ, and a seeded bootstrap over tasks gives r* an interval, so a rule near its boundary says
-"uncertain" rather than a coin-flip boolean.
-"""
+One more re-score of every rollout beats one more trial per unit cost exactly when r < r* = √(ρ·σ²_j/σ²_a),
+ρ = c_agent/c_judge (the two-stage optimum). :func:`rescores_pay_more` assumes ρ = r without a cost ratio;
+:func:`rescore_advice` bootstraps an interval for r*, answering "uncertain" near the boundary. Pure."""
 
 from __future__ import annotations
 
@@ -62,9 +45,8 @@ def rollout_judge_variances(rescores: np.ndarray) -> np.ndarray:
 
 
 def arm_within(rescores: np.ndarray) -> tuple[float, float]:
-    """(judge part, total) of the within-task variance of one task-arm mean, from its K×r
-    scores: judge = mean_k s²_k / (K r); total = var of the K rollout means / K (K ≥ 2, else
-    the judge part stands in for it)."""
+    """(judge part, total) of the within-task variance of one task-arm mean from its K×r scores (K < 2: the
+    judge part stands in for the total)."""
     scores = np.asarray(rescores, dtype=float)
     k, r = scores.shape
     judge = float(np.mean(rollout_judge_variances(scores))) / (k * r)
@@ -76,8 +58,8 @@ def arm_within(rescores: np.ndarray) -> tuple[float, float]:
 def split(
     deltas: np.ndarray, judge_var_per_task: np.ndarray, within_per_task: np.ndarray, rescores: int
 ) -> JudgeSplit:
-    """The split of Var(Δ̄) for paired deltas ``deltas`` (one per task) whose judge part of
-    Var(d_t) is ``judge_var_per_task`` (both arms summed: :func:`arm_within`)."""
+    """The split of Var(Δ̄) for ``deltas`` whose judge part of Var(d_t) is ``judge_var_per_task`` (both
+    arms)."""
     d = np.asarray(deltas, dtype=float)
     judge = np.asarray(judge_var_per_task, dtype=float)
     within = np.asarray(within_per_task, dtype=float)
@@ -98,10 +80,8 @@ def split(
 
 
 def rescores_pay_more(result: JudgeSplit, cost_ratio: float | None = None) -> bool:
-    """True where one more re-score removes more variance per unit spent than one more trial:
-    r < r* (:func:`best_rescores`). ``cost_ratio`` ρ: what a rollout's agent run costs in judge
-    calls; None assumes ρ = r, under which this is "the judge's noise is the larger part of the
-    within-task variance" (the rule before issue 39)."""
+    """Whether one more re-score removes more variance per unit spent than one more trial (r < r*).
+    ``cost_ratio`` ρ: an agent run in judge calls; None assumes ρ = r."""
     best = best_rescores(result.within_judge, result.within_total, result.rescores, cost_ratio)
     return best is not None and result.rescores < best
 
@@ -109,9 +89,8 @@ def rescores_pay_more(result: JudgeSplit, cost_ratio: float | None = None) -> bo
 def best_rescores(
     within_judge: float, within_total: float, rescores: int, cost_ratio: float | None = None
 ) -> float | None:
-    """r* = √(ρ·σ²_j/σ²_a) from the within-task variances (both in units of 1/K: the K cancels;
-    σ²_j = within_judge·r, σ²_a = within_total − within_judge), ρ = ``cost_ratio`` (None: r).
-    None when nothing is measured; ∞ when the agent shows no noise of its own."""
+    """r* = √(ρ·σ²_j/σ²_a) from the within-task variances, ρ = ``cost_ratio`` (None: r). None when nothing
+    is measured; ∞ when the agent shows no noise."""
     if within_total <= 0 or within_judge < 0:
         return None
     ratio = float(rescores if cost_ratio is None else cost_ratio)
@@ -161,8 +140,8 @@ def rescore_advice(
     seed: int = 0,
     resamples: int = 2000,
 ) -> RescoreAdvice:
-    """r* with a 90 % percentile-bootstrap interval over tasks (seeded), and the answer: more
-    re-scores when the whole interval is above r, more trials when below, else uncertain."""
+    """r* with a seeded 90 % bootstrap interval over tasks, and the answer: more re-scores above r, more
+    trials below, else uncertain."""
     judge = np.asarray(judge_per_task, dtype=float)
     # not clipped per task (a task's K-rollout spread is noisy, often below its judge part):
     # clipping would inflate the agent's variance and pull r* down

@@ -1,37 +1,17 @@
 """Margins: "no worse than δ" (non-inferiority) and "within ±m" (equivalence), valid at any n.
 
-The gate's sign-flip test answers "is the candidate better?" exactly because, when it is not,
-each paired delta is as likely up as down. "No worse than δ" (H0: E[Δ̄] ≤ δ, δ < 0) has no such
-symmetry: shifting every delta by −δ and flipping signs is not calibrated for bounded rewards (a
-tie becomes +|δ| for sure; benchmarks/compare_margin.py measures the false accepts). So the
-margin test is a *betting* test with bets fixed before the data (Waudby-Smith & Ramdas 2024,
-"Estimating means of bounded random variables by betting", with a fixed grid of bets mixed):
+Shifting deltas by −δ and flipping signs is not calibrated for bounded rewards
+(benchmarks/compare_margin.py), so the margin test is a betting test with bets fixed before the data
+(Waudby-Smith & Ramdas 2024):
 
     E(δ) = (1/J) Σ_j Π_t (1 + λ_j(δ) · (d_t − δ)),   λ_j(δ) = c_j / (1 + δ),  c_j ∈ (0, 0.95]
 
-The c_j depend on n only (three bets around the one that would just reach 1/0.05 at the
-detection boundary, for per-task spreads σ from 1/6 to 2/3), never on the deltas' values nor on
-the level tested: p is one number whatever level it is read at (Holm's step-down levels, an α
-schedule), as a p-value must be for those procedures to hold.
-
-Why it is valid for rewards in [0, 1] whatever their distribution, at 12 tasks as at 10,000:
-d_t ≥ −1, so every factor is ≥ 1 − c_j > 0; the tasks are independent, so the expectation of
-each product is Π_t (1 + λ_j(μ_t − δ)) ≤ exp(λ_j Σ_t (μ_t − δ)) ≤ 1 whenever the tasks' mean
-true delta Σ_t μ_t / n is ≤ δ (the null is the mean over *these* tasks, each task's rates
-free); a mixture of such products also has expectation ≤ 1, and Markov's inequality gives
-P(E ≥ 1/α) ≤ α. p = min(1, 1/E). A per-task mean over k trials (0, 1/k, …, 1) is such a reward.
-
-Bets fixed in advance (not chosen from the tasks before, as the sequential gate's are) make the
-test depend on the tasks as a set, never on their order, and make E(δ) fall as δ rises (each
-factor's slope in δ is −c_j(1 + d_t)/(1 + δ)² ≤ 0), so the tested margins form an interval whose
-end is the lower confidence bound reported beside p. Equivalence is two one-sided tests (TOST):
-E[Δ̄] > −m and E[Δ̄] < m, each at α; p is the larger of the two.
-
-The price of holding for every distribution: the test is conservative (its false accepts are
-far below α at most nulls) and needs more tasks than the sign-flip test does for superiority;
-benchmarks/compare_margin.py prints its power beside the uncalibrated shift test's.
-Pure, on numpy arrays.
-"""
+The c_j depend on n only, never on the deltas nor the level, so p is one number at any level (Holm, α
+schedules). Valid for rewards in [0, 1]: d_t ≥ −1 keeps every factor positive, independent tasks give each
+product expectation ≤ 1 when the tasks' mean true delta is ≤ δ, and Markov gives P(E ≥ 1/α) ≤ α; p = min(1,
+1/E). E(δ) falls as δ rises, so the rejected margins form an interval whose end is the reported lower
+bound. Equivalence is two one-sided tests (TOST), p the larger. The price: conservative, needing more tasks
+than the sign-flip test for superiority. Pure, on numpy arrays."""
 
 from __future__ import annotations
 
@@ -51,8 +31,8 @@ def bets(n: int) -> np.ndarray:
 
 
 def log_e_value(deltas: np.ndarray, margin: float) -> float:
-    """log E(δ) against H0: mean true delta ≤ ``margin`` (δ ∈ (−1, 1)); large when the deltas
-    sit well above δ. ``deltas``: per-task paired deltas in [−1, 1] (nan-free)."""
+    """log E(δ) against H0: mean true delta ≤ ``margin`` (δ ∈ (−1, 1)). ``deltas``: per-task paired deltas
+    in [−1, 1], nan-free."""
     d = np.asarray(deltas, dtype=float).ravel()
     if not -1.0 < margin < 1.0:
         raise ValueError(f"a margin must lie in (−1, 1), got {margin}")
@@ -66,18 +46,17 @@ def log_e_value(deltas: np.ndarray, margin: float) -> float:
 
 
 def p_above(deltas: np.ndarray, margin: float) -> float:
-    """p against H0: mean true delta ≤ ``margin``."""
     return min(1.0, math.exp(-log_e_value(deltas, margin)))
 
 
 def p_below(deltas: np.ndarray, margin: float) -> float:
-    """p against H0: mean true delta ≥ ``margin`` (the mirror image: −d against −margin)."""
+    """p against H0: mean true delta ≥ ``margin`` (−d against −margin)."""
     return p_above(-np.asarray(deltas, dtype=float), -margin)
 
 
 def lower_bound(deltas: np.ndarray, alpha: float) -> float:
-    """The largest δ that the deltas still reject at ``alpha`` (−1 when none does): with
-    confidence 1 − α the mean true delta is above it. Bisection on the monotone E(δ)."""
+    """The largest δ the deltas still reject at ``alpha`` (−1 when none), by bisection on the monotone
+    E(δ)."""
     d = np.asarray(deltas, dtype=float)
     target = math.log(1.0 / alpha)
     low, high = -1.0, 1.0  # E(δ) ≥ 1/α is an interval (−1, L]
@@ -91,8 +70,6 @@ def lower_bound(deltas: np.ndarray, alpha: float) -> float:
 
 @dataclass(frozen=True)
 class MarginResult:
-    """One margin test: what was asked, its p, and the bounds it rests on."""
-
     kind: str  # NON_INFERIORITY or EQUIVALENCE
     margin: float  # δ (< 0) for non-inferiority; m (> 0) for equivalence (±m)
     p_value: float
@@ -119,8 +96,8 @@ class MarginResult:
 
 
 def margin_test(deltas: np.ndarray, *, kind: str, margin: float, alpha: float) -> MarginResult:
-    """Non-inferiority (H0: mean ≤ δ, δ ∈ (−1, 0]) or equivalence (H0: mean ≤ −m or ≥ m,
-    m ∈ (0, 1)) on per-task deltas; accept when ``p_value ≤ alpha``."""
+    """Non-inferiority (H0: mean ≤ δ, δ ∈ (−1, 0]) or equivalence (H0: mean ≤ −m or ≥ m) on per-task
+    deltas; accept when ``p_value ≤ alpha``."""
     d = np.asarray(deltas, dtype=float)
     if kind == NON_INFERIORITY:
         if not -1.0 < margin <= 0.0:

@@ -1,16 +1,10 @@
-"""The exact sign test on pairwise preferences: a judge shown two outputs says which is better
-(``A``, ``B`` or ``tie``), and the question is whether B is preferred more often than A.
+"""The exact sign test on pairwise preferences: a judge shown two outputs says which is better (``A``,
+``B`` or ``tie``), and the question is whether B is preferred more often than A.
 
-Each unit — a task, or a cluster of tasks that share a source — gets its **net preference**,
-B wins − A wins over its judgements. Under "no difference", with the order the two outputs are
-shown in drawn at random or balanced, swapping the names A and B leaves the law of the
-judgements unchanged, so a unit's net is as likely positive as negative whatever the judge's
-lean to a position or its rate of ties. Given the units whose net is not zero, the count with a
-positive net is then Binomial(m, ½): the sign test, exact (:func:`scipy.stats.binomtest`).
-Units with a net of zero carry no sign: they are counted and reported (``ties``), not tested.
-
-Pure: no I/O, nothing but scipy.
-"""
+Each unit (a task or a cluster) gets its net preference, B wins − A wins. Under "no difference", with the
+order shown drawn at random or balanced, a unit's net is as likely positive as negative whatever the
+judge's lean or tie rate, so among the m units with a non-zero net the positive count is Binomial(m, ½):
+the exact sign test. Units netting zero are reported as ``ties``, not tested. Pure."""
 
 from __future__ import annotations
 
@@ -24,10 +18,9 @@ PREFERENCES = ("A", "B", "tie")
 
 @dataclass(frozen=True)
 class SignTest:
-    """The sign test over units: ``wins_b`` units with a positive net (B preferred), ``wins_a``
-    with a negative one, ``ties`` with none. ``p_greater`` is the one-sided p of "B is not
-    preferred" (the decision's), ``p_less`` the mirror, ``p_two_sided`` both; ``ci`` the
-    Clopper–Pearson 95 % interval of B's win rate among the decisive units (None without any)."""
+    """The sign test over units: ``wins_b`` positive nets, ``wins_a`` negative, ``ties`` zero.
+    ``p_greater``: the decision's one-sided p; ``ci``: Clopper–Pearson 95 % of B's win rate among decisive
+    units."""
 
     wins_b: int
     wins_a: int
@@ -57,8 +50,8 @@ def net_preference(judgements: Iterable[str]) -> int:
 
 
 def unit_nets(task_nets: Mapping[str, int], clusters: Mapping[str, str] | None = None) -> list[int]:
-    """One net per unit: the tasks' own, or each cluster's sum over its tasks (a task without a
-    cluster is its own), in first-seen order."""
+    """One net per unit: each task's, or each cluster's sum (an unclustered task is its own), first-seen
+    order."""
     if not clusters:
         return list(task_nets.values())
     sums: dict[str, int] = {}
@@ -69,7 +62,6 @@ def unit_nets(task_nets: Mapping[str, int], clusters: Mapping[str, str] | None =
 
 
 def sign_test(nets: Sequence[int]) -> SignTest:
-    """The exact sign test over ``nets`` (see the module's docstring)."""
     from scipy.stats import binomtest  # imported where used: a session that never judges pays nothing
 
     wins_b = sum(n > 0 for n in nets)
@@ -92,7 +84,6 @@ def sign_test(nets: Sequence[int]) -> SignTest:
 
 
 def p_greater_exact(wins_b: int, wins_a: int) -> Fraction:
-    """The one-sided p of :func:`sign_test` as the fraction it is, P(Binomial(m, ½) ≥ wins_b):
-    what a gate's family levels (Holm) and re-derivations compare exactly."""
+    """The one-sided p of :func:`sign_test` as an exact fraction, P(Binomial(m, ½) ≥ wins_b)."""
     m = wins_b + wins_a
     return Fraction(sum(math.comb(m, k) for k in range(wins_b, m + 1)), 2**m)

@@ -1,10 +1,7 @@
 """Error across whole runs: replicate blocks summarised by a t interval with R − 1 df.
 
-A paired SE over tasks measures task-to-task spread inside one run; it cannot see a shift that
-moves every task of a run together (a provider's load, a cache, the time of day). Evaluating
-the same comparison in R independent blocks (fresh trial seeds each) and treating each block's
-paired Δ̄ as one observation can. Pure: numpy arrays in, numbers out.
-"""
+A paired SE over tasks cannot see a shift moving every task of a run together (load, a cache, the time of
+day); R independent blocks, each block's paired Δ̄ one observation, can. Pure."""
 
 from __future__ import annotations
 
@@ -18,8 +15,8 @@ from scipy.special import stdtr, stdtrit  # a fraction of scipy.stats's import t
 
 @dataclass(frozen=True)
 class ReplicateSummary:
-    """``agreeing``: blocks whose Δ̄ has the sign of the across-block mean (0 when the mean is
-    0); ``agree``: every block has one and the same non-zero sign."""
+    """``agreeing``: blocks whose Δ̄ has the across-block mean's sign (0 when the mean is 0); ``agree``:
+    all share one non-zero sign."""
 
     blocks: int
     mean: float
@@ -39,7 +36,6 @@ class ReplicateSummary:
 
 
 def replicate_summary(block_deltas: Sequence[float] | np.ndarray, level: float = 0.95) -> ReplicateSummary:
-    """Across-block mean, SE and t interval of per-block paired Δ̄ (one value per block)."""
     values = np.asarray(block_deltas, dtype=float)
     if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)):
         raise ValueError("replicate_summary needs one finite Δ̄ per block, at least one block")

@@ -1,13 +1,8 @@
 """The resolution of the exact paired test: the smallest win it can accept at a level.
 
-On n tasks the one-sided sign-flip test (:mod:`.sign_flip`) has finitely many attainable
-p-values. The most convincing result k improved tasks can give is "k better, none worse"
-(every other task unchanged): whatever the sizes of the k gains, only the all-positive sign
-pattern reaches the observed sum, so p = 2^-k — computed here by the test itself, not by that
-formula, so the two cannot drift apart. The smallest k whose p is ≤ the level is the
-resolution: a candidate improving fewer tasks than that cannot be accepted at that level,
-however large its gains. Pure.
-"""
+The most convincing result k improved tasks can give is "k better, none worse", p = 2^-k (computed by the
+test itself, so the two cannot drift). The smallest k with p ≤ the level is the resolution: fewer improved
+tasks cannot be accepted, however large the gains. Pure."""
 
 from __future__ import annotations
 
@@ -17,7 +12,6 @@ from .sign_flip import sign_flip_on_integers
 
 
 def best_p(improved: int, n_tasks: int) -> Fraction:
-    """The exact p-value of ``improved`` tasks better by one step and the rest unchanged."""
     if not 0 <= improved <= n_tasks:
         raise ValueError(f"improved must be within 0..{n_tasks}, got {improved}")
     result = sign_flip_on_integers([1] * improved + [0] * (n_tasks - improved))
@@ -26,8 +20,8 @@ def best_p(improved: int, n_tasks: int) -> Fraction:
 
 
 def smallest_win(level: Fraction, n_tasks: int) -> int | None:
-    """The fewest tasks a candidate must improve, with none worse, for the exact test to
-    accept at ``level`` on ``n_tasks`` tasks; None when even all of them would not do."""
+    """The fewest tasks a candidate must improve, none worse, for the exact test to accept at ``level``;
+    None when even all would not."""
     for improved in range(1, n_tasks + 1):
         result = sign_flip_on_integers([1] * improved + [0] * (n_tasks - improved), float(level))
         if result is not None and result.at_most(level):

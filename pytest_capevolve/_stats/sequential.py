@@ -1,22 +1,15 @@
 """Anytime-valid e-processes on paired per-task deltas (the sequential gate's statistics).
 
-A per-task delta d_t = m_t(candidate) − m_t(best) lies in [−1, 1]. A *betting* e-process
+A betting e-process on deltas d_t ∈ [−1, 1]:
 
     E_t = Π_{i ≤ t} (1 + λ_i · x_i),   x_i = d_i − θ  (efficacy)  or  θ − d_i  (futility)
 
-with a predictable bet λ_i ∈ [0, 0.9] (chosen from x_1 … x_{i−1} only) is a nonnegative
-supermartingale whenever E[x_i | past] ≤ 0, so by Ville's inequality P(sup_t E_t ≥ 1/α) ≤ α:
-the error bound holds at *any* stopping time — a crossing, val exhausted, a budget stop or
-Ctrl-C. Efficacy increments are ≥ −1 and futility increments ≥ θ − 1 > −1, so λ ≤ 0.9 keeps
-every factor ≥ 0.1 > 0. (The cap is 0.9 rather than the textbook 1/2 because per-task deltas of
-real agents have small variance next to their range: the bigger stake roughly halves the tasks
-an e-process needs to cross on τ²-bench-like arms; see benchmarks/sequential.py.)
-
-The bet is aGRAPA (Waudby-Smith & Ramdas 2023, "Estimating means of bounded random variables
-by betting"): λ_i = clip(μ̂ / (σ̂² + μ̂²), 0, 0.9) from shrunk running estimates of the mean and
-variance of the past x's. Pure numpy: vectorized over rows (one simulated candidate per row)
-so the benchmark and the session use the same function.
-"""
+with a predictable bet λ_i ∈ [0, 0.9] is a nonnegative supermartingale when E[x_i | past] ≤ 0, so by
+Ville's inequality P(sup_t E_t ≥ 1/α) ≤ α at any stopping time (a crossing, val exhausted, a budget stop,
+Ctrl-C). λ ≤ 0.9 keeps every factor ≥ 0.1; the cap is above the textbook 1/2 because real agents' deltas
+have small variance next to their range (benchmarks/sequential.py). The bet is aGRAPA (Waudby-Smith &
+Ramdas 2023) from shrunk running estimates. Vectorized over rows, so the benchmark and the session share
+it."""
 
 from __future__ import annotations
 
@@ -45,20 +38,18 @@ def bets(x: np.ndarray) -> np.ndarray:
 
 
 def e_path(x: np.ndarray) -> np.ndarray:
-    """E_1 … E_t for the increments ``x`` (… × t), each bet chosen before its increment."""
     x = np.asarray(x, dtype=float)
     path: np.ndarray = np.exp(np.cumsum(np.log1p(bets(x) * x), axis=-1))
     return path
 
 
 def efficacy_path(deltas: np.ndarray) -> np.ndarray:
-    """The e-process against H0: mean delta ≤ 0 (the candidate is no better)."""
+    """The e-process against H0: mean delta ≤ 0."""
     return e_path(np.asarray(deltas, dtype=float))
 
 
 def futility_path(deltas: np.ndarray, min_effect: float) -> np.ndarray:
-    """The e-process against H0: mean delta ≥ ``min_effect`` (the candidate is as good as
-    hoped): it grows when the deltas fall short of the minimum effect of interest."""
+    """The e-process against H0: mean delta ≥ ``min_effect`` (grows when deltas fall short of it)."""
     if not 0.0 <= min_effect < 1.0:
         raise ValueError(f"min_effect must be in [0, 1), got {min_effect}")
     return e_path(min_effect - np.asarray(deltas, dtype=float))
@@ -69,8 +60,6 @@ EFFICACY, FUTILITY, EXHAUSTED, UNDECIDED = "efficacy", "futility", "exhausted", 
 
 @dataclass(frozen=True)
 class SequentialState:
-    """Where a sequential gate stands after ``tasks`` completed tasks."""
-
     tasks: int
     efficacy: float  # current E value against "no better"
     futility: float  # current E value against "at least min_effect better"
@@ -81,8 +70,8 @@ class SequentialState:
 def run(
     deltas: np.ndarray, *, alpha_efficacy: float, alpha_futility: float, min_effect: float
 ) -> SequentialState:
-    """Feed the deltas in order and stop at the first crossing: efficacy ≥ 1/α_e accepts,
-    futility ≥ 1/α_f rejects. No crossing → undecided (the caller decides at exhaustion)."""
+    """Feed the deltas in order and stop at the first crossing: efficacy ≥ 1/α_e accepts, futility ≥ 1/α_f
+    rejects; none → undecided."""
     deltas = np.asarray(deltas, dtype=float)
     if deltas.size == 0:
         return SequentialState(0, 1.0, 1.0, UNDECIDED, None)
@@ -105,8 +94,7 @@ def run(
 def first_crossings(
     deltas: np.ndarray, *, alpha_efficacy: float, alpha_futility: float, min_effect: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorized :func:`run` over rows (candidates × tasks): (outcome code, tasks used), with
-    code 1 = efficacy, −1 = futility, 0 = no crossing (tasks used = all of them)."""
+    """Vectorized :func:`run` over rows: (code, tasks used), code 1 = efficacy, −1 = futility, 0 = none."""
     deltas = np.atleast_2d(np.asarray(deltas, dtype=float))
     rows, steps = deltas.shape
     eff = efficacy_path(deltas) >= 1.0 / alpha_efficacy
@@ -122,16 +110,12 @@ def first_crossings(
 def exhaustion_p(
     deltas: np.ndarray, *, alpha_efficacy: float, n_resamples: int = 20000, seed: int = 0
 ) -> tuple[int, int]:
-    """The p-value, as (numerator, denominator), of a sequential gate that reached the end of
-    val without its efficacy e-process crossing: under sign flips of the observed per-task
-    magnitudes (in the order seen), the share of sign patterns whose path *crosses* 1/α_e or
-    whose sum is at least the observed one (seeded Monte Carlo, +1 correction; ties count
-    against the candidate).
+    """The p-value (numerator, denominator) of a sequential gate that reached the end of val without
+    crossing: the share of sign flips of the observed magnitudes (in order) whose path crosses 1/α_e or
+    whose sum is at least the observed (seeded Monte Carlo, +1, ties against the candidate).
 
-    The statistic is T = ∞ on a crossing, else Σ d; the gate accepts iff its p-value ≤ α. A
-    crossing has p ≤ P(cross) ≤ α_e < α (Ville), so the early accepts and the accept at
-    exhaustion are one test at level α — calibrated jointly rather than by splitting α, so the
-    test at exhaustion does not pay for the e-process with power."""
+    T = ∞ on a crossing, else Σ d; a crossing has p ≤ α_e < α (Ville), so early accepts and the accept at
+    exhaustion are one test at level α, calibrated jointly rather than by splitting α."""
     d = np.asarray(deltas, dtype=float)
     if d.size == 0 or not np.any(d):
         return 1, 1

@@ -1,24 +1,15 @@
 """The paired sign-flip test on per-task deltas: exact on a reward grid, else Monte Carlo.
 
-Pure, on numpy arrays; used by :mod:`.arms` and the gate rules of :mod:`.._decide`. A
-*reward matrix* is tasks × trials with ``nan`` for a missing trial (see :mod:`.core`).
+Pure, on numpy arrays. A *reward matrix* is tasks × trials with ``nan`` for a missing trial. Every result
+names how its p was reached (:data:`METHODS`), and none is 0 (the observed pattern is counted):
 
-Every result names how its p was reached (:data:`METHODS`), and none is 0 — the observed sign
-pattern is one of the patterns counted:
-
-- ``exact``: #{patterns with Σ ≥ observed} / 2^N, counted in Python integers. A small p is
-  always counted (only the few sign patterns near the observed one are enumerated, see
-  :func:`_count_tail`): 100 tasks all improved is p = 1/2^100, not 0.
-- ``float_tail``: past 60 deltas, a p far from both α and 0 is an FFT tail in floats; its
-  ``numerator/denominator`` is an upper bound (the float plus :data:`EXACT_MARGIN`, its error
-  bound), which is what a decision reads; within the margin of α the count decides.
-- ``exact_coarsened`` / ``float_tail_coarsened``: a graded val so large that Σ|d| passes
-  :data:`EXACT_MAX_SPAN` (about 10,000 tasks on a fine grid): the same test on the deltas
-  rounded to ``coarsening`` units — an odd function of each delta, so the sign-flip null is
-  still exact for that statistic (a valid test, with no Monte Carlo floor).
-- ``monte_carlo``: off a reward grid, past 16 deltas: seeded sign flips with the +1 correction,
-  a valid p that cannot go below its resolution 1/(resamples + 1).
-"""
+- ``exact``: #{patterns with Σ ≥ observed} / 2^N in Python integers; a small p is always counted
+  (:func:`_count_tail`): 100 tasks all improved is p = 1/2^100, not 0.
+- ``float_tail``: past 60 deltas, a p far from both α and 0 is an FFT tail in floats, its fraction an
+  upper bound (plus :data:`EXACT_MARGIN`); within the margin of α the count decides.
+- ``exact_coarsened`` / ``float_tail_coarsened``: Σ|d| past :data:`EXACT_MAX_SPAN`: the same test on the
+  deltas rounded to ``coarsening`` units (an odd function of each delta, so still an exact test).
+- ``monte_carlo``: off a reward grid, past 16 deltas: seeded sign flips with the +1 correction."""
 
 from __future__ import annotations
 
@@ -43,10 +34,8 @@ EXACT_MAX_SPAN = 2**22
 
 
 def paired_deltas(candidate: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides.
-
-    Returns (deltas, mask) where ``mask`` marks the tasks used, in the input order.
-    """
+    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides, and the mask of those
+    tasks."""
     cand_means, best_means = task_means(candidate), task_means(best)
     if cand_means.shape != best_means.shape:
         raise ValueError("the two arms must cover the same tasks, in the same order")
@@ -65,11 +54,8 @@ def reward_grid(*matrices: np.ndarray) -> int | None:
 
 
 def integer_deltas(candidate: np.ndarray, best: np.ndarray, grid: int) -> list[int]:
-    """The paired deltas as exact integers on a common scale (same order as paired_deltas).
-
-    Each per-task mean is (Σ integer rewards) / (n_t · grid); every mean is multiplied by
-    L = grid · lcm(all n_t), which makes it an integer, so every comparison below is exact.
-    """
+    """The paired deltas as exact integers: every per-task mean times grid · lcm(all n_t), so every
+    comparison is exact."""
     candidate, best = as_matrix(candidate), as_matrix(best)
     sums, counts = [], []
     for matrix in (candidate, best):
@@ -92,11 +78,8 @@ def integer_deltas(candidate: np.ndarray, best: np.ndarray, grid: int) -> list[i
 
 
 def _count_at_least(abs_values: list[int], threshold: int) -> int:
-    """How many of the 2^N sign patterns give Σ s_i·v_i ≥ threshold (exact, big integers).
-
-    Σ s_i v_i = 2·P − T where P is the sum of the positively signed values, so this counts
-    subsets with sum ≥ (T + threshold) / 2, by a subset-sum polynomial over equal values.
-    """
+    """How many of the 2^N sign patterns give Σ s_i·v_i ≥ threshold (exact): Σ s_i v_i = 2·P − T, so count
+    subsets with sum ≥ (T + threshold) / 2 by a subset-sum polynomial."""
     total = sum(abs_values)
     counts = np.zeros(total + 1, dtype=object)
     counts[0] = 1
@@ -112,17 +95,12 @@ def _count_at_least(abs_values: list[int], threshold: int) -> int:
 
 
 def _float_tail(abs_values: np.ndarray, observed: int) -> float:
-    """P(Σ s_i v_i ≥ observed) under fair sign flips, in float, in one pass (error far below 1e-9).
+    """P(Σ s_i v_i ≥ observed) under fair sign flips, in float (error far below 1e-9).
 
-    Σ s_i v_i = 2·P − T, and P (the sum of the positively signed values) has the generating
-    function Π_v ((1 + x^v) / 2)^m_v over the distinct values v with multiplicity m_v. On the
-    unit circle x = e^{−2πik/N} each factor is e^{−iπkv/N}·cos(πkv/N), so the whole transform is
-    one linear phase times the real product Π cos(πkv/N)^m_v: every factor's transform is
-    multiplied in closed form and a single inverse FFT gives the distribution (the old way was
-    one full-length convolution per distinct value: 100× slower on graded rewards). A frequency
-    whose product has fallen below :data:`_NEGLIGIBLE` / N is dropped (every later factor has
-    |cos| ≤ 1, so it can only shrink): it moves no probability by more than 1e-30 in all.
-    """
+    P, the sum of the positively signed values, has generating function Π_v ((1 + x^v) / 2)^m_v; on the
+    unit circle each factor is a linear phase times cos(πkv/N), so the product is taken in closed form and
+    one inverse FFT gives the distribution. A frequency whose product is below :data:`_NEGLIGIBLE` / N is
+    dropped (later factors only shrink it)."""
     values, mult = np.unique(np.asarray(abs_values, dtype=np.int64), return_counts=True)
     common = math.gcd(*(int(v) for v in values))  # S lives on multiples of it: a shorter grid
     values = values // common
@@ -154,7 +132,6 @@ _NEGLIGIBLE = 1e-30  # total probability a dropped frequency may move (see _floa
 
 
 def _fft_size(n: int) -> int:
-    """The smallest 2^a·3^b·5^c ≥ n: lengths numpy's FFT transforms fastest."""
     best = 1 << max(0, (n - 1).bit_length())
     five = 1
     while five < best:
@@ -200,8 +177,7 @@ class SignFlipResult:
         return text
 
     def at_most(self, alpha: float | Fraction) -> bool:
-        """p ≤ alpha, decided on integers (a float alpha is read from its decimal text; a
-        Fraction, e.g. a Holm level α/k, is used exactly)."""
+        """p ≤ alpha on integers (a float alpha read from its decimal text; a Fraction used exactly)."""
         level = alpha if isinstance(alpha, Fraction) else Fraction(str(alpha))
         return self.numerator * level.denominator <= level.numerator * self.denominator
 
@@ -218,14 +194,10 @@ def sign_flip_test(
     seed: int = 0,
     alpha: float | None = None,
 ) -> SignFlipResult:
-    """One-sided paired sign-flip (permutation) test of H0: no improvement.
+    """One-sided paired sign-flip test of H0: no improvement.
 
-    On a reward grid the deltas are scaled to integers and p = #{patterns with Σ ≥ observed}
-    / 2^N is computed exactly (a fast float path is used only when it is clearly away from
-    ``alpha``; near it, exact big-integer counting decides). Off a grid, or on one so fine that
-    the integer sums span more than :data:`EXACT_MAX_SPAN`, seeded Monte Carlo sign flips with
-    the +1 correction (``method`` says which). Empty input → p = 1.
-    """
+    On a reward grid, exact (a float tail only when clearly away from ``alpha``); off a grid, or past
+    :data:`EXACT_MAX_SPAN` uncoarsened, seeded Monte Carlo with the +1 correction. Empty input → p = 1."""
     candidate, best = as_matrix(candidate), as_matrix(best)
     grid = reward_grid(candidate, best)
     if grid is None:
@@ -241,9 +213,7 @@ def sign_flip_test(
 def sign_flip_on_integers(
     deltas: np.ndarray | list[int], alpha: float | None = None
 ) -> SignFlipResult | None:
-    """The exact one-sided sign-flip p-value of integer paired deltas (zeros carry no sign and
-    are dropped): a float tail by FFT when it is clearly away from ``alpha``, else big-integer
-    counting. ``deltas``: an int64 array (whose sums cannot overflow) or Python integers.
+    """The exact one-sided p of integer paired deltas (zeros dropped). ``deltas``: int64 or Python ints.
     None when Σ|d| is past :data:`EXACT_MAX_SPAN` (the caller falls back to Monte Carlo)."""
     if isinstance(deltas, np.ndarray):
         nonzero = deltas[deltas != 0]
@@ -266,8 +236,7 @@ def sign_flip_on_integers(
 
 
 def _exact_result(count: int, n: int, method: str = "exact") -> SignFlipResult:
-    """count / 2^n; its float never 0 (past 2^-1074 a float cannot hold it: the smallest
-    positive float stands for it, above the true p, while the fraction keeps it exactly)."""
+    """count / 2^n; its float never 0 (below 2^-1074 the smallest positive float stands for it)."""
     return SignFlipResult(max(count / 2**n, _SMALLEST), method, count, 2**n)
 
 
@@ -293,8 +262,8 @@ def _tail(abs_array: np.ndarray, observed: int, n: int, alpha: float | None) -> 
 def _coarsened(
     abs_values: list[int], observed: int, span: int, n: int, alpha: float | None, deltas: object
 ) -> SignFlipResult | None:
-    """Σ|d| past :data:`EXACT_MAX_SPAN`: the test of the deltas rounded to ``c`` units each
-    (d' = sign(d)·round(|d|/c)), exact or by float tail; None past 2^24 deltas (Monte Carlo)."""
+    """The test of the deltas rounded to ``c`` units each (d' = sign(d)·round(|d|/c)); None past 2^24
+    deltas."""
     if n > 1 << 24:
         return None
     # up to 60 deltas are counted in integers, whose cost grows with n·span: a shorter span
@@ -324,12 +293,9 @@ COUNT_BUDGET = 2**31
 def _count_tail(abs_values: list[int], observed: int) -> int | None:
     """#{sign patterns with Σ s_i·v_i ≥ observed}, exactly, when that is cheap; else None.
 
-    Σ s_i v_i = T − 2·M with M the sum of the negatively signed values, so the count is the
-    number of subsets with sum ≤ slack = ⌊(T − observed)/2⌋ — few values and a short
-    polynomial exactly when p is small. The subset-sum polynomial truncated at degree slack is
-    kept as one Python integer (coefficients packed B bits apart, B above 2^n): multiplying by
-    (1 + x^v) is one shift and one add.
-    """
+    Σ s_i v_i = T − 2·M (M: the sum of the negatively signed values), so count subsets with sum ≤ ⌊(T −
+    observed)/2⌋: few and short exactly when p is small. The truncated polynomial is one Python integer
+    (coefficients packed B bits apart), so multiplying by (1 + x^v) is a shift and an add."""
     total = sum(abs_values)
     slack = (total - observed) // 2
     if slack < 0:

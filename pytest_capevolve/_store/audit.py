@@ -1,16 +1,10 @@
 """Cross-checking a run dir against its event log: what ``capevolve verify`` adds to the chain.
 
-The hash chain vouches for ``events.jsonl``; every ``rollout`` event records the key, the
-reward, the infra error and the sha256 of the bytes of what was persisted. So a rollout file
-whose reward differs from its event, or whose bytes do (an output, a trace, a feedback edited:
-events older than the sha256 hold the outcome only), a file no event records, an event whose
-file is gone without a logged quarantine or vanish, a rollout paid twice (a re-pay after either
-is expected), or a ``state.json`` that the events do not add up to, is found here. Reads only
-(``repair=True`` rebuilds ``state.json`` from the events, logs a file gone by hand as
-``rollout_vanished``, as a session that finds it would, and quarantines a file that differs from
-its event, so the re-pay of either is expected; rollouts are never rewritten). Called by the CLI;
-no session runs it.
-"""
+Every ``rollout`` event records the key, the outcome and the sha256 of the file's bytes, so a file that
+differs from its event, a file no event records, a file gone without a logged quarantine or vanish, a
+rollout paid twice, or a ``state.json`` the events do not add up to, is found here. Reads only;
+``repair=True`` rebuilds the views, logs files gone by hand and quarantines tampered files (never rewrites
+a rollout). Called by the CLI."""
 
 from __future__ import annotations
 
@@ -40,13 +34,10 @@ def audit(
     events: list[dict[str, Any]] | None = None,
     others: list[dict[str, Any]] | None = None,
 ) -> list[str]:
-    """One line per disagreement between the run's files and its events (empty: they agree):
-    the rollout files, then each view of the log (:mod:`.log_views`: ``state.json``, the index,
-    the digest, ``views.json``; ``repair=True`` rebuilds those that disagree). Every rollout
-    file is read once (:mod:`.rollout_scan`), for the log's check and the index's alike;
-    ``events``: the log as the chain's check just parsed it, when the caller holds it;
-    ``others``: given, it gets every event of that log but the rollouts, in order (the few
-    lines a caller's own check of, say, the gate decisions needs, found in the audit's pass)."""
+    """One line per disagreement between the run's files and its events (empty: they agree): the rollout
+    files, then each view of the log (``repair=True`` rebuilds those that disagree). Every file is read
+    once. ``events``: the log as the caller parsed it; ``others``: given, gets every non-rollout event, in
+    order."""
     if events is None:
         events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
     if events is None:
@@ -67,11 +58,8 @@ def audit(
 
 
 def _unfinished_writes(rundir: RunDir, scan: RolloutScan, *, repair: bool) -> list[str]:
-    """Temporary files of atomic writes that never completed (an interrupt that landed between
-    creating one and renaming it). Never a record: the file it was to become is missing or
-    older, and the event log says which. Removed by ``repair`` only while no other session is
-    live, since a live one may be writing it right now. The rollout folders the scan listed
-    are not listed again (at 60,000 rollouts, they are nearly all of the run dir)."""
+    """Temporary files of atomic writes that never completed (never a record). Removed by ``repair`` only
+    while no other session is live, which may be writing one. The rollout folders are not listed again."""
     leftovers = sorted(map(Path, scan.leftovers + _temporaries(str(rundir.root), scan.folders)))
     if not leftovers:
         return []
@@ -88,8 +76,7 @@ def _unfinished_writes(rundir: RunDir, scan: RolloutScan, *, repair: bool) -> li
 
 
 def _temporaries(top: str, listed: frozenset[str]) -> list[str]:
-    """Every ``.*.tmp`` file under ``top`` outside the folders in ``listed`` (symbolic links
-    to folders not followed, as :meth:`pathlib.Path.rglob` does not)."""
+    """Every ``.*.tmp`` under ``top`` outside ``listed`` (links to folders not followed)."""
     found = []
     for folder, subfolders, names in os.walk(top):
         subfolders[:] = [name for name in subfolders if os.path.join(folder, name) not in listed]
@@ -106,10 +93,8 @@ def _rollouts(
     repair: bool = False,
     digests: dict[str, list[str | None]] | None = None,
 ) -> list[str]:
-    """The rollout files against the log's rollout events; ``others`` (if given) gets every
-    other event, in log order: one pass over the log serves both. ``digests``: the sha256 of
-    each scanned file's bytes (:class:`.rollout_scan.RolloutScan`), held to the one its event
-    recorded; a file whose bytes or outcome differ is quarantined by ``repair``."""
+    """The rollout files against the log's rollout events, each file's sha256 held to its event's;
+    ``others`` (if given) gets every other event, in log order."""
     rel_of = _Names()
     rest = [] if others is None else others
     held = len(rest)
@@ -139,8 +124,8 @@ def _rollouts(
 def _last_rollouts(
     events: list[dict[str, Any]], rest: list[dict[str, Any]]
 ) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
-    """One pass over the log: the last rollout event per key, and for each file the seq of its
-    last quarantine or vanish; every other event is appended to ``rest``."""
+    """One pass over the log: the last rollout event per key, each file's last quarantine or vanish, and
+    every other event appended to ``rest``."""
     last: dict[Key, dict[str, Any]] = {}
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
@@ -163,10 +148,8 @@ def _paid_twice(
     quarantined: dict[str, int],
     rel_of: _Names,
 ) -> list[str]:
-    """Valid rollout events (no infra error) per file since it was last moved or gone (paying
-    it again after either is expected); a file's name is only built where a quarantine or
-    vanish may apply. With no key in two rollout events (at 60,000: none is), no key can be
-    in two valid ones: they are looked for only when some key was logged twice."""
+    """Valid rollout events per file since it was last moved or gone; looked for only when some key was
+    logged twice."""
     if rollout_events <= len(last):
         return []
     keys = [
@@ -185,7 +168,6 @@ def _paid_twice(
 
 
 def _file_key(split: str, seen_file: Scanned) -> tuple[Key, Any, Any]:
-    """A scanned file's key, reward and infra error; ValueError (and the like) if unreadable."""
     if type(seen_file) is tuple:  # a file as a session writes it, in its split's folder
         _, _, tag, task_id, trial, reward, error, _ = seen_file  # (rollout_scan's Row)
         return (split, str(task_id), str(tag), int(trial)), reward, error
@@ -203,8 +185,8 @@ def _file_against_log(
     remaining: dict[Key, dict[str, Any]],
     last: dict[Key, dict[str, Any]],
 ) -> tuple[list[str], bool] | None:
-    """One file against its rollout event (its key taken off ``remaining``): the problems it
-    shows and whether it differs from its event (to quarantine); None: it agrees."""
+    """One file against its rollout event (taken off ``remaining``): its problems and whether to quarantine
+    it; None: it agrees."""
     rel = f"rollouts/{split}/{seen_file[0]}"
     try:
         key, reward, error = _file_key(split, seen_file)
@@ -240,8 +222,7 @@ def _missing(
     quarantined: dict[str, int],
     rel_of: _Names,
 ) -> dict[str, str]:
-    """The logged rollouts whose file is gone with no quarantine or vanish logged since: file
-    (relative) → its problem, in the order of the keys."""
+    """Logged rollouts whose file is gone with no quarantine or vanish since: file → problem."""
     missing: dict[str, str] = {}
     for key in sorted(remaining):
         event, rel = last[key], rel_of(key)
@@ -254,8 +235,7 @@ def _missing(
 
 
 def _log_gone(rundir: RunDir, missing: dict[str, str]) -> None:
-    """``--repair`` for missing files: those still gone logged as ``rollout_vanished`` (a session
-    may have paid one again since), and taken off ``missing``."""
+    """``--repair``: files still gone are logged as ``rollout_vanished`` and taken off ``missing``."""
     with rundir.lock():
         gone = [rel for rel in missing if not (rundir.root / rel).exists()]
         if gone:
@@ -269,12 +249,9 @@ def _log_gone(rundir: RunDir, missing: dict[str, str]) -> None:
 def _quarantine_tampered(
     rundir: RunDir, tampered: list[tuple[str, str | None]], problems: list[str]
 ) -> list[str]:
-    """``--repair`` for rollout files that differ from their event: each moved aside as a
-    session would (``rollout_quarantined``, never rewritten nor deleted), so the next session
-    pays it again and verify expects that re-pay; its lines leave ``problems``. Under the lock,
-    and only while a file is still the bytes the audit read (a session may have paid it again
-    since): one changed since stays reported. A test file stays reported too: the test split is
-    scored once, so a file moved aside would never be paid again."""
+    """``--repair``: each file that differs from its event is moved aside (``rollout_quarantined``), so the
+    next session pays it again; under the lock, only while it is still the bytes read. A test file stays
+    reported (test is scored once, so it would never be paid again)."""
     moved: set[str] = set()
     with rundir.lock():
         for rel, digest in tampered:
@@ -301,8 +278,7 @@ def _keyed_rollouts(events: list[dict[str, Any]]) -> Iterator[tuple[Key, dict[st
 
 
 class _Names:
-    """A rollout's file name relative to the run dir, as :meth:`.rundir.RunDir.rollout_path`
-    names it, built as a string (no ``Path`` per rollout) and escaped once per task id."""
+    """A rollout's file name relative to the run dir, built as a string (no ``Path`` per rollout)."""
 
     def __init__(self) -> None:
         self._escaped: dict[str, str] = {}

@@ -1,14 +1,9 @@
 """When the log may move the best: the one rule, read by the state fold and ``verify``.
 
-``RunDir(run).log.append_event("best_changed", best_id="noop3")`` and a deleted
-``state.json`` made a rejected tag the best: the state was rebuilt from the log, and ``measure``
-scored noop3 on test. A ``best_changed`` event is only ever the echo of a decision, so it is
-honoured only when the log already holds what explains it: a booked ``accept`` of that tag (a
-gate accept, or a forced commit, which every view labels as forced), or — for a run made by
-``capevolve import-cap-evolve`` — the import's own ``cap_evolve_imported`` event naming it. Any
-other ``best_changed`` moves nothing; the state's readers refuse the run in one line naming the
-event and ``capevolve verify`` reports it.
-"""
+A ``best_changed`` event appended through the API once made a rejected tag the best after ``state.json``
+was deleted. So a ``best_changed`` is honoured only when the log already explains it: a booked ``accept``
+of that tag (gate or forced), or an import's ``cap_evolve_imported`` naming it. Any other moves nothing;
+readers refuse the run naming it and ``capevolve verify`` reports it."""
 
 from __future__ import annotations
 
@@ -18,8 +13,6 @@ from .._decide.basis import Basis
 
 
 class BestRule:
-    """Folded event by event, in log order (:meth:`see`)."""
-
     def __init__(self) -> None:
         self.accepted: set[str] = set()
         self.imported: set[str] = set()
@@ -27,8 +20,8 @@ class BestRule:
         self.best = "seed"  # as the honoured events leave it
 
     def see(self, event: dict[str, Any]) -> bool:
-        """False for a ``best_changed`` the log so far does not explain (then recorded in
-        :attr:`unjustified`); True for every other event."""
+        """False for a ``best_changed`` the log so far does not explain (kept in :attr:`unjustified`); True
+        otherwise."""
         kind = event.get("kind")
         if kind == "decision" and event.get("decision") == "accept":
             self.accepted.add(str(event.get("tag")))
@@ -53,6 +46,5 @@ class BestRule:
 
 
 def refusal(path: str, unjustified: list[str]) -> str:
-    """The one line a reader of the state prints for a log that moves the best unexplained."""
     more = f" (and {len(unjustified) - 1} more)" if len(unjustified) > 1 else ""
     return f"{path}: {unjustified[0]}{more}; the log was written outside a decision, so this run is refused"

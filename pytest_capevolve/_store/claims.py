@@ -1,28 +1,14 @@
 """Rollout claims: which session is paying which rollout right now, so none is paid twice.
 
-Controller only, in the run dir's ``claims/`` folder. While a session plans (under the run's
-lock) it reads every other session's claim file, owes only the rollouts nobody persisted or
-claimed, and writes its own claim ``claims/<pid>-<token>.json`` listing them. It holds an
-exclusive ``flock`` on that file for as long as it pays; after its run loop it deletes the file
-and lets go. A later session that needs a claimed rollout does not pay it: it waits for the
-claim's lock (a shared ``flock`` returns when the holder lets go) and then reads what landed.
+Controller only, in ``claims/``. A planning session (under the run's lock) owes only the rollouts nobody
+persisted or claimed, and writes ``claims/<pid>-<token>.json`` listing them, holding an exclusive ``flock``
+on it while it pays. A later session needing a claimed rollout waits for that lock, then reads what landed.
+Each claim is logged (``claimed``) and every rollout event names it (:mod:`.paid_by`).
 
-Each claim is logged too (``claimed``: the session's claim id and its keys), and every rollout
-event the session writes names it, so a decision can tell a rollout a session paid from one
-appended by anyone else (:mod:`.paid_by`).
-
-Crash-safe by construction: the kernel drops a ``flock`` when its holder dies (``kill -9``
-included), so a claim nobody holds is void — the next planner deletes it and owes its rollouts
-again — and a waiter is never blocked by a dead session. Waits only go from later sessions to
-earlier ones (a session claims only what nobody claimed before it), so they cannot form a cycle.
-
-A lock can outlive its session, though: a process the session started that kept the claim's
-descriptor (an adapter's own ``fork``, a helper left running) holds it after the session died.
-So a held claim counts only while its owner lives — the pid it names, on this host, with the
-start time it recorded (a pid used again is another process) — and a claim whose owner is dead
-is void however it is held: the next planner takes its rollouts over, and a waiter stops
-waiting on it. A claim made on another host is believed (its owner cannot be asked).
-"""
+The kernel drops a ``flock`` when its holder dies, so an unheld claim is void and a waiter is never blocked
+by a dead session; waits go only from later sessions to earlier ones, so no cycle. A lock can outlive its
+session (a child that kept the descriptor), so a held claim counts only while its owner — pid, host, start
+time — lives. A claim from another host is believed."""
 
 from __future__ import annotations
 
@@ -55,8 +41,8 @@ class Claims:
         self._log = log
 
     def others(self) -> dict[Key, Path]:
-        """Rollouts claimed by other live sessions, with the claim file that holds each.
-        A claim whose holder died is deleted here (its rollouts are owed again)."""
+        """Rollouts claimed by other live sessions, with the claim file of each; a dead holder's claim is
+        deleted."""
         claimed: dict[Key, Path] = {}
         for path in sorted(self.folder.glob("*.json")):
             if path == self.path:
@@ -72,7 +58,6 @@ class Claims:
         return claimed
 
     def take(self, keys: Iterable[Key]) -> None:
-        """Claim ``keys`` for this session (one file, locked until :meth:`release`)."""
         keys = sorted(keys)
         if not keys:
             return
@@ -90,7 +75,6 @@ class Claims:
             self._log(CLAIMED_EVENT, claim=self.claim_id, keys=claimed_keys(keys))
 
     def release(self) -> None:
-        """Let go of this session's claim: everything it paid is persisted, or it is ending."""
         if self._handle is None:
             return
         if self.path is not None:
@@ -102,10 +86,8 @@ class Claims:
 
     @staticmethod
     def wait_for(paths: Iterable[Path], poll_s: float = WAIT_POLL_S) -> list[Path]:
-        """Block until the sessions holding these claims let go of them, or died (the lock
-        dropped, or held on by a process their dead owner left: see the module docstring).
-        The claims whose session died — still there after the wait: a session that ends
-        deletes its own — so the waiter can say what did not land and why."""
+        """Block until the sessions holding these claims let go or died. Returns the claims whose session
+        died, so the waiter can say what did not land."""
         died: list[Path] = []
         for path in paths:
             try:
@@ -134,8 +116,7 @@ class Claims:
 
 
 def process_start(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, from ``/proc``), or None where
-    that cannot be read: with the pid, it names one process (a pid is used again)."""
+    """When ``pid`` started (clock ticks since boot, from ``/proc``), or None: with the pid, one process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
@@ -145,8 +126,8 @@ def process_start(pid: int) -> int | None:
 
 
 def owner_alive(claim: dict[str, object]) -> bool:
-    """Whether the session that made ``claim`` (its pid, host and start time) still runs. A
-    claim from another host, or without a pid, is believed alive: it cannot be asked."""
+    """Whether the session that made ``claim`` still runs; one from another host, or without a pid, is
+    believed."""
     pid, host = claim.get("pid"), claim.get("host")
     if type(pid) is not int or host != socket.gethostname():
         return True
@@ -162,9 +143,8 @@ def owner_alive(claim: dict[str, object]) -> bool:
 
 
 def live_sessions(runs_dir: Path, mine: Path | None = None) -> list[dict[str, object]]:
-    """The sessions paying rollouts right now in any run of the project (each holds its claim's
-    ``flock``; a dead one's lock is gone, so a stale file is never counted): run id, pid, host,
-    since, rollouts claimed. ``mine``: this session's own claim, left out. Deletes nothing."""
+    """The sessions paying rollouts now in any run of the project (each holds its claim's ``flock``): run
+    id, pid, host, since, rollouts claimed. ``mine`` is left out. Deletes nothing."""
     found: list[dict[str, object]] = []
     for path in sorted(runs_dir.glob("*/claims/*.json")):
         if mine is not None and path == mine:
@@ -185,10 +165,8 @@ def live_sessions(runs_dir: Path, mine: Path | None = None) -> list[dict[str, ob
 
 
 def held_claim(path: Path, *, remove_unheld: bool = False) -> dict[str, object] | None:
-    """What the claim file ``path`` says while a session holds its lock, read without waiting
-    (``{}`` when it cannot be read); None when the file is gone or nobody holds its lock — then,
-    with ``remove_unheld`` (a planner, under the run's lock), it is deleted under the exclusive
-    lock this took: the session that made it died and its rollouts are owed again."""
+    """What the claim file says while a session holds its lock (``{}`` if unreadable); None when gone or
+    unheld — then, with ``remove_unheld`` (a planner under the run's lock), it is deleted."""
     try:
         handle = open(path, encoding="utf-8")
     except FileNotFoundError:

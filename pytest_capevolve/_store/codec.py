@@ -1,11 +1,8 @@
 """The rollout record's codec: how a record travels in a test report and is decoded there.
 
-The item that ran a rollout (:mod:`.._items.nodes`, in-process or on an xdist worker) ships the
-record's compact JSON as the ``capevolve_rollout`` user property; on the controller every hook
-that reads the report (persistence, reporter, progress, sequential gate, junit) decodes it
-through :func:`decode_record`, whose one-slot cache makes that one decode, not one per hook.
-Lives in the store because it serves the controller's persistence, beside the record's format.
-"""
+The item ships the record's compact JSON as the ``capevolve_rollout`` user property; on the controller
+every hook reading the report decodes it through :func:`decode_record`, whose one-slot cache makes that one
+decode."""
 
 from __future__ import annotations
 
@@ -30,8 +27,8 @@ def remember_decoded(text: str, record: RolloutRecord) -> None:
 
 
 def decode_record(text: str, where: Any) -> RolloutRecord:
-    """``RolloutRecord.loads(text)``, from the one-slot cache when ``text`` was the last one;
-    ``where`` (a report, named in the error) is only formatted when decoding fails."""
+    """``RolloutRecord.loads(text)``, cached for the last ``text``; ``where`` is formatted only when
+    decoding fails."""
     last = _last_decoded
     if last is not None and (last[0] is text or last[0] == text):
         return last[1]
@@ -45,14 +42,12 @@ def decode_record(text: str, where: Any) -> RolloutRecord:
 
 
 def record_from_report(report: Any) -> RolloutRecord | None:
-    """The rollout record a report carries, if any (controller side)."""
     text = record_text(report)
     return None if text is None else decode_record(text, report)
 
 
 def record_text(report: Any) -> str | None:
-    """The record's compact JSON as shipped: the controller writes the file from this text
-    rather than encoding the record again."""
+    """The record's compact JSON as shipped (the controller writes the file from it)."""
     for name, value in getattr(report, "user_properties", ()):
         if name == RECORD_PROPERTY:
             return str(value)

@@ -1,10 +1,7 @@
 """From rollout records to the arrays the statistics read.
 
-Pure: takes records (:class:`~pytest_capevolve._store.record.RolloutRecord`, read by attribute),
-or the same outcomes as columns (:class:`Outcomes`, for a session's table of 60,000 rollouts),
-and returns numpy arrays. Missing trials and infra errors become ``nan`` — missing data, never
-a 0.
-"""
+Pure: records, or the same outcomes as columns (:class:`Outcomes`, for 60,000 rollouts), in; numpy arrays
+out. Missing trials and infra errors become ``nan`` — missing data, never a 0."""
 
 from __future__ import annotations
 
@@ -29,8 +26,8 @@ ByTag = dict[str, Arm]
 
 
 def index_records(records: Iterable[RolloutRecord], block: int = 0) -> ByTag:
-    """tag → (task_id, trial within the block) → record, for replicate block ``block`` only
-    (default 0: the block every decision reads; other blocks' records are left out)."""
+    """tag → (task_id, trial within the block) → record, for replicate block ``block`` only (default 0,
+    what every decision reads)."""
     by_tag: ByTag = {}
     for record in records:
         if block_of(record.trial) == block:
@@ -49,7 +46,6 @@ def reward_matrix(arm: Arm, task_ids: Sequence[str], num_trials: int) -> np.ndar
 
 
 def in_plan(arm: Arm, task_ids: Sequence[str], num_trials: int) -> list[RolloutRecord]:
-    """The arm's records for these tasks and the first ``num_trials`` trials."""
     wanted = set(task_ids)
     return [r for (task_id, k), r in arm.items() if task_id in wanted and k < num_trials]
 
@@ -59,10 +55,9 @@ def infra_count(arm: Arm, task_ids: Sequence[str], num_trials: int) -> int:
 
 
 def shared_arms(a: Arm, b: Arm, task_ids: Sequence[str], num_trials: int) -> tuple[Arm, Arm, int]:
-    """The two arms cut to the (task, trial) cells **both** have a record for (valid or an infra
-    error), and the trials that leaves: a paired comparison reads the same trial seeds on both
-    sides. A null control gated at 5 trials is compared with a best grown to 15 on t0–t4 only,
-    never its 5-trial mean against the best's 15-trial mean."""
+    """The two arms cut to the (task, trial) cells both have a record for, and the trials that leaves: a
+    paired comparison reads the same seeds on both sides (a 5-trial null against a 15-trial best on t0–t4
+    only)."""
     wanted = set(task_ids)
     cells = {c for c in a.keys() & b.keys() if c[0] in wanted and c[1] < num_trials}
     trials = max((k for _, k in cells), default=-1) + 1
@@ -71,10 +66,8 @@ def shared_arms(a: Arm, b: Arm, task_ids: Sequence[str], num_trials: int) -> tup
 
 @dataclass(frozen=True)
 class Cells:
-    """One arm's records laid out as task × trial arrays, one row per distinct task: which cells
-    have a record, which of those are infra errors, and the reward (nan unless valid); ``rows``
-    maps each of the plan's task ids (repeats included) to its row. Built once per tag, so
-    gating many candidates against one best reads its records once."""
+    """One arm's records as task × trial arrays (recorded, infra error, reward); ``rows`` maps each of the
+    plan's task ids to its row. Built once per tag, so a best gated against many candidates is read once."""
 
     present: np.ndarray
     infra: np.ndarray
@@ -83,7 +76,6 @@ class Cells:
 
 
 def cells(arm: Arm, task_ids: Sequence[str], num_trials: int) -> Cells:
-    """The arm's records for these tasks and the first ``num_trials`` trials, as :class:`Cells`."""
     row_of = {task_id: i for i, task_id in enumerate(dict.fromkeys(task_ids))}
     rows: list[int] = []
     cols: list[int] = []
@@ -106,10 +98,8 @@ def cells(arm: Arm, task_ids: Sequence[str], num_trials: int) -> Cells:
 
 
 def shared_matrices(a: Cells, b: Cells, num_trials: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
-    """:func:`shared_arms` then :func:`reward_matrix` and :func:`infra_count` of each side, from
-    cells of the same plan: (a's matrix, b's matrix, trials, a's infra errors, b's infra
-    errors). With no cell shared, ``num_trials`` all-missing trials (the verdict then says no
-    task is valid)."""
+    """:func:`shared_arms` then each side's reward matrix and infra count: (a's matrix, b's matrix, trials,
+    a's errors, b's errors). No shared cell: ``num_trials`` all-missing trials."""
     shared = a.present & b.present
     used = np.flatnonzero(shared.any(axis=0))
     width = int(used[-1]) + 1 if used.size else num_trials
@@ -121,11 +111,9 @@ def shared_matrices(a: Cells, b: Cells, num_trials: int) -> tuple[np.ndarray, np
 
 @dataclass(frozen=True)
 class Outcomes:
-    """One replicate block's rollouts as parallel columns, one entry per rollout in the order
-    read (the trial within the block): what a session's table needs of 60,000 rollouts without
-    a record object for each. :meth:`arm_arrays` answers what :func:`reward_matrix`,
-    :func:`infra_count` and the cost of :func:`in_plan` answer from an arm
-    of :func:`index_records`, to the bit."""
+    """One replicate block's rollouts as parallel columns, in the order read: a session's table of 60,000
+    rollouts without a record each. :meth:`arm_arrays` answers what the record functions answer, to the
+    bit."""
 
     tag: Sequence[str]
     task_id: Sequence[str]
@@ -137,7 +125,6 @@ class Outcomes:
 
     @classmethod
     def of_arms(cls, by_tag: ByTag) -> Outcomes:
-        """The columns of arms already indexed (:func:`index_records`), in their order."""
         cells = [(tag, task_id, k, r) for tag, arm in by_tag.items() for (task_id, k), r in arm.items()]
         records = [r for *_, r in cells]
         return cls(
@@ -152,8 +139,7 @@ class Outcomes:
 
     @cached_property
     def _arrays(self) -> tuple[np.ndarray, ...]:
-        """The columns as arrays, made once for every arm: tag, trial, infra error?, reward?
-        (not None), reward (nan for None), passed (nan for None)."""
+        """The columns as arrays, made once: tag, trial, infra error?, reward?, reward (nan), passed (nan)."""
         n = len(self.tag)
         return (
             np.array(self.tag, dtype=object),
@@ -165,8 +151,8 @@ class Outcomes:
         )
 
     def _rows(self, task_ids: Sequence[str]) -> np.ndarray:
-        """Each rollout's row among ``task_ids`` (-1: not one of them; a task listed twice: its
-        last row, as a dict of task ids keeps it). Kept for the last task list asked."""
+        """Each rollout's row among ``task_ids`` (-1: not one; a repeated task: its last row). Kept for the
+        last list asked."""
         key = tuple(task_ids)
         cached = self.__dict__.get("_rows_of")
         if cached is None or cached[0] != key:
@@ -178,8 +164,8 @@ class Outcomes:
     def arm_arrays(
         self, tag: str, task_ids: Sequence[str], num_trials: int
     ) -> tuple[np.ndarray, np.ndarray, int, float]:
-        """The tag's reward and pass matrices (tasks × trials, nan unless valid), its infra
-        errors and its cost, over its rollouts of these tasks and the first ``num_trials`` trials."""
+        """The tag's reward and pass matrices (nan unless valid), infra errors and cost over these tasks
+        and the first ``num_trials`` trials."""
         rewards = np.full((len(task_ids), num_trials), np.nan)
         passes = np.full((len(task_ids), num_trials), np.nan)
         if not len(self.tag):
@@ -197,8 +183,7 @@ class Outcomes:
 
 
 def val_paid_by_tag(rundir: RunDir, events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """The val rollouts the run holds for each tag a ``screen`` event names: what the screen
-    ledger checks a kill's saving against (a killed candidate evaluated on full val later
-    saved nothing)."""
+    """The val rollouts held for each tag a ``screen`` event names (what a kill's saving is checked
+    against)."""
     tags = sorted({str(e.get("tag")) for e in events if e.get("kind") == "screen"})
     return {tag: len(rundir.rollouts.indexed_rollouts("val", [tag])) for tag in tags}

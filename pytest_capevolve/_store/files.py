@@ -1,8 +1,7 @@
 """Atomic writes and the run dir's lock: a crash at any instant leaves a file old or new.
 
-Every write goes to a temp file in the same folder and is renamed over the target; the lock is
-an ``flock`` on ``.lock`` in the run dir, re-entrant within one :class:`RunLock`.
-"""
+Writes go to a temp file in the same folder, renamed over the target; the lock is an ``flock`` on
+``.lock``, re-entrant within one :class:`RunLock`."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from ..exitcodes import CapevolveError
 
 
 def _umask_mode() -> int:
-    """0666 less the process umask: the mode ``open()`` would give a new file."""
     mask = os.umask(0)
     os.umask(mask)
     return 0o666 & ~mask
@@ -39,9 +37,8 @@ _temp_numbers = itertools.count()  # next() is atomic: threads of one process ne
 
 
 def _open_temp(path: Path) -> tuple[int, str]:
-    """A new temp file ``.<name>.<pid>-<n>.tmp`` beside ``path`` (its folder made if need be),
-    with the mode ``open()`` would give (not mkstemp's 0600, which would make run dirs
-    unreadable as CI artifacts)."""
+    """A new temp file ``.<name>.<pid>-<n>.tmp`` beside ``path`` with the mode ``open()`` would give (not
+    mkstemp's 0600, which makes run dirs unreadable as CI artifacts)."""
     while True:
         tmp = f"{path.parent}{os.sep}.{path.name}.{os.getpid()}-{next(_temp_numbers)}.tmp"
         try:
@@ -54,8 +51,7 @@ def _open_temp(path: Path) -> tuple[int, str]:
 
 @contextlib.contextmanager
 def _replacing(path: Path) -> Iterator[int]:
-    """A temp file beside ``path`` open for writing; renamed over ``path`` when the ``with``
-    block ends, removed if it raises: a reader sees the old file or the new, never a part."""
+    """A temp file beside ``path``, renamed over it when the block ends, removed if it raises."""
     fd, tmp = _open_temp(path)
     try:
         try:
@@ -76,8 +72,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> os.stat_result:
-    """Write ``text`` to ``path`` atomically; the written file's stat (size, mtime: what the
-    rollout index keeps), read from the open file rather than looked up again."""
+    """Write ``text`` to ``path`` atomically; returns the written file's stat."""
     with _replacing(path) as fd:
         _write_all(fd, text.encode("utf-8"))
         stat = os.fstat(fd)
@@ -88,9 +83,8 @@ WRITE_CHUNK = 1 << 20  # bytes gathered before each write of a page written in p
 
 
 def atomic_write_parts(path: Path, parts: Iterable[str]) -> None:
-    """Write the concatenation of ``parts`` to ``path`` atomically, as it is drawn: a piece is
-    asked for only when the ones before it are on their way to the file, so a large page (the
-    dashboard of 60,000 rollouts: 14 MB) is never held whole, nor encoded whole."""
+    """Write the concatenation of ``parts`` atomically, drawing each piece only as the ones before are
+    written, so a 14 MB page is never held whole."""
     with _replacing(path) as fd:
         pending: list[str] = []
         size = 0
@@ -112,9 +106,8 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def unwritable_folder(folder: Path) -> OSError | None:
-    """Why nothing can be written in ``folder`` (read-only: a CI artifact, ``chmod -R a-w``, a
-    read-only mount), or None. Tried, not asked: ``os.access`` says yes to root on a mode that
-    refuses everyone else, and knows nothing of a full disk."""
+    """Why nothing can be written in ``folder``, or None. Tried, not asked: ``os.access`` says yes to root
+    and knows nothing of a full disk."""
     probe = folder / f".write-probe.{os.getpid()}.tmp"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
@@ -131,9 +124,8 @@ def read_json(path: Path) -> Any:
 
 
 def read_run_json(path: Path, fix: str) -> Any:
-    """:func:`read_json` of a file the run dir keeps (splits, a candidate's or a verdict's
-    metadata): a file cut short, garbled or not UTF-8 raises :class:`RunDirError` naming it and
-    ``fix``, never a traceback."""
+    """:func:`read_json` of a run-dir file: cut short, garbled or not UTF-8 raises :class:`RunDirError`
+    naming it and ``fix``."""
     try:
         return read_json(path)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
@@ -142,8 +134,7 @@ def read_run_json(path: Path, fix: str) -> Any:
 
 @contextlib.contextmanager
 def exclusive(lock_file: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``lock_file`` (created if needed) for the ``with`` block; the
-    kernel drops it if the holder dies."""
+    """An exclusive ``flock`` on ``lock_file`` for the block; the kernel drops it if the holder dies."""
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_file, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -158,13 +149,9 @@ _LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_INHERIT
 
 
 class RunLock:
-    """Exclusive across processes; re-entrant within this object, so a compound update
-    (rollout + spend + event) takes the lock once. ``with run_lock():`` holds it.
-
-    The lock file's descriptor is kept open between holds (a session takes the lock for every
-    rollout it persists): after each ``flock`` the path is checked to still name the locked
-    file — a run dir removed and made again gets a new ``.lock``, which is then opened and
-    locked instead — and a forked child opens its own."""
+    """Exclusive across processes, re-entrant within this object (``with run_lock():``). The descriptor
+    stays open between holds; after each ``flock`` the path is checked to still name the locked file (a run
+    dir made again gets a new ``.lock``), and a forked child opens its own."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -219,7 +206,6 @@ class RunLock:
         return fd
 
     def close(self) -> None:
-        """Close the kept descriptor; while the lock is held, it is kept."""
         if self._depth:
             return
         fd, self._fd = self._fd, -1

@@ -1,24 +1,13 @@
 """For decisions, the first outcome the log recorded for a rollout stands; a redraw is counted.
 
-A rollout file is evidence, the log is the record. With an adapter that does not reproduce its
-draws (an API's own randomness, ``random.random()``), deleting the files of a candidate's
-failed rollouts — and of the best's passes — before each re-run made every session redraw
-exactly those, and a no-op was accepted after a few rounds. The vanished file is rightly paid
-again (it is missing), but the draw it brings is a second look at the same (split, tag, task,
-trial): so a gate reads, for each such key, the reward of the first valid ``rollout`` event
-the log holds, and its verdict records how many rollouts of each arm were paid again.
+With an adapter that does not reproduce its draws, deleting the files of a candidate's failures (and the
+best's passes) made every session redraw exactly those, and a no-op was accepted after a few rounds. So a
+gate reads, per key, the first valid ``rollout`` event's reward, and its verdict records how many rollouts
+each arm paid again. Every event must first be paid once by a claiming session (:mod:`.paid_by`).
 
-Before any of it is read, every rollout event must have been paid once by a session that
-claimed it (:mod:`.paid_by`): one appended through the API from outside a session is refused.
-
-Infra errors are missing data, not an outcome: a key whose earlier events were all infra
-errors takes its first valid one, so a retry after an outage changes nothing here. But such a
-key's valid outcome is a second draw, and candidate code chooses which draws end in an error (it
-runs where the adapter's outside calls run): :func:`redrawn_after_errors` names those keys, and
-the gate's error-imbalance check imputes them worst-case like the trials still missing.
-
-Controller only; reads the log's rollout lines (test rollouts are finalize's, never gated).
-"""
+Infra errors are missing data: a key takes its first valid outcome. But that is a second draw, and
+candidate code chooses which draws end in an error, so :func:`redrawn_after_errors` names those keys for
+the error-imbalance check's worst case. Controller only; test rollouts are never gated."""
 
 from __future__ import annotations
 
@@ -34,7 +23,6 @@ Key = tuple[str, str, str, int]  # split, tag, task id, trial
 
 
 def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
-    """(each key's first valid logged reward, how many valid rollout events each key has)."""
     first: dict[Key, float] = {}
     paid: dict[Key, int] = {}
     events = rundir.log.of_kinds(*paid_by.KINDS)
@@ -52,9 +40,8 @@ def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
 
 
 def redrawn_after_errors(rundir: RunDir) -> set[Key]:
-    """The keys whose first logged attempt was an infra error and which a later session paid
-    again: each is counted as the infra error it first was when the gate checks the arms' errors.
-    (Read after :func:`logged_firsts`, whose claim tie has already refused an untrusted log.)"""
+    """The keys whose first logged attempt was an infra error and were paid again: counted as that error
+    when the gate checks the arms' errors."""
     errored: set[Key] = set()
     redrawn: set[Key] = set()
     for event in rundir.log.of_kinds("rollout"):
@@ -69,10 +56,8 @@ def redrawn_after_errors(rundir: RunDir) -> set[Key]:
 
 
 def first_errors(rundir: RunDir, split: str) -> set[Key]:
-    """The keys of ``split`` whose first logged attempt was an infra error, paid again since or
-    not. The test split's seal counts each against the arm it would flatter (worst case):
-    candidate code that turns its failing answers into harness-looking errors, then has them
-    paid again with fresh draws, chooses which draws count."""
+    """The keys of ``split`` whose first logged attempt was an infra error, paid again or not; the seal
+    counts each against the arm it would flatter."""
     seen: set[Key] = set()
     errored: set[Key] = set()
     for event in rundir.log.of_kinds("rollout"):
@@ -86,8 +71,8 @@ def first_errors(rundir: RunDir, split: str) -> set[Key]:
 
 
 def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByTag, dict[str, int]]:
-    """``by_tag`` with each valid record's reward the log's first for its key, and, per tag,
-    how many of its rollouts were paid again after a valid one (0 for an untouched arm)."""
+    """``by_tag`` with each valid record's reward the log's first for its key, and per tag how many
+    rollouts were paid again after a valid one."""
     first, paid = logged_firsts(rundir)
     held: ByTag = {}
     repaid: dict[str, int] = {}
@@ -105,7 +90,6 @@ def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByT
 
 
 def repaid_details(repaid: dict[str, int], tag: str, against: str) -> dict[str, Any]:
-    """What a verdict records: rollouts of each arm paid again, decided on their first outcome."""
     return {
         "repaid_rollouts": {tag: repaid.get(tag, 0), against: repaid.get(against, 0)},
         "repaid_rule": "a rollout paid again (its file vanished or was quarantined) is decided on "

@@ -1,11 +1,8 @@
 """Which accepts carry a label, read from the log for every view that shows one.
 
-Two kinds do: one booked against the gate (``capevolve commit TAG --decision accept --force``),
-which is not a measured improvement, and one on bytes another run had decided, gated again after
-``--capevolve-harness-changed``. The ``decision`` event keeps the label, and measure, report.md,
-``capevolve runs``, LEDGER.md, the finalize summary and the dashboard each ask
-:func:`labelled_accepts` and show it beside the tag, so neither passes for a plain gate accept.
-"""
+An accept forced against the gate (``commit --force``) and one re-gated after
+``--capevolve-harness-changed`` keep a label in their ``decision`` event; every view asks
+:func:`labelled_accepts` and shows it, so neither passes for a plain gate accept."""
 
 from __future__ import annotations
 
@@ -18,8 +15,6 @@ SHORT = {FORCED_LABEL: "forced"}
 
 
 def label_of(event: dict[str, Any]) -> str | None:
-    """The label an accept's ``decision`` event carries (forced, or re-gated after a harness
-    change), or None for a plain gate accept."""
     if event.get("kind") not in (None, "decision") or event.get("decision") != "accept":
         return None
     if event.get("against_gate"):
@@ -29,7 +24,6 @@ def label_of(event: dict[str, Any]) -> str | None:
 
 
 def labelled_accepts(events: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """Tag → the label of its accept, for each accept booked with one."""
     found: dict[str, str] = {}
     for event in events:
         if event.get("kind") == "decision" and (label := label_of(event)) is not None:
@@ -38,5 +32,4 @@ def labelled_accepts(events: Iterable[dict[str, Any]]) -> dict[str, str]:
 
 
 def short(label: str) -> str:
-    """``forced``, or the label's words before its dash (``re-gated after a harness change``)."""
     return SHORT.get(label) or label.split(" — ")[0]

@@ -1,17 +1,9 @@
 """The harness locked with the run: its fingerprint is an event near the head of the log.
 
-The first session of a run records the harness's digests (:mod:`.._project.harness`) as a
-``harness_locked`` event, right after the run is created; every later session compares the
-harness as it is now with that event and refuses a change in one line, before it plans or pays
-anything. The event is read from the head of the log with its hash links checked (the lines
-before it, and the next line's ``prev``), so editing it means rewriting the rest of the chain.
-The chain is plain sha256: someone who rewrites it whole (and deletes the caches) is out of
-reach of any check inside the run dir; only a head hash kept outside the project can tell
-(``capevolve verify --anchor``, :mod:`.anchor`). A run made before the lock existed is locked
-by its next session (the event then stands later in the log).
-
-Controller only.
-"""
+The first session logs the harness's digests (``harness_locked``); every later session compares and refuses
+a change in one line before it plans. The event is read with its hash links checked, so editing it means
+rewriting the chain (caught only by an anchor, :mod:`.anchor`). A run older than the lock is locked by its
+next session. Controller only."""
 
 from __future__ import annotations
 
@@ -33,8 +25,8 @@ class HarnessChanged(RunDirError):
 
 
 def check_or_lock(rundir: RunDir, digests: Mapping[str, str]) -> bool:
-    """Refuse (:class:`HarnessChanged`) a harness that differs from the run's lock; lock it
-    when the run has none yet. Returns whether this call locked it."""
+    """Refuse a harness that differs from the run's lock; lock it when there is none. Returns whether this
+    call locked it."""
     with rundir.lock():
         locked = locked_harness(rundir)
         if locked is None:
@@ -47,8 +39,8 @@ def check_or_lock(rundir: RunDir, digests: Mapping[str, str]) -> bool:
 
 
 def locked_harness(rundir: RunDir) -> dict[str, str] | None:
-    """The digests the run's harness was locked with, or None before the lock. Raises
-    RunDirError when the lines up to the lock do not chain (edited)."""
+    """The digests the harness was locked with, or None; RunDirError when the lines up to the lock do not
+    chain."""
     found = _from_head(rundir)
     if found is not None:
         return found

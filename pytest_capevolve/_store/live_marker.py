@@ -1,17 +1,10 @@
 """A session's live marker: workers start no rollout once the controller has stopped.
 
-Under xdist the controller alone records rollouts; a worker that goes on after the controller
-stopped — Ctrl-C, a full disk, an internal error, ``kill -9`` — pays for rollouts nobody will
-record, and the next session pays them again. So the controller makes
-``runs/<id>/live/<token>`` when it plans (the token is the session's own) and removes it the
-moment it stops, however it stops; an unlink succeeds on a full disk. Every worker asks before
-each rollout whether the marker is still there and whether its parent is still the controller
-that started it (a ``kill -9`` leaves the marker but not the parent), and starts nothing once
-either is gone: at most the rollouts already in flight are lost.
-
-A worker on another machine without the shared run dir never saw the marker, and watches only
-its parent.
-"""
+Under xdist only the controller records, so a worker running on after it stopped pays rollouts nobody
+records. The controller makes ``runs/<id>/live/<token>`` when it plans and removes it however it stops (an
+unlink works on a full disk); each worker checks before every rollout that the marker is there and its
+parent is still the controller (``kill -9`` leaves the marker). A remote worker without the run dir watches
+only its parent."""
 
 from __future__ import annotations
 
@@ -27,14 +20,12 @@ def marker_path(run_root: Path, token: str) -> Path:
 
 
 def create(run_root: Path, token: str) -> None:
-    """Controller only, when it plans."""
     path = marker_path(run_root, token)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
 
 
 def remove(run_root: Path, token: str) -> None:
-    """Controller only, as it stops (any way): its workers start nothing more."""
     with contextlib.suppress(OSError):
         marker_path(run_root, token).unlink()
     with contextlib.suppress(OSError):
@@ -42,8 +33,7 @@ def remove(run_root: Path, token: str) -> None:
 
 
 class ControllerWatch:
-    """On a worker: has the controller that started it stopped? Asked before every rollout
-    (a ``getppid`` and a ``stat``: microseconds against a rollout's hundreds)."""
+    """On a worker: has the controller that started it stopped? Asked before every rollout (microseconds)."""
 
     def __init__(self, run_root: Path, token: str) -> None:
         self.path = marker_path(run_root, token)

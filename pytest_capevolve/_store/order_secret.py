@@ -1,21 +1,10 @@
 """The run's order secret: the key the sequential gate's task orders are derived with.
 
-Made once, when the run is created (or, for a run older than this file, when its first
-sequential gate is planned), as 32 random bytes in ``secret/order.key`` of the run dir — never
-in ``candidates/``, ``work/`` or any snapshot, so a candidate's folder never holds it — and
-its SHA-256 is appended to the event log (``order_secret_created``). Every read checks the file
-against that commitment: a secret swapped, or deleted after orders were drawn from it (to draw
-again), is refused in one line, never used.
-
-The secret alone is not enough: it sits in the run dir, and the optimizer is a process of the
-same user, so it can read it and grind byte variants of a candidate (a comment changed) until
-one's order puts its gains first — a red team did, 4,522 variants in 11 s. So each candidate's
-order also takes a **nonce drawn when a sequential gate first plans those bytes** (an
-``order_nonce_drawn`` event: content hash and nonce). Before that moment no order exists to
-compute; after it the bytes are frozen (a snapshot), and a later session, a resume or ``capevolve
-gate`` reads the logged nonce, so the same bytes keep the same order. Two sessions planning the
-same bytes at once both append a nonce and both use the first one the log holds.
-"""
+32 random bytes in ``secret/order.key`` (never in a candidate's folder or snapshot), made with the run, its
+SHA-256 logged (``order_secret_created``); a swapped or deleted secret is refused. The optimizer can read
+the run dir and grind byte variants until one's order puts its gains first, so each candidate's order also
+takes a nonce drawn when a sequential gate first plans those bytes (``order_nonce_drawn``): no order exists
+before then, and later sessions read the logged nonce (the first one logged wins)."""
 
 from __future__ import annotations
 
@@ -33,12 +22,10 @@ SECRET_BYTES = 32
 
 
 def new_secret() -> bytes:
-    """Fresh random bytes from the OS (the one place a secret is made)."""
     return secrets.token_bytes(SECRET_BYTES)
 
 
 def new_nonce() -> bytes:
-    """Fresh random bytes from the OS for one candidate's order (the one place a nonce is made)."""
     return secrets.token_bytes(SECRET_BYTES)
 
 
@@ -54,12 +41,10 @@ class OrderSecret:
         self.log = log
 
     def recorded(self) -> str | None:
-        """The commitment the event log holds, if any."""
         found = [e for e in self.log.events() if e.get("kind") == EVENT]
         return str(found[0]["sha256"]) if found else None
 
     def create(self) -> None:
-        """Make the secret and commit to it (run creation; a no-op when it exists)."""
         if self.recorded() is not None:
             return
         secret = new_secret()
@@ -69,7 +54,6 @@ class OrderSecret:
         self.log.append_event(EVENT, sha256=commitment(secret), path="secret/order.key")
 
     def read(self) -> bytes:
-        """The secret, checked against the log's commitment (made now if the run has none)."""
         if self.recorded() is None:
             self.create()
         expected = str(self.recorded())
@@ -89,8 +73,8 @@ class OrderSecret:
         return secret
 
     def nonces(self, content_hashes: list[str]) -> dict[str, str]:
-        """content hash → the nonce its order is drawn with (hex): the first one the log holds,
-        drawn and logged now for bytes no sequential gate has planned yet."""
+        """content hash → the nonce its order is drawn with: the first the log holds, drawn and logged now
+        for new bytes."""
         drawn = self._logged_nonces()
         missing = [h for h in dict.fromkeys(content_hashes) if h not in drawn]
         for content_hash in missing:
@@ -100,7 +84,6 @@ class OrderSecret:
         return {h: drawn[h] for h in content_hashes}
 
     def logged_nonce(self, content_hash: str | None) -> str | None:
-        """The nonce the log holds for these bytes (None: no sequential gate planned them)."""
         return self._logged_nonces().get(content_hash) if content_hash else None
 
     def _logged_nonces(self) -> dict[str, str]:

@@ -1,25 +1,15 @@
 """What the log says each train and val rollout came out as: the truth every evidence read is held to.
 
-A decision reads rollout outcomes from the index (``index.sqlite``) and the rollout files, both
-files anyone with a shell — or a candidate's own code, during its own gate — can edit. The log
-is the record: each ``rollout`` event carries the reward, the infra error, the cost and the
-sha256 of the file written. This ledger holds those outcomes in memory, current with the log,
-and :class:`.rollout_files.RolloutFiles` compares every row and every file it hands a reader
-against it: a row that differs is read again from its file, a file that differs is quarantined
-(treated as missing, so it is paid again) — never used.
+The index and the rollout files can be edited by anyone with a shell, or by a candidate's code during its
+own gate. The log is the record: each ``rollout`` event carries the outcome and the file's sha256. This
+ledger holds those outcomes, current with the log, and :class:`.rollout_files.RolloutFiles` holds every row
+and file to it: a differing row is read again from its file, a differing file is quarantined — never used.
 
-Knowing the truth means reading the log's rollout lines (a second or so at 60,000). So a session
-that leaves the run writes an ``outcomes_checked`` event — the sha256 of every outcome the log
-holds, at the point of the log it is current to — and the next process, finding no rollout
-logged since, checks the index's rows against that digest in one pass instead: the rows are the
-truth exactly when their digest is the logged one. An edited row moves the digest, and the
-event itself is chained like any other (:meth:`.events.EventLog.of_kinds` checks its link), so
-forging it means rewriting the log from there on — what the anchor (``capevolve verify
---anchor``) is for. Only a checkpoint the chain covers is used (:meth:`.events.EventLog.linked`:
-where it says it is, linked to the line before and by the line after — the leaving session logs
-``session_left`` after it, since the log's last line is held by no line). The same event
-carries ``state.json``'s tally at that point (:mod:`.state_tally`).
-"""
+Reading every rollout line costs a second at 60,000, so a leaving session logs ``outcomes_checked`` (the
+sha256 of every outcome at that point, with ``state.json``'s tally) and the next process, finding no
+rollout logged since, checks the index's rows against that digest in one pass. The event is chained, and
+only a checkpoint the chain covers is used (:meth:`.events.EventLog.linked`; ``session_left`` follows it so
+a line covers it); forging it means rewriting the log, which the anchor catches."""
 
 from __future__ import annotations
 
@@ -40,14 +30,13 @@ Outcome = tuple[float | None, str | None, float]  # reward, infra error, cost
 
 
 def outcome(reward: Any, infra_error: Any, cost_usd: Any) -> Outcome:
-    """The outcome as compared: numbers as floats (an index row's REAL and an event's JSON
-    number of the same value compare equal)."""
+    """The outcome as compared: numbers as floats (an index REAL and a JSON number of one value compare
+    equal)."""
     return (None if reward is None else float(reward), infra_error or None, float(cost_usd or 0.0))
 
 
 def digest_of(items: Iterable[tuple[Key, Outcome]]) -> str:
-    """sha256 of the outcomes in key order: the index's rows (read in key order) and the
-    ledger (sorted) hash the same exactly when they hold the same outcomes."""
+    """sha256 of the outcomes in key order: the index's rows and the ledger hash alike iff they agree."""
     digest = hashlib.sha256(b"[")
     # the list's repr a block of items at a time, never its whole text (5 MB at 60,000)
     rest, separator = iter(items), b""
@@ -73,11 +62,9 @@ def _rollout_view(event: dict[str, Any]) -> Any:
 
 
 class _Changes:
-    """The view :meth:`OutcomeLedger._catch_up` reads the log with: each rollout line sets its
-    outcome in ``truth`` and each quarantine or vanish drops the files it names, in log order, as
-    the lines are read (it holds nothing). Split and tag names, and outcomes, are held once for
-    every rollout that repeats them, as are task ids for each trial and tag (a fresh
-    60,000-rollout session's truth: 9 MB less)."""
+    """How :meth:`OutcomeLedger._catch_up` reads the log: each rollout line sets its outcome in ``truth``,
+    each quarantine or vanish drops its files, in log order. Repeated names and outcomes are held once (9
+    MB less at 60,000 rollouts)."""
 
     def __init__(self, truth: dict[Key, Outcome], file_of: Callable[[str, str, str, int], str]) -> None:
         self.truth = truth
@@ -115,11 +102,8 @@ class _Changes:
 
 
 class OutcomeLedger:
-    """The log's train and val rollout outcomes, built on first use and caught up on each.
-
-    ``file_of(split, task_id, tag, trial)``: the rollout's file, relative to the run dir, as
-    ``rollout_quarantined`` and ``rollout_vanished`` events name it.
-    """
+    """The log's train and val rollout outcomes, built on first use and caught up on each. ``file_of``: a
+    rollout's file as quarantine and vanish events name it."""
 
     def __init__(self, log: EventLog, file_of: Callable[[str, str, str, int], str]) -> None:
         self.log = log
@@ -129,9 +113,8 @@ class OutcomeLedger:
         self._unchecked = False  # outcomes learnt from rollout lines since the last checkpoint
 
     def current(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> dict[Key, Outcome]:
-        """The truth, current with the log. ``index_rows``: the index's train and val rows as
-        (split, tag, task, trial, reward, infra error, cost) in key order — read only when a
-        checkpoint may let them stand for the log, and only once per process."""
+        """The truth, current with the log. ``index_rows``: the index's train and val rows in key order,
+        read only when a checkpoint may stand for the log, once per process."""
         if self._truth is None:
             self._build(index_rows)
         else:
@@ -176,16 +159,14 @@ class OutcomeLedger:
         self._position = (offset, seq)
 
     def expected(self, key: Key) -> Outcome | None:
-        """What the log says of one rollout (None: it logged none, or it was moved or gone
-        since). Only after :meth:`current`."""
+        """What the log says of one rollout (None: none logged, or moved or gone since); after
+        :meth:`current`."""
         assert self._truth is not None
         return self._truth.get(key)
 
     def checkpoint(self, also: Callable[[int, int], dict[str, Any]] | None = None) -> bool:
-        """Under the run's lock, as a session leaves: log the digest of the outcomes at the
-        log's current point, when rollouts were logged since the last one — so the next process
-        checks the index against it instead of reading every rollout line. ``also(offset,
-        seq)``: more fields current to the same point (``state.json``'s tally, :mod:`.state_tally`).
+        """Under the lock, as a session leaves: log the outcomes' digest at the log's current point, when
+        rollouts were logged since the last one. ``also(offset, seq)``: more fields for it (the tally).
         Whether it logged one."""
         if self._truth is None:
             return False

@@ -1,12 +1,7 @@
 """``views.json``: what ``report.md`` and ``dashboard.html`` were last drawn from.
 
-Written by :mod:`.._show.views` at the end of a session, after drawing the pages: the point of
-the log they are current to and the other inputs they were drawn from. A view of the log
-(:class:`.log_views.LogView`) whose only reader compares it whole: anything in doubt — the file
-missing, unreadable, or behind a log that does not continue from its mark — means the pages are
-drawn again, so it never disagrees in a way a reader would trust; its rebuild is its removal
-(the next session draws the pages and writes it anew).
-"""
+Written after the pages are drawn: the log point and other inputs they are current to. Anything in doubt
+(missing, unreadable, behind a rewritten log) means the pages are drawn again; its rebuild is its removal."""
 
 from __future__ import annotations
 
@@ -18,8 +13,6 @@ from .files import atomic_write_json, read_json
 
 
 class PagesStamp:
-    """``views.json`` at ``path``."""
-
     def __init__(self, path: Path) -> None:
         self.path = path
 
@@ -28,7 +21,6 @@ class PagesStamp:
         return self.path.name
 
     def read(self) -> dict[str, Any] | None:
-        """What the pages were last drawn from; None if unknown."""
         try:
             stamp = read_json(self.path)
         except (OSError, ValueError, UnicodeDecodeError):

@@ -1,27 +1,15 @@
 """Every rollout event a decision reads was paid by a session that claimed it, once.
 
-The log takes events from anyone who can append to it: the optimizer's shell, or candidate code
-from its sandbox child, appended correctly chained ``rollout`` events through the package's own
-``RunDir`` API, and the gate used them (val reads the first outcome of a key, the seal the last).
-A key logged twice was found by ``capevolve verify`` only, after the decision had used it. So,
-in one pass over the rollout events, before any decision or seal reads them:
+Anyone who can append to the log (the optimizer's shell, candidate code) could add well-chained ``rollout``
+events through the ``RunDir`` API. So, before any decision or seal reads them:
 
-- **tied to a claim**: a session that pays rollouts logs its claim (``claimed``: its claim id
-  and the keys it owes, :meth:`.claims.Claims.take`), and each ``rollout`` event it writes
-  names that claim (``claim``). A rollout event logged after the run's first claim that names
-  no claim, or a claim that does not hold its key, was written outside a session: not trusted.
-  (Events before the run's first claim are a run older than claims: read as they were.)
-- **one valid event per key**: a key in two valid rollout events with no quarantine or vanish
-  of its file between them (after either, paying it again is expected) is refused — the rule
-  ``capevolve verify`` applies, now applied before the decision, not after.
+- **tied to a claim**: each ``rollout`` event names its session's ``claimed`` event; one logged after
+  the run's first claim that names no claim, or a claim not holding its key, is not trusted;
+- **one valid event per key**: a key in two valid events with no quarantine or vanish between them is
+  refused (``capevolve verify``'s rule, applied before the decision).
 
-Unconfined, a forger who also logs a claim through the same API passes this check: the event
-log is written by one user, and only a process boundary the kernel enforces keeps candidate code
-and the optimizer from it (the threat model says so). This check refuses the forgeries that do
-not go that far, and names each.
-
-Controller only; reads the log, writes nothing.
-"""
+A forger who also logs a claim passes; only a kernel-enforced boundary stops that (the threat model says
+so). Controller only; reads the log, writes nothing."""
 
 from __future__ import annotations
 
@@ -38,8 +26,7 @@ KINDS = ("rollout", CLAIMED_EVENT, "rollout_quarantined", "rollout_vanished")
 
 
 def claimed_keys(keys: Iterable[Key]) -> dict[str, list[str]]:
-    """A claim's keys as a ``claimed`` event holds them: ``split/tag/trial`` → task ids (one
-    short line per session, not a list of 60,000 quadruples)."""
+    """A claim's keys as a ``claimed`` event holds them: ``split/tag/trial`` → task ids."""
     grouped: dict[str, list[str]] = {}
     for split, task_id, tag, trial in keys:
         grouped.setdefault(f"{split}/{tag}/{int(trial)}", []).append(str(task_id))
@@ -52,9 +39,8 @@ def _file_of(key: Key) -> str:
 
 
 def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
-    """One line per rollout event no session's claim paid, and per key paid twice; ``events``:
-    the log's events of :data:`KINDS`, in log order. One pass, a few dict lookups an event (the
-    log holds 60,000 rollout lines at the scale we measure)."""
+    """One line per rollout event no claim paid, and per key paid twice; ``events``: the log's events of
+    :data:`KINDS`, in order."""
     claims: dict[str, dict[tuple[str, str, int], set[str]]] = {}  # claim -> (split, tag, trial) -> ids
     valid_since: dict[Key, int] = {}
     moved: dict[str, int] = {}  # file -> seq of its last quarantine or vanish
@@ -103,7 +89,6 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
 
 
 def refuse_untrusted(events: Iterable[dict[str, Any]], run_id: str) -> None:
-    """Raise :class:`UntrustedRecord` naming what :func:`untrusted` found, before a decision."""
     problems = untrusted(events)
     if problems:
         shown = first_few(problems)
@@ -115,4 +100,4 @@ def refuse_untrusted(events: Iterable[dict[str, Any]], run_id: str) -> None:
 
 
 class UntrustedRecord(RunDirError):
-    """Rollout events a decision or seal would read that no session's claim paid once."""
+    """Rollout events a decision or seal would read that no claim paid once."""

@@ -1,17 +1,9 @@
 """What a project remembers beyond its run folders: append-only JSON lines in its ``.capevolve/``.
 
-A run's own log is the record of that run, but a run folder can be moved out of the project or
-deleted, and then everything it decided or scored is forgotten by the next run. Facts that
-must outlive a run folder — which test tasks were scored (:mod:`.project_seal`), which bytes
-were decided (:mod:`.._policy.decision_memory`) — are also appended, one line per fact, to
-``<project>/.capevolve/<kind>.jsonl``, beside the runs, read by every later run.
-
-Memory lives in the project and nowhere else: a copy of the project in another folder, or a
-second clone, starts without it and is a new project (a team that wants decisions shared
-across projects names a ledger, :mod:`.shared_ledger`). A garbled line is skipped, which can
-only under-count; deleting ``.capevolve`` whole forgets the project's past, which no file-level
-guard can see (the threat model's answer is the anchor kept where the optimizer cannot write).
-"""
+A run folder can be moved or deleted, so facts that must outlive it (scored test tasks, decided bytes) are
+also appended to ``<project>/.capevolve/<kind>.jsonl``. Memory lives in the project only (a copy or clone
+is a new project; :mod:`.shared_ledger` shares across). A garbled line is skipped (it can only
+under-count); deleting ``.capevolve`` whole is answered by the anchor, not here."""
 
 from __future__ import annotations
 
@@ -29,18 +21,17 @@ def memory_path(project_dir: Path, kind: str) -> Path:
 
 
 def remember(project_dir: Path, kind: str, row: dict[str, Any]) -> None:
-    """Append ``row`` to the project's ``<kind>.jsonl`` (one ``write``: two sessions appending
-    at once never interleave within a line)."""
+    """Append ``row`` to ``<kind>.jsonl`` in one ``write``, so concurrent appends never interleave within a
+    line."""
     append_line(memory_path(project_dir, kind), json.dumps(row, sort_keys=True))
 
 
 def recalled(project_dir: Path, kind: str) -> list[dict[str, Any]]:
-    """Every readable row of the project's ``<kind>.jsonl``, oldest first."""
     return read_rows(memory_path(project_dir, kind))
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file, garbled lines skipped ([] when there is no file)."""
+    """The JSON objects of a JSON-lines file, garbled lines skipped ([] without a file)."""
     if not path.is_file():
         return []
     rows = []

@@ -1,38 +1,18 @@
 """One seal per project's test tasks: which test tasks any run of the project has scored.
 
-A run's seal (:mod:`.seal`) stops that run scoring its test split twice. A new run drawing the
-same test tasks (same ``split_seed``) would score them again and call the number held out; so
-scoring is also recorded for the project, and a finalize whose test split overlaps a scored
-one is refused unless it is acknowledged (then every view says "test reused").
+A new run drawing the same test tasks would score them again and call the number held out, so scoring is
+recorded for the project too, and a finalize overlapping a scored test split is refused unless acknowledged
+("test reused"). The union of two records counts: every run's ``test_scored`` events (hash-chained) and
+``<project>/.capevolve/test_seals.jsonl`` (survives a deleted run folder). Deleting both is beyond any file
+guard (the threat model: keep an anchor outside the project); garbled lines are skipped.
 
-The record is read from two places, and their union counts:
+A run whose test status is unknown counts: a folder holding a run's files but no readable log, or files
+showing a test scoring its log does not record, may have scored test — a finalize overlapping its test
+tasks is refused unless acknowledged. Only a half-erased run trips this.
 
-- every run's event log: its ``test_scored`` events (with the test ids since this record
-  exists, else that run's frozen splits) — the logs are hash-chained and checked by ``verify``;
-- ``<project>/.capevolve/test_seals.jsonl``, one line appended per scoring — so a run folder
-  deleted afterwards is still remembered.
-
-Deleting the file changes nothing while the runs' logs are there; deleting a run folder changes
-nothing while the file is there. Deleting both is what no file-level guard can see (the docs'
-threat model: keep an anchor outside the project). Garbled lines of the file are skipped, which
-can only under-count what an adversary already had to erase elsewhere.
-
-One rule closes the way round that leaves no file to contradict it:
-
-- **a run whose test status is unknown counts**: a folder under ``runs/`` that holds a run's
-  files (splits, snapshots, verdicts, rollouts, the seal, the secret, the spec lock — anything
-  but lock files) but no readable ``events.jsonl`` (renamed, deleted, garbled), or whose files
-  show a test scoring (``seal.json``, ``rollouts/test/``) its log does not record, may have
-  scored the test split: a finalize overlapping its test tasks (its ``splits.json``'s, else all
-  of them) is refused unless acknowledged, naming the run and why its status is unknown. A
-  user who deletes an old run deletes it whole; only a half-erased run trips this.
-
-Tasks are matched by id **or by content** (:mod:`.task_keys`): renamed ids are the same tasks.
-A copy of the project in another folder, or a second clone, is another project with seals of
-its own; projects that name one shared ledger (:mod:`.shared_ledger`) also hold each other's
-scorings, matched by content only and labelled with the project and the ledger. A run whose
-val or train holds scored test tasks is refused too (:func:`sealed_in_dev`).
-"""
+Tasks match by id or by content (:mod:`.task_keys`). Projects naming one shared ledger
+(:mod:`.shared_ledger`) hold each other's scorings, by content. A run whose val or train holds scored test
+tasks is refused too (:func:`sealed_in_dev`)."""
 
 from __future__ import annotations
 
@@ -63,8 +43,8 @@ class ScoredTests:
     project: str | None = None  # another project's run, from the shared ledger (``source``)
 
     def named(self) -> str:
-        """The run as a refusal names it: its id, why its status is unknown when it is, and
-        the project and ledger it came from when another project's."""
+        """The run as a refusal names it: id, why its status is unknown, and its project and ledger if
+        another's."""
         if self.unknown:
             return f"{self.run_id} (test status unknown: {self.unknown})"
         if self.project:
@@ -77,10 +57,8 @@ class ScoredTests:
 
 
 def scored_tests(project_dir: Path, pool_keys: Any = (), ledger: Path | None = None) -> list[ScoredTests]:
-    """Every run of the project that scored its test split — from the project's file and
-    every log — and every run whose test status is unknown; and, from the shared ``ledger``
-    when one is named, the runs of other projects whose scored tasks share content with
-    ``pool_keys`` (this pool's content keys)."""
+    """Every run of the project that scored its test split or whose test status is unknown, and, from the
+    shared ``ledger``, other projects' runs whose scored tasks share content with ``pool_keys``."""
     found: dict[tuple[str | None, str], ScoredTests] = {}
     entries = _remembered(project_dir, pool_keys, ledger)
     entries += [run for root in sorted((project_dir / RUNS_DIR).glob("*")) if (run := _run_entry(root))]
@@ -95,9 +73,7 @@ def scored_tests(project_dir: Path, pool_keys: Any = (), ledger: Path | None = N
 
 
 def _run_entry(root: Path) -> ScoredTests | None:
-    """What one run folder says of its test split: scored (its log's ``test_scored``), unknown
-    (its files hold a run but its log is not readable, or they show a scoring it does not
-    record), or nothing (never scored; an empty folder)."""
+    """What one run folder says of its test split: scored, unknown, or nothing."""
     if not root.is_dir():
         return None
     rundir = RunDir(root)
@@ -126,13 +102,10 @@ def _run_entry(root: Path) -> ScoredTests | None:
 
 
 def _holds_a_run(root: Path) -> bool:
-    """Whether a folder with no log holds anything a run writes (lock files aside)."""
     return any(not p.name.endswith(".lock") for p in root.iterdir())
 
 
 def _remembered(project_dir: Path, pool_keys: Any = (), ledger: Path | None = None) -> list[ScoredTests]:
-    """The project's file, and the shared ledger's rows of other projects meeting ``pool_keys``
-    (their ids left out: another project's labels)."""
     entries = []
     rows = [(row, False) for row in project_memory.recalled(project_dir, SEALS_KIND)]
     rows += [(row, True) for row in shared_ledger.meeting(ledger, project_dir, SEALS_KIND, "test", pool_keys)]
@@ -151,9 +124,8 @@ def overlaps(
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """(run, the shared tasks) for every other run of the project (or, from the shared
-    ``ledger``, of another project) that scored any of ``test_ids`` — by id, or by content
-    (``keys``: this run's id → content key) — oldest first."""
+    """(run, shared tasks) for every other run (or shared-ledger project) that scored any of ``test_ids``,
+    by id or content (``keys``: id → content key), oldest first."""
     mine = task_keys.Tasks.of(test_ids, keys)
     found = []
     for scored in scored_tests(project_dir, (keys or {}).values(), ledger):
@@ -174,9 +146,8 @@ def sealed_in_dev(
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """(run, the tasks) for every other run whose scored test tasks this run's val or train
-    holds, by id or content. Only tasks known to be scored count here (a run whose test split
-    is unknown cannot name any: it is held against a later finalize, not against every val)."""
+    """(run, tasks) for every other run whose scored test tasks this run's val or train holds. Runs of
+    unknown status name no tasks here (they are held against a later finalize)."""
     mine = task_keys.Tasks.of([str(t) for name in ("val", "train") for t in splits.get(name, [])], keys)
     found = []
     for scored in scored_tests(project_dir, (keys or {}).values(), ledger):
@@ -187,7 +158,6 @@ def sealed_in_dev(
 
 
 def sealed_dev_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:
-    """The one line refusing a run whose val or train holds the project's scored test tasks."""
     return (
         f"run {run_id}: its val/train splits hold test tasks the project already scored ({_runs(found)}); "
         "the test split is sealed for the project, so gating or training on them would select on "
@@ -205,8 +175,7 @@ def record_scored(
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
 ) -> None:
-    """Append this run's scoring, with the tasks' content keys (``keys``: id → key), to the
-    project's file (:func:`.project_memory.remember`) and to the shared ``ledger`` when named."""
+    """Append this run's scoring with its content keys to the project's file, and to the shared ``ledger``."""
     row = {"run_id": run_id, "test_ids": sorted(test_ids), "reused": reused}
     row["test_keys"] = sorted(task_keys.Tasks.of(test_ids, keys).keys)
     project_memory.remember(project_dir, SEALS_KIND, row)
@@ -216,8 +185,7 @@ def record_scored(
 def reused_line(
     run_id: str, found: list[tuple[str, list[str]]], decided: list[tuple[str, list[str]]] | None = None
 ) -> str:
-    """The one line refusing to score test tasks another run of the project scored, or took
-    its decisions on as val (``decided``: a candidate was selected on them)."""
+    """The one line refusing to score test tasks another run scored, or decided on as val (``decided``)."""
     said = []
     if found:
         said.append(f"overlaps test tasks the project already scored ({_runs(found)})")

@@ -1,10 +1,8 @@
 """The rollout record: one rollout's plain-JSON account, the same type everywhere.
 
-Built on the worker that ran the rollout (:mod:`..items`), shipped to the controller in the
-test report, persisted by the run dir as ``rollouts/<split>/<task>__<tag>__t<k>.json`` and read
-back by the gate, the tables and ``capevolve`` commands. The file format is versioned: a
-record of a version this code does not know is refused with a clear message, never guessed.
-"""
+Built on the worker that ran it, shipped in the test report, persisted as
+``rollouts/<split>/<task>__<tag>__t<k>.json`` and read back by the gate, tables and commands. Versioned: a
+version this code does not know is refused, never guessed."""
 
 from __future__ import annotations
 
@@ -22,16 +20,15 @@ SCHEMA_VERSION = 1
 
 
 class RecordError(CapevolveError, ValueError):
-    """A rollout record cannot be read: unknown schema version, missing or mistyped field.
-    ``newer`` says it was written by a newer pytest-capevolve (not damage: never quarantined)."""
+    """A rollout record cannot be read (unknown version, missing or mistyped field); ``newer``: written by
+    a newer pytest-capevolve (not damage: never quarantined)."""
 
     newer: bool = False
 
 
 @dataclass(frozen=True)
 class RolloutRecord:
-    """``reward`` is None exactly when ``infra_error`` is set: an infra error is missing data,
-    never a reward of 0."""
+    """``reward`` is None exactly when ``infra_error`` is set: missing data, never a 0."""
 
     run_id: str
     split: str
@@ -66,13 +63,11 @@ class RolloutRecord:
 
     @property
     def block(self) -> int:
-        """The replicate block this rollout belongs to, read from its trial index (block 0's
-        records carry no other mark: see :mod:`..project.blocks`)."""
+        """The replicate block, from the trial index (see :mod:`..project.blocks`)."""
         return block_of(self.trial)
 
     @property
     def valid(self) -> bool:
-        """Did this rollout measure the agent?"""
         return self.infra_error is None and self.reward is not None
 
     def to_json(self) -> dict[str, Any]:
@@ -83,8 +78,7 @@ class RolloutRecord:
         return data
 
     def dumps(self) -> str:
-        """Compact, key-sorted JSON: what travels in a report. Encoded from the fields as they
-        are (no deep copy, one shared encoder): this runs once per rollout on the hot path."""
+        """Compact, key-sorted JSON for the report; once per rollout on the hot path, so no deep copy."""
         fields = {name: getattr(self, name) for name in _NAMES}
         for optional in _OPTIONAL:
             if fields[optional] is None:
@@ -126,9 +120,8 @@ class RolloutRecord:
 
 
 def _check_numbers(record: RolloutRecord, where: str) -> None:
-    """A record read back (a file, a report) holds a reward in [0, 1] or none, and a finite
-    cost ≥ 0: what the adapter's rollouts are held to (:func:`..project.adapter.check_reward`),
-    so an edited or damaged file is refused (quarantined) instead of summed."""
+    """A record read back holds a reward in [0, 1] or none and a finite cost ≥ 0, so an edited or damaged
+    file is refused instead of summed."""
     reward, cost = record.reward, record.cost_usd
     if reward is not None and (
         isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0
@@ -141,9 +134,8 @@ def _check_numbers(record: RolloutRecord, where: str) -> None:
 
 
 def _check_judge(record: RolloutRecord, where: str) -> None:
-    """A stochastic scorer's re-scores: rewards in [0, 1], one seed each, and the record's
-    reward their mean — so an edited ``judge`` field cannot tell the split a story the reward
-    does not (the gate reads only the reward; the split reads the re-scores)."""
+    """A stochastic scorer's re-scores: rewards in [0, 1], one seed each, their mean the reward, so an
+    edited ``judge`` field cannot tell the split a story the reward does not."""
     judge = record.judge
     rewards = judge.get("rewards") if isinstance(judge, dict) else None
     seeds = judge.get("seeds") if isinstance(judge, dict) else None

@@ -1,16 +1,11 @@
 """Rollout files: ``rollouts/<split>/<task>__<tag>__t<k>.json``, written once, read back checked.
 
-A part of :class:`.rundir.RunDir`. A damaged file is quarantined (moved aside, never deleted)
-and counts as missing, so the next session pays it again; a file of a newer schema is refused.
-A file the log recorded that is gone (deleted by hand) is said and logged as
-``rollout_vanished`` (one event and one notice line per check, however many files), and also
-counts as missing: ``capevolve verify`` then expects its re-pay, as after a quarantine.
+A damaged file is quarantined (moved aside, never deleted) and counts as missing, so the next session pays
+it again; a file of a newer schema is refused. A recorded file that is gone is logged once per check as
+``rollout_vanished`` and counts as missing.
 
-Persisting a rollout is one step under one lock: the record file (compact JSON, written
-atomically) and its ``rollout`` event — the event carries the cost, so ``state.json`` is not
-rewritten (:mod:`.state`), and the row for the index (:mod:`.index`) waits in memory until the
-index catches up with the log.
-"""
+Persisting a rollout is one step under one lock: the file (compact JSON, atomic) and its ``rollout`` event,
+which carries the cost; the index row waits in memory until the index catches up with the log."""
 
 from __future__ import annotations
 
@@ -45,9 +40,7 @@ from .state import SPEND_FLUSH_EVERY, RunState
 
 
 class RolloutFiles(RolloutReadBack):
-    """The run's rollout records and their index (the part ``run.rollouts`` of
-    :class:`.rundir.RunDir`): each persisted with its event in ``log``, its cost counted by
-    ``state``; ``rollout_path`` names a rollout's file, ``notices`` collects damage found."""
+    """The run's rollout records and their index (``run.rollouts`` of :class:`.rundir.RunDir`)."""
 
     def __init__(
         self,
@@ -79,7 +72,6 @@ class RolloutFiles(RolloutReadBack):
         self._checked: dict[str, _Checked] = {}
 
     def write_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
-        """Write the record's file (compact JSON; ``text``: its JSON when the caller has it)."""
         return self._write_rollout(record, text)[0]
 
     def _write_rollout(self, record: RolloutRecord, text: str | None) -> tuple[Path, os.stat_result, str]:
@@ -94,13 +86,11 @@ class RolloutFiles(RolloutReadBack):
         return path, stat, hashlib.sha256(content.encode("utf-8")).hexdigest()
 
     def _file_of(self, split: str, task_id: str, tag: str, trial: int) -> str:
-        """A rollout's file relative to the run dir, as quarantine and vanish events name it."""
         return f"rollouts/{split}/{self.rollout_path(split, task_id, tag, trial).name}"
 
     def record_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
-        """Persist one rollout under one lock: its file, then its event (which carries the cost:
-        the spend is read from the log, :mod:`.state`). ``text``: the record's compact JSON as
-        it arrived in the report, written as it is rather than encoded again."""
+        """Persist one rollout under one lock: its file, then its event. ``text``: the record's compact
+        JSON as it arrived in the report, written as it is."""
         with self.lock():
             path, stat, sha256 = self._write_rollout(record, text)
             self.log.append_event(
@@ -124,15 +114,12 @@ class RolloutFiles(RolloutReadBack):
         return path
 
     def sync_index(self, *, rebuild: bool = True) -> None:
-        """Under the lock: catch the index up with the log (:meth:`.index_sync.IndexView.sync`)."""
         self.index_view.sync(rebuild=rebuild)
 
     def flush(self, *, leaving: bool = False) -> None:
-        """Bring the views a session keeps current as it goes — ``state.json``'s spend and the
-        index — up to the log (every :data:`~.state.SPEND_FLUSH_EVERY` rollouts and at the end
-        of a session). Views: nothing is lost if this never runs. ``leaving``: the session's
-        end, which also logs the digest of the outcomes it knows (:mod:`.outcome_ledger`), so
-        the next process checks the index against it in one pass."""
+        """Bring ``state.json``'s spend and the index up to the log (views: nothing is lost if this never
+        runs). ``leaving``: the session's end, which also logs the digest of its outcomes so the next
+        process checks the index in one pass."""
         with self.lock():
             self._unflushed = 0
             # the state last: the index's catch-up may log a vanished file, and the state written
@@ -150,13 +137,10 @@ class RolloutFiles(RolloutReadBack):
     def indexed_rollouts(
         self, split: str, tags: Iterable[str] | None = None, block: int | None = 0
     ) -> list[RolloutRecord]:
-        """The persisted rollouts of a split (of ``tags`` only, if given) from the index: the
-        outcome fields only — reward, passed, infra error, cost, tokens, seconds, seed and
-        candidate hash; no input, output, trace, feedback or metrics (:meth:`rollouts` reads
-        those). Each row is checked against its file's size and mtime, so what this returns is
-        what :meth:`rollouts` would (a changed file is read again, a damaged one quarantined).
-        ``block``: the replicate block, as in :meth:`rollouts` (default 0; None: every block).
-        The test split is refused, as in :meth:`rollouts`."""
+        """The persisted rollouts of a split (``tags`` only, if given) from the index: outcome fields only,
+        no input, output or trace (:meth:`rollouts` reads those). Rows are checked against their files'
+        size and mtime, so this answers what :meth:`rollouts` would. ``block`` as in :meth:`rollouts`; test
+        is refused."""
         records = self._indexed(split, tags)[1]()
         if block is None:
             return records
@@ -164,17 +148,14 @@ class RolloutFiles(RolloutReadBack):
         return [r for r in records if low <= r.trial < high]
 
     def indexed_rows(self, split: str, tags: Iterable[str] | None = None, block: int | None = 0) -> list[Row]:
-        """What :meth:`indexed_rollouts` answers, as the index's rows (:data:`.index.FIELDS`, then
-        the file's name, size and mtime) rather than records: checked against the files the same
-        way, for a reader of 60,000 outcomes that needs no record object per rollout (a resume's
-        planning and its table)."""
+        """:meth:`indexed_rollouts` as the index's rows (:data:`.index.FIELDS`, then file name, size and
+        mtime), for a reader of 60,000 outcomes that needs no record object per rollout."""
         return _in_block(self._indexed(split, tags)[0], block)
 
     def indexed_columns(
         self, split: str, tags: Iterable[str] | None = None, block: int | None = 0
     ) -> Columns:
-        """:meth:`indexed_rows` as :class:`.index.Columns`, kept with the check that made them:
-        planning and the session's table read the same rows as columns, made once."""
+        """:meth:`indexed_rows` as :class:`.index.Columns`, made once per check."""
         tags = None if tags is None else frozenset(tags)
         rows, _, checked = self._indexed(split, tags)
         key = (tags, block)
@@ -188,9 +169,8 @@ class RolloutFiles(RolloutReadBack):
     def _indexed(
         self, split: str, tags: Iterable[str] | None
     ) -> tuple[list[Row], Callable[[], list[RolloutRecord]], _Checked | None]:
-        """The checked rows of the tags asked, how to have them as records (built once per
-        check, on first ask: planning and the table read rows, most other readers records), and
-        the check they come from (None: the index was unusable, the files were read)."""
+        """The checked rows of the tags asked, their records on first ask, and the check they come from
+        (None: the index was unusable, the files were read)."""
         if split == TEST_SPLIT:
             self.rollouts(split)  # raises: only the seal reads test
         wanted = None if tags is None else set(tags)
@@ -216,18 +196,12 @@ class RolloutFiles(RolloutReadBack):
     def _checked_rows(
         self, split: str, wanted: set[str] | None, truth: dict[Key, Outcome] | None = None
     ) -> list[Row]:
-        """The index's rows of the split, each checked against the log's outcome (``truth``:
-        a row edited since it was written) and its file on disk (size and mtime); files no row
-        knows are read and indexed (found by count: as many rollout files as rows, every wanted
-        row's file present, means none is unknown). A file read again answers with its new row
-        (or, differing from the log — its outcome, or its bytes from the sha256 its event
-        recorded — is quarantined).
+        """The index's rows of the split, each held to the log's outcome (``truth``) and its file's size
+        and mtime; files no row knows are read and indexed. A file read again answers with its new row, or
+        is quarantined if it differs from the log (outcome or sha256).
 
-        A file whose size and mtime are its row's is not read, nor hashed (60,000 on every
-        resume): its row, held to the log's outcome, is what a decision reads. What that leaves:
-        an edit that restores both (``os.utime`` sets the mtime back) is found by ``capevolve
-        verify``, which hashes every file, not here. The change time (ctime), which no user can
-        set back, would catch it too, but the index does not keep it."""
+        A file whose size and mtime match is not read nor hashed (60,000 on every resume). An edit that
+        restores both (``os.utime``) is found by ``capevolve verify``, which hashes every file."""
         if truth is None:
             with self.lock():
                 truth = self._truth()
@@ -299,11 +273,9 @@ class RolloutFiles(RolloutReadBack):
         return rows
 
     def _log_vanished(self, candidates: list[tuple[str, str]]) -> list[tuple[Path, RolloutRecord]]:
-        """Under the lock: of the rows whose file a check found gone, those still indexed once
-        the index has caught up with the log, whose file is still gone, were deleted by hand —
-        said, logged as one ``rollout_vanished`` event, their rows dropped. Any other was moved
-        by another session meanwhile (a quarantine, a rename from an old file name: logged, so
-        the catch-up already dropped or replaced its row), or written again (returned, read)."""
+        """Under the lock: rows whose file is still gone after the index caught up with the log were
+        deleted by hand — logged as one ``rollout_vanished`` event, rows dropped. Any other was moved by
+        another session meanwhile (its row already dropped or replaced) or written again (returned, read)."""
         if not candidates:
             return []
         self.sync_index()  # another session's quarantine or re-pay since the check read the rows
@@ -330,9 +302,8 @@ class RolloutFiles(RolloutReadBack):
         return back
 
     def rollouts(self, split: str, block: int | None = 0) -> list[RolloutRecord]:
-        """Persisted rollouts of a split, of replicate block ``block`` (default 0: what every
-        decision reads; None: every block). The test split is refused here, when asked: only
-        the seal (:mod:`.seal`) reads it, and only during finalize or after the seal burned."""
+        """Persisted rollouts of a split, of replicate block ``block`` (default 0: what every decision
+        reads; None: every block). Test is refused when asked: only the seal (:mod:`.seal`) reads it."""
         if split == TEST_SPLIT:
             raise TestSealError(
                 f"run {self.run_id}: test rollouts are read only through the seal "
@@ -342,17 +313,14 @@ class RolloutFiles(RolloutReadBack):
         return records if block is None else [r for r in records if r.block == block]
 
     def read_rollout(self, split: str, task_id: str, tag: str, trial: int) -> RolloutRecord | None:
-        """One persisted rollout with every field, from its file (None: not persisted or
-        damaged — a damaged file is quarantined, as :meth:`rollouts` does): for a reader of
-        :meth:`indexed_rollouts` that shows a few rollouts' feedback or output."""
+        """One persisted rollout with every field (None: not persisted, or damaged and quarantined)."""
         if split == TEST_SPLIT:
             self.rollouts(split)  # raises: only the seal reads test
         return self._read_one(self.rollout_path(split, task_id, tag, trial))
 
     def _read_rollouts(self, split: str) -> list[RolloutRecord]:
-        """Every readable record of the split. A damaged file (cut short, not JSON, fields
-        missing) is quarantined — moved to ``rollouts/.quarantine/<split>/``, never deleted —
-        and so counts as missing: the next session pays it again. Said in :attr:`notices`."""
+        """Every readable record of the split; a damaged one is quarantined to
+        ``rollouts/.quarantine/<split>/`` and said in :attr:`notices`."""
         return [record for _, record in self._read_files(split)]
 
     def _read_files(self, split: str) -> list[tuple[Path, RolloutRecord]]:
@@ -371,7 +339,6 @@ _TRIAL = FIELDS_INDEX.index("trial")
 
 
 def _in_block(rows: list[Row], block: int | None) -> list[Row]:
-    """The rows of replicate block ``block`` (None: every block)."""
     if block is None:
         return rows
     low, high = first_trial(block), first_trial(block + 1)
@@ -384,8 +351,7 @@ _REWARD, _INFRA, _COST = (FIELDS_INDEX.index(name) for name in ("reward", "infra
 
 
 class _Checked:
-    """One split's rows checked against their files at one index version, for the tags asked;
-    their records made on first ask and kept with them."""
+    """One split's rows checked at one index version for the tags asked; records made on first ask."""
 
     def __init__(self, version: str, asked: frozenset[str], rows: list[Row]) -> None:
         self.version = version

@@ -1,8 +1,6 @@
-"""A rollout file read back, held to the log: what the log says each rollout came out as (and,
-for test, the sha256 its file was written with), and the quarantine of a file that is damaged,
-edited after it was written or planted: moved aside, never deleted, logged, and counted as
-missing so the next session pays it again. The reading half of :class:`.rollout_files.RolloutFiles`.
-"""
+"""A rollout file read back, held to the log: what the log says each rollout came out as (and, for test,
+the sha256 its file was written with), and the quarantine of a file that is damaged, edited or planted:
+moved aside, never deleted, logged, and counted as missing."""
 
 from __future__ import annotations
 
@@ -26,8 +24,6 @@ from .rollout_digests import LoggedDigests, logged_digest
 
 
 class RolloutReadBack:
-    """Reading one rollout file back checked; the parts it reads are set by the subclass."""
-
     root: Path
     run_id: str
     log: EventLog
@@ -38,16 +34,12 @@ class RolloutReadBack:
     digests: LoggedDigests
 
     def _truth(self) -> dict[Key, Outcome]:
-        """What the log says every train and val rollout came out as (:mod:`.outcome_ledger`)."""
         return self.ledger.current(self.index.outcomes)
 
     def _test_truth(self) -> tuple[dict[Key, Outcome], dict[Key, str | None]]:
-        """What the log says every test rollout came out as, and the sha256 its file was written
-        with (under the lock). The test split is in no index and no ledger, so the seal's read of
-        it (finalize's score, then ``measure``) trusted the files as they were on disk: code run
-        during finalize, or a shell, could rewrite the test rollouts already paid and the seal
-        burned the forged mean. Its files are few, and each is read once per finalize, so every
-        one is held to its event, bytes and all, from one pass over the log."""
+        """What the log says every test rollout came out as, with its file's sha256 (under the lock): test
+        is in no index or ledger, and code run during finalize could otherwise rewrite paid test rollouts
+        before the seal burned."""
         truth: dict[Key, Outcome] = {}
         digests: dict[Key, str | None] = {}
 
@@ -79,12 +71,9 @@ class RolloutReadBack:
         truth: dict[Key, Outcome] | None = None,
         digests: dict[Key, str | None] | None = None,
     ) -> RolloutRecord | None:
-        """One rollout file, read as :meth:`_read_rollouts` reads it: damage quarantined, and so
-        is a file whose outcome is not what the log recorded for it (``truth``; None: the
-        ledger's, caught up now) — edited after it was written, or planted. ``digests`` (given
-        for a file read again, :mod:`.rollout_digests`): its bytes are held to the sha256 its
-        event recorded too, so an edit of a field outside the outcome is quarantined as well.
-        A test file is always held to both (:meth:`_test_truth`)."""
+        """One rollout file: damage quarantined, and a file whose outcome is not the log's (``truth``;
+        None: the ledger's). ``digests`` (a file read again): its bytes held to its event's sha256 too.
+        Test files always are."""
         try:
             raw = path.read_bytes()
             record = RolloutRecord.loads(raw.decode("utf-8"), str(path))
@@ -116,10 +105,8 @@ class RolloutReadBack:
         return None
 
     def _bytes_differ(self, key: Key, raw: bytes, digests: dict[Key, str | None]) -> bool:
-        """Whether ``raw`` is not the bytes the newest rollout event of ``key`` recorded (an
-        event older than its sha256 holds the outcome only: never a difference). A mismatch is
-        looked up again under the lock, caught up with the log: a session may have paid the
-        rollout again since ``digests`` was taken."""
+        """Whether ``raw`` is not the bytes the newest rollout event of ``key`` recorded; a mismatch is
+        looked up again under the lock (the rollout may have been paid again since)."""
         recorded = digests.get(key)
         if recorded is None or hashlib.sha256(raw).hexdigest() == recorded:
             return False
@@ -130,7 +117,6 @@ class RolloutReadBack:
         return recorded is not None and hashlib.sha256(raw).hexdigest() != recorded
 
     def quarantine(self, path: Path, problem: str) -> Path:
-        """Move a damaged rollout file aside (under the run's lock) and log it."""
         rel = path.relative_to(self.root)
         dest = self.root / "rollouts" / ".quarantine" / rel.parent.name / f"{path.name}.{time.time_ns()}"
         with self.lock():
@@ -150,7 +136,6 @@ class RolloutReadBack:
 
 
 def _differs(record: RolloutRecord, logged: Outcome | None) -> str:
-    """Why a file's outcome is refused: what it says against what its event logged."""
     said = f"reward {record.reward!r}, infra error {record.infra_error!r}, cost {record.cost_usd!r}"
     if logged is None:
         return f"no rollout event in the log records it (it says {said}): not evidence"

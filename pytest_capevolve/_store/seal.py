@@ -1,22 +1,14 @@
 """The sealed test split: scored exactly once per run, by one finalize session.
 
-The seal is two files in the run dir:
+- ``.finalize.lock``: an exclusive, non-blocking ``flock`` held for a finalize's whole life (the
+  kernel drops it when the holder dies, so a crash never leaves the run stuck);
+- the log's ``test_opened`` event, before the first test rollout is paid: from then no gate, screen,
+  grow or merge runs in the run (:meth:`Seal.closed`);
+- ``seal.json``: the test score, written atomically at the end. Its existence is the burned seal.
 
-- ``.finalize.lock`` — an exclusive, non-blocking ``flock`` held for a finalize session's whole
-  life. A second session finds it held and is refused; the kernel drops it when the holder dies,
-  so a crash never leaves the run stuck.
-- the log's ``test_opened`` event, appended before the first test rollout is paid: from then
-  no gate, screen, grow or merge runs in the run (:meth:`Seal.closed`), finished or not;
-- ``seal.json`` — the test score, written atomically at the very end. Its existence *is* the
-  burned seal: before it, nothing anywhere prints a test number; after it, no session scores
-  the test split again.
-
-Test rollouts are persisted as they arrive (``rollouts/test/``) so a crashed finalize loses
-nothing and the next one pays only for what is missing — and cannot redraw what it already
-has. Reading them goes through :meth:`Seal.test_rollouts`, which refuses while the seal is
-unburned unless this process holds the finalize claim. No option or environment variable
-changes any of this.
-"""
+Test rollouts are persisted as they arrive, so a crashed finalize pays only what is missing and cannot
+redraw. :meth:`Seal.test_rollouts` refuses them while unburned unless this process holds the claim. No
+option or environment variable changes any of this."""
 
 from __future__ import annotations
 
@@ -44,11 +36,8 @@ class Seal:
         self._claim: IO[str] | None = None
 
     def burned(self) -> dict[str, Any] | None:
-        """The recorded test score, or None while the test split is still sealed.
-
-        The log is the record: a ``test_scored`` event burns the seal whether or not
-        ``seal.json`` is still there, so deleting the file reopens nothing (the score then
-        comes from the event, marked ``seal_file_missing``)."""
+        """The recorded test score, or None while sealed. A ``test_scored`` event burns the seal even if
+        ``seal.json`` is deleted (the score then marked ``seal_file_missing``)."""
         if self.path.is_file():
             return dict(read_json(self.path))
         scored = self.rundir.log.of_kinds("test_scored")
@@ -62,22 +51,17 @@ class Seal:
         }
 
     def opened(self) -> dict[str, Any] | None:
-        """The log's ``test_opened`` event once a finalize began paying test rollouts, else None.
-
-        From the first test rollout the test split is spent for choosing: its rewards sit in
-        ``rollouts/test/`` whether or not the score is ever written, so a finalize stopped short
-        (on purpose: ``--deselect`` of one rollout left the seal unburned and gating open) has
-        already shown the test mean. It can still be finished, never gated around."""
+        """The ``test_opened`` event once a finalize began paying test rollouts, else None: from then the
+        test mean has been shown, so the split can be finished, never gated around."""
         events = self.rundir.log.of_kinds(OPENED_EVENT)
         return dict(events[0]) if events else None
 
     def closed(self) -> dict[str, Any] | None:
-        """What ends gating in this run: the burned score, or else the opened test split."""
         return self.burned() or self.opened()
 
     def open(self, test_ids: list[str]) -> None:
-        """Record, before the first test rollout is paid, that this run's test split is being
-        scored (once per run: a resumed finalize finds it recorded)."""
+        """Record, before the first test rollout is paid, that the test split is being scored (once per
+        run)."""
         if not self.held:
             raise TestSealError("opening the test split needs the finalize claim")
         if self.opened() is None:
@@ -85,10 +69,8 @@ class Seal:
                 self.rundir.log.append_event(OPENED_EVENT, test_ids=sorted(test_ids))
 
     def claim(self) -> None:
-        """Become the one finalize session of this run, or raise TestSealError.
-
-        The claim is taken before the burned check, so of any number of concurrent sessions
-        exactly one gets past here, and a session that starts after the burn sees it."""
+        """Become the one finalize session of this run, or raise TestSealError. Claimed before the burned
+        check, so exactly one concurrent session gets past."""
         handle = open(self._lock_path, "a+", encoding="utf-8")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -132,9 +114,8 @@ class Seal:
             self._claim = None
 
     def burn(self, result: dict[str, Any], test_ids: list[str] | None = None) -> None:
-        """Write the test score: the one irreversible step, atomic, and only while claimed.
-        ``test_ids`` (the tasks scored) go in the log's event and in the project's record of
-        scored test tasks (:mod:`.project_seal`), so another run cannot score them unsaid."""
+        """Write the test score, atomically and only while claimed; ``test_ids`` go in the event and the
+        project's record (:mod:`.project_seal`)."""
         if not self.held:
             raise TestSealError("burning the seal needs the finalize claim")
         ids = sorted(test_ids or [])
@@ -159,8 +140,7 @@ class Seal:
             record_scored(project, self.rundir.run_id, ids, reused=reused, keys=keys, ledger=ledger)
 
     def test_rollouts(self) -> list[RolloutRecord]:
-        """Persisted test rollouts: for the claim holder, or for anyone once the seal burned.
-        Refused when asked, not when iterated."""
+        """Persisted test rollouts: for the claim holder, or anyone once burned. Refused when asked."""
         if not self.held and self.burned() is None:
             raise TestSealError(
                 f"run {self.rundir.run_id}: the test split is sealed until finalize "

@@ -1,11 +1,8 @@
 """Candidate snapshots: ``candidates/<tag>/files`` holds the bytes a tag was evaluated with.
 
-A tag names one capability forever: registering different bytes under a known tag is refused.
-Snapshots are written to a staging folder and renamed into place, so a crash never leaves a
-half-copied candidate. A snapshot is what every session evaluates (never the folder it came
-from): its files are made read-only and ``candidate.json`` lists each file's sha256, so a
-changed snapshot is refused naming the file (:mod:`.._engine.candidate_bytes`).
-"""
+A tag names one capability forever: different bytes under a known tag are refused. Snapshots are staged and
+renamed into place, made read-only, and ``candidate.json`` lists each file's sha256, so a changed snapshot
+is refused naming the file. Every session evaluates the snapshot, never its source folder."""
 
 from __future__ import annotations
 
@@ -33,9 +30,8 @@ from .files import RunDirError, atomic_write_json, read_run_json
 
 
 class Snapshots:
-    """The run's candidates (the part ``run.snapshots`` of :class:`.rundir.RunDir`): registered
-    in ``log``; ``project_dir`` is where their sources are stored relative to (None: the run
-    dir sits outside a project's ``.capevolve/runs/``)."""
+    """The run's candidates (``run.snapshots``); ``project_dir``: what sources are stored relative to
+    (None: outside a project)."""
 
     def __init__(self, root: Path, run_id: str, log: EventLog, project_dir: Path | None) -> None:
         self.root = root
@@ -48,11 +44,9 @@ class Snapshots:
         return self.root / "candidates" / check_tag(tag)
 
     def snapshot_dir(self, tag: str) -> Path:
-        """The immutable copy of the candidate's bytes, taken when it was first registered."""
         return self.candidate_dir(tag) / "files"
 
     def snapshot_size(self, tag: str) -> int:
-        """Bytes of the tag's snapshot (what ``simplicity_tiebreak`` compares)."""
         return sum(p.stat().st_size for p in self.snapshot_dir(tag).rglob("*") if p.is_file())
 
     def candidate_hash(self, tag: str) -> str | None:
@@ -60,8 +54,6 @@ class Snapshots:
         return str(self._metadata(tag)["content_hash"]) if meta.is_file() else None
 
     def _metadata(self, tag: str) -> dict[str, Any]:
-        """``candidates/<tag>/candidate.json``; damaged (garbled, cut short, a field missing):
-        a RunDirError naming it, never a traceback."""
         meta = self.candidate_dir(tag) / "candidate.json"
         fix = "restore it, or start a new run with --capevolve-new-run"
         found = read_run_json(meta, fix)
@@ -70,10 +62,8 @@ class Snapshots:
         return found
 
     def register_candidate(self, tag: str, source: Path) -> str:
-        """Snapshot ``source`` under ``tag`` (first time) and return its content hash.
-
-        Refuses different bytes under an existing tag: a tag names one capability forever.
-        """
+        """Snapshot ``source`` under ``tag`` (first time) and return its content hash; different bytes
+        under a known tag are refused."""
         digest = content_hash(source)
         self._refuse_reserved(tag, digest)
         known = self.candidate_hash(tag)
@@ -122,9 +112,8 @@ class Snapshots:
         return digest
 
     def _refuse_reserved(self, tag: str, digest: str) -> None:
-        """A tag named as a null control (``<tag>-null<i>``) holds that tag's bytes or is
-        refused; so is a tag that differs from a known one only in case (one folder on a
-        case-insensitive file system)."""
+        """A null-control tag (``<tag>-null<i>``) holds that tag's bytes or is refused; so is a tag
+        differing from a known one only in case."""
         copied = null_control_of(tag)
         if copied is not None and (copied not in self.known_tags() or self.candidate_hash(copied) != digest):
             raise CandidateError(
@@ -139,8 +128,8 @@ class Snapshots:
             )
 
     def registered_files(self, tag: str) -> dict[str, str] | None:
-        """Each snapshot file's sha256 as registered (None for a run registered before they were
-        kept): only to name what changed in a snapshot, never to decide that it did."""
+        """Each snapshot file's sha256 as registered (None for old runs): only to name what changed, never
+        to decide that it did."""
         return registered_files(self.snapshot_dir(tag))
 
     def known_tags(self) -> list[str]:
@@ -149,8 +138,7 @@ class Snapshots:
 
 
 def registered_files(snapshot: Path) -> dict[str, str] | None:
-    """The ``files`` manifest of the ``candidate.json`` beside ``snapshot`` (its folder's
-    ``files``), or None when it is absent or unreadable."""
+    """The ``files`` manifest of the ``candidate.json`` beside ``snapshot``, or None."""
     try:
         found = json.loads((snapshot.parent / "candidate.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -165,17 +153,16 @@ _WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 
 def make_read_only(folder: Path) -> None:
-    """Take the write bits off every file under ``folder``. Folders stay writable so the run
-    dir can still be deleted as a whole; a file added or removed changes the snapshot's hash,
-    which is checked before every rollout."""
+    """Take the write bits off every file under ``folder``; folders stay writable so the run dir can be
+    deleted (an added or removed file changes the hash anyway)."""
     for path in folder.rglob("*"):
         if path.is_file() and not path.is_symlink():
             path.chmod(stat.S_IMODE(path.stat().st_mode) & ~_WRITE_BITS)
 
 
 def writable_copy(source: Path, dest: Path, ignore: Any = None) -> None:
-    """``shutil.copytree`` of a snapshot (or any capability folder) whose files the optimizer
-    can edit: a work copy made from a read-only snapshot must not inherit its modes."""
+    """``shutil.copytree`` of a snapshot whose files the optimizer can edit (not inheriting read-only
+    modes)."""
     shutil.copytree(source, dest, ignore=ignore)
     for path in dest.rglob("*"):
         if path.is_file() and not path.is_symlink():
@@ -183,7 +170,6 @@ def writable_copy(source: Path, dest: Path, ignore: Any = None) -> None:
 
 
 def unknown_tag(tag: str, run_id: str, known: Iterable[str]) -> str:
-    """What a command says of a tag the run has not evaluated, with the way on."""
     return (
         f"unknown tag {tag!r} in run {run_id} (known: {', '.join(sorted(known)) or 'none'}); a candidate "
         "is known to a run once a gate session has evaluated it: pytest --capevolve-run PROJECT "

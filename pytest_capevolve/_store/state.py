@@ -1,16 +1,10 @@
 """``state.json``: the run's counters and spend, and how they are rebuilt from the event log.
 
-The part ``run.state`` of :class:`.rundir.RunDir`. ``state.json`` is a cache of what the
-hash-chained log says: updated under the run's lock with every decision, and, when it is
-missing or unreadable, replayed from ``events.jsonl`` — never reset, which would bring back the
-seed as best and the spend to 0.
-
-Rollouts do not rewrite it: each one appends its ``rollout`` event (which carries its cost), and
-``state.json`` records in ``spent_through`` the point of the log its ``spent`` is current to.
-Reading the state adds the rollout events after that point, so the spend is exact at every
-instant — a ``kill -9`` loses none of it — while the file is rewritten only every
-:data:`SPEND_FLUSH_EVERY` rollouts and at the end of a session (:meth:`RunState.flush_spend`).
-"""
+A cache of what the log says: updated under the lock with every decision; missing or unreadable, replayed
+from ``events.jsonl`` — never reset, which would bring back the seed as best and the spend to 0. Rollouts
+do not rewrite it: ``spent_through`` marks the point of the log its ``spent`` is current to, and reading
+adds the rollout events after it, so the spend is exact at every instant while the file is rewritten only
+every :data:`SPEND_FLUSH_EVERY` rollouts and at a session's end."""
 
 from __future__ import annotations
 
@@ -35,9 +29,8 @@ from .state_tally import OPTIMIZER_SPEND, StateTally
 
 
 class RunState:
-    """``state.json`` (the part ``run.state`` of :class:`.rundir.RunDir`), a view of ``log``.
-    ``rollout_path`` names a rollout's file (the cost of a rollout logged before events
-    carried it is read there)."""
+    """``state.json`` (``run.state`` of :class:`.rundir.RunDir`), a view of ``log``. ``rollout_path``:
+    where an old log's rollout cost is read."""
 
     def __init__(
         self,
@@ -58,9 +51,8 @@ class RunState:
         self._tally: StateTally | None = None  # the log folded so far (:meth:`_caught_up_tally`)
 
     def read_state(self) -> dict[str, Any]:
-        """``state.json``. Missing or unreadable in a run that has events, it is rebuilt from
-        the event log (the damaged file moved aside) — never reset to a fresh run's state,
-        which would bring back the seed as best and the spend to 0."""
+        """``state.json``; missing or unreadable in a run with events, rebuilt from the log (the damaged
+        file moved aside), never reset."""
         try:
             state = read_json(self.state_path)
             if isinstance(state, dict) and isinstance(state.get("spent"), dict):
@@ -92,11 +84,9 @@ class RunState:
         return state
 
     def replay_state(self, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """What ``state.json`` should hold, from the event log alone: spend from ``rollout``
-        events (a rollout's cost from its file for logs older than ``cost_usd`` in events), the
-        counters, the best and the optimizer's spend from ``decision`` events (logs from before
-        decisions were booked: iterations from ``best_changed``, stall from ``stalled``), budget
-        from the lock. ``events``: the log as the caller already read it (verify: read once)."""
+        """What ``state.json`` should hold, from the event log alone (spend from ``rollout`` events,
+        counters and best from decisions, budget from the lock). ``events``: the log as the caller already
+        read it."""
         state = _fresh_state()
         if self.spec_lock_path.is_file():
             lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
@@ -121,11 +111,8 @@ class RunState:
             return 0.0
 
     def _check_against_log(self, state: dict[str, Any]) -> None:
-        """Refuse ``state`` (as read from ``state.json``) unless every number a decision reads
-        in it — the best, ``iterations``, ``stall``, the spend — is what the log adds up to at
-        the point it is current to (``spent_through``; the log's end for a state from before
-        it). Edited by hand (``spent`` reset to 0 to get past ``max_metric_calls``), it is
-        never used: the one check for every field, wherever the state is read."""
+        """Refuse ``state`` unless every number a decision reads in it (best, iterations, stall, spend) is
+        what the log adds up to at ``spent_through``: a hand edit (``spent`` reset to 0) is never used."""
         tally = self._caught_up_tally()
         if tally is None:  # a line that is not an event: the log's own readers refuse it
             return
@@ -150,10 +137,9 @@ class RunState:
             )
 
     def _caught_up_tally(self, *, whole: bool = False) -> StateTally | None:
-        """The log's counters folded to its end: this process's fold caught up with the lines
-        appended since, or (a log that no longer continues from there) folded again. A
-        process's first fold starts at the last checkpoint's tally (:mod:`.state_tally`);
-        ``whole``: from the log's start, to answer for points before it."""
+        """The log's counters folded to its end: this process's fold caught up, or folded again if the log
+        no longer continues from there. The first fold starts at the last checkpoint; ``whole``: from the
+        start."""
         tally = self._tally
         if tally is None or (whole and tally.floor):
             tally = (None if whole else self._checkpointed_tally()) or StateTally(self._file_cost)
@@ -169,9 +155,8 @@ class RunState:
         return tally
 
     def _checkpointed_tally(self) -> StateTally | None:
-        """The tally the newest ``outcomes_checked`` event logged, to fold on from — if the
-        chain holds that event where it says it is (:meth:`.events.EventLog.linked`); None
-        otherwise, and the fold starts at the log's start."""
+        """The tally the newest ``outcomes_checked`` event logged, if the chain holds it where it says;
+        else None (fold from the start)."""
         for event in reversed(self.log.of_kinds(CHECKPOINT_KIND)):
             if "state" not in event:
                 continue  # logged before checkpoints carried the tally: an older one may
@@ -182,18 +167,16 @@ class RunState:
         return None
 
     def checkpoint_fields(self, offset: int, seq: int) -> dict[str, Any]:
-        """Under the lock, as a session leaves: the tally at byte ``offset``, event ``seq`` (where
-        the outcome ledger's checkpoint is current to), for that checkpoint to carry; nothing
-        when this process's fold is not there."""
+        """Under the lock, as a session leaves: the tally at byte ``offset``, event ``seq``, for the
+        outcome ledger's checkpoint; nothing when this process's fold is not there."""
         tally = self._caught_up_tally()
         if tally is None or (tally.offset, tally.seq) != (offset, seq):
             return {}
         return {"state": tally.held()}
 
     def best(self) -> str:
-        """The current best's tag (``seed`` until something is accepted), as the log has it:
-        ``state.json``'s ``best_id`` is a view, and one that disagrees with the log (edited by
-        hand: another tag made best without a decision) is refused, never used."""
+        """The current best's tag as the log has it; a ``best_id`` in ``state.json`` that disagrees (a hand
+        edit) is refused."""
         with self.lock():  # a booking updates the state and logs the change under this lock
             stated = str(self.read_state().get("best_id", SEED_TAG))
             logged = self.logged_best()
@@ -205,8 +188,6 @@ class RunState:
         return logged
 
     def logged_best(self) -> str:
-        """The best as the log's decisions and ``best_changed`` events make it (what
-        :meth:`replay_state` computes, from those lines alone)."""
         best = SEED_TAG
         rule = BestRule()
         for event in self.log.of_kinds("decision", "best_changed", "cap_evolve_imported"):
@@ -228,9 +209,8 @@ class RunState:
             return state
 
     def flush_spend(self) -> None:
-        """Write the spend accumulated in the log since ``state.json`` was last written into it
-        (every :data:`SPEND_FLUSH_EVERY` rollouts and at the end of a session: a view, since
-        :meth:`read_state` already counts it)."""
+        """Write the spend logged since ``state.json`` was written into it (a view: :meth:`read_state`
+        already counts it)."""
         self.update_state(lambda state: None)
 
     # -- a view of the log (:class:`.log_views.LogView`) ---------------------------------------
@@ -240,12 +220,11 @@ class RunState:
         return self.state_path.name
 
     def catch_up(self) -> None:
-        """Under the lock: the spend logged since ``state.json`` was written, written into it."""
         self.flush_spend()
 
     def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-        """``state.json`` against what ``events`` add up to: the best, the counters, the spend
-        (the rollouts logged after it was written count). Missing or unreadable is reported."""
+        """``state.json`` against what ``events`` add up to (best, counters, spend); missing or unreadable
+        is reported."""
         expected = self.replay_state(events)
         name = self.name
         try:
@@ -287,17 +266,14 @@ class RunState:
         return f"{self.name}: rebuilt from the events ({len(problems)} disagreement(s))"
 
     def _write_state(self, state: dict[str, Any]) -> None:
-        """Under the lock: ``state`` is current to the end of the log, and says so."""
         size, _, seq = self.log.tail()
         state["spent_through"] = {"offset": size, "seq": seq}
         atomic_write_json(self.state_path, state)
 
     def _with_recent_spend(self, state: dict[str, Any]) -> dict[str, Any]:
-        """``state`` with the rollouts logged after its ``spent_through`` added to its spend.
-
-        A state written before ``spent_through`` existed was current to the end of the log (it
-        was rewritten with every rollout): it is marked so, once. A log that no longer continues
-        from the mark (repaired, replaced) gets its spend replayed from the whole log."""
+        """``state`` with the rollouts logged after its ``spent_through`` added. A state from before
+        ``spent_through`` was current to the log's end; a log that no longer continues from the mark is
+        replayed whole."""
         mark = state.get("spent_through")
         if not isinstance(mark, dict):
             try:
@@ -349,8 +325,8 @@ class RunState:
 
 
 def _disagreement(state: dict[str, Any], logged: dict[str, Any], *, stall: bool) -> str | None:
-    """The first number of ``state`` that is not ``logged``'s (:meth:`.state_tally.StateTally.at`),
-    said in words; None when they agree. ``stall``: whether the log records stalls at all."""
+    """The first number of ``state`` that is not ``logged``'s, in words; None when they agree. ``stall``:
+    whether the log records stalls at all."""
     spent, want = state.get("spent") or {}, logged["spent"]
     exact = [
         ("best_id", state.get("best_id"), logged["best_id"]),

@@ -1,26 +1,14 @@
 """What the event log says ``state.json`` should hold, at any point of the log.
 
-``state.json`` is a view: each write records in ``spent_through`` the point of the log it is
-current to. A view that is checked must be checked *at that point* — a booking appends its
-``decision`` event and then rewrites the state, and a reader may come between. So the log is
-folded once per process into the counters after every event that changes them (decisions, best
-changes, stalls: a few) and the running spend after every rollout (two numbers each), and a
-reader asks for any seq (:meth:`StateTally.at`). Later reads fold only what was appended since.
+``state.json`` is checked at the point ``spent_through`` says it is current to (a reader may come between a
+booking's event and its state write). So the log is folded once per process into counters after every event
+that changes them and the running spend after every rollout, and a reader asks for any seq
+(:meth:`StateTally.at`). The rules: every decision is an iteration, a reject a stall, an accept the new
+best and stall 0; an unannounced ``best_changed`` (old logs, imports) is an iteration of its own.
 
-The rules are those :meth:`.state.RunState.replay_state` has always applied, kept in one place:
-every decision is an iteration, a reject a stall, an accept the new best and a stall of 0; a
-``best_changed`` that an accept's decision did not just announce (a log from before decisions
-were booked, a cap-evolve import) is an iteration of its own.
-
-Folding a 60,000-rollout log is a tenth of a resume. So a session that leaves the run logs the
-tally it reached in its ``outcomes_checked`` event (:meth:`StateTally.held`, beside the outcome
-digest of :mod:`.outcome_ledger`), and the next process starts its fold there
-(:meth:`StateTally.resumed`) — only from an event the chain holds: the line at the point the
-tally claims, linked to the line before it (:meth:`.events.EventLog.linked`), and by the line
-after it when there is one (:meth:`.events.EventLog.of_kinds`). A tally started there answers
-for the points of the log from the checkpoint on; a ``state.json`` current to an earlier point
-is checked against the whole log, folded again.
-"""
+A leaving session logs its tally in ``outcomes_checked`` (:meth:`StateTally.held`) and the next process
+folds on from there (:meth:`StateTally.resumed`), only from a checkpoint the chain holds; a ``state.json``
+current to an earlier point is checked against the whole log."""
 
 from __future__ import annotations
 
@@ -37,9 +25,8 @@ OPTIMIZER_SPEND = ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
 
 
 class StateTally:
-    """The log's counters, folded event by event (:meth:`fold` is an
-    :meth:`.events.EventLog.events_after` view). ``file_cost`` prices a rollout whose event
-    carries no cost (logs from before events carried it)."""
+    """The log's counters, folded event by event. ``file_cost`` prices a rollout whose event carries no
+    cost (old logs)."""
 
     def __init__(self, file_cost: Callable[[dict[str, Any]], float]) -> None:
         self.file_cost = file_cost
@@ -58,8 +45,8 @@ class StateTally:
     def resumed(
         cls, file_cost: Callable[[dict[str, Any]], float], held: Any, offset: int, seq: int
     ) -> StateTally | None:
-        """A tally that goes on from ``held`` (:meth:`held`, as a checkpoint logged it at byte
-        ``offset``, event ``seq``); None when ``held`` is not a tally's fields."""
+        """A tally going on from ``held`` (logged at byte ``offset``, event ``seq``); None when ``held`` is
+        not a tally's fields."""
         if not isinstance(held, dict) or not isinstance(held.get("best_id"), str):
             return None
         announced = held.get("announced")
@@ -87,7 +74,6 @@ class StateTally:
         return tally
 
     def held(self) -> dict[str, Any]:
-        """The tally at the end of its fold, as a checkpoint logs it (:meth:`resumed` reads it)."""
         calls = len(self._rollout_seqs)
         return {
             **self._counters[-1],
@@ -99,9 +85,7 @@ class StateTally:
         }
 
     def fold_all(self, events: list[dict[str, Any]]) -> None:
-        """:meth:`fold` on each of ``events`` in turn, a rollout's (nearly every event of a log)
-        done here, in line: the same seqs and running sums, without a call per rollout (a
-        replay of 60,000 for ``capevolve verify``)."""
+        """:meth:`fold` on each of ``events``, rollouts folded in line (no call per rollout)."""
         seqs, spend, file_cost, fold = self._rollout_seqs, self._spend, self.file_cost, self.fold
         for event in events:
             if event.get("kind") != "rollout":
@@ -150,9 +134,8 @@ class StateTally:
         return None
 
     def at(self, seq: int) -> dict[str, Any] | None:
-        """What ``state.json`` current to event ``seq`` holds: ``best_id``, ``iterations``,
-        ``stall`` and ``spent`` (rollouts, their cost, the optimizer's spend). None for a seq
-        before the checkpoint a resumed tally started from (:attr:`floor`)."""
+        """What ``state.json`` current to ``seq`` holds: ``best_id``, ``iterations``, ``stall``, ``spent``.
+        None before a resumed tally's :attr:`floor`."""
         if seq < self.floor:
             return None
         counters = self._counters[bisect.bisect_right(self._change_seqs, seq) - 1]

@@ -1,11 +1,9 @@
 """The sequential gate's stop marker: which tags a session no longer needs rollouts of.
 
-The controller decides (its e-processes cross) but under xdist it cannot un-schedule items it
-already sent; so it writes ``runs/<id>/sequential-stop/<token>.json`` (atomic) and every worker
-reads it before each rollout. The token is the session's own, so a marker left by an earlier
-session never stops this one. A worker on another machine without the shared run dir never
-sees the marker and may pay a few more rollouts; they are persisted like any other.
-"""
+Under xdist the controller cannot un-schedule sent items, so it writes
+``runs/<id>/sequential-stop/<token>.json`` and every worker reads it before each rollout (the session's own
+token: an old marker never stops a new session). A remote worker without the run dir may pay a few more,
+persisted like any other."""
 
 from __future__ import annotations
 
@@ -22,12 +20,11 @@ def marker_path(run_root: Path, token: str) -> Path:
 
 
 def write_stopped(run_root: Path, token: str, tags: set[str]) -> None:
-    """Controller only: the tags whose remaining rollouts are not to be paid."""
     atomic_write_json(marker_path(run_root, token), {"stopped": sorted(tags)})
 
 
 def read_stopped(run_root: Path, token: str) -> set[str]:
-    """Any process: the stopped tags, empty when there is no marker (or it cannot be read)."""
+    """Any process: the stopped tags, empty when there is no readable marker."""
     try:
         return set(read_json(marker_path(run_root, token))["stopped"])
     except (OSError, ValueError, KeyError, TypeError):

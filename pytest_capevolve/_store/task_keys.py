@@ -1,30 +1,13 @@
 """A task is its content as well as its id: the keys the project's memory matches tasks by.
 
-The project's memory (:mod:`.project_memory`: which test tasks were scored, which bytes were
-decided on which val) once named tasks by id only. An id is the adapter's label, not the task:
-``sed -i 's/id=f"t{i:02d}"/id=f"T{i:02d}"/' adapter.py`` made every sealed test task and
-every val a decision was taken on new to the project. So each task also has a **content key**:
-the sha256 (32 hex digits) of its input, target and metadata as canonical JSON — never its id
-— and two tasks overlap when they share the id *or* the key. Only digests are kept: an
-adapter whose task input is a whole repository is recorded in 32 characters a task.
+An id is the adapter's label, and renaming ids made every sealed test task and decided val new to the
+project. So each task also has a **content key**: the sha256 (32 hex digits) of its input, target and
+metadata as canonical JSON, never its id; tasks overlap when they share the id or the key. Tasks whose
+content is not unique in the pool get no key (matched by id alone); a value JSON cannot hold is encoded by
+type and ``repr`` without addresses (an unstable ``repr`` can only be missed, never matched wrongly).
 
-A key is only a key when it tells tasks apart. Tasks whose content is not unique in the pool
-(an adapter that keeps everything in the id: ``Task(id="airline-17")``, no input) get none and
-are matched by id alone; a value JSON cannot hold is encoded by its type and ``repr`` with
-memory addresses taken out (an object whose ``repr`` is not stable has no stable key: it can
-only be missed, never matched wrongly).
-
-Where the keys live:
-
-- each run's log, one ``task_keys`` event (the first one counts) with every task of its splits,
-  written by the first session that plans in the run — the record, hash-chained like the rest;
-- each row of the project's memory carries the keys of the tasks it is about (``test_keys``,
-  ``val_keys``);
-- a project that names a shared ledger (:mod:`.shared_ledger`) matches the rows of other
-  projects there by content only (their ids are another project's labels).
-
-Pure but for the log event; controller side or the CLI.
-"""
+Keys live in each run's first ``task_keys`` event and in each memory row (``test_keys``, ``val_keys``); a
+shared ledger (:mod:`.shared_ledger`) matches other projects by content only. Controller side or the CLI."""
 
 from __future__ import annotations
 
@@ -43,7 +26,6 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def content_key(task: Any) -> str:
-    """The digest of a task's input, target and metadata (canonical JSON), not of its id."""
     row = [getattr(task, "input", None), getattr(task, "target", None), getattr(task, "metadata", None) or {}]
     text = json.dumps(row, sort_keys=True, default=_encoded, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:KEY_LENGTH]
@@ -59,7 +41,6 @@ def _encoded(value: Any) -> Any:
 
 
 def of_pool(pool: Mapping[str, Any]) -> dict[str, str]:
-    """id → content key for the pool's tasks whose content is unique in the pool."""
     keys = {task_id: content_key(task) for task_id, task in pool.items()}
     counts: dict[str, int] = {}
     for key in keys.values():
@@ -68,9 +49,8 @@ def of_pool(pool: Mapping[str, Any]) -> dict[str, str]:
 
 
 def ensure_recorded(rundir: Any, keys_now: Mapping[str, str] | None, splits: Mapping[str, Any]) -> None:
-    """Append the run's ``task_keys`` event (its splits' tasks) the first time a session plans
-    in it with the pool at hand; a run that has one keeps it (the harness lock holds the pool
-    to what it was, so the keys cannot move within a run)."""
+    """Append the run's ``task_keys`` event the first time a session plans with the pool at hand; the
+    harness lock keeps the pool, so the keys cannot move within a run."""
     if keys_now is None or rundir.log.of_kinds(EVENT):
         return
     mine = {str(t) for name in ("train", "val", "test") for t in splits.get(name, [])}
@@ -78,8 +58,7 @@ def ensure_recorded(rundir: Any, keys_now: Mapping[str, str] | None, splits: Map
 
 
 def recorded(rundir: Any) -> dict[str, str]:
-    """id → content key, from the run's first ``task_keys`` event ({} for a run older than it,
-    or one whose log cannot be read: matched by id alone)."""
+    """id → content key from the run's first ``task_keys`` event ({}: none or unreadable; match by id)."""
     try:
         events = rundir.log.of_kinds(EVENT)
     except (OSError, ValueError, RunDirError):
@@ -90,15 +69,14 @@ def recorded(rundir: Any) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Tasks:
-    """A set of tasks as the memory knows them: ids and content keys (either may be empty:
-    a row from another project has no ids that count; an old row no keys)."""
+    """A set of tasks as the memory knows them: ids and content keys (another project's row has no ids that
+    count; an old row no keys)."""
 
     ids: frozenset[str] = frozenset()
     keys: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, ids: Iterable[str], keys: Mapping[str, str] | None = None) -> Tasks:
-        """``ids`` with their keys looked up in ``keys`` (id → key)."""
         chosen = frozenset(map(str, ids))
         return cls(chosen, frozenset((keys or {})[t] for t in chosen if t in (keys or {})))
 
@@ -106,23 +84,20 @@ class Tasks:
         return max(len(self.ids), len(self.keys))
 
     def shared(self, other: Tasks, keys: Mapping[str, str] | None = None) -> list[str]:
-        """The ids of these tasks (``keys``: their id → key) that ``other`` holds by id or by
-        content, sorted."""
+        """The ids of these tasks that ``other`` holds by id or by content, sorted."""
         return sorted(t for t in self.ids if t in other.ids or (keys or {}).get(t) in other.keys)
 
     def same_as(self, other: Tasks, keys: Mapping[str, str] | None = None) -> bool:
-        """Whether ``other`` is the same task set: every task of each is in the other."""
         if len(self.shared(other, keys)) != len(self.ids):
             return False
         return len(other) <= len(self.ids)
 
     def row(self, prefix: str) -> dict[str, list[str]]:
-        """The fields a memory row keeps: ``<prefix>_ids`` and ``<prefix>_keys``, sorted."""
         return {f"{prefix}_ids": sorted(self.ids), f"{prefix}_keys": sorted(self.keys)}
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], prefix: str, *, foreign: bool = False) -> Tasks:
-        """The tasks a memory row names (``foreign``: a row of another project, its ids left out)."""
+        """The tasks a memory row names (``foreign``: another project's, its ids left out)."""
         ids = row.get(f"{prefix}_ids")
         keys = row.get(f"{prefix}_keys")
         return cls(

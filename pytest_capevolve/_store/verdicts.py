@@ -31,12 +31,9 @@ class Verdicts:
         return self.folder / f"{check_tag(tag)}.json"
 
     def write_verdict(self, verdict: dict[str, Any], *, replacing: bool = False) -> Path:
-        """Write ``verdicts/<tag>.json`` (every number the decision rests on) and log it.
-
-        A registered candidate's verdict that decided (accept or reject, as logged) is never
-        replaced: the first decision stands (:mod:`.._policy.standing`). Only a grow, which adds
-        a look to a provisional verdict, replaces one (``replacing``); null controls' verdicts
-        are evidence re-judged each session, and a verdict that decided nothing is resumed."""
+        """Write ``verdicts/<tag>.json`` and log it. A registered candidate's decided verdict is never
+        replaced (the first decision stands) but by a grow (``replacing``); nulls' verdicts are re-judged
+        each session."""
         path = self.verdict_path(verdict["tag"])
         if not replacing and path.is_file():
             self._refuse_replacing(verdict["tag"], path)
@@ -58,10 +55,8 @@ class Verdicts:
             )
 
     def checked(self, tag: str) -> dict[str, Any] | None:
-        """The verdict a decision may rest on: ``verdicts/<tag>.json`` as its ``verdict`` event
-        in the log recorded it (its sha256; for events older than the digest, the headline
-        fields). A file edited after it was written, or one no gate logged, is refused —
-        RunDirError naming the file and the way on — never booked."""
+        """The verdict a decision may rest on: the file as its ``verdict`` event recorded it; an edited or
+        unlogged file raises RunDirError naming it and the way on."""
         found = self.verdict(tag)
         if found is None:
             return None
@@ -87,13 +82,10 @@ class Verdicts:
         return _verdict_object(path) if path.is_file() else None
 
     def verdicts(self) -> dict[str, dict[str, Any]]:
-        """Every verdict file of the run, by tag."""
         return {path.stem: _verdict_object(path) for path in sorted(self.folder.glob("*.json"))}
 
 
 def _verdict_object(path: Path) -> dict[str, Any]:
-    """A verdict file read back: a JSON object, or a RunDirError naming it (a list or a number
-    there is as damaged as a file cut short)."""
     found = read_run_json(path, _FIX)
     if not isinstance(found, dict):
         raise RunDirError(f"{path}: damaged, not a JSON object ({type(found).__name__}); {_FIX}")

@@ -1,60 +1,8 @@
 """An inspect_ai ``Task`` as a capevolve adapter (``pip install 'pytest-capevolve[inspect]'``).
 
-A project's ``adapter.py`` subclasses :class:`InspectTaskAdapter` with a *task factory*: a
-function from a candidate folder to an inspect ``Task``. What the user optimizes lives in that
-folder and the factory reads it — a system prompt (:func:`system_prompt`, ``system_prompt.md``),
-solver parameters (:func:`solver_params`, ``solver.yaml``), anything else it likes::
-
-    def arithmetic(capability: Path) -> Task:
-        params = solver_params(capability)
-        return Task(dataset=DATASET, scorer=exact(),
-                    solver=[system_message(system_prompt(capability)), generate()],
-                    config=GenerateConfig(temperature=params.get("temperature", 0.0)))
-
-    class Adapter(InspectTaskAdapter):
-        factory = staticmethod(arithmetic)
-        model = "openai/gpt-4o-mini"
-
-How inspect's pieces map onto capevolve's:
-
-- **each sample is a task** (id = the sample's id, else its 1-based position, inspect's own
-  default); **each (sample, trial) a rollout**, whose trial seed is the generate config's
-  ``seed`` (``eval(seed=...)``): common random numbers across candidates, as every adapter gets.
-- **the dataset and the scorer are the seed capability's, always.** A candidate supplies only
-  its solver and generate config; the samples and scorers its factory returns are ignored, so
-  a candidate cannot change what it is measured on, nor what "better" means.
-- **the candidate's solver never sees the gold**: its eval gets each sample with an empty
-  ``target`` (inspect hands a solver ``state.target``; a scorer needs it only later) and
-  without the metadata entries that are gold (``hidden_metadata``, and any whose value is the
-  target); :func:`system_prompt` returns inert text — a prompt that names a file or URL (which
-  ``system_message`` would read in its place) is refused, and its braces are doubled (so
-  ``system_message`` cannot fill ``{answer}`` from the sample's metadata).
-- ``run_target`` runs the candidate's solver on the sample with inspect (``eval_async``,
-  ``score=False``); ``score`` runs the seed's scorers on what the solver left, rebuilt as a
-  ``TaskState`` from the persisted rollout (its messages and completion).
-- **reward mapping** of the first scorer's value (the others go to ``metrics``):
-  ``CORRECT`` ("C") → 1, ``PARTIAL`` ("P") → 0.5, ``INCORRECT`` ("I") → 0, ``NOANSWER`` ("N")
-  → 0 (the agent was measured and said nothing useful: a 0, not missing data); ``True``/``False``
-  → 1/0; a number → itself, which must lie in [0, 1] (never clamped). Anything else (another
-  string, a dict or list value) is refused in one line; override :meth:`reward_of` to map it.
-- **an LLM judge** (``model_graded_qa()``, or any scorer that calls ``get_model()`` or
-  ``get_model(role="grader")``): set ``stochastic_score = True`` and name the judge as
-  ``grader`` (default: ``model``, as inspect grades with the evaluated model; ``grader_args``,
-  ``grader_config``). Each re-score j of ``judge_rescores`` reaches the grader's generate config
-  as ``seed = s + 1000003·j``; a stochastic scorer that never calls that grader (one that names
-  its own, ``model_graded_qa(model=...)``) is refused in one line, since the seed cannot reach it.
-- a sample that errors in inspect (the model API failed, a solver raised) is an **infra error**
-  with inspect's message: missing data, never a 0.
-- **batches**: inspect runs one ``eval`` at a time per process. Rollouts of one candidate at
-  one seed that are in flight together (``--capevolve-concurrency N``) are run as one
-  ``eval_async`` over their samples, the cheaper path; a lone rollout is a batch of one.
-  Each sample's result depends only on (sample, candidate, seed), so the records are the
-  same either way (``tests/e2e/test_inspect_bridge.py`` checks it).
-
-inspect writes its own ``.eval`` logs; they go to a temporary folder removed at exit unless
-``log_dir`` says where to keep them. The model must answer offline in tests:
-``mockllm/model`` with ``custom_outputs`` (a callable of the messages and generate config)
-is inspect's own mock, and ``examples/inspect_task`` uses it.
+Each sample is a task, each (sample, trial) a rollout. The dataset and scorers are always the
+seed's; a candidate supplies only its solver and generate config, and its eval never sees the
+gold. How each piece maps (rewards, judges, batches, logs): ``docs/how-to/inspect-ai.md``.
 """
 
 from __future__ import annotations
@@ -93,9 +41,8 @@ try:
     from inspect_ai.scorer import Target
     from inspect_ai.solver import TaskState
 
-    # the one mapping of score values to rewards, shared with the inspect log reader of
-    # ``capevolve compare``, so an imported log scores a sample as a bridged run does
-    from .._imported.inspect_rewards import REWARDS, inspect_reward  # noqa: F401  (REWARDS: as before)
+    # shared with ``capevolve compare``'s inspect reader, so both score a sample alike
+    from .._imported.inspect_rewards import inspect_reward
 except ImportError as exc:  # imported by a project's adapter.py, when a session collects
     raise ImportError(
         "the inspect_ai bridge needs inspect_ai: pip install 'pytest-capevolve[inspect]'"
@@ -111,14 +58,10 @@ Factory = Callable[[Path], "inspect_ai.Task"]
 
 
 def system_prompt(capability: Path, name: str = "system_prompt.md", *, template: bool = False) -> str:
-    """The candidate's system prompt: the text of ``name`` in its folder, made inert for
-    inspect's ``system_message``, which would otherwise do two things with it that no edit to
-    a prompt should: read a file or URL in its place (``resource()``: a prompt that is a path
-    to the dataset becomes the dataset), and fill its ``{placeholders}`` from the sample's
-    metadata (``{answer}``: the gold, where the dataset keeps it there). So a prompt that names
-    a file or URL is refused in one line, and its braces are doubled, so ``system_message``
-    prints them as written. ``template=True`` keeps the braces (placeholders the user means),
-    and then a candidate's placeholders are its own choice."""
+    """The text of ``name`` in the candidate's folder, made inert for ``system_message``:
+    a file path or URL (which it would read in place of the prompt) is refused, and braces are
+    doubled so ``{answer}`` is not filled from the sample's metadata (``template=True`` keeps
+    them)."""
     path = Path(capability) / name
     if not path.is_file():
         raise AdapterError(f"candidate {capability} has no {name}: the system prompt it optimizes")
@@ -132,8 +75,7 @@ def system_prompt(capability: Path, name: str = "system_prompt.md", *, template:
 
 
 def _names_a_resource(text: str) -> bool:
-    """Whether inspect's ``resource()`` would read ``text`` as a file or URL, not keep it:
-    a protocol-prefixed name, or a path that exists (relative to the working directory)."""
+    """Whether inspect's ``resource()`` would read ``text`` as a file or URL."""
     if "://" in text and urlparse(text).scheme:
         return True
     try:
@@ -157,15 +99,13 @@ def solver_params(capability: Path, name: str = "solver.yaml") -> dict[str, Any]
 
 @dataclass(frozen=True)
 class _Sample:
-    """What a batch needs of one dataset sample, keyed by its capevolve task id."""
-
     task_id: str
     sample: Any  # inspect_ai.dataset.Sample with its id set
 
 
 class InspectTaskAdapter:
-    """The adapter. Subclass it and set ``factory`` (and ``model``, ``model_args``), or pass
-    them to ``__init__``. Runs wherever rollout items run (each xdist worker, or in-process)."""
+    """Subclass it and set ``factory`` (and ``model``, ``model_args``), or pass them to
+    ``__init__``."""
 
     factory: ClassVar[Factory | None] = None
     model: ClassVar[str] = "mockllm/model"
@@ -173,13 +113,11 @@ class InspectTaskAdapter:
     # the seed capability, relative to the project, when capevolve.yaml does not name one
     capability_path: ClassVar[str] = "capability"
     log_dir: ClassVar[str | None] = None  # where inspect's logs stay (None: a temporary folder)
-    # the judge of a model-graded scorer (None: ``model``, as inspect grades with the evaluated
-    # model), its model args and generate config; the bridge seeds it (see :meth:`score`)
+    # the judge of a model-graded scorer (None: ``model``), seeded by :meth:`score`
     grader: ClassVar[str | None] = None
     grader_args: ClassVar[dict[str, Any]] = {}
     grader_config: ClassVar[dict[str, Any]] = {}
-    # sample metadata keys that hold gold (a reference solution, a rubric's answer): the
-    # candidate's eval never sees them; an entry whose value is the target is hidden anyway
+    # sample metadata keys that hold gold, hidden from the candidate's eval
     hidden_metadata: ClassVar[tuple[str, ...]] = ()
     # True for a model-graded scorer: ``judge_rescores: r`` then scores each output r times
     stochastic_score: ClassVar[bool] = False
@@ -260,10 +198,8 @@ class InspectTaskAdapter:
         return {t: _rollout_of(t, by_id.get(t), failed) for t in task_ids}
 
     def _blind(self, sample: Any) -> Any:
-        """The sample as the candidate's eval gets it: no target (inspect hands every solver
-        ``state.target``; a scorer reads it later, in score(), from the task), and no metadata
-        entry that is gold — one named in :attr:`hidden_metadata`, or one whose value is the
-        target's text. The scorers still see all of it."""
+        """The sample without its target and without gold metadata (named in
+        :attr:`hidden_metadata`, or equal to the target); the scorers still see all of it."""
         golds = {str(t) for t in _as_list(sample.target)}
         metadata = {
             key: value
@@ -273,12 +209,8 @@ class InspectTaskAdapter:
         return sample.model_copy(update={"target": "", "metadata": metadata})
 
     async def score(self, task: Task, rollout: Rollout, *, seed: int | None = None) -> Score:
-        """The seed's scorers on the persisted rollout. ``seed`` is the judge seed of this
-        re-score (``_engine/judging.py``: ``s + 1000003·j``), passed for a ``stochastic_score``
-        adapter only: every scorer runs with the grader (:attr:`grader`) as inspect's active
-        model and bound to the ``grader`` role, under a generate config with ``seed`` — so
-        ``model_graded_qa()`` (role ``grader``, else the active model), ``get_model()`` and
-        ``get_model(role="grader")`` in a scorer all generate with the judge seed."""
+        """The seed's scorers on the persisted rollout, with :attr:`grader` as inspect's active
+        model and ``grader`` role under the judge ``seed`` (``stochastic_score`` adapters only)."""
         state = _state_of(task, rollout, self.model)
         target = Target(task.target)
         grader = _CountedGrader.of(self._grader())
@@ -293,9 +225,7 @@ class InspectTaskAdapter:
             if first is None:
                 first = result
         if self.stochastic_score and seed is not None and grader.calls == 0:
-            # the judge seed reached no model: a scorer that names its own grader
-            # (model_graded_qa(model="...")) re-scores one draw r times, and the judge's share
-            # of the variance would read 0 % without a word
+            # the judge seed reached no model: the judge's share of the variance would read 0 %
             raise AdapterError(
                 f"score({task.id!r}): stochastic_score = True, but no scorer generated with the "
                 f"grader the bridge seeds ({self.grader or self.model}); name the judge on the "
@@ -310,7 +240,6 @@ class InspectTaskAdapter:
         )
 
     def _grader(self) -> Model:
-        """The grader's client for the running event loop, made on first use."""
         loop = asyncio.get_running_loop()
         grader = self._graders.get(loop)
         if grader is None:
@@ -321,9 +250,7 @@ class InspectTaskAdapter:
         return grader
 
     def reward_of(self, value: Any) -> float:
-        """The reward of an inspect score value (the mapping in this module's docstring, kept
-        in :mod:`.._imported.inspect_rewards`); a number is checked to lie in [0, 1] by the
-        runner, never clamped."""
+        """The reward of an inspect score value (:mod:`.._imported.inspect_rewards`)."""
         reward = inspect_reward(value)
         if reward is not None:
             return reward
@@ -335,10 +262,7 @@ class InspectTaskAdapter:
 
 class _Batches:
     """Rollouts waiting for an eval, grouped by (candidate folder, seed), on one event loop.
-
-    The first rollout of a group schedules its flush; every rollout of the same group that
-    arrives before the flush takes the eval lock joins it. inspect allows one ``eval_async`` at
-    a time in a process, so the lock is also what keeps concurrent rollouts legal."""
+    The lock also keeps concurrent rollouts legal: inspect allows one ``eval_async`` at a time."""
 
     def __init__(self, run: Callable[[tuple[str, int], list[str]], Any]) -> None:
         self._run = run
@@ -372,8 +296,7 @@ class _Batches:
 
 
 class _CountedGrader(Model):
-    """The grader for one score() call: the same client, its own count of generate calls (so
-    a stochastic scorer that never reached it is refused, not re-scored with no seed)."""
+    """The grader for one score() call, counting its generate calls."""
 
     calls = 0
 
@@ -389,10 +312,8 @@ class _CountedGrader(Model):
 
 
 async def _with_grader(scoring: Any, grader: Model, seed: int | None) -> Any:
-    """Await ``scoring`` in a copy of the current context where ``grader`` is inspect's active
-    model (its generate config merged with ``seed``: ``Model._resolve_config`` merges the
-    active config into the active model's) and the ``grader`` role's model. A copy, so nothing
-    leaks into the caller's context, nor into a concurrent score() of another rollout."""
+    """Await ``scoring`` with ``grader`` as the active and ``grader``-role model under
+    ``seed``, in a copied context so nothing leaks into a concurrent score()."""
     context = contextvars.copy_context()
     context.run(init_active_model, grader, GenerateConfig(seed=seed))
     context.run(init_model_roles, {"grader": grader})
@@ -400,7 +321,6 @@ async def _with_grader(scoring: Any, grader: Model, seed: int | None) -> Any:
 
 
 def _seed_folder(project_dir: Path, default: str) -> Path:
-    """The seed capability: the spec's ``capability_path`` (what capevolve runs as ``seed``)."""
     spec = project_dir / "capevolve.yaml"
     named = None
     if spec.is_file():
@@ -410,8 +330,7 @@ def _seed_folder(project_dir: Path, default: str) -> Path:
 
 
 def _quiet_display() -> None:
-    """inspect prints a progress display to the terminal unless told otherwise; a session's
-    terminal belongs to pytest (``eval()`` takes ``display=``, ``eval_async`` reads this)."""
+    """The terminal belongs to pytest: no inspect progress display."""
     from inspect_ai.util._display import init_display_type
 
     init_display_type("none")
@@ -448,9 +367,8 @@ def _target(value: Any) -> Any:
 
 
 def _rollout_of(task_id: str, sample: Any, failed: str) -> Rollout:
-    """A persisted rollout of one evaluated sample: its messages and completion as plain text
-    (inspect's message ids and timings are left out: they differ between two runs of the same
-    thing, and the record of a rollout must not)."""
+    """One evaluated sample's messages and completion as plain text (no ids or timings, which
+    differ between two runs of the same thing)."""
     if sample is None:
         return Rollout(task_id=task_id, error=f"inspect returned no sample: {failed}")
     if sample.error is not None:
@@ -470,8 +388,7 @@ def _rollout_of(task_id: str, sample: Any, failed: str) -> Rollout:
 
 
 def _state_of(task: Task, rollout: Rollout, model: str) -> Any:
-    """The ``TaskState`` a scorer reads, rebuilt from the persisted rollout alone (so a re-score
-    of a stored output needs no rollout)."""
+    """The ``TaskState`` a scorer reads, rebuilt from the persisted rollout alone."""
     trace = rollout.trace if isinstance(rollout.trace, dict) else {}
     messages = _messages(trace.get("messages", []))
     output = ModelOutput.from_content(model=model, content=str(rollout.output or ""))

@@ -11,6 +11,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from pytest_capevolve._cli.main import main
 
 
@@ -61,6 +63,27 @@ def _rewrite_the_whole_record(run_dir: Path, tag: str) -> int:
     return rewritten
 
 
+@pytest.mark.attack(
+    "record",
+    attack="the same forger, also logging a claim of its own through the API",
+    outcome=(
+        "**not held by a file-level guard**: one user writes the log; the kernel boundary (the record "
+        "written only from outside it, issue 37) holds it, and `verify --anchor` names a rewritten "
+        "history"
+    ),
+)
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "`.capevolve` moved away or deleted whole (and with it every record of the project's decisions "
+        "and seals), then refuted bytes gated afresh and the test tasks scored again"
+    ),
+    outcome=(
+        "**not held by a file-level guard**: nothing left in the project says it decided or scored "
+        "anything, and nothing outside it is consulted; the anchor is the answer (`verify --anchor "
+        "HASH` fails on a history that no longer holds the anchored run)"
+    ),
+)
 def test_a_rewritten_record_passes_verify_but_not_its_old_anchor(example, projects, capevolve, capsys):
     project, run_dir = _gated_noop(example, projects, capevolve)
     code, out = _verify(capsys, str(project))

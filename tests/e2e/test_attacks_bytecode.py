@@ -63,6 +63,18 @@ def _verdict(projects, project) -> dict:
     return json.loads((projects.run_dir(project) / "verdicts" / "noop.json").read_text())
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "a `__pycache__/adapter.cpython-3XX.pyc` built from a modified adapter with the source's mtime "
+        "and size, planted by hand or by candidate code during its rollouts"
+    ),
+    outcome=(
+        "prevented: in every process that imports the adapter (session, workers, sandbox children, "
+        "CLI) the source loader never reads or writes bytecode for a file under the project, and a "
+        "session empties the project's `__pycache__` folders before its conftests load"
+    ),
+)
 def test_an_adapter_pyc_planted_by_hand_is_never_loaded(example, projects, capevolve):
     project = _noop_project(example, projects)
     pyc = _plant_adapter_pyc(project / "adapter.py")
@@ -99,6 +111,13 @@ PRIME = textwrap.dedent(
 ).format(draw=DRAW, boosted=BOOSTED)
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "a `__pycache__/adapter.cpython-3XX.pyc` built from a modified adapter with the source's mtime "
+        "and size, planted by hand or by candidate code during its rollouts"
+    ),
+)
 @pytest.mark.unconfined
 def test_an_adapter_pyc_planted_by_candidate_code_is_never_loaded(example, projects, capevolve):
     """Unconfined on purpose: a confined child cannot write the project's __pycache__ (the kernel
@@ -151,6 +170,17 @@ WARM = textwrap.dedent(
 )
 
 
+@pytest.mark.attack(
+    "runs-recorded",
+    attack=(
+        "a `.pyc` of a broken `reply.py` written by candidate code into the seed's and the nulls' "
+        "`tools/__pycache__` during its own gate"
+    ),
+    outcome=(
+        "prevented and named: no sandbox child reads bytecode beside a source; the `.pyc` is an added "
+        "file, so those snapshots are refused, never scored 0"
+    ),
+)
 @pytest.mark.unconfined
 def test_a_pyc_written_into_the_seeds_snapshot_breaks_nothing_and_is_named(example, projects, capevolve):
     """Unconfined on purpose: a confined child can neither read nor write a sibling snapshot in the run
@@ -204,6 +234,15 @@ def _trojan_project(example, projects, monkeypatch, tmp_path):
     return project
 
 
+@pytest.mark.attack(
+    "harness",
+    attack="a `.pth` file (and the module it imports) written into a site folder by candidate code",
+    outcome=(
+        "refused: the interpreter's start-up hooks (`.pth` files, the modules they import, "
+        "`sitecustomize`) are locked with the harness; within the session no sandbox child starts once "
+        "they moved"
+    ),
+)
 @pytest.mark.unconfined
 def test_a_pth_file_planted_by_candidate_code_is_a_changed_harness(
     example, projects, capevolve, monkeypatch, tmp_path
@@ -225,6 +264,10 @@ def test_a_pth_file_planted_by_candidate_code_is_a_changed_harness(
     assert not (projects.run_dir(project) / "verdicts" / "noop.json").exists()
 
 
+@pytest.mark.attack(
+    "harness",
+    attack="a `.pth` file (and the module it imports) written into a site folder by candidate code",
+)
 @pytest.mark.unconfined
 def test_a_pth_file_planted_during_a_session_starts_no_later_sandbox_child(
     example, projects, capevolve, monkeypatch, tmp_path
@@ -244,6 +287,14 @@ def test_a_pth_file_planted_during_a_session_starts_no_later_sandbox_child(
     assert all(r["reward"] is None for r in noop)  # missing data, never measured with the hook
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "a `pytest11` entry point (`…dist-info/entry_points.txt` and its module) written into the "
+        "environment by candidate code, loaded by pytest into the next session"
+    ),
+    outcome="refused: installed `pytest11` entry points are start-up hooks the harness lock holds",
+)
 def test_a_pytest11_entry_point_planted_in_the_environment_is_a_changed_harness(
     example, projects, capevolve, monkeypatch, tmp_path
 ):
@@ -267,6 +318,17 @@ def test_a_pytest11_entry_point_planted_in_the_environment_is_a_changed_harness(
     assert not (projects.run_dir(project) / "verdicts" / "noop.json").exists()
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "`evil.py` planted in the project and loaded with `pytest -p evil --capevolve-run …` to wrap "
+        "the scorer"
+    ),
+    outcome=(
+        "refused in one line before the session plans: a `-p` module in the project is outside the "
+        "harness lock (hooks belong in the locked `conftest.py`)"
+    ),
+)
 def test_a_plugin_planted_in_the_project_and_loaded_with_dash_p_is_refused(
     example, projects, capevolve, pytester
 ):
@@ -284,6 +346,11 @@ def test_a_plugin_planted_in_the_project_and_loaded_with_dash_p_is_refused(
     assert not (projects.run_dir(project) / "verdicts" / "noop.json").exists()
 
 
+@pytest.mark.attack(
+    "harness",
+    attack="a `.pth` file (and the module it imports) written into a site folder by candidate code",
+    note="confined: the kernel refuses the write",
+)
 @pytest.mark.confined
 @pytest.mark.skipif(abi() < 1, reason="this kernel offers no Landlock")
 def test_inside_the_boundary_candidate_code_plants_neither_a_pyc_nor_a_pth(

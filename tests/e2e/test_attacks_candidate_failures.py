@@ -69,6 +69,19 @@ def _project(example, projects) -> Path:
     return project
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "with an agent that does not reproduce its draws, candidate code that exits its own sandbox "
+        "child whenever its answer fails, so the rollout is missing data a later session pays again "
+        "with a fresh draw (a no-op accepted by the 4th session, issue 37)"
+    ),
+    outcome=(
+        "prevented: a death, kill or timeout of the child while it runs the rollout, and `sys.exit` in "
+        "`run_target`, are the candidate's failure — reward 0, `candidate failure: …` in the feedback "
+        "and metrics, never paid again ([candidate failures](candidate-failures.md))"
+    ),
+)
 def test_a_candidate_that_exits_its_child_on_a_failing_answer_books_those_failures(
     example, projects, capevolve
 ) -> None:
@@ -107,6 +120,20 @@ class FlakyFirstAdapter(NoisyAgentAdapter):
 '''
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "a gate made indecisive by coverage (its Δ̄ and per-task numbers shown), then the missing "
+        "rollouts paid and the tag gated again: two looks at one α (an indecisive verdict did not "
+        "spend the decision)"
+    ),
+    outcome=(
+        "prevented: the first indecisive-by-coverage verdict of a tag against a parent that showed a "
+        "Δ̄ counts as look 1; the next gate is look 2, at α/2 with no growth allowed (`1/(L−1)` of "
+        "look 1's level otherwise), said under the verdict and recorded in "
+        "`details.looks.counted_look`; `capevolve gate` re-derives it at that level"
+    ),
+)
 def test_the_first_indecisive_by_coverage_verdict_of_a_tag_is_a_look_that_counts(
     example, projects, capevolve, capsys
 ) -> None:
@@ -137,6 +164,15 @@ def test_the_first_indecisive_by_coverage_verdict_of_a_tag_is_a_look_that_counts
     assert not rederived.get("what_if"), rederived.get("what_if")
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "with an agent that does not reproduce its draws, candidate code that exits its own sandbox "
+        "child whenever its answer fails, so the rollout is missing data a later session pays again "
+        "with a fresh draw (a no-op accepted by the 4th session, issue 37)"
+    ),
+    note="confined",
+)
 @pytest.mark.confined
 def test_inside_the_kernel_boundary_a_child_that_exits_on_failure_books_its_failures(
     example, projects, capevolve

@@ -21,6 +21,19 @@ def _write(path, rows) -> str:
     return str(path)
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "`capevolve compare A.csv B.csv` where B's file has no rows for the 10 tasks B lost (a no-op: "
+        "10 better, 10 worse, 40 equal of 60; coverage 83 %): ACCEPT, p = 1/1024, where the same rows "
+        "errored were indecisive"
+    ),
+    outcome=(
+        "prevented: a trial one run measured and the other has no row for is missing data like an "
+        "errored one, so worst-case imputation weighs it (indecisive, exit 11; the summary says "
+        "`missing: …`)"
+    ),
+)
 def test_a_candidate_file_without_its_losing_tasks_is_not_accepted(tmp_path, capsys) -> None:
     # a no-op: equal on 40 tasks, better on 10, worse on 10 (mean delta 0)
     base = [(f"t{i}", 1 if 50 <= i < 60 else (0 if 40 <= i < 50 else i % 2)) for i in range(60)]
@@ -34,6 +47,19 @@ def test_a_candidate_file_without_its_losing_tasks_is_not_accepted(tmp_path, cap
     assert "worst-case imputation of the missing trials" in verdict["reason"]
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "`capevolve compare A.csv B.csv` where B's file alone has a `cluster` column, chosen after the "
+        "results: each of its 8 losses in a cluster with one of its 13 wins (net 0), 5 wins alone; "
+        "task by task p = 0.19 (reject), by those 52 clusters ACCEPT, p = 1/32"
+    ),
+    outcome=(
+        "refused (exit 4): a candidate's cluster for a task the baseline's file leaves unclustered is "
+        "not read, naming the way on (the column in the baseline's file too, or `--clusters FILE` for "
+        "both)"
+    ),
+)
 def test_a_candidate_file_that_clusters_each_loss_with_a_win_is_not_accepted(tmp_path, capsys) -> None:
     # 60 tasks: 13 the candidate wins, 8 it loses, 39 equal: p = 0.19 task by task, a reject
     base = [(f"t{i}", 0 if i < 13 else (1 if i < 21 else i % 2)) for i in range(60)]
@@ -53,6 +79,15 @@ def test_a_candidate_file_that_clusters_each_loss_with_a_win_is_not_accepted(tmp
     assert "in none in the baseline's file" in said.err and "--clusters FILE" in said.err, said.err
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "`capevolve compare A.csv B.csv` where B's file alone has a `cluster` column, chosen after the "
+        "results: each of its 8 losses in a cluster with one of its 13 wins (net 0), 5 wins alone; "
+        "task by task p = 0.19 (reject), by those 52 clusters ACCEPT, p = 1/32"
+    ),
+    note="the way on: clusters both files share are read",
+)
 @pytest.mark.parametrize("where", ["both", "flag"])
 def test_clusters_fixed_with_the_baseline_are_still_flipped_whole(tmp_path, capsys, where) -> None:
     """The way on the refusal names works: the same clusters in the baseline's file too, or for

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 # val ids of noisy_agent's frozen splits (split_seed 7, one trial)
 VAL = ("n01", "n02", "n10", "n13")
 
@@ -33,6 +35,19 @@ def _refused(result, key: str) -> str:
     return lines[0]
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "`leak_guard_min_length: false` added to `capevolve.yaml` mid-run (or `-o "
+        "capevolve_leak_guard_min_length=false`), then a prompt naming every val id gated (accepted "
+        "and booked, before, with nothing saying the guard was off); `protected_paths` narrowed; "
+        "`harness_files` emptied"
+    ),
+    outcome=(
+        "refused in one line before anything is paid: the guards are frozen with the run in "
+        "`spec.lock.yaml`; a new run (`--capevolve-new-run`) gates under new guards"
+    ),
+)
 def test_a_guard_switched_off_mid_run_is_refused_before_anything_is_paid(
     example, projects, capevolve
 ) -> None:
@@ -68,6 +83,14 @@ def test_a_guard_switched_off_mid_run_is_refused_before_anything_is_paid(
     assert verdict["basis"] == "leak"
 
 
+@pytest.mark.attack(
+    "harness",
+    attack="a run that gates with the leak guard off from its start",
+    outcome=(
+        "labelled: every verdict records the guards (`details.guards`) and says the leak guard is off, "
+        "under the verdict in the summary"
+    ),
+)
 def test_a_run_gating_with_the_leak_guard_off_says_so_in_every_verdict(example, projects, capevolve) -> None:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")

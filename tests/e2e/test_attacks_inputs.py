@@ -62,6 +62,11 @@ class BadCostAdapter(NoisyAgentAdapter):
 """
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a cost of NaN, inf or below zero",
+    outcome="prevented: an infra error; spend stays valid JSON",
+)
 def test_bad_costs_are_infra_errors_and_spend_stays_json(example, projects, capevolve, capsys) -> None:
     """Before: NaN cost made ``spend`` print ``NaN`` (not JSON), inf broke the dashboard
     (OverflowError), a negative cost gave spend back, "lots" crashed the item."""
@@ -83,12 +88,22 @@ def test_bad_costs_are_infra_errors_and_spend_stays_json(example, projects, cape
     assert main(["dashboard", str(project)]) == 0
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a cost of NaN, inf or below zero",
+    note="the check",
+)
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e308, 1e6 + 1, -0.01, "1.0", True, [1]])
 def test_check_cost_refuses(value) -> None:
     with pytest.raises(AdapterError, match="cost_usd must be"):
         check_cost(value, "run_target('t')")
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a cost of NaN, inf or below zero",
+    note="the check",
+)
 def test_check_cost_accepts() -> None:
     assert check_cost(1e6, "x") == 1e6  # the most one rollout may cost
     assert check_cost(None, "x") == 0.0
@@ -108,6 +123,11 @@ class BadTokensAdapter(NoisyAgentAdapter):
 """
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="token counts that are negative, NaN or not integers",
+    outcome="prevented: an infra error",
+)
 def test_bad_token_counts_are_infra_errors_like_a_bad_cost(example, projects, capevolve) -> None:
     """Before: ``int(rollout.tokens or 0)`` booked -3 tokens, truncated 2.5 and raised a
     traceback on NaN and "many". Now each is an infra error (missing data), its tokens 0."""
@@ -125,12 +145,22 @@ def test_bad_token_counts_are_infra_errors_like_a_bad_cost(example, projects, ca
     assert good and all(r["tokens"] == 1400 and r["infra_error"] is None for r in good)
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="token counts that are negative, NaN or not integers",
+    note="the check",
+)
 @pytest.mark.parametrize("value", [-1, float("nan"), 2.5, 3.0, "7", True, None.__class__])
 def test_check_tokens_refuses(value) -> None:
     with pytest.raises(AdapterError, match="tokens must be a whole number"):
         check_tokens(value, "run_target('t')")
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="token counts that are negative, NaN or not integers",
+    note="the check",
+)
 def test_check_tokens_accepts() -> None:
     assert check_tokens(None, "x") == 0
     assert check_tokens(0, "x") == 0
@@ -145,6 +175,10 @@ def _record(**fields) -> str:
     return json.dumps(base)
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a reward of 7.0 written into a file",
+)
 @pytest.mark.parametrize(
     "fields",
     [
@@ -167,6 +201,11 @@ def test_a_record_read_back_with_a_bad_number_is_refused(fields) -> None:
         RolloutRecord.loads(_record(**fields), "rollouts/val/x.json")
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a reward of 7.0 written into a file",
+    outcome="prevented: quarantined and paid again",
+)
 def test_a_file_edited_to_a_bad_reward_is_quarantined_and_paid_again(example, projects, capevolve) -> None:
     project = noisy(example, projects)
     assert capevolve(project).ret in (0, 1)
@@ -200,6 +239,14 @@ class ExitingAdapter(NoisyAgentAdapter):
 """
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="`SystemExit` raised in `run_target` or `score` (sync and async)",
+    outcome=(
+        "prevented: one rollout ends, never the session — in `run_target` the candidate's failure (a "
+        "0), in `score` an infra error"
+    ),
+)
 def test_system_exit_in_the_adapter_ends_one_rollout_not_the_session(example, projects, capevolve) -> None:
     """Before: ``sys.exit`` in run_target or score ended the whole session."""
     project = noisy(example, projects, EXITING, "ExitingAdapter")
@@ -228,6 +275,10 @@ class _AsyncExiting:
         return 1.0
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="`SystemExit` raised in `run_target` or `score` (sync and async)",
+)
 def test_system_exit_in_an_async_adapter_is_the_candidates_failure(tmp_path: Path) -> None:
     scored = run_and_score(AdapterRunner(_AsyncExiting()), Task(id="t"), tmp_path, seed=0, split="val")
     assert scored.reward == 0.0 and scored.infra_error is None
@@ -267,6 +318,11 @@ NOT_FILES = {
 }
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a FIFO, socket or device inside a candidate folder (today's hang)",
+    outcome="refused in one line, never opened",
+)
 @pytest.mark.parametrize("case", sorted(NOT_FILES))
 def test_a_candidate_holding_what_is_not_a_file_is_refused_in_one_line(
     example, projects, capevolve, case: str
@@ -289,6 +345,10 @@ def test_a_candidate_holding_what_is_not_a_file_is_refused_in_one_line(
         (culprit.parent / entry).unlink(missing_ok=True)
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a FIFO, socket or device inside a candidate folder (today's hang)",
+)
 def test_a_device_inside_the_folder_is_refused_without_opening_it(tmp_path: Path) -> None:
     from pytest_capevolve._project.candidate import CandidateError, _check_entry
 
@@ -329,6 +389,11 @@ GARBLED = {
 }
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a garbled `spec.lock.yaml`, `candidate.json` or verdict file",
+    outcome="refused in one line",
+)
 def test_a_garbled_run_file_is_refused_in_one_line(example, projects, capevolve) -> None:
     """Before: each of these ended in INTERNALERROR (UnicodeDecodeError, yaml ParserError,
     JSONDecodeError, KeyError) with a traceback."""
@@ -348,6 +413,10 @@ def test_a_garbled_run_file_is_refused_in_one_line(example, projects, capevolve)
             path.write_bytes(data)
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a garbled `spec.lock.yaml`, `candidate.json` or verdict file",
+)
 def test_a_garbled_verdict_file_is_refused_in_one_line(tmp_path: Path) -> None:
     from pytest_capevolve._store.files import RunDirError
     from pytest_capevolve._store.rundir import RunDir
@@ -366,6 +435,11 @@ def test_a_garbled_verdict_file_is_refused_in_one_line(tmp_path: Path) -> None:
 # -- 2. reserved tag names -----------------------------------------------------------------
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a real candidate tagged `seed-null1` (or `Seed-Null1`), or `seed` for another folder",
+    outcome="refused: null-control names are reserved",
+)
 def test_a_null_control_name_is_refused_for_a_real_candidate(example, projects, capevolve) -> None:
     """Before: ``--capevolve-tag seed-null1`` was accepted for another candidate's bytes and
     then every gate of the run stopped at "tag 'seed-null1' was evaluated with different bytes"."""
@@ -380,6 +454,10 @@ def test_a_null_control_name_is_refused_for_a_real_candidate(example, projects, 
     assert re.search(r"^improved +(ACCEPT|REJECT) ", result.stdout.str(), re.M)
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a real candidate tagged `seed-null1` (or `Seed-Null1`), or `seed` for another folder",
+)
 def test_seed_for_another_folder_and_case_twins_are_refused(example, projects, capevolve) -> None:
     project = noisy(example, projects)
     result = capevolve(project, "improved", tags=["seed"])
@@ -402,6 +480,11 @@ CLI_GARBLED = {
 }
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a garbled `spec.lock.yaml`, `candidate.json` or verdict file",
+    note="by `capevolve gate` and `commit` too",
+)
 def test_gate_and_commit_refuse_a_garbled_run_file_in_one_line(example, projects, capevolve, capsys) -> None:
     """Before: ``capevolve gate`` and ``capevolve commit`` read past a garbled ``spec.lock.yaml``
     or ``candidate.json`` (a session refused them), and a verdict file holding a JSON list
@@ -434,6 +517,11 @@ def test_gate_and_commit_refuse_a_garbled_run_file_in_one_line(example, projects
     ]
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="`spec.lock.yaml` deleted (the run was passed over and everything paid again in a new one)",
+    outcome="refused in one line, nothing paid",
+)
 def test_a_deleted_spec_lock_is_refused_never_a_silent_new_run(example, projects, capevolve) -> None:
     """Attack 11: with spec.lock.yaml deleted the run was passed over, and the next session
     started a new run and paid everything again. Now refused in one line, nothing paid."""
@@ -469,6 +557,13 @@ class Adapter:
 """
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "a `tasks()` that gives a worker other tasks than the controller (3,989 lines of `KeyError`, before)"
+    ),
+    outcome="prevented: that worker's rollouts are infra errors saying why; nothing paid",
+)
 def test_tasks_that_differ_on_a_worker_are_infra_errors_never_a_traceback(pytester, capevolve) -> None:
     """Attack 11: a tasks() that is not deterministic under -n 2 ended in 3,989 lines of
     KeyError. Now each rollout of that worker is an infra error saying why, nothing paid."""

@@ -12,6 +12,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
@@ -38,6 +40,19 @@ def _refused(result) -> str:
     return lines[0]
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "correctly chained `rollout` events appended through the package's own API "
+        "(`RunDir(run).rollouts.record_rollout`) by a shell or by candidate code, outside any session: "
+        "a pass for each val rollout of a no-op before a session paid it (accepted, before: val reads "
+        "a key's first outcome)"
+    ),
+    outcome=(
+        "refused before the gate reads the log (exit 11, no verdict): each session logs its claim "
+        "(`claimed`) and every rollout event names it; an event no logged claim holds is named"
+    ),
+)
 def test_rollouts_appended_through_the_api_outside_a_session_are_refused_before_the_gate(
     example, projects, capevolve, capsys
 ) -> None:
@@ -76,6 +91,17 @@ def test_rollouts_appended_through_the_api_outside_a_session_are_refused_before_
     assert "no session's claim holds it" in capsys.readouterr().err
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a paid key logged again as a pass, the forger copying the paying session's claim id (found by "
+        "`verify` only, after the decision)"
+    ),
+    outcome=(
+        "refused before the gate and before the seal: a key in two valid rollout events with no "
+        "quarantine or vanish of its file between"
+    ),
+)
 def test_a_key_logged_twice_is_refused_before_the_gate_not_only_by_verify(
     example, projects, capevolve
 ) -> None:

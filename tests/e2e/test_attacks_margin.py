@@ -19,6 +19,18 @@ from pytest_capevolve._project.spec import load_spec
 from pytest_capevolve._store.rundir import RunDir
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "`gate_margin: -0.9` added to the spec of a run whose gate settings were frozen by a version "
+        "before the key existed (the check compared only the keys the frozen event holds): a no-op "
+        'with Δ̄ = −0.125 booked accept as "no worse than −0.9"'
+    ),
+    outcome=(
+        "refused before anything is paid (exit 4): a frozen event without `gate_margin` was decided "
+        'under "better" and is compared as 0, naming the way on (restore it, or a new run)'
+    ),
+)
 def test_a_margin_added_to_a_run_frozen_before_the_key_existed_is_refused(
     example, projects, capevolve
 ) -> None:
@@ -39,6 +51,15 @@ def test_a_margin_added_to_a_run_frozen_before_the_key_existed_is_refused(
     assert "--capevolve-new-run" in said  # the way on
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "`gate_margin: -0.9` added to the spec of a run whose gate settings were frozen by a version "
+        "before the key existed (the check compared only the keys the frozen event holds): a no-op "
+        'with Δ̄ = −0.125 booked accept as "no worse than −0.9"'
+    ),
+    note='null controls are asked "better": an honest run sounds no alarm',
+)
 def test_null_controls_are_asked_better_under_a_margin_so_an_honest_run_sounds_no_alarm(
     example, projects, capevolve
 ) -> None:
@@ -58,6 +79,20 @@ def test_null_controls_are_asked_better_under_a_margin_so_an_honest_run_sounds_n
         assert "margin" not in verdict and "no worse than" not in verdict["reason"], verdict["reason"]
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "unconfined: `gate_margin: -0.9` written into `capevolve.yaml` (or `capevolve_gate_margin` "
+        "into `pytest.ini`) after the baseline, before the run's first decision: a worse no-op (Δ̄ = "
+        '−0.125) accepted as "no worse than −0.9"'
+    ),
+    outcome=(
+        "**not held**: gate settings freeze at the first decision, and an owner may set them until "
+        "then; the verdict states the question it asked. Confined, the project is out of the agent's "
+        "reach (the kernel refuses the edit)"
+    ),
+    note="xfail, strict",
+)
 @pytest.mark.xfail(
     strict=True,
     reason="gate settings freeze at the run's first decision, not its first session: between the "

@@ -122,6 +122,24 @@ def _refused(result, *expected: str) -> str:
     return line
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack=(
+        "a `-p` plugin outside the project drops finalize items in `pytest_collection_modifyitems`, "
+        "silently or announced through `pytest_deselected` (170 of 240 test rollouts paid before the "
+        "finalize found the rest missing)"
+    ),
+    outcome="refused in one line before any test rollout; the next finalize without it scores once",
+)
+@pytest.mark.attack(
+    "session-runs",
+    attack=(
+        "a plugin that repeats an item, reverses the items, adds an item of its own, edits the plan "
+        "object (`plan.persisted`) in a later `pytest_configure`, or drops items from its run-loop "
+        "wrapper after collection"
+    ),
+    outcome="refused in one line before any rollout, naming what differs",
+)
 @pytest.mark.parametrize(
     ("plugin", "expected"),
     [
@@ -148,6 +166,11 @@ def test_a_plugin_that_changes_a_finalizes_items_is_refused_before_any_test_roll
     assert [e["kind"] for e in _events(run_dir)].count("test_scored") == 1
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack="the same plugin under `-n 2` (the controller collects nothing)",
+    outcome="refused in one line from the workers' ids: nothing is scheduled",
+)
 def test_a_plugin_that_drops_a_finalizes_items_under_xdist_is_refused_before_any_test_rollout(
     example, projects, capevolve, outside_plugin
 ):
@@ -162,6 +185,11 @@ def test_a_plugin_that_drops_a_finalizes_items_under_xdist_is_refused_before_any
     assert not [e for e in _events(run_dir) if e["kind"] == "rollout" and e["split"] == "test"]
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack="a plugin that only calls `config.hook.pytest_deselected`, removing nothing",
+    outcome="held: every planned item runs, the finalize scores once",
+)
 def test_a_plugin_that_only_announces_a_deselection_changes_nothing(
     example, projects, capevolve, outside_plugin
 ):
@@ -177,6 +205,14 @@ def _gate_noop(example, projects):
     return project
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack=(
+        "a plugin that drops the val tasks a candidate loses from its gate (the gate decided on the "
+        "rest above `min_coverage`)"
+    ),
+    outcome="refused in one line before any rollout, no verdict",
+)
 def test_a_plugin_that_drops_a_gates_val_items_is_refused_before_any_rollout(
     example, projects, capevolve, outside_plugin
 ):
@@ -188,6 +224,14 @@ def test_a_plugin_that_drops_a_gates_val_items_is_refused_before_any_rollout(
     assert not list((run_dir / "verdicts").glob("*.json"))  # nothing decided
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack='`-k "not n07"`, `--deselect`, `-x`, `--maxfail` given to a gate',
+    outcome=(
+        "refused in one line before anything is claimed (grow and the screens choose their subsets in "
+        "their own planning)"
+    ),
+)
 @pytest.mark.parametrize(
     ("selection", "named"),
     [
@@ -209,6 +253,11 @@ def test_a_selection_given_to_a_gate_is_refused_before_anything_is_claimed(
     assert not list(runs.rglob("rollouts/**/*.json")) if runs.exists() else True
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack="`--lf`, `--ff`, `-x` on a finalize",
+    outcome="refused in one line before the seal is claimed",
+)
 def test_last_failed_failed_first_and_maxfail_on_a_finalize_are_refused_before_the_seal(
     example, projects, capevolve, pytester
 ):
@@ -221,6 +270,11 @@ def test_last_failed_failed_first_and_maxfail_on_a_finalize_are_refused_before_t
     assert not [e for e in _events(run_dir) if e["kind"] in ("test_opened", "test_scored")]
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack="a plugin that repeats an item of a session that decides nothing (paid twice)",
+    outcome="refused in one line (such a session may drop and reorder, never gain or repeat)",
+)
 def test_a_plugin_that_duplicates_an_evaluations_item_is_refused(
     example, projects, capevolve, outside_plugin
 ):
@@ -230,6 +284,15 @@ def test_a_plugin_that_duplicates_an_evaluations_item_is_refused(
     assert not list((projects.run_dir(project) / "rollouts").rglob("*.json"))
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack=(
+        "`-p no:capevolve-plan-check` (a finalize with the dropping plugin paid 17 of 24 test "
+        "rollouts), or any `-p no:capevolve-…` but the parts that only make a session faster "
+        "(`-retention`, `-protocol`, `-heap`, `-fanout`, `-ahead`)"
+    ),
+    outcome="refused in one line before anything is planned",
+)
 def test_a_session_run_without_one_of_its_parts_is_refused_before_anything_is_planned(
     example, projects, capevolve, outside_plugin
 ):
@@ -246,6 +309,11 @@ def test_a_session_run_without_one_of_its_parts_is_refused_before_anything_is_pl
     assert not [e for e in _events(run_dir) if e["kind"] in ("test_opened", "test_scored")]
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack="`-n 2 --dist each` (every rollout paid once per worker)",
+    outcome="refused in one line before anything is planned",
+)
 def test_dist_each_is_refused_before_anything_is_planned(example, projects, capevolve):
     """``-n 2 --dist each`` ran every rollout on both workers: each paid twice."""
     project = example("toy_calc")
@@ -255,6 +323,15 @@ def test_dist_each_is_refused_before_anything_is_planned(example, projects, cape
     assert not (project / ".capevolve" / "runs").exists()
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack="a worker's items edited after it sent their ids (index 1 runs item 0 again)",
+    outcome=(
+        "held to the plan where the record arrives: each owed rollout is recorded once, a record the "
+        "plan does not owe is not recorded, and the finalize short of one scores nothing. Code in the "
+        "process can still forge what it runs: see *whoever starts the gate process* above"
+    ),
+)
 def test_a_rollout_repeated_on_a_worker_after_its_ids_were_checked_is_recorded_once(
     example, projects, capevolve, outside_plugin
 ):
@@ -278,6 +355,11 @@ def test_a_rollout_repeated_on_a_worker_after_its_ids_were_checked_is_recorded_o
     assert "test_scored" not in [e["kind"] for e in _events(run_dir)]
 
 
+@pytest.mark.attack(
+    "session-runs",
+    attack='`-k "not n07"`, `--deselect`, `-x`, `--maxfail` given to a gate',
+    note="a `-m` that drops no rollout leaves a gate alone",
+)
 def test_a_mark_expression_that_deselects_no_rollout_leaves_a_gate_alone(example, projects, capevolve):
     """``addopts = -m "not slow"`` is common in a project's pytest configuration: rollouts carry
     no marks, so it drops none, and the gate decides (a ``-m`` that did drop one would be

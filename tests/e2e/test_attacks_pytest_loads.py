@@ -15,6 +15,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from pytest_capevolve._loop.launch import session_command
 
 # forges the no-op's rewards in the process that scores, and leaves a mark that it ran
@@ -54,6 +56,20 @@ def _refused(result, named: str) -> None:
     assert named in lines[0] and "--capevolve-new-run" in lines[0], lines[0]
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "an empty `setup.py` (or a `pytest.ini` with an empty `[pytest]` section) and a `conftest.py` "
+        "planted one folder above the project after the run began: pytest's rootdir and confcutdir "
+        "move there and the conftest forged the no-op's rewards in the process that scores (issue 37)"
+    ),
+    outcome=(
+        "refused before anything is planned or paid: every `conftest.py` pytest registered from above "
+        "the project is locked with the run (one that a session no longer loads is no change), and the "
+        "sessions capevolve starts itself (`hill-climb`, `merge`, `baseline`, `measure`) pass "
+        "`--confcutdir PROJECT`, so there it is never imported"
+    ),
+)
 def test_a_conftest_planted_above_the_project_after_the_run_began_is_refused(
     example, projects, capevolve, monkeypatch
 ) -> None:
@@ -79,6 +95,14 @@ def test_a_conftest_planted_above_the_project_after_the_run_began_is_refused(
     assert rewards and set(rewards) != {1.0}
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "an empty `setup.py` (or a `pytest.ini` with an empty `[pytest]` section) and a `conftest.py` "
+        "planted one folder above the project after the run began: pytest's rootdir and confcutdir "
+        "move there and the conftest forged the no-op's rewards in the process that scores (issue 37)"
+    ),
+)
 def test_a_session_capevolve_starts_never_imports_a_conftest_above_the_project(example, projects) -> None:
     project = _project(example, projects)
     above = project.parent
@@ -90,6 +114,16 @@ def test_a_session_capevolve_starts_never_imports_a_conftest_above_the_project(e
     assert not (above / "FORGER_RAN").exists(), "the conftest above the project was imported"
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        'a `pytest.ini` with an empty `[pytest]` section planted above the project (digested as "no '
+        'config", before)'
+    ),
+    outcome=(
+        "refused: where the config file pytest reads is, an empty section included, is part of the harness"
+    ),
+)
 def test_a_config_file_planted_above_the_project_is_a_changed_harness(
     example, projects, capevolve, monkeypatch
 ) -> None:

@@ -9,6 +9,8 @@ import os
 import shutil
 import sqlite3
 
+import pytest
+
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.rundir import RunDir
 
@@ -29,6 +31,11 @@ def _cli(capsys, *words: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+@pytest.mark.attack(
+    "record",
+    attack='a verdict file edited to `"decision": "accept"`, then `capevolve commit --decision accept`',
+    outcome="refused: the verdict's sha256 is in its log event",
+)
 def test_a_forged_verdict_is_not_booked(example, projects, capevolve, capsys):
     project, run_dir = _gated_noop(example, projects, capevolve)
     path = run_dir / "verdicts" / "noop.json"
@@ -49,6 +56,11 @@ def test_a_forged_verdict_is_not_booked(example, projects, capevolve, capsys):
     ]
 
 
+@pytest.mark.attack(
+    "record",
+    attack="`best_id` edited in `state.json` (finalize would score a rejected tag)",
+    outcome="refused by sessions and commands",
+)
 def test_an_edited_best_id_is_refused_by_sessions_and_commands(example, projects, capevolve, capsys):
     project, run_dir = _gated_noop(example, projects, capevolve)
     state_path = run_dir / "state.json"
@@ -64,6 +76,11 @@ def test_an_edited_best_id_is_refused_by_sessions_and_commands(example, projects
     assert code != 0 and "state.json was edited" in err
 
 
+@pytest.mark.attack(
+    "record",
+    attack="`seal.json` deleted after finalize (to gate again, or to score test twice)",
+    outcome="prevented: the seal is the log's `test_scored` event",
+)
 def test_deleting_the_seal_file_reopens_nothing(example, projects, capevolve, capsys):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
@@ -88,6 +105,11 @@ def test_deleting_the_seal_file_reopens_nothing(example, projects, capevolve, ca
     assert code == 0 and "seal.json is missing" in measured.out + measured.err
 
 
+@pytest.mark.attack(
+    "record",
+    attack="val tasks dropped from `splits.json`, or a test task moved into val",
+    outcome="refused: `splits.json` is held to its `splits_frozen` event",
+)
 def test_val_tasks_dropped_from_the_splits_file_are_refused(example, projects, capevolve):
     project, run_dir = _gated_noop(example, projects, capevolve)
     path = run_dir / "splits.json"
@@ -102,6 +124,10 @@ def test_val_tasks_dropped_from_the_splits_file_are_refused(example, projects, c
     assert "not the splits the run froze" in capevolve(project, "noop", gate=True).stderr.str()
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="a real candidate tagged `seed-null1` (or `Seed-Null1`), or `seed` for another folder",
+)
 def test_a_case_twin_of_a_null_control_name_is_reserved_too(example, projects, capevolve):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
@@ -128,6 +154,13 @@ def _forge_wins(files) -> list[str]:
     return forged
 
 
+@pytest.mark.attack(
+    "record",
+    attack="rewards edited in rollout files, with size and mtime kept",
+    outcome=(
+        "prevented: each file read is held to its `rollout` event; the edit is quarantined and paid again"
+    ),
+)
 def test_rewards_edited_in_the_files_are_never_used(example, projects, capevolve, capsys):
     """Attack 8: rewards edited in rollout files (size and mtime kept) flip nothing: a file read
     is held to its event, so the edit is quarantined and the logged outcome is what is gated."""
@@ -151,6 +184,11 @@ def test_rewards_edited_in_the_files_are_never_used(example, projects, capevolve
     assert (after["decision"], after["delta_mean"]) == ("reject", before["delta_mean"])
 
 
+@pytest.mark.attack(
+    "record",
+    attack="index rows zeroed or turned into passes (by hand, or by candidate code during its own gate)",
+    outcome="prevented: rows are held to the log's outcomes and read again",
+)
 def test_index_rows_edited_by_hand_are_read_again_from_the_log(example, projects, capevolve, capsys):
     """Attack 8: the index's rows zeroed or turned into passes (sqlite3 by hand, or the
     candidate's own code during its gate): the rows are held to the log's outcomes — a digest
@@ -179,6 +217,11 @@ def test_index_rows_edited_by_hand_are_read_again_from_the_log(example, projects
     assert {r.key: r.reward for r in reader.rollouts.indexed_rollouts("val", None, None)} == logged
 
 
+@pytest.mark.attack(
+    "record",
+    attack="the outcomes digest that lets a reader trust the index edited to match forged rows",
+    outcome="refused: the event's hash link breaks",
+)
 def test_an_edited_outcome_digest_is_refused(example, projects, capevolve):
     """The digest that lets the next reader trust the index in one pass is itself an event:
     edited (to match forged rows) it breaks the chain, and the session refuses in one line."""
@@ -202,6 +245,14 @@ def _state_edited(run_dir, change) -> None:
     path.write_text(json.dumps(state))
 
 
+@pytest.mark.attack(
+    "record",
+    attack="`spent` set back to 0 in `state.json`, so the next session looks affordable",
+    outcome=(
+        "refused in one line by the session and by every command that reads the state: each counter a "
+        "decision reads is held to the log"
+    ),
+)
 def test_a_spend_reset_in_state_json_does_not_get_past_max_metric_calls(example, projects, capevolve, capsys):
     """Attack 6: ``spent`` set back to 0 in state.json, so the next session looks affordable.
     Refused in one line by the session and by every command that reads the state."""
@@ -229,6 +280,11 @@ def test_a_spend_reset_in_state_json_does_not_get_past_max_metric_calls(example,
     assert "state.json was edited" in err
 
 
+@pytest.mark.attack(
+    "record",
+    attack="`spent` set back to 0 in `state.json`, so the next session looks affordable",
+    note="`iterations`, `stall` and the optimizer's spend too",
+)
 def test_every_counter_a_decision_reads_is_checked_against_the_log(example, projects, capevolve, capsys):
     """The same one check covers ``iterations``, ``stall`` and the optimizer's spend (what
     ``max_iterations``, ``stall`` and ``max_usd`` stop on), and the spend mark itself."""

@@ -52,6 +52,15 @@ capevolve pytest --capevolve-run . -k "@$TMPDIR/args.txt" -q -p no:cacheprovider
 """
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "`capevolve pytest @$TMPDIR/args.txt` (or `-k @FILE`): pytest read the agent's own arguments "
+        "from FILE past every check — a folder of the agent's whose `conftest.py` then ran in the "
+        "broker's unconfined session and wrote `.capevolve/`"
+    ),
+    outcome="refused in one line: no `@` word anywhere in a brokered pytest command",
+)
 @needs_landlock
 @pytest.mark.confined
 def test_a_pytest_argument_file_cannot_lead_the_broker_to_import_the_agents_conftest(project: Path) -> None:
@@ -90,6 +99,18 @@ capevolve commit t1 --decision accept --note "a tool" > /dev/null
 """
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "candidate code that raises an API-looking error on each failing answer (missing data, paid "
+        "again with a fresh draw): a seed-plus-tool accepted by its 2nd gate session, confined and "
+        "unconfined"
+    ),
+    outcome=(
+        "prevented: against an accept, a trial paid again after an infra error is imputed as that "
+        "error ([candidate failures](candidate-failures.md))"
+    ),
+)
 @pytest.mark.parametrize(
     "landlock",
     [pytest.param(True, marks=[needs_landlock, pytest.mark.confined]), False],
@@ -129,6 +150,18 @@ def test_a_candidate_that_turns_its_failing_draws_into_api_errors_is_never_accep
     assert [e.get("decision") for e in booked if e.get("tag") == "t1"] != ["accept"]
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "`diagnose --export $TMPDIR/d/events.jsonl`, `d` swapped for a link into the run dir after the "
+        "check (the export would replace the log); `hill-climb --instructions-file` swapped for a link "
+        "to gold"
+    ),
+    outcome=(
+        "prevented: the broker writes the export and reads the instructions itself, following no link; "
+        "the command works on a private copy"
+    ),
+)
 def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_writes_the_run(
     project: Path, tmp_path: Path
 ) -> None:
@@ -171,6 +204,15 @@ sys.modules["scipy"] = importlib.import_module("scipy")
 """
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "unconfined: a `scipy/` package planted in the project after the run began, imported by the "
+        "gate session the broker started (`python -m` put the project first on `sys.path`), in the "
+        "process that decides"
+    ),
+    outcome="prevented: every session and command capevolve starts runs `python -P`",
+)
 def test_a_package_planted_in_the_project_is_never_imported_by_a_session_the_broker_starts(
     project: Path, tmp_path: Path
 ) -> None:
@@ -198,6 +240,14 @@ def test_a_package_planted_in_the_project_is_never_imported_by_a_session_the_bro
     assert not marker.exists()
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "a work-copy file listed as plain, then made a link to gold before the broker reads it: the "
+        "journal frozen at a decision (shown to every later round), `capevolve diff`, a merge"
+    ),
+    outcome="prevented: such files are opened without following a link (`_project.candidate.read_plain`)",
+)
 def test_a_journal_made_a_link_after_the_check_never_freezes_gold(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,6 +273,13 @@ def test_a_journal_made_a_link_after_the_check_never_freezes_gold(
     assert "SECRET" not in rundir.journal_entry_path("t1").read_text()
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "a work-copy file listed as plain, then made a link to gold before the broker reads it: the "
+        "journal frozen at a decision (shown to every later round), `capevolve diff`, a merge"
+    ),
+)
 def test_a_work_copy_file_made_a_link_after_it_was_listed_is_never_shown_by_diff(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -271,6 +328,21 @@ SEALED_SELECTIVELY = (
 )
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "at finalize, the best's code raises an API-looking error on each failing test answer: those "
+        "trials are missing data, and the seal burns once coverage reaches `min_coverage`, on the "
+        "valid trials only (a best sealed 1.0; a no-op with the tool sealed 1.0 against the seed's "
+        "0.444)"
+    ),
+    outcome=(
+        "prevented: the seal counts every test trial whose first attempt was an infra error, paid "
+        "again since or not, as a failure of the best and a pass of the seed (worst case); `seal.json` "
+        "keeps the means over valid trials beside (`mean_valid_trials`) and says how many were counted "
+        "(`worst_case`), and the finalize says so in a line"
+    ),
+)
 def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inflated_mean(
     project: Path,
 ) -> None:

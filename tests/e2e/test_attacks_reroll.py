@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from pytest_capevolve._cli.main import main
 
 UNSEEDED = '''
@@ -47,6 +49,17 @@ def _reroll(run_dir) -> int:
     return deleted
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "with a non-reproducible adapter, the no-op's failed rollout files and the seed's passes "
+        "deleted before each re-run, then a gate (re-rolled into an accept)"
+    ),
+    outcome=(
+        "prevented: the gate decides on the first valid outcome the log recorded for each rollout; the "
+        "verdict records how many of each arm were paid again"
+    ),
+)
 def test_deleting_chosen_rollout_files_to_redraw_them_changes_no_decision(
     example, projects, capevolve, capsys
 ):

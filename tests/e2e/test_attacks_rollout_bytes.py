@@ -44,6 +44,13 @@ def _edit_trace_in_place(path: Path) -> None:
     assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a rollout's output, trace or feedback edited, its reward kept (they feed diagnose, the "
+        "handover, an LLM judge's re-scoring, the reports)"
+    ),
+)
 def test_an_output_or_trace_edited_in_a_rollout_file_is_named_by_verify_and_quarantined_by_repair(
     example, projects, capevolve, capsys
 ) -> None:
@@ -80,6 +87,22 @@ def test_an_output_or_trace_edited_in_a_rollout_file_is_named_by_verify_and_quar
     assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a rollout's output, trace or feedback edited, its reward kept (they feed diagnose, the "
+        "handover, an LLM judge's re-scoring, the reports)"
+    ),
+    outcome=(
+        "prevented: a file a session reads again (its size or mtime changed) is held to the sha256 of "
+        "the bytes its `rollout` event recorded, quarantined and paid again, never reused; `capevolve "
+        "verify` names every file whose bytes differ (an edit at the same size with the mtime set back "
+        "too), and `--repair` quarantines it. Not held by a session: a file whose size and mtime are "
+        "still its index row's is not read again (its outcome, what a decision reads, is held to the "
+        "log), so an edit that restores both is shown by diagnose, the handover and the dashboard "
+        "until `verify` names it"
+    ),
+)
 def test_a_resume_after_an_output_edit_quarantines_and_pays_that_rollout_again(
     example, projects, capevolve, capsys
 ) -> None:
@@ -101,6 +124,14 @@ def test_a_resume_after_an_output_edit_quarantines_and_pays_that_rollout_again(
     assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a rollout's output, trace or feedback edited, its reward kept (they feed diagnose, the "
+        "handover, an LLM judge's re-scoring, the reports)"
+    ),
+    note="no false alarm on a run logged before events carried a sha256",
+)
 def test_rollout_events_written_before_they_carried_a_sha256_raise_no_alarm(
     example, projects, capevolve
 ) -> None:
@@ -123,6 +154,14 @@ def test_rollout_events_written_before_they_carried_a_sha256_raise_no_alarm(
     assert not run.rollouts._bytes_differ(key, b"anything", older_digests)
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a rollout's output, trace or feedback edited, its reward kept (they feed diagnose, the "
+        "handover, an LLM judge's re-scoring, the reports)"
+    ),
+    note="a test file is named, never moved: the test split is scored once",
+)
 def test_repair_leaves_a_test_file_that_differs_reported_not_moved(tmp_path: Path) -> None:
     """The test split is scored once: a test rollout file moved aside would never be paid
     again, so ``--repair`` leaves it where it is and verify keeps naming it."""
@@ -153,6 +192,19 @@ for _up in _pathlib.Path(__file__).resolve().parents:
 """
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "test rollout files rewritten during finalize — by code run in the finalize (a candidate's "
+        "tool, in its sandbox child) or by a shell — as passes, before the seal is burned (the test "
+        "split is in no index: the seal read its files as they were, and burned a forged mean of 1.0)"
+    ),
+    outcome=(
+        "prevented: every test file the seal reads is held to its `rollout` event in the log, outcome "
+        "and sha256 of its bytes; one that differs is quarantined, so the test split is not scored, "
+        "the seal stays unburned, and the next finalize pays what is missing — never a forged score"
+    ),
+)
 @pytest.mark.unconfined
 def test_test_rollouts_rewritten_during_finalize_are_never_scored(example, projects, capevolve) -> None:
     """The test split is in no index, and the seal read its files as they were on disk: code run
@@ -191,6 +243,19 @@ class _StopsBeforeTheBurn:
         raise RuntimeError("stopped before the burn")
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "after a finalize stopped before its burn, a failed test rollout's file rewritten as a pass "
+        "and its `rollout` event edited to match (reward, sha256), the next line's link left broken "
+        "(`verify` said TAMPERED; the next finalize sealed the forged mean)"
+    ),
+    outcome=(
+        "refused: the test split's truth is read only from a log whose chain verifies; nothing is "
+        "scored against one that does not. A rewrite of every line after the edited one too is the "
+        "anchor's to catch (`capevolve verify --anchor`)"
+    ),
+)
 def test_a_test_event_edited_to_match_a_forged_file_breaks_the_chain_and_nothing_is_sealed(
     example, projects, capevolve, pytester
 ) -> None:

@@ -12,6 +12,7 @@ by a forged log line, a best booked against the gate shown as if the gate had ac
 
 from __future__ import annotations
 
+import pytest
 from run_log import events as _events
 from run_log import one_line as _one_line
 
@@ -28,6 +29,14 @@ def _gated_noop(example, projects, capevolve):
     return project, projects.run_dir(project)
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        '`--capevolve-finalize --deselect "capevolve.yaml::test::n03[seed-t0]"` (239 of 240 test '
+        "rollouts paid, seal unburned, gating still open), or `-k`"
+    ),
+    outcome="refused in one line before any test rollout; a finalize is the whole test plan",
+)
 def test_a_finalize_that_deselects_part_of_the_test_plan_is_refused_before_any_rollout(
     example, projects, capevolve
 ):
@@ -52,6 +61,14 @@ class _StopsBeforeTheBurn:
         raise RuntimeError("stopped before the burn")
 
 
+@pytest.mark.attack(
+    "record",
+    attack="a finalize stopped after paying test rollouts, before the seal was written, then a gate",
+    outcome=(
+        "refused: the log's `test_opened` event, appended before the first test rollout, ends gating; "
+        "the finalize can still be finished"
+    ),
+)
 def test_a_finalize_that_paid_test_rollouts_ends_gating_even_unburned(example, projects, capevolve, pytester):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
@@ -72,6 +89,17 @@ def test_a_finalize_that_paid_test_rollouts_ends_gating_even_unburned(example, p
     assert capevolve(project, finalize=True).ret == 0  # finishing it is still allowed
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a `best_changed` event appended with `RunDir(run).log.append_event`, `state.json` deleted, "
+        "then `capevolve measure` (scored a rejected tag on test as the best)"
+    ),
+    outcome=(
+        "refused: a `best_changed` is honoured only after a booked accept of that tag; state readers "
+        "refuse the run in one line, `verify` names the event"
+    ),
+)
 def test_a_forged_best_changed_event_moves_nothing_and_is_named(example, projects, capevolve, capsys):
     project, run_dir = _gated_noop(example, projects, capevolve)
     RunDir(run_dir).log.append_event("best_changed", best_id="noop")
@@ -89,6 +117,14 @@ def test_a_forged_best_changed_event_moves_nothing_and_is_named(example, project
     assert code != 0 and "best_changed to 'noop'" in out.out + out.err
 
 
+@pytest.mark.attack(
+    "record",
+    attack="`capevolve commit TAG --decision accept --force` on a rejected tag (only LEDGER.md said so)",
+    outcome=(
+        "labelled: `measure`, report.md (best and lineage), `capevolve runs`, the finalize summary and "
+        'the dashboard say "forced: accepted against the gate"'
+    ),
+)
 def test_a_forced_accept_is_labelled_wherever_the_best_is_shown(example, projects, capevolve, capsys):
     project, run_dir = _gated_noop(example, projects, capevolve)
     code = main(["commit", "noop", "--project", str(project), "--decision", "accept", "--force", "--table"])

@@ -37,6 +37,11 @@ def _rules(projects, project: Path, tag: str) -> set[tuple[str, ...]]:
     }
 
 
+@pytest.mark.attack(
+    "runs-recorded",
+    attack="a rule appended to a work copy's `JOURNAL.md` (a handover file, never hashed)",
+    outcome="prevented: every candidate runs from its read-only snapshot, handover files excluded",
+)
 def test_a_rule_in_a_work_copys_journal_is_never_seen_by_the_agent(example, projects, capevolve, capsys):
     """Before: the rule appended to JOURNAL.md (a handover file, never hashed) was read by the
     agent in all 200 rollouts and the no-op was accepted (Δ̄ +0.115)."""
@@ -78,6 +83,11 @@ class EditsItsSourceMidGate(NoisyAgentAdapter):
 '''
 
 
+@pytest.mark.attack(
+    "runs-recorded",
+    attack="`prompt.md` edited during its own gate (with and without `-n 2`)",
+    outcome="prevented: the snapshot is what runs",
+)
 @pytest.mark.unconfined
 def test_editing_prompt_md_during_its_own_gate_is_not_measured(example, projects, capevolve, xdist_args):
     """Before: 62 of 200 rollouts measured bytes no snapshot holds. Now every rollout — the
@@ -116,6 +126,11 @@ class EditsItsSnapshot(NoisyAgentAdapter):
 '''
 
 
+@pytest.mark.attack(
+    "runs-recorded",
+    attack="a snapshot edited by its own rollout, or a file dropped into it",
+    outcome="refused: the rollout is an infra error, the rest refused naming the file",
+)
 @pytest.mark.unconfined
 def test_a_snapshot_edited_by_its_own_rollout_is_refused_naming_the_file(example, projects, capevolve):
     """The rollout that edited it is missing data (it changed while it ran); every later one is
@@ -142,6 +157,10 @@ def test_a_snapshot_edited_by_its_own_rollout_is_refused_naming_the_file(example
     result.stdout.fnmatch_lines(["rollouts: 41 paid, 0 reused*"])  # the seed's 40 and the one
 
 
+@pytest.mark.attack(
+    "runs-recorded",
+    attack="a snapshot edited by its own rollout, or a file dropped into it",
+)
 def test_a_journal_dropped_into_a_snapshot_is_an_added_file(example, projects, capevolve):
     """A handover file is never hashed; in a snapshot it is still a file the agent would read
     (this agent reads every *.md), so it is refused as added, naming it — the seed's snapshot

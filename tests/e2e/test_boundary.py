@@ -120,6 +120,41 @@ def said_everywhere(projects, project: Path, tag: str, capsys) -> dict[str, obje
     }
 
 
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "append a correctly chained `rollout` event to `events.jsonl` through the package's own `RunDir` API"
+    ),
+    outcome="prevented: the run dir is out of reach (EACCES); no event is written",
+    unconfined="labelled unconfined (the log's own checks are another section's)",
+)
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "write `conftest.py`, `pytest.ini` or `setup.py` one folder above the project (moving pytest's "
+        "rootdir there)"
+    ),
+    outcome="prevented: nothing outside the scratch folder is writable (EACCES)",
+    unconfined="labelled unconfined",
+)
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "read a gold file (`data/`, `tasks/`, `gold*`, `answers*`, or what `harness_files` names) and "
+        "return it in the rollout"
+    ),
+    outcome="prevented: the file is out of reach (EACCES); the secret appears in no record",
+    unconfined="labelled unconfined",
+)
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack="kill the session (`os.kill(os.getppid(), SIGKILL)`) to drop a failing draw",
+    outcome=(
+        "prevented: signals are scoped to the child's domain (EPERM, Landlock ABI ≥ 6); the session "
+        "reaches its verdict"
+    ),
+    unconfined="labelled unconfined",
+)
 @pytest.mark.confined
 @pytest.mark.skipif(abi() < 6, reason="this kernel offers no Landlock with scoping (ABI >= 6)")
 def test_confined_candidate_code_cannot_forge_the_log_plant_a_conftest_read_gold_or_kill_the_session(
@@ -152,6 +187,30 @@ def test_confined_candidate_code_cannot_forge_the_log_plant_a_conftest_read_gold
     assert "unconfined" not in result.stdout.str()
 
 
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "append a correctly chained `rollout` event to `events.jsonl` through the package's own `RunDir` API"
+    ),
+)
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "write `conftest.py`, `pytest.ini` or `setup.py` one folder above the project (moving pytest's "
+        "rootdir there)"
+    ),
+)
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "read a gold file (`data/`, `tasks/`, `gold*`, `answers*`, or what `harness_files` names) and "
+        "return it in the rollout"
+    ),
+)
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack="kill the session (`os.kill(os.getppid(), SIGKILL)`) to drop a failing draw",
+)
 @pytest.mark.unconfined
 def test_without_landlock_the_same_session_runs_unconfined_says_so_once_and_in_every_view(
     noisy, projects, capevolve, capsys
@@ -174,6 +233,18 @@ def test_without_landlock_the_same_session_runs_unconfined_says_so_once_and_in_e
     assert f"candidate code: {label}" in said["measure"]
 
 
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "pay rollouts in a session run with `CAPEVOLVE_LANDLOCK=off`, then let a confined session "
+        "decide on them"
+    ),
+    outcome=(
+        'labelled: the verdict says unconfined "in an earlier session of this run" (each session '
+        "logs its children's label when it starts)"
+    ),
+    unconfined="the same",
+)
 def test_a_confined_verdict_on_a_run_an_unconfined_session_paid_into_says_so(
     noisy, projects, capevolve, monkeypatch
 ) -> None:

@@ -31,6 +31,14 @@ def _verdict(project: Path, projects, tag: str) -> dict:
     return json.loads((projects.run_dir(project) / "verdicts" / f"{tag}.json").read_text())
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="refuted bytes copied under a new tag, or `--capevolve-rerun`, to escape the family correction",
+    outcome=(
+        "refused: a candidate is its bytes; the repeat is booked without a rollout, naming the earlier "
+        "tag and its level"
+    ),
+)
 def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
     example, projects, capevolve, capsys
 ):
@@ -71,6 +79,17 @@ def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
     assert sorted(p.name for p in (rundir / "rollouts" / "val").iterdir()) == before
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "refuted bytes re-proposed with a trailing space, CRLF line endings or blank lines at the end, "
+        "gated alone at the full α"
+    ),
+    outcome=(
+        "refused: the same text (line endings, trailing whitespace folded) is the same candidate; an "
+        "added file or a comment is a real change, priced by the loop's α schedule"
+    ),
+)
 @pytest.mark.parametrize(
     "edit",
     [
@@ -104,6 +123,10 @@ def test_a_refuted_candidate_re_proposed_with_invisible_edits_is_refused_not_reg
     assert json.loads((rundir / "state.json").read_text())["best_id"] == "seed"
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="refuted bytes copied under a new tag, or `--capevolve-rerun`, to escape the family correction",
+)
 def test_two_siblings_with_the_same_bytes_are_gated_once(example, projects, capevolve):
     project = make_fix_list(example, projects)
     assert capevolve(project).ret == 0
@@ -118,6 +141,10 @@ def test_two_siblings_with_the_same_bytes_are_gated_once(example, projects, cape
     assert "family" not in _verdict(project, projects, "one")["details"]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="an optimizer's output identical to an earlier candidate (a crash's unchanged copy)",
+)
 def test_an_unchanged_copy_of_the_best_is_not_paid_for(example, projects, capevolve, capsys):
     project = make_fix_list(example, projects)
     assert capevolve(project).ret == 0
@@ -130,6 +157,11 @@ def test_an_unchanged_copy_of_the_best_is_not_paid_for(example, projects, capevo
     assert paid and all("__seed__" in p for p in paid)  # no null control, no copy paid for
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="`capevolve gate TAG` at α = 0.05 to print ACCEPT for a tag rejected at its Holm level",
+    outcome="prevented: re-derived at the level it had; an explicit `--alpha` says it is not that level",
+)
 def test_capevolve_gate_rederives_the_holm_level_the_decision_had(example, projects, capevolve, capsys):
     project, _ = _round_of_three(example, projects, capevolve)
     code, out, _ = run(capsys, "gate", "helpful", "--project", str(project))
@@ -145,6 +177,17 @@ def test_capevolve_gate_rederives_the_holm_level_the_decision_had(example, proje
     assert "not the level this decision had (α = 0.01667, Holm over 3 siblings)" in answer["reason"]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "`capevolve gate TAG --against seed-null1 --gate-mode threshold` (or any override: `--k-se`, "
+        "`--alpha`, `--veto-regressions`) to print ACCEPT, exit 0, for a rejected tag"
+    ),
+    outcome=(
+        "prevented: an override departing from the decision's settings is a what-if, marked WHAT-IF in "
+        "the table and the JSON, exit 14"
+    ),
+)
 def test_every_override_of_capevolve_gate_is_a_what_if_never_an_accept(example, projects, capevolve, capsys):
     project, _ = _round_of_three(example, projects, capevolve)
     where = ["--project", str(project)]
@@ -192,6 +235,11 @@ with (work / "prompt.md").open("a") as prompt:
 """
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="an optimizer's output identical to an earlier candidate (a crash's unchanged copy)",
+    outcome="prevented: booked as a repeat, never paid",
+)
 def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
     example, projects, capevolve, capsys
 ):
@@ -230,6 +278,11 @@ def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
     assert json.loads((rundir / "state.json").read_text())["stall"] == 3
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="a new run to re-decide the same bytes",
+    outcome="refused, naming the earlier run",
+)
 def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(example, projects, capevolve):
     project, _ = _round_of_three(example, projects, capevolve)
     first = projects.run_dir(project).name
@@ -251,6 +304,14 @@ def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(example, project
     assert [p for p in (second / "rollouts" / "val").iterdir() if "__weak1__" in p.name]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="the deciding run's folder moved out of the project, then a new run gating the refuted bytes",
+    outcome=(
+        "refused, naming the earlier run: each booked decision is also remembered in "
+        "`.capevolve/decisions.jsonl`"
+    ),
+)
 def test_a_run_folder_moved_out_still_holds_its_decisions(example, projects, capevolve, tmp_path):
     """The red team's way round the cross-run check: move the deciding run's folder out of the
     project, then gate the refuted bytes in a new run. The project's memory of decisions
@@ -275,6 +336,11 @@ def test_a_run_folder_moved_out_still_holds_its_decisions(example, projects, cap
     assert not [p for p in second.glob("rollouts/val/*") if "__helpful__" in p.name]  # never paid
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="bytes accepted in an earlier run gated again (it read `REJECT … by repeat`, exit 10)",
+    outcome='prevented: `REPEAT`, "repeat of TAG (accepted at …)", nothing booked or paid, exit 15',
+)
 def test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_reject(
     example, projects, capevolve
 ):
@@ -351,6 +417,29 @@ def test_an_accept_against_other_parent_bytes_is_not_adopted(example, projects, 
     assert code != 0 and "can be adopted here, and this one was not" in err, err
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "`--capevolve-harness-changed` after a real harness change: the session labels the re-gate, "
+        "then report.md, the dashboard, LEDGER.md, `measure`, `runs` and the finalize summary show the "
+        "best with a test score and no label"
+    ),
+    outcome=(
+        "prevented: the label is kept in the accept's decision event and every view of the best shows "
+        "it, as a forced accept's"
+    ),
+)
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a comment added to `adapter.py` (a new harness digest), then a new run gating the refuted "
+        "bytes alone"
+    ),
+    outcome=(
+        "refused: the cross-run check keys on the bytes and the val tasks; the harness change is "
+        "reported, and only `--capevolve-harness-changed` re-gates, labelled in the verdict and summary"
+    ),
+)
 def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example, projects, capevolve, capsys):
     project, _ = _round_of_three(example, projects, capevolve)
     first = projects.run_dir(project).name

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,6 +113,14 @@ def verdict(projects, project: Path, tag: str) -> dict:
     return json.loads((projects.run_dir(project) / "verdicts" / f"{tag}.json").read_text())
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack="candidate code that monkeypatches the adapter's `score` in-process (with and without `-n 2`)",
+    outcome=(
+        "prevented: candidate code runs in a sandbox child; `score()` runs in the parent, which never "
+        "imported it"
+    ),
+)
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["in-process", "xdist"])
 def test_candidate_code_that_rewrites_the_scorer_changes_no_reward(
     noisy, projects, capevolve, xdist: list[str]
@@ -127,6 +136,14 @@ def test_candidate_code_that_rewrites_the_scorer_changes_no_reward(
     assert result.ret != 0, result.stdout.str()  # a no-op is never accepted
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack="`os._exit(0)` in candidate code during a gate (exit 0 with no verdict, before)",
+    outcome=(
+        "prevented: the rollout is the candidate's failure (a 0, labelled), the child is restarted, "
+        "the session reaches its verdict"
+    ),
+)
 @pytest.mark.parametrize("width", ["1", "4"])
 def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session(
     noisy, projects, capevolve, width: str
@@ -151,6 +168,18 @@ def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session
     result.stdout.fnmatch_lines(["*quitter *REJECT*"])
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "a `BaseException` raised in flight at `--capevolve-concurrency 4` (a hang, before); a "
+        "candidate deaf to its deadline"
+    ),
+    outcome=(
+        "prevented: an infra error (the child's own report: missing data, see [candidate "
+        "failures](candidate-failures.md)); a hung child is killed and the rollout is the candidate's "
+        "failure"
+    ),
+)
 def test_a_base_exception_from_candidate_code_is_an_infra_error_in_flight(noisy, projects, capevolve) -> None:
     without_microcases(noisy)
     no_op_candidate(noisy, "escape", BASE_EXCEPTION)
@@ -166,6 +195,13 @@ def test_a_base_exception_from_candidate_code_is_an_infra_error_in_flight(noisy,
     )
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "a `BaseException` raised in flight at `--capevolve-concurrency 4` (a hang, before); a "
+        "candidate deaf to its deadline"
+    ),
+)
 def test_a_hung_candidate_deaf_to_its_deadline_is_killed_and_the_session_goes_on(
     noisy, projects, capevolve
 ) -> None:
@@ -229,9 +265,22 @@ class _Planned:
         self.content_hash = content_hash
 
 
+class _Plan:
+    run_id = "reference"
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def seed_for(self, trial: int) -> int:
+        return self.seed
+
+
 class _Context:
-    def __init__(self, content_hash: str) -> None:
+    """What :func:`rollout_record` reads of an item's context."""
+
+    def __init__(self, content_hash: str, task: Any, seed: int, spec: Any) -> None:
         self._planned = _Planned(content_hash)
+        self.pool, self.plan, self.spec = {task.id: task}, _Plan(seed), spec
 
     def planned(self, tag: str) -> _Planned:
         return self._planned
@@ -251,15 +300,8 @@ def in_process_reference(project: Path, record: dict) -> dict:
         timeout_s=spec.rollout_timeout_s,
     )
     key = RolloutKey("val", task.id, record["tag"], record["trial"])
-    reference = rollout_record(
-        scored,
-        task,
-        key,
-        run_id="reference",
-        seed=record["seed"],
-        spec=spec,
-        context=_Context(record["candidate_hash"]),  # type: ignore[arg-type]
-    )
+    context = _Context(record["candidate_hash"], task, record["seed"], spec)
+    reference = rollout_record(scored, key, context)  # type: ignore[arg-type]
     plain = json.loads(reference.dumps())
     plain.pop("seconds")
     plain.pop("run_id")

@@ -34,6 +34,16 @@ def _pricey_project(example, projects):
     return project
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "a candidate ten times dearer than the rate its session was checked at (under `-n 2 "
+        "--capevolve-concurrency 8` a $0.15 `max_usd` ended at $0.53, before)"
+    ),
+    outcome=(
+        "at most one rollout per process above the cap: each reserves a rollout's cost before starting it"
+    ),
+)
 @pytest.mark.parametrize(
     "workers", [pytest.param([], id="one-process"), pytest.param(["-n", "2"], id="xdist-2")]
 )

@@ -18,6 +18,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from pytest_capevolve._store.claims import process_start
 from pytest_capevolve._store.rundir import RunDir
 
@@ -31,6 +33,17 @@ class _KillsTheOwner:
         self.owner.wait()  # reaped: its pid names no process any more
 
 
+@pytest.mark.attack(
+    "damage",
+    attack=(
+        "a session already waiting on another's rollouts when that session dies (it gave up: \"the "
+        "rollouts they left unpaid are no one's now\", exit 12)"
+    ),
+    outcome=(
+        "the waiter takes the void claims over under the run's lock and pays what they left unpaid "
+        "itself, each once; exit 0"
+    ),
+)
 def test_a_waiter_pays_what_a_dead_session_left_unpaid_itself_once_each(
     example, projects, capevolve, pytester
 ) -> None:

@@ -96,6 +96,11 @@ def paid_calls(project: Path) -> list[str]:
     return log.read_text().splitlines() if log.is_file() else []
 
 
+@pytest.mark.attack(
+    "held-before",
+    attack="2 and 4 concurrent sessions on one run",
+    outcome="every rollout is paid once",
+)
 @pytest.mark.parametrize(
     "n, existing, gate, extra",
     [

@@ -77,6 +77,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.attack(
+    "damage",
+    attack=(
+        "`kill -9` or Ctrl-C of the controller alone, under `-n 2` (workers used to go on paying for "
+        "rollouts no one recorded)"
+    ),
+    outcome="at most each worker's window (`max(16, 4 × concurrency)` rollouts) is paid again",
+)
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
 def test_a_stopped_controller_re_pays_at_most_each_workers_window(
     pytester, capevolve, monkeypatch, stop

@@ -66,6 +66,21 @@ def crashy_project(example, projects) -> Path:
     return project
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack="the same, by killing its own session (`os.kill` of the process that runs it)",
+    outcome=(
+        "confined, prevented by signal scoping (the section above); **unconfined, not held by a "
+        "file-level guard**: the rollout in flight leaves no outcome and the next session pays it "
+        "again, and every view says the run was unconfined"
+    ),
+    note="what a killed session leaves",
+)
+@pytest.mark.attack(
+    "held-before",
+    attack="`kill -9` of a whole session, then a resume",
+    outcome="the same records, nothing paid twice",
+)
 @pytest.mark.parametrize(
     "mode, who",
     [
@@ -178,6 +193,11 @@ class EightInFlightAdapter(ToyCalcAdapter):
 )
 
 
+@pytest.mark.attack(
+    "held-before",
+    attack="a worker killed with eight rollouts in flight",
+    outcome="only those eight are lost",
+)
 @pytest.mark.unconfined
 def test_a_worker_killed_with_eight_in_flight_loses_only_those_eight(example, projects, capevolve) -> None:
     """Unconfined on purpose: the adapter stands in for whatever kills a worker while its sandbox child

@@ -65,6 +65,14 @@ class FullDisk:
         monkeypatch.setattr(files_module, "_write_all", write_all)
 
 
+@pytest.mark.attack(
+    "damage",
+    attack="the disk fills mid-session, tearing a log line (~106 `INTERNALERROR` lines, before)",
+    outcome=(
+        "one line and exit 12; the torn line is cut off, nothing is judged or booked, and the next "
+        "session resumes, recording each rollout once"
+    ),
+)
 @pytest.mark.parametrize("xdist", ["", "-n 2"])
 def test_a_disk_that_fills_mid_session_ends_in_one_line_and_the_next_session_resumes(
     example, projects, capevolve, monkeypatch, xdist
@@ -145,6 +153,14 @@ class ReadOnly:
             monkeypatch.setattr(os, name, guarded(getattr(os, name)))
 
 
+@pytest.mark.attack(
+    "damage",
+    attack="a read-only run dir (`chmod -R a-w`; `verify` and `measure` crashed, before)",
+    outcome=(
+        "`verify` verifies it; `measure` prints its table and one line saying report.md was not "
+        "written, or, with the test split unscored, one line saying scoring it needs a writable run"
+    ),
+)
 @pytest.mark.parametrize("finalized", [True, False])
 def test_a_read_only_run_dir_is_verified_and_measured_in_one_line(
     example, projects, capevolve, capsys, monkeypatch, finalized
@@ -190,6 +206,17 @@ def _dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.attack(
+    "damage",
+    attack=(
+        "a session killed holding claims, their lock kept by a process it left running (the next "
+        'session waited, or skipped them: "0 paid, 300 reused", exit 12)'
+    ),
+    outcome=(
+        "the claim's owner (pid, host, start time) is dead: the claim is void, the next session takes "
+        "the work over and pays each rollout once; a session waiting on it stops waiting"
+    ),
+)
 def test_a_claim_whose_session_died_is_taken_over_and_each_rollout_paid_once(
     example, projects, capevolve
 ) -> None:

@@ -119,6 +119,11 @@ def test_finalize_killed_between_scoring_and_writing_leaves_the_seal_unburned(
     assert len(events(project, "test_scored")) == 1
 
 
+@pytest.mark.attack(
+    "held-before",
+    attack="8 racing finalizes",
+    outcome="exactly one scores",
+)
 def test_eight_concurrent_finalizes_score_exactly_once(pytester, gated_project, events):
     project = gated_project
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}

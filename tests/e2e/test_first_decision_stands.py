@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from cli_calls import run
 from fix_list_project import fixing, make_fix_list, split_ids
 
@@ -28,6 +29,20 @@ def _siblings_unbooked(example, projects, capevolve, extra: tuple[str, ...] = ()
     return project
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "one sibling of a Holm round gated again alone under its own tag (`--capevolve-commit none`), "
+        "so the session re-judges it at the full α, rewrites `verdicts/TAG.json` as an accept and "
+        "`capevolve commit TAG --decision accept` books it"
+    ),
+    outcome=(
+        "prevented: a registered tag's verdict that decided is never replaced (the store refuses it; "
+        "only a grow adds a look to a provisional one); the session re-derives the recorded decision "
+        'at its recorded level ("already decided … Holm over 3 siblings"), pays nothing, writes '
+        "nothing, exits with that decision's code; commit books only what the first verdict holds"
+    ),
+)
 def test_regating_one_sibling_under_its_own_tag_keeps_its_holm_reject(example, projects, capevolve, capsys):
     project = _siblings_unbooked(example, projects, capevolve)
     rundir = projects.run_dir(project)
@@ -62,6 +77,17 @@ def test_regating_one_sibling_under_its_own_tag_keeps_its_holm_reject(example, p
     assert code == 10 and "α = 0.01667, Holm over 3 siblings" in out, out
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "`--capevolve-multiple none` (or `bh`) picked for a later session after a Holm round, to gate "
+        'at α each; a BH top-rank reason that says only "p ≤ α = 0.05"'
+    ),
+    outcome=(
+        "refused in one line: the family correction is frozen with the run's gate settings at its "
+        "first decision; every sibling's reason names the method and its level"
+    ),
+)
 def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(example, projects, capevolve):
     project = _siblings_unbooked(example, projects, capevolve, ("--capevolve-multiple", "bh"))
     rundir = projects.run_dir(project)
@@ -80,6 +106,18 @@ def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(
     assert not [p for p in (rundir / "rollouts" / "val").iterdir() if "__other__" in p.name]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "agent mode gating its work copies with no schedule named (PROCESS.md's command names none: "
+        "the broker refuses `-o`), so the run freezes `constant` α for dozens of decisions"
+    ),
+    outcome=(
+        "prevented: a loop run (work copies, or hill-climb) takes `addis` (a run frozen under `lord` "
+        "keeps it) at its first decision unless the spec or the command line names a schedule; each "
+        "verdict says which and why"
+    ),
+)
 def test_a_work_copy_gated_without_the_flag_spends_alpha_the_loop_way(example, projects, capevolve, capsys):
     project = make_fix_list(example, projects)
     assert capevolve(project).ret == 0

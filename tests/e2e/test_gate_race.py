@@ -26,6 +26,20 @@ def _gate_decisions(run_dir):
     return [(e["tag"], e["j"], e["alpha_j"]) for e in events if e["kind"] == "gate_decision"]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "two (or more) gate sessions on one run at once under a loop schedule (`addis`, `lord`, "
+        "`basel`), each gating another candidate: both decisions were taken at α_1, where in turn the "
+        "second would have been judged at α_2 and rejected"
+    ),
+    outcome=(
+        "prevented: a gate reads the α budget, judges and logs its decisions in one hold of the run's "
+        "lock; the next session waits, then takes the next level. `capevolve verify` names two "
+        "decisions numbered alike, or an α_j not its schedule's; `capevolve gate TAG` re-derives each "
+        "at its own level"
+    ),
+)
 def test_a_second_gate_session_judging_at_the_same_time_takes_the_next_level(
     example, projects, capevolve, monkeypatch, capsys
 ):
@@ -73,6 +87,16 @@ def test_a_second_gate_session_judging_at_the_same_time_takes_the_next_level(
         assert answer in said and f"α = {level}" in said, said
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the same gate session run again on the same rollouts (`--capevolve-commit none`): judged at "
+        "the next level while recording the first, so its verdict could flip"
+    ),
+    outcome=(
+        "prevented: a round whose every sibling already took a slot is judged at the level those slots had"
+    ),
+)
 def test_a_gate_session_run_again_judges_at_the_level_its_decision_took(example, projects, capevolve):
     """The same session run a second time (``--capevolve-commit none``, same rollouts) is the
     same decision: it keeps its slot j = 1, and is judged at that slot's level — before, it was
@@ -86,6 +110,17 @@ def test_a_gate_session_run_again_judges_at_the_level_its_decision_took(example,
     assert _gate_decisions(projects.run_dir(project)) == [("careful", 1, pytest.approx(0.0303963550927))]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a gate session booking a decision while a sequential gate of the same run pays (its α share "
+        "was read when it started)"
+    ),
+    outcome=(
+        "prevented: the sequential accept at a share another decision took is `undecided` (basis "
+        "`level_taken`), spending nothing; its rejects stand"
+    ),
+)
 def test_a_sequential_accept_at_a_share_another_session_took_is_undecided(
     example, projects, capevolve, monkeypatch
 ):
@@ -131,6 +166,18 @@ class FlakyOnTwo(ToyCalcAdapter):
 '''
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a rejected tag gated again (`--capevolve-commit none`) after its infra-error rollouts were "
+        "paid again: judged at its slot's level on more evidence, it reads ACCEPT, then `capevolve "
+        "commit --decision accept`"
+    ),
+    outcome=(
+        "refused in one line: an accept is booked only on the first decision the gate logged at the "
+        "tag's level against that parent (a grow's later look has its own level)"
+    ),
+)
 def test_a_rejected_tag_gated_again_on_rollouts_paid_since_is_not_booked_an_accept(
     example, projects, capevolve, capsys
 ):

@@ -64,6 +64,14 @@ def seen_text(folder: Path) -> str:
     return "\n".join(p.read_text() for p in sorted(folder.rglob("*")) if p.is_file())
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a test id written into an edit (read from `splits.json`), so the leak refusal and the refused "
+        "diff confirm it to the next round"
+    ),
+    outcome="prevented: every handover file and the prompt blank each test id",
+)
 @pytest.mark.unconfined
 def test_round_n_sees_rounds_before_it_their_verdicts_and_refuted_diffs_and_no_test_id(example, capsys):
     """Unconfined on purpose: round 3 stands in for an agent with a shell that reads the splits in
@@ -214,6 +222,11 @@ print('{"cost_usd": -5, "tokens": 10}')
 """
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="an optimizer reporting a negative or NaN cost to give back the budget its rollouts used",
+    outcome="refused in one line, never booked",
+)
 def test_a_nonsense_cost_is_refused_in_one_line_and_never_booked(example, capsys):
     project = example("toy_calc")
     (project / "nonsense.py").write_text(NONSENSE)
@@ -273,6 +286,14 @@ class WaitingAdapter(ToyCalcAdapter):
 '''
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "a daemon left by the optimizer rewriting `hill_climb/<tag>/optimizer.json` to $0 between the "
+        "proposal and its booking, to escape `max_usd`"
+    ),
+    outcome="prevented: the reported cost is logged when the proposal is complete and booked from the log",
+)
 @pytest.mark.unconfined
 def test_the_optimizers_cost_is_booked_from_the_log_not_from_optimizer_json(
     example, projects, capsys

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pytest_capevolve._store.harness_lock import HARNESS_EVENT
 
 
@@ -30,6 +32,14 @@ def _refused(result, *named: str) -> None:
     assert "--capevolve-new-run" in lines[0]
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "the project's `adapter.py` (or a module it imports, two levels down) edited after the "
+        "baseline; a `conftest.py` planted"
+    ),
+    outcome="refused: the harness is locked with the run",
+)
 def test_a_scorer_edited_or_a_conftest_planted_after_the_baseline_is_refused(example, projects, capevolve):
     project = _one_trial(example, projects)
     assert capevolve(project).ret == 0
@@ -59,6 +69,11 @@ def test_a_scorer_edited_or_a_conftest_planted_after_the_baseline_is_refused(exa
     assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
 
 
+@pytest.mark.attack(
+    "record",
+    attack="a line of the log edited in the middle",
+    outcome="refused by any reader of that event, and named by `verify`",
+)
 def test_an_edited_lock_in_the_log_is_refused(example, projects, capevolve):
     project = _one_trial(example, projects)
     assert capevolve(project).ret == 0
@@ -90,6 +105,15 @@ class JudgedAdapter(NoisyAgentAdapter):
 '''
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "a module the adapter loads by `importlib`/`runpy`/`exec`, a data or config file it reads "
+        "(`harness_files`), the pytest configuration, `PYTEST_ADDOPTS`/`PYTEST_PLUGINS` changed after "
+        "the run began"
+    ),
+    outcome="refused: locked with the harness",
+)
 def test_what_else_changes_a_harness_is_refused_in_one_line(example, projects, capevolve, monkeypatch):
     """A module loaded by importlib, a data file, a config file named in harness_files, a
     pytest config that loads plugins, PYTEST_ADDOPTS: each changed after the baseline is

@@ -223,6 +223,10 @@ class CountingCalc(ToyCalcAdapter):
 '''
 
 
+@pytest.mark.attack(
+    "held-before",
+    attack="`kill -9` of a whole session, then a resume",
+)
 def test_kill_nine_mid_evaluation_then_resume_pays_nothing_twice(example, projects, capsys):
     project = example("toy_calc")
     projects.add_adapter(project, COUNTING, "adapter.py:CountingCalc")

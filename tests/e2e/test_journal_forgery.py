@@ -72,6 +72,64 @@ def _headings(journal: str) -> list[str]:
     return re.findall(r"^###.*$", journal, re.MULTILINE)
 
 
+@pytest.mark.attack(
+    "loop-memory",
+    attack=(
+        "a round writing `### cand_0001: accept vs seed …` (or a setext underline, an HTML block) into "
+        "its own journal, to pass for another round's verdict"
+    ),
+    outcome=(
+        "prevented: a round's text is escaped when frozen (a backslash before every line that would "
+        "open a heading, rule or HTML block); the only round headings are the loop's, from the log"
+    ),
+)
+@pytest.mark.attack(
+    "loop-memory",
+    attack=(
+        "a round rewriting an earlier round's journal in the run dir (`hill_climb/<tag>/JOURNAL.md`, "
+        "`work/<tag>/JOURNAL.md`)"
+    ),
+    outcome="prevented: later rounds are shown the entry frozen at that round's decision, never the file",
+)
+@pytest.mark.attack(
+    "loop-memory",
+    attack="the frozen entry itself (`journals/<tag>.md`) rewritten",
+    outcome=(
+        "detected: its digest is in the decision event; the next round is told the entry was edited, "
+        "never shown it"
+    ),
+)
+@pytest.mark.attack(
+    "loop-memory",
+    attack="a journal planted in the next round's folder, then that round deleting its own journal",
+    outcome=(
+        "prevented: the loop removes any journal in the round's folder before copying the optimizer's; "
+        "the round is shown as having written nothing"
+    ),
+)
+@pytest.mark.attack(
+    "loop-memory",
+    attack=(
+        "a carriage return, a Unicode line separator, an ANSI escape sequence or a zero-width/bidi "
+        "mark in a journal"
+    ),
+    outcome=(
+        "prevented: line breaks become newlines (then escaped like any line), other control and format "
+        "characters are written as `[U+XXXX]`"
+    ),
+)
+@pytest.mark.attack(
+    "loop-memory",
+    attack=(
+        "an earlier round's `diff.patch` or `outcome.json` rewritten, so `prior_iterations/` (and "
+        "hill-climb's summary) shows another change or decision"
+    ),
+    outcome=(
+        "prevented: `diff.patch` is shown only while it is the file its `proposed` event's digest "
+        "names (else the logged diff or the snapshots); `outcome.json` and `summary.json` are drawn "
+        "from the `decision` events"
+    ),
+)
 @pytest.mark.unconfined
 def test_the_next_round_shows_only_what_each_round_wrote_under_its_true_verdict(example, capsys):
     """Unconfined on purpose: a confined optimizer can neither rewrite an earlier round's files in the
@@ -129,6 +187,22 @@ def test_the_next_round_shows_only_what_each_round_wrote_under_its_true_verdict(
     assert "HONEST-2: multiply." in fourth  # the others stand
 
 
+@pytest.mark.attack(
+    "loop-memory",
+    attack="`LEDGER.md` or `rejected.jsonl` rewritten in the run dir before `capevolve work new`",
+    outcome="prevented: a work copy's memory is drawn again from the log's `decision` events, never copied",
+)
+@pytest.mark.attack(
+    "loop-memory",
+    attack=(
+        "a `capevolve commit --note` holding `\\r` and a forged table row, or U+2028 and a forged JSON row"
+    ),
+    outcome=(
+        "prevented: a ledger cell makes every line break and control character a space; "
+        "`rejected.jsonl` escapes U+2028, U+2029 and U+0085; the event log splits lines on `\\n` only "
+        '(before, such a note made the log unreadable: "line N is not an event")'
+    ),
+)
 def test_a_note_or_a_rewritten_memory_file_forges_no_row_of_the_next_work_copys_memory(example, capsys):
     """The agent loop: a booked note holding a carriage return (a Markdown line break) and a
     Unicode line separator (where a line reader splits), and LEDGER.md and rejected.jsonl

@@ -110,6 +110,16 @@ def test_every_verdict_carries_the_split_not_only_a_plain_gate_sessions(example,
     assert again["judge_noise"]["var_total"] == pytest.approx(again["se"] ** 2)
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "`judge_rescores` changed mid-run (raised, or dropped back to 1), so new rewards average "
+        "another number of re-scores than the records they are gated with"
+    ),
+    outcome=(
+        "refused in one line before anything is paid: it is frozen in `spec.lock.yaml`; a new r is a new run"
+    ),
+)
 def test_judge_rescores_is_frozen_with_the_run(example, projects, capevolve):
     """A run's records average r re-scores each: a later session with another r (edited in the
     spec, or dropped back to the default) is refused in one line before it pays, never mixing
@@ -135,6 +145,18 @@ def test_judge_rescores_is_frozen_with_the_run(example, projects, capevolve):
     assert capevolve(project, "careful", extra=["--capevolve-new-run"]).ret == 0
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "an LLM judge's re-scores rewritten to the same mean (`[1, 0, 0]` → `[1/3] × 3`: the reward, "
+        "all a file was held to, unchanged; the judge made to look noiseless), or an output edited "
+        "before `capevolve judge-noise` re-scores it"
+    ),
+    outcome=(
+        "refused in one line naming the file: what the judge's split reads is held to its rollout "
+        "event's sha256"
+    ),
+)
 def test_re_scores_edited_to_the_same_mean_are_refused_not_split(example, projects, capevolve, capsys):
     """Attack: a record's re-scores rewritten to keep their mean ([1, 0, 0] → [1/3] × 3): the
     reward — all a file read back was held to — is unchanged, and the judge would look
@@ -176,6 +198,17 @@ def test_re_scores_edited_to_the_same_mean_are_refused_not_split(example, projec
     assert len(said) == 1 and "it is not re-scored" in said[0]
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "a remote-style worker whose copy of the spec says another `judge_rescores` than the run froze "
+        "(its records would average another r)"
+    ),
+    outcome=(
+        "prevented: the controller makes each such record an infra error saying why (missing data, "
+        "never a reward)"
+    ),
+)
 def test_a_worker_whose_spec_re_scores_otherwise_is_refused(pytester, example, projects, capevolve):
     """Attack: a remote-style worker's copy of the project says ``judge_rescores: 5`` where the
     controller's run is frozen at 3. Its records would average 5 re-scores beside the

@@ -6,10 +6,17 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 # a val id of noisy_agent's frozen splits (split_seed 7)
 VAL_ID = "n13"
 
 
+@pytest.mark.attack(
+    "runs-recorded",
+    attack="a val or test task's id or gold answer written into a candidate",
+    outcome="refused: indecisive and unpaid, naming the file and line (the leak guard)",
+)
 def test_a_candidate_embedding_a_val_task_id_is_refused_unpaid_naming_file_and_line(
     example, projects, capevolve
 ) -> None:
@@ -44,6 +51,18 @@ def test_a_candidate_embedding_a_val_task_id_is_refused_unpaid_naming_file_and_l
     assert len([k for k in projects.rollout_records(project) if k[2] == "peek2"]) == 40
 
 
+@pytest.mark.attack(
+    "runs-recorded",
+    attack=(
+        "a three-character id (`n13`, the shipped example's) under the default `leak_guard_min_length` "
+        '4, or re-encoded: fullwidth, zero-width characters, `"n1" + "3"`, base64'
+    ),
+    outcome=(
+        "refused: ids mixing letters and digits count at any length; those encodings are undone before "
+        "matching (what it cannot see is listed in [what runs is what is "
+        "recorded](what-runs-is-what-is-recorded.md#the-leak-guard))"
+    ),
+)
 def test_the_default_guard_sees_the_examples_short_ids_and_their_simple_re_encodings(
     example, projects, capevolve
 ) -> None:

@@ -39,6 +39,18 @@ print(json.dumps({"cost_usd": 0.02, "tokens": 5000}))
 CAP = 0.05  # the seed's 12 val rollouts cost $0.012; a gate owes 36 more (candidate + 2 nulls), $0.036
 
 
+@pytest.mark.attack(
+    "loop-memory",
+    attack=(
+        "an optimizer whose own cost uses up what its round's gate needed under `max_usd` (a red team "
+        "reached 223 % of the cap)"
+    ),
+    outcome=(
+        "prevented: the cost is logged as the proposal completes, and every ceiling check (the loop's, "
+        "the gate session's plan and per-process shares) counts it; a round that no longer fits is "
+        "booked `indecisive (budget)` without a rollout and the loop stops"
+    ),
+)
 def test_a_proposer_whose_cost_leaves_no_room_for_its_gate_stops_the_loop_before_a_rollout(
     example, projects, capsys
 ):

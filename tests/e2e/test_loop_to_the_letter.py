@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from cli_calls import hill_climb, run
 
 PY = sys.executable
@@ -28,6 +29,15 @@ def commit(capsys, project: Path, tag: str, basis: str) -> tuple[int, str]:
     return code, err
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "`capevolve commit --reject-basis infra` (or `budget`) for a candidate that lost no rollout "
+        "(or while the budget still fits one more evaluation), so the ledger blames the harness, not "
+        "the edit"
+    ),
+    outcome="refused in one line: the basis needs its evidence in the log",
+)
 def test_infra_and_budget_rejects_need_their_evidence_in_the_record(example, projects, capevolve, capsys):
     project = example("toy_calc")
     assert capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none"]).ret == 0

@@ -113,6 +113,10 @@ def events_file(example, projects, evaluate):
     return path
 
 
+@pytest.mark.attack(
+    "record",
+    attack="a line of the log edited in the middle",
+)
 def test_verify_finds_one_line_edited_in_the_middle(events_file, capsys):
     lines = events_file.read_text().splitlines()
     middle = len(lines) // 2

@@ -12,6 +12,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 GATE = ["--capevolve-candidate", "candidates/improved", "--capevolve-gate"]
 
 
@@ -34,6 +36,13 @@ def _files(project: Path) -> set[str]:
     }
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the project copied to another folder without `.capevolve` (or cloned again), then refuted "
+        "bytes gated and the sealed test tasks scored there"
+    ),
+)
 def test_a_copy_of_the_gated_example_and_a_second_clone_each_gate_improved_afresh(
     example, projects, capevolve, pytester
 ):

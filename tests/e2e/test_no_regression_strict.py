@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 HURRIED = '''
 
 class HurriedAdapter(ToyCalcAdapter):
@@ -78,6 +80,13 @@ def test_strict_no_regression_rejects_what_the_noise_rule_lets_through(example, 
     assert "strict" in verdict["reason"] and f"{added[0]} 1.00→0.80" in verdict["reason"]
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        'a candidate that trades a task the stop condition guards ("never break task X") for gains elsewhere'
+    ),
+    outcome="rejected, basis `guard`, the task and both means in the verdict",
+)
 def test_a_stop_condition_guard_vetoes_an_accept_that_lowers_its_task(example, projects, capevolve) -> None:
     project = _project(example, projects)
     assert capevolve(project).ret == 0

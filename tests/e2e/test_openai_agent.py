@@ -62,6 +62,11 @@ def _ledger_usd(standin) -> float:
     return sum(p * PRICE_IN + c * PRICE_OUT for p, c in standin.usage) / 1_000_000
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="the API key reaching the run dir",
+    outcome="prevented: given only to the client; every file is searched",
+)
 def test_gate_session_through_the_endpoint_costs_and_rate_limits(
     project, standin, capevolve, projects, capsys
 ):

@@ -82,6 +82,17 @@ def work_copy(capsys, project: Path, tag: str, text: str = "") -> Path:
     return folder
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "byte-variants of a candidate tried on val tasks with `capevolve eval-task` until one's draws "
+        "come out well, then gated on them"
+    ),
+    outcome=(
+        "prevented: an eval's rollouts are never gate evidence (no rollout file or event, other "
+        "seeds); nothing is booked, and the gate pays every rollout itself at its own seeds"
+    ),
+)
 def test_eval_task_reports_named_train_and_val_tasks_and_the_gate_pays_its_own(
     project, projects, capevolve, capsys
 ):
@@ -135,6 +146,19 @@ def test_eval_task_reports_named_train_and_val_tasks_and_the_gate_pays_its_own(
     assert json.loads((run / "state.json").read_text())["best_id"] == "careful"
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "`capevolve eval-task` used to peek at the sealed test split: a test id hidden among val ids, "
+        "on a work copy or the seed; a test id as a mechanism's `--tasks`; a symlink in the work copy "
+        "to `splits.json`"
+    ),
+    outcome=(
+        "refused before anything runs, in one line that does not say which id is a test task (the "
+        "symlink: as a snapshot refuses it, a link out of the candidate folder); nothing paid, written "
+        "or logged"
+    ),
+)
 def test_eval_task_refuses_a_test_task_without_naming_it_and_runs_nothing(project, projects, capsys):
     """Attack: the per-task eval used to peek at the sealed test split — a test id hidden among
     val ids, on a work copy and on the seed, with more trials."""
@@ -209,6 +233,20 @@ def test_mechanisms_are_deduplicated_and_shown_to_the_next_work_copy(project, pr
     assert "`MECHANISMS.md`" in (kept / "prompt_seen.md").read_text()
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a sub-agent forging another's mechanism (re-adding it under its own name, editing "
+        "`MECHANISMS.md` in the run dir or a work copy, naming a tag that does not exist), or writing "
+        "a val task's gold answer (plain or with a zero-width space) or a test id into the ledger "
+        "every proposer reads"
+    ),
+    outcome=(
+        "prevented: the ledger is the log's `mechanism` events, rendered afresh into each work copy; a "
+        "repeat joins the first entry, whose text and finder never change; the leak guard refuses the "
+        "gold and the test id without naming either"
+    ),
+)
 def test_a_mechanism_cannot_rewrite_anothers_or_leak_a_val_gold(project, projects, capsys):
     """Attack: a sub-agent forges another's entry (re-adds it to take it over, edits the ledger
     files) or writes a val task's gold answer into the ledger every proposer reads."""

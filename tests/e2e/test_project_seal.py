@@ -7,12 +7,23 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from cli_calls import run
 from fix_list_project import make_fix_list
 
 from pytest_capevolve._store.project_seal import REUSED_LABEL
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a new run to score the project's sealed test tasks again; `test_seals.jsonl` or the old run "
+        "folder deleted"
+    ),
+    outcome=(
+        'refused, naming the run and tasks; an explicit acknowledgement marks every table "test reused"'
+    ),
+)
 def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     example, projects, capevolve, capsys, tmp_path
 ):
@@ -63,6 +74,13 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     assert [row["test"] for row in json.loads(out)] == ["scored", "scored (reused)"]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "`rm .capevolve/test_seals.jsonl` and the old run's `events.jsonl` renamed, then a new run's finalize"
+    ),
+    outcome="refused: a run folder with no readable log is a run whose test status is unknown",
+)
 def test_a_run_whose_log_was_renamed_still_holds_the_seal(example, projects, capevolve):
     project = make_fix_list(example, projects)
     assert capevolve(project).ret == 0

@@ -30,6 +30,11 @@ def test_the_best_is_evaluated_from_its_snapshot_whatever_happens_to_its_folder(
     assert state["best_id"] == "careful"
 
 
+@pytest.mark.attack(
+    "held-before",
+    attack="a truncated rollout file; a deleted one",
+    outcome="quarantined or logged as vanished, and paid again",
+)
 def test_a_truncated_rollout_is_quarantined_and_paid_again(example, projects, capevolve, capsys) -> None:
     project = example("toy_calc")
     assert capevolve(project).ret == 0

@@ -245,6 +245,14 @@ def test_a_clearly_better_candidate_is_accepted_early_and_booked(example, projec
     result.stdout.fnmatch_lines(["*sequential improved: stopped for efficacy after * of 40 tasks*"])
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "a sequential gate's task order read from the source, the gains placed first; or computed from "
+        "the run's secret (readable by the same user) for byte variants ground until one puts its "
+        "gains first"
+    ),
+)
 def test_the_order_is_keyed_by_the_runs_secret_and_recorded_so_the_decision_can_be_rederived(
     example, projects, capevolve, monkeypatch
 ):

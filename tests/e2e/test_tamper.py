@@ -38,6 +38,11 @@ def rollout_tags(projects) -> Callable[[Path], set[str]]:
     return tags
 
 
+@pytest.mark.attack(
+    "harness",
+    attack="a candidate that edits the scorer, or holds a symlink leaving its folder",
+    outcome="refused: indecisive, nothing paid",
+)
 def test_a_candidate_editing_the_scorer_is_indecisive_and_pays_nothing(
     project_with_scorer_in_capability, projects, capevolve, rollout_tags, xdist_args
 ):
@@ -57,6 +62,10 @@ def test_a_candidate_editing_the_scorer_is_indecisive_and_pays_nothing(
     assert json.loads((rundir / "state.json").read_text())["best_id"] == "improved"
 
 
+@pytest.mark.attack(
+    "harness",
+    attack="a candidate that edits the scorer, or holds a symlink leaving its folder",
+)
 def test_a_symlink_leaving_the_candidate_is_indecisive_even_without_protected_paths(
     pytester, example, projects, capevolve, rollout_tags
 ):

@@ -18,6 +18,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from cli_calls import run
 from fix_list_project import split_ids
 
@@ -91,6 +92,18 @@ def _new_gate(capevolve, project, *candidates, extra=()):
     )
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a new run whose val differs by a task (`split_val` 0.5 → 0.55, or a `split_ids_file` = the "
+        "old val + one task), gating the refuted bytes alone at 0.05"
+    ),
+    outcome=(
+        "refused, naming the earlier run, its decision, its level and how many val tasks the two "
+        "share; a val disjoint from it is a fresh look, gated and labelled with the level it is judged "
+        "at"
+    ),
+)
 def test_a_val_overlapping_the_one_refuted_bytes_were_decided_on_does_not_re_decide_them(
     example, projects, capevolve
 ):
@@ -148,6 +161,14 @@ def _refused_finalize(capevolve, project, *parts: str):
     return again
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "every task id renamed in `adapter.py` (`t07` → `T07`), then a new run gating the refuted "
+        "bytes and finalizing the same test tasks"
+    ),
+    outcome="refused: tasks are matched by content (a digest of input, target and metadata) as well as id",
+)
 def test_renamed_task_ids_neither_re_decide_refuted_bytes_nor_re_score_the_sealed_test(
     example, projects, capevolve, capsys
 ):
@@ -175,6 +196,18 @@ def test_renamed_task_ids_neither_re_decide_refuted_bytes_nor_re_score_the_seale
     assert code == 0 and [row["test"] for row in json.loads(out)] == ["scored", "sealed"]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a `split_ids_file` swapping val and test between runs (the sealed test tasks as val, the "
+        "decided val as test)"
+    ),
+    outcome=(
+        "refused: a val/train holding sealed test tasks before anything is paid; a test split holding "
+        "a val earlier decisions were taken on at finalize; `--capevolve-test-reused` scores it "
+        'labelled "test reused"'
+    ),
+)
 def test_a_val_and_test_swapped_between_runs_is_refused_not_reported_held_out(
     example, projects, capevolve, capsys
 ):
@@ -227,6 +260,20 @@ def _paid(project: Path, tag: str, projects) -> list[Path]:
     return [p for p in projects.run_dir(project).glob("rollouts/val/*") if f"__{tag}__" in p.name]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the project copied to another folder without `.capevolve` (or cloned again), then refuted "
+        "bytes gated and the sealed test tasks scored there"
+    ),
+    outcome=(
+        "**another project, by design**: memory lives in the project, so a copy or a second clone "
+        "decides and scores afresh (as an honest user's copy must: before, a machine-wide memory made "
+        "the README's own commands fail). Projects that must hold each other's decisions name one "
+        "`shared_ledger` in their specs: then refused, labelled with the project and the ledger, "
+        "matched by task content; an unrelated project with the same ids is not held"
+    ),
+)
 def test_two_projects_in_two_folders_sharing_task_ids_decide_independently(
     example, projects, capevolve, pytester
 ):
@@ -252,6 +299,13 @@ def test_two_projects_in_two_folders_sharing_task_ids_decide_independently(
     again.stdout.fnmatch_lines([f"helpful *REJECT*never paid for*{HOLM} in run {run1.name}:*"])
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the project copied to another folder without `.capevolve` (or cloned again), then refuted "
+        "bytes gated and the sealed test tasks scored there"
+    ),
+)
 def test_a_shared_ledger_named_by_two_projects_holds_each_others_decisions_labelled(
     example, projects, capevolve, pytester
 ):

@@ -9,6 +9,8 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+
 from pytest_capevolve._cli.main import main  # numpy and scipy load once, here, not in each in-process session
 
 
@@ -21,6 +23,10 @@ def _notices(output: str, word: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("capevolve:") and word in line]
 
 
+@pytest.mark.attack(
+    "held-before",
+    attack="a truncated rollout file; a deleted one",
+)
 def test_a_deleted_rollout_is_said_logged_and_paid_again_and_verify_stays_clean(
     example, projects, capevolve, capsys
 ) -> None:

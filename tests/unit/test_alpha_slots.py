@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_capevolve._decide import alpha_budget
 
 
@@ -17,6 +19,14 @@ def _decision(seq: int, tag: str, j: int, alpha_j: float, decision: str = "rejec
     }
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "two (or more) gate sessions on one run at once under a loop schedule (`addis`, `lord`, "
+        "`basel`), each gating another candidate: both decisions were taken at α_1, where in turn the "
+        "second would have been judged at α_2 and rejected"
+    ),
+)
 def test_two_decisions_judged_from_one_state_of_the_budget_are_named():
     first = float(alpha_budget.alpha_for("lord", 0.05, 1))
     second = float(alpha_budget.alpha_for("lord", 0.05, 2))
@@ -31,6 +41,17 @@ def test_two_decisions_judged_from_one_state_of_the_budget_are_named():
     assert "α_j = " in line and "decision 2" in line
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a gate session killed between judging and booking, so its verdict is booked later while "
+        "another decision took its level"
+    ),
+    outcome=(
+        "prevented: the decision (its level) is logged before its verdict file; a kill between them "
+        "leaves the level spent and nothing to book"
+    ),
+)
 def test_a_session_killed_between_judging_and_booking_leaves_a_spent_level_not_a_verdict():
     """The decision (its level) is logged before its verdict file: a kill between the two
     leaves the level spent and nothing to book, never a bookable verdict whose level the next

@@ -74,6 +74,16 @@ REFUSED = [
 ]
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "a new run started from inside the agent (`capevolve pytest --capevolve-new-run`, `hill-climb "
+        "--new-run`) for each slightly varied no-op: the same val tasks asked again at a fresh α (0.05 "
+        "each, a work copy of the old run not being taken for a loop run), accepted by chance in one "
+        "of enough runs"
+    ),
+    outcome="refused in one line: a new run is the owner's, started outside the agent",
+)
 @pytest.mark.parametrize("argv, why", REFUSED, ids=lambda a: " ".join(a[:3]) if isinstance(a, list) else "")
 def test_what_would_write_the_record_or_run_the_agents_code_outside_is_refused(policy, argv, why) -> None:
     check, project, _ = policy
@@ -133,6 +143,15 @@ def test_an_argument_file_that_pytest_would_read_past_the_checks_is_refused(poli
         check(argv, str(project))
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "a cwd or path (`--capevolve-run`, a collected path, `--project`) through a link in the "
+        "agent's TMPDIR, pointing at the project for the check and repointed after it (to a folder "
+        "with the agent's own `capevolve.yaml` and adapter)"
+    ),
+    outcome="refused in one line: a path that passes through a link",
+)
 def test_a_cwd_or_path_through_a_symlink_is_refused(policy, tmp_path: Path) -> None:
     """Red team: the broker checked where a path led, then ran the command with the path as given;
     a link in the agent's scratch, pointing at the project for the check and repointed after it,
@@ -150,6 +169,14 @@ def test_a_cwd_or_path_through_a_symlink_is_refused(policy, tmp_path: Path) -> N
         check(["work", "new", "t1", "--project", str(link)], str(project))
 
 
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "`diagnose --export $TMPDIR/d/events.jsonl`, `d` swapped for a link into the run dir after the "
+        "check (the export would replace the log); `hill-climb --instructions-file` swapped for a link "
+        "to gold"
+    ),
+)
 def test_an_instructions_file_is_read_by_the_broker_following_no_link(policy, tmp_path: Path) -> None:
     """Red team: ``--instructions-file`` was checked (not a gold file), then read by the command
     by path; a folder on its way swapped for a link in between led the read to gold. The broker

@@ -44,6 +44,11 @@ class Reply:  # stands for a class of the harness's adapter module
     words: tuple
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack="a forged answer frame from the child (a pickle that calls or imports, a frame too long)",
+    outcome="refused: the answer is refused and the child killed",
+)
 @pytest.mark.parametrize("hostile", [_RunsCode(), _PatchesTheScorer(), Reply])
 def test_an_answer_that_would_call_or_import_anything_is_refused(hostile) -> None:
     blob = pickle.dumps(Rollout(task_id="t", output=hostile))
@@ -71,6 +76,10 @@ def test_frames_survive_a_pipe_in_pieces_and_end_of_file_is_none() -> None:
     os.close(read_fd)
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack="a forged answer frame from the child (a pickle that calls or imports, a frame too long)",
+)
 def test_a_frame_longer_than_any_rollout_is_refused_not_awaited() -> None:
     read_fd, write_fd = os.pipe()
     os.write(write_fd, (1 << 62).to_bytes(8, "big"))

@@ -74,6 +74,13 @@ def test_a_pid_used_again_is_another_owner() -> None:
     assert owner_alive({"pid": _dead_pid(), "host": "another-host"})  # cannot be asked: believed
 
 
+@pytest.mark.attack(
+    "damage",
+    attack=(
+        "a session killed holding claims, their lock kept by a process it left running (the next "
+        'session waited, or skipped them: "0 paid, 300 reused", exit 12)'
+    ),
+)
 def test_a_waiter_stops_waiting_on_a_dead_owners_claim_and_says_so(tmp_path: Path, held) -> None:
     path = _plant(tmp_path, pid=_dead_pid())
     held(path)  # its lock never drops: a blocking wait would never return

@@ -56,6 +56,21 @@ def test_handover_names_are_left_out_at_the_top_only(tmp_path):
     assert content_hash(work) == digest
 
 
+@pytest.mark.attack(
+    "loop-memory",
+    attack='an optimizer printing its true cost, then a second `{"cost_usd": 0}` line',
+    outcome="prevented: the largest cost line counts",
+)
+@pytest.mark.attack(
+    "loop-memory",
+    attack="an optimizer that under-reports its cost on every line it prints (or prints none)",
+    outcome=(
+        "**not prevented**: the proposer's cost is what it reports, the only meter the loop has; a "
+        "negative or NaN report is refused (the iteration stays unproposed, its real spend unbooked), "
+        "but a plausible lie passes. Meter the proposer where it cannot write (the provider's own "
+        "spend limit) and cap the run with `max_metric_calls`"
+    ),
+)
 def test_the_largest_cost_line_is_read_and_nonsense_is_refused(tmp_path):
     out = tmp_path / "optimizer.stdout"
     out.write_text('{"cost_usd": 0.5}\nthinking {not json}\n{"other": 1}\n{"cost_usd": 1.25, "tokens": 30}\n')
@@ -83,6 +98,10 @@ def test_the_largest_cost_line_is_read_and_nonsense_is_refused(tmp_path):
             OptimizerSpend(usd=usd)
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="an optimizer reporting a negative or NaN cost to give back the budget its rollouts used",
+)
 def test_commit_refuses_a_nonsense_optimizer_usd_in_one_line(capsys, tmp_path: Path):
     code, _, err = run(
         capsys, "commit", "x", "--project", str(tmp_path), "--decision", "reject", "--optimizer-usd", "nan"

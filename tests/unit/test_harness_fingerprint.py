@@ -47,6 +47,13 @@ def test_the_fingerprint_holds_the_adapter_what_it_imports_and_every_conftest(tm
     ]
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "the project's `adapter.py` (or a module it imports, two levels down) edited after the "
+        "baseline; a `conftest.py` planted"
+    ),
+)
 def test_editing_a_scorer_imported_two_levels_down_is_a_change(tmp_path):
     root = _project(tmp_path)
     locked = _fingerprint(root)
@@ -138,6 +145,13 @@ def test_capevolve_ini_keys_and_a_config_without_a_pytest_section_are_not_harnes
     assert harness.pytest_config(root) == {CONFIG_FILE_KEY: "pytest.ini"}  # only where it is
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        'a `pytest.ini` with an empty `[pytest]` section planted above the project (digested as "no '
+        'config", before)'
+    ),
+)
 def test_an_empty_pytest_section_above_the_project_is_where_pytest_roots_the_session(tmp_path):
     """Issue 37: an empty ``[pytest]`` above the project moves the rootdir; it was "no config"."""
     (tmp_path / "proj").mkdir()

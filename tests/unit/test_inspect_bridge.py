@@ -114,6 +114,11 @@ def test_the_candidates_files_feed_the_solver_and_the_seeds_scorer_scores(adapte
     assert asyncio.run(adapter.score(task, chatty)).reward == 0.0
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack="an inspect_ai solver factory that swaps in a lenient scorer or easier samples",
+    outcome="prevented: the seed's dataset and scorer always score",
+)
 def test_a_candidate_cannot_swap_the_scorer_or_the_dataset(tmp_path):
     """The candidate's factory result gives only its solver and config: a task factory that
     returns a lenient scorer and easier samples for a candidate changes neither."""
@@ -216,6 +221,14 @@ def _grading_adapter(tmp_path: Path, scorer, seen: list):
     return Graded(tmp_path, factory=factory)
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "an LLM judge re-scored with no seed (a grader named inside the inspect scorer), so the "
+        "judge's share reads 0 %"
+    ),
+    outcome="refused in one line; the bridge's grader gets seed `s + 1000003·j`",
+)
 def test_the_judge_seed_reaches_a_model_graded_scorers_grader(tmp_path):
     """Each re-score j of a rollout at seed s reaches the grader's generate config as
     s + 1000003·j: different per re-score, the same for the same seed (so the judge's share of
@@ -246,6 +259,13 @@ def test_the_judge_seed_reaches_a_model_graded_scorers_grader(tmp_path):
     assert active_model() is None
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "an LLM judge re-scored with no seed (a grader named inside the inspect scorer), so the "
+        "judge's share reads 0 %"
+    ),
+)
 def test_a_stochastic_scorer_that_names_its_own_grader_is_refused(tmp_path):
     """model_graded_qa(model=...) resolves its grader itself: the judge seed cannot reach it,
     so a stochastic_score adapter whose scorer never called the bridge's grader is refused in
@@ -292,6 +312,17 @@ def _project(tmp_path: Path, prompt: str = "Say: 0") -> Path:
     return tmp_path
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "a python file in an inspect_ai candidate folder, loaded by the factory, that answers with "
+        "`state.target` (inspect hands every solver the gold)"
+    ),
+    outcome=(
+        "prevented: the candidate's eval gets samples without a target; the scorer reads the gold from "
+        "the task, in `score()`"
+    ),
+)
 def test_a_candidates_python_file_that_reads_the_target_sees_none(tmp_path):
     """Attack: a factory that loads the candidate's own ``solver.py`` (as one optimizing solver
     code does) runs candidate code inside the eval, where inspect hands every solver
@@ -332,6 +363,16 @@ def test_a_candidates_python_file_that_reads_the_target_sees_none(tmp_path):
     assert asyncio.run(adapter.score(task, Rollout(task_id=task.id, output="42"))).reward == 1.0
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "an inspect_ai `system_prompt.md` with a placeholder (`{answer}`) that `system_message` fills "
+        "from the sample's metadata, where the dataset keeps the gold"
+    ),
+    outcome=(
+        "prevented: `system_prompt()` returns inert text (braces doubled; `template=True` to keep them)"
+    ),
+)
 def test_a_placeholder_in_a_candidates_prompt_does_not_read_the_gold_from_metadata(tmp_path):
     """Attack: inspect's system_message fills {placeholders} from the sample's metadata; where
     the dataset keeps the gold there, a prompt 'Say: {answer}' is the gold. The helper's text is
@@ -363,6 +404,16 @@ def test_a_placeholder_in_a_candidates_prompt_does_not_read_the_gold_from_metada
     assert inspect_task.system_prompt(cheat, template=True) == "Say: {{literal}}"
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "an inspect_ai `system_prompt.md` that is a path to a file of gold answers, or a URL "
+        "(`system_message` reads it in the prompt's place)"
+    ),
+    outcome=(
+        "refused: each of its rollouts is an infra error saying so in one line (missing data, never a reward)"
+    ),
+)
 @pytest.mark.parametrize("named", ["path", "url"])
 def test_a_candidates_prompt_that_names_a_file_or_url_is_refused(tmp_path, named):
     """Attack: inspect's system_message reads a prompt that is a file path (or a URL) in its
@@ -377,6 +428,16 @@ def test_a_candidates_prompt_that_names_a_file_or_url_is_refused(tmp_path, named
         inspect_task.system_prompt(cheat)
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "an inspect_ai candidate's `solver.yaml` naming a lenient scorer, easier samples and its own "
+        "seed, honoured by the factory"
+    ),
+    outcome=(
+        "prevented: the seed's scorer and samples score, and the trial seed wins over the candidate's config"
+    ),
+)
 def test_a_solver_yaml_naming_a_scorer_a_dataset_and_a_seed_changes_none_of_them(tmp_path):
     """Attack: a candidate's solver.yaml that a factory honours in full (scorer, dataset,
     generate config): the seed's scorer and samples are used, and the trial seed wins over the
@@ -416,6 +477,17 @@ def test_a_solver_yaml_naming_a_scorer_a_dataset_and_a_seed_changes_none_of_them
     )  # exact(), not includes()
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        'inspect_ai candidate code that reads the gold from `state.metadata` (`{"answer": gold}`, a '
+        "reference solution)"
+    ),
+    outcome=(
+        "prevented: the candidate's eval gets no entry whose value is the target, nor the keys of "
+        "`hidden_metadata`; the scorers get all"
+    ),
+)
 def test_a_candidates_solver_that_reads_gold_from_metadata_sees_none(tmp_path):
     """Attack: candidate code in the eval reads ``state.metadata`` where the dataset keeps the
     gold ({"answer": gold}, {"solution": "... 42"}). An entry whose value is the target, and

@@ -127,6 +127,11 @@ def test_check_accepts_a_re_score_that_differs_only_for_a_declared_stochastic_sc
     assert "score is declared stochastic (stochastic_score = True)" in capsys.readouterr().out
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="an LLM judge's recorded re-scores edited in a record",
+    outcome="refused when the record is read",
+)
 @pytest.mark.parametrize(
     "judge",
     [

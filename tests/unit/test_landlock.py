@@ -89,6 +89,15 @@ def _probe(tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, objec
     return json.loads(done.stdout)
 
 
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "read the project's memory of other runs (decisions, seals: in `.capevolve/`) or a shared ledger"
+    ),
+    outcome="prevented: hidden (EACCES)",
+    unconfined="labelled unconfined",
+    note="the mechanism",
+)
 @needs_landlock
 def test_a_confined_process_reads_the_project_writes_only_its_scratch_and_cannot_signal_out(tmp_path):
     seen = _probe(tmp_path)

@@ -170,6 +170,14 @@ def test_prose_with_quotes_and_words_that_look_like_base64_does_not_flag(tmp_pat
     assert _scan(tmp_path, "Say 'hello' and 'goodbye'; check Base64 and ABCD tokens.") == []
 
 
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "the leak guard's refusal, printed where the optimizer reads, naming the test task it caught "
+        "(one probe per id)"
+    ),
+    outcome="prevented: a test task's id is never named",
+)
 def test_a_test_tasks_id_is_refused_without_being_named(tmp_path: Path) -> None:
     """The gate's output is read by the optimizer: naming the test id it refused confirmed, one
     probe at a time, which tasks the sealed split holds (the loop's red team)."""
@@ -177,6 +185,17 @@ def test_a_test_tasks_id_is_refused_without_being_named(tmp_path: Path) -> None:
     assert _scan(tmp_path, "Remember q-0001.") == ["prompt.md:1 holds the id of val task 'q-0001'"]
 
 
+@pytest.mark.attack(
+    "runs-recorded",
+    attack=(
+        "a leak hidden from the guard: a NUL byte appended to the file (it was skipped as binary), "
+        "UTF-16 text, or the id in a file's name (`q01-answer.md`)"
+    ),
+    outcome=(
+        "refused: a file holding NULs is searched with each NUL a line break and with the NULs "
+        "dropped, and every file's path is searched like a line"
+    ),
+)
 @pytest.mark.parametrize(
     "data",
     [
@@ -195,6 +214,13 @@ def test_a_file_holding_nul_bytes_is_still_searched(tmp_path: Path, data: bytes)
     assert [leak.path for leak in found][:1] == ["blob.bin"]
 
 
+@pytest.mark.attack(
+    "runs-recorded",
+    attack=(
+        "a leak hidden from the guard: a NUL byte appended to the file (it was skipped as binary), "
+        "UTF-16 text, or the id in a file's name (`q01-answer.md`)"
+    ),
+)
 def test_a_file_name_holding_an_id_is_a_leak_and_an_inherited_name_is_not(tmp_path: Path) -> None:
     (tmp_path / "parent" / "notes").mkdir(parents=True)
     (tmp_path / "parent" / "notes" / "q-0001.md").write_text("kept from the seed\n")

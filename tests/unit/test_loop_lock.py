@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from cli_calls import hill_climb
 
 from pytest_capevolve._loop.loop_lock import only_loop
@@ -16,6 +17,11 @@ from pytest_capevolve._loop.loop_lock import only_loop
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
+@pytest.mark.attack(
+    "harness",
+    attack="a second `capevolve hill-climb` (or `--resume`) on a project whose loop is running",
+    outcome="refused in one line naming the first loop's pid",
+)
 def test_a_second_loop_on_a_project_is_refused_while_the_first_runs(tmp_path: Path, capsys) -> None:
     project = tmp_path / "toy_calc"
     shutil.copytree(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import pytest
 from gate_calls import decide
 
 from pytest_capevolve import _stats as stats
@@ -30,6 +31,11 @@ def test_the_reproducing_arrangements_differ_as_floats_and_tie_as_fractions():
     assert Fraction(high.delta_exact) == Fraction(low.delta_exact) == Fraction(7, 18)
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack="a candidate tied exactly with a null control, compared in floats",
+    outcome="prevented: the null floor compares exact fractions",
+)
 def test_a_candidate_tied_exactly_with_a_null_is_rejected_either_way_round():
     for candidate, null in ((HIGH, LOW), (LOW, HIGH)):
         null_verdict = decide(arm(null), BEST)

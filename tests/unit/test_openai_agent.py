@@ -155,6 +155,14 @@ def test_the_readme_commands_run_in_the_venv_the_main_readme_makes():
 SECRET = "sk-capevolve-unit-0123456789abcdef"
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "an endpoint (or proxy) that echoes the API key in a 401's message or in a completion, which "
+        "the rollout's error or output would keep"
+    ),
+    outcome="prevented: the openai example redacts the key from both",
+)
 def test_a_server_message_that_echoes_the_key_is_recorded_without_it(rollout, standin):
     """Attack (or an endpoint's habit): a 401 whose message echoes the key it rejected
     ("Incorrect API key provided: sk-..."), and a proxy whose completion echoes it. The rollout's
@@ -175,6 +183,11 @@ def test_a_server_message_that_echoes_the_key_is_recorded_without_it(rollout, st
     assert SECRET not in str(vars(echoed)) and echoed.output == "key=[API key redacted]"
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack="an openai-agent candidate whose prompt asks for `{api_key}` / `$OPENAI_API_KEY`",
+    outcome="prevented: a candidate is its prompt, sent as text; the key goes only to the client",
+)
 def test_a_candidate_prompt_cannot_put_the_key_in_a_request(rollout, standin):
     """Held: a candidate is its prompt.md, sent as text (nothing formats it), and the key goes
     only to the client's Authorization header: a prompt asking for '{api_key}' or
@@ -186,6 +199,16 @@ def test_a_candidate_prompt_cannot_put_the_key_in_a_request(rollout, standin):
     assert result.error is None and SECRET not in str(vars(result))
 
 
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "an openai-agent candidate folder holding its own `openai.yaml` that points the client (and "
+        "its key) at another server"
+    ),
+    outcome=(
+        "prevented: the settings are the project's, read beside the spec; a candidate folder's are never read"
+    ),
+)
 def test_a_candidates_own_openai_yaml_cannot_send_the_key_elsewhere(standin, tmp_path, monkeypatch):
     """Held: a candidate folder holding an ``openai.yaml`` that points the client at another
     server (one that would collect the key) is not read: the settings are the project's, read

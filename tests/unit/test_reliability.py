@@ -41,6 +41,11 @@ class Retrying:
         return 1.0
 
 
+@pytest.mark.attack(
+    "held-before",
+    attack="an adapter that swallows the timeout",
+    outcome="the timeout holds",
+)
 @pytest.mark.parametrize("catch", [Exception, BaseException])
 def test_the_rollout_timeout_holds_whatever_the_adapter_catches(tmp_path, catch) -> None:
     from pytest_capevolve import Task

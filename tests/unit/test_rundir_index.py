@@ -99,6 +99,10 @@ def test_the_index_catches_up_with_rollouts_it_never_saw(run: RunDir, val_rollou
     assert [(r.task_id, r.reward) for r in late] == [("task-0", 0.5)]
 
 
+@pytest.mark.attack(
+    "record",
+    attack="rewards edited in rollout files, with size and mtime kept",
+)
 def test_a_file_changed_or_damaged_after_indexing_is_read_again(run: RunDir) -> None:
     run.flush()
     folder = run.root / "rollouts" / "val"
@@ -213,6 +217,11 @@ def test_spend_is_exact_without_rewriting_state_json(run: RunDir) -> None:
     assert audit(RunDir(run.root)) == []
 
 
+@pytest.mark.attack(
+    "record",
+    attack="a rollout file planted with no event",
+    outcome="prevented: not evidence, quarantined",
+)
 def test_a_rollout_file_no_event_records_is_not_evidence(run: RunDir) -> None:
     """A file put there by hand (no event, no row): quarantined when read, never a rollout."""
     run.flush()

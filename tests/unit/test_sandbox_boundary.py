@@ -88,6 +88,12 @@ def test_the_fence_hides_the_run_dir_the_gold_files_and_a_shared_ledger(project)
     assert boundary.readable == (snapshot,)  # granted although it lies inside the hidden run dir
 
 
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack="a `sandbox_writable` that would open a hidden folder (the project itself, `.capevolve/`)",
+    outcome="refused: no child starts; each rollout's infra error names the folder and the way on",
+    unconfined="the same",
+)
 @pytest.mark.parametrize("folder", [".", ".capevolve/runs", ".."])
 def test_a_sandbox_writable_folder_that_would_open_a_hidden_one_is_refused_naming_the_way_on(
     project, folder: str

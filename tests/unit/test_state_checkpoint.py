@@ -100,6 +100,14 @@ def _one(run: RunDir) -> RolloutRecord:
     return run.rollouts.indexed_rollouts("val")[0]
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "the `state.json` tally a leaving session logs (so the next reader folds only the log after "
+        "it) edited to 0 rollouts, with `state.json` to match"
+    ),
+    outcome="refused: the event's hash link breaks",
+)
 def test_an_edited_tally_is_refused_in_one_line(run: RunDir) -> None:
     """The checkpoint's tally set to 0 rollouts, state.json likewise (to get past
     ``max_metric_calls``): the line after the checkpoint no longer links to it."""
@@ -122,6 +130,17 @@ def _append_chained(run: RunDir, event: dict) -> None:
         out.write(json.dumps(event, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a forged tally appended by hand, chained to the log's end: a stale copy of the real one, or "
+        "one made for the last line"
+    ),
+    outcome=(
+        "prevented: only a checkpoint the chain covers where it says it is counts; the edited "
+        "`state.json` is refused"
+    ),
+)
 @pytest.mark.parametrize("where", ["stale copy", "last line"])
 def test_a_forged_tally_in_a_later_appended_event_is_never_used(run: RunDir, where: str) -> None:
     """A checkpoint with a tally of 0 appended by hand, chained to the end: copied from the

@@ -43,6 +43,19 @@ def crosses(order: list[str], arms: tuple[dict[str, float], dict[str, float]], r
     return decision.state.stopped == "efficacy"
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "a sequential gate's task order read from the source, the gains placed first; or computed from "
+        "the run's secret (readable by the same user) for byte variants ground until one puts its "
+        "gains first"
+    ),
+    outcome=(
+        "prevented: the order is keyed by the candidate's content hash, a per-run secret and a nonce "
+        "drawn when a sequential gate first plans those bytes (no order exists to compute before "
+        "then), all recorded in the verdict"
+    ),
+)
 def test_gains_placed_first_in_the_base_seed_order_no_longer_cross_more_often():
     rng = np.random.default_rng(2026)
     known = base_seed_order()
@@ -94,6 +107,14 @@ def test_the_secret_is_made_with_the_run_committed_to_the_log_and_kept_out_of_ca
     assert made[0] != made[1]
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "a sequential gate's task order read from the source, the gains placed first; or computed from "
+        "the run's secret (readable by the same user) for byte variants ground until one puts its "
+        "gains first"
+    ),
+)
 def test_a_replaced_or_deleted_secret_is_refused_in_one_line(tmp_path):
     root = tmp_path / "runs" / "r1"
     root.mkdir(parents=True)

@@ -1,10 +1,5 @@
-"""A cap-evolve project's ``adapters/`` made ours: its adapter class found, its imports rewritten.
-
-Used by :func:`.importer.import_cap_evolve`, in the user's process, before anything is
-written: :func:`adapter_class_of` reads the adapter file without running it; :func:`copy_adapter`
-copies the folder and points ``from cap_evolve import Task, …`` lines at ``pytest_capevolve``,
-listing the lines that have no counterpart here for the user to adapt by hand.
-"""
+"""A cap-evolve project's ``adapters/`` made ours: its adapter class found, its imports rewritten
+(``from cap_evolve import …`` → ``pytest_capevolve``), lines with no counterpart listed."""
 
 from __future__ import annotations
 
@@ -22,14 +17,9 @@ _OTHER = re.compile(r"^\s*(?:import\s+cap_evolve\b|from\s+cap_evolve[.\w]*\s+imp
 
 
 def adapter_class_of(path: Path) -> tuple[str, str | None]:
-    """The adapter class in cap-evolve's ``adapters/adapter.py``, read without running it.
-
-    cap-evolve's loader (``cap_evolve.check.load_adapter``) instantiates the module's name
-    ``Adapter``: a file binding it is taken as is. A file without it could not run under
-    cap-evolve either, but if exactly one class subclasses ``CapabilityAdapter`` or defines
-    ``run_target``, that class is meant (returned with a note saying so); none or several is
-    refused, since a guess would import cleanly and fail at the first check.
-    """
+    """The adapter class in cap-evolve's ``adapters/adapter.py``, read without running it:
+    ``Adapter`` (as cap-evolve's loader takes it), else the one class that subclasses
+    ``CapabilityAdapter`` or defines ``run_target`` (with a note); none or several is refused."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (SyntaxError, UnicodeDecodeError) as exc:

@@ -1,21 +1,12 @@
 """``capevolve import-cap-evolve SRC [DEST] [--run RUN_DIR]``: a cap-evolve project, and one
 of its runs, made a project and a run here.
 
-SRC is cap-evolve's project folder (``.capevolve/project/`` with ``capevolve.yaml`` and
-``adapters/adapter.py``), the folder holding ``.capevolve/project/``, or a spec file of it.
-Written to DEST (default ``.``), never over an existing file:
-
-- ``capevolve.yaml``: every cap-evolve key mapped (:mod:`..project.cap_evolve_keys`), the
-  others listed in a comment with why each is not used here;
-- ``adapters/``: a copy whose ``from cap_evolve import …`` lines import ours instead;
-- the capability folder (with a run: the run's own seed snapshot, the bytes it measured);
-- with ``--run``: the run's frozen splits as ``cap_evolve_splits.json`` and a new run in
-  ``DEST/.capevolve/runs/`` holding its candidates, every rollout (infra errors stay missing
-  data), its best, and — when cap-evolve's test seal was burned — a burned seal with the test
-  score it recorded, so no session here can look at the test split a second time.
-
-Pays no rollout. Runs where the command is run; imports nothing of pytest.
-"""
+SRC is cap-evolve's project folder, the folder holding it, or its spec file. Written to DEST
+(never over an existing file): ``capevolve.yaml`` with every key mapped
+(:mod:`.._project.cap_evolve_keys`) and the others listed with why; ``adapters/`` importing ours
+instead of ``cap_evolve``; the capability folder; and with ``--run`` the run's frozen splits and
+a new run holding its candidates, rollouts, best and — when its test seal was burned — a burned
+seal, so the test split is not looked at twice. Pays no rollout; imports nothing of pytest."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """A cap-evolve run written as a new run of the imported project, through the run dir.
 
-Used by :func:`.importer.import_cap_evolve` with ``--run``, once the project is written: its
-candidates registered, every rollout recorded (infra errors stay missing data), its best booked
-as replaying the log would read it, and — when cap-evolve scored its test split — our seal
-burned with that score. Pays no rollout; a failure discards the half-imported run.
-"""
+Its candidates registered, every rollout recorded, its best booked, and a burned test seal
+where cap-evolve scored test. Pays no rollout; a failure discards the half-imported run."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """What every session kind is: the :class:`SessionKind` protocol and what its ``start`` returns.
 
-Controller only. The table of kinds is :data:`.KINDS`; this module is what the kinds' modules
-(and a project's own kind, through ``pytest_capevolve_make_session``) build on.
-"""
+Controller only; what the kinds (and a project's own, through ``pytest_capevolve_make_session``) build on."""
 
 from __future__ import annotations
 
@@ -36,16 +34,13 @@ SCHEDULE_WHY = pytest.StashKey[str | None]()
 
 
 class Role(Protocol):
-    """The plugin that concludes a session: run by :class:`..outcome.SessionEnd` after the run
-    loop, it reads back what is persisted and returns the outcome."""
+    """The plugin that concludes a session, run by :class:`..outcome.SessionEnd` after the run loop."""
 
     def conclude(self) -> Outcome: ...
 
 
 @dataclass
 class Started:
-    """A session of one kind, planned and ready to register (controller only)."""
-
     role: Role
     planned: Planned
     persistence: Persistence
@@ -62,8 +57,8 @@ class SessionKind(Protocol):
     name: str
 
     def asked(self, config: pytest.Config, split: str) -> bool:
-        """Whether the options ask for this kind; raises ``pytest.UsageError`` for flags that
-        contradict it (checked before anything is planned or paid)."""
+        """Whether the options ask for this kind; ``pytest.UsageError`` for contradicting flags, before
+        anything is planned."""
         ...
 
     def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
@@ -72,6 +67,5 @@ class SessionKind(Protocol):
 
 
 def indexed(rundir: RunDir, planned: Planned) -> Callable[[], list[RolloutRecord]]:
-    """The plan's persisted rollouts, read from the run's index (what an interrupt tabulates)."""
     plan = planned.plan
     return lambda: rundir.rollouts.indexed_rollouts(plan.split, plan.tags() | {SEED_TAG}, plan.block)

@@ -1,8 +1,5 @@
-"""Planning for the two cheaper-evidence kinds, a subset screen and a grow: the same project
-and run locks as a gate session, and the same cleanup when planning refuses.
-
-Controller only; used by :mod:`.screen` and :mod:`.grow`.
-"""
+"""Planning for the two cheaper-evidence kinds, a subset screen and a grow: the same project and run locks
+as a gate session, and the same cleanup when planning refuses. Controller only."""
 
 from __future__ import annotations
 
@@ -23,8 +20,8 @@ P = TypeVar("P")
 def plan_locked(
     config: pytest.Config, spec: Spec, plan: Callable[[RunDir, Screens], P]
 ) -> tuple[P, RunDir, Screens]:
-    """Run ``plan(rundir, screens)`` under the project's and the run's locks; a refused plan
-    releases its claims and leaves no empty run behind."""
+    """Run ``plan`` under the project's and run's locks; a refused plan releases its claims and leaves no
+    run."""
     from ..refusals import Screens
 
     option = config.option

@@ -1,9 +1,8 @@
-"""The evaluation kind: measure the candidates on a split and, with ``--capevolve-gate``, gate
-them against the best as one round (the default kind: no other was asked for).
+"""The evaluation kind: measure the candidates on a split and, with ``--capevolve-gate``, gate them against
+the best as one round (the default kind: no other was asked for).
 
-Controller only. Plans under the project's lock (run creation) and the run's (spec lock,
-splits, snapshots, claims), so sessions started together get one run and never pay twice.
-"""
+Controller only. Plans under the project's lock and the run's, so sessions started together get one run and
+never pay twice."""
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ if TYPE_CHECKING:
 def plan_gated(
     config: pytest.Config, spec: Spec, pool_ids: list[str], split: str
 ) -> tuple[GateRequest, Planned, Persistence, RunDir, list[Verdict]]:
-    """Plan an evaluation (gated or not): (the gate asked for, the plan, its persistence, the
-    run, the candidates refused before paying). A refused session leaves no empty run."""
+    """Plan an evaluation: (the gate asked for, the plan, its persistence, the run, the refused
+    candidates). A refused session leaves no empty run."""
     from ..persistence import Persistence
     from ..planning import plan_evaluation
     from ..refusals import Screens

@@ -1,8 +1,6 @@
 """The finalize kind: ``pytest --capevolve-finalize PROJECT`` scores the test split once.
 
-Controller only. The seal is claimed before anything is planned, so a refused finalize pays
-nothing and writes nothing (:mod:`..finalize` concludes it).
-"""
+Controller only. The seal is claimed before planning, so a refused finalize pays and writes nothing."""
 
 from __future__ import annotations
 
@@ -51,10 +49,8 @@ class FinalizeKind:
 
 
 def _reused_test(config: pytest.Config, spec: Spec, rundir: RunDir) -> list[tuple[str, list[str]]] | None:
-    """The other runs of the project that scored some of this run's test tasks, or took their
-    decisions on a val holding some of them (matched by id or content): refused
-    (TestSealError, naming them) unless ``--capevolve-test-reused`` acknowledges it; None
-    when the test tasks are fresh to the project."""
+    """Other runs that scored some of this run's test tasks or decided on a val holding them (by id or
+    content): refused unless ``--capevolve-test-reused``; None when fresh."""
     from ..._policy.decision_memory import decided_on
     from ..._project.splits import TestSealError
     from ..._store.project_seal import REUSED_LABEL, overlaps, reused_line
@@ -75,7 +71,6 @@ def _reused_test(config: pytest.Config, spec: Spec, rundir: RunDir) -> list[tupl
 
 
 def test_reused_asked(config: pytest.Config) -> bool:
-    """``--capevolve-test-reused`` (or its ini twin ``capevolve_test_reused``)."""
     if config.option.capevolve_test_reused:
         return True
     return str(config.getini("capevolve_test_reused")).strip().lower() in ("1", "true", "yes")

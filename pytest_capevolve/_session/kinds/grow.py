@@ -1,8 +1,5 @@
-"""The grow kind (``--capevolve-grow TAG``): more trials for an undecided candidate, judged
-again at the next look of its α schedule (:mod:`..grow`).
-
-Controller only.
-"""
+"""The grow kind (``--capevolve-grow TAG``): more trials for an undecided candidate, judged again at the
+next look of its α schedule (:mod:`..grow`). Controller only."""
 
 from __future__ import annotations
 
@@ -20,8 +17,6 @@ if TYPE_CHECKING:
 
 
 class GrowKind:
-    """A grow of one candidate already gated against the best."""
-
     name = "grow"
 
     def asked(self, config: pytest.Config, split: str) -> bool:

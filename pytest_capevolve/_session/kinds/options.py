@@ -1,7 +1,6 @@
 """The options the session kinds read, each read and checked in one place.
 
-Controller only, before anything is planned or paid: a contradiction is a ``pytest.UsageError``.
-"""
+Controller only, before anything is paid: a contradiction is a ``pytest.UsageError``."""
 
 from __future__ import annotations
 
@@ -21,8 +20,8 @@ COMMIT_MODES = ("auto", "none")
 
 
 def commit_mode(config: pytest.Config) -> str:
-    """``--capevolve-commit`` (else the ini's, else ``auto``): whether a session books the
-    decisions its verdicts make (``auto``) or only writes them as evidence (``none``)."""
+    """``--capevolve-commit`` (else the ini's, else ``auto``): book the verdicts' decisions (``auto``) or
+    only write them (``none``)."""
     commit = str(config.option.capevolve_commit or config.getini("capevolve_commit") or "auto")
     if commit not in COMMIT_MODES:
         raise pytest.UsageError(
@@ -32,7 +31,6 @@ def commit_mode(config: pytest.Config) -> str:
 
 
 def cheaper_evidence(config: pytest.Config, split: str) -> str | None:
-    """``screen`` or ``grow`` when one was asked for (checked here, before any planning)."""
     option = config.option
     screen = option.capevolve_screen is not None or option.capevolve_screen_ids is not None
     if not screen and not option.capevolve_grow:
@@ -54,8 +52,8 @@ def cheaper_evidence(config: pytest.Config, split: str) -> str | None:
 
 
 def refuse_pairwise(spec: Spec, flag: str) -> None:
-    """``gate_mode: pairwise`` is decided by a plain gate session, which judges the stored
-    outputs; a kind that decides on rewards alone would decide on another rule than the run's."""
+    """``gate_mode: pairwise`` is decided by a plain gate session; a kind deciding on rewards alone would
+    use another rule than the run's."""
     if spec.gate_mode == "pairwise":
         raise pytest.UsageError(
             f"{flag} decides on rewards, and this run's gate_mode is pairwise (a judge's preferences, "
@@ -65,7 +63,6 @@ def refuse_pairwise(spec: Spec, flag: str) -> None:
 
 
 def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
-    """The gate an evaluation session was asked for (refused when the flags contradict it)."""
     from ..._decide.rounds import MULTIPLE
     from ..planning import GateRequest
 
@@ -125,7 +122,6 @@ def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
 
 
 def candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateRequest]:
-    """The ``--capevolve-candidate`` folders with their tags, in the order given."""
     dirs = [Path(d) for d in config.option.capevolve_candidate]
     tags = list(config.option.capevolve_tag)
     if tags and len(tags) != len(dirs):

@@ -1,8 +1,5 @@
-"""The subset-screen kind (``--capevolve-screen TIER`` / ``--capevolve-screen-ids a,b,c``):
-the candidate on a subset of val, killed early or promoted to a gate (:mod:`..subset_screen`).
-
-Controller only.
-"""
+"""The subset-screen kind (``--capevolve-screen TIER`` / ``--capevolve-screen-ids a,b,c``): the candidate
+on a subset of val, killed early or promoted to a gate (:mod:`..subset_screen`). Controller only."""
 
 from __future__ import annotations
 
@@ -20,8 +17,6 @@ if TYPE_CHECKING:
 
 
 class ScreenKind:
-    """A subset screen of one candidate against the best."""
-
     name = "screen"
 
     def asked(self, config: pytest.Config, split: str) -> bool:

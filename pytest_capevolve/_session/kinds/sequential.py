@@ -1,11 +1,8 @@
-"""The sequential-gate kind (``--capevolve-gate --capevolve-sequential``): a gate that stops
-paying for a tag once its e-process decides it.
+"""The sequential-gate kind (``--capevolve-gate --capevolve-sequential``): a gate that stops paying for a
+tag once its e-process decides it.
 
-Controller only. Planned as a gate session (:func:`.evaluate.plan_gated`); the live role
-:class:`..sequential_gate.SequentialGate` is registered after persistence (it sees the saved
-rollouts) and :class:`SequentialGateSession` concludes from what it decided — after Ctrl-C too,
-writing what it reached (a decision, else "undecided" with its e-values).
-"""
+Controller only. Planned as a gate; the live role :class:`..sequential_gate.SequentialGate` is registered
+after persistence and :class:`SequentialGateSession` concludes from what it decided, after Ctrl-C too."""
 
 from __future__ import annotations
 
@@ -35,18 +32,14 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False, kw_only=True)  # a plugin: identity, not value, equality
 class SequentialGateSession(EvaluationSession):
-    """Controller only: a gate session's conclusion, judged by the sequential gate."""
-
     sequential: SequentialGate
 
     def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict]:
-        """Ctrl-C: the verdicts as they stand (none booked)."""
         nulls, judged = self._sequential_verdicts(by_tag, interrupted=True)
         self.sequential.finish()
         return nulls + judged
 
     def _judge(self, outcome: Outcome, by_tag: ByTag) -> list[Verdict]:
-        """The e-processes' verdicts; what a decided tag skipped is not missing."""
         not_paid = self.sequential.not_paid()
         outcome.missing = [k for k in outcome.missing if k.tag not in not_paid]
         if not outcome.missing and not self.persistence.tally.dead_workers:
@@ -81,11 +74,8 @@ class SequentialGateSession(EvaluationSession):
         return nulls, judged
 
     def _still_its_level(self, verdict: Verdict, budget: AlphaBudget) -> Verdict:
-        """An accept whose e-process crossed at the share the run's budget gave when this
-        session started, while another session has since taken levels of that budget: the
-        share is no longer this decision's to spend, so it is undecided (spending nothing),
-        never an accept at a level another decision took. A reject stands (a smaller level
-        can only make an accept harder)."""
+        """An accept whose e-process crossed at a share of the budget another session has since taken is
+        undecided (spending nothing); a reject stands."""
         from ..._decide.stopping import UNDECIDED
         from ..._decide.verdict import ACCEPT
 
@@ -106,9 +96,8 @@ class SequentialGateSession(EvaluationSession):
 
 
 def sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned: Planned) -> SequentialGate:
-    """The sequential gate's live role: every non-best tag gated against the best; the
-    candidates share the round's α from the val-reuse budget equally (Bonferroni: each is
-    decided on its own, as its e-process crosses), each null control gets what one candidate gets."""
+    """The live role: every non-best tag against the best; the candidates share the round's α equally
+    (Bonferroni), each null gets one candidate's share."""
     from ..gating import AlphaBudget
     from ..sequential_gate import SequentialGate
 
@@ -123,8 +112,6 @@ def sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned: 
 
 
 class SequentialGateKind:
-    """``--capevolve-sequential`` (with ``--capevolve-gate``, checked by the gate request)."""
-
     name = "sequential"
 
     def asked(self, config: pytest.Config, split: str) -> bool:

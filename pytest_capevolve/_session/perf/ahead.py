@@ -1,35 +1,18 @@
 """At concurrency 1: the next rollout's request sent ahead, while this process handles the last.
 
-Each rollout is a round trip to its candidate's sandbox child (:mod:`..._engine.sandbox`). At
-concurrency 1 the child used to sit idle while this process scored, persisted and reported a
-rollout, and this process sat idle while the child ran the next one. With this plugin, as soon
-as a rollout's answer has been read (before it is scored), the next item's request goes to the
-same child, if the next item is the same candidate's (a single-tag session, or trials of one
-tag in a row): the child runs it while this process finishes the last one, and the next item
-collects its answer (:meth:`..._items.nodes.RolloutItem.send_ahead`). Only the same
-candidate's: a candidate's code can kill this process (it is its parent) while its rollout runs
-ahead, and the rollout then lost with it, not yet persisted, must be that candidate's own —
-never another arm's, which would let a candidate make the arm it is compared with miss data.
+As soon as a rollout's answer is read, the next item's request goes to the same sandbox child if it is the
+same candidate's, so the child runs it while this process scores and persists
+(:meth:`..._items.nodes.RolloutItem.send_ahead`). Only the same candidate's: its code can kill this
+process, and the unpersisted rollout lost must be its own, never the arm it is compared with.
 
-What does not change: the child runs one rollout at a time (a request is only sent to an idle
-child); the checks made before a rollout is paid are made before it is sent; the snapshot's
-stamp is taken before it is sent and compared after its answer; its deadline and ``seconds``
-run from when it was sent; records, reports and persistence are those of concurrency 1. An
-answer sent ahead for an item that then asks for something else (it was skipped, or the log
-level moved) is read and dropped; one whose item never runs (the session stopped) is lost with
-its child when the session ends, and its rollout stays owed.
+Unchanged: one rollout at a time per child, checks and stamps before sending, deadlines from sending,
+records as at concurrency 1. An answer for an item that then asks otherwise is dropped; one whose item
+never runs stays owed.
 
-Registered only for an adapter that declares ``thread_safe = True``: the next ``run_target``
-runs while this process scores the last, and a scorer may read state the next rollout changes
-(a workspace the agent edits, the tests run on it a moment later). An adapter that never said
-so is taken as safe for ``--capevolve-concurrency`` (:func:`..._engine.runner.declared_thread_safe`),
-but at concurrency 1 nothing of it ever overlapped: it is not overlapped now. And only where one
-more rollout paid and thrown away would matter to nobody: a sync adapter at concurrency 1, no
-sequential gate (a decision made from the last rollout would come after the next was paid), no
-``max_usd`` / ``max_metric_calls`` ceiling (the spec's or its ``stop_condition``'s), not the
-sealed test split, and no ``-x`` / ``--maxfail`` / ``--stepwise`` / ``--pdb`` (a session that
-stops at a failure). ``-p no:capevolve-ahead`` turns it off: the same records either way.
-"""
+Only for an adapter declaring ``thread_safe = True`` (a scorer may read state the next rollout changes), a
+sync adapter at concurrency 1, and where one rollout thrown away matters to nobody: no sequential gate, no
+spend ceiling, not test, no ``-x``/``--maxfail``/``--stepwise``/``--pdb``. ``-p no:capevolve-ahead`` turns
+it off."""
 
 from __future__ import annotations
 
@@ -48,7 +31,7 @@ PLUGIN_NAME = "capevolve-ahead"
 
 
 class SendAhead:
-    """Tells the running item which item comes next (see the module docstring)."""
+    """Tells the running item which item comes next."""
 
     def __init__(self, context: EvalContext) -> None:
         self.context = context
@@ -65,7 +48,6 @@ class SendAhead:
 
 
 def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:
-    """Whether this session's rollouts may be sent ahead (see the module docstring)."""
     option = config.option
     plan = context.plan
     # the spec's ceilings, and those its stop_condition states ("at most 20 rollouts")

@@ -1,28 +1,14 @@
 """Rollouts in flight within one process: ``--capevolve-concurrency K``.
 
-Registered in every process that runs rollout items — the plain session, or each xdist worker —
-when K > 1 or the adapter is async. pytest still runs items one at a time, in order, through
-its normal hooks; before each item's protocol this plugin starts the rollouts of the next
-items this process already owns, up to K (the running one included), off the main thread
-(:mod:`..project.inflight`), and the item's ``runtest`` collects its own. So reports,
-records, persistence, resume and crash safety are those of K = 1; only the waiting overlaps.
+Registered in every process that runs rollout items when K > 1 or the adapter is async. pytest still runs
+items one at a time; before each item this plugin starts the rollouts of the next items this process owns,
+up to K, off the main thread, and each item's ``runtest`` collects its own. Reports, persistence, resume
+and crash safety are those of K = 1; only the waiting overlaps.
 
-Which items a process owns:
-
-- without xdist, ``session.items`` in order (pytest's own run loop);
-- on an xdist worker, the item being run, the next one, and the indices the controller has
-  queued on this worker. Under ``--dist worksteal`` the queue can be stolen from, so only the
-  item being run and the next one (already taken off the queue) are started ahead.
-
-Bounded to K: at most K rollouts are started and not yet collected. A rollout started ahead
-whose item then never runs (skipped, deselected at run time, stolen, or the session stopped)
-is dropped unreported: nothing is persisted for it, its key stays owed, and the next session
-pays it again. ``dropped`` counts them (it goes to the controller in ``workeroutput``).
-
-What a rollout prints and logs while in flight is kept for its own item
-(:mod:`.routed_output`), and its call report is given the rollout's own times, so
-``--durations`` and junit's ``time`` are those of K = 1.
-"""
+Owned items: ``session.items`` in order without xdist; on a worker, the running item, the next one and the
+indices queued on it (under ``--dist worksteal``, only the first two). A rollout started ahead whose item
+never runs is dropped unreported (its key stays owed); ``dropped`` counts them for ``workeroutput``. Output
+and times of an in-flight rollout are routed to its own item (:mod:`.routed_output`)."""
 
 from __future__ import annotations
 
@@ -43,8 +29,6 @@ SKIPPING_MARKS = frozenset({"skip", "skipif", "xfail"})  # pytest's setup may no
 
 
 class Fanout:
-    """Registered in each process that runs rollout items (see the module docstring)."""
-
     def __init__(self, config: pytest.Config, context: EvalContext, width: int) -> None:
         self.config = config
         self.context = context
@@ -65,7 +49,7 @@ class Fanout:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Before any rollout runs; late enough that pytest's capture and logging plugins exist."""
+        """Late enough that pytest's capture and logging plugins exist."""
         assert self.context.routing is not None
         self.context.routing.install()
 
@@ -99,9 +83,8 @@ class Fanout:
                 ahead.start()  # type: ignore[attr-defined]  # the window holds rollout items only
 
     def _in_order_at(self, item: pytest.Item, nextitem: pytest.Item | None) -> int | None:
-        """``item``'s position when pytest's own run loop runs ``session.items`` in order in
-        this process (no xdist): then the window is a slice, and only its new end needs
-        starting. None otherwise."""
+        """``item``'s position when pytest's own loop runs ``session.items`` in order (no xdist), so only
+        the window's new end needs starting; None otherwise."""
         if not self._in_order or hasattr(self.config, "workerinput"):
             return None
         items = item.session.items
@@ -114,9 +97,8 @@ class Fanout:
         return at
 
     def _start_ahead_in_order(self, items: list[pytest.Item], at: int) -> None:
-        """The window ``items[at : at + K]`` in O(1) per item: the rollouts started for items
-        before ``at`` that never collected theirs (skipped) are dropped, then the items that
-        entered the window are started."""
+        """The window ``items[at : at + K]`` in O(1) per item: rollouts of items before ``at`` that never
+        collected are dropped, new items started."""
         started = self.context.started
         while self._ahead and self._ahead[0][0] < at:
             _, nodeid = self._ahead.popleft()
@@ -135,11 +117,8 @@ class Fanout:
         self._next = max(self._next, end)
 
     def _startable(self, item: pytest.Item) -> bool:
-        """A rollout item that pytest will run once its turn comes, as far as marks tell: one
-        with a ``skip``, ``skipif`` or ``xfail`` mark (its own or a collector's) is never started
-        ahead — pytest's setup decides whether it runs, and a rollout started for an item that is
-        then skipped would be paid and thrown away in every session. It runs (or not) in its
-        turn, like at K = 1."""
+        """A rollout item with no ``skip``, ``skipif`` or ``xfail`` mark: pytest's setup decides whether a
+        marked one runs, and one started ahead then skipped would be paid for nothing."""
         if not isinstance(item, RolloutItem):
             return False
         if any(mark.name in SKIPPING_MARKS for mark in item.own_markers):
@@ -160,7 +139,6 @@ class Fanout:
             concurrent.futures.wait(self._abandoned, return_when=concurrent.futures.FIRST_COMPLETED)
 
     def owned_from(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
-        """The items this process will run from ``item`` on, as far as it knows, in order."""
         session = item.session
         if self._worker is None and hasattr(self.config, "workerinput"):
             self._worker = _xdist_worker(self.config)
@@ -187,7 +165,6 @@ class Fanout:
         return owned
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Rollouts started ahead whose items never ran are dropped (see the module docstring)."""
         self.dropped += len(self.context.started)
         self.context.started.clear()
         workeroutput = getattr(self.config, "workeroutput", None)
@@ -202,7 +179,6 @@ class Fanout:
 
 
 def _xdist_worker(config: pytest.Config) -> Any:
-    """xdist's worker-side plugin (``xdist.remote.WorkerInteractor``) in a worker, else None."""
     for plugin in config.pluginmanager.get_plugins():
         if type(plugin).__name__ == "WorkerInteractor":
             return plugin

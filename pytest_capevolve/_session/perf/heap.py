@@ -1,15 +1,9 @@
 """The cyclic garbage collector during a capevolve session's run loop.
 
-Registered in every process that runs a capevolve session (the plain session, the xdist
-controller and each worker). Everything alive when the run loop starts — imported modules
-(numpy, scipy, pytest), the spec, the plan, the collected items — stays alive until the
-session ends, yet every full collection during the loop (and at its end: the conclusion, the
-dashboard) walks all of it again: measured at ~0.25 s of a 2000-rollout session. So that heap
-is frozen (``gc.freeze``: moved out of the collector's generations) for the loop, and given back
-(``gc.unfreeze``) when pytest cleans up its config, so nothing is kept longer than without it — which
-matters when a session runs inside another process (pytester). Garbage made during the loop is
-collected as usual. A process that froze its own heap before us is left as it is.
-"""
+Registered in every process of a session. Everything alive when the loop starts (modules, spec, plan,
+items) stays alive to the end, yet every full collection walks it (~0.25 s of a 2000-rollout session). So
+it is frozen (``gc.freeze``) for the loop and unfrozen when pytest cleans up its config (sessions may run
+inside another process). A heap someone else froze is left as it is."""
 
 from __future__ import annotations
 
@@ -47,10 +41,8 @@ def register(config: pytest.Config) -> None:
 
 
 def _freeze_at_exit() -> None:
-    """When the process exits, freeze what is left: the interpreter's last collections would
-    walk a heap the OS is about to take back whole (0.2–0.3 s after a 60k-rollout resume; a
-    cycle left uncollected then costs nothing). Once per process: pytester runs many sessions in
-    one."""
+    """At process exit, freeze what is left: the last collections would walk a heap the OS is about to take
+    back (0.2–0.3 s after a 60k-rollout resume). Once per process."""
     global _AT_EXIT
     if not _AT_EXIT:
         atexit.register(gc.freeze)

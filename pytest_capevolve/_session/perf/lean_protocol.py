@@ -1,63 +1,23 @@
 """A lean run protocol for rollout items: one phase run, three reports, the same hooks seen.
 
-pytest runs every item through ``runtestprotocol``: three phases (setup, call, teardown), each
-a hook with its own wrappers (capture, logging, unraisable and thread exceptions, skipping) and
-each turned into a report by ``pytest_runtest_makereport``. A trivial item costs ~350 µs of CPU
-that way, more than a no-op rollout and its record together. A :class:`~..items.RolloutItem`
-has nothing to set up or tear down — it is not a ``Function``: no fixtures, no ``setup_module``,
-its collectors (the spec file, the split) set up nothing — so for it this plugin:
+pytest's ``runtestprotocol`` runs three phases, each a hook with its wrappers and a report: ~350 µs of CPU
+per item, more than a no-op rollout. A :class:`~..items.RolloutItem` has nothing to set up or tear down (no
+fixtures; its collectors set up nothing), so this plugin calls ``pytest_runtest_logstart``, reports setup
+passed without running it, runs the call phase exactly as pytest does (``pytest_runtest_call`` with every
+wrapper, so captured output and unraisable exceptions still show; ``pytest_exception_interact`` for
+``--pdb``), reports teardown passed, and calls ``pytest_runtest_logfinish``. Everything that watches
+reports (terminal, junitxml, ``-x``, ``--lf``, xdist, persistence) sees the same three reports.
 
-- calls ``pytest_runtest_logstart``;
-- reports the setup phase passed without running it: the report ``pytest_runtest_makereport``
-  builds for a phase that raised nothing, logged through ``pytest_runtest_logreport``;
-- runs the call phase exactly as pytest does — ``pytest_runtest_call`` with every wrapper
-  around it (so the adapter's prints and log records are captured and shown for a failed
-  rollout as before; an unraisable or thread exception still surfaces), made into a report
-  (see below) and logged; ``pytest_exception_interact`` for ``--pdb``;
-- reports the teardown phase passed without running it, like the setup;
-- calls ``pytest_runtest_logfinish``.
+What is skipped: the setup and teardown hooks (pytest's own push a stack nothing uses, evaluate marks — a
+marked item takes pytest's protocol — set ``PYTEST_CURRENT_TEST``, which the call phase sets too, and
+capture nothing), and ``pytest_runtest_makereport`` for phases that raised nothing (the passed report is
+built here as pytest's default builds it; the wrappers of :data:`KNOWN_PLUGINS` change nothing for it).
 
-So everything that watches reports — the terminal (the progress dots, ``-rA``, ``--durations``),
-junitxml, ``-x``/``--maxfail`` (the session's own ``logreport``), ``--lf`` (cacheprovider),
-xdist's worker (which forwards logstart, each report and logfinish to the controller), our
-persistence and retention — sees the same three reports with the same outcomes, sections and
-user properties as under pytest's protocol; Ctrl-C (``KeyboardInterrupt`` in the call phase)
-and ``pytest.exit`` propagate from the same place.
-
-What is skipped, and why it may be:
-
-- the ``pytest_runtest_setup`` and ``pytest_runtest_teardown`` hooks. pytest's own
-  implementations push the item on the ``SetupState`` stack (its collectors set up nothing, and
-  nothing registers finalizers on a rollout item), evaluate ``skip``/``xfail`` marks (an item
-  with any mark, its own or a collector's, takes pytest's protocol instead), set
-  ``PYTEST_CURRENT_TEST`` (set by the call phase, and removed at the end as teardown does),
-  collect unraisable and thread exceptions (the call phase's implementations still do, and
-  pytest's unconfigure collects what is left), and wrap the phase in capture and logging that
-  would capture nothing, since nothing runs.
-- ``pytest_runtest_makereport`` for the setup and teardown phases, and for a call phase that
-  raised nothing: their reports are built here the way pytest's default implementation builds
-  a passed report (the item's id, location, keywords, captured sections so far and user
-  properties; the call's times — a rollout run in flight's own, see
-  :func:`..items.time_call_as_rollout` — a duration of 0 for setup and teardown: nothing ran); the
-  wrappers pytest ships around it (skipping's xfail, tmpdir's outcome for ``tmp_path``
-  retention, unittest's ``SkipTest``) change nothing for a passed phase of an unmarked item.
-  A call phase that raised (a failed rollout, a skip) is made into a report by the hook.
-
-Those two claims hold for the plugins in :data:`KNOWN_PLUGINS` (pytest's own, hypothesis's and
-pytest-probability's).
-When any other plugin implements one of these hooks — a project's ``conftest.py``, pytest-html,
-pytest-rerunfailures — the session takes pytest's protocol, so that hook is called as before.
-So do anything but a rollout item (microcase items run in ordinary pytest sessions), a rollout
-item with a mark, and every item under ``--setup-only``, ``--setup-show`` or ``--setup-plan``.
-``-p no:capevolve-protocol`` (on the command line, or in ``addopts``) restores pytest's protocol
-for rollout items too; the two give the same terminal lines, junitxml and records
-(tests/e2e/test_lean_protocol.py).
-
-It is registered in every process that runs rollout items (the plain session and each xdist
-worker) and composes with :mod:`.fanout`: that plugin's ``pytest_runtest_protocol`` wrapper
-starts the next items' rollouts ahead, then this implementation runs the item, whose
-``runtest`` collects its own.
-"""
+When another plugin implements one of these hooks (a ``conftest.py``, pytest-html, pytest-rerunfailures),
+the session takes pytest's protocol; so do non-rollout items, marked items and ``--setup-only``/``-show``/
+``-plan``. ``-p no:capevolve-protocol`` restores pytest's protocol; both give the same output
+(tests/e2e/test_lean_protocol.py). Registered in every process that runs rollout items; :mod:`.fanout`'s
+wrapper starts the next rollouts ahead around it."""
 
 from __future__ import annotations
 
@@ -90,8 +50,6 @@ CURRENT_TEST = "PYTEST_CURRENT_TEST"
 
 
 class LeanProtocol:
-    """Registered in every process that runs rollout items (see the module docstring)."""
-
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.reraise = get_reraise_exceptions(config)
@@ -125,11 +83,9 @@ class LeanProtocol:
         return True
 
     def _call(self, item: pytest.Item, ihook: Any, keywords: dict[str, Any]) -> None:
-        """The call phase as ``call_and_report`` runs it. The logging plugin's call wrapper
-        files the phase's records under the dict its setup wrapper makes: made here instead,
-        and dropped after, as its teardown wrapper does. A call that raised nothing gets the
-        report pytest's default ``pytest_runtest_makereport`` builds (what the known plugins'
-        wrappers leave as it is for an unmarked item); one that raised, the hook's."""
+        """The call phase as ``call_and_report`` runs it, with the logging plugin's records dict made here
+        and dropped after. A call that raised nothing gets pytest's default passed report; one that raised,
+        the hook's."""
         stash = item.stash
         stash[caplog_records_key] = {}
         try:
@@ -175,10 +131,8 @@ SKIPPED_HOOKS = ("pytest_runtest_setup", "pytest_runtest_teardown", "pytest_runt
 
 
 def only_known_implementations(ihook: Any) -> bool:
-    """Do only :data:`KNOWN_PLUGINS` implement the hooks the lean protocol skips (setup and
-    teardown) or calls for the call phase alone (makereport)? Another plugin — a project's
-    ``conftest.py``, pytest-html, pytest-rerunfailures — means pytest's protocol, so it is called
-    exactly as before."""
+    """Do only :data:`KNOWN_PLUGINS` implement the hooks the lean protocol skips or calls for the call
+    phase alone? Any other means pytest's protocol."""
     hooks = [getattr(ihook, name) for name in SKIPPED_HOOKS]
     return all(impl.plugin_name in KNOWN_PLUGINS for hook in hooks for impl in hook.get_hookimpls())
 
@@ -190,9 +144,8 @@ _ITEM_ID = "id" if isinstance(getattr(pytest.Item, "id", None), property) else "
 def _passed(
     item: pytest.Item, when: str, keywords: dict[str, Any], call: CallInfo[None] | None = None
 ) -> pytest.TestReport:
-    """What ``TestReport.from_item_and_call`` makes of a phase that raised nothing: passed, the
-    item's captured sections so far, its user properties; the call's times, or for a phase that
-    ran nothing, no duration."""
+    """What ``TestReport.from_item_and_call`` makes of a phase that raised nothing (no duration for a phase
+    that ran nothing)."""
     if call is None:
         start = stop = time.time()
         duration = 0.0
@@ -214,5 +167,4 @@ def _passed(
 
 
 def register(config: pytest.Config) -> None:
-    """Register the protocol unless ``-p no:capevolve-protocol`` blocked it."""
     config.pluginmanager.register(LeanProtocol(config), PLUGIN_NAME)

@@ -1,19 +1,10 @@
 """What a finished rollout leaves behind: its item shed, its passed reports slimmed.
 
-Registered in every process of a capevolve session — the plain session, xdist's controller and
-each worker — because each keeps what it saw to the end of the session: pytest holds every item
-in ``session.items``, and the terminal reporter of every process (workers too) keeps every
-report in ``stats`` (setup and teardown under ``""``, calls under their outcome). At 60,000
-rollouts a full ``TestReport`` (a keywords dict copied from the item, sections and
-user_properties lists, start and stop times) is ~0.6 KB, three per rollout.
-
-Once every plugin has seen a passed report — this is the outermost ``pytest_runtest_logreport``
-wrapper, so persistence, junitxml, xdist's sender and the terminal have all had it — the
-terminal's copy is replaced by a :class:`PassedReport` with what anything reads of a passed
-report afterwards: the count line (outcome, ``count_towards_summary``), ``--durations``
-(duration, when, nodeid), ``-rA``/``-rP`` (nodeid, sections). Failed, skipped and xfail-related
-reports are left whole: the summaries print them.
-"""
+Registered in every process of a session: pytest keeps every item and the terminal reporter every report
+(~0.6 KB each, three per rollout: 60,000 rollouts add up). As the outermost ``pytest_runtest_logreport``
+wrapper, once every plugin has seen a passed report, the terminal's copy is replaced by a
+:class:`PassedReport` holding what is read afterwards (the count line, ``--durations``, ``-rA``/``-rP``).
+Failed, skipped and xfail reports stay whole."""
 
 from __future__ import annotations
 
@@ -38,12 +29,8 @@ FINISHED_STASH_KEYS = (xfailed_key, tmppath_result_key)
 
 
 class PassedReport(TestReport):
-    """A passed report as kept once every plugin has seen it (see the module docstring).
-
-    ``keywords`` is left empty (pytest reads a report's keywords only as it is logged), the
-    rollout record is not kept (it is saved), nor are ``start``/``stop`` (junitxml takes its
-    times as reports arrive) or xdist's routing fields. Captured output, other user properties
-    and xdist's ``node`` (for the worker line ``-rP`` prints) are kept by :class:`PassedReportWith`."""
+    """A passed report as kept once every plugin has seen it: no keywords, record, start/stop or xdist
+    routing; captured output, user properties and ``node`` are kept by :class:`PassedReportWith`."""
 
     __slots__ = (IDENTITY, "location", "when", "duration")
 
@@ -79,8 +66,6 @@ class PassedReport(TestReport):
 
 
 class PassedReportWith(PassedReport):
-    """A :class:`PassedReport` that also carries captured output, user properties or xdist's node."""
-
     __slots__ = ("sections", "user_properties", "node")  # type: ignore[misc]
 
 
@@ -95,8 +80,6 @@ def slimmable(report: Any) -> bool:
 
 
 class Retention:
-    """Registered in every process of a capevolve session (see the module docstring)."""
-
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self._earlier: dict[str, PassedReport] = {}  # nodeid -> its item's last slimmed report
@@ -123,8 +106,7 @@ class Retention:
         return result
 
     def _replace(self, report: TestReport) -> None:
-        """The terminal reporter appended ``report`` to one of its stats lists as it logged it:
-        that entry becomes a :class:`PassedReport`."""
+        """The entry the terminal appended for ``report`` in its stats becomes a :class:`PassedReport`."""
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         stats = getattr(terminal, "stats", {})
         likely = stats.get("passed" if report.when == "call" else "")  # where a passed one goes

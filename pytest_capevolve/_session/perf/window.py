@@ -1,17 +1,10 @@
 """xdist scheduling for the sequential gate: a bounded window of rollouts in flight per worker.
 
-Controller only, with ``-n``/``--dist load``. xdist's load scheduler hands each worker a
-quarter of its share at once and refills up to half, so a worker may run many tasks past the
-point where the gate decided before the controller's stop marker can reach it. This scheduler
-is the same, except that a worker never holds more than ``window`` items (one task's rollouts
-of every tag, at least two), and no item is sent more than ``window × workers`` places past the
-oldest item still outstanding. The second rule is what makes the bound hold on a loaded
-machine: without it a worker that is descheduled while holding an early task lets the others
-run on through later tasks, all paid before the gate can decide on the early one. With it, every
-rollout paid before a decision lies within ``window × workers`` items of the task that decided,
-whatever the timing, and after the decision the stop marker (written before the controller sends
-anything more) keeps the workers from starting another.
-"""
+Controller only, under ``--dist load``. xdist's scheduler hands workers many items at once, so they run
+past the gate's decision. Here a worker holds at most ``window`` items, and no item is sent more than
+``window × workers`` places past the oldest outstanding one (so a descheduled worker cannot let others run
+far ahead): every rollout paid before a decision lies within that many items of it, and the stop marker
+stops the rest."""
 
 from __future__ import annotations
 
@@ -19,9 +12,8 @@ from typing import Any
 
 
 def window_scheduler(config: Any, log: Any, window: int, *, lead_limit: bool = True) -> Any:
-    """``lead_limit=False``: the per-worker window only (what bounds the rollouts a stopped
-    controller re-pays, :func:`..persistence.record_window`); the lead rule is the sequential
-    gate's, whose bound it makes hold on a loaded machine."""
+    """``lead_limit=False``: the per-worker window only (bounding what a stopped controller re-pays); the
+    lead rule is the sequential gate's."""
     from xdist.scheduler import LoadScheduling  # only when xdist runs this session
 
     class WindowScheduling(LoadScheduling):  # type: ignore[misc]
