@@ -256,4 +256,4 @@ def register(sub: Any) -> None:
     imp.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
     imp.add_argument("--run", type=Path, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
     imp.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
-    imp.set_defaults(func=cmd_import_cap_evolve, refusals=True, reads_project=False)
+    imp.set_defaults(func=cmd_import_cap_evolve, refusals=True)

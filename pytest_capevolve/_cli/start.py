@@ -77,8 +77,8 @@ def register(sub: Any) -> None:
         help="import a cap-evolve project instead (as capevolve import-cap-evolve SRC DIR)",
     )
     init.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
-    init.set_defaults(func=cmd_init, refusals=True, reads_project=False)
+    init.set_defaults(func=cmd_init, refusals=True)
     skills = sub.add_parser("skills", help="the playbooks for coding agents shipped with the package")
     skills.add_argument("--path", action="store_true", help="print only the folder that holds them")
     skills.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
-    skills.set_defaults(func=cmd_skills, reads_project=False)
+    skills.set_defaults(func=cmd_skills)
