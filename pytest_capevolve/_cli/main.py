@@ -44,11 +44,6 @@ HELP = (
 )
 
 
-def _register(sub: argparse._SubParsersAction, group: str) -> None:  # type: ignore[type-arg]
-    module, _, function = group.partition(":")
-    getattr(importlib.import_module(f".{module}", __package__), function or "register")(sub)
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; of ``command``'s group only, when it names a command."""
     from .. import __version__
@@ -58,7 +53,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     chosen = [g for g, names in GROUPS.items() if command in names] or list(GROUPS)
     for group in chosen:
-        _register(sub, group)
+        module, _, function = group.partition(":")
+        getattr(importlib.import_module(f".{module}", __package__), function or "register")(sub)
     return parser
 
 

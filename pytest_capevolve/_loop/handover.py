@@ -30,7 +30,7 @@ from .._store.rundir import RunDir, jsonl_lines
 from .handover_docs import AGENT, render_process, render_runmap
 from .journal import JOURNAL, earlier_rounds, render_journal
 from .mechanisms import FILENAME as MECHANISMS
-from .mechanisms import render_handover as render_mechanisms
+from .mechanisms import entries, render
 
 REDACTED_TEST_ID = "[a test task]"
 MIN_ID_LENGTH = 3  # "7" is every seventh line, not a task
@@ -73,7 +73,7 @@ def write_handover(
     ledger = render_ledger(rundir.run_id, decisions) if decisions else "# Ledger\n\nNo decision yet.\n"
     _read_only(workdir / "LEDGER.md", redact(ledger))
     _read_only(workdir / "rejected.jsonl", redact(jsonl_lines(render_rejected(decisions))))
-    _read_only(workdir / MECHANISMS, redact(render_mechanisms(rundir)))  # from the log, never a file
+    _read_only(workdir / MECHANISMS, redact(render(rundir.run_id, entries(rundir))))  # from the log
     _read_only(
         workdir / "PROCESS.md",
         redact(render_process(spec, rundir.run_id, workdir, tag, parent, loop, run_loop_schedule(rundir))),

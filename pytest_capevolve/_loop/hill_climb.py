@@ -69,10 +69,6 @@ from .work import JOURNAL, new_work_copy
 PREFIX = "cand_"
 
 
-def cid_of(n: int) -> str:
-    return f"{PREFIX}{n:04d}"
-
-
 def _number(cid: str) -> int:
     return int(cid[len(PREFIX) :])
 
@@ -208,7 +204,7 @@ class HillClimb:
         while stop is None:
             stop = self._stop_reason()
             if stop is None:
-                self._iterate(cid_of(len(self._iterations()) + 1), resume=False)
+                self._iterate(f"{PREFIX}{len(self._iterations()) + 1:04d}", resume=False)
         return self._summary(stop)
 
     def _iterations(self) -> list[str]:
@@ -313,7 +309,8 @@ class HillClimb:
             self.o.log(
                 f"{cid}: optimizer {result['outcome']}: the candidate is an unchanged copy of {parent}"
             )
-            self._restore(workdir, parent)
+            shutil.rmtree(workdir, ignore_errors=True)
+            writable_copy(self._source(parent), workdir, ignore=handover_ignore(self._source(parent)))
         clear_handover(workdir)
         diff = unified_diff(self._source(parent), workdir, parent, cid)
         atomic_write_text(folder / "diff.patch", diff)
@@ -346,10 +343,6 @@ class HillClimb:
 
     def _source(self, tag: str) -> Path:
         return self.spec.capability_path if tag == SEED_TAG else self._rundir.snapshots.snapshot_dir(tag)
-
-    def _restore(self, workdir: Path, parent: str) -> None:
-        shutil.rmtree(workdir, ignore_errors=True)
-        writable_copy(self._source(parent), workdir, ignore=handover_ignore(self._source(parent)))
 
     # -- evaluation and decision ---------------------------------------------------------------------------
 

@@ -237,6 +237,3 @@ class SequentialGate:
     def finish(self) -> None:
         if self.plan.sequential is not None:
             stop_marker.remove(self.rundir.root, self.plan.sequential)
-
-    def to_event(self) -> dict[str, Any]:
-        return {t: d.numbers() for t, d in self.decisions.items()}

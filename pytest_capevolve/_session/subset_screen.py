@@ -8,7 +8,6 @@ gate reads full val only). Not :mod:`.screens`, the tamper guard and microcases.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
@@ -129,10 +128,6 @@ def plan_screen(
     )
 
 
-def screen_path(rundir: RunDir, tag: str, label: str) -> Path:
-    return rundir.root / "screens" / f"{tag}__{label}.json"
-
-
 def screen_events(rundir: RunDir) -> list[dict[str, Any]]:
     return [e for e in rundir.log.events() if e.get("kind") == SCREEN]
 
@@ -251,7 +246,7 @@ class ScreenSession:
             "ledger": ledger,
             "note": "a screen never accepts; its numbers never reach the gate, which reads full val only",
         }
-        atomic_write_json(screen_path(rundir, tag, planned.request.label), record)
+        atomic_write_json(rundir.root / "screens" / f"{tag}__{planned.request.label}.json", record)
         word = "KILL" if result.decision == ladder.KILL else "PROMOTE"
         outcome.closing.append(
             (f"screen {tag} ({planned.request.label}, {len(subset)} tasks): {word} — {result.reason}", {})

@@ -67,9 +67,8 @@ class SequentialGateSession(EvaluationSession):
             budget = AlphaBudget.read(self.spec, self.rundir, len(judged))
             judged = [self._still_its_level(v, budget) for v in judged]
             files = budget.record(self.rundir, nulls, judged, self.planned.null_tags)
-            self.rundir.log.append_event(
-                SEQUENTIAL_GATE, interrupted=interrupted, tags=self.sequential.to_event()
-            )
+            tags = {t: d.numbers() for t, d in self.sequential.decisions.items()}
+            self.rundir.log.append_event(SEQUENTIAL_GATE, interrupted=interrupted, tags=tags)
         for written, path in files:
             self.hooks.verdict_written(written, path)
         return nulls, judged
