@@ -98,7 +98,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
-            selected = selection.selected_on_worker(workerinput)
+            selected = json.loads(str(workerinput.get(selection.WORKERINPUT_KEY) or "[]"))
         else:
             check_gateways(config, spec)
             harness_now = harness.of_project(spec, pool.values())
