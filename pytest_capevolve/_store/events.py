@@ -106,10 +106,8 @@ class _Appended:
 
 
 _Hit = tuple[dict[str, Any], bool]  # an event found, and whether the next line's hash link holds it
-# events path → (device, inode, size, mtime) and every line that is not a rollout, at the last
-# pass over it in this process (:meth:`EventLog._not_rollouts`), the most recently read last
+# events path → its state and every line but the rollouts' at the last pass (EventLog._not_rollouts)
 _KEPT: dict[str, tuple[tuple[int, int, int, int], list[_Hit]]] = {}
-_KEPT_FILES = 8
 
 
 def _carry_on(path: str, before: os.stat_result | None, fd: int, event: dict[str, Any]) -> None:
@@ -287,7 +285,7 @@ class EventLog:
         if kept is None or kept[0] != _state(stat):
             kept = (_state(stat), self._scan(_NOT_A_ROLLOUT, None))
         _KEPT[str(self.events_path)] = kept  # the most recent last
-        if len(_KEPT) > _KEPT_FILES:
+        if len(_KEPT) > 8:  # the logs read most recently
             del _KEPT[next(iter(_KEPT))]
         return kept[1]
 
