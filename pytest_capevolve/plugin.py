@@ -140,7 +140,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-split",
         type=_split_option,
-        default=None,
         metavar="SPLIT",
         help="split to evaluate: train or val (default val; test is sealed)",
     )
@@ -157,7 +156,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-null",
         type=_null_count,
-        default=None,
         metavar="N",
         help="null controls: N byte-identical copies of the best (default 2 when gating)",
     )
@@ -170,7 +168,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-regression-rule",
         choices=("noise", "strict"),
-        default=None,
         help="which drops are regressions (default: the spec's regression_rule, noise): noise, a "
         "drop beyond twice its own noise on a task the best passed; strict, any task the best "
         "scored higher on",
@@ -178,14 +175,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-commit",
         metavar="auto|none",
-        default=None,
         help="auto (default): book each verdict as a decision; none: leave verdicts as evidence "
         "for `capevolve commit`",
     )
     group.addoption(
         "--capevolve-multiple",
         metavar="holm|bh|none",
-        default=None,
         help="family-wise correction across a round's candidates (default holm)",
     )
     group.addoption(
@@ -215,7 +210,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-concurrency",
         type=_concurrency,
-        default=None,
         metavar="K",
         help="rollouts in flight at once in each process (the session, or each -n worker); "
         "default: the spec's concurrency, else 1",
@@ -231,7 +225,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-failures",
         type=_failure_lines,
-        default=None,
         metavar="all|auto|none|N",
         help="which rollouts the agent failed get a line of their own: all, none, at most N per task, "
         "or auto (default: all up to 20, else one per task)",
@@ -254,14 +247,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-screen",
         type=_screen_tier,
-        default=None,
         metavar="TIER",
         help="screen the candidate on part of val (1|2|3 = 25|50|75 %%): kill or promote, never accept",
     )
     group.addoption(
         "--capevolve-screen-ids",
         type=_screen_ids,
-        default=None,
         metavar="a,b,c",
         help="screen the candidate on these val task ids (instead of a tier)",
     )

@@ -143,9 +143,7 @@ def register(sub: Any) -> None:
         "preference or winner column alone is read so without it)",
     )
     compare.add_argument(
-        "--format",
-        choices=FORMATS,
-        help="read every file as this (default: by its suffix and content)",
+        "--format", choices=FORMATS, help="read every file as this (default: by its suffix and content)"
     )
     compare.add_argument(
         "--label",
@@ -212,10 +210,7 @@ def register(sub: Any) -> None:
         "--veto-regressions", action="store_true", help="a regression turns an accept into a reject"
     )
     compare.add_argument(
-        "--markdown",
-        type=Path,
-        metavar="FILE",
-        help="write a Markdown summary a CI job can post",
+        "--markdown", type=Path, metavar="FILE", help="write a Markdown summary a CI job can post"
     )
     compare.add_argument(
         "--json", action="store_true", help="print only JSON on stdout (the table to stderr)"

@@ -58,10 +58,7 @@ def register(sub: Any) -> None:
     run.add_argument("tasks", metavar="IDS", help="train or val task ids, a,b,c (test is sealed)")
     loop_arguments(run)
     run.add_argument(
-        "--trials",
-        type=int,
-        metavar="K",
-        help="trials per task (default: the spec's num_trials)",
+        "--trials", type=int, metavar="K", help="trials per task (default: the spec's num_trials)"
     )
     run.set_defaults(func=cmd_eval_task, refusals=True)
 

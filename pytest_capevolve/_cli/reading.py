@@ -409,9 +409,7 @@ def register(sub: Any) -> None:
     add_project_args(noise)
     noise.add_argument("--against", help="the tag to pair with (default: the best)")
     noise.add_argument(
-        "--rescores",
-        type=int,
-        help="re-scores per output (default: judge_rescores, at least 2)",
+        "--rescores", type=int, help="re-scores per output (default: judge_rescores, at least 2)"
     )
     noise.add_argument(
         "--cost-ratio",

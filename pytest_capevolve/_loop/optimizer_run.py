@@ -7,6 +7,7 @@ run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -102,10 +103,8 @@ def _run(argv: list[str], *, cwd: Path, timeout: float, folder: Path, env: dict[
                 code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 code = proc.wait()
     seconds = time.monotonic() - start
     if error is not None:

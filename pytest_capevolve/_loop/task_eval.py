@@ -16,6 +16,7 @@ without the handover files, under a claim on the run (:mod:`.._store.claims`), w
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Sequence
@@ -185,10 +186,9 @@ def _run(
                 runner, task, folder, seed=seed, split=split, timeout_s=spec.rollout_timeout_s
             )
             if scored.rollout is not None:
-                try:
+                # a rollout that reports no cost the session would take: not a spend
+                with contextlib.suppress(AdapterError):
                     cost += check_cost(scored.rollout.cost_usd, f"task {task_id!r}")
-                except AdapterError:
-                    pass  # a rollout that reports no cost the session would take: not a spend
             if scored.infra_error is not None or scored.reward is None:
                 infra.append(redact(str(scored.infra_error), task.target))
                 outcomes.append({"trial": k, "seed": seed, "infra_error": infra[-1]})
