@@ -134,8 +134,7 @@ class EventLog:
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self._appender: _Appender | None = None
         self._appended: _Appended | None = None
-        # kinds asked with ``rollout`` -> (size, mtime), the events found with whether their hash
-        # link holds: a session asks for the best and the seal often (every other kind: _KEPT)
+        # kinds asked with ``rollout`` -> (size, mtime) and the events found (every other kind: _KEPT)
         self._kinds_cache: dict[tuple[str, ...], tuple[tuple[int, int], list[_Hit]]] = {}
 
     def tail(self) -> tuple[int, str, int]:
@@ -251,10 +250,8 @@ class EventLog:
         """Every event of ``kinds`` (of one: typed as declared), in log order, found by their bytes —
         the encoders write ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without
         the rest (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
-        after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds
-        other than ``rollout`` come from one pass that keeps every line that is not a rollout
-        (a session asks for a dozen kinds: one read of the log, not one each), shared by every
-        reader of the file in the process (:meth:`_not_rollouts`)."""
+        after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds other than
+        ``rollout`` come from one pass per process over every other line (:meth:`_not_rollouts`)."""
         try:
             stat = os.stat(self.events_path)
         except FileNotFoundError:
