@@ -75,10 +75,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.target is not None:
         answer["target"] = args.target
         answer["target_needs_task_equivalents"] = (args.target - figures.mean) * figures.n
-    emit(
+    return emit(
         args, answer, lambda _: [*render_plan(best, figures, args.target), f"resolution: {found['sentence']}"]
     )
-    return exitcodes.OK
 
 
 def cmd_measure(args: argparse.Namespace) -> int:

@@ -56,12 +56,11 @@ def cmd_skills(args: argparse.Namespace) -> int:
         print(SKILLS)
         return exitcodes.OK
     found = [{**skill_front_matter(p), "path": str(p)} for p in sorted(SKILLS.glob("*/SKILL.md"))]
-    emit(
+    return emit(
         args,
         {"skills": found, "path": str(SKILLS)},
         lambda a: [f"{s['name']}: {s['path']}" for s in a["skills"]],
     )
-    return exitcodes.OK
 
 
 def register(sub: Any) -> None:
