@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._policy.journal_entry import JOURNAL
 from .._policy.loop_schedule import run_loop_schedule
 from .._policy.memory import render_ledger, render_rejected
 from .._project.adapter import AdapterError, load_adapter, load_tasks
@@ -28,7 +29,7 @@ from .._project.spec import Spec
 from .._store.files import atomic_write_text
 from .._store.rundir import RunDir, jsonl_lines
 from .handover_docs import AGENT, render_process, render_runmap
-from .journal import JOURNAL, earlier_rounds, render_journal
+from .journal import earlier_rounds, render_journal
 from .mechanisms import FILENAME as MECHANISMS
 from .mechanisms import entries, render
 

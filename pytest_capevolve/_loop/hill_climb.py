@@ -29,6 +29,7 @@ from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
 from .._policy import guards
 from .._policy.afford import missing_rollouts
+from .._policy.journal_entry import JOURNAL
 from .._policy.loop_schedule import constant_run_note, run_loop_schedule
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
@@ -64,7 +65,7 @@ from .optimizer_boundary import checked_writable, optimizer_boundary
 from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
 from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
 from .repeats import refuse_repeat_unpaid
-from .work import JOURNAL, new_work_copy
+from .work import new_work_copy
 
 PREFIX = "cand_"
 
