@@ -6,6 +6,7 @@ rejected.jsonl). Controller side or the CLI."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
@@ -204,9 +205,8 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
 
 
 def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
-    kill: dict[str, Any] = next(
-        (e for e in reversed(rundir.log.events()) if e.get("kind") == SCREEN and e.get("tag") == tag),
-        {},
+    kill: Mapping[str, Any] = next(
+        (e for e in reversed(rundir.log.of_kinds(SCREEN)) if e.get("tag") == tag), {}
     )
     return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
 
