@@ -41,8 +41,8 @@ class SequentialGateSession(EvaluationSession):
         return nulls + judged
 
     def _judge(self, outcome: Outcome, by_tag: ByTag) -> list[Verdict]:
-        not_paid = self.sequential.not_paid()
-        outcome.missing = [k for k in outcome.missing if k.tag not in not_paid]
+        # a decided tag's missing rollouts are missing on purpose, not an infra failure
+        outcome.missing = [k for k in outcome.missing if k.tag not in self.sequential.stopped]
         if not outcome.missing and not self.persistence.tally.dead_workers:
             outcome.exit_code = exitcodes.OK
         nulls, judged = self._sequential_verdicts(by_tag, interrupted=False)
