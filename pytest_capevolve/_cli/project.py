@@ -211,12 +211,8 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
         skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=named.as_posix())
     )
     answer = {"wrote": out, "id": case_id, "cluster": args.cluster, "task_id": task_id}
-    return emit(args, answer, _wrote_lines)
-
-
-def _wrote_lines(answer: dict[str, Any]) -> list[str]:
-    out = answer["wrote"]
-    return [f"wrote {out}: fill in its FILL_IN, then run: pytest {out.parent} --capevolve-candidate DIR"]
+    line = f"wrote {out}: fill in its FILL_IN, then run: pytest {out.parent} --capevolve-candidate DIR"
+    return emit(args, answer, lambda _: [line])
 
 
 def _project_holding(path: Path, runs_dir: Path) -> Path:
