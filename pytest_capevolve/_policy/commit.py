@@ -64,7 +64,8 @@ def book(
             raise CommitRefused(
                 f"{tag!r} was already decided: {first['decision']} (event seq {first['seq']}); a tag "
                 "is decided once. Evaluate a new version under a new tag, or repair the record with "
-                f"`capevolve commit {tag} --decision {decision} --force`"
+                f"`capevolve commit {tag} --decision {decision}"
+                f"{' --reject-basis ' + (basis or 'gate') if decision == 'reject' else ''} --force`"
             )
         adopted = adoption(rundir, verdict, best, spec.capability_path) if decision == "accept" else None
         against_gate = check(spec, tag, decision, basis, verdict, best, force, adopted=adopted is not None)

@@ -140,6 +140,14 @@ def overlaps(
     return found
 
 
+# a new split_seed deals the scored tasks into some split again (refused), so the new split that
+# works names them: a split_ids_file
+NEW_SPLITS = (
+    "a new run whose split_ids_file leaves these tasks out of its {where} (another split_seed "
+    "deals them back in)"
+)
+
+
 def sealed_in_dev(
     project_dir: Path,
     run_id: str,
@@ -162,8 +170,8 @@ def sealed_dev_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:
     return (
         f"run {run_id}: its val/train splits hold test tasks the project already scored ({_runs(found)}); "
         "the test split is sealed for the project, so gating or training on them would select on "
-        "held-out tasks. Ways on: new splits that leave them out (split_seed or split_ids_file in a "
-        "new run), or acknowledge it with --capevolve-test-reused"
+        f"held-out tasks. Ways on: {NEW_SPLITS.format(where='train and val')}, or acknowledge it "
+        "with --capevolve-test-reused"
     )
 
 
@@ -194,8 +202,8 @@ def reused_line(
         said.append(f"holds val tasks the project's decisions were taken on ({_runs(decided)})")
     return (
         f"run {run_id}: its test split {'; and it '.join(said)}; "
-        "scoring them again would not be a held-out estimate. Ways on: new test tasks (a new run "
-        "with another split_seed or split_ids_file), or acknowledge it with --capevolve-test-reused "
+        f"scoring them again would not be a held-out estimate. Ways on: {NEW_SPLITS.format(where='test')}, "
+        "or acknowledge it with --capevolve-test-reused "
         f"(every table, report, dashboard and junit property then says '{REUSED_LABEL}')"
     )
 
