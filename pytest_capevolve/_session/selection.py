@@ -86,10 +86,18 @@ def notes(
         lines.append(recorded_line(done))
     unknown = [typed for rest, typed in named.items() if rest not in owed and rest not in recorded]
     unknown += other_node_ids(config.args, spec_name)
-    if unknown:
+    if unknown:  # a FAILED line's id pasted without its candidate: say how to name it
+        tag = unknown[0].rpartition("[")[2].rpartition("-t")[0]
+        absent = tag and tag not in {c.tag for c in plan.candidates}
         lines.append(
             f"{unknown[0]}{' and others' if len(unknown) > 1 else ''} names no rollout of this session's "
-            f"plan, so nothing is run for it (`pytest --co` with the same options lists the ids it owes)"
+            f"plan, so nothing is run for it ("
+            + (
+                f"its tag {tag!r} is not in it: add --capevolve-candidate with its folder, or "
+                if absent
+                else ""
+            )
+            + "`pytest --co` with the same options lists the ids it owes)"
         )
     option = config.option
     flags = (("--lf", getattr(option, "lf", False)), ("--ff", getattr(option, "failedfirst", False)))

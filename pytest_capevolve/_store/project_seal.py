@@ -124,27 +124,27 @@ def overlaps(
     test_ids: list[str],
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
+    *,
+    unknown_is_any: bool = True,
 ) -> list[tuple[str, list[str]]]:
     """(run, shared tasks) for every other run (or shared-ledger project) that scored any of ``test_ids``,
-    by id or content (``keys``: id → content key), oldest first."""
+    by id or content (``keys``: id → content key), oldest first. A run whose status and test split are
+    unknown may have scored any task, unless ``unknown_is_any`` is off."""
     mine = task_keys.Tasks.of(test_ids, keys)
     found = []
     for scored in scored_tests(project_dir, (keys or {}).values(), ledger):
         if scored.run_id == run_id and scored.project is None:
             continue
-        # a run whose status is unknown and whose test split is unknown too may have scored any
-        unknown_split = scored.unknown and not scored.test_ids
+        unknown_split = unknown_is_any and scored.unknown and not scored.test_ids
         shared = sorted(mine.ids) if unknown_split else mine.shared(scored.tasks, keys)
         if shared:
             found.append((scored.named(), shared))
     return found
 
 
-# a new split_seed deals the scored tasks into some split again (refused), so the new split that
-# works names them: a split_ids_file
+# another split_seed deals the scored tasks into some split again (refused): the way on names them
 NEW_SPLITS = (
-    "a new run whose split_ids_file leaves these tasks out of its {where} (another split_seed "
-    "deals them back in)"
+    "a new run whose split_ids_file leaves these tasks out of its {where} (a new split_seed deals them in)"
 )
 
 
@@ -157,13 +157,8 @@ def sealed_in_dev(
 ) -> list[tuple[str, list[str]]]:
     """(run, tasks) for every other run whose scored test tasks this run's val or train holds. Runs of
     unknown status name no tasks here (they are held against a later finalize)."""
-    mine = task_keys.Tasks.of([str(t) for name in ("val", "train") for t in splits.get(name, [])], keys)
-    found = []
-    for scored in scored_tests(project_dir, (keys or {}).values(), ledger):
-        shared = mine.shared(scored.tasks, keys) if scored.run_id != run_id or scored.project else []
-        if shared:
-            found.append((scored.named(), shared))
-    return found
+    dev = [str(t) for name in ("val", "train") for t in splits.get(name, [])]
+    return overlaps(project_dir, run_id, dev, keys, ledger, unknown_is_any=False)
 
 
 def sealed_dev_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:
