@@ -48,8 +48,7 @@ PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
 
 
 def proposed_spend(rundir: RunDir, cid: str) -> dict[str, Any]:
-    """The optimizer's spend as the log recorded it when ``cid`` was proposed ({} for a run
-    older than that record: then ``optimizer.json`` alone says it)."""
+    """The optimizer's spend as the log recorded it when ``cid`` was proposed ({} in older runs)."""
     for event in reversed(rundir.log.of_kinds(HILL_CLIMB_ITERATION)):
         if event.get("tag") == cid and event.get("phase") == "proposed":
             return {key: value for key, value in event.items() if key in PROPOSAL_SPEND}
@@ -63,21 +62,12 @@ def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], f
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
     optimizer = {**read_json(folder / "optimizer.json"), **proposed_spend(rundir, cid)}
-    note = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']}): "
+    head = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']})"
+    get = optimizer.get
+    spend = OptimizerSpend(get("cost_usd", 0.0), get("tokens", 0), get("seconds", 0.0))
+    note = f"{head}: {booked_reason(verdict, booked)}"
     try:
-        book(
-            spec,
-            rundir,
-            cid,
-            booked,
-            basis=basis,
-            note=note + booked_reason(verdict, booked),
-            optimizer=OptimizerSpend(
-                usd=optimizer.get("cost_usd", 0.0),
-                tokens=optimizer.get("tokens", 0),
-                seconds=optimizer.get("seconds", 0.0),
-            ),
-        )
+        book(spec, rundir, cid, booked, basis=basis, note=note, optimizer=spend)
     except CommitRefused:
         if not any(d["tag"] == cid for d in rundir.decisions()):
             raise
@@ -128,8 +118,7 @@ def outcome_record(
 
 
 def summary_rows(rundir: RunDir, cids: list[str]) -> list[dict[str, Any]]:
-    """One row of ``summary.json`` per decided iteration, from the log, never from the
-    rewritable ``outcome.json``."""
+    """One row of ``summary.json`` per decided iteration, from the log (not ``outcome.json``)."""
     standing: dict[str, dict[str, Any]] = {}
     for event in rundir.decisions():
         standing[str(event["tag"])] = event

@@ -117,8 +117,7 @@ def _diff_of(rundir: RunDir, tag: str, entry: dict[str, Any], verdict: dict[str,
 
 
 def render_journal(tag: str, parent: str, merged_from: list[str] | None, rounds: list[Round]) -> str:
-    """A new work copy's ``JOURNAL.md``: its heading, every earlier round's verdict and entries
-    (read-only context), then the marker below which this round writes."""
+    """A new work copy's ``JOURNAL.md``: earlier rounds' verdicts and entries, then this round's marker."""
     lines = [
         f"# Journal of {tag} (parent {parent}"
         + (f"; a merge of {', '.join(merged_from)}" if merged_from else "")

@@ -40,8 +40,7 @@ def same_key(text: str) -> str:
 
 
 def entries(rundir: RunDir) -> list[dict[str, Any]]:
-    """The ledger from the log: one entry per mechanism (id, text, tasks, by), in the order
-    first found; a repeat's tasks and author joined to its entry."""
+    """The ledger from the log: one entry per mechanism in the order first found, repeats joined."""
     found: dict[str, dict[str, Any]] = {}
     for event in rundir.log.of_kinds(MECHANISM):
         ident = str(event.get("id"))

@@ -16,6 +16,7 @@ without the handover files, under a claim on the run (:mod:`.._store.claims`), w
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Sequence
@@ -55,8 +56,7 @@ def parse_ids(text: str) -> list[str]:
 
 
 def split_of(rundir: RunDir, ids: Sequence[str]) -> dict[str, str]:
-    """Each id's split, train or val; a test id refused without naming it (the refusal must not
-    tell a guessed id's split), an id in no split refused by name."""
+    """Each id's split, train or val; a test id is refused without naming it, an unknown one by name."""
     splits = rundir.splits() or {}
     test = set(splits.get(TEST_SPLIT, []))
     sealed = [i for i in ids if i in test]
@@ -76,8 +76,7 @@ def split_of(rundir: RunDir, ids: Sequence[str]) -> dict[str, str]:
 
 
 def candidate_folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """Where ``tag``'s files are: its work copy (what a sub-agent edits), else its snapshot,
-    else (the seed) the capability folder."""
+    """Where ``tag``'s files are: its work copy, else its snapshot, else the capability folder."""
     for folder in (rundir.work_dir(tag), rundir.snapshots.snapshot_dir(tag)):
         if folder.is_dir():
             return folder
@@ -126,9 +125,8 @@ def _check_harness(spec: Spec, rundir: RunDir, pool: dict[str, Any]) -> None:
 def task_eval(
     spec: Spec, rundir: RunDir, tag: str, ids: Sequence[str], *, trials: int | None = None
 ) -> dict[str, Any]:
-    """Run ``tag`` on ``ids`` (train or val), ``trials`` each (default the spec's); the answer
-    (per task: passes/trials, mean reward, infra errors, distinct failure feedback with the gold
-    redacted) is also written to ``task_evals/<tag>/<n>.json`` and logged as a ``task_eval``."""
+    """Run ``tag`` on ``ids``, ``trials`` each; the per-task answer (gold redacted) is also
+    written to ``task_evals/<tag>/<n>.json`` and logged as a ``task_eval``."""
     trials = spec.num_trials if trials is None else trials
     if not 1 <= trials <= MAX_TRIALS:
         raise Refusal(f"--trials {trials}: give a whole number from 1 to {MAX_TRIALS}")
@@ -188,10 +186,9 @@ def _run(
                 runner, task, folder, seed=seed, split=split, timeout_s=spec.rollout_timeout_s
             )
             if scored.rollout is not None:
-                try:
+                # a rollout that reports no cost the session would take: not a spend
+                with contextlib.suppress(AdapterError):
                     cost += check_cost(scored.rollout.cost_usd, f"task {task_id!r}")
-                except AdapterError:
-                    pass  # a rollout that reports no cost the session would take: not a spend
             if scored.infra_error is not None or scored.reward is None:
                 infra.append(redact(str(scored.infra_error), task.target))
                 outcomes.append({"trial": k, "seed": seed, "infra_error": infra[-1]})

@@ -20,8 +20,7 @@ from .journal import JOURNAL as JOURNAL  # the journal's name, where hill-climb 
 
 
 class WorkCopy(TypedDict):
-    """A work copy just made (``capevolve work new``'s answer): its tag, its parent, the
-    candidates it merges (a merge only), its folder and its journal."""
+    """A work copy just made (``capevolve work new``'s answer)."""
 
     tag: str
     parent: str
@@ -39,9 +38,8 @@ def new_work_copy(
     files: dict[str, bytes] | None = None,
     merged_from: list[str] | None = None,
 ) -> WorkCopy:
-    """Create the work copy of ``tag`` from ``parent`` (default: the current best); with
-    ``files`` (relative path → bytes), those files instead of the parent's — a merge of
-    ``merged_from`` onto ``parent`` (:mod:`.merge`), which the log records."""
+    """Create the work copy of ``tag`` from ``parent`` (default: the best), or from ``files``
+    (relative path → bytes: a merge of ``merged_from``, :mod:`.merge`)."""
     tag = check_tag(tag)
     guards.refuse_finalized(rundir, guards.Checkpoint.WORK)
     parent = parent or rundir.state.best()

@@ -23,6 +23,7 @@ from .._store.event_kinds import (
     LedgerNumbers,
     Lineage,
 )
+from .._store.forced import label_of
 from .._store.rundir import RunDir
 from . import memory
 from .commit_checks import DECISIONS as DECISIONS
@@ -182,6 +183,9 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir
         return None
     level = f" at {earlier.level}" if earlier.level else ""
     label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
+    booked = [label_of(e) for e in there.log.of_kinds(DECISION) if e.get("tag") == earlier.tag]
+    if booked and booked[-1]:  # forced, or re-gated under a changed harness, there: so it stays here
+        label = f"{booked[-1].split(' — ')[0]} — in run {earlier.run_id}, adopted"
     return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
 
 

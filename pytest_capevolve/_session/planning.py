@@ -6,7 +6,7 @@ is paid while planning; a candidate refused by a screen is never registered."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,7 +232,7 @@ def plan_evaluation(
     screens: Screens,
     block: int = 0,
     harness_now: Mapping[str, str] | None = None,
-    task_keys_now: Mapping[str, str] | None = None,
+    task_keys_now: Callable[[], Mapping[str, str]] | None = None,
     test_reused: bool = False,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before it is
@@ -375,7 +375,7 @@ def _frozen(
     pool_ids: list[str],
     split: str,
     gate: GateRequest,
-    task_keys_now: Mapping[str, str] | None,
+    task_keys_now: Callable[[], Mapping[str, str]] | None,
     test_reused: bool,
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """(splits, this split's ids, notes), frozen with the run; refused first: a gate of a finalized run,

@@ -56,8 +56,7 @@ def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
 
 
 def _every_val_tag(rundir: RunDir, known: dict[str, Any]) -> Any:
-    """The session's val records when they hold every tag with a val rollout, else None (the
-    dashboard reads them itself)."""
+    """The session's val records when they hold every tag with a val rollout, else None."""
     val = known.get("val")
     if not val:
         return None
@@ -72,8 +71,7 @@ def _current(rundir: RunDir, inputs: dict[str, Any]) -> bool:
     if not stamp or not isinstance(stamp.get("events"), list):
         return False
     offset, seq = stamp["events"]
-    # only whether a shown event came is asked: a marker is held, never the event (a fresh run's
-    # tail is every rollout it paid)
+    # only whether a shown event came is asked: a marker is held, never the event
     moved = rundir.log.events_after(
         int(offset), int(seq), lambda event: True if event.get("kind") not in QUIET_EVENTS else None
     )
@@ -107,8 +105,7 @@ def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
             stats[path.relative_to(rundir.root).as_posix()] = None
     state_hash = hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
     return {
-        # the pages only need to exist: ``capevolve measure`` / ``dashboard`` redraw them as
-        # a session would, and a page deleted by hand is drawn again
+        # a page deleted by hand is drawn again
         "pages": [rundir.report_path.is_file(), rundir.dashboard_path.is_file()],
         "version": __version__,
         "spec": [spec.num_trials, spec.base_seed, spec.gate_alpha],

@@ -105,6 +105,26 @@ class _Appended:
         return index if (self.ends[index - 1] if index else self.start) == offset else None
 
 
+_Hit = tuple[dict[str, Any], bool]  # an event found, and whether the next line's hash link holds it
+# events path → (device, inode, size, mtime) and every line that is not a rollout, at the last
+# pass over it in this process (:meth:`EventLog._not_rollouts`), the most recently read last
+_KEPT: dict[str, tuple[tuple[int, int, int, int], list[_Hit]]] = {}
+_KEPT_FILES = 8
+
+
+def _carry_on(path: str, before: os.stat_result | None, fd: int, event: dict[str, Any]) -> None:
+    """After this process appended ``event`` to ``path`` (``before``: its stat under the lock, before
+    the write), a pass kept over the file as it was is kept current with the line (intact: last)."""
+    kept = _KEPT.get(path)
+    if kept is not None and before is not None and kept[0] == _state(before):
+        hits = kept[1] if event.get("kind") == ROLLOUT else [*kept[1], (dict(event), True)]
+        _KEPT[path] = (_state(os.fstat(fd)), hits)
+
+
+def _state(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
 class EventLog:
     """The run's log, ``events.jsonl`` (the part ``run.log`` of :class:`.rundir.RunDir`): every
     other file of the run that is not a rollout, a snapshot or a verdict is a view of it.
@@ -116,11 +136,9 @@ class EventLog:
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self._appender: _Appender | None = None
         self._appended: _Appended | None = None
-        # kinds asked with ``rollout`` (): every other kind -> (size, mtime), the events found with
-        # whether their hash link holds: a session asks for the best and the seal often
-        self._kinds_cache: dict[
-            tuple[str, ...], tuple[tuple[int, int], list[tuple[dict[str, Any], bool]]]
-        ] = {}
+        # kinds asked with ``rollout`` -> (size, mtime), the events found with whether their hash
+        # link holds: a session asks for the best and the seal often (every other kind: _KEPT)
+        self._kinds_cache: dict[tuple[str, ...], tuple[tuple[int, int], list[_Hit]]] = {}
 
     def tail(self) -> tuple[int, str, int]:
         """(size, hash of the last line, its seq): where a view of the log is current to."""
@@ -168,7 +186,9 @@ class EventLog:
             appended = self._appended
             if appended is None or not appended.continued_by(size, seq + 1):
                 appended = self._appended = _Appended(size, seq + 1)  # another writer came between
-            appended.add(event if flat else json.loads(data), out)
+            event = event if flat else json.loads(data)
+            appended.add(event, out)
+            _carry_on(str(self.events_path), stat, fd, event)
 
     def _append_fd(self, stat: os.stat_result | None) -> int:
         """The descriptor appends go through: kept open, unless the path (``stat``, taken under
@@ -235,22 +255,23 @@ class EventLog:
         the rest (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
         after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds
         other than ``rollout`` come from one pass that keeps every line that is not a rollout
-        (a session asks for a dozen kinds: one read of the log, not one each)."""
+        (a session asks for a dozen kinds: one read of the log, not one each), shared by every
+        reader of the file in the process (:meth:`_not_rollouts`)."""
         try:
             stat = os.stat(self.events_path)
         except FileNotFoundError:
             return []
-        key = (stat.st_size, stat.st_mtime_ns)
-        scan = kinds if ROLLOUT in kinds else ()
-        cached = self._kinds_cache.get(scan)
-        if cached is None or cached[0] != key:
-            if scan:
+        if ROLLOUT in kinds:
+            key = (stat.st_size, stat.st_mtime_ns)
+            cached = self._kinds_cache.get(kinds)
+            if cached is None or cached[0] != key:
                 needles = (re.escape(b'"kind": ' + json.dumps(k, ensure_ascii=False).encode()) for k in kinds)
                 cached = (key, self._scan(re.compile(b"|".join(needles)), set(kinds)))
-            else:
-                cached = (key, self._scan(_NOT_A_ROLLOUT, None))
-            self._kinds_cache[scan] = cached
-        found = [hit for hit in cached[1] if hit[0].get("kind") in kinds]
+                self._kinds_cache[kinds] = cached
+            scanned = cached[1]
+        else:
+            scanned = self._not_rollouts(stat)
+        found = [hit for hit in scanned if hit[0].get("kind") in kinds]
         edited = next((event for event, intact in found if not intact), None)
         if edited is not None:
             raise RunDirError(
@@ -259,10 +280,21 @@ class EventLog:
             )
         return [event for event, _ in found]
 
-    def _scan(self, pattern: re.Pattern[bytes], kinds: set[str] | None) -> list[tuple[dict[str, Any], bool]]:
+    def _not_rollouts(self, stat: os.stat_result) -> list[_Hit]:
+        """Every line but the rollouts', from the process's last pass while the file (device, inode,
+        size, mtime) is as it, or this process's appends since (:func:`_carry_on`), left it."""
+        kept = _KEPT.pop(str(self.events_path), None)
+        if kept is None or kept[0] != _state(stat):
+            kept = (_state(stat), self._scan(_NOT_A_ROLLOUT, None))
+        _KEPT[str(self.events_path)] = kept  # the most recent last
+        if len(_KEPT) > _KEPT_FILES:
+            del _KEPT[next(iter(_KEPT))]
+        return kept[1]
+
+    def _scan(self, pattern: re.Pattern[bytes], kinds: set[str] | None) -> list[_Hit]:
         """The events whose line ``pattern`` finds and whose kind is one of ``kinds`` (None: any
         but ``rollout``), in log order, each with whether the next line's ``prev`` holds it."""
-        hits: list[tuple[dict[str, Any], bool]] = []
+        hits: list[_Hit] = []
         # a block at a time, never the whole log (18 MB at 60,000 rollouts, read at a session's
         # end for its splits): each block is searched up to the start of its last complete line,
         # so every line searched has the line after it (its hash link) in the same block
@@ -286,7 +318,7 @@ class EventLog:
         limit: int,
         pattern: re.Pattern[bytes],
         kinds: set[str] | None,
-        hits: list[tuple[dict[str, Any], bool]],
+        hits: list[_Hit],
     ) -> None:
         """:meth:`_scan` on the lines of ``data`` (a block of the log) that start before
         ``limit``: each event found goes to ``hits``, once per line, with its hash link's state."""

@@ -6,7 +6,7 @@ An accept forced against the gate (``commit --force``) and one re-gated after
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .event_kinds import DECISION
@@ -16,7 +16,7 @@ FORCED_LABEL = "forced: accepted against the gate"
 SHORT = {FORCED_LABEL: "forced"}
 
 
-def label_of(event: dict[str, Any]) -> str | None:
+def label_of(event: Mapping[str, object]) -> str | None:
     if event.get("kind") not in (None, DECISION) or event.get("decision") != "accept":
         return None
     if event.get("against_gate"):

@@ -166,7 +166,7 @@ class IndexView:
             if said == row[2:]:
                 continue
             if mtimes is None:
-                mtimes = self.index.mtimes(split)
+                mtimes = {row[-3]: row[-1] for row in self.index.rows(split)}
             try:
                 stat = os.stat(self.root / "rollouts" / split / file)
             except OSError:

@@ -113,8 +113,9 @@ class OutcomeLedger:
         self._unchecked = False  # outcomes learnt from rollout lines since the last checkpoint
 
     def current(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> dict[Key, Outcome]:
-        """The truth, current with the log. ``index_rows``: the index's train and val rows in key order,
-        read only when a checkpoint may stand for the log, once per process."""
+        """The truth, current with the log. ``index_rows``: the index's train and val rows
+        (:data:`.index.FIELDS` first) in key order, read only when a checkpoint may stand for the
+        log, once per process."""
         if self._truth is None:
             self._build(index_rows)
         else:
@@ -129,7 +130,7 @@ class OutcomeLedger:
             at = (int(last["offset"]), int(last["upto"]))
             tail = self.log.events_after(*at, _rollout_view)
             if tail is not None and not tail[0]:  # no rollout logged, moved or gone since
-                rows = [((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[5], r[6])) for r in index_rows()]
+                rows = [((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[6], r[7])) for r in index_rows()]
                 if digest_of(rows) == last["digest"]:
                     self._truth = dict(rows)
                     self._position = tail[1], tail[2]

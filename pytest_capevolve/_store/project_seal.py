@@ -130,11 +130,13 @@ def overlaps(
     """(run, shared tasks) for every other run (or shared-ledger project) that scored any of ``test_ids``,
     by id or content (``keys``: id → content key), oldest first. A run whose status and test split are
     unknown may have scored any task, unless ``unknown_is_any`` is off."""
+    scored_runs = scored_tests(project_dir, (keys or {}).values(), ledger)
+    others = [scored for scored in scored_runs if scored.run_id != run_id or scored.project is not None]
+    if not others:  # most projects: no other run scored its test split
+        return []
     mine = task_keys.Tasks.of(test_ids, keys)
     found = []
-    for scored in scored_tests(project_dir, (keys or {}).values(), ledger):
-        if scored.run_id == run_id and scored.project is None:
-            continue
+    for scored in others:
         unknown_split = unknown_is_any and scored.unknown and not scored.test_ids
         shared = sorted(mine.ids) if unknown_split else mine.shared(scored.tasks, keys)
         if shared:

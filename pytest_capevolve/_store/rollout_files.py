@@ -245,8 +245,8 @@ class RolloutFiles(RolloutReadBack):
         finally:
             if folder_fd is not None:
                 os.close(folder_fd)
-        if vanished or len(on_disk) != self.index.count(split):
-            known = self.index.files(split)
+        if vanished or len(on_disk) != len(self.index.rows(split)):
+            known = {row[-3] for row in self.index.rows(split)}
             recheck += [name for name in on_disk if name not in known]
         if not (recheck or vanished):
             return rows
@@ -286,7 +286,8 @@ class RolloutFiles(RolloutReadBack):
         for split, name in candidates:
             by_split.setdefault(split, []).append(name)
         for split, names in sorted(by_split.items()):
-            indexed, folder = self.index.files(split), os.path.join(self.root, "rollouts", split)
+            indexed = {row[-3] for row in self.index.rows(split)}
+            folder = os.path.join(self.root, "rollouts", split)
             exists = os.path.exists
             for name in sorted(set(names) & indexed):
                 if not exists(os.path.join(folder, name)):

@@ -35,7 +35,7 @@ class RolloutReadBack:
     digests: LoggedDigests
 
     def _truth(self) -> dict[Key, Outcome]:
-        return self.ledger.current(self.index.outcomes)
+        return self.ledger.current(self.index.every)
 
     def _test_truth(self) -> tuple[dict[Key, Outcome], dict[Key, str | None]]:
         """What the log says every test rollout came out as, with its file's sha256 (under the lock): test

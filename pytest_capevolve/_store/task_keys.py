@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,13 +48,16 @@ def of_pool(pool: Mapping[str, Any]) -> dict[str, str]:
     return {task_id: key for task_id, key in keys.items() if counts[key] == 1}
 
 
-def ensure_recorded(rundir: Any, keys_now: Mapping[str, str] | None, splits: Mapping[str, Any]) -> None:
-    """Append the run's ``task_keys`` event the first time a session plans with the pool at hand; the
-    harness lock keeps the pool, so the keys cannot move within a run."""
+def ensure_recorded(
+    rundir: Any, keys_now: Callable[[], Mapping[str, str]] | None, splits: Mapping[str, Any]
+) -> None:
+    """Append the run's ``task_keys`` event the first time a session plans with the pool at hand
+    (``keys_now`` makes its keys, asked only then); the harness lock keeps the pool, so the keys
+    cannot move within a run."""
     if keys_now is None or rundir.log.of_kinds(TASK_KEYS):
         return
     mine = {str(t) for name in ("train", "val", "test") for t in splits.get(name, [])}
-    rundir.log.append_event(TASK_KEYS, keys={t: k for t, k in sorted(keys_now.items()) if t in mine})
+    rundir.log.append_event(TASK_KEYS, keys={t: k for t, k in sorted(keys_now().items()) if t in mine})
 
 
 def recorded(rundir: Any) -> dict[str, str]:

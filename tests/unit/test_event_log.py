@@ -230,3 +230,30 @@ def test_of_kinds_reads_the_log_once_for_every_kind_but_rollout(run: RunDir, mon
     assert [e["kind"] for e in log.of_kinds("verdict")] == ["verdict"]
     with pytest.raises(RunDirError, match="the decision event seq .* was edited after it was written"):
         log.of_kinds("decision")
+
+
+def test_of_kinds_is_one_pass_per_process_kept_current_by_its_own_appends_only(
+    run: RunDir, monkeypatch
+) -> None:
+    """Every reader of a log in a process shares one pass over it (a resume reads it through
+    four), kept current by the lines the process appends itself; a log edited meanwhile (its
+    size kept, a line appended after the edit) is read again, and the edit refused."""
+    passes: list[object] = []
+    scan = events_module.EventLog._scan
+    monkeypatch.setattr(
+        events_module.EventLog, "_scan", lambda self, *args: passes.append(args) or scan(self, *args)
+    )
+    run.log.append_event("decision", tag="a", decision="reject")
+    first = RunDir(run.root).log.of_kinds("decision")
+    assert RunDir(run.root).log.of_kinds("decision", "session_started") and len(passes) == 1
+    run.log.append_event("decision", tag="b", decision="reject")
+    run.rollouts.record_rollout(run.rollouts.indexed_rollouts("val")[0])
+    seen = RunDir(run.root).log.of_kinds("decision")
+    assert seen[:1] == first and seen[1]["tag"] == "b" and len(passes) == 1
+    alone = [e for e in RunDir(run.root).log.of_kinds("decision", "rollout") if e["kind"] == "decision"]
+    assert seen == alone == [e for e in RunDir(run.root).log.events() if e["kind"] == "decision"]
+    text = run.log.events_path.read_text()
+    run.log.events_path.write_text(text.replace('"tag": "a"', '"tag": "z"'))
+    run.log.append_event("mechanism", text="appended after the edit")
+    with pytest.raises(RunDirError, match="the decision event seq .* was edited after it was written"):
+        RunDir(run.root).log.of_kinds("decision")

@@ -100,8 +100,7 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
 
 
 def _seal(rundir: RunDir, run: CapEvolveRun, spec: Any) -> str:
-    """cap-evolve scored its test split once: burn our seal with that score, so nothing here
-    scores it a second time (a second look at held-out data is not held out)."""
+    """cap-evolve scored its test split once: our seal burns with that score, never to score again."""
     from ..._show.measure import paired_summary
     from ..._show.report import summarize_arm
     from ..._store.evidence import index_records, reward_matrix
