@@ -37,6 +37,11 @@ def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
 
 
 def refuse_partial(config: pytest.Config, run_id: str) -> None:
+    if config.option.collectonly:  # it listed the sealed tasks, and opened the split (gating ended)
+        raise TestSealError(
+            f"run {run_id}: --collect-only on a finalize would name the sealed test tasks; run pytest "
+            "--capevolve-finalize PROJECT without it once the run is done"
+        )
     asked = selection_asked(config)
     if asked:
         raise TestSealError(
