@@ -99,7 +99,7 @@ def book(
                 "is decided once. Evaluate a new version under a new tag, or repair the record with "
                 f"`capevolve commit {tag} --decision {decision} --force`"
             )
-        adopted = adoption(rundir, verdict, best, spec.capability_path) if decision == "accept" else None
+        adopted = adoption(rundir, verdict, best, spec) if decision == "accept" else None
         against_gate = check(spec, tag, decision, basis, verdict, best, force, adopted=adopted is not None)
         if not force:
             check_evidence(spec, rundir, tag, decision, basis, verdict, adopted=adopted is not None)
@@ -187,7 +187,7 @@ class Adopted(NamedTuple):
     snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
 
 
-def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir: Path) -> Adopted | None:
+def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
     """An accept adopted from an earlier run, or None: this run's REPEAT verdict of bytes an earlier run
     accepted against the same bytes as this run's best. The decision stands for the bytes, so booking it
     moves the best without paying or spending α again."""
@@ -203,11 +203,18 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir
     if earlier is None or earlier.shared is not None or earlier.fresh or earlier.decision != "accept":
         return None
     there = RunDir(rundir.root.parent / earlier.run_id)
-    parent = (there.verdicts.verdict(earlier.tag) or {}).get("against")
+    decided = there.verdicts.verdict(earlier.tag) or {}
+    asked = (decided.get("margin") or {}).get("margin") or 0.0
+    if asked != (spec.gate_margin or 0.0):  # "no worse than δ" is not this run's question
+        raise CommitRefused(
+            f"{earlier.tag!r} was accepted in run {earlier.run_id} under gate_margin {asked:g}, this run "
+            f"asks under {spec.gate_margin or 0.0:g}: that accept is not adopted; gate a changed version"
+        )
+    parent = decided.get("against")
     theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
     if mine is None and best == "seed":  # a new run whose first session met only the repeat
         try:
-            mine = content_hash(seed_dir)
+            mine = content_hash(spec.capability_path)
         except (OSError, CandidateError):
             return None
     if parent is None or theirs is None or theirs != mine:
