@@ -204,11 +204,13 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
         return None
     there = RunDir(rundir.root.parent / earlier.run_id)
     decided = there.verdicts.verdict(earlier.tag) or {}
-    asked = (decided.get("margin") or {}).get("margin") or 0.0
-    if asked != (spec.gate_margin or 0.0):  # "no worse than δ" is not this run's question
+    theirs = (decided.get("details") or {}).get("gate_settings") or {}
+    ours = {"gate_mode": spec.gate_mode, "gate_margin": spec.gate_margin or 0.0}
+    differ = [f"{k} {theirs[k]} (this run: {v})" for k, v in ours.items() if theirs.get(k, v) != v]
+    if differ:  # "no worse than δ", or a judge's preference, is not this run's question
         raise CommitRefused(
-            f"{earlier.tag!r} was accepted in run {earlier.run_id} under gate_margin {asked:g}, this run "
-            f"asks under {spec.gate_margin or 0.0:g}: that accept is not adopted; gate a changed version"
+            f"{earlier.tag!r} was accepted in run {earlier.run_id} under {', '.join(differ)}: that accept "
+            "answered another question and is not adopted; gate a changed version"
         )
     parent = decided.get("against")
     theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)

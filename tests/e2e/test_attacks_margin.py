@@ -123,8 +123,8 @@ def test_a_margin_set_after_the_baseline_before_the_first_decision_is_not_taken(
         'candidate worse on val became the best of a run that asks "better"'
     ),
     outcome=(
-        "refused in one line: an accept is adopted only under the gate_margin it answered, naming the "
-        "way on (gate a changed version)"
+        "refused in one line: an accept is adopted only under the gate_mode and gate_margin it answered, "
+        "naming the way on (gate a changed version)"
     ),
 )
 def test_a_margin_accept_is_not_adopted_by_a_run_that_asks_better(
@@ -142,4 +142,4 @@ def test_a_margin_accept_is_not_adopted_by_a_run_that_asks_better(
     capsys.readouterr()
     assert main(["commit", "noop", "--project", str(project), "--decision", "accept"]) != 0
     said = capsys.readouterr().err
-    assert "under gate_margin -0.9, this run asks under 0" in said and "gate a changed version" in said, said
+    assert "under gate_margin -0.9 (this run: 0.0)" in said and "gate a changed version" in said, said
