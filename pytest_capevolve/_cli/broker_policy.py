@@ -31,26 +31,9 @@ from .._loop.optimizer_boundary import RUNS_FOLDER, gold_files
 from .._project.spec import SPEC_FILENAME, Spec
 from ..exitcodes import Refusal
 
-BROKERED = (
-    "check",
-    "baseline",
-    "spend",
-    "diagnose",
-    "work",
-    "eval-task",
-    "mechanism",
-    "gate",
-    "commit",
-    "merge",
-    "multirep",
-    "diff",
-    "plan",
-    "measure",
-    "runs",
-    "verify",
-    "dashboard",
-    "judge-noise",
-    "hill-climb",
+BROKERED = tuple(
+    "check baseline spend diagnose work eval-task mechanism gate commit merge multirep diff plan "
+    "measure runs verify dashboard judge-noise hill-climb".split()
 )
 OUTSIDE = "the person who owns the project runs it outside the agent"
 REFUSED_FLAGS = {
@@ -76,16 +59,8 @@ PYTEST_VALUED = frozenset(
 )
 PYTEST_PATHS = ("--capevolve-run", "--capevolve-finalize", "--capevolve-candidate")
 CAPEVOLVE_FLAGS = frozenset(
-    {
-        "--capevolve-rerun",
-        "--capevolve-gate",
-        "--capevolve-veto-regressions",
-        "--capevolve-sequential",
-        "--capevolve-test-reused",
-        "--capevolve-harness-changed",
-        "--capevolve-explain",
-        "--capevolve-grow",
-    }
+    f"--capevolve-{name}"
+    for name in "rerun gate veto-regressions sequential test-reused harness-changed explain grow".split()
 )
 
 

@@ -18,6 +18,7 @@ from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_order
 from .._project.adapter import Task
 from .._stats.pairwise import net_preference, p_greater_exact, sign_test
+from .._store.event_kinds import CANDIDATE_REGISTERED, JUDGE_FAILED, JUDGING, PREFERENCE
 from .._store.evidence import Arm
 from .._store.paid_by import UntrustedRecord
 from .._store.record import RolloutRecord
@@ -25,9 +26,6 @@ from .._store.rundir import RunDir
 from ..exitcodes import first_few
 from .judge_noise import GATE_SPLIT, HeldToEvents
 
-PREFERENCE_EVENT = "preference"
-JUDGING_EVENT = "judging"
-JUDGE_FAILED_EVENT = "judge_failed"  # a cell whose judging failed: judged later, it is a re-draw
 Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
 WorstCase = tuple[tuple[int, ...], int] | None  # the nets at worst, and the cells not judged
 Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]  # judges what the log lacks; returns why not
@@ -39,10 +37,10 @@ def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
     judged: Judged = {}
     held: dict[object, set[tuple[str, int, str]]] = {}  # claim -> cells it said it would judge
     problems: list[str] = []
-    for e in rundir.log.of_kinds(JUDGING_EVENT, PREFERENCE_EVENT):
+    for e in rundir.log.of_kinds(JUDGING, PREFERENCE):
         if e.get("tag") != tag or e.get("against") != against:
             continue
-        if e.get("kind") == JUDGING_EVENT:
+        if e.get("kind") == JUDGING:
             held.setdefault(e.get("claim"), set()).update(map(tuple, e.get("cells") or ()))
             continue
         key = (e["task_id"], int(e["trial"]), e["order"])
@@ -80,9 +78,7 @@ def judge_missing(
     if owed:  # what this session judges, under its claim id: each preference event names it
         held = HeldToEvents(rundir)
         cells = [[candidate[c].task_id, candidate[c].trial, o] for c, todo in owed.items() for o in todo]
-        rundir.log.append_event(
-            JUDGING_EVENT, claim=rundir.claims.claim_id, tag=tag, against=against, cells=cells
-        )
+        rundir.log.append_event(JUDGING, claim=rundir.claims.claim_id, tag=tag, against=against, cells=cells)
     for cell, missing in owed.items():
         b, a = candidate[cell], best[cell]
         try:
@@ -91,20 +87,18 @@ def judge_missing(
                 _judge_one(rundir, adapter, pool[b.task_id], (tag, against), b, outputs, order)
         except Exception as exc:  # a judge is called like score(): its failure is missing data
             problems.append(f"{b.task_id} trial {b.trial}: {exc}")
-            rundir.log.append_event(
-                JUDGE_FAILED_EVENT, tag=tag, against=against, task_id=b.task_id, trial=b.trial
-            )
+            rundir.log.append_event(JUDGE_FAILED, tag=tag, against=against, task_id=b.task_id, trial=b.trial)
     return problems
 
 
 def failed_cells(rundir: RunDir, tag: str, against: str) -> set[tuple[str, int]]:
     """The cells whose judging failed once, under this tag or another of its bytes (``--capevolve-rerun``):
     a later judgement is a second draw (a candidate can choose where the judge fails): weighed at worst."""
-    content = {e.get("tag"): e.get("content_hash") for e in rundir.log.of_kinds("candidate_registered")}
+    content = {e.get("tag"): e.get("content_hash") for e in rundir.log.of_kinds(CANDIDATE_REGISTERED)}
     same = {t for t, h in content.items() if h is not None and h == content.get(tag)} | {tag}
     return {
         (e["task_id"], int(e["trial"]))
-        for e in rundir.log.of_kinds(JUDGE_FAILED_EVENT)
+        for e in rundir.log.of_kinds(JUDGE_FAILED)
         if e.get("tag") in same and e.get("against") == against
     }
 
@@ -132,7 +126,7 @@ def _judge_one(
     seed = b.seed + JUDGE_SEED_STRIDE * PREFERENCE_ORDERS.index(order)
     said = prefer_in_order(adapter, task, outputs[0], outputs[1], order=order, seed=seed)
     rundir.log.append_event(
-        PREFERENCE_EVENT,
+        PREFERENCE,
         tag=pair[0],
         against=pair[1],
         task_id=b.task_id,

@@ -308,8 +308,12 @@ def in_process_reference(project: Path, record: dict) -> dict:
     return plain
 
 
-@pytest.mark.parametrize("width", ["1", "8"])
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+# one process at widths 1 and 8, and -n 2 at width 8 (its workers at width 1 add no path of their own)
+@pytest.mark.parametrize(
+    "xdist, width",
+    [([], "1"), ([], "8"), (["-n", "2"], "8")],
+    ids=["in-process-1", "in-process-8", "xdist-8"],
+)
 def test_isolated_records_are_the_in_process_records(
     example, projects, capevolve, xdist: list[str], width: str
 ) -> None:

@@ -60,9 +60,11 @@ def test_verdicts_identical_with_and_without_xdist(example, projects, capevolve)
     for mode, extra in (("plain", []), ("xdist", ["-n", "2"])):
         # two copies of one project in two folders: two projects, each deciding afresh
         project = example("noisy_agent", dest=f"noisy_{mode}")
+        # two trials a task (not five): sameness does not depend on n, and 1,600 rollouts become 640
+        projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
         capevolve(project, "mixed", gate=True, extra=extra)
         verdicts[mode] = json.loads((projects.run_dir(project) / "verdicts" / "mixed.json").read_text())
-    assert verdicts["plain"] == verdicts["xdist"]
+    assert verdicts["plain"]["trials"] == 2 and verdicts["plain"] == verdicts["xdist"]
 
 
 def test_capevolve_gate_rederives_the_verdict_without_paying(example, projects, capevolve, capsys):

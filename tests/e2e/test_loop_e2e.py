@@ -290,6 +290,7 @@ def test_a_sibling_a_microcase_refused_is_booked_with_the_parent_it_was_made_fro
     the same round, it was recorded as made from that sibling ('improved (gated against seed)')
     though it was made from, and refused against, the seed."""
     project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # what is booked does not depend on n
     result = capevolve(project, "improved", "regressed", gate=True)
     result.stdout.fnmatch_lines(["*improved: booked accept*", "*regressed: booked reject (micro_test_fail)*"])
     rundir = projects.run_dir(project)

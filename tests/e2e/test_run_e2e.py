@@ -8,20 +8,21 @@ import shutil
 import pytest
 
 
-def test_items_ids_and_count(example, projects, capevolve, xdist_args: list[str]) -> None:
+def test_items_ids_and_count(example, projects, capevolve) -> None:
+    """In process only: the xdist controller lists no collected items (the same items under
+    -n 2 are test_records_identical_with_and_without_xdist's)."""
     project = example("toy_calc")
-    result = capevolve(project, "careful", extra=["--collect-only", "-q", *xdist_args])
+    result = capevolve(project, "careful", extra=["--collect-only", "-q"])
     splits = json.loads((projects.run_dir(project) / "splits.json").read_text())
     val = splits["val"]
     assert len(val) == 12
-    if not xdist_args:  # the xdist controller does not list collected items
-        result.stdout.fnmatch_lines([f"toy_calc/capevolve.yaml::val::{val[0]}[[]seed-t0[]]"])
-        ids = [ln for ln in result.stdout.lines if "capevolve.yaml::val::" in ln]
-        assert len(ids) == 12 * 2
-        assert ids[:2] == [
-            f"toy_calc/capevolve.yaml::val::{val[0]}[seed-t0]",
-            f"toy_calc/capevolve.yaml::val::{val[0]}[careful-t0]",
-        ]
+    result.stdout.fnmatch_lines([f"toy_calc/capevolve.yaml::val::{val[0]}[[]seed-t0[]]"])
+    ids = [ln for ln in result.stdout.lines if "capevolve.yaml::val::" in ln]
+    assert len(ids) == 12 * 2
+    assert ids[:2] == [
+        f"toy_calc/capevolve.yaml::val::{val[0]}[seed-t0]",
+        f"toy_calc/capevolve.yaml::val::{val[0]}[careful-t0]",
+    ]
 
 
 def test_run_persists_records_and_resume_pays_nothing(
