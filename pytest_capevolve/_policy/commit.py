@@ -162,7 +162,7 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     details = (verdict or {}).get("details") or {}
     if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
         return None
-    from .identity import decided_in_project, registered_hashes
+    from .identity import decided_in_project
 
     digest = str(details.get("content_hash") or "").removeprefix("sha256:")
     earlier = next(
@@ -172,22 +172,8 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
         return None
     there = RunDir(rundir.root.parent / earlier.run_id)
     decided = there.verdicts.verdict(earlier.tag) or {}
-    theirs = (decided.get("details") or {}).get("gate_settings") or {}
-    ours = {"gate_mode": spec.gate_mode, "gate_margin": spec.gate_margin or 0.0}
-    differ = [f"{k} {theirs[k]} (this run: {v})" for k, v in ours.items() if theirs.get(k, v) != v]
-    if differ:  # "no worse than δ", or a judge's preference, is not this run's question
-        raise CommitRefused(
-            f"{earlier.tag!r} was accepted in run {earlier.run_id} under {', '.join(differ)}: that accept "
-            "answered another question and is not adopted; gate a changed version"
-        )
-    parent = decided.get("against")
-    theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
-    if mine is None and best == "seed":  # a new run whose first session met only the repeat
-        try:
-            mine = content_hash(spec.capability_path)
-        except (OSError, CandidateError):
-            return None
-    if parent is None or theirs is None or theirs != mine:
+    _same_question(decided, spec, f"{earlier.tag!r} was accepted in run {earlier.run_id}")
+    if not _same_parent(there, rundir, decided.get("against"), best, spec):
         return None
     level = f" at {earlier.level}" if earlier.level else ""
     label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
@@ -195,6 +181,31 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     if booked and booked[-1]:  # forced, or re-gated under a changed harness, there: so it stays here
         label = f"{booked[-1].split(' — ')[0]} — in run {earlier.run_id}, adopted"
     return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
+
+
+def _same_question(decided: dict[str, Any], spec: Spec, accepted: str) -> None:
+    """Refused where the earlier accept answered another question ("no worse than δ", a judge's pick)."""
+    theirs = (decided.get("details") or {}).get("gate_settings") or {}
+    ours = {"gate_mode": spec.gate_mode, "gate_margin": spec.gate_margin or 0.0}
+    differ = [f"{k} {theirs[k]} (this run: {v})" for k, v in ours.items() if theirs.get(k, v) != v]
+    if differ:
+        raise CommitRefused(
+            f"{accepted} under {', '.join(differ)}: that accept answered another question and is not "
+            "adopted; gate a changed version"
+        )
+
+
+def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
+    """Whether the earlier accept was against the same bytes as this run's best."""
+    from .identity import registered_hashes
+
+    theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
+    if mine is None and best == "seed":  # a new run whose first session met only the repeat
+        try:
+            mine = content_hash(spec.capability_path)
+        except (OSError, CandidateError):
+            return False
+    return parent is not None and theirs is not None and theirs == mine
 
 
 def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
