@@ -137,9 +137,7 @@ def _label(
         entry["label"] = label["label"]  # every view of this best shows it (:mod:`.._store.forced`)
     if adopted is not None:  # an earlier run's accept, not gated again: every view says so
         entry["label"] = adopted.label
-        rundir.snapshots.register_candidate(
-            entry["tag"], adopted.snapshot
-        )  # the best needs its snapshot here
+        rundir.snapshots.register_candidate(entry["tag"], adopted.snapshot)  # the best needs it here
     ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
     if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
         entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}

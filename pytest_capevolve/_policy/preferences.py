@@ -139,10 +139,7 @@ def _judge_one(
 
 
 def task_nets(
-    judged: Judged,
-    task_ids: Sequence[str],
-    trials: set[tuple[str, int]],
-    redrawn: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset(),
+    judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]], redrawn: set[tuple[str, int]]
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """Each task's net preference over ``trials`` judged in both orders (None when none was), in
     ``task_ids`` order; the cells judged in one order only (missing: the failed order could be the one that

@@ -176,7 +176,7 @@ def test_collecting_a_finalize_names_no_test_task_and_opens_nothing(example, pro
     assert capevolve(project).ret == 0  # a baseline
     result = capevolve(project, finalize=True, extra=["--co", "-q"])
     out = result.stdout.str() + result.stderr.str()
-    assert "--collect-only on a finalize would name the sealed test tasks" in out, out
+    assert "a finalize runs the whole test plan, so --collect-only is refused" in out, out
     assert (
         "::test::" not in out
         and '"test_opened"' not in (projects.run_dir(project) / "events.jsonl").read_text()
