@@ -31,7 +31,7 @@ from .commit_checks import INDECISIVE as INDECISIVE
 from .commit_checks import REJECT_BASES as REJECT_BASES
 from .commit_checks import SCREEN_KILL_BASES, check, check_evidence, refuse_unknown
 from .commit_checks import CommitRefused as CommitRefused
-from .identity import remember_booked
+from .identity import Earlier, remember_booked
 from .journal_entry import freeze_entry
 from .optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
 from .refuted import compared, refuted_diff
@@ -170,7 +170,7 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
         return None
     there = RunDir(rundir.root.parent / earlier.run_id)
     decided = there.verdicts.verdict(earlier.tag) or {}
-    _same_question(decided, spec, f"{earlier.tag!r} was accepted in run {earlier.run_id}")
+    _same_question(decided, spec, earlier)
     if not _same_parent(there, rundir, decided.get("against"), best, spec):
         return None
     level = f" at {earlier.level}" if earlier.level else ""
@@ -181,15 +181,22 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
 
 
-def _same_question(decided: dict[str, Any], spec: Spec, accepted: str) -> None:
-    """Refused where the earlier accept answered another question ("no worse than δ", a judge's pick)."""
+def _same_question(decided: dict[str, Any], spec: Spec, earlier: Earlier) -> None:
+    """Refused where the earlier accept answered another question ("no worse than δ", a judge's pick), or
+    was measured under another harness."""
     theirs = (decided.get("details") or {}).get("gate_settings") or {}
     ours = {"gate_mode": spec.gate_mode, "gate_margin": spec.gate_margin or 0.0}
     differ = [f"{k} {theirs[k]} (this run: {v})" for k, v in ours.items() if theirs.get(k, v) != v]
+    accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
     if differ:
         raise CommitRefused(
             f"{accepted} under {', '.join(differ)}: that accept answered another question and is not "
             "adopted; gate a changed version"
+        )
+    if earlier.harness_changes:
+        raise CommitRefused(
+            f"{accepted} under another harness ({', '.join(earlier.harness_changes[:3])}): not adopted; "
+            "gate it again here with --capevolve-harness-changed (its verdicts are labelled)"
         )
 
 
