@@ -154,11 +154,9 @@ def task_nets(
         both = [s for s in said if s is not None] if None not in said else []
         if both:
             per_task.setdefault(task, []).extend(both)
-        if both and (task, trial) not in redrawn:
-            worst.setdefault(task, []).extend(both)
-        else:
-            worst.setdefault(task, []).extend("A" for _ in PREFERENCE_ORDERS)
-            missing += 1
+        kept = bool(both) and (task, trial) not in redrawn  # else at worst: the best preferred in both
+        worst.setdefault(task, []).extend(both if kept else ["A"] * len(PREFERENCE_ORDERS))
+        missing += not kept
         if not both and any(s is not None for s in said):
             one_way.append(f"{task} trial {trial}")
     nets = tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
@@ -180,12 +178,10 @@ def held_to_worst_case(verdict: Verdict, worst: WorstCase) -> Verdict:
         verdict,
         decision=INDECISIVE,
         reason=(
-            f"{missing} trial(s) the judge did not judge in both orders at the first asking, or "
-            "missing on one arm (an infra error), could flip the decision (worst-case: the best "
-            f"preferred in both, p = {float(p):.4g}): could not judge; mend what makes the judge or "
-            "the rollouts fail (the warnings name the first) and run the gate session again — a "
-            "trial judged or paid only after a failure stays at worst, so a new run "
-            f"(--capevolve-new-run) judges those afresh; {verdict.reason}"
+            f"{missing} trial(s) the judge did not judge in both orders at the first asking, or missing "
+            "on one arm (an infra error), could flip the decision (worst-case: the best preferred in both, "
+            f"p = {float(p):.4g}): could not judge; mend what makes the judge or the rollouts fail and "
+            f"gate again; a new run (--capevolve-new-run) judges those afresh; {verdict.reason}"
         ),
     )
 
