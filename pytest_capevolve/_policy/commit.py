@@ -182,8 +182,7 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
 
 
 def _same_question(decided: dict[str, Any], spec: Spec, earlier: Earlier) -> None:
-    """Refused where the earlier accept answered another question ("no worse than δ", a judge's pick), or
-    was measured under another harness."""
+    """Refused where the earlier accept answered another question (a margin, a judge) or harness."""
     theirs = (decided.get("details") or {}).get("gate_settings") or {}
     ours = {"gate_mode": spec.gate_mode, "gate_margin": spec.gate_margin or 0.0}
     differ = [f"{k} {theirs[k]} (this run: {v})" for k, v in ours.items() if theirs.get(k, v) != v]
@@ -229,10 +228,8 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
 
 
 def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
-    kill: dict[str, Any] = next(
-        (e for e in reversed(rundir.log.events()) if e.get("kind") == SCREEN and e.get("tag") == tag),
-        {},
-    )
+    screens = [e for e in rundir.log.events() if e.get("kind") == SCREEN and e.get("tag") == tag]
+    kill: dict[str, Any] = screens[-1] if screens else {}
     return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
 
 
