@@ -20,6 +20,7 @@ from .._project.adapter import Task
 from .._stats.pairwise import net_preference, p_greater_exact, sign_test
 from .._store.event_kinds import CANDIDATE_REGISTERED, JUDGE_FAILED, JUDGING, PREFERENCE
 from .._store.evidence import Arm
+from .._store.first_outcomes import redrawn_after_errors
 from .._store.paid_by import UntrustedRecord
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
@@ -197,8 +198,6 @@ def pairwise_nets(
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """The net preferences a ``pairwise`` verdict reads: judged first where ``prefer`` is given, else from
     the log alone; what kept judgements from being made; and the nets at worst (:func:`task_nets`)."""
-    from .._store.first_outcomes import redrawn_after_errors
-
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)
