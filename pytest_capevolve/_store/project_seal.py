@@ -44,8 +44,7 @@ class ScoredTests:
     project: str | None = None  # another project's run, from the shared ledger (``source``)
 
     def named(self) -> str:
-        """The run as a refusal names it: id, why its status is unknown, and its project and ledger if
-        another's."""
+        """The run as a refusal names it: id, why its status is unknown, its project and ledger if foreign."""
         if self.unknown:
             return f"{self.run_id} (test status unknown: {self.unknown})"
         if self.project:
@@ -144,7 +143,7 @@ def overlaps(
     return found
 
 
-# another split_seed deals the scored tasks into some split again (refused): the way on names them
+# a new split_seed deals the scored tasks into some split again (refused): the way on names them
 NEW_SPLITS = (
     "a new run whose split_ids_file leaves these tasks out of its {where} (a new split_seed deals them in)"
 )
@@ -157,8 +156,7 @@ def sealed_in_dev(
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """(run, tasks) for every other run whose scored test tasks this run's val or train holds. Runs of
-    unknown status name no tasks here (they are held against a later finalize)."""
+    """(run, tasks) of other runs whose scored test tasks val or train holds (unknown runs: at finalize)."""
     dev = [str(t) for name in ("val", "train") for t in splits.get(name, [])]
     return overlaps(project_dir, run_id, dev, keys, ledger, unknown_is_any=False)
 

@@ -50,8 +50,7 @@ class Seal:
         }
 
     def opened(self) -> dict[str, Any] | None:
-        """The ``test_opened`` event once a finalize began paying test rollouts, else None: from then the
-        test mean has been shown, so the split can be finished, never gated around."""
+        """The ``test_opened`` event once a finalize began paying test rollouts (then finished, not gated)."""
         events = self.rundir.log.of_kinds(TEST_OPENED)
         return dict(events[0]) if events else None
 
@@ -59,8 +58,7 @@ class Seal:
         return self.burned() or self.opened()
 
     def open(self, test_ids: list[str]) -> None:
-        """Record, before the first test rollout is paid, that the test split is being scored (once per
-        run)."""
+        """Record, before the first test rollout is paid, that the test split is being scored (once a run)."""
         if not self.held:
             raise TestSealError("opening the test split needs the finalize claim")
         if self.opened() is None:
