@@ -61,11 +61,16 @@ def book(
         verdict = rundir.verdicts.checked(tag)  # the file as the gate logged it, or refused
         refuse_unknown(rundir, tag, verdict)
         first = _standing_decision(rundir, tag)
-        if first is not None and not force:
+        if first is not None and (not force or tag == best):  # a repair would leave the best in place
+            repair = (
+                f"repair the record with `capevolve commit {tag} --decision {decision}"
+                f"{' --reject-basis ' + (basis or 'gate') if decision == 'reject' else ''} --force`"
+                if tag != best
+                else "start a new run (`pytest --capevolve-run . --capevolve-new-run`): it is the run's best"
+            )
             raise CommitRefused(
                 f"{tag!r} was already decided: {first['decision']} (event seq {first['seq']}); a tag "
-                "is decided once. Evaluate a new version under a new tag, or repair the record with "
-                f"`capevolve commit {tag} --decision {decision} --force`"
+                f"is decided once. Evaluate a new version under a new tag, or {repair}"
             )
         adopted = adoption(rundir, verdict, best, spec) if decision == "accept" else None
         against_gate = check(spec, tag, decision, basis, verdict, best, force, adopted=adopted is not None)

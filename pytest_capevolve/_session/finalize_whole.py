@@ -25,11 +25,11 @@ def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
     asked += [f"--deselect {node!r}" for node in getattr(option, "deselect", None) or []]
     asked += [f"node id {arg!r}" for arg in config.args if "::" in str(arg)]
     for flag, name in (
-        ("lf", "--last-failed"),
-        ("failedfirst", "--failed-first"),
+        ("lf", "--lf/--last-failed"),
+        ("failedfirst", "--ff/--failed-first"),
         ("newfirst", "--new-first"),
         ("stepwise", "--stepwise"),
-        ("maxfail", "--maxfail"),
+        ("maxfail", "-x/--maxfail"),
     ):
         if getattr(option, flag, None):
             asked.append(name)
