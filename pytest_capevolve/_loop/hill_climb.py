@@ -42,7 +42,6 @@ from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
 from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
-from .gate_budget import refuse_over_budget
 from .git_store import CandidateStore, StoreError, open_store, unified_diff
 from .handover import clear_handover, failure_examples, test_id_redactor, write_handover
 from .handover_docs import HILL_CLIMB
@@ -62,6 +61,7 @@ from .hill_climb_stop import stop_reason
 from .iteration_outcome import PROPOSAL_SPEND, book_iteration, summary_rows
 from .launch import gate_flags, run_logged, session_command
 from .optimizer_boundary import checked_writable, optimizer_boundary
+from .optimizer_cost import refuse_over_budget
 from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
 from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
 from .repeats import refuse_repeat_unpaid
