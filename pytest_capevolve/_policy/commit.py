@@ -222,14 +222,13 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
     """The decision that stands for ``tag``, if any; a provisional or indecisive one stops standing once
     the tag is grown."""
     standing = None
-    for event in rundir.log.events():
+    for event in rundir.log.of_kinds(DECISION, GROWN):
         if event.get("tag") != tag:
             continue
         if event.get("kind") == DECISION and standing is None:
             standing = event
-        elif event.get("kind") == GROWN and standing is not None:
-            if standing["decision"] in ("provisional", INDECISIVE):
-                standing = None
+        elif event.get("kind") == GROWN and standing and standing["decision"] in ("provisional", INDECISIVE):
+            standing = None
     return standing
 
 
