@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._policy.commit import compared
 from .._policy.journal_entry import JOURNAL_MARKER, escaped, frozen_entry
-from .._policy.refuted import compared
 from .._project.candidate_diff import bounded, unified_diff
 from .._store.event_kinds import HILL_CLIMB_ITERATION
 from .._store.files import RunDirError
