@@ -192,6 +192,7 @@ def spec_value(key: str) -> Any:
 def register(sub: Any) -> None:
     """``gate``, ``commit`` and ``baseline`` on the ``capevolve`` parser."""
     from .._decide.gate import GATE_MODES
+    from .._policy.commit import DECISIONS, REJECT_BASES
 
     gate = sub.add_parser("gate", help="re-derive a verdict from persisted rollouts (pays nothing)")
     gate.add_argument("tag")
@@ -202,12 +203,7 @@ def register(sub: Any) -> None:
     gate.add_argument("--alpha", type=spec_value("gate_alpha"))
     gate.add_argument("--veto-regressions", action="store_true")
     gate.set_defaults(func=cmd_gate)
-
-
-def register_loop(sub: Any) -> None:
-    """``commit`` and ``baseline``: loop primitives (JSON by default, ``--table`` for people)."""
-    from .._policy.commit import DECISIONS, REJECT_BASES
-
+    # commit and baseline: loop primitives (JSON by default, --table for people)
     commit = sub.add_parser("commit", help="book one decision for a tag (the gate's verdict is evidence)")
     commit.add_argument("tag")
     loop_arguments(commit)
