@@ -37,9 +37,9 @@ def main(count: int) -> None:
     for i in range(count):
         run.log.append_event(
             "rollout", split="val", task_id=f"t{i % 600}", tag="seed", trial=i // 600,
-            reward=1.0, infra_error=None, cost_usd=0.001, digest="x" * 64,
+            reward=1.0, infra_error=None, cost_usd=0.001, sha256="x" * 64,
         )  # fmt: skip
-    run.rollouts.ledger.current(run.rollouts.index.outcomes)  # the ledger a session builds, then leaves
+    run.rollouts.ledger.current(run.rollouts.index.every)  # the ledger a session builds, then leaves
     run.flush()
     baseline = _best(lambda: RunDir(root).log.events())
     checked = _best(lambda: RunDir(root).state.read_state())

@@ -44,7 +44,7 @@ def main() -> None:
             trial=i // 10000,
             reward=1.0,
             cost_usd=0.001,
-            passed=True,
+            infra_error=None,
         )
     log.append_event("decision", tag="c", decision="reject")
     start = time.perf_counter()
@@ -110,7 +110,7 @@ def resume_section(rollouts: int) -> None:
             rows = rundir.rollouts.index.rows("val")  # what the reader reads anyway
             start = time.process_time()
             log = rundir.log if digest else _without_checkpoints(rundir.log)
-            truth = OutcomeLedger(log, rundir.rollouts._file_of).current(rundir.rollouts.index.outcomes)
+            truth = OutcomeLedger(log, rundir.rollouts._file_of).current(rundir.rollouts.index.every)
             mismatched = sum(truth.get((r[0], r[1], r[2], r[3])) != outcome(r[4], r[6], r[7]) for r in rows)
             costs.append(time.process_time() - start)
             assert mismatched == 0, f"{mismatched} rows differ from the log"

@@ -1,10 +1,7 @@
-"""The exit codes of capevolve — its pytest sessions and its ``capevolve`` command — in one
-table, fixed so a CI job can branch on the outcome, and the one error root that carries them
-(:class:`CapevolveError`): an error says which code it ends a command with, so the ``capevolve``
-command (``_cli/main.py``) and the session boundary (``_session/wiring.py``) each catch one
-class. The bottom floor: every floor may raise these. docs/reference/exit-codes.md is generated
-from this docstring's tables (docs/hooks/reference.py), so keep their layout: a title line, then
-``====`` rules around rows of a code and its meaning.
+"""The exit codes of capevolve's sessions and ``capevolve`` command, fixed so a CI job can
+branch on the outcome, and the one error root that carries them (:class:`CapevolveError`).
+docs/reference/exit-codes.md is generated from the tables below: keep their layout (a title
+line, then ``====`` rules around rows of a code and its meaning).
 
 Sessions (and ``capevolve gate``, which re-derives a session's verdict; ``capevolve compare``: 0, 10, 11):
 
@@ -62,10 +59,8 @@ LOOP_INCOMPLETE = 3
 USAGE = 4
 PIPE_CLOSED = 141
 
-# pytest's own outcomes that a capevolve session replaces with its own: a task the agent
-# failed is not a failed session, and a fully resumed run that owed nothing is complete.
-# pytest.ExitCode's OK, TESTS_FAILED and NO_TESTS_COLLECTED (an IntEnum: equal to these), named
-# by value so ``capevolve gate`` can read the codes without importing pytest
+# pytest's OK, TESTS_FAILED and NO_TESTS_COLLECTED, which a session replaces with its own (a task
+# the agent failed is not a failed session); by value, so ``capevolve gate`` needs no pytest
 REPLACEABLE = (0, 1, 5)
 
 
@@ -92,10 +87,9 @@ def first_few(problems: Sequence[str], limit: int = 3) -> str:
 
 
 class CapevolveError(Exception):
-    """The root of what capevolve refuses on purpose, as Hypothesis's ``errors.py`` roots its
-    own: the message says what was refused, why, and the way on for an honest user.
-    ``exit_code`` travels on the class; the ``capevolve`` command prints the message as one line
-    and exits with it, and a session turns it into one ``pytest.UsageError`` line (exit 4)."""
+    """The root of what capevolve refuses on purpose: the message says what was refused, why,
+    and the way on for an honest user. ``exit_code`` travels on the class; a session turns the
+    error into one ``pytest.UsageError`` line (exit 4)."""
 
     exit_code: ClassVar[int] = USAGE
 

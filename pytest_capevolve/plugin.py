@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 
 EVALUABLE_SPLITS = ("train", "val")
-# The spec keys a project may default in its pytest config (``capevolve_<key>``): the
-# ``_project.spec.INI_KEYS`` it derives from its validators, written out here so that a session
-# that never asks for capevolve does not import (nor compile) the spec's floor to register them;
-# tests/unit/test_docs_reference.py keeps the two equal.
+# The spec keys a project may default as ``capevolve_<key>`` ini entries: the spec's INI_KEYS, written
+# out so a session without capevolve never imports the spec (test_docs_reference.py keeps them equal)
 INI_KEYS = tuple(
     "split_seed split_train split_val split_test split_ids_file num_trials base_seed "
     "success_threshold rollout_timeout_s concurrency gate_mode gate_k_se gate_alpha "
@@ -142,7 +140,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-split",
         type=_split_option,
-        default=None,
         metavar="SPLIT",
         help="split to evaluate: train or val (default val; test is sealed)",
     )
@@ -159,7 +156,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-null",
         type=_null_count,
-        default=None,
         metavar="N",
         help="null controls: N byte-identical copies of the best (default 2 when gating)",
     )
@@ -172,7 +168,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-regression-rule",
         choices=("noise", "strict"),
-        default=None,
         help="which drops are regressions (default: the spec's regression_rule, noise): noise, a "
         "drop beyond twice its own noise on a task the best passed; strict, any task the best "
         "scored higher on",
@@ -180,14 +175,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-commit",
         metavar="auto|none",
-        default=None,
         help="auto (default): book each verdict as a decision; none: leave verdicts as evidence "
         "for `capevolve commit`",
     )
     group.addoption(
         "--capevolve-multiple",
         metavar="holm|bh|none",
-        default=None,
         help="family-wise correction across a round's candidates (default holm)",
     )
     group.addoption(
@@ -217,7 +210,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-concurrency",
         type=_concurrency,
-        default=None,
         metavar="K",
         help="rollouts in flight at once in each process (the session, or each -n worker); "
         "default: the spec's concurrency, else 1",
@@ -233,7 +225,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-failures",
         type=_failure_lines,
-        default=None,
         metavar="all|auto|none|N",
         help="which rollouts the agent failed get a line of their own: all, none, at most N per task, "
         "or auto (default: all up to 20, else one per task)",
@@ -256,14 +247,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--capevolve-screen",
         type=_screen_tier,
-        default=None,
         metavar="TIER",
         help="screen the candidate on part of val (1|2|3 = 25|50|75 %%): kill or promote, never accept",
     )
     group.addoption(
         "--capevolve-screen-ids",
         type=_screen_ids,
-        default=None,
         metavar="a,b,c",
         help="screen the candidate on these val task ids (instead of a tier)",
     )
@@ -301,17 +290,10 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
             "--capevolve-run and --capevolve-finalize are separate sessions; run one, then the other"
         )
     if finalize:
-        for flag in (
-            "capevolve_candidate",
-            "capevolve_split",
-            "capevolve_gate",
-            "capevolve_rerun",
-            "capevolve_new_run",
-            "capevolve_block",
-        ):
-            if getattr(config.option, flag):
+        for flag in "candidate split gate rerun new_run block".split():
+            if getattr(config.option, f"capevolve_{flag}"):
                 raise pytest.UsageError(
-                    f"--{flag.replace('_', '-')} does not apply to --capevolve-finalize: finalize "
+                    f"--capevolve-{flag.replace('_', '-')} does not apply to --capevolve-finalize: finalize "
                     "scores the run's current best, once, with the spec's trials; drop the flag, or "
                     "run it in a session first (pytest --capevolve-run . ...) and finalize after"
                 )
@@ -320,9 +302,7 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Before any conftest is imported, a capevolve session stops reading bytecode caches it
-    did not write (a planted ``__pycache__/conftest…pyc`` or adapter ``.pyc`` would run in
-    place of the locked source): see :mod:`._project.bytecode`."""
+    """Before any conftest is imported, stop reading the project's bytecode caches."""
     known = early_config.known_args_namespace
     if getattr(known, "capevolve_run", None) or getattr(known, "capevolve_finalize", None):
         from ._project import startup_hooks
@@ -337,9 +317,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 
 class _HypothesisStartupEnds:
-    """What hypothesis's plugin does at session start, kept when the plugin is blocked: there
-    its start-up ends, and until then harness code using hypothesis (a scorer drawing from
-    strategies) is warned of slow code in a plugin — an error under ``filterwarnings = error``."""
+    """Hypothesis's session start, kept when its plugin is blocked: until then, harness code
+    using hypothesis is warned of slow code in a plugin (an error under ``filterwarnings``)."""
 
     def __init__(self, plugin: object) -> None:
         self.plugin = plugin
@@ -409,15 +388,10 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
             compared = capevolve_compare("evals/baseline.eval", "evals/candidate.eval")
             assert compared.accepted, compared.summary
 
-    ``capevolve_compare(BASELINE, RUN, ..., alpha=0.05, min_coverage=0.8, multiple="holm",
-    scorer=None, labels=(), arms=(), format=None, clusters=None, success_threshold=1.0,
-    regression_rule="noise", veto_regressions=False, margin=0.0, equivalence=0.0)`` reads the
-    files (relative paths from the rootdir) and returns a ``ComparedRuns``: ``accepted``,
-    ``decisions``, ``summary`` (the table, with what holds for imported results), ``markdown()``,
-    ``to_dict()``; ``margin`` / ``equivalence`` ask "no worse than" / "within ±". Each run's
-    decision, Δ̄ and p go into the test's ``user_properties`` (junitxml's properties). One file
-    of a judge's preferences (a ``preference`` column) is decided by the pairwise sign test,
-    as ``capevolve compare --pairwise`` decides it."""
+    It takes the command's settings as keywords, paths relative to the rootdir, and returns a
+    ``ComparedRuns`` (``accepted``, ``decisions``, ``summary``, ``markdown()``, ``to_dict()``);
+    each run's decision goes into the test's ``user_properties``. One file of a judge's
+    preferences is decided by the pairwise sign test."""
     from ._imported.compare import CompareSettings, compare_files
     from ._imported.pairwise import looks_pairwise
     from ._imported.readers import ReadOptions
@@ -443,13 +417,9 @@ def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
         settled = CompareSettings(**settings)
         comparison = compare_files(files, settled, format=format, options=options, clusters=where)
         for result in comparison.pairs:
-            verdict = result.verdict
-            request.node.user_properties.append(
-                (
-                    f"capevolve_compare:{result.candidate.label}",
-                    f"{verdict.decision} Δ̄={verdict.delta_mean} p={verdict.p_value}",
-                )
-            )
+            v = result.verdict
+            said = f"{v.decision} Δ̄={v.delta_mean} p={v.p_value}"
+            request.node.user_properties.append((f"capevolve_compare:{result.candidate.label}", said))
         return ComparedRuns(comparison)
 
     return compare

@@ -74,8 +74,7 @@ def null_arms(draw: st.DrawFn, *, trials: int = 5) -> tuple[np.ndarray, np.ndarr
 def planted_effect_arms(
     draw: st.DrawFn, *, effect: float = 0.3, trials: int = 5
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(candidate, best) where the candidate's rate is higher by ``effect`` on every task
-    (capped at 1)."""
+    """(candidate, best) where the candidate's rate is higher by ``effect`` on every task (capped at 1)."""
     rates = draw(task_rates(min_tasks=20))
     better = np.clip(rates + effect, 0.0, 1.0)
     return _arm(draw, better, trials), _arm(draw, rates, trials)

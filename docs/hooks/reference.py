@@ -279,6 +279,18 @@ def guards_markdown() -> str:
     return "\n".join(lines)
 
 
+def events_markdown() -> str:
+    """The record's kinds (``_store/event_kinds.py``), one row each: its fields, its meaning."""
+    from pytest_capevolve._store.event_kinds import DECLARED
+
+    lines = ["| kind | fields (*optional*) | what it records |", "|---|---|---|"]
+    for kind in DECLARED.values():
+        optional = kind.fields.__optional_keys__  # type: ignore[attr-defined]
+        fields = ", ".join(f"*{f}*" if f in optional else f for f in sorted(kind.allowed))
+        lines.append(f"| `{kind}` | {fields} | {_cell(_rst(kind.meaning))} |")
+    return "\n".join(lines)
+
+
 def playbook_markdown() -> str:
     """The playbooks shipped for coding agents (``pytest_capevolve/skills/*/SKILL.md``), each
     as a section: front matter as a line, headings one level down."""
@@ -363,6 +375,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "exit-codes": exit_codes_markdown,
     "playbook": playbook_markdown,
     "guards": guards_markdown,
+    "events": events_markdown,
     "code-layout": code_layout_markdown,
 }
 

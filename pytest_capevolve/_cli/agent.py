@@ -100,7 +100,6 @@ def register(sub: Any) -> None:
         "--writable",
         action="append",
         type=Path,
-        default=None,
         metavar="PATH",
         help="a folder or file outside the project the agent may also write (its own state); repeatable",
     )

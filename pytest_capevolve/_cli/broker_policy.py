@@ -3,12 +3,14 @@
 The broker runs commands with the evaluator's rights, outside the boundary, so it runs only the
 loop's own commands, on the agent's project, from a folder the agent cannot write:
 
-- ``capevolve`` commands of :data:`BROKERED`, but no flag that rewrites the record or runs the
-  agent's code outside (``verify --repair``, ``commit --force``, a new run, ``hill-climb
-  --store-commit-cmd``, ``verify --anchor-from-store``); paths a command writes, reads or grants
-  must be ones the agent may write or read;
+- ``capevolve`` commands of :data:`BROKERED`, but no flag that rewrites the record, runs the
+  agent's code outside or sets the owner's gate (``verify --repair``, ``commit --force``, a new
+  run, ``hill-climb --store-commit-cmd``/``--alpha``/``--gate-mode``/``--k-se``, ``verify
+  --anchor-from-store``); paths a command writes, reads or grants must be ones the agent may
+  write or read;
 - ``capevolve pytest ARGS`` with the options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`,
-  every ``--capevolve-*`` option and project paths outside the run dirs: no ``-p``, ``-o``,
+  the ``--capevolve-*`` options but the owner's (``--capevolve-multiple``, a looser
+  ``--capevolve-regression-rule``) and project paths outside the run dirs: no ``-p``, ``-o``,
   ``-c``, ``--rootdir``, ``--confcutdir``, ``--junitxml``, nor an ``@FILE`` word;
 - no cwd or path through a symbolic link, which the agent could repoint after the check.
 
@@ -29,26 +31,9 @@ from .._loop.optimizer_boundary import RUNS_FOLDER, gold_files
 from .._project.spec import SPEC_FILENAME, Spec
 from ..exitcodes import Refusal
 
-BROKERED = (
-    "check",
-    "baseline",
-    "spend",
-    "diagnose",
-    "work",
-    "eval-task",
-    "mechanism",
-    "gate",
-    "commit",
-    "merge",
-    "multirep",
-    "diff",
-    "plan",
-    "measure",
-    "runs",
-    "verify",
-    "dashboard",
-    "judge-noise",
-    "hill-climb",
+BROKERED = tuple(
+    "check baseline spend diagnose work eval-task mechanism gate commit merge multirep diff plan "
+    "measure runs verify dashboard judge-noise hill-climb".split()
 )
 OUTSIDE = "the person who owns the project runs it outside the agent"
 REFUSED_FLAGS = {
@@ -62,7 +47,10 @@ REFUSED_FLAGS = {
         "--store-commit-cmd would run a command of the agent's choosing outside the boundary; "
         f"use the git store (the default), or {OUTSIDE}"
     ),
+    "anchor_from_store": f"--anchor-from-store DIR runs git in DIR; give none (its own store), or {OUTSIDE}",
 }
+GATE_FLAGS = ("alpha", "gate_mode", "k_se")  # hill-climb's, set the run's gate before its first decision
+GATE_OWNED = f"the question the gate asks is the owner's; drop it to gate as {SPEC_FILENAME} says"
 PYTEST_FLAGS = frozenset(
     {"-q", "--quiet", "-v", "--verbose", "-x", "--exitfirst", "-s", "--no-header", "--co", "--collect-only"}
 )
@@ -71,16 +59,8 @@ PYTEST_VALUED = frozenset(
 )
 PYTEST_PATHS = ("--capevolve-run", "--capevolve-finalize", "--capevolve-candidate")
 CAPEVOLVE_FLAGS = frozenset(
-    {
-        "--capevolve-rerun",
-        "--capevolve-gate",
-        "--capevolve-veto-regressions",
-        "--capevolve-sequential",
-        "--capevolve-test-reused",
-        "--capevolve-harness-changed",
-        "--capevolve-explain",
-        "--capevolve-grow",
-    }
+    f"--capevolve-{name}"
+    for name in "rerun gate veto-regressions sequential test-reused harness-changed explain grow".split()
 )
 
 
@@ -153,6 +133,9 @@ class AgentPolicy:
         for attr, why in REFUSED_FLAGS.items():
             if getattr(args, attr, None):
                 raise Refusal(why)
+        for attr in GATE_FLAGS if argv[0] == "hill-climb" else ():  # (capevolve gate's: a what-if)
+            if getattr(args, attr) is not None:
+                raise Refusal(f"hill-climb --{attr.replace('_', '-')}: {GATE_OWNED}")
         for attr in ("project", "project_option"):
             given = getattr(args, attr, None)
             if given is not None:
@@ -160,11 +143,6 @@ class AgentPolicy:
         for operand in getattr(args, "operands", None) or ():  # diff: tags, or the project folder
             if (where / operand).exists():
                 self._this_project(Path(operand), where)
-        if getattr(args, "anchor_from_store", None):
-            raise Refusal(
-                "--anchor-from-store DIR runs git in DIR; give it with no folder (the run's own "
-                f"store), or {OUTSIDE}"
-            )
         export = getattr(args, "export", None)
         if export is not None:
             deliver = self._export(argv, export, where)
@@ -245,6 +223,11 @@ class AgentPolicy:
                     continue
                 if not eq:
                     value = next(it, (0, None))[1] or ""
+                if option == "--capevolve-multiple" or (option, value) == (
+                    "--capevolve-regression-rule",
+                    "noise",
+                ):
+                    raise Refusal(f"pytest {option} {value}: {GATE_OWNED}")
                 if option in PYTEST_PATHS:
                     self._session_path(option, value, where)
                 continue

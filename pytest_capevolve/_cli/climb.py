@@ -73,44 +73,42 @@ def register(sub: Any) -> None:
 
     hc = sub.add_parser("hill-climb", help="the optimize loop: optimizer → guards → val gate → commit")
     loop_arguments(hc)
-    hc.add_argument("--optimizer", default=None, metavar="CMD", help="'CMD … {workdir} … {prompt}'")
+    hc.add_argument("--optimizer", metavar="CMD", help="'CMD … {workdir} … {prompt}'")
     focus = (*FOCUS_MODES, *FOCUS_ALIASES)  # cap-evolve's `all-at-once` is `all`
-    hc.add_argument("--focus", choices=focus, default=None, help="which failing val tasks to aim at")
+    hc.add_argument("--focus", choices=focus, help="which failing val tasks to aim at")
     hc.add_argument(
         "--signal",
         choices=("val", "train"),
         default="val",
         help="whose failures the optimizer sees: val (the gate's split) or train (paid once per new best)",
     )
-    hc.add_argument("--max-iterations", type=int, default=None, metavar="N", help="iterations in the run")
-    hc.add_argument("--n-trials", type=int, default=None, metavar="K", help="trials (if the spec sets none)")
+    hc.add_argument("--max-iterations", type=int, metavar="N", help="iterations in the run")
+    hc.add_argument("--n-trials", type=int, metavar="K", help="trials (if the spec sets none)")
     hc.add_argument("--resume", action="store_true", help="finish an iteration a kill cut off")
     hc.add_argument("--new-run", action="store_true", help="start a new run (baseline first)")
-    hc.add_argument("--gate-mode", choices=GATE_MODES, default=None)
-    hc.add_argument("--k-se", type=float, default=None)
-    hc.add_argument("--alpha", type=float, default=None)
+    hc.add_argument("--gate-mode", choices=GATE_MODES)
+    hc.add_argument("--k-se", type=float)
+    hc.add_argument("--alpha", type=float)
     hc.add_argument(
         "--no-regression",
         nargs="?",
         const="noise",
-        default=None,
         choices=("noise", "strict"),
         help="veto an accept that breaks a task: noise (the default when given), a drop beyond its "
         "own noise on a task the parent passed; strict, any val task the parent scored higher on",
     )
-    hc.add_argument("--protected-paths", nargs="+", default=None, metavar="GLOB", help="also protect these")
-    hc.add_argument("--capabilities", default=None, metavar="A,B", help="the allowed edit surface")
+    hc.add_argument("--protected-paths", nargs="+", metavar="GLOB", help="also protect these")
+    hc.add_argument("--capabilities", metavar="A,B", help="the allowed edit surface")
     hc.add_argument("--convergence", action="store_true", help="stop on a long plateau (stall ≥ 5)")
     hc.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for each gate session")
-    hc.add_argument("--store", choices=STORES, default=None, help="where every candidate is committed")
-    hc.add_argument("--store-commit-cmd", default=None, metavar="CMD", help="'CMD {msg} {dir} {tag}'")
-    hc.add_argument("--instructions-file", type=Path, default=None, metavar="F", help="the prompt template")
+    hc.add_argument("--store", choices=STORES, help="where every candidate is committed")
+    hc.add_argument("--store-commit-cmd", metavar="CMD", help="'CMD {msg} {dir} {tag}'")
+    hc.add_argument("--instructions-file", type=Path, metavar="F", help="the prompt template")
     hc.add_argument("--optimizer-timeout", type=float, default=1800.0, metavar="S", help="seconds (1800)")
     hc.add_argument(
         "--writable",
         action="append",
         type=Path,
-        default=None,
         metavar="PATH",
         help="a folder or file outside the project the optimizer may also write (its own state); repeatable",
     )

@@ -34,17 +34,16 @@ def add_project_args(
     """PROJECT (optional, default .), ``--project``, ``--run-id`` and ``--json``.
     ``positional=False`` where positionals are tags (``merge A B C``: a folder would be ambiguous)."""
     if positional:
-        parser.add_argument("project", type=Path, nargs="?", default=None, help="project folder (default .)")
+        parser.add_argument("project", type=Path, nargs="?", help="project folder (default .)")
     parser.add_argument(
         "--project",
         dest="project_option",
         type=Path,
-        default=None,
         metavar="DIR",
         help="project folder (default .)" if not positional else "the same, as an option",
     )
     if run_id:
-        parser.add_argument("--run-id", default=None, help="a run of the project (default: the newest)")
+        parser.add_argument("--run-id", help="a run of the project (default: the newest)")
     parser.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
 
 
@@ -122,10 +121,8 @@ def print_json(answer: Any) -> None:
 
 
 def emit(args: argparse.Namespace, answer: Any, lines: Lines | None, *, json_default: bool = False) -> None:
-    """Print a command's answer. Inspection commands print ``lines(answer)`` for people (to
-    stderr under ``--json``) and, with ``--json``, the answer as JSON. Loop primitives
-    (``json_default``) print JSON (rounded to :data:`JSON_DIGITS`) unless ``--table`` asks for
-    the human form on stdout."""
+    """Print a command's answer: ``lines(answer)`` for people (stderr under ``--json``) and JSON
+    with ``--json``; loop primitives (``json_default``) print JSON unless ``--table``."""
     if json_default:
         if getattr(args, "table", False) and args.json:
             raise Refusal("--table and --json ask for two different outputs; give one")

@@ -97,8 +97,7 @@ def _answer(
     markdown: Callable[[Any], str],
     table: Callable[[Any], list[str]],
 ) -> int:
-    """Both forms' answer: the decisions (a file that cannot be read: a usage error naming it),
-    the Markdown summary when asked, the table or JSON, and the gate's exit code."""
+    """The decisions, the Markdown summary when asked, the table or JSON, and the exit code."""
     from .._imported.results import ResultsError
 
     try:
@@ -144,10 +143,7 @@ def register(sub: Any) -> None:
         "preference or winner column alone is read so without it)",
     )
     compare.add_argument(
-        "--format",
-        choices=FORMATS,
-        default=None,
-        help="read every file as this (default: by its suffix and content)",
+        "--format", choices=FORMATS, help="read every file as this (default: by its suffix and content)"
     )
     compare.add_argument(
         "--label",
@@ -163,7 +159,6 @@ def register(sub: Any) -> None:
     )
     compare.add_argument(
         "--scorer",
-        default=None,
         help="what is the reward: an inspect_ai scorer, an lm-eval METRIC[,FILTER], a promptfoo named "
         "score, a deepeval metric, a CSV / JSONL column, or success (promptfoo, deepeval); default: the "
         "file's first (a table's reward or score)",
@@ -171,7 +166,6 @@ def register(sub: Any) -> None:
     compare.add_argument(
         "--clusters",
         type=Path,
-        default=None,
         metavar="FILE",
         help="a CSV/JSONL of task_id, cluster: tasks that share a source; the test flips whole clusters",
     )
@@ -179,14 +173,12 @@ def register(sub: Any) -> None:
     question.add_argument(
         "--margin",
         type=float,
-        default=None,
         metavar="DELTA",
         help="ask 'no worse than DELTA' (non-inferiority, DELTA in (-1, 0], e.g. -0.02) instead of 'better'",
     )
     question.add_argument(
         "--equivalence",
         type=float,
-        default=None,
         metavar="M",
         help="ask 'within ±M of the baseline' (two one-sided tests, M in (0, 1))",
     )
@@ -218,11 +210,7 @@ def register(sub: Any) -> None:
         "--veto-regressions", action="store_true", help="a regression turns an accept into a reject"
     )
     compare.add_argument(
-        "--markdown",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="write a Markdown summary a CI job can post",
+        "--markdown", type=Path, metavar="FILE", help="write a Markdown summary a CI job can post"
     )
     compare.add_argument(
         "--json", action="store_true", help="print only JSON on stdout (the table to stderr)"

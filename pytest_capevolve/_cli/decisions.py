@@ -92,19 +92,14 @@ def cmd_commit(args: argparse.Namespace) -> int:
         optimizer=spend,
         force=args.force,
     )
-    emit(
-        args,
-        {**entry, "best": rundir.state.best(), "state": rundir.state.read_state()},
-        key_lines,
-        json_default=True,
-    )
+    answer = {**entry, "best": rundir.state.best(), "state": rundir.state.read_state()}
+    emit(args, answer, key_lines, json_default=True)
     return exitcodes.OK
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    """The hand-off: check the adapter, evaluate the seed on val, print what an optimizer needs.
-
-    Everything but the final JSON goes to stderr, so ``capevolve baseline | jq`` works."""
+    """The hand-off: check the adapter, evaluate the seed on val, print what an optimizer needs
+    (all but the final JSON to stderr, so ``capevolve baseline | jq`` works)."""
     from .._loop.launch import run_captured, session_command
     from .._policy.loop_schedule import handoff_schedule_note
     from .._policy.spend import spend_report
@@ -156,9 +151,8 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
             f"capevolve diagnose {shlex.quote(report['best']['tag'])} {where}",
             f"capevolve spend --n-siblings 3 {where}",
             f"capevolve work new cand_0001 {where}",
-            # `capevolve pytest`: the same command inside `capevolve agent` (through its broker) and
-            # outside; no `-o` (the broker refuses one): a run holding work copies gates at the
-            # loop's schedule, or the one it froze, by itself
+            # `capevolve pytest` works inside `capevolve agent` and outside; no `-o` (the broker
+            # refuses one): a run holding work copies gates at the loop's schedule by itself
             f"capevolve pytest --capevolve-run {where} --capevolve-candidate {work} "
             "--capevolve-gate --capevolve-commit none",
             f"capevolve commit cand_0001 {where} --decision accept",
@@ -168,8 +162,7 @@ def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any
 
 
 def _session_summary(output: str, command: list[str]) -> str:
-    """A completed evaluation's summary table onward: its rollout-by-rollout lines (every task
-    the seed failed) are what the hand-off is not about, and would bury it."""
+    """A completed evaluation's output from its summary table on (rollout lines would bury it)."""
     lines = output.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if re.match(r"=+ capevolve run ", line)), 0)
     # argv is [python, -P, -m, pytest, …]: the words from `pytest` on are what a user pastes
@@ -186,8 +179,7 @@ def key_lines(answer: dict[str, Any]) -> list[str]:
 
 
 def spec_value(key: str) -> Any:
-    """An argparse type that checks a flag as the spec checks its key (same validator, same
-    range: ``--alpha`` is ``gate_alpha`` in (0, 0.25])."""
+    """An argparse type checking a flag as the spec checks its key (``--alpha`` as ``gate_alpha``)."""
     from .._project.spec import VALIDATORS
 
     def parse(text: str) -> Any:
@@ -210,10 +202,10 @@ def register(sub: Any) -> None:
     gate = sub.add_parser("gate", help="re-derive a verdict from persisted rollouts (pays nothing)")
     gate.add_argument("tag")
     add_project_args(gate)
-    gate.add_argument("--against", default=None, help="compare with this tag instead of the best")
+    gate.add_argument("--against", help="compare with this tag instead of the best")
     gate.add_argument("--gate-mode", choices=GATE_MODES)
-    gate.add_argument("--k-se", type=spec_value("gate_k_se"), default=None)
-    gate.add_argument("--alpha", type=spec_value("gate_alpha"), default=None)
+    gate.add_argument("--k-se", type=spec_value("gate_k_se"))
+    gate.add_argument("--alpha", type=spec_value("gate_alpha"))
     gate.add_argument("--veto-regressions", action="store_true")
     gate.set_defaults(func=cmd_gate)
 
@@ -226,7 +218,7 @@ def register_loop(sub: Any) -> None:
     commit.add_argument("tag")
     loop_arguments(commit)
     commit.add_argument("--decision", required=True, choices=DECISIONS)
-    commit.add_argument("--reject-basis", choices=REJECT_BASES, default=None)
+    commit.add_argument("--reject-basis", choices=REJECT_BASES)
     commit.add_argument("--note", default="", help="one line: the general rule this decision teaches")
     commit.add_argument("--optimizer-usd", type=float, default=0.0)
     commit.add_argument("--optimizer-tokens", type=int, default=0)
@@ -242,7 +234,6 @@ def register_loop(sub: Any) -> None:
 
 
 def loop_arguments(parser: argparse.ArgumentParser) -> None:
-    """A loop primitive's arguments: the project's, and ``--table`` (a short human table
-    instead of JSON)."""
+    """A loop primitive's arguments: the project's, and ``--table``."""
     add_project_args(parser)
     parser.add_argument("--table", action="store_true", help="a short human table instead of JSON")

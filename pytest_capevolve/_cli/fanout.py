@@ -58,11 +58,7 @@ def register(sub: Any) -> None:
     run.add_argument("tasks", metavar="IDS", help="train or val task ids, a,b,c (test is sealed)")
     loop_arguments(run)
     run.add_argument(
-        "--trials",
-        type=int,
-        default=None,
-        metavar="K",
-        help="trials per task (default: the spec's num_trials)",
+        "--trials", type=int, metavar="K", help="trials per task (default: the spec's num_trials)"
     )
     run.set_defaults(func=cmd_eval_task, refusals=True)
 
@@ -73,11 +69,9 @@ def register(sub: Any) -> None:
     add.add_argument("text", help="the cause, in a sentence")
     loop_arguments(add)
     add.add_argument("--tasks", default="", metavar="IDS", help="train or val tasks it was seen on, a,b")
-    add.add_argument("--by", default=None, metavar="TAG", help="the work copy that found it")
+    add.add_argument("--by", metavar="TAG", help="the work copy that found it")
     add.set_defaults(func=cmd_mechanism_add, refusals=True)
     show = ledger.add_parser("list", help="the ledger as JSON (--table: as MECHANISMS.md)")
     loop_arguments(show)
-    show.add_argument(
-        "--task", default=None, metavar="ID", help="only entries about ID, and those about no task"
-    )
+    show.add_argument("--task", metavar="ID", help="only entries about ID, and those about no task")
     show.set_defaults(func=cmd_mechanism_list, refusals=True)

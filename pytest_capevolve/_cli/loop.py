@@ -78,8 +78,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """The files of ``tag`` to diff: its snapshot; the seed's capability folder before the seed
-    has one; a candidate refused before any snapshot, its source folder; else its work copy."""
+    """``tag``'s files: its snapshot, else its capability or source folder, else its work copy."""
     if tag == "seed" and not rundir.snapshots.snapshot_dir(tag).is_dir():
         return spec.capability_path
     snapshot = rundir.snapshots.snapshot_dir(tag)
@@ -117,8 +116,7 @@ def cmd_multirep(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """One work copy from siblings' changes onto their common parent (``--integrate``: gated
-    after each addition)."""
+    """One work copy from siblings' changes onto their common parent (``--integrate``: gated)."""
     from .._loop.merge import integrate, merge, render
 
     spec, rundir = open_run(args)
@@ -140,7 +138,7 @@ def register(sub: Any) -> None:
     new = work.add_parser("new", help="copy the best's snapshot into runs/<id>/work/TAG/")
     new.add_argument("tag")
     loop_arguments(new)
-    new.add_argument("--from", dest="parent", default=None, metavar="TAG", help="copy this tag instead")
+    new.add_argument("--from", dest="parent", metavar="TAG", help="copy this tag instead")
     new.set_defaults(func=cmd_work_new, refusals=True)
     spend = sub.add_parser("spend", help="spend vs ceilings, whether N siblings fit, stop/narrow/continue")
     loop_arguments(spend)
@@ -153,9 +151,7 @@ def register(sub: Any) -> None:
     diag.add_argument("tag")
     loop_arguments(diag)
     diag.add_argument("--split", default="val", help="val (default) or train; test is sealed")
-    diag.add_argument(
-        "--compare-split", default=None, metavar="SPLIT", help="compare clusters with train/val"
-    )
+    diag.add_argument("--compare-split", metavar="SPLIT", help="compare clusters with train/val")
     diag.add_argument(
         "--cluster",
         choices=("normalized", "loose", "exact"),
@@ -163,9 +159,7 @@ def register(sub: Any) -> None:
         help="group failures: numbers and ids folded, quoted words kept (normalized), quoted text "
         "folded too (loose), identical feedback only (exact); paraphrases merged but under exact",
     )
-    diag.add_argument(
-        "--export", type=Path, default=None, metavar="FILE.jsonl", help="write the reflective dataset"
-    )
+    diag.add_argument("--export", type=Path, metavar="FILE.jsonl", help="write the reflective dataset")
     diag.set_defaults(func=cmd_diagnose, refusals=True)
     diff = sub.add_parser("diff", help="what a candidate changed: a unified diff of snapshots")
     diff.add_argument("tag")
@@ -185,17 +179,13 @@ def _register_replicates_and_merge(sub: Any) -> None:
     )
     multi.add_argument("tag")
     add_project_args(multi)
-    multi.add_argument(
-        "--against", default=None, metavar="OTHER", help="compare with this tag (default: best)"
-    )
+    multi.add_argument("--against", metavar="OTHER", help="compare with this tag (default: best)")
     multi.set_defaults(func=cmd_multirep, refusals=True)
     merge = sub.add_parser("merge", help="one work copy from siblings' changes onto their common parent")
     merge.add_argument("candidates", nargs="+", metavar="TAG", help="the candidates to merge, in order")
     merge.add_argument("--tag", required=True, help="the merged candidate's tag")
     add_project_args(merge, positional=False)
-    merge.add_argument(
-        "--onto", default=None, metavar="TAG", help="merge onto this tag (default: common parent)"
-    )
+    merge.add_argument("--onto", metavar="TAG", help="merge onto this tag (default: common parent)")
     merge.add_argument(
         "--integrate", action="store_true", help="gate after each addition; keep what clears it"
     )

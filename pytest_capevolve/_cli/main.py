@@ -14,10 +14,8 @@ from .._store.rundir import RunDirError
 from ..exitcodes import CapevolveError, Refusal, UsageError
 from .common import OPENED, print_notices, report_error
 
-# Each command group's module registers its commands (``register(sub)``), and ``main``
-# registers only the group of the command asked for (``build_parser()`` registers every group
-# for ``capevolve --help``): a command that reads a run must not pay for importing the
-# hill-climb's or the loop's option tables.
+# Each group's module registers its commands; ``main`` registers only the group of the command
+# asked for (``--help``: every group), so a command does not pay for importing the others.
 GROUPS: dict[str, tuple[str, ...]] = {
     "project": ("check", "microcase", "import-cap-evolve"),
     "reading": ("runs", "verify", "plan", "measure", "dashboard", "judge-noise"),
@@ -31,9 +29,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "agent": ("agent", "pytest"),
 }
 
-# Commands that read no capevolve project (so take no --project): what they write is one, or
-# (compare) they read other tools' results; `agent` works on the project it is started in (the
-# current folder), `pytest` passes its arguments to pytest.
+# Commands that take no --project: they write a project, read other tools' results, work in the
+# current folder (`agent`) or pass their arguments to pytest.
 NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare", "agent", "pytest")
 
 HELP = (

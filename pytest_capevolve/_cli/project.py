@@ -36,7 +36,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     from .._engine.sandbox import isolated
     from .._policy.gate_settings import check_margin
     from .._project.adapter import AdapterError, check_reward, load_adapter, load_tasks
-    from .._project.spec import SpecError, load_spec
+    from .._project.spec import SpecError, load_spec, splits_for
     from .._store.rundir import RunDir, RunDirError
 
     problems: list[str] = []
@@ -64,6 +64,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         ok(f"adapter {spec.adapter} has tasks, run_target and score")
         first = load_tasks(adapter, spec.adapter)
         second = load_tasks(adapter, spec.adapter)
+        held_out = set(splits_for(spec, first)["test"])  # the sealed split: never run or named here
     except (SpecError, RunDirError, AdapterError) as exc:
         return fail(str(exc))
     ok(f"{len(first)} tasks, ids unique")
@@ -81,7 +82,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         )  # the seed's code: a child's
     except AdapterError as exc:
         return fail(str(exc))
-    task = first[sorted(first)[0]]
+    task = first[min((k for k in first if k not in held_out), default=min(first))]
     try:
         scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
     finally:
@@ -114,11 +115,10 @@ def _margin_out_of_reach(spec: Any, task_ids: list[str]) -> str | None:
         return None
     import numpy as np
 
-    from .._project.splits import cut_splits
+    from .._project.spec import splits_for
     from .._stats.margin import lower_bound
 
-    ratios = (spec.split_train, spec.split_val, spec.split_test)
-    n_val = len(cut_splits(task_ids, spec.split_seed, ratios)["val"])
+    n_val = len(splits_for(spec, task_ids)["val"])
     reach = lower_bound(np.zeros(n_val), float(spec.gate_alpha))
     if reach > spec.gate_margin:
         return None
@@ -131,9 +131,8 @@ def _margin_out_of_reach(spec: Any, task_ids: list[str]) -> str | None:
 
 
 def _seed_microcases(spec: Any, ok: Callable[[str], None], fail: Callable[[str], int]) -> None:
-    """The project's microcases, run on the seed: one the seed fails rejects every candidate made
-    from it (``micro_test_fail``), and mending it after the first session is a changed harness
-    (a new run, the baseline paid again). So ``check`` says so before anything is paid."""
+    """The project's microcases, run on the seed: one the seed fails rejects every candidate,
+    and mending it later is a changed harness, so ``check`` says so before anything is paid."""
     from .._engine.checks import ProjectEnv
     from .._engine.checks import run as run_microcase
     from .._project.microcase import MicrocaseError, load_project
@@ -206,8 +205,7 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
     if out.exists():
         raise UsageError(f"{out} exists; choose another --id or --out")
     out.parent.mkdir(parents=True, exist_ok=True)
-    # a microcase is committed with the project: it names its source relative to it, never by a
-    # path of this machine (a temp folder's name once matched a gold answer)
+    # committed with the project: the source is named relative to it, never by a machine's path
     named = source.relative_to(project) if source.is_relative_to(project) else Path(source.name)
     out.write_text(
         skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=named.as_posix())
@@ -250,14 +248,14 @@ def register(sub: Any) -> None:
     add_project_args(gen, run_id=False)
     gen.add_argument("--from", dest="source", type=Path, required=True, metavar="ROLLOUT_FILE")
     gen.add_argument("--cluster", required=True, help="the failure cluster it guards")
-    gen.add_argument("--id", default=None, help="microcase id (default CLUSTER-TASK)")
-    gen.add_argument("--out", type=Path, default=None, help="default: PROJECT/microcases/ID.yaml")
+    gen.add_argument("--id", help="microcase id (default CLUSTER-TASK)")
+    gen.add_argument("--out", type=Path, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
     imp = sub.add_parser(
         "import-cap-evolve", help="make a cap-evolve project (and one of its runs) a project here"
     )
     imp.add_argument("src", type=Path, help="cap-evolve's project folder or its spec file")
     imp.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
-    imp.add_argument("--run", type=Path, default=None, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
+    imp.add_argument("--run", type=Path, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
     imp.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
     imp.set_defaults(func=cmd_import_cap_evolve, refusals=True, reads_project=False)

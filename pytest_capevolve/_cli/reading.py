@@ -57,16 +57,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     best = rundir.state.best()
     evidence = val_evidence(spec, rundir, val_ids(rundir))
     nulls = [t for t in rundir.snapshots.known_tags() if t.startswith(f"{best}-null")]
-    # the MDE at the level the next decision will get: the run's frozen schedule (a loop's, for a
-    # run with work copies), its decisions so far, a round's Holm share — not the spec's α alone
+    # the MDE at the level the next decision will get (schedule, decisions so far, Holm share)
     decided = next_decision_spec(spec, rundir)
     events = rundir.log.events()
     level, _ = next_level(decided, events, max(args.n_siblings, 1))
+    null_matrices = [evidence.matrix(t) for t in nulls]
     figures = plan_figures(
-        evidence.matrix(best),
-        [evidence.matrix(t) for t in nulls],
-        num_trials=spec.num_trials,
-        alpha=float(level),
+        evidence.matrix(best), null_matrices, num_trials=spec.num_trials, alpha=float(level)
     )
     if figures is None:
         raise UsageError(f"best {best!r} has fewer than two val tasks with rollouts")
@@ -138,8 +135,7 @@ def _train(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:
 
 
 def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
-    """Finalize the run as a child session; its output is for people (on stderr after it ends,
-    under ``--json``)."""
+    """Finalize the run as a child session; its output for people (stderr under ``--json``)."""
     from .._loop.launch import run_attached, run_captured, session_command
 
     out = human(args)
@@ -161,11 +157,9 @@ def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Check the hash chain of a run's event log, then every rollout file and ``state.json``
-    against the events (a rollout file's bytes against the sha256 its event recorded); exit 1
-    at any disagreement. ``--repair`` moves a damaged log tail aside, rebuilds ``state.json``
-    from the log and quarantines a rollout file that differs from its event (it never rewrites
-    a rollout)."""
+    """Check the log's hash chain, then every rollout file and ``state.json`` against the events;
+    exit 1 at any disagreement. ``--repair`` moves a damaged log tail aside, rebuilds
+    ``state.json`` and quarantines a rollout file that differs from its event."""
     with collection_paused():
         return _verify(args)
 
@@ -193,14 +187,11 @@ def _verify(args: argparse.Namespace) -> int:
     from .._policy.val_levels import level_problems
     from .._store.event_chain import verified_events
 
-    # the log as the chain's check just parsed it, for every check after it (at 60,000 events
-    # each parse of it again was a fifth of a verify); None if it grew since: read again
+    # the log as the chain's check just parsed it, for every check after it; None if it grew since
     logged = verified_events(rundir.events_path)
     if logged is None:
         logged = rundir.log.events()
-    # the α levels are read from the gate_decision lines only: the audit's pass over the log
-    # hands over every event but the rollouts (all of them parsed: a line in another spelling
-    # is seen), so the level check need not walk 60,000 rollout events again
+    # the α levels come from the audit's pass, which hands over every event but the rollouts
     others: list[dict[str, Any]] = []
     problems = audit(rundir, repair=args.repair, events=logged, others=others)
     problems += level_problems(rundir, others)
@@ -249,8 +240,7 @@ def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], 
 
 
 def _store_anchor(rundir: RunDir, store: str) -> str:
-    """The newest anchor a hill-climb's git store committed (``store``: a clone of it, or ""
-    for the run's own ``store/``)."""
+    """The newest anchor a hill-climb's git store (or ``store``, a clone of it) committed."""
     from pathlib import Path
 
     from .._loop.git_store import StoreError, store_anchor
@@ -296,8 +286,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
     spec, rundir = open_run(args, splits=False)
     try:
-        # every val tag's records, read once from the index: the table's measure and the page
-        # draw from the same 60,000 (two reads of the tags each asks would check the files twice)
+        # every val tag's records, read once for both the table and the page
         val = (
             index_records(rundir.rollouts.indexed_rollouts("val"))
             if (rundir.splits() or {}).get("val")
@@ -357,7 +346,7 @@ def register(sub: Any) -> None:
     """``runs``, ``verify``, ``plan``, ``measure`` and ``dashboard`` on the ``capevolve`` parser."""
     plan = sub.add_parser("plan", help="minimum detectable effect and headroom (pays nothing)")
     add_project_args(plan)
-    plan.add_argument("--target", type=float, default=None, help="a target val mean to check")
+    plan.add_argument("--target", type=float, help="a target val mean to check")
     plan.add_argument(
         "--n-siblings", type=int, default=1, help="siblings gated together next (the resolution's Holm share)"
     )
@@ -401,7 +390,6 @@ def register(sub: Any) -> None:
     )
     verify.add_argument(
         "--anchor",
-        default=None,
         metavar="HASH",
         help="fail unless the log still holds the event whose sha256 is HASH (a head printed earlier)",
     )
@@ -409,7 +397,6 @@ def register(sub: Any) -> None:
         "--anchor-from-store",
         nargs="?",
         const="",
-        default=None,
         metavar="DIR",
         help="the anchor the hill-climb's git store committed last (DIR: a clone; default: the run's store/)",
     )
@@ -420,17 +407,13 @@ def register(sub: Any) -> None:
     )
     noise.add_argument("tag", help="the candidate (compared with the best, or --against)")
     add_project_args(noise)
-    noise.add_argument("--against", default=None, help="the tag to pair with (default: the best)")
+    noise.add_argument("--against", help="the tag to pair with (default: the best)")
     noise.add_argument(
-        "--rescores",
-        type=int,
-        default=None,
-        help="re-scores per output (default: judge_rescores, at least 2)",
+        "--rescores", type=int, help="re-scores per output (default: judge_rescores, at least 2)"
     )
     noise.add_argument(
         "--cost-ratio",
         type=_positive_float,
-        default=None,
         help="what one rollout's agent run costs in judge calls (default: r, the re-scores: said as assumed)",
     )
     noise.set_defaults(func=cmd_judge_noise)

@@ -74,7 +74,6 @@ def register(sub: Any) -> None:
     init.add_argument(
         "--from-cap-evolve",
         type=Path,
-        default=None,
         metavar="SRC",
         help="import a cap-evolve project instead (as capevolve import-cap-evolve SRC DIR)",
     )

@@ -52,8 +52,7 @@ READ = EXECUTE | READ_FILE | READ_DIR
 # files and folders a process may make, change and remove (IOCTL_DEV only matters for devices)
 WRITE = (1 << 16) - 1 & ~(MAKE_CHAR | MAKE_BLOCK)
 
-# what a confined process may write whatever the boundary: the null device and friends, and shared
-# memory (Python's multiprocessing makes its semaphores there); nothing of the evaluator's is in them
+# writable whatever the boundary: the null device and friends, and shared memory (multiprocessing)
 DEVICES = (Path("/dev"),)
 SHARED_MEMORY = (Path("/dev/shm"),)
 
@@ -75,30 +74,21 @@ class _PathBeneathAttr(ctypes.Structure):
 
 @dataclass(frozen=True)
 class Boundary:
-    """What a confined process may reach.
-
-    ``writable``: read, write, create and remove beneath each. ``readable``: read and execute
-    beneath each. ``hidden``: out of reach even though an ancestor is readable — the run dir,
-    gold files, the anchor; computed into rules by :func:`readable_around`. ``read_all`` grants
-    read on the whole filesystem except ``hidden`` (the usual case: a Python environment, the
-    adapter's libraries and data live anywhere).
-    """
+    """What a confined process may reach: ``writable`` (read, write, create, remove beneath),
+    ``readable`` (read and execute beneath), ``hidden`` (out of reach under a readable ancestor:
+    run dir, gold files, anchor), and with ``read_all`` the whole filesystem but ``hidden``."""
 
     writable: tuple[Path, ...] = ()
     readable: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     read_all: bool = True
-    # folders whose entries may be listed, hidden ones beneath included — names, never contents:
-    # an optimizer lists its project (and globs its work copies) while the record stays unread
+    # folders whose entries may be listed (names, never contents), hidden ones beneath included
     listable: tuple[Path, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         return {
-            "writable": [str(p) for p in self.writable],
-            "readable": [str(p) for p in self.readable],
-            "hidden": [str(p) for p in self.hidden],
             "read_all": self.read_all,
-            "listable": [str(p) for p in self.listable],
+            **{key: [str(p) for p in getattr(self, key)] for key in _PATH_FIELDS},
         }
 
     @classmethod
@@ -108,13 +98,10 @@ class Boundary:
             assert isinstance(value, list)
             return tuple(Path(str(p)) for p in value)
 
-        return cls(
-            paths("writable"),
-            paths("readable"),
-            paths("hidden"),
-            bool(fields.get("read_all", True)),
-            paths("listable"),
-        )
+        return cls(read_all=bool(fields.get("read_all", True)), **{key: paths(key) for key in _PATH_FIELDS})
+
+
+_PATH_FIELDS = ("writable", "readable", "hidden", "listable")
 
 
 @dataclass(frozen=True)
@@ -172,12 +159,8 @@ def expected() -> Confinement:
 
 
 def readable_around(hidden: Iterable[Path], root: Path = Path("/")) -> list[str]:
-    """The paths to grant so that everything under ``root`` is readable but ``hidden``.
-
-    Every entry of each folder on the way down to a hidden path is granted, except the one that
-    leads there; a symlink is judged by where it points, so a link into a hidden folder is not a
-    way in.
-    """
+    """The paths to grant so that everything under ``root`` is readable but ``hidden``: every
+    entry on the way down but the one leading there, a symlink judged by where it points."""
     hidden_real = {os.path.realpath(p) for p in hidden}
     if not hidden_real:
         return [str(root)]
@@ -228,12 +211,9 @@ def _add(libc: ctypes.CDLL, ruleset: int, path: str | Path, access: int) -> None
 
 
 def confine(boundary: Boundary) -> Confinement:
-    """Confine this process (and all it starts) to ``boundary``, for good.
-
-    Returns what it did; never raises for a kernel that cannot (that is ``unconfined`` with its
-    reason), but does raise ``OSError`` when the kernel offers Landlock and refuses a rule: a
-    boundary that silently did not hold would be worse than a failure.
-    """
+    """Confine this process (and all it starts) to ``boundary``, for good; what it did. A kernel
+    without Landlock is ``unconfined`` with its reason; one that refuses a rule raises ``OSError``
+    (a boundary that silently did not hold would be worse)."""
     for granted in (*boundary.writable, *boundary.readable):
         real = Path(os.path.realpath(granted))
         for hidden in boundary.hidden:

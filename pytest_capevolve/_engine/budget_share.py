@@ -83,8 +83,7 @@ class BudgetShare:
                 self._cond.notify_all()
 
     def settle(self, nodeid: str, tag: str, cost: float) -> None:
-        """A rollout ended at ``cost`` (what its record books): spent, and its tag's estimate
-        raised to it if it was dearer."""
+        """A rollout ended at ``cost``: spent, and its tag's estimate raised to it if dearer."""
         with self._cond:
             self.reserved.pop(nodeid, None)
             self.spent_usd += cost

@@ -36,10 +36,8 @@ class _Checked:
 
 def stamp_of(folder: Path) -> Stamp:
     """What changes whenever a file under ``folder`` is written, replaced, added or removed
-    (ctime cannot be set back by a user), without reading a byte. Bytecode caches count: no
-    process of ours writes one beside a source (:mod:`.._project.bytecode`), so a ``.pyc``
-    appearing in a snapshot is planted. Plain ``os.scandir`` and strings: this runs twice per
-    rollout."""
+    (ctime cannot be set back), without reading a byte; a planted ``.pyc`` counts too. Plain
+    ``os.scandir`` and strings: this runs twice per rollout."""
     entries: list[tuple[str, tuple[object, ...]]] = []
     todo = [("", os.fspath(folder))]
     while todo:

@@ -54,8 +54,7 @@ class ProjectEnv:
         return self._runner
 
     def close(self) -> None:
-        """End the sandbox children its runner started (idempotent): whoever made this
-        environment closes it when its session or command ends."""
+        """End the sandbox children its runner started (idempotent)."""
         if self._runner is not None:
             self._runner.close()
 
@@ -172,8 +171,7 @@ def _compare(kind: str, value: Any, wanted: Any) -> bool:
 
 
 def is_json_subset(wanted: Any, value: Any) -> bool:
-    """Every key of ``wanted`` is in ``value`` with a matching value (recursively for mappings;
-    other values compare equal)."""
+    """Every key of ``wanted`` is in ``value`` with a matching value (recursively for mappings)."""
     if isinstance(wanted, dict):
         return isinstance(value, dict) and all(
             k in value and is_json_subset(v, value[k]) for k, v in wanted.items()

@@ -110,7 +110,6 @@ def said() -> dict[str, Any]:
 
 
 def start_line() -> str | None:
-    """The one line a session says at its start when candidate code will run unconfined; None when
-    it will be confined."""
+    """The line a session says at start when candidate code will run unconfined, else None."""
     state = expected()
     return None if state.confined else f"capevolve: candidate code runs {state.label}; every verdict says so"

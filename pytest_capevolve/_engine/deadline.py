@@ -53,8 +53,7 @@ def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: froz
         sys.settrace(tracer)
         raise RolloutTimeout(message)
 
-    # _signal, not signal: the latter wraps every call in enum conversions, a third of what a
-    # deadline cost per rollout (this runs once per rollout in every sandbox child)
+    # _signal, not signal: its enum conversions were a third of a deadline's cost per rollout
     previous = _signal.signal(_signal.SIGALRM, on_alarm)
     previous_trace = sys.gettrace()
     signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]

@@ -29,8 +29,7 @@ def declared_stochastic(adapter: Any) -> bool:
 
 
 def rescores_for(adapter: Any, judge_rescores: int) -> int:
-    """How many times each output is scored; r > 1 is refused for a scorer not declared
-    stochastic (it would pay r times for one number)."""
+    """How many times each output is scored (r > 1 only for a scorer declared stochastic)."""
     if judge_rescores > 1 and not declared_stochastic(adapter):
         raise AdapterError(
             f"judge_rescores: {judge_rescores} needs a stochastic scorer: set stochastic_score = True "
@@ -40,8 +39,7 @@ def rescores_for(adapter: Any, judge_rescores: int) -> int:
 
 
 def wrong_rescores(judge: Any, valid: bool, rescores: int) -> str | None:
-    """Why a record was not scored with the run's frozen ``judge_rescores`` (a remote-style
-    worker's own spec may say another), or None."""
+    """Why a record was not scored with the run's frozen ``judge_rescores`` (a worker's spec), or None."""
     got = len(judge.get("rewards") or []) if isinstance(judge, dict) else None
     if (got is not None and got != rescores) or (got is None and valid and rescores > 1):
         said = "no re-scores" if got is None else f"{got} re-score(s)"

@@ -53,10 +53,9 @@ def gateway_count(config: pytest.Config) -> int:
 
 
 def check_gateways(config: pytest.Config, spec: Spec) -> None:
-    """Before anything is planned: a local gateway whose ``chdir`` holds no copy of the
-    project is refused here, once, instead of as a worker that crashes and is replaced forever.
-    Remote gateways can't be looked at from here, so crashed workers are replaced at most
-    4 × gateways times (xdist's own default for ``-n``)."""
+    """Before anything is planned, refuse a local gateway whose ``chdir`` holds no copy of the
+    project (its workers would crash and be replaced forever); crashed remote workers are
+    replaced at most 4 × gateways times (xdist's default for ``-n``)."""
     gateways = 0
     for raw in config.getoption("tx", None) or []:
         count, _, text = raw.rpartition("*")

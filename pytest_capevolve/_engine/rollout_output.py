@@ -50,10 +50,8 @@ CURRENT: ContextVar[RolloutOutput | None] = ContextVar("capevolve_rollout_output
 
 
 class RoutedStream:
-    """A text stream whose writes go to the current rollout's buffer when there is one.
-
-    Everything but ``write``/``writelines``/``flush`` is the wrapped stream's (its buffer,
-    ``fileno``, pytest's ``getvalue``/``seek``/``truncate`` on its capture file)."""
+    """A text stream whose writes go to the current rollout's buffer when there is one; all but
+    ``write``/``writelines``/``flush`` is the wrapped stream's."""
 
     def __init__(self, wrapped: Any, name: str) -> None:
         self.wrapped = wrapped
@@ -104,11 +102,9 @@ def _routed_class(cls: type) -> type:
 
 
 def route_in_place(stream: Any, name: str) -> bool:
-    """Route ``stream``'s writes (``name``: "stdout" or "stderr") by giving it a subclass of its
-    own class: the same object, still an instance of what it was (pytest asserts its capture file
-    is a ``CaptureIO``), so whoever holds it — pytest's capture, ``sys`` — need not be changed.
-    False for a stream of a built-in class (the interpreter's own ``sys.stdout``): wrap that in
-    a :class:`RoutedStream` instead. :func:`unroute` undoes it."""
+    """Route ``stream``'s writes by giving it a subclass of its own class: the same object, still
+    an instance of what it was (pytest asserts its capture file is a ``CaptureIO``). False for a
+    built-in class (wrap that in a :class:`RoutedStream`); :func:`unroute` undoes it."""
     cls = type(stream)
     if issubclass(cls, _RoutedWrites):
         return False

@@ -90,8 +90,7 @@ class OutputRouting:
             self._root_level = None
 
     def replay(self, output: RolloutOutput) -> None:
-        """On the main thread, in the item's call phase: what the rollout wrote and logged,
-        written and handled again under the item's capture."""
+        """In the item's call phase: the rollout's writes and logs, replayed under its capture."""
         for name in STREAMS:
             text = "".join(getattr(output, name))
             if text:
@@ -108,8 +107,7 @@ class OutputRouting:
 
 
 def _sys_captures(config: pytest.Config) -> list[Any]:
-    """The ``SysCapture`` objects of pytest's global capture that swap ``sys.stdout`` and
-    ``sys.stderr`` (none under ``-s`` or ``-p no:capture``)."""
+    """pytest's global ``SysCapture`` objects for stdout and stderr (none under ``-s``)."""
     capman = config.pluginmanager.get_plugin("capturemanager")
     multi = getattr(capman, "_global_capturing", None)
     captures = []

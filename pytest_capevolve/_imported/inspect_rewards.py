@@ -14,8 +14,7 @@ REWARDS = {CORRECT: 1.0, PARTIAL: 0.5, INCORRECT: 0.0, NOANSWER: 0.0}
 
 
 def inspect_reward(value: Any) -> float | None:
-    """The reward of an inspect score value, or None when it has none (a dict, a list, another
-    string)."""
+    """The reward of an inspect score value, or None when it has none (a dict, a list, another string)."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, int | float):

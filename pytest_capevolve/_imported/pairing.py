@@ -1,12 +1,8 @@
 """Two finished runs made into the gate's reward matrices, paired by task.
 
-Rows are the tasks either run names (the baseline's order, then the candidate's new ones);
-columns are trials: by the files' own trial labels (inspect's epochs, a ``trial`` column) when
-both runs label theirs, else by position within the task. A missing or errored trial is
-``nan``: missing data, as in a capevolve run, and a task missing from one run lowers the paired
-coverage. The test reads per-task means, so trial columns pair only what the files show; the
-seeds say whether those trials also shared random numbers.
-"""
+Rows are the tasks either run names; columns are trials, by the files' own trial labels when
+both runs have them, else by position. A missing or errored trial is ``nan`` (missing data),
+and a task missing from one run lowers the paired coverage."""
 
 from __future__ import annotations
 
@@ -55,9 +51,8 @@ def _order(keys: set[str]) -> list[str]:
 def pair(
     baseline: ImportedRun, candidate: ImportedRun, cluster_map: Mapping[str, str] | None = None
 ) -> Pairing:
-    """The two runs on the same task rows and trial columns (see the module's docstring);
-    each row's cluster from ``cluster_map`` (``--clusters FILE``), else from the files' own
-    ``cluster`` column, else none."""
+    """The two runs on the same task rows and trial columns; each row's cluster from
+    ``cluster_map`` (``--clusters FILE``), else the files' ``cluster`` column, else none."""
     by_label = all(o.trial is not None for run in (baseline, candidate) for o in run.outcomes)
     base, cand = _trial_keys(baseline, by_label), _trial_keys(candidate, by_label)
     task_ids = list(dict.fromkeys([*base, *cand]))
@@ -72,9 +67,8 @@ def pair(
                     errors[side] += 1
                 else:
                     matrix[i, where[key]] = outcome.reward
-    # a trial one run measured and the other has no row for is missing data like an errored one:
-    # counted with the errors, so the gate's worst-case imputation weighs it (a candidate file
-    # without the rows of its losing tasks was accepted where the same rows errored were not)
+    # a trial one run measured and the other has no row for is missing data like an errored one,
+    # counted with the errors so the gate's worst-case imputation weighs it
     for side, (mine, other) in enumerate(((base, cand), (cand, base))):
         errors[side] += sum(
             key not in mine.get(task, {}) and outcome.reward is not None

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._stats.pairwise import PREFERENCES, SignTest, net_preference, sign_test, unit_nets
 from .results import ResultsError
-from .table import TASK_COLUMNS, TRIAL_COLUMNS, cell, column, csv_rows, jsonl_rows
+from .table import TASK_COLUMNS, TRIAL_COLUMNS, cell, column, column_names, table_rows
 
 PREFERENCE_COLUMNS = ("preference", "winner")
 ORDERS = ("AB", "BA")
@@ -178,21 +178,13 @@ def looks_pairwise(path: Path) -> bool:
     return column(names, PREFERENCE_COLUMNS) is not None
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    return jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else csv_rows(path)
-
-
-def _names(rows: list[dict[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(k for row in rows for k in row if k is not None))
-
-
 def read_judgements(path: Path) -> list[Judgement]:
     """The file's judgements, refused (naming the file, the row and a way on) where a value is
     not one this test can read, or a task was shown in one order only."""
     if not path.is_file():
         raise ResultsError(f"no such preferences file: {path}")
-    rows = _rows(path)
-    names = _names(rows)
+    rows = table_rows(path)
+    names = column_names(rows)
     task_col, pref_col = column(names, TASK_COLUMNS), column(names, PREFERENCE_COLUMNS)
     if task_col is None or pref_col is None:
         raise ResultsError(
@@ -256,10 +248,8 @@ def _judgement(
 
 
 def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
-    """Where the order is recorded, every judged task was shown as many times each way: a judge
-    that leans to a position then leans as much for A as for B, and the sign test stays exact
-    (both orders present is not enough: shown B first three times to A's once, a judge that
-    always picks the first output "prefers" B)."""
+    """Where the order is recorded, every judged task was shown as many times each way, so a
+    judge leaning to a position leans as much for A as for B and the sign test stays exact."""
     orders: dict[str, Counter[str]] = {}
     for j in judgements:
         if j.preference is not None:
@@ -285,8 +275,7 @@ def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
 def _check_trials_once(
     path: Path, rows: list[dict[str, Any]], task_col: str, trial_col: str, order_col: str | None
 ) -> None:
-    """Each (task, trial) once, or once in each order where the order is recorded (a trial is
-    judged both ways)."""
+    """Each (task, trial) once, or once in each order where the order is recorded."""
     seen: set[tuple[str | None, str, str | None]] = set()
     for row in rows:
         trial = cell(row, trial_col)

@@ -15,12 +15,8 @@ class ResultsError(ValueError):
 
 @dataclass(frozen=True)
 class Outcome:
-    """One (task, trial) of a finished run.
-
-        ``trial`` is the file's own label of the repeat (inspect's epoch, a ``trial`` column), None
-        where the file names none; ``seed`` is the trial's random seed as the file records it, None
-        where it does not (then nobody can say the two runs shared random numbers); ``cluster`` groups
-    tasks that are not independent (the test then flips whole clusters)."""
+    """One (task, trial) of a finished run: ``trial`` the file's own label of the repeat,
+    ``seed`` the trial's random seed, ``cluster`` its group of dependent tasks (None: not given)."""
 
     task_id: str
     trial: str | None

@@ -1,19 +1,11 @@
 """A plain table of (task id, trial, reward): CSV with a header row, or JSON Lines — for any
 tool this package has no reader for.
 
-Columns (the first name found is used; case does not matter):
-
-- task id: ``task_id``, ``task``, ``sample_id``, ``id`` — required;
-- reward: ``reward``, ``score`` — required; an empty cell is missing data (the row did not
-  measure the agent), as is a row whose ``error`` column is not empty;
-- trial: ``trial``, ``epoch``, ``repeat`` — optional; without it, repeated rows of a task are
-  its trials in file order;
-- seed: ``seed`` — optional: the trial's random seed, which is what lets two runs be said to
-  share random numbers;
-- cluster: ``cluster`` — optional: tasks that share a source (the test flips whole clusters).
-
-:func:`read_cluster_map` reads a table of task_id, cluster alone (``--clusters FILE``).
-"""
+Columns, by the first name found in any case (``docs/how-to/compare-table.md``): task id
+(``task_id``, ``task``, ``sample_id``, ``id``) and reward (``reward``, ``score``) required; an
+empty reward or a non-empty ``error`` is missing data. Optional: trial (``trial``, ``epoch``,
+``repeat``; else a task's rows in file order), ``seed`` and ``cluster``.
+:func:`read_cluster_map` reads a table of task_id, cluster alone (``--clusters FILE``)."""
 
 from __future__ import annotations
 
@@ -60,6 +52,14 @@ def jsonl_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def table_rows(path: Path) -> list[dict[str, Any]]:
+    return jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else csv_rows(path)
+
+
+def column_names(rows: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(k for row in rows for k in row if k is not None))
+
+
 def column(names: list[str], wanted: tuple[str, ...]) -> str | None:
     lowered = {name.lower().strip(): name for name in names}
     return next((lowered[w] for w in wanted if w in lowered), None)
@@ -74,8 +74,8 @@ def read_cluster_map(path: Path) -> dict[str, str]:
     """task_id → cluster from a CSV or JSONL with those two columns (``--clusters FILE``)."""
     if not path.is_file():
         raise ResultsError(f"no such clusters file: {path}")
-    rows = jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else csv_rows(path)
-    names = list(dict.fromkeys(k for row in rows for k in row if k is not None))
+    rows = table_rows(path)
+    names = column_names(rows)
     task_col, cluster_col = column(names, TASK_COLUMNS), column(names, ("cluster",))
     if task_col is None or cluster_col is None:
         raise ResultsError(f"{path}: a clusters file has the columns task_id, cluster; found {names}")
@@ -103,7 +103,7 @@ def _run_of(
     first_line: int,
     reward: str | None = None,
 ) -> ImportedRun:
-    names = list(dict.fromkeys(k for row in rows for k in row if k is not None))
+    names = column_names(rows)
     rewards = (reward.lower(),) if reward else REWARD_COLUMNS
     task_col, reward_col = column(names, TASK_COLUMNS), column(names, rewards)
     if rows and (task_col is None or reward_col is None):

@@ -15,13 +15,9 @@ from _pytest.mark.structures import NodeKeywords
 
 
 class MadeOnUse:
-    """A field made by ``make(item)`` when first read, then an ordinary instance attribute.
-
-    A non-data descriptor: a value assigned (as ``Node.__init__`` does) or made lives on the
-    instance and shadows this, so reading it costs nothing extra; :func:`shed` deletes it when
-    ``blank`` says it holds nothing, and the next read makes it afresh. Values are set with
-    ``setattr``, never through the instance ``__dict__``, which CPython would otherwise build
-    as a separate object for every item."""
+    """A field made by ``make(item)`` when first read, then an ordinary instance attribute that
+    shadows this non-data descriptor; :func:`shed` deletes it when ``blank``. Values are set with
+    ``setattr``, never through ``__dict__``, which CPython would build for every item."""
 
     def __init__(
         self, make: Callable[[Any], Any], *, blank: Callable[[Any, Any], bool] | None = None

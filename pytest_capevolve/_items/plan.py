@@ -38,8 +38,7 @@ def _under(project_dir: Path, stored: str) -> Path:
 
 
 class RolloutKey(NamedTuple):
-    """One planned rollout: a tuple equal to the plain ``(split, task_id, tag, trial)`` key the
-    run dir and the claims use."""
+    """One planned rollout, equal to the plain ``(split, task_id, tag, trial)`` key."""
 
     split: str
     task_id: str
@@ -86,8 +85,7 @@ class EvalPlan:
         return {c.tag for c in self.candidates}
 
     def all_keys(self) -> list[RolloutKey]:
-        """Every rollout in item order (task, trial, candidate), so compared rollouts run close
-        together in time."""
+        """Every rollout in item order (task, trial, candidate): compared ones run close in time."""
         tasks = self.order or self.task_ids
         shape = (tuple(tasks), self.first_trial, self.num_trials, tuple(c.tag for c in self.candidates))
         if self._keys is None or self._keys[0] != shape:

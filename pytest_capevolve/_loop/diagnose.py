@@ -98,10 +98,9 @@ _NUMBER = re.compile(r"[-+]?(?<![\w.])[0-9]+(?:[.,][0-9]+)*")
 _SPACE = re.compile(r"\s+")
 
 
-# How failures are grouped (``capevolve diagnose --cluster``): ``normalized`` (the default) folds
-# numbers and ids everywhere but keeps what quoted text says around them, so "answered 31 to
-# '4 * 9'" and "answered 6 to '5 - 11'" — two defects — stay two clusters; ``loose`` also folds
-# quoted text whole (one cluster per message shape); ``exact`` groups identical feedback only.
+# How failures are grouped (``--cluster``): ``normalized`` folds numbers and ids but keeps quoted
+# text's words ('4 * 9' and '5 - 11' stay two defects); ``loose`` folds quoted text whole;
+# ``exact`` groups identical feedback only.
 CLUSTER_MODES = ("normalized", "loose", "exact")
 
 
@@ -113,11 +112,9 @@ def _fold(text: str) -> str:
 
 
 def signature(feedback: Any, mode: str = "normalized") -> str:
-    """A failure's cluster key under ``mode`` (:data:`CLUSTER_MODES`): the feedback with ids
-    (tokens mixing letters and digits, long hex), numbers (a unit after one is kept: ``3.5s`` →
-    ``<n>s``) and whitespace folded — inside quoted text too, whose other words and symbols are
-    kept (``loose``: quoted text folded whole to ``<str>``; ``exact``: whitespace only).
-    Deterministic; "(no feedback)" when the scorer said nothing."""
+    """A failure's cluster key under ``mode`` (:data:`CLUSTER_MODES`): the feedback with ids,
+    numbers (``3.5s`` → ``<n>s``) and whitespace folded, inside quoted text too (``loose``:
+    quoted text whole; ``exact``: whitespace only); "(no feedback)" when there is none."""
     if mode not in CLUSTER_MODES:
         raise Refusal(f"--cluster {mode!r}: use one of {', '.join(CLUSTER_MODES)}")
     text = feedback if isinstance(feedback, str) else json.dumps(feedback, sort_keys=True, default=repr)
@@ -145,7 +142,6 @@ def _check_split(split: str, what: str) -> str:
 def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[RolloutRecord]:
     """The tag's persisted rollouts on the split, in task order then trial; refused when none."""
     wanted = set(task_ids)
-    # which rollouts exist from the index; each shown with its feedback, so read from its file
     found = [r for r in rundir.rollouts.indexed_rollouts(split, [tag]) if r.task_id in wanted]
     records = [
         full for r in found if (full := rundir.rollouts.read_rollout(split, r.task_id, r.tag, r.trial))
@@ -195,12 +191,9 @@ def _clusters(
     return sorted(merged, key=lambda c: (-c["count"], c["signature"]))
 
 
-# Paraphrase: one cause written several ways ("The refund policy clause was ignored." / "policy
-# clause ignored: refund over the limit") made one cluster per phrasing under every mode, so
-# "address every cluster" multiplied siblings. Signatures whose content-word stems overlap by a
-# Jaccard index of at least PARAPHRASE_OVERLAP, and whose operators agree (so '4 * 9' and
-# '5 - 11' stay two defects), are one cluster (cap-evolve's PR #381 merges stems by
-# overlap the same way). Not under ``exact``, which groups identical feedback only.
+# Paraphrases of one cause are one cluster (but under ``exact``): signatures whose content-word
+# stems overlap by a Jaccard index ≥ PARAPHRASE_OVERLAP and whose operators agree ('4 * 9' and
+# '5 - 11' stay two defects), as cap-evolve's PR #381 merges them.
 PARAPHRASE_OVERLAP = 0.6
 _WORD = re.compile(r"[a-z]+(?:'t)?|[*/+=<>%^-]")
 _PLACEHOLDER = re.compile(r"<(?:n|id|str)>")
@@ -230,9 +223,8 @@ def stems(text: str) -> frozenset[str]:
 
 
 def merge_paraphrases(clusters: list[FailureCluster]) -> list[FailureCluster]:
-    """Clusters whose signatures' :func:`stems` overlap by ≥ :data:`PARAPHRASE_OVERLAP`
-    (Jaccard), merged transitively: the biggest member names the cluster, the others are listed
-    in its ``variants``."""
+    """Clusters whose :func:`stems` overlap by ≥ :data:`PARAPHRASE_OVERLAP` (Jaccard), merged
+    transitively: the biggest names the cluster, the others are its ``variants``."""
     order = sorted(clusters, key=lambda c: (-c["count"], c["signature"]))
     words = [stems(c["signature"]) for c in order]
     parent = list(range(len(order)))
@@ -321,10 +313,7 @@ def diagnose(
     cluster: str = "normalized",
 ) -> Diagnosis:
     """The ``capevolve diagnose`` object: per-task bands, failure clusters and ``kept_good`` of
-    ``tag`` on ``split``; with ``compare_split``, that split's cluster signatures and the
-    overlap. Raises :class:`~pytest_capevolve._loop.Refusal` for the test split, an unknown tag
-    or a split the tag has no rollouts on. ``cluster``: how failures are grouped
-    (:data:`CLUSTER_MODES`)."""
+    ``tag`` on ``split``, and with ``compare_split`` the overlap of the two splits' clusters."""
     _check_split(split, "--split")
     signature("", cluster)  # an unknown mode is refused before anything is read
     report: Diagnosis = {
@@ -381,10 +370,8 @@ def _redacted(value: Any, gold: Any) -> Any:
 def export_reflective(
     spec: Spec, rundir: RunDir, tag: str, out: Path, *, split: str = "val"
 ) -> ExportedReflective:
-    """Write the reflective dataset an optimizer reads: one JSON line per failing task and trial
-    of ``tag`` on ``split`` (input, output, feedback, reward, signature, rollout path), with the
-    task's gold answer (its ``target`` from the adapter) redacted as ``capevolve microcase gen``
-    does. Refuses the test split and a file inside the seed capability folder."""
+    """Write the reflective dataset an optimizer reads: one JSON line per failing rollout of
+    ``tag`` on ``split``, the gold answer redacted; refused inside the capability folder."""
     _check_split(split, "--split")
     splits = rundir.splits() or {}
     task_ids = list(splits.get(split, []))

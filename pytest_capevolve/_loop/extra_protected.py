@@ -22,8 +22,7 @@ def refuse_extra_tamper(
     workdir: Path,
     extra_protected: tuple[str, ...],
 ) -> bool:
-    """True (and the tamper verdict written) when ``workdir`` changes a path of
-    ``extra_protected`` compared with the seed at ``seed_source``."""
+    """True (and the tamper verdict written) when ``workdir`` changes an ``extra_protected`` path."""
     from .._policy import guards
 
     try:

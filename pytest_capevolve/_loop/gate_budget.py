@@ -14,8 +14,7 @@ from .._store.rundir import RunDir
 
 
 def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str | None:
-    """The reason (and the verdict written) when ``cid``'s proposer cost leaves its gate no
-    room under ``max_usd``; None when the gate may run."""
+    """The reason (verdict written) when ``cid``'s proposer left its gate no room, else None."""
     from .._policy import guards
 
     proposer = unbooked_usd(rundir)

@@ -81,8 +81,7 @@ class GitStore(CandidateStore):
         try:
             return self._commit_in(repo, tag, files, message, accepted=accepted)
         finally:
-            # reading HEAD starts gitpython's persistent `git cat-file` processes: ended here,
-            # not whenever the garbage collector finds the repo (a long climb held one per commit)
+            # reading HEAD starts gitpython's `git cat-file` processes: end them here, not at GC
             repo.close()
 
     def _commit_in(self, repo: Any, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
@@ -144,8 +143,7 @@ def _command_store(run_root: Path, index: Path, command: str | None, cwd: Path |
     return CommandStore(run_root / "store", index, command, cwd or run_root)
 
 
-# The backends, by the name `--store` and the spec's `store:` take (the spec's HILL_CLIMB_STORES
-# holds the same names, a floor below, to validate the key when it loads; a test keeps them in step)
+# The backends by `--store` name (the spec's HILL_CLIMB_STORES, a floor below, repeats the names)
 STORE_KINDS: dict[str, Callable[[Path, Path, str | None, Path | None], CandidateStore]] = {
     "git": _git_store,
     "copy": _copy_store,

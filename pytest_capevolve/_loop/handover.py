@@ -51,8 +51,7 @@ def write_handover(
     if journal.is_symlink() or journal.exists():
         journal.unlink()
     journal.write_text(redact(render_journal(tag, parent, merged_from, rounds)), encoding="utf-8")
-    # the memory drawn again from the log here, not copied: the files in the run dir are views
-    # an optimizer with a shell can rewrite between a decision and the next work copy
+    # drawn again from the log, not copied from the run dir's files, which an optimizer can rewrite
     decisions = rundir.decisions()
     ledger = render_ledger(rundir.run_id, decisions) if decisions else "# Ledger\n\nNo decision yet.\n"
     _read_only(workdir / "LEDGER.md", redact(ledger))
@@ -104,8 +103,7 @@ OUTCOME_KEYS = (
 
 
 def _read_only(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` (replacing a read-only copy left by an earlier write), 0444:
-    a copy of the record to read, which editing would not change."""
+    """Write ``text`` to ``target`` read-only (0444): a copy of the record, editing it changes nothing."""
     if target.is_symlink() or target.exists():
         target.unlink()
     target.write_text(text, encoding="utf-8")
@@ -133,8 +131,7 @@ def failure_examples(
         pool = {}
     out: dict[str, dict[str, str]] = {}
     threshold = spec.success_threshold
-    # the parent's outcomes from the index, in the rollout files' order; a failing rollout's
-    # feedback from its file, read only for the one shown per task
+    # outcomes from the index; feedback read only for the one rollout shown per task
     indexed = sorted(
         rundir.rollouts.indexed_rollouts(split, [parent]),
         key=lambda r: rundir.rollout_path(split, r.task_id, r.tag, r.trial).name,

@@ -34,6 +34,7 @@ from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
 from .._show.views import refresh as redraw_views
+from .._store.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.rundir import RunDir, RunDirError
 from .._store.snapshots import writable_copy
@@ -163,8 +164,7 @@ class HillClimb:
     # -- the loop -----------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        """The loop, with every session and booking labelled with the optimizer's confinement
-        (:mod:`.._confine.label`): said once at start, restored on the way out."""
+        """The loop, every session and booking labelled with the optimizer's confinement."""
         state = expected()
         self.o.log(f"the optimizer runs {state.label}")
         saved = os.environ.get(OPTIMIZER_ENV)
@@ -256,7 +256,7 @@ class HillClimb:
                 "started": time.time(),
             }
             atomic_write_json(meta_path, meta)
-            rundir.log.append_event("hill_climb_iteration", tag=cid, parent=meta["parent"], phase="started")
+            rundir.log.append_event(HILL_CLIMB_ITERATION, tag=cid, parent=meta["parent"], phase="started")
         workdir = rundir.work_dir(cid)
         if not (folder / "optimizer.json").is_file():
             if workdir.exists():  # the optimizer was cut off: start its edit again from the parent
@@ -302,12 +302,9 @@ class HillClimb:
         argv = optimizer_argv(self.optimizer or "", workdir, prompt)
         # inside the boundary: its work copy and a scratch folder writable, the prompt readable
         boundary = optimizer_boundary(self.spec, [workdir], [prompt], also_writable=self.o.writable)
+        timeout = self.o.optimizer_timeout
         result = run_optimizer(
-            argv,
-            cwd=self.spec.project_dir,
-            timeout=self.o.optimizer_timeout,
-            folder=folder,
-            boundary=boundary,
+            argv, cwd=self.spec.project_dir, timeout=timeout, folder=folder, boundary=boundary
         )
         journal = workdir / JOURNAL  # kept first: a crashed optimizer's notes reach the next round too
         (folder / JOURNAL).unlink(missing_ok=True)  # never a file an earlier round planted here
@@ -322,10 +319,9 @@ class HillClimb:
         diff = unified_diff(self._source(parent), workdir, parent, cid)
         atomic_write_text(folder / "diff.patch", diff)
         atomic_write_json(folder / "optimizer.json", result)  # the marker: the proposal is complete
-        # the cost the optimizer reported goes in the log here, and is booked from there:
-        # optimizer.json is on disk until the gate ends, and was rewritten to $0 in between
+        # the reported cost is booked from the log, not from optimizer.json (rewritable meanwhile)
         self._rundir.log.append_event(
-            "hill_climb_iteration",
+            HILL_CLIMB_ITERATION,
             tag=cid,
             phase="proposed",
             optimizer=result["outcome"],
@@ -334,8 +330,7 @@ class HillClimb:
         )
 
     def _train_signal(self, parent: str, folder: Path) -> None:
-        """``--signal train``: the parent's train rollouts, paid once per new best by a plain
-        train session (the parent is the best; it pays only what is missing)."""
+        """``--signal train``: the parent's train rollouts, paid once per new best (what is missing)."""
         from .._store.evidence import index_records
 
         rundir = self._rundir
@@ -362,21 +357,7 @@ class HillClimb:
     def _evaluate(self, cid: str, meta: dict[str, Any], folder: Path, workdir: Path) -> None:
         """The guards and the val gate: a gate session on the work copy, then the booking."""
         rundir = self._rundir
-        if (
-            rundir.verdicts.verdict(cid) is None
-            and self.extra_protected
-            and self._refuse_extra_tamper(cid, meta, workdir)
-        ):
-            pass
-        elif rundir.verdicts.verdict(cid) is None and refuse_repeat_unpaid(
-            self.spec, rundir, cid, meta["parent"], workdir
-        ):
-            self.o.log(f"{cid}: repeats an earlier candidate's bytes; booked without a rollout")
-        elif rundir.verdicts.verdict(cid) is None and (
-            over := refuse_over_budget(self.spec, rundir, cid, meta["parent"])
-        ):
-            self.o.log(f"{cid}: {over}")
-        elif rundir.verdicts.verdict(cid) is None:
+        if rundir.verdicts.verdict(cid) is None and not self._refused_unpaid(cid, meta["parent"], workdir):
             args = self._session_args(rundir)
             args += gate_flags(workdir, cid, no_regression=self.o.no_regression)
             self.o.log(f"{cid}: gate session (parent {meta['parent']})")
@@ -388,17 +369,27 @@ class HillClimb:
                 )
         book_iteration(self.spec, rundir, cid, meta, folder)
 
-    def _refuse_extra_tamper(self, cid: str, meta: dict[str, Any], workdir: Path) -> bool:
-        """--protected-paths (:mod:`.extra_protected`): a change makes the candidate indecisive."""
-        return refuse_extra_tamper(
+    def _refused_unpaid(self, cid: str, parent: str, workdir: Path) -> bool:
+        """Whether a verdict was written without a rollout: a change to a ``--protected-paths``
+        path, a repeat of bytes the run holds, or a proposer that used up ``max_usd``."""
+        rundir = self._rundir
+        if self.extra_protected and refuse_extra_tamper(
             self.spec,
-            self._rundir,
+            rundir,
             cid,
-            meta["parent"],
+            parent,
             seed_source=self._source(SEED_TAG),
             workdir=workdir,
             extra_protected=self.extra_protected,
-        )
+        ):
+            return True
+        if refuse_repeat_unpaid(self.spec, rundir, cid, parent, workdir):
+            self.o.log(f"{cid}: repeats an earlier candidate's bytes; booked without a rollout")
+            return True
+        over = refuse_over_budget(self.spec, rundir, cid, parent)
+        if over:
+            self.o.log(f"{cid}: {over}")
+        return bool(over)
 
     def _finish(self, cid: str) -> None:
         """The outcome file and the candidate store, once per decided iteration."""
@@ -424,6 +415,6 @@ class HillClimb:
         problem = redraw_views(self.spec, rundir, {})  # the last booking came after the last session
         if problem:
             self.o.log(problem)
-        rundir.log.append_event("hill_climb_stopped", reason=stop, best=state["best_id"])
+        rundir.log.append_event(HILL_CLIMB_STOPPED, reason=stop, best=state["best_id"])
         self.o.log(f"stopped: {stop}")
         return summary

@@ -15,12 +15,10 @@ from ..exitcodes import Refusal
 from .prompt import DEFAULT_INSTRUCTIONS, FOCUS_MODES
 
 DEFAULT_OPTIMIZER_TIMEOUT = 1800.0
-# The optimizer's signal: the failures of the parent on val (the gate's split, the default) or on
-# train (the parent evaluated on train once per new best), so edits are not fitted to the split
-# that judges them. benchmarks/hill_climb.py measures the test gain of each.
+# The split whose failures the optimizer is shown: val (the default) or train, so edits are not
+# fitted to the split that judges them (benchmarks/hill_climb.py measures both).
 SIGNALS = ("val", "train")
-# Flags that become `-o capevolve_<key>=...` for the gate session, honoured only where the spec
-# does not set the key itself (the spec wins over ini defaults).
+# Flags that become `-o capevolve_<key>=...` for the gate session (the spec wins over them).
 INI_FLAGS = {"n_trials": "num_trials", "gate_mode": "gate_mode", "k_se": "gate_k_se", "alpha": "gate_alpha"}
 
 
@@ -54,9 +52,8 @@ class Options:
 
 
 def ini_overrides(options: Options, spec_path: Path, schedule: str = LOOP_SCHEDULE) -> dict[str, str]:
-    """The flags passed to the gate session as ini defaults; refused where the spec sets
-    the same key to another value (the spec wins, so the flag could not be honoured).
-    ``schedule``: the loop's α schedule (the one the run froze, when it froze one)."""
+    """The flags passed to the gate session as ini defaults, refused where the spec sets the key
+    to another value (the spec would win); ``schedule``: the loop's α schedule."""
     try:
         raw = read_yaml(spec_path) or {}
     except YamlError as exc:
@@ -78,9 +75,7 @@ def ini_overrides(options: Options, spec_path: Path, schedule: str = LOOP_SCHEDU
 
 
 def names_a_schedule(spec_path: Path) -> bool:
-    """Whether the spec names its α schedule. A loop gates dozens of times: unless the spec
-    names one, it spends α across the run's decisions (the spec, which wins over an ini
-    default, can still say `constant`)."""
+    """Whether the spec names its α schedule; unless it does, a loop spends α across the run's decisions."""
     try:
         raw = read_yaml(spec_path) or {}
     except YamlError:
@@ -108,8 +103,7 @@ def checked_optimizer(options: Options, spec: Spec) -> str:
 
 
 def checked_focus(options: Options, spec: Spec) -> str:
-    """The focus mode (the flag, else the spec's ``algorithm_focus``, else ``all``); cap-evolve's
-    back-compat name ``all-at-once`` is ``all``."""
+    """The focus mode: the flag, else ``algorithm_focus``, else ``all`` (``all-at-once`` too)."""
     focus = options.focus or spec.algorithm_focus or "all"
     focus = FOCUS_ALIASES.get(focus, focus)
     if focus not in FOCUS_MODES:

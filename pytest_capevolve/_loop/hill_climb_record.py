@@ -29,8 +29,7 @@ def finish(
     entry: dict[str, Any],
     log: Callable[[str], object],
 ) -> None:
-    """The outcome file and the store's commit of ``cid``, whose booked decision is ``entry``
-    (``log``: where the outcome's line is said, once)."""
+    """The outcome file and the store's commit of ``cid``, whose booked decision is ``entry``."""
     folder = rundir.hill_climb_dir(cid)
     meta = dict(read_json(folder / "iteration.json"))
     verdict = rundir.verdicts.verdict(cid) or {}
@@ -69,9 +68,8 @@ def store_seed(store: CandidateStore, store_kind: str, rundir: RunDir, capabilit
 def record(
     store: CandidateStore, store_kind: str, tag: str, files: Path, message: str, *, accepted: bool
 ) -> Any:
-    """Hand one candidate to the store; a store that fails (``--store-commit-cmd`` exiting
-    non-zero) stops the loop in one line — the decision is booked, and the next
-    hill-climb records it once the store works."""
+    """Hand one candidate to the store; a failing store stops the loop in one line (the decision
+    is booked; the next hill-climb records it)."""
     try:
         return store.record(tag, files, message, accepted=accepted)
     except (StoreError, OSError) as exc:

@@ -9,6 +9,7 @@ from typing import Any
 from .._decide.basis import Basis
 from .._policy.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
 from .._project.spec import Spec
+from .._store.event_kinds import HILL_CLIMB_ITERATION
 from .._store.files import read_json
 from .._store.rundir import RunDir
 
@@ -47,11 +48,10 @@ PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
 
 
 def proposed_spend(rundir: RunDir, cid: str) -> dict[str, Any]:
-    """The optimizer's spend as the log recorded it when ``cid`` was proposed ({} for a run
-    older than that record: then ``optimizer.json`` alone says it)."""
-    for event in reversed(rundir.log.of_kinds("hill_climb_iteration")):
+    """The optimizer's spend as the log recorded it when ``cid`` was proposed ({} in older runs)."""
+    for event in reversed(rundir.log.of_kinds(HILL_CLIMB_ITERATION)):
         if event.get("tag") == cid and event.get("phase") == "proposed":
-            return {key: event[key] for key in PROPOSAL_SPEND if key in event}
+            return {key: value for key, value in event.items() if key in PROPOSAL_SPEND}
     return {}
 
 
@@ -62,21 +62,12 @@ def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], f
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
     optimizer = {**read_json(folder / "optimizer.json"), **proposed_spend(rundir, cid)}
-    note = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']}): "
+    head = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']})"
+    get = optimizer.get
+    spend = OptimizerSpend(get("cost_usd", 0.0), get("tokens", 0), get("seconds", 0.0))
+    note = f"{head}: {booked_reason(verdict, booked)}"
     try:
-        book(
-            spec,
-            rundir,
-            cid,
-            booked,
-            basis=basis,
-            note=note + booked_reason(verdict, booked),
-            optimizer=OptimizerSpend(
-                usd=optimizer.get("cost_usd", 0.0),
-                tokens=optimizer.get("tokens", 0),
-                seconds=optimizer.get("seconds", 0.0),
-            ),
-        )
+        book(spec, rundir, cid, booked, basis=basis, note=note, optimizer=spend)
     except CommitRefused:
         if not any(d["tag"] == cid for d in rundir.decisions()):
             raise
@@ -127,14 +118,13 @@ def outcome_record(
 
 
 def summary_rows(rundir: RunDir, cids: list[str]) -> list[dict[str, Any]]:
-    """One row of ``summary.json`` per decided iteration, from the log, never from the
-    rewritable ``outcome.json``."""
+    """One row of ``summary.json`` per decided iteration, from the log (not ``outcome.json``)."""
     standing: dict[str, dict[str, Any]] = {}
     for event in rundir.decisions():
         standing[str(event["tag"])] = event
     proposed = {
         str(e.get("tag")): e.get("optimizer")
-        for e in rundir.log.of_kinds("hill_climb_iteration")
+        for e in rundir.log.of_kinds(HILL_CLIMB_ITERATION)
         if e.get("phase") == "proposed"
     }
     rows = []

@@ -18,6 +18,7 @@ from .._policy.journal_entry import escaped, frozen_entry
 from .._policy.journal_entry import own_entries as own_entries
 from .._policy.refuted import compared
 from .._project.candidate_diff import bounded, unified_diff
+from .._store.event_kinds import HILL_CLIMB_ITERATION
 from .._store.files import RunDirError
 from .._store.rundir import RunDir
 
@@ -87,7 +88,7 @@ def _verdict_of(rundir: RunDir, tag: str) -> tuple[dict[str, Any], str]:
 
 def proposed_digest(rundir: RunDir, tag: str) -> str | None:
     """The sha256 of hill-climb's ``diff.patch`` of ``tag`` as its ``proposed`` event logged it."""
-    for event in reversed(rundir.log.of_kinds("hill_climb_iteration")):
+    for event in reversed(rundir.log.of_kinds(HILL_CLIMB_ITERATION)):
         if event.get("tag") == tag and event.get("phase") == "proposed":
             digest = event.get("diff_sha256")
             return digest if isinstance(digest, str) else None
@@ -116,8 +117,7 @@ def _diff_of(rundir: RunDir, tag: str, entry: dict[str, Any], verdict: dict[str,
 
 
 def render_journal(tag: str, parent: str, merged_from: list[str] | None, rounds: list[Round]) -> str:
-    """A new work copy's ``JOURNAL.md``: its heading, every earlier round's verdict and entries
-    (read-only context), then the marker below which this round writes."""
+    """A new work copy's ``JOURNAL.md``: earlier rounds' verdicts and entries, then this round's marker."""
     lines = [
         f"# Journal of {tag} (parent {parent}"
         + (f"; a merge of {', '.join(merged_from)}" if merged_from else "")

@@ -28,10 +28,8 @@ def session_command(
     ini: dict[str, str] | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The argv of one session: ``--capevolve-<mode> SPEC`` (``run`` or ``finalize``), its
-    conftests cut at the project folder (:mod:`.._project.pytest_loads`), on the run
-    ``run_id`` (default: the newest), ``-o capevolve_KEY=VALUE`` per ``ini`` entry, ``-n
-    workers`` when > 0, then ``extra`` (the candidate, tag and gate flags)."""
+    """The argv of one ``--capevolve-<mode> SPEC`` session on ``run_id``, its conftests cut at
+    the project (:mod:`.._project.pytest_loads`), with ``-o`` per ``ini`` entry and ``extra``."""
     argv = [sys.executable, "-P", "-m", "pytest", f"--capevolve-{mode}", str(spec_path)]
     argv += pytest_loads.pinned(spec_path.parent)  # nothing planted above the project is imported
     argv += ["--capevolve-run-id", run_id] if run_id else []
@@ -43,8 +41,7 @@ def session_command(
 
 
 def gate_flags(workdir: Path, tag: str, *, no_regression: str | None = None) -> list[str]:
-    """The flags of a gate session on a work copy whose decision a driver books itself;
-    ``no_regression`` (noise|strict): veto an accept with regressions of that rule."""
+    """The flags of a gate session on a work copy whose decision its driver books."""
     flags = ["--capevolve-candidate", str(workdir), "--capevolve-tag", tag, "--capevolve-gate"]
     flags += ["--capevolve-commit", "none"]
     if no_regression:
@@ -53,8 +50,7 @@ def gate_flags(workdir: Path, tag: str, *, no_regression: str | None = None) -> 
 
 
 def run_logged(argv: list[str], cwd: Path, log_path: Path) -> int:
-    """Run a session with its output (stdout and stderr) appended to ``log_path``, the command
-    line first; returns its exit code."""
+    """Run a session, its command line and output appended to ``log_path``; its exit code."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a", encoding="utf-8") as out:
         out.write(f"$ {shlex.join(argv)}\n")

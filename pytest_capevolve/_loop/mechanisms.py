@@ -24,11 +24,11 @@ from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
+from .._store.event_kinds import MECHANISM
 from .._store.files import atomic_write_text
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
 
-EVENT = "mechanism"
 FILENAME = "MECHANISMS.md"
 MAX_LENGTH = 600  # one cause in a sentence or two, not a report
 _TRAILING = re.compile(r"[\s.;:!,]+$")
@@ -40,10 +40,9 @@ def same_key(text: str) -> str:
 
 
 def entries(rundir: RunDir) -> list[dict[str, Any]]:
-    """The ledger from the log: one entry per mechanism (id, text, tasks, by), in the order
-    first found; a repeat's tasks and author joined to its entry."""
+    """The ledger from the log: one entry per mechanism in the order first found, repeats joined."""
     found: dict[str, dict[str, Any]] = {}
-    for event in rundir.log.of_kinds(EVENT):
+    for event in rundir.log.of_kinds(MECHANISM):
         ident = str(event.get("id"))
         entry = found.setdefault(
             ident, {"id": ident, "text": str(event.get("text", "")), "tasks": [], "by": []}
@@ -128,14 +127,14 @@ def add(
         same = next((e for e in listed if same_key(e["text"]) == same_key(line)), None)
         if same is None:
             ident = f"M{len(listed) + 1}"
-            rundir.log.append_event(EVENT, id=ident, text=line, tasks=ids, by=author)
+            rundir.log.append_event(MECHANISM, id=ident, text=line, tasks=ids, by=author)
             status = "added"
         else:
             ident = same["id"]
             new_tasks = [i for i in ids if i not in same["tasks"]]
             if new_tasks or (author and author not in same["by"]):
                 rundir.log.append_event(
-                    EVENT, id=ident, text=same["text"], tasks=new_tasks, by=author, repeat=True
+                    MECHANISM, id=ident, text=same["text"], tasks=new_tasks, by=author, repeat=True
                 )
                 status = "joined"
             else:

@@ -46,9 +46,8 @@ def read_tree(folder: Path) -> Tree:
 
 
 def three_way(base: Tree, current: Tree, other: Tree, merge_file: MergeFile) -> tuple[Tree, list[str]]:
-    """Apply ``other``'s changes against ``base`` onto ``current``, file by file. Returns the
-    merged tree and the files that conflict (both sides changed a file and ``merge_file`` could
-    not merge it; one side deleted what the other changed; both added it with other bytes)."""
+    """Apply ``other``'s changes against ``base`` onto ``current``, file by file: the merged
+    tree, and the files that conflict (changed apart, deleted against a change, added apart)."""
     merged: Tree = {}
     conflicts: list[str] = []
     for path in sorted(set(base) | set(current) | set(other)):
@@ -92,9 +91,8 @@ class GitMergeFile:
         for name, data in (("current", current), ("base", base), ("other", other)):
             (self.root / name).write_bytes(data)
             names.append(name)
-        # The result is read from the file git merges into, not from `-p`'s stdout: gitpython
-        # strips stdout's last newline, and the keyword that keeps it (strip_newline_in_stdout)
-        # is 3.1.28+; older releases drop a False keyword without a word (gitpython>=3.1).
+        # read from the file git merges into, not `-p`'s stdout, whose last newline gitpython
+        # strips (the keyword that keeps it is 3.1.28+)
         status, _out, _err = self.repo.git.merge_file(
             *names, with_extended_output=True, with_exceptions=False
         )
@@ -121,8 +119,7 @@ def common_parent(rundir: RunDir, tags: Sequence[str]) -> str:
 
 
 def files_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """Where ``tag``'s bytes are: its snapshot, else (the seed) the capability folder, else its
-    work copy (a candidate not evaluated yet)."""
+    """``tag``'s bytes: its snapshot, else (the seed) the capability folder, else its work copy."""
     for folder in (rundir.snapshots.snapshot_dir(tag), spec.capability_path if tag == SEED_TAG else None):
         if folder is not None and folder.is_dir():
             return folder

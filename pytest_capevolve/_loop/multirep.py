@@ -8,7 +8,7 @@ block 0 alone. Pays no rollout."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 from .._project.blocks import first_trial
 from .._project.spec import Spec
@@ -116,24 +116,19 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
     summary = replicate_summary([d for r in used if (d := r.get("delta_mean")) is not None], level=LEVEL)
     paired = [se for r in used if (se := r.get("paired_se")) is not None]
     paired_se = math.sqrt(sum(se * se for se in paired) / len(paired)) if paired else None
-    across: AcrossBlocks = {
-        "blocks": summary.blocks,
-        "mean": summary.mean,
-        "se": summary.se,
-        "df": summary.df,
-        "ci": None if summary.ci is None else list(summary.ci),
-        "level": LEVEL,
-        "p_value": summary.p_value,
-        "positive": summary.positive,
-        "negative": summary.negative,
-        "agreeing": summary.agreeing,
-        "agree": summary.agree,
-        "sd": summary.sd,
-        "paired_se": paired_se,
-        # ≈ 1 when the paired SE accounts for how much one run's Δ̄ moves from run to run;
-        # well above 1: run-to-run error that a single run's paired SE cannot see
-        "drift_ratio": None if summary.sd is None or not paired_se else summary.sd / paired_se,
-    }
+    copied = ("blocks", "mean", "se", "df", "p_value", "positive", "negative", "agreeing", "agree", "sd")
+    across = cast(
+        AcrossBlocks,
+        {
+            **{key: getattr(summary, key) for key in copied},
+            "ci": None if summary.ci is None else list(summary.ci),
+            "level": LEVEL,
+            "paired_se": paired_se,
+            # ≈ 1 when the paired SE accounts for how much one run's Δ̄ moves from run to run;
+            # well above 1: run-to-run error that a single run's paired SE cannot see
+            "drift_ratio": None if summary.sd is None or not paired_se else summary.sd / paired_se,
+        },
+    )
     status, reason = _resolution(summary, paired_se)
     return MultirepAnswer(
         run_id=rundir.run_id,

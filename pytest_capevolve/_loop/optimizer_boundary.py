@@ -35,9 +35,8 @@ def gold_files(spec: Spec) -> list[Path]:
 def optimizer_boundary(
     spec: Spec, writable: Iterable[Path], readable: Iterable[Path] = (), also_writable: Iterable[Path] = ()
 ) -> Boundary:
-    """The boundary of an optimizer of ``spec``'s project that may write ``writable`` (its work
-    copies, its scratch) and ``also_writable`` (checked: :func:`checked_writable`), and read
-    ``readable`` (files in the run dir it is handed, such as its prompt) besides the project."""
+    """The boundary of an optimizer that may write ``writable`` and ``also_writable`` (checked:
+    :func:`checked_writable`) and read ``readable`` (its prompt, say) besides the project."""
     hidden = (spec.project_dir.resolve() / RUNS_FOLDER, *gold_files(spec))
     extra = checked_writable(spec, also_writable)
     return Boundary(
@@ -50,9 +49,7 @@ def optimizer_boundary(
 
 
 def checked_writable(spec: Spec, folders: Iterable[Path]) -> tuple[Path, ...]:
-    """``--writable`` folders (or files: a coding agent's state file in the home folder), refused
-    when one is the project, inside it or holds it: the record, the harness and pytest's
-    configuration above the project stay out of reach."""
+    """``--writable`` folders (or files), refused when one is the project, inside it or holds it."""
     project = spec.project_dir.resolve()
     out = []
     for folder in folders:

@@ -7,6 +7,7 @@ run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -26,8 +27,7 @@ STARTED_BY = "capevolve hill-climb"
 
 
 def optimizer_argv(command: str, workdir: Path, prompt: Path) -> list[str]:
-    """The optimizer's argv: ``command`` split like a shell would, ``{workdir}`` and ``{prompt}``
-    substituted in every part."""
+    """``command`` split like a shell would, ``{workdir}`` and ``{prompt}`` substituted."""
     return [
         part.replace("{workdir}", str(workdir)).replace("{prompt}", str(prompt))
         for part in shlex.split(command)
@@ -103,10 +103,8 @@ def _run(argv: list[str], *, cwd: Path, timeout: float, folder: Path, env: dict[
                 code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 code = proc.wait()
     seconds = time.monotonic() - start
     if error is not None:

@@ -43,11 +43,9 @@ def failing(rows: Sequence[TaskBand]) -> list[TaskBand]:
 
 
 def focus_tasks(rows: Sequence[TaskBand], mode: str, iteration: int) -> list[str]:
-    """The task ids iteration ``iteration`` (1-based) asks the optimizer to fix.
-
-    ``all``: every failing val task, in val order. ``cyclic``: one failing task, round-robin
-    over iterations in val order. ``hardest-first``: one failing task, ascending by the
-    parent's mean reward (ties by id), then cycling. Empty when nothing fails."""
+    """The task ids iteration ``iteration`` (1-based) asks the optimizer to fix: ``all`` failing
+    val tasks in val order; ``cyclic``, one, round-robin in val order; ``hardest-first``, one,
+    by the parent's mean reward (ties by id), then cycling. Empty when nothing fails."""
     if mode not in FOCUS_MODES:
         raise ValueError(f"focus {mode!r}: use one of {', '.join(FOCUS_MODES)}")
     bad = failing(rows)
@@ -120,9 +118,8 @@ class PromptInputs:
 
 
 def render_prompt(inputs: PromptInputs, template: str = DEFAULT_INSTRUCTIONS) -> str:
-    """The prompt file: ``template`` (``$name`` placeholders, :class:`string.Template`) filled
-    with the failure index split into always failing / flaky / infra-errored, the focus, the
-    plateau signal, the edit surface and the ids to protect."""
+    """The prompt file: ``template`` (:class:`string.Template`) filled with the failure index,
+    the focus, the plateau signal, the edit surface and the ids to protect."""
     rows = list(inputs.rows)
     sections = []
     for title, keep in (

@@ -15,8 +15,7 @@ from .._store.rundir import RunDir
 
 
 def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path) -> bool:
-    """True (and the repeat's verdict written) when ``workdir`` holds bytes the run already
-    registered under another tag."""
+    """True (and the repeat's verdict written) when ``workdir`` holds bytes the run already holds."""
     from .._policy import guards
 
     try:

@@ -16,6 +16,7 @@ without the handover files, under a claim on the run (:mod:`.._store.claims`), w
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Sequence
@@ -33,13 +34,13 @@ from .._project.paths import to_stored
 from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
 from .._store.claims import Claims
+from .._store.event_kinds import TASK_EVAL
 from .._store.files import atomic_write_json
 from .._store.harness_lock import locked_harness
 from .._store.rundir import RunDir
 from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
 
-EVENT = "task_eval"
 FOLDER = "task_evals"
 DIAGNOSIS_SEED_BASE = 2_000_000_000  # above every replicate block's seeds (≤ 1e9 + trials), below 2**32
 MAX_TRIALS = 100
@@ -55,8 +56,7 @@ def parse_ids(text: str) -> list[str]:
 
 
 def split_of(rundir: RunDir, ids: Sequence[str]) -> dict[str, str]:
-    """Each id's split, train or val; a test id refused without naming it (the refusal must not
-    tell a guessed id's split), an id in no split refused by name."""
+    """Each id's split, train or val; a test id is refused without naming it, an unknown one by name."""
     splits = rundir.splits() or {}
     test = set(splits.get(TEST_SPLIT, []))
     sealed = [i for i in ids if i in test]
@@ -76,8 +76,7 @@ def split_of(rundir: RunDir, ids: Sequence[str]) -> dict[str, str]:
 
 
 def candidate_folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """Where ``tag``'s files are: its work copy (what a sub-agent edits), else its snapshot,
-    else (the seed) the capability folder."""
+    """Where ``tag``'s files are: its work copy, else its snapshot, else the capability folder."""
     for folder in (rundir.work_dir(tag), rundir.snapshots.snapshot_dir(tag)):
         if folder.is_dir():
             return folder
@@ -89,7 +88,7 @@ def candidate_folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
 def earlier_spend(rundir: RunDir) -> tuple[int, float]:
     """Rollouts and $ every earlier task eval of the run paid (its ``task_eval`` events)."""
     rollouts, usd = 0, 0.0
-    for event in rundir.log.of_kinds(EVENT):
+    for event in rundir.log.of_kinds(TASK_EVAL):
         rollouts += int(event.get("rollouts") or 0)
         usd += float(event.get("cost_usd") or 0.0)
     return rollouts, usd
@@ -126,9 +125,8 @@ def _check_harness(spec: Spec, rundir: RunDir, pool: dict[str, Any]) -> None:
 def task_eval(
     spec: Spec, rundir: RunDir, tag: str, ids: Sequence[str], *, trials: int | None = None
 ) -> dict[str, Any]:
-    """Run ``tag`` on ``ids`` (train or val), ``trials`` each (default the spec's); the answer
-    (per task: passes/trials, mean reward, infra errors, distinct failure feedback with the gold
-    redacted) is also written to ``task_evals/<tag>/<n>.json`` and logged as a ``task_eval``."""
+    """Run ``tag`` on ``ids``, ``trials`` each; the per-task answer (gold redacted) is also
+    written to ``task_evals/<tag>/<n>.json`` and logged as a ``task_eval``."""
     trials = spec.num_trials if trials is None else trials
     if not 1 <= trials <= MAX_TRIALS:
         raise Refusal(f"--trials {trials}: give a whole number from 1 to {MAX_TRIALS}")
@@ -188,10 +186,9 @@ def _run(
                 runner, task, folder, seed=seed, split=split, timeout_s=spec.rollout_timeout_s
             )
             if scored.rollout is not None:
-                try:
+                # a rollout that reports no cost the session would take: not a spend
+                with contextlib.suppress(AdapterError):
                     cost += check_cost(scored.rollout.cost_usd, f"task {task_id!r}")
-                except AdapterError:
-                    pass  # a rollout that reports no cost the session would take: not a spend
             if scored.infra_error is not None or scored.reward is None:
                 infra.append(redact(str(scored.infra_error), task.target))
                 outcomes.append({"trial": k, "seed": seed, "infra_error": infra[-1]})
@@ -223,13 +220,13 @@ def _record(spec: Spec, rundir: RunDir, answer: dict[str, Any]) -> dict[str, Any
     tag = str(answer["tag"])
     folder = rundir.root / FOLDER / escape_id(tag)
     with rundir.lock():
-        number = 1 + sum(1 for e in rundir.log.of_kinds(EVENT) if e.get("tag") == tag)
+        number = 1 + sum(1 for e in rundir.log.of_kinds(TASK_EVAL) if e.get("tag") == tag)
         path = folder / f"{number:04d}.json"
         answer["file"] = to_stored(path, spec.project_dir)
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, answer)
         rundir.log.append_event(
-            EVENT,
+            TASK_EVAL,
             tag=tag,
             content=answer["content"],
             tasks={row["task_id"]: row["split"] for row in answer["tasks"]},

@@ -52,8 +52,7 @@ def plan_train(spec: Spec, rundir: RunDir, mode: str) -> TrainPlan:
 
 
 def evaluate_train(spec: Spec, rundir: RunDir, *, workers: int, quiet_to: TextIO | None) -> int:
-    """One plain session on train for the best (and the seed); its exit code. Its output goes
-    to people, or captured to ``quiet_to``."""
+    """One plain session on train for the best (and the seed); its exit code."""
     extra = ["--capevolve-split", "train"]
     if rundir.state.best() != SEED_TAG:
         extra += ["--capevolve-candidate", str(spec.capability_path), "--capevolve-tag", SEED_TAG]

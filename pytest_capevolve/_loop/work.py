@@ -12,6 +12,7 @@ from .._policy import guards
 from .._policy.commit import CommitRefused
 from .._project.candidate import SEED_TAG, check_tag, handover_ignore
 from .._project.spec import Spec
+from .._store.event_kinds import WORK_CREATED
 from .._store.rundir import RunDir
 from .._store.snapshots import writable_copy
 from .handover import write_handover
@@ -19,8 +20,7 @@ from .journal import JOURNAL as JOURNAL  # the journal's name, where hill-climb 
 
 
 class WorkCopy(TypedDict):
-    """A work copy just made (``capevolve work new``'s answer): its tag, its parent, the
-    candidates it merges (a merge only), its folder and its journal."""
+    """A work copy just made (``capevolve work new``'s answer)."""
 
     tag: str
     parent: str
@@ -38,9 +38,8 @@ def new_work_copy(
     files: dict[str, bytes] | None = None,
     merged_from: list[str] | None = None,
 ) -> WorkCopy:
-    """Create the work copy of ``tag`` from ``parent`` (default: the current best); with
-    ``files`` (relative path → bytes), those files instead of the parent's — a merge of
-    ``merged_from`` onto ``parent`` (:mod:`.merge`), which the log records."""
+    """Create the work copy of ``tag`` from ``parent`` (default: the best), or from ``files``
+    (relative path → bytes: a merge of ``merged_from``, :mod:`.merge`)."""
     tag = check_tag(tag)
     guards.refuse_finalized(rundir, guards.Checkpoint.WORK)
     parent = parent or rundir.state.best()
@@ -64,7 +63,7 @@ def new_work_copy(
     write_handover(spec, rundir, tag, parent, folder, merged_from=merged_from)
     path, journal = str(folder), str(folder / JOURNAL)
     if merged_from:
-        rundir.log.append_event("work_created", tag=tag, parent=parent, merged_from=list(merged_from))
+        rundir.log.append_event(WORK_CREATED, tag=tag, parent=parent, merged_from=list(merged_from))
         return WorkCopy(tag=tag, parent=parent, merged_from=list(merged_from), path=path, journal=journal)
-    rundir.log.append_event("work_created", tag=tag, parent=parent)
+    rundir.log.append_event(WORK_CREATED, tag=tag, parent=parent)
     return WorkCopy(tag=tag, parent=parent, path=path, journal=journal)

@@ -7,11 +7,23 @@ rejected.jsonl). Controller side or the CLI."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple, NotRequired, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from .._engine import confinement
 from .._project.candidate import CandidateError, changed_files, content_hash
 from .._project.spec import Spec
+from .._store.event_kinds import (
+    BEST_CHANGED,
+    CANDIDATE_REGISTERED,
+    DECISION,
+    GROWN,
+    SCREEN,
+    WORK_CREATED,
+    BookedDecision,
+    LedgerNumbers,
+    Lineage,
+)
+from .._store.forced import label_of
 from .._store.rundir import RunDir
 from . import memory
 from .commit_checks import DECISIONS as DECISIONS
@@ -23,49 +35,6 @@ from .identity import remember_booked
 from .journal_entry import freeze_entry
 from .optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
 from .refuted import compared, refuted_diff
-
-
-class LedgerNumbers(TypedDict):
-    """The verdict's numbers a booked decision carries (``verdict``: the gate's own decision), and per task
-    what the candidate fixed and broke."""
-
-    delta_mean: float | None
-    p_value: float | None
-    bar: float | None
-    verdict: NotRequired[str | None]
-    fixed: list[str]
-    broke: list[str]
-
-
-class Lineage(TypedDict):
-    """Where a booked tag comes from: its parent, and the candidates it merges (a merge only)."""
-
-    tag: str
-    parent: str
-    merged_from: NotRequired[list[str]]
-
-
-class BookedDecision(Lineage, LedgerNumbers):
-    gated_against: str | None
-    decision: str
-    basis: str | None
-    note: str
-    forced: bool
-    repairs: int | None
-    against_gate: bool
-    rollouts: int
-    runner_usd: float
-    changed_files: list[str]
-    diff: NotRequired[str]  # a reject's unified diff against its parent, bounded
-    label: NotRequired[str]  # an accept re-gated after a harness change: the label every view shows
-    shared_ledger: NotRequired[dict[str, str]]  # repeats another project's decision: project, ledger
-    # whether candidate code (as the verdict said) and the optimizer (as this process knows) were
-    # confined by the kernel: {"candidate_code": label, "optimizer": label}
-    confinement: NotRequired[dict[str, str]]
-    optimizer_usd: float
-    optimizer_tokens: int
-    optimizer_seconds: float
-    journal_sha256: str  # the round's journal entry frozen at its first decision (journals/<tag>.md)
 
 
 class SpentOn(TypedDict):
@@ -109,11 +78,11 @@ def book(
         _label(rundir, entry, verdict, adopted)
         if decision == "reject":  # the change itself: the next proposer reads what was refuted
             entry["diff"] = refuted_diff(rundir, tag, parent, verdict)
-        rundir.log.append_event("decision", **entry)
+        rundir.log.append_event(DECISION, **entry)
         remember_booked(rundir, tag, decision)
         rundir.state.update_state(lambda s: _count(s, entry, optimizer))
         if decision == "accept":
-            rundir.log.append_event("best_changed", best_id=tag, previous=best)
+            rundir.log.append_event(BEST_CHANGED, best_id=tag, previous=best)
         memory.refresh(rundir)
     return entry
 
@@ -213,6 +182,9 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir
         return None
     level = f" at {earlier.level}" if earlier.level else ""
     label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
+    booked = [label_of(e) for e in there.log.of_kinds(DECISION) if e.get("tag") == earlier.tag]
+    if booked and booked[-1]:  # forced, or re-gated under a changed harness, there: so it stays here
+        label = f"{booked[-1].split(' — ')[0]} — in run {earlier.run_id}, adopted"
     return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
 
 
@@ -223,9 +195,9 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
     for event in rundir.log.events():
         if event.get("tag") != tag:
             continue
-        if event.get("kind") == "decision" and standing is None:
+        if event.get("kind") == DECISION and standing is None:
             standing = event
-        elif event.get("kind") == "grown" and standing is not None:
+        elif event.get("kind") == GROWN and standing is not None:
             if standing["decision"] in ("provisional", INDECISIVE):
                 standing = None
     return standing
@@ -233,7 +205,7 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
 
 def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
     kill: dict[str, Any] = next(
-        (e for e in reversed(rundir.log.events()) if e.get("kind") == "screen" and e.get("tag") == tag),
+        (e for e in reversed(rundir.log.events()) if e.get("kind") == SCREEN and e.get("tag") == tag),
         {},
     )
     return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
@@ -275,7 +247,7 @@ def parent_of(rundir: RunDir, tag: str) -> str:
 def merged_from(rundir: RunDir, tag: str) -> list[str]:
     """The candidates ``tag`` merges, in the order applied; [] if none."""
     for event in rundir.log.events():
-        if event.get("kind") == "work_created" and event.get("tag") == tag:
+        if event.get("kind") == WORK_CREATED and event.get("tag") == tag:
             return [str(t) for t in event.get("merged_from") or []]
     return []
 
@@ -286,11 +258,11 @@ def _parent(rundir: RunDir, tag: str, best: str) -> str:
     current = None
     for event in rundir.log.events():
         kind = event.get("kind")
-        if kind == "work_created" and event.get("tag") == tag:
+        if kind == WORK_CREATED and event.get("tag") == tag:
             return str(event["parent"])
-        if kind == "best_changed":
+        if kind == BEST_CHANGED:
             current = str(event["best_id"])
-        elif kind == "candidate_registered" and event.get("tag") == tag:
+        elif kind == CANDIDATE_REGISTERED and event.get("tag") == tag:
             return current or "seed"
     return str((rundir.verdicts.verdict(tag) or {}).get("against") or best)
 

@@ -9,6 +9,7 @@ from typing import Any
 from .._decide.basis import REJECT_BASES as REJECT_BASES
 from .._decide.basis import Basis
 from .._project.spec import Spec
+from .._store.event_kinds import GATE_DECISION, ROLLOUT, SCREEN
 from .._store.rundir import RunDir
 from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal
@@ -66,7 +67,7 @@ def first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | No
     first = next(
         (
             e
-            for e in rundir.log.of_kinds("gate_decision")
+            for e in rundir.log.of_kinds(GATE_DECISION)
             if e.get("tag") == tag and e.get("against") == against
         ),
         None,
@@ -204,7 +205,7 @@ def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
     kills = [
         e
         for e in rundir.log.events()
-        if e.get("kind") == "screen" and e.get("tag") == tag and e.get("decision") == "kill"
+        if e.get("kind") == SCREEN and e.get("tag") == tag and e.get("decision") == "kill"
     ]
     if not any(e.get("basis") == wanted for e in kills):
         found = ", ".join(f"{e.get('basis')}" for e in kills) or "none"
@@ -217,7 +218,7 @@ def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
 
 def check_infra(spec: Spec, rundir: RunDir, tag: str) -> None:
     """A reject on basis ``infra`` needs a logged infra error of one of ``tag``'s rollouts."""
-    rollouts = [e for e in rundir.log.of_kinds("rollout") if e.get("tag") == tag and e.get("split") != "test"]
+    rollouts = [e for e in rundir.log.of_kinds(ROLLOUT) if e.get("tag") == tag and e.get("split") != "test"]
     errors = sum(1 for e in rollouts if e.get("infra_error"))
     if errors == 0:
         raise CommitRefused(

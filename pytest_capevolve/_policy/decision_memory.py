@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._store import project_memory, shared_ledger
+from .._store.event_kinds import DECISION
 from .._store.task_keys import Tasks
 
 KIND = "decisions"
@@ -96,7 +97,7 @@ def decided_on(
             continue
         other = RunDir(root)
         try:
-            if not other.log.of_kinds("decision"):
+            if not other.log.of_kinds(DECISION):
                 continue
             theirs = Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
         except (RunDirError, OSError, ValueError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-LOAD_EVENT = "session_load"
+from .._store.event_kinds import SESSION_LOAD
 
 
 def load_event(concurrency: int, workers: int, owed_by_tag: Mapping[str, int]) -> dict[str, Any]:
@@ -26,7 +26,7 @@ def load_event(concurrency: int, workers: int, owed_by_tag: Mapping[str, int]) -
 def loads_by_tag(events: Iterable[dict[str, Any]]) -> dict[str, set[int]]:
     loads: dict[str, set[int]] = {}
     for event in events:
-        if event.get("kind") != LOAD_EVENT:
+        if event.get("kind") != SESSION_LOAD:
             continue
         for tag in event.get("paid_tags") or {}:
             loads.setdefault(str(tag), set()).add(int(event.get("in_flight") or 1))

@@ -20,6 +20,7 @@ from typing import Any
 
 from .._project.spec import Spec
 from .._project.yamlfile import YamlError, read_yaml
+from .._store.event_kinds import GATE_SETTINGS_FROZEN
 from .._store.files import RunDirError
 from .._store.rundir import RunDir
 
@@ -39,7 +40,6 @@ GATE_SETTING_KEYS = (
 # siblings (``--capevolve-multiple``); ``none`` picked after a Holm round rejected is a way to
 # accept what that round refused
 MULTIPLE_KEY = "multiple"
-FROZEN_EVENT = "gate_settings_frozen"
 _NEW_RUN = "start a new run (--capevolve-new-run) to decide under other settings"
 
 
@@ -127,9 +127,9 @@ def freeze_or_check(
     if multiple is not None:
         settings[MULTIPLE_KEY] = multiple
     with rundir.lock():
-        frozen = rundir.log.of_kinds(FROZEN_EVENT)
+        frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
         if not frozen:
-            rundir.log.append_event(FROZEN_EVENT, settings=settings, overridden=dict(overrides))
+            rundir.log.append_event(GATE_SETTINGS_FROZEN, settings=settings, overridden=dict(overrides))
             return
     first = frozen[0]
     was = _as_frozen(first.get("settings") or {})
@@ -152,7 +152,7 @@ def freeze_or_check(
 def decided_under(rundir: RunDir, spec: Spec) -> Spec:
     """``spec`` with the gate settings the run froze at its first decision (what ``capevolve spend``
     reads); before any decision, ``spec`` as it is."""
-    frozen = rundir.log.of_kinds(FROZEN_EVENT)
+    frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
     settings = _as_frozen(frozen[0].get("settings") or {}) if frozen else {}
     known = {key: settings[key] for key in GATE_SETTING_KEYS if key in settings}
     return replace(spec, **known) if known else spec

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .._project.candidate import null_control_of
 from .._store import shared_ledger
+from .._store.event_kinds import CANDIDATE_REGISTERED
 from .._store.rundir import RunDir
 from .decision_memory import remember_decision, remembered_decisions, val_key
 from .regate import decided_level
@@ -82,7 +83,7 @@ def registered_hashes(rundir: RunDir) -> dict[str, str]:
     """Every tag the run's log registered with its content hash, in order, null controls left out; only
     those lines are decoded."""
     hashes: dict[str, str] = {}
-    for event in rundir.log.of_kinds("candidate_registered"):
+    for event in rundir.log.of_kinds(CANDIDATE_REGISTERED):
         tag, digest = event.get("tag"), event.get("content_hash")
         if isinstance(tag, str) and isinstance(digest, str) and null_control_of(tag) is None:
             hashes.setdefault(tag, digest)

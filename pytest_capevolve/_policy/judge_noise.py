@@ -16,6 +16,7 @@ from .._engine.judging import declared_stochastic, judge_seed, score_rollout_now
 from .._project.adapter import AdapterError, Rollout, Task, check_reward
 from .._project.blocks import local_trial
 from .._stats.judge_noise import JudgeSplit, RescoreAdvice, arm_within, rescore_advice, split
+from .._store.event_kinds import ROLLOUT
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
@@ -117,7 +118,7 @@ class HeldToEvents:
         self.rundir = rundir
         self.logged = {
             (e.get("tag"), e.get("task_id"), e.get("trial")): e.get("sha256")
-            for e in rundir.log.of_kinds("rollout")
+            for e in rundir.log.of_kinds(ROLLOUT)
             if e.get("split") == GATE_SPLIT
         }
 

@@ -53,9 +53,9 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
 def frozen_schedule(rundir: RunDir | None) -> str | None:
     if rundir is None:
         return None
-    from .gate_settings import FROZEN_EVENT
+    from .gate_settings import GATE_SETTINGS_FROZEN
 
-    frozen = rundir.log.of_kinds(FROZEN_EVENT)
+    frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
     found = (frozen[0].get("settings") or {}).get(KEY) if frozen else None
     return found if isinstance(found, str) and found in SCHEDULES else None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .._store.event_kinds import DECISION, HILL_CLIMB_ITERATION
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
 
@@ -59,9 +60,9 @@ class OptimizerSpend:
 def unbooked_usd(rundir: RunDir) -> float:
     """Dollars optimizers reported (``proposed`` events) for rounds not yet decided: spent already, so
     every ceiling check counts them."""
-    decided = {str(e.get("tag")) for e in rundir.log.of_kinds("decision")}
+    decided = {str(e.get("tag")) for e in rundir.log.of_kinds(DECISION)}
     reported: dict[str, float] = {}
-    for event in rundir.log.of_kinds("hill_climb_iteration"):
+    for event in rundir.log.of_kinds(HILL_CLIMB_ITERATION):
         tag = str(event.get("tag"))
         if event.get("phase") == "proposed" and tag not in decided:
             usd = event.get("cost_usd")

@@ -18,6 +18,7 @@ from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_order
 from .._project.adapter import Task
 from .._stats.pairwise import net_preference, p_greater_exact, sign_test
+from .._store.event_kinds import CANDIDATE_REGISTERED, JUDGE_FAILED, JUDGING, PREFERENCE
 from .._store.evidence import Arm
 from .._store.paid_by import UntrustedRecord
 from .._store.record import RolloutRecord
@@ -25,15 +26,9 @@ from .._store.rundir import RunDir
 from ..exitcodes import first_few
 from .judge_noise import GATE_SPLIT, HeldToEvents
 
-PREFERENCE_EVENT = "preference"
-JUDGING_EVENT = "judging"
-JUDGE_FAILED_EVENT = "judge_failed"  # a cell whose judging failed: judged later, it is a re-draw
-Judged = dict[tuple[str, int, str], str]
-WorstCase = (
-    tuple[tuple[int, ...], int] | None
-)  # the nets at worst, and the cells not judged  # (task, trial, order) → A / B / tie
-# judge what the log lacks (tag, against, arms), returning what kept judgements from being made
-Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]
+Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
+WorstCase = tuple[tuple[int, ...], int] | None  # the nets at worst, and the cells not judged
+Prefer = Callable[[str, str, tuple[Arm, Arm]], list[str]]  # judges what the log lacks; returns why not
 
 
 def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
@@ -42,10 +37,10 @@ def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
     judged: Judged = {}
     held: dict[object, set[tuple[str, int, str]]] = {}  # claim -> cells it said it would judge
     problems: list[str] = []
-    for e in rundir.log.of_kinds(JUDGING_EVENT, PREFERENCE_EVENT):
+    for e in rundir.log.of_kinds(JUDGING, PREFERENCE):
         if e.get("tag") != tag or e.get("against") != against:
             continue
-        if e.get("kind") == JUDGING_EVENT:
+        if e.get("kind") == JUDGING:
             held.setdefault(e.get("claim"), set()).update(map(tuple, e.get("cells") or ()))
             continue
         key = (e["task_id"], int(e["trial"]), e["order"])
@@ -73,7 +68,6 @@ def judge_missing(
     made (missing data, not logged: asked again next time)."""
     done = logged_preferences(rundir, tag, against)
     problems: list[str] = []
-    held: HeldToEvents | None = None
     candidate, best = arms
     owed: dict[Any, list[str]] = {}
     for cell in sorted(candidate.keys() & best.keys()):
@@ -82,34 +76,30 @@ def judge_missing(
         if a.valid and b.valid and missing and b.task_id in pool:
             owed[cell] = missing
     if owed:  # what this session judges, under its claim id: each preference event names it
-        cells = [
-            [candidate[c].task_id, candidate[c].trial, o] for c, missing in owed.items() for o in missing
-        ]
-        rundir.log.append_event(
-            JUDGING_EVENT, claim=rundir.claims.claim_id, tag=tag, against=against, cells=cells
-        )
+        held = HeldToEvents(rundir)
+        cells = [[candidate[c].task_id, candidate[c].trial, o] for c, todo in owed.items() for o in todo]
+        rundir.log.append_event(JUDGING, claim=rundir.claims.claim_id, tag=tag, against=against, cells=cells)
     for cell, missing in owed.items():
         b, a = candidate[cell], best[cell]
-        held = held or HeldToEvents(rundir)
         try:
             outputs = _held_outputs(rundir, held, a, b)
             for order in missing if outputs is not None else []:
                 _judge_one(rundir, adapter, pool[b.task_id], (tag, against), b, outputs, order)
         except Exception as exc:  # a judge is called like score(): its failure is missing data
             problems.append(f"{b.task_id} trial {b.trial}: {exc}")
-            rundir.log.append_event(
-                JUDGE_FAILED_EVENT, tag=tag, against=against, task_id=b.task_id, trial=b.trial
-            )
+            rundir.log.append_event(JUDGE_FAILED, tag=tag, against=against, task_id=b.task_id, trial=b.trial)
     return problems
 
 
 def failed_cells(rundir: RunDir, tag: str, against: str) -> set[tuple[str, int]]:
-    """The cells whose judging failed once: a later judgement is a second draw (a candidate can choose
-    where the judge fails), so it is weighed at worst."""
+    """The cells whose judging failed once, under this tag or another of its bytes (``--capevolve-rerun``):
+    a later judgement is a second draw (a candidate can choose where the judge fails): weighed at worst."""
+    content = {e.get("tag"): e.get("content_hash") for e in rundir.log.of_kinds(CANDIDATE_REGISTERED)}
+    same = {t for t, h in content.items() if h is not None and h == content.get(tag)} | {tag}
     return {
         (e["task_id"], int(e["trial"]))
-        for e in rundir.log.of_kinds(JUDGE_FAILED_EVENT)
-        if e.get("tag") == tag and e.get("against") == against
+        for e in rundir.log.of_kinds(JUDGE_FAILED)
+        if e.get("tag") in same and e.get("against") == against
     }
 
 
@@ -136,7 +126,7 @@ def _judge_one(
     seed = b.seed + JUDGE_SEED_STRIDE * PREFERENCE_ORDERS.index(order)
     said = prefer_in_order(adapter, task, outputs[0], outputs[1], order=order, seed=seed)
     rundir.log.append_event(
-        PREFERENCE_EVENT,
+        PREFERENCE,
         tag=pair[0],
         against=pair[1],
         task_id=b.task_id,
@@ -193,12 +183,12 @@ def held_to_worst_case(verdict: Verdict, worst: WorstCase) -> Verdict:
         verdict,
         decision=INDECISIVE,
         reason=(
-            f"{missing} paired trial(s) the judge did not judge in both orders at the first asking "
-            f"could flip the decision (worst-case: the best preferred in both, p = {float(p):.4g}): "
-            "could not judge; mend what makes the judge fail (the warning names the first) and run "
-            "the gate session again — a trial judged only after a failure stays at worst, as a "
-            "rollout paid again after an infra error does, so a new run (--capevolve-new-run) "
-            f"judges those afresh; {verdict.reason}"
+            f"{missing} trial(s) the judge did not judge in both orders at the first asking, or "
+            "missing on one arm (an infra error), could flip the decision (worst-case: the best "
+            f"preferred in both, p = {float(p):.4g}): could not judge; mend what makes the judge or "
+            "the rollouts fail (the warnings name the first) and run the gate session again — a "
+            "trial judged or paid only after a failure stays at worst, so a new run "
+            f"(--capevolve-new-run) judges those afresh; {verdict.reason}"
         ),
     )
 
@@ -214,16 +204,18 @@ def pairwise_nets(
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """The net preferences a ``pairwise`` verdict reads: judged first where ``prefer`` is given, else from
     the log alone; what kept judgements from being made; and the nets at worst (:func:`task_nets`)."""
+    from .._store.first_outcomes import redrawn_after_errors
+
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)
-    cells = {
-        cell
-        for cell in arms[0].keys() & arms[1].keys()
-        if cell[0] in wanted and cell[1] < num_trials and arms[0][cell].valid and arms[1][cell].valid
-    }
-    judged, redrawn = logged_preferences(rundir, tag, against), failed_cells(rundir, tag, against)
-    nets, one_way, worst = task_nets(judged, task_ids, cells, redrawn)
+    shown = {c for c in arms[0].keys() | arms[1].keys() if c[0] in wanted and c[1] < num_trials}
+    valid = [{c for c in shown if c in arm and arm[c].valid} for arm in arms]
+    cells = valid[0] & valid[1]
+    # at worst, as the reward gate imputes them: trials valid on one arm only, and the candidate's paid again
+    uneven, again = valid[0] ^ valid[1], {(t, k) for s, g, t, k in redrawn_after_errors(rundir) if g == tag}
+    judged, failed = logged_preferences(rundir, tag, against), failed_cells(rundir, tag, against)
+    nets, one_way, worst = task_nets(judged, task_ids, cells | uneven, failed | uneven | again)
     if one_way and not problems:  # (a gate session's problems say why an order is missing)
         problems = [f"{cell}: judged in one order only, not counted" for cell in one_way]
     return nets, problems, worst

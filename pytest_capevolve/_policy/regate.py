@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from .._decide.basis import Basis
 from .._decide.looks import looks_record
 from .._decide.verdict import INDECISIVE, Verdict
 from .._project.spec import Spec
 from .._store import paid_by
+from .._store.event_kinds import VERDICT
 from .._store.evidence import ByTag, index_records
 from .._store.first_outcomes import first_outcomes, repaid_details
 from .._store.rundir import RunDir
@@ -375,7 +376,7 @@ def counted_looks(rundir: RunDir, tags: list[str], against: str) -> dict[str, in
     Δ̄ (a look that counts)."""
     wanted = set(tags)
     found: dict[str, int] = {}
-    for event in rundir.log.of_kinds("verdict"):
+    for event in rundir.log.of_kinds(VERDICT):
         tag = event.get("tag")
         if (
             tag in wanted
@@ -385,5 +386,5 @@ def counted_looks(rundir: RunDir, tags: list[str], against: str) -> dict[str, in
             and event.get("basis") == Basis.COVERAGE
             and event.get("delta_mean") is not None
         ):
-            found[str(tag)] = int(event.get("seq", 0))
+            found[str(tag)] = int(cast(int, event.get("seq", 0)))  # every line has a seq
     return found

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from itertools import combinations
 from typing import Any
 
+from .._store.event_kinds import DECISION, WORK_CREATED
+
 
 def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Pairs of accepted siblings with disjoint ``fixed`` tasks no merge combines yet, oldest first:
@@ -18,9 +20,9 @@ def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
     merged: list[set[str]] = []
     for event in events:
         kind = event.get("kind")
-        if kind == "decision" and event.get("decision") == "accept":
+        if kind == DECISION and event.get("decision") == "accept":
             accepted.setdefault(str(event.get("parent")), []).append(event)
-        elif kind == "work_created" and event.get("merged_from"):
+        elif kind == WORK_CREATED and event.get("merged_from"):
             merged.append({str(t) for t in event["merged_from"]})
     out = []
     for parent, siblings in accepted.items():

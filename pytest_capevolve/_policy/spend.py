@@ -15,6 +15,7 @@ from .. import _stats as stats
 from .._decide.screen import ledger as screen_ledger
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
+from .._store.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL
 from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.rundir import RunDir
 from . import guards, val_budget
@@ -70,7 +71,7 @@ def spend_report(
     best = str(state.get("best_id", SEED_TAG))
     best_json = _best_json(records, best, val_ids, trials)
 
-    decisions = [e for e in events if e.get("kind") == "decision"]
+    decisions = [e for e in events if e.get("kind") == DECISION]
     optimizer = _optimizer_spend(state, decisions)
     per_decision = optimizer["optimizer_usd"] / len(decisions) if decisions else None
     # a hill-climb round's proposer already paid, its decision still to come: spent all the same
@@ -143,7 +144,7 @@ def spend_report(
         "recommendation": _overridden(recommendation, rundir, reuse, alarm, reach),
         "merge_before_stop": unmerged,
         "screens": screen_ledger(
-            (e for e in events if e.get("kind") == "screen"), val_paid_by_tag(rundir, events)
+            (e for e in events if e.get("kind") == SCREEN), val_paid_by_tag(rundir, events)
         ),
     }
 
@@ -174,9 +175,9 @@ def _spent_json(
     by_split: dict[str, int] = {}
     task_evals = {"rollouts": 0, "usd": 0.0}  # capevolve eval-task: diagnosis, never evidence
     for event in events:
-        if event.get("kind") == "rollout":
+        if event.get("kind") == ROLLOUT:
             by_split[str(event.get("split"))] = by_split.get(str(event.get("split")), 0) + 1
-        elif event.get("kind") == "task_eval":
+        elif event.get("kind") == TASK_EVAL:
             task_evals["rollouts"] += int(event.get("rollouts") or 0)
             task_evals["usd"] += float(event.get("cost_usd") or 0.0)
     rollouts = int(state["spent"]["metric_calls"])

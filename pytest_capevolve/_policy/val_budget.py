@@ -10,9 +10,10 @@ import math
 from typing import Any, TypedDict
 
 from .._decide import alpha_budget
-from .._decide.calibration import NULL_EVENT, Calibration, calibration
+from .._decide.calibration import Calibration, calibration
 from .._project.spec import Spec
 from .._stats.resolution import NOT_ESTIMABLE
+from .._store.event_kinds import GATE_DECISION, NULL_GATED
 
 POWER = 0.8
 
@@ -35,9 +36,9 @@ class ValReuse(TypedDict):
 
 def delta_spread(events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]]) -> float | None:
     """The SD of per-task deltas, SE·√n, from the newest verdict gated on val (a null's serves as well)."""
-    gated = [e for e in events if e.get("kind") in (alpha_budget.DECISION_EVENT, NULL_EVENT)]
+    gated = [e for e in events if e.get("kind") in (GATE_DECISION, NULL_GATED)]
     # null controls first: their deltas are pure noise, which is what the MDE is about
-    for event in sorted(reversed(gated), key=lambda e: e.get("kind") != NULL_EVENT):
+    for event in sorted(reversed(gated), key=lambda e: e.get("kind") != NULL_GATED):
         verdict = verdicts.get(str(event.get("tag")), {})
         if verdict.get("se") is not None and int(verdict.get("n_tasks") or 0) > 1:
             return float(verdict["se"]) * math.sqrt(int(verdict["n_tasks"]))

@@ -106,8 +106,7 @@ def check_reward(value: Any, where: str) -> float:
     return reward
 
 
-# No one rollout costs a million dollars: a cost above it is a unit slip (micro-dollars, tokens),
-# and costs near the float's limit (1e308) would add up to an infinite spend that no ceiling stops.
+# A cost above it is a unit slip (micro-dollars, tokens), and near 1e308 would sum to infinity.
 MAX_COST_USD = 1e6
 
 
@@ -146,9 +145,7 @@ def check_tokens(value: Any, where: str) -> int:
 
 
 def load_adapter(ref: str, project_dir: Path, *, note_startup_hooks: bool = True) -> Any:
-    """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it, under a module
-    name derived from its path. A sandbox child starts no sandbox, so it passes
-    ``note_startup_hooks=False``."""
+    """Import ``file.py:Class`` relative to ``project_dir`` and instantiate it."""
     source_only(project_dir)  # a .pyc planted beside the adapter or a candidate is never loaded
     if note_startup_hooks:
         startup_hooks.remember()  # before any sandbox child of this process runs candidate code

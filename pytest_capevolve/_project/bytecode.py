@@ -60,9 +60,7 @@ def source_only(*folders: Path) -> None:
 
 
 def purge(project_dir: Path) -> int:
-    """Delete the bytecode in the project's ``__pycache__`` folders (environments, VCS and
-    ``.capevolve`` aside: snapshots are only ever compiled from source); the number deleted.
-    Caches only: Python would write them again."""
+    """Delete the bytecode in the project's ``__pycache__`` folders; the number deleted."""
     removed = 0
     for here, dirs, files in os.walk(project_dir):
         dirs[:] = [

@@ -22,18 +22,9 @@ TAG_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.\-]|_(?!_))*$")
 _SAFE_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _MAX_NAME = 120
 _IGNORED = frozenset({"__pycache__", ".pytest_cache", ".capevolve", ".git"})
-# The optimizer's handover files at a candidate's top level: memory and notes, not capability.
-# They are never hashed, snapshotted or evaluated.
+# The optimizer's handover files at a candidate's top level: never hashed, snapshotted or evaluated.
 HANDOVER = frozenset(
-    {
-        "JOURNAL.md",
-        "LEDGER.md",
-        "MECHANISMS.md",
-        "PROCESS.md",
-        "RUNMAP.md",
-        "rejected.jsonl",
-        "prior_iterations",
-    }
+    "JOURNAL.md LEDGER.md MECHANISMS.md PROCESS.md RUNMAP.md rejected.jsonl prior_iterations".split()
 )
 
 
@@ -77,20 +68,15 @@ def null_control_of(tag: str) -> str | None:
 
 
 def escape_id(task_id: str) -> str:
-    """Make a task id a safe, injective file-name part: nothing can leave its folder, and no
-    two ids collide on a case-insensitive file system (macOS, Windows).
-
-    Characters outside ``[A-Za-z0-9_.-]`` and a leading dot become ``%XX`` per UTF-8 byte; an
-    upper-case letter becomes ``^`` and its lower case (``Q1`` → ``^q1``; ``^`` itself is
-    escaped), so names differ in more than case; a name too long for a file system is cut and
-    suffixed with a hash of the full id.
-    """
+    """A task id as a safe, injective file-name part, even on a case-insensitive file system:
+    characters outside ``[A-Za-z0-9_.-]`` and a leading dot become ``%XX`` per UTF-8 byte, an
+    upper-case letter ``^`` and its lower case (``Q1`` → ``^q1``), and a name too long is cut and
+    suffixed with a hash of the full id."""
     return _escape(task_id, fold_case=True)
 
 
 def legacy_escape_id(task_id: str) -> str:
-    """The name older runs used (upper case kept), so a writer replacing such a rollout removes
-    the old-named file."""
+    """The name older runs used (upper case kept): a writer replacing one removes the old file."""
     return _escape(task_id, fold_case=False)
 
 
@@ -145,9 +131,8 @@ _NOT_FILES = {
 
 
 def _check_entry(path: Path, root: Path) -> None:
-    """Refuse what a candidate may not hold, without opening it: a symlink leaving ``root``, a
-    symlink loop or a dangling one, and anything that is not a regular file or a folder (a FIFO
-    would block the hash's read forever; a device or a socket holds no capability bytes)."""
+    """Refuse, without opening it, a symlink leaving ``root``, looping or dangling, and anything
+    but a regular file or a folder (a FIFO would block the hash's read forever)."""
     try:
         mode = path.lstat().st_mode
         if stat.S_ISLNK(mode):

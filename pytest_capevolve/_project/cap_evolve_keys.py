@@ -11,27 +11,12 @@ from typing import Any
 
 # cap-evolve keys that mean the same here, under the same name. The values are translated by
 # :func:`translate` where cap-evolve's meaning differs (0 = "unlimited / off" for ceilings).
-SAME = (
-    "capability_path",
-    "split_seed",
-    "split_train",
-    "split_val",
-    "split_test",
-    "split_ids_file",
-    "num_trials",
-    "gate_mode",
-    "gate_k_se",
-    "max_iterations",
-    "max_metric_calls",
-    "max_usd",
-    "stall",
-    "stop_condition",
-    "protected_paths",
-    "algorithm_focus",
-    "store",
+SAME = tuple(
+    "capability_path split_seed split_train split_val split_test split_ids_file num_trials gate_mode "
+    "gate_k_se max_iterations max_metric_calls max_usd stall stop_condition protected_paths "
+    "algorithm_focus store".split()
 )
-# cap-evolve ceilings where 0 means "unlimited" (stall: "off"); here a ceiling of 0 allows
-# nothing, and unlimited is the key left out.
+# cap-evolve ceilings where 0 means "unlimited" (stall: "off"); here unlimited is the key left out
 ZERO_IS_OFF = ("max_iterations", "max_metric_calls", "max_usd", "stall")
 # cap-evolve's `gate_mode: auto` is its paired test (falling back when no per-task data)
 GATE_MODE_ALIASES = {"auto": "paired"}

@@ -43,20 +43,15 @@ SKIP_DIRS = frozenset({".capevolve", ".git", ".hg", ".venv", "venv", "node_modul
 TASKS_KEY = "<tasks>"
 PYTEST_CONFIG_KEY = "<pytest config>"
 PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
-# what `harness_files: [default]` stands for: the evaluation data of a project, as the tamper
-# guard names it inside a candidate
+# what `harness_files: [default]` stands for: the evaluation data, as the tamper guard names it
 DEFAULT_HARNESS_FILES = EVALUATION_DATA
 
 
 def fingerprint(
     project_dir: Path, adapter_ref: str, *, exclude: Iterable[Path] = (), extra_files: Iterable[Path] = ()
 ) -> dict[str, str]:
-    """sha256 of every harness file, keyed by its path relative to ``project_dir``.
-
-    ``exclude``: folders that are candidates, not harness (the capability path, work copies).
-    ``extra_files``: the microcases and the split ids file. Missing extra files are skipped (the
-    spec's own validation reports them).
-    """
+    """sha256 of every harness file by its path relative to ``project_dir``, less the candidate
+    folders in ``exclude``; ``extra_files`` that are missing are skipped (the spec reports them)."""
     project_dir = project_dir.resolve()
     skip = [p.resolve() for p in exclude]
     adapter_file = (project_dir / adapter_ref.partition(":")[0]).resolve()
@@ -72,8 +67,7 @@ def fingerprint(
 
 
 def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
-    """The whole harness of ``spec``'s project: its files' digests, and the task pool's under
-    :data:`TASKS_KEY`."""
+    """The whole harness: its files' digests, and the task pool's under :data:`TASKS_KEY`."""
     folder = spec.project_dir / MICROCASES_DIR
     microcases = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     extra = [*microcases, *([spec.split_ids_file] if spec.split_ids_file else [])]

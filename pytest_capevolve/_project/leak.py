@@ -62,8 +62,7 @@ class Leak:
 def normalize(text: str) -> str:
     """Needles and lines compared alike: compatibility forms folded (fullwidth, ligatures),
     invisible format characters and combining marks dropped, casefolded, whitespace runs as one
-    space. ASCII text (task ids, most gold answers: 30,000 of them on a resume at 60,000) has no
-    compatibility form, format character or combining mark, so it is only casefolded."""
+    space (ASCII text is only casefolded: it has none of the others)."""
     if text.isascii():
         return _SPACES.sub(" ", text.casefold()).strip()
     decomposed = unicodedata.normalize("NFKD", text)
@@ -135,16 +134,15 @@ def needles(tasks: Iterable[Any], guarded: Mapping[str, str], min_length: int) -
     """The needles of the ``guarded`` tasks (task id → its split: val or test) in ``tasks``
     (the whole pool, which decides what is a label)."""
     pool = list(tasks)
-    shared = Counter(value for task in pool for value in {normalize(v) for v in gold_values(task.target)})
+    golds = [[normalize(v) for v in gold_values(task.target)] for task in pool]  # each once
+    shared = Counter(value for values in golds for value in set(values))
     found: dict[tuple[str, str], Needle] = {}
-    for task in pool:
+    for task, values in zip(pool, golds, strict=True):
         split = guarded.get(str(task.id))
         if split is None:
             continue
         task_id = str(task.id)
-        candidates = [(normalize(task_id), "id")]
-        candidates += [(normalize(v), "gold") for v in gold_values(task.target)]
-        for text, kind in candidates:
+        for text, kind in [(normalize(task_id), "id"), *((value, "gold") for value in values)]:
             long_enough = len(text) >= min_length or (kind == "id" and distinctive_id(text))
             if not text or not long_enough or (kind == "gold" and shared[text] >= LABEL_TASKS):
                 continue
@@ -187,10 +185,8 @@ class Matcher:
 
 
 def _text_lines(path: Path) -> list[str]:
-    """The lines a reader of ``path`` could take for text. A NUL byte does not make a file
-    unreadable as text (one appended to a prompt hid its leak from an earlier guard), so a file
-    holding NULs is searched twice: with each NUL as a line break, and with the NULs dropped
-    (UTF-16 text, a value spelt with NULs between its characters)."""
+    """The lines a reader of ``path`` could take for text; a file holding NULs is searched with
+    each NUL as a line break, and again with the NULs dropped (UTF-16, NUL-spelt values)."""
     data = path.read_bytes()
     if b"\0" not in data:
         return data.decode("utf-8", errors="replace").splitlines()
@@ -214,8 +210,7 @@ def parent_lines(parent: Path) -> set[str]:
 
 
 def find_leaks(candidate: Path, inherited: set[str], matcher: Matcher, limit: int = 20) -> list[Leak]:
-    """The lines ``candidate`` adds (not in ``inherited``) that hold a needle, file by file in
-    sorted order, at most ``limit`` of them."""
+    """The lines ``candidate`` adds (not in ``inherited``) that hold a needle, at most ``limit``."""
     leaks: list[Leak] = []
     if not matcher:
         return leaks

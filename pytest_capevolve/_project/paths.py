@@ -16,10 +16,8 @@ def to_stored(path: Path, project_dir: Path) -> str:
 
 
 def rebase(stored: str, old_project_dir: str | Path | None) -> str:
-    """A path from a run dir written with absolute paths, in today's stored form: relative when
-    it lies inside ``old_project_dir`` (the project's folder when it was written), else as is.
-
-    Purely lexical: the old folder may no longer exist."""
+    """An absolute path from an older run dir in today's stored form: relative when it lies in
+    ``old_project_dir``, else as is (lexically: that folder may be gone)."""
     path = Path(stored)
     if old_project_dir is None or not path.is_absolute() or not Path(old_project_dir).is_absolute():
         return stored

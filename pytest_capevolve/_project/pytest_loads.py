@@ -56,9 +56,8 @@ def config_file_location(project_dir: Path, found: Path | None) -> dict[str, str
 
 
 def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
-    """``now`` as it compares with ``locked``: without what is held here when ``locked``
-    predates it; with each conftest above the project that ``locked`` holds and this session
-    did not load (loading less is no change)."""
+    """``now`` as it compares with ``locked``: without what ``locked`` predates, and with each
+    conftest above the project it holds that this session did not load (loading less is no change)."""
     if CONFIG_FILE_KEY not in locked:
         return {k: v for k, v in now.items() if k != CONFIG_FILE_KEY and not k.startswith(CONFTEST_PREFIX)}
     gone = {k: v for k, v in locked.items() if k.startswith(CONFTEST_PREFIX) and k not in now}

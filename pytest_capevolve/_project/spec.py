@@ -26,32 +26,19 @@ class SpecError(CapevolveError):
     """The spec (or an ini default) is invalid; the message says where and how to fix it."""
 
 
-# The guards that decide what may be gated at all: the leak guard's length (false: off), the
-# tamper guard's protected files, the harness lock's data files. Switched off or narrowed
-# mid-run, a prompt naming every val id was accepted and booked (issue 37): frozen with the run.
+# The guards that decide what may be gated at all (leak guard, tamper guard, harness lock):
+# frozen with the run, since switching one off mid-run lets anything be gated.
 GUARD_KEYS = ("leak_guard_min_length", "protected_paths", "harness_files")
 
 # Keys whose change would make old rollouts incomparable with new ones, or would change what
 # may be gated: a run refuses them.
 FROZEN_KEYS = (
-    "adapter",
-    "capability_path",
-    "split_seed",
-    "split_train",
-    "split_val",
-    "split_test",
-    "split_ids_file",
-    "base_seed",
+    *"adapter capability_path split_seed split_train split_val split_test split_ids_file base_seed".split(),
     "success_threshold",
-    # an LLM judge's re-scores per output: each record's reward is the mean of its r, so a run
-    # whose r moved would gate r = 3 means against r = 1 ones (different variances, a split
-    # over mixed r) — a new r is a new run
-    "judge_rescores",
+    "judge_rescores",  # rewards are means of r re-scores: means of another r do not compare
     *GUARD_KEYS,
-    # whose decisions and test scorings count here besides the project's own (_store/shared_ledger.py)
-    "shared_ledger",
-    # what candidate code may write: a run measured with one boundary is not compared with another
-    "sandbox_writable",
+    "shared_ledger",  # whose decisions count here besides the project's own (_store/shared_ledger.py)
+    "sandbox_writable",  # a run measured with one boundary is not compared with another
 )
 
 
@@ -89,26 +76,19 @@ class Spec:
     optimizer: str | None = None
     algorithm_focus: str | None = None
     store: str | None = None
-    # the sequential gate and the val-reuse α budget (_decide/stopping.py, _decide/alpha_budget.py)
-    gate_min_effect: float = 0.05
-    # non-inferiority (issue 41): δ in (−1, 0) makes the exact gate ask "no worse than δ"
-    gate_margin: float = 0.0
-    gate_alpha_schedule: str = "constant"
-    # subset screens and grow (issue 14): the screen's kill α, and how many looks a decision may
-    # take (1 = no growth; 2 or 3 reserve half of α for the first look, see _decide/looks.py)
-    screen_alpha: float = 0.05
-    grow_max_looks: int = 1
-    # how many times each rollout's output is scored by a declared-stochastic scorer (an LLM
-    # judge: ``stochastic_score = True`` on the adapter); the reward is their mean
-    judge_rescores: int = 1
+    gate_min_effect: float = 0.05  # the sequential gate's futility bar (_decide/stopping.py)
+    gate_margin: float = 0.0  # δ in (−1, 0): the exact gate asks "no worse than δ"
+    gate_alpha_schedule: str = "constant"  # the val-reuse α budget (_decide/alpha_budget.py)
+    screen_alpha: float = 0.05  # a subset screen's kill α
+    grow_max_looks: int = 1  # looks a decision may take (_decide/looks.py)
+    judge_rescores: int = 1  # scores per output of a declared-stochastic scorer, averaged
     # the leak guard (_project/leak.py): the shortest id or gold answer that counts; None: off
     leak_guard_min_length: int | None = 4
     # data and config files the harness lock holds besides the adapter's code (_project/harness.py)
     harness_files: tuple[str, ...] = ("default",)
     # a ledger shared with other projects (_store/shared_ledger.py); None: the project's memory only
     shared_ledger: Path | None = None
-    # folders candidate code may write besides its scratch (an honest live() that makes the
-    # candidate live by writing it somewhere): the sandbox child's boundary (_engine/sandbox_boundary.py)
+    # folders candidate code may write besides its scratch (_engine/sandbox_boundary.py)
     sandbox_writable: tuple[str, ...] = ()
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
     GUARD_KEYS: ClassVar[tuple[str, ...]] = GUARD_KEYS
@@ -130,8 +110,7 @@ class Spec:
 
     @staticmethod
     def locked_value(lock: Mapping[str, Any], key: str) -> Any:
-        """``key``'s value in a lock: a key :meth:`to_lock` leaves out at its default (one added
-        later, so older locks stay as they were) is that default when absent."""
+        """``key``'s value in a lock; a key :meth:`to_lock` leaves out at its default is that."""
         if key in lock or key not in (_SILENT_DEFAULTS | _ADDED_LATER):
             return lock.get(key)
         found = next(f for f in dataclasses.fields(Spec) if f.name == key)
@@ -214,8 +193,7 @@ def _choice_int(lo: int, hi: int) -> Callable[[Any], int]:
 
 
 def _gate_mode(value: Any) -> str:
-    # The modes are the gate's registry; imported when a spec is validated, not when the
-    # plugin loads (it pulls in numpy and scipy).
+    # imported when a spec is validated, not when the plugin loads (numpy, scipy)
     from .._decide.gate import GATE_MODES
 
     return _choice(GATE_MODES)(value)
@@ -230,20 +208,18 @@ def _gate_margin(value: Any) -> float:
     return float(value)
 
 
-def _globs(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ValueError("a list of glob patterns (strings)")
-    return tuple(value)
+def _strings(expected: str) -> Callable[[Any], tuple[str, ...]]:
+    def check(value: Any) -> tuple[str, ...]:
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(isinstance(v, str) and v.strip() for v in values):
+            raise ValueError(expected)
+        return tuple(values)
+
+    return check
 
 
-def _paths(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ValueError("a list of folders (strings, relative to the spec's folder or absolute)")
-    return tuple(value)
+_globs = _strings("a list of glob patterns (strings)")
+_paths = _strings("a list of folders (strings, relative to the spec's folder or absolute)")
 
 
 def _adapter_ref(value: Any) -> str:
@@ -287,7 +263,6 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "base_seed": _int(),
     "success_threshold": _float(0, 1),
     "rollout_timeout_s": _optional(_float(0, _INF, lo_open=True)),
-    # rollouts in flight within each process (_session/perf/fanout.py); changes no rollout
     "concurrency": _int(1),
     "gate_mode": _gate_mode,
     "gate_k_se": _float(0, _INF),
@@ -304,20 +279,14 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "optimizer": _optional(_str),
     "algorithm_focus": _optional(_choice((*HILL_CLIMB_FOCUS, *FOCUS_ALIASES))),
     "store": _optional(_choice(HILL_CLIMB_STORES)),
-    # sequential gate + val-reuse α budget (issue 16): the minimum effect of interest for the
-    # futility e-process, and how α is spent across the run's gate decisions on one val split
     "gate_min_effect": _float(0, 0.5),
     "gate_margin": _gate_margin,
     "gate_alpha_schedule": _choice(ALPHA_SCHEDULES),
-    # subset screens and grow (_decide/screen.py, _decide/looks.py)
     "screen_alpha": _float(0, 0.25, lo_open=True),
     "grow_max_looks": _choice_int(1, 3),
-    # re-scores of each rollout's output by a declared-stochastic scorer (_engine/judging.py)
     "judge_rescores": _int(1),
-    # the leak guard (_project/leak.py)
     "leak_guard_min_length": _leak_guard,
     "harness_files": _globs,
-    # decisions and test scorings shared with the other projects naming the same file
     "shared_ledger": _optional(_str),
     "sandbox_writable": _paths,
 }

@@ -20,10 +20,7 @@ class TestSealError(CapevolveError):
 
 
 def cut_splits(task_ids: Iterable[str], seed: int, ratios: tuple[float, float, float]) -> dict[str, Any]:
-    """Shuffle the sorted ids with ``seed`` and cut them by ``ratios`` (train, val, test).
-
-    Sorting first makes the result independent of the order the adapter lists its tasks in.
-    """
+    """Shuffle the sorted ids with ``seed`` and cut them by ``ratios`` (train, val, test)."""
     ids = sorted(set(task_ids))
     random.Random(seed).shuffle(ids)
     n = len(ids)

@@ -86,10 +86,8 @@ def pytest_plugins() -> dict[str, str]:
         except Exception:  # a garbled distribution: pytest could load no plugin from it either
             points = []
         for point in points:
-            # what names the plugin, not the module's bytes: where a module is found depends on
-            # the process's sys.path (an editable install is found by its own finder in one
-            # process, by a path entry in another), and editing an installed module is editing
-            # the environment, out of a file-level guard's reach
+            # what names the plugin, not the module's bytes, which depend on each process's
+            # sys.path; editing an installed module is out of a file-level guard's reach
             listing = dist.read_text("entry_points.txt") or ""
             named = f"{dist.metadata['Name']} {dist.version}\n{listing}"
             seen.setdefault(f"{PLUGIN_PREFIX}{point.name} = {point.value}", set()).add(named)
@@ -97,8 +95,7 @@ def pytest_plugins() -> dict[str, str]:
 
 
 def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
-    """``now`` without its start-up hooks when ``locked`` predates them (a run locked before
-    hooks were held is not refused for having them)."""
+    """``now`` without its start-up hooks when ``locked`` predates holding them."""
     if PLUGINS_MARKER_KEY not in locked:
         now = {k: v for k, v in now.items() if k != PLUGINS_MARKER_KEY and not k.startswith(PLUGIN_PREFIX)}
     if MARKER_KEY in locked:

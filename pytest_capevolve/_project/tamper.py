@@ -16,19 +16,9 @@ from .candidate import CandidateError, compare_digests, file_digests
 
 DEFAULT_WORD = "default"
 # the evaluation data: gold and answer files, tasks/ and data/ (also the harness's default)
-EVALUATION_DATA = (
-    "gold",
-    "gold.*",
-    "gold_*",
-    "gold-*",
-    "*.gold.*",
-    "*_gold.*",
-    "*-gold.*",
-    "answers*",
-    "answer_key*",
-    "answer-key*",
-    "tasks/**",
-    "data/**",
+EVALUATION_DATA = tuple(
+    "gold gold.* gold_* gold-* *.gold.* *_gold.* *-gold.* answers* answer_key* answer-key* tasks/** "
+    "data/**".split()
 )
 # What `default` stands for. The adapter's own file name is added from the spec.
 DEFAULT_PROTECTED = (
@@ -50,8 +40,7 @@ DEFAULT_PROTECTED = (
 
 
 def expand(patterns: Iterable[str], adapter_ref: str) -> tuple[str, ...]:
-    """The spec's patterns with ``default`` replaced by :data:`DEFAULT_PROTECTED` plus the
-    adapter's file name (order kept, duplicates dropped)."""
+    """The spec's patterns, ``default`` replaced by :data:`DEFAULT_PROTECTED` and the adapter file."""
     out: list[str] = []
     for pattern in patterns:
         if pattern == DEFAULT_WORD:
@@ -96,16 +85,13 @@ def is_protected(relative: str, patterns: Iterable[str]) -> bool:
 
 
 def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
-    """sha256 of every protected file under ``root``, by relative posix path.
-
-    Raises CandidateError for a symlink that leaves ``root`` (from :func:`iter_files`)."""
+    """sha256 of every protected file under ``root`` by relative path (refusing outward links)."""
     return file_digests(root, lambda relative: is_protected(relative, patterns))
 
 
 def tampered(seed_digests: dict[str, str], candidate: Path, patterns: tuple[str, ...]) -> list[str]:
-    """What makes ``candidate`` unjudgeable against the seed (``seed_digests``, from
-    :func:`protected_digests`): each changed, added or removed protected path, or the symlink
-    that leaves the folder. Empty when it may be evaluated."""
+    """Each protected path ``candidate`` changed, added or removed against ``seed_digests``, or
+    its symlink that leaves the folder; empty when it may be evaluated."""
     try:
         theirs = protected_digests(candidate, patterns)
     except CandidateError as exc:

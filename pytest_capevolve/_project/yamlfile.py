@@ -12,8 +12,7 @@ class YamlError(ValueError):
 
 
 def read_yaml(path: Path) -> Any:
-    """``yaml.safe_load`` of ``path``; malformed YAML or bytes that are not UTF-8 raise
-    :class:`YamlError`."""
+    """``yaml.safe_load`` of ``path``; malformed YAML or bytes that are not UTF-8 raise :class:`YamlError`."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -25,8 +24,7 @@ def read_yaml(path: Path) -> Any:
 
 
 def load_yaml(text: str, where: str) -> Any:
-    """``safe_load`` that also refuses a mapping with a key twice (YAML keeps the last one
-    silently; here it is an error naming the line)."""
+    """``safe_load`` that also refuses a key given twice in a mapping (YAML would keep the last)."""
     import yaml
 
     try:

@@ -20,6 +20,7 @@ from .._project.spec import Spec
 from .._show.measure import paired_summary
 from .._show.numbers import interval
 from .._store import evidence
+from .._store.event_kinds import DECISION
 from .._store.evidence import ByTag, index_records
 from .._store.first_outcomes import first_errors
 from .._store.forced import labelled_accepts
@@ -145,7 +146,7 @@ class FinalizeSession:
 
     def _score_lines(self, result: dict[str, Any]) -> list[str]:
         best = result["best"]
-        labels = labelled_accepts(self.rundir.log.of_kinds("decision"))
+        labels = labelled_accepts(self.rundir.log.of_kinds(DECISION))
         shown = f"{best['tag']!r} ({labels[best['tag']]})" if best["tag"] in labels else repr(best["tag"])
         lines = [f"test split scored once and sealed: best {shown} mean {best['mean']:.4f}"]
         delta = result["delta_vs_seed"]

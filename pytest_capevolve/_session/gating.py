@@ -14,7 +14,6 @@ from typing import Any
 
 from .._decide import alpha_budget
 from .._decide.basis import Basis
-from .._decide.calibration import NULL_EVENT
 from .._decide.looks import as_fraction, counted_look_factor, shown_decision
 from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
@@ -33,6 +32,7 @@ from .._policy.verdicts import (
     verdict_file,
 )
 from .._project.spec import Spec
+from .._store.event_kinds import GATE_DECISION, NULL_GATED
 from .._store.evidence import ByTag
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, SessionHooks
@@ -166,7 +166,7 @@ class AlphaBudget:
         self._earlier = {
             (e.get("kind"), e.get("tag"), e.get("against")): e
             for e in events
-            if e.get("kind") in (alpha_budget.DECISION_EVENT, NULL_EVENT)
+            if e.get("kind") in (GATE_DECISION, NULL_GATED)
         }
         count = siblings if isinstance(siblings, int) else len(siblings)
         again = self._slots_taken(siblings, against)
@@ -188,7 +188,7 @@ class AlphaBudget:
             return None
         slots = []
         for tag in siblings:
-            earlier = self._earlier.get((alpha_budget.DECISION_EVENT, tag, against))
+            earlier = self._earlier.get((GATE_DECISION, tag, against))
             if (
                 earlier is None
                 or earlier.get("schedule") != self.schedule
@@ -210,7 +210,7 @@ class AlphaBudget:
         return None if self.schedule == "constant" else self.round
 
     def slot(self, verdict: Verdict) -> tuple[dict[str, object], bool]:
-        earlier = self._earlier.get((alpha_budget.DECISION_EVENT, verdict.tag, verdict.against))
+        earlier = self._earlier.get((GATE_DECISION, verdict.tag, verdict.against))
         if earlier is not None:
             keys = ("schedule", "j", "alpha_j", "alpha_round", "discarded")
             return {k: earlier.get(k) for k in keys if k in earlier or k != "discarded"}, False
@@ -242,10 +242,10 @@ class AlphaBudget:
         level taken twice."""
         files: list[tuple[dict[str, Any], Path]] = []
         for verdict in nulls:
-            fresh = (NULL_EVENT, verdict.tag, verdict.against) not in self._earlier
+            fresh = (NULL_GATED, verdict.tag, verdict.against) not in self._earlier
             if fresh and verdict.decision in (ACCEPT, REJECT):
                 rundir.log.append_event(
-                    NULL_EVENT,
+                    NULL_GATED,
                     tag=verdict.tag,
                     against=verdict.against,
                     decision=verdict.decision,
@@ -260,7 +260,7 @@ class AlphaBudget:
                 slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
             if fresh:
                 rundir.log.append_event(
-                    alpha_budget.DECISION_EVENT,
+                    GATE_DECISION,
                     tag=verdict.tag,
                     against=verdict.against,
                     decision=verdict.decision,

@@ -28,6 +28,7 @@ from .._policy.verdicts import (
 )
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec
+from .._store.event_kinds import GROW_STARTED, GROWN
 from .._store.evidence import index_records
 from .._store.rundir import RunDir, RunDirError
 from .gating import booked_as
@@ -132,7 +133,7 @@ def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
     grown = {
         e["tag"]: e
         for e in rundir.log.events()
-        if e.get("kind") == "grown" and e.get("tag") in tags and e.get("against") == best
+        if e.get("kind") == GROWN and e.get("tag") in tags and e.get("against") == best
     }
     for event in grown.values():  # the latest grow of each tag
         tag, look = event["tag"], int(event.get("look") or 0)
@@ -176,7 +177,7 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
         val_ids,
         planned,
         valid_column_keys(rundir.rollouts.indexed_columns("val", [c.tag for c in planned])),
-        "grow_started",
+        GROW_STARTED,
         decisions=1,
         claimed=claimed,
         num_trials=trials,
@@ -272,7 +273,7 @@ class GrowSession:
             rundir, verdict_file(verdict, null_control=False, nulls=planned.null_tags), replacing=True
         )
         rundir.log.append_event(
-            "grown",
+            GROWN,
             tag=planned.tag,
             against=planned.best,
             look=planned.look,

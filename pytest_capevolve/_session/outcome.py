@@ -19,8 +19,8 @@ from .._store.paid_by import UntrustedRecord
 from .selection import stopped_early, stopped_line
 
 if TYPE_CHECKING:
-    from .._policy.commit import BookedDecision
     from .._project.spec import Spec
+    from .._store.event_kinds import BookedDecision
     from .._store.rundir import RunDir
 
 

@@ -22,13 +22,14 @@ from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
 from .._engine.judging import wrong_rescores
 from .._engine.remote import gateway_count
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
-from .._policy.gate_load import LOAD_EVENT, load_event
+from .._policy.gate_load import load_event
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._show.report import arm_summary
 from .._store import live_marker
 from .._store.claims import live_sessions
 from .._store.codec import RECORD_PROPERTY, decode_record, record_text
+from .._store.event_kinds import SESSION_FINISHED, SESSION_LOAD
 from .._store.evidence import ByTag, Outcomes
 from .._store.index import Columns
 from .._store.record import RolloutRecord
@@ -161,7 +162,7 @@ class Persistence:
         self.others_at_start = live_sessions(self.spec.project_dir / RUNS_DIR, self.rundir.claims.path)
         owed = Counter(k.tag for k in self.plan.owed_keys())
         if owed:  # the load its rollouts are paid at: what a later gate compares its own with
-            self.rundir.log.append_event(LOAD_EVENT, **load_event(self.concurrency, self.workers, owed))
+            self.rundir.log.append_event(SESSION_LOAD, **load_event(self.concurrency, self.workers, owed))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
@@ -295,7 +296,7 @@ def record_finish(
 ) -> None:
     """Log the session's end and refresh report.md and dashboard.html (views)."""
     rundir.log.append_event(
-        "session_finished",
+        SESSION_FINISHED,
         paid=sum(tally.paid.values()),
         missing=len(outcome.missing),
         dead_workers=[w for w, _ in tally.dead_workers],

@@ -16,6 +16,7 @@ from .._policy.spend import Ceilings, afford
 from .._policy.stop_condition import parse as parse_stop_condition
 from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
+from .._store.event_kinds import Kind, Planned
 from .._store.index import Columns
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
@@ -33,7 +34,7 @@ def build_plan(
     task_ids: list[str],
     planned: list[PlannedCandidate],
     done: Iterable[Key],
-    event: str,
+    event: Kind[Planned],
     *,
     decisions: int = 0,
     claimed: Mapping[tuple[str, str, str, int], object] | None = None,

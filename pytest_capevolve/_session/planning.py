@@ -6,7 +6,7 @@ is paid while planning; a candidate refused by a screen is never registered."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from .._project.paths import to_stored
 from .._project.spec import Spec, SpecError, splits_for
 from .._project.splits import TEST_SPLIT
 from .._store import live_marker, task_keys
+from .._store.event_kinds import FINALIZE_STARTED, SESSION_STARTED
 from .._store.rundir import RunDir, RunDirError
 from .._store.seal import Seal
 from .plan_build import build_plan, valid_column_keys, valid_keys
@@ -231,7 +232,7 @@ def plan_evaluation(
     screens: Screens,
     block: int = 0,
     harness_now: Mapping[str, str] | None = None,
-    task_keys_now: Mapping[str, str] | None = None,
+    task_keys_now: Callable[[], Mapping[str, str]] | None = None,
     test_reused: bool = False,
 ) -> Planned:
     """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before it is
@@ -265,7 +266,7 @@ def plan_evaluation(
         valid_column_keys(
             rundir.rollouts.indexed_columns(split, {c.tag for c in planned} | {SEED_TAG}, block)
         ),
-        "session_started",
+        SESSION_STARTED,
         # what its sandbox children will say of their boundary: a later verdict reads it
         candidate_code=confinement.expected_label(),
         decisions=deciding,
@@ -343,7 +344,7 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
         task_ids,
         planned,
         valid_keys(seal.test_rollouts()),
-        "finalize_started",
+        FINALIZE_STARTED,
         best=best,
     )
     # the seal's claim keeps other finalizes out; the rollouts' claim ties each test rollout
@@ -374,7 +375,7 @@ def _frozen(
     pool_ids: list[str],
     split: str,
     gate: GateRequest,
-    task_keys_now: Mapping[str, str] | None,
+    task_keys_now: Callable[[], Mapping[str, str]] | None,
     test_reused: bool,
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """(splits, this split's ids, notes), frozen with the run; refused first: a gate of a finalized run,

@@ -20,6 +20,7 @@ from .._project.microcase import Microcase, refuse_test_tasks
 from .._project.microcase import load_project as load_microcases
 from .._project.spec import Spec
 from .._project.tamper import expand, protected_digests, tampered
+from .._store.event_kinds import MICROCASES
 from .._store.rundir import RunDir
 from ..exitcodes import first_few
 
@@ -115,7 +116,7 @@ class Screens:
                     {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
                 )
         ran = len(self._microcases)
-        self.rundir.log.append_event("microcases", tag=tag, ran=ran, failed=[f["id"] for f in failed])
+        self.rundir.log.append_event(MICROCASES, tag=tag, ran=ran, failed=[f["id"] for f in failed])
         if failed:
             first = failed[0]
             self.refuse(

@@ -21,6 +21,7 @@ from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec, splits_for
 from .._project.splits import TEST_SPLIT
 from .._show.report import summarize_arm
+from .._store.event_kinds import SCREEN, SCREEN_STARTED
 from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.files import atomic_write_json
 from .._store.rundir import RunDir, RunDirError
@@ -117,7 +118,7 @@ def plan_screen(
         subset,
         planned_candidates,
         valid_column_keys(rundir.rollouts.indexed_columns("val", [c.tag for c in planned_candidates])),
-        "screen_started",
+        SCREEN_STARTED,
         claimed=claimed,
         screen=request.label,
     )
@@ -133,7 +134,7 @@ def screen_path(rundir: RunDir, tag: str, label: str) -> Path:
 
 
 def screen_events(rundir: RunDir) -> list[dict[str, Any]]:
-    return [e for e in rundir.log.events() if e.get("kind") == "screen"]
+    return [e for e in rundir.log.events() if e.get("kind") == SCREEN]
 
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
@@ -213,7 +214,7 @@ class ScreenSession:
         fired = max(0, on_subset - counted)
         full_cost = len(val_ids) * trials
         rundir.log.append_event(
-            "screen",
+            SCREEN,
             tag=tag,
             against=best,
             screen=planned.request.label,

@@ -27,6 +27,7 @@ from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.spec import Spec, load_spec
 from .._project.splits import TestSealError
 from .._store import task_keys
+from .._store.event_kinds import SESSION_STARTED
 from .._store.harness_lock import check_or_lock
 from .._store.live_marker import ControllerWatch
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
@@ -81,7 +82,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
                 pytest_loads.conftest_digests(config.pluginmanager.get_plugins(), spec.project_dir)
             )
             config.stash[HARNESS_NOW] = harness_now
-            config.stash[TASK_KEYS_NOW] = task_keys.of_pool(pool)
+            config.stash[TASK_KEYS_NOW] = lambda: task_keys.of_pool(pool)
             existing = _existing_run(config, spec)
             if existing is not None:  # refused before anything is planned, claimed or paid
                 check_or_lock(existing, harness_now)
@@ -92,9 +93,10 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             plan = _start_controller(
                 config, spec, sorted(pool), split=split, harness_now=harness_now, checked=checked
             )
-            plan.pool_digest = _pool_digest(pool)  # what every worker's tasks() must give too
             selected = _selected(config, spec, plan, given)
-            if not plan.owed_keys():
+            if plan.owed_keys():  # what every worker's tasks() must give too (no worker: nothing owed)
+                plan.pool_digest = _pool_digest(pool)
+            else:
                 _without_workers(config)
             if plan.budget is not None:  # the ceilings' headroom is split between the workers
                 plan.budget["workers"] = gateway_count(config)
@@ -185,7 +187,7 @@ def _existing_run(config: pytest.Config, spec: Spec) -> RunDir | None:
 def earlier_labels(rundir: RunDir) -> list[str | None]:
     """What each session of the run (this one included) said of its candidate code when it started."""
     try:
-        started = rundir.log.of_kinds("session_started")
+        started = rundir.log.of_kinds(SESSION_STARTED)
     except RunDirError:  # a log that does not verify is refused where a decision reads it
         return []
     return [event.get("candidate_code") for event in started]

@@ -41,11 +41,16 @@ def render_table(comparison: Comparison) -> list[str]:
     lines += ["", *render_verdicts([p.verdict for p in comparison.pairs]), ""]
     for result in comparison.pairs:
         lines.append(f"{result.candidate.label}: {_facts(result)}")
-    lines += ["", "what holds for imported results:"]
-    lines += [f"  + {line}" for line in comparison.promises()["hold"]]
-    lines += ["what does not:"]
-    lines += [f"  - {line}" for line in comparison.promises()["do_not_hold"]]
-    return lines
+    return [*lines, "", *_promise_lines(comparison.promises(), "What holds for imported results")]
+
+
+def _promise_lines(promised: dict[str, list[str]], heading: str, *, markdown: bool = False) -> list[str]:
+    """What holds and what does not, for the terminal or (``markdown``) a CI summary."""
+    if markdown:
+        holds = [f"### {heading}", "", *[f"- {_md(line)}" for line in promised["hold"]], ""]
+        return [*holds, "### What does not", "", *[f"- {_md(line)}" for line in promised["do_not_hold"]]]
+    holds = [f"{heading.lower()}:", *[f"  + {line}" for line in promised["hold"]]]
+    return [*holds, "what does not:", *[f"  - {line}" for line in promised["do_not_hold"]]]
 
 
 def _facts(result: PairResult) -> str:
@@ -110,11 +115,7 @@ def render_markdown(comparison: Comparison) -> str:
     out.append("")
     for result in comparison.pairs:
         out += _pair_section(result)
-    promises = comparison.promises()
-    out += ["### What holds for imported results", ""]
-    out += [f"- {_md(line)}" for line in promises["hold"]]
-    out += ["", "### What does not", ""]
-    out += [f"- {_md(line)}" for line in promises["do_not_hold"]]
+    out += _promise_lines(comparison.promises(), "What holds for imported results", markdown=True)
     return "\n".join(out) + "\n"
 
 
@@ -177,28 +178,22 @@ def _pairwise_lines(result: PairwiseComparison) -> tuple[str, list[str]]:
 def render_pairwise_table(result: PairwiseComparison) -> list[str]:
     """``compare --pairwise`` on the terminal: the decision, its counts, the promises."""
     head, facts = _pairwise_lines(result)
-    promised = promises_of(result)
-    return [
-        f"preferences {result.path}",
-        head,
-        *[f"  {line}" for line in facts],
-        "",
-        "what holds:",
-        *[f"  + {line}" for line in promised["hold"]],
-        "what does not:",
-        *[f"  - {line}" for line in promised["do_not_hold"]],
-    ]
+    lines = [f"preferences {result.path}", head, *[f"  {line}" for line in facts], ""]
+    return [*lines, *_promise_lines(promises_of(result), "What holds")]
 
 
 def render_pairwise_markdown(result: PairwiseComparison) -> str:
     """The summary a CI job posts for ``compare --pairwise``."""
     head, facts = _pairwise_lines(result)
-    promised = promises_of(result)
-    out = ["## capevolve compare --pairwise", "", f"**{_md(head)}**", ""]
-    out += [f"- {_md(line)}" for line in facts]
-    out += ["", "### What holds", "", *[f"- {_md(line)}" for line in promised["hold"]]]
-    out += ["", "### What does not", "", *[f"- {_md(line)}" for line in promised["do_not_hold"]]]
-    return "\n".join(out) + "\n"
+    out = [
+        "## capevolve compare --pairwise",
+        "",
+        f"**{_md(head)}**",
+        "",
+        *[f"- {_md(line)}" for line in facts],
+        "",
+    ]
+    return "\n".join([*out, *_promise_lines(promises_of(result), "What holds", markdown=True)]) + "\n"
 
 
 def _md(text: str) -> str:

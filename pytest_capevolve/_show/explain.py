@@ -45,8 +45,7 @@ class PlanFigures:
 
     @property
     def estimable(self) -> bool:
-        """False when the noise SD is exactly 0 (a reproducible agent): an MDE scaled by no
-        noise is not "+0.000", it is not estimable at all."""
+        """False when the noise SD is exactly 0: an MDE scaled by no noise is not estimable."""
         return self.sd > 0
 
     @property
@@ -64,10 +63,9 @@ class PlanFigures:
 def plan_figures(
     best: np.ndarray, nulls: Sequence[np.ndarray], *, num_trials: int, alpha: float
 ) -> PlanFigures | None:
-    """Figures from the best's reward matrix and the null controls' (tasks × trials); None
-    with fewer than two val tasks rolled out. A null's per-task delta is pure trial noise,
-    so its SD is the noise a real change must beat; without nulls it is derived from the
-    best's within-task variance."""
+    """Figures from the best's and the null controls' reward matrices (a null's per-task delta
+    is the noise a real change must beat; without nulls, the best's within-task variance); None
+    with fewer than two val tasks rolled out."""
     means = stats.task_means(best)
     n = int(np.sum(~np.isnan(means)))
     if n < 2:

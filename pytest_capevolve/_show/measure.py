@@ -18,6 +18,7 @@ from .._engine import confinement as boundary
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.event_digest import digest
+from .._store.event_kinds import BEST_CHANGED, DECISION, SCREEN
 from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.forced import FORCED_LABEL, labelled_accepts, short
 from .._store.project_seal import REUSED_LABEL
@@ -92,11 +93,8 @@ class Measurement:
 def measure(
     spec: Spec, rundir: RunDir, known: dict[str, ByTag] | None = None, *, train_note: str | None = None
 ) -> Measurement:
-    """Read the run and decide what may be said. Never pays a rollout, never opens the seal.
-
-    ``known``: split → records already indexed by the caller (a session that has just read
-    its split), so they are not read from disk again. ``train_note``: why train has no numbers,
-    as ``capevolve measure --train`` found it (default: the run holds no train rollouts)."""
+    """Read the run and decide what may be said; never pays, never opens the seal. ``known``:
+    split → records the caller already indexed; ``train_note``: why train has no numbers."""
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
     state = rundir.state.read_state()
     events, rollouts_by_split = digest(rundir)  # the log less its rollout lines, and their count
@@ -117,16 +115,8 @@ def measure(
         records = (known or {}).get(split)
         if records is None and splits[split]:
             records = index_records(rundir.rollouts.indexed_rollouts(split, tags))
-        _persisted_split(
-            result,
-            split,
-            list(splits[split]),
-            records or {},
-            tags,
-            spec.num_trials,
-            spec.base_seed,
-            train_note,
-        )
+        ids = list(splits[split])
+        _persisted_split(result, split, ids, records or {}, tags, spec.num_trials, spec.base_seed, train_note)
     _test_split(result, rundir, splits)
     result.lineage = _lineage(rundir, events)
     label = labelled_accepts(events).get(best)
@@ -152,9 +142,8 @@ def measure(
 
 
 def confinement_of(rundir: RunDir, events: list[dict[str, Any]]) -> dict[str, str]:
-    """What the run's verdicts said of candidate code, and its decisions of the optimizer: the
-    confined label when every one that says was confined, else the first unconfined one and the
-    tags it covers."""
+    """What the verdicts said of candidate code and the decisions of the optimizer: confined when
+    every one was, else the first unconfined label and what it covers."""
     said: dict[str, str] = {}
     for tag, verdict in rundir.verdicts.verdicts().items():
         label = (verdict.get("confinement") or {}).get("candidate_code")
@@ -163,7 +152,7 @@ def confinement_of(rundir: RunDir, events: list[dict[str, Any]]) -> dict[str, st
     optimizers = [
         str(e["confinement"]["optimizer"])
         for e in events
-        if e.get("kind") == "decision"
+        if e.get("kind") == DECISION
         and isinstance(e.get("confinement"), dict)
         and e["confinement"].get("optimizer")
     ]
@@ -255,20 +244,11 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
         numbers = sealed.get(arm)
         if numbers is None:
             continue
-        result.arms.append(
-            ArmLine(
-                "test",
-                arm,
-                numbers["tag"],
-                numbers["mean"],
-                numbers["se"],
-                numbers["tasks"],
-                numbers["trials"],
-                numbers["coverage"],
-                source=f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)"
-                + (f" — {REUSED_LABEL}" if reused else ""),
-            )
+        source = f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)" + (
+            f" — {REUSED_LABEL}" if reused else ""
         )
+        figures = {key: numbers[key] for key in ("mean", "se", "tasks", "trials", "coverage")}
+        result.arms.append(ArmLine("test", arm, numbers["tag"], **figures, source=source))
     if sealed.get("delta_vs_seed") is not None:
         result.deltas.append(DeltaLine("test", sealed["delta_vs_seed"], "seal.json"))
     if sealed["best"]["tag"] != result.best:
@@ -282,7 +262,7 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
     steps = []
     labels = labelled_accepts(events)
     for event in events:
-        if event.get("kind") != "best_changed":
+        if event.get("kind") != BEST_CHANGED:
             continue
         tag = str(event["best_id"])
         verdict = rundir.verdicts.verdict(tag) or {}
@@ -314,8 +294,7 @@ def _spend(
         "rollouts_by_split": paid,
         "metric_calls": state["spent"]["metric_calls"],
         "usd": state["spent"]["usd"],  # the runner's
-        # what proposing cost, as booked with the decisions (hill-climb's optimizer line and
-        # `capevolve commit --optimizer-usd` alike): max_usd counts both
+        # what proposing cost, as booked with the decisions: max_usd counts it too
         "optimizer_usd": float(state["spent"].get("optimizer_usd", 0.0)),
         "optimizer_tokens": int(state["spent"].get("optimizer_tokens", 0)),
         "total_usd": round(float(state["spent"]["usd"]) + float(state["spent"].get("optimizer_usd", 0.0)), 6),
@@ -326,17 +305,10 @@ def _spend(
         for verdict in rundir.verdicts.verdicts().values()
         if verdict.get("basis") in SCREENED
     ]
-    screens = [e for e in events if e.get("kind") == "screen"]
-    cost = 0  # tamper and leak checks and microcases pay no rollout
-    saved = len(refused) * val_tasks * trials
-    screening = {
-        "refused": refused,
-        "cost": cost,
-        "saved": saved,
-        "net": saved - cost,
-        "subset": screen_ledger(screens, val_paid_by_tag(rundir, screens)),
-    }
-    return spend, screening
+    screens = [e for e in events if e.get("kind") == SCREEN]
+    saved = len(refused) * val_tasks * trials  # tamper and leak checks and microcases cost no rollout
+    subset = screen_ledger(screens, val_paid_by_tag(rundir, screens))
+    return spend, {"refused": refused, "cost": 0, "saved": saved, "net": saved, "subset": subset}
 
 
 NO_TRAIN_NOTE = "not evaluated: the run holds no train rollouts (capevolve measure --train auto pays them)"

@@ -15,8 +15,7 @@ def interval(ci: Sequence[float] | None, spec: str = "+.3f") -> str:
 
 
 def rounded(value: Any, digits: int) -> Any:
-    """A report with every float rounded, for printing: ``-0.22000000000000003`` is -0.22.
-    What is stored keeps its full precision; only what a person or a script reads is rounded."""
+    """A report with every float rounded for printing (``-0.22000000000000003`` is -0.22)."""
     if isinstance(value, float):
         return round(value, digits) + 0.0  # + 0.0: never "-0.0"
     if isinstance(value, dict):

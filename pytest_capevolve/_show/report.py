@@ -37,9 +37,6 @@ class TagRow:
         return asdict(self)
 
 
-# the old name, kept only until _session/outcome.py imports TagRow (then delete this line)
-
-
 def summarize_arm(
     arm: evidence.Arm,
     *,
@@ -95,8 +92,7 @@ def arm_summary(
 def _arm_arrays(
     arm: evidence.Arm, task_ids: Sequence[str], num_trials: int
 ) -> tuple[np.ndarray, np.ndarray, int, float]:
-    """In one pass over the arm: the reward and pass matrices, the infra errors and the cost of
-    the records in the plan."""
+    """In one pass: the reward and pass matrices, infra errors and cost of the planned records."""
     rows = {task_id: i for i, task_id in enumerate(task_ids)}
     rewards = np.full((len(task_ids), num_trials), np.nan)
     passes = np.full((len(task_ids), num_trials), np.nan)
@@ -116,21 +112,7 @@ def _arm_arrays(
 
 def render_arms(rows: Sequence[TagRow]) -> list[str]:
     """A fixed-width table, one line per tag."""
-    header = (
-        "tag",
-        "split",
-        "tasks",
-        "trials",
-        "mean",
-        "SE",
-        "coverage",
-        "pass^k",
-        "pass@k",
-        "paid",
-        "reused",
-        "infra",
-        "cost $",
-    )
+    header = (*"tag split tasks trials mean SE coverage pass^k pass@k paid reused infra".split(), "cost $")
     body = [
         (
             r.tag,

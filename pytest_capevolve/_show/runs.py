@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .._store.event_kinds import DECISION, TEST_SCORED
 from .._store.files import RunDirError
 from .._store.forced import FORCED_LABEL, labelled_accepts, short
 from .._store.rundir import RUNS_DIR, RunDir
@@ -26,7 +27,7 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
             continue
         spent = state["spent"]
         seal = Seal(rundir).burned()
-        labels = labelled_accepts(rundir.log.of_kinds("decision"))
+        labels = labelled_accepts(rundir.log.of_kinds(DECISION))
         rows.append(
             {
                 **row,
@@ -83,4 +84,4 @@ def _reused(rundir: RunDir, seal: dict[str, Any]) -> bool:
     from seal.json, or from the log's event when the file is gone."""
     if seal.get("test_reused"):
         return True
-    return any(e.get("test_reused") for e in rundir.log.of_kinds("test_scored"))
+    return any(e.get("test_reused") for e in rundir.log.of_kinds(TEST_SCORED))

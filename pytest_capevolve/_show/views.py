@@ -18,10 +18,11 @@ from typing import Any
 from .. import __version__
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
+from .._store.event_kinds import SESSION_FINISHED, SESSION_LOAD, SESSION_STARTED
 from .._store.index import IndexDamaged
 from .._store.rundir import RunDir
 
-QUIET_EVENTS = frozenset({"session_started", "session_finished", "session_load"})  # nothing a page shows
+QUIET_EVENTS = frozenset({SESSION_STARTED, SESSION_FINISHED, SESSION_LOAD})  # nothing a page shows
 
 
 def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
@@ -55,8 +56,7 @@ def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
 
 
 def _every_val_tag(rundir: RunDir, known: dict[str, Any]) -> Any:
-    """The session's val records when they hold every tag with a val rollout, else None (the
-    dashboard reads them itself)."""
+    """The session's val records when they hold every tag with a val rollout, else None."""
     val = known.get("val")
     if not val:
         return None
@@ -71,8 +71,7 @@ def _current(rundir: RunDir, inputs: dict[str, Any]) -> bool:
     if not stamp or not isinstance(stamp.get("events"), list):
         return False
     offset, seq = stamp["events"]
-    # only whether a shown event came is asked: a marker is held, never the event (a fresh run's
-    # tail is every rollout it paid)
+    # only whether a shown event came is asked: a marker is held, never the event
     moved = rundir.log.events_after(
         int(offset), int(seq), lambda event: True if event.get("kind") not in QUIET_EVENTS else None
     )
@@ -106,8 +105,7 @@ def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
             stats[path.relative_to(rundir.root).as_posix()] = None
     state_hash = hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
     return {
-        # the pages only need to exist: ``capevolve measure`` / ``dashboard`` redraw them as
-        # a session would, and a page deleted by hand is drawn again
+        # a page deleted by hand is drawn again
         "pages": [rundir.report_path.is_file(), rundir.dashboard_path.is_file()],
         "version": __version__,
         "spec": [spec.num_trials, spec.base_seed, spec.gate_alpha],

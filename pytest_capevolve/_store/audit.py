@@ -19,6 +19,7 @@ from .._project.candidate import check_tag, escape_id
 from .._project.splits import TEST_SPLIT
 from .best_rule import BestRule
 from .event_chain import verified_events
+from .event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from .index_sync import vanished_notice
 from .log_views import check_views
 from .rollout_scan import RolloutScan, Scanned, data_of, error_of, scan_rollouts
@@ -130,12 +131,12 @@ def _last_rollouts(
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
         kind = event.get("kind")
-        if kind == "rollout":
+        if kind == ROLLOUT:
             last[(str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))] = event
             continue
         rest.append(event)
-        if kind in ("rollout_quarantined", "rollout_vanished"):
-            files = [event.get("file")] if kind == "rollout_quarantined" else event.get("files") or []
+        if kind in (ROLLOUT_QUARANTINED, ROLLOUT_VANISHED):
+            files = [event.get("file")] if kind == ROLLOUT_QUARANTINED else event.get("files") or []
             for file in map(str, files):
                 quarantined[file] = int(event.get("seq", 0))
     return last, quarantined
@@ -239,7 +240,7 @@ def _log_gone(rundir: RunDir, missing: dict[str, str]) -> None:
     with rundir.lock():
         gone = [rel for rel in missing if not (rundir.root / rel).exists()]
         if gone:
-            rundir.log.append_event("rollout_vanished", files=gone)
+            rundir.log.append_event(ROLLOUT_VANISHED, files=gone)
     if gone:
         rundir.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
     for rel in gone:
@@ -273,7 +274,7 @@ def _quarantine_tampered(
 
 def _keyed_rollouts(events: list[dict[str, Any]]) -> Iterator[tuple[Key, dict[str, Any]]]:
     for event in events:
-        if event.get("kind") == "rollout":
+        if event.get("kind") == ROLLOUT:
             yield (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"])), event
 
 

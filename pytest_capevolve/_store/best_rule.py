@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._decide.basis import Basis
+from .event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED, DECISION
 
 
 class BestRule:
@@ -23,12 +24,12 @@ class BestRule:
         """False for a ``best_changed`` the log so far does not explain (kept in :attr:`unjustified`); True
         otherwise."""
         kind = event.get("kind")
-        if kind == "decision" and event.get("decision") == "accept":
+        if kind == DECISION and event.get("decision") == "accept":
             self.accepted.add(str(event.get("tag")))
             self.best = str(event.get("tag"))
-        elif kind == "cap_evolve_imported" and event.get("best_id") is not None:
+        elif kind == CAP_EVOLVE_IMPORTED and event.get("best_id") is not None:
             self.imported.add(str(event["best_id"]))
-        elif kind == "best_changed":
+        elif kind == BEST_CHANGED:
             best = str(event.get("best_id"))
             if best == self.best:  # moves nothing (a log that repeats the best it has)
                 return True

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
-from .paid_by import CLAIMED_EVENT, claimed_keys
+from .event_kinds import CLAIMED
+from .paid_by import claimed_keys
 
 Key = tuple[str, str, str, int]  # (split, task_id, tag, trial)
 WAIT_POLL_S = 0.5  # how often a waiter looks again at a claim whose owner lives
@@ -72,7 +73,7 @@ class Claims:
         handle.flush()
         self.path, self._handle = path, handle
         if self._log is not None:  # what this session may pay, in the record (:mod:`.paid_by`)
-            self._log(CLAIMED_EVENT, claim=self.claim_id, keys=claimed_keys(keys))
+            self._log(CLAIMED, claim=self.claim_id, keys=claimed_keys(keys))
 
     def release(self) -> None:
         if self._handle is None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .event_kinds import ROLLOUT
 from .events import EventLog
 from .files import atomic_write_json, read_json
 
@@ -96,7 +97,7 @@ def _counting(counts: dict[str, int]) -> Callable[[dict[str, Any]], dict[str, An
     ``counts`` and dropped, every other event held."""
 
     def view(event: dict[str, Any]) -> dict[str, Any] | None:
-        if event.get("kind") != "rollout":
+        if event.get("kind") != ROLLOUT:
             return event
         split = str(event.get("split"))
         counts[split] = counts.get(split, 0) + 1
@@ -116,7 +117,7 @@ def _split(
     for event in events:
         if through is not None and int(event.get("seq", 0)) > through:
             continue
-        if event.get("kind") == "rollout":
+        if event.get("kind") == ROLLOUT:
             split = str(event.get("split"))
             counts[split] = counts.get(split, 0) + 1
         else:

@@ -17,9 +17,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .event_chain import GENESIS, event_line_hash, line_seq, prev_of, verify_events
+from .event_kinds import EVENTS_REPAIRED, ROLLOUT, E, Kind, check
 from .files import FILE_MODE, RunDirError
 from .json_value import loads_bytes
 
@@ -104,6 +105,26 @@ class _Appended:
         return index if (self.ends[index - 1] if index else self.start) == offset else None
 
 
+_Hit = tuple[dict[str, Any], bool]  # an event found, and whether the next line's hash link holds it
+# events path → (device, inode, size, mtime) and every line that is not a rollout, at the last
+# pass over it in this process (:meth:`EventLog._not_rollouts`), the most recently read last
+_KEPT: dict[str, tuple[tuple[int, int, int, int], list[_Hit]]] = {}
+_KEPT_FILES = 8
+
+
+def _carry_on(path: str, before: os.stat_result | None, fd: int, event: dict[str, Any]) -> None:
+    """After this process appended ``event`` to ``path`` (``before``: its stat under the lock, before
+    the write), a pass kept over the file as it was is kept current with the line (intact: last)."""
+    kept = _KEPT.get(path)
+    if kept is not None and before is not None and kept[0] == _state(before):
+        hits = kept[1] if event.get("kind") == ROLLOUT else [*kept[1], (dict(event), True)]
+        _KEPT[path] = (_state(os.fstat(fd)), hits)
+
+
+def _state(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
 class EventLog:
     """The run's log, ``events.jsonl`` (the part ``run.log`` of :class:`.rundir.RunDir`): every
     other file of the run that is not a rollout, a snapshot or a verdict is a view of it.
@@ -115,11 +136,9 @@ class EventLog:
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self._appender: _Appender | None = None
         self._appended: _Appended | None = None
-        # kinds asked with ``rollout`` (): every other kind -> (size, mtime), the events found with
-        # whether their hash link holds: a session asks for the best and the seal often
-        self._kinds_cache: dict[
-            tuple[str, ...], tuple[tuple[int, int], list[tuple[dict[str, Any], bool]]]
-        ] = {}
+        # kinds asked with ``rollout`` -> (size, mtime), the events found with whether their hash
+        # link holds: a session asks for the best and the seal often (every other kind: _KEPT)
+        self._kinds_cache: dict[tuple[str, ...], tuple[tuple[int, int], list[_Hit]]] = {}
 
     def tail(self) -> tuple[int, str, int]:
         """(size, hash of the last line, its seq): where a view of the log is current to."""
@@ -130,15 +149,17 @@ class EventLog:
         appended, without a stat of the file."""
         return self._event_tail[2] if self._event_tail is not None else self._read_event_tail()[2]
 
-    def append_event(self, kind: str, **fields: Any) -> None:
-        """Append one line to ``events.jsonl``, chained to the line before by its hash."""
+    def append_event(self, kind: Kind[Any], **fields: Any) -> None:
+        """Append one line to ``events.jsonl``, chained to the line before by its hash; a kind
+        or a field :mod:`.event_kinds` does not declare is refused before anything is written."""
+        check(kind, fields)
         with self.lock():
             try:
                 stat: os.stat_result | None = os.stat(self.events_path)
             except FileNotFoundError:
                 stat = None
             size, prev, seq = self._event_tail_at(stat)
-            event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": kind, **fields}
+            event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": str(kind), **fields}
             event["prev"] = prev
             flat = all(type(value) in _SCALARS for value in event.values())
             if flat:  # (a rollout's event) sorted once, here: the same line the sorting encoder writes
@@ -165,7 +186,9 @@ class EventLog:
             appended = self._appended
             if appended is None or not appended.continued_by(size, seq + 1):
                 appended = self._appended = _Appended(size, seq + 1)  # another writer came between
-            appended.add(event if flat else json.loads(data), out)
+            event = event if flat else json.loads(data)
+            appended.add(event, out)
+            _carry_on(str(self.events_path), stat, fd, event)
 
     def _append_fd(self, stat: os.stat_result | None) -> int:
         """The descriptor appends go through: kept open, unless the path (``stat``, taken under
@@ -222,28 +245,33 @@ class EventLog:
             raise self._damaged(number)
         return (size, event_line_hash(last), seq)
 
-    def of_kinds(self, *kinds: str) -> list[dict[str, Any]]:
-        """Every event of ``kinds``, in log order, found by their bytes — the encoders write
-        ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without the rest
-        (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
+    @overload
+    def of_kinds(self, kind: Kind[E], /) -> list[E]: ...
+    @overload
+    def of_kinds(self, *kinds: Kind[Any]) -> list[dict[str, Any]]: ...
+    def of_kinds(self, *kinds: Kind[Any]) -> list[Any]:
+        """Every event of ``kinds`` (of one: typed as declared), in log order, found by their bytes —
+        the encoders write ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without
+        the rest (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
         after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds
         other than ``rollout`` come from one pass that keeps every line that is not a rollout
-        (a session asks for a dozen kinds: one read of the log, not one each)."""
+        (a session asks for a dozen kinds: one read of the log, not one each), shared by every
+        reader of the file in the process (:meth:`_not_rollouts`)."""
         try:
             stat = os.stat(self.events_path)
         except FileNotFoundError:
             return []
-        key = (stat.st_size, stat.st_mtime_ns)
-        scan = kinds if "rollout" in kinds else ()
-        cached = self._kinds_cache.get(scan)
-        if cached is None or cached[0] != key:
-            if scan:
+        if ROLLOUT in kinds:
+            key = (stat.st_size, stat.st_mtime_ns)
+            cached = self._kinds_cache.get(kinds)
+            if cached is None or cached[0] != key:
                 needles = (re.escape(b'"kind": ' + json.dumps(k, ensure_ascii=False).encode()) for k in kinds)
                 cached = (key, self._scan(re.compile(b"|".join(needles)), set(kinds)))
-            else:
-                cached = (key, self._scan(_NOT_A_ROLLOUT, None))
-            self._kinds_cache[scan] = cached
-        found = [hit for hit in cached[1] if hit[0].get("kind") in kinds]
+                self._kinds_cache[kinds] = cached
+            scanned = cached[1]
+        else:
+            scanned = self._not_rollouts(stat)
+        found = [hit for hit in scanned if hit[0].get("kind") in kinds]
         edited = next((event for event, intact in found if not intact), None)
         if edited is not None:
             raise RunDirError(
@@ -252,10 +280,21 @@ class EventLog:
             )
         return [event for event, _ in found]
 
-    def _scan(self, pattern: re.Pattern[bytes], kinds: set[str] | None) -> list[tuple[dict[str, Any], bool]]:
+    def _not_rollouts(self, stat: os.stat_result) -> list[_Hit]:
+        """Every line but the rollouts', from the process's last pass while the file (device, inode,
+        size, mtime) is as it, or this process's appends since (:func:`_carry_on`), left it."""
+        kept = _KEPT.pop(str(self.events_path), None)
+        if kept is None or kept[0] != _state(stat):
+            kept = (_state(stat), self._scan(_NOT_A_ROLLOUT, None))
+        _KEPT[str(self.events_path)] = kept  # the most recent last
+        if len(_KEPT) > _KEPT_FILES:
+            del _KEPT[next(iter(_KEPT))]
+        return kept[1]
+
+    def _scan(self, pattern: re.Pattern[bytes], kinds: set[str] | None) -> list[_Hit]:
         """The events whose line ``pattern`` finds and whose kind is one of ``kinds`` (None: any
         but ``rollout``), in log order, each with whether the next line's ``prev`` holds it."""
-        hits: list[tuple[dict[str, Any], bool]] = []
+        hits: list[_Hit] = []
         # a block at a time, never the whole log (18 MB at 60,000 rollouts, read at a session's
         # end for its splits): each block is searched up to the start of its last complete line,
         # so every line searched has the line after it (its hash link) in the same block
@@ -279,7 +318,7 @@ class EventLog:
         limit: int,
         pattern: re.Pattern[bytes],
         kinds: set[str] | None,
-        hits: list[tuple[dict[str, Any], bool]],
+        hits: list[_Hit],
     ) -> None:
         """:meth:`_scan` on the lines of ``data`` (a block of the log) that start before
         ``limit``: each event found goes to ``hits``, once per line, with its hash link's state."""
@@ -293,7 +332,7 @@ class EventLog:
             event = json.loads(line)
             kind = event.get("kind") if isinstance(event, dict) else None
             # not a mention inside a value
-            if isinstance(kind, str) and (kind in kinds if kinds is not None else kind != "rollout"):
+            if isinstance(kind, str) and (kind in kinds if kinds is not None else kind != ROLLOUT):
                 following = data[end + 1 : data.find(b"\n", end + 1)] if end < len(data) else b""
                 intact = not following.strip() or prev_of(following) == event_line_hash(line)
                 hits.append((event, intact))
@@ -469,5 +508,5 @@ class EventLog:
             os.replace(tmp, self.events_path)
             self._event_tail = None
             self._appended = None
-            self.append_event("events_repaired", moved=len(tail), to=aside.name, problem=problem)
+            self.append_event(EVENTS_REPAIRED, moved=len(tail), to=aside.name, problem=problem)
             return len(tail)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._project.blocks import block_of, local_trial
+from .event_kinds import SCREEN
 
 if TYPE_CHECKING:
     from .record import RolloutRecord
@@ -185,5 +186,5 @@ class Outcomes:
 def val_paid_by_tag(rundir: RunDir, events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """The val rollouts held for each tag a ``screen`` event names (what a kill's saving is checked
     against)."""
-    tags = sorted({str(e.get("tag")) for e in events if e.get("kind") == "screen"})
+    tags = sorted({str(e.get("tag")) for e in events if e.get("kind") == SCREEN})
     return {tag: len(rundir.rollouts.indexed_rollouts("val", [tag])) for tag in tags}

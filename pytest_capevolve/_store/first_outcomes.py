@@ -16,6 +16,7 @@ from typing import Any
 
 from .._project.splits import TEST_SPLIT
 from . import paid_by
+from .event_kinds import ROLLOUT
 from .evidence import ByTag
 from .rundir import RunDir
 
@@ -29,7 +30,7 @@ def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
     # a rollout no session's claim paid, or a key paid twice, is refused before it is read
     paid_by.refuse_untrusted(events, rundir.run_id)
     for event in events:
-        if event.get("kind") != "rollout":
+        if event.get("kind") != ROLLOUT:
             continue
         if event.get("split") == TEST_SPLIT or event.get("infra_error") or event.get("reward") is None:
             continue
@@ -44,7 +45,7 @@ def redrawn_after_errors(rundir: RunDir) -> set[Key]:
     when the gate checks the arms' errors."""
     errored: set[Key] = set()
     redrawn: set[Key] = set()
-    for event in rundir.log.of_kinds("rollout"):
+    for event in rundir.log.of_kinds(ROLLOUT):
         if event.get("split") == TEST_SPLIT:
             continue
         key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
@@ -60,7 +61,7 @@ def first_errors(rundir: RunDir, split: str) -> set[Key]:
     counts each against the arm it would flatter."""
     seen: set[Key] = set()
     errored: set[Key] = set()
-    for event in rundir.log.of_kinds("rollout"):
+    for event in rundir.log.of_kinds(ROLLOUT):
         if event.get("split") != split:
             continue
         key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))

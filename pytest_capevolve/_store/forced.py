@@ -6,16 +6,18 @@ An accept forced against the gate (``commit --force``) and one re-gated after
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from .event_kinds import DECISION
 
 FORCED_LABEL = "forced: accepted against the gate"
 # the short forms the tables show beside a tag
 SHORT = {FORCED_LABEL: "forced"}
 
 
-def label_of(event: dict[str, Any]) -> str | None:
-    if event.get("kind") not in (None, "decision") or event.get("decision") != "accept":
+def label_of(event: Mapping[str, object]) -> str | None:
+    if event.get("kind") not in (None, DECISION) or event.get("decision") != "accept":
         return None
     if event.get("against_gate"):
         return FORCED_LABEL
@@ -26,7 +28,7 @@ def label_of(event: dict[str, Any]) -> str | None:
 def labelled_accepts(events: Iterable[dict[str, Any]]) -> dict[str, str]:
     found: dict[str, str] = {}
     for event in events:
-        if event.get("kind") == "decision" and (label := label_of(event)) is not None:
+        if event.get("kind") == DECISION and (label := label_of(event)) is not None:
             found[str(event.get("tag"))] = label
     return found
 

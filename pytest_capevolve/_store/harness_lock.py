@@ -13,10 +13,10 @@ from typing import Any
 
 from .._project import harness
 from .event_chain import GENESIS, event_line_hash
+from .event_kinds import HARNESS_LOCKED, ROLLOUT
 from .files import RunDirError
 from .rundir import RunDir
 
-HARNESS_EVENT = "harness_locked"
 HEAD_LINES = 256  # a run's first session logs the lock among its first few events
 
 
@@ -30,7 +30,7 @@ def check_or_lock(rundir: RunDir, digests: Mapping[str, str]) -> bool:
     with rundir.lock():
         locked = locked_harness(rundir)
         if locked is None:
-            rundir.log.append_event(HARNESS_EVENT, files=dict(sorted(digests.items())))
+            rundir.log.append_event(HARNESS_LOCKED, files=dict(sorted(digests.items())))
             return True
     changed = harness.changes(locked, digests)
     if changed:
@@ -46,7 +46,7 @@ def locked_harness(rundir: RunDir) -> dict[str, str] | None:
         return found
     # a run older than the lock: its event, if any, stands wherever its next session put it
     for event in reversed(rundir.log.events()):
-        if event.get("kind") == HARNESS_EVENT:
+        if event.get("kind") == HARNESS_LOCKED:
             return dict(event.get("files") or {})
     return None
 
@@ -66,9 +66,9 @@ def _from_head(rundir: RunDir) -> dict[str, str] | None:
                 )
             if found is not None:
                 return found  # the line after the lock chains to it: the lock is as written
-            if event.get("kind") == HARNESS_EVENT:
+            if event.get("kind") == HARNESS_LOCKED:
                 found = dict(event.get("files") or {})
-            elif event.get("kind") == "rollout" or number >= HEAD_LINES:
+            elif event.get("kind") == ROLLOUT or number >= HEAD_LINES:
                 return None
             prev = event_line_hash(line)
     return found  # the lock is the log's last line: the chain cannot vouch for its own end

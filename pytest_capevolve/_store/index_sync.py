@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._project.splits import TEST_SPLIT
+from .event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from .events import EventLog
 from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
@@ -25,11 +26,10 @@ from .rollout_scan import Scanned, data_of, error_of
 
 VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 _INDEX_FIELDS = {
-    "rollout": ("kind", "seq", "split", "task_id", "tag", "trial"),
-    "rollout_quarantined": ("kind", "file"),
-    "rollout_vanished": ("kind", "files"),
+    ROLLOUT: ("kind", "seq", "split", "task_id", "tag", "trial"),
+    ROLLOUT_QUARANTINED: ("kind", "file"),
+    ROLLOUT_VANISHED: ("kind", "files"),
 }
-VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 
 
 def _index_view(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -166,7 +166,7 @@ class IndexView:
             if said == row[2:]:
                 continue
             if mtimes is None:
-                mtimes = self.index.mtimes(split)
+                mtimes = {row[-3]: row[-1] for row in self.index.rows(split)}
             try:
                 stat = os.stat(self.root / "rollouts" / split / file)
             except OSError:
@@ -210,13 +210,13 @@ class IndexView:
             changes: dict[tuple[str, str], Row | None] = {}
             for event in events:
                 kind = event.get("kind")
-                if kind == "rollout" and event.get("split") != TEST_SPLIT:
+                if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
                     row = self.index.pending.pop(int(event["seq"]), None) or self._row_from_file(event)
                     path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
                     changes[(str(event["split"]), path.name)] = row
-                elif kind == "rollout_quarantined":
+                elif kind == ROLLOUT_QUARANTINED:
                     changes[_split_file(str(event.get("file", "")))] = None
-                elif kind == "rollout_vanished":
+                elif kind == ROLLOUT_VANISHED:
                     for file in event.get("files") or ():
                         changes[_split_file(str(file))] = None
             self.index.store(
@@ -266,7 +266,7 @@ class IndexView:
 
         def view(event: dict[str, Any]) -> Any:
             kind = event.get("kind")
-            if kind == "rollout" and event.get("split") != TEST_SPLIT:
+            if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
                 return (
                     int(event["seq"]),
                     event["split"],
@@ -274,9 +274,9 @@ class IndexView:
                     event["tag"],
                     int(event["trial"]),
                 )
-            if kind == "rollout_quarantined":
+            if kind == ROLLOUT_QUARANTINED:
                 return (int(event["seq"]), [event.get("file")])
-            if kind == "rollout_vanished":
+            if kind == ROLLOUT_VANISHED:
                 return (int(event["seq"]), list(event.get("files") or ()))
             return None
 
@@ -299,7 +299,7 @@ class IndexView:
             if key not in found and moved.get(rel, -1) < seq and not (self.root / rel).exists()
         ]
         if gone:
-            self.log.append_event("rollout_vanished", files=sorted(gone))
+            self.log.append_event(ROLLOUT_VANISHED, files=sorted(gone))
             self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
 
 

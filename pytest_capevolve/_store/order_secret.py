@@ -13,11 +13,10 @@ import secrets
 from pathlib import Path
 
 from .._decide.task_order import commitment
+from .event_kinds import ORDER_NONCE_DRAWN, ORDER_SECRET_CREATED
 from .events import EventLog
 from .files import RunDirError, atomic_write_text
 
-EVENT = "order_secret_created"
-NONCE_EVENT = "order_nonce_drawn"
 SECRET_BYTES = 32
 
 
@@ -41,7 +40,7 @@ class OrderSecret:
         self.log = log
 
     def recorded(self) -> str | None:
-        found = [e for e in self.log.events() if e.get("kind") == EVENT]
+        found = [e for e in self.log.events() if e.get("kind") == ORDER_SECRET_CREATED]
         return str(found[0]["sha256"]) if found else None
 
     def create(self) -> None:
@@ -51,7 +50,7 @@ class OrderSecret:
         self.path.parent.mkdir(mode=0o700, exist_ok=True)
         atomic_write_text(self.path, secret.hex())
         os.chmod(self.path, 0o600)
-        self.log.append_event(EVENT, sha256=commitment(secret), path="secret/order.key")
+        self.log.append_event(ORDER_SECRET_CREATED, sha256=commitment(secret), path="secret/order.key")
 
     def read(self) -> bytes:
         if self.recorded() is None:
@@ -78,7 +77,7 @@ class OrderSecret:
         drawn = self._logged_nonces()
         missing = [h for h in dict.fromkeys(content_hashes) if h not in drawn]
         for content_hash in missing:
-            self.log.append_event(NONCE_EVENT, content_hash=content_hash, nonce=new_nonce().hex())
+            self.log.append_event(ORDER_NONCE_DRAWN, content_hash=content_hash, nonce=new_nonce().hex())
         if missing:
             drawn = self._logged_nonces()  # another session's nonce, appended first, wins
         return {h: drawn[h] for h in content_hashes}
@@ -88,7 +87,7 @@ class OrderSecret:
 
     def _logged_nonces(self) -> dict[str, str]:
         drawn: dict[str, str] = {}
-        for event in self.log.of_kinds(NONCE_EVENT):
+        for event in self.log.of_kinds(ORDER_NONCE_DRAWN):
             content_hash, nonce = event.get("content_hash"), event.get("nonce")
             if isinstance(content_hash, str) and isinstance(nonce, str):
                 drawn.setdefault(content_hash, nonce)

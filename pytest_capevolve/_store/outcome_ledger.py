@@ -20,10 +20,10 @@ from itertools import islice
 from typing import Any
 
 from .._project.splits import TEST_SPLIT
+from .event_kinds import OUTCOMES_CHECKED, ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from .events import EventLog
 from .files import RunDirError
 
-CHECKPOINT_KIND = "outcomes_checked"
 _DIGEST_BLOCK = 4096  # outcomes whose repr is hashed at a time
 Key = tuple[str, str, str, int]  # split, tag, task id, trial
 Outcome = tuple[float | None, str | None, float]  # reward, infra error, cost
@@ -49,14 +49,14 @@ def digest_of(items: Iterable[tuple[Key, Outcome]]) -> str:
 
 def _rollout_view(event: dict[str, Any]) -> Any:
     kind = event.get("kind")
-    if kind == "rollout":
+    if kind == ROLLOUT:
         if event.get("split") == TEST_SPLIT:
             return None
         key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
         return ("set", key, outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd")))
-    if kind == "rollout_quarantined":
+    if kind == ROLLOUT_QUARANTINED:
         return ("drop", [event.get("file")])
-    if kind == "rollout_vanished":
+    if kind == ROLLOUT_VANISHED:
         return ("drop", list(event.get("files") or ()))
     return None
 
@@ -113,8 +113,9 @@ class OutcomeLedger:
         self._unchecked = False  # outcomes learnt from rollout lines since the last checkpoint
 
     def current(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> dict[Key, Outcome]:
-        """The truth, current with the log. ``index_rows``: the index's train and val rows in key order,
-        read only when a checkpoint may stand for the log, once per process."""
+        """The truth, current with the log. ``index_rows``: the index's train and val rows
+        (:data:`.index.FIELDS` first) in key order, read only when a checkpoint may stand for the
+        log, once per process."""
         if self._truth is None:
             self._build(index_rows)
         else:
@@ -123,13 +124,13 @@ class OutcomeLedger:
         return self._truth
 
     def _build(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> None:
-        checkpoints = self.log.of_kinds(CHECKPOINT_KIND)
+        checkpoints = self.log.of_kinds(OUTCOMES_CHECKED)
         if checkpoints and self.log.linked(checkpoints[-1]):  # in the chain where it says it is
             last = checkpoints[-1]
             at = (int(last["offset"]), int(last["upto"]))
             tail = self.log.events_after(*at, _rollout_view)
             if tail is not None and not tail[0]:  # no rollout logged, moved or gone since
-                rows = [((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[5], r[6])) for r in index_rows()]
+                rows = [((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[6], r[7])) for r in index_rows()]
                 if digest_of(rows) == last["digest"]:
                     self._truth = dict(rows)
                     self._position = tail[1], tail[2]
@@ -175,7 +176,7 @@ class OutcomeLedger:
             return False
         offset, upto = self._position
         self.log.append_event(
-            CHECKPOINT_KIND,
+            OUTCOMES_CHECKED,
             offset=offset,
             upto=upto,
             rollouts=len(self._truth),

@@ -18,11 +18,11 @@ from typing import Any
 
 from .._project.candidate import check_tag, escape_id
 from ..exitcodes import first_few
+from .event_kinds import CLAIMED, ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from .files import RunDirError
 
 Key = tuple[str, str, str, int]  # split, task id, tag, trial
-CLAIMED_EVENT = "claimed"
-KINDS = ("rollout", CLAIMED_EVENT, "rollout_quarantined", "rollout_vanished")
+KINDS = (ROLLOUT, CLAIMED, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED)
 
 
 def claimed_keys(keys: Iterable[Key]) -> dict[str, list[str]]:
@@ -48,7 +48,7 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
     doubled: dict[Key, list[int]] = {}
     for event in events:
         kind = event.get("kind")
-        if kind == "rollout":
+        if kind == ROLLOUT:
             try:
                 split, task_id, tag, trial = event["split"], event["task_id"], event["tag"], event["trial"]
                 key = (split, task_id, tag, trial)
@@ -70,14 +70,14 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
             if earlier is not None and (not moved or moved.get(_file_of(key), -1) < earlier):
                 doubled.setdefault(key, [earlier]).append(seq)
             valid_since[key] = seq
-        elif kind == CLAIMED_EVENT:
+        elif kind == CLAIMED:
             held = claims.setdefault(str(event.get("claim")), {})
             for group, ids in (event.get("keys") or {}).items():
                 split, _, rest = str(group).partition("/")
                 tag, _, trial = rest.rpartition("/")
                 held.setdefault((split, tag, int(trial)), set()).update(map(str, ids or []))
-        elif kind in ("rollout_quarantined", "rollout_vanished"):
-            files = [event.get("file")] if kind == "rollout_quarantined" else event.get("files") or []
+        elif kind in (ROLLOUT_QUARANTINED, ROLLOUT_VANISHED):
+            files = [event.get("file")] if kind == ROLLOUT_QUARANTINED else event.get("files") or []
             for file in map(str, files):
                 moved[file] = int(event.get("seq", 0))
     for key, seqs in doubled.items():

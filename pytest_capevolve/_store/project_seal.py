@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import project_memory, shared_ledger, task_keys
+from .event_kinds import TEST_SCORED
 from .files import RunDirError
 from .rundir import RUNS_DIR, RunDir
 
@@ -85,7 +86,7 @@ def _run_entry(root: Path) -> ScoredTests | None:
         why = "its folder holds a run's files but no events.jsonl"
     else:
         try:
-            scored = rundir.log.of_kinds("test_scored")
+            scored = rundir.log.of_kinds(TEST_SCORED)
         except (RunDirError, OSError, ValueError):
             why = "its events.jsonl cannot be read as a log"
     if why is None and not scored:
@@ -148,10 +149,14 @@ def sealed_in_dev(
 ) -> list[tuple[str, list[str]]]:
     """(run, tasks) for every other run whose scored test tasks this run's val or train holds. Runs of
     unknown status name no tasks here (they are held against a later finalize)."""
+    scored_runs = scored_tests(project_dir, (keys or {}).values(), ledger)
+    others = [scored for scored in scored_runs if scored.run_id != run_id or scored.project]
+    if not others:  # most projects: no other run scored its test split
+        return []
     mine = task_keys.Tasks.of([str(t) for name in ("val", "train") for t in splits.get(name, [])], keys)
     found = []
-    for scored in scored_tests(project_dir, (keys or {}).values(), ledger):
-        shared = mine.shared(scored.tasks, keys) if scored.run_id != run_id or scored.project else []
+    for scored in others:
+        shared = mine.shared(scored.tasks, keys)
         if shared:
             found.append((scored.named(), shared))
     return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._project.splits import TEST_SPLIT
+from .event_kinds import ROLLOUT
 from .events import EventLog
 from .outcome_ledger import Key
 
@@ -36,7 +37,7 @@ class LoggedDigests:
         return self._digests
 
     def _see(self, event: dict[str, Any]) -> None:
-        if event.get("kind") == "rollout" and event.get("split") != TEST_SPLIT:
+        if event.get("kind") == ROLLOUT and event.get("split") != TEST_SPLIT:
             key, recorded = logged_digest(event)
             self._digests[key] = recorded
 

@@ -19,6 +19,7 @@ from .._project.blocks import first_trial
 from .._project.candidate import legacy_escape_id
 from .._project.splits import TEST_SPLIT, TestSealError
 from .claims import Claims
+from .event_kinds import ROLLOUT, ROLLOUT_VANISHED, SESSION_LEFT
 from .events import EventLog
 from .files import atomic_write_text
 from .index import FIELDS as FIELDS_INDEX
@@ -94,7 +95,7 @@ class RolloutFiles(RolloutReadBack):
         with self.lock():
             path, stat, sha256 = self._write_rollout(record, text)
             self.log.append_event(
-                "rollout",
+                ROLLOUT,
                 split=record.split,
                 task_id=record.task_id,
                 tag=record.tag,
@@ -130,7 +131,7 @@ class RolloutFiles(RolloutReadBack):
                 if self.ledger.checkpoint(also=self.state.checkpoint_fields):
                     # a line after the checkpoint records its hash: the chain covers it, so the
                     # next reader may start from it (the log's last line no line holds)
-                    self.log.append_event("session_left", checkpoint=self.log.last_seq())
+                    self.log.append_event(SESSION_LEFT, checkpoint=self.log.last_seq())
 
     # -- the index ---------------------------------------------------------------------------
 
@@ -244,8 +245,8 @@ class RolloutFiles(RolloutReadBack):
         finally:
             if folder_fd is not None:
                 os.close(folder_fd)
-        if vanished or len(on_disk) != self.index.count(split):
-            known = self.index.files(split)
+        if vanished or len(on_disk) != len(self.index.rows(split)):
+            known = {row[-3] for row in self.index.rows(split)}
             recheck += [name for name in on_disk if name not in known]
         if not (recheck or vanished):
             return rows
@@ -285,7 +286,8 @@ class RolloutFiles(RolloutReadBack):
         for split, name in candidates:
             by_split.setdefault(split, []).append(name)
         for split, names in sorted(by_split.items()):
-            indexed, folder = self.index.files(split), os.path.join(self.root, "rollouts", split)
+            indexed = {row[-3] for row in self.index.rows(split)}
+            folder = os.path.join(self.root, "rollouts", split)
             exists = os.path.exists
             for name in sorted(set(names) & indexed):
                 if not exists(os.path.join(folder, name)):
@@ -296,7 +298,7 @@ class RolloutFiles(RolloutReadBack):
                 if read is not None:
                     back.append((path, read))
         if gone:
-            self.log.append_event("rollout_vanished", files=gone)
+            self.log.append_event(ROLLOUT_VANISHED, files=gone)
             self.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
         self.sync_index()  # their rows go with the event (and a quarantine's just now with its own)
         return back

@@ -15,6 +15,7 @@ from typing import Any
 from .._project.splits import TEST_SPLIT
 from . import paid_by
 from .event_chain import verified_events, verify_events
+from .event_kinds import ROLLOUT, ROLLOUT_QUARANTINED
 from .events import EventLog
 from .files import RunDirError
 from .index import RolloutIndex
@@ -34,7 +35,7 @@ class RolloutReadBack:
     digests: LoggedDigests
 
     def _truth(self) -> dict[Key, Outcome]:
-        return self.ledger.current(self.index.outcomes)
+        return self.ledger.current(self.index.every)
 
     def _test_truth(self) -> tuple[dict[Key, Outcome], dict[Key, str | None]]:
         """What the log says every test rollout came out as, with its file's sha256 (under the lock): test
@@ -44,7 +45,7 @@ class RolloutReadBack:
         digests: dict[Key, str | None] = {}
 
         def see(event: dict[str, Any]) -> None:
-            if event.get("kind") == "rollout" and event.get("split") == TEST_SPLIT:
+            if event.get("kind") == ROLLOUT and event.get("split") == TEST_SPLIT:
                 key, recorded = logged_digest(event)
                 digests[key] = recorded
                 truth[key] = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
@@ -123,7 +124,7 @@ class RolloutReadBack:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, dest)
             self.log.append_event(
-                "rollout_quarantined",
+                ROLLOUT_QUARANTINED,
                 file=rel.as_posix(),
                 problem=problem,
                 moved_to=dest.relative_to(self.root).as_posix(),

@@ -24,6 +24,7 @@ from .._project.candidate import check_tag, escape_id
 from .._project.paths import to_stored
 from .claims import Claims
 from .event_digest import EventsDigest
+from .event_kinds import DECISION, RUN_CREATED, SPEC_CHANGED, SPLITS_FROZEN
 from .events import EventLog
 from .files import (
     RunDirError,
@@ -201,7 +202,7 @@ class RunDir:
             atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
             self.state.update_state(lambda s: s["budget"].update(_budget(spec)))
             self.log.append_event(
-                "run_created", spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id
+                RUN_CREATED, spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id
             )
             self.order_secret.create()
             return
@@ -236,7 +237,7 @@ class RunDir:
         if moved:
             atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
             self.state.update_state(lambda s: s["budget"].update(_budget(spec)))
-            self.log.append_event("spec_changed", changed=sorted(moved))
+            self.log.append_event(SPEC_CHANGED, changed=sorted(moved))
 
     def splits(self) -> dict[str, Any] | None:
         """The frozen splits, or None before the first evaluation froze them."""
@@ -254,7 +255,7 @@ class RunDir:
     def _check_splits(self, splits: dict[str, Any]) -> None:
         """The file as its ``splits_frozen`` event froze it: the sha256 of its ids (older events:
         the sizes). Val tasks dropped, or a test task moved into val, are refused, never gated on."""
-        frozen = self.log.of_kinds("splits_frozen")
+        frozen = self.log.of_kinds(SPLITS_FROZEN)
         if not frozen:
             return  # a run older than the event (or imported): nothing recorded to hold it to
         event = frozen[-1]
@@ -279,7 +280,7 @@ class RunDir:
         splits = compute()
         atomic_write_json(self.splits_path, splits)
         self.log.append_event(
-            "splits_frozen",
+            SPLITS_FROZEN,
             sizes={k: len(splits[k]) for k in ("train", "val", "test")},
             ids_sha256=_ids_digest(splits),
         )
@@ -299,7 +300,7 @@ class RunDir:
 
     def decisions(self) -> list[dict[str, Any]]:
         """Every booked decision (``decision`` events), in the order booked."""
-        return [e for e in self.log.events() if e.get("kind") == "decision"]
+        return [e for e in self.log.events() if e.get("kind") == DECISION]
 
     def write_memory(self, ledger_markdown: str, rejected: list[dict[str, Any]]) -> None:
         """Rewrite the loop's memory: ``LEDGER.md`` and ``rejected.jsonl`` (views of the log)."""
@@ -368,6 +369,6 @@ def _lock_deleted(root: Path) -> bool:
         return False
     try:
         with open(events, "rb") as handle:
-            return b'"kind": "run_created"' in handle.read(65536)
+            return f'"kind": "{RUN_CREATED}"'.encode() in handle.read(65536)
     except OSError:
         return False

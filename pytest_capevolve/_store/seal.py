@@ -17,13 +17,12 @@ import os
 from typing import IO, Any
 
 from .._project.splits import TEST_SPLIT, TestSealError
+from .event_kinds import TEST_OPENED, TEST_SCORED
 from .files import atomic_write_json, read_json
 from .record import RolloutRecord
 from .rundir import RunDir
 
-__all__ = ["Seal", "TestSealError", "TEST_SPLIT", "OPENED_EVENT"]
-
-OPENED_EVENT = "test_opened"  # logged before the first test rollout is paid
+__all__ = ["Seal", "TestSealError", "TEST_SPLIT"]
 
 
 class Seal:
@@ -40,7 +39,7 @@ class Seal:
         ``seal.json`` is deleted (the score then marked ``seal_file_missing``)."""
         if self.path.is_file():
             return dict(read_json(self.path))
-        scored = self.rundir.log.of_kinds("test_scored")
+        scored = self.rundir.log.of_kinds(TEST_SCORED)
         if not scored:
             return None
         last = scored[-1]
@@ -53,7 +52,7 @@ class Seal:
     def opened(self) -> dict[str, Any] | None:
         """The ``test_opened`` event once a finalize began paying test rollouts, else None: from then the
         test mean has been shown, so the split can be finished, never gated around."""
-        events = self.rundir.log.of_kinds(OPENED_EVENT)
+        events = self.rundir.log.of_kinds(TEST_OPENED)
         return dict(events[0]) if events else None
 
     def closed(self) -> dict[str, Any] | None:
@@ -66,7 +65,7 @@ class Seal:
             raise TestSealError("opening the test split needs the finalize claim")
         if self.opened() is None:
             with self.rundir.lock():
-                self.rundir.log.append_event(OPENED_EVENT, test_ids=sorted(test_ids))
+                self.rundir.log.append_event(TEST_OPENED, test_ids=sorted(test_ids))
 
     def claim(self) -> None:
         """Become the one finalize session of this run, or raise TestSealError. Claimed before the burned
@@ -123,7 +122,7 @@ class Seal:
         with self.rundir.lock():
             atomic_write_json(self.path, result)
             self.rundir.log.append_event(
-                "test_scored",
+                TEST_SCORED,
                 best=result["best"]["tag"],
                 mean=result["best"]["mean"],
                 seal=self.path.name,

@@ -25,6 +25,7 @@ from .._project.candidate import (
     null_control_of,
 )
 from .._project.paths import to_stored
+from .event_kinds import CANDIDATE_REGISTERED
 from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_run_json
 
@@ -108,7 +109,7 @@ class Snapshots:
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
             return self.register_candidate(tag, source)
-        self.log.append_event("candidate_registered", tag=tag, content_hash=digest)
+        self.log.append_event(CANDIDATE_REGISTERED, tag=tag, content_hash=digest)
         return digest
 
     def _refuse_reserved(self, tag: str, digest: str) -> None:

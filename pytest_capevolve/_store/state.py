@@ -21,10 +21,10 @@ import yaml
 from .._project.candidate import SEED_TAG
 from .best_rule import BestRule
 from .best_rule import refusal as best_refusal
+from .event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED, DECISION, OUTCOMES_CHECKED, ROLLOUT, STATE_REBUILT
 from .events import SPEND_FLUSH_EVERY as SPEND_FLUSH_EVERY  # where it has always been read
 from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_json
-from .outcome_ledger import CHECKPOINT_KIND
 from .state_tally import OPTIMIZER_SPEND, StateTally
 
 
@@ -78,7 +78,7 @@ class RunState:
             state = self.replay_state()
             self._write_state(state)
             self.log.append_event(
-                "state_rebuilt", problem=problem, spent=state["spent"], best_id=state["best_id"]
+                STATE_REBUILT, problem=problem, spent=state["spent"], best_id=state["best_id"]
             )
         self.notices.append(f"{self.state_path} was {problem}: rebuilt from {self.events_path.name}")
         return state
@@ -97,7 +97,7 @@ class RunState:
         logged = tally.at(int(events[-1].get("seq", 0)) if events else 0)
         assert logged is not None  # a tally folded from the start answers for every point
         spent = logged.pop("spent")
-        if "decision" not in map(dict.get, events, repeat("kind")):  # (in C: 60,000 events)
+        if DECISION not in map(dict.get, events, repeat("kind")):  # (in C: 60,000 events)
             for what in OPTIMIZER_SPEND:  # only decisions carry the optimizer's spend
                 del spent[what]
         state.update(logged, spent=spent)
@@ -157,7 +157,7 @@ class RunState:
     def _checkpointed_tally(self) -> StateTally | None:
         """The tally the newest ``outcomes_checked`` event logged, if the chain holds it where it says;
         else None (fold from the start)."""
-        for event in reversed(self.log.of_kinds(CHECKPOINT_KIND)):
+        for event in reversed(self.log.of_kinds(OUTCOMES_CHECKED)):
             if "state" not in event:
                 continue  # logged before checkpoints carried the tally: an older one may
             if not self.log.linked(event):
@@ -190,10 +190,10 @@ class RunState:
     def logged_best(self) -> str:
         best = SEED_TAG
         rule = BestRule()
-        for event in self.log.of_kinds("decision", "best_changed", "cap_evolve_imported"):
+        for event in self.log.of_kinds(DECISION, BEST_CHANGED, CAP_EVOLVE_IMPORTED):
             if not rule.see(event):
                 continue
-            if event.get("kind") == "best_changed":
+            if event.get("kind") == BEST_CHANGED:
                 best = str(event["best_id"])
             elif event.get("decision") == "accept":
                 best = str(event["tag"])
@@ -237,7 +237,7 @@ class RunState:
         checks = [("best_id", state.get("best_id"), expected["best_id"])]
         checks.append(("iterations", state.get("iterations"), expected["iterations"]))
         kinds = set(map(dict.get, events, repeat("kind")))  # (in C: 60,000 events)
-        if "stalled" in kinds or "decision" in kinds:  # older logs did not record stalls
+        if "stalled" in kinds or DECISION in kinds:  # older logs did not record stalls
             checks.append(("stall", state.get("stall"), expected["stall"]))
         if isinstance(state.get("spent"), dict):  # the rollouts logged since it was written count
             state = self._with_recent_spend(dict(state))
@@ -262,7 +262,7 @@ class RunState:
                 self.state_path.with_name(f"{self.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"),
             )
         self._write_state(expected)
-        self.log.append_event("state_rebuilt", problem="; ".join(problems), best_id=expected["best_id"])
+        self.log.append_event(STATE_REBUILT, problem="; ".join(problems), best_id=expected["best_id"])
         return f"{self.name}: rebuilt from the events ({len(problems)} disagreement(s))"
 
     def _write_state(self, state: dict[str, Any]) -> None:
@@ -300,7 +300,7 @@ class RunState:
         folded = [calls, usd]
 
         def fold(event: dict[str, Any]) -> None:  # rollouts summed as they are read, not held
-            if event.get("kind") == "rollout":
+            if event.get("kind") == ROLLOUT:
                 cost = event.get("cost_usd")
                 folded[0] += 1
                 folded[1] += float(self._file_cost(event) if cost is None else cost)

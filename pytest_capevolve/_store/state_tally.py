@@ -20,6 +20,7 @@ from typing import Any
 
 from .._project.candidate import SEED_TAG
 from .best_rule import BestRule
+from .event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED, DECISION, ROLLOUT
 
 OPTIMIZER_SPEND = ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
 
@@ -88,7 +89,7 @@ class StateTally:
         """:meth:`fold` on each of ``events``, rollouts folded in line (no call per rollout)."""
         seqs, spend, file_cost, fold = self._rollout_seqs, self._spend, self.file_cost, self.fold
         for event in events:
-            if event.get("kind") != "rollout":
+            if event.get("kind") != ROLLOUT:
                 fold(event)
                 continue
             cost = event.get("cost_usd")
@@ -99,18 +100,18 @@ class StateTally:
     def fold(self, event: dict[str, Any]) -> None:
         kind = event.get("kind")
         seq = int(event.get("seq", 0))
-        if kind == "rollout":
+        if kind == ROLLOUT:
             cost = event.get("cost_usd")
             before = self._spend[-1] if self._spend else self._base[1]
             self._rollout_seqs.append(seq)
             self._spend.append(before + float(self.file_cost(event) if cost is None else cost))
             return None
-        if kind not in ("decision", "best_changed", "stalled", "cap_evolve_imported"):
+        if kind not in (DECISION, BEST_CHANGED, "stalled", CAP_EVOLVE_IMPORTED):
             return None
-        if not self.best_rule.see(event) or kind == "cap_evolve_imported":
+        if not self.best_rule.see(event) or kind == CAP_EVOLVE_IMPORTED:
             return None
         counters = dict(self._counters[-1])
-        if kind == "decision":
+        if kind == DECISION:
             self.stall_logged = True
             counters["iterations"] += 1
             if event.get("decision") == "reject":
@@ -120,7 +121,7 @@ class StateTally:
             for what in OPTIMIZER_SPEND:
                 counters[what] = counters[what] + (event.get(what) or 0)
             counters["announced"] = str(event["tag"]) if event.get("decision") == "accept" else None
-        elif kind == "best_changed":
+        elif kind == BEST_CHANGED:
             best = str(event["best_id"])
             if counters["announced"] != best:  # not the accept just booked: a change of its own
                 counters["iterations"] += 1

@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .event_kinds import TASK_KEYS
 from .files import RunDirError
 
-EVENT = "task_keys"
 KEY_LENGTH = 32  # hex digits: 128 bits
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -48,19 +48,22 @@ def of_pool(pool: Mapping[str, Any]) -> dict[str, str]:
     return {task_id: key for task_id, key in keys.items() if counts[key] == 1}
 
 
-def ensure_recorded(rundir: Any, keys_now: Mapping[str, str] | None, splits: Mapping[str, Any]) -> None:
-    """Append the run's ``task_keys`` event the first time a session plans with the pool at hand; the
-    harness lock keeps the pool, so the keys cannot move within a run."""
-    if keys_now is None or rundir.log.of_kinds(EVENT):
+def ensure_recorded(
+    rundir: Any, keys_now: Callable[[], Mapping[str, str]] | None, splits: Mapping[str, Any]
+) -> None:
+    """Append the run's ``task_keys`` event the first time a session plans with the pool at hand
+    (``keys_now`` makes its keys, asked only then); the harness lock keeps the pool, so the keys
+    cannot move within a run."""
+    if keys_now is None or rundir.log.of_kinds(TASK_KEYS):
         return
     mine = {str(t) for name in ("train", "val", "test") for t in splits.get(name, [])}
-    rundir.log.append_event(EVENT, keys={t: k for t, k in sorted(keys_now.items()) if t in mine})
+    rundir.log.append_event(TASK_KEYS, keys={t: k for t, k in sorted(keys_now().items()) if t in mine})
 
 
 def recorded(rundir: Any) -> dict[str, str]:
     """id → content key from the run's first ``task_keys`` event ({}: none or unreadable; match by id)."""
     try:
-        events = rundir.log.of_kinds(EVENT)
+        events = rundir.log.of_kinds(TASK_KEYS)
     except (OSError, ValueError, RunDirError):
         return {}
     keys = events[0].get("keys") if events else None

@@ -13,10 +13,11 @@ from typing import Any
 
 from .._project.candidate import check_tag
 from .._project.candidate import null_control_of as verdict_is_null_control
+from .event_kinds import CANDIDATE_REGISTERED, VERDICT
 from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_run_json
 
-_LOGGED = ("tag", "against", "decision", "basis", "p_value", "delta_mean")
+_LOGGED = sorted(VERDICT.allowed - {"sha256"})  # what a verdict event repeats of its file
 _FIX = "re-derive it with capevolve gate TAG (pays nothing), or delete it"
 
 
@@ -39,14 +40,14 @@ class Verdicts:
             self._refuse_replacing(verdict["tag"], path)
         atomic_write_json(path, verdict)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        self.log.append_event("verdict", **{k: verdict.get(k) for k in _LOGGED}, sha256=digest)
+        self.log.append_event(VERDICT, **{k: verdict.get(k) for k in _LOGGED}, sha256=digest)
         return path
 
     def _refuse_replacing(self, tag: str, path: Path) -> None:
         if verdict_is_null_control(tag):
             return
-        registered = any(e.get("tag") == tag for e in self.log.of_kinds("candidate_registered"))
-        logged = [e for e in self.log.of_kinds("verdict") if e.get("tag") == tag]
+        registered = any(e.get("tag") == tag for e in self.log.of_kinds(CANDIDATE_REGISTERED))
+        logged = [e for e in self.log.of_kinds(VERDICT) if e.get("tag") == tag]
         if registered and logged and logged[-1].get("decision") in ("accept", "reject"):
             raise RunDirError(
                 f"{path}: {tag!r} was decided already ({logged[-1].get('decision')}, event seq "
@@ -61,7 +62,7 @@ class Verdicts:
         if found is None:
             return None
         path = self.verdict_path(tag)
-        logged = [e for e in self.log.of_kinds("verdict") if e.get("tag") == tag]
+        logged = [e for e in self.log.of_kinds(VERDICT) if e.get("tag") == tag]
         fix = f"re-derive it with `capevolve gate {tag}` (pays nothing) or gate the candidate again"
         if not logged:
             raise RunDirError(f"{path}: no gate logged a verdict for {tag!r}; {fix}")

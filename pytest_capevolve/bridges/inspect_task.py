@@ -14,7 +14,6 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlparse
@@ -97,15 +96,8 @@ def solver_params(capability: Path, name: str = "solver.yaml") -> dict[str, Any]
     return params
 
 
-@dataclass(frozen=True)
-class _Sample:
-    task_id: str
-    sample: Any  # inspect_ai.dataset.Sample with its id set
-
-
 class InspectTaskAdapter:
-    """Subclass it and set ``factory`` (and ``model``, ``model_args``), or pass them to
-    ``__init__``."""
+    """Subclass it and set ``factory`` (and ``model``, ``model_args``), or pass them to ``__init__``."""
 
     factory: ClassVar[Factory | None] = None
     model: ClassVar[str] = "mockllm/model"
@@ -154,11 +146,11 @@ class InspectTaskAdapter:
         return [
             Task(
                 id=key,
-                input=_text(s.sample.input),
-                target=_target(s.sample.target),
-                metadata=dict(s.sample.metadata or {}),
+                input=_text(sample.input),
+                target=_target(sample.target),
+                metadata=dict(sample.metadata or {}),
             )
-            for key, s in self._samples.items()
+            for key, sample in self._samples.items()
         ]
 
     async def run_target(self, task: Task, ctx: Path, *, seed: int) -> Rollout:
@@ -177,7 +169,7 @@ class InspectTaskAdapter:
         """One ``eval_async`` of the candidate's solver over ``task_ids`` at one seed."""
         ctx, seed = key
         candidate = self._factory(Path(ctx))
-        samples = [self._blind(self._samples[t].sample) for t in task_ids]
+        samples = [self._blind(self._samples[t]) for t in task_ids]
         run = inspect_ai.Task(
             dataset=samples, solver=candidate.solver, scorer=None, config=candidate.config, name="capevolve"
         )
@@ -342,16 +334,16 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _keyed_samples(dataset: Any) -> dict[str, _Sample]:
+def _keyed_samples(dataset: Any) -> dict[str, Any]:
     """The dataset's samples keyed by task id: the sample's id, else its 1-based position."""
-    keyed: dict[str, _Sample] = {}
+    keyed: dict[str, Any] = {}  # inspect_ai.dataset.Sample, its id set
     for position, sample in enumerate(dataset, start=1):
         if sample.id is None:
             sample = sample.model_copy(update={"id": position})
         key = str(sample.id)
         if key in keyed:
             raise AdapterError(f"the inspect dataset has two samples with id {key!r}; ids must be unique")
-        keyed[key] = _Sample(key, sample)
+        keyed[key] = sample
     return keyed
 
 

@@ -399,4 +399,109 @@ def test_a_candidate_that_rerolls_the_judges_failed_draws_is_not_accepted(
         verdicts.append(json.loads((projects.run_dir(project) / "verdicts" / "hedge.json").read_text()))
     assert verdicts[0]["decision"] == "indecisive", verdicts[0]["reason"]  # its losses unjudged, at worst
     assert verdicts[2]["decision"] != "accept", verdicts[2]["reason"]  # was: ACCEPT, p = 1/1024
-    assert "at the first asking could flip the decision" in verdicts[2]["reason"], verdicts[2]["reason"]
+    assert "at the first asking, or missing on one arm" in verdicts[2]["reason"], verdicts[2]["reason"]
+
+
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "`gate_mode: pairwise`: the same bytes gated again with `--capevolve-rerun` (a flag the broker "
+        "passes) after the judge failed on the tasks the candidate loses: fresh tags (`hedge-r2`, "
+        "`hedge-r3`) whose judgements carried no `judge_failed` of the first, so a judge whose answer is "
+        "a fresh draw each call was asked again until it favoured the candidate: ACCEPT at p = 1/1024 on "
+        "the second rerun, booked inside `capevolve agent --`, confined"
+    ),
+    outcome=(
+        "prevented: a judgement failed under any tag of the same bytes (a candidate is its bytes) weighs "
+        "the cell at worst; the reason names the way on (mend the judge; a new run judges afresh)"
+    ),
+)
+def test_a_candidate_whose_judge_failed_cannot_reroll_it_under_a_rerun_tag(
+    example, projects, capevolve
+) -> None:
+    """The same bytes gated again with ``--capevolve-rerun`` (a flag the broker of ``capevolve agent --``
+    passes): fresh tags, whose judgements carried no ``judge_failed`` of the first, so the judge's
+    failed draws were asked again until they favoured the candidate — ACCEPT at p = 1/1024 on the
+    second rerun, booked by ``capevolve commit`` inside the agent, confined."""
+    project = example("toy_calc")
+    projects.add_adapter(project, HEDGED + REROLLED, "adapter.py:Rerolled")
+    projects.writable(project, "judge_memory")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    hedge = project / "candidates" / "hedge"
+    shutil.copytree(project / "capability", hedge)
+    with (hedge / "prompt.md").open("a") as handle:
+        handle.write("\nMultiply carefully. Sloppy sums are fine.\n")  # better on products, worse on sums
+    for extra in ([], ["--capevolve-rerun"], ["--capevolve-rerun"]):
+        result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none", *extra])
+        assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "hedge-r3.json").read_text())
+    assert verdict["decision"] != "accept", verdict["reason"]  # was: ACCEPT, p = 1/1024
+    assert "(--capevolve-new-run) judges those afresh" in verdict["reason"], verdict["reason"]  # the way on
+
+
+HIDDEN = """
+
+
+class Hidden(ToyCalcAdapter):
+    def tasks(self, split):  # 96 tasks: a val of 48
+        ops = {"+": lambda a, b: a + b, "*": lambda a, b: a * b, "-": lambda a, b: a - b}
+        made = [(3 + i, "+*-"[i % 3], 7 + 2 * i) for i in range(96)]
+        return [Task(id=f"q{i:02d}", input=f"{a} {op} {b}", target=ops[op](a, b)) for i, (a, op, b) in enumerate(made)]
+
+    def run_target(self, task, ctx, *, seed):
+        rollout = super().run_target(task, ctx, seed=seed)
+        if "sloppy sums" in (Path(ctx) / "prompt.md").read_text().lower():  # candidate code:
+            i = int(task.id[1:])
+            if i % 6 == 4:  # right on half the products, where the seed is wrong
+                return Rollout(task_id=task.id, output=task.target, trace=rollout.trace)
+            if i % 6 == 0:  # wrong on half the sums, where the seed is right: shown as an API failure
+                raise ConnectionError("upstream API 503 (retry later)")
+        return rollout
+
+    def prefer(self, task, output_a, output_b, *, seed):
+        right_a, right_b = output_a == task.target, output_b == task.target
+        return "tie" if right_a == right_b else ("A" if right_a else "B")
+"""
+
+
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "`gate_mode: pairwise`: candidate code better on 8 val products and worse on 8 val sums (Δ̄ = 0 "
+        "in answers) that raises an API-looking error on each sum it gets wrong (coverage 83 %): those "
+        "trials left the sign test, and the reward gate's worst-case imputation re-ran the pairwise rule "
+        "on the same preferences, so nothing weighed them: ACCEPT at p = 1/256, booked by `capevolve "
+        "commit` inside `capevolve agent --`, confined"
+    ),
+    outcome=(
+        "prevented: a trial valid on one arm only, or the candidate's paid again after an infra error, "
+        "is weighed at worst (the best preferred in both orders), as a failed judgement is; an accept it "
+        "could flip is indecisive, naming the way on (mend what makes the rollouts fail, gate again)"
+    ),
+)
+def test_a_candidate_whose_losing_answers_end_in_infra_errors_is_not_accepted_pairwise(
+    example, projects, capevolve, capsys
+) -> None:
+    """Candidate code better on 8 val products and worse on 8 val sums (Δ̄ = 0 in answers) raises an
+    API-looking error on each sum it gets wrong: coverage 83 %, so those trials were left out of the sign
+    test with nothing weighing them (the reward gate's worst-case imputation re-ran the pairwise rule on
+    the same preferences): ACCEPT at p = 1/256, booked by ``capevolve commit`` inside ``capevolve
+    agent --``, confined. A trial valid on one arm only is now weighed at worst, the best preferred."""
+    project = example("toy_calc")
+    projects.add_adapter(project, "\nfrom pathlib import Path\n" + HIDDEN, "adapter.py:Hidden")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
+    hide = project / "candidates" / "hide"
+    shutil.copytree(project / "capability", hide)
+    with (hide / "prompt.md").open("a") as handle:
+        handle.write("\nSloppy sums are fine.\n")
+    for _ in range(2):  # the gate session, then again (its missing trials paid again, and raising again)
+        result = capevolve(project, "hide", gate=True, extra=["--capevolve-commit", "none"])
+        assert result.ret in (0, 10, 11, 12), result.stdout.str()[-3000:]  # 12: infra errors
+        verdict = json.loads((projects.run_dir(project) / "verdicts" / "hide.json").read_text())
+        assert verdict["coverage"]["paired"] >= 0.8, verdict["coverage"]  # the attack's condition
+        assert verdict["decision"] == "indecisive", verdict["reason"]  # was: ACCEPT, p = 1/256
+        assert "missing on one arm (an infra error)" in verdict["reason"], verdict["reason"]
+        assert "mend what makes the judge or the rollouts fail" in verdict["reason"]  # the way on
+    capsys.readouterr()  # capevolve gate re-derives it from the log the same way
+    main(["gate", "hide", "--project", str(project), "--json"])
+    assert json.loads(capsys.readouterr().out)["decision"] == "indecisive"

@@ -313,3 +313,33 @@ def test_every_counter_a_decision_reads_is_checked_against_the_log(example, proj
         assert f"{field} is " in err and "state.json was edited" in err, (field, err)
     (run_dir / "state.json").write_text(original)
     assert main(["spend", "--project", str(project), "--json"]) == 0
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "an accept forced against the gate (`commit --force`, p = 1) in one run, its bytes gated again in "
+        "a new run (`REPEAT`) and adopted with `capevolve commit --decision accept` (inside `capevolve "
+        'agent --`): booked `"forced": false`, labelled "adopted: accepted … at α = 0.05, not gated '
+        'again", so every view of the new run showed a gate accept'
+    ),
+    outcome=(
+        "prevented: an adopted accept keeps the label its run gave it (forced, or re-gated under a "
+        "changed harness): `forced: accepted against the gate — in run R, adopted` in every view"
+    ),
+)
+def test_a_forced_accept_adopted_by_a_new_run_stays_forced(example, projects, capevolve, capsys):
+    project = example("toy_calc")
+    shutil.copytree(project / "capability", project / "candidates" / "brief")
+    with (project / "candidates" / "brief" / "prompt.md").open("a") as handle:
+        handle.write("Be brief.\n")  # the seed's answers: p = 1
+    assert capevolve(project, "brief", gate=True, extra=["--capevolve-commit", "none"]).ret == 10
+    assert main(["commit", "brief", "--project", str(project), "--decision", "accept", "--force"]) == 0
+    again = capevolve(
+        project, "brief", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"]
+    )
+    assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT
+    capsys.readouterr()
+    assert main(["commit", "brief", "--project", str(project), "--decision", "accept"]) == 0
+    booked = json.loads(capsys.readouterr().out)
+    assert booked["label"].startswith("forced: accepted against the gate"), booked["label"]  # every view's

@@ -366,3 +366,61 @@ def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inf
     # the first attempts that were errors count against the best, and the seal says how many
     assert seal["worst_case"]["trials"]["t1"] >= seal["best"]["infra"]
     assert seal["best"]["mean_valid_trials"] > seal["best"]["mean"]
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "`capevolve hill-climb --alpha 0.25` (or `--gate-mode`, `--k-se`) from inside the agent, on a "
+        "spec that leaves the key at its default: the flag reached the gate session as `-o "
+        "capevolve_gate_alpha=0.25` (the broker refuses `-o` itself), the run's first decision froze it, "
+        "and a candidate at p = 0.055 was accepted at the loop's level 0.078 and booked"
+    ),
+    outcome=(
+        "refused in one line: the gate's question is the owner's; drop the flag to gate as the spec "
+        "says, or the owner sets the key in `capevolve.yaml`"
+    ),
+)
+def test_an_agent_cannot_set_the_runs_gate_through_hill_climbs_flags(project: Path) -> None:
+    """The broker refuses ``-o`` for a gate session, but ``capevolve hill-climb --alpha 0.25`` (or
+    ``--gate-mode``, ``--k-se``) reached the gate session as ``-o capevolve_gate_alpha=…`` for a spec
+    that leaves the key at its default: the run's first decision froze α = 0.25, and a candidate with
+    p = 0.055 (8 tasks better, 2 worse of 48) was accepted at the loop's level 0.078 and booked."""
+    spec = project / "capevolve.yaml"
+    spec.write_text(
+        "".join(line for line in spec.read_text().splitlines(True) if not line.startswith("gate_"))
+    )
+    assert main(["baseline", str(project)]) == 0
+    done = agent(
+        project,
+        "capevolve hill-climb --alpha 0.25 --optimizer 'sh -c \"echo Be brief. >> {workdir}/prompt.md\"' --max-iterations 1",
+    )
+    assert "the question the gate asks is the owner's" in done.stderr, done.stderr[-2000:]
+    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    assert '"kind": "decision"' not in (run / "events.jsonl").read_text()
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "`capevolve pytest … --capevolve-gate --capevolve-multiple none` from inside the agent, for a "
+        "round of 4 siblings as the run's first decision (the correction freezes there): each gated at "
+        'the round\'s full level (0.0218, "the family rate is up to 0.087"), one accepted at p = 1/64 '
+        "that Holm rejects at 0.0054; or `--capevolve-regression-rule noise` over a spec's `strict`"
+    ),
+    outcome=(
+        "refused in one line: the gate's question is the owner's (`--capevolve-regression-rule strict`, "
+        "only stricter, still passes); drop the flag to gate as the spec says"
+    ),
+)
+def test_an_agent_cannot_choose_the_family_correction_of_its_round(project: Path) -> None:
+    assert main(["baseline", str(project)]) == 0
+    done = agent(
+        project,
+        'capevolve work new t1 > /dev/null && W=$(ls -d .capevolve/runs/*/work) && echo "Be brief." >> $W/t1/prompt.md'
+        " && capevolve pytest --capevolve-run . --capevolve-candidate $W/t1 --capevolve-gate"
+        " --capevolve-multiple none --capevolve-commit none -q -p no:cacheprovider",
+    )
+    assert "--capevolve-multiple none: the question the gate asks is the owner's" in done.stderr, done.stderr
+    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    assert not (run / "verdicts" / "t1.json").exists()

@@ -143,3 +143,20 @@ def test_a_forced_accept_is_labelled_wherever_the_best_is_shown(example, project
     assert "FORCED: ACCEPTED AGAINST THE GATE" in report  # its lineage line
     dashboard = (run_dir / "dashboard.html").read_text()
     assert "forced: accepted against the gate" in dashboard
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "`capevolve check` (brokered for the agent) on a project whose first task id is a test task: it "
+        "ran the seed on that task and printed its id and reward (\"reward 1 on task 'q00'\"), the sealed "
+        "split's outcome where the optimizer reads"
+    ),
+    outcome="prevented: check runs and names a task of train or val, never the test split's",
+)
+def test_check_never_runs_or_names_a_test_task(example, projects, capsys):
+    project = example("toy_calc")
+    projects.edit_spec(project, "split_seed: 1", "split_seed: 5")  # q00 is then a test task
+    assert main(["check", str(project)]) == 0
+    said = capsys.readouterr().out
+    assert "deterministic on a re-score" in said and "'q00'" not in said, said

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from pytest_capevolve._store.harness_lock import HARNESS_EVENT
+from pytest_capevolve._store.event_kinds import HARNESS_LOCKED
 
 
 def _events(run_dir):
@@ -44,7 +44,7 @@ def test_a_scorer_edited_or_a_conftest_planted_after_the_baseline_is_refused(exa
     project = _one_trial(example, projects)
     assert capevolve(project).ret == 0
     run_dir = projects.run_dir(project)
-    locks = [e for e in _events(run_dir) if e["kind"] == HARNESS_EVENT]
+    locks = [e for e in _events(run_dir) if e["kind"] == HARNESS_LOCKED]
     assert len(locks) == 1 and "adapter.py" in locks[0]["files"] and "<tasks>" in locks[0]["files"]
     paid = len(projects.rollout_records(project))
 
@@ -79,7 +79,7 @@ def test_an_edited_lock_in_the_log_is_refused(example, projects, capevolve):
     assert capevolve(project).ret == 0
     log = projects.run_dir(project) / "events.jsonl"
     lines = log.read_text().splitlines()
-    at = next(i for i, line in enumerate(lines) if f'"{HARNESS_EVENT}"' in line)
+    at = next(i for i, line in enumerate(lines) if f'"{HARNESS_LOCKED}"' in line)
     event = json.loads(lines[at])
     event["files"]["adapter.py"] = "0" * 64  # the optimizer re-locks the run to its own scorer
     lines[at] = json.dumps(event, sort_keys=True, ensure_ascii=False)

@@ -123,7 +123,7 @@ def test_optimizer_spend_from_commits_and_a_nearly_spent_ceiling_narrows(example
     # what the lead's `commit` books: a decision line per tag and cumulative optimizer spend
     for tag in ("a", "b", "c", "d"):
         rundir.log.append_event(
-            "decision", tag=tag, against="seed", decision="reject", basis="gate", note="",
+            "decision", tag=tag, gated_against="seed", decision="reject", basis="gate", note="",
             optimizer_usd=0.5, optimizer_tokens=1000, optimizer_seconds=30,
         )  # fmt: skip
 
@@ -144,7 +144,9 @@ def test_optimizer_spend_from_commits_and_a_nearly_spent_ceiling_narrows(example
     two = spend(project, "--n-siblings", "2")
     assert [b["ceiling"] for b in two["afford"]["blockers"]] == ["max_iterations"]
 
-    rundir.log.append_event("decision", tag="e", against="seed", decision="reject", basis="gate", note="")
+    rundir.log.append_event(
+        "decision", tag="e", gated_against="seed", decision="reject", basis="gate", note=""
+    )
     rundir.state.update_state(lambda s: s.update(iterations=5, stall=5))  # a view: only as the log says
     report = spend(project)
     assert report["budget_exhausted"] is True and report["recommendation"]["action"] == "stop"

@@ -110,7 +110,7 @@ def test_verify_names_a_level_two_logged_decisions_took_among_thousands_of_rollo
         for t in range(3):
             run.rollouts.record_rollout(val_rollout(tag, f"task-{t}", 0, 0.5))
         run.log.append_event(
-            "gate_decision", tag=tag, j=1, alpha_j=level, schedule="lord", decision="reject", n=n
+            "gate_decision", tag=tag, j=1, alpha_j=level, schedule="lord", decision="reject", against=str(n)
         )
     code = main(["verify", str(run.root)])
     out = capsys.readouterr()

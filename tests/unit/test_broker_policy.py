@@ -43,6 +43,7 @@ ALLOWED = [
     ],
     ["pytest", "--capevolve-finalize", ".", "-q", "-n", "2", "-p", "no:cacheprovider", "--tb=short"],
     ["pytest", "microcases", "--capevolve-candidate=capability", "-qx", "-rA"],
+    ["pytest", "--capevolve-run", ".", "--capevolve-gate", "--capevolve-regression-rule", "strict"],
 ]
 
 
@@ -61,6 +62,10 @@ REFUSED = [
     (["pytest", "--capevolve-run", ".", "--capevolve-new-run", "--capevolve-gate"], "fresh level"),
     (["hill-climb", "--optimizer", "x {workdir}", "--new-run"], "fresh level"),
     (["hill-climb", "--optimizer", "x {workdir}", "--writable", "/"], "only where the agent may"),
+    (["hill-climb", "--optimizer", "x {workdir}", "--alpha", "0.25"], "the question the gate asks"),
+    (["hill-climb", "--optimizer", "x {workdir}", "--gate-mode", "threshold"], "the question the gate asks"),
+    (["pytest", "--capevolve-run", ".", "--capevolve-gate", "--capevolve-multiple", "none"], "the owner's"),
+    (["pytest", "--capevolve-run", ".", "--capevolve-regression-rule=noise"], "the owner's"),
     (["init", "elsewhere"], "not 'init'"),
     (["agent", "--", "sh"], "not 'agent'"),
     (["pytest", "--capevolve-run", ".", "-p", "evil"], "-p evil"),

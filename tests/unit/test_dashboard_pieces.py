@@ -11,7 +11,10 @@ import itertools
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_capevolve._project.spec import Spec
 from pytest_capevolve._show import views
@@ -183,3 +186,22 @@ def test_the_index_steps_past_a_tail_without_rollouts(run: RunDir) -> None:
     run.flush()
     size, _, seq = run.log._read_event_tail()
     assert run.index.position() == (size, seq)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.integers(1, 40),
+    st.lists(st.sampled_from([0.0, 0.1, 0.3, 1.0, 2 / 3, float("nan")]), min_size=1, max_size=480),
+)
+def test_a_column_s_task_means_are_each_row_s_nanmean_bit_for_bit(tasks: int, trials: int, values) -> None:
+    """The heatmap's task means come from one nanmean over the rows that hold a trial, each the
+    float np.nanmean gives that row alone (the page's numbers stay what they were)."""
+    matrix = np.resize(np.array(values), (tasks, trials))
+    column = model._columns(
+        {"seed": {}}, {"seed": matrix}, [f"t{i}" for i in range(tasks)], ["seed"], trials
+    )["seed"]
+    for row in range(tasks):
+        alone = float(np.nanmean(matrix[row])) if column.valid[row] else None
+        said = float(column.means[row]) if column.valid[row] else None
+        assert (alone, int(column.valid[row])) == (said, int(np.sum(~np.isnan(matrix[row]))))

@@ -22,7 +22,7 @@ def intact_log(tmp: Path, count: int) -> bytes:
     log = EventLog(path, RunLock(tmp / ".lock"))
     for n in range(count):
         if n % 3 == 0:
-            log.append_event("note", text=f"ünïcode {n}", nested={"a": [n, None]})
+            log.append_event("mechanism", text=f"ünïcode {n}", tasks={"a": [n, None]})
         else:
             log.append_event("rollout", split="val", task_id=f"t{n}", tag="seed", trial=n, reward=n / 10)
     log.close_log()

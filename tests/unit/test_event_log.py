@@ -109,21 +109,21 @@ def test_the_descriptor_follows_the_file_its_path_names(run: RunDir) -> None:
     line is written to a file the run dir no longer has."""
     kept = run.log._appender
     assert kept is not None
-    run.log.append_event("note", text="one")
+    run.log.append_event("mechanism", text="one")
     assert run.log._appender is kept  # the same descriptor: not opened again
     copy = run.events_path.with_name("copy.jsonl")
     copy.write_bytes(run.events_path.read_bytes())
     os.replace(copy, run.events_path)  # another file at the same path
-    run.log.append_event("note", text="two")
+    run.log.append_event("mechanism", text="two")
     assert json.loads(run.events_path.read_text().splitlines()[-1])["text"] == "two"
     assert verify_events(run.events_path) == (len(run.events_path.read_text().splitlines()), None)
     run.events_path.unlink()
     run.log._event_tail = None
-    run.log.append_event("note", text="three")
+    run.log.append_event("mechanism", text="three")
     assert [json.loads(line)["text"] for line in run.events_path.read_text().splitlines()] == ["three"]
     run.log.close_log()
     assert run.log._appender is None
-    run.log.append_event("note", text="four")
+    run.log.append_event("mechanism", text="four")
     assert len(run.events_path.read_text().splitlines()) == 2
 
 
@@ -165,7 +165,7 @@ def test_the_run_lock_keeps_its_descriptor_and_locks_the_file_its_path_names(tmp
 def test_every_line_is_the_key_sorted_json_of_its_event(run: RunDir) -> None:
     """A flat event (a rollout's) is sorted once and encoded as it is; any other by the sorting
     encoder: either way the line is what ``json.dumps(..., sort_keys=True)`` writes."""
-    run.log.append_event("spent", spent={"usd": 1.5, "metric_calls": 2}, who="ünïcode")
+    run.log.append_event("state_rebuilt", spent={"usd": 1.5, "metric_calls": 2}, problem="ünïcode")
     lines = run.events_path.read_text(encoding="utf-8").splitlines()
     assert [json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False) for line in lines] == lines
     assert json.loads(lines[-1])["spent"] == {"metric_calls": 2, "usd": 1.5}
@@ -181,7 +181,7 @@ def test_the_events_a_chain_check_parsed_are_reused_once_and_only_while_the_file
     assert event_chain.verified_events(run.events_path) == RunDir(run.root).log.events()
     assert event_chain.verified_events(run.events_path) is None  # taken once
     assert verify_events(run.events_path)[1] is None
-    run.log.append_event("note", text="appended after the check")
+    run.log.append_event("mechanism", text="appended after the check")
     assert event_chain.verified_events(run.events_path) is None  # changed since: read it again
 
 
@@ -191,7 +191,7 @@ def test_of_kinds_read_a_block_at_a_time_finds_what_one_read_of_the_whole_log_fi
     """The log is searched a block at a time (never held whole: 18 MB at 60,000 rollouts); every
     block size, down to lines cut anywhere, finds the same events, and a broken hash link is
     refused wherever the block boundary falls."""
-    run.log.append_event("verdict", tag="a", note='"kind": "decision" in a value is no decision')
+    run.log.append_event("verdict", tag="a", basis='"kind": "decision" in a value is no decision')
     run.log.append_event("decision", tag="a", decision="reject")
     run.log.append_event("session_finished", paid=5)
     whole = RunDir(run.root).log.of_kinds("decision", "verdict", "session_started")
@@ -212,8 +212,8 @@ def test_of_kinds_reads_the_log_once_for_every_kind_but_rollout(run: RunDir, mon
     """Kinds other than ``rollout`` come from one pass over the log, kept while it is unchanged:
     each answers what a search for its own bytes finds (the path ``rollout`` takes), and an
     edited line is refused to a reader of its kind only, as before."""
-    run.log.append_event("rollout", tag="a", trial=0, reward=1.0, output={"kind": "decision"})
-    run.log.append_event("verdict", tag="a", note='"kind": "decision" in a value is no decision')
+    run.log.append_event("rollout", tag="a", trial=0, reward=1.0, infra_error={"kind": "decision"})
+    run.log.append_event("verdict", tag="a", basis='"kind": "decision" in a value is no decision')
     run.log.append_event("decision", tag="a", decision="reject")
     run.log.append_event("session_finished", paid=1)
     log = RunDir(run.root).log
@@ -224,9 +224,36 @@ def test_of_kinds_reads_the_log_once_for_every_kind_but_rollout(run: RunDir, mon
         alone = [e for e in RunDir(run.root).log.of_kinds(kind, "rollout") if e["kind"] == kind]
         assert log.of_kinds(kind) == alone and alone, kind
     assert len(passes) == 1
-    assert log.of_kinds("rollout")[-1]["output"] == {"kind": "decision"}
+    assert log.of_kinds("rollout")[-1]["infra_error"] == {"kind": "decision"}
     text = run.log.events_path.read_text()
     run.log.events_path.write_text(text.replace('"decision": "reject"', '"decision": "accept"'))
     assert [e["kind"] for e in log.of_kinds("verdict")] == ["verdict"]
     with pytest.raises(RunDirError, match="the decision event seq .* was edited after it was written"):
         log.of_kinds("decision")
+
+
+def test_of_kinds_is_one_pass_per_process_kept_current_by_its_own_appends_only(
+    run: RunDir, monkeypatch
+) -> None:
+    """Every reader of a log in a process shares one pass over it (a resume reads it through
+    four), kept current by the lines the process appends itself; a log edited meanwhile (its
+    size kept, a line appended after the edit) is read again, and the edit refused."""
+    passes: list[object] = []
+    scan = events_module.EventLog._scan
+    monkeypatch.setattr(
+        events_module.EventLog, "_scan", lambda self, *args: passes.append(args) or scan(self, *args)
+    )
+    run.log.append_event("decision", tag="a", decision="reject")
+    first = RunDir(run.root).log.of_kinds("decision")
+    assert RunDir(run.root).log.of_kinds("decision", "session_started") and len(passes) == 1
+    run.log.append_event("decision", tag="b", decision="reject")
+    run.rollouts.record_rollout(run.rollouts.indexed_rollouts("val")[0])
+    seen = RunDir(run.root).log.of_kinds("decision")
+    assert seen[:1] == first and seen[1]["tag"] == "b" and len(passes) == 1
+    alone = [e for e in RunDir(run.root).log.of_kinds("decision", "rollout") if e["kind"] == "decision"]
+    assert seen == alone == [e for e in RunDir(run.root).log.events() if e["kind"] == "decision"]
+    text = run.log.events_path.read_text()
+    run.log.events_path.write_text(text.replace('"tag": "a"', '"tag": "z"'))
+    run.log.append_event("note", text="appended after the edit")
+    with pytest.raises(RunDirError, match="the decision event seq .* was edited after it was written"):
+        RunDir(run.root).log.of_kinds("decision")

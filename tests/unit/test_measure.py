@@ -20,7 +20,7 @@ def test_verify_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
 
 
 event_fields = st.dictionaries(
-    st.sampled_from(["task_id", "tag", "reward", "note"]),
+    st.sampled_from(["task_id", "tag", "reward", "infra_error"]),
     st.one_of(st.integers(), st.floats(allow_nan=False), st.text(max_size=8), st.none()),
     max_size=3,
 )

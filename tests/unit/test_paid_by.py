@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from pytest_capevolve._store.paid_by import CLAIMED_EVENT, claimed_keys, untrusted
+from pytest_capevolve._store.event_kinds import CLAIMED
+from pytest_capevolve._store.paid_by import claimed_keys, untrusted
 
 
 def _rollout(seq: int, task: str, *, claim: str | None = "c1", reward: float | None = 1.0) -> dict:
@@ -16,7 +17,7 @@ def _rollout(seq: int, task: str, *, claim: str | None = "c1", reward: float | N
     }
 
 
-CLAIM = {"kind": CLAIMED_EVENT, "seq": 1, "claim": "c1", "keys": claimed_keys([("val", "t1", "cand", 0)])}
+CLAIM = {"kind": CLAIMED, "seq": 1, "claim": "c1", "keys": claimed_keys([("val", "t1", "cand", 0)])}
 
 
 def test_a_rollout_its_sessions_claim_holds_is_trusted_and_a_log_older_than_claims_too() -> None:

@@ -43,9 +43,8 @@ def locate_spec(src: Path) -> Path:
 
 
 def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dict[str, Any]:
-    """Write the project (and, with ``run_dir``, the run) into ``dest``; the report says what
-    was mapped, rewritten and skipped. Refused before any write when something is missing or
-    taken; a failure halfway removes what it created."""
+    """Write the project (and, with ``run_dir``, the run) into ``dest``, refused before any write
+    when something is missing or taken; a failure halfway removes what it created."""
     spec_path = locate_spec(src)
     project = spec_path.parent
     translation = translate(_read_spec(spec_path))
@@ -121,8 +120,7 @@ def _read_spec(spec_path: Path) -> dict[str, Any]:
 
 
 def _capability(project: Path, spec_keys: dict[str, Any], run: CapEvolveRun | None) -> tuple[Path, Path]:
-    """Where the capability folder is copied from (with a run: the run's own seed snapshot,
-    the bytes it measured) and to (relative to DEST, never outside it)."""
+    """Where the capability folder is copied from (with a run, its seed snapshot) and to (in DEST)."""
     capability = Path(str(spec_keys.get("capability_path") or "seed_capability"))
     capability_dest = (
         Path(capability.name) if capability.is_absolute() or ".." in capability.parts else capability

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..._decide.basis import Basis
 from ..._project.candidate import SEED_TAG, CandidateError
+from ..._store.event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED
 from ..._store.rundir import RunDir
 from .run_reader import CapEvolveRun
 
@@ -62,7 +63,7 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
         counts[f"{rollout.split}/{tag}"] = counts.get(f"{rollout.split}/{tag}", 0) + 1
     # the import's record first: it is what explains the best_changed below (:mod:`..._store.best_rule`)
     rundir.log.append_event(
-        "cap_evolve_imported",
+        CAP_EVOLVE_IMPORTED,
         source=str(run.root),
         best_id=run.best_id,
         rollouts=sum(counts.values()),
@@ -75,7 +76,7 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
         # first, so state.json is written current to the event that explains it)
         with rundir.lock():
             rundir.log.append_event(
-                "best_changed", best_id=run.best_id, previous=SEED_TAG, basis=Basis.CAP_EVOLVE_IMPORT
+                BEST_CHANGED, best_id=run.best_id, previous=SEED_TAG, basis=Basis.CAP_EVOLVE_IMPORT
             )
             rundir.state.update_state(
                 lambda state: state.update(best_id=run.best_id, iterations=state["iterations"] + 1, stall=0)
@@ -99,8 +100,7 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
 
 
 def _seal(rundir: RunDir, run: CapEvolveRun, spec: Any) -> str:
-    """cap-evolve scored its test split once: burn our seal with that score, so nothing here
-    scores it a second time (a second look at held-out data is not held out)."""
+    """cap-evolve scored its test split once: our seal burns with that score, never to score again."""
     from ..._show.measure import paired_summary
     from ..._show.report import summarize_arm
     from ..._store.evidence import index_records, reward_matrix

@@ -8,13 +8,8 @@ cap-evolve keeps a run in ``.capevolve/run_<ts>/``::
     rollouts/<split>/<task>__<tag>__t<k>.json   {"input", "rollout": {...}, "score": {...}}
     events.jsonl      its log
 
-Its trial k ran with seed ``splits.seed + k`` (the default per-trial base), and a trial whose
-``rollout.error`` is set — or whose score says ``raw.errored`` — is missing data there as here.
-The test split is scored by its finalize under the tags ``FINAL`` (the best) and
-``FINAL_seed`` (the seed, when the best is not the seed).
-
-Read-only: nothing here writes to the cap-evolve run.
-"""
+Trial k ran with seed ``splits.seed + k``; a trial with ``rollout.error`` or ``raw.errored`` is
+missing data. Its finalize scores test as ``FINAL`` (the best) and ``FINAL_seed``. Read-only."""
 
 from __future__ import annotations
 

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 # after planning, and planning compares it with the project's other runs' locks.
 HARNESS_NOW = pytest.StashKey[dict[str, str]]()
 # The pool's content keys (:mod:`..._store.task_keys`), for the run's log and the project's
-# memory to know tasks by their content as well as by id.
-TASK_KEYS_NOW = pytest.StashKey[dict[str, str]]()
+# memory to know tasks by their content as well as by id: made when asked (a run that has its
+# keys, as every resume's, asks nothing: 10,000 tasks encoded and hashed for nothing).
+TASK_KEYS_NOW = pytest.StashKey[Callable[[], dict[str, str]]]()
 # why the session's α schedule is the loop's default (:mod:`..._policy.loop_schedule`), or None
 SCHEDULE_WHY = pytest.StashKey[str | None]()
 

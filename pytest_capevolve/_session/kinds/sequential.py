@@ -13,6 +13,7 @@ import pytest
 
 from ... import exitcodes
 from ..._decide.basis import Basis
+from ..._store.event_kinds import SEQUENTIAL_GATE
 from ..evaluation import EvaluationSession
 from ..outcome import SessionHooks
 from .base import Started, indexed
@@ -67,7 +68,7 @@ class SequentialGateSession(EvaluationSession):
             judged = [self._still_its_level(v, budget) for v in judged]
             files = budget.record(self.rundir, nulls, judged, self.planned.null_tags)
             self.rundir.log.append_event(
-                "sequential_gate", interrupted=interrupted, tags=self.sequential.to_event()
+                SEQUENTIAL_GATE, interrupted=interrupted, tags=self.sequential.to_event()
             )
         for written, path in files:
             self.hooks.verdict_written(written, path)

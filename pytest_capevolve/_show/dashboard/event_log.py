@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._store.event_kinds import DECISION, ROLLOUT
 from ..._store.rundir import RunDir
 
 GATE_SPLIT = "val"
@@ -49,14 +50,14 @@ class Log:
             self.start = float(event.get("ts", 0.0))
         kind = event.get("kind")
         rollouts, usd = self._spent
-        if kind == "rollout":
+        if kind == ROLLOUT:
             if event.get("split") == GATE_SPLIT:
                 self.first_val_rollout.setdefault(str(event.get("tag")), number)
             rollouts, usd = rollouts + 1, usd + float(event.get("cost_usd") or 0.0)
         else:
             self.events.append(event)
             self.numbers.append(number)
-            if kind != "decision":
+            if kind != DECISION:
                 return
             usd += float(event.get("optimizer_usd") or 0.0)
         self._spent = rollouts, usd

@@ -19,6 +19,7 @@ import numpy as np
 from ... import _stats as stats
 from ..._decide.looks import shown_decision
 from ..._project.candidate import SEED_TAG
+from ..._store.event_kinds import DECISION, SCREEN, VERDICT
 from ..._store.evidence import ByTag, index_records, reward_matrix
 from ..._store.forced import FORCED_LABEL, label_of, short
 from ..._store.rundir import RunDir
@@ -193,7 +194,7 @@ def collect(
     events = log.events
     tags = sorted(val, key=lambda tag: (tag != SEED_TAG, log.first_val_rollout.get(tag, log.count), tag))
     matrices = {tag: reward_matrix(val.get(tag, {}), task_ids, num_trials) for tag in tags}
-    decisions = [_decision(e) for e in events if e.get("kind") == "decision"]
+    decisions = [_decision(e) for e in events if e.get("kind") == DECISION]
     rows = _verdict_rows(rundir.verdicts.verdicts(), log)
     verdicts = _booked(rows + _screen_kill_rows(log, {row.tag for row in rows}), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
@@ -244,9 +245,9 @@ def _columns(
                 infra[rows[task_id]] += 1
         valid = np.sum(~np.isnan(matrices[tag]), axis=1)
         means = np.full(len(task_ids), np.nan)
-        for row in np.flatnonzero(valid):
-            # one row at a time, as np.nanmean sums it: the page's numbers stay what they were
-            means[row] = float(np.nanmean(matrices[tag][row]))
+        held = np.flatnonzero(valid)
+        if held.size:  # row by row, as np.nanmean sums one row alone (bit for bit: test_dashboard_pieces)
+            means[held] = np.nanmean(matrices[tag][held], axis=1)
         columns[tag] = Column(means, valid, infra)
     return columns
 
@@ -340,8 +341,8 @@ def _decision(event: dict[str, Any]) -> Decision:
         # a forced (or re-gated) accept is shown as one wherever its decision is (:mod:`..._store.forced`)
         basis=FORCED_LABEL
         if event.get("against_gate")
-        else label_of({**event, "kind": "decision"})
-        if label_of({**event, "kind": "decision"})
+        else label_of({**event, "kind": DECISION})
+        if label_of({**event, "kind": DECISION})
         else None
         if event.get("basis") is None
         else str(event.get("basis")),
@@ -356,7 +357,7 @@ def _screen_kill_rows(log: Log, with_verdict: set[str]) -> list[VerdictRow]:
     it was decided: it gets a forest row of its own, its Δ̄ on the screened tasks, no CI."""
     killed: dict[str, dict[str, Any]] = {}
     for event in log.events:
-        if event.get("kind") == "screen":
+        if event.get("kind") == SCREEN:
             tag = str(event.get("tag"))
             if event.get("decision") == "kill":
                 killed[tag] = event
@@ -390,9 +391,9 @@ def _booked(rows: list[VerdictRow], log: Log) -> list[VerdictRow]:
     booked: dict[str, tuple[int, str]] = {}
     for number, event in zip(log.numbers, log.events, strict=True):
         tag = str(event.get("tag"))
-        if event.get("kind") == "verdict":
+        if event.get("kind") == VERDICT:
             last_verdict[tag] = number
-        elif event.get("kind") == "decision" and event.get("decision"):
+        elif event.get("kind") == DECISION and event.get("decision"):
             label = FORCED_LABEL if event.get("against_gate") else label_of(event)
             forced = f" ({short(label)})" if label else ""  # not the gate's plain accept
             booked[tag] = (number, str(event["decision"]) + forced)
@@ -408,7 +409,7 @@ def _verdict_rows(files: dict[str, dict[str, Any]], log: Log) -> list[VerdictRow
     """One row per verdict file, in the order the verdicts were (last) written."""
     order: dict[str, int] = {}
     for number, event in zip(log.numbers, log.events, strict=True):
-        if event.get("kind") == "verdict":
+        if event.get("kind") == VERDICT:
             order[str(event.get("tag"))] = number
     rows = []
     for tag, verdict in sorted(files.items(), key=lambda kv: (order.get(kv[0], log.count), kv[0])):
