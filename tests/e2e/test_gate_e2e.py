@@ -115,8 +115,9 @@ def test_gate_refuses_train(example, capevolve):
     result.stderr.fnmatch_lines(["*the gate reads only val*"])
 
 
-def test_capevolve_plan_reports_mde_and_headroom(example, capevolve, capsys):
+def test_capevolve_plan_reports_mde_and_headroom(example, projects, capevolve, capsys):
     project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the plan reads whatever n was paid
     assert main(["plan", str(project)]) == 4  # nothing persisted yet
     assert not (project / ".capevolve").exists()  # a read-only command creates no run
     capsys.readouterr()
