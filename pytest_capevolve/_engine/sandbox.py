@@ -24,17 +24,18 @@ over a pipe as data (:mod:`.wire`, read with an unpickler that only makes values
   concurrency 1, into the rollout's own buffer in flight (:mod:`.rollout_output`) — so reports
   keep the sections they had in-process.
 
-A sync rollout asked for on the main thread (concurrency 1) is one request and one answer on
-the pipe, with no thread in between; otherwise a reader thread per child hands answers to
-futures. At concurrency 1 the next item's request may be **sent ahead**
-(:meth:`Sandboxes.send_ahead`, from the item layer): right after this rollout's answer has
-been read, before it is scored and persisted, so the child runs the next rollout while this
-process does its share of the current one. The child still runs one rollout at a time, and a
-request is only ever sent to an idle child (never queued behind a rollout), and its answer is
-read as it arrives by a thread of its own (:class:`.sandbox_process._Arrival`), not when the
-next item collects it, so its deadline and its ``seconds`` (from the request sent to its whole
-answer read) mean what they meant however long this process takes over the last one; an answer sent ahead for
-an item that then asks for something else is read and dropped.
+A sync rollout asked for on the main thread (concurrency 1) of a child nothing was sent ahead
+to is one request and one answer on the pipe, with no thread in between; otherwise a reader
+thread per child (started once, with its first request in flight) hands answers to futures.
+At concurrency 1 the next item's request may be **sent ahead** (:meth:`Sandboxes.send_ahead`,
+from the item layer): right after this rollout's answer has been read, before it is scored
+and persisted, so the child runs the next rollout while this process does its share of the
+current one. The child still runs one rollout at a time, and a request is only ever sent to an
+idle child (never queued behind a rollout), and its answer is read as it arrives by the
+child's reader thread, not when the next item collects it, so its deadline and its
+``seconds`` (from the request sent to its whole answer read) mean what they meant however
+long this process takes over the last one; an answer sent ahead for an item that then asks
+for something else is read and dropped. No thread is started per rollout.
 
 See docs/explanation/candidate-isolation.md for what this does and does not protect.
 """

@@ -6,7 +6,6 @@ candidate folder."""
 
 from __future__ import annotations
 
-import _thread
 import os
 import pickle
 import shutil
@@ -51,46 +50,6 @@ class SandboxError(Exception):
 Ask = tuple[str, "bytes | None", str, int, str, "float | None", int, bool]
 
 
-class _Arrival:
-    """The answer to a request sent ahead, read on a thread of its own as it arrives.
-
-    The next item collects it only after this process has scored, persisted and reported the
-    rollout before: that may be long after the child answered (a slow scorer), and the time it
-    is collected says nothing of the rollout's. So it is read here, with its deadline, as an
-    exchange reads an answer: its ``seconds`` run to its whole answer (never to a first byte
-    candidate code chose to send early) and its deadline judges the same."""
-
-    def __init__(self, reader: FrameReader, deadline: float | None) -> None:
-        self.payload: bytes | None = None
-        self.failure: BaseException | None = None
-        self.at = 0.0
-        # a bare thread and a lock (threading.Thread's start-up handshake costs more than a
-        # no-op rollout's share): the lock is held until the answer is read
-        self._done = _thread.allocate_lock()
-        self._done.acquire()
-        _thread.start_new_thread(self._read, (reader, deadline))
-
-    def _read(self, reader: FrameReader, deadline: float | None) -> None:
-        try:
-            self.payload = reader.read(deadline)
-        except BaseException as exc:  # TimeoutError, WireError; OSError: its pipe closed under it
-            self.failure = exc
-        finally:
-            self.at = time.monotonic()
-            self._done.release()
-
-    def answer(self, deadline: float | None) -> tuple[bytes | None, float]:
-        """The answer's frame (None: the child is gone) and when it was read; raises what
-        reading it raised (TimeoutError past ``deadline``, WireError)."""
-        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic()) + POLL_S
-        if not self._done.acquire(timeout=wait):
-            raise TimeoutError
-        self._done.release()
-        if isinstance(self.failure, (TimeoutError, WireError)):
-            raise self.failure
-        return (None if self.failure is not None else self.payload), self.at
-
-
 @dataclass
 class _Pending:
     future: Future[Answer]
@@ -112,9 +71,9 @@ class Sandbox:
         self.pending: dict[int, _Pending] = {}
         self.reading = False  # a reader thread serves this child's answers
         self.sent: dict[str, bytes] = {}  # task id -> the pickle this child was sent for it
-        # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet: the ask,
-        # its request id, when it was sent, when its answer arrived (cleared whenever the child is)
-        self.ahead: tuple[Ask, int, float, _Arrival] | None = None
+        # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet: the ask
+        # and its answer to come (cleared whenever the child is)
+        self.ahead: tuple[Ask, Future[Answer]] | None = None
         self._lock = threading.RLock()
 
     def idle(self) -> bool:
@@ -209,11 +168,16 @@ class Sandbox:
         return True
 
     def _lose_child(self, proc: subprocess.Popen[bytes], message: str, *, caused: bool = True) -> None:
-        """The child ``proc`` is dead or killed: every rollout it was running is the
-        candidate's failure (``caused``), or lost when this side ended it (the sandbox closed)."""
+        """The child ``proc`` is dead, killed or closed: every rollout it was running is the
+        candidate's failure (``caused``), or lost when this side ended it (the sandbox closed).
+        Its rollouts are taken with it, under the lock, by whoever lets it go first (a later
+        call for it finds another child, or none, and takes nothing of theirs). A request sent
+        ahead stays :attr:`ahead`, its future settled here: the exchange asking for it
+        collects that answer, never runs it again in a new child (a re-roll the crash chose)."""
         with self._lock:
-            if self.proc is proc:
-                self.proc, self.reader, self.reading, self.ahead = None, None, False, None
+            if self.proc is not proc:
+                return
+            self.proc, self.reader, self.reading = None, None, False
             pending, self.pending = self.pending, {}
         now = time.monotonic()
         ended = caused_answer if caused else lost_answer
@@ -223,78 +187,54 @@ class Sandbox:
     # -- concurrency 1: one request, one answer, on the calling thread -------------------------
 
     def exchange(self, ask: Ask) -> Answer:
+        answer = self._collect_ahead(ask)
+        if answer is not None:
+            return answer
         with self._lock:
-            if self.reading:  # a reader thread owns the pipe: wait for its answer
-                future = self._submit_locked(ask)
-            else:
+            if not self.reading:
                 return self._exchange_locked(ask)
+            future = self._submit_locked(ask)  # a reader thread owns the pipe: wait for its answer
         return future.result()
 
     def send_ahead(self, ask: Ask) -> bool:
         """Send ``ask`` (inline) now, to be collected by the next :meth:`exchange` asking for the
         same: only to a running child with nothing outstanding, so it starts the rollout at once
-        and its deadline runs from now, as an exchange's would."""
+        and its deadline runs from now, as an exchange's would. Its answer is read as it arrives
+        by the child's reader thread (started once per child, not once per rollout)."""
         with self._lock:
-            proc = self.proc
-            reader = self.reader
-            if proc is None or reader is None or self.reading or self.pending or self.ahead is not None:
+            if self.proc is None or self.reader is None or self.pending or self.ahead is not None:
                 return False
-            sent = time.monotonic()
-            request_id, request = self._request(ask)
-            if not self._send(proc, request):
-                return False  # it is gone: the next exchange finds out and starts another
-            timeout_s = ask[5]
-            deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
-            self.ahead = (ask, request_id, sent, _Arrival(reader, deadline))
+            self.ahead = (ask, self._submit_locked(ask))
             return True
 
-    def _drop_ahead(self, ahead: tuple[Ask, int, float, _Arrival]) -> None:
-        """The request sent ahead was not asked for (its item did not run it): its answer is
-        read and dropped, so the child is idle again; a child that fails at that is ended."""
-        proc, reader = self.proc, self.reader
-        if proc is None or reader is None:
-            return
-        timeout_s = ahead[0][5]
-        deadline = None if timeout_s is None else ahead[2] + timeout_s + GRACE_S
-        try:
-            payload = ahead[3].answer(deadline)[0]
-            if payload is not None and decode_answer(payload, self.owner.values, 0.0)[0] == ahead[1]:
-                return
-        except (TimeoutError, WireError):
-            pass
-        end(proc)
-        self.proc, self.reader = None, None
+    def _collect_ahead(self, ask: Ask | None) -> Answer | None:
+        """The answer to the request sent ahead when it is ``ask``'s; another's (its item did
+        not run it) is waited for and dropped, so the child is idle again: a request is never
+        queued behind a rollout. None when nothing was sent ahead for ``ask``."""
+        with self._lock:
+            ahead, self.ahead = self.ahead, None
+        if ahead is None:
+            return None
+        answer = ahead[1].result()  # its deadline is kept by the reader thread
+        return answer if ahead[0] == ask else None
 
     def _exchange_locked(self, ask: Ask) -> Answer:
-        ahead, self.ahead = self.ahead, None
-        if ahead is not None and ahead[0] != ask:
-            self._drop_ahead(ahead)
-            ahead = None
         try:
             proc, reader = self._ensure()
         except SandboxError as exc:
             return lost_answer(str(exc))
         timeout_s = ask[5]
-        if ahead is not None:  # sent when the child was idle: it has been running since
-            request_id, sent, delivered = ahead[1], ahead[2], True
-        else:
-            sent = time.monotonic()
-            request_id, request = self._request(ask)
-            delivered = self._send(proc, request)
+        sent = time.monotonic()
+        request_id, request = self._request(ask)
+        delivered = self._send(proc, request)
         deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
         try:
-            if ahead is not None:
-                # read as it arrived, not when collected: this process may have spent longer
-                # than its deadline scoring the rollout before
-                payload, answered = ahead[3].answer(deadline)
-            else:
-                payload = reader.read(deadline) if delivered else None
-                answered = time.monotonic()
+            payload = reader.read(deadline) if delivered else None
             if payload is None:
                 code = end(proc)
                 message = died(code)
             else:
-                answer = decode_answer(payload, self.owner.values, answered - sent)
+                answer = decode_answer(payload, self.owner.values, time.monotonic() - sent)
                 if answer[0] == request_id:
                     return answer[1]
                 message = "the sandbox process answered another request than the one asked: it was killed"
@@ -311,14 +251,12 @@ class Sandbox:
     # -- in flight: a reader thread hands answers to futures -----------------------------------
 
     def submit(self, ask: Ask) -> Future[Answer]:
+        self._collect_ahead(None)  # not collected on the main thread: read and dropped first
         with self._lock:
             return self._submit_locked(ask)
 
     def _submit_locked(self, ask: Ask) -> Future[Answer]:
         future: Future[Answer] = Future()
-        if self.ahead is not None:  # not collected on the main thread: read and dropped first
-            ahead, self.ahead = self.ahead, None
-            self._drop_ahead(ahead)
         try:
             proc, reader = self._ensure()
         except SandboxError as exc:
@@ -382,10 +320,10 @@ class Sandbox:
 
     def close(self) -> None:
         with self._lock:
-            proc, self.proc, self.reader, self.ahead = self.proc, None, None, None
+            proc, self.ahead = self.proc, None
         if proc is not None:
-            end(proc, gently=True)
             self._lose_child(proc, "the sandbox was closed before the rollout ended", caused=False)
+            end(proc, gently=True)
 
 
 def _settle(future: Future[Answer], answer: Answer) -> None:

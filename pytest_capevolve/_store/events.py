@@ -106,10 +106,8 @@ class _Appended:
 
 
 _Hit = tuple[dict[str, Any], bool]  # an event found, and whether the next line's hash link holds it
-# events path → (device, inode, size, mtime) and every line that is not a rollout, at the last
-# pass over it in this process (:meth:`EventLog._not_rollouts`), the most recently read last
+# events path → its state and every line but the rollouts' at the last pass (EventLog._not_rollouts)
 _KEPT: dict[str, tuple[tuple[int, int, int, int], list[_Hit]]] = {}
-_KEPT_FILES = 8
 
 
 def _carry_on(path: str, before: os.stat_result | None, fd: int, event: dict[str, Any]) -> None:
@@ -136,8 +134,7 @@ class EventLog:
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
         self._appender: _Appender | None = None
         self._appended: _Appended | None = None
-        # kinds asked with ``rollout`` -> (size, mtime), the events found with whether their hash
-        # link holds: a session asks for the best and the seal often (every other kind: _KEPT)
+        # kinds asked with ``rollout`` -> (size, mtime) and the events found (every other kind: _KEPT)
         self._kinds_cache: dict[tuple[str, ...], tuple[tuple[int, int], list[_Hit]]] = {}
 
     def tail(self) -> tuple[int, str, int]:
@@ -253,10 +250,8 @@ class EventLog:
         """Every event of ``kinds`` (of one: typed as declared), in log order, found by their bytes —
         the encoders write ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without
         the rest (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
-        after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds
-        other than ``rollout`` come from one pass that keeps every line that is not a rollout
-        (a session asks for a dozen kinds: one read of the log, not one each), shared by every
-        reader of the file in the process (:meth:`_not_rollouts`)."""
+        after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds other than
+        ``rollout`` come from one pass per process over every other line (:meth:`_not_rollouts`)."""
         try:
             stat = os.stat(self.events_path)
         except FileNotFoundError:
@@ -287,7 +282,7 @@ class EventLog:
         if kept is None or kept[0] != _state(stat):
             kept = (_state(stat), self._scan(_NOT_A_ROLLOUT, None))
         _KEPT[str(self.events_path)] = kept  # the most recent last
-        if len(_KEPT) > _KEPT_FILES:
+        if len(_KEPT) > 8:  # the logs read most recently
             del _KEPT[next(iter(_KEPT))]
         return kept[1]
 

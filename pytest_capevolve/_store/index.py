@@ -252,14 +252,11 @@ class RolloutIndex:
         return [row for row in self.every() if row[0] == split and (wanted is None or row[1] in wanted)]
 
     def every(self) -> list[Row]:
-        """Every train and val row in key order, read once per :meth:`rows_version` (a session's
-        first read checks them all against the log's digest, :mod:`.outcome_ledger`, and its
-        split's against their files). The values rows repeat (split, tag, task id, candidate
-        hash, run id, file size) are held once: 60,000 rows took 44 MB as SQLite hands them, 23 MB so."""
+        """Every train and val row in key order, read once per :meth:`rows_version` for the log's digest
+        check and the split's; repeated values held once (60,000 rows: 44 MB as SQLite hands them, 23 MB)."""
         version = self.rows_version()
         if self._every is None or self._every[0] != version:
-            self._every = None  # the old rows go before the new are read
-            o: Any = {}.setdefault  # each repeated value held once
+            self._every, o = None, dict[Any, Any]().setdefault  # the old rows go before the new are read
             query = "SELECT * FROM rollouts WHERE split != 'test' ORDER BY split, tag, task_id, trial"
             try:  # each row's values named by the loop, not sliced and starred: a fifth less per read
                 rows = [

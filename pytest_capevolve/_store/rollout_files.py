@@ -114,9 +114,6 @@ class RolloutFiles(RolloutReadBack):
                 self.flush()
         return path
 
-    def sync_index(self, *, rebuild: bool = True) -> None:
-        self.index_view.sync(rebuild=rebuild)
-
     def flush(self, *, leaving: bool = False) -> None:
         """Bring ``state.json``'s spend and the index up to the log (views: nothing is lost if this never
         runs). ``leaving``: the session's end, which also logs the digest of its outcomes so the next
@@ -177,7 +174,7 @@ class RolloutFiles(RolloutReadBack):
         wanted = None if tags is None else set(tags)
         try:
             with self.lock():
-                self.sync_index()
+                self.index_view.sync()
                 truth = self._truth()
             # a check of tags T at a version leaves no unknown file of any tag (it indexes them),
             # so it answers any later ask for tags within T — "every tag" included — at that version
@@ -279,7 +276,7 @@ class RolloutFiles(RolloutReadBack):
         another session meanwhile (its row already dropped or replaced) or written again (returned, read)."""
         if not candidates:
             return []
-        self.sync_index()  # another session's quarantine or re-pay since the check read the rows
+        self.index_view.sync()  # another session's quarantine or re-pay since the check read the rows
         gone: list[str] = []
         back: list[tuple[Path, RolloutRecord]] = []
         by_split: dict[str, list[str]] = {}
@@ -300,7 +297,7 @@ class RolloutFiles(RolloutReadBack):
         if gone:
             self.log.append_event(ROLLOUT_VANISHED, files=gone)
             self.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
-        self.sync_index()  # their rows go with the event (and a quarantine's just now with its own)
+        self.index_view.sync()  # their rows go with the event (and a quarantine's just now with its own)
         return back
 
     def rollouts(self, split: str, block: int | None = 0) -> list[RolloutRecord]:

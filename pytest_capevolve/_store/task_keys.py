@@ -51,9 +51,8 @@ def of_pool(pool: Mapping[str, Any]) -> dict[str, str]:
 def ensure_recorded(
     rundir: Any, keys_now: Callable[[], Mapping[str, str]] | None, splits: Mapping[str, Any]
 ) -> None:
-    """Append the run's ``task_keys`` event the first time a session plans with the pool at hand
-    (``keys_now`` makes its keys, asked only then); the harness lock keeps the pool, so the keys
-    cannot move within a run."""
+    """Append the run's ``task_keys`` event the first time a session plans (``keys_now`` makes the
+    keys, asked only then); the harness lock keeps the pool, so the keys cannot move within a run."""
     if keys_now is None or rundir.log.of_kinds(TASK_KEYS):
         return
     mine = {str(t) for name in ("train", "val", "test") for t in splits.get(name, [])}

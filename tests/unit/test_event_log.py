@@ -254,6 +254,6 @@ def test_of_kinds_is_one_pass_per_process_kept_current_by_its_own_appends_only(
     assert seen == alone == [e for e in RunDir(run.root).log.events() if e["kind"] == "decision"]
     text = run.log.events_path.read_text()
     run.log.events_path.write_text(text.replace('"tag": "a"', '"tag": "z"'))
-    run.log.append_event("note", text="appended after the edit")
+    run.log.append_event("mechanism", text="appended after the edit")
     with pytest.raises(RunDirError, match="the decision event seq .* was edited after it was written"):
         RunDir(run.root).log.of_kinds("decision")

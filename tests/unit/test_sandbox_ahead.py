@@ -181,3 +181,25 @@ def test_an_answer_begun_early_and_finished_late_is_late(project: Path, ahead: b
         assert scored.seconds > 1.0
     finally:
         runner.close()
+
+
+def test_a_death_read_before_its_rollout_sent_ahead_is_collected_is_not_run_again(project: Path) -> None:
+    # the child dies running the rollout sent ahead and its reader has booked the death before
+    # the session asks for that rollout (a slow score of the one before, a loaded machine): the
+    # rollout is the candidate's failure, never run again in a new child (a re-roll it chose)
+    runner = isolated(
+        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
+    )
+    capability = project / "capability"
+    one, fatal = Task(id="one", input=1), Task(id="fatal", input="exit")
+    try:
+        run_and_score(runner, one, capability, seed=0, split="val")
+        assert runner.targets.send_ahead(fatal, capability, seed=1, split="val", timeout_s=None)
+        sandbox = runner.targets._children[str(capability)]
+        assert sandbox.ahead is not None
+        sandbox.ahead[1].result()  # settled by the reader once it has booked the child's death
+        lost = run_and_score(runner, fatal, capability, seed=1, split="val")
+        assert lost.reward == 0.0 and "exit code 3" in (lost.caused or ""), lost
+        assert calls(project) == [["one", 0], ["fatal", 1]]
+    finally:
+        runner.close()
