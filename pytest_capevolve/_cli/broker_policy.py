@@ -124,7 +124,6 @@ class AgentPolicy:
         from .main import build_parser
 
         deliver = None
-
         try:
             with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
                 args = build_parser(argv[0]).parse_args(argv)
@@ -136,15 +135,13 @@ class AgentPolicy:
         for attr in GATE_FLAGS if argv[0] == "hill-climb" else ():  # (capevolve gate's: a what-if)
             if getattr(args, attr) is not None:
                 raise Refusal(f"hill-climb --{attr.replace('_', '-')}: {GATE_OWNED}")
-        for attr in ("project", "project_option"):
-            given = getattr(args, attr, None)
+        for given in (getattr(args, attr, None) for attr in ("project", "project_option")):
             if given is not None:
                 self._this_project(Path(given), where, run_dir=argv[0] == "verify")
         for operand in getattr(args, "operands", None) or ():  # diff: tags, or the project folder
             if (where / operand).exists():
                 self._this_project(Path(operand), where)
-        export = getattr(args, "export", None)
-        if export is not None:
+        if (export := getattr(args, "export", None)) is not None:
             deliver = self._export(argv, export, where)
         for folder in getattr(args, "writable", None) or ():  # hill-climb's: never more than the agent's own
             if not self._writable(Path(os.path.realpath(where / folder))):
@@ -152,8 +149,7 @@ class AgentPolicy:
                     f"--writable {folder}: the optimizer an agent starts may write only where the agent "
                     "may (its work copies, its TMPDIR, the --writable folders it was started with)"
                 )
-        instructions = getattr(args, "instructions_file", None)
-        if instructions is not None:
+        if (instructions := getattr(args, "instructions_file", None)) is not None:
             copy = self._instructions(argv, instructions, where)
             if deliver is None:
                 return lambda: shutil.rmtree(copy, ignore_errors=True)  # None: nothing to say

@@ -209,8 +209,15 @@ class HillClimb:
         while stop is None:
             stop = self._stop_reason()
             if stop is None:
-                self._iterate(cid_of(len(self._iterations()) + 1), resume=False)
+                self._iterate(self._next_cid(), resume=False)
         return self._summary(stop)
+
+    def _next_cid(self) -> str:
+        """The next tag past every tag the run holds (an agent's `capevolve work new cand_0001`)."""
+        n, held = max(map(_number, self._iterations()), default=0) + 1, self._rundir.snapshots.known_tags()
+        while cid_of(n) in held or self._decided(cid_of(n)) or self._rundir.work_dir(cid_of(n)).exists():
+            n += 1
+        return cid_of(n)
 
     def _iterations(self) -> list[str]:
         base = self._rundir.hill_climb_dir()

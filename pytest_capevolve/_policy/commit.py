@@ -31,7 +31,7 @@ from .commit_checks import INDECISIVE as INDECISIVE
 from .commit_checks import REJECT_BASES as REJECT_BASES
 from .commit_checks import SCREEN_KILL_BASES, check, check_evidence, refuse_unknown
 from .commit_checks import CommitRefused as CommitRefused
-from .identity import remember_booked
+from .identity import Earlier, remember_booked
 from .journal_entry import freeze_entry
 from .optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
 from .refuted import compared, refuted_diff
@@ -61,13 +61,18 @@ def book(
         verdict = rundir.verdicts.checked(tag)  # the file as the gate logged it, or refused
         refuse_unknown(rundir, tag, verdict)
         first = _standing_decision(rundir, tag)
-        if first is not None and not force:
+        if first is not None and (not force or tag == best):  # a repair would leave the best in place
+            repair = (
+                f"repair the record with `capevolve commit {tag} --decision {decision}"
+                f"{' --reject-basis ' + (basis or 'gate') if decision == 'reject' else ''} --force`"
+                if tag != best
+                else "start a new run (`pytest --capevolve-run . --capevolve-new-run`): it is the run's best"
+            )
             raise CommitRefused(
                 f"{tag!r} was already decided: {first['decision']} (event seq {first['seq']}); a tag "
-                "is decided once. Evaluate a new version under a new tag, or repair the record with "
-                f"`capevolve commit {tag} --decision {decision} --force`"
+                f"is decided once. Evaluate a new version under a new tag, or {repair}"
             )
-        adopted = adoption(rundir, verdict, best, spec.capability_path) if decision == "accept" else None
+        adopted = adoption(rundir, verdict, best, spec) if decision == "accept" else None
         against_gate = check(spec, tag, decision, basis, verdict, best, force, adopted=adopted is not None)
         if not force:
             check_evidence(spec, rundir, tag, decision, basis, verdict, adopted=adopted is not None)
@@ -137,9 +142,7 @@ def _label(
         entry["label"] = label["label"]  # every view of this best shows it (:mod:`.._store.forced`)
     if adopted is not None:  # an earlier run's accept, not gated again: every view says so
         entry["label"] = adopted.label
-        rundir.snapshots.register_candidate(
-            entry["tag"], adopted.snapshot
-        )  # the best needs its snapshot here
+        rundir.snapshots.register_candidate(entry["tag"], adopted.snapshot)  # the best needs it here
     ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
     if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
         entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
@@ -155,14 +158,14 @@ class Adopted(NamedTuple):
     snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
 
 
-def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir: Path) -> Adopted | None:
+def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
     """An accept adopted from an earlier run, or None: this run's REPEAT verdict of bytes an earlier run
     accepted against the same bytes as this run's best. The decision stands for the bytes, so booking it
     moves the best without paying or spending α again."""
     details = (verdict or {}).get("details") or {}
     if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
         return None
-    from .identity import decided_in_project, registered_hashes
+    from .identity import decided_in_project
 
     digest = str(details.get("content_hash") or "").removeprefix("sha256:")
     earlier = next(
@@ -171,14 +174,9 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir
     if earlier is None or earlier.shared is not None or earlier.fresh or earlier.decision != "accept":
         return None
     there = RunDir(rundir.root.parent / earlier.run_id)
-    parent = (there.verdicts.verdict(earlier.tag) or {}).get("against")
-    theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
-    if mine is None and best == "seed":  # a new run whose first session met only the repeat
-        try:
-            mine = content_hash(seed_dir)
-        except (OSError, CandidateError):
-            return None
-    if parent is None or theirs is None or theirs != mine:
+    decided = there.verdicts.verdict(earlier.tag) or {}
+    _same_question(decided, spec, earlier)
+    if not _same_parent(there, rundir, decided.get("against"), best, spec):
         return None
     level = f" at {earlier.level}" if earlier.level else ""
     label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
@@ -186,6 +184,37 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, seed_dir
     if booked and booked[-1]:  # forced, or re-gated under a changed harness, there: so it stays here
         label = f"{booked[-1].split(' — ')[0]} — in run {earlier.run_id}, adopted"
     return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
+
+
+def _same_question(decided: dict[str, Any], spec: Spec, earlier: Earlier) -> None:
+    """Refused where the earlier accept answered another question (a margin, a judge) or harness."""
+    theirs = (decided.get("details") or {}).get("gate_settings") or {}
+    ours = {"gate_mode": spec.gate_mode, "gate_margin": spec.gate_margin or 0.0}
+    differ = [f"{k} {theirs[k]} (this run: {v})" for k, v in ours.items() if theirs.get(k, v) != v]
+    accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
+    if differ:
+        raise CommitRefused(
+            f"{accepted} under {', '.join(differ)}: that accept answered another question and is not "
+            "adopted; gate a changed version"
+        )
+    if earlier.harness_changes:
+        raise CommitRefused(
+            f"{accepted} under another harness ({', '.join(earlier.harness_changes[:3])}): not adopted; "
+            "gate it again here with --capevolve-harness-changed (its verdicts are labelled)"
+        )
+
+
+def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
+    """Whether the earlier accept was against the same bytes as this run's best."""
+    from .identity import registered_hashes
+
+    theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
+    if mine is None and best == "seed":  # a new run whose first session met only the repeat
+        try:
+            mine = content_hash(spec.capability_path)
+        except (OSError, CandidateError):
+            return False
+    return parent is not None and theirs is not None and theirs == mine
 
 
 def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
@@ -204,10 +233,8 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
 
 
 def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
-    kill: dict[str, Any] = next(
-        (e for e in reversed(rundir.log.events()) if e.get("kind") == SCREEN and e.get("tag") == tag),
-        {},
-    )
+    screens = [e for e in rundir.log.events() if e.get("kind") == SCREEN and e.get("tag") == tag]
+    kill: dict[str, Any] = screens[-1] if screens else {}
     return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
 
 

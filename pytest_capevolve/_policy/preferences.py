@@ -20,6 +20,7 @@ from .._project.adapter import Task
 from .._stats.pairwise import net_preference, p_greater_exact, sign_test
 from .._store.event_kinds import CANDIDATE_REGISTERED, JUDGE_FAILED, JUDGING, PREFERENCE
 from .._store.evidence import Arm
+from .._store.first_outcomes import redrawn_after_errors
 from .._store.paid_by import UntrustedRecord
 from .._store.record import RolloutRecord
 from .._store.rundir import RunDir
@@ -139,10 +140,7 @@ def _judge_one(
 
 
 def task_nets(
-    judged: Judged,
-    task_ids: Sequence[str],
-    trials: set[tuple[str, int]],
-    redrawn: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset(),
+    judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]], redrawn: set[tuple[str, int]]
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """Each task's net preference over ``trials`` judged in both orders (None when none was), in
     ``task_ids`` order; the cells judged in one order only (missing: the failed order could be the one that
@@ -157,11 +155,9 @@ def task_nets(
         both = [s for s in said if s is not None] if None not in said else []
         if both:
             per_task.setdefault(task, []).extend(both)
-        if both and (task, trial) not in redrawn:
-            worst.setdefault(task, []).extend(both)
-        else:
-            worst.setdefault(task, []).extend("A" for _ in PREFERENCE_ORDERS)
-            missing += 1
+        kept = bool(both) and (task, trial) not in redrawn  # else at worst: the best preferred in both
+        worst.setdefault(task, []).extend(both if kept else ["A"] * len(PREFERENCE_ORDERS))
+        missing += not kept
         if not both and any(s is not None for s in said):
             one_way.append(f"{task} trial {trial}")
     nets = tuple(net_preference(per_task[t]) for t in task_ids if t in per_task)
@@ -183,12 +179,10 @@ def held_to_worst_case(verdict: Verdict, worst: WorstCase) -> Verdict:
         verdict,
         decision=INDECISIVE,
         reason=(
-            f"{missing} trial(s) the judge did not judge in both orders at the first asking, or "
-            "missing on one arm (an infra error), could flip the decision (worst-case: the best "
-            f"preferred in both, p = {float(p):.4g}): could not judge; mend what makes the judge or "
-            "the rollouts fail (the warnings name the first) and run the gate session again — a "
-            "trial judged or paid only after a failure stays at worst, so a new run "
-            f"(--capevolve-new-run) judges those afresh; {verdict.reason}"
+            f"{missing} trial(s) the judge did not judge in both orders at the first asking, or missing "
+            "on one arm (an infra error), could flip the decision (worst-case: the best preferred in both, "
+            f"p = {float(p):.4g}): could not judge; mend what makes the judge or the rollouts fail and "
+            f"gate again; a new run (--capevolve-new-run) judges those afresh; {verdict.reason}"
         ),
     )
 
@@ -204,8 +198,6 @@ def pairwise_nets(
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """The net preferences a ``pairwise`` verdict reads: judged first where ``prefer`` is given, else from
     the log alone; what kept judgements from being made; and the nets at worst (:func:`task_nets`)."""
-    from .._store.first_outcomes import redrawn_after_errors
-
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)

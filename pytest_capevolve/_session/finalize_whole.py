@@ -25,11 +25,11 @@ def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
     asked += [f"--deselect {node!r}" for node in getattr(option, "deselect", None) or []]
     asked += [f"node id {arg!r}" for arg in config.args if "::" in str(arg)]
     for flag, name in (
-        ("lf", "--last-failed"),
-        ("failedfirst", "--failed-first"),
+        ("lf", "--lf/--last-failed"),
+        ("failedfirst", "--ff/--failed-first"),
         ("newfirst", "--new-first"),
         ("stepwise", "--stepwise"),
-        ("maxfail", "--maxfail"),
+        ("maxfail", "-x/--maxfail"),
     ):
         if getattr(option, flag, None):
             asked.append(name)
@@ -37,12 +37,12 @@ def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
 
 
 def refuse_partial(config: pytest.Config, run_id: str) -> None:
-    asked = selection_asked(config)
+    asked = selection_asked(config) + ["--collect-only"] * config.option.collectonly  # (it names test ids)
     if asked:
         raise TestSealError(
             f"run {run_id}: a finalize runs the whole test plan, so {', '.join(asked[:3])} is refused "
-            "before any test rollout (part of the test split would show its mean without burning "
-            "the seal); run pytest --capevolve-finalize PROJECT with no selection"
+            "before any test rollout (part of the test split, or its task ids, would show without "
+            "burning the seal); run pytest --capevolve-finalize PROJECT with no selection"
         )
 
 

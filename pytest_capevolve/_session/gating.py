@@ -290,17 +290,15 @@ def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
     accept when it can."""
     details, best = verdict.details or {}, rundir.state.best()
     level = details.get("earlier_level")
-    adopt = adoption(rundir, rundir.verdicts.verdict(verdict.tag), best, spec.capability_path)
-    return (
-        f"{verdict.tag}: nothing booked — repeat of {details.get('repeats')!r} (accepted"
-        + (f" at {level})" if level else ")")
-        + (
+    try:
+        adopt = adoption(rundir, rundir.verdicts.verdict(verdict.tag), best, spec) and (
             f"; `capevolve commit {verdict.tag} --decision accept` adopts that accept as this "
             "run's best (labelled, nothing paid)"
-            if adopt
-            else ""
         )
-    )
+    except CommitRefused as exc:
+        adopt = f"; {exc}"
+    at = f" at {level})" if level else ")"
+    return f"{verdict.tag}: nothing booked — repeat of {details.get('repeats')!r} (accepted{at}{adopt or ''}"
 
 
 def book_verdicts(

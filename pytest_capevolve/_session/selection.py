@@ -27,8 +27,7 @@ INSTEAD = (
 
 
 def named_rollouts(args: Sequence[str], spec_name: str) -> dict[str, str]:
-    """The ``split::task[tag-tK]`` part of each argument naming a node under the spec, in order, each once,
-    with the argument as typed."""
+    """``split::task[tag-tK]`` of each argument naming a node under the spec, in order, once, as typed."""
     named: dict[str, str] = {}
     for arg in args:
         file, sep, rest = str(arg).partition("::")
@@ -46,8 +45,7 @@ WORKERINPUT_KEY = "capevolve_selected"
 
 
 def select(config: pytest.Config, spec_path: Path, named: list[str]) -> None:
-    """Collect only ``named`` under this process's spec, else the whole spec. A worker is given the
-    controller's choice (:class:`SelectionToWorkers`), never the command line's ids."""
+    """Collect only ``named`` under the spec, else all; a worker gets the controller's choice, not argv's."""
     config.args[:] = [f"{spec_path}::{rest}" for rest in named] or [str(spec_path)]
 
 
@@ -86,10 +84,18 @@ def notes(
         lines.append(recorded_line(done))
     unknown = [typed for rest, typed in named.items() if rest not in owed and rest not in recorded]
     unknown += other_node_ids(config.args, spec_name)
-    if unknown:
+    if unknown:  # a FAILED line's id pasted without its candidate: say how to name it
+        tag = unknown[0].rpartition("[")[2].rpartition("-t")[0]
+        absent = tag and tag not in {c.tag for c in plan.candidates}
         lines.append(
             f"{unknown[0]}{' and others' if len(unknown) > 1 else ''} names no rollout of this session's "
-            f"plan, so nothing is run for it (`pytest --co` with the same options lists the ids it owes)"
+            f"plan, so nothing is run for it ("
+            + (
+                f"its tag {tag!r} is not in it: add --capevolve-candidate with its folder, or "
+                if absent
+                else ""
+            )
+            + "`pytest --co` with the same options lists the ids it owes)"
         )
     option = config.option
     flags = (("--lf", getattr(option, "lf", False)), ("--ff", getattr(option, "failedfirst", False)))
@@ -103,8 +109,7 @@ def notes(
 
 
 def stopped_early(config: pytest.Config, session: pytest.Session, exc: BaseException | None) -> str | None:
-    """The option that stopped the run loop at a failed rollout (``-x``, ``--maxfail N``, ``--sw``), or
-    None (Ctrl-C or nothing)."""
+    """The option that stopped the loop at a failed rollout (``-x``, ``--maxfail N``, ``--sw``), else None."""
     option = config.option
     maxfail = int(getattr(option, "maxfail", 0) or 0)
     said = str(exc or "")
@@ -126,8 +131,7 @@ def stopped_line(flag: str, *, missing: bool) -> str:
 
 
 class NothingNamedIsOwed:
-    """On the controller (in-process) when no node id given names an owed rollout: the session collects its
-    spec and runs none of it."""
+    """On the controller when no node id names an owed rollout: the spec is collected, none of it run."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

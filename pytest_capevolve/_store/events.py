@@ -1,9 +1,7 @@
 """``events.jsonl``: the run's append-only log, each line chained to the one before by its hash.
 
-Each line carries ``seq`` (one more than the line before's) and ``prev`` (the sha256 of the line
-before; zeros for the first), so an edited, removed or reordered line shows in
-:func:`.event_chain.verify_events`. Appends happen under the run dir's lock.
-"""
+Each line carries ``seq`` and ``prev`` (the sha256 of the line before), so an edited, removed or
+reordered line shows in :func:`.event_chain.verify_events`. Appends happen under the run's lock."""
 
 from __future__ import annotations
 
@@ -29,10 +27,8 @@ SPEND_FLUSH_EVERY = 1000  # rollouts between rewrites of the log's views (state.
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)  # what json.dumps would build per call
 _FLAT_ENCODER = json.JSONEncoder(ensure_ascii=False)  # for an event already sorted with no nesting
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-# Events this process appended, held so that the readers catching up on every flush of a session
-# (state.json's spend, the rollout index: SPEND_FLUSH_EVERY rollouts apart) need not decode the
-# lines it just wrote. Bounded: the last APPENDED_HELD at least, never more than APPENDED_HELD +
-# APPENDED_DROPPED (~0.9 KB each: ~1.2 MB at most), older ones are read back from the file.
+# Events this process appended, held so that readers catching up at each flush need not decode
+# the lines it just wrote: at least APPENDED_HELD, at most + APPENDED_DROPPED (~1.2 MB).
 APPENDED_HELD = SPEND_FLUSH_EVERY + 100
 APPENDED_DROPPED = 256
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -41,8 +37,7 @@ _NOT_A_ROLLOUT = re.compile(rb'"kind": "(?!rollout")')  # every line's kind but 
 
 
 class _Appender:
-    """The log's O_APPEND descriptor, kept open between appends by the process that opened it,
-    for as long as the path still names the file it was opened on; closed with its owner."""
+    """The log's O_APPEND descriptor, kept open by its process while the path names its file."""
 
     __slots__ = ("fd", "file", "pid")
 
@@ -65,9 +60,8 @@ class _Appender:
 
 @dataclass
 class _Appended:
-    """The events this process appended last, one after another with no other writer between:
-    the first one's line starts at ``start`` and has seq ``first_seq``; ``ends[i]`` is where
-    event ``i``'s line ends; ``lines`` is their bytes as written."""
+    """The events this process appended last, with no other writer between: the first starts at
+    ``start`` with seq ``first_seq``, ``ends[i]`` is where event ``i`` ends, ``lines`` their bytes."""
 
     start: int
     first_seq: int
@@ -80,8 +74,7 @@ class _Appended:
         return self.ends[-1] if self.ends else self.start
 
     def add(self, event: dict[str, Any], line: bytes) -> None:
-        """Hold ``event``, as a reader decoding ``line`` gets it (keys in the file's sorted
-        order, a tuple as a list: the caller decodes an event that is not flat), and ``line``."""
+        """Hold ``event`` as a reader decoding ``line`` gets it (the caller decodes a nested one)."""
         self.lines += line
         self.ends.append(self.end + len(line))
         self.events.append(event)
@@ -124,9 +117,8 @@ def _state(stat: os.stat_result) -> tuple[int, int, int, int]:
 
 
 class EventLog:
-    """The run's log, ``events.jsonl`` (the part ``run.log`` of :class:`.rundir.RunDir`): every
-    other file of the run that is not a rollout, a snapshot or a verdict is a view of it.
-    Controller only; appends are made under ``lock`` (the run's)."""
+    """The run's log (``run.log``): every other file that is not a rollout, a snapshot or a verdict
+    is a view of it. Controller only; appends are made under ``lock`` (the run's)."""
 
     def __init__(self, events_path: Path, lock: Callable[[], AbstractContextManager[None]]) -> None:
         self.events_path = events_path

@@ -44,8 +44,7 @@ class ScoredTests:
     project: str | None = None  # another project's run, from the shared ledger (``source``)
 
     def named(self) -> str:
-        """The run as a refusal names it: id, why its status is unknown, and its project and ledger if
-        another's."""
+        """The run as a refusal names it: id, why its status is unknown, its project and ledger if foreign."""
         if self.unknown:
             return f"{self.run_id} (test status unknown: {self.unknown})"
         if self.project:
@@ -124,20 +123,30 @@ def overlaps(
     test_ids: list[str],
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
+    *,
+    unknown_is_any: bool = True,
 ) -> list[tuple[str, list[str]]]:
     """(run, shared tasks) for every other run (or shared-ledger project) that scored any of ``test_ids``,
-    by id or content (``keys``: id → content key), oldest first."""
+    by id or content (``keys``: id → content key), oldest first. A run whose status and test split are
+    unknown may have scored any task, unless ``unknown_is_any`` is off."""
+    scored_runs = scored_tests(project_dir, (keys or {}).values(), ledger)
+    others = [scored for scored in scored_runs if scored.run_id != run_id or scored.project is not None]
+    if not others:  # most projects: no other run scored its test split
+        return []
     mine = task_keys.Tasks.of(test_ids, keys)
     found = []
-    for scored in scored_tests(project_dir, (keys or {}).values(), ledger):
-        if scored.run_id == run_id and scored.project is None:
-            continue
-        # a run whose status is unknown and whose test split is unknown too may have scored any
-        unknown_split = scored.unknown and not scored.test_ids
+    for scored in others:
+        unknown_split = unknown_is_any and scored.unknown and not scored.test_ids
         shared = sorted(mine.ids) if unknown_split else mine.shared(scored.tasks, keys)
         if shared:
             found.append((scored.named(), shared))
     return found
+
+
+# a new split_seed deals the scored tasks into some split again (refused): the way on names them
+NEW_SPLITS = (
+    "a new run whose split_ids_file leaves these tasks out of its {where} (a new split_seed deals them in)"
+)
 
 
 def sealed_in_dev(
@@ -147,27 +156,17 @@ def sealed_in_dev(
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """(run, tasks) for every other run whose scored test tasks this run's val or train holds. Runs of
-    unknown status name no tasks here (they are held against a later finalize)."""
-    scored_runs = scored_tests(project_dir, (keys or {}).values(), ledger)
-    others = [scored for scored in scored_runs if scored.run_id != run_id or scored.project]
-    if not others:  # most projects: no other run scored its test split
-        return []
-    mine = task_keys.Tasks.of([str(t) for name in ("val", "train") for t in splits.get(name, [])], keys)
-    found = []
-    for scored in others:
-        shared = mine.shared(scored.tasks, keys)
-        if shared:
-            found.append((scored.named(), shared))
-    return found
+    """(run, tasks) of other runs whose scored test tasks val or train holds (unknown runs: at finalize)."""
+    dev = [str(t) for name in ("val", "train") for t in splits.get(name, [])]
+    return overlaps(project_dir, run_id, dev, keys, ledger, unknown_is_any=False)
 
 
 def sealed_dev_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:
     return (
         f"run {run_id}: its val/train splits hold test tasks the project already scored ({_runs(found)}); "
         "the test split is sealed for the project, so gating or training on them would select on "
-        "held-out tasks. Ways on: new splits that leave them out (split_seed or split_ids_file in a "
-        "new run), or acknowledge it with --capevolve-test-reused"
+        f"held-out tasks. Ways on: {NEW_SPLITS.format(where='train and val')}, or acknowledge it "
+        "with --capevolve-test-reused"
     )
 
 
@@ -198,8 +197,8 @@ def reused_line(
         said.append(f"holds val tasks the project's decisions were taken on ({_runs(decided)})")
     return (
         f"run {run_id}: its test split {'; and it '.join(said)}; "
-        "scoring them again would not be a held-out estimate. Ways on: new test tasks (a new run "
-        "with another split_seed or split_ids_file), or acknowledge it with --capevolve-test-reused "
+        f"scoring them again would not be a held-out estimate. Ways on: {NEW_SPLITS.format(where='test')}, "
+        "or acknowledge it with --capevolve-test-reused "
         f"(every table, report, dashboard and junit property then says '{REUSED_LABEL}')"
     )
 

@@ -50,8 +50,7 @@ class Seal:
         }
 
     def opened(self) -> dict[str, Any] | None:
-        """The ``test_opened`` event once a finalize began paying test rollouts, else None: from then the
-        test mean has been shown, so the split can be finished, never gated around."""
+        """The ``test_opened`` event once a finalize began paying test rollouts (then finished, not gated)."""
         events = self.rundir.log.of_kinds(TEST_OPENED)
         return dict(events[0]) if events else None
 
@@ -59,8 +58,7 @@ class Seal:
         return self.burned() or self.opened()
 
     def open(self, test_ids: list[str]) -> None:
-        """Record, before the first test rollout is paid, that the test split is being scored (once per
-        run)."""
+        """Record, before the first test rollout is paid, that the test split is being scored (once a run)."""
         if not self.held:
             raise TestSealError("opening the test split needs the finalize claim")
         if self.opened() is None:
@@ -99,7 +97,8 @@ class Seal:
             f"in {self.path}); it is scored exactly once per run. "
             "Read it with `capevolve measure`; to measure a new search, start a new run with a "
             "session (`pytest --capevolve-run . --capevolve-new-run` or `capevolve hill-climb "
-            "--new-run`) and finalize that run"
+            "--new-run`) and finalize that run: with a split_ids_file that leaves these test tasks "
+            "out of it, or with --capevolve-test-reused (labelled 'test reused')"
         )
 
     @property

@@ -112,3 +112,34 @@ def test_a_margin_set_after_the_baseline_before_the_first_decision_is_not_taken(
     capevolve(project, "noop", gate=True)
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "noop.json").read_text())
     assert verdict["decision"] != "accept", verdict["reason"]  # Δ̄ = −0.125: worse, and "no worse than −0.9"
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        'a no-op accepted as "no worse than −0.9" (`gate_margin: -0.9`) in one run; the owner drops '
+        "the margin and starts a new run; its bytes gated there read `REPEAT` and `capevolve commit "
+        '--decision accept` (brokered for the agent) adopted them as "accepted … at α = 0.05": a '
+        'candidate worse on val became the best of a run that asks "better"'
+    ),
+    outcome=(
+        "refused in one line: an accept is adopted only under the gate_mode and gate_margin it answered, "
+        "naming the way on (gate a changed version)"
+    ),
+)
+def test_a_margin_accept_is_not_adopted_by_a_run_that_asks_better(
+    example, projects, capevolve, capsys
+) -> None:
+    from pytest_capevolve._cli.main import main
+
+    project = example("noisy_agent")
+    projects.one_trial_with_noop(project, "Be courteous.")
+    projects.edit_spec(project, "gate_mode: exact", "gate_mode: exact\ngate_margin: -0.9")
+    assert capevolve(project, "noop", gate=True).ret == 0  # accepted, booked: "no worse than -0.9"
+    projects.edit_spec(project, "gate_margin: -0.9", "")
+    again = capevolve(project, "noop", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"])
+    assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT of the accept
+    capsys.readouterr()
+    assert main(["commit", "noop", "--project", str(project), "--decision", "accept"]) != 0
+    said = capsys.readouterr().err
+    assert "under gate_margin -0.9 (this run: 0.0)" in said and "gate a changed version" in said, said

@@ -237,7 +237,7 @@ def test_a_plugin_that_drops_a_gates_val_items_is_refused_before_any_rollout(
     [
         (["-k", "not n07"], "-k 'not n07'"),
         (["--deselect", "noisy_agent/capevolve.yaml::val::n07[noop-t0]"], "--deselect"),
-        (["-x"], "--maxfail"),
+        (["-x"], "-x/--maxfail"),  # named as typed, not only as pytest spells the option
         (["--maxfail", "3"], "--maxfail"),
     ],
 )
@@ -262,7 +262,7 @@ def test_last_failed_failed_first_and_maxfail_on_a_finalize_are_refused_before_t
     example, projects, capevolve, pytester
 ):
     project, run_dir = _baseline(example, projects, capevolve)
-    for flags, named in ((["--lf"], "--last-failed"), (["--ff"], "--failed-first"), (["-x"], "--maxfail")):
+    for flags, named in ((["--lf"], "--last-failed"), (["--ff"], "--failed-first"), (["-x"], "-x/--maxfail")):
         result = pytester.runpytest("--capevolve-finalize", str(project), *flags)  # cacheprovider on
         assert result.ret == 4, result.stdout.str()[-2000:]
         line = _one_line(result.stderr.str())

@@ -343,3 +343,30 @@ def test_a_forced_accept_adopted_by_a_new_run_stays_forced(example, projects, ca
     assert main(["commit", "brief", "--project", str(project), "--decision", "accept"]) == 0
     booked = json.loads(capsys.readouterr().out)
     assert booked["label"].startswith("forced: accepted against the gate"), booked["label"]  # every view's
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "bytes accepted in one run adopted by a new run started after a harness change (the scorer "
+        'fixed): `REPEAT` ("the harness differs"), then `capevolve commit --decision accept` (brokered '
+        "for the agent) made them the new run's best, measured only under the old harness"
+    ),
+    outcome=(
+        "refused in one line: an accept measured under another harness is not adopted, naming the way "
+        "on (gate it again with `--capevolve-harness-changed`, labelled)"
+    ),
+)
+def test_an_accept_from_another_harness_is_not_adopted(example, projects, capevolve, capsys):
+    project = example("toy_calc")
+    assert capevolve(project, "careful", gate=True).ret == 0  # accepted, booked
+    with (project / "adapter.py").open("a") as handle:
+        handle.write("# the scorer fixed\n")
+    again = capevolve(
+        project, "careful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"]
+    )
+    assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT, "the harness differs"
+    capsys.readouterr()
+    assert main(["commit", "careful", "--project", str(project), "--decision", "accept"]) != 0
+    said = capsys.readouterr().err
+    assert "under another harness" in said and "--capevolve-harness-changed" in said, said

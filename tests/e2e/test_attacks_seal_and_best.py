@@ -160,3 +160,24 @@ def test_check_never_runs_or_names_a_test_task(example, projects, capsys):
     assert main(["check", str(project)]) == 0
     said = capsys.readouterr().out
     assert "deterministic on a re-score" in said and "'q00'" not in said, said
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "`capevolve pytest --capevolve-finalize . --co` (the broker passes `--co`): every test task's id "
+        "listed (`capevolve.yaml::test::q00[seed-t0]`) without scoring, and the run's `test_opened` "
+        "logged, so gating ended with nothing paid"
+    ),
+    outcome="refused in one line before the seal is claimed, naming the finalize to run once the run is done",
+)
+def test_collecting_a_finalize_names_no_test_task_and_opens_nothing(example, projects, capevolve):
+    project = example("toy_calc")
+    assert capevolve(project).ret == 0  # a baseline
+    result = capevolve(project, finalize=True, extra=["--co", "-q"])
+    out = result.stdout.str() + result.stderr.str()
+    assert "a finalize runs the whole test plan, so --collect-only is refused" in out, out
+    assert (
+        "::test::" not in out
+        and '"test_opened"' not in (projects.run_dir(project) / "events.jsonl").read_text()
+    )

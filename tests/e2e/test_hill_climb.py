@@ -323,3 +323,20 @@ def test_hill_climb_after_a_one_shot_gate_loops_at_the_runs_frozen_schedule_and_
     assert summary is not None and len(summary["iterations"]) == 1
     gate_log = (run_dir(project) / "hill_climb" / "cand_0001" / "gate.log").read_text()
     assert "gate_alpha_schedule=constant" in gate_log and "froze its gate settings" not in gate_log
+
+
+def test_hill_climb_after_an_agents_work_copy_takes_the_next_free_tag(example, capsys):
+    """The optimize playbook's `capevolve work new cand_0001` (booked or not), then the hill-climb
+    playbook on the same run: the loop named its first iteration cand_0001 too, deleting the agent's
+    unbooked copy to start over in it, or, the copy booked, stopping with exit 12 ("could not write
+    …/hill_climb/cand_0001/iteration.json")."""
+    project = example("toy_calc")
+    assert main(["baseline", str(project)]) == 0
+    assert main(["work", "new", "cand_0001", str(project)]) == 0
+    optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "1")
+
+    assert code == 0, err
+    assert summary is not None and summary["accepted"] == ["cand_0002"], summary
+    assert (run_dir(project) / "work" / "cand_0001").is_dir()  # the agent's copy is left alone

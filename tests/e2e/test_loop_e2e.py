@@ -139,8 +139,12 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
         "gate",
     )
     assert code == 2 and "'better' was already decided: accept" in err
-    # the way on is a whole command: `commit` requires --decision, so `--force` alone is refused
-    assert "`capevolve commit better --decision reject --force`" in err
+    # 'better' is the best: a repaired reject left it the best, so the way on is a new run
+    assert "start a new run (`pytest --capevolve-run . --capevolve-new-run`)" in err and "--force" not in err
+    code, _, err = run_cli(
+        capsys, "commit", "better", "--project", str(project), "--decision", "reject", "--force"
+    )
+    assert code == 2 and "it is the run's best" in err
 
     state = json.loads((rundir / "state.json").read_text())
     assert (state["best_id"], state["iterations"], state["stall"]) == ("better", 3, 1)
@@ -159,6 +163,12 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     assert [r["tag"] for r in rejected] == ["nullcopy", "worse"]
     assert rejected[1]["changed_files"] == ["prompt.md (changed)"] and rejected[1]["parent"] == "seed"
     assert rejected[1]["basis"] == "micro_test_fail" and rejected[0]["changed_files"] == []
+    # another tag's way on is a whole command (`commit` requires --decision, a reject its basis), and it runs
+    code, _, err = run_cli(capsys, "commit", "worse", "--project", str(project), "--decision", "reject")
+    assert code == 2 and "`capevolve commit worse --decision reject --reject-basis gate --force`" in err
+    way_on = err.split("`")[-2].split()[1:]
+    code, repaired, _ = run_cli(capsys, *way_on, "--project", str(project))
+    assert code == 0 and repaired["decision"] == "reject" and repaired["repairs"] is not None
 
 
 def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsys):

@@ -74,6 +74,31 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     assert [row["test"] for row in json.loads(out)] == ["scored", "scored (reused)"]
 
 
+def test_the_way_on_from_a_sealed_test_is_a_split_ids_file(example, projects, capevolve):
+    """An honest user after a finalize: another split_seed (the way on these refusals used to name)
+    deals the scored tasks into val or train again and is refused; the split_ids_file the refusal
+    names now, leaving them out, is measured and finalized."""
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    assert capevolve(project, finalize=True).ret == 0
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text().replace("split_seed: 1", "split_seed: 2"))
+    reshuffled = capevolve(project, extra=["--capevolve-new-run"])
+    assert reshuffled.ret == 4
+    reshuffled.stderr.fnmatch_lines(["*Ways on: a new run whose split_ids_file leaves these tasks out*"])
+    first = sorted((project / ".capevolve" / "runs").iterdir())[0]
+    scored = json.loads((first / "splits.json").read_text())
+    (project / "splits.json").write_text(
+        json.dumps({"train": [], "val": scored["val"], "test": scored["train"]})
+    )
+    kept = [line for line in spec.read_text().splitlines() if not line.startswith("split_")]
+    spec.write_text("\n".join([*kept, "split_ids_file: splits.json", ""]))
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
+    final = capevolve(project, finalize=True)
+    assert final.ret == 0, final.stderr.str()
+    final.stdout.fnmatch_lines(["test split scored once and sealed*"])
+
+
 @pytest.mark.attack(
     "laundering",
     attack=(

@@ -89,6 +89,12 @@ def test_a_failed_lines_id_is_the_collected_node_id_and_selects_that_rollout_whe
             f"capevolve: {escape(failed[0])} is recorded already, so nothing is run for it: *capevolve diagnose TAG*"
         ]
     )
+    # pasted without its candidate (the best alone is evaluated): the line says how to name it
+    theirs = next(i for i in failed if "[careful-" in i)
+    alone = capevolve(project, extra=[theirs])
+    alone.stdout.fnmatch_lines(
+        ["*its tag 'careful' is not in it: add --capevolve-candidate with its folder*"]
+    )
 
 
 def test_a_recorded_id_in_a_run_that_owes_others_runs_nothing(example, projects, capevolve) -> None:

@@ -59,3 +59,14 @@ def test_a_missing_project_is_one_line_and_exit_4_for_every_command(command, tmp
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == f"error: no such project folder: {nowhere}; give a folder holding capevolve.yaml\n"
+
+
+def test_measure_takes_the_flag_its_finalizes_seal_refusal_names() -> None:
+    """`capevolve measure --finalize` prints the finalize session's refusal, whose way on is
+    `--capevolve-test-reused`; measure refused that flag ("unrecognized arguments")."""
+    from pytest_capevolve._store.project_seal import reused_line
+
+    said = reused_line("r2", [("r1", ["q01"])])
+    assert "--capevolve-test-reused" in said
+    args = build_parser("measure").parse_args(["measure", "--finalize", "--capevolve-test-reused"])
+    assert args.test_reused is True

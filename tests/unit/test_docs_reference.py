@@ -168,3 +168,13 @@ def test_the_readme_says_where_capevolve_is_before_its_first_bare_use() -> None:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     first_bare = min(m.start() for m in re.finditer(r"^capevolve ", text, re.MULTILINE))
     assert "source .venv/bin/activate" in text[:first_bare]
+
+
+def test_no_module_of_the_package_is_over_500_lines() -> None:
+    """A module over 500 lines holds more than one job: split it by job (CONTRIBUTING.md)."""
+    long = {
+        str(path.relative_to(REPO)): n
+        for path in (REPO / "pytest_capevolve").rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500
+    }
+    assert not long, f"split these by job: {long}"
