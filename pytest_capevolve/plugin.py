@@ -341,7 +341,7 @@ def pytest_configure(config: pytest.Config) -> None:
     target, finalize = _session_target(config)
     if not target:
         return  # not a capevolve session: import nothing more
-    from ._session.inside_boundary import refuse_inside_boundary
+    from ._session.wiring import refuse_inside_boundary
 
     refuse_inside_boundary(config)  # the record is out of reach there: say which command works
     _block_hypothesis_plugin(config.pluginmanager)

@@ -85,10 +85,6 @@ def cmd_agent(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_pytest(args: argparse.Namespace) -> int:  # main() runs `pytest` before parsing; for --help
-    return run_pytest(args.pytest_args)
-
-
 def register(sub: Any) -> None:
     """``agent`` and ``pytest`` on the ``capevolve`` parser."""
     agent = sub.add_parser(
@@ -111,4 +107,5 @@ def register(sub: Any) -> None:
         add_help=False,
     )
     session.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="ARGS")
-    session.set_defaults(func=cmd_pytest)
+    # main() runs `capevolve pytest` unparsed: this is for --help
+    session.set_defaults(func=lambda args: run_pytest(args.pytest_args))

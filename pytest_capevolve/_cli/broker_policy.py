@@ -233,7 +233,7 @@ class AgentPolicy:
                 if not eq:
                     next(it, None)
                 continue
-            if _short_valued(arg) or arg.startswith("-pno:") or arg.startswith("-p=no:"):
+            if _short_valued(arg) or arg.startswith(("-pno:", "-p=no:")):
                 continue
             if arg == "-p":
                 plugin = next(it, (0, ""))[1] or ""

@@ -43,8 +43,7 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
     except LoopIncomplete as exc:
         print(f"capevolve hill-climb: incomplete: {exc}", file=sys.stderr)
         return exitcodes.LOOP_INCOMPLETE
-    emit(args, summary, summary_lines, json_default=True)
-    return exitcodes.OK
+    return emit(args, summary, summary_lines, json_default=True)
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:

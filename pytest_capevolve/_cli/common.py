@@ -120,24 +120,22 @@ def print_json(answer: Any) -> None:
     print(json.dumps(answer, sort_keys=True, ensure_ascii=False, default=str))
 
 
-def emit(args: argparse.Namespace, answer: Any, lines: Lines | None, *, json_default: bool = False) -> None:
+def emit(args: argparse.Namespace, answer: Any, lines: Lines | None, *, json_default: bool = False) -> int:
     """Print a command's answer: ``lines(answer)`` for people (stderr under ``--json``) and JSON
-    with ``--json``; loop primitives (``json_default``) print JSON unless ``--table``."""
-    if json_default:
-        if getattr(args, "table", False) and args.json:
-            raise Refusal("--table and --json ask for two different outputs; give one")
-        if getattr(args, "table", False):
-            for line in lines(answer) if lines else []:
-                print(line)
-            return
+    with ``--json``; loop primitives (``json_default``) print JSON unless ``--table``. Returns OK."""
+    table = getattr(args, "table", False)
+    if json_default and table and args.json:
+        raise Refusal("--table and --json ask for two different outputs; give one")
+    if json_default and not table:
         from .._show.numbers import rounded
 
         print_json(rounded(answer, JSON_DIGITS))
-        return
+        return exitcodes.OK
     for line in lines(answer) if lines else []:
         print(line, file=human(args))
     if args.json:
         print_json(answer)
+    return exitcodes.OK
 
 
 def report_error(command: str, exc: CapevolveError | OSError) -> int:

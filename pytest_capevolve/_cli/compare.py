@@ -18,10 +18,11 @@ from .decisions import spec_value
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .._imported.compare import CompareSettings, compare_files
+    from .._imported.pairwise import looks_pairwise
     from .._imported.readers import ReadOptions
     from .._show.compare import render_markdown, render_table
 
-    if args.pairwise or (len(args.runs) == 1 and _looks_pairwise(args.runs[0])):
+    if args.pairwise or (len(args.runs) == 1 and looks_pairwise(args.runs[0])):
         return _cmd_pairwise(args)
     settings = CompareSettings(
         alpha=args.alpha,
@@ -43,12 +44,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         render_markdown,
         render_table,
     )
-
-
-def _looks_pairwise(path: Path) -> bool:
-    from .._imported.pairwise import looks_pairwise
-
-    return looks_pairwise(path)
 
 
 def _cmd_pairwise(args: argparse.Namespace) -> int:

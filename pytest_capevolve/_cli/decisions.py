@@ -42,13 +42,9 @@ def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
     return spec, rundir
 
 
+@collection_paused()  # it holds every val outcome of the two arms until it prints
 def cmd_gate(args: argparse.Namespace) -> int:
     """Re-derive a verdict from persisted val rollouts; pays no rollout."""
-    with collection_paused():  # it holds every val outcome of the two arms until it prints
-        return _gate(args)
-
-
-def _gate(args: argparse.Namespace) -> int:
     from .._decide.looks import shown_decision
     from .._policy.regate import GateAsk, regate
     from .._show.report import render_verdicts
@@ -93,8 +89,7 @@ def cmd_commit(args: argparse.Namespace) -> int:
         force=args.force,
     )
     answer = {**entry, "best": rundir.state.best(), "state": rundir.state.read_state()}
-    emit(args, answer, key_lines, json_default=True)
-    return exitcodes.OK
+    return emit(args, answer, key_lines, json_default=True)
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
@@ -125,8 +120,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     if note := handoff_schedule_note(spec, rundir):
         sys.stderr.write(f"schedule: {note}\n")
     sys.stderr.write(f"headroom: {report['headroom']['verdict']} — {report['headroom']['reason']}\n")
-    emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
-    return exitcodes.OK
+    return emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
 
 
 def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,6 +192,7 @@ def spec_value(key: str) -> Any:
 def register(sub: Any) -> None:
     """``gate``, ``commit`` and ``baseline`` on the ``capevolve`` parser."""
     from .._decide.gate import GATE_MODES
+    from .._policy.commit import DECISIONS, REJECT_BASES
 
     gate = sub.add_parser("gate", help="re-derive a verdict from persisted rollouts (pays nothing)")
     gate.add_argument("tag")
@@ -208,12 +203,7 @@ def register(sub: Any) -> None:
     gate.add_argument("--alpha", type=spec_value("gate_alpha"))
     gate.add_argument("--veto-regressions", action="store_true")
     gate.set_defaults(func=cmd_gate)
-
-
-def register_loop(sub: Any) -> None:
-    """``commit`` and ``baseline``: loop primitives (JSON by default, ``--table`` for people)."""
-    from .._policy.commit import DECISIONS, REJECT_BASES
-
+    # commit and baseline: loop primitives (JSON by default, --table for people)
     commit = sub.add_parser("commit", help="book one decision for a tag (the gate's verdict is evidence)")
     commit.add_argument("tag")
     loop_arguments(commit)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import exitcodes
 from .common import emit, open_run
 from .decisions import loop_arguments
 
@@ -18,8 +17,7 @@ def cmd_eval_task(args: argparse.Namespace) -> int:
 
     spec, rundir = open_run(args)
     answer = task_eval(spec, rundir, args.tag, parse_ids(args.tasks), trials=args.trials)
-    emit(args, answer, render_table, json_default=True)
-    return exitcodes.OK
+    return emit(args, answer, render_table, json_default=True)
 
 
 def cmd_mechanism_add(args: argparse.Namespace) -> int:
@@ -30,8 +28,7 @@ def cmd_mechanism_add(args: argparse.Namespace) -> int:
     spec, rundir = open_run(args)
     tasks = parse_ids(args.tasks) if args.tasks else []
     answer = add(spec, rundir, args.text, tasks, by=args.by)
-    emit(args, answer, _added_lines, json_default=True)
-    return exitcodes.OK
+    return emit(args, answer, _added_lines, json_default=True)
 
 
 def cmd_mechanism_list(args: argparse.Namespace) -> int:
@@ -40,8 +37,7 @@ def cmd_mechanism_list(args: argparse.Namespace) -> int:
 
     _, rundir = open_run(args)
     answer = listing(rundir, args.task)
-    emit(args, answer, lambda a: render(a["run_id"], a["mechanisms"]).splitlines(), json_default=True)
-    return exitcodes.OK
+    return emit(args, answer, lambda a: render(a["run_id"], a["mechanisms"]).splitlines(), json_default=True)
 
 
 def _added_lines(answer: dict[str, Any]) -> list[str]:

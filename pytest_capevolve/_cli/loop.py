@@ -21,8 +21,7 @@ def cmd_work_new(args: argparse.Namespace) -> int:
     from .._loop.work import new_work_copy
 
     spec, rundir = open_run(args)
-    emit(args, new_work_copy(spec, rundir, args.tag, args.parent), key_lines, json_default=True)
-    return exitcodes.OK
+    return emit(args, new_work_copy(spec, rundir, args.tag, args.parent), key_lines, json_default=True)
 
 
 def cmd_spend(args: argparse.Namespace) -> int:
@@ -33,8 +32,7 @@ def cmd_spend(args: argparse.Namespace) -> int:
         raise Refusal(f"--n-siblings {args.n_siblings}: give at least 1")
     spec, rundir = open_run(args)
     report = spend_report(spec, rundir, n_siblings=args.n_siblings, nulls=args.nulls)
-    emit(args, report, render_table, json_default=True)
-    return exitcodes.OK
+    return emit(args, report, render_table, json_default=True)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -47,8 +45,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     )
     if args.export is not None:
         report["export"] = export_reflective(spec, rundir, args.tag, args.export, split=args.split)
-    emit(args, report, render_table, json_default=True)
-    return exitcodes.OK
+    return emit(args, report, render_table, json_default=True)
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

@@ -19,8 +19,7 @@ from .common import OPENED, print_notices, report_error
 GROUPS: dict[str, tuple[str, ...]] = {
     "project": ("check", "microcase", "import-cap-evolve"),
     "reading": ("runs", "verify", "plan", "measure", "dashboard", "judge-noise"),
-    "decisions:register": ("gate",),
-    "decisions:register_loop": ("commit", "baseline"),
+    "decisions": ("gate", "commit", "baseline"),
     "loop": ("work", "spend", "diagnose", "diff", "multirep", "merge"),
     "fanout": ("eval-task", "mechanism"),
     "climb": ("hill-climb",),
@@ -44,11 +43,6 @@ HELP = (
 )
 
 
-def _register(sub: argparse._SubParsersAction, group: str) -> None:  # type: ignore[type-arg]
-    module, _, function = group.partition(":")
-    getattr(importlib.import_module(f".{module}", __package__), function or "register")(sub)
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; of ``command``'s group only, when it names a command."""
     from .. import __version__
@@ -58,7 +52,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     chosen = [g for g, names in GROUPS.items() if command in names] or list(GROUPS)
     for group in chosen:
-        _register(sub, group)
+        importlib.import_module(f".{group}", __package__).register(sub)
     return parser
 
 

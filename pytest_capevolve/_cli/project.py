@@ -211,13 +211,8 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
         skeleton(record.to_json(), cluster=args.cluster, case_id=case_id, gold=gold, source=named.as_posix())
     )
     answer = {"wrote": out, "id": case_id, "cluster": args.cluster, "task_id": task_id}
-    emit(args, answer, _wrote_lines)
-    return exitcodes.OK
-
-
-def _wrote_lines(answer: dict[str, Any]) -> list[str]:
-    out = answer["wrote"]
-    return [f"wrote {out}: fill in its FILL_IN, then run: pytest {out.parent} --capevolve-candidate DIR"]
+    line = f"wrote {out}: fill in its FILL_IN, then run: pytest {out.parent} --capevolve-candidate DIR"
+    return emit(args, answer, lambda _: [line])
 
 
 def _project_holding(path: Path, runs_dir: Path) -> Path:
@@ -232,8 +227,7 @@ def cmd_import_cap_evolve(args: argparse.Namespace) -> int:
     """Make a cap-evolve project (and one of its runs) a project here."""
     from .._loop.cap_evolve.importer import import_cap_evolve, render
 
-    emit(args, import_cap_evolve(args.src, args.dest, args.run), None if args.json else render)
-    return exitcodes.OK
+    return emit(args, import_cap_evolve(args.src, args.dest, args.run), None if args.json else render)
 
 
 def register(sub: Any) -> None:
@@ -258,4 +252,4 @@ def register(sub: Any) -> None:
     imp.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
     imp.add_argument("--run", type=Path, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
     imp.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
-    imp.set_defaults(func=cmd_import_cap_evolve, refusals=True, reads_project=False)
+    imp.set_defaults(func=cmd_import_cap_evolve, refusals=True)

@@ -42,8 +42,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             f"pytest --capevolve-run {spec.project_dir}",
             file=human(args),
         )
-    emit(args, rows, render_runs if rows else None)
-    return exitcodes.OK
+    return emit(args, rows, render_runs if rows else None)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -76,10 +75,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.target is not None:
         answer["target"] = args.target
         answer["target_needs_task_equivalents"] = (args.target - figures.mean) * figures.n
-    emit(
+    return emit(
         args, answer, lambda _: [*render_plan(best, figures, args.target), f"resolution: {found['sentence']}"]
     )
-    return exitcodes.OK
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
@@ -156,15 +154,11 @@ def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
     return code
 
 
+@collection_paused()
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check the log's hash chain, then every rollout file and ``state.json`` against the events;
     exit 1 at any disagreement. ``--repair`` moves a damaged log tail aside, rebuilds
     ``state.json`` and quarantines a rollout file that differs from its event."""
-    with collection_paused():
-        return _verify(args)
-
-
-def _verify(args: argparse.Namespace) -> int:
     from .._store.audit import audit
     from .._store.event_chain import verify_events
 
@@ -338,8 +332,7 @@ def cmd_judge_noise(args: argparse.Namespace) -> int:
         )
     except AdapterError as exc:  # a JudgeNoiseRefusal is a Refusal already
         raise Refusal(str(exc)) from None
-    emit(args, report, render)
-    return exitcodes.OK
+    return emit(args, report, render)
 
 
 def register(sub: Any) -> None:

@@ -37,8 +37,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             "next: " + " && ".join(answer["next"]),
         ]
 
-    emit(args, answer, lines)
-    return exitcodes.OK
+    return emit(args, answer, lines)
 
 
 def skill_front_matter(path: Path) -> dict[str, str]:
@@ -57,12 +56,11 @@ def cmd_skills(args: argparse.Namespace) -> int:
         print(SKILLS)
         return exitcodes.OK
     found = [{**skill_front_matter(p), "path": str(p)} for p in sorted(SKILLS.glob("*/SKILL.md"))]
-    emit(
+    return emit(
         args,
         {"skills": found, "path": str(SKILLS)},
         lambda a: [f"{s['name']}: {s['path']}" for s in a["skills"]],
     )
-    return exitcodes.OK
 
 
 def register(sub: Any) -> None:
@@ -78,8 +76,8 @@ def register(sub: Any) -> None:
         help="import a cap-evolve project instead (as capevolve import-cap-evolve SRC DIR)",
     )
     init.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
-    init.set_defaults(func=cmd_init, refusals=True, reads_project=False)
+    init.set_defaults(func=cmd_init, refusals=True)
     skills = sub.add_parser("skills", help="the playbooks for coding agents shipped with the package")
     skills.add_argument("--path", action="store_true", help="print only the folder that holds them")
     skills.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
-    skills.set_defaults(func=cmd_skills, reads_project=False)
+    skills.set_defaults(func=cmd_skills)

@@ -38,14 +38,6 @@ def refuse_extra_tamper(
     }
     reason = f"never scored: it changes a path --protected-paths protects ({'; '.join(changes[:5])})"
     guards.record_refusal(
-        spec,
-        rundir,
-        guards.TAMPER,
-        guards.Checkpoint.HILL_CLIMB,
-        tag=cid,
-        against=parent,
-        decision="indecisive",
-        reason=reason,
-        details=details,
+        spec, rundir, guards.TAMPER, cid, parent, decision="indecisive", reason=reason, details=details
     )
     return True

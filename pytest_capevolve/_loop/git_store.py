@@ -129,14 +129,6 @@ class CommandStore(CandidateStore):
         return {"command": argv, "stdout": done.stdout[-2000:]}
 
 
-def _copy_store(run_root: Path, index: Path, command: str | None, cwd: Path | None) -> CandidateStore:
-    return CandidateStore(run_root / "candidates", index)
-
-
-def _git_store(run_root: Path, index: Path, command: str | None, cwd: Path | None) -> CandidateStore:
-    return GitStore(run_root / "store", index)
-
-
 def _command_store(run_root: Path, index: Path, command: str | None, cwd: Path | None) -> CandidateStore:
     if not command:
         raise StoreError("--store command needs --store-commit-cmd 'CMD {msg} {dir} {tag}'")
@@ -145,8 +137,8 @@ def _command_store(run_root: Path, index: Path, command: str | None, cwd: Path |
 
 # The backends by `--store` name (the spec's HILL_CLIMB_STORES, a floor below, repeats the names)
 STORE_KINDS: dict[str, Callable[[Path, Path, str | None, Path | None], CandidateStore]] = {
-    "git": _git_store,
-    "copy": _copy_store,
+    "git": lambda root, index, command, cwd: GitStore(root / "store", index),
+    "copy": lambda root, index, command, cwd: CandidateStore(root / "candidates", index),
     "command": _command_store,
 }
 

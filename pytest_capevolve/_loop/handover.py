@@ -7,15 +7,18 @@ The handover (``_project.candidate.HANDOVER``; never hashed, snapshotted or eval
 ``PROCESS.md`` and ``RUNMAP.md`` (:mod:`.handover_docs`), and ``prior_iterations/<tag>/``.
 Written by :func:`.work.new_work_copy` and by :mod:`.hill_climb` before each optimizer runs;
 hill-climb then removes them (:func:`clear_handover`). No test id is in any of them
-(:mod:`.handover_redact`)."""
+(:func:`test_id_redactor`)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._policy.journal_entry import JOURNAL
 from .._policy.loop_schedule import run_loop_schedule
 from .._policy.memory import render_ledger, render_rejected
 from .._project.adapter import AdapterError, load_adapter, load_tasks
@@ -26,10 +29,25 @@ from .._project.spec import Spec
 from .._store.files import atomic_write_text
 from .._store.rundir import RunDir, jsonl_lines
 from .handover_docs import AGENT, render_process, render_runmap
-from .handover_redact import test_id_redactor
-from .journal import JOURNAL, earlier_rounds, render_journal
+from .journal import earlier_rounds, render_journal
 from .mechanisms import FILENAME as MECHANISMS
-from .mechanisms import render_handover as render_mechanisms
+from .mechanisms import entries, render
+
+REDACTED_TEST_ID = "[a test task]"
+MIN_ID_LENGTH = 3  # "7" is every seventh line, not a task
+
+
+def test_id_redactor(rundir: RunDir) -> Callable[[str], str]:
+    """Blanks the run's test ids (each as a whole token, in any case) in a text: a refusal or diff may
+    name one, and repeating it would confirm which guessed ids are test tasks."""
+    splits = rundir.splits() or {}
+    ids = sorted(
+        {str(t) for t in splits.get("test", []) if len(str(t)) >= MIN_ID_LENGTH}, key=len, reverse=True
+    )
+    if not ids:
+        return lambda text: text
+    pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, ids)) + r")(?!\w)", re.IGNORECASE)
+    return lambda text: pattern.sub(REDACTED_TEST_ID, text)
 
 
 def write_handover(
@@ -56,7 +74,7 @@ def write_handover(
     ledger = render_ledger(rundir.run_id, decisions) if decisions else "# Ledger\n\nNo decision yet.\n"
     _read_only(workdir / "LEDGER.md", redact(ledger))
     _read_only(workdir / "rejected.jsonl", redact(jsonl_lines(render_rejected(decisions))))
-    _read_only(workdir / MECHANISMS, redact(render_mechanisms(rundir)))  # from the log, never a file
+    _read_only(workdir / MECHANISMS, redact(render(rundir.run_id, entries(rundir))))  # from the log
     _read_only(
         workdir / "PROCESS.md",
         redact(render_process(spec, rundir.run_id, workdir, tag, parent, loop, run_loop_schedule(rundir))),

@@ -29,6 +29,7 @@ from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
 from .._policy import guards
 from .._policy.afford import missing_rollouts
+from .._policy.journal_entry import JOURNAL
 from .._policy.loop_schedule import constant_run_note, run_loop_schedule
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
@@ -41,11 +42,9 @@ from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
 from .diagnose import diagnose
 from .extra_protected import refuse_extra_tamper
-from .gate_budget import refuse_over_budget
 from .git_store import CandidateStore, StoreError, open_store, unified_diff
-from .handover import clear_handover, failure_examples, write_handover
+from .handover import clear_handover, failure_examples, test_id_redactor, write_handover
 from .handover_docs import HILL_CLIMB
-from .handover_redact import test_id_redactor
 from .hill_climb_options import (
     Options,
     check_limits,
@@ -62,10 +61,11 @@ from .hill_climb_stop import stop_reason
 from .iteration_outcome import PROPOSAL_SPEND, book_iteration, summary_rows
 from .launch import gate_flags, run_logged, session_command
 from .optimizer_boundary import checked_writable, optimizer_boundary
+from .optimizer_cost import refuse_over_budget
 from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
 from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
 from .repeats import refuse_repeat_unpaid
-from .work import JOURNAL, new_work_copy
+from .work import new_work_copy
 
 PREFIX = "cand_"
 
@@ -321,7 +321,8 @@ class HillClimb:
             self.o.log(
                 f"{cid}: optimizer {result['outcome']}: the candidate is an unchanged copy of {parent}"
             )
-            self._restore(workdir, parent)
+            shutil.rmtree(workdir, ignore_errors=True)
+            writable_copy(self._source(parent), workdir, ignore=handover_ignore(self._source(parent)))
         clear_handover(workdir)
         diff = unified_diff(self._source(parent), workdir, parent, cid)
         atomic_write_text(folder / "diff.patch", diff)
@@ -354,10 +355,6 @@ class HillClimb:
 
     def _source(self, tag: str) -> Path:
         return self.spec.capability_path if tag == SEED_TAG else self._rundir.snapshots.snapshot_dir(tag)
-
-    def _restore(self, workdir: Path, parent: str) -> None:
-        shutil.rmtree(workdir, ignore_errors=True)
-        writable_copy(self._source(parent), workdir, ignore=handover_ignore(self._source(parent)))
 
     # -- evaluation and decision ---------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from .._project.spec import Spec
 from .._store.event_kinds import HILL_CLIMB_ITERATION
 from .._store.files import read_json
 from .._store.rundir import RunDir
+from .journal import proposed_event
 
 SUMMARY_KEYS = ("tag", "decision", "basis", "delta_mean", "p_value", "optimizer")
 
@@ -47,21 +48,14 @@ def booked_reason(verdict: dict[str, Any], booked: str) -> str:
 PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
 
 
-def proposed_spend(rundir: RunDir, cid: str) -> dict[str, Any]:
-    """The optimizer's spend as the log recorded it when ``cid`` was proposed ({} in older runs)."""
-    for event in reversed(rundir.log.of_kinds(HILL_CLIMB_ITERATION)):
-        if event.get("tag") == cid and event.get("phase") == "proposed":
-            return {key: value for key, value in event.items() if key in PROPOSAL_SPEND}
-    return {}
-
-
 def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], folder: Path) -> None:
     """Book the gate's verdict on ``cid`` through :func:`.commit.book`, with the optimizer's
     cost from the log's ``proposed`` event (``optimizer.json`` for older runs); a booking a
     kill cut off after it was written is not booked again."""
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
-    optimizer = {**read_json(folder / "optimizer.json"), **proposed_spend(rundir, cid)}
+    proposed = proposed_event(rundir, cid).items()  # the optimizer's spend as logged ({} in older runs)
+    optimizer = {**read_json(folder / "optimizer.json"), **{k: v for k, v in proposed if k in PROPOSAL_SPEND}}
     head = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']})"
     get = optimizer.get
     spend = OptimizerSpend(get("cost_usd", 0.0), get("tokens", 0), get("seconds", 0.0))

@@ -8,15 +8,12 @@ and its diff against its parent. Context for a proposer, never read by a decisio
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._policy.journal_entry import ENTRY_LIMIT as ENTRY_LIMIT
-from .._policy.journal_entry import JOURNAL as JOURNAL
-from .._policy.journal_entry import JOURNAL_MARKER as JOURNAL_MARKER
-from .._policy.journal_entry import escaped, frozen_entry
-from .._policy.journal_entry import own_entries as own_entries
-from .._policy.refuted import compared
+from .._policy.commit import compared
+from .._policy.journal_entry import JOURNAL_MARKER, escaped, frozen_entry
 from .._project.candidate_diff import bounded, unified_diff
 from .._store.event_kinds import HILL_CLIMB_ITERATION
 from .._store.files import RunDirError
@@ -86,21 +83,18 @@ def _verdict_of(rundir: RunDir, tag: str) -> tuple[dict[str, Any], str]:
     return verdict, escaped(str(verdict.get("reason") or ""))
 
 
-def proposed_digest(rundir: RunDir, tag: str) -> str | None:
-    """The sha256 of hill-climb's ``diff.patch`` of ``tag`` as its ``proposed`` event logged it."""
-    for event in reversed(rundir.log.of_kinds(HILL_CLIMB_ITERATION)):
-        if event.get("tag") == tag and event.get("phase") == "proposed":
-            digest = event.get("diff_sha256")
-            return digest if isinstance(digest, str) else None
-    return None
+def proposed_event(rundir: RunDir, tag: str) -> Mapping[str, Any]:
+    """``tag``'s hill-climb ``proposed`` event, the last ({} when there is none: older runs)."""
+    events = reversed(rundir.log.of_kinds(HILL_CLIMB_ITERATION))
+    return next((e for e in events if e.get("tag") == tag and e.get("phase") == "proposed"), {})
 
 
 def _diff_of(rundir: RunDir, tag: str, entry: dict[str, Any], verdict: dict[str, Any]) -> str:
     """hill-climb's ``diff.patch`` (made as the optimizer finished) while it is the file its
     ``proposed`` event logged, else the diff the reject logged, else the snapshots compared."""
     patch = rundir.hill_climb_dir(tag) / "diff.patch"
-    digest = proposed_digest(rundir, tag)
-    if digest is not None and patch.is_file() and not patch.is_symlink():
+    digest = proposed_event(rundir, tag).get("diff_sha256")
+    if isinstance(digest, str) and patch.is_file() and not patch.is_symlink():
         data = patch.read_bytes()
         if hashlib.sha256(data).hexdigest() == digest:
             return bounded(data.decode("utf-8", errors="replace"), PRIOR_DIFF_LIMIT)

@@ -172,8 +172,3 @@ def render(run_id: str, listed: list[dict[str, Any]]) -> str:
         by = ", ".join(entry["by"]) or "—"
         lines.append(f"- **{entry['id']}** {entry['text']} (tasks: {tasks}; found by: {by})")
     return "\n".join(lines) + "\n"
-
-
-def render_handover(rundir: RunDir) -> str:
-    """The work copy's ``MECHANISMS.md``, from the log (never from an editable file)."""
-    return render(rundir.run_id, entries(rundir))

@@ -5,7 +5,8 @@ Read once per iteration after the optimizer exits (crashed or not: what it spent
 and booked with the decision, so ``max_usd`` counts the proposer. The largest line wins:
 a running total is printed again at the end, and a later smaller line never lowers it. A value
 that is not a spend (negative, NaN, above 1e6 $) is refused in one line; the iteration stays
-unproposed and ``--resume`` runs its optimizer again."""
+unproposed and ``--resume`` runs its optimizer again. When what it reported leaves no room for the
+round's val evaluation under ``max_usd``, the round is not gated (:func:`refuse_over_budget`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._policy.optimizer_spend import SpendRefused, checked_tokens, checked_usd
+from .._policy.optimizer_spend import SpendRefused, checked_tokens, checked_usd, unbooked_usd
+from .._project.spec import Spec
+from .._store.rundir import RunDir
 
 COST_KEYS = ("cost_usd", "tokens")
 
@@ -52,3 +55,27 @@ def reported_cost(stdout: Path) -> dict[str, Any]:
         if line_usd > usd[0]:
             usd = (line_usd, number)
     return {"cost_usd": usd[0], "tokens": tokens, "cost_line": usd[1]}
+
+
+def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str | None:
+    """The reason (verdict written) when ``cid``'s proposer left its gate no room, else None."""
+    from .._policy import guards
+    from .._policy.spend import spend_report
+
+    proposer = unbooked_usd(rundir)
+    if proposer <= 0:  # nothing spent since the check before the round
+        return None
+    report = spend_report(spec, rundir, n_siblings=1)
+    money = [b["message"] for b in report["afford"]["blockers"] if b["ceiling"] == "max_usd"]
+    if report["ceilings"]["max_usd"]["reached"]:
+        money.insert(0, f"${report['spent']['total_usd']:.4f} spent reaches max_usd={spec.max_usd:g}")
+    if not money:
+        return None
+    reason = (
+        f"never gated: its optimizer reported ${proposer:.4f}, which leaves no room for its val "
+        f"evaluation under max_usd ({'; '.join(money)}); the cost is booked, no rollout paid"
+    )
+    details = {"optimizer_usd": proposer, "blockers": money}
+    return guards.record_refusal(
+        spec, rundir, guards.BUDGET, cid, parent, decision="indecisive", reason=reason, details=details
+    ).reason

@@ -37,9 +37,8 @@ def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, work
         spec,
         rundir,
         guards.REPEAT,
-        guards.Checkpoint.HILL_CLIMB,
-        tag=cid,
-        against=parent,
+        cid,
+        parent,
         decision="reject",
         reason=f"never paid for: {line}",
         details={

@@ -6,11 +6,13 @@ rejected.jsonl). Controller side or the CLI."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
 from .._engine import confinement
 from .._project.candidate import CandidateError, changed_files, content_hash
+from .._project.candidate_diff import bounded, unified_diff
 from .._project.spec import Spec
 from .._store.event_kinds import (
     BEST_CHANGED,
@@ -34,7 +36,6 @@ from .commit_checks import CommitRefused as CommitRefused
 from .identity import Earlier, remember_booked
 from .journal_entry import freeze_entry
 from .optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
-from .refuted import compared, refuted_diff
 
 
 class SpentOn(TypedDict):
@@ -221,20 +222,20 @@ def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
     """The decision that stands for ``tag``, if any; a provisional or indecisive one stops standing once
     the tag is grown."""
     standing = None
-    for event in rundir.log.events():
+    for event in rundir.log.of_kinds(DECISION, GROWN):
         if event.get("tag") != tag:
             continue
         if event.get("kind") == DECISION and standing is None:
             standing = event
-        elif event.get("kind") == GROWN and standing is not None:
-            if standing["decision"] in ("provisional", INDECISIVE):
-                standing = None
+        elif event.get("kind") == GROWN and standing and standing["decision"] in ("provisional", INDECISIVE):
+            standing = None
     return standing
 
 
 def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
-    screens = [e for e in rundir.log.events() if e.get("kind") == SCREEN and e.get("tag") == tag]
-    kill: dict[str, Any] = screens[-1] if screens else {}
+    kill: Mapping[str, Any] = next(
+        (e for e in reversed(rundir.log.of_kinds(SCREEN)) if e.get("tag") == tag), {}
+    )
     return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
 
 
@@ -310,3 +311,32 @@ def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | No
         return changed_files(mine, theirs)
     except CandidateError as exc:  # a symlink leaving the folder (the tamper guard said so too)
         return [f"unreadable: {exc}"]
+
+
+# What a booked decision changed: the folders compared and, for a reject, the bounded diff logged, so
+# ``rejected.jsonl`` tells the next proposer what edit was refuted.
+def compared(
+    rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None
+) -> tuple[Path, Path] | None:
+    """``tag``'s folder and its parent's from snapshots (else the recorded source folder, else the work
+    copy); None when either is gone."""
+    mine, theirs = rundir.snapshots.snapshot_dir(tag), rundir.snapshots.snapshot_dir(parent)
+    if not mine.is_dir():
+        source = (verdict or {}).get("details", {}).get("source")
+        mine = Path(source) if source else rundir.work_dir(tag)
+    if not mine.is_dir() or not theirs.is_dir():
+        return None
+    return mine, theirs
+
+
+def refuted_diff(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> str:
+    """The unified diff ``tag`` made against ``parent``, cut to :data:`.candidate_diff.DIFF_LIMIT`; "" if
+    none."""
+    folders = compared(rundir, tag, parent, verdict)
+    if folders is None:
+        return ""
+    mine, theirs = folders
+    try:
+        return bounded(unified_diff(theirs, mine, parent, tag))
+    except (CandidateError, OSError) as exc:  # a symlink leaving the folder: the tamper guard's
+        return f"(no diff: {exc})\n"

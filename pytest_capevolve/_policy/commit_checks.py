@@ -202,11 +202,7 @@ SCREEN_KILL_BASES: dict[str, str] = {Basis.SCREEN_KILL: "harm", Basis.CEILING: "
 def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
     """A reject on basis ``screen_kill`` or ``ceiling`` needs a screen that killed ``tag`` on that ground."""
     wanted = SCREEN_KILL_BASES[basis]
-    kills = [
-        e
-        for e in rundir.log.events()
-        if e.get("kind") == SCREEN and e.get("tag") == tag and e.get("decision") == "kill"
-    ]
+    kills = [e for e in rundir.log.of_kinds(SCREEN) if e.get("tag") == tag and e.get("decision") == "kill"]
     if not any(e.get("basis") == wanted for e in kills):
         found = ", ".join(f"{e.get('basis')}" for e in kills) or "none"
         raise CommitRefused(

@@ -121,7 +121,7 @@ BUDGET = Guard(
     Basis.BUDGET,
     stops="a gate whose val evaluation the spend ceilings (max_usd) leave no room for",
     outcome="indecisive verdict, the optimizer's cost booked, no rollout paid",
-    check="pytest_capevolve._loop.gate_budget:refuse_over_budget",
+    check="pytest_capevolve._loop.optimizer_cost:refuse_over_budget",
     test="tests/e2e/test_loop_stops.py::test_a_proposer_whose_cost_leaves_no_room_for_its_gate_stops_the_loop_before_a_rollout",
     checkpoints=(Checkpoint.HILL_CLIMB,),
     way_on={"": "raise max_usd in the spec to go on (ceilings are not locked with the run)"},
@@ -176,8 +176,10 @@ def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **
     return refusal(basis=guard.name, reason=reason, config=gate_config(spec), **fields)
 
 
-def record_refusal(spec: Spec, rundir: RunDir, guard: Guard, at: Checkpoint, **verdict: Any) -> Verdict:
-    """The one writer of a refusal decided outside a session (the loop's screens)."""
-    written = refusal_verdict(spec, guard, at, **verdict)
+def record_refusal(
+    spec: Spec, rundir: RunDir, guard: Guard, tag: str, against: str, **verdict: Any
+) -> Verdict:
+    """The one writer of a refusal decided outside a session (hill-climb's screens before its gate)."""
+    written = refusal_verdict(spec, guard, Checkpoint.HILL_CLIMB, tag=tag, against=against, **verdict)
     rundir.verdicts.write_verdict(verdict_file(written, null_control=False))
     return written

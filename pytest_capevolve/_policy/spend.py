@@ -82,7 +82,13 @@ def spend_report(
 
     condition = sc.parse(spec.stop_condition)
     ceilings = Ceilings.from_spec(spec, condition)
-    ceiling_json = _ceilings_json(Ceilings.from_spec(spec), spent)
+    plain = Ceilings.from_spec(spec)  # the spec's own, without the stop condition's
+    ceiling_json = {
+        "max_metric_calls": _ceiling(spent["rollouts"], plain.max_metric_calls, "rollouts paid"),
+        "max_usd": _ceiling(spent["total_usd"] or 0.0, plain.max_usd, "USD: runner + optimizer"),
+        "max_iterations": _ceiling(spent["iterations"], plain.max_iterations, "decisions booked"),
+        "stall": _ceiling(spent["stall"], plain.stall, "rejects in a row"),
+    }
 
     null_tags = [f"{best}-null{i}" for i in range(1, nulls + 1)]
     needed = {
@@ -202,15 +208,6 @@ def _spent_json(
         "wall_clock_seconds": None if wall is None else round(wall, 3),
         "first_event_ts": first_ts,
         "source": "state.json (spent, iterations, stall), events.jsonl (rollout, decision lines)",
-    }
-
-
-def _ceilings_json(spec_ceilings: Ceilings, spent: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {
-        "max_metric_calls": _ceiling(spent["rollouts"], spec_ceilings.max_metric_calls, "rollouts paid"),
-        "max_usd": _ceiling(spent["total_usd"] or 0.0, spec_ceilings.max_usd, "USD: runner + optimizer"),
-        "max_iterations": _ceiling(spent["iterations"], spec_ceilings.max_iterations, "decisions booked"),
-        "stall": _ceiling(spent["stall"], spec_ceilings.stall, "rejects in a row"),
     }
 
 

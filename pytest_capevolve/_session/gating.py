@@ -119,7 +119,7 @@ def _judged_round(
         spec,
         veto_regressions=gate.veto_regressions,
         regression_rule=gate.regression_rule,
-        alpha=budget.config_alpha,
+        alpha=None if budget.schedule == "constant" else budget.round,  # None: the spec's α as it is
     )
     nulls = [as_null(evidence.judge(tag, best, null_config(config))) for tag in null_tags]
     floor = null_deltas(nulls)
@@ -203,11 +203,6 @@ class AlphaBudget:
         cls, spec: Spec, rundir: RunDir, siblings: int | list[str], against: str | None = None
     ) -> AlphaBudget:
         return cls(spec, rundir.log.events(), siblings, against)
-
-    @property
-    def config_alpha(self) -> float | Fraction | None:
-        """None keeps the spec's α untouched (``constant``)."""
-        return None if self.schedule == "constant" else self.round
 
     def slot(self, verdict: Verdict) -> tuple[dict[str, object], bool]:
         earlier = self._earlier.get((GATE_DECISION, verdict.tag, verdict.against))

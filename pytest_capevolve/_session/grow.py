@@ -130,11 +130,7 @@ def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
     """A gate session may not judge a grown candidate again against the same best (that would replace its
     pooled verdict with a first look). The refusal says what is left: another grow, booking it, or nothing."""
     best = rundir.state.best()
-    grown = {
-        e["tag"]: e
-        for e in rundir.log.events()
-        if e.get("kind") == GROWN and e.get("tag") in tags and e.get("against") == best
-    }
+    grown = {e["tag"]: e for e in rundir.log.of_kinds(GROWN) if e["tag"] in tags and e.get("against") == best}
     for event in grown.values():  # the latest grow of each tag
         tag, look = event["tag"], int(event.get("look") or 0)
         if final_decision(rundir, tag) is not None:

@@ -37,10 +37,6 @@ class Outcome:
     explained: list[str] = field(default_factory=list)  # --capevolve-explain: verdicts in words
     damaged: bool = False  # stopped because the run dir could not be written: exit 12 whatever stopped it
 
-    def set_exit_status(self, session: pytest.Session) -> None:
-        if self.exit_code is not None and (self.damaged or session.exitstatus in exitcodes.REPLACEABLE):
-            session.exitstatus = self.exit_code
-
 
 class SessionEnd:
     """On the controller; ``conclude`` is the session kind's (:class:`.kinds.base.Started`)."""
@@ -128,7 +124,10 @@ class SessionEnd:
         return True
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self.outcome.set_exit_status(session)
+        if self.outcome.exit_code is not None and (
+            self.outcome.damaged or session.exitstatus in exitcodes.REPLACEABLE
+        ):
+            session.exitstatus = self.outcome.exit_code
 
 
 def _damaged_outcome(line: str) -> Outcome:

@@ -24,6 +24,7 @@ from .._policy.identity import (
     repeat_of,
 )
 from .._policy.null_economy import identical_note, identical_null
+from .._policy.standing import standing_verdict
 from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash
 from .._project.paths import to_stored
 from .._project.spec import Spec, SpecError, splits_for
@@ -289,13 +290,6 @@ def plan_evaluation(
     return Planned(plan, best, null_tags, waiting_on, notes, labels, decided)
 
 
-def standing_verdicts(rundir: RunDir, tags: list[str]) -> dict[str, dict[str, Any]]:
-    from .._policy.standing import standing_verdict
-
-    found = {tag: standing_verdict(rundir, tag) for tag in tags}
-    return {tag: verdict for tag, verdict in found.items() if verdict is not None}
-
-
 def refuse_sealed_in_dev(
     spec: Spec, rundir: RunDir, splits: Mapping[str, Any], *, acknowledged: bool
 ) -> str | None:
@@ -420,11 +414,8 @@ def _kept(
 ) -> tuple[list[CandidateRequest], bool, dict[str, dict[str, Any]]]:
     """(candidates to register, whether only the best is left, the decided tags); None when screens refused
     all."""
-    decided = (
-        standing_verdicts(rundir, [c.tag for c in chosen if c.tag not in (best, SEED_TAG)])
-        if gate.enabled
-        else {}
-    )
+    others = [c.tag for c in chosen if c.tag not in (best, SEED_TAG)] if gate.enabled else []
+    decided = {tag: found for tag in others if (found := standing_verdict(rundir, tag)) is not None}
     kept = [
         c
         for c in chosen

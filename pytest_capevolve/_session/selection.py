@@ -49,10 +49,6 @@ def select(config: pytest.Config, spec_path: Path, named: list[str]) -> None:
     config.args[:] = [f"{spec_path}::{rest}" for rest in named] or [str(spec_path)]
 
 
-def selected_on_worker(workerinput: dict[str, object]) -> list[str]:
-    return [str(rest) for rest in json.loads(str(workerinput.get(WORKERINPUT_KEY) or "[]"))]
-
-
 class SelectionToWorkers:
     def __init__(self, selected: list[str]) -> None:
         self.selected = selected

@@ -207,10 +207,6 @@ class SequentialGate:
     def content_hash(self, tag: str) -> str | None:
         return next((c.content_hash for c in self.plan.candidates if c.tag == tag), None)
 
-    def not_paid(self) -> set[str]:
-        """Tags whose missing rollouts are missing on purpose (decided): not an infra failure."""
-        return set(self.stopped)
-
     def summary(self) -> list[str]:
         lines = []
         per_tag = self.plan.num_trials * len(self.plan.task_ids)
@@ -237,6 +233,3 @@ class SequentialGate:
     def finish(self) -> None:
         if self.plan.sequential is not None:
             stop_marker.remove(self.rundir.root, self.plan.sequential)
-
-    def to_event(self) -> dict[str, Any]:
-        return {t: d.numbers() for t, d in self.decisions.items()}

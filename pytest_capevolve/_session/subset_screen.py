@@ -8,7 +8,6 @@ gate reads full val only). Not :mod:`.screens`, the tamper guard and microcases.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
@@ -129,14 +128,6 @@ def plan_screen(
     )
 
 
-def screen_path(rundir: RunDir, tag: str, label: str) -> Path:
-    return rundir.root / "screens" / f"{tag}__{label}.json"
-
-
-def screen_events(rundir: RunDir) -> list[dict[str, Any]]:
-    return [e for e in rundir.log.events() if e.get("kind") == SCREEN]
-
-
 @dataclass(eq=False)  # a plugin: identity, not value, equality
 class ScreenSession:
     spec: Spec
@@ -210,7 +201,7 @@ class ScreenSession:
         # counted from the files, not this session's tally: rollouts paid by an interrupted
         # screen of the same candidate are fired too (earlier screens' share is not counted twice)
         on_subset = sum(1 for (task, k) in by_tag.get(tag, {}) if task in set(subset) and k < trials)
-        counted = sum(int(e.get("fired", 0)) for e in screen_events(rundir) if e.get("tag") == tag)
+        counted = sum(int(e.get("fired", 0)) for e in rundir.log.of_kinds(SCREEN) if e.get("tag") == tag)
         fired = max(0, on_subset - counted)
         full_cost = len(val_ids) * trials
         rundir.log.append_event(
@@ -226,7 +217,7 @@ class ScreenSession:
             fired=fired,
             full_val_rollouts=full_cost,
         )
-        events = screen_events(rundir)
+        events = rundir.log.of_kinds(SCREEN)
         ledger = ladder.ledger(events, val_paid_by_tag(rundir, events))
         record = {
             "tag": tag,
@@ -251,7 +242,7 @@ class ScreenSession:
             "ledger": ledger,
             "note": "a screen never accepts; its numbers never reach the gate, which reads full val only",
         }
-        atomic_write_json(screen_path(rundir, tag, planned.request.label), record)
+        atomic_write_json(rundir.root / "screens" / f"{tag}__{planned.request.label}.json", record)
         word = "KILL" if result.decision == ladder.KILL else "PROMOTE"
         outcome.closing.append(
             (f"screen {tag} ({planned.request.label}, {len(subset)} tasks): {word} — {result.reason}", {})

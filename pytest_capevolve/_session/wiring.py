@@ -7,11 +7,14 @@ plan from ``workerinput``."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .._confine.launch import CONFINEMENT_ENV
 from .._engine import confinement
 from .._engine.budget_share import Headroom, share_for
 from .._engine.judging import require_prefer
@@ -34,7 +37,6 @@ from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from ..exitcodes import CapevolveError
 from . import selection
 from .finalize_whole import refuse_selection
-from .inside_boundary import refused_write
 from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW, SCHEDULE_WHY, TASK_KEYS_NOW
 from .kinds.options import gate_request
@@ -51,6 +53,29 @@ from .plan_check import PlanCheck
 from .planning import Planned
 from .progress import Progress
 from .reporter import CapevolveReporter, parse_failures, rollouts
+
+
+def brokered(config: pytest.Config) -> str:
+    return shlex.join(["capevolve", "pytest", *map(str, config.invocation_params.args)])
+
+
+def refuse_inside_boundary(config: pytest.Config) -> None:
+    """Inside ``capevolve agent`` the kernel keeps the record out of reach: name the command that works
+    (exit 4). Where the variable was dropped, the first refused write gets the same line
+    (:func:`refused_write`)."""
+    if CONFINEMENT_ENV in os.environ:
+        raise pytest.UsageError(
+            "this session runs inside the optimizer's boundary (capevolve agent), where the record "
+            f"cannot be written; run it through the broker: {brokered(config)}"
+        )
+
+
+def refused_write(config: pytest.Config, exc: PermissionError) -> pytest.UsageError:
+    where = f"{exc.filename}: " if exc.filename else ""
+    return pytest.UsageError(
+        f"this session cannot write the record ({where}{exc.strerror or exc}); inside capevolve "
+        f"agent, run it through the broker: {brokered(config)}"
+    )
 
 
 def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, str]) -> None:
@@ -73,7 +98,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
             plan = EvalPlan.from_wire(json.loads(workerinput[WORKERINPUT_KEY]))
-            selected = selection.selected_on_worker(workerinput)
+            selected = json.loads(str(workerinput.get(selection.WORKERINPUT_KEY) or "[]"))
         else:
             check_gateways(config, spec)
             harness_now = harness.of_project(spec, pool.values())

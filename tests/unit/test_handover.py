@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from cli_calls import run
 
-from pytest_capevolve._loop.journal import ENTRY_LIMIT, JOURNAL_MARKER, own_entries, render_journal
+from pytest_capevolve._loop.journal import render_journal
 from pytest_capevolve._loop.optimizer_cost import reported_cost
+from pytest_capevolve._policy.journal_entry import ENTRY_LIMIT, JOURNAL_MARKER, own_entries
 from pytest_capevolve._policy.optimizer_spend import OptimizerSpend, SpendRefused
 from pytest_capevolve._project.candidate import content_hash, handover_ignore
 from pytest_capevolve._project.candidate_diff import bounded

@@ -1,12 +1,14 @@
 """The evaluation kind: measure the candidates on a split and, with ``--capevolve-gate``, gate them against
 the best as one round (the default kind: no other was asked for).
 
-Controller only. Plans under the project's lock and the run's, so sessions started together get one run and
-never pay twice."""
+Controller only. Every kind that plans (this one, the sequential gate, a screen, a grow) plans under the
+project's lock and the run's (:func:`plan_locked`), so sessions started together get one run and never pay
+twice."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
@@ -20,49 +22,66 @@ if TYPE_CHECKING:
     from ..._project.spec import Spec
     from ..persistence import Persistence
     from ..planning import GateRequest, Planned
+    from ..refusals import Screens
+
+P = TypeVar("P")
+
+
+def plan_locked(
+    config: pytest.Config, spec: Spec, plan: Callable[[RunDir, Screens], P], *, microcases: bool = True
+) -> tuple[P, RunDir, Screens]:
+    """Run ``plan`` under the locks; a refused plan releases its claims and leaves no empty run."""
+    from ..refusals import Screens
+
+    option = config.option
+    with RunDir.project_lock(spec.project_dir):
+        rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
+        screens = Screens(spec, rundir, microcases=microcases)
+        config.add_cleanup(screens.close)  # its microcase checks' sandbox children
+        try:
+            with rundir.lock():
+                planned = plan(rundir, screens)
+        except BaseException:
+            rundir.claims.release()
+            rundir.discard_if_created()
+            raise
+    return planned, rundir, screens
 
 
 def plan_gated(
     config: pytest.Config, spec: Spec, pool_ids: list[str], split: str
 ) -> tuple[GateRequest, Planned, Persistence, RunDir, list[Verdict]]:
     """Plan an evaluation: (the gate asked for, the plan, its persistence, the run, the refused
-    candidates). A refused session leaves no empty run."""
+    candidates)."""
     from ..persistence import Persistence
     from ..planning import plan_evaluation
-    from ..refusals import Screens
     from .finalize import test_reused_asked
 
     option = config.option
     gate = gate_request(config, split, spec)
     requests = candidate_requests(config, spec)
-    with RunDir.project_lock(spec.project_dir):
-        rundir = RunDir.resolve(spec.project_dir, option.capevolve_run_id, option.capevolve_new_run)
-        screens = Screens(spec, rundir, microcases=gate.enabled)
-        config.add_cleanup(screens.close)  # its microcase checks' sandbox children
-        try:
-            with rundir.lock():
-                if gate.enabled:
-                    from ..grow import refuse_regating_grown
 
-                    refuse_regating_grown(spec, rundir, [r.tag for r in requests])
-                planned = plan_evaluation(
-                    spec,
-                    rundir,
-                    pool_ids,
-                    requests,
-                    split,
-                    rerun=option.capevolve_rerun,
-                    gate=gate,
-                    screens=screens,
-                    block=option.capevolve_block,
-                    harness_now=config.stash.get(HARNESS_NOW, None),
-                    task_keys_now=config.stash.get(TASK_KEYS_NOW, None),
-                    test_reused=test_reused_asked(config),
-                )
-        except BaseException:
-            rundir.claims.release()
-            rundir.discard_if_created()  # a refused session leaves no empty run behind
-            raise
+    def plan(rundir: RunDir, screens: Screens) -> Planned:
+        if gate.enabled:
+            from ..grow import refuse_regating_grown
+
+            refuse_regating_grown(spec, rundir, [r.tag for r in requests])
+        return plan_evaluation(
+            spec,
+            rundir,
+            pool_ids,
+            requests,
+            split,
+            rerun=option.capevolve_rerun,
+            gate=gate,
+            screens=screens,
+            block=option.capevolve_block,
+            harness_now=config.stash.get(HARNESS_NOW, None),
+            task_keys_now=config.stash.get(TASK_KEYS_NOW, None),
+            test_reused=test_reused_asked(config),
+        )
+
+    planned, rundir, screens = plan_locked(config, spec, plan, microcases=gate.enabled)
     persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
     return gate, planned, persistence, rundir, screens.refusals
 

@@ -9,7 +9,7 @@ import pytest
 
 from ..outcome import SessionHooks
 from .base import Started, indexed
-from .cheaper import plan_locked
+from .evaluate import plan_locked
 from .options import cheaper_evidence, commit_mode, refuse_pairwise
 
 if TYPE_CHECKING:

@@ -41,8 +41,8 @@ class SequentialGateSession(EvaluationSession):
         return nulls + judged
 
     def _judge(self, outcome: Outcome, by_tag: ByTag) -> list[Verdict]:
-        not_paid = self.sequential.not_paid()
-        outcome.missing = [k for k in outcome.missing if k.tag not in not_paid]
+        # a decided tag's missing rollouts are missing on purpose, not an infra failure
+        outcome.missing = [k for k in outcome.missing if k.tag not in self.sequential.stopped]
         if not outcome.missing and not self.persistence.tally.dead_workers:
             outcome.exit_code = exitcodes.OK
         nulls, judged = self._sequential_verdicts(by_tag, interrupted=False)
@@ -67,9 +67,8 @@ class SequentialGateSession(EvaluationSession):
             budget = AlphaBudget.read(self.spec, self.rundir, len(judged))
             judged = [self._still_its_level(v, budget) for v in judged]
             files = budget.record(self.rundir, nulls, judged, self.planned.null_tags)
-            self.rundir.log.append_event(
-                SEQUENTIAL_GATE, interrupted=interrupted, tags=self.sequential.to_event()
-            )
+            tags = {t: d.numbers() for t, d in self.sequential.decisions.items()}
+            self.rundir.log.append_event(SEQUENTIAL_GATE, interrupted=interrupted, tags=tags)
         for written, path in files:
             self.hooks.verdict_written(written, path)
         return nulls, judged

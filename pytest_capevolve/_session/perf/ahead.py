@@ -25,7 +25,7 @@ from ..._items.nodes import EvalContext, RolloutItem
 from ..._policy.spend import Ceilings
 from ..._policy.stop_condition import parse as parse_stop_condition
 from ..._project.splits import TEST_SPLIT
-from .marks import MarkedItems
+from .lean_protocol import MarkedItems
 
 PLUGIN_NAME = "capevolve-ahead"
 

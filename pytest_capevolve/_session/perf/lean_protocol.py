@@ -43,10 +43,27 @@ except ImportError:  # an older pytest: what its call_and_report re-raises, writ
 
 
 from ..._items.nodes import RolloutItem, time_call_as_rollout
-from .marks import MarkedItems
 
 PLUGIN_NAME = "capevolve-protocol"
 CURRENT_TEST = "PYTEST_CURRENT_TEST"
+
+
+class MarkedItems:
+    """Whether a rollout item carries a mark, its own or a collector's above: pytest's setup may skip
+    it (``skip``, ``skipif``, ``xfail(run=False)``), so the lean protocol and sending a rollout ahead
+    leave it to pytest's full protocol. One answer per collector, kept: thousands of items, few collectors."""
+
+    def __init__(self) -> None:
+        self._parents: dict[int, bool] = {}  # id(parent) -> a collector above carries a mark
+
+    def __call__(self, item: pytest.Item) -> bool:
+        if item.own_markers:
+            return True
+        parent = item.parent
+        marked = self._parents.get(id(parent))
+        if marked is None:
+            marked = self._parents[id(parent)] = any(True for _ in parent.iter_markers())  # type: ignore[union-attr]
+        return marked
 
 
 class LeanProtocol:
