@@ -69,6 +69,7 @@ def test_verdicts_identical_with_and_without_xdist(example, projects, capevolve)
 
 def test_capevolve_gate_rederives_the_verdict_without_paying(example, projects, capevolve, capsys):
     project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # re-derived alike at any n
     capevolve(project, "improved", gate=True)
     rundir = projects.run_dir(project)
     recorded = json.loads((rundir / "verdicts" / "improved.json").read_text())
@@ -89,19 +90,21 @@ def test_capevolve_gate_rederives_the_verdict_without_paying(example, projects, 
     assert main(["gate", "nope", "--project", str(project)]) == 4
 
 
-def test_nulls_are_reused_while_the_best_is_unchanged(example, capevolve):
+def test_nulls_are_reused_while_the_best_is_unchanged(example, projects, capevolve):
     project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 40 tasks × 2 trials a tag
     capevolve(project, "copy", gate=True)
     second = capevolve(project, "mixed", gate=True)
-    second.stdout.fnmatch_lines(["rollouts: 200 paid, 600 reused*"])
+    second.stdout.fnmatch_lines(["rollouts: 80 paid, 240 reused*"])
 
 
-def test_the_same_gate_run_again_after_its_accept_pays_nothing(example, capevolve):
+def test_the_same_gate_run_again_after_its_accept_pays_nothing(example, projects, capevolve):
     project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 40 tasks × 2 trials a tag
     first = capevolve(project, "improved", gate=True)
     first.stdout.fnmatch_lines(["improved: booked accept"])
     again = capevolve(project, "improved", gate=True)  # the candidate is the best now
-    again.stdout.fnmatch_lines(["rollouts: 0 paid, 200 reused*", "nothing to gate: *is the best (improved)*"])
+    again.stdout.fnmatch_lines(["rollouts: 0 paid, 80 reused*", "nothing to gate: *is the best (improved)*"])
     assert not list((project / ".capevolve").glob("runs/*/rollouts/val/*improved-null*"))
 
 
@@ -112,8 +115,9 @@ def test_gate_refuses_train(example, capevolve):
     result.stderr.fnmatch_lines(["*the gate reads only val*"])
 
 
-def test_capevolve_plan_reports_mde_and_headroom(example, capevolve, capsys):
+def test_capevolve_plan_reports_mde_and_headroom(example, projects, capevolve, capsys):
     project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the plan reads whatever n was paid
     assert main(["plan", str(project)]) == 4  # nothing persisted yet
     assert not (project / ".capevolve").exists()  # a read-only command creates no run
     capsys.readouterr()

@@ -48,6 +48,7 @@ def test_a_copy_of_the_gated_example_and_a_second_clone_each_gate_improved_afres
 ):
     # the README's first command, on a copy of the example: improved gated and accepted in place
     first = example("noisy_agent", "first")
+    projects.edit_spec(first, "num_trials: 5", "num_trials: 2")  # each copy decides afresh at any n
     before = _files(first)
     _accepted(capevolve, first, projects)
     # all it leaves behind is in .capevolve (before, capevolve.memory.json beside the spec too)
@@ -58,4 +59,6 @@ def test_a_copy_of_the_gated_example_and_a_second_clone_each_gate_improved_afres
     shutil.copytree(first, copied, ignore=shutil.ignore_patterns(".capevolve", "__pycache__"))
     _accepted(capevolve, copied, projects)
     # a second clone: the example's files again, in another folder, on the same machine
-    _accepted(capevolve, example("noisy_agent", "clone"), projects)
+    clone = example("noisy_agent", "clone")
+    projects.edit_spec(clone, "num_trials: 5", "num_trials: 2")
+    _accepted(capevolve, clone, projects)

@@ -86,9 +86,8 @@ def test_identical_changes_on_both_sides_are_no_conflict():
 # -- end to end on examples/noisy_agent ------------------------------------------------------------------
 
 
-def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
-    example, capevolve, capsys, xdist_args
-):
+def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(example, capevolve, capsys):
+    """In process: a work copy gated under -n 2 is test_an_agent_mode_loop_books_each_decision_once's."""
     project = example("noisy_agent")
     round_ = capevolve(project, "improved", "policy", gate=True)
     # the sibling problem: improved is accepted; policy, re-gated against it, can only replace it
@@ -119,7 +118,7 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
     # a tag names one candidate forever: the same merge again is refused
     assert cli(capsys, "merge", "improved", "policy", "--tag", "merged", "--project", str(project))[0] == 2
 
-    gated = capevolve(project, work, gate=True, extra=xdist_args)  # the merged work copy, on -n 2 too
+    gated = capevolve(project, work, gate=True)  # the merged work copy
     assert gated.ret == 0, gated.stdout.str()
     gated.stdout.fnmatch_lines(["*merged*ACCEPT*", "*merged: booked accept*"])
     verdict = json.loads((run_dir(project) / "verdicts" / "merged.json").read_text())

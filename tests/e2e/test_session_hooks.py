@@ -59,9 +59,10 @@ def _calls(folder: Path) -> list[dict]:
 
 
 @pytest.fixture
-def gated_project(example, pytester: pytest.Pytester) -> Path:
+def gated_project(example, projects, pytester: pytest.Pytester) -> Path:
     project = example("noisy_agent")
     shutil.rmtree(project / "microcases")  # the gate's rule, not a microcase, decides here
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the hooks fire alike at any n
     pytester.makeconftest(CONFTEST)
     return project
 
