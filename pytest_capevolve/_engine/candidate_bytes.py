@@ -4,9 +4,9 @@ In every process that runs rollouts. A candidate is evaluated from ``candidates/
 (copied when registered, handover files excluded), never from the folder the optimizer may
 still be editing. The snapshot's hash and listing are checked against the registered ones at
 first use; before and after every rollout a cheap stamp (sizes, inodes, times, listings) is
-compared: moved before a rollout, the snapshot is re-checked; moved *during* one, that rollout
-is missing data. A changed snapshot is refused in one line naming the file. A worker on a copy
-of the project (``--tx …//chdir=COPY``) evaluates a private copy, hashed after copying."""
+compared: moved before or *during* one, the snapshot is re-checked (bytes not the registered ones
+make that rollout missing data). A changed snapshot is refused in one line naming the file. A
+worker on a copy of the project (``--tx …//chdir=COPY``) evaluates a private copy, hashed after copying."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class CandidateMismatch(Exception):
 class _Checked:
     folder: Path
     stamp: Stamp
+    digest: str
 
 
 def stamp_of(folder: Path) -> Stamp:
@@ -101,10 +102,11 @@ class CandidateBytes:
         return checked.folder, checked.stamp
 
     def changed_during(self, tag: str, folder: Path, before: Stamp) -> str | None:
-        """After a rollout: None when ``folder`` is as it was when the rollout started; else
-        why the rollout is missing data (it may have measured other bytes)."""
+        """After a rollout: None when ``folder`` is unmoved or (a touch, to have a failure paid again)
+        still the registered bytes; else why the rollout is missing data (other bytes measured?)."""
         after = stamp_of(folder)
-        if after == before:
+        digest = checked.digest if isinstance(checked := self._checked.get(tag), _Checked) else ""
+        if after == before or isinstance(self._verify(tag, folder, digest, after), _Checked):
             return None
         changed = ", ".join(moved(before, after)[:3])
         return (
@@ -128,7 +130,7 @@ class CandidateBytes:
             actual = f"unreadable ({exc})"
         else:
             if actual == digest:
-                return _Checked(private, stamp_of(private))
+                return _Checked(private, stamp_of(private), digest)
         return (
             f"this worker's copy of tag {tag!r} at {found} differs from the controller's "
             f"(registered {digest}, the copy hashes to {actual}): {STALE_COPY_FIX}"
@@ -142,7 +144,7 @@ class CandidateBytes:
             return f"candidate {tag!r}: its snapshot {folder} is unreadable ({exc}); it is not evaluated"
         extra = sorted(listed_files(folder) - counted)
         if actual == digest and not extra:
-            return _Checked(folder, stamp)
+            return _Checked(folder, stamp, digest)
         what = [f"{p} (added)" for p in extra]
         if actual != digest:
             registered = registered_files(folder)

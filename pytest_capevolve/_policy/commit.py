@@ -33,6 +33,7 @@ from .commit_checks import INDECISIVE as INDECISIVE
 from .commit_checks import REJECT_BASES as REJECT_BASES
 from .commit_checks import SCREEN_KILL_BASES, check, check_evidence, refuse_unknown
 from .commit_checks import CommitRefused as CommitRefused
+from .gate_settings import settings_of
 from .identity import Earlier, remember_booked
 from .journal_entry import freeze_entry
 from .optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
@@ -188,10 +189,11 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
 
 
 def _same_question(decided: dict[str, Any], spec: Spec, earlier: Earlier) -> None:
-    """Refused where the earlier accept answered another question (a margin, a judge) or harness."""
+    """Refused where the earlier accept answered another question (any gate setting) or harness."""
     theirs = (decided.get("details") or {}).get("gate_settings") or {}
-    ours = {"gate_mode": spec.gate_mode, "gate_margin": spec.gate_margin or 0.0}
-    differ = [f"{k} {theirs[k]} (this run: {v})" for k, v in ours.items() if theirs.get(k, v) != v]
+    differ = [
+        f"{k} {theirs[k]} (this run: {v})" for k, v in settings_of(spec).items() if theirs.get(k, v) != v
+    ]
     accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
     if differ:
         raise CommitRefused(

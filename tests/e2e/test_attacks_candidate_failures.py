@@ -200,3 +200,48 @@ def test_inside_the_kernel_boundary_a_child_that_exits_on_failure_books_its_fail
     # every answer that failed on those tasks ended its child: none of them was scored escalated
     assert not [t for t, r in records.items() if t.endswith("1") and r["output"] == "escalated"]
     assert {t for t in failed if not t.endswith("1")} == set()
+
+
+# appended to the candidate's tools/reply.py: a failing answer sets the mtime of a file of its own
+# snapshot (an owner may, even read-only and inside the kernel boundary), bytes untouched
+TOUCH_ON_FAILURE = """
+
+import os as _os
+import sys as _sys
+
+_frame = _sys._getframe()
+while _frame is not None and "output" not in _frame.f_locals:
+    _frame = _frame.f_back
+if _frame is not None and _frame.f_locals["output"] == "escalated":
+    _os.utime(__file__, ns=(1, _os.stat(__file__).st_mtime_ns + 1))
+"""
+
+
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "with an agent that does not reproduce its draws, candidate code that sets the mtime of a file "
+        "of its own snapshot whenever its answer fails (allowed to its owner, read-only and confined), "
+        "so the rollout is missing data (its snapshot changed while it ran) a later session pays again "
+        "with a fresh draw (before: its mean printed 1.000 against the seed's 0.400, every gate indecisive "
+        "only by the worst-case imputation of those trials)"
+    ),
+    outcome=(
+        "prevented: a snapshot whose stamp changed while a rollout ran is hashed again; bytes still the "
+        "registered ones keep the rollout's outcome, never paid again"
+    ),
+)
+def test_a_candidate_that_touches_its_snapshot_on_a_failing_answer_keeps_those_failures(
+    example, projects, capevolve
+) -> None:
+    project = _project(example, projects)
+    (project / "candidates" / "quitter" / "tools" / "reply.py").write_text(
+        (project / "capability" / "tools" / "reply.py").read_text() + TOUCH_ON_FAILURE
+    )
+    results = [capevolve(project, "quitter", gate=True) for _ in range(4)]  # the attack's loop
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
+    assert verdict["decision"] != "accept", [r.ret for r in results]
+    assert results[0].ret == 10, results[0].stdout.str()[-3000:]  # decided at once: no infra error
+    records = [r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"]
+    assert len(records) == 40 and not [r for r in records if r["infra_error"]]
+    assert [r for r in records if r["output"] == "escalated"]  # the attack ran on failing answers

@@ -123,7 +123,8 @@ def test_a_margin_set_after_the_baseline_before_the_first_decision_is_not_taken(
         'candidate worse on val became the best of a run that asks "better"'
     ),
     outcome=(
-        "refused in one line: an accept is adopted only under the gate_mode and gate_margin it answered, "
+        "refused in one line: an accept is adopted only under the gate settings it answered (gate_mode, "
+        "gate_margin, gate_alpha, …), "
         "naming the way on (gate a changed version)"
     ),
 )
@@ -143,3 +144,32 @@ def test_a_margin_accept_is_not_adopted_by_a_run_that_asks_better(
     assert main(["commit", "noop", "--project", str(project), "--decision", "accept"]) != 0
     said = capsys.readouterr().err
     assert "under gate_margin -0.9 (this run: 0.0)" in said and "gate a changed version" in said, said
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a candidate accepted at p = 0.09 in a run whose first decision froze `gate_alpha: 0.25` (or any gate "
+        "setting but the mode and margin: `-o capevolve_gate_alpha=0.25` too); the owner's α of 0.05 back "
+        "and a new run, its bytes gated there read `REPEAT` and `capevolve commit --decision accept` "
+        "adopted them, a decision this run's α rejects"
+    ),
+    outcome="refused in one line naming the setting that differs and the way on (gate a changed version)",
+)
+def test_an_accept_at_a_looser_alpha_is_not_adopted_by_a_run_at_the_owners(
+    example, projects, capevolve, capsys
+) -> None:
+    from pytest_capevolve._cli.main import main
+
+    project = example("noisy_agent")
+    projects.one_trial_with_noop(project, "Be courteous.")
+    (project / "candidates" / "noop").rename(project / "candidates" / "c18")  # its draws: p = 0.09
+    projects.edit_spec(project, "gate_alpha: 0.05", "gate_alpha: 0.25")
+    assert capevolve(project, "c18", gate=True).ret == 0  # accepted at α = 0.25, booked
+    projects.edit_spec(project, "gate_alpha: 0.25", "gate_alpha: 0.05")
+    again = capevolve(project, "c18", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"])
+    assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT of the accept
+    capsys.readouterr()
+    assert main(["commit", "c18", "--project", str(project), "--decision", "accept"]) != 0
+    said = capsys.readouterr().err
+    assert "under gate_alpha 0.25 (this run: 0.05)" in said and "gate a changed version" in said, said
