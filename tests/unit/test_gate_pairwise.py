@@ -73,7 +73,7 @@ def test_an_accept_the_unjudged_cells_could_flip_is_indecisive(val_rollout):
     judged = found.judge("cand", "seed", GateConfig(mode="pairwise"))
     assert judged.decision == "indecisive", judged.reason
     assert "could flip the decision (worst-case: the best preferred in both, p = 0.1094)" in judged.reason
-    assert "run the gate session again" in judged.reason and "--capevolve-new-run" in judged.reason
+    assert "gate again" in judged.reason and "--capevolve-new-run" in judged.reason
     assert "unparsable" in judged.warnings[-1]
     found.preferences = lambda tag, against: ((1,) * 5, [], None)  # all judged: the same 5 to 0
     assert found.judge("cand", "seed", GateConfig(mode="pairwise")).decision == "accept"
