@@ -10,6 +10,7 @@ import shlex
 from glob import escape
 
 import pytest
+import run_log
 
 FAILED = re.compile(r"^FAILED (\S+) reward (\S+)(: .*)?$")
 ROLLOUTS = re.compile(r"^rollouts: (\d+) paid, (\d+) reused")
@@ -47,11 +48,16 @@ def test_x_stops_at_a_failed_rollout_prints_the_table_and_a_run_without_it_compl
     assert "stopped early by -x at a failed rollout (a task the agent fails is data" in out
     paid, _ = paid_reused(stopped)
     records = projects.rollout_records(project)
-    assert 1 <= paid < 24 and len(records) == paid
-    # it stopped at a failed rollout: one is recorded, and in one process it is the only one
-    # (nothing ran after it); under xdist the other worker may have failed one in the meantime
+    assert paid < 24, "-x let every rollout run"
+    assert len(records) == paid, (paid, sorted(records))  # each paid rollout is on file, none more
+    # it stopped at a failed rollout: one is recorded, and in one process it is the only one and
+    # the last logged (nothing ran after it); under xdist the other worker may have failed one too
     failed = [key for key, record in records.items() if record["reward"] < 1]
     assert len(failed) >= 1 if xdist else len(failed) == 1, failed
+    if not xdist:
+        logged = [e for e in run_log.events(projects.run_dir(project)) if e["kind"] == "rollout"]
+        last = logged[-1]
+        assert (last["split"], last["task_id"], last["tag"], last["trial"]) == failed[0], last
     rest = completing(stopped)
     assert "-x" not in rest and "--capevolve-run-id" in rest
     completed = pytester.runpytest(*rest)
