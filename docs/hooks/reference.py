@@ -317,14 +317,30 @@ def playbook_markdown() -> str:
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_capevolve"
 
 
-def floors() -> list[list[str]]:
-    """The `layers` contract's floors, top to bottom: each a list of its packages and modules."""
+def _layers() -> dict[str, list[list[str]]]:
+    """The `layers` contracts of pyproject.toml, by container (``pytest_capevolve`` for the floors,
+    ``_store`` for that floor's rooms): each a list of layers, top to bottom, of names."""
     import tomllib
 
     pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
-    contracts = pyproject["tool"]["importlinter"]["contracts"]
-    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
-    return [[name.strip() for name in floor.split("|")] for floor in layers]
+    return {
+        c["containers"][0].removeprefix("pytest_capevolve."): [
+            [n.strip() for n in layer.split("|")] for layer in c["layers"]
+        ]
+        for c in pyproject["tool"]["importlinter"]["contracts"]
+        if c["type"] == "layers"
+    }
+
+
+def floors() -> list[list[str]]:
+    """The `layers` contract's floors, top to bottom: each a list of its packages and modules."""
+    return _layers()["pytest_capevolve"]
+
+
+def rooms() -> dict[str, list[list[str]]]:
+    """Each floor's rooms (its sub-packages by job) and top modules, top to bottom, from its own
+    `layers` contract; a floor without one is not there."""
+    return {name: layers for name, layers in _layers().items() if name != "pytest_capevolve"}
 
 
 def _summary(path: Path, package: Path = PACKAGE) -> str:
@@ -361,8 +377,19 @@ def code_layout_markdown(root: Path = PACKAGE) -> str:
                 lines.append(f"| {number} | `{name}/` | {_summary(package / '__init__.py', root)} |")
             else:
                 lines.append(f"| {number} | `{name}.py` | {_summary(package.with_suffix('.py'), root)} |")
+    floor_rooms = rooms()
     for title, rows in sections:
-        lines += ["", f"### `{title}`", "", "| module | what it is for |", "|---|---|"]
+        lines += ["", f"### `{title}`", ""]
+        if title.rstrip("/") in floor_rooms:
+            order = " → ".join(
+                ", ".join(f"`{n}/`" if (root / title / n).is_dir() else f"`{n}`" for n in layer)
+                for layer in floor_rooms[title.rstrip("/")]
+            )
+            lines += [
+                f"Rooms and top modules, top to bottom: each imports only those after its arrow: {order}.",
+                "",
+            ]
+        lines += ["| module | what it is for |", "|---|---|"]
         lines += [f"| `{name}` | {summary} |" for name, summary in rows]
     return "\n".join(lines)
 

@@ -148,6 +148,19 @@ def test_every_module_of_the_package_is_on_a_row_of_the_code_layout_page() -> No
     assert {p.name for p in package.iterdir() if (p / "__init__.py").exists()} <= floors
 
 
+def test_every_room_of_a_floor_in_rooms_has_its_place_in_the_floors_order() -> None:
+    """A floor split into rooms (its own `layers` contract): each of its sub-packages is named in
+    that contract, so a new room takes a place in the order, and the page shows the order."""
+    package = REPO / "pytest_capevolve"
+    text = LAYOUT.read_text(encoding="utf-8")
+    for floor, layers in reference.rooms().items():
+        named = {name for layer in layers for name in layer}
+        rooms = {p.name for p in (package / floor).iterdir() if (p / "__init__.py").exists()}
+        assert rooms <= named, (floor, rooms - named)
+        order = text.split(f"### `{floor}/`")[1].split("| module |")[0]
+        assert all(f"`{room}/`" in order for room in rooms), floor
+
+
 def test_a_new_module_gets_its_row_from_its_docstring_and_one_without_is_refused(tmp_path: Path) -> None:
     package = tmp_path / "pytest_capevolve"
     shutil.copytree(REPO / "pytest_capevolve", package, ignore=shutil.ignore_patterns("__pycache__"))
