@@ -20,8 +20,8 @@ from pathlib import Path
 from pytest_capevolve._project.spec import load_spec
 from pytest_capevolve._show.dashboard import build
 from pytest_capevolve._show.measure import measure, render_markdown
-from pytest_capevolve._store.evidence import index_records
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.readers.evidence import index_records
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
 
 REPO = Path(__file__).resolve().parent.parent

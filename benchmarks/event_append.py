@@ -1,4 +1,4 @@
-"""What checking each append against the declared kinds (``_store/event_kinds.py``) costs.
+"""What checking each append against the declared kinds (``_store/log/event_kinds.py``) costs.
 
 N rollout events (default 20,000, with the fields a session writes) are appended to a fresh log;
 the same N field sets are then put through the declaration's check alone. Best of three each,
@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_capevolve._store.event_kinds import ROLLOUT, check
-from pytest_capevolve._store.events import EventLog
+from pytest_capevolve._store.log.event_kinds import ROLLOUT, check
+from pytest_capevolve._store.log.events import EventLog
 
 
 def main(count: int) -> None:

@@ -30,8 +30,8 @@ import numpy as np
 
 from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide import gate
-from pytest_capevolve._policy import verdicts as judging
-from pytest_capevolve._store import evidence
+from pytest_capevolve._policy.gate import verdicts as judging
+from pytest_capevolve._store.readers import evidence
 
 
 @dataclass

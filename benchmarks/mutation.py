@@ -31,7 +31,7 @@ from pathlib import Path
 TARGETS = (
     "pytest_capevolve/_decide/gate.py",
     "pytest_capevolve/_decide/rules.py",
-    "pytest_capevolve/_policy/verdicts.py",
+    "pytest_capevolve/_policy/gate/verdicts.py",
     "pytest_capevolve/_decide/rounds.py",
     "pytest_capevolve/_stats/core.py",
     "pytest_capevolve/_stats/sign_flip.py",
@@ -51,7 +51,7 @@ EQUIVALENT: dict[str, str] = {
     "pytest_capevolve._decide.gate.x_decide__mutmut_144": "Verdict.split defaults to 'val', the only split that gets past the guard",
     "pytest_capevolve._decide.gate.x_decide__mutmut_159": "as_matrix always returns 2-D, so the 1-D branch is unreachable",
     "pytest_capevolve._decide.gate.x_decide__mutmut_164": "as_matrix always returns 2-D, so the 1-D branch is unreachable",
-    "pytest_capevolve._policy.verdicts.xǁEvidenceǁjudge__mutmut_18": "decide's split defaults to 'val' == GATE_SPLIT",
+    "pytest_capevolve._policy.gate.verdicts.xǁEvidenceǁjudge__mutmut_18": "decide's split defaults to 'val' == GATE_SPLIT",
     "pytest_capevolve._decide.rounds.x_family_levels__mutmut_13": "k = 1 is α under holm (α/1) and bh (α·1/1) too; only an unknown method, which gate_round refuses first, tells",
     "pytest_capevolve._decide.rounds.x__stage__mutmut_21": "Fraction(str(f)) == f for every Fraction (str gives 'n/d')",
     "pytest_capevolve._decide.rounds.x__stage__mutmut_43": "family_levels returns one level per p-value, so the lengths always agree",

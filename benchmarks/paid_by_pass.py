@@ -3,7 +3,7 @@
 Run: python benchmarks/paid_by_pass.py
 
 60,000 rollout events (3,000 tasks × 2 tags × 10 trials) and the claim that paid them, as a
-gate session's read of the log gives them (``_store/paid_by.py``, issue 37): the best of five
+gate session's read of the log gives them (``_store/log/paid_by.py``, issue 37): the best of five
 passes of :func:`untrusted`, in milliseconds. The log's own read (``of_kinds``) is not in it.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from pytest_capevolve._store import paid_by
+from pytest_capevolve._store.log import paid_by
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
 
 

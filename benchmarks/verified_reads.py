@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_capevolve._store.events import EventLog
+from pytest_capevolve._store.log.events import EventLog
 
 
 def main() -> None:
@@ -72,7 +72,7 @@ def resume_section(rollouts: int) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from overhead import make_project
 
-    from pytest_capevolve._store.outcome_ledger import OutcomeLedger, outcome
+    from pytest_capevolve._store.log.outcome_ledger import OutcomeLedger, outcome
     from pytest_capevolve._store.rundir import RunDir
 
     trials = 3

@@ -26,8 +26,8 @@ from openai_example import standin_server
 # in-process pytester run drops what it imported when it ends, and numpy cannot be imported
 # twice in one process; importing it here keeps it loaded across in-process runs.
 import pytest_capevolve._session.wiring  # noqa: F401
-from pytest_capevolve._store import order_secret
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rollouts.record import RolloutRecord
+from pytest_capevolve._store.sessions import order_secret
 
 pytest_plugins = "pytester"
 

@@ -3,7 +3,7 @@ for both halves of test_rundir_index."""
 
 from __future__ import annotations
 
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 
 OUTCOME = ("reward", "passed", "infra_error", "cost_usd", "tokens", "seed", "candidate_hash")
 

@@ -280,8 +280,8 @@ def guards_markdown() -> str:
 
 
 def events_markdown() -> str:
-    """The record's kinds (``_store/event_kinds.py``), one row each: its fields, its meaning."""
-    from pytest_capevolve._store.event_kinds import DECLARED
+    """The record's kinds (``_store/log/event_kinds.py``), one row each: its fields, its meaning."""
+    from pytest_capevolve._store.log.event_kinds import DECLARED
 
     lines = ["| kind | fields (*optional*) | what it records |", "|---|---|---|"]
     for kind in DECLARED.values():

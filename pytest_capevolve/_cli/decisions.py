@@ -46,7 +46,7 @@ def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
 def cmd_gate(args: argparse.Namespace) -> int:
     """Re-derive a verdict from persisted val rollouts; pays no rollout."""
     from .._decide.looks import shown_decision
-    from .._policy.regate import GateAsk, regate
+    from .._policy.gate.regate import GateAsk, regate
     from .._show.report import render_verdicts
     from ..exitcodes import Refusal
 
@@ -73,7 +73,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_commit(args: argparse.Namespace) -> int:
     """Book one decision for a tag: the gate's verdict is evidence, this is the decision."""
-    from .._policy.commit import OptimizerSpend, book
+    from .._policy.booking.commit import OptimizerSpend, book
 
     # a spend that is not one (negative, NaN, absurd) is refused before the run is opened
     spend = OptimizerSpend(args.optimizer_usd, args.optimizer_tokens, args.optimizer_seconds)
@@ -96,8 +96,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     """The hand-off: check the adapter, evaluate the seed on val, print what an optimizer needs
     (all but the final JSON to stderr, so ``capevolve baseline | jq`` works)."""
     from .._loop.launch import run_captured, session_command
-    from .._policy.loop_schedule import handoff_schedule_note
-    from .._policy.spend import spend_report
+    from .._policy.alpha.loop_schedule import handoff_schedule_note
+    from .._policy.budget.spend import spend_report
     from .project import cmd_check
 
     project = project_of(args)
@@ -192,7 +192,7 @@ def spec_value(key: str) -> Any:
 def register(sub: Any) -> None:
     """``gate``, ``commit`` and ``baseline`` on the ``capevolve`` parser."""
     from .._decide.gate import GATE_MODES
-    from .._policy.commit import DECISIONS, REJECT_BASES
+    from .._policy.booking.commit import DECISIONS, REJECT_BASES
 
     gate = sub.add_parser("gate", help="re-derive a verdict from persisted rollouts (pays nothing)")
     gate.add_argument("tag")

@@ -26,7 +26,7 @@ def cmd_work_new(args: argparse.Namespace) -> int:
 
 def cmd_spend(args: argparse.Namespace) -> int:
     """Spend against every ceiling, whether N siblings fit, and stop / narrow / continue."""
-    from .._policy.spend import render_table, spend_report
+    from .._policy.budget.spend import render_table, spend_report
 
     if args.n_siblings < 1:
         raise Refusal(f"--n-siblings {args.n_siblings}: give at least 1")

@@ -34,7 +34,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     from .._engine.judging import require_prefer
     from .._engine.runner import run_and_score
     from .._engine.sandbox import isolated
-    from .._policy.gate_settings import check_margin
+    from .._policy.alpha.gate_settings import check_margin
     from .._project.adapter import AdapterError, check_reward, load_adapter, load_tasks
     from .._project.spec import SpecError, load_spec, splits_for
     from .._store.rundir import RunDir, RunDirError
@@ -168,7 +168,7 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
     from .._project.candidate import TAG_RE
     from .._project.microcase import ID_RE, MICROCASES_DIR, MicrocaseError
     from .._project.microcase_gen import skeleton
-    from .._store.record import RecordError, RolloutRecord
+    from .._store.rollouts.record import RecordError, RolloutRecord
     from .._store.rundir import RUNS_DIR
 
     if project_given(args):

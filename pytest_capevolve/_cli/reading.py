@@ -47,9 +47,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Planning from what is persisted (best's val rollouts, null controls); pays nothing."""
-    from .._policy.loop_schedule import next_decision_spec
-    from .._policy.regate import val_evidence
-    from .._policy.resolution import next_level, resolution
+    from .._policy.alpha.loop_schedule import next_decision_spec
+    from .._policy.alpha.resolution import next_level, resolution
+    from .._policy.gate.regate import val_evidence
     from .._show.explain import plan_figures, render_plan
 
     spec, rundir = open_run(args)
@@ -83,7 +83,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_measure(args: argparse.Namespace) -> int:
     """The run's one honest table; runs finalize first when the test split is still sealed."""
     from .._show.measure import measure, render_markdown, render_text
-    from .._store.seal import Seal
+    from .._store.memory.seal import Seal
 
     spec, rundir = open_run(args)
     train = _train(args, spec, rundir)
@@ -159,8 +159,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Check the log's hash chain, then every rollout file and ``state.json`` against the events;
     exit 1 at any disagreement. ``--repair`` moves a damaged log tail aside, rebuilds
     ``state.json`` and quarantines a rollout file that differs from its event."""
-    from .._store.audit import audit
-    from .._store.event_chain import verify_events
+    from .._store.log.event_chain import verify_events
+    from .._store.readers.audit import audit
 
     rundir = _verified_run(args)
     root, events, out = rundir.root, rundir.events_path, human(args)
@@ -178,8 +178,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"ok {events}: {count} events, each chained to the one before", file=out)
     if not _anchored(args, rundir, answer, out):
         return _verified(args, answer, ok=False)
-    from .._policy.val_levels import level_problems
-    from .._store.event_chain import verified_events
+    from .._policy.alpha.val_levels import level_problems
+    from .._store.log.event_chain import verified_events
 
     # the log as the chain's check just parsed it, for every check after it; None if it grew since
     logged = verified_events(rundir.events_path)
@@ -204,7 +204,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], out: Any) -> bool:
     """Print the log's head, and look up the anchor (``--anchor HASH`` or
     ``--anchor-from-store [DIR]``): False, with one ANCHOR line, when the log no longer holds it."""
-    from .._store.anchor import AnchorError, find_anchor, head, parse_anchor
+    from .._store.readers.anchor import AnchorError, find_anchor, head, parse_anchor
 
     top = head(rundir.log)
     answer["head"] = {"seq": top.seq, "hash": top.hash}
@@ -276,7 +276,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     """Rebuild the run's ``dashboard.html`` (pays nothing, never opens the seal)."""
     from .._show.dashboard import write_dashboard
     from .._show.measure import measure
-    from .._store.evidence import index_records
+    from .._store.readers.evidence import index_records
 
     spec, rundir = open_run(args, splits=False)
     try:
@@ -316,7 +316,7 @@ def _positive_float(text: str) -> float:
 
 def cmd_judge_noise(args: argparse.Namespace) -> int:
     """Re-score persisted outputs with the stochastic scorer and split Δ̄'s variance; no rollout paid."""
-    from .._policy.judge_noise import JudgeNoiseRefusal, judge_noise, render
+    from .._policy.gate.judge_noise import JudgeNoiseRefusal, judge_noise, render
     from .._project.adapter import AdapterError, load_adapter, load_tasks
 
     spec, rundir = open_run(args)

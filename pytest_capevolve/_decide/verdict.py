@@ -48,7 +48,7 @@ class GateConfig:
         return bool(self.margin or self.equivalence)
 
     # ``pairwise`` mode: each judged task's net preference (B wins − A wins, B the candidate),
-    # logged judgements of a gate session (_policy/preferences.py); None: none were judged
+    # logged judgements of a gate session (_policy/gate/preferences.py); None: none were judged
     preferences: tuple[int, ...] | None = None
 
 
@@ -92,7 +92,7 @@ class Verdict:
     verdict_stable: bool | None = None  # the same decision with any one task left out?
     directionally_positive_but_inconclusive: bool = False  # Δ̄ > 0, not accepted
     # the judge's and the agent's shares of Var(Δ̄), for a run whose scorer is re-scored
-    # (judge_rescores > 1: _policy/judge_noise.py); absent from the dict when None, so other
+    # (judge_rescores > 1: _policy/gate/judge_noise.py); absent from the dict when None, so other
     # runs' verdict files are as they were
     judge_noise: dict[str, Any] | None = None
     # the margin test's question, p, bounds and method (a margin asked only; absent otherwise)

@@ -27,11 +27,11 @@ from .._engine.runner import AdapterRunner, Scored, charge, run_and_score
 from .._engine.sandbox import Sandboxes
 from .._project.adapter import Task
 from .._project.spec import Spec
-from .._store import stop_marker
-from .._store.codec import RECORD_PROPERTY, remember_decoded
-from .._store.live_marker import ControllerWatch
-from .._store.record import RolloutRecord
+from .._store.rollouts.codec import RECORD_PROPERTY, remember_decoded
+from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RUNS_DIR
+from .._store.sessions import stop_marker
+from .._store.sessions.live_marker import ControllerWatch
 from .fields import LeanItem, MadeOnUse, shed
 from .plan import EvalPlan, PlannedCandidate, RolloutKey
 

@@ -20,7 +20,7 @@ from .._project.microcase_gen import REDACTED, redact
 from .._project.paths import to_stored
 from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
-from .._store.record import RolloutRecord
+from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RunDir
 from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal

@@ -28,15 +28,15 @@ from typing import Any
 from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
 from .._policy import guards
-from .._policy.afford import missing_rollouts
-from .._policy.journal_entry import JOURNAL
-from .._policy.loop_schedule import constant_run_note, run_loop_schedule
+from .._policy.alpha.loop_schedule import constant_run_note, run_loop_schedule
+from .._policy.booking.journal_entry import JOURNAL
+from .._policy.stop.afford import missing_rollouts
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
 from .._show.views import refresh as redraw_views
-from .._store.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED
 from .._store.files import atomic_write_json, atomic_write_text, read_json
+from .._store.log.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED
 from .._store.rundir import RunDir, RunDirError
 from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
@@ -154,7 +154,7 @@ class HillClimb:
         splits = rundir.splits()
         if splits is None:
             return False
-        from .._store.evidence import index_records
+        from .._store.readers.evidence import index_records
 
         records = index_records(rundir.rollouts.indexed_rollouts("val", [rundir.state.best()]))
         return (
@@ -339,7 +339,7 @@ class HillClimb:
 
     def _train_signal(self, parent: str, folder: Path) -> None:
         """``--signal train``: the parent's train rollouts, paid once per new best (what is missing)."""
-        from .._store.evidence import index_records
+        from .._store.readers.evidence import index_records
 
         rundir = self._rundir
         train = list((rundir.splits() or {}).get("train", []))

@@ -1,6 +1,6 @@
 """What ``capevolve hill-climb`` leaves of each decided iteration, in the user's process: its
 ``outcome.json`` and its commit in the candidate store (:mod:`.git_store`), the seed first —
-each commit message carrying the log's head, kept off the run dir (:mod:`.._store.anchor`).
+each commit message carrying the log's head, kept off the run dir (:mod:`.._store.readers.anchor`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .._project.candidate import SEED_TAG
-from .._store.anchor import head
 from .._store.files import atomic_write_json, read_json
+from .._store.readers.anchor import head
 from .._store.rundir import RunDir
 from .git_store import CandidateStore, StoreError
 from .iteration_outcome import booked_reason, outcome_message, outcome_record

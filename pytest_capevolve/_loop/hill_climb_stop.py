@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from .._policy.spend import spend_report
+from .._policy.budget.spend import spend_report
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from .diagnose import diagnose

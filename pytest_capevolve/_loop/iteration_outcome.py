@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from .._decide.basis import Basis
-from .._policy.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
+from .._policy.booking.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
 from .._project.spec import Spec
-from .._store.event_kinds import HILL_CLIMB_ITERATION
 from .._store.files import read_json
+from .._store.log.event_kinds import HILL_CLIMB_ITERATION
 from .._store.rundir import RunDir
 from .journal import proposed_event
 

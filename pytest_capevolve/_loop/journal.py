@@ -2,7 +2,7 @@
 earlier round wrote in its own, with that round's verdict.
 
 Per decided tag, in the order first decided: its verdict in one line, the entry frozen at its
-first decision (:mod:`.._policy.journal_entry`, never the files a later optimizer can rewrite),
+first decision (:mod:`.._policy.booking.journal_entry`, never the files a later optimizer can rewrite),
 and its diff against its parent. Context for a proposer, never read by a decision."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._policy.commit import compared
-from .._policy.journal_entry import JOURNAL_MARKER, escaped, frozen_entry
+from .._policy.booking.commit import compared
+from .._policy.booking.journal_entry import JOURNAL_MARKER, escaped, frozen_entry
 from .._project.candidate_diff import bounded, unified_diff
-from .._store.event_kinds import HILL_CLIMB_ITERATION
 from .._store.files import RunDirError
+from .._store.log.event_kinds import HILL_CLIMB_ITERATION
 from .._store.rundir import RunDir
 
 # a round's diff in prior_iterations/: the head, cut

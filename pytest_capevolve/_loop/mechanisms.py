@@ -24,8 +24,8 @@ from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
-from .._store.event_kinds import MECHANISM
 from .._store.files import atomic_write_text
+from .._store.log.event_kinds import MECHANISM
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
 

@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any, TypedDict
 
 from .._policy import guards
-from .._policy.commit import CommitRefused, book, parent_of
+from .._policy.booking.commit import CommitRefused, book, parent_of
 from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir

@@ -70,7 +70,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
 
     from .. import _stats as stats
     from .._stats.replicates import replicate_summary
-    from .._store.evidence import index_records, reward_matrix
+    from .._store.readers.evidence import index_records, reward_matrix
 
     against = against or rundir.state.best()
     known = set(rundir.snapshots.known_tags())

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._policy.optimizer_spend import SpendRefused, checked_tokens, checked_usd, unbooked_usd
+from .._policy.budget.optimizer_spend import SpendRefused, checked_tokens, checked_usd, unbooked_usd
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 
@@ -60,7 +60,7 @@ def reported_cost(stdout: Path) -> dict[str, Any]:
 def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str | None:
     """The reason (verdict written) when ``cid``'s proposer left its gate no room, else None."""
     from .._policy import guards
-    from .._policy.spend import spend_report
+    from .._policy.budget.spend import spend_report
 
     proposer = unbooked_usd(rundir)
     if proposer <= 0:  # nothing spent since the check before the round

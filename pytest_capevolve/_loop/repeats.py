@@ -1,6 +1,6 @@
 """A loop's repeats: an optimizer output whose bytes the run already holds is booked unpaid.
 
-A candidate is its bytes (:mod:`.._policy.identity`), so a work copy identical to an earlier
+A candidate is its bytes (:mod:`.._policy.repeats.identity`), so a work copy identical to an earlier
 candidate (a failed optimizer's copy of the parent included) gets a ``reject`` verdict with
 basis ``repeat``, naming what it repeats, booked like any verdict. Pays nothing."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._policy.identity import earlier_with_bytes, repeat_line
+from .._policy.repeats.identity import earlier_with_bytes, repeat_line
 from .._project.candidate import CandidateError, content_hash
 from .._project.spec import Spec
 from .._store.rundir import RunDir

@@ -11,7 +11,7 @@ training number, kept apart from everything a decision reads:
   each call is a look no α accounts for.
 
 A test task is refused without saying which. The candidate runs in a sandbox child from a copy
-without the handover files, under a claim on the run (:mod:`.._store.claims`), within the run's
+without the handover files, under a claim on the run (:mod:`.._store.sessions.claims`), within the run's
 ``max_metric_calls`` and ``max_usd``. Controller-side; runs no pytest."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from .._engine.runner import run_and_score
 from .._engine.sandbox import isolated
-from .._policy.afford import Ceilings, afford
+from .._policy.stop.afford import Ceilings, afford
 from .._project import harness
 from .._project.adapter import AdapterError, check_cost, load_adapter, load_tasks
 from .._project.candidate import SEED_TAG, content_hash, escape_id, handover_ignore, iter_files
@@ -33,11 +33,11 @@ from .._project.microcase_gen import redact
 from .._project.paths import to_stored
 from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
-from .._store.claims import Claims
-from .._store.event_kinds import TASK_EVAL
 from .._store.files import atomic_write_json
-from .._store.harness_lock import locked_harness
+from .._store.log.event_kinds import TASK_EVAL
+from .._store.readers.harness_lock import locked_harness
 from .._store.rundir import RunDir
+from .._store.sessions.claims import Claims
 from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TextIO
 
-from .._policy.afford import missing_rollouts
+from .._policy.stop.afford import missing_rollouts
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
-from .._store.evidence import index_records
+from .._store.readers.evidence import index_records
 from .._store.rundir import RunDir
 from .launch import run_attached, run_captured, session_command
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from .._policy import guards
-from .._policy.commit import CommitRefused
-from .._policy.journal_entry import JOURNAL
+from .._policy.booking.commit import CommitRefused
+from .._policy.booking.journal_entry import JOURNAL
 from .._project.candidate import SEED_TAG, check_tag, handover_ignore
 from .._project.spec import Spec
-from .._store.event_kinds import WORK_CREATED
+from .._store.log.event_kinds import WORK_CREATED
 from .._store.rundir import RunDir
 from .._store.snapshots import writable_copy
 from .handover import write_handover

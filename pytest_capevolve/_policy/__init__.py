@@ -1,8 +1,9 @@
 """The run policy: what a session and the loop drivers both obey.
 
-- :mod:`.commit` (one decision per tag) and :mod:`.memory` (the ledger and the rejected memory);
-- :mod:`.spend` (what the run has spent against every ceiling) and :mod:`.stop_condition`;
-- :mod:`.val_budget` (how much of val is used up) and :mod:`.verdicts` (verdicts from persisted
+- :mod:`.booking.commit` (one decision per tag) and :mod:`.booking.memory` (the ledger and the rejected
+  memory);
+- :mod:`.budget.spend` (what the run has spent against every ceiling) and :mod:`.stop.stop_condition`;
+- :mod:`.budget.val_budget` (how much of val is used up) and :mod:`.gate.verdicts` (verdicts from persisted
   rollouts).
 
 Each primitive reads the run dir and the project, pays no rollout, and answers with plain data.

@@ -19,10 +19,10 @@ from typing import Any, NoReturn
 from .._decide.basis import Basis
 from .._decide.verdict import Verdict, refusal
 from .._project.spec import Spec
+from .._store.memory.seal import Seal
 from .._store.rundir import RunDir
-from .._store.seal import Seal
 from ..exitcodes import Refusal
-from .verdicts import gate_config, verdict_file
+from .gate.verdicts import gate_config, verdict_file
 
 
 class Checkpoint(StrEnum):
@@ -112,7 +112,7 @@ REPEAT = Guard(
     Basis.REPEAT,
     stops="paying again for bytes the run or the project already decided",
     outcome="repeat (of an accept, exit 15) or reject verdict, never paid",
-    check="pytest_capevolve._policy.identity:earlier_with_bytes",
+    check="pytest_capevolve._policy.repeats.identity:earlier_with_bytes",
     test="tests/e2e/test_candidate_bytes.py::test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_reject",
     checkpoints=(Checkpoint.SESSION, Checkpoint.HILL_CLIMB),
     way_on={"": ""},  # the check's message names it: the earlier decision, and where it stands
@@ -130,7 +130,7 @@ HARNESS_CHANGED = Guard(
     Basis.HARNESS_CHANGED,
     stops="a run measured under two harnesses (adapter, scorer, gold, conftests, what pytest loads)",
     outcome="refused in one line (a session: exit 4; capevolve eval-task: exit 2)",
-    check="pytest_capevolve._store.harness_lock:check_or_lock",
+    check="pytest_capevolve._store.readers.harness_lock:check_or_lock",
     test="tests/e2e/test_harness_lock.py::test_what_else_changes_a_harness_is_refused_in_one_line",
     checkpoints=(Checkpoint.SESSION,),
     way_on={"": ""},  # the check's message names it (_project/harness.py refusal): restore, or a new run

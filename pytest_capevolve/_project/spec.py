@@ -37,7 +37,7 @@ FROZEN_KEYS = (
     "success_threshold",
     "judge_rescores",  # rewards are means of r re-scores: means of another r do not compare
     *GUARD_KEYS,
-    "shared_ledger",  # whose decisions count here besides the project's own (_store/shared_ledger.py)
+    "shared_ledger",  # whose decisions count here besides the project's own (_store/memory/shared_ledger.py)
     "sandbox_writable",  # a run measured with one boundary is not compared with another
 )
 
@@ -86,7 +86,7 @@ class Spec:
     leak_guard_min_length: int | None = 4
     # data and config files the harness lock holds besides the adapter's code (_project/harness.py)
     harness_files: tuple[str, ...] = ("default",)
-    # a ledger shared with other projects (_store/shared_ledger.py); None: the project's memory only
+    # a ledger shared with other projects (_store/memory/shared_ledger.py); None: the project's memory only
     shared_ledger: Path | None = None
     # folders candidate code may write besides its scratch (_engine/sandbox_boundary.py)
     sandbox_writable: tuple[str, ...] = ()

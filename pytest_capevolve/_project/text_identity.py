@@ -1,7 +1,7 @@
 """Bytes that say the same text: a candidate whose files differ from another's only in line
 endings or trailing whitespace.
 
-An exact repeat is refused (:mod:`.._policy.identity`); re-proposing refuted bytes with a
+An exact repeat is refused (:mod:`.._policy.repeats.identity`); re-proposing refuted bytes with a
 trailing space or CRLF endings must not make them new. So the text hash folds, per file, CR LF
 and CR to LF, trailing whitespace and trailing blank lines. A file that is not UTF-8 text counts
 by its bytes; paths and comments count as they are (an added empty file is a real change).

@@ -14,7 +14,7 @@ from .._decide.looks import shown_decision
 from .._decide.verdict import Verdict
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
-from .._store.evidence import Arm, ByTag, index_records
+from .._store.readers.evidence import Arm, ByTag, index_records
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import (
@@ -28,7 +28,7 @@ from .planning import GateRequest, Planned
 if TYPE_CHECKING:
     import pytest
 
-    from .._policy.preferences import Prefer
+    from .._policy.gate.preferences import Prefer
 
 
 class LazyArms(Mapping[str, Arm]):
@@ -71,7 +71,7 @@ class EvaluationSession:
         return None
 
     def _val_budget_lines(self) -> list[tuple[str, dict[str, bool]]]:
-        from .._policy import val_budget  # scipy: imported only by a session that gated
+        from .._policy.budget import val_budget  # scipy: imported only by a session that gated
 
         events = self.rundir.log.events()
         n_val = len(self.planned.plan.task_ids)
@@ -90,7 +90,7 @@ class EvaluationSession:
     def conclude(self) -> Outcome:
         """After the run loop: the table, the gate's verdicts, the refusals' verdict files, the decisions
         booked, and the exit status."""
-        from .._policy.verdicts import verdict_file
+        from .._policy.gate.verdicts import verdict_file
 
         plan = self.planned.plan
         tags = plan.tags() | {SEED_TAG}
@@ -133,8 +133,8 @@ class EvaluationSession:
         """The tags asked for that a verdict already decided, re-derived as ``capevolve gate`` does;
         nothing written."""
 
-        from .._policy.regate import GateAsk, regate
-        from .._policy.standing import already_decided_reason, recorded_verdict
+        from .._policy.gate.regate import GateAsk, regate
+        from .._policy.repeats.standing import already_decided_reason, recorded_verdict
 
         shown = []
         for tag, recorded in {**self.planned.decided, **self.late}.items():
@@ -192,10 +192,10 @@ class EvaluationSession:
 
     def _load_lines(self) -> list[str]:
         """Whether another session was paying beside this gate, and whether its nulls were measured at that
-        load (:mod:`.._policy.gate_load`)."""
-        from .._policy.gate_load import load_warnings, loads_by_tag
-        from .._store.claims import live_sessions
+        load (:mod:`.._policy.gate.gate_load`)."""
+        from .._policy.gate.gate_load import load_warnings, loads_by_tag
         from .._store.rundir import RUNS_DIR
+        from .._store.sessions.claims import live_sessions
 
         persistence, plan = self.persistence, self.planned.plan
         now = live_sessions(self.spec.project_dir / RUNS_DIR, self.rundir.claims.path)
@@ -219,7 +219,7 @@ class EvaluationSession:
         """Book the decisions (``--capevolve-commit auto``) or say why none was, and set the exit status
         (indecisive before rejected) when the run was clean. A standing verdict is booked only once."""
         if self.gate.enabled and self.gate.commit == "auto":
-            from .._policy.regate import booked_decision
+            from .._policy.gate.regate import booked_decision
             from .gating import book_verdicts
 
             unbooked = [v for v in standing if booked_decision(self.rundir, v.tag) is None]
@@ -233,7 +233,7 @@ class EvaluationSession:
                 if v not in unbooked
             ]
         elif decided:
-            from .._policy.identity import REPEAT
+            from .._policy.repeats.identity import REPEAT
             from .gating import repeat_line
 
             outcome.closing.append(
@@ -253,7 +253,7 @@ class EvaluationSession:
             )
 
     def _explained(self, by_tag: ByTag, verdicts: list[Verdict]) -> list[str]:
-        from .._policy.verdicts import Evidence
+        from .._policy.gate.verdicts import Evidence
         from .._show.explain import explain, plan_figures  # scipy: only when asked
 
         plan, best, nulls = self.planned.plan, self.planned.best, self.planned.null_tags
@@ -276,7 +276,7 @@ def preferences_judge(config: pytest.Config, rundir: RunDir) -> Prefer:
 
     def judge(tag: str, against: str, arms: tuple[Arm, Arm]) -> list[str]:
         from .._items.nodes import CONTEXT_KEY
-        from .._policy.preferences import judge_missing
+        from .._policy.gate.preferences import judge_missing
 
         context = config.stash[CONTEXT_KEY]
         return judge_missing(rundir, context.runner.adapter, context.pool, tag, against, arms)

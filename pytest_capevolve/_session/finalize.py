@@ -19,14 +19,14 @@ from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._show.measure import paired_summary
 from .._show.numbers import interval
-from .._store import evidence
-from .._store.event_kinds import DECISION
-from .._store.evidence import ByTag, index_records
-from .._store.first_outcomes import first_errors
-from .._store.forced import labelled_accepts
-from .._store.project_seal import REUSED_LABEL
+from .._store.decisions.forced import labelled_accepts
+from .._store.log.event_kinds import DECISION
+from .._store.memory.project_seal import REUSED_LABEL
+from .._store.memory.seal import TEST_SPLIT, Seal
+from .._store.readers import evidence
+from .._store.readers.evidence import ByTag, index_records
+from .._store.readers.first_outcomes import first_errors
 from .._store.rundir import RunDir
-from .._store.seal import TEST_SPLIT, Seal
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize
 from .planning import Planned

@@ -18,22 +18,15 @@ from .._decide.looks import as_fraction, counted_look_factor, shown_decision
 from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._items.plan import EvalPlan
-from .._policy.commit import INDECISIVE as BOOKED_INDECISIVE
-from .._policy.commit import CommitRefused, adoption
-from .._policy.identity import REPEAT
-from .._policy.preferences import Prefer
-from .._policy.regate import NULL_PASSES, Passing, counted_looks, first_evidence, passed
-from .._policy.verdicts import (
-    Evidence,
-    as_null,
-    gate_config,
-    null_config,
-    null_deltas,
-    verdict_file,
-)
+from .._policy.booking.commit import INDECISIVE as BOOKED_INDECISIVE
+from .._policy.booking.commit import CommitRefused, adoption
+from .._policy.gate.preferences import Prefer
+from .._policy.gate.regate import NULL_PASSES, Passing, counted_looks, first_evidence, passed
+from .._policy.gate.verdicts import Evidence, as_null, gate_config, null_config, null_deltas, verdict_file
+from .._policy.repeats.identity import REPEAT
 from .._project.spec import Spec
-from .._store.event_kinds import GATE_DECISION, NULL_GATED
-from .._store.evidence import ByTag
+from .._store.log.event_kinds import GATE_DECISION, NULL_GATED
+from .._store.readers.evidence import ByTag
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, SessionHooks
 from .planning import GateRequest
@@ -56,15 +49,16 @@ def judge(
     """(nulls' verdicts, candidates' verdicts in order, tags another session decided meanwhile → that
     verdict), written to ``verdicts/``. ``labels``: harness-changed labels; ``warnings``: said in every
     verdict; ``prefer``: judges a ``pairwise`` verdict's outputs."""
-    from .._policy.standing import standing_verdict
+    from .._policy.repeats.standing import standing_verdict
 
-    # a tag already decided is re-derived by the session, never judged again (:mod:`.._policy.standing`)
+    # a tag already decided is re-derived by the session, never judged again
+    # (:mod:`.._policy.repeats.standing`)
     siblings = [
         c.tag
         for c in plan.candidates
         if c.tag != best and c.tag not in null_tags and c.tag not in gate.decided
     ]
-    # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.first_outcomes`)
+    # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.readers.first_outcomes`)
     evidence, repaid = first_evidence(spec, rundir, by_tag, plan.task_ids, plan.num_trials, prefer)
     # The α budget is read, the round judged at it and its decisions logged under the run's
     # lock, in one hold: a second gate session on the run judging at the same moment waits here,
@@ -73,7 +67,7 @@ def judge(
     # called after the hold (a hook may run a command that takes the lock).
     with rundir.lock():
         # two sessions gating the same tag at once: the first to judge decides it, the second
-        # finds its verdict here and shows it (the first decision stands, :mod:`.._policy.standing`)
+        # finds its verdict here and shows it (the first decision stands, :mod:`.._policy.repeats.standing`)
         late = {tag: found for tag in siblings if (found := standing_verdict(rundir, tag)) is not None}
         written = _judged_round(
             spec,

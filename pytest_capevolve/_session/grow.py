@@ -17,19 +17,13 @@ from .._decide.basis import UNRESOLVED
 from .._decide.looks import looks_record, shown_decision
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._policy import guards
-from .._policy.commit import CommitRefused
-from .._policy.regate import first_evidence
-from .._policy.verdicts import (
-    as_null,
-    gate_config,
-    null_config,
-    null_deltas,
-    verdict_file,
-)
+from .._policy.booking.commit import CommitRefused
+from .._policy.gate.regate import first_evidence
+from .._policy.gate.verdicts import as_null, gate_config, null_config, null_deltas, verdict_file
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec
-from .._store.event_kinds import GROW_STARTED, GROWN
-from .._store.evidence import index_records
+from .._store.log.event_kinds import GROW_STARTED, GROWN
+from .._store.readers.evidence import index_records
 from .._store.rundir import RunDir, RunDirError
 from .gating import booked_as
 from .outcome import NO_HOOKS, Outcome, SessionHooks

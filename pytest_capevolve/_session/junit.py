@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from .._store.codec import RECORD_PROPERTY, record_from_report
-from .._store.record import RolloutRecord
+from .._store.rollouts.codec import RECORD_PROPERTY, record_from_report
+from .._store.rollouts.record import RolloutRecord
 from .outcome import SessionEnd
 
 VERDICT_CLASSNAME = "capevolve.verdicts"

@@ -15,12 +15,12 @@ import pytest
 from .. import exitcodes
 from .._items.plan import RolloutKey
 from .._show.report import TagRow
-from .._store.paid_by import UntrustedRecord
+from .._store.log.paid_by import UntrustedRecord
 from .selection import stopped_early, stopped_line
 
 if TYPE_CHECKING:
     from .._project.spec import Spec
-    from .._store.event_kinds import BookedDecision
+    from .._store.log.event_kinds import BookedDecision
     from .._store.rundir import RunDir
 
 
@@ -152,7 +152,8 @@ class SessionHooks:
             self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
 
     def book(self, spec: Spec, rundir: RunDir, tag: str, decision: str, **how: Any) -> BookedDecision:
-        from .._policy.commit import book  # here: the commit path is paid for only by sessions that book
+        # here: the commit path is paid for only by sessions that book
+        from .._policy.booking.commit import book
 
         booked = book(spec, rundir, tag, decision, **how)
         if self.config is not None:

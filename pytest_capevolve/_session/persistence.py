@@ -22,18 +22,18 @@ from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
 from .._engine.judging import wrong_rescores
 from .._engine.remote import gateway_count
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
-from .._policy.gate_load import load_event
+from .._policy.gate.gate_load import load_event
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._show.report import arm_summary
-from .._store import live_marker
-from .._store.claims import live_sessions
-from .._store.codec import RECORD_PROPERTY, decode_record, record_text
-from .._store.event_kinds import SESSION_FINISHED, SESSION_LOAD
-from .._store.evidence import ByTag, Outcomes
-from .._store.index import Columns
-from .._store.record import RolloutRecord
+from .._store.log.event_kinds import SESSION_FINISHED, SESSION_LOAD
+from .._store.readers.evidence import ByTag, Outcomes
+from .._store.rollouts.codec import RECORD_PROPERTY, decode_record, record_text
+from .._store.rollouts.index import Columns
+from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RUNS_DIR, RunDir
+from .._store.sessions import live_marker
+from .._store.sessions.claims import live_sessions
 from .outcome import Outcome
 
 NOT_OWED = "not a rollout this session owes, or one it recorded already: not recorded"
@@ -67,7 +67,7 @@ class Persistence:
         self.tally = Tally()
         self.waiting_on = list(waiting_on or [])
         self._session: pytest.Session | None = None
-        # the load this session pays at (:mod:`.._policy.gate_load`), and who else was paying
+        # the load this session pays at (:mod:`.._policy.gate.gate_load`), and who else was paying
         self.concurrency = int(config.option.capevolve_concurrency or spec.concurrency)
         self.workers = gateway_count(config)
         self.others_at_start: list[dict[str, Any]] = []

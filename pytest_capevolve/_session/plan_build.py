@@ -11,14 +11,14 @@ from operator import is_
 
 from .._engine.budget_share import Headroom
 from .._items.plan import EvalPlan, PlannedCandidate
-from .._policy.optimizer_spend import unbooked_usd
-from .._policy.spend import Ceilings, afford
-from .._policy.stop_condition import parse as parse_stop_condition
+from .._policy.budget.optimizer_spend import unbooked_usd
+from .._policy.budget.spend import Ceilings, afford
+from .._policy.stop.stop_condition import parse as parse_stop_condition
 from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT
-from .._store.event_kinds import Kind, Planned
-from .._store.index import Columns
-from .._store.record import RolloutRecord
+from .._store.log.event_kinds import Kind, Planned
+from .._store.rollouts.index import Columns
+from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RunDir
 from ..exitcodes import CapevolveError
 

@@ -14,7 +14,8 @@ from typing import Any
 from .._engine import confinement
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy import guards
-from .._policy.identity import (
+from .._policy.gate.null_economy import identical_note, identical_null
+from .._policy.repeats.identity import (
     FRESH_VAL_LABEL,
     HARNESS_CHANGED_LABEL,
     REPEAT,
@@ -23,16 +24,16 @@ from .._policy.identity import (
     repeat_line,
     repeat_of,
 )
-from .._policy.null_economy import identical_note, identical_null
-from .._policy.standing import standing_verdict
+from .._policy.repeats.standing import standing_verdict
 from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash
 from .._project.paths import to_stored
 from .._project.spec import Spec, SpecError, splits_for
 from .._project.splits import TEST_SPLIT
-from .._store import live_marker, task_keys
-from .._store.event_kinds import FINALIZE_STARTED, SESSION_STARTED
+from .._store.log.event_kinds import FINALIZE_STARTED, SESSION_STARTED
+from .._store.memory import task_keys
+from .._store.memory.seal import Seal
 from .._store.rundir import RunDir, RunDirError
-from .._store.seal import Seal
+from .._store.sessions import live_marker
 from .plan_build import build_plan, valid_column_keys, valid_keys
 from .refusals import Screens
 
@@ -57,7 +58,8 @@ class GateRequest:
     # again, each such verdict labelled (never a silent second decision)
     harness_changed: bool = False
     regression_rule: str | None = None  # --capevolve-regression-rule (None: the spec's)
-    schedule_why: str | None = None  # the loop's α schedule by default: why (:mod:`.._policy.loop_schedule`)
+    # the loop's α schedule by default: why (:mod:`.._policy.alpha.loop_schedule`)
+    schedule_why: str | None = None
     decided: frozenset[str] = frozenset()  # tags already decided, set by planning (not judged again)
 
 
@@ -71,7 +73,8 @@ class Planned:
     waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
     notes: list[str] = field(default_factory=list)  # what planning chose not to pay for, and why
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag → harness-changed label
-    # tag → its standing verdict (:mod:`.._policy.standing`): re-derived at the end, never judged again
+    # tag → its standing verdict (:mod:`.._policy.repeats.standing`): re-derived at the end, never judged
+    # again
     decided: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -117,7 +120,7 @@ def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
 
 
 class Repeats:
-    """The repeat screen of one planning (:mod:`.._policy.identity`)."""
+    """The repeat screen of one planning (:mod:`.._policy.repeats.identity`)."""
 
     def __init__(
         self,
@@ -185,7 +188,7 @@ class Repeats:
         said = None
         if earlier is None and self.gating:
             # not the bytes, but the text of a decided tag or the best (a trailing space, CRLF)
-            from .._policy.near_repeat import near_repeat_line, same_text_as
+            from .._policy.repeats.near_repeat import near_repeat_line, same_text_as
 
             earlier = same_text_as(self.rundir, tag, path, best=self.best)
             said = near_repeat_line(tag, earlier, best=self.best) if earlier is not None else None
@@ -296,8 +299,8 @@ def refuse_sealed_in_dev(
     """Refuse a run whose val or train holds test tasks the project scored (selecting on them spends the
     seal). Acknowledged with ``--capevolve-test-reused``: the note to say instead; None when fresh."""
     from .._project.splits import TestSealError
-    from .._store.project_seal import sealed_dev_line, sealed_in_dev
-    from .._store.shared_ledger import of_run
+    from .._store.memory.project_seal import sealed_dev_line, sealed_in_dev
+    from .._store.memory.shared_ledger import of_run
 
     keys = task_keys.recorded(rundir)
     found = sealed_in_dev(spec.project_dir, rundir.run_id, splits, keys, of_run(rundir))
@@ -342,7 +345,7 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
         best=best,
     )
     # the seal's claim keeps other finalizes out; the rollouts' claim ties each test rollout
-    # event to this session (:mod:`.._store.paid_by`)
+    # event to this session (:mod:`.._store.log.paid_by`)
     rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     return Planned(plan, best)
 
@@ -350,7 +353,7 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
 def refuse_unknown_guards(spec: Spec, val_ids: list[str]) -> None:
     """A ``stop_condition`` guard naming no val task guards nothing (ids are exact): refused before
     anything is paid."""
-    from .._policy.verdicts import guarded_tasks
+    from .._policy.gate.verdicts import guarded_tasks
 
     known = set(val_ids)
     for task in guarded_tasks(spec):

@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .._policy.spend import Ceilings
-from .._policy.stop_condition import parse as parse_stop_condition
+from .._policy.budget.spend import Ceilings
+from .._policy.stop.stop_condition import parse as parse_stop_condition
 from .._project.spec import Spec
-from .._store.codec import record_from_report
+from .._store.rollouts.codec import record_from_report
 from .._store.rundir import RunDir
 
 

@@ -20,7 +20,7 @@ from .._project.microcase import Microcase, refuse_test_tasks
 from .._project.microcase import load_project as load_microcases
 from .._project.spec import Spec
 from .._project.tamper import expand, protected_digests, tampered
-from .._store.event_kinds import MICROCASES
+from .._store.log.event_kinds import MICROCASES
 from .._store.rundir import RunDir
 from ..exitcodes import first_few
 

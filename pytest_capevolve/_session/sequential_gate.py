@@ -22,14 +22,14 @@ from .._decide import task_order
 from .._decide.verdict import GateConfig, Verdict
 from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP
 from .._items.plan import EvalPlan
-from .._policy.verdicts import Evidence, as_null, null_deltas
+from .._policy.gate.verdicts import Evidence, as_null, null_deltas
 from .._project.spec import Spec
 from .._stats import sequential as seq
-from .._store import stop_marker
-from .._store.codec import record_from_report
-from .._store.evidence import ByTag
-from .._store.record import RolloutRecord
+from .._store.readers.evidence import ByTag
+from .._store.rollouts.codec import record_from_report
+from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RunDir
+from .._store.sessions import stop_marker
 
 
 @dataclass(eq=False)  # a plugin: pluggy hashes it, so identity, not value, equality

@@ -14,15 +14,15 @@ from .. import exitcodes
 from .._decide import screen as ladder
 from .._decide.verdict import Verdict
 from .._policy import guards
-from .._policy.commit import CommitRefused
-from .._policy.verdicts import gate_config
+from .._policy.booking.commit import CommitRefused
+from .._policy.gate.verdicts import gate_config
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec, splits_for
 from .._project.splits import TEST_SPLIT
 from .._show.report import summarize_arm
-from .._store.event_kinds import SCREEN, SCREEN_STARTED
-from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.files import atomic_write_json
+from .._store.log.event_kinds import SCREEN, SCREEN_STARTED
+from .._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.rundir import RunDir, RunDirError
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize

@@ -13,7 +13,7 @@ from .._engine.candidate_bytes import CandidateMismatch
 from .._items.nodes import CONTEXT_KEY, EvalContext, measured, rollout_record, run_reserved
 from .._items.plan import RolloutKey
 from .._project.candidate import SEED_TAG
-from .._store.claims import Claims
+from .._store.sessions.claims import Claims
 
 if TYPE_CHECKING:
     from .persistence import Persistence

@@ -23,17 +23,17 @@ from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._engine.sandbox import isolated
 from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
-from .._policy.gate_settings import check_margin, check_nulls, freeze_or_check, overridden
-from .._policy.loop_schedule import loop_default
+from .._policy.alpha.gate_settings import check_margin, check_nulls, freeze_or_check, overridden
+from .._policy.alpha.loop_schedule import loop_default
 from .._project import harness, pytest_loads
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.spec import Spec, load_spec
 from .._project.splits import TestSealError
-from .._store import task_keys
-from .._store.event_kinds import SESSION_STARTED
-from .._store.harness_lock import check_or_lock
-from .._store.live_marker import ControllerWatch
+from .._store.log.event_kinds import SESSION_STARTED
+from .._store.memory import task_keys
+from .._store.readers.harness_lock import check_or_lock
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
+from .._store.sessions.live_marker import ControllerWatch
 from ..exitcodes import CapevolveError
 from . import selection
 from .finalize_whole import refuse_selection
@@ -111,7 +111,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             existing = _existing_run(config, spec)
             if existing is not None:  # refused before anything is planned, claimed or paid
                 check_or_lock(existing, harness_now)
-            # a loop run spends α across its decisions unless told otherwise (:mod:`.._policy.loop_schedule`)
+            # a loop run spends α across its decisions unless told otherwise
+            # (:mod:`.._policy.alpha.loop_schedule`)
             spec, why = loop_default(spec, existing, overridden(config.option.override_ini, spec))
             config.stash[SCHEDULE_WHY] = why
             checked = existing.root if existing is not None else None
@@ -356,7 +357,7 @@ def _decides(config: pytest.Config) -> bool:
 def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome:
     """After Ctrl-C: the table of what is persisted and the command that resumes (a sequential gate writes
     what it knows: a decision, else "undecided" with its e-values)."""
-    from .._store.evidence import index_records
+    from .._store.readers.evidence import index_records
 
     planned, persistence = started.planned, started.persistence
     persistence.rundir.claims.release()

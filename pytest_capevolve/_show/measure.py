@@ -17,13 +17,13 @@ from .._decide.screen import ledger as screen_ledger
 from .._engine import confinement as boundary
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
-from .._store.event_digest import digest
-from .._store.event_kinds import BEST_CHANGED, DECISION, SCREEN
-from .._store.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
-from .._store.forced import FORCED_LABEL, labelled_accepts, short
-from .._store.project_seal import REUSED_LABEL
+from .._store.decisions.forced import FORCED_LABEL, labelled_accepts, short
+from .._store.log.event_digest import digest
+from .._store.log.event_kinds import BEST_CHANGED, DECISION, SCREEN
+from .._store.memory.project_seal import REUSED_LABEL
+from .._store.memory.seal import Seal
+from .._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.rundir import RunDir
-from .._store.seal import Seal
 from .numbers import interval, num
 
 

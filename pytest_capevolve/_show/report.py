@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _stats as stats
 from .._decide.looks import shown_decision
-from .._store import evidence
+from .._store.readers import evidence
 from .numbers import interval, num
 
 

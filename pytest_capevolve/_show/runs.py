@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._store.event_kinds import DECISION, TEST_SCORED
+from .._store.decisions.forced import FORCED_LABEL, labelled_accepts, short
 from .._store.files import RunDirError
-from .._store.forced import FORCED_LABEL, labelled_accepts, short
+from .._store.log.event_kinds import DECISION, TEST_SCORED
+from .._store.memory.seal import Seal
 from .._store.rundir import RUNS_DIR, RunDir
-from .._store.seal import Seal
 
 
 def list_runs(project_dir: Path) -> list[dict[str, Any]]:

@@ -18,8 +18,8 @@ from typing import Any
 from .. import __version__
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
-from .._store.event_kinds import SESSION_FINISHED, SESSION_LOAD, SESSION_STARTED
-from .._store.index import IndexDamaged
+from .._store.log.event_kinds import SESSION_FINISHED, SESSION_LOAD, SESSION_STARTED
+from .._store.rollouts.index import IndexDamaged
 from .._store.rundir import RunDir
 
 QUIET_EVENTS = frozenset({SESSION_STARTED, SESSION_FINISHED, SESSION_LOAD})  # nothing a page shows

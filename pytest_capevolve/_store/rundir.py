@@ -22,10 +22,8 @@ import yaml
 
 from .._project.candidate import check_tag, escape_id
 from .._project.paths import to_stored
-from .claims import Claims
-from .event_digest import EventsDigest
-from .event_kinds import DECISION, RUN_CREATED, SPEC_CHANGED, SPLITS_FROZEN
-from .events import EventLog
+from .decisions.state import BUDGET_KEYS, RunState
+from .decisions.verdicts import Verdicts
 from .files import (
     RunDirError,
     RunLock,
@@ -35,14 +33,16 @@ from .files import (
     exclusive,
     read_run_json,
 )
-from .index import RolloutIndex
-from .log_views import LogView
-from .order_secret import OrderSecret
-from .pages_stamp import PagesStamp
-from .rollout_files import RolloutFiles
+from .log.event_digest import EventsDigest
+from .log.event_kinds import DECISION, RUN_CREATED, SPEC_CHANGED, SPLITS_FROZEN
+from .log.events import EventLog
+from .log.log_views import LogView
+from .log.pages_stamp import PagesStamp
+from .rollouts.index import RolloutIndex
+from .rollouts.rollout_files import RolloutFiles
+from .sessions.claims import Claims
+from .sessions.order_secret import OrderSecret
 from .snapshots import Snapshots
-from .state import BUDGET_KEYS, RunState
-from .verdicts import Verdicts
 
 if TYPE_CHECKING:  # the run dir reads a spec it is handed; it never loads one
     from .._project.spec import Spec
@@ -68,9 +68,9 @@ def _hex_tail(run_id: str) -> bool:
 
 class RunDir:
     """One run's folder: ``<project>/.capevolve/runs/<run_id>/``, made of typed parts —
-    ``log`` (:class:`.events.EventLog`), ``state`` (:class:`.state.RunState`), ``snapshots``
-    (:class:`.snapshots.Snapshots`), ``rollouts`` (:class:`.rollout_files.RolloutFiles`, with
-    the index) and ``verdicts`` (:class:`.verdicts.Verdicts`). What is about the whole run
+    ``log`` (:class:`.log.events.EventLog`), ``state`` (:class:`.decisions.state.RunState`), ``snapshots``
+    (:class:`.snapshots.Snapshots`), ``rollouts`` (:class:`.rollouts.rollout_files.RolloutFiles`, with
+    the index) and ``verdicts`` (:class:`.decisions.verdicts.Verdicts`). What is about the whole run
     stays here: its paths, lock, opening and creating it, the spec lock and the splits."""
 
     def __init__(self, root: Path) -> None:
@@ -290,7 +290,7 @@ class RunDir:
 
     def flush(self) -> None:
         """Bring the views of the log kept as files (``state.json``'s spend, the index) up to
-        it: every :data:`~.state.SPEND_FLUSH_EVERY` rollouts and at the end of a session
+        it: every :data:`~.decisions.state.SPEND_FLUSH_EVERY` rollouts and at the end of a session
         (this call: the session's end, which logs the outcomes' digest)."""
         self.rollouts.flush(leaving=True)
 

@@ -25,9 +25,9 @@ from .._project.candidate import (
     null_control_of,
 )
 from .._project.paths import to_stored
-from .event_kinds import CANDIDATE_REGISTERED
-from .events import EventLog
 from .files import RunDirError, atomic_write_json, read_run_json
+from .log.event_kinds import CANDIDATE_REGISTERED
+from .log.events import EventLog
 
 
 class Snapshots:

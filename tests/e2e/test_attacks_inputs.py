@@ -22,7 +22,7 @@ import pytest
 from pytest_capevolve._cli.main import main  # numpy and scipy load once, here
 from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
 from pytest_capevolve._project.adapter import AdapterError, Task, check_cost, check_tokens
-from pytest_capevolve._store.record import RecordError, RolloutRecord
+from pytest_capevolve._store.rollouts.record import RecordError, RolloutRecord
 
 # val ids of noisy_agent's frozen splits (split_seed 7)
 VAL = ("n01", "n02", "n10", "n13")

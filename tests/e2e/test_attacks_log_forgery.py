@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve._cli.main import main
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
 
 VAL = ("n01", "n02", "n10", "n13")  # val ids of noisy_agent's frozen splits (split_seed 7)

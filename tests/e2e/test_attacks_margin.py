@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from pytest_capevolve._policy.gate_settings import settings_of
+from pytest_capevolve._policy.alpha.gate_settings import settings_of
 from pytest_capevolve._project.spec import load_spec
 from pytest_capevolve._store.rundir import RunDir
 

@@ -255,7 +255,7 @@ def test_a_journal_made_a_link_after_the_check_never_freezes_gold(
     record and shown to every later round. It was checked to be no link, then read by path with
     the evaluator's rights: made a link to a gold file in between, gold was frozen and shown.
     Replayed in order: the check passes (no link yet), then the link is there when it is read."""
-    from pytest_capevolve._policy.journal_entry import freeze_entry
+    from pytest_capevolve._policy.booking.journal_entry import freeze_entry
     from pytest_capevolve._store.rundir import RunDir
 
     (project / "data").mkdir()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve._cli.main import main
-from pytest_capevolve._store.audit import _quarantine_tampered, _rollouts
-from pytest_capevolve._store.rollout_scan import scan_rollouts
+from pytest_capevolve._store.readers.audit import _quarantine_tampered, _rollouts
+from pytest_capevolve._store.rollouts.rollout_scan import scan_rollouts
 from pytest_capevolve._store.rundir import RunDir
 
 BYTES_DIFFER = "its bytes differ from what its rollout event"

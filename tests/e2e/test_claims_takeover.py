@@ -20,8 +20,8 @@ import sys
 
 import pytest
 
-from pytest_capevolve._store.claims import process_start
 from pytest_capevolve._store.rundir import RunDir
+from pytest_capevolve._store.sessions.claims import process_start
 
 
 class _KillsTheOwner:

@@ -149,7 +149,7 @@ def test_concurrent_sessions_pay_every_rollout_once(example, projects, n, existi
 CLAIMER = """
 import sys
 from pathlib import Path
-from pytest_capevolve._store.claims import Claims
+from pytest_capevolve._store.sessions.claims import Claims
 
 claims = Claims(Path(sys.argv[1]))
 claims.take([("val", "q01", "seed", 0)])
@@ -159,7 +159,7 @@ sys.stdin.read()  # hold the claim until killed
 
 
 def test_a_claim_whose_session_was_killed_blocks_nothing(tmp_path: Path) -> None:
-    from pytest_capevolve._store.claims import Claims
+    from pytest_capevolve._store.sessions.claims import Claims
 
     with subprocess.Popen(
         [sys.executable, "-c", CLAIMER, str(tmp_path)],

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve._cli.main import main
-from pytest_capevolve._store import events as events_module
 from pytest_capevolve._store import files as files_module
+from pytest_capevolve._store.log import events as events_module
 
 
 def noisy(example, projects) -> Path:

@@ -13,8 +13,8 @@ import pytest
 
 from pytest_capevolve._decide.gate import decide
 from pytest_capevolve._decide.verdict import GateConfig, GateSplitError
+from pytest_capevolve._store.memory.seal import Seal, TestSealError
 from pytest_capevolve._store.rundir import RunDir
-from pytest_capevolve._store.seal import Seal, TestSealError
 
 NO_CACHE = ["-p", "no:cacheprovider"]
 

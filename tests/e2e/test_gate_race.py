@@ -16,7 +16,7 @@ import json
 import pytest
 from cli_calls import run
 
-import pytest_capevolve._policy.regate as regate
+import pytest_capevolve._policy.gate.regate as regate
 
 SIGN = "# Calculator agent\n\nAnswer the arithmetic question with a single integer.\nMind the sign.\n"
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from pytest_capevolve._store.event_kinds import HARNESS_LOCKED
+from pytest_capevolve._store.log.event_kinds import HARNESS_LOCKED
 
 
 def _events(run_dir):

@@ -11,7 +11,7 @@ import pytest
 from cli_calls import run
 from fix_list_project import make_fix_list
 
-from pytest_capevolve._store.project_seal import REUSED_LABEL
+from pytest_capevolve._store.memory.project_seal import REUSED_LABEL
 
 
 @pytest.mark.attack(

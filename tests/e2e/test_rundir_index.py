@@ -16,7 +16,7 @@ import pytest
 from rollout_outcomes import outcomes
 
 from pytest_capevolve._cli.main import main  # numpy and scipy load once, here
-from pytest_capevolve._store.audit import audit
+from pytest_capevolve._store.readers.audit import audit
 from pytest_capevolve._store.rundir import RunDir
 
 SPENDING = '''

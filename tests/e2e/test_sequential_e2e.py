@@ -263,7 +263,7 @@ def test_the_order_is_keyed_by_the_runs_secret_and_recorded_so_the_decision_can_
 
     from pytest_capevolve._decide import stopping, task_order
     from pytest_capevolve._project.candidate import content_hash as bytes_of
-    from pytest_capevolve._store import order_secret
+    from pytest_capevolve._store.sessions import order_secret
 
     monkeypatch.setattr(order_secret, "new_nonce", lambda: randomness.token_bytes(32))
     project = example("noisy_agent")

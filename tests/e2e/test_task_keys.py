@@ -22,7 +22,7 @@ import pytest
 from cli_calls import run
 from fix_list_project import split_ids
 
-from pytest_capevolve._store.project_seal import REUSED_LABEL
+from pytest_capevolve._store.memory.project_seal import REUSED_LABEL
 
 FIX_INPUTS = """
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve._store.claims import Claims, owner_alive, process_start
+from pytest_capevolve._store.sessions.claims import Claims, owner_alive, process_start
 
 KEYS = [("val", "t1", "cand", 0), ("val", "t2", "cand", 0)]
 

@@ -64,7 +64,7 @@ def test_a_missing_project_is_one_line_and_exit_4_for_every_command(command, tmp
 def test_measure_takes_the_flag_its_finalizes_seal_refusal_names() -> None:
     """`capevolve measure --finalize` prints the finalize session's refusal, whose way on is
     `--capevolve-test-reused`; measure refused that flag ("unrecognized arguments")."""
-    from pytest_capevolve._store.project_seal import reused_line
+    from pytest_capevolve._store.memory.project_seal import reused_line
 
     said = reused_line("r2", [("r1", ["q01"])])
     assert "--capevolve-test-reused" in said

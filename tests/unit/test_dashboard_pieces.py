@@ -21,8 +21,9 @@ from pytest_capevolve._show import views
 from pytest_capevolve._show.dashboard import build, model, write_dashboard
 from pytest_capevolve._show.dashboard import page as page_module
 from pytest_capevolve._show.measure import measure
-from pytest_capevolve._store import events, files
-from pytest_capevolve._store.evidence import index_records
+from pytest_capevolve._store import files
+from pytest_capevolve._store.log import events
+from pytest_capevolve._store.readers.evidence import index_records
 from pytest_capevolve._store.rundir import RunDir
 
 # sha256 of the page of real_run() (DETAIL_LIMIT = 100) as drawn by the renderer before it

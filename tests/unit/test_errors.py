@@ -7,14 +7,14 @@ import pytest
 
 from pytest_capevolve import exitcodes
 from pytest_capevolve._cli.common import report_error
-from pytest_capevolve._policy.commit import CommitRefused
+from pytest_capevolve._policy.booking.commit import CommitRefused
 from pytest_capevolve._project.adapter import AdapterError
 from pytest_capevolve._project.candidate import CandidateError
 from pytest_capevolve._project.microcase import MicrocaseError
 from pytest_capevolve._project.spec import SpecError
 from pytest_capevolve._project.splits import TestSealError
-from pytest_capevolve._store.harness_lock import HarnessChanged
-from pytest_capevolve._store.record import RecordError
+from pytest_capevolve._store.readers.harness_lock import HarnessChanged
+from pytest_capevolve._store.rollouts.record import RecordError
 from pytest_capevolve._store.rundir import RunDirError
 from pytest_capevolve.exitcodes import CapevolveError, Refusal, UsageError
 

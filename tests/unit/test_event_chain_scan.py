@@ -9,9 +9,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_capevolve._store.event_chain import _intact_chain, verify_events, walk_chain
-from pytest_capevolve._store.events import EventLog
 from pytest_capevolve._store.files import RunLock
+from pytest_capevolve._store.log.event_chain import _intact_chain, verify_events, walk_chain
+from pytest_capevolve._store.log.events import EventLog
 
 EDITS = ("drop", "swap", "duplicate", "char", "space", "crlf", "blank", "split", "join", "bom", "none")
 

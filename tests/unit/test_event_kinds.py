@@ -1,4 +1,4 @@
-"""The record's kinds are declared once (``_store/event_kinds.py``): an append of anything else is
+"""The record's kinds are declared once (``_store/log/event_kinds.py``): an append of anything else is
 refused before a byte is written, and every declaration is appended somewhere in the package."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import pytest_capevolve
-from pytest_capevolve._store import event_kinds
-from pytest_capevolve._store.event_kinds import DECLARED, ROLLOUT, UndeclaredEvent
+from pytest_capevolve._store.log import event_kinds
+from pytest_capevolve._store.log.event_kinds import DECLARED, ROLLOUT, UndeclaredEvent
 from pytest_capevolve._store.rundir import RunDir
 
 PACKAGE = Path(pytest_capevolve.__file__).parent

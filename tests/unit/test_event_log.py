@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_capevolve._store import event_chain
-from pytest_capevolve._store import events as events_module
-from pytest_capevolve._store.event_chain import verify_events
 from pytest_capevolve._store.files import RunDirError, RunLock
+from pytest_capevolve._store.log import event_chain
+from pytest_capevolve._store.log import events as events_module
+from pytest_capevolve._store.log.event_chain import verify_events
 from pytest_capevolve._store.rundir import RunDir
 
 

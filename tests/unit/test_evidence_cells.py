@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_capevolve._decide import gate
-from pytest_capevolve._policy import verdicts as judging
-from pytest_capevolve._store import evidence
+from pytest_capevolve._policy.gate import verdicts as judging
+from pytest_capevolve._store.readers import evidence
 
 
 @dataclass

@@ -27,8 +27,8 @@ from pytest_capevolve._project.blocks import first_trial
 from pytest_capevolve._session.persistence import Tally, outcomes_of_columns, summarize
 from pytest_capevolve._session.plan_build import valid_column_keys, valid_keys
 from pytest_capevolve._show.report import render_arms, summarize_arm
-from pytest_capevolve._store.evidence import Outcomes, index_records
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.readers.evidence import Outcomes, index_records
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
 from pytest_capevolve.strategies import reward_matrices
 

@@ -16,10 +16,10 @@ from pytest_capevolve._decide.gate import GATE_MODES, decide
 from pytest_capevolve._decide.rounds import gate_round
 from pytest_capevolve._decide.verdict import GateConfig
 from pytest_capevolve._engine.judging import prefer_in_order
-from pytest_capevolve._policy.verdicts import Evidence
+from pytest_capevolve._policy.gate.verdicts import Evidence
 from pytest_capevolve._project.adapter import AdapterError, Task
 from pytest_capevolve._stats.pairwise import p_greater_exact, sign_test
-from pytest_capevolve._store.evidence import index_records
+from pytest_capevolve._store.readers.evidence import index_records
 
 TASKS = [f"t{i}" for i in range(8)]
 SAME = np.full((8, 2), 0.5)  # the rewards do not decide in this mode

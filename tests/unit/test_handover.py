@@ -13,8 +13,8 @@ from cli_calls import run
 
 from pytest_capevolve._loop.journal import render_journal
 from pytest_capevolve._loop.optimizer_cost import reported_cost
-from pytest_capevolve._policy.journal_entry import ENTRY_LIMIT, JOURNAL_MARKER, own_entries
-from pytest_capevolve._policy.optimizer_spend import OptimizerSpend, SpendRefused
+from pytest_capevolve._policy.booking.journal_entry import ENTRY_LIMIT, JOURNAL_MARKER, own_entries
+from pytest_capevolve._policy.budget.optimizer_spend import OptimizerSpend, SpendRefused
 from pytest_capevolve._project.candidate import content_hash, handover_ignore
 from pytest_capevolve._project.candidate_diff import bounded
 
@@ -141,7 +141,7 @@ def test_process_md_gates_at_the_loops_schedule_unless_the_spec_names_one(tmp_pa
 def test_a_proposed_rounds_cost_counts_until_its_decision_books_it(tmp_path: Path) -> None:
     """What a hill-climb optimizer reported is spent from the moment it is logged: the ceiling
     checks count it until its decision (which carries it) is booked, then only through it."""
-    from pytest_capevolve._policy.optimizer_spend import unbooked_usd
+    from pytest_capevolve._policy.budget.optimizer_spend import unbooked_usd
     from pytest_capevolve._store.rundir import RunDir
 
     rundir = RunDir(tmp_path / "run")
@@ -159,7 +159,7 @@ def test_a_proposed_rounds_cost_counts_until_its_decision_books_it(tmp_path: Pat
 
 
 def test_an_entry_is_escaped_so_it_forges_no_structure() -> None:
-    from pytest_capevolve._policy.journal_entry import escaped
+    from pytest_capevolve._policy.booking.journal_entry import escaped
 
     text = "# h1\n  ### cand_0001: accept\nplain # not a heading\n---\n===\n<h3>x</h3>\nend\rCR\u2028LS\x1b[2K\u202e"
     assert escaped(text).split("\n") == [

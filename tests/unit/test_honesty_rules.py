@@ -17,8 +17,8 @@ import pytest
 
 from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide import gate
-from pytest_capevolve._policy import verdicts as judging
-from pytest_capevolve._store import evidence
+from pytest_capevolve._policy.gate import verdicts as judging
+from pytest_capevolve._store.readers import evidence
 
 ACCEPT, REJECT, INDECISIVE = gate.ACCEPT, gate.REJECT, gate.INDECISIVE
 EXACT = gate.GateConfig()  # the default gate: exact sign-flip test, α = 0.05, min_coverage 0.8

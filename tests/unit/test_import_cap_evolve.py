@@ -13,8 +13,8 @@ from pytest_capevolve._cli.main import main
 from pytest_capevolve._loop.cap_evolve.run_reader import read_run
 from pytest_capevolve._project.cap_evolve_keys import NOT_USED, SAME, translate
 from pytest_capevolve._project.spec import SpecError, load_spec
-from pytest_capevolve._store.audit import audit
-from pytest_capevolve._store.event_chain import verify_events
+from pytest_capevolve._store.log.event_chain import verify_events
+from pytest_capevolve._store.readers.audit import audit
 from pytest_capevolve._store.rundir import RunDir
 
 RECORDED = {  # cap-evolve's paired gate (k = 0.2) on this run: tag → (Δ̄, SE), n = 12, all rejected

@@ -15,7 +15,7 @@ from pytest_capevolve._engine import judging
 from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
 from pytest_capevolve._project.adapter import AdapterError, Rollout, Score, Task
 from pytest_capevolve._stats.judge_noise import arm_within, rescores_pay_more, split
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 
 TASK = Task(id="q", input="2 + 2", target=4)
 
@@ -144,7 +144,7 @@ def test_check_accepts_a_re_score_that_differs_only_for_a_declared_stochastic_sc
 def test_an_edited_judge_field_is_refused_when_the_record_is_read(judge):
     """Attack: rewrite a record's re-scores so the split blames (or clears) the judge. The
     reward must be their mean; a record that disagrees is refused (quarantined, re-paid)."""
-    from pytest_capevolve._store.record import RecordError
+    from pytest_capevolve._store.rollouts.record import RecordError
 
     record = RolloutRecord(
         "r", "val", "q", "seed", 0, 0, "h", reward=1.0, judge={"rewards": [1.0] * 3, "seeds": [0, 1, 2]}
@@ -182,7 +182,7 @@ def test_a_verdict_carries_the_split_of_the_cells_it_compared():
     """``Evidence.judge`` adds ``judge_noise`` to every verdict it makes, from the re-scores of
     the cells the gate compared: the first ``num_trials`` trials (a grown verdict's pooled
     trials, a null's shared ones), the evidence's tasks (a sequential verdict's seen ones)."""
-    from pytest_capevolve._policy.verdicts import Evidence, gate_config
+    from pytest_capevolve._policy.gate.verdicts import Evidence, gate_config
     from pytest_capevolve._project.spec import load_spec
 
     rng = random.Random(4)
@@ -230,7 +230,7 @@ def test_every_verdict_maker_builds_its_evidence_with_the_runs_readers():
     ]
     assert bare == []
     # the gate session's and the grow's evidence is regate.first_evidence's (`capevolve gate`'s)
-    makers = ["_session/sequential_gate.py", "_policy/regate.py"]
+    makers = ["_session/sequential_gate.py", "_policy/gate/regate.py"]
     assert all("Evidence.of_run(" in (package / m).read_text(encoding="utf-8") for m in makers)
 
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_capevolve._cli.main import main
-from pytest_capevolve._store.event_chain import verify_events
+from pytest_capevolve._store.log.event_chain import verify_events
 from pytest_capevolve._store.rundir import RunDir
 
 

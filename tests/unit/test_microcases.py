@@ -10,7 +10,7 @@ import yaml
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._engine.checks import is_json_subset
 from pytest_capevolve._project.microcase_gen import REDACTED, redact
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 
 
 def test_gen_refuses_a_test_split_rollout(tmp_path, capsys):

@@ -1,10 +1,10 @@
 """Issue 37: each rollout event a decision reads was paid once by a session's logged claim
-(:mod:`pytest_capevolve._store.paid_by`), found in one pass over the log's events."""
+(:mod:`pytest_capevolve._store.log.paid_by`), found in one pass over the log's events."""
 
 from __future__ import annotations
 
-from pytest_capevolve._store.event_kinds import CLAIMED
-from pytest_capevolve._store.paid_by import claimed_keys, untrusted
+from pytest_capevolve._store.log.event_kinds import CLAIMED
+from pytest_capevolve._store.log.paid_by import claimed_keys, untrusted
 
 
 def _rollout(seq: int, task: str, *, claim: str | None = "c1", reward: float | None = 1.0) -> dict:

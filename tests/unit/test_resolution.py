@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_capevolve._decide.verdict import Verdict
-from pytest_capevolve._policy.resolution import next_level, out_of_reach
+from pytest_capevolve._policy.alpha.resolution import next_level, out_of_reach
 from pytest_capevolve._project.spec import Spec
 from pytest_capevolve._stats.resolution import best_p, smallest_win
 
@@ -70,7 +70,7 @@ def test_a_reject_below_its_levels_resolution_says_it_was_out_of_reach():
 
 
 def test_a_val_too_small_for_any_accept_is_told_so():
-    from pytest_capevolve._policy.resolution import resolution
+    from pytest_capevolve._policy.alpha.resolution import resolution
 
     found = resolution(_spec(), [], 4)
     assert (found["smallest_win"], found["reachable"]) == (None, False)
@@ -102,7 +102,7 @@ def _rejects(*deltas: str) -> list[dict]:
 
 
 def test_a_twenty_task_val_says_up_front_how_many_decisions_it_supports():
-    from pytest_capevolve._policy.resolution import min_effect_reach, most_tasks
+    from pytest_capevolve._policy.alpha.resolution import min_effect_reach, most_tasks
 
     # +0.15 on 20 tasks × 3 trials improves at most 9 tasks (one trial in 3 each): 2^-9 ≤ level
     assert most_tasks(0.15, 20, 3) == 9
@@ -121,8 +121,8 @@ def test_spend_says_stop_when_the_spent_alpha_puts_the_target_out_of_reach():
     """Issue 39's run: 22 val tasks, lord, after three rejects α = 0.0019 needs 10 of 22 improved;
     an edit of +0.15 improves at most 9. The first decision could pass it: stop, and say why and
     what would help."""
-    from pytest_capevolve._policy.resolution import resolution
-    from pytest_capevolve._policy.spend import _out_of_reach
+    from pytest_capevolve._policy.alpha.resolution import resolution
+    from pytest_capevolve._policy.budget.spend import _out_of_reach
 
     fresh = resolution(_loop_spec("lord"), [], 22)
     assert fresh["min_effect"]["passes_next"] and _out_of_reach(fresh) is None
@@ -143,7 +143,11 @@ def test_a_run_frozen_under_lord_keeps_it_when_the_default_moved_on(tmp_path):
     from types import SimpleNamespace
 
     from pytest_capevolve._decide.alpha_budget import LOOP_SCHEDULE
-    from pytest_capevolve._policy.loop_schedule import loop_default, next_decision_spec, run_loop_schedule
+    from pytest_capevolve._policy.alpha.loop_schedule import (
+        loop_default,
+        next_decision_spec,
+        run_loop_schedule,
+    )
 
     assert LOOP_SCHEDULE == "addis"
     frozen = [{"settings": {"gate_alpha_schedule": "lord", "gate_alpha": 0.05}}]
@@ -166,7 +170,7 @@ def test_the_baseline_says_its_levels_are_the_loops_until_a_first_decision(tmp_p
     says its levels are the loop's and what a one-shot gate would freeze; once frozen, nothing."""
     from types import SimpleNamespace
 
-    from pytest_capevolve._policy.loop_schedule import handoff_schedule_note
+    from pytest_capevolve._policy.alpha.loop_schedule import handoff_schedule_note
 
     frozen: list[dict[str, object]] = []
     rundir = SimpleNamespace(run_id="r1", log=SimpleNamespace(of_kinds=lambda *_: frozen))
@@ -183,7 +187,7 @@ def test_the_baseline_says_its_levels_are_the_loops_until_a_first_decision(tmp_p
 
 
 def test_val_reuse_reads_the_discards_too():
-    from pytest_capevolve._policy.val_budget import val_reuse
+    from pytest_capevolve._policy.budget.val_budget import val_reuse
 
     reuse = val_reuse(_loop_spec("addis"), _rejects("-1/20", "-1/10"), {}, 20)
     assert reuse["next_alpha"] == 1 / 64  # two clear non-improvements spent nothing
@@ -191,7 +195,7 @@ def test_val_reuse_reads_the_discards_too():
 
 
 def test_the_baseline_s_headroom_verdict():
-    from pytest_capevolve._policy.resolution import headroom
+    from pytest_capevolve._policy.alpha.resolution import headroom
 
     assert headroom([1.0] * 10 + [0.0, 0.5], 5)["verdict"] == "saturated"  # 2 below 1, 5 needed
     assert "add harder val tasks" in headroom([1.0] * 10 + [0.0, 0.5], 5)["reason"]
@@ -207,7 +211,7 @@ def test_under_a_margin_the_val_reuse_advice_says_its_mde_is_for_better():
     the superiority test's MDE, while the run asks "no worse than -0.02". It says so now."""
     from dataclasses import replace
 
-    from pytest_capevolve._policy.val_budget import val_reuse
+    from pytest_capevolve._policy.budget.val_budget import val_reuse
 
     events = [{"kind": "gate_decision", "tag": "c1", "decision": "reject"}]
     verdicts = {"c1": {"se": 0.06, "n_tasks": 30}}

@@ -17,8 +17,8 @@ import pytest
 from rollout_outcomes import outcomes
 
 from pytest_capevolve._project.splits import TestSealError
-from pytest_capevolve._store.audit import audit
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.readers.audit import audit
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
 
 

@@ -15,9 +15,9 @@ from pytest_capevolve._decide import screen
 from pytest_capevolve._decide.gate import decide
 from pytest_capevolve._decide.looks import look_alpha, look_schedule, looks_record
 from pytest_capevolve._decide.verdict import ACCEPT, GateConfig
-from pytest_capevolve._policy.verdicts import Evidence
-from pytest_capevolve._store.evidence import index_records
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._policy.gate.verdicts import Evidence
+from pytest_capevolve._store.readers.evidence import index_records
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 
 best_means = st.dictionaries(
     st.from_regex(r"t[0-9]{1,3}", fullmatch=True),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_capevolve._store import shared_ledger
+from pytest_capevolve._store.memory import shared_ledger
 
 
 def test_only_other_projects_rows_meeting_this_pool_by_content_are_read(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_capevolve._cli.main import main
-from pytest_capevolve._policy.spend import Ceilings, afford
+from pytest_capevolve._policy.budget.spend import Ceilings, afford
 
 
 def test_spend_refuses_with_one_line_and_exit_2(example, capsys, tmp_path):
@@ -56,7 +56,7 @@ def test_afford_is_unknown_without_data_and_names_every_ceiling_it_crosses():
 
 
 def test_a_stop_condition_cap_tightens_the_spec_ceiling():
-    from pytest_capevolve._policy.stop_condition import parse
+    from pytest_capevolve._policy.stop.stop_condition import parse
 
     class FakeSpec:
         max_metric_calls, max_usd, max_iterations, stall = 1000, 10.0, None, None
@@ -70,6 +70,6 @@ def test_a_stop_condition_cap_tightens_the_spec_ceiling():
 
 def test_a_stop_conditions_measured_value_reads_as_a_person_writes_it() -> None:
     """`spend --table` printed "unmet (actual 0.8400000000000001)" (a new user's trial)."""
-    from pytest_capevolve._policy.spend import _plain_number
+    from pytest_capevolve._policy.budget.spend import _plain_number
 
     assert _plain_number(0.1 * 8.4) == "0.84" and _plain_number(3) == 3 and _plain_number("x") == "x"

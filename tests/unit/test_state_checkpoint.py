@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_capevolve._store.decisions.state_tally import StateTally
 from pytest_capevolve._store.files import RunDirError
-from pytest_capevolve._store.outcome_ledger import digest_of
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.log.outcome_ledger import digest_of
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
-from pytest_capevolve._store.state_tally import StateTally
 
 
 @pytest.fixture

@@ -9,12 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_capevolve._policy.stop_condition import (
-    Actuals,
-    evaluate,
-    parse,
-    split_clauses,
-)
+from pytest_capevolve._policy.stop.stop_condition import Actuals, evaluate, parse, split_clauses
 
 P = "predicate"
 A = "ambiguous"

@@ -1,10 +1,10 @@
-"""Content keys of tasks (:mod:`pytest_capevolve._store.task_keys`): a digest of the task, not
+"""Content keys of tasks (:mod:`pytest_capevolve._store.memory.task_keys`): a digest of the task, not
 its id, stable across processes, and no key where it would not tell tasks apart."""
 
 from __future__ import annotations
 
 from pytest_capevolve import Task
-from pytest_capevolve._store.task_keys import KEY_LENGTH, Tasks, content_key, of_pool
+from pytest_capevolve._store.memory.task_keys import KEY_LENGTH, Tasks, content_key, of_pool
 
 
 class Opaque:

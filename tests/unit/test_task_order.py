@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from pytest_capevolve._decide import stopping, task_order
-from pytest_capevolve._store import order_secret
 from pytest_capevolve._store.rundir import RunDir
+from pytest_capevolve._store.sessions import order_secret
 
 N, TRIALS, DRAWS = 40, 5, 300
 IDS = [f"task{i:02d}" for i in range(N)]

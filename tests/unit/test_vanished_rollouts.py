@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from pytest_capevolve._session.resume import resume_command
-from pytest_capevolve._store.audit import audit
+from pytest_capevolve._store.readers.audit import audit
 from pytest_capevolve._store.rundir import RunDir
 
 

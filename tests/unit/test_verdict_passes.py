@@ -1,5 +1,5 @@
 """The session and ``capevolve gate`` pass a judged verdict through one declared list
-(:data:`pytest_capevolve._policy.regate.VERDICT_PASSES`), so the two cannot answer differently."""
+(:data:`pytest_capevolve._policy.gate.regate.VERDICT_PASSES`), so the two cannot answer differently."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from pytest_capevolve._decide.verdict import Verdict
-from pytest_capevolve._policy import regate
+from pytest_capevolve._policy.gate import regate
 from pytest_capevolve._project.spec import load_spec
 from pytest_capevolve._session import gating, grow
 

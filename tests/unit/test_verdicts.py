@@ -12,10 +12,10 @@ import numpy as np
 from pytest_capevolve._decide import gate
 from pytest_capevolve._decide import verdict as verdict_types
 from pytest_capevolve._decide.verdict import ACCEPT, REJECT, GateConfig
-from pytest_capevolve._policy import verdicts as judging
+from pytest_capevolve._policy.gate import verdicts as judging
 from pytest_capevolve._project.spec import Spec
-from pytest_capevolve._store import evidence
-from pytest_capevolve._store.record import RolloutRecord
+from pytest_capevolve._store.readers import evidence
+from pytest_capevolve._store.rollouts.record import RolloutRecord
 from pytest_capevolve._store.rundir import RunDir
 
 ANY_COVERAGE = gate.GateConfig(min_coverage=0.0)

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_capevolve import exitcodes
 from pytest_capevolve._show.dashboard import build, model
-from pytest_capevolve._store.rollout_files import RolloutFiles
+from pytest_capevolve._store.rollouts.rollout_files import RolloutFiles
 from pytest_capevolve._store.rundir import RunDir
 
 

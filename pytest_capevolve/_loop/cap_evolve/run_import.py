@@ -11,7 +11,7 @@ from typing import Any
 
 from ..._decide.basis import Basis
 from ..._project.candidate import SEED_TAG, CandidateError
-from ..._store.event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED
+from ..._store.log.event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED
 from ..._store.rundir import RunDir
 from .run_reader import CapEvolveRun
 
@@ -61,7 +61,8 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
         )
         rundir.rollouts.record_rollout(record)
         counts[f"{rollout.split}/{tag}"] = counts.get(f"{rollout.split}/{tag}", 0) + 1
-    # the import's record first: it is what explains the best_changed below (:mod:`..._store.best_rule`)
+    # the import's record first: it is what explains the best_changed below
+    # (:mod:`..._store.decisions.best_rule`)
     rundir.log.append_event(
         CAP_EVOLVE_IMPORTED,
         source=str(run.root),
@@ -103,8 +104,8 @@ def _seal(rundir: RunDir, run: CapEvolveRun, spec: Any) -> str:
     """cap-evolve scored its test split once: our seal burns with that score, never to score again."""
     from ..._show.measure import paired_summary
     from ..._show.report import summarize_arm
-    from ..._store.evidence import index_records, reward_matrix
-    from ..._store.seal import Seal
+    from ..._store.memory.seal import Seal
+    from ..._store.readers.evidence import index_records, reward_matrix
 
     seal = Seal(rundir)
     seal.claim()

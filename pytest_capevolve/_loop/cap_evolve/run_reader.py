@@ -21,7 +21,7 @@ from typing import Any
 from ..._project.adapter import AdapterError, check_reward
 from ..._project.candidate import SEED_TAG, CandidateError, check_tag
 from ..._store.files import RunDirError
-from ..._store.record import RolloutRecord
+from ..._store.rollouts.record import RolloutRecord
 
 
 @dataclass(frozen=True)

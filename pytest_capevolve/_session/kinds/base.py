@@ -15,8 +15,8 @@ from ..._project.candidate import SEED_TAG
 if TYPE_CHECKING:
     from ..._decide.verdict import Verdict
     from ..._project.spec import Spec
-    from ..._store.evidence import ByTag
-    from ..._store.record import RolloutRecord
+    from ..._store.readers.evidence import ByTag
+    from ..._store.rollouts.record import RolloutRecord
     from ..._store.rundir import RunDir
     from ..outcome import Outcome
     from ..persistence import Persistence
@@ -26,11 +26,11 @@ if TYPE_CHECKING:
 # The harness as it is now (wiring computes it before any kind starts): a new run locks it only
 # after planning, and planning compares it with the project's other runs' locks.
 HARNESS_NOW = pytest.StashKey[dict[str, str]]()
-# The pool's content keys (:mod:`..._store.task_keys`), for the run's log and the project's
+# The pool's content keys (:mod:`..._store.memory.task_keys`), for the run's log and the project's
 # memory to know tasks by their content as well as by id: made when asked (a run that has its
 # keys, as every resume's, asks nothing: 10,000 tasks encoded and hashed for nothing).
 TASK_KEYS_NOW = pytest.StashKey[Callable[[], dict[str, str]]]()
-# why the session's α schedule is the loop's default (:mod:`..._policy.loop_schedule`), or None
+# why the session's α schedule is the loop's default (:mod:`..._policy.alpha.loop_schedule`), or None
 SCHEDULE_WHY = pytest.StashKey[str | None]()
 
 

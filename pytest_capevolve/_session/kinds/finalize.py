@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..._store import task_keys
+from ..._store.memory import task_keys
 from ..._store.rundir import RunDir
 from .base import TASK_KEYS_NOW, Started
 
@@ -25,7 +25,7 @@ class FinalizeKind:
         return bool(config.option.capevolve_finalize)
 
     def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
-        from ..._store.seal import Seal
+        from ..._store.memory.seal import Seal
         from ..finalize import FinalizeSession
         from ..finalize_whole import refuse_partial
         from ..persistence import Persistence
@@ -51,10 +51,10 @@ class FinalizeKind:
 def _reused_test(config: pytest.Config, spec: Spec, rundir: RunDir) -> list[tuple[str, list[str]]] | None:
     """Other runs that scored some of this run's test tasks or decided on a val holding them (by id or
     content): refused unless ``--capevolve-test-reused``; None when fresh."""
-    from ..._policy.decision_memory import decided_on
+    from ..._policy.repeats.decision_memory import decided_on
     from ..._project.splits import TestSealError
-    from ..._store.project_seal import REUSED_LABEL, overlaps, reused_line
-    from ..._store.shared_ledger import of_run
+    from ..._store.memory.project_seal import REUSED_LABEL, overlaps, reused_line
+    from ..._store.memory.shared_ledger import of_run
 
     test_ids = list((rundir.splits() or {}).get("test", []))
     keys, ledger = task_keys.recorded(rundir), of_run(rundir)

@@ -95,7 +95,7 @@ def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
         raise pytest.UsageError(
             f"--capevolve-sequential with --dist {dist}: the early stop needs --dist load (what -n uses)"
         )
-    from ..._policy.gate_settings import overridden
+    from ..._policy.alpha.gate_settings import overridden
 
     overrides = tuple(sorted(overridden(getattr(option, "override_ini", None), spec).items()))
     veto = bool(option.capevolve_veto_regressions)

@@ -13,7 +13,7 @@ import pytest
 
 from ... import exitcodes
 from ..._decide.basis import Basis
-from ..._store.event_kinds import SEQUENTIAL_GATE
+from ..._store.log.event_kinds import SEQUENTIAL_GATE
 from ..evaluation import EvaluationSession
 from ..outcome import SessionHooks
 from .base import Started, indexed
@@ -23,7 +23,7 @@ from .options import refuse_pairwise
 if TYPE_CHECKING:
     from ..._decide.verdict import Verdict
     from ..._project.spec import Spec
-    from ..._store.evidence import ByTag
+    from ..._store.readers.evidence import ByTag
     from ..._store.rundir import RunDir
     from ..gating import AlphaBudget
     from ..outcome import Outcome
@@ -54,7 +54,7 @@ class SequentialGateSession(EvaluationSession):
     def _sequential_verdicts(
         self, by_tag: ByTag, *, interrupted: bool
     ) -> tuple[list[Verdict], list[Verdict]]:
-        from ..._policy.verdicts import gate_config
+        from ..._policy.gate.verdicts import gate_config
         from ..gating import AlphaBudget
 
         config = gate_config(

@@ -22,8 +22,8 @@ import pytest
 
 from ..._engine.runner import declared_thread_safe
 from ..._items.nodes import EvalContext, RolloutItem
-from ..._policy.spend import Ceilings
-from ..._policy.stop_condition import parse as parse_stop_condition
+from ..._policy.budget.spend import Ceilings
+from ..._policy.stop.stop_condition import parse as parse_stop_condition
 from ..._project.splits import TEST_SPLIT
 from .lean_protocol import MarkedItems
 

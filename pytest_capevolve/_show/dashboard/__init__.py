@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where a page is drawn: ``capevolve --help`` must not load numpy
-    from ..._store.evidence import ByTag
+    from ..._store.readers.evidence import ByTag
     from ..._store.rundir import RunDir
     from ..measure import Measurement
 

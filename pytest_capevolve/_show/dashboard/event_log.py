@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._store.event_kinds import DECISION, ROLLOUT
+from ..._store.log.event_kinds import DECISION, ROLLOUT
 from ..._store.rundir import RunDir
 
 GATE_SPLIT = "val"

@@ -19,9 +19,9 @@ import numpy as np
 from ... import _stats as stats
 from ..._decide.looks import shown_decision
 from ..._project.candidate import SEED_TAG
-from ..._store.event_kinds import DECISION, SCREEN, VERDICT
-from ..._store.evidence import ByTag, index_records, reward_matrix
-from ..._store.forced import FORCED_LABEL, label_of, short
+from ..._store.decisions.forced import FORCED_LABEL, label_of, short
+from ..._store.log.event_kinds import DECISION, SCREEN, VERDICT
+from ..._store.readers.evidence import ByTag, index_records, reward_matrix
 from ..._store.rundir import RunDir
 from ..measure import Measurement, confinement_of, delta_lines, table_rows
 from .event_log import GATE_SPLIT, Log, SpendPoint, read_log
@@ -338,7 +338,8 @@ def _decision(event: dict[str, Any]) -> Decision:
         tag=str(event.get("tag")),
         parent=None if event.get("parent") is None else str(event.get("parent")),
         decision=str(event.get("decision")),
-        # a forced (or re-gated) accept is shown as one wherever its decision is (:mod:`..._store.forced`)
+        # a forced (or re-gated) accept is shown as one wherever its decision is
+        # (:mod:`..._store.decisions.forced`)
         basis=FORCED_LABEL
         if event.get("against_gate")
         else label_of({**event, "kind": DECISION})

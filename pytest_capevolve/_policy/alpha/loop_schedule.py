@@ -1,0 +1,112 @@
+"""A loop's error control by default: a run that is a loop spends α across its decisions.
+
+hill-climb passes its schedule to its gates; an agent's gate command names none (the broker refuses ``-o``)
+and would freeze ``constant`` for the run. So a loop run — it holds work copies or hill-climb started it —
+takes :data:`..._decide.alpha_budget.LOOP_SCHEDULE` at its first decision unless the spec or command line
+names one; one-shot gating keeps ``constant``; frozen settings stay. Controller only; pays and writes
+nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from ..._decide.alpha_budget import LOOP_SCHEDULE, SCHEDULES
+from ..._project.spec import Spec
+from ..._project.yamlfile import YamlError, read_yaml
+from ..._store.rundir import RunDir
+
+KEY = "gate_alpha_schedule"
+
+
+def is_loop_run(rundir: RunDir) -> bool:
+    work = rundir.root / "work"
+    return rundir.hill_climb_dir().is_dir() or (work.is_dir() and any(p.is_dir() for p in work.iterdir()))
+
+
+def _spec_names_one(spec: Spec) -> bool:
+    try:
+        raw = read_yaml(spec.path) or {}
+    except YamlError:
+        return False
+    return isinstance(raw, dict) and KEY in raw
+
+
+def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]) -> tuple[Spec, str | None]:
+    """(the spec a session on ``rundir`` decides under, why its schedule is the loop's, or None)."""
+    if rundir is None or KEY in overrides or spec.gate_alpha_schedule != "constant" or _spec_names_one(spec):
+        return spec, None
+
+    frozen = frozen_schedule(rundir)
+    if frozen is not None:
+        # the run froze a loop schedule at its first decision (by this default, or hill-climb's
+        # flag; `lord` in a run begun before the default became `addis`): a later session that
+        # names none decides under it too, not refused for asking constant
+        if frozen != "constant":
+            return replace(spec, gate_alpha_schedule=frozen), _why(rundir, frozen)
+        return spec, None
+    if not is_loop_run(rundir):
+        return spec, None
+    return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE), _why(rundir)
+
+
+def frozen_schedule(rundir: RunDir | None) -> str | None:
+    if rundir is None:
+        return None
+    from .gate_settings import GATE_SETTINGS_FROZEN
+
+    frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
+    found = (frozen[0].get("settings") or {}).get(KEY) if frozen else None
+    return found if isinstance(found, str) and found in SCHEDULES else None
+
+
+def run_loop_schedule(rundir: RunDir | None) -> str:
+    """The schedule a loop's gates in ``rundir`` use when the spec names none: the one the run froze,
+    whatever it is, else the loop default."""
+    frozen = frozen_schedule(rundir)
+    return frozen if frozen is not None else LOOP_SCHEDULE
+
+
+def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
+    """One line for a loop on a run that froze ``constant`` at a one-shot gate (unless the spec chose it):
+    the cost and the way to the loop's schedule."""
+    if spec_names_one or frozen_schedule(rundir) != "constant":
+        return None
+    return (
+        f"run {rundir.run_id} froze gate_alpha_schedule constant at its first decision (a one-shot "
+        "gate), so this loop gates each candidate at the full α: false accepts grow with the number "
+        f"of decisions (docs: α across a run); for α spent across the loop ({LOOP_SCHEDULE}), start "
+        "it in a new run: capevolve hill-climb --new-run"
+    )
+
+
+def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
+    """One line for ``baseline``: its levels are the loop's, and a one-shot gate before the first decision
+    would freeze ``constant``."""
+    if frozen_schedule(rundir) is not None or spec.gate_alpha_schedule != "constant" or _spec_names_one(spec):
+        return None
+    return (
+        f"these levels are the loop's (gate_alpha_schedule {LOOP_SCHEDULE}: hill-climb, or `capevolve "
+        "work new` and the gate command in `next`); a one-shot gate of a candidate folder (pytest "
+        "--capevolve-run . --capevolve-candidate DIR --capevolve-gate) as this run's first decision "
+        f"gates at constant α = {spec.gate_alpha:g} instead and freezes that for the run"
+    )
+
+
+def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spec:
+    """The spec the run's next decision is taken under: the frozen settings; before any, the loop's
+    schedule for a loop run (``loop``: the caller hands it to one) when the spec names none; else the spec."""
+    from .gate_settings import decided_under
+
+    if frozen_schedule(rundir) is not None:
+        return decided_under(rundir, spec)
+    if (loop or is_loop_run(rundir)) and spec.gate_alpha_schedule == "constant" and not _spec_names_one(spec):
+        return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE)
+    return decided_under(rundir, spec)
+
+
+def _why(rundir: RunDir, schedule: str = LOOP_SCHEDULE) -> str:
+    return (
+        f"gate_alpha_schedule {schedule}: a loop run's default (run {rundir.run_id} holds work "
+        "copies or hill-climb drove it, and the spec names no schedule); one-shot gating keeps constant"
+    )

@@ -1,0 +1,345 @@
+"""Booking decisions: the gate writes evidence (a verdict); a commit books one decision per tag.
+
+Used by ``capevolve commit`` and by ``--capevolve-commit auto``, through the same :func:`book`. Every
+decision is a logged event, moves ``state.json``'s counters and refreshes the loop's memory (LEDGER.md,
+rejected.jsonl). Controller side or the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple, TypedDict
+
+from ..._engine import confinement
+from ..._project.candidate import CandidateError, changed_files, content_hash
+from ..._project.candidate_diff import bounded, unified_diff
+from ..._project.spec import Spec
+from ..._store.decisions.forced import label_of
+from ..._store.log.event_kinds import (
+    BEST_CHANGED,
+    CANDIDATE_REGISTERED,
+    DECISION,
+    GROWN,
+    SCREEN,
+    WORK_CREATED,
+    BookedDecision,
+    LedgerNumbers,
+    Lineage,
+)
+from ..._store.rundir import RunDir
+from ..alpha.gate_settings import settings_of
+from ..budget.optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
+from ..repeats.identity import Earlier, remember_booked
+from . import memory
+from .commit_checks import DECISIONS as DECISIONS
+from .commit_checks import INDECISIVE as INDECISIVE
+from .commit_checks import REJECT_BASES as REJECT_BASES
+from .commit_checks import SCREEN_KILL_BASES, check, check_evidence, refuse_unknown
+from .commit_checks import CommitRefused as CommitRefused
+from .journal_entry import freeze_entry
+
+
+class SpentOn(TypedDict):
+    rollouts: int
+    runner_usd: float
+
+
+def book(
+    spec: Spec,
+    rundir: RunDir,
+    tag: str,
+    decision: str,
+    *,
+    basis: str | None = None,
+    note: str = "",
+    optimizer: OptimizerSpend | None = None,
+    force: bool = False,
+) -> BookedDecision:
+    """Book ``decision`` for ``tag``; returns it as logged. Raises CommitRefused."""
+    optimizer = optimizer or OptimizerSpend()
+    with rundir.lock():
+        state = rundir.state.read_state()
+        best = str(state["best_id"])
+        verdict = rundir.verdicts.checked(tag)  # the file as the gate logged it, or refused
+        refuse_unknown(rundir, tag, verdict)
+        first = _standing_decision(rundir, tag)
+        if first is not None and (not force or tag == best):  # a repair would leave the best in place
+            repair = (
+                f"repair the record with `capevolve commit {tag} --decision {decision}"
+                f"{' --reject-basis ' + (basis or 'gate') if decision == 'reject' else ''} --force`"
+                if tag != best
+                else "start a new run (`pytest --capevolve-run . --capevolve-new-run`): it is the run's best"
+            )
+            raise CommitRefused(
+                f"{tag!r} was already decided: {first['decision']} (event seq {first['seq']}); a tag "
+                f"is decided once. Evaluate a new version under a new tag, or {repair}"
+            )
+        adopted = adoption(rundir, verdict, best, spec) if decision == "accept" else None
+        against_gate = check(spec, tag, decision, basis, verdict, best, force, adopted=adopted is not None)
+        if not force:
+            check_evidence(spec, rundir, tag, decision, basis, verdict, adopted=adopted is not None)
+        parent = _parent(rundir, tag, best)
+        entry = _entry(rundir, tag, parent, decision, basis, note, verdict, optimizer, force=force)
+        entry["repairs"] = first["seq"] if first is not None else None
+        entry["against_gate"] = against_gate
+        _label(rundir, entry, verdict, adopted)
+        if decision == "reject":  # the change itself: the next proposer reads what was refuted
+            entry["diff"] = refuted_diff(rundir, tag, parent, verdict)
+        rundir.log.append_event(DECISION, **entry)
+        remember_booked(rundir, tag, decision)
+        rundir.state.update_state(lambda s: _count(s, entry, optimizer))
+        if decision == "accept":
+            rundir.log.append_event(BEST_CHANGED, best_id=tag, previous=best)
+        memory.refresh(rundir)
+    return entry
+
+
+def _entry(
+    rundir: RunDir,
+    tag: str,
+    parent: str,
+    decision: str,
+    basis: str | None,
+    note: str,
+    verdict: dict[str, Any] | None,
+    optimizer: OptimizerSpend,
+    *,
+    force: bool,
+) -> BookedDecision:
+    merge = merged_from(rundir, tag)
+    lineage: Lineage = {"tag": tag, "parent": parent}
+    if merge:
+        lineage["merged_from"] = merge
+    return {
+        **lineage,
+        "gated_against": (verdict or {}).get("against"),
+        "decision": decision,
+        "basis": basis,
+        "note": note,
+        "forced": force,
+        "repairs": None,
+        "against_gate": False,
+        **(
+            _numbers(verdict)
+            if verdict is not None or basis not in SCREEN_KILL_BASES
+            else _screen_numbers(rundir, tag)
+        ),
+        **_spent_on(rundir, tag),
+        "changed_files": _changes(rundir, tag, parent, verdict),
+        "optimizer_usd": optimizer.usd,
+        "optimizer_tokens": optimizer.tokens,
+        "optimizer_seconds": optimizer.seconds,
+        # what the round wrote, frozen now: a later round's rewrite never passes for it
+        "journal_sha256": freeze_entry(rundir, tag),
+    }
+
+
+def _label(
+    rundir: RunDir, entry: BookedDecision, verdict: dict[str, Any] | None, adopted: Adopted | None
+) -> None:
+    """What every view says beside the decision: a harness-changed or adopted label, the shared ledger, who
+    was confined."""
+    label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
+    if entry["decision"] == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
+        # every view of this best shows it (:mod:`..._store.decisions.forced`)
+        entry["label"] = label["label"]
+    if adopted is not None:  # an earlier run's accept, not gated again: every view says so
+        entry["label"] = adopted.label
+        rundir.snapshots.register_candidate(entry["tag"], adopted.snapshot)  # the best needs it here
+    ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
+    if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
+        entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
+    said = (verdict or {}).get("confinement") or {}
+    entry["confinement"] = {
+        "candidate_code": str(said.get("candidate_code") or "not said: no verdict recorded it"),
+        "optimizer": confinement.optimizer(),
+    }
+
+
+class Adopted(NamedTuple):
+    label: str  # what every view of this best shows
+    snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
+
+
+def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
+    """An accept adopted from an earlier run, or None: this run's REPEAT verdict of bytes an earlier run
+    accepted against the same bytes as this run's best. The decision stands for the bytes, so booking it
+    moves the best without paying or spending α again."""
+    details = (verdict or {}).get("details") or {}
+    if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
+        return None
+    from ..repeats.identity import decided_in_project
+
+    digest = str(details.get("content_hash") or "").removeprefix("sha256:")
+    earlier = next(
+        (e for d, e in decided_in_project(rundir).items() if d.removeprefix("sha256:") == digest), None
+    )
+    if earlier is None or earlier.shared is not None or earlier.fresh or earlier.decision != "accept":
+        return None
+    there = RunDir(rundir.root.parent / earlier.run_id)
+    decided = there.verdicts.verdict(earlier.tag) or {}
+    _same_question(decided, spec, earlier)
+    if not _same_parent(there, rundir, decided.get("against"), best, spec):
+        return None
+    level = f" at {earlier.level}" if earlier.level else ""
+    label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
+    booked = [label_of(e) for e in there.log.of_kinds(DECISION) if e.get("tag") == earlier.tag]
+    if booked and booked[-1]:  # forced, or re-gated under a changed harness, there: so it stays here
+        label = f"{booked[-1].split(' — ')[0]} — in run {earlier.run_id}, adopted"
+    return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
+
+
+def _same_question(decided: dict[str, Any], spec: Spec, earlier: Earlier) -> None:
+    """Refused where the earlier accept answered another question (any gate setting) or harness."""
+    theirs = (decided.get("details") or {}).get("gate_settings") or {}
+    differ = [
+        f"{k} {theirs[k]} (this run: {v})" for k, v in settings_of(spec).items() if theirs.get(k, v) != v
+    ]
+    accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
+    if differ:
+        raise CommitRefused(
+            f"{accepted} under {', '.join(differ)}: that accept answered another question and is not "
+            "adopted; gate a changed version"
+        )
+    if earlier.harness_changes:
+        raise CommitRefused(
+            f"{accepted} under another harness ({', '.join(earlier.harness_changes[:3])}): not adopted; "
+            "gate it again here with --capevolve-harness-changed (its verdicts are labelled)"
+        )
+
+
+def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
+    """Whether the earlier accept was against the same bytes as this run's best."""
+    from ..repeats.identity import registered_hashes
+
+    theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
+    if mine is None and best == "seed":  # a new run whose first session met only the repeat
+        try:
+            mine = content_hash(spec.capability_path)
+        except (OSError, CandidateError):
+            return False
+    return parent is not None and theirs is not None and theirs == mine
+
+
+def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
+    """The decision that stands for ``tag``, if any; a provisional or indecisive one stops standing once
+    the tag is grown."""
+    standing = None
+    for event in rundir.log.of_kinds(DECISION, GROWN):
+        if event.get("tag") != tag:
+            continue
+        if event.get("kind") == DECISION and standing is None:
+            standing = event
+        elif event.get("kind") == GROWN and standing and standing["decision"] in ("provisional", INDECISIVE):
+            standing = None
+    return standing
+
+
+def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
+    kill: Mapping[str, Any] = next(
+        (e for e in reversed(rundir.log.of_kinds(SCREEN)) if e.get("tag") == tag), {}
+    )
+    return {**_numbers(None), "delta_mean": kill.get("delta_mean"), "p_value": kill.get("p_harm")}
+
+
+def _count(state: dict[str, Any], entry: BookedDecision, optimizer: OptimizerSpend) -> None:
+    """Every decision advances ``iterations``; a reject advances ``stall``, an accept resets it and moves
+    the best; the rest leave ``stall`` alone."""
+    state["iterations"] = int(state["iterations"]) + 1
+    if entry["decision"] == "reject":
+        state["stall"] = int(state["stall"]) + 1
+    elif entry["decision"] == "accept":
+        state["stall"] = 0
+        state["best_id"] = entry["tag"]
+    spent = state["spent"]
+    spent["optimizer_usd"] = float(spent.get("optimizer_usd", 0.0)) + optimizer.usd
+    spent["optimizer_tokens"] = int(spent.get("optimizer_tokens", 0)) + optimizer.tokens
+    spent["optimizer_seconds"] = float(spent.get("optimizer_seconds", 0.0)) + optimizer.seconds
+
+
+def _numbers(verdict: dict[str, Any] | None) -> LedgerNumbers:
+    if verdict is None:
+        return {"delta_mean": None, "p_value": None, "bar": None, "fixed": [], "broke": []}
+    per_task = verdict.get("per_task", {})
+    return {
+        "delta_mean": verdict.get("delta_mean"),
+        "p_value": verdict.get("p_value"),
+        "bar": verdict.get("bar"),
+        "verdict": verdict.get("decision"),
+        "fixed": sorted(t for t, row in per_task.items() if (row.get("delta") or 0) > 0),
+        "broke": sorted(t for t, row in per_task.items() if (row.get("delta") or 0) < 0),
+    }
+
+
+def parent_of(rundir: RunDir, tag: str) -> str:
+    return _parent(rundir, tag, rundir.state.best())
+
+
+def merged_from(rundir: RunDir, tag: str) -> list[str]:
+    """The candidates ``tag`` merges, in the order applied; [] if none."""
+    for event in rundir.log.events():
+        if event.get("kind") == WORK_CREATED and event.get("tag") == tag:
+            return [str(t) for t in event.get("merged_from") or []]
+    return []
+
+
+def _parent(rundir: RunDir, tag: str, best: str) -> str:
+    """What ``tag`` was made from: its work copy's parent, else the best when registered, else what its
+    verdict was gated against, else the best now."""
+    current = None
+    for event in rundir.log.events():
+        kind = event.get("kind")
+        if kind == WORK_CREATED and event.get("tag") == tag:
+            return str(event["parent"])
+        if kind == BEST_CHANGED:
+            current = str(event["best_id"])
+        elif kind == CANDIDATE_REGISTERED and event.get("tag") == tag:
+            return current or "seed"
+    return str((rundir.verdicts.verdict(tag) or {}).get("against") or best)
+
+
+def _spent_on(rundir: RunDir, tag: str) -> SpentOn:
+    records = rundir.rollouts.indexed_rollouts("val", [tag])
+    return {"rollouts": len(records), "runner_usd": round(sum(r.cost_usd for r in records), 6)}
+
+
+def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:
+    """The files ``tag`` changed against its parent, from snapshots (a screen-refused candidate's source
+    folder stands in)."""
+    folders = compared(rundir, tag, parent, verdict)
+    if folders is None:
+        return []
+    mine, theirs = folders
+    try:
+        return changed_files(mine, theirs)
+    except CandidateError as exc:  # a symlink leaving the folder (the tamper guard said so too)
+        return [f"unreadable: {exc}"]
+
+
+# What a booked decision changed: the folders compared and, for a reject, the bounded diff logged, so
+# ``rejected.jsonl`` tells the next proposer what edit was refuted.
+def compared(
+    rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None
+) -> tuple[Path, Path] | None:
+    """``tag``'s folder and its parent's from snapshots (else the recorded source folder, else the work
+    copy); None when either is gone."""
+    mine, theirs = rundir.snapshots.snapshot_dir(tag), rundir.snapshots.snapshot_dir(parent)
+    if not mine.is_dir():
+        source = (verdict or {}).get("details", {}).get("source")
+        mine = Path(source) if source else rundir.work_dir(tag)
+    if not mine.is_dir() or not theirs.is_dir():
+        return None
+    return mine, theirs
+
+
+def refuted_diff(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> str:
+    """The unified diff ``tag`` made against ``parent``, cut to :data:`.candidate_diff.DIFF_LIMIT`; "" if
+    none."""
+    folders = compared(rundir, tag, parent, verdict)
+    if folders is None:
+        return ""
+    mine, theirs = folders
+    try:
+        return bounded(unified_diff(theirs, mine, parent, tag))
+    except (CandidateError, OSError) as exc:  # a symlink leaving the folder: the tamper guard's
+        return f"(no diff: {exc})\n"

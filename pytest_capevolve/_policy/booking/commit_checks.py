@@ -1,0 +1,245 @@
+"""What ``commit`` refuses to book: a decision the record cannot support, each refusal naming the way on.
+:func:`.commit.book` asks these before it books anything."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..._decide.basis import REJECT_BASES as REJECT_BASES
+from ..._decide.basis import Basis
+from ..._project.spec import Spec
+from ..._store.log.event_kinds import GATE_DECISION, ROLLOUT, SCREEN
+from ..._store.rundir import RunDir
+from ..._store.snapshots import unknown_tag
+from ...exitcodes import Refusal
+
+DECISIONS = ("accept", "reject", "inconclusive", "provisional")
+# "repeat": bytes the run already holds under another tag, booked unpaid (_policy/repeats/identity.py)
+# A gate session in auto mode also books "indecisive" (tamper, coverage, error imbalance):
+# the candidate could not be judged, which is neither an accept nor a reject.
+INDECISIVE = "indecisive"
+
+
+class CommitRefused(Refusal):
+    """The decision would corrupt the record; the message says why and what would do."""
+
+
+def refuse_unknown(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
+    if tag in rundir.snapshots.known_tags() or verdict is not None:
+        return
+    if rundir.work_dir(tag).is_dir():
+        raise CommitRefused(
+            f"{tag!r} is a work copy with no verdict yet; gate it first: pytest --capevolve-run "
+            f"PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate"
+        )
+    raise CommitRefused(unknown_tag(tag, rundir.run_id, rundir.snapshots.known_tags()))
+
+
+def check_evidence(
+    spec: Spec,
+    rundir: RunDir,
+    tag: str,
+    decision: str,
+    basis: str | None,
+    verdict: dict[str, Any] | None,
+    *,
+    adopted: bool,
+) -> None:
+    """What the log must hold behind the decision (skipped by ``--force``): the gate's first decision for
+    an accept, the screen's kill, a basis's own evidence."""
+    if decision == "accept" and not adopted:
+        first_decision_stands(rundir, tag, verdict)
+    if basis in SCREEN_KILL_BASES:
+        check_screen_kill(rundir, tag, basis)
+    if basis in EVIDENCED_BASES:
+        EVIDENCED_BASES[basis](spec, rundir, tag)
+
+
+def first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
+    """An accept is booked only on the first decision the gate logged at the tag's level against this
+    parent: a verdict that reads otherwise was judged on evidence paid since, a second look at one level. A
+    grown verdict (look > 1) has its own level and is not held to it."""
+    looks = ((verdict or {}).get("details") or {}).get("looks") or {}
+    if verdict is None or int(looks.get("look", 1)) > 1:
+        return
+    against = verdict.get("against")
+    first = next(
+        (
+            e
+            for e in rundir.log.of_kinds(GATE_DECISION)
+            if e.get("tag") == tag and e.get("against") == against
+        ),
+        None,
+    )
+    if first is not None and first.get("decision") != "accept":
+        raise CommitRefused(
+            f"the gate decided {tag!r} {first.get('decision')} against {against!r} at its level (decision "
+            f"j = {first.get('j')}, gate_decision seq {first.get('seq')}); the verdict gated since on "
+            "evidence paid after it is a second look at that level, not a new decision — evaluate a new "
+            "version under a new tag"
+        )
+
+
+def check(
+    spec: Spec,
+    tag: str,
+    decision: str,
+    basis: str | None,
+    verdict: dict[str, Any] | None,
+    best: str,
+    force: bool,
+    *,
+    adopted: bool = False,
+) -> bool:
+    """Refuse what the record cannot support; returns whether an accept goes against the gate. ``adopted``:
+    an earlier run's accept against the same parent bytes, so no verdict of this run is needed."""
+    if decision not in (*DECISIONS, INDECISIVE):
+        raise CommitRefused(f"decision {decision!r} is not one of {', '.join(DECISIONS)}")
+    if decision == "accept":
+        return check_accept(spec, tag, basis, verdict, best, force, adopted=adopted)
+    check_not_accept(tag, decision, basis, verdict, force)
+    return False
+
+
+def check_accept(
+    spec: Spec,
+    tag: str,
+    basis: str | None,
+    verdict: dict[str, Any] | None,
+    best: str,
+    force: bool,
+    *,
+    adopted: bool,
+) -> bool:
+    """An accept needs an accepting full-val verdict against the best covering enough of val (or ``force``:
+    then True, against the gate)."""
+    if basis is not None:
+        raise CommitRefused("--reject-basis goes with a reject, not an accept")
+    if tag == best:
+        raise CommitRefused(f"{tag!r} is already the best")
+    if adopted:
+        return False
+    verdict = full_verdict_against_best(tag, verdict, best)
+    paired = float(verdict.get("coverage", {}).get("paired", 0.0))
+    if paired < spec.min_coverage:
+        raise CommitRefused(
+            f"tag {tag!r}: its verdict covers {paired:.0%} of val, below min_coverage {spec.min_coverage:.0%}"
+        )
+    if verdict.get("decision") == "accept":
+        return False
+    if not force:
+        raise CommitRefused(
+            f"the gate did not accept {tag!r} ({verdict.get('decision')}: {verdict.get('reason')}); "
+            "accepting against the gate needs --force, and the record will say so"
+        )
+    return True
+
+
+def full_verdict_against_best(tag: str, verdict: dict[str, Any] | None, best: str) -> dict[str, Any]:
+    if verdict is not None and verdict.get("decision") == "repeat":
+        raise CommitRefused(
+            f"{tag!r} repeats bytes already decided ({verdict.get('reason')}); only an accept an "
+            f"earlier run booked against the bytes of this run's best {best!r} can be adopted here, and "
+            "this one was not: change its bytes and gate the new version"
+        )
+    full = verdict is not None and verdict.get("n_tasks", 0) > 0
+    if verdict is not None and not full and verdict.get("against") == best:
+        # gated against the best, but never scored (a repeat, a leak, a tamper, a microcase):
+        # gating the same bytes again says the same, so "gate it" would be no way on
+        raise CommitRefused(
+            f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; its "
+            f"verdict scored no val task ({verdict.get('decision')}: {verdict.get('reason')}). Book "
+            f"what it decided (capevolve commit {tag} --decision reject --reject-basis gate), or "
+            "change the bytes and gate them under a new tag"
+        )
+    if not full or verdict is None or verdict.get("against") != best:
+        seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"
+        raise CommitRefused(
+            f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; there is "
+            f"{seen}. Gate it: capevolve pytest --capevolve-run PROJECT --capevolve-candidate DIR "
+            "--capevolve-gate"
+        )
+    return verdict
+
+
+def check_not_accept(
+    tag: str, decision: str, basis: str | None, verdict: dict[str, Any] | None, force: bool
+) -> None:
+    """A reject names its basis; inconclusive waits for a grow; provisional needs Δ̄ > 0 under the bar
+    (``force`` books either now)."""
+    if decision == "reject":
+        if basis not in REJECT_BASES:
+            raise CommitRefused(f"a reject needs --reject-basis, one of {', '.join(REJECT_BASES)}")
+    elif basis is not None and decision != INDECISIVE:
+        raise CommitRefused(f"--reject-basis goes with a reject, not {decision!r}")
+    grown = int((verdict or {}).get("details", {}).get("looks", {}).get("look", 1)) > 1
+    if decision == "inconclusive" and not force and not grown:
+        raise CommitRefused(
+            f"{tag!r} cannot be booked inconclusive before it has been grown (more trials); "
+            "--force to book it now"
+        )
+    if decision == "provisional" and not force:
+        check_provisional(tag, verdict)
+
+
+def check_provisional(tag: str, verdict: dict[str, Any] | None) -> None:
+    delta = (verdict or {}).get("delta_mean")
+    if verdict is None or verdict.get("decision") == "accept" or not (delta or 0) > 0:
+        has = (
+            "no verdict"
+            if verdict is None
+            else f"Δ̄ = {'—' if delta is None else format(delta, '+.4f')} and a verdict of "
+            f"{verdict.get('decision')}"
+        )
+        raise CommitRefused(f"provisional is for a verdict with Δ̄ > 0 under the bar; {tag!r} has {has}")
+
+
+# A screen kill is booked as a reject under the basis its kill rests on (_decide/screen.py).
+SCREEN_KILL_BASES: dict[str, str] = {Basis.SCREEN_KILL: "harm", Basis.CEILING: "ceiling"}
+
+
+def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
+    """A reject on basis ``screen_kill`` or ``ceiling`` needs a screen that killed ``tag`` on that ground."""
+    wanted = SCREEN_KILL_BASES[basis]
+    kills = [e for e in rundir.log.of_kinds(SCREEN) if e.get("tag") == tag and e.get("decision") == "kill"]
+    if not any(e.get("basis") == wanted for e in kills):
+        found = ", ".join(f"{e.get('basis')}" for e in kills) or "none"
+        raise CommitRefused(
+            f"--reject-basis {basis} needs a screen that killed {tag!r} on {wanted}; its screen kills: "
+            f"{found}. Screen it (pytest --capevolve-run PROJECT --capevolve-candidate DIR "
+            "--capevolve-screen 1) or give the basis the record supports"
+        )
+
+
+def check_infra(spec: Spec, rundir: RunDir, tag: str) -> None:
+    """A reject on basis ``infra`` needs a logged infra error of one of ``tag``'s rollouts."""
+    rollouts = [e for e in rundir.log.of_kinds(ROLLOUT) if e.get("tag") == tag and e.get("split") != "test"]
+    errors = sum(1 for e in rollouts if e.get("infra_error"))
+    if errors == 0:
+        raise CommitRefused(
+            f"--reject-basis infra needs an infra error in the log; the {len(rollouts)} logged rollout(s) "
+            f"of {tag!r} have none: give the basis the record supports (gate, after a gate session)"
+        )
+
+
+def check_budget(spec: Spec, rundir: RunDir, tag: str) -> None:
+    """A reject on basis ``budget`` needs the ceilings to leave no room for one more full-val evaluation;
+    while one fits, rejecting is a choice, not the budget's."""
+    from ..budget.spend import spend_report  # here: the spend report reads the whole run
+
+    report = spend_report(spec, rundir, n_siblings=1)
+    if report["budget_exhausted"] or not report["afford"]["affordable"]:
+        return
+    raise CommitRefused(
+        f"--reject-basis budget needs the ceilings to leave no room for one more evaluation; "
+        f"capevolve spend says one fits ({report['afford']['rollouts_needed']} rollouts under every "
+        f"ceiling): gate {tag!r}, or give the basis the record supports"
+    )
+
+
+# Reject bases whose evidence is in the record; booked only when it is there (or with --force).
+EVIDENCED_BASES: dict[str, Callable[[Spec, RunDir, str], None]] = {
+    Basis.INFRA: check_infra,
+    Basis.BUDGET: check_budget,
+}

@@ -1,0 +1,52 @@
+"""Accepted siblings not merged yet: the reminder the design calls "required" before a stop.
+
+When two siblings (same parent) were both accepted and fixed disjoint val tasks, the best holds only the
+later edit; ``capevolve spend`` names the pair until ``capevolve merge`` builds (and the gate judges) a
+candidate from both."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from itertools import combinations
+from typing import Any
+
+from ..._store.log.event_kinds import DECISION, WORK_CREATED
+
+
+def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pairs of accepted siblings with disjoint ``fixed`` tasks no merge combines yet, oldest first:
+    ``{"tags", "parent", "fixed", "command"}``."""
+    accepted: dict[str, list[Mapping[str, Any]]] = {}
+    merged: list[set[str]] = []
+    for event in events:
+        kind = event.get("kind")
+        if kind == DECISION and event.get("decision") == "accept":
+            accepted.setdefault(str(event.get("parent")), []).append(event)
+        elif kind == WORK_CREATED and event.get("merged_from"):
+            merged.append({str(t) for t in event["merged_from"]})
+    out = []
+    for parent, siblings in accepted.items():
+        for a, b in combinations(siblings, 2):
+            fixed_a, fixed_b = set(a.get("fixed") or []), set(b.get("fixed") or [])
+            pair = {str(a["tag"]), str(b["tag"])}
+            if not fixed_a or not fixed_b or fixed_a & fixed_b or any(pair <= m for m in merged):
+                continue
+            out.append(
+                {
+                    "tags": [str(a["tag"]), str(b["tag"])],
+                    "parent": parent,
+                    "fixed": {str(a["tag"]): sorted(fixed_a), str(b["tag"]): sorted(fixed_b)},
+                    "command": f"capevolve merge {a['tag']} {b['tag']} --tag {a['tag']}_{b['tag']}",
+                }
+            )
+    return out
+
+
+def merge_reminder(pairs: list[dict[str, Any]]) -> str:
+    if not pairs:
+        return ""
+    named = "; ".join(f"{' and '.join(p['tags'])} (from {p['parent']!r}): {p['command']}" for p in pairs)
+    return (
+        f" Before the stop, merge the accepted siblings that fixed disjoint tasks (the best holds only "
+        f"the later edit), then gate the merge: {named}."
+    )

@@ -1,0 +1,109 @@
+"""How much of val the run has used up: the α budget's state and the calibration alarm.
+
+Read by ``capevolve spend`` and the gate's summary: decisions made on val, the α the next gets, and the MDE
+(80 % power) at that α with this val and the deltas' spread. When ``gate_min_effect`` is out of reach the
+advice is plain: refresh val, or stop. Pure."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypedDict
+
+from ..._decide import alpha_budget
+from ..._decide.calibration import Calibration, calibration
+from ..._project.spec import Spec
+from ..._stats.resolution import NOT_ESTIMABLE
+from ..._store.log.event_kinds import GATE_DECISION, NULL_GATED
+
+POWER = 0.8
+
+
+class ValReuse(TypedDict):
+    schedule: str
+    alpha: float
+    decisions: int
+    next_alpha: float
+    val_tasks: int
+    delta_sd: float | None
+    mde: float | None
+    target_effect: float
+    detectable: bool | None
+    refresh_val: bool
+    advice: str
+    any_false_accept_bound: float
+    source: str
+
+
+def delta_spread(events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]]) -> float | None:
+    """The SD of per-task deltas, SE·√n, from the newest verdict gated on val (a null's serves as well)."""
+    gated = [e for e in events if e.get("kind") in (GATE_DECISION, NULL_GATED)]
+    # null controls first: their deltas are pure noise, which is what the MDE is about
+    for event in sorted(reversed(gated), key=lambda e: e.get("kind") != NULL_GATED):
+        verdict = verdicts.get(str(event.get("tag")), {})
+        if verdict.get("se") is not None and int(verdict.get("n_tasks") or 0) > 1:
+            return float(verdict["se"]) * math.sqrt(int(verdict["n_tasks"]))
+    return None
+
+
+def val_reuse(
+    spec: Spec, events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]], n_val: int
+) -> ValReuse:
+    decided = alpha_budget.decisions_so_far(events)
+    accepts = alpha_budget.accepted_decisions(events)
+    discarded = alpha_budget.discarded_decisions(events)  # addis: Δ̄ < 0 spent nothing
+    next_alpha = float(
+        alpha_budget.alpha_for(spec.gate_alpha_schedule, spec.gate_alpha, decided + 1, accepts, discarded)
+    )
+    spread = delta_spread(events, verdicts)
+    identical = spread == 0.0  # a reproducible agent: no noise to scale an MDE by, never "+0.000"
+    mde = None if spread is None or identical else alpha_budget.mde(next_alpha, n_val, spread, POWER)
+    target = spec.gate_min_effect
+    first = None if spread is None or identical else alpha_budget.mde(spec.gate_alpha, n_val, spread, POWER)
+    detectable = None if mde is None else mde <= target
+    # "no longer": the budget, not the val size, is what put the target out of reach
+    exhausted_by_reuse = detectable is False and first is not None and first <= target
+    if exhausted_by_reuse:
+        advice = (
+            f"refresh val or stop: the next decision gets α = {next_alpha:.3g}, at which {n_val} val "
+            f"tasks detect only effects ≥ {mde:+.3f} (80% power), above the target gate_min_effect "
+            f"{target:+g}; add new val tasks (a new run) or stop optimizing"
+        )
+    elif detectable is False:
+        advice = (
+            f"{n_val} val tasks detect only effects ≥ {mde:+.3f} even at α = {next_alpha:.3g}, above the "
+            f"target gate_min_effect {target:+g}: a larger val split (a new run) would be needed to see it"
+        )
+    elif detectable:
+        advice = (
+            f"the target {target:+g} is still detectable at the next α ({next_alpha:.3g}): MDE {mde:+.3f}"
+        )
+    elif identical:
+        advice = NOT_ESTIMABLE
+    else:
+        advice = "MDE unknown until a first verdict measures the spread of per-task deltas"
+    if spec.gate_margin and mde is not None:  # the MDE is the superiority test's, not the margin's
+        advice = (
+            f"{advice} (for the question 'better'; this run asks 'no worse than "
+            f"{spec.gate_margin:g}', whose betting test needs more tasks: docs: the gate, margins)"
+        )
+    return {
+        "schedule": spec.gate_alpha_schedule,
+        "alpha": spec.gate_alpha,
+        "decisions": decided,
+        "next_alpha": next_alpha,
+        "val_tasks": n_val,
+        "delta_sd": spread,
+        "mde": mde,
+        "target_effect": target,
+        "detectable": detectable,
+        "refresh_val": exhausted_by_reuse,
+        "advice": advice,
+        "any_false_accept_bound": alpha_budget.any_false_accept_bound(
+            spec.gate_alpha_schedule, spec.gate_alpha, decided
+        ),
+        "source": "events.jsonl (gate_decision lines), verdicts/*.json (se, n_tasks)",
+    }
+
+
+def run_calibration(spec: Spec, events: list[dict[str, Any]]) -> Calibration:
+    return calibration(events, spec.gate_alpha)

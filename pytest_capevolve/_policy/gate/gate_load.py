@@ -1,0 +1,75 @@
+"""Explore fast, gate slow, gate alone: the load a gate's rollouts were paid under.
+
+A rollout can depend on load (timeouts, rate limits, a shared GPU), so each paying session logs its
+``session_load`` and a gate session warns, in its summary and every verdict: when another session was
+paying on the project as it started or judged (a warning: the verdict stands on its rollouts), and when it
+paid at a load other than its null controls' (the run's one measure of noise; the nulls' reward mean per
+load is given). Sessions with no recorded load are not mentioned. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..._store.log.event_kinds import SESSION_LOAD
+
+
+def load_event(concurrency: int, workers: int, owed_by_tag: Mapping[str, int]) -> dict[str, Any]:
+    return {
+        "concurrency": int(concurrency),
+        "workers": int(workers),
+        "in_flight": int(concurrency) * int(workers),
+        "paid_tags": dict(sorted(owed_by_tag.items())),
+    }
+
+
+def loads_by_tag(events: Iterable[dict[str, Any]]) -> dict[str, set[int]]:
+    loads: dict[str, set[int]] = {}
+    for event in events:
+        if event.get("kind") != SESSION_LOAD:
+            continue
+        for tag in event.get("paid_tags") or {}:
+            loads.setdefault(str(tag), set()).add(int(event.get("in_flight") or 1))
+    return loads
+
+
+def null_means_by_load(
+    loads: Mapping[str, set[int]], null_tags: Iterable[str], means: Mapping[str, float]
+) -> dict[int, float]:
+    """The null rollouts' reward mean at each load, over the null tags paid at that load alone."""
+    pooled: dict[int, list[float]] = {}
+    for tag in null_tags:
+        at = loads.get(tag, set())
+        if len(at) == 1 and tag in means:
+            pooled.setdefault(next(iter(at)), []).append(means[tag])
+    return {load: sum(values) / len(values) for load, values in sorted(pooled.items())}
+
+
+def load_warnings(
+    *,
+    in_flight: int,
+    null_tags: list[str],
+    loads: Mapping[str, set[int]],
+    means: Mapping[str, float],
+    others: list[dict[str, Any]],
+) -> list[str]:
+    lines = []
+    if others:
+        who = ", ".join(f"pid {o.get('pid')} in run {o.get('run_id')}" for o in others[:3])
+        lines.append(
+            f"this gate did not run alone: {len(others)} other session(s) were paying rollouts on "
+            f"the project ({who}); explore fast, gate slow, gate alone — a load another session "
+            "adds can change rollouts (timeouts, rate limits), so gate again with nothing else running"
+        )
+    measured = sorted(set().union(*(loads.get(t, set()) for t in null_tags))) if null_tags else []
+    if measured and in_flight not in measured:
+        by_load = null_means_by_load(loads, null_tags, means)
+        shown = ", ".join(f"{load} in flight: {mean:.3f}" for load, mean in by_load.items())
+        lines.append(
+            f"this gate paid at {in_flight} rollout(s) in flight, but its null controls were "
+            f"measured at {', '.join(map(str, measured))}"
+            + (f" (null reward means — {shown})" if shown else "")
+            + ": the run has not measured noise at this load; gate at the nulls' load, or with "
+            "fresh null controls (--capevolve-null N after a new best) at this one"
+        )
+    return lines

@@ -1,0 +1,275 @@
+"""Verdicts from persisted rollouts: the glue between the run dir and :mod:`gate`.
+
+Used by the gate session and by ``capevolve gate``, so a verdict re-derived from the same rollouts is the
+same. Gates only on val. Reads no file itself: callers hand it the records and lazy readers. A re-scored
+scorer's verdicts carry the judge's and agent's shares of Var(Δ̄), computed in :meth:`Evidence.judge` over
+the cells the gate compared, wherever a verdict is made."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..._decide.gate import decide
+from ..._decide.looks import look_alpha
+from ..._decide.verdict import GateConfig, Verdict
+from ..._engine import confinement
+from ..._project.spec import Spec
+from ..._store.readers import evidence
+from ..._store.readers.evidence import ByTag
+from ..._store.rundir import RunDir
+from ..stop.stop_condition import parse as parse_stop_condition
+from ..stop.stop_terms import NO_REGRESS
+from .judge_noise import GATE_SPLIT, EditedRescores, PerTask, RescoresByTag, recorded_rescores, split_entry
+from .preferences import Prefer, WorstCase, held_to_worst_case, pairwise_nets
+
+Nets = tuple[int, ...] | None  # each task's net preference, for a pairwise verdict
+
+
+def gate_config(
+    spec: Spec,
+    *,
+    mode: str | None = None,
+    k_se: float | None = None,
+    alpha: float | Fraction | None = None,
+    veto_regressions: bool = False,
+    regression_rule: str | None = None,
+    look: int = 1,
+    max_looks: int | None = None,
+) -> GateConfig:
+    """The gate's config for ``spec`` at α ``alpha`` (default the spec's), split across looks when the spec
+    allows growth; ``max_looks``: the looks the decision had, when more than the spec allows."""
+    decision_alpha = spec.gate_alpha if alpha is None else alpha
+    looks = spec.grow_max_looks if max_looks is None else max_looks
+    return GateConfig(
+        mode=mode or spec.gate_mode,
+        alpha=decision_alpha if looks == 1 else look_alpha(decision_alpha, look, looks),
+        k_se=spec.gate_k_se if k_se is None else k_se,
+        threshold=spec.gate_threshold,
+        min_coverage=spec.min_coverage,
+        veto_regressions=veto_regressions,
+        regression_rule=regression_rule or spec.regression_rule,
+        guarded_tasks=guarded_tasks(spec),
+        success_threshold=spec.success_threshold,
+        seed=spec.base_seed,
+        margin=spec.gate_margin if (mode or spec.gate_mode) == "exact" else 0.0,
+    )
+
+
+def guarded_tasks(spec: Spec) -> tuple[str, ...]:
+    """The tasks the spec's ``stop_condition`` guards; the gate vetoes an accept that lowers one."""
+    condition = parse_stop_condition(spec.stop_condition)
+    return tuple(dict.fromkeys(p.task for p in condition.predicates if p.kind == NO_REGRESS and p.task))
+
+
+class Evidence:
+    """One split's rollouts of a run, as matrices per tag (read once by the caller)."""
+
+    def __init__(
+        self,
+        by_tag: ByTag,
+        task_ids: list[str],
+        num_trials: int,
+        size_of: Callable[[str], int],
+        rescores: Callable[[], RescoresByTag] | None = None,
+        redrawn: Callable[[], set[tuple[str, str, str, int]]] | None = None,
+    ) -> None:
+        """``size_of(tag)``: snapshot bytes (``simplicity_tiebreak`` only); ``rescores()``: the recorded
+        re-scores (None: not re-scored); ``redrawn()``: keys whose first attempt was an infra error. Each
+        read once, on first need."""
+        self.by_tag = by_tag
+        self._read_redrawn = redrawn
+        self._redrawn: set[tuple[str, str, str, int]] | None = None
+        self.task_ids = task_ids
+        self.num_trials = num_trials
+        self._size_of = size_of
+        self._sizes: dict[str, int] = {}
+        self._cells: dict[str, evidence.Cells] = {}
+        self._read_rescores = rescores
+        # (tag, against) → net preferences per task, for a ``pairwise`` verdict (set by of_run),
+        # and what kept judgements from being made
+        self.preferences: Callable[[str, str], tuple[Nets, list[str], WorstCase]] = lambda tag, against: (
+            None,
+            [],
+            None,
+        )
+        self._rescores: RescoresByTag | None = None
+        self._refused = ""
+
+    @classmethod
+    def of_run(
+        cls,
+        spec: Spec,
+        rundir: RunDir,
+        by_tag: ByTag,
+        task_ids: list[str],
+        num_trials: int,
+        prefer: Prefer | None = None,
+    ) -> Evidence:
+        """The evidence of a run's records with the run's readers, so no verdict lacks what another
+        carries. Re-scores are read only for a re-scored scorer; preferences only by a ``pairwise`` verdict
+        (judged where ``prefer`` is given, else read from the log)."""
+        from ..._store.readers.first_outcomes import redrawn_after_errors
+
+        rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
+        made = cls(
+            by_tag,
+            task_ids,
+            num_trials,
+            rundir.snapshots.snapshot_size,
+            rescores,
+            redrawn=lambda: redrawn_after_errors(rundir),
+        )
+        made.preferences = lambda tag, against: pairwise_nets(
+            rundir, by_tag, task_ids, num_trials, tag, against, prefer
+        )
+        return made
+
+    def cells(self, tag: str) -> evidence.Cells:
+        if tag not in self._cells:
+            self._cells[tag] = evidence.cells(self.by_tag.get(tag, {}), self.task_ids, self.num_trials)
+        return self._cells[tag]
+
+    def matrix(self, tag: str) -> np.ndarray:
+        cells = self.cells(tag)
+        return cells.reward[cells.rows]
+
+    def size(self, tag: str) -> int:
+        if tag not in self._sizes:
+            self._sizes[tag] = self._size_of(tag)
+        return self._sizes[tag]
+
+    def judge(
+        self,
+        tag: str,
+        against: str,
+        config: GateConfig,
+        null_deltas: list[float | Fraction] | None = None,
+    ) -> Verdict:
+        """Gate ``tag`` against ``against`` on the trials both have (a grown best against an ungrown null:
+        the null's trials)."""
+        failed: list[str] = []
+        worst: WorstCase = None
+        if config.mode == "pairwise":  # no reward floor: the sign test is its own null
+            nets, failed, worst = self.preferences(tag, against)
+            config, null_deltas = replace(config, preferences=nets), None
+        candidate, best, _, infra_candidate, infra_best = evidence.shared_matrices(
+            self.cells(tag), self.cells(against), self.num_trials
+        )
+        first = self._first_attempts(tag, candidate), self._first_attempts(against, best)
+        infra_candidate += int(np.count_nonzero(np.isnan(first[0]) & ~np.isnan(candidate)))  # redrawn
+        verdict = decide(
+            candidate,
+            best,
+            tag=tag,
+            against=against,
+            task_ids=self.task_ids,
+            config=config,
+            split=GATE_SPLIT,
+            null_deltas=null_deltas,
+            infra_errors={"candidate": infra_candidate, "best": infra_best},
+            first_attempts=first,
+            candidate_size=self.size(tag) if config.mode == "simplicity_tiebreak" else None,
+            best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
+        )
+        if config.mode == "pairwise":  # unjudged cells weighed at worst, as infra errors are
+            verdict = held_to_worst_case(verdict, worst)
+        if failed:  # missing data, said: the next gate session asks these again
+            said = (
+                f"{len(failed)} paired trial(s) not judged (missing data; a gate session asks them "
+                f"again): {failed[0]}"
+            )
+            verdict = replace(verdict, warnings=[*verdict.warnings, said])
+        split = self.judge_noise(tag, against)
+        return replace(verdict, judge_noise=split) if split else verdict
+
+    def _first_attempts(self, tag: str, matrix: np.ndarray) -> np.ndarray:
+        """``matrix`` with each trial whose first attempt was an infra error missing: candidate code may
+        choose which draws end in an error."""
+        if self._read_redrawn is None:
+            return matrix
+        if self._redrawn is None:
+            self._redrawn = self._read_redrawn()
+        cells = [
+            (row, k)
+            for row, task_id in enumerate(self.task_ids)
+            for k in range(matrix.shape[1])
+            if (GATE_SPLIT, tag, task_id, k) in self._redrawn
+        ]
+        if not cells:
+            return matrix
+        first = matrix.copy()
+        rows, cols = zip(*cells, strict=True)
+        first[list(rows), list(cols)] = np.nan
+        return first
+
+    def judge_noise(self, tag: str, against: str) -> dict[str, Any]:
+        """The split of Var(Δ̄) from the re-scores of the cells both have; ``{}`` without re-scores or with
+        fewer than two shared tasks."""
+        if self._read_rescores is None:
+            return {}
+        if self._rescores is None:
+            try:
+                self._rescores = self._read_rescores()
+            except EditedRescores as exc:  # said on every verdict, never split on
+                self._refused = str(exc)
+                self._rescores = {}
+        if self._refused:
+            return {"refused": self._refused}
+        scores = (self._rescores.get(tag, {}), self._rescores.get(against, {}))
+        arms = (self.by_tag.get(tag, {}), self.by_tag.get(against, {}))
+        wanted = set(self.task_ids)
+        shared = [
+            cell
+            for cell in arms[0].keys() & arms[1].keys() & scores[0].keys() & scores[1].keys()
+            if cell[0] in wanted and cell[1] < self.num_trials
+        ]
+        sides: tuple[PerTask, PerTask] = ({}, {})
+        for task_id, k in sorted(shared):
+            for side, score in zip(sides, scores, strict=True):
+                side.setdefault(task_id, []).append(score[(task_id, k)])
+        return split_entry(*sides)
+
+
+def null_deltas(verdicts: list[Verdict]) -> list[float | Fraction]:
+    """The null controls' Δ̄ as the exact fractions their verdicts recorded (else the float)."""
+    return [
+        Fraction(v.delta_exact) if v.delta_exact is not None else v.delta_mean
+        for v in verdicts
+        if v.delta_mean is not None
+    ]
+
+
+def verdict_file(verdict: Verdict, **extra: Any) -> dict[str, Any]:
+    data = {**verdict.to_dict(), **extra}
+    # confined or not: the candidate code whose rollouts this session ran, and the optimizer
+    data.setdefault("confinement", confinement.said())
+    data["rollouts"] = (
+        f"rollouts/{GATE_SPLIT}/*__{verdict.tag}__t*.json vs *__{verdict.against}__t*.json"
+        if verdict.n_tasks
+        else "none: decided before any rollout was paid"
+    )
+    return data
+
+
+def null_config(config: GateConfig) -> GateConfig:
+    """A null control is judged "better", whatever ``gate_margin`` asks: a copy of the best is no worse
+    than δ below it, so a margin would sound the calibration alarm on an honest run."""
+    return replace(config, margin=0.0)
+
+
+def as_null(verdict: Verdict) -> Verdict:
+    if verdict.decision == "accept":
+        return replace(
+            verdict,
+            warnings=[
+                *verdict.warnings,
+                "CALIBRATION ALARM: a byte-identical copy of the best "
+                "was accepted; the gate is not holding its error rate on this run",
+            ],
+        )
+    return verdict

@@ -1,0 +1,323 @@
+"""A candidate is its bytes: the tag is a name, the content hash is the candidate.
+
+Bytes a run already holds (its ``candidate_registered`` events) are never paid for again under another tag:
+a new tag with known bytes is refused before anything is paid, with a reject (basis ``repeat``) naming the
+earlier tag, its decision and its level. Refusing rather than re-judging "in the same family" cannot be got
+wrong by a later change to how families are formed.
+
+Null controls (``<best>-null<i>``) are copies of the best by design and never refused; nor is a
+``--capevolve-rerun`` of undecided bytes (a replicate). Controller side or the CLI; pays and writes
+nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..._project.candidate import null_control_of
+from ..._store.log.event_kinds import CANDIDATE_REGISTERED
+from ..._store.memory import shared_ledger
+from ..._store.rundir import RunDir
+from ..gate.regate import decided_level
+from .decision_memory import remember_decision, remembered_decisions, val_key
+
+if TYPE_CHECKING:
+    from ..._store.memory.task_keys import Tasks
+
+# The verdict of bytes already *accepted*, gated again under a new tag or in a new run: not a
+# reject (the bytes were not refuted) and not a new accept (nothing new was measured); nothing
+# is booked for it and the session exits 15 (:mod:`...exitcodes`).
+REPEAT = "repeat"
+# The label every view of a verdict carries when the same bytes, decided in another run, were
+# gated again because the user said the harness changed in a way that matters.
+HARNESS_CHANGED_LABEL = "re-gated after a harness change — not the decision another run took on these bytes"
+# The label of bytes decided in another run on a val that shares no task with this run's: a
+# fresh look at them, judged at this run's level (its verdict says which).
+FRESH_VAL_LABEL = "a fresh look on a val disjoint from the one these bytes were decided on"
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """The first tag a run registered with some bytes, and what was decided on it."""
+
+    tag: str
+    run_id: str
+    decision: str | None  # the last booked decision on it (None: evaluated, never decided)
+    level: str | None  # "α = 0.01667, Holm over 3 siblings" when its verdict records one
+    in_session: bool = False  # a sibling of the same session, not yet registered
+    # another run's decision taken under another harness: what differs (reported, and the
+    # one case --capevolve-harness-changed may gate the bytes again, labelled)
+    harness_changes: tuple[str, ...] = ()
+    # another run's decision on a val that overlaps this run's without being it: (tasks shared,
+    # that val's size, this val's size)
+    val_overlap: tuple[int, int, int] | None = None
+    fresh: bool = False  # another run's decision on a val disjoint from this run's: a fresh look
+    # another project's decision, read from the shared ledger the spec names: (project, ledger)
+    shared: tuple[str, str] | None = None
+
+    def where(self) -> str:
+        """ "run R", and the project and ledger, or the val, when not this run's: what a refusal names."""
+        run = f"run {self.run_id}"
+        if self.shared is not None:
+            run += f" ({shared_ledger.label(*self.shared)})"
+        if self.val_overlap is None:
+            return run
+        shared, theirs, mine = self.val_overlap
+        return f"{run} on a val of {theirs} tasks sharing {shared} of this run's {mine}"
+
+    def said(self) -> str:
+        """ "rejected (α = 0.01667, Holm over 3 siblings)" / "evaluated, not decided"."""
+        if self.decision is None:
+            return "evaluated, not decided"
+        word = {"accept": "accepted", "reject": "rejected"}.get(self.decision, f"booked {self.decision}")
+        return f"{word} ({self.level})" if self.level else word
+
+    def accepted_at(self) -> str:
+        """ "accepted at α = 0.05, as recorded" (the level its verdict records), for a repeat."""
+        return f"accepted at {self.level}" if self.level else "accepted"
+
+
+def registered_hashes(rundir: RunDir) -> dict[str, str]:
+    """Every tag the run's log registered with its content hash, in order, null controls left out; only
+    those lines are decoded."""
+    hashes: dict[str, str] = {}
+    for event in rundir.log.of_kinds(CANDIDATE_REGISTERED):
+        tag, digest = event.get("tag"), event.get("content_hash")
+        if isinstance(tag, str) and isinstance(digest, str) and null_control_of(tag) is None:
+            hashes.setdefault(tag, digest)
+    return hashes
+
+
+def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier | None:
+    """The tag (not ``besides``) the run first registered with ``digest``, preferring a decided one; None
+    when the bytes are new."""
+    same = [t for t, d in registered_hashes(rundir).items() if d == digest and t != besides]
+    if not same:
+        return None
+    booked: dict[str, str] = {}
+    for event in rundir.decisions():
+        if event.get("tag") in same and isinstance(event.get("decision"), str):
+            booked[str(event["tag"])] = str(event["decision"])
+    tag = next((t for t in same if t in booked), same[0])
+    level = decided_level(rundir.verdicts.verdict(tag)) if tag in booked else None
+    return Earlier(tag, rundir.run_id, booked.get(tag), level.text if level else None)
+
+
+def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = None) -> dict[str, Earlier]:
+    """content hash → the first decided tag with those bytes in another run of the project on a val sharing
+    tasks with this run's.
+
+    A harness that differs is reported (:attr:`Earlier.harness_changes`), not a way round: re-gating after
+    a harness fix is asked for with ``--capevolve-harness-changed``. Tasks match by id or content; a
+    disjoint val is a fresh look (:attr:`Earlier.fresh`), not refused. ``harness_now`` stands in for a new
+    run's lock. Other projects count only through the spec's shared ledger (:attr:`Earlier.shared`)."""
+    from ..._store.files import RunDirError
+    from ..._store.memory import task_keys
+    from ..._store.readers.harness_lock import locked_harness
+
+    project = rundir.project_dir
+    if project is None:
+        return {}
+    try:
+        locked = locked_harness(rundir)
+        mine = locked if locked is not None else dict(harness_now or {})
+        my_ids = [str(t) for t in (rundir.splits() or {}).get("val", [])]
+    except RunDirError:
+        return {}
+    my_keys = task_keys.recorded(rundir)
+    found = _Found(task_keys.Tasks.of(my_ids, my_keys), my_keys)
+    present = _decided_in_runs(rundir, project, mine, found)
+    _decided_in_memory(rundir, project, mine, my_ids, present, found)
+    return found.found
+
+
+class _Found:
+    def __init__(self, my_val: Tasks, my_keys: dict[str, str]) -> None:
+        self.my_val, self.my_keys = my_val, my_keys
+        self.found: dict[str, Earlier] = {}
+
+    def seen(self, digest: str, earlier: Earlier, theirs: Tasks | None) -> None:
+        """Keep the first overlapping decision on ``digest`` (a fresh look only while none)."""
+        if theirs is not None:
+            shared = self.my_val.shared(theirs, self.my_keys)
+            if not shared:
+                earlier = replace(earlier, fresh=True)
+            elif not self.my_val.same_as(theirs, self.my_keys):
+                earlier = replace(earlier, val_overlap=(len(shared), len(theirs), len(self.my_val)))
+        if digest not in self.found or (self.found[digest].fresh and not earlier.fresh):
+            self.found[digest] = earlier
+
+
+def _decided_in_runs(rundir: RunDir, project: Path, mine: Mapping[str, str], found: _Found) -> set[str]:
+    """The decisions of the project's other runs into ``found``; returns their folder names."""
+    from ..._store.files import RunDirError
+    from ..._store.rundir import RUNS_DIR
+
+    for root in sorted((project / RUNS_DIR).glob("*")):
+        if root.name == rundir.run_id or not (root / "events.jsonl").is_file():
+            continue
+        other = RunDir(root)
+        try:
+            _decided_in_run(other, mine, found)
+        except RunDirError:  # a damaged run is refused when it is opened; it decides nothing here
+            continue
+    return {root.name for root in (project / RUNS_DIR).glob("*") if (root / "events.jsonl").is_file()}
+
+
+def _decided_in_run(other: RunDir, mine: Mapping[str, str], found: _Found) -> None:
+    from ..._project import harness
+    from ..._store.memory import task_keys
+    from ..._store.readers.harness_lock import locked_harness
+
+    theirs_val = task_keys.Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
+    theirs = locked_harness(other)
+    differs = tuple(harness.changes(theirs, mine)) if theirs is not None and mine else ()
+    hashes = registered_hashes(other)
+    for event in other.decisions():
+        tag = event.get("tag")
+        if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
+            level = decided_level(other.verdicts.verdict(tag))
+            text = level.text if level else None
+            earlier = Earlier(tag, other.run_id, str(event["decision"]), text, harness_changes=differs)
+            found.seen(hashes[tag], earlier, theirs_val)
+
+
+def _decided_in_memory(
+    rundir: RunDir,
+    project: Path,
+    mine: Mapping[str, str],
+    my_ids: list[str],
+    present: set[str],
+    found: _Found,
+) -> None:
+    """The decisions the project's memory and shared ledger remember of runs not ``present``, into
+    ``found``."""
+    from ..._project import harness
+
+    ledger = shared_ledger.of_run(rundir)
+    for row, val in remembered_decisions(project, found.my_keys.values(), ledger):
+        # a run folder still there spoke through its log above; one moved out or deleted
+        # speaks through the project's memory (:mod:`.decision_memory`)
+        foreign = (str(row["project"]), str(ledger)) if "project" in row else None
+        if foreign is None and (row["run_id"] == rundir.run_id or row["run_id"] in present):
+            continue
+        if not val.ids and not val.keys and row.get("val") != val_key(my_ids):
+            continue  # an old row keeps its val's digest only: the same val, or unknown
+        theirs = row.get("harness") if isinstance(row.get("harness"), dict) else None
+        differs = tuple(harness.changes(theirs, mine)) if theirs and mine else ()
+        level = row.get("level") if isinstance(row.get("level"), str) else None
+        earlier = Earlier(
+            row["tag"], row["run_id"], row["decision"], level, harness_changes=differs, shared=foreign
+        )
+        found.seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
+
+
+def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
+    """Remember a booked decision in the project's memory, so a run folder moved or deleted does not take
+    it along (nothing outside a project, or for an unregistered tag)."""
+    from ..._store.memory import task_keys
+    from ..._store.readers.harness_lock import locked_harness
+
+    project = rundir.project_dir
+    digest = registered_hashes(rundir).get(tag)
+    if project is None or digest is None:
+        return
+    level = decided_level(rundir.verdicts.verdict(tag))
+    remember_decision(
+        project,
+        run_id=rundir.run_id,
+        tag=tag,
+        content_hash=digest,
+        val_ids=(rundir.splits() or {}).get("val", []),
+        decision=decision,
+        level=level.text if level else None,
+        harness=locked_harness(rundir),
+        keys=task_keys.recorded(rundir),
+        ledger=shared_ledger.of_run(rundir),
+    )
+
+
+def repeat_of(
+    rundir: RunDir,
+    tag: str,
+    digest: str,
+    *,
+    best: str,
+    best_digest: str | None = None,
+    session: dict[str, str] | None = None,
+    elsewhere: dict[str, Earlier] | None = None,
+    gating: bool = True,
+    rerun: bool = False,
+) -> Earlier | None:
+    """What a new ``tag`` with ``digest`` repeats: a tag the run registered, the best (``best_digest``), an
+    earlier candidate of this session, or, when ``gating``, bytes decided in another run; None when new. A
+    resumed tag and a null control repeat nothing; a ``rerun`` repeats only decided bytes."""
+    if null_control_of(tag) is not None:
+        return None
+    if gating and elsewhere and digest in elsewhere and not elsewhere[digest].fresh:
+        return elsewhere[digest]  # the same tag too: a new run is no new decision
+    if tag in registered_hashes(rundir):
+        return None
+    earlier = earlier_with_bytes(rundir, digest, besides=tag)
+    if earlier is None and best_digest == digest:
+        earlier = Earlier(best, rundir.run_id, None, None)
+    if earlier is None:
+        twin = next((t for t, d in (session or {}).items() if d == digest and t != tag), None)
+        earlier = Earlier(twin, rundir.run_id, None, None, in_session=True) if twin else None
+    if earlier is None or (rerun and earlier.decision is None and not (gating and earlier.tag == best)):
+        return None
+    return earlier
+
+
+def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, harness_asked: bool = False) -> str:
+    """The one line saying what a repeat repeated and the ways on."""
+    line = _repeat_line(tag, digest, earlier, best=best)
+    if earlier.harness_changes:
+        shown = ", ".join(earlier.harness_changes[:3]) + (" …" if len(earlier.harness_changes) > 3 else "")
+        line += (
+            f" (the harness differs from run {earlier.run_id}'s: {shown}; if that change matters "
+            "to what is measured, --capevolve-harness-changed gates these bytes again, labelled "
+            f"'{HARNESS_CHANGED_LABEL}')"
+        )
+    elif harness_asked:
+        line += (
+            f" (--capevolve-harness-changed does not apply: the harness is the one run "
+            f"{earlier.run_id} decided under)"
+        )
+    return line
+
+
+def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
+    short = digest.split(":")[-1][:12]
+    same = f"candidate {tag!r} is byte-identical to {earlier.tag!r} (content {short})"
+    if earlier.tag == best and earlier.decision in (None, "accept") and earlier.shared is None:
+        return (
+            f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent, nothing to "
+            "gate or pay for; change its bytes"
+        )
+    if earlier.decision == "accept":
+        return (
+            f"repeat of {earlier.tag!r} ({earlier.accepted_at()}) in {earlier.where()}: {same}; "
+            "a candidate is its bytes, so that accept stands — nothing new decided or booked, nothing paid"
+        )
+    if earlier.in_session:
+        return f"{same}, a sibling in this same session: the same bytes are gated once, as {earlier.tag!r}"
+    if earlier.decision is None:
+        return (
+            f"{same}, already evaluated in run {earlier.run_id}: a candidate is its bytes, its "
+            f"rollouts are {earlier.tag!r}'s; use --capevolve-tag {earlier.tag} (or "
+            "--capevolve-rerun for a fresh measurement)"
+        )
+    if earlier.shared is not None:
+        return (
+            f"{same}, {earlier.said()} in {earlier.where()}: a candidate is its bytes, so that "
+            "decision stands for every project that names the ledger; change its bytes (or, in a "
+            "new run, leave shared_ledger out of the spec to decide on this project alone)"
+        )
+    return (
+        f"{same}, {earlier.said()} in {earlier.where()}: a candidate is its bytes, so that "
+        f"decision stands and is not taken again under a new tag or in a new run; change its bytes "
+        f"(`capevolve gate {earlier.tag} --run-id {earlier.run_id}` re-derives it: the run that decided it)"
+    )

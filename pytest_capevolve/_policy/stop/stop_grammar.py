@@ -1,0 +1,235 @@
+"""The fixed grammar that reads one clause of a stop condition — never guessed.
+
+Used by :func:`.stop_condition.parse` once per clause: rules read, in order, guards ("don't
+regress task X"), stalls, money (USD only), rollouts, iterations, time, then a leftover number
+with a goal word as the val-mean target; each rule blanks what it read so no number counts twice.
+Anything left over, or more than one condition in a clause, is an :class:`.Ambiguity` that says
+what to write instead. Pure: a string in, a predicate or an ambiguity out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .stop_terms import ITERATIONS, NO_REGRESS, ROLLOUTS, SECONDS, STALL, USD, VAL_MEAN, Ambiguity, Predicate
+
+# -- the grammar ----------------------------------------------------------------------------------
+
+_NUM = r"(?<![\w.])(?P<num>(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)"
+_ANY_NUM = re.compile(_NUM)
+_END = r"(?![\w])"
+
+_TIME_UNITS = {
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+    "w": 604800, "week": 604800, "weeks": 604800,
+}  # fmt: skip
+_ROUND_WORDS = r"(?:iterations?|iters?|rounds?|decisions?|generations?|candidates?|attempts?|tries)"
+
+_USD_PATTERNS = [
+    (re.compile(r"(?:us)?\$\s*" + _NUM + r"(?:\s*(?:usd|dollars?))?" + _END), 1.0),
+    (re.compile(_NUM + r"\s*(?:usd|us\$|\$|dollars?|bucks)" + _END), 1.0),
+    (re.compile(r"\busd\s*" + _NUM + _END), 1.0),
+    (re.compile(_NUM + r"\s*(?:cents?|¢)" + _END), 0.01),
+]
+_OTHER_MONEY = [
+    re.compile(r"(?P<unit>[€£¥])\s*" + _NUM),
+    re.compile(_NUM + r"\s*(?P<unit>eur|euros?|gbp|pounds?|yen|jpy|chf|francs?|[€£¥])" + _END),
+]
+_TIME = re.compile(_NUM + r"\s*(?P<unit>" + "|".join(sorted(_TIME_UNITS, key=len, reverse=True)) + ")" + _END)
+_ROLLOUTS = [
+    re.compile(
+        _NUM + r"\s*(?:rollouts?|roll-outs?|metric[\s_-]*calls?|evaluations?|evals?|episodes?)" + _END
+    ),
+    re.compile(r"(?:rollouts?|metric[\s_-]*calls?)\s*(?:of|at|to|=|:|<=|<)?\s*" + _NUM + _END),
+]
+_ITERATIONS = [
+    re.compile(_NUM + r"\s*(?:iterations?|iters?|rounds?|decisions?|generations?)" + _END),
+    re.compile(r"(?:iterations?|rounds?)\s*(?:of|at|to|=|:|<=|<)?\s*" + _NUM + _END),
+]
+_STALL = [
+    re.compile(
+        _NUM + r"\s*(?:consecutive\s+)?(?:rejects?|rejections?|rejected\s+candidates?|failed\s+"
+        r"(?:attempts?|candidates?)|failures?|non-?improvements?)\s+in\s+a\s+row" + _END
+    ),
+    re.compile(
+        r"\b" + _NUM + r"\s*consecutive\s+(?:rejects?|rejections?|rejected\s+candidates?|failures?|"
+        r"failed\s+(?:attempts?|candidates?)|non-?improvements?)" + _END
+    ),
+    re.compile(
+        r"\bstall(?:s|ed|ing)?\s*(?:at|of|after|for|=|:|>=)?\s*"
+        + _NUM
+        + r"(?:\s*"
+        + _ROUND_WORDS
+        + r")?"
+        + _END
+    ),
+    re.compile(
+        r"\bno\s+(?:more\s+)?(?:improvements?|progress|accepts?|acceptances?|gains?|new\s+best)\s+"
+        r"(?:for|in|after|over|within)\s+(?:the\s+last\s+)?" + _NUM + r"(?:\s*" + _ROUND_WORDS + r")?" + _END
+    ),
+    re.compile(
+        _NUM + r"\s*" + _ROUND_WORDS + r"\s+(?:in\s+a\s+row\s+)?without\s+(?:an?\s+|any\s+)?"
+        r"(?:improvements?|progress|accepts?|acceptances?|gains?|new\s+best)" + _END
+    ),
+    re.compile(r"\bplateau(?:s|ed|ing)?\s+(?:for\s+)?" + _NUM + r"(?:\s*" + _ROUND_WORDS + r")?" + _END),
+]
+_REJECT_TOTAL = re.compile(_NUM + r"\s*(?:rejects?|rejections?|failures?)" + _END)
+
+_NEGATION = re.compile(
+    r"\b(?:don't|dont|do\s+not|never|must\s+not|mustn't|should\s+not|shouldn't|no|without|avoid|"
+    r"not)\b"
+)
+_GUARD_VERB = re.compile(r"\b(?:regress\w*|break\w*|broke|broken|hurt\w*|lose|losing|worsen\w*)\b")
+_KEEP = re.compile(r"\bkeep\s+(?:the\s+)?tasks?\s+\S+\s+(?:passing|solid|green|working|fixed)\b")
+_TASK = re.compile(r"\btasks?\s+[\"'`]?(?P<task>[\w.:/\-]*\w)[\"'`]?")
+
+_PERCENT = r"(?P<pct>\s*(?:%|percent\b|pct\b))?"
+_TARGET_NUM = re.compile(_NUM + _PERCENT)
+_TARGET_WORDS = re.compile(
+    r"(?:\bmean\b|\baverage\b|\bavg\b|\bpass(?:\s|-)?rates?\b|\baccuracy\b|\bscores?\b|\brewards?\b|"
+    r"\bsuccess(?:\s+rates?)?\b|\breach\w*|\bhit\w*|\btarget\w*|\bgoal\b|>=|>|\bat\s+least\b|\babove\b|"
+    r"\bexceed\w*|\bover\b|\bbeat\w*|\bsolve[sd]?\b|\bpass(?:es|ed)?\b|%|\bpercent\b)"
+)
+_STRICT = re.compile(r"(?<![<>=])>(?!=)|\babove\b|\bexceed\w*|\bover\b|\bmore\s+than\b|\bbeat\w*")
+_SPLIT_WORDS = {
+    "val": re.compile(r"\bval(?:idation)?\b|\bdev\s+split\b"),
+    "test": re.compile(r"\btest(?:ing)?\b|\bheld[\s-]?out\b|\bholdout\b"),
+    "train": re.compile(r"\btrain(?:ing)?\b"),
+}
+
+_SEALED = (
+    "refused: the test split is sealed — scored once, by finalize, after the search — so it can "
+    "never be a stopping signal; set the target on val"
+)
+_NO_NUMBER = (
+    "no number: a stop condition needs a measurable threshold (e.g. 'val mean >= 0.8', '$5', "
+    "'2 hours', '1000 rollouts', '10 iterations', '3 rejects in a row')"
+)
+
+
+def _number(match: re.Match[str]) -> float:
+    return float(match.group("num").replace(",", ""))
+
+
+def _blank(text: str, match: re.Match[str]) -> str:
+    return text[: match.start()] + " " * (match.end() - match.start()) + text[match.end() :]
+
+
+def read_clause(clause: str) -> Predicate | Ambiguity:
+    """One clause as a predicate, or an ambiguity naming every problem found in it."""
+    c = clause.lower()
+
+    # Guards: "don't regress task X", "never break task X", "keep task X passing".
+    if (_NEGATION.search(c) and _GUARD_VERB.search(c)) or _KEEP.search(c):
+        task = _TASK.search(clause)
+        if task is None:
+            return Ambiguity(clause, "which task? name it: 'don't regress task <id>'")
+        return Predicate(NO_REGRESS, None, clause, op=">=", task=task.group("task"))
+
+    found: list[Predicate] = []
+    problems: list[str] = []
+    rest = _read_quantities(clause, c, found, problems)
+    rest = _read_target(clause, c, rest, found, problems)
+    problems += _leftover_problems(rest)
+
+    if problems:
+        return Ambiguity(clause, "; ".join(problems))
+    if len(found) > 1:
+        kinds = ", ".join(p.kind for p in found)
+        return Ambiguity(clause, f"several conditions in one clause ({kinds}); separate them with commas")
+    if found:
+        return found[0]
+    return Ambiguity(clause, _NO_NUMBER)
+
+
+def _read_quantities(clause: str, rest: str, found: list[Predicate], problems: list[str]) -> str:
+    """The caps (stall, USD, rollouts, iterations, time) into ``found``, other currencies and ambiguous
+    reject counts into ``problems``; returns ``rest`` with them blanked."""
+    for pattern in _STALL:
+        while (m := pattern.search(rest)) is not None:
+            found.append(Predicate(STALL, _number(m), clause))
+            rest = _blank(rest, m)
+    for pattern in _OTHER_MONEY:
+        while (m := pattern.search(rest)) is not None:
+            unit = m.group("unit")
+            problems.append(f"unknown unit {unit!r}: budgets are counted in USD (write '$5' or '5 USD')")
+            rest = _blank(rest, m)
+    for pattern, scale in _USD_PATTERNS:
+        while (m := pattern.search(rest)) is not None:
+            found.append(Predicate(USD, _number(m) * scale, clause))
+            rest = _blank(rest, m)
+    for kind, patterns in ((ROLLOUTS, _ROLLOUTS), (ITERATIONS, _ITERATIONS)):
+        for pattern in patterns:
+            while (m := pattern.search(rest)) is not None:
+                found.append(Predicate(kind, _number(m), clause))
+                rest = _blank(rest, m)
+    while (m := _TIME.search(rest)) is not None:
+        found.append(Predicate(SECONDS, _number(m) * _TIME_UNITS[m.group("unit")], clause))
+        rest = _blank(rest, m)
+    while (m := _REJECT_TOTAL.search(rest)) is not None:
+        problems.append(
+            f"{m.group(0).strip()!r}: in a row or in total? write '{m.group('num')} rejects in a row' "
+            "for a stall"
+        )
+        rest = _blank(rest, m)
+    return rest
+
+
+def _read_target(clause: str, c: str, rest: str, found: list[Predicate], problems: list[str]) -> str:
+    """A number left over with a goal word, as a val mean; returns ``rest`` with it blanked."""
+    m = _TARGET_NUM.search(rest) if _TARGET_WORDS.search(rest) else None
+    if m is None:
+        return rest
+    value = _number(m)
+    if m.group("pct"):
+        value /= 100
+    elif value > 1:
+        problems.append(f"{m.group('num')} is not a mean in [0, 1]: write {value / 100:g} or {value:g}%")
+        return _blank(rest, m)
+    if value > 1:
+        problems.append(f"{m.group(0).strip()} is above 100%: no mean reward can reach it")
+        return _blank(rest, m)
+    splits = [name for name, words in _SPLIT_WORDS.items() if words.search(rest)]
+    problem = _split_problem(splits, value)
+    if problem is not None:
+        problems.append(problem)
+    else:
+        op = ">" if _STRICT.search(c) else ">="
+        found.append(Predicate(VAL_MEAN, value, clause, op=op, split="val"))
+    return _blank(rest, m)
+
+
+def _split_problem(splits: list[str], value: float) -> str | None:
+    """Why a target on these named splits is no goal (None: it is on val alone)."""
+    if "test" in splits:
+        return _SEALED
+    if len(splits) > 1:
+        return f"which split? the clause names {' and '.join(splits)}; a goal is measured on val"
+    if splits == ["train"]:
+        return (
+            "a target on train is not a stopping signal: train is what the optimizer reads; "
+            "the goal is the best's mean on full val (write 'val mean >= X')"
+        )
+    if not splits:
+        return f"which split? write 'val mean >= {value:g}' (the test split is sealed)"
+    return None
+
+
+def _leftover_problems(rest: str) -> list[str]:
+    """A problem per number no rule read: a percentage of nothing, an unknown unit, a bare number."""
+    problems = []
+    for m in _ANY_NUM.finditer(rest):
+        after = re.match(r"\s*(%|[^\W\d_][\w-]*)", rest[m.end() :])
+        unit = after.group(1) if after else ""
+        if unit == "%":
+            problems.append(f"{m.group(0)}% of what? write 'val mean >= {m.group(0)}%'")
+        elif unit:
+            problems.append(f"unknown unit {unit!r} after {m.group(0)}")
+        else:
+            problems.append(
+                f"a bare number {m.group(0)}: say what it counts (val mean, $, hours, rollouts, iterations)"
+            )
+    return problems

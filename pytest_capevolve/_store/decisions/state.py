@@ -1,0 +1,370 @@
+"""``state.json``: the run's counters and spend, and how they are rebuilt from the event log.
+
+A cache of what the log says: updated under the lock with every decision; missing or unreadable, replayed
+from ``events.jsonl`` — never reset, which would bring back the seed as best and the spend to 0. Rollouts
+do not rewrite it: ``spent_through`` marks the point of the log its ``spent`` is current to, and reading
+adds the rollout events after it, so the spend is exact at every instant while the file is rewritten only
+every :data:`SPEND_FLUSH_EVERY` rollouts and at a session's end."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..._project.candidate import SEED_TAG
+from ..files import RunDirError, atomic_write_json, read_json
+from ..log.event_kinds import (
+    BEST_CHANGED,
+    CAP_EVOLVE_IMPORTED,
+    DECISION,
+    OUTCOMES_CHECKED,
+    ROLLOUT,
+    STATE_REBUILT,
+)
+from ..log.events import SPEND_FLUSH_EVERY as SPEND_FLUSH_EVERY  # where it has always been read
+from ..log.events import EventLog
+from .best_rule import BestRule
+from .best_rule import refusal as best_refusal
+from .state_tally import OPTIMIZER_SPEND, StateTally
+
+
+class RunState:
+    """``state.json`` (``run.state`` of :class:`..rundir.RunDir`), a view of ``log``. ``rollout_path``:
+    where an old log's rollout cost is read."""
+
+    def __init__(
+        self,
+        state_path: Path,
+        spec_lock_path: Path,
+        log: EventLog,
+        notices: list[str],
+        rollout_path: Callable[[str, str, str, int], Path],
+    ) -> None:
+        self.state_path = state_path
+        self.spec_lock_path = spec_lock_path
+        self.log = log
+        self.lock = log.lock
+        self.events_path = log.events_path
+        self.notices = notices
+        self.rollout_path = rollout_path
+        self._spend_cache: tuple[tuple[Any, ...], int, int, int, float] | None = None
+        self._tally: StateTally | None = None  # the log folded so far (:meth:`_caught_up_tally`)
+
+    def read_state(self) -> dict[str, Any]:
+        """``state.json``; missing or unreadable in a run with events, rebuilt from the log (the damaged
+        file moved aside), never reset."""
+        try:
+            state = read_json(self.state_path)
+            if isinstance(state, dict) and isinstance(state.get("spent"), dict):
+                self._check_against_log(state)
+                return self._with_recent_spend(dict(state))
+            problem = "not a state object"
+        except FileNotFoundError:
+            problem = "missing"
+        except (ValueError, UnicodeDecodeError) as exc:
+            problem = f"unreadable ({exc})"
+        if not self.events_path.is_file():
+            if problem == "missing":
+                return _fresh_state()
+            raise RunDirError(
+                f"{self.state_path}: {problem}, and there is no events.jsonl to rebuild it from"
+            )
+        with self.lock():
+            if self.state_path.is_file() and problem == "missing":  # another process rebuilt it
+                return self._with_recent_spend(dict(read_json(self.state_path)))
+            if self.state_path.exists():
+                aside = self.state_path.with_name(f"state.json.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+                os.replace(self.state_path, aside)
+            state = self.replay_state()
+            self._write_state(state)
+            self.log.append_event(
+                STATE_REBUILT, problem=problem, spent=state["spent"], best_id=state["best_id"]
+            )
+        self.notices.append(f"{self.state_path} was {problem}: rebuilt from {self.events_path.name}")
+        return state
+
+    def replay_state(self, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """What ``state.json`` should hold, from the event log alone (spend from ``rollout`` events,
+        counters and best from decisions, budget from the lock). ``events``: the log as the caller already
+        read it."""
+        state = _fresh_state()
+        if self.spec_lock_path.is_file():
+            lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
+            state["budget"] = {key: lock.get(key) for key in BUDGET_KEYS}
+        events = self.log.events() if events is None else events
+        tally = StateTally(self._file_cost)
+        tally.fold_all(events)
+        logged = tally.at(int(events[-1].get("seq", 0)) if events else 0)
+        assert logged is not None  # a tally folded from the start answers for every point
+        spent = logged.pop("spent")
+        if DECISION not in map(dict.get, events, repeat("kind")):  # (in C: 60,000 events)
+            for what in OPTIMIZER_SPEND:  # only decisions carry the optimizer's spend
+                del spent[what]
+        state.update(logged, spent=spent)
+        return state
+
+    def _file_cost(self, event: dict[str, Any]) -> float:
+        try:
+            path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
+            return float(read_json(path).get("cost_usd") or 0.0)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return 0.0
+
+    def _check_against_log(self, state: dict[str, Any]) -> None:
+        """Refuse ``state`` unless every number a decision reads in it (best, iterations, stall, spend) is
+        what the log adds up to at ``spent_through``: a hand edit (``spent`` reset to 0) is never used."""
+        tally = self._caught_up_tally()
+        if tally is None:  # a line that is not an event: the log's own readers refuse it
+            return
+        if tally.best_rule.unjustified:
+            raise RunDirError(best_refusal(self.events_path.name, tally.best_rule.unjustified))
+        mark = state.get("spent_through")
+        at = tally.seq
+        if isinstance(mark, dict) and isinstance(mark.get("seq"), int) and not isinstance(mark["seq"], bool):
+            at = min(int(mark["seq"]), tally.seq)
+        logged = tally.at(at)
+        if logged is None:  # a state current to a point before the checkpoint the fold began at
+            tally = self._caught_up_tally(whole=True)
+            if tally is None:
+                return
+            logged = tally.at(at)
+            assert logged is not None
+        problem = _disagreement(state, logged, stall=tally.stall_logged)
+        if problem is not None:
+            raise RunDirError(
+                f"{self.state_path}: {problem} at event {at}; state.json was edited. "
+                "`capevolve verify --repair` rebuilds it from the log"
+            )
+
+    def _caught_up_tally(self, *, whole: bool = False) -> StateTally | None:
+        """The log's counters folded to its end: this process's fold caught up, or folded again if the log
+        no longer continues from there. The first fold starts at the last checkpoint; ``whole``: from the
+        start."""
+        tally = self._tally
+        if tally is None or (whole and tally.floor):
+            tally = (None if whole else self._checkpointed_tally()) or StateTally(self._file_cost)
+        got = self.log.events_after(tally.offset, tally.seq, tally.fold)
+        if got is None and tally.seq:
+            tally = StateTally(self._file_cost)
+            got = self.log.events_after(0, 0, tally.fold)
+        if got is None:
+            self._tally = None
+            return None
+        _, tally.offset, tally.seq = got
+        self._tally = tally
+        return tally
+
+    def _checkpointed_tally(self) -> StateTally | None:
+        """The tally the newest ``outcomes_checked`` event logged, if the chain holds it where it says;
+        else None (fold from the start)."""
+        for event in reversed(self.log.of_kinds(OUTCOMES_CHECKED)):
+            if "state" not in event:
+                continue  # logged before checkpoints carried the tally: an older one may
+            if not self.log.linked(event):
+                return None
+            at = int(event["offset"]), int(event["upto"])
+            return StateTally.resumed(self._file_cost, event["state"], *at)
+        return None
+
+    def checkpoint_fields(self, offset: int, seq: int) -> dict[str, Any]:
+        """Under the lock, as a session leaves: the tally at byte ``offset``, event ``seq``, for the
+        outcome ledger's checkpoint; nothing when this process's fold is not there."""
+        tally = self._caught_up_tally()
+        if tally is None or (tally.offset, tally.seq) != (offset, seq):
+            return {}
+        return {"state": tally.held()}
+
+    def best(self) -> str:
+        """The current best's tag as the log has it; a ``best_id`` in ``state.json`` that disagrees (a hand
+        edit) is refused."""
+        with self.lock():  # a booking updates the state and logs the change under this lock
+            stated = str(self.read_state().get("best_id", SEED_TAG))
+            logged = self.logged_best()
+        if stated != logged:
+            raise RunDirError(
+                f"{self.state_path}: best_id {stated!r} is not the event log's best ({logged!r}); "
+                "state.json was edited. `capevolve verify --repair` rebuilds it from the log"
+            )
+        return logged
+
+    def logged_best(self) -> str:
+        best = SEED_TAG
+        rule = BestRule()
+        for event in self.log.of_kinds(DECISION, BEST_CHANGED, CAP_EVOLVE_IMPORTED):
+            if not rule.see(event):
+                continue
+            if event.get("kind") == BEST_CHANGED:
+                best = str(event["best_id"])
+            elif event.get("decision") == "accept":
+                best = str(event["tag"])
+        if rule.unjustified:
+            raise RunDirError(best_refusal(self.events_path.name, rule.unjustified))
+        return best
+
+    def update_state(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        with self.lock():
+            state = self.read_state()
+            change(state)
+            self._write_state(state)
+            return state
+
+    def flush_spend(self) -> None:
+        """Write the spend logged since ``state.json`` was written into it (a view: :meth:`read_state`
+        already counts it)."""
+        self.update_state(lambda state: None)
+
+    # -- a view of the log (:class:`..log.log_views.LogView`) ---------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.state_path.name
+
+    def catch_up(self) -> None:
+        self.flush_spend()
+
+    def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
+        """``state.json`` against what ``events`` add up to (best, counters, spend); missing or unreadable
+        is reported."""
+        expected = self.replay_state(events)
+        name = self.name
+        try:
+            state = read_json(self.state_path)
+            assert isinstance(state, dict)
+        except FileNotFoundError:
+            return [f"{name}: missing; the events add up to best {expected['best_id']!r}"]
+        except (ValueError, AssertionError, UnicodeDecodeError):
+            return [f"{name}: unreadable"]
+        checks = [("best_id", state.get("best_id"), expected["best_id"])]
+        checks.append(("iterations", state.get("iterations"), expected["iterations"]))
+        kinds = set(map(dict.get, events, repeat("kind")))  # (in C: 60,000 events)
+        if "stalled" in kinds or DECISION in kinds:  # older logs did not record stalls
+            checks.append(("stall", state.get("stall"), expected["stall"]))
+        if isinstance(state.get("spent"), dict):  # the rollouts logged since it was written count
+            state = self._with_recent_spend(dict(state))
+        spent = state.get("spent") or {}
+        checks.append(("spent.metric_calls", spent.get("metric_calls"), expected["spent"]["metric_calls"]))
+        usd = spent.get("usd")
+        if not (isinstance(usd, (int, float)) and math.isclose(usd, expected["spent"]["usd"], abs_tol=1e-9)):
+            checks.append(("spent.usd", usd, expected["spent"]["usd"]))
+        return [
+            f"{name}: {what} is {value!r}, but the events add up to {want!r}"
+            for what, value, want in checks
+            if value != want
+        ]
+
+    def rebuild(self, problems: Sequence[str]) -> str:
+        """Under the lock: the old file moved aside, ``state.json`` replayed from the log, and a
+        ``state_rebuilt`` event saying why."""
+        expected = self.replay_state()
+        if self.state_path.exists():
+            os.replace(
+                self.state_path,
+                self.state_path.with_name(f"{self.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"),
+            )
+        self._write_state(expected)
+        self.log.append_event(STATE_REBUILT, problem="; ".join(problems), best_id=expected["best_id"])
+        return f"{self.name}: rebuilt from the events ({len(problems)} disagreement(s))"
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        size, _, seq = self.log.tail()
+        state["spent_through"] = {"offset": size, "seq": seq}
+        atomic_write_json(self.state_path, state)
+
+    def _with_recent_spend(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` with the rollouts logged after its ``spent_through`` added. A state from before
+        ``spent_through`` was current to the log's end; a log that no longer continues from the mark is
+        replayed whole."""
+        mark = state.get("spent_through")
+        if not isinstance(mark, dict):
+            try:
+                with self.lock():
+                    current = read_json(self.state_path)
+                    if isinstance(current, dict) and isinstance(current.get("spent_through"), dict):
+                        return self._with_recent_spend(current)  # marked by another process meanwhile
+                    self._write_state(state)
+            except OSError:  # a read-only copy of a run (a CI artifact): read it as it is
+                pass
+            return state
+        spent = state["spent"]
+        base = (mark.get("offset"), mark.get("seq"), spent.get("metric_calls"), spent.get("usd"))
+        cache = self._spend_cache
+        if cache is not None and cache[0] == base:
+            _, offset, seq, calls, usd = cache
+        else:
+            offset, seq, calls, usd = (
+                int(base[0] or 0),
+                int(base[1] or 0),
+                int(base[2] or 0),
+                float(base[3] or 0),
+            )
+        folded = [calls, usd]
+
+        def fold(event: dict[str, Any]) -> None:  # rollouts summed as they are read, not held
+            if event.get("kind") == ROLLOUT:
+                cost = event.get("cost_usd")
+                folded[0] += 1
+                folded[1] += float(self._file_cost(event) if cost is None else cost)
+
+        tail = self.log.events_after(offset, seq, fold)
+        if tail is None:
+            replayed = self.replay_state()["spent"]
+            calls, usd = int(replayed["metric_calls"]), float(replayed["usd"])
+            self.notices.append(
+                f"{self.events_path.name} does not continue where {self.state_path.name} left it: "
+                "the spend was recounted from the whole log"
+            )
+            offset, _, seq = self.log.tail()
+        else:
+            _, offset, seq = tail
+            calls, usd = int(folded[0]), float(folded[1])
+        self._spend_cache = (base, offset, seq, calls, usd)
+        state["spent"] = {**spent, "metric_calls": calls, "usd": usd}
+        return state
+
+    # -- the spec and the splits, frozen on first use --------------------------------------------
+
+
+def _disagreement(state: dict[str, Any], logged: dict[str, Any], *, stall: bool) -> str | None:
+    """The first number of ``state`` that is not ``logged``'s, in words; None when they agree. ``stall``:
+    whether the log records stalls at all."""
+    spent, want = state.get("spent") or {}, logged["spent"]
+    exact = [
+        ("best_id", state.get("best_id"), logged["best_id"]),
+        ("iterations", state.get("iterations"), logged["iterations"]),
+        *([("stall", state.get("stall"), logged["stall"])] if stall else []),
+        ("spent.metric_calls", spent.get("metric_calls"), want["metric_calls"]),
+    ]
+    # sums of costs: equal up to rounding (an optimizer's spend is absent until its first decision)
+    close = [("spent.usd", spent.get("usd"), want["usd"])]
+    close += [(f"spent.{what}", spent.get(what, 0), want[what]) for what in OPTIMIZER_SPEND]
+    wrong = [(what, value, expected) for what, value, expected in exact if value != expected]
+    wrong += [(what, value, expected) for what, value, expected in close if not _near(value, expected)]
+    if not wrong:
+        return None
+    what, value, expected = wrong[0]
+    return f"{what} is {value!r}, but the event log adds up to {expected!r}"
+
+
+def _near(value: Any, expected: float) -> bool:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-9)
+
+
+BUDGET_KEYS = ("max_metric_calls", "max_usd", "max_iterations", "stall", "stop_condition")
+
+
+def _fresh_state() -> dict[str, Any]:
+    return {
+        "best_id": SEED_TAG,
+        "iterations": 0,
+        "stall": 0,
+        "spent": {"metric_calls": 0, "usd": 0.0},
+        "budget": {},
+    }

@@ -1,0 +1,170 @@
+"""What the event log says ``state.json`` should hold, at any point of the log.
+
+``state.json`` is checked at the point ``spent_through`` says it is current to (a reader may come between a
+booking's event and its state write). So the log is folded once per process into counters after every event
+that changes them and the running spend after every rollout, and a reader asks for any seq
+(:meth:`StateTally.at`). The rules: every decision is an iteration, a reject a stall, an accept the new
+best and stall 0; an unannounced ``best_changed`` (old logs, imports) is an iteration of its own.
+
+A leaving session logs its tally in ``outcomes_checked`` (:meth:`StateTally.held`) and the next process
+folds on from there (:meth:`StateTally.resumed`), only from a checkpoint the chain holds; a ``state.json``
+current to an earlier point is checked against the whole log."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+from ..._project.candidate import SEED_TAG
+from ..log.event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED, DECISION, ROLLOUT
+from .best_rule import BestRule
+
+OPTIMIZER_SPEND = ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
+
+
+class StateTally:
+    """The log's counters, folded event by event. ``file_cost`` prices a rollout whose event carries no
+    cost (old logs)."""
+
+    def __init__(self, file_cost: Callable[[dict[str, Any]], float]) -> None:
+        self.file_cost = file_cost
+        self.offset = 0  # where in the log the fold has reached: its byte offset and seq
+        self.seq = 0
+        self._rollout_seqs = array("q")
+        self._spend = array("d")  # the running sum of rollout costs, one per rollout
+        self._change_seqs = array("q", [0])
+        self._counters: list[dict[str, Any]] = [_start()]
+        self.stall_logged = False  # whether any event records stalls (older logs did not)
+        self.floor = 0  # the first seq this tally answers for (a checkpoint's, when resumed)
+        self._base = (0, 0.0)  # rollouts and their cost up to ``floor``
+        self.best_rule = BestRule()  # a best_changed no accept explains moves nothing
+
+    @classmethod
+    def resumed(
+        cls, file_cost: Callable[[dict[str, Any]], float], held: Any, offset: int, seq: int
+    ) -> StateTally | None:
+        """A tally going on from ``held`` (logged at byte ``offset``, event ``seq``); None when ``held`` is
+        not a tally's fields."""
+        if not isinstance(held, dict) or not isinstance(held.get("best_id"), str):
+            return None
+        announced = held.get("announced")
+        counts = [held.get(what) for what in ("iterations", "stall", "metric_calls")]
+        sums = [held.get(what) for what in ("usd", *OPTIMIZER_SPEND)]
+        if not (announced is None or isinstance(announced, str)):
+            return None
+        if not isinstance(held.get("stall_logged"), bool):
+            return None
+        if not all(_count(v) for v in counts) or not all(_amount(v) for v in sums):
+            return None
+        tally = cls(file_cost)
+        tally.offset, tally.seq, tally.floor = offset, seq, seq
+        tally.stall_logged = bool(held["stall_logged"])
+        tally._base = (int(held["metric_calls"]), float(held["usd"]))
+        kept = ("best_id", "iterations", "stall", "announced", *OPTIMIZER_SPEND)
+        counters = {what: held[what] for what in kept}
+        tally._change_seqs, tally._counters = array("q", [seq]), [counters]
+        # what explains a later best_changed goes on from the checkpoint too (a fresh rule would
+        # take the best for "seed", and honour a forged move back to it)
+        rule = tally.best_rule
+        rule.best = str(held["best_id"])
+        rule.accepted = {str(t) for t in held.get("accepted") or () if isinstance(t, str)}
+        rule.imported = {str(t) for t in held.get("imported") or () if isinstance(t, str)}
+        return tally
+
+    def held(self) -> dict[str, Any]:
+        calls = len(self._rollout_seqs)
+        return {
+            **self._counters[-1],
+            "metric_calls": self._base[0] + calls,
+            "usd": self._spend[-1] if calls else self._base[1],
+            "stall_logged": self.stall_logged,
+            "accepted": sorted(self.best_rule.accepted),
+            "imported": sorted(self.best_rule.imported),
+        }
+
+    def fold_all(self, events: list[dict[str, Any]]) -> None:
+        """:meth:`fold` on each of ``events``, rollouts folded in line (no call per rollout)."""
+        seqs, spend, file_cost, fold = self._rollout_seqs, self._spend, self.file_cost, self.fold
+        for event in events:
+            if event.get("kind") != ROLLOUT:
+                fold(event)
+                continue
+            cost = event.get("cost_usd")
+            before = spend[-1] if spend else self._base[1]
+            seqs.append(int(event.get("seq", 0)))
+            spend.append(before + float(file_cost(event) if cost is None else cost))
+
+    def fold(self, event: dict[str, Any]) -> None:
+        kind = event.get("kind")
+        seq = int(event.get("seq", 0))
+        if kind == ROLLOUT:
+            cost = event.get("cost_usd")
+            before = self._spend[-1] if self._spend else self._base[1]
+            self._rollout_seqs.append(seq)
+            self._spend.append(before + float(self.file_cost(event) if cost is None else cost))
+            return None
+        if kind not in (DECISION, BEST_CHANGED, "stalled", CAP_EVOLVE_IMPORTED):
+            return None
+        if not self.best_rule.see(event) or kind == CAP_EVOLVE_IMPORTED:
+            return None
+        counters = dict(self._counters[-1])
+        if kind == DECISION:
+            self.stall_logged = True
+            counters["iterations"] += 1
+            if event.get("decision") == "reject":
+                counters["stall"] += 1
+            elif event.get("decision") == "accept":
+                counters["stall"], counters["best_id"] = 0, str(event["tag"])
+            for what in OPTIMIZER_SPEND:
+                counters[what] = counters[what] + (event.get(what) or 0)
+            counters["announced"] = str(event["tag"]) if event.get("decision") == "accept" else None
+        elif kind == BEST_CHANGED:
+            best = str(event["best_id"])
+            if counters["announced"] != best:  # not the accept just booked: a change of its own
+                counters["iterations"] += 1
+                counters["stall"] = 0
+            counters["best_id"], counters["announced"] = best, None
+        else:  # stalled: a log from before decisions were booked
+            self.stall_logged = True
+            counters["stall"] += 1
+        self._change_seqs.append(seq)
+        self._counters.append(counters)
+        return None
+
+    def at(self, seq: int) -> dict[str, Any] | None:
+        """What ``state.json`` current to ``seq`` holds: ``best_id``, ``iterations``, ``stall``, ``spent``.
+        None before a resumed tally's :attr:`floor`."""
+        if seq < self.floor:
+            return None
+        counters = self._counters[bisect.bisect_right(self._change_seqs, seq) - 1]
+        calls = bisect.bisect_right(self._rollout_seqs, seq)
+        usd = self._spend[calls - 1] if calls else self._base[1]
+        spent: dict[str, Any] = {"metric_calls": self._base[0] + calls, "usd": usd}
+        spent.update({what: counters[what] for what in OPTIMIZER_SPEND})
+        return {
+            "best_id": counters["best_id"],
+            "iterations": counters["iterations"],
+            "stall": counters["stall"],
+            "spent": spent,
+        }
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _amount(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _start() -> dict[str, Any]:
+    return {
+        "best_id": SEED_TAG,
+        "iterations": 0,
+        "stall": 0,
+        "announced": None,
+        **dict.fromkeys(OPTIMIZER_SPEND, 0),
+    }

@@ -1,0 +1,188 @@
+"""What the log says each train and val rollout came out as: the truth every evidence read is held to.
+
+The index and the rollout files can be edited by anyone with a shell, or by a candidate's code during its
+own gate. The log is the record: each ``rollout`` event carries the outcome and the file's sha256. This
+ledger holds those outcomes, current with the log, and :class:`..rollouts.rollout_files.RolloutFiles` holds
+every row
+and file to it: a differing row is read again from its file, a differing file is quarantined — never used.
+
+Reading every rollout line costs a second at 60,000, so a leaving session logs ``outcomes_checked`` (the
+sha256 of every outcome at that point, with ``state.json``'s tally) and the next process, finding no
+rollout logged since, checks the index's rows against that digest in one pass. The event is chained, and
+only a checkpoint the chain covers is used (:meth:`.events.EventLog.linked`; ``session_left`` follows it so
+a line covers it); forging it means rewriting the log, which the anchor catches."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterable
+from itertools import islice
+from typing import Any
+
+from ..._project.splits import TEST_SPLIT
+from ..files import RunDirError
+from .event_kinds import OUTCOMES_CHECKED, ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
+from .events import EventLog
+
+_DIGEST_BLOCK = 4096  # outcomes whose repr is hashed at a time
+Key = tuple[str, str, str, int]  # split, tag, task id, trial
+Outcome = tuple[float | None, str | None, float]  # reward, infra error, cost
+
+
+def outcome(reward: Any, infra_error: Any, cost_usd: Any) -> Outcome:
+    """The outcome as compared: numbers as floats (an index REAL and a JSON number of one value compare
+    equal)."""
+    return (None if reward is None else float(reward), infra_error or None, float(cost_usd or 0.0))
+
+
+def digest_of(items: Iterable[tuple[Key, Outcome]]) -> str:
+    """sha256 of the outcomes in key order: the index's rows and the ledger hash alike iff they agree."""
+    digest = hashlib.sha256(b"[")
+    # the list's repr a block of items at a time, never its whole text (5 MB at 60,000)
+    rest, separator = iter(items), b""
+    while block := [repr(item) for item in islice(rest, _DIGEST_BLOCK)]:
+        digest.update(separator + ", ".join(block).encode("utf-8"))
+        separator = b", "
+    digest.update(b"]")
+    return digest.hexdigest()
+
+
+def _rollout_view(event: dict[str, Any]) -> Any:
+    kind = event.get("kind")
+    if kind == ROLLOUT:
+        if event.get("split") == TEST_SPLIT:
+            return None
+        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        return ("set", key, outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd")))
+    if kind == ROLLOUT_QUARANTINED:
+        return ("drop", [event.get("file")])
+    if kind == ROLLOUT_VANISHED:
+        return ("drop", list(event.get("files") or ()))
+    return None
+
+
+class _Changes:
+    """How :meth:`OutcomeLedger._catch_up` reads the log: each rollout line sets its outcome in ``truth``,
+    each quarantine or vanish drops its files, in log order. Repeated names and outcomes are held once (9
+    MB less at 60,000 rollouts)."""
+
+    def __init__(self, truth: dict[Key, Outcome], file_of: Callable[[str, str, str, int], str]) -> None:
+        self.truth = truth
+        self.file_of = file_of
+        self.changed = False
+        self._by_file: dict[str, Key] | None = None  # made at the first drop, kept current after
+        self._names: dict[str, str] = {}
+        self._outcomes: dict[Outcome, Outcome] = {}
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        change = _rollout_view(event)
+        if change is None:
+            return
+        self.changed = True
+        if change[0] == "set":
+            split, tag, task_id, trial = change[1]
+            name = self._names.setdefault
+            key: Key = (name(split, split), name(tag, tag), name(task_id, task_id), trial)
+            self.truth[key] = self._shared(change[2])
+            if self._by_file is not None:
+                self._by_file[self.file_of(key[0], key[2], key[1], key[3])] = key
+            return
+        if self._by_file is None:  # a quarantine or a vanish names files: map them once
+            self._by_file = {self.file_of(k[0], k[2], k[1], k[3]): k for k in self.truth}
+        for file in change[1]:
+            dropped = self._by_file.pop(str(file), None)
+            if dropped is not None:
+                self.truth.pop(dropped, None)
+
+    def _shared(self, value: Outcome) -> Outcome:
+        reward = value[0]
+        if reward == 0.0 and math.copysign(1.0, reward) < 0:  # -0.0 == 0.0, but it is its own repr
+            return value
+        return self._outcomes.setdefault(value, value)
+
+
+class OutcomeLedger:
+    """The log's train and val rollout outcomes, built on first use and caught up on each. ``file_of``: a
+    rollout's file as quarantine and vanish events name it."""
+
+    def __init__(self, log: EventLog, file_of: Callable[[str, str, str, int], str]) -> None:
+        self.log = log
+        self.file_of = file_of
+        self._truth: dict[Key, Outcome] | None = None
+        self._position = (0, 0)
+        self._unchecked = False  # outcomes learnt from rollout lines since the last checkpoint
+
+    def current(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> dict[Key, Outcome]:
+        """The truth, current with the log. ``index_rows``: the index's train and val rows
+        (:data:`..rollouts.index.FIELDS` first) in key order, read only when a checkpoint may stand for the
+        log, once per process."""
+        if self._truth is None:
+            self._build(index_rows)
+        else:
+            self._catch_up()
+        assert self._truth is not None
+        return self._truth
+
+    def _build(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> None:
+        checkpoints = self.log.of_kinds(OUTCOMES_CHECKED)
+        if checkpoints and self.log.linked(checkpoints[-1]):  # in the chain where it says it is
+            last = checkpoints[-1]
+            at = (int(last["offset"]), int(last["upto"]))
+            tail = self.log.events_after(*at, _rollout_view)
+            if tail is not None and not tail[0]:  # no rollout logged, moved or gone since
+                rows = [((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[6], r[7])) for r in index_rows()]
+                if digest_of(rows) == last["digest"]:
+                    self._truth = dict(rows)
+                    self._position = tail[1], tail[2]
+                    return
+        self._truth = {}
+        self._position = (0, 0)
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        assert self._truth is not None
+        start = self._position
+        apply = _Changes(self._truth, self.file_of)
+        # each change is applied as its line is read, never held in a list (60,000 of them at a
+        # fresh session's end); a log that does not continue from here discards the truth below
+        tail = self.log.events_after(*start, apply)
+        if tail is None:
+            self._truth, self._position = {}, (0, 0)  # the log was repaired or replaced: anew
+            if start == (0, 0):
+                raise RunDirError(
+                    f"{self.log.events_path}: a line is not an event, so no rollout can be checked "
+                    "against it; run `capevolve verify`"
+                )
+            self._catch_up()
+            return
+        _, offset, seq = tail
+        self._unchecked = self._unchecked or apply.changed
+        self._position = (offset, seq)
+
+    def expected(self, key: Key) -> Outcome | None:
+        """What the log says of one rollout (None: none logged, or moved or gone since); after
+        :meth:`current`."""
+        assert self._truth is not None
+        return self._truth.get(key)
+
+    def checkpoint(self, also: Callable[[int, int], dict[str, Any]] | None = None) -> bool:
+        """Under the lock, as a session leaves: log the outcomes' digest at the log's current point, when
+        rollouts were logged since the last one. ``also(offset, seq)``: more fields for it (the tally).
+        Whether it logged one."""
+        if self._truth is None:
+            return False
+        self._catch_up()
+        if not self._unchecked:  # nothing learnt from rollout lines: the last digest still holds
+            return False
+        offset, upto = self._position
+        self.log.append_event(
+            OUTCOMES_CHECKED,
+            offset=offset,
+            upto=upto,
+            rollouts=len(self._truth),
+            digest=digest_of(sorted(self._truth.items())),
+            **(also(offset, upto) if also is not None else {}),
+        )
+        self._unchecked = False
+        return True

@@ -1,0 +1,103 @@
+"""Every rollout event a decision reads was paid by a session that claimed it, once.
+
+Anyone who can append to the log (the optimizer's shell, candidate code) could add well-chained ``rollout``
+events through the ``RunDir`` API. So, before any decision or seal reads them:
+
+- **tied to a claim**: each ``rollout`` event names its session's ``claimed`` event; one logged after
+  the run's first claim that names no claim, or a claim not holding its key, is not trusted;
+- **one valid event per key**: a key in two valid events with no quarantine or vanish between them is
+  refused (``capevolve verify``'s rule, applied before the decision).
+
+A forger who also logs a claim passes; only a kernel-enforced boundary stops that (the threat model says
+so). Controller only; reads the log, writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..._project.candidate import check_tag, escape_id
+from ...exitcodes import first_few
+from ..files import RunDirError
+from .event_kinds import CLAIMED, ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
+
+Key = tuple[str, str, str, int]  # split, task id, tag, trial
+KINDS = (ROLLOUT, CLAIMED, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED)
+
+
+def claimed_keys(keys: Iterable[Key]) -> dict[str, list[str]]:
+    """A claim's keys as a ``claimed`` event holds them: ``split/tag/trial`` → task ids."""
+    grouped: dict[str, list[str]] = {}
+    for split, task_id, tag, trial in keys:
+        grouped.setdefault(f"{split}/{tag}/{int(trial)}", []).append(str(task_id))
+    return grouped
+
+
+def _file_of(key: Key) -> str:
+    split, task_id, tag, trial = key
+    return f"rollouts/{split}/{escape_id(task_id)}__{check_tag(tag)}__t{int(trial)}.json"
+
+
+def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
+    """One line per rollout event no claim paid, and per key paid twice; ``events``: the log's events of
+    :data:`KINDS`, in order."""
+    claims: dict[str, dict[tuple[str, str, int], set[str]]] = {}  # claim -> (split, tag, trial) -> ids
+    valid_since: dict[Key, int] = {}
+    moved: dict[str, int] = {}  # file -> seq of its last quarantine or vanish
+    problems: list[str] = []
+    doubled: dict[Key, list[int]] = {}
+    for event in events:
+        kind = event.get("kind")
+        if kind == ROLLOUT:
+            try:
+                split, task_id, tag, trial = event["split"], event["task_id"], event["tag"], event["trial"]
+                key = (split, task_id, tag, trial)
+                seq = event.get("seq", 0)
+                if claims:
+                    held = claims.get(event.get("claim"))  # type: ignore[arg-type]
+                    ids = None if held is None else held.get((split, tag, trial))
+                    if ids is None or task_id not in ids:
+                        problems.append(
+                            f"rollout event seq {seq} ({split} {task_id} {tag} t{trial}): no session's "
+                            "claim holds it (written outside a session)"
+                        )
+            except (KeyError, TypeError):
+                problems.append(f"rollout event seq {event.get('seq')}: no key (written outside a session)")
+                continue
+            if event.get("infra_error") is not None or event.get("reward") is None:
+                continue
+            earlier = valid_since.get(key)
+            if earlier is not None and (not moved or moved.get(_file_of(key), -1) < earlier):
+                doubled.setdefault(key, [earlier]).append(seq)
+            valid_since[key] = seq
+        elif kind == CLAIMED:
+            held = claims.setdefault(str(event.get("claim")), {})
+            for group, ids in (event.get("keys") or {}).items():
+                split, _, rest = str(group).partition("/")
+                tag, _, trial = rest.rpartition("/")
+                held.setdefault((split, tag, int(trial)), set()).update(map(str, ids or []))
+        elif kind in (ROLLOUT_QUARANTINED, ROLLOUT_VANISHED):
+            files = [event.get("file")] if kind == ROLLOUT_QUARANTINED else event.get("files") or []
+            for file in map(str, files):
+                moved[file] = int(event.get("seq", 0))
+    for key, seqs in doubled.items():
+        problems.append(
+            f"{key[0]} {key[1]} {key[2]} t{key[3]}: paid {len(seqs)} times (rollout events seq "
+            f"{', '.join(map(str, seqs))}) with no quarantine or vanish of its file between"
+        )
+    return problems
+
+
+def refuse_untrusted(events: Iterable[dict[str, Any]], run_id: str) -> None:
+    problems = untrusted(events)
+    if problems:
+        shown = first_few(problems)
+        raise UntrustedRecord(
+            f"run {run_id}'s log holds rollouts no session paid as recorded: {shown}. Nothing is "
+            "decided on it: run `capevolve verify` to see every one, then restore the log from before "
+            "them, or start a new run (--capevolve-new-run)"
+        )
+
+
+class UntrustedRecord(RunDirError):
+    """Rollout events a decision or seal would read that no claim paid once."""

@@ -1,0 +1,147 @@
+"""The sealed test split: scored exactly once per run, by one finalize session.
+
+- ``.finalize.lock``: an exclusive, non-blocking ``flock`` held for a finalize's whole life (the
+  kernel drops it when the holder dies, so a crash never leaves the run stuck);
+- the log's ``test_opened`` event, before the first test rollout is paid: from then no gate, screen,
+  grow or merge runs in the run (:meth:`Seal.closed`);
+- ``seal.json``: the test score, written atomically at the end. Its existence is the burned seal.
+
+Test rollouts are persisted as they arrive, so a crashed finalize pays only what is missing and cannot
+redraw. :meth:`Seal.test_rollouts` refuses them while unburned unless this process holds the claim. No
+option or environment variable changes any of this."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from typing import IO, Any
+
+from ..._project.splits import TEST_SPLIT, TestSealError
+from ..files import atomic_write_json, read_json
+from ..log.event_kinds import TEST_OPENED, TEST_SCORED
+from ..rollouts.record import RolloutRecord
+from ..rundir import RunDir
+
+__all__ = ["Seal", "TestSealError", "TEST_SPLIT"]
+
+
+class Seal:
+    """One run's seal. Controller side only (the finalize session, ``capevolve measure``)."""
+
+    def __init__(self, rundir: RunDir) -> None:
+        self.rundir = rundir
+        self.path = rundir.root / "seal.json"
+        self._lock_path = rundir.root / ".finalize.lock"
+        self._claim: IO[str] | None = None
+
+    def burned(self) -> dict[str, Any] | None:
+        """The recorded test score, or None while sealed. A ``test_scored`` event burns the seal even if
+        ``seal.json`` is deleted (the score then marked ``seal_file_missing``)."""
+        if self.path.is_file():
+            return dict(read_json(self.path))
+        scored = self.rundir.log.of_kinds(TEST_SCORED)
+        if not scored:
+            return None
+        last = scored[-1]
+        return {
+            "best": {"tag": last.get("best"), "mean": last.get("mean")},
+            "seal_file_missing": True,
+            "event_seq": last.get("seq"),
+        }
+
+    def opened(self) -> dict[str, Any] | None:
+        """The ``test_opened`` event once a finalize began paying test rollouts (then finished, not gated)."""
+        events = self.rundir.log.of_kinds(TEST_OPENED)
+        return dict(events[0]) if events else None
+
+    def closed(self) -> dict[str, Any] | None:
+        return self.burned() or self.opened()
+
+    def open(self, test_ids: list[str]) -> None:
+        """Record, before the first test rollout is paid, that the test split is being scored (once a run)."""
+        if not self.held:
+            raise TestSealError("opening the test split needs the finalize claim")
+        if self.opened() is None:
+            with self.rundir.lock():
+                self.rundir.log.append_event(TEST_OPENED, test_ids=sorted(test_ids))
+
+    def claim(self) -> None:
+        """Become the one finalize session of this run, or raise TestSealError. Claimed before the burned
+        check, so exactly one concurrent session gets past."""
+        handle = open(self._lock_path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise TestSealError(
+                f"run {self.rundir.run_id}: another finalize session ({holder}) is scoring the "
+                "test split right now; it is scored once per run"
+            ) from None
+        done = self.burned()
+        if done is not None:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
+            raise TestSealError(self._already_scored(done))
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        self._claim = handle
+
+    def _already_scored(self, done: dict[str, Any]) -> str:
+        best = done.get("best", {})
+        return (
+            f"run {self.rundir.run_id}: the test split was already scored (best {best.get('tag')!r}, "
+            f"in {self.path}); it is scored exactly once per run. "
+            "Read it with `capevolve measure`; to measure a new search, start a new run with a "
+            "session (`pytest --capevolve-run . --capevolve-new-run` or `capevolve hill-climb "
+            "--new-run`) and finalize that run: with a split_ids_file that leaves these test tasks "
+            "out of it, or with --capevolve-test-reused (labelled 'test reused')"
+        )
+
+    @property
+    def held(self) -> bool:
+        return self._claim is not None
+
+    def release(self) -> None:
+        if self._claim is not None:
+            fcntl.flock(self._claim, fcntl.LOCK_UN)
+            self._claim.close()
+            self._claim = None
+
+    def burn(self, result: dict[str, Any], test_ids: list[str] | None = None) -> None:
+        """Write the test score, atomically and only while claimed; ``test_ids`` go in the event and the
+        project's record (:mod:`.project_seal`)."""
+        if not self.held:
+            raise TestSealError("burning the seal needs the finalize claim")
+        ids = sorted(test_ids or [])
+        reused = bool(result.get("test_reused"))
+        with self.rundir.lock():
+            atomic_write_json(self.path, result)
+            self.rundir.log.append_event(
+                TEST_SCORED,
+                best=result["best"]["tag"],
+                mean=result["best"]["mean"],
+                seal=self.path.name,
+                test_ids=ids,
+                test_reused=reused,
+            )
+        project = self.rundir.project_dir
+        if project is not None and ids:
+            from .project_seal import record_scored
+            from .shared_ledger import of_run
+            from .task_keys import recorded
+
+            keys, ledger = recorded(self.rundir), of_run(self.rundir)
+            record_scored(project, self.rundir.run_id, ids, reused=reused, keys=keys, ledger=ledger)
+
+    def test_rollouts(self) -> list[RolloutRecord]:
+        """Persisted test rollouts: for the claim holder, or anyone once burned. Refused when asked."""
+        if not self.held and self.burned() is None:
+            raise TestSealError(
+                f"run {self.rundir.run_id}: the test split is sealed until finalize "
+                "(pytest --capevolve-finalize PROJECT); its rollouts cannot be read before"
+            )
+        return self.rundir.rollouts._read_rollouts(TEST_SPLIT)

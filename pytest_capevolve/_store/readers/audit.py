@@ -1,0 +1,296 @@
+"""Cross-checking a run dir against its event log: what ``capevolve verify`` adds to the chain.
+
+Every ``rollout`` event records the key, the outcome and the sha256 of the file's bytes, so a file that
+differs from its event, a file no event records, a file gone without a logged quarantine or vanish, a
+rollout paid twice, or a ``state.json`` the events do not add up to, is found here. Reads only;
+``repair=True`` rebuilds the views, logs files gone by hand and quarantines tampered files (never rewrites
+a rollout). Called by the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..._project.candidate import check_tag, escape_id
+from ..._project.splits import TEST_SPLIT
+from ..decisions.best_rule import BestRule
+from ..log.event_chain import verified_events
+from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
+from ..log.log_views import check_views
+from ..rollouts.index_sync import vanished_notice
+from ..rollouts.rollout_scan import RolloutScan, Scanned, data_of, error_of, scan_rollouts
+from ..rundir import RunDir
+
+Key = tuple[str, str, str, int]
+
+
+def audit(
+    rundir: RunDir,
+    *,
+    repair: bool = False,
+    events: list[dict[str, Any]] | None = None,
+    others: list[dict[str, Any]] | None = None,
+) -> list[str]:
+    """One line per disagreement between the run's files and its events (empty: they agree): the rollout
+    files, then each view of the log (``repair=True`` rebuilds those that disagree). Every file is read
+    once. ``events``: the log as the caller parsed it; ``others``: given, gets every non-rollout event, in
+    order."""
+    if events is None:
+        events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
+    if events is None:
+        events = rundir.log.events()
+    scan = scan_rollouts(rundir.root)
+    others = [] if others is None else others  # every event but the rollouts: what the best rule reads
+    start = len(others)
+    problems = _rollouts(rundir, events, scan.files, others, repair=repair, digests=scan.digests)
+    rule = BestRule()  # a best_changed no booked accept explains (forged with append_event)
+    for event in others[start:]:
+        rule.see(event)
+    problems += [f"{rundir.events_path.name}: {line}" for line in rule.unjustified]
+    if repair:  # it may have logged files gone by hand: the views see the log as it is now
+        events = rundir.log.events()
+    with rundir.rollouts.index_view.reading(scan.files):
+        problems += check_views(rundir.log_views, events, rundir.lock, rundir.notices, repair=repair)
+    return problems + _unfinished_writes(rundir, scan, repair=repair)
+
+
+def _unfinished_writes(rundir: RunDir, scan: RolloutScan, *, repair: bool) -> list[str]:
+    """Temporary files of atomic writes that never completed (never a record). Removed by ``repair`` only
+    while no other session is live, which may be writing one. The rollout folders are not listed again."""
+    leftovers = sorted(map(Path, scan.leftovers + _temporaries(str(rundir.root), scan.folders)))
+    if not leftovers:
+        return []
+    if repair and not rundir.claims.others():
+        for path in leftovers:
+            path.unlink(missing_ok=True)
+        rundir.notices.append(f"removed {len(leftovers)} unfinished temporary file(s) of interrupted writes")
+        return []
+    return [
+        f"{path.relative_to(rundir.root)}: an unfinished write (an interrupted session; "
+        "`capevolve verify --repair` removes it when no session is running)"
+        for path in leftovers
+    ]
+
+
+def _temporaries(top: str, listed: frozenset[str]) -> list[str]:
+    """Every ``.*.tmp`` under ``top`` outside ``listed`` (links to folders not followed)."""
+    found = []
+    for folder, subfolders, names in os.walk(top):
+        subfolders[:] = [name for name in subfolders if os.path.join(folder, name) not in listed]
+        found += [os.path.join(folder, n) for n in names if n.startswith(".") and n.endswith(".tmp")]
+    return found
+
+
+def _rollouts(
+    rundir: RunDir,
+    events: list[dict[str, Any]],
+    scanned: dict[str, list[Scanned]],
+    others: list[dict[str, Any]] | None = None,
+    *,
+    repair: bool = False,
+    digests: dict[str, list[str | None]] | None = None,
+) -> list[str]:
+    """The rollout files against the log's rollout events, each file's sha256 held to its event's;
+    ``others`` (if given) gets every other event, in log order."""
+    rel_of = _Names()
+    rest = [] if others is None else others
+    held = len(rest)
+    last, quarantined = _last_rollouts(events, rest)
+    rollout_events = len(events) - (len(rest) - held)
+    problems = _paid_twice(events, rollout_events, last, quarantined, rel_of)
+    remaining = dict(last)  # the logged keys no file has been found for yet
+    tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
+    for split, files in scanned.items():
+        hashed = digests.get(split) if digests is not None else None
+        for seen_file, digest in zip(files, [None] * len(files) if hashed is None else hashed, strict=True):
+            rel = f"rollouts/{split}/{seen_file[0]}"
+            said = _file_against_log(split, seen_file, digest, remaining, last)
+            if said is None:
+                continue
+            problems += said[0]
+            if said[1]:
+                tampered.append((rel, digest))
+    if tampered and repair:
+        problems = _quarantine_tampered(rundir, tampered, problems)
+    missing = _missing(remaining, last, quarantined, rel_of)
+    if missing and repair:
+        _log_gone(rundir, missing)
+    return problems + list(missing.values())
+
+
+def _last_rollouts(
+    events: list[dict[str, Any]], rest: list[dict[str, Any]]
+) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
+    """One pass over the log: the last rollout event per key, each file's last quarantine or vanish, and
+    every other event appended to ``rest``."""
+    last: dict[Key, dict[str, Any]] = {}
+    quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
+    for event in events:
+        kind = event.get("kind")
+        if kind == ROLLOUT:
+            last[(str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))] = event
+            continue
+        rest.append(event)
+        if kind in (ROLLOUT_QUARANTINED, ROLLOUT_VANISHED):
+            files = [event.get("file")] if kind == ROLLOUT_QUARANTINED else event.get("files") or []
+            for file in map(str, files):
+                quarantined[file] = int(event.get("seq", 0))
+    return last, quarantined
+
+
+def _paid_twice(
+    events: list[dict[str, Any]],
+    rollout_events: int,
+    last: dict[Key, dict[str, Any]],
+    quarantined: dict[str, int],
+    rel_of: _Names,
+) -> list[str]:
+    """Valid rollout events per file since it was last moved or gone; looked for only when some key was
+    logged twice."""
+    if rollout_events <= len(last):
+        return []
+    keys = [
+        key
+        for key, event in _keyed_rollouts(events)
+        if event.get("infra_error") is None
+        and (not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1))
+    ]
+    if len(set(keys)) == len(keys):
+        return []
+    counted = Counter(keys)
+    return [
+        f"{rel}: paid {count} times (one valid rollout event each)"
+        for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1)
+    ]
+
+
+def _file_key(split: str, seen_file: Scanned) -> tuple[Key, Any, Any]:
+    if type(seen_file) is tuple:  # a file as a session writes it, in its split's folder
+        _, _, tag, task_id, trial, reward, error, _ = seen_file  # (rollout_scan's Row)
+        return (split, str(task_id), str(tag), int(trial)), reward, error
+    data, failed = data_of(seen_file, split), error_of(seen_file)
+    if failed is not None:
+        raise ValueError(failed)
+    key = (str(data["split"]), str(data["task_id"]), str(data["tag"]), int(data["trial"]))
+    return key, data.get("reward"), data.get("infra_error")
+
+
+def _file_against_log(
+    split: str,
+    seen_file: Scanned,
+    digest: str | None,
+    remaining: dict[Key, dict[str, Any]],
+    last: dict[Key, dict[str, Any]],
+) -> tuple[list[str], bool] | None:
+    """One file against its rollout event (taken off ``remaining``): its problems and whether to quarantine
+    it; None: it agrees."""
+    rel = f"rollouts/{split}/{seen_file[0]}"
+    try:
+        key, reward, error = _file_key(split, seen_file)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return [f"{rel}: unreadable ({exc}); the next session quarantines it and pays it again"], False
+    logged = remaining.pop(key, None)
+    if logged is None:
+        logged = last.get(key)  # (a second file holding the same key)
+    if logged is None:
+        return [f"{rel}: no rollout event records it (written outside a session?)"], False
+    # the bytes as the event recorded them (an event older than its sha256 holds the
+    # outcome only): an edit of the output, trace, feedback... leaves the reward alone
+    recorded = logged.get("sha256")
+    if reward == logged.get("reward") and error == logged.get("infra_error"):
+        if recorded is None or digest is None or digest == recorded:
+            return None
+        return [
+            f"{rel}: its bytes differ from what its rollout event (seq {logged.get('seq')}) "
+            "recorded (sha256): edited after it was written (`capevolve verify --repair` "
+            "quarantines it, so it is paid again)"
+        ], True
+    return [
+        f"{rel}: {field} {in_file!r} in the file, but its rollout event "
+        f"(seq {logged.get('seq')}) recorded {field} {logged.get(field)!r}"
+        for field, in_file in (("reward", reward), ("infra_error", error))
+        if in_file != logged.get(field)
+    ], True
+
+
+def _missing(
+    remaining: dict[Key, dict[str, Any]],
+    last: dict[Key, dict[str, Any]],
+    quarantined: dict[str, int],
+    rel_of: _Names,
+) -> dict[str, str]:
+    """Logged rollouts whose file is gone with no quarantine or vanish since: file → problem."""
+    missing: dict[str, str] = {}
+    for key in sorted(remaining):
+        event, rel = last[key], rel_of(key)
+        if quarantined.get(rel, -1) < int(event.get("seq", 0)):
+            missing[rel] = (
+                f"{rel}: recorded by rollout event seq {event.get('seq')}, but the file is missing "
+                "(`capevolve verify --repair` logs it as gone, so the next session pays it again)"
+            )
+    return missing
+
+
+def _log_gone(rundir: RunDir, missing: dict[str, str]) -> None:
+    """``--repair``: files still gone are logged as ``rollout_vanished`` and taken off ``missing``."""
+    with rundir.lock():
+        gone = [rel for rel in missing if not (rundir.root / rel).exists()]
+        if gone:
+            rundir.log.append_event(ROLLOUT_VANISHED, files=gone)
+    if gone:
+        rundir.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
+    for rel in gone:
+        del missing[rel]
+
+
+def _quarantine_tampered(
+    rundir: RunDir, tampered: list[tuple[str, str | None]], problems: list[str]
+) -> list[str]:
+    """``--repair``: each file that differs from its event is moved aside (``rollout_quarantined``), so the
+    next session pays it again; under the lock, only while it is still the bytes read. A test file stays
+    reported (test is scored once, so it would never be paid again)."""
+    moved: set[str] = set()
+    with rundir.lock():
+        for rel, digest in tampered:
+            if rel.startswith(f"rollouts/{TEST_SPLIT}/"):
+                continue
+            path = rundir.root / rel
+            try:
+                now = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                continue
+            if digest is not None and now != digest:
+                continue
+            rundir.rollouts.quarantine(
+                path, "not what its rollout event recorded: edited after it was written"
+            )
+            moved.add(rel)
+    return [line for line in problems if not any(line.startswith(f"{rel}: ") for rel in moved)]
+
+
+def _keyed_rollouts(events: list[dict[str, Any]]) -> Iterator[tuple[Key, dict[str, Any]]]:
+    for event in events:
+        if event.get("kind") == ROLLOUT:
+            yield (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"])), event
+
+
+class _Names:
+    """A rollout's file name relative to the run dir, built as a string (no ``Path`` per rollout)."""
+
+    def __init__(self) -> None:
+        self._escaped: dict[str, str] = {}
+        self._tags: dict[str, str] = {}
+
+    def __call__(self, key: Key) -> str:
+        split, task_id, tag, trial = key
+        task = self._escaped.get(task_id)
+        if task is None:
+            task = self._escaped[task_id] = escape_id(task_id)
+        checked = self._tags.get(tag)
+        if checked is None:
+            checked = self._tags[tag] = check_tag(tag)
+        return f"rollouts/{split}/{task}__{checked}__t{int(trial)}.json"

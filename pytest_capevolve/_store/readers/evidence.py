@@ -1,0 +1,190 @@
+"""From rollout records to the arrays the statistics read.
+
+Pure: records, or the same outcomes as columns (:class:`Outcomes`, for 60,000 rollouts), in; numpy arrays
+out. Missing trials and infra errors become ``nan`` — missing data, never a 0."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property, reduce
+from itertools import repeat
+from operator import is_not
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..._project.blocks import block_of, local_trial
+from ..log.event_kinds import SCREEN
+
+if TYPE_CHECKING:
+    from ..rollouts.record import RolloutRecord
+    from ..rundir import RunDir
+
+Arm = dict[tuple[str, int], "RolloutRecord"]  # (task_id, trial) → record
+ByTag = dict[str, Arm]
+
+
+def index_records(records: Iterable[RolloutRecord], block: int = 0) -> ByTag:
+    """tag → (task_id, trial within the block) → record, for replicate block ``block`` only (default 0,
+    what every decision reads)."""
+    by_tag: ByTag = {}
+    for record in records:
+        if block_of(record.trial) == block:
+            by_tag.setdefault(record.tag, {})[(record.task_id, local_trial(record.trial))] = record
+    return by_tag
+
+
+def reward_matrix(arm: Arm, task_ids: Sequence[str], num_trials: int) -> np.ndarray:
+    matrix = np.full((len(task_ids), num_trials), np.nan)
+    for i, task_id in enumerate(task_ids):
+        for k in range(num_trials):
+            record = arm.get((task_id, k))
+            if record is not None and record.valid and record.reward is not None:
+                matrix[i, k] = record.reward
+    return matrix
+
+
+def in_plan(arm: Arm, task_ids: Sequence[str], num_trials: int) -> list[RolloutRecord]:
+    wanted = set(task_ids)
+    return [r for (task_id, k), r in arm.items() if task_id in wanted and k < num_trials]
+
+
+def infra_count(arm: Arm, task_ids: Sequence[str], num_trials: int) -> int:
+    return sum(1 for r in in_plan(arm, task_ids, num_trials) if r.infra_error is not None)
+
+
+def shared_arms(a: Arm, b: Arm, task_ids: Sequence[str], num_trials: int) -> tuple[Arm, Arm, int]:
+    """The two arms cut to the (task, trial) cells both have a record for, and the trials that leaves: a
+    paired comparison reads the same seeds on both sides (a 5-trial null against a 15-trial best on t0–t4
+    only)."""
+    wanted = set(task_ids)
+    cells = {c for c in a.keys() & b.keys() if c[0] in wanted and c[1] < num_trials}
+    trials = max((k for _, k in cells), default=-1) + 1
+    return {c: a[c] for c in cells}, {c: b[c] for c in cells}, trials
+
+
+@dataclass(frozen=True)
+class Cells:
+    """One arm's records as task × trial arrays (recorded, infra error, reward); ``rows`` maps each of the
+    plan's task ids to its row. Built once per tag, so a best gated against many candidates is read once."""
+
+    present: np.ndarray
+    infra: np.ndarray
+    reward: np.ndarray
+    rows: np.ndarray
+
+
+def cells(arm: Arm, task_ids: Sequence[str], num_trials: int) -> Cells:
+    row_of = {task_id: i for i, task_id in enumerate(dict.fromkeys(task_ids))}
+    rows: list[int] = []
+    cols: list[int] = []
+    flagged: list[bool] = []
+    rewards: list[float] = []
+    for (task_id, k), record in arm.items():
+        i = row_of.get(task_id)
+        if i is None or not 0 <= k < num_trials:
+            continue
+        rows.append(i)
+        cols.append(k)
+        flagged.append(record.infra_error is not None)
+        rewards.append(float(record.reward) if record.valid else np.nan)  # type: ignore[arg-type]  # valid: a float
+    shape = (len(row_of), num_trials)
+    present, infra, reward = np.zeros(shape, bool), np.zeros(shape, bool), np.full(shape, np.nan)
+    present[rows, cols] = True
+    infra[rows, cols] = flagged
+    reward[rows, cols] = rewards
+    return Cells(present, infra, reward, np.array([row_of[t] for t in task_ids], dtype=np.intp))
+
+
+def shared_matrices(a: Cells, b: Cells, num_trials: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+    """:func:`shared_arms` then each side's reward matrix and infra count: (a's matrix, b's matrix, trials,
+    a's errors, b's errors). No shared cell: ``num_trials`` all-missing trials."""
+    shared = a.present & b.present
+    used = np.flatnonzero(shared.any(axis=0))
+    width = int(used[-1]) + 1 if used.size else num_trials
+    both = shared[:, :width]
+    matrices = [np.where(both, side.reward[:, :width], np.nan)[side.rows] for side in (a, b)]
+    infra = [int(np.count_nonzero(both & side.infra[:, :width])) for side in (a, b)]  # per record
+    return matrices[0], matrices[1], width, infra[0], infra[1]
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """One replicate block's rollouts as parallel columns, in the order read: a session's table of 60,000
+    rollouts without a record each. :meth:`arm_arrays` answers what the record functions answer, to the
+    bit."""
+
+    tag: Sequence[str]
+    task_id: Sequence[str]
+    trial: Sequence[int]
+    reward: Sequence[float | None]
+    passed: Sequence[bool | int | None]
+    infra_error: Sequence[str | None]
+    cost_usd: Sequence[float]
+
+    @classmethod
+    def of_arms(cls, by_tag: ByTag) -> Outcomes:
+        cells = [(tag, task_id, k, r) for tag, arm in by_tag.items() for (task_id, k), r in arm.items()]
+        records = [r for *_, r in cells]
+        return cls(
+            [c[0] for c in cells],
+            [c[1] for c in cells],
+            [c[2] for c in cells],
+            [r.reward for r in records],
+            [r.passed for r in records],
+            [r.infra_error for r in records],
+            [r.cost_usd for r in records],
+        )
+
+    @cached_property
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        """The columns as arrays, made once: tag, trial, infra error?, reward?, reward (nan), passed (nan)."""
+        n = len(self.tag)
+        return (
+            np.array(self.tag, dtype=object),
+            np.fromiter(self.trial, np.int64, n),
+            np.fromiter(map(is_not, self.infra_error, repeat(None)), bool, n),
+            np.fromiter(map(is_not, self.reward, repeat(None)), bool, n),
+            np.array(self.reward, dtype=float).reshape(n),
+            np.array(self.passed, dtype=float).reshape(n),
+        )
+
+    def _rows(self, task_ids: Sequence[str]) -> np.ndarray:
+        """Each rollout's row among ``task_ids`` (-1: not one; a repeated task: its last row). Kept for the
+        last list asked."""
+        key = tuple(task_ids)
+        cached = self.__dict__.get("_rows_of")
+        if cached is None or cached[0] != key:
+            rows_of = {task_id: i for i, task_id in enumerate(task_ids)}
+            rows = np.fromiter(map(rows_of.get, self.task_id, repeat(-1)), np.intp, len(self.task_id))
+            cached = self.__dict__["_rows_of"] = (key, rows)
+        return cached[1]
+
+    def arm_arrays(
+        self, tag: str, task_ids: Sequence[str], num_trials: int
+    ) -> tuple[np.ndarray, np.ndarray, int, float]:
+        """The tag's reward and pass matrices (nan unless valid), infra errors and cost over these tasks
+        and the first ``num_trials`` trials."""
+        rewards = np.full((len(task_ids), num_trials), np.nan)
+        passes = np.full((len(task_ids), num_trials), np.nan)
+        if not len(self.tag):
+            return rewards, passes, 0, 0.0
+        tags, trial, infra, has_reward, reward, passed = self._arrays
+        row = self._rows(task_ids)
+        kept = np.flatnonzero((tags == tag) & (row >= 0) & (trial < num_trials))  # in the arm's order
+        measured = kept[~infra[kept] & has_reward[kept]]
+        rewards[row[measured], trial[measured]] = reward[measured]
+        passes[row[measured], trial[measured]] = passed[measured]
+        # added one by one in the arm's order, as a loop over its records adds them (a numpy sum
+        # pairs them, and can differ in the last bit)
+        cost = reduce(operator.add, map(self.cost_usd.__getitem__, kept.tolist()), 0.0)
+        return rewards, passes, int(np.count_nonzero(infra[kept])), cost
+
+
+def val_paid_by_tag(rundir: RunDir, events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The val rollouts held for each tag a ``screen`` event names (what a kill's saving is checked
+    against)."""
+    tags = sorted({str(e.get("tag")) for e in events if e.get("kind") == SCREEN})
+    return {tag: len(rundir.rollouts.indexed_rollouts("val", [tag])) for tag in tags}

@@ -1,0 +1,98 @@
+"""For decisions, the first outcome the log recorded for a rollout stands; a redraw is counted.
+
+With an adapter that does not reproduce its draws, deleting the files of a candidate's failures (and the
+best's passes) made every session redraw exactly those, and a no-op was accepted after a few rounds. So a
+gate reads, per key, the first valid ``rollout`` event's reward, and its verdict records how many rollouts
+each arm paid again. Every event must first be paid once by a claiming session (:mod:`..log.paid_by`).
+
+Infra errors are missing data: a key takes its first valid outcome. But that is a second draw, and
+candidate code chooses which draws end in an error, so :func:`redrawn_after_errors` names those keys for
+the error-imbalance check's worst case. Controller only; test rollouts are never gated."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..._project.splits import TEST_SPLIT
+from ..log import paid_by
+from ..log.event_kinds import ROLLOUT
+from ..rundir import RunDir
+from .evidence import ByTag
+
+Key = tuple[str, str, str, int]  # split, tag, task id, trial
+
+
+def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
+    first: dict[Key, float] = {}
+    paid: dict[Key, int] = {}
+    events = rundir.log.of_kinds(*paid_by.KINDS)
+    # a rollout no session's claim paid, or a key paid twice, is refused before it is read
+    paid_by.refuse_untrusted(events, rundir.run_id)
+    for event in events:
+        if event.get("kind") != ROLLOUT:
+            continue
+        if event.get("split") == TEST_SPLIT or event.get("infra_error") or event.get("reward") is None:
+            continue
+        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        first.setdefault(key, float(event["reward"]))
+        paid[key] = paid.get(key, 0) + 1
+    return first, paid
+
+
+def redrawn_after_errors(rundir: RunDir) -> set[Key]:
+    """The keys whose first logged attempt was an infra error and were paid again: counted as that error
+    when the gate checks the arms' errors."""
+    errored: set[Key] = set()
+    redrawn: set[Key] = set()
+    for event in rundir.log.of_kinds(ROLLOUT):
+        if event.get("split") == TEST_SPLIT:
+            continue
+        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        if event.get("infra_error") or event.get("reward") is None:
+            errored.add(key)
+        elif key in errored:
+            redrawn.add(key)
+    return redrawn
+
+
+def first_errors(rundir: RunDir, split: str) -> set[Key]:
+    """The keys of ``split`` whose first logged attempt was an infra error, paid again or not; the seal
+    counts each against the arm it would flatter."""
+    seen: set[Key] = set()
+    errored: set[Key] = set()
+    for event in rundir.log.of_kinds(ROLLOUT):
+        if event.get("split") != split:
+            continue
+        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        if key not in seen and (event.get("infra_error") or event.get("reward") is None):
+            errored.add(key)
+        seen.add(key)
+    return errored
+
+
+def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByTag, dict[str, int]]:
+    """``by_tag`` with each valid record's reward the log's first for its key, and per tag how many
+    rollouts were paid again after a valid one."""
+    first, paid = logged_firsts(rundir)
+    held: ByTag = {}
+    repaid: dict[str, int] = {}
+    for tag, arm in by_tag.items():
+        repaid[tag] = 0
+        held[tag] = {}
+        for cell, record in arm.items():
+            key = (record.split, record.tag, record.task_id, record.trial)
+            repaid[tag] += max(0, paid.get(key, 0) - 1)
+            reward = first.get(key)
+            if record.valid and reward is not None and reward != record.reward:
+                record = replace(record, reward=reward, passed=reward >= threshold)
+            held[tag][cell] = record
+    return held, repaid
+
+
+def repaid_details(repaid: dict[str, int], tag: str, against: str) -> dict[str, Any]:
+    return {
+        "repaid_rollouts": {tag: repaid.get(tag, 0), against: repaid.get(against, 0)},
+        "repaid_rule": "a rollout paid again (its file vanished or was quarantined) is decided on "
+        "the first valid outcome the log recorded for it",
+    }

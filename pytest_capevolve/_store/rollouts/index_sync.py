@@ -1,0 +1,335 @@
+"""The rollout index as a view of the log: how ``index.sqlite`` catches up, and is rebuilt.
+
+Part of the rollouts part (``run.rollouts.index_view``) of :class:`..rundir.RunDir`; controller
+only, under the run's lock. The index (:mod:`.index`) remembers where in ``events.jsonl`` it is
+current; catching up reads only what was logged since (rows for this process's own rollouts
+wait in memory, others are read from their files), and a missing, damaged or orphaned index
+is rebuilt from the rollout files — logging, on the way, files the log recorded that are gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..._project.splits import TEST_SPLIT
+from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
+from ..log.events import EventLog
+from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
+from .index import FIELDS as FIELDS_INDEX
+from .record import RecordError, RolloutRecord
+from .rollout_scan import Scanned, data_of, error_of
+
+VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
+_INDEX_FIELDS = {
+    ROLLOUT: ("kind", "seq", "split", "task_id", "tag", "trial"),
+    ROLLOUT_QUARANTINED: ("kind", "file"),
+    ROLLOUT_VANISHED: ("kind", "files"),
+}
+
+
+def _index_view(event: dict[str, Any]) -> dict[str, Any] | None:
+    """What :meth:`IndexView.sync` holds of a logged event: the fields that name a
+    rollout file, of the kinds that change the index; nothing of any other."""
+    fields = _INDEX_FIELDS.get(str(event.get("kind")))
+    return None if fields is None else {key: event[key] for key in fields if key in event}
+
+
+class IndexView:
+    """``index.sqlite`` kept current with ``log``: ``read_files`` reads a split's rollout files
+    (damage quarantined) for a rebuild; ``notices`` collects what was found and done."""
+
+    def __init__(
+        self,
+        root: Path,
+        log: EventLog,
+        index: RolloutIndex,
+        rollout_path: Callable[[str, str, str, int], Path],
+        notices: list[str],
+        read_files: Callable[[str], list[tuple[Path, RolloutRecord]]],
+    ) -> None:
+        self.root = root
+        self.log = log
+        self.index = index
+        self.rollout_path = rollout_path
+        self.notices = notices
+        self.read_files = read_files
+        self._scanned: dict[str, list[Scanned]] | None = None  # set by :meth:`reading`
+
+    # -- a view of the log (:class:`..log.log_views.LogView`) ---------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.index.path.name
+
+    def catch_up(self) -> None:
+        """Under the lock: :meth:`sync`; an index that cannot be is let go (a cache: the next
+        reader rebuilds it), said in the notices."""
+        try:
+            self.sync()
+        except (IndexDamaged, OSError) as exc:
+            self.index.close()
+            self.notices.append(f"{self.index.path}: could not be brought up to date ({exc})")
+
+    def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
+        """The index's rows against the files they stand for: a row whose numbers differ from
+        its file (the index edited, or stale), a row without a file, a file without a row.
+        Caught up first (with ``repair``, rebuilt if it must be: a deletion it finds is logged)."""
+        name = self.name
+        if not repair and not self.index.path.exists():  # not even an empty one made: verify reads
+            return [f"{name}: missing (the next session, or capevolve verify --repair, rebuilds it)"]
+        try:
+            with self.log.lock():
+                self.sync(rebuild=repair)
+            problems: list[str] = []
+            if self._scanned is not None and not repair:  # the audit's one read of every file
+                # (a repair may rebuild the index and move damaged files first: read again)
+                for split, files in self._scanned.items():
+                    if split != TEST_SPLIT:
+                        problems += self._check_scanned(split, files)
+                return problems
+            for split_dir in sorted((self.root / "rollouts").glob("*")):
+                split = split_dir.name
+                if split_dir.is_dir() and not split.startswith(".") and split != TEST_SPLIT:
+                    problems += self._check_split(
+                        split, {path.name: path for path in split_dir.glob("*.json")}
+                    )
+            return problems
+        except IndexDamaged as exc:
+            return [f"{name}: unusable ({exc})"]
+
+    def _check_split(self, split: str, files: dict[str, Path]) -> list[str]:
+        name, problems = self.name, []
+        columns = (*FIELDS_INDEX, "file", "size", "mtime_ns")
+        rows = {
+            row[len(FIELDS_INDEX)]: dict(zip(columns, row, strict=True)) for row in self.index.rows(split)
+        }
+        for file, row in sorted(rows.items()):
+            if file not in files:
+                problems.append(f"{name}: a {split} row for {file}, which is not on disk")
+                continue
+            stat = files[file].stat()
+            if (stat.st_size, stat.st_mtime_ns) != (row["size"], row["mtime_ns"]):
+                continue  # the file changed since: readers read it again (checked above)
+            try:
+                data = json.loads(files[file].read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError, OSError):
+                continue  # reported above as unreadable
+            for field in ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd"):
+                if data.get(field) != row[field]:
+                    problems.append(
+                        f"{name}: {field} {row[field]!r} for rollouts/{split}/{file}, "
+                        f"but the file says {data.get(field)!r}"
+                    )
+        return problems + [
+            f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
+        ]
+
+    @contextlib.contextmanager
+    def reading(self, scanned: dict[str, list[Scanned]]) -> Iterator[None]:
+        """While inside: :meth:`check` compares the rows with ``scanned`` (the files as the
+        audit read them) rather than reading every file again."""
+        self._scanned = scanned
+        try:
+            yield
+        finally:
+            self._scanned = None
+
+    def _check_scanned(self, split: str, scanned: list[Scanned]) -> list[str]:
+        """:meth:`_check_split` on files already read: the same lines, in the same order (every
+        row compared with its file at once, field by field only where they differ). The scan
+        took no stat of the files: a row that disagrees with its file is reported only if the
+        file's size and mtime, taken now, are still the row's (else readers read it again)."""
+        name, problems = self.name, []
+        fetched = self.index.checked(split)
+        if _agree(fetched, scanned):
+            return []
+        files = {seen[0]: seen for seen in scanned}
+        rows = {row[0]: row for row in fetched}
+        mtimes: dict[str, int] | None = None
+        for file in sorted(rows):
+            row = rows[file]
+            seen = files.get(file)
+            if seen is None:
+                problems.append(f"{name}: a {split} row for {file}, which is not on disk")
+                continue
+            if seen[1] != row[1]:
+                continue  # the file changed since: readers read it again (checked above)
+            data = data_of(seen, split)
+            if error_of(seen) is not None or not isinstance(data, dict):
+                continue  # reported above as unreadable
+            said = tuple(map(data.get, CHECKED))
+            if said == row[2:]:
+                continue
+            if mtimes is None:
+                mtimes = {row[-3]: row[-1] for row in self.index.rows(split)}
+            try:
+                stat = os.stat(self.root / "rollouts" / split / file)
+            except OSError:
+                continue  # gone since it was read: the next reader finds it missing
+            if (stat.st_size, stat.st_mtime_ns) != (row[1], mtimes.get(file)):
+                continue  # the file changed since: readers read it again (checked above)
+            for field, in_row, in_file in zip(CHECKED, row[2:], said, strict=True):
+                if in_file != in_row:
+                    problems.append(
+                        f"{name}: {field} {in_row!r} for rollouts/{split}/{file}, "
+                        f"but the file says {in_file!r}"
+                    )
+        return problems + [
+            f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
+        ]
+
+    def rebuild(self, problems: Sequence[str]) -> str:
+        """Under the lock: a fresh index from every train and val rollout file."""
+        self._rebuild_index("verify --repair")
+        return f"{self.name}: rebuilt from the rollout files ({len(problems)} disagreement(s))"
+
+    def sync(self, *, rebuild: bool = True) -> None:
+        """Under the lock: catch the index up with the log — rows for the rollouts logged since
+        it was last current (from memory for this process's, else from their files), quarantined
+        and vanished files out. Rebuilt from the files when it is missing, damaged or behind a
+        log that no longer continues where it stopped; ``rebuild=False`` (a reader that must not
+        write the run, as plain ``capevolve verify``): :class:`IndexDamaged` then instead, since a
+        rebuild also logs files it finds deleted by hand."""
+        try:
+            position = self.index.position()
+            tail = None if position is None else self.log.events_after(*position, _index_view)
+            if tail is None:
+                problem = "missing" if position is None else "behind a rewritten events.jsonl"
+                if not rebuild:
+                    raise IndexDamaged(problem)
+                self._rebuild_index(problem)
+                return
+            events, offset, seq = tail  # each event held through _index_view
+            if (offset, seq) == position:
+                return
+            changes: dict[tuple[str, str], Row | None] = {}
+            for event in events:
+                kind = event.get("kind")
+                if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
+                    row = self.index.pending.pop(int(event["seq"]), None) or self._row_from_file(event)
+                    path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
+                    changes[(str(event["split"]), path.name)] = row
+                elif kind == ROLLOUT_QUARANTINED:
+                    changes[_split_file(str(event.get("file", "")))] = None
+                elif kind == ROLLOUT_VANISHED:
+                    for file in event.get("files") or ():
+                        changes[_split_file(str(file))] = None
+            self.index.store(
+                [row for row in changes.values() if row is not None],
+                [key for key, row in changes.items() if row is None],
+                (offset, seq),
+            )
+            self.index.pending.clear()
+        except IndexDamaged as exc:
+            if not rebuild:
+                raise
+            self._rebuild_index(f"damaged ({exc})")
+
+    def _row_from_file(self, event: dict[str, Any]) -> Row | None:
+        path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
+        try:
+            stat = path.stat()
+            return row_of(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)), path, stat)
+        except (OSError, UnicodeDecodeError, RecordError):
+            return None  # gone or damaged: a reader finds it (or not) on disk and handles it
+
+    def _rebuild_index(self, problem: str) -> None:
+        """Under the lock: a fresh index from every train and val rollout file."""
+        self.index.remove()
+        rows = []
+        folder = self.root / "rollouts"
+        splits = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+        for split in splits:
+            if split.startswith(".") or split == TEST_SPLIT:
+                continue
+            for path, record in self.read_files(split):
+                with contextlib.suppress(FileNotFoundError):
+                    rows.append(row_of(record, path, path.stat()))
+        self._log_gone_unindexed({tuple(row[i] for i in _KEY_AT) for row in rows})
+        size, _, seq = self.log.tail()
+        self.index.store(rows, [], (size, seq), replace_all=True)
+        self.index.pending.clear()
+        if rows:
+            self.notices.append(f"{self.index.path}: {problem}; rebuilt from {len(rows)} rollout files")
+
+    def _log_gone_unindexed(self, found: set[tuple[Any, ...]]) -> None:
+        """Under the lock, for a rebuild: the train and val rollouts the log recorded (and did
+        not log moved or gone since) whose file is not among ``found`` ((split, tag, task, trial)
+        read from the files) were deleted by hand with no row left to notice it — logged as a
+        vanish all the same, or the next session would pay them again unsaid and ``verify``
+        would count them paid twice for good. One pass over the log, kept to a few fields."""
+
+        def view(event: dict[str, Any]) -> Any:
+            kind = event.get("kind")
+            if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
+                return (
+                    int(event["seq"]),
+                    event["split"],
+                    event["task_id"],
+                    event["tag"],
+                    int(event["trial"]),
+                )
+            if kind == ROLLOUT_QUARANTINED:
+                return (int(event["seq"]), [event.get("file")])
+            if kind == ROLLOUT_VANISHED:
+                return (int(event["seq"]), list(event.get("files") or ()))
+            return None
+
+        log = self.log.events_after(0, 0, view)
+        if log is None:  # a line that is not an event: verify names it; nothing to add here
+            return
+        recorded: dict[str, tuple[int, tuple[Any, ...]]] = {}  # file → (last rollout seq, key)
+        moved: dict[str, int] = {}  # file → seq of its last quarantine or vanish
+        for held in log[0]:
+            if len(held) == 5:
+                seq, split, task_id, tag, trial = held
+                rel = self.rollout_path(split, task_id, tag, trial).relative_to(self.root).as_posix()
+                recorded[rel] = (seq, (split, tag, task_id, trial))
+            else:
+                for file in held[1]:
+                    moved[str(file)] = held[0]
+        gone = [
+            rel
+            for rel, (seq, key) in recorded.items()
+            if key not in found and moved.get(rel, -1) < seq and not (self.root / rel).exists()
+        ]
+        if gone:
+            self.log.append_event(ROLLOUT_VANISHED, files=sorted(gone))
+            self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
+
+
+def _agree(rows: list[Row], files: list[Scanned]) -> bool:
+    """Whether every row says what its file says, with a file for each row and a row for each
+    file — :meth:`IndexView._check_scanned` would find nothing — found by comparing two sorted
+    lists at once: the rows (sorted here) and a split's files (by name, as the scan lists them),
+    each file as a session writes it kept in a row's layout (:mod:`.rollout_scan`). False
+    whenever in doubt (a file not as a session writes it, an order that differs): the
+    row-by-row check then."""
+    rows.sort()
+    return rows == files
+
+
+def vanished_notice(files: list[str], done: str) -> str:
+    """One line for rollout files the log recorded that are gone, however many: a few named,
+    the rest counted (a deleted folder of 10,000 must not print 10,000 lines)."""
+    shown = ", ".join(files[:VANISHED_SHOWN])
+    more = f" and {len(files) - VANISHED_SHOWN} more" if len(files) > VANISHED_SHOWN else ""
+    if len(files) == 1:
+        what = f"{shown}: recorded, but the file is gone"
+    else:
+        what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
+    return f"{what} (deleted by hand?); {done}: treated as missing, so paid again"
+
+
+def _split_file(file: str) -> tuple[str, str]:
+    """``rollouts/<split>/<name>`` as the index's (split, file name)."""
+    folder, _, name = file.removeprefix("rollouts/").partition("/")
+    return folder, name
+
+
+_KEY_AT = tuple(FIELDS_INDEX.index(name) for name in ("split", "tag", "task_id", "trial"))

@@ -1,0 +1,144 @@
+"""A rollout file read back, held to the log: what the log says each rollout came out as (and, for test,
+the sha256 its file was written with), and the quarantine of a file that is damaged, edited or planted:
+moved aside, never deleted, logged, and counted as missing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from ..._project.splits import TEST_SPLIT
+from ..files import RunDirError
+from ..log import paid_by
+from ..log.event_chain import verified_events, verify_events
+from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED
+from ..log.events import EventLog
+from ..log.outcome_ledger import Key, Outcome, OutcomeLedger, outcome
+from .index import RolloutIndex
+from .record import RecordError, RolloutRecord
+from .rollout_digests import LoggedDigests, logged_digest
+
+
+class RolloutReadBack:
+    root: Path
+    run_id: str
+    log: EventLog
+    lock: Callable[[], AbstractContextManager[None]]
+    index: RolloutIndex
+    notices: list[str]
+    ledger: OutcomeLedger
+    digests: LoggedDigests
+
+    def _truth(self) -> dict[Key, Outcome]:
+        return self.ledger.current(self.index.every)
+
+    def _test_truth(self) -> tuple[dict[Key, Outcome], dict[Key, str | None]]:
+        """What the log says every test rollout came out as, with its file's sha256 (under the lock): test
+        is in no index or ledger, and code run during finalize could otherwise rewrite paid test rollouts
+        before the seal burned."""
+        truth: dict[Key, Outcome] = {}
+        digests: dict[Key, str | None] = {}
+
+        def see(event: dict[str, Any]) -> None:
+            if event.get("kind") == ROLLOUT and event.get("split") == TEST_SPLIT:
+                key, recorded = logged_digest(event)
+                digests[key] = recorded
+                truth[key] = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
+
+        # the log is the truth here only if its chain holds: a test event edited to match a
+        # forged file broke the next line's link, and the seal burned the forged mean anyway
+        path = self.log.events_path
+        _, problem = verify_events(path)
+        events = verified_events(path) if problem is None else None
+        if events is None:
+            raise RunDirError(
+                f"{path}: {problem or 'it changed while its chain was checked'}: no test rollout is "
+                "scored against a log that does not verify; run `capevolve verify`"
+            )
+        # the seal reads only what a session claimed and paid once (:mod:`..log.paid_by`)
+        paid_by.refuse_untrusted((e for e in events if e.get("kind") in paid_by.KINDS), self.run_id)
+        for event in events:
+            see(event)
+        return truth, digests
+
+    def _read_one(
+        self,
+        path: Path,
+        truth: dict[Key, Outcome] | None = None,
+        digests: dict[Key, str | None] | None = None,
+    ) -> RolloutRecord | None:
+        """One rollout file: damage quarantined, and a file whose outcome is not the log's (``truth``;
+        None: the ledger's). ``digests`` (a file read again): its bytes held to its event's sha256 too.
+        Test files always are."""
+        try:
+            raw = path.read_bytes()
+            record = RolloutRecord.loads(raw.decode("utf-8"), str(path))
+            split = path.parent.name
+            if truth is None or (split == TEST_SPLIT and digests is None):
+                with self.lock():
+                    truth, digests = self._test_truth() if split == TEST_SPLIT else (self._truth(), digests)
+            key = (split, record.tag, record.task_id, int(record.trial))
+            logged = truth.get(key)
+            if logged != outcome(record.reward, record.infra_error, record.cost_usd):
+                self.quarantine(path, _differs(record, logged))
+                return None
+            if digests is not None and self._bytes_differ(key, raw, digests):
+                self.quarantine(
+                    path,
+                    "its bytes differ from what its rollout event recorded (sha256): edited after "
+                    "it was written",
+                )
+                return None
+            return record
+        except FileNotFoundError:
+            return None
+        except RecordError as exc:
+            if exc.newer:
+                raise RunDirError(str(exc)) from None
+            self.quarantine(path, str(exc).removeprefix(f"{path}: "))
+        except (UnicodeDecodeError, OSError) as exc:
+            self.quarantine(path, f"unreadable: {exc}")
+        return None
+
+    def _bytes_differ(self, key: Key, raw: bytes, digests: dict[Key, str | None]) -> bool:
+        """Whether ``raw`` is not the bytes the newest rollout event of ``key`` recorded; a mismatch is
+        looked up again under the lock (the rollout may have been paid again since)."""
+        recorded = digests.get(key)
+        if recorded is None or hashlib.sha256(raw).hexdigest() == recorded:
+            return False
+        if key[0] == TEST_SPLIT:  # read from the whole log just now (_test_truth): nothing newer
+            return True
+        with self.lock():
+            recorded = self.digests.current().get(key)
+        return recorded is not None and hashlib.sha256(raw).hexdigest() != recorded
+
+    def quarantine(self, path: Path, problem: str) -> Path:
+        rel = path.relative_to(self.root)
+        dest = self.root / "rollouts" / ".quarantine" / rel.parent.name / f"{path.name}.{time.time_ns()}"
+        with self.lock():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+            self.log.append_event(
+                ROLLOUT_QUARANTINED,
+                file=rel.as_posix(),
+                problem=problem,
+                moved_to=dest.relative_to(self.root).as_posix(),
+            )
+        self.notices.append(
+            f"{path}: {problem}; quarantined to {dest.relative_to(self.root)}: treated as missing, "
+            "so it is paid again"
+        )
+        return dest
+
+
+def _differs(record: RolloutRecord, logged: Outcome | None) -> str:
+    said = f"reward {record.reward!r}, infra error {record.infra_error!r}, cost {record.cost_usd!r}"
+    if logged is None:
+        return f"no rollout event in the log records it (it says {said}): not evidence"
+    was = f"reward {logged[0]!r}, infra error {logged[1]!r}, cost {logged[2]!r}"
+    return f"it says {said}, but its rollout event logged {was}: edited after it was written"
