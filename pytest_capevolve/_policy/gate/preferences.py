@@ -21,7 +21,6 @@ from ..._stats.pairwise import net_preference, p_greater_exact, sign_test
 from ..._store.log.event_kinds import CANDIDATE_REGISTERED, JUDGE_FAILED, JUDGING, PREFERENCE
 from ..._store.log.paid_by import UntrustedRecord
 from ..._store.readers.evidence import Arm
-from ..._store.readers.first_outcomes import redrawn_after_errors
 from ..._store.rollouts.record import RolloutRecord
 from ..._store.rundir import RunDir
 from ...exitcodes import first_few
@@ -195,9 +194,11 @@ def pairwise_nets(
     tag: str,
     against: str,
     prefer: Prefer | None,
+    redrawn: set[tuple[str, str, str, int]],
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """The net preferences a ``pairwise`` verdict reads: judged first where ``prefer`` is given, else from
-    the log alone; what kept judgements from being made; and the nets at worst (:func:`task_nets`)."""
+    the log alone; what kept judgements from being made; and the nets at worst (:func:`task_nets`).
+    ``redrawn``: the keys paid again after an infra error (:attr:`.verdicts.Evidence.redrawn`)."""
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)
@@ -205,7 +206,7 @@ def pairwise_nets(
     valid = [{c for c in shown if c in arm and arm[c].valid} for arm in arms]
     cells = valid[0] & valid[1]
     # at worst, as the reward gate imputes them: trials valid on one arm only, and the candidate's paid again
-    uneven, again = valid[0] ^ valid[1], {(t, k) for s, g, t, k in redrawn_after_errors(rundir) if g == tag}
+    uneven, again = valid[0] ^ valid[1], {(t, k) for s, g, t, k in redrawn if g == tag}
     judged, failed = logged_preferences(rundir, tag, against), failed_cells(rundir, tag, against)
     nets, one_way, worst = task_nets(judged, task_ids, cells | uneven, failed | uneven | again)
     if one_way and not problems:  # (a gate session's problems say why an order is missing)

@@ -264,7 +264,7 @@ class Passing:
             tuple((details.get("overridden") or {}).items()),
             details.get("alpha_schedule_why"),
             ask.veto_regressions or bool(details.get("veto_regressions")),
-            looks if counted is None and int(looks.get("look", 1)) > 1 else None,
+            _looks(recorded) if counted is None else None,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -83,7 +84,6 @@ class Evidence:
         read once, on first need."""
         self.by_tag = by_tag
         self._read_redrawn = redrawn
-        self._redrawn: set[tuple[str, str, str, int]] | None = None
         self.task_ids = task_ids
         self.num_trials = num_trials
         self._size_of = size_of
@@ -125,7 +125,7 @@ class Evidence:
             redrawn=lambda: redrawn_after_errors(rundir),
         )
         made.preferences = lambda tag, against: pairwise_nets(
-            rundir, by_tag, task_ids, num_trials, tag, against, prefer
+            rundir, by_tag, task_ids, num_trials, tag, against, prefer, made.redrawn
         )
         return made
 
@@ -187,18 +187,19 @@ class Evidence:
         split = self.judge_noise(tag, against)
         return replace(verdict, judge_noise=split) if split else verdict
 
+    @cached_property
+    def redrawn(self) -> set[tuple[str, str, str, int]]:
+        """The keys ``redrawn()`` names (empty without it), read once for every verdict and preference."""
+        return set() if self._read_redrawn is None else self._read_redrawn()
+
     def _first_attempts(self, tag: str, matrix: np.ndarray) -> np.ndarray:
         """``matrix`` with each trial whose first attempt was an infra error missing: candidate code may
         choose which draws end in an error."""
-        if self._read_redrawn is None:
-            return matrix
-        if self._redrawn is None:
-            self._redrawn = self._read_redrawn()
         cells = [
             (row, k)
             for row, task_id in enumerate(self.task_ids)
             for k in range(matrix.shape[1])
-            if (GATE_SPLIT, tag, task_id, k) in self._redrawn
+            if (GATE_SPLIT, tag, task_id, k) in self.redrawn
         ]
         if not cells:
             return matrix

@@ -11,6 +11,7 @@ nothing."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -155,15 +156,12 @@ def _decided_in_runs(rundir: RunDir, project: Path, mine: Mapping[str, str], fou
     from ..._store.files import RunDirError
     from ..._store.rundir import RUNS_DIR
 
-    for root in sorted((project / RUNS_DIR).glob("*")):
-        if root.name == rundir.run_id or not (root / "events.jsonl").is_file():
-            continue
-        other = RunDir(root)
-        try:
-            _decided_in_run(other, mine, found)
-        except RunDirError:  # a damaged run is refused when it is opened; it decides nothing here
-            continue
-    return {root.name for root in (project / RUNS_DIR).glob("*") if (root / "events.jsonl").is_file()}
+    runs = [root for root in sorted((project / RUNS_DIR).glob("*")) if (root / "events.jsonl").is_file()]
+    for root in runs:
+        if root.name != rundir.run_id:
+            with contextlib.suppress(RunDirError):  # a damaged run is refused when opened: it decides nothing
+                _decided_in_run(RunDir(root), mine, found)
+    return {root.name for root in runs}
 
 
 def _decided_in_run(other: RunDir, mine: Mapping[str, str], found: _Found) -> None:
