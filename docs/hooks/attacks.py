@@ -126,14 +126,13 @@ def attacks_markdown(section: str, root: Path = TESTS) -> str:
         raise AttackRowError(
             f"no test carries a row of section {section!r} (@pytest.mark.attack({section!r}, …))"
         )
-    first = FIRST_COLUMN.get(section, "attack")
-    if any(row.unconfined for row in table):
-        lines = [f"| {first} | outcome confined | outcome unconfined | test |", "|---|---|---|---|"]
-        lines += [
-            f"| {_cell(r.attack)} | {_cell(r.outcome or '')} | {_cell(r.unconfined or '')} | {_tests_cell(r)} |"
-            for r in table
-        ]
-    else:
-        lines = [f"| {first} | outcome | test |", "|---|---|---|"]
-        lines += [f"| {_cell(r.attack)} | {_cell(r.outcome or '')} | {_tests_cell(r)} |" for r in table]
+    # an outcome on each side of the kernel boundary where a row gives one unconfined
+    outcomes = ["outcome confined", "outcome unconfined"] if any(r.unconfined for r in table) else ["outcome"]
+    lines = [
+        f"| {FIRST_COLUMN.get(section, 'attack')} | {' | '.join(outcomes)} | test |",
+        "|---" * (len(outcomes) + 2) + "|",
+    ]
+    for r in table:
+        said = " | ".join(_cell(text or "") for text in (r.outcome, r.unconfined)[: len(outcomes)])
+        lines.append(f"| {_cell(r.attack)} | {said} | {_tests_cell(r)} |")
     return "\n".join(lines)

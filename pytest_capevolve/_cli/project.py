@@ -64,11 +64,11 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         ok(f"adapter {spec.adapter} has tasks, run_target and score")
         first = load_tasks(adapter, spec.adapter)
         second = load_tasks(adapter, spec.adapter)
-        held_out = set(splits_for(spec, first)["test"])  # the sealed split: never run or named here
+        splits = splits_for(spec, first)  # its test split is sealed: never run or named here
     except (SpecError, RunDirError, AdapterError) as exc:
         return fail(str(exc))
     ok(f"{len(first)} tasks, ids unique")
-    unreachable = _margin_out_of_reach(spec, list(first))
+    unreachable = _margin_out_of_reach(spec, len(splits["val"]))
     if unreachable:  # not a failure: a better candidate still passes; said before paying
         checks.append({"ok": True, "note": True, "message": unreachable})
         print(f"note  {unreachable}", file=out)
@@ -82,7 +82,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         )  # the seed's code: a child's
     except AdapterError as exc:
         return fail(str(exc))
-    task = first[min((k for k in first if k not in held_out), default=min(first))]
+    task = first[min(set(first) - set(splits["test"]), default=min(first))]
     try:
         scored = run_and_score(runner, task, spec.capability_path, seed=spec.base_seed, split="val")
     finally:
@@ -108,17 +108,15 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     return exitcodes.CHECK_FAILED if problems else exitcodes.OK
 
 
-def _margin_out_of_reach(spec: Any, task_ids: list[str]) -> str | None:
+def _margin_out_of_reach(spec: Any, n_val: int) -> str | None:
     """Why a candidate only as good as the best could not be shown no worse than
-    ``gate_margin`` on this project's val split (even at the full ``gate_alpha``), or None."""
+    ``gate_margin`` on ``n_val`` val tasks (even at the full ``gate_alpha``), or None."""
     if not spec.gate_margin:
         return None
     import numpy as np
 
-    from .._project.spec import splits_for
     from .._stats.margin import lower_bound
 
-    n_val = len(splits_for(spec, task_ids)["val"])
     reach = lower_bound(np.zeros(n_val), float(spec.gate_alpha))
     if reach > spec.gate_margin:
         return None

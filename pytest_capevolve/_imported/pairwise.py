@@ -44,7 +44,9 @@ class PairwiseComparison:
     alpha: float
     min_coverage: float
     test: SignTest = field(init=False)
-    worst: SignTest = field(init=False)  # each failed judgement counted as A preferred
+    # each failed judgement counted as A preferred: a candidate can make the judge fail on the
+    # tasks it would lose (an output its reply parser chokes on)
+    worst: SignTest = field(init=False)
     by: str = field(init=False)
     decision: str = field(init=False)
     reason: str = field(init=False)
@@ -54,7 +56,7 @@ class PairwiseComparison:
         clusters = {j.task_id: j.cluster for j in self.judgements if j.cluster is not None}
         self.by = "cluster" if clusters else "task"
         self.test = sign_test(unit_nets(nets, clusters))
-        self.worst = sign_test(unit_nets(self.worst_nets, clusters))
+        self.worst = sign_test(unit_nets(self._nets(failed_as="A"), clusters))
         self.decision, self.reason = _decision(self)
 
     @property
@@ -64,19 +66,13 @@ class PairwiseComparison:
     @property
     def task_nets(self) -> dict[str, int]:
         """Net preference of each task with at least one judgement that did not fail."""
-        valid: dict[str, list[str]] = {}
-        for j in self.judgements:
-            if j.preference is not None:
-                valid.setdefault(j.task_id, []).append(j.preference)
-        return {task: net_preference(prefs) for task, prefs in valid.items()}
+        return self._nets(failed_as=None)
 
-    @property
-    def worst_nets(self) -> dict[str, int]:
-        """Each task's net with every failed judgement counted as A preferred: a candidate can
-        make the judge fail on the tasks it would lose (an output its reply parser chokes on)."""
+    def _nets(self, failed_as: str | None) -> dict[str, int]:
         said: dict[str, list[str]] = {}
         for j in self.judgements:
-            said.setdefault(j.task_id, []).append(j.preference or "A")
+            if (preference := j.preference or failed_as) is not None:
+                said.setdefault(j.task_id, []).append(preference)
         return {task: net_preference(prefs) for task, prefs in said.items()}
 
     @property

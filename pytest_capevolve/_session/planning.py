@@ -415,8 +415,8 @@ def _kept(
     screens: Screens,
     repeats: Repeats,
 ) -> tuple[list[CandidateRequest], bool, dict[str, dict[str, Any]]]:
-    """(candidates to register, whether only the best is left, the decided tags); None when screens refused
-    all."""
+    """(candidates to register, whether only the best is left, the decided tags); none to register when a
+    gate's screens refused every candidate (the best alone decides nothing)."""
     others = [c.tag for c in chosen if c.tag not in (best, SEED_TAG)] if gate.enabled else []
     decided = {tag: found for tag in others if (found := standing_verdict(rundir, tag)) is not None}
     kept = [

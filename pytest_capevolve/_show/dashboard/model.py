@@ -342,11 +342,7 @@ def _decision(event: dict[str, Any]) -> Decision:
         # (:mod:`..._store.decisions.forced`)
         basis=FORCED_LABEL
         if event.get("against_gate")
-        else label_of({**event, "kind": DECISION})
-        if label_of({**event, "kind": DECISION})
-        else None
-        if event.get("basis") is None
-        else str(event.get("basis")),
+        else label_of(event) or (None if event.get("basis") is None else str(event.get("basis"))),
         delta_mean=_number(event.get("delta_mean")),
         p_value=_number(event.get("p_value")),
         note=str(event.get("note") or ""),
