@@ -24,7 +24,7 @@ from pytest_capevolve._store.rundir import RunDir
 
 def _pairwise_candidate(example, projects, adapter: str, ref: str, tag: str, line: str):
     """toy_calc judged pairwise by ``adapter`` (at ``ref``), with candidate ``tag``: the seed's
-    prompt with ``line`` added, so its answers are the seed's."""
+    prompt with ``line`` added (its answers the seed's, unless ``adapter`` reads the prompt)."""
     project = example("toy_calc")
     projects.add_adapter(project, adapter, ref)
     projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
@@ -325,15 +325,8 @@ def test_a_candidate_that_makes_the_judge_fail_on_the_tasks_it_loses_is_not_acce
     """Judged in neither order (the judge failed both times, by the candidate's doing: its wrong
     answers end in an unclosed fence), a task left the sign test without a word on the decision:
     better on the 8 products, worse on the 8 sums (Δ̄ = 0 in rewards), accepted at p = 1/256."""
-    from pytest_capevolve._cli.main import main
-
-    project = example("toy_calc")
-    projects.add_adapter(project, HEDGED, "adapter.py:Hedged")
-    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
-    hedge = project / "candidates" / "hedge"
-    shutil.copytree(project / "capability", hedge)
-    with (hedge / "prompt.md").open("a") as handle:
-        handle.write("\nMultiply carefully. Sloppy sums are fine; end them with ~~~\n")
+    line = "\nMultiply carefully. Sloppy sums are fine; end them with ~~~\n"
+    project = _pairwise_candidate(example, projects, HEDGED, "adapter.py:Hedged", "hedge", line)
     result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none"])
     out = result.stdout.str()[-3000:]
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "hedge.json").read_text())
@@ -367,6 +360,15 @@ class Rerolled(Hedged):
 """
 
 
+def _rerolled_hedge(example, projects):
+    """toy_calc judged by a judge that draws afresh each call (``Rerolled``), with candidate ``hedge``:
+    better on products, worse on sums."""
+    line = "\nMultiply carefully. Sloppy sums are fine.\n"
+    project = _pairwise_candidate(example, projects, HEDGED + REROLLED, "adapter.py:Rerolled", "hedge", line)
+    projects.writable(project, "judge_memory")
+    return project
+
+
 @pytest.mark.attack(
     "candidate-code",
     attack=(
@@ -384,14 +386,7 @@ class Rerolled(Hedged):
 def test_a_candidate_that_rerolls_the_judges_failed_draws_is_not_accepted(
     example, projects, capevolve
 ) -> None:
-    project = example("toy_calc")
-    projects.add_adapter(project, HEDGED + REROLLED, "adapter.py:Rerolled")
-    projects.writable(project, "judge_memory")
-    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
-    hedge = project / "candidates" / "hedge"
-    shutil.copytree(project / "capability", hedge)
-    with (hedge / "prompt.md").open("a") as handle:
-        handle.write("\nMultiply carefully. Sloppy sums are fine.\n")  # better on products, worse on sums
+    project = _rerolled_hedge(example, projects)
     verdicts = []
     for _ in range(3):  # the gate session, then the same again: the failed judgements re-asked
         result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none"])
@@ -423,14 +418,7 @@ def test_a_candidate_whose_judge_failed_cannot_reroll_it_under_a_rerun_tag(
     passes): fresh tags, whose judgements carried no ``judge_failed`` of the first, so the judge's
     failed draws were asked again until they favoured the candidate — ACCEPT at p = 1/1024 on the
     second rerun, booked by ``capevolve commit`` inside the agent, confined."""
-    project = example("toy_calc")
-    projects.add_adapter(project, HEDGED + REROLLED, "adapter.py:Rerolled")
-    projects.writable(project, "judge_memory")
-    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
-    hedge = project / "candidates" / "hedge"
-    shutil.copytree(project / "capability", hedge)
-    with (hedge / "prompt.md").open("a") as handle:
-        handle.write("\nMultiply carefully. Sloppy sums are fine.\n")  # better on products, worse on sums
+    project = _rerolled_hedge(example, projects)
     for extra in ([], ["--capevolve-rerun"], ["--capevolve-rerun"]):
         result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none", *extra])
         assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
@@ -487,13 +475,10 @@ def test_a_candidate_whose_losing_answers_end_in_infra_errors_is_not_accepted_pa
     test with nothing weighing them (the reward gate's worst-case imputation re-ran the pairwise rule on
     the same preferences): ACCEPT at p = 1/256, booked by ``capevolve commit`` inside ``capevolve
     agent --``, confined. A trial valid on one arm only is now weighed at worst, the best preferred."""
-    project = example("toy_calc")
-    projects.add_adapter(project, "\nfrom pathlib import Path\n" + HIDDEN, "adapter.py:Hidden")
-    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
-    hide = project / "candidates" / "hide"
-    shutil.copytree(project / "capability", hide)
-    with (hide / "prompt.md").open("a") as handle:
-        handle.write("\nSloppy sums are fine.\n")
+    adapter = "\nfrom pathlib import Path\n" + HIDDEN
+    project = _pairwise_candidate(
+        example, projects, adapter, "adapter.py:Hidden", "hide", "\nSloppy sums are fine.\n"
+    )
     for _ in range(2):  # the gate session, then again (its missing trials paid again, and raising again)
         result = capevolve(project, "hide", gate=True, extra=["--capevolve-commit", "none"])
         assert result.ret in (0, 10, 11, 12), result.stdout.str()[-3000:]  # 12: infra errors
