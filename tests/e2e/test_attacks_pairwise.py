@@ -13,10 +13,10 @@ import json
 import shutil
 
 import pytest
+from cli_calls import gate, run
 from pairwise_judge import JUDGE
 from run_log import events
 
-from pytest_capevolve._cli.main import main
 from pytest_capevolve._imported.pairwise import compare_pairwise
 from pytest_capevolve._imported.results import ResultsError
 from pytest_capevolve._store.rundir import RunDir
@@ -113,10 +113,8 @@ def test_a_judgement_logged_again_after_the_gate_does_not_turn_its_rederivation(
     assert json.loads((run_dir / "verdicts" / "noop.json").read_text())["decision"] != "accept"
     judged = {(e["task_id"], e["trial"]) for e in events(run_dir) if e["kind"] == "preference"}
     _forge(run_dir, judged)  # each judgement logged again, as B: the last line counted
-    capsys.readouterr()
-    code = main(["gate", "noop", "--project", str(project), "--json"])
-    out = capsys.readouterr()
-    assert code != 0 or json.loads(out.out)["decision"] != "accept", out
+    code, out, err = run(capsys, "gate", "noop", "--project", str(project), "--json")
+    assert code != 0 or json.loads(out)["decision"] != "accept", (out, err)
     assert result.ret is not None
 
 
@@ -272,9 +270,7 @@ def test_a_candidate_that_makes_the_judge_fail_in_the_order_it_would_lose_is_not
     assert verdict["decision"] != "accept", verdict["reason"]
     assert "12 paired trial(s) not judged" in " ".join(verdict["warnings"]), verdict["warnings"]
     # capevolve gate re-derives it from the log (the AB judgements alone) the same way
-    capsys.readouterr()
-    main(["gate", "fence", "--project", str(project), "--json"])
-    again = json.loads(capsys.readouterr().out)
+    again = gate(capsys, project, "fence")
     assert again["decision"] != "accept" and "judged in one order only, not counted" in " ".join(
         again["warnings"]
     )
@@ -332,9 +328,7 @@ def test_a_candidate_that_makes_the_judge_fail_on_the_tasks_it_loses_is_not_acce
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "hedge.json").read_text())
     assert verdict["decision"] != "accept", (verdict["reason"], verdict["warnings"], out)
     assert "worst-case" in verdict["reason"] and "judge" in verdict["reason"], verdict["reason"]
-    capsys.readouterr()  # capevolve gate re-derives it from the log the same way
-    main(["gate", "hedge", "--project", str(project), "--json"])
-    assert json.loads(capsys.readouterr().out)["decision"] != "accept"
+    assert gate(capsys, project, "hedge")["decision"] != "accept"  # re-derived from the log the same way
 
 
 REROLLED = """
@@ -487,6 +481,4 @@ def test_a_candidate_whose_losing_answers_end_in_infra_errors_is_not_accepted_pa
         assert verdict["decision"] == "indecisive", verdict["reason"]  # was: ACCEPT, p = 1/256
         assert "missing on one arm (an infra error)" in verdict["reason"], verdict["reason"]
         assert "mend what makes the judge or the rollouts fail" in verdict["reason"]  # the way on
-    capsys.readouterr()  # capevolve gate re-derives it from the log the same way
-    main(["gate", "hide", "--project", str(project), "--json"])
-    assert json.loads(capsys.readouterr().out)["decision"] == "indecisive"
+    assert gate(capsys, project, "hide")["decision"] == "indecisive"  # re-derived from the log the same way
