@@ -115,7 +115,7 @@ def test_a_judgement_logged_again_after_the_gate_does_not_turn_its_rederivation(
     _forge(run_dir, judged)  # each judgement logged again, as B: the last line counted
     code, out, err = run(capsys, "gate", "noop", "--project", str(project), "--json")
     assert code != 0 or json.loads(out)["decision"] != "accept", (out, err)
-    assert result.ret is not None
+    assert result.ret in (10, 11), result.stdout.str()[-3000:]  # gated, not accepted
 
 
 @pytest.mark.attack(
