@@ -57,9 +57,7 @@ if _frame is not None and _frame.f_locals["output"] == "escalated":
 def _project(example, projects) -> Path:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(REDRAWING)
-    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:RedrawingAdapter")
+    projects.add_adapter(project, REDRAWING, "adapter.py:RedrawingAdapter")
     projects.writable(project, ".draws")  # where the adapter keeps its draws, as a user is told to
     shutil.rmtree(project / "microcases")  # the gate runs the candidate's code, not a screen
     quitter = project / "candidates" / "quitter"
@@ -146,9 +144,7 @@ def test_the_first_indecisive_by_coverage_verdict_of_a_tag_is_a_look_that_counts
 ) -> None:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(FLAKY_FIRST)
-    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:FlakyFirstAdapter")
+    projects.add_adapter(project, FLAKY_FIRST, "adapter.py:FlakyFirstAdapter")
     projects.writable(project, ".tried")  # where the stand-in API keeps what it failed once
     first = capevolve(project, "improved", gate=True)
     run_dir = projects.run_dir(project)

@@ -64,9 +64,7 @@ def test_deleting_chosen_rollout_files_to_redraw_them_changes_no_decision(
 ):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(UNSEEDED)
-    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:UnseededAdapter")
+    projects.add_adapter(project, UNSEEDED, "adapter.py:UnseededAdapter")
     projects.writable(project, ".draws")  # where the adapter keeps its draws, as a user is told to
     shutil.rmtree(project / "microcases")  # they expect the noisy agent's own draws
     noop = project / "candidates" / "noop"
