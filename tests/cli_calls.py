@@ -1,5 +1,5 @@
 """`capevolve` called in process, as both halves of test_cli_args and of test_hill_climb call it:
-the exit code with what it printed (captured by capsys; hill-climb's JSON parsed)."""
+the exit code with what it printed (captured by capsys; hill-climb's and gate's JSON parsed)."""
 
 from __future__ import annotations
 
@@ -23,3 +23,9 @@ def hill_climb(capsys: pytest.CaptureFixture[str], project: Path, *argv: str) ->
     code = main(["hill-climb", str(project), *argv])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.strip() else None), err
+
+
+def gate(capsys: pytest.CaptureFixture[str], project: Path, tag: str) -> dict:
+    """The verdict ``capevolve gate TAG --json`` re-derives from the run's log."""
+    _, out, _ = run(capsys, "gate", tag, "--project", str(project), "--json")
+    return json.loads(out.strip().splitlines()[-1])

@@ -138,10 +138,15 @@ class Projects:
 
     @staticmethod
     def add_adapter(project: Path, source: str, ref: str) -> None:
-        """Append an adapter subclass to a copied toy_calc project and point its spec at it."""
+        """Append an adapter subclass to a copied example's adapter.py and point its spec at it."""
         with (project / "adapter.py").open("a") as handle:
             handle.write(source)
-        Projects.edit_spec(project, "adapter.py:ToyCalcAdapter", ref)
+        named = next(
+            line
+            for line in (project / "capevolve.yaml").read_text().splitlines()
+            if line.startswith("adapter:")
+        )
+        Projects.edit_spec(project, named, f"adapter: {ref}")
 
     @staticmethod
     def writable(project: Path, *folders: str) -> list[Path]:

@@ -57,9 +57,7 @@ if _frame is not None and _frame.f_locals["output"] == "escalated":
 def _project(example, projects) -> Path:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(REDRAWING)
-    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:RedrawingAdapter")
+    projects.add_adapter(project, REDRAWING, "adapter.py:RedrawingAdapter")
     projects.writable(project, ".draws")  # where the adapter keeps its draws, as a user is told to
     shutil.rmtree(project / "microcases")  # the gate runs the candidate's code, not a screen
     quitter = project / "candidates" / "quitter"
@@ -67,6 +65,18 @@ def _project(example, projects) -> Path:
     with (quitter / "tools" / "reply.py").open("a") as handle:
         handle.write(QUIT_ON_FAILURE)
     return project
+
+
+def _gated_as_the_attack_loops(project, projects, capevolve) -> list[dict]:
+    """``quitter`` gated 4 times (the attack's loop): not accepted, decided at once with no infra
+    error; its 40 rollout records."""
+    results = [capevolve(project, "quitter", gate=True) for _ in range(4)]  # the attack's loop
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
+    assert verdict["decision"] != "accept", [r.ret for r in results]
+    assert results[0].ret == 10, results[0].stdout.str()[-3000:]  # decided at once: no infra error
+    records = [r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"]
+    assert len(records) == 40 and not [r for r in records if r["infra_error"]]
+    return records
 
 
 @pytest.mark.attack(
@@ -86,12 +96,7 @@ def test_a_candidate_that_exits_its_child_on_a_failing_answer_books_those_failur
     example, projects, capevolve
 ) -> None:
     project = _project(example, projects)
-    results = [capevolve(project, "quitter", gate=True) for _ in range(4)]  # the attack's loop
-    verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
-    assert verdict["decision"] != "accept", [r.ret for r in results]
-    assert results[0].ret == 10, results[0].stdout.str()[-3000:]  # decided at once: no infra error
-    records = [r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"]
-    assert len(records) == 40 and not [r for r in records if r["infra_error"]]
+    records = _gated_as_the_attack_loops(project, projects, capevolve)
     failed = [r for r in records if r["feedback"].startswith("candidate failure: ")]
     assert failed and all(r["reward"] == 0.0 and "sandbox process" in r["feedback"] for r in failed)
     assert all(r["metrics"]["candidate_failure"] in r["feedback"] for r in failed)
@@ -139,9 +144,7 @@ def test_the_first_indecisive_by_coverage_verdict_of_a_tag_is_a_look_that_counts
 ) -> None:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(FLAKY_FIRST)
-    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:FlakyFirstAdapter")
+    projects.add_adapter(project, FLAKY_FIRST, "adapter.py:FlakyFirstAdapter")
     projects.writable(project, ".tried")  # where the stand-in API keeps what it failed once
     first = capevolve(project, "improved", gate=True)
     run_dir = projects.run_dir(project)
@@ -204,17 +207,9 @@ def test_inside_the_kernel_boundary_a_child_that_exits_on_failure_books_its_fail
 
 # appended to the candidate's tools/reply.py: a failing answer sets the mtime of a file of its own
 # snapshot (an owner may, even read-only and inside the kernel boundary), bytes untouched
-TOUCH_ON_FAILURE = """
-
-import os as _os
-import sys as _sys
-
-_frame = _sys._getframe()
-while _frame is not None and "output" not in _frame.f_locals:
-    _frame = _frame.f_back
-if _frame is not None and _frame.f_locals["output"] == "escalated":
-    _os.utime(__file__, ns=(1, _os.stat(__file__).st_mtime_ns + 1))
-"""
+TOUCH_ON_FAILURE = QUIT_ON_FAILURE.replace(
+    "_os._exit(0)", "_os.utime(__file__, ns=(1, _os.stat(__file__).st_mtime_ns + 1))"
+)
 
 
 @pytest.mark.attack(
@@ -238,10 +233,5 @@ def test_a_candidate_that_touches_its_snapshot_on_a_failing_answer_keeps_those_f
     (project / "candidates" / "quitter" / "tools" / "reply.py").write_text(
         (project / "capability" / "tools" / "reply.py").read_text() + TOUCH_ON_FAILURE
     )
-    results = [capevolve(project, "quitter", gate=True) for _ in range(4)]  # the attack's loop
-    verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
-    assert verdict["decision"] != "accept", [r.ret for r in results]
-    assert results[0].ret == 10, results[0].stdout.str()[-3000:]  # decided at once: no infra error
-    records = [r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"]
-    assert len(records) == 40 and not [r for r in records if r["infra_error"]]
+    records = _gated_as_the_attack_loops(project, projects, capevolve)
     assert [r for r in records if r["output"] == "escalated"]  # the attack ran on failing answers

@@ -16,8 +16,14 @@ import pytest
 from pytest_capevolve._cli.main import main
 
 
-def _write(path, rows) -> str:
-    path.write_text("task_id,trial,reward\n" + "".join(f"{t},0,{r}\n" for t, r in rows))
+def _write(path, rows, cluster=None) -> str:
+    """``rows`` (task, reward) as a results file, with a ``cluster`` column from ``cluster`` (task →
+    cluster; a task it leaves out is its own) if given."""
+    column = "" if cluster is None else ",cluster"
+    cells = {} if cluster is None else {t: f",{cluster.get(t, t)}" for t, _ in rows}
+    path.write_text(
+        f"task_id,trial,reward{column}\n" + "".join(f"{t},0,{r}{cells.get(t, '')}\n" for t, r in rows)
+    )
     return str(path)
 
 
@@ -47,6 +53,11 @@ def test_a_candidate_file_without_its_losing_tasks_is_not_accepted(tmp_path, cap
     assert "worst-case imputation of the missing trials" in verdict["reason"]
 
 
+# 60 tasks: 13 the candidate wins, 8 it loses, 39 equal: p = 0.19 task by task, a reject
+BASE = [(f"t{i}", 0 if i < 13 else (1 if i < 21 else i % 2)) for i in range(60)]
+CAND = [(t, 1 - r if int(t[1:]) < 21 else r) for t, r in BASE]
+
+
 @pytest.mark.attack(
     "inputs",
     attack=(
@@ -61,19 +72,13 @@ def test_a_candidate_file_without_its_losing_tasks_is_not_accepted(tmp_path, cap
     ),
 )
 def test_a_candidate_file_that_clusters_each_loss_with_a_win_is_not_accepted(tmp_path, capsys) -> None:
-    # 60 tasks: 13 the candidate wins, 8 it loses, 39 equal: p = 0.19 task by task, a reject
-    base = [(f"t{i}", 0 if i < 13 else (1 if i < 21 else i % 2)) for i in range(60)]
-    cand = [(t, 1 - r if int(t[1:]) < 21 else r) for t, r in base]
     # clusters chosen after the results: loss t13+k with win tk (net 0), five wins left alone
     cluster = {f"t{k}": f"c{k}" for k in range(8)} | {f"t{13 + k}": f"c{k}" for k in range(8)}
-    a = _write(tmp_path / "a.csv", base)
-    plain = main(["compare", a, _write(tmp_path / "plain.csv", cand), "--json"])
+    a = _write(tmp_path / "a.csv", BASE)
+    plain = main(["compare", a, _write(tmp_path / "plain.csv", CAND), "--json"])
     assert plain == 10 and json.loads(capsys.readouterr().out)["comparisons"][0]["decision"] == "reject"
-    b = tmp_path / "b.csv"
-    b.write_text(
-        "task_id,trial,reward,cluster\n" + "".join(f"{t},0,{r},{cluster.get(t, t)}\n" for t, r in cand)
-    )
-    code = main(["compare", a, str(b), "--json"])  # was: ACCEPT, 52 clusters, p = 1/32
+    b = _write(tmp_path / "b.csv", CAND, cluster)
+    code = main(["compare", a, b, "--json"])  # was: ACCEPT, 52 clusters, p = 1/32
     said = capsys.readouterr()
     assert code == 4 and "accept" not in said.out.lower(), said.out
     assert "in none in the baseline's file" in said.err and "--clusters FILE" in said.err, said.err
@@ -92,15 +97,9 @@ def test_a_candidate_file_that_clusters_each_loss_with_a_win_is_not_accepted(tmp
 def test_clusters_fixed_with_the_baseline_are_still_flipped_whole(tmp_path, capsys, where) -> None:
     """The way on the refusal names works: the same clusters in the baseline's file too, or for
     both runs with --clusters FILE, are read (and this run is then not better: p = 1/2)."""
-    base = [(f"t{i}", 0 if i < 13 else (1 if i < 21 else i % 2)) for i in range(60)]
-    cand = [(t, 1 - r if int(t[1:]) < 21 else r) for t, r in base]
     cluster = {f"t{i}": "x" if i < 30 else "y" for i in range(60)}
-    files = []
-    for name, rows in (("a.csv", base), ("b.csv", cand)):
-        text = "".join(f"{t},0,{r}" + (f",{cluster[t]}" if where == "both" else "") + "\n" for t, r in rows)
-        header = "task_id,trial,reward" + (",cluster" if where == "both" else "")
-        (tmp_path / name).write_text(header + "\n" + text)
-        files.append(str(tmp_path / name))
+    in_files = cluster if where == "both" else None
+    files = [_write(tmp_path / "a.csv", BASE, in_files), _write(tmp_path / "b.csv", CAND, in_files)]
     extra = []
     if where == "flag":
         (tmp_path / "map.csv").write_text(

@@ -33,9 +33,7 @@ def noisy(example, projects, adapter_source: str = "", cls: str = "") -> Path:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     if adapter_source:
-        with (project / "adapter.py").open("a") as handle:
-            handle.write(adapter_source)
-        projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", f"adapter.py:{cls}")
+        projects.add_adapter(project, adapter_source, f"adapter.py:{cls}")
     return project
 
 

@@ -14,6 +14,7 @@ import json
 
 import pytest
 
+from pytest_capevolve._cli.main import main
 from pytest_capevolve._policy.alpha.gate_settings import settings_of
 from pytest_capevolve._project.spec import load_spec
 from pytest_capevolve._store.rundir import RunDir
@@ -114,6 +115,19 @@ def test_a_margin_set_after_the_baseline_before_the_first_decision_is_not_taken(
     assert verdict["decision"] != "accept", verdict["reason"]  # Δ̄ = −0.125: worse, and "no worse than −0.9"
 
 
+def _adopted_in_a_new_run(projects, capevolve, capsys, project, tag: str, owners: str, gated: str) -> str:
+    """``tag`` accepted and booked under the spec's ``owners`` text set to ``gated``, then gated in a
+    new run under ``owners`` (``REPEAT``): what ``capevolve commit --decision accept`` refused with."""
+    projects.edit_spec(project, owners, gated)
+    assert capevolve(project, tag, gate=True).ret == 0
+    projects.edit_spec(project, gated, owners)
+    again = capevolve(project, tag, gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"])
+    assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT of the accept
+    capsys.readouterr()
+    assert main(["commit", tag, "--project", str(project), "--decision", "accept"]) != 0
+    return capsys.readouterr().err
+
+
 @pytest.mark.attack(
     "laundering",
     attack=(
@@ -131,18 +145,10 @@ def test_a_margin_set_after_the_baseline_before_the_first_decision_is_not_taken(
 def test_a_margin_accept_is_not_adopted_by_a_run_that_asks_better(
     example, projects, capevolve, capsys
 ) -> None:
-    from pytest_capevolve._cli.main import main
-
     project = example("noisy_agent")
     projects.one_trial_with_noop(project, "Be courteous.")
-    projects.edit_spec(project, "gate_mode: exact", "gate_mode: exact\ngate_margin: -0.9")
-    assert capevolve(project, "noop", gate=True).ret == 0  # accepted, booked: "no worse than -0.9"
-    projects.edit_spec(project, "gate_margin: -0.9", "")
-    again = capevolve(project, "noop", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"])
-    assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT of the accept
-    capsys.readouterr()
-    assert main(["commit", "noop", "--project", str(project), "--decision", "accept"]) != 0
-    said = capsys.readouterr().err
+    margin = "gate_mode: exact\ngate_margin: -0.9"  # accepted, booked: "no worse than -0.9"
+    said = _adopted_in_a_new_run(projects, capevolve, capsys, project, "noop", "gate_mode: exact", margin)
     assert "under gate_margin -0.9 (this run: 0.0)" in said and "gate a changed version" in said, said
 
 
@@ -159,17 +165,9 @@ def test_a_margin_accept_is_not_adopted_by_a_run_that_asks_better(
 def test_an_accept_at_a_looser_alpha_is_not_adopted_by_a_run_at_the_owners(
     example, projects, capevolve, capsys
 ) -> None:
-    from pytest_capevolve._cli.main import main
-
     project = example("noisy_agent")
     projects.one_trial_with_noop(project, "Be courteous.")
     (project / "candidates" / "noop").rename(project / "candidates" / "c18")  # its draws: p = 0.09
-    projects.edit_spec(project, "gate_alpha: 0.05", "gate_alpha: 0.25")
-    assert capevolve(project, "c18", gate=True).ret == 0  # accepted at α = 0.25, booked
-    projects.edit_spec(project, "gate_alpha: 0.25", "gate_alpha: 0.05")
-    again = capevolve(project, "c18", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"])
-    assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT of the accept
-    capsys.readouterr()
-    assert main(["commit", "c18", "--project", str(project), "--decision", "accept"]) != 0
-    said = capsys.readouterr().err
+    looser = "gate_alpha: 0.25"  # accepted at α = 0.25, booked
+    said = _adopted_in_a_new_run(projects, capevolve, capsys, project, "c18", "gate_alpha: 0.05", looser)
     assert "under gate_alpha 0.25 (this run: 0.05)" in said and "gate a changed version" in said, said

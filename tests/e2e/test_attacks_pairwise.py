@@ -13,10 +13,10 @@ import json
 import shutil
 
 import pytest
+from cli_calls import gate, run
 from pairwise_judge import JUDGE
 from run_log import events
 
-from pytest_capevolve._cli.main import main
 from pytest_capevolve._imported.pairwise import compare_pairwise
 from pytest_capevolve._imported.results import ResultsError
 from pytest_capevolve._store.rundir import RunDir
@@ -24,7 +24,7 @@ from pytest_capevolve._store.rundir import RunDir
 
 def _pairwise_candidate(example, projects, adapter: str, ref: str, tag: str, line: str):
     """toy_calc judged pairwise by ``adapter`` (at ``ref``), with candidate ``tag``: the seed's
-    prompt with ``line`` added, so its answers are the seed's."""
+    prompt with ``line`` added (its answers the seed's, unless ``adapter`` reads the prompt)."""
     project = example("toy_calc")
     projects.add_adapter(project, adapter, ref)
     projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
@@ -113,11 +113,9 @@ def test_a_judgement_logged_again_after_the_gate_does_not_turn_its_rederivation(
     assert json.loads((run_dir / "verdicts" / "noop.json").read_text())["decision"] != "accept"
     judged = {(e["task_id"], e["trial"]) for e in events(run_dir) if e["kind"] == "preference"}
     _forge(run_dir, judged)  # each judgement logged again, as B: the last line counted
-    capsys.readouterr()
-    code = main(["gate", "noop", "--project", str(project), "--json"])
-    out = capsys.readouterr()
-    assert code != 0 or json.loads(out.out)["decision"] != "accept", out
-    assert result.ret is not None
+    code, out, err = run(capsys, "gate", "noop", "--project", str(project), "--json")
+    assert code != 0 or json.loads(out)["decision"] != "accept", (out, err)
+    assert result.ret in (10, 11), result.stdout.str()[-3000:]  # gated, not accepted
 
 
 @pytest.mark.attack(
@@ -272,9 +270,7 @@ def test_a_candidate_that_makes_the_judge_fail_in_the_order_it_would_lose_is_not
     assert verdict["decision"] != "accept", verdict["reason"]
     assert "12 paired trial(s) not judged" in " ".join(verdict["warnings"]), verdict["warnings"]
     # capevolve gate re-derives it from the log (the AB judgements alone) the same way
-    capsys.readouterr()
-    main(["gate", "fence", "--project", str(project), "--json"])
-    again = json.loads(capsys.readouterr().out)
+    again = gate(capsys, project, "fence")
     assert again["decision"] != "accept" and "judged in one order only, not counted" in " ".join(
         again["warnings"]
     )
@@ -325,23 +321,14 @@ def test_a_candidate_that_makes_the_judge_fail_on_the_tasks_it_loses_is_not_acce
     """Judged in neither order (the judge failed both times, by the candidate's doing: its wrong
     answers end in an unclosed fence), a task left the sign test without a word on the decision:
     better on the 8 products, worse on the 8 sums (Δ̄ = 0 in rewards), accepted at p = 1/256."""
-    from pytest_capevolve._cli.main import main
-
-    project = example("toy_calc")
-    projects.add_adapter(project, HEDGED, "adapter.py:Hedged")
-    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
-    hedge = project / "candidates" / "hedge"
-    shutil.copytree(project / "capability", hedge)
-    with (hedge / "prompt.md").open("a") as handle:
-        handle.write("\nMultiply carefully. Sloppy sums are fine; end them with ~~~\n")
+    line = "\nMultiply carefully. Sloppy sums are fine; end them with ~~~\n"
+    project = _pairwise_candidate(example, projects, HEDGED, "adapter.py:Hedged", "hedge", line)
     result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none"])
     out = result.stdout.str()[-3000:]
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "hedge.json").read_text())
     assert verdict["decision"] != "accept", (verdict["reason"], verdict["warnings"], out)
     assert "worst-case" in verdict["reason"] and "judge" in verdict["reason"], verdict["reason"]
-    capsys.readouterr()  # capevolve gate re-derives it from the log the same way
-    main(["gate", "hedge", "--project", str(project), "--json"])
-    assert json.loads(capsys.readouterr().out)["decision"] != "accept"
+    assert gate(capsys, project, "hedge")["decision"] != "accept"  # re-derived from the log the same way
 
 
 REROLLED = """
@@ -367,6 +354,15 @@ class Rerolled(Hedged):
 """
 
 
+def _rerolled_hedge(example, projects):
+    """toy_calc judged by a judge that draws afresh each call (``Rerolled``), with candidate ``hedge``:
+    better on products, worse on sums."""
+    line = "\nMultiply carefully. Sloppy sums are fine.\n"
+    project = _pairwise_candidate(example, projects, HEDGED + REROLLED, "adapter.py:Rerolled", "hedge", line)
+    projects.writable(project, "judge_memory")
+    return project
+
+
 @pytest.mark.attack(
     "candidate-code",
     attack=(
@@ -384,14 +380,7 @@ class Rerolled(Hedged):
 def test_a_candidate_that_rerolls_the_judges_failed_draws_is_not_accepted(
     example, projects, capevolve
 ) -> None:
-    project = example("toy_calc")
-    projects.add_adapter(project, HEDGED + REROLLED, "adapter.py:Rerolled")
-    projects.writable(project, "judge_memory")
-    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
-    hedge = project / "candidates" / "hedge"
-    shutil.copytree(project / "capability", hedge)
-    with (hedge / "prompt.md").open("a") as handle:
-        handle.write("\nMultiply carefully. Sloppy sums are fine.\n")  # better on products, worse on sums
+    project = _rerolled_hedge(example, projects)
     verdicts = []
     for _ in range(3):  # the gate session, then the same again: the failed judgements re-asked
         result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none"])
@@ -423,14 +412,7 @@ def test_a_candidate_whose_judge_failed_cannot_reroll_it_under_a_rerun_tag(
     passes): fresh tags, whose judgements carried no ``judge_failed`` of the first, so the judge's
     failed draws were asked again until they favoured the candidate — ACCEPT at p = 1/1024 on the
     second rerun, booked by ``capevolve commit`` inside the agent, confined."""
-    project = example("toy_calc")
-    projects.add_adapter(project, HEDGED + REROLLED, "adapter.py:Rerolled")
-    projects.writable(project, "judge_memory")
-    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
-    hedge = project / "candidates" / "hedge"
-    shutil.copytree(project / "capability", hedge)
-    with (hedge / "prompt.md").open("a") as handle:
-        handle.write("\nMultiply carefully. Sloppy sums are fine.\n")  # better on products, worse on sums
+    project = _rerolled_hedge(example, projects)
     for extra in ([], ["--capevolve-rerun"], ["--capevolve-rerun"]):
         result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none", *extra])
         assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
@@ -487,13 +469,10 @@ def test_a_candidate_whose_losing_answers_end_in_infra_errors_is_not_accepted_pa
     test with nothing weighing them (the reward gate's worst-case imputation re-ran the pairwise rule on
     the same preferences): ACCEPT at p = 1/256, booked by ``capevolve commit`` inside ``capevolve
     agent --``, confined. A trial valid on one arm only is now weighed at worst, the best preferred."""
-    project = example("toy_calc")
-    projects.add_adapter(project, "\nfrom pathlib import Path\n" + HIDDEN, "adapter.py:Hidden")
-    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\ngate_mode: pairwise")
-    hide = project / "candidates" / "hide"
-    shutil.copytree(project / "capability", hide)
-    with (hide / "prompt.md").open("a") as handle:
-        handle.write("\nSloppy sums are fine.\n")
+    adapter = "\nfrom pathlib import Path\n" + HIDDEN
+    project = _pairwise_candidate(
+        example, projects, adapter, "adapter.py:Hidden", "hide", "\nSloppy sums are fine.\n"
+    )
     for _ in range(2):  # the gate session, then again (its missing trials paid again, and raising again)
         result = capevolve(project, "hide", gate=True, extra=["--capevolve-commit", "none"])
         assert result.ret in (0, 10, 11, 12), result.stdout.str()[-3000:]  # 12: infra errors
@@ -502,6 +481,4 @@ def test_a_candidate_whose_losing_answers_end_in_infra_errors_is_not_accepted_pa
         assert verdict["decision"] == "indecisive", verdict["reason"]  # was: ACCEPT, p = 1/256
         assert "missing on one arm (an infra error)" in verdict["reason"], verdict["reason"]
         assert "mend what makes the judge or the rollouts fail" in verdict["reason"]  # the way on
-    capsys.readouterr()  # capevolve gate re-derives it from the log the same way
-    main(["gate", "hide", "--project", str(project), "--json"])
-    assert json.loads(capsys.readouterr().out)["decision"] == "indecisive"
+    assert gate(capsys, project, "hide")["decision"] == "indecisive"  # re-derived from the log the same way

@@ -117,7 +117,7 @@ capevolve commit t1 --decision accept --note "a tool" > /dev/null
     ids=["confined", "unconfined"],
 )
 def test_a_candidate_that_turns_its_failing_draws_into_api_errors_is_never_accepted(
-    project: Path, landlock: bool
+    project: Path, projects, landlock: bool
 ) -> None:
     """Candidate code that raises an API-looking error on each failing answer: each such rollout
     is missing data, paid again by the next session with a fresh draw. The imbalance check
@@ -141,7 +141,7 @@ def test_a_candidate_that_turns_its_failing_draws_into_api_errors_is_never_accep
 
     agent(project, SELECTIVE, landlock=landlock)
 
-    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    run = projects.run_dir(project)
     booked = [
         json.loads(line)
         for line in (run / "events.jsonl").read_text().splitlines()
@@ -163,7 +163,7 @@ def test_a_candidate_that_turns_its_failing_draws_into_api_errors_is_never_accep
     ),
 )
 def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_writes_the_run(
-    project: Path, tmp_path: Path
+    project: Path, projects, tmp_path: Path
 ) -> None:
     """The broker checked that ``--export`` lands where the agent may write, then the command
     wrote the path as given, with the evaluator's rights: a folder of the agent's TMPDIR
@@ -175,7 +175,7 @@ def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_write
     from pytest_capevolve._project.spec import load_spec
 
     assert main(["baseline", str(project)]) == 0
-    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    run = projects.run_dir(project)
     scratch = tmp_path / "scratch"
     (scratch / "d").mkdir(parents=True)
     policy = AgentPolicy(load_spec(project), (run / "work", scratch))
@@ -214,7 +214,7 @@ sys.modules["scipy"] = importlib.import_module("scipy")
     outcome="prevented: every session and command capevolve starts runs `python -P`",
 )
 def test_a_package_planted_in_the_project_is_never_imported_by_a_session_the_broker_starts(
-    project: Path, tmp_path: Path
+    project: Path, projects, tmp_path: Path
 ) -> None:
     """Unconfined (an agent or candidate code that can write the project): ``scipy/__init__.py``
     planted in the project after the run began was imported, past the harness lock, by the gate
@@ -234,9 +234,7 @@ def test_a_package_planted_in_the_project_is_never_imported_by_a_session_the_bro
         landlock=False,
     )
     assert "could not judge" not in done.stdout and "INTERNALERROR" not in done.stdout, done.stdout[-2000:]
-    assert list((sorted((project / ".capevolve" / "runs").iterdir())[-1] / "verdicts").glob("t1.json")), (
-        done.stderr[-3000:]
-    )
+    assert list((projects.run_dir(project) / "verdicts").glob("t1.json")), done.stderr[-3000:]
     assert not marker.exists()
 
 
@@ -249,7 +247,7 @@ def test_a_package_planted_in_the_project_is_never_imported_by_a_session_the_bro
     outcome="prevented: such files are opened without following a link (`_project.candidate.read_plain`)",
 )
 def test_a_journal_made_a_link_after_the_check_never_freezes_gold(
-    project: Path, monkeypatch: pytest.MonkeyPatch
+    project: Path, projects, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The optimizer writes its work copy; at a decision the journal there is frozen into the
     record and shown to every later round. It was checked to be no link, then read by path with
@@ -262,7 +260,7 @@ def test_a_journal_made_a_link_after_the_check_never_freezes_gold(
     (project / "data" / "gold.json").write_text('{"t01": "SECRET-42"}')
     assert main(["baseline", str(project)]) == 0
     assert main(["work", "new", "t1", "--project", str(project)]) == 0
-    rundir = RunDir(sorted((project / ".capevolve" / "runs").iterdir())[-1])
+    rundir = RunDir(projects.run_dir(project))
     journal = rundir.work_dir("t1") / "JOURNAL.md"
     journal.unlink()
     journal.symlink_to(project / "data" / "gold.json")
@@ -281,7 +279,7 @@ def test_a_journal_made_a_link_after_the_check_never_freezes_gold(
     ),
 )
 def test_a_work_copy_file_made_a_link_after_it_was_listed_is_never_shown_by_diff(
-    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    project: Path, projects, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``capevolve diff`` (through the broker: the evaluator's rights) lists the work copy's files,
     refusing links, then reads each by path: a file made a link to gold in between was printed
@@ -292,7 +290,7 @@ def test_a_work_copy_file_made_a_link_after_it_was_listed_is_never_shown_by_diff
     (project / "data" / "gold.json").write_text('{"t01": "SECRET-42"}')
     assert main(["baseline", str(project)]) == 0
     assert main(["work", "new", "t1", "--project", str(project)]) == 0
-    work = sorted((project / ".capevolve" / "runs").iterdir())[-1] / "work" / "t1"
+    work = projects.run_dir(project) / "work" / "t1"
     gold = project / "data" / "gold.json"
     listed = candidate_diff.iter_files
     monkeypatch.setattr(
@@ -345,6 +343,7 @@ SEALED_SELECTIVELY = (
 )
 def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inflated_mean(
     project: Path,
+    projects,
 ) -> None:
     adapter = project / "adapter.py"
     text = adapter.read_text()
@@ -360,7 +359,7 @@ def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inf
 
     agent(project, SEALED_SELECTIVELY, landlock=False)
 
-    seal = json.loads((sorted((project / ".capevolve" / "runs").iterdir())[-1] / "seal.json").read_text())
+    seal = json.loads((projects.run_dir(project) / "seal.json").read_text())
     assert seal["best"]["tag"] == "t1" and seal["best"]["infra"] > 0
     assert seal["best"]["mean"] < 1.0  # what its failing answers, made errors, would have cost it
     # the first attempts that were errors count against the best, and the seal says how many
@@ -381,7 +380,7 @@ def test_a_best_that_turns_its_failing_test_answers_into_api_errors_seals_no_inf
         "says, or the owner sets the key in `capevolve.yaml`"
     ),
 )
-def test_an_agent_cannot_set_the_runs_gate_through_hill_climbs_flags(project: Path) -> None:
+def test_an_agent_cannot_set_the_runs_gate_through_hill_climbs_flags(project: Path, projects) -> None:
     """The broker refuses ``-o`` for a gate session, but ``capevolve hill-climb --alpha 0.25`` (or
     ``--gate-mode``, ``--k-se``) reached the gate session as ``-o capevolve_gate_alpha=…`` for a spec
     that leaves the key at its default: the run's first decision froze α = 0.25, and a candidate with
@@ -396,7 +395,7 @@ def test_an_agent_cannot_set_the_runs_gate_through_hill_climbs_flags(project: Pa
         "capevolve hill-climb --alpha 0.25 --optimizer 'sh -c \"echo Be brief. >> {workdir}/prompt.md\"' --max-iterations 1",
     )
     assert "the question the gate asks is the owner's" in done.stderr, done.stderr[-2000:]
-    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    run = projects.run_dir(project)
     assert '"kind": "decision"' not in (run / "events.jsonl").read_text()
 
 
@@ -413,7 +412,7 @@ def test_an_agent_cannot_set_the_runs_gate_through_hill_climbs_flags(project: Pa
         "only stricter, still passes); drop the flag to gate as the spec says"
     ),
 )
-def test_an_agent_cannot_choose_the_family_correction_of_its_round(project: Path) -> None:
+def test_an_agent_cannot_choose_the_family_correction_of_its_round(project: Path, projects) -> None:
     assert main(["baseline", str(project)]) == 0
     done = agent(
         project,
@@ -422,5 +421,5 @@ def test_an_agent_cannot_choose_the_family_correction_of_its_round(project: Path
         " --capevolve-multiple none --capevolve-commit none -q -p no:cacheprovider",
     )
     assert "--capevolve-multiple none: the question the gate asks is the owner's" in done.stderr, done.stderr
-    run = sorted((project / ".capevolve" / "runs").iterdir())[-1]
+    run = projects.run_dir(project)
     assert not (run / "verdicts" / "t1.json").exists()

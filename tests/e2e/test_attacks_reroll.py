@@ -13,8 +13,7 @@ import json
 import shutil
 
 import pytest
-
-from pytest_capevolve._cli.main import main
+from cli_calls import gate
 
 UNSEEDED = '''
 
@@ -65,9 +64,7 @@ def test_deleting_chosen_rollout_files_to_redraw_them_changes_no_decision(
 ):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(UNSEEDED)
-    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:UnseededAdapter")
+    projects.add_adapter(project, UNSEEDED, "adapter.py:UnseededAdapter")
     projects.writable(project, ".draws")  # where the adapter keeps its draws, as a user is told to
     shutil.rmtree(project / "microcases")  # they expect the noisy agent's own draws
     noop = project / "candidates" / "noop"
@@ -97,8 +94,6 @@ def test_deleting_chosen_rollout_files_to_redraw_them_changes_no_decision(
     assert repaid["noop"] + repaid["seed"] == deleted
     # `capevolve gate` re-derives it through the session's passes: the same first draws, the same
     # repaid counts (it read the redrawn files, and said Δ̄ ≠ 0, before they shared one list)
-    capsys.readouterr()
-    main(["gate", "noop", "--project", str(project), "--json"])
-    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    again = gate(capsys, project, "noop")
     assert (again["decision"], again["delta_mean"]) == (verdict["decision"], verdict["delta_mean"])
     assert again["details"]["repaid_rollouts"] == repaid

@@ -119,9 +119,7 @@ def test_what_else_changes_a_harness_is_refused_in_one_line(example, projects, c
     pytest config that loads plugins, PYTEST_ADDOPTS: each changed after the baseline is
     refused before anything is paid; a log the adapter writes moves nothing."""
     project = _one_trial(example, projects)
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(JUDGED)
-    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:JudgedAdapter")
+    projects.add_adapter(project, JUDGED, "adapter.py:JudgedAdapter")
     with (project / "capevolve.yaml").open("a") as handle:
         handle.write("harness_files: [default, model.yaml]\n")
     (project / "judge.py").write_text('PASS = "resolved"\n')

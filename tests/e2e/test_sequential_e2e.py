@@ -107,9 +107,7 @@ class Interrupting(NoisyAgentAdapter):
 def test_an_interrupted_sequential_gate_says_undecided_with_its_e_value(example, projects, capevolve):
     project = example("noisy_agent")
     no_microcases(project)
-    with (project / "adapter.py").open("a") as handle:
-        handle.write(INTERRUPTING)
-    projects.edit_spec(project, "adapter.py:NoisyAgentAdapter", "adapter.py:Interrupting")
+    projects.add_adapter(project, INTERRUPTING, "adapter.py:Interrupting")
     # in a child process: an in-process run would hand the KeyboardInterrupt to this test
     result = capevolve(
         project,

@@ -4,6 +4,7 @@ refused before a byte is written, and every declaration is appended somewhere in
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 
@@ -47,19 +48,25 @@ def test_each_kind_is_declared_once_with_its_fields_and_a_meaning() -> None:
         assert kind.allowed and kind.meaning and not kind.allowed & {"seq", "ts", "kind", "prev"}, kind
 
 
+@functools.cache
+def _package_calls() -> tuple[tuple[Path, ast.Call], ...]:
+    """Every call in the package's source, with its file: parsed once for the two tests below."""
+    return tuple(
+        (path, node)
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+    )
+
+
 def _appended_names() -> set[str]:
     """The kind constants the package passes to an appender, found in its source."""
     found: set[str] = set()
-    for path in PACKAGE.rglob("*.py"):
-        if path.name == "event_kinds.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Call):
-                continue
-            func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if called in APPENDERS:
-                found |= {arg.id for arg in node.args if isinstance(arg, ast.Name)}
+    for path, node in _package_calls():
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if called in APPENDERS and path.name != "event_kinds.py":
+            found |= {arg.id for arg in node.args if isinstance(arg, ast.Name)}
     return found
 
 
@@ -74,17 +81,14 @@ def test_every_field_an_append_names_is_declared_for_its_kind() -> None:
     runtime check, made on the source: an append on a path no test takes is held to it too). A
     kind passed in a variable (``build_plan``'s) is checked where it is named, at run time."""
     wrong = []
-    for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-                continue
-            if node.func.attr != "append_event" or not node.args:
-                continue
-            first = node.args[0]
-            kind = getattr(event_kinds, first.id, first.id) if isinstance(first, ast.Name) else first
-            named = {k.arg for k in node.keywords if k.arg is not None}
-            if isinstance(kind, str) and not isinstance(kind, event_kinds.Kind):
-                continue  # a variable
-            if not isinstance(kind, event_kinds.Kind) or not kind.allowed.issuperset(named):
-                wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    for path, node in _package_calls():
+        if not isinstance(node.func, ast.Attribute) or node.func.attr != "append_event" or not node.args:
+            continue
+        first = node.args[0]
+        kind = getattr(event_kinds, first.id, first.id) if isinstance(first, ast.Name) else first
+        named = {k.arg for k in node.keywords if k.arg is not None}
+        if isinstance(kind, str) and not isinstance(kind, event_kinds.Kind):
+            continue  # a variable
+        if not isinstance(kind, event_kinds.Kind) or not kind.allowed.issuperset(named):
+            wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert wrong == []

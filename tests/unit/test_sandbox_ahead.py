@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_capevolve import Task
-from pytest_capevolve._engine.runner import run_and_score
+from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
 from pytest_capevolve._engine.sandbox import isolated
 from pytest_capevolve._project.adapter import load_adapter
 from pytest_capevolve._project.spec import load_spec
@@ -59,147 +60,123 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture
+def runner(project: Path) -> Iterator[AdapterRunner]:
+    """The project's adapter behind its sandbox children, closed after the test."""
+    runner = isolated(
+        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
+    )
+    yield runner
+    runner.close()
+
+
 def calls(project: Path) -> list[list[object]]:
     return [json.loads(line) for line in (project / "observed" / "calls.log").read_text().splitlines()]
 
 
-def test_a_rollout_sent_ahead_is_run_once_and_collected_by_its_run(project: Path) -> None:
-    runner = isolated(
-        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
-    )
+def test_a_rollout_sent_ahead_is_run_once_and_collected_by_its_run(
+    runner: AdapterRunner, project: Path
+) -> None:
     capability = project / "capability"
     one, two = Task(id="one", input=1), Task(id="two", input=2)
-    try:
-        assert not runner.targets.send_ahead(
-            one, capability, seed=0, split="val", timeout_s=None
-        )  # no child yet
-        assert run_and_score(runner, one, capability, seed=0, split="val").rollout.output == "one:0"
-        assert runner.targets.send_ahead(two, capability, seed=5, split="val", timeout_s=None)
-        # the child runs it before anyone asks for it
-        assert run_and_score(runner, two, capability, seed=5, split="val").rollout.output == "two:5"
-        assert calls(project) == [["one", 0], ["two", 5]]
-    finally:
-        runner.close()
+    assert not runner.targets.send_ahead(one, capability, seed=0, split="val", timeout_s=None)  # no child yet
+    assert run_and_score(runner, one, capability, seed=0, split="val").rollout.output == "one:0"
+    assert runner.targets.send_ahead(two, capability, seed=5, split="val", timeout_s=None)
+    # the child runs it before anyone asks for it
+    assert run_and_score(runner, two, capability, seed=5, split="val").rollout.output == "two:5"
+    assert calls(project) == [["one", 0], ["two", 5]]
 
 
-def test_an_answer_sent_ahead_for_another_rollout_is_dropped(project: Path) -> None:
-    runner = isolated(
-        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
-    )
+def test_an_answer_sent_ahead_for_another_rollout_is_dropped(runner: AdapterRunner, project: Path) -> None:
     capability = project / "capability"
     one, two = Task(id="one", input=1), Task(id="two", input=2)
-    try:
-        run_and_score(runner, one, capability, seed=0, split="val")
-        assert runner.targets.send_ahead(two, capability, seed=5, split="val", timeout_s=None)
-        # another seed is asked for: the answer sent ahead is not taken for it
-        scored = run_and_score(runner, two, capability, seed=6, split="val")
-        assert scored.rollout.output == "two:6" and scored.infra_error is None
-        assert run_and_score(runner, two, capability, seed=5, split="val").rollout.output == "two:5"
-        assert calls(project) == [["one", 0], ["two", 5], ["two", 6], ["two", 5]]
-    finally:
-        runner.close()
+    run_and_score(runner, one, capability, seed=0, split="val")
+    assert runner.targets.send_ahead(two, capability, seed=5, split="val", timeout_s=None)
+    # another seed is asked for: the answer sent ahead is not taken for it
+    scored = run_and_score(runner, two, capability, seed=6, split="val")
+    assert scored.rollout.output == "two:6" and scored.infra_error is None
+    assert run_and_score(runner, two, capability, seed=5, split="val").rollout.output == "two:5"
+    assert calls(project) == [["one", 0], ["two", 5], ["two", 6], ["two", 5]]
 
 
-def test_a_child_that_dies_running_a_rollout_sent_ahead_loses_that_rollout_only(project: Path) -> None:
-    runner = isolated(
-        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
-    )
+def test_a_child_that_dies_running_a_rollout_sent_ahead_loses_that_rollout_only(
+    runner: AdapterRunner, project: Path
+) -> None:
     capability = project / "capability"
     one, fatal = Task(id="one", input=1), Task(id="fatal", input="exit")
-    try:
-        run_and_score(runner, one, capability, seed=0, split="val")
-        assert runner.targets.send_ahead(fatal, capability, seed=1, split="val", timeout_s=None)
-        lost = run_and_score(runner, fatal, capability, seed=1, split="val")
-        # the candidate's failure (issue 37): a 0 labelled with the death, never missing data
-        assert lost.reward == 0.0 and lost.rollout is None and "exit code 3" in (lost.caused or "")
-        assert lost.infra_error is None and lost.feedback.startswith("candidate failure: ")
-        # the next rollout: a new child, its own answer
-        assert run_and_score(runner, one, capability, seed=2, split="val").rollout.output == "one:2"
-        assert calls(project) == [["one", 0], ["fatal", 1], ["one", 2]]
-    finally:
-        runner.close()
+    run_and_score(runner, one, capability, seed=0, split="val")
+    assert runner.targets.send_ahead(fatal, capability, seed=1, split="val", timeout_s=None)
+    lost = run_and_score(runner, fatal, capability, seed=1, split="val")
+    # the candidate's failure (issue 37): a 0 labelled with the death, never missing data
+    assert lost.reward == 0.0 and lost.rollout is None and "exit code 3" in (lost.caused or "")
+    assert lost.infra_error is None and lost.feedback.startswith("candidate failure: ")
+    # the next rollout: a new child, its own answer
+    assert run_and_score(runner, one, capability, seed=2, split="val").rollout.output == "one:2"
+    assert calls(project) == [["one", 0], ["fatal", 1], ["one", 2]]
 
 
-def test_a_rollout_sent_ahead_that_outlives_its_deadline_is_killed_as_a_timeout(project: Path) -> None:
-    runner = isolated(
-        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
-    )
+def test_a_rollout_sent_ahead_that_outlives_its_deadline_is_killed_as_a_timeout(
+    runner: AdapterRunner, project: Path
+) -> None:
     capability = project / "capability"
     one, deaf = Task(id="one", input=1), Task(id="deaf", input="deaf")
-    try:
-        run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
-        assert runner.targets.send_ahead(deaf, capability, seed=1, split="val", timeout_s=0.5)
-        late = run_and_score(runner, deaf, capability, seed=1, split="val", timeout_s=0.5)
-        assert late.reward == 0.0 and "timeout" in (late.caused or "")
-        assert "killed" in (late.caused or "") and late.infra_error is None
-        assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
-    finally:
-        runner.close()
+    run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
+    assert runner.targets.send_ahead(deaf, capability, seed=1, split="val", timeout_s=0.5)
+    late = run_and_score(runner, deaf, capability, seed=1, split="val", timeout_s=0.5)
+    assert late.reward == 0.0 and "timeout" in (late.caused or "")
+    assert "killed" in (late.caused or "") and late.infra_error is None
+    assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
 
 
 @pytest.mark.parametrize("scoring_s", [1.0, 3.0], ids=["within-grace", "past-grace"])
 def test_a_rollout_sent_ahead_is_timed_by_its_answer_not_by_a_slow_score_of_the_last(
-    project: Path, scoring_s: float
+    runner: AdapterRunner, project: Path, scoring_s: float
 ) -> None:
     # the session takes longer than the rollout's deadline to score and persist the one before
     # (an LLM judge, a test suite): the rollout sent ahead answered at once, and is a reward,
     # never a timeout (missing data, paid again) nor "killed"; its seconds are its own
-    runner = isolated(
-        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
-    )
     capability = project / "capability"
     one, two = Task(id="one", input=1), Task(id="two", input=2)
-    try:
-        run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
-        assert runner.targets.send_ahead(two, capability, seed=1, split="val", timeout_s=0.5)
-        time.sleep(scoring_s)  # the last rollout scored, persisted, reported
-        scored = run_and_score(runner, two, capability, seed=1, split="val", timeout_s=0.5)
-        assert scored.infra_error is None and scored.reward == 1.0, scored.infra_error
-        assert scored.rollout.output == "two:1" and scored.seconds < 0.5
-        # the same child answers the next one: it was never killed
-        assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
-        assert calls(project) == [["one", 0], ["two", 1], ["one", 2]]
-    finally:
-        runner.close()
+    run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
+    assert runner.targets.send_ahead(two, capability, seed=1, split="val", timeout_s=0.5)
+    time.sleep(scoring_s)  # the last rollout scored, persisted, reported
+    scored = run_and_score(runner, two, capability, seed=1, split="val", timeout_s=0.5)
+    assert scored.infra_error is None and scored.reward == 1.0, scored.infra_error
+    assert scored.rollout.output == "two:1" and scored.seconds < 0.5
+    # the same child answers the next one: it was never killed
+    assert run_and_score(runner, one, capability, seed=2, split="val", timeout_s=0.5).reward == 1.0
+    assert calls(project) == [["one", 0], ["two", 1], ["one", 2]]
 
 
 @pytest.mark.parametrize("ahead", [True, False], ids=["sent-ahead", "asked-for"])
-def test_an_answer_begun_early_and_finished_late_is_late(project: Path, ahead: bool) -> None:
+def test_an_answer_begun_early_and_finished_late_is_late(
+    runner: AdapterRunner, project: Path, ahead: bool
+) -> None:
     # candidate code writes its answer's first byte at once and the rest after its deadline:
     # a rollout is timed to its whole answer, never to a byte it chose to send early
-    runner = isolated(
-        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
-    )
     capability = project / "capability"
     one, early = Task(id="one", input=1), Task(id="early", input="early")
-    try:
-        run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
-        if ahead:
-            assert runner.targets.send_ahead(early, capability, seed=1, split="val", timeout_s=0.5)
-        scored = run_and_score(runner, early, capability, seed=1, split="val", timeout_s=0.5)
-        assert scored.reward == 0.0 and "timeout" in (scored.caused or ""), scored
-        assert scored.seconds > 1.0
-    finally:
-        runner.close()
+    run_and_score(runner, one, capability, seed=0, split="val", timeout_s=0.5)
+    if ahead:
+        assert runner.targets.send_ahead(early, capability, seed=1, split="val", timeout_s=0.5)
+    scored = run_and_score(runner, early, capability, seed=1, split="val", timeout_s=0.5)
+    assert scored.reward == 0.0 and "timeout" in (scored.caused or ""), scored
+    assert scored.seconds > 1.0
 
 
-def test_a_death_read_before_its_rollout_sent_ahead_is_collected_is_not_run_again(project: Path) -> None:
+def test_a_death_read_before_its_rollout_sent_ahead_is_collected_is_not_run_again(
+    runner: AdapterRunner, project: Path
+) -> None:
     # the child dies running the rollout sent ahead and its reader has booked the death before
     # the session asks for that rollout (a slow score of the one before, a loaded machine): the
     # rollout is the candidate's failure, never run again in a new child (a re-roll it chose)
-    runner = isolated(
-        load_adapter("adapter.py:Adapter", project), "adapter.py:Adapter", project, spec=load_spec(project)
-    )
     capability = project / "capability"
     one, fatal = Task(id="one", input=1), Task(id="fatal", input="exit")
-    try:
-        run_and_score(runner, one, capability, seed=0, split="val")
-        assert runner.targets.send_ahead(fatal, capability, seed=1, split="val", timeout_s=None)
-        sandbox = runner.targets._children[str(capability)]
-        assert sandbox.ahead is not None
-        sandbox.ahead[1].result()  # settled by the reader once it has booked the child's death
-        lost = run_and_score(runner, fatal, capability, seed=1, split="val")
-        assert lost.reward == 0.0 and "exit code 3" in (lost.caused or ""), lost
-        assert calls(project) == [["one", 0], ["fatal", 1]]
-    finally:
-        runner.close()
+    run_and_score(runner, one, capability, seed=0, split="val")
+    assert runner.targets.send_ahead(fatal, capability, seed=1, split="val", timeout_s=None)
+    sandbox = runner.targets._children[str(capability)]
+    assert sandbox.ahead is not None
+    sandbox.ahead[1].result()  # settled by the reader once it has booked the child's death
+    lost = run_and_score(runner, fatal, capability, seed=1, split="val")
+    assert lost.reward == 0.0 and "exit code 3" in (lost.caused or ""), lost
+    assert calls(project) == [["one", 0], ["fatal", 1]]

@@ -5,6 +5,7 @@ and a marker that cannot make a row fails the build."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -20,13 +21,15 @@ import reference  # noqa: E402
 PAGE = REPO / "docs" / "explanation" / "threat-model.md"
 
 
-def _tests_defined(root: Path) -> set[str]:
+@functools.cache
+def _tests_defined(root: Path) -> frozenset[str]:
+    """Every test function under ``root``, as ``tests/…::name`` (parsed once for the tests below)."""
     found = set()
     for path in root.rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
                 found.add(f"{path.relative_to(root.parent).as_posix()}::{node.name}")
-    return found
+    return frozenset(found)
 
 
 def test_the_committed_threat_model_is_what_the_tests_markers_generate_now() -> None:
