@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -56,20 +57,30 @@ def reward_grid(*matrices: np.ndarray) -> int | None:
 def integer_deltas(candidate: np.ndarray, best: np.ndarray, grid: int) -> list[int]:
     """The paired deltas as exact integers: every per-task mean times grid · lcm(all n_t), so every
     comparison is exact."""
-    candidate, best = as_matrix(candidate), as_matrix(best)
-    sums, counts = [], []
-    for matrix in (candidate, best):
-        valid = ~np.isnan(matrix)
-        sums.append(np.where(valid, np.round(np.nan_to_num(matrix) * grid), 0).astype(np.int64).sum(axis=1))
-        counts.append(valid.sum(axis=1))
+    matrices = as_matrix(candidate), as_matrix(best)
+    counts = [(~np.isnan(m)).sum(axis=1) for m in matrices]
+    return [int(d) for d in scaled_deltas([grid_sums(m, grid) for m in matrices], counts, grid)]
+
+
+def grid_sums(matrix: np.ndarray, grid: int) -> np.ndarray:
+    """Per-task sums of the rewards scaled by ``grid`` to integers (missing trials add 0)."""
+    scaled = np.where(~np.isnan(matrix), np.round(np.nan_to_num(matrix) * grid), 0)
+    sums: np.ndarray = scaled.astype(np.int64).sum(axis=1)
+    return sums
+
+
+def scaled_deltas(sums: list[np.ndarray], counts: list[np.ndarray], grid: int) -> np.ndarray | list[int]:
+    """The integer deltas of (candidate, best) per-task grid ``sums`` over ``counts`` valid trials, tasks
+    valid on both sides: int64, or Python ints where int64 could overflow."""
     both = (counts[0] > 0) & (counts[1] > 0)
     if not np.any(both):
-        return []
+        return np.zeros(0, dtype=np.int64)
     ns = np.unique(np.concatenate([counts[0][both], counts[1][both]]))
     per_trial = math.lcm(*(int(n) for n in ns))
     if per_trial * grid * int(max(np.max(np.abs(sums[0])), np.max(np.abs(sums[1])), 1)) < 2**62:
         scaled = [sums[i][both] * (per_trial // counts[i][both]) for i in (0, 1)]
-        return [int(d) for d in scaled[0] - scaled[1]]
+        difference: np.ndarray = scaled[0] - scaled[1]
+        return difference
     return [  # huge scales: the same arithmetic in Python integers
         int(sums[0][t]) * (per_trial // int(counts[0][t]))
         - int(sums[1][t]) * (per_trial // int(counts[1][t]))
@@ -324,10 +335,13 @@ def _monte_carlo(deltas: np.ndarray, n_resamples: int, seed: int) -> SignFlipRes
         sums = patterns @ magnitude
         count = int(np.sum(sums >= observed - tolerance))
         return SignFlipResult(count / 2**deltas.size, "exact", count, 2**deltas.size)
-    rng = np.random.default_rng(seed)
-    count = 0
-    for start in range(0, n_resamples, 2000):
-        size = min(2000, n_resamples - start)
-        signs = rng.integers(0, 2, size=(size, deltas.size), dtype=np.int8) * 2 - 1
-        count += int(np.sum(signs @ magnitude >= observed - tolerance))
+    flips = sign_flips(deltas.size, n_resamples, seed)
+    count = sum(int(np.sum(signs @ magnitude >= observed - tolerance)) for signs in flips)
     return SignFlipResult((count + 1) / (n_resamples + 1), "monte_carlo", count + 1, n_resamples + 1)
+
+
+def sign_flips(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """``n_resamples`` seeded ±1 patterns over ``n`` deltas, 2,000 at a time."""
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_resamples, 2000):
+        yield rng.integers(0, 2, size=(min(2000, n_resamples - start), n), dtype=np.int8) * 2 - 1
