@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
+from .._stats.arms import none_for_nan as _none_for_nan
+from .looks import as_fraction
 from .rules import (
     CHECKS,
     EXACT_P_MODES,
@@ -71,15 +73,21 @@ def _regressions_of(
     noise = 2 * np.sqrt(stats.task_stderrs(cand.matrix[dropped]) ** 2 + best.stderrs[dropped] ** 2)
     hit = drop[dropped] > noise
     return [
-        {
-            "task_id": task_ids[i],
-            "best": float(best.means[i]),
-            "candidate": float(cand.means[i]),
-            "drop": float(drop[i]),
-            "noise": float(task_noise),
-        }
+        _drop(arms, task_ids, i, drop=float(drop[i]), noise=float(task_noise))
         for i, task_noise in zip(dropped[hit].tolist(), noise[hit].tolist(), strict=True)
     ]
+
+
+def _drop(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], task_ids: list[str], i: int, **numbers: Any
+) -> dict[str, Any]:
+    """One regression's record: the task, both arms' means and ``numbers`` (its drop, its noise)."""
+    return {
+        "task_id": task_ids[i],
+        "best": float(arms[1].means[i]),
+        "candidate": float(arms[0].means[i]),
+        **numbers,
+    }
 
 
 def _strict_regressions(
@@ -92,14 +100,7 @@ def _strict_regressions(
     exact = stats.exact_task_deltas(cand.matrix, best.matrix)
     wanted = None if only is None else set(only)
     return [
-        {
-            "task_id": task_ids[i],
-            "best": float(best.means[i]),
-            "candidate": float(cand.means[i]),
-            "drop": float(-d),
-            "drop_exact": str(-d),
-            "noise": None,
-        }
+        _drop(arms, task_ids, i, drop=float(-d), drop_exact=str(-d), noise=None)
         for i, d in zip(valid, exact, strict=True)
         if d < 0 and (wanted is None or task_ids[i] in wanted)
     ]
@@ -332,19 +333,11 @@ def _exact_drop_bound(
     level = float(config.alpha)
     p = float(rule_numbers["p_value"])
     low, high = p - 2 * stats.EXACT_MARGIN, p + stats.EXACT_MARGIN
-    alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
-    accepted = Fraction(rule_numbers["p_exact"]) <= alpha  # the rule's own decision
+    accepted = Fraction(rule_numbers["p_exact"]) <= as_fraction(config.alpha)  # the rule's own decision
+    holds = {0: True, 1: not accepted or 2 * high <= level, -1: accepted or 2 * low - 1 > level}
 
     def bound(j: int) -> str | None:
-        if signs[j] == 0:
-            return outcome(accepted)
-        if signs[j] > 0:
-            if not accepted or 2 * high <= level:
-                return outcome(accepted)
-            return None
-        if accepted or 2 * low - 1 > level:
-            return outcome(accepted)
-        return None
+        return outcome(accepted) if holds[int(signs[j])] else None
 
     return bound
 
@@ -358,10 +351,3 @@ def _first_of_each_pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     first: np.ndarray
     _, first = np.unique(codes, return_index=True)
     return first
-
-
-def _none_for_nan(values: np.ndarray) -> list[float | None]:
-    listed: list[float | None] = values.tolist()
-    if not np.isnan(values).any():
-        return listed
-    return [None if v != v else v for v in listed]  # v != v: nan

@@ -1,9 +1,8 @@
 """The gate's rules, one function per mode in :data:`RULES`, and its checks after them in :data:`CHECKS`.
 
-A rule reads a :class:`RuleInput` and answers a :class:`RuleResult` (decision, basis, reason, and the
-:class:`RuleNumbers` it decided on). After the rule every verdict passes :data:`CHECKS` (null floor,
-regression veto, guard veto, error imbalance), each answering a new decision or None. A new mode or check
-is one function and one registry line; the spec, the CLI and the docs derive from the registries."""
+A rule reads a :class:`RuleInput` and answers a :class:`RuleResult`; each check then answers a new decision
+or None. A new mode or check is one function and one registry line; the spec, the CLI and the docs derive
+from the registries."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from .. import _stats as stats
 from .basis import Basis
+from .looks import as_fraction
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 
 
@@ -98,7 +98,7 @@ def _margin(x: RuleInput) -> RuleResult:
     config = x.config
     kind, size = (EQUIVALENCE, config.equivalence) if config.equivalence else (NON_INFERIORITY, config.margin)
     result = margin_test(x.deltas, kind=kind, margin=size, alpha=float(config.alpha))
-    alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
+    alpha = as_fraction(config.alpha)
     ok = Fraction(result.p_value) <= alpha
     bounds = (
         f"{1 - float(alpha):.0%} bounds [{result.lower:+.4f}, {result.upper:+.4f}]"
@@ -142,8 +142,7 @@ def _pairwise(x: RuleInput) -> RuleResult:
         )
     test = sign_test(nets)
     p = p_greater_exact(test.wins_b, test.wins_a)
-    alpha = x.config.alpha
-    ok = p <= (alpha if isinstance(alpha, Fraction) else Fraction(str(alpha)))
+    ok = p <= as_fraction(x.config.alpha)
     reason = (
         f"sign test on the judge's preferences: the candidate preferred on {test.wins_b} tasks, "
         f"the best on {test.wins_a}, {test.ties} tied (net zero, not tested); p = {float(p):.4g} "
@@ -200,20 +199,15 @@ def _strict(x: RuleInput) -> RuleResult:
 
 
 def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
-    delta = x.arm_delta
-    if delta > 0:
-        return RuleResult(ACCEPT, Basis.SIMPLICITY_TIEBREAK, f"Δ = {delta:+.4f} > 0", {"bar": 0.0})
-    cand_size, best_size = x.candidate_size, x.best_size
-    if abs(delta) <= 1e-9 and cand_size is not None and best_size is not None and cand_size < best_size:
-        return RuleResult(
-            ACCEPT,
-            Basis.SIMPLICITY_TIEBREAK,
-            f"tie (Δ = {delta:+.4f}); the smaller candidate wins ({cand_size} < {best_size} bytes)",
-            {"bar": 0.0},
-        )
-    return RuleResult(
-        REJECT, Basis.SIMPLICITY_TIEBREAK, f"Δ = {delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0}
-    )
+    delta, cand_size, best_size = x.arm_delta, x.candidate_size, x.best_size
+    decision, reason = ACCEPT, f"Δ = {delta:+.4f} > 0"
+    if delta <= 0:
+        smaller = cand_size is not None and best_size is not None and cand_size < best_size
+        if abs(delta) <= 1e-9 and smaller:
+            reason = f"tie (Δ = {delta:+.4f}); the smaller candidate wins ({cand_size} < {best_size} bytes)"
+        else:
+            decision, reason = REJECT, f"Δ = {delta:+.4f} ≤ 0 and no simpler tie"
+    return RuleResult(decision, Basis.SIMPLICITY_TIEBREAK, reason, {"bar": 0.0})
 
 
 # The one registry of gate rules: mode name → rule. Every list of modes (spec validation, the
@@ -412,7 +406,7 @@ def _k_se_rule(
 
 
 def alpha_text(alpha: float | Fraction) -> str:
-    """α as people read it: 0.05, or a split of it as 0.01667 (with a fraction beside it, said as 1 of 60)."""
+    """α as people read it: 0.05, or a split of it as 0.01667."""
     return f"{float(alpha):.4g}"
 
 
