@@ -1,19 +1,11 @@
 """The val-reuse α budget: how much false-accept risk each gate decision on one val split gets.
 
-Every decision on the same val leaks a little of val into the best (Dwork et al. 2015). Schedules:
-
-- ``constant``: every decision at α (right for gating once; over J nulls, P(some accepted) → 1 − (1 − α)^J).
-- ``basel``: α_j = α·6/(π² j²); Σ α_j = α, so by the union bound P(any false accept) ≤ α.
-- ``lord`` (LORD++, Ramdas et al. 2017, W₀ = α): ``basel``'s levels until the first accept, then each
-  accept earns α back; Σ_{i≤j} α_i ≤ α·max(1, accepts) (FDR ≤ α under independence).
-- ``addis`` (ADDIS-spending with discarding only, λ = 0; Tian & Ramdas 2019, 2021): a decision with
-  Δ̄ < 0 is discarded (spends nothing, the clock does not tick); others get τ = 1/2 times LORD++'s level
-  on the clock of counted decisions, with :func:`_addis_gamma`. A null counts with probability ≥ 1/2 =
-  τ, so P(any false accept before the first true accept) ≤ α, for uniformly conservative nulls. Δ̄ = 0
-  counts. The loop default.
-
-``benchmarks/loop_alpha.py`` and ``loop_power.py`` compare them. Pure; grow's looks and the sequential gate
-compose with :func:`alpha_for`."""
+Every decision on the same val leaks a little of val into the best (Dwork et al. 2015), so α is spent across
+them by a schedule: ``constant`` (each at α), ``basel`` (α·6/(π² j²): P(any false accept) ≤ α), ``lord``
+(LORD++: basel's levels, each accept earning α back) or ``addis`` (the loop default: LORD++ at τ = ½ on the
+clock of decisions with Δ̄ ≥ 0, the others discarded, spending nothing). What each promises and the
+benchmarks that chose them: ``docs/explanation/alpha-across-a-run.md``. Pure; grow's looks and the
+sequential gate compose with :func:`alpha_for`."""
 
 from __future__ import annotations
 

@@ -28,7 +28,6 @@ from .rules import (
     less_margin,
     outcome,
     run_checks,
-    run_rule,
 )
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, GateSplitError, Verdict
 
@@ -170,8 +169,8 @@ def decide(
         )
     se, ci, ci_method = _interval(deltas, mask, config, measured.se)
     measured = replace(measured, se=se)
-    ruled = run_rule(arms[0].matrix, arms[1].matrix, deltas, config, candidate_size, best_size, arms)
     rule = RuleInput(arms[0].matrix, arms[1].matrix, deltas, config, candidate_size, best_size, arms)
+    ruled = rule.run()
     facts = CheckInput(rule, measured, first_attempts)
     # the rule and its null floor: what a task left out is asked again; the vetoes come after
     floored = run_checks(facts, ruled, CHECKS[:1])
@@ -179,10 +178,7 @@ def decide(
     bar = numbers.get("bar")
     if measured.null_spread is not None:  # under a margin δ the floor is Δ̄ > δ + spread (bar δ before it)
         bar = max(bar or config.margin, measured.null_spread + config.margin)
-    floor = (facts.delta_exact, spread_exact)
-    stable = _survives_dropping_any_task(
-        arms, config, candidate_size, best_size, floor, floored.decision, numbers
-    )
+    stable = _survives_dropping_any_task(rule, (facts.delta_exact, spread_exact), floored.decision, numbers)
     return replace(
         replace(measured, **numbers),  # the rule's numbers; the gate's own bar overrides its one
         decision=decision,
@@ -269,17 +265,12 @@ STABILITY_CHECKS = 64  # distinct task outcomes tried at most; past that, stabil
 
 
 def _survives_dropping_any_task(
-    arms: tuple[stats.ArmSummary, stats.ArmSummary],
-    config: GateConfig,
-    candidate_size: int | None,
-    best_size: int | None,
-    floor: tuple[Fraction | None, Fraction | None],
-    decision: str,
-    rule_numbers: RuleNumbers,
+    rule: RuleInput, floor: tuple[Fraction | None, Fraction | None], decision: str, rule_numbers: RuleNumbers
 ) -> bool | None:
     """Would the rule (and the null floor) decide the same with any one task left out? One task of each
     kind (same pair of means) is dropped; None past :data:`STABILITY_CHECKS` kinds. ``floor``: exact Δ̄ and
     the nulls' spread."""
+    arms, config = rule.summaries, rule.config
     cand_means, best_means = arms[0].means, arms[1].means
     valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
     first = _first_of_each_pair(cand_means[valid], best_means[valid])  # one task of each kind
@@ -290,18 +281,22 @@ def _survives_dropping_any_task(
     all_deltas = cand_means[valid] - best_means[valid]
     mean_exact, spread = floor
     total = (mean_exact or Fraction(0)) * valid.size  # Σ of the exact per-task deltas
-    bound = _exact_drop_bound(arms, config, rule_numbers)
+    bound = _exact_drop_bound(rule, rule_numbers)
     for j in sorted(int(j) for j in first):
         deltas = np.delete(all_deltas, j)  # the paired deltas with task valid[j] left out
         again = bound(j) if bound is not None else None
         if again is None:
             dropped = arms[0].without(int(valid[j])), arms[1].without(int(valid[j]))
-            cand, bst = dropped[0].matrix, dropped[1].matrix
             left = config
             if config.clusters:  # the left-out task leaves its cluster too
                 kept = [c for i, c in enumerate(config.clusters) if i != int(valid[j])]
                 left = replace(config, clusters=tuple(kept))
-            again, *_ = run_rule(cand, bst, deltas, left, candidate_size, best_size, dropped)
+            cand, bst = dropped[0].matrix, dropped[1].matrix
+            again = (
+                replace(rule, candidate=cand, best=bst, deltas=deltas, config=left, arms=dropped)
+                .run()
+                .decision
+            )
         if again == ACCEPT and spread is not None:  # the floor on the rest, in fractions
             left_out = stats.exact_task_deltas(arms[0].matrix, arms[1].matrix, rows=[int(valid[j])])
             if not stats.exceeds(less_margin((total - left_out[0]) / (valid.size - 1), config), spread):
@@ -311,14 +306,13 @@ def _survives_dropping_any_task(
     return True
 
 
-def _exact_drop_bound(
-    arms: tuple[stats.ArmSummary, stats.ArmSummary], config: GateConfig, rule_numbers: RuleNumbers
-) -> Callable[[int], str | None] | None:
+def _exact_drop_bound(rule: RuleInput, rule_numbers: RuleNumbers) -> Callable[[int], str | None] | None:
     """The exact rule's decision with the j-th task left out, where the full p decides it, else None.
 
     With S the sum over the other tasks and d the left-out delta, p = ½·P(S ≥ obs − |d|) + ½·P(S ≥ obs +
     |d|) and the left-out p is P(S ≥ obs − d): d > 0 gives p ≤ p_left ≤ 2p, d < 0 gives 2p − 1 ≤ p_left ≤
     p, d = 0 changes nothing. The float p is within :data:`stats.EXACT_MARGIN` of the exact one."""
+    arms, config = rule.summaries, rule.config
     if (
         config.mode != "exact"
         or rule_numbers.get("p_method") not in ("exact", "float_tail")

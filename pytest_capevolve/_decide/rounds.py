@@ -1,9 +1,8 @@
 """Rounds: siblings gated serially against the current best, under one family-wise α.
 
-A round's siblings are evaluated together with the nulls, then gated in the order given; the first accepted
-becomes the best and the rest are gated again against it on the same paired seeds. ``holm`` (default)
-decides each stage at Holm's step-down levels α/k, α/(k−1), … exactly; ``bh`` controls the FDR; ``none``
-decides each at α (family rate up to k·α). Only ``exact`` is corrected. Pure."""
+The first sibling accepted becomes the best and the rest are gated again against it on the same paired
+seeds. ``holm`` (default) decides each stage at Holm's step-down levels exactly; ``bh`` controls the FDR;
+``none`` decides each at α (family rate up to k·α). Only the exact-p modes are corrected. Pure."""
 
 from __future__ import annotations
 

@@ -32,6 +32,17 @@ class RuleInput:
     best_size: int | None
     arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None  # the two arms' summaries
 
+    def run(self) -> RuleResult:
+        """The rule of this input's gate mode."""
+        rule = RULES.get(self.config.mode)
+        if rule is None:
+            raise ValueError(f"unknown gate mode {self.config.mode!r}; use one of {', '.join(GATE_MODES)}")
+        return rule(self)
+
+    @property
+    def summaries(self) -> tuple[stats.ArmSummary, stats.ArmSummary]:
+        return self.arms or (stats.ArmSummary(self.candidate), stats.ArmSummary(self.best))
+
     @property
     def arm_delta(self) -> float:
         """cap-evolve's unpaired Δ: difference of the arms' means of task means."""
@@ -72,8 +83,7 @@ def _exact(x: RuleInput) -> RuleResult:
         groups = len({c for c, keep in zip(config.clusters, mask.tolist(), strict=True) if keep})
         flipped = f"flipping {groups} clusters of {x.deltas.size} tasks"
     else:
-        arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
-        result = stats.paired_sign_flip(*arms, alpha=float(config.alpha), seed=config.seed)
+        result = stats.paired_sign_flip(*x.summaries, alpha=float(config.alpha), seed=config.seed)
         flipped = f"over {x.deltas.size} tasks"
     ok = result.at_most(config.alpha)
     reason = (
@@ -236,10 +246,7 @@ def run_rule(
     best_size: int | None,
     arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None,
 ) -> RuleResult:
-    rule = RULES.get(config.mode)
-    if rule is None:
-        raise ValueError(f"unknown gate mode {config.mode!r}; use one of {', '.join(GATE_MODES)}")
-    return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms))
+    return RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms).run()
 
 
 @dataclass(frozen=True)

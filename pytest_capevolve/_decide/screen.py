@@ -185,49 +185,43 @@ def decide_screen(
     harm = stats.sign_flip_test(tested[1], tested[0], alpha=float(alpha), seed=seed)
     shown = "n/a" if delta_mean is None else f"{delta_mean:+.4f}"
 
-    def result(decision: str, basis: str, reason: str, ceiling_p: float | None) -> ScreenResult:
-        return ScreenResult(
-            decision,
-            basis,
-            reason,
-            n_tasks=int(deltas.size),
-            delta_mean=delta_mean,
-            p_harm=harm.p_value,
-            p_harm_exact=f"{harm.numerator}/{harm.denominator}",
-            alpha=float(alpha),
-            ceiling_p=ceiling_p,
-        )
-
-    if tested_deltas.size and harm.at_most(alpha):
-        return result(
-            KILL,
-            HARM,
-            f"proven harm on {deltas.size} screened tasks: one-sided p(worse) = {harm.p_value:.4g} "
-            f"≤ α = {float(alpha):g} (Δ̄ = {shown})",
-            None,
-        )
-    ceiling_p = None
-    if best_full is not None and gate is not None and gate.mode == "exact" and deltas.size:
+    proven = bool(tested_deltas.size) and harm.at_most(alpha)
+    optimistic = None
+    if not proven and best_full is not None and gate is not None and gate.mode == "exact" and deltas.size:
         best_full = stats.as_matrix(best_full)
         completed = optimistic_completion(candidate, subset_rows, best_full.shape[0])
         ids = [f"t{i}" for i in range(best_full.shape[0])]
         optimistic = decide(completed, best_full, tag="ceiling", against="best", task_ids=ids, config=gate)
-        ceiling_p = optimistic.p_value
-        if optimistic.decision != ACCEPT and optimistic.basis == Basis.EXACT:
-            return result(
-                KILL,
-                CEILING,
-                f"ceiling: even if every unscreened task passed every trial, the full-val gate "
-                f"would not accept (p = {optimistic.p_value:.4g} > α = {float(gate.alpha):.4g}); "
-                f"Δ̄ on the subset = {shown}",
-                ceiling_p,
-            )
-    return result(
-        PROMOTE,
-        NO_HARM,
-        f"promote: harm not proven on {deltas.size} screened tasks (one-sided p(worse) = "
-        f"{harm.p_value:.4g} > α = {float(alpha):g}, Δ̄ = {shown}); this says nothing about an improvement",
-        ceiling_p,
+    if proven:
+        decision, basis = KILL, HARM
+        reason = (
+            f"proven harm on {deltas.size} screened tasks: one-sided p(worse) = {harm.p_value:.4g} "
+            f"≤ α = {float(alpha):g} (Δ̄ = {shown})"
+        )
+    elif optimistic is not None and optimistic.decision != ACCEPT and optimistic.basis == Basis.EXACT:
+        assert gate is not None
+        decision, basis = KILL, CEILING
+        reason = (
+            f"ceiling: even if every unscreened task passed every trial, the full-val gate "
+            f"would not accept (p = {optimistic.p_value:.4g} > α = {float(gate.alpha):.4g}); "
+            f"Δ̄ on the subset = {shown}"
+        )
+    else:
+        decision, basis = PROMOTE, NO_HARM
+        reason = (
+            f"promote: harm not proven on {deltas.size} screened tasks (one-sided p(worse) = "
+            f"{harm.p_value:.4g} > α = {float(alpha):g}, Δ̄ = {shown}); this says nothing about an improvement"
+        )
+    return ScreenResult(
+        decision,
+        basis,
+        reason,
+        n_tasks=int(deltas.size),
+        delta_mean=delta_mean,
+        p_harm=harm.p_value,
+        p_harm_exact=f"{harm.numerator}/{harm.denominator}",
+        alpha=float(alpha),
+        ceiling_p=None if optimistic is None else optimistic.p_value,
     )
 
 

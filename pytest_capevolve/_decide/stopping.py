@@ -1,10 +1,9 @@
 """The sequential gate's rule: stop paying once the answer is known, at either end.
 
-After each task valid on both sides the paired delta feeds two e-processes. Efficacy accepts at 1/α_e;
+After each task valid on both sides the paired delta feeds two e-processes: efficacy accepts at 1/α_e;
 futility (against "at least ``gate_min_effect`` better") only rejects, so it cannot raise false accepts. At
-exhaustion the gate accepts iff the exact gate at α accepts and the joint p
-(:func:`..stats.sequential.exhaustion_p`) is ≤ α: early and final accepts are one test at level α, at any
-stopping time. Pure: deltas in, a :class:`SequentialDecision` out."""
+exhaustion an accept also needs the joint p (:func:`.._stats.sequential.exhaustion_p`) ≤ α, so early and
+final accepts are one test at level α. Pure."""
 
 from __future__ import annotations
 

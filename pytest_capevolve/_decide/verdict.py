@@ -1,8 +1,6 @@
 """The verdict's types: how to gate (:class:`GateConfig`) and what a gate decided (:class:`Verdict`).
 
-Light on purpose: no numpy, no scipy. The spec reads its gate defaults from here when the plugin
-loads; the rules that need the statistics live in :mod:`.gate`.
-"""
+No numpy: the spec reads its gate defaults from here when the plugin loads."""
 
 from __future__ import annotations
 

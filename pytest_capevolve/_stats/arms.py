@@ -1,8 +1,7 @@
 """One arm's per-task numbers, computed once and shared by every comparison that reads them.
 
-A gate session compares many candidates with one best, so :func:`summarize` keeps the last few arms'
-summaries keyed by the matrix's bytes (a changed reward is a different arm). Every number equals, bit for
-bit, what :mod:`.core` and :mod:`.sign_flip` give (tests/unit/test_arm_summaries.py)."""
+A gate session compares many candidates with one best, so :func:`summarize` keeps the last few arms keyed
+by their matrix's bytes. Every number equals, bit for bit, what :mod:`.core` and :mod:`.sign_flip` give."""
 
 from __future__ import annotations
 

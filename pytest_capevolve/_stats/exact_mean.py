@@ -1,8 +1,7 @@
 """The mean paired delta as an exact rational, for comparisons no float rounding may decide.
 
-Two arrangements of the same rewards can differ in the last bit as floats, so "Δ̄ exceeds the nulls'
-spread" is decided on fractions. Rewards on a grid (multiples of 1/G, G ≤ :data:`.sign_flip.GRID_MAX`) are
-read as k/G; off a grid each float as the rational it is. Pure, on numpy arrays."""
+Two arrangements of the same rewards can differ in the last bit as floats, so "Δ̄ exceeds the nulls' spread"
+is decided on fractions: rewards on a grid read as k/G, others as the rational each float is."""
 
 from __future__ import annotations
 

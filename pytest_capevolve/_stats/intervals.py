@@ -1,9 +1,7 @@
 """The interval of the mean delta, for reporting (never for deciding): Student's t below
 :data:`T_CI_MAX_TASKS` tasks, the paired BCa bootstrap up to :data:`ANALYTIC_CI_MIN_TASKS`, the normal
 interval past it (:func:`mean_ci` picks, :func:`mean_ci_method` names which), and scipy's own bootstrap as
-the tests' reference.
-
-Pure, on numpy arrays."""
+the tests' reference."""
 
 from __future__ import annotations
 

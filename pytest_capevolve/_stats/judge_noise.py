@@ -1,13 +1,9 @@
 """How much of a paired delta's variance is the judge's, and how much the agent's.
 
-Model: a reward is the mean of r re-scores, ``y = a + e̅`` (agent outcome a, judge noise e with variance
-σ²_j). The judge's variance of Δ̄ comes from the re-scores alone, ``V_judge = Σ_t Σ_arm mean_k(s²_tk) /
-(K_t,arm · r) / n²``; the total is the usual ``var(d) / n`` (it already holds the judge's part); the
-agent's is the rest.
-
-One more re-score of every rollout beats one more trial per unit cost exactly when r < r* = √(ρ·σ²_j/σ²_a),
-ρ = c_agent/c_judge (the two-stage optimum). :func:`rescores_pay_more` assumes ρ = r without a cost ratio;
-:func:`rescore_advice` bootstraps an interval for r*, answering "uncertain" near the boundary. Pure."""
+A reward is the mean of r re-scores, ``y = a + e̅``: the judge's variance of Δ̄ comes from the re-scores
+alone, the total is ``var(d) / n``, the agent's is the rest. One more re-score beats one more trial per unit
+cost exactly when r < r* = √(ρ·σ²_j/σ²_a), ρ = c_agent/c_judge (the two-stage optimum); without a cost ratio
+ρ = r is assumed. Pure."""
 
 from __future__ import annotations
 

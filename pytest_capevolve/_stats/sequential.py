@@ -1,15 +1,10 @@
 """Anytime-valid e-processes on paired per-task deltas (the sequential gate's statistics).
 
-A betting e-process on deltas d_t ∈ [−1, 1]:
-
-    E_t = Π_{i ≤ t} (1 + λ_i · x_i),   x_i = d_i − θ  (efficacy)  or  θ − d_i  (futility)
-
-with a predictable bet λ_i ∈ [0, 0.9] is a nonnegative supermartingale when E[x_i | past] ≤ 0, so by
-Ville's inequality P(sup_t E_t ≥ 1/α) ≤ α at any stopping time (a crossing, val exhausted, a budget stop,
-Ctrl-C). λ ≤ 0.9 keeps every factor ≥ 0.1; the cap is above the textbook 1/2 because real agents' deltas
-have small variance next to their range (benchmarks/sequential.py). The bet is aGRAPA (Waudby-Smith &
-Ramdas 2023) from shrunk running estimates. Vectorized over rows, so the benchmark and the session share
-it."""
+E_t = Π_{i ≤ t} (1 + λ_i·x_i), x_i = d_i − θ (efficacy) or θ − d_i (futility), with a predictable bet λ_i
+∈ [0, 0.9] (aGRAPA, Waudby-Smith & Ramdas 2023), is a nonnegative supermartingale when E[x_i | past] ≤ 0,
+so by Ville P(sup_t E_t ≥ 1/α) ≤ α at any stopping time. The cap keeps every factor ≥ 0.1, and is above
+the textbook ½ because real agents' deltas have small variance next to their range (benchmarks/sequential.py).
+Vectorized over rows, so the benchmark and the session share it."""
 
 from __future__ import annotations
 
