@@ -116,15 +116,12 @@ def _guard_checks(
         i = where.get(task)
         if i is None:  # checked on val only (spend says so too): not this gate's to enforce
             checks.append({"task_id": task, "held": None, "note": "not a val task: unmeasured"})
-            continue
-        if task in broken:
+        elif task in broken:
             checks.append({**broken[task], "held": False})
-            continue
-        cand_mean, best_mean = arms[0].means_or_none[i], arms[1].means_or_none[i]
-        measured = cand_mean is not None and best_mean is not None
-        checks.append(
-            {"task_id": task, "best": best_mean, "candidate": cand_mean, "held": True if measured else None}
-        )
+        else:
+            cand, best = arms[0].means_or_none[i], arms[1].means_or_none[i]
+            held = True if cand is not None and best is not None else None
+            checks.append({"task_id": task, "best": best, "candidate": cand, "held": held})
     return checks
 
 

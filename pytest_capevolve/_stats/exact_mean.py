@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from .core import as_matrix
-from .sign_flip import grid_sums, reward_grid
+from .sign_flip import grid_sums, reward_grid, scaled_deltas
 
 
 def exact_task_deltas(
@@ -55,16 +55,9 @@ def exact_mean_delta(candidate: np.ndarray, best: np.ndarray) -> Fraction | None
         return None
     if grid is None:
         return exact_mean(exact_task_deltas(candidate, best))
-    nc, nb = counts[0][both], counts[1][both]
-    scale = math.lcm(*(int(c) for c in np.unique(np.concatenate([nc, nb]))))
-    sc, sb = (grid_sums(m, grid)[both] for m in (candidate, best))
-    if scale * grid * int(max(sc.max(initial=0), sb.max(initial=0), 1)) * n < 2**62:
-        total = int(np.sum(sc * (scale // nc)) - np.sum(sb * (scale // nb)))
-    else:  # huge scales: the same sum in Python integers
-        total = sum(
-            int(a) * (scale // int(c)) - int(b) * (scale // int(d))
-            for a, b, c, d in zip(sc, sb, nc, nb, strict=True)
-        )
+    deltas = scaled_deltas([grid_sums(m, grid) for m in (candidate, best)], counts, grid)
+    total = sum(deltas.tolist() if isinstance(deltas, np.ndarray) else deltas)  # in Python ints: exact
+    scale = math.lcm(*(int(c) for c in np.unique(np.concatenate([counts[0][both], counts[1][both]]))))
     return Fraction(total, scale * grid * n)
 
 

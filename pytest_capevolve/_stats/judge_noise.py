@@ -156,12 +156,7 @@ def rescore_advice(
             )
         low = float(np.quantile(draws, 0.05, method="lower"))  # no interpolation: draws may be ∞
         high = float(np.quantile(draws, 0.95, method="higher"))
-    if best is None or low is None or high is None:
-        answer = "uncertain"
-    elif low > rescores:
-        answer = "rescores"
-    elif high < rescores:
-        answer = "trials"
-    else:
-        answer = "uncertain"
+    answer = "uncertain"
+    if best is not None and low is not None and high is not None:
+        answer = "rescores" if low > rescores else "trials" if high < rescores else "uncertain"
     return RescoreAdvice(rescores, ratio, cost_ratio is None, best, low, high, answer)
