@@ -55,9 +55,8 @@ def shown_decision(decision: str, basis: str | None, delta_mean: float | None, l
     ``looks``: the verdict's ``details["looks"]``."""
     looks = looks if isinstance(looks, dict) else {}
     max_looks = int(looks.get("max_looks") or 1)
-    if decision != "reject" or basis not in (Basis.EXACT, Basis.NULL_FLOOR) or not (delta_mean or 0) > 0:
-        return decision
-    if max_looks <= 1:
+    provisional = decision == "reject" and basis in (Basis.EXACT, Basis.NULL_FLOOR) and (delta_mean or 0) > 0
+    if not provisional or max_looks <= 1:
         return decision
     return "provisional" if int(looks.get("look") or 1) < max_looks else "inconclusive"
 

@@ -175,24 +175,13 @@ def _paired(x: RuleInput) -> RuleResult:
         se = 0.0
         mean_exact = stats.exact_mean(exact)
         above = mean_exact is not None and mean_exact > 0
-    decision, basis, reason, extra = _k_se_rule(
-        Basis.PAIRED,
-        "paired Δ̄",
-        mean,
-        se,
-        x.config.k_se,
-        f"SE = {se:.4f}, n = {x.deltas.size}; decided on exact fractions",
-        ok=above,
-    )
-    return RuleResult(decision, basis, reason, {**extra, "se": se})
+    detail = f"SE = {se:.4f}, n = {x.deltas.size}; decided on exact fractions"
+    return _k_se_rule(Basis.PAIRED, "paired Δ̄", mean, se, x.config.k_se, detail, ok=above)
 
 
 def _significant(x: RuleInput) -> RuleResult:
     se = math.sqrt(stats.combined_se(x.candidate) ** 2 + stats.combined_se(x.best) ** 2)
-    decision, basis, reason, extra = _k_se_rule(
-        Basis.SIGNIFICANT, "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}"
-    )
-    return RuleResult(decision, basis, reason, {**extra, "se": se})
+    return _k_se_rule(Basis.SIGNIFICANT, "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}")
 
 
 def _above(basis: str, delta: float, bar: float, label: str) -> RuleResult:
@@ -234,7 +223,6 @@ RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
 }
 GATE_MODES = tuple(RULES)
 EXACT_P_MODES = ("exact", "pairwise")  # rules whose p is an exact fraction: α is split among siblings
-LEGACY_MODES = ("paired", "significant", "strict", "threshold", "simplicity_tiebreak")  # cap-evolve's own
 
 
 def run_rule(
@@ -395,21 +383,20 @@ def _k_se_rule(
     comparison already decided exactly."""
     if se == 0.0:
         ok = delta > 0 if ok is None else ok
+        reason = (
+            f"{label} = {delta:+.4f} {'>' if ok else '≤'} 0 (WARNING: SE = 0, so the rule fell back "
+            "to strict: any improvement wins)"
+        )
         return RuleResult(
             outcome(ok),
             basis,
-            f"{label} = {delta:+.4f} {'>' if ok else '≤'} 0 (WARNING: SE = 0, so the rule fell back "
-            "to strict: any improvement wins)",
-            {"bar": 0.0, "warnings": [f"{basis} SE = 0: strict fallback"]},
+            reason,
+            {"bar": 0.0, "warnings": [f"{basis} SE = 0: strict fallback"], "se": se},
         )
     bar = k_se * se
     ok = delta > bar if ok is None else ok
-    return RuleResult(
-        outcome(ok),
-        basis,
-        f"{label} = {delta:+.4f} {'>' if ok else '≤'} {k_se}·SE = {bar:.4f} ({detail})",
-        {"bar": bar},
-    )
+    reason = f"{label} = {delta:+.4f} {'>' if ok else '≤'} {k_se}·SE = {bar:.4f} ({detail})"
+    return RuleResult(outcome(ok), basis, reason, {"bar": bar, "se": se})
 
 
 def alpha_text(alpha: float | Fraction) -> str:

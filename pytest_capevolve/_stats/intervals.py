@@ -14,8 +14,7 @@ import numpy as np
 
 from .core import mean_se
 
-# scipy is imported where it is used (the reference bootstrap): a session that only persists or
-# resumes never pays its ~1 CPU-second import.
+# scipy is imported where it is used: a session that only persists or resumes never pays its ~1 CPU-s import
 _NORMAL = NormalDist()
 
 # Past this many tasks the mean's sampling distribution is normal to well within the bootstrap's
@@ -25,10 +24,9 @@ ANALYTIC_CI_MIN_TASKS = 2000
 BCA = "bca_bootstrap"
 NORMAL = "normal"
 STUDENT_T = "t"
-# Below this many tasks the bootstrap under-covers: resampling 12 tasks sees a spread ~(n−1)/n
-# too small and no tail heavier than the normal, so the BCa "95 %" interval of tau2-like null
-# deltas covers 86 % at 12 tasks and 91 % at 30 (tests/unit/test_interval_coverage.py measures
-# it); Student's t covers 95–96 % there. From 200 tasks on the two agree within Monte Carlo error.
+# Below this many tasks the bootstrap under-covers (a spread ~(n−1)/n too small, no tail heavier than the
+# normal): its "95 %" interval of tau2-like null deltas covers 86 % at 12 tasks, 91 % at 30, Student's t
+# 95–96 % (tests/unit/test_interval_coverage.py). From 200 tasks on the two agree within Monte Carlo error.
 T_CI_MAX_TASKS = 200
 
 

@@ -8,6 +8,7 @@ positive count is Binomial(m, ½). Units netting zero are ``ties``, not tested. 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -53,10 +54,9 @@ def unit_nets(task_nets: Mapping[str, int], clusters: Mapping[str, str] | None =
     order."""
     if not clusters:
         return list(task_nets.values())
-    sums: dict[str, int] = {}
+    sums: Counter[str] = Counter()  # first-seen order, as a dict's
     for task, net in task_nets.items():
-        key = clusters.get(task, f"task:{task}")
-        sums[key] = sums.get(key, 0) + net
+        sums[clusters.get(task, f"task:{task}")] += net
     return list(sums.values())
 
 
