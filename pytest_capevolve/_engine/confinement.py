@@ -1,17 +1,10 @@
 """Confined or not, said the same way everywhere: the labels a verdict, a decision, a page carry.
 
-Two parties can cheat a measurement, each labelled on its own:
-
-- **candidate code**: the boundary each sandbox child reported before any candidate byte ran
-  (every rollout record's ``confinement``), gathered per session (:func:`note`, :func:`begin`),
-  else what this machine gives a child (:func:`.._confine.landlock.expected`). A verdict is
-  confined only if every earlier session of the run was too (``session_started``'s
-  ``candidate_code``): a decision may rest on rollouts they paid.
-- **the optimizer**: the label ``capevolve agent``/``hill-climb`` passes to every command it runs
-  for it (``CAPEVOLVE_OPTIMIZER_CONFINEMENT``, :mod:`.._confine.label`), else "not started by
-  capevolve agent".
-
-Process-wide on purpose: one session runs in a process at a time."""
+Two parties are labelled apart. **Candidate code**: what each sandbox child reported before any
+candidate byte ran, gathered per session, else what this machine gives a child; a verdict is
+confined only if every earlier session of the run was too, since it may rest on their rollouts.
+**The optimizer**: the label ``capevolve agent``/``hill-climb`` passes to the commands it runs
+(:mod:`.._confine.label`). Process-wide on purpose: one session runs in a process at a time."""
 
 from __future__ import annotations
 
@@ -93,13 +86,7 @@ def optimizer() -> str:
     if not said:
         return NOT_BY_AGENT
     try:
-        fields = json.loads(said)
-        return Confinement(
-            bool(fields["confined"]),
-            int(fields.get("abi") or 0),
-            str(fields.get("why") or ""),
-            bool(fields.get("scoped")),
-        ).label
+        return Confinement.from_json(json.loads(said)).label
     except (ValueError, TypeError, KeyError):
         return f"unreadable {CONFINEMENT_ENV} ({said[:60]!r})"
 

@@ -45,11 +45,13 @@ def gateway_count(config: pytest.Config) -> int:
     """How many processes run rollouts: the xdist gateways (``-n N`` is N popen ones), else 1."""
     if config.getoption("dist", "no") == "no":
         return 1
-    gateways = 0
-    for raw in config.getoption("tx", None) or []:
-        count, _, _ = raw.rpartition("*")
-        gateways += int(count) if count.isdigit() else 1
-    return max(1, gateways)
+    return max(1, sum(_gateways(raw) for raw in config.getoption("tx", None) or []))
+
+
+def _gateways(raw: str) -> int:
+    """How many gateways one ``--tx`` starts (``N*spec``: N)."""
+    count, _, _ = raw.rpartition("*")
+    return int(count) if count.isdigit() else 1
 
 
 def check_gateways(config: pytest.Config, spec: Spec) -> None:
@@ -58,9 +60,8 @@ def check_gateways(config: pytest.Config, spec: Spec) -> None:
     replaced at most 4 × gateways times (xdist's default for ``-n``)."""
     gateways = 0
     for raw in config.getoption("tx", None) or []:
-        count, _, text = raw.rpartition("*")
-        gateways += int(count) if count.isdigit() else 1
-        options = dict(part.partition("=")[::2] for part in text.split("//"))
+        gateways += _gateways(raw)
+        options = dict(part.partition("=")[::2] for part in raw.rpartition("*")[2].split("//"))
         if "popen" in options and options.get("chdir"):
             folder = Path(options["chdir"])
             if not any((f / spec.path.name).is_file() for f in (folder, folder / spec.project_dir.name)):

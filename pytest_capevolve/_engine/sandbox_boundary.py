@@ -1,23 +1,13 @@
 """What a sandbox child may reach: the :class:`.._confine.landlock.Boundary` candidate code runs in.
 
-Computed in the scoring process (outside), once per runner, from the spec; applied by each
-sandbox child to itself before it loads the adapter (:mod:`.sandbox_child`), so no byte of a
-candidate runs outside it:
-
-- **write**: the child's own scratch folder (a fresh temporary folder outside the project, its
-  ``TMPDIR``, removed when the child ends) and the folders the spec's ``sandbox_writable``
-  names (what an honest ``live()`` writes into);
-- **read**: everything else on the machine — the Python environment, the adapter and its
-  libraries, the candidate's folder (its snapshot or work copy, even inside the run dir) —
-  **except** the hidden: the project's ``.capevolve/`` (run dirs, work copies, memory), the gold
-  files the lock holds as data (the spec's ``harness_files``: gold, answers, ``tasks/``,
-  ``data/`` by default), and the shared ledger when the spec names one;
-- **signals and abstract Unix sockets** scoped to the child's own domain (Landlock ABI ≥ 6): it
-  cannot kill, trace or talk to the session that scores it.
-
-The child never scores: gold is read by the scoring process only, and tasks reach the child
-pickled (a task that does not pickle is read by the child's own ``tasks("all")``, which then
-must not need a hidden file).
+Computed in the scoring process once per runner, from the spec; applied by each sandbox child to
+itself before it loads the adapter, so no byte of a candidate runs outside it. It may **write**
+its own scratch folder (its ``TMPDIR``, outside the project, removed when it ends) and the
+folders the spec's ``sandbox_writable`` names; **read** everything else (the Python environment,
+the adapter, the candidate's folder even inside the run dir) **except** the project's
+``.capevolve/``, the gold files the lock holds as data (``harness_files``) and the shared ledger;
+and with Landlock ABI ≥ 6 it cannot signal, trace or talk to the session that scores it. Gold is
+read by the scoring process only: tasks reach the child pickled.
 """
 
 from __future__ import annotations

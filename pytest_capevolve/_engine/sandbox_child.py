@@ -1,25 +1,18 @@
 """The sandbox child: the only process where a candidate's code runs in a session.
 
-Started fresh (a new interpreter, never a fork of a process that may hold candidate code) by
-:mod:`.sandbox`, one per candidate folder per scoring process, as
-``python -c "from pytest_capevolve._engine.sandbox_child import main; main()"``. It confines itself
-to the boundary its parent computed (:mod:`.sandbox_boundary`: write only its scratch, read all
-but the run dir, the gold files and a shared ledger, no signal to the session), says so in
-its ``ready`` frame, imports the project's adapter, then answers requests on its pipe
-(:mod:`.wire`): make the candidate live and run ``run_target``
-(:func:`.runner.run_target_here`), and send back the rollout as data, with what it printed and
-logged. It never scores: the parent does, with its own adapter.
+Started fresh by :mod:`.sandbox` (a new interpreter, never a fork of a process that may hold
+candidate code), one per candidate folder per scoring process. It confines itself to the
+boundary its parent computed (:mod:`.sandbox_boundary`) and says so in its ``ready`` frame,
+imports the project's adapter, then answers requests on its pipe (:mod:`.wire`): make the
+candidate live, run ``run_target`` (:func:`.runner.run_target_here`), send back the rollout as
+data with what it printed and logged. It never scores. An ``inline`` request (a sync adapter at
+concurrency 1) runs on the main thread under the SIGALRM deadline; the others run in flight
+(:class:`.inflight.RolloutPool`), so every rollout is answered by its deadline at the latest.
 
-- an ``inline`` request (a sync adapter at concurrency 1) runs on this process's main thread,
-  under the same SIGALRM deadline as an in-process rollout;
-- the others run in flight (:class:`.inflight.RolloutPool`: threads, or one event loop), each
-  with its watchdog deadline, so the child answers every rollout at its deadline at the latest.
-
-Anything a rollout raises, ``BaseException`` included, is its infra error: nothing here ends the
-child but the end of its pipe (the parent gone or done) or the candidate killing it — and then
-the parent marks that child's rollouts as infra errors and starts another. The protocol's file
-descriptors are private copies; fd 1 is pointed at stderr, so ``os.write(1, ...)`` by candidate
-code cannot forge a frame by accident, and SIGINT is ignored (the parent's Ctrl-C ends it).
+Anything a rollout raises, ``BaseException`` included, is its infra error: only the end of the
+pipe or the candidate killing it ends the child. The protocol's descriptors are private copies
+and fd 1 points at stderr, so ``os.write(1, ...)`` by candidate code cannot forge a frame by
+accident; SIGINT is ignored (the parent's Ctrl-C ends it).
 """
 
 from __future__ import annotations
@@ -210,13 +203,9 @@ class Child:
             write_frame(self.proto_out, head, blob)
 
     def as_data(self, rollout: Rollout) -> bytes:
-        """The rollout's pickle, if the parent will rebuild it as it is (values the scorer may
-        rely on: tuples, dataclasses of the adapter's module); else the JSON form the record
-        keeps (a candidate's own classes cannot travel: rebuilding them would run its code).
-
-        A rollout of plain values only (containers and scalars: nothing but the Rollout itself
-        needed a reduce, :class:`_PlainWatch`) is one the parent rebuilds, so it is sent as it
-        is; anything else is loaded here first, the way the parent will."""
+        """The rollout's pickle, if the parent will rebuild it as it is (plain values, or classes
+        of the adapter's module: loaded here first the way the parent will); else the JSON form
+        the record keeps (a candidate's own classes cannot travel: rebuilding them runs its code)."""
         try:
             watch = _PlainWatch(buffer := io.BytesIO(), protocol=pickle.HIGHEST_PROTOCOL)
             watch.dump(rollout)
