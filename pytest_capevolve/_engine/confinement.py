@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,8 +21,9 @@ from .._confine.launch import CONFINEMENT_ENV
 
 NOT_BY_AGENT = "not started by capevolve agent"
 NOT_SAID = "not said (a session of this run that predates the boundary's label)"
+IN_PROCESS = "unconfined (ran in the scoring process, without a sandbox)"
 _lock = threading.Lock()
-_seen: dict[str, int] = {}  # label → rollouts run with it, this session
+_seen: Counter[str] = Counter()  # label → rollouts run with it, this session
 _earlier: list[str] = []  # what the run's earlier sessions said of their candidate code
 
 
@@ -41,18 +43,13 @@ def expected_label() -> str:
 def note(label: str | None, count: int = 1) -> None:
     """A rollout whose candidate code ran under ``label`` (None: in the scoring process itself)."""
     with _lock:
-        key = label or "unconfined (ran in the scoring process, without a sandbox)"
-        _seen[key] = _seen.get(key, 0) + count
+        _seen[label or IN_PROCESS] += count
 
 
 def summary(labels: Iterable[str | None]) -> str:
     """One label for many rollouts: the confined one when all were, else the first unconfined
     one, with how many rollouts it covers when the others were confined."""
-    counts: dict[str, int] = {}
-    for label in labels:
-        key = label or "unconfined (ran in the scoring process, without a sandbox)"
-        counts[key] = counts.get(key, 0) + 1
-    return _summary(counts)
+    return _summary(Counter(label or IN_PROCESS for label in labels))
 
 
 def _summary(counts: dict[str, int]) -> str:

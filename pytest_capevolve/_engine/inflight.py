@@ -1,24 +1,19 @@
 """Rollouts in flight: one process's rollouts running at once, each with its own deadline.
 
-Used under ``--capevolve-concurrency K`` (and for any async adapter) in the process that runs
-items, and in each sandbox child; which rollouts start is the session's business. A sync
-adapter's rollout runs on a reused daemon thread; an async adapter's rollouts are tasks of one
-event loop, on one daemon thread.
-
-A SIGALRM timer cannot keep a deadline off the main thread, so a watchdog thread does: at the
-deadline the rollout's future gets its timeout (missing data, never a 0) whatever the adapter
-does, and the watchdog keeps interrupting the abandoned rollout every :data:`TICK_S` (a
-:class:`.deadline.RolloutTimeout` in its thread, or a cancellation of its task) until it ends,
-so an ``except Exception:`` retry loop neither swallows the timeout nor runs for ever.
-
-Each rollout runs with :data:`.rollout_output.CURRENT` set to its own buffer, so what it prints
-and logs is kept for its item (the settled :class:`.runner.Scored`'s ``captured``).
+Used at ``--capevolve-concurrency K`` > 1 or with an async adapter, in the process that runs
+items and in each sandbox child: sync rollouts on reused daemon threads, async ones as tasks of
+one event loop. A SIGALRM timer cannot keep a deadline off the main thread, so a watchdog thread
+does: at the deadline the rollout's future gets its timeout whatever the adapter does, and the
+abandoned rollout is interrupted again every :data:`TICK_S` until it ends, so an ``except
+Exception:`` retry loop neither swallows the timeout nor runs for ever. What each rollout prints
+and logs is kept for its item (:data:`.rollout_output.CURRENT`).
 """
 
 from __future__ import annotations
 
 import _thread
 import asyncio
+import contextlib
 import ctypes
 import functools
 import heapq
@@ -34,12 +29,7 @@ from typing import Any
 from .._project.adapter import Task
 from .deadline import RolloutTimeout, timeout_message
 from .rollout_output import CURRENT, RolloutOutput
-from .runner import (
-    AdapterRunner,
-    Scored,
-    run_and_score,
-    run_and_score_async,
-)
+from .runner import AdapterRunner, Scored, run_and_score, run_and_score_async
 
 TICK_S = 0.05  # how often an abandoned rollout is interrupted again, as the SIGALRM timer re-arms
 
@@ -62,10 +52,8 @@ class InflightRollout:
         """The first answer wins: the rollout's own, or the watchdog's timeout."""
         self.output.end()
         scored.captured = self.output
-        try:
+        with contextlib.suppress(InvalidStateError):
             self.future.set_result(scored)
-        except InvalidStateError:
-            pass
 
     def expire(self) -> None:
         self.settle(

@@ -77,23 +77,16 @@ def check_gateways(config: pytest.Config, spec: Spec) -> None:
 def join_option_values(config: pytest.Config) -> None:
     """``--capevolve-run /abs/PROJECT`` → ``--capevolve-run=/abs/PROJECT`` in the arguments
     xdist sends to workers in other folders, which would map a bare path onto an rsync root."""
-    args = [str(arg) for arg in config.invocation_params.args]
+    args = iter([str(arg) for arg in config.invocation_params.args])
     joined: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        dest = arg[2:].replace("-", "_")
+    for arg in args:
         takes_value = (
             arg.startswith("--capevolve-")
             and "=" not in arg
-            and not isinstance(getattr(config.option, dest, False), bool)
+            and not isinstance(getattr(config.option, arg[2:].replace("-", "_"), False), bool)
         )
-        if takes_value and index + 1 < len(args):
-            joined.append(f"{arg}={args[index + 1]}")
-            index += 2
-            continue
-        joined.append(arg)
-        index += 1
+        value = next(args, None) if takes_value else None
+        joined.append(arg if value is None else f"{arg}={value}")
     config.invocation_params = replace(config.invocation_params, args=tuple(joined))
 
 

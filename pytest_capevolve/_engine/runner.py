@@ -1,17 +1,11 @@
 """Running one rollout and scoring it: the one place that calls a user's agent and scorer.
 
-Used by rollout items, the ``adapter`` microcase check and ``capevolve check``, so the three can
-never disagree on what counts as an infra error. It writes nothing.
-
-An infra error (run_target raised, ``Rollout.error`` set, scorer crash, a reward outside [0, 1])
-gives ``reward = None``: missing data, never a 0. What the candidate's side caused (a timeout,
-a sandbox child that died, was killed or answered garbage, ``sys.exit`` in ``run_target``) is
-the candidate's failure instead (:func:`charge`): ``reward = 0.0``, labelled, never paid again
-as a fresh draw the candidate chose (docs/explanation/candidate-failures.md draws the line).
-
-In a session the candidate's side runs in a sandbox child (:func:`.sandbox.isolated`) and comes
-back as data, scored here by a process that never imported candidate code; :class:`InProcess`
-runs it in this process (the sandbox child itself, and adapters defined in memory in tests).
+Shared by rollout items, the ``adapter`` microcase check and ``capevolve check``, so they never
+disagree on what counts as an infra error (``reward = None``: missing data, never a 0) and what
+the candidate's side caused (:func:`charge`: a 0, never paid again as a fresh draw it chose;
+docs/explanation/candidate-failures.md draws the line). It writes nothing. In a session the
+candidate's side runs in a sandbox child (:func:`.sandbox.isolated`); :class:`InProcess` runs it
+here (in the sandbox child itself, and for adapters defined in memory in tests).
 """
 
 from __future__ import annotations
@@ -118,12 +112,9 @@ class AdapterRunner:
 
 
 def declared_thread_safe(adapter: Any) -> bool:
-    """Whether rollouts of ``adapter`` may run at once in one process (``--capevolve-concurrency``).
-
-    An adapter says so with a ``thread_safe`` attribute. Without one, a cap-evolve style
-    ``apply(dir)`` adapter (no ``live()``) is taken as unsafe: ``apply`` has nothing to hand the
-    rollout but process-wide state, so two candidates applied at once would measure each other.
-    """
+    """Whether rollouts of ``adapter`` may run at once in one process, as its ``thread_safe``
+    says. Without one, an ``apply(dir)`` adapter (no ``live()``) is unsafe: ``apply`` has only
+    process-wide state to hand the rollout, so two candidates applied at once measure each other."""
     declared = getattr(adapter, "thread_safe", None)
     if declared is not None:
         if not isinstance(declared, bool):
@@ -222,10 +213,8 @@ def run_and_score(
     split: str,
     timeout_s: float | None = None,
 ) -> Scored:
-    """Make ``candidate_dir`` live, run the agent once on ``task`` with ``seed``, score it.
-
-    The agent runs where ``runner.targets`` runs it (a sandbox child in a session); the score
-    is taken here, in the calling thread. An async adapter gets an event loop of its own."""
+    """Make ``candidate_dir`` live, run the agent once on ``task`` with ``seed`` where
+    ``runner.targets`` runs it, and score it here. An async adapter gets an event loop of its own."""
     if runner.is_async:
         import asyncio
 
@@ -283,11 +272,9 @@ CAUSED_PREFIXES = ("timeout: ", "run_target raised SystemExit(")
 
 
 def charge(scored: Scored) -> Scored:
-    """Book what the candidate's side caused against the candidate, in the process that scores:
-    a death or kill of its sandbox child seen here (``caused``), a timeout, ``sys.exit`` in
-    ``run_target``. Such a rollout is a reward of 0, its reason in ``feedback`` (``candidate
-    failure: …``) and ``metrics["candidate_failure"]`` — never missing data a later session
-    pays again with a fresh draw. Everything else the candidate's side reports stays as it is."""
+    """Book what the candidate's side caused (a death or kill of its sandbox child, a timeout,
+    ``sys.exit`` in ``run_target``) against the candidate: a reward of 0, its reason in
+    ``feedback`` and ``metrics["candidate_failure"]``, never missing data paid again."""
     why = scored.caused
     if why is None and scored.infra_error is not None and scored.infra_error.startswith(CAUSED_PREFIXES):
         why = scored.infra_error
@@ -337,10 +324,9 @@ async def run_target_here_async(
     split: str,
     timeout_s: float | None = None,
 ) -> Scored:
-    """:func:`run_target_here` for an async adapter, on the running event loop. The deadline
-    cancels ``run_target`` (``CancelledError`` is a BaseException, so ``except Exception:``
-    does not swallow it); an adapter that swallows the cancellation anyway is judged late
-    afterwards, and in a session :mod:`.inflight` reports it at its deadline whatever it does."""
+    """:func:`run_target_here` on the running event loop. The deadline cancels ``run_target``
+    (a BaseException: ``except Exception:`` does not swallow it); an adapter that swallows it
+    anyway is judged late, and in flight is reported at its deadline whatever it does."""
     import asyncio
 
     started = time.perf_counter()
@@ -359,20 +345,18 @@ async def run_target_here_async(
 
 
 def _raised(method: str, exc: BaseException) -> str:
-    """The one-line infra error of an adapter method that raised. ``SystemExit`` (``sys.exit``
-    in the agent or scorer) is caught too: it ends one rollout, never the session. A
-    ``KeyboardInterrupt`` is not: raised by the adapter or by a real Ctrl-C, it looks the same
-    here, and a Ctrl-C must stop the session."""
+    """The one-line infra error of an adapter method that raised. ``SystemExit`` is caught too:
+    it ends one rollout, never the session. ``KeyboardInterrupt`` is not: raised by the adapter
+    or a real Ctrl-C, it looks the same, and a Ctrl-C must stop the session."""
     if isinstance(exc, SystemExit):
         return f"{method} raised SystemExit({exc.code!r}): an adapter must not exit the process"
     return f"{method} raised {type(exc).__name__}: {exc}"
 
 
 def _to_score(scored: Scored, timeout_s: float | None) -> Rollout | None:
-    """The rollout to score, if the candidate's side returned one without error: a rollout that
-    reports its own error, an invalid cost or token count, or came back after its deadline (an
-    adapter that swallowed the timeout; ``scored.seconds`` is how long the candidate's side
-    took) is an infra error, never a score."""
+    """The rollout to score, if the candidate's side returned one: one reporting its own error,
+    an invalid cost or token count, or back after its deadline (an adapter that swallowed the
+    timeout) is an infra error instead."""
     rollout = scored.rollout
     if rollout is None or scored.infra_error is not None or scored.caused is not None:
         return None

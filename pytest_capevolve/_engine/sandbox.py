@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import itertools
 import logging
 import pickle
@@ -58,7 +59,6 @@ class Sandboxes:
     ) -> None:
         self.ref = ref
         self.project_dir = project_dir
-        self.harness_modules = harness_modules
         self.spec = spec
         self._fence: Fence | None = None
         # called once, on the main thread, right after the next inline answer is read (before it
@@ -129,10 +129,8 @@ class Sandboxes:
         answer = sandbox.exchange(ask) if inline else sandbox.submit(ask).result()
         self._label(answer.scored, sandbox)
         if then is not None and inline:
-            try:
+            with contextlib.suppress(Exception):  # only a head start: the next item asks for it itself
                 then()
-            except Exception:  # only a head start: the next item asks for its rollout itself
-                pass
         answer.replay()
         return answer.scored
 

@@ -1,23 +1,18 @@
 """The sandbox child: the only process where a candidate's code runs in a session.
 
-Started fresh by :mod:`.sandbox` (a new interpreter, never a fork of a process that may hold
-candidate code), one per candidate folder per scoring process. It confines itself to the
-boundary its parent computed (:mod:`.sandbox_boundary`) and says so in its ``ready`` frame,
-imports the project's adapter, then answers requests on its pipe (:mod:`.wire`): make the
-candidate live, run ``run_target`` (:func:`.runner.run_target_here`), send back the rollout as
-data with what it printed and logged. It never scores. An ``inline`` request (a sync adapter at
-concurrency 1) runs on the main thread under the SIGALRM deadline; the others run in flight
-(:class:`.inflight.RolloutPool`), so every rollout is answered by its deadline at the latest.
-
-Anything a rollout raises, ``BaseException`` included, is its infra error: only the end of the
-pipe or the candidate killing it ends the child. The protocol's descriptors are private copies
-and fd 1 points at stderr, so ``os.write(1, ...)`` by candidate code cannot forge a frame by
-accident; SIGINT is ignored (the parent's Ctrl-C ends it).
+It confines itself to the boundary its parent computed (:mod:`.sandbox_boundary`), says so in
+its ``ready`` frame, imports the adapter, then answers requests on its pipe (:mod:`.wire`) with
+the rollout as data and what it printed and logged; it never scores. An ``inline`` request runs
+on the main thread under the SIGALRM deadline, the others in flight, so every rollout is answered
+by its deadline. Anything a rollout raises is its infra error: only the end of the pipe or the
+candidate killing it ends the child. fd 1 points at stderr, so ``os.write(1, ...)`` by candidate
+code cannot forge a frame by accident; SIGINT is ignored (the parent's Ctrl-C ends it).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import io
 import logging
@@ -68,7 +63,6 @@ class Child:
         self.sending = threading.Lock()
         self.runner: AdapterRunner | None = None
         self.pool: RolloutPool | None = None
-        self.harness_modules: list[str] = []
         self.values = ValueLoader(())
         self.ref = ""
         self.project_dir = Path()
@@ -94,21 +88,18 @@ class Child:
             self.send({"fatal": f"the sandbox could not load the adapter: {type(exc).__name__}: {exc}"})
             os._exit(0)
         self.runner = AdapterRunner(adapter)
-        self.harness_modules = [type(adapter).__module__]
-        self.values = ValueLoader(self.harness_modules)
+        self.values = ValueLoader([type(adapter).__module__])
         self.send({"ready": os.getpid(), "confinement": confinement.as_json()})
 
     def task(self, task_id: str, sent: bytes | int | None) -> Task:
         if sent == SAME_TASK and task_id in self._sent_tasks:
             return self._sent_tasks[task_id]
         if isinstance(sent, bytes):
-            try:
+            with contextlib.suppress(Exception):
                 task = pickle.loads(sent)
                 if isinstance(task, Task):
                     self._sent_tasks[task_id] = task
                     return task
-            except Exception:
-                pass
         if self._tasks is None:  # the parent's task could not travel: the same one from here
             assert self.runner is not None
             try:

@@ -6,6 +6,7 @@ candidate folder."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
@@ -311,10 +312,8 @@ class Sandbox:
 
 
 def _settle(future: Future[Answer], answer: Answer) -> None:
-    try:
+    with contextlib.suppress(InvalidStateError):  # given up on (its task cancelled at its deadline)
         future.set_result(answer)
-    except InvalidStateError:  # given up on (its task cancelled at its deadline)
-        pass
 
 
 class _ChildProcess(subprocess.Popen[bytes]):
@@ -344,10 +343,8 @@ def end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
     try:
         if gently and proc.stdin is not None:
             proc.stdin.close()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 return proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                pass
         proc.kill()
         return proc.wait(timeout=5.0)
     except (OSError, subprocess.TimeoutExpired):
@@ -355,10 +352,8 @@ def end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
     finally:
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
-                try:
+                with contextlib.suppress(OSError):
                     pipe.close()
-                except OSError:
-                    pass
         scratch = getattr(proc, "scratch", None)
         if scratch and proc.returncode is not None:
             shutil.rmtree(scratch, ignore_errors=True)

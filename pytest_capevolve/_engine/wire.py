@@ -1,14 +1,10 @@
 """The pipe between a scoring process and its sandbox child: frames, and answers read as data.
 
-Both sides send pickled frames, each an 8-byte length and its payload. The parent trusts nothing
-the child sends (candidate code can write any bytes on the pipe), so it reads an answer with
-:class:`AnswerUnpickler`, which builds containers, scalars and only the classes in
-:data:`VALUE_TYPES` or defined in the harness's own adapter module — never a function, never a
-module it would have to import. A pickle is a program; this one can only make values.
-
-The hot path is one request and one answer per rollout, so both are lean: an answer is a tuple
-then the rollout's own pickle in the same frame, written in one ``writev`` and read straight
-into the buffer it is parsed from.
+Frames are an 8-byte length and a pickle. Candidate code can write any bytes on the pipe, so
+the parent reads answers with :class:`AnswerUnpickler`, which builds only containers, scalars,
+:data:`VALUE_TYPES` and the harness adapter module's classes: a pickle is a program; this one can
+only make values. On the hot path an answer is a tuple then the rollout's own pickle in one
+frame, written in one ``writev`` and read straight into the buffer it is parsed from.
 """
 
 from __future__ import annotations
