@@ -4,14 +4,10 @@ The broker runs commands with the evaluator's rights, outside the boundary, so i
 loop's own commands, on the agent's project, from a folder the agent cannot write:
 
 - ``capevolve`` commands of :data:`BROKERED`, but no flag that rewrites the record, runs the
-  agent's code outside or sets the owner's gate (``verify --repair``, ``commit --force``, a new
-  run, ``hill-climb --store-commit-cmd``/``--alpha``/``--gate-mode``/``--k-se``, ``verify
-  --anchor-from-store``); paths a command writes, reads or grants must be ones the agent may
-  write or read;
-- ``capevolve pytest ARGS`` with the options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`,
-  the ``--capevolve-*`` options but the owner's (``--capevolve-multiple``, a looser
-  ``--capevolve-regression-rule``) and project paths outside the run dirs: no ``-p``, ``-o``,
-  ``-c``, ``--rootdir``, ``--confcutdir``, ``--junitxml``, nor an ``@FILE`` word;
+  agent's code outside or sets the owner's gate (:data:`REFUSED_FLAGS`, :data:`GATE_FLAGS`);
+  paths a command writes, reads or grants must be ones the agent may write or read;
+- ``capevolve pytest ARGS`` with the options of :data:`PYTEST_FLAGS`, :data:`PYTEST_VALUED` and
+  the ``--capevolve-*`` options but the owner's, and project paths outside the run dirs;
 - no cwd or path through a symbolic link, which the agent could repoint after the check.
 
 Everything else is refused in one line that names the way on."""
