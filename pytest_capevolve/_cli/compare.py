@@ -117,9 +117,8 @@ def register(sub: Any) -> None:
 
     compare = sub.add_parser(
         "compare",
-        help="decide finished runs (inspect_ai logs, lm-eval samples, promptfoo or deepeval JSON, a "
-        "CSV/JSONL of task_id, trial, reward) against a "
-        "baseline with the gate's exact paired test (pays nothing)",
+        help="decide finished runs (inspect_ai logs, lm-eval samples, promptfoo or deepeval JSON, a CSV/JSONL"
+        " of task_id, trial, reward) against a baseline with the gate's exact paired test (pays nothing)",
     )
     compare.add_argument(
         "runs", nargs="+", type=Path, metavar="RUN", help="results files: the baseline first"

@@ -369,10 +369,8 @@ def register(sub: Any) -> None:
     verify.add_argument(
         "--repair",
         action="store_true",
-        help=(
-            "move a damaged events.jsonl tail aside; rebuild state.json from the events; "
-            "quarantine rollout files that differ from their events"
-        ),
+        help="move a damaged events.jsonl tail aside; rebuild state.json from the events; "
+        "quarantine rollout files that differ from their events",
     )
     verify.add_argument(
         "--anchor",

@@ -82,12 +82,8 @@ def views(line: str) -> list[str]:
     folded = unicodedata.normalize("NFKC", "".join(c for c in line if unicodedata.category(c) != "Cf"))
     joined = _LITERAL_SEAM.sub("", folded)
     out = [line, joined] if joined != folded else [line]
-    for text in {folded, joined}:
-        for run in _BASE64.findall(text):
-            decoded = _decoded(run)
-            if decoded:
-                out.append(decoded)
-    return out
+    decoded = (_decoded(run) for text in {folded, joined} for run in _BASE64.findall(text))
+    return out + [text for text in decoded if text]
 
 
 def _decoded(run: str) -> str | None:
