@@ -1,13 +1,8 @@
 """Every kind of event in ``events.jsonl``, declared once: its name and its fields.
 
-A kind is a :class:`Kind`: the name the log holds (a ``str``) with the ``TypedDict`` of its
-fields, as inspect_ai's ``event/`` declares one class per event. :meth:`.events.EventLog.
-append_event` takes a declared kind and refuses a field it does not declare before a byte is
-written (``seq``, ``ts``, ``kind`` and ``prev`` are the log's own); :meth:`.events.EventLog.
-of_kinds` asked for one kind returns its ``TypedDict``, so mypy checks the readers. A field
-written only when it applies, or added later, is ``NotRequired``; any may be missing from a
-line written before it (readers ``.get`` them). ``tests/unit/test_event_kinds.py`` checks that
-every kind is appended somewhere in the package; the run-dir page's table is drawn from them.
+A :class:`Kind` is the name the log holds with the ``TypedDict`` of its fields: appends refuse an
+undeclared field before a byte is written, and readers of one kind are typed, so mypy checks them.
+A field added later is ``NotRequired``; any may be missing from an older line (readers ``.get``).
 """
 
 from typing import Any, Generic, NotRequired, TypedDict, TypeVar
@@ -19,8 +14,7 @@ E = TypeVar("E")
 
 
 class UndeclaredEvent(TypeError):
-    """An append of a kind, or with a field, that this module does not declare: a bug in the
-    caller, raised before anything is written (as a call with an unknown keyword is)."""
+    """An append of an undeclared kind or field: a bug in the caller, raised before anything is written."""
 
 
 class Kind(str, Generic[E]):
@@ -42,8 +36,7 @@ class Kind(str, Generic[E]):
 
 
 def check(kind: str, fields: dict[str, Any]) -> None:
-    """Refuse a kind this module does not declare, or a field its declaration lacks (a field it
-    declares may be left out: lines written before it was added still read)."""
+    """Refuse an undeclared kind, or a field its declaration lacks (a declared one may be left out)."""
     found = DECLARED.get(kind)
     if found is None:
         raise UndeclaredEvent(
