@@ -95,17 +95,12 @@ def atomic_write_parts(path: Path, parts: Iterable[str]) -> None:
         _write_all(fd, "".join(pending).encode("utf-8"))
 
 
-def dump_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, dump_json(obj))
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def unwritable_folder(folder: Path) -> OSError | None:
-    """Why nothing can be written in ``folder``, or None. Tried: ``os.access`` says yes to root and
-    knows nothing of a full disk."""
+    """Why nothing can be written in ``folder``, or None (tried: ``os.access`` ignores a full disk)."""
     probe = folder / f".write-probe.{os.getpid()}.tmp"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)

@@ -106,14 +106,12 @@ class RunDir:
     @staticmethod
     @contextlib.contextmanager
     def project_lock(project_dir: Path) -> Iterator[None]:
-        """Held while a session picks (or creates) its run and plans: two sessions on a fresh
-        project get one run."""
+        """Held while a session picks its run and plans: two sessions on a fresh project get one run."""
         with exclusive(project_dir / RUNS_DIR.parent / "runs.lock"):
             yield
 
     def discard_if_created(self) -> None:
-        """Remove the folder this process created for a session refused while planning (under
-        :meth:`project_lock`, so nobody else has seen it)."""
+        """Remove the folder this process created for a session refused while planning."""
         if self.created:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -171,13 +169,6 @@ class RunDir:
         """``page``: the HTML, whole or in pieces written as they come (never held whole)."""
         atomic_write_parts(self.dashboard_path, [page] if isinstance(page, str) else page)
         return self.dashboard_path
-
-    def views_stamp(self) -> dict[str, Any] | None:
-        """What the pages were last drawn from (:mod:`.._show.views`); None if unknown."""
-        return self.pages_stamp.read()
-
-    def write_views_stamp(self, stamp: dict[str, Any]) -> None:
-        self.pages_stamp.write(stamp)
 
     # -- locking, events, state ---------------------------------------------------------------
 

@@ -261,8 +261,7 @@ class RunState:
         atomic_write_json(self.state_path, state)
 
     def _with_recent_spend(self, state: dict[str, Any]) -> dict[str, Any]:
-        """``state`` with the rollouts logged after its ``spent_through`` added (a log that no longer
-        continues from the mark: replayed whole)."""
+        """``state`` with the rollouts logged after its ``spent_through`` added."""
         mark = state.get("spent_through")
         if not isinstance(mark, dict):
             try:
@@ -280,12 +279,8 @@ class RunState:
         if cache is not None and cache[0] == base:
             _, offset, seq, calls, usd = cache
         else:
-            offset, seq, calls, usd = (
-                int(base[0] or 0),
-                int(base[1] or 0),
-                int(base[2] or 0),
-                float(base[3] or 0),
-            )
+            offset, seq, calls = (int(value or 0) for value in base[:3])
+            usd = float(base[3] or 0)
         folded = [calls, usd]
 
         def fold(event: dict[str, Any]) -> None:  # rollouts summed as they are read, not held

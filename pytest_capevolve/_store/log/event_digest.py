@@ -63,8 +63,7 @@ class EventsDigest:
         self.read()
 
     def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-        """A digest a reader would trust whose events or counts are not the log's up to its mark
-        (missing, unreadable or behind a rewritten log is no disagreement: its reader rebuilds it)."""
+        """A digest a reader would trust whose events or counts are not the log's up to its mark."""
         cached = _read(self.path)
         if cached is None or self.log.events_after(*cached[0], view=lambda event: None) is None:
             return []

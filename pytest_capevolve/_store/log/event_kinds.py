@@ -105,14 +105,6 @@ class Rollout(TypedDict):
     claim: NotRequired[str | None]
 
 
-class OutcomesChecked(TypedDict):
-    offset: int
-    upto: int
-    rollouts: int
-    digest: str
-    state: NotRequired[dict[str, Any]]
-
-
 class Verdict(TypedDict):
     tag: str
     against: str | None
@@ -188,14 +180,6 @@ class CapEvolveImported(TypedDict):
     cap_evolve_budget: Any
 
 
-class SealScored(TypedDict):
-    best: str
-    mean: float | None
-    seal: str
-    test_ids: list[str]
-    test_reused: NotRequired[bool]
-
-
 class LedgerNumbers(TypedDict):
     delta_mean: float | None
     p_value: float | None
@@ -205,10 +189,7 @@ class LedgerNumbers(TypedDict):
     broke: list[str]
 
 
-class Lineage(TypedDict):
-    tag: str
-    parent: str
-    merged_from: NotRequired[list[str]]
+Lineage = TypedDict("Lineage", {"tag": str, "parent": str, "merged_from": NotRequired[list[str]]})
 
 
 class BookedDecision(Lineage, LedgerNumbers):
@@ -243,6 +224,14 @@ Mechanism = TypedDict(
     "Mechanism", {"id": str, "text": str, "tasks": list[str], "by": str | None, "repeat": NotRequired[bool]}
 )
 SealOpened = TypedDict("SealOpened", {"test_ids": list[str]})
+SealScored = TypedDict(
+    "SealScored",
+    {"best": str, "mean": float | None, "seal": str, "test_ids": list[str], "test_reused": NotRequired[bool]},
+)
+OutcomesChecked = TypedDict(
+    "OutcomesChecked",
+    {"offset": int, "upto": int, "rollouts": int, "digest": str, "state": NotRequired[dict[str, Any]]},
+)
 RUN_CREATED = Kind("run_created", RunCreated, "The run dir was made from the spec.")
 SPEC_CHANGED = Kind("spec_changed", SpecChanged, "Spec keys that moved since the run was made.")
 SPLITS_FROZEN = Kind("splits_frozen", SplitsFrozen, "The train/val/test partition was written, once.")

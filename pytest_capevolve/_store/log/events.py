@@ -114,8 +114,7 @@ def _state(stat: os.stat_result) -> tuple[int, int, int, int]:
 
 
 class EventLog:
-    """The run's log (``run.log``): every other file that is not a rollout, a snapshot or a verdict
-    is a view of it. Controller only; appends are made under ``lock`` (the run's)."""
+    """The run's log (``run.log``); controller only, appends under the run's ``lock``."""
 
     def __init__(self, events_path: Path, lock: Callable[[], AbstractContextManager[None]]) -> None:
         self.events_path = events_path
@@ -288,11 +287,7 @@ class EventLog:
 
     @staticmethod
     def _kinds_in(
-        data: bytes,
-        limit: int,
-        pattern: re.Pattern[bytes],
-        kinds: set[str] | None,
-        hits: list[_Hit],
+        data: bytes, limit: int, pattern: re.Pattern[bytes], kinds: set[str] | None, hits: list[_Hit]
     ) -> None:
         found = pattern.search(data, 0, limit)
         while found is not None:
@@ -349,9 +344,8 @@ class EventLog:
         self, offset: int, seq: int, view: Callable[[dict[str, Any]], Any] | None = None
     ) -> tuple[list[Any], int, int] | None:
         """(events, end offset, last seq) appended after event ``seq`` ending at byte ``offset``;
-        None when the log no longer continues from there (repaired, replaced, cut short) or a line
-        is not an event. ``view`` maps each event to what is held (None: the event), so a tail of
-        60,000 rollouts is folded as read. How the views of the log catch up cheaply."""
+        None when the log no longer continues from there or a line is not an event. ``view`` maps
+        each event to what is held, so a long tail of rollouts is folded as read."""
         try:
             size = self.events_path.stat().st_size
         except FileNotFoundError:

@@ -109,8 +109,7 @@ class OutcomeLedger:
         self._unchecked = False  # outcomes learnt from rollout lines since the last checkpoint
 
     def current(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> dict[Key, Outcome]:
-        """The truth, current with the log. ``index_rows`` are read only when a checkpoint may stand
-        for the log, once per process."""
+        """The truth, current with the log (``index_rows``: read only to check a checkpoint)."""
         if self._truth is None:
             self._build(index_rows)
         else:

@@ -30,8 +30,7 @@ class Seal:
         self._claim: IO[str] | None = None
 
     def burned(self) -> dict[str, Any] | None:
-        """The recorded test score, or None while sealed (a ``test_scored`` event burns it even if
-        ``seal.json`` is deleted)."""
+        """The recorded test score, or None while sealed (the event burns it even without the file)."""
         if self.path.is_file():
             return dict(read_json(self.path))
         scored = self.rundir.log.of_kinds(TEST_SCORED)

@@ -120,8 +120,7 @@ def _rollouts(
 def _last_rollouts(
     events: list[dict[str, Any]], rest: list[dict[str, Any]]
 ) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
-    """The last rollout event per key and each file's last quarantine or vanish; every other event
-    goes to ``rest``."""
+    """The last rollout event per key and each file's last move; every other event goes to ``rest``."""
     last: dict[Key, dict[str, Any]] = {}
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
@@ -235,7 +234,7 @@ def _log_gone(rundir: RunDir, missing: dict[str, str]) -> None:
         if gone:
             rundir.log.append_event(ROLLOUT_VANISHED, files=gone)
     if gone:
-        rundir.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
+        rundir.notices.append(vanished_notice(gone))
     for rel in gone:
         del missing[rel]
 

@@ -97,8 +97,7 @@ def cells(arm: Arm, task_ids: Sequence[str], num_trials: int) -> Cells:
 
 
 def shared_matrices(a: Cells, b: Cells, num_trials: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
-    """:func:`shared_arms` then each side's reward matrix and infra count (no shared cell:
-    ``num_trials`` all-missing trials)."""
+    """:func:`shared_arms` then each side's reward matrix and infra count."""
     shared = a.present & b.present
     used = np.flatnonzero(shared.any(axis=0))
     width = int(used[-1]) + 1 if used.size else num_trials

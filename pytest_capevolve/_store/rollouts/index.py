@@ -230,8 +230,7 @@ class RolloutIndex:
         return [row for row in self.every() if row[0] == split and (wanted is None or row[1] in wanted)]
 
     def every(self) -> list[Row]:
-        """Every train and val row in key order, read once per :meth:`rows_version`; repeated values
-        held once (60,000 rows: 23 MB, not 44)."""
+        """Every train and val row in key order, read once per :meth:`rows_version`, values shared."""
         version = self.rows_version()
         if self._every is None or self._every[0] != version:
             self._every, o = None, dict[Any, Any]().setdefault  # the old rows go before the new are read

@@ -8,7 +8,6 @@ on the way, files the log recorded that are gone.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ from ..log.events import EventLog
 from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
 from .record import RecordError, RolloutRecord
-from .rollout_scan import Scanned, data_of, error_of
+from .rollout_scan import Scanned, data_of, error_of, scan_rollouts
 
 VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 _INDEX_FIELDS = {
@@ -71,57 +70,26 @@ class IndexView:
             self.notices.append(f"{self.index.path}: could not be brought up to date ({exc})")
 
     def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-        """The index's rows against their files: numbers that differ, a row without a file, a file
-        without a row. Caught up first (with ``repair``, rebuilt if it must be)."""
+        """The index's rows against their files, caught up first (with ``repair``, rebuilt if need be)."""
         name = self.name
         if not repair and not self.index.path.exists():  # not even an empty one made: verify reads
             return [f"{name}: missing (the next session, or capevolve verify --repair, rebuilds it)"]
         try:
             with self.log.lock():
                 self.sync(rebuild=repair)
-            problems: list[str] = []
-            if self._scanned is not None and not repair:  # the audit's one read of every file
-                # (a repair may rebuild the index and move damaged files first: read again)
-                for split, files in self._scanned.items():
-                    if split != TEST_SPLIT:
-                        problems += self._check_scanned(split, files)
-                return problems
-            for split_dir in sorted((self.root / "rollouts").glob("*")):
-                split = split_dir.name
-                if split_dir.is_dir() and not split.startswith(".") and split != TEST_SPLIT:
-                    problems += self._check_split(
-                        split, {path.name: path for path in split_dir.glob("*.json")}
-                    )
-            return problems
+            # the audit's one read of every file (a repair may rebuild the index and move damaged
+            # files first: read again)
+            scanned = self._scanned if self._scanned is not None and not repair else None
+            if scanned is None:
+                scanned = scan_rollouts(self.root).files
+            return [
+                problem
+                for split, files in scanned.items()
+                if split != TEST_SPLIT
+                for problem in self._check_scanned(split, files)
+            ]
         except IndexDamaged as exc:
             return [f"{name}: unusable ({exc})"]
-
-    def _check_split(self, split: str, files: dict[str, Path]) -> list[str]:
-        name, problems = self.name, []
-        columns = (*FIELDS_INDEX, "file", "size", "mtime_ns")
-        rows = {
-            row[len(FIELDS_INDEX)]: dict(zip(columns, row, strict=True)) for row in self.index.rows(split)
-        }
-        for file, row in sorted(rows.items()):
-            if file not in files:
-                problems.append(f"{name}: a {split} row for {file}, which is not on disk")
-                continue
-            stat = files[file].stat()
-            if (stat.st_size, stat.st_mtime_ns) != (row["size"], row["mtime_ns"]):
-                continue  # the file changed since: readers read it again (checked above)
-            try:
-                data = json.loads(files[file].read_text(encoding="utf-8"))
-            except (ValueError, UnicodeDecodeError, OSError):
-                continue  # reported above as unreadable
-            for field in ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd"):
-                if data.get(field) != row[field]:
-                    problems.append(
-                        f"{name}: {field} {row[field]!r} for rollouts/{split}/{file}, "
-                        f"but the file says {data.get(field)!r}"
-                    )
-        return problems + [
-            f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
-        ]
 
     @contextlib.contextmanager
     def reading(self, scanned: dict[str, list[Scanned]]) -> Iterator[None]:
@@ -133,9 +101,9 @@ class IndexView:
             self._scanned = None
 
     def _check_scanned(self, split: str, scanned: list[Scanned]) -> list[str]:
-        """:meth:`_check_split` on files already read: the same lines, in the same order. The scan
-        took no stat: a disagreeing row is reported only if its file's size and mtime, taken now,
-        are still the row's (else readers read it again)."""
+        """One split's rows against its files as scanned. The scan took no stat: a disagreeing row is
+        reported only if its file's size and mtime, taken now, are still the row's (else readers
+        read it again)."""
         name, problems = self.name, []
         fetched = self.index.checked(split)
         if _agree(fetched, scanned):
@@ -286,7 +254,7 @@ class IndexView:
         ]
         if gone:
             self.log.append_event(ROLLOUT_VANISHED, files=sorted(gone))
-            self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
+            self.notices.append(vanished_notice(sorted(gone)))
 
 
 def _agree(rows: list[Row], files: list[Scanned]) -> bool:
@@ -296,7 +264,7 @@ def _agree(rows: list[Row], files: list[Scanned]) -> bool:
     return rows == files
 
 
-def vanished_notice(files: list[str], done: str) -> str:
+def vanished_notice(files: list[str]) -> str:
     """One line for recorded rollout files that are gone: a few named, the rest counted."""
     shown = ", ".join(files[:VANISHED_SHOWN])
     more = f" and {len(files) - VANISHED_SHOWN} more" if len(files) > VANISHED_SHOWN else ""
@@ -304,7 +272,7 @@ def vanished_notice(files: list[str], done: str) -> str:
         what = f"{shown}: recorded, but the file is gone"
     else:
         what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
-    return f"{what} (deleted by hand?); {done}: treated as missing, so paid again"
+    return f"{what} (deleted by hand?); logged as rollout_vanished: treated as missing, so paid again"
 
 
 def _split_file(file: str) -> tuple[str, str]:

@@ -255,30 +255,23 @@ class RolloutFiles(RolloutReadBack):
         self.index_view.sync()  # another session's quarantine or re-pay since the check read the rows
         gone: list[str] = []
         back: list[tuple[Path, RolloutRecord]] = []
-        by_split: dict[str, list[str]] = {}
-        for split, name in candidates:
-            by_split.setdefault(split, []).append(name)
-        for split, names in sorted(by_split.items()):
-            indexed = {row[-3] for row in self.index.rows(split)}
-            folder = os.path.join(self.root, "rollouts", split)
-            exists = os.path.exists
-            for name in sorted(set(names) & indexed):
-                if not exists(os.path.join(folder, name)):
-                    gone.append(f"rollouts/{split}/{name}")
-                    continue
-                path = self.root / "rollouts" / split / name
-                read = self._read_one(path)  # None: damaged, quarantined (logged) just now
-                if read is not None:
-                    back.append((path, read))
+        indexed = {(row[0], row[-3]) for row in self.index.every()}  # (split, file name)
+        for split, name in sorted(set(candidates) & indexed):
+            path = self.root / "rollouts" / split / name
+            if not path.exists():
+                gone.append(f"rollouts/{split}/{name}")
+                continue
+            read = self._read_one(path)  # None: damaged, quarantined (logged) just now
+            if read is not None:
+                back.append((path, read))
         if gone:
             self.log.append_event(ROLLOUT_VANISHED, files=gone)
-            self.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
+            self.notices.append(vanished_notice(gone))
         self.index_view.sync()  # their rows go with the event (and a quarantine's just now with its own)
         return back
 
     def rollouts(self, split: str, block: int | None = 0) -> list[RolloutRecord]:
-        """Persisted rollouts of a split, of replicate block ``block`` (None: every block). Test is
-        refused: only the seal reads it."""
+        """Persisted rollouts of a split, of replicate block ``block`` (None: all); test is refused."""
         if split == TEST_SPLIT:
             raise TestSealError(
                 f"run {self.run_id}: test rollouts are read only through the seal "

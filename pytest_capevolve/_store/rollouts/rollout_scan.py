@@ -6,7 +6,6 @@ view both read this one scan.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from hashlib import sha256 as _sha256
@@ -107,25 +106,15 @@ def _read(path: str, split: str, name: str, keep: Callable[[str | None], None]) 
         keep(None)
         return OddFile(name, -1, None, str(exc))
     keep(_sha256(raw).hexdigest())
-    # A file as a session writes it, in line: one JSON object from its first character holding
-    # every field, its split its folder's. Anything else, or any doubt, is read again below.
-    try:
-        text = raw.decode("utf-8")
-        record, end = _SCAN_ONCE(text, 0)
-        if (end == len(text) or not text[end:].strip(_WHITESPACE)) and record["split"] == split:
-            checked: tuple[Any, ...] = _CHECKED_OF(record)
-            return (name, len(raw)) + checked
-    except (ValueError, StopIteration, KeyError, TypeError):
-        pass
     try:
         record = loads_utf8(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return OddFile(name, len(raw), None, str(exc))
     if not isinstance(record, dict):
         return OddFile(name, len(raw), record, None)
-    if record.get("split") == split:
+    if record.get("split") == split:  # a file as a session writes it: every field, in its split
         try:
-            checked = _CHECKED_OF(record)
+            checked: tuple[Any, ...] = _CHECKED_OF(record)
             return (name, len(raw)) + checked
         except KeyError:
             pass
@@ -134,8 +123,6 @@ def _read(path: str, split: str, name: str, keep: Callable[[str | None], None]) 
 
 
 _CHECKED_OF = itemgetter(*CHECKED)
-_SCAN_ONCE = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads's parser (C)
-_WHITESPACE = " \t\n\r"  # JSON's, not str.isspace's
 
 
 def _rest(fd: int) -> bytes:
