@@ -1,13 +1,8 @@
 """Guards: the rules that refuse an action to keep a decision honest, each declared once.
 
-A guard is a :class:`.._decide.basis.Basis` name, its checkpoints, its check, an outcome whose message
-carries the way on, and the test that replays it. :data:`GUARDS` is the registry; the threat model's table
-is generated from it and ``tests/unit/test_guards.py`` checks each named check and test exists.
-
-Two outcomes, one writer each: refusing an action raises :class:`GuardRefusal` through :func:`refuse`
-(``capevolve`` exits 2; a session prints one usage-error line); refusing a candidate before any rollout
-writes a verdict without numbers through :func:`refusal_verdict` (:func:`record_refusal` outside a
-session)."""
+:data:`GUARDS` is the registry: the threat model's table is generated from it. An action is refused by
+:func:`refuse` (one :class:`GuardRefusal`); a candidate refused before any rollout gets a verdict without
+numbers from :func:`refusal_verdict`."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """The gate settings a run decides under, frozen at its first deciding session.
 
-A rule picked per session, after seeing the data, is a way to accept noise, and gate keys can come from the
-spec, the ini or ``-o capevolve_<key>=…``. So:
-
-- the first deciding session logs the settings in effect (``gate_settings_frozen``); a later one whose
-  settings differ is refused before it pays — a new rule is measured in a new run;
-- every verdict records its settings and overrides, and says them in a warning;
-- the guards on what may be gated are frozen by ``spec.lock.yaml``; verdicts record them
-  (:func:`guards_of`) and say when the leak guard is off;
-- ``threshold`` with no null control is refused: its bar is a constant the data never enters.
-
-Controller only; read by ``_session/wiring.py`` and ``_session/gating.py``."""
+A rule picked per session, after seeing the data, is a way to accept noise: the first deciding session logs
+its settings, a later one whose settings differ is refused before it pays (a new rule is a new run), every
+verdict records and says them, and ``threshold`` with no null control is refused (its bar is a constant the
+data never enters). Controller only."""
 
 from __future__ import annotations
 

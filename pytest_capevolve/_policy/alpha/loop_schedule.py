@@ -1,10 +1,8 @@
 """A loop's error control by default: a run that is a loop spends α across its decisions.
 
-hill-climb passes its schedule to its gates; an agent's gate command names none (the broker refuses ``-o``)
-and would freeze ``constant`` for the run. So a loop run — it holds work copies or hill-climb started it —
-takes :data:`..._decide.alpha_budget.LOOP_SCHEDULE` at its first decision unless the spec or command line
-names one; one-shot gating keeps ``constant``; frozen settings stay. Controller only; pays and writes
-nothing."""
+An agent's gate command names no schedule and would freeze ``constant`` for the run, so a loop run (it holds
+work copies or hill-climb started it) takes :data:`..._decide.alpha_budget.LOOP_SCHEDULE` at its first
+decision unless the spec or the command line names one. Pays and writes nothing."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Say the resolution before paying: the smallest win the next decision can accept on this val.
 
-Read by ``capevolve spend``, ``plan`` and ``baseline``. The next level is the one the gate session would
-use (the schedule's α, Holm's first step α/k over ``siblings``, the first look's share with growth) and the
-smallest win at it is exact: "improve ≥ k of n tasks with none worse". Pure."""
+At the level the gate session would use, the smallest win is exact: "improve ≥ k of n tasks with none
+worse". Pure."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """A round's journal entry, frozen when its round is decided: the only journal text a later round is shown.
 
-Used by :func:`.commit.book` and by :mod:`..._loop.journal`, which carries frozen entries forward. A work
-copy's ``JOURNAL.md`` sits where the next optimizer can rewrite it, so at its first decision a round's own
-text is escaped (nothing it wrote can pass for the carry-forward's structure), cut to :data:`ENTRY_LIMIT`,
-written to ``journals/<tag>.md`` and its sha256 logged in the ``decision`` event; later decisions keep the
-first entry. An entry that no longer matches its digest is shown as edited."""
+A work copy's ``JOURNAL.md`` sits where the next optimizer can rewrite it, so at its first decision a round's
+own text is escaped (nothing it wrote can pass for the carry-forward's structure), cut, written to
+``journals/<tag>.md`` and its sha256 logged in the ``decision`` event."""
 
 from __future__ import annotations
 

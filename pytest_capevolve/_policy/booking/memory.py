@@ -1,7 +1,6 @@
 """The loop's memory: LEDGER.md (a row per decision) and rejected.jsonl (what was refuted).
 
-Views of the log's ``decision`` events, rewritten whole after every decision. The next proposal reads them
-to differ from what was refuted: parent, files and diff, tasks fixed and broken, the gate's numbers."""
+Views of the log's ``decision`` events, rewritten whole after every decision, for the next proposal."""
 
 from __future__ import annotations
 

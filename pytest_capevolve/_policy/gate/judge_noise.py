@@ -1,8 +1,6 @@
-"""``capevolve judge-noise TAG``: re-score a tag's and the best's persisted val outputs with the adapter's
-stochastic scorer, r times each — no rollout paid — and split the paired delta's variance into the judge's
-share and the agent's (:mod:`..._stats.judge_noise`).
+"""``capevolve judge-noise TAG``: split the paired delta's variance into the judge's share and the agent's.
 
-Writes nothing: a re-score measures the judge, never a new reward."""
+Re-scores persisted val outputs with the adapter's stochastic scorer; pays no rollout and writes nothing."""
 
 from __future__ import annotations
 

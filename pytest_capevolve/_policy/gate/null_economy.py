@@ -1,8 +1,7 @@
 """When null controls stop being paid for: once one has shown a spread of exactly 0.
 
-A reproducible agent's null shows every delta exactly 0, and another null of the same best under the same
-locked harness can only repeat that. So planning keeps the best's identical null (it costs nothing and
-still sets the floor) and pays for no other until the best changes. Pays nothing."""
+Another null of the same best under the same locked harness can only repeat that, so planning keeps it (it
+still sets the floor) and pays for no other until the best changes."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """A judge's preferences between a candidate's and its best's outputs: ``gate_mode: pairwise``.
 
-Controller only, after the run loop: for every (task, trial) valid on both arms, the adapter's ``prefer()``
-judges the two stored outputs (each held to its event's sha256) in both orders, so a lean to a position
-cancels. Each judgement is logged as a ``preference`` event (A = best, B = candidate) and never asked
-again; only a gate session judges. The session first logs ``judging`` (claim, pair, cells) and each
-``preference`` names it: a judgement no claim holds, or a cell judged twice, is refused before anything
-reads it. A task's net preference (B wins − A wins) is what the ``pairwise`` rule tests."""
+Each (task, trial) valid on both arms is judged in both orders, so a lean to a position cancels, and logged
+as a ``preference`` event under its session's ``judging`` claim: a judgement no claim holds, or a cell judged
+twice, is refused before anything reads it. Controller only, after the run loop."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""Verdicts from persisted rollouts: the glue between the run dir and :mod:`gate`.
+"""Verdicts from persisted rollouts: the glue between the run dir and the gate.
 
 Used by the gate session and by ``capevolve gate``, so a verdict re-derived from the same rollouts is the
-same. Gates only on val. Reads no file itself: callers hand it the records and lazy readers. A re-scored
-scorer's verdicts carry the judge's and agent's shares of Var(Δ̄), computed in :meth:`Evidence.judge` over
-the cells the gate compared, wherever a verdict is made."""
+same. Gates only on val."""
 
 from __future__ import annotations
 

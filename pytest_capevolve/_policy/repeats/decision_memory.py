@@ -1,10 +1,8 @@
 """The project's memory of decided bytes, kept outside any one run folder.
 
-Reading other runs' logs forgets a run folder moved out or deleted, and then refuted bytes are gated
-afresh. So each booked decision is also remembered in ``.capevolve/decisions.jsonl``: bytes, val tasks (ids
-and content keys, so an overlapping or renamed val still matches), tag, run, decision, level and harness. A
-run folder still there is read from its log instead. Other projects are reached only through a shared
-ledger."""
+A run folder moved out or deleted would take its decisions along, and refuted bytes would be gated afresh: so
+each booked decision is also remembered in ``.capevolve/decisions.jsonl`` (bytes, val tasks by id and content
+key, tag, run, decision, level, harness). Other projects are reached only through a shared ledger."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """A candidate is its bytes: the tag is a name, the content hash is the candidate.
 
-Bytes a run already holds (its ``candidate_registered`` events) are never paid for again under another tag:
-a new tag with known bytes is refused before anything is paid, with a reject (basis ``repeat``) naming the
-earlier tag, its decision and its level. Refusing rather than re-judging "in the same family" cannot be got
-wrong by a later change to how families are formed.
-
-Null controls (``<best>-null<i>``) are copies of the best by design and never refused; nor is a
-``--capevolve-rerun`` of undecided bytes (a replicate). Controller side or the CLI; pays and writes
-nothing."""
+Bytes already decided are never paid for again under another tag: refused before anything is paid, naming
+the earlier tag, its decision and its level (refusing rather than re-judging cannot be got wrong by a later
+change to how families are formed). Null controls and a ``--capevolve-rerun`` of undecided bytes are not."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Whether more rollouts fit the run's budget: the ceilings and the pure affordability check.
 
-:func:`afford` is pure, so a planner can refuse before paying a plan that would cross ``max_usd`` at the
-run's measured $/rollout; :class:`Ceilings` are the spec's tightened by the stop condition's caps. Reads
-and writes no run dir."""
+Pure, so a planner can refuse before paying a plan that would cross a ceiling at the run's measured
+$/rollout."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """The spec's free-text ``stop_condition``, read by a fixed grammar — never guessed.
 
-"stop at val mean ≥ 0.8, $5 or 2 hours; never break task n07" is cut into clauses (commas, semicolons,
-newlines, "or", "and"); each becomes one :class:`Predicate` or one :class:`Ambiguity` saying why it could
-not be read. A vague clause is reported, never made a number; a target on test is refused (it is sealed).
-Pure; :func:`parse` never raises."""
+Each clause becomes one :class:`Predicate` or one :class:`Ambiguity` saying why it could not be read: a vague
+clause is reported, never made a number. Pure; :func:`parse` never raises."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """The fixed grammar that reads one clause of a stop condition — never guessed.
 
-Used by :func:`.stop_condition.parse` once per clause: rules read, in order, guards ("don't
-regress task X"), stalls, money (USD only), rollouts, iterations, time, then a leftover number
-with a goal word as the val-mean target; each rule blanks what it read so no number counts twice.
-Anything left over, or more than one condition in a clause, is an :class:`.Ambiguity` that says
-what to write instead. Pure: a string in, a predicate or an ambiguity out.
-"""
+Rules read in order, each blanking what it read so no number counts twice; anything left over, or more than
+one condition in a clause, is an :class:`.Ambiguity` that says what to write instead. Pure."""
 
 from __future__ import annotations
 

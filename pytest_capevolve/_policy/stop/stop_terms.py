@@ -1,9 +1,4 @@
-"""The vocabulary of a stop condition: the predicate kinds, their units, and what a clause reads as.
-
-A clause of the spec's ``stop_condition`` becomes one :class:`Predicate` (a goal, a cap or a
-guard) or one :class:`Ambiguity`; :mod:`.stop_grammar` builds them, :mod:`.stop_condition`
-parses and evaluates them. Pure data, no I/O.
-"""
+"""The vocabulary of a stop condition: the predicate kinds, their units, and what a clause reads as. Pure."""
 
 from __future__ import annotations
 
