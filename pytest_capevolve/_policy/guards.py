@@ -54,13 +54,7 @@ FINALIZED = Guard(
     outcome="refused (capevolve: exit 2; a session: one usage-error line, exit 4)",
     check="pytest_capevolve._policy.guards:refuse_finalized",
     test="tests/e2e/test_finalize.py::test_after_finalize_no_new_best_can_be_chosen_in_the_run",
-    checkpoints=(
-        Checkpoint.SESSION,
-        Checkpoint.HILL_CLIMB,
-        Checkpoint.MERGE,
-        Checkpoint.WORK,
-        Checkpoint.SPEND,
-    ),
+    checkpoints=tuple(c for c in Checkpoint if c is not Checkpoint.SCREEN),  # all but a candidate's
     way_on={
         "": NEW_RUN,
         Checkpoint.HILL_CLIMB: "start a new run: capevolve hill-climb --new-run",
@@ -164,8 +158,7 @@ def refuse_finalized(rundir: RunDir, at: Checkpoint) -> None:
 
 
 def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **fields: Any) -> Verdict:
-    """A candidate ``guard`` refused at ``at`` before any rollout: a verdict without numbers, its reason
-    ending with the way on."""
+    """A candidate ``guard`` refused before any rollout: a verdict without numbers, ending with the way on."""
     way_on = guard.way_on_at(at)
     reason = f"{reason}; {way_on}" if way_on else reason
     return refusal(basis=guard.name, reason=reason, config=gate_config(spec), **fields)

@@ -126,8 +126,7 @@ def _entry(rundir: RunDir, asked: Asked, parent: str, note: str, optimizer: Opti
 def _label(
     rundir: RunDir, entry: BookedDecision, verdict: dict[str, Any] | None, adopted: Adopted | None
 ) -> None:
-    """What every view says beside the decision: a harness-changed or adopted label, the shared ledger, who
-    was confined."""
+    """What every view says beside the decision: its label, the shared ledger, who was confined."""
     label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
     if entry["decision"] == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
         # every view of this best shows it (:mod:`..._store.decisions.forced`)
@@ -151,9 +150,8 @@ class Adopted(NamedTuple):
 
 
 def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
-    """An accept adopted from an earlier run, or None: this run's REPEAT verdict of bytes an earlier run
-    accepted against the same bytes as this run's best. The decision stands for the bytes, so booking it
-    moves the best without paying or spending α again."""
+    """An earlier run's accept of these bytes against the same bytes as this run's best, or None: the
+    decision stands for the bytes, so booking it moves the best without paying or spending α again."""
     details = (verdict or {}).get("details") or {}
     if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
         return None
@@ -291,8 +289,7 @@ def _spent_on(rundir: RunDir, tag: str) -> SpentOn:
 
 
 def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:
-    """The files ``tag`` changed against its parent, from snapshots (a screen-refused candidate's source
-    folder stands in)."""
+    """The files ``tag`` changed against its parent (:func:`compared`)."""
     folders = compared(rundir, tag, parent, verdict)
     if folders is None:
         return []
@@ -320,8 +317,7 @@ def compared(
 
 
 def refuted_diff(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> str:
-    """The unified diff ``tag`` made against ``parent``, cut to :data:`.candidate_diff.DIFF_LIMIT`; "" if
-    none."""
+    """The unified diff ``tag`` made against ``parent``, bounded; "" if none."""
     folders = compared(rundir, tag, parent, verdict)
     if folders is None:
         return ""

@@ -85,8 +85,7 @@ def first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | No
 
 
 def check(spec: Spec, asked: Asked, *, adopted: bool = False) -> bool:
-    """Refuse what the record cannot support; returns whether an accept goes against the gate. ``adopted``:
-    an earlier run's accept against the same parent bytes, so no verdict of this run is needed."""
+    """Refuse what the record cannot support; returns whether an accept goes against the gate."""
     if asked.decision not in (*DECISIONS, INDECISIVE):
         raise CommitRefused(f"decision {asked.decision!r} is not one of {', '.join(DECISIONS)}")
     if asked.decision == "accept":
@@ -96,8 +95,7 @@ def check(spec: Spec, asked: Asked, *, adopted: bool = False) -> bool:
 
 
 def check_accept(spec: Spec, asked: Asked, *, adopted: bool) -> bool:
-    """An accept needs an accepting full-val verdict against the best covering enough of val (or ``force``:
-    then True, against the gate)."""
+    """An accept needs an accepting full-val verdict against the best (``force``: True, against the gate)."""
     tag = asked.tag
     if asked.basis is not None:
         raise CommitRefused("--reject-basis goes with a reject, not an accept")

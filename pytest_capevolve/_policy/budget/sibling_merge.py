@@ -12,8 +12,7 @@ from ..._store.log.event_kinds import DECISION, WORK_CREATED
 
 
 def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs of accepted siblings with disjoint ``fixed`` tasks no merge combines yet, oldest first:
-    ``{"tags", "parent", "fixed", "command"}``."""
+    """Pairs of accepted siblings with disjoint ``fixed`` tasks that no merge combines yet, oldest first."""
     accepted: dict[str, list[Mapping[str, Any]]] = {}
     merged: list[set[str]] = []
     for event in events:

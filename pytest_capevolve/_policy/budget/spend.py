@@ -55,8 +55,8 @@ def spend_report(
     now: float | None = None,
     loop: bool = False,
 ) -> dict[str, Any]:
-    """The ``capevolve spend`` object (docs/how-to/run-the-loop.md lists its keys); pays nothing. ``loop``:
-    the run is handed to a loop, whose gates take its schedule unless the spec names one."""
+    """The ``capevolve spend`` object (docs/how-to/run-the-loop.md lists its keys). ``loop``: the run is
+    handed to a loop, whose gates take its schedule unless the spec names one."""
     state = rundir.state.read_state()
     events = rundir.log.events()
     splits = rundir.splits() or {"train": [], "val": [], "test": []}

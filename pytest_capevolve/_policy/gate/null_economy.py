@@ -9,8 +9,7 @@ from ..._store.rundir import RunDir
 
 
 def identical_null(rundir: RunDir, best: str, n_tasks: int, nulls: int) -> str | None:
-    """The first of the best's nulls whose checked verdict covers all ``n_tasks`` val tasks with every
-    delta exactly 0."""
+    """The first of the best's nulls whose checked verdict has every one of ``n_tasks`` deltas exactly 0."""
     for i in range(1, nulls + 1):
         tag = f"{best}-null{i}"
         if tag not in rundir.snapshots.known_tags():

@@ -80,8 +80,22 @@ def judge_missing(
         b, a = candidate[cell], best[cell]
         try:
             outputs = _held_outputs(rundir, held, a, b)
-            for order in missing if outputs is not None else []:
-                _judge_one(rundir, adapter, pool[b.task_id], (tag, against), b, outputs, order)
+            if outputs is None:
+                continue
+            for order in missing:
+                seed = b.seed + JUDGE_SEED_STRIDE * PREFERENCE_ORDERS.index(order)
+                said = prefer_in_order(adapter, pool[b.task_id], *outputs, order=order, seed=seed)
+                rundir.log.append_event(
+                    PREFERENCE,
+                    tag=tag,
+                    against=against,
+                    task_id=b.task_id,
+                    trial=b.trial,
+                    order=order,
+                    seed=seed,
+                    preference=said,
+                    claim=rundir.claims.claim_id,
+                )
         except Exception as exc:  # a judge is called like score(): its failure is missing data
             problems.append(f"{b.task_id} trial {b.trial}: {exc}")
             rundir.log.append_event(JUDGE_FAILED, tag=tag, against=against, task_id=b.task_id, trial=b.trial)
@@ -111,37 +125,12 @@ def _held_outputs(
     return full_a.output, full_b.output
 
 
-def _judge_one(
-    rundir: RunDir,
-    adapter: Any,
-    task: Task,
-    pair: tuple[str, str],
-    b: RolloutRecord,
-    outputs: Any,
-    order: str,
-) -> None:
-    seed = b.seed + JUDGE_SEED_STRIDE * PREFERENCE_ORDERS.index(order)
-    said = prefer_in_order(adapter, task, outputs[0], outputs[1], order=order, seed=seed)
-    rundir.log.append_event(
-        PREFERENCE,
-        tag=pair[0],
-        against=pair[1],
-        task_id=b.task_id,
-        trial=b.trial,
-        order=order,
-        seed=seed,
-        preference=said,
-        claim=rundir.claims.claim_id,
-    )
-
-
 def task_nets(
     judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]], redrawn: set[tuple[str, int]]
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
-    """Each task's net preference over ``trials`` judged in both orders (None when none was), in
-    ``task_ids`` order; the cells judged in one order only (missing: the failed order could be the one that
-    cancels a lean); and the nets at worst (each such cell, and each in ``redrawn``, as the best preferred
-    in both) with their count."""
+    """Each task's net preference over ``trials`` judged in both orders; the cells judged in one order only
+    (missing: the failed order could be the one that cancels a lean); and the nets at worst (each such cell,
+    and each in ``redrawn``, as the best preferred in both) with their count."""
     per_task: dict[str, list[str]] = {}
     worst: dict[str, list[str]] = {}
     one_way: list[str] = []
@@ -193,9 +182,8 @@ def pairwise_nets(
     prefer: Prefer | None,
     redrawn: set[tuple[str, str, str, int]],
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
-    """The net preferences a ``pairwise`` verdict reads: judged first where ``prefer`` is given, else from
-    the log alone; what kept judgements from being made; and the nets at worst (:func:`task_nets`).
-    ``redrawn``: the keys paid again after an infra error (:attr:`.verdicts.Evidence.redrawn`)."""
+    """The net preferences a ``pairwise`` verdict reads (:func:`task_nets`), judged first where ``prefer``
+    is given, else from the log alone."""
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)

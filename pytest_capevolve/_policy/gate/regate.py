@@ -44,8 +44,7 @@ class GateAsk:
 def val_evidence(
     spec: Spec, rundir: RunDir, val_ids: list[str], trials: int | None = None, tags: list[str] | None = None
 ) -> Evidence:
-    """The run's val evidence (``tags`` only when given, from the index) at ``trials`` trials, each rollout
-    at its first logged outcome."""
+    """The run's val evidence, each rollout at its first logged outcome."""
     by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT, tags))
     return first_evidence(spec, rundir, by_tag, val_ids, trials or spec.num_trials)[0]
 
@@ -139,8 +138,7 @@ def _what_if(
 
 
 def departures(recorded: dict[str, Any] | None, ask: GateAsk, level: DecidedLevel | None) -> list[str]:
-    """The overrides of ``ask`` that depart from the settings ``recorded`` was decided under, each as
-    ``"--flag VALUE (the decision: ...)"``; empty with no recorded verdict."""
+    """The overrides of ``ask`` that depart from the settings ``recorded`` was decided under."""
     if recorded is None:
         return []
     found = []
@@ -226,8 +224,7 @@ def _looks(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class Passing:
-    """What the verdict passes read beside the verdict: the spec, repaid rollouts, counted first looks (tag
-    → seq), harness-changed labels, command-line overrides, why the α schedule was taken, the veto."""
+    """What the verdict passes read beside the verdict."""
 
     spec: Spec
     repaid: Mapping[str, int]
@@ -319,8 +316,7 @@ def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) ->
 def with_settings(
     spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...], schedule_why: str | None = None
 ) -> Verdict:
-    """The verdict with the gate settings it was decided under and a warning naming those from the command
-    line, or the loop's α schedule taken by default."""
+    """The verdict with the gate settings it was decided under, warning of those from the command line."""
     settings = settings_of(spec)
     details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
     details["guards"] = guards_of(spec)
@@ -335,15 +331,12 @@ def with_settings(
 
 
 def with_looks(spec: Spec, verdict: Verdict, look: int, counted: int | None = None) -> Verdict:
-    """The verdict with its look (1 = the first gate) and the α schedule across looks. ``counted``: the seq
-    of the tag's verdict that was its look 1."""
+    """The verdict with its look and the α schedule across looks. ``counted``: the seq of the tag's verdict
+    that was its look 1."""
     if counted is None:
         record = looks_record(spec.gate_alpha, look, spec.grow_max_looks)
         return replace(verdict, details={**verdict.details, "looks": record})
-    record = {
-        **looks_record(spec.gate_alpha, look + 1, max(2, spec.grow_max_looks)),
-        "counted_look": counted,
-    }
+    record = {**looks_record(spec.gate_alpha, look + 1, max(2, spec.grow_max_looks)), "counted_look": counted}
     said_line = (
         f"the second look at {verdict.tag!r} against {verdict.against!r}: its first verdict decided "
         f"nothing (indecisive by coverage, verdict event seq {counted}) yet showed the data, so it "

@@ -13,17 +13,10 @@ ROLLOUTS = "rollouts"  # cap: rollouts paid (metric calls)
 ITERATIONS = "iterations"  # cap: decisions booked
 STALL = "stall"  # cap: rejects in a row
 NO_REGRESS = "no_regress"  # guard: a named task must not get worse than in the seed
-KINDS = (VAL_MEAN, USD, SECONDS, ROLLOUTS, ITERATIONS, STALL, NO_REGRESS)
-
 UNITS = {
-    VAL_MEAN: "mean reward",
-    USD: "USD",
-    SECONDS: "seconds",
-    ROLLOUTS: "rollouts",
-    ITERATIONS: "iterations",
-    STALL: "rejects in a row",
-    NO_REGRESS: "task mean",
-}
+    VAL_MEAN: "mean reward", USD: "USD", SECONDS: "seconds", ROLLOUTS: "rollouts", ITERATIONS: "iterations",
+    STALL: "rejects in a row", NO_REGRESS: "task mean",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
