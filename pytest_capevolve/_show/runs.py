@@ -11,6 +11,7 @@ from .._store.files import RunDirError
 from .._store.log.event_kinds import DECISION, TEST_SCORED
 from .._store.memory.seal import Seal
 from .._store.rundir import RUNS_DIR, RunDir
+from .numbers import aligned
 
 
 def list_runs(project_dir: Path) -> list[dict[str, Any]]:
@@ -69,14 +70,7 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
                 mark,
             )
         )
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    return [
-        "  ".join(
-            cell.ljust(w) if i < 2 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in [header, *body]
-    ]
+    return aligned([header, *body], left=2)
 
 
 def _reused(rundir: RunDir, seal: dict[str, Any]) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..numbers import interval, num
 from .model import BestPoint, Dashboard, VerdictRow
 from .svg import (
     Scale,
@@ -32,14 +33,6 @@ DECISION_KINDS = ("seed", "accept", "reject", "indecisive", "inconclusive", "pro
 def decision_class(decision: str | None) -> str:
     """A decision as a CSS class: one of a fixed set (a run dir's text never becomes a class)."""
     return decision if decision in DECISION_KINDS else "other"
-
-
-def _num(value: float | None, spec: str = ".3f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
-def _ci(ci: tuple[float, float] | None, spec: str = ".3f") -> str:
-    return "—" if ci is None else f"[{ci[0]:{spec}}, {ci[1]:{spec}}]"
 
 
 def _iteration_ticks(last: int) -> list[tuple[float, str]]:
@@ -76,7 +69,7 @@ def best_so_far_plot(points: list[BestPoint]) -> str:
                 f'cx="{f(x(point.iteration))}" cy="{f(y(point.candidate_mean))}" r="4">'
                 + title(
                     f"iteration {point.iteration}: {point.candidate} {point.decision}, val mean "
-                    f"{_num(point.candidate_mean)}"
+                    f"{num(point.candidate_mean)}"
                 )
                 + "</circle>"
             )
@@ -88,8 +81,8 @@ def best_so_far_plot(points: list[BestPoint]) -> str:
         parts.append(
             f'<circle class="best-point" cx="{f(cx)}" cy="{f(y(point.mean))}" r="5">'
             + title(
-                f"iteration {point.iteration}: best {point.best}, val mean {_num(point.mean)}, "
-                f"95% CI {_ci(point.ci)}"
+                f"iteration {point.iteration}: best {point.best}, val mean {num(point.mean)}, "
+                f"95% CI {interval(point.ci, '.3f')}"
             )
             + "</circle>"
         )
@@ -221,9 +214,7 @@ def forest_plot(rows: list[VerdictRow], null_band: float | None) -> str:
             if row.bar is not None:
                 parts.append(line(x(row.bar), cy - 7, x(row.bar), cy + 7, "bar"))
             parts.append(f'<circle class="delta" cx="{f(x(row.delta_mean))}" cy="{f(cy)}" r="5"/>')
-            summary = (
-                f"{row.delta_mean:+.4f} {_ci(row.ci, '+.3f')} p={_num(row.p_value, '.3g')} n={row.n_tasks}"
-            )
+            summary = f"{row.delta_mean:+.4f} {interval(row.ci)} p={num(row.p_value, '.3g')} n={row.n_tasks}"
             parts.append(text(width - right_w + 10, cy + 4, summary, "numbers"))
         parts.append("</g>")
     if not rows:
@@ -284,7 +275,7 @@ def lineage_plot(dash: Dashboard) -> str:
         ("seed", None, "seed", None, "the seed capability (iteration 0)")
     ]
     for d in dash.decisions:
-        numbers = f"Δ̄ {_num(d.delta_mean, '+.4f')}, p {_num(d.p_value, '.4g')}"
+        numbers = f"Δ̄ {num(d.delta_mean, '+.4f')}, p {num(d.p_value, '.4g')}"
         basis = f" ({d.basis})" if d.basis else ""
         rows.append(
             (d.tag, d.parent, d.decision, d.basis, f"{d.decision}{basis} — {numbers} — parent {d.parent}")
