@@ -1,10 +1,8 @@
 """Pairwise judging read from a table: ``capevolve compare --pairwise prefs.csv``.
 
-Columns: task id (as :mod:`.table` names it), optional ``trial``, ``preference`` (or ``winner``)
-in A / B / tie, optional ``order`` (``AB`` or ``BA``: which output was shown first), ``cluster``
-and ``error``. An empty preference or an error is missing data, never a tie. Each task's net
-preference goes to the exact sign test (:mod:`.._stats.pairwise`), by cluster where given:
-accept when B is preferred at α, indecisive below ``min_coverage``, else reject."""
+Each row a judgement, A / B / tie (an empty one or an error is missing data, never a tie);
+each task's net preference goes to the exact sign test (:mod:`.._stats.pairwise`), by cluster
+where given."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """A plain table of (task id, trial, reward): CSV with a header row, or JSON Lines — for any
 tool this package has no reader for.
 
-Columns, by the first name found in any case (``docs/how-to/compare-table.md``): task id
-(``task_id``, ``task``, ``sample_id``, ``id``) and reward (``reward``, ``score``) required; an
-empty reward or a non-empty ``error`` is missing data. Optional: trial (``trial``, ``epoch``,
-``repeat``; else a task's rows in file order), ``seed`` and ``cluster``.
-:func:`read_cluster_map` reads a table of task_id, cluster alone (``--clusters FILE``)."""
+Columns by the first of their names found, in any case (``docs/how-to/compare-table.md``); an
+empty reward or a non-empty ``error`` is missing data, never a 0."""
 
 from __future__ import annotations
 

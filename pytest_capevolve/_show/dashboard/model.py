@@ -106,7 +106,6 @@ class Decision:
     basis: str | None
     delta_mean: float | None
     p_value: float | None
-    note: str
 
 
 @dataclass
@@ -326,7 +325,6 @@ def _decision(event: dict[str, Any]) -> Decision:
         else label_of(event) or (None if event.get("basis") is None else str(event.get("basis"))),
         delta_mean=_number(event.get("delta_mean")),
         p_value=_number(event.get("p_value")),
-        note=str(event.get("note") or ""),
     )
 
 

@@ -4,8 +4,7 @@ Pure: :func:`render` turns a :class:`.model.Dashboard` into HTML. Untrusted text
 feedback, model output, reasons) is escaped everywhere it appears. A Content-Security-Policy
 allows nothing but this page's own style and its one tiny script (pinned by hash), so even
 text that got past the escaping could not load or run anything. The script carries no data: it
-opens a task's drill-down when a heatmap cell links to it.
-"""
+opens a task's drill-down when a heatmap cell links to it."""
 
 from __future__ import annotations
 

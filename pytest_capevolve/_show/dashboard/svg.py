@@ -1,9 +1,7 @@
 """The few SVG pieces the plots are drawn with: escaping, linear scales, axes, a colour ramp.
 
-Pure string building. Every piece of text that reaches the page goes through :func:`esc`
-(``html.escape`` with ``quote=True``): task ids, feedback and model output are untrusted, so
-they can only ever be text — never markup, an attribute or a script.
-"""
+Every text that reaches the page goes through :func:`esc`: task ids, feedback and model output
+are untrusted, so they can only ever be text — never markup, an attribute or a script."""
 
 from __future__ import annotations
 
