@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
-from .common import UsageError, emit
+from .common import UsageError, emit, said_as
 from .decisions import spec_value
 
 
@@ -89,10 +89,8 @@ def _answer(
     """The decisions, the Markdown summary when asked, the table or JSON, and the exit code."""
     from .._imported.results import ResultsError
 
-    try:
+    with said_as(UsageError, ResultsError):
         result = decided()
-    except ResultsError as exc:
-        raise UsageError(str(exc)) from None
     if args.markdown is not None:
         args.markdown.write_text(markdown(result), encoding="utf-8")
     emit(args, result.to_dict(), lambda _: table(result))
