@@ -26,7 +26,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.pairwise or (len(args.runs) == 1 and looks_pairwise(args.runs[0])):
         return _cmd_pairwise(args)
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(CompareSettings)}
-    given.update(margin=args.margin or 0.0, equivalence=args.equivalence or 0.0)  # not asked: 0
+    given.update(margin=args.margin or 0.0, equivalence=args.equivalence or 0.0)  # neither: ask 'better'
     settings = CompareSettings(**given)
     labels, arms = _per_run(args, "label"), _per_run(args, "arm")
     options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
