@@ -319,7 +319,7 @@ def promises(comparison: Comparison) -> dict[str, list[str]]:
             else f"{len(pairs)} runs each decided at α (--multiple none): the chance of any false "
             f"accept is up to {len(pairs)}·α"
         )
-    not_hold = []
+    not_hold: list[str] = []
     for result in pairs:
         name, seeds = result.candidate.label, result.pairing.seeds
         (holds if seeds == COMMON else not_hold).append(f"{name}: {SEEDS_SAID[seeds]}")
