@@ -154,8 +154,7 @@ def _header(dash: Dashboard) -> str:
         out.append(
             '<ul class="labels">' + "".join(f"<li>{esc(label)}</li>" for label in dash.labels) + "</ul>"
         )
-    for line in dash.deltas:  # the paired best − seed: on val, and on test once sealed
-        out.append(f'<p class="delta">{esc(line)}</p>')
+    out += [f'<p class="delta">{esc(line)}</p>' for line in dash.deltas]  # paired best − seed: val, test
     if dash.table:
         header, *body = dash.table
         out.append('<table class="measure"><tr>' + "".join(f"<th>{esc(c)}</th>" for c in header) + "</tr>")

@@ -33,8 +33,7 @@ def decision_class(decision: str | None) -> str:
 
 
 def best_so_far_plot(points: list[BestPoint]) -> str:
-    """The best's val mean after each decision, with its 95% CI; each decided candidate's own
-    val mean as a dot coloured by its decision."""
+    """The best's val mean after each decision with its 95% CI; each decided candidate's as a dot."""
     width, height, left, right, top, bottom = 620.0, 280.0, 48.0, 16.0, 16.0, 40.0
     last = max(1, points[-1].iteration if points else 1)
     x = Scale(0, last, left, width - right)
