@@ -156,7 +156,7 @@ class SequentialGate:
 
         def one(tag: str, floor: list[float | Fraction] | None) -> Verdict:
             decision = self.track(tag)
-            level = seqgate.config_at(config, decision.alpha.alpha)
+            level = replace(config, alpha=decision.alpha.alpha)
             if decision.decided or interrupted:
                 seen = self.prefix(tag, decision.state.tasks)
                 evidence = Evidence.of_run(self.spec, self.rundir, by_tag, seen, self.plan.num_trials)
