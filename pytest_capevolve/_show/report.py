@@ -12,7 +12,7 @@ import numpy as np
 from .. import _stats as stats
 from .._decide.looks import shown_decision
 from .._store.readers import evidence
-from .numbers import interval, num
+from .numbers import aligned, interval, num
 
 
 @dataclass
@@ -131,15 +131,7 @@ def render_arms(rows: Sequence[TagRow]) -> list[str]:
         )
         for r in rows
     ]
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-
-    def fmt(row: Sequence[str]) -> str:
-        return "  ".join(
-            cell.ljust(w) if i < 2 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        )
-
-    return [fmt(header), *(fmt(row) for row in body)]
+    return aligned([header, *body], left=2)
 
 
 # One line under each table, so its words need no manual: the arms' SE is each arm's own, the

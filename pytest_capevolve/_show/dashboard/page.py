@@ -4,8 +4,7 @@ Pure: :func:`render` turns a :class:`.model.Dashboard` into HTML. Untrusted text
 feedback, model output, reasons) is escaped everywhere it appears. A Content-Security-Policy
 allows nothing but this page's own style and its one tiny script (pinned by hash), so even
 text that got past the escaping could not load or run anything. The script carries no data: it
-opens a task's drill-down when a heatmap cell links to it.
-"""
+opens a task's drill-down when a heatmap cell links to it."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ import base64
 import hashlib
 from collections.abc import Iterable, Iterator
 
+from ..numbers import interval, num
 from .model import DETAIL_LIMIT, Dashboard, Trial
 from .plots import (
     best_so_far_plot,
@@ -78,10 +78,6 @@ CSP = (
 )
 
 
-def _num(value: float | None, spec: str = ".3f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
 def render(dash: Dashboard) -> str:
     """The whole page as one string (deterministic: the same run gives the same bytes)."""
     return "".join(render_parts(dash))
@@ -98,62 +94,52 @@ def render_parts(dash: Dashboard) -> Iterator[str]:
         f"<title>capevolve — run {esc(dash.run_id)}</title>"
         f"<style>{STYLE}</style></head><body>\n"
     )
-    yield _header(dash)
-    yield "\n"
-    yield _section(
+    yield _header(dash) + "\n"
+    yield from _section(
         "Best so far on val",
         "The best's val mean after each booked decision, with its 95% bootstrap CI over tasks "
         "(an accept moves the best). Dots: each decided candidate's own val mean, coloured by "
         "its decision (green accept, red reject, amber other).",
-        best_so_far_plot(dash.best_so_far),
+        [best_so_far_plot(dash.best_so_far)],
     )
-    yield "\n"
-    yield _section(
+    yield from _section(
         "Verdicts",
         "Each verdict's mean paired delta Δ̄ with its 95% CI, against the tag it was gated "
         "against; the black tick is the bar it had to clear. The grey band is ± the null "
         "controls' largest |Δ̄| — what a byte-identical copy moves by chance; no accept lies inside it.",
-        forest_plot(dash.verdicts, dash.null_band) + _verdict_table(dash),
+        [forest_plot(dash.verdicts, dash.null_band) + _verdict_table(dash)],
     )
-    yield "\n"
-    yield from _section_parts(
+    yield from _section(
         "Tasks × candidates (val)",
         "Each cell is a task's mean reward over its valid trials. Hatched grey: not "
         "evaluated; hatched purple: infra errors only — missing data, never a 0. Click a cell "
         "for the task's trials and the scorer's feedback.",
         heatmap_parts(dash),
     )
-    yield "\n"
-    yield _section(
+    yield from _section(
         "Spend over time",
         "Rollouts paid and dollars spent since the run began, against the spec's ceilings (dashed).",
-        spend_plot(dash),
+        [spend_plot(dash)],
     )
-    yield "\n"
-    yield _section(
+    yield from _section(
         "Lineage",
         "Every booked decision in the order booked: parent → candidate, decision and basis. "
         "The left column is the chain of bests.",
-        lineage_plot(dash),
+        [lineage_plot(dash)],
     )
-    yield "\n"
-    yield from _section_parts(
+    yield from _section(
         "Per-task drill-down (val)",
         f"Every val rollout by task with its reward; feedback and output for the first "
         f"{DETAIL_LIMIT} that scored below 1 (each rollout's file in rollouts/val/ holds all of it).",
         _drill_down(dash),
     )
-    yield f"\n<script>{SCRIPT}</script>\n</body></html>\n"
+    yield f"<script>{SCRIPT}</script>\n</body></html>\n"
 
 
-def _section(heading: str, caption: str, body: str) -> str:
-    return "".join(_section_parts(heading, caption, [body]))
-
-
-def _section_parts(heading: str, caption: str, body: Iterable[str]) -> Iterator[str]:
+def _section(heading: str, caption: str, body: Iterable[str]) -> Iterator[str]:
     yield f'<section><h2>{esc(heading)}</h2><p class="caption">{esc(caption)}</p>'
     yield from body
-    yield "</section>"
+    yield "</section>\n"
 
 
 def _header(dash: Dashboard) -> str:
@@ -192,17 +178,16 @@ def _verdict_table(dash: Dashboard) -> str:
     head = ("tag", "against", "decision", "basis", "n", "Δ̄", "95% CI", "p", "bar", "reason")
     out = ['<table class="verdicts"><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
     for v in dash.verdicts:
-        ci = "—" if v.ci is None else f"[{v.ci[0]:+.4f}, {v.ci[1]:+.4f}]"
         cells = [
             ("", v.tag + (" (null)" if v.null_control else "")),
             ("", v.against),
             ("", v.decision.upper()),
             ("", v.basis),
             ("num", str(v.n_tasks)),
-            ("num", _num(v.delta_mean, "+.4f")),
-            ("num", ci),
-            ("num", _num(v.p_value, ".4g")),
-            ("num", _num(v.bar, ".4f")),
+            ("num", num(v.delta_mean, "+.4f")),
+            ("num", interval(v.ci, "+.4f")),
+            ("num", num(v.p_value, ".4g")),
+            ("num", num(v.bar, ".4f")),
             ("", v.reason),
         ]
         out.append("<tr>" + "".join(f'<td class="{k}">{esc(c)}</td>' for k, c in cells) + "</tr>")
@@ -215,7 +200,7 @@ def _trial_row(trial: Trial) -> str:
         reward = '<td class="num infra">INFRA</td>'
         feedback = f'<td class="feedback infra">{esc(trial.infra_error)}</td>'
     else:
-        reward = f'<td class="num">{esc(_num(trial.reward))}</td>'
+        reward = f'<td class="num">{esc(num(trial.reward))}</td>'
         feedback = (
             f'<td class="feedback">{esc(trial.feedback)}</td>'
             if trial.detail
