@@ -55,11 +55,8 @@ def numbers(entry: Mapping[str, Any]) -> str:
 def earlier_rounds(rundir: RunDir, besides: str) -> list[Round]:
     """Every decided tag but ``besides``, in the order first decided, as a :class:`Round`."""
     decisions = rundir.decisions()
-    standing: dict[str, dict[str, Any]] = {}
-    for event in decisions:
-        tag = str(event["tag"])
-        if tag != besides:
-            standing[tag] = event  # dicts keep the first insertion's place: the order decided
+    # the standing (last) event of each tag, in the place of its first: the order decided
+    standing = {str(event["tag"]): event for event in decisions if str(event["tag"]) != besides}
     rounds = []
     for tag, entry in standing.items():
         verdict, reason = _verdict_of(rundir, tag)

@@ -8,6 +8,7 @@ iteration stays unproposed and ``--resume`` runs its optimizer again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -29,12 +30,10 @@ def reported_cost(stdout: Path) -> dict[str, Any]:
                 text = line.strip()
                 if not (text.startswith("{") and text.endswith("}")):
                     continue
-                try:
+                with contextlib.suppress(ValueError):  # not JSON: not a cost line
                     value = json.loads(text)
-                except ValueError:
-                    continue
-                if isinstance(value, dict) and any(k in value for k in COST_KEYS):
-                    found.append((number, value))
+                    if isinstance(value, dict) and any(k in value for k in COST_KEYS):
+                        found.append((number, value))
     except FileNotFoundError:
         return {}
     if not found:
