@@ -15,8 +15,7 @@ from .._store.rundir import RunDir
 def refuse_extra_tamper(
     spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path, extra_protected: tuple[str, ...]
 ) -> bool:
-    """True (and the tamper verdict written) when ``workdir`` changes an ``extra_protected`` path
-    from the seed's bytes."""
+    """True (and the tamper verdict written) when ``workdir`` changes the seed's ``extra_protected`` paths."""
     from .._policy import guards
 
     try:

@@ -107,8 +107,7 @@ OUTCOME_KEYS = "parent gated_against decision basis delta_mean p_value changed_f
 
 
 def _fresh(target: Path, text: str, mode: int | None = 0o444) -> None:
-    """Write ``text`` to a new ``target``, never through what was there; read-only by default: a
-    copy of the record, editing it changes nothing."""
+    """``text`` in a new ``target``, read-only by default: a copy of the record, edits change nothing."""
     if target.is_symlink() or target.exists():
         target.unlink()
     target.write_text(text, encoding="utf-8")

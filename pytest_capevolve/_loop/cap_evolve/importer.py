@@ -97,10 +97,8 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
             "keys": translation.notes,
             "unknown_keys": translation.unknown,
             "adapter": adapter_report,
-            "run": None,
+            "run": None if run is None else import_run(run, spec),
         }
-        if run is not None:
-            report["run"] = import_run(run, spec)
     except BaseException:
         _remove(created)  # an import that fails leaves DEST as it found it
         raise
