@@ -127,14 +127,15 @@ def _label(
     rundir: RunDir, entry: BookedDecision, verdict: dict[str, Any] | None, adopted: Adopted | None
 ) -> None:
     """What every view says beside the decision: its label, the shared ledger, who was confined."""
-    label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
+    details = (verdict or {}).get("details") or {}
+    label = details.get("harness_changed") or {}
     if entry["decision"] == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
         # every view of this best shows it (:mod:`..._store.decisions.forced`)
         entry["label"] = label["label"]
     if adopted is not None:  # an earlier run's accept, not gated again: every view says so
         entry["label"] = adopted.label
         rundir.snapshots.register_candidate(entry["tag"], adopted.snapshot)  # the best needs it here
-    ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
+    ledger = details.get("shared_ledger")
     if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
         entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
     said = (verdict or {}).get("confinement") or {}
@@ -230,8 +231,7 @@ def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
 
 
 def _count(state: dict[str, Any], entry: BookedDecision, optimizer: OptimizerSpend) -> None:
-    """Every decision advances ``iterations``; a reject advances ``stall``, an accept resets it and moves
-    the best; the rest leave ``stall`` alone."""
+    """Every decision advances ``iterations``; a reject advances ``stall``, an accept resets it."""
     state["iterations"] = int(state["iterations"]) + 1
     if entry["decision"] == "reject":
         state["stall"] = int(state["stall"]) + 1
@@ -305,8 +305,7 @@ def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | No
 def compared(
     rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None
 ) -> tuple[Path, Path] | None:
-    """``tag``'s folder and its parent's from snapshots (else the recorded source folder, else the work
-    copy); None when either is gone."""
+    """``tag``'s folder and its parent's (a screen-refused candidate's source folder stands in)."""
     mine, theirs = rundir.snapshots.snapshot_dir(tag), rundir.snapshots.snapshot_dir(parent)
     if not mine.is_dir():
         source = (verdict or {}).get("details", {}).get("source")

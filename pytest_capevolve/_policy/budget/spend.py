@@ -59,8 +59,7 @@ def spend_report(
     handed to a loop, whose gates take its schedule unless the spec names one."""
     state = rundir.state.read_state()
     events = rundir.log.events()
-    splits = rundir.splits() or {"train": [], "val": [], "test": []}
-    val_ids = list(splits["val"])
+    val_ids = list((rundir.splits() or {}).get("val", []))
     trials = spec.num_trials
     records = index_records(rundir.rollouts.indexed_rollouts("val")) if val_ids else {}
     best = str(state.get("best_id", SEED_TAG))
@@ -174,9 +173,7 @@ def _spent_json(
     now: float | None,
 ) -> dict[str, Any]:
     by_split = Counter(str(e.get("split")) for e in events if e.get("kind") == ROLLOUT)
-    task_evals = [
-        e for e in events if e.get("kind") == TASK_EVAL
-    ]  # capevolve eval-task: diagnosis, never evidence
+    task_evals = [e for e in events if e.get("kind") == TASK_EVAL]  # capevolve eval-task: never evidence
     rollouts = int(state["spent"]["metric_calls"])
     runner_usd = float(state["spent"]["usd"])
     total_usd = runner_usd + optimizer["optimizer_usd"]
@@ -249,8 +246,7 @@ def _overridden(
     alarm: Mapping[str, Any],
     reach: Mapping[str, Any],
 ) -> dict[str, str]:
-    """The budget's recommendation, overridden by a worn-out val (refresh) or an unreachable next level
-    (stop), annotated with a calibration alarm, and stop in a finalized run."""
+    """The budget's recommendation, overridden by a worn-out val, an unreachable level or a finalized run."""
     if reuse["refresh_val"] and recommendation["action"] != "stop":
         recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
     out_of_reach = _out_of_reach(reach)
