@@ -1,8 +1,6 @@
 """What every ``capevolve`` command shares: its project and run, its errors, and its printer.
 
-:func:`add_project_args` registers ``PROJECT``, ``--project``, ``--run-id`` and ``--json``;
-:func:`project_of`, :func:`spec_of` and :func:`open_run` resolve them alike for every command
-(:class:`UsageError` otherwise); :func:`emit` prints JSON or the human form."""
+A project or run not found is a :class:`UsageError`, in the same words for every command."""
 
 from __future__ import annotations
 
@@ -31,8 +29,8 @@ OPENED: list[RunDir] = []  # runs a command read: their notices (damage handled)
 def add_project_args(
     parser: argparse.ArgumentParser, *, run_id: bool = True, positional: bool = True
 ) -> None:
-    """PROJECT (optional, default .), ``--project``, ``--run-id`` and ``--json``.
-    ``positional=False`` where positionals are tags (``merge A B C``: a folder would be ambiguous)."""
+    """PROJECT (optional), ``--project``, ``--run-id`` and ``--json``; ``positional=False``
+    where positionals are tags (``merge A B C``: a folder would be ambiguous)."""
     if positional:
         parser.add_argument("project", type=Path, nargs="?", help="project folder (default .)")
     parser.add_argument(

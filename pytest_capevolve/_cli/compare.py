@@ -7,6 +7,7 @@ does (0, 10, 11; 4 for a file that cannot be read). Writes nothing but ``--markd
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,16 +25,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.pairwise or (len(args.runs) == 1 and looks_pairwise(args.runs[0])):
         return _cmd_pairwise(args)
-    settings = CompareSettings(
-        alpha=args.alpha,
-        min_coverage=args.min_coverage,
-        multiple=args.multiple,
-        regression_rule=args.regression_rule,
-        veto_regressions=args.veto_regressions,
-        success_threshold=args.success_threshold,
-        margin=args.margin or 0.0,
-        equivalence=args.equivalence or 0.0,
-    )
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(CompareSettings)}
+    given.update(margin=args.margin or 0.0, equivalence=args.equivalence or 0.0)  # not asked: 0
+    settings = CompareSettings(**given)
     labels, arms = _per_run(args, "label"), _per_run(args, "arm")
     options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
     return _answer(
@@ -123,9 +117,8 @@ def register(sub: Any) -> None:
 
     compare = sub.add_parser(
         "compare",
-        help="decide finished runs (inspect_ai logs, lm-eval samples, promptfoo or deepeval JSON, a "
-        "CSV/JSONL of task_id, trial, reward) against a "
-        "baseline with the gate's exact paired test (pays nothing)",
+        help="decide finished runs (inspect_ai logs, lm-eval samples, promptfoo or deepeval JSON, a CSV/JSONL"
+        " of task_id, trial, reward) against a baseline with the gate's exact paired test (pays nothing)",
     )
     compare.add_argument(
         "runs", nargs="+", type=Path, metavar="RUN", help="results files: the baseline first"

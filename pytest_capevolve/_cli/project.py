@@ -76,10 +76,8 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         fail("tasks('all') returned different tasks on a second call; make it deterministic")
     else:
         ok("tasks are the same across two calls")
-    try:
-        runner = isolated(
-            adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec
-        )  # the seed's code: a child's
+    try:  # the seed's code runs in a child, as a candidate's does
+        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec)
     except AdapterError as exc:
         return fail(str(exc))
     task = first[min(set(first) - set(splits["test"]), default=min(first))]

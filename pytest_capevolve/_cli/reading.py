@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
+from .._project.spec import SPEC_FILENAME
 from .._store.files import unwritable_folder
 from .._store.rundir import RunDir, RunDirError
 from .common import (
@@ -23,7 +25,6 @@ from .common import (
     existing_project,
     human,
     open_run,
-    print_json,
     project_of,
     spec_of,
     val_ids,
@@ -165,11 +166,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     rundir = _verified_run(args)
     root, events, out = rundir.root, rundir.events_path, human(args)
     answer: dict[str, Any] = {"run_dir": root, "repaired": [], "mismatches": []}
-    if args.repair:
-        moved = rundir.log.repair_events()
-        if moved:
-            print(f"repaired {events}: moved {moved} damaged line(s) aside", file=out)
-            answer["repaired"].append(f"{events}: moved {moved} damaged line(s) aside")
+    if args.repair and (moved := rundir.log.repair_events()):
+        answer["repaired"].append(f"{events}: moved {moved} damaged line(s) aside")
+        print(f"repaired {answer['repaired'][-1]}", file=out)
     count, problem = verify_events(events)
     answer.update(events=count, tampered=problem)
     if problem is not None:
@@ -235,8 +234,6 @@ def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], 
 
 def _store_anchor(rundir: RunDir, store: str) -> str:
     """The newest anchor a hill-climb's git store (or ``store``, a clone of it) committed."""
-    from pathlib import Path
-
     from .._loop.git_store import StoreError, store_anchor
 
     try:
@@ -253,8 +250,6 @@ def _verified(args: argparse.Namespace, answer: dict[str, Any], *, ok: bool) -> 
 def _verified_run(args: argparse.Namespace) -> RunDir:
     """``verify [PROJECT] [--run-id ID]``, or the older ``verify RUN_DIR`` (a folder holding
     ``events.jsonl``). Reads no spec: a run whose project's spec is broken can still be checked."""
-    from .._project.spec import SPEC_FILENAME
-
     target = project_of(args)
     if (target / "events.jsonl").is_file():
         if args.run_id is not None:
@@ -292,10 +287,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:  # a damaged file the run dir's reader does not repair
         raise UsageError(f"could not draw the run: {exc}") from None
     answer = {"dashboard": str(path), "run_id": rundir.run_id}
-    if args.json:
-        print_json(answer)
-    else:
-        print(f"dashboard: {path}")
+    emit(args, answer, None if args.json else lambda _: [f"dashboard: {path}"])
     if args.open:
         import webbrowser
 
@@ -308,8 +300,8 @@ def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
+        value = math.nan
+    if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
     return value
 
@@ -377,10 +369,8 @@ def register(sub: Any) -> None:
     verify.add_argument(
         "--repair",
         action="store_true",
-        help=(
-            "move a damaged events.jsonl tail aside; rebuild state.json from the events; "
-            "quarantine rollout files that differ from their events"
-        ),
+        help="move a damaged events.jsonl tail aside; rebuild state.json from the events; "
+        "quarantine rollout files that differ from their events",
     )
     verify.add_argument(
         "--anchor",

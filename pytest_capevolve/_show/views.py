@@ -51,7 +51,7 @@ def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
         problems.append(f"could not write dashboard.html: {exc!r}")
     if not problems and inputs is not None:
         size, _, seq = rundir.log._read_event_tail()
-        rundir.write_views_stamp({"events": [size, seq], **_inputs(spec, rundir)})
+        rundir.pages_stamp.write({"events": [size, seq], **_inputs(spec, rundir)})
     return "; ".join(problems) or None
 
 
@@ -67,7 +67,7 @@ def _every_val_tag(rundir: RunDir, known: dict[str, Any]) -> Any:
 
 
 def _current(rundir: RunDir, inputs: dict[str, Any]) -> bool:
-    stamp = rundir.views_stamp()
+    stamp = rundir.pages_stamp.read()
     if not stamp or not isinstance(stamp.get("events"), list):
         return False
     offset, seq = stamp["events"]

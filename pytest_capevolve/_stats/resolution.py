@@ -1,8 +1,7 @@
 """The resolution of the exact paired test: the smallest win it can accept at a level.
 
-The most convincing result k improved tasks can give is "k better, none worse", p = 2^-k (computed by the
-test itself, so the two cannot drift). The smallest k with p ≤ the level is the resolution: fewer improved
-tasks cannot be accepted, however large the gains. Pure."""
+"k better, none worse" is the best k improved tasks can show (p = 2^-k, computed by the test itself, so the
+two cannot drift); fewer improved tasks than the resolution cannot be accepted, however large the gains."""
 
 from __future__ import annotations
 

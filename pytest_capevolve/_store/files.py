@@ -37,8 +37,8 @@ _temp_numbers = itertools.count()  # next() is atomic: threads of one process ne
 
 
 def _open_temp(path: Path) -> tuple[int, str]:
-    """A new temp file ``.<name>.<pid>-<n>.tmp`` beside ``path`` with the mode ``open()`` would give (not
-    mkstemp's 0600, which makes run dirs unreadable as CI artifacts)."""
+    """A new temp file beside ``path`` with the mode ``open()`` gives (mkstemp's 0600 would make run
+    dirs unreadable as CI artifacts)."""
     while True:
         tmp = f"{path.parent}{os.sep}.{path.name}.{os.getpid()}-{next(_temp_numbers)}.tmp"
         try:
@@ -72,7 +72,6 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> os.stat_result:
-    """Write ``text`` to ``path`` atomically; returns the written file's stat."""
     with _replacing(path) as fd:
         _write_all(fd, text.encode("utf-8"))
         stat = os.fstat(fd)
@@ -83,8 +82,7 @@ WRITE_CHUNK = 1 << 20  # bytes gathered before each write of a page written in p
 
 
 def atomic_write_parts(path: Path, parts: Iterable[str]) -> None:
-    """Write the concatenation of ``parts`` atomically, drawing each piece only as the ones before are
-    written, so a 14 MB page is never held whole."""
+    """Write ``parts`` atomically, each drawn as the ones before are written (never held whole)."""
     with _replacing(path) as fd:
         pending: list[str] = []
         size = 0
@@ -97,17 +95,12 @@ def atomic_write_parts(path: Path, parts: Iterable[str]) -> None:
         _write_all(fd, "".join(pending).encode("utf-8"))
 
 
-def dump_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, dump_json(obj))
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def unwritable_folder(folder: Path) -> OSError | None:
-    """Why nothing can be written in ``folder``, or None. Tried, not asked: ``os.access`` says yes to root
-    and knows nothing of a full disk."""
+    """Why nothing can be written in ``folder``, or None (tried: ``os.access`` ignores a full disk)."""
     probe = folder / f".write-probe.{os.getpid()}.tmp"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
@@ -124,8 +117,7 @@ def read_json(path: Path) -> Any:
 
 
 def read_run_json(path: Path, fix: str) -> Any:
-    """:func:`read_json` of a run-dir file: cut short, garbled or not UTF-8 raises :class:`RunDirError`
-    naming it and ``fix``."""
+    """:func:`read_json`; a damaged file raises :class:`RunDirError` naming it and ``fix``."""
     try:
         return read_json(path)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
@@ -149,9 +141,8 @@ _LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_INHERIT
 
 
 class RunLock:
-    """Exclusive across processes, re-entrant within this object (``with run_lock():``). The descriptor
-    stays open between holds; after each ``flock`` the path is checked to still name the locked file (a run
-    dir made again gets a new ``.lock``), and a forked child opens its own."""
+    """Exclusive across processes, re-entrant within this object. The descriptor stays open; after
+    each ``flock`` the path must still name the locked file, and a forked child opens its own."""
 
     def __init__(self, root: Path) -> None:
         self.root = root

@@ -1,9 +1,8 @@
 """The run dir: the one place a run's state lives, and the only code that writes it.
 
-Controller only (or the single process without xdist): workers ship records in their reports
-and never touch this folder. Every write is atomic (temp file + rename), ``state.json`` and
-``events.jsonl`` change under an exclusive lock, and names built from ids are escaped, so a
-crash at any instant leaves each file either old or new — never half-written.
+Controller only: workers ship records in their reports. Every write is atomic (temp file +
+rename) and the log and state change under an exclusive lock, so a crash leaves each file old
+or new — never half-written.
 """
 
 from __future__ import annotations
@@ -52,9 +51,8 @@ __all__ = ["RUNS_DIR", "RunDir", "RunDirError", "new_run_id"]
 
 
 def new_run_id(taken: Iterable[str] = ()) -> str:
-    """``YYYYmmdd-HHMMSS-xxxxxx``: sorts by creation, which is how "the newest run" is found.
-    Two runs made in the same second get increasing suffixes, not random ones, so the later
-    one still sorts last."""
+    """``YYYYmmdd-HHMMSS-xxxxxx``: sorts by creation, which is how "the newest run" is found (two
+    in one second get increasing suffixes, so the later still sorts last)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     same_second = [int(t.rsplit("-", 1)[1], 16) for t in taken if t.startswith(stamp + "-") and _hex_tail(t)]
     suffix = max(same_second) + 1 if same_second else secrets.randbelow(0x800000)
@@ -67,11 +65,8 @@ def _hex_tail(run_id: str) -> bool:
 
 
 class RunDir:
-    """One run's folder: ``<project>/.capevolve/runs/<run_id>/``, made of typed parts —
-    ``log`` (:class:`.log.events.EventLog`), ``state`` (:class:`.decisions.state.RunState`), ``snapshots``
-    (:class:`.snapshots.Snapshots`), ``rollouts`` (:class:`.rollouts.rollout_files.RolloutFiles`, with
-    the index) and ``verdicts`` (:class:`.decisions.verdicts.Verdicts`). What is about the whole run
-    stays here: its paths, lock, opening and creating it, the spec lock and the splits."""
+    """One run's folder, ``<project>/.capevolve/runs/<run_id>/``, made of typed parts (``log``,
+    ``state``, ``snapshots``, ``rollouts``, ``verdicts``); what is about the whole run stays here."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -111,14 +106,12 @@ class RunDir:
     @staticmethod
     @contextlib.contextmanager
     def project_lock(project_dir: Path) -> Iterator[None]:
-        """Exclusive across the project's sessions while one picks (or creates) its run and
-        plans in it: two sessions started together on a fresh project get one run."""
+        """Held while a session picks its run and plans: two sessions on a fresh project get one run."""
         with exclusive(project_dir / RUNS_DIR.parent / "runs.lock"):
             yield
 
     def discard_if_created(self) -> None:
-        """Remove the run folder this process created, when the session that created it was
-        refused while planning (under :meth:`project_lock`, so nobody else has seen it)."""
+        """Remove the folder this process created for a session refused while planning."""
         if self.created:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -126,10 +119,8 @@ class RunDir:
     def resolve(
         cls, project_dir: Path, run_id: str | None = None, new: bool = False, create: bool = True
     ) -> RunDir:
-        """The run to use: ``run_id`` if given, a fresh one if ``new``, else the newest.
-
-        ``create=False`` is for commands that only read: with no run yet they get an error,
-        never an empty run folder left behind."""
+        """``run_id`` if given, a fresh run if ``new``, else the newest. ``create=False`` (commands
+        that only read): no run yet is an error, never an empty folder left behind."""
         runs = project_dir / RUNS_DIR
         if run_id is not None:
             root = runs / run_id
@@ -156,9 +147,8 @@ class RunDir:
 
     @property
     def project_dir(self) -> Path | None:
-        """The project this run belongs to, wherever it lives now: the folder holding
-        ``.capevolve/runs/<run_id>/`` (None for a run dir outside that layout). Lexical, so a
-        symlinked ``.capevolve`` still names the project it sits in."""
+        """The folder holding ``.capevolve/runs/<run_id>/`` (None outside that layout); lexical, so
+        a symlinked ``.capevolve`` still names the project it sits in."""
         runs = self.root.absolute().parent
         if runs.parent.name != RUNS_DIR.parent.name or runs.name != RUNS_DIR.name:
             return None
@@ -180,27 +170,16 @@ class RunDir:
         atomic_write_parts(self.dashboard_path, [page] if isinstance(page, str) else page)
         return self.dashboard_path
 
-    def views_stamp(self) -> dict[str, Any] | None:
-        """What the pages were last drawn from (:mod:`.._show.views`); None if unknown."""
-        return self.pages_stamp.read()
-
-    def write_views_stamp(self, stamp: dict[str, Any]) -> None:
-        self.pages_stamp.write(stamp)
-
     # -- locking, events, state ---------------------------------------------------------------
 
     def ensure_spec_lock(self, spec: Spec) -> None:
         """Write ``spec.lock.yaml`` on first use; later, refuse a spec whose frozen keys moved.
-
-        Paths compare in their stored, project-relative form (an old lock's absolute paths are
-        mapped to it), so a moved project continues its run; an old lock naming the same places
-        is left as it is."""
+        Paths compare project-relative, so a moved project continues its run."""
         lock = spec.to_lock()
         if not self.spec_lock_path.is_file() and _lock_deleted(self.root):
             raise RunDirError(_LOCK_DELETED.format(run=self.root))
         if not self.spec_lock_path.is_file():
-            atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
-            self.state.update_state(lambda s: s["budget"].update(_budget(spec)))
+            self._write_spec_lock(lock, spec)
             self.log.append_event(
                 RUN_CREATED, spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id
             )
@@ -235,9 +214,13 @@ class RunDir:
             )
         moved = {k: lock[k] for k in lock if old.get(k) != lock[k]}
         if moved:
-            atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
-            self.state.update_state(lambda s: s["budget"].update(_budget(spec)))
+            self._write_spec_lock(lock, spec)
             self.log.append_event(SPEC_CHANGED, changed=sorted(moved))
+
+    def _write_spec_lock(self, lock: dict[str, Any], spec: Spec) -> None:
+        atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
+        budget = {key: getattr(spec, key) for key in BUDGET_KEYS}
+        self.state.update_state(lambda s: s["budget"].update(budget))
 
     def splits(self) -> dict[str, Any] | None:
         """The frozen splits, or None before the first evaluation froze them."""
@@ -253,8 +236,8 @@ class RunDir:
         return splits
 
     def _check_splits(self, splits: dict[str, Any]) -> None:
-        """The file as its ``splits_frozen`` event froze it: the sha256 of its ids (older events:
-        the sizes). Val tasks dropped, or a test task moved into val, are refused, never gated on."""
+        """Refuse a file that is not what its ``splits_frozen`` event froze (sha256 of the ids; older
+        events: the sizes): dropped val tasks or a test task moved into val are never gated on."""
         frozen = self.log.of_kinds(SPLITS_FROZEN)
         if not frozen:
             return  # a run older than the event (or imported): nothing recorded to hold it to
@@ -273,8 +256,7 @@ class RunDir:
             )
 
     def ensure_splits(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """The frozen splits; computed and written only the first time. (The test split's seal
-        state lives in ``seal.json``, so this file never changes once written.)"""
+        """The frozen splits; computed and written only the first time, never changed after."""
         if self.splits_path.is_file():
             return self._read_splits()
         splits = compute()
@@ -289,13 +271,10 @@ class RunDir:
     # -- the loop: decisions, memory, work copies --------------------------------------------------
 
     def flush(self) -> None:
-        """Bring the views of the log kept as files (``state.json``'s spend, the index) up to
-        it: every :data:`~.decisions.state.SPEND_FLUSH_EVERY` rollouts and at the end of a session
-        (this call: the session's end, which logs the outcomes' digest)."""
+        """At a session's end: bring the log's views (spend, index) up to it, log the outcomes' digest."""
         self.rollouts.flush(leaving=True)
 
     def close_log(self) -> None:
-        """Let go of the log's and the lock's kept descriptors (the next use opens them)."""
         self.log.close_log()
 
     def decisions(self) -> list[dict[str, Any]]:
@@ -312,14 +291,12 @@ class RunDir:
         return self.root / "work" / check_tag(tag)
 
     def hill_climb_dir(self, tag: str | None = None) -> Path:
-        """``hill_climb/`` (the loop's own files), or one iteration's folder in it: its prompt,
-        the optimizer's output and exit, the gate session's output, its diff and outcome."""
+        """``hill_climb/`` (the loop's own files), or one iteration's folder in it."""
         base = self.root / "hill_climb"
         return base if tag is None else base / check_tag(tag)
 
     def journal_entry_path(self, tag: str) -> Path:
-        """``journals/<tag>.md``: what round ``tag`` wrote in its journal, frozen (escaped) when
-        it was first decided; its sha256 is in that ``decision`` event."""
+        """``journals/<tag>.md``: round ``tag``'s journal, frozen when decided (sha256 in its decision)."""
         return self.root / "journals" / f"{check_tag(tag)}.md"
 
     def merge_dir(self, tag: str) -> Path:
@@ -350,10 +327,6 @@ def _ids_digest(splits: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(ids, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def _budget(spec: Spec) -> dict[str, Any]:
-    return {key: getattr(spec, key) for key in BUDGET_KEYS}
-
-
 _LOCK_DELETED = (
     "run {run}: its spec.lock.yaml is gone but its event log records the run: the spec it froze was "
     "deleted, so nothing it decided can be continued (restore the file from a backup, or start a "
@@ -362,8 +335,8 @@ _LOCK_DELETED = (
 
 
 def _lock_deleted(root: Path) -> bool:
-    """A run dir whose log records its creation (``run_created``) but whose spec lock is gone:
-    deleted by hand — never a run to start afresh in, nor one to pass over for an older run."""
+    """The log records ``run_created`` but the spec lock is gone (deleted by hand): never a run to
+    start afresh in, nor one to pass over for an older run."""
     events = root / "events.jsonl"
     if (root / "spec.lock.yaml").is_file() or not events.is_file():
         return False

@@ -1,8 +1,7 @@
 """Candidate snapshots: ``candidates/<tag>/files`` holds the bytes a tag was evaluated with.
 
-A tag names one capability forever: different bytes under a known tag are refused. Snapshots are staged and
-renamed into place, made read-only, and ``candidate.json`` lists each file's sha256, so a changed snapshot
-is refused naming the file. Every session evaluates the snapshot, never its source folder."""
+A tag names one capability forever: different bytes under a known tag are refused. Snapshots are
+staged, renamed into place and made read-only; every session evaluates the snapshot, never its source."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ from .log.events import EventLog
 
 
 class Snapshots:
-    """The run's candidates (``run.snapshots``); ``project_dir``: what sources are stored relative to
-    (None: outside a project)."""
+    """The run's candidates (``run.snapshots``)."""
 
     def __init__(self, root: Path, run_id: str, log: EventLog, project_dir: Path | None) -> None:
         self.root = root
@@ -63,8 +61,7 @@ class Snapshots:
         return found
 
     def register_candidate(self, tag: str, source: Path) -> str:
-        """Snapshot ``source`` under ``tag`` (first time) and return its content hash; different bytes
-        under a known tag are refused."""
+        """Snapshot ``source`` under ``tag`` (first time) and return its content hash."""
         digest = content_hash(source)
         self._refuse_reserved(tag, digest)
         known = self.candidate_hash(tag)
@@ -113,8 +110,7 @@ class Snapshots:
         return digest
 
     def _refuse_reserved(self, tag: str, digest: str) -> None:
-        """A null-control tag (``<tag>-null<i>``) holds that tag's bytes or is refused; so is a tag
-        differing from a known one only in case."""
+        """Refuse a null-control tag not holding its tag's bytes, and a tag differing only in case."""
         copied = null_control_of(tag)
         if copied is not None and (copied not in self.known_tags() or self.candidate_hash(copied) != digest):
             raise CandidateError(
@@ -129,8 +125,7 @@ class Snapshots:
             )
 
     def registered_files(self, tag: str) -> dict[str, str] | None:
-        """Each snapshot file's sha256 as registered (None for old runs): only to name what changed, never
-        to decide that it did."""
+        """Each file's sha256 as registered (None: old runs): to name what changed, never to decide it."""
         return registered_files(self.snapshot_dir(tag))
 
     def known_tags(self) -> list[str]:
@@ -154,16 +149,14 @@ _WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 
 def make_read_only(folder: Path) -> None:
-    """Take the write bits off every file under ``folder``; folders stay writable so the run dir can be
-    deleted (an added or removed file changes the hash anyway)."""
+    """Take the write bits off every file under ``folder`` (folders stay writable: deletable)."""
     for path in folder.rglob("*"):
         if path.is_file() and not path.is_symlink():
             path.chmod(stat.S_IMODE(path.stat().st_mode) & ~_WRITE_BITS)
 
 
 def writable_copy(source: Path, dest: Path, ignore: Any = None) -> None:
-    """``shutil.copytree`` of a snapshot whose files the optimizer can edit (not inheriting read-only
-    modes)."""
+    """A copy of a snapshot whose files the optimizer can edit."""
     shutil.copytree(source, dest, ignore=ignore)
     for path in dest.rglob("*"):
         if path.is_file() and not path.is_symlink():

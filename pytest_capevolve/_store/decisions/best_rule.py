@@ -1,9 +1,8 @@
 """When the log may move the best: the one rule, read by the state fold and ``verify``.
 
-A ``best_changed`` event appended through the API once made a rejected tag the best after ``state.json``
-was deleted. So a ``best_changed`` is honoured only when the log already explains it: a booked ``accept``
-of that tag (gate or forced), or an import's ``cap_evolve_imported`` naming it. Any other moves nothing;
-readers refuse the run naming it and ``capevolve verify`` reports it."""
+A forged ``best_changed`` once made a rejected tag the best, so it is honoured only when the log
+already explains it (a booked accept of that tag, or an import naming it); any other moves nothing
+and the run is refused naming it."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ class BestRule:
         self.best = "seed"  # as the honoured events leave it
 
     def see(self, event: dict[str, Any]) -> bool:
-        """False for a ``best_changed`` the log so far does not explain (kept in :attr:`unjustified`); True
-        otherwise."""
+        """False for a ``best_changed`` the log so far does not explain (kept in :attr:`unjustified`)."""
         kind = event.get("kind")
         if kind == DECISION and event.get("decision") == "accept":
             self.accepted.add(str(event.get("tag")))

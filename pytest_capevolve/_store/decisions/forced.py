@@ -1,8 +1,7 @@
 """Which accepts carry a label, read from the log for every view that shows one.
 
-An accept forced against the gate (``commit --force``) and one re-gated after
-``--capevolve-harness-changed`` keep a label in their ``decision`` event; every view asks
-:func:`labelled_accepts` and shows it, so neither passes for a plain gate accept."""
+An accept forced against the gate or re-gated after a harness change keeps a label in its
+``decision`` event, so neither passes for a plain gate accept."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """``state.json``: the run's counters and spend, and how they are rebuilt from the event log.
 
-A cache of what the log says: updated under the lock with every decision; missing or unreadable, replayed
-from ``events.jsonl`` — never reset, which would bring back the seed as best and the spend to 0. Rollouts
-do not rewrite it: ``spent_through`` marks the point of the log its ``spent`` is current to, and reading
-adds the rollout events after it, so the spend is exact at every instant while the file is rewritten only
-every :data:`SPEND_FLUSH_EVERY` rollouts and at a session's end."""
+A cache of the log: missing or unreadable, replayed from it — never reset, which would bring back
+the seed as best and the spend to 0. ``spent_through`` marks the point its ``spent`` is current to
+and reading adds the rollouts after it, so the spend is exact while the file is rewritten rarely."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ from .state_tally import OPTIMIZER_SPEND, StateTally
 
 
 class RunState:
-    """``state.json`` (``run.state`` of :class:`..rundir.RunDir`), a view of ``log``. ``rollout_path``:
-    where an old log's rollout cost is read."""
+    """``state.json`` (``run.state``), a view of ``log``."""
 
     def __init__(
         self,
@@ -58,8 +55,7 @@ class RunState:
         self._tally: StateTally | None = None  # the log folded so far (:meth:`_caught_up_tally`)
 
     def read_state(self) -> dict[str, Any]:
-        """``state.json``; missing or unreadable in a run with events, rebuilt from the log (the damaged
-        file moved aside), never reset."""
+        """``state.json``; missing or unreadable, rebuilt from the log (the damaged file moved aside)."""
         try:
             state = read_json(self.state_path)
             if isinstance(state, dict) and isinstance(state.get("spent"), dict):
@@ -91,9 +87,7 @@ class RunState:
         return state
 
     def replay_state(self, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """What ``state.json`` should hold, from the event log alone (spend from ``rollout`` events,
-        counters and best from decisions, budget from the lock). ``events``: the log as the caller already
-        read it."""
+        """What ``state.json`` should hold, from the log alone (``events``: as the caller read it)."""
         state = _fresh_state()
         if self.spec_lock_path.is_file():
             lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
@@ -118,8 +112,8 @@ class RunState:
             return 0.0
 
     def _check_against_log(self, state: dict[str, Any]) -> None:
-        """Refuse ``state`` unless every number a decision reads in it (best, iterations, stall, spend) is
-        what the log adds up to at ``spent_through``: a hand edit (``spent`` reset to 0) is never used."""
+        """Refuse ``state`` unless every number a decision reads is what the log adds up to at
+        ``spent_through``: a hand edit (``spent`` reset to 0) is never used."""
         tally = self._caught_up_tally()
         if tally is None:  # a line that is not an event: the log's own readers refuse it
             return
@@ -144,9 +138,7 @@ class RunState:
             )
 
     def _caught_up_tally(self, *, whole: bool = False) -> StateTally | None:
-        """The log's counters folded to its end: this process's fold caught up, or folded again if the log
-        no longer continues from there. The first fold starts at the last checkpoint; ``whole``: from the
-        start."""
+        """The log's counters folded to its end, from the last checkpoint (``whole``: the start)."""
         tally = self._tally
         if tally is None or (whole and tally.floor):
             tally = (None if whole else self._checkpointed_tally()) or StateTally(self._file_cost)
@@ -162,8 +154,7 @@ class RunState:
         return tally
 
     def _checkpointed_tally(self) -> StateTally | None:
-        """The tally the newest ``outcomes_checked`` event logged, if the chain holds it where it says;
-        else None (fold from the start)."""
+        """The tally the newest checkpoint logged, if the chain holds it where it says."""
         for event in reversed(self.log.of_kinds(OUTCOMES_CHECKED)):
             if "state" not in event:
                 continue  # logged before checkpoints carried the tally: an older one may
@@ -174,16 +165,14 @@ class RunState:
         return None
 
     def checkpoint_fields(self, offset: int, seq: int) -> dict[str, Any]:
-        """Under the lock, as a session leaves: the tally at byte ``offset``, event ``seq``, for the
-        outcome ledger's checkpoint; nothing when this process's fold is not there."""
+        """As a session leaves: the tally for the outcome ledger's checkpoint, if the fold is there."""
         tally = self._caught_up_tally()
         if tally is None or (tally.offset, tally.seq) != (offset, seq):
             return {}
         return {"state": tally.held()}
 
     def best(self) -> str:
-        """The current best's tag as the log has it; a ``best_id`` in ``state.json`` that disagrees (a hand
-        edit) is refused."""
+        """The best's tag as the log has it; a disagreeing ``best_id`` in ``state.json`` is refused."""
         with self.lock():  # a booking updates the state and logs the change under this lock
             stated = str(self.read_state().get("best_id", SEED_TAG))
             logged = self.logged_best()
@@ -215,11 +204,6 @@ class RunState:
             self._write_state(state)
             return state
 
-    def flush_spend(self) -> None:
-        """Write the spend logged since ``state.json`` was written into it (a view: :meth:`read_state`
-        already counts it)."""
-        self.update_state(lambda state: None)
-
     # -- a view of the log (:class:`..log.log_views.LogView`) ---------------------------------------
 
     @property
@@ -227,11 +211,11 @@ class RunState:
         return self.state_path.name
 
     def catch_up(self) -> None:
-        self.flush_spend()
+        """Write the spend logged since into ``state.json`` (:meth:`read_state` already counts it)."""
+        self.update_state(lambda state: None)
 
     def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-        """``state.json`` against what ``events`` add up to (best, counters, spend); missing or unreadable
-        is reported."""
+        """``state.json`` against what ``events`` add up to (best, counters, spend)."""
         expected = self.replay_state(events)
         name = self.name
         try:
@@ -260,8 +244,7 @@ class RunState:
         ]
 
     def rebuild(self, problems: Sequence[str]) -> str:
-        """Under the lock: the old file moved aside, ``state.json`` replayed from the log, and a
-        ``state_rebuilt`` event saying why."""
+        """Under the lock: the old file moved aside, ``state.json`` replayed from the log, and logged."""
         expected = self.replay_state()
         if self.state_path.exists():
             os.replace(
@@ -278,9 +261,7 @@ class RunState:
         atomic_write_json(self.state_path, state)
 
     def _with_recent_spend(self, state: dict[str, Any]) -> dict[str, Any]:
-        """``state`` with the rollouts logged after its ``spent_through`` added. A state from before
-        ``spent_through`` was current to the log's end; a log that no longer continues from the mark is
-        replayed whole."""
+        """``state`` with the rollouts logged after its ``spent_through`` added."""
         mark = state.get("spent_through")
         if not isinstance(mark, dict):
             try:
@@ -298,12 +279,8 @@ class RunState:
         if cache is not None and cache[0] == base:
             _, offset, seq, calls, usd = cache
         else:
-            offset, seq, calls, usd = (
-                int(base[0] or 0),
-                int(base[1] or 0),
-                int(base[2] or 0),
-                float(base[3] or 0),
-            )
+            offset, seq, calls = (int(value or 0) for value in base[:3])
+            usd = float(base[3] or 0)
         folded = [calls, usd]
 
         def fold(event: dict[str, Any]) -> None:  # rollouts summed as they are read, not held
@@ -328,12 +305,9 @@ class RunState:
         state["spent"] = {**spent, "metric_calls": calls, "usd": usd}
         return state
 
-    # -- the spec and the splits, frozen on first use --------------------------------------------
-
 
 def _disagreement(state: dict[str, Any], logged: dict[str, Any], *, stall: bool) -> str | None:
-    """The first number of ``state`` that is not ``logged``'s, in words; None when they agree. ``stall``:
-    whether the log records stalls at all."""
+    """The first number of ``state`` that is not ``logged``'s, in words; None when they agree."""
     spent, want = state.get("spent") or {}, logged["spent"]
     exact = [
         ("best_id", state.get("best_id"), logged["best_id"]),

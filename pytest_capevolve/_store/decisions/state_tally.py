@@ -1,14 +1,10 @@
 """What the event log says ``state.json`` should hold, at any point of the log.
 
-``state.json`` is checked at the point ``spent_through`` says it is current to (a reader may come between a
-booking's event and its state write). So the log is folded once per process into counters after every event
-that changes them and the running spend after every rollout, and a reader asks for any seq
-(:meth:`StateTally.at`). The rules: every decision is an iteration, a reject a stall, an accept the new
-best and stall 0; an unannounced ``best_changed`` (old logs, imports) is an iteration of its own.
-
-A leaving session logs its tally in ``outcomes_checked`` (:meth:`StateTally.held`) and the next process
-folds on from there (:meth:`StateTally.resumed`), only from a checkpoint the chain holds; a ``state.json``
-current to an earlier point is checked against the whole log."""
+``state.json`` is checked at the point ``spent_through`` says it is current to (a reader may come
+between a booking's event and its state write), so the log is folded once per process, keeping the
+counters after every change, and a reader asks for any seq. Every decision is an iteration, a reject
+a stall, an accept the new best and stall 0; an unannounced ``best_changed`` is an iteration of its
+own. A leaving session logs its tally; the next folds on from there."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ OPTIMIZER_SPEND = ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
 
 
 class StateTally:
-    """The log's counters, folded event by event. ``file_cost`` prices a rollout whose event carries no
-    cost (old logs)."""
+    """The log's counters, folded event by event (``file_cost``: old logs' rollouts' cost)."""
 
     def __init__(self, file_cost: Callable[[dict[str, Any]], float]) -> None:
         self.file_cost = file_cost
@@ -46,8 +41,7 @@ class StateTally:
     def resumed(
         cls, file_cost: Callable[[dict[str, Any]], float], held: Any, offset: int, seq: int
     ) -> StateTally | None:
-        """A tally going on from ``held`` (logged at byte ``offset``, event ``seq``); None when ``held`` is
-        not a tally's fields."""
+        """A tally going on from ``held`` (logged at ``offset``, ``seq``); None if it is not a tally."""
         if not isinstance(held, dict) or not isinstance(held.get("best_id"), str):
             return None
         announced = held.get("announced")
@@ -99,13 +93,10 @@ class StateTally:
 
     def fold(self, event: dict[str, Any]) -> None:
         kind = event.get("kind")
-        seq = int(event.get("seq", 0))
         if kind == ROLLOUT:
-            cost = event.get("cost_usd")
-            before = self._spend[-1] if self._spend else self._base[1]
-            self._rollout_seqs.append(seq)
-            self._spend.append(before + float(self.file_cost(event) if cost is None else cost))
+            self.fold_all([event])
             return None
+        seq = int(event.get("seq", 0))
         if kind not in (DECISION, BEST_CHANGED, "stalled", CAP_EVOLVE_IMPORTED):
             return None
         if not self.best_rule.see(event) or kind == CAP_EVOLVE_IMPORTED:
@@ -135,8 +126,7 @@ class StateTally:
         return None
 
     def at(self, seq: int) -> dict[str, Any] | None:
-        """What ``state.json`` current to ``seq`` holds: ``best_id``, ``iterations``, ``stall``, ``spent``.
-        None before a resumed tally's :attr:`floor`."""
+        """What ``state.json`` current to ``seq`` holds; None before a resumed tally's :attr:`floor`."""
         if seq < self.floor:
             return None
         counters = self._counters[bisect.bisect_right(self._change_seqs, seq) - 1]

@@ -1,8 +1,6 @@
 """Verdict files: ``verdicts/<tag>.json``, every number a candidate's decision rests on.
 
-The part ``run.verdicts`` of :class:`..rundir.RunDir`. Controller only: a session's conclusion
-writes one (atomically) and logs a ``verdict`` event with its headline fields; the tables, the
-pages and ``capevolve`` commands read them back.
+Controller only: a session's conclusion writes one and logs a ``verdict`` event with its sha256.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ _FIX = "re-derive it with capevolve gate TAG (pays nothing), or delete it"
 
 
 class Verdicts:
-    """The run's verdicts, under ``root / "verdicts"``, each logged in ``log``."""
+    """The run's verdicts (``run.verdicts``), each logged in ``log``."""
 
     def __init__(self, root: Path, log: EventLog) -> None:
         self.folder = root / "verdicts"
@@ -32,9 +30,8 @@ class Verdicts:
         return self.folder / f"{check_tag(tag)}.json"
 
     def write_verdict(self, verdict: dict[str, Any], *, replacing: bool = False) -> Path:
-        """Write ``verdicts/<tag>.json`` and log it. A registered candidate's decided verdict is never
-        replaced (the first decision stands) but by a grow (``replacing``); nulls' verdicts are re-judged
-        each session."""
+        """Write ``verdicts/<tag>.json`` and log it. A decided verdict is never replaced (the first
+        decision stands) but by a grow (``replacing``); nulls' are re-judged each session."""
         path = self.verdict_path(verdict["tag"])
         if not replacing and path.is_file():
             self._refuse_replacing(verdict["tag"], path)
@@ -56,8 +53,7 @@ class Verdicts:
             )
 
     def checked(self, tag: str) -> dict[str, Any] | None:
-        """The verdict a decision may rest on: the file as its ``verdict`` event recorded it; an edited or
-        unlogged file raises RunDirError naming it and the way on."""
+        """The verdict a decision may rest on; an edited or unlogged file raises RunDirError."""
         found = self.verdict(tag)
         if found is None:
             return None

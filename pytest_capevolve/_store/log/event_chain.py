@@ -1,7 +1,4 @@
-"""The hash chain of ``events.jsonl``, read: each line's ``seq`` one more than the line before's
-and its ``prev`` the sha256 of the line before (zeros for the first), so an edited, removed or
-reordered line shows in :func:`verify_events`. Pure reading; :mod:`.events` appends.
-"""
+"""The hash chain of ``events.jsonl``, read: an edited, removed or reordered line shows here."""
 
 from __future__ import annotations
 
@@ -19,13 +16,9 @@ def event_line_hash(line: str) -> str:
 
 
 def verify_events(path: Path) -> tuple[int, str | None]:
-    """Walk ``events.jsonl``'s hash chain: (lines intact before the first problem, the problem)
-    — or (all lines, None).
-
-    Each line carries ``prev`` (the hash of the line before; zeros for the first) and ``seq``
-    (one more than the line before's). An edited line breaks the next line's ``prev``; a
-    removed or reordered line breaks ``seq``. The chain cannot vouch for its own end: an edit
-    to the last line, or lines cut off the end, leave no trace in it."""
+    """(lines intact before the first problem, the problem), or (all lines, None). An edited line
+    breaks the next line's ``prev``, a removed or reordered one ``seq``. The chain cannot vouch
+    for its own end: an edit to the last line, or lines cut off, leave no trace."""
     with path.open("rb") as handle:
         raw = handle.read()
         stat = os.fstat(handle.fileno())
@@ -40,8 +33,7 @@ def verify_events(path: Path) -> tuple[int, str | None]:
 
 
 def walk_chain(raw: bytes) -> tuple[int, str | None, list[dict[str, Any]]]:
-    """:func:`verify_events` on the log's bytes, line by line: (lines intact before the first
-    problem, the problem or None, the events parsed up to it)."""
+    """:func:`verify_events` line by line, with the events parsed up to the problem."""
     prev_hash, prev_seq = GENESIS, 0
     # universal newlines, as text-mode reading gave: a line's hash is of its text without \r
     lines = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -87,13 +79,9 @@ _SCAN_ONCE = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _intact_chain(raw: bytes) -> list[dict[str, Any]] | None:
-    """The events of a log whose every line is one JSON object from its first character to
-    its last, chained as :func:`verify_events` requires (each ``seq`` one more than the line
-    before's, each ``prev`` its hash) — else None, and the caller walks the lines one by one
-    to say what is wrong. The same verdict, two to three times faster at 60,000 lines: one
-    decode of the file, the values parsed where they stand, the lines hashed as bytes (all
-    at once, before the parse), ``seq`` and ``prev`` compared as parsed (a ``seq`` written
-    as a string, which :func:`walk_chain` accepts, is a doubt: the walk says)."""
+    """The events of an intact chain of one-object lines, else None (any doubt: the caller walks
+    the lines to say what is wrong). The same verdict, two to three times faster: one decode,
+    values parsed where they stand, lines hashed as bytes."""
     if b"\r" in raw:  # universal newlines to apply first: the line-by-line walk does it
         return None
     try:
@@ -129,8 +117,7 @@ _VERIFIED: dict[str, tuple[tuple[int, int, int], list[dict[str, Any]]]] = {}
 
 
 def verified_events(path: Path) -> list[dict[str, Any]] | None:
-    """The events :func:`verify_events` just parsed from ``path``, if the file is unchanged
-    since (same size, mtime and inode), else None; taken once (the memo is let go)."""
+    """The events :func:`verify_events` just parsed from ``path`` if it is unchanged; taken once."""
     held = _VERIFIED.pop(str(path.resolve()), None)
     if held is None:
         return None

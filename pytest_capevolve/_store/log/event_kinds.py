@@ -1,13 +1,8 @@
 """Every kind of event in ``events.jsonl``, declared once: its name and its fields.
 
-A kind is a :class:`Kind`: the name the log holds (a ``str``) with the ``TypedDict`` of its
-fields, as inspect_ai's ``event/`` declares one class per event. :meth:`.events.EventLog.
-append_event` takes a declared kind and refuses a field it does not declare before a byte is
-written (``seq``, ``ts``, ``kind`` and ``prev`` are the log's own); :meth:`.events.EventLog.
-of_kinds` asked for one kind returns its ``TypedDict``, so mypy checks the readers. A field
-written only when it applies, or added later, is ``NotRequired``; any may be missing from a
-line written before it (readers ``.get`` them). ``tests/unit/test_event_kinds.py`` checks that
-every kind is appended somewhere in the package; the run-dir page's table is drawn from them.
+A :class:`Kind` is the name the log holds with the ``TypedDict`` of its fields: appends refuse an
+undeclared field before a byte is written, and readers of one kind are typed, so mypy checks them.
+A field added later is ``NotRequired``; any may be missing from an older line (readers ``.get``).
 """
 
 from typing import Any, Generic, NotRequired, TypedDict, TypeVar
@@ -19,8 +14,7 @@ E = TypeVar("E")
 
 
 class UndeclaredEvent(TypeError):
-    """An append of a kind, or with a field, that this module does not declare: a bug in the
-    caller, raised before anything is written (as a call with an unknown keyword is)."""
+    """An append of an undeclared kind or field: a bug in the caller, raised before anything is written."""
 
 
 class Kind(str, Generic[E]):
@@ -42,8 +36,7 @@ class Kind(str, Generic[E]):
 
 
 def check(kind: str, fields: dict[str, Any]) -> None:
-    """Refuse a kind this module does not declare, or a field its declaration lacks (a field it
-    declares may be left out: lines written before it was added still read)."""
+    """Refuse an undeclared kind, or a field its declaration lacks (a declared one may be left out)."""
     found = DECLARED.get(kind)
     if found is None:
         raise UndeclaredEvent(
@@ -110,14 +103,6 @@ class Rollout(TypedDict):
     cost_usd: NotRequired[float]
     sha256: NotRequired[str]
     claim: NotRequired[str | None]
-
-
-class OutcomesChecked(TypedDict):
-    offset: int
-    upto: int
-    rollouts: int
-    digest: str
-    state: NotRequired[dict[str, Any]]
 
 
 class Verdict(TypedDict):
@@ -195,14 +180,6 @@ class CapEvolveImported(TypedDict):
     cap_evolve_budget: Any
 
 
-class SealScored(TypedDict):
-    best: str
-    mean: float | None
-    seal: str
-    test_ids: list[str]
-    test_reused: NotRequired[bool]
-
-
 class LedgerNumbers(TypedDict):
     delta_mean: float | None
     p_value: float | None
@@ -212,10 +189,7 @@ class LedgerNumbers(TypedDict):
     broke: list[str]
 
 
-class Lineage(TypedDict):
-    tag: str
-    parent: str
-    merged_from: NotRequired[list[str]]
+Lineage = TypedDict("Lineage", {"tag": str, "parent": str, "merged_from": NotRequired[list[str]]})
 
 
 class BookedDecision(Lineage, LedgerNumbers):
@@ -250,6 +224,14 @@ Mechanism = TypedDict(
     "Mechanism", {"id": str, "text": str, "tasks": list[str], "by": str | None, "repeat": NotRequired[bool]}
 )
 SealOpened = TypedDict("SealOpened", {"test_ids": list[str]})
+SealScored = TypedDict(
+    "SealScored",
+    {"best": str, "mean": float | None, "seal": str, "test_ids": list[str], "test_reused": NotRequired[bool]},
+)
+OutcomesChecked = TypedDict(
+    "OutcomesChecked",
+    {"offset": int, "upto": int, "rollouts": int, "digest": str, "state": NotRequired[dict[str, Any]]},
+)
 RUN_CREATED = Kind("run_created", RunCreated, "The run dir was made from the spec.")
 SPEC_CHANGED = Kind("spec_changed", SpecChanged, "Spec keys that moved since the run was made.")
 SPLITS_FROZEN = Kind("splits_frozen", SplitsFrozen, "The train/val/test partition was written, once.")

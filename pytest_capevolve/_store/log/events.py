@@ -1,7 +1,7 @@
 """``events.jsonl``: the run's append-only log, each line chained to the one before by its hash.
 
 Each line carries ``seq`` and ``prev`` (the sha256 of the line before), so an edited, removed or
-reordered line shows in :func:`.event_chain.verify_events`. Appends happen under the run's lock."""
+reordered line shows in :func:`.event_chain.verify_events`."""
 
 from __future__ import annotations
 
@@ -60,8 +60,7 @@ class _Appender:
 
 @dataclass
 class _Appended:
-    """The events this process appended last, with no other writer between: the first starts at
-    ``start`` with seq ``first_seq``, ``ends[i]`` is where event ``i`` ends, ``lines`` their bytes."""
+    """The events this process appended last, with no other writer between."""
 
     start: int
     first_seq: int
@@ -90,8 +89,7 @@ class _Appended:
         return self.end == start and self.first_seq + len(self.events) == seq
 
     def after(self, offset: int, seq: int) -> int | None:
-        """The index of the first held event after the line of event ``seq`` ending at
-        ``offset`` (0, 0: the start), or None when that is not a line boundary held here."""
+        """The index of the first held event after event ``seq`` ending at ``offset``, or None."""
         index = seq - self.first_seq + 1
         if not 0 <= index < len(self.events):
             return None
@@ -104,8 +102,7 @@ _KEPT: dict[str, tuple[tuple[int, int, int, int], list[_Hit]]] = {}
 
 
 def _carry_on(path: str, before: os.stat_result | None, fd: int, event: dict[str, Any]) -> None:
-    """After this process appended ``event`` to ``path`` (``before``: its stat under the lock, before
-    the write), a pass kept over the file as it was is kept current with the line (intact: last)."""
+    """Keep a pass kept over ``path`` as it was (``before``, under the lock) current with ``event``."""
     kept = _KEPT.get(path)
     if kept is not None and before is not None and kept[0] == _state(before):
         hits = kept[1] if event.get("kind") == ROLLOUT else [*kept[1], (dict(event), True)]
@@ -117,8 +114,7 @@ def _state(stat: os.stat_result) -> tuple[int, int, int, int]:
 
 
 class EventLog:
-    """The run's log (``run.log``): every other file that is not a rollout, a snapshot or a verdict
-    is a view of it. Controller only; appends are made under ``lock`` (the run's)."""
+    """The run's log (``run.log``); controller only, appends under the run's ``lock``."""
 
     def __init__(self, events_path: Path, lock: Callable[[], AbstractContextManager[None]]) -> None:
         self.events_path = events_path
@@ -134,13 +130,11 @@ class EventLog:
         return self._read_event_tail()
 
     def last_seq(self) -> int:
-        """The seq of the last event, under the lock right after an append: the one just
-        appended, without a stat of the file."""
+        """The seq of the last event (right after an append: without a stat of the file)."""
         return self._event_tail[2] if self._event_tail is not None else self._read_event_tail()[2]
 
     def append_event(self, kind: Kind[Any], **fields: Any) -> None:
-        """Append one line to ``events.jsonl``, chained to the line before by its hash; a kind
-        or a field :mod:`.event_kinds` does not declare is refused before anything is written."""
+        """Append one chained line; a kind or field :mod:`.event_kinds` does not declare is refused first."""
         check(kind, fields)
         with self.lock():
             try:
@@ -180,9 +174,8 @@ class EventLog:
             _carry_on(str(self.events_path), stat, fd, event)
 
     def _append_fd(self, stat: os.stat_result | None) -> int:
-        """The descriptor appends go through: kept open, unless the path (``stat``, taken under
-        the lock) now names another file — replaced by a repair, or removed — or this is a
-        forked child."""
+        """The kept append descriptor, reopened if the path now names another file (a repair) or
+        this is a forked child."""
         appender = self._appender
         if appender is not None:
             same_file = stat is not None and (stat.st_dev, stat.st_ino) == appender.file
@@ -193,8 +186,7 @@ class EventLog:
         return self._appender.fd
 
     def close_log(self) -> None:
-        """Let go of the kept descriptors, the log's and the lock's (the next append or lock
-        opens them again), and of the events held."""
+        """Let go of the kept descriptors (the log's and the lock's) and of the events held."""
         if self._appender is not None:
             self._appender.close()
             self._appender = None
@@ -204,7 +196,6 @@ class EventLog:
             close_lock()
 
     def _read_event_tail(self) -> tuple[int, str, int]:
-        """(size, hash of the last line, its seq) of the log."""
         try:
             stat: os.stat_result | None = os.stat(self.events_path)
         except FileNotFoundError:
@@ -212,7 +203,6 @@ class EventLog:
         return self._event_tail_at(stat)
 
     def _event_tail_at(self, stat: os.stat_result | None) -> tuple[int, str, int]:
-        """:meth:`_read_event_tail` given the log's ``stat`` (None: there is no log)."""
         if stat is None:
             return (0, GENESIS, 0)
         size = stat.st_size
@@ -239,11 +229,9 @@ class EventLog:
     @overload
     def of_kinds(self, *kinds: Kind[Any]) -> list[dict[str, Any]]: ...
     def of_kinds(self, *kinds: Kind[Any]) -> list[Any]:
-        """Every event of ``kinds`` (of one: typed as declared), in log order, found by their bytes —
-        the encoders write ``"kind": "<kind>"`` — so the few lines a decision reads are decoded without
-        the rest (60,000 rollout lines). Each is checked against the next line's ``prev``: a line edited
-        after it was written raises RunDirError here, not only in ``capevolve verify``. Kinds other than
-        ``rollout`` come from one pass per process over every other line (:meth:`_not_rollouts`)."""
+        """Every event of ``kinds``, in log order, found by their bytes (``"kind": "<kind>"``) so
+        that the 60,000 rollout lines are not decoded. Each is checked against the next line's
+        ``prev``: a line edited after it was written raises RunDirError here, not only in verify."""
         try:
             stat = os.stat(self.events_path)
         except FileNotFoundError:
@@ -268,8 +256,7 @@ class EventLog:
         return [event for event, _ in found]
 
     def _not_rollouts(self, stat: os.stat_result) -> list[_Hit]:
-        """Every line but the rollouts', from the process's last pass while the file (device, inode,
-        size, mtime) is as it, or this process's appends since (:func:`_carry_on`), left it."""
+        """Every line but the rollouts', from the process's last pass while the file is unchanged."""
         kept = _KEPT.pop(str(self.events_path), None)
         if kept is None or kept[0] != _state(stat):
             kept = (_state(stat), self._scan(_NOT_A_ROLLOUT, None))
@@ -279,8 +266,7 @@ class EventLog:
         return kept[1]
 
     def _scan(self, pattern: re.Pattern[bytes], kinds: set[str] | None) -> list[_Hit]:
-        """The events whose line ``pattern`` finds and whose kind is one of ``kinds`` (None: any
-        but ``rollout``), in log order, each with whether the next line's ``prev`` holds it."""
+        """The events ``pattern`` finds of ``kinds`` (None: any but rollout), each with its link's state."""
         hits: list[_Hit] = []
         # a block at a time, never the whole log (18 MB at 60,000 rollouts, read at a session's
         # end for its splits): each block is searched up to the start of its last complete line,
@@ -301,14 +287,8 @@ class EventLog:
 
     @staticmethod
     def _kinds_in(
-        data: bytes,
-        limit: int,
-        pattern: re.Pattern[bytes],
-        kinds: set[str] | None,
-        hits: list[_Hit],
+        data: bytes, limit: int, pattern: re.Pattern[bytes], kinds: set[str] | None, hits: list[_Hit]
     ) -> None:
-        """:meth:`_scan` on the lines of ``data`` (a block of the log) that start before
-        ``limit``: each event found goes to ``hits``, once per line, with its hash link's state."""
         found = pattern.search(data, 0, limit)
         while found is not None:
             at = found.start()
@@ -326,12 +306,9 @@ class EventLog:
             found = pattern.search(data, end, limit)
 
     def linked(self, event: dict[str, Any]) -> bool:
-        """Whether the chain covers ``event`` — a checkpoint that says it is current to the line
-        ending at byte ``offset``, event ``upto`` — where it says it is: its line starts at
-        ``offset``, its seq is ``upto + 1``, its ``prev`` is the hash of the line before, and
-        the line after it records its hash. A checkpoint copied to later in the log (stale), a
-        line tacked on that does not chain, or the log's last line (which no line holds: an
-        edit there leaves no trace) is not covered."""
+        """Whether the chain covers the checkpoint ``event`` where it says it is (byte ``offset``,
+        after event ``upto``), with a line after it recording its hash. A checkpoint copied later
+        in the log, a line that does not chain, or the last line (no line holds it) is not."""
         offset, upto, seq = event.get("offset"), event.get("upto"), event.get("seq")
         if not (type(offset) is int and type(upto) is int and type(seq) is int):
             return False
@@ -366,18 +343,9 @@ class EventLog:
     def events_after(
         self, offset: int, seq: int, view: Callable[[dict[str, Any]], Any] | None = None
     ) -> tuple[list[Any], int, int] | None:
-        """The complete events after byte ``offset``, where the line of event ``seq`` ends (0, 0:
-        the start): (events, the offset past the last complete line, its seq). None when the log
-        does not continue from there — it was repaired, replaced or cut short since — or a line
-        is not an event; the caller then falls back to reading the whole log.
-
-        ``view``: what to hold of each event instead of the event itself (None: nothing; each
-        is still decoded and its seq checked). A reader that folds the rollout lines into a count
-        or a sum, or needs a few of their fields, passes one, so a tail of 60,000 rollouts is
-        read line by line and never held whole.
-
-        This is how ``state.json``'s spend and the rollout index catch up cheaply: they remember
-        where in the log they are current, and read only what was appended since."""
+        """(events, end offset, last seq) appended after event ``seq`` ending at byte ``offset``;
+        None when the log no longer continues from there or a line is not an event. ``view`` maps
+        each event to what is held, so a long tail of rollouts is folded as read."""
         try:
             size = self.events_path.stat().st_size
         except FileNotFoundError:
@@ -422,10 +390,8 @@ class EventLog:
     def _appended_after(
         self, handle: Any, offset: int, seq: int, size: int, view: Callable[[dict[str, Any]], Any] | None
     ) -> tuple[list[Any], int, int] | None:
-        """:meth:`events_after` from the events this process appended, when the log from
-        ``offset`` to its end is byte for byte the lines it wrote (read, compared, not decoded:
-        decoding is what a tail costs). None otherwise: the caller reads the file. ``handle`` is
-        the log open at ``offset``."""
+        """:meth:`events_after` from the events held, when the file from ``offset`` is byte for
+        byte what this process wrote (compared, not decoded); None: the caller reads the file."""
         appended = self._appended
         index = None if appended is None or appended.end != size else appended.after(offset, seq)
         if appended is None or index is None:
@@ -469,9 +435,8 @@ class EventLog:
         return events
 
     def repair_events(self) -> int:
-        """Move a damaged tail (lines after the last intact one that are not events at all,
-        e.g. a torn write or appended garbage) to ``events.jsonl.damaged-<time>``; returns how
-        many lines moved. An edited or reordered line is history, not damage: refused."""
+        """Move a damaged tail (a torn write, garbage) to ``events.jsonl.damaged-<time>``; returns
+        how many lines moved. An edited or reordered line is history, not damage: refused."""
         with self.lock():
             count, problem = verify_events(self.events_path)
             if problem is None:

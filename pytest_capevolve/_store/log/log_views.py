@@ -1,13 +1,8 @@
 """The files of a run that are views of its event log, behind one contract.
 
-``events.jsonl`` is the record; ``state.json`` (:class:`..decisions.state.RunState`), ``index.sqlite``
-(:class:`..rollouts.index_sync.IndexView`), ``events_digest.json`` (:class:`.event_digest.EventsDigest`)
-and ``views.json`` (:class:`.pages_stamp.PagesStamp`) are caches of it, each remembering the
-point of the log it is current to. Each is a :class:`LogView`: it catches up with the events
-appended since (a session's flush), rebuilds itself from the whole log, and checks itself
-against it. ``capevolve verify`` (:func:`..readers.audit.audit`) and its ``--repair`` go through
-:func:`check_views`, the one repair path: a view that disagrees is rebuilt, under the lock.
-Controller only.
+``events.jsonl`` is the record; ``state.json``, ``index.sqlite``, ``events_digest.json`` and
+``views.json`` are caches of it, each remembering the point of the log it is current to.
+``capevolve verify --repair`` goes through :func:`check_views`, the one repair path.
 """
 
 from __future__ import annotations
@@ -21,24 +16,19 @@ class LogView(Protocol):
     """A file of the run derived from ``events.jsonl``, never the record itself."""
 
     @property
-    def name(self) -> str:
-        """The file's name, as verify's lines say it."""
-        ...
+    def name(self) -> str: ...
 
     def catch_up(self) -> None:
-        """Under the lock: apply the events appended since it was last current (a view that
-        is drawn by its reader only, when read, has nothing to do here)."""
+        """Under the lock: apply the events appended since it was last current."""
         ...
 
     def rebuild(self, problems: Sequence[str]) -> str:
-        """Under the lock: make it again from the whole log (and the files it stands for),
-        because of ``problems`` (what :meth:`check` found); the notice saying so."""
+        """Under the lock: make it again from the whole log; the notice saying so."""
         ...
 
     def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-        """One line per disagreement with ``events`` (the whole log; empty: it agrees). A
-        reader that would notice and rebuild the view by itself is no disagreement.
-        ``repair=False`` writes nothing."""
+        """One line per disagreement with the whole log (one its reader would rebuild by itself is
+        none); ``repair=False`` writes nothing."""
         ...
 
 
@@ -50,8 +40,7 @@ def check_views(
     *,
     repair: bool,
 ) -> list[str]:
-    """Every view checked against the log, in order; with ``repair``, each that disagrees is
-    rebuilt (said in ``notices``) instead of reported."""
+    """Every view checked against the log; with ``repair``, one that disagrees is rebuilt instead."""
     problems: list[str] = []
     for view in views:
         found = view.check(events, repair=repair)

@@ -1,22 +1,16 @@
 """What the log says each train and val rollout came out as: the truth every evidence read is held to.
 
-The index and the rollout files can be edited by anyone with a shell, or by a candidate's code during its
-own gate. The log is the record: each ``rollout`` event carries the outcome and the file's sha256. This
-ledger holds those outcomes, current with the log, and :class:`..rollouts.rollout_files.RolloutFiles` holds
-every row
-and file to it: a differing row is read again from its file, a differing file is quarantined — never used.
-
-Reading every rollout line costs a second at 60,000, so a leaving session logs ``outcomes_checked`` (the
-sha256 of every outcome at that point, with ``state.json``'s tally) and the next process, finding no
-rollout logged since, checks the index's rows against that digest in one pass. The event is chained, and
-only a checkpoint the chain covers is used (:meth:`.events.EventLog.linked`; ``session_left`` follows it so
-a line covers it); forging it means rewriting the log, which the anchor catches."""
+The index and rollout files can be edited by anyone with a shell, or by a candidate's code during
+its own gate; the log is the record. Every row and file is held to these outcomes: a differing row is
+read again, a differing file quarantined — never used. A leaving session logs ``outcomes_checked``
+(the digest of every outcome) so the next process, finding no rollout logged since, checks the index
+in one pass; only a checkpoint the chain covers is used."""
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
 from typing import Any
 
@@ -31,8 +25,7 @@ Outcome = tuple[float | None, str | None, float]  # reward, infra error, cost
 
 
 def outcome(reward: Any, infra_error: Any, cost_usd: Any) -> Outcome:
-    """The outcome as compared: numbers as floats (an index REAL and a JSON number of one value compare
-    equal)."""
+    """The outcome as compared: numbers as floats (an index REAL and a JSON number compare equal)."""
     return (None if reward is None else float(reward), infra_error or None, float(cost_usd or 0.0))
 
 
@@ -48,13 +41,17 @@ def digest_of(items: Iterable[tuple[Key, Outcome]]) -> str:
     return digest.hexdigest()
 
 
+def rollout_key(event: Mapping[str, Any]) -> Key:
+    return (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+
+
 def _rollout_view(event: dict[str, Any]) -> Any:
     kind = event.get("kind")
     if kind == ROLLOUT:
         if event.get("split") == TEST_SPLIT:
             return None
-        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
-        return ("set", key, outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd")))
+        logged = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
+        return ("set", rollout_key(event), logged)
     if kind == ROLLOUT_QUARANTINED:
         return ("drop", [event.get("file")])
     if kind == ROLLOUT_VANISHED:
@@ -63,9 +60,8 @@ def _rollout_view(event: dict[str, Any]) -> Any:
 
 
 class _Changes:
-    """How :meth:`OutcomeLedger._catch_up` reads the log: each rollout line sets its outcome in ``truth``,
-    each quarantine or vanish drops its files, in log order. Repeated names and outcomes are held once (9
-    MB less at 60,000 rollouts)."""
+    """A ``view`` applying each rollout line to ``truth`` and dropping quarantined or vanished files;
+    repeated names and outcomes are held once."""
 
     def __init__(self, truth: dict[Key, Outcome], file_of: Callable[[str, str, str, int], str]) -> None:
         self.truth = truth
@@ -103,8 +99,7 @@ class _Changes:
 
 
 class OutcomeLedger:
-    """The log's train and val rollout outcomes, built on first use and caught up on each. ``file_of``: a
-    rollout's file as quarantine and vanish events name it."""
+    """The log's train and val rollout outcomes, built on first use and caught up on each."""
 
     def __init__(self, log: EventLog, file_of: Callable[[str, str, str, int], str]) -> None:
         self.log = log
@@ -114,9 +109,7 @@ class OutcomeLedger:
         self._unchecked = False  # outcomes learnt from rollout lines since the last checkpoint
 
     def current(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> dict[Key, Outcome]:
-        """The truth, current with the log. ``index_rows``: the index's train and val rows
-        (:data:`..rollouts.index.FIELDS` first) in key order, read only when a checkpoint may stand for the
-        log, once per process."""
+        """The truth, current with the log (``index_rows``: read only to check a checkpoint)."""
         if self._truth is None:
             self._build(index_rows)
         else:
@@ -161,15 +154,13 @@ class OutcomeLedger:
         self._position = (offset, seq)
 
     def expected(self, key: Key) -> Outcome | None:
-        """What the log says of one rollout (None: none logged, or moved or gone since); after
-        :meth:`current`."""
+        """What the log says of one rollout (None: none logged, or moved or gone since)."""
         assert self._truth is not None
         return self._truth.get(key)
 
     def checkpoint(self, also: Callable[[int, int], dict[str, Any]] | None = None) -> bool:
-        """Under the lock, as a session leaves: log the outcomes' digest at the log's current point, when
-        rollouts were logged since the last one. ``also(offset, seq)``: more fields for it (the tally).
-        Whether it logged one."""
+        """Under the lock, as a session leaves: log the outcomes' digest if rollouts were logged since
+        the last one (``also``: more fields for it). Whether it logged one."""
         if self._truth is None:
             return False
         self._catch_up()

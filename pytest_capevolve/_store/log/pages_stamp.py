@@ -1,7 +1,6 @@
 """``views.json``: what ``report.md`` and ``dashboard.html`` were last drawn from.
 
-Written after the pages are drawn: the log point and other inputs they are current to. Anything in doubt
-(missing, unreadable, behind a rewritten log) means the pages are drawn again; its rebuild is its removal."""
+Anything in doubt (missing, unreadable, behind a rewritten log) means the pages are drawn again."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """Every rollout event a decision reads was paid by a session that claimed it, once.
 
-Anyone who can append to the log (the optimizer's shell, candidate code) could add well-chained ``rollout``
-events through the ``RunDir`` API. So, before any decision or seal reads them:
-
-- **tied to a claim**: each ``rollout`` event names its session's ``claimed`` event; one logged after
-  the run's first claim that names no claim, or a claim not holding its key, is not trusted;
-- **one valid event per key**: a key in two valid events with no quarantine or vanish between them is
-  refused (``capevolve verify``'s rule, applied before the decision).
-
-A forger who also logs a claim passes; only a kernel-enforced boundary stops that (the threat model says
-so). Controller only; reads the log, writes nothing."""
+Anyone who can append to the log (the optimizer's shell, candidate code) could add well-chained
+``rollout`` events. So before any decision reads them, each must name a ``claimed`` event holding
+its key (once the run has claims), and a key in two valid events with no quarantine or vanish
+between is refused. A forger who also logs a claim passes: only a kernel boundary stops that."""
 
 from __future__ import annotations
 
@@ -39,8 +33,7 @@ def _file_of(key: Key) -> str:
 
 
 def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
-    """One line per rollout event no claim paid, and per key paid twice; ``events``: the log's events of
-    :data:`KINDS`, in order."""
+    """One line per rollout event no claim paid, and per key paid twice (``events``: of :data:`KINDS`)."""
     claims: dict[str, dict[tuple[str, str, int], set[str]]] = {}  # claim -> (split, tag, trial) -> ids
     valid_since: dict[Key, int] = {}
     moved: dict[str, int] = {}  # file -> seq of its last quarantine or vanish

@@ -1,9 +1,7 @@
 """What a project remembers beyond its run folders: append-only JSON lines in its ``.capevolve/``.
 
-A run folder can be moved or deleted, so facts that must outlive it (scored test tasks, decided bytes) are
-also appended to ``<project>/.capevolve/<kind>.jsonl``. Memory lives in the project only (a copy or clone
-is a new project; :mod:`.shared_ledger` shares across). A garbled line is skipped (it can only
-under-count); deleting ``.capevolve`` whole is answered by the anchor, not here."""
+A run folder can be moved or deleted, so facts that must outlive it (scored test tasks, decided
+bytes) are also appended here. A garbled line is skipped: it can only under-count."""
 
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ def memory_path(project_dir: Path, kind: str) -> Path:
 
 
 def remember(project_dir: Path, kind: str, row: dict[str, Any]) -> None:
-    """Append ``row`` to ``<kind>.jsonl`` in one ``write``, so concurrent appends never interleave within a
-    line."""
+    """Append ``row`` in one ``write``, so concurrent appends never interleave within a line."""
     append_line(memory_path(project_dir, kind), json.dumps(row, sort_keys=True))
 
 
@@ -31,7 +28,6 @@ def recalled(project_dir: Path, kind: str) -> list[dict[str, Any]]:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file, garbled lines skipped ([] without a file)."""
     if not path.is_file():
         return []
     rows = []

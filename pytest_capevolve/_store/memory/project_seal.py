@@ -1,18 +1,10 @@
 """One seal per project's test tasks: which test tasks any run of the project has scored.
 
-A new run drawing the same test tasks would score them again and call the number held out, so scoring is
-recorded for the project too, and a finalize overlapping a scored test split is refused unless acknowledged
-("test reused"). The union of two records counts: every run's ``test_scored`` events (hash-chained) and
-``<project>/.capevolve/test_seals.jsonl`` (survives a deleted run folder). Deleting both is beyond any file
-guard (the threat model: keep an anchor outside the project); garbled lines are skipped.
-
-A run whose test status is unknown counts: a folder holding a run's files but no readable log, or files
-showing a test scoring its log does not record, may have scored test — a finalize overlapping its test
-tasks is refused unless acknowledged. Only a half-erased run trips this.
-
-Tasks match by id or by content (:mod:`.task_keys`). Projects naming one shared ledger
-(:mod:`.shared_ledger`) hold each other's scorings, by content. A run whose val or train holds scored test
-tasks is refused too (:func:`sealed_in_dev`)."""
+A new run drawing the same test tasks would score them again and call the number held out, so a
+finalize overlapping a scored test split is refused unless acknowledged ("test reused"). Scorings
+count from every run's ``test_scored`` events and from ``.capevolve/test_seals.jsonl`` (which
+survives a deleted run folder). A half-erased run whose test status is unknown counts as scored.
+Tasks match by id or by content (:mod:`.task_keys`), other projects' by content only."""
 
 from __future__ import annotations
 
@@ -44,7 +36,7 @@ class ScoredTests:
     project: str | None = None  # another project's run, from the shared ledger (``source``)
 
     def named(self) -> str:
-        """The run as a refusal names it: id, why its status is unknown, its project and ledger if foreign."""
+        """The run as a refusal names it."""
         if self.unknown:
             return f"{self.run_id} (test status unknown: {self.unknown})"
         if self.project:
@@ -57,8 +49,8 @@ class ScoredTests:
 
 
 def scored_tests(project_dir: Path, pool_keys: Any = (), ledger: Path | None = None) -> list[ScoredTests]:
-    """Every run of the project that scored its test split or whose test status is unknown, and, from the
-    shared ``ledger``, other projects' runs whose scored tasks share content with ``pool_keys``."""
+    """Every run that scored its test split or whose status is unknown, and the shared ``ledger``'s
+    runs of other projects whose scored tasks share content with ``pool_keys``."""
     found: dict[tuple[str | None, str], ScoredTests] = {}
     entries = _remembered(project_dir, pool_keys, ledger)
     entries += [run for root in sorted((project_dir / RUNS_DIR).glob("*")) if (run := _run_entry(root))]
@@ -126,9 +118,8 @@ def overlaps(
     *,
     unknown_is_any: bool = True,
 ) -> list[tuple[str, list[str]]]:
-    """(run, shared tasks) for every other run (or shared-ledger project) that scored any of ``test_ids``,
-    by id or content (``keys``: id → content key), oldest first. A run whose status and test split are
-    unknown may have scored any task, unless ``unknown_is_any`` is off."""
+    """(run, shared tasks) for every other run that scored any of ``test_ids``, oldest first; a run
+    whose status and test split are unknown may have scored any, unless ``unknown_is_any`` is off."""
     scored_runs = scored_tests(project_dir, (keys or {}).values(), ledger)
     others = [scored for scored in scored_runs if scored.run_id != run_id or scored.project is not None]
     if not others:  # most projects: no other run scored its test split
@@ -156,7 +147,7 @@ def sealed_in_dev(
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """(run, tasks) of other runs whose scored test tasks val or train holds (unknown runs: at finalize)."""
+    """(run, tasks) of other runs whose scored test tasks val or train holds."""
     dev = [str(t) for name in ("val", "train") for t in splits.get(name, [])]
     return overlaps(project_dir, run_id, dev, keys, ledger, unknown_is_any=False)
 
@@ -179,7 +170,7 @@ def record_scored(
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
 ) -> None:
-    """Append this run's scoring with its content keys to the project's file, and to the shared ``ledger``."""
+    """Append this run's scoring to the project's file and to the shared ``ledger``."""
     row = {"run_id": run_id, "test_ids": sorted(test_ids), "reused": reused}
     row["test_keys"] = sorted(task_keys.Tasks.of(test_ids, keys).keys)
     project_memory.remember(project_dir, SEALS_KIND, row)
@@ -189,7 +180,7 @@ def record_scored(
 def reused_line(
     run_id: str, found: list[tuple[str, list[str]]], decided: list[tuple[str, list[str]]] | None = None
 ) -> str:
-    """The one line refusing to score test tasks another run scored, or decided on as val (``decided``)."""
+    """The one line refusing to score test tasks another run scored, or decided on as val."""
     said = []
     if found:
         said.append(f"overlaps test tasks the project already scored ({_runs(found)})")

@@ -1,14 +1,9 @@
 """The sealed test split: scored exactly once per run, by one finalize session.
 
-- ``.finalize.lock``: an exclusive, non-blocking ``flock`` held for a finalize's whole life (the
-  kernel drops it when the holder dies, so a crash never leaves the run stuck);
-- the log's ``test_opened`` event, before the first test rollout is paid: from then no gate, screen,
-  grow or merge runs in the run (:meth:`Seal.closed`);
-- ``seal.json``: the test score, written atomically at the end. Its existence is the burned seal.
-
-Test rollouts are persisted as they arrive, so a crashed finalize pays only what is missing and cannot
-redraw. :meth:`Seal.test_rollouts` refuses them while unburned unless this process holds the claim. No
-option or environment variable changes any of this."""
+``.finalize.lock`` is a ``flock`` held for a finalize's life (dropped if it dies, so a crash never
+leaves the run stuck); the ``test_opened`` event, before the first test rollout, closes the run to
+gates; ``seal.json`` (or a ``test_scored`` event) is the burned seal. Test rollouts are persisted as
+they arrive, so a crashed finalize pays only what is missing and cannot redraw."""
 
 from __future__ import annotations
 
@@ -35,8 +30,7 @@ class Seal:
         self._claim: IO[str] | None = None
 
     def burned(self) -> dict[str, Any] | None:
-        """The recorded test score, or None while sealed. A ``test_scored`` event burns the seal even if
-        ``seal.json`` is deleted (the score then marked ``seal_file_missing``)."""
+        """The recorded test score, or None while sealed (the event burns it even without the file)."""
         if self.path.is_file():
             return dict(read_json(self.path))
         scored = self.rundir.log.of_kinds(TEST_SCORED)
@@ -50,7 +44,7 @@ class Seal:
         }
 
     def opened(self) -> dict[str, Any] | None:
-        """The ``test_opened`` event once a finalize began paying test rollouts (then finished, not gated)."""
+        """The ``test_opened`` event once a finalize began paying test rollouts."""
         events = self.rundir.log.of_kinds(TEST_OPENED)
         return dict(events[0]) if events else None
 
@@ -58,7 +52,7 @@ class Seal:
         return self.burned() or self.opened()
 
     def open(self, test_ids: list[str]) -> None:
-        """Record, before the first test rollout is paid, that the test split is being scored (once a run)."""
+        """Record, before the first test rollout is paid, that the test split is being scored."""
         if not self.held:
             raise TestSealError("opening the test split needs the finalize claim")
         if self.opened() is None:
@@ -66,8 +60,8 @@ class Seal:
                 self.rundir.log.append_event(TEST_OPENED, test_ids=sorted(test_ids))
 
     def claim(self) -> None:
-        """Become the one finalize session of this run, or raise TestSealError. Claimed before the burned
-        check, so exactly one concurrent session gets past."""
+        """Become the one finalize session of this run (claimed before the burned check, so exactly
+        one concurrent session gets past), or raise TestSealError."""
         handle = open(self._lock_path, "a+", encoding="utf-8")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -112,8 +106,7 @@ class Seal:
             self._claim = None
 
     def burn(self, result: dict[str, Any], test_ids: list[str] | None = None) -> None:
-        """Write the test score, atomically and only while claimed; ``test_ids`` go in the event and the
-        project's record (:mod:`.project_seal`)."""
+        """Write the test score, only while claimed; ``test_ids`` go in the event and the project's record."""
         if not self.held:
             raise TestSealError("burning the seal needs the finalize claim")
         ids = sorted(test_ids or [])
@@ -138,7 +131,7 @@ class Seal:
             record_scored(project, self.rundir.run_id, ids, reused=reused, keys=keys, ledger=ledger)
 
     def test_rollouts(self) -> list[RolloutRecord]:
-        """Persisted test rollouts: for the claim holder, or anyone once burned. Refused when asked."""
+        """Persisted test rollouts: for the claim holder, or anyone once burned."""
         if not self.held and self.burned() is None:
             raise TestSealError(
                 f"run {self.rundir.run_id}: the test split is sealed until finalize "

@@ -1,10 +1,8 @@
 """A ledger shared across projects, named explicitly: ``shared_ledger: PATH`` in the spec.
 
-Memory lives in the project, so a copy or clone decides afresh. Projects whose decisions and test scorings
-should count for each other name one JSON-lines file (frozen with the run). Every memory row is appended to
-it with its ``kind`` and ``project``; a reader takes other projects' rows whose tasks meet its pool by
-content only (ids are each project's labels), labelled wherever shown (:func:`label`). Writing is best
-effort: the log and the project's memory already hold everything. Controller side or the CLI."""
+Projects whose decisions and test scorings should count for each other name one JSON-lines file.
+Readers take other projects' rows whose tasks meet their pool by content only (ids are each
+project's labels). Writing is best effort: the project's own memory holds everything."""
 
 from __future__ import annotations
 

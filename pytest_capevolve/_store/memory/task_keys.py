@@ -1,19 +1,16 @@
 """A task is its content as well as its id: the keys the project's memory matches tasks by.
 
-An id is the adapter's label, and renaming ids made every sealed test task and decided val new to the
-project. So each task also has a **content key**: the sha256 (32 hex digits) of its input, target and
-metadata as canonical JSON, never its id; tasks overlap when they share the id or the key. Tasks whose
-content is not unique in the pool get no key (matched by id alone); a value JSON cannot hold is encoded by
-type and ``repr`` without addresses (an unstable ``repr`` can only be missed, never matched wrongly).
-
-Keys live in each run's first ``task_keys`` event and in each memory row (``test_keys``, ``val_keys``); a
-shared ledger (:mod:`.shared_ledger`) matches other projects by content only. Controller side or the CLI."""
+Renaming ids must not make sealed test tasks new, so each task also has a content key: the sha256 of
+its input, target and metadata as canonical JSON. Tasks overlap when they share the id or the key;
+content not unique in the pool gets no key, and an unstable ``repr`` can only be missed, never matched
+wrongly. Keys live in each run's first ``task_keys`` event and in each memory row."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,17 +39,15 @@ def _encoded(value: Any) -> Any:
 
 def of_pool(pool: Mapping[str, Any]) -> dict[str, str]:
     keys = {task_id: content_key(task) for task_id, task in pool.items()}
-    counts: dict[str, int] = {}
-    for key in keys.values():
-        counts[key] = counts.get(key, 0) + 1
+    counts = Counter(keys.values())
     return {task_id: key for task_id, key in keys.items() if counts[key] == 1}
 
 
 def ensure_recorded(
     rundir: Any, keys_now: Callable[[], Mapping[str, str]] | None, splits: Mapping[str, Any]
 ) -> None:
-    """Append the run's ``task_keys`` event the first time a session plans (``keys_now`` makes the
-    keys, asked only then); the harness lock keeps the pool, so the keys cannot move within a run."""
+    """Append the run's ``task_keys`` event the first time a session plans (the harness lock keeps
+    the pool, so the keys cannot move within a run)."""
     if keys_now is None or rundir.log.of_kinds(TASK_KEYS):
         return
     mine = {str(t) for name in ("train", "val", "test") for t in splits.get(name, [])}
@@ -71,8 +66,7 @@ def recorded(rundir: Any) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Tasks:
-    """A set of tasks as the memory knows them: ids and content keys (another project's row has no ids that
-    count; an old row no keys)."""
+    """A set of tasks as the memory knows them: ids and content keys."""
 
     ids: frozenset[str] = frozenset()
     keys: frozenset[str] = frozenset()

@@ -1,9 +1,8 @@
 """The log's head and anchors to it: what detects a record rewritten end to end.
 
-The hash chain is plain sha256: a log rewritten whole still verifies. It cannot pass through a line hash
-copied where the rewriter cannot write (a CI artifact, a pushed git store): ``capevolve verify`` prints the
-head (:func:`head`) and ``verify --anchor HASH`` fails unless the log still holds that line
-(:func:`find_anchor`). Reads only."""
+The hash chain is plain sha256: a log rewritten whole still verifies, unless a line hash was copied
+where the rewriter cannot write (a CI artifact, a pushed git store): ``verify --anchor HASH`` fails
+unless the log still holds that line."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ class AnchorError(ValueError):
 
 
 def parse_anchor(text: str) -> str:
-    """The line hash in ``text`` (a bare hash, or ``SEQ HASH``). A prefix is refused: the anchor is only as
-    strong as its bits."""
+    """The line hash in ``text`` (a bare hash, or ``SEQ HASH``); a prefix is refused."""
     words = text.strip().lower().split()
     candidate = words[-1] if words else ""
     if not _HASH.fullmatch(candidate):
@@ -49,14 +47,13 @@ def parse_anchor(text: str) -> str:
 
 
 def head(log: EventLog) -> Head:
-    """The log's last line (seq 0 and the zero hash for an empty log), read from its end only."""
+    """The log's last line (seq 0 and the zero hash for an empty log)."""
     _, last_hash, seq = log.tail()
     return Head(seq, last_hash)
 
 
 def find_anchor(events_path: Path, anchor: str) -> int | None:
-    """The seq of the line whose sha256 is ``anchor`` (None: none); whether the chain up to it holds is
-    :func:`..log.event_chain.verify_events`'s to say."""
+    """The seq of the line whose sha256 is ``anchor`` (None: none)."""
     if not events_path.is_file():
         return None
     with open(events_path, encoding="utf-8", errors="replace") as handle:

@@ -1,10 +1,8 @@
 """Cross-checking a run dir against its event log: what ``capevolve verify`` adds to the chain.
 
-Every ``rollout`` event records the key, the outcome and the sha256 of the file's bytes, so a file that
-differs from its event, a file no event records, a file gone without a logged quarantine or vanish, a
-rollout paid twice, or a ``state.json`` the events do not add up to, is found here. Reads only;
-``repair=True`` rebuilds the views, logs files gone by hand and quarantines tampered files (never rewrites
-a rollout). Called by the CLI."""
+Every ``rollout`` event records the key, outcome and file sha256, so a file that differs from its
+event, a file no event records, a file gone unlogged, or a rollout paid twice is found here.
+``repair=True`` rebuilds the views, logs files gone by hand and quarantines tampered files."""
 
 from __future__ import annotations
 
@@ -35,10 +33,8 @@ def audit(
     events: list[dict[str, Any]] | None = None,
     others: list[dict[str, Any]] | None = None,
 ) -> list[str]:
-    """One line per disagreement between the run's files and its events (empty: they agree): the rollout
-    files, then each view of the log (``repair=True`` rebuilds those that disagree). Every file is read
-    once. ``events``: the log as the caller parsed it; ``others``: given, gets every non-rollout event, in
-    order."""
+    """One line per disagreement between the run's files and its events. ``events``: the log as the
+    caller parsed it; ``others``, if given, gets every non-rollout event, in order."""
     if events is None:
         events = verified_events(rundir.events_path)  # parsed once, by the chain's check just before
     if events is None:
@@ -59,8 +55,8 @@ def audit(
 
 
 def _unfinished_writes(rundir: RunDir, scan: RolloutScan, *, repair: bool) -> list[str]:
-    """Temporary files of atomic writes that never completed (never a record). Removed by ``repair`` only
-    while no other session is live, which may be writing one. The rollout folders are not listed again."""
+    """Temporary files of interrupted atomic writes; removed by ``repair`` only while no other session
+    is live (it may be writing one)."""
     leftovers = sorted(map(Path, scan.leftovers + _temporaries(str(rundir.root), scan.folders)))
     if not leftovers:
         return []
@@ -94,8 +90,7 @@ def _rollouts(
     repair: bool = False,
     digests: dict[str, list[str | None]] | None = None,
 ) -> list[str]:
-    """The rollout files against the log's rollout events, each file's sha256 held to its event's;
-    ``others`` (if given) gets every other event, in log order."""
+    """The rollout files against the log's rollout events, each file's sha256 held to its event's."""
     rel_of = _Names()
     rest = [] if others is None else others
     held = len(rest)
@@ -125,8 +120,7 @@ def _rollouts(
 def _last_rollouts(
     events: list[dict[str, Any]], rest: list[dict[str, Any]]
 ) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
-    """One pass over the log: the last rollout event per key, each file's last quarantine or vanish, and
-    every other event appended to ``rest``."""
+    """The last rollout event per key and each file's last move; every other event goes to ``rest``."""
     last: dict[Key, dict[str, Any]] = {}
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
@@ -149,8 +143,7 @@ def _paid_twice(
     quarantined: dict[str, int],
     rel_of: _Names,
 ) -> list[str]:
-    """Valid rollout events per file since it was last moved or gone; looked for only when some key was
-    logged twice."""
+    """Files with more than one valid rollout event since last moved or gone."""
     if rollout_events <= len(last):
         return []
     keys = [
@@ -186,8 +179,7 @@ def _file_against_log(
     remaining: dict[Key, dict[str, Any]],
     last: dict[Key, dict[str, Any]],
 ) -> tuple[list[str], bool] | None:
-    """One file against its rollout event (taken off ``remaining``): its problems and whether to quarantine
-    it; None: it agrees."""
+    """One file against its rollout event: its problems and whether to quarantine it; None: it agrees."""
     rel = f"rollouts/{split}/{seen_file[0]}"
     try:
         key, reward, error = _file_key(split, seen_file)
@@ -242,7 +234,7 @@ def _log_gone(rundir: RunDir, missing: dict[str, str]) -> None:
         if gone:
             rundir.log.append_event(ROLLOUT_VANISHED, files=gone)
     if gone:
-        rundir.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
+        rundir.notices.append(vanished_notice(gone))
     for rel in gone:
         del missing[rel]
 
@@ -250,9 +242,8 @@ def _log_gone(rundir: RunDir, missing: dict[str, str]) -> None:
 def _quarantine_tampered(
     rundir: RunDir, tampered: list[tuple[str, str | None]], problems: list[str]
 ) -> list[str]:
-    """``--repair``: each file that differs from its event is moved aside (``rollout_quarantined``), so the
-    next session pays it again; under the lock, only while it is still the bytes read. A test file stays
-    reported (test is scored once, so it would never be paid again)."""
+    """``--repair``: each file that differs from its event, still as read, is quarantined (paid again).
+    A test file stays reported: test is scored once, so it would never be paid again."""
     moved: set[str] = set()
     with rundir.lock():
         for rel, digest in tampered:

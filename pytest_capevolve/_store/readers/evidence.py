@@ -1,7 +1,7 @@
 """From rollout records to the arrays the statistics read.
 
-Pure: records, or the same outcomes as columns (:class:`Outcomes`, for 60,000 rollouts), in; numpy arrays
-out. Missing trials and infra errors become ``nan`` — missing data, never a 0."""
+Pure: records or columns in, numpy arrays out. Missing trials and infra errors become ``nan`` —
+missing data, never a 0."""
 
 from __future__ import annotations
 
@@ -27,8 +27,7 @@ ByTag = dict[str, Arm]
 
 
 def index_records(records: Iterable[RolloutRecord], block: int = 0) -> ByTag:
-    """tag → (task_id, trial within the block) → record, for replicate block ``block`` only (default 0,
-    what every decision reads)."""
+    """tag → (task_id, trial within the block) → record, for replicate block ``block`` only."""
     by_tag: ByTag = {}
     for record in records:
         if block_of(record.trial) == block:
@@ -56,9 +55,8 @@ def infra_count(arm: Arm, task_ids: Sequence[str], num_trials: int) -> int:
 
 
 def shared_arms(a: Arm, b: Arm, task_ids: Sequence[str], num_trials: int) -> tuple[Arm, Arm, int]:
-    """The two arms cut to the (task, trial) cells both have a record for, and the trials that leaves: a
-    paired comparison reads the same seeds on both sides (a 5-trial null against a 15-trial best on t0–t4
-    only)."""
+    """The two arms cut to the cells both have, and the trials that leaves: a paired comparison reads
+    the same seeds on both sides."""
     wanted = set(task_ids)
     cells = {c for c in a.keys() & b.keys() if c[0] in wanted and c[1] < num_trials}
     trials = max((k for _, k in cells), default=-1) + 1
@@ -67,8 +65,8 @@ def shared_arms(a: Arm, b: Arm, task_ids: Sequence[str], num_trials: int) -> tup
 
 @dataclass(frozen=True)
 class Cells:
-    """One arm's records as task × trial arrays (recorded, infra error, reward); ``rows`` maps each of the
-    plan's task ids to its row. Built once per tag, so a best gated against many candidates is read once."""
+    """One arm's records as task × trial arrays; ``rows`` maps each planned task id to its row. Built
+    once per tag, so a best gated against many candidates is read once."""
 
     present: np.ndarray
     infra: np.ndarray
@@ -99,8 +97,7 @@ def cells(arm: Arm, task_ids: Sequence[str], num_trials: int) -> Cells:
 
 
 def shared_matrices(a: Cells, b: Cells, num_trials: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
-    """:func:`shared_arms` then each side's reward matrix and infra count: (a's matrix, b's matrix, trials,
-    a's errors, b's errors). No shared cell: ``num_trials`` all-missing trials."""
+    """:func:`shared_arms` then each side's reward matrix and infra count."""
     shared = a.present & b.present
     used = np.flatnonzero(shared.any(axis=0))
     width = int(used[-1]) + 1 if used.size else num_trials
@@ -112,9 +109,8 @@ def shared_matrices(a: Cells, b: Cells, num_trials: int) -> tuple[np.ndarray, np
 
 @dataclass(frozen=True)
 class Outcomes:
-    """One replicate block's rollouts as parallel columns, in the order read: a session's table of 60,000
-    rollouts without a record each. :meth:`arm_arrays` answers what the record functions answer, to the
-    bit."""
+    """One replicate block's rollouts as parallel columns (no record each); :meth:`arm_arrays`
+    answers what the record functions answer, to the bit."""
 
     tag: Sequence[str]
     task_id: Sequence[str]
@@ -140,7 +136,6 @@ class Outcomes:
 
     @cached_property
     def _arrays(self) -> tuple[np.ndarray, ...]:
-        """The columns as arrays, made once: tag, trial, infra error?, reward?, reward (nan), passed (nan)."""
         n = len(self.tag)
         return (
             np.array(self.tag, dtype=object),
@@ -152,8 +147,7 @@ class Outcomes:
         )
 
     def _rows(self, task_ids: Sequence[str]) -> np.ndarray:
-        """Each rollout's row among ``task_ids`` (-1: not one; a repeated task: its last row). Kept for the
-        last list asked."""
+        """Each rollout's row among ``task_ids`` (-1: not one), kept for the last list asked."""
         key = tuple(task_ids)
         cached = self.__dict__.get("_rows_of")
         if cached is None or cached[0] != key:
@@ -165,8 +159,7 @@ class Outcomes:
     def arm_arrays(
         self, tag: str, task_ids: Sequence[str], num_trials: int
     ) -> tuple[np.ndarray, np.ndarray, int, float]:
-        """The tag's reward and pass matrices (nan unless valid), infra errors and cost over these tasks
-        and the first ``num_trials`` trials."""
+        """The tag's reward and pass matrices (nan unless valid), infra errors and cost."""
         rewards = np.full((len(task_ids), num_trials), np.nan)
         passes = np.full((len(task_ids), num_trials), np.nan)
         if not len(self.tag):
@@ -184,7 +177,6 @@ class Outcomes:
 
 
 def val_paid_by_tag(rundir: RunDir, events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """The val rollouts held for each tag a ``screen`` event names (what a kill's saving is checked
-    against)."""
+    """The val rollouts held for each tag a ``screen`` event names."""
     tags = sorted({str(e.get("tag")) for e in events if e.get("kind") == SCREEN})
     return {tag: len(rundir.rollouts.indexed_rollouts("val", [tag])) for tag in tags}

@@ -1,13 +1,9 @@
 """For decisions, the first outcome the log recorded for a rollout stands; a redraw is counted.
 
-With an adapter that does not reproduce its draws, deleting the files of a candidate's failures (and the
-best's passes) made every session redraw exactly those, and a no-op was accepted after a few rounds. So a
-gate reads, per key, the first valid ``rollout`` event's reward, and its verdict records how many rollouts
-each arm paid again. Every event must first be paid once by a claiming session (:mod:`..log.paid_by`).
-
-Infra errors are missing data: a key takes its first valid outcome. But that is a second draw, and
-candidate code chooses which draws end in an error, so :func:`redrawn_after_errors` names those keys for
-the error-imbalance check's worst case. Controller only; test rollouts are never gated."""
+Deleting the files of a candidate's failures made a non-reproducing adapter redraw exactly those,
+and a no-op was accepted after a few rounds. So a gate reads, per key, the first valid ``rollout``
+event's reward. A key whose first attempt was an infra error takes a second draw, which candidate
+code can choose, so :func:`redrawn_after_errors` names those keys for the error check's worst case."""
 
 from __future__ import annotations
 
@@ -17,10 +13,9 @@ from typing import Any
 from ..._project.splits import TEST_SPLIT
 from ..log import paid_by
 from ..log.event_kinds import ROLLOUT
+from ..log.outcome_ledger import Key, rollout_key
 from ..rundir import RunDir
 from .evidence import ByTag
-
-Key = tuple[str, str, str, int]  # split, tag, task id, trial
 
 
 def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
@@ -34,21 +29,20 @@ def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
             continue
         if event.get("split") == TEST_SPLIT or event.get("infra_error") or event.get("reward") is None:
             continue
-        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        key = rollout_key(event)
         first.setdefault(key, float(event["reward"]))
         paid[key] = paid.get(key, 0) + 1
     return first, paid
 
 
 def redrawn_after_errors(rundir: RunDir) -> set[Key]:
-    """The keys whose first logged attempt was an infra error and were paid again: counted as that error
-    when the gate checks the arms' errors."""
+    """The keys whose first logged attempt was an infra error and were paid again."""
     errored: set[Key] = set()
     redrawn: set[Key] = set()
     for event in rundir.log.of_kinds(ROLLOUT):
         if event.get("split") == TEST_SPLIT:
             continue
-        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        key = rollout_key(event)
         if event.get("infra_error") or event.get("reward") is None:
             errored.add(key)
         elif key in errored:
@@ -57,14 +51,13 @@ def redrawn_after_errors(rundir: RunDir) -> set[Key]:
 
 
 def first_errors(rundir: RunDir, split: str) -> set[Key]:
-    """The keys of ``split`` whose first logged attempt was an infra error, paid again or not; the seal
-    counts each against the arm it would flatter."""
+    """The keys of ``split`` whose first logged attempt was an infra error, paid again or not."""
     seen: set[Key] = set()
     errored: set[Key] = set()
     for event in rundir.log.of_kinds(ROLLOUT):
         if event.get("split") != split:
             continue
-        key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+        key = rollout_key(event)
         if key not in seen and (event.get("infra_error") or event.get("reward") is None):
             errored.add(key)
         seen.add(key)
@@ -72,8 +65,7 @@ def first_errors(rundir: RunDir, split: str) -> set[Key]:
 
 
 def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByTag, dict[str, int]]:
-    """``by_tag`` with each valid record's reward the log's first for its key, and per tag how many
-    rollouts were paid again after a valid one."""
+    """``by_tag`` with each valid reward the log's first for its key, and per tag how many were paid again."""
     first, paid = logged_firsts(rundir)
     held: ByTag = {}
     repaid: dict[str, int] = {}

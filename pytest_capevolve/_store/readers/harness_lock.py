@@ -1,9 +1,7 @@
 """The harness locked with the run: its fingerprint is an event near the head of the log.
 
-The first session logs the harness's digests (``harness_locked``); every later session compares and refuses
-a change in one line before it plans. The event is read with its hash links checked, so editing it means
-rewriting the chain (caught only by an anchor, :mod:`.anchor`). A run older than the lock is locked by its
-next session. Controller only."""
+The first session logs the harness's digests; every later session refuses a change before it plans.
+The event is read with its hash links checked, so editing it means rewriting the chain."""
 
 from __future__ import annotations
 
@@ -25,8 +23,7 @@ class HarnessChanged(RunDirError):
 
 
 def check_or_lock(rundir: RunDir, digests: Mapping[str, str]) -> bool:
-    """Refuse a harness that differs from the run's lock; lock it when there is none. Returns whether this
-    call locked it."""
+    """Refuse a harness that differs from the run's lock; lock it (and return True) when there is none."""
     with rundir.lock():
         locked = locked_harness(rundir)
         if locked is None:
@@ -39,8 +36,7 @@ def check_or_lock(rundir: RunDir, digests: Mapping[str, str]) -> bool:
 
 
 def locked_harness(rundir: RunDir) -> dict[str, str] | None:
-    """The digests the harness was locked with, or None; RunDirError when the lines up to the lock do not
-    chain."""
+    """The digests the harness was locked with, or None; RunDirError when the lines up to it do not chain."""
     found = _from_head(rundir)
     if found is not None:
         return found

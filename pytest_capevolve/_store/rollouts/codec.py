@@ -1,8 +1,7 @@
 """The rollout record's codec: how a record travels in a test report and is decoded there.
 
-The item ships the record's compact JSON as the ``capevolve_rollout`` user property; on the controller
-every hook reading the report decodes it through :func:`decode_record`, whose one-slot cache makes that one
-decode."""
+Shipped as the ``capevolve_rollout`` user property; :func:`decode_record`'s one-slot cache makes
+every hook reading the same report share one decode."""
 
 from __future__ import annotations
 
@@ -14,10 +13,8 @@ RECORD_PROPERTY = "capevolve_rollout"
 __all__ = ["RECORD_PROPERTY", "decode_record", "record_from_report", "record_text", "remember_decoded"]
 
 
-# The last record decoded (or built) and its JSON. Several hooks read the record of the same
-# report one after another (persistence, reporter, progress, sequential gate, junit; the
-# teardown report carries the same text as the call's): it is decoded once, not once per hook.
-# One slot, replaced whole, so a reader on another thread sees a consistent pair.
+# The last record decoded (or built) and its JSON: one slot, replaced whole, so a reader on
+# another thread sees a consistent pair.
 _last_decoded: tuple[str, RolloutRecord] | None = None
 
 
@@ -27,8 +24,7 @@ def remember_decoded(text: str, record: RolloutRecord) -> None:
 
 
 def decode_record(text: str, where: Any) -> RolloutRecord:
-    """``RolloutRecord.loads(text)``, cached for the last ``text``; ``where`` is formatted only when
-    decoding fails."""
+    """``RolloutRecord.loads(text)``, cached for the last ``text``."""
     last = _last_decoded
     if last is not None and (last[0] is text or last[0] == text):
         return last[1]

@@ -1,29 +1,15 @@
 """``index.sqlite``: what rollouts exist and how they came out, so readers need not open them.
 
-A part of the run dir, controller only. One row per persisted rollout of the train and val
-splits — (split, tag, task, trial) → reward, passed, infra error, cost, tokens, seconds, seed,
-candidate hash — plus the file's name, size and mtime. Planning, resume, the gate and
-``measure`` read the rows of the tags they need instead of every rollout file. The test split is
-never indexed: only the seal reads it (:mod:`..memory.seal`).
+Controller only. One row per persisted train and val rollout (its outcome fields plus the file's
+name, size and mtime); the test split is never indexed: only the seal reads it.
 
-The index is a cache, never the record. The rollout files stay the human-readable,
-cap-evolve-compatible account, and the index is kept honest against them and the log:
+A cache, never the record: the rollout files stay the account, and the index is kept honest
+against them and the log. It remembers the point of ``events.jsonl`` it is current to and
+catches up from there, so a ``kill -9`` between a rollout's event and its row loses nothing;
+every read checks each row against its file's size and mtime; a missing, damaged or foreign
+index is rebuilt from the files, said in the run's notices — never a crash.
 
-- it remembers the point of ``events.jsonl`` it is current to, and catches up from there (the
-  rows a session wrote are kept in memory until then; any other rollout is read from its file),
-  so a ``kill -9`` between a rollout's event and its row loses nothing;
-- every read checks each wanted row against its file's size and mtime: a file changed by hand is
-  read again (a damaged one quarantined, as :meth:`.rollout_files.RolloutFiles.rollouts` does), a
-  vanished one (deleted by hand) is missing and logged as ``rollout_vanished``, a file no row
-  knows is read and indexed;
-- a missing, damaged or foreign index (or a log that no longer continues where it stopped) is
-  rebuilt from the files, said in the run's notices — never a crash.
-
-Readers that need no record object per rollout (a resume's planning and table) read the checked
-rows as tuples or as :class:`Columns`; the checks are the same.
-
-SQLite (stdlib) in WAL mode: readers never block the writer, and a torn write cannot half-update
-it. Written only under the run's lock.
+SQLite in WAL mode: readers never block the writer, and a torn write cannot half-update it.
 """
 
 from __future__ import annotations
@@ -84,7 +70,7 @@ def row_of(record: RolloutRecord, path: Path, stat: os.stat_result) -> Row:
 
 
 def outcome_row(record: RolloutRecord) -> Row:
-    """The row of a record read without the index (its file unknown: no name, size or mtime)."""
+    """The row of a record read without the index (no file name, size or mtime)."""
     return (*_outcome(record), "", -1, -1)
 
 
@@ -95,11 +81,9 @@ def _outcome(record: RolloutRecord) -> list[Any]:
 
 
 class IndexedRecord(RolloutRecord):
-    """A record read from the index: the outcome fields are its row's, read through (no copy per
-    record: ~90 bytes instead of ~530, made four times faster — a reader of 60,000 rollouts
-    holds all of them); input, output, trace, feedback and metrics are their defaults. It reads
-    and compares like any :class:`RolloutRecord` of the same fields; ``dataclasses.replace``
-    gives a plain one."""
+    """A record whose outcome fields read through to its index row (~90 bytes, not ~530: a reader
+    of 60,000 rollouts holds all of them); the other fields are their defaults. It compares like
+    any :class:`RolloutRecord`; ``dataclasses.replace`` gives a plain one."""
 
     __slots__ = ("_row",)
     _row: Row
@@ -124,9 +108,7 @@ IndexedRecord.passed = property(  # type: ignore[assignment]
 
 
 def record_of(row: Row, *, _new: Any = object.__new__, _set: Any = object.__setattr__) -> RolloutRecord:
-    """A record with the outcome fields only (no input, output, trace, feedback, metrics),
-    read through to the row (:class:`IndexedRecord`): the values come from rows this code wrote
-    from valid records."""
+    """An :class:`IndexedRecord` on ``row`` (rows this code wrote from valid records)."""
     record: IndexedRecord = _new(IndexedRecord)
     _set(record, "_row", row)
     return record
@@ -136,8 +118,7 @@ _AT = {name: i for i, name in enumerate((*FIELDS, "file", "size", "mtime_ns"))}
 
 
 class Columns:
-    """Rows read as columns (``columns["reward"]``: every row's reward, in row order), each column
-    made on first ask: a reader of 60,000 outcomes works on lists, with no object per row."""
+    """Rows read as columns (``columns["reward"]``), each made on first ask: no object per row."""
 
     def __init__(self, rows: list[Row]) -> None:
         self.rows = rows
@@ -195,16 +176,14 @@ class RolloutIndex:
                 os.unlink(f"{self.path}{suffix}")
 
     def _select(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """The rows a read returns; :class:`IndexDamaged` for any database error (the one way
-        every reader learns the index cannot be used: it is then rebuilt from the files)."""
+        """The rows a read returns; any database error is :class:`IndexDamaged` (then rebuilt)."""
         try:
             return self.connect().execute(query, params).fetchall()
         except sqlite3.DatabaseError as exc:
             raise IndexDamaged(str(exc)) from None
 
     def rows_version(self) -> str:
-        """Changes whenever any process changes the rows (a new token, so a rebuilt index never
-        repeats an old one): what a reader's cache of checked rows is keyed on."""
+        """A token any process's change of the rows renews: what caches of checked rows key on."""
         found = self._select("SELECT value FROM meta WHERE key = 'rows_version'")
         return str(found[0][0]) if found else ""
 
@@ -223,8 +202,7 @@ class RolloutIndex:
         *,
         replace_all: bool = False,
     ) -> None:
-        """One transaction: (split, file) rows out, rows in, the new log position (None: it
-        stays; a correction read from the files, not a step along the log)."""
+        """One transaction: (split, file) rows out, rows in, the new log position (None: it stays)."""
         db = self.connect()
         upserts, deletes = list(upserts), list(deletes)
         try:
@@ -252,8 +230,7 @@ class RolloutIndex:
         return [row for row in self.every() if row[0] == split and (wanted is None or row[1] in wanted)]
 
     def every(self) -> list[Row]:
-        """Every train and val row in key order, read once per :meth:`rows_version` for the log's digest
-        check and the split's; repeated values held once (60,000 rows: 44 MB as SQLite hands them, 23 MB)."""
+        """Every train and val row in key order, read once per :meth:`rows_version`, values shared."""
         version = self.rows_version()
         if self._every is None or self._every[0] != version:
             self._every, o = None, dict[Any, Any]().setdefault  # the old rows go before the new are read
@@ -269,12 +246,9 @@ class RolloutIndex:
         return self._every[1]
 
     def checked(self, split: str) -> list[tuple[Any, ...]]:
-        """The split's rows as (file, size, *:data:`CHECKED`): what ``verify`` compares with the
-        files (the columns it reads only: a third less to fetch than every column; the mtime
-        only where a row disagrees with its file)."""
+        """The split's rows as (file, size, *:data:`CHECKED`): what ``verify`` compares with the files."""
         columns = ", ".join(("file", "size", *CHECKED))
         return self._select(f"SELECT {columns} FROM rollouts WHERE split = ?", (split,))
 
     def tags(self, split: str) -> set[str]:
-        """The tags with a row in the split."""
         return {row[1] for row in self.every() if row[0] == split}

@@ -1,16 +1,13 @@
 """The rollout index as a view of the log: how ``index.sqlite`` catches up, and is rebuilt.
 
-Part of the rollouts part (``run.rollouts.index_view``) of :class:`..rundir.RunDir`; controller
-only, under the run's lock. The index (:mod:`.index`) remembers where in ``events.jsonl`` it is
-current; catching up reads only what was logged since (rows for this process's own rollouts
-wait in memory, others are read from their files), and a missing, damaged or orphaned index
-is rebuilt from the rollout files — logging, on the way, files the log recorded that are gone.
+Controller only, under the run's lock. Catching up reads only what was logged since the index
+was current; a missing, damaged or orphaned index is rebuilt from the rollout files — logging,
+on the way, files the log recorded that are gone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -22,7 +19,7 @@ from ..log.events import EventLog
 from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
 from .record import RecordError, RolloutRecord
-from .rollout_scan import Scanned, data_of, error_of
+from .rollout_scan import Scanned, data_of, error_of, scan_rollouts
 
 VANISHED_SHOWN = 3  # files named in a vanish notice; more are counted, not listed
 _INDEX_FIELDS = {
@@ -33,15 +30,13 @@ _INDEX_FIELDS = {
 
 
 def _index_view(event: dict[str, Any]) -> dict[str, Any] | None:
-    """What :meth:`IndexView.sync` holds of a logged event: the fields that name a
-    rollout file, of the kinds that change the index; nothing of any other."""
+    """What :meth:`IndexView.sync` holds of an event: the fields naming a file, of the kinds it reads."""
     fields = _INDEX_FIELDS.get(str(event.get("kind")))
     return None if fields is None else {key: event[key] for key in fields if key in event}
 
 
 class IndexView:
-    """``index.sqlite`` kept current with ``log``: ``read_files`` reads a split's rollout files
-    (damage quarantined) for a rebuild; ``notices`` collects what was found and done."""
+    """``index.sqlite`` kept current with ``log`` (``run.rollouts.index_view``)."""
 
     def __init__(
         self,
@@ -67,8 +62,7 @@ class IndexView:
         return self.index.path.name
 
     def catch_up(self) -> None:
-        """Under the lock: :meth:`sync`; an index that cannot be is let go (a cache: the next
-        reader rebuilds it), said in the notices."""
+        """Under the lock: :meth:`sync`; an index that cannot be is let go (the next reader rebuilds it)."""
         try:
             self.sync()
         except (IndexDamaged, OSError) as exc:
@@ -76,63 +70,30 @@ class IndexView:
             self.notices.append(f"{self.index.path}: could not be brought up to date ({exc})")
 
     def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-        """The index's rows against the files they stand for: a row whose numbers differ from
-        its file (the index edited, or stale), a row without a file, a file without a row.
-        Caught up first (with ``repair``, rebuilt if it must be: a deletion it finds is logged)."""
+        """The index's rows against their files, caught up first (with ``repair``, rebuilt if need be)."""
         name = self.name
         if not repair and not self.index.path.exists():  # not even an empty one made: verify reads
             return [f"{name}: missing (the next session, or capevolve verify --repair, rebuilds it)"]
         try:
             with self.log.lock():
                 self.sync(rebuild=repair)
-            problems: list[str] = []
-            if self._scanned is not None and not repair:  # the audit's one read of every file
-                # (a repair may rebuild the index and move damaged files first: read again)
-                for split, files in self._scanned.items():
-                    if split != TEST_SPLIT:
-                        problems += self._check_scanned(split, files)
-                return problems
-            for split_dir in sorted((self.root / "rollouts").glob("*")):
-                split = split_dir.name
-                if split_dir.is_dir() and not split.startswith(".") and split != TEST_SPLIT:
-                    problems += self._check_split(
-                        split, {path.name: path for path in split_dir.glob("*.json")}
-                    )
-            return problems
+            # the audit's one read of every file (a repair may rebuild the index and move damaged
+            # files first: read again)
+            scanned = self._scanned if self._scanned is not None and not repair else None
+            if scanned is None:
+                scanned = scan_rollouts(self.root).files
+            return [
+                problem
+                for split, files in scanned.items()
+                if split != TEST_SPLIT
+                for problem in self._check_scanned(split, files)
+            ]
         except IndexDamaged as exc:
             return [f"{name}: unusable ({exc})"]
 
-    def _check_split(self, split: str, files: dict[str, Path]) -> list[str]:
-        name, problems = self.name, []
-        columns = (*FIELDS_INDEX, "file", "size", "mtime_ns")
-        rows = {
-            row[len(FIELDS_INDEX)]: dict(zip(columns, row, strict=True)) for row in self.index.rows(split)
-        }
-        for file, row in sorted(rows.items()):
-            if file not in files:
-                problems.append(f"{name}: a {split} row for {file}, which is not on disk")
-                continue
-            stat = files[file].stat()
-            if (stat.st_size, stat.st_mtime_ns) != (row["size"], row["mtime_ns"]):
-                continue  # the file changed since: readers read it again (checked above)
-            try:
-                data = json.loads(files[file].read_text(encoding="utf-8"))
-            except (ValueError, UnicodeDecodeError, OSError):
-                continue  # reported above as unreadable
-            for field in ("tag", "task_id", "trial", "reward", "infra_error", "cost_usd"):
-                if data.get(field) != row[field]:
-                    problems.append(
-                        f"{name}: {field} {row[field]!r} for rollouts/{split}/{file}, "
-                        f"but the file says {data.get(field)!r}"
-                    )
-        return problems + [
-            f"{name}: no row for rollouts/{split}/{file}" for file in sorted(set(files) - set(rows))
-        ]
-
     @contextlib.contextmanager
     def reading(self, scanned: dict[str, list[Scanned]]) -> Iterator[None]:
-        """While inside: :meth:`check` compares the rows with ``scanned`` (the files as the
-        audit read them) rather than reading every file again."""
+        """While inside, :meth:`check` compares the rows with the files as the audit read them."""
         self._scanned = scanned
         try:
             yield
@@ -140,10 +101,9 @@ class IndexView:
             self._scanned = None
 
     def _check_scanned(self, split: str, scanned: list[Scanned]) -> list[str]:
-        """:meth:`_check_split` on files already read: the same lines, in the same order (every
-        row compared with its file at once, field by field only where they differ). The scan
-        took no stat of the files: a row that disagrees with its file is reported only if the
-        file's size and mtime, taken now, are still the row's (else readers read it again)."""
+        """One split's rows against its files as scanned. The scan took no stat: a disagreeing row is
+        reported only if its file's size and mtime, taken now, are still the row's (else readers
+        read it again)."""
         name, problems = self.name, []
         fetched = self.index.checked(split)
         if _agree(fetched, scanned):
@@ -189,12 +149,9 @@ class IndexView:
         return f"{self.name}: rebuilt from the rollout files ({len(problems)} disagreement(s))"
 
     def sync(self, *, rebuild: bool = True) -> None:
-        """Under the lock: catch the index up with the log — rows for the rollouts logged since
-        it was last current (from memory for this process's, else from their files), quarantined
-        and vanished files out. Rebuilt from the files when it is missing, damaged or behind a
-        log that no longer continues where it stopped; ``rebuild=False`` (a reader that must not
-        write the run, as plain ``capevolve verify``): :class:`IndexDamaged` then instead, since a
-        rebuild also logs files it finds deleted by hand."""
+        """Under the lock: catch the index up with the log (rows in, quarantined and vanished files
+        out), or rebuild it when missing, damaged or behind a rewritten log. ``rebuild=False`` (a
+        reader that must not write the run): :class:`IndexDamaged` instead, since a rebuild logs."""
         try:
             position = self.index.position()
             tail = None if position is None else self.log.events_after(*position, _index_view)
@@ -239,7 +196,6 @@ class IndexView:
             return None  # gone or damaged: a reader finds it (or not) on disk and handles it
 
     def _rebuild_index(self, problem: str) -> None:
-        """Under the lock: a fresh index from every train and val rollout file."""
         self.index.remove()
         rows = []
         folder = self.root / "rollouts"
@@ -258,11 +214,9 @@ class IndexView:
             self.notices.append(f"{self.index.path}: {problem}; rebuilt from {len(rows)} rollout files")
 
     def _log_gone_unindexed(self, found: set[tuple[Any, ...]]) -> None:
-        """Under the lock, for a rebuild: the train and val rollouts the log recorded (and did
-        not log moved or gone since) whose file is not among ``found`` ((split, tag, task, trial)
-        read from the files) were deleted by hand with no row left to notice it — logged as a
-        vanish all the same, or the next session would pay them again unsaid and ``verify``
-        would count them paid twice for good. One pass over the log, kept to a few fields."""
+        """For a rebuild: logged rollouts whose file is not among ``found`` were deleted by hand with
+        no row left to notice — logged as vanished all the same, or the next session would pay them
+        again unsaid and ``verify`` would count them paid twice for good."""
 
         def view(event: dict[str, Any]) -> Any:
             kind = event.get("kind")
@@ -300,30 +254,25 @@ class IndexView:
         ]
         if gone:
             self.log.append_event(ROLLOUT_VANISHED, files=sorted(gone))
-            self.notices.append(vanished_notice(sorted(gone), "logged as rollout_vanished"))
+            self.notices.append(vanished_notice(sorted(gone)))
 
 
 def _agree(rows: list[Row], files: list[Scanned]) -> bool:
-    """Whether every row says what its file says, with a file for each row and a row for each
-    file — :meth:`IndexView._check_scanned` would find nothing — found by comparing two sorted
-    lists at once: the rows (sorted here) and a split's files (by name, as the scan lists them),
-    each file as a session writes it kept in a row's layout (:mod:`.rollout_scan`). False
-    whenever in doubt (a file not as a session writes it, an order that differs): the
-    row-by-row check then."""
+    """Whether :meth:`IndexView._check_scanned` would find nothing, by comparing the sorted rows
+    with the scanned files (kept in a row's layout) at once; False whenever in doubt."""
     rows.sort()
     return rows == files
 
 
-def vanished_notice(files: list[str], done: str) -> str:
-    """One line for rollout files the log recorded that are gone, however many: a few named,
-    the rest counted (a deleted folder of 10,000 must not print 10,000 lines)."""
+def vanished_notice(files: list[str]) -> str:
+    """One line for recorded rollout files that are gone: a few named, the rest counted."""
     shown = ", ".join(files[:VANISHED_SHOWN])
     more = f" and {len(files) - VANISHED_SHOWN} more" if len(files) > VANISHED_SHOWN else ""
     if len(files) == 1:
         what = f"{shown}: recorded, but the file is gone"
     else:
         what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
-    return f"{what} (deleted by hand?); {done}: treated as missing, so paid again"
+    return f"{what} (deleted by hand?); logged as rollout_vanished: treated as missing, so paid again"
 
 
 def _split_file(file: str) -> tuple[str, str]:

@@ -1,8 +1,7 @@
 """The rollout record: one rollout's plain-JSON account, the same type everywhere.
 
-Built on the worker that ran it, shipped in the test report, persisted as
-``rollouts/<split>/<task>__<tag>__t<k>.json`` and read back by the gate, tables and commands. Versioned: a
-version this code does not know is refused, never guessed."""
+Built on the worker, shipped in the test report, persisted and read back. A schema version this
+code does not know is refused, never guessed."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ SCHEMA_VERSION = 1
 
 
 class RecordError(CapevolveError, ValueError):
-    """A rollout record cannot be read (unknown version, missing or mistyped field); ``newer``: written by
-    a newer pytest-capevolve (not damage: never quarantined)."""
+    """A rollout record cannot be read; ``newer``: written by a newer version (never quarantined)."""
 
     newer: bool = False
 
@@ -71,19 +69,11 @@ class RolloutRecord:
         return self.infra_error is None and self.reward is not None
 
     def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        for optional in _OPTIONAL:
-            if data[optional] is None:
-                del data[optional]
-        return data
+        return _without_unset(dataclasses.asdict(self))
 
     def dumps(self) -> str:
         """Compact, key-sorted JSON for the report; once per rollout on the hot path, so no deep copy."""
-        fields = {name: getattr(self, name) for name in _NAMES}
-        for optional in _OPTIONAL:
-            if fields[optional] is None:
-                del fields[optional]
-        return _ENCODER.encode(fields)
+        return _ENCODER.encode(_without_unset({name: getattr(self, name) for name in _NAMES}))
 
     @classmethod
     def from_json(cls, data: Any, where: str = "rollout record") -> RolloutRecord:
@@ -119,15 +109,23 @@ class RolloutRecord:
         return cls.from_json(data, where)
 
 
+def _without_unset(fields: dict[str, Any]) -> dict[str, Any]:
+    for optional in _OPTIONAL:
+        if fields[optional] is None:
+            del fields[optional]
+    return fields
+
+
+def _number(value: Any, high: float) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0.0 <= value <= high
+
+
 def _check_numbers(record: RolloutRecord, where: str) -> None:
-    """A record read back holds a reward in [0, 1] or none and a finite cost ≥ 0, so an edited or damaged
-    file is refused instead of summed."""
+    """Refuse a reward outside [0, 1] or a cost outside [0, max], so a damaged file is never summed."""
     reward, cost = record.reward, record.cost_usd
-    if reward is not None and (
-        isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0
-    ):
+    if reward is not None and not _number(reward, 1.0):
         raise RecordError(f"{where}: reward {reward!r} is not a number in [0, 1]")
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not 0.0 <= cost <= MAX_COST_USD:
+    if not _number(cost, MAX_COST_USD):
         raise RecordError(f"{where}: cost_usd {cost!r} is not a number in [0, {MAX_COST_USD:g}]")
     if record.judge is not None:
         _check_judge(record, where)
@@ -135,13 +133,11 @@ def _check_numbers(record: RolloutRecord, where: str) -> None:
 
 def _check_judge(record: RolloutRecord, where: str) -> None:
     """A stochastic scorer's re-scores: rewards in [0, 1], one seed each, their mean the reward, so an
-    edited ``judge`` field cannot tell the split a story the reward does not."""
+    edited ``judge`` cannot tell a story the reward does not."""
     judge = record.judge
     rewards = judge.get("rewards") if isinstance(judge, dict) else None
     seeds = judge.get("seeds") if isinstance(judge, dict) else None
-    numbers = isinstance(rewards, list) and all(
-        isinstance(r, (int, float)) and not isinstance(r, bool) and 0.0 <= r <= 1.0 for r in rewards
-    )
+    numbers = isinstance(rewards, list) and all(_number(r, 1.0) for r in rewards)
     if not numbers or not rewards or not isinstance(seeds, list) or len(seeds) != len(rewards):
         raise RecordError(f"{where}: judge {judge!r} is not r rewards in [0, 1] with their r seeds")
     if record.reward is None or not math.isclose(sum(rewards) / len(rewards), record.reward, abs_tol=1e-12):

@@ -1,8 +1,7 @@
 """The sha256 each ``rollout`` event recorded for its file's bytes, for the files a session reads again.
 
-The outcome check does not cover a file's other fields (output, trace, feedback), so a file read again (its
-size or mtime changed, or unknown) is also held to its event's sha256. Digests are learnt from the log only
-when such a file is found. Controller only, under the run's lock."""
+The outcome check does not cover a file's other fields (output, trace), so a file read again is also
+held to its event's sha256; digests are learnt from the log only when such a file is found."""
 
 from __future__ import annotations
 
@@ -11,12 +10,11 @@ from typing import Any
 from ..._project.splits import TEST_SPLIT
 from ..log.event_kinds import ROLLOUT
 from ..log.events import EventLog
-from ..log.outcome_ledger import Key
+from ..log.outcome_ledger import Key, rollout_key
 
 
 class LoggedDigests:
-    """(tag, task, trial) of each train and val rollout → the sha256 its newest event recorded (None: older
-    events), current with ``log``."""
+    """Each train and val rollout's key → the sha256 its newest event recorded (None: older events)."""
 
     def __init__(self, log: EventLog) -> None:
         self.log = log
@@ -24,8 +22,7 @@ class LoggedDigests:
         self._position = (0, 0)
 
     def current(self) -> dict[Key, str | None]:
-        """Under the run's lock: the digests caught up with the log (read anew when it no longer continues
-        where they stopped)."""
+        """Under the run's lock: the digests caught up with the log."""
         tail = self.log.events_after(*self._position, self._see)
         if tail is None:
             self._digests, self._position = {}, (0, 0)
@@ -43,6 +40,5 @@ class LoggedDigests:
 
 
 def logged_digest(event: dict[str, Any]) -> tuple[Key, str | None]:
-    key = (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
     recorded = event.get("sha256")
-    return key, recorded if isinstance(recorded, str) else None
+    return rollout_key(event), recorded if isinstance(recorded, str) else None

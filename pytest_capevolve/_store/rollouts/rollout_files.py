@@ -1,11 +1,8 @@
 """Rollout files: ``rollouts/<split>/<task>__<tag>__t<k>.json``, written once, read back checked.
 
-A damaged file is quarantined (moved aside, never deleted) and counts as missing, so the next session pays
-it again; a file of a newer schema is refused. A recorded file that is gone is logged once per check as
-``rollout_vanished`` and counts as missing.
-
-Persisting a rollout is one step under one lock: the file (compact JSON, atomic) and its ``rollout`` event,
-which carries the cost; the index row waits in memory until the index catches up with the log."""
+A damaged file is quarantined and a recorded file that is gone is logged as ``rollout_vanished``:
+either counts as missing, so the next session pays it again. Persisting a rollout is one step under
+one lock: the file, then its ``rollout`` event, which carries the cost."""
 
 from __future__ import annotations
 
@@ -64,9 +61,6 @@ class RolloutFiles(RolloutReadBack):
         # the pages' freshness) with nothing changed in between is not charged the checks twice
         self._checked: dict[str, _Checked] = {}
 
-    def write_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
-        return self._write_rollout(record, text)[0]
-
     def _write_rollout(self, record: RolloutRecord, text: str | None) -> tuple[Path, os.stat_result, str]:
         """The file written, its stat, and the sha256 of its bytes (what its event records)."""
         path = self.rollout_path(record.split, record.task_id, record.tag, record.trial)
@@ -82,8 +76,7 @@ class RolloutFiles(RolloutReadBack):
         return f"rollouts/{split}/{self.rollout_path(split, task_id, tag, trial).name}"
 
     def record_rollout(self, record: RolloutRecord, text: str | None = None) -> Path:
-        """Persist one rollout under one lock: its file, then its event. ``text``: the record's compact
-        JSON as it arrived in the report, written as it is."""
+        """Persist one rollout under one lock: its file (``text``, as it arrived), then its event."""
         with self.lock():
             path, stat, sha256 = self._write_rollout(record, text)
             self.log.append_event(
@@ -107,9 +100,8 @@ class RolloutFiles(RolloutReadBack):
         return path
 
     def flush(self, *, leaving: bool = False) -> None:
-        """Bring ``state.json``'s spend and the index up to the log (views: nothing is lost if this never
-        runs). ``leaving``: the session's end, which also logs the digest of its outcomes so the next
-        process checks the index in one pass."""
+        """Bring ``state.json``'s spend and the index up to the log (nothing is lost if this never
+        runs); ``leaving``: also log the outcomes' digest, so the next process checks in one pass."""
         with self.lock():
             self._unflushed = 0
             # the state last: the index's catch-up may log a vanished file, and the state written
@@ -127,10 +119,8 @@ class RolloutFiles(RolloutReadBack):
     def indexed_rollouts(
         self, split: str, tags: Iterable[str] | None = None, block: int | None = 0
     ) -> list[RolloutRecord]:
-        """The persisted rollouts of a split (``tags`` only, if given) from the index: outcome fields only,
-        no input, output or trace (:meth:`rollouts` reads those). Rows are checked against their files'
-        size and mtime, so this answers what :meth:`rollouts` would. ``block`` as in :meth:`rollouts`; test
-        is refused."""
+        """What :meth:`rollouts` answers (``tags`` only, if given), from the checked index: outcome
+        fields only, no input, output or trace."""
         records = self._indexed(split, tags)[1]()
         if block is None:
             return records
@@ -138,8 +128,7 @@ class RolloutFiles(RolloutReadBack):
         return [r for r in records if low <= r.trial < high]
 
     def indexed_rows(self, split: str, tags: Iterable[str] | None = None, block: int | None = 0) -> list[Row]:
-        """:meth:`indexed_rollouts` as the index's rows (:data:`.index.FIELDS`, then file name, size and
-        mtime), for a reader of 60,000 outcomes that needs no record object per rollout."""
+        """:meth:`indexed_rollouts` as the index's rows (no record object per rollout)."""
         return _in_block(self._indexed(split, tags)[0], block)
 
     def indexed_columns(
@@ -159,8 +148,7 @@ class RolloutFiles(RolloutReadBack):
     def _indexed(
         self, split: str, tags: Iterable[str] | None
     ) -> tuple[list[Row], Callable[[], list[RolloutRecord]], _Checked | None]:
-        """The checked rows of the tags asked, their records on first ask, and the check they come from
-        (None: the index was unusable, the files were read)."""
+        """The checked rows, their records on first ask, and the check (None: the files were read)."""
         if split == TEST_SPLIT:
             self.rollouts(split)  # raises: only the seal reads test
         wanted = None if tags is None else set(tags)
@@ -186,12 +174,9 @@ class RolloutFiles(RolloutReadBack):
     def _checked_rows(
         self, split: str, wanted: set[str] | None, truth: dict[Key, Outcome] | None = None
     ) -> list[Row]:
-        """The index's rows of the split, each held to the log's outcome (``truth``) and its file's size
-        and mtime; files no row knows are read and indexed. A file read again answers with its new row, or
-        is quarantined if it differs from the log (outcome or sha256).
-
-        A file whose size and mtime match is not read nor hashed (60,000 on every resume). An edit that
-        restores both (``os.utime``) is found by ``capevolve verify``, which hashes every file."""
+        """The split's rows, each held to the log's outcome and its file's size and mtime; a file that
+        differs, or no row knows, is read again (and quarantined if it differs from the log). An edit
+        that restores both (``os.utime``) is found by ``capevolve verify``, which hashes every file."""
         if truth is None:
             with self.lock():
                 truth = self._truth()
@@ -263,39 +248,30 @@ class RolloutFiles(RolloutReadBack):
         return rows
 
     def _log_vanished(self, candidates: list[tuple[str, str]]) -> list[tuple[Path, RolloutRecord]]:
-        """Under the lock: rows whose file is still gone after the index caught up with the log were
-        deleted by hand — logged as one ``rollout_vanished`` event, rows dropped. Any other was moved by
-        another session meanwhile (its row already dropped or replaced) or written again (returned, read)."""
+        """Under the lock: rows whose file is still gone once the index caught up were deleted by hand:
+        logged as ``rollout_vanished``. Those written again meanwhile are returned, read."""
         if not candidates:
             return []
         self.index_view.sync()  # another session's quarantine or re-pay since the check read the rows
         gone: list[str] = []
         back: list[tuple[Path, RolloutRecord]] = []
-        by_split: dict[str, list[str]] = {}
-        for split, name in candidates:
-            by_split.setdefault(split, []).append(name)
-        for split, names in sorted(by_split.items()):
-            indexed = {row[-3] for row in self.index.rows(split)}
-            folder = os.path.join(self.root, "rollouts", split)
-            exists = os.path.exists
-            for name in sorted(set(names) & indexed):
-                if not exists(os.path.join(folder, name)):
-                    gone.append(f"rollouts/{split}/{name}")
-                    continue
-                path = self.root / "rollouts" / split / name
-                read = self._read_one(path)  # None: damaged, quarantined (logged) just now
-                if read is not None:
-                    back.append((path, read))
+        indexed = {(row[0], row[-3]) for row in self.index.every()}  # (split, file name)
+        for split, name in sorted(set(candidates) & indexed):
+            path = self.root / "rollouts" / split / name
+            if not path.exists():
+                gone.append(f"rollouts/{split}/{name}")
+                continue
+            read = self._read_one(path)  # None: damaged, quarantined (logged) just now
+            if read is not None:
+                back.append((path, read))
         if gone:
             self.log.append_event(ROLLOUT_VANISHED, files=gone)
-            self.notices.append(vanished_notice(gone, "logged as rollout_vanished"))
+            self.notices.append(vanished_notice(gone))
         self.index_view.sync()  # their rows go with the event (and a quarantine's just now with its own)
         return back
 
     def rollouts(self, split: str, block: int | None = 0) -> list[RolloutRecord]:
-        """Persisted rollouts of a split, of replicate block ``block`` (default 0: what every decision
-        reads; None: every block). Test is refused when asked: only the seal (:mod:`..memory.seal`) reads
-        it."""
+        """Persisted rollouts of a split, of replicate block ``block`` (None: all); test is refused."""
         if split == TEST_SPLIT:
             raise TestSealError(
                 f"run {self.run_id}: test rollouts are read only through the seal "
@@ -311,8 +287,7 @@ class RolloutFiles(RolloutReadBack):
         return self._read_one(self.rollout_path(split, task_id, tag, trial))
 
     def _read_rollouts(self, split: str) -> list[RolloutRecord]:
-        """Every readable record of the split; a damaged one is quarantined to
-        ``rollouts/.quarantine/<split>/`` and said in :attr:`notices`."""
+        """Every readable record of the split (a damaged one quarantined)."""
         return [record for _, record in self._read_files(split)]
 
     def _read_files(self, split: str) -> list[tuple[Path, RolloutRecord]]:
@@ -343,7 +318,7 @@ _REWARD, _INFRA, _COST = (FIELDS_INDEX.index(name) for name in ("reward", "infra
 
 
 class _Checked:
-    """One split's rows checked at one index version for the tags asked; records made on first ask."""
+    """One split's rows checked at one index version for the tags asked."""
 
     def __init__(self, version: str, asked: frozenset[str], rows: list[Row]) -> None:
         self.version = version

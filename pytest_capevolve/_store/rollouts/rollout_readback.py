@@ -1,5 +1,4 @@
-"""A rollout file read back, held to the log: what the log says each rollout came out as (and, for test,
-the sha256 its file was written with), and the quarantine of a file that is damaged, edited or planted:
+"""A rollout file read back, held to the log; a damaged, edited or planted file is quarantined:
 moved aside, never deleted, logged, and counted as missing."""
 
 from __future__ import annotations
@@ -38,9 +37,8 @@ class RolloutReadBack:
         return self.ledger.current(self.index.every)
 
     def _test_truth(self) -> tuple[dict[Key, Outcome], dict[Key, str | None]]:
-        """What the log says every test rollout came out as, with its file's sha256 (under the lock): test
-        is in no index or ledger, and code run during finalize could otherwise rewrite paid test rollouts
-        before the seal burned."""
+        """Every test rollout's logged outcome and sha256 (test is in no index or ledger, and code run
+        during finalize could otherwise rewrite paid test rollouts before the seal burned)."""
         truth: dict[Key, Outcome] = {}
         digests: dict[Key, str | None] = {}
 
@@ -72,9 +70,8 @@ class RolloutReadBack:
         truth: dict[Key, Outcome] | None = None,
         digests: dict[Key, str | None] | None = None,
     ) -> RolloutRecord | None:
-        """One rollout file: damage quarantined, and a file whose outcome is not the log's (``truth``;
-        None: the ledger's). ``digests`` (a file read again): its bytes held to its event's sha256 too.
-        Test files always are."""
+        """One rollout file, quarantined if damaged or its outcome is not the log's (``truth``), or (with
+        ``digests``, and always for test) its bytes not its event's sha256."""
         try:
             raw = path.read_bytes()
             record = RolloutRecord.loads(raw.decode("utf-8"), str(path))
@@ -106,8 +103,8 @@ class RolloutReadBack:
         return None
 
     def _bytes_differ(self, key: Key, raw: bytes, digests: dict[Key, str | None]) -> bool:
-        """Whether ``raw`` is not the bytes the newest rollout event of ``key`` recorded; a mismatch is
-        looked up again under the lock (the rollout may have been paid again since)."""
+        """Whether ``raw`` is not what ``key``'s newest event recorded (a mismatch is looked up again
+        under the lock: it may have been paid again since)."""
         recorded = digests.get(key)
         if recorded is None or hashlib.sha256(raw).hexdigest() == recorded:
             return False

@@ -1,14 +1,10 @@
 """Rollout claims: which session is paying which rollout right now, so none is paid twice.
 
-Controller only, in ``claims/``. A planning session (under the run's lock) owes only the rollouts nobody
-persisted or claimed, and writes ``claims/<pid>-<token>.json`` listing them, holding an exclusive ``flock``
-on it while it pays. A later session needing a claimed rollout waits for that lock, then reads what landed.
-Each claim is logged (``claimed``) and every rollout event names it (:mod:`..log.paid_by`).
-
-The kernel drops a ``flock`` when its holder dies, so an unheld claim is void and a waiter is never blocked
-by a dead session; waits go only from later sessions to earlier ones, so no cycle. A lock can outlive its
-session (a child that kept the descriptor), so a held claim counts only while its owner — pid, host, start
-time — lives. A claim from another host is believed."""
+Controller only. A planning session writes ``claims/<pid>-<token>.json`` listing what it owes and
+holds an exclusive ``flock`` on it while it pays; a later session waits for that lock. The kernel
+drops a ``flock`` when its holder dies, so a waiter is never blocked by a dead session, and waits go
+only from later sessions to earlier ones, so no cycle. A lock can outlive its session (a child that
+kept the descriptor), so a held claim counts only while its owner (pid, host, start time) lives."""
 
 from __future__ import annotations
 
@@ -42,8 +38,7 @@ class Claims:
         self._log = log
 
     def others(self) -> dict[Key, Path]:
-        """Rollouts claimed by other live sessions, with the claim file of each; a dead holder's claim is
-        deleted."""
+        """Rollouts claimed by other live sessions, with each claim file; a dead holder's is deleted."""
         claimed: dict[Key, Path] = {}
         for path in sorted(self.folder.glob("*.json")):
             if path == self.path:
@@ -87,8 +82,7 @@ class Claims:
 
     @staticmethod
     def wait_for(paths: Iterable[Path], poll_s: float = WAIT_POLL_S) -> list[Path]:
-        """Block until the sessions holding these claims let go or died. Returns the claims whose session
-        died, so the waiter can say what did not land."""
+        """Block until the sessions holding these claims let go or died; returns those that died."""
         died: list[Path] = []
         for path in paths:
             try:
@@ -117,7 +111,7 @@ class Claims:
 
 
 def process_start(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks since boot, from ``/proc``), or None: with the pid, one process."""
+    """When ``pid`` started (clock ticks since boot), or None: with the pid, one process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
@@ -127,8 +121,7 @@ def process_start(pid: int) -> int | None:
 
 
 def owner_alive(claim: dict[str, object]) -> bool:
-    """Whether the session that made ``claim`` still runs; one from another host, or without a pid, is
-    believed."""
+    """Whether the session that made ``claim`` still runs (another host's, or one without a pid: yes)."""
     pid, host = claim.get("pid"), claim.get("host")
     if type(pid) is not int or host != socket.gethostname():
         return True
@@ -144,8 +137,7 @@ def owner_alive(claim: dict[str, object]) -> bool:
 
 
 def live_sessions(runs_dir: Path, mine: Path | None = None) -> list[dict[str, object]]:
-    """The sessions paying rollouts now in any run of the project (each holds its claim's ``flock``): run
-    id, pid, host, since, rollouts claimed. ``mine`` is left out. Deletes nothing."""
+    """The sessions paying rollouts now in any run of the project, but ``mine``. Deletes nothing."""
     found: list[dict[str, object]] = []
     for path in sorted(runs_dir.glob("*/claims/*.json")):
         if mine is not None and path == mine:
@@ -166,8 +158,8 @@ def live_sessions(runs_dir: Path, mine: Path | None = None) -> list[dict[str, ob
 
 
 def held_claim(path: Path, *, remove_unheld: bool = False) -> dict[str, object] | None:
-    """What the claim file says while a session holds its lock (``{}`` if unreadable); None when gone or
-    unheld — then, with ``remove_unheld`` (a planner under the run's lock), it is deleted."""
+    """What the claim file says while a session holds its lock (``{}`` if unreadable); None when gone
+    or unheld (then deleted, with ``remove_unheld``: a planner under the run's lock)."""
     try:
         handle = open(path, encoding="utf-8")
     except FileNotFoundError:

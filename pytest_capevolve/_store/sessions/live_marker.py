@@ -1,10 +1,8 @@
 """A session's live marker: workers start no rollout once the controller has stopped.
 
 Under xdist only the controller records, so a worker running on after it stopped pays rollouts nobody
-records. The controller makes ``runs/<id>/live/<token>`` when it plans and removes it however it stops (an
-unlink works on a full disk); each worker checks before every rollout that the marker is there and its
-parent is still the controller (``kill -9`` leaves the marker). A remote worker without the run dir watches
-only its parent."""
+records. The controller makes ``live/<token>`` when it plans and removes it however it stops; each
+worker checks the marker and its parent (``kill -9`` leaves the marker) before every rollout."""
 
 from __future__ import annotations
 
@@ -33,7 +31,7 @@ def remove(run_root: Path, token: str) -> None:
 
 
 class ControllerWatch:
-    """On a worker: has the controller that started it stopped? Asked before every rollout (microseconds)."""
+    """On a worker: has the controller that started it stopped? Asked before every rollout."""
 
     def __init__(self, run_root: Path, token: str) -> None:
         self.path = marker_path(run_root, token)

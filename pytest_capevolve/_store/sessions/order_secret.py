@@ -1,10 +1,9 @@
 """The run's order secret: the key the sequential gate's task orders are derived with.
 
-32 random bytes in ``secret/order.key`` (never in a candidate's folder or snapshot), made with the run, its
-SHA-256 logged (``order_secret_created``); a swapped or deleted secret is refused. The optimizer can read
-the run dir and grind byte variants until one's order puts its gains first, so each candidate's order also
-takes a nonce drawn when a sequential gate first plans those bytes (``order_nonce_drawn``): no order exists
-before then, and later sessions read the logged nonce (the first one logged wins)."""
+32 random bytes in ``secret/order.key``, made with the run, their SHA-256 logged; a swapped or
+deleted secret is refused. The optimizer can read the run dir and grind byte variants until one's
+order puts its gains first, so each candidate's order also takes a nonce drawn when a sequential gate
+first plans those bytes: no order exists before then (the first nonce logged wins)."""
 
 from __future__ import annotations
 
@@ -72,8 +71,7 @@ class OrderSecret:
         return secret
 
     def nonces(self, content_hashes: list[str]) -> dict[str, str]:
-        """content hash → the nonce its order is drawn with: the first the log holds, drawn and logged now
-        for new bytes."""
+        """content hash → the nonce its order is drawn with (drawn and logged now for new bytes)."""
         drawn = self._logged_nonces()
         missing = [h for h in dict.fromkeys(content_hashes) if h not in drawn]
         for content_hash in missing:

@@ -1,9 +1,7 @@
 """The sequential gate's stop marker: which tags a session no longer needs rollouts of.
 
-Under xdist the controller cannot un-schedule sent items, so it writes
-``runs/<id>/sequential-stop/<token>.json`` and every worker reads it before each rollout (the session's own
-token: an old marker never stops a new session). A remote worker without the run dir may pay a few more,
-persisted like any other."""
+Under xdist the controller cannot un-schedule sent items, so it writes ``sequential-stop/<token>.json``
+and every worker reads it before each rollout (an old session's marker never stops a new one)."""
 
 from __future__ import annotations
 
@@ -24,7 +22,6 @@ def write_stopped(run_root: Path, token: str, tags: set[str]) -> None:
 
 
 def read_stopped(run_root: Path, token: str) -> set[str]:
-    """Any process: the stopped tags, empty when there is no readable marker."""
     try:
         return set(read_json(marker_path(run_root, token))["stopped"])
     except (OSError, ValueError, KeyError, TypeError):
