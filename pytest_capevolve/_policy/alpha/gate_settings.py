@@ -114,8 +114,7 @@ def freeze_or_check(
             return
     first = frozen[0]
     was = _as_frozen(first.get("settings") or {})
-    changed = [key for key in settings if key in was and was[key] != settings[key]]
-    if changed:
+    if changed := [key for key in settings if key in was and was[key] != settings[key]]:
         shown = ", ".join(
             f"--capevolve-multiple {settings[key]} (frozen {was[key]})"
             if key == MULTIPLE_KEY

@@ -37,8 +37,9 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
     # a schedule the run froze at its first decision (by this default, or hill-climb's flag; `lord` in
     # a run begun before the default became `addis`): a later session that names none decides under it
     # too, not refused for asking constant
-    frozen = frozen_schedule(rundir)
-    schedule = frozen if frozen is not None else LOOP_SCHEDULE if is_loop_run(rundir) else "constant"
+    schedule = frozen_schedule(rundir)
+    if schedule is None:
+        schedule = LOOP_SCHEDULE if is_loop_run(rundir) else "constant"
     if schedule == "constant":
         return spec, None
     return replace(spec, gate_alpha_schedule=schedule), _why(rundir, schedule)

@@ -290,12 +290,10 @@ def _spent_on(rundir: RunDir, tag: str) -> SpentOn:
 
 def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:
     """The files ``tag`` changed against its parent (:func:`compared`)."""
-    folders = compared(rundir, tag, parent, verdict)
-    if folders is None:
+    if (folders := compared(rundir, tag, parent, verdict)) is None:
         return []
-    mine, theirs = folders
     try:
-        return changed_files(mine, theirs)
+        return changed_files(*folders)
     except CandidateError as exc:  # a symlink leaving the folder (the tamper guard said so too)
         return [f"unreadable: {exc}"]
 
@@ -317,8 +315,7 @@ def compared(
 
 def refuted_diff(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> str:
     """The unified diff ``tag`` made against ``parent``, bounded; "" if none."""
-    folders = compared(rundir, tag, parent, verdict)
-    if folders is None:
+    if (folders := compared(rundir, tag, parent, verdict)) is None:
         return ""
     mine, theirs = folders
     try:

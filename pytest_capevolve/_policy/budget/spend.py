@@ -293,8 +293,7 @@ def _guard_suffix(constraints: dict[str, Any]) -> str:
     guards = [p for p in constraints["predicates"] if p["role"] == "guard" and not p["met"]]
     suffix = ""
     for state, noted in (("not holding", False), ("unmeasured", True)):  # a note: no data to measure it
-        tasks = [f"task {p['task']}" for p in guards if ("note" in p) == noted]
-        if tasks:
+        if tasks := [f"task {p['task']}" for p in guards if ("note" in p) == noted]:
             suffix += f" Guard(s) {state}: {', '.join(tasks)}."
     if constraints["ambiguous"]:
         suffix += (
@@ -350,8 +349,7 @@ def _recommend(
     if one.affordable is False:
         names = ", ".join(b["ceiling"] for b in one.blockers)
         return say("stop", f"not even one more sibling fits: it would cross {names}.")
-    near = _near_limits(ceilings, constraints)
-    if near:
+    if near := _near_limits(ceilings, constraints):
         return say(
             "narrow_scope",
             f"{'; '.join(near)} and the goal is unmet: propose one cheap candidate, no fan-out.",
@@ -404,9 +402,11 @@ def render_table(report: dict[str, Any]) -> list[str]:
         f"α = {v['next_alpha']:.3g}; MDE at that α with {v['val_tasks']} tasks: {_num(v['mde'], '+.3f')} "
         f"(target {v['target_effect']:+g})"
     )
-    lines.append(f"  {v['advice']}")
-    lines.append(f"resolution: {report['resolution']['sentence']}")
-    lines.append(report["calibration"]["text"])
+    lines += [
+        f"  {v['advice']}",
+        f"resolution: {report['resolution']['sentence']}",
+        report["calibration"]["text"],
+    ]
     screens = report.get("screens") or {}
     if screens.get("screens"):
         lines.append(

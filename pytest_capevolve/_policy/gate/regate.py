@@ -56,7 +56,8 @@ def first_evidence(
 
 
 def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verdict:
-    """The verdict of ``ask.tag`` against ``ask.against`` (default: the recorded parent, else the best)."""
+    """The verdict of ``ask.tag`` against ``ask.against`` (default: the recorded parent, else the best);
+    refused for an unknown tag or one gated against itself."""
     # derived only from rollouts a session claimed and paid once (:mod:`..._store.log.paid_by`)
     paid_by.refuse_untrusted(rundir.log.of_kinds(*paid_by.KINDS), rundir.run_id)
     recorded = rundir.verdicts.verdict(ask.tag)

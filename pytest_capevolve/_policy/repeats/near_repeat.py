@@ -30,8 +30,7 @@ def same_text_as(rundir: RunDir, tag: str, path: Path, *, best: str) -> Earlier 
                 continue
         except (OSError, CandidateError, RunDirError):
             continue
-        earlier = earlier_with_bytes(rundir, registered[other], besides=tag)
-        if earlier is not None:
+        if (earlier := earlier_with_bytes(rundir, registered[other], besides=tag)) is not None:
             return earlier
     return None
 
