@@ -12,7 +12,9 @@ from dataclasses import replace
 from ..._decide.alpha_budget import LOOP_SCHEDULE, SCHEDULES
 from ..._project.spec import Spec
 from ..._project.yamlfile import YamlError, read_yaml
+from ..._store.log.event_kinds import GATE_SETTINGS_FROZEN
 from ..._store.rundir import RunDir
+from .gate_settings import decided_under
 
 KEY = "gate_alpha_schedule"
 
@@ -48,8 +50,6 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
 def frozen_schedule(rundir: RunDir | None) -> str | None:
     if rundir is None:
         return None
-    from .gate_settings import GATE_SETTINGS_FROZEN
-
     frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
     found = (frozen[0].get("settings") or {}).get(KEY) if frozen else None
     return found if isinstance(found, str) and found in SCHEDULES else None
@@ -86,8 +86,6 @@ def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
 
 def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spec:
     """The spec the run's next decision is taken under (``loop``: the caller hands the run to a loop)."""
-    from .gate_settings import decided_under
-
     if frozen_schedule(rundir) is not None:
         return decided_under(rundir, spec)
     if (loop or is_loop_run(rundir)) and spec.gate_alpha_schedule == "constant" and not _spec_names_one(spec):

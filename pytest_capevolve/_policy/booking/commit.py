@@ -27,7 +27,7 @@ from ..._store.log.event_kinds import (
 from ..._store.rundir import RunDir
 from ..alpha.gate_settings import settings_of
 from ..budget.optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
-from ..repeats.identity import Earlier, remember_booked
+from ..repeats.identity import Earlier, decided_in_project, registered_hashes, remember_booked
 from . import memory
 from .commit_checks import DECISIONS as DECISIONS
 from .commit_checks import INDECISIVE as INDECISIVE
@@ -156,8 +156,6 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     details = (verdict or {}).get("details") or {}
     if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
         return None
-    from ..repeats.identity import decided_in_project
-
     digest = str(details.get("content_hash") or "").removeprefix("sha256:")
     earlier = next(
         (e for d, e in decided_in_project(rundir).items() if d.removeprefix("sha256:") == digest), None
@@ -198,8 +196,6 @@ def _same_question(decided: dict[str, Any], spec: Spec, earlier: Earlier) -> Non
 
 def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
     """Whether the earlier accept was against the same bytes as this run's best."""
-    from ..repeats.identity import registered_hashes
-
     theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
     if mine is None and best == "seed":  # a new run whose first session met only the repeat
         try:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..._project.candidate import null_control_of
 from ..._store.log.event_kinds import CANDIDATE_REGISTERED
 from ..._store.memory import shared_ledger
-from ..._store.rundir import RunDir
+from ..._store.rundir import RUNS_DIR, RunDir
 from ..gate.regate import decided_level
 from .decision_memory import remember_decision, remembered_decisions, val_key
 
@@ -149,7 +149,6 @@ class _Found:
 def _decided_in_runs(rundir: RunDir, project: Path, found: _Found) -> set[str]:
     """The decisions of the project's other runs into ``found``; returns their folder names."""
     from ..._store.files import RunDirError
-    from ..._store.rundir import RUNS_DIR
 
     runs = [root for root in sorted((project / RUNS_DIR).glob("*")) if (root / "events.jsonl").is_file()]
     for root in runs:
