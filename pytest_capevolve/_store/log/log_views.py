@@ -2,8 +2,7 @@
 
 ``events.jsonl`` is the record; ``state.json``, ``index.sqlite``, ``events_digest.json`` and
 ``views.json`` are caches of it, each remembering the point of the log it is current to.
-``capevolve verify --repair`` goes through :func:`check_views`, the one repair path.
-"""
+``capevolve verify --repair`` goes through :func:`check_views`, the one repair path."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """What the log says each train and val rollout came out as: the truth every evidence read is held to.
 
 The index and rollout files can be edited by anyone with a shell, or by a candidate's code during
-its own gate; the log is the record. Every row and file is held to these outcomes: a differing row is
-read again, a differing file quarantined — never used. A leaving session logs ``outcomes_checked``
-(the digest of every outcome) so the next process, finding no rollout logged since, checks the index
-in one pass; only a checkpoint the chain covers is used."""
+its own gate; the log is the record, and a differing file is quarantined — never used. A leaving
+session logs the digest of every outcome so the next process can check the index in one pass."""
 
 from __future__ import annotations
 

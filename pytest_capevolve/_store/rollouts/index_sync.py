@@ -2,8 +2,7 @@
 
 Controller only, under the run's lock. Catching up reads only what was logged since the index
 was current; a missing, damaged or orphaned index is rebuilt from the rollout files — logging,
-on the way, files the log recorded that are gone.
-"""
+on the way, files the log recorded that are gone."""
 
 from __future__ import annotations
 
@@ -200,9 +199,7 @@ class IndexView:
         rows = []
         folder = self.root / "rollouts"
         splits = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-        for split in splits:
-            if split.startswith(".") or split == TEST_SPLIT:
-                continue
+        for split in (s for s in splits if not s.startswith(".") and s != TEST_SPLIT):
             for path, record in self.read_files(split):
                 with contextlib.suppress(FileNotFoundError):
                     rows.append(row_of(record, path, path.stat()))
