@@ -167,8 +167,8 @@ class IndexView:
             for event in events:
                 kind = event.get("kind")
                 if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
-                    row = self.index.pending.pop(int(event["seq"]), None) or self._row_from_file(event)
                     path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
+                    row = self.index.pending.pop(int(event["seq"]), None) or _row_from_file(path)
                     changes[(str(event["split"]), path.name)] = row
                 elif kind == ROLLOUT_QUARANTINED:
                     changes[_split_file(str(event.get("file", "")))] = None
@@ -185,14 +185,6 @@ class IndexView:
             if not rebuild:
                 raise
             self._rebuild_index(f"damaged ({exc})")
-
-    def _row_from_file(self, event: dict[str, Any]) -> Row | None:
-        path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
-        try:
-            stat = path.stat()
-            return row_of(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)), path, stat)
-        except (OSError, UnicodeDecodeError, RecordError):
-            return None  # gone or damaged: a reader finds it (or not) on disk and handles it
 
     def _rebuild_index(self, problem: str) -> None:
         self.index.remove()
@@ -270,6 +262,14 @@ def vanished_notice(files: list[str]) -> str:
     else:
         what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
     return f"{what} (deleted by hand?); logged as rollout_vanished: treated as missing, so paid again"
+
+
+def _row_from_file(path: Path) -> Row | None:
+    try:
+        stat = path.stat()
+        return row_of(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)), path, stat)
+    except (OSError, UnicodeDecodeError, RecordError):
+        return None  # gone or damaged: a reader finds it (or not) on disk and handles it
 
 
 def _split_file(file: str) -> tuple[str, str]:
