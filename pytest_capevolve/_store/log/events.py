@@ -268,9 +268,8 @@ class EventLog:
     def _scan(self, pattern: re.Pattern[bytes], kinds: set[str] | None) -> list[_Hit]:
         """The events ``pattern`` finds of ``kinds`` (None: any but rollout), each with its link's state."""
         hits: list[_Hit] = []
-        # a block at a time, never the whole log (18 MB at 60,000 rollouts, read at a session's
-        # end for its splits): each block is searched up to the start of its last complete line,
-        # so every line searched has the line after it (its hash link) in the same block
+        # a block at a time, never the whole log: each block is searched up to the start of its
+        # last complete line, so every line searched has the line after it (its hash link)
         with open(self.events_path, "rb") as handle:
             carry = b""
             while True:

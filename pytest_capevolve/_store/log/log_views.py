@@ -26,8 +26,7 @@ class LogView(Protocol):
         ...
 
     def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-        """One line per disagreement with the whole log (one its reader would rebuild by itself is
-        none); ``repair=False`` writes nothing."""
+        """One line per disagreement with the whole log; ``repair=False`` writes nothing."""
         ...
 
 

@@ -58,8 +58,7 @@ def _rollout_view(event: dict[str, Any]) -> Any:
 
 
 class _Changes:
-    """A ``view`` applying each rollout line to ``truth`` and dropping quarantined or vanished files;
-    repeated names and outcomes are held once."""
+    """A ``view`` applying each rollout line to ``truth`` (repeated names and outcomes held once)."""
 
     def __init__(self, truth: dict[Key, Outcome], file_of: Callable[[str, str, str, int], str]) -> None:
         self.truth = truth
@@ -157,8 +156,7 @@ class OutcomeLedger:
         return self._truth.get(key)
 
     def checkpoint(self, also: Callable[[int, int], dict[str, Any]] | None = None) -> bool:
-        """Under the lock, as a session leaves: log the outcomes' digest if rollouts were logged since
-        the last one (``also``: more fields for it). Whether it logged one."""
+        """As a session leaves: log the outcomes' digest if rollouts were logged since; whether it did."""
         if self._truth is None:
             return False
         self._catch_up()

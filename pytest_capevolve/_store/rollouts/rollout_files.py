@@ -57,9 +57,8 @@ class RolloutFiles(RolloutReadBack):
         self.ledger = OutcomeLedger(log, self._file_of)
         self.digests = LoggedDigests(log)  # learnt only when a file is read again
         self._unflushed = 0
-        # split → the index's rows_version, the tags whose rows were checked against their files
-        # at it, and those rows: a session reading its split again (planning, its conclusion,
-        # the pages' freshness) with nothing changed in between is not charged the checks twice
+        # split → the rows checked at an index version: a session reading its split again with
+        # nothing changed in between is not charged the checks twice
         self._checked: dict[str, _Checked] = {}
 
     def _write_rollout(self, record: RolloutRecord, text: str | None) -> tuple[Path, os.stat_result, str]:
@@ -120,8 +119,7 @@ class RolloutFiles(RolloutReadBack):
     def indexed_rollouts(
         self, split: str, tags: Iterable[str] | None = None, block: int | None = 0
     ) -> list[RolloutRecord]:
-        """What :meth:`rollouts` answers (``tags`` only, if given), from the checked index: outcome
-        fields only, no input, output or trace."""
+        """What :meth:`rollouts` answers, from the checked index: outcome fields only."""
         return _in_block(self._indexed(split, tags)[1](), block, attrgetter("trial"))
 
     def indexed_rows(self, split: str, tags: Iterable[str] | None = None, block: int | None = 0) -> list[Row]:
