@@ -34,19 +34,15 @@ def pytest_capevolve_make_session(
     """Return the kind of session to run instead of ``default``, or None to keep it.
 
     Called once, in ``pytest_configure``, before anything is planned or paid (as pytest-xdist
-    calls ``pytest_xdist_make_scheduler``). ``default`` is the kind the options ask for;
-    ``kinds`` is capevolve's table (``"evaluate"``, ``"finalize"``, ``"screen"``, ``"grow"``,
-    ``"sequential"`` → kind). A kind has a ``name``, ``asked(config, split)`` and
-    ``start(config, spec, pool_ids, split)``, which plans the session and returns a
-    ``Started`` (:mod:`pytest_capevolve._session.kinds.base`). Wrapping the default is the
-    usual use::
+    calls ``pytest_xdist_make_scheduler``). ``kinds`` is capevolve's table (``"evaluate"``,
+    ``"finalize"``, ``"screen"``, ``"grow"``, ``"sequential"`` → kind). A kind has a ``name``,
+    ``asked(config, split)`` and ``start(config, spec, pool_ids, split)``, which plans the session
+    and returns a ``Started`` (:mod:`pytest_capevolve._session.kinds.base`). Wrapping the default
+    is the usual use::
 
         class Logged:
             def __init__(self, kind):
-                self.kind, self.name = kind, kind.name
-
-            def asked(self, config, split):
-                return self.kind.asked(config, split)
+                self.kind, self.name, self.asked = kind, kind.name, kind.asked
 
             def start(self, config, spec, pool_ids, split):
                 print("capevolve session:", self.name)

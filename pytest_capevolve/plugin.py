@@ -38,27 +38,25 @@ def _split_option(value: str) -> str:
     return value
 
 
-def _null_count(value: str) -> int:
-    try:
-        count = int(value)
-    except ValueError:
-        count = -1
-    if not 0 <= count <= 20:
-        raise pytest.UsageError(f"--capevolve-null takes a whole number from 0 to 20, got {value!r}")
-    return count
+def _whole_number(flag: str, low: int, high: float, takes: str) -> Callable[[str], int]:
+    """The ``type=`` of an option that takes a whole number from ``low`` to ``high``."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = low - 1
+        if not low <= number <= high:
+            raise pytest.UsageError(f"{flag} takes {takes}, got {value!r}")
+        return number
+
+    return parse
 
 
-def _concurrency(value: str) -> int:
-    try:
-        width = int(value)
-    except ValueError:
-        width = 0
-    if width < 1:
-        raise pytest.UsageError(
-            f"--capevolve-concurrency takes a whole number ≥ 1 (rollouts in flight per "
-            f"process), got {value!r}"
-        )
-    return width
+_null_count = _whole_number("--capevolve-null", 0, 20, "a whole number from 0 to 20")
+_concurrency = _whole_number(
+    "--capevolve-concurrency", 1, float("inf"), "a whole number ≥ 1 (rollouts in flight per process)"
+)
 
 
 def _progress_interval(value: str) -> float | None:

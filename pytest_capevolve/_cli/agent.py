@@ -1,9 +1,9 @@
 """``capevolve agent -- CMD ARGS…`` (a coding agent inside the optimizer's boundary, its broker
 outside) and ``capevolve pytest ARGS…`` (a pytest session, through the broker inside an agent).
 
-Inside an agent, :func:`forwarded` sends every command but :data:`LOCAL` to the broker, which
-checks (:mod:`.broker_policy`) and runs it outside; outside, ``capevolve pytest`` is
-``python -m pytest``, so the playbooks' commands work in both places."""
+Inside an agent, :func:`forwarded` sends every command but :data:`LOCAL` to the broker
+(:mod:`.broker_policy`); outside, ``capevolve pytest`` is ``python -m pytest``, so the playbooks'
+commands work in both places."""
 
 from __future__ import annotations
 
@@ -30,24 +30,19 @@ def forwarded(words: Sequence[str]) -> int | None:
     if fd is None or not words or words[0] in LOCAL or words[0].startswith("-"):
         return None
     if words[0] == "agent":
-        print(
-            "error: capevolve agent: this is already inside an agent's boundary; run the command "
-            "itself (its capevolve commands reach the broker as they are)",
-            file=sys.stderr,
+        problem = (
+            "this is already inside an agent's boundary; run the command itself (its capevolve "
+            "commands reach the broker as they are)"
         )
-        return exitcodes.USAGE
-    try:
-        return forward(fd, list(words), os.getcwd())
-    except BrokerNotInherited as exc:
-        print(f"error: capevolve {words[0]}: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
-    except BrokerGone as exc:
-        print(
-            f"error: capevolve {words[0]}: the broker of capevolve agent is gone ({exc}); start the "
-            f"agent again: {USAGE}",
-            file=sys.stderr,
-        )
-        return exitcodes.USAGE
+    else:
+        try:
+            return forward(fd, list(words), os.getcwd())
+        except BrokerNotInherited as exc:
+            problem = str(exc)
+        except BrokerGone as exc:
+            problem = f"the broker of capevolve agent is gone ({exc}); start the agent again: {USAGE}"
+    print(f"error: capevolve {words[0]}: {problem}", file=sys.stderr)
+    return exitcodes.USAGE
 
 
 def run_pytest(args: Sequence[str]) -> int:

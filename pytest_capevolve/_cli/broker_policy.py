@@ -4,14 +4,10 @@ The broker runs commands with the evaluator's rights, outside the boundary, so i
 loop's own commands, on the agent's project, from a folder the agent cannot write:
 
 - ``capevolve`` commands of :data:`BROKERED`, but no flag that rewrites the record, runs the
-  agent's code outside or sets the owner's gate (``verify --repair``, ``commit --force``, a new
-  run, ``hill-climb --store-commit-cmd``/``--alpha``/``--gate-mode``/``--k-se``, ``verify
-  --anchor-from-store``); paths a command writes, reads or grants must be ones the agent may
-  write or read;
-- ``capevolve pytest ARGS`` with the options of :data:`PYTEST_FLAGS` and :data:`PYTEST_VALUED`,
-  the ``--capevolve-*`` options but the owner's (``--capevolve-multiple``, a looser
-  ``--capevolve-regression-rule``) and project paths outside the run dirs: no ``-p``, ``-o``,
-  ``-c``, ``--rootdir``, ``--confcutdir``, ``--junitxml``, nor an ``@FILE`` word;
+  agent's code outside or sets the owner's gate (:data:`REFUSED_FLAGS`, :data:`GATE_FLAGS`);
+  paths a command writes, reads or grants must be ones the agent may write or read;
+- ``capevolve pytest ARGS`` with the options of :data:`PYTEST_FLAGS`, :data:`PYTEST_VALUED` and
+  the ``--capevolve-*`` options but the owner's, and project paths outside the run dirs;
 - no cwd or path through a symbolic link, which the agent could repoint after the check.
 
 Everything else is refused in one line that names the way on."""
@@ -57,6 +53,7 @@ PYTEST_FLAGS = frozenset(
 PYTEST_VALUED = frozenset(
     {"-n", "--numprocesses", "--maxprocesses", "--dist", "--tb", "-r", "-k", "-m", "--maxfail", "--color"}
 )
+OWNER_VALUES = {("--capevolve-regression-rule", "noise")}  # looser than the `strict` a spec may set
 PYTEST_PATHS = ("--capevolve-run", "--capevolve-finalize", "--capevolve-candidate")
 CAPEVOLVE_FLAGS = frozenset(
     f"--capevolve-{name}"
@@ -93,17 +90,25 @@ class AgentPolicy:
 
     def _cwd(self, cwd: str) -> Path:
         real = _unlinked(Path(cwd), cwd)
-        if not _within(real, self.project) or _within(real, self.runs) or self._writable(real):
+        if not self._projects_own(real):
             raise Refusal(
                 f"commands run from the project folder, not {cwd}; cd {self.project} and run it again"
             )
         return real
 
+    def _projects_own(self, path: Path) -> bool:
+        """In the project, but in no run dir and no folder the agent may write."""
+        return (
+            path.is_relative_to(self.project)
+            and not path.is_relative_to(self.runs)
+            and not self._writable(path)
+        )
+
     def _writable(self, path: Path) -> bool:
-        return any(_within(path, root) for root in self.writable)
+        return any(path.is_relative_to(root) for root in self.writable)
 
     def _hidden(self, path: Path) -> bool:
-        return any(_within(path, h) for h in self.hidden)
+        return any(path.is_relative_to(h) for h in self.hidden)
 
     def _this_project(self, given: Path, where: Path, *, run_dir: bool = False) -> None:
         target = _unlinked(where / given, str(given))
@@ -162,7 +167,7 @@ class AgentPolicy:
 
     def _export(self, argv: list[str], export: str, where: Path) -> Callable[[], str | None]:
         target = Path(os.path.realpath(where / export))  # where it leads now; written following no link
-        root = next((r for r in self.writable if _within(target, r) and target != r), None)
+        root = next((r for r in self.writable if target.is_relative_to(r) and target != r), None)
         if root is None:
             raise Refusal(
                 f"--export {export}: the broker writes only where the agent may write (its work "
@@ -209,8 +214,8 @@ class AgentPolicy:
                     f"pytest {arg}: pytest would read more arguments from {arg[1:]}, past the "
                     "broker's checks; give them on the command line"
                 )
-        it = iter(enumerate(args))
-        for _, arg in it:
+        words = iter(args)
+        for arg in words:
             option, eq, value = arg.partition("=")
             if arg.startswith("--capevolve-"):
                 if option == "--capevolve-new-run":
@@ -218,11 +223,8 @@ class AgentPolicy:
                 if option in CAPEVOLVE_FLAGS:
                     continue
                 if not eq:
-                    value = next(it, (0, None))[1] or ""
-                if option == "--capevolve-multiple" or (option, value) == (
-                    "--capevolve-regression-rule",
-                    "noise",
-                ):
+                    value = next(words, "")
+                if option == "--capevolve-multiple" or (option, value) in OWNER_VALUES:
                     raise Refusal(f"pytest {option} {value}: {GATE_OWNED}")
                 if option in PYTEST_PATHS:
                     self._session_path(option, value, where)
@@ -231,12 +233,12 @@ class AgentPolicy:
                 continue
             if option in PYTEST_VALUED:
                 if not eq:
-                    next(it, None)
+                    next(words, None)
                 continue
             if _short_valued(arg) or arg.startswith(("-pno:", "-p=no:")):
                 continue
             if arg == "-p":
-                plugin = next(it, (0, ""))[1] or ""
+                plugin = next(words, "")
                 if plugin.startswith("no:"):
                     continue
                 arg = f"-p {plugin}"
@@ -252,7 +254,7 @@ class AgentPolicy:
     def _session_path(self, option: str, value: str, where: Path) -> None:
         if option == "--capevolve-candidate":
             target = Path(os.path.realpath(where / value))
-            if not _within(target, self.project):
+            if not target.is_relative_to(self.project):
                 raise Refusal(
                     f"--capevolve-candidate {value}: a candidate of this project is a work copy "
                     "(capevolve work new TAG) or a folder in the project"
@@ -262,7 +264,7 @@ class AgentPolicy:
 
     def _collected(self, arg: str, where: Path) -> None:
         target = _unlinked(where / arg.split("::", 1)[0], arg)
-        if not _within(target, self.project) or _within(target, self.runs) or self._writable(target):
+        if not self._projects_own(target):
             raise Refusal(
                 f"pytest {arg}: the broker collects only the project's own files (its microcases, "
                 "tests), never a folder the agent may write; name them by their place in the project"
@@ -339,10 +341,6 @@ def _unlinked(path: Path, given: str) -> Path:
     if plain != real:
         raise Refusal(f"{given}: it passes through a symbolic link (it leads to {real}); give the real path")
     return real
-
-
-def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 def _short_flags(arg: str) -> bool:

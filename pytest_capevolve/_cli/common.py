@@ -1,8 +1,6 @@
 """What every ``capevolve`` command shares: its project and run, its errors, and its printer.
 
-:func:`add_project_args` registers ``PROJECT``, ``--project``, ``--run-id`` and ``--json``;
-:func:`project_of`, :func:`spec_of` and :func:`open_run` resolve them alike for every command
-(:class:`UsageError` otherwise); :func:`emit` prints JSON or the human form."""
+A project or run not found is a :class:`UsageError`, in the same words for every command."""
 
 from __future__ import annotations
 
@@ -31,8 +29,8 @@ OPENED: list[RunDir] = []  # runs a command read: their notices (damage handled)
 def add_project_args(
     parser: argparse.ArgumentParser, *, run_id: bool = True, positional: bool = True
 ) -> None:
-    """PROJECT (optional, default .), ``--project``, ``--run-id`` and ``--json``.
-    ``positional=False`` where positionals are tags (``merge A B C``: a folder would be ambiguous)."""
+    """PROJECT (optional), ``--project``, ``--run-id`` and ``--json``; ``positional=False``
+    where positionals are tags (``merge A B C``: a folder would be ambiguous)."""
     if positional:
         parser.add_argument("project", type=Path, nargs="?", help="project folder (default .)")
     parser.add_argument(
@@ -79,23 +77,28 @@ def project_folder(args: argparse.Namespace) -> Path:
     return project
 
 
+@contextlib.contextmanager
+def said_as(error: type[CapevolveError], *kinds: type[Exception]) -> Iterator[None]:
+    """An error of ``kinds`` raised inside, raised again as ``error`` (its exit code) in its words."""
+    try:
+        yield
+    except kinds as exc:
+        raise error(str(exc)) from None
+
+
 def spec_of(args: argparse.Namespace) -> Spec:
     """The project's spec; outside a project, says so in those words."""
     project = project_folder(args)
-    try:
+    with said_as(UsageError, SpecError):
         return load_spec(project)
-    except SpecError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def open_run(args: argparse.Namespace, *, splits: bool = True) -> tuple[Spec, RunDir]:
     """The spec and the run (``--run-id``, default the newest) of a command that reads a run;
     with ``splits``, refused unless the run has frozen its splits (has rollouts)."""
     spec = spec_of(args)
-    try:
+    with said_as(UsageError, RunDirError):
         rundir = RunDir.resolve(spec.project_dir, getattr(args, "run_id", None), create=False)
-    except RunDirError as exc:
-        raise UsageError(str(exc)) from None
     OPENED.append(rundir)  # what it finds damaged and handles is said on stderr at the end
     if splits and rundir.splits() is None:
         raise UsageError(

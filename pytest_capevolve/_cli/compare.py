@@ -7,12 +7,13 @@ does (0, 10, 11; 4 for a file that cannot be read). Writes nothing but ``--markd
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
-from .common import UsageError, emit
+from .common import UsageError, emit, said_as
 from .decisions import spec_value
 
 
@@ -24,16 +25,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.pairwise or (len(args.runs) == 1 and looks_pairwise(args.runs[0])):
         return _cmd_pairwise(args)
-    settings = CompareSettings(
-        alpha=args.alpha,
-        min_coverage=args.min_coverage,
-        multiple=args.multiple,
-        regression_rule=args.regression_rule,
-        veto_regressions=args.veto_regressions,
-        success_threshold=args.success_threshold,
-        margin=args.margin or 0.0,
-        equivalence=args.equivalence or 0.0,
-    )
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(CompareSettings)}
+    given.update(margin=args.margin or 0.0, equivalence=args.equivalence or 0.0)  # neither: ask 'better'
+    settings = CompareSettings(**given)
     labels, arms = _per_run(args, "label"), _per_run(args, "arm")
     options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
     return _answer(
@@ -95,10 +89,8 @@ def _answer(
     """The decisions, the Markdown summary when asked, the table or JSON, and the exit code."""
     from .._imported.results import ResultsError
 
-    try:
+    with said_as(UsageError, ResultsError):
         result = decided()
-    except ResultsError as exc:
-        raise UsageError(str(exc)) from None
     if args.markdown is not None:
         args.markdown.write_text(markdown(result), encoding="utf-8")
     emit(args, result.to_dict(), lambda _: table(result))
@@ -123,9 +115,8 @@ def register(sub: Any) -> None:
 
     compare = sub.add_parser(
         "compare",
-        help="decide finished runs (inspect_ai logs, lm-eval samples, promptfoo or deepeval JSON, a "
-        "CSV/JSONL of task_id, trial, reward) against a "
-        "baseline with the gate's exact paired test (pays nothing)",
+        help="decide finished runs (inspect_ai logs, lm-eval samples, promptfoo or deepeval JSON, a CSV/JSONL"
+        " of task_id, trial, reward) against a baseline with the gate's exact paired test (pays nothing)",
     )
     compare.add_argument(
         "runs", nargs="+", type=Path, metavar="RUN", help="results files: the baseline first"

@@ -11,13 +11,11 @@ import re
 import shlex
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import exitcodes
-
-if TYPE_CHECKING:
-    from .._project.spec import Spec
-    from .._store.rundir import RunDir
+from .._project.spec import Spec
+from .._store.rundir import RunDir
 from .common import (
     Refusal,
     UsageError,
@@ -26,14 +24,15 @@ from .common import (
     emit,
     open_run,
     project_of,
+    said_as,
     spec_of,
     val_ids,
 )
 
 
 def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
-    """:func:`.common.open_run` for ``gate`` and ``commit``, with the run's frozen files checked
-    as a session checks them, so a damaged one is refused in one line."""
+    """:func:`.common.open_run` with the run's frozen files checked as a session checks them,
+    so a damaged one is refused in one line."""
     spec, rundir = open_run(args)
     if rundir.spec_lock_path.is_file():  # a run with no lock is found, and said, by open_run's reader
         rundir.ensure_spec_lock(spec)
@@ -48,14 +47,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from .._decide.looks import shown_decision
     from .._policy.gate.regate import GateAsk, regate
     from .._show.report import render_verdicts
-    from ..exitcodes import Refusal
 
     spec, rundir = _frozen_run(args)
     ask = GateAsk(args.tag, args.against, args.gate_mode, args.k_se, args.alpha, args.veto_regressions)
-    try:
+    with said_as(UsageError, Refusal):  # an unknown tag is bad input, as a missing project is
         verdict = regate(spec, rundir, val_ids(rundir), ask)
-    except Refusal as exc:  # an unknown tag is bad input, as a missing project is
-        raise UsageError(str(exc)) from None
     what_if = (verdict.details or {}).get("what_if")
     if what_if:  # an answer under settings the decision did not have: never read as one
         from dataclasses import replace
@@ -123,7 +119,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return emit(args, _handoff(spec, rundir, report), key_lines, json_default=True)
 
 
-def _handoff(spec: Any, rundir: Any, report: Mapping[str, Any]) -> dict[str, Any]:
+def _handoff(spec: Spec, rundir: RunDir, report: Mapping[str, Any]) -> dict[str, Any]:
     """What an optimizer needs to start: the run, the best, the budget, the next commands."""
     splits = rundir.splits() or {}
     # each hint pastes as one valid shell command: paths quoted, one decision per line (an

@@ -76,11 +76,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def _folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
     """``tag``'s files: its snapshot, else its capability or source folder, else its work copy."""
-    if tag == "seed" and not rundir.snapshots.snapshot_dir(tag).is_dir():
-        return spec.capability_path
     snapshot = rundir.snapshots.snapshot_dir(tag)
     if snapshot.is_dir():
         return snapshot
+    if tag == "seed":
+        return spec.capability_path
     source = ((rundir.verdicts.verdict(tag) or {}).get("details") or {}).get("source")
     if source and Path(source).is_dir():
         return Path(source)
@@ -167,10 +167,6 @@ def register(sub: Any) -> None:
     diff.add_argument("--best", action="store_true", help="compare with the current best")
     diff.add_argument("--parent", action="store_true", help="compare with its parent (the default)")
     diff.set_defaults(func=cmd_diff, refusals=True)
-    _register_replicates_and_merge(sub)
-
-
-def _register_replicates_and_merge(sub: Any) -> None:
     multi = sub.add_parser(
         "multirep", help="a comparison's error across replicate blocks (whole runs); pays nothing"
     )

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
+from .._project.spec import SPEC_FILENAME
 from .._store.files import unwritable_folder
 from .._store.rundir import RunDir, RunDirError
 from .common import (
@@ -23,8 +25,8 @@ from .common import (
     existing_project,
     human,
     open_run,
-    print_json,
     project_of,
+    said_as,
     spec_of,
     val_ids,
 )
@@ -165,11 +167,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     rundir = _verified_run(args)
     root, events, out = rundir.root, rundir.events_path, human(args)
     answer: dict[str, Any] = {"run_dir": root, "repaired": [], "mismatches": []}
-    if args.repair:
-        moved = rundir.log.repair_events()
-        if moved:
-            print(f"repaired {events}: moved {moved} damaged line(s) aside", file=out)
-            answer["repaired"].append(f"{events}: moved {moved} damaged line(s) aside")
+    if args.repair and (moved := rundir.log.repair_events()):
+        answer["repaired"].append(f"{events}: moved {moved} damaged line(s) aside")
+        print(f"repaired {answer['repaired'][-1]}", file=out)
     count, problem = verify_events(events)
     answer.update(events=count, tampered=problem)
     if problem is not None:
@@ -216,10 +216,8 @@ def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], 
         given = _store_anchor(rundir, args.anchor_from_store)
     if given is None:
         return True
-    try:
+    with said_as(UsageError, AnchorError):
         anchor = parse_anchor(given)
-    except AnchorError as exc:
-        raise UsageError(str(exc)) from None
     seq = find_anchor(rundir.events_path, anchor)
     answer["anchor"] = {"hash": anchor, "seq": seq}
     if seq is None:
@@ -235,14 +233,10 @@ def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], 
 
 def _store_anchor(rundir: RunDir, store: str) -> str:
     """The newest anchor a hill-climb's git store (or ``store``, a clone of it) committed."""
-    from pathlib import Path
-
     from .._loop.git_store import StoreError, store_anchor
 
-    try:
+    with said_as(UsageError, StoreError):
         return store_anchor(Path(store) if store else rundir.root / "store")
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _verified(args: argparse.Namespace, answer: dict[str, Any], *, ok: bool) -> int:
@@ -253,8 +247,6 @@ def _verified(args: argparse.Namespace, answer: dict[str, Any], *, ok: bool) -> 
 def _verified_run(args: argparse.Namespace) -> RunDir:
     """``verify [PROJECT] [--run-id ID]``, or the older ``verify RUN_DIR`` (a folder holding
     ``events.jsonl``). Reads no spec: a run whose project's spec is broken can still be checked."""
-    from .._project.spec import SPEC_FILENAME
-
     target = project_of(args)
     if (target / "events.jsonl").is_file():
         if args.run_id is not None:
@@ -266,10 +258,8 @@ def _verified_run(args: argparse.Namespace) -> RunDir:
             f"no {SPEC_FILENAME} in {target.resolve()} (and it is not a run dir: no events.jsonl there); "
             "give the project: capevolve verify PROJECT [--run-id ID]"
         )
-    try:
+    with said_as(UsageError, RunDirError):
         return RunDir.resolve(target.resolve(), args.run_id, create=False)
-    except RunDirError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
@@ -292,10 +282,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:  # a damaged file the run dir's reader does not repair
         raise UsageError(f"could not draw the run: {exc}") from None
     answer = {"dashboard": str(path), "run_id": rundir.run_id}
-    if args.json:
-        print_json(answer)
-    else:
-        print(f"dashboard: {path}")
+    emit(args, answer, None if args.json else lambda _: [f"dashboard: {path}"])
     if args.open:
         import webbrowser
 
@@ -308,8 +295,8 @@ def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
+        value = math.nan
+    if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
     return value
 
@@ -320,7 +307,7 @@ def cmd_judge_noise(args: argparse.Namespace) -> int:
     from .._project.adapter import AdapterError, load_adapter, load_tasks
 
     spec, rundir = open_run(args)
-    try:
+    with said_as(Refusal, AdapterError):  # a JudgeNoiseRefusal is a Refusal already
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         against = args.against or rundir.state.best()
@@ -330,8 +317,6 @@ def cmd_judge_noise(args: argparse.Namespace) -> int:
         report = judge_noise(
             rundir, adapter, pool, args.tag, against=against, rescores=rescores, cost_ratio=args.cost_ratio
         )
-    except AdapterError as exc:  # a JudgeNoiseRefusal is a Refusal already
-        raise Refusal(str(exc)) from None
     return emit(args, report, render)
 
 
@@ -377,10 +362,8 @@ def register(sub: Any) -> None:
     verify.add_argument(
         "--repair",
         action="store_true",
-        help=(
-            "move a damaged events.jsonl tail aside; rebuild state.json from the events; "
-            "quarantine rollout files that differ from their events"
-        ),
+        help="move a damaged events.jsonl tail aside; rebuild state.json from the events; "
+        "quarantine rollout files that differ from their events",
     )
     verify.add_argument(
         "--anchor",

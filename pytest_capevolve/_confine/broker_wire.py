@@ -129,9 +129,7 @@ def requests(control: socket.socket) -> Iterator[Request | str]:
         try:
             fields = json.loads(data.decode("utf-8"))
             argv, cwd = fields["argv"], fields["cwd"]
-            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-                raise ValueError
-            if not isinstance(cwd, str):
+            if not (isinstance(argv, list) and all(isinstance(a, str) for a in [*argv, cwd])):
                 raise ValueError
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
             Reply(conn).finish("error: capevolve agent: a malformed request\n", 4)

@@ -1,14 +1,11 @@
 """Landlock, the kernel's unprivileged sandbox, through three system calls and ``ctypes``.
 
-Runs in the process that confines itself before it runs anything untrusted (the sandbox child,
-the launcher of ``capevolve agent --``); no process inside can lift the ruleset. ``ctypes``
-rather than the ``landlock`` package, whose bindings lack scoping (ABI 6: no signal to, and no
-abstract Unix socket with, a process outside), which keeps candidate code from killing the
-session that records its failure.
-
-Landlock only allows: to keep a folder out of reach while its neighbours stay readable,
-:func:`readable_around` grants every sibling on the way from ``/`` down to it. A file created
-later beside one of those ancestors is not readable from inside."""
+Runs in the process that confines itself before it runs anything untrusted; nothing inside can
+lift the ruleset. ``ctypes`` rather than the ``landlock`` package, whose bindings lack scoping
+(ABI 6), which keeps candidate code from signalling the session that records its failure.
+Landlock only allows: to hide a folder while its neighbours stay readable,
+:func:`readable_around` grants every sibling on the way down to it (so a file created later
+beside one of those ancestors is not readable from inside)."""
 
 from __future__ import annotations
 
@@ -19,6 +16,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # the system call numbers are the same on every architecture (they came after the unified table)
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
@@ -26,20 +24,14 @@ _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 
-# filesystem rights, and the ABI that brought each
+# the filesystem rights named here (bits 4-12 remove and make files, folders and the like), and
+# the ABI that brought each
 EXECUTE = 1 << 0
 WRITE_FILE = 1 << 1
 READ_FILE = 1 << 2
 READ_DIR = 1 << 3
-REMOVE_DIR = 1 << 4
-REMOVE_FILE = 1 << 5
 MAKE_CHAR = 1 << 6
-MAKE_DIR = 1 << 7
-MAKE_REG = 1 << 8
-MAKE_SOCK = 1 << 9
-MAKE_FIFO = 1 << 10
 MAKE_BLOCK = 1 << 11
-MAKE_SYM = 1 << 12
 REFER = 1 << 13  # ABI 2
 TRUNCATE = 1 << 14  # ABI 3
 IOCTL_DEV = 1 << 15  # ABI 5
@@ -47,7 +39,7 @@ IOCTL_DEV = 1 << 15  # ABI 5
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1  # ABI 6
 
-_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1}
+_FS_BY_ABI = {1: REFER - 1, 2: TRUNCATE - 1, 3: IOCTL_DEV - 1, 4: IOCTL_DEV - 1}
 READ = EXECUTE | READ_FILE | READ_DIR
 # files and folders a process may make, change and remove (IOCTL_DEV only matters for devices)
 WRITE = (1 << 16) - 1 & ~(MAKE_CHAR | MAKE_BLOCK)
@@ -122,6 +114,14 @@ class Confinement:
     def as_json(self) -> dict[str, object]:
         return {"confined": self.confined, "abi": self.abi, "scoped": self.scoped, "why": self.why}
 
+    @classmethod
+    def from_json(cls, fields: dict[str, Any]) -> Confinement:
+        """What :meth:`as_json` wrote, in another process (KeyError without ``confined``)."""
+        confined = bool(fields["confined"])  # first: what is not a mapping raises TypeError here
+        return cls(
+            confined, int(fields.get("abi") or 0), str(fields.get("why") or ""), bool(fields.get("scoped"))
+        )
+
 
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
@@ -193,6 +193,12 @@ def readable_around(hidden: Iterable[Path], root: Path = Path("/")) -> list[str]
     return granted
 
 
+def _refused(call: str) -> OSError:
+    """The error of the system call that just failed, named."""
+    err = ctypes.get_errno()
+    return OSError(err, f"{call}: {os.strerror(err)}")
+
+
 def _add(libc: ctypes.CDLL, ruleset: int, path: str | Path, access: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -204,8 +210,7 @@ def _add(libc: ctypes.CDLL, ruleset: int, path: str | Path, access: int) -> None
             access &= EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
         attr = _PathBeneathAttr(access, fd)
         if libc.syscall(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(attr), 0) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
+            raise _refused(f"landlock_add_rule({path})")
     finally:
         os.close(fd)
 
@@ -229,8 +234,7 @@ def confine(boundary: Boundary) -> Confinement:
     size = ctypes.sizeof(_RulesetAttr) if version >= 6 else 16  # older kernels reject the scoped field
     ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
     if ruleset < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
+        raise _refused("landlock_create_ruleset")
     try:
         read_paths: Sequence[str | Path] = (
             readable_around(boundary.hidden) if boundary.read_all else boundary.readable
@@ -244,11 +248,9 @@ def confine(boundary: Boundary) -> Confinement:
         for path in [*SHARED_MEMORY, *boundary.writable]:
             _add(libc, ruleset, path, WRITE & fs)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
+            raise _refused("prctl(PR_SET_NO_NEW_PRIVS)")
         if libc.syscall(_RESTRICT_SELF, ruleset, 0) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+            raise _refused("landlock_restrict_self")
     finally:
         os.close(ruleset)
     return Confinement(True, version, "", scoped=bool(scoped))

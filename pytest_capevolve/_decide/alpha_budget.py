@@ -1,21 +1,11 @@
 """The val-reuse α budget: how much false-accept risk each gate decision on one val split gets.
 
-Every decision on the same val leaks a little of val into the best (Dwork et al. 2015). Schedules:
-
-- ``constant``: every decision at α (right for gating once; over J nulls some null is accepted with
-  probability → 1 − (1 − α)^J).
-- ``basel``: α_j = α·6/(π² j²); Σ α_j = α, so by the union bound no decision of the run is a false
-  accept with probability ≥ 1 − α.
-- ``lord`` (LORD++, Ramdas et al. 2017, W₀ = α): ``basel``'s levels until the first accept, then each
-  accept earns α back; Σ_{i≤j} α_i ≤ α·max(1, accepts) (FDR ≤ α under independence).
-- ``addis`` (ADDIS-spending with discarding only, λ = 0; Tian & Ramdas 2019, 2021): a decision with
-  Δ̄ < 0 is discarded (spends nothing, the clock does not tick); others get τ = 1/2 times LORD++'s level
-  on the clock of counted decisions, with :func:`_addis_gamma`. A null counts with probability ≥ 1/2 =
-  τ, so P(any false accept before the first true accept) ≤ α, for uniformly conservative nulls. Δ̄ = 0
-  counts. The loop default.
-
-``benchmarks/loop_alpha.py`` and ``benchmarks/loop_power.py`` compare them. Pure: other spenders (grow's
-looks, the sequential gate) compose with :func:`alpha_for`."""
+Every decision on the same val leaks a little of val into the best (Dwork et al. 2015), so α is spent across
+them by a schedule: ``constant`` (each at α), ``basel`` (α·6/(π² j²): P(any false accept) ≤ α), ``lord``
+(LORD++: basel's levels, each accept earning α back) or ``addis`` (the loop default: LORD++ at τ = ½ on the
+clock of decisions with Δ̄ ≥ 0, the others discarded, spending nothing). What each promises and the
+benchmarks that chose them: ``docs/explanation/alpha-across-a-run.md``. Pure; grow's looks and the
+sequential gate compose with :func:`alpha_for`."""
 
 from __future__ import annotations
 
@@ -24,6 +14,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any
+
+from .looks import as_fraction
 
 SCHEDULES = ("constant", "basel", "lord", "addis")  # the spec's gate_alpha_schedule choices
 DISCARDING = ("addis",)  # the schedules whose decisions with Δ̄ < 0 spend nothing
@@ -56,7 +48,7 @@ def alpha_for(
     decisions that accepted (``lord``/``addis`` earn on them); ``discarded``: those ``addis`` discarded."""
     if decision < 1:
         raise ValueError(f"decisions are numbered from 1, got {decision}")
-    base = alpha if isinstance(alpha, Fraction) else Fraction(str(alpha))
+    base = as_fraction(alpha)
     if schedule == "constant":
         return base
     if schedule == "basel":
@@ -133,7 +125,7 @@ def any_false_accept_bound(schedule: str, alpha: float, decisions: int) -> float
     levels before a first accept; ``addis``: α·Σ_{c ≤ decisions} γ_c)."""
     if schedule in DISCARDING:
         spent = sum((_addis_gamma(c) for c in range(1, decisions + 1)), Fraction(0))
-        return min(1.0, float(Fraction(str(alpha)) * spent))
+        return min(1.0, float(as_fraction(alpha) * spent))
     total = sum(float(alpha_for(schedule, alpha, j)) for j in range(1, decisions + 1))
     return min(1.0, total)
 
@@ -147,21 +139,16 @@ def decisions_so_far(events: list[dict[str, Any]]) -> int:
 
 def accepted_decisions(events: list[dict[str, Any]]) -> list[int]:
     """The numbers j of the run's gate decisions on val that accepted."""
-    return [
-        int(e["j"])
-        for e in events
-        if e.get("kind") == DECISION_EVENT and e.get("decision") == "accept" and e.get("j") is not None
-    ]
+    return [int(e["j"]) for e in _numbered(events) if e.get("decision") == "accept"]
 
 
 def discarded_decisions(events: list[dict[str, Any]]) -> list[int]:
-    """The numbers j of the run's gate decisions on val that ``addis`` discarded (the event's
-    ``discarded``)."""
-    return [
-        int(e["j"])
-        for e in events
-        if e.get("kind") == DECISION_EVENT and e.get("discarded") is True and e.get("j") is not None
-    ]
+    """The numbers j of the run's gate decisions on val that ``addis`` discarded."""
+    return [int(e["j"]) for e in _numbered(events) if e.get("discarded") is True]
+
+
+def _numbered(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("kind") == DECISION_EVENT and e.get("j") is not None]
 
 
 def is_discarded(schedule: str, delta_exact: str | None, decision: str) -> bool:
@@ -179,14 +166,10 @@ def slot_problems(events: list[dict[str, Any]], alpha: float | Fraction | None =
     seen: dict[int, dict[str, Any]] = {}
     accepts: list[int] = []
     discarded: list[int] = []
-    n = 0
-    for event in events:
-        if event.get("kind") != DECISION_EVENT:
-            continue
-        n += 1
+    for n, event in enumerate((e for e in events if e.get("kind") == DECISION_EVENT), start=1):
         j, where = event.get("j"), f"gate_decision seq {event.get('seq')} ({event.get('tag')!r})"
         if not isinstance(j, int) or j != n:
-            earlier = seen.get(j) if isinstance(j, int) else None
+            earlier = seen.get(j) if isinstance(j, int) else {}
             taken = (
                 f", the level decision seq {earlier.get('seq')} ({earlier.get('tag')!r}) took"
                 if earlier

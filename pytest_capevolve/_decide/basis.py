@@ -1,10 +1,7 @@
 """The basis words: why a verdict or a booked decision came out as it did, one enum.
 
-Each member's value is the word the record has always held (``verdicts/*.json``, the ``verdict``
-and ``decision`` events, ``rejected.jsonl``): a ``StrEnum`` compares equal to its word and is
-written as it, so records keep their bytes and old runs read the same. A new refusal or rule
-names its basis here, once; the groups below are the only lists of them.
-"""
+A ``StrEnum`` compares equal to, and is written as, the word records have always held, so old runs read the
+same. A new refusal or rule names its basis here; the groups below are the only lists of them."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """The calibration alarm: do the run's null controls get accepted more often than α allows?
 
-Nulls are byte-identical copies of the best, gated every round; a calibrated gate accepts each with
-probability ≤ its α. An alarm means the gate is not holding its error rate on this project (a leaky scorer,
-nondeterminism the pairing does not cancel, a legacy mode).
-
-The test is a likelihood-ratio mixture e-process over rates q in :data:`RATES`: the product of
-(q_i/α_i)^x·((1−q_i)/(1−α_i))^(1−x), q_i = max(q, α_i), is a supermartingale when each null is accepted
-with probability ≤ α_i, so by Ville P(E ever reaches 100) ≤ 1 %, however often read. Once reached the alarm
-stays. ``tests/calibration/test_alarm_power.py`` measures its rate and power by exact DP. The binomial p of
-the tally is reported for reading only. Pure."""
+Nulls are byte-identical copies of the best, so an alarm means the gate is not holding its error rate on this
+project (a leaky scorer, nondeterminism the pairing does not cancel, a legacy mode). The test is a
+likelihood-ratio mixture e-process over the leaky rates :data:`RATES`, a supermartingale while each null is
+accepted with probability ≤ its α: by Ville P(E ever reaches 100) ≤ 1 %, however often read, and once
+reached the alarm stays (``tests/calibration/test_alarm_power.py``). Pure."""
 
 from __future__ import annotations
 

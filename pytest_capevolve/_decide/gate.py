@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
+from .._stats.arms import none_for_nan as _none_for_nan
+from .looks import as_fraction
 from .rules import (
     CHECKS,
     EXACT_P_MODES,
     GATE_MODES,
-    LEGACY_MODES,
-    RULES,
     CheckInput,
     RuleInput,
     RuleNumbers,
@@ -26,7 +26,6 @@ from .rules import (
     less_margin,
     outcome,
     run_checks,
-    run_rule,
 )
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, GateSplitError, Verdict
 
@@ -34,12 +33,9 @@ __all__ = [
     "ACCEPT",
     "GATE_MODES",
     "INDECISIVE",
-    "LEGACY_MODES",
     "REJECT",
-    "RULES",
     "GateConfig",
     "GateSplitError",
-    "RuleInput",
     "Verdict",
     "alpha_text",
     "decide",
@@ -71,15 +67,21 @@ def _regressions_of(
     noise = 2 * np.sqrt(stats.task_stderrs(cand.matrix[dropped]) ** 2 + best.stderrs[dropped] ** 2)
     hit = drop[dropped] > noise
     return [
-        {
-            "task_id": task_ids[i],
-            "best": float(best.means[i]),
-            "candidate": float(cand.means[i]),
-            "drop": float(drop[i]),
-            "noise": float(task_noise),
-        }
+        _drop(arms, task_ids, i, drop=float(drop[i]), noise=float(task_noise))
         for i, task_noise in zip(dropped[hit].tolist(), noise[hit].tolist(), strict=True)
     ]
+
+
+def _drop(
+    arms: tuple[stats.ArmSummary, stats.ArmSummary], task_ids: list[str], i: int, **numbers: Any
+) -> dict[str, Any]:
+    """One regression's record: the task, both arms' means and ``numbers`` (its drop, its noise)."""
+    return {
+        "task_id": task_ids[i],
+        "best": float(arms[1].means[i]),
+        "candidate": float(arms[0].means[i]),
+        **numbers,
+    }
 
 
 def _strict_regressions(
@@ -92,14 +94,7 @@ def _strict_regressions(
     exact = stats.exact_task_deltas(cand.matrix, best.matrix)
     wanted = None if only is None else set(only)
     return [
-        {
-            "task_id": task_ids[i],
-            "best": float(best.means[i]),
-            "candidate": float(cand.means[i]),
-            "drop": float(-d),
-            "drop_exact": str(-d),
-            "noise": None,
-        }
+        _drop(arms, task_ids, i, drop=float(-d), drop_exact=str(-d), noise=None)
         for i, d in zip(valid, exact, strict=True)
         if d < 0 and (wanted is None or task_ids[i] in wanted)
     ]
@@ -116,15 +111,12 @@ def _guard_checks(
         i = where.get(task)
         if i is None:  # checked on val only (spend says so too): not this gate's to enforce
             checks.append({"task_id": task, "held": None, "note": "not a val task: unmeasured"})
-            continue
-        if task in broken:
+        elif task in broken:
             checks.append({**broken[task], "held": False})
-            continue
-        cand_mean, best_mean = arms[0].means_or_none[i], arms[1].means_or_none[i]
-        measured = cand_mean is not None and best_mean is not None
-        checks.append(
-            {"task_id": task, "best": best_mean, "candidate": cand_mean, "held": True if measured else None}
-        )
+        else:
+            cand, best = arms[0].means_or_none[i], arms[1].means_or_none[i]
+            held = True if cand is not None and best is not None else None
+            checks.append({"task_id": task, "best": best, "candidate": cand, "held": held})
     return checks
 
 
@@ -169,8 +161,8 @@ def decide(
         )
     se, ci, ci_method = _interval(deltas, mask, config, measured.se)
     measured = replace(measured, se=se)
-    ruled = run_rule(arms[0].matrix, arms[1].matrix, deltas, config, candidate_size, best_size, arms)
     rule = RuleInput(arms[0].matrix, arms[1].matrix, deltas, config, candidate_size, best_size, arms)
+    ruled = rule.run()
     facts = CheckInput(rule, measured, first_attempts)
     # the rule and its null floor: what a task left out is asked again; the vetoes come after
     floored = run_checks(facts, ruled, CHECKS[:1])
@@ -178,10 +170,7 @@ def decide(
     bar = numbers.get("bar")
     if measured.null_spread is not None:  # under a margin δ the floor is Δ̄ > δ + spread (bar δ before it)
         bar = max(bar or config.margin, measured.null_spread + config.margin)
-    floor = (facts.delta_exact, spread_exact)
-    stable = _survives_dropping_any_task(
-        arms, config, candidate_size, best_size, floor, floored.decision, numbers
-    )
+    stable = _survives_dropping_any_task(rule, (facts.delta_exact, spread_exact), floored.decision, numbers)
     return replace(
         replace(measured, **numbers),  # the rule's numbers; the gate's own bar overrides its one
         decision=decision,
@@ -268,17 +257,12 @@ STABILITY_CHECKS = 64  # distinct task outcomes tried at most; past that, stabil
 
 
 def _survives_dropping_any_task(
-    arms: tuple[stats.ArmSummary, stats.ArmSummary],
-    config: GateConfig,
-    candidate_size: int | None,
-    best_size: int | None,
-    floor: tuple[Fraction | None, Fraction | None],
-    decision: str,
-    rule_numbers: RuleNumbers,
+    rule: RuleInput, floor: tuple[Fraction | None, Fraction | None], decision: str, rule_numbers: RuleNumbers
 ) -> bool | None:
     """Would the rule (and the null floor) decide the same with any one task left out? One task of each
     kind (same pair of means) is dropped; None past :data:`STABILITY_CHECKS` kinds. ``floor``: exact Δ̄ and
     the nulls' spread."""
+    arms, config = rule.summaries, rule.config
     cand_means, best_means = arms[0].means, arms[1].means
     valid = np.flatnonzero(~np.isnan(cand_means) & ~np.isnan(best_means))
     first = _first_of_each_pair(cand_means[valid], best_means[valid])  # one task of each kind
@@ -289,18 +273,22 @@ def _survives_dropping_any_task(
     all_deltas = cand_means[valid] - best_means[valid]
     mean_exact, spread = floor
     total = (mean_exact or Fraction(0)) * valid.size  # Σ of the exact per-task deltas
-    bound = _exact_drop_bound(arms, config, rule_numbers)
+    bound = _exact_drop_bound(rule, rule_numbers)
     for j in sorted(int(j) for j in first):
         deltas = np.delete(all_deltas, j)  # the paired deltas with task valid[j] left out
         again = bound(j) if bound is not None else None
         if again is None:
             dropped = arms[0].without(int(valid[j])), arms[1].without(int(valid[j]))
-            cand, bst = dropped[0].matrix, dropped[1].matrix
             left = config
             if config.clusters:  # the left-out task leaves its cluster too
                 kept = [c for i, c in enumerate(config.clusters) if i != int(valid[j])]
                 left = replace(config, clusters=tuple(kept))
-            again, *_ = run_rule(cand, bst, deltas, left, candidate_size, best_size, dropped)
+            cand, bst = dropped[0].matrix, dropped[1].matrix
+            again = (
+                replace(rule, candidate=cand, best=bst, deltas=deltas, config=left, arms=dropped)
+                .run()
+                .decision
+            )
         if again == ACCEPT and spread is not None:  # the floor on the rest, in fractions
             left_out = stats.exact_task_deltas(arms[0].matrix, arms[1].matrix, rows=[int(valid[j])])
             if not stats.exceeds(less_margin((total - left_out[0]) / (valid.size - 1), config), spread):
@@ -310,14 +298,13 @@ def _survives_dropping_any_task(
     return True
 
 
-def _exact_drop_bound(
-    arms: tuple[stats.ArmSummary, stats.ArmSummary], config: GateConfig, rule_numbers: RuleNumbers
-) -> Callable[[int], str | None] | None:
+def _exact_drop_bound(rule: RuleInput, rule_numbers: RuleNumbers) -> Callable[[int], str | None] | None:
     """The exact rule's decision with the j-th task left out, where the full p decides it, else None.
 
     With S the sum over the other tasks and d the left-out delta, p = ½·P(S ≥ obs − |d|) + ½·P(S ≥ obs +
     |d|) and the left-out p is P(S ≥ obs − d): d > 0 gives p ≤ p_left ≤ 2p, d < 0 gives 2p − 1 ≤ p_left ≤
     p, d = 0 changes nothing. The float p is within :data:`stats.EXACT_MARGIN` of the exact one."""
+    arms, config = rule.summaries, rule.config
     if (
         config.mode != "exact"
         or rule_numbers.get("p_method") not in ("exact", "float_tail")
@@ -332,19 +319,11 @@ def _exact_drop_bound(
     level = float(config.alpha)
     p = float(rule_numbers["p_value"])
     low, high = p - 2 * stats.EXACT_MARGIN, p + stats.EXACT_MARGIN
-    alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
-    accepted = Fraction(rule_numbers["p_exact"]) <= alpha  # the rule's own decision
+    accepted = Fraction(rule_numbers["p_exact"]) <= as_fraction(config.alpha)  # the rule's own decision
+    holds = {0: True, 1: not accepted or 2 * high <= level, -1: accepted or 2 * low - 1 > level}
 
     def bound(j: int) -> str | None:
-        if signs[j] == 0:
-            return outcome(accepted)
-        if signs[j] > 0:
-            if not accepted or 2 * high <= level:
-                return outcome(accepted)
-            return None
-        if accepted or 2 * low - 1 > level:
-            return outcome(accepted)
-        return None
+        return outcome(accepted) if holds[int(signs[j])] else None
 
     return bound
 
@@ -358,10 +337,3 @@ def _first_of_each_pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     first: np.ndarray
     _, first = np.unique(codes, return_index=True)
     return first
-
-
-def _none_for_nan(values: np.ndarray) -> list[float | None]:
-    listed: list[float | None] = values.tolist()
-    if not np.isnan(values).any():
-        return listed
-    return [None if v != v else v for v in listed]  # v != v: nan

@@ -1,14 +1,9 @@
 """Looks: how one decision's α is spent across the gate and its grows.
 
-A provisional candidate (Δ̄ > 0 under the bar) may be grown and gated again at the pooled n. Looking again
-after a near miss inflates false accepts, so α is split before the first look: α/2 for the gate, (α/2) / (L
-− 1) for each grow. Each look's exact test is valid on its own data, so by the union bound "gate; grow and
-gate again at most L − 1 times" accepts a byte-identical candidate with probability ≤ α
-(``benchmarks/grow_calibration.py``). With ``grow_max_looks: 1`` (default) the one look gets all of α.
-
-A verdict indecisive by coverage that showed its numbers is a look too (the optimizer saw them): the tag's
-next gate is look 2 (:func:`counted_look_factor`). The α handed in may itself be a share from a schedule.
-Pure."""
+Looking again after a near miss inflates false accepts, so α is split before the first look: α/2 for the
+gate, (α/2) / (L − 1) for each grow; by the union bound the whole "gate, grow and gate again" accepts a
+byte-identical candidate with probability ≤ α (``docs/explanation/alpha-across-looks.md``). A verdict
+indecisive by coverage that showed its numbers is a look too (:func:`counted_look_factor`). Pure."""
 
 from __future__ import annotations
 
@@ -60,9 +55,8 @@ def shown_decision(decision: str, basis: str | None, delta_mean: float | None, l
     ``looks``: the verdict's ``details["looks"]``."""
     looks = looks if isinstance(looks, dict) else {}
     max_looks = int(looks.get("max_looks") or 1)
-    if decision != "reject" or basis not in (Basis.EXACT, Basis.NULL_FLOOR) or not (delta_mean or 0) > 0:
-        return decision
-    if max_looks <= 1:
+    provisional = decision == "reject" and basis in (Basis.EXACT, Basis.NULL_FLOOR) and (delta_mean or 0) > 0
+    if not provisional or max_looks <= 1:
         return decision
     return "provisional" if int(looks.get("look") or 1) < max_looks else "inconclusive"
 

@@ -1,9 +1,8 @@
 """Rounds: siblings gated serially against the current best, under one family-wise α.
 
-A round's siblings are evaluated together with the nulls, then gated in the order given; the first accepted
-becomes the best and the rest are gated again against it on the same paired seeds. ``holm`` (default)
-decides each stage at Holm's step-down levels α/k, α/(k−1), … exactly; ``bh`` controls the FDR; ``none``
-decides each at α (family rate up to k·α). Only ``exact`` is corrected. Pure."""
+The first sibling accepted becomes the best and the rest are gated again against it on the same paired
+seeds. ``holm`` (default) decides each stage at Holm's step-down levels exactly; ``bh`` controls the FDR;
+``none`` decides each at α (family rate up to k·α). Only the exact-p modes are corrected. Pure."""
 
 from __future__ import annotations
 
@@ -12,10 +11,12 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from .gate import alpha_text
+from .looks import as_fraction
 from .rules import EXACT_P_MODES
 from .verdict import ACCEPT, GateConfig, Verdict
 
 MULTIPLE = ("holm", "bh", "none")
+_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
 Judge = Callable[[str, str, GateConfig], Verdict]
 
 
@@ -75,7 +76,7 @@ def _stage(
     if config.mode not in EXACT_P_MODES or len(tags) == 1:
         return first
     p_values = [Fraction(v.p_exact) if v.p_exact else Fraction(1) for v in first.values()]
-    alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
+    alpha = as_fraction(config.alpha)
     levels = family_levels(p_values, alpha, method)
     family = {"method": method, "siblings": len(tags), "alpha": float(alpha)}
     out = {}
@@ -84,8 +85,7 @@ def _stage(
             verdict = judge(tag, against, replace(config, alpha=level))
             verdict = _note(verdict, f"α = {split_text(alpha, level, method)}, {len(tags)} siblings")
         elif method != "none":  # at the full α, but by the family's rule: say which, and its level
-            name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(method, method)
-            verdict = _note(verdict, f"α = {alpha_text(level)} by {name}, {len(tags)} siblings")
+            verdict = _note(verdict, f"α = {alpha_text(level)} by {_NAMES[method]}, {len(tags)} siblings")
         # the exact level too: a re-derivation (``capevolve gate``) decides at it, not at its float
         record = {**family, "level": float(level), "level_exact": str(level)}
         out[tag] = replace(verdict, details={**verdict.details, "family": record})
@@ -96,10 +96,9 @@ def _stage(
 
 
 def split_text(alpha: Fraction, level: Fraction, method: str) -> str:
-    name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(method, method)
     ratio = alpha / level
     how = f"/ {ratio}" if ratio.denominator == 1 else f"× {level / alpha}"
-    return f"{alpha_text(level)} ({float(alpha):g} {how} by {name})"
+    return f"{alpha_text(level)} ({float(alpha):g} {how} by {_NAMES.get(method, method)})"
 
 
 def _note(verdict: Verdict, note: str) -> Verdict:

@@ -1,9 +1,8 @@
 """The gate's rules, one function per mode in :data:`RULES`, and its checks after them in :data:`CHECKS`.
 
-A rule reads a :class:`RuleInput` and answers a :class:`RuleResult` (decision, basis, reason, and the
-:class:`RuleNumbers` it decided on). After the rule every verdict passes :data:`CHECKS` (null floor,
-regression veto, guard veto, error imbalance), each answering a new decision or None. A new mode or check
-is one function and one registry line; the spec, the CLI and the docs derive from the registries."""
+A rule reads a :class:`RuleInput` and answers a :class:`RuleResult`; each check then answers a new decision
+or None. A new mode or check is one function and one registry line; the spec, the CLI and the docs derive
+from the registries."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from .. import _stats as stats
 from .basis import Basis
+from .looks import as_fraction
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 
 
@@ -31,6 +31,17 @@ class RuleInput:
     candidate_size: int | None
     best_size: int | None
     arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None  # the two arms' summaries
+
+    def run(self) -> RuleResult:
+        """The rule of this input's gate mode."""
+        rule = RULES.get(self.config.mode)
+        if rule is None:
+            raise ValueError(f"unknown gate mode {self.config.mode!r}; use one of {', '.join(GATE_MODES)}")
+        return rule(self)
+
+    @property
+    def summaries(self) -> tuple[stats.ArmSummary, stats.ArmSummary]:
+        return self.arms or (stats.ArmSummary(self.candidate), stats.ArmSummary(self.best))
 
     @property
     def arm_delta(self) -> float:
@@ -72,8 +83,7 @@ def _exact(x: RuleInput) -> RuleResult:
         groups = len({c for c, keep in zip(config.clusters, mask.tolist(), strict=True) if keep})
         flipped = f"flipping {groups} clusters of {x.deltas.size} tasks"
     else:
-        arms = x.arms or (stats.ArmSummary(x.candidate), stats.ArmSummary(x.best))
-        result = stats.paired_sign_flip(*arms, alpha=float(config.alpha), seed=config.seed)
+        result = stats.paired_sign_flip(*x.summaries, alpha=float(config.alpha), seed=config.seed)
         flipped = f"over {x.deltas.size} tasks"
     ok = result.at_most(config.alpha)
     reason = (
@@ -91,14 +101,13 @@ def _exact(x: RuleInput) -> RuleResult:
 
 
 def _margin(x: RuleInput) -> RuleResult:
-    """The exact rule asked a margin ("no worse than δ", "within ±m"), by the betting test of
-    :mod:`.._stats.margin`."""
+    """The exact rule asked a margin ("no worse than δ", "within ±m"): :mod:`.._stats.margin`'s test."""
     from .._stats.margin import EQUIVALENCE, NON_INFERIORITY, lower_bound, margin_test
 
     config = x.config
     kind, size = (EQUIVALENCE, config.equivalence) if config.equivalence else (NON_INFERIORITY, config.margin)
     result = margin_test(x.deltas, kind=kind, margin=size, alpha=float(config.alpha))
-    alpha = config.alpha if isinstance(config.alpha, Fraction) else Fraction(str(config.alpha))
+    alpha = as_fraction(config.alpha)
     ok = Fraction(result.p_value) <= alpha
     bounds = (
         f"{1 - float(alpha):.0%} bounds [{result.lower:+.4f}, {result.upper:+.4f}]"
@@ -142,8 +151,7 @@ def _pairwise(x: RuleInput) -> RuleResult:
         )
     test = sign_test(nets)
     p = p_greater_exact(test.wins_b, test.wins_a)
-    alpha = x.config.alpha
-    ok = p <= (alpha if isinstance(alpha, Fraction) else Fraction(str(alpha)))
+    ok = p <= as_fraction(x.config.alpha)
     reason = (
         f"sign test on the judge's preferences: the candidate preferred on {test.wins_b} tasks, "
         f"the best on {test.wins_a}, {test.ties} tied (net zero, not tested); p = {float(p):.4g} "
@@ -166,24 +174,13 @@ def _paired(x: RuleInput) -> RuleResult:
         se = 0.0
         mean_exact = stats.exact_mean(exact)
         above = mean_exact is not None and mean_exact > 0
-    decision, basis, reason, extra = _k_se_rule(
-        Basis.PAIRED,
-        "paired Δ̄",
-        mean,
-        se,
-        x.config.k_se,
-        f"SE = {se:.4f}, n = {x.deltas.size}; decided on exact fractions",
-        ok=above,
-    )
-    return RuleResult(decision, basis, reason, {**extra, "se": se})
+    detail = f"SE = {se:.4f}, n = {x.deltas.size}; decided on exact fractions"
+    return _k_se_rule(Basis.PAIRED, "paired Δ̄", mean, se, x.config.k_se, detail, ok=above)
 
 
 def _significant(x: RuleInput) -> RuleResult:
     se = math.sqrt(stats.combined_se(x.candidate) ** 2 + stats.combined_se(x.best) ** 2)
-    decision, basis, reason, extra = _k_se_rule(
-        Basis.SIGNIFICANT, "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}"
-    )
-    return RuleResult(decision, basis, reason, {**extra, "se": se})
+    return _k_se_rule(Basis.SIGNIFICANT, "Δ", x.arm_delta, se, x.config.k_se, f"combined SE = {se:.4f}")
 
 
 def _above(basis: str, delta: float, bar: float, label: str) -> RuleResult:
@@ -200,20 +197,15 @@ def _strict(x: RuleInput) -> RuleResult:
 
 
 def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
-    delta = x.arm_delta
-    if delta > 0:
-        return RuleResult(ACCEPT, Basis.SIMPLICITY_TIEBREAK, f"Δ = {delta:+.4f} > 0", {"bar": 0.0})
-    cand_size, best_size = x.candidate_size, x.best_size
-    if abs(delta) <= 1e-9 and cand_size is not None and best_size is not None and cand_size < best_size:
-        return RuleResult(
-            ACCEPT,
-            Basis.SIMPLICITY_TIEBREAK,
-            f"tie (Δ = {delta:+.4f}); the smaller candidate wins ({cand_size} < {best_size} bytes)",
-            {"bar": 0.0},
-        )
-    return RuleResult(
-        REJECT, Basis.SIMPLICITY_TIEBREAK, f"Δ = {delta:+.4f} ≤ 0 and no simpler tie", {"bar": 0.0}
-    )
+    delta, cand_size, best_size = x.arm_delta, x.candidate_size, x.best_size
+    decision, reason = ACCEPT, f"Δ = {delta:+.4f} > 0"
+    if delta <= 0:
+        smaller = cand_size is not None and best_size is not None and cand_size < best_size
+        if abs(delta) <= 1e-9 and smaller:
+            reason = f"tie (Δ = {delta:+.4f}); the smaller candidate wins ({cand_size} < {best_size} bytes)"
+        else:
+            decision, reason = REJECT, f"Δ = {delta:+.4f} ≤ 0 and no simpler tie"
+    return RuleResult(decision, Basis.SIMPLICITY_TIEBREAK, reason, {"bar": 0.0})
 
 
 # The one registry of gate rules: mode name → rule. Every list of modes (spec validation, the
@@ -230,7 +222,6 @@ RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
 }
 GATE_MODES = tuple(RULES)
 EXACT_P_MODES = ("exact", "pairwise")  # rules whose p is an exact fraction: α is split among siblings
-LEGACY_MODES = ("paired", "significant", "strict", "threshold", "simplicity_tiebreak")  # cap-evolve's own
 
 
 def run_rule(
@@ -242,10 +233,7 @@ def run_rule(
     best_size: int | None,
     arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None,
 ) -> RuleResult:
-    rule = RULES.get(config.mode)
-    if rule is None:
-        raise ValueError(f"unknown gate mode {config.mode!r}; use one of {', '.join(GATE_MODES)}")
-    return rule(RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms))
+    return RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms).run()
 
 
 @dataclass(frozen=True)
@@ -268,8 +256,7 @@ class CheckInput:
 
 
 def _null_floor(x: CheckInput, decision: str) -> tuple[str, str] | None:
-    """An accept whose Δ̄ (less a margin) does not exceed the null controls' spread is a reject (on
-    fractions)."""
+    """An accept whose Δ̄ (less a margin) does not exceed the null controls' spread is a reject."""
     config, less = x.rule.config, less_margin(x.delta_exact, x.rule.config)
     if decision != ACCEPT or stats.exceeds(less, x.spread_exact):
         return None
@@ -394,25 +381,24 @@ def _k_se_rule(
     comparison already decided exactly."""
     if se == 0.0:
         ok = delta > 0 if ok is None else ok
+        reason = (
+            f"{label} = {delta:+.4f} {'>' if ok else '≤'} 0 (WARNING: SE = 0, so the rule fell back "
+            "to strict: any improvement wins)"
+        )
         return RuleResult(
             outcome(ok),
             basis,
-            f"{label} = {delta:+.4f} {'>' if ok else '≤'} 0 (WARNING: SE = 0, so the rule fell back "
-            "to strict: any improvement wins)",
-            {"bar": 0.0, "warnings": [f"{basis} SE = 0: strict fallback"]},
+            reason,
+            {"bar": 0.0, "warnings": [f"{basis} SE = 0: strict fallback"], "se": se},
         )
     bar = k_se * se
     ok = delta > bar if ok is None else ok
-    return RuleResult(
-        outcome(ok),
-        basis,
-        f"{label} = {delta:+.4f} {'>' if ok else '≤'} {k_se}·SE = {bar:.4f} ({detail})",
-        {"bar": bar},
-    )
+    reason = f"{label} = {delta:+.4f} {'>' if ok else '≤'} {k_se}·SE = {bar:.4f} ({detail})"
+    return RuleResult(outcome(ok), basis, reason, {"bar": bar, "se": se})
 
 
 def alpha_text(alpha: float | Fraction) -> str:
-    """α as people read it: 0.05, or a split of it as 0.01667 (with a fraction beside it, said as 1 of 60)."""
+    """α as people read it: 0.05, or a split of it as 0.01667."""
     return f"{float(alpha):.4g}"
 
 

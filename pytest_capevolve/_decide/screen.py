@@ -1,28 +1,22 @@
 """Subset screens — the promotion ladder: which val tasks a screen pays for, and kill or promote.
 
-A screen evaluates a candidate on part of val (tier 1 | 2 | 3 = 25 | 50 | 75 %, at least :data:`MIN_TASKS`
-tasks) against the best's persisted rollouts on the same tasks and seeds, and can only kill or promote, never
-accept. A kill needs proven harm (a one-sided exact sign-flip test, at the screen's α) or ceiling arithmetic
-(even if every unscreened task passed, the full-val gate would not accept). A promote means "could not prove
-harm", not "good".
+A screen gates a candidate on part of val (tier 1 | 2 | 3 = 25 | 50 | 75 %, at least :data:`MIN_TASKS`
+tasks) against the best's persisted rollouts on the same tasks and seeds; it never accepts. A kill needs
+proven harm (a one-sided exact sign-flip test) or ceiling arithmetic (even if every unscreened task passed,
+the full-val gate would not accept); a promote means "could not prove harm", not "good".
 
 The subset is chosen from the best's first trial and harm is tested on its other trials only
-(:func:`held_out`): testing against the rollouts that chose the tasks reads regression to the mean as harm
-(``benchmarks/screening.py``). Each tier of a climb tests nested data, so ``screen_alpha`` is split across
-tiers (:func:`tier_alpha`) and the whole climb kills a byte-identical candidate with probability ≤
-``screen_alpha`` (``tests/calibration/test_screen_climb.py``).
-
-Each tier's subset is a prefix of the next one's, so a climb never pays a rollout twice: the best's failures
-first (where a fix shows), every third slot a seeded holdout of its passes (where a regression shows), then
-the tasks whose rate is closest to ½.
-
-Pure: reward matrices in, plain data out. ``_session/subset_screen.py`` pays and persists."""
+(:func:`held_out`): the rollouts that chose the tasks would read regression to the mean as harm
+(``benchmarks/screening.py``). A climb's tiers test nested data, so ``screen_alpha`` is split across them
+(:func:`tier_alpha`; ``tests/calibration/test_screen_climb.py``). Each tier's subset is a prefix of the
+next one's, so a climb never pays a rollout twice. Pure: ``_session/subset_screen.py`` pays and persists."""
 
 from __future__ import annotations
 
 import hashlib
 import math
 import random
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -33,7 +27,7 @@ import numpy as np
 from .. import _stats as stats
 from .basis import Basis
 from .gate import decide
-from .looks import look_alpha
+from .looks import as_fraction, look_alpha
 from .verdict import ACCEPT, GateConfig
 
 TIERS = {1: Fraction(1, 4), 2: Fraction(1, 2), 3: Fraction(3, 4)}
@@ -44,20 +38,23 @@ HARM, CEILING, NO_HARM = "harm", "ceiling", "no_proven_harm"
 COMMIT_BASIS = {HARM: Basis.SCREEN_KILL, CEILING: Basis.CEILING}
 
 
-def screen_size(n_val: int, tier: int) -> int:
-    """Tasks a tier pays for: its share of val rounded up, at least MIN_TASKS, at most all of val."""
+def _share(tier: int) -> Fraction:
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {', '.join(map(str, TIERS))}, got {tier!r}")
-    return min(n_val, max(MIN_TASKS, math.ceil(TIERS[tier] * n_val)))
+    return TIERS[tier]
+
+
+def screen_size(n_val: int, tier: int) -> int:
+    """Tasks a tier pays for: its share of val rounded up, at least MIN_TASKS, at most all of val."""
+    return min(n_val, max(MIN_TASKS, math.ceil(_share(tier) * n_val)))
 
 
 def tier_alpha(screen_alpha: float | Fraction, tier: int | None) -> Fraction:
     """The level a tier's harm test is decided at: ``screen_alpha`` split α/2, α/4, α/4 across the three
     tiers, as grow splits it across looks. None (ids picked by hand): all of it."""
     if tier is None:
-        return Fraction(str(screen_alpha)) if not isinstance(screen_alpha, Fraction) else screen_alpha
-    if tier not in TIERS:
-        raise ValueError(f"tier must be one of {', '.join(map(str, TIERS))}, got {tier!r}")
+        return as_fraction(screen_alpha)
+    _share(tier)
     return look_alpha(screen_alpha, tier, len(TIERS))
 
 
@@ -101,7 +98,9 @@ def _rng(run_id: str, tag: str) -> random.Random:
 
 
 def ladder(best_means: Mapping[str, float], run_id: str, tag: str) -> list[str]:
-    """Every task in screening order for this run and candidate; tier N screens a prefix."""
+    """Every task in screening order for this run and candidate; tier N screens a prefix: the best's failures
+    first (where a fix shows), every third slot a seeded holdout of its passes (where a regression shows),
+    then the tasks whose rate is closest to ½."""
     rng = _rng(run_id, tag)
     tie = {t: rng.random() for t in sorted(best_means)}
     # failures the best sometimes passes first: a task it never passes can show neither a
@@ -171,13 +170,10 @@ def decide_screen(
     seed: int = 0,
     num_trials: int | None = None,
 ) -> ScreenResult:
-    """Kill or promote from the subset's reward matrices (tasks × trials, nan = missing).
-
-    ``num_trials``: the trials per task the subset was chosen with; the harm test then reads only the held-out
-    trials. None: tasks picked by hand, every trial tested.
-
-    ``best_full``, ``subset_rows`` and ``gate`` enable the ceiling kill, for the ``exact`` gate only (its p
-    can only fall as the candidate's reward rises, so the optimistic completion is the best case)."""
+    """Kill or promote from the subset's reward matrices. ``num_trials`` (None: tasks picked by hand): the
+    trials per task the subset was chosen with, so the harm test reads only the held-out ones. ``best_full``,
+    ``subset_rows`` and ``gate`` enable the ceiling kill, for the ``exact`` gate only (its p only falls as
+    the candidate's reward rises, so the optimistic completion is the best case)."""
     candidate, best = stats.as_matrix(candidate), stats.as_matrix(best)
     deltas, _ = stats.paired_deltas(candidate, best)
     delta_mean = float(np.mean(deltas)) if deltas.size else None
@@ -189,49 +185,43 @@ def decide_screen(
     harm = stats.sign_flip_test(tested[1], tested[0], alpha=float(alpha), seed=seed)
     shown = "n/a" if delta_mean is None else f"{delta_mean:+.4f}"
 
-    def result(decision: str, basis: str, reason: str, ceiling_p: float | None) -> ScreenResult:
-        return ScreenResult(
-            decision,
-            basis,
-            reason,
-            n_tasks=int(deltas.size),
-            delta_mean=delta_mean,
-            p_harm=harm.p_value,
-            p_harm_exact=f"{harm.numerator}/{harm.denominator}",
-            alpha=float(alpha),
-            ceiling_p=ceiling_p,
-        )
-
-    if tested_deltas.size and harm.at_most(alpha):
-        return result(
-            KILL,
-            HARM,
-            f"proven harm on {deltas.size} screened tasks: one-sided p(worse) = {harm.p_value:.4g} "
-            f"≤ α = {float(alpha):g} (Δ̄ = {shown})",
-            None,
-        )
-    ceiling_p = None
-    if best_full is not None and gate is not None and gate.mode == "exact" and deltas.size:
+    proven = bool(tested_deltas.size) and harm.at_most(alpha)
+    optimistic = None
+    if not proven and best_full is not None and gate is not None and gate.mode == "exact" and deltas.size:
         best_full = stats.as_matrix(best_full)
         completed = optimistic_completion(candidate, subset_rows, best_full.shape[0])
         ids = [f"t{i}" for i in range(best_full.shape[0])]
         optimistic = decide(completed, best_full, tag="ceiling", against="best", task_ids=ids, config=gate)
-        ceiling_p = optimistic.p_value
-        if optimistic.decision != ACCEPT and optimistic.basis == Basis.EXACT:
-            return result(
-                KILL,
-                CEILING,
-                f"ceiling: even if every unscreened task passed every trial, the full-val gate "
-                f"would not accept (p = {optimistic.p_value:.4g} > α = {float(gate.alpha):.4g}); "
-                f"Δ̄ on the subset = {shown}",
-                ceiling_p,
-            )
-    return result(
-        PROMOTE,
-        NO_HARM,
-        f"promote: harm not proven on {deltas.size} screened tasks (one-sided p(worse) = "
-        f"{harm.p_value:.4g} > α = {float(alpha):g}, Δ̄ = {shown}); this says nothing about an improvement",
-        ceiling_p,
+    if proven:
+        decision, basis = KILL, HARM
+        reason = (
+            f"proven harm on {deltas.size} screened tasks: one-sided p(worse) = {harm.p_value:.4g} "
+            f"≤ α = {float(alpha):g} (Δ̄ = {shown})"
+        )
+    elif optimistic is not None and optimistic.decision != ACCEPT and optimistic.basis == Basis.EXACT:
+        assert gate is not None
+        decision, basis = KILL, CEILING
+        reason = (
+            f"ceiling: even if every unscreened task passed every trial, the full-val gate "
+            f"would not accept (p = {optimistic.p_value:.4g} > α = {float(gate.alpha):.4g}); "
+            f"Δ̄ on the subset = {shown}"
+        )
+    else:
+        decision, basis = PROMOTE, NO_HARM
+        reason = (
+            f"promote: harm not proven on {deltas.size} screened tasks (one-sided p(worse) = "
+            f"{harm.p_value:.4g} > α = {float(alpha):g}, Δ̄ = {shown}); this says nothing about an improvement"
+        )
+    return ScreenResult(
+        decision,
+        basis,
+        reason,
+        n_tasks=int(deltas.size),
+        delta_mean=delta_mean,
+        p_harm=harm.p_value,
+        p_harm_exact=f"{harm.numerator}/{harm.denominator}",
+        alpha=float(alpha),
+        ceiling_p=None if optimistic is None else optimistic.p_value,
     )
 
 
@@ -242,22 +232,19 @@ def ledger(
     ``net_rollouts`` = saved − fired. A screen run again counts once, by its latest decision. A kill saves the
     full-val rollouts it was never paid: with ``val_paid`` (val rollouts per tag), whatever was paid beyond
     its screens' own is not saved. A promote's screen rollouts count as spent, though its gate reuses them."""
-    fired = 0
-    fired_by_tag: dict[str, int] = {}
+    fired_by_tag: Counter[str] = Counter()
     latest: dict[tuple[str, str], Mapping[str, Any]] = {}
     for event in screen_events:
-        fired += int(event.get("fired", 0))
         tag = str(event.get("tag"))
-        fired_by_tag[tag] = fired_by_tag.get(tag, 0) + int(event.get("fired", 0))
+        fired_by_tag[tag] += int(event.get("fired", 0))
         latest[(tag, str(event.get("screen")))] = event
-    decisions = [e.get("decision") for e in latest.values()]
-    killed = {tag: e for (tag, _), e in latest.items() if e.get("decision") == KILL}
-    kills, promotes = decisions.count(KILL), decisions.count(PROMOTE)
+    fired = fired_by_tag.total()
+    decisions = Counter(e.get("decision") for e in latest.values())
+    kills, promotes = decisions[KILL], decisions[PROMOTE]
     saved = 0
-    for tag, event in killed.items():
-        full = int(event.get("full_val_rollouts", 0))
+    for tag, event in {tag: e for (tag, _), e in latest.items() if e.get("decision") == KILL}.items():
         beyond = 0 if val_paid is None else max(0, int(val_paid.get(tag, 0)) - fired_by_tag[tag])
-        saved += max(0, full - beyond)
+        saved += max(0, int(event.get("full_val_rollouts", 0)) - beyond)
     net = saved - fired
     out: dict[str, Any] = {
         "screens": kills + promotes,

@@ -1,10 +1,9 @@
 """The sequential gate's rule: stop paying once the answer is known, at either end.
 
-After each task valid on both sides the paired delta feeds two e-processes. Efficacy accepts at 1/α_e;
+After each task valid on both sides the paired delta feeds two e-processes: efficacy accepts at 1/α_e;
 futility (against "at least ``gate_min_effect`` better") only rejects, so it cannot raise false accepts. At
-exhaustion the gate accepts iff the exact gate at α accepts and the joint p
-(:func:`..stats.sequential.exhaustion_p`) is ≤ α: early and final accepts are one test at level α, at any
-stopping time. Pure: deltas in, a :class:`SequentialDecision` out."""
+exhaustion an accept also needs the joint p (:func:`.._stats.sequential.exhaustion_p`) ≤ α, so early and
+final accepts are one test at level α. Pure."""
 
 from __future__ import annotations
 
@@ -17,7 +16,8 @@ import numpy as np
 from .._stats import sequential as seq
 from .._stats.exact_mean import exceeds as stats_exceeds
 from .basis import Basis
-from .verdict import ACCEPT, REJECT, GateConfig, Verdict
+from .looks import as_fraction
+from .verdict import ACCEPT, REJECT, Verdict
 
 UNDECIDED = "undecided"
 # Share of the gate's α the efficacy e-process crosses at: all of it, the exhaustion test being jointly
@@ -43,7 +43,7 @@ class AlphaSplit:
 
 
 def split(alpha: float | Fraction, share: Fraction = EFFICACY_SHARE) -> AlphaSplit:
-    total = alpha if isinstance(alpha, Fraction) else Fraction(str(alpha))
+    total = as_fraction(alpha)
     return AlphaSplit(total, total * share, total, ALPHA_FUTILITY)
 
 
@@ -130,18 +130,14 @@ def early_verdict(
 
 
 def _exceeds_floor(v: Verdict) -> bool:
-    delta = Fraction(v.delta_exact) if v.delta_exact is not None else None
-    if delta is None and v.delta_mean is not None:
-        delta = Fraction(v.delta_mean)
-    spread = Fraction(v.null_spread_exact) if v.null_spread_exact is not None else None
-    if spread is None and v.null_spread is not None:
-        spread = Fraction(v.null_spread)
-    return stats_exceeds(delta, spread)
+    """The null floor on the verdict's fractions (its floats where a fraction was not recorded)."""
+    delta = v.delta_exact if v.delta_exact is not None else v.delta_mean
+    spread = v.null_spread_exact if v.null_spread_exact is not None else v.null_spread
+    return stats_exceeds(*(None if x is None else Fraction(x) for x in (delta, spread)))
 
 
 def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: Fraction) -> Verdict:
-    """Val exhausted without a crossing: the exact gate's verdict at α, and an accept also needs
-    ``p_joint`` ≤ α."""
+    """Val exhausted without a crossing: the exact gate's verdict; an accept also needs ``p_joint`` ≤ α."""
     alpha = decision.alpha.alpha
     numbers = {**decision.numbers(), "p_joint": float(p_joint), "p_joint_exact": str(p_joint)}
     note = (
@@ -173,7 +169,3 @@ def undecided_verdict(verdict: Verdict, decision: SequentialDecision) -> Verdict
         ),
         details={**verdict.details, "sequential": {**decision.numbers(), "outcome": UNDECIDED}},
     )
-
-
-def config_at(config: GateConfig, alpha: Fraction) -> GateConfig:
-    return replace(config, alpha=alpha)

@@ -1,10 +1,8 @@
 """The order a sequential gate sees val in: fixed only once the candidate's bytes are.
 
-An order known in advance can be played (gains first: crossing 92.5–100 % of the time against ≤ 1.3 %). So
-each task id is ranked by an HMAC-SHA256 under a key from the run's secret
-(:mod:`.._store.sessions.order_secret`),
-a nonce drawn when a sequential gate first plans the bytes, and the content hash. The same bytes in the
-same run always get the same order; the verdict records it. Pure."""
+An order known in advance can be played (gains first), so each task id is ranked by an HMAC-SHA256 keyed
+by the run's secret (:mod:`.._store.sessions.order_secret`), a nonce drawn at first plan, and the content
+hash: the same bytes in the same run always get the same order. Pure."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The verdict's types: how to gate (:class:`GateConfig`) and what a gate decided (:class:`Verdict`).
 
-Light on purpose: no numpy, no scipy. The spec reads its gate defaults from here when the plugin
-loads; the rules that need the statistics live in :mod:`.gate`.
-"""
+No numpy: the spec reads its gate defaults from here when the plugin loads."""
 
 from __future__ import annotations
 
@@ -54,8 +52,7 @@ class GateConfig:
 
 @dataclass
 class Verdict:
-    """A gate's verdict with every number it was decided on (empty defaults for a refusal before any
-    rollout)."""
+    """A gate's verdict with every number it was decided on (defaults: a refusal before any rollout)."""
 
     tag: str
     against: str
@@ -92,20 +89,17 @@ class Verdict:
     verdict_stable: bool | None = None  # the same decision with any one task left out?
     directionally_positive_but_inconclusive: bool = False  # Δ̄ > 0, not accepted
     # the judge's and the agent's shares of Var(Δ̄), for a run whose scorer is re-scored
-    # (judge_rescores > 1: _policy/gate/judge_noise.py); absent from the dict when None, so other
-    # runs' verdict files are as they were
+    # (judge_rescores > 1: _policy/gate/judge_noise.py)
     judge_noise: dict[str, Any] | None = None
-    # the margin test's question, p, bounds and method (a margin asked only; absent otherwise)
-    margin: dict[str, Any] | None = None
+    margin: dict[str, Any] | None = None  # the margin test's question, p, bounds and method
 
     def to_dict(self) -> dict[str, Any]:
         """What ``dataclasses.asdict`` gives, without its deep copy of every number (50,000 of them at
         10,000 tasks)."""
         data = {name: _plain(getattr(self, name)) for name in _FIELD_NAMES}
-        if data["judge_noise"] is None:  # absent, so other runs' verdict files are as they were
-            del data["judge_noise"]
-        if data["margin"] is None:
-            del data["margin"]
+        for name in _ABSENT_WHEN_NONE:
+            if data[name] is None:
+                del data[name]
         return data
 
 
@@ -130,6 +124,8 @@ class _Boxed:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(Verdict))
+# left out of the dict when None, so the verdict files of runs that never set them are as they were
+_ABSENT_WHEN_NONE = ("judge_noise", "margin")
 
 
 def refusal(

@@ -1,17 +1,11 @@
 """One process's share of ``max_usd``, reserved before each rollout starts.
 
-``max_usd`` is a ceiling, and rollouts start in processes that share nothing at run time (the
-plain session, or each xdist worker). So the controller splits what ``max_usd`` leaves into one
-share per process (:func:`share_for`), and each process books its rollouts against its share:
-
-- a rollout **reserves** the dearest cost of its tag seen so far before it starts;
-- a tag with no measured cost starts only with nothing else in flight here (a *probe*);
-- a rollout that does not fit waits for those in flight, and is not started (its item skipped,
-  its key owed) if it still does not fit.
-
-So each process ends at most one probe above its share, while no rollout costs more than the
-dearest of its tag before it. (``max_metric_calls`` needs no share: planning refuses a plan that
-would cross it.) Pure bookkeeping with a lock; no pytest, no run dir."""
+Rollouts start in processes that share nothing at run time, so the controller splits what
+``max_usd`` leaves into one share per process (:func:`share_for`). In each, a rollout
+**reserves** the dearest cost of its tag seen so far before it starts; a tag of unmeasured cost
+starts only with nothing else in flight (a *probe*); a rollout that does not fit waits for those
+in flight, and is skipped (still owed) if it still does not fit. So each process ends at most one
+probe above its share. Pure bookkeeping with a lock; no pytest, no run dir."""
 
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """Which bytes a rollout runs with: the candidate's read-only snapshot, checked before and after.
 
-In every process that runs rollouts. A candidate is evaluated from ``candidates/<tag>/files``
-(copied when registered, handover files excluded), never from the folder the optimizer may
-still be editing. The snapshot's hash and listing are checked against the registered ones at
-first use; before and after every rollout a cheap stamp (sizes, inodes, times, listings) is
-compared: moved before or *during* one, the snapshot is re-checked (bytes not the registered ones
-make that rollout missing data). A changed snapshot is refused in one line naming the file. A
-worker on a copy of the project (``--tx …//chdir=COPY``) evaluates a private copy, hashed after copying."""
+A candidate is evaluated from its snapshot (``candidates/<tag>/files``), never from the folder
+the optimizer may still be editing. The snapshot's hash and listing are checked at first use;
+before and after every rollout a cheap stamp (sizes, inodes, times, listings) is compared, and a
+snapshot moved before or *during* a rollout is re-checked (other bytes make it missing data). A
+worker on a copy of the project evaluates a private copy, hashed after copying."""
 
 from __future__ import annotations
 

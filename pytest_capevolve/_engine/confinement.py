@@ -1,23 +1,17 @@
 """Confined or not, said the same way everywhere: the labels a verdict, a decision, a page carry.
 
-Two parties can cheat a measurement, each labelled on its own:
-
-- **candidate code**: the boundary each sandbox child reported before any candidate byte ran
-  (every rollout record's ``confinement``), gathered per session (:func:`note`, :func:`begin`),
-  else what this machine gives a child (:func:`.._confine.landlock.expected`). A verdict is
-  confined only if every earlier session of the run was too (``session_started``'s
-  ``candidate_code``): a decision may rest on rollouts they paid.
-- **the optimizer**: the label ``capevolve agent``/``hill-climb`` passes to every command it runs
-  for it (``CAPEVOLVE_OPTIMIZER_CONFINEMENT``, :mod:`.._confine.label`), else "not started by
-  capevolve agent".
-
-Process-wide on purpose: one session runs in a process at a time."""
+Two parties are labelled apart. **Candidate code**: what each sandbox child reported before any
+candidate byte ran, gathered per session, else what this machine gives a child; a verdict is
+confined only if every earlier session of the run was too, since it may rest on their rollouts.
+**The optimizer**: the label ``capevolve agent``/``hill-climb`` passes to the commands it runs
+(:mod:`.._confine.label`). Process-wide on purpose: one session runs in a process at a time."""
 
 from __future__ import annotations
 
 import json
 import os
 import threading
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,8 +21,9 @@ from .._confine.launch import CONFINEMENT_ENV
 
 NOT_BY_AGENT = "not started by capevolve agent"
 NOT_SAID = "not said (a session of this run that predates the boundary's label)"
+IN_PROCESS = "unconfined (ran in the scoring process, without a sandbox)"
 _lock = threading.Lock()
-_seen: dict[str, int] = {}  # label → rollouts run with it, this session
+_seen: Counter[str] = Counter()  # label → rollouts run with it, this session
 _earlier: list[str] = []  # what the run's earlier sessions said of their candidate code
 
 
@@ -48,18 +43,13 @@ def expected_label() -> str:
 def note(label: str | None, count: int = 1) -> None:
     """A rollout whose candidate code ran under ``label`` (None: in the scoring process itself)."""
     with _lock:
-        key = label or "unconfined (ran in the scoring process, without a sandbox)"
-        _seen[key] = _seen.get(key, 0) + count
+        _seen[label or IN_PROCESS] += count
 
 
 def summary(labels: Iterable[str | None]) -> str:
     """One label for many rollouts: the confined one when all were, else the first unconfined
     one, with how many rollouts it covers when the others were confined."""
-    counts: dict[str, int] = {}
-    for label in labels:
-        key = label or "unconfined (ran in the scoring process, without a sandbox)"
-        counts[key] = counts.get(key, 0) + 1
-    return _summary(counts)
+    return _summary(Counter(label or IN_PROCESS for label in labels))
 
 
 def _summary(counts: dict[str, int]) -> str:
@@ -93,13 +83,7 @@ def optimizer() -> str:
     if not said:
         return NOT_BY_AGENT
     try:
-        fields = json.loads(said)
-        return Confinement(
-            bool(fields["confined"]),
-            int(fields.get("abi") or 0),
-            str(fields.get("why") or ""),
-            bool(fields.get("scoped")),
-        ).label
+        return Confinement.from_json(json.loads(said)).label
     except (ValueError, TypeError, KeyError):
         return f"unreadable {CONFINEMENT_ENV} ({said[:60]!r})"
 

@@ -19,14 +19,16 @@ class RolloutTimeout(BaseException):
     an adapter's ``except Exception:`` retry loop does not swallow it."""
 
 
+def timeout_message(timeout_s: float | None) -> str:
+    """The infra error of a rollout stopped at its deadline, whoever stopped it."""
+    return f"timeout: rollout exceeded rollout_timeout_s={timeout_s}"
+
+
 @contextlib.contextmanager
 def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: frozenset[str]) -> Iterator[None]:
-    """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX).
-
-    Once fired, every line the adapter runs raises :class:`RolloutTimeout` again (the timer
-    re-arms every 50 ms), so even a bare ``except:`` that retries is left. Elsewhere the rollout
-    runs to completion and is judged late. ``ours``: files whose frames are never interrupted.
-    """
+    """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX), then
+    on every line it runs (the timer re-arms every 50 ms), so even a retrying bare ``except:`` is
+    left; elsewhere it is judged late. ``ours``: files whose frames are never interrupted."""
     usable = (
         seconds is not None
         and hasattr(signal, "setitimer")

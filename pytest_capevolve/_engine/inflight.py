@@ -1,32 +1,19 @@
 """Rollouts in flight: one process's rollouts running at once, each with its own deadline.
 
-Used by rollout items under ``--capevolve-concurrency K`` (and for any adapter whose
-``run_target`` is ``async def``), in the process that runs items: the plain session or each
-xdist worker. How many are started, and which, is the session's business
-(:mod:`..session.fanout`); this module only runs them:
-
-- a sync adapter's rollout runs :func:`.runner.run_and_score` on a daemon thread (reused);
-- an async adapter's rollouts run :func:`.runner.run_and_score_async` as tasks of one event
-  loop, on one daemon thread.
-
-The deadline (``rollout_timeout_s``) cannot be a SIGALRM timer off the main thread, so a
-watchdog thread keeps it: at the deadline the rollout's future gets a timeout infra error
-(missing data, never a 0) whatever the adapter does, and the rollout is abandoned. The
-watchdog then keeps interrupting it every :data:`TICK_S` until it ends — a
-:class:`.deadline.RolloutTimeout` raised in its thread, or a cancellation of its task — so an
-``except Exception:`` retry loop neither swallows the timeout nor runs for ever. An abandoned
-rollout no longer counts as in flight.
-
-Each rollout runs with :data:`.rollout_output.CURRENT` set to its own
-:class:`.rollout_output.RolloutOutput` (in its thread, or in its task's context), so what it
-prints and logs is kept for its item, and its start and end are those of the rollout itself;
-the settled :class:`.runner.Scored` carries it (``captured``).
+Used at ``--capevolve-concurrency K`` > 1 or with an async adapter, in the process that runs
+items and in each sandbox child: sync rollouts on reused daemon threads, async ones as tasks of
+one event loop. A SIGALRM timer cannot keep a deadline off the main thread, so a watchdog thread
+does: at the deadline the rollout's future gets its timeout whatever the adapter does, and the
+abandoned rollout is interrupted again every :data:`TICK_S` until it ends, so an ``except
+Exception:`` retry loop neither swallows the timeout nor runs for ever. What each rollout prints
+and logs is kept for its item (:data:`.rollout_output.CURRENT`).
 """
 
 from __future__ import annotations
 
 import _thread
 import asyncio
+import contextlib
 import ctypes
 import functools
 import heapq
@@ -40,20 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from .._project.adapter import Task
-from .deadline import RolloutTimeout
+from .deadline import RolloutTimeout, timeout_message
 from .rollout_output import CURRENT, RolloutOutput
-from .runner import (
-    AdapterRunner,
-    Scored,
-    run_and_score,
-    run_and_score_async,
-)
+from .runner import AdapterRunner, Scored, run_and_score, run_and_score_async
 
 TICK_S = 0.05  # how often an abandoned rollout is interrupted again, as the SIGALRM timer re-arms
-
-
-def timeout_message(timeout_s: float | None) -> str:
-    return f"timeout: rollout exceeded rollout_timeout_s={timeout_s}"
 
 
 class InflightRollout:
@@ -74,10 +52,8 @@ class InflightRollout:
         """The first answer wins: the rollout's own, or the watchdog's timeout."""
         self.output.end()
         scored.captured = self.output
-        try:
+        with contextlib.suppress(InvalidStateError):
             self.future.set_result(scored)
-        except InvalidStateError:
-            pass
 
     def expire(self) -> None:
         self.settle(
@@ -98,10 +74,8 @@ class InflightRollout:
 
 
 def _raise_in_thread(thread_id: int, exc: type[BaseException]) -> None:
-    """Raise ``exc`` in another thread when it next runs a line of Python.
-
-    Never called with NULL to clear one: that would set the interpreter's pending-exception
-    flag with no exception behind it, slowing every thread until the process ends."""
+    """Raise ``exc`` in another thread when it next runs a line of Python. Never called with NULL
+    to clear one: that sets the pending flag with no exception, slowing every thread for good."""
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
 
 
@@ -137,12 +111,10 @@ def run_rollout_here(rollout: InflightRollout, call: Callable[[], Scored]) -> No
 
 
 class RolloutThreads:
-    """Daemon threads for sync rollouts, reused: a thread is started only when none is idle.
-    Started with ``_thread.start_new_thread``, which does not wait for the new thread to run:
-    ``threading.Thread.start`` waits until it has taken the GIL, up to the 5 ms switch interval
-    per thread, so 64 rollouts started at once would wait a third of a second on the main thread.
-    Daemons (as every thread so started), so an abandoned rollout never holds the process open;
-    an abandoned rollout keeps its thread, and the next rollout gets another."""
+    """Daemon threads for sync rollouts, reused: a thread is started only when none is idle (an
+    abandoned rollout keeps its own, and never holds the process open). ``_thread`` rather than
+    ``threading.Thread.start``, which waits for the new thread to take the GIL: up to 5 ms each,
+    a third of a second on the main thread for 64 rollouts started at once."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[InflightRollout, Callable[[], Scored]] | None] = (
@@ -210,10 +182,7 @@ class Watchdog:
                 if self._closed:
                     return
                 _, _, rollout = heapq.heappop(self._due)
-            if rollout.task is not None:
-                alive = not rollout.task.done()
-            else:
-                alive = rollout.running
+            alive = not rollout.task.done() if rollout.task is not None else rollout.running
             if not alive and rollout.future.done():
                 continue
             rollout.expire()
@@ -227,12 +196,8 @@ class Watchdog:
 
 
 class RolloutPool:
-    """Starts rollouts off the calling thread; the caller bounds how many run at once.
-
-    Created per process (the plain session, or each xdist worker) when rollouts fan out, and
-    in each sandbox child (:mod:`.sandbox_child`), whose ``run``/``run_async`` run the
-    candidate's side only (:func:`.runner.run_target_here`): the parent scores.
-    """
+    """Starts rollouts off the calling thread; the caller bounds how many run at once. In a
+    sandbox child ``run``/``run_async`` run the candidate's side only: the parent scores."""
 
     def __init__(
         self,
@@ -257,31 +222,16 @@ class RolloutPool:
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
     ) -> Future[Scored]:
         rollout = InflightRollout(timeout_s)
+        asked = {"seed": seed, "split": split, "timeout_s": timeout_s}
         if self.runner.is_async:
-            loop = self._event_loop()
-            # made here, but it calls run_and_score_async only once it runs: a coroutine closed
-            # unstarted (a session ending) leaves no inner coroutine never awaited
-            coroutine = _routed(
-                rollout.output,
-                functools.partial(
-                    self._run_async,
-                    self.runner,
-                    task,
-                    candidate_dir,
-                    seed=seed,
-                    split=split,
-                    timeout_s=timeout_s,
-                ),
-            )
-            self._feed(loop, rollout, coroutine)
+            # the coroutine calls run_and_score_async only once it runs: one closed unstarted (a
+            # session ending) leaves no inner coroutine never awaited
+            call = functools.partial(self._run_async, self.runner, task, candidate_dir, **asked)
+            self._feed(self._event_loop(), rollout, _routed(rollout.output, call))
         else:
-
-            def call() -> Scored:
-                return self._run(
-                    self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
-                )
-
-            self.threads.submit(rollout, call)
+            self.threads.submit(
+                rollout, functools.partial(self._run, self.runner, task, candidate_dir, **asked)
+            )
         self.watchdog.watch(rollout)
         return rollout.future
 
@@ -291,11 +241,8 @@ class RolloutPool:
         rollout: InflightRollout,
         coroutine: Coroutine[Any, Any, Scored],
     ) -> None:
-        """Queue a rollout for the loop, waking it only if no wake-up is on its way: rollouts
-        started before the loop runs again go in one batch. A wake-up is a write to the loop's
-        socket, which lets go of the GIL; under CPU contention the woken loop thread takes it,
-        so a wake-up per rollout stalled the starting thread (the session's main thread, the
-        sandbox child's reader) once per rollout."""
+        """Queue a rollout for the loop, waking it only if no wake-up is on its way: a wake-up
+        lets go of the GIL, and under CPU contention one per rollout stalled the starting thread."""
         with self._feeding:
             self._queued.append((rollout, coroutine))
             if self._woken:
@@ -304,30 +251,23 @@ class RolloutPool:
         loop.call_soon_threadsafe(self._create_tasks, loop)
 
     def _create_tasks(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On the loop's thread: a task for every rollout queued since the last wake-up."""
+        """On the loop's thread: a task for every rollout queued since the last wake-up. The loop
+        comes with the call, not from ``self``: a call queued behind an adapter that blocked the
+        loop can run after :meth:`close` let go of it — then each rollout is abandoned, its
+        coroutine closed unstarted (never a task nobody collects, nor a "never awaited" warning)."""
         with self._feeding:
             batch, self._queued = self._queued, []
             self._woken = False
         for rollout, coroutine in batch:
-            self._create_task(loop, rollout, coroutine)
-
-    def _create_task(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        rollout: InflightRollout,
-        coroutine: Coroutine[Any, Any, Scored],
-    ) -> None:
-        """On the loop's thread. The loop comes with the call, not from ``self``: a call queued
-        behind an adapter that blocked the loop can run after :meth:`close` let go of it — then
-        the rollout is abandoned, its coroutine closed unstarted (never a task nobody collects,
-        nor a "never awaited" warning)."""
-        if self._closed:
-            coroutine.close()
-            rollout.settle(Scored(rollout=None, infra_error="abandoned: the session ended before it started"))
-            return
-        rollout.loop = loop
-        rollout.task = loop.create_task(coroutine)
-        rollout.task.add_done_callback(lambda task: rollout.settle(_task_result(task, rollout)))
+            if self._closed:
+                coroutine.close()
+                rollout.settle(
+                    Scored(rollout=None, infra_error="abandoned: the session ended before it started")
+                )
+                continue
+            rollout.loop = loop
+            rollout.task = loop.create_task(coroutine)
+            rollout.task.add_done_callback(functools.partial(_task_settled, rollout))
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -369,15 +309,13 @@ async def _routed(output: RolloutOutput, rollout: Callable[[], Coroutine[Any, An
     return await rollout()
 
 
-def _task_result(task: asyncio.Task[Scored], rollout: InflightRollout) -> Scored:
+def _task_settled(rollout: InflightRollout, task: asyncio.Task[Scored]) -> None:
     if task.cancelled():
-        return Scored(
-            rollout=None, infra_error=f"timeout: rollout exceeded rollout_timeout_s={rollout.timeout_s}"
-        )
-    exc = task.exception()
-    if exc is not None:
-        return Scored(rollout=None, infra_error=f"run_target raised {type(exc).__name__}: {exc}")
-    return task.result()
+        rollout.settle(Scored(rollout=None, infra_error=timeout_message(rollout.timeout_s)))
+    elif (exc := task.exception()) is not None:
+        rollout.settle(Scored(rollout=None, infra_error=f"run_target raised {type(exc).__name__}: {exc}"))
+    else:
+        rollout.settle(task.result())
 
 
 async def _cancel_all() -> int:

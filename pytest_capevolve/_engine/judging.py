@@ -1,11 +1,9 @@
 """Scoring one rollout's output: once, or ``judge_rescores`` times for a stochastic scorer.
 
-The one place :mod:`.runner` calls the adapter's ``score()``. With ``stochastic_score = True``
-and ``judge_rescores: r``, an output is scored r times and its reward is the **mean**: still one
-number per rollout, distributed alike for two arms that do the same thing, so every gate stays
-exact and the SE holds the judge's share of the variance (``_stats/judge_noise.py``). Re-score j
-at seed s runs with ``seed = s + JUDGE_SEED_STRIDE * j``, recorded in the ``judge`` field; a
-non-stochastic adapter is scored once and has no ``judge`` field."""
+With ``stochastic_score = True`` and ``judge_rescores: r``, an output is scored r times and its
+reward is the **mean**: still one number per rollout, alike for two arms that do the same thing,
+so every gate stays exact and the SE holds the judge's variance. Re-score j at seed s runs with
+``seed = s + JUDGE_SEED_STRIDE * j``, recorded in the ``judge`` field."""
 
 from __future__ import annotations
 
@@ -62,12 +60,16 @@ class Judged:
     judge: dict[str, Any] | None = None
 
 
-def _kwargs(adapter: Any, seed: int) -> dict[str, Any]:
+def _calls(adapter: Any, seed: int, rescores: int) -> tuple[bool, list[int], list[dict[str, Any]]]:
+    """Whether the scorer is stochastic, the seeds it scores with and each call's keywords (a
+    seed for a stochastic scorer that takes one)."""
+    stochastic = declared_stochastic(adapter)
+    seeds = [judge_seed(seed, j) for j in range(rescores if stochastic else 1)]
     try:
-        takes_seed = "seed" in inspect.signature(adapter.score).parameters
+        takes_seed = stochastic and "seed" in inspect.signature(adapter.score).parameters
     except (TypeError, ValueError):
         takes_seed = False
-    return {"seed": seed} if takes_seed else {}
+    return stochastic, seeds, [{"seed": s} if takes_seed else {} for s in seeds]
 
 
 def _combined(task: Task, scores: list[Any], seeds: list[int], stochastic: bool) -> Judged:
@@ -83,26 +85,19 @@ def _combined(task: Task, scores: list[Any], seeds: list[int], stochastic: bool)
 
 def score_rollout(adapter: Any, task: Task, rollout: Rollout, *, seed: int, rescores: int) -> Judged:
     """Score ``rollout`` (r times if the scorer is stochastic). Raises what ``score()`` raised."""
-    stochastic = declared_stochastic(adapter)
-    seeds = [judge_seed(seed, j) for j in range(rescores if stochastic else 1)]
-    if not stochastic:
-        return _combined(task, [adapter.score(task, rollout)], seeds, False)
-    scores = [adapter.score(task, rollout, **_kwargs(adapter, s)) for s in seeds]
-    return _combined(task, scores, seeds, True)
+    stochastic, seeds, calls = _calls(adapter, seed, rescores)
+    return _combined(task, [adapter.score(task, rollout, **kw) for kw in calls], seeds, stochastic)
 
 
 async def score_rollout_async(
     adapter: Any, task: Task, rollout: Rollout, *, seed: int, rescores: int
 ) -> Judged:
     """:func:`score_rollout` for an adapter whose ``score`` may be ``async def``."""
-    stochastic = declared_stochastic(adapter)
-    seeds = [judge_seed(seed, j) for j in range(rescores if stochastic else 1)]
+    stochastic, seeds, calls = _calls(adapter, seed, rescores)
     scores = []
-    for s in seeds:
-        result = adapter.score(task, rollout, **(_kwargs(adapter, s) if stochastic else {}))
-        if inspect.isawaitable(result):
-            result = await result
-        scores.append(result)
+    for kw in calls:
+        result = adapter.score(task, rollout, **kw)
+        scores.append(await result if inspect.isawaitable(result) else result)
     return _combined(task, scores, seeds, stochastic)
 
 
@@ -143,7 +138,7 @@ def prefer_in_order(adapter: Any, task: Task, output_a: Any, output_b: Any, *, o
     if inspect.isawaitable(said):
         import asyncio
 
-        said = asyncio.run(_awaited(said))
+        said = asyncio.run(awaited(said))
     if said not in ("A", "B", "tie"):
         raise AdapterError(
             f"adapter {type(adapter).__name__}: prefer({task.id!r}, …) returned {said!r}; return "
@@ -152,5 +147,5 @@ def prefer_in_order(adapter: Any, task: Task, output_a: Any, output_b: Any, *, o
     return said if order == "AB" or said == "tie" else {"A": "B", "B": "A"}[said]
 
 
-async def _awaited(result: Any) -> Any:
+async def awaited(result: Any) -> Any:
     return await result

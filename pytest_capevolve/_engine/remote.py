@@ -45,11 +45,13 @@ def gateway_count(config: pytest.Config) -> int:
     """How many processes run rollouts: the xdist gateways (``-n N`` is N popen ones), else 1."""
     if config.getoption("dist", "no") == "no":
         return 1
-    gateways = 0
-    for raw in config.getoption("tx", None) or []:
-        count, _, _ = raw.rpartition("*")
-        gateways += int(count) if count.isdigit() else 1
-    return max(1, gateways)
+    return max(1, sum(_gateways(raw) for raw in config.getoption("tx", None) or []))
+
+
+def _gateways(raw: str) -> int:
+    """How many gateways one ``--tx`` starts (``N*spec``: N)."""
+    count, _, _ = raw.rpartition("*")
+    return int(count) if count.isdigit() else 1
 
 
 def check_gateways(config: pytest.Config, spec: Spec) -> None:
@@ -58,9 +60,8 @@ def check_gateways(config: pytest.Config, spec: Spec) -> None:
     replaced at most 4 × gateways times (xdist's default for ``-n``)."""
     gateways = 0
     for raw in config.getoption("tx", None) or []:
-        count, _, text = raw.rpartition("*")
-        gateways += int(count) if count.isdigit() else 1
-        options = dict(part.partition("=")[::2] for part in text.split("//"))
+        gateways += _gateways(raw)
+        options = dict(part.partition("=")[::2] for part in raw.rpartition("*")[2].split("//"))
         if "popen" in options and options.get("chdir"):
             folder = Path(options["chdir"])
             if not any((f / spec.path.name).is_file() for f in (folder, folder / spec.project_dir.name)):
@@ -76,23 +77,16 @@ def check_gateways(config: pytest.Config, spec: Spec) -> None:
 def join_option_values(config: pytest.Config) -> None:
     """``--capevolve-run /abs/PROJECT`` → ``--capevolve-run=/abs/PROJECT`` in the arguments
     xdist sends to workers in other folders, which would map a bare path onto an rsync root."""
-    args = [str(arg) for arg in config.invocation_params.args]
+    args = iter([str(arg) for arg in config.invocation_params.args])
     joined: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        dest = arg[2:].replace("-", "_")
+    for arg in args:
         takes_value = (
             arg.startswith("--capevolve-")
             and "=" not in arg
-            and not isinstance(getattr(config.option, dest, False), bool)
+            and not isinstance(getattr(config.option, arg[2:].replace("-", "_"), False), bool)
         )
-        if takes_value and index + 1 < len(args):
-            joined.append(f"{arg}={args[index + 1]}")
-            index += 2
-            continue
-        joined.append(arg)
-        index += 1
+        value = next(args, None) if takes_value else None
+        joined.append(arg if value is None else f"{arg}={value}")
     config.invocation_params = replace(config.invocation_params, args=tuple(joined))
 
 

@@ -1,14 +1,10 @@
 """What a rollout run off the main thread writes and logs, kept for that rollout alone.
 
-A rollout in flight (:mod:`.inflight`) runs while the main thread reports other items, so a
-plain ``print`` would land in whichever item's capture is active. Instead :data:`CURRENT` (a
-context variable set around each rollout) names its :class:`RolloutOutput`;
-:func:`route_in_place` and :class:`RoutedStream` send a write made there to that buffer, and
-:class:`RolloutLogFilter` keeps its log records. Its item's call phase writes them again under
-that item's capture (:mod:`.routed_output`), so the report matches K = 1.
-
-Not routed: writes to a file descriptor (``os.write(1, …)``, C code, subprocesses,
-``sys.stdout.buffer``) and threads the adapter starts itself (they do not inherit the context)."""
+A rollout in flight runs while the main thread reports other items, so a plain ``print`` would
+land in whichever item's capture is active. Instead :data:`CURRENT` (a context variable set
+around each rollout) names its :class:`RolloutOutput`, where routed streams and
+:class:`RolloutLogFilter` keep its writes and records for its item (:mod:`.routed_output`).
+Not routed: writes to a file descriptor, and threads the adapter starts itself."""
 
 from __future__ import annotations
 
@@ -49,6 +45,14 @@ class RolloutOutput:
 CURRENT: ContextVar[RolloutOutput | None] = ContextVar("capevolve_rollout_output", default=None)
 
 
+def _kept(name: str, text: str) -> bool:
+    """Whether ``text`` was kept in the current rollout's buffer ``name`` (there is a rollout)."""
+    output = CURRENT.get()
+    if output is not None:
+        getattr(output, name).append(text)
+    return output is not None
+
+
 class RoutedStream:
     """A text stream whose writes go to the current rollout's buffer when there is one; all but
     ``write``/``writelines``/``flush`` is the wrapped stream's."""
@@ -58,11 +62,7 @@ class RoutedStream:
         self.name = name  # "stdout" or "stderr": which buffer of a RolloutOutput
 
     def write(self, text: str) -> int:
-        output = CURRENT.get()
-        if output is None:
-            return self.wrapped.write(text)  # type: ignore[no-any-return]
-        getattr(output, self.name).append(text)
-        return len(text)
+        return len(text) if _kept(self.name, text) else self.wrapped.write(text)  # type: ignore[no-any-return]
 
     def writelines(self, lines: Any) -> None:
         for line in lines:
@@ -85,11 +85,7 @@ class _RoutedWrites:
     _capevolve_stream: str
 
     def write(self, text: str) -> int:
-        output = CURRENT.get()
-        if output is None:
-            return super().write(text)  # type: ignore[misc, no-any-return]
-        getattr(output, self._capevolve_stream).append(text)
-        return len(text)
+        return len(text) if _kept(self._capevolve_stream, text) else super().write(text)  # type: ignore[misc]
 
     def flush(self) -> None:
         if CURRENT.get() is None:

@@ -1,14 +1,10 @@
 """Routing in-flight rollouts' output through pytest's capture, in each process that runs them.
 
-Installed by :mod:`.fanout` (K > 1, or an async adapter); K = 1 with a sync adapter runs under
-pytest's per-item capture and needs none of this. pytest swaps ``sys.stdout``/``sys.stderr`` at
-every phase, so the routing is put on what pytest swaps in: its capture file is routed in place
-(given a subclass of its class), and the interpreter's stream is wrapped in a
-:class:`.rollout_output.RoutedStream`. A rollout's write goes to its own buffer; every other
-write goes where pytest meant. Logging handlers get a :class:`.rollout_output.RolloutLogFilter`,
-with the root level held at the per-item capture's while rollouts run.
-:meth:`OutputRouting.replay`, in the item's call phase, gives the report the same sections as at
-K = 1. Everything is put back in ``pytest_unconfigure``."""
+Needed at K > 1 or with an async adapter only. pytest swaps ``sys.stdout``/``sys.stderr`` at
+every phase, so the routing goes on what pytest swaps in: its capture file is routed in place,
+the interpreter's stream wrapped in a :class:`.rollout_output.RoutedStream`, and logging handlers
+get a :class:`.rollout_output.RolloutLogFilter`. :meth:`OutputRouting.replay`, in the item's
+call phase, gives the report the sections it has at K = 1."""
 
 from __future__ import annotations
 

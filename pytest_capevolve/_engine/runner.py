@@ -1,27 +1,11 @@
 """Running one rollout and scoring it: the one place that calls a user's agent and scorer.
 
-Used by rollout items (on each worker, or in-process without xdist), by the ``adapter``
-microcase check and by ``capevolve check``, so the three can never disagree on what counts as
-an infra error. It writes nothing.
-
-An infra error (run_target raised, ``Rollout.error`` set, scorer crash or a reward outside
-[0, 1]) gives ``reward = None`` and ``infra_error`` set: missing data, never a 0 — the harness
-failed to measure. What the candidate's side caused is the candidate's failure instead
-(:func:`charge`): a rollout that ran past ``rollout_timeout_s``, a sandbox child that exited,
-was killed or answered garbage while it ran the rollout, or ``sys.exit`` in ``run_target``
-give ``reward = 0.0`` with ``caused`` set, labelled in the feedback and the metrics, and the
-scorer is not called. Paid again, such a rollout would be a fresh draw the candidate chose
-(docs/explanation/candidate-failures.md draws the line).
-
-An adapter whose ``run_target`` is ``async def`` is run by :func:`run_and_score_async` (on the
-event loop of :mod:`.inflight` in a session, under ``asyncio.run`` elsewhere).
-
-Where the candidate's code runs is the runner's :attr:`AdapterRunner.targets`: a session, the
-``adapter`` microcase check and ``capevolve check`` build their runner with
-:func:`.sandbox.isolated`, so ``live()``/``apply()`` and ``run_target`` run in a sandbox child
-process (:mod:`.sandbox_child`) and come back as data; :func:`run_and_score` scores them here,
-in a process that never imported candidate code. :class:`InProcess` (run_target in this
-process) is what the sandbox child itself uses, and tests of adapters defined in memory.
+Shared by rollout items, the ``adapter`` microcase check and ``capevolve check``, so they never
+disagree on what counts as an infra error (``reward = None``: missing data, never a 0) and what
+the candidate's side caused (:func:`charge`: a 0, never paid again as a fresh draw it chose;
+docs/explanation/candidate-failures.md draws the line). It writes nothing. In a session the
+candidate's side runs in a sandbox child (:func:`.sandbox.isolated`); :class:`InProcess` runs it
+here (in the sandbox child itself, and for adapters defined in memory in tests).
 """
 
 from __future__ import annotations
@@ -46,16 +30,13 @@ from .._project.adapter import (
     coerce_rollout,
 )
 from . import deadline as deadline_module
-from .deadline import RolloutTimeout
-from .judging import Judged, declared_stochastic, rescores_for, score_rollout, score_rollout_async
+from .deadline import RolloutTimeout, timeout_message
+from .judging import Judged, awaited, declared_stochastic, rescores_for, score_rollout, score_rollout_async
 from .rollout_output import RolloutOutput
 
 
 class AdapterRunner:
-    """Calls one adapter the way its signature asks: ours, or cap-evolve's older one.
-
-    Runs on each worker (or in-process without xdist), once per rollout item.
-    """
+    """Calls one adapter the way its signature asks: ours, or cap-evolve's older one."""
 
     def __init__(self, adapter: Any, judge_rescores: int = 1) -> None:
         self.adapter = adapter
@@ -63,8 +44,9 @@ class AdapterRunner:
         self.rescores = rescores_for(adapter, judge_rescores)
         self.stochastic = declared_stochastic(adapter)
         params = inspect.signature(adapter.run_target).parameters
-        self._passes_seed = "seed" in params
-        self._passes_split = "split" in params
+        self._passes = frozenset(
+            name for name in ("seed", "split") if name in params
+        )  # as its signature asks
         self.is_async = inspect.iscoroutinefunction(adapter.run_target)
         # where live() + run_target run: here, unless the runner was made by sandbox.isolated
         self.targets: Targets = InProcess(self)
@@ -102,13 +84,8 @@ class AdapterRunner:
         with self.live(candidate_dir) as ctx:
             yield ctx
 
-    def _target_kwargs(self, *, seed: int, split: str) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if self._passes_seed:
-            kwargs["seed"] = seed
-        if self._passes_split:
-            kwargs["split"] = split
-        return kwargs
+    def _target_kwargs(self, **given: Any) -> dict[str, Any]:
+        return {name: value for name, value in given.items() if name in self._passes}
 
     def run_target(self, task: Task, ctx: Any, *, seed: int, split: str) -> Rollout:
         result = self.adapter.run_target(task, ctx, **self._target_kwargs(seed=seed, split=split))
@@ -126,26 +103,18 @@ class AdapterRunner:
     def score_now(self, task: Task, rollout: Rollout) -> Score:
         """:meth:`score` from plain code outside any event loop (``capevolve check``, a
         re-score of a persisted rollout): an ``async def`` scorer runs under ``asyncio.run``."""
-        if inspect.iscoroutinefunction(self.adapter.score):
-            import asyncio  # here: a sandbox child of a sync adapter never needs it
-
-            return asyncio.run(self.score_async(task, rollout))
-        return self.score(task, rollout)
-
-    async def score_async(self, task: Task, rollout: Rollout) -> Score:
         result = self.adapter.score(task, rollout)
         if inspect.isawaitable(result):
-            result = await result
+            import asyncio  # here: a sandbox child of a sync adapter never needs it
+
+            result = asyncio.run(awaited(result))
         return coerce_score(result, task)
 
 
 def declared_thread_safe(adapter: Any) -> bool:
-    """Whether rollouts of ``adapter`` may run at once in one process (``--capevolve-concurrency``).
-
-    An adapter says so with a ``thread_safe`` attribute. Without one, a cap-evolve style
-    ``apply(dir)`` adapter (no ``live()``) is taken as unsafe: ``apply`` has nothing to hand the
-    rollout but process-wide state, so two candidates applied at once would measure each other.
-    """
+    """Whether rollouts of ``adapter`` may run at once in one process, as its ``thread_safe``
+    says. Without one, an ``apply(dir)`` adapter (no ``live()``) is unsafe: ``apply`` has only
+    process-wide state to hand the rollout, so two candidates applied at once measure each other."""
     declared = getattr(adapter, "thread_safe", None)
     if declared is not None:
         if not isinstance(declared, bool):
@@ -244,10 +213,8 @@ def run_and_score(
     split: str,
     timeout_s: float | None = None,
 ) -> Scored:
-    """Make ``candidate_dir`` live, run the agent once on ``task`` with ``seed``, score it.
-
-    The agent runs where ``runner.targets`` runs it (a sandbox child in a session); the score
-    is taken here, in the calling thread. An async adapter gets an event loop of its own."""
+    """Make ``candidate_dir`` live, run the agent once on ``task`` with ``seed`` where
+    ``runner.targets`` runs it, and score it here. An async adapter gets an event loop of its own."""
     if runner.is_async:
         import asyncio
 
@@ -256,17 +223,15 @@ def run_and_score(
         )
     scored = runner.targets.run(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
-    rollout = scored.rollout
-    if (
-        rollout is not None
-        and scored.infra_error is None
-        and scored.caused is None
-        and _ready_to_score(scored, rollout, timeout_s)
-    ):
-        _score_into(scored, runner, task, rollout, seed)
-    charge(scored)
-    scored.seconds = round(scored.seconds + time.perf_counter() - started, 6)
-    return scored
+    if (rollout := _to_score(scored, timeout_s)) is not None:
+        try:
+            judged: Judged | BaseException = score_rollout(
+                runner.adapter, task, rollout, seed=seed, rescores=runner.rescores
+            )
+        except (Exception, SystemExit) as exc:
+            judged = exc
+        _take_score(scored, task, judged)
+    return _charged(scored, started)
 
 
 async def run_and_score_async(
@@ -282,20 +247,19 @@ async def run_and_score_async(
     running event loop (the scorer may be ``async def`` too)."""
     scored = await runner.targets.run_async(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
-    rollout = scored.rollout
-    if (
-        rollout is not None
-        and scored.infra_error is None
-        and scored.caused is None
-        and _ready_to_score(scored, rollout, timeout_s)
-    ):
+    if (rollout := _to_score(scored, timeout_s)) is not None:
         try:
-            score: Judged | BaseException = await score_rollout_async(
+            judged: Judged | BaseException = await score_rollout_async(
                 runner.adapter, task, rollout, seed=seed, rescores=runner.rescores
             )
         except (Exception, SystemExit) as exc:
-            score = exc
-        _take_score(scored, task, score)
+            judged = exc
+        _take_score(scored, task, judged)
+    return _charged(scored, started)
+
+
+def _charged(scored: Scored, started: float) -> Scored:
+    """``scored`` charged (:func:`charge`), the scoring time since ``started`` added to its own."""
     charge(scored)
     scored.seconds = round(scored.seconds + time.perf_counter() - started, 6)
     return scored
@@ -308,11 +272,9 @@ CAUSED_PREFIXES = ("timeout: ", "run_target raised SystemExit(")
 
 
 def charge(scored: Scored) -> Scored:
-    """Book what the candidate's side caused against the candidate, in the process that scores:
-    a death or kill of its sandbox child seen here (``caused``), a timeout, ``sys.exit`` in
-    ``run_target``. Such a rollout is a reward of 0, its reason in ``feedback`` (``candidate
-    failure: …``) and ``metrics["candidate_failure"]`` — never missing data a later session
-    pays again with a fresh draw. Everything else the candidate's side reports stays as it is."""
+    """Book what the candidate's side caused (a death or kill of its sandbox child, a timeout,
+    ``sys.exit`` in ``run_target``) against the candidate: a reward of 0, its reason in
+    ``feedback`` and ``metrics["candidate_failure"]``, never missing data paid again."""
     why = scored.caused
     if why is None and scored.infra_error is not None and scored.infra_error.startswith(CAUSED_PREFIXES):
         why = scored.infra_error
@@ -362,10 +324,9 @@ async def run_target_here_async(
     split: str,
     timeout_s: float | None = None,
 ) -> Scored:
-    """:func:`run_target_here` for an async adapter, on the running event loop. The deadline
-    cancels ``run_target`` (``CancelledError`` is a BaseException, so ``except Exception:``
-    does not swallow it); an adapter that swallows the cancellation anyway is judged late
-    afterwards, and in a session :mod:`.inflight` reports it at its deadline whatever it does."""
+    """:func:`run_target_here` on the running event loop. The deadline cancels ``run_target``
+    (a BaseException: ``except Exception:`` does not swallow it); an adapter that swallows it
+    anyway is judged late, and in flight is reported at its deadline whatever it does."""
     import asyncio
 
     started = time.perf_counter()
@@ -376,11 +337,7 @@ async def run_target_here_async(
             async with deadline:  # live()'s set-up and clean-up are not cut short, as above
                 scored.rollout = await runner.run_target_async(task, ctx, seed=seed, split=split)
     except TimeoutError as exc:
-        scored.infra_error = (
-            f"timeout: rollout exceeded rollout_timeout_s={timeout_s}"
-            if deadline.expired()
-            else f"run_target raised {type(exc).__name__}: {exc}"
-        )
+        scored.infra_error = timeout_message(timeout_s) if deadline.expired() else _raised("run_target", exc)
     except (Exception, SystemExit) as exc:
         scored.infra_error = _raised("run_target", exc)
     scored.seconds = round(time.perf_counter() - started, 6)
@@ -388,50 +345,41 @@ async def run_target_here_async(
 
 
 def _raised(method: str, exc: BaseException) -> str:
-    """The one-line infra error of an adapter method that raised. ``SystemExit`` (``sys.exit``
-    in the agent or scorer) is caught too: it ends one rollout, never the session. A
-    ``KeyboardInterrupt`` is not: raised by the adapter or by a real Ctrl-C, it looks the same
-    here, and a Ctrl-C must stop the session."""
+    """The one-line infra error of an adapter method that raised. ``SystemExit`` is caught too:
+    it ends one rollout, never the session. ``KeyboardInterrupt`` is not: raised by the adapter
+    or a real Ctrl-C, it looks the same, and a Ctrl-C must stop the session."""
     if isinstance(exc, SystemExit):
         return f"{method} raised SystemExit({exc.code!r}): an adapter must not exit the process"
     return f"{method} raised {type(exc).__name__}: {exc}"
 
 
-def _ready_to_score(scored: Scored, rollout: Rollout, timeout_s: float | None) -> bool:
-    """A returned rollout is scored unless it reports its own error or came back after its
-    deadline (an adapter that swallowed the timeout; ``scored.seconds`` is how long the
-    candidate's side took): both are infra errors, never a score."""
-    elapsed = scored.seconds
+def _to_score(scored: Scored, timeout_s: float | None) -> Rollout | None:
+    """The rollout to score, if the candidate's side returned one: one reporting its own error,
+    an invalid cost or token count, or back after its deadline (an adapter that swallowed the
+    timeout) is an infra error instead."""
+    rollout = scored.rollout
+    if rollout is None or scored.infra_error is not None or scored.caused is not None:
+        return None
     try:
         check_cost(rollout.cost_usd, f"run_target({rollout.task_id!r})")
     except AdapterError as exc:
         # what it cost is unknown: recorded as 0 (never a NaN or a refund in the spend sums)
         scored.rollout = replace(rollout, cost_usd=0.0)
         scored.infra_error = f"invalid cost: {exc}"
-        return False
+        return None
     try:
         check_tokens(rollout.tokens, f"run_target({rollout.task_id!r})")
     except AdapterError as exc:
         scored.rollout = replace(rollout, tokens=0)  # how many is unknown: never a negative sum
         scored.infra_error = f"invalid tokens: {exc}"
-        return False
+        return None
     if rollout.error:
         scored.infra_error = f"rollout error: {rollout.error}"
-    elif timeout_s is not None and elapsed > timeout_s:
-        scored.infra_error = f"timeout: rollout took {elapsed:.3f}s > {timeout_s}s"
+    elif timeout_s is not None and scored.seconds > timeout_s:
+        scored.infra_error = f"timeout: rollout took {scored.seconds:.3f}s > {timeout_s}s"
     else:
-        return True
-    return False
-
-
-def _score_into(scored: Scored, runner: AdapterRunner, task: Task, rollout: Rollout, seed: int) -> None:
-    try:
-        score: Judged | BaseException = score_rollout(
-            runner.adapter, task, rollout, seed=seed, rescores=runner.rescores
-        )
-    except (Exception, SystemExit) as exc:
-        score = exc
-    _take_score(scored, task, score)
+        return rollout
+    return None
 
 
 def _take_score(scored: Scored, task: Task, judged: Judged | BaseException) -> None:

@@ -1,41 +1,14 @@
 """Candidate code runs in a sandbox child; the process that scores never imports it.
 
-In every process that evaluates rollouts (the plain session, each xdist worker, the
-``adapter`` microcase check, ``capevolve check``) the adapter's runner is built by
-:func:`isolated`: its ``live()``/``apply()`` + ``run_target`` half runs in a child process
-(:mod:`.sandbox_child`, driven by :mod:`.sandbox_process`), started fresh with ``subprocess``
-(a new interpreter, never a fork of this one), one per candidate folder, so one candidate's
-code can neither reach the scorer nor another candidate's rollouts. The rollout comes back
-over a pipe as data (:mod:`.wire`, read with an unpickler that only makes values);
-:func:`.runner.run_and_score` scores it here.
-
-- **A child that dies** (``os._exit``, a segfault, a kill) while it runs rollouts ends them as
-  the candidate's failures (reward 0, labelled: :func:`.runner.charge`) — the candidate's code
-  ran there, and a death it chose must not become missing data a later session pays again
-  with a fresh draw — and the next rollout starts a new child. So does a child that answers
-  garbage or another request. A child that cannot start or get ready (the adapter's import, a
-  start-up hook moved) is the harness's failure: infra errors, missing data.
-- **A hung child is killed**: the child keeps each rollout's deadline itself (the SIGALRM timer
-  inline, the watchdog in flight); if it has not answered ``rollout_timeout_s`` +
-  :data:`.sandbox_answer.GRACE_S` after a request was sent, this side kills it and its
-  rollouts are timeouts: the candidate's failures too.
-- **What a rollout printed and logged** in the child comes back with its answer and is written
-  and logged again here, in the thread (or task) that waits for it — under the item's capture at
-  concurrency 1, into the rollout's own buffer in flight (:mod:`.rollout_output`) — so reports
-  keep the sections they had in-process.
-
-A sync rollout asked for on the main thread (concurrency 1) of a child nothing was sent ahead
-to is one request and one answer on the pipe, with no thread in between; otherwise a reader
-thread per child (started once, with its first request in flight) hands answers to futures.
-At concurrency 1 the next item's request may be **sent ahead** (:meth:`Sandboxes.send_ahead`,
-from the item layer): right after this rollout's answer has been read, before it is scored
-and persisted, so the child runs the next rollout while this process does its share of the
-current one. The child still runs one rollout at a time, and a request is only ever sent to an
-idle child (never queued behind a rollout), and its answer is read as it arrives by the
-child's reader thread, not when the next item collects it, so its deadline and its
-``seconds`` (from the request sent to its whole answer read) mean what they meant however
-long this process takes over the last one; an answer sent ahead for an item that then asks
-for something else is read and dropped. No thread is started per rollout.
+:func:`isolated` builds an adapter's runner whose ``live()``/``apply()`` + ``run_target`` half
+runs in a child process (:mod:`.sandbox_child`, driven by :mod:`.sandbox_process`): a fresh
+interpreter, never a fork, one per candidate folder, so one candidate's code reaches neither the
+scorer nor another candidate's rollouts. The rollout comes back as data (:mod:`.wire`) and is
+scored here; what it printed and logged is replayed here, so reports keep their sections. A
+child that dies, hangs past its deadline or answers garbage ends its rollouts as the
+candidate's failures (:mod:`.sandbox_answer`): a death it chose is never missing data a later
+session pays again. At concurrency 1 the next item's request may be sent ahead
+(:meth:`Sandboxes.send_ahead`), so the child runs it while this process scores the current one.
 
 See docs/explanation/candidate-isolation.md for what this does and does not protect.
 """
@@ -44,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import itertools
 import logging
 import pickle
@@ -68,11 +42,9 @@ MAX_CHILDREN = 8  # live children per process; the least recently used idle one 
 def isolated(
     adapter: Any, ref: str, project_dir: Path, judge_rescores: int = 1, *, spec: Spec | None = None
 ) -> AdapterRunner:
-    """The runner of ``adapter`` (loaded here from ``ref``, for tasks and scores) whose
-    candidate side runs in sandbox children that load the same ``ref``, each confined to the
-    boundary of ``spec``'s project (:mod:`.sandbox_boundary`; without a spec: the run dir
-    hidden, no gold); ``judge_rescores``: times a declared-stochastic scorer
-    scores each output (:mod:`.judging`)."""
+    """The runner of ``adapter`` (loaded here from ``ref``, for tasks and scores) whose candidate
+    side runs in sandbox children that load the same ``ref``, confined to the boundary of
+    ``spec``'s project (without a spec: the run dir hidden, no gold)."""
     runner = AdapterRunner(adapter, judge_rescores)
     runner.targets = Sandboxes(ref, project_dir, harness_modules=[type(adapter).__module__], spec=spec)
     return runner
@@ -87,7 +59,6 @@ class Sandboxes:
     ) -> None:
         self.ref = ref
         self.project_dir = project_dir
-        self.harness_modules = harness_modules
         self.spec = spec
         self._fence: Fence | None = None
         # called once, on the main thread, right after the next inline answer is read (before it
@@ -158,10 +129,8 @@ class Sandboxes:
         answer = sandbox.exchange(ask) if inline else sandbox.submit(ask).result()
         self._label(answer.scored, sandbox)
         if then is not None and inline:
-            try:
+            with contextlib.suppress(Exception):  # only a head start: the next item asks for it itself
                 then()
-            except Exception:  # only a head start: the next item asks for its rollout itself
-                pass
         answer.replay()
         return answer.scored
 

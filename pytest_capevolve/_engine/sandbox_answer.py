@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._project.adapter import Rollout
+from .deadline import timeout_message
 from .runner import Scored
 from .wire import ValueLoader, WireError
 
@@ -68,10 +69,12 @@ def died(code: int | None) -> str:
 
 
 def killed_late(timeout_s: float | None) -> str:
-    return (
-        f"timeout: rollout exceeded rollout_timeout_s={timeout_s} and its sandbox process did not "
-        f"answer {GRACE_S:g}s later: it was killed"
-    )
+    late = f"and its sandbox process did not answer {GRACE_S:g}s later: it was killed"
+    return f"{timeout_message(timeout_s)} {late}"
+
+
+def garbled(exc: Exception) -> str:
+    return f"the sandbox process sent a malformed answer ({exc}): it was killed"
 
 
 def decode_answer(payload: bytes, values: ValueLoader, seconds: float) -> tuple[int, Answer]:

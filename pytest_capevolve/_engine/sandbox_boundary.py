@@ -1,23 +1,10 @@
 """What a sandbox child may reach: the :class:`.._confine.landlock.Boundary` candidate code runs in.
 
-Computed in the scoring process (outside), once per runner, from the spec; applied by each
-sandbox child to itself before it loads the adapter (:mod:`.sandbox_child`), so no byte of a
-candidate runs outside it:
-
-- **write**: the child's own scratch folder (a fresh temporary folder outside the project, its
-  ``TMPDIR``, removed when the child ends) and the folders the spec's ``sandbox_writable``
-  names (what an honest ``live()`` writes into);
-- **read**: everything else on the machine — the Python environment, the adapter and its
-  libraries, the candidate's folder (its snapshot or work copy, even inside the run dir) —
-  **except** the hidden: the project's ``.capevolve/`` (run dirs, work copies, memory), the gold
-  files the lock holds as data (the spec's ``harness_files``: gold, answers, ``tasks/``,
-  ``data/`` by default), and the shared ledger when the spec names one;
-- **signals and abstract Unix sockets** scoped to the child's own domain (Landlock ABI ≥ 6): it
-  cannot kill, trace or talk to the session that scores it.
-
-The child never scores: gold is read by the scoring process only, and tasks reach the child
-pickled (a task that does not pickle is read by the child's own ``tasks("all")``, which then
-must not need a hidden file).
+Computed in the scoring process from the spec; applied by each child to itself before it loads
+the adapter. It may **write** its scratch (its ``TMPDIR``) and the spec's ``sandbox_writable``;
+**read** everything **but** the project's ``.capevolve/``, the gold files (``harness_files``)
+and the shared ledger; and (ABI ≥ 6) not signal the session that scores it. Gold is read by
+the scoring process only: tasks reach the child pickled.
 """
 
 from __future__ import annotations
@@ -69,9 +56,7 @@ class Fence:
 
     def explain(self, infra_error: str) -> str:
         """``infra_error`` with the way on added when it is a refusal of this boundary (a
-        ``PermissionError`` naming a path) — in the scoring process, for a confined child's
-        rollout only: a path hidden from candidate code is read in the scoring process; any other
-        is written under the child's ``TMPDIR`` or in a folder ``sandbox_writable`` names."""
+        ``PermissionError`` naming a path), for a confined child's rollout."""
         refused = _REFUSED.search(infra_error)
         if refused is None:
             return infra_error
@@ -101,11 +86,9 @@ class Fence:
         )
 
     def boundary(self, candidate_dir: Path, scratch: Path) -> Boundary:
-        """This fence around one child: ``scratch`` writable, ``candidate_dir`` readable (a
-        snapshot lies inside the hidden run dir: Landlock grants a rule beneath a hidden folder).
-
-        ValueError when a ``sandbox_writable`` folder holds or lies inside a hidden one: granting
-        it would open what the boundary hides."""
+        """This fence around one child: ``scratch`` writable, ``candidate_dir`` readable even inside
+        the hidden run dir; ValueError when a ``sandbox_writable`` folder holds or lies inside a
+        hidden one (granting it would open what the boundary hides)."""
         for folder in self.writable:
             real = Path(os.path.realpath(folder))
             for hidden in self.hidden:

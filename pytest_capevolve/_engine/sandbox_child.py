@@ -1,30 +1,18 @@
 """The sandbox child: the only process where a candidate's code runs in a session.
 
-Started fresh (a new interpreter, never a fork of a process that may hold candidate code) by
-:mod:`.sandbox`, one per candidate folder per scoring process, as
-``python -c "from pytest_capevolve._engine.sandbox_child import main; main()"``. It confines itself
-to the boundary its parent computed (:mod:`.sandbox_boundary`: write only its scratch, read all
-but the run dir, the gold files and a shared ledger, no signal to the session), says so in
-its ``ready`` frame, imports the project's adapter, then answers requests on its pipe
-(:mod:`.wire`): make the candidate live and run ``run_target``
-(:func:`.runner.run_target_here`), and send back the rollout as data, with what it printed and
-logged. It never scores: the parent does, with its own adapter.
-
-- an ``inline`` request (a sync adapter at concurrency 1) runs on this process's main thread,
-  under the same SIGALRM deadline as an in-process rollout;
-- the others run in flight (:class:`.inflight.RolloutPool`: threads, or one event loop), each
-  with its watchdog deadline, so the child answers every rollout at its deadline at the latest.
-
-Anything a rollout raises, ``BaseException`` included, is its infra error: nothing here ends the
-child but the end of its pipe (the parent gone or done) or the candidate killing it — and then
-the parent marks that child's rollouts as infra errors and starts another. The protocol's file
-descriptors are private copies; fd 1 is pointed at stderr, so ``os.write(1, ...)`` by candidate
-code cannot forge a frame by accident, and SIGINT is ignored (the parent's Ctrl-C ends it).
+It confines itself to the boundary its parent computed (:mod:`.sandbox_boundary`), says so in
+its ``ready`` frame, imports the adapter, then answers requests on its pipe (:mod:`.wire`) with
+the rollout as data and what it printed and logged; it never scores. An ``inline`` request runs
+on the main thread under the SIGALRM deadline, the others in flight, so every rollout is answered
+by its deadline. Anything a rollout raises is its infra error: only the end of the pipe or the
+candidate killing it ends the child. fd 1 points at stderr, so ``os.write(1, ...)`` by candidate
+code cannot forge a frame by accident; SIGINT is ignored (the parent's Ctrl-C ends it).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import io
 import logging
@@ -75,7 +63,6 @@ class Child:
         self.sending = threading.Lock()
         self.runner: AdapterRunner | None = None
         self.pool: RolloutPool | None = None
-        self.harness_modules: list[str] = []
         self.values = ValueLoader(())
         self.ref = ""
         self.project_dir = Path()
@@ -101,21 +88,18 @@ class Child:
             self.send({"fatal": f"the sandbox could not load the adapter: {type(exc).__name__}: {exc}"})
             os._exit(0)
         self.runner = AdapterRunner(adapter)
-        self.harness_modules = [type(adapter).__module__]
-        self.values = ValueLoader(self.harness_modules)
+        self.values = ValueLoader([type(adapter).__module__])
         self.send({"ready": os.getpid(), "confinement": confinement.as_json()})
 
     def task(self, task_id: str, sent: bytes | int | None) -> Task:
         if sent == SAME_TASK and task_id in self._sent_tasks:
             return self._sent_tasks[task_id]
         if isinstance(sent, bytes):
-            try:
+            with contextlib.suppress(Exception):
                 task = pickle.loads(sent)
                 if isinstance(task, Task):
                     self._sent_tasks[task_id] = task
                     return task
-            except Exception:
-                pass
         if self._tasks is None:  # the parent's task could not travel: the same one from here
             assert self.runner is not None
             try:
@@ -210,13 +194,9 @@ class Child:
             write_frame(self.proto_out, head, blob)
 
     def as_data(self, rollout: Rollout) -> bytes:
-        """The rollout's pickle, if the parent will rebuild it as it is (values the scorer may
-        rely on: tuples, dataclasses of the adapter's module); else the JSON form the record
-        keeps (a candidate's own classes cannot travel: rebuilding them would run its code).
-
-        A rollout of plain values only (containers and scalars: nothing but the Rollout itself
-        needed a reduce, :class:`_PlainWatch`) is one the parent rebuilds, so it is sent as it
-        is; anything else is loaded here first, the way the parent will."""
+        """The rollout's pickle, if the parent will rebuild it as it is (plain values, or classes
+        of the adapter's module: loaded here first the way the parent will); else the JSON form
+        the record keeps (a candidate's own classes cannot travel: rebuilding them runs its code)."""
         try:
             watch = _PlainWatch(buffer := io.BytesIO(), protocol=pickle.HIGHEST_PROTOCOL)
             watch.dump(rollout)

@@ -6,6 +6,7 @@ candidate folder."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
@@ -28,6 +29,7 @@ from .sandbox_answer import (
     decode_answer,
     died,
     exit_text,
+    garbled,
     killed_late,
     lost_answer,
 )
@@ -55,6 +57,7 @@ class _Pending:
     future: Future[Answer]
     sent: float
     deadline: float | None
+    timeout_s: float | None
 
 
 class Sandbox:
@@ -134,13 +137,9 @@ class Sandbox:
             )
         self.proc, self.reader, self.sent, self.ahead = proc, reader, {}, None
         said = ready.get("confinement")
-        said = said if isinstance(said, dict) else {"why": "the sandbox child did not say"}
-        self.confinement = Confinement(
-            bool(said.get("confined")),
-            int(said.get("abi") or 0),
-            str(said.get("why") or ""),
-            bool(said.get("scoped")),
-        )
+        if not (isinstance(said, dict) and "confined" in said):
+            said = {"confined": False, "why": "the sandbox child did not say"}
+        self.confinement = Confinement.from_json(said)
         return proc, reader
 
     def _request(self, ask: Ask) -> tuple[int, bytes]:
@@ -169,11 +168,9 @@ class Sandbox:
 
     def _lose_child(self, proc: subprocess.Popen[bytes], message: str, *, caused: bool = True) -> None:
         """The child ``proc`` is dead, killed or closed: every rollout it was running is the
-        candidate's failure (``caused``), or lost when this side ended it (the sandbox closed).
-        Its rollouts are taken with it, under the lock, by whoever lets it go first (a later
-        call for it finds another child, or none, and takes nothing of theirs). A request sent
-        ahead stays :attr:`ahead`, its future settled here: the exchange asking for it
-        collects that answer, never runs it again in a new child (a re-roll the crash chose)."""
+        candidate's failure (``caused``), or lost when this side closed it. Whoever lets it go
+        first takes its rollouts, under the lock. A request sent ahead keeps its settled future:
+        its exchange collects that answer, never runs it again (a re-roll the crash chose)."""
         with self._lock:
             if self.proc is not proc:
                 return
@@ -197,10 +194,9 @@ class Sandbox:
         return future.result()
 
     def send_ahead(self, ask: Ask) -> bool:
-        """Send ``ask`` (inline) now, to be collected by the next :meth:`exchange` asking for the
-        same: only to a running child with nothing outstanding, so it starts the rollout at once
-        and its deadline runs from now, as an exchange's would. Its answer is read as it arrives
-        by the child's reader thread (started once per child, not once per rollout)."""
+        """Send ``ask`` now, for the next :meth:`exchange` asking for the same to collect: only to
+        a running child with nothing outstanding, so its deadline runs from now as an exchange's
+        would; its answer is read as it arrives by the child's reader thread."""
         with self._lock:
             if self.proc is None or self.reader is None or self.pending or self.ahead is not None:
                 return False
@@ -231,8 +227,7 @@ class Sandbox:
         try:
             payload = reader.read(deadline) if delivered else None
             if payload is None:
-                code = end(proc)
-                message = died(code)
+                message = died(end(proc))
             else:
                 answer = decode_answer(payload, self.owner.values, time.monotonic() - sent)
                 if answer[0] == request_id:
@@ -244,7 +239,7 @@ class Sandbox:
             message = killed_late(timeout_s)
         except WireError as exc:
             end(proc)
-            message = f"the sandbox process sent a malformed answer ({exc}): it was killed"
+            message = garbled(exc)
         self.proc, self.reader = None, None
         return caused_answer(message, time.monotonic() - sent)
 
@@ -266,7 +261,7 @@ class Sandbox:
         sent = time.monotonic()
         deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
         request_id, request = self._request(ask)
-        self.pending[request_id] = _Pending(future, sent, deadline)
+        self.pending[request_id] = _Pending(future, sent, deadline, timeout_s)
         if not self.reading:
             self.reading = True
             threading.Thread(
@@ -281,37 +276,27 @@ class Sandbox:
                 if self.proc is not proc:
                     return
                 deadlines = [p.deadline for p in self.pending.values() if p.deadline is not None]
-            now = time.monotonic()
-            wake = min([*deadlines, now + POLL_S])
             try:
-                payload = reader.read(wake)
+                payload = reader.read(min([*deadlines, time.monotonic() + POLL_S]))
+                decoded = None if payload is None else decode_answer(payload, self.owner.values, 0.0)
             except TimeoutError:
-                overdue = [d for d in deadlines if d <= time.monotonic()]
-                if overdue:
-                    end(proc)
-                    timeouts = [p for p in self.pending.values() if p.deadline is not None]
-                    timeout_s = (
-                        None if not timeouts else (timeouts[0].deadline or 0.0) - timeouts[0].sent - GRACE_S
-                    )
-                    self._lose_child(proc, killed_late(timeout_s))
-                    return
-                continue
+                if not any(d <= time.monotonic() for d in deadlines):
+                    continue
+                end(proc)
+                timeouts = [p.timeout_s for p in self.pending.values() if p.deadline is not None]
+                self._lose_child(proc, killed_late(timeouts[0] if timeouts else None))
+                return
             except WireError as exc:
                 end(proc)
-                self._lose_child(proc, f"the sandbox process sent a malformed answer ({exc}): it was killed")
+                self._lose_child(proc, garbled(exc))
                 return
             except (OSError, ValueError):  # its pipe closed under this thread (the sandbox closed)
                 self._lose_child(proc, died(end(proc)), caused=False)
                 return
-            if payload is None:
+            if decoded is None:
                 self._lose_child(proc, died(end(proc)))
                 return
-            try:
-                request_id, answer = decode_answer(payload, self.owner.values, 0.0)
-            except WireError as exc:
-                end(proc)
-                self._lose_child(proc, f"the sandbox process sent a malformed answer ({exc}): it was killed")
-                return
+            request_id, answer = decoded
             with self._lock:
                 waiting = self.pending.pop(request_id, None)
             if waiting is not None:
@@ -327,10 +312,8 @@ class Sandbox:
 
 
 def _settle(future: Future[Answer], answer: Answer) -> None:
-    try:
+    with contextlib.suppress(InvalidStateError):  # given up on (its task cancelled at its deadline)
         future.set_result(answer)
-    except InvalidStateError:  # given up on (its task cancelled at its deadline)
-        pass
 
 
 class _ChildProcess(subprocess.Popen[bytes]):
@@ -360,10 +343,8 @@ def end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
     try:
         if gently and proc.stdin is not None:
             proc.stdin.close()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 return proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                pass
         proc.kill()
         return proc.wait(timeout=5.0)
     except (OSError, subprocess.TimeoutExpired):
@@ -371,10 +352,8 @@ def end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
     finally:
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
-                try:
+                with contextlib.suppress(OSError):
                     pipe.close()
-                except OSError:
-                    pass
         scratch = getattr(proc, "scratch", None)
         if scratch and proc.returncode is not None:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -1,18 +1,10 @@
 """The pipe between a scoring process and its sandbox child: frames, and answers read as data.
 
-Both sides (:mod:`.sandbox` in the parent, :mod:`.sandbox_child` in the child) send pickled
-frames, each an 8-byte length and its payload. The parent trusts nothing the child sends: the
-child runs candidate code, which can write any bytes it likes on the pipe. So the parent reads
-an answer with :class:`AnswerUnpickler`, which builds containers and scalars and only the
-classes listed in :data:`VALUE_TYPES` (ours: :class:`.Rollout`) or defined in the harness's own
-adapter module (already imported in the parent, locked with the run) — never a function, never
-a module it would have to import. A pickle is a program; this one can only make values.
-
-The hot path is one request and one answer per rollout, so both are lean: a request is a tuple,
-an answer is a tuple followed by the rollout's own pickle in the same frame (read with one
-unpickler, :meth:`ValueLoader.load_all`), and a frame's header and parts go out in one
-``writev`` and come in read straight into the buffer they are parsed from, so a large output
-is not copied from one buffer to the next on its way.
+Frames are an 8-byte length and a pickle. Candidate code can write any bytes on the pipe, so
+the parent reads answers with :class:`AnswerUnpickler`, which builds only containers, scalars,
+:data:`VALUE_TYPES` and the harness adapter module's classes: a pickle is a program; this one can
+only make values. On the hot path an answer is a tuple then the rollout's own pickle in one
+frame, written in one ``writev`` and read straight into the buffer it is parsed from.
 """
 
 from __future__ import annotations
@@ -156,12 +148,7 @@ class FrameReader:
 class AnswerUnpickler(pickle.Unpickler):
     """Unpickles values only: see the module docstring."""
 
-    harness: frozenset[str] = frozenset()
-
-    def __init__(self, file: Any, harness_modules: Iterable[str] | None = None) -> None:
-        super().__init__(file)
-        if harness_modules is not None:
-            self.harness = frozenset(harness_modules)
+    harness: frozenset[str] = frozenset()  # set by :class:`ValueLoader` on a subclass
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in VALUE_TYPES:
@@ -183,7 +170,10 @@ class ValueLoader:
         )
 
     def load(self, payload: bytes) -> Any:
-        return self.load_all(payload, 1)[0]
+        values = self.load_all(payload, 1)
+        if not values:
+            raise WireError("an empty frame")
+        return values[0]
 
     def load_all(self, payload: bytes, most: int) -> list[Any]:
         """The values of the (at most ``most``) pickles written back to back in ``payload``;
@@ -206,12 +196,7 @@ class ValueLoader:
 
 def load_answer(payload: bytes, harness_modules: Iterable[str]) -> Any:
     """``payload`` as values (see :class:`AnswerUnpickler`); WireError for anything else."""
-    try:
-        return AnswerUnpickler(io.BytesIO(payload), harness_modules).load()
-    except WireError:
-        raise
-    except Exception as exc:  # a truncated or garbled pickle, a refused reduce
-        raise WireError(f"{type(exc).__name__}: {exc}") from None
+    return ValueLoader(harness_modules).load(payload)
 
 
 def plain(value: Any) -> Any:

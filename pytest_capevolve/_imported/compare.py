@@ -20,7 +20,7 @@ from .._decide.bands import band_of
 from .._decide.gate import decide
 from .._decide.rounds import family_levels
 from .._decide.verdict import GateConfig, Verdict
-from .pairing import COMMON, DIFFER, Pairing, pair
+from .pairing import COMMON, DIFFER, NOT_SHOWN, Pairing, pair
 from .readers import ReadOptions, read_results
 from .results import ImportedRun, ResultsError
 from .table import read_cluster_map
@@ -126,8 +126,7 @@ def compare_files(
     options: Sequence[ReadOptions] | None = None,
     clusters: Path | None = None,
 ) -> Comparison:
-    """Read ``paths`` (the baseline first; ``options`` one per path, in order) and compare:
-    what ``capevolve compare`` and the ``capevolve_compare`` fixture both do."""
+    """Read ``paths`` (the baseline first; ``options`` one per path) and compare them."""
     if len(paths) < 2:
         raise ResultsError(
             "compare needs two runs or more: the baseline first, then each run to decide against it "
@@ -284,6 +283,15 @@ def _pair_dict(result: PairResult) -> dict[str, Any]:
     }
 
 
+SEEDS_SAID = {
+    COMMON: "both runs record the same seed for every trial paired (common random numbers)",
+    DIFFER: "the runs record different seeds, so paired trials did not share random numbers (the test "
+    "stays valid; it pairs tasks, and is less sensitive)",
+    NOT_SHOWN: "common trial seeds are not shown (a file records none), so the trials are not known to "
+    "share random numbers",
+}
+
+
 def promises(comparison: Comparison) -> dict[str, list[str]]:
     """What holds for these imported results, and what does not — said in every answer."""
     settings, pairs = comparison.settings, comparison.pairs
@@ -310,24 +318,10 @@ def promises(comparison: Comparison) -> dict[str, list[str]]:
             else f"{len(pairs)} runs each decided at α (--multiple none): the chance of any false "
             f"accept is up to {len(pairs)}·α"
         )
-    not_hold = []
+    not_hold: list[str] = []
     for result in pairs:
-        name = result.candidate.label
-        seeds = result.pairing.seeds
-        if seeds == COMMON:
-            holds.append(
-                f"{name}: both runs record the same seed for every trial paired (common random numbers)"
-            )
-        elif seeds == DIFFER:
-            not_hold.append(
-                f"{name}: the runs record different seeds, so paired trials did not share random "
-                "numbers (the test stays valid; it pairs tasks, and is less sensitive)"
-            )
-        else:
-            not_hold.append(
-                f"{name}: common trial seeds are not shown (a file records none), so the trials are "
-                "not known to share random numbers"
-            )
+        name, seeds = result.candidate.label, result.pairing.seeds
+        (holds if seeds == COMMON else not_hold).append(f"{name}: {SEEDS_SAID[seeds]}")
         if result.pairing.clusters:
             holds.append(
                 f"{name}: its tasks come in {len(set(result.pairing.clusters))} clusters: the test flips "

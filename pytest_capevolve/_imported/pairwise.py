@@ -1,16 +1,14 @@
 """Pairwise judging read from a table: ``capevolve compare --pairwise prefs.csv``.
 
-Columns: task id (as :mod:`.table` names it), optional ``trial``, ``preference`` (or ``winner``)
-in A / B / tie, optional ``order`` (``AB`` or ``BA``: which output was shown first), ``cluster``
-and ``error``. An empty preference or an error is missing data, never a tie. Each task's net
-preference goes to the exact sign test (:mod:`.._stats.pairwise`), by cluster where given:
-accept when B is preferred at α, indecisive below ``min_coverage``, else reject."""
+Each row a judgement, A / B / tie (an empty one or an error is missing data, never a tie);
+each task's net preference goes to the exact sign test (:mod:`.._stats.pairwise`), by cluster
+where given."""
 
 from __future__ import annotations
 
 import csv
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -52,10 +50,9 @@ class PairwiseComparison:
     reason: str = field(init=False)
 
     def __post_init__(self) -> None:
-        nets = self.task_nets
         clusters = {j.task_id: j.cluster for j in self.judgements if j.cluster is not None}
         self.by = "cluster" if clusters else "task"
-        self.test = sign_test(unit_nets(nets, clusters))
+        self.test = sign_test(unit_nets(self.task_nets, clusters))
         self.worst = sign_test(unit_nets(self._nets(failed_as="A"), clusters))
         self.decision, self.reason = _decision(self)
 
@@ -69,10 +66,10 @@ class PairwiseComparison:
         return self._nets(failed_as=None)
 
     def _nets(self, failed_as: str | None) -> dict[str, int]:
-        said: dict[str, list[str]] = {}
+        said: defaultdict[str, list[str]] = defaultdict(list)
         for j in self.judgements:
             if (preference := j.preference or failed_as) is not None:
-                said.setdefault(j.task_id, []).append(preference)
+                said[j.task_id].append(preference)
         return {task: net_preference(prefs) for task, prefs in said.items()}
 
     @property
@@ -246,22 +243,21 @@ def _judgement(
 def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
     """Where the order is recorded, every judged task was shown as many times each way, so a
     judge leaning to a position leans as much for A as for B and the sign test stays exact."""
-    orders: dict[str, Counter[str]] = {}
+    orders: defaultdict[str, Counter[str]] = defaultdict(Counter)
     for j in judgements:
         if j.preference is not None:
-            orders.setdefault(j.task_id, Counter())[j.order or "?"] += 1
+            orders[j.task_id][j.order or "?"] += 1
     one_way = [task for task, seen in orders.items() if len(set(seen) - {"?"}) < 2]
     uneven = [task for task, seen in orders.items() if task not in one_way and seen["AB"] != seen["BA"]]
-    again = {
-        "in one order only": "again with the two outputs swapped (order BA where it was AB)",
-        "more often in one order": "as many times in each order (order BA as often as AB)",
-    }
-    for tasks, said in ((one_way, "in one order only"), (uneven, "more often in one order")):
+    for tasks, said, again in (
+        (one_way, "in one order only", "again with the two outputs swapped (order BA where it was AB)"),
+        (uneven, "more often in one order", "as many times in each order (order BA as often as AB)"),
+    ):
         if tasks:
             shown = ", ".join(repr(t) for t in tasks[:3]) + (", …" if len(tasks) > 3 else "")
             raise ResultsError(
                 f"{path}: {len(tasks)} task(s) judged {said} ({shown}); a judge's lean to the first "
-                f"or second output would then count as a preference. Judge each such task {again[said]}; "
+                f"or second output would then count as a preference. Judge each such task {again}; "
                 "only where the order shown was drawn at random for each judgement, drop the order column "
                 "(a fixed order must be judged again swapped: dropping the column would hide the lean, "
                 "not remove it)"

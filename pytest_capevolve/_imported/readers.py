@@ -21,8 +21,7 @@ from .table import read_csv, read_jsonl
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """What a command line may say about one file: its name in the tables, the scorer or metric
-    whose value is the reward, the arm of a file that holds several (promptfoo)."""
+    """What a command line may say about one file (``arm``: of a promptfoo file that holds several)."""
 
     label: str | None = None
     scorer: str | None = None
@@ -34,8 +33,7 @@ Reader = Callable[[Path, Any, ReadOptions], ImportedRun]
 
 @dataclass(frozen=True)
 class Source:
-    """A kind of results file: ``matches(path, head)`` says whether a file is one,
-    ``read(path, head, options)`` reads it; ``what`` is its line in the docs and errors."""
+    """A kind of results file; ``what`` is its line in the docs and errors."""
 
     name: str
     matches: Callable[[Path, Any], bool]
@@ -47,17 +45,22 @@ def _suffix(*suffixes: str) -> Callable[[Path, Any], bool]:
     return lambda path, head: path.suffix.lower() in suffixes
 
 
+def _by_name(read: Callable[[Path, str | None, str | None], ImportedRun]) -> Reader:
+    """A reader that needs the path, the label and the scorer only."""
+    return lambda path, head, o: read(path, o.label, o.scorer)
+
+
 READERS: dict[str, Source] = {
     "inspect": Source(
         "inspect",
         lambda path, head: path.suffix.lower() == ".eval" or looks_like_inspect_json(head),
-        lambda path, head, o: read_inspect(path, o.label, o.scorer),
+        _by_name(read_inspect),
         "an inspect_ai log (.eval or .json)",
     ),
     "lm_eval": Source(
         "lm_eval",
         looks_like_lm_eval,
-        lambda path, head, o: read_lm_eval(path, o.label, o.scorer),
+        _by_name(read_lm_eval),
         "lm-evaluation-harness samples_*.jsonl (--log_samples)",
     ),
     "promptfoo": Source(
@@ -72,17 +75,9 @@ READERS: dict[str, Source] = {
         lambda path, head, o: read_deepeval(path, head or _json(path), o.label, o.scorer),
         "a deepeval test run's JSON (.deepeval/.latest_test_run.json)",
     ),
-    "csv": Source(
-        "csv",
-        _suffix(".csv"),
-        lambda path, head, o: read_csv(path, o.label, o.scorer),
-        "a CSV of task_id, trial, reward",
-    ),
+    "csv": Source("csv", _suffix(".csv"), _by_name(read_csv), "a CSV of task_id, trial, reward"),
     "jsonl": Source(
-        "jsonl",
-        _suffix(".jsonl", ".ndjson"),
-        lambda path, head, o: read_jsonl(path, o.label, o.scorer),
-        "JSON Lines of {task_id, trial, reward}",
+        "jsonl", _suffix(".jsonl", ".ndjson"), _by_name(read_jsonl), "JSON Lines of {task_id, trial, reward}"
     ),
 }
 FORMATS = tuple(READERS)

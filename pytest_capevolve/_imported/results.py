@@ -52,17 +52,12 @@ def checked_reward(value: object, where: str) -> float:
     is refused naming ``where`` (the file and the row)."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if isinstance(value, int | float):
-        reward = float(value)
-    elif isinstance(value, str):
-        try:
-            reward = float(value.strip())
-        except ValueError:
-            raise ResultsError(
-                f"{where}: reward {value!r} is not a number; give a number in [0, 1]"
-            ) from None
-    else:
-        raise ResultsError(f"{where}: reward {value!r} is not a number; give a number in [0, 1]")
+    try:
+        if not isinstance(value, int | float | str):
+            raise ValueError
+        reward = float(value)  # a string reads with any spaces around its number
+    except ValueError:
+        raise ResultsError(f"{where}: reward {value!r} is not a number; give a number in [0, 1]") from None
     if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
         raise ResultsError(
             f"{where}: reward {value!r} is outside [0, 1]; rescale the scores to [0, 1] first "

@@ -1,16 +1,14 @@
 """A plain table of (task id, trial, reward): CSV with a header row, or JSON Lines — for any
 tool this package has no reader for.
 
-Columns, by the first name found in any case (``docs/how-to/compare-table.md``): task id
-(``task_id``, ``task``, ``sample_id``, ``id``) and reward (``reward``, ``score``) required; an
-empty reward or a non-empty ``error`` is missing data. Optional: trial (``trial``, ``epoch``,
-``repeat``; else a task's rows in file order), ``seed`` and ``cluster``.
-:func:`read_cluster_map` reads a table of task_id, cluster alone (``--clusters FILE``)."""
+Columns by the first of their names found, in any case (``docs/how-to/compare-table.md``); an
+empty reward or a non-empty ``error`` is missing data, never a 0."""
 
 from __future__ import annotations
 
 import csv
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -116,37 +114,29 @@ def _run_of(
         raise ResultsError(
             f"{path}: no {missing} among its columns {names}; {way}" + (alone if prefs else "")
         )
-    trial_col, seed_col, error_col = (
-        column(names, TRIAL_COLUMNS),
-        column(names, ("seed",)),
-        column(names, ("error",)),
-    )
-    cluster_col = column(names, ("cluster",))
+    trial_col, error_col = column(names, TRIAL_COLUMNS), column(names, ("error",))
+    seed_col, cluster_col = column(names, ("seed",)), column(names, ("cluster",))
     outcomes: list[Outcome] = []
-    positions: dict[str, int] = {}
+    positions: Counter[str] = Counter()
     for offset, row in enumerate(rows):
         where = f"{path}:{first_line + offset}"
-        task = row.get(task_col) if task_col else None
-        if _blank(task):
+        task_id = cell(row, task_col)
+        if task_id is None:
             raise ResultsError(f"{where}: no task id; every row names its task")
-        task_id = str(task).strip()
-        trial_value = row.get(trial_col) if trial_col else None
-        if _blank(trial_value):
-            positions[task_id] = positions.get(task_id, 0) + 1
-            trial = None if trial_col is None else str(positions[task_id])
-        else:
-            trial = str(trial_value).strip()
+        trial = cell(row, trial_col)
+        if trial is None and trial_col is not None:
+            positions[task_id] += 1
+            trial = str(positions[task_id])
         error = row.get(error_col) if error_col else None
         value = row.get(reward_col) if reward_col else None
         failed = not _blank(error) or _blank(value)
-        seed = row.get(seed_col) if seed_col else None
         outcomes.append(
             Outcome(
                 task_id=task_id,
                 trial=trial,
                 reward=None if failed else checked_reward(value, where),
                 error=(str(error) if not _blank(error) else "no reward") if failed else None,
-                seed=None if _blank(seed) else str(seed).strip(),
+                seed=cell(row, seed_col),
                 cluster=cell(row, cluster_col),
             )
         )

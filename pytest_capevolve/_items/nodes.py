@@ -8,7 +8,6 @@ only on the spec and the plan, so every worker collects the same items in the sa
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -25,6 +24,7 @@ from .._engine.inflight import RolloutPool
 from .._engine.routed_output import OutputRouting
 from .._engine.runner import AdapterRunner, Scored, charge, run_and_score
 from .._engine.sandbox import Sandboxes
+from .._engine.wire import plain
 from .._project.adapter import Task
 from .._project.spec import Spec
 from .._store.rollouts.codec import RECORD_PROPERTY, remember_decoded
@@ -42,11 +42,9 @@ CONTROLLER_STOPPED = "the session's controller stopped"
 
 @dataclass
 class EvalContext:
-    """What items need to run, built once per process in ``pytest_configure``.
-
-    ``inflight`` is set when rollouts run off the main thread (``--capevolve-concurrency`` > 1,
-    or an async adapter): items started ahead by :mod:`.session.fanout` wait in ``started``
-    until pytest runs them, and ``routing`` keeps what each prints and logs for its item."""
+    """What items need to run, built once per process in ``pytest_configure``. ``inflight``: set
+    when rollouts run off the main thread (K > 1, or an async adapter); items started ahead wait
+    in ``started`` until pytest runs them, ``routing`` keeps what each prints for its item."""
 
     spec: Spec
     plan: EvalPlan
@@ -75,17 +73,16 @@ class EvalContext:
     _where: dict[str, tuple[Path, Path, str]] = field(default_factory=dict, repr=False)
 
     def controller_stopped(self) -> bool:
-        """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Then nothing this worker
-        paid now could be recorded: asked before every adapter call, as :meth:`not_needed`."""
+        """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Then nothing paid now could
+        be recorded."""
         return self.watch is not None and self.watch.controller_stopped()
 
     def __post_init__(self) -> None:
         self.candidate_bytes = CandidateBytes(self.on_copy)
 
     def not_needed(self, tag: str) -> bool:
-        """Has the sequential gate decided ``tag``, so its rollout is not to be paid? Asked
-        before every adapter call: in-process from :attr:`stopped`, on an xdist worker from
-        the controller's stop marker in the shared run dir."""
+        """Has the sequential gate decided ``tag``, so its rollout is not to be paid? In-process
+        from :attr:`stopped`, on an xdist worker from the controller's stop marker."""
         if self.plan.sequential is None:
             return False
         if tag in self.stopped:
@@ -94,9 +91,8 @@ class EvalContext:
         return tag in stop_marker.read_stopped(run_root, self.plan.sequential)
 
     def candidate_dir(self, tag: str) -> tuple[Path, Stamp]:
-        """The folder ``tag`` is evaluated from — its read-only snapshot (on a copy of the
-        project, a private copy of what the copy holds) — and its stamp, after checking its
-        bytes are the registered ones (:mod:`.._engine.candidate_bytes`); else CandidateMismatch."""
+        """The folder ``tag`` is evaluated from (its read-only snapshot, or a worker's private copy)
+        and its stamp, its bytes checked (:mod:`.._engine.candidate_bytes`); else CandidateMismatch."""
         where = self._where.get(tag)
         if where is None:  # resolved once per tag: two realpath walks were a tenth of a no-op rollout
             planned, project = self.planned(tag), self.spec.project_dir
@@ -133,9 +129,8 @@ class SpecFile(pytest.File):
 
 
 class SplitCollector(pytest.Collector):
-    """One split's owed rollouts. What pytest works out per item from the item's path — its hook
-    proxy (which conftest files apply) and its path relative to the root — is the same for
-    every rollout item (they share the spec's path): worked out here once, on first use."""
+    """One split's owed rollouts. Every rollout item shares the spec's path, so what pytest works
+    out per item from it (hook proxy, relative path) is worked out here once."""
 
     @functools.cached_property
     def items_ihook(self) -> Any:
@@ -159,8 +154,8 @@ def item_name(plan: EvalPlan, key: RolloutKey) -> str:
 
 
 class RolloutItem(LeanItem):
-    """One owed rollout. Built once per rollout and held by pytest to the end of the session,
-    so it carries its key (shared with the plan) and little else: see :mod:`.item_fields`."""
+    """One owed rollout, held by pytest to the session's end: it carries its key and little else
+    (:mod:`.fields`)."""
 
     def __init__(self, *, key: RolloutKey, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -179,17 +174,16 @@ class RolloutItem(LeanItem):
     location = MadeOnUse(_location)
 
     def shed(self) -> None:
-        """Once the item has run (:mod:`.session.retention`): drop its record — its reports
-        carry their own copies and the controller has saved it — and its empty fields."""
+        """Once the item has run: drop its record (its reports carry copies) and empty fields."""
         properties = self.user_properties
         if properties:
             properties[:] = [p for p in properties if p[0] != RECORD_PROPERTY]
         shed(self)
 
     def start(self, *, wait: bool = False) -> str | None:
-        """Start this item's rollout off the main thread for :meth:`runtest` to collect, if runtest
-        would pay for it (:meth:`_sendable`) and this process's budget share can reserve it
-        (``wait``: once those in flight have settled); else why the budget refused, for its skip."""
+        """Start this item's rollout off the main thread for :meth:`runtest` to collect, if it
+        would be paid (:meth:`_sendable`) and the budget share can reserve it (``wait``: once those
+        in flight settle); else why the budget refused."""
         context = self.config.stash[CONTEXT_KEY]
         assert context.inflight is not None
         sendable = None if self.nodeid in context.started else self._sendable(context)
@@ -207,10 +201,9 @@ class RolloutItem(LeanItem):
         return None
 
     def send_ahead(self) -> None:
-        """At concurrency 1, once the rollout before this item's has answered: send this item's
-        request to its candidate's idle child now, so the child runs it while this process
-        scores and persists the one before (:meth:`.._engine.sandbox.Sandboxes.send_ahead`),
-        with the snapshot's stamp taken now, for :meth:`runtest` to compare after it."""
+        """At concurrency 1, once the rollout before has answered: send this item's request to its
+        candidate's idle child now (:meth:`.._engine.sandbox.Sandboxes.send_ahead`), its
+        snapshot's stamp taken now for :meth:`runtest` to compare."""
         context = self.config.stash[CONTEXT_KEY]
         targets = context.runner.targets
         if not isinstance(targets, Sandboxes) or (sendable := self._sendable(context)) is None:
@@ -219,8 +212,7 @@ class RolloutItem(LeanItem):
             context.sent_ahead[self.nodeid] = sendable
 
     def _sendable(self, context: EvalContext) -> tuple[Path, Stamp] | None:
-        """The snapshot and stamp to start this rollout ahead with, if :meth:`runtest` would pay for
-        it (not :meth:`_skip_unpaid`, its candidate's bytes the registered ones)."""
+        """The snapshot and stamp to start this rollout ahead with, if :meth:`runtest` would pay."""
         if context.not_needed(self.key.tag) or context.controller_stopped() or context.pool_problem:
             return None
         try:
@@ -229,9 +221,7 @@ class RolloutItem(LeanItem):
             return None
 
     def runtest(self) -> None:
-        """Pay for this item's rollout and record it, as named steps: skip what is not to be paid,
-        check the candidate's snapshot, run the rollout (collected from in flight, or run here
-        with the next one sent ahead), record it, and fail the item as its record says."""
+        """Pay for this item's rollout and record it; fail the item as its record says."""
         context = self.config.stash[CONTEXT_KEY]
         ahead = context.sent_ahead.pop(self.nodeid, None) if context.sent_ahead else None
         self._skip_unpaid(context)
@@ -242,8 +232,8 @@ class RolloutItem(LeanItem):
         self._fail_as_recorded(self._record(context, scored), context.spec.success_threshold)
 
     def _skip_unpaid(self, context: EvalContext) -> None:
-        """Before anything is paid: a tag the sequential gate decided, a task of another pool
-        (it measures nothing), a controller that stopped (nothing paid now could be recorded)."""
+        """Before anything is paid: a tag the sequential gate decided, a task of another pool, a
+        controller that stopped."""
         if context.not_needed(self.key.tag):
             pytest.skip(f"{SEQUENTIAL_SKIP}: {self.key.tag!r} is decided; this rollout is not paid")
         if context.pool_problem:
@@ -279,9 +269,9 @@ class RolloutItem(LeanItem):
         return scored, context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
 
     def _send_next_ahead(self, context: EvalContext, candidate_dir: Path, stamp: Stamp) -> list[str | None]:
-        """At concurrency 1, once this rollout answers: compare its snapshot into the list returned
-        (what the next does to it is the next one's missing data), then send the next item ahead —
-        the same candidate's only: code that kills this process loses only its own last rollout."""
+        """At concurrency 1, once this rollout answers: compare its snapshot into the list returned,
+        then send the next item ahead — the same candidate's only: code that kills this process
+        loses only its own last rollout."""
         answered: list[str | None] = []
         following, targets = context.next_item, context.runner.targets
         if following is None or following.key.tag != self.key.tag or not isinstance(targets, Sandboxes):
@@ -313,10 +303,8 @@ class RolloutItem(LeanItem):
             )
 
     def take_in_flight_output(self, scored: Scored, context: EvalContext) -> None:
-        """In the call phase, on the main thread: what the rollout printed and logged while it
-        ran in flight is written and logged again here, under this item's capture, and its own
-        start and end are kept for the call report (:func:`time_call_as_rollout`) — so the
-        report is the one K = 1 gives."""
+        """In the call phase: replay what the rollout printed and logged in flight under this
+        item's capture, and keep its start and end for the call report, as K = 1 gives."""
         captured = scored.captured
         if captured is None:
             return
@@ -344,9 +332,8 @@ ROLLOUT_SPAN = pytest.StashKey[tuple[float, float]]()
 
 def time_call_as_rollout(item: pytest.Item, call: Any) -> None:
     """Give a call phase that collected a rollout run in flight that rollout's own start, stop
-    and duration (the call itself only waited for a finished future): ``--durations`` and
-    junit's ``time`` then say what they say at K = 1. Before the call's report is made, by
-    :mod:`.session.lean_protocol`, or under pytest's protocol by :mod:`.session.fanout`."""
+    and duration (the call only waited for a future), so ``--durations`` and junit say what
+    they say at K = 1. Called before the call's report is made."""
     if call.when != "call" or not isinstance(item, RolloutItem):
         return
     span = item.stash.get(ROLLOUT_SPAN, None)
@@ -358,9 +345,8 @@ def time_call_as_rollout(item: pytest.Item, call: Any) -> None:
 
 
 def rollout_record(scored: Scored, key: RolloutKey, context: EvalContext) -> RolloutRecord:
-    """The plain-JSON record of one scored rollout (worker side). What the candidate's side
-    caused is booked against it here too (:func:`.._engine.runner.charge`: a timeout the
-    in-flight watchdog settled never passed through the scorer's side)."""
+    """The plain-JSON record of one scored rollout (worker side), charged here too: a timeout the
+    in-flight watchdog settled never passed through :func:`.._engine.runner.charge`."""
     charge(scored)
     rollout, task = scored.rollout, context.pool[key.task_id]
     return RolloutRecord(
@@ -371,14 +357,14 @@ def rollout_record(scored: Scored, key: RolloutKey, context: EvalContext) -> Rol
         trial=key.trial,
         seed=context.plan.seed_for(key.trial),
         candidate_hash=context.planned(key.tag).content_hash,
-        input=to_plain(task.input),
+        input=plain(task.input),
         reward=scored.reward,
         passed=None if scored.reward is None else scored.reward >= context.spec.success_threshold,
         infra_error=scored.infra_error,
         feedback=scored.feedback,
-        metrics=to_plain(scored.metrics),
-        output=None if rollout is None else to_plain(rollout.output),
-        trace=None if rollout is None else to_plain(rollout.trace),
+        metrics=plain(scored.metrics),
+        output=None if rollout is None else plain(rollout.output),
+        trace=None if rollout is None else plain(rollout.trace),
         cost_usd=0.0 if rollout is None else float(rollout.cost_usd or 0.0),
         tokens=0 if rollout is None else int(rollout.tokens or 0),  # checked by the runner
         seconds=scored.seconds,
@@ -394,8 +380,8 @@ def asked(context: EvalContext, key: RolloutKey) -> dict[str, Any]:
 
 
 def run_reserved(context: EvalContext, key: RolloutKey, name: str, folder: Path) -> Scored:
-    """Run and score a rollout on this thread (an item's, a taken-over one), its cost reserved as
-    ``name`` in this process's budget share: settled once scored, released if it raised."""
+    """Run and score a rollout on this thread, its cost reserved as ``name`` in this process's
+    budget share: settled once scored, released if it raised."""
     try:
         scored = run_and_score(context.runner, context.pool[key.task_id], folder, **asked(context, key))
     except BaseException:
@@ -411,16 +397,6 @@ def measured(scored: Scored, changed: str | None) -> Scored:
     if changed is None:
         return scored
     return replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def to_plain(value: Any) -> Any:
-    """A JSON-able copy of ``value`` (non-JSON leaves become their repr)."""
-    if type(value) in _SCALARS:  # what the JSON round trip would give back unchanged
-        return value
-    return json.loads(json.dumps(value, default=repr))
 
 
 CONTEXT_KEY = pytest.StashKey[EvalContext]()

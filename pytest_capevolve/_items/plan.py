@@ -135,10 +135,8 @@ class EvalPlan:
             persisted={(s, t, g, int(k)) for s, t, g, k in data["persisted"]},
             awaited={(s, t, g, int(k)) for s, t, g, k in data.get("awaited", [])},
             block=int(data.get("block", 0)),
-            order=data.get("order"),
-            orders=data.get("orders"),
-            sequential=data.get("sequential"),
-            live=data.get("live"),
-            pool_digest=data.get("pool_digest"),
-            budget=data.get("budget"),
+            **{
+                name: data.get(name)
+                for name in ("order", "orders", "sequential", "live", "pool_digest", "budget")
+            },
         )

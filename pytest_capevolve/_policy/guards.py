@@ -1,13 +1,8 @@
 """Guards: the rules that refuse an action to keep a decision honest, each declared once.
 
-A guard is a :class:`.._decide.basis.Basis` name, its checkpoints, its check, an outcome whose message
-carries the way on, and the test that replays it. :data:`GUARDS` is the registry; the threat model's table
-is generated from it and ``tests/unit/test_guards.py`` checks each named check and test exists.
-
-Two outcomes, one writer each: refusing an action raises :class:`GuardRefusal` through :func:`refuse`
-(``capevolve`` exits 2; a session prints one usage-error line); refusing a candidate before any rollout
-writes a verdict without numbers through :func:`refusal_verdict` (:func:`record_refusal` outside a
-session)."""
+:data:`GUARDS` is the registry: the threat model's table is generated from it. An action is refused by
+:func:`refuse` (one :class:`GuardRefusal`); a candidate refused before any rollout gets a verdict without
+numbers from :func:`refusal_verdict`."""
 
 from __future__ import annotations
 
@@ -59,13 +54,7 @@ FINALIZED = Guard(
     outcome="refused (capevolve: exit 2; a session: one usage-error line, exit 4)",
     check="pytest_capevolve._policy.guards:refuse_finalized",
     test="tests/e2e/test_finalize.py::test_after_finalize_no_new_best_can_be_chosen_in_the_run",
-    checkpoints=(
-        Checkpoint.SESSION,
-        Checkpoint.HILL_CLIMB,
-        Checkpoint.MERGE,
-        Checkpoint.WORK,
-        Checkpoint.SPEND,
-    ),
+    checkpoints=tuple(c for c in Checkpoint if c is not Checkpoint.SCREEN),  # all but a candidate's
     way_on={
         "": NEW_RUN,
         Checkpoint.HILL_CLIMB: "start a new run: capevolve hill-climb --new-run",
@@ -169,8 +158,7 @@ def refuse_finalized(rundir: RunDir, at: Checkpoint) -> None:
 
 
 def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **fields: Any) -> Verdict:
-    """A candidate ``guard`` refused at ``at`` before any rollout: a verdict without numbers, its reason
-    ending with the way on."""
+    """A candidate ``guard`` refused before any rollout: a verdict without numbers, ending with the way on."""
     way_on = guard.way_on_at(at)
     reason = f"{reason}; {way_on}" if way_on else reason
     return refusal(basis=guard.name, reason=reason, config=gate_config(spec), **fields)

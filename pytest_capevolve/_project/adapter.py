@@ -6,14 +6,10 @@ A user writes one class with three methods::
     run_target(task, ctx, *, seed)    -> Rollout      # run the agent once; never score here
     score(task, rollout)              -> Score        # reward in [0, 1] plus feedback
 
-and optionally ``live(candidate_dir)``, a context manager yielding the ``ctx`` handed to
-``run_target`` (default: the candidate dir). ``run_target`` and ``score`` may be ``async``.
-``thread_safe = False`` says rollouts must not overlap in one process (``live()``/``apply()``
-changes process-global state), which refuses ``--capevolve-concurrency`` above 1
-(:func:`.._engine.runner.declared_thread_safe`).
-
-The types accept cap-evolve's ``Task``/``Rollout``/``Score`` keywords, and its
-``run_target(task, dir, split)`` and ``apply(dir)`` are honoured (:class:`.._engine.runner.AdapterRunner`)."""
+and optionally ``live(candidate_dir)``, yielding the ``ctx`` handed to ``run_target`` (default:
+the candidate dir), and ``thread_safe = False`` (docs/reference/adapter.md). The types accept
+cap-evolve's keywords, and its ``run_target(task, dir, split)`` and ``apply(dir)`` are honoured
+(:class:`.._engine.runner.AdapterRunner`)."""
 
 from __future__ import annotations
 
@@ -194,20 +190,13 @@ def coerce_task(raw: Any, where: str) -> Task:
     if isinstance(raw, Task):
         return raw
     if isinstance(raw, dict) and "id" in raw:
-        return Task(
-            id=str(raw["id"]),
-            input=raw.get("input"),
-            target=raw.get("target"),
-            metadata=dict(raw.get("metadata") or {}),
-        )
-    if hasattr(raw, "id"):
-        return Task(
-            id=str(raw.id),
-            input=getattr(raw, "input", None),
-            target=getattr(raw, "target", None),
-            metadata=dict(getattr(raw, "metadata", None) or {}),
-        )
-    raise AdapterError(f"{where}: a task must be a Task or a dict with an 'id', got {raw!r}")
+        given = raw
+    elif hasattr(raw, "id"):
+        given = {name: getattr(raw, name, None) for name in ("id", "input", "target", "metadata")}
+    else:
+        raise AdapterError(f"{where}: a task must be a Task or a dict with an 'id', got {raw!r}")
+    metadata = dict(given.get("metadata") or {})
+    return Task(id=str(given["id"]), input=given.get("input"), target=given.get("target"), metadata=metadata)
 
 
 def load_tasks(adapter: Any, ref: str) -> dict[str, Task]:

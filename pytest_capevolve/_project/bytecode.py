@@ -1,14 +1,11 @@
 """Never load bytecode for a project's own files: they are compiled from their locked source.
 
-Python loads a ``__pycache__`` ``.pyc`` whenever it claims the source's mtime and size, which
-are easy to copy, so a planted ``.pyc`` could run in place of the locked adapter, unseen by the
-harness lock and the snapshot hash. :func:`source_only` names the folders whose bytecode is
-never trusted (the project, with ``.capevolve/``'s snapshots), and Python's source loader is
-wrapped once per process to neither read nor write a cache under them. pytest's rewritten
-conftests keep their own cache, so :func:`purge` empties the project's ``__pycache__`` folders
-before a session imports them. Everything else keeps Python's cache (a cache per process cost
-6.4 s → 14.3 s to import inspect_ai and openai); the environment is out of a file-level guard's
-reach (start-up hooks are locked, :mod:`.startup_hooks`)."""
+A planted ``__pycache__`` ``.pyc`` that copies the source's mtime and size would run in place of
+the locked adapter, unseen by the harness lock and the snapshot hash. So Python's source loader
+neither reads nor writes a cache under the :func:`source_only` folders, and :func:`purge`
+empties the project's ``__pycache__`` folders (pytest's rewritten conftests keep their own)
+before a session. Everything else keeps Python's cache (a cache per process cost 6.4 s → 14.3 s
+to import inspect_ai and openai)."""
 
 from __future__ import annotations
 

@@ -156,26 +156,27 @@ def _check_entry(path: Path, root: Path) -> None:
 
 def content_hash(root: Path) -> str:
     """sha256 over (relative path, bytes) of every file: equal iff the trees are byte-equal."""
+    return "sha256:" + tree_digest(root, Path.read_bytes)
+
+
+def tree_digest(root: Path, read: Callable[[Path], bytes]) -> str:
+    """sha256 over (relative path, ``read(file)``) of every file, each length-prefixed."""
     root = root.resolve()
     digest = hashlib.sha256()
     for path in iter_files(root):
         rel = path.relative_to(root).as_posix().encode("utf-8")
-        data = path.read_bytes()
+        data = read(path)
         digest.update(len(rel).to_bytes(8, "big") + rel)
         digest.update(len(data).to_bytes(8, "big") + data)
-    return "sha256:" + digest.hexdigest()
+    return digest.hexdigest()
 
 
 def file_digests(root: Path, keep: Callable[[str], bool] = lambda relative: True) -> dict[str, str]:
     """sha256 of every file under ``root`` (as :func:`iter_files` walks it) whose relative posix
     path ``keep`` accepts. Raises CandidateError for a symlink that leaves ``root``."""
     root = root.resolve()
-    digests = {}
-    for path in iter_files(root):
-        relative = path.relative_to(root).as_posix()
-        if keep(relative):
-            digests[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return digests
+    relatives = (path.relative_to(root).as_posix() for path in iter_files(root))
+    return {rel: hashlib.sha256((root / rel).read_bytes()).hexdigest() for rel in relatives if keep(rel)}
 
 
 def compare_digests(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:

@@ -63,9 +63,7 @@ NOT_USED: dict[str, str] = {
         "nothing copies files into the optimizer's work copy here; name what it should read in "
         "its prompt (`capevolve hill-climb --instructions-file`)"
     ),
-    "runner_repo_path": (
-        "read-only context for the optimizer goes in its command or prompt, not in the spec"
-    ),
+    "runner_repo_path": "read-only context for the optimizer goes in its command or prompt, not in the spec",
     "target_model": "the model the agent runs on is the adapter's business; nothing here reads it",
     "target_profile_file": "the optimizer's prompt is `capevolve hill-climb --instructions-file`",
     "runner_model": "the model the agent runs on is the adapter's business; nothing here reads it",

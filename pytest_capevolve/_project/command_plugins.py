@@ -1,9 +1,7 @@
 """Plugins named on a session's command line (``-p NAME``) that live in the project.
 
-A plugin module in the project is outside the harness lock, so it could wrap the scorer; hooks
-a project means to run belong in its (locked) ``conftest.py``, and a ``-p`` module under the
-project is refused in one line. A plugin anywhere else is the business of whoever starts the
-gate process."""
+A plugin module in the project is outside the harness lock, so it could wrap the scorer: a
+project's hooks belong in its (locked) ``conftest.py``, and a ``-p`` module under it is refused."""
 
 from __future__ import annotations
 

@@ -4,21 +4,9 @@ the microcases, every ``conftest.py`` — and the tasks themselves.
 An optimizer with a shell could change what "better" means without touching a candidate (the
 scorer, a gold answer, a ``conftest.py`` that rewrites reports). So the harness is fingerprinted
 when the run begins, and every later session and decision compares it with the files as they
-are now: a changed harness is refused — a new run measures a new harness.
-
-What counts (relative to the project; the capability and run dirs never do):
-
-- the adapter and every project module it imports or names in a string (``importlib``,
-  ``runpy``, ``exec``), found by reading the source, not running it;
-- the microcases, the ``split_ids_file``, every ``conftest.py``, the ``harness_files`` globs
-  (default :data:`DEFAULT_HARNESS_FILES`);
-- the pytest config section pytest would read (without ``capevolve_*`` keys) and where it is,
-  conftests registered from above the project (:mod:`.pytest_loads`), ``PYTEST_ADDOPTS`` and
-  ``PYTEST_PLUGINS``; the interpreter's start-up hooks (:mod:`.startup_hooks`);
-- a digest of the task pool the adapter returns, so task data read from anywhere is held.
-
-Not held: files the adapter reads at run time that no glob names (list them in
-``harness_files``). Pure: paths in, digests out."""
+are now: a changed harness is refused — a new run measures a new harness. What counts is listed
+in :func:`of_project`; files the adapter reads at run time that no glob names are not held (list
+them in ``harness_files``). Pure: paths in, digests out."""
 
 from __future__ import annotations
 
@@ -56,7 +44,7 @@ def fingerprint(
     skip = [p.resolve() for p in exclude]
     adapter_file = (project_dir / adapter_ref.partition(":")[0]).resolve()
     files: set[Path] = set(_import_closure(adapter_file, project_dir))
-    files.update(_conftests(project_dir))
+    files.update(Path(path) for path in _walk(project_dir) if os.path.basename(path) == "conftest.py")
     files.update(p.resolve() for p in extra_files if p.is_file())
     digests = {}
     for path in sorted(files):
@@ -67,7 +55,11 @@ def fingerprint(
 
 
 def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
-    """The whole harness: its files' digests, and the task pool's under :data:`TASKS_KEY`."""
+    """The whole harness: the adapter and every project module it imports or names in a string
+    (read, not run); the microcases, ``split_ids_file``, every ``conftest.py`` and the
+    ``harness_files`` globs; the pytest config section, its location, conftests above the
+    project (:mod:`.pytest_loads`) and pytest's variables; the interpreter's start-up hooks
+    (:mod:`.startup_hooks`); and the task pool's digest under :data:`TASKS_KEY`."""
     folder = spec.project_dir / MICROCASES_DIR
     microcases = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     extra = [*microcases, *([spec.split_ids_file] if spec.split_ids_file else [])]
@@ -83,9 +75,7 @@ def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
 def harness_files(project_dir: Path, patterns: Iterable[str], *, exclude: Iterable[Path] = ()) -> list[Path]:
     """The project's files the ``harness_files`` globs name (``default``:
     :data:`DEFAULT_HARNESS_FILES`), outside the run dirs, caches, environments and ``exclude``."""
-    globs: list[str] = []
-    for pattern in patterns:
-        globs.extend(DEFAULT_HARNESS_FILES if pattern == DEFAULT_WORD else [pattern])
+    globs = [glob for p in patterns for glob in (DEFAULT_HARNESS_FILES if p == DEFAULT_WORD else [p])]
     if not globs:
         return []
     root = project_dir.resolve()
@@ -171,10 +161,6 @@ def refusal(run_id: str, what: list[str], limit: int = 4) -> str:
         f"the harness changed since run {run_id} began: {shown}. A run measures one harness: "
         "restore those files, or start a new run (--capevolve-new-run) to measure this one"
     )
-
-
-def _conftests(project_dir: Path) -> Iterator[Path]:
-    return (Path(path) for path in _walk(project_dir) if os.path.basename(path) == "conftest.py")
 
 
 def _walk(project_dir: Path, *, skip: Iterable[Path] = ()) -> Iterator[str]:

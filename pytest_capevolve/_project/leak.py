@@ -2,19 +2,15 @@
 
 A candidate whose files (or file names) hold the id or the gold answer of a val or test task is
 refused before any rollout (indecisive, unpaid), naming the file and the line. Controller only,
-while planning; pure reads. What counts as a match, and what the guard cannot see, is in
-``docs/explanation/what-runs-is-what-is-recorded.md``: only lines the candidate adds to its
-parent; whole tokens, case-insensitively, after undoing simple re-encodings (:func:`views`);
-gold answers of at least ``leak_guard_min_length`` characters that are not labels
-(:data:`LABEL_TASKS`); ids at any length when :func:`distinctive_id`.
-
-A refusal for a gold answer names neither the task nor the value, so the guard is no oracle for
-which test task a guessed answer belongs to."""
+while planning; pure reads. What counts as a match, and what the guard cannot see:
+``docs/explanation/what-runs-is-what-is-recorded.md``. A refusal for a gold answer names neither
+the task nor the value, so the guard is no oracle for which test task a guessed answer belongs to."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import re
 import unicodedata
 from collections import Counter
@@ -86,12 +82,8 @@ def views(line: str) -> list[str]:
     folded = unicodedata.normalize("NFKC", "".join(c for c in line if unicodedata.category(c) != "Cf"))
     joined = _LITERAL_SEAM.sub("", folded)
     out = [line, joined] if joined != folded else [line]
-    for text in {folded, joined}:
-        for run in _BASE64.findall(text):
-            decoded = _decoded(run)
-            if decoded:
-                out.append(decoded)
-    return out
+    decoded = (_decoded(run) for text in {folded, joined} for run in _BASE64.findall(text))
+    return out + [text for text in decoded if text]
 
 
 def _decoded(run: str) -> str | None:
@@ -122,11 +114,8 @@ def gold_values(target: Any, depth: int = 0) -> Iterator[str]:
             yield max(lines, key=len)
     elif isinstance(target, int | float):
         yield str(target)
-    elif isinstance(target, list | tuple | set | frozenset):
-        for item in target:
-            yield from gold_values(item, depth + 1)
-    elif isinstance(target, dict):
-        for item in target.values():
+    elif isinstance(target, list | tuple | set | frozenset | dict):
+        for item in target.values() if isinstance(target, dict) else target:
             yield from gold_values(item, depth + 1)
 
 
@@ -211,23 +200,16 @@ def parent_lines(parent: Path) -> set[str]:
 
 def find_leaks(candidate: Path, inherited: set[str], matcher: Matcher, limit: int = 20) -> list[Leak]:
     """The lines ``candidate`` adds (not in ``inherited``) that hold a needle, at most ``limit``."""
-    leaks: list[Leak] = []
-    if not matcher:
-        return leaks
+    return list(itertools.islice(_leaks(candidate, inherited, matcher), limit)) if matcher else []
+
+
+def _leaks(candidate: Path, inherited: set[str], matcher: Matcher) -> Iterator[Leak]:
     root = candidate.resolve()
     for path in iter_files(candidate):
         relative = path.relative_to(root).as_posix()
         named = _name_line(relative)
         if named not in inherited and (needle := matcher.in_line(named)) is not None:
-            leaks.append(Leak(relative, 0, needle))  # line 0: the file's name
-            if len(leaks) >= limit:
-                return leaks
+            yield Leak(relative, 0, needle)  # line 0: the file's name
         for number, line in enumerate(_text_lines(path), start=1):
-            if not line.strip() or line.strip() in inherited:
-                continue
-            needle = matcher.in_line(line)
-            if needle is not None:
-                leaks.append(Leak(relative, number, needle))
-                if len(leaks) >= limit:
-                    return leaks
-    return leaks
+            if line.strip() and line.strip() not in inherited and (needle := matcher.in_line(line)):
+                yield Leak(relative, number, needle)

@@ -1,11 +1,9 @@
 """Microcases: cheap deterministic checks of a candidate, one failure cluster each.
 
 A microcase file is YAML under the project's ``microcases/`` folder: one mapping or a list, each
-with ``id``, ``cluster``, ``description``, optional ``origin`` and one check: ``text`` (a file
-must / must not contain, match, or stay under a size), ``call`` (a function of the candidate in
-a subprocess), ``score`` (an output scored by the project's scorer) or ``adapter`` (one rollout
-at a fixed seed). Validation raises :class:`MicrocaseError` naming the file, microcase and field;
-:mod:`.._engine.checks` runs them, :mod:`.microcase_gen` writes skeletons."""
+with ``id``, ``cluster``, ``description``, optional ``origin`` and one check: ``text``, ``call``,
+``score`` or ``adapter`` (docs/how-to/microcases.md). Validation raises :class:`MicrocaseError`
+naming the file, microcase and field; :mod:`.._engine.checks` runs them."""
 
 from __future__ import annotations
 
@@ -157,16 +155,10 @@ def _placeholder_path(value: Any, where: str) -> str | None:
     if value == PLACEHOLDER:
         return where
     if isinstance(value, dict):
-        for k, v in value.items():
-            found = _placeholder_path(v, f"{where}.{k}")
-            if found:
-                return found
-    if isinstance(value, list):
-        for i, v in enumerate(value):
-            found = _placeholder_path(v, f"{where}[{i}]")
-            if found:
-                return found
-    return None
+        inner = [(f"{where}.{k}", v) for k, v in value.items()]
+    else:
+        inner = [(f"{where}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else []
+    return next((found for path, v in inner if (found := _placeholder_path(v, path))), None)
 
 
 def task_of(case: Microcase) -> str | None:
@@ -229,7 +221,11 @@ def _regex(value: Any, key: str) -> str:
     return value
 
 
-def _reward_range(value: Any) -> tuple[float, float]:
+def _with_reward_range(check: dict[str, Any]) -> dict[str, Any]:
+    """``check`` with its required ``reward`` read as (min, max)."""
+    if "reward" not in check:
+        raise ValueError("'reward' is required: a number or {min, max}")
+    value = check["reward"]
     if isinstance(value, dict):
         unknown = [k for k in value if k not in ("min", "max")]
         if unknown:
@@ -245,7 +241,7 @@ def _reward_range(value: Any) -> tuple[float, float]:
         ) from None
     if low > high:
         raise ValueError(f"'reward' min {low} is above max {high}")
-    return (low, high)
+    return {**check, "reward": (low, high)}
 
 
 def _text(check: dict[str, Any]) -> dict[str, Any]:
@@ -300,10 +296,7 @@ def _score(check: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("'rollout' must be a path to a rollout JSON file, relative to the microcase file")
     if "output" in check and not isinstance(check.get("task"), str):
         raise ValueError("'task' (the task id the output answers) is required with 'output'")
-    if "reward" not in check:
-        raise ValueError("'reward' is required: a number or {min, max}")
-    check["reward"] = _reward_range(check["reward"])
-    return check
+    return _with_reward_range(check)
 
 
 def _adapter(check: dict[str, Any]) -> dict[str, Any]:
@@ -313,10 +306,7 @@ def _adapter(check: dict[str, Any]) -> dict[str, Any]:
     seed = check.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"'seed' must be a whole number, got {seed!r}")
-    if "reward" not in check:
-        raise ValueError("'reward' is required: a number or {min, max}")
-    check["reward"] = _reward_range(check["reward"])
-    return check
+    return _with_reward_range(check)
 
 
 VALIDATORS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {

@@ -3,22 +3,16 @@ config file, locked with the run.
 
 pytest imports every ``conftest.py`` from its ``confcutdir`` (the rootdir, which an empty config
 above the project moves up) down, so a conftest planted above the project would run outside the
-harness lock. So:
-
-- **locked**: every ``conftest.py`` registered from above the project (:func:`conftest_digests`)
-  and the location of the config file pytest reads (:func:`config_file_location`) are part of
-  the harness fingerprint; one that a session no longer loads is not a change;
-- **pinned**: the sessions capevolve starts itself (:mod:`.._loop.launch`) pass ``--confcutdir``
-  at the project, so nothing above it is imported there.
-
-The kernel boundary is what keeps candidate code from writing there at all. Pure reads."""
+harness lock. So those conftests and the config file's location are part of the harness
+fingerprint, and the sessions capevolve starts itself are :func:`pinned` at the project."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
+
+from .startup_hooks import file_sha
 
 CONFIG_FILE_KEY = "<pytest config file>"  # in every lock that holds what is here (older: absent)
 CONFTEST_PREFIX = "<conftest> "
@@ -39,11 +33,7 @@ def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, 
         path = Path(where).resolve()
         if path.parent not in project.parents:
             continue  # in the project (the walk's), or beside it: where the session was started
-        try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError as exc:
-            digest = f"unreadable ({type(exc).__name__})"
-        found[f"{CONFTEST_PREFIX}{Path(os.path.relpath(path, project)).as_posix()}"] = digest
+        found[f"{CONFTEST_PREFIX}{Path(os.path.relpath(path, project)).as_posix()}"] = file_sha(path)
     return found
 
 

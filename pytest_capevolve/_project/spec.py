@@ -114,10 +114,7 @@ class Spec:
         if key in lock or key not in (_SILENT_DEFAULTS | _ADDED_LATER):
             return lock.get(key)
         found = next(f for f in dataclasses.fields(Spec) if f.name == key)
-        factory: Callable[[], Any] | None = (
-            None if found.default_factory is dataclasses.MISSING else found.default_factory
-        )
-        value = factory() if factory is not None else found.default
+        value = found.default_factory() if callable(found.default_factory) else found.default
         return list(value) if isinstance(value, tuple) else value
 
     def to_lock(self) -> dict[str, Any]:
@@ -144,25 +141,26 @@ _ADDED_LATER = frozenset(GUARD_KEYS)
 PATH_KEYS = tuple(f.name for f in dataclasses.fields(Spec) if "Path" in str(f.type))
 
 
-def _int(lo: int | None = None) -> Callable[[Any], int]:
-    expected = "a whole number" if lo is None else f"a whole number ≥ {lo}"
+def _int(lo: int | None = None, hi: float = math.inf) -> Callable[[Any], int]:
+    bounds = "" if lo is None else f" ≥ {lo}" if hi == math.inf else f" from {lo} to {hi}"
 
     def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or (lo is not None and value < lo):
-            raise ValueError(expected)
+        if isinstance(value, bool) or not isinstance(value, int) or not (lo is None or lo <= value <= hi):
+            raise ValueError(f"a whole number{bounds}")
         return value
 
     return check
 
 
 def _float(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[Any], float]:
+    expected = f"a number in {'(' if lo_open else '['}{lo}, {hi}]"
+
     def check(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"a number in {'(' if lo_open else '['}{lo}, {hi}]")
+            raise ValueError(expected)
         number = float(value)
-        low_ok = number > lo if lo_open else number >= lo
-        if math.isnan(number) or not low_ok or number > hi:
-            raise ValueError(f"a number in {'(' if lo_open else '['}{lo}, {hi}]")
+        if math.isnan(number) or not (number > lo if lo_open else number >= lo) or number > hi:
+            raise ValueError(expected)
         return number
 
     return check
@@ -179,15 +177,6 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
         if value not in options:
             raise ValueError("one of " + ", ".join(options))
         return str(value)
-
-    return check
-
-
-def _choice_int(lo: int, hi: int) -> Callable[[Any], int]:
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise ValueError(f"a whole number from {lo} to {hi}")
-        return value
 
     return check
 
@@ -283,7 +272,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "gate_margin": _gate_margin,
     "gate_alpha_schedule": _choice(ALPHA_SCHEDULES),
     "screen_alpha": _float(0, 0.25, lo_open=True),
-    "grow_max_looks": _choice_int(1, 3),
+    "grow_max_looks": _int(1, 3),
     "judge_rescores": _int(1),
     "leak_guard_min_length": _leak_guard,
     "harness_files": _globs,
@@ -332,15 +321,12 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
         raw = read_yaml(path)
     except YamlError as exc:
         raise SpecError(str(exc)) from None
-    if raw is None:
-        raw = {}
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: the spec must be a mapping of keys to values, got {raw!r}")
 
-    values: dict[str, Any] = {}
-    for key, text in (ini_defaults or {}).items():
-        if text not in (None, ""):
-            values[key] = _parse_ini_value(key, text)
+    ini = {key: text for key, text in (ini_defaults or {}).items() if text not in (None, "")}
+    values: dict[str, Any] = {key: _parse_ini_value(key, text) for key, text in ini.items()}
     foreign = [sentence for key in raw if key not in VALIDATORS and (sentence := not_used_sentence(key))]
     if foreign:  # cap-evolve's own keys: say why each has no use here, all at once
         raise SpecError(

@@ -1,12 +1,9 @@
 """What the interpreter runs before any of our code: ``.pth`` files and ``sitecustomize``.
 
 Candidate code runs as the session's OS user, so it can write a ``.pth`` into site-packages
-that every later Python process runs before pytest. So the harness lock holds these hooks
-(:func:`digests`): each ``.pth`` of site-packages and the user site, the modules they import,
-``sitecustomize``/``usercustomize``, and the ``pytest11`` entry points of every installed
-distribution. Within a session, :func:`remember` takes them when evaluation begins and
-:func:`moved_since_start` is asked before each sandbox child starts (refused, as infra errors,
-if they moved). Pure reads: paths in, digests out."""
+that every later Python process runs before pytest. So the harness lock holds these hooks and
+the installed ``pytest11`` entry points (:func:`digests`), and within a session each sandbox
+child is refused, as an infra error, if they moved since evaluation began. Pure reads."""
 
 from __future__ import annotations
 
@@ -33,7 +30,8 @@ def site_folders() -> list[Path]:
     return [Path(p) for p in dict.fromkeys([*folders, user]) if Path(p).is_dir()]
 
 
-def _sha(path: Path) -> str:
+def file_sha(path: Path) -> str:
+    """``path``'s sha256, or what kept it from being read (a digest that never matches one)."""
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
@@ -52,7 +50,7 @@ def digests() -> dict[str, str]:
     search = [p for p in sys.path if p and Path(p).is_dir()]
     for folder in site_folders():
         for pth in sorted(folder.glob("*.pth")):
-            found[f"{PREFIX}{pth}"] = _sha(pth)
+            found[f"{PREFIX}{pth}"] = file_sha(pth)
             try:
                 lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
@@ -61,11 +59,11 @@ def digests() -> dict[str, str]:
                 match = _IMPORT_LINE.match(line)
                 module = _module_file(match.group(1), [str(folder), *search]) if match else None
                 if module is not None:
-                    found[f"{PREFIX}{module}"] = _sha(module)
+                    found[f"{PREFIX}{module}"] = file_sha(module)
     for name in _CUSTOMIZE:
         module = _module_file(name, search)
         if module is not None:
-            found[f"{PREFIX}{module}"] = _sha(module)
+            found[f"{PREFIX}{module}"] = file_sha(module)
     found[MARKER_KEY] = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()
     plugins = pytest_plugins()
     found.update(plugins)

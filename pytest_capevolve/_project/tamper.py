@@ -23,20 +23,14 @@ EVALUATION_DATA = tuple(
 # What `default` stands for. The adapter's own file name is added from the spec.
 DEFAULT_PROTECTED = (
     *EVALUATION_DATA,
-    # the project's own tests
-    "tests/**",
-    "conftest.py",
-    # scorers
-    "scorer*.py",
-    "score.py",
-    "scoring*.py",
-    "grader*.py",
-    "reward*.py",
+    *"tests/** conftest.py".split(),  # the project's own tests
+    *"scorer*.py score.py scoring*.py grader*.py reward*.py".split(),  # scorers
     # the run's own configuration, and the microcases that screen candidates
-    "capevolve.yaml",
-    "splits.json",
-    "microcases/**",
+    *"capevolve.yaml splits.json microcases/**".split(),
 )
+# a glob's wildcards as regular expressions; every other character stands for itself
+_WILDCARDS = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+_WILDCARD = re.compile(r"(\*\*/|\*\*|\*|\?)")
 
 
 def expand(patterns: Iterable[str], adapter_ref: str) -> tuple[str, ...]:
@@ -58,26 +52,9 @@ def _regex(pattern: str) -> re.Pattern[str]:
         pattern += "**"
     anchored = "/" in pattern.rstrip("/")
     pattern = pattern.lstrip("/")
-    out = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
+    body = "".join(_WILDCARDS.get(part, re.escape(part)) for part in _WILDCARD.split(pattern))
     prefix = "" if anchored else "(?:.*/)?"
-    return re.compile(prefix + "".join(out) + r"\Z")
+    return re.compile(prefix + body + r"\Z")
 
 
 def is_protected(relative: str, patterns: Iterable[str]) -> bool:

@@ -1,18 +1,15 @@
 """Bytes that say the same text: a candidate whose files differ from another's only in line
 endings or trailing whitespace.
 
-An exact repeat is refused (:mod:`.._policy.repeats.identity`); re-proposing refuted bytes with a
-trailing space or CRLF endings must not make them new. So the text hash folds, per file, CR LF
-and CR to LF, trailing whitespace and trailing blank lines. A file that is not UTF-8 text counts
-by its bytes; paths and comments count as they are (an added empty file is a real change).
-Pure reads."""
+An exact repeat is refused (:mod:`.._policy.repeats.identity`); refuted bytes re-proposed with a
+trailing space or CRLF endings must not count as new. A file that is not UTF-8 text counts by its
+bytes; paths count as they are (an added empty file is a real change)."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-from .candidate import iter_files
+from .candidate import tree_digest
 
 
 def normalized_text(data: bytes) -> bytes:
@@ -30,11 +27,4 @@ def normalized_text(data: bytes) -> bytes:
 def text_hash(root: Path) -> str:
     """sha256 over (relative path, normalized text) of every file: equal when two trees differ
     in line endings and trailing whitespace at most."""
-    root = root.resolve()
-    digest = hashlib.sha256()
-    for path in iter_files(root):
-        rel = path.relative_to(root).as_posix().encode("utf-8")
-        data = normalized_text(path.read_bytes())
-        digest.update(len(rel).to_bytes(8, "big") + rel)
-        digest.update(len(data).to_bytes(8, "big") + data)
-    return "text-sha256:" + digest.hexdigest()
+    return "text-sha256:" + tree_digest(root, lambda path: normalized_text(path.read_bytes()))

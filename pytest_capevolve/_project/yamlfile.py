@@ -3,6 +3,7 @@ form, pyyaml imported only when a file is read."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -36,29 +37,24 @@ def load_yaml(text: str, where: str) -> Any:
         raise YamlError(f"{where}{at}: malformed YAML: {problem}") from None
 
 
-_LOADER: Any = None
-
-
+@functools.cache
 def _unique_keys_loader() -> Any:
-    global _LOADER
-    if _LOADER is None:
-        import yaml
+    import yaml
 
-        class UniqueKeyLoader(yaml.SafeLoader):
-            def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-                seen: set[Any] = set()
-                for key_node, _value in node.value:
-                    key = self.construct_object(key_node, deep=deep)
-                    try:
-                        duplicate = key in seen
-                    except TypeError:  # an unhashable key: safe_load reports it
-                        continue
-                    if duplicate:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {key!r} (keep one)", key_node.start_mark
-                        )
-                    seen.add(key)
-                return super().construct_mapping(node, deep=deep)
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _value in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: safe_load reports it
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (keep one)", key_node.start_mark
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
 
-        _LOADER = UniqueKeyLoader
-    return _LOADER
+    return UniqueKeyLoader

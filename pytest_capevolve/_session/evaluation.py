@@ -70,26 +70,22 @@ class EvaluationSession:
         """Ctrl-C: no verdicts (the evidence is partial); a sequential gate overrides this."""
         return None
 
-    def _val_budget_lines(self) -> list[tuple[str, dict[str, bool]]]:
+    def _say_val_budget(self, outcome: Outcome) -> None:
         from .._policy.budget import val_budget  # scipy: imported only by a session that gated
 
         events = self.rundir.log.events()
         n_val = len(self.planned.plan.task_ids)
         reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts.verdicts(), n_val)
         alarm = val_budget.run_calibration(self.spec, events)
-        lines: list[tuple[str, dict[str, bool]]] = [
-            (
-                f"val reuse ({reuse['schedule']}): {reuse['decisions']} gate decision(s) on val so far; "
-                f"the next gets α = {reuse['next_alpha']:.3g}; {reuse['advice']}",
-                {"yellow": True} if reuse["refresh_val"] else {},
-            ),
-            (alarm["text"], {"red": True} if alarm["alarm"] else {}),
-        ]
-        return lines
+        outcome.say(
+            f"val reuse ({reuse['schedule']}): {reuse['decisions']} gate decision(s) on val so far; "
+            f"the next gets α = {reuse['next_alpha']:.3g}; {reuse['advice']}",
+            yellow=bool(reuse["refresh_val"]),
+        )
+        outcome.say(alarm["text"], red=bool(alarm["alarm"]))
 
     def conclude(self) -> Outcome:
-        """After the run loop: the table, the gate's verdicts, the refusals' verdict files, the decisions
-        booked, and the exit status."""
+        """After the run loop: the table, verdicts, refusals' verdict files, decisions booked, exit status."""
         from .._policy.gate.verdicts import verdict_file
 
         plan = self.planned.plan
@@ -107,17 +103,13 @@ class EvaluationSession:
             )
         )
         if plan.block:
-            outcome.closing.append(
-                (
-                    f"replicate block {plan.block} (trial seeds base_seed + {plan.first_trial} + k): "
-                    "the gate and report.md read block 0 only; compare the blocks with "
-                    "`capevolve multirep TAG`",
-                    {},
-                )
+            outcome.say(
+                f"replicate block {plan.block} (trial seeds base_seed + {plan.first_trial} + k): the gate and"
+                " report.md read block 0 only; compare the blocks with `capevolve multirep TAG`"
             )
         judged = self._judge(outcome, by_tag)
         if self.gate.enabled:
-            outcome.closing += self._val_budget_lines()
+            self._say_val_budget(outcome)
         for verdict in self.refusals:
             self.hooks.write_verdict(self.rundir, verdict_file(verdict, null_control=False))
         standing = self._standing()
@@ -130,8 +122,7 @@ class EvaluationSession:
         return outcome
 
     def _standing(self) -> list[Verdict]:
-        """The tags asked for that a verdict already decided, re-derived as ``capevolve gate`` does;
-        nothing written."""
+        """The tags asked for that a verdict already decided, re-derived as ``capevolve gate`` does."""
 
         from .._policy.gate.regate import GateAsk, regate
         from .._policy.repeats.standing import already_decided_reason, recorded_verdict
@@ -161,18 +152,14 @@ class EvaluationSession:
             return []
         from .gating import judge
 
-        plan = self.planned.plan
         load = self._load_lines()
         nulls, judged, late = judge(
             self.spec,
             self.rundir,
-            plan,
+            self.planned,
             by_tag,
-            best=self.planned.best,
-            null_tags=self.planned.null_tags,
-            gate=replace(self.gate, decided=frozenset(self.planned.decided)),
+            self.gate,
             hooks=self.hooks,
-            labels=self.planned.labels,
             warnings=load,
             prefer=self.prefer,
         )
@@ -180,19 +167,15 @@ class EvaluationSession:
         outcome.verdicts = nulls + judged
         outcome.closing += [(line, {"yellow": True}) for line in load]
         outcome.closing += [(note, {}) for note in self.planned.notes]
-        if not judged and not self.refusals and self.planned.best in {c.tag for c in plan.candidates}:
-            outcome.closing.append(
-                (
-                    f"nothing to gate: the candidate asked for is the best ({self.planned.best}) "
-                    "already, so no null controls were paid; gate a new version under a new tag",
-                    {},
-                )
+        if not judged and not self.refusals and self.planned.best in self.planned.plan.tags():
+            outcome.say(
+                f"nothing to gate: the candidate asked for is the best ({self.planned.best}) already, so no "
+                "null controls were paid; gate a new version under a new tag"
             )
         return judged
 
     def _load_lines(self) -> list[str]:
-        """Whether another session was paying beside this gate, and whether its nulls were measured at that
-        load (:mod:`.._policy.gate.gate_load`)."""
+        """Whether another session paid beside this gate, and whether its nulls were paid at that load."""
         from .._policy.gate.gate_load import load_warnings, loads_by_tag
         from .._store.rundir import RUNS_DIR
         from .._store.sessions.claims import live_sessions
@@ -236,12 +219,9 @@ class EvaluationSession:
             from .._policy.repeats.identity import REPEAT
             from .gating import repeat_line
 
-            outcome.closing.append(
-                (
-                    "--capevolve-commit none: verdicts written as evidence, no decision booked "
-                    "(capevolve commit TAG --decision ...)",
-                    {},
-                )
+            outcome.say(
+                "--capevolve-commit none: verdicts written as evidence, no decision booked "
+                "(capevolve commit TAG --decision ...)"
             )
             outcome.closing += [
                 (repeat_line(self.spec, self.rundir, v), {}) for v in decided if v.decision == REPEAT
@@ -271,8 +251,7 @@ class EvaluationSession:
 
 
 def preferences_judge(config: pytest.Config, rundir: RunDir) -> Prefer:
-    """The adapter's ``prefer()`` on a pair of arms, judging what the log lacks; adapter and pool read when
-    a ``pairwise`` verdict asks, in the scoring process."""
+    """The adapter's ``prefer()`` judging what the log lacks; adapter and pool read only when asked."""
 
     def judge(tag: str, against: str, arms: tuple[Arm, Arm]) -> list[str]:
         from .._items.nodes import CONTEXT_KEY

@@ -1,9 +1,8 @@
 """The finalize session: ``pytest --capevolve-finalize PROJECT`` scores the test split once.
 
-Controller role beside the usual persistence and reporter. The seal is claimed before planning (a refused
-session pays nothing); the best, and the seed when it differs (so the improvement is paired), are evaluated
-from snapshots; the seal burns only after every planned rollout reported. An interrupted session leaves the
-seal unburned and the next reuses what is persisted (it cannot redraw)."""
+The seal is claimed before planning (a refused session pays nothing); the best, and the seed when it differs
+(so the improvement is paired), are evaluated from snapshots; the seal burns only after every planned rollout
+reported, so an interrupted session leaves it unburned and the next reuses what is persisted."""
 
 from __future__ import annotations
 
@@ -52,12 +51,10 @@ class FinalizeSession:
         short = [r for r in outcome.rows if r.coverage < self.spec.min_coverage]
         if lost or tally.dead_workers or short:
             outcome.exit_code = exitcodes.INFRA_FAILURE
-            outcome.closing.append(
-                (
-                    "the test split was NOT scored: some rollouts are missing; the seal is unburned. "
-                    "Run finalize again: it pays only for what is missing",
-                    {"red": True},
-                )
+            outcome.say(
+                "the test split was NOT scored: some rollouts are missing; the seal is unburned. "
+                "Run finalize again: it pays only for what is missing",
+                red=True,
             )
         else:
             result = self._test_result(outcome, by_tag)

@@ -1,9 +1,8 @@
-"""A finalize scores the whole test plan or nothing, and a gate decides on its whole val plan: no pytest
-selection narrows either.
+"""A finalize scores the whole test plan or nothing, and a gate decides on its whole val plan.
 
-Controller only, before the seal is claimed: a ``--deselect`` of one test rollout once left the seal
-unburned after the test mean was on disk. This refuses any selection that would leave part of the plan
-unrun."""
+Controller only, before the seal is claimed: a ``--deselect`` of one test rollout once left the seal unburned
+after the test mean was on disk, so any pytest selection that would leave part of the plan unrun is
+refused."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
 """Judging and booking: a gate session's round of verdicts, and the decisions they become.
 
 Controller only, after the run loop, from what is persisted: nulls first (their deltas set the floor), then
-the candidates as a round (:mod:`..decide.rounds`), verdict files written; with ``--capevolve-commit auto``
-each is booked through the same code as ``capevolve commit``."""
+the candidates as a round; with ``--capevolve-commit auto`` each is booked as ``capevolve commit`` books
+it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from .._decide.basis import Basis
 from .._decide.looks import as_fraction, counted_look_factor, shown_decision
 from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
-from .._items.plan import EvalPlan
 from .._policy.booking.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.booking.commit import CommitRefused, adoption
 from .._policy.gate.preferences import Prefer
@@ -29,34 +27,31 @@ from .._store.log.event_kinds import GATE_DECISION, NULL_GATED
 from .._store.readers.evidence import ByTag
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, SessionHooks
-from .planning import GateRequest
+from .planning import GateRequest, Planned
 
 
 def judge(
     spec: Spec,
     rundir: RunDir,
-    plan: EvalPlan,
+    planned: Planned,
     by_tag: ByTag,
-    *,
-    best: str,
-    null_tags: list[str],
     gate: GateRequest,
+    *,
     hooks: SessionHooks = NO_HOOKS,
-    labels: Mapping[str, dict[str, Any]] | None = None,
     warnings: list[str] | None = None,
     prefer: Prefer | None = None,
 ) -> tuple[list[Verdict], list[Verdict], dict[str, dict[str, Any]]]:
     """(nulls' verdicts, candidates' verdicts in order, tags another session decided meanwhile → that
-    verdict), written to ``verdicts/``. ``labels``: harness-changed labels; ``warnings``: said in every
-    verdict; ``prefer``: judges a ``pairwise`` verdict's outputs."""
+    verdict), written to ``verdicts/``; ``warnings`` are said in every verdict."""
     from .._policy.repeats.standing import standing_verdict
 
+    plan, best = planned.plan, planned.best
     # a tag already decided is re-derived by the session, never judged again
     # (:mod:`.._policy.repeats.standing`)
     siblings = [
         c.tag
         for c in plan.candidates
-        if c.tag != best and c.tag not in null_tags and c.tag not in gate.decided
+        if c.tag != best and c.tag not in planned.null_tags and c.tag not in planned.decided
     ]
     # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.readers.first_outcomes`)
     evidence, repaid = first_evidence(spec, rundir, by_tag, plan.task_ids, plan.num_trials, prefer)
@@ -69,45 +64,28 @@ def judge(
         # two sessions gating the same tag at once: the first to judge decides it, the second
         # finds its verdict here and shows it (the first decision stands, :mod:`.._policy.repeats.standing`)
         late = {tag: found for tag in siblings if (found := standing_verdict(rundir, tag)) is not None}
-        written = _judged_round(
-            spec,
-            rundir,
-            evidence,
-            [tag for tag in siblings if tag not in late],
-            best=best,
-            null_tags=null_tags,
-            gate=gate,
-            labels=labels,
-            warnings=warnings,
-            repaid=repaid,
+        undecided = [tag for tag in siblings if tag not in late]
+        nulls, verdicts, files = _judged_round(
+            spec, rundir, evidence, repaid, undecided, planned, gate, warnings
         )
-    for verdict_file_written, path in written.files:
-        hooks.verdict_written(verdict_file_written, path)
-    return written.nulls, written.verdicts, late
-
-
-@dataclass
-class JudgedRound:
-    nulls: list[Verdict]
-    verdicts: list[Verdict]
-    files: list[tuple[dict[str, Any], Path]]
+    for written, path in files:
+        hooks.verdict_written(written, path)
+    return nulls, verdicts, late
 
 
 def _judged_round(
     spec: Spec,
     rundir: RunDir,
     evidence: Evidence,
-    siblings: list[str],
-    *,
-    best: str,
-    null_tags: list[str],
-    gate: GateRequest,
-    labels: Mapping[str, dict[str, Any]] | None,
-    warnings: list[str] | None,
     repaid: Any,
-) -> JudgedRound:
+    siblings: list[str],
+    planned: Planned,
+    gate: GateRequest,
+    warnings: list[str] | None,
+) -> tuple[list[Verdict], list[Verdict], list[tuple[dict[str, Any], Path]]]:
     """Under the run's lock: the budget as the log has it now, the nulls and the round judged at it,
-    verdicts written and decisions logged."""
+    verdicts written and decisions logged; (nulls, verdicts, the files to announce)."""
+    best, null_tags = planned.best, planned.null_tags
     budget = AlphaBudget.read(spec, rundir, siblings, against=best)
     config = gate_config(
         spec,
@@ -124,7 +102,9 @@ def _judged_round(
             level = replace(level, alpha=as_fraction(level.alpha) * counted_look_factor(spec.grow_max_looks))
         return evidence.judge(tag, against, level, floor)
 
-    passing = Passing(spec, repaid, looked, labels, gate.overridden, gate.schedule_why, gate.veto_regressions)
+    passing = Passing(
+        spec, repaid, looked, planned.labels, gate.overridden, gate.schedule_why, gate.veto_regressions
+    )
     verdicts = [
         passed(passing, v) for v in gate_round(judged, siblings, best, config, gate.multiple).verdicts
     ]
@@ -139,8 +119,7 @@ def _judged_round(
     if warnings:
         verdicts = [replace(v, warnings=[*v.warnings, *warnings]) for v in verdicts]
         nulls = [replace(v, warnings=[*v.warnings, *warnings]) for v in nulls]
-    files = budget.record(rundir, nulls, verdicts, null_tags)
-    return JudgedRound(nulls, verdicts, files)
+    return nulls, verdicts, budget.record(rundir, nulls, verdicts, null_tags)
 
 
 class AlphaBudget:
@@ -249,18 +228,14 @@ class AlphaBudget:
                 slot, fresh = {"schedule": self.schedule, "j": None, "alpha_j": None}, False
             if fresh:
                 rundir.log.append_event(
-                    GATE_DECISION,
-                    tag=verdict.tag,
-                    against=verdict.against,
-                    decision=verdict.decision,
-                    **slot,
+                    GATE_DECISION, tag=verdict.tag, against=verdict.against, decision=verdict.decision, **slot
                 )
             written = verdict_file(verdict, null_control=False, nulls=null_tags, alpha_budget=slot)
             files.append((written, rundir.verdicts.write_verdict(written)))
         return files
 
 
-def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
+def booked_as(verdict: Verdict) -> tuple[str, str | None]:
     """The decision (and basis) ``--capevolve-commit auto`` books for a verdict (:func:`shown_decision`)."""
     if verdict.decision == ACCEPT:
         return "accept", None
@@ -275,8 +250,7 @@ def booked_as(spec: Spec, verdict: Verdict) -> tuple[str, str | None]:
 
 
 def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
-    """The line for a REPEAT of accepted bytes: nothing booked, and the command adopting an earlier run's
-    accept when it can."""
+    """A REPEAT of accepted bytes: nothing booked, and the command adopting an earlier accept if it can."""
     details, best = verdict.details or {}, rundir.state.best()
     level = details.get("earlier_level")
     try:
@@ -293,20 +267,13 @@ def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
 def book_verdicts(
     spec: Spec, rundir: RunDir, verdicts: list[Verdict], hooks: SessionHooks = NO_HOOKS
 ) -> list[str]:
-    """Book each verdict in order (``--capevolve-commit auto``); one line each saying what was booked or
-    why not."""
+    """Book each verdict in order; a line each saying what was booked, or why not."""
     lines = []
     for verdict in verdicts:
         if verdict.decision == REPEAT:  # bytes already accepted: that decision stands, none is new
             lines.append(repeat_line(spec, rundir, verdict))
             continue
-        decision, basis = booked_as(spec, verdict)
-        try:
-            hooks.book(
-                spec, rundir, verdict.tag, decision, basis=basis, note=f"gate session: {verdict.reason}"
-            )
-        except CommitRefused as exc:
-            lines.append(f"{verdict.tag}: verdict written, decision not booked: {exc}")
-            continue
-        lines.append(f"{verdict.tag}: booked {decision}" + (f" ({basis})" if basis else ""))
+        decision, basis = booked_as(verdict)
+        note = f"gate session: {verdict.reason}"
+        lines.append(hooks.booked_line(spec, rundir, verdict.tag, decision, basis, note, "verdict"))
     return lines

@@ -1,9 +1,8 @@
 """A grow session: ``--capevolve-candidate TAG --capevolve-grow``.
 
-Controller only. For a candidate whose last verdict against the current best was provisional or unresolved:
-owes ``num_trials`` more trials per val task for the candidate and the best (trial indices and seeds
-continue, so the pairing holds), then gates again at the pooled n at this look's level
-(:mod:`..decide.looks`). At most ``grow_max_looks − 1`` grows per candidate."""
+Controller only. For a candidate whose last verdict against the best was provisional or unresolved: owes
+``num_trials`` more trials per val task for it and the best (trial indices and seeds continue, so the pairing
+holds), then gates again at the pooled n at this look's level; at most ``grow_max_looks − 1`` grows."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ from .._decide.basis import UNRESOLVED
 from .._decide.looks import looks_record, shown_decision
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._policy import guards
-from .._policy.booking.commit import CommitRefused
 from .._policy.gate.regate import first_evidence
 from .._policy.gate.verdicts import as_null, gate_config, null_config, null_deltas, verdict_file
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
@@ -139,8 +137,7 @@ def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
 
 
 def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> GrowPlanned:
-    """The plan of a grow session (under the run's lock): candidate and best on val at the pooled trials;
-    only the new trials are owed."""
+    """The plan of a grow session: candidate and best on val at the pooled trials, only the new ones owed."""
     rundir.ensure_spec_lock(spec)
     guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
     splits = rundir.splits()
@@ -174,7 +171,6 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
         grown=tag,
         look=look + 1,
     )
-    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     nulls = [t for t in verdict.get("nulls", []) if rundir.snapshots.candidate_hash(t) is not None]
     return GrowPlanned(
         plan,
@@ -214,27 +210,20 @@ class GrowSession:
         by_tag = index_records(rundir.rollouts.indexed_rollouts("val"))
         outcome = summarize(plan, by_tag, self.persistence.tally, against=planned.best)
         if outcome.missing:
-            outcome.closing.append(
-                (
-                    f"grow incomplete: {len(outcome.missing)} rollouts missing, so no verdict (the look is "
-                    "not spent); the command above completes them",
-                    {"yellow": True},
-                )
+            outcome.say(
+                f"grow incomplete: {len(outcome.missing)} rollouts missing, so no verdict (the look is not "
+                "spent); the command above completes them",
+                yellow=True,
             )
         else:
             verdict = self._judge(by_tag)
             outcome.verdicts = [verdict]
             if self.commit == "auto":
-                decision, basis = booked_as(spec, verdict)
-                try:
-                    self.hooks.book(
-                        spec, rundir, verdict.tag, decision, basis=basis, note=f"grow: {verdict.reason}"
-                    )
-                    outcome.closing.append((f"{verdict.tag}: booked {decision}", {}))
-                except CommitRefused as exc:
-                    outcome.closing.append(
-                        (f"{verdict.tag}: verdict written, decision not booked: {exc}", {})
-                    )
+                decision, basis = booked_as(verdict)
+                note = f"grow: {verdict.reason}"
+                outcome.say(
+                    self.hooks.booked_line(spec, rundir, verdict.tag, decision, basis, note, "verdict")
+                )
             looks = (verdict.details or {}).get("looks")
             shown = shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, looks)
             if shown != ACCEPT:

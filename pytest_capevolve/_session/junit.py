@@ -1,8 +1,7 @@
 """``--junitxml`` for a capevolve session: flat properties per rollout, a testcase per verdict.
 
-Controller only. Each rollout's testcase carries task, tag, trial, seed, reward, cost, infra_error and
-feedback as ``<property>`` pairs, and each verdict is a testcase (``capevolve.verdicts``): passed when
-accepted, ``failure`` when rejected, ``error`` when not judged. A null control passes when not accepted."""
+Controller only. A verdict's testcase (``capevolve.verdicts``) passes when accepted, fails when rejected and
+errs when not judged; a null control's passes when not accepted."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ class JunitReport:
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml reads the teardown report's properties
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """junitxml writes properties from the teardown report: there the record's JSON becomes flat
-        properties (the call report keeps it for persistence)."""
+        """junitxml writes the teardown report's properties: there the record becomes flat properties."""
         if report.when != "teardown":
             return
         record = record_from_report(report)

@@ -37,6 +37,10 @@ class Outcome:
     explained: list[str] = field(default_factory=list)  # --capevolve-explain: verdicts in words
     damaged: bool = False  # stopped because the run dir could not be written: exit 12 whatever stopped it
 
+    def say(self, line: str, **markup: bool) -> None:
+        """A closing line, coloured by ``markup`` (``yellow=True``)."""
+        self.closing.append((line, markup))
+
 
 class SessionEnd:
     """On the controller; ``conclude`` is the session kind's (:class:`.kinds.base.Started`)."""
@@ -85,36 +89,25 @@ class SessionEnd:
                 )
                 return result
             except UntrustedRecord as exc:  # rollouts no session paid: nothing is decided on them
-                self.outcome = Outcome(
-                    exit_code=exitcodes.INDECISIVE,
-                    closing=[(f"capevolve: {exc}", {"red": True})],
-                    damaged=True,
-                )
+                self.outcome = _damaged_outcome(f"capevolve: {exc}", exitcodes.INDECISIVE)
                 return result
             self.outcome.closing[:0] = [(line, {}) for line in settled]
             if stopped_by is not None:
-                line = stopped_line(stopped_by, missing=bool(self.outcome.missing))
-                self.outcome.closing.append((line, {"yellow": True}))
+                self.outcome.say(stopped_line(stopped_by, missing=bool(self.outcome.missing)), yellow=True)
         return result
 
     def _stopped(self, exc: BaseException) -> None:
-        """The run loop raised (Ctrl-C, or ``Failed`` on a session not ours): Ctrl-C leaves the table and
-        the resume line."""
-        if not isinstance(exc, KeyboardInterrupt):
+        """The run loop raised (Ctrl-C, or ``Failed`` on a session not ours). After Ctrl-C, unless the run
+        dir refused a write: no verdicts (the evidence is partial), but the table and the resume line."""
+        if not isinstance(exc, KeyboardInterrupt) or self._damaged() or self._interrupted is None:
             return
-        if self._damaged():  # stopped because the run dir could not be written
-            return
-        # Ctrl-C: no verdicts (the evidence is partial), but the table of what is persisted and
-        # the line that says how to resume
-        if self._interrupted is not None:
-            try:
-                self.outcome = self._interrupted()
-            except Exception as error:  # the summary must never mask the interrupt
-                self.outcome.closing.append((f"capevolve: no summary after Ctrl-C: {error!r}", {}))
+        try:
+            self.outcome = self._interrupted()
+        except Exception as error:  # the summary must never mask the interrupt
+            self.outcome.say(f"capevolve: no summary after Ctrl-C: {error!r}")
 
     def _damaged(self) -> bool:
-        """Whether the run dir refused a write during the loop: then that one line, exit 12, nothing
-        concluded."""
+        """Whether the run dir refused a write during the loop: then that line, exit 12, nothing concluded."""
         line = self._damage() if self._damage is not None else None
         if line is None:
             return False
@@ -130,8 +123,8 @@ class SessionEnd:
             session.exitstatus = self.outcome.exit_code
 
 
-def _damaged_outcome(line: str) -> Outcome:
-    return Outcome(exit_code=exitcodes.INFRA_FAILURE, closing=[(line, {"red": True})], damaged=True)
+def _damaged_outcome(line: str, exit_code: int = exitcodes.INFRA_FAILURE) -> Outcome:
+    return Outcome(exit_code=exit_code, closing=[(line, {"red": True})], damaged=True)
 
 
 @dataclass(frozen=True)
@@ -159,6 +152,18 @@ class SessionHooks:
         if self.config is not None:
             self.config.hook.pytest_capevolve_decision_booked(config=self.config, decision=booked)
         return booked
+
+    def booked_line(
+        self, spec: Spec, rundir: RunDir, tag: str, decision: str, basis: str | None, note: str, written: str
+    ) -> str:
+        """Book the decision and say so, or say why the commit path refused it (``written``: what stays)."""
+        from .._policy.booking.commit import CommitRefused
+
+        try:
+            self.book(spec, rundir, tag, decision, basis=basis, note=note)
+        except CommitRefused as exc:
+            return f"{tag}: {written} written, decision not booked: {exc}"
+        return f"{tag}: booked {decision}" + (f" ({basis})" if basis else "")
 
 
 NO_HOOKS = SessionHooks()

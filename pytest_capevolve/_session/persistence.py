@@ -1,7 +1,7 @@
 """Persistence and tally: every reported rollout saved exactly once, and what the session paid.
 
 Controller only. xdist replays each worker's reports here through ``pytest_runtest_logreport``, so one code
-path serves both modes; the plan goes to workers through ``workerinput``."""
+path serves both modes."""
 
 from __future__ import annotations
 
@@ -77,8 +77,7 @@ class Persistence:
         self._unrecorded: set[Any] = set(plan.owed_keys())
 
     def damage_line(self) -> str | None:
-        """The line saying the run dir could not be written, if so: the session stopped there and books
-        nothing on what it could not record."""
+        """The line saying the run dir could not be written, if so (the session then books nothing)."""
         exc = self.unwritable
         if exc is None:
             return None
@@ -91,8 +90,7 @@ class Persistence:
         )
 
     def settle(self) -> list[str]:
-        """After the run loop: release this session's claim and wait for the sessions paying rollouts it
-        needs. Lines to print."""
+        """After the run loop: release the claim, wait for sessions paying what this one needs."""
         if self.unwritable is not None:  # nothing more is written: the session ends here
             self.rundir.claims.release()
             return []

@@ -1,6 +1,7 @@
-"""One session's plan built: the rollouts it owes (not persisted valid, not claimed by another live
-session), refused before anything is paid when it would cross a ceiling of the spec, and logged. Controller
-only, while planning."""
+"""One session's plan built: the rollouts it owes, checked against the spec's ceilings, logged, claimed.
+
+Controller only, while planning: owed is what is neither persisted valid nor claimed by another live
+session."""
 
 from __future__ import annotations
 
@@ -42,9 +43,8 @@ def build_plan(
     num_trials: int | None = None,
     **fields: object,
 ) -> EvalPlan:
-    """The plan over ``planned``, owing every rollout neither ``done`` (persisted without infra error) nor
-    ``claimed`` by another live session; checked against the budget (claims count as spent) and logged as
-    ``event``. ``num_trials``: more for a grow (the first trials are reused)."""
+    """The plan over ``planned``, owing every rollout neither ``done`` (persisted valid) nor ``claimed`` by
+    another live session; checked against the budget (claims count as spent), logged as ``event``, claimed."""
     tags = {c.tag for c in planned}
     trials = spec.num_trials if num_trials is None else num_trials
     size = len(task_ids) * trials * len(planned)
@@ -83,6 +83,9 @@ def build_plan(
     rundir.log.append_event(
         event, split=split, tags=sorted(tags), owed=owed, reused=len(keys) - owed, **fields
     )
+    # what it owes is this session's to pay: no other planner pays it again, and each rollout event
+    # is tied to this session (:mod:`.._store.log.paid_by`); a finalize's seal keeps other finalizes out
+    rundir.claims.take(plan.owed_keys())
     return plan
 
 

@@ -1,11 +1,9 @@
 """The items a session runs are its plan: checked once collection is over, before any rollout.
 
-Controller only. Any plugin can drop, add, repeat or reorder items after we collect (a ``-p`` plugin
-dropped 70 of a finalize's 240 test rollouts after 170 were paid). So the surviving items are compared with
-the plan when collection finishes (in-process, or as each xdist worker reports its ids) and a session whose
-items are not its plan is refused in one line, nothing paid. A finalize and every deciding session must run
-its whole plan in order (dropping tasks is an attack on the gate; a sequential order is secret); a session
-that decides nothing may run a subset (``-k``) in any order, but nothing unplanned, nothing twice."""
+Controller only. Any plugin can drop, add, repeat or reorder items after we collect (a ``-p`` plugin dropped
+70 of a finalize's 240 test rollouts after 170 were paid), so a session whose items are not its plan is
+refused in one line, nothing paid. A finalize and every deciding session run the whole plan in order; a
+session that decides nothing may run a subset (``-k``) in any order, but nothing unplanned or twice."""
 
 from __future__ import annotations
 

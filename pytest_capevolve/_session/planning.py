@@ -60,7 +60,6 @@ class GateRequest:
     regression_rule: str | None = None  # --capevolve-regression-rule (None: the spec's)
     # the loop's α schedule by default: why (:mod:`.._policy.alpha.loop_schedule`)
     schedule_why: str | None = None
-    decided: frozenset[str] = frozenset()  # tags already decided, set by planning (not judged again)
 
 
 @dataclass
@@ -73,8 +72,7 @@ class Planned:
     waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
     notes: list[str] = field(default_factory=list)  # what planning chose not to pay for, and why
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag → harness-changed label
-    # tag → its standing verdict (:mod:`.._policy.repeats.standing`): re-derived at the end, never judged
-    # again
+    # tag → its standing verdict (:mod:`.._policy.repeats.standing`): re-derived, never judged again
     decided: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -106,8 +104,7 @@ def frozen_ids(rundir: RunDir, splits: dict[str, Any], split: str, pool_ids: Ite
 
 
 def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """Where the best's bytes come from: the seed's folder or a tag's snapshot, never its source folder
-    (may have changed)."""
+    """Where the best's bytes come from: the seed's folder or a tag's snapshot (never its source folder)."""
     if tag == SEED_TAG:
         return spec.capability_path
     snapshot = rundir.snapshots.snapshot_dir(tag)
@@ -127,17 +124,15 @@ class Repeats:
         rundir: RunDir,
         best: str,
         best_path: Path,
-        *,
-        gating: bool,
+        gate: GateRequest,
         rerun: bool,
-        harness_now: Mapping[str, str] | None = None,
-        harness_changed: bool = False,
+        harness_now: Mapping[str, str] | None,
     ) -> None:
         self.harness_now = harness_now
-        self.harness_changed = harness_changed  # --capevolve-harness-changed
+        self.harness_changed = gate.harness_changed  # --capevolve-harness-changed
         self.labels: dict[str, dict[str, Any]] = {}  # tag → its harness-changed label
         self.rundir, self.best, self.best_path = rundir, best, best_path
-        self.gating, self.rerun = gating, rerun
+        self.gating, self.rerun = gate.enabled, rerun
         self.session: dict[str, str] = {}
         self._best_digest: str | None = None
         self._decided_elsewhere: dict[str, Earlier] | None = None
@@ -213,15 +208,14 @@ class Repeats:
                 "earlier_decision": earlier.decision,
                 "earlier_level": earlier.level,
                 "source": str(path),
-                **({"shared_ledger": _from_ledger(earlier)} if earlier.shared else {}),
+                **(
+                    {"shared_ledger": {"project": earlier.shared[0], "ledger": earlier.shared[1]}}
+                    if earlier.shared
+                    else {}
+                ),
             },
         )
         return True
-
-
-def _from_ledger(earlier: Earlier) -> dict[str, str]:
-    project, ledger = earlier.shared or ("", "")
-    return {"project": project, "ledger": ledger}
 
 
 def plan_evaluation(
@@ -239,17 +233,14 @@ def plan_evaluation(
     task_keys_now: Callable[[], Mapping[str, str]] | None = None,
     test_reused: bool = False,
 ) -> Planned:
-    """The plan of an evaluation (or gate) session. ``screens`` may refuse a candidate before it is
-    registered; ``task_keys_now``: the pool's content keys; ``test_reused``: goes on despite scored test
-    tasks in val or train. Under the run's lock, so a later planner owes only what the earlier neither
-    persisted nor claimed."""
+    """The plan of an evaluation (or gate) session, under the run's lock, so a later planner owes only what
+    the earlier neither persisted nor claimed; ``screens`` may refuse a candidate before it is registered."""
     splits, task_ids, notes = _frozen(spec, rundir, pool_ids, split, gate, task_keys_now, test_reused)
     best = rundir.state.best()
     best_path = source_of(spec, rundir, best)
     chosen = _chosen(requests, best, best_path, rerun, set(rundir.snapshots.known_tags()))
     screens.prepare(splits[TEST_SPLIT], splits["val"])  # before anything is registered or paid
-    screened = {"gating": gate.enabled, "rerun": rerun, "harness_changed": gate.harness_changed}
-    repeats = Repeats(rundir, best, best_path, harness_now=harness_now, **screened)
+    repeats = Repeats(rundir, best, best_path, gate, rerun, harness_now)
     chosen, only_best_left, decided = _kept(rundir, chosen, best, gate, screens, repeats)
     planned = [
         planned_at(spec, rundir, c.tag, c.path, rundir.snapshots.register_candidate(c.tag, c.path))
@@ -281,7 +272,6 @@ def plan_evaluation(
         _sequential_orders(rundir, plan, planned, best, task_ids)
     plan.live = uuid.uuid4().hex
     live_marker.create(rundir.root, plan.live)
-    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     waiting_on = sorted({claimed[k] for k in plan.awaited})
     labels = {tag: label for tag, label in repeats.labels.items() if tag in {c.tag for c in planned}}
     notes += [
@@ -313,8 +303,7 @@ def refuse_sealed_in_dev(
 
 
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:
-    """The plan of a finalize session: the best, and the seed when it differs, on test, from snapshots. The
-    caller holds the seal's claim."""
+    """The plan of a finalize: the best, and the seed when it differs, on test, from snapshots."""
     rundir.ensure_spec_lock(spec)
     splits = rundir.splits()
     if splits is None:
@@ -344,15 +333,11 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
         FINALIZE_STARTED,
         best=best,
     )
-    # the seal's claim keeps other finalizes out; the rollouts' claim ties each test rollout
-    # event to this session (:mod:`.._store.log.paid_by`)
-    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     return Planned(plan, best)
 
 
 def refuse_unknown_guards(spec: Spec, val_ids: list[str]) -> None:
-    """A ``stop_condition`` guard naming no val task guards nothing (ids are exact): refused before
-    anything is paid."""
+    """A ``stop_condition`` guard naming no val task guards nothing (ids are exact): refused."""
     from .._policy.gate.verdicts import guarded_tasks
 
     known = set(val_ids)

@@ -1,7 +1,6 @@
 """The progress line of a long session: rollouts done of owed, $ spent, budget left.
 
-Controller only: every ``--capevolve-progress`` seconds (default 30) the reporter prints what this session
-has paid and what the run's ceilings still allow."""
+Controller only, every ``--capevolve-progress`` seconds (default 30)."""
 
 from __future__ import annotations
 

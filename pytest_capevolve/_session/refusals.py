@@ -1,8 +1,7 @@
 """Screens: what refuses a candidate before any rollout is paid for it.
 
-Controller only, while planning: the tamper guard and the leak guard always run (indecisive), and a gate
-also runs the project's microcases (a failure: reject, ``micro_test_fail``). A refusal is a verdict without
-numbers, written with the session's other verdicts."""
+Controller only, while planning: the tamper and leak guards always (indecisive), a gate's microcases too (a
+failure: reject). A refusal is a verdict without numbers, written with the session's other verdicts."""
 
 from __future__ import annotations
 

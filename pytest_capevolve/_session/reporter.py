@@ -1,10 +1,9 @@
-"""The terminal reporter role: one line per failed rollout, a progress line on long runs, the capevolve
-tables at the end of a session, and INFRA.
+"""The terminal reporter role: a line per failed rollout, a progress line, the capevolve tables, INFRA.
 
 Controller only; it reads the session's outcome and tally and cannot change them. A task the agent fails is
-data, not a bug: its report stays ``failed`` (counts and exit status see it) but pytest's FAILURES section
-and short summary skip it, and this role prints one whole line naming split, task, tag, trial and the
-scorer's feedback. Any other failure keeps pytest's full report."""
+data, not a bug: its report stays ``failed`` (counts and exit status see it) but leaves pytest's FAILURES
+and short summary for one whole line here (split, task, tag, trial, feedback); any other failure keeps
+pytest's."""
 
 from __future__ import annotations
 
@@ -37,14 +36,12 @@ def one_line(text: str) -> str:
 
 
 def is_refused_rollout(report: Any) -> bool:
-    """A rollout refused before it ran (a stale copy's candidate): listed grouped in the summary, not per
-    rollout in FAILURES."""
+    """A rollout refused before it ran (a stale copy's candidate): grouped in the summary, not in FAILURES."""
     return record_from_report(report) is None and str(report.longrepr or "").startswith(INFRA_PREFIX)
 
 
 def grouped(entries: list[tuple[str, str]], limit: int = 20) -> list[tuple[str, str]]:
-    """(name, reason) per distinct reason, the name like a failed rollout's with "and N more" when several
-    share it."""
+    """(name, reason) per distinct reason, "and N more" when several share it."""
     by_reason: dict[str, list[str]] = {}
     for nodeid, reason in entries:
         by_reason.setdefault(one_line(reason), []).append(nodeid.split("::", 1)[-1])
@@ -58,8 +55,8 @@ def grouped(entries: list[tuple[str, str]], limit: int = 20) -> list[tuple[str, 
 
 
 def failed_rollout_line(record: RolloutRecord, nodeid: str | None = None, *, feedback: bool = True) -> str:
-    """``FAILED capevolve.yaml::val::a12[improved-t3] reward 0: ticket escalated …`` (never cut short),
-    named by node id when it has one; ``feedback=False`` (``--tb=no``): id and reward only."""
+    """``FAILED capevolve.yaml::val::a12[improved-t3] reward 0: ticket escalated …`` (never cut short);
+    ``feedback=False`` (``--tb=no``): id and reward only."""
     line = f"FAILED {nodeid or rollout_id(record)} reward {num(record.reward, '.4g')}"
     said = one_line(record.feedback or "") if feedback else ""
     return f"{line}: {said}" if said else line
@@ -178,9 +175,8 @@ class CapevolveReporter:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None]:
-        """Around pytest's own summary: the agent's failed rollouts are left out of FAILURES and the short
-        summary, and printed one line each before the table; the summaries between (``--durations``) see
-        every report."""
+        """Around pytest's own summary: the agent's failed rollouts left out of FAILURES and the short
+        summary (the summaries between, ``--durations``, see every report), then ours."""
         self._hide(terminalreporter.stats)
         try:
             return (yield)
@@ -235,10 +231,8 @@ class CapevolveReporter:
         for record in listed:
             where = (record.tag, record.split, record.task_id, record.trial)
             tr.write_line(failed_rollout_line(record, self.failed_ids.get(where), feedback=feedback))
-            sections = self.failed_sections.get(where, [])
-            for title, content in sections if with_output else []:
-                tr.write_sep("-", title)
-                tr.line(content.rstrip("\n"))
+            if with_output:
+                _write_sections(tr, self.failed_sections.get(where, []))
         if len(listed) < len(ordered):
             per_task = 1 if self.failures == "auto" else self.failures
             how = "none listed" if self.failures == "none" else f"at most {per_task} per task listed"
@@ -306,8 +300,7 @@ class CapevolveReporter:
             tr.write_line(line, **markup)
 
     def _print_verdicts(self, tr: Any, outcome: Any) -> None:
-        """The verdicts section: the nulls' noise floor, one line per verdict, its warnings and the
-        explanation."""
+        """The nulls' noise floor, one line per verdict, its warnings and the explanation."""
         tr.section(f"capevolve verdicts vs {outcome.against} (val)", sep="-")
         if outcome.nulls:
             spread = max((abs(v.delta_mean) for v in outcome.nulls if v.delta_mean is not None), default=0.0)
@@ -335,13 +328,10 @@ class CapevolveReporter:
         if "A" in (tr.config.option.reportchars or ""):  # -rA: what each one printed and logged
             for nodeid, sections in self.infra_sections.items():
                 tr.write_line(f"INFRA {nodeid.split('::', 1)[-1]}")
-                for title, content in sections:
-                    tr.write_sep("-", title)
-                    tr.line(content.rstrip("\n"))
+                _write_sections(tr, sections)
 
     def _missing_lines(self, keys: list[Any]) -> list[str]:
-        """How many rollouts are missing and the command that pays only those: the one typed, pinned to
-        this run, without the flags that deselected rollouts."""
+        """How many rollouts are missing and the command that pays only those."""
         recopy = any(STALE_COPY_FIX in reason for _nodeid, reason in self.tally.infra + self.tally.lost)
         then = "copy the project to the workers again, then " if recopy else ""
         if self.tally.infra and not recopy:  # the same command pays the same error until its cause goes
@@ -353,6 +343,13 @@ class CapevolveReporter:
             f"{then}to complete only those, run:",
             f"  {self.completing()}",
         ]
+
+
+def _write_sections(tr: Any, sections: list[tuple[str, str]]) -> None:
+    """What a rollout printed and logged (pytest's report sections), for ``-rA``."""
+    for title, content in sections:
+        tr.write_sep("-", title)
+        tr.line(content.rstrip("\n"))
 
 
 def rollouts(count: int, adjective: str = "") -> str:

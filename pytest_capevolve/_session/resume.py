@@ -1,9 +1,7 @@
-"""The exact command that resumes an interrupted session, printed after Ctrl-C, and the one that completes
-a session's missing rollouts, printed at its end.
+"""The commands that resume an interrupted session and that complete a session's missing rollouts.
 
-Controller only. The command typed, pinned to the run (``--capevolve-run-id``) and, for a re-run, naming
-its fresh tags, so it pays only what is missing. To complete missing rollouts, the flags that deselected or
-stopped (``-k``, ``-m``, ``--deselect``, ``--lf``, node ids, ``-x``, ``--maxfail``, ``--sw``) are left out."""
+Controller only. The command typed, pinned to the run and, for a re-run, naming its fresh tags, so it pays
+only what is missing; completing leaves out the flags that deselected or stopped rollouts."""
 
 from __future__ import annotations
 

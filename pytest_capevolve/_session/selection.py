@@ -1,10 +1,8 @@
-"""pytest's selection habits on a plain evaluation: a rollout's node id on the command line, and what
-``--lf`` / ``--ff`` / ``-x`` / ``--sw`` can and cannot mean for rollouts.
+"""pytest's selection habits on a plain evaluation: node ids, ``--lf``, ``--ff``, ``-x``, ``--sw``.
 
-In every process that collects: a node id such as ``capevolve.yaml::val::q05[seed-t0]`` selects that
-rollout if the plan owes it. A deciding session refuses node ids (:mod:`.finalize_whole`). A failed rollout
-is recorded and never drawn again because it failed (redrawing failures chooses the draws), so a node id
-naming one, and ``--lf``, run nothing; the controller says so and names what works (:func:`notes`)."""
+A node id such as ``capevolve.yaml::val::q05[seed-t0]`` selects that rollout if the plan owes it. A failed
+rollout is never drawn again because it failed (that would choose the draws), so naming one, or ``--lf``,
+runs nothing; the controller says so and names what works. A deciding session refuses node ids."""
 
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """The sequential gate session role (``--capevolve-sequential``): stop paying once decided.
 
-Controller only. Each gated tag sees val in its own secret-derived order (:mod:`..decide.task_order`),
-items interleaved with both arms' trials of a task together. As reports arrive, a task complete on both
-sides, with every task before it in the tag's order, feeds its paired delta to the tag's e-processes. A
-crossed tag is decided and its remaining items skip before the adapter is called (in-process via
-:attr:`..items.EvalContext.stopped`, on workers via the stop marker); the best's too once all tags are
-decided. Feeding in the tag's order, never completion order, keeps the bets predictable (speed could depend
-on the outcome)."""
+Controller only. Each gated tag sees val in its own secret-derived order (:mod:`..decide.task_order`). A task
+complete on both sides, with every task before it in that order, feeds its paired delta to the tag's
+e-processes; a decided tag's remaining items skip (in-process via :attr:`..items.EvalContext.stopped`, on
+workers via the stop marker), the best's too once all are decided. Feeding in the tag's order, never
+completion order, keeps the bets predictable (speed could depend on the outcome)."""
 
 from __future__ import annotations
 
@@ -56,8 +54,6 @@ class SequentialGate:
                 self._add(record)
         self._update(self.gated)  # a tag decided by an earlier session is stopped before paying
 
-    # -- hooks -------------------------------------------------------------------------------
-
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         session.config.stash[CONTEXT_KEY].stopped |= self.stopped
 
@@ -74,15 +70,12 @@ class SequentialGate:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Under ``--dist load``: one task's rollouts per worker at a time, so few are paid after a
-        decision."""
+        """Under ``--dist load``: one task's rollouts per worker at a time (few paid after a decision)."""
         if config.getvalue("dist") != "load":
             return None
         from .perf.window import window_scheduler
 
         return window_scheduler(config, log, max(2, self.plan.num_trials * len(self.plan.candidates)))
-
-    # -- the e-processes -----------------------------------------------------------------------
 
     def _add(self, record: RolloutRecord) -> None:
         reward = None if record.infra_error or record.reward is None else float(record.reward)
@@ -120,12 +113,8 @@ class SequentialGate:
         return out
 
     def deltas(self, tag: str, task_ids: list[str]) -> list[float]:
-        out = []
-        for task_id in task_ids:
-            cand, best = self._mean(tag, task_id), self._mean(self.best, task_id)
-            if cand is not None and best is not None:
-                out.append(cand - best)
-        return out
+        means = [(self._mean(tag, task_id), self._mean(self.best, task_id)) for task_id in task_ids]
+        return [cand - best for cand, best in means if cand is not None and best is not None]
 
     def track(self, tag: str) -> seqgate.SequentialDecision:
         seen = self.seen(tag)
@@ -159,8 +148,6 @@ class SequentialGate:
             if self.plan.sequential is not None:
                 stop_marker.write_stopped(self.rundir.root, self.plan.sequential, self.stopped)
 
-    # -- verdicts ------------------------------------------------------------------------------
-
     def verdicts(
         self, by_tag: ByTag, config: GateConfig, null_tags: list[str], *, interrupted: bool = False
     ) -> tuple[list[Verdict], list[Verdict]]:
@@ -169,7 +156,7 @@ class SequentialGate:
 
         def one(tag: str, floor: list[float | Fraction] | None) -> Verdict:
             decision = self.track(tag)
-            level = seqgate.config_at(config, decision.alpha.alpha)
+            level = replace(config, alpha=decision.alpha.alpha)
             if decision.decided or interrupted:
                 seen = self.prefix(tag, decision.state.tasks)
                 evidence = Evidence.of_run(self.spec, self.rundir, by_tag, seen, self.plan.num_trials)

@@ -1,9 +1,8 @@
 """A subset-screen session: ``--capevolve-screen TIER`` (or ``--capevolve-screen-ids a,b,c``).
 
-Controller only. Planning picks the subset (:mod:`.._decide.screen`) and owes only the candidate's rollouts
-on it; the best's side is read from its persisted val rollouts. After the run loop the screen kills or
-promotes, never accepts, and writes ``screens/<tag>__tier<N>.json`` with the screen ledger; no verdict (the
-gate reads full val only). Not :mod:`.screens`, the tamper guard and microcases."""
+Controller only. Owes only the candidate's rollouts on a subset of val (:mod:`.._decide.screen`); the best's
+side is read from its persisted rollouts. The screen kills or promotes, never accepts, and writes
+``screens/<tag>__tier<N>.json``, no verdict (the gate reads full val only)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from .. import exitcodes
 from .._decide import screen as ladder
 from .._decide.verdict import Verdict
 from .._policy import guards
-from .._policy.booking.commit import CommitRefused
 from .._policy.gate.verdicts import gate_config
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec, splits_for
@@ -121,7 +119,6 @@ def plan_screen(
         claimed=claimed,
         screen=request.label,
     )
-    rundir.claims.take((k.split, k.task_id, k.tag, k.trial) for k in plan.owed_keys())
     waiting_on = sorted({claimed[k] for k in plan.awaited})
     return ScreenPlanned(
         plan, best, waiting_on=waiting_on, tag=tag, request=request, subset=subset, val_ids=val_ids
@@ -160,20 +157,16 @@ class ScreenSession:
             outcome.exit_code = (
                 exitcodes.INDECISIVE if self.refusals[0].decision == "indecisive" else exitcodes.REJECTED
             )
-            outcome.closing.append(
-                (
-                    f"{planned.tag}: refused before any rollout, so not screened (a screen writes no "
-                    "verdict and books nothing); fix it, or gate it (--capevolve-gate) to book the refusal",
-                    {"yellow": True},
-                )
+            outcome.say(
+                f"{planned.tag}: refused before any rollout, so not screened (a screen writes no verdict and "
+                "books nothing); fix it, or gate it (--capevolve-gate) to book the refusal",
+                yellow=True,
             )
         elif outcome.missing:
-            outcome.closing.append(
-                (
-                    f"screen incomplete: {len(outcome.missing)} of the candidate's subset rollouts are "
-                    "missing, so no kill or promote; the command above completes them",
-                    {"yellow": True},
-                )
+            outcome.say(
+                f"screen incomplete: {len(outcome.missing)} of the candidate's subset rollouts are missing, "
+                "so no kill or promote; the command above completes them",
+                yellow=True,
             )
         else:
             self._decide(by_tag, outcome)
@@ -244,26 +237,17 @@ class ScreenSession:
         }
         atomic_write_json(rundir.root / "screens" / f"{tag}__{planned.request.label}.json", record)
         word = "KILL" if result.decision == ladder.KILL else "PROMOTE"
-        outcome.closing.append(
-            (f"screen {tag} ({planned.request.label}, {len(subset)} tasks): {word} — {result.reason}", {})
-        )
-        outcome.closing.append((_ledger_line(ledger), {"yellow": ledger["net_rollouts"] < 0}))
+        outcome.say(f"screen {tag} ({planned.request.label}, {len(subset)} tasks): {word} — {result.reason}")
+        outcome.say(_ledger_line(ledger), yellow=ledger["net_rollouts"] < 0)
         if result.decision == ladder.KILL:
             outcome.exit_code = exitcodes.REJECTED
             if self.commit == "auto":
-                basis = ladder.COMMIT_BASIS[result.basis]
-                try:
-                    self.hooks.book(spec, rundir, tag, "reject", basis=basis, note=f"screen: {result.reason}")
-                    outcome.closing.append((f"{tag}: booked reject ({basis})", {}))
-                except CommitRefused as exc:
-                    outcome.closing.append((f"{tag}: screen written, decision not booked: {exc}", {}))
+                basis, note = ladder.COMMIT_BASIS[result.basis], f"screen: {result.reason}"
+                outcome.say(self.hooks.booked_line(spec, rundir, tag, "reject", basis, note, "screen"))
         else:
-            outcome.closing.append(
-                (
-                    f"promoted, not accepted: gate it on full val (--capevolve-gate) or climb the "
-                    f"ladder (--capevolve-screen {min((planned.request.tier or 0) + 1, 3)})",
-                    {},
-                )
+            outcome.say(
+                "promoted, not accepted: gate it on full val (--capevolve-gate) or climb the ladder "
+                f"(--capevolve-screen {min((planned.request.tier or 0) + 1, 3)})"
             )
 
 

@@ -1,8 +1,7 @@
 """Rollouts a dead session left unpaid: taken over and paid by the session waiting on them.
 
-Controller only, after the run loop. Under the run's lock the waiter deletes the dead session's void claims
-and claims what is neither persisted nor claimed by a live session (so two waiters never pay one rollout
-twice), then pays them as an item would (snapshot bytes checked, sandboxed runner, budget share)."""
+Controller only, after the run loop. Under the run's lock a waiter claims what is neither persisted nor
+claimed by a live session (two waiters never pay one rollout twice), then pays it as an item would."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """Starting a capevolve session: the spec, the adapter, the plan, and the roles registered.
 
-Called from ``pytest_configure`` only when a ``--capevolve-*`` session was asked for (so a plain run
-imports none of this, nor numpy). The controller plans and registers its roles; an xdist worker reads the
-plan from ``workerinput``."""
+From ``pytest_configure``, only when a ``--capevolve-*`` session was asked for (a plain run imports none of
+this, nor numpy). The controller plans and registers the roles; an xdist worker reads the plan."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -41,13 +41,7 @@ from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW, SCHEDULE_WHY, TASK_KEYS_NOW
 from .kinds.options import gate_request
 from .outcome import Outcome, SessionEnd
-from .perf import (
-    ahead,
-    fanout,
-    heap,
-    lean_protocol,
-    retention,
-)
+from .perf import ahead, fanout, heap, lean_protocol, retention
 from .persistence import summarize
 from .plan_check import PlanCheck
 from .planning import Planned
@@ -61,8 +55,7 @@ def brokered(config: pytest.Config) -> str:
 
 def refuse_inside_boundary(config: pytest.Config) -> None:
     """Inside ``capevolve agent`` the kernel keeps the record out of reach: name the command that works
-    (exit 4). Where the variable was dropped, the first refused write gets the same line
-    (:func:`refused_write`)."""
+    (exit 4); where the variable was dropped, the first refused write says it (:func:`refused_write`)."""
     if CONFINEMENT_ENV in os.environ:
         raise pytest.UsageError(
             "this session runs inside the optimizer's boundary (capevolve agent), where the record "
@@ -154,8 +147,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
 
 
 def _selected(config: pytest.Config, spec: Spec, plan: EvalPlan, given: list[str]) -> list[str]:
-    """Controller only: the node ids given that name a rollout the plan owes; lines about the others and
-    ``--lf`` go to the reporter. Ids given, none owed: the session runs in-process and collects nothing."""
+    """Controller only: the node ids given that name a rollout the plan owes (lines about the others go to
+    the reporter). Ids given, none owed: the session runs in-process and collects nothing."""
     named = selection.named_rollouts(given, spec.path.name)
     selected, lines = selection.notes(config, plan, named, spec.path.name)
     reporter = config.pluginmanager.get_plugin("capevolve-reporter")
@@ -174,8 +167,7 @@ def _pool_digest(pool: dict[str, Any]) -> str:
 
 
 def _without_workers(config: pytest.Config) -> None:
-    """Nothing is owed: run the empty session in-process rather than start xdist workers (2–3 s each) for
-    no item."""
+    """Nothing is owed: run in-process rather than start xdist workers (2–3 s each) for no item."""
     if config.getoption("dist", "no") != "no":
         config.option.dist = "no"
         config.option.tx = []
@@ -228,8 +220,8 @@ def _start_controller(
     harness_now: dict[str, str],
     checked: Path | None,
 ) -> EvalPlan:
-    """Choose the session's kind, start it, and register its roles the same way for every kind: persistence
-    (then the kind's plugins, so they see saved rollouts), the role, the end, the reporter, the workers."""
+    """Choose the session's kind, start it, and register its roles the same way for every kind (the kind's
+    plugins after persistence, so they see saved rollouts)."""
     option = config.option
     refuse_blocked_roles(config)
     deciding = _decides(config)
@@ -247,19 +239,15 @@ def _start_controller(
     # the labels this session's verdicts carry: its own rollouts', and the run's earlier sessions'
     confinement.begin(earlier_labels(rundir))
     plan_check = PlanCheck(planned.plan, spec.path.name, whole=whole, session_kind=kind_label)
-    if rundir.root != checked:  # a new run locks its harness here, before any rollout
-        try:
+    try:
+        if rundir.root != checked:  # a new run locks its harness here, before any rollout
             check_or_lock(rundir, harness_now)
-        except RunDirError:
-            rundir.claims.release()
-            raise
-    if deciding:  # the first deciding session freezes the gate settings; a later one must match
-        try:
+        if deciding:  # the first deciding session freezes the gate settings; a later one must match
             multiple = gate_request(config, split, spec).multiple if option.capevolve_gate else None
             freeze_or_check(rundir, spec, overridden(option.override_ini, spec), multiple)
-        except RunDirError:
-            rundir.claims.release()
-            raise
+    except RunDirError:
+        rundir.claims.release()
+        raise
     end = SessionEnd(
         started.role.conclude,
         planned.best,
@@ -269,23 +257,15 @@ def _start_controller(
         refusal=lambda: plan_check.refusal,
     )
     progress = Progress(spec, rundir, len(planned.plan.owed_keys()), option.capevolve_progress)
+    completing = functools.partial(_resume_command, config, spec, planned, True)
+    reporter = CapevolveReporter(rundir, end, persistence.tally, progress, completing, _failures(config))
     for name, plugin in (
         ("plan-check", plan_check),
         ("persistence", persistence),
         *started.plugins,
         ("session", started.role),
         ("end", end),
-        (
-            "reporter",
-            CapevolveReporter(
-                rundir,
-                end,
-                persistence.tally,
-                progress,
-                lambda: _resume_command(config, spec, planned, True),
-                failures=_failures(config),
-            ),
-        ),
+        ("reporter", reporter),
         ("remote", RemoteWorkers(config, spec)),
     ):
         if config.pluginmanager.register(plugin, f"capevolve-{name}") is None:  # blocked after all
@@ -308,13 +288,10 @@ SPEED_PARTS = frozenset(
 def refuse_blocked_roles(config: pytest.Config) -> None:
     """A session part blocked with ``-p no:capevolve-<part>`` (a finalize once ran 17 of 24 test rollouts
     without its plan check): refused before anything is planned, but :data:`SPEED_PARTS`."""
-    blocked = [
-        arg[3:].strip()
-        for arg in getattr(config.option, "plugins", None) or []
-        if arg.startswith("no:")
-        and arg[3:].strip().startswith("capevolve-")
-        and arg[3:].strip() not in SPEED_PARTS
+    parts = [
+        arg[3:].strip() for arg in getattr(config.option, "plugins", None) or [] if arg.startswith("no:")
     ]
+    blocked = [part for part in parts if part.startswith("capevolve-") and part not in SPEED_PARTS]
     if blocked:
         raise pytest.UsageError(
             f"capevolve: -p no:{blocked[0]} would run the session without a part of its own; "
@@ -347,16 +324,14 @@ def _kind_label(config: pytest.Config, deciding: bool) -> str:
 
 
 def _decides(config: pytest.Config) -> bool:
-    """Whether this session decides anything (gate, grow, screen kill), and so reads the frozen gate
-    settings."""
+    """Whether this session decides anything (gate, grow, screen kill): then it reads the frozen settings."""
     option = config.option
     screen = option.capevolve_screen is not None or option.capevolve_screen_ids is not None
     return bool(option.capevolve_gate or option.capevolve_grow or screen)
 
 
 def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome:
-    """After Ctrl-C: the table of what is persisted and the command that resumes (a sequential gate writes
-    what it knows: a decision, else "undecided" with its e-values)."""
+    """After Ctrl-C: the table of what is persisted and the command that resumes."""
     from .._store.readers.evidence import index_records
 
     planned, persistence = started.planned, started.persistence

@@ -4,6 +4,7 @@ numbers, what holds for imported results and what does not."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .._imported.compare import Comparison, PairResult
@@ -39,8 +40,7 @@ def render_table(comparison: Comparison) -> list[str]:
     ]
     lines += [_run_line("candidate", p.candidate) for p in comparison.pairs]
     lines += ["", *render_verdicts([p.verdict for p in comparison.pairs]), ""]
-    for result in comparison.pairs:
-        lines.append(f"{result.candidate.label}: {_facts(result)}")
+    lines += [f"{result.candidate.label}: {_facts(result)}" for result in comparison.pairs]
     return [*lines, "", *_promise_lines(comparison.promises(), "What holds for imported results")]
 
 
@@ -64,12 +64,8 @@ def _facts(result: PairResult) -> str:
         f"band moves: {moves}",
     ]
     if verdict.margin:  # the margin's bounds: where the test would turn
-        upper = verdict.margin["upper"]
-        shown = (
-            f"[{verdict.margin['lower']:+.4f}, {upper:+.4f}]"
-            if upper is not None
-            else f"> {verdict.margin['lower']:+.4f}"
-        )
+        lower, upper = verdict.margin["lower"], verdict.margin["upper"]
+        shown = f"[{lower:+.4f}, {upper:+.4f}]" if upper is not None else f"> {lower:+.4f}"
         facts.insert(1, f"{verdict.margin['question']}: mean Δ {shown} at {1 - float(result.level):.0%}")
     if pairing.only_in_baseline or pairing.only_in_candidate:
         facts.append(
@@ -85,21 +81,14 @@ def _facts(result: PairResult) -> str:
 
 
 def render_markdown(comparison: Comparison) -> str:
-    """The summary a CI job posts on a pull request: a table of the decisions, each pair's
-    changed tasks (folded), and what holds for imported results."""
-    base = comparison.baseline
+    """The summary a CI job posts on a pull request (each pair's changed tasks folded)."""
+    base, settings = comparison.baseline, comparison.settings
+    holm = " (Holm across runs)" if settings.multiple == "holm" and len(comparison.pairs) > 1 else ""
     out = [
         "## capevolve compare",
         "",
         f"Baseline **{_md(base.label)}** ({base.source}, {len(base.task_ids)} tasks). "
-        + _test_words(comparison)
-        + f" at α = {comparison.settings.alpha:g}"
-        + (
-            " (Holm across runs)"
-            if comparison.settings.multiple == "holm" and len(comparison.pairs) > 1
-            else ""
-        )
-        + ".",
+        f"{_test_words(comparison)} at α = {settings.alpha:g}{holm}.",
         "",
         "| run | decision | n | Δ̄ | 95% CI | p | α | coverage | regressions |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -201,12 +190,11 @@ def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+@dataclass(frozen=True)
 class ComparedRuns:
-    """What the ``capevolve_compare`` fixture hands a test: the comparison (or pairwise answer),
-    whether every run was accepted, and the table as one text."""
+    """What the ``capevolve_compare`` fixture hands a test: the comparison or pairwise answer."""
 
-    def __init__(self, comparison: Comparison | PairwiseComparison) -> None:
-        self.comparison = comparison
+    comparison: Comparison | PairwiseComparison
 
     @property
     def accepted(self) -> bool:

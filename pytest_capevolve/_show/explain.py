@@ -1,8 +1,6 @@
 """Verdicts in plain words, and the planning figures behind "what it would take".
 
-Pure functions of reward matrices and verdicts. ``capevolve plan`` prints :func:`plan_figures`;
-``--capevolve-explain`` says what each verdict compared, what the test says, the smallest effect
-this many tasks can detect, and how many tasks the effect seen would need."""
+Pure functions of reward matrices and verdicts, for ``capevolve plan`` and ``--capevolve-explain``."""
 
 from __future__ import annotations
 
@@ -117,8 +115,8 @@ def render_plan(best: str, figures: PlanFigures, target: float | None = None) ->
 
 
 def explain(verdict: Any, figures: PlanFigures | None, *, null_control: bool = False) -> list[str]:
-    """One verdict in plain words: what was compared, on how many tasks, what the test says,
-    and what it would take to decide (from ``figures``, the best's planning figures)."""
+    """One verdict in plain words: what was compared, what the test says, and what it would
+    take to decide (from ``figures``, the best's planning figures)."""
     v = verdict
     head = f"{v.tag} ({v.decision.upper()})"
     if null_control:
@@ -127,7 +125,7 @@ def explain(verdict: Any, figures: PlanFigures | None, *, null_control: bool = F
         return [f"{head}: nothing was compared — {v.reason}"]
     trials = f"{v.trials} trial(s) each" if v.trials else "its trials"
     lines = [
-        f"{head}",
+        head,
         f"  compared: {v.tag!r} against {v.against!r} on the same {v.n_tasks} {v.split} tasks, "
         f"{trials}, with the same trial seeds; the mean reward moved by {num(v.delta_mean, '+.4f')} "
         f"(95% CI {interval(v.ci, '+.4f')})",

@@ -290,14 +290,15 @@ def _spend(
     val_tasks: int,
     trials: int,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    spent = state["spent"]
     spend = {
         "rollouts_by_split": paid,
-        "metric_calls": state["spent"]["metric_calls"],
-        "usd": state["spent"]["usd"],  # the runner's
+        "metric_calls": spent["metric_calls"],
+        "usd": spent["usd"],  # the runner's
         # what proposing cost, as booked with the decisions: max_usd counts it too
-        "optimizer_usd": float(state["spent"].get("optimizer_usd", 0.0)),
-        "optimizer_tokens": int(state["spent"].get("optimizer_tokens", 0)),
-        "total_usd": round(float(state["spent"]["usd"]) + float(state["spent"].get("optimizer_usd", 0.0)), 6),
+        "optimizer_usd": float(spent.get("optimizer_usd", 0.0)),
+        "optimizer_tokens": int(spent.get("optimizer_tokens", 0)),
+        "total_usd": round(float(spent["usd"]) + float(spent.get("optimizer_usd", 0.0)), 6),
         "source": "events.jsonl (rollout lines), state.json (spent)",
     }
     refused = [
@@ -345,6 +346,20 @@ def table_rows(m: Measurement) -> list[tuple[str, ...]]:
     return rows
 
 
+def _best_label(m: Measurement) -> str | None:
+    return next((s["label"] for s in m.lineage if s.get("label") and s["to"] == m.best), None)
+
+
+def _subset_text(m: Measurement) -> str | None:
+    ledger = m.screening.get("subset") or {}
+    if not ledger.get("screens"):
+        return None
+    return (
+        f"subset screens: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} "
+        f"rollouts fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d} — {ledger['verdict']}"
+    )
+
+
 def render_text(m: Measurement) -> list[str]:
     header, *body = table_rows(m)
     numeric = [r for r in body if r[4]]  # a note row leaves the numeric cells blank
@@ -355,29 +370,23 @@ def render_text(m: Measurement) -> list[str]:
             return "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=False)) + "  " + row[3]
         return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
 
-    label = next((s["label"] for s in m.lineage if s.get("label") and s["to"] == m.best), None)
+    label = _best_label(m)
     forced = f" ({short(label)})" if label else ""
     lines = [f"capevolve measure — run {m.run_id}; best {m.best!r}{forced}", "", fmt(header)]
     lines += [fmt(r) for r in body]
-    for d in m.deltas:
-        lines.append(f"best − seed on {d.split}: {_delta_text(d)}  [{d.source}]")
-    for label in m.labels:
-        lines.append(f"NOTE {label}")
+    lines += [f"best − seed on {d.split}: {_delta_text(d)}  [{d.source}]" for d in m.deltas]
+    lines += [f"NOTE {label}" for label in m.labels]
     if m.confinement:
         lines.append(
             f"candidate code: {m.confinement['candidate_code']}; optimizer: {m.confinement['optimizer']}"
         )
-    ledger = m.screening.get("subset") or {}
-    if ledger.get("screens"):
-        lines.append(
-            f"subset screens: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} "
-            f"rollouts fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d} — {ledger['verdict']}"
-        )
+    if subset := _subset_text(m):
+        lines.append(subset)
     return lines
 
 
 def render_markdown(m: Measurement) -> str:
-    label = next((s["label"] for s in m.lineage if s.get("label") and s["to"] == m.best), None)
+    label = _best_label(m)
     forced = f" ({label})" if label else ""
     out = [f"# capevolve report — run {m.run_id}", "", f"Best: `{m.best}`{forced}.", ""]
     if m.confinement:
@@ -385,24 +394,20 @@ def render_markdown(m: Measurement) -> str:
             f"Candidate code: {m.confinement['candidate_code']}. Optimizer: {m.confinement['optimizer']}.",
             "",
         ]
-    for label in m.labels:
-        out.append(f"> **{label.split(':')[0]}**:{label.partition(':')[2]}")
+    out += [f"> **{label.split(':')[0]}**:{label.partition(':')[2]}" for label in m.labels]
     if m.labels:
         out.append("")
     out += ["## The table", ""]
     rows = table_rows(m)
     out.append("| " + " | ".join(rows[0]) + " |")
     out.append("|" + "---|" * len(rows[0]))
-    for r in rows[1:]:
-        out.append("| " + " | ".join(c.replace("|", "\\|") if c else " " for c in r) + " |")
+    out += ["| " + " | ".join(c.replace("|", "\\|") if c else " " for c in r) + " |" for r in rows[1:]]
     out.append("")
-    for d in m.deltas:
-        out.append(f"- best − seed on **{d.split}**: {_delta_text(d)} — from `{d.source}`")
+    out += [f"- best − seed on **{d.split}**: {_delta_text(d)} — from `{d.source}`" for d in m.deltas]
     out += ["", "## Accepted lineage", ""]
     if not m.lineage:
         out.append("None: no candidate was accepted in this run.")
-    for step in m.lineage:
-        out.append(f"1. `{step['from']}` → `{step['to']}`: {step['reason']} (from `{step['source']}`)")
+    out += [f"1. `{s['from']}` → `{s['to']}`: {s['reason']} (from `{s['source']}`)" for s in m.lineage]
     out += ["", "## Spend", ""]
     by_split = ", ".join(f"{k} {v}" for k, v in sorted(m.spend["rollouts_by_split"].items())) or "none"
     spend = m.spend
@@ -420,12 +425,7 @@ def render_markdown(m: Measurement) -> str:
     )
     if m.calibration:
         out.append(f"- calibration: {m.calibration['text']} (from `events.jsonl` null_gated lines)")
-    ledger = s.get("subset") or {}
-    if ledger.get("screens"):
-        out.append(
-            f"- subset screens: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} "
-            f"rollouts fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d} — {ledger['verdict']} "
-            "(from `screens/*.json`, events.jsonl `screen` lines)"
-        )
+    if subset := _subset_text(m):
+        out.append(f"- {subset} (from `screens/*.json`, events.jsonl `screen` lines)")
     out += ["", f"Run dir: `{m.run_dir}`. Every path above is relative to it.", ""]
     return "\n".join(out)

@@ -23,3 +23,14 @@ def rounded(value: Any, digits: int) -> Any:
     if isinstance(value, list | tuple):
         return [rounded(item, digits) for item in value]
     return value
+
+
+def aligned(rows: Sequence[Sequence[str]], left: int) -> list[str]:
+    """Rows as fixed-width columns, the first ``left`` flush left and the rest flush right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]

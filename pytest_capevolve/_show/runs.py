@@ -11,6 +11,7 @@ from .._store.files import RunDirError
 from .._store.log.event_kinds import DECISION, TEST_SCORED
 from .._store.memory.seal import Seal
 from .._store.rundir import RUNS_DIR, RunDir
+from .numbers import aligned
 
 
 def list_runs(project_dir: Path) -> list[dict[str, Any]]:
@@ -27,6 +28,7 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
             continue
         spent = state["spent"]
         seal = Seal(rundir).burned()
+        test = "sealed" if seal is None else "scored (reused)" if _reused(rundir, seal) else "scored"
         labels = labelled_accepts(rundir.log.of_kinds(DECISION))
         rows.append(
             {
@@ -38,11 +40,7 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
                 "stall": int(state["stall"]),
                 "rollouts": int(spent.get("metric_calls", 0)),
                 "usd": round(float(spent.get("usd", 0.0)) + float(spent.get("optimizer_usd", 0.0)), 6),
-                "test": "sealed"
-                if seal is None
-                else "scored (reused)"
-                if _reused(rundir, seal)
-                else "scored",
+                "test": test,
                 "notices": list(rundir.notices),
             }
         )
@@ -54,7 +52,6 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
     header = ("run", "best", "iterations", "rollouts", "$ spent", "test", "")
     body = []
     for row in rows:
-        mark = "current" if row["current"] else ""
         if "error" in row:
             body.append((row["run_id"], "?", "?", "?", "?", "?", f"unreadable: {row['error']}"))
             continue
@@ -66,17 +63,10 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
                 str(row["rollouts"]),
                 f"{row['usd']:.4f}",
                 row["test"],
-                mark,
+                "current" if row["current"] else "",
             )
         )
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    return [
-        "  ".join(
-            cell.ljust(w) if i < 2 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in [header, *body]
-    ]
+    return aligned([header, *body], left=2)
 
 
 def _reused(rundir: RunDir, seal: dict[str, Any]) -> bool:

@@ -2,10 +2,8 @@
 show has moved.
 
 Controller only, from ``record_finish``. ``views.json`` records what the pages were drawn from
-(log events beyond session start/finish, the rollout index's rows, ``state.json`` less its spend
-bookmark, splits, spec lock, seal and verdict files, the spec values the pages use, this
-package's version, and that both pages exist); a session that changed none of it, such as a
-resume with everything persisted, does not redraw them."""
+(:func:`_inputs`, and the log's place); a session that changed none of it, such as a resume with
+everything persisted, does not redraw them."""
 
 from __future__ import annotations
 
@@ -81,7 +79,8 @@ def _current(rundir: RunDir, inputs: dict[str, Any]) -> bool:
 
 
 def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
-    """What the pages are drawn from, less the log (JSON-able, compared for equality)."""
+    """What the pages are drawn from, less the log (JSON-able, compared for equality): state less
+    its spend bookmark, the index's rows, the files below, the spec values the pages use."""
     state = rundir.state.read_state()
     state.pop("spent_through", None)
     best = str(state.get("best_id", SEED_TAG))

@@ -4,13 +4,7 @@ The hypothesis strategies live in :mod:`.strategies` (install ``pytest-capevolve
 they are not imported here, so the statistics need no hypothesis.
 """
 
-from .arms import (
-    ArmSummary,
-    integer_deltas_of,
-    paired_means,
-    paired_sign_flip,
-    summarize,
-)
+from .arms import ArmSummary, integer_deltas_of, paired_means, paired_sign_flip, summarize
 from .core import (
     as_matrix,
     check_rewards,
@@ -23,16 +17,8 @@ from .core import (
     task_stderrs,
     variance_components,
 )
-from .exact_mean import (
-    exact_mean,
-    exact_mean_delta,
-    exact_spread,
-    exact_task_deltas,
-    exceeds,
-    exceeds_k_se,
-)
+from .exact_mean import exact_mean, exact_mean_delta, exact_spread, exact_task_deltas, exceeds, exceeds_k_se
 from .intervals import (
-    ANALYTIC_CI_MIN_TASKS,
     BCA,
     NORMAL,
     STUDENT_T,
@@ -42,14 +28,12 @@ from .intervals import (
     detection_z,
     mean_ci,
     mean_ci_method,
-    normal_ci,
     reference_bootstrap_ci,
     t_ci,
 )
 from .sign_flip import (
     EXACT_MARGIN,
     EXACT_MAX_SPAN,
-    GRID_MAX,
     SignFlipResult,
     integer_deltas,
     paired_deltas,
@@ -59,12 +43,10 @@ from .sign_flip import (
 )
 
 __all__ = [
-    "ANALYTIC_CI_MIN_TASKS",
     "ArmSummary",
     "BCA",
     "EXACT_MARGIN",
     "EXACT_MAX_SPAN",
-    "GRID_MAX",
     "NORMAL",
     "STUDENT_T",
     "SignFlipResult",
@@ -87,7 +69,6 @@ __all__ = [
     "mean_ci",
     "mean_ci_method",
     "mean_se",
-    "normal_ci",
     "paired_deltas",
     "paired_means",
     "paired_sign_flip",

@@ -1,27 +1,23 @@
 """One arm's per-task numbers, computed once and shared by every comparison that reads them.
 
-A gate session compares many candidates with one best, so :func:`summarize` keeps the last few arms'
-summaries keyed by the matrix's bytes (a changed reward is a different arm). Every number equals, bit for
-bit, what :mod:`.core` and :mod:`.sign_flip` give (tests/unit/test_arm_summaries.py)."""
+A gate session compares many candidates with one best, so :func:`summarize` keeps the last few arms keyed
+by their matrix's bytes. Every number equals, bit for bit, what :mod:`.core` and :mod:`.sign_flip` give."""
 
 from __future__ import annotations
 
 import functools
-import math
 import threading
 from collections.abc import Sequence
 
 import numpy as np
 
-from .core import (
-    as_matrix,
-    check_rewards,
-    task_stderrs,
-)
+from .core import as_matrix, check_rewards, task_stderrs
 from .sign_flip import (
     SignFlipResult,
     _monte_carlo,
+    grid_sums,
     reward_grid,
+    scaled_deltas,
     sign_flip_on_integers,
 )
 
@@ -29,8 +25,7 @@ CACHE_SIZE = 4  # the best, the candidate at hand, and room for a null control o
 
 
 class ArmSummary:
-    """A reward matrix (private read-only copy) and its per-task numbers; ValueError on rewards outside [0,
-    1]."""
+    """A reward matrix (a private read-only copy) and its per-task numbers; rewards outside [0, 1] raise."""
 
     def __init__(self, matrix: Sequence[Sequence[float]] | np.ndarray) -> None:
         matrix = as_matrix(matrix)  # a copy: nobody else holds it
@@ -71,16 +66,12 @@ class ArmSummary:
 
     @functools.cached_property
     def means_or_none(self) -> list[float | None]:
-        listed: list[float | None] = self.means.tolist()
-        if self.counts.all():  # no nan to replace
-            return listed
-        return [None if v != v else v for v in listed]  # v != v: nan
+        return none_for_nan(self.means)
 
     def int_sums(self, grid: int) -> np.ndarray:
         """Per-task sums scaled by ``grid`` to integers (missing trials add 0)."""
         if grid not in self._int_sums:
-            scaled = np.round(np.nan_to_num(self.matrix) * grid)
-            self._int_sums[grid] = np.where(self.valid, scaled, 0).astype(np.int64).sum(axis=1)
+            self._int_sums[grid] = grid_sums(self.matrix, grid)
         return self._int_sums[grid]
 
     def passed(self, threshold: float) -> np.ndarray:
@@ -89,6 +80,13 @@ class ArmSummary:
         if threshold not in self._passed:
             self._passed[threshold] = 2 * np.sum(self.matrix >= threshold, axis=1) >= self.counts
         return self._passed[threshold]
+
+
+def none_for_nan(values: np.ndarray) -> list[float | None]:
+    listed: list[float | None] = values.tolist()
+    if not np.isnan(values).any():
+        return listed
+    return [None if v != v else v for v in listed]  # v != v: nan
 
 
 _cache: list[tuple[tuple[int, ...], bytes, ArmSummary]] = []  # most recently used first
@@ -120,24 +118,10 @@ def paired_means(candidate: ArmSummary, best: ArmSummary) -> tuple[np.ndarray, n
 
 
 def integer_deltas_of(candidate: ArmSummary, best: ArmSummary, grid: int) -> np.ndarray | list[int]:
-    """:func:`.sign_flip.integer_deltas` from two summaries, as int64 (Python ints where int64 could
-    overflow)."""
-    sums = [candidate.int_sums(grid), best.int_sums(grid)]
-    counts = [candidate.counts, best.counts]
-    both = (counts[0] > 0) & (counts[1] > 0)
-    if not np.any(both):
-        return np.zeros(0, dtype=np.int64)
-    ns = np.unique(np.concatenate([counts[0][both], counts[1][both]]))
-    per_trial = math.lcm(*(int(n) for n in ns))
-    if per_trial * grid * int(max(np.max(np.abs(sums[0])), np.max(np.abs(sums[1])), 1)) < 2**62:
-        scaled = [sums[i][both] * (per_trial // counts[i][both]) for i in (0, 1)]
-        difference: np.ndarray = scaled[0] - scaled[1]
-        return difference
-    return [
-        int(sums[0][t]) * (per_trial // int(counts[0][t]))
-        - int(sums[1][t]) * (per_trial // int(counts[1][t]))
-        for t in np.flatnonzero(both)
-    ]
+    """:func:`.sign_flip.integer_deltas` from two summaries (:func:`.sign_flip.scaled_deltas`)."""
+    return scaled_deltas(
+        [candidate.int_sums(grid), best.int_sums(grid)], [candidate.counts, best.counts], grid
+    )
 
 
 def paired_sign_flip(

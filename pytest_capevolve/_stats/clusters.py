@@ -1,10 +1,9 @@
 """The paired sign-flip test and interval when tasks come in clusters (several samples drawn from one
 source document, one conversation, one repository).
 
-Tasks of one cluster are not independent, so flipping each task alone is anti-conservative; flipping whole
-clusters is exact whatever the dependence within them: Σ_c s_c·D_c over cluster sums D_c against all 2^G
-patterns (exact integers on a reward grid, else seeded Monte Carlo). The interval is cluster-robust: Δ̄ ±
-t_{G−1}·SE_c, SE_c² = G/(G−1) · Σ_c (D_c − n_c·Δ̄)² / N². Pure, on numpy arrays."""
+Tasks of one cluster are not independent, so flipping each alone is anti-conservative; flipping whole
+clusters' sums is exact whatever the dependence within them. The interval is cluster-robust: Δ̄ ±
+t_{G−1}·SE_c. Pure."""
 
 from __future__ import annotations
 
@@ -68,8 +67,7 @@ def cluster_sign_flip_test(
 def cluster_mean_ci(
     deltas: np.ndarray, clusters: Sequence[str], *, confidence: float = 0.95
 ) -> tuple[float | None, tuple[float, float] | None]:
-    """The cluster-robust SE of the mean delta and its t interval on G − 1 degrees of freedom; (None, None)
-    below two clusters."""
+    """The cluster-robust SE of the mean delta and its t interval on G − 1 df; (None, None) below two."""
     deltas = np.asarray(deltas, dtype=float)
     codes, groups = _codes(clusters, np.ones(len(clusters), dtype=bool))
     if groups < 2 or deltas.size == 0:

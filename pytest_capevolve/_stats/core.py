@@ -1,7 +1,6 @@
 """Pure estimators and tests on numpy arrays. No I/O, no pytest, no run dir.
 
-A *reward matrix* is tasks × trials with ``nan`` for a missing trial; per-task means are over valid trials
-only, so a missing trial is never a 0."""
+A *reward matrix* is tasks × trials with ``nan`` for a missing trial: a missing trial is never a 0."""
 
 from __future__ import annotations
 

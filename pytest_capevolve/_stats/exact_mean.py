@@ -1,8 +1,7 @@
 """The mean paired delta as an exact rational, for comparisons no float rounding may decide.
 
-Two arrangements of the same rewards can differ in the last bit as floats, so "Δ̄ exceeds the nulls'
-spread" is decided on fractions. Rewards on a grid (multiples of 1/G, G ≤ :data:`.sign_flip.GRID_MAX`) are
-read as k/G; off a grid each float as the rational it is. Pure, on numpy arrays."""
+Two arrangements of the same rewards can differ in the last bit as floats, so "Δ̄ exceeds the nulls' spread"
+is decided on fractions: rewards on a grid read as k/G, others as the rational each float is."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from .core import as_matrix
-from .sign_flip import reward_grid
+from .sign_flip import grid_sums, reward_grid, scaled_deltas
 
 
 def exact_task_deltas(
@@ -32,16 +31,10 @@ def exact_task_deltas(
     both = np.flatnonzero(valid)
     nc, nb = (c[both].tolist() for c in counts)
     if grid is not None:  # integer sums: one fraction per task, (s_c·n_b − s_b·n_c) / (G·n_c·n_b)
-        sc, sb = (_grid_sums(m, grid)[both].tolist() for m in (candidate, best))
+        sc, sb = (grid_sums(m, grid)[both].tolist() for m in (candidate, best))
         return [Fraction(a * d - b * c, grid * c * d) for a, b, c, d in zip(sc, sb, nc, nb, strict=True)]
     fc, fb = (_float_sums(m[both]) for m in (candidate, best))
     return [a / c - b / d for a, b, c, d in zip(fc, fb, nc, nb, strict=True)]
-
-
-def _grid_sums(matrix: np.ndarray, grid: int) -> np.ndarray:
-    valid = ~np.isnan(matrix)
-    sums: np.ndarray = np.where(valid, np.round(np.nan_to_num(matrix) * grid), 0).astype(np.int64).sum(axis=1)
-    return sums
 
 
 def _float_sums(matrix: np.ndarray) -> list[Fraction]:
@@ -62,16 +55,9 @@ def exact_mean_delta(candidate: np.ndarray, best: np.ndarray) -> Fraction | None
         return None
     if grid is None:
         return exact_mean(exact_task_deltas(candidate, best))
-    nc, nb = counts[0][both], counts[1][both]
-    scale = math.lcm(*(int(c) for c in np.unique(np.concatenate([nc, nb]))))
-    sc, sb = (_grid_sums(m, grid)[both] for m in (candidate, best))
-    if scale * grid * int(max(sc.max(initial=0), sb.max(initial=0), 1)) * n < 2**62:
-        total = int(np.sum(sc * (scale // nc)) - np.sum(sb * (scale // nb)))
-    else:  # huge scales: the same sum in Python integers
-        total = sum(
-            int(a) * (scale // int(c)) - int(b) * (scale // int(d))
-            for a, b, c, d in zip(sc, sb, nc, nb, strict=True)
-        )
+    deltas = scaled_deltas([grid_sums(m, grid) for m in (candidate, best)], counts, grid)
+    total = sum(deltas.tolist() if isinstance(deltas, np.ndarray) else deltas)  # in Python ints: exact
+    scale = math.lcm(*(int(c) for c in np.unique(np.concatenate([counts[0][both], counts[1][both]]))))
     return Fraction(total, scale * grid * n)
 
 

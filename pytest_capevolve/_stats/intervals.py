@@ -1,22 +1,20 @@
 """The interval of the mean delta, for reporting (never for deciding): Student's t below
 :data:`T_CI_MAX_TASKS` tasks, the paired BCa bootstrap up to :data:`ANALYTIC_CI_MIN_TASKS`, the normal
 interval past it (:func:`mean_ci` picks, :func:`mean_ci_method` names which), and scipy's own bootstrap as
-the tests' reference.
-
-Pure, on numpy arrays."""
+the tests' reference."""
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from statistics import NormalDist
 
 import numpy as np
 
 from .core import mean_se
 
-# scipy is imported where it is used (the reference bootstrap): a session that only persists or
-# resumes never pays its ~1 CPU-second import.
+# scipy is imported where it is used: a session that only persists or resumes never pays its ~1 CPU-s import
 _NORMAL = NormalDist()
 
 # Past this many tasks the mean's sampling distribution is normal to well within the bootstrap's
@@ -26,10 +24,9 @@ ANALYTIC_CI_MIN_TASKS = 2000
 BCA = "bca_bootstrap"
 NORMAL = "normal"
 STUDENT_T = "t"
-# Below this many tasks the bootstrap under-covers: resampling 12 tasks sees a spread ~(n−1)/n
-# too small and no tail heavier than the normal, so the BCa "95 %" interval of tau2-like null
-# deltas covers 86 % at 12 tasks and 91 % at 30 (tests/unit/test_interval_coverage.py measures
-# it); Student's t covers 95–96 % there. From 200 tasks on the two agree within Monte Carlo error.
+# Below this many tasks the bootstrap under-covers (a spread ~(n−1)/n too small, no tail heavier than the
+# normal): its "95 %" interval of tau2-like null deltas covers 86 % at 12 tasks, 91 % at 30, Student's t
+# 95–96 % (tests/unit/test_interval_coverage.py). From 200 tasks on the two agree within Monte Carlo error.
 T_CI_MAX_TASKS = 200
 
 
@@ -136,31 +133,37 @@ _HELD_CELLS = 1 << 21
 
 def _resampled_means(deltas: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
     """Each resample's mean, a block of rows at a time (no copy of the whole)."""
-    n = deltas.size
-    step = max(1, _CHUNK_CELLS // max(n, 1))
     means = np.empty(n_resamples)
-    if n_resamples * n <= _HELD_CELLS:
-        matrix = _resampling_matrix(n, n_resamples, seed)
-        for start in range(0, n_resamples, step):
-            means[start : start + step] = np.mean(deltas[matrix[start : start + step]], axis=-1)
-        return means
-    rng = np.random.default_rng(seed)  # the same stream, a block of rows at a time, never held
-    for start in range(0, n_resamples, step):
-        stop = min(start + step, n_resamples)
-        means[start:stop] = np.mean(deltas[rng.integers(0, n, (stop - start, n))], axis=-1)
+    if n_resamples * deltas.size <= _HELD_CELLS:
+        matrix = _resampling_matrix(deltas.size, n_resamples, seed)
+        blocks: Iterator[tuple[int, np.ndarray]] = (
+            (start, matrix[start:stop]) for start, stop in _blocks(deltas.size, n_resamples)
+        )
+    else:  # the same stream, a block of rows at a time, never held
+        blocks = _draws(deltas.size, n_resamples, seed)
+    for start, rows in blocks:
+        means[start : start + len(rows)] = np.mean(deltas[rows], axis=-1)
     return means
+
+
+def _blocks(n: int, n_resamples: int) -> Iterator[tuple[int, int]]:
+    step = max(1, _CHUNK_CELLS // max(n, 1))
+    return ((start, min(start + step, n_resamples)) for start in range(0, n_resamples, step))
+
+
+def _draws(n: int, n_resamples: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
+    """The bootstrap's task indices, drawn as scipy draws them, a block of rows at a time."""
+    rng = np.random.default_rng(seed)
+    return ((start, rng.integers(0, n, (stop - start, n))) for start, stop in _blocks(n, n_resamples))
 
 
 @functools.lru_cache(maxsize=2)
 def _resampling_matrix(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """The bootstrap's task indices, drawn as scipy draws them, in the smallest unsigned type that fits;
-    read-only and cached, so one gate session's candidates share it."""
-    rng = np.random.default_rng(seed)
+    """:func:`_draws` in the smallest unsigned type that fits; read-only and cached, so one gate session's
+    candidates share it."""
     matrix = np.empty((n_resamples, n), dtype=np.min_scalar_type(max(n - 1, 0)))
-    step = max(1, _CHUNK_CELLS // max(n, 1))
-    for start in range(0, n_resamples, step):
-        stop = min(start + step, n_resamples)
-        matrix[start:stop] = rng.integers(0, n, (stop - start, n))
+    for start, rows in _draws(n, n_resamples, seed):
+        matrix[start : start + len(rows)] = rows
     matrix.setflags(write=False)
     return matrix
 

@@ -1,13 +1,9 @@
 """How much of a paired delta's variance is the judge's, and how much the agent's.
 
-Model: a reward is the mean of r re-scores, ``y = a + e̅`` (agent outcome a, judge noise e with variance
-σ²_j). The judge's variance of Δ̄ comes from the re-scores alone, ``V_judge = Σ_t Σ_arm mean_k(s²_tk) /
-(K_t,arm · r) / n²``; the total is the usual ``var(d) / n`` (it already holds the judge's part); the
-agent's is the rest.
-
-One more re-score of every rollout beats one more trial per unit cost exactly when r < r* = √(ρ·σ²_j/σ²_a),
-ρ = c_agent/c_judge (the two-stage optimum). :func:`rescores_pay_more` assumes ρ = r without a cost ratio;
-:func:`rescore_advice` bootstraps an interval for r*, answering "uncertain" near the boundary. Pure."""
+A reward is the mean of r re-scores, ``y = a + e̅``: the judge's variance of Δ̄ comes from the re-scores
+alone, the total is ``var(d) / n``, the agent's is the rest. One more re-score beats one more trial per unit
+cost exactly when r < r* = √(ρ·σ²_j/σ²_a), ρ = c_agent/c_judge (the two-stage optimum); without a cost ratio
+ρ = r is assumed. Pure."""
 
 from __future__ import annotations
 
@@ -58,8 +54,7 @@ def arm_within(rescores: np.ndarray) -> tuple[float, float]:
 def split(
     deltas: np.ndarray, judge_var_per_task: np.ndarray, within_per_task: np.ndarray, rescores: int
 ) -> JudgeSplit:
-    """The split of Var(Δ̄) for ``deltas`` whose judge part of Var(d_t) is ``judge_var_per_task`` (both
-    arms)."""
+    """The split of Var(Δ̄) for ``deltas`` whose judge part of Var(d_t) is ``judge_var_per_task``."""
     d = np.asarray(deltas, dtype=float)
     judge = np.asarray(judge_var_per_task, dtype=float)
     within = np.asarray(within_per_task, dtype=float)
@@ -160,12 +155,7 @@ def rescore_advice(
             )
         low = float(np.quantile(draws, 0.05, method="lower"))  # no interpolation: draws may be ∞
         high = float(np.quantile(draws, 0.95, method="higher"))
-    if best is None or low is None or high is None:
-        answer = "uncertain"
-    elif low > rescores:
-        answer = "rescores"
-    elif high < rescores:
-        answer = "trials"
-    else:
-        answer = "uncertain"
+    answer = "uncertain"
+    if best is not None and low is not None and high is not None:
+        answer = "rescores" if low > rescores else "trials" if high < rescores else "uncertain"
     return RescoreAdvice(rescores, ratio, cost_ratio is None, best, low, high, answer)

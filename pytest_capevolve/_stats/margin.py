@@ -1,17 +1,11 @@
 """Margins: "no worse than δ" (non-inferiority) and "within ±m" (equivalence), valid at any n.
 
 Shifting deltas by −δ and flipping signs is not calibrated for bounded rewards
-(benchmarks/compare_margin.py), so the margin test is a betting test with bets fixed before the data
-(Waudby-Smith & Ramdas 2024):
-
-    E(δ) = (1/J) Σ_j Π_t (1 + λ_j(δ) · (d_t − δ)),   λ_j(δ) = c_j / (1 + δ),  c_j ∈ (0, 0.95]
-
-The c_j depend on n only, never on the deltas nor the level, so p is one number at any level (Holm, α
-schedules). Valid for rewards in [0, 1]: d_t ≥ −1 keeps every factor positive, independent tasks give each
-product expectation ≤ 1 when the tasks' mean true delta is ≤ δ, and Markov gives P(E ≥ 1/α) ≤ α; p = min(1,
-1/E). E(δ) falls as δ rises, so the rejected margins form an interval whose end is the reported lower
-bound. Equivalence is two one-sided tests (TOST), p the larger. The price: conservative, needing more tasks
-than the sign-flip test for superiority. Pure, on numpy arrays."""
+(benchmarks/compare_margin.py), so this is a betting test with bets fixed before the data (Waudby-Smith &
+Ramdas 2024): E(δ) = (1/J) Σ_j Π_t (1 + λ_j(δ)·(d_t − δ)), λ_j(δ) = c_j / (1 + δ). The c_j depend on n
+only, so p = min(1, 1/E) is one number at any level; d_t ≥ −1 keeps every factor positive, and Markov gives
+P(E ≥ 1/α) ≤ α. E(δ) falls as δ rises, so the rejected margins end at the reported lower bound.
+Equivalence is two one-sided tests. Conservative next to the sign-flip test. Pure."""
 
 from __future__ import annotations
 
@@ -55,8 +49,7 @@ def p_below(deltas: np.ndarray, margin: float) -> float:
 
 
 def lower_bound(deltas: np.ndarray, alpha: float) -> float:
-    """The largest δ the deltas still reject at ``alpha`` (−1 when none), by bisection on the monotone
-    E(δ)."""
+    """The largest δ the deltas still reject at ``alpha`` (−1 when none), by bisection on monotone E(δ)."""
     d = np.asarray(deltas, dtype=float)
     target = math.log(1.0 / alpha)
     low, high = -1.0, 1.0  # E(δ) ≥ 1/α is an interval (−1, L]

@@ -1,14 +1,14 @@
 """The exact sign test on pairwise preferences: a judge shown two outputs says which is better (``A``,
 ``B`` or ``tie``), and the question is whether B is preferred more often than A.
 
-Each unit (a task or a cluster) gets its net preference, B wins − A wins. Under "no difference", with the
-order shown drawn at random or balanced, a unit's net is as likely positive as negative whatever the
-judge's lean or tie rate, so among the m units with a non-zero net the positive count is Binomial(m, ½):
-the exact sign test. Units netting zero are reported as ``ties``, not tested. Pure."""
+Under "no difference", with the order shown random or balanced, a unit's net preference (B wins − A wins)
+is as likely positive as negative whatever the judge's lean, so among the m units with a non-zero net the
+positive count is Binomial(m, ½). Units netting zero are ``ties``, not tested. Pure."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -50,14 +50,12 @@ def net_preference(judgements: Iterable[str]) -> int:
 
 
 def unit_nets(task_nets: Mapping[str, int], clusters: Mapping[str, str] | None = None) -> list[int]:
-    """One net per unit: each task's, or each cluster's sum (an unclustered task is its own), first-seen
-    order."""
+    """One net per unit, first seen first: each task's, or each cluster's sum (a lone task is its own)."""
     if not clusters:
         return list(task_nets.values())
-    sums: dict[str, int] = {}
+    sums: Counter[str] = Counter()  # first-seen order, as a dict's
     for task, net in task_nets.items():
-        key = clusters.get(task, f"task:{task}")
-        sums[key] = sums.get(key, 0) + net
+        sums[clusters.get(task, f"task:{task}")] += net
     return list(sums.values())
 
 

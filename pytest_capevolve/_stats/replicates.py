@@ -1,7 +1,7 @@
 """Error across whole runs: replicate blocks summarised by a t interval with R − 1 df.
 
 A paired SE over tasks cannot see a shift moving every task of a run together (load, a cache, the time of
-day); R independent blocks, each block's paired Δ̄ one observation, can. Pure."""
+day); R independent blocks, each block's Δ̄ one observation, can."""
 
 from __future__ import annotations
 

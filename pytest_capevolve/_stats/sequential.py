@@ -1,21 +1,18 @@
 """Anytime-valid e-processes on paired per-task deltas (the sequential gate's statistics).
 
-A betting e-process on deltas d_t ∈ [−1, 1]:
-
-    E_t = Π_{i ≤ t} (1 + λ_i · x_i),   x_i = d_i − θ  (efficacy)  or  θ − d_i  (futility)
-
-with a predictable bet λ_i ∈ [0, 0.9] is a nonnegative supermartingale when E[x_i | past] ≤ 0, so by
-Ville's inequality P(sup_t E_t ≥ 1/α) ≤ α at any stopping time (a crossing, val exhausted, a budget stop,
-Ctrl-C). λ ≤ 0.9 keeps every factor ≥ 0.1; the cap is above the textbook 1/2 because real agents' deltas
-have small variance next to their range (benchmarks/sequential.py). The bet is aGRAPA (Waudby-Smith &
-Ramdas 2023) from shrunk running estimates. Vectorized over rows, so the benchmark and the session share
-it."""
+E_t = Π_{i ≤ t} (1 + λ_i·x_i), x_i = d_i − θ (efficacy) or θ − d_i (futility), with a predictable bet λ_i
+∈ [0, 0.9] (aGRAPA, Waudby-Smith & Ramdas 2023), is a nonnegative supermartingale when E[x_i | past] ≤ 0,
+so by Ville P(sup_t E_t ≥ 1/α) ≤ α at any stopping time. The cap keeps every factor ≥ 0.1, and is above
+the textbook ½ because real agents' deltas have small variance next to their range (benchmarks/sequential.py).
+Vectorized over rows, so the benchmark and the session share it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from .sign_flip import sign_flips
 
 MAX_BET = 0.9
 PRIOR_MEAN = 0.0  # the bet starts at 0: no evidence, no stake
@@ -70,25 +67,16 @@ class SequentialState:
 def run(
     deltas: np.ndarray, *, alpha_efficacy: float, alpha_futility: float, min_effect: float
 ) -> SequentialState:
-    """Feed the deltas in order and stop at the first crossing: efficacy ≥ 1/α_e accepts, futility ≥ 1/α_f
-    rejects; none → undecided."""
+    """The deltas in order up to the first crossing: efficacy ≥ 1/α_e accepts, futility ≥ 1/α_f rejects."""
     deltas = np.asarray(deltas, dtype=float)
     if deltas.size == 0:
         return SequentialState(0, 1.0, 1.0, UNDECIDED, None)
     eff, fut = efficacy_path(deltas), futility_path(deltas, min_effect)
-    crossed_e = np.flatnonzero(eff >= 1.0 / alpha_efficacy)
-    crossed_f = np.flatnonzero(fut >= 1.0 / alpha_futility)
-    first_e = int(crossed_e[0]) if crossed_e.size else None
-    first_f = int(crossed_f[0]) if crossed_f.size else None
-    if first_e is None and first_f is None:
-        return SequentialState(int(deltas.size), float(eff[-1]), float(fut[-1]), UNDECIDED, None)
-    # both can never cross at one step in practice; efficacy is the rarer claim, so it wins a tie
-    if first_f is None or (first_e is not None and first_e <= first_f):
-        at, kind = first_e, EFFICACY
-    else:
-        at, kind = first_f, FUTILITY
-    assert at is not None
-    return SequentialState(at + 1, float(eff[at]), float(fut[at]), kind, at + 1)
+    [code], [used] = _first(eff >= 1.0 / alpha_efficacy, fut >= 1.0 / alpha_futility)
+    kind, at = {1: EFFICACY, -1: FUTILITY, 0: UNDECIDED}[int(code)], int(used)
+    return SequentialState(
+        at, float(eff[at - 1]), float(fut[at - 1]), kind, None if kind == UNDECIDED else at
+    )
 
 
 def first_crossings(
@@ -96,10 +84,16 @@ def first_crossings(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Vectorized :func:`run` over rows: (code, tasks used), code 1 = efficacy, −1 = futility, 0 = none."""
     deltas = np.atleast_2d(np.asarray(deltas, dtype=float))
-    rows, steps = deltas.shape
     eff = efficacy_path(deltas) >= 1.0 / alpha_efficacy
-    fut = futility_path(deltas, min_effect) >= 1.0 / alpha_futility
+    return _first(eff, futility_path(deltas, min_effect) >= 1.0 / alpha_futility)
+
+
+def _first(eff: np.ndarray, fut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of crossings, (code, tasks used) as :func:`first_crossings` answers."""
+    eff, fut = np.atleast_2d(eff), np.atleast_2d(fut)
+    steps = eff.shape[1]
     big = steps + 1
+    # both can never cross at one step in practice; efficacy is the rarer claim, so it wins a tie
     at_e = np.where(eff.any(axis=1), eff.argmax(axis=1), big)
     at_f = np.where(fut.any(axis=1), fut.argmax(axis=1), big)
     code = np.where((at_e < big) & (at_e <= at_f), 1, np.where(at_f < big, -1, 0))
@@ -122,11 +116,9 @@ def exhaustion_p(
     observed = float(np.sum(d))
     magnitude = np.abs(d)
     tolerance = 1e-12 * float(np.sum(magnitude))
-    rng = np.random.default_rng(seed)
     count = 0
-    for start in range(0, n_resamples, 2000):
-        size = min(2000, n_resamples - start)
-        x = (rng.integers(0, 2, size=(size, d.size), dtype=np.int8) * 2 - 1) * magnitude
+    for signs in sign_flips(d.size, n_resamples, seed):
+        x = signs * magnitude
         crossed = np.any(efficacy_path(x) >= 1.0 / alpha_efficacy, axis=1)
         count += int(np.sum(crossed | (np.sum(x, axis=1) >= observed - tolerance)))
     return count + 1, n_resamples + 1

@@ -1,20 +1,16 @@
 """The paired sign-flip test on per-task deltas: exact on a reward grid, else Monte Carlo.
 
-Pure, on numpy arrays. A *reward matrix* is tasks × trials with ``nan`` for a missing trial. Every result
-names how its p was reached (:data:`METHODS`), and none is 0 (the observed pattern is counted):
-
-- ``exact``: #{patterns with Σ ≥ observed} / 2^N in Python integers; a small p is always counted
-  (:func:`_count_tail`): 100 tasks all improved is p = 1/2^100, not 0.
-- ``float_tail``: past 60 deltas, a p far from both α and 0 is an FFT tail in floats, its fraction an
-  upper bound (plus :data:`EXACT_MARGIN`); within the margin of α the count decides.
-- ``exact_coarsened`` / ``float_tail_coarsened``: Σ|d| past :data:`EXACT_MAX_SPAN`: the same test on the
-  deltas rounded to ``coarsening`` units (an odd function of each delta, so still an exact test).
-- ``monte_carlo``: off a reward grid, past 16 deltas: seeded sign flips with the +1 correction."""
+Every result names how its p was reached (:data:`METHODS`), and none is 0 (the observed pattern counts):
+``exact`` counts patterns in Python integers (100 tasks all improved is p = 1/2^100, not 0); ``float_tail``,
+past 60 deltas with p far from α, is an FFT tail whose fraction is an upper bound; ``*_coarsened``, past
+:data:`EXACT_MAX_SPAN`, is the same test on deltas rounded to ``coarsening`` units (an odd function of each
+delta, so still exact); ``monte_carlo``, off a grid past 16 deltas, is seeded sign flips with the +1."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -22,20 +18,16 @@ import numpy as np
 
 from .core import as_matrix, task_means
 
-# numpy only: the exact tail's one inverse FFT is numpy's (scipy.signal alone costs a gate ~1 CPU-s
-# of import).
-
+# numpy only: the exact tail's one inverse FFT is numpy's (importing scipy.signal costs ~1 CPU-s)
 GRID_MAX = 1000  # largest reward denominator treated as a grid (binary, rubric steps, ...)
 EXACT_MARGIN = 1e-9  # a float p-value this close to alpha is re-decided with exact integers
 # The exact tail is a distribution over every integer sum in ±Σ|d|; past this span it would take
-# hundreds of MB (rewards on a fine grid with mixed trial counts: lcm(n_t)·grid per unit), so the
-# p-value is seeded Monte Carlo instead, said in the verdict as p_method "monte_carlo".
+# hundreds of MB (a fine grid with mixed trial counts: lcm(n_t)·grid per unit), so the deltas are coarsened.
 EXACT_MAX_SPAN = 2**22
 
 
 def paired_deltas(candidate: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides, and the mask of those
-    tasks."""
+    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides, and their mask."""
     cand_means, best_means = task_means(candidate), task_means(best)
     if cand_means.shape != best_means.shape:
         raise ValueError("the two arms must cover the same tasks, in the same order")
@@ -54,22 +46,31 @@ def reward_grid(*matrices: np.ndarray) -> int | None:
 
 
 def integer_deltas(candidate: np.ndarray, best: np.ndarray, grid: int) -> list[int]:
-    """The paired deltas as exact integers: every per-task mean times grid · lcm(all n_t), so every
-    comparison is exact."""
-    candidate, best = as_matrix(candidate), as_matrix(best)
-    sums, counts = [], []
-    for matrix in (candidate, best):
-        valid = ~np.isnan(matrix)
-        sums.append(np.where(valid, np.round(np.nan_to_num(matrix) * grid), 0).astype(np.int64).sum(axis=1))
-        counts.append(valid.sum(axis=1))
+    """The paired deltas as exact integers: every per-task mean times grid · lcm(all n_t)."""
+    matrices = as_matrix(candidate), as_matrix(best)
+    counts = [(~np.isnan(m)).sum(axis=1) for m in matrices]
+    return [int(d) for d in scaled_deltas([grid_sums(m, grid) for m in matrices], counts, grid)]
+
+
+def grid_sums(matrix: np.ndarray, grid: int) -> np.ndarray:
+    """Per-task sums of the rewards scaled by ``grid`` to integers (missing trials add 0)."""
+    scaled = np.where(~np.isnan(matrix), np.round(np.nan_to_num(matrix) * grid), 0)
+    sums: np.ndarray = scaled.astype(np.int64).sum(axis=1)
+    return sums
+
+
+def scaled_deltas(sums: list[np.ndarray], counts: list[np.ndarray], grid: int) -> np.ndarray | list[int]:
+    """The integer deltas of (candidate, best) per-task grid ``sums`` over ``counts`` valid trials, tasks
+    valid on both sides: int64, or Python ints where int64 could overflow."""
     both = (counts[0] > 0) & (counts[1] > 0)
     if not np.any(both):
-        return []
+        return np.zeros(0, dtype=np.int64)
     ns = np.unique(np.concatenate([counts[0][both], counts[1][both]]))
     per_trial = math.lcm(*(int(n) for n in ns))
     if per_trial * grid * int(max(np.max(np.abs(sums[0])), np.max(np.abs(sums[1])), 1)) < 2**62:
         scaled = [sums[i][both] * (per_trial // counts[i][both]) for i in (0, 1)]
-        return [int(d) for d in scaled[0] - scaled[1]]
+        difference: np.ndarray = scaled[0] - scaled[1]
+        return difference
     return [  # huge scales: the same arithmetic in Python integers
         int(sums[0][t]) * (per_trial // int(counts[0][t]))
         - int(sums[1][t]) * (per_trial // int(counts[1][t]))
@@ -194,16 +195,11 @@ def sign_flip_test(
     seed: int = 0,
     alpha: float | None = None,
 ) -> SignFlipResult:
-    """One-sided paired sign-flip test of H0: no improvement.
-
-    On a reward grid, exact (a float tail only when clearly away from ``alpha``); off a grid, or past
-    :data:`EXACT_MAX_SPAN` uncoarsened, seeded Monte Carlo with the +1 correction. Empty input → p = 1."""
+    """One-sided paired sign-flip test of H0: no improvement: on a reward grid exact (a float tail only when
+    clearly away from ``alpha``), else seeded Monte Carlo with the +1 correction. Empty input → p = 1."""
     candidate, best = as_matrix(candidate), as_matrix(best)
     grid = reward_grid(candidate, best)
-    if grid is None:
-        deltas, _ = paired_deltas(candidate, best)
-        return _monte_carlo(deltas, n_resamples, seed)
-    exact = sign_flip_on_integers(integer_deltas(candidate, best, grid), alpha)
+    exact = None if grid is None else sign_flip_on_integers(integer_deltas(candidate, best, grid), alpha)
     if exact is None:
         deltas, _ = paired_deltas(candidate, best)
         return _monte_carlo(deltas, n_resamples, seed)
@@ -214,7 +210,7 @@ def sign_flip_on_integers(
     deltas: np.ndarray | list[int], alpha: float | None = None
 ) -> SignFlipResult | None:
     """The exact one-sided p of integer paired deltas (zeros dropped). ``deltas``: int64 or Python ints.
-    None when Σ|d| is past :data:`EXACT_MAX_SPAN` (the caller falls back to Monte Carlo)."""
+    None past 2^24 deltas whose Σ|d| is past :data:`EXACT_MAX_SPAN` (the caller falls back to Monte Carlo)."""
     if isinstance(deltas, np.ndarray):
         nonzero = deltas[deltas != 0]
         abs_array = np.abs(nonzero)
@@ -231,13 +227,13 @@ def sign_flip_on_integers(
     if n == 0:
         return SignFlipResult(1.0, "exact", 1, 1)
     if n > 16 and span > EXACT_MAX_SPAN:  # (up to 16 deltas are counted exactly, as before)
-        return _coarsened(abs_array.tolist() if n else [], observed, span, n, alpha, deltas)
+        return _coarsened(deltas, span, n, alpha)
     return _tail(abs_array, observed, n, alpha)
 
 
-def _exact_result(count: int, n: int, method: str = "exact") -> SignFlipResult:
+def _exact_result(count: int, n: int) -> SignFlipResult:
     """count / 2^n; its float never 0 (below 2^-1074 the smallest positive float stands for it)."""
-    return SignFlipResult(max(count / 2**n, _SMALLEST), method, count, 2**n)
+    return SignFlipResult(max(count / 2**n, _SMALLEST), "exact", count, 2**n)
 
 
 _SMALLEST = math.ulp(0.0)
@@ -260,20 +256,15 @@ def _tail(abs_array: np.ndarray, observed: int, n: int, alpha: float | None) -> 
 
 
 def _coarsened(
-    abs_values: list[int], observed: int, span: int, n: int, alpha: float | None, deltas: object
+    deltas: np.ndarray | list[int], span: int, n: int, alpha: float | None
 ) -> SignFlipResult | None:
-    """The test of the deltas rounded to ``c`` units each (d' = sign(d)·round(|d|/c)); None past 2^24
-    deltas."""
+    """The test on the deltas rounded to ``c`` units (d' = sign(d)·round(|d|/c)); None past 2^24 deltas."""
     if n > 1 << 24:
         return None
     # up to 60 deltas are counted in integers, whose cost grows with n·span: a shorter span
     target = EXACT_MAX_SPAN if n > 60 else EXACT_MAX_SPAN // 64
     coarsening = -(-span // target)
-    if isinstance(deltas, np.ndarray):
-        nonzero = deltas[deltas != 0]
-        ints = [int(d) for d in nonzero.tolist()]
-    else:
-        ints = [int(d) for d in deltas if d != 0]  # type: ignore[attr-defined]
+    ints = [int(d) for d in (deltas.tolist() if isinstance(deltas, np.ndarray) else deltas) if d != 0]
     rounded = [(1 if d > 0 else -1) * ((abs(d) + coarsening // 2) // coarsening) for d in ints]
     rounded = [d for d in rounded if d != 0]
     if not rounded:
@@ -324,10 +315,13 @@ def _monte_carlo(deltas: np.ndarray, n_resamples: int, seed: int) -> SignFlipRes
         sums = patterns @ magnitude
         count = int(np.sum(sums >= observed - tolerance))
         return SignFlipResult(count / 2**deltas.size, "exact", count, 2**deltas.size)
-    rng = np.random.default_rng(seed)
-    count = 0
-    for start in range(0, n_resamples, 2000):
-        size = min(2000, n_resamples - start)
-        signs = rng.integers(0, 2, size=(size, deltas.size), dtype=np.int8) * 2 - 1
-        count += int(np.sum(signs @ magnitude >= observed - tolerance))
+    flips = sign_flips(deltas.size, n_resamples, seed)
+    count = sum(int(np.sum(signs @ magnitude >= observed - tolerance)) for signs in flips)
     return SignFlipResult((count + 1) / (n_resamples + 1), "monte_carlo", count + 1, n_resamples + 1)
+
+
+def sign_flips(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """``n_resamples`` seeded ±1 patterns over ``n`` deltas, 2,000 at a time."""
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_resamples, 2000):
+        yield rng.integers(0, 2, size=(min(2000, n_resamples - start), n), dtype=np.int8) * 2 - 1

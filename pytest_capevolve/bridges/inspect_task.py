@@ -1,9 +1,8 @@
 """An inspect_ai ``Task`` as a capevolve adapter (``pip install 'pytest-capevolve[inspect]'``).
 
-Each sample is a task, each (sample, trial) a rollout. The dataset and scorers are always the
-seed's; a candidate supplies only its solver and generate config, and its eval never sees the
-gold. How each piece maps (rewards, judges, batches, logs): ``docs/how-to/inspect-ai.md``.
-"""
+Each sample is a task, each (sample, trial) a rollout. The dataset and scorers are always the seed's; a
+candidate supplies only its solver and generate config, and its eval never sees the gold. How each piece
+maps (rewards, judges, batches, logs): ``docs/how-to/inspect-ai.md``."""
 
 from __future__ import annotations
 
@@ -57,10 +56,9 @@ Factory = Callable[[Path], "inspect_ai.Task"]
 
 
 def system_prompt(capability: Path, name: str = "system_prompt.md", *, template: bool = False) -> str:
-    """The text of ``name`` in the candidate's folder, made inert for ``system_message``:
-    a file path or URL (which it would read in place of the prompt) is refused, and braces are
-    doubled so ``{answer}`` is not filled from the sample's metadata (``template=True`` keeps
-    them)."""
+    """The text of ``name`` in the candidate's folder, made inert for ``system_message``: a file path or URL
+    (which it would read in place of the prompt) is refused, and braces are doubled so ``{answer}`` is not
+    filled from the sample's metadata (``template=True`` keeps them)."""
     path = Path(capability) / name
     if not path.is_file():
         raise AdapterError(f"candidate {capability} has no {name}: the system prompt it optimizes")
@@ -114,6 +112,9 @@ class InspectTaskAdapter:
     # True for a model-graded scorer: ``judge_rescores: r`` then scores each output r times
     stochastic_score: ClassVar[bool] = False
     thread_safe = True  # a candidate is its folder, handed to the factory: nothing process-wide
+    _batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batches]
+    # one grader client per event loop (``capevolve judge-noise`` runs one loop per rollout)
+    _graders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Model]
 
     def __init__(self, project_dir: Path | None = None, *, factory: Factory | None = None) -> None:
         made = factory or type(self).factory
@@ -128,16 +129,9 @@ class InspectTaskAdapter:
                 f"the seed's inspect task ({self._seed_dir}) has no scorer: nothing can be gated"
             )
         self._samples = _keyed_samples(reference.dataset)
-        self._batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batches] = (
-            weakref.WeakKeyDictionary()
-        )
-        # one grader client per event loop (``capevolve judge-noise`` runs one loop per rollout)
-        self._graders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Model] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._logs = (
-            Path(self.log_dir) if self.log_dir else Path(tempfile.mkdtemp(prefix="capevolve-inspect-"))
-        )
+        self._batches = weakref.WeakKeyDictionary()
+        self._graders = weakref.WeakKeyDictionary()
+        self._logs = Path(self.log_dir or tempfile.mkdtemp(prefix="capevolve-inspect-"))
         if not self.log_dir:
             weakref.finalize(self, shutil.rmtree, self._logs, True)
         self.evals = 0  # inspect evals run by this adapter (batches), for tests and benchmarks
@@ -190,8 +184,8 @@ class InspectTaskAdapter:
         return {t: _rollout_of(t, by_id.get(t), failed) for t in task_ids}
 
     def _blind(self, sample: Any) -> Any:
-        """The sample without its target and without gold metadata (named in
-        :attr:`hidden_metadata`, or equal to the target); the scorers still see all of it."""
+        """The sample without its target and gold metadata (in :attr:`hidden_metadata`, or equal to the
+        target); the scorers still see all of it."""
         golds = {str(t) for t in _as_list(sample.target)}
         metadata = {
             key: value
@@ -253,8 +247,8 @@ class InspectTaskAdapter:
 
 
 class _Batches:
-    """Rollouts waiting for an eval, grouped by (candidate folder, seed), on one event loop.
-    The lock also keeps concurrent rollouts legal: inspect allows one ``eval_async`` at a time."""
+    """Rollouts waiting for an eval, grouped by (candidate folder, seed), on one event loop. The lock also
+    keeps concurrent rollouts legal: inspect allows one ``eval_async`` at a time."""
 
     def __init__(self, run: Callable[[tuple[str, int], list[str]], Any]) -> None:
         self._run = run
@@ -304,8 +298,8 @@ class _CountedGrader(Model):
 
 
 async def _with_grader(scoring: Any, grader: Model, seed: int | None) -> Any:
-    """Await ``scoring`` with ``grader`` as the active and ``grader``-role model under
-    ``seed``, in a copied context so nothing leaks into a concurrent score()."""
+    """Await ``scoring`` with ``grader`` as the active and ``grader``-role model under ``seed``, in a copied
+    context so nothing leaks into a concurrent score()."""
     context = contextvars.copy_context()
     context.run(init_active_model, grader, GenerateConfig(seed=seed))
     context.run(init_model_roles, {"grader": grader})
@@ -359,8 +353,8 @@ def _target(value: Any) -> Any:
 
 
 def _rollout_of(task_id: str, sample: Any, failed: str) -> Rollout:
-    """One evaluated sample's messages and completion as plain text (no ids or timings, which
-    differ between two runs of the same thing)."""
+    """One evaluated sample's messages and completion as plain text (no ids or timings, which differ
+    between two runs of the same thing)."""
     if sample is None:
         return Rollout(task_id=task_id, error=f"inspect returned no sample: {failed}")
     if sample.error is not None:

@@ -1,16 +1,9 @@
 """The gate settings a run decides under, frozen at its first deciding session.
 
-A rule picked per session, after seeing the data, is a way to accept noise, and gate keys can come from the
-spec, the ini or ``-o capevolve_<key>=…``. So:
-
-- the first deciding session logs the settings in effect (``gate_settings_frozen``); a later one whose
-  settings differ is refused before it pays — a new rule is measured in a new run;
-- every verdict records its settings and overrides, and says them in a warning;
-- the guards on what may be gated are frozen by ``spec.lock.yaml``; verdicts record them
-  (:func:`guards_of`) and say when the leak guard is off;
-- ``threshold`` with no null control is refused: its bar is a constant the data never enters.
-
-Controller only; read by ``_session/wiring.py`` and ``_session/gating.py``."""
+A rule picked per session, after seeing the data, is a way to accept noise: the first deciding session logs
+its settings, a later one whose settings differ is refused before it pays (a new rule is a new run), every
+verdict records and says them, and ``threshold`` with no null control is refused (its bar is a constant the
+data never enters). Controller only."""
 
 from __future__ import annotations
 
@@ -25,17 +18,9 @@ from ..._store.log.event_kinds import GATE_SETTINGS_FROZEN
 from ..._store.rundir import RunDir
 
 GATE_SETTING_KEYS = (
-    "gate_mode",
-    "gate_alpha",
-    "gate_k_se",
-    "gate_threshold",
-    "min_coverage",
-    "gate_alpha_schedule",
-    "gate_min_effect",
-    "gate_margin",
-    "screen_alpha",
-    "grow_max_looks",
-)
+    "gate_mode", "gate_alpha", "gate_k_se", "gate_threshold", "min_coverage", "gate_alpha_schedule",
+    "gate_min_effect", "gate_margin", "screen_alpha", "grow_max_looks",
+)  # fmt: skip
 # a session's own choice frozen beside them: the family-wise correction across a round's
 # siblings (``--capevolve-multiple``); ``none`` picked after a Holm round rejected is a way to
 # accept what that round refused
@@ -44,8 +29,7 @@ _NEW_RUN = "start a new run (--capevolve-new-run) to decide under other settings
 
 
 def _as_frozen(was: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings a frozen event holds, ``gate_margin`` 0 where it lacks one (a run frozen before the key
-    decided under "better"); other missing keys are not checked."""
+    """A frozen event's settings; without ``gate_margin``, the run was frozen before the key: 0 ("better")."""
     return {"gate_margin": 0.0, **was}
 
 
@@ -121,8 +105,7 @@ def check_margin(spec: Spec, sequential: bool) -> None:
 def freeze_or_check(
     rundir: RunDir, spec: Spec, overrides: Mapping[str, str], multiple: str | None = None
 ) -> None:
-    """Log the settings of the run's first deciding session; refuse a later one whose settings differ,
-    naming each. ``multiple``: ``--capevolve-multiple``, frozen with them."""
+    """Log the settings of the run's first deciding session; refuse a later one whose settings differ."""
     settings = settings_of(spec)
     if multiple is not None:
         settings[MULTIPLE_KEY] = multiple
@@ -150,8 +133,7 @@ def freeze_or_check(
 
 
 def decided_under(rundir: RunDir, spec: Spec) -> Spec:
-    """``spec`` with the gate settings the run froze at its first decision (what ``capevolve spend``
-    reads); before any decision, ``spec`` as it is."""
+    """``spec`` with the gate settings the run froze at its first decision (``spec`` before any)."""
     frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
     settings = _as_frozen(frozen[0].get("settings") or {}) if frozen else {}
     known = {key: settings[key] for key in GATE_SETTING_KEYS if key in settings}

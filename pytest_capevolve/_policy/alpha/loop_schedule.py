@@ -1,10 +1,8 @@
 """A loop's error control by default: a run that is a loop spends α across its decisions.
 
-hill-climb passes its schedule to its gates; an agent's gate command names none (the broker refuses ``-o``)
-and would freeze ``constant`` for the run. So a loop run — it holds work copies or hill-climb started it —
-takes :data:`..._decide.alpha_budget.LOOP_SCHEDULE` at its first decision unless the spec or command line
-names one; one-shot gating keeps ``constant``; frozen settings stay. Controller only; pays and writes
-nothing."""
+An agent's gate command names no schedule and would freeze ``constant`` for the run, so a loop run (it holds
+work copies or hill-climb started it) takes :data:`..._decide.alpha_budget.LOOP_SCHEDULE` at its first
+decision unless the spec or the command line names one. Pays and writes nothing."""
 
 from __future__ import annotations
 
@@ -61,8 +59,7 @@ def frozen_schedule(rundir: RunDir | None) -> str | None:
 
 
 def run_loop_schedule(rundir: RunDir | None) -> str:
-    """The schedule a loop's gates in ``rundir`` use when the spec names none: the one the run froze,
-    whatever it is, else the loop default."""
+    """The schedule a loop's gates use when the spec names none: the one the run froze, else the loop's."""
     frozen = frozen_schedule(rundir)
     return frozen if frozen is not None else LOOP_SCHEDULE
 
@@ -94,8 +91,7 @@ def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
 
 
 def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spec:
-    """The spec the run's next decision is taken under: the frozen settings; before any, the loop's
-    schedule for a loop run (``loop``: the caller hands it to one) when the spec names none; else the spec."""
+    """The spec the run's next decision is taken under (``loop``: the caller hands the run to a loop)."""
     from .gate_settings import decided_under
 
     if frozen_schedule(rundir) is not None:

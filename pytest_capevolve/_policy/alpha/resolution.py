@@ -1,8 +1,7 @@
 """Say the resolution before paying: the smallest win the next decision can accept on this val.
 
-Read by ``capevolve spend``, ``plan`` and ``baseline``. The next level is the one the gate session would
-use (the schedule's α, Holm's first step α/k over ``siblings``, the first look's share with growth) and the
-smallest win at it is exact: "improve ≥ k of n tasks with none worse". Pure."""
+At the level the gate session would use, the smallest win is exact: "improve ≥ k of n tasks with none
+worse". Pure."""
 
 from __future__ import annotations
 
@@ -79,8 +78,7 @@ def most_tasks(min_effect: float, n_val: int, trials: int) -> int:
 def min_effect_reach(
     spec: Spec, events: list[dict[str, Any]], n_val: int, siblings: int = 1
 ) -> MinEffectReach:
-    """Whether an edit of ``gate_min_effect`` can still pass at the next decision, and how many decisions
-    the val supports at that effect (``addis`` skips its discards)."""
+    """Whether an edit of ``gate_min_effect`` can still pass at the next decision, and for how many more."""
     effect = spec.gate_min_effect
     k = most_tasks(effect, n_val, spec.num_trials)
     decided = alpha_budget.decisions_so_far(events)
@@ -92,16 +90,14 @@ def min_effect_reach(
     level, _ = _level_at(spec, events, decided, siblings)
     now = passes(level)
     first = passes(_level_at(spec, [], 0, siblings)[0])
-    supported: int | None = 0
+    supported: int | None
     if spec.gate_alpha_schedule == "constant":
         supported = None if now else 0
-    else:
-        while (
-            supported is not None
-            and supported < SUPPORT_CAP
-            and passes(_level_at(spec, events, decided + supported, siblings)[0])
-        ):
-            supported += 1
+    else:  # the first decision ahead whose level no such edit passes
+        ahead = (
+            n for n in range(SUPPORT_CAP) if not passes(_level_at(spec, events, decided + n, siblings)[0])
+        )
+        supported = next(ahead, SUPPORT_CAP)
     need = smallest_win(level, 200)  # the tasks to improve, whatever the val size (2^-200: never)
     tasks_needed = None
     if need is not None and effect > 0:  # ⌊effect·n·T⌋ ≥ need, on the decimal as written

@@ -13,8 +13,7 @@ if TYPE_CHECKING:
 
 
 def level_problems(rundir: RunDir, events: list[dict[str, Any]] | None = None) -> list[str]:
-    """One line per ``gate_decision`` that took another's level or whose α_j is not its schedule's.
-    ``events``: the whole parsed log, when the caller holds it."""
+    """One line per ``gate_decision`` that took another's level or whose α_j is not its schedule's."""
     import yaml
 
     alpha: float | None = None

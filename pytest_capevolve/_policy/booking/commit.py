@@ -1,8 +1,6 @@
 """Booking decisions: the gate writes evidence (a verdict); a commit books one decision per tag.
 
-Used by ``capevolve commit`` and by ``--capevolve-commit auto``, through the same :func:`book`. Every
-decision is a logged event, moves ``state.json``'s counters and refreshes the loop's memory (LEDGER.md,
-rejected.jsonl). Controller side or the CLI."""
+``capevolve commit`` and ``--capevolve-commit auto`` book through the same :func:`book`."""
 
 from __future__ import annotations
 
@@ -34,7 +32,7 @@ from . import memory
 from .commit_checks import DECISIONS as DECISIONS
 from .commit_checks import INDECISIVE as INDECISIVE
 from .commit_checks import REJECT_BASES as REJECT_BASES
-from .commit_checks import SCREEN_KILL_BASES, check, check_evidence, refuse_unknown
+from .commit_checks import SCREEN_KILL_BASES, Asked, check, check_evidence, refuse_unknown
 from .commit_checks import CommitRefused as CommitRefused
 from .journal_entry import freeze_entry
 
@@ -75,11 +73,12 @@ def book(
                 f"is decided once. Evaluate a new version under a new tag, or {repair}"
             )
         adopted = adoption(rundir, verdict, best, spec) if decision == "accept" else None
-        against_gate = check(spec, tag, decision, basis, verdict, best, force, adopted=adopted is not None)
+        asked = Asked(tag, decision, basis, verdict, best, force)
+        against_gate = check(spec, asked, adopted=adopted is not None)
         if not force:
-            check_evidence(spec, rundir, tag, decision, basis, verdict, adopted=adopted is not None)
+            check_evidence(spec, rundir, asked, adopted=adopted is not None)
         parent = _parent(rundir, tag, best)
-        entry = _entry(rundir, tag, parent, decision, basis, note, verdict, optimizer, force=force)
+        entry = _entry(rundir, asked, parent, note, optimizer)
         entry["repairs"] = first["seq"] if first is not None else None
         entry["against_gate"] = against_gate
         _label(rundir, entry, verdict, adopted)
@@ -94,18 +93,8 @@ def book(
     return entry
 
 
-def _entry(
-    rundir: RunDir,
-    tag: str,
-    parent: str,
-    decision: str,
-    basis: str | None,
-    note: str,
-    verdict: dict[str, Any] | None,
-    optimizer: OptimizerSpend,
-    *,
-    force: bool,
-) -> BookedDecision:
+def _entry(rundir: RunDir, asked: Asked, parent: str, note: str, optimizer: OptimizerSpend) -> BookedDecision:
+    tag, decision, basis, verdict, _, force = asked
     merge = merged_from(rundir, tag)
     lineage: Lineage = {"tag": tag, "parent": parent}
     if merge:
@@ -137,8 +126,7 @@ def _entry(
 def _label(
     rundir: RunDir, entry: BookedDecision, verdict: dict[str, Any] | None, adopted: Adopted | None
 ) -> None:
-    """What every view says beside the decision: a harness-changed or adopted label, the shared ledger, who
-    was confined."""
+    """What every view says beside the decision: its label, the shared ledger, who was confined."""
     label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
     if entry["decision"] == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
         # every view of this best shows it (:mod:`..._store.decisions.forced`)
@@ -162,9 +150,8 @@ class Adopted(NamedTuple):
 
 
 def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
-    """An accept adopted from an earlier run, or None: this run's REPEAT verdict of bytes an earlier run
-    accepted against the same bytes as this run's best. The decision stands for the bytes, so booking it
-    moves the best without paying or spending α again."""
+    """An earlier run's accept of these bytes against the same bytes as this run's best, or None: the
+    decision stands for the bytes, so booking it moves the best without paying or spending α again."""
     details = (verdict or {}).get("details") or {}
     if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
         return None
@@ -277,10 +264,8 @@ def parent_of(rundir: RunDir, tag: str) -> str:
 
 def merged_from(rundir: RunDir, tag: str) -> list[str]:
     """The candidates ``tag`` merges, in the order applied; [] if none."""
-    for event in rundir.log.events():
-        if event.get("kind") == WORK_CREATED and event.get("tag") == tag:
-            return [str(t) for t in event.get("merged_from") or []]
-    return []
+    made = next((e for e in rundir.log.events() if e.get("kind") == WORK_CREATED and e.get("tag") == tag), {})
+    return [str(t) for t in made.get("merged_from") or []]
 
 
 def _parent(rundir: RunDir, tag: str, best: str) -> str:
@@ -304,8 +289,7 @@ def _spent_on(rundir: RunDir, tag: str) -> SpentOn:
 
 
 def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:
-    """The files ``tag`` changed against its parent, from snapshots (a screen-refused candidate's source
-    folder stands in)."""
+    """The files ``tag`` changed against its parent (:func:`compared`)."""
     folders = compared(rundir, tag, parent, verdict)
     if folders is None:
         return []
@@ -333,8 +317,7 @@ def compared(
 
 
 def refuted_diff(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> str:
-    """The unified diff ``tag`` made against ``parent``, cut to :data:`.candidate_diff.DIFF_LIMIT`; "" if
-    none."""
+    """The unified diff ``tag`` made against ``parent``, bounded; "" if none."""
     folders = compared(rundir, tag, parent, verdict)
     if folders is None:
         return ""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..._decide.basis import REJECT_BASES as REJECT_BASES
 from ..._decide.basis import Basis
@@ -25,6 +25,17 @@ class CommitRefused(Refusal):
     """The decision would corrupt the record; the message says why and what would do."""
 
 
+class Asked(NamedTuple):
+    """A decision asked for ``tag``, with the verdict it reads, the best now, and ``--force``."""
+
+    tag: str
+    decision: str
+    basis: str | None
+    verdict: dict[str, Any] | None
+    best: str
+    force: bool
+
+
 def refuse_unknown(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
     if tag in rundir.snapshots.known_tags() or verdict is not None:
         return
@@ -36,20 +47,12 @@ def refuse_unknown(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> 
     raise CommitRefused(unknown_tag(tag, rundir.run_id, rundir.snapshots.known_tags()))
 
 
-def check_evidence(
-    spec: Spec,
-    rundir: RunDir,
-    tag: str,
-    decision: str,
-    basis: str | None,
-    verdict: dict[str, Any] | None,
-    *,
-    adopted: bool,
-) -> None:
+def check_evidence(spec: Spec, rundir: RunDir, asked: Asked, *, adopted: bool) -> None:
     """What the log must hold behind the decision (skipped by ``--force``): the gate's first decision for
     an accept, the screen's kill, a basis's own evidence."""
-    if decision == "accept" and not adopted:
-        first_decision_stands(rundir, tag, verdict)
+    tag, basis = asked.tag, asked.basis
+    if asked.decision == "accept" and not adopted:
+        first_decision_stands(rundir, tag, asked.verdict)
     if basis in SCREEN_KILL_BASES:
         check_screen_kill(rundir, tag, basis)
     if basis in EVIDENCED_BASES:
@@ -81,46 +84,26 @@ def first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | No
         )
 
 
-def check(
-    spec: Spec,
-    tag: str,
-    decision: str,
-    basis: str | None,
-    verdict: dict[str, Any] | None,
-    best: str,
-    force: bool,
-    *,
-    adopted: bool = False,
-) -> bool:
-    """Refuse what the record cannot support; returns whether an accept goes against the gate. ``adopted``:
-    an earlier run's accept against the same parent bytes, so no verdict of this run is needed."""
-    if decision not in (*DECISIONS, INDECISIVE):
-        raise CommitRefused(f"decision {decision!r} is not one of {', '.join(DECISIONS)}")
-    if decision == "accept":
-        return check_accept(spec, tag, basis, verdict, best, force, adopted=adopted)
-    check_not_accept(tag, decision, basis, verdict, force)
+def check(spec: Spec, asked: Asked, *, adopted: bool = False) -> bool:
+    """Refuse what the record cannot support; returns whether an accept goes against the gate."""
+    if asked.decision not in (*DECISIONS, INDECISIVE):
+        raise CommitRefused(f"decision {asked.decision!r} is not one of {', '.join(DECISIONS)}")
+    if asked.decision == "accept":
+        return check_accept(spec, asked, adopted=adopted)
+    check_not_accept(asked)
     return False
 
 
-def check_accept(
-    spec: Spec,
-    tag: str,
-    basis: str | None,
-    verdict: dict[str, Any] | None,
-    best: str,
-    force: bool,
-    *,
-    adopted: bool,
-) -> bool:
-    """An accept needs an accepting full-val verdict against the best covering enough of val (or ``force``:
-    then True, against the gate)."""
-    if basis is not None:
+def check_accept(spec: Spec, asked: Asked, *, adopted: bool) -> bool:
+    """An accept needs an accepting full-val verdict against the best (``force``: True, against the gate)."""
+    tag = asked.tag
+    if asked.basis is not None:
         raise CommitRefused("--reject-basis goes with a reject, not an accept")
-    if tag == best:
+    if tag == asked.best:
         raise CommitRefused(f"{tag!r} is already the best")
     if adopted:
         return False
-    verdict = full_verdict_against_best(tag, verdict, best)
+    verdict = full_verdict_against_best(tag, asked.verdict, asked.best)
     paired = float(verdict.get("coverage", {}).get("paired", 0.0))
     if paired < spec.min_coverage:
         raise CommitRefused(
@@ -128,7 +111,7 @@ def check_accept(
         )
     if verdict.get("decision") == "accept":
         return False
-    if not force:
+    if not asked.force:
         raise CommitRefused(
             f"the gate did not accept {tag!r} ({verdict.get('decision')}: {verdict.get('reason')}); "
             "accepting against the gate needs --force, and the record will say so"
@@ -163,11 +146,10 @@ def full_verdict_against_best(tag: str, verdict: dict[str, Any] | None, best: st
     return verdict
 
 
-def check_not_accept(
-    tag: str, decision: str, basis: str | None, verdict: dict[str, Any] | None, force: bool
-) -> None:
+def check_not_accept(asked: Asked) -> None:
     """A reject names its basis; inconclusive waits for a grow; provisional needs Δ̄ > 0 under the bar
     (``force`` books either now)."""
+    tag, decision, basis, verdict, _, force = asked
     if decision == "reject":
         if basis not in REJECT_BASES:
             raise CommitRefused(f"a reject needs --reject-basis, one of {', '.join(REJECT_BASES)}")

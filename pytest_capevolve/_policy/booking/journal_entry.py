@@ -1,10 +1,8 @@
 """A round's journal entry, frozen when its round is decided: the only journal text a later round is shown.
 
-Used by :func:`.commit.book` and by :mod:`..._loop.journal`, which carries frozen entries forward. A work
-copy's ``JOURNAL.md`` sits where the next optimizer can rewrite it, so at its first decision a round's own
-text is escaped (nothing it wrote can pass for the carry-forward's structure), cut to :data:`ENTRY_LIMIT`,
-written to ``journals/<tag>.md`` and its sha256 logged in the ``decision`` event; later decisions keep the
-first entry. An entry that no longer matches its digest is shown as edited."""
+A work copy's ``JOURNAL.md`` sits where the next optimizer can rewrite it, so at its first decision a round's
+own text is escaped (nothing it wrote can pass for the carry-forward's structure), cut, written to
+``journals/<tag>.md`` and its sha256 logged in the ``decision`` event."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ _LINE_BREAKS = re.compile("\r\n|[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # what
 
 
 def own_entries(text: str) -> str:
-    """The text below a journal's last marker (all of it without one), stripped and cut to
-    :data:`ENTRY_LIMIT`."""
+    """The text below a journal's last marker (all of it without one), cut to :data:`ENTRY_LIMIT`."""
     mine = text.rsplit(JOURNAL_MARKER, 1)[-1].strip()
     if len(mine) > ENTRY_LIMIT:
         mine = mine[:ENTRY_LIMIT].rstrip() + f"\n... (cut: {len(mine) - ENTRY_LIMIT} characters left out)"
@@ -40,9 +37,8 @@ def own_entries(text: str) -> str:
 
 
 def escaped(text: str) -> str:
-    """``text`` with nothing that reads as structure: line breaks made newlines, other control and format
-    characters as ``[U+XXXX]``, and a backslash before a line start that would open a heading, underline,
-    rule or HTML block."""
+    """``text`` with nothing that reads as structure: control and format characters as ``[U+XXXX]``, and a
+    backslash before a line start that would open a heading, underline, rule or HTML block."""
     text = _LINE_BREAKS.sub("\n", text)
     visible = "".join(
         ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf") else f"[U+{ord(ch):04X}]"
@@ -65,8 +61,7 @@ def _read_unlinked(path: Path) -> bytes | None:
 
 
 def freeze_entry(rundir: RunDir, tag: str) -> str:
-    """Freeze ``tag``'s journal text at its first decision and return the digest to log: from hill-climb's
-    copy, else the work copy's journal ("" when none)."""
+    """Freeze ``tag``'s journal text at its first decision; returns the digest to log."""
     for event in rundir.decisions():
         if event.get("tag") == tag and isinstance(event.get(DIGEST_KEY), str):
             return str(event[DIGEST_KEY])
@@ -85,8 +80,7 @@ def freeze_entry(rundir: RunDir, tag: str) -> str:
 
 
 def frozen_entry(rundir: RunDir, tag: str, decisions: list[dict[str, Any]] | None = None) -> str:
-    """``tag``'s frozen entry as its decision logged it; a note in its place when none was frozen, or the
-    file is gone or changed."""
+    """``tag``'s frozen entry as its decision logged it; a note in its place when it is gone or changed."""
     events = rundir.decisions() if decisions is None else decisions
     digest = next(
         (e[DIGEST_KEY] for e in events if e.get("tag") == tag and isinstance(e.get(DIGEST_KEY), str)), None

@@ -1,7 +1,6 @@
 """The loop's memory: LEDGER.md (a row per decision) and rejected.jsonl (what was refuted).
 
-Views of the log's ``decision`` events, rewritten whole after every decision. The next proposal reads them
-to differ from what was refuted: parent, files and diff, tasks fixed and broken, the gate's numbers."""
+Views of the log's ``decision`` events, rewritten whole after every decision, for the next proposal."""
 
 from __future__ import annotations
 
@@ -13,18 +12,8 @@ from ..._store.decisions.forced import short
 from ..._store.rundir import RunDir
 
 LEDGER_COLUMNS = (
-    "tag",
-    "parent",
-    "decision",
-    "basis",
-    "Δ̄",
-    "p",
-    "bar",
-    "rollouts",
-    "$ runner",
-    "$ optimizer",
-    "note",
-)
+    "tag", "parent", "decision", "basis", "Δ̄", "p", "bar", "rollouts", "$ runner", "$ optimizer", "note",
+)  # fmt: skip
 
 
 def refresh(rundir: RunDir) -> None:
@@ -85,19 +74,9 @@ def render_ledger(run_id: str, decisions: list[dict[str, Any]]) -> str:
 
 def render_rejected(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keys = (
-        "tag",
-        "parent",
-        "gated_against",
-        "note",
-        "basis",
-        "changed_files",
-        "diff",
-        "fixed",
-        "broke",
-        "delta_mean",
-        "p_value",
-        "bar",
-    )
+        "tag", "parent", "gated_against", "note", "basis", "changed_files", "diff", "fixed", "broke",
+        "delta_mean", "p_value", "bar",
+    )  # fmt: skip
     return [
         {k: e.get(k) for k in keys} | ({"merged_from": e["merged_from"]} if e.get("merged_from") else {})
         for e in decisions

@@ -1,8 +1,6 @@
 """Accepted siblings not merged yet: the reminder the design calls "required" before a stop.
 
-When two siblings (same parent) were both accepted and fixed disjoint val tasks, the best holds only the
-later edit; ``capevolve spend`` names the pair until ``capevolve merge`` builds (and the gate judges) a
-candidate from both."""
+Two accepted siblings that fixed disjoint val tasks leave the best with only the later edit."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ from ..._store.log.event_kinds import DECISION, WORK_CREATED
 
 
 def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs of accepted siblings with disjoint ``fixed`` tasks no merge combines yet, oldest first:
-    ``{"tags", "parent", "fixed", "command"}``."""
+    """Pairs of accepted siblings with disjoint ``fixed`` tasks that no merge combines yet, oldest first."""
     accepted: dict[str, list[Mapping[str, Any]]] = {}
     merged: list[set[str]] = []
     for event in events:

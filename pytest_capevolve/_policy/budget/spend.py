@@ -1,13 +1,12 @@
 """What the run has spent, what the next round would cost, and whether to go on.
 
-``capevolve spend`` prints :func:`spend_report` before an optimizer proposes siblings: the best's numbers,
-everything spent, every ceiling, whether N siblings fit (:func:`..stop.afford.afford`), the stop condition
-against the actuals, and a recommendation (stop / narrow_scope / continue) with its reason. Pays and writes
+``capevolve spend`` prints :func:`spend_report` before an optimizer proposes siblings; it pays and writes
 nothing."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,18 +31,13 @@ NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fann
 DEFAULT_NULLS = 2  # the gate's default number of null controls
 
 
-# -- the report ---------------------------------------------------------------------------------
-
-
 def _optimizer_spend(state: dict[str, Any], decisions: list[dict[str, Any]]) -> dict[str, float]:
     spent = state.get("spent", {})
-    out = {}
-    for key in ("optimizer_usd", "optimizer_tokens", "optimizer_seconds"):
-        if key in spent:
-            out[key] = float(spent[key] or 0)
-        else:  # older or partial state: the decisions' own lines, else nothing spent
-            out[key] = float(sum(float(d.get(key) or 0) for d in decisions))
-    return out
+    # older or partial state: the decisions' own lines, else nothing spent
+    return {
+        key: float(spent[key] or 0) if key in spent else float(sum(float(d.get(key) or 0) for d in decisions))
+        for key in ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
+    }
 
 
 def _ceiling(used: float, limit: float | None, counts: str) -> dict[str, Any]:
@@ -61,8 +55,8 @@ def spend_report(
     now: float | None = None,
     loop: bool = False,
 ) -> dict[str, Any]:
-    """The ``capevolve spend`` object (docs/how-to/run-the-loop.md lists its keys); pays nothing. ``loop``:
-    the run is handed to a loop, whose gates take its schedule unless the spec names one."""
+    """The ``capevolve spend`` object (docs/how-to/run-the-loop.md lists its keys). ``loop``: the run is
+    handed to a loop, whose gates take its schedule unless the spec names one."""
     state = rundir.state.read_state()
     events = rundir.log.events()
     splits = rundir.splits() or {"train": [], "val": [], "test": []}
@@ -179,14 +173,10 @@ def _spent_json(
     optimizer: dict[str, float],
     now: float | None,
 ) -> dict[str, Any]:
-    by_split: dict[str, int] = {}
-    task_evals = {"rollouts": 0, "usd": 0.0}  # capevolve eval-task: diagnosis, never evidence
-    for event in events:
-        if event.get("kind") == ROLLOUT:
-            by_split[str(event.get("split"))] = by_split.get(str(event.get("split")), 0) + 1
-        elif event.get("kind") == TASK_EVAL:
-            task_evals["rollouts"] += int(event.get("rollouts") or 0)
-            task_evals["usd"] += float(event.get("cost_usd") or 0.0)
+    by_split = Counter(str(e.get("split")) for e in events if e.get("kind") == ROLLOUT)
+    task_evals = [
+        e for e in events if e.get("kind") == TASK_EVAL
+    ]  # capevolve eval-task: diagnosis, never evidence
     rollouts = int(state["spent"]["metric_calls"])
     runner_usd = float(state["spent"]["usd"])
     total_usd = runner_usd + optimizer["optimizer_usd"]
@@ -195,8 +185,11 @@ def _spent_json(
     wall = None if first_ts is None else max(0.0, clock - first_ts)
     return {
         "rollouts": rollouts,
-        "rollouts_by_split": by_split,
-        "task_evals": {"rollouts": task_evals["rollouts"], "usd": money(task_evals["usd"])},
+        "rollouts_by_split": dict(by_split),
+        "task_evals": {
+            "rollouts": sum(int(e.get("rollouts") or 0) for e in task_evals),
+            "usd": money(sum(float(e.get("cost_usd") or 0.0) for e in task_evals)),
+        },
         "runner_usd": money(runner_usd),
         "runner_usd_per_rollout": money(runner_usd / rollouts) if rollouts else None,
         "runner_spend_metered": None if rollouts == 0 else runner_usd > 0,
@@ -221,7 +214,6 @@ def _constraints(
     val_ids: list[str],
     trials: int,
 ) -> dict[str, Any]:
-    best = best_json["tag"]
     actuals = sc.Actuals(
         val_mean=best_json["val_mean"],
         val_full=best_json["full_val"],
@@ -230,7 +222,7 @@ def _constraints(
         rollouts=spent["rollouts"],
         iterations=spent["iterations"],
         stall=spent["stall"],
-        task_means=_guard_means(condition, records, best, val_ids, trials),
+        task_means=_guard_means(condition, records, best_json["tag"], val_ids, trials),
         val_task_ids=tuple(val_ids),
     )
     return {
@@ -290,27 +282,24 @@ def _out_of_reach(reach: Mapping[str, Any]) -> str | None:
 def _guard_means(
     condition: sc.StopCondition, records: ByTag, best: str, val_ids: list[str], trials: int
 ) -> dict[str, tuple[float | None, float | None]]:
-    out: dict[str, tuple[float | None, float | None]] = {}
-    for p in condition.predicates:
-        if p.kind != NO_REGRESS or p.task is None or p.task not in val_ids:
-            continue
-        pair = []
-        for tag in (best, SEED_TAG):
-            value = stats.task_means(reward_matrix(records.get(tag, {}), [p.task], trials))[0]
-            pair.append(None if value != value else float(value))  # nan: no valid trial
-        out[p.task] = (pair[0], pair[1])
-    return out
+    def mean(tag: str, task: str) -> float | None:
+        value = stats.task_means(reward_matrix(records.get(tag, {}), [task], trials))[0]
+        return None if value != value else float(value)  # nan: no valid trial
+
+    return {
+        p.task: (mean(best, p.task), mean(SEED_TAG, p.task))
+        for p in condition.predicates
+        if p.kind == NO_REGRESS and p.task is not None and p.task in val_ids
+    }
 
 
 def _guard_suffix(constraints: dict[str, Any]) -> str:
     guards = [p for p in constraints["predicates"] if p["role"] == "guard" and not p["met"]]
-    broken = [p for p in guards if "note" not in p]
-    unmeasured = [p for p in guards if "note" in p]
     suffix = ""
-    if broken:
-        suffix += " Guard(s) not holding: " + ", ".join(f"task {p['task']}" for p in broken) + "."
-    if unmeasured:
-        suffix += " Guard(s) unmeasured: " + ", ".join(f"task {p['task']}" for p in unmeasured) + "."
+    for state, noted in (("not holding", False), ("unmeasured", True)):  # a note: no data to measure it
+        tasks = [f"task {p['task']}" for p in guards if ("note" in p) == noted]
+        if tasks:
+            suffix += f" Guard(s) {state}: {', '.join(tasks)}."
     if constraints["ambiguous"]:
         suffix += (
             f" {len(constraints['ambiguous'])} clause(s) of the stop condition could not be read "
@@ -375,9 +364,6 @@ def _recommend(
         names = ", ".join(b["ceiling"] for b in can.blockers)
         return say("narrow_scope", f"the requested siblings would cross {names}, one would not: propose one.")
     return say("continue", f"no ceiling within {NARROW_AT:.0%} and no goal met.")
-
-
-# -- the table ---------------------------------------------------------------------------------
 
 
 def _num(value: Any, spec: str = ".4f") -> str:

@@ -1,8 +1,6 @@
 """How much of val the run has used up: the α budget's state and the calibration alarm.
 
-Read by ``capevolve spend`` and the gate's summary: decisions made on val, the α the next gets, and the MDE
-(80 % power) at that α with this val and the deltas' spread. When ``gate_min_effect`` is out of reach the
-advice is plain: refresh val, or stop. Pure."""
+The MDE (80 % power) at the next decision's α says when ``gate_min_effect`` is out of reach. Pure."""
 
 from __future__ import annotations
 

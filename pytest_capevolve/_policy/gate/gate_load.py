@@ -1,10 +1,8 @@
 """Explore fast, gate slow, gate alone: the load a gate's rollouts were paid under.
 
-A rollout can depend on load (timeouts, rate limits, a shared GPU), so each paying session logs its
-``session_load`` and a gate session warns, in its summary and every verdict: when another session was
-paying on the project as it started or judged (a warning: the verdict stands on its rollouts), and when it
-paid at a load other than its null controls' (the run's one measure of noise; the nulls' reward mean per
-load is given). Sessions with no recorded load are not mentioned. Pure."""
+A rollout can depend on load (timeouts, rate limits, a shared GPU), so a gate warns when another session was
+paying on the project, or when it paid at a load other than its null controls' (the run's one measure of
+noise). Pure."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""``capevolve judge-noise TAG``: re-score a tag's and the best's persisted val outputs with the adapter's
-stochastic scorer, r times each — no rollout paid — and split the paired delta's variance into the judge's
-share and the agent's (:mod:`..._stats.judge_noise`).
+"""``capevolve judge-noise TAG``: split the paired delta's variance into the judge's share and the agent's.
 
-Writes nothing: a re-score measures the judge, never a new reward."""
+Re-scores persisted val outputs with the adapter's stochastic scorer; pays no rollout and writes nothing."""
 
 from __future__ import annotations
 
@@ -50,8 +48,8 @@ def judge_noise(
     rescores: int,
     cost_ratio: float | None = None,
 ) -> dict[str, Any]:
-    """The split for ``tag`` against ``against`` on val from ``rescores`` re-scores per output;
-    ``cost_ratio``: a rollout's agent run in judge calls (None: r, said as assumed)."""
+    """The split for ``tag`` against ``against`` on val. ``cost_ratio``: a rollout's agent run in judge calls
+    (None: r, said as assumed)."""
     if not declared_stochastic(adapter):
         raise JudgeNoiseRefusal(
             f"{type(adapter).__name__} does not declare stochastic_score = True: its score() is "
@@ -133,9 +131,8 @@ class HeldToEvents:
 
 
 def recorded_rescores(rundir: RunDir) -> RescoresByTag:
-    """tag → (task, trial) → the r re-scores of each valid val record carrying them, from the files. Each
-    file is held to its event's sha256 (``[1, 0, 1, 0]`` rewritten ``[0.5] * 4`` keeps the mean and hides
-    the judge's noise): a mismatch raises :class:`EditedRescores`."""
+    """tag → (task, trial) → the re-scores of each valid val record, each file held to its event's sha256
+    (``[1, 0, 1, 0]`` rewritten ``[0.5] * 4`` keeps the mean and hides the judge's noise)."""
     found: RescoresByTag = {}
     held = HeldToEvents(rundir)
     for record in rundir.rollouts.rollouts(GATE_SPLIT):

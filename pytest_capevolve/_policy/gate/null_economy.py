@@ -1,8 +1,7 @@
 """When null controls stop being paid for: once one has shown a spread of exactly 0.
 
-A reproducible agent's null shows every delta exactly 0, and another null of the same best under the same
-locked harness can only repeat that. So planning keeps the best's identical null (it costs nothing and
-still sets the floor) and pays for no other until the best changes. Pays nothing."""
+Another null of the same best under the same locked harness can only repeat that, so planning keeps it (it
+still sets the floor) and pays for no other until the best changes."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from ..._store.rundir import RunDir
 
 
 def identical_null(rundir: RunDir, best: str, n_tasks: int, nulls: int) -> str | None:
-    """The first of the best's nulls whose checked verdict covers all ``n_tasks`` val tasks with every
-    delta exactly 0."""
+    """The first of the best's nulls whose checked verdict has every one of ``n_tasks`` deltas exactly 0."""
     for i in range(1, nulls + 1):
         tag = f"{best}-null{i}"
         if tag not in rundir.snapshots.known_tags():

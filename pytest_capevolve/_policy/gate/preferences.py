@@ -1,11 +1,8 @@
 """A judge's preferences between a candidate's and its best's outputs: ``gate_mode: pairwise``.
 
-Controller only, after the run loop: for every (task, trial) valid on both arms, the adapter's ``prefer()``
-judges the two stored outputs (each held to its event's sha256) in both orders, so a lean to a position
-cancels. Each judgement is logged as a ``preference`` event (A = best, B = candidate) and never asked
-again; only a gate session judges. The session first logs ``judging`` (claim, pair, cells) and each
-``preference`` names it: a judgement no claim holds, or a cell judged twice, is refused before anything
-reads it. A task's net preference (B wins − A wins) is what the ``pairwise`` rule tests."""
+Each (task, trial) valid on both arms is judged in both orders, so a lean to a position cancels, and logged
+as a ``preference`` event under its session's ``judging`` claim: a judgement no claim holds, or a cell judged
+twice, is refused before anything reads it. Controller only, after the run loop."""
 
 from __future__ import annotations
 
@@ -83,8 +80,22 @@ def judge_missing(
         b, a = candidate[cell], best[cell]
         try:
             outputs = _held_outputs(rundir, held, a, b)
-            for order in missing if outputs is not None else []:
-                _judge_one(rundir, adapter, pool[b.task_id], (tag, against), b, outputs, order)
+            if outputs is None:
+                continue
+            for order in missing:
+                seed = b.seed + JUDGE_SEED_STRIDE * PREFERENCE_ORDERS.index(order)
+                said = prefer_in_order(adapter, pool[b.task_id], *outputs, order=order, seed=seed)
+                rundir.log.append_event(
+                    PREFERENCE,
+                    tag=tag,
+                    against=against,
+                    task_id=b.task_id,
+                    trial=b.trial,
+                    order=order,
+                    seed=seed,
+                    preference=said,
+                    claim=rundir.claims.claim_id,
+                )
         except Exception as exc:  # a judge is called like score(): its failure is missing data
             problems.append(f"{b.task_id} trial {b.trial}: {exc}")
             rundir.log.append_event(JUDGE_FAILED, tag=tag, against=against, task_id=b.task_id, trial=b.trial)
@@ -114,37 +125,12 @@ def _held_outputs(
     return full_a.output, full_b.output
 
 
-def _judge_one(
-    rundir: RunDir,
-    adapter: Any,
-    task: Task,
-    pair: tuple[str, str],
-    b: RolloutRecord,
-    outputs: Any,
-    order: str,
-) -> None:
-    seed = b.seed + JUDGE_SEED_STRIDE * PREFERENCE_ORDERS.index(order)
-    said = prefer_in_order(adapter, task, outputs[0], outputs[1], order=order, seed=seed)
-    rundir.log.append_event(
-        PREFERENCE,
-        tag=pair[0],
-        against=pair[1],
-        task_id=b.task_id,
-        trial=b.trial,
-        order=order,
-        seed=seed,
-        preference=said,
-        claim=rundir.claims.claim_id,
-    )
-
-
 def task_nets(
     judged: Judged, task_ids: Sequence[str], trials: set[tuple[str, int]], redrawn: set[tuple[str, int]]
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
-    """Each task's net preference over ``trials`` judged in both orders (None when none was), in
-    ``task_ids`` order; the cells judged in one order only (missing: the failed order could be the one that
-    cancels a lean); and the nets at worst (each such cell, and each in ``redrawn``, as the best preferred
-    in both) with their count."""
+    """Each task's net preference over ``trials`` judged in both orders; the cells judged in one order only
+    (missing: the failed order could be the one that cancels a lean); and the nets at worst (each such cell,
+    and each in ``redrawn``, as the best preferred in both) with their count."""
     per_task: dict[str, list[str]] = {}
     worst: dict[str, list[str]] = {}
     one_way: list[str] = []
@@ -196,9 +182,8 @@ def pairwise_nets(
     prefer: Prefer | None,
     redrawn: set[tuple[str, str, str, int]],
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
-    """The net preferences a ``pairwise`` verdict reads: judged first where ``prefer`` is given, else from
-    the log alone; what kept judgements from being made; and the nets at worst (:func:`task_nets`).
-    ``redrawn``: the keys paid again after an infra error (:attr:`.verdicts.Evidence.redrawn`)."""
+    """The net preferences a ``pairwise`` verdict reads (:func:`task_nets`), judged first where ``prefer``
+    is given, else from the log alone."""
     arms = by_tag.get(tag, {}), by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
     wanted = set(task_ids)

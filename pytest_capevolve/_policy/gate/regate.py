@@ -1,18 +1,15 @@
 """A verdict re-derived from a run's persisted val rollouts, as the session decided it.
 
-Used by ``capevolve gate`` (pays no rollout) and whatever asks again what a gate said. A grown verdict
-(look > 1) is re-judged as decided: at its pooled trials and its look's α. An override that departs from
-the recorded settings asks a **what-if**: shown, marked as not the decision (:func:`departures`), and the
-CLI exits with the what-if code, never accept.
-
-Both the session and this module judge the same evidence (:func:`first_evidence`: each rollout's first
-logged outcome) and pass the verdict through one list, :data:`VERDICT_PASSES`, so they cannot differ."""
+An override that departs from the recorded settings asks a what-if: shown, marked as not the decision, never
+an accept's exit. The session and ``capevolve gate`` judge the same evidence and take the same
+:data:`VERDICT_PASSES`, so they cannot differ."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import partial
 from typing import Any, cast
 
 from ..._decide.basis import Basis
@@ -47,8 +44,7 @@ class GateAsk:
 def val_evidence(
     spec: Spec, rundir: RunDir, val_ids: list[str], trials: int | None = None, tags: list[str] | None = None
 ) -> Evidence:
-    """The run's val evidence (``tags`` only when given, from the index) at ``trials`` trials, each rollout
-    at its first logged outcome."""
+    """The run's val evidence, each rollout at its first logged outcome."""
     by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT, tags))
     return first_evidence(spec, rundir, by_tag, val_ids, trials or spec.num_trials)[0]
 
@@ -79,25 +75,18 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
     by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT, tags))
     trials = int(as_decided["trials"]) if looks is not None and as_decided else spec.num_trials
     evidence, repaid = first_evidence(spec, rundir, by_tag, val_ids, trials)
+    asked = partial(
+        gate_config, spec, mode=ask.gate_mode, k_se=ask.k_se, veto_regressions=ask.veto_regressions
+    )
     if looks is None:
-        config = gate_config(
-            spec, mode=ask.gate_mode, k_se=ask.k_se, alpha=ask.alpha, veto_regressions=ask.veto_regressions
-        )
+        config = asked(alpha=ask.alpha)
         if level is not None and ask.alpha is None:  # the level it had: family share, look, schedule
             config = replace(config, alpha=level.alpha)
         nulls = [_null_delta(v) for v in (rundir.verdicts.verdict(t) for t in null_tags) if v is not None]
     else:  # grown: at its pooled trials and its look's level; its null controls judged so too
-        assert as_decided is not None
         alpha = ask.alpha if ask.alpha is not None else Fraction(looks["decision_alpha"])
-        config = gate_config(
-            spec,
-            mode=ask.gate_mode,
-            k_se=ask.k_se,
-            alpha=alpha,
-            veto_regressions=ask.veto_regressions,
-            look=int(looks["look"]),
-            max_looks=int(looks.get("max_looks", spec.grow_max_looks)),
-        )
+        max_looks = int(looks.get("max_looks", spec.grow_max_looks))
+        config = asked(alpha=alpha, look=int(looks["look"]), max_looks=max_looks)
         nulls = [_null_delta(evidence.judge(t, against, null_config(config)).to_dict()) for t in null_tags]
     verdict = evidence.judge(ask.tag, against, config, [n for n in nulls if n is not None] or None)
     verdict = passed(Passing.as_recorded(spec, repaid, as_decided, ask), verdict)
@@ -149,8 +138,7 @@ def _what_if(
 
 
 def departures(recorded: dict[str, Any] | None, ask: GateAsk, level: DecidedLevel | None) -> list[str]:
-    """The overrides of ``ask`` that depart from the settings ``recorded`` was decided under, each as
-    ``"--flag VALUE (the decision: ...)"``; empty with no recorded verdict."""
+    """The overrides of ``ask`` that depart from the settings ``recorded`` was decided under."""
     if recorded is None:
         return []
     found = []
@@ -236,8 +224,7 @@ def _looks(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class Passing:
-    """What the verdict passes read beside the verdict: the spec, repaid rollouts, counted first looks (tag
-    → seq), harness-changed labels, command-line overrides, why the α schedule was taken, the veto."""
+    """What the verdict passes read beside the verdict."""
 
     spec: Spec
     repaid: Mapping[str, int]
@@ -308,36 +295,28 @@ def passed(
 
 
 def with_label(verdict: Verdict, labels: Mapping[str, dict[str, Any]] | None) -> Verdict:
-    """The verdict with its harness-changed label, in its details and as a warning."""
+    """The verdict with its harness-changed (or fresh-val) label, in its details and as a warning."""
     label = (labels or {}).get(verdict.tag)
     if not label:
         return verdict
-    if label.get("fresh_val"):
+    key = "fresh_val" if label.get("fresh_val") else "harness_changed"
+    booked = f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']}"
+    if key == "fresh_val":
         level = decided_level(verdict.to_dict())
         at = f" ({label['earlier_level']})" if label.get("earlier_level") else ""
         here = level.text if level else "this run's level"
-        said_line = (
-            f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']}{at} on "
-            f"these bytes as {label['earlier_tag']!r}; judged here at {here}"
-        )
-        return replace(
-            verdict,
-            details={**verdict.details, "fresh_val": dict(label)},
-            warnings=[*verdict.warnings, said_line],
-        )
-    said_line = (
-        f"{label['label']}: run {label['earlier_run']} booked {label['earlier_decision']} on these "
-        f"bytes as {label['earlier_tag']!r}; the harness differs ({', '.join(label['harness_changes'][:3])})"
-    )
-    details = {**verdict.details, "harness_changed": dict(label)}
+        said_line = f"{booked}{at} on these bytes as {label['earlier_tag']!r}; judged here at {here}"
+    else:
+        differs = ", ".join(label["harness_changes"][:3])
+        said_line = f"{booked} on these bytes as {label['earlier_tag']!r}; the harness differs ({differs})"
+    details = {**verdict.details, key: dict(label)}
     return replace(verdict, details=details, warnings=[*verdict.warnings, said_line])
 
 
 def with_settings(
     spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...], schedule_why: str | None = None
 ) -> Verdict:
-    """The verdict with the gate settings it was decided under and a warning naming those from the command
-    line, or the loop's α schedule taken by default."""
+    """The verdict with the gate settings it was decided under, warning of those from the command line."""
     settings = settings_of(spec)
     details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
     details["guards"] = guards_of(spec)
@@ -352,15 +331,12 @@ def with_settings(
 
 
 def with_looks(spec: Spec, verdict: Verdict, look: int, counted: int | None = None) -> Verdict:
-    """The verdict with its look (1 = the first gate) and the α schedule across looks. ``counted``: the seq
-    of the tag's verdict that was its look 1."""
+    """The verdict with its look and the α schedule across looks. ``counted``: the seq of the tag's verdict
+    that was its look 1."""
     if counted is None:
         record = looks_record(spec.gate_alpha, look, spec.grow_max_looks)
         return replace(verdict, details={**verdict.details, "looks": record})
-    record = {
-        **looks_record(spec.gate_alpha, look + 1, max(2, spec.grow_max_looks)),
-        "counted_look": counted,
-    }
+    record = {**looks_record(spec.gate_alpha, look + 1, max(2, spec.grow_max_looks)), "counted_look": counted}
     said_line = (
         f"the second look at {verdict.tag!r} against {verdict.against!r}: its first verdict decided "
         f"nothing (indecisive by coverage, verdict event seq {counted}) yet showed the data, so it "

@@ -1,9 +1,7 @@
-"""Verdicts from persisted rollouts: the glue between the run dir and :mod:`gate`.
+"""Verdicts from persisted rollouts: the glue between the run dir and the gate.
 
 Used by the gate session and by ``capevolve gate``, so a verdict re-derived from the same rollouts is the
-same. Gates only on val. Reads no file itself: callers hand it the records and lazy readers. A re-scored
-scorer's verdicts carry the judge's and agent's shares of Var(Δ̄), computed in :meth:`Evidence.judge` over
-the cells the gate compared, wherever a verdict is made."""
+same. Gates only on val."""
 
 from __future__ import annotations
 
@@ -29,6 +27,8 @@ from .judge_noise import GATE_SPLIT, EditedRescores, PerTask, RescoresByTag, rec
 from .preferences import Prefer, WorstCase, held_to_worst_case, pairwise_nets
 
 Nets = tuple[int, ...] | None  # each task's net preference, for a pairwise verdict
+# (tag, against) → the nets, what kept judgements from being made, and the nets at worst
+Preferences = Callable[[str, str], tuple[Nets, list[str], WorstCase]]
 
 
 def gate_config(
@@ -43,7 +43,7 @@ def gate_config(
     max_looks: int | None = None,
 ) -> GateConfig:
     """The gate's config for ``spec`` at α ``alpha`` (default the spec's), split across looks when the spec
-    allows growth; ``max_looks``: the looks the decision had, when more than the spec allows."""
+    allows growth."""
     decision_alpha = spec.gate_alpha if alpha is None else alpha
     looks = spec.grow_max_looks if max_looks is None else max_looks
     return GateConfig(
@@ -79,24 +79,13 @@ class Evidence:
         rescores: Callable[[], RescoresByTag] | None = None,
         redrawn: Callable[[], set[tuple[str, str, str, int]]] | None = None,
     ) -> None:
-        """``size_of(tag)``: snapshot bytes (``simplicity_tiebreak`` only); ``rescores()``: the recorded
-        re-scores (None: not re-scored); ``redrawn()``: keys whose first attempt was an infra error. Each
-        read once, on first need."""
-        self.by_tag = by_tag
-        self._read_redrawn = redrawn
-        self.task_ids = task_ids
-        self.num_trials = num_trials
-        self._size_of = size_of
+        """``rescores``: None when not re-scored; ``redrawn()``: keys whose first attempt was an infra error.
+        Each reader is called once, on first need."""
+        self.by_tag, self.task_ids, self.num_trials = by_tag, task_ids, num_trials
+        self._size_of, self._read_rescores, self._read_redrawn = size_of, rescores, redrawn
         self._sizes: dict[str, int] = {}
         self._cells: dict[str, evidence.Cells] = {}
-        self._read_rescores = rescores
-        # (tag, against) → net preferences per task, for a ``pairwise`` verdict (set by of_run),
-        # and what kept judgements from being made
-        self.preferences: Callable[[str, str], tuple[Nets, list[str], WorstCase]] = lambda tag, against: (
-            None,
-            [],
-            None,
-        )
+        self.preferences: Preferences = lambda tag, against: (None, [], None)  # set by of_run
         self._rescores: RescoresByTag | None = None
         self._refused = ""
 
@@ -111,8 +100,7 @@ class Evidence:
         prefer: Prefer | None = None,
     ) -> Evidence:
         """The evidence of a run's records with the run's readers, so no verdict lacks what another
-        carries. Re-scores are read only for a re-scored scorer; preferences only by a ``pairwise`` verdict
-        (judged where ``prefer`` is given, else read from the log)."""
+        carries."""
         from ..._store.readers.first_outcomes import redrawn_after_errors
 
         rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
@@ -144,11 +132,7 @@ class Evidence:
         return self._sizes[tag]
 
     def judge(
-        self,
-        tag: str,
-        against: str,
-        config: GateConfig,
-        null_deltas: list[float | Fraction] | None = None,
+        self, tag: str, against: str, config: GateConfig, null_deltas: list[float | Fraction] | None = None
     ) -> Verdict:
         """Gate ``tag`` against ``against`` on the trials both have (a grown best against an ungrown null:
         the null's trials)."""
@@ -209,8 +193,7 @@ class Evidence:
         return first
 
     def judge_noise(self, tag: str, against: str) -> dict[str, Any]:
-        """The split of Var(Δ̄) from the re-scores of the cells both have; ``{}`` without re-scores or with
-        fewer than two shared tasks."""
+        """The split of Var(Δ̄) from the re-scores of the cells both have; ``{}`` without."""
         if self._read_rescores is None:
             return {}
         if self._rescores is None:
@@ -264,13 +247,10 @@ def null_config(config: GateConfig) -> GateConfig:
 
 
 def as_null(verdict: Verdict) -> Verdict:
-    if verdict.decision == "accept":
-        return replace(
-            verdict,
-            warnings=[
-                *verdict.warnings,
-                "CALIBRATION ALARM: a byte-identical copy of the best "
-                "was accepted; the gate is not holding its error rate on this run",
-            ],
-        )
-    return verdict
+    if verdict.decision != "accept":
+        return verdict
+    alarm = (
+        "CALIBRATION ALARM: a byte-identical copy of the best was accepted; the gate is not holding its "
+        "error rate on this run"
+    )
+    return replace(verdict, warnings=[*verdict.warnings, alarm])

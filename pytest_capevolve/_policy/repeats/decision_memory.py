@@ -1,21 +1,22 @@
 """The project's memory of decided bytes, kept outside any one run folder.
 
-Reading other runs' logs forgets a run folder moved out or deleted, and then refuted bytes are gated
-afresh. So each booked decision is also remembered in ``.capevolve/decisions.jsonl``: bytes, val tasks (ids
-and content keys, so an overlapping or renamed val still matches), tag, run, decision, level and harness. A
-run folder still there is read from its log instead. Other projects are reached only through a shared
-ledger."""
+A run folder moved out or deleted would take its decisions along, and refuted bytes would be gated afresh: so
+each booked decision is also remembered in ``.capevolve/decisions.jsonl`` (bytes, val tasks by id and content
+key, tag, run, decision, level, harness). Other projects are reached only through a shared ledger."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._store.log.event_kinds import DECISION
 from ..._store.memory import project_memory, shared_ledger
 from ..._store.memory.task_keys import Tasks
+
+if TYPE_CHECKING:
+    from ..._store.rundir import RunDir
 
 KIND = "decisions"
 
@@ -25,40 +26,32 @@ def val_key(val_ids: Iterable[str]) -> str:
 
 
 def remember_decision(
-    project_dir: Path,
-    *,
-    run_id: str,
-    tag: str,
-    content_hash: str,
-    val_ids: Iterable[str],
-    decision: str,
-    level: str | None,
-    harness: dict[str, str] | None,
-    keys: dict[str, str] | None = None,
-    ledger: Path | None = None,
+    rundir: RunDir, project_dir: Path, tag: str, content_hash: str, decision: str, level: str | None
 ) -> None:
-    """``keys``: the run's id → content key; ``ledger``: the shared ledger, which gets the row too."""
-    val_ids = list(val_ids)
+    """Remember ``rundir``'s decision on ``tag`` in the project's memory, and in the run's shared ledger."""
+    from ..._store.memory import task_keys
+    from ..._store.readers.harness_lock import locked_harness
+
+    val_ids = list((rundir.splits() or {}).get("val", []))
     row = {
-        "run_id": run_id,
+        "run_id": rundir.run_id,
         "tag": tag,
         "content_hash": content_hash,
         "val": val_key(val_ids),
         "decision": decision,
         "level": level,
-        "harness": dict(harness or {}),
-        **Tasks.of(val_ids, keys).row("val"),
+        "harness": dict(locked_harness(rundir) or {}),
+        **Tasks.of(val_ids, task_keys.recorded(rundir)).row("val"),
     }
     project_memory.remember(project_dir, KIND, row)
-    shared_ledger.record(ledger, project_dir, KIND, row)
+    shared_ledger.record(shared_ledger.of_run(rundir), project_dir, KIND, row)
 
 
 def remembered_decisions(
     project_dir: Path, pool_keys: Iterable[str] = (), ledger: Path | None = None
 ) -> list[tuple[dict[str, Any], Tasks]]:
-    """Every remembered decision, oldest first (a row written twice is one), with the val tasks it was
-    taken on; from the shared ``ledger``, other projects' decisions matched by ``pool_keys`` (content only,
-    with their ``project``). Old rows hold the val digest only."""
+    """Every remembered decision, oldest first, with the val tasks it was taken on; from the shared
+    ``ledger``, other projects' decisions matched by ``pool_keys`` (content only, with their ``project``)."""
     seen: set[tuple[Any, ...]] = set()
     rows = []
     recalled = [(row, False) for row in project_memory.recalled(project_dir, KIND)]
@@ -67,9 +60,7 @@ def remembered_decisions(
         if not foreign:
             row = {k: v for k, v in row.items() if k != "project"}
         fields = (row.get("project"), row.get("run_id"), row.get("tag"), row.get("content_hash"))
-        if not all(isinstance(f, str) for f in fields[1:]) or fields in seen:
-            continue
-        if not isinstance(row.get("decision"), str):
+        if not all(isinstance(f, str) for f in (*fields[1:], row.get("decision"))) or fields in seen:
             continue
         seen.add(fields)
         rows.append((row, Tasks.from_row(row, "val", foreign=foreign)))
@@ -84,8 +75,7 @@ def decided_on(
     ledger: Path | None = None,
 ) -> list[tuple[str, list[str]]]:
     """(run, shared tasks) for every other run whose decisions were taken on a val holding some of
-    ``test_ids`` (by id or content), oldest first: from logs, the memory for runs gone, and the shared
-    ``ledger``."""
+    ``test_ids`` (by id or content): from logs, the memory for runs gone, and the shared ``ledger``."""
     from ..._store.files import RunDirError
     from ..._store.memory import task_keys
     from ..._store.rundir import RUNS_DIR, RunDir

@@ -1,13 +1,8 @@
 """A candidate is its bytes: the tag is a name, the content hash is the candidate.
 
-Bytes a run already holds (its ``candidate_registered`` events) are never paid for again under another tag:
-a new tag with known bytes is refused before anything is paid, with a reject (basis ``repeat``) naming the
-earlier tag, its decision and its level. Refusing rather than re-judging "in the same family" cannot be got
-wrong by a later change to how families are formed.
-
-Null controls (``<best>-null<i>``) are copies of the best by design and never refused; nor is a
-``--capevolve-rerun`` of undecided bytes (a replicate). Controller side or the CLI; pays and writes
-nothing."""
+Bytes already decided are never paid for again under another tag: refused before anything is paid, naming
+the earlier tag, its decision and its level (refusing rather than re-judging cannot be got wrong by a later
+change to how families are formed). Null controls and a ``--capevolve-rerun`` of undecided bytes are not."""
 
 from __future__ import annotations
 
@@ -81,8 +76,7 @@ class Earlier:
 
 
 def registered_hashes(rundir: RunDir) -> dict[str, str]:
-    """Every tag the run's log registered with its content hash, in order, null controls left out; only
-    those lines are decoded."""
+    """Every tag the run's log registered with its content hash, in order, null controls left out."""
     hashes: dict[str, str] = {}
     for event in rundir.log.of_kinds(CANDIDATE_REGISTERED):
         tag, digest = event.get("tag"), event.get("content_hash")
@@ -97,10 +91,11 @@ def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier 
     same = [t for t, d in registered_hashes(rundir).items() if d == digest and t != besides]
     if not same:
         return None
-    booked: dict[str, str] = {}
-    for event in rundir.decisions():
-        if event.get("tag") in same and isinstance(event.get("decision"), str):
-            booked[str(event["tag"])] = str(event["decision"])
+    booked = {
+        str(e["tag"]): str(e["decision"])
+        for e in rundir.decisions()
+        if e.get("tag") in same and isinstance(e.get("decision"), str)
+    }
     tag = next((t for t in same if t in booked), same[0])
     level = decided_level(rundir.verdicts.verdict(tag)) if tag in booked else None
     return Earlier(tag, rundir.run_id, booked.get(tag), level.text if level else None)
@@ -108,12 +103,8 @@ def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier 
 
 def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = None) -> dict[str, Earlier]:
     """content hash → the first decided tag with those bytes in another run of the project on a val sharing
-    tasks with this run's.
-
-    A harness that differs is reported (:attr:`Earlier.harness_changes`), not a way round: re-gating after
-    a harness fix is asked for with ``--capevolve-harness-changed``. Tasks match by id or content; a
-    disjoint val is a fresh look (:attr:`Earlier.fresh`), not refused. ``harness_now`` stands in for a new
-    run's lock. Other projects count only through the spec's shared ledger (:attr:`Earlier.shared`)."""
+    tasks with this run's. A harness that differs is reported, not a way round (re-gating after a harness
+    fix is asked for with ``--capevolve-harness-changed``). ``harness_now`` stands in for a new run's lock."""
     from ..._store.files import RunDirError
     from ..._store.memory import task_keys
     from ..._store.readers.harness_lock import locked_harness
@@ -190,8 +181,7 @@ def _decided_in_memory(
     present: set[str],
     found: _Found,
 ) -> None:
-    """The decisions the project's memory and shared ledger remember of runs not ``present``, into
-    ``found``."""
+    """The decisions the project's memory and shared ledger remember of runs not ``present``."""
     from ..._project import harness
 
     ledger = shared_ledger.of_run(rundir)
@@ -213,28 +203,13 @@ def _decided_in_memory(
 
 
 def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
-    """Remember a booked decision in the project's memory, so a run folder moved or deleted does not take
-    it along (nothing outside a project, or for an unregistered tag)."""
-    from ..._store.memory import task_keys
-    from ..._store.readers.harness_lock import locked_harness
-
+    """Remember a booked decision in the project's memory (:mod:`.decision_memory`)."""
     project = rundir.project_dir
     digest = registered_hashes(rundir).get(tag)
     if project is None or digest is None:
         return
     level = decided_level(rundir.verdicts.verdict(tag))
-    remember_decision(
-        project,
-        run_id=rundir.run_id,
-        tag=tag,
-        content_hash=digest,
-        val_ids=(rundir.splits() or {}).get("val", []),
-        decision=decision,
-        level=level.text if level else None,
-        harness=locked_harness(rundir),
-        keys=task_keys.recorded(rundir),
-        ledger=shared_ledger.of_run(rundir),
-    )
+    remember_decision(rundir, project, tag, digest, decision, level.text if level else None)
 
 
 def repeat_of(

@@ -1,8 +1,6 @@
-"""A new candidate whose text is a decided one's (:mod:`..._project.text_identity`): the same candidate for
-the gate, so the decision taken on it, at its level, stands — refused like an exact repeat, and said so.
+"""A new candidate whose text is a decided one's (:mod:`..._project.text_identity`): the same candidate.
 
-Only decided tags and the best are compared (undecided bytes have no decision to launder), each from its
-snapshot; a snapshot that no longer hashes to its registration is skipped. Pays and writes nothing."""
+Only decided tags and the best are compared (undecided bytes have no decision to launder)."""
 
 from __future__ import annotations
 

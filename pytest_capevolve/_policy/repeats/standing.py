@@ -1,9 +1,7 @@
 """The first decision stands: a registered tag's verdict, once it decided, is not taken again.
 
-A gate session asked for a tag with a decisive verdict does not judge it again (not alone after a Holm
-round, not against a new best, not under new flags): it re-derives the recorded decision at its level
-(:func:`..gate.regate.regate`), pays and writes nothing, and exits with that decision's code. A verdict that
-decided nothing may be resumed, and a provisional one grown. Controller side or the CLI."""
+A gate session asked for it re-derives the recorded decision at its level, pays and writes nothing, and exits
+with that decision's code; a verdict that decided nothing may be resumed, and a provisional one grown."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Whether more rollouts fit the run's budget: the ceilings and the pure affordability check.
 
-:func:`afford` is pure, so a planner can refuse before paying a plan that would cross ``max_usd`` at the
-run's measured $/rollout; :class:`Ceilings` are the spec's tightened by the stop condition's caps. Reads
-and writes no run dir."""
+Pure, so a planner can refuse before paying a plan that would cross a ceiling at the run's measured
+$/rollout."""
 
 from __future__ import annotations
 
@@ -18,12 +17,7 @@ from .stop_terms import ITERATIONS, ROLLOUTS, STALL, USD
 UNKNOWN = "unknown"
 
 # A stop condition's caps tighten the spec ceiling of the same quantity.
-_CAP_CEILING = {
-    USD: "max_usd",
-    ROLLOUTS: "max_metric_calls",
-    ITERATIONS: "max_iterations",
-    STALL: "stall",
-}
+_CAP_CEILING = {USD: "max_usd", ROLLOUTS: "max_metric_calls", ITERATIONS: "max_iterations", STALL: "stall"}
 
 
 @dataclass(frozen=True)
@@ -38,12 +32,7 @@ class Ceilings:
 
     @classmethod
     def from_spec(cls, spec: Spec, condition: sc.StopCondition | None = None) -> Ceilings:
-        limits: dict[str, float | None] = {
-            "max_metric_calls": spec.max_metric_calls,
-            "max_usd": spec.max_usd,
-            "max_iterations": spec.max_iterations,
-            "stall": spec.stall,
-        }
+        limits: dict[str, float | None] = {name: getattr(spec, name) for name in _CAP_CEILING.values()}
         sources: dict[str, str] = {}
         for p in condition.predicates if condition is not None else ():
             name = _CAP_CEILING.get(p.kind)
@@ -66,9 +55,8 @@ class Ceilings:
 
 @dataclass(frozen=True)
 class Affordability:
-    """Whether ``rollouts_needed`` more rollouts (and ``decisions_needed`` decisions) fit: True, False
-    (``blockers`` name each ceiling crossed) or ``"unknown"`` (no rollout measured yet, or unmetered
-    rollouts under ``max_usd``)."""
+    """Whether more rollouts fit: True, False (``blockers`` name each ceiling crossed) or ``"unknown"`` (no
+    rollout measured yet, or unmetered rollouts under ``max_usd``)."""
 
     rollouts_needed: int
     usd_per_rollout: float | None
@@ -107,9 +95,7 @@ def afford(
     optimizer_usd_per_decision: float | None = None,
 ) -> Affordability:
     """Would ``rollouts_needed`` more rollouts and ``decisions_needed`` decisions cross a ceiling? $ is
-    projected at the measured runner $/rollout plus the optimizer's $/decision when known. ``max_usd``:
-    runner + optimizer; ``max_metric_calls``: rollouts; ``max_iterations``: decisions; ``stall`` blocks
-    once stalled."""
+    projected at the measured runner $/rollout plus the optimizer's $/decision when known."""
     blockers: list[dict[str, Any]] = []
     notes: list[str] = []
     metered: bool | None = None
@@ -139,12 +125,8 @@ def afford(
 
     cap = ceilings.max_metric_calls
     if cap is not None and rollouts_spent + rollouts_needed > cap:
-        block(
-            "max_metric_calls",
-            rollouts_spent,
-            rollouts_needed,
-            f"{rollouts_spent} + {rollouts_needed} rollouts >",
-        )
+        text = f"{rollouts_spent} + {rollouts_needed} rollouts >"
+        block("max_metric_calls", rollouts_spent, rollouts_needed, text)
     usd_needed: float | None = None
     if rate is not None:
         usd_needed = rollouts_needed * rate
@@ -180,11 +162,9 @@ def afford(
 
 def missing_rollouts(records: ByTag, tags: Iterable[str], task_ids: Sequence[str], num_trials: int) -> int:
     """Rollouts still owed for ``tags`` on these tasks (an infra error counts as missing)."""
-    missing = 0
-    for tag in tags:
-        arm = records.get(tag, {})
-        for task_id in task_ids:
-            for k in range(num_trials):
-                record = arm.get((task_id, k))
-                missing += record is None or record.infra_error is not None
-    return missing
+    cells = [(task_id, k) for task_id in task_ids for k in range(num_trials)]
+    return sum(
+        record is None or record.infra_error is not None
+        for tag in tags
+        for record in (records.get(tag, {}).get(cell) for cell in cells)
+    )

@@ -1,9 +1,7 @@
 """The spec's free-text ``stop_condition``, read by a fixed grammar — never guessed.
 
-"stop at val mean ≥ 0.8, $5 or 2 hours; never break task n07" is cut into clauses (commas, semicolons,
-newlines, "or", "and"); each becomes one :class:`Predicate` or one :class:`Ambiguity` saying why it could
-not be read. A vague clause is reported, never made a number; a target on test is refused (it is sealed).
-Pure; :func:`parse` never raises."""
+Each clause becomes one :class:`Predicate` or one :class:`Ambiguity` saying why it could not be read: a vague
+clause is reported, never made a number. Pure; :func:`parse` never raises."""
 
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .stop_grammar import read_clause
-from .stop_terms import ITERATIONS, NO_REGRESS, ROLLOUTS, SECONDS, STALL, USD, VAL_MEAN, Ambiguity, Predicate
+from .stop_terms import NO_REGRESS, VAL_MEAN, Ambiguity, Predicate
 
 
 @dataclass(frozen=True)
@@ -47,8 +45,6 @@ class Actuals:
     task_means: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
     val_task_ids: tuple[str, ...] | None = None  # when given, a guard on another task says so
 
-
-# -- splitting ------------------------------------------------------------------------------------
 
 # "whichever comes first" and friends join clauses; they are not a condition of their own.
 _FILLER = re.compile(
@@ -94,17 +90,12 @@ def parse(text: str | None) -> StopCondition:
     return StopCondition(text, tuple(clauses), tuple(predicates), tuple(ambiguous))
 
 
-# -- evaluation ----------------------------------------------------------------------------------
-
-
 def _compare(actual: float, op: str, number: float) -> bool:
     return actual > number if op == ">" else actual >= number
 
 
 def evaluate(condition: StopCondition, actuals: Actuals) -> list[dict[str, Any]]:
-    """Each predicate with its measured ``actual`` and ``met``: a cap when reached, the goal when the
-    best's mean over every val task reaches it, a guard while the best is not below the seed on its task;
-    no data: unmet, with a note."""
+    """Each predicate with its measured ``actual`` and ``met``; without data, unmet with a note."""
     out = []
     for p in condition.predicates:
         row = p.to_json()
@@ -126,14 +117,8 @@ def evaluate(condition: StopCondition, actuals: Actuals) -> list[dict[str, Any]]
                 note = f"task {p.task!r} is not a val task: a guard is checked on val, so it is unmeasured"
             elif best is None or seed is None:
                 note = f"task {p.task!r} has no valid val rollout of both the best and the seed: unmeasured"
-        else:
-            actual = {
-                USD: actuals.usd,
-                SECONDS: actuals.seconds,
-                ROLLOUTS: actuals.rollouts,
-                ITERATIONS: actuals.iterations,
-                STALL: actuals.stall,
-            }[p.kind]
+        else:  # a cap: its kind names the field of Actuals it counts
+            actual = getattr(actuals, p.kind)
             met = _compare(float(actual), p.op, float(p.number or 0))
         row.update(actual=actual, met=met)
         if note:

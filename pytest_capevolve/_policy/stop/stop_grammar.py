@@ -1,19 +1,14 @@
 """The fixed grammar that reads one clause of a stop condition — never guessed.
 
-Used by :func:`.stop_condition.parse` once per clause: rules read, in order, guards ("don't
-regress task X"), stalls, money (USD only), rollouts, iterations, time, then a leftover number
-with a goal word as the val-mean target; each rule blanks what it read so no number counts twice.
-Anything left over, or more than one condition in a clause, is an :class:`.Ambiguity` that says
-what to write instead. Pure: a string in, a predicate or an ambiguity out.
-"""
+Rules read in order, each blanking what it read so no number counts twice; anything left over, or more than
+one condition in a clause, is an :class:`.Ambiguity` that says what to write instead. Pure."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from .stop_terms import ITERATIONS, NO_REGRESS, ROLLOUTS, SECONDS, STALL, USD, VAL_MEAN, Ambiguity, Predicate
-
-# -- the grammar ----------------------------------------------------------------------------------
 
 _NUM = r"(?<![\w.])(?P<num>(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)"
 _ANY_NUM = re.compile(_NUM)
@@ -27,6 +22,7 @@ _TIME_UNITS = {
     "w": 604800, "week": 604800, "weeks": 604800,
 }  # fmt: skip
 _ROUND_WORDS = r"(?:iterations?|iters?|rounds?|decisions?|generations?|candidates?|attempts?|tries)"
+_ROUNDS = r"(?:\s*" + _ROUND_WORDS + r")?"  # an optional unit after a stall's count
 
 _USD_PATTERNS = [
     (re.compile(r"(?:us)?\$\s*" + _NUM + r"(?:\s*(?:usd|dollars?))?" + _END), 1.0),
@@ -58,23 +54,16 @@ _STALL = [
         r"\b" + _NUM + r"\s*consecutive\s+(?:rejects?|rejections?|rejected\s+candidates?|failures?|"
         r"failed\s+(?:attempts?|candidates?)|non-?improvements?)" + _END
     ),
-    re.compile(
-        r"\bstall(?:s|ed|ing)?\s*(?:at|of|after|for|=|:|>=)?\s*"
-        + _NUM
-        + r"(?:\s*"
-        + _ROUND_WORDS
-        + r")?"
-        + _END
-    ),
+    re.compile(r"\bstall(?:s|ed|ing)?\s*(?:at|of|after|for|=|:|>=)?\s*" + _NUM + _ROUNDS + _END),
     re.compile(
         r"\bno\s+(?:more\s+)?(?:improvements?|progress|accepts?|acceptances?|gains?|new\s+best)\s+"
-        r"(?:for|in|after|over|within)\s+(?:the\s+last\s+)?" + _NUM + r"(?:\s*" + _ROUND_WORDS + r")?" + _END
+        r"(?:for|in|after|over|within)\s+(?:the\s+last\s+)?" + _NUM + _ROUNDS + _END
     ),
     re.compile(
         _NUM + r"\s*" + _ROUND_WORDS + r"\s+(?:in\s+a\s+row\s+)?without\s+(?:an?\s+|any\s+)?"
         r"(?:improvements?|progress|accepts?|acceptances?|gains?|new\s+best)" + _END
     ),
-    re.compile(r"\bplateau(?:s|ed|ing)?\s+(?:for\s+)?" + _NUM + r"(?:\s*" + _ROUND_WORDS + r")?" + _END),
+    re.compile(r"\bplateau(?:s|ed|ing)?\s+(?:for\s+)?" + _NUM + _ROUNDS + _END),
 ]
 _REJECT_TOTAL = re.compile(_NUM + r"\s*(?:rejects?|rejections?|failures?)" + _END)
 
@@ -148,33 +137,31 @@ def read_clause(clause: str) -> Predicate | Ambiguity:
 def _read_quantities(clause: str, rest: str, found: list[Predicate], problems: list[str]) -> str:
     """The caps (stall, USD, rollouts, iterations, time) into ``found``, other currencies and ambiguous
     reject counts into ``problems``; returns ``rest`` with them blanked."""
+
+    def take(pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:
+        """Each match of ``pattern`` in ``rest``, blanked as it is read."""
+        nonlocal rest
+        while (m := pattern.search(rest)) is not None:
+            rest = _blank(rest, m)
+            yield m
+
     for pattern in _STALL:
-        while (m := pattern.search(rest)) is not None:
-            found.append(Predicate(STALL, _number(m), clause))
-            rest = _blank(rest, m)
+        found += (Predicate(STALL, _number(m), clause) for m in take(pattern))
     for pattern in _OTHER_MONEY:
-        while (m := pattern.search(rest)) is not None:
-            unit = m.group("unit")
-            problems.append(f"unknown unit {unit!r}: budgets are counted in USD (write '$5' or '5 USD')")
-            rest = _blank(rest, m)
+        problems += (
+            f"unknown unit {m.group('unit')!r}: budgets are counted in USD (write '$5' or '5 USD')"
+            for m in take(pattern)
+        )
     for pattern, scale in _USD_PATTERNS:
-        while (m := pattern.search(rest)) is not None:
-            found.append(Predicate(USD, _number(m) * scale, clause))
-            rest = _blank(rest, m)
+        found += (Predicate(USD, _number(m) * scale, clause) for m in take(pattern))
     for kind, patterns in ((ROLLOUTS, _ROLLOUTS), (ITERATIONS, _ITERATIONS)):
         for pattern in patterns:
-            while (m := pattern.search(rest)) is not None:
-                found.append(Predicate(kind, _number(m), clause))
-                rest = _blank(rest, m)
-    while (m := _TIME.search(rest)) is not None:
-        found.append(Predicate(SECONDS, _number(m) * _TIME_UNITS[m.group("unit")], clause))
-        rest = _blank(rest, m)
-    while (m := _REJECT_TOTAL.search(rest)) is not None:
-        problems.append(
-            f"{m.group(0).strip()!r}: in a row or in total? write '{m.group('num')} rejects in a row' "
-            "for a stall"
-        )
-        rest = _blank(rest, m)
+            found += (Predicate(kind, _number(m), clause) for m in take(pattern))
+    found += (Predicate(SECONDS, _number(m) * _TIME_UNITS[m.group("unit")], clause) for m in take(_TIME))
+    problems += (
+        f"{m.group(0).strip()!r}: in a row or in total? write '{m.group('num')} rejects in a row' for a stall"
+        for m in take(_REJECT_TOTAL)
+    )
     return rest
 
 

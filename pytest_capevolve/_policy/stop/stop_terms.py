@@ -1,9 +1,4 @@
-"""The vocabulary of a stop condition: the predicate kinds, their units, and what a clause reads as.
-
-A clause of the spec's ``stop_condition`` becomes one :class:`Predicate` (a goal, a cap or a
-guard) or one :class:`Ambiguity`; :mod:`.stop_grammar` builds them, :mod:`.stop_condition`
-parses and evaluates them. Pure data, no I/O.
-"""
+"""The vocabulary of a stop condition: the predicate kinds, their units, and what a clause reads as. Pure."""
 
 from __future__ import annotations
 
@@ -18,17 +13,10 @@ ROLLOUTS = "rollouts"  # cap: rollouts paid (metric calls)
 ITERATIONS = "iterations"  # cap: decisions booked
 STALL = "stall"  # cap: rejects in a row
 NO_REGRESS = "no_regress"  # guard: a named task must not get worse than in the seed
-KINDS = (VAL_MEAN, USD, SECONDS, ROLLOUTS, ITERATIONS, STALL, NO_REGRESS)
-
 UNITS = {
-    VAL_MEAN: "mean reward",
-    USD: "USD",
-    SECONDS: "seconds",
-    ROLLOUTS: "rollouts",
-    ITERATIONS: "iterations",
-    STALL: "rejects in a row",
-    NO_REGRESS: "task mean",
-}
+    VAL_MEAN: "mean reward", USD: "USD", SECONDS: "seconds", ROLLOUTS: "rollouts", ITERATIONS: "iterations",
+    STALL: "rejects in a row", NO_REGRESS: "task mean",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,7 @@
 """Session kinds: one class per kind of capevolve session, chosen from one table.
 
-Controller only. The first kind in :data:`KINDS` whose ``asked`` says yes (evaluate, last, always does) is
-chosen, unless ``pytest_capevolve_make_session`` replaces it (as xdist lets a plugin replace its
-scheduler); its ``start`` plans under the locks and returns :class:`Started`, registered the same way for
-every kind. Each kind imports its machinery lazily inside ``start``."""
+Controller only. The first kind in :data:`KINDS` whose ``asked`` says yes (evaluate, last, always does),
+unless ``pytest_capevolve_make_session`` replaces it; each kind imports its machinery lazily in ``start``."""
 
 from __future__ import annotations
 

@@ -58,8 +58,7 @@ class SessionKind(Protocol):
     name: str
 
     def asked(self, config: pytest.Config, split: str) -> bool:
-        """Whether the options ask for this kind; ``pytest.UsageError`` for contradicting flags, before
-        anything is planned."""
+        """Whether the options ask for this kind (``pytest.UsageError`` for contradicting flags)."""
         ...
 
     def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:

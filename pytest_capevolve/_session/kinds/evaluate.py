@@ -1,9 +1,7 @@
-"""The evaluation kind: measure the candidates on a split and, with ``--capevolve-gate``, gate them against
-the best as one round (the default kind: no other was asked for).
+"""The evaluation kind (the default): measure the candidates and, with ``--capevolve-gate``, gate them.
 
-Controller only. Every kind that plans (this one, the sequential gate, a screen, a grow) plans under the
-project's lock and the run's (:func:`plan_locked`), so sessions started together get one run and never pay
-twice."""
+Controller only. Every kind that plans does so under the project's lock and the run's (:func:`plan_locked`),
+so sessions started together get one run and never pay twice."""
 
 from __future__ import annotations
 
@@ -51,8 +49,7 @@ def plan_locked(
 def plan_gated(
     config: pytest.Config, spec: Spec, pool_ids: list[str], split: str
 ) -> tuple[GateRequest, Planned, Persistence, RunDir, list[Verdict]]:
-    """Plan an evaluation: (the gate asked for, the plan, its persistence, the run, the refused
-    candidates)."""
+    """(the gate asked for, the plan, its persistence, the run, the refused candidates) of an evaluation."""
     from ..persistence import Persistence
     from ..planning import plan_evaluation
     from .finalize import test_reused_asked

@@ -20,8 +20,7 @@ COMMIT_MODES = ("auto", "none")
 
 
 def commit_mode(config: pytest.Config) -> str:
-    """``--capevolve-commit`` (else the ini's, else ``auto``): book the verdicts' decisions (``auto``) or
-    only write them (``none``)."""
+    """``--capevolve-commit`` (else the ini's, else ``auto``): book the decisions, or only write them."""
     commit = str(config.option.capevolve_commit or config.getini("capevolve_commit") or "auto")
     if commit not in COMMIT_MODES:
         raise pytest.UsageError(

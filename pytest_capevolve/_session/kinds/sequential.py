@@ -1,8 +1,5 @@
 """The sequential-gate kind (``--capevolve-gate --capevolve-sequential``): a gate that stops paying for a
-tag once its e-process decides it.
-
-Controller only. Planned as a gate; the live role :class:`..sequential_gate.SequentialGate` is registered
-after persistence and :class:`SequentialGateSession` concludes from what it decided, after Ctrl-C too."""
+tag once its e-process decides it. Controller only."""
 
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """At concurrency 1: the next rollout's request sent ahead, while this process handles the last.
 
-As soon as a rollout's answer is read, the next item's request goes to the same sandbox child if it is the
-same candidate's, so the child runs it while this process scores and persists
-(:meth:`..._items.nodes.RolloutItem.send_ahead`). Only the same candidate's: its code can kill this
-process, and the unpersisted rollout lost must be its own, never the arm it is compared with.
-
-Unchanged: one rollout at a time per child, checks and stamps before sending, deadlines from sending,
-records as at concurrency 1. An answer for an item that then asks otherwise is dropped; one whose item
-never runs stays owed.
-
-Only for an adapter declaring ``thread_safe = True`` (a scorer may read state the next rollout changes), a
-sync adapter at concurrency 1, and where one rollout thrown away matters to nobody: no sequential gate, no
-spend ceiling, not test, no ``-x``/``--maxfail``/``--stepwise``/``--pdb``. ``-p no:capevolve-ahead`` turns
-it off."""
+The next item's request goes to the same sandbox child once the last answer is read, only if it is the same
+candidate's: its code can kill this process, and the unpersisted rollout lost must be its own, never its
+rival arm's. One rollout at a time per child, records as at concurrency 1; an answer whose item never runs
+stays owed. Only where one rollout thrown away matters to nobody: an adapter declaring ``thread_safe = True``,
+sync, and no sequential gate, spend ceiling, test split, ``-x``/``--maxfail``/``--stepwise``/``--pdb``.
+``-p no:capevolve-ahead`` turns it off."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
-"""Rollouts in flight within one process: ``--capevolve-concurrency K``.
+"""Rollouts in flight within one process: ``--capevolve-concurrency K`` (or an async adapter).
 
-Registered in every process that runs rollout items when K > 1 or the adapter is async. pytest still runs
-items one at a time; before each item this plugin starts the rollouts of the next items this process owns,
-up to K, off the main thread, and each item's ``runtest`` collects its own. Reports, persistence, resume
-and crash safety are those of K = 1; only the waiting overlaps.
-
-Owned items: ``session.items`` in order without xdist; on a worker, the running item, the next one and the
-indices queued on it (under ``--dist worksteal``, only the first two). A rollout started ahead whose item
-never runs is dropped unreported (its key stays owed); ``dropped`` counts them for ``workeroutput``. Output
-and times of an in-flight rollout are routed to its own item (:mod:`.routed_output`)."""
+Before each item, the rollouts of the next items this process owns are started off the main thread, up to
+K, and each item's ``runtest`` collects its own; reports, persistence, resume and crash safety are those of
+K = 1. A rollout started ahead whose item never runs is dropped unreported (its key stays owed; ``dropped``
+counts them). Output of an in-flight rollout is routed to its own item (:mod:`.routed_output`)."""
 
 from __future__ import annotations
 
@@ -179,10 +174,9 @@ class Fanout:
 
 
 def _xdist_worker(config: pytest.Config) -> Any:
-    for plugin in config.pluginmanager.get_plugins():
-        if type(plugin).__name__ == "WorkerInteractor":
-            return plugin
-    return None
+    return next(
+        (p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "WorkerInteractor"), None
+    )
 
 
 def register(config: pytest.Config, context: EvalContext, width: int) -> Fanout:

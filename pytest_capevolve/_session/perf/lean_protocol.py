@@ -1,23 +1,12 @@
 """A lean run protocol for rollout items: one phase run, three reports, the same hooks seen.
 
-pytest's ``runtestprotocol`` runs three phases, each a hook with its wrappers and a report: ~350 µs of CPU
-per item, more than a no-op rollout. A :class:`~..items.RolloutItem` has nothing to set up or tear down (no
-fixtures; its collectors set up nothing), so this plugin calls ``pytest_runtest_logstart``, reports setup
-passed without running it, runs the call phase exactly as pytest does (``pytest_runtest_call`` with every
-wrapper, so captured output and unraisable exceptions still show; ``pytest_exception_interact`` for
-``--pdb``), reports teardown passed, and calls ``pytest_runtest_logfinish``. Everything that watches
-reports (terminal, junitxml, ``-x``, ``--lf``, xdist, persistence) sees the same three reports.
-
-What is skipped: the setup and teardown hooks (pytest's own push a stack nothing uses, evaluate marks — a
-marked item takes pytest's protocol — set ``PYTEST_CURRENT_TEST``, which the call phase sets too, and
-capture nothing), and ``pytest_runtest_makereport`` for phases that raised nothing (the passed report is
-built here as pytest's default builds it; the wrappers of :data:`KNOWN_PLUGINS` change nothing for it).
-
-When another plugin implements one of these hooks (a ``conftest.py``, pytest-html, pytest-rerunfailures),
-the session takes pytest's protocol; so do non-rollout items, marked items and ``--setup-only``/``-show``/
-``-plan``. ``-p no:capevolve-protocol`` restores pytest's protocol; both give the same output
-(tests/e2e/test_lean_protocol.py). Registered in every process that runs rollout items; :mod:`.fanout`'s
-wrapper starts the next rollouts ahead around it."""
+pytest's ``runtestprotocol`` costs ~350 µs of CPU per item, more than a no-op rollout. A rollout item has
+nothing to set up or tear down, so setup and teardown are reported passed without running their hooks, and
+the call phase runs exactly as pytest runs it (every wrapper, ``--pdb``): whatever watches reports (terminal,
+junitxml, ``-x``, ``--lf``, xdist, persistence) sees the same three. Another plugin implementing a skipped
+hook, a non-rollout or marked item, ``--setup-only``/``-show``/``-plan`` or ``-p no:capevolve-protocol``
+take pytest's protocol, with the same output (tests/e2e/test_lean_protocol.py). In every process that runs
+rollout items."""
 
 from __future__ import annotations
 
@@ -49,9 +38,8 @@ CURRENT_TEST = "PYTEST_CURRENT_TEST"
 
 
 class MarkedItems:
-    """Whether a rollout item carries a mark, its own or a collector's above: pytest's setup may skip
-    it (``skip``, ``skipif``, ``xfail(run=False)``), so the lean protocol and sending a rollout ahead
-    leave it to pytest's full protocol. One answer per collector, kept: thousands of items, few collectors."""
+    """Whether a rollout item carries a mark, its own or a collector's (one answer per collector): pytest's
+    setup may skip it, so the lean protocol and sending ahead leave it to pytest's full protocol."""
 
     def __init__(self) -> None:
         self._parents: dict[int, bool] = {}  # id(parent) -> a collector above carries a mark
@@ -100,9 +88,8 @@ class LeanProtocol:
         return True
 
     def _call(self, item: pytest.Item, ihook: Any, keywords: dict[str, Any]) -> None:
-        """The call phase as ``call_and_report`` runs it, with the logging plugin's records dict made here
-        and dropped after. A call that raised nothing gets pytest's default passed report; one that raised,
-        the hook's."""
+        """The call phase as ``call_and_report`` runs it (the logging plugin's records dict made here, dropped
+        after); only a call that raised gets its report from the hook."""
         stash = item.stash
         stash[caplog_records_key] = {}
         try:
@@ -123,33 +110,20 @@ class LeanProtocol:
 
 
 # The plugins whose setup, teardown and makereport implementations do nothing for a rollout item
-# without marks (pytest's own: the setup state, skip/xfail marks, capture, logging, unraisable and
-# thread exceptions, unittest's skip conversion, tmp_path's retention; hypothesis's plugin,
-# which adds to the reports of hypothesis tests only; pytest-probability's, whose makereport
-# wrapper returns at once for anything but its own BenchItem (read in 0.3.0); and our fanout's
-# makereport wrapper, which gives an in-flight rollout's call its own times, as the lean call
-# phase does itself)
+# without marks: pytest's own (setup state, skip/xfail, capture, logging, unraisable and thread
+# exceptions, unittest's skips, tmp_path's retention), then hypothesis's (its tests' reports only),
+# pytest-probability's (its BenchItem only, read in 0.3.0) and our fanout's (an in-flight rollout's
+# times, as the lean call phase gives them)
 KNOWN_PLUGINS = frozenset(
-    {
-        "runner",
-        "skipping",
-        "capturemanager",
-        "logging-plugin",
-        "threadexception",
-        "unraisableexception",
-        "unittest",
-        "tmpdir",
-        "hypothesispytest",
-        "probability",
-        "capevolve-fanout",
-    }
+    {"runner", "skipping", "capturemanager", "logging-plugin", "threadexception", "unraisableexception"}
+    | {"unittest", "tmpdir"}
+    | {"hypothesispytest", "probability", "capevolve-fanout"}
 )
 SKIPPED_HOOKS = ("pytest_runtest_setup", "pytest_runtest_teardown", "pytest_runtest_makereport")
 
 
 def only_known_implementations(ihook: Any) -> bool:
-    """Do only :data:`KNOWN_PLUGINS` implement the hooks the lean protocol skips or calls for the call
-    phase alone? Any other means pytest's protocol."""
+    """Do only :data:`KNOWN_PLUGINS` implement the hooks the lean protocol skips (else pytest's protocol)?"""
     hooks = [getattr(ihook, name) for name in SKIPPED_HOOKS]
     return all(impl.plugin_name in KNOWN_PLUGINS for hook in hooks for impl in hook.get_hookimpls())
 
@@ -161,8 +135,7 @@ _ITEM_ID = "id" if isinstance(getattr(pytest.Item, "id", None), property) else "
 def _passed(
     item: pytest.Item, when: str, keywords: dict[str, Any], call: CallInfo[None] | None = None
 ) -> pytest.TestReport:
-    """What ``TestReport.from_item_and_call`` makes of a phase that raised nothing (no duration for a phase
-    that ran nothing)."""
+    """What ``TestReport.from_item_and_call`` makes of a phase that raised nothing."""
     if call is None:
         start = stop = time.time()
         duration = 0.0

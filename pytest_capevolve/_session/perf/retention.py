@@ -1,10 +1,8 @@
 """What a finished rollout leaves behind: its item shed, its passed reports slimmed.
 
-Registered in every process of a session: pytest keeps every item and the terminal reporter every report
-(~0.6 KB each, three per rollout: 60,000 rollouts add up). As the outermost ``pytest_runtest_logreport``
-wrapper, once every plugin has seen a passed report, the terminal's copy is replaced by a
-:class:`PassedReport` holding what is read afterwards (the count line, ``--durations``, ``-rA``/``-rP``).
-Failed, skipped and xfail reports stay whole."""
+pytest keeps every item, and the terminal every report (~0.6 KB each, three per rollout: 60,000 rollouts add
+up). Once every plugin has seen a passed report, the terminal's copy becomes a :class:`PassedReport` holding
+what is read afterwards (the count line, ``--durations``, ``-rA``/``-rP``). In every process."""
 
 from __future__ import annotations
 

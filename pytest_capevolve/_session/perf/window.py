@@ -1,13 +1,12 @@
 """xdist scheduling for the sequential gate: a bounded window of rollouts in flight per worker.
 
-Controller only, under ``--dist load``. xdist's scheduler hands workers many items at once, so they run
-past the gate's decision. Here a worker holds at most ``window`` items, and no item is sent more than
-``window × workers`` places past the oldest outstanding one (so a descheduled worker cannot let others run
-far ahead): every rollout paid before a decision lies within that many items of it, and the stop marker
-stops the rest."""
+Controller only, under ``--dist load``. A worker holds at most ``window`` items, and none is sent more than
+``window × workers`` places past the oldest outstanding one, so every rollout paid after a decision lies
+within that many items of it (the stop marker stops the rest)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 
@@ -45,11 +44,8 @@ def window_scheduler(config: Any, log: Any, window: int, *, lead_limit: bool = T
                 return
             outstanding = [i for held in self.node2pending.values() for i in held]
             limit = min(outstanding, default=min(self.pending)) + window * len(self.node2pending)
-            sendable = 0
-            for index in self.pending:  # in collection order: the seeded order of val
-                if index >= limit:
-                    break
-                sendable += 1
+            # in collection order: the seeded order of val
+            sendable = sum(1 for _ in itertools.takewhile(lambda index: index < limit, self.pending))
             if not outstanding:  # nothing in flight anywhere: the lead limit cannot be waited on
                 sendable = max(sendable, 1)
             if sendable:

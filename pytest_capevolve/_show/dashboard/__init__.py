@@ -2,10 +2,7 @@
 forest plot, spend, lineage, per-task drill-down).
 
 :mod:`.model` reads the run dir once into numbers, :mod:`.plots` draws them as inline SVG
-(:mod:`.svg` holds the pieces), :mod:`.page` puts the page together, :mod:`.command` is
-``capevolve dashboard``. Written beside ``report.md`` at the end of every session
-(:mod:`..persistence` hands over what it has already read) and rebuilt by the command.
-"""
+(:mod:`.svg` holds the pieces), :mod:`.page` puts the page together."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ def build(
 def write_dashboard(
     rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
 ) -> Path:
-    """Write ``dashboard.html`` in the run dir (atomically) and return its path. The page goes
-    to its file in pieces as it is drawn (the same bytes as :func:`build`'s)."""
+    """Write ``dashboard.html`` (atomically, in pieces as it is drawn: :func:`build`'s bytes)."""
     from .model import collect
     from .page import render_parts
 

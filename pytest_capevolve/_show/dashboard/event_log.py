@@ -1,9 +1,7 @@
 """What the dashboard reads of ``events.jsonl``, folded line by line as it is read.
 
-Used by :func:`.model.collect` once per page (controller side, or ``capevolve dashboard``): a
-run's log is mostly rollouts, so rollout lines leave only a count, each val tag's first place
-and a point of the spend series; every other event is kept whole.
-"""
+Read once per page by :func:`.model.collect`: rollout lines leave only a count, each val tag's
+first place and a point of the spend series; every other event is kept whole."""
 
 from __future__ import annotations
 
@@ -28,10 +26,8 @@ class SpendPoint:
 
 @dataclass
 class Log:
-    """What the page reads of ``events.jsonl``, folded as it is read: a run's log is mostly
-    rollouts, and 60,000 of them held as events would outweigh everything else the page needs.
-    Rollout lines leave only a count, each val tag's first, and a point of the spend series
-    (three numbers in arrays); every other event is kept whole."""
+    """The folded log: 60,000 rollouts held as events would outweigh everything else the page
+    needs, so each leaves three numbers in arrays (the spend series)."""
 
     events: list[dict[str, Any]] = field(default_factory=list)  # every event but the rollouts
     numbers: list[int] = field(default_factory=list)  # each kept event's place in the log
@@ -84,15 +80,10 @@ class Log:
 
 
 def read_log(rundir: RunDir) -> Log:
-    """The log folded into a :class:`Log` line by line; a damaged line raises the log's own
-    error (:meth:`~..store.rundir.RunDir.events`)."""
+    """The log folded into a :class:`Log`; a damaged line raises the log's own error."""
     log = Log()
-
-    def fold(event: dict[str, Any]) -> None:
-        log.add(event)
-
-    if rundir.log.events_after(0, 0, fold) is None:
-        log = folded(rundir.log.events())
+    if rundir.log.events_after(0, 0, log.add) is None:
+        return folded(rundir.log.events())
     return log
 
 

@@ -1,14 +1,12 @@
 """What the dashboard draws, read from a run dir once: pure numbers, no HTML.
 
-Controller side (end of a session) or the ``capevolve dashboard`` command. Reads the run only
-through :class:`~pytest_capevolve._store.rundir.RunDir` — val rollouts, verdicts, decisions,
-events, state — and never the test split (the seal's numbers come in through
-:class:`~pytest_capevolve._show.measure.Measurement`). Every missing number stays None: a task
-not evaluated is not a reward of 0.
-"""
+Reads the run only through :class:`~pytest_capevolve._store.rundir.RunDir`, and never the test
+split (the seal's numbers come in through :class:`~pytest_capevolve._show.measure.Measurement`).
+Every missing number stays None: a task not evaluated is not a reward of 0."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -62,10 +60,9 @@ class Cell:
 
 @dataclass(frozen=True)
 class Column:
-    """One tag's heatmap column, row by row (a task of ``Dashboard.task_ids`` each): its mean
-    over valid trials (NaN: none), how many trials were valid, how many were infra errors.
-    Arrays, not a :class:`Cell` per task: a page of 10,000 tasks must not hold 10,000 objects
-    per tag (:meth:`Dashboard.cells` makes them one at a time as the page is drawn)."""
+    """One tag's heatmap column, a task a row: mean over valid trials (NaN: none), valid trials,
+    infra errors. Arrays, not a :class:`Cell` per task: a page of 10,000 tasks must not hold
+    10,000 objects per tag (:meth:`Dashboard.cells` makes them one at a time)."""
 
     means: np.ndarray
     valid: np.ndarray
@@ -109,7 +106,6 @@ class Decision:
     basis: str | None
     delta_mean: float | None
     p_value: float | None
-    note: str
 
 
 @dataclass
@@ -155,8 +151,7 @@ class Dashboard:
         return out
 
     def trials(self, row: int) -> list[Trial]:
-        """A task's val rollouts, tag by tag (column order) in trial order: those of
-        :attr:`details` with their feedback and output, every other with its reward only."""
+        """A task's val rollouts in column, then trial order; only :attr:`details` carry feedback."""
         task_id = self.task_ids[row]
         out = []
         for tag in self.tags:
@@ -165,26 +160,17 @@ class Dashboard:
                 record = arm.get((task_id, k))
                 if record is None:
                     continue
-                detailed = self.details.get((row, tag, k))
                 out.append(
-                    detailed
-                    if detailed is not None
-                    else Trial(tag, k, record.reward, record.infra_error, "", "", detail=False)
+                    self.details.get((row, tag, k))
+                    or Trial(tag, k, record.reward, record.infra_error, "", "", detail=False)
                 )
         return out
-
-
-def _confinement_line(said: dict[str, str]) -> str:
-    return f"candidate code: {said['candidate_code']}; optimizer: {said['optimizer']}"
 
 
 def collect(
     rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
 ) -> Dashboard:
-    """Read the run once and turn it into the dashboard's numbers. ``val``: the val records
-    when the caller has just read them (a val session), so they are not read again. Outcome
-    fields come from the index; feedback and output only for the rollouts the drill-down
-    details (:data:`DETAIL_LIMIT`), from their files."""
+    """Read the run once into the dashboard's numbers (``val``: records a val session just read)."""
     splits = rundir.splits() or {}
     task_ids = [str(t) for t in splits.get(GATE_SPLIT, [])]
     if val is None:
@@ -199,6 +185,7 @@ def collect(
     verdicts = _booked(rows + _screen_kill_rows(log, {row.tag for row in rows}), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
     budget = state.get("budget") or {}
+    said = measurement.confinement if measurement is not None else confinement_of(rundir, events)
     trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
     dash = Dashboard(
         run_id=rundir.run_id,
@@ -216,9 +203,7 @@ def collect(
         table=table_rows(measurement) if measurement is not None else [],
         labels=[
             *(measurement.labels if measurement is not None else []),
-            _confinement_line(
-                measurement.confinement if measurement is not None else confinement_of(rundir, events)
-            ),
+            f"candidate code: {said['candidate_code']}; optimizer: {said['optimizer']}",
         ],
         deltas=delta_lines(measurement) if measurement is not None else [],
         grown_trials={tag: n for tag, n in sorted(trial_counts.items()) if n > num_trials},
@@ -253,9 +238,8 @@ def _columns(
 
 
 def _details(rundir: RunDir, dash: Dashboard) -> dict[tuple[int, str, int], Trial]:
-    """The first :data:`DETAIL_LIMIT` val rollouts that scored below 1 (task by task, in the
-    drill-down's order), each with its feedback and output read from its file; keyed by
-    (task row, tag, trial)."""
+    """The first :data:`DETAIL_LIMIT` val rollouts that scored below 1 in the drill-down's order,
+    read from their files; keyed by (task row, tag, trial)."""
     details: dict[tuple[int, str, int], Trial] = {}
     for row in range(len(dash.task_ids)):
         for trial in dash.trials(row):
@@ -284,10 +268,7 @@ def _short_json(value: Any) -> str:
 
 
 def _mean(matrix: np.ndarray | None) -> float | None:
-    if matrix is None:
-        return None
-    mean, _se = stats.mean_se(stats.task_means(matrix))
-    return mean
+    return None if matrix is None else stats.mean_se(stats.task_means(matrix))[0]
 
 
 def _mean_ci(matrix: np.ndarray | None, seed: int) -> tuple[float | None, tuple[float, float] | None]:
@@ -304,14 +285,11 @@ def best_so_far(
     decisions: list[Decision], matrices: dict[str, np.ndarray], *, seed: int = 0
 ) -> list[BestPoint]:
     """Iteration 0 is the seed; each booked decision is one iteration, and an accept moves the
-    best. Means and intervals are over val tasks (a best with no val rollouts has none); the
-    bootstrap's fixed ``seed`` keeps the page identical when it is rebuilt."""
-    cache: dict[str, tuple[float | None, tuple[float, float] | None]] = {}
+    best. The bootstrap's fixed ``seed`` keeps the page identical when it is rebuilt."""
 
+    @functools.cache
     def numbers(tag: str) -> tuple[float | None, tuple[float, float] | None]:
-        if tag not in cache:
-            cache[tag] = _mean_ci(matrices.get(tag), seed)
-        return cache[tag]
+        return _mean_ci(matrices.get(tag), seed)
 
     best = SEED_TAG
     points = [BestPoint(0, best, *numbers(best))]
@@ -345,7 +323,6 @@ def _decision(event: dict[str, Any]) -> Decision:
         else label_of(event) or (None if event.get("basis") is None else str(event.get("basis"))),
         delta_mean=_number(event.get("delta_mean")),
         p_value=_number(event.get("p_value")),
-        note=str(event.get("note") or ""),
     )
 
 
@@ -404,10 +381,9 @@ def _booked(rows: list[VerdictRow], log: Log) -> list[VerdictRow]:
 
 def _verdict_rows(files: dict[str, dict[str, Any]], log: Log) -> list[VerdictRow]:
     """One row per verdict file, in the order the verdicts were (last) written."""
-    order: dict[str, int] = {}
-    for number, event in zip(log.numbers, log.events, strict=True):
-        if event.get("kind") == VERDICT:
-            order[str(event.get("tag"))] = number
+    order = {
+        str(e.get("tag")): n for n, e in zip(log.numbers, log.events, strict=True) if e.get("kind") == VERDICT
+    }
     rows = []
     for tag, verdict in sorted(files.items(), key=lambda kv: (order.get(kv[0], log.count), kv[0])):
         ci = verdict.get("ci")

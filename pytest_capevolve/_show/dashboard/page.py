@@ -4,8 +4,7 @@ Pure: :func:`render` turns a :class:`.model.Dashboard` into HTML. Untrusted text
 feedback, model output, reasons) is escaped everywhere it appears. A Content-Security-Policy
 allows nothing but this page's own style and its one tiny script (pinned by hash), so even
 text that got past the escaping could not load or run anything. The script carries no data: it
-opens a task's drill-down when a heatmap cell links to it.
-"""
+opens a task's drill-down when a heatmap cell links to it."""
 
 from __future__ import annotations
 
@@ -13,14 +12,9 @@ import base64
 import hashlib
 from collections.abc import Iterable, Iterator
 
+from ..numbers import interval, num
 from .model import DETAIL_LIMIT, Dashboard, Trial
-from .plots import (
-    best_so_far_plot,
-    forest_plot,
-    heatmap_parts,
-    lineage_plot,
-    spend_plot,
-)
+from .plots import best_so_far_plot, forest_plot, heatmap_parts, lineage_plot, spend_plot
 from .svg import esc
 
 OUTPUT_CHARS = 240  # model output is shown cut: the rollout file holds all of it
@@ -78,10 +72,6 @@ CSP = (
 )
 
 
-def _num(value: float | None, spec: str = ".3f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
 def render(dash: Dashboard) -> str:
     """The whole page as one string (deterministic: the same run gives the same bytes)."""
     return "".join(render_parts(dash))
@@ -98,62 +88,52 @@ def render_parts(dash: Dashboard) -> Iterator[str]:
         f"<title>capevolve — run {esc(dash.run_id)}</title>"
         f"<style>{STYLE}</style></head><body>\n"
     )
-    yield _header(dash)
-    yield "\n"
-    yield _section(
+    yield _header(dash) + "\n"
+    yield from _section(
         "Best so far on val",
         "The best's val mean after each booked decision, with its 95% bootstrap CI over tasks "
         "(an accept moves the best). Dots: each decided candidate's own val mean, coloured by "
         "its decision (green accept, red reject, amber other).",
-        best_so_far_plot(dash.best_so_far),
+        [best_so_far_plot(dash.best_so_far)],
     )
-    yield "\n"
-    yield _section(
+    yield from _section(
         "Verdicts",
         "Each verdict's mean paired delta Δ̄ with its 95% CI, against the tag it was gated "
         "against; the black tick is the bar it had to clear. The grey band is ± the null "
         "controls' largest |Δ̄| — what a byte-identical copy moves by chance; no accept lies inside it.",
-        forest_plot(dash.verdicts, dash.null_band) + _verdict_table(dash),
+        [forest_plot(dash.verdicts, dash.null_band) + _verdict_table(dash)],
     )
-    yield "\n"
-    yield from _section_parts(
+    yield from _section(
         "Tasks × candidates (val)",
         "Each cell is a task's mean reward over its valid trials. Hatched grey: not "
         "evaluated; hatched purple: infra errors only — missing data, never a 0. Click a cell "
         "for the task's trials and the scorer's feedback.",
         heatmap_parts(dash),
     )
-    yield "\n"
-    yield _section(
+    yield from _section(
         "Spend over time",
         "Rollouts paid and dollars spent since the run began, against the spec's ceilings (dashed).",
-        spend_plot(dash),
+        [spend_plot(dash)],
     )
-    yield "\n"
-    yield _section(
+    yield from _section(
         "Lineage",
         "Every booked decision in the order booked: parent → candidate, decision and basis. "
         "The left column is the chain of bests.",
-        lineage_plot(dash),
+        [lineage_plot(dash)],
     )
-    yield "\n"
-    yield from _section_parts(
+    yield from _section(
         "Per-task drill-down (val)",
         f"Every val rollout by task with its reward; feedback and output for the first "
         f"{DETAIL_LIMIT} that scored below 1 (each rollout's file in rollouts/val/ holds all of it).",
         _drill_down(dash),
     )
-    yield f"\n<script>{SCRIPT}</script>\n</body></html>\n"
+    yield f"<script>{SCRIPT}</script>\n</body></html>\n"
 
 
-def _section(heading: str, caption: str, body: str) -> str:
-    return "".join(_section_parts(heading, caption, [body]))
-
-
-def _section_parts(heading: str, caption: str, body: Iterable[str]) -> Iterator[str]:
+def _section(heading: str, caption: str, body: Iterable[str]) -> Iterator[str]:
     yield f'<section><h2>{esc(heading)}</h2><p class="caption">{esc(caption)}</p>'
     yield from body
-    yield "</section>"
+    yield "</section>\n"
 
 
 def _header(dash: Dashboard) -> str:
@@ -174,13 +154,11 @@ def _header(dash: Dashboard) -> str:
         out.append(
             '<ul class="labels">' + "".join(f"<li>{esc(label)}</li>" for label in dash.labels) + "</ul>"
         )
-    for line in dash.deltas:  # the paired best − seed: on val, and on test once sealed
-        out.append(f'<p class="delta">{esc(line)}</p>')
+    out += [f'<p class="delta">{esc(line)}</p>' for line in dash.deltas]  # paired best − seed: val, test
     if dash.table:
         header, *body = dash.table
         out.append('<table class="measure"><tr>' + "".join(f"<th>{esc(c)}</th>" for c in header) + "</tr>")
-        for row in body:
-            out.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>")
+        out += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in body]
         out.append("</table>")
     out.append("</header>")
     return "".join(out)
@@ -192,17 +170,16 @@ def _verdict_table(dash: Dashboard) -> str:
     head = ("tag", "against", "decision", "basis", "n", "Δ̄", "95% CI", "p", "bar", "reason")
     out = ['<table class="verdicts"><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
     for v in dash.verdicts:
-        ci = "—" if v.ci is None else f"[{v.ci[0]:+.4f}, {v.ci[1]:+.4f}]"
         cells = [
             ("", v.tag + (" (null)" if v.null_control else "")),
             ("", v.against),
             ("", v.decision.upper()),
             ("", v.basis),
             ("num", str(v.n_tasks)),
-            ("num", _num(v.delta_mean, "+.4f")),
-            ("num", ci),
-            ("num", _num(v.p_value, ".4g")),
-            ("num", _num(v.bar, ".4f")),
+            ("num", num(v.delta_mean, "+.4f")),
+            ("num", interval(v.ci, "+.4f")),
+            ("num", num(v.p_value, ".4g")),
+            ("num", num(v.bar, ".4f")),
             ("", v.reason),
         ]
         out.append("<tr>" + "".join(f'<td class="{k}">{esc(c)}</td>' for k, c in cells) + "</tr>")
@@ -215,12 +192,8 @@ def _trial_row(trial: Trial) -> str:
         reward = '<td class="num infra">INFRA</td>'
         feedback = f'<td class="feedback infra">{esc(trial.infra_error)}</td>'
     else:
-        reward = f'<td class="num">{esc(_num(trial.reward))}</td>'
-        feedback = (
-            f'<td class="feedback">{esc(trial.feedback)}</td>'
-            if trial.detail
-            else '<td class="feedback">·</td>'
-        )
+        reward = f'<td class="num">{esc(num(trial.reward))}</td>'
+        feedback = f'<td class="feedback">{esc(trial.feedback) if trial.detail else "·"}</td>'
     output = trial.output if len(trial.output) <= OUTPUT_CHARS else trial.output[:OUTPUT_CHARS] + "…"
     return (
         f'<tr><td>{esc(trial.tag)}</td><td class="num">{trial.trial}</td>{reward}{feedback}'
@@ -234,9 +207,7 @@ def _drill_down(dash: Dashboard) -> Iterator[str]:
         yield "<p>no val tasks yet</p>"
         return
     for row, task_id in enumerate(dash.task_ids):
-        means = [
-            f"{cell.tag} {'—' if cell.mean is None else f'{cell.mean:.2f}'}" for cell in dash.row_cells(row)
-        ]
+        means = [f"{cell.tag} {num(cell.mean, '.2f')}" for cell in dash.row_cells(row)]
         summary = f"task {task_id} — " + ", ".join(means) if means else f"task {task_id}"
         trials = dash.trials(row)
         body = (

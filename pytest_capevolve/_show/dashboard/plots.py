@@ -1,15 +1,13 @@
 """The dashboard's five plots, each an inline SVG string drawn from :class:`.model.Dashboard`.
 
-Pure. Every element a reader (or a test) counts carries a class naming what it is:
-``best-point``, ``candidate-point``, ``cell``, ``forest-row``, ``spend-line``, ``ceiling``,
-``lineage-node``, ``lineage-edge``. Heatmap cells link to the task's drill-down
-(``#task-<row>``: an index, so no task id ever reaches an attribute).
-"""
+Pure. Every element a reader (or a test) counts carries a class naming what it is. Heatmap
+cells link to the task's drill-down by row (``#task-<row>``), so no task id reaches an attribute."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..numbers import interval, num
 from .model import BestPoint, Dashboard, VerdictRow
 from .svg import (
     Scale,
@@ -34,29 +32,16 @@ def decision_class(decision: str | None) -> str:
     return decision if decision in DECISION_KINDS else "other"
 
 
-def _num(value: float | None, spec: str = ".3f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
-def _ci(ci: tuple[float, float] | None, spec: str = ".3f") -> str:
-    return "—" if ci is None else f"[{ci[0]:{spec}}, {ci[1]:{spec}}]"
-
-
-def _iteration_ticks(last: int) -> list[tuple[float, str]]:
-    step = max(1, -(-last // 10))
-    return [(float(i), str(i)) for i in range(0, last + 1, step)]
-
-
 def best_so_far_plot(points: list[BestPoint]) -> str:
-    """The best's val mean after each decision, with its 95% CI; each decided candidate's own
-    val mean as a dot coloured by its decision."""
+    """The best's val mean after each decision with its 95% CI; each decided candidate's as a dot."""
     width, height, left, right, top, bottom = 620.0, 280.0, 48.0, 16.0, 16.0, 40.0
     last = max(1, points[-1].iteration if points else 1)
     x = Scale(0, last, left, width - right)
     y = Scale(0.0, 1.0, height - bottom, top)
+    every = -(-last // 10)  # at most 11 ticks
     parts = [svg_open(width, height, "plot best-so-far", "best so far on val over iterations")]
     parts.append(y_axis(y, left, [0, 0.25, 0.5, 0.75, 1.0], width - left - right))
-    parts.append(x_axis(x, height - bottom, _iteration_ticks(last)))
+    parts.append(x_axis(x, height - bottom, [(float(i), str(i)) for i in range(0, last + 1, every)]))
     parts.append(
         text((left + width - right) / 2, height - 4, "iteration (decisions booked)", "label", "middle")
     )
@@ -76,7 +61,7 @@ def best_so_far_plot(points: list[BestPoint]) -> str:
                 f'cx="{f(x(point.iteration))}" cy="{f(y(point.candidate_mean))}" r="4">'
                 + title(
                     f"iteration {point.iteration}: {point.candidate} {point.decision}, val mean "
-                    f"{_num(point.candidate_mean)}"
+                    f"{num(point.candidate_mean)}"
                 )
                 + "</circle>"
             )
@@ -88,8 +73,8 @@ def best_so_far_plot(points: list[BestPoint]) -> str:
         parts.append(
             f'<circle class="best-point" cx="{f(cx)}" cy="{f(y(point.mean))}" r="5">'
             + title(
-                f"iteration {point.iteration}: best {point.best}, val mean {_num(point.mean)}, "
-                f"95% CI {_ci(point.ci)}"
+                f"iteration {point.iteration}: best {point.best}, val mean {num(point.mean)}, "
+                f"95% CI {interval(point.ci, '.3f')}"
             )
             + "</circle>"
         )
@@ -103,10 +88,8 @@ CELL_H = 14.0
 
 
 def heatmap_parts(dash: Dashboard) -> Iterator[str]:
-    """Tasks (rows) × candidates (columns): each cell the task's mean reward over valid trials.
-    A cell with no rollout is hatched grey, one with only infra errors hatched purple — neither
-    is a 0. Drawn in pieces as they are asked for (a cell at a time), so a page of 10,000 tasks
-    is never held whole (:func:`.page.render_parts`)."""
+    """Tasks (rows) × candidates (columns), a cell at a time: a page of 10,000 tasks is never
+    held whole (:func:`.page.render_parts`). A cell with no reward is hatched, never a 0."""
     n_tags = max(1, len(dash.tags))
     cell_w = max(22.0, min(64.0, 640.0 / n_tags))
     left = 12.0 + 7.0 * min(24, max((len(t) for t in dash.task_ids), default=4))
@@ -150,12 +133,11 @@ def heatmap_parts(dash: Dashboard) -> Iterator[str]:
             + "</rect></a>"
         )
     ly = top + CELL_H * len(dash.task_ids) + 14
-    parts = []
-    for i in range(11):
-        parts.append(
-            f'<rect class="legend-swatch" x="{f(left + 14 * i)}" y="{f(ly)}" width="14" height="12" '
-            f'fill="{reward_colour(i / 10)}"/>'
-        )
+    parts = [
+        f'<rect class="legend-swatch" x="{f(left + 14 * i)}" y="{f(ly)}" width="14" height="12" '
+        f'fill="{reward_colour(i / 10)}"/>'
+        for i in range(11)
+    ]
     parts.append(text(left, ly + 26, "0", "tick", "start"))
     parts.append(text(left + 154, ly + 26, "1  mean reward", "tick", "start"))
     lx = left + 250
@@ -221,9 +203,7 @@ def forest_plot(rows: list[VerdictRow], null_band: float | None) -> str:
             if row.bar is not None:
                 parts.append(line(x(row.bar), cy - 7, x(row.bar), cy + 7, "bar"))
             parts.append(f'<circle class="delta" cx="{f(x(row.delta_mean))}" cy="{f(cy)}" r="5"/>')
-            summary = (
-                f"{row.delta_mean:+.4f} {_ci(row.ci, '+.3f')} p={_num(row.p_value, '.3g')} n={row.n_tasks}"
-            )
+            summary = f"{row.delta_mean:+.4f} {interval(row.ci)} p={num(row.p_value, '.3g')} n={row.n_tasks}"
             parts.append(text(width - right_w + 10, cy + 4, summary, "numbers"))
         parts.append("</g>")
     if not rows:
@@ -280,20 +260,18 @@ def lineage_plot(dash: Dashboard) -> str:
     """One node per booked decision (and the seed), in the order booked; an edge from each
     candidate's parent. Accepted candidates sit on the left column (the chain of bests)."""
     row_h, top, col_w = 24.0, 16.0, 28.0
-    rows: list[tuple[str, str | None, str, str | None, str]] = [
-        ("seed", None, "seed", None, "the seed capability (iteration 0)")
+    rows: list[tuple[str, str | None, str, str]] = [
+        ("seed", None, "seed", "the seed capability (iteration 0)")
     ]
     for d in dash.decisions:
-        numbers = f"Δ̄ {_num(d.delta_mean, '+.4f')}, p {_num(d.p_value, '.4g')}"
+        numbers = f"Δ̄ {num(d.delta_mean, '+.4f')}, p {num(d.p_value, '.4g')}"
         basis = f" ({d.basis})" if d.basis else ""
-        rows.append(
-            (d.tag, d.parent, d.decision, d.basis, f"{d.decision}{basis} — {numbers} — parent {d.parent}")
-        )
+        rows.append((d.tag, d.parent, d.decision, f"{d.decision}{basis} — {numbers} — parent {d.parent}"))
     height = top + row_h * len(rows) + 8
     parts = [svg_open(900.0, height, "plot lineage", "lineage of candidates")]
     where: dict[str, tuple[float, float]] = {}
     nodes = []
-    for i, (tag, parent, decision, _basis, caption) in enumerate(rows):
+    for i, (tag, parent, decision, caption) in enumerate(rows):
         cx = 20.0 + (0 if decision in ("seed", "accept") else col_w)
         cy = top + row_h * i
         if parent is not None and parent in where:

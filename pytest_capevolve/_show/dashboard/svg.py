@@ -1,13 +1,12 @@
 """The few SVG pieces the plots are drawn with: escaping, linear scales, axes, a colour ramp.
 
-Pure string building. Every piece of text that reaches the page goes through :func:`esc`
-(``html.escape`` with ``quote=True``): task ids, feedback and model output are untrusted, so
-they can only ever be text — never markup, an attribute or a script.
-"""
+Every text that reaches the page goes through :func:`esc`: task ids, feedback and model output
+are untrusted, so they can only ever be text — never markup, an attribute or a script."""
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,27 +41,14 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     if hi <= lo:
         return [lo]
     raw = (hi - lo) / max(1, count)
-    magnitude = 10 ** _floor_log10(raw)
+    magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = _ceil_div(lo, step) * step
+    value = math.ceil(lo / step - 1e-9) * step
     ticks = []
-    value = first
     while value <= hi + step * 1e-9:
         ticks.append(round(value, 10))
         value += step
     return ticks
-
-
-def _floor_log10(value: float) -> int:
-    import math
-
-    return math.floor(math.log10(value))
-
-
-def _ceil_div(value: float, step: float) -> int:
-    import math
-
-    return math.ceil(value / step - 1e-9)
 
 
 def svg_open(width: float, height: float, cls: str, label: str) -> str:
@@ -127,9 +113,6 @@ _RAMP = ((0.0, (215, 48, 39)), (0.5, (254, 224, 139)), (1.0, (26, 152, 80)))
 
 def reward_colour(value: float) -> str:
     value = min(1.0, max(0.0, value))
-    for (a, ca), (b, cb) in zip(_RAMP, _RAMP[1:], strict=False):
-        if value <= b:
-            t = (value - a) / (b - a)
-            rgb = tuple(round(x + (y - x) * t) for x, y in zip(ca, cb, strict=True))
-            return "#{:02x}{:02x}{:02x}".format(*rgb)
-    return "#{:02x}{:02x}{:02x}".format(*_RAMP[-1][1])
+    (a, ca), (b, cb) = next(pair for pair in zip(_RAMP, _RAMP[1:], strict=False) if value <= pair[1][0])
+    t = (value - a) / (b - a)
+    return "#{:02x}{:02x}{:02x}".format(*(round(x + (y - x) * t) for x, y in zip(ca, cb, strict=True)))
