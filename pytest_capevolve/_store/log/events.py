@@ -284,9 +284,8 @@ class EventLog:
                     self._kinds_in(block, cut, pattern, kinds, hits)
                 carry = block[cut:]
 
-    @staticmethod
     def _kinds_in(
-        data: bytes, limit: int, pattern: re.Pattern[bytes], kinds: set[str] | None, hits: list[_Hit]
+        self, data: bytes, limit: int, pattern: re.Pattern[bytes], kinds: set[str] | None, hits: list[_Hit]
     ) -> None:
         found = pattern.search(data, 0, limit)
         while found is not None:
@@ -294,12 +293,19 @@ class EventLog:
             start = data.rfind(b"\n", 0, at) + 1
             end = data.find(b"\n", at)
             end = len(data) if end == -1 else end
-            line = data[start:end].decode("utf-8")
-            event = json.loads(line)
+            try:
+                line = data[start:end].decode("utf-8")
+                event = json.loads(line)
+            except ValueError:
+                if end == len(data):  # the last line, its "\n" not written yet: not an event yet
+                    return
+                raise self._damaged(None) from None
             kind = event.get("kind") if isinstance(event, dict) else None
             # not a mention inside a value
             if isinstance(kind, str) and (kind in kinds if kinds is not None else kind != ROLLOUT):
-                following = data[end + 1 : data.find(b"\n", end + 1)] if end < len(data) else b""
+                # the line after, once whole: one still being written links nothing yet
+                after = data.find(b"\n", end + 1) if end < len(data) else -1
+                following = data[end + 1 : after] if after != -1 else b""
                 intact = not following.strip() or prev_of(following) == event_line_hash(line)
                 hits.append((event, intact))
             found = pattern.search(data, end, limit)
@@ -403,9 +409,10 @@ class EventLog:
         events = [kept for kept in held if kept is not None]
         return events, size, appended.first_seq + len(appended.events) - 1
 
-    def _damaged(self, number: int) -> RunDirError:
+    def _damaged(self, number: int | None) -> RunDirError:
         return RunDirError(
-            f"{self.events_path}: line {number} is not an event (unreadable JSON or no seq); "
+            f"{self.events_path}: {'a line' if number is None else f'line {number}'} is not an event "
+            "(unreadable JSON or no seq); "
             f"nothing more can be chained to it. Run `capevolve verify --repair {self.events_path.parent}` "
             "to move the damaged lines aside"
         )
