@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from .. import exitcodes
-from .common import Refusal, emit, project_of, spec_of
+from .common import Refusal, emit, project_of, said_as, spec_of
 from .decisions import loop_arguments
 
 
@@ -33,10 +33,8 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
         writable=tuple(args.writable or ()),
     )
     options = Options(project=project, **flags)
-    try:
+    with said_as(Refusal, SpecError):
         loop = HillClimb(options)
-    except SpecError as exc:
-        raise Refusal(str(exc)) from None
     try:
         with only_loop(loop.spec.project_dir):
             summary = loop.run()

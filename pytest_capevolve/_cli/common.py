@@ -77,23 +77,28 @@ def project_folder(args: argparse.Namespace) -> Path:
     return project
 
 
+@contextlib.contextmanager
+def said_as(error: type[CapevolveError], *kinds: type[Exception]) -> Iterator[None]:
+    """An error of ``kinds`` raised inside, raised again as ``error`` (its exit code) in its words."""
+    try:
+        yield
+    except kinds as exc:
+        raise error(str(exc)) from None
+
+
 def spec_of(args: argparse.Namespace) -> Spec:
     """The project's spec; outside a project, says so in those words."""
     project = project_folder(args)
-    try:
+    with said_as(UsageError, SpecError):
         return load_spec(project)
-    except SpecError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def open_run(args: argparse.Namespace, *, splits: bool = True) -> tuple[Spec, RunDir]:
     """The spec and the run (``--run-id``, default the newest) of a command that reads a run;
     with ``splits``, refused unless the run has frozen its splits (has rollouts)."""
     spec = spec_of(args)
-    try:
+    with said_as(UsageError, RunDirError):
         rundir = RunDir.resolve(spec.project_dir, getattr(args, "run_id", None), create=False)
-    except RunDirError as exc:
-        raise UsageError(str(exc)) from None
     OPENED.append(rundir)  # what it finds damaged and handles is said on stderr at the end
     if splits and rundir.splits() is None:
         raise UsageError(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
-from .common import UsageError, emit
+from .common import UsageError, emit, said_as
 from .decisions import spec_value
 
 
@@ -26,7 +26,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.pairwise or (len(args.runs) == 1 and looks_pairwise(args.runs[0])):
         return _cmd_pairwise(args)
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(CompareSettings)}
-    given.update(margin=args.margin or 0.0, equivalence=args.equivalence or 0.0)  # not asked: 0
+    given.update(margin=args.margin or 0.0, equivalence=args.equivalence or 0.0)  # neither: ask 'better'
     settings = CompareSettings(**given)
     labels, arms = _per_run(args, "label"), _per_run(args, "arm")
     options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
@@ -89,10 +89,8 @@ def _answer(
     """The decisions, the Markdown summary when asked, the table or JSON, and the exit code."""
     from .._imported.results import ResultsError
 
-    try:
+    with said_as(UsageError, ResultsError):
         result = decided()
-    except ResultsError as exc:
-        raise UsageError(str(exc)) from None
     if args.markdown is not None:
         args.markdown.write_text(markdown(result), encoding="utf-8")
     emit(args, result.to_dict(), lambda _: table(result))

@@ -24,6 +24,7 @@ from .common import (
     emit,
     open_run,
     project_of,
+    said_as,
     spec_of,
     val_ids,
 )
@@ -49,10 +50,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     spec, rundir = _frozen_run(args)
     ask = GateAsk(args.tag, args.against, args.gate_mode, args.k_se, args.alpha, args.veto_regressions)
-    try:
+    with said_as(UsageError, Refusal):  # an unknown tag is bad input, as a missing project is
         verdict = regate(spec, rundir, val_ids(rundir), ask)
-    except Refusal as exc:  # an unknown tag is bad input, as a missing project is
-        raise UsageError(str(exc)) from None
     what_if = (verdict.details or {}).get("what_if")
     if what_if:  # an answer under settings the decision did not have: never read as one
         from dataclasses import replace

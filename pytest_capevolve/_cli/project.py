@@ -19,6 +19,7 @@ from .common import (
     project_folder,
     project_given,
     project_of,
+    said_as,
 )
 
 
@@ -39,7 +40,6 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     from .._project.spec import SpecError, load_spec, splits_for
     from .._store.rundir import RunDir, RunDirError
 
-    problems: list[str] = []
     out = human(args)
     project = project_folder(args)  # not a project at all: a usage error, as in every command
 
@@ -48,7 +48,6 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         print(f"ok    {message}", file=out)
 
     def fail(message: str) -> int:
-        problems.append(message)
         checks.append({"ok": False, "message": message})
         print(f"FAIL  {message}", file=out)
         return exitcodes.CHECK_FAILED
@@ -103,7 +102,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     else:
         ok(f"score is deterministic on a re-score (reward {reward:g} on task {task.id!r})")
     _seed_microcases(spec, ok, fail)
-    return exitcodes.CHECK_FAILED if problems else exitcodes.OK
+    return exitcodes.OK if all(check["ok"] for check in checks) else exitcodes.CHECK_FAILED
 
 
 def _margin_out_of_reach(spec: Any, n_val: int) -> str | None:
@@ -181,14 +180,12 @@ def cmd_microcase_gen(args: argparse.Namespace) -> int:
             "from it would steer the search with held-out data"
         )
     project = project_of(args).resolve() if project_given(args) else _project_holding(source, RUNS_DIR)
-    try:
+    with said_as(UsageError, MicrocaseError, AdapterError):
         env = ProjectEnv.load(project)
         try:
             gold = env.task(task_id).target
         finally:
             env.close()  # no rollout ran, but nothing it made outlives the command
-    except (MicrocaseError, AdapterError) as exc:
-        raise UsageError(str(exc)) from None
     if not TAG_RE.match(args.cluster):
         raise UsageError(f"--cluster {args.cluster!r}: use letters, digits, '.', '-' or '_'")
     case_id = args.id or f"{args.cluster}-{task_id}"

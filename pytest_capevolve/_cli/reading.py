@@ -26,6 +26,7 @@ from .common import (
     human,
     open_run,
     project_of,
+    said_as,
     spec_of,
     val_ids,
 )
@@ -215,10 +216,8 @@ def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], 
         given = _store_anchor(rundir, args.anchor_from_store)
     if given is None:
         return True
-    try:
+    with said_as(UsageError, AnchorError):
         anchor = parse_anchor(given)
-    except AnchorError as exc:
-        raise UsageError(str(exc)) from None
     seq = find_anchor(rundir.events_path, anchor)
     answer["anchor"] = {"hash": anchor, "seq": seq}
     if seq is None:
@@ -236,10 +235,8 @@ def _store_anchor(rundir: RunDir, store: str) -> str:
     """The newest anchor a hill-climb's git store (or ``store``, a clone of it) committed."""
     from .._loop.git_store import StoreError, store_anchor
 
-    try:
+    with said_as(UsageError, StoreError):
         return store_anchor(Path(store) if store else rundir.root / "store")
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _verified(args: argparse.Namespace, answer: dict[str, Any], *, ok: bool) -> int:
@@ -261,10 +258,8 @@ def _verified_run(args: argparse.Namespace) -> RunDir:
             f"no {SPEC_FILENAME} in {target.resolve()} (and it is not a run dir: no events.jsonl there); "
             "give the project: capevolve verify PROJECT [--run-id ID]"
         )
-    try:
+    with said_as(UsageError, RunDirError):
         return RunDir.resolve(target.resolve(), args.run_id, create=False)
-    except RunDirError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
@@ -312,7 +307,7 @@ def cmd_judge_noise(args: argparse.Namespace) -> int:
     from .._project.adapter import AdapterError, load_adapter, load_tasks
 
     spec, rundir = open_run(args)
-    try:
+    with said_as(Refusal, AdapterError):  # a JudgeNoiseRefusal is a Refusal already
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         against = args.against or rundir.state.best()
@@ -322,8 +317,6 @@ def cmd_judge_noise(args: argparse.Namespace) -> int:
         report = judge_noise(
             rundir, adapter, pool, args.tag, against=against, rescores=rescores, cost_ratio=args.cost_ratio
         )
-    except AdapterError as exc:  # a JudgeNoiseRefusal is a Refusal already
-        raise Refusal(str(exc)) from None
     return emit(args, report, render)
 
 

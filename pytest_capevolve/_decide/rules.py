@@ -101,8 +101,7 @@ def _exact(x: RuleInput) -> RuleResult:
 
 
 def _margin(x: RuleInput) -> RuleResult:
-    """The exact rule asked a margin ("no worse than δ", "within ±m"), by the betting test of
-    :mod:`.._stats.margin`."""
+    """The exact rule asked a margin ("no worse than δ", "within ±m"): :mod:`.._stats.margin`'s test."""
     from .._stats.margin import EQUIVALENCE, NON_INFERIORITY, lower_bound, margin_test
 
     config = x.config
@@ -257,8 +256,7 @@ class CheckInput:
 
 
 def _null_floor(x: CheckInput, decision: str) -> tuple[str, str] | None:
-    """An accept whose Δ̄ (less a margin) does not exceed the null controls' spread is a reject (on
-    fractions)."""
+    """An accept whose Δ̄ (less a margin) does not exceed the null controls' spread is a reject."""
     config, less = x.rule.config, less_margin(x.delta_exact, x.rule.config)
     if decision != ACCEPT or stats.exceeds(less, x.spread_exact):
         return None

@@ -137,8 +137,7 @@ def _exceeds_floor(v: Verdict) -> bool:
 
 
 def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: Fraction) -> Verdict:
-    """Val exhausted without a crossing: the exact gate's verdict at α, and an accept also needs
-    ``p_joint`` ≤ α."""
+    """Val exhausted without a crossing: the exact gate's verdict; an accept also needs ``p_joint`` ≤ α."""
     alpha = decision.alpha.alpha
     numbers = {**decision.numbers(), "p_joint": float(p_joint), "p_joint_exact": str(p_joint)}
     note = (

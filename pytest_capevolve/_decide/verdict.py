@@ -52,8 +52,7 @@ class GateConfig:
 
 @dataclass
 class Verdict:
-    """A gate's verdict with every number it was decided on (empty defaults for a refusal before any
-    rollout)."""
+    """A gate's verdict with every number it was decided on (defaults: a refusal before any rollout)."""
 
     tag: str
     against: str

@@ -126,8 +126,7 @@ def compare_files(
     options: Sequence[ReadOptions] | None = None,
     clusters: Path | None = None,
 ) -> Comparison:
-    """Read ``paths`` (the baseline first; ``options`` one per path, in order) and compare:
-    what ``capevolve compare`` and the ``capevolve_compare`` fixture both do."""
+    """Read ``paths`` (the baseline first; ``options`` one per path) and compare them."""
     if len(paths) < 2:
         raise ResultsError(
             "compare needs two runs or more: the baseline first, then each run to decide against it "
@@ -319,7 +318,7 @@ def promises(comparison: Comparison) -> dict[str, list[str]]:
             else f"{len(pairs)} runs each decided at α (--multiple none): the chance of any false "
             f"accept is up to {len(pairs)}·α"
         )
-    not_hold = []
+    not_hold: list[str] = []
     for result in pairs:
         name, seeds = result.candidate.label, result.pairing.seeds
         (holds if seeds == COMMON else not_hold).append(f"{name}: {SEEDS_SAID[seeds]}")

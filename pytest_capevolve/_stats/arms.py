@@ -25,8 +25,7 @@ CACHE_SIZE = 4  # the best, the candidate at hand, and room for a null control o
 
 
 class ArmSummary:
-    """A reward matrix (private read-only copy) and its per-task numbers; ValueError on rewards outside [0,
-    1]."""
+    """A reward matrix (a private read-only copy) and its per-task numbers; rewards outside [0, 1] raise."""
 
     def __init__(self, matrix: Sequence[Sequence[float]] | np.ndarray) -> None:
         matrix = as_matrix(matrix)  # a copy: nobody else holds it

@@ -67,8 +67,7 @@ def cluster_sign_flip_test(
 def cluster_mean_ci(
     deltas: np.ndarray, clusters: Sequence[str], *, confidence: float = 0.95
 ) -> tuple[float | None, tuple[float, float] | None]:
-    """The cluster-robust SE of the mean delta and its t interval on G − 1 degrees of freedom; (None, None)
-    below two clusters."""
+    """The cluster-robust SE of the mean delta and its t interval on G − 1 df; (None, None) below two."""
     deltas = np.asarray(deltas, dtype=float)
     codes, groups = _codes(clusters, np.ones(len(clusters), dtype=bool))
     if groups < 2 or deltas.size == 0:

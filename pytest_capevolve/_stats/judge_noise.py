@@ -54,8 +54,7 @@ def arm_within(rescores: np.ndarray) -> tuple[float, float]:
 def split(
     deltas: np.ndarray, judge_var_per_task: np.ndarray, within_per_task: np.ndarray, rescores: int
 ) -> JudgeSplit:
-    """The split of Var(Δ̄) for ``deltas`` whose judge part of Var(d_t) is ``judge_var_per_task`` (both
-    arms)."""
+    """The split of Var(Δ̄) for ``deltas`` whose judge part of Var(d_t) is ``judge_var_per_task``."""
     d = np.asarray(deltas, dtype=float)
     judge = np.asarray(judge_var_per_task, dtype=float)
     within = np.asarray(within_per_task, dtype=float)

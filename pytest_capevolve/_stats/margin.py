@@ -49,8 +49,7 @@ def p_below(deltas: np.ndarray, margin: float) -> float:
 
 
 def lower_bound(deltas: np.ndarray, alpha: float) -> float:
-    """The largest δ the deltas still reject at ``alpha`` (−1 when none), by bisection on the monotone
-    E(δ)."""
+    """The largest δ the deltas still reject at ``alpha`` (−1 when none), by bisection on monotone E(δ)."""
     d = np.asarray(deltas, dtype=float)
     target = math.log(1.0 / alpha)
     low, high = -1.0, 1.0  # E(δ) ≥ 1/α is an interval (−1, L]

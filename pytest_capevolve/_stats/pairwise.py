@@ -50,8 +50,7 @@ def net_preference(judgements: Iterable[str]) -> int:
 
 
 def unit_nets(task_nets: Mapping[str, int], clusters: Mapping[str, str] | None = None) -> list[int]:
-    """One net per unit: each task's, or each cluster's sum (an unclustered task is its own), first-seen
-    order."""
+    """One net per unit, first seen first: each task's, or each cluster's sum (a lone task is its own)."""
     if not clusters:
         return list(task_nets.values())
     sums: Counter[str] = Counter()  # first-seen order, as a dict's

@@ -19,8 +19,7 @@ def best_p(improved: int, n_tasks: int) -> Fraction:
 
 
 def smallest_win(level: Fraction, n_tasks: int) -> int | None:
-    """The fewest tasks a candidate must improve, none worse, for the exact test to accept at ``level``;
-    None when even all would not."""
+    """The fewest tasks improved, none worse, the exact test accepts at ``level``; None if all would not."""
     for improved in range(1, n_tasks + 1):
         result = sign_flip_on_integers([1] * improved + [0] * (n_tasks - improved), float(level))
         if result is not None and result.at_most(level):

@@ -67,8 +67,7 @@ class SequentialState:
 def run(
     deltas: np.ndarray, *, alpha_efficacy: float, alpha_futility: float, min_effect: float
 ) -> SequentialState:
-    """Feed the deltas in order and stop at the first crossing: efficacy ≥ 1/α_e accepts, futility ≥ 1/α_f
-    rejects; none → undecided."""
+    """The deltas in order up to the first crossing: efficacy ≥ 1/α_e accepts, futility ≥ 1/α_f rejects."""
     deltas = np.asarray(deltas, dtype=float)
     if deltas.size == 0:
         return SequentialState(0, 1.0, 1.0, UNDECIDED, None)

@@ -27,8 +27,7 @@ EXACT_MAX_SPAN = 2**22
 
 
 def paired_deltas(candidate: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides, and the mask of those
-    tasks."""
+    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides, and their mask."""
     cand_means, best_means = task_means(candidate), task_means(best)
     if cand_means.shape != best_means.shape:
         raise ValueError("the two arms must cover the same tasks, in the same order")
@@ -47,8 +46,7 @@ def reward_grid(*matrices: np.ndarray) -> int | None:
 
 
 def integer_deltas(candidate: np.ndarray, best: np.ndarray, grid: int) -> list[int]:
-    """The paired deltas as exact integers: every per-task mean times grid · lcm(all n_t), so every
-    comparison is exact."""
+    """The paired deltas as exact integers: every per-task mean times grid · lcm(all n_t)."""
     matrices = as_matrix(candidate), as_matrix(best)
     counts = [(~np.isnan(m)).sum(axis=1) for m in matrices]
     return [int(d) for d in scaled_deltas([grid_sums(m, grid) for m in matrices], counts, grid)]
@@ -260,8 +258,7 @@ def _tail(abs_array: np.ndarray, observed: int, n: int, alpha: float | None) -> 
 def _coarsened(
     deltas: np.ndarray | list[int], span: int, n: int, alpha: float | None
 ) -> SignFlipResult | None:
-    """The test of the deltas rounded to ``c`` units each (d' = sign(d)·round(|d|/c)); None past 2^24
-    deltas."""
+    """The test on the deltas rounded to ``c`` units (d' = sign(d)·round(|d|/c)); None past 2^24 deltas."""
     if n > 1 << 24:
         return None
     # up to 60 deltas are counted in integers, whose cost grows with n·span: a shorter span

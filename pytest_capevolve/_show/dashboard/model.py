@@ -151,8 +151,7 @@ class Dashboard:
         return out
 
     def trials(self, row: int) -> list[Trial]:
-        """A task's val rollouts, tag by tag (column order) in trial order: those of
-        :attr:`details` with their feedback and output, every other with its reward only."""
+        """A task's val rollouts in column, then trial order; only :attr:`details` carry feedback."""
         task_id = self.task_ids[row]
         out = []
         for tag in self.tags:
@@ -171,8 +170,7 @@ class Dashboard:
 def collect(
     rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
 ) -> Dashboard:
-    """Read the run once into the dashboard's numbers. ``val``: the val records a val session
-    has just read, so they are not read again."""
+    """Read the run once into the dashboard's numbers (``val``: records a val session just read)."""
     splits = rundir.splits() or {}
     task_ids = [str(t) for t in splits.get(GATE_SPLIT, [])]
     if val is None:

@@ -14,13 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from ..numbers import interval, num
 from .model import DETAIL_LIMIT, Dashboard, Trial
-from .plots import (
-    best_so_far_plot,
-    forest_plot,
-    heatmap_parts,
-    lineage_plot,
-    spend_plot,
-)
+from .plots import best_so_far_plot, forest_plot, heatmap_parts, lineage_plot, spend_plot
 from .svg import esc
 
 OUTPUT_CHARS = 240  # model output is shown cut: the rollout file holds all of it
@@ -160,13 +154,11 @@ def _header(dash: Dashboard) -> str:
         out.append(
             '<ul class="labels">' + "".join(f"<li>{esc(label)}</li>" for label in dash.labels) + "</ul>"
         )
-    for line in dash.deltas:  # the paired best − seed: on val, and on test once sealed
-        out.append(f'<p class="delta">{esc(line)}</p>')
+    out += [f'<p class="delta">{esc(line)}</p>' for line in dash.deltas]  # paired best − seed: val, test
     if dash.table:
         header, *body = dash.table
         out.append('<table class="measure"><tr>' + "".join(f"<th>{esc(c)}</th>" for c in header) + "</tr>")
-        for row in body:
-            out.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>")
+        out += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in body]
         out.append("</table>")
     out.append("</header>")
     return "".join(out)
@@ -201,11 +193,7 @@ def _trial_row(trial: Trial) -> str:
         feedback = f'<td class="feedback infra">{esc(trial.infra_error)}</td>'
     else:
         reward = f'<td class="num">{esc(num(trial.reward))}</td>'
-        feedback = (
-            f'<td class="feedback">{esc(trial.feedback)}</td>'
-            if trial.detail
-            else '<td class="feedback">·</td>'
-        )
+        feedback = f'<td class="feedback">{esc(trial.feedback) if trial.detail else "·"}</td>'
     output = trial.output if len(trial.output) <= OUTPUT_CHARS else trial.output[:OUTPUT_CHARS] + "…"
     return (
         f'<tr><td>{esc(trial.tag)}</td><td class="num">{trial.trial}</td>{reward}{feedback}'
@@ -219,9 +207,7 @@ def _drill_down(dash: Dashboard) -> Iterator[str]:
         yield "<p>no val tasks yet</p>"
         return
     for row, task_id in enumerate(dash.task_ids):
-        means = [
-            f"{cell.tag} {'—' if cell.mean is None else f'{cell.mean:.2f}'}" for cell in dash.row_cells(row)
-        ]
+        means = [f"{cell.tag} {num(cell.mean, '.2f')}" for cell in dash.row_cells(row)]
         summary = f"task {task_id} — " + ", ".join(means) if means else f"task {task_id}"
         trials = dash.trials(row)
         body = (

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
-from ..files import FILE_MODE, RunDirError
+from ..files import FILE_MODE, RunDirError, atomic_write_text
 from ..json_value import loads_bytes
 from .event_chain import GENESIS, event_line_hash, line_seq, prev_of, verify_events
 from .event_kinds import EVENTS_REPAIRED, ROLLOUT, E, Kind, check
@@ -268,9 +268,8 @@ class EventLog:
     def _scan(self, pattern: re.Pattern[bytes], kinds: set[str] | None) -> list[_Hit]:
         """The events ``pattern`` finds of ``kinds`` (None: any but rollout), each with its link's state."""
         hits: list[_Hit] = []
-        # a block at a time, never the whole log (18 MB at 60,000 rollouts, read at a session's
-        # end for its splits): each block is searched up to the start of its last complete line,
-        # so every line searched has the line after it (its hash link) in the same block
+        # a block at a time, never the whole log: each block is searched up to the start of its
+        # last complete line, so every line searched has the line after it (its hash link)
         with open(self.events_path, "rb") as handle:
             carry = b""
             while True:
@@ -329,7 +328,7 @@ class EventLog:
         whole = line.endswith(b"\n") and following.endswith(b"\n")
         if (offset and not before.endswith(b"\n")) or not whole:
             return False
-        if prev_of(following) != hashlib.sha256(line[:-1]).hexdigest():
+        if prev_of(following) != hashlib.sha256(line[:-1]).hexdigest():  # no line records its hash
             return False
         try:
             if json.loads(line) != event:
@@ -400,11 +399,8 @@ class EventLog:
         if handle.read(size - offset) != appended.lines[held_from:]:
             handle.seek(offset)
             return None
-        events = []
-        for event in appended.events[index:]:
-            kept = dict(event) if view is None else view(dict(event))
-            if kept is not None:
-                events.append(kept)
+        held = (dict(event) if view is None else view(dict(event)) for event in appended.events[index:])
+        events = [kept for kept in held if kept is not None]
         return events, size, appended.first_seq + len(appended.events) - 1
 
     def _damaged(self, number: int) -> RunDirError:
@@ -454,10 +450,7 @@ class EventLog:
                 f"{self.events_path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"
             )
             aside.write_text("\n".join(tail) + "\n", encoding="utf-8")
-            kept = "".join(line + "\n" for line in lines[:count])
-            tmp = self.events_path.with_name(f".{self.events_path.name}.repair")
-            tmp.write_text(kept, encoding="utf-8")
-            os.replace(tmp, self.events_path)
+            atomic_write_text(self.events_path, "".join(line + "\n" for line in lines[:count]))
             self._event_tail = None
             self._appended = None
             self.append_event(EVENTS_REPAIRED, moved=len(tail), to=aside.name, problem=problem)
