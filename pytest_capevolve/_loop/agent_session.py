@@ -87,6 +87,8 @@ class Broker:
                 start_new_session=True,  # the agent's Ctrl-C or exit does not cut a session short
             )
         except OSError as exc:
+            if (after := getattr(argv, "after", None)) is not None:
+                after()  # removes the private copies made for it
             request.reply.finish(f"error: capevolve agent could not start {argv[0]}: {exc.strerror}\n", 4)
             return
         assert proc.stdout is not None and proc.stderr is not None
