@@ -31,8 +31,6 @@ class StoreError(Exception):
 class CandidateStore:
     """Records candidates once each; ``index`` maps tag → what the store made of it."""
 
-    kind = "copy"
-
     def __init__(self, root: Path, index_path: Path) -> None:
         self.root = root
         self.index_path = index_path
@@ -58,8 +56,6 @@ class CandidateStore:
 
 
 class GitStore(CandidateStore):
-    kind = "git"
-
     def _repo(self) -> Any:
         import git  # gitpython; imported when a git store is used
 
@@ -102,8 +98,6 @@ class GitStore(CandidateStore):
 
 
 class CommandStore(CandidateStore):
-    kind = "command"
-
     def __init__(self, root: Path, index_path: Path, command: str, cwd: Path) -> None:
         super().__init__(root, index_path)
         self.command = command
