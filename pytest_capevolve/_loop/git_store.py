@@ -31,8 +31,6 @@ class StoreError(Exception):
 class CandidateStore:
     """Records candidates once each; ``index`` maps tag → what the store made of it."""
 
-    kind = "copy"
-
     def __init__(self, root: Path, index_path: Path) -> None:
         self.root = root
         self.index_path = index_path
@@ -58,8 +56,6 @@ class CandidateStore:
 
 
 class GitStore(CandidateStore):
-    kind = "git"
-
     def _repo(self) -> Any:
         import git  # gitpython; imported when a git store is used
 
@@ -102,9 +98,9 @@ class GitStore(CandidateStore):
 
 
 class CommandStore(CandidateStore):
-    kind = "command"
-
-    def __init__(self, root: Path, index_path: Path, command: str, cwd: Path) -> None:
+    def __init__(self, root: Path, index_path: Path, command: str | None, cwd: Path) -> None:
+        if not command:
+            raise StoreError("--store command needs --store-commit-cmd 'CMD {msg} {dir} {tag}'")
         super().__init__(root, index_path)
         self.command = command
         self.cwd = cwd
@@ -124,17 +120,11 @@ class CommandStore(CandidateStore):
         return {"command": argv, "stdout": done.stdout[-2000:]}
 
 
-def _command_store(run_root: Path, index: Path, command: str | None, cwd: Path | None) -> CandidateStore:
-    if not command:
-        raise StoreError("--store command needs --store-commit-cmd 'CMD {msg} {dir} {tag}'")
-    return CommandStore(run_root / "store", index, command, cwd or run_root)
-
-
 # The backends by `--store` name (the spec's HILL_CLIMB_STORES, a floor below, repeats the names)
 STORE_KINDS: dict[str, Callable[[Path, Path, str | None, Path | None], CandidateStore]] = {
     "git": lambda root, index, command, cwd: GitStore(root / "store", index),
     "copy": lambda root, index, command, cwd: CandidateStore(root / "candidates", index),
-    "command": _command_store,
+    "command": lambda root, index, command, cwd: CommandStore(root / "store", index, command, cwd or root),
 }
 
 
