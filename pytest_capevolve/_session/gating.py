@@ -198,11 +198,7 @@ class AlphaBudget:
         return slot, True
 
     def record(
-        self,
-        rundir: RunDir,
-        nulls: list[Verdict],
-        verdicts: list[Verdict],
-        null_tags: list[str],
+        self, rundir: RunDir, nulls: list[Verdict], verdicts: list[Verdict], null_tags: list[str]
     ) -> list[tuple[dict[str, Any], Path]]:
         """Log one ``gate_decision`` per candidate decided and one ``null_gated`` per null, then write the
         verdicts; returns the files to announce once the lock is let go. Undecided spends nothing. Each

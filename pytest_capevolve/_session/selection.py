@@ -42,11 +42,6 @@ def other_node_ids(args: Sequence[str], spec_name: str) -> list[str]:
 WORKERINPUT_KEY = "capevolve_selected"
 
 
-def select(config: pytest.Config, spec_path: Path, named: list[str]) -> None:
-    """Collect only ``named`` under the spec, else all; a worker gets the controller's choice, not argv's."""
-    config.args[:] = [f"{spec_path}::{rest}" for rest in named] or [str(spec_path)]
-
-
 class SelectionToWorkers:
     def __init__(self, selected: list[str]) -> None:
         self.selected = selected
@@ -80,16 +75,11 @@ def notes(
     unknown += other_node_ids(config.args, spec_name)
     if unknown:  # a FAILED line's id pasted without its candidate: say how to name it
         tag = unknown[0].rpartition("[")[2].rpartition("-t")[0]
-        absent = tag and tag not in {c.tag for c in plan.candidates}
+        add = f"its tag {tag!r} is not in it: add --capevolve-candidate with its folder, or "
         lines.append(
             f"{unknown[0]}{' and others' if len(unknown) > 1 else ''} names no rollout of this session's "
-            f"plan, so nothing is run for it ("
-            + (
-                f"its tag {tag!r} is not in it: add --capevolve-candidate with its folder, or "
-                if absent
-                else ""
-            )
-            + "`pytest --co` with the same options lists the ids it owes)"
+            f"plan, so nothing is run for it ({add if tag and tag not in plan.tags() else ''}"
+            "`pytest --co` with the same options lists the ids it owes)"
         )
     option = config.option
     flags = (("--lf", getattr(option, "lf", False)), ("--ff", getattr(option, "failedfirst", False)))

@@ -84,9 +84,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         require_prefer(adapter, spec.adapter, spec.gate_mode)
-        runner = isolated(
-            adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec
-        )  # candidate code: a child's, confined
+        # candidate code: a child's, confined
+        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec)
         config.add_cleanup(runner.close)
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
@@ -143,7 +142,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
     ahead.register(config, context, width)  # at concurrency 1: the next request sent ahead
     heap.register(config)
     # the spec is the only thing a capevolve session collects: the rollouts named under it, else all
-    selection.select(config, spec.path, selected)
+    # (a worker gets the controller's choice, not argv's)
+    config.args[:] = [f"{spec.path}::{rest}" for rest in selected] or [str(spec.path)]
 
 
 def _selected(config: pytest.Config, spec: Spec, plan: EvalPlan, given: list[str]) -> list[str]:
