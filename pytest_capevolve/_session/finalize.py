@@ -1,8 +1,8 @@
 """The finalize session: ``pytest --capevolve-finalize PROJECT`` scores the test split once.
 
 The seal is claimed before planning (a refused session pays nothing); the best, and the seed when it differs
-(so the improvement is paired), are evaluated from snapshots; the seal burns only after every planned rollout
-reported, so an interrupted session leaves it unburned and the next reuses what is persisted."""
+(so the improvement is paired), are evaluated from snapshots; the seal burns only once every planned rollout
+reported, so an interrupted session leaves it unburned and the next one reuses what is persisted."""
 
 from __future__ import annotations
 

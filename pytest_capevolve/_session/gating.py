@@ -1,8 +1,7 @@
 """Judging and booking: a gate session's round of verdicts, and the decisions they become.
 
 Controller only, after the run loop, from what is persisted: nulls first (their deltas set the floor), then
-the candidates as a round; with ``--capevolve-commit auto`` each is booked as ``capevolve commit`` books
-it."""
+the candidates as a round; with ``--capevolve-commit auto`` each is booked as ``capevolve commit`` would."""
 
 from __future__ import annotations
 

@@ -336,8 +336,7 @@ class CapevolveReporter:
         missing, left_out = len(keys), sum(key in self.deselected for key in keys)
         deselected = f" ({left_out} deselected by -k, -m or --deselect)" if left_out else ""
         return [
-            f"{rollouts(missing)} {'is' if missing == 1 else 'are'} missing{deselected}; "
-            f"{then}to complete only those, run:",
+            f"{are_missing(missing)}{deselected}; {then}to complete only those, run:",
             f"  {self.completing()}",
         ]
 
@@ -352,3 +351,7 @@ def _write_sections(tr: Any, sections: list[tuple[str, str]]) -> None:
 def rollouts(count: int, adjective: str = "") -> str:
     words = [str(count), *([adjective] if adjective else []), "rollout" if count == 1 else "rollouts"]
     return " ".join(words)
+
+
+def are_missing(count: int) -> str:
+    return f"{rollouts(count)} {'is' if count == 1 else 'are'} missing"
