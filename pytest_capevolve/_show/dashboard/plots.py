@@ -113,25 +113,29 @@ def heatmap_parts(dash: Dashboard) -> Iterator[str]:
         yield text(cx, top - 6, tag, "col-label", "start", rotate=-40)
     for row, task_id in enumerate(dash.task_ids):
         yield text(left - 6, top + CELL_H * row + CELL_H - 3, task_id, "row-label", "end")
-    columns = {tag: col for col, tag in enumerate(dash.tags)}
-    for cell in dash.cells():
-        x0 = left + cell_w * columns[cell.tag]
-        y0 = top + CELL_H * cell.task
-        if cell.state == "scored":
-            fill = reward_colour(cell.mean or 0.0)
-            tip = f"mean reward {cell.mean:.3f} over {cell.valid} valid trial(s)"
-        elif cell.state == "infra":
-            fill, tip = "url(#hatch-infra)", f"infra errors only ({cell.infra}): missing data, not 0"
-        else:
-            fill, tip = "url(#hatch-missing)", "not evaluated: missing, not 0"
-        if cell.infra and cell.state == "scored":
-            tip += f"; {cell.infra} infra error(s) left out"
-        yield (
-            f'<a href="#task-{cell.task}"><rect class="cell {cell.state}" x="{f(x0)}" y="{f(y0)}" '
-            f'width="{f(cell_w - 1)}" height="{f(CELL_H - 1)}" fill="{fill}">'
-            + title(f"task {dash.task_ids[cell.task]} · {cell.tag}: {tip}")
-            + "</rect></a>"
-        )
+    # what repeats from cell to cell is drawn once: a column's x, the size, a mean's colour
+    xs = {tag: f(left + cell_w * col) for col, tag in enumerate(dash.tags)}
+    size = f'width="{f(cell_w - 1)}" height="{f(CELL_H - 1)}"'
+    colours: dict[float, str] = {}
+    for cells in dash.rows_of_cells():
+        for cell in cells:
+            state = cell.state
+            if state == "scored":
+                mean = cell.mean or 0.0
+                fill = colours.get(mean) or colours.setdefault(mean, reward_colour(mean))
+                tip = f"mean reward {cell.mean:.3f} over {cell.valid} valid trial(s)"
+            elif state == "infra":
+                fill, tip = "url(#hatch-infra)", f"infra errors only ({cell.infra}): missing data, not 0"
+            else:
+                fill, tip = "url(#hatch-missing)", "not evaluated: missing, not 0"
+            if cell.infra and state == "scored":
+                tip += f"; {cell.infra} infra error(s) left out"
+            yield (
+                f'<a href="#task-{cell.task}"><rect class="cell {state}" x="{xs[cell.tag]}" '
+                f'y="{f(top + CELL_H * cell.task)}" {size} fill="{fill}">'
+                + title(f"task {dash.task_ids[cell.task]} · {cell.tag}: {tip}")
+                + "</rect></a>"
+            )
     ly = top + CELL_H * len(dash.task_ids) + 14
     parts = [
         f'<rect class="legend-swatch" x="{f(left + 14 * i)}" y="{f(ly)}" width="14" height="12" '
