@@ -171,3 +171,31 @@ def test_an_accept_at_a_looser_alpha_is_not_adopted_by_a_run_at_the_owners(
     looser = "gate_alpha: 0.25"  # accepted at α = 0.25, booked
     said = _adopted_in_a_new_run(projects, capevolve, capsys, project, "c18", "gate_alpha: 0.05", looser)
     assert "under gate_alpha 0.25 (this run: 0.05)" in said and "gate a changed version" in said, said
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a candidate accepted in a run at the spec's constant α; a new run frozen at `addis` (as "
+        "`capevolve hill-climb` runs, `-o capevolve_gate_alpha_schedule=addis`) gated its bytes, "
+        '`REPEAT`, the session said "not adopted", and `capevolve commit --decision accept` adopted '
+        "them anyway: commit compared the spec's settings, not the ones the run froze (and refused "
+        "the opposite case naming a schedule the run never had)"
+    ),
+    outcome="refused in one line naming the run's frozen schedule, as the session refuses it",
+)
+def test_an_accept_is_compared_with_the_settings_the_new_run_froze_not_the_spec(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("noisy_agent")
+    projects.one_trial_with_noop(project, "Be courteous.")
+    (project / "candidates" / "noop").rename(project / "candidates" / "c18")
+    projects.edit_spec(project, "gate_alpha: 0.05", "gate_alpha: 0.25")  # its draws: p = 0.09, accepted
+    assert capevolve(project, "c18", gate=True).ret == 0
+    addis = ["--capevolve-new-run", "--capevolve-commit", "none", "-o", "capevolve_gate_alpha_schedule=addis"]
+    again = capevolve(project, "c18", gate=True, extra=addis)
+    assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT of the accept, not adopted
+    capsys.readouterr()
+    assert main(["commit", "c18", "--project", str(project), "--decision", "accept"]) != 0
+    said = capsys.readouterr().err
+    assert "(this run: addis)" in said and "gate a changed version" in said, said

@@ -25,7 +25,7 @@ from ..._store.log.event_kinds import (
     Lineage,
 )
 from ..._store.rundir import RunDir
-from ..alpha.gate_settings import settings_of
+from ..alpha.gate_settings import decided_under, settings_of
 from ..budget.optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
 from ..repeats.identity import Earlier, decided_in_project, registered_hashes, remember_booked
 from . import memory
@@ -164,7 +164,9 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
         return None
     there = RunDir(rundir.root.parent / earlier.run_id)
     decided = there.verdicts.verdict(earlier.tag) or {}
-    _same_question(decided, spec, earlier)
+    _same_question(
+        decided, decided_under(rundir, spec), earlier
+    )  # this run's frozen settings, not the spec's
     if not _same_parent(there, rundir, decided.get("against"), best, spec):
         return None
     level = f" at {earlier.level}" if earlier.level else ""
