@@ -26,6 +26,7 @@ class Checkpoint(StrEnum):
     HILL_CLIMB = "capevolve hill-climb, before the optimizer runs and per proposal"
     MERGE = "capevolve merge, before any step is built"
     WORK = "capevolve work new (and every work copy the loop makes)"
+    COMMIT = "capevolve commit --decision accept, before anything is booked"
     SPEND = "capevolve spend's recommendation"
 
 
@@ -60,6 +61,10 @@ FINALIZED = Guard(
         Checkpoint.HILL_CLIMB: "start a new run: capevolve hill-climb --new-run",
         Checkpoint.MERGE: "merge in a new run (pytest --capevolve-run PROJECT --capevolve-new-run)",
         Checkpoint.WORK: f"{NEW_RUN[:-1]}, or capevolve hill-climb --new-run)",
+        Checkpoint.COMMIT: (
+            "gate it in a new run (pytest --capevolve-run PROJECT --capevolve-candidate DIR "
+            "--capevolve-gate --capevolve-new-run); its val and test are scored afresh there"
+        ),
     },
 )
 TAMPER = Guard(

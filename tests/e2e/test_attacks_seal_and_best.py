@@ -181,3 +181,25 @@ def test_collecting_a_finalize_names_no_test_task_and_opens_nothing(example, pro
         "::test::" not in out
         and '"test_opened"' not in (projects.run_dir(project) / "events.jsonl").read_text()
     )
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a gate's ACCEPT left unbooked (`--capevolve-commit none`), the run finalized on the seed, then "
+        "`capevolve commit TAG --decision accept` once the test score was seen: the finalized run's "
+        "best moved, chosen on held-out knowledge"
+    ),
+    outcome="refused in one line (the finalized-run guard, at commit), naming the way on: a new run",
+)
+def test_an_accept_is_not_booked_in_a_finalized_run(example, projects, capevolve, capsys):
+    project = example("noisy_agent")
+    gate = capevolve(project, "improved", gate=True, extra=["--capevolve-commit", "none"])
+    assert gate.ret == 0 and "improved" in gate.stdout.str()
+    assert capevolve(project, finalize=True).ret == 0
+    capsys.readouterr()
+    code = main(["commit", "improved", "--project", str(project), "--decision", "accept"])
+    err = capsys.readouterr().err
+    assert code == 2 and "is finalized" in err and "--capevolve-new-run" in err, err
+    state = (projects.run_dir(project) / "state.json").read_text()
+    assert '"best_id": "seed"' in state

@@ -25,6 +25,7 @@ from ..._store.log.event_kinds import (
     Lineage,
 )
 from ..._store.rundir import RunDir
+from .. import guards
 from ..alpha.gate_settings import decided_under, settings_of
 from ..budget.optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
 from ..repeats.identity import Earlier, decided_in_project, registered_hashes, remember_booked
@@ -56,6 +57,8 @@ def book(
     """Book ``decision`` for ``tag``; returns it as logged. Raises CommitRefused."""
     optimizer = optimizer or OptimizerSpend()
     with rundir.lock():
+        if decision == "accept":  # a best chosen after the test score was seen
+            guards.refuse_finalized(rundir, guards.Checkpoint.COMMIT)
         state = rundir.state.read_state()
         best = str(state["best_id"])
         verdict = rundir.verdicts.checked(tag)  # the file as the gate logged it, or refused
