@@ -14,6 +14,7 @@ Everything else is refused in one line that names the way on."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import os
@@ -128,12 +129,26 @@ class AgentPolicy:
         private copy); returns what to do once the command ended (deliver an export)."""
         from .main import build_parser
 
-        deliver = None
         try:
             with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
                 args = build_parser(argv[0]).parse_args(argv)
         except SystemExit:
             return None  # argparse refuses it in the command's own words, before it reads anything
+        # the private copies made for the command: removed on a refusal here, else once it ended
+        with contextlib.ExitStack() as copies:
+            deliver = self._checked(argv, args, where, copies)
+            owned = copies.pop_all()
+
+        def after() -> str | None:
+            with owned:
+                return deliver() if deliver is not None else None
+
+        return after
+
+    def _checked(
+        self, argv: list[str], args: argparse.Namespace, where: Path, copies: contextlib.ExitStack
+    ) -> Callable[[], str | None] | None:
+        deliver = None
         for attr, why in REFUSED_FLAGS.items():
             if getattr(args, attr, None):
                 raise Refusal(why)
@@ -147,7 +162,7 @@ class AgentPolicy:
             if (where / operand).exists():
                 self._this_project(Path(operand), where)
         if (export := getattr(args, "export", None)) is not None:
-            deliver = self._export(argv, export, where)
+            deliver = self._export(argv, export, where, copies)
         for folder in getattr(args, "writable", None) or ():  # hill-climb's: never more than the agent's own
             if not self._writable(Path(os.path.realpath(where / folder))):
                 raise Refusal(
@@ -155,9 +170,7 @@ class AgentPolicy:
                     "may (its work copies, its TMPDIR, the --writable folders it was started with)"
                 )
         if (instructions := getattr(args, "instructions_file", None)) is not None:
-            copy = self._instructions(argv, instructions, where)
-            if deliver is None:
-                return lambda: shutil.rmtree(copy, ignore_errors=True)  # None: nothing to say
+            self._instructions(argv, instructions, where, copies)
         return deliver
 
     # -- files the broker reads or writes for the agent -------------------------------------------
@@ -165,7 +178,9 @@ class AgentPolicy:
     # of the agent's replaced by a link in between (into the run dir, at a gold file) would lead it
     # there. So the broker opens them here, following no link, and the command gets a private copy.
 
-    def _export(self, argv: list[str], export: str, where: Path) -> Callable[[], str | None]:
+    def _export(
+        self, argv: list[str], export: str, where: Path, copies: contextlib.ExitStack
+    ) -> Callable[[], str | None]:
         target = Path(os.path.realpath(where / export))  # where it leads now; written following no link
         root = next((r for r in self.writable if target.is_relative_to(r) and target != r), None)
         if root is None:
@@ -173,7 +188,7 @@ class AgentPolicy:
                 f"--export {export}: the broker writes only where the agent may write (its work "
                 "copies, its TMPDIR); export into one of them"
             )
-        private = Path(tempfile.mkdtemp(prefix="capevolve-broker-")) / target.name
+        private = _private_folder(copies) / target.name
         _replace_value(argv, "--export", str(private))
 
         def deliver() -> str | None:
@@ -182,14 +197,12 @@ class AgentPolicy:
                     _write_unlinked(root, target.relative_to(root), private.read_bytes())
             except OSError as exc:
                 return f"error: capevolve agent: --export {export} not written: {exc.strerror or exc}\n"
-            finally:
-                shutil.rmtree(private.parent, ignore_errors=True)
             return None
 
         return deliver
 
-    def _instructions(self, argv: list[str], given: str, where: Path) -> Path:
-        """Reads the file for the command; returns the private folder of its copy."""
+    def _instructions(self, argv: list[str], given: str, where: Path, copies: contextlib.ExitStack) -> None:
+        """Reads the file for the command into a private copy, which the command is given."""
         target = Path(os.path.realpath(where / given))  # where it leads now; read following no link
         if self._hidden(target):
             raise Refusal(f"--instructions-file {given}: a file the agent may not read")
@@ -200,10 +213,9 @@ class AgentPolicy:
                 f"--instructions-file {given}: {exc.strerror or exc} (read without following a "
                 "symbolic link); give a file that stays where it is while the command runs"
             ) from None
-        copy = Path(tempfile.mkdtemp(prefix="capevolve-broker-")) / "instructions.md"
+        copy = _private_folder(copies) / "instructions.md"
         copy.write_bytes(text)
         _replace_value(argv, "--instructions-file", str(copy))
-        return copy.parent
 
     # -- pytest sessions -------------------------------------------------------------------------
 
@@ -277,6 +289,12 @@ class Command(list[str]):
     def __init__(self, argv: list[str], after: Callable[[], str | None] | None = None) -> None:
         super().__init__(argv)
         self.after = after
+
+
+def _private_folder(copies: contextlib.ExitStack) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="capevolve-broker-"))
+    copies.callback(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def _replace_value(argv: list[str], option: str, value: str) -> None:

@@ -252,9 +252,8 @@ class RolloutPool:
 
     def _create_tasks(self, loop: asyncio.AbstractEventLoop) -> None:
         """On the loop's thread: a task for every rollout queued since the last wake-up. The loop
-        comes with the call, not from ``self``: a call queued behind an adapter that blocked the
-        loop can run after :meth:`close` let go of it — then each rollout is abandoned, its
-        coroutine closed unstarted (never a task nobody collects, nor a "never awaited" warning)."""
+        comes with the call: one queued behind a blocking adapter may run after :meth:`close` — then
+        each coroutine is closed unstarted (no task nobody collects, no "never awaited" warning)."""
         with self._feeding:
             batch, self._queued = self._queued, []
             self._woken = False

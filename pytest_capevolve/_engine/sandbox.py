@@ -137,10 +137,8 @@ class Sandboxes:
     def send_ahead(
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
     ) -> bool:
-        """On the main thread: send the rollout :meth:`run` will be asked for next to its
-        candidate's child now, if that child is running and idle; the :meth:`run` asking for
-        the same rollout (same task, folder, seed, split, timeout and log level) collects its
-        answer. False when nothing was sent (the caller's :meth:`run` then sends it as usual)."""
+        """On the main thread: send the rollout :meth:`run` will be asked for next to its running,
+        idle child now, for that :meth:`run` to collect; False when nothing was sent."""
         if threading.current_thread() is not threading.main_thread():
             return False
         ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=True)
@@ -159,9 +157,8 @@ class Sandboxes:
         return answer.scored
 
     def close(self) -> None:
-        """End every child, reaping it (idempotent). Whoever built the runner calls it when its
-        session or command ends; ``atexit`` is only the last resort, dropped here so a closed
-        runner is not held until the process exits."""
+        """End and reap every child (idempotent), when the session or command ends; ``atexit``,
+        the last resort, is dropped so a closed runner is not held until the process exits."""
         with self._lock:
             self._closed = True
             children = list(self._children.values())

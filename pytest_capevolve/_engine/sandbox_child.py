@@ -21,6 +21,7 @@ import pickle
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -235,11 +236,10 @@ class _PlainWatch(pickle.Pickler):
         return NotImplemented
 
 
-def _guarded(call: Any, *args: Any, **kwargs: Any) -> Scored:
+def _guarded(call: Callable[..., Scored], *args: Any, **kwargs: Any) -> Scored:
     """``call`` whatever it raises: a BaseException out of the adapter is an infra error here."""
     try:
-        result: Scored = call(*args, **kwargs)
-        return result
+        return call(*args, **kwargs)
     except RolloutTimeout as exc:
         return Scored(rollout=None, infra_error=f"timeout: {exc}")
     except BaseException as exc:

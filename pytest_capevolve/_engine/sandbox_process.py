@@ -143,9 +143,8 @@ class Sandbox:
         return proc, reader
 
     def _request(self, ask: Ask) -> tuple[int, bytes]:
-        """``ask`` as this child's next request: its id and pickle (under ``_lock``, so requests
-        go out in the order :attr:`sent` assumes). A task's pickle goes to a child once; after
-        that, SAME_TASK."""
+        """``ask`` as this child's next request, its id and pickle (under ``_lock``: requests go out
+        in the order :attr:`sent` assumes); a task's pickle goes to a child once, then SAME_TASK."""
         request_id = next(self.owner._ids)
         task_id, blob = ask[0], ask[1]
         task: bytes | int | None = blob
@@ -204,9 +203,8 @@ class Sandbox:
             return True
 
     def _collect_ahead(self, ask: Ask | None) -> Answer | None:
-        """The answer to the request sent ahead when it is ``ask``'s; another's (its item did
-        not run it) is waited for and dropped, so the child is idle again: a request is never
-        queued behind a rollout. None when nothing was sent ahead for ``ask``."""
+        """The answer to the request sent ahead when it is ``ask``'s, else None; another's is waited
+        for and dropped, so a request is never queued behind a rollout."""
         with self._lock:
             ahead, self.ahead = self.ahead, None
         if ahead is None:

@@ -25,29 +25,19 @@ MAX_FRAME = 1 << 30  # a length past this is a broken (or hostile) child, not a 
 CHUNK = 1 << 16  # what one read asks for while a frame's header is not in yet
 
 VALUE_TYPES = frozenset(
-    {
-        ("pytest_capevolve._project.adapter", "Rollout"),
-        ("builtins", "complex"),
-        ("builtins", "set"),
-        ("builtins", "frozenset"),
-        ("builtins", "bytearray"),
-        ("builtins", "slice"),
-        ("builtins", "range"),
-        ("collections", "OrderedDict"),
-        ("collections", "deque"),
-        ("datetime", "date"),
-        ("datetime", "datetime"),
-        ("datetime", "time"),
-        ("datetime", "timedelta"),
-        ("datetime", "timezone"),
-        ("decimal", "Decimal"),
-        ("fractions", "Fraction"),
-        ("uuid", "UUID"),
-        ("pathlib", "PurePosixPath"),
-        ("pathlib", "PosixPath"),
-        ("pathlib._local", "PurePosixPath"),
-        ("pathlib._local", "PosixPath"),
-    }
+    (module, name)
+    for module, names in {
+        "pytest_capevolve._project.adapter": ("Rollout",),
+        "builtins": ("complex", "set", "frozenset", "bytearray", "slice", "range"),
+        "collections": ("OrderedDict", "deque"),
+        "datetime": ("date", "datetime", "time", "timedelta", "timezone"),
+        "decimal": ("Decimal",),
+        "fractions": ("Fraction",),
+        "uuid": ("UUID",),
+        "pathlib": ("PurePosixPath", "PosixPath"),
+        "pathlib._local": ("PurePosixPath", "PosixPath"),
+    }.items()
+    for name in names
 )
 
 

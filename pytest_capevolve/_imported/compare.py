@@ -126,8 +126,7 @@ def compare_files(
     options: Sequence[ReadOptions] | None = None,
     clusters: Path | None = None,
 ) -> Comparison:
-    """Read ``paths`` (the baseline first; ``options`` one per path, in order) and compare:
-    what ``capevolve compare`` and the ``capevolve_compare`` fixture both do."""
+    """Read ``paths`` (the baseline first; ``options`` one per path) and compare them."""
     if len(paths) < 2:
         raise ResultsError(
             "compare needs two runs or more: the baseline first, then each run to decide against it "

@@ -1,8 +1,7 @@
 """How an inspect_ai score value becomes a reward, for the bridge and the log reader alike.
 
-``C`` → 1, ``P`` → 0.5, ``I`` → 0, ``N`` (no answer) → 0, not missing data; ``True``/``False``
-→ 1/0; a number → itself (the caller checks [0, 1]). Anything else is None: the caller refuses
-it in its own words."""
+``N`` (no answer) is a 0, not missing data. A value with no reward is None: the caller refuses
+it in its own words, and checks a number is in [0, 1]."""
 
 from __future__ import annotations
 

@@ -50,10 +50,9 @@ class PairwiseComparison:
     reason: str = field(init=False)
 
     def __post_init__(self) -> None:
-        nets = self.task_nets
         clusters = {j.task_id: j.cluster for j in self.judgements if j.cluster is not None}
         self.by = "cluster" if clusters else "task"
-        self.test = sign_test(unit_nets(nets, clusters))
+        self.test = sign_test(unit_nets(self.task_nets, clusters))
         self.worst = sign_test(unit_nets(self._nets(failed_as="A"), clusters))
         self.decision, self.reason = _decision(self)
 

@@ -21,8 +21,7 @@ from .table import read_csv, read_jsonl
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """What a command line may say about one file: its name in the tables, the scorer or metric
-    whose value is the reward, the arm of a file that holds several (promptfoo)."""
+    """What a command line may say about one file (``arm``: of a promptfoo file that holds several)."""
 
     label: str | None = None
     scorer: str | None = None
@@ -34,8 +33,7 @@ Reader = Callable[[Path, Any, ReadOptions], ImportedRun]
 
 @dataclass(frozen=True)
 class Source:
-    """A kind of results file: ``matches(path, head)`` says whether a file is one,
-    ``read(path, head, options)`` reads it; ``what`` is its line in the docs and errors."""
+    """A kind of results file; ``what`` is its line in the docs and errors."""
 
     name: str
     matches: Callable[[Path, Any], bool]

@@ -1,13 +1,10 @@
 """``capevolve agent -- CMD ARGS…``: a coding agent inside the optimizer's boundary, its broker
 outside.
 
-Run by the CLI from the project folder: it picks (or creates) the project's current run,
-starts ``CMD`` through :mod:`.._confine.launch` inside :mod:`.optimizer_boundary` with one end
-of a socket pair, and keeps the broker on the other end: each ``capevolve`` command the agent
-asks for is checked by ``policy`` (:mod:`.._cli.broker_policy`) and run with the evaluator's
-rights plus the optimizer's confinement label, its output streamed back. It returns ``CMD``'s
-exit code once every command it asked for has finished. Without Landlock the agent runs
-unconfined, and every decision it books says so."""
+``CMD`` runs confined, holding one end of a socket pair; on the other end the broker runs each
+``capevolve`` command the agent asks for that ``policy`` (:mod:`.._cli.broker_policy`) allows,
+with the evaluator's rights plus the optimizer's confinement label, its output streamed back.
+Without Landlock the agent runs unconfined, and every decision it books says so."""
 
 from __future__ import annotations
 
@@ -21,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .._confine.broker_wire import BROKER_ENV, Reply, Request, control_pair, requests
+from .._confine.broker_wire import BROKER_ENV, Request, control_pair, requests
 from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
 from .._confine.launch import CONFINEMENT_ENV, command
@@ -90,6 +87,8 @@ class Broker:
                 start_new_session=True,  # the agent's Ctrl-C or exit does not cut a session short
             )
         except OSError as exc:
+            if (after := getattr(argv, "after", None)) is not None:
+                after()  # removes the private copies made for it
             request.reply.finish(f"error: capevolve agent could not start {argv[0]}: {exc.strerror}\n", 4)
             return
         assert proc.stdout is not None and proc.stderr is not None
@@ -143,9 +142,8 @@ def run_agent(
         if not state.confined:
             agent_env[CONFINEMENT_ENV] = json.dumps(state.as_json())
         broker_env = {k: v for k, v in os.environ.items() if k not in (BROKER_ENV, CONFINEMENT_ENV)}
-        broker_env.update(
-            environment(state, STARTED_BY)
-        )  # the label the record copies: set here, not by the agent
+        # the label the record copies: set here, not by the agent
+        broker_env.update(environment(state, STARTED_BY))
         broker = Broker(policy_for(rundir, boundary.writable), broker_env, moved=_moved(spec, rundir))
         try:
             proc = subprocess.Popen(started, env=agent_env, pass_fds=(inherited.fileno(),), cwd=os.getcwd())
@@ -177,14 +175,11 @@ def _moved(spec: Spec, started_in: RunDir) -> Callable[[], str | None]:
         if now == started_in.run_id:
             return None
         return (
-            f"capevolve agent: the project's current run is now {now}; this agent writes only the "
-            f"work copies of run {started_in.run_id}: end it and start it again ({USAGE_HINT})\n"
+            f"capevolve agent: the project's current run is now {now}; this agent writes only the work "
+            f"copies of run {started_in.run_id}: end it and start it again (capevolve agent -- CMD ARGS…)\n"
         )
 
     return note
-
-
-USAGE_HINT = "capevolve agent -- CMD ARGS…"
 
 
 def _wait(proc: subprocess.Popen[bytes]) -> int:
@@ -194,6 +189,3 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
             return proc.wait()
         except KeyboardInterrupt:
             continue
-
-
-__all__ = ["Broker", "Policy", "Reply", "current_run", "run_agent"]

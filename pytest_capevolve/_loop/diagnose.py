@@ -128,7 +128,7 @@ def signature(feedback: Any, mode: str = "normalized") -> str:
     return text if len(text) <= _SIGNATURE_MAX else text[: _SIGNATURE_MAX - 1] + "…"
 
 
-def _check_split(split: str, what: str) -> str:
+def _check_split(split: str, what: str) -> None:
     if split == TEST_SPLIT:
         raise Refusal(
             f"{what} test: the test split is sealed — scored once by finalize — and a diagnosis "
@@ -136,7 +136,6 @@ def _check_split(split: str, what: str) -> str:
         )
     if split not in READABLE_SPLITS:
         raise Refusal(f"{what} {split!r}: not a split; use one of {', '.join(READABLE_SPLITS)}")
-    return split
 
 
 def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[RolloutRecord]:
@@ -158,7 +157,8 @@ def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[
     )
 
 
-def _passed(record: RolloutRecord, threshold: float) -> bool:
+def passed(record: RolloutRecord, threshold: float) -> bool:
+    """The record's pass, else its reward against the threshold (an infra error never passes)."""
     if record.passed is not None:
         return bool(record.passed)
     return record.reward is not None and record.reward >= threshold
@@ -175,15 +175,12 @@ def _clusters(
     clusters: dict[str, FailureCluster] = {}
     for record in records:
         key = signature(text_of(record), mode)
-        cluster = clusters.get(key)
-        if cluster is None:
-            cluster = clusters[key] = {
-                "signature": key,
-                "count": 0,
-                "tasks": [],
-                "example_feedback": text_of(record),
-                "example_rollout": _rollout_path(spec, rundir, record),
-            }
+        if key not in clusters:
+            example = _rollout_path(spec, rundir, record)
+            clusters[key] = FailureCluster(
+                signature=key, count=0, tasks=[], example_feedback=text_of(record), example_rollout=example
+            )
+        cluster = clusters[key]
         cluster["count"] += 1
         if record.task_id not in cluster["tasks"]:
             cluster["tasks"].append(record.task_id)
@@ -259,8 +256,7 @@ def merge_paraphrases(clusters: list[FailureCluster]) -> list[FailureCluster]:
 
 
 def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str, cluster: str) -> SplitDiagnosis:
-    splits = rundir.splits() or {}
-    task_ids = list(splits.get(split, []))
+    task_ids = list((rundir.splits() or {}).get(split, []))
     if not task_ids:
         raise Refusal(f"the {split} split of run {rundir.run_id} has no tasks")
     records = _records(rundir, tag, split, task_ids)
@@ -268,23 +264,21 @@ def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str, cluster: 
     for record in records:
         by_task[record.task_id].append(record)
     tasks: list[TaskBand] = []
-    for task_id in task_ids:
-        rows = by_task[task_id]
+    for task_id, rows in by_task.items():
         valid = [r for r in rows if r.valid]
-        k = sum(_passed(r, spec.success_threshold) for r in valid)
-        n = len(valid)
-        band = band_of(k, n)
+        k, n = sum(passed(r, spec.success_threshold) for r in valid), len(valid)
+        mean = None if n == 0 else sum(float(r.reward or 0.0) for r in valid) / n
         tasks.append(
-            {
-                "task_id": task_id,
-                "passes": k,
-                "trials": n,
-                "band": band,
-                "mean_reward": None if n == 0 else sum(float(r.reward or 0.0) for r in valid) / n,
-                "infra_errors": len(rows) - n,
-            }
+            TaskBand(
+                task_id=task_id,
+                passes=k,
+                trials=n,
+                band=band_of(k, n),
+                mean_reward=mean,
+                infra_errors=len(rows) - n,
+            )
         )
-    failing = [r for r in records if r.valid and not _passed(r, spec.success_threshold)]
+    failing = [r for r in records if r.valid and not passed(r, spec.success_threshold)]
     infra = [r for r in records if not r.valid]
     bands = {b: [t["task_id"] for t in tasks if t["band"] == b] for b in (DEFECT, UNSTABLE, SOLID, MISSING)}
     return {
@@ -331,16 +325,13 @@ def diagnose(
         mine = {c["signature"] for c in report["clusters"]}
         theirs = {c["signature"] for c in other["clusters"]}
         shared = sorted(mine & theirs)
-        if shared:
-            note = (
-                f"{len(shared)} failure signature(s) appear on both splits: an edit aimed at them "
-                f"on {compare_split} can move the {split} mean"
-            )
-        else:
-            note = (
-                f"the {split} and {compare_split} failure clusters are disjoint: no edit driven by "
-                f"one split's failures can move the other's mean"
-            )
+        note = (
+            f"{len(shared)} failure signature(s) appear on both splits: an edit aimed at them on "
+            f"{compare_split} can move the {split} mean"
+            if shared
+            else f"the {split} and {compare_split} failure clusters are disjoint: no edit driven by one "
+            "split's failures can move the other's mean"
+        )
         report["compare"] = {
             "split": compare_split,
             "clusters": [{k: c[k] for k in ("signature", "count", "tasks")} for c in other["clusters"]],
@@ -373,9 +364,7 @@ def export_reflective(
     """Write the reflective dataset an optimizer reads: one JSON line per failing rollout of
     ``tag`` on ``split``, the gold answer redacted; refused inside the capability folder."""
     _check_split(split, "--split")
-    splits = rundir.splits() or {}
-    task_ids = list(splits.get(split, []))
-    records = _records(rundir, tag, split, task_ids)
+    records = _records(rundir, tag, split, list((rundir.splits() or {}).get(split, [])))
     target = out.resolve()
     capability = spec.capability_path.resolve()
     if target.is_relative_to(capability):
@@ -386,7 +375,7 @@ def export_reflective(
         raise Refusal(f"--export needs the adapter's tasks to redact gold answers: {exc}") from None
     lines = []
     for record in records:
-        if not record.valid or _passed(record, spec.success_threshold):
+        if not record.valid or passed(record, spec.success_threshold):
             continue
         task = pool.get(record.task_id)
         gold = None if task is None else task.target

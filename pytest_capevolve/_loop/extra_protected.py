@@ -13,20 +13,14 @@ from .._store.rundir import RunDir
 
 
 def refuse_extra_tamper(
-    spec: Spec,
-    rundir: RunDir,
-    cid: str,
-    parent: str,
-    *,
-    seed_source: Path,
-    workdir: Path,
-    extra_protected: tuple[str, ...],
+    spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path, extra_protected: tuple[str, ...]
 ) -> bool:
-    """True (and the tamper verdict written) when ``workdir`` changes an ``extra_protected`` path."""
+    """True (and the tamper verdict written) when ``workdir`` changes the seed's ``extra_protected`` paths."""
     from .._policy import guards
 
     try:
-        changes = tampered(protected_digests(seed_source, extra_protected), workdir, extra_protected)
+        digests = protected_digests(spec.capability_path, extra_protected)
+        changes = tampered(digests, workdir, extra_protected)
     except CandidateError as exc:
         changes = [str(exc)]
     if not changes:

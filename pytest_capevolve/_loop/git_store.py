@@ -1,14 +1,12 @@
 """The candidate store of a hill-climb: every candidate, decided, kept where a person can look.
 
-After each decision the candidate's files go to one store: ``git`` (default; ``runs/<id>/store/``,
-one commit per candidate on branch ``candidates``, accepted ones tagged, branch ``best`` following
-the best), ``copy`` (the run dir's snapshots only) or ``command`` (``--store-commit-cmd``).
-``hill_climb/store-<kind>.json`` keeps what a store holds, so a resumed loop commits each
-candidate once."""
+``git`` (default; ``runs/<id>/store/``, one commit per candidate on branch ``candidates``,
+accepted ones tagged, branch ``best`` following the best), ``copy`` (the run dir's snapshots) or
+``command`` (``--store-commit-cmd``). ``hill_climb/store-<kind>.json`` keeps what a store holds,
+so a resumed loop commits each candidate once."""
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import subprocess
@@ -32,8 +30,6 @@ class StoreError(Exception):
 
 class CandidateStore:
     """Records candidates once each; ``index`` maps tag → what the store made of it."""
-
-    kind = "copy"
 
     def __init__(self, root: Path, index_path: Path) -> None:
         self.root = root
@@ -60,8 +56,6 @@ class CandidateStore:
 
 
 class GitStore(CandidateStore):
-    kind = "git"
-
     def _repo(self) -> Any:
         import git  # gitpython; imported when a git store is used
 
@@ -79,37 +73,34 @@ class GitStore(CandidateStore):
     def _commit(self, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
         repo = self._repo()
         try:
-            return self._commit_in(repo, tag, files, message, accepted=accepted)
+            for child in self.root.iterdir():
+                if child.name == ".git":
+                    continue
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+            source = files.resolve()
+            for path in iter_files(source):
+                target = self.root / path.relative_to(source)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+            repo.git.add("-A")
+            repo.git.commit("--allow-empty", "--no-verify", "-q", "-m", message)
+            sha = repo.head.commit.hexsha
+            if accepted:
+                repo.create_tag(tag, ref=sha, force=True)
+                repo.git.branch("-f", BEST_BRANCH, sha)
+            return sha
         finally:
             # reading HEAD starts gitpython's `git cat-file` processes: end them here, not at GC
             repo.close()
 
-    def _commit_in(self, repo: Any, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
-        for child in self.root.iterdir():
-            if child.name == ".git":
-                continue
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
-        source = files.resolve()
-        for path in iter_files(source):
-            target = self.root / path.relative_to(source)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
-        repo.git.add("-A")
-        repo.git.commit("--allow-empty", "--no-verify", "-q", "-m", message)
-        sha = repo.head.commit.hexsha
-        if accepted:
-            repo.create_tag(tag, ref=sha, force=True)
-            repo.git.branch("-f", BEST_BRANCH, sha)
-        return sha
-
 
 class CommandStore(CandidateStore):
-    kind = "command"
-
-    def __init__(self, root: Path, index_path: Path, command: str, cwd: Path) -> None:
+    def __init__(self, root: Path, index_path: Path, command: str | None, cwd: Path) -> None:
+        if not command:
+            raise StoreError("--store command needs --store-commit-cmd 'CMD {msg} {dir} {tag}'")
         super().__init__(root, index_path)
         self.command = command
         self.cwd = cwd
@@ -129,17 +120,11 @@ class CommandStore(CandidateStore):
         return {"command": argv, "stdout": done.stdout[-2000:]}
 
 
-def _command_store(run_root: Path, index: Path, command: str | None, cwd: Path | None) -> CandidateStore:
-    if not command:
-        raise StoreError("--store command needs --store-commit-cmd 'CMD {msg} {dir} {tag}'")
-    return CommandStore(run_root / "store", index, command, cwd or run_root)
-
-
 # The backends by `--store` name (the spec's HILL_CLIMB_STORES, a floor below, repeats the names)
 STORE_KINDS: dict[str, Callable[[Path, Path, str | None, Path | None], CandidateStore]] = {
     "git": lambda root, index, command, cwd: GitStore(root / "store", index),
     "copy": lambda root, index, command, cwd: CandidateStore(root / "candidates", index),
-    "command": _command_store,
+    "command": lambda root, index, command, cwd: CommandStore(root / "store", index, command, cwd or root),
 }
 
 
@@ -177,7 +162,3 @@ def store_anchor(root: Path) -> str:
             f"the newest commit of the git store at {root} carries no anchor (a store made before anchors)"
         )
     return anchor
-
-
-def dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

@@ -1,13 +1,10 @@
 """What the proposer gets besides its prompt: the handover files in the work copy, and the
 parent's failing rollouts the prompt shows.
 
-The handover (``_project.candidate.HANDOVER``; never hashed, snapshotted or evaluated):
-``JOURNAL.md`` (every earlier round's frozen entry with its verdict, :mod:`.journal`),
-``LEDGER.md`` and ``rejected.jsonl`` (drawn again from the log's ``decision`` events),
-``PROCESS.md`` and ``RUNMAP.md`` (:mod:`.handover_docs`), and ``prior_iterations/<tag>/``.
-Written by :func:`.work.new_work_copy` and by :mod:`.hill_climb` before each optimizer runs;
-hill-climb then removes them (:func:`clear_handover`). No test id is in any of them
-(:func:`test_id_redactor`)."""
+The handover files (``_project.candidate.HANDOVER``) are never hashed, snapshotted or evaluated;
+what they say of the record is drawn again from the log, never copied from a file an optimizer
+can rewrite, and no test id is in any of them (:func:`test_id_redactor`). hill-climb removes
+them once its optimizer is done (:func:`clear_handover`)."""
 
 from __future__ import annotations
 
@@ -28,6 +25,7 @@ from .._project.paths import to_stored
 from .._project.spec import Spec
 from .._store.files import atomic_write_text
 from .._store.rundir import RunDir, jsonl_lines
+from .diagnose import passed
 from .handover_docs import AGENT, render_process, render_runmap
 from .journal import earlier_rounds, render_journal
 from .mechanisms import FILENAME as MECHANISMS
@@ -65,22 +63,20 @@ def write_handover(
     redact = test_id_redactor(rundir)
     rounds = earlier_rounds(rundir, besides=tag)
     root = to_stored(rundir.root, spec.project_dir)
-    journal = workdir / JOURNAL
-    if journal.is_symlink() or journal.exists():
-        journal.unlink()
-    journal.write_text(redact(render_journal(tag, parent, merged_from, rounds)), encoding="utf-8")
+    _fresh(workdir / JOURNAL, redact(render_journal(tag, parent, merged_from, rounds)), mode=None)
     # drawn again from the log, not copied from the run dir's files, which an optimizer can rewrite
     decisions = rundir.decisions()
     ledger = render_ledger(rundir.run_id, decisions) if decisions else "# Ledger\n\nNo decision yet.\n"
-    _read_only(workdir / "LEDGER.md", redact(ledger))
-    _read_only(workdir / "rejected.jsonl", redact(jsonl_lines(render_rejected(decisions))))
-    _read_only(workdir / MECHANISMS, redact(render(rundir.run_id, entries(rundir))))  # from the log
-    _read_only(
+    _fresh(workdir / "LEDGER.md", redact(ledger))
+    _fresh(workdir / "rejected.jsonl", redact(jsonl_lines(render_rejected(decisions))))
+    _fresh(workdir / MECHANISMS, redact(render(rundir.run_id, entries(rundir))))  # from the log
+    schedule = run_loop_schedule(rundir)
+    _fresh(
         workdir / "PROCESS.md",
-        redact(render_process(spec, rundir.run_id, workdir, tag, parent, loop, run_loop_schedule(rundir))),
+        redact(render_process(spec, rundir.run_id, workdir, tag, parent, loop, schedule)),
     )
     where = None if prompt is None else to_stored(prompt, spec.project_dir)
-    _read_only(workdir / "RUNMAP.md", redact(render_runmap(rundir.run_id, root, workdir, tag, parent, where)))
+    _fresh(workdir / "RUNMAP.md", redact(render_runmap(rundir.run_id, root, workdir, tag, parent, where)))
     prior = workdir / "prior_iterations"
     if prior.is_symlink() or prior.is_file():  # never written through: it may point anywhere
         prior.unlink()
@@ -107,25 +103,16 @@ def booked_outcome(decisions: list[dict[str, Any]], tag: str, verdict: str) -> d
     return {"tag": tag, "verdict": verdict, **{key: entry.get(key) for key in OUTCOME_KEYS}}
 
 
-OUTCOME_KEYS = (
-    "parent",
-    "gated_against",
-    "decision",
-    "basis",
-    "delta_mean",
-    "p_value",
-    "changed_files",
-    "fixed",
-    "broke",
-)
+OUTCOME_KEYS = "parent gated_against decision basis delta_mean p_value changed_files fixed broke".split()
 
 
-def _read_only(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` read-only (0444): a copy of the record, editing it changes nothing."""
+def _fresh(target: Path, text: str, mode: int | None = 0o444) -> None:
+    """``text`` in a new ``target``, read-only by default: a copy of the record, edits change nothing."""
     if target.is_symlink() or target.exists():
         target.unlink()
     target.write_text(text, encoding="utf-8")
-    target.chmod(0o444)
+    if mode is not None:
+        target.chmod(mode)
 
 
 def clear_handover(workdir: Path) -> None:
@@ -167,7 +154,7 @@ def failure_examples(
                 "feedback": f"INFRA: {redact(str(record.infra_error), gold)}",
                 "rollout": path,
             }
-        elif not (record.passed if record.passed is not None else (record.reward or 0.0) >= threshold):
+        elif not passed(record, threshold):
             full = rundir.rollouts.read_rollout(split, record.task_id, record.tag, record.trial)
             if full is not None:
                 out[record.task_id] = {"feedback": redact(str(full.feedback or ""), gold), "rollout": path}

@@ -103,11 +103,6 @@ def render_runmap(run_id: str, root: str, workdir: Path, tag: str, parent: str, 
     """``RUNMAP.md``: a table of where things are (``root``: the run dir as the project names it)."""
     rows = [
         (f"`{workdir}`", f"this work copy of `{parent}`: edit it; it becomes candidate `{tag}`"),
-        *(
-            [(f"`{prompt}`", "this round's prompt: the parent's val failures, the focus, the ids to protect")]
-            if prompt
-            else []
-        ),
         ("`JOURNAL.md` (here)", "earlier rounds' notes with their verdicts; append yours below the marker"),
         ("`PROCESS.md` (here)", "how the loop works and the rules you play by"),
         ("`LEDGER.md` (here)", f"one row per decision (a copy of `{root}/LEDGER.md`)"),
@@ -130,6 +125,11 @@ def render_runmap(run_id: str, root: str, workdir: Path, tag: str, parent: str, 
         (f"`{root}/state.json`", "best, iterations, stall, what was spent"),
         (f"`{root}/events.jsonl`", "the record: every event, hash-chained (read it; never edit it)"),
     ]
+    if prompt:
+        rows.insert(
+            1,
+            (f"`{prompt}`", "this round's prompt: the parent's val failures, the focus, the ids to protect"),
+        )
     lines = [f"# Where things are (run {run_id})", "", "| path | what it is for |", "|---|---|"]
     lines += [f"| {path} | {use} |" for path, use in rows]
     lines += [

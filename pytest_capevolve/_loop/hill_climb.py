@@ -1,20 +1,13 @@
 """``capevolve hill-climb``: the optimize loop that runs by itself, every candidate a commit.
 
-One iteration (cap-evolve's ``run_step``), run by the CLI in the user's process:
-
-1. a work copy of the current best (:func:`.work.new_work_copy`);
-2. the prompt: the parent's val failures (``--signal train``: train ones, so edits are not fitted
-   to the split that judges them), the focus, the plateau signal, the ids to protect; handover
-   files (:mod:`.handover`) go in the work copy, never in a snapshot;
-3. the optimizer command, under a timeout; a crash or timeout leaves the parent's bytes, which
-   (like any bytes the run holds, :mod:`.repeats`) are booked a ``repeat`` reject unpaid;
-4. a real gate session evaluates it as a child ``python -m pytest --capevolve-run …``, so every
-   guard, xdist, persistence and resume are the plugin's;
-5. the verdict is booked through :func:`.commit.book` and the candidate stored (:mod:`.git_store`).
-
-It stops on ``--max-iterations``, a spec ceiling or met stop condition, nothing left failing on
-val, or (``--convergence``) a plateau. ``--resume`` finishes an iteration a kill cut off; a
-decided one is never decided again. Never imports pytest."""
+One iteration (cap-evolve's ``run_step``), in the user's process: a work copy of the best; a
+prompt of the parent's val failures (``--signal train``: train's, so edits are not fitted to the
+split that judges them), with handover files in the work copy, never in a snapshot; the optimizer
+under a timeout (a crash or timeout leaves the parent's bytes, booked a ``repeat`` reject unpaid);
+a real gate session as a child ``python -m pytest --capevolve-run …``, so every guard, xdist,
+persistence and resume are the plugin's; the verdict booked and the candidate stored.
+``--resume`` finishes an iteration a kill cut off; a decided one is never decided again. Never
+imports pytest."""
 
 from __future__ import annotations
 
@@ -30,7 +23,6 @@ from .._confine.landlock import expected
 from .._policy import guards
 from .._policy.alpha.loop_schedule import constant_run_note, run_loop_schedule
 from .._policy.booking.journal_entry import JOURNAL
-from .._policy.stop.afford import missing_rollouts
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path
 from .._project.tamper import expand
@@ -56,15 +48,22 @@ from .hill_climb_options import (
     instructions_template,
     names_a_schedule,
 )
-from .hill_climb_record import LoopIncomplete, finish, store_seed
+from .hill_climb_record import (
+    PROPOSAL_SPEND,
+    LoopIncomplete,
+    book_iteration,
+    finish,
+    store_seed,
+    summary_rows,
+)
 from .hill_climb_stop import stop_reason
-from .iteration_outcome import PROPOSAL_SPEND, book_iteration, summary_rows
 from .launch import gate_flags, run_logged, session_command
 from .optimizer_boundary import checked_writable, optimizer_boundary
 from .optimizer_cost import refuse_over_budget
 from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
 from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
 from .repeats import refuse_repeat_unpaid
+from .train_eval import missing_on
 from .work import new_work_copy
 
 PREFIX = "cand_"
@@ -96,13 +95,11 @@ class HillClimb:
         checked_store(options, self.store_kind)
         self.template = instructions_template(options)
         checked_writable(self.spec, options.writable)  # refused before the loop starts, not mid-round
-        self.extra_protected: tuple[str, ...] = ()
-        if options.protected_paths:
-            self.extra_protected = expand(options.protected_paths, self.spec.adapter)
+        self.extra_protected = (
+            expand(options.protected_paths, self.spec.adapter) if options.protected_paths else ()
+        )
         self.rundir: RunDir | None = None
         self.store: CandidateStore | None = None
-
-    # -- flags the gate session must honour ---------------------------------------------------------
 
     def _session_args(self, rundir: RunDir | None) -> list[str]:
         run_id = rundir.run_id if rundir is not None else None
@@ -110,11 +107,6 @@ class HillClimb:
         if rundir is not None and "gate_alpha_schedule" in ini:  # a run that froze one keeps it
             ini = {**ini, "gate_alpha_schedule": run_loop_schedule(rundir)}
         return session_command(self.spec_path, run_id=run_id, workers=self.o.workers, ini=ini)
-
-    def _session(self, args: list[str], log_path: Path) -> int:
-        return run_logged(args, self.spec.project_dir, log_path)
-
-    # -- the run and its baseline ---------------------------------------------------------------------
 
     def _baseline(self) -> RunDir:
         """The run, with the best's val rollouts complete; runs a plain evaluation when not."""
@@ -136,7 +128,7 @@ class HillClimb:
             rundir.hill_climb_dir() if rundir is not None else self.spec.project_dir / ".capevolve"
         ) / "baseline.log"
         args = self._session_args(rundir) + (["--capevolve-new-run"] if self.o.new_run else [])
-        code = self._session(args, log)
+        code = run_logged(args, self.spec.project_dir, log)
         if rundir is None:
             try:
                 rundir = RunDir.resolve(self.spec.project_dir, None, create=False)
@@ -151,17 +143,9 @@ class HillClimb:
         return rundir
 
     def _has_baseline(self, rundir: RunDir) -> bool:
-        splits = rundir.splits()
-        if splits is None:
-            return False
-        from .._store.readers.evidence import index_records
-
-        records = index_records(rundir.rollouts.indexed_rollouts("val", [rundir.state.best()]))
         return (
-            missing_rollouts(records, [rundir.state.best()], list(splits["val"]), self.spec.num_trials) == 0
+            rundir.splits() is not None and missing_on(self.spec, rundir, "val", [rundir.state.best()]) == 0
         )
-
-    # -- the loop -----------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
         """The loop, every session and booking labelled with the optimizer's confinement."""
@@ -190,8 +174,7 @@ class HillClimb:
             )
         except StoreError as exc:
             raise Refusal(str(exc)) from None
-        assert self.store is not None
-        store_seed(self.store, self.store_kind, self._rundir, self.spec.capability_path)
+        store_seed(self.store, self.store_kind, rundir, self.spec.capability_path)
         started = self._iterations()
         pending = [c for c in started if not self._decided(c)]
         if pending and not self.o.resume:
@@ -204,12 +187,9 @@ class HillClimb:
                 self._finish(cid)
         for cid in pending:
             self.o.log(f"resuming {cid}")
-            self._iterate(cid, resume=True)
-        stop = None
-        while stop is None:
-            stop = self._stop_reason()
-            if stop is None:
-                self._iterate(self._next_cid(), resume=False)
+            self._iterate(cid)
+        while (stop := self._stop_reason()) is None:
+            self._iterate(self._next_cid())
         return self._summary(stop)
 
     def _next_cid(self) -> str:
@@ -241,9 +221,7 @@ class HillClimb:
             watch_convergence=self.o.convergence,
         )
 
-    # -- one iteration ---------------------------------------------------------------------------------------
-
-    def _iterate(self, cid: str, *, resume: bool) -> None:
+    def _iterate(self, cid: str) -> None:
         rundir = self._rundir
         folder = rundir.hill_climb_dir(cid)
         meta_path = folder / "iteration.json"
@@ -342,21 +320,18 @@ class HillClimb:
         from .._store.readers.evidence import index_records
 
         rundir = self._rundir
-        train = list((rundir.splits() or {}).get("train", []))
-        records = index_records(rundir.rollouts.indexed_rollouts("train", [parent]))
-        if missing_rollouts(records, [parent], train, self.spec.num_trials) == 0:
+        if missing_on(self.spec, rundir, "train", [parent]) == 0:
             return
         self.o.log(f"--signal train: evaluating {parent} on train (once per new best)")
         log = folder / "train.log"
-        code = self._session(self._session_args(rundir) + ["--capevolve-split", "train"], log)
+        args = self._session_args(rundir) + ["--capevolve-split", "train"]
+        code = run_logged(args, self.spec.project_dir, log)
         records = index_records(rundir.rollouts.indexed_rollouts("train", [parent]))
         if not records.get(parent):
             raise LoopIncomplete(f"the train session for {parent} exited {code} without rollouts; see {log}")
 
     def _source(self, tag: str) -> Path:
         return self.spec.capability_path if tag == SEED_TAG else self._rundir.snapshots.snapshot_dir(tag)
-
-    # -- evaluation and decision ---------------------------------------------------------------------------
 
     def _evaluate(self, cid: str, meta: dict[str, Any], folder: Path, workdir: Path) -> None:
         """The guards and the val gate: a gate session on the work copy, then the booking."""
@@ -365,7 +340,7 @@ class HillClimb:
             args = self._session_args(rundir)
             args += gate_flags(workdir, cid, no_regression=self.o.no_regression)
             self.o.log(f"{cid}: gate session (parent {meta['parent']})")
-            code = self._session(args, folder / "gate.log")
+            code = run_logged(args, self.spec.project_dir, folder / "gate.log")
             if rundir.verdicts.verdict(cid) is None:
                 raise LoopIncomplete(
                     f"the gate session of {cid} exited {code} without a verdict (see {folder / 'gate.log'}); "
@@ -377,15 +352,8 @@ class HillClimb:
         """Whether a verdict was written without a rollout: a change to a ``--protected-paths``
         path, a repeat of bytes the run holds, or a proposer that used up ``max_usd``."""
         rundir = self._rundir
-        if self.extra_protected and refuse_extra_tamper(
-            self.spec,
-            rundir,
-            cid,
-            parent,
-            seed_source=self._source(SEED_TAG),
-            workdir=workdir,
-            extra_protected=self.extra_protected,
-        ):
+        extra = self.extra_protected
+        if extra and refuse_extra_tamper(self.spec, rundir, cid, parent, workdir, extra):
             return True
         if refuse_repeat_unpaid(self.spec, rundir, cid, parent, workdir):
             self.o.log(f"{cid}: repeats an earlier candidate's bytes; booked without a rollout")

@@ -1,7 +1,7 @@
-"""What ``capevolve hill-climb`` leaves of each decided iteration, in the user's process: its
-``outcome.json`` and its commit in the candidate store (:mod:`.git_store`), the seed first —
-each commit message carrying the log's head, kept off the run dir (:mod:`.._store.readers.anchor`).
-"""
+"""What a decided ``capevolve hill-climb`` iteration books and leaves: the decision from its
+verdict, its one-line message, its ``outcome.json``, its commit in the candidate store
+(:mod:`.git_store`) — each message carrying the log's head, kept off the run dir
+(:mod:`.._store.readers.anchor`) — and its row of ``summary.json``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,92 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._decide.basis import Basis
+from .._policy.booking.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
 from .._project.candidate import SEED_TAG
+from .._project.spec import Spec
 from .._store.files import atomic_write_json, read_json
+from .._store.log.event_kinds import HILL_CLIMB_ITERATION
 from .._store.readers.anchor import head
 from .._store.rundir import RunDir
 from .git_store import CandidateStore, StoreError
-from .iteration_outcome import booked_reason, outcome_message, outcome_record
+from .journal import numbers, proposed_event
+
+SUMMARY_KEYS = ("tag", "decision", "basis", "delta_mean", "p_value")  # and the optimizer's outcome
+
+
+def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
+    """The decision and basis :func:`.commit.book` records for a gate verdict."""
+    decision = verdict.get("decision")
+    if decision == "accept":
+        return "accept", None
+    if decision == "reject":
+        basis = verdict.get("basis")
+        return "reject", basis if basis in (Basis.MICRO_TEST_FAIL, Basis.REPEAT) else Basis.GATE
+    return INDECISIVE, verdict.get("basis")
+
+
+def booked_reason(verdict: dict[str, Any], booked: str) -> str:
+    """The verdict's reason as the iteration's booking says it (a repeat of accepted bytes is
+    booked here, unlike in a gate session)."""
+    reason = str(verdict.get("reason", "")).strip()
+    details = verdict.get("details") or {}
+    if verdict.get("basis") != Basis.REPEAT or details.get("earlier_decision") != "accept":
+        return reason
+    level = details.get("earlier_level")
+    return (
+        f"never paid for: byte-identical to {details.get('repeats')!r} (accepted"
+        f"{f' at {level}' if level else ''}); that accept stands, and this iteration is booked "
+        f"{booked} (repeat) so the loop counts it and its proposer's spend: the proposal brought "
+        "nothing new (change the bytes)"
+    )
+
+
+# what the optimizer reported, logged when its proposal is complete and booked from the log
+PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
+
+
+def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], folder: Path) -> None:
+    """Book the gate's verdict on ``cid`` through :func:`.commit.book`, with the optimizer's
+    cost from the log's ``proposed`` event (``optimizer.json`` for older runs); a booking a
+    kill cut off after it was written is not booked again."""
+    verdict = rundir.verdicts.verdict(cid) or {}
+    booked, basis = booked_decision(verdict)
+    proposed = proposed_event(rundir, cid).items()  # the optimizer's spend as logged ({} in older runs)
+    optimizer = {**read_json(folder / "optimizer.json"), **{k: v for k, v in proposed if k in PROPOSAL_SPEND}}
+    head = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']})"
+    get = optimizer.get
+    spend = OptimizerSpend(get("cost_usd", 0.0), get("tokens", 0), get("seconds", 0.0))
+    note = f"{head}: {booked_reason(verdict, booked)}"
+    try:
+        book(spec, rundir, cid, booked, basis=basis, note=note, optimizer=spend)
+    except CommitRefused:
+        if not any(d["tag"] == cid for d in rundir.decisions()):
+            raise
+
+
+def outcome_message(meta: dict[str, Any], cid: str, entry: dict[str, Any], reason: str) -> str:
+    """``iter N: ACCEPT cand_0003 vs seed (Δ̄=+0.1000, p=0.01) — basis: reason``."""
+    word = {"accept": "ACCEPT"}.get(entry["decision"], entry["decision"])
+    message = f"iter {meta['iteration']}: {word} {cid} vs {entry.get('parent')}{numbers(entry)}"
+    message += f" — {entry.get('basis')}" if entry.get("basis") else ""
+    message += f": {reason}" if reason else ""
+    return message
+
+
+def summary_rows(rundir: RunDir, cids: list[str]) -> list[dict[str, Any]]:
+    """One row of ``summary.json`` per decided iteration, from the log (not ``outcome.json``)."""
+    standing = {str(event["tag"]): event for event in rundir.decisions()}
+    proposed = {
+        str(e.get("tag")): e.get("optimizer")
+        for e in rundir.log.of_kinds(HILL_CLIMB_ITERATION)
+        if e.get("phase") == "proposed"
+    }
+    return [
+        {**{k: standing[cid].get(k) for k in SUMMARY_KEYS}, "optimizer": proposed.get(cid)}
+        for cid in cids
+        if cid in standing
+    ]
 
 
 class LoopIncomplete(Exception):
@@ -39,20 +119,23 @@ def finish(
     files = snapshot if snapshot.is_dir() else rundir.work_dir(cid)
     anchored = f"{message}\n\n{head(rundir.log).trailer()}"  # the log's head, kept off the run dir
     ref = record(store, store_kind, cid, files, anchored, accepted=entry["decision"] == "accept")
+    if (folder / "outcome.json").is_file():
+        return
     optimizer = folder / "optimizer.json"
-    outcome = outcome_record(
-        meta,
-        cid,
-        entry,
-        reason=reason,
-        optimizer=read_json(optimizer).get("outcome") if optimizer.is_file() else None,
-        store=store_kind,
-        store_ref=ref,
-        message=message,
-    )
-    if not (folder / "outcome.json").is_file():
-        atomic_write_json(folder / "outcome.json", outcome)
-        log(message)
+    outcome = {  # the decision as booked, its focus, its store entry
+        "iteration": meta["iteration"],
+        "tag": cid,
+        **{key: entry.get(key) for key in ("parent", "decision", "basis", "delta_mean", "p_value")},
+        "reason": reason,
+        "changed_files": entry.get("changed_files", []),
+        "focus": meta.get("focus", []),
+        "optimizer": read_json(optimizer).get("outcome") if optimizer.is_file() else None,
+        "store": store_kind,
+        "store_ref": ref,
+        "message": message,
+    }
+    atomic_write_json(folder / "outcome.json", outcome)
+    log(message)
 
 
 def store_seed(store: CandidateStore, store_kind: str, rundir: RunDir, capability_path: Path) -> None:

@@ -1,9 +1,8 @@
 """The journal that reaches the next round: each work copy's ``JOURNAL.md`` opens with what every
 earlier round wrote in its own, with that round's verdict.
 
-Per decided tag, in the order first decided: its verdict in one line, the entry frozen at its
-first decision (:mod:`.._policy.booking.journal_entry`, never the files a later optimizer can rewrite),
-and its diff against its parent. Context for a proposer, never read by a decision."""
+Each entry is the one frozen at the round's first decision (:mod:`.._policy.booking.journal_entry`),
+never the files a later optimizer can rewrite. Context for a proposer, never read by a decision."""
 
 from __future__ import annotations
 
@@ -38,26 +37,26 @@ def verdict_line(entry: dict[str, Any], reason: str) -> str:
     """``reject (gate) vs cand_0001 (Δ̄=+0.0833, p=0.25): reason`` on one line: vs the tag it was
     gated against (a sibling re-gated after the round's accept: that accept, not its parent)."""
     word = str(entry["decision"]) + (f" ({entry['basis']})" if entry.get("basis") else "")
-    numbers = []
-    if entry.get("delta_mean") is not None:
-        numbers.append(f"Δ̄={round(float(entry['delta_mean']), 4) + 0.0:+.4f}")
-    if entry.get("p_value") is not None:
-        numbers.append(f"p={float(entry['p_value']):.4g}")
     parent, against = entry.get("parent"), entry.get("gated_against") or entry.get("parent")
     made = f" (made from {parent})" if against != parent else ""
-    line = f"{word} vs {against}{made}" + (f" ({', '.join(numbers)})" if numbers else "")
+    line = f"{word} vs {against}{made}{numbers(entry)}"
     reason = " ".join(reason.split())
     return f"{line}: {reason}" if reason else line
+
+
+def numbers(entry: Mapping[str, Any]) -> str:
+    """`` (Δ̄=+0.0833, p=0.25)`` of a booked decision, "" when it has neither (never ``-0.0000``)."""
+    delta, p = entry.get("delta_mean"), entry.get("p_value")
+    parts = [] if delta is None else [f"Δ̄={round(float(delta), 4) + 0.0:+.4f}"]
+    parts += [] if p is None else [f"p={float(p):.4g}"]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def earlier_rounds(rundir: RunDir, besides: str) -> list[Round]:
     """Every decided tag but ``besides``, in the order first decided, as a :class:`Round`."""
     decisions = rundir.decisions()
-    standing: dict[str, dict[str, Any]] = {}
-    for event in decisions:
-        tag = str(event["tag"])
-        if tag != besides:
-            standing[tag] = event  # dicts keep the first insertion's place: the order decided
+    # the standing (last) event of each tag, in the place of its first: the order decided
+    standing = {str(event["tag"]): event for event in decisions if str(event["tag"]) != besides}
     rounds = []
     for tag, entry in standing.items():
         verdict, reason = _verdict_of(rundir, tag)

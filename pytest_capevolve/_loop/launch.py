@@ -1,8 +1,6 @@
 """Launching a capevolve pytest session as a child process: the one place that spells
-``python -m pytest --capevolve-<mode> SPEC …``.
-
-For hill-climb's and merge's gates, ``capevolve baseline`` and ``capevolve measure``'s finalize,
-so every guard and the seal behave as in a session a user starts."""
+``python -m pytest --capevolve-<mode> SPEC …``, so every guard and the seal behave as in a
+session a user starts."""
 
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
 """The shared mechanisms ledger: what the fanned-out sub-agents found, one deduplicated list.
 
 K sub-agents on K failing tasks keep rediscovering one cause, so each lists the ledger before it
-diagnoses and adds the general mechanism it found (``capevolve mechanism add "…" --tasks a,b
---by TAG``); the next proposer reads ``MECHANISMS.md`` in its work copy.
-
-- **The record is the log**: an add is a ``mechanism`` event; ``MECHANISMS.md`` is rendered from
-  those events, so editing it changes nothing.
-- **Deduplicated, never rewritten**: a text already listed (casefolded, whitespace and trailing
-  punctuation folded) joins its tasks and author to the first entry; nothing is edited or
-  deleted.
-- **No test task, no gold answer**: the leak guard (:mod:`.._project.leak`) refuses them, and
-  ``--tasks`` takes train or val ids only.
-- **Findings, not evidence**: ``--by`` is who *says* it; no decision reads the ledger."""
+diagnoses and adds the general mechanism it found (``capevolve mechanism add``); the next
+proposer reads ``MECHANISMS.md``. The record is the log: an add is a ``mechanism`` event and the
+file is rendered from them, so editing it changes nothing. A repeat (casefolded, whitespace and
+end punctuation folded) joins the first entry; nothing is rewritten. The leak guard
+(:mod:`.._project.leak`) refuses a test task or a gold answer. Findings, not evidence: ``--by`` is
+who *says* it; no decision reads the ledger."""
 
 from __future__ import annotations
 

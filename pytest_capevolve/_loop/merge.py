@@ -1,11 +1,10 @@
 """``capevolve merge A B [C…] --tag AB [--integrate]``: one candidate from siblings that fixed
 different things.
 
-A new work copy ``runs/<id>/work/<TAG>/``: the common parent plus each candidate's changes,
-file by file (a file both changed goes through ``git merge-file``); overlapping changes are
-refused, naming the files, and nothing is written. A clean merge is not evidence: it is gated
-on full val like any other. ``--integrate`` gates after each addition (``<TAG>-1``, …, booked
-through :func:`.commit.book`) and keeps only those that clear the gate."""
+A new work copy: the common parent plus each candidate's changes, file by file (a file both
+changed goes through ``git merge-file``); overlapping changes are refused, naming the files, and
+nothing is written. A clean merge is not evidence: it is gated on full val like any other.
+``--integrate`` gates after each addition and keeps only those that clear the gate."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
-from .iteration_outcome import booked_decision
+from .hill_climb_record import booked_decision
 from .launch import gate_flags, run_logged, session_command
 from .work import new_work_copy
 
@@ -87,10 +86,9 @@ class GitMergeFile:
         self._tmp.cleanup()
 
     def __call__(self, base: bytes, current: bytes, other: bytes) -> bytes | None:
-        names = []
-        for name, data in (("current", current), ("base", base), ("other", other)):
+        names = ("current", "base", "other")
+        for name, data in zip(names, (current, base, other), strict=True):
             (self.root / name).write_bytes(data)
-            names.append(name)
         # read from the file git merges into, not `-p`'s stdout, whose last newline gitpython
         # strips (the keyword that keeps it is 3.1.28+)
         status, _out, _err = self.repo.git.merge_file(
@@ -120,11 +118,10 @@ def common_parent(rundir: RunDir, tags: Sequence[str]) -> str:
 
 def files_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
     """``tag``'s bytes: its snapshot, else (the seed) the capability folder, else its work copy."""
-    for folder in (rundir.snapshots.snapshot_dir(tag), spec.capability_path if tag == SEED_TAG else None):
+    seed = spec.capability_path if tag == SEED_TAG else None
+    for folder in (rundir.snapshots.snapshot_dir(tag), seed, rundir.work_dir(tag)):
         if folder is not None and folder.is_dir():
             return folder
-    if rundir.work_dir(tag).is_dir():
-        return rundir.work_dir(tag)
     known = ", ".join(sorted(set(rundir.snapshots.known_tags()))) or "none"
     raise Refusal(f"{tag!r} has neither a snapshot nor a work copy in run {rundir.run_id} (known: {known})")
 
@@ -249,7 +246,7 @@ def integrate(
                 new_work_copy(spec, rundir, step, parent, files=tree, merged_from=[*kept, name])
                 verdict = _gate(spec, rundir, step, rundir.merge_dir(tag), workers, log)
                 if verdict is None:
-                    row.update({"outcome": "incomplete"})
+                    row["outcome"] = "incomplete"
                     answer.update(
                         exit_code=INCOMPLETE,
                         stopped=f"the gate session of {step} gave no verdict (see "
@@ -257,15 +254,9 @@ def integrate(
                     )
                     break
                 decision, basis = booked_decision(verdict)
+                note = f"merge --integrate: + {name}: " + str(verdict.get("reason", ""))
                 try:
-                    book(
-                        spec,
-                        rundir,
-                        step,
-                        decision,
-                        basis=basis,
-                        note=f"merge --integrate: + {name}: " + str(verdict.get("reason", "")),
-                    )
+                    book(spec, rundir, step, decision, basis=basis, note=note)
                 except CommitRefused as exc:  # e.g. the best moved meanwhile: what was booked decides
                     row["booking_refused"] = str(exc)
                 booked = next((e for e in rundir.decisions() if e["tag"] == step), None)

@@ -81,9 +81,8 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         raise Refusal(f"{tag!r} would be compared with itself; give --against another tag")
     val_ids = list((rundir.splits() or {}).get("val", []))
     records = rundir.rollouts.indexed_rollouts("val", [tag, against], block=None)
-    blocks = sorted({r.block for r in records})
     rows: list[BlockRow] = []
-    for block in blocks:
+    for block in sorted({r.block for r in records}):
         by_tag = index_records(records, block)
         if tag not in by_tag or against not in by_tag:
             rows.append({"block": block, "used": False, "why": "only one of the two tags was evaluated"})

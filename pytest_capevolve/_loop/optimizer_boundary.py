@@ -1,13 +1,10 @@
 """The boundary an optimizer works in: its work copies and a scratch folder, and nothing else.
 
-For ``capevolve hill-climb``'s optimizer command and ``capevolve agent``. Inside, the optimizer
-may write its work copy (every work copy of the run, for an agent), its scratch ``TMPDIR`` and
-folders named with ``--writable`` — never the project or a folder holding it — and read the
-rest of the machine but the run dirs and the project's gold files (``harness_files``, the
-default ones, the ``split_ids_file``). Every project folder may be listed (names, not
-contents). Nothing above the project is writable, so no ``conftest.py`` or ``pytest.ini`` can
-be planted where pytest would find it. The kernel holds it (:mod:`.._confine.landlock`); where
-it cannot, the optimizer runs unconfined and the record says so."""
+For ``capevolve hill-climb``'s optimizer command and ``capevolve agent``: it may write its work
+copies, its scratch ``TMPDIR`` and ``--writable`` folders outside the project, and read the
+machine but the run dirs and the project's gold files. Nothing above the project is writable, so
+no ``conftest.py`` or ``pytest.ini`` can be planted where pytest would find it. Where the kernel
+cannot hold it (:mod:`.._confine.landlock`), the optimizer runs unconfined and the record says so."""
 
 from __future__ import annotations
 

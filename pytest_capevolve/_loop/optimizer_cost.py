@@ -1,15 +1,14 @@
-"""What a hill-climb optimizer says it cost: the last JSON line of its stdout with ``cost_usd``
+"""What a hill-climb optimizer says it cost: the JSON lines of its stdout with ``cost_usd``
 and/or ``tokens``, e.g. ``{"cost_usd": 0.42, "tokens": 51234}``.
 
-Read once per iteration after the optimizer exits (crashed or not: what it spent was spent)
-and booked with the decision, so ``max_usd`` counts the proposer. The largest line wins:
-a running total is printed again at the end, and a later smaller line never lowers it. A value
-that is not a spend (negative, NaN, above 1e6 $) is refused in one line; the iteration stays
-unproposed and ``--resume`` runs its optimizer again. When what it reported leaves no room for the
-round's val evaluation under ``max_usd``, the round is not gated (:func:`refuse_over_budget`)."""
+Read after the optimizer exits (crashed or not: what it spent was spent) and booked with the
+decision, so ``max_usd`` counts the proposer. The largest line wins: a running total is printed
+again at the end. A value that is not a spend (negative, NaN, above 1e6 $) is refused; the
+iteration stays unproposed and ``--resume`` runs its optimizer again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,10 @@ def reported_cost(stdout: Path) -> dict[str, Any]:
                 text = line.strip()
                 if not (text.startswith("{") and text.endswith("}")):
                     continue
-                try:
+                with contextlib.suppress(ValueError):  # not JSON: not a cost line
                     value = json.loads(text)
-                except ValueError:
-                    continue
-                if isinstance(value, dict) and any(k in value for k in COST_KEYS):
-                    found.append((number, value))
+                    if isinstance(value, dict) and any(k in value for k in COST_KEYS):
+                        found.append((number, value))
     except FileNotFoundError:
         return {}
     if not found:

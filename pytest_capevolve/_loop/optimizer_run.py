@@ -1,9 +1,8 @@
 """Running the optimizer command of one hill-climb iteration, under a timeout.
 
-The command runs inside :mod:`.optimizer_boundary` with a scratch ``TMPDIR`` removed afterwards.
-A crash, a timeout (the process group is killed) or a non-zero exit is an outcome, never an
-exception: the loop restores the parent's bytes, which are then a wasted iteration, not a dead
-run."""
+Inside :mod:`.optimizer_boundary`, with a scratch ``TMPDIR``. A crash, a timeout (the process
+group is killed) or a non-zero exit is an outcome, never an exception: the parent's bytes are
+restored, a wasted iteration, not a dead run."""
 
 from __future__ import annotations
 
@@ -45,15 +44,8 @@ def redacted(argv: list[str], environ: dict[str, str] | None = None) -> list[str
     """``argv`` fit for the record: values of secret-looking names (``--api-key …``), provider
     key patterns (``sk-…``) and secret-looking environment values become ``[redacted]``."""
     env = os.environ if environ is None else environ
-    secrets = sorted(
-        (
-            value
-            for name, value in env.items()
-            if re.fullmatch(_SECRET_NAME, name, re.IGNORECASE) and len(value) >= 8
-        ),
-        key=len,
-        reverse=True,
-    )
+    named = [value for name, value in env.items() if re.fullmatch(_SECRET_NAME, name, re.IGNORECASE)]
+    secrets = sorted((value for value in named if len(value) >= 8), key=len, reverse=True)
     out: list[str] = []
     for index, part in enumerate(argv):
         if index and _SECRET_FLAG.match(argv[index - 1]):

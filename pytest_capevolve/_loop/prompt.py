@@ -30,16 +30,7 @@ CONVERGENCE_ADVICE = {
 def convergence(stall: int) -> str:
     """The graded plateau signal: stall 0–1 ``ok``, 2 ``warn``, 3–4 ``paradigm_shift``,
     ≥ 5 ``stop`` (``stall`` counts rejects in a row; an accept resets it)."""
-    level = "ok"
-    for name, threshold in CONVERGENCE_LEVELS:
-        if stall >= threshold:
-            level = name
-    return level
-
-
-def failing(rows: Sequence[TaskBand]) -> list[TaskBand]:
-    """The parent's failing val tasks: always failing (``defect``) or flaky (``unstable``)."""
-    return [r for r in rows if r["band"] in (DEFECT, UNSTABLE)]
+    return next((name for name, threshold in reversed(CONVERGENCE_LEVELS) if stall >= threshold), "ok")
 
 
 def focus_tasks(rows: Sequence[TaskBand], mode: str, iteration: int) -> list[str]:
@@ -48,7 +39,7 @@ def focus_tasks(rows: Sequence[TaskBand], mode: str, iteration: int) -> list[str
     by the parent's mean reward (ties by id), then cycling. Empty when nothing fails."""
     if mode not in FOCUS_MODES:
         raise ValueError(f"focus {mode!r}: use one of {', '.join(FOCUS_MODES)}")
-    bad = failing(rows)
+    bad = [r for r in rows if r["band"] in (DEFECT, UNSTABLE)]  # always failing, or flaky
     if not bad:
         return []
     if mode == "all":

@@ -1,18 +1,13 @@
 """``capevolve eval-task TAG IDS``: one candidate on a few named train or val tasks, for diagnosis.
 
 A per-task sub-agent (cap-evolve's ``taskeval.py``) tunes on what this returns, so it is a
-training number, kept apart from everything a decision reads:
-
-- rollouts go to ``runs/<id>/task_evals/<tag>/<n>.json`` and one ``task_eval`` event, never to
-  ``rollouts/`` or ``rollout`` events: no gate evidence, no first logged outcome;
-- at seeds of their own (``base_seed + DIAGNOSIS_SEED_BASE + k``), never a gate's, so a candidate
-  tuned until these pass has not been tuned on its gate's draws;
-- nothing is booked. They are never reused as a gate's: paid as often as the optimizer likes,
-  each call is a look no α accounts for.
-
-A test task is refused without saying which. The candidate runs in a sandbox child from a copy
-without the handover files, under a claim on the run (:mod:`.._store.sessions.claims`), within the run's
-``max_metric_calls`` and ``max_usd``. Controller-side; runs no pytest."""
+training number, kept apart from everything a decision reads: its rollouts go to
+``task_evals/<tag>/<n>.json`` and a ``task_eval`` event, never to ``rollouts/`` (no gate
+evidence, no first logged outcome); at seeds of their own (``base_seed + DIAGNOSIS_SEED_BASE +
+k``), so a candidate tuned until these pass has not been tuned on its gate's draws; nothing is
+booked, and they are never reused as a gate's (each call is a look no α accounts for). A test task
+is refused without saying which. The candidate runs in a sandbox child from a copy without the
+handover files, under a claim on the run, within ``max_metric_calls`` and ``max_usd``."""
 
 from __future__ import annotations
 
@@ -87,16 +82,14 @@ def candidate_folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
 
 def earlier_spend(rundir: RunDir) -> tuple[int, float]:
     """Rollouts and $ every earlier task eval of the run paid (its ``task_eval`` events)."""
-    rollouts, usd = 0, 0.0
-    for event in rundir.log.of_kinds(TASK_EVAL):
-        rollouts += int(event.get("rollouts") or 0)
-        usd += float(event.get("cost_usd") or 0.0)
-    return rollouts, usd
+    events = rundir.log.of_kinds(TASK_EVAL)
+    return sum(int(e.get("rollouts") or 0) for e in events), sum(
+        float(e.get("cost_usd") or 0.0) for e in events
+    )
 
 
 def _check_affordable(spec: Spec, rundir: RunDir, planned: int) -> None:
-    state = rundir.state.read_state()
-    spent = state.get("spent", {})
+    spent = rundir.state.read_state().get("spent", {})
     diag_rollouts, diag_usd = earlier_spend(rundir)
     can = afford(
         planned,

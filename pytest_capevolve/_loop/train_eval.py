@@ -1,9 +1,8 @@
 """``capevolve measure --train yes|no|auto``: whether the measurement pays a train evaluation.
 
 Train is never gated, so its row is for the report only. ``auto`` pays it when the run has a
-train split that is not val's tasks again and the seed or best lacks train rollouts for its
-current bytes; ``yes`` pays whatever is missing; ``no`` (the default) nothing.
-:func:`plan_train` says why in one phrase."""
+train split that is not val's tasks again and the seed or best lacks train rollouts; ``yes``
+pays whatever is missing; ``no`` (the default) nothing."""
 
 from __future__ import annotations
 
@@ -30,6 +29,13 @@ class TrainPlan:
         return self.missing > 0
 
 
+def missing_on(spec: Spec, rundir: RunDir, split: str, tags: list[str]) -> int:
+    """The rollouts ``tags`` still lack on ``split``: every task, every trial."""
+    ids = list((rundir.splits() or {}).get(split, []))
+    records = index_records(rundir.rollouts.indexed_rollouts(split, tags))
+    return missing_rollouts(records, tags, ids, spec.num_trials)
+
+
 def plan_train(spec: Spec, rundir: RunDir, mode: str) -> TrainPlan:
     """Whether ``mode`` pays the train evaluation of the seed and the best, and the reason."""
     splits = rundir.splits() or {}
@@ -37,9 +43,7 @@ def plan_train(spec: Spec, rundir: RunDir, mode: str) -> TrainPlan:
     if not train:
         return TrainPlan(0, "empty: this split has no tasks")
     best = rundir.state.best()
-    tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
-    records = index_records(rundir.rollouts.indexed_rollouts("train", tags))
-    missing = missing_rollouts(records, tags, train, spec.num_trials)
+    missing = missing_on(spec, rundir, "train", [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best])
     if missing == 0:
         return TrainPlan(0, "evaluated")
     if mode == "no":

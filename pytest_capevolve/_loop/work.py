@@ -1,8 +1,7 @@
 """Work copies: where an optimizer edits a candidate, ``runs/<id>/work/<TAG>/``.
 
-``capevolve work new TAG [--from TAG]`` copies the best's snapshot (or ``--from``'s) with the
-handover files (:mod:`.handover`); the parent's snapshot is never touched. A finalized run makes
-none, and a tag that exists anywhere in the run is refused (rollout files are named by tag)."""
+A copy of the best's snapshot (or ``--from``'s) with the handover files; the parent's snapshot is
+never touched. A tag that exists anywhere in the run is refused (rollout files are named by tag)."""
 
 from __future__ import annotations
 

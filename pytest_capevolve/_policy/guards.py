@@ -152,8 +152,7 @@ def finalized_said(rundir: RunDir) -> str | None:
 
 
 def refuse_finalized(rundir: RunDir, at: Checkpoint) -> None:
-    said = finalized_said(rundir)
-    if said is not None:
+    if (said := finalized_said(rundir)) is not None:
         refuse(FINALIZED, at, said)
 
 

@@ -5,6 +5,7 @@ verdicts (screen refusals included) and sets the outcome."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -17,12 +18,7 @@ from .._project.spec import Spec
 from .._store.readers.evidence import Arm, ByTag, index_records
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, Outcome, SessionHooks
-from .persistence import (
-    Persistence,
-    outcomes_of_columns,
-    record_finish,
-    summarize,
-)
+from .persistence import Persistence, outcomes_of_columns, record_finish, summarize
 from .planning import GateRequest, Planned
 
 if TYPE_CHECKING:
@@ -34,21 +30,19 @@ if TYPE_CHECKING:
 class LazyArms(Mapping[str, Arm]):
     def __init__(self, read: Callable[[], ByTag]) -> None:
         self._read = read
-        self._arms: ByTag | None = None
 
-    def _loaded(self) -> ByTag:
-        if self._arms is None:
-            self._arms = self._read()
-        return self._arms
+    @functools.cached_property
+    def _arms(self) -> ByTag:
+        return self._read()
 
     def __getitem__(self, tag: str) -> Arm:
-        return self._loaded()[tag]
+        return self._arms[tag]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._loaded())
+        return iter(self._arms)
 
     def __len__(self) -> int:
-        return len(self._loaded())
+        return len(self._arms)
 
 
 @dataclass(eq=False)  # a plugin: identity, not value, equality
@@ -206,10 +200,8 @@ class EvaluationSession:
             from .gating import book_verdicts
 
             unbooked = [v for v in standing if booked_decision(self.rundir, v.tag) is None]
-            outcome.closing += [
-                (line, {})
-                for line in book_verdicts(self.spec, self.rundir, [*decided, *unbooked], self.hooks)
-            ]
+            booked = book_verdicts(self.spec, self.rundir, [*decided, *unbooked], self.hooks)
+            outcome.closing += [(line, {}) for line in booked]
             outcome.closing += [
                 (f"{v.tag}: nothing booked — already decided ({booked_decision(self.rundir, v.tag)})", {})
                 for v in standing

@@ -1,8 +1,8 @@
 """The finalize session: ``pytest --capevolve-finalize PROJECT`` scores the test split once.
 
 The seal is claimed before planning (a refused session pays nothing); the best, and the seed when it differs
-(so the improvement is paired), are evaluated from snapshots; the seal burns only after every planned rollout
-reported, so an interrupted session leaves it unburned and the next reuses what is persisted."""
+(so the improvement is paired), are evaluated from snapshots; the seal burns only once every planned rollout
+reported, so an interrupted session leaves it unburned and the next one reuses what is persisted."""
 
 from __future__ import annotations
 
@@ -80,68 +80,48 @@ class FinalizeSession:
             c.tag: evidence.reward_matrix(by_tag.get(c.tag, {}), plan.task_ids, plan.num_trials)
             for c in plan.candidates
         }
-
-        def arm(tag: str) -> dict[str, Any]:
-            planned = next(c for c in plan.candidates if c.tag == tag)
-            return {**rows[tag].to_dict(), "content_hash": planned.content_hash}
-
         # what the candidate causes counts against it: a test trial whose first attempt was an
         # infra error counts as a failure of the best and a pass of the seed, whatever it was
         # paid again as (the figures over valid trials alone are kept beside)
         errored = first_errors(self.rundir, TEST_SPLIT)
         worst = {tag: _worst_case(m, tag, errored, plan.task_ids, tag == best) for tag, m in matrices.items()}
         counted = {tag: int(n) for tag, (_, n) in worst.items() if n}
+
+        def arm(tag: str) -> dict[str, Any]:
+            planned = next(c for c in plan.candidates if c.tag == tag)
+            shown = {**rows[tag].to_dict(), "content_hash": planned.content_hash}
+            if counted:
+                mean = float(np.nanmean(np.nanmean(worst[tag][0], axis=1)))
+                shown |= {"mean_valid_trials": shown["mean"], "mean": mean}
+            return shown
+
         seed = arm(SEED_TAG) if best != SEED_TAG else None
-        delta = None
-        best_arm = arm(best)
-        if counted:
-            best_arm["mean_valid_trials"] = best_arm["mean"]
-            best_arm["mean"] = float(np.nanmean(np.nanmean(worst[best][0], axis=1)))
-            if seed is not None:
-                seed["mean_valid_trials"] = seed["mean"]
-                seed["mean"] = float(np.nanmean(np.nanmean(worst[SEED_TAG][0], axis=1)))
-        if seed is not None:
-            delta = paired_summary(worst[best][0], worst[SEED_TAG][0], seed=plan.base_seed)
-        return {
+        delta = (
+            None if seed is None else paired_summary(worst[best][0], worst[SEED_TAG][0], seed=plan.base_seed)
+        )
+        result = {
             "run_id": plan.run_id,
             "split": TEST_SPLIT,
             "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "tasks": len(plan.task_ids),
             "trials": plan.num_trials,
-            "best": best_arm,
+            "best": arm(best),
             "seed": seed,
             "delta_vs_seed": delta,
             "null_result": best == SEED_TAG,
             "rollouts": f"rollouts/{TEST_SPLIT}/*__<tag>__t*.json",
             "infra_errors": sum(r.infra for r in outcome.rows),
-            **(
-                {
-                    "worst_case": {
-                        "trials": counted,
-                        "rule": "a test trial whose first attempt was an infra error counts as 0 for the "
-                        "best and 1 for the seed (what the candidate causes counts against it); "
-                        "mean_valid_trials: over the valid trials alone",
-                    }
-                }
-                if counted
-                else {}
-            ),
         }
+        if counted:
+            result["worst_case"] = {
+                "trials": counted,
+                "rule": "a test trial whose first attempt was an infra error counts as 0 for the best and 1 "
+                "for the seed (what the candidate causes counts against it); mean_valid_trials: over the "
+                "valid trials alone",
+            }
+        return result
 
     def _scored_lines(self, result: dict[str, Any]) -> list[str]:
-        lines = self._score_lines(result)
-        worst = result.get("worst_case")
-        if worst:
-            trials = ", ".join(f"{tag} {n}" for tag, n in worst["trials"].items())
-            lines.insert(
-                1,
-                f"worst case counted: test trials whose first attempt was an infra error ({trials}) count "
-                f"as failures of the best and passes of the seed; over valid trials alone the best's mean "
-                f"is {result['best'].get('mean_valid_trials', result['best']['mean']):.4f}",
-            )
-        return lines
-
-    def _score_lines(self, result: dict[str, Any]) -> list[str]:
         best = result["best"]
         labels = labelled_accepts(self.rundir.log.of_kinds(DECISION))
         shown = f"{best['tag']!r} ({labels[best['tag']]})" if best["tag"] in labels else repr(best["tag"])
@@ -156,6 +136,15 @@ class FinalizeSession:
         if result.get("test_reused"):
             before = ", ".join(f"run {r['run_id']}" for r in result["test_reused"]["scored_before"])
             lines.insert(0, f"{REUSED_LABEL}: these test tasks were scored before ({before})")
+        worst = result.get("worst_case")
+        if worst:
+            trials = ", ".join(f"{tag} {n}" for tag, n in worst["trials"].items())
+            lines.insert(
+                1,
+                f"worst case counted: test trials whose first attempt was an infra error ({trials}) count "
+                f"as failures of the best and passes of the seed; over valid trials alone the best's mean "
+                f"is {best.get('mean_valid_trials', best['mean']):.4f}",
+            )
         return lines
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

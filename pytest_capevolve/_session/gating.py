@@ -1,8 +1,7 @@
 """Judging and booking: a gate session's round of verdicts, and the decisions they become.
 
 Controller only, after the run loop, from what is persisted: nulls first (their deltas set the floor), then
-the candidates as a round; with ``--capevolve-commit auto`` each is booked as ``capevolve commit`` books
-it."""
+the candidates as a round; with ``--capevolve-commit auto`` each is booked as ``capevolve commit`` would."""
 
 from __future__ import annotations
 
@@ -198,11 +197,7 @@ class AlphaBudget:
         return slot, True
 
     def record(
-        self,
-        rundir: RunDir,
-        nulls: list[Verdict],
-        verdicts: list[Verdict],
-        null_tags: list[str],
+        self, rundir: RunDir, nulls: list[Verdict], verdicts: list[Verdict], null_tags: list[str]
     ) -> list[tuple[dict[str, Any], Path]]:
         """Log one ``gate_decision`` per candidate decided and one ``null_gated`` per null, then write the
         verdicts; returns the files to announce once the lock is let go. Undecided spends nothing. Each

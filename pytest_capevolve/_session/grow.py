@@ -27,12 +27,7 @@ from .gating import booked_as
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .plan_build import build_plan, valid_column_keys
-from .planning import (
-    Planned,
-    frozen_ids,
-    planned_at,
-    source_of,
-)
+from .planning import Planned, frozen_ids, planned_at, source_of
 
 
 @dataclass
@@ -102,11 +97,8 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
 
 def final_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:
     """The tag's last booked decision that ends it (not provisional nor indecisive), if any."""
-    final = [
-        e
-        for e in rundir.decisions()
-        if e["tag"] == tag and e["decision"] not in ("provisional", "indecisive")
-    ]
+    open_ended = ("provisional", "indecisive")
+    final = [e for e in rundir.decisions() if e["tag"] == tag and e["decision"] not in open_ended]
     return final[-1] if final else None
 
 

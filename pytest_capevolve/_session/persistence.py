@@ -37,6 +37,7 @@ from .._store.sessions.claims import live_sessions
 from .outcome import Outcome
 
 NOT_OWED = "not a rollout this session owes, or one it recorded already: not recorded"
+RECORD_WINDOW_MIN = 16  # items a worker holds beyond its rollouts in flight: refills overlap runs
 
 
 @dataclass
@@ -121,14 +122,14 @@ class Persistence:
 
     @pytest.hookimpl(optionalhook=True, trylast=True)  # the sequential gate's smaller window first
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Under ``--dist load``: no worker holds more than :func:`record_window` unrecorded rollouts, so a
-        controller killed at any moment loses at most that many per worker (xdist's own lost 2,267 of
-        22,267)."""
+        """Under ``--dist load``: no worker holds more than a window of unrecorded rollouts (enough to keep
+        its concurrency in flight while the refill travels back), so a controller killed at any moment loses
+        at most that many per worker (xdist's own lost 2,267 of 22,267)."""
         if config.getvalue("dist") != "load":
             return None
         from .perf.window import window_scheduler
 
-        return window_scheduler(config, log, record_window(config, self.spec), lead_limit=False)
+        return window_scheduler(config, log, max(RECORD_WINDOW_MIN, 4 * self.concurrency), lead_limit=False)
 
     def stop_workers(self) -> None:
         if self.plan.live:
@@ -201,10 +202,9 @@ class Persistence:
         """Whether ``record`` is owed and not yet recorded: the backstop behind :mod:`.plan_check` (under
         xdist the controller sees only node ids)."""
         key = (record.split, record.task_id, record.tag, record.trial)
-        if key not in self._unrecorded:
-            return False
+        owed = key in self._unrecorded
         self._unrecorded.discard(key)
-        return True
+        return owed
 
     def _persist(self, record: RolloutRecord, text: str | None) -> RolloutRecord:
         wrong = wrong_rescores(record.judge, record.valid, self.spec.judge_rescores)
@@ -305,13 +305,3 @@ def record_finish(
     from .._show.views import refresh
 
     outcome.report_error = refresh(spec, rundir, {plan.split: by_tag} if plan.block == 0 else {})
-
-
-RECORD_WINDOW_MIN = 16  # items a worker holds beyond its rollouts in flight: refills overlap runs
-
-
-def record_window(config: pytest.Config, spec: Spec) -> int:
-    """The most rollouts a worker runs ahead of what the controller recorded: enough to keep its
-    concurrency in flight while the refill travels back."""
-    width = int(config.option.capevolve_concurrency or spec.concurrency)
-    return max(RECORD_WINDOW_MIN, 4 * width)

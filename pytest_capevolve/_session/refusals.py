@@ -107,13 +107,12 @@ class Screens:
     def _fails_microcases(self, tag: str, path: Path, best: str) -> bool:
         if not self._microcases:
             return False
-        failed = []
-        for case in self._microcases:
-            outcome = run_microcase(case, path, self._env)
-            if not outcome.ok:
-                failed.append(
-                    {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
-                )
+        ran_each = [(case, run_microcase(case, path, self._env)) for case in self._microcases]
+        failed = [
+            {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
+            for case, outcome in ran_each
+            if not outcome.ok
+        ]
         ran = len(self._microcases)
         self.rundir.log.append_event(MICROCASES, tag=tag, ran=ran, failed=[f["id"] for f in failed])
         if failed:

@@ -120,11 +120,10 @@ class CapevolveReporter:
         # the command that pays the missing rollouts (pinned to the run, nothing deselected)
         self.completing = completing
         self.failed: list[RolloutRecord] = []
-        self.failed_ids: dict[tuple[str, str, str, int], str] = {}  # each failed rollout's node id
         self.notes: list[str] = []  # lines about the selection asked (:mod:`.selection`)
         self.deselected: set[Any] = set()  # keys of the rollouts -k, -m or --deselect left out
-        # each failed rollout's captured output (pytest's report sections), for ``-rA``
-        self.failed_sections: dict[tuple[str, str, str, int], list[tuple[str, str]]] = {}
+        # each failed rollout's node id and captured output (pytest's report sections, for ``-rA``)
+        self.failed_at: dict[tuple[str, str, str, int], tuple[str, list[tuple[str, str]]]] = {}
         self.infra_sections: dict[str, list[tuple[str, str]]] = {}  # nodeid → the same, for -rA
         self._terminal: Any = None
         self._hidden: list[pytest.TestReport] | None = None  # the agent's failures, out of stats
@@ -158,9 +157,7 @@ class CapevolveReporter:
             assert record is not None
             self.failed.append(record)
             key = (record.tag, record.split, record.task_id, record.trial)
-            self.failed_ids[key] = report.nodeid
-            if report.sections:
-                self.failed_sections[key] = list(report.sections)
+            self.failed_at[key] = (report.nodeid, list(report.sections))
         elif report.when == "call" and report.failed and report.sections:
             record = record_from_report(report)
             if record is not None and record.infra_error:  # an adapter's error: what it printed helps most
@@ -229,10 +226,10 @@ class CapevolveReporter:
         ordered = sorted(self.failed, key=key)
         listed = listed_failures(ordered, self.failures)
         for record in listed:
-            where = (record.tag, record.split, record.task_id, record.trial)
-            tr.write_line(failed_rollout_line(record, self.failed_ids.get(where), feedback=feedback))
+            nodeid, sections = self.failed_at[(record.tag, record.split, record.task_id, record.trial)]
+            tr.write_line(failed_rollout_line(record, nodeid, feedback=feedback))
             if with_output:
-                _write_sections(tr, self.failed_sections.get(where, []))
+                _write_sections(tr, sections)
         if len(listed) < len(ordered):
             per_task = 1 if self.failures == "auto" else self.failures
             how = "none listed" if self.failures == "none" else f"at most {per_task} per task listed"
@@ -339,8 +336,7 @@ class CapevolveReporter:
         missing, left_out = len(keys), sum(key in self.deselected for key in keys)
         deselected = f" ({left_out} deselected by -k, -m or --deselect)" if left_out else ""
         return [
-            f"{rollouts(missing)} {'is' if missing == 1 else 'are'} missing{deselected}; "
-            f"{then}to complete only those, run:",
+            f"{are_missing(missing)}{deselected}; {then}to complete only those, run:",
             f"  {self.completing()}",
         ]
 
@@ -355,3 +351,7 @@ def _write_sections(tr: Any, sections: list[tuple[str, str]]) -> None:
 def rollouts(count: int, adjective: str = "") -> str:
     words = [str(count), *([adjective] if adjective else []), "rollout" if count == 1 else "rollouts"]
     return " ".join(words)
+
+
+def are_missing(count: int) -> str:
+    return f"{rollouts(count)} {'is' if count == 1 else 'are'} missing"

@@ -1,8 +1,11 @@
-"""pytest's selection habits on a plain evaluation: node ids, ``--lf``, ``--ff``, ``-x``, ``--sw``.
+"""pytest's selection options in a capevolve session: what an evaluation makes of them, what a gate refuses.
 
 A node id such as ``capevolve.yaml::val::q05[seed-t0]`` selects that rollout if the plan owes it. A failed
 rollout is never drawn again because it failed (that would choose the draws), so naming one, or ``--lf``,
-runs nothing; the controller says so and names what works. A deciding session refuses node ids."""
+runs nothing; the controller says so and names what works. A finalize scores its whole test plan and a
+deciding session decides on its whole val plan, so any selection that would leave part of it unrun is
+refused before anything is paid (a ``--deselect`` of one test rollout once left the seal unburned after the
+test mean was on disk)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import pytest
 
 from .._items.nodes import item_name
 from .._items.plan import EvalPlan
+from .._project.splits import TestSealError
 from .plan_check import planned_names
 
 # what to use instead of re-drawing a failed rollout, in every line that refuses to
@@ -40,11 +44,6 @@ def other_node_ids(args: Sequence[str], spec_name: str) -> list[str]:
 
 
 WORKERINPUT_KEY = "capevolve_selected"
-
-
-def select(config: pytest.Config, spec_path: Path, named: list[str]) -> None:
-    """Collect only ``named`` under the spec, else all; a worker gets the controller's choice, not argv's."""
-    config.args[:] = [f"{spec_path}::{rest}" for rest in named] or [str(spec_path)]
 
 
 class SelectionToWorkers:
@@ -80,16 +79,11 @@ def notes(
     unknown += other_node_ids(config.args, spec_name)
     if unknown:  # a FAILED line's id pasted without its candidate: say how to name it
         tag = unknown[0].rpartition("[")[2].rpartition("-t")[0]
-        absent = tag and tag not in {c.tag for c in plan.candidates}
+        add = f"its tag {tag!r} is not in it: add --capevolve-candidate with its folder, or "
         lines.append(
             f"{unknown[0]}{' and others' if len(unknown) > 1 else ''} names no rollout of this session's "
-            f"plan, so nothing is run for it ("
-            + (
-                f"its tag {tag!r} is not in it: add --capevolve-candidate with its folder, or "
-                if absent
-                else ""
-            )
-            + "`pytest --co` with the same options lists the ids it owes)"
+            f"plan, so nothing is run for it ({add if tag and tag not in plan.tags() else ''}"
+            "`pytest --co` with the same options lists the ids it owes)"
         )
     option = config.option
     flags = (("--lf", getattr(option, "lf", False)), ("--ff", getattr(option, "failedfirst", False)))
@@ -132,3 +126,50 @@ class NothingNamedIsOwed:
         if items:
             config.hook.pytest_deselected(items=list(items))
             items[:] = []
+
+
+def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
+    """The options and arguments that run less than every collected item. ``marks``: ``-m`` too (left out,
+    the plan check refuses it only if it deselects a rollout)."""
+    option = config.option
+    asked = []
+    if getattr(option, "keyword", ""):
+        asked.append(f"-k {option.keyword!r}")
+    markexpr: str = getattr(option, "markexpr", "")
+    if marks and markexpr:
+        asked.append(f"-m {markexpr!r}")
+    asked += [f"--deselect {node!r}" for node in getattr(option, "deselect", None) or []]
+    asked += [f"node id {arg!r}" for arg in config.args if "::" in str(arg)]
+    for flag, name in (
+        ("lf", "--lf/--last-failed"),
+        ("failedfirst", "--ff/--failed-first"),
+        ("newfirst", "--new-first"),
+        ("stepwise", "--stepwise"),
+        ("maxfail", "-x/--maxfail"),
+    ):
+        if getattr(option, flag, None):
+            asked.append(name)
+    return asked
+
+
+def refuse_partial(config: pytest.Config, run_id: str) -> None:
+    asked = selection_asked(config) + ["--collect-only"] * config.option.collectonly  # (it names test ids)
+    if asked:
+        raise TestSealError(
+            f"run {run_id}: a finalize runs the whole test plan, so {', '.join(asked[:3])} is refused "
+            "before any test rollout (part of the test split, or its task ids, would show without "
+            "burning the seal); run pytest --capevolve-finalize PROJECT with no selection"
+        )
+
+
+def refuse_selection(config: pytest.Config, session_kind: str) -> None:
+    """A deciding session (gate, grow, screen) decides on its whole val plan (``-k "not n07"`` once dropped
+    the task a candidate loses): a one-line UsageError before anything is paid."""
+    asked = selection_asked(config, marks=False)  # rollouts carry no marks: -m drops none
+    if asked:
+        raise pytest.UsageError(
+            f"capevolve: {session_kind} decides on the whole val set of its plan, so "
+            f"{', '.join(asked[:3])} is refused before any rollout (a selection would choose which "
+            "tasks it decides on); run it with no selection (a session that decides nothing may "
+            "evaluate a subset)"
+        )

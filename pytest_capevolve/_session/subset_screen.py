@@ -25,12 +25,7 @@ from .._store.rundir import RunDir, RunDirError
 from .outcome import NO_HOOKS, Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .plan_build import build_plan, valid_column_keys
-from .planning import (
-    CandidateRequest,
-    Planned,
-    frozen_ids,
-    planned_at,
-)
+from .planning import CandidateRequest, Planned, frozen_ids, planned_at
 from .refusals import Screens
 
 

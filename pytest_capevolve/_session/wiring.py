@@ -36,7 +36,6 @@ from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .._store.sessions.live_marker import ControllerWatch
 from ..exitcodes import CapevolveError
 from . import selection
-from .finalize_whole import refuse_selection
 from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW, SCHEDULE_WHY, TASK_KEYS_NOW
 from .kinds.options import gate_request
@@ -46,7 +45,7 @@ from .persistence import summarize
 from .plan_check import PlanCheck
 from .planning import Planned
 from .progress import Progress
-from .reporter import CapevolveReporter, parse_failures, rollouts
+from .reporter import CapevolveReporter, are_missing, parse_failures
 
 
 def brokered(config: pytest.Config) -> str:
@@ -84,9 +83,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         adapter = load_adapter(spec.adapter, spec.project_dir)
         pool = load_tasks(adapter, spec.adapter)
         require_prefer(adapter, spec.adapter, spec.gate_mode)
-        runner = isolated(
-            adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec
-        )  # candidate code: a child's, confined
+        # candidate code: a child's, confined
+        runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec)
         config.add_cleanup(runner.close)
         width = fanout_width(config, spec, runner)  # refused before anything is planned or paid
         if workerinput is not None:
@@ -143,7 +141,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
     ahead.register(config, context, width)  # at concurrency 1: the next request sent ahead
     heap.register(config)
     # the spec is the only thing a capevolve session collects: the rollouts named under it, else all
-    selection.select(config, spec.path, selected)
+    # (a worker gets the controller's choice, not argv's)
+    config.args[:] = [f"{spec.path}::{rest}" for rest in selected] or [str(spec.path)]
 
 
 def _selected(config: pytest.Config, spec: Spec, plan: EvalPlan, given: list[str]) -> list[str]:
@@ -233,7 +232,7 @@ def _start_controller(
     kind_label = _kind_label(config, decides_on_val)
     if decides_on_val:  # -k, --deselect, --lf, -x ...: refused before anything is claimed or paid
         # (a finalize refuses them itself, naming its run, before it claims the seal)
-        refuse_selection(config, kind_label)
+        selection.refuse_selection(config, kind_label)
     started = choose_kind(config, split).start(config, spec, pool_ids, split)
     planned, persistence, rundir = started.planned, started.persistence, started.rundir
     # the labels this session's verdicts carry: its own rollouts', and the run's earlier sessions'
@@ -343,16 +342,12 @@ def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome
         outcome.verdicts = started.interrupted_verdicts(records)
         outcome.nulls = [v for v in outcome.verdicts if v.tag in planned.null_tags]
     judged = "the sequential gate wrote what it reached" if outcome.verdicts else "nothing was judged"
-    command = _resume_command(config, spec, planned, False)
-    outcome.closing += [
-        (
-            f"interrupted: {rollouts(len(outcome.missing))} "
-            f"{'is' if len(outcome.missing) == 1 else 'are'} missing, {judged}; "
-            "to resume, paying only for what is missing, run:",
-            {"yellow": True},
-        ),
-        (f"  {command}", {"yellow": True}),
-    ]
+    outcome.say(
+        f"interrupted: {are_missing(len(outcome.missing))}, {judged}; to resume, paying only for what is "
+        "missing, run:",
+        yellow=True,
+    )
+    outcome.say(f"  {_resume_command(config, spec, planned, False)}", yellow=True)
     return outcome
 
 

@@ -40,8 +40,7 @@ def render_table(comparison: Comparison) -> list[str]:
     ]
     lines += [_run_line("candidate", p.candidate) for p in comparison.pairs]
     lines += ["", *render_verdicts([p.verdict for p in comparison.pairs]), ""]
-    for result in comparison.pairs:
-        lines.append(f"{result.candidate.label}: {_facts(result)}")
+    lines += [f"{result.candidate.label}: {_facts(result)}" for result in comparison.pairs]
     return [*lines, "", *_promise_lines(comparison.promises(), "What holds for imported results")]
 
 
@@ -82,8 +81,7 @@ def _facts(result: PairResult) -> str:
 
 
 def render_markdown(comparison: Comparison) -> str:
-    """The summary a CI job posts on a pull request: a table of the decisions, each pair's
-    changed tasks (folded), and what holds for imported results."""
+    """The summary a CI job posts on a pull request (each pair's changed tasks folded)."""
     base, settings = comparison.baseline, comparison.settings
     holm = " (Holm across runs)" if settings.multiple == "holm" and len(comparison.pairs) > 1 else ""
     out = [
@@ -194,8 +192,7 @@ def _md(text: str) -> str:
 
 @dataclass(frozen=True)
 class ComparedRuns:
-    """What the ``capevolve_compare`` fixture hands a test: the comparison (or pairwise answer),
-    whether every run was accepted, and the table as one text."""
+    """What the ``capevolve_compare`` fixture hands a test: the comparison or pairwise answer."""
 
     comparison: Comparison | PairwiseComparison
 

@@ -374,10 +374,8 @@ def render_text(m: Measurement) -> list[str]:
     forced = f" ({short(label)})" if label else ""
     lines = [f"capevolve measure — run {m.run_id}; best {m.best!r}{forced}", "", fmt(header)]
     lines += [fmt(r) for r in body]
-    for d in m.deltas:
-        lines.append(f"best − seed on {d.split}: {_delta_text(d)}  [{d.source}]")
-    for label in m.labels:
-        lines.append(f"NOTE {label}")
+    lines += [f"best − seed on {d.split}: {_delta_text(d)}  [{d.source}]" for d in m.deltas]
+    lines += [f"NOTE {label}" for label in m.labels]
     if m.confinement:
         lines.append(
             f"candidate code: {m.confinement['candidate_code']}; optimizer: {m.confinement['optimizer']}"
@@ -396,24 +394,20 @@ def render_markdown(m: Measurement) -> str:
             f"Candidate code: {m.confinement['candidate_code']}. Optimizer: {m.confinement['optimizer']}.",
             "",
         ]
-    for label in m.labels:
-        out.append(f"> **{label.split(':')[0]}**:{label.partition(':')[2]}")
+    out += [f"> **{label.split(':')[0]}**:{label.partition(':')[2]}" for label in m.labels]
     if m.labels:
         out.append("")
     out += ["## The table", ""]
     rows = table_rows(m)
     out.append("| " + " | ".join(rows[0]) + " |")
     out.append("|" + "---|" * len(rows[0]))
-    for r in rows[1:]:
-        out.append("| " + " | ".join(c.replace("|", "\\|") if c else " " for c in r) + " |")
+    out += ["| " + " | ".join(c.replace("|", "\\|") if c else " " for c in r) + " |" for r in rows[1:]]
     out.append("")
-    for d in m.deltas:
-        out.append(f"- best − seed on **{d.split}**: {_delta_text(d)} — from `{d.source}`")
+    out += [f"- best − seed on **{d.split}**: {_delta_text(d)} — from `{d.source}`" for d in m.deltas]
     out += ["", "## Accepted lineage", ""]
     if not m.lineage:
         out.append("None: no candidate was accepted in this run.")
-    for step in m.lineage:
-        out.append(f"1. `{step['from']}` → `{step['to']}`: {step['reason']} (from `{step['source']}`)")
+    out += [f"1. `{s['from']}` → `{s['to']}`: {s['reason']} (from `{s['source']}`)" for s in m.lineage]
     out += ["", "## Spend", ""]
     by_split = ", ".join(f"{k} {v}" for k, v in sorted(m.spend["rollouts_by_split"].items())) or "none"
     spend = m.spend

@@ -47,14 +47,9 @@ def summarize_arm(
     paid: int,
     reused: int,
 ) -> TagRow:
+    arrays = _arm_arrays(arm, task_ids, num_trials)
     return arm_summary(
-        _arm_arrays(arm, task_ids, num_trials),
-        tag=tag,
-        split=split,
-        tasks=len(task_ids),
-        num_trials=num_trials,
-        paid=paid,
-        reused=reused,
+        arrays, tag=tag, split=split, tasks=len(task_ids), num_trials=num_trials, paid=paid, reused=reused
     )
 
 
@@ -151,22 +146,20 @@ def render_verdicts(verdicts: Sequence[Any]) -> list[str]:
     """One line per verdict: decision, the numbers it rests on, and its reason (a reject's
     prefixed with the rule that decided it, its basis: ``exact``, ``null_floor``, ...)."""
     header = ("tag", "decision", "n", "Δ̄", "SE", "95% CI", "p", "bar", "reason")
-    body = []
-    for v in verdicts:
-        ci = interval(v.ci)
-        body.append(
-            (
-                v.tag,
-                shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks")).upper(),
-                str(v.n_tasks),
-                num(v.delta_mean, "+.4f"),
-                num(v.se, ".4f"),
-                ci,
-                num(v.p_value, ".4g"),
-                num(v.bar, ".4f"),
-                f"by {v.basis}: {v.reason}" if v.decision == "reject" and v.basis else v.reason,
-            )
+    body = [
+        (
+            v.tag,
+            shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks")).upper(),
+            str(v.n_tasks),
+            num(v.delta_mean, "+.4f"),
+            num(v.se, ".4f"),
+            interval(v.ci),
+            num(v.p_value, ".4g"),
+            num(v.bar, ".4f"),
+            f"by {v.basis}: {v.reason}" if v.decision == "reject" and v.basis else v.reason,
         )
+        for v in verdicts
+    ]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header) - 1)]
     return [
         "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]

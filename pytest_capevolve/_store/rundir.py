@@ -1,9 +1,7 @@
 """The run dir: the one place a run's state lives, and the only code that writes it.
 
-Controller only: workers ship records in their reports. Every write is atomic (temp file +
-rename) and the log and state change under an exclusive lock, so a crash leaves each file old
-or new — never half-written.
-"""
+Controller only. Every write is atomic and the log and state change under an exclusive lock, so
+a crash leaves each file old or new — never half-written."""
 
 from __future__ import annotations
 

@@ -124,17 +124,14 @@ class Snapshots:
                 "case-insensitive file system); give this candidate another --capevolve-tag"
             )
 
-    def registered_files(self, tag: str) -> dict[str, str] | None:
-        """Each file's sha256 as registered (None: old runs): to name what changed, never to decide it."""
-        return registered_files(self.snapshot_dir(tag))
-
     def known_tags(self) -> list[str]:
         base = self.root / "candidates"
         return sorted(p.name for p in base.glob("*") if (p / "candidate.json").is_file())
 
 
 def registered_files(snapshot: Path) -> dict[str, str] | None:
-    """The ``files`` manifest of the ``candidate.json`` beside ``snapshot``, or None."""
+    """Each file's sha256 as registered beside ``snapshot`` (None: old runs): to name what changed,
+    never to decide that it did."""
     try:
         found = json.loads((snapshot.parent / "candidate.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -5,6 +5,7 @@ write the record, run its own code outside, or reach another project."""
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -96,9 +97,12 @@ def test_what_would_write_the_record_or_run_the_agents_code_outside_is_refused(p
         check(argv, str(project))
 
 
-def test_the_diagnose_export_goes_only_where_the_agent_may_write(policy) -> None:
+def test_the_diagnose_export_goes_only_where_the_agent_may_write(policy, tmp_path, monkeypatch) -> None:
     check, project, work = policy
-    assert check(["diagnose", "seed", "--export", str(project.parent / "scratch" / "d.jsonl")], str(project))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the broker's private copies go
+    argv = check(["diagnose", "seed", "--export", str(project.parent / "scratch" / "d.jsonl")], str(project))
+    assert [p.name.startswith("capevolve-broker-") for p in tmp_path.iterdir()] == [True]
+    assert argv.after() is None and not list(tmp_path.iterdir())  # its private folder, gone with it
     with pytest.raises(Refusal, match="only where the agent may write"):
         check(["diagnose", "seed", "--export", ".capevolve/runs/r1/events.jsonl"], str(project))
 

@@ -208,6 +208,23 @@ def test_of_kinds_read_a_block_at_a_time_finds_what_one_read_of_the_whole_log_fi
             RunDir(run.root).log.of_kinds("decision")
 
 
+@pytest.mark.parametrize("kinds", [("decision",), ("decision", "rollout")])
+def test_of_kinds_leaves_a_line_being_written_and_refuses_a_damaged_one_with_the_way_on(
+    run: RunDir, kinds: tuple[str, ...]
+) -> None:
+    """A last line without its newline is still being written (or torn by a crash): not an event
+    yet, as ``events_after`` reads it. A whole line that is not JSON is damage, refused as
+    ``events()`` refuses it, naming the repair, never a bare JSONDecodeError."""
+    run.log.append_event("decision", tag="a", decision="reject")
+    before = RunDir(run.root).log.of_kinds(*kinds)
+    whole = run.log.events_path.read_bytes()
+    run.log.events_path.write_bytes(whole + b'{"kind": "decision", "seq": 99, "tag": "b", "deci')
+    assert RunDir(run.root).log.of_kinds(*kinds) == before
+    run.log.events_path.write_bytes(whole + b'{"kind": "decision", "seq": 99, "tag": "b", "deci\n')
+    with pytest.raises(RunDirError, match=r"a line is not an event .*capevolve verify --repair"):
+        RunDir(run.root).log.of_kinds(*kinds)
+
+
 def test_of_kinds_reads_the_log_once_for_every_kind_but_rollout(run: RunDir, monkeypatch) -> None:
     """Kinds other than ``rollout`` come from one pass over the log, kept while it is unchanged:
     each answers what a search for its own bytes finds (the path ``rollout`` takes), and an

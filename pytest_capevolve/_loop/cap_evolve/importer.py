@@ -1,12 +1,11 @@
 """``capevolve import-cap-evolve SRC [DEST] [--run RUN_DIR]``: a cap-evolve project, and one
 of its runs, made a project and a run here.
 
-SRC is cap-evolve's project folder, the folder holding it, or its spec file. Written to DEST
-(never over an existing file): ``capevolve.yaml`` with every key mapped
-(:mod:`.._project.cap_evolve_keys`) and the others listed with why; ``adapters/`` importing ours
-instead of ``cap_evolve``; the capability folder; and with ``--run`` the run's frozen splits and
-a new run holding its candidates, rollouts, best and — when its test seal was burned — a burned
-seal, so the test split is not looked at twice. Pays no rollout; imports nothing of pytest."""
+Written to DEST, never over an existing file: ``capevolve.yaml`` with every key mapped
+(:mod:`.._project.cap_evolve_keys`) and the others listed with why; ``adapters/`` importing ours;
+the capability folder; with ``--run``, the run's frozen splits and a new run holding its
+candidates, rollouts, best and — when its test seal was burned — a burned seal, so the test split
+is not looked at twice. Pays no rollout; imports nothing of pytest."""
 
 from __future__ import annotations
 
@@ -53,7 +52,10 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
     if not (adapter_dir / "adapter.py").is_file():
         raise Refusal(f"{adapter_dir / 'adapter.py'} is missing: cap-evolve's adapter lives there")
     adapter_class, adapter_note = adapter_class_of(adapter_dir / "adapter.py")
-    run = _read(run_dir) if run_dir is not None else None
+    try:
+        run = read_run(run_dir) if run_dir is not None else None
+    except RunDirError as exc:
+        raise Refusal(str(exc)) from None
 
     dest = dest.expanduser().resolve()
     capability_src, capability_dest = _capability(project, spec_keys, run)
@@ -62,9 +64,7 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
         splits_dest = Path(SPLITS_FILE)
     elif spec_keys.get("split_ids_file"):
         splits_dest = Path(Path(str(spec_keys["split_ids_file"])).name)
-    writes = [Path(SPEC_FILENAME), Path("adapters"), capability_dest]
-    if splits_dest is not None:
-        writes.append(splits_dest)
+    writes = [Path(SPEC_FILENAME), Path("adapters"), capability_dest, *filter(None, [splits_dest])]
     taken = [str(dest / p) for p in writes if (dest / p).exists()]
     if taken:
         raise Refusal(f"{', '.join(taken)} already exist(s); import into an empty folder (DEST)")
@@ -97,10 +97,8 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
             "keys": translation.notes,
             "unknown_keys": translation.unknown,
             "adapter": adapter_report,
-            "run": None,
+            "run": None if run is None else import_run(run, spec),
         }
-        if run is not None:
-            report["run"] = import_run(run, spec)
     except BaseException:
         _remove(created)  # an import that fails leaves DEST as it found it
         raise
@@ -170,13 +168,6 @@ def _next_steps(report: dict[str, Any], dest: Path) -> list[str]:
             f"cd {dest} && capevolve measure"
         ]
     return [f"capevolve check {dest}", f"pytest --capevolve-run {dest}"]
-
-
-def _read(run_dir: Path) -> CapEvolveRun:
-    try:
-        return read_run(run_dir)
-    except RunDirError as exc:
-        raise Refusal(str(exc)) from None
 
 
 def _spec_text(source: Path, keys: dict[str, Any], notes: dict[str, str]) -> str:

@@ -88,11 +88,8 @@ class CapEvolveRun:
     def tag_for(self, rollout: CapEvolveRollout) -> str:
         """Our tag for a rollout's candidate: finalize's ``FINAL`` is the best it scored; a
         screen's ``<id>__screenN`` is ``<id>-screenN`` (a tag here has no double underscore)."""
-        if rollout.tag == "FINAL":
-            return self.best_id
-        if rollout.tag == "FINAL_seed":
-            return SEED_TAG
-        return rollout.tag.replace("__", "-")
+        final = {"FINAL": self.best_id, "FINAL_seed": SEED_TAG}.get(rollout.tag)
+        return rollout.tag.replace("__", "-") if final is None else final
 
     def snapshot_for(self, rollout: CapEvolveRollout) -> Path | None:
         """The candidate folder a rollout measured: a screen's is its candidate's."""
@@ -119,10 +116,10 @@ def read_run(root: Path) -> CapEvolveRun:
         test_used=bool(splits_raw.get("test_used")),
         best_id=str(state.get("best_id") or SEED_TAG),
         state=state,
+        snapshots={
+            folder.name: folder for folder in sorted((root / "candidates").glob("*")) if folder.is_dir()
+        },
     )
-    for folder in sorted((root / "candidates").glob("*")):
-        if folder.is_dir():
-            run.snapshots[folder.name] = folder
     for split in ("train", "val", "test"):
         by_length = sorted(splits[split], key=len, reverse=True)
         for path in sorted((root / "rollouts" / split).glob("*.json")):

@@ -25,7 +25,6 @@ GATE_SETTING_KEYS = (
 # siblings (``--capevolve-multiple``); ``none`` picked after a Holm round rejected is a way to
 # accept what that round refused
 MULTIPLE_KEY = "multiple"
-_NEW_RUN = "start a new run (--capevolve-new-run) to decide under other settings"
 
 
 def _as_frozen(was: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,8 +37,7 @@ def settings_of(spec: Spec) -> dict[str, Any]:
 
 
 def overridden(override_ini: Iterable[str] | None, spec: Spec) -> dict[str, str]:
-    """The gate settings the command line set (``-o``, as typed) that took effect; a key the spec pins is
-    not among them."""
+    """The gate settings the command line set (``-o``, as typed) that the spec does not pin."""
     found: dict[str, str] = {}
     for item in override_ini or ():
         name, _, value = str(item).partition("=")
@@ -116,9 +114,7 @@ def freeze_or_check(
             return
     first = frozen[0]
     was = _as_frozen(first.get("settings") or {})
-    keys = (*GATE_SETTING_KEYS, MULTIPLE_KEY)
-    changed = [key for key in keys if key in was and key in settings and was[key] != settings[key]]
-    if changed:
+    if changed := [key for key in settings if key in was and was[key] != settings[key]]:
         shown = ", ".join(
             f"--capevolve-multiple {settings[key]} (frozen {was[key]})"
             if key == MULTIPLE_KEY
@@ -128,7 +124,8 @@ def freeze_or_check(
         origin = f"; {said(overrides)}" if overrides else ""
         raise RunDirError(
             f"run {rundir.run_id} froze its gate settings at its first decision (event seq "
-            f"{first.get('seq')}): {shown}{origin}. Restore them, or {_NEW_RUN}"
+            f"{first.get('seq')}): {shown}{origin}. Restore them, or start a new run (--capevolve-new-run) "
+            "to decide under other settings"
         )
 
 

@@ -12,7 +12,9 @@ from dataclasses import replace
 from ..._decide.alpha_budget import LOOP_SCHEDULE, SCHEDULES
 from ..._project.spec import Spec
 from ..._project.yamlfile import YamlError, read_yaml
+from ..._store.log.event_kinds import GATE_SETTINGS_FROZEN
 from ..._store.rundir import RunDir
+from .gate_settings import decided_under
 
 KEY = "gate_alpha_schedule"
 
@@ -34,25 +36,20 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
     """(the spec a session on ``rundir`` decides under, why its schedule is the loop's, or None)."""
     if rundir is None or KEY in overrides or spec.gate_alpha_schedule != "constant" or _spec_names_one(spec):
         return spec, None
-
-    frozen = frozen_schedule(rundir)
-    if frozen is not None:
-        # the run froze a loop schedule at its first decision (by this default, or hill-climb's
-        # flag; `lord` in a run begun before the default became `addis`): a later session that
-        # names none decides under it too, not refused for asking constant
-        if frozen != "constant":
-            return replace(spec, gate_alpha_schedule=frozen), _why(rundir, frozen)
+    # a schedule the run froze at its first decision (by this default, or hill-climb's flag; `lord` in
+    # a run begun before the default became `addis`): a later session that names none decides under it
+    # too, not refused for asking constant
+    schedule = frozen_schedule(rundir)
+    if schedule is None:
+        schedule = LOOP_SCHEDULE if is_loop_run(rundir) else "constant"
+    if schedule == "constant":
         return spec, None
-    if not is_loop_run(rundir):
-        return spec, None
-    return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE), _why(rundir)
+    return replace(spec, gate_alpha_schedule=schedule), _why(rundir, schedule)
 
 
 def frozen_schedule(rundir: RunDir | None) -> str | None:
     if rundir is None:
         return None
-    from .gate_settings import GATE_SETTINGS_FROZEN
-
     frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
     found = (frozen[0].get("settings") or {}).get(KEY) if frozen else None
     return found if isinstance(found, str) and found in SCHEDULES else None
@@ -60,13 +57,11 @@ def frozen_schedule(rundir: RunDir | None) -> str | None:
 
 def run_loop_schedule(rundir: RunDir | None) -> str:
     """The schedule a loop's gates use when the spec names none: the one the run froze, else the loop's."""
-    frozen = frozen_schedule(rundir)
-    return frozen if frozen is not None else LOOP_SCHEDULE
+    return frozen_schedule(rundir) or LOOP_SCHEDULE
 
 
 def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
-    """One line for a loop on a run that froze ``constant`` at a one-shot gate (unless the spec chose it):
-    the cost and the way to the loop's schedule."""
+    """One line for a loop on a run a one-shot gate froze at ``constant``: the cost, and the way on."""
     if spec_names_one or frozen_schedule(rundir) != "constant":
         return None
     return (
@@ -78,8 +73,7 @@ def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
 
 
 def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
-    """One line for ``baseline``: its levels are the loop's, and a one-shot gate before the first decision
-    would freeze ``constant``."""
+    """One line for ``baseline``: a one-shot gate before the first decision would freeze ``constant``."""
     if frozen_schedule(rundir) is not None or spec.gate_alpha_schedule != "constant" or _spec_names_one(spec):
         return None
     return (
@@ -92,8 +86,6 @@ def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
 
 def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spec:
     """The spec the run's next decision is taken under (``loop``: the caller hands the run to a loop)."""
-    from .gate_settings import decided_under
-
     if frozen_schedule(rundir) is not None:
         return decided_under(rundir, spec)
     if (loop or is_loop_run(rundir)) and spec.gate_alpha_schedule == "constant" and not _spec_names_one(spec):
@@ -101,7 +93,7 @@ def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spe
     return decided_under(rundir, spec)
 
 
-def _why(rundir: RunDir, schedule: str = LOOP_SCHEDULE) -> str:
+def _why(rundir: RunDir, schedule: str) -> str:
     return (
         f"gate_alpha_schedule {schedule}: a loop run's default (run {rundir.run_id} holds work "
         "copies or hill-climb drove it, and the spec names no schedule); one-shot gating keeps constant"

@@ -47,9 +47,7 @@ def next_level(spec: Spec, events: list[dict[str, Any]], siblings: int = 1) -> t
     return _level_at(spec, events, decided, siblings)
 
 
-def _level_at(
-    spec: Spec, events: list[dict[str, Any]], decided: int, siblings: int = 1
-) -> tuple[Fraction, str]:
+def _level_at(spec: Spec, events: list[dict[str, Any]], decided: int, siblings: int) -> tuple[Fraction, str]:
     accepts = alpha_budget.accepted_decisions(events)
     discarded = alpha_budget.discarded_decisions(events)
     family = alpha_budget.round_alpha(

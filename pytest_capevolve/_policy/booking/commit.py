@@ -27,7 +27,7 @@ from ..._store.log.event_kinds import (
 from ..._store.rundir import RunDir
 from ..alpha.gate_settings import settings_of
 from ..budget.optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
-from ..repeats.identity import Earlier, remember_booked
+from ..repeats.identity import Earlier, decided_in_project, registered_hashes, remember_booked
 from . import memory
 from .commit_checks import DECISIONS as DECISIONS
 from .commit_checks import INDECISIVE as INDECISIVE
@@ -127,14 +127,15 @@ def _label(
     rundir: RunDir, entry: BookedDecision, verdict: dict[str, Any] | None, adopted: Adopted | None
 ) -> None:
     """What every view says beside the decision: its label, the shared ledger, who was confined."""
-    label = ((verdict or {}).get("details") or {}).get("harness_changed") or {}
+    details = (verdict or {}).get("details") or {}
+    label = details.get("harness_changed") or {}
     if entry["decision"] == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
         # every view of this best shows it (:mod:`..._store.decisions.forced`)
         entry["label"] = label["label"]
     if adopted is not None:  # an earlier run's accept, not gated again: every view says so
         entry["label"] = adopted.label
         rundir.snapshots.register_candidate(entry["tag"], adopted.snapshot)  # the best needs it here
-    ledger = ((verdict or {}).get("details") or {}).get("shared_ledger")
+    ledger = details.get("shared_ledger")
     if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
         entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
     said = (verdict or {}).get("confinement") or {}
@@ -155,8 +156,6 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     details = (verdict or {}).get("details") or {}
     if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
         return None
-    from ..repeats.identity import decided_in_project
-
     digest = str(details.get("content_hash") or "").removeprefix("sha256:")
     earlier = next(
         (e for d, e in decided_in_project(rundir).items() if d.removeprefix("sha256:") == digest), None
@@ -197,8 +196,6 @@ def _same_question(decided: dict[str, Any], spec: Spec, earlier: Earlier) -> Non
 
 def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
     """Whether the earlier accept was against the same bytes as this run's best."""
-    from ..repeats.identity import registered_hashes
-
     theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
     if mine is None and best == "seed":  # a new run whose first session met only the repeat
         try:
@@ -230,8 +227,7 @@ def _screen_numbers(rundir: RunDir, tag: str) -> LedgerNumbers:
 
 
 def _count(state: dict[str, Any], entry: BookedDecision, optimizer: OptimizerSpend) -> None:
-    """Every decision advances ``iterations``; a reject advances ``stall``, an accept resets it and moves
-    the best; the rest leave ``stall`` alone."""
+    """Every decision advances ``iterations``; a reject advances ``stall``, an accept resets it."""
     state["iterations"] = int(state["iterations"]) + 1
     if entry["decision"] == "reject":
         state["stall"] = int(state["stall"]) + 1
@@ -290,12 +286,10 @@ def _spent_on(rundir: RunDir, tag: str) -> SpentOn:
 
 def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:
     """The files ``tag`` changed against its parent (:func:`compared`)."""
-    folders = compared(rundir, tag, parent, verdict)
-    if folders is None:
+    if (folders := compared(rundir, tag, parent, verdict)) is None:
         return []
-    mine, theirs = folders
     try:
-        return changed_files(mine, theirs)
+        return changed_files(*folders)
     except CandidateError as exc:  # a symlink leaving the folder (the tamper guard said so too)
         return [f"unreadable: {exc}"]
 
@@ -305,8 +299,7 @@ def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | No
 def compared(
     rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None
 ) -> tuple[Path, Path] | None:
-    """``tag``'s folder and its parent's from snapshots (else the recorded source folder, else the work
-    copy); None when either is gone."""
+    """``tag``'s folder and its parent's (a screen-refused candidate's source folder stands in)."""
     mine, theirs = rundir.snapshots.snapshot_dir(tag), rundir.snapshots.snapshot_dir(parent)
     if not mine.is_dir():
         source = (verdict or {}).get("details", {}).get("source")
@@ -318,8 +311,7 @@ def compared(
 
 def refuted_diff(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> str:
     """The unified diff ``tag`` made against ``parent``, bounded; "" if none."""
-    folders = compared(rundir, tag, parent, verdict)
-    if folders is None:
+    if (folders := compared(rundir, tag, parent, verdict)) is None:
         return ""
     mine, theirs = folders
     try:

@@ -48,8 +48,7 @@ def refuse_unknown(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> 
 
 
 def check_evidence(spec: Spec, rundir: RunDir, asked: Asked, *, adopted: bool) -> None:
-    """What the log must hold behind the decision (skipped by ``--force``): the gate's first decision for
-    an accept, the screen's kill, a basis's own evidence."""
+    """What the log must hold behind the decision (skipped by ``--force``)."""
     tag, basis = asked.tag, asked.basis
     if asked.decision == "accept" and not adopted:
         first_decision_stands(rundir, tag, asked.verdict)
@@ -60,9 +59,8 @@ def check_evidence(spec: Spec, rundir: RunDir, asked: Asked, *, adopted: bool) -
 
 
 def first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
-    """An accept is booked only on the first decision the gate logged at the tag's level against this
-    parent: a verdict that reads otherwise was judged on evidence paid since, a second look at one level. A
-    grown verdict (look > 1) has its own level and is not held to it."""
+    """An accept is booked only on the gate's first decision at the tag's level against this parent: a
+    verdict that reads otherwise was judged on evidence paid since (a grown verdict has its own level)."""
     looks = ((verdict or {}).get("details") or {}).get("looks") or {}
     if verdict is None or int(looks.get("look", 1)) > 1:
         return

@@ -67,8 +67,7 @@ def freeze_entry(rundir: RunDir, tag: str) -> str:
             return str(event[DIGEST_KEY])
     text = ""
     for path in (rundir.hill_climb_dir(tag) / JOURNAL, rundir.work_dir(tag) / JOURNAL):
-        data = _read_unlinked(path)
-        if data is not None:
+        if (data := _read_unlinked(path)) is not None:
             text = escaped(own_entries(data.decode("utf-8", errors="replace")))
             break
     target = rundir.journal_entry_path(tag)

@@ -25,17 +25,12 @@ def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
     for parent, siblings in accepted.items():
         for a, b in combinations(siblings, 2):
             fixed_a, fixed_b = set(a.get("fixed") or []), set(b.get("fixed") or [])
-            pair = {str(a["tag"]), str(b["tag"])}
-            if not fixed_a or not fixed_b or fixed_a & fixed_b or any(pair <= m for m in merged):
+            tag_a, tag_b = str(a["tag"]), str(b["tag"])
+            if not fixed_a or not fixed_b or fixed_a & fixed_b or any({tag_a, tag_b} <= m for m in merged):
                 continue
-            out.append(
-                {
-                    "tags": [str(a["tag"]), str(b["tag"])],
-                    "parent": parent,
-                    "fixed": {str(a["tag"]): sorted(fixed_a), str(b["tag"]): sorted(fixed_b)},
-                    "command": f"capevolve merge {a['tag']} {b['tag']} --tag {a['tag']}_{b['tag']}",
-                }
-            )
+            fixed = {tag_a: sorted(fixed_a), tag_b: sorted(fixed_b)}
+            command = f"capevolve merge {tag_a} {tag_b} --tag {tag_a}_{tag_b}"
+            out.append({"tags": [tag_a, tag_b], "parent": parent, "fixed": fixed, "command": command})
     return out
 
 

@@ -59,8 +59,7 @@ def spend_report(
     handed to a loop, whose gates take its schedule unless the spec names one."""
     state = rundir.state.read_state()
     events = rundir.log.events()
-    splits = rundir.splits() or {"train": [], "val": [], "test": []}
-    val_ids = list(splits["val"])
+    val_ids = list((rundir.splits() or {}).get("val", []))
     trials = spec.num_trials
     records = index_records(rundir.rollouts.indexed_rollouts("val")) if val_ids else {}
     best = str(state.get("best_id", SEED_TAG))
@@ -174,9 +173,7 @@ def _spent_json(
     now: float | None,
 ) -> dict[str, Any]:
     by_split = Counter(str(e.get("split")) for e in events if e.get("kind") == ROLLOUT)
-    task_evals = [
-        e for e in events if e.get("kind") == TASK_EVAL
-    ]  # capevolve eval-task: diagnosis, never evidence
+    task_evals = [e for e in events if e.get("kind") == TASK_EVAL]  # capevolve eval-task: never evidence
     rollouts = int(state["spent"]["metric_calls"])
     runner_usd = float(state["spent"]["usd"])
     total_usd = runner_usd + optimizer["optimizer_usd"]
@@ -249,8 +246,7 @@ def _overridden(
     alarm: Mapping[str, Any],
     reach: Mapping[str, Any],
 ) -> dict[str, str]:
-    """The budget's recommendation, overridden by a worn-out val (refresh) or an unreachable next level
-    (stop), annotated with a calibration alarm, and stop in a finalized run."""
+    """The budget's recommendation, overridden by a worn-out val, an unreachable level or a finalized run."""
     if reuse["refresh_val"] and recommendation["action"] != "stop":
         recommendation = {"action": "refresh_val", "reason": reuse["advice"] + "."}
     out_of_reach = _out_of_reach(reach)
@@ -297,8 +293,7 @@ def _guard_suffix(constraints: dict[str, Any]) -> str:
     guards = [p for p in constraints["predicates"] if p["role"] == "guard" and not p["met"]]
     suffix = ""
     for state, noted in (("not holding", False), ("unmeasured", True)):  # a note: no data to measure it
-        tasks = [f"task {p['task']}" for p in guards if ("note" in p) == noted]
-        if tasks:
+        if tasks := [f"task {p['task']}" for p in guards if ("note" in p) == noted]:
             suffix += f" Guard(s) {state}: {', '.join(tasks)}."
     if constraints["ambiguous"]:
         suffix += (
@@ -354,8 +349,7 @@ def _recommend(
     if one.affordable is False:
         names = ", ".join(b["ceiling"] for b in one.blockers)
         return say("stop", f"not even one more sibling fits: it would cross {names}.")
-    near = _near_limits(ceilings, constraints)
-    if near:
+    if near := _near_limits(ceilings, constraints):
         return say(
             "narrow_scope",
             f"{'; '.join(near)} and the goal is unmet: propose one cheap candidate, no fan-out.",
@@ -408,9 +402,11 @@ def render_table(report: dict[str, Any]) -> list[str]:
         f"α = {v['next_alpha']:.3g}; MDE at that α with {v['val_tasks']} tasks: {_num(v['mde'], '+.3f')} "
         f"(target {v['target_effect']:+g})"
     )
-    lines.append(f"  {v['advice']}")
-    lines.append(f"resolution: {report['resolution']['sentence']}")
-    lines.append(report["calibration"]["text"])
+    lines += [
+        f"  {v['advice']}",
+        f"resolution: {report['resolution']['sentence']}",
+        report["calibration"]["text"],
+    ]
     screens = report.get("screens") or {}
     if screens.get("screens"):
         lines.append(

@@ -6,6 +6,7 @@ noise). Pure."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,13 +23,11 @@ def load_event(concurrency: int, workers: int, owed_by_tag: Mapping[str, int]) -
 
 
 def loads_by_tag(events: Iterable[dict[str, Any]]) -> dict[str, set[int]]:
-    loads: dict[str, set[int]] = {}
-    for event in events:
-        if event.get("kind") != SESSION_LOAD:
-            continue
+    loads: defaultdict[str, set[int]] = defaultdict(set)
+    for event in (e for e in events if e.get("kind") == SESSION_LOAD):
         for tag in event.get("paid_tags") or {}:
-            loads.setdefault(str(tag), set()).add(int(event.get("in_flight") or 1))
-    return loads
+            loads[str(tag)].add(int(event.get("in_flight") or 1))
+    return dict(loads)
 
 
 def null_means_by_load(

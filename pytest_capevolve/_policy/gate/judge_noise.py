@@ -150,8 +150,7 @@ PerTask = dict[str, list[list[float]]]  # task → its rollouts, each its r re-s
 
 
 def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
-    """A verdict's ``judge_noise`` entry from each side's re-scores per task; ``{}`` when fewer than two
-    tasks are shared or r differs."""
+    """A verdict's ``judge_noise`` entry; ``{}`` when fewer than two tasks are shared or r differs."""
     tasks = sorted(set(candidate) & set(best))
     sizes = {len(s) for arm in (candidate, best) for t in tasks for s in arm[t]}
     if len(tasks) < 2 or len(sizes) != 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from ..._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_order
@@ -22,6 +22,9 @@ from ..._store.rollouts.record import RolloutRecord
 from ..._store.rundir import RunDir
 from ...exitcodes import first_few
 from .judge_noise import GATE_SPLIT, HeldToEvents
+
+if TYPE_CHECKING:
+    from .verdicts import Evidence
 
 Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
 WorstCase = tuple[tuple[int, ...], int] | None  # the nets at worst, and the cells not judged
@@ -61,8 +64,7 @@ def logged_preferences(rundir: RunDir, tag: str, against: str) -> Judged:
 def judge_missing(
     rundir: RunDir, adapter: Any, pool: Mapping[str, Task], tag: str, against: str, arms: tuple[Arm, Arm]
 ) -> list[str]:
-    """Judge and log every (task, trial, order) the log lacks; returns what kept a judgement from being
-    made (missing data, not logged: asked again next time)."""
+    """Judge and log every (task, trial, order) the log lacks; returns what kept one from being made."""
     done = logged_preferences(rundir, tag, against)
     problems: list[str] = []
     candidate, best = arms
@@ -173,25 +175,18 @@ def held_to_worst_case(verdict: Verdict, worst: WorstCase) -> Verdict:
 
 
 def pairwise_nets(
-    rundir: RunDir,
-    by_tag: Mapping[str, Arm],
-    task_ids: Sequence[str],
-    num_trials: int,
-    tag: str,
-    against: str,
-    prefer: Prefer | None,
-    redrawn: set[tuple[str, str, str, int]],
+    rundir: RunDir, evidence: Evidence, tag: str, against: str, prefer: Prefer | None
 ) -> tuple[tuple[int, ...] | None, list[str], WorstCase]:
     """The net preferences a ``pairwise`` verdict reads (:func:`task_nets`), judged first where ``prefer``
     is given, else from the log alone."""
-    arms = by_tag.get(tag, {}), by_tag.get(against, {})
+    arms = evidence.by_tag.get(tag, {}), evidence.by_tag.get(against, {})
     problems = prefer(tag, against, arms) if prefer is not None else []
-    wanted = set(task_ids)
-    shown = {c for c in arms[0].keys() | arms[1].keys() if c[0] in wanted and c[1] < num_trials}
+    wanted, task_ids = set(evidence.task_ids), evidence.task_ids
+    shown = {c for c in arms[0].keys() | arms[1].keys() if c[0] in wanted and c[1] < evidence.num_trials}
     valid = [{c for c in shown if c in arm and arm[c].valid} for arm in arms]
     cells = valid[0] & valid[1]
     # at worst, as the reward gate imputes them: trials valid on one arm only, and the candidate's paid again
-    uneven, again = valid[0] ^ valid[1], {(t, k) for s, g, t, k in redrawn if g == tag}
+    uneven, again = valid[0] ^ valid[1], {(t, k) for s, g, t, k in evidence.redrawn if g == tag}
     judged, failed = logged_preferences(rundir, tag, against), failed_cells(rundir, tag, against)
     nets, one_way, worst = task_nets(judged, task_ids, cells | uneven, failed | uneven | again)
     if one_way and not problems:  # (a gate session's problems say why an order is missing)

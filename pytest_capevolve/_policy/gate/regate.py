@@ -41,26 +41,23 @@ class GateAsk:
     veto_regressions: bool = False
 
 
-def val_evidence(
-    spec: Spec, rundir: RunDir, val_ids: list[str], trials: int | None = None, tags: list[str] | None = None
-) -> Evidence:
+def val_evidence(spec: Spec, rundir: RunDir, val_ids: list[str]) -> Evidence:
     """The run's val evidence, each rollout at its first logged outcome."""
-    by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT, tags))
-    return first_evidence(spec, rundir, by_tag, val_ids, trials or spec.num_trials)[0]
+    by_tag = index_records(rundir.rollouts.indexed_rollouts(GATE_SPLIT))
+    return first_evidence(spec, rundir, by_tag, val_ids, spec.num_trials)[0]
 
 
 def first_evidence(
     spec: Spec, rundir: RunDir, by_tag: ByTag, task_ids: list[str], trials: int, prefer: Prefer | None = None
 ) -> tuple[Evidence, dict[str, int]]:
-    """The evidence with each rollout's first logged outcome (a redraw is no new evidence), and each tag's
-    repaid count."""
+    """The evidence at each rollout's first logged outcome (a redraw is no new evidence), and the repaid."""
     by_tag, repaid = first_outcomes(rundir, by_tag, spec.success_threshold)
     return Evidence.of_run(spec, rundir, by_tag, task_ids, trials, prefer), repaid
 
 
 def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verdict:
-    """The verdict of ``ask.tag`` against ``ask.against`` (default: the recorded parent, else the best).
-    Refused for an unknown tag or a tag gated against itself."""
+    """The verdict of ``ask.tag`` against ``ask.against`` (default: the recorded parent, else the best);
+    refused for an unknown tag or one gated against itself."""
     # derived only from rollouts a session claimed and paid once (:mod:`..._store.log.paid_by`)
     paid_by.refuse_untrusted(rundir.log.of_kinds(*paid_by.KINDS), rundir.run_id)
     recorded = rundir.verdicts.verdict(ask.tag)
@@ -109,13 +106,11 @@ def _against(rundir: RunDir, ask: GateAsk, recorded: dict[str, Any] | None) -> s
 
 def _at_level(verdict: Verdict, level: DecidedLevel, alpha: float | None) -> Verdict:
     """The verdict re-derived at its decision's level (or at ``--alpha``, said so)."""
+    at_it = alpha is None or Fraction(str(alpha)) == level.alpha
     if alpha is None:
         note = f"at the level this decision had ({level.text})"
-    elif Fraction(str(alpha)) != level.alpha:
-        note = f"--alpha {alpha:g} asked: not the level this decision had ({level.text})"
     else:
-        note = ""
-    at_it = alpha is None or Fraction(str(alpha)) == level.alpha
+        note = "" if at_it else f"--alpha {alpha:g} asked: not the level this decision had ({level.text})"
     record = {"alpha": str(level.alpha), "how": level.text, "this_answer_at_it": at_it}
     return replace(
         verdict,
@@ -127,8 +122,17 @@ def _at_level(verdict: Verdict, level: DecidedLevel, alpha: float | None) -> Ver
 def _what_if(
     rundir: RunDir, verdict: Verdict, recorded: dict[str, Any] | None, departs: list[str]
 ) -> Verdict:
-    booked = booked_decision(rundir, verdict.tag)
-    line = what_if_line(verdict.tag, departs, booked, recorded)
+    tag, booked = verdict.tag, booked_decision(rundir, verdict.tag)
+    decided = (
+        f"the decision booked on {tag!r} is {booked}"
+        if booked
+        else f"its verdict says {(recorded or {}).get('decision')} (no decision booked)"
+    )
+    line = (
+        f"WHAT-IF, not the decision: {'; '.join(departs)} depart from the settings {tag!r} was "
+        f"decided under; {decided}, and this answer changes nothing (`capevolve gate {tag}` "
+        "without them re-derives the decision)"
+    )
     what_if = {"answer": verdict.decision, "departs": departs, "booked": booked, "line": line}
     return replace(
         verdict,
@@ -166,19 +170,6 @@ def booked_decision(rundir: RunDir, tag: str) -> str | None:
     return booked
 
 
-def what_if_line(tag: str, departs: list[str], booked: str | None, recorded: dict[str, Any] | None) -> str:
-    decided = (
-        f"the decision booked on {tag!r} is {booked}"
-        if booked
-        else f"its verdict says {(recorded or {}).get('decision')} (no decision booked)"
-    )
-    return (
-        f"WHAT-IF, not the decision: {'; '.join(departs)} depart from the settings {tag!r} was "
-        f"decided under; {decided}, and this answer changes nothing (`capevolve gate {tag}` "
-        "without them re-derives the decision)"
-    )
-
-
 @dataclass(frozen=True)
 class DecidedLevel:
     """The α a recorded verdict was decided at, exactly, and how it came to be that."""
@@ -206,8 +197,7 @@ def decided_level(recorded: dict[str, Any] | None) -> DecidedLevel | None:
 
 
 def _exact(level: float) -> Fraction:
-    """A level recorded only as a float (older verdicts): the simplest fraction that is that float, else
-    the float."""
+    """A level recorded only as a float (older verdicts), as the simplest fraction that is that float."""
     simple = Fraction(level).limit_denominator(10**9)
     return simple if float(simple) == level else Fraction(level)
 
@@ -228,7 +218,7 @@ class Passing:
 
     spec: Spec
     repaid: Mapping[str, int]
-    looked: Mapping[str, int] = field(default_factory=dict)
+    looked: Mapping[str, int] = field(default_factory=dict)  # tag → the seq of its counted first look
     labels: Mapping[str, dict[str, Any]] | None = None
     overridden: tuple[tuple[str, str], ...] = ()
     schedule_why: str | None = None
@@ -317,17 +307,12 @@ def with_settings(
     spec: Spec, verdict: Verdict, overrides: tuple[tuple[str, str], ...], schedule_why: str | None = None
 ) -> Verdict:
     """The verdict with the gate settings it was decided under, warning of those from the command line."""
-    settings = settings_of(spec)
-    details = {**verdict.details, "gate_settings": settings, "overridden": dict(overrides)}
+    details = {**verdict.details, "gate_settings": settings_of(spec), "overridden": dict(overrides)}
     details["guards"] = guards_of(spec)
-    warnings = [*verdict.warnings, said(dict(overrides))] if overrides else verdict.warnings
-    off = guards_off(spec)
-    if off:
-        warnings = [*warnings, off]
     if schedule_why:
         details["alpha_schedule_why"] = schedule_why
-        warnings = [*warnings, schedule_why]
-    return replace(verdict, details=details, warnings=warnings)
+    lines = (said(dict(overrides)) if overrides else None, guards_off(spec), schedule_why)
+    return replace(verdict, details=details, warnings=[*verdict.warnings, *filter(None, lines)])
 
 
 def with_looks(spec: Spec, verdict: Verdict, look: int, counted: int | None = None) -> Verdict:

@@ -99,8 +99,7 @@ class Evidence:
         num_trials: int,
         prefer: Prefer | None = None,
     ) -> Evidence:
-        """The evidence of a run's records with the run's readers, so no verdict lacks what another
-        carries."""
+        """A run's records with the run's readers, so no verdict lacks what another carries."""
         from ..._store.readers.first_outcomes import redrawn_after_errors
 
         rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
@@ -112,9 +111,7 @@ class Evidence:
             rescores,
             redrawn=lambda: redrawn_after_errors(rundir),
         )
-        made.preferences = lambda tag, against: pairwise_nets(
-            rundir, by_tag, task_ids, num_trials, tag, against, prefer, made.redrawn
-        )
+        made.preferences = lambda tag, against: pairwise_nets(rundir, made, tag, against, prefer)
         return made
 
     def cells(self, tag: str) -> evidence.Cells:
@@ -134,8 +131,7 @@ class Evidence:
     def judge(
         self, tag: str, against: str, config: GateConfig, null_deltas: list[float | Fraction] | None = None
     ) -> Verdict:
-        """Gate ``tag`` against ``against`` on the trials both have (a grown best against an ungrown null:
-        the null's trials)."""
+        """Gate ``tag`` against ``against`` on the trials both have."""
         failed: list[str] = []
         worst: WorstCase = None
         if config.mode == "pairwise":  # no reward floor: the sign test is its own null

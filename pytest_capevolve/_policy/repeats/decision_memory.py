@@ -92,8 +92,7 @@ def decided_on(
             theirs = Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
         except (RunDirError, OSError, ValueError):
             continue
-        shared = mine.shared(theirs, keys)
-        if shared:
+        if shared := mine.shared(theirs, keys):
             found[other.run_id] = shared
     for row, val in remembered_decisions(project_dir, (keys or {}).values(), ledger):
         run = str(row["run_id"])
@@ -101,7 +100,6 @@ def decided_on(
             run = f"{run} ({shared_ledger.label(row['project'], str(ledger))})"
         elif run == run_id or run in found:
             continue
-        shared = mine.shared(val, keys)
-        if shared:
+        if shared := mine.shared(val, keys):
             found[run] = shared
     return [(f"{run} (its val: decisions were taken on them)", ids) for run, ids in sorted(found.items())]

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..._project.candidate import null_control_of
 from ..._store.log.event_kinds import CANDIDATE_REGISTERED
 from ..._store.memory import shared_ledger
-from ..._store.rundir import RunDir
+from ..._store.rundir import RUNS_DIR, RunDir
 from ..gate.regate import decided_level
 from .decision_memory import remember_decision, remembered_decisions, val_key
 
@@ -86,8 +86,7 @@ def registered_hashes(rundir: RunDir) -> dict[str, str]:
 
 
 def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier | None:
-    """The tag (not ``besides``) the run first registered with ``digest``, preferring a decided one; None
-    when the bytes are new."""
+    """The tag (not ``besides``) the run first registered with ``digest``, preferring a decided one."""
     same = [t for t, d in registered_hashes(rundir).items() if d == digest and t != besides]
     if not same:
         return None
@@ -119,16 +118,21 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
     except RunDirError:
         return {}
     my_keys = task_keys.recorded(rundir)
-    found = _Found(task_keys.Tasks.of(my_ids, my_keys), my_keys)
-    present = _decided_in_runs(rundir, project, mine, found)
-    _decided_in_memory(rundir, project, mine, my_ids, present, found)
+    found = _Found(my_ids, my_keys, task_keys.Tasks.of(my_ids, my_keys), mine)
+    present = _decided_in_runs(rundir, project, found)
+    _decided_in_memory(rundir, project, present, found)
     return found.found
 
 
+@dataclass
 class _Found:
-    def __init__(self, my_val: Tasks, my_keys: dict[str, str]) -> None:
-        self.my_val, self.my_keys = my_val, my_keys
-        self.found: dict[str, Earlier] = {}
+    """This run's val and harness, which other decisions are compared on, and what was found."""
+
+    my_ids: list[str]
+    my_keys: dict[str, str]
+    my_val: Tasks
+    harness: Mapping[str, str]
+    found: dict[str, Earlier] = field(default_factory=dict)
 
     def seen(self, digest: str, earlier: Earlier, theirs: Tasks | None) -> None:
         """Keep the first overlapping decision on ``digest`` (a fresh look only while none)."""
@@ -142,27 +146,26 @@ class _Found:
             self.found[digest] = earlier
 
 
-def _decided_in_runs(rundir: RunDir, project: Path, mine: Mapping[str, str], found: _Found) -> set[str]:
+def _decided_in_runs(rundir: RunDir, project: Path, found: _Found) -> set[str]:
     """The decisions of the project's other runs into ``found``; returns their folder names."""
     from ..._store.files import RunDirError
-    from ..._store.rundir import RUNS_DIR
 
     runs = [root for root in sorted((project / RUNS_DIR).glob("*")) if (root / "events.jsonl").is_file()]
     for root in runs:
         if root.name != rundir.run_id:
             with contextlib.suppress(RunDirError):  # a damaged run is refused when opened: it decides nothing
-                _decided_in_run(RunDir(root), mine, found)
+                _decided_in_run(RunDir(root), found)
     return {root.name for root in runs}
 
 
-def _decided_in_run(other: RunDir, mine: Mapping[str, str], found: _Found) -> None:
+def _decided_in_run(other: RunDir, found: _Found) -> None:
     from ..._project import harness
     from ..._store.memory import task_keys
     from ..._store.readers.harness_lock import locked_harness
 
     theirs_val = task_keys.Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
     theirs = locked_harness(other)
-    differs = tuple(harness.changes(theirs, mine)) if theirs is not None and mine else ()
+    differs = tuple(harness.changes(theirs, found.harness)) if theirs is not None and found.harness else ()
     hashes = registered_hashes(other)
     for event in other.decisions():
         tag = event.get("tag")
@@ -173,14 +176,7 @@ def _decided_in_run(other: RunDir, mine: Mapping[str, str], found: _Found) -> No
             found.seen(hashes[tag], earlier, theirs_val)
 
 
-def _decided_in_memory(
-    rundir: RunDir,
-    project: Path,
-    mine: Mapping[str, str],
-    my_ids: list[str],
-    present: set[str],
-    found: _Found,
-) -> None:
+def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: _Found) -> None:
     """The decisions the project's memory and shared ledger remember of runs not ``present``."""
     from ..._project import harness
 
@@ -191,10 +187,10 @@ def _decided_in_memory(
         foreign = (str(row["project"]), str(ledger)) if "project" in row else None
         if foreign is None and (row["run_id"] == rundir.run_id or row["run_id"] in present):
             continue
-        if not val.ids and not val.keys and row.get("val") != val_key(my_ids):
+        if not val.ids and not val.keys and row.get("val") != val_key(found.my_ids):
             continue  # an old row keeps its val's digest only: the same val, or unknown
         theirs = row.get("harness") if isinstance(row.get("harness"), dict) else None
-        differs = tuple(harness.changes(theirs, mine)) if theirs and mine else ()
+        differs = tuple(harness.changes(theirs, found.harness)) if theirs and found.harness else ()
         level = row.get("level") if isinstance(row.get("level"), str) else None
         earlier = Earlier(
             row["tag"], row["run_id"], row["decision"], level, harness_changes=differs, shared=foreign

@@ -14,8 +14,7 @@ from .identity import Earlier, earlier_with_bytes, registered_hashes
 
 
 def same_text_as(rundir: RunDir, tag: str, path: Path, *, best: str) -> Earlier | None:
-    """The decided tag (or the best) whose files differ from ``path``'s in line endings and trailing
-    whitespace only; None when none."""
+    """The decided tag (or the best) whose files differ from ``path``'s in whitespace at line ends only."""
     registered = registered_hashes(rundir)
     if tag in registered:
         return None  # a resume of its own bytes
@@ -31,8 +30,7 @@ def same_text_as(rundir: RunDir, tag: str, path: Path, *, best: str) -> Earlier 
                 continue
         except (OSError, CandidateError, RunDirError):
             continue
-        earlier = earlier_with_bytes(rundir, registered[other], besides=tag)
-        if earlier is not None:
+        if (earlier := earlier_with_bytes(rundir, registered[other], besides=tag)) is not None:
             return earlier
     return None
 

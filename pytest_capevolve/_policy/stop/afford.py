@@ -6,7 +6,7 @@ $/rollout."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..._project.spec import Spec
@@ -68,13 +68,9 @@ class Affordability:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "rollouts_needed": self.rollouts_needed,
+            **asdict(self),
             "usd_per_rollout": money(self.usd_per_rollout),
             "usd_needed": money(self.usd_needed),
-            "affordable": self.affordable,
-            "runner_spend_metered": self.runner_spend_metered,
-            "blockers": self.blockers,
-            "notes": self.notes,
         }
 
 
@@ -141,9 +137,8 @@ def afford(
             text = f"${usd_spent:.4f} spent + ${usd_needed or 0.0:.4f} needed = ${projected:.4f} >"
             block("max_usd", money(usd_spent), money(usd_needed), text)
     if ceilings.max_iterations is not None and iterations + decisions_needed > ceilings.max_iterations:
-        block(
-            "max_iterations", iterations, decisions_needed, f"{iterations} + {decisions_needed} decisions >"
-        )
+        text = f"{iterations} + {decisions_needed} decisions >"
+        block("max_iterations", iterations, decisions_needed, text)
     if ceilings.stall is not None and stall >= ceilings.stall:
         block("stall", stall, 0, f"{stall} rejects in a row: the run has stalled,")
 

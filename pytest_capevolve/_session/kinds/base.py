@@ -23,12 +23,11 @@ if TYPE_CHECKING:
     from ..planning import Planned
 
 
-# The harness as it is now (wiring computes it before any kind starts): a new run locks it only
-# after planning, and planning compares it with the project's other runs' locks.
+# The harness as it is now, before any kind starts: a new run locks it only after planning, which
+# compares it with the project's other runs' locks.
 HARNESS_NOW = pytest.StashKey[dict[str, str]]()
-# The pool's content keys (:mod:`..._store.memory.task_keys`), for the run's log and the project's
-# memory to know tasks by their content as well as by id: made when asked (a run that has its
-# keys, as every resume's, asks nothing: 10,000 tasks encoded and hashed for nothing).
+# The pool's content keys (:mod:`..._store.memory.task_keys`), made only when asked: a run that has
+# its keys (every resume) would encode and hash 10,000 tasks for nothing.
 TASK_KEYS_NOW = pytest.StashKey[Callable[[], dict[str, str]]]()
 # why the session's α schedule is the loop's default (:mod:`..._policy.alpha.loop_schedule`), or None
 SCHEDULE_WHY = pytest.StashKey[str | None]()

@@ -27,9 +27,9 @@ class FinalizeKind:
     def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
         from ..._store.memory.seal import Seal
         from ..finalize import FinalizeSession
-        from ..finalize_whole import refuse_partial
         from ..persistence import Persistence
         from ..planning import plan_finalize
+        from ..selection import refuse_partial
 
         rundir = RunDir.resolve(spec.project_dir, config.option.capevolve_run_id, create=False)
         refuse_partial(config, rundir.run_id)  # before the claim: a refused finalize writes nothing

@@ -65,19 +65,16 @@ def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
     from ..._decide.rounds import MULTIPLE
     from ..planning import GateRequest
 
-    enabled = bool(config.option.capevolve_gate)
+    option = config.option
+    enabled = bool(option.capevolve_gate)
     if enabled and split != "val":
         raise pytest.UsageError(f"--capevolve-gate with --capevolve-split {split}: the gate reads only val")
-    if enabled and config.option.capevolve_block:
+    if enabled and option.capevolve_block:
         raise pytest.UsageError(
-            f"--capevolve-gate with --capevolve-block {config.option.capevolve_block}: the gate reads "
-            "block 0 only; a replicate block is evidence for `capevolve multirep`, evaluated "
-            "without --capevolve-gate"
+            f"--capevolve-gate with --capevolve-block {option.capevolve_block}: the gate reads block 0 only; "
+            "a replicate block is evidence for `capevolve multirep`, evaluated without --capevolve-gate"
         )
-    nulls = config.option.capevolve_null
-    if nulls is None:
-        nulls = 2 if enabled else 0
-    option = config.option
+    nulls = (2 if enabled else 0) if option.capevolve_null is None else option.capevolve_null
     commit = commit_mode(config)
     multiple = option.capevolve_multiple or config.getini("capevolve_multiple") or "holm"
     if multiple not in MULTIPLE:
@@ -97,7 +94,6 @@ def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
     from ..._policy.alpha.gate_settings import overridden
 
     overrides = tuple(sorted(overridden(getattr(option, "override_ini", None), spec).items()))
-    veto = bool(option.capevolve_veto_regressions)
     harness_changed = bool(getattr(option, "capevolve_harness_changed", False))
     if harness_changed and not enabled:
         raise pytest.UsageError("--capevolve-harness-changed re-gates decided bytes: add --capevolve-gate")
@@ -109,7 +105,7 @@ def gate_request(config: pytest.Config, split: str, spec: Spec) -> GateRequest:
     return GateRequest(
         enabled,
         nulls,
-        veto,
+        bool(option.capevolve_veto_regressions),
         commit,
         multiple,
         sequential,

@@ -1,5 +1,5 @@
 """The sequential-gate kind (``--capevolve-gate --capevolve-sequential``): a gate that stops paying for a
-tag once its e-process decides it. Controller only."""
+tag once its e-process decides it (controller only)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ import pytest
 from ..._engine.inflight import RolloutPool
 from ..._engine.routed_output import OutputRouting
 from ..._items.nodes import EvalContext, RolloutItem, time_call_as_rollout
+from .lean_protocol import MarkedItems
 
 WORKEROUTPUT_KEY = "capevolve_dropped_rollouts"
 SKIPPING_MARKS = frozenset({"skip", "skipif", "xfail"})  # pytest's setup may not run such an item
@@ -38,7 +39,7 @@ class Fanout:
         self._ahead: collections.deque[tuple[int, str]] = collections.deque()
         self._next = 0
         self._last_at = -1
-        self._skippable_parents: dict[int, bool] = {}  # id(collector) -> a skip/xfail mark above
+        self._skippable = MarkedItems(SKIPPING_MARKS)
         context.inflight = RolloutPool(context.runner)
         context.routing = OutputRouting(config)
 
@@ -114,16 +115,7 @@ class Fanout:
     def _startable(self, item: pytest.Item) -> bool:
         """A rollout item with no ``skip``, ``skipif`` or ``xfail`` mark: pytest's setup decides whether a
         marked one runs, and one started ahead then skipped would be paid for nothing."""
-        if not isinstance(item, RolloutItem):
-            return False
-        if any(mark.name in SKIPPING_MARKS for mark in item.own_markers):
-            return False
-        parent = item.parent
-        skippable = self._skippable_parents.get(id(parent))
-        if skippable is None:
-            skippable = any(m.name in SKIPPING_MARKS for m in parent.iter_markers())  # type: ignore[union-attr]
-            self._skippable_parents[id(parent)] = skippable
-        return not skippable
+        return isinstance(item, RolloutItem) and not self._skippable(item)
 
     def _wait_for_slot(self) -> None:
         """Dropped rollouts still running count toward K until they end."""
@@ -179,7 +171,5 @@ def _xdist_worker(config: pytest.Config) -> Any:
     )
 
 
-def register(config: pytest.Config, context: EvalContext, width: int) -> Fanout:
-    fanout = Fanout(config, context, width)
-    config.pluginmanager.register(fanout, "capevolve-fanout")
-    return fanout
+def register(config: pytest.Config, context: EvalContext, width: int) -> None:
+    config.pluginmanager.register(Fanout(config, context, width), "capevolve-fanout")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -38,19 +39,23 @@ CURRENT_TEST = "PYTEST_CURRENT_TEST"
 
 
 class MarkedItems:
-    """Whether a rollout item carries a mark, its own or a collector's (one answer per collector): pytest's
-    setup may skip it, so the lean protocol and sending ahead leave it to pytest's full protocol."""
+    """Whether a rollout item carries a mark (of ``names``, else any), its own or a collector's (one answer
+    per collector): pytest's setup may skip it, so it is left to pytest's own protocol, never sent ahead."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: frozenset[str] | None = None) -> None:
+        self._names = names  # the marks that count (None: any)
         self._parents: dict[int, bool] = {}  # id(parent) -> a collector above carries a mark
 
+    def _any(self, marks: Iterable[pytest.Mark]) -> bool:
+        return any(self._names is None or mark.name in self._names for mark in marks)
+
     def __call__(self, item: pytest.Item) -> bool:
-        if item.own_markers:
+        if self._any(item.own_markers):
             return True
         parent = item.parent
         marked = self._parents.get(id(parent))
         if marked is None:
-            marked = self._parents[id(parent)] = any(True for _ in parent.iter_markers())  # type: ignore[union-attr]
+            marked = self._parents[id(parent)] = self._any(parent.iter_markers())  # type: ignore[union-attr]
         return marked
 
 

@@ -116,7 +116,5 @@ class Retention:
                 return
 
 
-def register(config: pytest.Config) -> Retention:
-    retention = Retention(config)
-    config.pluginmanager.register(retention, "capevolve-retention")
-    return retention
+def register(config: pytest.Config) -> None:
+    config.pluginmanager.register(Retention(config), "capevolve-retention")

@@ -80,8 +80,7 @@ class Log:
 
 
 def read_log(rundir: RunDir) -> Log:
-    """The log folded into a :class:`Log` line by line; a damaged line raises the log's own
-    error (:meth:`~..store.rundir.RunDir.events`)."""
+    """The log folded into a :class:`Log`; a damaged line raises the log's own error."""
     log = Log()
     if rundir.log.events_after(0, 0, log.add) is None:
         return folded(rundir.log.events())

@@ -137,22 +137,38 @@ class Dashboard:
 
     def cells(self) -> Iterator[Cell]:
         """Every heatmap cell, task by task and in column order within a task."""
+        lists = self._column_lists()
         for row in range(len(self.task_ids)):
-            yield from self.row_cells(row)
+            yield from self._row_cells(row, lists)
 
     def row_cells(self, row: int) -> list[Cell]:
         """The cells of one task, in column order."""
+        return self._row_cells(row, self._column_lists())
+
+    def rows_of_cells(self) -> Iterator[list[Cell]]:
+        """:meth:`row_cells` of every task in order, each column's arrays turned to numbers once."""
+        lists = self._column_lists()
+        for row in range(len(self.task_ids)):
+            yield self._row_cells(row, lists)
+
+    def _column_lists(self) -> list[tuple[str, list[float], list[int], list[int]]]:
+        """Each column's arrays as Python numbers (one conversion, not three per cell)."""
+        return [
+            (tag, column.means.tolist(), column.valid.tolist(), column.infra.tolist())
+            for tag in self.tags
+            for column in (self.columns[tag],)
+        ]
+
+    @staticmethod
+    def _row_cells(row: int, lists: list[tuple[str, list[float], list[int], list[int]]]) -> list[Cell]:
         out = []
-        for tag in self.tags:
-            column = self.columns[tag]
-            count = int(column.valid[row])
-            mean = float(column.means[row]) if count else None
-            out.append(Cell(row, tag, mean, count, int(column.infra[row])))
+        for tag, means, valid, infra in lists:
+            count = int(valid[row])
+            out.append(Cell(row, tag, float(means[row]) if count else None, count, int(infra[row])))
         return out
 
     def trials(self, row: int) -> list[Trial]:
-        """A task's val rollouts, tag by tag (column order) in trial order: those of
-        :attr:`details` with their feedback and output, every other with its reward only."""
+        """A task's val rollouts in column, then trial order; only :attr:`details` carry feedback."""
         task_id = self.task_ids[row]
         out = []
         for tag in self.tags:
@@ -171,8 +187,7 @@ class Dashboard:
 def collect(
     rundir: RunDir, num_trials: int, measurement: Measurement | None = None, val: ByTag | None = None
 ) -> Dashboard:
-    """Read the run once into the dashboard's numbers. ``val``: the val records a val session
-    has just read, so they are not read again."""
+    """Read the run once into the dashboard's numbers (``val``: records a val session just read)."""
     splits = rundir.splits() or {}
     task_ids = [str(t) for t in splits.get(GATE_SPLIT, [])]
     if val is None:
@@ -241,22 +256,31 @@ def _columns(
 
 def _details(rundir: RunDir, dash: Dashboard) -> dict[tuple[int, str, int], Trial]:
     """The first :data:`DETAIL_LIMIT` val rollouts that scored below 1 in the drill-down's order,
-    read from their files; keyed by (task row, tag, trial)."""
+    read from their files; keyed by (task row, tag, trial). Only the rollouts below 1 are put in
+    that order: a run of 60,000 that all scored 1 walks its records once, not task by task."""
+    rows_of: dict[str, list[int]] = {}
+    for row, task_id in enumerate(dash.task_ids):
+        rows_of.setdefault(task_id, []).append(row)
+    column = {tag: position for position, tag in enumerate(dash.tags)}
+    below = sorted(
+        (row, column[tag], k, tag, record)
+        for tag, arm in dash.val.items()
+        if tag in column
+        for (task_id, k), record in arm.items()
+        # not ``< 1``: what the drill-down showed before skipped only a reward of 1 or more
+        if record.reward is not None and not record.reward >= 1 and k < dash.trial_counts.get(tag, 0)
+        for row in rows_of.get(task_id, ())
+    )
     details: dict[tuple[int, str, int], Trial] = {}
-    for row in range(len(dash.task_ids)):
-        for trial in dash.trials(row):
-            if len(details) >= DETAIL_LIMIT:
-                return details
-            if trial.reward is None or trial.reward >= 1:
-                continue
-            record = dash.val[trial.tag][(dash.task_ids[row], trial.trial)]
-            full = rundir.rollouts.read_rollout(record.split, record.task_id, record.tag, record.trial)
-            if full is None:
-                continue
-            output = full.output if isinstance(full.output, str) else _short_json(full.output)
-            details[(row, trial.tag, trial.trial)] = Trial(
-                trial.tag, trial.trial, full.reward, full.infra_error, str(full.feedback or ""), output
-            )
+    for row, _, k, tag, record in below:
+        if len(details) >= DETAIL_LIMIT:
+            break
+        full = rundir.rollouts.read_rollout(record.split, record.task_id, record.tag, record.trial)
+        if full is None:
+            continue
+        output = full.output if isinstance(full.output, str) else _short_json(full.output)
+        feedback = str(full.feedback or "")
+        details[(row, tag, k)] = Trial(tag, k, full.reward, full.infra_error, feedback, output)
     return details
 
 

@@ -14,16 +14,11 @@ from collections.abc import Iterable, Iterator
 
 from ..numbers import interval, num
 from .model import DETAIL_LIMIT, Dashboard, Trial
-from .plots import (
-    best_so_far_plot,
-    forest_plot,
-    heatmap_parts,
-    lineage_plot,
-    spend_plot,
-)
+from .plots import best_so_far_plot, forest_plot, heatmap_parts, lineage_plot, spend_plot
 from .svg import esc
 
 OUTPUT_CHARS = 240  # model output is shown cut: the rollout file holds all of it
+PLAIN_ROWS = 1024  # drill-down rows without detail kept drawn (a few shapes each; bounded all the same)
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#1d1d1f;
@@ -160,13 +155,11 @@ def _header(dash: Dashboard) -> str:
         out.append(
             '<ul class="labels">' + "".join(f"<li>{esc(label)}</li>" for label in dash.labels) + "</ul>"
         )
-    for line in dash.deltas:  # the paired best − seed: on val, and on test once sealed
-        out.append(f'<p class="delta">{esc(line)}</p>')
+    out += [f'<p class="delta">{esc(line)}</p>' for line in dash.deltas]  # paired best − seed: val, test
     if dash.table:
         header, *body = dash.table
         out.append('<table class="measure"><tr>' + "".join(f"<th>{esc(c)}</th>" for c in header) + "</tr>")
-        for row in body:
-            out.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>")
+        out += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in body]
         out.append("</table>")
     out.append("</header>")
     return "".join(out)
@@ -201,11 +194,7 @@ def _trial_row(trial: Trial) -> str:
         feedback = f'<td class="feedback infra">{esc(trial.infra_error)}</td>'
     else:
         reward = f'<td class="num">{esc(num(trial.reward))}</td>'
-        feedback = (
-            f'<td class="feedback">{esc(trial.feedback)}</td>'
-            if trial.detail
-            else '<td class="feedback">·</td>'
-        )
+        feedback = f'<td class="feedback">{esc(trial.feedback) if trial.detail else "·"}</td>'
     output = trial.output if len(trial.output) <= OUTPUT_CHARS else trial.output[:OUTPUT_CHARS] + "…"
     return (
         f'<tr><td>{esc(trial.tag)}</td><td class="num">{trial.trial}</td>{reward}{feedback}'
@@ -214,21 +203,40 @@ def _trial_row(trial: Trial) -> str:
 
 
 def _drill_down(dash: Dashboard) -> Iterator[str]:
-    """A task at a time: its means per tag, then its trials (:meth:`.model.Dashboard.trials`)."""
+    """A task at a time: its means per tag, then its trials (:meth:`.model.Dashboard.trials`'s
+    rows, drawn here without a :class:`.model.Trial` per rollout: a row with no detail has only
+    a few shapes, each drawn once)."""
     if not dash.task_ids:
         yield "<p>no val tasks yet</p>"
         return
-    for row, task_id in enumerate(dash.task_ids):
-        means = [
-            f"{cell.tag} {'—' if cell.mean is None else f'{cell.mean:.2f}'}" for cell in dash.row_cells(row)
-        ]
+    plain: dict[tuple[str, int, str | None, str], str] = {}
+    arms = [(tag, dash.val.get(tag, {}), range(dash.trial_counts.get(tag, 0))) for tag in dash.tags]
+    for (row, task_id), cells in zip(enumerate(dash.task_ids), dash.rows_of_cells(), strict=True):
+        means = [f"{cell.tag} {num(cell.mean, '.2f')}" for cell in cells]
         summary = f"task {task_id} — " + ", ".join(means) if means else f"task {task_id}"
-        trials = dash.trials(row)
+        rows = []
+        for tag, arm, trials in arms:
+            for k in trials:
+                record = arm.get((task_id, k))
+                if record is None:
+                    continue
+                detail = dash.details.get((row, tag, k))
+                if detail is not None:
+                    rows.append(_trial_row(detail))
+                    continue
+                infra = record.infra_error or None
+                key = (tag, k, infra, "" if infra else num(record.reward))
+                drawn = plain.get(key)
+                if drawn is None:
+                    drawn = _trial_row(Trial(tag, k, record.reward, record.infra_error, "", "", detail=False))
+                    if len(plain) < PLAIN_ROWS:
+                        plain[key] = drawn
+                rows.append(drawn)
         body = (
             "<table><tr><th>tag</th><th>trial</th><th>reward</th><th>feedback</th><th>output</th></tr>"
-            + "".join(_trial_row(t) for t in trials)
+            + "".join(rows)
             + "</table>"
-            if trials
+            if rows
             else "<p>no val rollout of this task yet</p>"
         )
         yield f'<details class="task" id="task-{row}"><summary>{esc(summary)}</summary>{body}</details>'

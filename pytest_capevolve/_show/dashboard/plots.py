@@ -32,21 +32,16 @@ def decision_class(decision: str | None) -> str:
     return decision if decision in DECISION_KINDS else "other"
 
 
-def _iteration_ticks(last: int) -> list[tuple[float, str]]:
-    step = max(1, -(-last // 10))
-    return [(float(i), str(i)) for i in range(0, last + 1, step)]
-
-
 def best_so_far_plot(points: list[BestPoint]) -> str:
-    """The best's val mean after each decision, with its 95% CI; each decided candidate's own
-    val mean as a dot coloured by its decision."""
+    """The best's val mean after each decision with its 95% CI; each decided candidate's as a dot."""
     width, height, left, right, top, bottom = 620.0, 280.0, 48.0, 16.0, 16.0, 40.0
     last = max(1, points[-1].iteration if points else 1)
     x = Scale(0, last, left, width - right)
     y = Scale(0.0, 1.0, height - bottom, top)
+    every = -(-last // 10)  # at most 11 ticks
     parts = [svg_open(width, height, "plot best-so-far", "best so far on val over iterations")]
     parts.append(y_axis(y, left, [0, 0.25, 0.5, 0.75, 1.0], width - left - right))
-    parts.append(x_axis(x, height - bottom, _iteration_ticks(last)))
+    parts.append(x_axis(x, height - bottom, [(float(i), str(i)) for i in range(0, last + 1, every)]))
     parts.append(
         text((left + width - right) / 2, height - 4, "iteration (decisions booked)", "label", "middle")
     )
@@ -118,32 +113,35 @@ def heatmap_parts(dash: Dashboard) -> Iterator[str]:
         yield text(cx, top - 6, tag, "col-label", "start", rotate=-40)
     for row, task_id in enumerate(dash.task_ids):
         yield text(left - 6, top + CELL_H * row + CELL_H - 3, task_id, "row-label", "end")
-    columns = {tag: col for col, tag in enumerate(dash.tags)}
-    for cell in dash.cells():
-        x0 = left + cell_w * columns[cell.tag]
-        y0 = top + CELL_H * cell.task
-        if cell.state == "scored":
-            fill = reward_colour(cell.mean or 0.0)
-            tip = f"mean reward {cell.mean:.3f} over {cell.valid} valid trial(s)"
-        elif cell.state == "infra":
-            fill, tip = "url(#hatch-infra)", f"infra errors only ({cell.infra}): missing data, not 0"
-        else:
-            fill, tip = "url(#hatch-missing)", "not evaluated: missing, not 0"
-        if cell.infra and cell.state == "scored":
-            tip += f"; {cell.infra} infra error(s) left out"
-        yield (
-            f'<a href="#task-{cell.task}"><rect class="cell {cell.state}" x="{f(x0)}" y="{f(y0)}" '
-            f'width="{f(cell_w - 1)}" height="{f(CELL_H - 1)}" fill="{fill}">'
-            + title(f"task {dash.task_ids[cell.task]} · {cell.tag}: {tip}")
-            + "</rect></a>"
-        )
+    # what repeats from cell to cell is drawn once: a column's x, the size, a mean's colour
+    xs = {tag: f(left + cell_w * col) for col, tag in enumerate(dash.tags)}
+    size = f'width="{f(cell_w - 1)}" height="{f(CELL_H - 1)}"'
+    colours: dict[float, str] = {}
+    for cells in dash.rows_of_cells():
+        for cell in cells:
+            state = cell.state
+            if state == "scored":
+                mean = cell.mean or 0.0
+                fill = colours.get(mean) or colours.setdefault(mean, reward_colour(mean))
+                tip = f"mean reward {cell.mean:.3f} over {cell.valid} valid trial(s)"
+            elif state == "infra":
+                fill, tip = "url(#hatch-infra)", f"infra errors only ({cell.infra}): missing data, not 0"
+            else:
+                fill, tip = "url(#hatch-missing)", "not evaluated: missing, not 0"
+            if cell.infra and state == "scored":
+                tip += f"; {cell.infra} infra error(s) left out"
+            yield (
+                f'<a href="#task-{cell.task}"><rect class="cell {state}" x="{xs[cell.tag]}" '
+                f'y="{f(top + CELL_H * cell.task)}" {size} fill="{fill}">'
+                + title(f"task {dash.task_ids[cell.task]} · {cell.tag}: {tip}")
+                + "</rect></a>"
+            )
     ly = top + CELL_H * len(dash.task_ids) + 14
-    parts = []
-    for i in range(11):
-        parts.append(
-            f'<rect class="legend-swatch" x="{f(left + 14 * i)}" y="{f(ly)}" width="14" height="12" '
-            f'fill="{reward_colour(i / 10)}"/>'
-        )
+    parts = [
+        f'<rect class="legend-swatch" x="{f(left + 14 * i)}" y="{f(ly)}" width="14" height="12" '
+        f'fill="{reward_colour(i / 10)}"/>'
+        for i in range(11)
+    ]
     parts.append(text(left, ly + 26, "0", "tick", "start"))
     parts.append(text(left + 154, ly + 26, "1  mean reward", "tick", "start"))
     lx = left + 250

@@ -113,9 +113,6 @@ _RAMP = ((0.0, (215, 48, 39)), (0.5, (254, 224, 139)), (1.0, (26, 152, 80)))
 
 def reward_colour(value: float) -> str:
     value = min(1.0, max(0.0, value))
-    for (a, ca), (b, cb) in zip(_RAMP, _RAMP[1:], strict=False):
-        if value <= b:
-            t = (value - a) / (b - a)
-            rgb = tuple(round(x + (y - x) * t) for x, y in zip(ca, cb, strict=True))
-            return "#{:02x}{:02x}{:02x}".format(*rgb)
-    return "#{:02x}{:02x}{:02x}".format(*_RAMP[-1][1])
+    (a, ca), (b, cb) = next(pair for pair in zip(_RAMP, _RAMP[1:], strict=False) if value <= pair[1][0])
+    t = (value - a) / (b - a)
+    return "#{:02x}{:02x}{:02x}".format(*(round(x + (y - x) * t) for x, y in zip(ca, cb, strict=True)))

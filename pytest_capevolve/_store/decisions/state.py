@@ -130,10 +130,10 @@ class RunState:
                 return
             logged = tally.at(at)
             assert logged is not None
-        problem = _disagreement(state, logged, stall=tally.stall_logged)
-        if problem is not None:
+        problems = _disagreements(state, logged, stall=tally.stall_logged, also=OPTIMIZER_SPEND)
+        if problems:
             raise RunDirError(
-                f"{self.state_path}: {problem} at event {at}; state.json was edited. "
+                f"{self.state_path}: {problems[0]} at event {at}; state.json was edited. "
                 "`capevolve verify --repair` rebuilds it from the log"
             )
 
@@ -225,23 +225,11 @@ class RunState:
             return [f"{name}: missing; the events add up to best {expected['best_id']!r}"]
         except (ValueError, AssertionError, UnicodeDecodeError):
             return [f"{name}: unreadable"]
-        checks = [("best_id", state.get("best_id"), expected["best_id"])]
-        checks.append(("iterations", state.get("iterations"), expected["iterations"]))
         kinds = set(map(dict.get, events, repeat("kind")))  # (in C: 60,000 events)
-        if "stalled" in kinds or DECISION in kinds:  # older logs did not record stalls
-            checks.append(("stall", state.get("stall"), expected["stall"]))
+        stall = "stalled" in kinds or DECISION in kinds  # older logs did not record stalls
         if isinstance(state.get("spent"), dict):  # the rollouts logged since it was written count
             state = self._with_recent_spend(dict(state))
-        spent = state.get("spent") or {}
-        checks.append(("spent.metric_calls", spent.get("metric_calls"), expected["spent"]["metric_calls"]))
-        usd = spent.get("usd")
-        if not (isinstance(usd, (int, float)) and math.isclose(usd, expected["spent"]["usd"], abs_tol=1e-9)):
-            checks.append(("spent.usd", usd, expected["spent"]["usd"]))
-        return [
-            f"{name}: {what} is {value!r}, but the events add up to {want!r}"
-            for what, value, want in checks
-            if value != want
-        ]
+        return [f"{name}: {problem}" for problem in _disagreements(state, expected, stall=stall)]
 
     def rebuild(self, problems: Sequence[str]) -> str:
         """Under the lock: the old file moved aside, ``state.json`` replayed from the log, and logged."""
@@ -306,8 +294,10 @@ class RunState:
         return state
 
 
-def _disagreement(state: dict[str, Any], logged: dict[str, Any], *, stall: bool) -> str | None:
-    """The first number of ``state`` that is not ``logged``'s, in words; None when they agree."""
+def _disagreements(
+    state: dict[str, Any], logged: dict[str, Any], *, stall: bool, also: Sequence[str] = ()
+) -> list[str]:
+    """Each number of ``state`` that is not ``logged``'s (and ``also``'s optimizer spend), in words."""
     spent, want = state.get("spent") or {}, logged["spent"]
     exact = [
         ("best_id", state.get("best_id"), logged["best_id"]),
@@ -317,13 +307,12 @@ def _disagreement(state: dict[str, Any], logged: dict[str, Any], *, stall: bool)
     ]
     # sums of costs: equal up to rounding (an optimizer's spend is absent until its first decision)
     close = [("spent.usd", spent.get("usd"), want["usd"])]
-    close += [(f"spent.{what}", spent.get(what, 0), want[what]) for what in OPTIMIZER_SPEND]
+    close += [(f"spent.{what}", spent.get(what, 0), want[what]) for what in also]
     wrong = [(what, value, expected) for what, value, expected in exact if value != expected]
     wrong += [(what, value, expected) for what, value, expected in close if not _near(value, expected)]
-    if not wrong:
-        return None
-    what, value, expected = wrong[0]
-    return f"{what} is {value!r}, but the event log adds up to {expected!r}"
+    return [
+        f"{what} is {value!r}, but the event log adds up to {expected!r}" for what, value, expected in wrong
+    ]
 
 
 def _near(value: Any, expected: float) -> bool:

@@ -1,10 +1,8 @@
 """What the event log says ``state.json`` should hold, at any point of the log.
 
-``state.json`` is checked at the point ``spent_through`` says it is current to (a reader may come
-between a booking's event and its state write), so the log is folded once per process, keeping the
-counters after every change, and a reader asks for any seq. Every decision is an iteration, a reject
-a stall, an accept the new best and stall 0; an unannounced ``best_changed`` is an iteration of its
-own. A leaving session logs its tally; the next folds on from there."""
+``state.json`` is checked at the point it says it is current to, so the log is folded once per
+process, keeping the counters after every change. Every decision is an iteration, a reject a stall,
+an accept the new best and stall 0; an unannounced ``best_changed`` is an iteration of its own."""
 
 from __future__ import annotations
 
@@ -47,9 +45,7 @@ class StateTally:
         announced = held.get("announced")
         counts = [held.get(what) for what in ("iterations", "stall", "metric_calls")]
         sums = [held.get(what) for what in ("usd", *OPTIMIZER_SPEND)]
-        if not (announced is None or isinstance(announced, str)):
-            return None
-        if not isinstance(held.get("stall_logged"), bool):
+        if not isinstance(announced, str | None) or not isinstance(held.get("stall_logged"), bool):
             return None
         if not all(_count(v) for v in counts) or not all(_amount(v) for v in sums):
             return None

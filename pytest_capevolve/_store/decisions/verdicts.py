@@ -1,7 +1,6 @@
 """Verdict files: ``verdicts/<tag>.json``, every number a candidate's decision rests on.
 
-Controller only: a session's conclusion writes one and logs a ``verdict`` event with its sha256.
-"""
+Controller only: a session's conclusion writes one and logs a ``verdict`` event with its sha256."""
 
 from __future__ import annotations
 

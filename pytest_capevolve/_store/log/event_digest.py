@@ -1,10 +1,7 @@
 """``events_digest.json``: what readers of the whole log need, without its rollout lines.
 
-A view of ``events.jsonl``, never the record: ``capevolve measure`` needs a few dozen events and
-the rollout count per split, not 60,000 rollout lines decoded. The digest keeps those and the
-point of the log it is current to; a reader catches it up from there. A digest missing,
-unreadable or behind a rewritten log is rebuilt from the whole log.
-"""
+``capevolve measure`` needs a few dozen events and the rollout count per split, not every rollout
+line decoded; the digest keeps those and the point of the log it is current to."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 A :class:`Kind` is the name the log holds with the ``TypedDict`` of its fields: appends refuse an
 undeclared field before a byte is written, and readers of one kind are typed, so mypy checks them.
-A field added later is ``NotRequired``; any may be missing from an older line (readers ``.get``).
-"""
+A field added later is ``NotRequired``; any may be missing from an older line (readers ``.get``)."""
 
 from typing import Any, Generic, NotRequired, TypedDict, TypeVar
 

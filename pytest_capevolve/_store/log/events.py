@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
-from ..files import FILE_MODE, RunDirError
+from ..files import FILE_MODE, RunDirError, atomic_write_text
 from ..json_value import loads_bytes
 from .event_chain import GENESIS, event_line_hash, line_seq, prev_of, verify_events
 from .event_kinds import EVENTS_REPAIRED, ROLLOUT, E, Kind, check
@@ -268,9 +268,8 @@ class EventLog:
     def _scan(self, pattern: re.Pattern[bytes], kinds: set[str] | None) -> list[_Hit]:
         """The events ``pattern`` finds of ``kinds`` (None: any but rollout), each with its link's state."""
         hits: list[_Hit] = []
-        # a block at a time, never the whole log (18 MB at 60,000 rollouts, read at a session's
-        # end for its splits): each block is searched up to the start of its last complete line,
-        # so every line searched has the line after it (its hash link) in the same block
+        # a block at a time, never the whole log: each block is searched up to the start of its
+        # last complete line, so every line searched has the line after it (its hash link)
         with open(self.events_path, "rb") as handle:
             carry = b""
             while True:
@@ -285,9 +284,8 @@ class EventLog:
                     self._kinds_in(block, cut, pattern, kinds, hits)
                 carry = block[cut:]
 
-    @staticmethod
     def _kinds_in(
-        data: bytes, limit: int, pattern: re.Pattern[bytes], kinds: set[str] | None, hits: list[_Hit]
+        self, data: bytes, limit: int, pattern: re.Pattern[bytes], kinds: set[str] | None, hits: list[_Hit]
     ) -> None:
         found = pattern.search(data, 0, limit)
         while found is not None:
@@ -295,12 +293,19 @@ class EventLog:
             start = data.rfind(b"\n", 0, at) + 1
             end = data.find(b"\n", at)
             end = len(data) if end == -1 else end
-            line = data[start:end].decode("utf-8")
-            event = json.loads(line)
+            try:
+                line = data[start:end].decode("utf-8")
+                event = json.loads(line)
+            except ValueError:
+                if end == len(data):  # the last line, its "\n" not written yet: not an event yet
+                    return
+                raise self._damaged(None) from None
             kind = event.get("kind") if isinstance(event, dict) else None
             # not a mention inside a value
             if isinstance(kind, str) and (kind in kinds if kinds is not None else kind != ROLLOUT):
-                following = data[end + 1 : data.find(b"\n", end + 1)] if end < len(data) else b""
+                # the line after, once whole: one still being written links nothing yet
+                after = data.find(b"\n", end + 1) if end < len(data) else -1
+                following = data[end + 1 : after] if after != -1 else b""
                 intact = not following.strip() or prev_of(following) == event_line_hash(line)
                 hits.append((event, intact))
             found = pattern.search(data, end, limit)
@@ -329,7 +334,7 @@ class EventLog:
         whole = line.endswith(b"\n") and following.endswith(b"\n")
         if (offset and not before.endswith(b"\n")) or not whole:
             return False
-        if prev_of(following) != hashlib.sha256(line[:-1]).hexdigest():
+        if prev_of(following) != hashlib.sha256(line[:-1]).hexdigest():  # no line records its hash
             return False
         try:
             if json.loads(line) != event:
@@ -400,16 +405,14 @@ class EventLog:
         if handle.read(size - offset) != appended.lines[held_from:]:
             handle.seek(offset)
             return None
-        events = []
-        for event in appended.events[index:]:
-            kept = dict(event) if view is None else view(dict(event))
-            if kept is not None:
-                events.append(kept)
+        held = (dict(event) if view is None else view(dict(event)) for event in appended.events[index:])
+        events = [kept for kept in held if kept is not None]
         return events, size, appended.first_seq + len(appended.events) - 1
 
-    def _damaged(self, number: int) -> RunDirError:
+    def _damaged(self, number: int | None) -> RunDirError:
         return RunDirError(
-            f"{self.events_path}: line {number} is not an event (unreadable JSON or no seq); "
+            f"{self.events_path}: {'a line' if number is None else f'line {number}'} is not an event "
+            "(unreadable JSON or no seq); "
             f"nothing more can be chained to it. Run `capevolve verify --repair {self.events_path.parent}` "
             "to move the damaged lines aside"
         )
@@ -454,10 +457,7 @@ class EventLog:
                 f"{self.events_path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"
             )
             aside.write_text("\n".join(tail) + "\n", encoding="utf-8")
-            kept = "".join(line + "\n" for line in lines[:count])
-            tmp = self.events_path.with_name(f".{self.events_path.name}.repair")
-            tmp.write_text(kept, encoding="utf-8")
-            os.replace(tmp, self.events_path)
+            atomic_write_text(self.events_path, "".join(line + "\n" for line in lines[:count]))
             self._event_tail = None
             self._appended = None
             self.append_event(EVENTS_REPAIRED, moved=len(tail), to=aside.name, problem=problem)

@@ -2,8 +2,7 @@
 
 ``events.jsonl`` is the record; ``state.json``, ``index.sqlite``, ``events_digest.json`` and
 ``views.json`` are caches of it, each remembering the point of the log it is current to.
-``capevolve verify --repair`` goes through :func:`check_views`, the one repair path.
-"""
+``capevolve verify --repair`` goes through :func:`check_views`, the one repair path."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ class LogView(Protocol):
         ...
 
     def check(self, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
-        """One line per disagreement with the whole log (one its reader would rebuild by itself is
-        none); ``repair=False`` writes nothing."""
+        """One line per disagreement with the whole log; ``repair=False`` writes nothing."""
         ...
 
 

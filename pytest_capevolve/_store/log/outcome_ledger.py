@@ -1,10 +1,8 @@
 """What the log says each train and val rollout came out as: the truth every evidence read is held to.
 
 The index and rollout files can be edited by anyone with a shell, or by a candidate's code during
-its own gate; the log is the record. Every row and file is held to these outcomes: a differing row is
-read again, a differing file quarantined — never used. A leaving session logs ``outcomes_checked``
-(the digest of every outcome) so the next process, finding no rollout logged since, checks the index
-in one pass; only a checkpoint the chain covers is used."""
+its own gate; the log is the record, and a differing file is quarantined — never used. A leaving
+session logs the digest of every outcome so the next process can check the index in one pass."""
 
 from __future__ import annotations
 
@@ -60,8 +58,7 @@ def _rollout_view(event: dict[str, Any]) -> Any:
 
 
 class _Changes:
-    """A ``view`` applying each rollout line to ``truth`` and dropping quarantined or vanished files;
-    repeated names and outcomes are held once."""
+    """A ``view`` applying each rollout line to ``truth`` (repeated names and outcomes held once)."""
 
     def __init__(self, truth: dict[Key, Outcome], file_of: Callable[[str, str, str, int], str]) -> None:
         self.truth = truth
@@ -159,8 +156,7 @@ class OutcomeLedger:
         return self._truth.get(key)
 
     def checkpoint(self, also: Callable[[int, int], dict[str, Any]] | None = None) -> bool:
-        """Under the lock, as a session leaves: log the outcomes' digest if rollouts were logged since
-        the last one (``also``: more fields for it). Whether it logged one."""
+        """As a session leaves: log the outcomes' digest if rollouts were logged since; whether it did."""
         if self._truth is None:
             return False
         self._catch_up()

@@ -7,6 +7,7 @@ between is refused. A forger who also logs a claim passes: only a kernel boundar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,9 +28,14 @@ def claimed_keys(keys: Iterable[Key]) -> dict[str, list[str]]:
     return grouped
 
 
-def _file_of(key: Key) -> str:
+def rollout_file(key: Key) -> str:
+    """A rollout's file relative to the run dir, as quarantine and vanish events name it."""
     split, task_id, tag, trial = key
-    return f"rollouts/{split}/{escape_id(task_id)}__{check_tag(tag)}__t{int(trial)}.json"
+    return f"rollouts/{split}/{_escaped(task_id)}__{_checked_tag(tag)}__t{int(trial)}.json"
+
+
+_escaped = functools.lru_cache(maxsize=1 << 16)(escape_id)  # a verify names every rollout's file
+_checked_tag = functools.lru_cache(maxsize=1 << 12)(check_tag)
 
 
 def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
@@ -60,7 +66,7 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
             if event.get("infra_error") is not None or event.get("reward") is None:
                 continue
             earlier = valid_since.get(key)
-            if earlier is not None and (not moved or moved.get(_file_of(key), -1) < earlier):
+            if earlier is not None and (not moved or moved.get(rollout_file(key), -1) < earlier):
                 doubled.setdefault(key, [earlier]).append(seq)
             valid_since[key] = seq
         elif kind == CLAIMED:

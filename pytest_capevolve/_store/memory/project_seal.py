@@ -2,9 +2,8 @@
 
 A new run drawing the same test tasks would score them again and call the number held out, so a
 finalize overlapping a scored test split is refused unless acknowledged ("test reused"). Scorings
-count from every run's ``test_scored`` events and from ``.capevolve/test_seals.jsonl`` (which
-survives a deleted run folder). A half-erased run whose test status is unknown counts as scored.
-Tasks match by id or by content (:mod:`.task_keys`), other projects' by content only."""
+count from every run's events and from ``test_seals.jsonl`` (which survives a deleted run folder);
+a half-erased run whose test status is unknown counts as scored."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """A task is its content as well as its id: the keys the project's memory matches tasks by.
 
-Renaming ids must not make sealed test tasks new, so each task also has a content key: the sha256 of
-its input, target and metadata as canonical JSON. Tasks overlap when they share the id or the key;
-content not unique in the pool gets no key, and an unstable ``repr`` can only be missed, never matched
-wrongly. Keys live in each run's first ``task_keys`` event and in each memory row."""
+Renaming ids must not make sealed test tasks new, so each task also has a content key: the sha256
+of its input, target and metadata as canonical JSON. Content not unique in the pool gets no key, and
+an unstable ``repr`` can only be missed, never matched wrongly."""
 
 from __future__ import annotations
 

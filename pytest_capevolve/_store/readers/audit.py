@@ -13,17 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..._project.candidate import check_tag, escape_id
 from ..._project.splits import TEST_SPLIT
 from ..decisions.best_rule import BestRule
 from ..log.event_chain import verified_events
 from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from ..log.log_views import check_views
+from ..log.paid_by import Key, rollout_file
 from ..rollouts.index_sync import vanished_notice
 from ..rollouts.rollout_scan import RolloutScan, Scanned, data_of, error_of, scan_rollouts
 from ..rundir import RunDir
-
-Key = tuple[str, str, str, int]
 
 
 def audit(
@@ -91,12 +89,11 @@ def _rollouts(
     digests: dict[str, list[str | None]] | None = None,
 ) -> list[str]:
     """The rollout files against the log's rollout events, each file's sha256 held to its event's."""
-    rel_of = _Names()
     rest = [] if others is None else others
     held = len(rest)
     last, quarantined = _last_rollouts(events, rest)
     rollout_events = len(events) - (len(rest) - held)
-    problems = _paid_twice(events, rollout_events, last, quarantined, rel_of)
+    problems = _paid_twice(events, rollout_events, last, quarantined)
     remaining = dict(last)  # the logged keys no file has been found for yet
     tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
     for split, files in scanned.items():
@@ -111,7 +108,7 @@ def _rollouts(
                 tampered.append((rel, digest))
     if tampered and repair:
         problems = _quarantine_tampered(rundir, tampered, problems)
-    missing = _missing(remaining, last, quarantined, rel_of)
+    missing = _missing(remaining, last, quarantined)
     if missing and repair:
         _log_gone(rundir, missing)
     return problems + list(missing.values())
@@ -141,7 +138,6 @@ def _paid_twice(
     rollout_events: int,
     last: dict[Key, dict[str, Any]],
     quarantined: dict[str, int],
-    rel_of: _Names,
 ) -> list[str]:
     """Files with more than one valid rollout event since last moved or gone."""
     if rollout_events <= len(last):
@@ -150,14 +146,14 @@ def _paid_twice(
         key
         for key, event in _keyed_rollouts(events)
         if event.get("infra_error") is None
-        and (not quarantined or int(event.get("seq", 0)) > quarantined.get(rel_of(key), -1))
+        and (not quarantined or int(event.get("seq", 0)) > quarantined.get(rollout_file(key), -1))
     ]
     if len(set(keys)) == len(keys):
         return []
     counted = Counter(keys)
     return [
         f"{rel}: paid {count} times (one valid rollout event each)"
-        for rel, count in sorted((rel_of(key), count) for key, count in counted.items() if count > 1)
+        for rel, count in sorted((rollout_file(key), count) for key, count in counted.items() if count > 1)
     ]
 
 
@@ -213,12 +209,11 @@ def _missing(
     remaining: dict[Key, dict[str, Any]],
     last: dict[Key, dict[str, Any]],
     quarantined: dict[str, int],
-    rel_of: _Names,
 ) -> dict[str, str]:
     """Logged rollouts whose file is gone with no quarantine or vanish since: file → problem."""
     missing: dict[str, str] = {}
     for key in sorted(remaining):
-        event, rel = last[key], rel_of(key)
+        event, rel = last[key], rollout_file(key)
         if quarantined.get(rel, -1) < int(event.get("seq", 0)):
             missing[rel] = (
                 f"{rel}: recorded by rollout event seq {event.get('seq')}, but the file is missing "
@@ -267,21 +262,3 @@ def _keyed_rollouts(events: list[dict[str, Any]]) -> Iterator[tuple[Key, dict[st
     for event in events:
         if event.get("kind") == ROLLOUT:
             yield (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"])), event
-
-
-class _Names:
-    """A rollout's file name relative to the run dir, built as a string (no ``Path`` per rollout)."""
-
-    def __init__(self) -> None:
-        self._escaped: dict[str, str] = {}
-        self._tags: dict[str, str] = {}
-
-    def __call__(self, key: Key) -> str:
-        split, task_id, tag, trial = key
-        task = self._escaped.get(task_id)
-        if task is None:
-            task = self._escaped[task_id] = escape_id(task_id)
-        checked = self._tags.get(tag)
-        if checked is None:
-            checked = self._tags[tag] = check_tag(tag)
-        return f"rollouts/{split}/{task}__{checked}__t{int(trial)}.json"

@@ -55,8 +55,7 @@ def infra_count(arm: Arm, task_ids: Sequence[str], num_trials: int) -> int:
 
 
 def shared_arms(a: Arm, b: Arm, task_ids: Sequence[str], num_trials: int) -> tuple[Arm, Arm, int]:
-    """The two arms cut to the cells both have, and the trials that leaves: a paired comparison reads
-    the same seeds on both sides."""
+    """The two arms cut to the cells both have (a paired comparison reads the same seeds), and trials."""
     wanted = set(task_ids)
     cells = {c for c in a.keys() & b.keys() if c[0] in wanted and c[1] < num_trials}
     trials = max((k for _, k in cells), default=-1) + 1

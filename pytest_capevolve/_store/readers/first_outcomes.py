@@ -1,9 +1,8 @@
 """For decisions, the first outcome the log recorded for a rollout stands; a redraw is counted.
 
 Deleting the files of a candidate's failures made a non-reproducing adapter redraw exactly those,
-and a no-op was accepted after a few rounds. So a gate reads, per key, the first valid ``rollout``
-event's reward. A key whose first attempt was an infra error takes a second draw, which candidate
-code can choose, so :func:`redrawn_after_errors` names those keys for the error check's worst case."""
+and a no-op was accepted after a few rounds. A redraw after an infra error is a draw candidate code
+can choose, so :func:`redrawn_after_errors` names those keys for the error check's worst case."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """``index.sqlite``: what rollouts exist and how they came out, so readers need not open them.
 
-Controller only. One row per persisted train and val rollout (its outcome fields plus the file's
-name, size and mtime); the test split is never indexed: only the seal reads it.
-
-A cache, never the record: the rollout files stay the account, and the index is kept honest
-against them and the log. It remembers the point of ``events.jsonl`` it is current to and
-catches up from there, so a ``kill -9`` between a rollout's event and its row loses nothing;
-every read checks each row against its file's size and mtime; a missing, damaged or foreign
-index is rebuilt from the files, said in the run's notices — never a crash.
-
-SQLite in WAL mode: readers never block the writer, and a torn write cannot half-update it.
-"""
+A cache, never the record: one row per persisted train and val rollout (never test), caught up
+from the point of the log it is current to, so a ``kill -9`` between a rollout's event and its row
+loses nothing; each read checks rows against their files' size and mtime, and a missing, damaged
+or foreign index is rebuilt from the files — never a crash. SQLite in WAL mode: readers never
+block the writer, and a torn write cannot half-update it."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Controller only, under the run's lock. Catching up reads only what was logged since the index
 was current; a missing, damaged or orphaned index is rebuilt from the rollout files — logging,
-on the way, files the log recorded that are gone.
-"""
+on the way, files the log recorded that are gone."""
 
 from __future__ import annotations
 
@@ -168,8 +167,8 @@ class IndexView:
             for event in events:
                 kind = event.get("kind")
                 if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
-                    row = self.index.pending.pop(int(event["seq"]), None) or self._row_from_file(event)
                     path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
+                    row = self.index.pending.pop(int(event["seq"]), None) or _row_from_file(path)
                     changes[(str(event["split"]), path.name)] = row
                 elif kind == ROLLOUT_QUARANTINED:
                     changes[_split_file(str(event.get("file", "")))] = None
@@ -187,22 +186,12 @@ class IndexView:
                 raise
             self._rebuild_index(f"damaged ({exc})")
 
-    def _row_from_file(self, event: dict[str, Any]) -> Row | None:
-        path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
-        try:
-            stat = path.stat()
-            return row_of(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)), path, stat)
-        except (OSError, UnicodeDecodeError, RecordError):
-            return None  # gone or damaged: a reader finds it (or not) on disk and handles it
-
     def _rebuild_index(self, problem: str) -> None:
         self.index.remove()
         rows = []
         folder = self.root / "rollouts"
         splits = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-        for split in splits:
-            if split.startswith(".") or split == TEST_SPLIT:
-                continue
+        for split in (s for s in splits if not s.startswith(".") and s != TEST_SPLIT):
             for path, record in self.read_files(split):
                 with contextlib.suppress(FileNotFoundError):
                     rows.append(row_of(record, path, path.stat()))
@@ -273,6 +262,14 @@ def vanished_notice(files: list[str]) -> str:
     else:
         what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
     return f"{what} (deleted by hand?); logged as rollout_vanished: treated as missing, so paid again"
+
+
+def _row_from_file(path: Path) -> Row | None:
+    try:
+        stat = path.stat()
+        return row_of(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)), path, stat)
+    except (OSError, UnicodeDecodeError, RecordError):
+        return None  # gone or damaged: a reader finds it (or not) on disk and handles it
 
 
 def _split_file(file: str) -> tuple[str, str]:

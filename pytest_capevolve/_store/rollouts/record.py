@@ -85,9 +85,7 @@ class RolloutRecord:
                 f"{where}: rollout record schema {version!r} is not one this pytest-capevolve reads "
                 f"(it reads schema {SCHEMA_VERSION}); upgrade pytest-capevolve, or start a new run"
             )
-            error.newer = (
-                isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
-            )
+            error.newer = type(version) is int and version > SCHEMA_VERSION
             raise error
         missing = [name for name in _REQUIRED if name not in data]
         if missing:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable
+from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..._project.blocks import first_trial
 from ..._project.candidate import legacy_escape_id
@@ -56,9 +57,8 @@ class RolloutFiles(RolloutReadBack):
         self.ledger = OutcomeLedger(log, self._file_of)
         self.digests = LoggedDigests(log)  # learnt only when a file is read again
         self._unflushed = 0
-        # split → the index's rows_version, the tags whose rows were checked against their files
-        # at it, and those rows: a session reading its split again (planning, its conclusion,
-        # the pages' freshness) with nothing changed in between is not charged the checks twice
+        # split → the rows checked at an index version: a session reading its split again with
+        # nothing changed in between is not charged the checks twice
         self._checked: dict[str, _Checked] = {}
 
     def _write_rollout(self, record: RolloutRecord, text: str | None) -> tuple[Path, os.stat_result, str]:
@@ -119,17 +119,12 @@ class RolloutFiles(RolloutReadBack):
     def indexed_rollouts(
         self, split: str, tags: Iterable[str] | None = None, block: int | None = 0
     ) -> list[RolloutRecord]:
-        """What :meth:`rollouts` answers (``tags`` only, if given), from the checked index: outcome
-        fields only, no input, output or trace."""
-        records = self._indexed(split, tags)[1]()
-        if block is None:
-            return records
-        low, high = first_trial(block), first_trial(block + 1)  # r.block == block, without 60,000 calls
-        return [r for r in records if low <= r.trial < high]
+        """What :meth:`rollouts` answers, from the checked index: outcome fields only."""
+        return _in_block(self._indexed(split, tags)[1](), block, attrgetter("trial"))
 
     def indexed_rows(self, split: str, tags: Iterable[str] | None = None, block: int | None = 0) -> list[Row]:
         """:meth:`indexed_rollouts` as the index's rows (no record object per rollout)."""
-        return _in_block(self._indexed(split, tags)[0], block)
+        return _in_block(self._indexed(split, tags)[0], block, _row_trial)
 
     def indexed_columns(
         self, split: str, tags: Iterable[str] | None = None, block: int | None = 0
@@ -140,7 +135,7 @@ class RolloutFiles(RolloutReadBack):
         key = (tags, block)
         made = None if checked is None else checked.columns.get(key)
         if made is None:
-            made = Columns(_in_block(rows, block))
+            made = Columns(_in_block(rows, block, _row_trial))
             if checked is not None:
                 checked.columns[key] = made
         return made
@@ -303,13 +298,15 @@ class RolloutFiles(RolloutReadBack):
 
 
 _TRIAL = FIELDS_INDEX.index("trial")
+_row_trial = itemgetter(_TRIAL)
+T = TypeVar("T")
 
 
-def _in_block(rows: list[Row], block: int | None) -> list[Row]:
+def _in_block(items: list[T], block: int | None, trial: Callable[[T], int]) -> list[T]:
     if block is None:
-        return rows
-    low, high = first_trial(block), first_trial(block + 1)
-    return [row for row in rows if low <= row[_TRIAL] < high]
+        return items
+    low, high = first_trial(block), first_trial(block + 1)  # block_of(trial) == block, without a call each
+    return [item for item in items if low <= trial(item) < high]
 
 
 _TAG = FIELDS_INDEX.index("tag")

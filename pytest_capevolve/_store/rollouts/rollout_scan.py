@@ -1,8 +1,7 @@
 """One read of every rollout file, for ``capevolve verify``: each opened, parsed and hashed once.
 
 No stat per file (the index's check stats only the rows that disagree); the audit and the index
-view both read this one scan.
-"""
+view both read this one scan."""
 
 from __future__ import annotations
 

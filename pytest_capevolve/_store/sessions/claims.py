@@ -1,10 +1,9 @@
 """Rollout claims: which session is paying which rollout right now, so none is paid twice.
 
-Controller only. A planning session writes ``claims/<pid>-<token>.json`` listing what it owes and
-holds an exclusive ``flock`` on it while it pays; a later session waits for that lock. The kernel
-drops a ``flock`` when its holder dies, so a waiter is never blocked by a dead session, and waits go
-only from later sessions to earlier ones, so no cycle. A lock can outlive its session (a child that
-kept the descriptor), so a held claim counts only while its owner (pid, host, start time) lives."""
+A planning session writes ``claims/<pid>-<token>.json`` listing what it owes and holds a ``flock``
+on it while it pays; later sessions wait for that lock (never a cycle, never on a dead session).
+A lock can outlive its session (a child kept the descriptor), so a claim counts only while its
+owner (pid, host, start time) lives."""
 
 from __future__ import annotations
 
@@ -85,26 +84,9 @@ class Claims:
         """Block until the sessions holding these claims let go or died; returns those that died."""
         died: list[Path] = []
         for path in paths:
-            try:
-                handle = open(path, encoding="utf-8")
-            except FileNotFoundError:
-                continue  # already released
-            with handle:
-                while True:
-                    try:
-                        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        handle.seek(0)
-                        try:
-                            claim = json.loads(handle.read())
-                        except ValueError:
-                            claim = {}
-                        if isinstance(claim, dict) and not owner_alive(claim):
-                            break  # its session is dead: nothing more will land from it
-                        time.sleep(poll_s)  # a live owner: look again (its lock or its life)
-                        continue
-                    fcntl.flock(handle, fcntl.LOCK_UN)
-                    break
+            # held by a live owner: look again (its lock or its life); a dead owner lands nothing more
+            while (claim := held_claim(path)) is not None and owner_alive(claim):
+                time.sleep(poll_s)
             if path.exists():
                 died.append(path)
         return died

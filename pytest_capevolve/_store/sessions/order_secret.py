@@ -1,9 +1,8 @@
 """The run's order secret: the key the sequential gate's task orders are derived with.
 
-32 random bytes in ``secret/order.key``, made with the run, their SHA-256 logged; a swapped or
-deleted secret is refused. The optimizer can read the run dir and grind byte variants until one's
-order puts its gains first, so each candidate's order also takes a nonce drawn when a sequential gate
-first plans those bytes: no order exists before then (the first nonce logged wins)."""
+A swapped or deleted secret is refused (its SHA-256 is logged). The optimizer can read the run dir
+and grind byte variants until one's order puts its gains first, so each order also takes a nonce
+drawn when a sequential gate first plans those bytes: no order exists before then."""
 
 from __future__ import annotations
 
