@@ -37,7 +37,8 @@ def test_a_regression_is_killed_at_tier_one_and_an_improvement_promoted_then_acc
     # own (tier 1 kills `regressed` in about 80 % of run ids, tier 2 in all)
     (project / ".capevolve" / "runs" / "screens").mkdir(parents=True)
     xdist_args = [*xdist_args, "--capevolve-run-id", "screens"]
-    assert capevolve(project, extra=xdist_args).ret == 0  # the best's val rollouts
+    # the best's val rollouts, in process in both modes: a plain run, not what is screened
+    assert capevolve(project, extra=["--capevolve-run-id", "screens"]).ret == 0
     run = projects.run_dir(project)
     assert rollout_files(run, "seed") == VAL_TASKS * TRIALS
 

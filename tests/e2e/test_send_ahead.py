@@ -310,7 +310,7 @@ def test_a_session_killed_by_the_rollout_sent_ahead_resumes_to_the_same_records(
     assert 0 < len(logged) <= 5
 
     monkeypatch.delenv("CAPEVOLVE_TEST_KILL_AFTER")
-    resumed = capevolve(project, subprocess=True, timeout=300)
+    resumed = capevolve(project)  # kills nothing: in process
     resumed.stdout.fnmatch_lines([f"rollouts: {12 - len(logged)} paid, {len(logged)} reused*"])
     assert projects.rollout_records(project) == expected
     events = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
