@@ -423,3 +423,33 @@ def test_an_agent_cannot_choose_the_family_correction_of_its_round(project: Path
     assert "--capevolve-multiple none: the question the gate asks is the owner's" in done.stderr, done.stderr
     run = projects.run_dir(project)
     assert not (run / "verdicts" / "t1.json").exists()
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "unconfined: a plain `pytest --capevolve-gate` run with `CAPEVOLVE_OPTIMIZER_CONFINEMENT` set by "
+        'hand to the broker\'s JSON: the session printed "optimizer: confined (Landlock ABI 7)" and the '
+        "decision, `measure` and report.md counted it as a confined decision"
+    ),
+    outcome=(
+        "**not held**: the label is what the command's starter said. Inside the boundary the agent cannot "
+        "set it (the broker builds each command's environment); a process of the same user outside it "
+        "can, as it can edit the package. A proof would need a starter the user cannot impersonate"
+    ),
+    note="xfail, strict",
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="the optimizer label travels in an environment variable its starter sets; the same OS user "
+    "outside the boundary can set it too (no unforgeable starter without another user or a kernel "
+    "attestation): a design change for the lead",
+)
+def test_an_unconfined_session_cannot_claim_a_confined_optimizer(example, projects, capevolve, monkeypatch):
+    forged = {"confined": True, "abi": 7, "label": "confined (Landlock ABI 7)", "by": "capevolve agent"}
+    monkeypatch.setenv("CAPEVOLVE_OPTIMIZER_CONFINEMENT", json.dumps(forged))
+    project = example("noisy_agent")
+    assert capevolve(project, "improved", gate=True).ret == 0
+    lines = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
+    decision = next(e for e in map(json.loads, lines) if e["kind"] == "decision")
+    assert "confined (Landlock" not in decision["confinement"]["optimizer"], decision["confinement"]
