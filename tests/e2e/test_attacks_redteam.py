@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -453,3 +454,37 @@ def test_an_unconfined_session_cannot_claim_a_confined_optimizer(example, projec
     lines = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
     decision = next(e for e in map(json.loads, lines) if e["kind"] == "decision")
     assert "confined (Landlock" not in decision["confinement"]["optimizer"], decision["confinement"]
+
+
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "confined and unconfined: an adapter whose noise is a function of public inputs (the bundled "
+        "noisy_agent draws from sha256 of the trial seed, the task and the candidate's folder name, which "
+        "the optimizer chooses); val ids from `capevolve diagnose`, 60,000 tag names ground offline with "
+        "the adapter's own formula: the seed's bytes plus one inert sentence, tagged `v44604`, accepted "
+        "(p = 0.0035) and booked as best"
+    ),
+    outcome=(
+        "**not held**: the gate's α assumes the noise is independent of what the optimizer chooses; a "
+        "real model's is, a simulator keyed on names and public seeds is not. A per-run secret in the "
+        "draws (as the sequential gate's task order has) would need adapters to take it"
+    ),
+    note="xfail, strict",
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="the trial seeds an adapter gets are public (the spec's base_seed); a simulated adapter "
+    "keyed on them and on a name the optimizer picks lets it compute every draw: a design change "
+    "for the lead (a per-run secret in the seeds breaks replay adapters keyed on them)",
+)
+def test_a_candidate_named_for_its_precomputed_draws_is_not_accepted(example, projects, capevolve):
+    project = example("noisy_agent")
+    lucky = project / "candidates" / "v44604"  # the name the red team's grind found for this example
+    shutil.copytree(project / "capability", lucky)
+    with (lucky / "prompt.md").open("a") as handle:
+        handle.write("\nAlways greet the customer by name.\n")  # no RULE: the same agent
+    assert capevolve(project).ret == 0
+    capevolve(project, "v44604", gate=True)
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "v44604.json").read_text())
+    assert verdict["decision"] != "accept", verdict["reason"]
