@@ -91,7 +91,8 @@ def notes(
     if asked:
         lines.append(
             f"{' and '.join(asked)}: no rollout the agent failed is run again; a failed rollout is "
-            f"recorded and never drawn again because it failed (that would choose the draws); {INSTEAD}"
+            f"recorded and never drawn again because it failed (that would choose the draws), while what "
+            f"the run still owes is paid as without it; {INSTEAD}"
         )
     return selected, lines
 
