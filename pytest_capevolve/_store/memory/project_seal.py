@@ -135,7 +135,8 @@ def overlaps(
 
 # a new split_seed deals the scored tasks into some split again (refused): the way on names them
 NEW_SPLITS = (
-    "a new run whose split_ids_file leaves these tasks out of its {where} (a new split_seed deals them in)"
+    "a new run whose split_ids_file leaves these tasks out of its {where} (write it into the spec before "
+    "that run starts: the file is harness; a new split_seed would deal them in again)"
 )
 
 

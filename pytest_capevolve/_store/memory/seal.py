@@ -92,7 +92,8 @@ class Seal:
             "Read it with `capevolve measure`; to measure a new search, start a new run with a "
             "session (`pytest --capevolve-run . --capevolve-new-run` or `capevolve hill-climb "
             "--new-run`) and finalize that run: with a split_ids_file that leaves these test tasks "
-            "out of it, or with --capevolve-test-reused (labelled 'test reused')"
+            "out of it (in the spec before the new run starts: the file is harness), or with "
+            "--capevolve-test-reused (labelled 'test reused')"
         )
 
     @property
