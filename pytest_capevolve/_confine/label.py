@@ -1,8 +1,9 @@
 """Whether the optimizer was confined, as the process that started it says: never the optimizer.
 
 ``capevolve agent``'s broker or ``capevolve hill-climb`` passes it in :data:`OPTIMIZER_ENV` to
-the commands it runs, and the record copies it; the agent cannot forge it, since the broker
-builds each command's environment itself."""
+the commands it runs, and the record copies it. A confined agent cannot forge it, since the broker
+builds each command's environment itself; a process of the same user outside the boundary can
+(the threat model's broker section: not held)."""
 
 from __future__ import annotations
 

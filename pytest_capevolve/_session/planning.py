@@ -15,6 +15,7 @@ from .._engine import confinement
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy import guards
 from .._policy.gate.null_economy import identical_note, identical_null
+from .._policy.gate.regate import booked_decision
 from .._policy.repeats.identity import (
     FRESH_VAL_LABEL,
     HARNESS_CHANGED_LABEL,
@@ -25,7 +26,7 @@ from .._policy.repeats.identity import (
     repeat_of,
 )
 from .._policy.repeats.standing import standing_verdict
-from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash
+from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash, null_control_of
 from .._project.paths import to_stored
 from .._project.spec import Spec, SpecError, splits_for
 from .._project.splits import TEST_SPLIT
@@ -302,6 +303,26 @@ def refuse_sealed_in_dev(
     return f"acknowledged with --capevolve-test-reused: {line.split(';')[0]}"
 
 
+def _refuse_an_accept_left_unbooked(rundir: RunDir, best: str) -> None:
+    """A finalize seals the best; an accept of the best left unbooked could never be booked after it."""
+    pending = [
+        tag
+        for tag, verdict in rundir.verdicts.verdicts().items()
+        if verdict.get("decision") == "accept"
+        and verdict.get("against") == best
+        and not null_control_of(tag)
+        and booked_decision(rundir, tag) is None
+    ]
+    if pending:
+        tag = pending[0]
+        raise RunDirError(
+            f"run {rundir.run_id}: {tag!r} has an ACCEPT against the best {best!r} that no decision books; a "
+            f"finalize now would seal {best!r}, and no accept can be booked in a finalized run. Book it "
+            f"first (capevolve commit {tag} --decision accept), or pass on it on the record (capevolve "
+            f"commit {tag} --decision reject --reject-basis gate --force), then finalize"
+        )
+
+
 def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -> Planned:
     """The plan of a finalize: the best, and the seed when it differs, on test, from snapshots."""
     rundir.ensure_spec_lock(spec)
@@ -315,6 +336,7 @@ def plan_finalize(spec: Spec, rundir: RunDir, pool_ids: list[str], seal: Seal) -
             "to produce; give split_test a share (in a new run) to have one"
         )
     best = rundir.state.best()
+    _refuse_an_accept_left_unbooked(rundir, best)
     if SEED_TAG not in rundir.snapshots.known_tags():
         rundir.snapshots.register_candidate(SEED_TAG, spec.capability_path)
     planned = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -423,3 +424,67 @@ def test_an_agent_cannot_choose_the_family_correction_of_its_round(project: Path
     assert "--capevolve-multiple none: the question the gate asks is the owner's" in done.stderr, done.stderr
     run = projects.run_dir(project)
     assert not (run / "verdicts" / "t1.json").exists()
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "unconfined: a plain `pytest --capevolve-gate` run with `CAPEVOLVE_OPTIMIZER_CONFINEMENT` set by "
+        'hand to the broker\'s JSON: the session printed "optimizer: confined (Landlock ABI 7)" and the '
+        "decision, `measure` and report.md counted it as a confined decision"
+    ),
+    outcome=(
+        "**not held**: the label is what the command's starter said. Inside the boundary the agent cannot "
+        "set it (the broker builds each command's environment); a process of the same user outside it "
+        "can, as it can edit the package. A proof would need a starter the user cannot impersonate"
+    ),
+    note="xfail, strict",
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="the optimizer label travels in an environment variable its starter sets; the same OS user "
+    "outside the boundary can set it too (no unforgeable starter without another user or a kernel "
+    "attestation): a design change for the lead",
+)
+def test_an_unconfined_session_cannot_claim_a_confined_optimizer(example, projects, capevolve, monkeypatch):
+    forged = {"confined": True, "abi": 7, "label": "confined (Landlock ABI 7)", "by": "capevolve agent"}
+    monkeypatch.setenv("CAPEVOLVE_OPTIMIZER_CONFINEMENT", json.dumps(forged))
+    project = example("noisy_agent")
+    assert capevolve(project, "improved", gate=True).ret == 0
+    lines = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
+    decision = next(e for e in map(json.loads, lines) if e["kind"] == "decision")
+    assert "confined (Landlock" not in decision["confinement"]["optimizer"], decision["confinement"]
+
+
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "confined and unconfined: an adapter whose noise is a function of public inputs (the bundled "
+        "noisy_agent draws from sha256 of the trial seed, the task and the candidate's folder name, which "
+        "the optimizer chooses); val ids from `capevolve diagnose`, 60,000 tag names ground offline with "
+        "the adapter's own formula: the seed's bytes plus one inert sentence, tagged `v44604`, accepted "
+        "(p = 0.0035) and booked as best"
+    ),
+    outcome=(
+        "**not held**: the gate's α assumes the noise is independent of what the optimizer chooses; a "
+        "real model's is, a simulator keyed on names and public seeds is not. A per-run secret in the "
+        "draws (as the sequential gate's task order has) would need adapters to take it"
+    ),
+    note="xfail, strict",
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="the trial seeds an adapter gets are public (the spec's base_seed); a simulated adapter "
+    "keyed on them and on a name the optimizer picks lets it compute every draw: a design change "
+    "for the lead (a per-run secret in the seeds breaks replay adapters keyed on them)",
+)
+def test_a_candidate_named_for_its_precomputed_draws_is_not_accepted(example, projects, capevolve):
+    project = example("noisy_agent")
+    lucky = project / "candidates" / "v44604"  # the name the red team's grind found for this example
+    shutil.copytree(project / "capability", lucky)
+    with (lucky / "prompt.md").open("a") as handle:
+        handle.write("\nAlways greet the customer by name.\n")  # no RULE: the same agent
+    assert capevolve(project).ret == 0
+    capevolve(project, "v44604", gate=True)
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "v44604.json").read_text())
+    assert verdict["decision"] != "accept", verdict["reason"]

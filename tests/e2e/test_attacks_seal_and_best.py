@@ -190,16 +190,26 @@ def test_collecting_a_finalize_names_no_test_task_and_opens_nothing(example, pro
         "`capevolve commit TAG --decision accept` once the test score was seen: the finalized run's "
         "best moved, chosen on held-out knowledge"
     ),
-    outcome="refused in one line (the finalized-run guard, at commit), naming the way on: a new run",
+    outcome=(
+        "a finalize with an unbooked accept of the best is refused before any rollout, naming both ways "
+        "on (book it, or pass on it on the record); after a finalize, an accept is refused in one line "
+        "(the finalized-run guard, at commit), naming a new run"
+    ),
 )
 def test_an_accept_is_not_booked_in_a_finalized_run(example, projects, capevolve, capsys):
     project = example("noisy_agent")
     gate = capevolve(project, "improved", gate=True, extra=["--capevolve-commit", "none"])
     assert gate.ret == 0 and "improved" in gate.stdout.str()
+    refused = capevolve(project, finalize=True)
+    assert refused.ret == 4 and "no decision books" in refused.stderr.str(), refused.stderr.str()
+    assert not (projects.run_dir(project) / "seal.json").exists()
+    # the second way on, as printed: pass on it on the record, then finalize
+    way_on = "capevolve commit improved --decision reject --reject-basis gate --force"
+    assert way_on in refused.stderr.str()
+    assert main([*way_on.split()[1:], "--project", str(project)]) == 0
     assert capevolve(project, finalize=True).ret == 0
     capsys.readouterr()
-    code = main(["commit", "improved", "--project", str(project), "--decision", "accept"])
+    code = main(["commit", "improved", "--project", str(project), "--decision", "accept", "--force"])
     err = capsys.readouterr().err
     assert code == 2 and "is finalized" in err and "--capevolve-new-run" in err, err
-    state = (projects.run_dir(project) / "state.json").read_text()
-    assert '"best_id": "seed"' in state
+    assert '"best_id": "seed"' in (projects.run_dir(project) / "state.json").read_text()
