@@ -75,6 +75,7 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         fail("tasks('all') returned different tasks on a second call; make it deterministic")
     else:
         ok("tasks are the same across two calls")
+    _against_the_run(spec, args.run_id, first, ok, fail)
     try:  # the seed's code runs in a child, as a candidate's does
         runner = isolated(adapter, spec.adapter, spec.project_dir, spec.judge_rescores, spec=spec)
     except AdapterError as exc:
@@ -103,6 +104,38 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
         ok(f"score is deterministic on a re-score (reward {reward:g} on task {task.id!r})")
     _seed_microcases(spec, ok, fail)
     return exitcodes.OK if all(check["ok"] for check in checks) else exitcodes.CHECK_FAILED
+
+
+def _against_the_run(
+    spec: Any,
+    run_id: str | None,
+    tasks: dict[str, Any],
+    ok: Callable[[str], None],
+    fail: Callable[[str], int],
+) -> None:
+    """What the next session of the current run refuses, said with its way on: a harness moved since the
+    run locked it, a seed edited while the seed is the best. Read only: nothing written, nothing run."""
+    from .._project import harness
+    from .._project.candidate import SEED_TAG, CandidateError, content_hash
+    from .._store.readers.harness_lock import locked_harness
+    from .._store.rundir import RunDir, RunDirError
+
+    try:
+        rundir = RunDir.resolve(spec.project_dir, run_id, create=False)
+        locked = locked_harness(rundir)
+        changed = harness.changes(locked, harness.of_project(spec, tasks.values())) if locked else []
+        if changed:
+            fail(harness.refusal(rundir.run_id, changed))
+            return
+        if rundir.state.best() == SEED_TAG:  # the seed is registered again by the next session
+            source = spec.capability_path
+            rundir.snapshots.refuse_other_bytes(SEED_TAG, source, content_hash(source))
+    except RunDirError:
+        return  # no run yet (a damaged one is `capevolve verify`'s to say): nothing to compare
+    except CandidateError as exc:
+        fail(str(exc))
+        return
+    ok(f"run {rundir.run_id}: the harness and the seed are the ones it measured")
 
 
 def _margin_out_of_reach(spec: Any, n_val: int) -> str | None:

@@ -122,6 +122,7 @@ class CapevolveReporter:
         self.failed: list[RolloutRecord] = []
         self.notes: list[str] = []  # lines about the selection asked (:mod:`.selection`)
         self.deselected: set[Any] = set()  # keys of the rollouts -k, -m or --deselect left out
+        self.deselected_by: list[str] = []  # what was given that deselects (:func:`.selection.deselecting`)
         # each failed rollout's node id and captured output (pytest's report sections, for ``-rA``)
         self.failed_at: dict[tuple[str, str, str, int], tuple[str, list[tuple[str, str]]]] = {}
         self.infra_sections: dict[str, list[tuple[str, str]]] = {}  # nodeid → the same, for -rA
@@ -334,7 +335,8 @@ class CapevolveReporter:
         if self.tally.infra and not recopy:  # the same command pays the same error until its cause goes
             then = "once the cause of the infra errors above is fixed (a passing outage: now), "
         missing, left_out = len(keys), sum(key in self.deselected for key in keys)
-        deselected = f" ({left_out} deselected by -k, -m or --deselect)" if left_out else ""
+        by = f" by {', '.join(self.deselected_by[:3])}" if self.deselected_by else ""
+        deselected = f" ({left_out} deselected{by})" if left_out else ""
         return [
             f"{are_missing(missing)}{deselected}; {then}to complete only those, run:",
             f"  {self.completing()}",

@@ -10,6 +10,7 @@ test mean was on disk)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -64,21 +65,43 @@ def recorded_line(ids: list[str]) -> str:
     )
 
 
+def in_this_rerun(rest: str, tags: set[str]) -> str:
+    """``split::task[tag-tK]`` named under the fresh tag a ``--capevolve-rerun`` gave its candidate
+    (``val::t36[convert-units-t2]`` → ``val::t36[convert-units-r2-t2]``); as it is when its tag is
+    planned or no one planned tag is a rerun of it."""
+    found = re.fullmatch(r"(.*)\[(.+?)-((?:b\d+-)?t\d+)\]", rest)
+    if found is None or found[2] in tags:
+        return rest
+    base = re.sub(r"-r\d+$", "", found[2])
+    fresh = [tag for tag in tags if re.fullmatch(rf"{re.escape(base)}-r\d+", tag)]
+    return f"{found[1]}[{fresh[0]}-{found[3]}]" if len(fresh) == 1 else rest
+
+
 def notes(
     config: pytest.Config, plan: EvalPlan, named: dict[str, str], spec_name: str
 ) -> tuple[list[str], list[str]]:
     """Controller only: (the named rollouts the plan owes, lines about the rest and ``--lf``/``--ff``)."""
+    lines = []
     owed = set(planned_names(plan))
+    if getattr(config.option, "capevolve_rerun", False):  # a FAILED id pasted: its candidate's fresh tag
+        renamed = {rest: in_this_rerun(rest, plan.tags()) for rest in named}
+        named = {renamed[rest]: typed for rest, typed in named.items()}
+        moved = [f"{named[new]} as {new}" for rest, new in renamed.items() if new != rest and new in owed]
+        if moved:
+            lines.append(
+                f"--capevolve-rerun gives each candidate a fresh tag: {', '.join(moved[:3])}"
+                f"{' …' if len(moved) > 3 else ''} is run (a fresh rollout; the one recorded stays)"
+            )
     recorded = {f"{k.split}::{item_name(plan, k)}" for k in plan.all_keys()} - owed
     selected = [rest for rest in named if rest in owed]
-    lines = []
     done = [typed for rest, typed in named.items() if rest in recorded]
     if done:
         lines.append(recorded_line(done))
-    unknown = [typed for rest, typed in named.items() if rest not in owed and rest not in recorded]
-    unknown += other_node_ids(config.args, spec_name)
+    nameless = {rest: typed for rest, typed in named.items() if rest not in owed and rest not in recorded}
+    nameless.update((other, other) for other in other_node_ids(config.args, spec_name))
+    unknown = list(nameless.values())
     if unknown:  # a FAILED line's id pasted without its candidate: say how to name it
-        tag = unknown[0].rpartition("[")[2].rpartition("-t")[0]
+        tag = next(iter(nameless)).rpartition("[")[2].rpartition("-t")[0]  # (a rerun's: its fresh tag)
         add = f"its tag {tag!r} is not in it: add --capevolve-candidate with its folder, or "
         lines.append(
             f"{unknown[0]}{' and others' if len(unknown) > 1 else ''} names no rollout of this session's "
@@ -151,6 +174,13 @@ def selection_asked(config: pytest.Config, *, marks: bool = True) -> list[str]:
         if getattr(option, flag, None):
             asked.append(name)
     return asked
+
+
+def deselecting(config: pytest.Config) -> list[str]:
+    """What was given that deselects rollouts (``-k``, ``-m``, ``--deselect``, node ids, ``--lf``,
+    ``--sw``), as typed; read before the node ids are replaced by the rollouts they select."""
+    stops = ("--ff/--failed-first", "--new-first", "-x/--maxfail")  # these order or stop, never deselect
+    return [asked for asked in selection_asked(config) if asked not in stops]
 
 
 def refuse_partial(config: pytest.Config, run_id: str) -> None:

@@ -153,6 +153,7 @@ def _selected(config: pytest.Config, spec: Spec, plan: EvalPlan, given: list[str
     reporter = config.pluginmanager.get_plugin("capevolve-reporter")
     if reporter is not None:
         reporter.notes += lines
+        reporter.deselected_by = selection.deselecting(config)
     if named and not selected:
         _without_workers(config)
         config.pluginmanager.register(selection.NothingNamedIsOwed(), "capevolve-nothing-named")

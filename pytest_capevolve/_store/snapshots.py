@@ -64,21 +64,7 @@ class Snapshots:
         """Snapshot ``source`` under ``tag`` (first time) and return its content hash."""
         digest = content_hash(source)
         self._refuse_reserved(tag, digest)
-        known = self.candidate_hash(tag)
-        if known is not None:
-            if known != digest and tag == SEED_TAG:
-                # a tag or a rerun gives a candidate new bytes; the seed has no flag for that
-                raise CandidateError(
-                    f"the seed was evaluated in run {self.run_id} with different bytes ({known}); "
-                    f"{source} now hashes to {digest}. A run keeps its seed: restore it, or measure "
-                    "the new seed in a new run (--capevolve-new-run)"
-                )
-            if known != digest:
-                raise CandidateError(
-                    f"tag {tag!r} was evaluated in run {self.run_id} with different bytes "
-                    f"({known}); {source} now hashes to {digest}. Give the new version its own "
-                    "tag with --capevolve-tag, or use --capevolve-rerun"
-                )
+        if self.refuse_other_bytes(tag, source, digest):
             return digest
         dest = self.candidate_dir(tag)
         staging = dest.with_name(f".{tag}.staging-{secrets.token_hex(4)}")
@@ -108,6 +94,27 @@ class Snapshots:
             return self.register_candidate(tag, source)
         self.log.append_event(CANDIDATE_REGISTERED, tag=tag, content_hash=digest)
         return digest
+
+    def refuse_other_bytes(self, tag: str, source: Path, digest: str) -> bool:
+        """Whether ``tag`` is registered (with ``digest``); CandidateError when it holds other bytes
+        (``capevolve check`` says it before the next session refuses)."""
+        known = self.candidate_hash(tag)
+        if known is None:
+            return False
+        if known != digest and tag == SEED_TAG:
+            # a tag or a rerun gives a candidate new bytes; the seed has no flag for that
+            raise CandidateError(
+                f"the seed was evaluated in run {self.run_id} with different bytes ({known}); "
+                f"{source} now hashes to {digest}. A run keeps its seed: restore it, or measure "
+                "the new seed in a new run (--capevolve-new-run)"
+            )
+        if known != digest:
+            raise CandidateError(
+                f"tag {tag!r} was evaluated in run {self.run_id} with different bytes "
+                f"({known}); {source} now hashes to {digest}. Give the new version its own "
+                "tag with --capevolve-tag, or use --capevolve-rerun"
+            )
+        return True
 
     def _refuse_reserved(self, tag: str, digest: str) -> None:
         """Refuse a null-control tag not holding its tag's bytes, and a tag differing only in case."""

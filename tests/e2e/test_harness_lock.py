@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.log.event_kinds import HARNESS_LOCKED
 
 
@@ -154,3 +155,40 @@ def test_what_else_changes_a_harness_is_refused_in_one_line(example, projects, c
 
     (project / "calls.log").write_text("a log the adapter writes beside itself\n")
     assert capevolve(project).ret == 0  # the harness as it was: the session goes on
+
+
+def test_check_says_what_the_next_session_refuses_without_writing(example, projects, capevolve, capsys):
+    # a new user edited a microcase (then the seed's prompt) after the baseline: `capevolve check`
+    # said every line ok, and the next session refused with exit 4
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+    assert capevolve(project).ret == 0
+    run_dir = projects.run_dir(project)
+    case = project / "microcases" / "policy-text.yaml"
+    honest = case.read_text()
+    case.write_text(honest + "# a note\n")
+    assert _checked(project, run_dir) == 1  # and wrote nothing in the run dir
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAIL  ")]
+    assert len(said) == 1 and "the harness changed since run" in said[0], said
+    assert "microcases/policy-text.yaml (changed)" in said[0] and "--capevolve-new-run" in said[0]
+    _refused(capevolve(project), "microcases/policy-text.yaml (changed)")
+
+    case.write_text(honest)
+    prompt = project / "capability" / "prompt.md"
+    prompt.write_text(prompt.read_text() + "\nA new rule.\n")
+    assert _checked(project, run_dir) == 1
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAIL  ")]
+    assert len(said) == 1 and "the seed was evaluated in run" in said[0], said
+    assert "different bytes" in said[0] and "--capevolve-new-run" in said[0]
+    refused = capevolve(project)
+    assert refused.ret == 4 and "the seed was evaluated in run" in refused.stderr.str()
+    prompt.write_text(prompt.read_text().replace("\nA new rule.\n", ""))
+    assert _checked(project, run_dir) == 0  # restored: the way on works
+
+
+def _checked(project, run_dir) -> int:
+    """``capevolve check PROJECT``'s exit code, asserting it left every file of the run dir as it was."""
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    code = main(["check", str(project)])
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    return code

@@ -141,3 +141,36 @@ def test_tb_no_prints_each_failed_rollouts_id_and_reward_only(example, capevolve
     assert len(without) == len(with_feedback) == full.parseoutcomes()["failed"] > 0
     assert all(m[3] for m in with_feedback) and not any(m[3] for m in without)
     assert [(m[1], m[2]) for m in without] == [(m[1], m[2]) for m in with_feedback]
+
+
+def test_a_failed_lines_id_pasted_with_rerun_runs_that_rollout_under_the_fresh_tag(
+    example, projects, capevolve, pytester
+) -> None:
+    # issue 38, a new user's trap: a FAILED id pasted with --capevolve-rerun was said to need
+    # --capevolve-candidate (given: the rerun's tag is careful-r2) and "deselected by -k, -m or
+    # --deselect" (none given)
+    project = example("toy_calc")
+    full = capevolve(project, "careful")
+    theirs = next(m[1] for m in failed_lines(full) if "[careful-" in m[1])
+    fresh = theirs.split("::", 1)[1].replace("[careful-", "[careful-r2-")
+    again = capevolve(project, "careful", extra=[theirs, "--capevolve-rerun"])
+    out = again.stdout.str()
+    assert "is not in it" not in out and "-k, -m or --deselect" not in out, out
+    again.stdout.fnmatch_lines(
+        [
+            f"capevolve: --capevolve-rerun gives each candidate a fresh tag: {escape(theirs)} as {escape(fresh)} is run*"
+        ]
+    )
+    assert paid_reused(again)[0] == 1
+    split, _, rest = fresh.partition("::")
+    task, _, trial = rest.rstrip("]").partition("[careful-r2-t")
+    assert (split, task, "careful-r2", int(trial)) in projects.rollout_records(project)
+    missing = completing(again)  # its way on, followed literally, pays the rest of careful-r2
+    assert "--capevolve-rerun" not in missing and "careful-r2" in missing
+    assert paid_reused(pytester.runpytest(*missing))[0] == 11
+
+    # an id that names nothing: what left the rollouts out is the id given, not -k/-m/--deselect
+    typo = re.sub(r"::val::[^\[]+\[", "::val::nope[", theirs)
+    none = capevolve(project, "careful", extra=[typo, "--capevolve-rerun"])
+    assert "is not in it" not in none.stdout.str()  # its candidate is given
+    none.stdout.fnmatch_lines([f"* rollouts are missing (* deselected by node id {escape(repr(typo))}); *"])
