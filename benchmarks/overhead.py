@@ -79,7 +79,8 @@ def make_project(root: Path, trials: int) -> Path:
 
 
 def bare_loop(project: Path, tasks: int, trials: int, out: str = "bare") -> float:
-    """The same work without pytest: call the adapter, write the same record atomically."""
+    """The same work without pytest: call the adapter, write the same record atomically (into
+    ``out``, relative to the project unless absolute)."""
     sys.path.insert(0, str(project))
     import adapter  # type: ignore[import-not-found]
 
@@ -307,11 +308,12 @@ def main() -> None:
         project = make_project(tmp / f"noop{r}", trials)
         # paired: each side is measured right before and right after the session, and its figure
         # is their mean, so a change of load on this shared machine shifts all sides alike
-        bare_before = bare_loop(project, tasks, trials, out="bare_before")
+        # outside the project: files left in it would be walked by the session's harness lock
+        bare_before = bare_loop(project, tasks, trials, out=str(tmp / f"bare_before{r}"))
         fixed_before = startup(make_project(tmp / f"noop{r}_startup_before", trials))
         total = plugin_run(project)
         fixed_after = startup(make_project(tmp / f"noop{r}_startup_after", trials))
-        bare_after = bare_loop(project, tasks, trials, out="bare_after")
+        bare_after = bare_loop(project, tasks, trials, out=str(tmp / f"bare_after{r}"))
         per_bare = (bare_before + bare_after) / 2 / n
         per_plugin = max(total - (fixed_before + fixed_after) / 2, 0.0) / n
         bares.append(per_bare)
