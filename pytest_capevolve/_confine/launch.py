@@ -2,7 +2,13 @@
 
 The launcher confines itself to the :class:`.landlock.Boundary` in ``JSON``, then ``exec``s the
 command, which can never lift it. Without Landlock it says so on stderr and runs the command
-unconfined (the caller labels the run)."""
+unconfined (the caller labels the run).
+
+Whether the optimizer was confined is said by the process that started it, never the optimizer:
+``capevolve agent``'s broker or ``capevolve hill-climb`` passes it in :data:`OPTIMIZER_ENV` to the
+commands it runs, and the record copies it. A confined agent cannot forge it, since the broker
+builds each command's environment itself; a process of the same user outside the boundary can
+(the threat model's broker section: not held)."""
 
 from __future__ import annotations
 
@@ -10,9 +16,26 @@ import json
 import os
 import sys
 
-from .landlock import Boundary, confine
+from .landlock import Boundary, Confinement, confine
 
 CONFINEMENT_ENV = "CAPEVOLVE_CONFINEMENT"  # what the started command finds: the label's JSON
+OPTIMIZER_ENV = "CAPEVOLVE_OPTIMIZER_CONFINEMENT"
+
+
+def environment(state: Confinement, by: str) -> dict[str, str]:
+    """The variable a command run for the optimizer carries (set by its starter, ``by``)."""
+    return {OPTIMIZER_ENV: json.dumps({**state.as_json(), "label": state.label, "by": by}, sort_keys=True)}
+
+
+def optimizer_label(environ: dict[str, str] | None = None) -> str | None:
+    """The optimizer's label as its starter passed it; None when none did."""
+    env = os.environ if environ is None else environ
+    try:
+        fields = json.loads(env.get(OPTIMIZER_ENV, ""))
+    except ValueError:
+        return None
+    label = fields.get("label") if isinstance(fields, dict) else None
+    return label if isinstance(label, str) else None
 
 
 def command(boundary: Boundary, argv: list[str]) -> list[str]:

@@ -4,7 +4,7 @@ Two parties are labelled apart. **Candidate code**: what each sandbox child repo
 candidate byte ran, gathered per session, else what this machine gives a child; a verdict is
 confined only if every earlier session of the run was too, since it may rest on their rollouts.
 **The optimizer**: the label ``capevolve agent``/``hill-climb`` passes to the commands it runs
-(:mod:`.._confine.label`). Process-wide on purpose: one session runs in a process at a time."""
+(:mod:`.._confine.launch`). Process-wide on purpose: one session runs in a process at a time."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from .._confine.label import optimizer_label
 from .._confine.landlock import Confinement, expected
-from .._confine.launch import CONFINEMENT_ENV
+from .._confine.launch import CONFINEMENT_ENV, optimizer_label
 
 NOT_BY_AGENT = "not started by capevolve agent"
 NOT_SAID = "not said (a session of this run that predates the boundary's label)"
@@ -74,7 +73,7 @@ def candidate_code() -> str:
 
 
 def optimizer() -> str:
-    """The optimizer's label as its starter passed it (:mod:`.._confine.label`), else as a
+    """The optimizer's label as its starter passed it (:mod:`.._confine.launch`), else as a
     process inside a boundary finds it (``CAPEVOLVE_CONFINEMENT``), else "not started"."""
     passed = optimizer_label()
     if passed is not None:

@@ -27,11 +27,10 @@ from .._engine.sandbox import Sandboxes
 from .._engine.wire import plain
 from .._project.adapter import Task
 from .._project.spec import Spec
-from .._store.rollouts.codec import RECORD_PROPERTY, remember_decoded
-from .._store.rollouts.record import RolloutRecord
+from .._store.rollouts.record import RECORD_PROPERTY, RolloutRecord, remember_decoded
 from .._store.rundir import RUNS_DIR
-from .._store.sessions import stop_marker
-from .._store.sessions.live_marker import ControllerWatch
+from .._store.sessions import markers
+from .._store.sessions.markers import ControllerWatch
 from .fields import LeanItem, MadeOnUse, shed
 from .plan import EvalPlan, PlannedCandidate, RolloutKey
 
@@ -88,7 +87,7 @@ class EvalContext:
         if tag in self.stopped:
             return True
         run_root = self.spec.project_dir / RUNS_DIR / self.plan.run_id
-        return tag in stop_marker.read_stopped(run_root, self.plan.sequential)
+        return tag in markers.read_stopped(run_root, self.plan.sequential)
 
     def candidate_dir(self, tag: str) -> tuple[Path, Stamp]:
         """The folder ``tag`` is evaluated from (its read-only snapshot, or a worker's private copy)

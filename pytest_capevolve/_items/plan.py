@@ -66,7 +66,7 @@ class EvalPlan:
     order: list[str] | None = None
     orders: dict[str, list[str]] | None = None
     sequential: str | None = None
-    live: str | None = None  # this session's live-marker token (:mod:`.._store.sessions.live_marker`)
+    live: str | None = None  # this session's live-marker token (:mod:`.._store.sessions.markers`)
     pool_digest: str | None = None  # the controller's task pool, that every worker's must equal
     # what max_usd / max_metric_calls leave, split per process (:mod:`.._engine.budget_share`)
     budget: dict[str, Any] | None = None

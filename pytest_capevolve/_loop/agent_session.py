@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .._confine.broker_wire import BROKER_ENV, Request, control_pair, requests
-from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
-from .._confine.launch import CONFINEMENT_ENV, command
+from .._confine.launch import CONFINEMENT_ENV, OPTIMIZER_ENV, command, environment
 from .._project.spec import Spec
 from .._store.rundir import RunDir, RunDirError
 from ..exitcodes import Refusal

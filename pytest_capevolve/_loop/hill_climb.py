@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
+from .._confine.launch import OPTIMIZER_ENV, environment
 from .._policy import guards
 from .._policy.alpha.loop_schedule import constant_run_note, run_loop_schedule
 from .._policy.booking.journal_entry import JOURNAL

@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._confine.label import environment
 from .._confine.landlock import Boundary, expected
-from .._confine.launch import command
+from .._confine.launch import command, environment
 from .optimizer_cost import reported_cost
 
 STARTED_BY = "capevolve hill-climb"

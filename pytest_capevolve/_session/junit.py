@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from .._store.rollouts.codec import RECORD_PROPERTY, record_from_report
-from .._store.rollouts.record import RolloutRecord
+from .._store.rollouts.record import RECORD_PROPERTY, RolloutRecord, record_from_report
 from .outcome import SessionEnd
 
 VERDICT_CLASSNAME = "capevolve.verdicts"

@@ -28,11 +28,10 @@ from .._project.spec import Spec
 from .._show.report import arm_summary
 from .._store.log.event_kinds import SESSION_FINISHED, SESSION_LOAD
 from .._store.readers.evidence import ByTag, Outcomes
-from .._store.rollouts.codec import RECORD_PROPERTY, decode_record, record_text
 from .._store.rollouts.index import Columns
-from .._store.rollouts.record import RolloutRecord
+from .._store.rollouts.record import RECORD_PROPERTY, RolloutRecord, decode_record, record_text
 from .._store.rundir import RUNS_DIR, RunDir
-from .._store.sessions import live_marker
+from .._store.sessions import markers
 from .._store.sessions.claims import live_sessions
 from .outcome import Outcome
 
@@ -133,7 +132,7 @@ class Persistence:
 
     def stop_workers(self) -> None:
         if self.plan.live:
-            live_marker.remove(self.rundir.root, self.plan.live)
+            markers.remove(markers.live_path(self.rundir.root, self.plan.live))
 
     def pytest_keyboard_interrupt(self) -> None:
         self.stop_workers()  # before xdist's teardown waits on workers still paying

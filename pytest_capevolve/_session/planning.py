@@ -34,7 +34,7 @@ from .._store.log.event_kinds import FINALIZE_STARTED, SESSION_STARTED
 from .._store.memory import task_keys
 from .._store.memory.seal import Seal
 from .._store.rundir import RunDir, RunDirError
-from .._store.sessions import live_marker
+from .._store.sessions import markers
 from .plan_build import build_plan, valid_column_keys, valid_keys
 from .refusals import Screens
 
@@ -272,7 +272,7 @@ def plan_evaluation(
     if gate.sequential:
         _sequential_orders(rundir, plan, planned, best, task_ids)
     plan.live = uuid.uuid4().hex
-    live_marker.create(rundir.root, plan.live)
+    markers.create_live(rundir.root, plan.live)
     waiting_on = sorted({claimed[k] for k in plan.awaited})
     labels = {tag: label for tag, label in repeats.labels.items() if tag in {c.tag for c in planned}}
     notes += [

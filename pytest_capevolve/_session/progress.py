@@ -10,7 +10,7 @@ from typing import Any
 from .._policy.budget.spend import Ceilings
 from .._policy.stop.stop_condition import parse as parse_stop_condition
 from .._project.spec import Spec
-from .._store.rollouts.codec import record_from_report
+from .._store.rollouts.record import record_from_report
 from .._store.rundir import RunDir
 
 

@@ -18,8 +18,7 @@ from .._engine.remote import STALE_COPY_FIX
 from .._items.nodes import INFRA_PREFIX
 from .._show.numbers import num
 from .._show.report import ARMS_LEGEND, VERDICTS_LEGEND, render_arms, render_verdicts
-from .._store.rollouts.codec import record_from_report
-from .._store.rollouts.record import RolloutRecord
+from .._store.rollouts.record import RolloutRecord, record_from_report
 from .._store.rundir import RunDir
 from .outcome import SessionEnd
 from .persistence import Tally

@@ -24,10 +24,9 @@ from .._policy.gate.verdicts import Evidence, as_null, null_deltas
 from .._project.spec import Spec
 from .._stats import sequential as seq
 from .._store.readers.evidence import ByTag
-from .._store.rollouts.codec import record_from_report
-from .._store.rollouts.record import RolloutRecord
+from .._store.rollouts.record import RolloutRecord, record_from_report
 from .._store.rundir import RunDir
-from .._store.sessions import stop_marker
+from .._store.sessions import markers
 
 
 @dataclass(eq=False)  # a plugin: pluggy hashes it, so identity, not value, equality
@@ -146,7 +145,7 @@ class SequentialGate:
             if CONTEXT_KEY in self.config.stash:  # not yet while the session is being planned
                 self.config.stash[CONTEXT_KEY].stopped |= self.stopped
             if self.plan.sequential is not None:
-                stop_marker.write_stopped(self.rundir.root, self.plan.sequential, self.stopped)
+                markers.write_stopped(self.rundir.root, self.plan.sequential, self.stopped)
 
     def verdicts(
         self, by_tag: ByTag, config: GateConfig, null_tags: list[str], *, interrupted: bool = False
@@ -219,4 +218,4 @@ class SequentialGate:
 
     def finish(self) -> None:
         if self.plan.sequential is not None:
-            stop_marker.remove(self.rundir.root, self.plan.sequential)
+            markers.remove(markers.stop_path(self.rundir.root, self.plan.sequential))

@@ -33,7 +33,7 @@ from .._store.log.event_kinds import SESSION_STARTED
 from .._store.memory import task_keys
 from .._store.readers.harness_lock import check_or_lock
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
-from .._store.sessions.live_marker import ControllerWatch
+from .._store.sessions.markers import ControllerWatch
 from ..exitcodes import CapevolveError
 from . import selection
 from .kinds import Started, choose_kind

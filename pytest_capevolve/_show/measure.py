@@ -18,8 +18,8 @@ from .._engine import confinement as boundary
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.decisions.forced import FORCED_LABEL, labelled_accepts, short
-from .._store.log.event_digest import digest
 from .._store.log.event_kinds import BEST_CHANGED, DECISION, SCREEN
+from .._store.log.log_views import digest
 from .._store.memory.project_seal import REUSED_LABEL
 from .._store.memory.seal import Seal
 from .._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag

@@ -30,11 +30,9 @@ from .files import (
     exclusive,
     read_run_json,
 )
-from .log.event_digest import EventsDigest
 from .log.event_kinds import DECISION, RUN_CREATED, SPEC_CHANGED, SPLITS_FROZEN
 from .log.events import EventLog
-from .log.log_views import LogView
-from .log.pages_stamp import PagesStamp
+from .log.log_views import EventsDigest, LogView, PagesStamp
 from .rollouts.index import RolloutIndex
 from .rollouts.rollout_files import RolloutFiles
 from .sessions.claims import Claims

@@ -24,13 +24,14 @@ from pytest_capevolve._engine.inflight import InflightRollout, RolloutPool, Roll
 from pytest_capevolve._engine.runner import AdapterRunner, Scored
 from pytest_capevolve._project import candidate
 from pytest_capevolve._store.files import FILE_MODE, atomic_write_text
-from pytest_capevolve._store.rollouts.codec import (
+from pytest_capevolve._store.rollouts.record import (
     RECORD_PROPERTY,
+    RecordError,
+    RolloutRecord,
     decode_record,
     record_from_report,
     remember_decoded,
 )
-from pytest_capevolve._store.rollouts.record import RecordError, RolloutRecord
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
 json_value = st.recursive(

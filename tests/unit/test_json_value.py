@@ -1,4 +1,4 @@
-"""The run dir's JSON decoding (store/json_value.py: every rollout file verify reads, every log
+"""The run dir's JSON decoding (store/files.py: every rollout file verify reads, every log
 line a view catches up on) calls json's C scanner directly, and must give what ``json.loads``
 gives — the same value, or the same error word for word (the error is what verify prints for
 an unreadable file)."""
@@ -10,7 +10,7 @@ import json
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pytest_capevolve._store.json_value import loads_bytes, loads_utf8
+from pytest_capevolve._store.files import loads_bytes, loads_utf8
 
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),

@@ -62,7 +62,7 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
         rundir.rollouts.record_rollout(record)
         counts[f"{rollout.split}/{tag}"] = counts.get(f"{rollout.split}/{tag}", 0) + 1
     # the import's record first: it is what explains the best_changed below
-    # (:mod:`..._store.decisions.best_rule`)
+    # (:class:`..._store.decisions.state_tally.BestRule`)
     rundir.log.append_event(
         CAP_EVOLVE_IMPORTED,
         source=str(run.root),

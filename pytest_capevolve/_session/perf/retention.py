@@ -16,7 +16,7 @@ from _pytest.skipping import xfailed_key
 from _pytest.tmpdir import tmppath_result_key
 
 from ..._items.nodes import RolloutItem
-from ..._store.rollouts.codec import RECORD_PROPERTY
+from ..._store.rollouts.record import RECORD_PROPERTY
 
 NO_KEYWORDS: MappingProxyType[str, Any] = MappingProxyType({})
 # pytest ≥ 9 identifies a report by a NodeId (``nodeid`` is a property over it); before, by a string

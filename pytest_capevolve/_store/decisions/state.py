@@ -28,9 +28,7 @@ from ..log.event_kinds import (
 )
 from ..log.events import SPEND_FLUSH_EVERY as SPEND_FLUSH_EVERY  # where it has always been read
 from ..log.events import EventLog
-from .best_rule import BestRule
-from .best_rule import refusal as best_refusal
-from .state_tally import OPTIMIZER_SPEND, StateTally
+from .state_tally import OPTIMIZER_SPEND, BestRule, StateTally, best_refusal
 
 
 class RunState:

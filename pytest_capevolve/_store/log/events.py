@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
-from ..files import FILE_MODE, RunDirError, atomic_write_text
-from ..json_value import loads_bytes
+from ..files import FILE_MODE, RunDirError, atomic_write_text, loads_bytes
 from .event_chain import GENESIS, event_line_hash, line_seq, prev_of, verify_events
 from .event_kinds import EVENTS_REPAIRED, ROLLOUT, E, Kind, check
 

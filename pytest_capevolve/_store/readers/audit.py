@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._project.splits import TEST_SPLIT
-from ..decisions.best_rule import BestRule
+from ..decisions.state_tally import BestRule
 from ..log.event_chain import verified_events
 from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from ..log.log_views import check_views

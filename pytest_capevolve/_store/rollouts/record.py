@@ -1,7 +1,7 @@
 """The rollout record: one rollout's plain-JSON account, the same type everywhere.
 
-Built on the worker, shipped in the test report, persisted and read back. A schema version this
-code does not know is refused, never guessed."""
+Built on the worker, shipped in the test report (the ``capevolve_rollout`` user property),
+persisted and read back. A schema version this code does not know is refused, never guessed."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ..._project.blocks import block_of
 from ...exitcodes import CapevolveError
 
 SCHEMA_VERSION = 1
+RECORD_PROPERTY = "capevolve_rollout"
 
 
 class RecordError(CapevolveError, ValueError):
@@ -151,3 +152,40 @@ _OPTIONAL = ("judge", "confinement")  # left out of the JSON when None: records 
 _REQUIRED = [f.name for f in _FIELDS if f.default is dataclasses.MISSING]
 # json.dumps(..., sort_keys=True) builds a new encoder per call; the same settings, built once
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
+# The last record decoded (or built) and its JSON: one slot, replaced whole, so a reader on
+# another thread sees a consistent pair; every hook reading the same report shares one decode.
+_last_decoded: tuple[str, RolloutRecord] | None = None
+
+
+def remember_decoded(text: str, record: RolloutRecord) -> None:
+    global _last_decoded
+    _last_decoded = (text, record)
+
+
+def decode_record(text: str, where: Any) -> RolloutRecord:
+    """``RolloutRecord.loads(text)``, cached for the last ``text``."""
+    last = _last_decoded
+    if last is not None and (last[0] is text or last[0] == text):
+        return last[1]
+    try:
+        record = RolloutRecord.loads(text)
+    except RecordError:  # again, to name the report in the error
+        RolloutRecord.loads(text, f"report of {where.nodeid}")
+        raise
+    remember_decoded(text, record)
+    return record
+
+
+def record_from_report(report: Any) -> RolloutRecord | None:
+    text = record_text(report)
+    return None if text is None else decode_record(text, report)
+
+
+def record_text(report: Any) -> str | None:
+    """The record's compact JSON as shipped (the controller writes the file from it)."""
+    for name, value in getattr(report, "user_properties", ()):
+        if name == RECORD_PROPERTY:
+            return str(value)
+    return None

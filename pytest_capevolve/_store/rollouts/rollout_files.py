@@ -26,8 +26,7 @@ from .index import FIELDS as FIELDS_INDEX
 from .index import Columns, IndexDamaged, RolloutIndex, Row, outcome_row, record_of, row_of
 from .index_sync import IndexView, vanished_notice
 from .record import RolloutRecord
-from .rollout_digests import LoggedDigests
-from .rollout_readback import RolloutReadBack
+from .rollout_readback import LoggedDigests, RolloutReadBack
 
 
 class RolloutFiles(RolloutReadBack):

@@ -12,7 +12,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..json_value import loads_utf8
+from ..files import loads_utf8
 from .index import CHECKED
 
 FIELDS = ("split", "task_id", "tag", "trial", "reward", "infra_error", "cost_usd")
