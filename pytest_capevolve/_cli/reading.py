@@ -204,7 +204,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], out: Any) -> bool:
     """Print the log's head, and look up the anchor (``--anchor HASH`` or
     ``--anchor-from-store [DIR]``): False, with one ANCHOR line, when the log no longer holds it."""
-    from .._store.readers.anchor import AnchorError, find_anchor, head, parse_anchor
+    from .._store.log.event_chain import AnchorError, find_anchor, head, parse_anchor
 
     top = head(rundir.log)
     answer["head"] = {"seq": top.seq, "hash": top.hash}

@@ -56,11 +56,9 @@ def forward(fd: int, argv: list[str], cwd: str) -> int:
     except OSError as exc:
         if exc.errno in (errno.EBADF, errno.ENOTSOCK):
             raise BrokerNotInherited(
-                f"descriptor {fd} ({BROKER_ENV}) is not the broker's socket in this process: a "
-                "program between `capevolve agent` and this command closed it — Python's "
-                f"subprocess does unless given pass_fds=({fd},) or close_fds=False. Keep it open "
-                "down to this command (or run capevolve from a shell the agent starts); the broker "
-                "is still there"
+                f"descriptor {fd} ({BROKER_ENV}) is not the broker's socket here: a program between "
+                "`capevolve agent` and this command closed it (Python's subprocess does unless given "
+                f"pass_fds=({fd},) or close_fds=False); keep it open, or run capevolve from a shell"
             ) from None
         raise BrokerGone(f"descriptor {fd}: {exc.strerror}") from None
     here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -1,3 +1,2 @@
 """Collectors and items: every owed rollout of the plan becomes one pytest item (:mod:`.nodes`),
-every microcase another (:mod:`.microcases`); :mod:`.plan` is the plan the controller sends to
-its workers, and :mod:`.fields` the item fields made on first use."""
+every microcase another (:mod:`.microcases`); :mod:`.plan` is the plan the controller sends."""

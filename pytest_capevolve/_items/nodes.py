@@ -8,13 +8,14 @@ only on the spec and the plan, so every worker collects the same items in the sa
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.mark.structures import NodeKeywords
 from _pytest.pathlib import absolutepath
 
 from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
@@ -31,12 +32,94 @@ from .._store.rollouts.record import RECORD_PROPERTY, RolloutRecord, remember_de
 from .._store.rundir import RUNS_DIR
 from .._store.sessions import markers
 from .._store.sessions.markers import ControllerWatch
-from .fields import LeanItem, MadeOnUse, shed
 from .plan import EvalPlan, PlannedCandidate, RolloutKey
 
 INFRA_PREFIX = "INFRA ERROR (missing data, not a reward of 0): "
 SEQUENTIAL_SKIP = "sequential gate stopped"
 CONTROLLER_STOPPED = "the session's controller stopped"
+
+
+# Fields of a rollout item made on first use rather than carried by every item: pytest keeps every
+# item to the session's end (60,000 at 10k tasks × 3 trials × 2 tags), each with ~0.9 KB of nearly
+# always empty fields from ``Node.__init__``. :class:`MadeOnUse` makes such a field on first use,
+# and :func:`shed` drops one that holds nothing.
+class MadeOnUse:
+    """A field made by ``make(item)`` when first read, then an ordinary instance attribute that
+    shadows this non-data descriptor; :func:`shed` deletes it when ``blank``. Values are set with
+    ``setattr``, never through ``__dict__``, which CPython would build for every item."""
+
+    def __init__(
+        self, make: Callable[[Any], Any], *, blank: Callable[[Any, Any], bool] | None = None
+    ) -> None:
+        self.make = make
+        self.blank = blank
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, item: Any, owner: type | None = None) -> Any:
+        if item is None:
+            return self
+        value = self.make(item)
+        setattr(item, self.name, value)
+        return value
+
+
+def shed(item: Any) -> None:
+    """Delete every :class:`MadeOnUse` field of ``item`` that is blank (one never made is made
+    and dropped: cheaper than asking the instance ``__dict__``, see :class:`MadeOnUse`)."""
+    for made in _sheddable(type(item)):  # type: ignore[arg-type]  # a class is hashable; the cache stub says Hashable
+        if made.blank(item, getattr(item, made.name)):  # type: ignore[misc]
+            delattr(item, made.name)
+
+
+@functools.cache
+def _sheddable(cls: type) -> list[MadeOnUse]:
+    fields = {
+        name: made
+        for klass in cls.__mro__
+        for name, made in vars(klass).items()
+        if isinstance(made, MadeOnUse)
+    }
+    return [made for name, made in fields.items() if made.blank is not None and getattr(cls, name) is made]
+
+
+def empty(item: Any, value: Any) -> bool:
+    return type(value) in (list, set) and not value
+
+
+def empty_stash(item: Any, value: Any) -> bool:
+    return type(value) is pytest.Stash and not len(value)
+
+
+def fresh_keywords(item: Any, value: Any) -> bool:
+    """Only the item's own name, as ``NodeKeywords`` starts (no marker added since)."""
+    return type(value) is NodeKeywords and value.parent is item.parent and value._markers == {item.name: True}
+
+
+class LeanItem(pytest.Item):
+    """A ``pytest.Item`` whose per-node containers are :class:`MadeOnUse` (see above). Subclasses
+    call :func:`shed` when they are built and when they have run."""
+
+    keywords = MadeOnUse(NodeKeywords, blank=fresh_keywords)
+    own_markers = MadeOnUse(lambda item: [], blank=empty)
+    extra_keyword_matches = MadeOnUse(lambda item: set(), blank=empty)
+    stash = MadeOnUse(lambda item: pytest.Stash(), blank=empty_stash)
+    # copied into each report as it is made: dropped once the item has run (captured output too)
+    _report_sections = MadeOnUse(lambda item: [], blank=lambda item, value: True)
+    user_properties = MadeOnUse(lambda item: [], blank=empty)
+    # pytest's cached_property would build the instance __dict__; computed once all the same
+    location = MadeOnUse(pytest.Item.location.func)  # type: ignore[attr-defined]
+
+    @property
+    def _store(self) -> pytest.Stash:
+        """pytest's deprecated alias of ``stash``, kept an alias (``Node.__init__`` sets it)."""
+        return self.stash
+
+    @_store.setter
+    def _store(self, value: pytest.Stash) -> None:
+        pass
 
 
 @dataclass
@@ -72,16 +155,14 @@ class EvalContext:
     _where: dict[str, tuple[Path, Path, str]] = field(default_factory=dict, repr=False)
 
     def controller_stopped(self) -> bool:
-        """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Then nothing paid now could
-        be recorded."""
+        """Has the controller stopped (Ctrl-C, a full disk, kill -9)? Nothing paid now is recorded."""
         return self.watch is not None and self.watch.controller_stopped()
 
     def __post_init__(self) -> None:
         self.candidate_bytes = CandidateBytes(self.on_copy)
 
     def not_needed(self, tag: str) -> bool:
-        """Has the sequential gate decided ``tag``, so its rollout is not to be paid? In-process
-        from :attr:`stopped`, on an xdist worker from the controller's stop marker."""
+        """Has the sequential gate decided ``tag`` (:attr:`stopped`, or on a worker the stop marker)?"""
         if self.plan.sequential is None:
             return False
         if tag in self.stopped:
@@ -107,7 +188,7 @@ class EvalContext:
 
 
 def booked_cost(scored: Scored) -> float:
-    """The $ a rollout's record books (:func:`rollout_record`): none without a rollout."""
+    """The $ a rollout's record books (:func:`rollout_record`)."""
     return 0.0 if scored.rollout is None else float(scored.rollout.cost_usd or 0.0)
 
 
@@ -153,8 +234,7 @@ def item_name(plan: EvalPlan, key: RolloutKey) -> str:
 
 
 class RolloutItem(LeanItem):
-    """One owed rollout, held by pytest to the session's end: it carries its key and little else
-    (:mod:`.fields`)."""
+    """One owed rollout, held by pytest to the session's end: its key and little else (:class:`LeanItem`)."""
 
     def __init__(self, *, key: RolloutKey, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -231,8 +311,7 @@ class RolloutItem(LeanItem):
         self._fail_as_recorded(self._record(context, scored), context.spec.success_threshold)
 
     def _skip_unpaid(self, context: EvalContext) -> None:
-        """Before anything is paid: a tag the sequential gate decided, a task of another pool, a
-        controller that stopped."""
+        """Before paying: a tag the sequential gate decided, a task of another pool, a stopped controller."""
         if context.not_needed(self.key.tag):
             pytest.skip(f"{SEQUENTIAL_SKIP}: {self.key.tag!r} is decided; this rollout is not paid")
         if context.pool_problem:
@@ -302,8 +381,8 @@ class RolloutItem(LeanItem):
             )
 
     def take_in_flight_output(self, scored: Scored, context: EvalContext) -> None:
-        """In the call phase: replay what the rollout printed and logged in flight under this
-        item's capture, and keep its start and end for the call report, as K = 1 gives."""
+        """In the call phase: replay the in-flight rollout's output under this item's capture, and
+        keep its start and end for the call report, as K = 1 gives."""
         captured = scored.captured
         if captured is None:
             return
@@ -379,8 +458,7 @@ def asked(context: EvalContext, key: RolloutKey) -> dict[str, Any]:
 
 
 def run_reserved(context: EvalContext, key: RolloutKey, name: str, folder: Path) -> Scored:
-    """Run and score a rollout on this thread, its cost reserved as ``name`` in this process's
-    budget share: settled once scored, released if it raised."""
+    """Run and score a rollout here, its cost reserved as ``name``: settled, or released if it raised."""
     try:
         scored = run_and_score(context.runner, context.pool[key.task_id], folder, **asked(context, key))
     except BaseException:
@@ -391,8 +469,7 @@ def run_reserved(context: EvalContext, key: RolloutKey, name: str, folder: Path)
 
 
 def measured(scored: Scored, changed: str | None) -> Scored:
-    """A rollout whose snapshot changed while it ran (``changed``: how) may have read bytes no
-    snapshot holds: missing data."""
+    """A rollout whose snapshot changed while it ran (``changed``: how) read unknown bytes: missing data."""
     if changed is None:
         return scored
     return replace(scored, reward=None, feedback="", metrics=None, infra_error=changed)

@@ -141,8 +141,8 @@ def open_store(
 
 def store_anchor(root: Path) -> str:
     """The anchor in the newest commit of the git store at ``root`` (its ``candidates`` branch):
-    the log's head when that candidate was booked (:meth:`.._store.readers.anchor.Head.trailer`)."""
-    from .._store.readers.anchor import anchor_in_message
+    the log's head when that candidate was booked (:meth:`.._store.log.event_chain.Head.trailer`)."""
+    from .._store.log.event_chain import anchor_in_message
 
     if not (root / ".git").is_dir():
         raise StoreError(f"no git candidate store at {root} (hill-climb --store git makes one)")

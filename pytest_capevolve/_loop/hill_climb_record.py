@@ -1,7 +1,7 @@
 """What a decided ``capevolve hill-climb`` iteration books and leaves: the decision from its
 verdict, its one-line message, its ``outcome.json``, its commit in the candidate store
 (:mod:`.git_store`) — each message carrying the log's head, kept off the run dir
-(:mod:`.._store.readers.anchor`) — and its row of ``summary.json``."""
+(:mod:`.._store.log.event_chain`) — and its row of ``summary.json``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from .._policy.booking.commit import INDECISIVE, CommitRefused, OptimizerSpend, 
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.files import atomic_write_json, read_json
+from .._store.log.event_chain import head
 from .._store.log.event_kinds import HILL_CLIMB_ITERATION
-from .._store.readers.anchor import head
 from .._store.rundir import RunDir
 from .git_store import CandidateStore, StoreError
 from .journal import numbers, proposed_event

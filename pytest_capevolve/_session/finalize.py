@@ -23,8 +23,7 @@ from .._store.log.event_kinds import DECISION
 from .._store.memory.project_seal import REUSED_LABEL
 from .._store.memory.seal import TEST_SPLIT, Seal
 from .._store.readers import evidence
-from .._store.readers.evidence import ByTag, index_records
-from .._store.readers.first_outcomes import first_errors
+from .._store.readers.evidence import ByTag, first_errors, index_records
 from .._store.rundir import RunDir
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize

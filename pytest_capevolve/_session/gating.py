@@ -52,7 +52,7 @@ def judge(
         for c in plan.candidates
         if c.tag != best and c.tag not in planned.null_tags and c.tag not in planned.decided
     ]
-    # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.readers.first_outcomes`)
+    # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.readers.evidence`)
     evidence, repaid = first_evidence(spec, rundir, by_tag, plan.task_ids, plan.num_trials, prefer)
     # The α budget is read, the round judged at it and its decisions logged under the run's
     # lock, in one hold: a second gate session on the run judging at the same moment waits here,

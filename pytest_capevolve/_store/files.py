@@ -112,6 +112,13 @@ def unwritable_folder(folder: Path) -> OSError | None:
     return None
 
 
+def stat_or_none(path: Path | str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+
+
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -193,10 +200,7 @@ class RunLock:
         while True:
             fd = self._descriptor()
             fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                stat = os.stat(self.path)
-            except FileNotFoundError:
-                stat = None
+            stat = stat_or_none(self.path)
             if stat is not None and self._file is not None and (stat.st_dev, stat.st_ino) == self._file[:2]:
                 self._depth = 1
                 return

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import secrets
 import shutil
 import time
@@ -50,14 +51,9 @@ def new_run_id(taken: Iterable[str] = ()) -> str:
     """``YYYYmmdd-HHMMSS-xxxxxx``: sorts by creation, which is how "the newest run" is found (two
     in one second get increasing suffixes, so the later still sorts last)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    same_second = [int(t.rsplit("-", 1)[1], 16) for t in taken if t.startswith(stamp + "-") and _hex_tail(t)]
+    same_second = [int(t[-6:], 16) for t in taken if re.fullmatch(rf"{stamp}-[0-9a-f]{{6}}", t)]
     suffix = max(same_second) + 1 if same_second else secrets.randbelow(0x800000)
     return f"{stamp}-{suffix:06x}"
-
-
-def _hex_tail(run_id: str) -> bool:
-    tail = run_id.rsplit("-", 1)[-1]
-    return len(tail) == 6 and all(c in "0123456789abcdef" for c in tail)
 
 
 class RunDir:
@@ -194,19 +190,14 @@ class RunDir:
         was = {k: spec.locked_value(old, k) for k in spec.FROZEN_KEYS}
         changed = [k for k in spec.FROZEN_KEYS if was[k] != spec.locked_value(lock, k)]
         guards = [k for k in changed if k in spec.GUARD_KEYS]
-        if guards:
+        if changed:  # a changed guard is named alone: guards decide what may be gated
+            shown = guards or changed
+            now = f", now {', '.join(repr(spec.locked_value(lock, k)) for k in guards)}" if guards else ""
+            why = "a run's guards are frozen with it" if guards else "old rollouts would not be comparable"
             raise RunDirError(
-                f"{spec.path}: {', '.join(guards)} changed since run {self.run_id} began "
-                f"(was {', '.join(repr(was[k]) for k in guards)}, now "
-                f"{', '.join(repr(spec.locked_value(lock, k)) for k in guards)}): a run's guards decide "
-                "what may be gated and are frozen with it. Restore it, or start a new run with "
-                "--capevolve-new-run to gate under these guards"
-            )
-        if changed:
-            raise RunDirError(
-                f"{spec.path}: {', '.join(changed)} changed since run {self.run_id} began "
-                f"(was {', '.join(repr(was[k]) for k in changed)}); old rollouts would "
-                "not be comparable. Restore it, or start a new run with --capevolve-new-run"
+                f"{spec.path}: {', '.join(shown)} changed since run {self.run_id} began "
+                f"(was {', '.join(repr(was[k]) for k in shown)}{now}): {why}. Restore it, or start "
+                "a new run with --capevolve-new-run"
             )
         moved = {k: lock[k] for k in lock if old.get(k) != lock[k]}
         if moved:
@@ -247,8 +238,8 @@ class RunDir:
             intact = False
         if not intact:
             raise RunDirError(
-                f"{self.splits_path}: not the splits the run froze (event seq {event.get('seq')} in the "
-                "log); the file was edited. Restore it, or start a new run with --capevolve-new-run"
+                f"{self.splits_path}: not the splits the run froze (event seq {event.get('seq')}): "
+                "edited. Restore it, or start a new run with --capevolve-new-run"
             )
 
     def ensure_splits(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -324,9 +315,8 @@ def _ids_digest(splits: dict[str, Any]) -> str:
 
 
 _LOCK_DELETED = (
-    "run {run}: its spec.lock.yaml is gone but its event log records the run: the spec it froze was "
-    "deleted, so nothing it decided can be continued (restore the file from a backup, or start a "
-    "new run with --capevolve-new-run)"
+    "run {run}: its spec.lock.yaml is gone but its event log records the run, so nothing it decided "
+    "can be continued (restore the file from a backup, or start a new run with --capevolve-new-run)"
 )
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.readers.audit import _quarantine_tampered, _rollouts
-from pytest_capevolve._store.rollouts.rollout_scan import scan_rollouts
+from pytest_capevolve._store.rollouts.index_sync import scan_rollouts
 from pytest_capevolve._store.rundir import RunDir
 
 BYTES_DIFFER = "its bytes differ from what its rollout event"

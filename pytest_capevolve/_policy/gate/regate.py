@@ -18,8 +18,7 @@ from ..._decide.verdict import INDECISIVE, Verdict
 from ..._project.spec import Spec
 from ..._store.log import paid_by
 from ..._store.log.event_kinds import VERDICT
-from ..._store.readers.evidence import ByTag, index_records
-from ..._store.readers.first_outcomes import first_outcomes, repaid_details
+from ..._store.readers.evidence import ByTag, first_outcomes, index_records, repaid_details
 from ..._store.rundir import RunDir
 from ..._store.snapshots import unknown_tag
 from ...exitcodes import Refusal

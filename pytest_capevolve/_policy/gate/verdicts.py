@@ -100,7 +100,7 @@ class Evidence:
         prefer: Prefer | None = None,
     ) -> Evidence:
         """A run's records with the run's readers, so no verdict lacks what another carries."""
-        from ..._store.readers.first_outcomes import redrawn_after_errors
+        from ..._store.readers.evidence import redrawn_after_errors
 
         rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
         made = cls(

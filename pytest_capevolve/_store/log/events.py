@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
-from ..files import FILE_MODE, RunDirError, atomic_write_text, loads_bytes
+from ..files import FILE_MODE, RunDirError, atomic_write_text, loads_bytes, stat_or_none
 from .event_chain import GENESIS, event_line_hash, line_seq, prev_of, verify_events
 from .event_kinds import EVENTS_REPAIRED, ROLLOUT, E, Kind, check
 
@@ -136,10 +136,7 @@ class EventLog:
         """Append one chained line; a kind or field :mod:`.event_kinds` does not declare is refused first."""
         check(kind, fields)
         with self.lock():
-            try:
-                stat: os.stat_result | None = os.stat(self.events_path)
-            except FileNotFoundError:
-                stat = None
+            stat = stat_or_none(self.events_path)
             size, prev, seq = self._event_tail_at(stat)
             event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": str(kind), **fields}
             event["prev"] = prev
@@ -195,11 +192,7 @@ class EventLog:
             close_lock()
 
     def _read_event_tail(self) -> tuple[int, str, int]:
-        try:
-            stat: os.stat_result | None = os.stat(self.events_path)
-        except FileNotFoundError:
-            stat = None
-        return self._event_tail_at(stat)
+        return self._event_tail_at(stat_or_none(self.events_path))
 
     def _event_tail_at(self, stat: os.stat_result | None) -> tuple[int, str, int]:
         if stat is None:
@@ -231,9 +224,8 @@ class EventLog:
         """Every event of ``kinds``, in log order, found by their bytes (``"kind": "<kind>"``) so
         that the 60,000 rollout lines are not decoded. Each is checked against the next line's
         ``prev``: a line edited after it was written raises RunDirError here, not only in verify."""
-        try:
-            stat = os.stat(self.events_path)
-        except FileNotFoundError:
+        stat = stat_or_none(self.events_path)
+        if stat is None:
             return []
         if ROLLOUT in kinds:
             key = (stat.st_size, stat.st_mtime_ns)
@@ -411,9 +403,8 @@ class EventLog:
     def _damaged(self, number: int | None) -> RunDirError:
         return RunDirError(
             f"{self.events_path}: {'a line' if number is None else f'line {number}'} is not an event "
-            "(unreadable JSON or no seq); "
-            f"nothing more can be chained to it. Run `capevolve verify --repair {self.events_path.parent}` "
-            "to move the damaged lines aside"
+            f"(unreadable JSON or no seq); `capevolve verify --repair {self.events_path.parent}` moves "
+            "the damaged lines aside"
         )
 
     def events(self) -> list[dict[str, Any]]:

@@ -88,12 +88,10 @@ class Seal:
         best = done.get("best", {})
         return (
             f"run {self.rundir.run_id}: the test split was already scored (best {best.get('tag')!r}, "
-            f"in {self.path}); it is scored exactly once per run. "
-            "Read it with `capevolve measure`; to measure a new search, start a new run with a "
-            "session (`pytest --capevolve-run . --capevolve-new-run` or `capevolve hill-climb "
-            "--new-run`) and finalize that run: with a split_ids_file that leaves these test tasks "
-            "out of it (in the spec before the new run starts: the file is harness), or with "
-            "--capevolve-test-reused (labelled 'test reused')"
+            f"in {self.path}); it is scored exactly once per run. Read it with `capevolve measure`; "
+            "for a new search, start a new run (`pytest --capevolve-run . --capevolve-new-run` or "
+            "`capevolve hill-climb --new-run`) and finalize that run, with a split_ids_file leaving these "
+            "test tasks out (in the spec before it starts: harness) or --capevolve-test-reused"
         )
 
     @property

@@ -19,8 +19,7 @@ from ..log.event_chain import verified_events
 from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from ..log.log_views import check_views
 from ..log.paid_by import Key, rollout_file
-from ..rollouts.index_sync import vanished_notice
-from ..rollouts.rollout_scan import RolloutScan, Scanned, data_of, error_of, scan_rollouts
+from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, scan_rollouts, vanished_notice
 from ..rundir import RunDir
 
 

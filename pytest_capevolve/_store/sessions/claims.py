@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import IO
 
 from ..log.event_kinds import CLAIMED
-from ..log.paid_by import claimed_keys
+from ..log.paid_by import Key, claimed_keys
 
-Key = tuple[str, str, str, int]  # (split, task_id, tag, trial)
 WAIT_POLL_S = 0.5  # how often a waiter looks again at a claim whose owner lives
 
 
