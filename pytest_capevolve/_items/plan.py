@@ -125,18 +125,6 @@ class EvalPlan:
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> EvalPlan:
-        return cls(
-            run_id=data["run_id"],
-            split=data["split"],
-            task_ids=list(data["task_ids"]),
-            num_trials=int(data["num_trials"]),
-            base_seed=int(data["base_seed"]),
-            candidates=[PlannedCandidate(**c) for c in data["candidates"]],
-            persisted={(s, t, g, int(k)) for s, t, g, k in data["persisted"]},
-            awaited={(s, t, g, int(k)) for s, t, g, k in data.get("awaited", [])},
-            block=int(data.get("block", 0)),
-            **{
-                name: data.get(name)
-                for name in ("order", "orders", "sequential", "live", "pool_digest", "budget")
-            },
-        )
+        """What :meth:`to_wire` sent, through JSON: its lists of keys made sets of tuples again."""
+        keys = {name: {(s, t, g, int(k)) for s, t, g, k in data[name]} for name in ("persisted", "awaited")}
+        return cls(**{**data, **keys, "candidates": [PlannedCandidate(**c) for c in data["candidates"]]})

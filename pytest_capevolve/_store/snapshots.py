@@ -50,15 +50,13 @@ class Snapshots:
 
     def candidate_hash(self, tag: str) -> str | None:
         meta = self.candidate_dir(tag) / "candidate.json"
-        return str(self._metadata(tag)["content_hash"]) if meta.is_file() else None
-
-    def _metadata(self, tag: str) -> dict[str, Any]:
-        meta = self.candidate_dir(tag) / "candidate.json"
+        if not meta.is_file():
+            return None
         fix = "restore it, or start a new run with --capevolve-new-run"
         found = read_run_json(meta, fix)
         if not isinstance(found, dict) or not {"content_hash", "source"} <= found.keys():
             raise RunDirError(f"{meta}: damaged, lacks content_hash or source; {fix}")
-        return found
+        return str(found["content_hash"])
 
     def register_candidate(self, tag: str, source: Path) -> str:
         """Snapshot ``source`` under ``tag`` (first time) and return its content hash."""

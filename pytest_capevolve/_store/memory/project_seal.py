@@ -21,6 +21,7 @@ from . import project_memory, shared_ledger, task_keys
 SEALS_KIND = "test_seals"
 PROJECT_SEALS = f"{SEALS_KIND}.jsonl"
 REUSED_LABEL = "test reused — not a held-out estimate"
+Found = list[tuple[str, list[str]]]  # (a run as a refusal names it, the tasks it shares)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def overlaps(
     ledger: Path | None = None,
     *,
     unknown_is_any: bool = True,
-) -> list[tuple[str, list[str]]]:
+) -> Found:
     """(run, shared tasks) for every other run that scored any of ``test_ids``, oldest first; a run
     whose status and test split are unknown may have scored any, unless ``unknown_is_any`` is off."""
     scored_runs = scored_tests(project_dir, (keys or {}).values(), ledger)
@@ -146,13 +147,13 @@ def sealed_in_dev(
     splits: Any,
     keys: dict[str, str] | None = None,
     ledger: Path | None = None,
-) -> list[tuple[str, list[str]]]:
+) -> Found:
     """(run, tasks) of other runs whose scored test tasks val or train holds."""
     dev = [str(t) for name in ("val", "train") for t in splits.get(name, [])]
     return overlaps(project_dir, run_id, dev, keys, ledger, unknown_is_any=False)
 
 
-def sealed_dev_line(run_id: str, found: list[tuple[str, list[str]]]) -> str:
+def sealed_dev_line(run_id: str, found: Found) -> str:
     return (
         f"run {run_id}: its val/train splits hold test tasks the project already scored ({_runs(found)}); "
         "the test split is sealed for the project, so gating or training on them would select on "
@@ -177,9 +178,7 @@ def record_scored(
     shared_ledger.record(ledger, project_dir, SEALS_KIND, row)
 
 
-def reused_line(
-    run_id: str, found: list[tuple[str, list[str]]], decided: list[tuple[str, list[str]]] | None = None
-) -> str:
+def reused_line(run_id: str, found: Found, decided: Found | None = None) -> str:
     """The one line refusing to score test tasks another run scored, or decided on as val."""
     said = []
     if found:
@@ -194,7 +193,7 @@ def reused_line(
     )
 
 
-def _runs(found: list[tuple[str, list[str]]]) -> str:
+def _runs(found: Found) -> str:
     return "; ".join(
         f"run {other}: {len(ids)} task(s) {', '.join(ids[:6])}{' …' if len(ids) > 6 else ''}"
         if ids

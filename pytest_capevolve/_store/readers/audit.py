@@ -22,6 +22,8 @@ from ..log.paid_by import Key, rollout_file
 from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, scan_rollouts, vanished_notice
 from ..rundir import RunDir
 
+Logged = dict[Key, dict[str, Any]]  # each key's last rollout event
+
 
 def audit(
     rundir: RunDir,
@@ -96,8 +98,8 @@ def _rollouts(
     remaining = dict(last)  # the logged keys no file has been found for yet
     tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
     for split, files in scanned.items():
-        hashed = digests.get(split) if digests is not None else None
-        for seen_file, digest in zip(files, [None] * len(files) if hashed is None else hashed, strict=True):
+        hashed = (digests or {}).get(split) or [None] * len(files)
+        for seen_file, digest in zip(files, hashed, strict=True):
             rel = f"rollouts/{split}/{seen_file[0]}"
             said = _file_against_log(split, seen_file, digest, remaining, last)
             if said is None:
@@ -113,11 +115,9 @@ def _rollouts(
     return problems + list(missing.values())
 
 
-def _last_rollouts(
-    events: list[dict[str, Any]], rest: list[dict[str, Any]]
-) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
+def _last_rollouts(events: list[dict[str, Any]], rest: list[dict[str, Any]]) -> tuple[Logged, dict[str, int]]:
     """The last rollout event per key and each file's last move; every other event goes to ``rest``."""
-    last: dict[Key, dict[str, Any]] = {}
+    last: Logged = {}
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
         kind = event.get("kind")
@@ -133,10 +133,7 @@ def _last_rollouts(
 
 
 def _paid_twice(
-    events: list[dict[str, Any]],
-    rollout_events: int,
-    last: dict[Key, dict[str, Any]],
-    quarantined: dict[str, int],
+    events: list[dict[str, Any]], rollout_events: int, last: Logged, quarantined: dict[str, int]
 ) -> list[str]:
     """Files with more than one valid rollout event since last moved or gone."""
     if rollout_events <= len(last):
@@ -168,11 +165,7 @@ def _file_key(split: str, seen_file: Scanned) -> tuple[Key, Any, Any]:
 
 
 def _file_against_log(
-    split: str,
-    seen_file: Scanned,
-    digest: str | None,
-    remaining: dict[Key, dict[str, Any]],
-    last: dict[Key, dict[str, Any]],
+    split: str, seen_file: Scanned, digest: str | None, remaining: Logged, last: Logged
 ) -> tuple[list[str], bool] | None:
     """One file against its rollout event: its problems and whether to quarantine it; None: it agrees."""
     rel = f"rollouts/{split}/{seen_file[0]}"
@@ -204,11 +197,7 @@ def _file_against_log(
     ], True
 
 
-def _missing(
-    remaining: dict[Key, dict[str, Any]],
-    last: dict[Key, dict[str, Any]],
-    quarantined: dict[str, int],
-) -> dict[str, str]:
+def _missing(remaining: Logged, last: Logged, quarantined: dict[str, int]) -> dict[str, str]:
     """Logged rollouts whose file is gone with no quarantine or vanish since: file → problem."""
     missing: dict[str, str] = {}
     for key in sorted(remaining):

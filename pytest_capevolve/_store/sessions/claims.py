@@ -16,7 +16,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ..log.event_kinds import CLAIMED
 from ..log.paid_by import Key, claimed_keys
@@ -126,15 +126,9 @@ def live_sessions(runs_dir: Path, mine: Path | None = None) -> list[dict[str, ob
         info = held_claim(path)
         if info is None or not owner_alive(info):
             continue  # nobody holds it, or its owner died and something it left holds the lock
-        found.append(
-            {
-                "run_id": path.parent.parent.name,
-                "pid": info.get("pid"),
-                "host": info.get("host"),
-                "since": info.get("since"),
-                "rollouts": len(info.get("keys") or []),  # type: ignore[arg-type]
-            }
-        )
+        owner = {key: info.get(key) for key in ("pid", "host", "since")}
+        keys: Any = info.get("keys") or []
+        found.append({"run_id": path.parent.parent.name, **owner, "rollouts": len(keys)})
     return found
 
 
