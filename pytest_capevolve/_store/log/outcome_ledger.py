@@ -150,11 +150,6 @@ class OutcomeLedger:
         self._unchecked = self._unchecked or apply.changed
         self._position = (offset, seq)
 
-    def expected(self, key: Key) -> Outcome | None:
-        """What the log says of one rollout (None: none logged, or moved or gone since)."""
-        assert self._truth is not None
-        return self._truth.get(key)
-
     def checkpoint(self, also: Callable[[int, int], dict[str, Any]] | None = None) -> bool:
         """As a session leaves: log the outcomes' digest if rollouts were logged since; whether it did."""
         if self._truth is None:

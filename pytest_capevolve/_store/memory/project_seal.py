@@ -72,7 +72,7 @@ def _run_entry(root: Path) -> ScoredTests | None:
     why = None
     scored: list[dict[str, Any]] = []
     if not rundir.events_path.is_file():
-        if not _holds_a_run(root):
+        if all(p.name.endswith(".lock") for p in root.iterdir()):  # nothing of a run's but locks
             return None
         why = "its folder holds a run's files but no events.jsonl"
     else:
@@ -91,10 +91,6 @@ def _run_entry(root: Path) -> ScoredTests | None:
     keys = task_keys.recorded(rundir)
     test_keys = frozenset(keys[t] for t in ids if t in keys)
     return ScoredTests(rundir.run_id, frozenset(ids), "unknown" if why else "events.jsonl", why, test_keys)
-
-
-def _holds_a_run(root: Path) -> bool:
-    return any(not p.name.endswith(".lock") for p in root.iterdir())
 
 
 def _remembered(project_dir: Path, pool_keys: Any = (), ledger: Path | None = None) -> list[ScoredTests]:

@@ -37,11 +37,8 @@ class Seal:
         if not scored:
             return None
         last = scored[-1]
-        return {
-            "best": {"tag": last.get("best"), "mean": last.get("mean")},
-            "seal_file_missing": True,
-            "event_seq": last.get("seq"),
-        }
+        best = {"tag": last.get("best"), "mean": last.get("mean")}
+        return {"best": best, "seal_file_missing": True, "event_seq": last.get("seq")}
 
     def opened(self) -> dict[str, Any] | None:
         """The ``test_opened`` event once a finalize began paying test rollouts."""

@@ -51,8 +51,7 @@ class OrderSecret:
         self.log.append_event(ORDER_SECRET_CREATED, sha256=commitment(secret), path="secret/order.key")
 
     def read(self) -> bytes:
-        if self.recorded() is None:
-            self.create()
+        self.create()  # (once: a recorded secret is kept)
         expected = str(self.recorded())
         try:
             secret = bytes.fromhex(self.path.read_text(encoding="ascii").strip())
