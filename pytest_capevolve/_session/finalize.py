@@ -18,7 +18,7 @@ from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._show.measure import paired_summary
 from .._show.numbers import interval
-from .._store.decisions.forced import labelled_accepts
+from .._store.decisions.state_tally import labelled_accepts
 from .._store.log.event_kinds import DECISION
 from .._store.memory.project_seal import REUSED_LABEL
 from .._store.memory.seal import TEST_SPLIT, Seal

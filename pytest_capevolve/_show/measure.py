@@ -17,7 +17,7 @@ from .._decide.screen import ledger as screen_ledger
 from .._engine import confinement as boundary
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
-from .._store.decisions.forced import FORCED_LABEL, labelled_accepts, short
+from .._store.decisions.state_tally import FORCED_LABEL, labelled_accepts, short
 from .._store.log.event_kinds import BEST_CHANGED, DECISION, SCREEN
 from .._store.log.log_views import digest
 from .._store.memory.project_seal import REUSED_LABEL

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._store.decisions.forced import FORCED_LABEL, labelled_accepts, short
+from .._store.decisions.state_tally import FORCED_LABEL, labelled_accepts, short
 from .._store.files import RunDirError
 from .._store.log.event_kinds import DECISION, TEST_SCORED
 from .._store.memory.seal import Seal

@@ -12,7 +12,7 @@ from ..._engine import confinement
 from ..._project.candidate import CandidateError, changed_files, content_hash
 from ..._project.candidate_diff import bounded, unified_diff
 from ..._project.spec import Spec
-from ..._store.decisions.forced import label_of
+from ..._store.decisions.state_tally import label_of
 from ..._store.log.event_kinds import (
     BEST_CHANGED,
     CANDIDATE_REGISTERED,
@@ -133,7 +133,7 @@ def _label(
     details = (verdict or {}).get("details") or {}
     label = details.get("harness_changed") or {}
     if entry["decision"] == "accept" and isinstance(label, dict) and isinstance(label.get("label"), str):
-        # every view of this best shows it (:mod:`..._store.decisions.forced`)
+        # every view of this best shows it (:func:`..._store.decisions.state_tally.label_of`)
         entry["label"] = label["label"]
     if adopted is not None:  # an earlier run's accept, not gated again: every view says so
         entry["label"] = adopted.label

@@ -8,7 +8,7 @@ import unicodedata
 from typing import Any
 
 from ..._show.numbers import num
-from ..._store.decisions.forced import short
+from ..._store.decisions.state_tally import short
 from ..._store.rundir import RunDir
 
 LEDGER_COLUMNS = (

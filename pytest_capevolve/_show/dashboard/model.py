@@ -17,7 +17,7 @@ import numpy as np
 from ... import _stats as stats
 from ..._decide.looks import shown_decision
 from ..._project.candidate import SEED_TAG
-from ..._store.decisions.forced import FORCED_LABEL, label_of, short
+from ..._store.decisions.state_tally import FORCED_LABEL, label_of, short
 from ..._store.log.event_kinds import DECISION, SCREEN, VERDICT
 from ..._store.readers.evidence import ByTag, index_records, reward_matrix
 from ..._store.rundir import RunDir
@@ -343,7 +343,7 @@ def _decision(event: dict[str, Any]) -> Decision:
         parent=None if event.get("parent") is None else str(event.get("parent")),
         decision=str(event.get("decision")),
         # a forced (or re-gated) accept is shown as one wherever its decision is
-        # (:mod:`..._store.decisions.forced`)
+        # (:func:`..._store.decisions.state_tally.label_of`)
         basis=FORCED_LABEL
         if event.get("against_gate")
         else label_of(event) or (None if event.get("basis") is None else str(event.get("basis"))),

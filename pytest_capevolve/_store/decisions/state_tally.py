@@ -2,14 +2,16 @@
 
 ``state.json`` is checked at the point it says it is current to, so the log is folded once per
 process, keeping the counters after every change. Every decision is an iteration, a reject a stall,
-an accept the new best and stall 0; an unannounced ``best_changed`` is an iteration of its own."""
+an accept the new best and stall 0; an unannounced ``best_changed`` is an iteration of its own.
+An accept forced against the gate or re-gated after a harness change keeps a label in its
+``decision`` event (:func:`label_of`), so neither passes for a plain gate accept in any view."""
 
 from __future__ import annotations
 
 import bisect
 import math
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..._decide.basis import Basis
@@ -17,6 +19,29 @@ from ..._project.candidate import SEED_TAG
 from ..log.event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED, DECISION, ROLLOUT
 
 OPTIMIZER_SPEND = ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
+FORCED_LABEL = "forced: accepted against the gate"
+SHORT = {FORCED_LABEL: "forced"}  # the short forms the tables show beside a tag
+
+
+def label_of(event: Mapping[str, object]) -> str | None:
+    if event.get("kind") not in (None, DECISION) or event.get("decision") != "accept":
+        return None
+    if event.get("against_gate"):
+        return FORCED_LABEL
+    label = event.get("label")
+    return label if isinstance(label, str) and label else None
+
+
+def labelled_accepts(events: Iterable[dict[str, Any]]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for event in events:
+        if event.get("kind") == DECISION and (label := label_of(event)) is not None:
+            found[str(event.get("tag"))] = label
+    return found
+
+
+def short(label: str) -> str:
+    return SHORT.get(label) or label.split(" — ")[0]
 
 
 class BestRule:
