@@ -52,11 +52,7 @@ DISABLE_ENV = "CAPEVOLVE_LANDLOCK"  # "off": behave as a kernel without Landlock
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [
-        ("handled_access_fs", ctypes.c_uint64),
-        ("handled_access_net", ctypes.c_uint64),
-        ("scoped", ctypes.c_uint64),
-    ]
+    _fields_ = [(name, ctypes.c_uint64) for name in ("handled_access_fs", "handled_access_net", "scoped")]
 
 
 class _PathBeneathAttr(ctypes.Structure):
