@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 from .base import SessionKind, Started
+from .cheaper import GrowKind, ScreenKind
 from .evaluate import EvaluateKind
 from .finalize import FinalizeKind
-from .grow import GrowKind
-from .screen import ScreenKind
 from .sequential import SequentialGateKind
 
 __all__ = ["KINDS", "SessionKind", "Started", "choose_kind"]

@@ -22,13 +22,15 @@ if TYPE_CHECKING:
     from ..planning import GateRequest, Planned
     from ..refusals import Screens
 
-P = TypeVar("P")
+P = TypeVar("P", bound="Planned")
 
 
 def plan_locked(
     config: pytest.Config, spec: Spec, plan: Callable[[RunDir, Screens], P], *, microcases: bool = True
-) -> tuple[P, RunDir, Screens]:
-    """Run ``plan`` under the locks; a refused plan releases its claims and leaves no empty run."""
+) -> tuple[P, RunDir, Screens, Persistence]:
+    """Run ``plan`` under the locks (a refused plan releases its claims and leaves no empty run); the
+    persistence of the plan."""
+    from ..persistence import Persistence
     from ..refusals import Screens
 
     option = config.option
@@ -43,14 +45,14 @@ def plan_locked(
             rundir.claims.release()
             rundir.discard_if_created()
             raise
-    return planned, rundir, screens
+    persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
+    return planned, rundir, screens, persistence
 
 
 def plan_gated(
     config: pytest.Config, spec: Spec, pool_ids: list[str], split: str
 ) -> tuple[GateRequest, Planned, Persistence, RunDir, list[Verdict]]:
     """(the gate asked for, the plan, its persistence, the run, the refused candidates) of an evaluation."""
-    from ..persistence import Persistence
     from ..planning import plan_evaluation
     from .finalize import test_reused_asked
 
@@ -78,8 +80,7 @@ def plan_gated(
             test_reused=test_reused_asked(config),
         )
 
-    planned, rundir, screens = plan_locked(config, spec, plan, microcases=gate.enabled)
-    persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
+    planned, rundir, screens, persistence = plan_locked(config, spec, plan, microcases=gate.enabled)
     return gate, planned, persistence, rundir, screens.refusals
 
 

@@ -34,7 +34,6 @@ except ImportError:  # an older pytest: what its call_and_report re-raises, writ
 
 from ..._items.nodes import RolloutItem, time_call_as_rollout
 
-PLUGIN_NAME = "capevolve-protocol"
 CURRENT_TEST = "PYTEST_CURRENT_TEST"
 
 
@@ -162,4 +161,4 @@ def _passed(
 
 
 def register(config: pytest.Config) -> None:
-    config.pluginmanager.register(LeanProtocol(config), PLUGIN_NAME)
+    config.pluginmanager.register(LeanProtocol(config), "capevolve-protocol")
