@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -40,6 +40,9 @@ from .._store.sessions import live_marker
 from .._store.sessions.claims import Claims, live_sessions
 from .outcome import Outcome
 
+if TYPE_CHECKING:
+    from .planning import Planned
+
 NOT_OWED = "not a rollout this session owes, or one it recorded already: not recorded"
 RECORD_WINDOW_MIN = 16  # items a worker holds beyond its rollouts in flight: refills overlap runs
 
@@ -56,21 +59,13 @@ class Tally:
 
 
 class Persistence:
-    def __init__(
-        self,
-        config: pytest.Config,
-        spec: Spec,
-        rundir: RunDir,
-        plan: EvalPlan,
-        *,
-        waiting_on: list[Path] | None = None,
-    ) -> None:
+    def __init__(self, config: pytest.Config, spec: Spec, rundir: RunDir, planned: Planned) -> None:
         self.config = config
         self.spec = spec
         self.rundir = rundir
-        self.plan = plan
+        self.plan = plan = planned.plan
         self.tally = Tally()
-        self.waiting_on = list(waiting_on or [])
+        self.waiting_on = list(planned.waiting_on)  # other sessions paying what this one needs
         self._session: pytest.Session | None = None
         # the load this session pays at (:mod:`.._policy.gate.gate_load`), and who else was paying
         self.concurrency = int(config.option.capevolve_concurrency or spec.concurrency)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -152,35 +153,28 @@ class Progress:
         return f"{text}; budget left: {', '.join(left)}" if left else f"{text}; no budget ceiling set"
 
 
+@dataclass(eq=False)  # a plugin: identity, not value, equality
 class CapevolveReporter:
-    def __init__(
-        self,
-        rundir: RunDir,
-        end: SessionEnd,
-        tally: Tally,
-        progress: Progress | None,
-        completing: Callable[[], str],
-        failures: str | int = "auto",
-    ) -> None:
-        self.rundir = rundir
-        self.failures = failures  # --capevolve-failures
-        self.end = end
-        self.tally = tally
-        self.progress = progress
-        # the command that pays the missing rollouts (pinned to the run, nothing deselected)
-        self.completing = completing
-        self.failed: list[RolloutRecord] = []
-        self.notes: list[str] = []  # lines about the selection asked (:mod:`.selection`)
-        self.deselected: set[Any] = set()  # keys of the rollouts -k, -m or --deselect left out
-        self.deselected_by: list[str] = []  # what was given that deselects (:func:`.selection.deselecting`)
-        # each failed rollout's node id and captured output (pytest's report sections, for ``-rA``)
-        self.failed_at: dict[tuple[str, str, str, int], tuple[str, list[tuple[str, str]]]] = {}
-        self.infra_sections: dict[str, list[tuple[str, str]]] = {}  # nodeid → the same, for -rA
-        self._terminal: Any = None
-        self._hidden: list[pytest.TestReport] | None = None  # the agent's failures, out of stats
-        # the reports told task failures as they arrived: the summary hides them by this mark
-        # instead of decoding 60,000 records again (twice) when it ends
-        self._task_failures: weakref.WeakSet[pytest.TestReport] = weakref.WeakSet()
+    rundir: RunDir
+    end: SessionEnd
+    tally: Tally
+    progress: Progress | None
+    completing: Callable[[], str]  # the command that pays the missing rollouts (pinned, nothing deselected)
+    failures: str | int = "auto"  # --capevolve-failures
+    failed: list[RolloutRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # lines about the selection asked (:mod:`.selection`)
+    deselected: set[Any] = field(default_factory=set)  # keys of the rollouts -k, -m or --deselect left out
+    deselected_by: list[str] = field(default_factory=list)  # what deselects (:func:`.selection.deselecting`)
+    # each failed rollout's node id and captured output (pytest's report sections, for ``-rA``)
+    failed_at: dict[tuple[str, str, str, int], tuple[str, list[tuple[str, str]]]] = field(
+        default_factory=dict
+    )
+    infra_sections: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # nodeid → the same
+    _terminal: Any = field(default=None, init=False)
+    _hidden: list[pytest.TestReport] | None = field(default=None, init=False)  # the agent's failures
+    # the reports told task failures as they arrived: the summary hides them by this mark
+    # instead of decoding 60,000 records again (twice) when it ends
+    _task_failures: weakref.WeakSet[pytest.TestReport] = field(default_factory=weakref.WeakSet, init=False)
 
     def pytest_deselected(self, items: list[Any]) -> None:
         self.deselected.update(key for item in items if (key := getattr(item, "key", None)) is not None)

@@ -213,16 +213,8 @@ _VALUED = ("--capevolve-run-id", "--capevolve-candidate", "--capevolve-tag")
 _FLAGS = ("--capevolve-new-run", "--capevolve-rerun")
 # what deselects rollouts: left out of the command that completes the missing ones
 _DESELECTING_VALUED = ("-k", "-m", "--deselect", "--maxfail")
-_DESELECTING_FLAGS = (
-    "--lf",
-    "--last-failed",
-    "--ff",
-    "--failed-first",
-    "-x",
-    "--exitfirst",
-    "--sw",
-    "--stepwise",
-    "--stepwise-skip",
+_DESELECTING_FLAGS = tuple(
+    "--lf --last-failed --ff --failed-first -x --exitfirst --sw --stepwise --stepwise-skip".split()
 )
 # pytest's short flags that take no value: ``-xq`` is ``-x -q`` (the ``x`` left out, the rest kept)
 _SHORT_FLAGS = frozenset("vqslx")

@@ -45,7 +45,7 @@ def plan_locked(
             rundir.claims.release()
             rundir.discard_if_created()
             raise
-    persistence = Persistence(config, spec, rundir, planned.plan, waiting_on=planned.waiting_on)
+    persistence = Persistence(config, spec, rundir, planned)
     return planned, rundir, screens, persistence
 
 

@@ -43,7 +43,7 @@ class FinalizeKind:
         except BaseException:
             seal.release()
             raise
-        persistence = Persistence(config, spec, rundir, planned.plan)
+        persistence = Persistence(config, spec, rundir, planned)
         role = FinalizeSession(config, spec, rundir, planned, seal, persistence, test_reused=reused)
         return Started(role, planned, persistence, rundir, seal.test_rollouts)
 
