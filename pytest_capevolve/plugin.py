@@ -324,7 +324,7 @@ def pytest_configure(config: pytest.Config) -> None:
     target, finalize = _session_target(config)
     if not target:
         return  # not a capevolve session: import nothing more
-    from ._session.wiring import refuse_inside_boundary
+    from ._session.wiring import configure, refuse_inside_boundary
 
     refuse_inside_boundary(config)  # the record is out of reach there: say which command works
     _block_hypothesis_plugin(config.pluginmanager)
@@ -339,8 +339,6 @@ def pytest_configure(config: pytest.Config) -> None:
             f"-p {name} loads {where}, a plugin in the project outside the harness lock: hooks a project "
             "runs belong in its conftest.py (locked with the run)"
         )
-    from ._session.wiring import configure
-
     configure(config, target, split=split, ini=_ini_defaults(config))
 
 

@@ -143,16 +143,7 @@ class EvaluationSession:
         from .gating import judge
 
         load = self._load_lines()
-        nulls, judged, late = judge(
-            self.spec,
-            self.rundir,
-            self.planned,
-            by_tag,
-            self.gate,
-            hooks=self.hooks,
-            warnings=load,
-            prefer=self.prefer,
-        )
+        nulls, judged, late = judge(self, by_tag, load)
         self.late.update(late)
         outcome.verdicts = nulls + judged
         outcome.closing += [(line, {"yellow": True}) for line in load]

@@ -16,13 +16,14 @@ from .base import HARNESS_NOW, TASK_KEYS_NOW, Started, indexed
 from .options import candidate_requests, gate_request
 
 if TYPE_CHECKING:
-    from ..._decide.verdict import Verdict
     from ..._project.spec import Spec
+    from ..evaluation import EvaluationSession
     from ..persistence import Persistence
-    from ..planning import GateRequest, Planned
+    from ..planning import Planned
     from ..refusals import Screens
 
 P = TypeVar("P", bound="Planned")
+E = TypeVar("E", bound="EvaluationSession")
 
 
 def plan_locked(
@@ -49,10 +50,12 @@ def plan_locked(
     return planned, rundir, screens, persistence
 
 
-def plan_gated(
-    config: pytest.Config, spec: Spec, pool_ids: list[str], split: str
-) -> tuple[GateRequest, Planned, Persistence, RunDir, list[Verdict]]:
-    """(the gate asked for, the plan, its persistence, the run, the refused candidates) of an evaluation."""
+def start_gated(
+    config: pytest.Config, spec: Spec, pool_ids: list[str], split: str, session: type[E]
+) -> tuple[E, Planned, Persistence, RunDir]:
+    """An evaluation (or gate) planned and its ``session`` role built on the plan: (role, plan, its
+    persistence, the run)."""
+    from ..evaluation import preferences_judge
     from ..planning import plan_evaluation
     from .finalize import test_reused_asked
 
@@ -81,7 +84,18 @@ def plan_gated(
         )
 
     planned, rundir, screens, persistence = plan_locked(config, spec, plan, microcases=gate.enabled)
-    return gate, planned, persistence, rundir, screens.refusals
+    role = session(
+        spec,
+        rundir,
+        planned,
+        gate,
+        screens.refusals,
+        persistence,
+        explain=option.capevolve_explain,
+        hooks=SessionHooks(config),
+        prefer=preferences_judge(config, rundir),
+    )
+    return role, planned, persistence, rundir
 
 
 class EvaluateKind:
@@ -93,18 +107,7 @@ class EvaluateKind:
         return True  # the default: last in the table
 
     def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
-        from ..evaluation import EvaluationSession, preferences_judge
+        from ..evaluation import EvaluationSession
 
-        gate, planned, persistence, rundir, refusals = plan_gated(config, spec, pool_ids, split)
-        role = EvaluationSession(
-            spec,
-            rundir,
-            planned,
-            gate,
-            refusals,
-            persistence,
-            explain=config.option.capevolve_explain,
-            hooks=SessionHooks(config),
-            prefer=preferences_judge(config, rundir),
-        )
+        role, planned, persistence, rundir = start_gated(config, spec, pool_ids, split, EvaluationSession)
         return Started(role, planned, persistence, rundir, indexed(rundir, planned))

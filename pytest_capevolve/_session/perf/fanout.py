@@ -135,14 +135,14 @@ class Fanout:
         if self._worker is None and hasattr(self.config, "workerinput"):
             self._worker = _xdist_worker(self.config)
         worker = self._worker
+        owned = [item] + ([nextitem] if nextitem is not None else [])
         if worker is None:
             if self._index is None:
                 self._index = {id(it): n for n, it in enumerate(session.items)}
             at = self._index.get(id(item))
             if at is not None and next(iter(session.items[at + 1 : at + 2]), None) is nextitem:
                 return list(session.items[at : at + self.width])
-            return [item] + ([nextitem] if nextitem is not None else [])  # someone else's run loop
-        owned = [item] + ([nextitem] if nextitem is not None else [])
+            return owned  # someone else's run loop
         if nextitem is None or self.config.getoption("dist", "load") == "worksteal":
             return owned
         queue = getattr(worker, "torun", None)
