@@ -138,12 +138,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="TAG",
     )
-    option(
-        "split",
-        "split to evaluate: train or val (default val; test is sealed)",
-        type=_split_option,
-        metavar="SPLIT",
-    )
+    option("split", "train or val (default val; test is sealed)", type=_split_option, metavar="SPLIT")
     flag("rerun", "evaluate again under fresh tags instead of reusing persisted rollouts")
     flag("gate", "gate each candidate against the current best on val and write verdicts")
     option(
@@ -170,9 +165,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="auto|none",
     )
     option(
-        "multiple",
-        "family-wise correction across a round's candidates (default holm)",
-        metavar="holm|bh|none",
+        "multiple", "family-wise correction over a round's candidates (default holm)", metavar="holm|bh|none"
     )
     flag(
         "sequential",
@@ -180,9 +173,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "decides (accept, or reject for futility against gate_min_effect)",
     )
     option(
-        "finalize",
-        "score the current best (and the seed) on the sealed test split, once per run",
-        metavar="PROJECT",
+        "finalize", "score the best (and the seed) on the sealed test split, once per run", metavar="PROJECT"
     )
     flag(
         "test-reused",

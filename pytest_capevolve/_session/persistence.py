@@ -177,11 +177,9 @@ class Persistence:
         if self.plan.live:
             live_marker.remove(self.rundir.root, self.plan.live)
 
-    def pytest_keyboard_interrupt(self) -> None:
-        self.stop_workers()  # before xdist's teardown waits on workers still paying
-
-    def pytest_internalerror(self) -> None:
-        self.stop_workers()  # a full disk, say: what workers pay now could not be recorded
+    # Ctrl-C: before xdist's teardown waits on workers still paying; an internal error (a full disk,
+    # say): what workers pay now could not be recorded
+    pytest_keyboard_interrupt = pytest_internalerror = stop_workers
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.stop_workers()

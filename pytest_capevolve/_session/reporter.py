@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,12 +90,11 @@ def listed_failures(records: list[RolloutRecord], policy: str | int) -> list[Rol
     if policy == "all" or (policy == "auto" and len(records) <= AUTO_ALL_UP_TO):
         return list(records)
     per_task = 1 if policy == "auto" else int(policy)
-    seen: dict[tuple[str, str], int] = {}
+    seen: Counter[tuple[str, str]] = Counter()
     listed = []
     for record in records:
-        task = (record.split, record.task_id)
-        seen[task] = seen.get(task, 0) + 1
-        if seen[task] <= per_task:
+        seen[record.split, record.task_id] += 1
+        if seen[record.split, record.task_id] <= per_task:
             listed.append(record)
     return listed
 

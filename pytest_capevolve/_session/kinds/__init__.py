@@ -9,8 +9,7 @@ import pytest
 
 from .base import SessionKind, Started
 from .cheaper import GrowKind, ScreenKind
-from .evaluate import EvaluateKind
-from .finalize import FinalizeKind
+from .evaluate import EvaluateKind, FinalizeKind
 from .sequential import SequentialGateKind
 
 __all__ = ["KINDS", "SessionKind", "Started", "choose_kind"]

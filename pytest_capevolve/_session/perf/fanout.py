@@ -27,6 +27,8 @@ from .lean_protocol import MarkedItems
 
 WORKEROUTPUT_KEY = "capevolve_dropped_rollouts"
 SKIPPING_MARKS = frozenset({"skip", "skipif", "xfail"})  # pytest's setup may not run such an item
+# options under which no rollout is sent ahead (-x/--maxfail, --stepwise, --pdb)
+STOPPING_OPTIONS = ("maxfail", "stepwise", "stepwise_skip", "stepwise_reset", "usepdb")
 
 
 class Fanout:
@@ -200,7 +202,6 @@ class SendAhead:
 def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:
     """Send ahead only for an adapter declaring ``thread_safe = True``, sync, and no sequential gate, spend
     ceiling, test split, ``-x``/``--maxfail``/``--stepwise``/``--pdb``."""
-    option = config.option
     plan = context.plan
     # the spec's ceilings, and those its stop_condition states ("at most 20 rollouts")
     ceilings = Ceilings.from_spec(context.spec, parse_stop_condition(context.spec.stop_condition))
@@ -215,12 +216,8 @@ def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:
         and ceilings.max_usd is None
         and ceilings.max_metric_calls is None
         and plan.split != TEST_SPLIT
-        and not getattr(option, "maxfail", 0)
         # --sw-skip / --sw-reset imply --stepwise in pytest's own pytest_configure, after ours
-        and not getattr(option, "stepwise", False)
-        and not getattr(option, "stepwise_skip", False)
-        and not getattr(option, "stepwise_reset", False)
-        and not getattr(option, "usepdb", False)
+        and not any(getattr(config.option, name, 0) for name in STOPPING_OPTIONS)
     )
 
 

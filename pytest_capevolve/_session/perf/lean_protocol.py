@@ -63,11 +63,7 @@ class LeanProtocol:
         self.config = config
         self.reraise = get_reraise_exceptions(config)
         option = config.option
-        self.full = bool(
-            getattr(option, "setuponly", False)
-            or getattr(option, "setupshow", False)
-            or getattr(option, "setupplan", False)
-        )
+        self.full = any(getattr(option, name, False) for name in ("setuponly", "setupshow", "setupplan"))
         self._marked = MarkedItems()
         self._lean_hooks: dict[int, bool] = {}  # id(hook proxy) -> only_known_implementations
 
