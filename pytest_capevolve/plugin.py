@@ -116,151 +116,127 @@ def _screen_ids(value: str) -> tuple[str, ...]:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("capevolve", "capevolve: honest evaluation of agent capability changes")
-    group.addoption(
-        "--capevolve-run",
-        metavar="PROJECT",
-        help="evaluate the project's candidates: every rollout becomes a test item",
-    )
-    group.addoption(
-        "--capevolve-candidate",
+
+    def option(name: str, help: str, **how: Any) -> None:  # every flag is --capevolve-<name>
+        group.addoption(f"--capevolve-{name}", help=help, **how)
+
+    def flag(name: str, help: str) -> None:
+        option(name, help, action="store_true")
+
+    option("run", "evaluate the project's candidates: every rollout becomes a test item", metavar="PROJECT")
+    option(
+        "candidate",
+        "candidate capability folder to evaluate (repeatable); default: the current best",
         action="append",
         default=[],
         metavar="DIR",
-        help="candidate capability folder to evaluate (repeatable); default: the current best",
     )
-    group.addoption(
-        "--capevolve-tag",
+    option(
+        "tag",
+        "tag for the matching --capevolve-candidate (default: the folder's name)",
         action="append",
         default=[],
         metavar="TAG",
-        help="tag for the matching --capevolve-candidate (default: the folder's name)",
     )
-    group.addoption(
-        "--capevolve-split",
-        type=_split_option,
-        metavar="SPLIT",
-        help="split to evaluate: train or val (default val; test is sealed)",
-    )
-    group.addoption(
-        "--capevolve-rerun",
-        action="store_true",
-        help="evaluate again under fresh tags instead of reusing persisted rollouts",
-    )
-    group.addoption(
-        "--capevolve-gate",
-        action="store_true",
-        help="gate each candidate against the current best on val and write verdicts",
-    )
-    group.addoption(
-        "--capevolve-null",
+    option("split", "train or val (default val; test is sealed)", type=_split_option, metavar="SPLIT")
+    flag("rerun", "evaluate again under fresh tags instead of reusing persisted rollouts")
+    flag("gate", "gate each candidate against the current best on val and write verdicts")
+    option(
+        "null",
+        "null controls: N byte-identical copies of the best (default 2 when gating)",
         type=_null_count,
         metavar="N",
-        help="null controls: N byte-identical copies of the best (default 2 when gating)",
     )
-    group.addoption(
-        "--capevolve-veto-regressions",
-        action="store_true",
-        help="veto an accept when a task the best passed drops by more than its own noise "
+    flag(
+        "veto-regressions",
+        "veto an accept when a task the best passed drops by more than its own noise "
         "(--capevolve-regression-rule strict: by anything at all)",
     )
-    group.addoption(
-        "--capevolve-regression-rule",
+    option(
+        "regression-rule",
+        "which drops are regressions (default: the spec's regression_rule, noise): noise, a drop beyond "
+        "twice its own noise on a task the best passed; strict, any task the best scored higher on",
         choices=("noise", "strict"),
-        help="which drops are regressions (default: the spec's regression_rule, noise): noise, a "
-        "drop beyond twice its own noise on a task the best passed; strict, any task the best "
-        "scored higher on",
     )
-    group.addoption(
-        "--capevolve-commit",
+    option(
+        "commit",
+        "auto (default): book each verdict as a decision; none: leave verdicts as evidence for "
+        "`capevolve commit`",
         metavar="auto|none",
-        help="auto (default): book each verdict as a decision; none: leave verdicts as evidence "
-        "for `capevolve commit`",
     )
-    group.addoption(
-        "--capevolve-multiple",
-        metavar="holm|bh|none",
-        help="family-wise correction across a round's candidates (default holm)",
+    option(
+        "multiple", "family-wise correction over a round's candidates (default holm)", metavar="holm|bh|none"
     )
-    group.addoption(
-        "--capevolve-sequential",
-        action="store_true",
-        help="with --capevolve-gate: tasks in a seeded order, stop paying once an anytime-valid "
-        "e-process decides (accept, or reject for futility against gate_min_effect)",
+    flag(
+        "sequential",
+        "with --capevolve-gate: tasks in a seeded order, stop paying once an anytime-valid e-process "
+        "decides (accept, or reject for futility against gate_min_effect)",
     )
-    group.addoption(
-        "--capevolve-finalize",
-        metavar="PROJECT",
-        help="score the current best (and the seed) on the sealed test split, once per run",
+    option(
+        "finalize", "score the best (and the seed) on the sealed test split, once per run", metavar="PROJECT"
     )
-    group.addoption(
-        "--capevolve-test-reused",
-        action="store_true",
-        help="with --capevolve-finalize: score test tasks another run of the project already scored, "
-        "every view then saying 'test reused — not a held-out estimate' (refused without it)",
+    flag(
+        "test-reused",
+        "with --capevolve-finalize: score test tasks another run of the project already scored, every "
+        "view then saying 'test reused — not a held-out estimate' (refused without it)",
     )
-    group.addoption(
-        "--capevolve-harness-changed",
-        action="store_true",
-        help="with --capevolve-gate: gate again bytes another run of the project decided under "
-        "another harness (a real fix to the adapter or scorer); each such verdict is labelled "
-        "'re-gated after a harness change' (no ini twin: it is said each time)",
+    flag(
+        "harness-changed",
+        "with --capevolve-gate: gate again bytes another run of the project decided under another "
+        "harness (a real fix to the adapter or scorer); each such verdict is labelled 're-gated after a "
+        "harness change' (no ini twin: it is said each time)",
     )
-    group.addoption(
-        "--capevolve-concurrency",
+    option(
+        "concurrency",
+        "rollouts in flight at once in each process (the session, or each -n worker); default: the "
+        "spec's concurrency, else 1",
         type=_concurrency,
         metavar="K",
-        help="rollouts in flight at once in each process (the session, or each -n worker); "
-        "default: the spec's concurrency, else 1",
     )
-    group.addoption(
-        "--capevolve-progress",
+    option(
+        "progress",
+        "a progress line (rollouts done/owed, $ spent, budget left) every SECONDS (default 30; 0: after "
+        "every rollout; off)",
         type=_progress_interval,
         default=30.0,
         metavar="SECONDS",
-        help="a progress line (rollouts done/owed, $ spent, budget left) every SECONDS (default 30; "
-        "0: after every rollout; off)",
     )
-    group.addoption(
-        "--capevolve-failures",
+    option(
+        "failures",
+        "which rollouts the agent failed get a line of their own: all, none, at most N per task, or auto "
+        "(default: all up to 20, else one per task)",
         type=_failure_lines,
         metavar="all|auto|none|N",
-        help="which rollouts the agent failed get a line of their own: all, none, at most N per task, "
-        "or auto (default: all up to 20, else one per task)",
     )
-    group.addoption(
-        "--capevolve-explain",
-        action="store_true",
-        help="put each verdict in plain words: what was compared, on how many tasks, what the test "
-        "says, what it would take to decide",
+    flag(
+        "explain",
+        "put each verdict in plain words: what was compared, on how many tasks, what the test says, "
+        "what it would take to decide",
     )
-    group.addoption(
-        "--capevolve-block",
+    option(
+        "block",
+        "evaluate under replicate block B: independent trial seeds (base_seed shifted by B × 1,000,000); "
+        "0 (default) is the usual evaluation, the only one the gate reads",
         type=_block_number,
         default=0,
         metavar="B",
-        help="evaluate under replicate block B: independent trial seeds (base_seed shifted by "
-        "B × 1,000,000); 0 (default) is the usual evaluation, the only one the gate reads",
     )
     # subset screens and grow (_session/subset_screen.py, _session/grow.py)
-    group.addoption(
-        "--capevolve-screen",
+    option(
+        "screen",
+        "screen the candidate on part of val (1|2|3 = 25|50|75 %%): kill or promote, never accept",
         type=_screen_tier,
         metavar="TIER",
-        help="screen the candidate on part of val (1|2|3 = 25|50|75 %%): kill or promote, never accept",
     )
-    group.addoption(
-        "--capevolve-screen-ids",
+    option(
+        "screen-ids",
+        "screen the candidate on these val task ids (instead of a tier)",
         type=_screen_ids,
         metavar="a,b,c",
-        help="screen the candidate on these val task ids (instead of a tier)",
     )
-    group.addoption(
-        "--capevolve-grow",
-        action="store_true",
-        help="num_trials more trials for the candidate (a tag) and the best, then gate at the pooled n",
-    )
-    group.addoption("--capevolve-new-run", action="store_true", help="start a new run")
-    group.addoption("--capevolve-run-id", metavar="ID", help="use this run instead of the newest")
+    flag("grow", "num_trials more trials for the candidate (a tag) and the best, then gate at the pooled n")
+    flag("new-run", "start a new run")
+    option("run-id", "use this run instead of the newest", metavar="ID")
     for key in INI_KEYS:
         parser.addini(f"capevolve_{key}", f"default for capevolve.yaml key {key}", default="")
     parser.addini("capevolve_split", "default split for --capevolve-run", default="val")
@@ -339,7 +315,7 @@ def pytest_configure(config: pytest.Config) -> None:
     target, finalize = _session_target(config)
     if not target:
         return  # not a capevolve session: import nothing more
-    from ._session.wiring import refuse_inside_boundary
+    from ._session.wiring import configure, refuse_inside_boundary
 
     refuse_inside_boundary(config)  # the record is out of reach there: say which command works
     _block_hypothesis_plugin(config.pluginmanager)
@@ -354,8 +330,6 @@ def pytest_configure(config: pytest.Config) -> None:
             f"-p {name} loads {where}, a plugin in the project outside the harness lock: hooks a project "
             "runs belong in its conftest.py (locked with the run)"
         )
-    from ._session.wiring import configure
-
     configure(config, target, split=split, ini=_ini_defaults(config))
 
 

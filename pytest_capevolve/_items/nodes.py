@@ -146,7 +146,7 @@ class EvalContext:
     pool_problem: str | None = None
     # this process's share of max_usd / max_metric_calls, reserved before each rollout starts
     budget: BudgetShare = field(default_factory=BudgetShare)
-    # at concurrency 1 (:mod:`.._session.perf.ahead`): the item pytest runs after the current
+    # at concurrency 1 (:mod:`.._session.perf.fanout`): the item pytest runs after the current
     # one, whose request the current rollout sends ahead once its answer is in (the same
     # candidate's only); and the items sent ahead, with the folder and stamp they were sent with
     next_item: RolloutItem | None = None

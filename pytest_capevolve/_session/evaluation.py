@@ -60,10 +60,6 @@ class EvaluationSession:
     # judges the stored outputs a ``pairwise`` verdict reads (:func:`preferences_judge`)
     prefer: Prefer | None = None
 
-    def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict] | None:
-        """Ctrl-C: no verdicts (the evidence is partial); a sequential gate overrides this."""
-        return None
-
     def _say_val_budget(self, outcome: Outcome) -> None:
         from .._policy.budget import val_budget  # scipy: imported only by a session that gated
 
@@ -147,16 +143,7 @@ class EvaluationSession:
         from .gating import judge
 
         load = self._load_lines()
-        nulls, judged, late = judge(
-            self.spec,
-            self.rundir,
-            self.planned,
-            by_tag,
-            self.gate,
-            hooks=self.hooks,
-            warnings=load,
-            prefer=self.prefer,
-        )
+        nulls, judged, late = judge(self, by_tag, load)
         self.late.update(late)
         outcome.verdicts = nulls + judged
         outcome.closing += [(line, {"yellow": True}) for line in load]

@@ -38,7 +38,6 @@ class FinalizeSession:
     planned: Planned
     seal: Seal
     persistence: Persistence
-    result: dict[str, Any] | None = None
     # acknowledged reuse (--capevolve-test-reused): the runs whose scored test tasks this shares
     test_reused: list[tuple[str, list[str]]] | None = None
 
@@ -66,7 +65,6 @@ class FinalizeSession:
                     "scored_before": [{"run_id": r, "tasks": ids} for r, ids in self.test_reused],
                 }
             self.seal.burn(result, plan.task_ids)
-            self.result = result
             outcome.exit_code = exitcodes.OK
             outcome.closing += [(line, {}) for line in self._scored_lines(result)]
         record_finish(self.spec, self.rundir, plan, tally, outcome, by_tag)

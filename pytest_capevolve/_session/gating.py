@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._decide import alpha_budget
 from .._decide.basis import Basis
@@ -17,7 +17,6 @@ from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._policy.booking.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.booking.commit import CommitRefused, adoption
-from .._policy.gate.preferences import Prefer
 from .._policy.gate.regate import NULL_PASSES, Passing, counted_looks, first_evidence, passed
 from .._policy.gate.verdicts import Evidence, as_null, gate_config, null_config, null_deltas, verdict_file
 from .._policy.repeats.identity import REPEAT
@@ -26,24 +25,19 @@ from .._store.log.event_kinds import GATE_DECISION, NULL_GATED
 from .._store.readers.evidence import ByTag
 from .._store.rundir import RunDir
 from .outcome import NO_HOOKS, SessionHooks
-from .planning import GateRequest, Planned
+
+if TYPE_CHECKING:
+    from .evaluation import EvaluationSession
 
 
 def judge(
-    spec: Spec,
-    rundir: RunDir,
-    planned: Planned,
-    by_tag: ByTag,
-    gate: GateRequest,
-    *,
-    hooks: SessionHooks = NO_HOOKS,
-    warnings: list[str] | None = None,
-    prefer: Prefer | None = None,
+    session: EvaluationSession, by_tag: ByTag, warnings: list[str]
 ) -> tuple[list[Verdict], list[Verdict], dict[str, dict[str, Any]]]:
     """(nulls' verdicts, candidates' verdicts in order, tags another session decided meanwhile → that
     verdict), written to ``verdicts/``; ``warnings`` are said in every verdict."""
     from .._policy.repeats.standing import standing_verdict
 
+    spec, rundir, planned = session.spec, session.rundir, session.planned
     plan, best = planned.plan, planned.best
     # a tag already decided is re-derived by the session, never judged again
     # (:mod:`.._policy.repeats.standing`)
@@ -53,7 +47,7 @@ def judge(
         if c.tag != best and c.tag not in planned.null_tags and c.tag not in planned.decided
     ]
     # a redraw of a rollout the log already holds is not new evidence (:mod:`.._store.readers.evidence`)
-    evidence, repaid = first_evidence(spec, rundir, by_tag, plan.task_ids, plan.num_trials, prefer)
+    evidence, repaid = first_evidence(spec, rundir, by_tag, plan.task_ids, plan.num_trials, session.prefer)
     # The α budget is read, the round judged at it and its decisions logged under the run's
     # lock, in one hold: a second gate session on the run judging at the same moment waits here,
     # then reads this one's decisions and takes the next, smaller level — two decisions never
@@ -64,26 +58,18 @@ def judge(
         # finds its verdict here and shows it (the first decision stands, :mod:`.._policy.repeats.standing`)
         late = {tag: found for tag in siblings if (found := standing_verdict(rundir, tag)) is not None}
         undecided = [tag for tag in siblings if tag not in late]
-        nulls, verdicts, files = _judged_round(
-            spec, rundir, evidence, repaid, undecided, planned, gate, warnings
-        )
+        nulls, verdicts, files = _judged_round(session, evidence, repaid, undecided, warnings)
     for written, path in files:
-        hooks.verdict_written(written, path)
+        session.hooks.verdict_written(written, path)
     return nulls, verdicts, late
 
 
 def _judged_round(
-    spec: Spec,
-    rundir: RunDir,
-    evidence: Evidence,
-    repaid: Any,
-    siblings: list[str],
-    planned: Planned,
-    gate: GateRequest,
-    warnings: list[str] | None,
+    session: EvaluationSession, evidence: Evidence, repaid: Any, siblings: list[str], warnings: list[str]
 ) -> tuple[list[Verdict], list[Verdict], list[tuple[dict[str, Any], Path]]]:
     """Under the run's lock: the budget as the log has it now, the nulls and the round judged at it,
     verdicts written and decisions logged; (nulls, verdicts, the files to announce)."""
+    spec, rundir, planned, gate = session.spec, session.rundir, session.planned, session.gate
     best, null_tags = planned.best, planned.null_tags
     budget = AlphaBudget.read(spec, rundir, siblings, against=best)
     config = gate_config(
@@ -111,7 +97,7 @@ def _judged_round(
     now_best = rundir.state.best()
     if now_best != best:  # another session accepted while this one paid: said, and commit refuses an accept
         warnings = [
-            *(warnings or []),
+            *warnings,
             f"the best moved to {now_best!r} while this session ran (another session booked it): this "
             f"verdict is against {best!r}; gate again against {now_best!r}",
         ]

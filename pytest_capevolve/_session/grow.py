@@ -20,6 +20,7 @@ from .._policy.gate.regate import first_evidence
 from .._policy.gate.verdicts import as_null, gate_config, null_config, null_deltas, verdict_file
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec
+from .._show.numbers import num
 from .._store.log.event_kinds import GROW_STARTED, GROWN
 from .._store.readers.evidence import index_records
 from .._store.rundir import RunDir, RunDirError
@@ -84,10 +85,10 @@ def growable(spec: Spec, rundir: RunDir, tag: str, best: str) -> tuple[dict[str,
     provisional = decision != ACCEPT and decision != INDECISIVE and (verdict.get("delta_mean") or 0) > 0
     unresolved = decision == INDECISIVE and basis in UNRESOLVED
     if not (provisional or unresolved):
+        delta = num(verdict.get("delta_mean"), "+.4f")
         raise CandidateError(
-            f"tag {tag!r}: its verdict is {decision} ({basis}, Δ̄ = {_shown(verdict.get('delta_mean'))}): "
-            "only a provisional verdict (Δ̄ > 0 under the bar) or an unresolved one (coverage, error "
-            "imbalance) is grown"
+            f"tag {tag!r}: its verdict is {decision} ({basis}, Δ̄ = {delta}): only a provisional verdict "
+            "(Δ̄ > 0 under the bar) or an unresolved one (coverage, error imbalance) is grown"
         )
     final = final_decision(rundir, tag)
     if final is not None:
@@ -253,7 +254,3 @@ class GrowSession:
             decision=verdict.decision,
         )
         return verdict
-
-
-def _shown(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.4f}"

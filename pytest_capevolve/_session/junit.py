@@ -19,19 +19,17 @@ VERDICT_CLASSNAME = "capevolve.verdicts"
 TEST_REUSED = pytest.StashKey[str]()
 
 
-def rollout_properties(record: RolloutRecord) -> list[tuple[str, object]]:
-    values = {
-        "split": record.split,
-        "task": record.task_id,
-        "tag": record.tag,
-        "trial": record.trial,
-        "seed": record.seed,
-        "reward": record.reward,
-        "cost": record.cost_usd,
-        "infra_error": record.infra_error,
-        "feedback": record.feedback,
-    }
+# a rollout's flat properties: the record's fields, by their own name or the one named here
+ROLLOUT_PROPERTIES = "split task tag trial seed reward cost infra_error feedback".split()
+RECORD_FIELDS = {"task": "task_id", "cost": "cost_usd"}
+
+
+def _blank_none(values: dict[str, object]) -> list[tuple[str, object]]:
     return [(name, "" if value is None else value) for name, value in values.items()]
+
+
+def rollout_properties(record: RolloutRecord) -> list[tuple[str, object]]:
+    return _blank_none({name: getattr(record, RECORD_FIELDS.get(name, name)) for name in ROLLOUT_PROPERTIES})
 
 
 def verdict_properties(verdict: Any, *, null_control: bool) -> list[tuple[str, object]]:
@@ -54,7 +52,7 @@ def verdict_properties(verdict: Any, *, null_control: bool) -> list[tuple[str, o
         "null_control": null_control,
         "reason": verdict.reason,
     }
-    return [(name, "" if value is None else value) for name, value in values.items()]
+    return _blank_none(values)
 
 
 class JunitReport:

@@ -42,25 +42,19 @@ class Outcome:
         self.closing.append((line, markup))
 
 
+@dataclass(eq=False)  # a plugin: identity, not value, equality
 class SessionEnd:
     """On the controller; ``conclude`` is the session kind's (:class:`.kinds.base.Started`)."""
 
-    def __init__(
-        self,
-        conclude: Callable[[], Outcome],
-        against: str,
-        *,
-        settle: Callable[[], list[str]] | None = None,
-        interrupted: Callable[[], Outcome] | None = None,
-        damage: Callable[[], str | None] | None = None,
-        refusal: Callable[[], str | None] | None = None,
-    ) -> None:
-        self._conclude = conclude
-        self._settle = settle
-        self._interrupted = interrupted
-        self._damage = damage
-        self._refusal = refusal  # the collected items were not the plan (:mod:`.plan_check`)
-        self.outcome = Outcome(against=against)
+    conclude: Callable[[], Outcome]
+    against: str
+    settle: Callable[[], list[str]]  # release this session's claims, wait for concurrent sessions'
+    interrupted: Callable[[], Outcome]  # after Ctrl-C: the table and the resume line
+    damage: Callable[[], str | None]  # the line saying the run dir refused a write, if it did
+    refusal: Callable[[], str | None]  # the collected items were not the plan (:mod:`.plan_check`)
+
+    def __post_init__(self) -> None:
+        self.outcome = Outcome(against=self.against)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
@@ -75,14 +69,13 @@ class SessionEnd:
                 self._stopped(exc)
                 raise
             result = True
-        refused = self._refusal() if self._refusal is not None else None
+        refused = self.refusal()
         if refused is not None:  # nothing ran: nothing is concluded, the line says why
             raise pytest.UsageError(refused)
         if not session.config.option.collectonly and not self._damaged():
             try:
-                # settle first: release this session's claims, wait for concurrent sessions'
-                settled = self._settle() if self._settle is not None else []
-                self.outcome = self._conclude()
+                settled = self.settle()  # first: the claims released, concurrent sessions waited for
+                self.outcome = self.conclude()
             except OSError as exc:  # the run dir refused a write while concluding (a full disk)
                 self.outcome = _damaged_outcome(
                     f"capevolve: the session could not write its conclusion: {exc}"
@@ -99,20 +92,19 @@ class SessionEnd:
     def _stopped(self, exc: BaseException) -> None:
         """The run loop raised (Ctrl-C, or ``Failed`` on a session not ours). After Ctrl-C, unless the run
         dir refused a write: no verdicts (the evidence is partial), but the table and the resume line."""
-        if not isinstance(exc, KeyboardInterrupt) or self._damaged() or self._interrupted is None:
+        if not isinstance(exc, KeyboardInterrupt) or self._damaged():
             return
         try:
-            self.outcome = self._interrupted()
+            self.outcome = self.interrupted()
         except Exception as error:  # the summary must never mask the interrupt
             self.outcome.say(f"capevolve: no summary after Ctrl-C: {error!r}")
 
     def _damaged(self) -> bool:
         """Whether the run dir refused a write during the loop: then that line, exit 12, nothing concluded."""
-        line = self._damage() if self._damage is not None else None
+        line = self.damage()
         if line is None:
             return False
-        if self._settle is not None:
-            self._settle()  # lets go of the claims, writes nothing
+        self.settle()  # lets go of the claims, writes nothing
         self.outcome = _damaged_outcome(line)
         return True
 

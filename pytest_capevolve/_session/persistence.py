@@ -1,4 +1,5 @@
-"""Persistence and tally: every reported rollout saved exactly once, and what the session paid.
+"""Persistence and tally: every reported rollout saved exactly once, what the session paid, and what a dead
+session left unpaid taken over.
 
 Controller only. xdist replays each worker's reports here through ``pytest_runtest_logreport``, so one code
 path serves both modes."""
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -19,11 +20,14 @@ import pytest
 from .. import exitcodes
 from .._engine import confinement
 from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
+from .._engine.candidate_bytes import CandidateMismatch
 from .._engine.judging import wrong_rescores
 from .._engine.remote import gateway_count
-from .._items.plan import WORKERINPUT_KEY, EvalPlan
+from .._items.nodes import CONTEXT_KEY, EvalContext, measured, rollout_record, run_reserved
+from .._items.plan import WORKERINPUT_KEY, EvalPlan, RolloutKey
 from .._policy.gate.gate_load import load_event
 from .._project.blocks import first_trial
+from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._show.report import arm_summary
 from .._store.log.event_kinds import SESSION_FINISHED, SESSION_LOAD
@@ -32,8 +36,11 @@ from .._store.rollouts.index import Columns
 from .._store.rollouts.record import RECORD_PROPERTY, RolloutRecord, decode_record, record_text
 from .._store.rundir import RUNS_DIR, RunDir
 from .._store.sessions import markers
-from .._store.sessions.claims import live_sessions
+from .._store.sessions.claims import Claims, live_sessions
 from .outcome import Outcome
+
+if TYPE_CHECKING:
+    from .planning import Planned
 
 NOT_OWED = "not a rollout this session owes, or one it recorded already: not recorded"
 RECORD_WINDOW_MIN = 16  # items a worker holds beyond its rollouts in flight: refills overlap runs
@@ -51,21 +58,13 @@ class Tally:
 
 
 class Persistence:
-    def __init__(
-        self,
-        config: pytest.Config,
-        spec: Spec,
-        rundir: RunDir,
-        plan: EvalPlan,
-        *,
-        waiting_on: list[Path] | None = None,
-    ) -> None:
+    def __init__(self, config: pytest.Config, spec: Spec, rundir: RunDir, planned: Planned) -> None:
         self.config = config
         self.spec = spec
         self.rundir = rundir
-        self.plan = plan
+        self.plan = plan = planned.plan
         self.tally = Tally()
-        self.waiting_on = list(waiting_on or [])
+        self.waiting_on = list(planned.waiting_on)  # other sessions paying what this one needs
         self._session: pytest.Session | None = None
         # the load this session pays at (:mod:`.._policy.gate.gate_load`), and who else was paying
         self.concurrency = int(config.option.capevolve_concurrency or spec.concurrency)
@@ -104,9 +103,7 @@ class Persistence:
             "session(s): waited for them instead of paying again"
         ]
         if died:  # their claims are void: what they left unpaid is taken over and paid here
-            from .takeover import take_over
-
-            paid, unpaid = take_over(self, died)
+            paid, unpaid = self._take_over(died)
             left = f"; {unpaid} could not be paid here and are missing below" if unpaid else ""
             lines.append(
                 f"{len(died)} of those sessions died before they were done: this session took "
@@ -114,10 +111,55 @@ class Persistence:
             )
         return lines
 
-    def record_taken_over(self, record: RolloutRecord) -> None:
+    def _take_over(self, died: list[Path]) -> tuple[int, int]:
+        """Pay the rollouts the dead sessions (``died``) left unpaid, once across every waiter: under the
+        run's lock a waiter claims what is neither persisted nor claimed by a live session. Returns (paid
+        here, left unpaid: budget share used up, candidate bytes changed)."""
+        from .plan_build import valid_column_keys
+
+        rundir, plan = self.rundir, self.plan
+        context = self.config.stash[CONTEXT_KEY]
+        tags = plan.tags() | {SEED_TAG}
+        tried: set[RolloutKey] = set()  # paid once here, whatever came of it: never again
+        paid = unpaid = 0
+        while died:
+            with rundir.lock():
+                done = valid_column_keys(rundir.rollouts.indexed_columns(plan.split, tags, plan.block))
+                claimed = rundir.claims.others()  # deletes the void claims: their rollouts are no one's
+                wanted = [k for k in sorted(plan.awaited) if k not in done and k not in tried]
+                ours = [RolloutKey(*k) for k in wanted if k not in claimed]
+                rundir.claims.take(ours)
+            live = sorted({claimed[k] for k in wanted if k in claimed})
+            try:
+                for key in ours:
+                    tried.add(key)
+                    if self._pay(context, key):
+                        paid += 1
+                    else:
+                        unpaid += 1
+            finally:
+                rundir.claims.release()
+            died = Claims.wait_for(live) if live else []  # a taker that died in turn: again
+        plan.awaited = {k for k in plan.awaited if k not in tried}  # paid here, not reused
+        return paid, unpaid
+
+    def _pay(self, context: EvalContext, key: RolloutKey) -> bool:
+        """One rollout, as :meth:`.._items.nodes.RolloutItem.runtest` pays it; persisted at once.
+        False when it is not paid (its candidate's bytes changed, the budget share is used up)."""
+        try:
+            candidate_dir, stamp = context.candidate_dir(key.tag)
+        except CandidateMismatch:
+            return False
+        name = f"takeover::{key.split}::{key.task_id}[{key.tag}-t{key.trial}]"
+        if context.budget.reserve(name, key.tag, wait=False) is not None:
+            return False
+        scored = run_reserved(context, key, name, candidate_dir)
+        changed = context.candidate_bytes.changed_during(key.tag, candidate_dir, stamp)
+        record = rollout_record(measured(scored, changed), key, context)
         record = self._persist(record, record.dumps())
         if record.infra_error:
             self.tally.infra.append((f"{record.split}::{record.task_id}[{record.tag}]", record.infra_error))
+        return True
 
     @pytest.hookimpl(optionalhook=True, trylast=True)  # the sequential gate's smaller window first
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -134,11 +176,9 @@ class Persistence:
         if self.plan.live:
             markers.remove(markers.live_path(self.rundir.root, self.plan.live))
 
-    def pytest_keyboard_interrupt(self) -> None:
-        self.stop_workers()  # before xdist's teardown waits on workers still paying
-
-    def pytest_internalerror(self) -> None:
-        self.stop_workers()  # a full disk, say: what workers pay now could not be recorded
+    # Ctrl-C: before xdist's teardown waits on workers still paying; an internal error (a full disk,
+    # say): what workers pay now could not be recorded
+    pytest_keyboard_interrupt = pytest_internalerror = stop_workers
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.stop_workers()

@@ -117,30 +117,26 @@ def source_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
     return snapshot
 
 
+@dataclass
 class Repeats:
     """The repeat screen of one planning (:mod:`.._policy.repeats.identity`)."""
 
-    def __init__(
-        self,
-        rundir: RunDir,
-        best: str,
-        best_path: Path,
-        gate: GateRequest,
-        rerun: bool,
-        harness_now: Mapping[str, str] | None,
-    ) -> None:
-        self.harness_now = harness_now
-        self.harness_changed = gate.harness_changed  # --capevolve-harness-changed
-        self.labels: dict[str, dict[str, Any]] = {}  # tag → its harness-changed label
-        self.rundir, self.best, self.best_path = rundir, best, best_path
-        self.gating, self.rerun = gate.enabled, rerun
-        self.session: dict[str, str] = {}
-        self._best_digest: str | None = None
-        self._decided_elsewhere: dict[str, Earlier] | None = None
+    rundir: RunDir
+    best: str
+    best_path: Path
+    gate: GateRequest
+    rerun: bool
+    harness_now: Mapping[str, str] | None
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag → its harness-changed label
+    session: dict[str, str] = field(default_factory=dict)
+    _best_digest: str | None = None
+    _decided_elsewhere: dict[str, Earlier] | None = None
 
     def _elsewhere(self) -> dict[str, Earlier]:
         if self._decided_elsewhere is None:
-            self._decided_elsewhere = decided_in_project(self.rundir, self.harness_now) if self.gating else {}
+            self._decided_elsewhere = (
+                decided_in_project(self.rundir, self.harness_now) if self.gate.enabled else {}
+            )
         return self._decided_elsewhere
 
     def refused(self, tag: str, path: Path, screens: Screens) -> bool:
@@ -148,27 +144,21 @@ class Repeats:
         if self._best_digest is None:
             self._best_digest = content_hash(self.best_path)
         elsewhere = self._elsewhere()
-        other_run = elsewhere.get(digest) if self.gating else None
-        if other_run is not None and other_run.fresh:
-            # decided in another run on a val disjoint from this run's: a fresh look, said so
-            self.labels[tag] = {
-                "label": FRESH_VAL_LABEL,
-                "fresh_val": True,
+        other_run = elsewhere.get(digest) if self.gate.enabled else None
+        if other_run is not None:
+            earlier_of = {
                 "earlier_run": other_run.run_id,
                 "earlier_tag": other_run.tag,
                 "earlier_decision": other_run.decision,
-                "earlier_level": other_run.level,
             }
-        if other_run is not None and other_run.harness_changes and self.harness_changed:
-            # the user says the harness changed in a way that matters: gated again, labelled
-            self.labels[tag] = {
-                "label": HARNESS_CHANGED_LABEL,
-                "earlier_run": other_run.run_id,
-                "earlier_tag": other_run.tag,
-                "earlier_decision": other_run.decision,
-                "harness_changes": list(other_run.harness_changes),
-            }
-            elsewhere = {d: e for d, e in elsewhere.items() if d != digest}
+            if other_run.fresh:  # decided in another run on a val disjoint from this run's: a fresh look
+                level = {"earlier_level": other_run.level}
+                self.labels[tag] = {"label": FRESH_VAL_LABEL, "fresh_val": True, **earlier_of, **level}
+            if other_run.harness_changes and self.gate.harness_changed:
+                # the user says the harness changed in a way that matters: gated again, labelled
+                changes = list(other_run.harness_changes)
+                self.labels[tag] = {"label": HARNESS_CHANGED_LABEL, **earlier_of, "harness_changes": changes}
+                elsewhere = {d: e for d, e in elsewhere.items() if d != digest}
         earlier = repeat_of(
             self.rundir,
             tag,
@@ -177,12 +167,12 @@ class Repeats:
             best_digest=self._best_digest,
             session=self.session,
             elsewhere=elsewhere,
-            gating=self.gating,
+            gating=self.gate.enabled,
             rerun=self.rerun,
         )
         self.session.setdefault(tag, digest)
         said = None
-        if earlier is None and self.gating:
+        if earlier is None and self.gate.enabled:
             # not the bytes, but the text of a decided tag or the best (a trailing space, CRLF)
             from .._policy.repeats.near_repeat import near_repeat_line, same_text_as
 
@@ -191,7 +181,7 @@ class Repeats:
         if earlier is None:
             return False
         self.labels.pop(tag, None)  # a repeat within this run is one whatever the harness
-        asked = self.harness_changed and earlier is other_run
+        asked = self.gate.harness_changed and earlier is other_run
         if said is None:
             said = repeat_line(tag, digest, earlier, best=self.best, harness_asked=asked)
         # bytes already accepted are not refuted by being gated again: the verdict says it is a

@@ -7,8 +7,11 @@ pytest's."""
 
 from __future__ import annotations
 
+import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -16,13 +19,15 @@ import pytest
 from .._engine import confinement
 from .._engine.remote import STALE_COPY_FIX
 from .._items.nodes import INFRA_PREFIX
+from .._policy.budget.spend import Ceilings
+from .._policy.stop.stop_condition import parse as parse_stop_condition
+from .._project.spec import Spec
 from .._show.numbers import num
 from .._show.report import ARMS_LEGEND, VERDICTS_LEGEND, render_arms, render_verdicts
 from .._store.rollouts.record import RolloutRecord, record_from_report
 from .._store.rundir import RunDir
 from .outcome import SessionEnd
 from .persistence import Tally
-from .progress import Progress
 
 
 def rollout_id(record: RolloutRecord) -> str:
@@ -84,12 +89,11 @@ def listed_failures(records: list[RolloutRecord], policy: str | int) -> list[Rol
     if policy == "all" or (policy == "auto" and len(records) <= AUTO_ALL_UP_TO):
         return list(records)
     per_task = 1 if policy == "auto" else int(policy)
-    seen: dict[tuple[str, str], int] = {}
+    seen: Counter[tuple[str, str]] = Counter()
     listed = []
     for record in records:
-        task = (record.split, record.task_id)
-        seen[task] = seen.get(task, 0) + 1
-        if seen[task] <= per_task:
+        seen[record.split, record.task_id] += 1
+        if seen[record.split, record.task_id] <= per_task:
             listed.append(record)
     return listed
 
@@ -101,35 +105,75 @@ def is_task_failure(report: Any) -> bool:
     return record is not None and record.valid and record.infra_error is None
 
 
+class Progress:
+    """The progress line of a long session: rollouts done of owed, $ spent, budget left (every
+    ``--capevolve-progress`` seconds, default 30)."""
+
+    def __init__(self, spec: Spec, rundir: RunDir, owed: int, interval_s: float | None) -> None:
+        spent = rundir.state.read_state()["spent"]  # the run's spend when the session started
+        self.run_usd = float(spent.get("usd", 0.0)) + float(spent.get("optimizer_usd", 0.0))
+        self.run_calls = int(spent.get("metric_calls", 0))
+        self.ceilings = Ceilings.from_spec(spec, parse_stop_condition(spec.stop_condition))
+        self.owed = owed
+        self.interval_s = interval_s
+        self.done = 0
+        self.usd = 0.0
+        self._last = time.monotonic()
+
+    def reported(self, report: Any) -> str | None:
+        """Count one report; the progress line when ``interval_s`` has passed since the last."""
+        record = record_from_report(report)
+        if record is None:
+            return None
+        self.done += 1
+        self.usd += record.cost_usd
+        now = time.monotonic()
+        if self.done == 1 and self.interval_s:  # the clock starts with the first rollout,
+            self._last = now  # not with the workers' start-up
+            return None
+        if self.interval_s is None or now - self._last < self.interval_s:
+            return None
+        self._last = now
+        return self.line()
+
+    def line(self) -> str:
+        share = f" ({self.done / self.owed:.0%})" if self.owed else ""
+        text = (
+            f"capevolve progress: {self.done}/{self.owed} rollouts{share}, ${self.usd:.4f} spent "
+            f"this session (run: ${self.run_usd + self.usd:.4f})"
+        )
+        left = []
+        if self.ceilings.max_usd is not None:
+            usd_left = self.ceilings.max_usd - self.run_usd - self.usd
+            left.append(f"${usd_left:.4f} of {self.ceilings.named('max_usd')}")
+        if self.ceilings.max_metric_calls is not None:
+            calls_left = self.ceilings.max_metric_calls - self.run_calls - self.done
+            left.append(f"{calls_left:g} rollouts of {self.ceilings.named('max_metric_calls')}")
+        return f"{text}; budget left: {', '.join(left)}" if left else f"{text}; no budget ceiling set"
+
+
+@dataclass(eq=False)  # a plugin: identity, not value, equality
 class CapevolveReporter:
-    def __init__(
-        self,
-        rundir: RunDir,
-        end: SessionEnd,
-        tally: Tally,
-        progress: Progress | None,
-        completing: Callable[[], str],
-        failures: str | int = "auto",
-    ) -> None:
-        self.rundir = rundir
-        self.failures = failures  # --capevolve-failures
-        self.end = end
-        self.tally = tally
-        self.progress = progress
-        # the command that pays the missing rollouts (pinned to the run, nothing deselected)
-        self.completing = completing
-        self.failed: list[RolloutRecord] = []
-        self.notes: list[str] = []  # lines about the selection asked (:mod:`.selection`)
-        self.deselected: set[Any] = set()  # keys of the rollouts -k, -m or --deselect left out
-        self.deselected_by: list[str] = []  # what was given that deselects (:func:`.selection.deselecting`)
-        # each failed rollout's node id and captured output (pytest's report sections, for ``-rA``)
-        self.failed_at: dict[tuple[str, str, str, int], tuple[str, list[tuple[str, str]]]] = {}
-        self.infra_sections: dict[str, list[tuple[str, str]]] = {}  # nodeid → the same, for -rA
-        self._terminal: Any = None
-        self._hidden: list[pytest.TestReport] | None = None  # the agent's failures, out of stats
-        # the reports told task failures as they arrived: the summary hides them by this mark
-        # instead of decoding 60,000 records again (twice) when it ends
-        self._task_failures: weakref.WeakSet[pytest.TestReport] = weakref.WeakSet()
+    rundir: RunDir
+    end: SessionEnd
+    tally: Tally
+    progress: Progress | None
+    completing: Callable[[], str]  # the command that pays the missing rollouts (pinned, nothing deselected)
+    failures: str | int = "auto"  # --capevolve-failures
+    failed: list[RolloutRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # lines about the selection asked (:mod:`.selection`)
+    deselected: set[Any] = field(default_factory=set)  # keys of the rollouts -k, -m or --deselect left out
+    deselected_by: list[str] = field(default_factory=list)  # what deselects (:func:`.selection.deselecting`)
+    # each failed rollout's node id and captured output (pytest's report sections, for ``-rA``)
+    failed_at: dict[tuple[str, str, str, int], tuple[str, list[tuple[str, str]]]] = field(
+        default_factory=dict
+    )
+    infra_sections: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # nodeid → the same
+    _terminal: Any = field(default=None, init=False)
+    _hidden: list[pytest.TestReport] | None = field(default=None, init=False)  # the agent's failures
+    # the reports told task failures as they arrived: the summary hides them by this mark
+    # instead of decoding 60,000 records again (twice) when it ends
+    _task_failures: weakref.WeakSet[pytest.TestReport] = field(default_factory=weakref.WeakSet, init=False)
 
     def pytest_deselected(self, items: list[Any]) -> None:
         self.deselected.update(key for item in items if (key := getattr(item, "key", None)) is not None)

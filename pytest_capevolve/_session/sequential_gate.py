@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from itertools import takewhile
 from typing import Any
 
 import numpy as np
@@ -94,12 +95,11 @@ class SequentialGate:
 
     def seen(self, tag: str) -> list[str]:
         """The prefix of the tag's order with tasks complete on both sides (valid or not)."""
-        out = []
-        for task_id in self.order(tag):
-            if not (self._complete(tag, task_id) and self._complete(self.best, task_id)):
-                break
-            out.append(task_id)
-        return out
+        both = takewhile(
+            lambda task_id: self._complete(tag, task_id) and self._complete(self.best, task_id),
+            self.order(tag),
+        )
+        return list(both)
 
     def prefix(self, tag: str, n_deltas: int) -> list[str]:
         out, count = [], 0

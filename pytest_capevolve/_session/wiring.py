@@ -40,12 +40,11 @@ from .kinds import Started, choose_kind
 from .kinds.base import HARNESS_NOW, SCHEDULE_WHY, TASK_KEYS_NOW
 from .kinds.options import gate_request
 from .outcome import Outcome, SessionEnd
-from .perf import ahead, fanout, heap, lean_protocol, retention
+from .perf import fanout, lean_protocol, retention
 from .persistence import summarize
 from .plan_check import PlanCheck
 from .planning import Planned
-from .progress import Progress
-from .reporter import CapevolveReporter, are_missing, parse_failures
+from .reporter import CapevolveReporter, Progress, are_missing, parse_failures
 
 
 def brokered(config: pytest.Config) -> str:
@@ -134,12 +133,9 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
     if workerinput is not None and plan.live:
         context.watch = ControllerWatch(spec.project_dir / RUNS_DIR / plan.run_id, plan.live)
     config.stash[CONTEXT_KEY] = context
-    retention.register(config)  # every process keeps its items and reports to the end
+    retention.register(config)  # every process: its items and reports kept lean, its heap frozen
     lean_protocol.register(config)  # every process runs its rollout items the lean way
-    if width > 1 or runner.is_async:
-        fanout.register(config, context, width)
-    ahead.register(config, context, width)  # at concurrency 1: the next request sent ahead
-    heap.register(config)
+    fanout.register(config, context, width)  # rollouts in flight, or the next request sent ahead
     # the spec is the only thing a capevolve session collects: the rollouts named under it, else all
     # (a worker gets the controller's choice, not argv's)
     config.args[:] = [f"{spec.path}::{rest}" for rest in selected] or [str(spec.path)]
@@ -353,12 +349,10 @@ def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome
 
 
 def _resume_command(config: pytest.Config, spec: Spec, planned: Planned, complete: bool) -> str:
-    from .resume import resume_command
-
     reran = [
         (c.tag, c.resolve_source(spec.project_dir))
         for c in planned.plan.candidates
         if c.tag != planned.best and c.tag not in planned.null_tags
     ]
     args = config.invocation_params.args
-    return resume_command(args, planned.plan.run_id, rerun_candidates=reran, complete=complete)
+    return selection.resume_command(args, planned.plan.run_id, rerun_candidates=reran, complete=complete)

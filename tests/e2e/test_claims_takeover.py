@@ -2,7 +2,7 @@
 
 It used to give up with exit 12 and "0 paid, 300 reused": the rollouts the dead session left
 unpaid were no one's, and the waiter said only that they were missing. Now it takes the void
-claims over and pays them itself, each once (:mod:`pytest_capevolve._session.takeover`).
+claims over and pays them itself, each once (:mod:`pytest_capevolve._session.persistence`).
 
 Deterministic, without sleeps: the claim is planted before the session plans, naming as its
 owner a process this test started (alive, so the session waits on it rather than owing its

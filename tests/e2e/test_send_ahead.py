@@ -1,4 +1,4 @@
-"""At concurrency 1 the next rollout's request is sent ahead (session/perf/ahead.py): its child
+"""At concurrency 1 the next rollout's request is sent ahead (session/perf/fanout.py): its child
 runs it while the session scores and persists the last one, and nothing a user or the run dir
 sees changes.
 

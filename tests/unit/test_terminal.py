@@ -7,7 +7,7 @@ import shlex
 
 
 def test_resume_command_pins_the_run_and_names_a_reruns_fresh_tags(tmp_path) -> None:
-    from pytest_capevolve._session.resume import resume_command
+    from pytest_capevolve._session.selection import resume_command
 
     typed = ["--capevolve-run", "p", "--capevolve-new-run", "--capevolve-run-id=old", "-n", "2"]
     assert resume_command(typed, "r1") == "pytest --capevolve-run p -n 2 --capevolve-run-id r1"
@@ -65,7 +65,7 @@ def test_plan_figures_mde_and_tasks_needed_agree() -> None:
 def test_the_completing_command_drops_node_ids_and_what_stops_at_a_failed_rollout() -> None:
     """After -x (or a node id, --lf, --sw) left rollouts missing, the command that completes
     them must not stop or select again; a resume after Ctrl-C keeps what was typed."""
-    from pytest_capevolve._session.resume import resume_command
+    from pytest_capevolve._session.selection import resume_command
 
     typed = [
         "--capevolve-run",

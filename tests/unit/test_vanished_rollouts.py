@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_capevolve._session.resume import resume_command
+from pytest_capevolve._session.selection import resume_command
 from pytest_capevolve._store.readers.audit import audit
 from pytest_capevolve._store.rundir import RunDir
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 import pytest
 
 from .base import SessionKind, Started
-from .evaluate import EvaluateKind
-from .finalize import FinalizeKind
-from .grow import GrowKind
-from .screen import ScreenKind
+from .cheaper import GrowKind, ScreenKind
+from .evaluate import EvaluateKind, FinalizeKind
 from .sequential import SequentialGateKind
 
 __all__ = ["KINDS", "SessionKind", "Started", "choose_kind"]

@@ -3,7 +3,7 @@ tag once its e-process decides it (controller only)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -12,9 +12,8 @@ from ... import exitcodes
 from ..._decide.basis import Basis
 from ..._store.log.event_kinds import SEQUENTIAL_GATE
 from ..evaluation import EvaluationSession
-from ..outcome import SessionHooks
 from .base import Started, indexed
-from .evaluate import plan_gated
+from .evaluate import start_gated
 from .options import refuse_pairwise
 
 if TYPE_CHECKING:
@@ -30,7 +29,10 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False, kw_only=True)  # a plugin: identity, not value, equality
 class SequentialGateSession(EvaluationSession):
-    sequential: SequentialGate
+    sequential: SequentialGate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sequential = sequential_role(self.persistence.config, self.spec, self.rundir, self.planned)
 
     def interrupted_verdicts(self, by_tag: ByTag) -> list[Verdict]:
         nulls, judged = self._sequential_verdicts(by_tag, interrupted=True)
@@ -116,25 +118,7 @@ class SequentialGateKind:
 
     def start(self, config: pytest.Config, spec: Spec, pool_ids: list[str], split: str) -> Started:
         refuse_pairwise(spec, "--capevolve-sequential")
-        gate, planned, persistence, rundir, refusals = plan_gated(config, spec, pool_ids, split)
-        sequential = sequential_role(config, spec, rundir, planned)
-        role = SequentialGateSession(
-            spec,
-            rundir,
-            planned,
-            gate,
-            refusals,
-            persistence,
-            explain=config.option.capevolve_explain,
-            hooks=SessionHooks(config),
-            sequential=sequential,
-        )
-        return Started(
-            role,
-            planned,
-            persistence,
-            rundir,
-            indexed(rundir, planned),
-            plugins=[("sequential", sequential)],
-            interrupted_verdicts=role.interrupted_verdicts,
-        )
+        role, planned, persistence, rundir = start_gated(config, spec, pool_ids, split, SequentialGateSession)
+        plugins: list[tuple[str, object]] = [("sequential", role.sequential)]
+        persisted = indexed(rundir, planned)
+        return Started(role, planned, persistence, rundir, persisted, plugins, role.interrupted_verdicts)

@@ -1,2 +1,2 @@
-"""The performance machinery of a session: the lean run protocol, rollouts started ahead (fan-out),
-retention of finished items and reports, the garbage collector's heap, the sequential gate's xdist window."""
+"""The performance machinery of a session: the lean run protocol, rollouts started ahead (fan-out, send
+ahead), retention of finished items and reports and the frozen heap, the sequential gate's xdist window."""

@@ -1,4 +1,5 @@
-"""Rollouts in flight within one process: ``--capevolve-concurrency K`` (or an async adapter).
+"""Rollouts in flight within one process: ``--capevolve-concurrency K`` (or an async adapter), and at
+concurrency 1 the next rollout's request sent ahead (:class:`SendAhead`).
 
 Before each item, the rollouts of the next items this process owns are started off the main thread, up to
 K, and each item's ``runtest`` collects its own; reports, persistence, resume and crash safety are those of
@@ -17,11 +18,17 @@ import pytest
 
 from ..._engine.inflight import RolloutPool
 from ..._engine.routed_output import OutputRouting
+from ..._engine.runner import declared_thread_safe
 from ..._items.nodes import EvalContext, RolloutItem, time_call_as_rollout
+from ..._policy.budget.spend import Ceilings
+from ..._policy.stop.stop_condition import parse as parse_stop_condition
+from ..._project.splits import TEST_SPLIT
 from .lean_protocol import MarkedItems
 
 WORKEROUTPUT_KEY = "capevolve_dropped_rollouts"
 SKIPPING_MARKS = frozenset({"skip", "skipif", "xfail"})  # pytest's setup may not run such an item
+# options under which no rollout is sent ahead (-x/--maxfail, --stepwise, --pdb)
+STOPPING_OPTIONS = ("maxfail", "stepwise", "stepwise_skip", "stepwise_reset", "usepdb")
 
 
 class Fanout:
@@ -130,14 +137,14 @@ class Fanout:
         if self._worker is None and hasattr(self.config, "workerinput"):
             self._worker = _xdist_worker(self.config)
         worker = self._worker
+        owned = [item] + ([nextitem] if nextitem is not None else [])
         if worker is None:
             if self._index is None:
                 self._index = {id(it): n for n, it in enumerate(session.items)}
             at = self._index.get(id(item))
             if at is not None and next(iter(session.items[at + 1 : at + 2]), None) is nextitem:
                 return list(session.items[at : at + self.width])
-            return [item] + ([nextitem] if nextitem is not None else [])  # someone else's run loop
-        owned = [item] + ([nextitem] if nextitem is not None else [])
+            return owned  # someone else's run loop
         if nextitem is None or self.config.getoption("dist", "load") == "worksteal":
             return owned
         queue = getattr(worker, "torun", None)
@@ -171,5 +178,51 @@ def _xdist_worker(config: pytest.Config) -> Any:
     )
 
 
+class SendAhead:
+    """Tells the running item which item comes next: its request goes to the same sandbox child once the
+    last answer is read, only if it is the same candidate's (its code can kill this process, and the
+    unpersisted rollout lost must be its own, never its rival arm's). One rollout at a time per child, records
+    as at concurrency 1; an answer whose item never runs stays owed. Only where one rollout thrown away
+    matters to nobody (:func:`wanted`). ``-p no:capevolve-ahead`` turns it off."""
+
+    def __init__(self, context: EvalContext) -> None:
+        self.context = context
+        self._marked = MarkedItems()  # an item with a mark is never sent ahead, only run in its turn
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        following = nextitem if type(nextitem) is RolloutItem and not self._marked(nextitem) else None
+        self.context.next_item = following
+        try:
+            return (yield)
+        finally:
+            self.context.next_item = None
+
+
+def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:
+    """Send ahead only for an adapter declaring ``thread_safe = True``, sync, and no sequential gate, spend
+    ceiling, test split, ``-x``/``--maxfail``/``--stepwise``/``--pdb``."""
+    plan = context.plan
+    # the spec's ceilings, and those its stop_condition states ("at most 20 rollouts")
+    ceilings = Ceilings.from_spec(context.spec, parse_stop_condition(context.spec.stop_condition))
+    return (
+        width == 1
+        and not context.runner.is_async
+        # declared, not taken for granted: at concurrency 1 nothing used to overlap
+        and declared_thread_safe(context.runner.adapter)
+        and getattr(context.runner.adapter, "thread_safe", None) is True
+        and plan.sequential is None
+        and plan.budget is None
+        and ceilings.max_usd is None
+        and ceilings.max_metric_calls is None
+        and plan.split != TEST_SPLIT
+        # --sw-skip / --sw-reset imply --stepwise in pytest's own pytest_configure, after ours
+        and not any(getattr(config.option, name, 0) for name in STOPPING_OPTIONS)
+    )
+
+
 def register(config: pytest.Config, context: EvalContext, width: int) -> None:
-    config.pluginmanager.register(Fanout(config, context, width), "capevolve-fanout")
+    if width > 1 or context.runner.is_async:
+        config.pluginmanager.register(Fanout(config, context, width), "capevolve-fanout")
+    if wanted(config, context, width):
+        config.pluginmanager.register(SendAhead(context), "capevolve-ahead")

@@ -34,7 +34,6 @@ except ImportError:  # an older pytest: what its call_and_report re-raises, writ
 
 from ..._items.nodes import RolloutItem, time_call_as_rollout
 
-PLUGIN_NAME = "capevolve-protocol"
 CURRENT_TEST = "PYTEST_CURRENT_TEST"
 
 
@@ -64,11 +63,7 @@ class LeanProtocol:
         self.config = config
         self.reraise = get_reraise_exceptions(config)
         option = config.option
-        self.full = bool(
-            getattr(option, "setuponly", False)
-            or getattr(option, "setupshow", False)
-            or getattr(option, "setupplan", False)
-        )
+        self.full = any(getattr(option, name, False) for name in ("setuponly", "setupshow", "setupplan"))
         self._marked = MarkedItems()
         self._lean_hooks: dict[int, bool] = {}  # id(hook proxy) -> only_known_implementations
 
@@ -162,4 +157,4 @@ def _passed(
 
 
 def register(config: pytest.Config) -> None:
-    config.pluginmanager.register(LeanProtocol(config), PLUGIN_NAME)
+    config.pluginmanager.register(LeanProtocol(config), "capevolve-protocol")
