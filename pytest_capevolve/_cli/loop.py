@@ -1,10 +1,15 @@
-"""The optimize loop's primitives on a run: ``work new``, ``spend``, ``diagnose``, ``diff``,
-``multirep`` and ``merge``, each one :mod:`.._loop` or :mod:`.._policy` answer printed through
-:func:`.common.emit`."""
+"""The optimize loop's commands on a run: its primitives ``work new``, ``spend``, ``diagnose``,
+``diff``, ``multirep`` and ``merge``; the per-task fan-out's ``eval-task`` (one candidate on a few
+named train or val tasks, for diagnosis) and ``mechanism add|list`` (the shared mechanisms ledger);
+and ``hill-climb``, the loop that runs by itself (optimizer → guards → val gate → commit,
+repeated: :class:`.._loop.hill_climb.HillClimb`; exit 3 when an evaluation did not complete,
+``--resume`` continues it). Each is one :mod:`.._loop` or :mod:`.._policy` answer printed through
+:func:`.common.emit`: one JSON object (``--table``: lines for people); a refusal is one line, exit 2."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,13 +17,13 @@ from typing import Any
 from .. import exitcodes
 from .._project.spec import SPEC_FILENAME, Spec
 from .._store.rundir import RunDir
-from .common import Refusal, add_project_args, emit, open_run
+from .common import Refusal, add_project_args, emit, open_run, project_of, said_as, spec_of
 from .decisions import key_lines, loop_arguments
 
 
 def cmd_work_new(args: argparse.Namespace) -> int:
     """Copy the best's (or --from's) snapshot into runs/<id>/work/<TAG>/ for an optimizer to edit."""
-    from .._loop.work import new_work_copy
+    from .._loop.handover import new_work_copy
 
     spec, rundir = open_run(args)
     return emit(args, new_work_copy(spec, rundir, args.tag, args.parent), key_lines, json_default=True)
@@ -127,8 +132,90 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return int(answer.get("exit_code", exitcodes.OK))
 
 
+def cmd_eval_task(args: argparse.Namespace) -> int:
+    """Run TAG on the named tasks for diagnosis: per-task outcomes, nothing booked, no evidence."""
+    from .._loop.task_eval import parse_ids, render_table, task_eval
+
+    spec, rundir = open_run(args)
+    answer = task_eval(spec, rundir, args.tag, parse_ids(args.tasks), trials=args.trials)
+    return emit(args, answer, render_table, json_default=True)
+
+
+def cmd_mechanism_add(args: argparse.Namespace) -> int:
+    """Append a general mechanism to the run's ledger (deduplicated, leak-guarded)."""
+    from .._loop.mechanisms import add
+    from .._loop.task_eval import parse_ids
+
+    spec, rundir = open_run(args)
+    tasks = parse_ids(args.tasks) if args.tasks else []
+    answer = add(spec, rundir, args.text, tasks, by=args.by)
+    return emit(args, answer, _added_lines, json_default=True)
+
+
+def cmd_mechanism_list(args: argparse.Namespace) -> int:
+    """The run's mechanisms ledger (``--task ID``: those about ID and those about no task)."""
+    from .._loop.mechanisms import listing, render
+
+    _, rundir = open_run(args)
+    answer = listing(rundir, args.task)
+    return emit(args, answer, lambda a: render(a["run_id"], a["mechanisms"]).splitlines(), json_default=True)
+
+
+def _added_lines(answer: dict[str, Any]) -> list[str]:
+    entry = answer["entry"]
+    return [f"{answer['status']}: {entry['id']} {entry['text']} (tasks: {', '.join(entry['tasks']) or '—'})"]
+
+
+def cmd_hill_climb(args: argparse.Namespace) -> int:
+    """Run the loop on the project; print its summary (JSON, or ``--table``)."""
+    from .._loop.hill_climb import HillClimb, Options, only_loop
+    from .._loop.hill_climb_record import LoopIncomplete
+    from .._project.spec import SpecError
+
+    project = project_of(args)
+    spec_of(args)  # outside a project, say so before the loop starts
+    flags = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(Options) if f.name not in ("project", "log")
+    }
+    flags.update(
+        protected_paths=tuple(args.protected_paths or ()),
+        capabilities=tuple(c for c in (args.capabilities or "").split(",") if c.strip()),
+        writable=tuple(args.writable or ()),
+    )
+    options = Options(project=project, **flags)
+    with said_as(Refusal, SpecError):
+        loop = HillClimb(options)
+    try:
+        with only_loop(loop.spec.project_dir):
+            summary = loop.run()
+    except LoopIncomplete as exc:
+        print(f"capevolve hill-climb: incomplete: {exc}", file=sys.stderr)
+        return exitcodes.LOOP_INCOMPLETE
+    return emit(args, summary, summary_lines, json_default=True)
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The ``--table`` form of a loop's summary: one line per iteration, the best, why it stopped."""
+    lines = [f"capevolve hill-climb — run {summary['run_id']}"]
+    for row in summary["iterations"]:
+        numbers = ""
+        if row["delta_mean"] is not None:
+            numbers += f"  Δ̄ {round(row['delta_mean'], 4) + 0.0:+.4f}"  # never "-0.0000"
+        if row["p_value"] is not None:
+            numbers += f"  p {row['p_value']:.4g}"
+        lines.append(f"{row['tag']}  {row['decision']:<11}{row['basis'] or '':<16}{numbers}")
+    lines.append(f"best {summary['best']!r}; accepted: {', '.join(summary['accepted']) or 'none'}")
+    lines.append(f"stopped: {summary['stopped']}")
+    return lines
+
+
 def register(sub: Any) -> None:
-    """The loop primitives on the ``capevolve`` parser."""
+    """The loop's commands on the ``capevolve`` parser."""
+    from .._decide.gate import GATE_MODES
+    from .._loop.git_store import STORES
+    from .._loop.prompt import FOCUS_MODES
+    from .._project.spec import FOCUS_ALIASES
+
     work = sub.add_parser("work", help="work copies for an optimizer").add_subparsers(
         dest="action", required=True
     )
@@ -186,3 +273,69 @@ def register(sub: Any) -> None:
         "-n", "--workers", type=int, default=0, help="xdist workers for --integrate's sessions"
     )
     merge.set_defaults(func=cmd_merge, refusals=True)
+    run = sub.add_parser(
+        "eval-task", help="a candidate on named train/val tasks, for diagnosis (no evidence, nothing booked)"
+    )
+    run.add_argument("tag", help="the candidate: a work copy, a snapshot, or seed")
+    run.add_argument("tasks", metavar="IDS", help="train or val task ids, a,b,c (test is sealed)")
+    loop_arguments(run)
+    run.add_argument(
+        "--trials", type=int, metavar="K", help="trials per task (default: the spec's num_trials)"
+    )
+    run.set_defaults(func=cmd_eval_task, refusals=True)
+
+    ledger = sub.add_parser("mechanism", help="the shared mechanisms ledger of a fan-out").add_subparsers(
+        dest="action", required=True
+    )
+    add = ledger.add_parser("add", help="append a general mechanism (deduplicated; no test id or gold)")
+    add.add_argument("text", help="the cause, in a sentence")
+    loop_arguments(add)
+    add.add_argument("--tasks", default="", metavar="IDS", help="train or val tasks it was seen on, a,b")
+    add.add_argument("--by", metavar="TAG", help="the work copy that found it")
+    add.set_defaults(func=cmd_mechanism_add, refusals=True)
+    show = ledger.add_parser("list", help="the ledger as JSON (--table: as MECHANISMS.md)")
+    loop_arguments(show)
+    show.add_argument("--task", metavar="ID", help="only entries about ID, and those about no task")
+    show.set_defaults(func=cmd_mechanism_list, refusals=True)
+    hc = sub.add_parser("hill-climb", help="the optimize loop: optimizer → guards → val gate → commit")
+    loop_arguments(hc)
+    hc.add_argument("--optimizer", metavar="CMD", help="'CMD … {workdir} … {prompt}'")
+    focus = (*FOCUS_MODES, *FOCUS_ALIASES)  # cap-evolve's `all-at-once` is `all`
+    hc.add_argument("--focus", choices=focus, help="which failing val tasks to aim at")
+    hc.add_argument(
+        "--signal",
+        choices=("val", "train"),
+        default="val",
+        help="whose failures the optimizer sees: val (the gate's split) or train (paid once per new best)",
+    )
+    hc.add_argument("--max-iterations", type=int, metavar="N", help="iterations in the run")
+    hc.add_argument("--n-trials", type=int, metavar="K", help="trials (if the spec sets none)")
+    hc.add_argument("--resume", action="store_true", help="finish an iteration a kill cut off")
+    hc.add_argument("--new-run", action="store_true", help="start a new run (baseline first)")
+    hc.add_argument("--gate-mode", choices=GATE_MODES)
+    hc.add_argument("--k-se", type=float)
+    hc.add_argument("--alpha", type=float)
+    hc.add_argument(
+        "--no-regression",
+        nargs="?",
+        const="noise",
+        choices=("noise", "strict"),
+        help="veto an accept that breaks a task: noise (the default when given), a drop beyond its "
+        "own noise on a task the parent passed; strict, any val task the parent scored higher on",
+    )
+    hc.add_argument("--protected-paths", nargs="+", metavar="GLOB", help="also protect these")
+    hc.add_argument("--capabilities", metavar="A,B", help="the allowed edit surface")
+    hc.add_argument("--convergence", action="store_true", help="stop on a long plateau (stall ≥ 5)")
+    hc.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for each gate session")
+    hc.add_argument("--store", choices=STORES, help="where every candidate is committed")
+    hc.add_argument("--store-commit-cmd", metavar="CMD", help="'CMD {msg} {dir} {tag}'")
+    hc.add_argument("--instructions-file", type=Path, metavar="F", help="the prompt template")
+    hc.add_argument("--optimizer-timeout", type=float, default=1800.0, metavar="S", help="seconds (1800)")
+    hc.add_argument(
+        "--writable",
+        action="append",
+        type=Path,
+        metavar="PATH",
+        help="a folder or file outside the project the optimizer may also write (its own state); repeatable",
+    )
+    hc.set_defaults(func=cmd_hill_climb, refusals=True)

@@ -7,14 +7,23 @@ under a timeout (a crash or timeout leaves the parent's bytes, booked a ``repeat
 a real gate session as a child ``python -m pytest --capevolve-run …``, so every guard, xdist,
 persistence and resume are the plugin's; the verdict booked and the candidate stored.
 ``--resume`` finishes an iteration a kill cut off; a decided one is never decided again. Never
-imports pytest."""
+imports pytest.
+
+One loop per project at a time: two hill-climbs on one project delete each other's work copies
+and pay an optimizer twice, so a loop holds ``.capevolve/loop.lock`` (an ``flock``, released when
+its process dies) while it runs (:func:`only_loop`); a second loop is refused in one line naming
+the first."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +38,12 @@ from .._project.tamper import expand
 from .._show.views import refresh as redraw_views
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.log.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED
-from .._store.rundir import RunDir, RunDirError
+from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
 from .diagnose import diagnose
-from .extra_protected import refuse_extra_tamper
 from .git_store import CandidateStore, StoreError, open_store, unified_diff
-from .handover import clear_handover, failure_examples, test_id_redactor, write_handover
+from .handover import clear_handover, failure_examples, new_work_copy, test_id_redactor, write_handover
 from .handover_docs import HILL_CLIMB
 from .hill_climb_options import (
     Options,
@@ -47,26 +55,26 @@ from .hill_climb_options import (
     ini_overrides,
     instructions_template,
     names_a_schedule,
+    stop_reason,
 )
 from .hill_climb_record import (
     PROPOSAL_SPEND,
     LoopIncomplete,
     book_iteration,
     finish,
+    refuse_extra_tamper,
+    refuse_over_budget,
+    refuse_repeat_unpaid,
     store_seed,
     summary_rows,
 )
-from .hill_climb_stop import stop_reason
 from .launch import gate_flags, run_logged, session_command
-from .optimizer_boundary import checked_writable, optimizer_boundary
-from .optimizer_cost import refuse_over_budget
-from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
+from .optimizer import STARTED_BY, checked_writable, optimizer_argv, optimizer_boundary, run_optimizer
 from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
-from .repeats import refuse_repeat_unpaid
 from .train_eval import missing_on
-from .work import new_work_copy
 
 PREFIX = "cand_"
+LOCK_NAME = "loop.lock"
 
 
 def cid_of(n: int) -> str:
@@ -188,7 +196,7 @@ class HillClimb:
         for cid in pending:
             self.o.log(f"resuming {cid}")
             self._iterate(cid)
-        while (stop := self._stop_reason()) is None:
+        while (stop := stop_reason(self.spec, rundir, self.o, len(self._iterations()))) is None:
             self._iterate(self._next_cid())
         return self._summary(stop)
 
@@ -211,15 +219,6 @@ class HillClimb:
 
     def _decided(self, cid: str) -> dict[str, Any] | None:
         return next((d for d in self._rundir.decisions() if d["tag"] == cid), None)
-
-    def _stop_reason(self) -> str | None:
-        return stop_reason(
-            self.spec,
-            self._rundir,
-            done=len(self._iterations()),
-            max_iterations=self.o.max_iterations,
-            watch_convergence=self.o.convergence,
-        )
 
     def _iterate(self, cid: str) -> None:
         rundir = self._rundir
@@ -390,3 +389,29 @@ class HillClimb:
         rundir.log.append_event(HILL_CLIMB_STOPPED, reason=stop, best=state["best_id"])
         self.o.log(f"stopped: {stop}")
         return summary
+
+
+@contextlib.contextmanager
+def only_loop(project_dir: Path) -> Iterator[None]:
+    path = project_dir / RUNS_DIR.parent / LOCK_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "{}"
+            with contextlib.suppress(ValueError):
+                holder = ", ".join(f"{k} {v}" for k, v in json.loads(holder).items())
+            raise Refusal(
+                f"another loop is running on {project_dir} ({holder}): one loop per project at a "
+                "time — wait for it, or stop it (its work is kept; --resume goes on from it)"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # drops the lock

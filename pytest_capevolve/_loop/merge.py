@@ -21,9 +21,9 @@ from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
+from .handover import new_work_copy
 from .hill_climb_record import booked_decision
 from .launch import gate_flags, run_logged, session_command
-from .work import new_work_copy
 
 Tree = dict[str, bytes]  # relative posix path → bytes
 MergeFile = Callable[[bytes, bytes, bytes], "bytes | None"]  # (base, current, other) → merged or None
