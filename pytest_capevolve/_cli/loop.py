@@ -1,10 +1,9 @@
-"""The optimize loop's commands on a run: its primitives ``work new``, ``spend``, ``diagnose``,
-``diff``, ``multirep`` and ``merge``; the per-task fan-out's ``eval-task`` (one candidate on a few
-named train or val tasks, for diagnosis) and ``mechanism add|list`` (the shared mechanisms ledger);
-and ``hill-climb``, the loop that runs by itself (optimizer → guards → val gate → commit,
-repeated: :class:`.._loop.hill_climb.HillClimb`; exit 3 when an evaluation did not complete,
-``--resume`` continues it). Each is one :mod:`.._loop` or :mod:`.._policy` answer printed through
-:func:`.common.emit`: one JSON object (``--table``: lines for people); a refusal is one line, exit 2."""
+"""The optimize loop's commands on a run: ``work new``, ``spend``, ``diagnose``, ``diff``,
+``multirep``, ``merge``, the per-task fan-out's ``eval-task`` (a candidate on a few named train or
+val tasks, for diagnosis) and ``mechanism add|list`` (the shared ledger), and ``hill-climb`` (the
+loop that runs by itself, :class:`.._loop.hill_climb.HillClimb`; exit 3 when an evaluation did
+not complete, ``--resume`` continues it). Each prints one :mod:`.._loop` or :mod:`.._policy`
+answer through :func:`.common.emit`, JSON by default (``--table``: for people)."""
 
 from __future__ import annotations
 
@@ -226,10 +225,8 @@ def register(sub: Any) -> None:
     new.set_defaults(func=cmd_work_new, refusals=True)
     spend = sub.add_parser("spend", help="spend vs ceilings, whether N siblings fit, stop/narrow/continue")
     loop_arguments(spend)
-    spend.add_argument("--n-siblings", type=int, default=1, metavar="N", help="siblings to price (default 1)")
-    spend.add_argument(
-        "--nulls", type=int, default=2, metavar="N", help="null controls a round adds (default 2)"
-    )
+    spend.add_argument("--n-siblings", type=int, default=1, metavar="N", help="siblings to price")
+    spend.add_argument("--nulls", type=int, default=2, metavar="N", help="null controls a round adds")
     spend.set_defaults(func=cmd_spend, refusals=True)
     diag = sub.add_parser("diagnose", help="a tag's per-task bands and failure clusters (pays nothing)")
     diag.add_argument("tag")
@@ -247,16 +244,12 @@ def register(sub: Any) -> None:
     diag.set_defaults(func=cmd_diagnose, refusals=True)
     diff = sub.add_parser("diff", help="what a candidate changed: a unified diff of snapshots")
     diff.add_argument("tag")
-    diff.add_argument(
-        "operands", nargs="*", metavar="B|PROJECT", help="compare with tag B; the project folder (default .)"
-    )
+    diff.add_argument("operands", nargs="*", metavar="B|PROJECT", help="compare with B; project (default .)")
     add_project_args(diff, positional=False)
     diff.add_argument("--best", action="store_true", help="compare with the current best")
     diff.add_argument("--parent", action="store_true", help="compare with its parent (the default)")
     diff.set_defaults(func=cmd_diff, refusals=True)
-    multi = sub.add_parser(
-        "multirep", help="a comparison's error across replicate blocks (whole runs); pays nothing"
-    )
+    multi = sub.add_parser("multirep", help="a comparison's error across replicate blocks (whole runs)")
     multi.add_argument("tag")
     add_project_args(multi)
     multi.add_argument("--against", metavar="OTHER", help="compare with this tag (default: best)")
@@ -267,23 +260,18 @@ def register(sub: Any) -> None:
     add_project_args(merge, positional=False)
     merge.add_argument("--onto", metavar="TAG", help="merge onto this tag (default: common parent)")
     merge.add_argument(
-        "--integrate", action="store_true", help="gate after each addition; keep what clears it"
+        "--integrate", action="store_true", help="gate each addition; keep what clears the gate"
     )
-    merge.add_argument(
-        "-n", "--workers", type=int, default=0, help="xdist workers for --integrate's sessions"
-    )
+    merge.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for --integrate")
     merge.set_defaults(func=cmd_merge, refusals=True)
     run = sub.add_parser(
-        "eval-task", help="a candidate on named train/val tasks, for diagnosis (no evidence, nothing booked)"
+        "eval-task", help="a candidate on named train/val tasks, for diagnosis (not evidence)"
     )
     run.add_argument("tag", help="the candidate: a work copy, a snapshot, or seed")
     run.add_argument("tasks", metavar="IDS", help="train or val task ids, a,b,c (test is sealed)")
     loop_arguments(run)
-    run.add_argument(
-        "--trials", type=int, metavar="K", help="trials per task (default: the spec's num_trials)"
-    )
+    run.add_argument("--trials", type=int, metavar="K", help="trials per task (default: num_trials)")
     run.set_defaults(func=cmd_eval_task, refusals=True)
-
     ledger = sub.add_parser("mechanism", help="the shared mechanisms ledger of a fan-out").add_subparsers(
         dest="action", required=True
     )

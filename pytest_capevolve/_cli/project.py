@@ -324,9 +324,7 @@ def register(sub: Any) -> None:
     gen.add_argument("--id", help="microcase id (default CLUSTER-TASK)")
     gen.add_argument("--out", type=Path, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
-    imp = sub.add_parser(
-        "import-cap-evolve", help="make a cap-evolve project (and one of its runs) a project here"
-    )
+    imp = sub.add_parser("import-cap-evolve", help="make a cap-evolve project (and a run of it) one here")
     imp.add_argument("src", type=Path, help="cap-evolve's project folder or its spec file")
     imp.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
     imp.add_argument("--run", type=Path, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
@@ -337,10 +335,7 @@ def register(sub: Any) -> None:
     )
     init.add_argument("dir", type=Path, nargs="?", default=Path("."), help="where to write it (default .)")
     init.add_argument(
-        "--from-cap-evolve",
-        type=Path,
-        metavar="SRC",
-        help="import a cap-evolve project instead (as capevolve import-cap-evolve SRC DIR)",
+        "--from-cap-evolve", type=Path, metavar="SRC", help="import a cap-evolve project (import-cap-evolve)"
     )
     init.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
     init.set_defaults(func=cmd_init, refusals=True)

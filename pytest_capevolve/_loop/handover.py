@@ -1,13 +1,11 @@
-"""Work copies, where an optimizer edits a candidate (``runs/<id>/work/<TAG>/``), and what the
-proposer gets there besides its prompt: the handover files, and the parent's failing rollouts the
-prompt shows.
+"""Work copies (``runs/<id>/work/<TAG>/``, a copy of the best's snapshot or ``--from``'s; a tag
+the run holds anywhere is refused, rollout files are named by tag) and what the proposer gets
+there besides its prompt: the handover files, and the parent's failing rollouts the prompt shows.
 
-A work copy is a copy of the best's snapshot (or ``--from``'s) with the handover files; the
-parent's snapshot is never touched. A tag that exists anywhere in the run is refused (rollout
-files are named by tag). The handover files (``_project.candidate.HANDOVER``) are never hashed,
-snapshotted or evaluated; what they say of the record is drawn again from the log, never copied
-from a file an optimizer can rewrite, and no test id is in any of them (:func:`test_id_redactor`).
-hill-climb removes them once its optimizer is done (:func:`clear_handover`)."""
+The handover files (``_project.candidate.HANDOVER``) are never hashed, snapshotted or evaluated;
+what they say of the record is drawn again from the log, never copied from a file an optimizer
+can rewrite, and no test id is in any of them (:func:`test_id_redactor`). hill-climb removes
+them once its optimizer is done (:func:`clear_handover`)."""
 
 from __future__ import annotations
 

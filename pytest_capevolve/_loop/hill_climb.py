@@ -6,13 +6,10 @@ split that judges them), with handover files in the work copy, never in a snapsh
 under a timeout (a crash or timeout leaves the parent's bytes, booked a ``repeat`` reject unpaid);
 a real gate session as a child ``python -m pytest --capevolve-run …``, so every guard, xdist,
 persistence and resume are the plugin's; the verdict booked and the candidate stored.
-``--resume`` finishes an iteration a kill cut off; a decided one is never decided again. Never
-imports pytest.
-
-One loop per project at a time: two hill-climbs on one project delete each other's work copies
-and pay an optimizer twice, so a loop holds ``.capevolve/loop.lock`` (an ``flock``, released when
-its process dies) while it runs (:func:`only_loop`); a second loop is refused in one line naming
-the first."""
+``--resume`` finishes an iteration a kill cut off; a decided one is never decided again. One loop
+per project: a second would delete the first's work copies and pay an optimizer twice, so a loop
+holds ``.capevolve/loop.lock`` (an ``flock``, released when its process dies) and a second is
+refused in one line naming the first. Never imports pytest."""
 
 from __future__ import annotations
 
@@ -68,10 +65,9 @@ from .hill_climb_record import (
     store_seed,
     summary_rows,
 )
-from .launch import gate_flags, run_logged, session_command
+from .launch import gate_flags, missing_on, run_logged, session_command
 from .optimizer import STARTED_BY, checked_writable, optimizer_argv, optimizer_boundary, run_optimizer
 from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
-from .train_eval import missing_on
 
 PREFIX = "cand_"
 LOCK_NAME = "loop.lock"

@@ -1,14 +1,11 @@
 """What a ``capevolve hill-climb`` iteration books and leaves: the decision from its verdict, its
-one-line message, its ``outcome.json``, its commit in the candidate store (:mod:`.git_store`) —
-each message carrying the log's head, kept off the run dir (:mod:`.._store.readers.anchor`) — and
-its row of ``summary.json``.
-
-An output refused before its gate pays gets its verdict here, booked like any: a change to a
-``--protected-paths`` glob (checked by the loop beside the spec's: indecisive, basis ``tamper``);
-bytes the run already holds (a candidate is its bytes, :mod:`.._policy.repeats.identity`, so a
-copy of an earlier candidate, a failed optimizer's copy of the parent included, is a ``reject``
-with basis ``repeat`` naming what it repeats); a proposer whose reported cost leaves its gate no
-room under ``max_usd``."""
+one-line message, its ``outcome.json``, its commit in the candidate store (:mod:`.git_store`)
+carrying the log's head (kept off the run dir, :mod:`.._store.readers.anchor`), its row of
+``summary.json``; and the verdict of an output refused before its gate pays: a change to a
+``--protected-paths`` glob (indecisive, ``tamper``), bytes the run already holds (a candidate is
+its bytes, :mod:`.._policy.repeats.identity`: ``reject``, ``repeat``, naming what it repeats, a
+failed optimizer's copy of the parent too), a proposer whose cost leaves its gate no room under
+``max_usd``."""
 
 from __future__ import annotations
 

@@ -1,19 +1,16 @@
-"""The optimizer of a loop: the boundary it works in, its run under a timeout, the cost it reports.
+"""A loop's optimizer: the boundary it works in, its run under a timeout, the cost it reports.
 
-The boundary (``capevolve hill-climb``'s optimizer command and ``capevolve agent``): it may write
-its work copies, its scratch ``TMPDIR`` and ``--writable`` folders outside the project, and read
-the machine but the run dirs and the project's gold files. Nothing above the project is writable,
-so no ``conftest.py`` or ``pytest.ini`` can be planted where pytest would find it. Where the kernel
-cannot hold it (:mod:`.._confine.landlock`), the optimizer runs unconfined and the record says so.
+The boundary (hill-climb's optimizer command, ``capevolve agent``): it writes its work copies, a
+scratch ``TMPDIR`` and ``--writable`` folders outside the project, and reads the machine but the
+run dirs and the project's gold files; nothing above the project is writable, so no
+``conftest.py`` or ``pytest.ini`` can be planted where pytest looks. Where the kernel cannot hold
+it (:mod:`.._confine.landlock`), the optimizer runs unconfined and the record says so.
 
-A hill-climb's optimizer runs under a timeout: a crash, a timeout (the process group is killed) or
-a non-zero exit is an outcome, never an exception: the parent's bytes are restored, a wasted
-iteration, not a dead run.
-
-Its cost: the JSON lines of its stdout with ``cost_usd`` and/or ``tokens``, e.g. ``{"cost_usd":
-0.42, "tokens": 51234}``, read after it exits (crashed or not: what it spent was spent) and booked
-with the decision, so ``max_usd`` counts the proposer. The largest line wins: a running total is
-printed again at the end. A value that is not a spend (negative, NaN, above 1e6 $) is refused; the
+A crash, a timeout (its process group killed) or a non-zero exit is an outcome, not an exception:
+the parent's bytes are restored, a wasted iteration, not a dead run. Its cost is the largest JSON
+line of its stdout with ``cost_usd`` and/or ``tokens`` (a running total is printed again at the
+end), read after it exits (what it spent was spent) and booked with the decision, so ``max_usd``
+counts the proposer. A value that is not a spend (negative, NaN, above 1e6 $) is refused; the
 iteration stays unproposed and ``--resume`` runs its optimizer again."""
 
 from __future__ import annotations

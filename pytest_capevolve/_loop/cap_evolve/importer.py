@@ -2,13 +2,12 @@
 of its runs, made a project and a run here.
 
 Written to DEST, never over an existing file: ``capevolve.yaml`` with every key mapped
-(:mod:`.._project.cap_evolve_keys`) and the others listed with why; ``adapters/`` importing ours;
-the capability folder; with ``--run``, the run's frozen splits and a new run holding its
-candidates, rollouts, best and — when its test seal was burned — a burned seal, so the test split
-is not looked at twice. Pays no rollout; imports nothing of pytest.
-
-Its ``adapters/`` made ours: the adapter class found without running it, the imports rewritten
-(``from cap_evolve import …`` → ``pytest_capevolve``), lines with no counterpart listed."""
+(:mod:`.._project.cap_evolve_keys`) and the others listed with why; ``adapters/`` made ours (its
+adapter class found without running it, ``from cap_evolve import …`` rewritten to
+``pytest_capevolve``, lines with no counterpart listed); the capability folder; with ``--run``,
+the run's frozen splits and a new run holding its candidates, rollouts, best and — when its test
+seal was burned — a burned seal, so the test split is not looked at twice. Pays no rollout;
+imports nothing of pytest."""
 
 from __future__ import annotations
 
