@@ -123,7 +123,7 @@ def _train(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:
     from .._loop.launch import evaluate_train, plan_train
 
     plan = plan_train(spec, rundir, args.train)
-    if not plan.pays:
+    if not plan.missing:
         return plan.note
     out = human(args)
     print(f"--train {args.train}: {plan.note} (the seed and the best on train)", file=out)

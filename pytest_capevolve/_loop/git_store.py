@@ -18,6 +18,7 @@ from .._project.candidate import iter_files
 from .._project.candidate_diff import unified_diff as unified_diff  # capevolve diff's, kept here
 from .._project.spec import HILL_CLIMB_STORES
 from .._store.files import atomic_write_json, read_json
+from .._store.readers.anchor import anchor_in_message
 
 STORES = HILL_CLIMB_STORES
 BEST_BRANCH = "best"
@@ -142,8 +143,6 @@ def open_store(
 def store_anchor(root: Path) -> str:
     """The anchor in the newest commit of the git store at ``root`` (its ``candidates`` branch):
     the log's head when that candidate was booked (:meth:`.._store.readers.anchor.Head.trailer`)."""
-    from .._store.readers.anchor import anchor_in_message
-
     if not (root / ".git").is_dir():
         raise StoreError(f"no git candidate store at {root} (hill-climb --store git makes one)")
     import git  # gitpython; imported when a git store is read

@@ -30,11 +30,12 @@ from .._policy import guards
 from .._policy.alpha.loop_schedule import constant_run_note, run_loop_schedule
 from .._policy.booking.journal_entry import JOURNAL
 from .._project.candidate import SEED_TAG, handover_ignore
-from .._project.spec import SpecError, load_spec, resolve_spec_path
+from .._project.spec import load_spec, resolve_spec_path
 from .._project.tamper import expand
 from .._show.views import refresh as redraw_views
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.log.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED
+from .._store.readers.evidence import index_records
 from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
@@ -48,7 +49,6 @@ from .hill_climb_options import (
     check_signal,
     checked_focus,
     checked_optimizer,
-    checked_store,
     ini_overrides,
     instructions_template,
     names_a_schedule,
@@ -88,15 +88,11 @@ class HillClimb:
         self.o = options
         self.spec_path = resolve_spec_path(options.project)
         self.ini = ini_overrides(options, self.spec_path)
-        try:
-            self.spec = load_spec(self.spec_path, self.ini)
-        except SpecError as exc:
-            raise Refusal(str(exc)) from None
+        self.spec = load_spec(self.spec_path, self.ini)  # a SpecError: the CLI's refusal (exit 2)
         self.optimizer = checked_optimizer(options, self.spec)
         self.focus = checked_focus(options, self.spec)
         self.store_kind = options.store or self.spec.store or "git"
-        check_limits(options)
-        checked_store(options, self.store_kind)
+        check_limits(options, self.store_kind)
         self.template = instructions_template(options)
         checked_writable(self.spec, options.writable)  # refused before the loop starts, not mid-round
         self.extra_protected = (
@@ -312,8 +308,6 @@ class HillClimb:
 
     def _train_signal(self, parent: str, folder: Path) -> None:
         """``--signal train``: the parent's train rollouts, paid once per new best (what is missing)."""
-        from .._store.readers.evidence import index_records
-
         rundir = self._rundir
         if missing_on(self.spec, rundir, "train", [parent]) == 0:
             return

@@ -117,8 +117,9 @@ def checked_focus(options: Options, spec: Spec) -> str:
     return focus
 
 
-def check_limits(options: Options) -> None:
-    """``--optimizer-timeout`` > 0 and ``--max-iterations`` ≥ 0."""
+def check_limits(options: Options, store_kind: str) -> None:
+    """``--optimizer-timeout`` > 0, ``--max-iterations`` ≥ 0, ``--new-run`` alone, and
+    ``--store-commit-cmd`` only with the ``command`` store (any other would ignore it)."""
     if options.optimizer_timeout <= 0:
         raise Refusal(f"--optimizer-timeout {options.optimizer_timeout:g}: give a number of seconds > 0")
     if options.max_iterations is not None and options.max_iterations < 0:
@@ -126,6 +127,11 @@ def check_limits(options: Options) -> None:
     if options.new_run and (options.run_id is not None or options.resume):
         given = "--run-id" if options.run_id is not None else "--resume"
         raise Refusal(f"--new-run starts a new run; {given} continues an existing one: give one")
+    if options.store_commit_cmd and store_kind != "command":
+        raise Refusal(
+            f"--store-commit-cmd runs only with --store command; the store here is {store_kind!r}, "
+            "which would ignore it: add --store command, or drop --store-commit-cmd"
+        )
 
 
 def check_signal(options: Options, train_ids: list[str]) -> None:
@@ -134,15 +140,6 @@ def check_signal(options: Options, train_ids: list[str]) -> None:
         raise Refusal(f"--signal {options.signal!r}: use one of {', '.join(SIGNALS)}")
     if options.signal == "train" and not train_ids:
         raise Refusal("--signal train: the run has no train split (split_train is 0); use --signal val")
-
-
-def checked_store(options: Options, kind: str) -> None:
-    """``--store-commit-cmd`` only with the ``command`` store: any other store would ignore it."""
-    if options.store_commit_cmd and kind != "command":
-        raise Refusal(
-            f"--store-commit-cmd runs only with --store command; the store here is {kind!r}, "
-            "which would ignore it: add --store command, or drop --store-commit-cmd"
-        )
 
 
 def instructions_template(options: Options) -> str:

@@ -71,16 +71,11 @@ def run_captured(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
 
 
-def run_attached(argv: list[str], cwd: Path) -> int:
-    """Run a session on this process's own stdout and stderr; returns its exit code."""
-    return subprocess.run(argv, cwd=cwd, check=False).returncode
-
-
 def run_shown(argv: list[str], cwd: Path, quiet_to: TextIO | None) -> int:
-    """Run a session on this process's stdout and stderr, or (``quiet_to``) its output written
-    there once it ended; returns its exit code."""
+    """Run a session on this process's own stdout and stderr, or (``quiet_to``) its output
+    written there once it ended; returns its exit code."""
     if quiet_to is None:
-        return run_attached(argv, cwd)
+        return subprocess.run(argv, cwd=cwd, check=False).returncode
     done = run_captured(argv, cwd)
     quiet_to.write(done.stdout + done.stderr)
     return done.returncode
@@ -92,10 +87,6 @@ class TrainPlan:
 
     missing: int
     note: str
-
-    @property
-    def pays(self) -> bool:
-        return self.missing > 0
 
 
 def missing_on(spec: Spec, rundir: RunDir, split: str, tags: list[str]) -> int:
