@@ -154,10 +154,9 @@ def _margin_out_of_reach(spec: Any, n_val: int) -> str | None:
     if reach > spec.gate_margin:
         return None
     return (
-        f"gate_margin {spec.gate_margin:g}: on {n_val} val tasks a candidate only as good as the best "
-        f"is rejected (results identical to the best bound the mean delta at {reach:+.4f} at best, "
-        f"α = {spec.gate_alpha:g}); only a better one passes. To show 'no worse', set gate_margin "
-        f"below {reach:+.4f} or give the val split more tasks"
+        f"gate_margin {spec.gate_margin:g}: on {n_val} val tasks a candidate only as good as the best is "
+        f"rejected (identical results bound the mean delta at {reach:+.4f} at best, α = {spec.gate_alpha:g});"
+        f" to show 'no worse', set gate_margin below {reach:+.4f} or give the val split more tasks"
     )
 
 
@@ -183,10 +182,10 @@ def _seed_microcases(spec: Any, ok: Callable[[str], None], fail: Callable[[str],
         env.close()
     for case, outcome in failed:
         fail(
-            f"microcase {case.id!r} ({case.file.relative_to(spec.project_dir)}) fails on the seed: "
-            f"expected {outcome.expected}, got {outcome.got}; every gate would reject a candidate "
-            "that keeps it (micro_test_fail). Mend the microcase (or the seed) now: after the first "
-            "session a changed microcase is a changed harness, and the run's baseline is paid again"
+            f"microcase {case.id!r} ({case.file.relative_to(spec.project_dir)}) fails on the seed: expected "
+            f"{outcome.expected}, got {outcome.got}; every gate would reject a candidate that keeps it "
+            "(micro_test_fail). Mend the microcase (or the seed) now: after the first session a changed "
+            "microcase is a changed harness, and the run's baseline is paid again"
         )
     if cases and not failed:
         ok(f"{len(cases)} microcase(s) pass on the seed")

@@ -50,12 +50,11 @@ def booked_reason(verdict: dict[str, Any], booked: str) -> str:
     details = verdict.get("details") or {}
     if verdict.get("basis") != Basis.REPEAT or details.get("earlier_decision") != "accept":
         return reason
-    level = details.get("earlier_level")
+    level = f" at {details['earlier_level']}" if details.get("earlier_level") else ""
     return (
-        f"never paid for: byte-identical to {details.get('repeats')!r} (accepted"
-        f"{f' at {level}' if level else ''}); that accept stands, and this iteration is booked "
-        f"{booked} (repeat) so the loop counts it and its proposer's spend: the proposal brought "
-        "nothing new (change the bytes)"
+        f"never paid for: byte-identical to {details.get('repeats')!r} (accepted{level}); that accept "
+        f"stands, and this iteration, which brought nothing new (change the bytes), is booked {booked} "
+        "(repeat) so the loop counts it and its proposer's spend"
     )
 
 
