@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
-from .._project.spec import SPEC_FILENAME, Spec
-from .._store.rundir import RunDir
+from .._project.spec import SPEC_FILENAME
 from .common import Refusal, add_project_args, emit, open_run, project_of, said_as, spec_of
 from .decisions import key_lines, loop_arguments
 
@@ -55,6 +54,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     """What a candidate changed: a unified diff of two snapshots (default: against its parent)."""
     from .._loop.git_store import unified_diff
+    from .._loop.task_eval import candidate_folder
 
     _diff_operands(args)
     spec, rundir = open_run(args)
@@ -70,27 +70,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
         other = (decided or {}).get("parent") or (verdict or {}).get("against")
         if other is None:
             raise Refusal(f"{args.tag!r} has no recorded parent (no decision, no verdict); name B")
-    diff = unified_diff(_folder(spec, rundir, other), _folder(spec, rundir, args.tag), other, args.tag)
+    diff = unified_diff(
+        candidate_folder(spec, rundir, other), candidate_folder(spec, rundir, args.tag), other, args.tag
+    )
     if args.json:
         emit(args, {"tag": args.tag, "other": other, "diff": diff}, None)
     else:
         sys.stdout.write(diff)
     return exitcodes.OK
-
-
-def _folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """``tag``'s files: its snapshot, else its capability or source folder, else its work copy."""
-    snapshot = rundir.snapshots.snapshot_dir(tag)
-    if snapshot.is_dir():
-        return snapshot
-    if tag == "seed":
-        return spec.capability_path
-    source = ((rundir.verdicts.verdict(tag) or {}).get("details") or {}).get("source")
-    if source and Path(source).is_dir():
-        return Path(source)
-    if rundir.work_dir(tag).is_dir():
-        return rundir.work_dir(tag)
-    raise Refusal(f"no snapshot or work copy of {tag!r} in run {rundir.run_id}")
 
 
 def _diff_operands(args: argparse.Namespace) -> None:
