@@ -212,7 +212,7 @@ def register(sub: Any) -> None:
     commit.add_argument("--force", action="store_true", help="repair the record (itself an event)")
     commit.set_defaults(func=cmd_commit, refusals=True)
     baseline = sub.add_parser(
-        "baseline", help="check the adapter, evaluate the seed on val, print a hand-off"
+        "baseline", help="check the adapter, evaluate the seed on val, print the hand-off"
     )
     loop_arguments(baseline)
     baseline.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for the evaluation")
