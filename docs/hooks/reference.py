@@ -294,7 +294,7 @@ def events_markdown() -> str:
 def playbook_markdown() -> str:
     """The playbooks shipped for coding agents (``pytest_capevolve/skills/*/SKILL.md``), each
     as a section: front matter as a line, headings one level down."""
-    from pytest_capevolve._cli.start import SKILLS, skill_front_matter
+    from pytest_capevolve._cli.project import SKILLS, skill_front_matter
 
     lines = []
     for path in sorted(SKILLS.glob("*/SKILL.md")):

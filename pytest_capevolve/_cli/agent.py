@@ -65,7 +65,7 @@ def split_agent(words: Sequence[str]) -> tuple[list[str], list[str]]:
 def cmd_agent(args: argparse.Namespace) -> int:
     """Start the agent's command inside the boundary and serve its capevolve commands."""
     from .._loop.agent_session import run_agent
-    from .._loop.optimizer_boundary import checked_writable
+    from .._loop.optimizer import checked_writable
     from .broker_policy import AgentPolicy
 
     spec = spec_of(args)

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .._loop.optimizer_boundary import RUNS_FOLDER, gold_files
+from .._loop.optimizer import RUNS_FOLDER, gold_files
 from .._project.spec import SPEC_FILENAME, Spec
 from ..exitcodes import Refusal
 

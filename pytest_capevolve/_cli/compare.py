@@ -118,87 +118,53 @@ def register(sub: Any) -> None:
         help="decide finished runs (inspect_ai logs, lm-eval samples, promptfoo or deepeval JSON, a CSV/JSONL"
         " of task_id, trial, reward) against a baseline with the gate's exact paired test (pays nothing)",
     )
-    compare.add_argument(
-        "runs", nargs="+", type=Path, metavar="RUN", help="results files: the baseline first"
-    )
-    compare.add_argument(
+    add = compare.add_argument
+    add("runs", nargs="+", type=Path, metavar="RUN", help="results files: the baseline first")
+    add(
         "--pairwise",
         action="store_true",
         help="RUN is one table of a judge's preferences (task_id, preference A/B/tie, optional "
         "trial, order, cluster): the exact sign test of B preferred to A (a file with a "
         "preference or winner column alone is read so without it)",
     )
-    compare.add_argument(
-        "--format", choices=FORMATS, help="read every file as this (default: by its suffix and content)"
-    )
-    compare.add_argument(
-        "--label",
-        action="append",
-        metavar="NAME",
-        help="a run's name in the tables, in order (repeat; --pairwise: A's, then B's)",
-    )
-    compare.add_argument(
-        "--arm",
-        action="append",
-        metavar="NAME",
-        help="promptfoo: the provider or prompt of a file that holds several, per run in order (repeat)",
-    )
-    compare.add_argument(
+    add("--format", choices=FORMATS, help="read every file as this (default: by its suffix and content)")
+    add("--label", action="append", metavar="NAME", help="a run's name, per run (--pairwise: A's, then B's)")
+    add("--arm", action="append", metavar="NAME", help="promptfoo: a file's provider or prompt, per run")
+    add(
         "--scorer",
         help="what is the reward: an inspect_ai scorer, an lm-eval METRIC[,FILTER], a promptfoo named "
         "score, a deepeval metric, a CSV / JSONL column, or success (promptfoo, deepeval); default: the "
         "file's first (a table's reward or score)",
     )
-    compare.add_argument(
+    add(
         "--clusters",
         type=Path,
         metavar="FILE",
-        help="a CSV/JSONL of task_id, cluster: tasks that share a source; the test flips whole clusters",
+        help="a CSV/JSONL of task_id, cluster (tasks sharing a source): the test flips whole clusters",
     )
     question = compare.add_mutually_exclusive_group()
     question.add_argument(
-        "--margin",
-        type=float,
-        metavar="DELTA",
-        help="ask 'no worse than DELTA' (non-inferiority, DELTA in (-1, 0], e.g. -0.02) instead of 'better'",
+        "--margin", type=float, metavar="DELTA", help="non-inferiority: 'no worse than DELTA' (in (-1, 0])"
     )
     question.add_argument(
-        "--equivalence",
-        type=float,
-        metavar="M",
-        help="ask 'within ±M of the baseline' (two one-sided tests, M in (0, 1))",
+        "--equivalence", type=float, metavar="M", help="'within ±M of the baseline' (TOST; M in (0, 1))"
     )
-    compare.add_argument(
-        "--alpha", type=spec_value("gate_alpha"), default=0.05, help="the test's α (default 0.05)"
-    )
-    compare.add_argument(
+    add("--alpha", type=spec_value("gate_alpha"), default=0.05, help="the test's α (default 0.05)")
+    add(
         "--min-coverage",
         type=spec_value("min_coverage"),
         default=0.8,
-        help="paired coverage below it is indecisive (default 0.8)",
+        help="paired coverage below it: indecisive",
     )
-    compare.add_argument(
-        "--multiple", choices=MULTIPLE, default="holm", help="α across several runs (default holm)"
-    )
-    compare.add_argument(
+    add("--multiple", choices=MULTIPLE, default="holm", help="α across several runs (default holm)")
+    add(
         "--success-threshold",
         type=spec_value("success_threshold"),
         default=1.0,
-        help="a trial passes at this reward (bands, regressions; default 1.0)",
+        help="a trial passes at this reward (bands, regressions)",
     )
-    compare.add_argument(
-        "--regression-rule",
-        choices=REGRESSION_RULES,
-        default="noise",
-        help="which drops are regressions (default noise)",
-    )
-    compare.add_argument(
-        "--veto-regressions", action="store_true", help="a regression turns an accept into a reject"
-    )
-    compare.add_argument(
-        "--markdown", type=Path, metavar="FILE", help="write a Markdown summary a CI job can post"
-    )
-    compare.add_argument(
-        "--json", action="store_true", help="print only JSON on stdout (the table to stderr)"
-    )
+    add("--regression-rule", choices=REGRESSION_RULES, default="noise", help="which drops are regressions")
+    add("--veto-regressions", action="store_true", help="a regression turns an accept into a reject")
+    add("--markdown", type=Path, metavar="FILE", help="write a Markdown summary a CI job can post")
+    add("--json", action="store_true", help="print only JSON on stdout (the table to stderr)")
     compare.set_defaults(func=cmd_compare)

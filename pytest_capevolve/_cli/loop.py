@@ -1,24 +1,27 @@
-"""The optimize loop's primitives on a run: ``work new``, ``spend``, ``diagnose``, ``diff``,
-``multirep`` and ``merge``, each one :mod:`.._loop` or :mod:`.._policy` answer printed through
-:func:`.common.emit`."""
+"""The optimize loop's commands on a run: ``work new``, ``spend``, ``diagnose``, ``diff``,
+``multirep``, ``merge``, the per-task fan-out's ``eval-task`` (a candidate on a few named train or
+val tasks, for diagnosis) and ``mechanism add|list`` (the shared ledger), and ``hill-climb`` (the
+loop that runs by itself, :class:`.._loop.hill_climb.HillClimb`; exit 3 when an evaluation did
+not complete, ``--resume`` continues it). Each prints one :mod:`.._loop` or :mod:`.._policy`
+answer through :func:`.common.emit`, JSON by default (``--table``: for people)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
-from .._project.spec import SPEC_FILENAME, Spec
-from .._store.rundir import RunDir
-from .common import Refusal, add_project_args, emit, open_run
+from .._project.spec import SPEC_FILENAME
+from .common import Refusal, add_project_args, emit, open_run, project_of, said_as, spec_of
 from .decisions import key_lines, loop_arguments
 
 
 def cmd_work_new(args: argparse.Namespace) -> int:
     """Copy the best's (or --from's) snapshot into runs/<id>/work/<TAG>/ for an optimizer to edit."""
-    from .._loop.work import new_work_copy
+    from .._loop.handover import new_work_copy
 
     spec, rundir = open_run(args)
     return emit(args, new_work_copy(spec, rundir, args.tag, args.parent), key_lines, json_default=True)
@@ -51,6 +54,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     """What a candidate changed: a unified diff of two snapshots (default: against its parent)."""
     from .._loop.git_store import unified_diff
+    from .._loop.task_eval import candidate_folder
 
     _diff_operands(args)
     spec, rundir = open_run(args)
@@ -66,27 +70,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
         other = (decided or {}).get("parent") or (verdict or {}).get("against")
         if other is None:
             raise Refusal(f"{args.tag!r} has no recorded parent (no decision, no verdict); name B")
-    diff = unified_diff(_folder(spec, rundir, other), _folder(spec, rundir, args.tag), other, args.tag)
+    diff = unified_diff(
+        candidate_folder(spec, rundir, other), candidate_folder(spec, rundir, args.tag), other, args.tag
+    )
     if args.json:
         emit(args, {"tag": args.tag, "other": other, "diff": diff}, None)
     else:
         sys.stdout.write(diff)
     return exitcodes.OK
-
-
-def _folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """``tag``'s files: its snapshot, else its capability or source folder, else its work copy."""
-    snapshot = rundir.snapshots.snapshot_dir(tag)
-    if snapshot.is_dir():
-        return snapshot
-    if tag == "seed":
-        return spec.capability_path
-    source = ((rundir.verdicts.verdict(tag) or {}).get("details") or {}).get("source")
-    if source and Path(source).is_dir():
-        return Path(source)
-    if rundir.work_dir(tag).is_dir():
-        return rundir.work_dir(tag)
-    raise Refusal(f"no snapshot or work copy of {tag!r} in run {rundir.run_id}")
 
 
 def _diff_operands(args: argparse.Namespace) -> None:
@@ -127,8 +118,90 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return int(answer.get("exit_code", exitcodes.OK))
 
 
+def cmd_eval_task(args: argparse.Namespace) -> int:
+    """Run TAG on the named tasks for diagnosis: per-task outcomes, nothing booked, no evidence."""
+    from .._loop.task_eval import parse_ids, render_table, task_eval
+
+    spec, rundir = open_run(args)
+    answer = task_eval(spec, rundir, args.tag, parse_ids(args.tasks), trials=args.trials)
+    return emit(args, answer, render_table, json_default=True)
+
+
+def cmd_mechanism_add(args: argparse.Namespace) -> int:
+    """Append a general mechanism to the run's ledger (deduplicated, leak-guarded)."""
+    from .._loop.mechanisms import add
+    from .._loop.task_eval import parse_ids
+
+    spec, rundir = open_run(args)
+    tasks = parse_ids(args.tasks) if args.tasks else []
+    answer = add(spec, rundir, args.text, tasks, by=args.by)
+    return emit(args, answer, _added_lines, json_default=True)
+
+
+def cmd_mechanism_list(args: argparse.Namespace) -> int:
+    """The run's mechanisms ledger (``--task ID``: those about ID and those about no task)."""
+    from .._loop.mechanisms import listing, render
+
+    _, rundir = open_run(args)
+    answer = listing(rundir, args.task)
+    return emit(args, answer, lambda a: render(a["run_id"], a["mechanisms"]).splitlines(), json_default=True)
+
+
+def _added_lines(answer: dict[str, Any]) -> list[str]:
+    entry = answer["entry"]
+    return [f"{answer['status']}: {entry['id']} {entry['text']} (tasks: {', '.join(entry['tasks']) or '—'})"]
+
+
+def cmd_hill_climb(args: argparse.Namespace) -> int:
+    """Run the loop on the project; print its summary (JSON, or ``--table``)."""
+    from .._loop.hill_climb import HillClimb, Options, only_loop
+    from .._loop.hill_climb_record import LoopIncomplete
+    from .._project.spec import SpecError
+
+    project = project_of(args)
+    spec_of(args)  # outside a project, say so before the loop starts
+    flags = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(Options) if f.name not in ("project", "log")
+    }
+    flags.update(
+        protected_paths=tuple(args.protected_paths or ()),
+        capabilities=tuple(c for c in (args.capabilities or "").split(",") if c.strip()),
+        writable=tuple(args.writable or ()),
+    )
+    options = Options(project=project, **flags)
+    with said_as(Refusal, SpecError):
+        loop = HillClimb(options)
+    try:
+        with only_loop(loop.spec.project_dir):
+            summary = loop.run()
+    except LoopIncomplete as exc:
+        print(f"capevolve hill-climb: incomplete: {exc}", file=sys.stderr)
+        return exitcodes.LOOP_INCOMPLETE
+    return emit(args, summary, summary_lines, json_default=True)
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The ``--table`` form of a loop's summary: one line per iteration, the best, why it stopped."""
+    lines = [f"capevolve hill-climb — run {summary['run_id']}"]
+    for row in summary["iterations"]:
+        numbers = ""
+        if row["delta_mean"] is not None:
+            numbers += f"  Δ̄ {round(row['delta_mean'], 4) + 0.0:+.4f}"  # never "-0.0000"
+        if row["p_value"] is not None:
+            numbers += f"  p {row['p_value']:.4g}"
+        lines.append(f"{row['tag']}  {row['decision']:<11}{row['basis'] or '':<16}{numbers}")
+    lines.append(f"best {summary['best']!r}; accepted: {', '.join(summary['accepted']) or 'none'}")
+    lines.append(f"stopped: {summary['stopped']}")
+    return lines
+
+
 def register(sub: Any) -> None:
-    """The loop primitives on the ``capevolve`` parser."""
+    """The loop's commands on the ``capevolve`` parser."""
+    from .._decide.gate import GATE_MODES
+    from .._loop.git_store import STORES
+    from .._loop.prompt import FOCUS_MODES
+    from .._project.spec import FOCUS_ALIASES
+
     work = sub.add_parser("work", help="work copies for an optimizer").add_subparsers(
         dest="action", required=True
     )
@@ -139,10 +212,8 @@ def register(sub: Any) -> None:
     new.set_defaults(func=cmd_work_new, refusals=True)
     spend = sub.add_parser("spend", help="spend vs ceilings, whether N siblings fit, stop/narrow/continue")
     loop_arguments(spend)
-    spend.add_argument("--n-siblings", type=int, default=1, metavar="N", help="siblings to price (default 1)")
-    spend.add_argument(
-        "--nulls", type=int, default=2, metavar="N", help="null controls a round adds (default 2)"
-    )
+    spend.add_argument("--n-siblings", type=int, default=1, metavar="N", help="siblings to price")
+    spend.add_argument("--nulls", type=int, default=2, metavar="N", help="null controls a round adds")
     spend.set_defaults(func=cmd_spend, refusals=True)
     diag = sub.add_parser("diagnose", help="a tag's per-task bands and failure clusters (pays nothing)")
     diag.add_argument("tag")
@@ -160,16 +231,12 @@ def register(sub: Any) -> None:
     diag.set_defaults(func=cmd_diagnose, refusals=True)
     diff = sub.add_parser("diff", help="what a candidate changed: a unified diff of snapshots")
     diff.add_argument("tag")
-    diff.add_argument(
-        "operands", nargs="*", metavar="B|PROJECT", help="compare with tag B; the project folder (default .)"
-    )
+    diff.add_argument("operands", nargs="*", metavar="B|PROJECT", help="compare with B; project (default .)")
     add_project_args(diff, positional=False)
     diff.add_argument("--best", action="store_true", help="compare with the current best")
     diff.add_argument("--parent", action="store_true", help="compare with its parent (the default)")
     diff.set_defaults(func=cmd_diff, refusals=True)
-    multi = sub.add_parser(
-        "multirep", help="a comparison's error across replicate blocks (whole runs); pays nothing"
-    )
+    multi = sub.add_parser("multirep", help="a comparison's error across replicate blocks (whole runs)")
     multi.add_argument("tag")
     add_project_args(multi)
     multi.add_argument("--against", metavar="OTHER", help="compare with this tag (default: best)")
@@ -180,9 +247,70 @@ def register(sub: Any) -> None:
     add_project_args(merge, positional=False)
     merge.add_argument("--onto", metavar="TAG", help="merge onto this tag (default: common parent)")
     merge.add_argument(
-        "--integrate", action="store_true", help="gate after each addition; keep what clears it"
+        "--integrate", action="store_true", help="gate each addition; keep what clears the gate"
     )
-    merge.add_argument(
-        "-n", "--workers", type=int, default=0, help="xdist workers for --integrate's sessions"
-    )
+    merge.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for --integrate")
     merge.set_defaults(func=cmd_merge, refusals=True)
+    run = sub.add_parser(
+        "eval-task", help="a candidate on named train/val tasks, for diagnosis (not evidence)"
+    )
+    run.add_argument("tag", help="the candidate: a work copy, a snapshot, or seed")
+    run.add_argument("tasks", metavar="IDS", help="train or val task ids, a,b,c (test is sealed)")
+    loop_arguments(run)
+    run.add_argument("--trials", type=int, metavar="K", help="trials per task (default: num_trials)")
+    run.set_defaults(func=cmd_eval_task, refusals=True)
+    ledger = sub.add_parser("mechanism", help="the shared mechanisms ledger of a fan-out").add_subparsers(
+        dest="action", required=True
+    )
+    add = ledger.add_parser("add", help="append a general mechanism (deduplicated; no test id or gold)")
+    add.add_argument("text", help="the cause, in a sentence")
+    loop_arguments(add)
+    add.add_argument("--tasks", default="", metavar="IDS", help="train or val tasks it was seen on, a,b")
+    add.add_argument("--by", metavar="TAG", help="the work copy that found it")
+    add.set_defaults(func=cmd_mechanism_add, refusals=True)
+    show = ledger.add_parser("list", help="the ledger as JSON (--table: as MECHANISMS.md)")
+    loop_arguments(show)
+    show.add_argument("--task", metavar="ID", help="only entries about ID, and those about no task")
+    show.set_defaults(func=cmd_mechanism_list, refusals=True)
+    hc = sub.add_parser("hill-climb", help="the optimize loop: optimizer → guards → val gate → commit")
+    loop_arguments(hc)
+    hc.add_argument("--optimizer", metavar="CMD", help="'CMD … {workdir} … {prompt}'")
+    focus = (*FOCUS_MODES, *FOCUS_ALIASES)  # cap-evolve's `all-at-once` is `all`
+    hc.add_argument("--focus", choices=focus, help="which failing val tasks to aim at")
+    hc.add_argument(
+        "--signal",
+        choices=("val", "train"),
+        default="val",
+        help="whose failures the optimizer sees: val (the gate's split) or train (paid once per new best)",
+    )
+    hc.add_argument("--max-iterations", type=int, metavar="N", help="iterations in the run")
+    hc.add_argument("--n-trials", type=int, metavar="K", help="trials (if the spec sets none)")
+    hc.add_argument("--resume", action="store_true", help="finish an iteration a kill cut off")
+    hc.add_argument("--new-run", action="store_true", help="start a new run (baseline first)")
+    hc.add_argument("--gate-mode", choices=GATE_MODES)
+    hc.add_argument("--k-se", type=float)
+    hc.add_argument("--alpha", type=float)
+    hc.add_argument(
+        "--no-regression",
+        nargs="?",
+        const="noise",
+        choices=("noise", "strict"),
+        help="veto an accept that breaks a task: noise (the default when given), a drop beyond its "
+        "own noise on a task the parent passed; strict, any val task the parent scored higher on",
+    )
+    hc.add_argument("--protected-paths", nargs="+", metavar="GLOB", help="also protect these")
+    hc.add_argument("--capabilities", metavar="A,B", help="the allowed edit surface")
+    hc.add_argument("--convergence", action="store_true", help="stop on a long plateau (stall ≥ 5)")
+    hc.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for each gate session")
+    hc.add_argument("--store", choices=STORES, help="where every candidate is committed")
+    hc.add_argument("--store-commit-cmd", metavar="CMD", help="'CMD {msg} {dir} {tag}'")
+    hc.add_argument("--instructions-file", type=Path, metavar="F", help="the prompt template")
+    hc.add_argument("--optimizer-timeout", type=float, default=1800.0, metavar="S", help="seconds (1800)")
+    hc.add_argument(
+        "--writable",
+        action="append",
+        type=Path,
+        metavar="PATH",
+        help="a folder or file outside the project the optimizer may also write (its own state); repeatable",
+    )
+    hc.set_defaults(func=cmd_hill_climb, refusals=True)

@@ -17,13 +17,10 @@ from .common import OPENED, print_notices, report_error
 # Each group's module registers its commands; ``main`` registers only the group of the command
 # asked for (``--help``: every group), so a command does not pay for importing the others.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "project": ("check", "microcase", "import-cap-evolve"),
+    "project": ("init", "check", "microcase", "import-cap-evolve", "skills"),
     "reading": ("runs", "verify", "plan", "measure", "dashboard", "judge-noise"),
     "decisions": ("gate", "commit", "baseline"),
-    "loop": ("work", "spend", "diagnose", "diff", "multirep", "merge"),
-    "fanout": ("eval-task", "mechanism"),
-    "climb": ("hill-climb",),
-    "start": ("init", "skills"),
+    "loop": tuple("work spend diagnose diff multirep merge eval-task mechanism hill-climb".split()),
     "compare": ("compare",),
     "agent": ("agent", "pytest"),
 }

@@ -1,6 +1,7 @@
-"""The project's own commands: ``check`` (spec and adapter before any rollout is paid),
-``microcase gen`` (a skeleton microcase from a failing rollout) and ``import-cap-evolve``
-(which writes a project, so it takes no ``--project``)."""
+"""The project's own commands: ``init`` (a new project that runs offline as written),
+``check`` (spec and adapter before any rollout is paid), ``microcase gen`` (a skeleton microcase
+from a failing rollout), ``import-cap-evolve`` (which writes a project, so it takes no
+``--project``) and ``skills`` (where the playbooks for coding agents are installed)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from .common import (
     project_of,
     said_as,
 )
+
+SKILLS = Path(__file__).resolve().parent.parent / "skills"
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -151,10 +154,9 @@ def _margin_out_of_reach(spec: Any, n_val: int) -> str | None:
     if reach > spec.gate_margin:
         return None
     return (
-        f"gate_margin {spec.gate_margin:g}: on {n_val} val tasks a candidate only as good as the best "
-        f"is rejected (results identical to the best bound the mean delta at {reach:+.4f} at best, "
-        f"α = {spec.gate_alpha:g}); only a better one passes. To show 'no worse', set gate_margin "
-        f"below {reach:+.4f} or give the val split more tasks"
+        f"gate_margin {spec.gate_margin:g}: on {n_val} val tasks a candidate only as good as the best is "
+        f"rejected (identical results bound the mean delta at {reach:+.4f} at best, α = {spec.gate_alpha:g});"
+        f" to show 'no worse', set gate_margin below {reach:+.4f} or give the val split more tasks"
     )
 
 
@@ -180,10 +182,10 @@ def _seed_microcases(spec: Any, ok: Callable[[str], None], fail: Callable[[str],
         env.close()
     for case, outcome in failed:
         fail(
-            f"microcase {case.id!r} ({case.file.relative_to(spec.project_dir)}) fails on the seed: "
-            f"expected {outcome.expected}, got {outcome.got}; every gate would reject a candidate "
-            "that keeps it (micro_test_fail). Mend the microcase (or the seed) now: after the first "
-            "session a changed microcase is a changed harness, and the run's baseline is paid again"
+            f"microcase {case.id!r} ({case.file.relative_to(spec.project_dir)}) fails on the seed: expected "
+            f"{outcome.expected}, got {outcome.got}; every gate would reject a candidate that keeps it "
+            "(micro_test_fail). Mend the microcase (or the seed) now: after the first session a changed "
+            "microcase is a changed harness, and the run's baseline is paid again"
         )
     if cases and not failed:
         ok(f"{len(cases)} microcase(s) pass on the seed")
@@ -256,8 +258,58 @@ def cmd_import_cap_evolve(args: argparse.Namespace) -> int:
     return emit(args, import_cap_evolve(args.src, args.dest, args.run), None if args.json else render)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write a runnable project into DIR, or import a cap-evolve one there."""
+    if args.from_cap_evolve is not None:
+        from .._loop.cap_evolve.importer import import_cap_evolve, render
+
+        emit(args, import_cap_evolve(args.from_cap_evolve, args.dir, None), None if args.json else render)
+        return exitcodes.OK
+    from .._project.scaffold import write_project
+
+    written = write_project(args.dir.resolve())  # a file in the way: a Refusal, exit 2
+    project = args.dir.resolve()
+    answer = {
+        "project": str(project),
+        "files": [str(p.relative_to(project)) for p in written],
+        "next": [f"cd {project}", "capevolve check", "capevolve baseline"],
+    }
+
+    def lines(answer: dict[str, Any]) -> list[str]:
+        return [
+            f"wrote a capevolve project in {answer['project']}:",
+            *(f"  {name}" for name in answer["files"]),
+            "next: " + " && ".join(answer["next"]),
+        ]
+
+    return emit(args, answer, lines)
+
+
+def skill_front_matter(path: Path) -> dict[str, str]:
+    """The ``name`` and ``description`` of a SKILL.md's front matter."""
+    import yaml
+
+    text = path.read_text(encoding="utf-8")
+    head = text.split("---", 2)[1] if text.startswith("---") else ""
+    data = yaml.safe_load(head) or {}
+    return {"name": str(data.get("name", "")), "description": str(data.get("description", ""))}
+
+
+def cmd_skills(args: argparse.Namespace) -> int:
+    """List the agent playbooks shipped with the package (``--path``: only their folder)."""
+    if args.path:
+        print(SKILLS)
+        return exitcodes.OK
+    found = [{**skill_front_matter(p), "path": str(p)} for p in sorted(SKILLS.glob("*/SKILL.md"))]
+    return emit(
+        args,
+        {"skills": found, "path": str(SKILLS)},
+        lambda a: [f"{s['name']}: {s['path']}" for s in a["skills"]],
+    )
+
+
 def register(sub: Any) -> None:
-    """``check``, ``microcase gen`` and ``import-cap-evolve`` on the ``capevolve`` parser."""
+    """The project's commands on the ``capevolve`` parser."""
     check = sub.add_parser("check", help="verify a project's spec and adapter")
     add_project_args(check)
     check.set_defaults(func=cmd_check)
@@ -271,11 +323,22 @@ def register(sub: Any) -> None:
     gen.add_argument("--id", help="microcase id (default CLUSTER-TASK)")
     gen.add_argument("--out", type=Path, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
-    imp = sub.add_parser(
-        "import-cap-evolve", help="make a cap-evolve project (and one of its runs) a project here"
-    )
+    imp = sub.add_parser("import-cap-evolve", help="make a cap-evolve project (and a run of it) one here")
     imp.add_argument("src", type=Path, help="cap-evolve's project folder or its spec file")
     imp.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
     imp.add_argument("--run", type=Path, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
     imp.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
     imp.set_defaults(func=cmd_import_cap_evolve, refusals=True)
+    init = sub.add_parser(
+        "init", help="write a new project that runs offline (spec, adapter, capability, microcase, candidate)"
+    )
+    init.add_argument("dir", type=Path, nargs="?", default=Path("."), help="where to write it (default .)")
+    init.add_argument(
+        "--from-cap-evolve", type=Path, metavar="SRC", help="import a cap-evolve project (import-cap-evolve)"
+    )
+    init.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
+    init.set_defaults(func=cmd_init, refusals=True)
+    skills = sub.add_parser("skills", help="the playbooks for coding agents shipped with the package")
+    skills.add_argument("--path", action="store_true", help="print only the folder that holds them")
+    skills.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
+    skills.set_defaults(func=cmd_skills)

@@ -120,10 +120,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:
     """``--train``: pay the train evaluation when the mode says so; the train row's note."""
-    from .._loop.train_eval import evaluate_train, plan_train
+    from .._loop.launch import evaluate_train, plan_train
 
     plan = plan_train(spec, rundir, args.train)
-    if not plan.pays:
+    if not plan.missing:
         return plan.note
     out = human(args)
     print(f"--train {args.train}: {plan.note} (the seed and the best on train)", file=out)
@@ -136,7 +136,7 @@ def _train(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:
 
 def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
     """Finalize the run as a child session; its output for people (stderr under ``--json``)."""
-    from .._loop.launch import run_attached, run_captured, session_command
+    from .._loop.launch import run_shown, session_command
 
     out = human(args)
     print(f"the test split of run {rundir.run_id} is unscored: running finalize (once per run)", file=out)
@@ -145,12 +145,7 @@ def _finalize(args: argparse.Namespace, spec: Any, rundir: RunDir) -> int:
     command = session_command(
         spec.path, mode="finalize", run_id=rundir.run_id, workers=args.workers, extra=reused
     )
-    if args.json:
-        done = run_captured(command, spec.project_dir)
-        sys.stderr.write(done.stdout + done.stderr)
-        code = done.returncode
-    else:
-        code = run_attached(command, spec.project_dir)
+    code = run_shown(command, spec.project_dir, sys.stderr if args.json else None)
     if code != 0:
         print(f"finalize did not complete (exit {code}); the test row stays sealed", file=sys.stderr)
     return code
@@ -324,8 +319,9 @@ def register(sub: Any) -> None:
     """``runs``, ``verify``, ``plan``, ``measure`` and ``dashboard`` on the ``capevolve`` parser."""
     plan = sub.add_parser("plan", help="minimum detectable effect and headroom (pays nothing)")
     add_project_args(plan)
-    plan.add_argument("--target", type=float, help="a target val mean to check")
-    plan.add_argument(
+    add = plan.add_argument
+    add("--target", type=float, help="a target val mean to check")
+    add(
         "--n-siblings", type=int, default=1, help="siblings gated together next (the resolution's Holm share)"
     )
     plan.set_defaults(func=cmd_plan)
@@ -333,44 +329,36 @@ def register(sub: Any) -> None:
         "measure", help="the run's honest table and report.md (with --finalize: scores the test split once)"
     )
     add_project_args(measure)
-    measure.add_argument(
-        "--finalize",
-        action="store_true",
-        help="score the sealed test split first (once per run: the run then chooses no new best)",
-    )
-    measure.add_argument(
-        "--no-finalize", action="store_false", dest="finalize", help="leave the test split sealed (default)"
-    )
-    measure.add_argument(
+    add = measure.add_argument
+    add("--finalize", action="store_true", help="score the sealed test split first (once; then no new best)")
+    add("--no-finalize", action="store_false", dest="finalize", help="leave the test split sealed (default)")
+    add(
         "--test-reused",
         "--capevolve-test-reused",  # the seal's refusal names the pytest flag: measure runs that finalize
         action="store_true",
-        help="finalize even though another run of the project scored these test tasks (labelled so)",
+        help="finalize though another run of the project scored these test tasks (labelled so)",
     )
-    measure.add_argument(
+    add(
         "--train",
         choices=("no", "auto", "yes"),
         default="no",
-        help="evaluate the seed and the best on train: auto when it adds information (default no)",
+        help="evaluate the seed and the best on train: auto when it adds information",
     )
-    measure.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for finalize")
+    add("-n", "--workers", type=int, default=0, help="xdist workers for finalize")
     measure.set_defaults(func=cmd_measure)
     verify = sub.add_parser(
         "verify", help="check a run's events.jsonl hash chain, rollout files and state.json"
     )
     add_project_args(verify)  # the positional may also be a run dir (the older form)
-    verify.add_argument(
+    add = verify.add_argument
+    add(
         "--repair",
         action="store_true",
         help="move a damaged events.jsonl tail aside; rebuild state.json from the events; "
         "quarantine rollout files that differ from their events",
     )
-    verify.add_argument(
-        "--anchor",
-        metavar="HASH",
-        help="fail unless the log still holds the event whose sha256 is HASH (a head printed earlier)",
-    )
-    verify.add_argument(
+    add("--anchor", metavar="HASH", help="fail unless the log still holds event HASH (a head it printed)")
+    add(
         "--anchor-from-store",
         nargs="?",
         const="",
@@ -384,14 +372,13 @@ def register(sub: Any) -> None:
     )
     noise.add_argument("tag", help="the candidate (compared with the best, or --against)")
     add_project_args(noise)
-    noise.add_argument("--against", help="the tag to pair with (default: the best)")
-    noise.add_argument(
-        "--rescores", type=int, help="re-scores per output (default: judge_rescores, at least 2)"
-    )
-    noise.add_argument(
+    add = noise.add_argument
+    add("--against", help="the tag to pair with (default: the best)")
+    add("--rescores", type=int, help="re-scores per output (default: judge_rescores, at least 2)")
+    add(
         "--cost-ratio",
         type=_positive_float,
-        help="what one rollout's agent run costs in judge calls (default: r, the re-scores: said as assumed)",
+        help="one rollout's agent run in judge calls (default: r, the re-scores, said as assumed)",
     )
     noise.set_defaults(func=cmd_judge_noise)
     runs = sub.add_parser("runs", help="the project's runs: best, iterations, spend, test sealed")

@@ -28,7 +28,7 @@ class Basis(StrEnum):
     SEQUENTIAL_EXHAUSTION = "sequential_exhaustion"
     INTERRUPTED = "interrupted"
     LEVEL_TAKEN = "level_taken"
-    # refused before any rollout (_session/refusals.py, _loop/extra_protected.py, repeats)
+    # refused before any rollout (_session/refusals.py, _loop/hill_climb_record.py)
     TAMPER = "tamper"
     LEAK = "leak"
     MICRO_TEST_FAIL = "micro_test_fail"

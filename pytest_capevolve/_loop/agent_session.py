@@ -24,7 +24,7 @@ from .._confine.launch import CONFINEMENT_ENV, OPTIMIZER_ENV, command, environme
 from .._project.spec import Spec
 from .._store.rundir import RunDir, RunDirError
 from ..exitcodes import Refusal
-from .optimizer_boundary import optimizer_boundary
+from .optimizer import optimizer_boundary
 
 STARTED_BY = "capevolve agent"
 

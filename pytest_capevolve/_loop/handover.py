@@ -1,5 +1,6 @@
-"""What the proposer gets besides its prompt: the handover files in the work copy, and the
-parent's failing rollouts the prompt shows.
+"""Work copies (``runs/<id>/work/<TAG>/``, a copy of the best's snapshot or ``--from``'s; a tag
+the run holds anywhere is refused, rollout files are named by tag) and what the proposer gets
+there besides its prompt: the handover files, and the parent's failing rollouts the prompt shows.
 
 The handover files (``_project.candidate.HANDOVER``) are never hashed, snapshotted or evaluated;
 what they say of the record is drawn again from the log, never copied from a file an optimizer
@@ -13,18 +14,22 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+from .._policy import guards
 from .._policy.alpha.loop_schedule import run_loop_schedule
+from .._policy.booking.commit import CommitRefused
 from .._policy.booking.journal_entry import JOURNAL
 from .._policy.booking.memory import render_ledger, render_rejected
 from .._project.adapter import AdapterError, load_adapter, load_tasks
-from .._project.candidate import HANDOVER
+from .._project.candidate import HANDOVER, SEED_TAG, check_tag, handover_ignore
 from .._project.microcase_gen import redact
 from .._project.paths import to_stored
 from .._project.spec import Spec
 from .._store.files import atomic_write_text
+from .._store.log.event_kinds import WORK_CREATED
 from .._store.rundir import RunDir, jsonl_lines
+from .._store.snapshots import writable_copy
 from .diagnose import passed
 from .handover_docs import AGENT, render_process, render_runmap
 from .journal import earlier_rounds, render_journal
@@ -33,6 +38,56 @@ from .mechanisms import entries, render
 
 REDACTED_TEST_ID = "[a test task]"
 MIN_ID_LENGTH = 3  # "7" is every seventh line, not a task
+
+
+class WorkCopy(TypedDict):
+    """A work copy just made (``capevolve work new``'s answer)."""
+
+    tag: str
+    parent: str
+    merged_from: NotRequired[list[str]]
+    path: str
+    journal: str
+
+
+def new_work_copy(
+    spec: Spec,
+    rundir: RunDir,
+    tag: str,
+    parent: str | None = None,
+    *,
+    files: dict[str, bytes] | None = None,
+    merged_from: list[str] | None = None,
+) -> WorkCopy:
+    """Create the work copy of ``tag`` from ``parent`` (default: the best), or from ``files``
+    (relative path → bytes: a merge of ``merged_from``, :mod:`.merge`)."""
+    tag = check_tag(tag)
+    guards.refuse_finalized(rundir, guards.Checkpoint.WORK)
+    parent = parent or rundir.state.best()
+    folder = rundir.work_dir(tag)
+    taken = set(rundir.snapshots.known_tags()) | {SEED_TAG} | set(rundir.verdicts.verdicts())
+    if tag in taken or folder.exists():
+        raise CommitRefused(
+            f"tag {tag!r} already exists in run {rundir.run_id}; a tag names one candidate forever "
+            "(its rollouts are <task>__<tag>__t<k>.json): choose a new tag"
+        )
+    source = rundir.snapshots.snapshot_dir(parent) if parent != SEED_TAG else spec.capability_path
+    if files is not None:
+        for relative, data in sorted(files.items()):
+            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+            (folder / relative).write_bytes(data)
+        folder.mkdir(parents=True, exist_ok=True)
+    elif parent != SEED_TAG and not source.is_dir():
+        raise CommitRefused(f"parent {parent!r} has no snapshot in run {rundir.run_id} (was it evaluated?)")
+    else:
+        writable_copy(source, folder, ignore=handover_ignore(source))
+    write_handover(spec, rundir, tag, parent, folder, merged_from=merged_from)
+    path, journal = str(folder), str(folder / JOURNAL)
+    if merged_from:
+        rundir.log.append_event(WORK_CREATED, tag=tag, parent=parent, merged_from=list(merged_from))
+        return WorkCopy(tag=tag, parent=parent, merged_from=list(merged_from), path=path, journal=journal)
+    rundir.log.append_event(WORK_CREATED, tag=tag, parent=parent)
+    return WorkCopy(tag=tag, parent=parent, path=path, journal=journal)
 
 
 def test_id_redactor(rundir: RunDir) -> Callable[[str], str]:

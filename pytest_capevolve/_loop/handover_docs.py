@@ -107,29 +107,17 @@ def render_runmap(run_id: str, root: str, workdir: Path, tag: str, parent: str, 
         ("`PROCESS.md` (here)", "how the loop works and the rules you play by"),
         ("`LEDGER.md` (here)", f"one row per decision (a copy of `{root}/LEDGER.md`)"),
         ("`rejected.jsonl` (here)", "what was refuted: parent, files, the diff, val tasks fixed and broke"),
-        (
-            "`MECHANISMS.md` (here)",
-            "the mechanisms the per-task sub-agents found, deduplicated (capevolve mechanism add)",
-        ),
-        (
-            "`prior_iterations/<tag>/` (here)",
-            "per earlier round: `diff.patch` (its change), `verdict.txt`, `JOURNAL.md`",
-        ),
+        ("`MECHANISMS.md` (here)", "causes the per-task sub-agents found, deduplicated (mechanism add)"),
+        ("`prior_iterations/<tag>/` (here)", "per earlier round: `diff.patch`, `verdict.txt`, `JOURNAL.md`"),
         (f"`{root}/rollouts/val/<task>__<tag>__t<k>.json`", "val rollouts: input, output, feedback"),
         (f"`{root}/verdicts/<tag>.json`", "every number a verdict rests on"),
         (f"`{root}/candidates/<tag>/files/`", "the read-only snapshot of every evaluated candidate"),
-        (
-            f"`{root}/hill_climb/<tag>/`",
-            "each hill-climb round: prompt, optimizer output, diff, gate log, outcome",
-        ),
+        (f"`{root}/hill_climb/<tag>/`", "per hill-climb round: prompt, optimizer output, diff, log, outcome"),
         (f"`{root}/state.json`", "best, iterations, stall, what was spent"),
         (f"`{root}/events.jsonl`", "the record: every event, hash-chained (read it; never edit it)"),
     ]
     if prompt:
-        rows.insert(
-            1,
-            (f"`{prompt}`", "this round's prompt: the parent's val failures, the focus, the ids to protect"),
-        )
+        rows.insert(1, (f"`{prompt}`", "this round's prompt: the parent's failures, focus, ids to protect"))
     lines = [f"# Where things are (run {run_id})", "", "| path | what it is for |", "|---|---|"]
     lines += [f"| {path} | {use} |" for path, use in rows]
     lines += [

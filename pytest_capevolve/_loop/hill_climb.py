@@ -6,15 +6,21 @@ split that judges them), with handover files in the work copy, never in a snapsh
 under a timeout (a crash or timeout leaves the parent's bytes, booked a ``repeat`` reject unpaid);
 a real gate session as a child ``python -m pytest --capevolve-run …``, so every guard, xdist,
 persistence and resume are the plugin's; the verdict booked and the candidate stored.
-``--resume`` finishes an iteration a kill cut off; a decided one is never decided again. Never
-imports pytest."""
+``--resume`` finishes an iteration a kill cut off; a decided one is never decided again. One loop
+per project: a second would delete the first's work copies and pay an optimizer twice, so a loop
+holds ``.capevolve/loop.lock`` (an ``flock``, released when its process dies) and a second is
+refused in one line naming the first. Never imports pytest."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +30,18 @@ from .._policy import guards
 from .._policy.alpha.loop_schedule import constant_run_note, run_loop_schedule
 from .._policy.booking.journal_entry import JOURNAL
 from .._project.candidate import SEED_TAG, handover_ignore
-from .._project.spec import SpecError, load_spec, resolve_spec_path
+from .._project.spec import load_spec, resolve_spec_path
 from .._project.tamper import expand
 from .._show.views import refresh as redraw_views
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.log.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED
-from .._store.rundir import RunDir, RunDirError
+from .._store.readers.evidence import index_records
+from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
 from .diagnose import diagnose
-from .extra_protected import refuse_extra_tamper
 from .git_store import CandidateStore, StoreError, open_store, unified_diff
-from .handover import clear_handover, failure_examples, test_id_redactor, write_handover
+from .handover import clear_handover, failure_examples, new_work_copy, test_id_redactor, write_handover
 from .handover_docs import HILL_CLIMB
 from .hill_climb_options import (
     Options,
@@ -43,30 +49,28 @@ from .hill_climb_options import (
     check_signal,
     checked_focus,
     checked_optimizer,
-    checked_store,
     ini_overrides,
     instructions_template,
     names_a_schedule,
+    stop_reason,
 )
 from .hill_climb_record import (
     PROPOSAL_SPEND,
     LoopIncomplete,
     book_iteration,
     finish,
+    refuse_extra_tamper,
+    refuse_over_budget,
+    refuse_repeat_unpaid,
     store_seed,
     summary_rows,
 )
-from .hill_climb_stop import stop_reason
-from .launch import gate_flags, run_logged, session_command
-from .optimizer_boundary import checked_writable, optimizer_boundary
-from .optimizer_cost import refuse_over_budget
-from .optimizer_run import STARTED_BY, optimizer_argv, run_optimizer
+from .launch import gate_flags, missing_on, run_logged, session_command
+from .optimizer import STARTED_BY, checked_writable, optimizer_argv, optimizer_boundary, run_optimizer
 from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
-from .repeats import refuse_repeat_unpaid
-from .train_eval import missing_on
-from .work import new_work_copy
 
 PREFIX = "cand_"
+LOCK_NAME = "loop.lock"
 
 
 def cid_of(n: int) -> str:
@@ -84,15 +88,11 @@ class HillClimb:
         self.o = options
         self.spec_path = resolve_spec_path(options.project)
         self.ini = ini_overrides(options, self.spec_path)
-        try:
-            self.spec = load_spec(self.spec_path, self.ini)
-        except SpecError as exc:
-            raise Refusal(str(exc)) from None
+        self.spec = load_spec(self.spec_path, self.ini)  # a SpecError: the CLI's refusal (exit 2)
         self.optimizer = checked_optimizer(options, self.spec)
         self.focus = checked_focus(options, self.spec)
         self.store_kind = options.store or self.spec.store or "git"
-        check_limits(options)
-        checked_store(options, self.store_kind)
+        check_limits(options, self.store_kind)
         self.template = instructions_template(options)
         checked_writable(self.spec, options.writable)  # refused before the loop starts, not mid-round
         self.extra_protected = (
@@ -188,7 +188,7 @@ class HillClimb:
         for cid in pending:
             self.o.log(f"resuming {cid}")
             self._iterate(cid)
-        while (stop := self._stop_reason()) is None:
+        while (stop := stop_reason(self.spec, rundir, self.o, len(self._iterations()))) is None:
             self._iterate(self._next_cid())
         return self._summary(stop)
 
@@ -211,15 +211,6 @@ class HillClimb:
 
     def _decided(self, cid: str) -> dict[str, Any] | None:
         return next((d for d in self._rundir.decisions() if d["tag"] == cid), None)
-
-    def _stop_reason(self) -> str | None:
-        return stop_reason(
-            self.spec,
-            self._rundir,
-            done=len(self._iterations()),
-            max_iterations=self.o.max_iterations,
-            watch_convergence=self.o.convergence,
-        )
 
     def _iterate(self, cid: str) -> None:
         rundir = self._rundir
@@ -317,8 +308,6 @@ class HillClimb:
 
     def _train_signal(self, parent: str, folder: Path) -> None:
         """``--signal train``: the parent's train rollouts, paid once per new best (what is missing)."""
-        from .._store.readers.evidence import index_records
-
         rundir = self._rundir
         if missing_on(self.spec, rundir, "train", [parent]) == 0:
             return
@@ -390,3 +379,29 @@ class HillClimb:
         rundir.log.append_event(HILL_CLIMB_STOPPED, reason=stop, best=state["best_id"])
         self.o.log(f"stopped: {stop}")
         return summary
+
+
+@contextlib.contextmanager
+def only_loop(project_dir: Path) -> Iterator[None]:
+    path = project_dir / RUNS_DIR.parent / LOCK_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "{}"
+            with contextlib.suppress(ValueError):
+                holder = ", ".join(f"{k} {v}" for k, v in json.loads(holder).items())
+            raise Refusal(
+                f"another loop is running on {project_dir} ({holder}): one loop per project at a "
+                "time — wait for it, or stop it (its work is kept; --resume goes on from it)"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # drops the lock

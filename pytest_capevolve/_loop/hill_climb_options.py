@@ -1,5 +1,8 @@
 """``capevolve hill-climb``'s flags: the options the CLI hands the loop, and their checks, made
-before anything runs so a bad flag is a refusal (exit 2), not a failed iteration."""
+before anything runs so a bad flag is a refusal (exit 2), not a failed iteration; and the stop
+they set, checked before every iteration in this order: ``--max-iterations``, the spend report's
+stop, one more iteration that does not fit, a plateau (``--convergence``), nothing left failing
+on val."""
 
 from __future__ import annotations
 
@@ -9,10 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._decide.alpha_budget import LOOP_SCHEDULE
+from .._policy.budget.spend import spend_report
 from .._project.spec import FOCUS_ALIASES, Spec
 from .._project.yamlfile import YamlError, read_yaml
+from .._store.rundir import RunDir
 from ..exitcodes import Refusal
-from .prompt import DEFAULT_INSTRUCTIONS, FOCUS_MODES
+from .diagnose import diagnose
+from .prompt import DEFAULT_INSTRUCTIONS, FOCUS_MODES, convergence, focus_tasks
 
 DEFAULT_OPTIMIZER_TIMEOUT = 1800.0
 # The split whose failures the optimizer is shown: val (the default) or train, so edits are not
@@ -111,8 +117,9 @@ def checked_focus(options: Options, spec: Spec) -> str:
     return focus
 
 
-def check_limits(options: Options) -> None:
-    """``--optimizer-timeout`` > 0 and ``--max-iterations`` ≥ 0."""
+def check_limits(options: Options, store_kind: str) -> None:
+    """``--optimizer-timeout`` > 0, ``--max-iterations`` ≥ 0, ``--new-run`` alone, and
+    ``--store-commit-cmd`` only with the ``command`` store (any other would ignore it)."""
     if options.optimizer_timeout <= 0:
         raise Refusal(f"--optimizer-timeout {options.optimizer_timeout:g}: give a number of seconds > 0")
     if options.max_iterations is not None and options.max_iterations < 0:
@@ -120,6 +127,11 @@ def check_limits(options: Options) -> None:
     if options.new_run and (options.run_id is not None or options.resume):
         given = "--run-id" if options.run_id is not None else "--resume"
         raise Refusal(f"--new-run starts a new run; {given} continues an existing one: give one")
+    if options.store_commit_cmd and store_kind != "command":
+        raise Refusal(
+            f"--store-commit-cmd runs only with --store command; the store here is {store_kind!r}, "
+            "which would ignore it: add --store command, or drop --store-commit-cmd"
+        )
 
 
 def check_signal(options: Options, train_ids: list[str]) -> None:
@@ -130,15 +142,6 @@ def check_signal(options: Options, train_ids: list[str]) -> None:
         raise Refusal("--signal train: the run has no train split (split_train is 0); use --signal val")
 
 
-def checked_store(options: Options, kind: str) -> None:
-    """``--store-commit-cmd`` only with the ``command`` store: any other store would ignore it."""
-    if options.store_commit_cmd and kind != "command":
-        raise Refusal(
-            f"--store-commit-cmd runs only with --store command; the store here is {kind!r}, "
-            "which would ignore it: add --store command, or drop --store-commit-cmd"
-        )
-
-
 def instructions_template(options: Options) -> str:
     """The prompt's template: ``--instructions-file``, else the built-in instructions."""
     if options.instructions_file is None:
@@ -147,3 +150,38 @@ def instructions_template(options: Options) -> str:
         return options.instructions_file.read_text(encoding="utf-8")
     except OSError as exc:
         raise Refusal(f"--instructions-file {options.instructions_file}: {exc}") from None
+
+
+def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int) -> str | None:
+    """Why the loop stops now, ``done`` iterations in (one line for the log and ``summary.json``),
+    or None to go on."""
+    if options.max_iterations is not None and done >= options.max_iterations:
+        return max_iterations_reason(done, options.max_iterations)
+    report = spend_report(spec, rundir, n_siblings=1)
+    if report["recommendation"]["action"] == "stop":
+        reason = report["recommendation"]["reason"]
+        return f"{'stall' if reason.startswith('stalled') else 'spend'}: {reason}"
+    if report["afford"]["affordable"] is False:
+        return "spend: one more iteration does not fit: " + "; ".join(
+            b["message"] for b in report["afford"]["blockers"]
+        )
+    stall = int(rundir.state.read_state().get("stall", 0))
+    if options.convergence and convergence(stall) == "stop":
+        return f"convergence: stop (stall {stall}: a long plateau)"
+    rows = diagnose(spec, rundir, rundir.state.best())["tasks"]
+    if not focus_tasks(rows, "all", 1):
+        return f"nothing fails on val: best {rundir.state.best()!r} passes every val task"
+    return None
+
+
+def max_iterations_reason(done: int, max_iterations: int) -> str:
+    """The stop at ``--max-iterations``, which counts the run's hill-climb iterations (a resumed
+    or second invocation included), so a run can already hold more than it allows."""
+    if done == max_iterations:
+        return (
+            f"max iterations: the run's {done} hill-climb iterations reach --max-iterations {max_iterations}"
+        )
+    return (
+        f"max iterations: the run already holds {done} hill-climb iterations, more than --max-iterations "
+        f"{max_iterations} allows (it counts the run's iterations, not this invocation's): none run"
+    )

@@ -1,7 +1,11 @@
-"""What a decided ``capevolve hill-climb`` iteration books and leaves: the decision from its
-verdict, its one-line message, its ``outcome.json``, its commit in the candidate store
-(:mod:`.git_store`) — each message carrying the log's head, kept off the run dir
-(:mod:`.._store.log.event_chain`) — and its row of ``summary.json``."""
+"""What a ``capevolve hill-climb`` iteration books and leaves: the decision from its verdict, its
+one-line message, its ``outcome.json``, its commit in the candidate store (:mod:`.git_store`)
+carrying the log's head (kept off the run dir, :mod:`.._store.log.event_chain`), its row of
+``summary.json``; and the verdict of an output refused before its gate pays: a change to a
+``--protected-paths`` glob (indecisive, ``tamper``), bytes the run already holds (a candidate is
+its bytes, :mod:`.._policy.repeats.identity`: ``reject``, ``repeat``, naming what it repeats, a
+failed optimizer's copy of the parent too), a proposer whose cost leaves its gate no room under
+``max_usd``."""
 
 from __future__ import annotations
 
@@ -10,9 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from .._decide.basis import Basis
+from .._policy import guards
 from .._policy.booking.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
-from .._project.candidate import SEED_TAG
+from .._policy.budget.optimizer_spend import unbooked_usd
+from .._policy.budget.spend import spend_report
+from .._policy.repeats.identity import earlier_with_bytes, repeat_line
+from .._project.candidate import SEED_TAG, CandidateError, content_hash
 from .._project.spec import Spec
+from .._project.tamper import protected_digests, tampered
 from .._store.files import atomic_write_json, read_json
 from .._store.log.event_chain import head
 from .._store.log.event_kinds import HILL_CLIMB_ITERATION
@@ -41,12 +50,11 @@ def booked_reason(verdict: dict[str, Any], booked: str) -> str:
     details = verdict.get("details") or {}
     if verdict.get("basis") != Basis.REPEAT or details.get("earlier_decision") != "accept":
         return reason
-    level = details.get("earlier_level")
+    level = f" at {details['earlier_level']}" if details.get("earlier_level") else ""
     return (
-        f"never paid for: byte-identical to {details.get('repeats')!r} (accepted"
-        f"{f' at {level}' if level else ''}); that accept stands, and this iteration is booked "
-        f"{booked} (repeat) so the loop counts it and its proposer's spend: the proposal brought "
-        "nothing new (change the bytes)"
+        f"never paid for: byte-identical to {details.get('repeats')!r} (accepted{level}); that accept "
+        f"stands, and this iteration, which brought nothing new (change the bytes), is booked {booked} "
+        "(repeat) so the loop counts it and its proposer's spend"
     )
 
 
@@ -160,3 +168,82 @@ def record(
             f"the {store_kind} store did not record {tag}: {exc}; its decision is booked, "
             "and capevolve hill-climb records it once the store works"
         ) from None
+
+
+def refuse_extra_tamper(
+    spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path, extra_protected: tuple[str, ...]
+) -> bool:
+    """True (and the tamper verdict written) when ``workdir`` changes the seed's ``extra_protected`` paths."""
+    try:
+        digests = protected_digests(spec.capability_path, extra_protected)
+        changes = tampered(digests, workdir, extra_protected)
+    except CandidateError as exc:
+        changes = [str(exc)]
+    if not changes:
+        return False
+    details: dict[str, Any] = {
+        "changed_paths": changes,
+        "protected_paths": list(extra_protected),
+        "source": str(workdir),
+    }
+    reason = f"never scored: it changes a path --protected-paths protects ({'; '.join(changes[:5])})"
+    guards.record_refusal(
+        spec, rundir, guards.TAMPER, cid, parent, decision="indecisive", reason=reason, details=details
+    )
+    return True
+
+
+def refuse_repeat_unpaid(spec: Spec, rundir: RunDir, cid: str, parent: str, workdir: Path) -> bool:
+    """True (and the repeat's verdict written) when ``workdir`` holds bytes the run already holds."""
+    try:
+        digest = content_hash(workdir)
+    except CandidateError:  # what cannot be hashed (a FIFO, a loop): the session's tamper screen
+        return False
+    earlier = earlier_with_bytes(rundir, digest, besides=cid)
+    if earlier is None:
+        return False
+    best = rundir.state.best()
+    line = repeat_line(cid, digest, earlier, best=best)
+    if earlier.decision == "accept" and earlier.tag != best:  # booked here, unlike a gate's repeat
+        line = (
+            f"candidate {cid!r} is byte-identical to {earlier.tag!r} ({earlier.accepted_at()}) in "
+            f"{earlier.where()}: that accept stands, and this proposal, which brings nothing new, "
+            "is booked reject (repeat)"
+        )
+    guards.record_refusal(
+        spec,
+        rundir,
+        guards.REPEAT,
+        cid,
+        parent,
+        decision="reject",
+        reason=f"never paid for: {line}",
+        details={
+            "repeats": earlier.tag,
+            "content_hash": digest,
+            "earlier_decision": earlier.decision,
+            "earlier_level": earlier.level,
+        },
+    )
+    return True
+
+
+def refuse_over_budget(spec: Spec, rundir: RunDir, cid: str, parent: str) -> str | None:
+    """The reason (verdict written) when ``cid``'s proposer left its gate no room, else None."""
+    proposer = unbooked_usd(rundir)
+    if proposer <= 0:  # nothing spent since the check before the round
+        return None
+    report = spend_report(spec, rundir, n_siblings=1)
+    money = [b["message"] for b in report["afford"]["blockers"] if b["ceiling"] == "max_usd"]
+    if report["ceilings"]["max_usd"]["reached"]:
+        money.insert(0, f"${report['spent']['total_usd']:.4f} spent reaches max_usd={spec.max_usd:g}")
+    if not money:
+        return None
+    reason = (
+        f"never gated: its optimizer reported ${proposer:.4f}, which leaves no room for its val "
+        f"evaluation under max_usd ({'; '.join(money)}); the cost is booked, no rollout paid"
+    )
+    details = {"optimizer_usd": proposer, "blockers": money}
+    return guards.record_refusal(
+        spec, rundir, guards.BUDGET, cid, parent, decision="indecisive", reason=reason, details=details
+    ).reason

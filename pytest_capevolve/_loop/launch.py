@@ -1,6 +1,8 @@
 """Launching a capevolve pytest session as a child process: the one place that spells
 ``python -m pytest --capevolve-<mode> SPEC …``, so every guard and the seal behave as in a
-session a user starts."""
+session a user starts; among them the train evaluation ``capevolve measure --train`` pays (train
+is never gated: its row is for the report only; ``auto`` pays it when train is not val's tasks
+again and the seed or best lacks train rollouts, ``yes`` whatever is missing, ``no`` nothing)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,16 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
+from .._policy.stop.afford import missing_rollouts
 from .._project import pytest_loads
+from .._project.candidate import SEED_TAG
+from .._project.spec import Spec
+from .._store.readers.evidence import index_records
+from .._store.rundir import RunDir
 
 QUIET = ("-q", "--tb=no", "-p", "no:cacheprovider")
 """pytest's own output a child session does without: its summary is the capevolve one."""
@@ -62,6 +71,54 @@ def run_captured(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
 
 
-def run_attached(argv: list[str], cwd: Path) -> int:
-    """Run a session on this process's own stdout and stderr; returns its exit code."""
-    return subprocess.run(argv, cwd=cwd, check=False).returncode
+def run_shown(argv: list[str], cwd: Path, quiet_to: TextIO | None) -> int:
+    """Run a session on this process's own stdout and stderr, or (``quiet_to``) its output
+    written there once it ended; returns its exit code."""
+    if quiet_to is None:
+        return subprocess.run(argv, cwd=cwd, check=False).returncode
+    done = run_captured(argv, cwd)
+    quiet_to.write(done.stdout + done.stderr)
+    return done.returncode
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """What ``--train`` pays: the rollouts still missing (0: nothing to pay) and why."""
+
+    missing: int
+    note: str
+
+
+def missing_on(spec: Spec, rundir: RunDir, split: str, tags: list[str]) -> int:
+    """The rollouts ``tags`` still lack on ``split``: every task, every trial."""
+    ids = list((rundir.splits() or {}).get(split, []))
+    records = index_records(rundir.rollouts.indexed_rollouts(split, tags))
+    return missing_rollouts(records, tags, ids, spec.num_trials)
+
+
+def plan_train(spec: Spec, rundir: RunDir, mode: str) -> TrainPlan:
+    """Whether ``mode`` pays the train evaluation of the seed and the best, and the reason."""
+    splits = rundir.splits() or {}
+    train, val = list(splits.get("train", [])), list(splits.get("val", []))
+    if not train:
+        return TrainPlan(0, "empty: this split has no tasks")
+    best = rundir.state.best()
+    missing = missing_on(spec, rundir, "train", [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best])
+    if missing == 0:
+        return TrainPlan(0, "evaluated")
+    if mode == "no":
+        return TrainPlan(
+            0, f"not evaluated: measure --train no (the default); --train auto pays its {missing} rollouts"
+        )
+    if mode == "auto" and set(train) == set(val):
+        return TrainPlan(0, "not evaluated: train holds val's tasks, so its numbers would be a copy of val's")
+    return TrainPlan(missing, f"evaluating: {missing} train rollouts missing")
+
+
+def evaluate_train(spec: Spec, rundir: RunDir, *, workers: int, quiet_to: TextIO | None) -> int:
+    """One plain session on train for the best (and the seed); its exit code."""
+    extra = ["--capevolve-split", "train"]
+    if rundir.state.best() != SEED_TAG:
+        extra += ["--capevolve-candidate", str(spec.capability_path), "--capevolve-tag", SEED_TAG]
+    command = session_command(spec.path, run_id=rundir.run_id, workers=workers, extra=extra)
+    return run_shown(command, spec.project_dir, quiet_to)

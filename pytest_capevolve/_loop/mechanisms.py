@@ -23,6 +23,7 @@ from .._store.files import atomic_write_text
 from .._store.log.event_kinds import MECHANISM
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
+from .task_eval import split_of
 
 FILENAME = "MECHANISMS.md"
 MAX_LENGTH = 600  # one cause in a sentence or two, not a report
@@ -49,19 +50,6 @@ def entries(rundir: RunDir) -> list[dict[str, Any]]:
         if by and by not in entry["by"]:
             entry["by"].append(str(by))
     return list(found.values())
-
-
-def _check_tasks(rundir: RunDir, ids: Sequence[str]) -> list[str]:
-    splits = rundir.splits() or {}
-    if any(i in set(splits.get(TEST_SPLIT, [])) for i in ids):
-        raise Refusal(
-            "--tasks names a task of the sealed test split; a mechanism is found on train or val tasks"
-        )
-    known = set(splits.get("train", [])) | set(splits.get("val", []))
-    unknown = [i for i in ids if i not in known]
-    if unknown:
-        raise Refusal(f"--tasks: no train or val task {', '.join(map(repr, unknown))} in run {rundir.run_id}")
-    return list(dict.fromkeys(ids))
 
 
 def _check_text(spec: Spec, rundir: RunDir, text: str) -> str:
@@ -115,7 +103,7 @@ def add(
 ) -> dict[str, Any]:
     """Add a mechanism, or join a repeat to the entry it repeats; the answer says which."""
     line = _check_text(spec, rundir, text)
-    ids = _check_tasks(rundir, tasks)
+    ids = list(split_of(rundir, tasks))  # train or val ids, each once; test refused unnamed
     author = _check_by(rundir, by)
     with rundir.lock():  # two sub-agents adding at once get two ids, or one entry
         listed = entries(rundir)

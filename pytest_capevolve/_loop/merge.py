@@ -21,9 +21,10 @@ from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
+from .handover import new_work_copy
 from .hill_climb_record import booked_decision
 from .launch import gate_flags, run_logged, session_command
-from .work import new_work_copy
+from .task_eval import candidate_folder
 
 Tree = dict[str, bytes]  # relative posix path → bytes
 MergeFile = Callable[[bytes, bytes, bytes], "bytes | None"]  # (base, current, other) → merged or None
@@ -116,16 +117,6 @@ def common_parent(rundir: RunDir, tags: Sequence[str]) -> str:
     return next((tag for tag in lines[0] if tag in shared), SEED_TAG)
 
 
-def files_of(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """``tag``'s bytes: its snapshot, else (the seed) the capability folder, else its work copy."""
-    seed = spec.capability_path if tag == SEED_TAG else None
-    for folder in (rundir.snapshots.snapshot_dir(tag), seed, rundir.work_dir(tag)):
-        if folder is not None and folder.is_dir():
-            return folder
-    known = ", ".join(sorted(set(rundir.snapshots.known_tags()))) or "none"
-    raise Refusal(f"{tag!r} has neither a snapshot nor a work copy in run {rundir.run_id} (known: {known})")
-
-
 def _check_inputs(rundir: RunDir, tags: Sequence[str], tag: str) -> None:
     if len(tags) < 2:
         raise Refusal("a merge needs at least two candidates: capevolve merge A B [C …] --tag AB")
@@ -177,8 +168,8 @@ def merge(
     """Build ``work/<tag>/``: ``onto`` (default the common parent) plus each candidate's changes."""
     _check_inputs(rundir, tags, tag)
     parent = onto or common_parent(rundir, tags)
-    base = read_tree(files_of(spec, rundir, parent))
-    trees = {name: read_tree(files_of(spec, rundir, name)) for name in tags}
+    base = read_tree(candidate_folder(spec, rundir, parent))
+    trees = {name: read_tree(candidate_folder(spec, rundir, name)) for name in tags}
     with GitMergeFile() as merge_file:
         merged = _merge_all(base, trees, tags, merge_file)
     same = [name for name in tags if trees[name] == merged]
@@ -211,8 +202,8 @@ def integrate(
     _check_inputs(rundir, tags, tag)
     guards.refuse_finalized(rundir, guards.Checkpoint.MERGE)
     parent = onto or common_parent(rundir, tags)
-    base = read_tree(files_of(spec, rundir, parent))
-    trees = {name: read_tree(files_of(spec, rundir, name)) for name in tags}
+    base = read_tree(candidate_folder(spec, rundir, parent))
+    trees = {name: read_tree(candidate_folder(spec, rundir, name)) for name in tags}
     step_tags = [check_tag(f"{tag}-{i}") for i in range(1, len(tags) + 1)]
     taken = set(rundir.snapshots.known_tags()) | set(rundir.verdicts.verdicts())
     clash = [t for t in step_tags if t in taken or rundir.work_dir(t).exists()]
@@ -235,7 +226,7 @@ def integrate(
                 )
             elif tree == kept_tree:
                 row.update({"outcome": "no_change", "reason": "adds nothing to what is kept"})
-            elif tree == read_tree(files_of(spec, rundir, best)):
+            elif tree == read_tree(candidate_folder(spec, rundir, best)):
                 kept_tree = tree
                 kept.append(name)
                 row.update(

@@ -8,10 +8,14 @@ block 0 alone. Pays no rollout."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, NotRequired, TypedDict, cast
 
+from .. import _stats as stats
 from .._project.blocks import first_trial
 from .._project.spec import Spec
+from .._stats.replicates import replicate_summary
+from .._store.readers.evidence import index_records, reward_matrix
 from .._store.rundir import RunDir
 from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal
@@ -66,12 +70,6 @@ class MultirepAnswer(TypedDict):
 
 def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -> MultirepAnswer:
     """The ``capevolve multirep`` object (docs/how-to/replicate-blocks.md says what its keys mean)."""
-    import math
-
-    from .. import _stats as stats
-    from .._stats.replicates import replicate_summary
-    from .._store.readers.evidence import index_records, reward_matrix
-
     against = against or rundir.state.best()
     known = set(rundir.snapshots.known_tags())
     for name in (tag, against):

@@ -70,14 +70,19 @@ def split_of(rundir: RunDir, ids: Sequence[str]) -> dict[str, str]:
     return {i: where[i] for i in ids}
 
 
-def candidate_folder(spec: Spec, rundir: RunDir, tag: str) -> Path:
-    """Where ``tag``'s files are: its work copy, else its snapshot, else the capability folder."""
-    for folder in (rundir.work_dir(tag), rundir.snapshots.snapshot_dir(tag)):
-        if folder.is_dir():
+def candidate_folder(spec: Spec, rundir: RunDir, tag: str, *, work_first: bool = False) -> Path:
+    """Where ``tag``'s files are (``capevolve diff``'s, ``merge``'s and ``eval-task``'s): its
+    snapshot, else (the seed) the capability folder, else the folder its verdict was gated from,
+    else its work copy; ``work_first``: the work copy, which an optimizer may still be editing."""
+    source = ((rundir.verdicts.verdict(tag) or {}).get("details") or {}).get("source")
+    seed = spec.capability_path if tag == SEED_TAG else None
+    work = rundir.work_dir(tag)
+    folders = (rundir.snapshots.snapshot_dir(tag), seed, Path(source) if source else None, work)
+    for folder in (work, *folders) if work_first else folders:
+        if folder is not None and folder.is_dir():
             return folder
-    if tag == SEED_TAG:
-        return spec.capability_path
-    raise Refusal(f"no work copy or snapshot of {tag!r} in run {rundir.run_id} (capevolve work new {tag})")
+    known = ", ".join(sorted(set(rundir.snapshots.known_tags()))) or "none"
+    raise Refusal(f"{tag!r} has neither a snapshot nor a work copy in run {rundir.run_id} (known: {known})")
 
 
 def earlier_spend(rundir: RunDir) -> tuple[int, float]:
@@ -124,7 +129,7 @@ def task_eval(
     if not 1 <= trials <= MAX_TRIALS:
         raise Refusal(f"--trials {trials}: give a whole number from 1 to {MAX_TRIALS}")
     splits = split_of(rundir, ids)
-    source = candidate_folder(spec, rundir, tag)
+    source = candidate_folder(spec, rundir, tag, work_first=True)
     _check_affordable(spec, rundir, len(ids) * trials)
     try:
         adapter = load_adapter(spec.adapter, spec.project_dir)

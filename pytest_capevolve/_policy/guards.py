@@ -115,7 +115,7 @@ BUDGET = Guard(
     Basis.BUDGET,
     stops="a gate whose val evaluation the spend ceilings (max_usd) leave no room for",
     outcome="indecisive verdict, the optimizer's cost booked, no rollout paid",
-    check="pytest_capevolve._loop.optimizer_cost:refuse_over_budget",
+    check="pytest_capevolve._loop.hill_climb_record:refuse_over_budget",
     test="tests/e2e/test_loop_stops.py::test_a_proposer_whose_cost_leaves_no_room_for_its_gate_stops_the_loop_before_a_rollout",
     checkpoints=(Checkpoint.HILL_CLIMB,),
     way_on={"": "raise max_usd in the spec to go on (ceilings are not locked with the run)"},

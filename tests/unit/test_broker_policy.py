@@ -119,7 +119,7 @@ def test_commands_run_from_the_project_never_from_a_folder_the_agent_writes(poli
 def test_writable_takes_an_agents_state_folder_or_file_but_never_the_project_or_what_holds_it(
     policy, tmp_path
 ) -> None:
-    from pytest_capevolve._loop.optimizer_boundary import checked_writable
+    from pytest_capevolve._loop.optimizer import checked_writable
 
     _, project, _ = policy
     spec = load_spec(project)

@@ -12,7 +12,7 @@ import pytest
 from cli_calls import run
 
 from pytest_capevolve._loop.journal import render_journal
-from pytest_capevolve._loop.optimizer_cost import reported_cost
+from pytest_capevolve._loop.optimizer import reported_cost
 from pytest_capevolve._policy.booking.journal_entry import ENTRY_LIMIT, JOURNAL_MARKER, own_entries
 from pytest_capevolve._policy.budget.optimizer_spend import OptimizerSpend, SpendRefused
 from pytest_capevolve._project.candidate import content_hash, handover_ignore

@@ -1,4 +1,4 @@
-"""One loop per project (:mod:`pytest_capevolve._loop.loop_lock`): a second ``capevolve
+"""One loop per project (:mod:`pytest_capevolve._loop.hill_climb`): a second ``capevolve
 hill-climb`` on a project whose loop is running is refused in one line, before it touches the
 run (the loop's red team: a second loop with ``--resume`` deleted the first's work copy, ran
 its optimizer twice and booked its cost once)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_calls import hill_climb
 
-from pytest_capevolve._loop.loop_lock import only_loop
+from pytest_capevolve._loop.hill_climb import only_loop
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_capevolve._loop.optimizer_run import REDACTED, redacted
+from pytest_capevolve._loop.optimizer import REDACTED, redacted
 
 
 def test_secrets_in_an_argv_are_redacted_and_the_rest_kept() -> None:

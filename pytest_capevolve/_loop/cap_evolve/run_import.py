@@ -11,7 +11,11 @@ from typing import Any
 
 from ..._decide.basis import Basis
 from ..._project.candidate import SEED_TAG, CandidateError
+from ..._show.measure import paired_summary
+from ..._show.report import summarize_arm
 from ..._store.log.event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED
+from ..._store.memory.seal import Seal
+from ..._store.readers.evidence import index_records, reward_matrix
 from ..._store.rundir import RunDir
 from .run_reader import CapEvolveRun
 
@@ -102,11 +106,6 @@ def _fill_run(rundir: RunDir, run: CapEvolveRun, spec: Any) -> dict[str, Any]:
 
 def _seal(rundir: RunDir, run: CapEvolveRun, spec: Any) -> str:
     """cap-evolve scored its test split once: our seal burns with that score, never to score again."""
-    from ..._show.measure import paired_summary
-    from ..._show.report import summarize_arm
-    from ..._store.memory.seal import Seal
-    from ..._store.readers.evidence import index_records, reward_matrix
-
     seal = Seal(rundir)
     seal.claim()
     try:
