@@ -178,7 +178,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"ok {events}: {count} events, each chained to the one before", file=out)
     if not _anchored(args, rundir, answer, out):
         return _verified(args, answer, ok=False)
-    from .._policy.alpha.val_levels import level_problems
+    from .._policy.alpha.loop_schedule import level_problems
     from .._store.log.event_chain import verified_events
 
     # the log as the chain's check just parsed it, for every check after it; None if it grew since

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .._policy.alpha.loop_schedule import run_loop_schedule
+from .._policy.booking.commit import render_ledger, render_rejected
 from .._policy.booking.journal_entry import JOURNAL
-from .._policy.booking.memory import render_ledger, render_rejected
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import HANDOVER
 from .._project.microcase_gen import redact

@@ -119,7 +119,7 @@ class EvaluationSession:
         """The tags asked for that a verdict already decided, re-derived as ``capevolve gate`` does."""
 
         from .._policy.gate.regate import GateAsk, regate
-        from .._policy.repeats.standing import already_decided_reason, recorded_verdict
+        from .._policy.repeats.identity import already_decided_reason, recorded_verdict
 
         shown = []
         for tag, recorded in {**self.planned.decided, **self.late}.items():

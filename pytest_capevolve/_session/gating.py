@@ -42,11 +42,11 @@ def judge(
 ) -> tuple[list[Verdict], list[Verdict], dict[str, dict[str, Any]]]:
     """(nulls' verdicts, candidates' verdicts in order, tags another session decided meanwhile → that
     verdict), written to ``verdicts/``; ``warnings`` are said in every verdict."""
-    from .._policy.repeats.standing import standing_verdict
+    from .._policy.repeats.identity import standing_verdict
 
     plan, best = planned.plan, planned.best
     # a tag already decided is re-derived by the session, never judged again
-    # (:mod:`.._policy.repeats.standing`)
+    # (:mod:`.._policy.repeats.identity`)
     siblings = [
         c.tag
         for c in plan.candidates
@@ -61,7 +61,7 @@ def judge(
     # called after the hold (a hook may run a command that takes the lock).
     with rundir.lock():
         # two sessions gating the same tag at once: the first to judge decides it, the second
-        # finds its verdict here and shows it (the first decision stands, :mod:`.._policy.repeats.standing`)
+        # finds its verdict here and shows it (the first decision stands, :mod:`.._policy.repeats.identity`)
         late = {tag: found for tag in siblings if (found := standing_verdict(rundir, tag)) is not None}
         undecided = [tag for tag in siblings if tag not in late]
         nulls, verdicts, files = _judged_round(

@@ -2,14 +2,16 @@
 
 An agent's gate command names no schedule and would freeze ``constant`` for the run, so a loop run (it holds
 work copies or hill-climb started it) takes :data:`..._decide.alpha_budget.LOOP_SCHEDULE` at its first
-decision unless the spec or the command line names one. Pays and writes nothing."""
+decision unless the spec or the command line names one. ``capevolve verify`` checks here the levels the
+run's gate decisions took (no numpy imported). Pays and writes nothing."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
-from ..._decide.alpha_budget import LOOP_SCHEDULE, SCHEDULES
+from ..._decide.alpha_budget import LOOP_SCHEDULE, SCHEDULES, slot_problems
 from ..._project.spec import Spec
 from ..._project.yamlfile import YamlError, read_yaml
 from ..._store.log.event_kinds import GATE_SETTINGS_FROZEN
@@ -98,3 +100,19 @@ def _why(rundir: RunDir, schedule: str) -> str:
         f"gate_alpha_schedule {schedule}: a loop run's default (run {rundir.run_id} holds work "
         "copies or hill-climb drove it, and the spec names no schedule); one-shot gating keeps constant"
     )
+
+
+def level_problems(rundir: RunDir, events: list[dict[str, Any]] | None = None) -> list[str]:
+    """One line per ``gate_decision`` that took another's level or whose α_j is not its schedule's."""
+    import yaml
+
+    alpha: float | None = None
+    try:
+        locked = yaml.safe_load(rundir.spec_lock_path.read_text(encoding="utf-8")) or {}
+        found = locked.get("gate_alpha") if isinstance(locked, dict) else None
+        if isinstance(found, int | float) and not isinstance(found, bool):
+            alpha = float(found)
+    except (OSError, yaml.YAMLError):
+        pass  # no readable lock: the numbering is still checked
+    lines = slot_problems(rundir.log.events() if events is None else events, alpha)
+    return [f"{rundir.events_path.name}: {line}" for line in lines]

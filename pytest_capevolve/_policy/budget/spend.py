@@ -1,20 +1,22 @@
 """What the run has spent, what the next round would cost, and whether to go on.
 
 ``capevolve spend`` prints :func:`spend_report` before an optimizer proposes siblings; it pays and writes
-nothing."""
+nothing. A stop it recommends first reminds of accepted siblings not merged yet (two that fixed disjoint
+val tasks leave the best with only the later edit)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from itertools import combinations
 from typing import Any
 
 from ... import _stats as stats
 from ..._decide.screen import ledger as screen_ledger
 from ..._project.candidate import SEED_TAG
 from ..._project.spec import Spec
-from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL
+from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL, WORK_CREATED
 from ..._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from ..._store.rundir import RunDir
 from .. import guards
@@ -22,10 +24,8 @@ from ..alpha.loop_schedule import next_decision_spec
 from ..alpha.resolution import headroom, resolution
 from ..stop import stop_condition as sc
 from ..stop.afford import Affordability, Ceilings, afford, missing_rollouts, money
-from ..stop.stop_terms import NO_REGRESS
 from . import val_budget
 from .optimizer_spend import unbooked_usd
-from .sibling_merge import merge_reminder, unmerged_siblings
 
 NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fanning out
 DEFAULT_NULLS = 2  # the gate's default number of null controls
@@ -285,7 +285,7 @@ def _guard_means(
     return {
         p.task: (mean(best, p.task), mean(SEED_TAG, p.task))
         for p in condition.predicates
-        if p.kind == NO_REGRESS and p.task is not None and p.task in val_ids
+        if p.kind == sc.NO_REGRESS and p.task is not None and p.task in val_ids
     }
 
 
@@ -421,3 +421,36 @@ def render_table(report: dict[str, Any]) -> list[str]:
 
 def _plain_number(value: Any) -> Any:
     return f"{value:.6g}" if isinstance(value, float) else value
+
+
+def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pairs of accepted siblings with disjoint ``fixed`` tasks that no merge combines yet, oldest first."""
+    accepted: dict[str, list[Mapping[str, Any]]] = {}
+    merged: list[set[str]] = []
+    for event in events:
+        kind = event.get("kind")
+        if kind == DECISION and event.get("decision") == "accept":
+            accepted.setdefault(str(event.get("parent")), []).append(event)
+        elif kind == WORK_CREATED and event.get("merged_from"):
+            merged.append({str(t) for t in event["merged_from"]})
+    out = []
+    for parent, siblings in accepted.items():
+        for a, b in combinations(siblings, 2):
+            fixed_a, fixed_b = set(a.get("fixed") or []), set(b.get("fixed") or [])
+            tag_a, tag_b = str(a["tag"]), str(b["tag"])
+            if not fixed_a or not fixed_b or fixed_a & fixed_b or any({tag_a, tag_b} <= m for m in merged):
+                continue
+            fixed = {tag_a: sorted(fixed_a), tag_b: sorted(fixed_b)}
+            command = f"capevolve merge {tag_a} {tag_b} --tag {tag_a}_{tag_b}"
+            out.append({"tags": [tag_a, tag_b], "parent": parent, "fixed": fixed, "command": command})
+    return out
+
+
+def merge_reminder(pairs: list[dict[str, Any]]) -> str:
+    if not pairs:
+        return ""
+    named = "; ".join(f"{' and '.join(p['tags'])} (from {p['parent']!r}): {p['command']}" for p in pairs)
+    return (
+        f" Before the stop, merge the accepted siblings that fixed disjoint tasks (the best holds only "
+        f"the later edit), then gate the merge: {named}."
+    )

@@ -21,8 +21,8 @@ from ..._project.spec import Spec
 from ..._store.readers import evidence
 from ..._store.readers.evidence import ByTag
 from ..._store.rundir import RunDir
+from ..stop.stop_condition import NO_REGRESS
 from ..stop.stop_condition import parse as parse_stop_condition
-from ..stop.stop_terms import NO_REGRESS
 from .judge_noise import GATE_SPLIT, EditedRescores, PerTask, RescoresByTag, recorded_rescores, split_entry
 from .preferences import Prefer, WorstCase, held_to_worst_case, pairwise_nets
 

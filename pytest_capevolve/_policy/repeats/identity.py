@@ -2,17 +2,24 @@
 
 Bytes already decided are never paid for again under another tag: refused before anything is paid, naming
 the earlier tag, its decision and its level (refusing rather than re-judging cannot be got wrong by a later
-change to how families are formed). Null controls and a ``--capevolve-rerun`` of undecided bytes are not."""
+change to how families are formed). Null controls and a ``--capevolve-rerun`` of undecided bytes are not.
+Text that differs from a decided tag's only in line endings or trailing whitespace is the same candidate
+(only decided tags and the best are compared: undecided bytes have no decision to launder). The first
+decision stands: a gate asked for a decided tag re-derives it at its level and pays and writes nothing."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..._project.candidate import null_control_of
+from ..._decide.looks import shown_decision
+from ..._decide.verdict import Verdict
+from ..._project.candidate import CandidateError, content_hash, null_control_of
+from ..._project.text_identity import text_hash
+from ..._store.files import RunDirError
 from ..._store.log.event_kinds import CANDIDATE_REGISTERED
 from ..._store.memory import shared_ledger
 from ..._store.rundir import RUNS_DIR, RunDir
@@ -289,4 +296,77 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
         f"{same}, {earlier.said()} in {earlier.where()}: a candidate is its bytes, so that "
         f"decision stands and is not taken again under a new tag or in a new run; change its bytes "
         f"(`capevolve gate {earlier.tag} --run-id {earlier.run_id}` re-derives it: the run that decided it)"
+    )
+
+
+# what a verdict stands for when it decided something (``shown_decision``'s words)
+DECIDED = ("accept", "reject", "repeat", "provisional", "inconclusive")
+
+
+def standing_verdict(rundir: RunDir, tag: str) -> dict[str, Any] | None:
+    """The verdict ``tag`` was decided by, checked against the log; None when unregistered, undecided, or a
+    screen's refusal before any rollout."""
+    if tag not in registered_hashes(rundir):
+        return None
+    recorded = rundir.verdicts.checked(tag)
+    if recorded is None or not recorded.get("n_tasks"):  # decided before any rollout: a screen's
+        return None
+    looks = (recorded.get("details") or {}).get("looks")
+    shown = shown_decision(
+        str(recorded.get("decision")), recorded.get("basis"), recorded.get("delta_mean"), looks
+    )
+    return recorded if shown in DECIDED else None
+
+
+def recorded_verdict(recorded: dict[str, Any]) -> Verdict:
+    """A verdict file read back as it records (the sequential gate's is shown as it decided)."""
+    names = {f.name for f in fields(Verdict)}
+    return Verdict(**{k: v for k, v in recorded.items() if k in names})
+
+
+def already_decided_reason(recorded: dict[str, Any], rederived: str) -> str:
+    return (
+        f"already decided against {recorded.get('against')!r}: the first verdict stands, "
+        f"re-derived, nothing paid or written (a tag is decided once; new bytes need a new tag) — "
+        f"{rederived}"
+    )
+
+
+def same_text_as(rundir: RunDir, tag: str, path: Path, *, best: str) -> Earlier | None:
+    """The decided tag (or the best) whose files differ from ``path``'s in whitespace at line ends only."""
+    registered = registered_hashes(rundir)
+    if tag in registered:
+        return None  # a resume of its own bytes
+    decided = {str(e["tag"]) for e in rundir.decisions() if isinstance(e.get("decision"), str)}
+    wanted = [t for t in registered if t in decided or t == best]
+    if not wanted:
+        return None
+    mine = text_hash(path)
+    for other in wanted:
+        snapshot = rundir.snapshots.snapshot_dir(other)
+        try:
+            if content_hash(snapshot) != registered[other] or text_hash(snapshot) != mine:
+                continue
+        except (OSError, CandidateError, RunDirError):
+            continue
+        if (earlier := earlier_with_bytes(rundir, registered[other], besides=tag)) is not None:
+            return earlier
+    return None
+
+
+def near_repeat_line(tag: str, earlier: Earlier, *, best: str) -> str:
+    same = f"candidate {tag!r} differs from {earlier.tag!r} only in line endings or trailing whitespace"
+    if earlier.tag == best and earlier.decision in (None, "accept"):
+        return (
+            f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent; change what it says"
+        )
+    if earlier.decision == "accept":
+        return (
+            f"repeat of {earlier.tag!r} ({earlier.accepted_at()}) in run {earlier.run_id}: {same}; "
+            "that accept stands — nothing new decided or booked, nothing paid"
+        )
+    return (
+        f"{same}, {earlier.said()} in run {earlier.run_id}: the same text is the same candidate, so "
+        f"that decision stands at its level; change what it says (`capevolve gate {earlier.tag}` "
+        "re-derives it)"
     )
