@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pytest_capevolve._decide.verdict import Verdict
 from pytest_capevolve._policy.alpha.resolution import next_level, out_of_reach
 from pytest_capevolve._project.spec import Spec
-from pytest_capevolve._stats.resolution import best_p, smallest_win
+from pytest_capevolve._stats.sign_flip import best_p, smallest_win
 
 
 def test_twelve_val_tasks_need_five_wins_at_005_and_six_under_holm_with_three_siblings():
