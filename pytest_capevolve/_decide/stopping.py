@@ -15,8 +15,8 @@ import numpy as np
 
 from .._stats import sequential as seq
 from .._stats.sign_flip import exceeds as stats_exceeds
+from .alpha_budget import as_fraction
 from .basis import Basis
-from .looks import as_fraction
 from .verdict import ACCEPT, REJECT, Verdict
 
 UNDECIDED = "undecided"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._policy.alpha.loop_schedule import run_loop_schedule
+from .._policy.alpha.gate_settings import run_loop_schedule
 from .._policy.booking.commit import render_ledger, render_rejected
 from .._policy.booking.journal_entry import JOURNAL
 from .._project.adapter import AdapterError, load_adapter, load_tasks

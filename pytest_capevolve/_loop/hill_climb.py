@@ -21,7 +21,7 @@ from typing import Any
 from .._confine.label import OPTIMIZER_ENV, environment
 from .._confine.landlock import expected
 from .._policy import guards
-from .._policy.alpha.loop_schedule import constant_run_note, run_loop_schedule
+from .._policy.alpha.gate_settings import constant_run_note, run_loop_schedule
 from .._policy.booking.journal_entry import JOURNAL
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import SpecError, load_spec, resolve_spec_path

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .. import exitcodes
-from .._decide.looks import shown_decision
+from .._decide.alpha_budget import shown_decision
 from .._decide.verdict import Verdict
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
@@ -24,7 +24,7 @@ from .planning import GateRequest, Planned
 if TYPE_CHECKING:
     import pytest
 
-    from .._policy.gate.preferences import Prefer
+    from .._policy.gate.judge import Prefer
 
 
 class LazyArms(Mapping[str, Arm]):
@@ -247,7 +247,7 @@ def preferences_judge(config: pytest.Config, rundir: RunDir) -> Prefer:
 
     def judge(tag: str, against: str, arms: tuple[Arm, Arm]) -> list[str]:
         from .._items.nodes import CONTEXT_KEY
-        from .._policy.gate.preferences import judge_missing
+        from .._policy.gate.judge import judge_missing
 
         context = config.stash[CONTEXT_KEY]
         return judge_missing(rundir, context.runner.adapter, context.pool, tag, against, arms)

@@ -59,7 +59,7 @@ class GateRequest:
     # again, each such verdict labelled (never a silent second decision)
     harness_changed: bool = False
     regression_rule: str | None = None  # --capevolve-regression-rule (None: the spec's)
-    # the loop's α schedule by default: why (:mod:`.._policy.alpha.loop_schedule`)
+    # the loop's α schedule by default: why (:mod:`.._policy.alpha.gate_settings`)
     schedule_why: str | None = None
 
 

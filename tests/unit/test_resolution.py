@@ -143,7 +143,7 @@ def test_a_run_frozen_under_lord_keeps_it_when_the_default_moved_on(tmp_path):
     from types import SimpleNamespace
 
     from pytest_capevolve._decide.alpha_budget import LOOP_SCHEDULE
-    from pytest_capevolve._policy.alpha.loop_schedule import (
+    from pytest_capevolve._policy.alpha.gate_settings import (
         loop_default,
         next_decision_spec,
         run_loop_schedule,
@@ -170,7 +170,7 @@ def test_the_baseline_says_its_levels_are_the_loops_until_a_first_decision(tmp_p
     says its levels are the loop's and what a one-shot gate would freeze; once frozen, nothing."""
     from types import SimpleNamespace
 
-    from pytest_capevolve._policy.alpha.loop_schedule import handoff_schedule_note
+    from pytest_capevolve._policy.alpha.gate_settings import handoff_schedule_note
 
     frozen: list[dict[str, object]] = []
     rundir = SimpleNamespace(run_id="r1", log=SimpleNamespace(of_kinds=lambda *_: frozen))

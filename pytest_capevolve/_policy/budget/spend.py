@@ -20,7 +20,7 @@ from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL, WORK
 from ..._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from ..._store.rundir import RunDir
 from .. import guards
-from ..alpha.loop_schedule import next_decision_spec
+from ..alpha.gate_settings import next_decision_spec
 from ..alpha.resolution import headroom, resolution
 from ..stop import stop_condition as sc
 from ..stop.afford import Affordability, Ceilings, afford, missing_rollouts, money

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..._decide.alpha_budget import look_alpha
 from ..._decide.gate import decide
-from ..._decide.looks import look_alpha
 from ..._decide.verdict import GateConfig, Verdict
 from ..._engine import confinement
 from ..._project.spec import Spec
@@ -23,12 +23,12 @@ from ..._store.readers.evidence import ByTag
 from ..._store.rundir import RunDir
 from ..stop.stop_condition import NO_REGRESS
 from ..stop.stop_condition import parse as parse_stop_condition
-from .judge_noise import GATE_SPLIT, EditedRescores, PerTask, RescoresByTag, recorded_rescores, split_entry
-from .preferences import Prefer, WorstCase, held_to_worst_case, pairwise_nets
+from . import judge
+from .judge import GATE_SPLIT
 
 Nets = tuple[int, ...] | None  # each task's net preference, for a pairwise verdict
 # (tag, against) → the nets, what kept judgements from being made, and the nets at worst
-Preferences = Callable[[str, str], tuple[Nets, list[str], WorstCase]]
+Preferences = Callable[[str, str], tuple[Nets, list[str], judge.WorstCase]]
 
 
 def gate_config(
@@ -76,7 +76,7 @@ class Evidence:
         task_ids: list[str],
         num_trials: int,
         size_of: Callable[[str], int],
-        rescores: Callable[[], RescoresByTag] | None = None,
+        rescores: Callable[[], judge.RescoresByTag] | None = None,
         redrawn: Callable[[], set[tuple[str, str, str, int]]] | None = None,
     ) -> None:
         """``rescores``: None when not re-scored; ``redrawn()``: keys whose first attempt was an infra error.
@@ -86,7 +86,7 @@ class Evidence:
         self._sizes: dict[str, int] = {}
         self._cells: dict[str, evidence.Cells] = {}
         self.preferences: Preferences = lambda tag, against: (None, [], None)  # set by of_run
-        self._rescores: RescoresByTag | None = None
+        self._rescores: judge.RescoresByTag | None = None
         self._refused = ""
 
     @classmethod
@@ -97,12 +97,12 @@ class Evidence:
         by_tag: ByTag,
         task_ids: list[str],
         num_trials: int,
-        prefer: Prefer | None = None,
+        prefer: judge.Prefer | None = None,
     ) -> Evidence:
         """A run's records with the run's readers, so no verdict lacks what another carries."""
         from ..._store.readers.first_outcomes import redrawn_after_errors
 
-        rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
+        rescores = (lambda: judge.recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
         made = cls(
             by_tag,
             task_ids,
@@ -111,7 +111,7 @@ class Evidence:
             rescores,
             redrawn=lambda: redrawn_after_errors(rundir),
         )
-        made.preferences = lambda tag, against: pairwise_nets(rundir, made, tag, against, prefer)
+        made.preferences = lambda tag, against: judge.pairwise_nets(rundir, made, tag, against, prefer)
         return made
 
     def cells(self, tag: str) -> evidence.Cells:
@@ -133,7 +133,7 @@ class Evidence:
     ) -> Verdict:
         """Gate ``tag`` against ``against`` on the trials both have."""
         failed: list[str] = []
-        worst: WorstCase = None
+        worst: judge.WorstCase = None
         if config.mode == "pairwise":  # no reward floor: the sign test is its own null
             nets, failed, worst = self.preferences(tag, against)
             config, null_deltas = replace(config, preferences=nets), None
@@ -157,7 +157,7 @@ class Evidence:
             best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )
         if config.mode == "pairwise":  # unjudged cells weighed at worst, as infra errors are
-            verdict = held_to_worst_case(verdict, worst)
+            verdict = judge.held_to_worst_case(verdict, worst)
         if failed:  # missing data, said: the next gate session asks these again
             said = (
                 f"{len(failed)} paired trial(s) not judged (missing data; a gate session asks them "
@@ -195,7 +195,7 @@ class Evidence:
         if self._rescores is None:
             try:
                 self._rescores = self._read_rescores()
-            except EditedRescores as exc:  # said on every verdict, never split on
+            except judge.EditedRescores as exc:  # said on every verdict, never split on
                 self._refused = str(exc)
                 self._rescores = {}
         if self._refused:
@@ -208,11 +208,11 @@ class Evidence:
             for cell in arms[0].keys() & arms[1].keys() & scores[0].keys() & scores[1].keys()
             if cell[0] in wanted and cell[1] < self.num_trials
         ]
-        sides: tuple[PerTask, PerTask] = ({}, {})
+        sides: tuple[judge.PerTask, judge.PerTask] = ({}, {})
         for task_id, k in sorted(shared):
             for side, score in zip(sides, scores, strict=True):
                 side.setdefault(task_id, []).append(score[(task_id, k)])
-        return split_entry(*sides)
+        return judge.split_entry(*sides)
 
 
 def null_deltas(verdicts: list[Verdict]) -> list[float | Fraction]:

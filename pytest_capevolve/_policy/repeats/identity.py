@@ -19,13 +19,13 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..._decide.looks import shown_decision
+from ..._decide.alpha_budget import shown_decision
 from ..._decide.verdict import Verdict
 from ..._project.candidate import CandidateError, content_hash, null_control_of
 from ..._project.text_identity import text_hash
 from ..._store.files import RunDirError
 from ..._store.log.event_kinds import CANDIDATE_REGISTERED, DECISION
-from ..._store.memory import project_memory, shared_ledger
+from ..._store.memory import project_memory, shared_ledger, task_keys
 from ..._store.memory.task_keys import Tasks
 from ..._store.rundir import RUNS_DIR, RunDir
 from ..gate.regate import decided_level
@@ -112,8 +112,6 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
     """content hash → the first decided tag with those bytes in another run of the project on a val sharing
     tasks with this run's. A harness that differs is reported, not a way round (re-gating after a harness
     fix is asked for with ``--capevolve-harness-changed``). ``harness_now`` stands in for a new run's lock."""
-    from ..._store.files import RunDirError
-    from ..._store.memory import task_keys
     from ..._store.readers.harness_lock import locked_harness
 
     project = rundir.project_dir
@@ -156,8 +154,6 @@ class _Found:
 
 def _decided_in_runs(rundir: RunDir, project: Path, found: _Found) -> set[str]:
     """The decisions of the project's other runs into ``found``; returns their folder names."""
-    from ..._store.files import RunDirError
-
     runs = [root for root in sorted((project / RUNS_DIR).glob("*")) if (root / "events.jsonl").is_file()]
     for root in runs:
         if root.name != rundir.run_id:
@@ -168,7 +164,6 @@ def _decided_in_runs(rundir: RunDir, project: Path, found: _Found) -> set[str]:
 
 def _decided_in_run(other: RunDir, found: _Found) -> None:
     from ..._project import harness
-    from ..._store.memory import task_keys
     from ..._store.readers.harness_lock import locked_harness
 
     theirs_val = task_keys.Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
@@ -384,7 +379,6 @@ def remember_decision(
     rundir: RunDir, project_dir: Path, tag: str, content_hash: str, decision: str, level: str | None
 ) -> None:
     """Remember ``rundir``'s decision on ``tag`` in the project's memory, and in the run's shared ledger."""
-    from ..._store.memory import task_keys
     from ..._store.readers.harness_lock import locked_harness
 
     val_ids = list((rundir.splits() or {}).get("val", []))
@@ -431,10 +425,6 @@ def decided_on(
 ) -> list[tuple[str, list[str]]]:
     """(run, shared tasks) for every other run whose decisions were taken on a val holding some of
     ``test_ids`` (by id or content): from logs, the memory for runs gone, and the shared ``ledger``."""
-    from ..._store.files import RunDirError
-    from ..._store.memory import task_keys
-    from ..._store.rundir import RUNS_DIR, RunDir
-
     mine = Tasks.of(test_ids, keys)
     found: dict[str, list[str]] = {}
     for root in sorted((project_dir / RUNS_DIR).glob("*")):
