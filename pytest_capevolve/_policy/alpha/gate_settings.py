@@ -164,7 +164,11 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
         schedule = LOOP_SCHEDULE if is_loop_run(rundir) else "constant"
     if schedule == "constant":
         return spec, None
-    return replace(spec, gate_alpha_schedule=schedule), _why(rundir, schedule)
+    why = (
+        f"gate_alpha_schedule {schedule}: a loop run's default (run {rundir.run_id} holds work "
+        "copies or hill-climb drove it, and the spec names no schedule); one-shot gating keeps constant"
+    )
+    return replace(spec, gate_alpha_schedule=schedule), why
 
 
 def frozen_schedule(rundir: RunDir | None) -> str | None:
@@ -212,24 +216,15 @@ def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spe
     return decided_under(rundir, spec)
 
 
-def _why(rundir: RunDir, schedule: str) -> str:
-    return (
-        f"gate_alpha_schedule {schedule}: a loop run's default (run {rundir.run_id} holds work "
-        "copies or hill-climb drove it, and the spec names no schedule); one-shot gating keeps constant"
-    )
-
-
 def level_problems(rundir: RunDir, events: list[dict[str, Any]] | None = None) -> list[str]:
     """One line per ``gate_decision`` that took another's level or whose α_j is not its schedule's."""
-    import yaml
-
     alpha: float | None = None
     try:
-        locked = yaml.safe_load(rundir.spec_lock_path.read_text(encoding="utf-8")) or {}
+        locked = read_yaml(rundir.spec_lock_path) or {}
         found = locked.get("gate_alpha") if isinstance(locked, dict) else None
         if isinstance(found, int | float) and not isinstance(found, bool):
             alpha = float(found)
-    except (OSError, yaml.YAMLError):
+    except (OSError, YamlError):
         pass  # no readable lock: the numbering is still checked
     lines = slot_problems(rundir.log.events() if events is None else events, alpha)
     return [f"{rundir.events_path.name}: {line}" for line in lines]

@@ -16,6 +16,7 @@ from ... import _stats as stats
 from ..._decide.screen import ledger as screen_ledger
 from ..._project.candidate import SEED_TAG
 from ..._project.spec import Spec
+from ..._show.numbers import num
 from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL, WORK_CREATED
 from ..._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from ..._store.rundir import RunDir
@@ -360,34 +361,30 @@ def _recommend(
     return say("continue", f"no ceiling within {NARROW_AT:.0%} and no goal met.")
 
 
-def _num(value: Any, spec: str = ".4f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
 def render_table(report: dict[str, Any]) -> list[str]:
     b, s, a = report["best"], report["spent"], report["afford"]
     lines = [
         f"capevolve spend — run {report['run_id']}",
-        f"best {b['tag']!r}: val mean {_num(b['val_mean'])} (SE {_num(b['se'])}), "
+        f"best {b['tag']!r}: val mean {num(b['val_mean'], '.4f')} (SE {num(b['se'], '.4f')}), "
         f"coverage {b['coverage']:.0%} of {b['tasks']} tasks × {b['trials']} trials",
         f"spent: {s['rollouts']} rollouts, runner ${s['runner_usd']:.4f}"
         + ("" if s["runner_spend_metered"] is not False else " (UNMETERED: $0 reported)")
         + f", optimizer ${s['optimizer_usd']:.4f} / {s['optimizer_tokens']:.0f} tokens / "
         f"{s['optimizer_seconds']:.0f} s, {s['iterations']} iterations, stall {s['stall']}, "
-        f"wall clock {_num(s['wall_clock_seconds'], '.0f')} s",
+        f"wall clock {num(s['wall_clock_seconds'], '.0f')} s",
         "",
         f"{'ceiling':<18}{'used':>12}{'limit':>12}{'share':>8}",
     ]
     for name, c in report["ceilings"].items():
         used = f"{c['used']:.4f}" if isinstance(c["used"], float) and name == "max_usd" else str(c["used"])
         share = "—" if c["fraction"] is None else f"{c['fraction']:.0%}"
-        lines.append(f"{name:<18}{used:>12}{_num(c['limit'], 'g'):>12}{share:>8}")
+        lines.append(f"{name:<18}{used:>12}{num(c['limit'], 'g'):>12}{share:>8}")
     lines.append("")
     affordable = a["affordable"] if isinstance(a["affordable"], str) else ("yes" if a["affordable"] else "NO")
     lines.append(
         f"{a['n_siblings']} sibling(s): {a['rollouts']['total']} rollouts "
         f"({a['rollouts']['siblings']} siblings + {a['rollouts']['null_controls']} nulls + "
-        f"{a['rollouts']['best']} best), ${_num(a['usd_needed'])} → affordable: {affordable}"
+        f"{a['rollouts']['best']} best), ${num(a['usd_needed'], '.4f')} → affordable: {affordable}"
     )
     lines += [f"  blocked by {x['ceiling']}: {x['message']}" for x in a["blockers"]]
     lines += [f"  note: {n}" for n in a["notes"]]
@@ -399,7 +396,7 @@ def render_table(report: dict[str, Any]) -> list[str]:
     v = report["val_reuse"]
     lines.append(
         f"val reuse ({v['schedule']}): {v['decisions']} gate decision(s) on val so far; the next gets "
-        f"α = {v['next_alpha']:.3g}; MDE at that α with {v['val_tasks']} tasks: {_num(v['mde'], '+.3f')} "
+        f"α = {v['next_alpha']:.3g}; MDE at that α with {v['val_tasks']} tasks: {num(v['mde'], '+.3f')} "
         f"(target {v['target_effect']:+g})"
     )
     lines += [

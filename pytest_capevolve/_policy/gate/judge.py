@@ -38,6 +38,9 @@ from ..._store.rollouts.record import RolloutRecord
 from ..._store.rundir import RunDir
 from ...exitcodes import Refusal, first_few
 
+if TYPE_CHECKING:
+    from .verdicts import Evidence
+
 GATE_SPLIT = "val"  # the split every verdict is decided on (.verdicts, which imports this module)
 
 
@@ -225,9 +228,6 @@ def _advised(advice: RescoreAdvice) -> dict[str, Any]:
         "advice": advice.text,
     }
 
-
-if TYPE_CHECKING:
-    from .verdicts import Evidence
 
 Judged = dict[tuple[str, int, str], str]  # (task, trial, order) → A / B / tie
 WorstCase = tuple[tuple[int, ...], int] | None  # the nets at worst, and the cells not judged
