@@ -170,7 +170,7 @@ class EvaluationSession:
 
     def _load_lines(self) -> list[str]:
         """Whether another session paid beside this gate, and whether its nulls were paid at that load."""
-        from .._policy.gate.gate_load import load_warnings, loads_by_tag
+        from .._policy.gate.verdicts import load_warnings, loads_by_tag
         from .._store.rundir import RUNS_DIR
         from .._store.sessions.claims import live_sessions
 

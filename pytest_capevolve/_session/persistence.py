@@ -22,7 +22,7 @@ from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
 from .._engine.judging import wrong_rescores
 from .._engine.remote import gateway_count
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
-from .._policy.gate.gate_load import load_event
+from .._policy.gate.verdicts import load_event
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._show.report import arm_summary
@@ -68,7 +68,7 @@ class Persistence:
         self.tally = Tally()
         self.waiting_on = list(waiting_on or [])
         self._session: pytest.Session | None = None
-        # the load this session pays at (:mod:`.._policy.gate.gate_load`), and who else was paying
+        # the load this session pays at (:mod:`.._policy.gate.verdicts`), and who else was paying
         self.concurrency = int(config.option.capevolve_concurrency or spec.concurrency)
         self.workers = gateway_count(config)
         self.others_at_start: list[dict[str, Any]] = []

@@ -14,8 +14,8 @@ from typing import Any
 from .._engine import confinement
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy import guards
-from .._policy.gate.gate_load import identical_note, identical_null
 from .._policy.gate.regate import booked_decision
+from .._policy.gate.verdicts import identical_note, identical_null
 from .._policy.repeats.identity import (
     FRESH_VAL_LABEL,
     HARNESS_CHANGED_LABEL,
