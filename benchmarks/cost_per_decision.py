@@ -28,7 +28,7 @@ The paths, each through the package's own decision functions:
   power).
 - ``screen+grow``: the documented ladder with ``grow_max_looks: 3``: a tier-1 screen
   (``_decide/screen.py``: ``select``, ``decide_screen`` with its ceiling) that can kill; a
-  promote is gated on full val at α/2 (``_decide/looks.py``) reusing the screen's rollouts; a
+  promote is gated on full val at α/2 (``_decide/alpha_budget.py``) reusing the screen's rollouts; a
   provisional verdict (Δ̄ > 0, rejected) grows by ``trials`` more trials on both arms and is
   gated again at α/4, at most twice.
 - ``k·SE k=1`` / ``k=2``: cap-evolve's Δ̄ > k·SE (the ``paired`` rule); its type I is printed —
@@ -87,7 +87,7 @@ from sequential import lifted, real_rates  # noqa: E402  (the sibling benchmark'
 
 from pytest_capevolve import _stats as stats  # noqa: E402
 from pytest_capevolve._decide import screen  # noqa: E402
-from pytest_capevolve._decide.looks import look_alpha  # noqa: E402
+from pytest_capevolve._decide.alpha_budget import look_alpha  # noqa: E402
 from pytest_capevolve._decide.rules import run_rule  # noqa: E402
 from pytest_capevolve._decide.stopping import split  # noqa: E402
 from pytest_capevolve._decide.verdict import ACCEPT, GateConfig  # noqa: E402

@@ -5,7 +5,7 @@ Run: python benchmarks/grow_calibration.py [candidates] [seed]   (default 4000, 
 The policy under test is the one a loop follows: gate; if provisional (Δ̄ > 0, not accepted),
 grow — num_trials more trials for the candidate and the best — and gate again at the pooled n;
 at most two grows (three looks). Each look is the exact sign-flip gate at the level
-``pytest_capevolve._decide.looks.look_schedule`` gives it (α/2, then α/4, α/4).
+``pytest_capevolve._decide.alpha_budget.look_schedule`` gives it (α/2, then α/4, α/4).
 
 Per-task success rates: the public tau2-bench airline run (tests/data: the seed and its three
 byte-identical null arms, 20 trials per task), resampled to 30 tasks. Null candidates draw both
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_capevolve import _stats as stats
-from pytest_capevolve._decide.looks import look_schedule
+from pytest_capevolve._decide.alpha_budget import look_schedule
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "tau2-airline-v4-val-per-task.json"
 ALPHA = Fraction(1, 20)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_capevolve import _stats as stats
-from pytest_capevolve._stats.replicates import replicate_summary
+from pytest_capevolve._stats.intervals import replicate_summary
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "tau2-airline-v4-val-per-task.json"
 BLOCKS = 3

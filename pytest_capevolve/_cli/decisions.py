@@ -44,7 +44,7 @@ def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
 @collection_paused()  # it holds every val outcome of the two arms until it prints
 def cmd_gate(args: argparse.Namespace) -> int:
     """Re-derive a verdict from persisted val rollouts; pays no rollout."""
-    from .._decide.looks import shown_decision
+    from .._decide.alpha_budget import shown_decision
     from .._policy.gate.regate import GateAsk, regate
     from .._show.report import render_verdicts
 
@@ -92,7 +92,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     """The hand-off: check the adapter, evaluate the seed on val, print what an optimizer needs
     (all but the final JSON to stderr, so ``capevolve baseline | jq`` works)."""
     from .._loop.launch import run_captured, session_command
-    from .._policy.alpha.loop_schedule import handoff_schedule_note
+    from .._policy.alpha.gate_settings import handoff_schedule_note
     from .._policy.budget.spend import spend_report
     from .project import cmd_check
 

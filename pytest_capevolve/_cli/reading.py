@@ -49,7 +49,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Planning from what is persisted (best's val rollouts, null controls); pays nothing."""
-    from .._policy.alpha.loop_schedule import next_decision_spec
+    from .._policy.alpha.gate_settings import next_decision_spec
     from .._policy.alpha.resolution import next_level, resolution
     from .._policy.gate.regate import val_evidence
     from .._show.explain import plan_figures, render_plan
@@ -173,7 +173,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"ok {events}: {count} events, each chained to the one before", file=out)
     if not _anchored(args, rundir, answer, out):
         return _verified(args, answer, ok=False)
-    from .._policy.alpha.val_levels import level_problems
+    from .._policy.alpha.gate_settings import level_problems
     from .._store.log.event_chain import verified_events
 
     # the log as the chain's check just parsed it, for every check after it; None if it grew since
@@ -298,7 +298,7 @@ def _positive_float(text: str) -> float:
 
 def cmd_judge_noise(args: argparse.Namespace) -> int:
     """Re-score persisted outputs with the stochastic scorer and split Δ̄'s variance; no rollout paid."""
-    from .._policy.gate.judge_noise import JudgeNoiseRefusal, judge_noise, render
+    from .._policy.gate.judge import JudgeNoiseRefusal, judge_noise, render
     from .._project.adapter import AdapterError, load_adapter, load_tasks
 
     spec, rundir = open_run(args)

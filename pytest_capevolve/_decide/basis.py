@@ -50,13 +50,8 @@ class Basis(StrEnum):
 SCREENED = (Basis.TAMPER, Basis.LEAK, Basis.MICRO_TEST_FAIL)
 # the bases ``capevolve commit --reject-basis`` books a reject on
 REJECT_BASES = (
-    Basis.GATE,
-    Basis.SCREEN_KILL,
-    Basis.CEILING,
-    Basis.BUDGET,
-    Basis.INFRA,
-    Basis.MICRO_TEST_FAIL,
+    Basis.GATE, Basis.SCREEN_KILL, Basis.CEILING, Basis.BUDGET, Basis.INFRA, Basis.MICRO_TEST_FAIL,
     Basis.REPEAT,
-)
+)  # fmt: skip
 # an indecisive verdict that more rollouts could resolve (``--capevolve-grow``)
 UNRESOLVED = (Basis.COVERAGE, Basis.ERROR_IMBALANCE)

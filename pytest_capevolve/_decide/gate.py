@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _stats as stats
 from .._stats.arms import none_for_nan as _none_for_nan
-from .looks import as_fraction
+from .alpha_budget import as_fraction
 from .rules import (
     CHECKS,
     EXACT_P_MODES,
@@ -30,17 +30,9 @@ from .rules import (
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, GateSplitError, Verdict
 
 __all__ = [
-    "ACCEPT",
-    "GATE_MODES",
-    "INDECISIVE",
-    "REJECT",
-    "GateConfig",
-    "GateSplitError",
-    "Verdict",
-    "alpha_text",
-    "decide",
-    "regressions",
-]
+    "ACCEPT", "GATE_MODES", "INDECISIVE", "REJECT", "GateConfig", "GateSplitError", "Verdict", "alpha_text",
+    "decide", "regressions",
+]  # fmt: skip
 
 
 def regressions(

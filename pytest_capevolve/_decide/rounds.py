@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from .alpha_budget import as_fraction
 from .gate import alpha_text
-from .looks import as_fraction
 from .rules import EXACT_P_MODES
 from .verdict import ACCEPT, GateConfig, Verdict
 

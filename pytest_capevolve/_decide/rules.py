@@ -15,8 +15,8 @@ from typing import Any, NamedTuple, TypedDict
 import numpy as np
 
 from .. import _stats as stats
+from .alpha_budget import as_fraction
 from .basis import Basis
-from .looks import as_fraction
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 
 

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
+from .alpha_budget import as_fraction, look_alpha
 from .basis import Basis
 from .gate import decide
-from .looks import as_fraction, look_alpha
 from .verdict import ACCEPT, GateConfig
 
 TIERS = {1: Fraction(1, 4), 2: Fraction(1, 2), 3: Fraction(3, 4)}

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from .._stats import sequential as seq
-from .._stats.exact_mean import exceeds as stats_exceeds
+from .._stats.sign_flip import exceeds as stats_exceeds
+from .alpha_budget import as_fraction
 from .basis import Basis
-from .looks import as_fraction
 from .verdict import ACCEPT, REJECT, Verdict
 
 UNDECIDED = "undecided"

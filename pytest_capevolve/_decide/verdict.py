@@ -46,7 +46,7 @@ class GateConfig:
         return bool(self.margin or self.equivalence)
 
     # ``pairwise`` mode: each judged task's net preference (B wins − A wins, B the candidate),
-    # logged judgements of a gate session (_policy/gate/preferences.py); None: none were judged
+    # logged judgements of a gate session (_policy/gate/judge.py); None: none were judged
     preferences: tuple[int, ...] | None = None
 
 
@@ -89,7 +89,7 @@ class Verdict:
     verdict_stable: bool | None = None  # the same decision with any one task left out?
     directionally_positive_but_inconclusive: bool = False  # Δ̄ > 0, not accepted
     # the judge's and the agent's shares of Var(Δ̄), for a run whose scorer is re-scored
-    # (judge_rescores > 1: _policy/gate/judge_noise.py)
+    # (judge_rescores > 1: _policy/gate/judge.py)
     judge_noise: dict[str, Any] | None = None
     margin: dict[str, Any] | None = None  # the margin test's question, p, bounds and method
 

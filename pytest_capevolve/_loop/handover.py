@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from .._policy import guards
-from .._policy.alpha.loop_schedule import run_loop_schedule
-from .._policy.booking.commit import CommitRefused
+from .._policy.alpha.gate_settings import run_loop_schedule
+from .._policy.booking.commit import CommitRefused, render_ledger, render_rejected
 from .._policy.booking.journal_entry import JOURNAL
-from .._policy.booking.memory import render_ledger, render_rejected
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import HANDOVER, SEED_TAG, check_tag, handover_ignore
 from .._project.microcase_gen import redact

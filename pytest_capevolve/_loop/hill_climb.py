@@ -27,7 +27,7 @@ from typing import Any
 from .._confine.landlock import expected
 from .._confine.launch import OPTIMIZER_ENV, environment
 from .._policy import guards
-from .._policy.alpha.loop_schedule import constant_run_note, run_loop_schedule
+from .._policy.alpha.gate_settings import constant_run_note, run_loop_schedule
 from .._policy.booking.journal_entry import JOURNAL
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.spec import load_spec, resolve_spec_path

@@ -91,7 +91,7 @@ def names_a_schedule(spec_path: Path) -> bool:
 
 def loop_schedule(spec: Spec, default: str = LOOP_SCHEDULE) -> str:
     """The schedule a loop's gates use: the spec's when it names one, else ``default`` (the
-    loop's, or the one the run froze: :func:`.._policy.alpha.loop_schedule.run_loop_schedule`)."""
+    loop's, or the one the run froze: :func:`.._policy.alpha.gate_settings.run_loop_schedule`)."""
     return str(spec.gate_alpha_schedule) if names_a_schedule(spec.path) else default
 
 

@@ -2,7 +2,7 @@
 
 Per replicate block (``pytest --capevolve-block B``) holding both tags: the paired Δ̄ over
 tasks as the gate computes it, its SE and coverage. Across the blocks covering ``min_coverage``:
-the mean Δ̄, its SE and a t interval (:func:`.._stats.replicates.replicate_summary`), and
+the mean Δ̄, its SE and a t interval (:func:`.._stats.intervals.replicate_summary`), and
 whether the blocks agree in sign. Evidence only: writes and books nothing, and the gate reads
 block 0 alone. Pays no rollout."""
 
@@ -14,7 +14,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from .. import _stats as stats
 from .._project.blocks import first_trial
 from .._project.spec import Spec
-from .._stats.replicates import replicate_summary
+from .._stats.intervals import replicate_summary
 from .._store.readers.evidence import index_records, reward_matrix
 from .._store.rundir import RunDir
 from .._store.snapshots import unknown_tag

@@ -80,7 +80,7 @@ class Spec:
     gate_margin: float = 0.0  # δ in (−1, 0): the exact gate asks "no worse than δ"
     gate_alpha_schedule: str = "constant"  # the val-reuse α budget (_decide/alpha_budget.py)
     screen_alpha: float = 0.05  # a subset screen's kill α
-    grow_max_looks: int = 1  # looks a decision may take (_decide/looks.py)
+    grow_max_looks: int = 1  # looks a decision may take (_decide/alpha_budget.py)
     judge_rescores: int = 1  # scores per output of a declared-stochastic scorer, averaged
     # the leak guard (_project/leak.py): the shortest id or gold answer that counts; None: off
     leak_guard_min_length: int | None = 4

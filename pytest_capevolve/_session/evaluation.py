@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .. import exitcodes
-from .._decide.looks import shown_decision
+from .._decide.alpha_budget import shown_decision
 from .._decide.verdict import Verdict
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
@@ -24,7 +24,7 @@ from .planning import GateRequest, Planned
 if TYPE_CHECKING:
     import pytest
 
-    from .._policy.gate.preferences import Prefer
+    from .._policy.gate.judge import Prefer
 
 
 class LazyArms(Mapping[str, Arm]):
@@ -115,7 +115,7 @@ class EvaluationSession:
         """The tags asked for that a verdict already decided, re-derived as ``capevolve gate`` does."""
 
         from .._policy.gate.regate import GateAsk, regate
-        from .._policy.repeats.standing import already_decided_reason, recorded_verdict
+        from .._policy.repeats.identity import already_decided_reason, recorded_verdict
 
         shown = []
         for tag, recorded in {**self.planned.decided, **self.late}.items():
@@ -157,7 +157,7 @@ class EvaluationSession:
 
     def _load_lines(self) -> list[str]:
         """Whether another session paid beside this gate, and whether its nulls were paid at that load."""
-        from .._policy.gate.gate_load import load_warnings, loads_by_tag
+        from .._policy.gate.verdicts import load_warnings, loads_by_tag
         from .._store.rundir import RUNS_DIR
         from .._store.sessions.claims import live_sessions
 
@@ -234,7 +234,7 @@ def preferences_judge(config: pytest.Config, rundir: RunDir) -> Prefer:
 
     def judge(tag: str, against: str, arms: tuple[Arm, Arm]) -> list[str]:
         from .._items.nodes import CONTEXT_KEY
-        from .._policy.gate.preferences import judge_missing
+        from .._policy.gate.judge import judge_missing
 
         context = config.stash[CONTEXT_KEY]
         return judge_missing(rundir, context.runner.adapter, context.pool, tag, against, arms)

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._decide import alpha_budget
+from .._decide.alpha_budget import as_fraction, counted_look_factor, shown_decision
 from .._decide.basis import Basis
-from .._decide.looks import as_fraction, counted_look_factor, shown_decision
 from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._policy.booking.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.booking.commit import CommitRefused, adoption
+from .._policy.gate.judge import Prefer
 from .._policy.gate.regate import NULL_PASSES, Passing, counted_looks, first_evidence, passed
 from .._policy.gate.verdicts import Evidence, as_null, gate_config, null_config, null_deltas, verdict_file
 from .._policy.repeats.identity import REPEAT
@@ -35,12 +36,12 @@ def judge(
 ) -> tuple[list[Verdict], list[Verdict], dict[str, dict[str, Any]]]:
     """(nulls' verdicts, candidates' verdicts in order, tags another session decided meanwhile → that
     verdict), written to ``verdicts/``; ``warnings`` are said in every verdict."""
-    from .._policy.repeats.standing import standing_verdict
+    from .._policy.repeats.identity import standing_verdict
 
     spec, rundir, planned = session.spec, session.rundir, session.planned
     plan, best = planned.plan, planned.best
     # a tag already decided is re-derived by the session, never judged again
-    # (:mod:`.._policy.repeats.standing`)
+    # (:mod:`.._policy.repeats.identity`)
     siblings = [
         c.tag
         for c in plan.candidates
@@ -55,7 +56,7 @@ def judge(
     # called after the hold (a hook may run a command that takes the lock).
     with rundir.lock():
         # two sessions gating the same tag at once: the first to judge decides it, the second
-        # finds its verdict here and shows it (the first decision stands, :mod:`.._policy.repeats.standing`)
+        # finds its verdict here and shows it (the first decision stands, :mod:`.._policy.repeats.identity`)
         late = {tag: found for tag in siblings if (found := standing_verdict(rundir, tag)) is not None}
         undecided = [tag for tag in siblings if tag not in late]
         nulls, verdicts, files = _judged_round(session, evidence, repaid, undecided, warnings)

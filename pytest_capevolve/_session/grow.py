@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
+from .._decide.alpha_budget import looks_record, shown_decision
 from .._decide.basis import UNRESOLVED
-from .._decide.looks import looks_record, shown_decision
 from .._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from .._policy import guards
 from .._policy.gate.regate import first_evidence

@@ -25,7 +25,7 @@ from .._engine.judging import wrong_rescores
 from .._engine.remote import gateway_count
 from .._items.nodes import CONTEXT_KEY, EvalContext, measured, rollout_record, run_reserved
 from .._items.plan import WORKERINPUT_KEY, EvalPlan, RolloutKey
-from .._policy.gate.gate_load import load_event
+from .._policy.gate.verdicts import load_event
 from .._project.blocks import first_trial
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
@@ -66,7 +66,7 @@ class Persistence:
         self.tally = Tally()
         self.waiting_on = list(planned.waiting_on)  # other sessions paying what this one needs
         self._session: pytest.Session | None = None
-        # the load this session pays at (:mod:`.._policy.gate.gate_load`), and who else was paying
+        # the load this session pays at (:mod:`.._policy.gate.verdicts`), and who else was paying
         self.concurrency = int(config.option.capevolve_concurrency or spec.concurrency)
         self.workers = gateway_count(config)
         self.others_at_start: list[dict[str, Any]] = []

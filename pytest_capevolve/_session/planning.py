@@ -14,8 +14,8 @@ from typing import Any
 from .._engine import confinement
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy import guards
-from .._policy.gate.null_economy import identical_note, identical_null
 from .._policy.gate.regate import booked_decision
+from .._policy.gate.verdicts import identical_note, identical_null
 from .._policy.repeats.identity import (
     FRESH_VAL_LABEL,
     HARNESS_CHANGED_LABEL,
@@ -24,8 +24,8 @@ from .._policy.repeats.identity import (
     decided_in_project,
     repeat_line,
     repeat_of,
+    standing_verdict,
 )
-from .._policy.repeats.standing import standing_verdict
 from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash, null_control_of
 from .._project.paths import to_stored
 from .._project.spec import Spec, SpecError, splits_for
@@ -59,7 +59,7 @@ class GateRequest:
     # again, each such verdict labelled (never a silent second decision)
     harness_changed: bool = False
     regression_rule: str | None = None  # --capevolve-regression-rule (None: the spec's)
-    # the loop's α schedule by default: why (:mod:`.._policy.alpha.loop_schedule`)
+    # the loop's α schedule by default: why (:mod:`.._policy.alpha.gate_settings`)
     schedule_why: str | None = None
 
 
@@ -73,7 +73,7 @@ class Planned:
     waiting_on: list[Path] = field(default_factory=list)  # other sessions' claims this one needs
     notes: list[str] = field(default_factory=list)  # what planning chose not to pay for, and why
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag → harness-changed label
-    # tag → its standing verdict (:mod:`.._policy.repeats.standing`): re-derived, never judged again
+    # tag → its standing verdict (:mod:`.._policy.repeats.identity`): re-derived, never judged again
     decided: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -174,7 +174,7 @@ class Repeats:
         said = None
         if earlier is None and self.gate.enabled:
             # not the bytes, but the text of a decided tag or the best (a trailing space, CRLF)
-            from .._policy.repeats.near_repeat import near_repeat_line, same_text_as
+            from .._policy.repeats.identity import near_repeat_line, same_text_as
 
             earlier = same_text_as(self.rundir, tag, path, best=self.best)
             said = near_repeat_line(tag, earlier, best=self.best) if earlier is not None else None

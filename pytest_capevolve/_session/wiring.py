@@ -23,8 +23,7 @@ from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._engine.sandbox import isolated
 from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
-from .._policy.alpha.gate_settings import check_margin, check_nulls, freeze_or_check, overridden
-from .._policy.alpha.loop_schedule import loop_default
+from .._policy.alpha.gate_settings import check_margin, check_nulls, freeze_or_check, loop_default, overridden
 from .._project import harness, pytest_loads
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.spec import Spec, load_spec
@@ -102,7 +101,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             if existing is not None:  # refused before anything is planned, claimed or paid
                 check_or_lock(existing, harness_now)
             # a loop run spends α across its decisions unless told otherwise
-            # (:mod:`.._policy.alpha.loop_schedule`)
+            # (:mod:`.._policy.alpha.gate_settings`)
             spec, why = loop_default(spec, existing, overridden(config.option.override_ini, spec))
             config.stash[SCHEDULE_WHY] = why
             checked = existing.root if existing is not None else None

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _stats as stats
 from .._decide.basis import SCREENED, Basis
-from .._stats.resolution import NOT_ESTIMABLE, NOT_ESTIMABLE_NO_NULLS
+from .._stats.sign_flip import NOT_ESTIMABLE, NOT_ESTIMABLE_NO_NULLS
 from .numbers import interval, num
 
 POWER = 0.8

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
-from .._decide.looks import shown_decision
+from .._decide.alpha_budget import shown_decision
 from .._store.readers import evidence
 from .numbers import aligned, interval, num
 

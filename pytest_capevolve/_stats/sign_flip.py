@@ -4,13 +4,16 @@ Every result names how its p was reached (:data:`METHODS`), and none is 0 (the o
 ``exact`` counts patterns in Python integers (100 tasks all improved is p = 1/2^100, not 0); ``float_tail``,
 past 60 deltas with p far from α, is an FFT tail whose fraction is an upper bound; ``*_coarsened``, past
 :data:`EXACT_MAX_SPAN`, is the same test on deltas rounded to ``coarsening`` units (an odd function of each
-delta, so still exact); ``monte_carlo``, off a grid past 16 deltas, is seeded sign flips with the +1."""
+delta, so still exact); ``monte_carlo``, off a grid past 16 deltas, is seeded sign flips with the +1.
+Beside it: the mean paired delta as an exact rational (no float rounding decides "Δ̄ exceeds the nulls'
+spread"), and the test's resolution, the fewest improved tasks ("k better, none worse", p = 2^-k) it can
+accept at a level."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -325,3 +328,100 @@ def sign_flips(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
     rng = np.random.default_rng(seed)
     for start in range(0, n_resamples, 2000):
         yield rng.integers(0, 2, size=(min(2000, n_resamples - start), n), dtype=np.int8) * 2 - 1
+
+
+def exact_task_deltas(
+    candidate: np.ndarray, best: np.ndarray, rows: Sequence[int] | None = None
+) -> list[Fraction]:
+    """m_t(candidate) − m_t(best) as fractions over tasks valid on both sides, in task order. ``rows``:
+    only these tasks, read on the whole matrices' grid."""
+    candidate, best = as_matrix(candidate), as_matrix(best)
+    grid = reward_grid(candidate, best)
+    counts = [(~np.isnan(m)).sum(axis=1) for m in (candidate, best)]
+    valid = (counts[0] > 0) & (counts[1] > 0)
+    if rows is not None:
+        keep = np.zeros_like(valid)
+        keep[list(rows)] = True
+        valid &= keep
+    both = np.flatnonzero(valid)
+    nc, nb = (c[both].tolist() for c in counts)
+    if grid is not None:  # integer sums: one fraction per task, (s_c·n_b − s_b·n_c) / (G·n_c·n_b)
+        sc, sb = (grid_sums(m, grid)[both].tolist() for m in (candidate, best))
+        return [Fraction(a * d - b * c, grid * c * d) for a, b, c, d in zip(sc, sb, nc, nb, strict=True)]
+    fc, fb = (_float_sums(m[both]) for m in (candidate, best))
+    return [a / c - b / d for a, b, c, d in zip(fc, fb, nc, nb, strict=True)]
+
+
+def _float_sums(matrix: np.ndarray) -> list[Fraction]:
+    return [
+        sum((Fraction(r) for r in row if r == r), Fraction(0)) for row in matrix.tolist()
+    ]  # r == r: not nan
+
+
+def exact_mean_delta(candidate: np.ndarray, best: np.ndarray) -> Fraction | None:
+    """Δ̄ over tasks valid on both sides as one fraction (None when none): on a grid, one integer sum in
+    numpy; off it, :func:`exact_task_deltas` averaged."""
+    candidate, best = as_matrix(candidate), as_matrix(best)
+    grid = reward_grid(candidate, best)
+    counts = [(~np.isnan(m)).sum(axis=1) for m in (candidate, best)]
+    both = (counts[0] > 0) & (counts[1] > 0)
+    n = int(both.sum())
+    if n == 0:
+        return None
+    if grid is None:
+        return exact_mean(exact_task_deltas(candidate, best))
+    deltas = scaled_deltas([grid_sums(m, grid) for m in (candidate, best)], counts, grid)
+    total = sum(deltas.tolist() if isinstance(deltas, np.ndarray) else deltas)  # in Python ints: exact
+    scale = math.lcm(*(int(c) for c in np.unique(np.concatenate([counts[0][both], counts[1][both]]))))
+    return Fraction(total, scale * grid * n)
+
+
+def exact_mean(deltas: Sequence[Fraction]) -> Fraction | None:
+    return sum(deltas, Fraction(0)) / len(deltas) if deltas else None
+
+
+def exact_spread(null_deltas: Sequence[float | Fraction | str]) -> Fraction | None:
+    """The null controls' spread, max |Δ̄|, exactly, from the fractions their verdicts recorded."""
+    exact = [abs(Fraction(d)) for d in null_deltas if not (isinstance(d, float) and math.isnan(d))]
+    return max(exact, default=None)
+
+
+def exceeds(delta: Fraction | None, spread: Fraction | None) -> bool:
+    return spread is None or (delta is not None and delta > spread)
+
+
+def exceeds_k_se(deltas: Sequence[Fraction], k: Fraction) -> bool | None:
+    """Δ̄ > k·SE(d) on fractions: (k ≥ 0) iff Δ̄ > 0 and Δ̄²·n > k²·s², no square root. None when SE is 0
+    or undefined (the caller falls back to Δ̄ > 0). A one-task gain has Δ̄ = SE exactly, a tie at k = 1
+    that floats decided by the last bit (cap-evolve's issue #351)."""
+    n = len(deltas)
+    if n < 2:
+        return None
+    mean = sum(deltas, Fraction(0)) / n
+    variance = sum(((d - mean) ** 2 for d in deltas), Fraction(0)) / (n - 1)
+    if variance == 0:
+        return None
+    return mean > 0 and mean * mean * n > k * k * variance
+
+
+def best_p(improved: int, n_tasks: int) -> Fraction:
+    if not 0 <= improved <= n_tasks:
+        raise ValueError(f"improved must be within 0..{n_tasks}, got {improved}")
+    result = sign_flip_on_integers([1] * improved + [0] * (n_tasks - improved))
+    assert result is not None  # unit deltas: the exact count always fits
+    return result.fraction
+
+
+def smallest_win(level: Fraction, n_tasks: int) -> int | None:
+    """The fewest tasks improved, none worse, the exact test accepts at ``level``; None if all would not."""
+    for improved in range(1, n_tasks + 1):
+        result = sign_flip_on_integers([1] * improved + [0] * (n_tasks - improved), float(level))
+        if result is not None and result.at_most(level):
+            return improved
+    return None
+
+
+# A spread of exactly 0 among null controls is not "an MDE of 0": a reproducible agent (same
+# seed, same output) shows no noise to scale an effect by, so no MDE can be estimated from it.
+NOT_ESTIMABLE = "MDE not estimable: the nulls are identical (reproducible agent)"
+NOT_ESTIMABLE_NO_NULLS = "MDE not estimable: the best's trials are identical (reproducible agent)"

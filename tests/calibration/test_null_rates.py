@@ -21,7 +21,7 @@ from unit.test_stats_properties import deltas_matrix
 
 from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide import screen
-from pytest_capevolve._decide.looks import look_schedule
+from pytest_capevolve._decide.alpha_budget import look_schedule
 from pytest_capevolve._decide.rounds import gate_round
 from pytest_capevolve._decide.verdict import ACCEPT, GateConfig
 from pytest_capevolve._stats import sequential as seq

@@ -91,7 +91,7 @@ def test_verify_checks_the_levels_without_importing_numpy():
     import subprocess
     import sys
 
-    probe = "import sys, pytest_capevolve._policy.alpha.val_levels; print('numpy' in sys.modules)"
+    probe = "import sys, pytest_capevolve._policy.alpha.gate_settings; print('numpy' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_capevolve._cli.main import build_parser
 from pytest_capevolve._decide import screen
-from pytest_capevolve._policy.budget.sibling_merge import merge_reminder, unmerged_siblings
+from pytest_capevolve._policy.budget.spend import merge_reminder, unmerged_siblings
 from pytest_capevolve._show.report import arm_summary, render_arms
 
 

@@ -13,7 +13,7 @@ from scipy import stats as sps
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._project.blocks import BLOCK_STRIDE, check_block
-from pytest_capevolve._stats.replicates import replicate_summary
+from pytest_capevolve._stats.intervals import replicate_summary
 from pytest_capevolve._store.readers.evidence import index_records
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pytest_capevolve._decide.verdict import Verdict
 from pytest_capevolve._policy.alpha.resolution import next_level, out_of_reach
 from pytest_capevolve._project.spec import Spec
-from pytest_capevolve._stats.resolution import best_p, smallest_win
+from pytest_capevolve._stats.sign_flip import best_p, smallest_win
 
 
 def test_twelve_val_tasks_need_five_wins_at_005_and_six_under_holm_with_three_siblings():
@@ -143,7 +143,7 @@ def test_a_run_frozen_under_lord_keeps_it_when_the_default_moved_on(tmp_path):
     from types import SimpleNamespace
 
     from pytest_capevolve._decide.alpha_budget import LOOP_SCHEDULE
-    from pytest_capevolve._policy.alpha.loop_schedule import (
+    from pytest_capevolve._policy.alpha.gate_settings import (
         loop_default,
         next_decision_spec,
         run_loop_schedule,
@@ -170,7 +170,7 @@ def test_the_baseline_says_its_levels_are_the_loops_until_a_first_decision(tmp_p
     says its levels are the loop's and what a one-shot gate would freeze; once frozen, nothing."""
     from types import SimpleNamespace
 
-    from pytest_capevolve._policy.alpha.loop_schedule import handoff_schedule_note
+    from pytest_capevolve._policy.alpha.gate_settings import handoff_schedule_note
 
     frozen: list[dict[str, object]] = []
     rundir = SimpleNamespace(run_id="r1", log=SimpleNamespace(of_kinds=lambda *_: frozen))

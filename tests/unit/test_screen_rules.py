@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_capevolve._decide import screen
+from pytest_capevolve._decide.alpha_budget import look_alpha, look_schedule, looks_record
 from pytest_capevolve._decide.gate import decide
-from pytest_capevolve._decide.looks import look_alpha, look_schedule, looks_record
 from pytest_capevolve._decide.verdict import ACCEPT, GateConfig
 from pytest_capevolve._policy.gate.verdicts import Evidence
 from pytest_capevolve._store.readers.evidence import index_records

@@ -3,7 +3,10 @@
 A rule picked per session, after seeing the data, is a way to accept noise: the first deciding session logs
 its settings, a later one whose settings differ is refused before it pays (a new rule is a new run), every
 verdict records and says them, and ``threshold`` with no null control is refused (its bar is a constant the
-data never enters). Controller only."""
+data never enters). A loop run (it holds work copies or hill-climb started it) takes
+:data:`..._decide.alpha_budget.LOOP_SCHEDULE` at its first decision unless the spec or the command line names
+a schedule (an agent's gate command names none and would freeze ``constant``); ``capevolve verify`` checks
+here the levels the run's gate decisions took. No numpy imported. Controller only."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..._decide.alpha_budget import LOOP_SCHEDULE, SCHEDULES, slot_problems
 from ..._project.spec import Spec
 from ..._project.yamlfile import YamlError, read_yaml
 from ..._store.files import RunDirError
@@ -44,13 +48,17 @@ def overridden(override_ini: Iterable[str] | None, spec: Spec) -> dict[str, str]
         key = name.strip().removeprefix("capevolve_")
         if name.strip().startswith("capevolve_") and key in GATE_SETTING_KEYS:
             found[key] = value.strip()
-    if not found:
-        return found
+    pinned = _pinned(spec) if found else {}  # the file is read only when the command line set one
+    return {key: value for key, value in found.items() if key not in pinned}
+
+
+def _pinned(spec: Spec) -> dict[str, Any]:
+    """What the spec file sets itself (it loaded a moment ago: read again it can only be as it was)."""
     try:
-        pinned = read_yaml(spec.path)
-    except YamlError:  # the spec loaded a moment ago; read again it can only be as it was
-        pinned = {}
-    return {key: value for key, value in found.items() if key not in (pinned or {})}
+        raw = read_yaml(spec.path)
+    except YamlError:
+        return {}
+    return raw if isinstance(raw, dict) else {}
 
 
 def guards_of(spec: Spec) -> dict[str, Any]:
@@ -77,10 +85,9 @@ def check_nulls(spec: Spec, nulls: int, overrides: Mapping[str, str]) -> None:
     if spec.gate_mode == "threshold" and nulls == 0:
         origin = f" ({said(overrides)})" if overrides else ""
         raise RunDirError(
-            f"gate_mode threshold with --capevolve-null 0{origin}: a fixed bar "
-            f"(gate_threshold {spec.gate_threshold:g}) with no null control measures no noise, so "
-            "any lucky no-op clears it; keep --capevolve-null ≥ 1, or gate with a calibrated mode "
-            "(gate_mode: exact)"
+            f"gate_mode threshold with --capevolve-null 0{origin}: a fixed bar (gate_threshold "
+            f"{spec.gate_threshold:g}) without a null control measures no noise, so any lucky no-op "
+            "clears it; keep --capevolve-null ≥ 1, or set gate_mode: exact"
         )
 
 
@@ -135,3 +142,89 @@ def decided_under(rundir: RunDir, spec: Spec) -> Spec:
     settings = _as_frozen(frozen[0].get("settings") or {}) if frozen else {}
     known = {key: settings[key] for key in GATE_SETTING_KEYS if key in settings}
     return replace(spec, **known) if known else spec
+
+
+KEY = "gate_alpha_schedule"
+
+
+def is_loop_run(rundir: RunDir) -> bool:
+    work = rundir.root / "work"
+    return rundir.hill_climb_dir().is_dir() or (work.is_dir() and any(p.is_dir() for p in work.iterdir()))
+
+
+def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]) -> tuple[Spec, str | None]:
+    """(the spec a session on ``rundir`` decides under, why its schedule is the loop's, or None)."""
+    if rundir is None or KEY in overrides or spec.gate_alpha_schedule != "constant" or KEY in _pinned(spec):
+        return spec, None
+    # a schedule the run froze at its first decision (by this default, or hill-climb's flag; `lord` in
+    # a run begun before the default became `addis`): a later session that names none decides under it
+    # too, not refused for asking constant
+    schedule = frozen_schedule(rundir)
+    if schedule is None:
+        schedule = LOOP_SCHEDULE if is_loop_run(rundir) else "constant"
+    if schedule == "constant":
+        return spec, None
+    why = (
+        f"gate_alpha_schedule {schedule}: a loop run's default (run {rundir.run_id} holds work "
+        "copies or hill-climb drove it, and the spec names no schedule); one-shot gating keeps constant"
+    )
+    return replace(spec, gate_alpha_schedule=schedule), why
+
+
+def frozen_schedule(rundir: RunDir | None) -> str | None:
+    if rundir is None:
+        return None
+    frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
+    found = (frozen[0].get("settings") or {}).get(KEY) if frozen else None
+    return found if isinstance(found, str) and found in SCHEDULES else None
+
+
+def run_loop_schedule(rundir: RunDir | None) -> str:
+    """The schedule a loop's gates use when the spec names none: the one the run froze, else the loop's."""
+    return frozen_schedule(rundir) or LOOP_SCHEDULE
+
+
+def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
+    """One line for a loop on a run a one-shot gate froze at ``constant``: the cost, and the way on."""
+    if spec_names_one or frozen_schedule(rundir) != "constant":
+        return None
+    return (
+        f"run {rundir.run_id} froze gate_alpha_schedule constant at its first decision (a one-shot gate): "
+        "this loop gates each candidate at the full α, so false accepts grow with the decisions (docs: α "
+        f"across a run); for {LOOP_SCHEDULE}, start it in a new run: capevolve hill-climb --new-run"
+    )
+
+
+def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
+    """One line for ``baseline``: a one-shot gate before the first decision would freeze ``constant``."""
+    if frozen_schedule(rundir) is not None or spec.gate_alpha_schedule != "constant" or KEY in _pinned(spec):
+        return None
+    return (
+        f"these levels are the loop's (gate_alpha_schedule {LOOP_SCHEDULE}: hill-climb, or `capevolve "
+        "work new` and the gate command in `next`); a one-shot gate of a candidate folder (pytest "
+        "--capevolve-run . --capevolve-candidate DIR --capevolve-gate) as this run's first decision "
+        f"gates at constant α = {spec.gate_alpha:g} instead and freezes that for the run"
+    )
+
+
+def next_decision_spec(spec: Spec, rundir: RunDir, *, loop: bool = False) -> Spec:
+    """The spec the run's next decision is taken under (``loop``: the caller hands the run to a loop)."""
+    if frozen_schedule(rundir) is not None:
+        return decided_under(rundir, spec)
+    if (loop or is_loop_run(rundir)) and spec.gate_alpha_schedule == "constant" and KEY not in _pinned(spec):
+        return replace(spec, gate_alpha_schedule=LOOP_SCHEDULE)
+    return decided_under(rundir, spec)
+
+
+def level_problems(rundir: RunDir, events: list[dict[str, Any]] | None = None) -> list[str]:
+    """One line per ``gate_decision`` that took another's level or whose α_j is not its schedule's."""
+    alpha: float | None = None
+    try:
+        locked = read_yaml(rundir.spec_lock_path) or {}
+        found = locked.get("gate_alpha") if isinstance(locked, dict) else None
+        if isinstance(found, int | float) and not isinstance(found, bool):
+            alpha = float(found)
+    except (OSError, YamlError):
+        pass  # no readable lock: the numbering is still checked
+    lines = slot_problems(rundir.log.events() if events is None else events, alpha)
+    return [f"{rundir.events_path.name}: {line}" for line in lines]

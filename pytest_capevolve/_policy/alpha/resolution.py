@@ -11,10 +11,10 @@ from fractions import Fraction
 from typing import Any, TypedDict
 
 from ..._decide import alpha_budget
-from ..._decide.looks import look_alpha
+from ..._decide.alpha_budget import look_alpha
 from ..._decide.verdict import Verdict
 from ..._project.spec import Spec
-from ..._stats.resolution import smallest_win
+from ..._stats.sign_flip import smallest_win
 
 
 class Resolution(TypedDict):

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from ..._decide.basis import REJECT_BASES as REJECT_BASES
-from ..._decide.basis import Basis
+from ..._decide.basis import REJECT_BASES, Basis
 from ..._project.spec import Spec
 from ..._store.log.event_kinds import GATE_DECISION, ROLLOUT, SCREEN
 from ..._store.rundir import RunDir

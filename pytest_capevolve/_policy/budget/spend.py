@@ -1,31 +1,32 @@
 """What the run has spent, what the next round would cost, and whether to go on.
 
 ``capevolve spend`` prints :func:`spend_report` before an optimizer proposes siblings; it pays and writes
-nothing."""
+nothing. A stop it recommends first reminds of accepted siblings not merged yet (two that fixed disjoint
+val tasks leave the best with only the later edit)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from itertools import combinations
 from typing import Any
 
 from ... import _stats as stats
 from ..._decide.screen import ledger as screen_ledger
 from ..._project.candidate import SEED_TAG
 from ..._project.spec import Spec
-from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL
+from ..._show.numbers import num
+from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL, WORK_CREATED
 from ..._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from ..._store.rundir import RunDir
 from .. import guards
-from ..alpha.loop_schedule import next_decision_spec
+from ..alpha.gate_settings import next_decision_spec
 from ..alpha.resolution import headroom, resolution
 from ..stop import stop_condition as sc
 from ..stop.afford import Affordability, Ceilings, afford, missing_rollouts, money
-from ..stop.stop_terms import NO_REGRESS
 from . import val_budget
 from .optimizer_spend import unbooked_usd
-from .sibling_merge import merge_reminder, unmerged_siblings
 
 NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fanning out
 DEFAULT_NULLS = 2  # the gate's default number of null controls
@@ -285,7 +286,7 @@ def _guard_means(
     return {
         p.task: (mean(best, p.task), mean(SEED_TAG, p.task))
         for p in condition.predicates
-        if p.kind == NO_REGRESS and p.task is not None and p.task in val_ids
+        if p.kind == sc.NO_REGRESS and p.task is not None and p.task in val_ids
     }
 
 
@@ -360,34 +361,30 @@ def _recommend(
     return say("continue", f"no ceiling within {NARROW_AT:.0%} and no goal met.")
 
 
-def _num(value: Any, spec: str = ".4f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
 def render_table(report: dict[str, Any]) -> list[str]:
     b, s, a = report["best"], report["spent"], report["afford"]
     lines = [
         f"capevolve spend — run {report['run_id']}",
-        f"best {b['tag']!r}: val mean {_num(b['val_mean'])} (SE {_num(b['se'])}), "
+        f"best {b['tag']!r}: val mean {num(b['val_mean'], '.4f')} (SE {num(b['se'], '.4f')}), "
         f"coverage {b['coverage']:.0%} of {b['tasks']} tasks × {b['trials']} trials",
         f"spent: {s['rollouts']} rollouts, runner ${s['runner_usd']:.4f}"
         + ("" if s["runner_spend_metered"] is not False else " (UNMETERED: $0 reported)")
         + f", optimizer ${s['optimizer_usd']:.4f} / {s['optimizer_tokens']:.0f} tokens / "
         f"{s['optimizer_seconds']:.0f} s, {s['iterations']} iterations, stall {s['stall']}, "
-        f"wall clock {_num(s['wall_clock_seconds'], '.0f')} s",
+        f"wall clock {num(s['wall_clock_seconds'], '.0f')} s",
         "",
         f"{'ceiling':<18}{'used':>12}{'limit':>12}{'share':>8}",
     ]
     for name, c in report["ceilings"].items():
         used = f"{c['used']:.4f}" if isinstance(c["used"], float) and name == "max_usd" else str(c["used"])
         share = "—" if c["fraction"] is None else f"{c['fraction']:.0%}"
-        lines.append(f"{name:<18}{used:>12}{_num(c['limit'], 'g'):>12}{share:>8}")
+        lines.append(f"{name:<18}{used:>12}{num(c['limit'], 'g'):>12}{share:>8}")
     lines.append("")
     affordable = a["affordable"] if isinstance(a["affordable"], str) else ("yes" if a["affordable"] else "NO")
     lines.append(
         f"{a['n_siblings']} sibling(s): {a['rollouts']['total']} rollouts "
         f"({a['rollouts']['siblings']} siblings + {a['rollouts']['null_controls']} nulls + "
-        f"{a['rollouts']['best']} best), ${_num(a['usd_needed'])} → affordable: {affordable}"
+        f"{a['rollouts']['best']} best), ${num(a['usd_needed'], '.4f')} → affordable: {affordable}"
     )
     lines += [f"  blocked by {x['ceiling']}: {x['message']}" for x in a["blockers"]]
     lines += [f"  note: {n}" for n in a["notes"]]
@@ -399,7 +396,7 @@ def render_table(report: dict[str, Any]) -> list[str]:
     v = report["val_reuse"]
     lines.append(
         f"val reuse ({v['schedule']}): {v['decisions']} gate decision(s) on val so far; the next gets "
-        f"α = {v['next_alpha']:.3g}; MDE at that α with {v['val_tasks']} tasks: {_num(v['mde'], '+.3f')} "
+        f"α = {v['next_alpha']:.3g}; MDE at that α with {v['val_tasks']} tasks: {num(v['mde'], '+.3f')} "
         f"(target {v['target_effect']:+g})"
     )
     lines += [
@@ -421,3 +418,36 @@ def render_table(report: dict[str, Any]) -> list[str]:
 
 def _plain_number(value: Any) -> Any:
     return f"{value:.6g}" if isinstance(value, float) else value
+
+
+def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pairs of accepted siblings with disjoint ``fixed`` tasks that no merge combines yet, oldest first."""
+    accepted: dict[str, list[Mapping[str, Any]]] = {}
+    merged: list[set[str]] = []
+    for event in events:
+        kind = event.get("kind")
+        if kind == DECISION and event.get("decision") == "accept":
+            accepted.setdefault(str(event.get("parent")), []).append(event)
+        elif kind == WORK_CREATED and event.get("merged_from"):
+            merged.append({str(t) for t in event["merged_from"]})
+    out = []
+    for parent, siblings in accepted.items():
+        for a, b in combinations(siblings, 2):
+            fixed_a, fixed_b = set(a.get("fixed") or []), set(b.get("fixed") or [])
+            tag_a, tag_b = str(a["tag"]), str(b["tag"])
+            if not fixed_a or not fixed_b or fixed_a & fixed_b or any({tag_a, tag_b} <= m for m in merged):
+                continue
+            fixed = {tag_a: sorted(fixed_a), tag_b: sorted(fixed_b)}
+            command = f"capevolve merge {tag_a} {tag_b} --tag {tag_a}_{tag_b}"
+            out.append({"tags": [tag_a, tag_b], "parent": parent, "fixed": fixed, "command": command})
+    return out
+
+
+def merge_reminder(pairs: list[dict[str, Any]]) -> str:
+    if not pairs:
+        return ""
+    named = "; ".join(f"{' and '.join(p['tags'])} (from {p['parent']!r}): {p['command']}" for p in pairs)
+    return (
+        f" Before the stop, merge the accepted siblings that fixed disjoint tasks (the best holds only "
+        f"the later edit), then gate the merge: {named}."
+    )

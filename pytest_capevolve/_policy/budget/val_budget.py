@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 from ..._decide import alpha_budget
 from ..._decide.calibration import Calibration, calibration
 from ..._project.spec import Spec
-from ..._stats.resolution import NOT_ESTIMABLE
+from ..._stats.sign_flip import NOT_ESTIMABLE
 from ..._store.log.event_kinds import GATE_DECISION, NULL_GATED
 
 POWER = 0.8

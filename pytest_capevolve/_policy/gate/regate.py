@@ -12,8 +12,8 @@ from fractions import Fraction
 from functools import partial
 from typing import Any, cast
 
+from ..._decide.alpha_budget import looks_record
 from ..._decide.basis import Basis
-from ..._decide.looks import looks_record
 from ..._decide.verdict import INDECISIVE, Verdict
 from ..._project.spec import Spec
 from ..._store.log import paid_by
@@ -24,8 +24,8 @@ from ..._store.snapshots import unknown_tag
 from ...exitcodes import Refusal
 from ..alpha.gate_settings import guards_of, guards_off, said, settings_of
 from ..alpha.resolution import out_of_reach
-from .preferences import Prefer
-from .verdicts import GATE_SPLIT, Evidence, gate_config, null_config
+from .judge import GATE_SPLIT, Prefer
+from .verdicts import Evidence, gate_config, null_config
 
 
 @dataclass(frozen=True)

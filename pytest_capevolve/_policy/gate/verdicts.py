@@ -1,11 +1,16 @@
 """Verdicts from persisted rollouts: the glue between the run dir and the gate.
 
 Used by the gate session and by ``capevolve gate``, so a verdict re-derived from the same rollouts is the
-same. Gates only on val."""
+same. Gates only on val. Explore fast, gate slow, gate alone: a rollout can depend on load (timeouts, rate
+limits, a shared GPU), so a gate warns when another session was paying on the project, or when it paid at a
+load other than its null controls' (the run's one measure of noise). Once a null has shown a spread of
+exactly 0, another of the same best under the same locked harness can only repeat it, so planning keeps
+that one (it still sets the floor) and pays for no other until the best changes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from fractions import Fraction
 from functools import cached_property
@@ -13,22 +18,23 @@ from typing import Any
 
 import numpy as np
 
+from ..._decide.alpha_budget import look_alpha
 from ..._decide.gate import decide
-from ..._decide.looks import look_alpha
 from ..._decide.verdict import GateConfig, Verdict
 from ..._engine import confinement
 from ..._project.spec import Spec
+from ..._store.log.event_kinds import SESSION_LOAD
 from ..._store.readers import evidence
 from ..._store.readers.evidence import ByTag
 from ..._store.rundir import RunDir
+from ..stop.stop_condition import NO_REGRESS
 from ..stop.stop_condition import parse as parse_stop_condition
-from ..stop.stop_terms import NO_REGRESS
-from .judge_noise import GATE_SPLIT, EditedRescores, PerTask, RescoresByTag, recorded_rescores, split_entry
-from .preferences import Prefer, WorstCase, held_to_worst_case, pairwise_nets
+from . import judge
+from .judge import GATE_SPLIT
 
 Nets = tuple[int, ...] | None  # each task's net preference, for a pairwise verdict
 # (tag, against) → the nets, what kept judgements from being made, and the nets at worst
-Preferences = Callable[[str, str], tuple[Nets, list[str], WorstCase]]
+Preferences = Callable[[str, str], tuple[Nets, list[str], judge.WorstCase]]
 
 
 def gate_config(
@@ -76,7 +82,7 @@ class Evidence:
         task_ids: list[str],
         num_trials: int,
         size_of: Callable[[str], int],
-        rescores: Callable[[], RescoresByTag] | None = None,
+        rescores: Callable[[], judge.RescoresByTag] | None = None,
         redrawn: Callable[[], set[tuple[str, str, str, int]]] | None = None,
     ) -> None:
         """``rescores``: None when not re-scored; ``redrawn()``: keys whose first attempt was an infra error.
@@ -86,7 +92,7 @@ class Evidence:
         self._sizes: dict[str, int] = {}
         self._cells: dict[str, evidence.Cells] = {}
         self.preferences: Preferences = lambda tag, against: (None, [], None)  # set by of_run
-        self._rescores: RescoresByTag | None = None
+        self._rescores: judge.RescoresByTag | None = None
         self._refused = ""
 
     @classmethod
@@ -97,12 +103,12 @@ class Evidence:
         by_tag: ByTag,
         task_ids: list[str],
         num_trials: int,
-        prefer: Prefer | None = None,
+        prefer: judge.Prefer | None = None,
     ) -> Evidence:
         """A run's records with the run's readers, so no verdict lacks what another carries."""
         from ..._store.readers.evidence import redrawn_after_errors
 
-        rescores = (lambda: recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
+        rescores = (lambda: judge.recorded_rescores(rundir)) if spec.judge_rescores > 1 else None
         made = cls(
             by_tag,
             task_ids,
@@ -111,7 +117,7 @@ class Evidence:
             rescores,
             redrawn=lambda: redrawn_after_errors(rundir),
         )
-        made.preferences = lambda tag, against: pairwise_nets(rundir, made, tag, against, prefer)
+        made.preferences = lambda tag, against: judge.pairwise_nets(rundir, made, tag, against, prefer)
         return made
 
     def cells(self, tag: str) -> evidence.Cells:
@@ -133,7 +139,7 @@ class Evidence:
     ) -> Verdict:
         """Gate ``tag`` against ``against`` on the trials both have."""
         failed: list[str] = []
-        worst: WorstCase = None
+        worst: judge.WorstCase = None
         if config.mode == "pairwise":  # no reward floor: the sign test is its own null
             nets, failed, worst = self.preferences(tag, against)
             config, null_deltas = replace(config, preferences=nets), None
@@ -157,7 +163,7 @@ class Evidence:
             best_size=self.size(against) if config.mode == "simplicity_tiebreak" else None,
         )
         if config.mode == "pairwise":  # unjudged cells weighed at worst, as infra errors are
-            verdict = held_to_worst_case(verdict, worst)
+            verdict = judge.held_to_worst_case(verdict, worst)
         if failed:  # missing data, said: the next gate session asks these again
             said = (
                 f"{len(failed)} paired trial(s) not judged (missing data; a gate session asks them "
@@ -195,7 +201,7 @@ class Evidence:
         if self._rescores is None:
             try:
                 self._rescores = self._read_rescores()
-            except EditedRescores as exc:  # said on every verdict, never split on
+            except judge.EditedRescores as exc:  # said on every verdict, never split on
                 self._refused = str(exc)
                 self._rescores = {}
         if self._refused:
@@ -208,11 +214,11 @@ class Evidence:
             for cell in arms[0].keys() & arms[1].keys() & scores[0].keys() & scores[1].keys()
             if cell[0] in wanted and cell[1] < self.num_trials
         ]
-        sides: tuple[PerTask, PerTask] = ({}, {})
+        sides: tuple[judge.PerTask, judge.PerTask] = ({}, {})
         for task_id, k in sorted(shared):
             for side, score in zip(sides, scores, strict=True):
                 side.setdefault(task_id, []).append(score[(task_id, k)])
-        return split_entry(*sides)
+        return judge.split_entry(*sides)
 
 
 def null_deltas(verdicts: list[Verdict]) -> list[float | Fraction]:
@@ -250,3 +256,84 @@ def as_null(verdict: Verdict) -> Verdict:
         "error rate on this run"
     )
     return replace(verdict, warnings=[*verdict.warnings, alarm])
+
+
+def load_event(concurrency: int, workers: int, owed_by_tag: Mapping[str, int]) -> dict[str, Any]:
+    return {
+        "concurrency": int(concurrency),
+        "workers": int(workers),
+        "in_flight": int(concurrency) * int(workers),
+        "paid_tags": dict(sorted(owed_by_tag.items())),
+    }
+
+
+def loads_by_tag(events: Iterable[dict[str, Any]]) -> dict[str, set[int]]:
+    loads: defaultdict[str, set[int]] = defaultdict(set)
+    for event in (e for e in events if e.get("kind") == SESSION_LOAD):
+        for tag in event.get("paid_tags") or {}:
+            loads[str(tag)].add(int(event.get("in_flight") or 1))
+    return dict(loads)
+
+
+def null_means_by_load(
+    loads: Mapping[str, set[int]], null_tags: Iterable[str], means: Mapping[str, float]
+) -> dict[int, float]:
+    """The null rollouts' reward mean at each load, over the null tags paid at that load alone."""
+    pooled: dict[int, list[float]] = {}
+    for tag in null_tags:
+        at = loads.get(tag, set())
+        if len(at) == 1 and tag in means:
+            pooled.setdefault(next(iter(at)), []).append(means[tag])
+    return {load: sum(values) / len(values) for load, values in sorted(pooled.items())}
+
+
+def load_warnings(
+    *,
+    in_flight: int,
+    null_tags: list[str],
+    loads: Mapping[str, set[int]],
+    means: Mapping[str, float],
+    others: list[dict[str, Any]],
+) -> list[str]:
+    lines = []
+    if others:
+        who = ", ".join(f"pid {o.get('pid')} in run {o.get('run_id')}" for o in others[:3])
+        lines.append(
+            f"this gate did not run alone: {len(others)} other session(s) were paying rollouts on "
+            f"the project ({who}); explore fast, gate slow, gate alone — a load another session "
+            "adds can change rollouts (timeouts, rate limits), so gate again with nothing else running"
+        )
+    measured = sorted(set().union(*(loads.get(t, set()) for t in null_tags))) if null_tags else []
+    if measured and in_flight not in measured:
+        by_load = null_means_by_load(loads, null_tags, means)
+        shown = ", ".join(f"{load} in flight: {mean:.3f}" for load, mean in by_load.items())
+        lines.append(
+            f"this gate paid at {in_flight} rollout(s) in flight, but its null controls were "
+            f"measured at {', '.join(map(str, measured))}"
+            + (f" (null reward means — {shown})" if shown else "")
+            + ": the run has not measured noise at this load; gate at the nulls' load, or with "
+            "fresh null controls (--capevolve-null N after a new best) at this one"
+        )
+    return lines
+
+
+def identical_null(rundir: RunDir, best: str, n_tasks: int, nulls: int) -> str | None:
+    """The first of the best's nulls whose checked verdict has every one of ``n_tasks`` deltas exactly 0."""
+    for i in range(1, nulls + 1):
+        tag = f"{best}-null{i}"
+        if tag not in rundir.snapshots.known_tags():
+            continue
+        verdict = rundir.verdicts.checked(tag)  # as the gate logged it, or refused
+        if not verdict or not verdict.get("null_control") or verdict.get("against") != best:
+            continue
+        rows = list((verdict.get("per_task") or {}).values())
+        if len(rows) == n_tasks and n_tasks > 0 and all(row.get("delta") == 0 for row in rows):
+            return tag
+    return None
+
+
+def identical_note(tag: str, best: str) -> str:
+    return (
+        f"null controls: {tag} showed a spread of exactly 0 against {best!r} (a reproducible agent); "
+        "no other null is paid for while the best, the adapter and the spec are unchanged"
+    )

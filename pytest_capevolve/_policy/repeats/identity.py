@@ -2,25 +2,33 @@
 
 Bytes already decided are never paid for again under another tag: refused before anything is paid, naming
 the earlier tag, its decision and its level (refusing rather than re-judging cannot be got wrong by a later
-change to how families are formed). Null controls and a ``--capevolve-rerun`` of undecided bytes are not."""
+change to how families are formed). Null controls and a ``--capevolve-rerun`` of undecided bytes are not.
+Text that differs from a decided tag's only in line endings or trailing whitespace is the same candidate
+(only decided tags and the best are compared: undecided bytes have no decision to launder). The first
+decision stands: a gate asked for a decided tag re-derives it at its level and pays and writes nothing.
+Each booked decision is also remembered outside any one run folder, in ``.capevolve/decisions.jsonl``
+(bytes, val tasks by id and content key, tag, run, decision, level, harness), so moving a run folder out
+does not let refuted bytes be gated afresh; other projects are reached only through a shared ledger."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from ..._project.candidate import null_control_of
-from ..._store.log.event_kinds import CANDIDATE_REGISTERED
-from ..._store.memory import shared_ledger
+from ..._decide.alpha_budget import shown_decision
+from ..._decide.verdict import Verdict
+from ..._project.candidate import CandidateError, content_hash, null_control_of
+from ..._project.text_identity import text_hash
+from ..._store.files import RunDirError
+from ..._store.log.event_kinds import CANDIDATE_REGISTERED, DECISION
+from ..._store.memory import project_memory, shared_ledger, task_keys
+from ..._store.memory.task_keys import Tasks
 from ..._store.rundir import RUNS_DIR, RunDir
 from ..gate.regate import decided_level
-from .decision_memory import remember_decision, remembered_decisions, val_key
-
-if TYPE_CHECKING:
-    from ..._store.memory.task_keys import Tasks
 
 # The verdict of bytes already *accepted*, gated again under a new tag or in a new run: not a
 # reject (the bytes were not refuted) and not a new accept (nothing new was measured); nothing
@@ -104,8 +112,6 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
     """content hash → the first decided tag with those bytes in another run of the project on a val sharing
     tasks with this run's. A harness that differs is reported, not a way round (re-gating after a harness
     fix is asked for with ``--capevolve-harness-changed``). ``harness_now`` stands in for a new run's lock."""
-    from ..._store.files import RunDirError
-    from ..._store.memory import task_keys
     from ..._store.readers.harness_lock import locked_harness
 
     project = rundir.project_dir
@@ -148,8 +154,6 @@ class _Found:
 
 def _decided_in_runs(rundir: RunDir, project: Path, found: _Found) -> set[str]:
     """The decisions of the project's other runs into ``found``; returns their folder names."""
-    from ..._store.files import RunDirError
-
     runs = [root for root in sorted((project / RUNS_DIR).glob("*")) if (root / "events.jsonl").is_file()]
     for root in runs:
         if root.name != rundir.run_id:
@@ -160,7 +164,6 @@ def _decided_in_runs(rundir: RunDir, project: Path, found: _Found) -> set[str]:
 
 def _decided_in_run(other: RunDir, found: _Found) -> None:
     from ..._project import harness
-    from ..._store.memory import task_keys
     from ..._store.readers.harness_lock import locked_harness
 
     theirs_val = task_keys.Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
@@ -183,7 +186,7 @@ def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: 
     ledger = shared_ledger.of_run(rundir)
     for row, val in remembered_decisions(project, found.my_keys.values(), ledger):
         # a run folder still there spoke through its log above; one moved out or deleted
-        # speaks through the project's memory (:mod:`.decision_memory`)
+        # speaks through the project's memory (:func:`remember_decision`)
         foreign = (str(row["project"]), str(ledger)) if "project" in row else None
         if foreign is None and (row["run_id"] == rundir.run_id or row["run_id"] in present):
             continue
@@ -199,7 +202,7 @@ def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: 
 
 
 def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
-    """Remember a booked decision in the project's memory (:mod:`.decision_memory`)."""
+    """Remember a booked decision in the project's memory (:func:`remember_decision`)."""
     project = rundir.project_dir
     digest = registered_hashes(rundir).get(tag)
     if project is None or digest is None:
@@ -290,3 +293,158 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
         f"decision stands and is not taken again under a new tag or in a new run; change its bytes "
         f"(`capevolve gate {earlier.tag} --run-id {earlier.run_id}` re-derives it: the run that decided it)"
     )
+
+
+# what a verdict stands for when it decided something (``shown_decision``'s words)
+DECIDED = ("accept", "reject", "repeat", "provisional", "inconclusive")
+
+
+def standing_verdict(rundir: RunDir, tag: str) -> dict[str, Any] | None:
+    """The verdict ``tag`` was decided by, checked against the log; None when unregistered, undecided, or a
+    screen's refusal before any rollout."""
+    if tag not in registered_hashes(rundir):
+        return None
+    recorded = rundir.verdicts.checked(tag)
+    if recorded is None or not recorded.get("n_tasks"):  # decided before any rollout: a screen's
+        return None
+    looks = (recorded.get("details") or {}).get("looks")
+    shown = shown_decision(
+        str(recorded.get("decision")), recorded.get("basis"), recorded.get("delta_mean"), looks
+    )
+    return recorded if shown in DECIDED else None
+
+
+def recorded_verdict(recorded: dict[str, Any]) -> Verdict:
+    """A verdict file read back as it records (the sequential gate's is shown as it decided)."""
+    names = {f.name for f in fields(Verdict)}
+    return Verdict(**{k: v for k, v in recorded.items() if k in names})
+
+
+def already_decided_reason(recorded: dict[str, Any], rederived: str) -> str:
+    return (
+        f"already decided against {recorded.get('against')!r}: the first verdict stands, "
+        f"re-derived, nothing paid or written (a tag is decided once; new bytes need a new tag) — "
+        f"{rederived}"
+    )
+
+
+def same_text_as(rundir: RunDir, tag: str, path: Path, *, best: str) -> Earlier | None:
+    """The decided tag (or the best) whose files differ from ``path``'s in whitespace at line ends only."""
+    registered = registered_hashes(rundir)
+    if tag in registered:
+        return None  # a resume of its own bytes
+    decided = {str(e["tag"]) for e in rundir.decisions() if isinstance(e.get("decision"), str)}
+    wanted = [t for t in registered if t in decided or t == best]
+    if not wanted:
+        return None
+    mine = text_hash(path)
+    for other in wanted:
+        snapshot = rundir.snapshots.snapshot_dir(other)
+        try:
+            if content_hash(snapshot) != registered[other] or text_hash(snapshot) != mine:
+                continue
+        except (OSError, CandidateError, RunDirError):
+            continue
+        if (earlier := earlier_with_bytes(rundir, registered[other], besides=tag)) is not None:
+            return earlier
+    return None
+
+
+def near_repeat_line(tag: str, earlier: Earlier, *, best: str) -> str:
+    same = f"candidate {tag!r} differs from {earlier.tag!r} only in line endings or trailing whitespace"
+    if earlier.tag == best and earlier.decision in (None, "accept"):
+        return (
+            f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent; change what it says"
+        )
+    if earlier.decision == "accept":
+        return (
+            f"repeat of {earlier.tag!r} ({earlier.accepted_at()}) in run {earlier.run_id}: {same}; "
+            "that accept stands — nothing new decided or booked, nothing paid"
+        )
+    return (
+        f"{same}, {earlier.said()} in run {earlier.run_id}: the same text is the same candidate, so "
+        f"that decision stands at its level; change what it says (`capevolve gate {earlier.tag}` "
+        "re-derives it)"
+    )
+
+
+KIND = "decisions"
+
+
+def val_key(val_ids: Iterable[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(val_ids)).encode("utf-8")).hexdigest()
+
+
+def remember_decision(
+    rundir: RunDir, project_dir: Path, tag: str, content_hash: str, decision: str, level: str | None
+) -> None:
+    """Remember ``rundir``'s decision on ``tag`` in the project's memory, and in the run's shared ledger."""
+    from ..._store.readers.harness_lock import locked_harness
+
+    val_ids = list((rundir.splits() or {}).get("val", []))
+    row = {
+        "run_id": rundir.run_id,
+        "tag": tag,
+        "content_hash": content_hash,
+        "val": val_key(val_ids),
+        "decision": decision,
+        "level": level,
+        "harness": dict(locked_harness(rundir) or {}),
+        **Tasks.of(val_ids, task_keys.recorded(rundir)).row("val"),
+    }
+    project_memory.remember(project_dir, KIND, row)
+    shared_ledger.record(shared_ledger.of_run(rundir), project_dir, KIND, row)
+
+
+def remembered_decisions(
+    project_dir: Path, pool_keys: Iterable[str] = (), ledger: Path | None = None
+) -> list[tuple[dict[str, Any], Tasks]]:
+    """Every remembered decision, oldest first, with the val tasks it was taken on; from the shared
+    ``ledger``, other projects' decisions matched by ``pool_keys`` (content only, with their ``project``)."""
+    seen: set[tuple[Any, ...]] = set()
+    rows = []
+    recalled = [(row, False) for row in project_memory.recalled(project_dir, KIND)]
+    recalled += [(row, True) for row in shared_ledger.meeting(ledger, project_dir, KIND, "val", pool_keys)]
+    for row, foreign in recalled:
+        if not foreign:
+            row = {k: v for k, v in row.items() if k != "project"}
+        fields = (row.get("project"), row.get("run_id"), row.get("tag"), row.get("content_hash"))
+        if not all(isinstance(f, str) for f in (*fields[1:], row.get("decision"))) or fields in seen:
+            continue
+        seen.add(fields)
+        rows.append((row, Tasks.from_row(row, "val", foreign=foreign)))
+    return rows
+
+
+def decided_on(
+    project_dir: Path,
+    run_id: str,
+    test_ids: list[str],
+    keys: dict[str, str] | None,
+    ledger: Path | None = None,
+) -> list[tuple[str, list[str]]]:
+    """(run, shared tasks) for every other run whose decisions were taken on a val holding some of
+    ``test_ids`` (by id or content): from logs, the memory for runs gone, and the shared ``ledger``."""
+    mine = Tasks.of(test_ids, keys)
+    found: dict[str, list[str]] = {}
+    for root in sorted((project_dir / RUNS_DIR).glob("*")):
+        if root.name == run_id or not (root / "events.jsonl").is_file():
+            continue
+        other = RunDir(root)
+        try:
+            if not other.log.of_kinds(DECISION):
+                continue
+            theirs = Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
+        except (RunDirError, OSError, ValueError):
+            continue
+        if shared := mine.shared(theirs, keys):
+            found[other.run_id] = shared
+    for row, val in remembered_decisions(project_dir, (keys or {}).values(), ledger):
+        run = str(row["run_id"])
+        if "project" in row:  # another project's, from the shared ledger
+            run = f"{run} ({shared_ledger.label(row['project'], str(ledger))})"
+        elif run == run_id or run in found:
+            continue
+        if shared := mine.shared(val, keys):
+            found[run] = shared
+    return [(f"{run} (its val: decisions were taken on them)", ids) for run, ids in sorted(found.items())]

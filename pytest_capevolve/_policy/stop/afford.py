@@ -12,7 +12,7 @@ from typing import Any
 from ..._project.spec import Spec
 from ..._store.readers.evidence import ByTag
 from . import stop_condition as sc
-from .stop_terms import ITERATIONS, ROLLOUTS, STALL, USD
+from .stop_condition import ITERATIONS, ROLLOUTS, STALL, USD
 
 UNKNOWN = "unknown"
 

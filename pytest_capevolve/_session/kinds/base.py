@@ -29,7 +29,7 @@ HARNESS_NOW = pytest.StashKey[dict[str, str]]()
 # The pool's content keys (:mod:`..._store.memory.task_keys`), made only when asked: a run that has
 # its keys (every resume) would encode and hash 10,000 tasks for nothing.
 TASK_KEYS_NOW = pytest.StashKey[Callable[[], dict[str, str]]]()
-# why the session's α schedule is the loop's default (:mod:`..._policy.alpha.loop_schedule`), or None
+# why the session's α schedule is the loop's default (:mod:`..._policy.alpha.gate_settings`), or None
 SCHEDULE_WHY = pytest.StashKey[str | None]()
 
 

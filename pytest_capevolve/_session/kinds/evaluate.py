@@ -150,7 +150,7 @@ class FinalizeKind:
 def _reused_test(config: pytest.Config, spec: Spec, rundir: RunDir) -> list[tuple[str, list[str]]] | None:
     """Other runs that scored some of this run's test tasks or decided on a val holding them (by id or
     content): refused unless ``--capevolve-test-reused``; None when fresh."""
-    from ..._policy.repeats.decision_memory import decided_on
+    from ..._policy.repeats.identity import decided_on
     from ..._project.splits import TestSealError
     from ..._store.memory.project_seal import REUSED_LABEL, overlaps, reused_line
     from ..._store.memory.shared_ledger import of_run

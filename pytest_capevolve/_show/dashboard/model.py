@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ... import _stats as stats
-from ..._decide.looks import shown_decision
+from ..._decide.alpha_budget import shown_decision
 from ..._project.candidate import SEED_TAG
 from ..._store.decisions.state_tally import FORCED_LABEL, label_of, short
 from ..._store.log.event_kinds import DECISION, SCREEN, VERDICT
