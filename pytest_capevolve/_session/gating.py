@@ -17,7 +17,6 @@ from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
 from .._policy.booking.commit import INDECISIVE as BOOKED_INDECISIVE
 from .._policy.booking.commit import CommitRefused, adoption
-from .._policy.gate.judge import Prefer
 from .._policy.gate.regate import NULL_PASSES, Passing, counted_looks, first_evidence, passed
 from .._policy.gate.verdicts import Evidence, as_null, gate_config, null_config, null_deltas, verdict_file
 from .._policy.repeats.identity import REPEAT
