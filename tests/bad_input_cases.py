@@ -155,6 +155,6 @@ CASES = {
     ),
     "no-spec-in-folder": (
         lambda p, h: (p / "capevolve.yaml").unlink(),
-        ["*no capevolve.yaml in *toy_calc; a project is a folder holding capevolve.yaml*"],
+        ["*no capevolve.yaml in *toy_calc; a project is a folder holding one*"],
     ),
 }

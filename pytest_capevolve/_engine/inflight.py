@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from .._project.adapter import Task
-from .deadline import RolloutTimeout, timeout_message
 from .rollout_output import CURRENT, RolloutOutput
-from .runner import AdapterRunner, Scored, run_and_score, run_and_score_async
+from .runner import AdapterRunner, RolloutTimeout, Scored, run_and_score, run_and_score_async, timeout_message
 
 TICK_S = 0.05  # how often an abandoned rollout is interrupted again, as the SIGALRM timer re-arms
 

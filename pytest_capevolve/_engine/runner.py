@@ -10,13 +10,17 @@ here (in the sandbox child itself, and for adapters defined in memory in tests).
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # CPython's own, under signal
 import contextlib
 import inspect
+import signal
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import FrameType
 from typing import Any, Protocol
 
 from .._project.adapter import (
@@ -29,8 +33,6 @@ from .._project.adapter import (
     check_tokens,
     coerce_rollout,
 )
-from . import deadline as deadline_module
-from .deadline import RolloutTimeout, timeout_message
 from .judging import Judged, awaited, declared_stochastic, rescores_for, score_rollout, score_rollout_async
 from .rollout_output import RolloutOutput
 
@@ -44,9 +46,7 @@ class AdapterRunner:
         self.rescores = rescores_for(adapter, judge_rescores)
         self.stochastic = declared_stochastic(adapter)
         params = inspect.signature(adapter.run_target).parameters
-        self._passes = frozenset(
-            name for name in ("seed", "split") if name in params
-        )  # as its signature asks
+        self._passes = frozenset(n for n in ("seed", "split") if n in params)  # as its signature asks
         self.is_async = inspect.iscoroutinefunction(adapter.run_target)
         # where live() + run_target run: here, unless the runner was made by sandbox.isolated
         self.targets: Targets = InProcess(self)
@@ -142,7 +142,7 @@ def coerce_score(result: Any, task: Task) -> Score:
 
 
 # frames of the harness around a rollout, which its deadline never interrupts
-_OURS = frozenset({__file__, deadline_module.__file__, contextlib.__file__})
+_OURS = frozenset({__file__, contextlib.__file__})
 
 
 @dataclass
@@ -159,11 +159,8 @@ class Scored:
     seconds: float = 0.0
     captured: RolloutOutput | None = None
     judge: dict[str, Any] | None = None  # a stochastic scorer's r rewards and seeds (.judging)
-    # what the candidate's side caused (a death, a kill, a timeout): its failure, not missing data
-    caused: str | None = None
-    # the boundary candidate code ran in (a Confinement's label, from its sandbox child); None:
-    # it ran in this process (no sandbox)
-    confinement: str | None = None
+    caused: str | None = None  # a death, a kill, a timeout: the candidate's failure, not missing data
+    confinement: str | None = None  # its sandbox child's Confinement label; None: ran in this process
 
 
 class Targets(Protocol):
@@ -188,17 +185,11 @@ class InProcess:
     def __init__(self, runner: AdapterRunner) -> None:
         self.runner = runner
 
-    def run(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored:
-        return run_target_here(self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+    def run(self, task: Task, candidate_dir: Path, **asked: Any) -> Scored:
+        return run_target_here(self.runner, task, candidate_dir, **asked)
 
-    async def run_async(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored:
-        return await run_target_here_async(
-            self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
-        )
+    async def run_async(self, task: Task, candidate_dir: Path, **asked: Any) -> Scored:
+        return await run_target_here_async(self.runner, task, candidate_dir, **asked)
 
     def close(self) -> None:
         pass
@@ -286,6 +277,60 @@ def charge(scored: Scored) -> Scored:
     return scored
 
 
+class RolloutTimeout(BaseException):
+    """The rollout ran past ``rollout_timeout_s``, raised by :func:`deadline` or, in flight, by
+    :mod:`.inflight`'s watchdog. A BaseException, like KeyboardInterrupt, so an adapter's
+    ``except Exception:`` retry loop does not swallow it."""
+
+
+def timeout_message(timeout_s: float | None) -> str:
+    """The infra error of a rollout stopped at its deadline, whoever stopped it."""
+    return f"timeout: rollout exceeded rollout_timeout_s={timeout_s}"
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: frozenset[str]) -> Iterator[None]:
+    """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX), then
+    on every line it runs (the timer re-arms every 50 ms), so even a retrying bare ``except:`` is
+    left; elsewhere it is judged late. ``ours``: files whose frames are never interrupted."""
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+    message = f"rollout exceeded rollout_timeout_s={seconds}"
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename in ours:
+            return None
+        if event == "line":
+            raise RolloutTimeout(message)
+        return tracer
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if frame is not None and frame.f_code.co_filename in ours:
+            return  # our own bookkeeping (the deadline's exit): fires again in 50 ms if need be
+        while frame is not None and frame is not stop:
+            frame.f_trace = tracer
+            frame = frame.f_back
+        sys.settrace(tracer)
+        raise RolloutTimeout(message)
+
+    # _signal, not signal: its enum conversions were a third of a deadline's cost per rollout
+    previous = _signal.signal(_signal.SIGALRM, on_alarm)
+    previous_trace = sys.gettrace()
+    signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _signal.signal(_signal.SIGALRM, previous)
+        sys.settrace(previous_trace)
+
+
 def run_target_here(
     runner: AdapterRunner,
     task: Task,
@@ -302,7 +347,7 @@ def run_target_here(
     try:
         with (
             runner.live(candidate_dir) as ctx,
-            deadline_module.deadline(timeout_s, stop=sys._getframe(), ours=_OURS),
+            deadline(timeout_s, stop=sys._getframe(), ours=_OURS),
         ):
             # the deadline interrupts run_target; live()'s set-up and clean-up are never cut
             # short, but count toward the rollout's time (judged late by run_and_score)
@@ -331,13 +376,13 @@ async def run_target_here_async(
 
     started = time.perf_counter()
     scored = Scored(rollout=None)
-    deadline = asyncio.timeout(timeout_s)
+    limit = asyncio.timeout(timeout_s)
     try:
         async with runner.live_async(candidate_dir) as ctx:
-            async with deadline:  # live()'s set-up and clean-up are not cut short, as above
+            async with limit:  # live()'s set-up and clean-up are not cut short, as above
                 scored.rollout = await runner.run_target_async(task, ctx, seed=seed, split=split)
     except TimeoutError as exc:
-        scored.infra_error = timeout_message(timeout_s) if deadline.expired() else _raised("run_target", exc)
+        scored.infra_error = timeout_message(timeout_s) if limit.expired() else _raised("run_target", exc)
     except (Exception, SystemExit) as exc:
         scored.infra_error = _raised("run_target", exc)
     scored.seconds = round(time.perf_counter() - started, 6)

@@ -1,6 +1,6 @@
 """The sandbox child: the only process where a candidate's code runs in a session.
 
-It confines itself to the boundary its parent computed (:mod:`.sandbox_boundary`), says so in
+It confines itself to the boundary its parent computed (:class:`.sandbox.Fence`), says so in
 its ``ready`` frame, imports the adapter, then answers requests on its pipe (:mod:`.wire`) with
 the rollout as data and what it printed and logged; it never scores. An ``inline`` request runs
 on the main thread under the SIGALRM deadline, the others in flight, so every rollout is answered
@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._confine.landlock import Boundary, Confinement, confine
 from .._project.adapter import Rollout, Task, load_adapter, load_tasks
-from .deadline import RolloutTimeout
 from .rollout_output import CURRENT, RolloutOutput, RoutedStream
-from .runner import AdapterRunner, Scored, run_target_here, run_target_here_async
+from .runner import AdapterRunner, RolloutTimeout, Scored, run_target_here, run_target_here_async
 from .wire import SAME_TASK, FrameReader, ValueLoader, frame, plain, write_all, write_frame
 
 if TYPE_CHECKING:  # imported when a rollout first runs in flight: a child at concurrency 1 never does

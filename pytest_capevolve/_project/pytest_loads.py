@@ -4,12 +4,15 @@ config file, locked with the run.
 pytest imports every ``conftest.py`` from its ``confcutdir`` (the rootdir, which an empty config
 above the project moves up) down, so a conftest planted above the project would run outside the
 harness lock. So those conftests and the config file's location are part of the harness
-fingerprint, and the sessions capevolve starts itself are :func:`pinned` at the project."""
+fingerprint, and the sessions capevolve starts itself are :func:`pinned` at the project. A
+``-p NAME`` plugin module in the project is outside the lock too, so it could wrap the scorer: it
+is refused (:func:`plugins_in_project`); a project's hooks belong in its locked ``conftest.py``."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .startup_hooks import file_sha
@@ -57,3 +60,32 @@ def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
 def pinned(project_dir: Path) -> list[str]:
     """The options that cut a session's conftests at the project (for sessions capevolve starts)."""
     return ["--confcutdir", str(project_dir.resolve())]
+
+
+def named_plugins(args: Sequence[str]) -> list[str]:
+    """The modules ``-p`` loads in ``args`` (``-p no:NAME`` blocks one: not a load)."""
+    names, take = [], False
+    for arg in map(str, args):
+        if take:
+            names.append(arg)
+            take = False
+        elif arg == "-p":
+            take = True
+        elif arg.startswith("-p") and len(arg) > 2:
+            names.append(arg[2:])
+    return [n for n in names if n and not n.startswith("no:")]
+
+
+def plugins_in_project(args: Sequence[str], project_dir: Path) -> list[tuple[str, Path]]:
+    """(name, file) of each ``-p`` module whose file is under ``project_dir``."""
+    project = project_dir.resolve()
+    found = []
+    for name in named_plugins(args):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue  # pytest itself says it cannot load it
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if origin and Path(origin).resolve().is_relative_to(project):
+            found.append((name, Path(origin)))
+    return found

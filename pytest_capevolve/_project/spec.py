@@ -88,7 +88,7 @@ class Spec:
     harness_files: tuple[str, ...] = ("default",)
     # a ledger shared with other projects (_store/memory/shared_ledger.py); None: the project's memory only
     shared_ledger: Path | None = None
-    # folders candidate code may write besides its scratch (_engine/sandbox_boundary.py)
+    # folders candidate code may write besides its scratch (_engine/sandbox.py)
     sandbox_writable: tuple[str, ...] = ()
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
     GUARD_KEYS: ClassVar[tuple[str, ...]] = GUARD_KEYS
@@ -224,8 +224,7 @@ def _leak_guard(value: Any) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(
-            "a whole number ≥ 1 (the shortest task id or gold answer that counts), "
-            "or false to turn the leak guard off"
+            "a whole number ≥ 1 (the shortest task id or gold answer that counts), or false: off"
         )
     return value
 
@@ -294,15 +293,11 @@ def resolve_spec_path(target: str | Path) -> Path:
     if path.is_dir():
         if not (path / SPEC_FILENAME).is_file():  # the same words from pytest and every command
             raise SpecError(
-                f"no {SPEC_FILENAME} in {path}; a project is a folder holding {SPEC_FILENAME} "
-                "(or give the path of a spec file)"
+                f"no {SPEC_FILENAME} in {path}; a project is a folder holding one (or give a spec file)"
             )
         path = path / SPEC_FILENAME
     if not path.is_file():
-        raise SpecError(
-            f"{path}: no such spec file; --capevolve-run takes a project folder holding "
-            f"{SPEC_FILENAME} or the path of a spec file"
-        )
+        raise SpecError(f"{path}: no such spec file; --capevolve-run takes a project folder or a spec file")
     return path
 
 
@@ -370,8 +365,7 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
     adapter_file = project_dir / checked["adapter"].partition(":")[0]
     if not adapter_file.is_file():
         raise SpecError(
-            f"{path}: key 'adapter' names {adapter_file}, which does not exist "
-            "(the file is relative to the spec's folder)"
+            f"{path}: key 'adapter' names {adapter_file}, which does not exist (paths are relative)"
         )
     return Spec(path=path, project_dir=project_dir, **checked)
 
@@ -380,9 +374,8 @@ def _existing(
     spec_path: Path, project_dir: Path, key: str, values: Mapping[str, Any], *, dir_: bool = False
 ) -> Path:
     target: Path = (project_dir / values[key]).resolve()
-    ok = target.is_dir() if dir_ else target.is_file()
-    if not ok:
-        kind = "folder" if dir_ else "file"
+    kind = "folder" if dir_ else "file"
+    if not (target.is_dir() if dir_ else target.is_file()):
         raise SpecError(
             f"{spec_path}: key {key!r} names {target}, which is not an existing {kind} "
             "(paths are relative to the spec's folder)"

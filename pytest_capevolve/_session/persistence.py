@@ -19,8 +19,8 @@ import pytest
 from .. import exitcodes
 from .._engine import confinement
 from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
+from .._engine.candidate_bytes import gateway_count
 from .._engine.judging import wrong_rescores
-from .._engine.remote import gateway_count
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
 from .._policy.gate.gate_load import load_event
 from .._project.blocks import first_trial

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from .._engine import confinement
-from .._engine.remote import STALE_COPY_FIX
+from .._engine.candidate_bytes import STALE_COPY_FIX
 from .._items.nodes import INFRA_PREFIX
 from .._show.numbers import num
 from .._show.report import ARMS_LEGEND, VERDICTS_LEGEND, render_arms, render_verdicts

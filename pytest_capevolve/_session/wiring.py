@@ -17,8 +17,8 @@ import pytest
 from .._confine.launch import CONFINEMENT_ENV
 from .._engine import confinement
 from .._engine.budget_share import Headroom, share_for
+from .._engine.candidate_bytes import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.judging import require_prefer
-from .._engine.remote import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._engine.sandbox import isolated
 from .._items.nodes import CONTEXT_KEY, EvalContext

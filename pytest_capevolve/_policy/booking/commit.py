@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
 from ..._engine import confinement
-from ..._project.candidate import CandidateError, changed_files, content_hash
-from ..._project.candidate_diff import bounded, unified_diff
+from ..._project.candidate import CandidateError, bounded, changed_files, content_hash, unified_diff
 from ..._project.spec import Spec
 from ..._store.decisions.forced import label_of
 from ..._store.log.event_kinds import (

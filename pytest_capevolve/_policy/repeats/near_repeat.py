@@ -1,4 +1,4 @@
-"""A new candidate whose text is a decided one's (:mod:`..._project.text_identity`): the same candidate.
+"""A candidate whose text is a decided one's (:func:`..._project.candidate.text_hash`): the same candidate.
 
 Only decided tags and the best are compared (undecided bytes have no decision to launder)."""
 
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..._project.candidate import CandidateError, content_hash
-from ..._project.text_identity import text_hash
+from ..._project.candidate import CandidateError, content_hash, text_hash
 from ..._store.files import RunDirError
 from ..._store.rundir import RunDir
 from .identity import Earlier, earlier_with_bytes, registered_hashes
