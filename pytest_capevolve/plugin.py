@@ -344,7 +344,7 @@ def pytest_configure(config: pytest.Config) -> None:
     refuse_inside_boundary(config)  # the record is out of reach there: say which command works
     _block_hypothesis_plugin(config.pluginmanager)
     split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
-    from ._project.pytest_loads import plugins_in_project
+    from ._project.harness import plugins_in_project
 
     named = Path(str(target))
     planted = plugins_in_project(config.invocation_params.args, named.parent if named.is_file() else named)

@@ -6,8 +6,7 @@ one event loop. A SIGALRM timer cannot keep a deadline off the main thread, so a
 does: at the deadline the rollout's future gets its timeout whatever the adapter does, and the
 abandoned rollout is interrupted again every :data:`TICK_S` until it ends, so an ``except
 Exception:`` retry loop neither swallows the timeout nor runs for ever. What each rollout prints
-and logs is kept for its item (:data:`.rollout_output.CURRENT`).
-"""
+and logs is kept for its item (:data:`.rollout_output.CURRENT`)."""
 
 from __future__ import annotations
 
@@ -55,13 +54,8 @@ class InflightRollout:
             self.future.set_result(scored)
 
     def expire(self) -> None:
-        self.settle(
-            Scored(
-                rollout=None,
-                infra_error=timeout_message(self.timeout_s),
-                seconds=round(time.monotonic() - self.started, 6),
-            )
-        )
+        seconds = round(time.monotonic() - self.started, 6)
+        self.settle(Scored(rollout=None, infra_error=timeout_message(self.timeout_s), seconds=seconds))
 
     def interrupt(self) -> None:
         if self.task is not None and self.loop is not None:

@@ -4,9 +4,7 @@ Shared by rollout items, the ``adapter`` microcase check and ``capevolve check``
 disagree on what counts as an infra error (``reward = None``: missing data, never a 0) and what
 the candidate's side caused (:func:`charge`: a 0, never paid again as a fresh draw it chose;
 docs/explanation/candidate-failures.md draws the line). It writes nothing. In a session the
-candidate's side runs in a sandbox child (:func:`.sandbox.isolated`); :class:`InProcess` runs it
-here (in the sandbox child itself, and for adapters defined in memory in tests).
-"""
+candidate's side runs in a sandbox child (:func:`.sandbox.isolated`), else here (:class:`InProcess`)."""
 
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .._project.adapter import (
     AdapterError,
@@ -33,8 +31,11 @@ from .._project.adapter import (
     check_tokens,
     coerce_rollout,
 )
-from .judging import Judged, awaited, declared_stochastic, rescores_for, score_rollout, score_rollout_async
+from .judging import Judged, declared_stochastic, rescores_for, score_rollout, score_rollout_async, settled
 from .rollout_output import RolloutOutput
+
+if TYPE_CHECKING:
+    from .sandbox import Sandboxes
 
 
 class AdapterRunner:
@@ -49,7 +50,7 @@ class AdapterRunner:
         self._passes = frozenset(n for n in ("seed", "split") if n in params)  # as its signature asks
         self.is_async = inspect.iscoroutinefunction(adapter.run_target)
         # where live() + run_target run: here, unless the runner was made by sandbox.isolated
-        self.targets: Targets = InProcess(self)
+        self.targets: InProcess | Sandboxes = InProcess(self)
 
     def close(self) -> None:
         """End what :attr:`targets` started (a sandbox's child processes). Idempotent."""
@@ -103,12 +104,7 @@ class AdapterRunner:
     def score_now(self, task: Task, rollout: Rollout) -> Score:
         """:meth:`score` from plain code outside any event loop (``capevolve check``, a
         re-score of a persisted rollout): an ``async def`` scorer runs under ``asyncio.run``."""
-        result = self.adapter.score(task, rollout)
-        if inspect.isawaitable(result):
-            import asyncio  # here: a sandbox child of a sync adapter never needs it
-
-            result = asyncio.run(awaited(result))
-        return coerce_score(result, task)
+        return coerce_score(settled(self.adapter.score(task, rollout)), task)
 
 
 def declared_thread_safe(adapter: Any) -> bool:
@@ -163,24 +159,12 @@ class Scored:
     confinement: str | None = None  # its sandbox child's Confinement label; None: ran in this process
 
 
-class Targets(Protocol):
-    """Runs the candidate's side of a rollout — ``live()``/``apply()`` and ``run_target`` — and
-    gives back a :class:`Scored` with ``rollout`` or ``infra_error`` set, never a reward."""
-
-    def run(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored: ...
-
-    async def run_async(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored: ...
-
-    def close(self) -> None: ...
-
-
 class InProcess:
-    """run_target in this process: in the sandbox child (:mod:`.sandbox_child`), and for
-    adapters that only exist in memory (tests). A session never scores with it."""
+    """A runner's :attr:`~AdapterRunner.targets` (as :class:`.sandbox.Sandboxes` is, in a child):
+    runs the candidate's side of a rollout — ``live()``/``apply()`` and ``run_target`` — and gives
+    back a :class:`Scored` with ``rollout`` or ``infra_error`` set, never a reward. This one runs
+    it in this process: in the sandbox child, and for adapters only in memory (tests). A session
+    never scores with it."""
 
     def __init__(self, runner: AdapterRunner) -> None:
         self.runner = runner

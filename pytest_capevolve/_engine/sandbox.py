@@ -15,8 +15,7 @@ the spec, applied by each child to itself before it loads the adapter): **write*
 (its ``TMPDIR``) and the spec's ``sandbox_writable``; **read** everything **but** the project's
 ``.capevolve/``, the gold files (``harness_files``) and the shared ledger; and (ABI ≥ 6) not
 signal the session that scores it. Gold is read by the scoring process only: tasks reach the
-child pickled. See docs/explanation/candidate-isolation.md for what this does and does not protect.
-"""
+child pickled. See docs/explanation/candidate-isolation.md for what this does and does not protect."""
 
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ import contextlib
 import itertools
 import logging
 import os
-import pickle
 import re
 import threading
 from collections import OrderedDict
@@ -41,7 +39,7 @@ from .._project.harness import harness_files
 from .._project.spec import Spec
 from .runner import AdapterRunner, Scored
 from .sandbox_process import Ask, Sandbox, SandboxError
-from .wire import ValueLoader
+from .wire import ValueLoader, dumps
 
 __all__ = ["Sandboxes", "SandboxError", "isolated"]
 
@@ -61,7 +59,7 @@ def isolated(
 
 
 class Sandboxes:
-    """The :class:`.runner.Targets` of an isolated runner: one :class:`Sandbox` per candidate
+    """The :attr:`.runner.AdapterRunner.targets` of an isolated runner: one :class:`Sandbox` per candidate
     folder, started on its first rollout."""
 
     def __init__(
@@ -113,7 +111,7 @@ class Sandboxes:
         cached = self._task_blobs.get(task.id)
         if cached is None or cached[0] is not task:
             try:
-                blob: bytes | None = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+                blob: bytes | None = dumps(task)
             except Exception:  # the child takes the same task from its own tasks("all")
                 blob = None
             cached = self._task_blobs[task.id] = (task, blob)
@@ -221,9 +219,8 @@ class Fence:
         path = Path(os.path.abspath(refused.group(1)))
         if any(path == hidden or hidden in path.parents for hidden in self.hidden):
             return (
-                f"{infra_error} (candidate code runs confined, and {path} is hidden from it: the run "
-                "dir and the gold files (harness_files) are read by tasks() and score(), in the "
-                "scoring process, never from live() or run_target)"
+                f"{infra_error} (candidate code runs confined and {path} is hidden from it: the run dir and "
+                "gold files (harness_files) are read by tasks() and score(), never from live() or run_target)"
             )
         for folder in self.writable:
             if path == folder or folder in path.parents:
@@ -231,16 +228,14 @@ class Fence:
                     return infra_error  # granted: refused by the file's own mode, not the boundary
                 return (
                     f"{infra_error} (candidate code runs confined: the spec's sandbox_writable names "
-                    f"{folder}, which does not exist, so nothing in it was granted; create the folder "
-                    "before the session)"
+                    f"{folder}, which does not exist, so nothing was granted; create it before the session)"
                 )
         named = ", ".join(str(p) for p in self.writable) or "none yet"
         return (
-            f"{infra_error} (candidate code runs confined: live() and run_target may write only "
-            f"their TMPDIR and the folders the spec's sandbox_writable names ({named}); name the "
-            "folder it writes in sandbox_writable in capevolve.yaml (a folder that exists: create it "
-            "first; the changed spec starts a new run, --capevolve-new-run), or write scratch files "
-            "under TMPDIR)"
+            f"{infra_error} (candidate code runs confined: live() and run_target may write only their TMPDIR "
+            f"and the folders the spec's sandbox_writable names ({named}); name the folder it writes in "
+            "sandbox_writable in capevolve.yaml (create it first; the changed spec starts a new run, "
+            "--capevolve-new-run), or write scratch files under TMPDIR)"
         )
 
     def boundary(self, candidate_dir: Path, scratch: Path) -> Boundary:

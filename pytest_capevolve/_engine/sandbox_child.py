@@ -6,8 +6,7 @@ the rollout as data and what it printed and logged; it never scores. An ``inline
 on the main thread under the SIGALRM deadline, the others in flight, so every rollout is answered
 by its deadline. Anything a rollout raises is its infra error: only the end of the pipe or the
 candidate killing it ends the child. fd 1 points at stderr, so ``os.write(1, ...)`` by candidate
-code cannot forge a frame by accident; SIGINT is ignored (the parent's Ctrl-C ends it).
-"""
+code cannot forge a frame by accident; SIGINT is ignored (the parent's Ctrl-C ends it)."""
 
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ from .._confine.landlock import Boundary, Confinement, confine
 from .._project.adapter import Rollout, Task, load_adapter, load_tasks
 from .rollout_output import CURRENT, RolloutOutput, RoutedStream
 from .runner import AdapterRunner, RolloutTimeout, Scored, run_target_here, run_target_here_async
-from .wire import SAME_TASK, FrameReader, ValueLoader, frame, plain, write_all, write_frame
+from .wire import SAME_TASK, FrameReader, ValueLoader, dumps, frame, plain, write_all, write_frame
 
 if TYPE_CHECKING:  # imported when a rollout first runs in flight: a child at concurrency 1 never does
     from .inflight import RolloutPool
@@ -139,14 +138,8 @@ class Child:
     def run_inline(self, request: tuple[Any, ...]) -> Scored:
         assert self.runner is not None
         _, task_id, sent, folder, seed, split, timeout_s, _, _ = request
-        return run_target_here(
-            self.runner,
-            self.task(task_id, sent),
-            self.folder(folder),
-            seed=seed,
-            split=split,
-            timeout_s=timeout_s,
-        )
+        task, where = self.task(task_id, sent), self.folder(folder)
+        return run_target_here(self.runner, task, where, seed=seed, split=split, timeout_s=timeout_s)
 
     def start_in_flight(self, request: tuple[Any, ...]) -> Future[Scored]:
         assert self.runner is not None
@@ -181,15 +174,10 @@ class Child:
                     blob = self.as_data(scored.rollout)
                 except Exception as exc:
                     infra_error = f"run_target returned a rollout that is not data: {exc!r}"
-            head = pickle.dumps(
-                (request_id, infra_error, stdout, stderr, records, bool(blob)),
-                protocol=pickle.HIGHEST_PROTOCOL,
-            )
+            head = dumps((request_id, infra_error, stdout, stderr, records, bool(blob)))
         except Exception as exc:  # an answer that does not pickle (a log field, say): say so
             blob = b""
-            head = pickle.dumps(
-                (request_id, f"sandbox: {exc!r}", "", "", [], False), protocol=pickle.HIGHEST_PROTOCOL
-            )
+            head = dumps((request_id, f"sandbox: {exc!r}", "", "", [], False))
         with self.sending:
             write_frame(self.proto_out, head, blob)
 
@@ -207,7 +195,7 @@ class Child:
         except Exception:
             fields = {name: plain(getattr(rollout, name)) for name in ("output", "trace", "tool_calls")}
             fields["metadata"] = plain(rollout.metadata)
-            return pickle.dumps(Rollout(**{**vars(rollout), **fields}), protocol=pickle.HIGHEST_PROTOCOL)
+            return dumps(Rollout(**{**vars(rollout), **fields}))
 
 
 def confined(boundary: dict[str, Any] | None) -> Confinement:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import pickle
 import shutil
 import signal
 import subprocess
@@ -27,7 +26,7 @@ from .._confine.landlock import Confinement
 from .._project import startup_hooks
 from .._project.adapter import Rollout
 from .runner import Scored, timeout_message
-from .wire import SAME_TASK, FrameReader, ValueLoader, WireError, frame, load_answer, write_all, write_frame
+from .wire import SAME_TASK, FrameReader, ValueLoader, WireError, dumps, frame, write_all, write_frame
 
 if TYPE_CHECKING:
     from .sandbox import Sandboxes
@@ -204,7 +203,7 @@ class Sandbox:
         try:
             write_all(proc.stdin.fileno(), frame(init))
             payload = reader.read(time.monotonic() + READY_S)
-            ready = None if payload is None else load_answer(payload, ())
+            ready = None if payload is None else ValueLoader(()).load(payload)
         except (OSError, TimeoutError, WireError) as exc:
             end(proc)
             raise SandboxError(f"the sandbox process did not start: {type(exc).__name__}: {exc}") from None
@@ -232,9 +231,7 @@ class Sandbox:
                 task = SAME_TASK
             else:
                 self.sent[task_id] = blob
-        return request_id, pickle.dumps(
-            (request_id, task_id, task, *ask[2:]), protocol=pickle.HIGHEST_PROTOCOL
-        )
+        return request_id, dumps((request_id, task_id, task, *ask[2:]))
 
     def _send(self, proc: subprocess.Popen[bytes], request: bytes) -> bool:
         assert proc.stdin is not None

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from .._project.candidate import CandidateError
+from .._project.harness import protected_digests, tampered
 from .._project.spec import Spec
-from .._project.tamper import protected_digests, tampered
 from .._store.rundir import RunDir
 
 

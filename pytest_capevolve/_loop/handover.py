@@ -21,8 +21,7 @@ from .._policy.booking.memory import render_ledger, render_rejected
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import HANDOVER
 from .._project.microcase_gen import redact
-from .._project.paths import to_stored
-from .._project.spec import Spec
+from .._project.spec import Spec, to_stored
 from .._store.files import atomic_write_text
 from .._store.rundir import RunDir, jsonl_lines
 from .diagnose import passed

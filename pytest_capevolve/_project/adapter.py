@@ -124,14 +124,10 @@ def check_cost(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise AdapterError(f"{where}: cost_usd must be a number ≥ 0, got {_shown(value)}")
     cost = float(value)
-    if not math.isfinite(cost) or cost < 0.0:
+    if not (math.isfinite(cost) and 0.0 <= cost <= MAX_COST_USD):
         raise AdapterError(
-            f"{where}: cost_usd must be a finite number ≥ 0, got {cost!r}; fix the adapter's run_target"
-        )
-    if cost > MAX_COST_USD:
-        raise AdapterError(
-            f"{where}: cost_usd must be at most {MAX_COST_USD:g} USD for one rollout, got {cost!r} "
-            "(a unit slip?); fix the adapter's run_target"
+            f"{where}: cost_usd must be a finite number from 0 to {MAX_COST_USD:g} USD (more is a unit "
+            f"slip), got {cost!r}; fix the adapter's run_target"
         )
     return cost
 
@@ -140,14 +136,9 @@ def check_tokens(value: Any, where: str) -> int:
     """A rollout's ``tokens`` as an int ≥ 0, else an AdapterError (as :func:`check_cost`)."""
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise AdapterError(f"{where}: tokens must be a whole number ≥ 0, got {_shown(value)}")
-    count = int(value)
-    if count < 0:
-        raise AdapterError(
-            f"{where}: tokens must be a whole number ≥ 0, got {count}; fix the adapter's run_target"
-        )
-    return count
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 0:
+        raise AdapterError(f"{where}: tokens must be a whole number ≥ 0, got {_shown(value)}; fix run_target")
+    return int(value)
 
 
 def load_adapter(ref: str, project_dir: Path, *, note_startup_hooks: bool = True) -> Any:

@@ -245,14 +245,9 @@ def unified_diff(old: Path, new: Path, old_label: str, new_label: str) -> str:
         left, right = a.get(rel, []), b.get(rel, [])
         if left == right:
             continue
-        chunks.extend(
-            difflib.unified_diff(
-                left,
-                right,
-                fromfile=f"{old_label}/{rel}" if rel in a else "/dev/null",
-                tofile=f"{new_label}/{rel}" if rel in b else "/dev/null",
-            )
-        )
+        old_name = f"{old_label}/{rel}" if rel in a else "/dev/null"
+        new_name = f"{new_label}/{rel}" if rel in b else "/dev/null"
+        chunks.extend(difflib.unified_diff(left, right, fromfile=old_name, tofile=new_name))
     text = "".join(chunks)
     return text if not text or text.endswith("\n") else text + "\n"
 

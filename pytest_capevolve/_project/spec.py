@@ -1,5 +1,9 @@
 """``capevolve.yaml``: the schema, loading (pyyaml ``safe_load`` only) and validation; every
-problem is one :class:`SpecError` naming the file, the key and what would be valid."""
+problem is one :class:`SpecError` naming the file, the key and what would be valid.
+
+A run dir stores a path relative to the project when inside it, absolutely otherwise
+(:func:`to_stored`), so the run belongs to its project wherever it lives; :func:`rebase` maps an
+absolute path an older run dir holds to today's relative form."""
 
 from __future__ import annotations
 
@@ -15,11 +19,26 @@ from .._decide.alpha_budget import SCHEDULES as ALPHA_SCHEDULES
 from .._decide.verdict import REGRESSION_RULES, GateConfig
 from ..exitcodes import CapevolveError
 from .cap_evolve_keys import not_used_sentence
-from .paths import rebase, to_stored
 from .splits import SPLITS, cut_splits
 from .yamlfile import YamlError, load_yaml, read_yaml
 
 SPEC_FILENAME = "capevolve.yaml"
+
+
+def to_stored(path: Path, project_dir: Path) -> str:
+    """``path`` as a run dir stores it: posix and relative to ``project_dir`` when inside it
+    (``"."`` for the folder itself), absolute otherwise. Both are resolved first."""
+    path, project_dir = path.resolve(), project_dir.resolve()
+    return path.relative_to(project_dir).as_posix() if path.is_relative_to(project_dir) else str(path)
+
+
+def rebase(stored: str, old_project_dir: str | Path | None) -> str:
+    """An absolute path from an older run dir in today's stored form: relative when it lies in
+    ``old_project_dir``, else as is (lexically: that folder may be gone)."""
+    path = Path(stored)
+    if old_project_dir is None or not path.is_absolute() or not Path(old_project_dir).is_absolute():
+        return stored
+    return path.relative_to(old_project_dir).as_posix() if path.is_relative_to(old_project_dir) else stored
 
 
 class SpecError(CapevolveError):
