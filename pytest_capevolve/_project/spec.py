@@ -137,7 +137,7 @@ class Spec:
         return list(value) if isinstance(value, tuple) else value
 
     def to_lock(self) -> dict[str, Any]:
-        """The resolved spec as plain data, for ``spec.lock.yaml``, paths stored by :mod:`.paths`."""
+        """The resolved spec as plain data, for ``spec.lock.yaml``, paths stored by :func:`to_stored`."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
